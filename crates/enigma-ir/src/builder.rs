@@ -1,0 +1,733 @@
+//! The Rust builder DSL: kernels written as close to their MSL as Rust allows.
+//!
+//! ```
+//! use enigma_ir::builder::*;
+//! use enigma_ir::{Access, MemFlags, Type};
+//!
+//! let mut k = KernelBuilder::new("scale");
+//! let data = k.buffer("data", Type::F32, Access::ReadWrite);
+//! let factor = k.value("factor", Type::F32);
+//! let tid = k.let_("tid", thread_position_in_grid().x());
+//! k.store(data.at(tid), data.get(tid) * factor);
+//! let kernel = k.finish().unwrap();
+//! assert_eq!(kernel.params.len(), 2);
+//! ```
+//!
+//! Expressions are [`Ex`] handles (`Copy`), so `tid * 4 + lane` reads like C.
+//! Their trees live in a per-thread pool while a builder is alive. Rust
+//! integer and float literals without a suffix are *weak*: `x + 1` takes the
+//! type of `x`, as an MSL literal would; suffixed literals (`1u32`, `0.5f32`)
+//! are strong. Type errors are not reported by the operators: they surface in
+//! [`crate::validate`], with the statement's Rust source line.
+
+use crate::ir::*;
+use crate::types::{Scalar, Type};
+use std::cell::RefCell;
+use std::ops;
+use thiserror::Error;
+
+thread_local! {
+    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
+}
+
+#[derive(Default)]
+struct Pool {
+    exprs: Vec<Expr>,
+    generation: u32,
+    live_builders: u32,
+}
+
+/// An expression under construction: a handle into this thread's pool, with
+/// its type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ex {
+    id: u32,
+    generation: u32,
+    ty: Type,
+    /// An unsuffixed Rust literal, which adopts the type of the other operand.
+    weak: bool,
+}
+
+impl Ex {
+    fn new(expr: Expr, ty: Type) -> Ex {
+        POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            p.exprs.push(expr);
+            Ex { id: p.exprs.len() as u32 - 1, generation: p.generation, ty, weak: false }
+        })
+    }
+
+    fn weak(expr: Expr, ty: Type) -> Ex {
+        Ex { weak: true, ..Ex::new(expr, ty) }
+    }
+
+    /// The expression tree, or `None` when the handle outlived its builder.
+    fn tree(self) -> Option<Expr> {
+        POOL.with(|p| {
+            let p = p.borrow();
+            (p.generation == self.generation).then(|| p.exprs[self.id as usize].clone())
+        })
+    }
+
+    fn tree_or_poison(self) -> Expr {
+        self.tree().unwrap_or(Expr::Literal(Literal { ty: Scalar::Bool, value: LiteralValue::Float(f64::NAN) }))
+    }
+
+    /// The static type of the expression.
+    pub fn ty(self) -> Type {
+        self.ty
+    }
+
+    /// A literal of an explicit type.
+    pub fn literal(lit: Literal) -> Ex {
+        Ex::new(Expr::Literal(lit), Type::scalar(lit.ty))
+    }
+
+    /// Converts a weak literal to `ty`'s scalar type; other expressions are unchanged.
+    fn coerce_to(self, ty: Type) -> Ex {
+        if !self.weak {
+            return self;
+        }
+        match self.tree() {
+            Some(Expr::Literal(lit)) => Ex::literal(lit.convert(ty.scalar)),
+            _ => self,
+        }
+    }
+
+    /// Makes both operands agree where one is a weak literal.
+    fn unify(a: Ex, b: Ex) -> (Ex, Ex) {
+        match (a.weak, b.weak) {
+            (true, false) => (a.coerce_to(b.ty), b),
+            (false, true) => (a, b.coerce_to(a.ty)),
+            _ => (a, b),
+        }
+    }
+
+    fn binary(op: BinaryOp, lhs: Ex, rhs: Ex) -> Ex {
+        let (lhs, rhs) = Ex::unify(lhs, rhs);
+        let wide = if lhs.ty.width >= rhs.ty.width { lhs.ty } else { rhs.ty };
+        let ty = if op.is_comparison() { wide.with_scalar(Scalar::Bool) } else { wide };
+        let expr = Expr::Binary { op, lhs: Box::new(lhs.tree_or_poison()), rhs: Box::new(rhs.tree_or_poison()) };
+        let both_weak = lhs.weak && rhs.weak && !op.is_comparison();
+        if both_weak {
+            Ex::weak(expr, ty)
+        } else {
+            Ex::new(expr, ty)
+        }
+    }
+
+    pub fn eq(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Eq, self, rhs.into())
+    }
+    pub fn ne(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Ne, self, rhs.into())
+    }
+    pub fn lt(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Lt, self, rhs.into())
+    }
+    pub fn le(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Le, self, rhs.into())
+    }
+    pub fn gt(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Gt, self, rhs.into())
+    }
+    pub fn ge(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Ge, self, rhs.into())
+    }
+    /// Logical `&&` (both sides are evaluated).
+    pub fn and(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::And, self, rhs.into())
+    }
+    /// Logical `||` (both sides are evaluated).
+    pub fn or(self, rhs: impl Into<Ex>) -> Ex {
+        Ex::binary(BinaryOp::Or, self, rhs.into())
+    }
+
+    /// Value conversion, `T(x)` in MSL.
+    pub fn cast(self, to: impl Into<Type>) -> Ex {
+        let to = to.into();
+        Ex::new(Expr::Cast { to, arg: Box::new(self.materialize().tree_or_poison()) }, to)
+    }
+
+    /// Bit reinterpretation, `as_type<T>(x)` in MSL.
+    pub fn bitcast(self, to: impl Into<Type>) -> Ex {
+        let to = to.into();
+        Ex::new(Expr::Bitcast { to, arg: Box::new(self.materialize().tree_or_poison()) }, to)
+    }
+
+    /// Vector component `index` (0 = `.x`).
+    pub fn component(self, index: u8) -> Ex {
+        Ex::new(Expr::Extract { arg: Box::new(self.tree_or_poison()), index }, Type::scalar(self.ty.scalar))
+    }
+    pub fn x(self) -> Ex {
+        self.component(0)
+    }
+    pub fn y(self) -> Ex {
+        self.component(1)
+    }
+    pub fn z(self) -> Ex {
+        self.component(2)
+    }
+    pub fn w(self) -> Ex {
+        self.component(3)
+    }
+
+    /// A weak literal standing alone takes its default type (i32 or f32).
+    fn materialize(self) -> Ex {
+        if self.weak {
+            self.coerce_to(self.ty)
+        } else {
+            self
+        }
+    }
+}
+
+impl From<Var> for Ex {
+    fn from(v: Var) -> Ex {
+        v.get()
+    }
+}
+
+macro_rules! strong_literal {
+    ($($t:ty => $ctor:expr),* $(,)?) => {$(
+        impl From<$t> for Ex {
+            fn from(v: $t) -> Ex {
+                #[allow(clippy::redundant_closure_call)]
+                Ex::literal(($ctor)(v))
+            }
+        }
+    )*};
+}
+
+strong_literal! {
+    u32 => |v: u32| Literal::u32(v),
+    f32 => |v: f32| Literal::f32(v),
+    bool => |v: bool| Literal::bool(v),
+    u64 => |v: u64| Literal { ty: Scalar::U64, value: LiteralValue::UInt(v) },
+    i64 => |v: i64| Literal { ty: Scalar::I64, value: LiteralValue::Int(v) },
+}
+
+/// Unsuffixed integer literals are `i32` in Rust: they are weak.
+impl From<i32> for Ex {
+    fn from(v: i32) -> Ex {
+        Ex::weak(Expr::Literal(Literal::i32(v)), Type::I32)
+    }
+}
+
+/// Unsuffixed float literals are `f64` in Rust: they are weak `f32`.
+impl From<f64> for Ex {
+    fn from(v: f64) -> Ex {
+        Ex::weak(Expr::Literal(Literal { ty: Scalar::F32, value: LiteralValue::Float(v) }), Type::F32)
+    }
+}
+
+macro_rules! binary_ops {
+    ($($trait:ident $method:ident $op:ident),* $(,)?) => {$(
+        impl<R: Into<Ex>> ops::$trait<R> for Ex {
+            type Output = Ex;
+            fn $method(self, rhs: R) -> Ex {
+                Ex::binary(BinaryOp::$op, self, rhs.into())
+            }
+        }
+        impl<R: Into<Ex>> ops::$trait<R> for Var {
+            type Output = Ex;
+            fn $method(self, rhs: R) -> Ex {
+                Ex::binary(BinaryOp::$op, self.get(), rhs.into())
+            }
+        }
+        binary_ops!(@lhs $trait $method $op: u32, i32, f32, f64);
+    )*};
+    (@lhs $trait:ident $method:ident $op:ident: $($t:ty),*) => {$(
+        impl ops::$trait<Ex> for $t {
+            type Output = Ex;
+            fn $method(self, rhs: Ex) -> Ex {
+                Ex::binary(BinaryOp::$op, self.into(), rhs)
+            }
+        }
+    )*};
+}
+
+binary_ops! {
+    Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
+    BitAnd bitand BitAnd, BitOr bitor BitOr, BitXor bitxor BitXor, Shl shl Shl, Shr shr Shr,
+}
+
+impl ops::Neg for Ex {
+    type Output = Ex;
+    fn neg(self) -> Ex {
+        let arg = Box::new(self.tree_or_poison());
+        if self.weak {
+            Ex::weak(Expr::Unary { op: UnaryOp::Neg, arg }, self.ty)
+        } else {
+            Ex::new(Expr::Unary { op: UnaryOp::Neg, arg }, self.ty)
+        }
+    }
+}
+
+/// `!b` for booleans, `~x` for integers.
+impl ops::Not for Ex {
+    type Output = Ex;
+    fn not(self) -> Ex {
+        let op = if self.ty.scalar == Scalar::Bool { UnaryOp::Not } else { UnaryOp::BitNot };
+        Ex::new(Expr::Unary { op, arg: Box::new(self.materialize().tree_or_poison()) }, self.ty)
+    }
+}
+
+/// A mutable local variable.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Var {
+    id: VarId,
+    ty: Type,
+}
+
+impl Var {
+    /// Reads the variable.
+    pub fn get(self) -> Ex {
+        Ex::new(Expr::Var(self.id), self.ty)
+    }
+    pub fn id(self) -> VarId {
+        self.id
+    }
+}
+
+/// A device buffer or threadgroup array that can be indexed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mem {
+    mem: Memory,
+    elem: Type,
+}
+
+impl Mem {
+    /// The element `self[index]`, to load or to store to.
+    pub fn at(self, index: impl Into<Ex>) -> Place {
+        Place { mem: self, index: index.into().coerce_to(Type::U32) }
+    }
+
+    /// Loads `self[index]`.
+    pub fn get(self, index: impl Into<Ex>) -> Ex {
+        self.at(index).load()
+    }
+
+    pub fn memory(self) -> Memory {
+        self.mem
+    }
+
+    pub fn elem(self) -> Type {
+        self.elem
+    }
+}
+
+/// An element of a [`Mem`]: `buf.at(i)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Place {
+    mem: Mem,
+    index: Ex,
+}
+
+impl Place {
+    pub fn load(self) -> Ex {
+        Ex::new(Expr::Load { mem: self.mem.mem, index: Box::new(self.index.tree_or_poison()) }, self.mem.elem)
+    }
+}
+
+impl From<Place> for Ex {
+    fn from(p: Place) -> Ex {
+        p.load()
+    }
+}
+
+/// Errors found while building, before validation.
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum BuildError {
+    #[error("kernel `{kernel}` at {loc}: an expression was used after the builder that made it finished")]
+    StaleExpression { kernel: String, loc: SourceLoc },
+    #[error("kernel `{kernel}`: `{what}` was used outside {outside}")]
+    Misplaced { kernel: String, what: &'static str, outside: &'static str },
+}
+
+/// Builds one [`Kernel`]. Methods that add a statement record the Rust source
+/// line of their caller, so errors and sanitizer reports point at your code.
+#[derive(Debug)]
+pub struct KernelBuilder {
+    kernel: Kernel,
+    /// The blocks being filled, innermost last.
+    blocks: Vec<Block>,
+    errors: Vec<BuildError>,
+    generation: u32,
+}
+
+impl Drop for KernelBuilder {
+    fn drop(&mut self) {
+        POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            p.live_builders -= 1;
+            if p.live_builders == 0 {
+                p.exprs.clear();
+                p.generation = p.generation.wrapping_add(1);
+            }
+        })
+    }
+}
+
+fn caller_loc(loc: &std::panic::Location<'_>) -> SourceLoc {
+    SourceLoc { file: loc.file().to_string(), line: loc.line() }
+}
+
+impl KernelBuilder {
+    pub fn new(name: impl Into<String>) -> KernelBuilder {
+        let generation = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            p.live_builders += 1;
+            p.generation
+        });
+        KernelBuilder {
+            kernel: Kernel {
+                name: name.into(),
+                params: vec![],
+                spec_constants: vec![],
+                threadgroup_arrays: vec![],
+                locals: vec![],
+                body: vec![],
+            },
+            blocks: vec![vec![]],
+            errors: vec![],
+            generation,
+        }
+    }
+
+    /// A device buffer parameter (`device T*`, `device const T*` when read-only).
+    pub fn buffer(&mut self, name: &str, elem: impl Into<Type>, access: Access) -> Mem {
+        let elem = elem.into();
+        let id = ParamId(self.kernel.params.len() as u32);
+        self.kernel.params.push(Param { name: name.into(), kind: ParamKind::Buffer { elem, access } });
+        Mem { mem: Memory::Buffer(id), elem }
+    }
+
+    /// A by-value parameter (`constant T& name`).
+    pub fn value(&mut self, name: &str, ty: impl Into<Type>) -> Ex {
+        let ty = ty.into();
+        let id = ParamId(self.kernel.params.len() as u32);
+        self.kernel.params.push(Param { name: name.into(), kind: ParamKind::Value { ty } });
+        Ex::new(Expr::Param(id), ty)
+    }
+
+    /// A specialisation constant (Metal function constant) with its default.
+    pub fn spec(&mut self, name: &str, default: Literal) -> Ex {
+        let id = SpecId(self.kernel.spec_constants.len() as u32);
+        self.kernel.spec_constants.push(SpecConstant { name: name.into(), ty: default.ty, default });
+        Ex::new(Expr::Spec(id), Type::scalar(default.ty))
+    }
+
+    /// `threadgroup T name[len];`
+    pub fn threadgroup_array(&mut self, name: &str, elem: impl Into<Type>, len: u32) -> Mem {
+        let elem = elem.into();
+        let id = TgArrayId(self.kernel.threadgroup_arrays.len() as u32);
+        self.kernel.threadgroup_arrays.push(ThreadgroupArray { name: name.into(), elem, len });
+        Mem { mem: Memory::Threadgroup(id), elem }
+    }
+
+    fn declare(&mut self, name: &str, ty: Type) -> Var {
+        let id = VarId(self.kernel.locals.len() as u32);
+        self.kernel.locals.push(Local { name: name.into(), ty });
+        Var { id, ty }
+    }
+
+    fn tree(&mut self, e: Ex, loc: &std::panic::Location<'_>) -> Expr {
+        match e.tree().filter(|_| e.generation == self.generation) {
+            Some(tree) => tree,
+            None => {
+                self.errors.push(BuildError::StaleExpression { kernel: self.kernel.name.clone(), loc: caller_loc(loc) });
+                e.tree_or_poison()
+            }
+        }
+    }
+
+    fn push(&mut self, kind: StmtKind, loc: &std::panic::Location<'_>) {
+        let stmt = Stmt { kind, loc: Some(caller_loc(loc)) };
+        self.blocks.last_mut().expect("the body block is never popped").push(stmt);
+    }
+
+    /// Declares a local initialised to `value` and returns it as an
+    /// expression: `T name = value;`.
+    #[track_caller]
+    pub fn let_(&mut self, name: &str, value: impl Into<Ex>) -> Ex {
+        self.var(name, value).get()
+    }
+
+    /// Declares a mutable local initialised to `value`.
+    #[track_caller]
+    pub fn var(&mut self, name: &str, value: impl Into<Ex>) -> Var {
+        let loc = std::panic::Location::caller();
+        let value = value.into().materialize();
+        let var = self.declare(name, value.ty);
+        let value = self.tree(value, loc);
+        self.push(StmtKind::Assign { var: var.id, value }, loc);
+        var
+    }
+
+    /// Declares a local without assigning it (validation checks that every
+    /// path assigns it before it is read).
+    pub fn var_uninit(&mut self, name: &str, ty: impl Into<Type>) -> Var {
+        self.declare(name, ty.into())
+    }
+
+    /// `var = value;`
+    #[track_caller]
+    pub fn assign(&mut self, var: Var, value: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        let value = value.into().coerce_to(var.ty);
+        let value = self.tree(value, loc);
+        self.push(StmtKind::Assign { var: var.id, value }, loc);
+    }
+
+    /// `mem[index] = value;`
+    #[track_caller]
+    pub fn store(&mut self, place: Place, value: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        let value = value.into().coerce_to(place.mem.elem);
+        let index = self.tree(place.index.materialize(), loc);
+        let value = self.tree(value, loc);
+        self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
+    }
+
+    /// `atomic_fetch_<op>_explicit(&place, value, memory_order_relaxed)`,
+    /// returning the previous value.
+    #[track_caller]
+    pub fn atomic_fetch(&mut self, op: AtomicOp, place: Place, value: impl Into<Ex>) -> Ex {
+        let n = self.kernel.locals.len();
+        let var = self.declare(&format!("old{n}"), place.mem.elem);
+        self.atomic_stmt(op, place, value.into(), Some(var.id), std::panic::Location::caller());
+        var.get()
+    }
+
+    /// An atomic read-modify-write whose previous value is not needed.
+    #[track_caller]
+    pub fn atomic(&mut self, op: AtomicOp, place: Place, value: impl Into<Ex>) {
+        self.atomic_stmt(op, place, value.into(), None, std::panic::Location::caller());
+    }
+
+    fn atomic_stmt(&mut self, op: AtomicOp, place: Place, value: Ex, result: Option<VarId>, loc: &std::panic::Location<'_>) {
+        let index = self.tree(place.index.materialize(), loc);
+        let value = self.tree(value.coerce_to(place.mem.elem), loc);
+        self.push(StmtKind::Atomic { op, mem: place.mem.mem, index, value, result }, loc);
+    }
+
+    /// Strong compare-and-exchange; returns the value seen before.
+    #[track_caller]
+    pub fn atomic_compare_exchange(&mut self, place: Place, expected: impl Into<Ex>, desired: impl Into<Ex>) -> Ex {
+        let loc = std::panic::Location::caller();
+        let n = self.kernel.locals.len();
+        let var = self.declare(&format!("old{n}"), place.mem.elem);
+        let index = self.tree(place.index.materialize(), loc);
+        let expected = self.tree(expected.into().coerce_to(place.mem.elem), loc);
+        let desired = self.tree(desired.into().coerce_to(place.mem.elem), loc);
+        self.push(
+            StmtKind::AtomicCompareExchange { mem: place.mem.mem, index, expected, desired, result: Some(var.id) },
+            loc,
+        );
+        var.get()
+    }
+
+    fn nested(&mut self, body: impl FnOnce(&mut Self)) -> Block {
+        self.blocks.push(vec![]);
+        body(self);
+        self.blocks.pop().expect("pushed above")
+    }
+
+    /// `if (cond) { then }`
+    #[track_caller]
+    pub fn if_(&mut self, cond: impl Into<Ex>, then: impl FnOnce(&mut Self)) {
+        self.if_else(cond, then, |_| {})
+    }
+
+    /// `if (cond) { then } else { otherwise }`
+    #[track_caller]
+    pub fn if_else(&mut self, cond: impl Into<Ex>, then: impl FnOnce(&mut Self), otherwise: impl FnOnce(&mut Self)) {
+        let loc = std::panic::Location::caller();
+        let cond = self.tree(cond.into(), loc);
+        let then_body = self.nested(then);
+        let else_body = self.nested(otherwise);
+        self.push(StmtKind::If { cond, then_body, else_body }, loc);
+    }
+
+    /// `for (T var = start; var < end; var += step) { body(var) }`; the loop
+    /// variable takes the type of `start` (or `end` when `start` is a weak
+    /// literal).
+    #[track_caller]
+    pub fn for_range(
+        &mut self,
+        name: &str,
+        start: impl Into<Ex>,
+        end: impl Into<Ex>,
+        step: impl Into<Ex>,
+        body: impl FnOnce(&mut Self, Ex),
+    ) {
+        let loc = std::panic::Location::caller();
+        let (start, end) = Ex::unify(start.into(), end.into());
+        let (start, end) = (start.materialize(), end.materialize());
+        let step = step.into().coerce_to(start.ty);
+        let var = self.declare(name, start.ty);
+        let (start, end, step) = (self.tree(start, loc), self.tree(end, loc), self.tree(step, loc));
+        let body = self.nested(|k| body(k, var.get()));
+        self.push(StmtKind::For { var: var.id, start, end, step, body }, loc);
+    }
+
+    /// `while (cond) { body }`; `cond` is re-evaluated before every iteration.
+    #[track_caller]
+    pub fn while_(&mut self, cond: impl Into<Ex>, body: impl FnOnce(&mut Self)) {
+        let loc = std::panic::Location::caller();
+        let cond = self.tree(cond.into(), loc);
+        let body = self.nested(body);
+        self.push(StmtKind::While { cond, body }, loc);
+    }
+
+    #[track_caller]
+    pub fn break_(&mut self) {
+        self.push(StmtKind::Break, std::panic::Location::caller());
+    }
+
+    #[track_caller]
+    pub fn continue_(&mut self) {
+        self.push(StmtKind::Continue, std::panic::Location::caller());
+    }
+
+    /// Early return: the calling threads leave the kernel.
+    #[track_caller]
+    pub fn return_(&mut self) {
+        self.push(StmtKind::Return, std::panic::Location::caller());
+    }
+
+    /// `threadgroup_barrier(flags)`.
+    #[track_caller]
+    pub fn threadgroup_barrier(&mut self, flags: MemFlags) {
+        self.push(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags }, std::panic::Location::caller());
+    }
+
+    /// `simdgroup_barrier(flags)`.
+    #[track_caller]
+    pub fn simdgroup_barrier(&mut self, flags: MemFlags) {
+        self.push(StmtKind::Barrier { scope: BarrierScope::Simdgroup, flags }, std::panic::Location::caller());
+    }
+
+    /// The finished kernel (not yet validated: call [`crate::validate`]).
+    pub fn finish(mut self) -> Result<Kernel, BuildError> {
+        if let Some(err) = self.errors.first() {
+            return Err(err.clone());
+        }
+        let mut kernel = std::mem::replace(
+            &mut self.kernel,
+            Kernel {
+                name: String::new(),
+                params: vec![],
+                spec_constants: vec![],
+                threadgroup_arrays: vec![],
+                locals: vec![],
+                body: vec![],
+            },
+        );
+        kernel.body = std::mem::take(&mut self.blocks[0]);
+        Ok(kernel)
+    }
+}
+
+/// A builtin as an expression (`uint3` or `uint`).
+pub fn builtin(b: Builtin) -> Ex {
+    Ex::new(Expr::Builtin(b), b.ty())
+}
+
+macro_rules! builtin_fns {
+    ($($name:ident => $b:ident),* $(,)?) => {$(
+        #[doc = concat!("The `", stringify!($name), "` attribute.")]
+        pub fn $name() -> Ex {
+            builtin(Builtin::$b)
+        }
+    )*};
+}
+
+builtin_fns! {
+    thread_position_in_grid => ThreadPositionInGrid,
+    thread_position_in_threadgroup => ThreadPositionInThreadgroup,
+    threadgroup_position_in_grid => ThreadgroupPositionInGrid,
+    threads_per_threadgroup => ThreadsPerThreadgroup,
+    threads_per_grid => ThreadsPerGrid,
+    threadgroups_per_grid => ThreadgroupsPerGrid,
+    thread_index_in_threadgroup => ThreadIndexInThreadgroup,
+    thread_index_in_simdgroup => ThreadIndexInSimdgroup,
+    simdgroup_index_in_threadgroup => SimdgroupIndexInThreadgroup,
+    simdgroups_per_threadgroup => SimdgroupsPerThreadgroup,
+    threads_per_simdgroup => ThreadsPerSimdgroup,
+}
+
+/// Calls an intrinsic. Weak literal arguments take the type of the first
+/// strong argument (the lane index of shuffles is `u32`).
+pub fn call(func: Intrinsic, args: &[Ex]) -> Ex {
+    use Intrinsic::*;
+    let lane_arg = matches!(func, SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor);
+    let anchor = args.iter().find(|a| !a.weak).map(|a| a.ty);
+    let args: Vec<Ex> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match (lane_arg && i == 1, anchor) {
+            (true, _) => a.coerce_to(Type::U32),
+            (false, Some(ty)) if !(func == Select && i == 2) => a.coerce_to(ty),
+            _ => a.materialize(),
+        })
+        .collect();
+    let first = args.first().map(|a| a.ty).unwrap_or(Type::BOOL);
+    let ty = match func {
+        SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
+        SimdBallot => Type::U64,
+        _ => first,
+    };
+    Ex::new(Expr::Call { func, args: args.iter().map(|a| a.tree_or_poison()).collect() }, ty)
+}
+
+macro_rules! intrinsic_fns {
+    ($($name:ident($($arg:ident),*) => $f:ident),* $(,)?) => {$(
+        #[doc = concat!("The MSL function of the same name (`", stringify!($f), "`).")]
+        pub fn $name($($arg: impl Into<Ex>),*) -> Ex {
+            call(Intrinsic::$f, &[$($arg.into()),*])
+        }
+    )*};
+}
+
+intrinsic_fns! {
+    exp(x) => Exp, exp2(x) => Exp2, log(x) => Log, log2(x) => Log2, sqrt(x) => Sqrt,
+    rsqrt(x) => Rsqrt, tanh(x) => Tanh, sin(x) => Sin, cos(x) => Cos, floor(x) => Floor,
+    ceil(x) => Ceil, pow(x, y) => Pow, fma(a, b, c) => Fma,
+    fast_exp(x) => FastExp, fast_exp2(x) => FastExp2, fast_log(x) => FastLog,
+    fast_log2(x) => FastLog2, fast_sqrt(x) => FastSqrt, fast_rsqrt(x) => FastRsqrt,
+    fast_tanh(x) => FastTanh, fast_sin(x) => FastSin, fast_cos(x) => FastCos, fast_pow(x, y) => FastPow,
+    abs(x) => Abs, min(a, b) => Min, max(a, b) => Max, clamp(x, lo, hi) => Clamp,
+    select(if_false, if_true, cond) => Select,
+    popcount(x) => Popcount, clz(x) => Clz, ctz(x) => Ctz,
+    simd_sum(x) => SimdSum, simd_product(x) => SimdProduct, simd_max(x) => SimdMax,
+    simd_min(x) => SimdMin, simd_and(x) => SimdAnd, simd_or(x) => SimdOr, simd_xor(x) => SimdXor,
+    simd_broadcast(x, lane) => SimdBroadcast, simd_broadcast_first(x) => SimdBroadcastFirst,
+    simd_shuffle(x, lane) => SimdShuffle, simd_shuffle_up(x, delta) => SimdShuffleUp,
+    simd_shuffle_down(x, delta) => SimdShuffleDown, simd_shuffle_xor(x, mask) => SimdShuffleXor,
+    simd_prefix_inclusive_sum(x) => SimdPrefixInclusiveSum,
+    simd_prefix_exclusive_sum(x) => SimdPrefixExclusiveSum,
+    simd_all(x) => SimdAll, simd_any(x) => SimdAny, simd_ballot(x) => SimdBallot,
+    simd_is_first() => SimdIsFirst,
+}
+
+/// `T(components...)`: a vector from `width` scalars, or a splat from one.
+pub fn vector(ty: Type, components: &[Ex]) -> Ex {
+    let comps = components.iter().map(|c| c.coerce_to(Type::scalar(ty.scalar)).tree_or_poison()).collect();
+    Ex::new(Expr::Vector { ty, components: comps }, ty)
+}
+
+/// A literal of scalar type `ty` from a number (`lit(Scalar::F16, 0.5)`).
+pub fn lit(ty: Scalar, value: f64) -> Ex {
+    let value = if ty == Scalar::Bool {
+        LiteralValue::Bool(value != 0.0)
+    } else if ty.is_float() {
+        LiteralValue::Float(value)
+    } else if ty.is_signed_int() {
+        LiteralValue::Int(value as i64)
+    } else {
+        LiteralValue::UInt(value as u64)
+    };
+    Ex::literal(Literal { ty, value })
+}

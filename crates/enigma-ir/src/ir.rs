@@ -1,0 +1,864 @@
+//! The kernel IR as plain data: parameters, threadgroup arrays, locals,
+//! specialisation constants, expression trees and structured statements.
+//!
+//! Expressions are trees evaluated left to right, each sub-expression exactly
+//! once; they may read memory (`Load`) and call SIMD-group functions, but never
+//! write. Every write is a statement. Control flow is structured: `If`, `For`,
+//! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
+//! backend prints it directly.
+
+use crate::types::{Scalar, Type};
+use serde::{Deserialize, Serialize};
+
+/// Index of a kernel parameter; also its `[[buffer(n)]]` binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ParamId(pub u32);
+/// Index of a local variable in [`Kernel::locals`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VarId(pub u32);
+/// Index of a threadgroup array in [`Kernel::threadgroup_arrays`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TgArrayId(pub u32);
+/// Index of a specialisation constant in [`Kernel::spec_constants`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SpecId(pub u32);
+
+/// A compute kernel: the unit every backend compiles and every runtime dispatches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub spec_constants: Vec<SpecConstant>,
+    pub threadgroup_arrays: Vec<ThreadgroupArray>,
+    pub locals: Vec<Local>,
+    pub body: Block,
+}
+
+/// Whether a device buffer may be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    /// `device T*` (or `device const T*` when read-only).
+    Buffer { elem: Type, access: Access },
+    /// A by-value constant: `constant T& name [[buffer(n)]]`.
+    Value { ty: Type },
+}
+
+/// A Metal function constant: fixed when the pipeline is created.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpecConstant {
+    pub name: String,
+    pub ty: Scalar,
+    pub default: Literal,
+}
+
+/// `threadgroup T name[len];`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadgroupArray {
+    pub name: String,
+    pub elem: Type,
+    pub len: u32,
+}
+
+impl ThreadgroupArray {
+    pub fn size_bytes(&self) -> u64 {
+        self.elem.size_bytes() as u64 * self.len as u64
+    }
+}
+
+/// A thread-private variable. Locals are assigned before they are read
+/// (validation checks this on every path).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Local {
+    pub name: String,
+    pub ty: Type,
+}
+
+/// A constant of a scalar type.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Literal {
+    pub ty: Scalar,
+    pub value: LiteralValue,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LiteralValue {
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+}
+
+impl Literal {
+    pub fn bool(v: bool) -> Literal {
+        Literal { ty: Scalar::Bool, value: LiteralValue::Bool(v) }
+    }
+    pub fn u32(v: u32) -> Literal {
+        Literal { ty: Scalar::U32, value: LiteralValue::UInt(v as u64) }
+    }
+    pub fn i32(v: i32) -> Literal {
+        Literal { ty: Scalar::I32, value: LiteralValue::Int(v as i64) }
+    }
+    pub fn f32(v: f32) -> Literal {
+        Literal { ty: Scalar::F32, value: LiteralValue::Float(v as f64) }
+    }
+
+    /// Converts a numeric value to a literal of `ty`, as a C cast would.
+    pub fn convert(self, ty: Scalar) -> Literal {
+        let value = match (self.value, ty) {
+            (v, Scalar::Bool) => LiteralValue::Bool(match v {
+                LiteralValue::Bool(b) => b,
+                LiteralValue::Int(i) => i != 0,
+                LiteralValue::UInt(u) => u != 0,
+                LiteralValue::Float(f) => f != 0.0,
+            }),
+            (v, t) if t.is_float() => LiteralValue::Float(v.as_f64()),
+            (v, t) if t.is_signed_int() => LiteralValue::Int(v.as_i64()),
+            (v, _) => LiteralValue::UInt(v.as_i64() as u64),
+        };
+        Literal { ty, value }
+    }
+}
+
+impl LiteralValue {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            LiteralValue::Bool(b) => b as u8 as f64,
+            LiteralValue::Int(i) => i as f64,
+            LiteralValue::UInt(u) => u as f64,
+            LiteralValue::Float(f) => f,
+        }
+    }
+    pub fn as_i64(self) -> i64 {
+        match self {
+            LiteralValue::Bool(b) => b as i64,
+            LiteralValue::Int(i) => i,
+            LiteralValue::UInt(u) => u as i64,
+            LiteralValue::Float(f) => f as i64,
+        }
+    }
+}
+
+/// A thread-position attribute, named as in MSL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Builtin {
+    ThreadPositionInGrid,
+    ThreadPositionInThreadgroup,
+    ThreadgroupPositionInGrid,
+    ThreadsPerThreadgroup,
+    ThreadsPerGrid,
+    ThreadgroupsPerGrid,
+    ThreadIndexInThreadgroup,
+    ThreadIndexInSimdgroup,
+    SimdgroupIndexInThreadgroup,
+    SimdgroupsPerThreadgroup,
+    ThreadsPerSimdgroup,
+}
+
+impl Builtin {
+    pub const ALL: [Builtin; 11] = [
+        Builtin::ThreadPositionInGrid,
+        Builtin::ThreadPositionInThreadgroup,
+        Builtin::ThreadgroupPositionInGrid,
+        Builtin::ThreadsPerThreadgroup,
+        Builtin::ThreadsPerGrid,
+        Builtin::ThreadgroupsPerGrid,
+        Builtin::ThreadIndexInThreadgroup,
+        Builtin::ThreadIndexInSimdgroup,
+        Builtin::SimdgroupIndexInThreadgroup,
+        Builtin::SimdgroupsPerThreadgroup,
+        Builtin::ThreadsPerSimdgroup,
+    ];
+
+    /// The MSL attribute name, which is also the IR's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::ThreadPositionInGrid => "thread_position_in_grid",
+            Builtin::ThreadPositionInThreadgroup => "thread_position_in_threadgroup",
+            Builtin::ThreadgroupPositionInGrid => "threadgroup_position_in_grid",
+            Builtin::ThreadsPerThreadgroup => "threads_per_threadgroup",
+            Builtin::ThreadsPerGrid => "threads_per_grid",
+            Builtin::ThreadgroupsPerGrid => "threadgroups_per_grid",
+            Builtin::ThreadIndexInThreadgroup => "thread_index_in_threadgroup",
+            Builtin::ThreadIndexInSimdgroup => "thread_index_in_simdgroup",
+            Builtin::SimdgroupIndexInThreadgroup => "simdgroup_index_in_threadgroup",
+            Builtin::SimdgroupsPerThreadgroup => "simdgroups_per_threadgroup",
+            Builtin::ThreadsPerSimdgroup => "threads_per_simdgroup",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// `uint3` for the positions and sizes that MSL offers as vectors, `uint` otherwise.
+    pub fn ty(self) -> Type {
+        if self.is_vector() {
+            Type::UINT3
+        } else {
+            Type::U32
+        }
+    }
+
+    pub fn is_vector(self) -> bool {
+        matches!(
+            self,
+            Builtin::ThreadPositionInGrid
+                | Builtin::ThreadPositionInThreadgroup
+                | Builtin::ThreadgroupPositionInGrid
+                | Builtin::ThreadsPerThreadgroup
+                | Builtin::ThreadsPerGrid
+                | Builtin::ThreadgroupsPerGrid
+        )
+    }
+
+    /// How far the value is shared: the same for the whole threadgroup, the
+    /// same within a SIMD group, or different per thread.
+    pub fn uniformity(self) -> Uniformity {
+        match self {
+            Builtin::ThreadgroupPositionInGrid
+            | Builtin::ThreadsPerThreadgroup
+            | Builtin::ThreadsPerGrid
+            | Builtin::ThreadgroupsPerGrid
+            | Builtin::SimdgroupsPerThreadgroup
+            | Builtin::ThreadsPerSimdgroup => Uniformity::Threadgroup,
+            Builtin::SimdgroupIndexInThreadgroup => Uniformity::Simdgroup,
+            Builtin::ThreadPositionInGrid
+            | Builtin::ThreadPositionInThreadgroup
+            | Builtin::ThreadIndexInThreadgroup
+            | Builtin::ThreadIndexInSimdgroup => Uniformity::Thread,
+        }
+    }
+}
+
+/// How widely a value (or the control flow reaching a statement) is shared.
+/// Ordered from most to least uniform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Uniformity {
+    Threadgroup,
+    Simdgroup,
+    Thread,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// C semantics: integer division truncates toward zero.
+    Div,
+    /// C semantics: the sign follows the dividend; `fmod` for floats.
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Logical and/or of booleans. Both sides are always evaluated.
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 18] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::And,
+        BinaryOp::Or,
+    ];
+
+    /// The C operator.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::BitXor => "^",
+            BinaryOp::Shl => "<<",
+            BinaryOp::Shr => ">>",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::And => "&&",
+            BinaryOp::Or => "||",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryOp {
+    Neg,
+    /// Bitwise complement `~` of integers.
+    BitNot,
+    /// Logical `!` of booleans.
+    Not,
+}
+
+impl UnaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "-",
+            UnaryOp::BitNot => "~",
+            UnaryOp::Not => "!",
+        }
+    }
+}
+
+/// A function call, named as the MSL function it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Intrinsic {
+    // Float math. `Fast*` are the `fast::` variants (lower precision allowed).
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sin,
+    Cos,
+    Floor,
+    Ceil,
+    Pow,
+    Fma,
+    FastExp,
+    FastExp2,
+    FastLog,
+    FastLog2,
+    FastSqrt,
+    FastRsqrt,
+    FastTanh,
+    FastSin,
+    FastCos,
+    FastPow,
+    // Any numeric type.
+    Abs,
+    Min,
+    Max,
+    Clamp,
+    /// `select(a, b, c)` of MSL: `c ? b : a`.
+    Select,
+    // Integer bits.
+    Popcount,
+    Clz,
+    Ctz,
+    // SIMD-group functions: over the active lanes of the caller's SIMD group.
+    SimdSum,
+    SimdProduct,
+    SimdMax,
+    SimdMin,
+    SimdAnd,
+    SimdOr,
+    SimdXor,
+    SimdBroadcast,
+    SimdBroadcastFirst,
+    SimdShuffle,
+    SimdShuffleUp,
+    SimdShuffleDown,
+    SimdShuffleXor,
+    SimdPrefixInclusiveSum,
+    SimdPrefixExclusiveSum,
+    SimdAll,
+    SimdAny,
+    SimdBallot,
+    SimdIsFirst,
+}
+
+impl Intrinsic {
+    pub const ALL: [Intrinsic; 50] = [
+        Intrinsic::Exp,
+        Intrinsic::Exp2,
+        Intrinsic::Log,
+        Intrinsic::Log2,
+        Intrinsic::Sqrt,
+        Intrinsic::Rsqrt,
+        Intrinsic::Tanh,
+        Intrinsic::Sin,
+        Intrinsic::Cos,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+        Intrinsic::Pow,
+        Intrinsic::Fma,
+        Intrinsic::FastExp,
+        Intrinsic::FastExp2,
+        Intrinsic::FastLog,
+        Intrinsic::FastLog2,
+        Intrinsic::FastSqrt,
+        Intrinsic::FastRsqrt,
+        Intrinsic::FastTanh,
+        Intrinsic::FastSin,
+        Intrinsic::FastCos,
+        Intrinsic::FastPow,
+        Intrinsic::Abs,
+        Intrinsic::Min,
+        Intrinsic::Max,
+        Intrinsic::Clamp,
+        Intrinsic::Select,
+        Intrinsic::Popcount,
+        Intrinsic::Clz,
+        Intrinsic::Ctz,
+        Intrinsic::SimdSum,
+        Intrinsic::SimdProduct,
+        Intrinsic::SimdMax,
+        Intrinsic::SimdMin,
+        Intrinsic::SimdAnd,
+        Intrinsic::SimdOr,
+        Intrinsic::SimdXor,
+        Intrinsic::SimdBroadcast,
+        Intrinsic::SimdBroadcastFirst,
+        Intrinsic::SimdShuffle,
+        Intrinsic::SimdShuffleUp,
+        Intrinsic::SimdShuffleDown,
+        Intrinsic::SimdShuffleXor,
+        Intrinsic::SimdPrefixInclusiveSum,
+        Intrinsic::SimdPrefixExclusiveSum,
+        Intrinsic::SimdAll,
+        Intrinsic::SimdAny,
+        Intrinsic::SimdBallot,
+        Intrinsic::SimdIsFirst,
+    ];
+
+    /// The MSL function name (`fast::exp`, `simd_sum`, …), also the IR name.
+    pub fn name(self) -> &'static str {
+        use Intrinsic::*;
+        match self {
+            Exp => "exp",
+            Exp2 => "exp2",
+            Log => "log",
+            Log2 => "log2",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Tanh => "tanh",
+            Sin => "sin",
+            Cos => "cos",
+            Floor => "floor",
+            Ceil => "ceil",
+            Pow => "pow",
+            Fma => "fma",
+            FastExp => "fast::exp",
+            FastExp2 => "fast::exp2",
+            FastLog => "fast::log",
+            FastLog2 => "fast::log2",
+            FastSqrt => "fast::sqrt",
+            FastRsqrt => "fast::rsqrt",
+            FastTanh => "fast::tanh",
+            FastSin => "fast::sin",
+            FastCos => "fast::cos",
+            FastPow => "fast::pow",
+            Abs => "abs",
+            Min => "min",
+            Max => "max",
+            Clamp => "clamp",
+            Select => "select",
+            Popcount => "popcount",
+            Clz => "clz",
+            Ctz => "ctz",
+            SimdSum => "simd_sum",
+            SimdProduct => "simd_product",
+            SimdMax => "simd_max",
+            SimdMin => "simd_min",
+            SimdAnd => "simd_and",
+            SimdOr => "simd_or",
+            SimdXor => "simd_xor",
+            SimdBroadcast => "simd_broadcast",
+            SimdBroadcastFirst => "simd_broadcast_first",
+            SimdShuffle => "simd_shuffle",
+            SimdShuffleUp => "simd_shuffle_up",
+            SimdShuffleDown => "simd_shuffle_down",
+            SimdShuffleXor => "simd_shuffle_xor",
+            SimdPrefixInclusiveSum => "simd_prefix_inclusive_sum",
+            SimdPrefixExclusiveSum => "simd_prefix_exclusive_sum",
+            SimdAll => "simd_all",
+            SimdAny => "simd_any",
+            SimdBallot => "simd_ballot",
+            SimdIsFirst => "simd_is_first",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Intrinsic> {
+        Intrinsic::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// Number of arguments.
+    pub fn arity(self) -> usize {
+        use Intrinsic::*;
+        match self {
+            SimdIsFirst => 0,
+            Pow | FastPow | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
+            | SimdShuffleDown | SimdShuffleXor => 2,
+            Fma | Clamp | Select => 3,
+            _ => 1,
+        }
+    }
+
+    /// A SIMD-group function: a collective over the active lanes.
+    pub fn is_simd(self) -> bool {
+        self.name().starts_with("simd_")
+    }
+
+    /// A float-only math function (`exp`, `fast::sin`, …).
+    pub fn is_float_math(self) -> bool {
+        use Intrinsic::*;
+        matches!(
+            self,
+            Exp | Exp2
+                | Log
+                | Log2
+                | Sqrt
+                | Rsqrt
+                | Tanh
+                | Sin
+                | Cos
+                | Floor
+                | Ceil
+                | Pow
+                | Fma
+                | FastExp
+                | FastExp2
+                | FastLog
+                | FastLog2
+                | FastSqrt
+                | FastRsqrt
+                | FastTanh
+                | FastSin
+                | FastCos
+                | FastPow
+        )
+    }
+}
+
+/// `mem_flags` of a barrier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemFlags {
+    None,
+    Threadgroup,
+    Device,
+    /// `mem_device | mem_threadgroup`.
+    DeviceAndThreadgroup,
+}
+
+impl MemFlags {
+    /// The MSL spelling, e.g. `mem_flags::mem_threadgroup`.
+    pub fn msl(self) -> &'static str {
+        match self {
+            MemFlags::None => "mem_flags::mem_none",
+            MemFlags::Threadgroup => "mem_flags::mem_threadgroup",
+            MemFlags::Device => "mem_flags::mem_device",
+            MemFlags::DeviceAndThreadgroup => "mem_flags::mem_device | mem_flags::mem_threadgroup",
+        }
+    }
+
+    /// The short name used by the text form and Python (`mem_threadgroup`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemFlags::None => "mem_none",
+            MemFlags::Threadgroup => "mem_threadgroup",
+            MemFlags::Device => "mem_device",
+            MemFlags::DeviceAndThreadgroup => "mem_device_and_threadgroup",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<MemFlags> {
+        Some(match name {
+            "mem_none" => MemFlags::None,
+            "mem_threadgroup" => MemFlags::Threadgroup,
+            "mem_device" => MemFlags::Device,
+            "mem_device_and_threadgroup" | "mem_device|mem_threadgroup" => MemFlags::DeviceAndThreadgroup,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BarrierScope {
+    /// `threadgroup_barrier`: every thread of the threadgroup must reach it.
+    Threadgroup,
+    /// `simdgroup_barrier`: every active lane of the SIMD group.
+    Simdgroup,
+}
+
+/// A memory that can be indexed: a device buffer or a threadgroup array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Memory {
+    Buffer(ParamId),
+    Threadgroup(TgArrayId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtomicOp {
+    Add,
+    Sub,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+    Exchange,
+}
+
+impl AtomicOp {
+    pub const ALL: [AtomicOp; 8] = [
+        AtomicOp::Add,
+        AtomicOp::Sub,
+        AtomicOp::Min,
+        AtomicOp::Max,
+        AtomicOp::And,
+        AtomicOp::Or,
+        AtomicOp::Xor,
+        AtomicOp::Exchange,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::Add => "add",
+            AtomicOp::Sub => "sub",
+            AtomicOp::Min => "min",
+            AtomicOp::Max => "max",
+            AtomicOp::And => "and",
+            AtomicOp::Or => "or",
+            AtomicOp::Xor => "xor",
+            AtomicOp::Exchange => "exchange",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<AtomicOp> {
+        AtomicOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+/// An expression tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expr {
+    Literal(Literal),
+    /// A by-value kernel parameter.
+    Param(ParamId),
+    Spec(SpecId),
+    Var(VarId),
+    Builtin(Builtin),
+    /// `mem[index]`.
+    Load { mem: Memory, index: Box<Expr> },
+    Unary { op: UnaryOp, arg: Box<Expr> },
+    /// Both sides have the same type, or one is a vector and the other a scalar
+    /// of the same scalar type (the scalar is splatted).
+    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Call { func: Intrinsic, args: Vec<Expr> },
+    /// Value conversion (`float(x)`, `half4(v)`).
+    Cast { to: Type, arg: Box<Expr> },
+    /// Reinterpretation of the bits (`as_type<uint>(x)`); sizes must match.
+    Bitcast { to: Type, arg: Box<Expr> },
+    /// `float4(a, b, c, d)`, or a splat from a single scalar.
+    Vector { ty: Type, components: Vec<Expr> },
+    /// Component `index` (0 = .x) of a vector.
+    Extract { arg: Box<Expr>, index: u8 },
+}
+
+/// A source position from a front end (Rust caller or Python file and line).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+}
+
+impl std::fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+pub type Block = Vec<Stmt>;
+
+/// A statement, with the source position it came from when the front end knows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loc: Option<SourceLoc>,
+}
+
+impl Stmt {
+    pub fn new(kind: StmtKind) -> Stmt {
+        Stmt { kind, loc: None }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StmtKind {
+    /// `var = value`.
+    Assign { var: VarId, value: Expr },
+    /// `mem[index] = value`.
+    Store { mem: Memory, index: Expr, value: Expr },
+    /// `result = atomic_fetch_<op>_explicit(&mem[index], value, memory_order_relaxed)`.
+    Atomic { op: AtomicOp, mem: Memory, index: Expr, value: Expr, result: Option<VarId> },
+    /// Strong compare-and-exchange; `result` receives the value seen before.
+    AtomicCompareExchange {
+        mem: Memory,
+        index: Expr,
+        expected: Expr,
+        desired: Expr,
+        result: Option<VarId>,
+    },
+    If { cond: Expr, then_body: Block, else_body: Block },
+    /// `for (var = start; var < end; var += step)`. `end` and `step` are
+    /// evaluated once, before the first iteration; `step` must be non-zero.
+    For { var: VarId, start: Expr, end: Expr, step: Expr, body: Block },
+    /// `while (cond) body` — `cond` is evaluated before every iteration.
+    While { cond: Expr, body: Block },
+    Break,
+    Continue,
+    /// Early return: the thread leaves the kernel.
+    Return,
+    Barrier { scope: BarrierScope, flags: MemFlags },
+}
+
+impl Kernel {
+    pub fn param(&self, id: ParamId) -> &Param {
+        &self.params[id.0 as usize]
+    }
+    pub fn local(&self, id: VarId) -> &Local {
+        &self.locals[id.0 as usize]
+    }
+    pub fn tg_array(&self, id: TgArrayId) -> &ThreadgroupArray {
+        &self.threadgroup_arrays[id.0 as usize]
+    }
+    pub fn spec(&self, id: SpecId) -> &SpecConstant {
+        &self.spec_constants[id.0 as usize]
+    }
+
+    /// The name of a memory, for messages.
+    pub fn memory_name(&self, mem: Memory) -> &str {
+        match mem {
+            Memory::Buffer(p) => &self.param(p).name,
+            Memory::Threadgroup(t) => &self.tg_array(t).name,
+        }
+    }
+
+    /// Bytes of statically declared threadgroup memory.
+    pub fn threadgroup_memory_bytes(&self) -> u64 {
+        self.threadgroup_arrays.iter().map(ThreadgroupArray::size_bytes).sum()
+    }
+
+    /// Visits every statement in pre-order with its [`StmtPath`].
+    pub fn walk_stmts<'a>(&'a self, mut visit: impl FnMut(&StmtPath, &'a Stmt)) {
+        fn go<'a>(
+            block: &'a Block,
+            branch: Branch,
+            path: &mut StmtPath,
+            visit: &mut impl FnMut(&StmtPath, &'a Stmt),
+        ) {
+            for (i, stmt) in block.iter().enumerate() {
+                path.0.push((branch, i as u32));
+                visit(path, stmt);
+                match &stmt.kind {
+                    StmtKind::If { then_body, else_body, .. } => {
+                        go(then_body, Branch::Then, path, visit);
+                        go(else_body, Branch::Else, path, visit);
+                    }
+                    StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
+                        go(body, Branch::Loop, path, visit)
+                    }
+                    _ => {}
+                }
+                path.0.pop();
+            }
+        }
+        go(&self.body, Branch::Body, &mut StmtPath::default(), &mut visit)
+    }
+}
+
+/// Which block of its parent a statement sits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Branch {
+    /// The kernel body.
+    Body,
+    Then,
+    Else,
+    /// The body of a `for` or `while`.
+    Loop,
+}
+
+/// Where a statement sits in the kernel: the block and index at each level,
+/// printed as `body[2].then[0].loop[1]`. This is the IR location that errors
+/// and sanitizer reports name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StmtPath(pub Vec<(Branch, u32)>);
+
+impl std::fmt::Display for StmtPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("kernel");
+        }
+        for (i, (branch, idx)) in self.0.iter().enumerate() {
+            let name = match branch {
+                Branch::Body => "body",
+                Branch::Then => "then",
+                Branch::Else => "else",
+                Branch::Loop => "loop",
+            };
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{name}[{idx}]")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,35 @@
+//! enigma's kernel IR.
+//!
+//! A [`Kernel`] is plain data: parameters (device buffers and by-value
+//! constants, bound in declaration order as `[[buffer(n)]]`), specialisation
+//! constants, threadgroup arrays, typed locals, and a body of structured
+//! statements over expression trees. Front ends build it (the Rust
+//! [`builder`] DSL, the Python decorator through the JSON form), [`validate`]
+//! checks it, and backends (simulator, MSL, CUDA) consume it.
+//!
+//! # Semantics (normative; the simulator is the reference)
+//! * SIMD groups have 32 lanes. SIMD-group functions act on the *active*
+//!   lanes of the caller's SIMD group: `simd_sum` inside `if (lane < 8)` sums
+//!   8 lanes. Reading an inactive lane with a shuffle is undefined.
+//! * `threadgroup_barrier` must be reached by every thread of the threadgroup;
+//!   `simdgroup_barrier` by every active lane of the SIMD group. Validation
+//!   rejects barriers in control flow that depends on per-thread values.
+//! * Threadgroup memory starts uninitialised.
+//! * Integer `/` and `%` are C's (truncating); division by zero is an error
+//!   in the simulator (undefined on GPUs). Shifts use the low bits of the
+//!   shift amount (`x << (n % bits)`), as GPUs do.
+//! * Integer arithmetic wraps (two's complement); float arithmetic is IEEE.
+//!   `f16`/`bf16` arithmetic rounds to the type after every operation.
+//! * Expressions are evaluated left to right, each sub-expression once; `&&`
+//!   and `||` evaluate both sides.
+//! * Out-of-bounds access to a buffer or threadgroup array is an error in the
+//!   simulator, never a silent read.
+
+pub mod builder;
+pub mod ir;
+pub mod types;
+pub mod validate;
+
+pub use ir::*;
+pub use types::{Scalar, Type};
+pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

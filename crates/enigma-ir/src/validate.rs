@@ -1,0 +1,845 @@
+//! Validation: type checking, definite assignment, barrier uniformity, memory
+//! access rules and resource limits.
+//!
+//! The promise every backend relies on: a kernel that passed [`validate`]
+//! never makes a backend panic. Code generation either succeeds or returns an
+//! error; the simulator either runs or reports a runtime error.
+
+use crate::ir::*;
+use crate::types::{Scalar, Type};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+use thiserror::Error;
+
+/// Limits of the target device that validation enforces.
+#[derive(Clone, Debug)]
+pub struct ValidationOptions {
+    /// Threadgroup memory available to one threadgroup (32 KiB on Apple GPUs).
+    pub max_threadgroup_memory_bytes: u64,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions { max_threadgroup_memory_bytes: 32 * 1024 }
+    }
+}
+
+/// What validation learned about a kernel; backends take it as input.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KernelInfo {
+    /// Bytes of statically declared threadgroup memory.
+    pub threadgroup_memory_bytes: u64,
+    /// Memories touched by an atomic operation (MSL declares them `atomic_*`).
+    pub atomic_memories: BTreeSet<Memory>,
+    /// Buffers the kernel stores to (non-atomically or atomically).
+    pub written_buffers: BTreeSet<ParamId>,
+    /// Whether the kernel calls any SIMD-group function.
+    pub uses_simd_functions: bool,
+}
+
+/// Where in a kernel an error was found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Location {
+    /// `None` for errors about the kernel's declarations.
+    pub path: Option<StmtPath>,
+    pub source: Option<SourceLoc>,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(p) => write!(f, "{p}")?,
+            None => f.write_str("declarations")?,
+        }
+        if let Some(src) = &self.source {
+            write!(f, " ({src})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A validation error: the kernel, where, and what.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("kernel `{kernel}`, at {location}: {kind}")]
+pub struct ValidationError {
+    pub kernel: String,
+    pub location: Location,
+    pub kind: ValidationErrorKind,
+}
+
+#[derive(Clone, Debug, Error, PartialEq)]
+pub enum ValidationErrorKind {
+    #[error("operands of `{op}` have types {lhs} and {rhs}; they must match (or be a vector and a scalar of its element type)")]
+    OperandTypes { op: &'static str, lhs: Type, rhs: Type },
+    #[error("`{op}` is not defined for {ty}")]
+    InvalidOperand { op: String, ty: Type },
+    #[error("`{func}` takes {expected} argument(s), {found} given")]
+    ArgumentCount { func: &'static str, expected: usize, found: usize },
+    #[error("argument {index} of `{func}` must be {expected}, found {found}")]
+    ArgumentType { func: &'static str, index: usize, expected: String, found: Type },
+    #[error("index into `{memory}` must be a scalar integer, found {found}")]
+    IndexType { memory: String, found: Type },
+    #[error("`{target}` has type {expected} but the value assigned is {found}")]
+    AssignType { target: String, expected: Type, found: Type },
+    #[error("condition must be bool, found {found}")]
+    ConditionType { found: Type },
+    #[error("cannot convert {from} to {to}")]
+    InvalidCast { from: Type, to: Type },
+    #[error("bitcast from {from} ({from_bytes} bytes) to {to} ({to_bytes} bytes): sizes differ")]
+    BitcastSize { from: Type, from_bytes: u32, to: Type, to_bytes: u32 },
+    #[error("component {index} of a {ty} does not exist")]
+    ComponentOutOfRange { index: u8, ty: Type },
+    #[error("{ty} needs {expected} component(s) (or 1 to splat), {found} given")]
+    VectorComponents { ty: Type, expected: u8, found: usize },
+    #[error("vector width {width} is not 2, 3 or 4")]
+    VectorWidth { width: u8 },
+    #[error("literal {value} does not fit in {ty}")]
+    LiteralRange { value: String, ty: Scalar },
+    #[error("local `{var}` may be read before it is assigned")]
+    UseBeforeAssign { var: String },
+    #[error("`{what}` outside a loop")]
+    OutsideLoop { what: &'static str },
+    #[error("{what} {index} does not exist (the kernel has {count})")]
+    DanglingId { what: &'static str, index: u32, count: usize },
+    #[error("`{name}` is a by-value parameter, not a buffer; it cannot be indexed")]
+    NotAMemory { name: String },
+    #[error("buffer `{buffer}` is read-only; it cannot be written")]
+    WriteToReadOnly { buffer: String },
+    #[error("atomic operations need i32 or u32 elements (f32 for add/sub/exchange); `{memory}` holds {elem}")]
+    AtomicType { memory: String, elem: Type },
+    #[error("{barrier} is not reached by every thread of its {group}: it sits in control flow that depends on {cause}")]
+    NonUniformBarrier { barrier: &'static str, group: &'static str, cause: String },
+    #[error("threadgroup memory of {bytes} bytes exceeds the device limit of {limit} bytes")]
+    ThreadgroupMemoryLimit { bytes: u64, limit: u64 },
+    #[error("threadgroup array `{name}` has length 0")]
+    EmptyThreadgroupArray { name: String },
+    #[error("unknown builtin `{name}`")]
+    UnknownBuiltin { name: String },
+    #[error("unknown function `{name}`")]
+    UnknownFunction { name: String },
+    #[error("the name `{name}` is declared twice")]
+    DuplicateName { name: String },
+    #[error("`{name}` is not a valid identifier")]
+    InvalidName { name: String },
+    #[error("specialisation constant `{name}` is {ty} but its default is {default:?}")]
+    SpecDefault { name: String, ty: Scalar, default: Literal },
+    #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
+    LoopVariable { var: String, ty: Type },
+}
+
+/// Validates `kernel` against `options`.
+pub fn validate(kernel: &Kernel, options: &ValidationOptions) -> Result<KernelInfo, ValidationError> {
+    let mut v = Validator { kernel, info: KernelInfo::default(), path: StmtPath::default(), source: None };
+    v.declarations(options)?;
+    let mut state = FlowState::new(kernel);
+    v.block(&kernel.body, Branch::Body, &mut state, Ctx { uniformity: Uniformity::Threadgroup, loop_depth: 0 })?;
+    Ok(v.info)
+}
+
+/// True for `[A-Za-z_][A-Za-z0-9_]*` that is not reserved by MSL or CUDA C++.
+pub fn is_valid_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !RESERVED.contains(&name)
+        && !name.starts_with("__")
+}
+
+/// Words a kernel cannot use as names: C++ keywords and names the generated
+/// MSL and CUDA code relies on.
+const RESERVED: &[&str] = &[
+    "auto", "bool", "break", "case", "char", "const", "constant", "continue", "default", "device",
+    "do", "double", "else", "enum", "extern", "float", "for", "goto", "half", "if", "inline", "int",
+    "kernel", "long", "namespace", "operator", "register", "return", "short", "signed", "sizeof",
+    "static", "struct", "switch", "template", "this", "thread", "threadgroup", "typedef", "typename",
+    "uint", "union", "unsigned", "using", "void", "volatile", "while", "true", "false", "metal",
+    "half2", "half3", "half4", "float2", "float3", "float4", "uint2", "uint3", "uint4", "int2",
+    "int3", "int4", "bfloat", "ushort", "uchar", "ulong", "fast", "precise", "class", "new", "delete",
+    "private", "public", "protected", "virtual", "friend", "mutable", "explicit", "export", "min",
+    "max", "select", "abs", "clamp", "exp", "log", "sqrt", "pow", "sin", "cos", "tanh", "floor",
+    "ceil", "fma", "dim3", "blockIdx", "threadIdx", "blockDim", "gridDim", "warpSize",
+];
+
+struct Validator<'k> {
+    kernel: &'k Kernel,
+    info: KernelInfo,
+    path: StmtPath,
+    source: Option<SourceLoc>,
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// How uniform the control flow reaching the current statement is.
+    uniformity: Uniformity,
+    loop_depth: u32,
+}
+
+/// Per-path facts: which locals are definitely assigned, how uniform each
+/// local's value is, and whether some threads may already have left through
+/// `return`/`break`/`continue` under non-uniform control.
+#[derive(Clone)]
+struct FlowState {
+    assigned: Vec<bool>,
+    var_uniformity: Vec<Uniformity>,
+    /// Raised when a thread may have returned early under non-uniform control:
+    /// everything after runs with fewer threads.
+    exited: Uniformity,
+    /// Raised by `break`/`continue` under non-uniform control in the current loop.
+    loop_exited: Uniformity,
+    /// True once every path through the block so far has left it (return/break/continue).
+    terminated: bool,
+}
+
+impl FlowState {
+    fn new(kernel: &Kernel) -> FlowState {
+        FlowState {
+            assigned: vec![false; kernel.locals.len()],
+            var_uniformity: vec![Uniformity::Threadgroup; kernel.locals.len()],
+            exited: Uniformity::Threadgroup,
+            loop_exited: Uniformity::Threadgroup,
+            terminated: false,
+        }
+    }
+
+    /// Joins the facts of two paths that meet again.
+    fn join(&mut self, other: &FlowState) {
+        match (self.terminated, other.terminated) {
+            (true, false) => self.assigned.clone_from(&other.assigned),
+            (false, false) => {
+                for (a, b) in self.assigned.iter_mut().zip(&other.assigned) {
+                    *a &= *b;
+                }
+            }
+            _ => {}
+        }
+        for (a, b) in self.var_uniformity.iter_mut().zip(&other.var_uniformity) {
+            *a = (*a).max(*b);
+        }
+        self.exited = self.exited.max(other.exited);
+        self.loop_exited = self.loop_exited.max(other.loop_exited);
+        self.terminated &= other.terminated;
+    }
+}
+
+impl<'k> Validator<'k> {
+    fn err(&self, kind: ValidationErrorKind) -> ValidationError {
+        ValidationError {
+            kernel: self.kernel.name.clone(),
+            location: Location { path: Some(self.path.clone()), source: self.source.clone() },
+            kind,
+        }
+    }
+
+    fn decl_err(&self, kind: ValidationErrorKind) -> ValidationError {
+        ValidationError {
+            kernel: self.kernel.name.clone(),
+            location: Location { path: None, source: None },
+            kind,
+        }
+    }
+
+    fn declarations(&mut self, options: &ValidationOptions) -> Result<(), ValidationError> {
+        let k = self.kernel;
+        let mut names = BTreeSet::new();
+        let all_names = std::iter::once(k.name.as_str())
+            .chain(k.params.iter().map(|p| p.name.as_str()))
+            .chain(k.spec_constants.iter().map(|s| s.name.as_str()))
+            .chain(k.threadgroup_arrays.iter().map(|t| t.name.as_str()))
+            .chain(k.locals.iter().map(|l| l.name.as_str()));
+        for name in all_names {
+            if !is_valid_identifier(name) || Builtin::from_name(name).is_some() {
+                return Err(self.decl_err(ValidationErrorKind::InvalidName { name: name.into() }));
+            }
+            if !names.insert(name) {
+                return Err(self.decl_err(ValidationErrorKind::DuplicateName { name: name.into() }));
+            }
+        }
+        let types = k
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Buffer { elem, .. } => elem,
+                ParamKind::Value { ty } => ty,
+            })
+            .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
+            .chain(k.locals.iter().map(|l| l.ty));
+        for ty in types {
+            if !(1..=4).contains(&ty.width) {
+                return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width }));
+            }
+        }
+        for spec in &k.spec_constants {
+            check_literal(&spec.default).map_err(|kind| self.decl_err(kind))?;
+            if spec.default.ty != spec.ty {
+                return Err(self.decl_err(ValidationErrorKind::SpecDefault {
+                    name: spec.name.clone(),
+                    ty: spec.ty,
+                    default: spec.default,
+                }));
+            }
+        }
+        for arr in &k.threadgroup_arrays {
+            if arr.len == 0 {
+                return Err(self.decl_err(ValidationErrorKind::EmptyThreadgroupArray { name: arr.name.clone() }));
+            }
+        }
+        let bytes = k.threadgroup_memory_bytes();
+        if bytes > options.max_threadgroup_memory_bytes {
+            return Err(self.decl_err(ValidationErrorKind::ThreadgroupMemoryLimit {
+                bytes,
+                limit: options.max_threadgroup_memory_bytes,
+            }));
+        }
+        self.info.threadgroup_memory_bytes = bytes;
+        Ok(())
+    }
+
+    fn block(&mut self, block: &Block, branch: Branch, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
+        let saved_source = self.source.clone();
+        for (i, stmt) in block.iter().enumerate() {
+            self.path.0.push((branch, i as u32));
+            self.source = stmt.loc.clone().or_else(|| saved_source.clone());
+            let ctx = Ctx { uniformity: ctx.uniformity.max(state.exited).max(state.loop_exited), ..ctx };
+            self.stmt(stmt, state, ctx)?;
+            self.path.0.pop();
+        }
+        self.source = saved_source;
+        Ok(())
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
+        match &stmt.kind {
+            StmtKind::Assign { var, value } => {
+                let (ty, uni) = self.expr(value, state)?;
+                let local = self.var(*var)?;
+                if local.ty != ty {
+                    return Err(self.err(ValidationErrorKind::AssignType {
+                        target: local.name.clone(),
+                        expected: local.ty,
+                        found: ty,
+                    }));
+                }
+                self.define(*var, uni.max(ctx.uniformity), state);
+            }
+            StmtKind::Store { mem, index, value } => {
+                let (elem, _) = self.memory_access(*mem, index, state, true)?;
+                let (ty, _) = self.expr(value, state)?;
+                if ty != elem {
+                    return Err(self.err(ValidationErrorKind::AssignType {
+                        target: format!("{}[…]", self.kernel.memory_name(*mem)),
+                        expected: elem,
+                        found: ty,
+                    }));
+                }
+            }
+            StmtKind::Atomic { op, mem, index, value, result } => {
+                let elem = self.atomic_memory(*mem, index, state, *op)?;
+                self.expect_expr(value, elem, "atomic value", state)?;
+                if let Some(var) = result {
+                    self.atomic_result(*var, elem, state)?;
+                }
+            }
+            StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
+                let elem = self.atomic_memory(*mem, index, state, AtomicOp::Add)?;
+                if elem.scalar.is_float() {
+                    return Err(self.err(ValidationErrorKind::AtomicType {
+                        memory: self.kernel.memory_name(*mem).into(),
+                        elem,
+                    }));
+                }
+                self.expect_expr(expected, elem, "expected value", state)?;
+                self.expect_expr(desired, elem, "desired value", state)?;
+                if let Some(var) = result {
+                    self.atomic_result(*var, elem, state)?;
+                }
+            }
+            StmtKind::If { cond, then_body, else_body } => {
+                let uni = self.condition(cond, state)?;
+                let inner = Ctx { uniformity: ctx.uniformity.max(uni), ..ctx };
+                let mut then_state = state.clone();
+                self.block(then_body, Branch::Then, &mut then_state, inner)?;
+                let mut else_state = state.clone();
+                self.block(else_body, Branch::Else, &mut else_state, inner)?;
+                then_state.join(&else_state);
+                *state = then_state;
+            }
+            StmtKind::For { var, start, end, step, body } => {
+                let local = self.var(*var)?;
+                if local.ty.is_vector() || !local.ty.scalar.is_int() {
+                    return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
+                }
+                let ty = local.ty;
+                let (_, u_start) = self.expect_expr(start, ty, "loop start", state)?;
+                let (_, u_end) = self.expect_expr(end, ty, "loop end", state)?;
+                let (_, u_step) = self.expect_expr(step, ty, "loop step", state)?;
+                // The trip count depends on all three; the variable also on the iteration.
+                let trip = u_start.max(u_end).max(u_step);
+                self.define(*var, trip.max(ctx.uniformity), state);
+                self.loop_body(body, state, ctx, trip, None)?;
+            }
+            StmtKind::While { cond, body } => {
+                let uni = self.condition(cond, state)?;
+                self.loop_body(body, state, ctx, uni, Some(cond))?;
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                if ctx.loop_depth == 0 {
+                    let what = if matches!(stmt.kind, StmtKind::Break) { "break" } else { "continue" };
+                    return Err(self.err(ValidationErrorKind::OutsideLoop { what }));
+                }
+                state.loop_exited = state.loop_exited.max(ctx.uniformity);
+                state.terminated = true;
+            }
+            StmtKind::Return => {
+                state.exited = state.exited.max(ctx.uniformity);
+                state.terminated = true;
+            }
+            StmtKind::Barrier { scope, .. } => {
+                let (barrier, group, allowed) = match scope {
+                    BarrierScope::Threadgroup => ("threadgroup_barrier", "threadgroup", Uniformity::Threadgroup),
+                    BarrierScope::Simdgroup => ("simdgroup_barrier", "SIMD group", Uniformity::Simdgroup),
+                };
+                if ctx.uniformity > allowed {
+                    let cause = match ctx.uniformity {
+                        Uniformity::Simdgroup => "a value that differs between SIMD groups (simdgroup index or a SIMD-group function result)",
+                        _ => "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)",
+                    };
+                    return Err(self.err(ValidationErrorKind::NonUniformBarrier { barrier, group, cause: cause.into() }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a loop body; the body runs under control at least as divergent as
+    /// `trip` (how uniform the trip count is). Iterates twice so values carried
+    /// around the loop reach their final uniformity.
+    fn loop_body(
+        &mut self,
+        body: &Block,
+        state: &mut FlowState,
+        ctx: Ctx,
+        trip: Uniformity,
+        cond: Option<&Expr>,
+    ) -> Result<(), ValidationError> {
+        let outer_loop_exited = state.loop_exited;
+        let mut trip = trip;
+        let mut exit_state = state.clone();
+        for _ in 0..2 {
+            let inner = Ctx { uniformity: ctx.uniformity.max(trip), loop_depth: ctx.loop_depth + 1 };
+            let mut body_state = state.clone();
+            body_state.loop_exited = Uniformity::Threadgroup;
+            body_state.terminated = false;
+            self.block(body, Branch::Loop, &mut body_state, inner)?;
+            // Divergent break/continue makes later iterations divergent too.
+            trip = trip.max(body_state.loop_exited);
+            if let Some(cond) = cond {
+                trip = trip.max(self.expr(cond, &body_state)?.1);
+            }
+            body_state.terminated = false;
+            // Variables assigned in the body are not definitely assigned after
+            // the loop (it may run zero times), but their uniformity carries.
+            let assigned_before = state.assigned.clone();
+            state.join(&body_state);
+            state.assigned = assigned_before;
+            exit_state = state.clone();
+        }
+        *state = exit_state;
+        state.loop_exited = outer_loop_exited;
+        // Variables written in a loop with a divergent trip count differ per thread.
+        if trip > ctx.uniformity {
+            let mut written = BTreeSet::new();
+            collect_assigned(body, &mut written);
+            for var in written {
+                let u = &mut state.var_uniformity[var.0 as usize];
+                *u = (*u).max(trip);
+            }
+        }
+        Ok(())
+    }
+
+    fn define(&mut self, var: VarId, uni: Uniformity, state: &mut FlowState) {
+        state.assigned[var.0 as usize] = true;
+        state.var_uniformity[var.0 as usize] = uni;
+    }
+
+    fn atomic_result(&mut self, var: VarId, elem: Type, state: &mut FlowState) -> Result<(), ValidationError> {
+        let local = self.var(var)?;
+        if local.ty != elem {
+            return Err(self.err(ValidationErrorKind::AssignType {
+                target: local.name.clone(),
+                expected: local.ty,
+                found: elem,
+            }));
+        }
+        self.define(var, Uniformity::Thread, state);
+        Ok(())
+    }
+
+    fn var(&self, var: VarId) -> Result<&'k Local, ValidationError> {
+        self.kernel.locals.get(var.0 as usize).ok_or_else(|| {
+            self.err(ValidationErrorKind::DanglingId { what: "local", index: var.0, count: self.kernel.locals.len() })
+        })
+    }
+
+    fn condition(&mut self, cond: &Expr, state: &FlowState) -> Result<Uniformity, ValidationError> {
+        let (ty, uni) = self.expr(cond, state)?;
+        if ty != Type::BOOL {
+            return Err(self.err(ValidationErrorKind::ConditionType { found: ty }));
+        }
+        Ok(uni)
+    }
+
+    fn expect_expr(
+        &mut self,
+        e: &Expr,
+        expected: Type,
+        what: &str,
+        state: &FlowState,
+    ) -> Result<(Type, Uniformity), ValidationError> {
+        let (ty, uni) = self.expr(e, state)?;
+        if ty != expected {
+            return Err(self.err(ValidationErrorKind::AssignType { target: what.into(), expected, found: ty }));
+        }
+        Ok((ty, uni))
+    }
+
+    /// Checks an access to `mem[index]`; returns the element type and the
+    /// uniformity of the index.
+    fn memory_access(
+        &mut self,
+        mem: Memory,
+        index: &Expr,
+        state: &FlowState,
+        write: bool,
+    ) -> Result<(Type, Uniformity), ValidationError> {
+        let elem = match mem {
+            Memory::Buffer(p) => {
+                let param = self.kernel.params.get(p.0 as usize).ok_or_else(|| {
+                    self.err(ValidationErrorKind::DanglingId { what: "parameter", index: p.0, count: self.kernel.params.len() })
+                })?;
+                match param.kind {
+                    ParamKind::Buffer { elem, access } => {
+                        if write {
+                            if access == Access::Read {
+                                return Err(self.err(ValidationErrorKind::WriteToReadOnly { buffer: param.name.clone() }));
+                            }
+                            self.info.written_buffers.insert(p);
+                        }
+                        elem
+                    }
+                    ParamKind::Value { .. } => {
+                        return Err(self.err(ValidationErrorKind::NotAMemory { name: param.name.clone() }))
+                    }
+                }
+            }
+            Memory::Threadgroup(t) => {
+                self.kernel
+                    .threadgroup_arrays
+                    .get(t.0 as usize)
+                    .ok_or_else(|| {
+                        self.err(ValidationErrorKind::DanglingId {
+                            what: "threadgroup array",
+                            index: t.0,
+                            count: self.kernel.threadgroup_arrays.len(),
+                        })
+                    })?
+                    .elem
+            }
+        };
+        let (ity, uni) = self.expr(index, state)?;
+        if ity.is_vector() || !ity.scalar.is_int() {
+            return Err(self.err(ValidationErrorKind::IndexType { memory: self.kernel.memory_name(mem).into(), found: ity }));
+        }
+        Ok((elem, uni))
+    }
+
+    fn atomic_memory(&mut self, mem: Memory, index: &Expr, state: &FlowState, op: AtomicOp) -> Result<Type, ValidationError> {
+        let (elem, _) = self.memory_access(mem, index, state, true)?;
+        let ok = match elem {
+            Type::I32 | Type::U32 => true,
+            Type::F32 => matches!(op, AtomicOp::Add | AtomicOp::Sub | AtomicOp::Exchange),
+            _ => false,
+        };
+        if !ok {
+            return Err(self.err(ValidationErrorKind::AtomicType { memory: self.kernel.memory_name(mem).into(), elem }));
+        }
+        self.info.atomic_memories.insert(mem);
+        Ok(elem)
+    }
+
+    /// Type and uniformity of an expression.
+    fn expr(&mut self, e: &Expr, state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
+        use ValidationErrorKind as K;
+        Ok(match e {
+            Expr::Literal(lit) => {
+                check_literal(lit).map_err(|k| self.err(k))?;
+                (Type::scalar(lit.ty), Uniformity::Threadgroup)
+            }
+            Expr::Param(p) => {
+                let param = self.kernel.params.get(p.0 as usize).ok_or_else(|| {
+                    self.err(K::DanglingId { what: "parameter", index: p.0, count: self.kernel.params.len() })
+                })?;
+                match param.kind {
+                    ParamKind::Value { ty } => (ty, Uniformity::Threadgroup),
+                    ParamKind::Buffer { elem, .. } => {
+                        return Err(self.err(K::InvalidOperand { op: format!("use of buffer `{}` as a value", param.name), ty: elem }))
+                    }
+                }
+            }
+            Expr::Spec(s) => {
+                let spec = self.kernel.spec_constants.get(s.0 as usize).ok_or_else(|| {
+                    self.err(K::DanglingId { what: "specialisation constant", index: s.0, count: self.kernel.spec_constants.len() })
+                })?;
+                (Type::scalar(spec.ty), Uniformity::Threadgroup)
+            }
+            Expr::Var(v) => {
+                let local = self.var(*v)?;
+                if !state.assigned[v.0 as usize] {
+                    return Err(self.err(K::UseBeforeAssign { var: local.name.clone() }));
+                }
+                (local.ty, state.var_uniformity[v.0 as usize])
+            }
+            Expr::Builtin(b) => (b.ty(), b.uniformity()),
+            Expr::Load { mem, index } => self.memory_access(*mem, index, state, false)?,
+            Expr::Unary { op, arg } => {
+                let (ty, u) = self.expr(arg, state)?;
+                let ok = match op {
+                    UnaryOp::Neg => ty.scalar.is_float() || ty.scalar.is_signed_int(),
+                    UnaryOp::BitNot => ty.scalar.is_int(),
+                    UnaryOp::Not => ty.scalar == Scalar::Bool,
+                };
+                if !ok {
+                    return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty }));
+                }
+                (ty, u)
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let (lt, lu) = self.expr(lhs, state)?;
+                let (rt, ru) = self.expr(rhs, state)?;
+                let uni = lu.max(ru);
+                let shape_ok = lt == rt
+                    || (lt.scalar == rt.scalar && (lt.width == 1 || rt.width == 1) && !op.is_comparison());
+                if !shape_ok {
+                    return Err(self.err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt }));
+                }
+                let operand = if lt.width >= rt.width { lt } else { rt };
+                let s = operand.scalar;
+                let ok = match op {
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => s != Scalar::Bool,
+                    BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => s.is_int() || s == Scalar::Bool,
+                    BinaryOp::Shl | BinaryOp::Shr => s.is_int(),
+                    BinaryOp::Eq | BinaryOp::Ne => true,
+                    BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => s != Scalar::Bool,
+                    BinaryOp::And | BinaryOp::Or => s == Scalar::Bool,
+                };
+                if !ok {
+                    return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty: operand }));
+                }
+                let ty = if op.is_comparison() { operand.with_scalar(Scalar::Bool) } else { operand };
+                (ty, uni)
+            }
+            Expr::Call { func, args } => self.call(*func, args, state)?,
+            Expr::Cast { to, arg } => {
+                let (from, u) = self.expr(arg, state)?;
+                if !(1..=4).contains(&to.width) {
+                    return Err(self.err(K::VectorWidth { width: to.width }));
+                }
+                if from.width != to.width && from.width != 1 {
+                    return Err(self.err(K::InvalidCast { from, to: *to }));
+                }
+                (*to, u)
+            }
+            Expr::Bitcast { to, arg } => {
+                let (from, u) = self.expr(arg, state)?;
+                if !(1..=4).contains(&to.width) {
+                    return Err(self.err(K::VectorWidth { width: to.width }));
+                }
+                let (fb, tb) = (from.scalar.size_bytes() * from.width as u32, to.scalar.size_bytes() * to.width as u32);
+                if fb != tb || from.scalar == Scalar::Bool || to.scalar == Scalar::Bool {
+                    return Err(self.err(K::BitcastSize { from, from_bytes: fb, to: *to, to_bytes: tb }));
+                }
+                (*to, u)
+            }
+            Expr::Vector { ty, components } => {
+                if !(2..=4).contains(&ty.width) {
+                    return Err(self.err(K::VectorWidth { width: ty.width }));
+                }
+                if components.len() != 1 && components.len() != ty.width as usize {
+                    return Err(self.err(K::VectorComponents { ty: *ty, expected: ty.width, found: components.len() }));
+                }
+                let mut uni = Uniformity::Threadgroup;
+                for (i, c) in components.iter().enumerate() {
+                    let (ct, cu) = self.expr(c, state)?;
+                    if ct != Type::scalar(ty.scalar) {
+                        return Err(self.err(K::ArgumentType {
+                            func: "vector constructor",
+                            index: i,
+                            expected: ty.scalar.to_string(),
+                            found: ct,
+                        }));
+                    }
+                    uni = uni.max(cu);
+                }
+                (*ty, uni)
+            }
+            Expr::Extract { arg, index } => {
+                let (ty, u) = self.expr(arg, state)?;
+                if *index >= ty.width || ty.width == 1 {
+                    return Err(self.err(K::ComponentOutOfRange { index: *index, ty }));
+                }
+                (Type::scalar(ty.scalar), u)
+            }
+        })
+    }
+
+    fn call(&mut self, func: Intrinsic, args: &[Expr], state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
+        use Intrinsic::*;
+        use ValidationErrorKind as K;
+        let name = func.name();
+        if args.len() != func.arity() {
+            return Err(self.err(K::ArgumentCount { func: name, expected: func.arity(), found: args.len() }));
+        }
+        let mut types = Vec::with_capacity(args.len());
+        let mut uni = Uniformity::Threadgroup;
+        for a in args {
+            let (t, u) = self.expr(a, state)?;
+            types.push(t);
+            uni = uni.max(u);
+        }
+        if func.is_simd() {
+            self.info.uses_simd_functions = true;
+        }
+        let arg_err = |this: &Self, index: usize, expected: &str| {
+            this.err(K::ArgumentType { func: name, index, expected: expected.into(), found: types[index] })
+        };
+        let same_as_first = |this: &Self, from: usize| -> Result<(), ValidationError> {
+            for i in from..types.len() {
+                if types[i] != types[0] {
+                    return Err(arg_err(this, i, &types[0].to_string()));
+                }
+            }
+            Ok(())
+        };
+        let t0 = types.first().copied().unwrap_or(Type::BOOL);
+        let result = match func {
+            f if f.is_float_math() => {
+                if !t0.scalar.is_float() {
+                    return Err(arg_err(self, 0, "a float scalar or vector"));
+                }
+                same_as_first(self, 1)?;
+                (t0, uni)
+            }
+            Abs | Min | Max | Clamp => {
+                if t0.scalar == Scalar::Bool {
+                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
+                }
+                same_as_first(self, 1)?;
+                (t0, uni)
+            }
+            Select => {
+                if types[2].scalar != Scalar::Bool || (types[2].width != 1 && types[2].width != t0.width) {
+                    return Err(arg_err(self, 2, "bool (or a bool vector of the operands' width)"));
+                }
+                if types[1] != t0 {
+                    return Err(arg_err(self, 1, &t0.to_string()));
+                }
+                (t0, uni)
+            }
+            Popcount | Clz | Ctz => {
+                if !t0.scalar.is_int() {
+                    return Err(arg_err(self, 0, "an integer scalar or vector"));
+                }
+                (t0, uni)
+            }
+            SimdSum | SimdProduct | SimdMax | SimdMin => {
+                if t0.scalar == Scalar::Bool {
+                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
+                }
+                (t0, uni.max(Uniformity::Simdgroup))
+            }
+            SimdAnd | SimdOr | SimdXor => {
+                if !t0.scalar.is_int() {
+                    return Err(arg_err(self, 0, "an integer scalar or vector"));
+                }
+                (t0, uni.max(Uniformity::Simdgroup))
+            }
+            SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
+                if t0.scalar == Scalar::Bool {
+                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
+                }
+                (t0, Uniformity::Thread)
+            }
+            SimdBroadcastFirst => (t0, uni.max(Uniformity::Simdgroup)),
+            SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor => {
+                if types[1] != Type::U32 && types[1] != Type::scalar(Scalar::U16) {
+                    return Err(arg_err(self, 1, "u32 (or u16) lane index or delta"));
+                }
+                let u = if func == SimdBroadcast { uni.max(Uniformity::Simdgroup) } else { Uniformity::Thread };
+                (t0, u)
+            }
+            SimdAll | SimdAny => {
+                if t0 != Type::BOOL {
+                    return Err(arg_err(self, 0, "bool"));
+                }
+                (Type::BOOL, uni.max(Uniformity::Simdgroup))
+            }
+            SimdBallot => {
+                if t0 != Type::BOOL {
+                    return Err(arg_err(self, 0, "bool"));
+                }
+                (Type::U64, uni.max(Uniformity::Simdgroup))
+            }
+            SimdIsFirst => (Type::BOOL, Uniformity::Thread),
+            _ => unreachable!("every intrinsic is matched above"),
+        };
+        Ok(result)
+    }
+}
+
+fn collect_assigned(block: &Block, out: &mut BTreeSet<VarId>) {
+    for stmt in block {
+        match &stmt.kind {
+            StmtKind::Assign { var, .. } => {
+                out.insert(*var);
+            }
+            StmtKind::Atomic { result: Some(var), .. } | StmtKind::AtomicCompareExchange { result: Some(var), .. } => {
+                out.insert(*var);
+            }
+            StmtKind::If { then_body, else_body, .. } => {
+                collect_assigned(then_body, out);
+                collect_assigned(else_body, out);
+            }
+            StmtKind::For { var, body, .. } => {
+                out.insert(*var);
+                collect_assigned(body, out);
+            }
+            StmtKind::While { body, .. } => collect_assigned(body, out),
+            _ => {}
+        }
+    }
+}
+
+/// Checks that a literal's value has the right kind and fits its type.
+pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
+    let out_of_range = || ValidationErrorKind::LiteralRange { value: format!("{:?}", lit.value), ty: lit.ty };
+    let ok = match (lit.ty, lit.value) {
+        (Scalar::Bool, LiteralValue::Bool(_)) => true,
+        (t, LiteralValue::Int(i)) if t.is_signed_int() => {
+            let bits = t.size_bytes() * 8;
+            bits == 64 || (i >= -(1i64 << (bits - 1)) && i < (1i64 << (bits - 1)))
+        }
+        (t, LiteralValue::UInt(u)) if t.is_unsigned_int() => {
+            let bits = t.size_bytes() * 8;
+            bits == 64 || u < (1u64 << bits)
+        }
+        (t, LiteralValue::Float(_)) if t.is_float() => true,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(out_of_range())
+    }
+}
