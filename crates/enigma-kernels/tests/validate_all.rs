@@ -1,0 +1,16 @@
+//! Every kernel of the library and the seeds passes validation.
+
+use enigma_ir::{validate, ValidationOptions};
+
+#[test]
+fn seed_and_reduce_kernels_validate() {
+    let mut kernels = enigma_kernels::seed000::all();
+    kernels.push(enigma_kernels::reduce::reduce_threadgroup());
+    kernels.push(enigma_kernels::reduce::reduce_final());
+    kernels.push(enigma_kernels::reduce::reduce_final_seed());
+    for kernel in kernels {
+        if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
+            panic!("{e}");
+        }
+    }
+}
