@@ -1,0 +1,102 @@
+//! Checks every backend runs before a dispatch: geometry, the pipeline's
+//! threadgroup limit, threadgroup memory, and the arguments against the
+//! kernel's parameters.
+
+use crate::{ArgValue, CompiledKernel, DeviceInfo, RuntimeError, SpecValues};
+use enigma_analysis::geometry::{plan_dispatch, DispatchGeometry, DispatchMode};
+use enigma_ir::{Kernel, ParamKind};
+
+/// Checks a dispatch of `compiled` on `device` and returns its geometry.
+pub fn check_dispatch(
+    device: &DeviceInfo,
+    compiled: &dyn CompiledKernel,
+    args: &[ArgValue<'_>],
+    mode: DispatchMode,
+    size: [u32; 3],
+    threads_per_threadgroup: [u32; 3],
+) -> Result<DispatchGeometry, RuntimeError> {
+    let kernel = compiled.kernel();
+    let name = || kernel.name.clone();
+    let [x, y, z] = threads_per_threadgroup;
+    let threads = x as u64 * y as u64 * z as u64;
+    let max = compiled.max_total_threads_per_threadgroup();
+    if threads > max as u64 {
+        return Err(RuntimeError::ThreadgroupTooLarge { kernel: name(), threads, x, y, z, max });
+    }
+    let geometry = plan_dispatch(mode, size, threads_per_threadgroup, None)
+        .map_err(|source| RuntimeError::Geometry { kernel: name(), source })?;
+    let bytes = compiled.static_threadgroup_memory_length();
+    if bytes > device.max_threadgroup_memory_bytes {
+        return Err(RuntimeError::ThreadgroupMemory { kernel: name(), bytes, limit: device.max_threadgroup_memory_bytes });
+    }
+    check_args(kernel, args)?;
+    Ok(geometry)
+}
+
+fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError> {
+    if args.len() != kernel.params.len() {
+        return Err(RuntimeError::ArgumentCount {
+            kernel: kernel.name.clone(),
+            expected: kernel.params.len(),
+            found: args.len(),
+        });
+    }
+    for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
+        let kind_err = |expected: String, found: String| RuntimeError::ArgumentKind {
+            kernel: kernel.name.clone(),
+            index,
+            param: param.name.clone(),
+            expected,
+            found,
+        };
+        match (param.kind, arg) {
+            (ParamKind::Buffer { elem, .. }, ArgValue::Buffer { storage, elem: buf_elem }) => {
+                if let Some(buf_elem) = buf_elem {
+                    if *buf_elem != elem {
+                        return Err(kind_err(format!("a buffer of {elem}"), format!("a buffer of {buf_elem}")));
+                    }
+                }
+                let bytes = storage.len_bytes();
+                if bytes % elem.size_bytes() as usize != 0 {
+                    return Err(RuntimeError::BufferSize {
+                        kernel: kernel.name.clone(),
+                        index,
+                        param: param.name.clone(),
+                        bytes,
+                        elem,
+                        elem_bytes: elem.size_bytes(),
+                    });
+                }
+            }
+            (ParamKind::Value { ty }, ArgValue::Value { ty: arg_ty, .. }) => {
+                if *arg_ty != ty {
+                    return Err(kind_err(format!("a {ty} value"), format!("a {arg_ty} value")));
+                }
+            }
+            (ParamKind::Buffer { elem, .. }, ArgValue::Value { ty, .. }) => {
+                return Err(kind_err(format!("a buffer of {elem}"), format!("a {ty} value")))
+            }
+            (ParamKind::Value { ty }, ArgValue::Buffer { .. }) => {
+                return Err(kind_err(format!("a {ty} value"), "a buffer".into()))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every given specialisation value names a constant of the
+/// kernel and has its type.
+pub fn check_spec_values(kernel: &Kernel, spec: &SpecValues) -> Result<(), RuntimeError> {
+    for (name, value) in &spec.0 {
+        let err = |problem: String| RuntimeError::SpecConstant { kernel: kernel.name.clone(), name: name.clone(), problem };
+        let Some(constant) = kernel.spec_constants.iter().find(|c| c.name == *name) else {
+            let known: Vec<&str> = kernel.spec_constants.iter().map(|c| c.name.as_str()).collect();
+            return Err(err(format!("does not exist (the kernel declares: {})", known.join(", "))));
+        };
+        if constant.ty != value.ty {
+            return Err(err(format!("is {} but the value given is {}", constant.ty, value.ty)));
+        }
+        enigma_ir::validate::check_literal(value).map_err(|e| err(e.to_string()))?;
+    }
+    Ok(())
+}

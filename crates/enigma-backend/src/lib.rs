@@ -1,0 +1,119 @@
+//! The contract between enigma's runtime and its devices.
+//!
+//! A [`Backend`] (the simulator, Metal, CUDA) allocates [`BufferStorage`],
+//! compiles a validated kernel into a [`CompiledKernel`], and runs a
+//! dispatch whose geometry and arguments have already been checked by
+//! [`check_dispatch`] — the same checks on every backend, so a dispatch is
+//! rejected the same way everywhere, with the numbers involved.
+
+pub mod args;
+mod check;
+mod error;
+
+pub use args::{ArgValue, SpecValues};
+pub use check::{check_dispatch, check_spec_values};
+pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
+pub use error::RuntimeError;
+
+use enigma_ir::{Kernel, KernelInfo};
+use serde::Serialize;
+use std::any::Any;
+use std::fmt::Debug;
+use std::time::Duration;
+
+/// Which kind of device runs the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// enigma's CPU simulator (the reference semantics).
+    Simulator,
+    Metal,
+    Cuda,
+}
+
+impl DeviceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Simulator => "sim",
+            DeviceKind::Metal => "metal",
+            DeviceKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// What a device is and what it allows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceInfo {
+    pub kind: DeviceKind,
+    /// A human-readable name ("NVIDIA H100 80GB HBM3", "enigma simulator (2 threads)").
+    pub name: String,
+    /// The most threads one threadgroup may have on this device.
+    pub max_threads_per_threadgroup: u32,
+    /// Threadgroup (shared) memory one threadgroup may use, in bytes.
+    pub max_threadgroup_memory_bytes: u64,
+    /// SIMD-group (warp) width.
+    pub simd_width: u32,
+    /// GPU cores / SMs / worker threads that run threadgroups concurrently.
+    pub compute_units: u32,
+    /// Device memory in bytes, where known.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Device memory owned by a backend.
+pub trait BufferStorage: Send + Sync + Debug {
+    fn len_bytes(&self) -> usize;
+    /// Copies `data` into the buffer at `offset` (bounds already checked).
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError>;
+    /// Copies from the buffer at `offset` into `out` (bounds already checked).
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A kernel compiled for one backend: Metal's pipeline state, a CUDA
+/// function, or the simulator's program.
+pub trait CompiledKernel: Send + Sync + Debug {
+    fn kernel(&self) -> &Kernel;
+    /// The largest threadgroup this pipeline can run (≤ the device's).
+    fn max_total_threads_per_threadgroup(&self) -> u32;
+    /// SIMD-group width the pipeline runs with.
+    fn thread_execution_width(&self) -> u32;
+    /// Bytes of threadgroup memory the kernel declares statically.
+    fn static_threadgroup_memory_length(&self) -> u64;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Options of one dispatch.
+#[derive(Clone, Debug, Default)]
+pub struct DispatchOptions {
+    /// Run the simulator's sanitizer (ignored by GPU backends, which say so
+    /// in [`DispatchReport::notes`]).
+    pub sanitize: bool,
+}
+
+/// What a finished dispatch reports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DispatchReport {
+    /// Time measured on the device (CUDA events, Metal command-buffer GPU time).
+    pub device_time: Option<Duration>,
+    /// Host wall-clock time of the whole dispatch call.
+    pub wall_time: Duration,
+    /// Non-fatal remarks (e.g. geometry warnings).
+    pub notes: Vec<String>,
+}
+
+/// A device that can run enigma kernels.
+pub trait Backend: Send + Sync + Debug {
+    fn info(&self) -> &DeviceInfo;
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError>;
+    /// Compiles a kernel that passed validation, with its specialisation
+    /// constants fixed.
+    fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError>;
+    /// Runs a dispatch that passed [`check_dispatch`].
+    fn dispatch(
+        &self,
+        kernel: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+    ) -> Result<DispatchReport, RuntimeError>;
+}

@@ -1,0 +1,267 @@
+//! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s
+//! and [`Pipeline`]s, and dispatch them in Metal's two modes.
+//!
+//! ```
+//! use enigma_runtime::{Arg, Device, Runtime};
+//! use enigma_ir::{builder::*, Access, Type};
+//!
+//! let mut k = KernelBuilder::new("add_one");
+//! let data = k.buffer("data", Type::U32, Access::ReadWrite);
+//! let tid = k.let_("tid", thread_position_in_grid().x());
+//! k.store(data.at(tid), data.get(tid) + 1u32);
+//! let kernel = k.finish().unwrap();
+//!
+//! let rt = Runtime::new(Device::Sim).unwrap();
+//! let buf = rt.buffer_from(&[1u32, 2, 3]).unwrap();
+//! let pipeline = rt.pipeline(&kernel).unwrap();
+//! rt.dispatch_threads(&pipeline, &[Arg::from(&buf)], [3, 1, 1], [32, 1, 1]).unwrap();
+//! assert_eq!(buf.to_vec::<u32>().unwrap(), vec![2, 3, 4]);
+//! ```
+
+use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
+pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, RuntimeError, SpecValues};
+use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
+use std::sync::Arc;
+
+/// Which device a [`Runtime`] runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// Metal where present, else CUDA, else the simulator.
+    Auto,
+    /// The CPU simulator.
+    Sim,
+    Metal,
+    Cuda,
+}
+
+impl std::str::FromStr for Device {
+    type Err = RuntimeError;
+    fn from_str(s: &str) -> Result<Device, RuntimeError> {
+        Ok(match s {
+            "auto" => Device::Auto,
+            "sim" | "cpu" | "simulator" => Device::Sim,
+            "metal" => Device::Metal,
+            "cuda" => Device::Cuda,
+            other => {
+                return Err(RuntimeError::Unavailable {
+                    device: other.into(),
+                    reason: "unknown device; expected auto, sim (or cpu), metal or cuda".into(),
+                })
+            }
+        })
+    }
+}
+
+/// A connection to one device.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    backend: Arc<dyn Backend>,
+}
+
+impl Runtime {
+    /// Opens `device`. `Device::Auto` falls back to the simulator when no GPU
+    /// backend is available.
+    pub fn new(device: Device) -> Result<Runtime, RuntimeError> {
+        let unavailable = |device: &str, reason: &str| RuntimeError::Unavailable { device: device.into(), reason: reason.into() };
+        let backend: Arc<dyn Backend> = match device {
+            Device::Auto | Device::Sim => Arc::new(enigma_sim::SimBackend::new()),
+            Device::Metal => return Err(unavailable("metal", "the Metal backend is not built into this enigma (it needs macOS)")),
+            Device::Cuda => return Err(unavailable("cuda", "the CUDA backend is not built into this enigma yet")),
+        };
+        Ok(Runtime { backend })
+    }
+
+    /// A runtime over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
+        Runtime { backend }
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        self.backend.info()
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer, RuntimeError> {
+        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes_vec()).collect();
+        self.buffer_from_bytes(T::TYPE, &bytes)
+    }
+
+    /// A buffer of `len` zeroed elements of `T`.
+    pub fn buffer_zeroed<T: Element>(&self, len: usize) -> Result<Buffer, RuntimeError> {
+        self.buffer_of_type(T::TYPE, len)
+    }
+
+    /// A zeroed buffer of `len` elements of `elem` (e.g. `half4`).
+    pub fn buffer_of_type(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
+        let storage = self.backend.allocate(len * elem.size_bytes() as usize)?;
+        Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
+    }
+
+    /// A buffer with raw bytes, typed as elements of `elem`.
+    pub fn buffer_from_bytes(&self, elem: Type, bytes: &[u8]) -> Result<Buffer, RuntimeError> {
+        let storage = self.backend.allocate(bytes.len())?;
+        storage.write(0, bytes)?;
+        Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
+    }
+
+    /// An untyped buffer of `len` zero bytes.
+    pub fn buffer_bytes(&self, len: usize) -> Result<Buffer, RuntimeError> {
+        Ok(Buffer { storage: Arc::from(self.backend.allocate(len)?), elem: None })
+    }
+
+    /// Validates `kernel` against this device's limits and compiles it.
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<Pipeline, RuntimeError> {
+        self.pipeline_with(kernel, &SpecValues::default())
+    }
+
+    /// Like [`Runtime::pipeline`], with values for specialisation constants.
+    pub fn pipeline_with(&self, kernel: &Kernel, spec: &SpecValues) -> Result<Pipeline, RuntimeError> {
+        let options = ValidationOptions { max_threadgroup_memory_bytes: self.device().max_threadgroup_memory_bytes };
+        let info = validate(kernel, &options)?;
+        enigma_backend::check_spec_values(kernel, spec)?;
+        let compiled = self.backend.compile(kernel, &info, spec)?;
+        Ok(Pipeline { compiled: Arc::from(compiled) })
+    }
+
+    /// Metal's `dispatchThreads`: `grid` counts threads; edge threadgroups
+    /// are partial (non-uniform).
+    pub fn dispatch_threads(&self, pipeline: &Pipeline, args: &[Arg<'_>], grid: [u32; 3], threads_per_threadgroup: [u32; 3]) -> Result<DispatchReport, RuntimeError> {
+        self.dispatch(pipeline, args, DispatchMode::Threads, grid, threads_per_threadgroup, &DispatchOptions::default())
+    }
+
+    /// Metal's `dispatchThreadgroups`: `threadgroups` counts uniform
+    /// threadgroups; the kernel bounds-checks.
+    pub fn dispatch_threadgroups(&self, pipeline: &Pipeline, args: &[Arg<'_>], threadgroups: [u32; 3], threads_per_threadgroup: [u32; 3]) -> Result<DispatchReport, RuntimeError> {
+        self.dispatch(pipeline, args, DispatchMode::Threadgroups, threadgroups, threads_per_threadgroup, &DispatchOptions::default())
+    }
+
+    /// A dispatch in either mode, with options.
+    pub fn dispatch(
+        &self,
+        pipeline: &Pipeline,
+        args: &[Arg<'_>],
+        mode: DispatchMode,
+        size: [u32; 3],
+        threads_per_threadgroup: [u32; 3],
+        options: &DispatchOptions,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let values: Vec<ArgValue<'_>> = args.iter().map(Arg::value).collect();
+        let compiled: &dyn CompiledKernel = pipeline.compiled.as_ref();
+        let geometry = enigma_backend::check_dispatch(self.device(), compiled, &values, mode, size, threads_per_threadgroup)?;
+        self.backend.dispatch(compiled, &values, &geometry, options)
+    }
+}
+
+pub use enigma_backend::DispatchMode as Mode;
+pub use enigma_backend::DispatchOptions as Options;
+
+/// Device memory.
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    storage: Arc<dyn BufferStorage>,
+    elem: Option<Type>,
+}
+
+impl Buffer {
+    pub fn len_bytes(&self) -> usize {
+        self.storage.len_bytes()
+    }
+
+    /// The element type the buffer was made with, if any.
+    pub fn elem(&self) -> Option<Type> {
+        self.elem
+    }
+
+    pub fn read_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
+        let mut out = vec![0u8; self.len_bytes()];
+        self.storage.read(0, &mut out)?;
+        Ok(out)
+    }
+
+    pub fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
+        self.storage.write(offset, data)
+    }
+
+    /// The contents as elements of `T`.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, RuntimeError> {
+        let bytes = self.read_bytes()?;
+        Ok(bytes.chunks_exact(T::TYPE.size_bytes() as usize).map(T::from_le_bytes).collect())
+    }
+}
+
+/// A compiled kernel, ready to dispatch.
+#[derive(Clone, Debug)]
+pub struct Pipeline {
+    compiled: Arc<dyn CompiledKernel>,
+}
+
+impl Pipeline {
+    pub fn kernel(&self) -> &Kernel {
+        self.compiled.kernel()
+    }
+    /// The largest threadgroup this pipeline can run.
+    pub fn max_total_threads_per_threadgroup(&self) -> u32 {
+        self.compiled.max_total_threads_per_threadgroup()
+    }
+    pub fn thread_execution_width(&self) -> u32 {
+        self.compiled.thread_execution_width()
+    }
+    pub fn static_threadgroup_memory_length(&self) -> u64 {
+        self.compiled.static_threadgroup_memory_length()
+    }
+}
+
+/// One argument of a dispatch.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Buffer(&'a Buffer),
+    Value(Literal),
+}
+
+impl<'a> From<&'a Buffer> for Arg<'a> {
+    fn from(b: &'a Buffer) -> Arg<'a> {
+        Arg::Buffer(b)
+    }
+}
+
+impl Arg<'_> {
+    pub fn u32(v: u32) -> Arg<'static> {
+        Arg::Value(Literal::u32(v))
+    }
+    pub fn i32(v: i32) -> Arg<'static> {
+        Arg::Value(Literal::i32(v))
+    }
+    pub fn f32(v: f32) -> Arg<'static> {
+        Arg::Value(Literal::f32(v))
+    }
+
+    fn value(&self) -> ArgValue<'_> {
+        match self {
+            Arg::Buffer(b) => ArgValue::Buffer { storage: b.storage.as_ref(), elem: b.elem },
+            Arg::Value(lit) => ArgValue::literal(*lit),
+        }
+    }
+}
+
+/// A Rust type that can live in a buffer.
+pub trait Element: Copy {
+    const TYPE: Type;
+    fn to_le_bytes_vec(self) -> Vec<u8>;
+    fn from_le_bytes(bytes: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($($t:ty => $s:ident),* $(,)?) => {$(
+        impl Element for $t {
+            const TYPE: Type = Type::scalar(Scalar::$s);
+            fn to_le_bytes_vec(self) -> Vec<u8> {
+                self.to_le_bytes().to_vec()
+            }
+            fn from_le_bytes(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("chunk of the element's size"))
+            }
+        }
+    )*};
+}
+
+element!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32);

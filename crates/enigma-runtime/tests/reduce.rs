@@ -1,0 +1,73 @@
+//! The seed-001 two-pass reduction on the default device, against the f64
+//! reference; and the seed's own pass 2 rejected with the numbers involved.
+
+use enigma_kernels::reduce;
+use enigma_runtime::{Arg, Device, Runtime, RuntimeError};
+
+fn data(n: usize) -> Vec<f32> {
+    // A deterministic pseudo-random sequence in [-1, 1).
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn two_pass(rt: &Runtime, a: &[f32]) -> f32 {
+    let n = a.len() as u32;
+    let groups = reduce::pass1_threadgroups(n);
+    let input = rt.buffer_from(a).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
+    let result = rt.buffer_zeroed::<f32>(1).unwrap();
+    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
+    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], [reduce::PASS2_THREADS, 1, 1], [reduce::PASS2_THREADS, 1, 1])
+        .unwrap();
+    result.to_vec::<f32>().unwrap()[0]
+}
+
+#[test]
+fn two_pass_reduction_matches_the_f64_reference_for_awkward_sizes() {
+    let rt = Runtime::new(Device::Auto).unwrap();
+    for n in [1usize, 31, 33, 255, 256, 1000, 4097, 1 << 20] {
+        let a = data(n);
+        let got = two_pass(&rt, &a) as f64;
+        let want = reduce::reference_sum(&a);
+        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+    }
+}
+
+#[test]
+fn pass1_partials_are_the_sums_of_each_threadgroup_slice() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let a = data(1000);
+    let input = rt.buffer_from(&a).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(4).unwrap();
+    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [1000, 1, 1], [256, 1, 1]).unwrap();
+    let got = partial.to_vec::<f32>().unwrap();
+    for (g, chunk) in a.chunks(256).enumerate() {
+        let want = reduce::reference_sum(chunk);
+        assert!((got[g] as f64 - want).abs() <= reduce::tolerance(chunk), "group {g}: {} vs {want}", got[g]);
+    }
+}
+
+#[test]
+fn the_seeds_second_pass_is_rejected_naming_4096_and_1024() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(4096).unwrap();
+    let result = rt.buffer_zeroed::<f32>(1).unwrap();
+    let p2 = rt.pipeline(&reduce::reduce_final_seed()).unwrap();
+    assert_eq!(p2.max_total_threads_per_threadgroup(), 1024);
+    let err = rt
+        .dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result)], [4096, 1, 1], [4096, 1, 1])
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::ThreadgroupTooLarge { threads: 4096, max: 1024, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("4096") && msg.contains("1024") && msg.contains("reduce_final"), "{msg}");
+}

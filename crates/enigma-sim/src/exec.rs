@@ -1,0 +1,649 @@
+//! The SIMD-group interpreter: runs one SIMD group's 32 lanes in lockstep
+//! over the [`Program`], with an active-lane mask, until it reaches a
+//! threadgroup barrier or finishes.
+//!
+//! Control flow is a stack of mask frames. An `If` frame remembers the lanes
+//! that entered it and those that took the branch; a `Loop` frame remembers
+//! the lanes that entered the loop and those that left through `break` or
+//! skipped the rest of the iteration through `continue`. Lanes that `return`
+//! are gone for good. Whenever no lane is active, execution skips to the
+//! point where some may become active again, so a SIMD group never executes
+//! work for zero lanes and never stops at a barrier none of its lanes reached.
+
+use crate::memory::Words;
+use crate::ops;
+use crate::program::{Inst, MemRef, Program, Reg};
+use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
+use std::sync::atomic::Ordering::Relaxed;
+
+pub const LANES: usize = 32;
+pub type Lanes = [u64; LANES];
+
+/// Per-dispatch data every SIMD group reads.
+pub struct Env<'a> {
+    pub program: &'a Program,
+    /// Device buffers by parameter index (`None` for by-value parameters),
+    /// with their length in bytes.
+    pub buffers: Vec<Option<(&'a Words, usize)>>,
+    /// By-value parameter bits per component, by parameter index.
+    pub values: Vec<[u64; 4]>,
+    pub threads_per_grid: [u32; 3],
+    pub threadgroups_per_grid: [u32; 3],
+    /// The threadgroup size of the dispatch (edge threadgroups may be smaller).
+    pub threadgroup_size: [u32; 3],
+}
+
+/// Where a threadgroup sits and how large it actually is.
+#[derive(Clone, Copy, Debug)]
+pub struct TgPlace {
+    pub position: [u32; 3],
+    pub size: [u32; 3],
+}
+
+impl TgPlace {
+    pub fn threads(&self) -> u32 {
+        self.size[0] * self.size[1] * self.size[2]
+    }
+
+    /// Position in the threadgroup of linear thread index `linear`.
+    pub fn local_position(&self, linear: u32) -> [u32; 3] {
+        let [sx, sy, _] = self.size;
+        [linear % sx, (linear / sx) % sy, linear / (sx * sy)]
+    }
+
+    pub fn grid_position(&self, linear: u32, full: [u32; 3]) -> [u32; 3] {
+        let l = self.local_position(linear);
+        [0, 1, 2].map(|a| self.position[a] * full[a] + l[a])
+    }
+}
+
+/// A runtime error inside a SIMD group: what, at which instruction, which lane.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub pc: u32,
+    pub lane: u32,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Frame {
+    If { saved: u32, taken: u32, skip_pc: u32 },
+    Loop { saved: u32, broken: u32, continued: u32, cont_pc: u32, exit_pc: u32 },
+}
+
+/// Why a SIMD group stopped running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// At the `threadgroup_barrier` at `pc`, with these lanes active.
+    Barrier { pc: u32, active: u32 },
+    Done,
+}
+
+/// One SIMD group's state.
+#[derive(Debug)]
+pub struct SimdGroup {
+    pub regs: Vec<Lanes>,
+    pub index: u32,
+    /// Lanes that exist (the last SIMD group of a threadgroup may be partial).
+    pub launched: u32,
+    pub active: u32,
+    pub exited: u32,
+    pub pc: u32,
+    frames: Vec<Frame>,
+}
+
+#[inline(always)]
+fn mask_of(r: &Lanes) -> u32 {
+    let mut m = 0u32;
+    for (l, v) in r.iter().enumerate() {
+        m |= ((*v != 0) as u32) << l;
+    }
+    m
+}
+
+#[inline(always)]
+fn lanes_of(mask: u32) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    std::iter::from_fn(move || {
+        if m == 0 {
+            None
+        } else {
+            let l = m.trailing_zeros() as usize;
+            m &= m - 1;
+            Some(l)
+        }
+    })
+}
+
+impl SimdGroup {
+    pub fn new(num_regs: u32) -> SimdGroup {
+        SimdGroup {
+            regs: vec![[0; LANES]; num_regs as usize],
+            index: 0,
+            launched: 0,
+            active: 0,
+            exited: 0,
+            pc: 0,
+            frames: Vec::with_capacity(8),
+        }
+    }
+
+    /// Prepares the SIMD group `index` of a threadgroup to run from the start.
+    pub fn reset(&mut self, env: &Env<'_>, tg: &TgPlace, index: u32) {
+        let threads = tg.threads();
+        let first = index * LANES as u32;
+        let n = (threads - first).min(LANES as u32);
+        self.index = index;
+        self.launched = if n == 32 { u32::MAX } else { (1u32 << n) - 1 };
+        self.active = self.launched;
+        self.exited = 0;
+        self.pc = 0;
+        self.frames.clear();
+        let simdgroups = threads.div_ceil(LANES as u32);
+        for slot in &env.program.builtins {
+            let r = slot.reg as usize;
+            for lane in 0..LANES {
+                let linear = first + lane as u32;
+                let values: [u32; 3] = match slot.builtin {
+                    Builtin::ThreadPositionInGrid => tg.grid_position(linear, env.threadgroup_size),
+                    Builtin::ThreadPositionInThreadgroup => tg.local_position(linear),
+                    Builtin::ThreadgroupPositionInGrid => tg.position,
+                    Builtin::ThreadsPerThreadgroup => tg.size,
+                    Builtin::ThreadsPerGrid => env.threads_per_grid,
+                    Builtin::ThreadgroupsPerGrid => env.threadgroups_per_grid,
+                    Builtin::ThreadIndexInThreadgroup => [linear, 0, 0],
+                    Builtin::ThreadIndexInSimdgroup => [lane as u32, 0, 0],
+                    Builtin::SimdgroupIndexInThreadgroup => [index, 0, 0],
+                    Builtin::SimdgroupsPerThreadgroup => [simdgroups, 0, 0],
+                    Builtin::ThreadsPerSimdgroup => [LANES as u32, 0, 0],
+                };
+                for (c, v) in values.iter().take(slot.builtin.ty().width as usize).enumerate() {
+                    self.regs[r + c][lane] = *v as u64;
+                }
+            }
+        }
+        for (param, reg) in &env.program.value_params {
+            let bits = env.values[param.0 as usize];
+            for (c, b) in bits.iter().enumerate() {
+                if let Some(r) = self.regs.get_mut(*reg as usize + c) {
+                    if c < 4 {
+                        *r = [*b; LANES];
+                    }
+                }
+            }
+        }
+    }
+
+    fn live(&self) -> u32 {
+        let mut live = self.launched & !self.exited;
+        if let Some(Frame::Loop { broken, continued, .. }) =
+            self.frames.iter().rev().find(|f| matches!(f, Frame::Loop { .. }))
+        {
+            live &= !(broken | continued);
+        }
+        live
+    }
+
+    /// Jumps to where lanes may become active again; `false` when the SIMD
+    /// group has finished.
+    fn skip(&mut self) -> bool {
+        match self.frames.last() {
+            None => false,
+            Some(Frame::If { skip_pc, .. }) => {
+                self.pc = *skip_pc;
+                true
+            }
+            Some(Frame::Loop { cont_pc, .. }) => {
+                self.pc = *cont_pc;
+                true
+            }
+        }
+    }
+
+    fn innermost_loop(&mut self) -> &mut Frame {
+        self.frames
+            .iter_mut()
+            .rev()
+            .find(|f| matches!(f, Frame::Loop { .. }))
+            .expect("validation rejects break/continue outside loops")
+    }
+
+    /// Runs until a threadgroup barrier or the end of the kernel.
+    pub fn run(&mut self, env: &Env<'_>, tg_mem: &Words) -> Result<Stop, Fault> {
+        let code = &env.program.code;
+        loop {
+            let pc = self.pc;
+            let Some(inst) = code.get(pc as usize) else {
+                return Ok(Stop::Done);
+            };
+            self.pc += 1;
+            match *inst {
+                Inst::Const { dst, bits } => self.regs[dst as usize] = [bits; LANES],
+                Inst::Copy { dst, src } => {
+                    let s = self.regs[src as usize];
+                    let d = &mut self.regs[dst as usize];
+                    if self.active == u32::MAX {
+                        *d = s;
+                    } else {
+                        for l in lanes_of(self.active) {
+                            d[l] = s[l];
+                        }
+                    }
+                }
+                Inst::Unary { op, ty, dst, a } => {
+                    let a = self.regs[a as usize];
+                    let d = &mut self.regs[dst as usize];
+                    for l in 0..LANES {
+                        d[l] = ops::unary(op, ty, a[l]);
+                    }
+                }
+                Inst::Binary { op, ty, dst, a, b } => self.binary(op, ty, dst, a, b, pc)?,
+                Inst::Convert { from, to, dst, a } => {
+                    let a = self.regs[a as usize];
+                    let d = &mut self.regs[dst as usize];
+                    for l in 0..LANES {
+                        d[l] = ops::convert(from, to, a[l]);
+                    }
+                }
+                Inst::Bitcast { from, to, dst, src } => self.bitcast(from, to, dst, src),
+                Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
+                Inst::Simd { func, ty, dst, a, b } => self.simd(func, ty, dst, a, b),
+                Inst::Load { mem, elem, dst, index, index_ty } => {
+                    let (words, len) = memory(env, tg_mem, mem);
+                    let idx = self.regs[index as usize];
+                    let stride = elem.size_bytes() as usize;
+                    let count = len / stride;
+                    let comp_bytes = elem.scalar.size_bytes() as usize;
+                    for l in lanes_of(self.active) {
+                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "read"))?;
+                        for c in 0..elem.width as usize {
+                            self.regs[dst as usize + c][l] = ops::norm(elem.scalar, words.read(i * stride + c * comp_bytes, elem.scalar));
+                        }
+                    }
+                    // Inactive lanes get a defined value.
+                    for c in 0..elem.width as usize {
+                        for l in lanes_of(!self.active) {
+                            self.regs[dst as usize + c][l] = 0;
+                        }
+                    }
+                }
+                Inst::Store { mem, elem, src, index, index_ty } => {
+                    let (words, len) = memory(env, tg_mem, mem);
+                    let idx = self.regs[index as usize];
+                    let stride = elem.size_bytes() as usize;
+                    let count = len / stride;
+                    let comp_bytes = elem.scalar.size_bytes() as usize;
+                    for l in lanes_of(self.active) {
+                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "write"))?;
+                        for c in 0..elem.width as usize {
+                            words.write(i * stride + c * comp_bytes, elem.scalar, self.regs[src as usize + c][l]);
+                        }
+                    }
+                }
+                Inst::Atomic { op, mem, ty, index, index_ty, value, dst } => {
+                    let (words, len) = memory(env, tg_mem, mem);
+                    let count = len / 4;
+                    let idx = self.regs[index as usize];
+                    let val = self.regs[value as usize];
+                    for l in lanes_of(self.active) {
+                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "atomic access"))?;
+                        let old = atomic_rmw(words.word(i * 4), op, ty, val[l]);
+                        if let Some(d) = dst {
+                            self.regs[d as usize][l] = ops::norm(ty, old);
+                        }
+                    }
+                }
+                Inst::CompareExchange { mem, ty, index, index_ty, expected, desired, dst } => {
+                    let (words, len) = memory(env, tg_mem, mem);
+                    let count = len / 4;
+                    let idx = self.regs[index as usize];
+                    for l in lanes_of(self.active) {
+                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "atomic access"))?;
+                        let (e, d) = (self.regs[expected as usize][l] as u32, self.regs[desired as usize][l] as u32);
+                        let old = match words.word(i * 4).compare_exchange(e, d, Relaxed, Relaxed) {
+                            Ok(v) | Err(v) => v,
+                        };
+                        if let Some(r) = dst {
+                            self.regs[r as usize][l] = ops::norm(ty, old as u64);
+                        }
+                    }
+                }
+                Inst::If { cond, else_pc } => {
+                    let taken = mask_of(&self.regs[cond as usize]) & self.active;
+                    self.frames.push(Frame::If { saved: self.active, taken, skip_pc: else_pc });
+                    self.active = taken;
+                    if taken == 0 {
+                        self.pc = else_pc;
+                    }
+                }
+                Inst::Else { end_pc } => {
+                    let live = self.live();
+                    if let Some(Frame::If { saved, taken, skip_pc }) = self.frames.last_mut() {
+                        *skip_pc = end_pc;
+                        self.active = *saved & !*taken & live;
+                    }
+                    if self.active == 0 {
+                        self.pc = end_pc;
+                    }
+                }
+                Inst::EndIf => {
+                    let Some(Frame::If { saved, .. }) = self.frames.pop() else {
+                        unreachable!("EndIf pops the frame its If pushed")
+                    };
+                    self.active = saved & self.live();
+                    if self.active == 0 && !self.skip() {
+                        return Ok(Stop::Done);
+                    }
+                }
+                Inst::LoopBegin { cont_pc, exit_pc } => {
+                    self.frames.push(Frame::Loop { saved: self.active, broken: 0, continued: 0, cont_pc, exit_pc });
+                }
+                Inst::LoopTest { cond } => {
+                    self.active &= mask_of(&self.regs[cond as usize]);
+                    if self.active == 0 {
+                        if let Some(Frame::Loop { exit_pc, .. }) = self.frames.last() {
+                            self.pc = *exit_pc;
+                        }
+                    }
+                }
+                Inst::LoopContinue => {
+                    let exited = self.exited;
+                    if let Some(Frame::Loop { continued, exit_pc, .. }) = self.frames.last_mut() {
+                        self.active = (self.active | *continued) & !exited;
+                        *continued = 0;
+                        if self.active == 0 {
+                            self.pc = *exit_pc;
+                        }
+                    }
+                }
+                Inst::LoopBack { head_pc } => self.pc = head_pc,
+                Inst::LoopEnd => {
+                    let Some(Frame::Loop { saved, .. }) = self.frames.pop() else {
+                        unreachable!("LoopEnd pops the frame its LoopBegin pushed")
+                    };
+                    self.active = saved & self.live();
+                    if self.active == 0 && !self.skip() {
+                        return Ok(Stop::Done);
+                    }
+                }
+                Inst::Break | Inst::Continue => {
+                    let lanes = self.active;
+                    let is_break = matches!(inst, Inst::Break);
+                    if let Frame::Loop { broken, continued, .. } = self.innermost_loop() {
+                        if is_break {
+                            *broken |= lanes;
+                        } else {
+                            *continued |= lanes;
+                        }
+                    }
+                    self.active = 0;
+                    if !self.skip() {
+                        return Ok(Stop::Done);
+                    }
+                }
+                Inst::Return => {
+                    self.exited |= self.active;
+                    self.active = 0;
+                    if !self.skip() {
+                        return Ok(Stop::Done);
+                    }
+                }
+                Inst::Barrier { scope } => {
+                    if scope == BarrierScope::Threadgroup {
+                        return Ok(Stop::Barrier { pc, active: self.active });
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn oob(&self, env: &Env<'_>, pc: u32, lane: usize, mem: MemRef, raw: u64, index_ty: Scalar, count: usize, what: &str) -> Fault {
+        let kernel_mem = match mem {
+            MemRef::Buffer(p) => format!("buffer `{}`", env_name(env, mem, p)),
+            MemRef::Threadgroup(t) => format!("threadgroup array `{}`", env_name(env, mem, t)),
+        };
+        let index = if index_ty.is_signed_int() { (raw as i64).to_string() } else { raw.to_string() };
+        Fault {
+            pc,
+            lane: lane as u32,
+            message: format!("out-of-bounds {what} of {kernel_mem}[{index}]: it holds {count} elements"),
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, ty: Scalar, dst: Reg, a: Reg, b: Reg, pc: u32) -> Result<(), Fault> {
+        let a = self.regs[a as usize];
+        let b = self.regs[b as usize];
+        let d = &mut self.regs[dst as usize];
+        macro_rules! lanes {
+            (|$x:ident, $y:ident| $e:expr) => {
+                for l in 0..LANES {
+                    let ($x, $y) = (a[l], b[l]);
+                    d[l] = $e;
+                }
+            };
+        }
+        let f = |v: u64| f32::from_bits(v as u32);
+        match (op, ty) {
+            (BinaryOp::Add, Scalar::F32) => lanes!(|x, y| (f(x) + f(y)).to_bits() as u64),
+            (BinaryOp::Sub, Scalar::F32) => lanes!(|x, y| (f(x) - f(y)).to_bits() as u64),
+            (BinaryOp::Mul, Scalar::F32) => lanes!(|x, y| (f(x) * f(y)).to_bits() as u64),
+            (BinaryOp::Add, Scalar::U32) => lanes!(|x, y| (x as u32).wrapping_add(y as u32) as u64),
+            (BinaryOp::Mul, Scalar::U32) => lanes!(|x, y| (x as u32).wrapping_mul(y as u32) as u64),
+            (BinaryOp::Lt, Scalar::U32) => lanes!(|x, y| (x < y) as u64),
+            (BinaryOp::Eq, Scalar::U32) => lanes!(|x, y| (x == y) as u64),
+            (BinaryOp::Div | BinaryOp::Rem, t) if t.is_int() => {
+                for l in lanes_of(self.active) {
+                    d[l] = ops::binary(op, ty, a[l], b[l]).map_err(|m| Fault { pc, lane: l as u32, message: m.into() })?;
+                }
+            }
+            _ => {
+                for l in 0..LANES {
+                    // Only integer division can fail, handled above.
+                    d[l] = ops::binary(op, ty, a[l], b[l]).unwrap_or(0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bitcast(&mut self, from: Type, to: Type, dst: Reg, src: Reg) {
+        let (fs, ts) = (from.scalar.size_bytes() as usize, to.scalar.size_bytes() as usize);
+        for l in 0..LANES {
+            let mut bytes = [0u8; 32];
+            for c in 0..from.width as usize {
+                let v = self.regs[src as usize + c][l];
+                bytes[c * fs..(c + 1) * fs].copy_from_slice(&v.to_le_bytes()[..fs]);
+            }
+            for c in 0..to.width as usize {
+                let mut buf = [0u8; 8];
+                buf[..ts].copy_from_slice(&bytes[c * ts..(c + 1) * ts]);
+                self.regs[dst as usize + c][l] = ops::norm(to.scalar, u64::from_le_bytes(buf));
+            }
+        }
+    }
+
+    fn call(&mut self, func: Intrinsic, ty: Scalar, dst: Reg, args: [Reg; 3]) {
+        let n = func.arity();
+        let a = args.map(|r| self.regs[r as usize]);
+        let d = &mut self.regs[dst as usize];
+        for l in 0..LANES {
+            let vals = [a[0][l], a[1][l], a[2][l]];
+            d[l] = match func {
+                Intrinsic::Select => {
+                    if vals[2] != 0 {
+                        vals[1]
+                    } else {
+                        vals[0]
+                    }
+                }
+                Intrinsic::Popcount | Intrinsic::Clz | Intrinsic::Ctz => ops::bits(func, ty, vals[0]),
+                Intrinsic::Abs | Intrinsic::Min | Intrinsic::Max | Intrinsic::Clamp => ops::numeric(func, ty, &vals[..n]),
+                _ => ops::float_math(func, ty, &vals[..n]),
+            };
+        }
+    }
+
+    /// SIMD-group functions over the active lanes.
+    fn simd(&mut self, func: Intrinsic, ty: Scalar, dst: Reg, a: Reg, b: Reg) {
+        use Intrinsic::*;
+        let active = self.active;
+        if active == 0 {
+            return;
+        }
+        let x = self.regs[a as usize];
+        let y = self.regs[b as usize];
+        let mut out = self.regs[dst as usize];
+        let first = active.trailing_zeros() as usize;
+        let fold = |op: BinaryOp| {
+            let mut acc = x[first];
+            for l in lanes_of(active & !(1 << first)) {
+                acc = ops::binary(op, ty, acc, x[l]).unwrap_or(0);
+            }
+            acc
+        };
+        let reduce_with = |f: Intrinsic| {
+            let mut acc = x[first];
+            for l in lanes_of(active & !(1 << first)) {
+                acc = ops::numeric(f, ty, &[acc, x[l]]);
+            }
+            acc
+        };
+        let uniform = match func {
+            SimdSum => Some(fold(BinaryOp::Add)),
+            SimdProduct => Some(fold(BinaryOp::Mul)),
+            SimdAnd => Some(fold(BinaryOp::BitAnd)),
+            SimdOr => Some(fold(BinaryOp::BitOr)),
+            SimdXor => Some(fold(BinaryOp::BitXor)),
+            SimdMax => Some(reduce_with(Max)),
+            SimdMin => Some(reduce_with(Min)),
+            SimdBroadcastFirst => Some(x[first]),
+            SimdBroadcast => Some(x[(y[first] as usize) % LANES]),
+            SimdAll => Some((lanes_of(active).all(|l| x[l] != 0)) as u64),
+            SimdAny => Some((lanes_of(active).any(|l| x[l] != 0)) as u64),
+            SimdBallot => Some(lanes_of(active).filter(|&l| x[l] != 0).fold(0u64, |m, l| m | 1 << l)),
+            _ => None,
+        };
+        if let Some(v) = uniform {
+            for l in lanes_of(active) {
+                out[l] = v;
+            }
+        } else {
+            match func {
+                SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
+                    let mut acc = ops::convert(Scalar::U32, ty, 0);
+                    for l in lanes_of(active) {
+                        let next = ops::binary(BinaryOp::Add, ty, acc, x[l]).unwrap_or(0);
+                        out[l] = if func == SimdPrefixInclusiveSum { next } else { acc };
+                        acc = next;
+                    }
+                }
+                SimdShuffle => {
+                    for l in lanes_of(active) {
+                        out[l] = x[(y[l] as usize) % LANES];
+                    }
+                }
+                SimdShuffleUp => {
+                    for l in lanes_of(active) {
+                        let d = y[l] as usize;
+                        out[l] = if l >= d { x[l - d] } else { x[l] };
+                    }
+                }
+                SimdShuffleDown => {
+                    for l in lanes_of(active) {
+                        let d = y[l] as usize;
+                        out[l] = if l + d < LANES { x[l + d] } else { x[l] };
+                    }
+                }
+                SimdShuffleXor => {
+                    for l in lanes_of(active) {
+                        out[l] = x[(l ^ y[l] as usize) % LANES];
+                    }
+                }
+                SimdIsFirst => {
+                    for l in lanes_of(active) {
+                        out[l] = (l == first) as u64;
+                    }
+                }
+                _ => unreachable!("every SIMD function is handled: {func:?}"),
+            }
+        }
+        self.regs[dst as usize] = out;
+    }
+}
+
+fn env_name(env: &Env<'_>, mem: MemRef, _index: u32) -> String {
+    env.program.memory_names.get(&mem).cloned().unwrap_or_default()
+}
+
+#[inline(always)]
+fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (MemView<'a>, usize) {
+    match mem {
+        MemRef::Buffer(p) => {
+            let (w, len) = env.buffers[p as usize].expect("validated: loads and stores index buffers");
+            (MemView { words: w, base: 0 }, len)
+        }
+        MemRef::Threadgroup(t) => {
+            let base = env.program.tg_offsets_words[t as usize] * 4;
+            (MemView { words: tg_mem, base }, env.program.tg_lens_bytes[t as usize])
+        }
+    }
+}
+
+/// A memory seen from a base byte offset.
+#[derive(Clone, Copy)]
+struct MemView<'a> {
+    words: &'a Words,
+    base: usize,
+}
+
+impl MemView<'_> {
+    #[inline(always)]
+    fn read(&self, offset: usize, ty: Scalar) -> u64 {
+        self.words.read(self.base + offset, ty)
+    }
+    #[inline(always)]
+    fn write(&self, offset: usize, ty: Scalar, v: u64) {
+        self.words.write(self.base + offset, ty, v)
+    }
+    #[inline(always)]
+    fn word(&self, offset: usize) -> &std::sync::atomic::AtomicU32 {
+        self.words.word(self.base + offset)
+    }
+}
+
+/// The element index a lane's index value names, if it is in bounds.
+#[inline(always)]
+fn element_index(raw: u64, ty: Scalar, count: usize) -> Option<usize> {
+    if ty.is_signed_int() && (raw as i64) < 0 {
+        return None;
+    }
+    let i = raw as usize;
+    (i < count).then_some(i)
+}
+
+fn atomic_rmw(word: &std::sync::atomic::AtomicU32, op: AtomicOp, ty: Scalar, v: u64) -> u64 {
+    let v32 = v as u32;
+    let old = match (op, ty) {
+        (AtomicOp::Add, Scalar::F32) | (AtomicOp::Sub, Scalar::F32) => {
+            let delta = f32::from_bits(v32);
+            let delta = if op == AtomicOp::Sub { -delta } else { delta };
+            word.fetch_update(Relaxed, Relaxed, |w| Some((f32::from_bits(w) + delta).to_bits())).unwrap_or(0)
+        }
+        (AtomicOp::Add, _) => word.fetch_add(v32, Relaxed),
+        (AtomicOp::Sub, _) => word.fetch_sub(v32, Relaxed),
+        (AtomicOp::And, _) => word.fetch_and(v32, Relaxed),
+        (AtomicOp::Or, _) => word.fetch_or(v32, Relaxed),
+        (AtomicOp::Xor, _) => word.fetch_xor(v32, Relaxed),
+        (AtomicOp::Exchange, _) => word.swap(v32, Relaxed),
+        (AtomicOp::Min, Scalar::I32) => word
+            .fetch_update(Relaxed, Relaxed, |w| Some((w as i32).min(v32 as i32) as u32))
+            .unwrap_or(0),
+        (AtomicOp::Max, Scalar::I32) => word
+            .fetch_update(Relaxed, Relaxed, |w| Some((w as i32).max(v32 as i32) as u32))
+            .unwrap_or(0),
+        (AtomicOp::Min, _) => word.fetch_min(v32, Relaxed),
+        (AtomicOp::Max, _) => word.fetch_max(v32, Relaxed),
+    };
+    old as u64
+}

@@ -1,0 +1,271 @@
+//! Scalar arithmetic on lane values. Every value is held as raw bits in a
+//! `u64`: signed integers sign-extended, unsigned zero-extended, floats as
+//! their IEEE bits (f16/bf16 in the low 16 bits), bool as 0/1. Each operation
+//! computes in a wider type where needed and normalises back to its type, so
+//! f16/bf16 round after every operation and integers wrap.
+
+use enigma_backend::args::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use enigma_ir::{BinaryOp, Intrinsic, Scalar, UnaryOp};
+
+/// Brings raw bits into the canonical form of `ty`.
+#[inline(always)]
+pub fn norm(ty: Scalar, v: u64) -> u64 {
+    match ty {
+        Scalar::Bool => (v != 0) as u64,
+        Scalar::I8 => v as i8 as i64 as u64,
+        Scalar::I16 => v as i16 as i64 as u64,
+        Scalar::I32 => v as i32 as i64 as u64,
+        Scalar::U8 => v as u8 as u64,
+        Scalar::U16 | Scalar::F16 | Scalar::BF16 => v as u16 as u64,
+        Scalar::U32 | Scalar::F32 => v as u32 as u64,
+        Scalar::I64 | Scalar::U64 => v,
+    }
+}
+
+/// The value of a float lane as f64 (exact for every float type).
+#[inline(always)]
+pub fn to_f64(ty: Scalar, v: u64) -> f64 {
+    match ty {
+        Scalar::F32 => f32::from_bits(v as u32) as f64,
+        Scalar::F16 => f16_bits_to_f32(v as u16) as f64,
+        Scalar::BF16 => bf16_bits_to_f32(v as u16) as f64,
+        s if s.is_signed_int() => v as i64 as f64,
+        Scalar::Bool => v as f64,
+        _ => v as f64,
+    }
+}
+
+#[inline(always)]
+pub fn f32_of(ty: Scalar, v: u64) -> f32 {
+    match ty {
+        Scalar::F32 => f32::from_bits(v as u32),
+        Scalar::F16 => f16_bits_to_f32(v as u16),
+        Scalar::BF16 => bf16_bits_to_f32(v as u16),
+        _ => to_f64(ty, v) as f32,
+    }
+}
+
+#[inline(always)]
+pub fn from_f32(ty: Scalar, x: f32) -> u64 {
+    match ty {
+        Scalar::F32 => x.to_bits() as u64,
+        Scalar::F16 => f32_to_f16_bits(x) as u64,
+        Scalar::BF16 => f32_to_bf16_bits(x) as u64,
+        _ => unreachable!("from_f32 is only called for float types"),
+    }
+}
+
+/// C conversion of a value of type `from` to type `to` (float → int
+/// saturates, as Metal and CUDA do; NaN → 0).
+pub fn convert(from: Scalar, to: Scalar, v: u64) -> u64 {
+    if from == to {
+        return v;
+    }
+    if to == Scalar::Bool {
+        return if from.is_float() { (to_f64(from, v) != 0.0) as u64 } else { (v != 0) as u64 };
+    }
+    if to.is_float() {
+        let x = if from.is_float() {
+            to_f64(from, v)
+        } else if from.is_signed_int() {
+            v as i64 as f64
+        } else {
+            v as f64
+        };
+        // f64 → f32 → f16 double rounding is avoided for f16 from f64 of an
+        // exact f32; integers beyond 2^24 round once to f32 first, as GPUs do.
+        return from_f32(to, x as f32);
+    }
+    if from.is_float() {
+        let x = to_f64(from, v);
+        let bits = to.size_bytes() * 8;
+        return if to.is_signed_int() {
+            let (lo, hi) = (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1) - 1.0);
+            norm(to, x.clamp(lo, hi) as i64 as u64)
+        } else {
+            let hi = 2f64.powi(bits as i32) - 1.0;
+            norm(to, x.clamp(0.0, hi) as u64)
+        };
+    }
+    norm(to, v)
+}
+
+/// A binary operation; `Err` for integer division by zero.
+#[inline(always)]
+pub fn binary(op: BinaryOp, ty: Scalar, a: u64, b: u64) -> Result<u64, &'static str> {
+    use BinaryOp::*;
+    if ty.is_float() {
+        if ty == Scalar::F32 {
+            let (x, y) = (f32::from_bits(a as u32), f32::from_bits(b as u32));
+            return Ok(match op {
+                Add => (x + y).to_bits() as u64,
+                Sub => (x - y).to_bits() as u64,
+                Mul => (x * y).to_bits() as u64,
+                Div => (x / y).to_bits() as u64,
+                Rem => (x % y).to_bits() as u64,
+                Eq => (x == y) as u64,
+                Ne => (x != y) as u64,
+                Lt => (x < y) as u64,
+                Le => (x <= y) as u64,
+                Gt => (x > y) as u64,
+                Ge => (x >= y) as u64,
+                _ => unreachable!("validated: {op:?} on float"),
+            });
+        }
+        let (x, y) = (f32_of(ty, a), f32_of(ty, b));
+        return Ok(match op {
+            Add => from_f32(ty, x + y),
+            Sub => from_f32(ty, x - y),
+            Mul => from_f32(ty, x * y),
+            Div => from_f32(ty, x / y),
+            Rem => from_f32(ty, x % y),
+            Eq => (x == y) as u64,
+            Ne => (x != y) as u64,
+            Lt => (x < y) as u64,
+            Le => (x <= y) as u64,
+            Gt => (x > y) as u64,
+            Ge => (x >= y) as u64,
+            _ => unreachable!("validated: {op:?} on float"),
+        });
+    }
+    let bits = ty.size_bytes() * 8;
+    let signed = ty.is_signed_int();
+    let r = match op {
+        Add => a.wrapping_add(b),
+        Sub => a.wrapping_sub(b),
+        Mul => a.wrapping_mul(b),
+        Div | Rem if b == 0 => return Err("integer division by zero"),
+        Div if signed => (a as i64).wrapping_div(b as i64) as u64,
+        Div => a / b,
+        Rem if signed => (a as i64).wrapping_rem(b as i64) as u64,
+        Rem => a % b,
+        BitAnd | And => a & b,
+        BitOr | Or => a | b,
+        BitXor => a ^ b,
+        Shl => a.wrapping_shl(b as u32 % bits),
+        Shr if signed => ((a as i64) >> (b as u32 % bits)) as u64,
+        Shr => a >> (b as u32 % bits),
+        Eq => return Ok((a == b) as u64),
+        Ne => return Ok((a != b) as u64),
+        Lt if signed => return Ok(((a as i64) < (b as i64)) as u64),
+        Le if signed => return Ok(((a as i64) <= (b as i64)) as u64),
+        Gt if signed => return Ok(((a as i64) > (b as i64)) as u64),
+        Ge if signed => return Ok(((a as i64) >= (b as i64)) as u64),
+        Lt => return Ok((a < b) as u64),
+        Le => return Ok((a <= b) as u64),
+        Gt => return Ok((a > b) as u64),
+        Ge => return Ok((a >= b) as u64),
+    };
+    Ok(norm(ty, r))
+}
+
+#[inline(always)]
+pub fn unary(op: UnaryOp, ty: Scalar, a: u64) -> u64 {
+    match op {
+        UnaryOp::Neg if ty.is_float() => from_f32(ty, -f32_of(ty, a)),
+        UnaryOp::Neg => norm(ty, (a as i64).wrapping_neg() as u64),
+        UnaryOp::BitNot => norm(ty, !a),
+        UnaryOp::Not => (a == 0) as u64,
+    }
+}
+
+/// Float math functions (`exp`, `fast::sin`, …), computed in f32 (f64 for
+/// nothing: the GPU result is what the reference matches within tolerance).
+pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
+    use Intrinsic::*;
+    let x = f32_of(ty, args[0]);
+    let y = || f32_of(ty, args[1]);
+    let r = match f {
+        Exp | FastExp => x.exp(),
+        Exp2 | FastExp2 => x.exp2(),
+        Log | FastLog => x.ln(),
+        Log2 | FastLog2 => x.log2(),
+        Sqrt | FastSqrt => x.sqrt(),
+        Rsqrt | FastRsqrt => 1.0 / x.sqrt(),
+        Tanh | FastTanh => x.tanh(),
+        Sin | FastSin => x.sin(),
+        Cos | FastCos => x.cos(),
+        Floor => x.floor(),
+        Ceil => x.ceil(),
+        Pow | FastPow => x.powf(y()),
+        Fma => x.mul_add(y(), f32_of(ty, args[2])),
+        _ => unreachable!("float_math called with {f:?}"),
+    };
+    from_f32(ty, r)
+}
+
+/// `min`/`max` (NaN-ignoring for floats, as fmin/fmax), `abs`, `clamp`.
+pub fn numeric(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
+    use Intrinsic::*;
+    if ty.is_float() {
+        let x = f32_of(ty, args[0]);
+        let r = match f {
+            Abs => x.abs(),
+            Min => x.min(f32_of(ty, args[1])),
+            Max => x.max(f32_of(ty, args[1])),
+            Clamp => x.max(f32_of(ty, args[1])).min(f32_of(ty, args[2])),
+            _ => unreachable!("numeric called with {f:?}"),
+        };
+        return from_f32(ty, r);
+    }
+    let lt = |a: u64, b: u64| if ty.is_signed_int() { (a as i64) < (b as i64) } else { a < b };
+    let min = |a, b| if lt(b, a) { b } else { a };
+    let max = |a, b| if lt(a, b) { b } else { a };
+    match f {
+        Abs if ty.is_signed_int() => norm(ty, (args[0] as i64).wrapping_abs() as u64),
+        Abs => args[0],
+        Min => min(args[0], args[1]),
+        Max => max(args[0], args[1]),
+        Clamp => min(max(args[0], args[1]), args[2]),
+        _ => unreachable!("numeric called with {f:?}"),
+    }
+}
+
+/// `popcount`, `clz`, `ctz` on the type's bit width.
+pub fn bits(f: Intrinsic, ty: Scalar, a: u64) -> u64 {
+    let width = ty.size_bytes() * 8;
+    let a = if width == 64 { a } else { a & ((1u64 << width) - 1) };
+    match f {
+        Intrinsic::Popcount => a.count_ones() as u64,
+        Intrinsic::Clz => (a.leading_zeros() - (64 - width)) as u64,
+        Intrinsic::Ctz => a.trailing_zeros().min(width) as u64,
+        _ => unreachable!("bits called with {f:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_division_is_c_semantics() {
+        let i = |v: i64| v as u64;
+        assert_eq!(binary(BinaryOp::Div, Scalar::I32, i(-7), i(2)).unwrap() as i64, -3);
+        assert_eq!(binary(BinaryOp::Rem, Scalar::I32, i(-7), i(2)).unwrap() as i64, -1);
+        assert_eq!(binary(BinaryOp::Div, Scalar::U32, 7, 2).unwrap(), 3);
+        assert!(binary(BinaryOp::Div, Scalar::U32, 7, 0).is_err());
+    }
+
+    #[test]
+    fn integers_wrap_at_their_width() {
+        assert_eq!(binary(BinaryOp::Add, Scalar::U8, 250, 10).unwrap(), 4);
+        assert_eq!(binary(BinaryOp::Add, Scalar::I8, 127, 1).unwrap() as i64, -128);
+        assert_eq!(binary(BinaryOp::Shl, Scalar::U32, 1, 33).unwrap(), 2, "shift amount is taken mod 32");
+    }
+
+    #[test]
+    fn float_to_int_conversion_saturates() {
+        let big = (1e10f32).to_bits() as u64;
+        assert_eq!(convert(Scalar::F32, Scalar::I32, big) as i64, i32::MAX as i64);
+        assert_eq!(convert(Scalar::F32, Scalar::U8, (-3.0f32).to_bits() as u64), 0);
+        assert_eq!(convert(Scalar::F32, Scalar::I32, f32::NAN.to_bits() as u64), 0);
+    }
+
+    #[test]
+    fn half_arithmetic_rounds_to_half() {
+        let one = convert(Scalar::F32, Scalar::F16, 1.0f32.to_bits() as u64);
+        let tiny = convert(Scalar::F32, Scalar::F16, 0.0001f32.to_bits() as u64);
+        // 1 + 0.0001 is 1 in half precision (spacing 2^-10 ≈ 0.000977).
+        assert_eq!(binary(BinaryOp::Add, Scalar::F16, one, tiny).unwrap(), one);
+    }
+}

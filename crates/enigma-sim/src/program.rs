@@ -1,0 +1,512 @@
+//! Lowering of a validated kernel to the simulator's program: a flat list of
+//! instructions over registers of 32 lanes.
+//!
+//! Vectors are scalarised: a value of width `w` occupies `w` consecutive
+//! registers. Registers are laid out as builtins and by-value parameters
+//! (filled when a SIMD group starts), then locals, then temporaries reused
+//! statement by statement. Structured control flow becomes mask operations
+//! (`If`/`Else`/`EndIf`, `LoopBegin`/`LoopTest`/`LoopContinue`/`LoopBack`/
+//! `LoopEnd`) whose jump targets are resolved here.
+
+use enigma_ir::*;
+
+pub type Reg = u32;
+
+/// A memory as the program sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemRef {
+    /// Device buffer bound to parameter `n`.
+    Buffer(u32),
+    /// Threadgroup array `n`.
+    Threadgroup(u32),
+}
+
+#[derive(Clone, Debug)]
+pub enum Inst {
+    Const { dst: Reg, bits: u64 },
+    /// `dst = src` on active lanes.
+    Copy { dst: Reg, src: Reg },
+    Unary { op: UnaryOp, ty: Scalar, dst: Reg, a: Reg },
+    Binary { op: BinaryOp, ty: Scalar, dst: Reg, a: Reg, b: Reg },
+    Convert { from: Scalar, to: Scalar, dst: Reg, a: Reg },
+    /// Reinterprets `from` (in registers `src..`) as `to` (in `dst..`).
+    Bitcast { from: Type, to: Type, dst: Reg, src: Reg },
+    /// A per-component intrinsic (math, min/max, select, bit counts).
+    Call { func: Intrinsic, ty: Scalar, dst: Reg, args: [Reg; 3] },
+    /// A SIMD-group function on one component.
+    Simd { func: Intrinsic, ty: Scalar, dst: Reg, a: Reg, b: Reg },
+    Load { mem: MemRef, elem: Type, dst: Reg, index: Reg, index_ty: Scalar },
+    Store { mem: MemRef, elem: Type, src: Reg, index: Reg, index_ty: Scalar },
+    Atomic { op: AtomicOp, mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, value: Reg, dst: Option<Reg> },
+    CompareExchange { mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, expected: Reg, desired: Reg, dst: Option<Reg> },
+    If { cond: Reg, else_pc: u32 },
+    Else { end_pc: u32 },
+    EndIf,
+    LoopBegin { cont_pc: u32, exit_pc: u32 },
+    LoopTest { cond: Reg },
+    LoopContinue,
+    LoopBack { head_pc: u32 },
+    LoopEnd,
+    Break,
+    Continue,
+    Return,
+    Barrier { scope: BarrierScope },
+}
+
+/// A builtin component the program reads, and the register it lives in.
+#[derive(Clone, Copy, Debug)]
+pub struct BuiltinSlot {
+    pub builtin: Builtin,
+    pub reg: Reg,
+}
+
+/// Where each instruction came from, for error messages.
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub path: StmtPath,
+    pub source: Option<SourceLoc>,
+}
+
+impl std::fmt::Display for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.path)?;
+        if let Some(src) = &self.source {
+            write!(f, " ({src})")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub code: Vec<Inst>,
+    /// `sites[site_of[pc]]` is the statement instruction `pc` belongs to.
+    pub site_of: Vec<u32>,
+    pub sites: Vec<Site>,
+    pub num_regs: u32,
+    pub builtins: Vec<BuiltinSlot>,
+    /// By-value parameter `param` occupies registers `reg..reg+width`.
+    pub value_params: Vec<(ParamId, Reg)>,
+    /// Word offset of each threadgroup array in the threadgroup's memory.
+    pub tg_offsets_words: Vec<usize>,
+    /// Size in bytes of each threadgroup array.
+    pub tg_lens_bytes: Vec<usize>,
+    pub tg_words: usize,
+    /// Names of buffers and threadgroup arrays, for messages.
+    pub memory_names: std::collections::HashMap<MemRef, String>,
+}
+
+struct Lowering<'k> {
+    kernel: &'k Kernel,
+    spec: &'k [Literal],
+    code: Vec<Inst>,
+    site_of: Vec<u32>,
+    sites: Vec<Site>,
+    current_site: u32,
+    builtins: Vec<BuiltinSlot>,
+    value_params: Vec<(ParamId, Reg)>,
+    local_regs: Vec<Reg>,
+    next_fixed: Reg,
+    temp_base: Reg,
+    temp_top: Reg,
+    max_reg: Reg,
+}
+
+#[derive(Clone, Copy)]
+struct Operand {
+    reg: Reg,
+    ty: Type,
+}
+
+impl Operand {
+    /// Register of component `i`, splatting scalars.
+    fn comp(self, i: u8) -> Reg {
+        if self.ty.width == 1 {
+            self.reg
+        } else {
+            self.reg + i as Reg
+        }
+    }
+}
+
+/// Lowers a kernel that passed validation, with its specialisation values.
+pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
+    let mut l = Lowering {
+        kernel,
+        spec,
+        code: vec![],
+        site_of: vec![],
+        sites: vec![],
+        current_site: 0,
+        builtins: vec![],
+        value_params: vec![],
+        local_regs: vec![],
+        next_fixed: 0,
+        temp_base: 0,
+        temp_top: 0,
+        max_reg: 0,
+    };
+    // Fixed registers: the builtins the kernel reads, value parameters, locals.
+    for b in used_builtins(kernel) {
+        let reg = l.next_fixed;
+        l.next_fixed += b.ty().width as Reg;
+        l.builtins.push(BuiltinSlot { builtin: b, reg });
+    }
+    for (i, p) in kernel.params.iter().enumerate() {
+        if let ParamKind::Value { ty } = p.kind {
+            l.value_params.push((ParamId(i as u32), l.next_fixed));
+            l.next_fixed += ty.width as Reg;
+        }
+    }
+    for local in &kernel.locals {
+        l.local_regs.push(l.next_fixed);
+        l.next_fixed += local.ty.width as Reg;
+    }
+    l.temp_base = l.next_fixed;
+    l.temp_top = l.temp_base;
+    l.max_reg = l.temp_base;
+    let mut path = StmtPath::default();
+    l.block(&kernel.body, Branch::Body, &mut path);
+    let mut offsets = vec![];
+    let mut words = 0usize;
+    for arr in &kernel.threadgroup_arrays {
+        offsets.push(words);
+        words += (arr.size_bytes() as usize).div_ceil(4);
+    }
+    let memory_names = kernel
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (MemRef::Buffer(i as u32), p.name.clone()))
+        .chain(kernel.threadgroup_arrays.iter().enumerate().map(|(i, t)| (MemRef::Threadgroup(i as u32), t.name.clone())))
+        .collect();
+    Program {
+        tg_lens_bytes: kernel.threadgroup_arrays.iter().map(|t| t.size_bytes() as usize).collect(),
+        memory_names,
+        code: l.code,
+        site_of: l.site_of,
+        sites: l.sites,
+        num_regs: l.max_reg,
+        builtins: l.builtins,
+        value_params: l.value_params,
+        tg_offsets_words: offsets,
+        tg_words: words,
+    }
+}
+
+impl Lowering<'_> {
+    fn emit(&mut self, inst: Inst) -> u32 {
+        self.code.push(inst);
+        self.site_of.push(self.current_site);
+        self.code.len() as u32 - 1
+    }
+
+    fn pc(&self) -> u32 {
+        self.code.len() as u32
+    }
+
+    fn temp(&mut self, width: u8) -> Reg {
+        let r = self.temp_top;
+        self.temp_top += width as Reg;
+        self.max_reg = self.max_reg.max(self.temp_top);
+        r
+    }
+
+    fn block(&mut self, block: &Block, branch: Branch, path: &mut StmtPath) {
+        for (i, stmt) in block.iter().enumerate() {
+            path.0.push((branch, i as u32));
+            self.sites.push(Site { path: path.clone(), source: stmt.loc.clone() });
+            self.current_site = self.sites.len() as u32 - 1;
+            let saved_top = self.temp_top;
+            self.stmt(stmt, path);
+            self.temp_top = saved_top;
+            path.0.pop();
+        }
+    }
+
+    fn mem(mem: Memory) -> MemRef {
+        match mem {
+            Memory::Buffer(p) => MemRef::Buffer(p.0),
+            Memory::Threadgroup(t) => MemRef::Threadgroup(t.0),
+        }
+    }
+
+    fn elem_of(&self, mem: Memory) -> Type {
+        match mem {
+            Memory::Buffer(p) => match self.kernel.param(p).kind {
+                ParamKind::Buffer { elem, .. } => elem,
+                ParamKind::Value { ty } => ty,
+            },
+            Memory::Threadgroup(t) => self.kernel.tg_array(t).elem,
+        }
+    }
+
+    fn copy_into(&mut self, dst: Reg, src: Operand) {
+        for i in 0..src.ty.width {
+            self.emit(Inst::Copy { dst: dst + i as Reg, src: src.comp(i) });
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, path: &mut StmtPath) {
+        match &stmt.kind {
+            StmtKind::Assign { var, value } => {
+                let v = self.expr(value);
+                let dst = self.local_regs[var.0 as usize];
+                self.copy_into(dst, v);
+            }
+            StmtKind::Store { mem, index, value } => {
+                let i = self.expr(index);
+                let v = self.expr(value);
+                let elem = self.elem_of(*mem);
+                self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg, index: i.reg, index_ty: i.ty.scalar });
+            }
+            StmtKind::Atomic { op, mem, index, value, result } => {
+                let i = self.expr(index);
+                let v = self.expr(value);
+                let dst = result.map(|r| self.local_regs[r.0 as usize]);
+                let ty = self.elem_of(*mem).scalar;
+                self.emit(Inst::Atomic { op: *op, mem: Self::mem(*mem), ty, index: i.reg, index_ty: i.ty.scalar, value: v.reg, dst });
+            }
+            StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
+                let i = self.expr(index);
+                let e = self.expr(expected);
+                let d = self.expr(desired);
+                let dst = result.map(|r| self.local_regs[r.0 as usize]);
+                let ty = self.elem_of(*mem).scalar;
+                self.emit(Inst::CompareExchange {
+                    mem: Self::mem(*mem),
+                    ty,
+                    index: i.reg,
+                    index_ty: i.ty.scalar,
+                    expected: e.reg,
+                    desired: d.reg,
+                    dst,
+                });
+            }
+            StmtKind::If { cond, then_body, else_body } => {
+                let c = self.expr(cond);
+                let if_pc = self.emit(Inst::If { cond: c.reg, else_pc: 0 });
+                self.block(then_body, Branch::Then, path);
+                let else_pc = self.emit(Inst::Else { end_pc: 0 });
+                self.block(else_body, Branch::Else, path);
+                let end_pc = self.emit(Inst::EndIf);
+                self.code[if_pc as usize] = Inst::If { cond: c.reg, else_pc };
+                self.code[else_pc as usize] = Inst::Else { end_pc };
+            }
+            StmtKind::For { var, start, end, step, body } => {
+                let ty = self.kernel.local(*var).ty;
+                let var_reg = self.local_regs[var.0 as usize];
+                let s = self.expr(start);
+                self.emit(Inst::Copy { dst: var_reg, src: s.reg });
+                // `end` and `step` are evaluated once, into registers that
+                // stay reserved for the whole loop.
+                let e = self.expr(end);
+                let st = self.expr(step);
+                let begin = self.emit(Inst::LoopBegin { cont_pc: 0, exit_pc: 0 });
+                let head = self.pc();
+                let saved_top = self.temp_top;
+                let c = self.temp(1);
+                self.emit(Inst::Binary { op: BinaryOp::Lt, ty: ty.scalar, dst: c, a: var_reg, b: e.reg });
+                self.emit(Inst::LoopTest { cond: c });
+                self.temp_top = saved_top;
+                self.block(body, Branch::Loop, path);
+                let cont = self.emit(Inst::LoopContinue);
+                let t = self.temp(1);
+                self.emit(Inst::Binary { op: BinaryOp::Add, ty: ty.scalar, dst: t, a: var_reg, b: st.reg });
+                self.emit(Inst::Copy { dst: var_reg, src: t });
+                self.temp_top = saved_top;
+                self.emit(Inst::LoopBack { head_pc: head });
+                let exit = self.emit(Inst::LoopEnd);
+                self.code[begin as usize] = Inst::LoopBegin { cont_pc: cont, exit_pc: exit };
+            }
+            StmtKind::While { cond, body } => {
+                let begin = self.emit(Inst::LoopBegin { cont_pc: 0, exit_pc: 0 });
+                let head = self.pc();
+                let saved_top = self.temp_top;
+                let c = self.expr(cond);
+                self.emit(Inst::LoopTest { cond: c.reg });
+                self.temp_top = saved_top;
+                self.block(body, Branch::Loop, path);
+                let cont = self.emit(Inst::LoopContinue);
+                self.emit(Inst::LoopBack { head_pc: head });
+                let exit = self.emit(Inst::LoopEnd);
+                self.code[begin as usize] = Inst::LoopBegin { cont_pc: cont, exit_pc: exit };
+            }
+            StmtKind::Break => {
+                self.emit(Inst::Break);
+            }
+            StmtKind::Continue => {
+                self.emit(Inst::Continue);
+            }
+            StmtKind::Return => {
+                self.emit(Inst::Return);
+            }
+            StmtKind::Barrier { scope, .. } => {
+                self.emit(Inst::Barrier { scope: *scope });
+            }
+        }
+    }
+
+    fn literal_bits(lit: Literal) -> u64 {
+        let bits = enigma_backend::args::literal_bits(lit);
+        crate::ops::norm(lit.ty, if lit.ty.is_signed_int() { lit.value.as_i64() as u64 } else { bits })
+    }
+
+    fn expr(&mut self, e: &Expr) -> Operand {
+        match e {
+            Expr::Literal(lit) => {
+                let dst = self.temp(1);
+                self.emit(Inst::Const { dst, bits: Self::literal_bits(*lit) });
+                Operand { reg: dst, ty: Type::scalar(lit.ty) }
+            }
+            Expr::Spec(s) => {
+                let lit = self.spec[s.0 as usize];
+                let dst = self.temp(1);
+                self.emit(Inst::Const { dst, bits: Self::literal_bits(lit) });
+                Operand { reg: dst, ty: Type::scalar(lit.ty) }
+            }
+            Expr::Param(p) => {
+                let ty = match self.kernel.param(*p).kind {
+                    ParamKind::Value { ty } => ty,
+                    ParamKind::Buffer { elem, .. } => elem,
+                };
+                let reg = self.value_params.iter().find(|(id, _)| id == p).map(|(_, r)| *r).unwrap_or(0);
+                Operand { reg, ty }
+            }
+            Expr::Var(v) => Operand { reg: self.local_regs[v.0 as usize], ty: self.kernel.local(*v).ty },
+            Expr::Builtin(b) => {
+                let slot = self.builtins.iter().find(|s| s.builtin == *b).copied();
+                Operand { reg: slot.map(|s| s.reg).unwrap_or(0), ty: b.ty() }
+            }
+            Expr::Load { mem, index } => {
+                let i = self.expr(index);
+                let elem = self.elem_of(*mem);
+                let dst = self.temp(elem.width);
+                self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.scalar });
+                Operand { reg: dst, ty: elem }
+            }
+            Expr::Unary { op, arg } => {
+                let a = self.expr(arg);
+                let dst = self.temp(a.ty.width);
+                for i in 0..a.ty.width {
+                    self.emit(Inst::Unary { op: *op, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i) });
+                }
+                Operand { reg: dst, ty: a.ty }
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let a = self.expr(lhs);
+                let b = self.expr(rhs);
+                let width = a.ty.width.max(b.ty.width);
+                let dst = self.temp(width);
+                for i in 0..width {
+                    self.emit(Inst::Binary { op: *op, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
+                }
+                let ty = Type::vector(if op.is_comparison() { Scalar::Bool } else { a.ty.scalar }, width);
+                Operand { reg: dst, ty }
+            }
+            Expr::Call { func, args } => self.call(*func, args),
+            Expr::Cast { to, arg } => {
+                let a = self.expr(arg);
+                let dst = self.temp(to.width);
+                for i in 0..to.width {
+                    self.emit(Inst::Convert { from: a.ty.scalar, to: to.scalar, dst: dst + i as Reg, a: a.comp(i) });
+                }
+                Operand { reg: dst, ty: *to }
+            }
+            Expr::Bitcast { to, arg } => {
+                let a = self.expr(arg);
+                let dst = self.temp(to.width);
+                self.emit(Inst::Bitcast { from: a.ty, to: *to, dst, src: a.reg });
+                Operand { reg: dst, ty: *to }
+            }
+            Expr::Vector { ty, components } => {
+                let comps: Vec<Operand> = components.iter().map(|c| self.expr(c)).collect();
+                let dst = self.temp(ty.width);
+                for i in 0..ty.width {
+                    let src = if comps.len() == 1 { comps[0].reg } else { comps[i as usize].reg };
+                    self.emit(Inst::Copy { dst: dst + i as Reg, src });
+                }
+                Operand { reg: dst, ty: *ty }
+            }
+            Expr::Extract { arg, index } => {
+                let a = self.expr(arg);
+                Operand { reg: a.reg + *index as Reg, ty: Type::scalar(a.ty.scalar) }
+            }
+        }
+    }
+
+    fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Operand {
+        let ops: Vec<Operand> = args.iter().map(|a| self.expr(a)).collect();
+        if func.is_simd() {
+            let (a, b) = match ops.len() {
+                0 => (Operand { reg: 0, ty: Type::BOOL }, None),
+                1 => (ops[0], None),
+                _ => (ops[0], Some(ops[1])),
+            };
+            let ty = match func {
+                Intrinsic::SimdAll | Intrinsic::SimdAny | Intrinsic::SimdIsFirst => Type::BOOL,
+                Intrinsic::SimdBallot => Type::U64,
+                _ => a.ty,
+            };
+            let dst = self.temp(ty.width);
+            for i in 0..ty.width {
+                let b_reg = b.map(|b| b.reg).unwrap_or(0);
+                self.emit(Inst::Simd { func, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i), b: b_reg });
+            }
+            return Operand { reg: dst, ty };
+        }
+        let ty = ops[0].ty;
+        let width = ops.iter().map(|o| o.ty.width).max().unwrap_or(1);
+        let ty = ty.with_scalar(ty.scalar);
+        let dst = self.temp(width);
+        for i in 0..width {
+            let mut regs = [0; 3];
+            for (slot, o) in regs.iter_mut().zip(&ops) {
+                *slot = o.comp(i);
+            }
+            self.emit(Inst::Call { func, ty: ty.scalar, dst: dst + i as Reg, args: regs });
+        }
+        Operand { reg: dst, ty: Type::vector(ty.scalar, width) }
+    }
+}
+
+/// The builtins a kernel reads, in [`Builtin::ALL`] order.
+fn used_builtins(kernel: &Kernel) -> Vec<Builtin> {
+    fn expr(e: &Expr, used: &mut [bool; 11]) {
+        match e {
+            Expr::Builtin(b) => used[Builtin::ALL.iter().position(|x| x == b).unwrap_or(0)] = true,
+            Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Var(_) => {}
+            Expr::Load { index, .. } => expr(index, used),
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
+                expr(arg, used)
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                expr(lhs, used);
+                expr(rhs, used);
+            }
+            Expr::Call { args, .. } => args.iter().for_each(|a| expr(a, used)),
+            Expr::Vector { components, .. } => components.iter().for_each(|a| expr(a, used)),
+        }
+    }
+    let mut used = [false; 11];
+    kernel.walk_stmts(|_, stmt| match &stmt.kind {
+        StmtKind::Assign { value, .. } => expr(value, &mut used),
+        StmtKind::Store { index, value, .. } | StmtKind::Atomic { index, value, .. } => {
+            expr(index, &mut used);
+            expr(value, &mut used);
+        }
+        StmtKind::AtomicCompareExchange { index, expected, desired, .. } => {
+            for e in [index, expected, desired] {
+                expr(e, &mut used);
+            }
+        }
+        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => expr(cond, &mut used),
+        StmtKind::For { start, end, step, .. } => {
+            for e in [start, end, step] {
+                expr(e, &mut used);
+            }
+        }
+        StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => {}
+    });
+    Builtin::ALL.into_iter().zip(used).filter(|(_, u)| *u).map(|(b, _)| b).collect()
+}
