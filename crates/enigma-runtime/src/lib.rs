@@ -265,3 +265,9 @@ macro_rules! element {
 }
 
 element!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32);
+
+/// IEEE half and bfloat16 conversions (round to nearest even), for preparing
+/// and reading `f16`/`bf16` buffers.
+pub mod half {
+    pub use enigma_backend::args::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+}
