@@ -140,24 +140,38 @@ impl SimdGroup {
         self.pc = 0;
         self.frames.clear();
         let simdgroups = threads.div_ceil(LANES as u32);
+        // Positions of the 32 lanes in the threadgroup, computed once.
+        let mut local = [[0u32; 3]; LANES];
+        for (lane, pos) in local.iter_mut().enumerate() {
+            *pos = tg.local_position(first + lane as u32);
+        }
         for slot in &env.program.builtins {
             let r = slot.reg as usize;
-            for lane in 0..LANES {
-                let linear = first + lane as u32;
+            let width = slot.builtin.ty().width as usize;
+            let uniform: Option<[u32; 3]> = match slot.builtin {
+                Builtin::ThreadgroupPositionInGrid => Some(tg.position),
+                Builtin::ThreadsPerThreadgroup => Some(tg.size),
+                Builtin::ThreadsPerGrid => Some(env.threads_per_grid),
+                Builtin::ThreadgroupsPerGrid => Some(env.threadgroups_per_grid),
+                Builtin::SimdgroupIndexInThreadgroup => Some([index, 0, 0]),
+                Builtin::SimdgroupsPerThreadgroup => Some([simdgroups, 0, 0]),
+                Builtin::ThreadsPerSimdgroup => Some([LANES as u32, 0, 0]),
+                _ => None,
+            };
+            if let Some(v) = uniform {
+                for (c, value) in v.iter().take(width).enumerate() {
+                    self.regs[r + c] = [*value as u64; LANES];
+                }
+                continue;
+            }
+            for (lane, pos) in local.iter().enumerate() {
                 let values: [u32; 3] = match slot.builtin {
-                    Builtin::ThreadPositionInGrid => tg.grid_position(linear, env.threadgroup_size),
-                    Builtin::ThreadPositionInThreadgroup => tg.local_position(linear),
-                    Builtin::ThreadgroupPositionInGrid => tg.position,
-                    Builtin::ThreadsPerThreadgroup => tg.size,
-                    Builtin::ThreadsPerGrid => env.threads_per_grid,
-                    Builtin::ThreadgroupsPerGrid => env.threadgroups_per_grid,
-                    Builtin::ThreadIndexInThreadgroup => [linear, 0, 0],
-                    Builtin::ThreadIndexInSimdgroup => [lane as u32, 0, 0],
-                    Builtin::SimdgroupIndexInThreadgroup => [index, 0, 0],
-                    Builtin::SimdgroupsPerThreadgroup => [simdgroups, 0, 0],
-                    Builtin::ThreadsPerSimdgroup => [LANES as u32, 0, 0],
+                    Builtin::ThreadPositionInGrid => [0, 1, 2].map(|a| tg.position[a] * env.threadgroup_size[a] + pos[a]),
+                    Builtin::ThreadPositionInThreadgroup => *pos,
+                    Builtin::ThreadIndexInThreadgroup => [first + lane as u32, 0, 0],
+                    _ => [lane as u32, 0, 0],
                 };
-                for (c, v) in values.iter().take(slot.builtin.ty().width as usize).enumerate() {
+                for (c, v) in values.iter().take(width).enumerate() {
                     self.regs[r + c][lane] = *v as u64;
                 }
             }
@@ -254,6 +268,16 @@ impl SimdGroup {
                     let stride = elem.size_bytes() as usize;
                     let count = len / stride;
                     let comp_bytes = elem.scalar.size_bytes() as usize;
+                    if elem.width == 1 && comp_bytes == 4 && self.active == u32::MAX && index_ty == Scalar::U32 {
+                        // Fast path: a full SIMD group loading 32-bit scalars.
+                        if idx.iter().all(|&i| (i as usize) < count) {
+                            let d = &mut self.regs[dst as usize];
+                            for l in 0..LANES {
+                                d[l] = words.read(idx[l] as usize * 4, Scalar::U32);
+                            }
+                            continue;
+                        }
+                    }
                     for l in lanes_of(self.active) {
                         let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "read"))?;
                         for c in 0..elem.width as usize {
@@ -510,6 +534,13 @@ impl SimdGroup {
             acc
         };
         let uniform = match func {
+            SimdSum if ty == Scalar::F32 => {
+                let mut acc = f32::from_bits(x[first] as u32);
+                for l in lanes_of(active & !(1 << first)) {
+                    acc += f32::from_bits(x[l] as u32);
+                }
+                Some(acc.to_bits() as u64)
+            }
             SimdSum => Some(fold(BinaryOp::Add)),
             SimdProduct => Some(fold(BinaryOp::Mul)),
             SimdAnd => Some(fold(BinaryOp::BitAnd)),
