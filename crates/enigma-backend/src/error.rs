@@ -29,6 +29,8 @@ pub enum RuntimeError {
     Execution { kernel: String, message: String },
     #[error("device `{device}` is not available: {reason}")]
     Unavailable { device: String, reason: String },
+    #[error("kernel `{kernel}`: the sanitizer found {} problem(s):\n{}", findings.len(), findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n"))]
+    Sanitizer { kernel: String, findings: Vec<crate::Finding> },
     #[error("{backend} backend: {message}")]
     Backend { backend: &'static str, message: String },
 }

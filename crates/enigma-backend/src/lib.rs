@@ -9,11 +9,13 @@
 pub mod args;
 mod check;
 mod error;
+pub mod findings;
 
 pub use args::{ArgValue, SpecValues};
 pub use check::{check_dispatch, check_spec_values};
 pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
 pub use error::RuntimeError;
+pub use findings::{Finding, FindingKind, Severity, ThreadRef};
 
 use enigma_ir::{Kernel, KernelInfo};
 use serde::Serialize;
@@ -88,6 +90,9 @@ pub struct DispatchOptions {
     /// Run the simulator's sanitizer (ignored by GPU backends, which say so
     /// in [`DispatchReport::notes`]).
     pub sanitize: bool,
+    /// How many SIMD-group schedules the sanitizer runs (at least 1; 0 means
+    /// the default of 3).
+    pub schedules: u32,
 }
 
 /// What a finished dispatch reports.
@@ -99,6 +104,8 @@ pub struct DispatchReport {
     pub wall_time: Duration,
     /// Non-fatal remarks (e.g. geometry warnings).
     pub notes: Vec<String>,
+    /// Sanitizer findings (only when [`DispatchOptions::sanitize`] was set).
+    pub findings: Vec<Finding>,
 }
 
 /// A device that can run enigma kernels.

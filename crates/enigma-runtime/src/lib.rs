@@ -19,7 +19,7 @@
 //! ```
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
-pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, RuntimeError, SpecValues};
+pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, ThreadRef};
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
 
@@ -148,7 +148,11 @@ impl Runtime {
         let values: Vec<ArgValue<'_>> = args.iter().map(Arg::value).collect();
         let compiled: &dyn CompiledKernel = pipeline.compiled.as_ref();
         let geometry = enigma_backend::check_dispatch(self.device(), compiled, &values, mode, size, threads_per_threadgroup)?;
-        self.backend.dispatch(compiled, &values, &geometry, options)
+        let report = self.backend.dispatch(compiled, &values, &geometry, options)?;
+        if report.findings.iter().any(|f| f.severity == enigma_backend::Severity::Error) {
+            return Err(RuntimeError::Sanitizer { kernel: pipeline.kernel().name.clone(), findings: report.findings });
+        }
+        Ok(report)
     }
 }
 

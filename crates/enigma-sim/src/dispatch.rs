@@ -1,46 +1,68 @@
 //! Runs a dispatch: threadgroups in parallel (rayon), and within each
 //! threadgroup its SIMD groups in turn, each until the next threadgroup
 //! barrier. A barrier releases only when every thread of the threadgroup
-//! waits at that same barrier; anything else is reported as an error naming
-//! the threads involved — the simulator never hangs.
+//! waits at that same barrier; anything else is an error naming the threads
+//! involved (a finding, in sanitizer mode) — the simulator never hangs.
+//!
+//! In sanitizer mode the SIMD groups of each threadgroup run in a different,
+//! seeded order in each schedule (schedule 0 in index order, 1 reversed, then
+//! shuffled), and results that differ between schedules are reported.
 
 use crate::exec::{Env, Fault, SimdGroup, Stop, TgPlace, LANES};
 use crate::memory::{Words, POISON_WORD};
+use crate::sanitizer::{TgTracker, Who};
 use enigma_backend::{DispatchGeometry, DispatchMode, RuntimeError};
 use enigma_ir::Kernel;
 use rayon::prelude::*;
 
-/// Reusable per-worker state: the SIMD groups and the threadgroup memory.
+/// Reusable per-worker state: the SIMD groups, threadgroup memory and, in
+/// sanitizer mode, the threadgroup's shadow state.
 struct Scratch {
     simdgroups: Vec<SimdGroup>,
     tg_mem: Words,
+    tracker: Option<TgTracker>,
 }
 
-/// Runs every threadgroup of the dispatch; the error of the lowest-numbered
-/// failing threadgroup is returned, so failures are reproducible.
-pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry) -> Result<(), RuntimeError> {
-    let [nx, ny, nz] = geometry.threadgroups;
-    let total = nx as u64 * ny as u64 * nz as u64;
+/// Maps a threadgroup's linear index to its place in the grid and its size.
+pub fn place_fn(geometry: &DispatchGeometry) -> impl Fn(u64) -> TgPlace + Sync + '_ {
+    let [nx, ny, _] = geometry.threadgroups;
     let full = geometry.threads_per_threadgroup;
-    let tg_threads = full[0] * full[1] * full[2];
-    let simdgroups = tg_threads.div_ceil(LANES as u32) as usize;
-    let program = env.program;
-    let place_of = |linear: u64| {
+    move |linear: u64| {
         let position = [(linear % nx as u64) as u32, ((linear / nx as u64) % ny as u64) as u32, (linear / (nx as u64 * ny as u64)) as u32];
         let size = match geometry.mode {
             DispatchMode::Threads => [0, 1, 2].map(|a| full[a].min(geometry.grid[a] - position[a] * full[a])),
             DispatchMode::Threadgroups => full,
         };
         TgPlace { position, size }
-    };
+    }
+}
+
+/// Runs every threadgroup of the dispatch with SIMD-group schedule
+/// `schedule`; the error of the lowest-numbered failing threadgroup is
+/// returned, so failures are reproducible.
+pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry, schedule: u32) -> Result<(), RuntimeError> {
+    let [nx, ny, nz] = geometry.threadgroups;
+    let total = nx as u64 * ny as u64 * nz as u64;
+    let full = geometry.threads_per_threadgroup;
+    let simdgroups = (full[0] * full[1] * full[2]).div_ceil(LANES as u32) as usize;
+    let program = env.program;
+    let place_of = place_fn(geometry);
     let error = (0..total)
         .into_par_iter()
         .map_init(
             || Scratch {
                 simdgroups: (0..simdgroups).map(|_| SimdGroup::new(program.num_regs)).collect(),
                 tg_mem: Words::new(program.tg_words * 4, POISON_WORD),
+                tracker: env.tracker.map(|_| TgTracker::new(kernel)),
             },
-            |scratch, linear| run_threadgroup(env, place_of(linear), scratch).err(),
+            |scratch, linear| {
+                let place = place_of(linear);
+                let result = run_threadgroup(env, place, linear, schedule, scratch);
+                if let (Some(dispatch), Some(t)) = (env.tracker, scratch.tracker.as_mut()) {
+                    dispatch.collect(kernel, program, &place, full, &place_of, &mut t.raw);
+                }
+                result.err()
+            },
         )
         .find_map_first(|e| e);
     match error {
@@ -49,19 +71,42 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry)
     }
 }
 
-fn run_threadgroup(env: &Env<'_>, tg: TgPlace, scratch: &mut Scratch) -> Result<(), String> {
+/// The order in which SIMD groups run in one phase (between two barriers).
+fn order(n: usize, schedule: u32, linear: u64, phase: u32) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    match schedule {
+        0 => {}
+        1 => v.reverse(),
+        s => {
+            let mut state = (s as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ linear.wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ phase as u64;
+            for i in (1..n).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                v.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+        }
+    }
+    v
+}
+
+fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scratch: &mut Scratch) -> Result<(), String> {
     let n = tg.threads().div_ceil(LANES as u32) as usize;
     scratch.tg_mem.fill(POISON_WORD);
+    if let Some(t) = scratch.tracker.as_mut() {
+        t.reset(linear, n);
+    }
     let sgs = &mut scratch.simdgroups[..n];
     for (i, sg) in sgs.iter_mut().enumerate() {
         sg.reset(env, &tg, i as u32);
     }
     let mut stops = vec![Stop::Done; n];
     let mut running: Vec<bool> = vec![true; n];
-    loop {
-        for (i, sg) in sgs.iter_mut().enumerate() {
+    for phase in 0u32.. {
+        for i in order(n, schedule, linear, phase) {
             if running[i] {
-                stops[i] = sg.run(env, &scratch.tg_mem).map_err(|f| describe_fault(env, &tg, sg, &f))?;
+                let sg = &mut sgs[i];
+                stops[i] = sg.run(env, &scratch.tg_mem, scratch.tracker.as_mut()).map_err(|f| describe_fault(env, &tg, sg, &f))?;
             }
         }
         let waiting: Vec<(usize, u32, u32)> = stops
@@ -72,51 +117,70 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, scratch: &mut Scratch) -> Result<
                 Stop::Done => None,
             })
             .collect();
-        if waiting.is_empty() {
+        let Some(&(first_sg, pc, first_active)) = waiting.first() else {
             return Ok(());
-        }
-        let (_, pc, _) = waiting[0];
+        };
         let site = site(env, pc);
-        if let Some(&(_, other_pc, _)) = waiting.iter().find(|(_, p, _)| *p != pc) {
-            return Err(format!(
-                "threads of threadgroup {} wait at different threadgroup barriers: {} and {}; every thread must reach the same barrier",
-                fmt3(tg.position),
-                site,
-                self::site(env, other_pc)
-            ));
-        }
         let arrived: u32 = waiting.iter().map(|(_, _, a)| a.count_ones()).sum();
-        if arrived != tg.threads() {
-            let missing = sgs
-                .iter()
-                .enumerate()
-                .find_map(|(i, sg)| {
-                    let at_barrier = match stops[i] {
-                        Stop::Barrier { active, .. } => active,
-                        Stop::Done => 0,
+        let other_barrier = waiting.iter().find(|(_, p, _)| *p != pc);
+        if other_barrier.is_some() || arrived != tg.threads() {
+            let who = Who { simdgroup: first_sg as u32, lane: first_active.trailing_zeros(), pc };
+            // A thread that did not arrive: returned early, or in a branch that skipped the barrier.
+            let absent = sgs.iter().enumerate().find_map(|(i, sg)| {
+                let at_barrier = match stops[i] {
+                    Stop::Barrier { active, pc: p } if p == pc => active,
+                    _ => 0,
+                };
+                let missing = sg.launched & !at_barrier;
+                (missing != 0).then(|| {
+                    let lane = missing.trailing_zeros();
+                    let pc = match stops[i] {
+                        Stop::Barrier { pc, .. } => pc,
+                        Stop::Done => sg.pc.saturating_sub(1),
                     };
-                    let absent = sg.launched & !at_barrier;
-                    (absent != 0).then(|| (i, absent.trailing_zeros(), sg.exited & (1 << absent.trailing_zeros()) != 0))
+                    (Who { simdgroup: i as u32, lane, pc }, sg.exited & (1 << lane) != 0)
                 })
-                .map(|(i, lane, returned)| {
-                    let linear = i as u32 * LANES as u32 + lane;
+            });
+            if let Some(t) = scratch.tracker.as_mut() {
+                t.divergent_barrier(who, absent.map(|(w, _)| w));
+                return Ok(());
+            }
+            if let Some(&(_, other_pc, _)) = other_barrier {
+                return Err(format!(
+                    "threads of threadgroup {} wait at different threadgroup barriers: {} and {}; every thread must reach the same barrier",
+                    fmt3(tg.position),
+                    site,
+                    self::site(env, other_pc)
+                ));
+            }
+            let example = absent
+                .map(|(w, returned)| {
                     format!(
-                        "; e.g. thread {} (SIMD group {i}, lane {lane}) {}",
-                        fmt3(tg.grid_position(linear, env.threadgroup_size)),
+                        "; e.g. thread {} (SIMD group {}, lane {}) {}",
+                        fmt3(tg.grid_position(w.simdgroup * LANES as u32 + w.lane, env.threadgroup_size)),
+                        w.simdgroup,
+                        w.lane,
                         if returned { "had returned early" } else { "was in a branch that skipped it" }
                     )
                 })
                 .unwrap_or_default();
             return Err(format!(
-                "threadgroup_barrier at {site} reached by {arrived} of the {} threads of threadgroup {}{missing}; a barrier must be reached by every thread of the threadgroup",
+                "threadgroup_barrier at {site} reached by {arrived} of the {} threads of threadgroup {}{example}; a barrier must be reached by every thread of the threadgroup",
                 tg.threads(),
                 fmt3(tg.position),
             ));
+        }
+        if let Some(t) = scratch.tracker.as_mut() {
+            t.epoch += 1;
+            for e in t.simd_epochs.iter_mut() {
+                *e += 1;
+            }
         }
         for (i, s) in stops.iter().enumerate() {
             running[i] = matches!(s, Stop::Barrier { .. });
         }
     }
+    Ok(())
 }
 
 fn fmt3(v: [u32; 3]) -> String {
@@ -140,3 +204,4 @@ fn describe_fault(env: &Env<'_>, tg: &TgPlace, sg: &SimdGroup, fault: &Fault) ->
         site(env, fault.pc)
     )
 }
+

@@ -11,6 +11,7 @@
 //! work for zero lanes and never stops at a barrier none of its lanes reached.
 
 use crate::memory::Words;
+use crate::sanitizer::{AccessKind, DispatchTracker, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
@@ -31,6 +32,26 @@ pub struct Env<'a> {
     pub threadgroups_per_grid: [u32; 3],
     /// The threadgroup size of the dispatch (edge threadgroups may be smaller).
     pub threadgroup_size: [u32; 3],
+    /// Dispatch-wide sanitizer state, in sanitizer mode.
+    pub tracker: Option<&'a DispatchTracker>,
+}
+
+impl<'a> Env<'a> {
+    /// The same dispatch, observed by a sanitizer tracker.
+    pub fn with_tracker<'s>(&self, tracker: Option<&'s DispatchTracker>) -> Env<'s>
+    where
+        'a: 's,
+    {
+        Env {
+            program: self.program,
+            buffers: self.buffers.clone(),
+            values: self.values.clone(),
+            threads_per_grid: self.threads_per_grid,
+            threadgroups_per_grid: self.threadgroups_per_grid,
+            threadgroup_size: self.threadgroup_size,
+            tracker,
+        }
+    }
 }
 
 /// Where a threadgroup sits and how large it actually is.
@@ -223,7 +244,7 @@ impl SimdGroup {
     }
 
     /// Runs until a threadgroup barrier or the end of the kernel.
-    pub fn run(&mut self, env: &Env<'_>, tg_mem: &Words) -> Result<Stop, Fault> {
+    pub fn run(&mut self, env: &Env<'_>, tg_mem: &Words, mut san: Option<&mut TgTracker>) -> Result<Stop, Fault> {
         let code = &env.program.code;
         loop {
             let pc = self.pc;
@@ -261,14 +282,19 @@ impl SimdGroup {
                 }
                 Inst::Bitcast { from, to, dst, src } => self.bitcast(from, to, dst, src),
                 Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
-                Inst::Simd { func, ty, dst, a, b } => self.simd(func, ty, dst, a, b),
+                Inst::Simd { func, ty, dst, a, b } => {
+                    if let Some(t) = san.as_deref_mut() {
+                        self.check_sources(func, b, pc, t);
+                    }
+                    self.simd(func, ty, dst, a, b)
+                }
                 Inst::Load { mem, elem, dst, index, index_ty } => {
                     let (words, len) = memory(env, tg_mem, mem);
                     let idx = self.regs[index as usize];
                     let stride = elem.size_bytes() as usize;
                     let count = len / stride;
                     let comp_bytes = elem.scalar.size_bytes() as usize;
-                    if elem.width == 1 && comp_bytes == 4 && self.active == u32::MAX && index_ty == Scalar::U32 {
+                    if san.is_none() && elem.width == 1 && comp_bytes == 4 && self.active == u32::MAX && index_ty == Scalar::U32 {
                         // Fast path: a full SIMD group loading 32-bit scalars.
                         if idx.iter().all(|&i| (i as usize) < count) {
                             let d = &mut self.regs[dst as usize];
@@ -278,16 +304,15 @@ impl SimdGroup {
                             continue;
                         }
                     }
+                    for c in 0..elem.width as usize {
+                        self.regs[dst as usize + c] = [0; LANES];
+                    }
                     for l in lanes_of(self.active) {
-                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "read"))?;
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read)? else {
+                            continue;
+                        };
                         for c in 0..elem.width as usize {
                             self.regs[dst as usize + c][l] = ops::norm(elem.scalar, words.read(i * stride + c * comp_bytes, elem.scalar));
-                        }
-                    }
-                    // Inactive lanes get a defined value.
-                    for c in 0..elem.width as usize {
-                        for l in lanes_of(!self.active) {
-                            self.regs[dst as usize + c][l] = 0;
                         }
                     }
                 }
@@ -298,7 +323,9 @@ impl SimdGroup {
                     let count = len / stride;
                     let comp_bytes = elem.scalar.size_bytes() as usize;
                     for l in lanes_of(self.active) {
-                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "write"))?;
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write)? else {
+                            continue;
+                        };
                         for c in 0..elem.width as usize {
                             words.write(i * stride + c * comp_bytes, elem.scalar, self.regs[src as usize + c][l]);
                         }
@@ -310,7 +337,9 @@ impl SimdGroup {
                     let idx = self.regs[index as usize];
                     let val = self.regs[value as usize];
                     for l in lanes_of(self.active) {
-                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "atomic access"))?;
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                            continue;
+                        };
                         let old = atomic_rmw(words.word(i * 4), op, ty, val[l]);
                         if let Some(d) = dst {
                             self.regs[d as usize][l] = ops::norm(ty, old);
@@ -322,7 +351,9 @@ impl SimdGroup {
                     let count = len / 4;
                     let idx = self.regs[index as usize];
                     for l in lanes_of(self.active) {
-                        let i = element_index(idx[l], index_ty, count).ok_or_else(|| self.oob(env, pc, l, mem, idx[l], index_ty, count, "atomic access"))?;
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                            continue;
+                        };
                         let (e, d) = (self.regs[expected as usize][l] as u32, self.regs[desired as usize][l] as u32);
                         let old = match words.word(i * 4).compare_exchange(e, d, Relaxed, Relaxed) {
                             Ok(v) | Err(v) => v,
@@ -416,6 +447,80 @@ impl SimdGroup {
                     if scope == BarrierScope::Threadgroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
+                    if let Some(t) = san.as_deref_mut() {
+                        t.simd_epochs[self.index as usize] += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The element a lane accesses: `Ok(None)` when the access is out of
+    /// bounds and the sanitizer recorded it (the lane skips the access),
+    /// `Err` when out of bounds without the sanitizer. Records the access
+    /// with the sanitizer.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn checked_index(
+        &self,
+        env: &Env<'_>,
+        pc: u32,
+        lane: usize,
+        mem: MemRef,
+        raw: u64,
+        index_ty: Scalar,
+        count: usize,
+        what: &str,
+        san: &mut Option<&mut TgTracker>,
+        kind: AccessKind,
+    ) -> Result<Option<usize>, Fault> {
+        let who = Who { simdgroup: self.index, lane: lane as u32, pc };
+        let Some(i) = element_index(raw, index_ty, count) else {
+            return match san.as_deref_mut() {
+                Some(t) => {
+                    t.out_of_bounds(mem, if index_ty.is_signed_int() { raw } else { raw }, who);
+                    Ok(None)
+                }
+                None => Err(self.oob(env, pc, lane, mem, raw, index_ty, count, what)),
+            };
+        };
+        if let Some(t) = san.as_deref_mut() {
+            match mem {
+                MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
+                MemRef::Buffer(param) => {
+                    if let Some(other) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, pc, kind)) {
+                        t.raw.push(crate::sanitizer::Raw {
+                            kind: enigma_backend::FindingKind::DeviceRace,
+                            mem: Some(mem),
+                            index: Some(i as u64),
+                            who,
+                            other: Some(other),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(Some(i))
+    }
+
+    /// Reports shuffles and broadcasts whose source lane is not active.
+    fn check_sources(&self, func: Intrinsic, b: Reg, pc: u32, t: &mut TgTracker) {
+        use Intrinsic::*;
+        let y = &self.regs[b as usize];
+        let active = self.active;
+        for l in lanes_of(active) {
+            let d = y[l] as usize;
+            let source = match func {
+                SimdShuffle | SimdBroadcast => Some(d),
+                SimdShuffleUp => l.checked_sub(d),
+                SimdShuffleDown => Some(l + d).filter(|s| *s < LANES),
+                SimdShuffleXor => Some(l ^ d),
+                _ => None,
+            };
+            if let Some(src) = source {
+                if src >= LANES || active & (1 << src) == 0 {
+                    t.inactive_lane(Who { simdgroup: self.index, lane: l as u32, pc }, src as u32);
+                    return;
                 }
             }
         }

@@ -14,10 +14,11 @@ mod exec;
 pub mod memory;
 mod ops;
 mod program;
+mod sanitizer;
 
 use enigma_backend::{
     ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
-    DispatchReport, RuntimeError, SpecValues,
+    DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues,
 };
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
@@ -103,7 +104,7 @@ impl Backend for SimBackend {
         compiled: &dyn CompiledKernel,
         args: &[ArgValue<'_>],
         geometry: &DispatchGeometry,
-        _options: &DispatchOptions,
+        options: &DispatchOptions,
     ) -> Result<DispatchReport, RuntimeError> {
         let start = Instant::now();
         let sim = compiled.as_any().downcast_ref::<SimKernel>().ok_or_else(|| RuntimeError::Backend {
@@ -142,8 +143,141 @@ impl Backend for SimBackend {
             threads_per_grid: geometry.grid,
             threadgroups_per_grid: geometry.threadgroups,
             threadgroup_size: geometry.threads_per_threadgroup,
+            tracker: None,
         };
-        dispatch::run_dispatch(&sim.kernel, &env, geometry)?;
-        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone() })
+        let findings = if options.sanitize {
+            self.sanitized(sim, &env, geometry, options)?
+        } else {
+            dispatch::run_dispatch(&sim.kernel, &env, geometry, 0)?;
+            vec![]
+        };
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings })
     }
+}
+
+impl SimBackend {
+    /// Runs the dispatch under the sanitizer in several SIMD-group schedules
+    /// and returns the findings; the buffers end with schedule 0's results.
+    fn sanitized(
+        &self,
+        sim: &SimKernel,
+        env: &exec::Env<'_>,
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+    ) -> Result<Vec<Finding>, RuntimeError> {
+        let buffers = &env.buffers;
+        let kernel = &sim.kernel;
+        let schedules = if options.schedules == 0 { 3 } else { options.schedules };
+        let snapshot = |bufs: &[Option<(&memory::Words, usize)>]| -> Vec<Option<Vec<u32>>> {
+            bufs.iter()
+                .map(|b| b.map(|(w, _)| w.0.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed)).collect()))
+                .collect()
+        };
+        let restore = |saved: &[Option<Vec<u32>>]| {
+            for (b, s) in buffers.iter().zip(saved) {
+                if let (Some((w, _)), Some(s)) = (b, s) {
+                    for (x, v) in w.0.iter().zip(s) {
+                        x.store(*v, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        };
+        let inputs = snapshot(buffers);
+        let sizes: Vec<Option<usize>> = buffers.iter().map(|b| b.map(|(_, len)| len)).collect();
+        let mut findings: Vec<Finding> = vec![];
+        let mut first_results = None;
+        for schedule in 0..schedules {
+            if schedule > 0 {
+                restore(&inputs);
+            }
+            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes);
+            dispatch::run_dispatch(kernel, &env.with_tracker(Some(&tracker)), geometry, schedule)?;
+            if schedule == 0 {
+                for param in &sim.info.written_buffers {
+                    if sim.info.atomic_memories.contains(&enigma_ir::Memory::Buffer(*param)) {
+                        continue;
+                    }
+                    let (missing, ranges) = tracker.unwritten_ranges(param.0, 4);
+                    if missing > 0 {
+                        tracker.add(coverage_finding(kernel, &kernel.params[param.0 as usize].name, missing, &ranges, &sizes, param.0));
+                    }
+                }
+            }
+            for f in tracker.into_findings() {
+                let seen = findings.iter().any(|g| {
+                    g.kind == f.kind
+                        && g.variable == f.variable
+                        && g.first.as_ref().map(|t| &t.location) == f.first.as_ref().map(|t| &t.location)
+                        && g.second.as_ref().map(|t| &t.location) == f.second.as_ref().map(|t| &t.location)
+                });
+                if !seen {
+                    findings.push(f);
+                }
+            }
+            let results = snapshot(buffers);
+            match &first_results {
+                None => first_results = Some(results),
+                Some(first) => {
+                    if let Some(f) = order_finding(kernel, first, &results, schedule) {
+                        if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
+                            findings.push(f);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(first) = &first_results {
+            restore(first);
+        }
+        findings.sort_by_key(|f| (f.severity == Severity::Warning, f.kind));
+        Ok(findings)
+    }
+}
+
+fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], sizes: &[Option<usize>], param: u32) -> Finding {
+    let elem_bytes = match kernel.params[param as usize].kind {
+        enigma_ir::ParamKind::Buffer { elem, .. } => elem.size_bytes() as u64,
+        enigma_ir::ParamKind::Value { ty } => ty.size_bytes() as u64,
+    };
+    let total = sizes[param as usize].unwrap_or(0) as u64 / elem_bytes.max(1);
+    let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { format!("{a}") } else { format!("{a}..{b}") }).collect();
+    Finding {
+        kind: FindingKind::Coverage,
+        severity: Severity::Warning,
+        kernel: kernel.name.clone(),
+        variable: Some(name.to_string()),
+        index: ranges.first().map(|r| r.0),
+        first: None,
+        second: None,
+        message: format!("{missing} of {total} elements were never written (first unwritten: {})", shown.join(", ")),
+        hint: "check the dispatch: dispatch_threads counts threads, dispatch_threadgroups counts threadgroups; a grid given in the wrong unit covers only part of the output".into(),
+        count: missing,
+    }
+}
+
+fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Vec<u32>>], schedule: u32) -> Option<Finding> {
+    for (param, (a, b)) in first.iter().zip(other).enumerate() {
+        let (Some(a), Some(b)) = (a, b) else { continue };
+        if let Some(word) = a.iter().zip(b).position(|(x, y)| x != y) {
+            let name = kernel.params[param].name.clone();
+            return Some(Finding {
+                kind: FindingKind::OrderDependence,
+                severity: Severity::Error,
+                kernel: kernel.name.clone(),
+                variable: Some(name.clone()),
+                index: Some(word as u64 * 4),
+                first: None,
+                second: None,
+                message: format!(
+                    "`{name}` differs between SIMD-group schedule 0 and schedule {schedule} (first at byte {}: {:#010x} vs {:#010x})",
+                    word * 4,
+                    a[word],
+                    b[word]
+                ),
+                hint: "the result depends on the order SIMD groups run: look for a missing barrier or a non-atomic update shared between SIMD groups".into(),
+                count: 1,
+            });
+        }
+    }
+    None
 }

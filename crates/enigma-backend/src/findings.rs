@@ -1,0 +1,132 @@
+//! Sanitizer findings: what the simulator's sanitizer reports, as data every
+//! front end can show (Rust type, JSON in the CLI, dicts in Python).
+
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Two SIMD groups touch one threadgroup element, at least one writing,
+    /// with no `threadgroup_barrier` between.
+    ThreadgroupRace,
+    /// Two lanes of one SIMD group touch one threadgroup element, at least one
+    /// writing, with no `simdgroup_barrier` (or threadgroup barrier) between.
+    SimdgroupRace,
+    /// Two threadgroups of one dispatch write one device element, or one
+    /// writes what another reads (no order exists between threadgroups).
+    DeviceRace,
+    /// A read of threadgroup memory never written in this threadgroup.
+    UninitializedRead,
+    /// A shuffle or broadcast reads a lane that is not active.
+    InactiveLaneRead,
+    /// A `threadgroup_barrier` not reached by every thread of the threadgroup.
+    DivergentBarrier,
+    /// An access outside a buffer or threadgroup array.
+    OutOfBounds,
+    /// Elements of an output buffer no thread wrote (a truncated dispatch?).
+    Coverage,
+    /// Results differ between SIMD-group schedules.
+    OrderDependence,
+}
+
+impl FindingKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::ThreadgroupRace => "threadgroup race",
+            FindingKind::SimdgroupRace => "SIMD-group race",
+            FindingKind::DeviceRace => "device-memory race",
+            FindingKind::UninitializedRead => "uninitialised read",
+            FindingKind::InactiveLaneRead => "inactive-lane read",
+            FindingKind::DivergentBarrier => "divergent barrier",
+            FindingKind::OutOfBounds => "out of bounds",
+            FindingKind::Coverage => "coverage",
+            FindingKind::OrderDependence => "order dependence",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A thread, as the sanitizer names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ThreadRef {
+    /// `thread_position_in_grid`, when the thread is known.
+    pub grid: Option<[u32; 3]>,
+    pub threadgroup: [u32; 3],
+    pub simdgroup: Option<u32>,
+    pub lane: Option<u32>,
+    /// The IR location of the access (`body[3].then[0]`).
+    pub location: String,
+    /// The front end's source location (`reduce.py:12`), when known.
+    pub source: Option<String>,
+}
+
+impl fmt::Display for ThreadRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [x, y, z] = self.threadgroup;
+        match (self.grid, self.simdgroup, self.lane) {
+            (Some([gx, gy, gz]), Some(sg), Some(lane)) => {
+                write!(f, "thread ({gx},{gy},{gz}) [threadgroup ({x},{y},{z}), SIMD group {sg}, lane {lane}]")?
+            }
+            _ => write!(f, "a thread of threadgroup ({x},{y},{z})")?,
+        }
+        write!(f, " at {}", self.location)?;
+        if let Some(src) = &self.source {
+            write!(f, " ({src})")?;
+        }
+        Ok(())
+    }
+}
+
+/// One sanitizer report; many occurrences of one bug are grouped into one
+/// finding with a count.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub kernel: String,
+    /// The buffer or threadgroup array involved.
+    pub variable: Option<String>,
+    /// The element index involved (first occurrence).
+    pub index: Option<u64>,
+    pub first: Option<ThreadRef>,
+    pub second: Option<ThreadRef>,
+    pub message: String,
+    /// A one-line suggestion.
+    pub hint: String,
+    /// How many occurrences this finding groups.
+    pub count: u64,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{sev}: {} in kernel `{}`", self.kind.name(), self.kernel)?;
+        if let Some(v) = &self.variable {
+            write!(f, " on `{v}`")?;
+            if let Some(i) = self.index {
+                write!(f, "[{i}]")?;
+            }
+        }
+        write!(f, ": {}", self.message)?;
+        if self.count > 1 {
+            write!(f, " ({} occurrences)", self.count)?;
+        }
+        if let Some(t) = &self.first {
+            write!(f, "\n  first:  {t}")?;
+        }
+        if let Some(t) = &self.second {
+            write!(f, "\n  second: {t}")?;
+        }
+        write!(f, "\n  hint: {}", self.hint)
+    }
+}
