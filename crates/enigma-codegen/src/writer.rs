@@ -1,0 +1,631 @@
+//! The shared C-family writer: walks a validated kernel and prints its body
+//! through a [`Dialect`].
+//!
+//! It owns what both targets share: declarations placed where a person
+//! would put them ([`crate::plan`]), C++ precedence with the fewest
+//! parentheses that stay clear (plus the ones `-Wparentheses` asks for),
+//! compound assignments (`sum += x`), `else if` chains, hoisting of loop
+//! bounds that the IR evaluates once, and the IR's integer rules: shift
+//! amounts masked to the bit width, 8/16-bit arithmetic cut back to its type
+//! after every operation (C++ computes it in `int`), and `&&`/`||` that
+//! evaluate both sides when the right side calls a SIMD-group function.
+
+use crate::dialect::{BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::names::Names;
+use crate::plan::{self, DeclPlan};
+use enigma_ir::{
+    BinaryOp, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
+    Scalar, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
+};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// C++ operator precedence, loosest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Prec {
+    Assign,
+    Ternary,
+    LogicalOr,
+    LogicalAnd,
+    BitOr,
+    BitXor,
+    BitAnd,
+    Equality,
+    Relational,
+    Shift,
+    Additive,
+    Multiplicative,
+    Unary,
+    Postfix,
+    Primary,
+}
+
+impl Prec {
+    fn of(op: BinaryOp) -> Prec {
+        use BinaryOp::*;
+        match op {
+            Add | Sub => Prec::Additive,
+            Mul | Div | Rem => Prec::Multiplicative,
+            Shl | Shr => Prec::Shift,
+            Lt | Le | Gt | Ge => Prec::Relational,
+            Eq | Ne => Prec::Equality,
+            BitAnd => Prec::BitAnd,
+            BitXor => Prec::BitXor,
+            BitOr => Prec::BitOr,
+            And => Prec::LogicalAnd,
+            Or => Prec::LogicalOr,
+        }
+    }
+}
+
+/// A piece of expression text with the precedence of its outermost operator.
+#[derive(Clone, Debug)]
+pub(crate) struct Code {
+    pub text: String,
+    pub prec: Prec,
+    /// The outermost binary operator, for the clarity parentheses.
+    pub op: Option<BinaryOp>,
+}
+
+impl Code {
+    pub fn new(text: impl Into<String>, prec: Prec) -> Code {
+        Code { text: text.into(), prec, op: None }
+    }
+    pub fn primary(text: impl Into<String>) -> Code {
+        Code::new(text, Prec::Primary)
+    }
+    pub fn postfix(text: impl Into<String>) -> Code {
+        Code::new(text, Prec::Postfix)
+    }
+    pub fn binary(text: impl Into<String>, prec: Prec, op: BinaryOp) -> Code {
+        Code { text: text.into(), prec, op: Some(op) }
+    }
+    /// The text, parenthesised unless it binds at least as tightly as `prec`.
+    pub fn at_least(&self, prec: Prec) -> String {
+        if self.prec < prec {
+            format!("({})", self.text)
+        } else {
+            self.text.clone()
+        }
+    }
+    /// As an operand of a prefix operator or a C-style cast: a nested
+    /// prefix expression is parenthesised too (`-(-x)`, never `--x`).
+    pub fn unary_operand(&self) -> String {
+        if self.prec <= Prec::Unary {
+            format!("({})", self.text)
+        } else {
+            self.text.clone()
+        }
+    }
+}
+
+/// An expression's code and IR type.
+struct Val {
+    code: Code,
+    ty: Type,
+}
+
+pub(crate) struct Writer<'k, D: Dialect> {
+    pub kernel: &'k Kernel,
+    pub info: &'k KernelInfo,
+    pub names: Names,
+    pub dialect: D,
+    plan: DeclPlan,
+    path: StmtPath,
+    out: String,
+    indent: usize,
+    builtins: BTreeSet<BuiltinOrd>,
+    types: BTreeSet<TypeOrd>,
+}
+
+fn is_narrow_int(ty: Type) -> bool {
+    ty.width == 1 && ty.scalar.is_int() && ty.scalar.size_bytes() < 4
+}
+
+impl<'k, D: Dialect> Writer<'k, D> {
+    pub fn new(kernel: &'k Kernel, info: &'k KernelInfo, names: Names, dialect: D) -> Writer<'k, D> {
+        let mut types = BTreeSet::new();
+        for p in &kernel.params {
+            types.insert(TypeOrd::of(match p.kind {
+                ParamKind::Buffer { elem, .. } => elem,
+                ParamKind::Value { ty } => ty,
+            }));
+        }
+        for s in &kernel.spec_constants {
+            types.insert(TypeOrd::of(Type::scalar(s.ty)));
+        }
+        for t in &kernel.threadgroup_arrays {
+            types.insert(TypeOrd::of(t.elem));
+        }
+        for l in &kernel.locals {
+            types.insert(TypeOrd::of(l.ty));
+        }
+        Writer {
+            kernel,
+            info,
+            names,
+            dialect,
+            plan: plan::plan_declarations(kernel),
+            path: StmtPath::default(),
+            out: String::new(),
+            indent: 1,
+            builtins: BTreeSet::new(),
+            types,
+        }
+    }
+
+    pub fn error(&self, kind: CodegenErrorKind) -> CodegenError {
+        CodegenError {
+            kernel: self.kernel.name.clone(),
+            target: D::TARGET,
+            location: if self.path.0.is_empty() { None } else { Some(self.path.clone()) },
+            kind,
+        }
+    }
+
+    fn malformed(&self, detail: impl Into<String>) -> CodegenError {
+        self.error(CodegenErrorKind::Malformed { detail: detail.into() })
+    }
+
+    fn lift<T>(&self, r: DResult<T>) -> Result<T, CodegenError> {
+        r.map_err(|kind| self.error(kind))
+    }
+
+    /// Writes the whole kernel: the dialect's head, the body, the closing brace.
+    pub fn finish(mut self) -> Result<(String, D), CodegenError> {
+        self.indent = 1;
+        let body = &self.kernel.body;
+        self.block(body, Branch::Body)?;
+        let body_text = std::mem::take(&mut self.out);
+        let cx = KernelCx {
+            kernel: self.kernel,
+            info: self.info,
+            names: &self.names,
+            builtins: &self.builtins,
+            types: &self.types,
+        };
+        let head = self.dialect.head(&cx).map_err(|kind| CodegenError {
+            kernel: self.kernel.name.clone(),
+            target: D::TARGET,
+            location: None,
+            kind,
+        })?;
+        let mut text = head;
+        text.push_str(&body_text);
+        text.push_str("}\n");
+        Ok((text, self.dialect))
+    }
+
+    // ---- statements --------------------------------------------------------
+
+    fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn block(&mut self, block: &'k Block, branch: Branch) -> Result<(), CodegenError> {
+        for (i, stmt) in block.iter().enumerate() {
+            self.path.0.push((branch, i as u32));
+            self.stmt(stmt)?;
+            self.path.0.pop();
+        }
+        Ok(())
+    }
+
+    fn local(&self, var: VarId) -> Result<(Type, String), CodegenError> {
+        let local = self.kernel.locals.get(var.0 as usize).ok_or_else(|| self.malformed(format!("local {} does not exist", var.0)))?;
+        Ok((local.ty, self.names.local(var).to_string()))
+    }
+
+    /// `T name` for a declaration.
+    fn decl(&mut self, var: VarId) -> Result<String, CodegenError> {
+        let (ty, name) = self.local(var)?;
+        self.types.insert(TypeOrd::of(ty));
+        Ok(format!("{} {name}", self.dialect.type_name(ty)))
+    }
+
+    fn declares_here(&self) -> bool {
+        self.plan.declares.contains(&self.path)
+    }
+
+    /// `name = ` or `T name = ` for an assignment to `var`.
+    fn target(&mut self, var: VarId) -> Result<String, CodegenError> {
+        if self.declares_here() {
+            self.decl(var)
+        } else {
+            Ok(self.local(var)?.1)
+        }
+    }
+
+    fn stmt(&mut self, stmt: &'k Stmt) -> Result<(), CodegenError> {
+        if let Some(vars) = self.plan.before.get(&self.path).cloned() {
+            for var in vars {
+                let decl = self.decl(var)?;
+                self.line(&format!("{decl};"));
+            }
+        }
+        match &stmt.kind {
+            StmtKind::Assign { var, value } => {
+                let (ty, name) = self.local(*var)?;
+                if !self.declares_here() {
+                    if let Some(text) = self.compound(*var, &name, ty, value)? {
+                        self.line(&text);
+                        return Ok(());
+                    }
+                }
+                let value = self.top_expr(value)?;
+                let target = self.target(*var)?;
+                self.line(&format!("{target} = {};", value.code.text));
+            }
+            StmtKind::Store { mem, index, value } => {
+                let (place, elem, atomic) = self.place(*mem, index)?;
+                let value = self.top_expr(value)?;
+                let text = self.dialect.store(*mem, elem, atomic, place, value.code);
+                self.line(&format!("{text};"));
+            }
+            StmtKind::Atomic { op, mem, index, value, result } => {
+                let (place, elem, _) = self.place(*mem, index)?;
+                let value = self.top_expr(value)?;
+                let call = self.dialect.atomic(*op, *mem, elem, place, value.code);
+                let call = self.lift(call)?;
+                match result {
+                    Some(var) => {
+                        let target = self.target(*var)?;
+                        self.line(&format!("{target} = {};", call.text));
+                    }
+                    None => self.line(&format!("{};", call.text)),
+                }
+            }
+            StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
+                let (place, elem, _) = self.place(*mem, index)?;
+                let expected = self.top_expr(expected)?;
+                let desired = self.top_expr(desired)?;
+                let call = self.dialect.compare_exchange(*mem, elem, place, expected.code, desired.code);
+                let call = self.lift(call)?;
+                match result {
+                    Some(var) => {
+                        let target = self.target(*var)?;
+                        self.line(&format!("{target} = {};", call.text));
+                    }
+                    None => self.line(&format!("{};", call.text)),
+                }
+            }
+            StmtKind::If { cond, then_body, else_body } => self.if_stmt(cond, then_body, else_body, false)?,
+            StmtKind::For { var, start, end, step, body } => self.for_stmt(*var, start, end, step, body)?,
+            StmtKind::While { cond, body } => {
+                let cond = self.cond(cond)?;
+                self.line(&format!("while ({cond}) {{"));
+                self.nested(body, Branch::Loop)?;
+                self.line("}");
+            }
+            StmtKind::Break => self.line("break;"),
+            StmtKind::Continue => self.line("continue;"),
+            StmtKind::Return => self.line("return;"),
+            StmtKind::Barrier { scope, flags } => {
+                let text = self.dialect.barrier(*scope, *flags);
+                self.line(&format!("{text};"));
+            }
+        }
+        Ok(())
+    }
+
+    fn nested(&mut self, body: &'k Block, branch: Branch) -> Result<(), CodegenError> {
+        self.indent += 1;
+        self.block(body, branch)?;
+        self.indent -= 1;
+        Ok(())
+    }
+
+    fn cond(&mut self, cond: &Expr) -> Result<String, CodegenError> {
+        Ok(self.expr(cond)?.code.text)
+    }
+
+    /// `if (c) {` … `} else if (d) {` … `}`. `chained` when this `if` is
+    /// the `else` of the previous one (its `}` and `else ` are already out).
+    fn if_stmt(&mut self, cond: &Expr, then_body: &'k Block, else_body: &'k Block, chained: bool) -> Result<(), CodegenError> {
+        let c = self.expr(cond)?;
+        // An empty `then` with a non-empty `else` reads better negated.
+        let swapped = then_body.is_empty() && !else_body.is_empty();
+        let (c, first, first_branch, second, second_branch) = if swapped {
+            (format!("!{}", c.code.unary_operand()), else_body, Branch::Else, then_body, Branch::Then)
+        } else {
+            (c.code.text, then_body, Branch::Then, else_body, Branch::Else)
+        };
+        if chained {
+            self.out.push_str(&format!("if ({c}) {{\n"));
+        } else {
+            self.line(&format!("if ({c}) {{"));
+        }
+        self.nested(first, first_branch)?;
+        if second.is_empty() {
+            self.line("}");
+            return Ok(());
+        }
+        // `else if` when the else branch is a lone `if` that needs no declarations before it.
+        if let [Stmt { kind: StmtKind::If { cond, then_body, else_body }, .. }] = second.as_slice() {
+            let mut inner = self.path.clone();
+            inner.0.push((second_branch, 0));
+            if !self.plan.before.contains_key(&inner) {
+                for _ in 0..self.indent {
+                    self.out.push_str("    ");
+                }
+                self.out.push_str("} else ");
+                let outer = std::mem::replace(&mut self.path, inner);
+                let r = self.if_stmt(cond, then_body, else_body, true);
+                self.path = outer;
+                return r;
+            }
+        }
+        self.line("} else {");
+        self.nested(second, second_branch)?;
+        self.line("}");
+        Ok(())
+    }
+
+    fn for_stmt(&mut self, var: VarId, start: &Expr, end: &Expr, step: &Expr, body: &'k Block) -> Result<(), CodegenError> {
+        let (ty, name) = self.local(var)?;
+        let mut assigned = plan::assigned_in(body);
+        assigned.insert(var);
+        // `end` and `step` are evaluated once, before the first iteration.
+        let bound = |this: &mut Self, e: &Expr, what: &str| -> Result<Code, CodegenError> {
+            let v = if what == "step" { this.top_expr(e)? } else { this.expr(e)? };
+            if plan::is_loop_invariant(e, &assigned) {
+                return Ok(v.code);
+            }
+            let hoisted = this.names.fresh(&format!("{name}_{what}"));
+            let ty_name = this.dialect.type_name(ty);
+            this.line(&format!("const {ty_name} {hoisted} = {};", v.code.text));
+            Ok(Code::primary(hoisted))
+        };
+        let end = bound(self, end, "end")?;
+        let step_is_one = matches!(step, Expr::Literal(Literal { value: LiteralValue::Int(1) | LiteralValue::UInt(1), .. }));
+        let step = bound(self, step, "step")?;
+        let start = self.top_expr(start)?;
+        let init = if self.declares_here() {
+            format!("{} = {}", self.decl(var)?, start.code.text)
+        } else {
+            format!("{name} = {}", start.code.text)
+        };
+        let increment = if step_is_one { format!("{name}++") } else { format!("{name} += {}", step.text) };
+        self.line(&format!("for ({init}; {name} < {}; {increment}) {{", end.at_least(Prec::Shift)));
+        self.nested(body, Branch::Loop)?;
+        self.line("}");
+        Ok(())
+    }
+
+    /// `x op= y` for `x = x op y`, where C++ means the same.
+    fn compound(&mut self, var: VarId, name: &str, ty: Type, value: &Expr) -> Result<Option<String>, CodegenError> {
+        let Expr::Binary { op, lhs, rhs } = value else { return Ok(None) };
+        if !matches!(**lhs, Expr::Var(v) if v == var) {
+            return Ok(None);
+        }
+        use BinaryOp::*;
+        let ok = match op {
+            Add | Sub | Mul | Div | BitAnd | BitOr | BitXor | Shl | Shr => true,
+            Rem => !ty.scalar.is_float(),
+            _ => false,
+        };
+        if !ok {
+            return Ok(None);
+        }
+        let r = self.expr(rhs)?;
+        let r = if matches!(op, Shl | Shr) { self.shift_amount(rhs, r) } else { r.code };
+        Ok(Some(format!("{name} {}= {};", op.symbol(), r.text)))
+    }
+
+    /// `name[index]`, the element type, and whether the memory is atomic.
+    fn place(&mut self, mem: Memory, index: &Expr) -> Result<(Code, Type, bool), CodegenError> {
+        let (name, elem) = match mem {
+            Memory::Buffer(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
+                Some(ParamKind::Buffer { elem, .. }) => (self.names.param(p).to_string(), elem),
+                _ => return Err(self.malformed(format!("parameter {} is not a buffer", p.0))),
+            },
+            Memory::Threadgroup(t) => match self.kernel.threadgroup_arrays.get(t.0 as usize) {
+                Some(arr) => (self.names.tg_array(t).to_string(), arr.elem),
+                None => return Err(self.malformed(format!("threadgroup array {} does not exist", t.0))),
+            },
+        };
+        let index = self.expr(index)?;
+        let atomic = self.info.atomic_memories.contains(&mem);
+        Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
+    }
+
+    // ---- expressions -------------------------------------------------------
+
+    /// An expression whose value is converted to its own type by its
+    /// consumer (assigned, stored, an atomic operand, a vector component, a
+    /// loop start or step): 8/16-bit results need no cut back here.
+    fn top_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        self.expr_inner(e, true)
+    }
+
+    fn expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        self.expr_inner(e, false)
+    }
+
+    fn expr_inner(&mut self, e: &Expr, top: bool) -> Result<Val, CodegenError> {
+        let val = match e {
+            Expr::Literal(lit) => Val { code: self.dialect.literal(lit), ty: Type::scalar(lit.ty) },
+            Expr::Param(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
+                Some(ParamKind::Value { ty }) => Val { code: Code::primary(self.names.param(*p)), ty },
+                _ => return Err(self.malformed(format!("parameter {} is not a value", p.0))),
+            },
+            Expr::Spec(s) => {
+                let spec = self.kernel.spec_constants.get(s.0 as usize).ok_or_else(|| self.malformed("dangling specialisation constant"))?;
+                Val { code: self.dialect.spec(*s, self.names.spec(*s)), ty: Type::scalar(spec.ty) }
+            }
+            Expr::Var(v) => {
+                let (ty, name) = self.local(*v)?;
+                Val { code: Code::primary(name), ty }
+            }
+            Expr::Builtin(b) => {
+                self.builtins.insert(BuiltinOrd::of(*b));
+                Val { code: self.dialect.builtin(*b), ty: b.ty() }
+            }
+            Expr::Load { mem, index } => {
+                let (place, elem, atomic) = self.place(*mem, index)?;
+                Val { code: self.dialect.load(*mem, elem, atomic, place), ty: elem }
+            }
+            Expr::Unary { op, arg } => {
+                let a = self.expr(arg)?;
+                let code = Code::new(format!("{}{}", op.symbol(), a.code.unary_operand()), Prec::Unary);
+                let ty = a.ty;
+                let code = if !top && is_narrow_int(ty) && *op != UnaryOp::Not { self.dialect.cast(ty, ty, code) } else { code };
+                Val { code, ty }
+            }
+            Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, top)?,
+            Expr::Call { func, args } => self.call(*func, args)?,
+            Expr::Cast { to, arg } => {
+                let a = self.expr(arg)?;
+                if a.ty == *to {
+                    a
+                } else {
+                    Val { code: self.dialect.cast(*to, a.ty, a.code), ty: *to }
+                }
+            }
+            Expr::Bitcast { to, arg } => {
+                let a = self.expr(arg)?;
+                Val { code: self.dialect.bitcast(*to, a.ty, a.code), ty: *to }
+            }
+            Expr::Vector { ty, components } => {
+                let mut codes = vec![];
+                for c in components {
+                    codes.push(self.top_expr(c)?.code);
+                }
+                Val { code: self.dialect.vector(*ty, codes), ty: *ty }
+            }
+            Expr::Extract { arg, index } => {
+                let a = self.expr(arg)?;
+                let field = ["x", "y", "z", "w"].get(*index as usize).ok_or_else(|| self.malformed("vector component out of range"))?;
+                Val { code: Code::postfix(format!("{}.{field}", a.code.at_least(Prec::Postfix))), ty: Type::scalar(a.ty.scalar) }
+            }
+        };
+        self.types.insert(TypeOrd::of(val.ty));
+        Ok(val)
+    }
+
+    /// The shift amount masked to the bit width of the shifted type, as the
+    /// IR defines shifts (`x << (n % bits)`).
+    fn shift_amount(&mut self, rhs: &Expr, r: Val) -> Code {
+        let bits = r.ty.scalar.size_bytes() as u64 * 8;
+        if let Expr::Literal(Literal { value, .. }) = rhs {
+            let n = value.as_i64() as u64;
+            if n < bits {
+                return r.code;
+            }
+            let masked = Literal { ty: r.ty.scalar, value: if r.ty.scalar.is_signed_int() { LiteralValue::Int((n % bits) as i64) } else { LiteralValue::UInt(n % bits) } };
+            return self.mask_literal(masked, r.ty);
+        }
+        let mask = Literal {
+            ty: r.ty.scalar,
+            value: if r.ty.scalar.is_signed_int() { LiteralValue::Int(bits as i64 - 1) } else { LiteralValue::UInt(bits - 1) },
+        };
+        let m = self.mask_literal(mask, r.ty);
+        Code::binary(format!("{} & {}", r.code.at_least(Prec::BitAnd), m.text), Prec::BitAnd, BinaryOp::BitAnd)
+    }
+
+    /// A literal for a shift mask: plain `int` for 8/16-bit scalars (C++
+    /// promotes them anyway), the exact type otherwise.
+    fn mask_literal(&self, lit: Literal, ty: Type) -> Code {
+        if is_narrow_int(ty) {
+            Code::primary(lit.value.as_i64().to_string())
+        } else {
+            self.dialect.literal(&lit)
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr, top: bool) -> Result<Val, CodegenError> {
+        use BinaryOp::*;
+        let l = self.expr(lhs)?;
+        let r = self.expr(rhs)?;
+        let operand = if l.ty.width >= r.ty.width { l.ty } else { r.ty };
+        let ty = if op.is_comparison() { operand.with_scalar(Scalar::Bool) } else { operand };
+        if op == Rem && operand.scalar.is_float() {
+            return Ok(Val { code: self.dialect.float_rem(operand, l.code, r.code), ty });
+        }
+        let r_code = if matches!(op, Shl | Shr) { self.shift_amount(rhs, r) } else { r.code };
+        // `&&`/`||` skip the right side in C++; the IR evaluates both, which
+        // matters when the right side is a SIMD-group function.
+        let (op_text, op_for_prec) = match op {
+            And | Or if operand.width == 1 && plan::calls_simd(rhs) => (if op == And { "&" } else { "|" }, if op == And { BitAnd } else { BitOr }),
+            _ => (op.symbol(), op),
+        };
+        let prec = Prec::of(op_for_prec);
+        let left = operand_text(&l.code, op_for_prec, prec, false);
+        let right = operand_text(&r_code, op_for_prec, prec, true);
+        let mut code = Code::binary(format!("{left} {op_text} {right}"), prec, op_for_prec);
+        if op_for_prec != op {
+            code = self.dialect.cast(Type::BOOL, Type::I32, code);
+        }
+        let wraps = matches!(op, Add | Sub | Mul | Div | Rem | Shl | Shr);
+        if !top && wraps && is_narrow_int(ty) {
+            code = self.dialect.cast(ty, ty, code);
+        }
+        Ok(Val { code, ty })
+    }
+
+    fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Result<Val, CodegenError> {
+        use Intrinsic::*;
+        let mut codes = vec![];
+        let mut types = vec![];
+        for a in args {
+            let v = self.expr(a)?;
+            codes.push(v.code);
+            types.push(v.ty);
+        }
+        if args.len() != func.arity() {
+            return Err(self.malformed(format!("`{}` takes {} argument(s)", func.name(), func.arity())));
+        }
+        let t0 = types.first().copied().unwrap_or(Type::BOOL);
+        let result = match func {
+            SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
+            SimdBallot => Type::U64,
+            _ => t0,
+        };
+        let code = self.dialect.call(func, &types, result, codes);
+        let code = self.lift(code)?;
+        Ok(Val { code, ty: result })
+    }
+}
+
+/// An operand of binary operator `op`, parenthesised as C++ requires and
+/// where `-Wparentheses` (and a careful reader) would want it.
+fn operand_text(code: &Code, op: BinaryOp, prec: Prec, right: bool) -> String {
+    use BinaryOp::*;
+    let required = if right { code.prec <= prec } else { code.prec < prec };
+    let clarity = match code.op {
+        Some(child) if child != op => match op {
+            BitAnd | BitOr | BitXor => true,
+            Shl | Shr => matches!(child, Add | Sub | Mul | Div | Rem),
+            Or => child == And,
+            And | Eq | Ne | Lt | Le | Gt | Ge => matches!(child, BitAnd | BitOr | BitXor) || (op != And && child.is_comparison()),
+            _ => false,
+        },
+        _ => false,
+    };
+    if required || clarity {
+        format!("({})", code.text)
+    } else {
+        code.text.clone()
+    }
+}
+
+/// Appends `text` indented by `indent` levels to `out`, line by line.
+pub(crate) fn push_indented(out: &mut String, text: &str, indent: usize) {
+    for line in text.lines() {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "{}{line}", "    ".repeat(indent));
+        }
+    }
+}
+
+/// Builtins in the order of [`Builtin::ALL`].
+pub(crate) fn sorted_builtins(set: &BTreeSet<BuiltinOrd>) -> Vec<Builtin> {
+    set.iter().map(|b| b.get()).collect()
+}
