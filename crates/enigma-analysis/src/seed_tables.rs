@@ -320,9 +320,15 @@ fn s002_worked_examples(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
     ))
 }
 
+/// A memory-budget row as printed: (M, N, K, variant, A, B, total, budget %).
+type BudgetRow = (u32, u32, u32, TileVariant, &'static str, &'static str, &'static str, &'static str);
+
+/// A labelled tile row as printed: (label, M, N, K, variant, three figures).
+type LabelledRow = (&'static str, u32, u32, u32, TileVariant, &'static str, &'static str, &'static str);
+
 fn s002_memory_budget(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
     // (M, N, K, variant, A, B, total, budget) as printed.
-    let printed: [(u32, u32, u32, TileVariant, &str, &str, &str, &str); 9] = [
+    let printed: [BudgetRow; 9] = [
         (64, 64, 32, TileVariant::Separate, "8,192", "8,192", "16,384", "50%"),
         (64, 64, 32, TileVariant::Fused, "4,096", "512", "4,608", "14%"),
         (128, 64, 16, TileVariant::Separate, "8,192", "4,096", "12,288", "38%"),
@@ -493,7 +499,7 @@ fn s002_accumulators(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
 }
 
 fn s002_occupancy(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
-    let printed: [(&str, u32, u32, u32, TileVariant, &str, &str, &str); 5] = [
+    let printed: [LabelledRow; 5] = [
         ("Separate (64x64x32, 2-buf)", 64, 64, 32, TileVariant::Separate, "16,384", "2", "256"),
         ("Fused (64x64x32)", 64, 64, 32, TileVariant::Fused, "4,608", "7", "896"),
         ("Separate (128x64x16, 2-buf)", 128, 64, 16, TileVariant::Separate, "12,288", "2", "256"),
@@ -516,7 +522,7 @@ fn s002_occupancy(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
 }
 
 fn s002_gpu_wide(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
-    let printed: [(&str, u32, u32, u32, TileVariant, &str, &str, &str); 3] = [
+    let printed: [LabelledRow; 3] = [
         ("Separate 64x64", 64, 64, 32, TileVariant::Separate, "2", "80", "80"),
         ("Fused 64x64", 64, 64, 32, TileVariant::Fused, "7", "280", "280"),
         ("Fused 32x128", 32, 128, 32, TileVariant::Fused, "12", "480", "480"),

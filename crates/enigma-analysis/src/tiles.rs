@@ -591,14 +591,6 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
             device.name
         ));
     }
-    if config.weights.has_scales() && config.group_size > shape.k {
-        notes.push(format!(
-            "group size {} is larger than TILE_K = {}: a scale row is reused over {:.1} tile iterations",
-            config.group_size,
-            shape.k,
-            f64::from(config.group_size) / f64::from(shape.k)
-        ));
-    }
 
     let problem = match problem {
         None => None,

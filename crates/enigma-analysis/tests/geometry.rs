@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use DispatchMode::{Threadgroups, Threads};
 
 fn ceil_div(a: u64, b: u64) -> u64 {
-    (a + b - 1) / b
+    a.div_ceil(b)
 }
 
 // ------------------------------------------------------------ seed 000 ---

@@ -26,11 +26,14 @@ fn round(x: f64, decimals: i32) -> f64 {
     (x * p).round() / p
 }
 
+/// (M, N, K, variant, A bytes, B bytes, total, budget %) as seed 002 prints them.
+type BudgetRow = (u32, u32, u32, TileVariant, u64, u64, u64, f64);
+
 #[test]
 fn seed002_memory_budget_table() {
     let dev = m4_max();
     // Seed 002 §2.3, as printed: (M, N, K, variant, A, B, total, budget %).
-    let seed: [(u32, u32, u32, TileVariant, u64, u64, u64, f64); 9] = [
+    let seed: [BudgetRow; 9] = [
         (64, 64, 32, Separate, 8_192, 8_192, 16_384, 50.0),
         (64, 64, 32, Fused, 4_096, 512, 4_608, 14.0),
         (128, 64, 16, Separate, 8_192, 4_096, 12_288, 38.0),

@@ -1,7 +1,15 @@
-//! The `enigma` command-line tool: one subcommand per module in `cli/`.
+//! The `enigma` command-line tool: one subcommand per module in `cli/`, each
+//! exposing an `Args` struct and `run(args) -> anyhow::Result<ExitCode>`.
+//!
+//! Exit status: what the subcommand returns, or 2 when it fails with an error.
 
 mod cli {
+    pub mod common;
+    pub mod geometry;
+    pub mod info;
+    pub mod occupancy;
     pub mod run;
+    pub mod tiles;
 }
 
 use clap::{Parser, Subcommand};
@@ -18,12 +26,24 @@ struct Cli {
 enum Command {
     /// Run an example on a device and check it against a CPU reference.
     Run(cli::run::Args),
+    /// Devices: the built-in catalogue (--catalog) and the devices this machine runs on.
+    Info(cli::info::Args),
+    /// Dispatch geometry: threadgroups, SIMD groups, idle lanes, waste, warnings.
+    Geometry(cli::geometry::Args),
+    /// Threadgroups per core for a threadgroup size and its threadgroup memory.
+    Occupancy(cli::occupancy::Args),
+    /// Quantized-GEMM tile planner (seed 002), or --seed-tables to check the seeds' tables.
+    Tiles(cli::tiles::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cli::run::run(args),
+        Command::Info(args) => cli::info::run(args),
+        Command::Geometry(args) => cli::geometry::run(args),
+        Command::Occupancy(args) => cli::occupancy::run(args),
+        Command::Tiles(args) => cli::tiles::run(args),
     };
     match result {
         Ok(code) => code,
