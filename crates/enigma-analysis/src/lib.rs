@@ -7,7 +7,7 @@
 //! * [`catalog`] — [`DeviceSpec`] and the Apple M1–M4 catalogue of the seeds;
 //! * [`geometry`] — [`plan_dispatch`] for `dispatch_threads` /
 //!   `dispatch_threadgroups`, waste of non-multiple-of-32 threadgroups, waves;
-//! * [`occupancy`] — threadgroups per core and seed 004's threadgroup-size
+//! * [`occupancy`](mod@occupancy) — threadgroups per core and seed 004's threadgroup-size
 //!   recommendations;
 //! * [`tiles`] — seed 002's quantized-GEMM tile planner and `select_tile`;
 //! * [`seed_tables`] — every table of seeds 002 and 004 recomputed from those

@@ -6,7 +6,7 @@
 //! seed 004's chip, sizing, intensity and threadgroup-memory tables, and the
 //! dispatch examples of seeds 000 and 003. Each [`Cell`] holds the value this
 //! crate *computes* — by calling [`crate::tiles`], [`crate::geometry`],
-//! [`crate::occupancy`] and [`crate::catalog`], never by copying the seed — next
+//! [`crate::occupancy`](mod@crate::occupancy) and [`crate::catalog`], never by copying the seed — next
 //! to the seed's printed figure, transcribed verbatim as data in
 //! `seed_printed`, and whether the two agree.
 //!
