@@ -1,0 +1,333 @@
+//! enigma's execution conformance suite: the cases every backend must pass,
+//! written once against the [`Runtime`] API and run by each backend's tests.
+//!
+//! Each case builds kernels with the builder DSL, runs them on random inputs
+//! from a seeded generator (so a failure reproduces: the message names the
+//! seed, and `ENIGMA_CONFORMANCE_SEED` overrides it) and compares against a
+//! plain-Rust reference: exactly where the result is defined exactly
+//! (integer ops, elementwise float ops, conversions, and float sums whose
+//! inputs make every order exact), within a stated tolerance otherwise (math
+//! functions, float reductions in an unspecified order).
+//!
+//! A backend's test file expands the cases into one `#[test]` each:
+//!
+//! ```no_run
+//! // e.g. crates/enigma-cuda/tests/conformance.rs
+//! use enigma_runtime::{Device, Runtime};
+//! enigma_conformance::conformance_tests!(Runtime::new(Device::Cuda));
+//! # fn main() {}
+//! ```
+//!
+//! The runtime expression may be an `Option<Runtime>`, a
+//! `Result<Runtime, E: Display>` or a `Runtime`; when it gives no runtime
+//! (no such device) every test prints `skipped: <reason>` and passes. It is
+//! evaluated once per test binary. [`conformance_sim_only_tests!`] adds the
+//! cases only the simulator can pass (out-of-bounds detection, runtime
+//! barrier divergence, division by zero). Both take an optional
+//! `known_failures = LIST` (a `&[&str]` of case names): a listed case must
+//! still fail (its test passes and prints the failure), and once it passes
+//! its test fails so the entry gets removed.
+//!
+//! [`run_all`] runs everything for a CLI summary.
+
+pub use enigma_runtime;
+use enigma_runtime::{DeviceKind, Runtime};
+use std::fmt::Display;
+
+mod columns;
+mod util;
+
+pub mod arith;
+pub mod atomics;
+pub mod builtins;
+pub mod casts;
+pub mod control;
+pub mod errors;
+pub mod kernels;
+pub mod math;
+pub mod memory;
+pub mod sim_only;
+pub mod simd;
+pub mod spec;
+pub mod vectors;
+
+pub use util::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, seed_for, CaseResult, SEED_ENV};
+
+/// One conformance case: a name and a function that runs it on a runtime.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    pub name: &'static str,
+    pub run: fn(&Runtime) -> Result<(), String>,
+}
+
+impl Case {
+    /// Runs the case; a panic inside it (in the backend or the case) is
+    /// turned into an error, so one case never stops a summary.
+    pub fn run_catching(&self, rt: &Runtime) -> CaseResult {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.run)(rt))) {
+            Ok(result) => result,
+            Err(payload) => {
+                let msg = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "a non-string panic payload".into());
+                Err(format!("panicked: {msg}"))
+            }
+        }
+    }
+}
+
+/// Calls `$crate::$callback!{ (args) [module::case, …] }` with the list of
+/// portable or simulator-only cases. The one place cases are listed.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_cases {
+    (portable, $callback:ident, $($args:tt)*) => {
+        $crate::$callback! { ($($args)*) [
+            builtins::builtins_1d_threads,
+            builtins::builtins_2d_threads,
+            builtins::builtins_3d_threads,
+            builtins::builtins_1d_threadgroups,
+            builtins::builtins_2d_threadgroups,
+            builtins::builtins_3d_threadgroups,
+            builtins::threadgroup_sizes,
+            arith::int_ops_i32,
+            arith::int_ops_u32,
+            arith::int_ops_i8,
+            arith::int_ops_u8,
+            arith::int_ops_i16,
+            arith::int_ops_u16,
+            arith::int_ops_i64,
+            arith::int_ops_u64,
+            arith::float_ops_f32,
+            arith::float_ops_f16,
+            arith::float_ops_bf16_via_casts,
+            arith::narrow_int_ops_via_casts,
+            arith::bool_ops,
+            arith::int_loads_keep_sign,
+            casts::casts_from_f32,
+            casts::casts_from_32bit_ints,
+            casts::casts_from_narrow_and_wide_ints,
+            casts::casts_int64_to_f32_rounding,
+            casts::casts_half_and_bfloat,
+            casts::bitcasts,
+            vectors::vectors,
+            math::math_precise,
+            math::math_fast,
+            math::math_exact_float,
+            math::math_integer,
+            simd::simd_full_groups,
+            simd::simd_partial_last_group,
+            simd::simd_divergent_lane_mod3,
+            simd::simd_divergent_lane_lt8,
+            simd::simd_divergent_lane_ge24,
+            simd::simd_divergent_data,
+            simd::simd_nested_divergence,
+            simd::simd_in_else_branch,
+            simd::simd_after_early_return,
+            simd::simd_sum_f32_tolerance,
+            simd::simd_other_types,
+            memory::threadgroup_memory_neighbours,
+            memory::threadgroup_memory_scan,
+            memory::threadgroup_memory_transpose,
+            kernels::seed000_scale,
+            kernels::seed000_scale_vec4,
+            kernels::seed000_two_stage_reduction,
+            kernels::seed000_row_sum,
+            kernels::seed000_simd_broadcast,
+            kernels::seed000_prefix_sum,
+            kernels::seed000_shuffle_stencil,
+            kernels::seed000_gemm_tiled,
+            kernels::seed001_reduction,
+            control::control_early_return,
+            control::control_if_else_nesting,
+            control::control_for_loops,
+            control::control_for_bounds_evaluated_once,
+            control::control_while_loops,
+            control::control_break_continue_divergent,
+            control::control_return_in_loop,
+            control::control_loops_with_simd,
+            control::control_narrow_loop_variable,
+            spec::spec_constants,
+            atomics::atomics_device_add,
+            atomics::atomics_device_min_max_float,
+            atomics::atomics_bitwise,
+            atomics::atomics_exchange_compare_exchange,
+            atomics::atomics_threadgroup,
+            errors::errors_threadgroup_too_large,
+            errors::errors_zero_sized_dispatch,
+            errors::errors_argument_mismatch,
+            errors::errors_threadgroup_memory_limit,
+            errors::errors_validation,
+        ] }
+    };
+    (sim_only, $callback:ident, $($args:tt)*) => {
+        $crate::$callback! { ($($args)*) [
+            sim_only::sim_out_of_bounds,
+            sim_only::sim_division_by_zero,
+            sim_only::sim_divergent_barrier_at_run_time,
+        ] }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __case_vec {
+    (() [ $($module:ident :: $case:ident),* $(,)? ]) => {
+        vec![ $( $crate::Case { name: stringify!($case), run: $crate::$module::$case } ),* ]
+    };
+}
+
+/// The cases every backend must pass.
+pub fn cases() -> Vec<Case> {
+    crate::__with_cases!(portable, __case_vec,)
+}
+
+/// Cases only the simulator can pass: out-of-bounds accesses, barriers that
+/// diverge at run time and integer division by zero are errors there, and
+/// undefined behaviour on GPUs.
+pub fn sim_only_cases() -> Vec<Case> {
+    crate::__with_cases!(sim_only, __case_vec,)
+}
+
+/// Runs every case on `rt` (and, on the simulator, the simulator-only cases),
+/// catching panics; for a summary table.
+pub fn run_all(rt: &Runtime) -> Vec<(&'static str, CaseResult)> {
+    let mut all = cases();
+    if rt.device().kind == DeviceKind::Simulator {
+        all.extend(sim_only_cases());
+    }
+    all.iter()
+        .map(|case| (case.name, case.run_catching(rt)))
+        .collect()
+}
+
+/// What a backend's test file passes to the test macros: a runtime, or the
+/// reason there is none.
+pub trait TestRuntime {
+    fn into_test_runtime(self) -> Result<Runtime, String>;
+}
+
+impl TestRuntime for Runtime {
+    fn into_test_runtime(self) -> Result<Runtime, String> {
+        Ok(self)
+    }
+}
+
+impl TestRuntime for Option<Runtime> {
+    fn into_test_runtime(self) -> Result<Runtime, String> {
+        self.ok_or_else(|| "the runtime expression gave no runtime (no such device here)".into())
+    }
+}
+
+impl<E: Display> TestRuntime for Result<Runtime, E> {
+    fn into_test_runtime(self) -> Result<Runtime, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// The body of one generated test.
+#[doc(hidden)]
+pub fn __run_case_test(
+    name: &'static str,
+    run: fn(&Runtime) -> CaseResult,
+    rt: &Result<Runtime, String>,
+    known_failures: &[&str],
+) {
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let device = &rt.device().name;
+    let known = known_failures.contains(&name);
+    match (Case { name, run }.run_catching(rt), known) {
+        (Ok(()), false) => {}
+        (Err(e), false) => panic!("conformance case `{name}` failed on {device}:\n{e}"),
+        (Err(e), true) => println!("known failure (listed in KNOWN_FAILURES), still failing as expected:\n{e}"),
+        (Ok(()), true) => panic!("conformance case `{name}` is listed as a known failure but now passes on {device}: remove it from the list"),
+    }
+}
+
+/// Checks that every name in a known-failures list is a case.
+#[doc(hidden)]
+pub fn __check_known_failures(known_failures: &[&str]) {
+    let all: Vec<&str> = cases()
+        .iter()
+        .chain(sim_only_cases().iter())
+        .map(|c| c.name)
+        .collect();
+    for name in known_failures {
+        assert!(
+            all.contains(name),
+            "`{name}` is listed as a known failure but no conformance case has that name"
+        );
+    }
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __or_empty {
+    () => {
+        &[]
+    };
+    ($e:expr) => {
+        $e
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __test_fns {
+    (($rt:expr, ($($known:expr)?)) [ $($module:ident :: $case:ident),* $(,)? ]) => {
+        fn __runtime() -> &'static ::std::result::Result<$crate::enigma_runtime::Runtime, ::std::string::String> {
+            static RUNTIME: ::std::sync::OnceLock<
+                ::std::result::Result<$crate::enigma_runtime::Runtime, ::std::string::String>,
+            > = ::std::sync::OnceLock::new();
+            RUNTIME.get_or_init(|| $crate::TestRuntime::into_test_runtime($rt))
+        }
+        fn __known_failures() -> &'static [&'static str] {
+            $crate::__or_empty!($($known)?)
+        }
+        $(
+            #[test]
+            fn $case() {
+                $crate::__run_case_test(stringify!($case), $crate::$module::$case, __runtime(), __known_failures());
+            }
+        )*
+        #[test]
+        fn known_failures_name_real_cases() {
+            $crate::__check_known_failures(__known_failures());
+        }
+    };
+}
+
+/// Expands to a module `conformance` with one `#[test]` per portable case,
+/// run on the runtime `$rt` gives (`Option<Runtime>`, `Result<Runtime, E>`
+/// or `Runtime`). Optional: `known_failures = LIST`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($rt:expr $(, known_failures = $known:expr)? $(,)?) => {
+        mod conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__with_cases!(portable, __test_fns, $rt, ($($known)?));
+        }
+    };
+}
+
+/// Like [`conformance_tests!`], for the simulator-only cases, in a module
+/// `conformance_sim_only`.
+#[macro_export]
+macro_rules! conformance_sim_only_tests {
+    ($rt:expr $(, known_failures = $known:expr)? $(,)?) => {
+        mod conformance_sim_only {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__with_cases!(sim_only, __test_fns, $rt, ($($known)?));
+        }
+    };
+}
