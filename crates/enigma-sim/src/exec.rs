@@ -299,7 +299,7 @@ impl SimdGroup {
                         if idx.iter().all(|&i| (i as usize) < count) {
                             let d = &mut self.regs[dst as usize];
                             for l in 0..LANES {
-                                d[l] = words.read(idx[l] as usize * 4, Scalar::U32);
+                                d[l] = ops::norm(elem.scalar, words.read(idx[l] as usize * 4, Scalar::U32));
                             }
                             continue;
                         }

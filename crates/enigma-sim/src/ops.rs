@@ -65,16 +65,16 @@ pub fn convert(from: Scalar, to: Scalar, v: u64) -> u64 {
         return if from.is_float() { (to_f64(from, v) != 0.0) as u64 } else { (v != 0) as u64 };
     }
     if to.is_float() {
+        // One rounding to f32 (exact from f16/bf16; Rust's integer → f32
+        // casts round once), then to the 16-bit type where asked.
         let x = if from.is_float() {
-            to_f64(from, v)
+            f32_of(from, v)
         } else if from.is_signed_int() {
-            v as i64 as f64
+            v as i64 as f32
         } else {
-            v as f64
+            v as f32
         };
-        // f64 → f32 → f16 double rounding is avoided for f16 from f64 of an
-        // exact f32; integers beyond 2^24 round once to f32 first, as GPUs do.
-        return from_f32(to, x as f32);
+        return from_f32(to, x);
     }
     if from.is_float() {
         let x = to_f64(from, v);

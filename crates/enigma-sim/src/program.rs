@@ -300,8 +300,8 @@ impl Lowering<'_> {
                 self.emit(Inst::Copy { dst: var_reg, src: s.reg });
                 // `end` and `step` are evaluated once, into registers that
                 // stay reserved for the whole loop.
-                let e = self.expr(end);
-                let st = self.expr(step);
+                let e = self.snapshot(end);
+                let st = self.snapshot(step);
                 let begin = self.emit(Inst::LoopBegin { cont_pc: 0, exit_pc: 0 });
                 let head = self.pc();
                 let saved_top = self.temp_top;
@@ -345,6 +345,15 @@ impl Lowering<'_> {
                 self.emit(Inst::Barrier { scope: *scope });
             }
         }
+    }
+
+    /// Evaluates `e` into a register of its own, so later assignments to a
+    /// variable it reads do not change it (loop bounds are evaluated once).
+    fn snapshot(&mut self, e: &Expr) -> Operand {
+        let v = self.expr(e);
+        let dst = self.temp(v.ty.width);
+        self.copy_into(dst, v);
+        Operand { reg: dst, ty: v.ty }
     }
 
     fn literal_bits(lit: Literal) -> u64 {
