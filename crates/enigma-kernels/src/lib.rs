@@ -4,4 +4,5 @@
 //! something, a plain-Rust reference.
 
 pub mod reduce;
+pub mod sanitizer_corpus;
 pub mod seed000;

@@ -1,0 +1,1386 @@
+//! The sanitizer corpus: small kernels with one classic GPU bug each, the
+//! fixed version of each, the dispatch that exposes the bug, and what the
+//! simulator's sanitizer must report — plus [`library`], every kernel of this
+//! crate with a sensible dispatch, which must run clean.
+//!
+//! Everything here is plain data over `enigma-ir` (this crate depends on
+//! nothing else): a consumer turns an [`ArgSpec`] into a buffer or a value
+//! and a [`Launch`] into a dispatch. The tests in
+//! `enigma-runtime/tests/sanitizer_corpus.rs` and `enigma check
+//! corpus/<name>` are the two consumers.
+//!
+//! Expected locations are IR paths (`body[5].loop[0].then[0]`) and Rust
+//! source lines: the statement a report must name carries a `// @name`
+//! marker comment, and [`Site::source`] finds its line in this file, so the
+//! expectation follows the code when lines move.
+
+use crate::{reduce, seed000};
+use enigma_ir::builder::*;
+use enigma_ir::{Access, AtomicOp, Kernel, Literal, MemFlags, Scalar, Type};
+
+/// How a [`Launch`] counts its grid (Metal's two dispatch calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `dispatchThreads`: `size` counts threads; edge threadgroups are partial.
+    Threads,
+    /// `dispatchThreadgroups`: `size` counts whole threadgroups.
+    Threadgroups,
+}
+
+/// One argument of a dispatch, in parameter order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArgSpec {
+    /// A device buffer of elements of `elem`, initialised with `bytes`
+    /// (little-endian).
+    Buffer { elem: Type, bytes: Vec<u8> },
+    /// A by-value parameter.
+    Value(Literal),
+}
+
+impl ArgSpec {
+    /// `n` zeroed elements of `elem`.
+    pub fn zeros(elem: Type, n: usize) -> ArgSpec {
+        ArgSpec::Buffer { elem, bytes: vec![0; n * elem.size_bytes() as usize] }
+    }
+
+    /// An f32 buffer holding `values`.
+    pub fn f32s(values: &[f32]) -> ArgSpec {
+        ArgSpec::Buffer { elem: Type::F32, bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
+    }
+
+    /// A u32 buffer holding `values`.
+    pub fn u32s(values: &[u32]) -> ArgSpec {
+        ArgSpec::Buffer { elem: Type::U32, bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect() }
+    }
+
+    /// An f16 buffer holding `values` rounded to half.
+    pub fn f16s(values: &[f32]) -> ArgSpec {
+        ArgSpec::Buffer { elem: Type::F16, bytes: values.iter().flat_map(|v| f32_to_f16(*v).to_le_bytes()).collect() }
+    }
+
+    pub fn u32(v: u32) -> ArgSpec {
+        ArgSpec::Value(Literal::u32(v))
+    }
+
+    pub fn f32(v: f32) -> ArgSpec {
+        ArgSpec::Value(Literal::f32(v))
+    }
+}
+
+/// A dispatch: mode, grid (threads or threadgroups), threadgroup size and
+/// arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub mode: Mode,
+    pub size: [u32; 3],
+    pub threads_per_threadgroup: [u32; 3],
+    pub args: Vec<ArgSpec>,
+}
+
+impl Launch {
+    /// A 1-D `dispatchThreads`.
+    pub fn threads(grid: u32, tg: u32, args: Vec<ArgSpec>) -> Launch {
+        Launch { mode: Mode::Threads, size: [grid, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+    }
+
+    /// A 1-D `dispatchThreadgroups`.
+    pub fn threadgroups(groups: u32, tg: u32, args: Vec<ArgSpec>) -> Launch {
+        Launch { mode: Mode::Threadgroups, size: [groups, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+    }
+}
+
+/// What the sanitizer reports (mirrors `enigma_backend::FindingKind`, which
+/// this crate cannot name; [`Kind::name`] is that enum's serde name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    ThreadgroupRace,
+    SimdgroupRace,
+    DeviceRace,
+    UninitializedRead,
+    InactiveLaneRead,
+    DivergentBarrier,
+    OutOfBounds,
+    Coverage,
+    OrderDependence,
+}
+
+impl Kind {
+    /// The snake_case name `FindingKind` serialises to (`threadgroup_race`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::ThreadgroupRace => "threadgroup_race",
+            Kind::SimdgroupRace => "simdgroup_race",
+            Kind::DeviceRace => "device_race",
+            Kind::UninitializedRead => "uninitialized_read",
+            Kind::InactiveLaneRead => "inactive_lane_read",
+            Kind::DivergentBarrier => "divergent_barrier",
+            Kind::OutOfBounds => "out_of_bounds",
+            Kind::Coverage => "coverage",
+            Kind::OrderDependence => "order_dependence",
+        }
+    }
+}
+
+/// A statement of a corpus kernel: its IR path and the marker on its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The IR path (`body[5].loop[0].then[0]`).
+    pub path: &'static str,
+    /// The `// @marker` comment at the end of the statement's line in this file.
+    pub marker: &'static str,
+}
+
+impl Site {
+    /// The Rust source location the builder records for the statement
+    /// (`crates/enigma-kernels/src/sanitizer_corpus.rs:123`), or `None` when
+    /// no line of this file carries the marker.
+    pub fn source(&self) -> Option<String> {
+        let tag = format!("// @{}", self.marker);
+        SOURCE
+            .lines()
+            .position(|line| line.trim_end().ends_with(&tag))
+            .map(|i| format!("{}:{}", file!(), i + 1))
+    }
+}
+
+const SOURCE: &str = include_str!("sanitizer_corpus.rs");
+
+/// What the sanitizer must report for the buggy variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expected {
+    pub kind: Kind,
+    /// The buffer or threadgroup array named (none for barriers and shuffles).
+    pub variable: Option<&'static str>,
+    /// The element index named (the first occurrence), where it is fixed.
+    pub index: Option<u64>,
+    /// The statement of one thread of the report (`None` for coverage).
+    pub at: Option<Site>,
+    /// The statement of the other thread, for kinds that name two. A report
+    /// matches when `{first, second}` is `{at, other}` in either order:
+    /// which access comes first depends on the SIMD-group schedule.
+    pub other: Option<Site>,
+    /// Kinds that must be reported as well (e.g. order dependence).
+    pub with: &'static [Kind],
+    /// Kinds that may be reported as well: consequences of the same bug
+    /// (a race that also reads poison, a divergent barrier that leaves an
+    /// output unwritten).
+    pub may: &'static [Kind],
+}
+
+/// What validation says about the buggy kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Validation {
+    /// The kernel validates; it is dispatched through the runtime.
+    Passes,
+    /// Validation rejects it with `NonUniformBarrier` at `path`; to see the
+    /// run-time behaviour, a consumer compiles it for the simulator with
+    /// barrier uniformity unchecked.
+    RejectsNonUniformBarrier { path: &'static str },
+}
+
+/// A kernel and the dispatch it runs with.
+#[derive(Clone, Copy, Debug)]
+pub struct Variant {
+    pub kernel: fn() -> Kernel,
+    pub launch: fn() -> Launch,
+}
+
+/// One corpus entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// The name `enigma check corpus/<name>` takes.
+    pub name: &'static str,
+    /// The bug class of the issue: (a) … (h).
+    pub class: &'static str,
+    pub description: &'static str,
+    pub buggy: Variant,
+    pub fixed: Variant,
+    pub validation: Validation,
+    pub expected: fn() -> Expected,
+}
+
+impl Entry {
+    /// The entry called `name`.
+    pub fn find(name: &str) -> Option<Entry> {
+        entries().into_iter().find(|e| e.name == name)
+    }
+}
+
+/// A library kernel with a dispatch it must run clean under.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// The name `enigma check <name>` takes (the Rust function's name).
+    pub name: &'static str,
+    pub variant: Variant,
+}
+
+const N: u32 = 1024;
+const TG: u32 = 256;
+
+/// Deterministic values in [-1, 1).
+pub fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+fn finish(k: KernelBuilder) -> Kernel {
+    k.finish().expect("corpus kernels use only expressions of their own builder")
+}
+
+fn site(path: &'static str, marker: &'static str) -> Option<Site> {
+    Some(Site { path, marker })
+}
+
+// ------------------------------------------------- (a) threadgroup races ---
+
+/// A tree reduction in threadgroup memory: `s` halves each step and threads
+/// `lid < s` add `sh[lid + s]` into `sh[lid]`.
+fn tree_reduction(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("tree_reduction");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let sh = k.threadgroup_array("sh", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(sh.at(lid), input.get(gid));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let s = k.var("s", threads_per_threadgroup().x() / 2u32);
+    k.while_(s.get().gt(0u32), |k| {
+        k.if_(lid.lt(s), |k| k.store(sh.at(lid), sh.get(lid) + sh.get(lid + s))); // @tree_add
+        if with_barrier {
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        }
+        k.assign(s, s / 2u32);
+    });
+    k.if_(lid.eq(0u32), |k| k.store(out.at(threadgroup_position_in_grid().x()), sh.get(0u32)));
+    finish(k)
+}
+
+fn tree_reduction_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+}
+
+/// A 2-tap blur through threadgroup memory: each thread reads its right
+/// neighbour's slot.
+fn neighbour_blur(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("neighbour_blur");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let tile = k.threadgroup_array("tile", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(tile.at(lid), input.get(gid)); // @neighbour_store
+    if with_barrier {
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    }
+    let right = k.let_("right", tile.get((lid + 1u32) % threads_per_threadgroup().x())); // @neighbour_read
+    k.store(out.at(gid), 0.5f32 * (tile.get(lid) + right));
+    finish(k)
+}
+
+fn blur_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
+}
+
+const DB_T: u32 = 64;
+const DB_STEPS: u32 = 4;
+
+/// A double-buffered tile loop: while computing on buffer `cur`, the threads
+/// prefetch the next tile into `1 - cur`, then swap. One barrier per
+/// iteration, before the swap, is what makes it correct.
+fn double_buffer(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("double_buffer");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let tiles = k.threadgroup_array("tiles", Type::F32, 2 * DB_T);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let base = k.let_("base", group * (DB_T * DB_STEPS));
+    k.store(tiles.at(lid), input.get(base + lid));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let acc = k.var("acc", 0.0f32);
+    let cur = k.var("cur", 0u32);
+    k.for_range("t", 0u32, DB_STEPS, 1u32, |k, t| {
+        k.if_((t + 1u32).lt(DB_STEPS), |k| {
+            k.store(tiles.at((1u32 - cur.get()) * DB_T + lid), input.get(base + (t + 1u32) * DB_T + lid)); // @db_prefetch
+        });
+        k.assign(acc, acc + tiles.get(cur * DB_T + (lid + 1u32) % DB_T)); // @db_read
+        if with_barrier {
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        }
+        k.assign(cur, 1u32 - cur.get());
+    });
+    k.store(out.at(group * DB_T + lid), acc.get());
+    finish(k)
+}
+
+fn double_buffer_launch() -> Launch {
+    let groups = 2;
+    Launch::threadgroups(
+        groups,
+        DB_T,
+        vec![ArgSpec::f32s(&data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
+    )
+}
+
+/// Each SIMD group's total goes to threadgroup memory; thread 0 sums them.
+/// The bug: every SIMD group writes the same slot.
+fn simd_totals(one_slot: bool) -> Kernel {
+    let mut k = KernelBuilder::new("simd_totals");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let totals = k.threadgroup_array("totals", Type::F32, 32);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let total = k.let_("total", simd_sum(input.get(thread_position_in_grid().x())));
+    let slot = if one_slot { Ex::from(0u32) } else { sg };
+    k.if_(lane.eq(0u32), |k| k.store(totals.at(slot), total)); // @one_slot
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(lid.eq(0u32), |k| {
+        let sum = k.var("sum", 0.0f32);
+        let count = if one_slot { Ex::from(1u32) } else { simdgroups_per_threadgroup() };
+        k.for_range("i", 0u32, count, 1u32, |k, i| k.assign(sum, sum + totals.get(i)));
+        k.store(out.at(threadgroup_position_in_grid().x()), sum.get());
+    });
+    finish(k)
+}
+
+fn simd_totals_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+}
+
+const BINS: u32 = 16;
+
+/// A 16-bin histogram in threadgroup memory, merged atomically into device
+/// memory. The bug: `bins[b] = bins[b] + 1` instead of an atomic add.
+fn histogram(atomic: bool) -> Kernel {
+    let mut k = KernelBuilder::new("histogram");
+    let keys = k.buffer("keys", Type::U32, Access::Read);
+    let hist = k.buffer("hist", Type::U32, Access::ReadWrite);
+    let bins = k.threadgroup_array("bins", Type::U32, BINS);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.if_(lid.lt(BINS), |k| k.store(bins.at(lid), 0u32));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let b = k.let_("b", keys.get(thread_position_in_grid().x()) % BINS);
+    if atomic {
+        k.atomic(AtomicOp::Add, bins.at(b), 1u32);
+    } else {
+        k.store(bins.at(b), bins.get(b) + 1u32); // @histogram_update
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(lid.lt(BINS), |k| k.atomic(AtomicOp::Add, hist.at(lid), bins.get(lid)));
+    finish(k)
+}
+
+fn histogram_launch() -> Launch {
+    let keys: Vec<u32> = (0..N).map(|i| i.wrapping_mul(2_654_435_761) >> 7).collect();
+    Launch::threads(N, TG, vec![ArgSpec::u32s(&keys), ArgSpec::zeros(Type::U32, BINS as usize)])
+}
+
+// ------------------------------------------------- (b) SIMD-group races ---
+
+/// Lane 0 of each SIMD group computes a value into threadgroup memory; the
+/// other lanes of the group read it.
+fn lane0_publish(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("lane0_publish");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let slot = k.threadgroup_array("slot", Type::F32, 32);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    k.if_(lane.eq(0u32), |k| k.store(slot.at(sg), input.get(gid) * 2.0f32)); // @lane0_write
+    if with_barrier {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    k.store(out.at(gid), input.get(gid) + slot.get(sg)); // @lanes_read
+    finish(k)
+}
+
+fn lane0_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
+}
+
+/// Shifts a threadgroup array left by one within each SIMD group, in place:
+/// every lane reads its right neighbour's slot, then overwrites its own.
+fn simd_shift(with_barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new("simd_shift");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let buf = k.threadgroup_array("buf", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    k.store(buf.at(lid), input.get(gid));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let right = k.var("right", 0.0f32);
+    k.if_(lane.lt(31u32), |k| k.assign(right, buf.get(lid + 1u32))); // @shift_read
+    if with_barrier {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    k.store(buf.at(lid), right.get()); // @shift_write
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.store(out.at(gid), buf.get(lid));
+    finish(k)
+}
+
+fn simd_shift_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
+}
+
+// ----------------------------------------------------- (c) device races ---
+
+/// Scales `input` into `out`; the bug indexes `out` by the thread's index in
+/// its threadgroup, so every threadgroup writes the same 256 elements.
+fn scale_out(by_lid: bool) -> Kernel {
+    let mut k = KernelBuilder::new("scale_out");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let index = if by_lid { lid } else { gid };
+    k.store(out.at(index), input.get(gid) * 2.0f32); // @missing_offset
+    finish(k)
+}
+
+fn scale_out_launch(out_len: u32) -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
+}
+
+/// `data[i] += data[i - 1]` in place: the thread at a threadgroup's first
+/// element reads what the previous threadgroup's last thread writes.
+fn prefix_step_in_place() -> Kernel {
+    let mut k = KernelBuilder::new("prefix_step");
+    let data = k.buffer("data", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let left = k.var("left", 0.0f32);
+    k.if_(gid.gt(0u32), |k| k.assign(left, data.get(gid - 1u32))); // @inplace_read
+    k.store(data.at(gid), data.get(gid) + left); // @inplace_write
+    finish(k)
+}
+
+/// The same step out of place.
+fn prefix_step_out_of_place() -> Kernel {
+    let mut k = KernelBuilder::new("prefix_step");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let left = k.var("left", 0.0f32);
+    k.if_(gid.gt(0u32), |k| k.assign(left, input.get(gid - 1u32)));
+    k.store(out.at(gid), input.get(gid) + left);
+    finish(k)
+}
+
+/// Each threadgroup adds its sum into `total[0]`; the bug is a plain
+/// read-modify-write instead of an atomic add.
+fn global_sum(atomic: bool) -> Kernel {
+    let mut k = KernelBuilder::new("global_sum");
+    let input = k.buffer("input", Type::U32, Access::Read);
+    let total = k.buffer("total", Type::U32, Access::ReadWrite);
+    let partials = k.threadgroup_array("partials", Type::U32, 32);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let mine = k.let_("mine", simd_sum(input.get(thread_position_in_grid().x())));
+    k.if_(lane.eq(0u32), |k| k.store(partials.at(sg), mine));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(lid.eq(0u32), |k| {
+        let sum = k.var("sum", 0u32);
+        k.for_range("i", 0u32, simdgroups_per_threadgroup(), 1u32, |k, i| k.assign(sum, sum + partials.get(i)));
+        if atomic {
+            k.atomic(AtomicOp::Add, total.at(0u32), sum.get());
+        } else {
+            k.store(total.at(0u32), total.get(0u32) + sum); // @global_accumulate
+        }
+    });
+    finish(k)
+}
+
+fn global_sum_launch() -> Launch {
+    let values: Vec<u32> = (0..N).map(|i| i % 7).collect();
+    Launch::threads(N, TG, vec![ArgSpec::u32s(&values), ArgSpec::zeros(Type::U32, 1)])
+}
+
+// ----------------------------------------------- (d) uninitialised reads ---
+
+/// A 3-point stencil through a tile with a one-element halo on each side.
+/// The bug: the halo is never loaded.
+fn halo_stencil(load_halo: bool) -> Kernel {
+    let mut k = KernelBuilder::new("halo_stencil");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tile = k.threadgroup_array("tile", Type::F32, TG + 2);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(tile.at(lid + 1u32), input.get(gid));
+    if load_halo {
+        k.if_(lid.eq(0u32), |k| {
+            let left = k.var("left", 0.0f32);
+            k.if_(gid.gt(0u32), |k| k.assign(left, input.get(gid - 1u32)));
+            k.store(tile.at(0u32), left.get());
+        });
+        k.if_(lid.eq(threads_per_threadgroup().x() - 1u32), |k| {
+            let right = k.var("right", 0.0f32);
+            k.if_((gid + 1u32).lt(n), |k| k.assign(right, input.get(gid + 1u32)));
+            k.store(tile.at(lid + 2u32), right.get());
+        });
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.store(out.at(gid), (tile.get(lid) + tile.get(lid + 1u32) + tile.get(lid + 2u32)) / 3.0f32); // @halo_read
+    finish(k)
+}
+
+fn halo_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
+}
+
+/// The second stage of a two-stage threadgroup sum: SIMD group 0 reduces
+/// the per-SIMD-group partials. The bug: all 32 lanes read a partial,
+/// though only 8 SIMD groups wrote one.
+fn partials_sum(guarded: bool) -> Kernel {
+    let mut k = KernelBuilder::new("partials_sum");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let partials = k.threadgroup_array("partials", Type::F32, 32);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let mine = k.let_("mine", simd_sum(input.get(thread_position_in_grid().x())));
+    k.if_(lane.eq(0u32), |k| k.store(partials.at(sg), mine));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(sg.eq(0u32), |k| {
+        let v = k.var("v", 0.0f32);
+        if guarded {
+            k.if_(lane.lt(simdgroups_per_threadgroup()), |k| k.assign(v, partials.get(lane)));
+        } else {
+            k.assign(v, partials.get(lane)); // @partials_read
+        }
+        let total = k.let_("total", simd_sum(v.get()));
+        k.if_(lid.eq(0u32), |k| k.store(out.at(threadgroup_position_in_grid().x()), total));
+    });
+    finish(k)
+}
+
+fn partials_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+}
+
+// ------------------------------------------------ (e) inactive-lane reads ---
+
+/// Lanes 0–15 add the value of lane `l + 16`. The bug: the shuffle sits
+/// inside `if (lane < 16)`, where lanes 16–31 are inactive.
+fn fold_halves(shuffle_in_branch: bool) -> Kernel {
+    let mut k = KernelBuilder::new("fold_halves");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let x = k.let_("x", input.get(gid));
+    let r = k.var("r", x);
+    if shuffle_in_branch {
+        k.if_(lane.lt(16u32), |k| k.assign(r, x + simd_shuffle_down(x, 16u32))); // @shuffle_in_branch
+    } else {
+        let upper = k.let_("upper", simd_shuffle_down(x, 16u32));
+        k.if_(lane.lt(16u32), |k| k.assign(r, x + upper));
+    }
+    k.store(out.at(gid), r.get());
+    finish(k)
+}
+
+/// Lanes other than 0 scale by lane 0's value. The bug: the broadcast sits
+/// inside `if (lane != 0)`, so lane 0 is inactive when it is read.
+fn scale_by_lane0(broadcast_in_branch: bool) -> Kernel {
+    let mut k = KernelBuilder::new("scale_by_lane0");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let x = k.let_("x", input.get(gid));
+    let r = k.var("r", x);
+    if broadcast_in_branch {
+        k.if_(lane.ne(0u32), |k| k.assign(r, x * simd_broadcast(x, 0u32))); // @broadcast_in_branch
+    } else {
+        let head = k.let_("head", simd_broadcast(x, 0u32));
+        k.if_(lane.ne(0u32), |k| k.assign(r, x * head));
+    }
+    k.store(out.at(gid), r.get());
+    finish(k)
+}
+
+/// A SIMD-group sum. The bug: a butterfly of `simd_shuffle_xor`, which reads
+/// lanes that do not exist in the partial last SIMD group of a grid that is
+/// not a multiple of 32; `simd_sum` sums the active lanes.
+fn butterfly_sum(butterfly: bool) -> Kernel {
+    let mut k = KernelBuilder::new("butterfly_sum");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    let v = k.var("v", input.get(gid));
+    if butterfly {
+        k.assign(v, v + simd_shuffle_xor(v.get(), 16u32)); // @butterfly_16
+        for mask in [8u32, 4, 2, 1] {
+            k.assign(v, v + simd_shuffle_xor(v.get(), mask));
+        }
+    } else {
+        k.assign(v, simd_sum(v.get()));
+    }
+    k.store(out.at(gid), v.get());
+    finish(k)
+}
+
+fn butterfly_launch() -> Launch {
+    let n = 100;
+    Launch::threads(n, 128, vec![ArgSpec::f32s(&data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
+}
+
+// --------------------------------------------- (f) divergent barriers ---
+//
+// Validation rejects every one of these (a barrier in thread-dependent
+// control flow); the corpus keeps them to show what happens at run time.
+
+/// The first 16 threads load a coefficient table; the bug puts the barrier
+/// inside their `if`.
+fn coefficient_table(barrier_in_branch: bool) -> Kernel {
+    let mut k = KernelBuilder::new("coefficient_table");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let coeffs = k.buffer("coeffs", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let table = k.threadgroup_array("table", Type::F32, 16);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.if_(lid.lt(16u32), |k| {
+        k.store(table.at(lid), coeffs.get(lid));
+        if barrier_in_branch {
+            k.threadgroup_barrier(MemFlags::Threadgroup); // @barrier_in_branch
+        }
+    });
+    if !barrier_in_branch {
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    }
+    k.store(out.at(gid), input.get(gid) * table.get(lid % 16u32));
+    finish(k)
+}
+
+fn coefficient_launch() -> Launch {
+    Launch::threads(
+        N,
+        TG,
+        vec![ArgSpec::f32s(&data(N as usize, 11)), ArgSpec::f32s(&data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
+    )
+}
+
+/// A neighbour blur with the bounds check of seed 000's pitfall 3. The bug:
+/// `if (gid >= n) return;` before a barrier.
+fn guarded_blur(early_return: bool) -> Kernel {
+    let mut k = KernelBuilder::new("guarded_blur");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tile = k.threadgroup_array("tile", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    if early_return {
+        k.if_(gid.ge(n), |k| k.return_()); // @early_return
+        k.store(tile.at(lid), input.get(gid));
+    } else {
+        let v = k.var("v", 0.0f32);
+        k.if_(gid.lt(n), |k| k.assign(v, input.get(gid)));
+        k.store(tile.at(lid), v.get());
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup); // @barrier_after_return
+    let right = tile.get((lid + 1u32) % threads_per_threadgroup().x());
+    if early_return {
+        k.store(out.at(gid), 0.5f32 * (tile.get(lid) + right));
+    } else {
+        k.if_(gid.lt(n), |k| k.store(out.at(gid), 0.5f32 * (tile.get(lid) + right)));
+    }
+    finish(k)
+}
+
+fn guarded_blur_launch() -> Launch {
+    // 1000 elements, four whole threadgroups: the last 24 threads are past the end.
+    let n = 1000;
+    Launch::threadgroups(
+        N / TG,
+        TG,
+        vec![ArgSpec::f32s(&data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
+    )
+}
+
+/// A threadgroup strides over `n` inputs through a tile, one barrier per
+/// pass. The bug: the loop runs `for (i = lid; i < n; i += 256)`, so when
+/// `n` is not a multiple of 256 the last pass is made by some threads only.
+fn strided_tiles(per_thread_trip: bool) -> Kernel {
+    let mut k = KernelBuilder::new("strided_tiles");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tile = k.threadgroup_array("tile", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let size = k.let_("size", threads_per_threadgroup().x());
+    let acc = k.var("acc", 0.0f32);
+    if per_thread_trip {
+        k.for_range("i", lid, n, size, |k, i| {
+            k.store(tile.at(lid), input.get(i));
+            k.threadgroup_barrier(MemFlags::Threadgroup); // @loop_barrier
+            k.assign(acc, acc + tile.get((lid + 1u32) % size));
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        });
+    } else {
+        k.for_range("base", 0u32, n, size, |k, base| {
+            let v = k.var("v", 0.0f32);
+            k.if_((base + lid).lt(n), |k| k.assign(v, input.get(base + lid)));
+            k.store(tile.at(lid), v.get());
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            k.assign(acc, acc + tile.get((lid + 1u32) % size));
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        });
+    }
+    k.store(out.at(lid), acc.get());
+    finish(k)
+}
+
+fn strided_launch() -> Launch {
+    let n = 1000;
+    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
+}
+
+// --------------------------------------------------- (g) out of bounds ---
+
+/// `data[tid] *= factor` with no bounds check, dispatched in whole
+/// threadgroups over 1000 elements; the fix is seed 000's pitfall 3.
+fn scale_in_place(checked: bool) -> Kernel {
+    let mut k = KernelBuilder::new("scale_in_place");
+    let data = k.buffer("data", Type::F32, Access::ReadWrite);
+    let count = k.value("count", Type::U32);
+    let factor = k.value("factor", Type::F32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    if checked {
+        k.if_(tid.ge(count), |k| k.return_());
+    }
+    k.store(data.at(tid), data.get(tid) * factor); // @unchecked_access
+    finish(k)
+}
+
+fn scale_in_place_launch() -> Launch {
+    let n = 1000;
+    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
+}
+
+/// A forward difference through threadgroup memory. The bug: the last
+/// thread reads `tile[lid + 1]` past the end of the tile.
+fn forward_difference(checked: bool) -> Kernel {
+    let mut k = KernelBuilder::new("forward_difference");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let tile = k.threadgroup_array("tile", Type::F32, TG);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(tile.at(lid), input.get(gid));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let next = k.var("next", 0.0f32);
+    if checked {
+        k.if_((lid + 1u32).lt(threads_per_threadgroup().x()), |k| k.assign(next, tile.get(lid + 1u32)));
+    } else {
+        k.assign(next, tile.get(lid + 1u32)); // @tile_overrun
+    }
+    k.store(out.at(gid), next - tile.get(lid));
+    finish(k)
+}
+
+fn forward_difference_launch() -> Launch {
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
+}
+
+// ---------------------------------------------------------- (h) coverage ---
+
+/// `data[tid] *= factor` over 4096 elements.
+fn scale_all() -> Kernel {
+    let mut k = KernelBuilder::new("scale_all");
+    let data = k.buffer("data", Type::F32, Access::ReadWrite);
+    let factor = k.value("factor", Type::F32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.store(data.at(tid), data.get(tid) * factor);
+    finish(k)
+}
+
+fn scale_all_launch(grid: u32) -> Launch {
+    Launch::threads(grid, TG, vec![ArgSpec::f32s(&data(4096, 17)), ArgSpec::f32(2.0)])
+}
+
+const ROWS: u32 = 64;
+const COLS: u32 = 100;
+
+fn row_sum_launch(mode: Mode) -> Launch {
+    let args = vec![ArgSpec::f32s(&data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
+    Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
+}
+
+// ------------------------------------------------------------ the corpus ---
+
+/// Every corpus entry, at least one per bug class (a)–(h).
+pub fn entries() -> Vec<Entry> {
+    use Kind::*;
+    vec![
+        Entry {
+            name: "tree_reduction_missing_barrier",
+            class: "(a) threadgroup race, read–write",
+            description: "tree reduction in threadgroup memory with no threadgroup_barrier between its steps",
+            buggy: Variant { kernel: || tree_reduction(false), launch: tree_reduction_launch },
+            fixed: Variant { kernel: || tree_reduction(true), launch: tree_reduction_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("sh"),
+                index: None,
+                at: site("body[5].loop[0].then[0]", "tree_add"),
+                other: site("body[5].loop[0].then[0]", "tree_add"),
+                with: &[],
+                may: &[SimdgroupRace, OrderDependence],
+            },
+        },
+        Entry {
+            name: "neighbour_read_before_barrier",
+            class: "(a) threadgroup race, read–write",
+            description: "each thread reads its neighbour's threadgroup slot before the threadgroup_barrier that publishes it",
+            buggy: Variant { kernel: || neighbour_blur(false), launch: blur_launch },
+            fixed: Variant { kernel: || neighbour_blur(true), launch: blur_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("tile"),
+                index: None,
+                at: site("body[3]", "neighbour_read"),
+                other: site("body[2]", "neighbour_store"),
+                with: &[],
+                may: &[SimdgroupRace, UninitializedRead, OrderDependence],
+            },
+        },
+        Entry {
+            name: "double_buffer_swap_without_barrier",
+            class: "(a) threadgroup race, read–write",
+            description: "double-buffered tile loop that prefetches into one buffer, computes on the other and swaps with no barrier",
+            buggy: Variant { kernel: || double_buffer(false), launch: double_buffer_launch },
+            fixed: Variant { kernel: || double_buffer(true), launch: double_buffer_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("tiles"),
+                index: None,
+                at: site("body[7].loop[1]", "db_read"),
+                other: site("body[7].loop[0].then[0]", "db_prefetch"),
+                with: &[],
+                may: &[SimdgroupRace, UninitializedRead, OrderDependence],
+            },
+        },
+        Entry {
+            name: "simd_totals_one_slot",
+            class: "(a) threadgroup race, write–write",
+            description: "every SIMD group stores its total to the same threadgroup slot; the last writer wins",
+            buggy: Variant { kernel: || simd_totals(true), launch: simd_totals_launch },
+            fixed: Variant { kernel: || simd_totals(false), launch: simd_totals_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("totals"),
+                index: Some(0),
+                at: site("body[4].then[0]", "one_slot"),
+                other: site("body[4].then[0]", "one_slot"),
+                with: &[OrderDependence],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "histogram_without_atomics",
+            class: "(a) threadgroup race, read–write and write–write",
+            description: "threadgroup histogram updated with bins[b] = bins[b] + 1 instead of an atomic add",
+            buggy: Variant { kernel: || histogram(false), launch: histogram_launch },
+            fixed: Variant { kernel: || histogram(true), launch: histogram_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("bins"),
+                index: None,
+                at: site("body[4]", "histogram_update"),
+                other: site("body[4]", "histogram_update"),
+                with: &[SimdgroupRace],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "lane0_write_without_simdgroup_barrier",
+            class: "(b) SIMD-group race",
+            description: "lane 0 writes threadgroup memory and the other lanes of its SIMD group read it with no simdgroup_barrier",
+            buggy: Variant { kernel: || lane0_publish(false), launch: lane0_launch },
+            fixed: Variant { kernel: || lane0_publish(true), launch: lane0_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("slot"),
+                index: None,
+                at: site("body[4]", "lanes_read"),
+                other: site("body[3].then[0]", "lane0_write"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "simd_shift_in_place",
+            class: "(b) SIMD-group race, write after read",
+            description: "each lane reads its right neighbour's slot and overwrites its own with no simdgroup_barrier between",
+            buggy: Variant { kernel: || simd_shift(false), launch: simd_shift_launch },
+            fixed: Variant { kernel: || simd_shift(true), launch: simd_shift_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("buf"),
+                index: None,
+                at: site("body[7]", "shift_write"),
+                other: site("body[6].then[0]", "shift_read"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "output_indexed_by_thread_in_threadgroup",
+            class: "(c) device race, write–write",
+            description: "out[lid] instead of out[gid]: every threadgroup writes the same elements",
+            buggy: Variant { kernel: || scale_out(true), launch: || scale_out_launch(TG) },
+            fixed: Variant { kernel: || scale_out(false), launch: || scale_out_launch(N) },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: DeviceRace,
+                variable: Some("out"),
+                index: None,
+                at: site("body[2]", "missing_offset"),
+                other: site("body[2]", "missing_offset"),
+                with: &[],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "in_place_neighbour_update",
+            class: "(c) device race, read after write across threadgroups",
+            description: "data[i] += data[i - 1] in place: a threadgroup reads an element another threadgroup writes",
+            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19))]) },
+            fixed: Variant {
+                kernel: prefix_step_out_of_place,
+                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
+            },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: DeviceRace,
+                variable: Some("data"),
+                index: None,
+                at: site("body[2].then[0]", "inplace_read"),
+                other: site("body[3]", "inplace_write"),
+                with: &[],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "global_sum_without_atomics",
+            class: "(c) device race, read–write and write–write",
+            description: "each threadgroup adds its sum to total[0] with a plain read-modify-write",
+            buggy: Variant { kernel: || global_sum(false), launch: global_sum_launch },
+            fixed: Variant { kernel: || global_sum(true), launch: global_sum_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: DeviceRace,
+                variable: Some("total"),
+                index: Some(0),
+                at: site("body[6].then[2]", "global_accumulate"),
+                other: site("body[6].then[2]", "global_accumulate"),
+                with: &[],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "stencil_halo_never_loaded",
+            class: "(d) uninitialised threadgroup read",
+            description: "a 3-point stencil reads the tile's halo elements, which no thread loads",
+            buggy: Variant { kernel: || halo_stencil(false), launch: halo_launch },
+            fixed: Variant { kernel: || halo_stencil(true), launch: halo_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: UninitializedRead,
+                variable: Some("tile"),
+                index: Some(0),
+                at: site("body[4]", "halo_read"),
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "partials_read_by_every_lane",
+            class: "(d) uninitialised threadgroup read",
+            description: "SIMD group 0 reads 32 partial sums where only simdgroups_per_threadgroup were written",
+            buggy: Variant { kernel: || partials_sum(false), launch: partials_launch },
+            fixed: Variant { kernel: || partials_sum(true), launch: partials_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: UninitializedRead,
+                variable: Some("partials"),
+                index: Some(8),
+                at: site("body[6].then[1]", "partials_read"),
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "shuffle_inside_branch",
+            class: "(e) inactive-lane read",
+            description: "simd_shuffle_down(x, 16) inside if (lane < 16) reads lanes 16–31, which are inactive there",
+            buggy: Variant { kernel: || fold_halves(true), launch: lane0_launch },
+            fixed: Variant { kernel: || fold_halves(false), launch: lane0_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: InactiveLaneRead,
+                variable: None,
+                index: None,
+                at: site("body[4].then[0]", "shuffle_in_branch"),
+                other: site("body[4].then[0]", "shuffle_in_branch"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "broadcast_from_inactive_lane",
+            class: "(e) inactive-lane read",
+            description: "simd_broadcast(x, 0) inside if (lane != 0): lane 0 is not active there",
+            buggy: Variant { kernel: || scale_by_lane0(true), launch: lane0_launch },
+            fixed: Variant { kernel: || scale_by_lane0(false), launch: lane0_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: InactiveLaneRead,
+                variable: None,
+                index: None,
+                at: site("body[4].then[0]", "broadcast_in_branch"),
+                other: site("body[4].then[0]", "broadcast_in_branch"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "butterfly_in_partial_simdgroup",
+            class: "(e) inactive-lane read",
+            description: "a simd_shuffle_xor butterfly over 100 threads: the last SIMD group has 4 lanes, and xor 16 reads lanes that do not exist",
+            buggy: Variant { kernel: || butterfly_sum(true), launch: butterfly_launch },
+            fixed: Variant { kernel: || butterfly_sum(false), launch: butterfly_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: InactiveLaneRead,
+                variable: None,
+                index: None,
+                at: site("body[2]", "butterfly_16"),
+                other: site("body[2]", "butterfly_16"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "barrier_inside_lid_lt_16",
+            class: "(f) divergent barrier",
+            description: "threadgroup_barrier inside if (lid < 16): the other threads never reach it",
+            buggy: Variant { kernel: || coefficient_table(true), launch: coefficient_launch },
+            fixed: Variant { kernel: || coefficient_table(false), launch: coefficient_launch },
+            validation: Validation::RejectsNonUniformBarrier { path: "body[2].then[1]" },
+            expected: || Expected {
+                kind: DivergentBarrier,
+                variable: None,
+                index: None,
+                at: site("body[2].then[1]", "barrier_in_branch"),
+                other: None,
+                with: &[],
+                may: &[ThreadgroupRace, UninitializedRead, Coverage, OrderDependence],
+            },
+        },
+        Entry {
+            name: "early_return_before_barrier",
+            class: "(f) divergent barrier after an early return",
+            description: "if (gid >= n) return; before a threadgroup_barrier: the returned threads never reach it",
+            buggy: Variant { kernel: || guarded_blur(true), launch: guarded_blur_launch },
+            fixed: Variant { kernel: || guarded_blur(false), launch: guarded_blur_launch },
+            validation: Validation::RejectsNonUniformBarrier { path: "body[4]" },
+            expected: || Expected {
+                kind: DivergentBarrier,
+                variable: None,
+                index: None,
+                at: site("body[4]", "barrier_after_return"),
+                other: site("body[2].then[0]", "early_return"),
+                with: &[],
+                may: &[Coverage],
+            },
+        },
+        Entry {
+            name: "barrier_in_per_thread_loop",
+            class: "(f) divergent barrier",
+            description: "for (i = lid; i < n; i += 256) with a barrier inside: the threads past n skip the last pass",
+            buggy: Variant { kernel: || strided_tiles(true), launch: strided_launch },
+            fixed: Variant { kernel: || strided_tiles(false), launch: strided_launch },
+            validation: Validation::RejectsNonUniformBarrier { path: "body[3].loop[1]" },
+            expected: || Expected {
+                kind: DivergentBarrier,
+                variable: None,
+                index: None,
+                at: site("body[3].loop[1]", "loop_barrier"),
+                other: None,
+                with: &[],
+                may: &[Coverage],
+            },
+        },
+        Entry {
+            name: "missing_bounds_check",
+            class: "(g) out of bounds, device buffer",
+            description: "data[tid] with no `if (tid >= count) return;`, dispatched in whole threadgroups over 1000 elements",
+            buggy: Variant { kernel: || scale_in_place(false), launch: scale_in_place_launch },
+            fixed: Variant { kernel: || scale_in_place(true), launch: scale_in_place_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: OutOfBounds,
+                variable: Some("data"),
+                index: Some(1000),
+                at: site("body[1]", "unchecked_access"),
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "tile_overrun",
+            class: "(g) out of bounds, threadgroup array",
+            description: "tile[lid + 1] read by the last thread of a 256-element tile",
+            buggy: Variant { kernel: || forward_difference(false), launch: forward_difference_launch },
+            fixed: Variant { kernel: || forward_difference(true), launch: forward_difference_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: OutOfBounds,
+                variable: Some("tile"),
+                index: Some(256),
+                at: site("body[5]", "tile_overrun"),
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "threadgroup_count_as_grid",
+            class: "(h) coverage",
+            description: "dispatch_threads given the threadgroup count (16) where the thread count (4096) was meant",
+            buggy: Variant { kernel: scale_all, launch: || scale_all_launch(4096 / TG) },
+            fixed: Variant { kernel: scale_all, launch: || scale_all_launch(4096) },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: Coverage,
+                variable: Some("data"),
+                index: Some(16),
+                at: None,
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "rows_dispatched_as_threads",
+            class: "(h) coverage",
+            description: "seed 000's row_sum (one threadgroup per row) dispatched with dispatch_threads(rows): one partial threadgroup runs",
+            buggy: Variant { kernel: seed000::row_sum, launch: || row_sum_launch(Mode::Threads) },
+            fixed: Variant { kernel: seed000::row_sum, launch: || row_sum_launch(Mode::Threadgroups) },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: Coverage,
+                variable: Some("sums"),
+                index: Some(1),
+                at: None,
+                other: None,
+                with: &[],
+                may: &[],
+            },
+        },
+    ]
+}
+
+// ------------------------------------------------------ the clean library ---
+
+fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
+    let mut args = vec![ArgSpec::f16s(&data(n as usize, 20))];
+    args.extend(extra);
+    let size = match mode {
+        Mode::Threads => n,
+        Mode::Threadgroups => n.div_ceil(tg),
+    };
+    Launch { mode, size: [size, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+}
+
+/// Every kernel of [`seed000`] and [`reduce`] with a dispatch it is meant
+/// for; each must run with no sanitizer finding at all.
+pub fn library() -> Vec<Case> {
+    vec![
+        case("scale", seed000::scale, || f16_launch(1000, Mode::Threads, 256, vec![ArgSpec::f32(0.5)])),
+        case("scale_vec4", seed000::scale_vec4, || {
+            // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
+            let half4 = Type::vector(Scalar::F16, 4);
+            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&data(4096, 21)) else { unreachable!("f16s makes a buffer") };
+            Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
+        }),
+        case("row_sum", seed000::row_sum, || row_sum_launch(Mode::Threadgroups)),
+        case("two_stage_reduction", seed000::two_stage_reduction, || {
+            let n = 1000;
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
+        }),
+        case("simd_broadcast_pattern", seed000::simd_broadcast_pattern, || {
+            let n = 256;
+            Launch::threads(
+                n,
+                256,
+                vec![
+                    ArgSpec::f32s(&data(n as usize, 23)),
+                    ArgSpec::zeros(Type::F32, n as usize),
+                    ArgSpec::zeros(Type::F32, n as usize),
+                    ArgSpec::u32(3),
+                ],
+            )
+        }),
+        case("prefix_sum", seed000::prefix_sum, || {
+            let n = 1000;
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
+        }),
+        case("shuffle_stencil", seed000::shuffle_stencil, || {
+            // A multiple of 32: in a partial SIMD group the last lane's
+            // shuffle_down would read a lane that does not exist.
+            let n = 1024;
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
+        }),
+        case("gemm_tiled", seed000::gemm_tiled, || {
+            let (m, n, k) = (96u32, 130u32, 40u32);
+            let grid = [n.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
+            let half = |len: u32, seed| ArgSpec::f16s(&data(len as usize, seed));
+            Launch {
+                mode: Mode::Threadgroups,
+                size: grid,
+                threads_per_threadgroup: [seed000::GEMM_THREADS, 1, 1],
+                args: vec![
+                    half(m * k, 26),
+                    half(k * n, 27),
+                    ArgSpec::zeros(Type::F16, (m * n) as usize),
+                    ArgSpec::u32(m),
+                    ArgSpec::u32(n),
+                    ArgSpec::u32(k),
+                ],
+            }
+        }),
+        case("safe_scale", seed000::safe_scale, || {
+            f16_launch(1000, Mode::Threadgroups, 256, vec![ArgSpec::u32(1000), ArgSpec::f32(0.5)])
+        }),
+        case("reduce_threadgroup", reduce::reduce_threadgroup, || {
+            let n = 1000;
+            Launch::threads(
+                n,
+                reduce::PASS1_THREADS,
+                vec![ArgSpec::f32s(&data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
+            )
+        }),
+        case("reduce_final", reduce::reduce_final, || {
+            let partials = 1000;
+            Launch::threads(
+                reduce::PASS2_THREADS,
+                reduce::PASS2_THREADS,
+                vec![ArgSpec::f32s(&data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
+            )
+        }),
+        case("reduce_final_seed", reduce::reduce_final_seed, || {
+            // The seed's pass 2 with a threadgroup it can have (256 threads, 8 SIMD groups).
+            Launch::threads(256, 256, vec![ArgSpec::f32s(&data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
+        }),
+    ]
+}
+
+fn case(name: &'static str, kernel: fn() -> Kernel, launch: fn() -> Launch) -> Case {
+    Case { name, variant: Variant { kernel, launch } }
+}
+
+/// IEEE half from f32, round to nearest even (for building f16 inputs).
+fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let mant = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if mant != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = mant | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rest = m & ((1 << shift) - 1);
+        let mut h = m >> shift;
+        if rest > half || (rest == half && h & 1 == 1) {
+            h += 1;
+        }
+        return sign | h as u16;
+    }
+    let mut h = ((e as u32) << 10) | (mant >> 13);
+    let rest = mant & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+        h += 1;
+    }
+    sign | h as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_marker_names_one_line() {
+        for e in entries() {
+            let x = (e.expected)();
+            for s in [x.at, x.other].into_iter().flatten() {
+                let tag = format!("// @{}", s.marker);
+                let n = SOURCE.lines().filter(|l| l.trim_end().ends_with(&tag)).count();
+                assert_eq!(n, 1, "{}: marker `{}` is on {n} lines", e.name, s.marker);
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_every_class_is_covered() {
+        let e = entries();
+        let mut names: Vec<&str> = e.iter().map(|e| e.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), e.len());
+        assert!(e.len() >= 15);
+        for class in ["(a)", "(b)", "(c)", "(d)", "(e)", "(f)", "(g)", "(h)"] {
+            assert!(e.iter().any(|e| e.class.starts_with(class)), "no entry for {class}");
+        }
+    }
+
+    #[test]
+    fn half_rounding() {
+        assert_eq!(f32_to_f16(1.0), 0x3c00);
+        assert_eq!(f32_to_f16(-2.0), 0xc000);
+        assert_eq!(f32_to_f16(0.5), 0x3800);
+        assert_eq!(f32_to_f16(65504.0), 0x7bff);
+        assert_eq!(f32_to_f16(1e9), 0x7c00);
+        assert_eq!(f32_to_f16(5.960_464_5e-8), 0x0001);
+    }
+}
