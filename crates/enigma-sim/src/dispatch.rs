@@ -134,11 +134,7 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                 let missing = sg.launched & !at_barrier;
                 (missing != 0).then(|| {
                     let lane = missing.trailing_zeros();
-                    let pc = match stops[i] {
-                        Stop::Barrier { pc, .. } => pc,
-                        Stop::Done => sg.pc.saturating_sub(1),
-                    };
-                    (Who { simdgroup: i as u32, lane, pc }, sg.exited & (1 << lane) != 0)
+                    (Who { simdgroup: i as u32, lane, pc: sg.parked_at(lane) }, sg.exited & (1 << lane) != 0)
                 })
             });
             if let Some(t) = scratch.tracker.as_mut() {

@@ -109,6 +109,8 @@ pub struct SimdGroup {
     pub launched: u32,
     pub active: u32,
     pub exited: u32,
+    /// The `return` each exited lane took.
+    pub returned_at: [u32; LANES],
     pub pc: u32,
     frames: Vec<Frame>,
 }
@@ -144,6 +146,7 @@ impl SimdGroup {
             launched: 0,
             active: 0,
             exited: 0,
+            returned_at: [0; LANES],
             pc: 0,
             frames: Vec::with_capacity(8),
         }
@@ -233,6 +236,25 @@ impl SimdGroup {
                 true
             }
         }
+    }
+
+    /// Where a lane that is not active stands: the `return` it took, else
+    /// the innermost `if` or loop it is waiting to leave (the deepest frame
+    /// it entered), else the last instruction run.
+    pub fn parked_at(&self, lane: u32) -> u32 {
+        let bit = 1u32 << lane;
+        if self.exited & bit != 0 {
+            return self.returned_at[lane as usize];
+        }
+        self.frames
+            .iter()
+            .rev()
+            .find_map(|f| match *f {
+                Frame::If { saved, skip_pc, .. } if saved & bit != 0 => Some(skip_pc),
+                Frame::Loop { saved, exit_pc, .. } if saved & bit != 0 => Some(exit_pc),
+                _ => None,
+            })
+            .unwrap_or(self.pc.saturating_sub(1))
     }
 
     fn innermost_loop(&mut self) -> &mut Frame {
@@ -437,6 +459,9 @@ impl SimdGroup {
                     }
                 }
                 Inst::Return => {
+                    for l in lanes_of(self.active) {
+                        self.returned_at[l] = pc;
+                    }
                     self.exited |= self.active;
                     self.active = 0;
                     if !self.skip() {
@@ -478,7 +503,7 @@ impl SimdGroup {
         let Some(i) = element_index(raw, index_ty, count) else {
             return match san.as_deref_mut() {
                 Some(t) => {
-                    t.out_of_bounds(mem, if index_ty.is_signed_int() { raw } else { raw }, who);
+                    t.out_of_bounds(mem, raw, who);
                     Ok(None)
                 }
                 None => Err(self.oob(env, pc, lane, mem, raw, index_ty, count, what)),

@@ -284,11 +284,16 @@ impl Lowering<'_> {
                 });
             }
             StmtKind::If { cond, then_body, else_body } => {
+                // The mask instructions after a nested block belong to the `if`
+                // itself (a lane waiting at them is reported at the `if`).
+                let site = self.current_site;
                 let c = self.expr(cond);
                 let if_pc = self.emit(Inst::If { cond: c.reg, else_pc: 0 });
                 self.block(then_body, Branch::Then, path);
+                self.current_site = site;
                 let else_pc = self.emit(Inst::Else { end_pc: 0 });
                 self.block(else_body, Branch::Else, path);
+                self.current_site = site;
                 let end_pc = self.emit(Inst::EndIf);
                 self.code[if_pc as usize] = Inst::If { cond: c.reg, else_pc };
                 self.code[else_pc as usize] = Inst::Else { end_pc };
@@ -309,7 +314,9 @@ impl Lowering<'_> {
                 self.emit(Inst::Binary { op: BinaryOp::Lt, ty: ty.scalar, dst: c, a: var_reg, b: e.reg });
                 self.emit(Inst::LoopTest { cond: c });
                 self.temp_top = saved_top;
+                let site = self.current_site;
                 self.block(body, Branch::Loop, path);
+                self.current_site = site;
                 let cont = self.emit(Inst::LoopContinue);
                 let t = self.temp(1);
                 self.emit(Inst::Binary { op: BinaryOp::Add, ty: ty.scalar, dst: t, a: var_reg, b: st.reg });
@@ -326,7 +333,9 @@ impl Lowering<'_> {
                 let c = self.expr(cond);
                 self.emit(Inst::LoopTest { cond: c.reg });
                 self.temp_top = saved_top;
+                let site = self.current_site;
                 self.block(body, Branch::Loop, path);
+                self.current_site = site;
                 let cont = self.emit(Inst::LoopContinue);
                 self.emit(Inst::LoopBack { head_pc: head });
                 let exit = self.emit(Inst::LoopEnd);
