@@ -657,7 +657,7 @@ fn coefficient_table(barrier_in_branch: bool) -> Kernel {
     let table = k.threadgroup_array("table", Type::F32, 16);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let gid = k.let_("gid", thread_position_in_grid().x());
-    k.if_(lid.lt(16u32), |k| {
+    k.if_(lid.lt(16u32), |k| { // @table_branch
         k.store(table.at(lid), coeffs.get(lid));
         if barrier_in_branch {
             k.threadgroup_barrier(MemFlags::Threadgroup); // @barrier_in_branch
@@ -729,7 +729,7 @@ fn strided_tiles(per_thread_trip: bool) -> Kernel {
     let size = k.let_("size", threads_per_threadgroup().x());
     let acc = k.var("acc", 0.0f32);
     if per_thread_trip {
-        k.for_range("i", lid, n, size, |k, i| {
+        k.for_range("i", lid, n, size, |k, i| { // @strided_loop
             k.store(tile.at(lid), input.get(i));
             k.threadgroup_barrier(MemFlags::Threadgroup); // @loop_barrier
             k.assign(acc, acc + tile.get((lid + 1u32) % size));
@@ -1101,7 +1101,7 @@ pub fn entries() -> Vec<Entry> {
                 variable: None,
                 index: None,
                 at: site("body[2].then[1]", "barrier_in_branch"),
-                other: None,
+                other: site("body[2]", "table_branch"),
                 with: &[],
                 may: &[ThreadgroupRace, UninitializedRead, Coverage, OrderDependence],
             },
@@ -1135,7 +1135,7 @@ pub fn entries() -> Vec<Entry> {
                 variable: None,
                 index: None,
                 at: site("body[3].loop[1]", "loop_barrier"),
-                other: None,
+                other: site("body[3]", "strided_loop"),
                 with: &[],
                 may: &[Coverage],
             },

@@ -1,0 +1,291 @@
+//! The sanitizer corpus (`enigma_kernels::sanitizer_corpus`): every buggy
+//! kernel is reported with the exact kind, variable and location (IR path and
+//! Rust source line); its fixed version, and every kernel of the library,
+//! runs with no finding at all — not even a warning.
+//!
+//! Kernels that validation rejects (barriers in thread-dependent control
+//! flow) are checked twice: `Runtime::pipeline` must reject them with
+//! `NonUniformBarrier` at the barrier, and the simulator, given the kernel
+//! with barrier uniformity unchecked (the `KernelInfo` of the same kernel
+//! with its barriers removed, which validates), must report the divergence
+//! at run time.
+
+#![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
+
+use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
+use enigma_ir::{validate, Kernel, Stmt, StmtKind, ValidationErrorKind, ValidationOptions};
+use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Expected, Kind, Launch, Validation};
+use enigma_runtime::{Arg, Buffer, Device, Finding, FindingKind, Mode, Options, Runtime, RuntimeError, Severity, SpecValues};
+
+fn sanitize() -> Options {
+    Options { sanitize: true, schedules: 0 }
+}
+
+fn mode(m: corpus::Mode) -> Mode {
+    match m {
+        corpus::Mode::Threads => Mode::Threads,
+        corpus::Mode::Threadgroups => Mode::Threadgroups,
+    }
+}
+
+fn kind(k: Kind) -> FindingKind {
+    match k {
+        Kind::ThreadgroupRace => FindingKind::ThreadgroupRace,
+        Kind::SimdgroupRace => FindingKind::SimdgroupRace,
+        Kind::DeviceRace => FindingKind::DeviceRace,
+        Kind::UninitializedRead => FindingKind::UninitializedRead,
+        Kind::InactiveLaneRead => FindingKind::InactiveLaneRead,
+        Kind::DivergentBarrier => FindingKind::DivergentBarrier,
+        Kind::OutOfBounds => FindingKind::OutOfBounds,
+        Kind::Coverage => FindingKind::Coverage,
+        Kind::OrderDependence => FindingKind::OrderDependence,
+    }
+}
+
+/// Runs `launch` through the runtime with the sanitizer; the findings
+/// (errors included), or the error when the dispatch fails for another reason.
+fn run_validated(rt: &Runtime, kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
+    match run_dispatch_outcome(rt, kernel, launch) {
+        Err(RuntimeError::Sanitizer { findings, .. }) => Ok(findings),
+        other => other,
+    }
+}
+
+fn strip_barriers(block: &[Stmt]) -> Vec<Stmt> {
+    block
+        .iter()
+        .filter(|s| !matches!(s.kind, StmtKind::Barrier { .. }))
+        .map(|s| {
+            let kind = match &s.kind {
+                StmtKind::If { cond, then_body, else_body } => StmtKind::If {
+                    cond: cond.clone(),
+                    then_body: strip_barriers(then_body),
+                    else_body: strip_barriers(else_body),
+                },
+                StmtKind::For { var, start, end, step, body } => StmtKind::For {
+                    var: *var,
+                    start: start.clone(),
+                    end: end.clone(),
+                    step: step.clone(),
+                    body: strip_barriers(body),
+                },
+                StmtKind::While { cond, body } => StmtKind::While { cond: cond.clone(), body: strip_barriers(body) },
+                other => other.clone(),
+            };
+            Stmt { kind, loc: s.loc.clone() }
+        })
+        .collect()
+}
+
+/// Runs a kernel that validation rejects for a non-uniform barrier on the
+/// simulator backend directly: the `KernelInfo` comes from validating the
+/// kernel with its barriers removed (barriers add nothing to it), so every
+/// other rule is still checked.
+fn run_unvalidated(kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
+    let stripped = Kernel { body: strip_barriers(&kernel.body), ..kernel.clone() };
+    let info = validate(&stripped, &ValidationOptions::default())?;
+    let backend = enigma_sim::SimBackend::new();
+    let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
+    let storages: Vec<Option<Box<dyn BufferStorage>>> = launch
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgSpec::Buffer { bytes, .. } => {
+                let s = backend.allocate(bytes.len()).expect("allocation");
+                s.write(0, bytes).expect("in range");
+                Some(s)
+            }
+            ArgSpec::Value(_) => None,
+        })
+        .collect();
+    let values: Vec<ArgValue<'_>> = launch
+        .args
+        .iter()
+        .zip(&storages)
+        .map(|(a, s)| match (a, s) {
+            (ArgSpec::Buffer { elem, .. }, Some(s)) => ArgValue::Buffer { storage: s.as_ref(), elem: Some(*elem) },
+            (ArgSpec::Value(lit), _) => ArgValue::literal(*lit),
+            (ArgSpec::Buffer { .. }, None) => unreachable!("every buffer spec was allocated"),
+        })
+        .collect();
+    let geometry = enigma_backend::check_dispatch(
+        backend.info(),
+        compiled.as_ref(),
+        &values,
+        mode(launch.mode),
+        launch.size,
+        launch.threads_per_threadgroup,
+    )?;
+    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0 })?;
+    Ok(report.findings)
+}
+
+fn show(findings: &[Finding]) -> String {
+    findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// Whether `f` is the report `x` describes.
+fn matches(f: &Finding, x: &Expected) -> bool {
+    let loc = |t: &Option<enigma_runtime::ThreadRef>| t.as_ref().map(|t| (t.location.clone(), t.source.clone()));
+    let want = |s: &Option<corpus::Site>| s.map(|s| (s.path.to_string(), s.source()));
+    let (first, second) = (loc(&f.first), loc(&f.second));
+    let located = match (want(&x.at), want(&x.other)) {
+        (None, _) => first.is_none() && second.is_none(),
+        (Some(at), None) => first == Some(at),
+        (Some(at), Some(other)) => {
+            (first == Some(at.clone()) && second == Some(other.clone())) || (first == Some(other) && second == Some(at))
+        }
+    };
+    f.kind == kind(x.kind)
+        && f.variable.as_deref() == x.variable
+        && x.index.is_none_or(|i| f.index == Some(i))
+        && located
+}
+
+fn check_entry(name: &str) {
+    let entry = Entry::find(name).unwrap_or_else(|| panic!("no corpus entry `{name}`"));
+    let x = (entry.expected)();
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let buggy = (entry.buggy.kernel)();
+    let launch = (entry.buggy.launch)();
+
+    // Every expected site carries a marker the builder recorded.
+    for s in [x.at, x.other].into_iter().flatten() {
+        assert!(s.source().is_some(), "{name}: marker `{}` is on no line", s.marker);
+    }
+
+    let findings = match entry.validation {
+        Validation::Passes => {
+            validate(&buggy, &ValidationOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let findings = run_validated(&rt, &buggy, &launch).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // Errors fail the dispatch; a coverage warning alone does not.
+            let outcome = run_dispatch_outcome(&rt, &buggy, &launch);
+            if x.kind == Kind::Coverage && x.with.is_empty() {
+                assert!(outcome.is_ok(), "{name}: a coverage warning must not fail the dispatch");
+            } else {
+                assert!(matches!(outcome, Err(RuntimeError::Sanitizer { .. })), "{name}: the dispatch must fail");
+            }
+            findings
+        }
+        Validation::RejectsNonUniformBarrier { path } => {
+            let err = rt.pipeline(&buggy).expect_err("validation must reject the barrier");
+            let RuntimeError::Validation(e) = &err else { panic!("{name}: {err}") };
+            assert!(
+                matches!(e.kind, ValidationErrorKind::NonUniformBarrier { barrier: "threadgroup_barrier", .. }),
+                "{name}: {e}"
+            );
+            assert_eq!(e.location.path.as_ref().map(|p| p.to_string()).as_deref(), Some(path), "{name}: {e}");
+            let at = x.at.expect("a divergent barrier names the barrier");
+            assert_eq!(at.path, path, "{name}: the expected report names the barrier validation names");
+            assert_eq!(e.location.source.as_ref().map(|s| s.to_string()), at.source(), "{name}: {e}");
+            run_unvalidated(&buggy, &launch).unwrap_or_else(|e| panic!("{name}: {e}"))
+        }
+    };
+
+    assert!(findings.iter().any(|f| matches(f, &x)), "{name}: expected {x:?}; the sanitizer reported:\n{}", show(&findings));
+    for f in &findings {
+        let k = f.kind;
+        let allowed = k == kind(x.kind) || x.with.iter().chain(x.may).any(|w| kind(*w) == k);
+        assert!(allowed, "{name}: unexpected {k:?}:\n{}", show(&findings));
+        assert_eq!(f.severity == Severity::Warning, k == FindingKind::Coverage, "{name}: {f}");
+        assert_eq!(f.kernel, buggy.name);
+        assert!(!f.hint.is_empty() && !f.message.is_empty(), "{name}: {f}");
+        let text = f.to_string();
+        assert!(text.contains(&format!("kernel `{}`", buggy.name)) && text.contains("hint: "), "{name}: {text}");
+    }
+    for w in x.with {
+        assert!(findings.iter().any(|f| f.kind == kind(*w)), "{name}: {w:?} must be reported too:\n{}", show(&findings));
+    }
+
+    // The fixed version validates and runs clean: no finding, not even a warning.
+    let fixed = (entry.fixed.kernel)();
+    let launch = (entry.fixed.launch)();
+    let report = run_dispatch_outcome(&rt, &fixed, &launch).unwrap_or_else(|e| panic!("{name} (fixed): {e}"));
+    assert!(report.is_empty(), "{name} (fixed):\n{}", show(&report));
+}
+
+/// The plain outcome of a sanitized dispatch through the runtime.
+fn run_dispatch_outcome(rt: &Runtime, kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
+    let pipeline = rt.pipeline(kernel)?;
+    let buffers: Vec<Option<Buffer>> = launch
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgSpec::Buffer { elem, bytes } => Some(rt.buffer_from_bytes(*elem, bytes).expect("allocation")),
+            ArgSpec::Value(_) => None,
+        })
+        .collect();
+    let args: Vec<Arg<'_>> = launch
+        .args
+        .iter()
+        .zip(&buffers)
+        .map(|(a, b)| match (a, b) {
+            (ArgSpec::Value(lit), _) => Arg::Value(*lit),
+            (_, Some(b)) => Arg::from(b),
+            (ArgSpec::Buffer { .. }, None) => unreachable!("every buffer spec was allocated"),
+        })
+        .collect();
+    rt.dispatch(&pipeline, &args, mode(launch.mode), launch.size, launch.threads_per_threadgroup, &sanitize()).map(|r| r.findings)
+}
+
+macro_rules! corpus_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check_entry(stringify!($name));
+            }
+        )*
+
+        #[test]
+        fn every_corpus_entry_has_a_test() {
+            let tested = [$(stringify!($name)),*];
+            let names: Vec<&str> = corpus::entries().iter().map(|e| e.name).collect();
+            assert_eq!(names, tested);
+        }
+    };
+}
+
+corpus_tests! {
+    tree_reduction_missing_barrier,
+    neighbour_read_before_barrier,
+    double_buffer_swap_without_barrier,
+    simd_totals_one_slot,
+    histogram_without_atomics,
+    lane0_write_without_simdgroup_barrier,
+    simd_shift_in_place,
+    output_indexed_by_thread_in_threadgroup,
+    in_place_neighbour_update,
+    global_sum_without_atomics,
+    stencil_halo_never_loaded,
+    partials_read_by_every_lane,
+    shuffle_inside_branch,
+    broadcast_from_inactive_lane,
+    butterfly_in_partial_simdgroup,
+    barrier_inside_lid_lt_16,
+    early_return_before_barrier,
+    barrier_in_per_thread_loop,
+    missing_bounds_check,
+    tile_overrun,
+    threadgroup_count_as_grid,
+    rows_dispatched_as_threads,
+}
+
+#[test]
+fn every_library_kernel_runs_clean() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let cases = corpus::library();
+    let mut names: Vec<String> = cases.iter().map(|c| (c.variant.kernel)().name).collect();
+    for case in &cases {
+        let kernel = (case.variant.kernel)();
+        let findings = run_dispatch_outcome(&rt, &kernel, &(case.variant.launch)()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert!(findings.is_empty(), "{}:\n{}", case.name, show(&findings));
+    }
+    // Every kernel of seed000::all() and the reduce passes is among them.
+    names.sort();
+    let mut library: Vec<String> = enigma_kernels::seed000::all().into_iter().map(|k| k.name).collect();
+    library.extend(["reduce_threadgroup", "reduce_final"].map(String::from));
+    for name in library {
+        assert!(names.contains(&name), "library kernel `{name}` has no clean case");
+    }
+}
