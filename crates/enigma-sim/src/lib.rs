@@ -186,6 +186,7 @@ impl SimBackend {
         let sizes: Vec<Option<usize>> = buffers.iter().map(|b| b.map(|(_, len)| len)).collect();
         let mut findings: Vec<Finding> = vec![];
         let mut first_results = None;
+        let compared = order_compared(kernel, &sim.info);
         for schedule in 0..schedules {
             if schedule > 0 {
                 restore(&inputs);
@@ -218,7 +219,7 @@ impl SimBackend {
             match &first_results {
                 None => first_results = Some(results),
                 Some(first) => {
-                    if let Some(f) = order_finding(kernel, first, &results, schedule) {
+                    if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
                         if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
                             findings.push(f);
                         }
@@ -255,9 +256,28 @@ fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u
     }
 }
 
-fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Vec<u32>>], schedule: u32) -> Option<Finding> {
+/// Which buffers the schedules' results are compared on. Atomics are not
+/// races, and what they leave may rightly depend on the order threads run
+/// (an f32 atomic add rounds differently; a slot taken with
+/// `atomic_fetch_add` lands data elsewhere), an order no schedule fixes:
+/// threadgroups run in parallel. So buffers updated atomically are not
+/// compared, and no buffer is when the kernel uses an atomic's result.
+fn order_compared(kernel: &Kernel, info: &KernelInfo) -> Vec<bool> {
+    let mut uses_atomic_result = false;
+    kernel.walk_stmts(|_, stmt| {
+        uses_atomic_result |= matches!(
+            stmt.kind,
+            enigma_ir::StmtKind::Atomic { result: Some(_), .. } | enigma_ir::StmtKind::AtomicCompareExchange { result: Some(_), .. }
+        );
+    });
+    (0..kernel.params.len())
+        .map(|p| !uses_atomic_result && !info.atomic_memories.contains(&enigma_ir::Memory::Buffer(enigma_ir::ParamId(p as u32))))
+        .collect()
+}
+
+fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Vec<u32>>], schedule: u32, compared: &[bool]) -> Option<Finding> {
     for (param, (a, b)) in first.iter().zip(other).enumerate() {
-        let (Some(a), Some(b)) = (a, b) else { continue };
+        let (Some(a), Some(b), true) = (a, b, compared[param]) else { continue };
         if let Some(word) = a.iter().zip(b).position(|(x, y)| x != y) {
             let name = kernel.params[param].name.clone();
             return Some(Finding {
