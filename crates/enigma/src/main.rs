@@ -4,7 +4,9 @@
 //! Exit status: what the subcommand returns, or 2 when it fails with an error.
 
 mod cli {
+    pub mod check;
     pub mod common;
+    pub mod examples;
     pub mod geometry;
     pub mod info;
     pub mod occupancy;
@@ -26,6 +28,8 @@ struct Cli {
 enum Command {
     /// Run an example on a device and check it against a CPU reference.
     Run(cli::run::Args),
+    /// Validate and sanitize an example, a library kernel or a corpus kernel (corpus/<name>); non-zero exit on findings.
+    Check(cli::check::Args),
     /// Devices: the built-in catalogue (--catalog) and the devices this machine runs on.
     Info(cli::info::Args),
     /// Dispatch geometry: threadgroups, SIMD groups, idle lanes, waste, warnings.
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cli::run::run(args),
+        Command::Check(args) => cli::check::run(args),
         Command::Info(args) => cli::info::run(args),
         Command::Geometry(args) => cli::geometry::run(args),
         Command::Occupancy(args) => cli::occupancy::run(args),

@@ -1,0 +1,267 @@
+//! `enigma check <target>`: validates the target's kernels and runs its
+//! dispatches on the simulator with the sanitizer, then prints every finding
+//! (or, with `--json`, a JSON array of them). Exits 1 when there is any
+//! finding — a validation error, a sanitizer error or a warning — and 0 when
+//! the target is clean.
+//!
+//! Targets: the examples of `enigma run` (with the same setup), every kernel
+//! of the library by its function name (`gemm_tiled`, `reduce_final`, …),
+//! and the buggy kernels of the sanitizer corpus as `corpus/<name>` (with
+//! `--fixed`, their fixed versions). Corpus kernels that validation rejects
+//! (barriers in thread-dependent control flow) are reported as such and then
+//! run with barrier uniformity unchecked, to show what happens at run time.
+
+use super::examples::{self, Session, EXAMPLES};
+use anyhow::Context;
+use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
+use enigma_ir::{validate, Kernel, Stmt, StmtKind, ValidationError, ValidationOptions};
+use enigma_kernels::sanitizer_corpus::{self, ArgSpec, Entry, Launch, Validation};
+use enigma_runtime::{Device, Finding, Options, Runtime, SpecValues};
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to check: an example (reduce, scale, row_sum, prefix_sum, stencil,
+    /// gemm), a library kernel (e.g. gemm_tiled, reduce_final), a corpus kernel
+    /// (corpus/<name>), or all (every example and library kernel).
+    #[arg(required_unless_present = "list")]
+    pub target: Option<String>,
+    /// For corpus/<name>: check the fixed version instead of the buggy one.
+    #[arg(long)]
+    pub fixed: bool,
+    /// Number of elements for the examples (the sanitizer is slower than a
+    /// plain simulation: about 3x per SIMD-group schedule).
+    #[arg(long, default_value_t = 1 << 16)]
+    pub n: u32,
+    /// SIMD-group schedules to run (0: the default, 3).
+    #[arg(long, default_value_t = 0)]
+    pub schedules: u32,
+    /// Print the findings as one JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// List the targets and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// What checking one target found.
+#[derive(Debug)]
+struct Report {
+    target: String,
+    /// What the target is, for the text output.
+    about: String,
+    kernels: Vec<String>,
+    validation: Vec<ValidationError>,
+    findings: Vec<Finding>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list {
+        print_targets();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let target = args.target.clone().unwrap_or_default();
+    let rt = Runtime::new(Device::Sim)?;
+    let options = Options { sanitize: true, schedules: args.schedules };
+    let targets: Vec<String> = if target == "all" {
+        EXAMPLES.iter().map(|e| e.to_string()).chain(sanitizer_corpus::library().iter().map(|c| c.name.to_string())).collect()
+    } else {
+        vec![target]
+    };
+    let mut reports = vec![];
+    for t in &targets {
+        reports.push(check_target(&rt, t, &args, &options).with_context(|| format!("checking `{t}`"))?);
+    }
+    let clean = reports.iter().all(|r| r.validation.is_empty() && r.findings.is_empty());
+    if args.json {
+        let mut all = vec![];
+        for r in &reports {
+            all.extend(r.validation.iter().map(validation_json));
+            for f in &r.findings {
+                all.push(serde_json::to_value(f)?);
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        for r in &reports {
+            print_report(r);
+        }
+    }
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn check_target(rt: &Runtime, target: &str, args: &Args, options: &Options) -> anyhow::Result<Report> {
+    let mut session = Session::new(rt, options.clone());
+    if let Some(name) = target.strip_prefix("corpus/") {
+        return check_corpus(&mut session, target, name, args.fixed);
+    }
+    anyhow::ensure!(!args.fixed, "--fixed applies to corpus/<name> targets only");
+    if let Some(example) = EXAMPLES.iter().find(|e| **e == target) {
+        let kernels = examples::example_kernels(example);
+        let validation = validate_all(&kernels);
+        if validation.is_empty() {
+            let outcome = examples::run_example(&mut session, example, args.n)?;
+            // Under the sanitizer the result is still judged: a wrong sum is worth saying.
+            anyhow::ensure!(outcome.ok || !session.findings.is_empty(), "`{example}` ran clean but disagrees with its reference");
+        }
+        return Ok(Report {
+            target: target.into(),
+            about: format!("example, n = {}", args.n),
+            kernels: kernels.iter().map(|k| k.name.clone()).collect(),
+            validation,
+            findings: session.findings,
+        });
+    }
+    if let Some(case) = examples::library_case(target) {
+        let kernel = (case.variant.kernel)();
+        let launch = (case.variant.launch)();
+        let validation = validate_all(std::slice::from_ref(&kernel));
+        if validation.is_empty() {
+            session.launch(&kernel, &launch)?;
+        }
+        return Ok(Report {
+            target: target.into(),
+            about: format!("library kernel, {}", describe(&launch)),
+            kernels: vec![kernel.name],
+            validation,
+            findings: session.findings,
+        });
+    }
+    anyhow::bail!("unknown target `{target}`; `enigma check --list` lists them")
+}
+
+fn check_corpus(session: &mut Session<'_>, target: &str, name: &str, fixed: bool) -> anyhow::Result<Report> {
+    let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
+    let variant = if fixed { entry.fixed } else { entry.buggy };
+    let kernel = (variant.kernel)();
+    let launch = (variant.launch)();
+    let validation = validate_all(std::slice::from_ref(&kernel));
+    let non_uniform_barrier_only = !fixed && matches!(entry.validation, Validation::RejectsNonUniformBarrier { .. });
+    if validation.is_empty() {
+        session.launch(&kernel, &launch)?;
+    } else if non_uniform_barrier_only {
+        session.findings.extend(run_unvalidated(&kernel, &launch, &session.options)?);
+    }
+    let version = if fixed { "fixed" } else { "buggy" };
+    let mut about = format!("corpus, {version}: {} — {}; {}", entry.class, entry.description, describe(&launch));
+    if non_uniform_barrier_only {
+        about.push_str("; validation rejects it, so it ran with barrier uniformity unchecked");
+    }
+    Ok(Report { target: target.into(), about, kernels: vec![kernel.name], validation, findings: std::mem::take(&mut session.findings) })
+}
+
+fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {
+    kernels.iter().filter_map(|k| validate(k, &ValidationOptions::default()).err()).collect()
+}
+
+fn describe(launch: &Launch) -> String {
+    let dims = |d: [u32; 3]| d.iter().map(u32::to_string).collect::<Vec<_>>().join("×");
+    let call = match launch.mode {
+        sanitizer_corpus::Mode::Threads => "dispatch_threads",
+        sanitizer_corpus::Mode::Threadgroups => "dispatch_threadgroups",
+    };
+    format!("{call}({}, {})", dims(launch.size), dims(launch.threads_per_threadgroup))
+}
+
+fn strip_barriers(block: &[Stmt]) -> Vec<Stmt> {
+    block
+        .iter()
+        .filter(|s| !matches!(s.kind, StmtKind::Barrier { .. }))
+        .map(|s| {
+            let kind = match &s.kind {
+                StmtKind::If { cond, then_body, else_body } => {
+                    StmtKind::If { cond: cond.clone(), then_body: strip_barriers(then_body), else_body: strip_barriers(else_body) }
+                }
+                StmtKind::For { var, start, end, step, body } => StmtKind::For {
+                    var: *var,
+                    start: start.clone(),
+                    end: end.clone(),
+                    step: step.clone(),
+                    body: strip_barriers(body),
+                },
+                StmtKind::While { cond, body } => StmtKind::While { cond: cond.clone(), body: strip_barriers(body) },
+                other => other.clone(),
+            };
+            Stmt { kind, loc: s.loc.clone() }
+        })
+        .collect()
+}
+
+/// Runs a kernel that validation rejects only for a non-uniform barrier on
+/// the simulator directly. Its `KernelInfo` comes from validating it with its
+/// barriers removed (barriers add nothing to it), so every other rule holds.
+fn run_unvalidated(kernel: &Kernel, launch: &Launch, options: &Options) -> anyhow::Result<Vec<Finding>> {
+    let stripped = Kernel { body: strip_barriers(&kernel.body), ..kernel.clone() };
+    let info = validate(&stripped, &ValidationOptions::default()).context("the kernel fails validation for more than its barriers")?;
+    let backend = enigma_sim::SimBackend::new();
+    let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
+    let storages: Vec<Option<Box<dyn BufferStorage>>> = launch
+        .args
+        .iter()
+        .map(|a| match a {
+            ArgSpec::Buffer { bytes, .. } => {
+                let s = backend.allocate(bytes.len())?;
+                s.write(0, bytes)?;
+                Ok(Some(s))
+            }
+            ArgSpec::Value(_) => Ok(None),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let values: Vec<ArgValue<'_>> = launch
+        .args
+        .iter()
+        .zip(&storages)
+        .map(|(a, s)| match (a, s) {
+            (ArgSpec::Buffer { elem, .. }, Some(s)) => ArgValue::Buffer { storage: s.as_ref(), elem: Some(*elem) },
+            (ArgSpec::Value(lit), _) => ArgValue::literal(*lit),
+            (ArgSpec::Buffer { .. }, None) => unreachable!("a storage was made for every buffer argument"),
+        })
+        .collect();
+    let mode = examples::launch_mode(launch);
+    let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &values, mode, launch.size, launch.threads_per_threadgroup)?;
+    let options = DispatchOptions { sanitize: true, schedules: options.schedules };
+    Ok(backend.dispatch(compiled.as_ref(), &values, &geometry, &options)?.findings)
+}
+
+/// A validation error as a JSON object shaped like a finding.
+fn validation_json(e: &ValidationError) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "validation_error",
+        "severity": "error",
+        "kernel": e.kernel,
+        "message": e.kind.to_string(),
+        "location": e.location.path.as_ref().map(|p| p.to_string()),
+        "source": e.location.source.as_ref().map(|s| s.to_string()),
+    })
+}
+
+fn print_report(r: &Report) {
+    let problems = r.validation.len() + r.findings.len();
+    let verdict = if problems == 0 { "clean".to_string() } else { format!("{problems} finding(s)") };
+    println!("check {} ({}): {} — {verdict}", r.target, r.about, r.kernels.join(", "));
+    for e in &r.validation {
+        println!("error: validation: {e}");
+    }
+    for f in &r.findings {
+        println!("{f}");
+    }
+    if problems > 0 {
+        println!();
+    }
+}
+
+fn print_targets() {
+    println!("examples (as `enigma run` sets them up; --n elements):");
+    for e in EXAMPLES {
+        let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
+        println!("  {e:<40} {}", kernels.join(", "));
+    }
+    println!("library kernels:");
+    for c in sanitizer_corpus::library() {
+        println!("  {:<40} {}", c.name, describe(&(c.variant.launch)()));
+    }
+    println!("sanitizer corpus (buggy; add --fixed for the fix):");
+    for e in sanitizer_corpus::entries() {
+        println!("  {:<40} {}", format!("corpus/{}", e.name), e.class);
+    }
+}
