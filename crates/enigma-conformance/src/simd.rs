@@ -96,9 +96,6 @@ fn kernel(s: &Scenario) -> Result<enigma_ir::Kernel, String> {
     let n = k.value("n", Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     let lane = k.let_("lane", thread_index_in_simdgroup());
-    if s.early_return.is_some() {
-        k.if_(tid.ge(n), |k| k.return_());
-    }
     let flag = k.let_("flag", flags.get(tid));
     let sg = k.let_(
         "sg",
@@ -106,11 +103,16 @@ fn kernel(s: &Scenario) -> Result<enigma_ir::Kernel, String> {
     );
     let base = k.let_("base", tid * SLOTS as u32);
     let (up, down, xor) = (s.up, s.down, s.xor);
+    // Loaded before the branches (and the early return), so lanes that do not
+    // take part hold real values: a function that wrongly includes them shows.
+    let f = k.let_("f", xf.get(tid));
+    let p = k.let_("p", xp.get(tid));
+    let u = k.let_("u", xu.get(tid));
+    let i = k.let_("i", xi.get(tid));
+    if s.early_return.is_some() {
+        k.if_(tid.ge(n), |k| k.return_());
+    }
     let ops = move |k: &mut KernelBuilder| {
-        let f = k.let_("f", xf.get(tid));
-        let p = k.let_("p", xp.get(tid));
-        let u = k.let_("u", xu.get(tid));
-        let i = k.let_("i", xi.get(tid));
         let put = |k: &mut KernelBuilder, slot: u32, v: Ex| {
             let v = if v.ty() == Type::BOOL {
                 v.cast(Type::U32)
@@ -150,10 +152,11 @@ fn kernel(s: &Scenario) -> Result<enigma_ir::Kernel, String> {
         put(k, 19, simd_prefix_exclusive_sum(f));
         put(k, 20, simd_prefix_inclusive_sum(u));
         put(k, 21, simd_prefix_exclusive_sum(i));
-        let positive = k.let_("positive", f.gt(0.0));
-        put(k, 22, simd_all(positive));
-        put(k, 23, simd_any(positive));
-        let ballot = k.let_("ballot", simd_ballot(positive));
+        // Predicates inline (not through a local), so the lanes that do not
+        // take part hold real values in the operand too.
+        put(k, 22, simd_all(f.gt(0.0)));
+        put(k, 23, simd_any(f.gt(0.0)));
+        let ballot = k.let_("ballot", simd_ballot(f.gt(0.0)));
         put(k, 24, ballot.cast(Type::U32));
         put(k, 25, (ballot >> 32u64).cast(Type::U32));
         put(k, 26, simd_is_first());
