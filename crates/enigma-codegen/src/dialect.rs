@@ -23,6 +23,8 @@ pub(crate) struct KernelCx<'a> {
     pub names: &'a Names,
     /// Builtins the body reads.
     pub builtins: &'a BTreeSet<BuiltinOrd>,
+    /// Vector builtins the body reads whole, not only by component.
+    pub whole_builtins: &'a BTreeSet<BuiltinOrd>,
     /// Every type that appears in the kernel (parameters, arrays, locals, expressions).
     pub types: &'a BTreeSet<TypeOrd>,
 }
@@ -118,8 +120,13 @@ pub(crate) trait Dialect {
 
     // ---- expressions -------------------------------------------------------
 
-    /// A value conversion `T(x)`.
-    fn cast(&mut self, to: Type, _from: Type, arg: Code) -> Code {
+    /// A value conversion `T(x)`; a scalar of another type is converted
+    /// before it is splatted (`float4(float(i))`).
+    fn cast(&mut self, to: Type, from: Type, arg: Code) -> Code {
+        if to.width > 1 && from.width == 1 && from.scalar != to.scalar {
+            let scalar = self.cast(Type::scalar(to.scalar), from, arg);
+            return Code::postfix(format!("{}({})", self.type_name(to), scalar.text));
+        }
         Code::postfix(format!("{}({})", self.type_name(to), arg.text))
     }
 
@@ -202,7 +209,7 @@ pub(crate) fn literal_default<D: Dialect + ?Sized>(d: &D, lit: &Literal) -> Code
                 Scalar::F32 => format!("{text}f"),
                 _ => d.half_literal(s, &text),
             };
-            let prec = if code.starts_with('-') { Prec::Unary } else { Prec::Primary };
+            let prec = if code.starts_with('-') || code.starts_with('(') { Prec::Unary } else { Prec::Primary };
             Code::new(code, prec)
         }
         (s, v) => {

@@ -54,8 +54,8 @@ pub enum CodegenErrorKind {
     /// CUDA allows at most 48 KiB of static `__shared__` memory per block.
     #[error("the threadgroup arrays need {bytes} bytes of static shared memory; CUDA allows at most {limit} bytes")]
     SharedMemoryLimit { bytes: u64, limit: u64 },
-    #[error("the options specialise `{name}`, but the kernel has no specialisation constant of that name")]
-    UnknownSpecialization { name: String },
+    #[error("the options give {found} specialisation value(s), but the kernel has {expected} specialisation constant(s)")]
+    SpecializationCount { expected: usize, found: usize },
     #[error("specialisation constant `{name}` is {expected}, but the options give {found}")]
     SpecializationType { name: String, expected: Scalar, found: Scalar },
     #[error("the value given for specialisation constant `{name}` does not fit in {ty}")]

@@ -3,8 +3,9 @@
 //!
 //! Names that validation accepts are kept as they are unless they collide
 //! with a word of [`COMMON_RESERVED`] or the dialect's own list, or start with
-//! `enigma_` (the prefix of every name the generators invent); those get a
-//! `_` suffix (then `_2`, `_3`, … until unique). Kernel names rarely need
+//! `enigma` (the prefix of every name the generators invent) or `__`; those
+//! get a `_` suffix (then `_2`, `_3`, … until unique), and the reserved
+//! prefixes a `v_` in front. Kernel names rarely need
 //! it; when they do, the entry point differs from the IR name, which is why
 //! both modules say what the entry point is.
 
@@ -85,7 +86,16 @@ impl Names {
 
     /// A new unique identifier based on `base`.
     pub fn fresh(&mut self, base: &str) -> String {
-        let base = if base.is_empty() { "v" } else { base };
+        // A prefix that is the generators' own (or the compiler's) cannot be
+        // fixed by a suffix, so such names get a `v_` in front instead.
+        let base = if base.is_empty() {
+            "v".to_string()
+        } else if base.starts_with("enigma") || base.starts_with("__") {
+            format!("v_{base}")
+        } else {
+            base.to_string()
+        };
+        let base = base.as_str();
         let mut name = base.to_string();
         if !self.is_free(&name) {
             name = format!("{base}_");

@@ -10,7 +10,7 @@
 //! statement. Validation guarantees definite assignment, so a local declared
 //! inside a loop body never needs a value from an earlier iteration.
 
-use enigma_ir::{Block, Branch, Expr, Intrinsic, Kernel, Stmt, StmtKind, StmtPath, VarId};
+use enigma_ir::{Block, Branch, Expr, Kernel, Stmt, StmtKind, StmtPath, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 #[derive(Debug, Default)]
@@ -216,66 +216,6 @@ pub(crate) fn calls_simd(e: &Expr) -> bool {
         Expr::Binary { lhs, rhs, .. } => calls_simd(lhs) || calls_simd(rhs),
         Expr::Call { func, args } => func.is_simd() || args.iter().any(calls_simd),
         Expr::Vector { components, .. } => components.iter().any(calls_simd),
-    }
-}
-
-/// Every intrinsic a kernel calls.
-pub(crate) fn intrinsics_used(kernel: &Kernel) -> HashSet<Intrinsic> {
-    fn expr(e: &Expr, out: &mut HashSet<Intrinsic>) {
-        match e {
-            Expr::Call { func, args } => {
-                out.insert(*func);
-                args.iter().for_each(|a| expr(a, out));
-            }
-            Expr::Load { index, .. } => expr(index, out),
-            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-                expr(arg, out)
-            }
-            Expr::Binary { lhs, rhs, .. } => {
-                expr(lhs, out);
-                expr(rhs, out);
-            }
-            Expr::Vector { components, .. } => components.iter().for_each(|c| expr(c, out)),
-            _ => {}
-        }
-    }
-    let mut out = HashSet::new();
-    kernel.walk_stmts(|_, stmt| {
-        for e in stmt_exprs(stmt) {
-            expr(e, &mut out);
-        }
-    });
-    out
-}
-
-/// The expressions a statement evaluates itself (not those of nested blocks).
-pub(crate) fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
-    match &stmt.kind {
-        StmtKind::Assign { value, .. } => vec![value],
-        StmtKind::Store { index, value, .. } | StmtKind::Atomic { index, value, .. } => vec![index, value],
-        StmtKind::AtomicCompareExchange { index, expected, desired, .. } => vec![index, expected, desired],
-        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => vec![cond],
-        StmtKind::For { start, end, step, .. } => vec![start, end, step],
-        StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
-    }
-}
-
-/// Builtins an expression tree reads.
-pub(crate) fn visit_exprs(e: &Expr, f: &mut impl FnMut(&Expr)) {
-    f(e);
-    match e {
-        Expr::Load { index, .. } => visit_exprs(index, f),
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-            visit_exprs(arg, f)
-        }
-        Expr::Binary { lhs, rhs, .. } => {
-            visit_exprs(lhs, f);
-            visit_exprs(rhs, f);
-        }
-        Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => {
-            items.iter().for_each(|a| visit_exprs(a, f));
-        }
-        _ => {}
     }
 }
 

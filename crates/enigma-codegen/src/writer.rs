@@ -24,8 +24,6 @@ use std::fmt::Write as _;
 /// C++ operator precedence, loosest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Prec {
-    Assign,
-    Ternary,
     LogicalOr,
     LogicalAnd,
     BitOr,
@@ -116,6 +114,8 @@ pub(crate) struct Writer<'k, D: Dialect> {
     out: String,
     indent: usize,
     builtins: BTreeSet<BuiltinOrd>,
+    /// Vector builtins read whole (not only component by component).
+    whole_builtins: BTreeSet<BuiltinOrd>,
     types: BTreeSet<TypeOrd>,
 }
 
@@ -151,6 +151,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             out: String::new(),
             indent: 1,
             builtins: BTreeSet::new(),
+            whole_builtins: BTreeSet::new(),
             types,
         }
     }
@@ -183,6 +184,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             info: self.info,
             names: &self.names,
             builtins: &self.builtins,
+            whole_builtins: &self.whole_builtins,
             types: &self.types,
         };
         let head = self.dialect.head(&cx).map_err(|kind| CodegenError {
@@ -464,6 +466,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             Expr::Builtin(b) => {
                 self.builtins.insert(BuiltinOrd::of(*b));
+                if b.is_vector() {
+                    self.whole_builtins.insert(BuiltinOrd::of(*b));
+                }
                 Val { code: self.dialect.builtin(*b), ty: b.ty() }
             }
             Expr::Load { mem, index } => {
@@ -499,7 +504,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Val { code: self.dialect.vector(*ty, codes), ty: *ty }
             }
             Expr::Extract { arg, index } => {
-                let a = self.expr(arg)?;
+                let a = match &**arg {
+                    // A component of a builtin: the builtin is not needed as a vector value.
+                    Expr::Builtin(b) => {
+                        self.builtins.insert(BuiltinOrd::of(*b));
+                        Val { code: self.dialect.builtin(*b), ty: b.ty() }
+                    }
+                    _ => self.expr(arg)?,
+                };
                 let field = ["x", "y", "z", "w"].get(*index as usize).ok_or_else(|| self.malformed("vector component out of range"))?;
                 Val { code: Code::postfix(format!("{}.{field}", a.code.at_least(Prec::Postfix))), ty: Type::scalar(a.ty.scalar) }
             }

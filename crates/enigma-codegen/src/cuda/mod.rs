@@ -1,1 +1,553 @@
-//! CUDA C++ (placeholder).
+//! CUDA C++ from the IR, for NVRTC, with Metal's semantics (the simulator
+//! is the reference).
+//!
+//! # How the IR maps to CUDA
+//! * **Kernel**: `extern "C" __global__ void name(...)`; the entry point is
+//!   the kernel's name (with a `_` suffix in the rare case that it is a
+//!   CUDA keyword or library name; [`CudaSource::entry_point`] says).
+//!   Parameters keep the IR's order: a buffer is a pointer (`const T*` when
+//!   read-only), a by-value constant is passed by value. Three parameters
+//!   follow: `uint enigma_grid_x, enigma_grid_y, enigma_grid_z` — see
+//!   *Launching* below.
+//! * **Threadgroup = block, SIMD group = warp (32).** One block runs per
+//!   threadgroup, with `blockDim` = the threadgroup size.
+//!   `threadgroup_position_in_grid` is `blockIdx`, `threadgroups_per_grid`
+//!   is `gridDim`, `thread_index_in_threadgroup` is the linear thread index
+//!   `x + y·bdx + z·bdx·bdy`, `thread_index_in_simdgroup` is that `% 32`
+//!   and `simdgroup_index_in_threadgroup` that `/ 32` — warps are formed
+//!   from the same linear order, so they are exactly the SIMD groups.
+//! * **Edge threadgroups of `dispatch_threads`.** Metal makes the
+//!   threadgroups at the grid's far edges *partial*: their
+//!   `threads_per_threadgroup` is the part of the threadgroup inside the grid,
+//!   and positions and linear indices are computed with that partial size.
+//!   CUDA has no partial blocks, so the block is launched full and the first
+//!   `threads = w·h·d` threads in linear order play the partial threadgroup's
+//!   threads: thread `i` takes the position `(i % w, i / w % h, i / (w·h))`.
+//!   The remaining threads are all at the end of the linear order (whole
+//!   warps, plus the tail of at most one warp) and return before the body.
+//!   Barriers must not wait for them: `threadgroup_barrier` is PTX
+//!   `barrier.sync 0, n` with `n` = the number of threads in warps that hold
+//!   a live thread. PTX counts barrier arrivals per warp and has a warp wait
+//!   only for its non-exited threads, so the returned tail of the last warp
+//!   and the returned whole warps are never waited for. (The alternative —
+//!   keeping out-of-grid threads alive with their effects masked so that
+//!   they reach every `__syncthreads()` — would have them evaluate loop
+//!   bounds and conditions from loads they must not make, and join SIMD
+//!   functions they must not join; it is harder to get right and slower.)
+//!   Validation guarantees that no thread that returned early is needed at
+//!   a later barrier (a barrier after a non-uniform `return` is rejected),
+//!   so the kernel's own `return` is a plain `return`.
+//! * **SIMD-group functions over the active lanes.** Metal's functions act
+//!   on the lanes active at the call (`simd_sum` inside `if (lane < 8)` sums
+//!   8 lanes). The helpers take the active set from `__activemask()` —
+//!   the lanes executing the call together, which for the IR's structured
+//!   control flow (if/else, loops, no gotos) are the lanes that reached it,
+//!   as nvcc/NVRTC reconverge at the end of every structured branch (the
+//!   same assumption as cooperative groups' `coalesced_threads()`).
+//!   Reductions over a full warp use a 5-step `__shfl_xor_sync` butterfly;
+//!   over a partial warp, a tree over the *ranks* of the active lanes (a
+//!   butterfly whose partner may be inactive would drop values), then a
+//!   broadcast from the first active lane. Prefix sums are Hillis–Steele
+//!   scans over ranks; `simd_broadcast_first` reads lane `__ffs(mask) - 1`;
+//!   `simd_ballot` is `__ballot_sync` widened to 64 bits; `simd_is_first`
+//!   compares with the first active lane; shuffles compute their source lane
+//!   as the simulator does (own value at the edges) and read it with
+//!   `__shfl_sync` over the active mask, 32 bits at a time for any type.
+//!   `simdgroup_barrier` is `__syncwarp(__activemask())`.
+//! * **Memory**: threadgroup arrays are static `__shared__` arrays
+//!   ([`CudaSource::static_shared_bytes`]; at most 48 KiB). Atomics are
+//!   `atomicAdd/atomicSub/atomicMin/atomicMax/atomicAnd/atomicOr/atomicXor/
+//!   atomicExch/atomicCAS` (`atomicAdd` of the negation for `f32` sub);
+//!   plain loads and stores of memory that atomics touch are `volatile`
+//!   (relaxed) accesses.
+//! * **Types**: `half` is `__half` (`cuda_fp16.h`), `bfloat` is
+//!   `__nv_bfloat16` (`cuda_bf16.h`), included only when used (NVRTC needs
+//!   the toolkit's include directory). Vectors are `enigma::float4` and
+//!   friends, a small template with MSL's layout (a 3-vector is padded to the
+//!   size and alignment of a 4-vector, unlike CUDA's `float3`), componentwise
+//!   operators and converting constructors. Conversions involving `half` or
+//!   `bfloat` go through `float`, as in the simulator.
+//! * **Integers**: C semantics for `/` and `%`; shift amounts masked to the
+//!   bit width (`x << (n & 31u)`) as the IR defines shifts; 8- and 16-bit
+//!   arithmetic cut back to its type after every operation.
+//! * **Specialisation constants** are fixed when the source is generated:
+//!   [`Options::spec_values`] overrides their defaults, and each becomes
+//!   a `const` at the top of the kernel body.
+//! * **Functions**: `f32` math calls CUDA's functions (`expf`, `__expf` for
+//!   `fast::exp`, `rsqrtf`, `fminf`, …); math on `half`, `bfloat` and
+//!   vectors, `select`, `popcount/clz/ctz` and every SIMD-group function call
+//!   a helper in `namespace enigma`, emitted in a prelude only when used.
+//!
+//! # Launching
+//! Launch `threadgroups` blocks of `threads_per_threadgroup` threads, both
+//! as `dim3`, with the IR's parameters in order and then
+//! [`CudaSource::launch_params`]: the grid size **in threads**, one `uint`
+//! per axis —
+//! `dispatch_threads(grid, tg)`: the grid as given, with
+//! `ceil(grid / tg)` blocks per axis; `dispatch_threadgroups(tgs, tg)`:
+//! `tgs · tg` (then no threadgroup is partial). This single parameter
+//! carries the dispatch mode, so no separate flag is needed;
+//! `threads_per_grid` reads it.
+//!
+//! # What has been checked
+//! Golden files, and `g++ -fsyntax-only` of every golden source against a
+//! CUDA shim header (`tests/shim/`) — **not NVRTC**; see the crate
+//! documentation. The report of the change that added this module says what
+//! has additionally been compiled with NVRTC/nvcc and run on an NVIDIA GPU.
+
+mod prelude;
+
+use crate::dialect::{literal_default, BuiltinOrd, DResult, Dialect, KernelCx};
+use crate::error::{CodegenError, CodegenErrorKind, Target};
+use crate::names::Names;
+use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
+use enigma_ir::validate::check_literal;
+use enigma_ir::{
+    Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, MemFlags, Memory, ParamId,
+    ParamKind, Scalar, SpecId, TgArrayId, Type,
+};
+use prelude::{Helper, PreludeCx};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// CUDA's limit on static `__shared__` memory per block.
+pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
+/// The names of the three parameters that follow the IR's parameters.
+pub const GRID_PARAMS: [&str; 3] = ["enigma_grid_x", "enigma_grid_y", "enigma_grid_z"];
+
+/// Options of the CUDA generator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// The value of every specialisation constant, in declaration order
+    /// (`enigma_backend`'s `SpecValues::resolve` gives them); empty keeps
+    /// every default. Each must have its constant's type.
+    pub spec_values: Vec<Literal>,
+    /// Writes `__launch_bounds__(n)` on the kernel (the largest threadgroup
+    /// it will be launched with).
+    pub max_threads_per_threadgroup: Option<u32>,
+}
+
+/// A generated CUDA kernel and what the runtime needs to launch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CudaSource {
+    /// The CUDA C++ source, for NVRTC (`--std=c++17`, with the toolkit's
+    /// include directory when `half` or `bfloat` is used).
+    pub source: String,
+    /// The `extern "C"` name to look up in the compiled module.
+    pub entry_point: String,
+    /// Bytes of static `__shared__` memory (the threadgroup arrays, aligned).
+    pub static_shared_bytes: u64,
+    /// The parameters that follow the IR's own. The IR's come first, in
+    /// order: a buffer as a device pointer, a by-value constant as its bytes
+    /// (vectors with MSL's layout: a 3-vector takes the space of 4 elements).
+    pub launch_params: Vec<LaunchParam>,
+}
+
+/// A kernel parameter the runtime adds after the IR's parameters; each is a
+/// 32-bit unsigned integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchParam {
+    /// The grid size in threads along x: the `dispatch_threads` grid, or
+    /// `threadgroups · threads_per_threadgroup` for `dispatch_threadgroups`
+    /// (which makes every threadgroup full, so no separate mode flag is needed).
+    GridX,
+    GridY,
+    GridZ,
+}
+
+/// Words CUDA reserves beyond the common list: its built-in variables, the
+/// functions the generated code calls, and common library names.
+const CUDA_RESERVED: &[&str] = &[
+    "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "dim3", "uint3", "atomicAdd", "atomicSub",
+    "atomicMin", "atomicMax", "atomicAnd", "atomicOr", "atomicXor", "atomicExch", "atomicCAS", "expf", "exp2f",
+    "logf", "log2f", "sqrtf", "rsqrtf", "tanhf", "sinf", "cosf", "floorf", "ceilf", "powf", "fmaf", "fmodf",
+    "fabsf", "fminf", "fmaxf", "llabs", "printf", "malloc", "free", "memcpy", "memset", "assert", "signed",
+    "tan", "tanf", "asin", "acos", "atan", "atan2", "sinh", "cosh", "erf", "erfc", "lgamma", "tgamma", "round",
+    "trunc", "rint", "hypot", "cbrt", "j0", "j1", "y0", "y1", "frexp", "ldexp", "modf", "norm", "fdim",
+    "extern", "__global__",
+];
+
+/// The entry point's name in the generated source.
+pub fn entry_point(kernel: &Kernel) -> String {
+    Names::new(kernel, CUDA_RESERVED).kernel
+}
+
+/// Writes `kernel` (validated, with the `info` validation returned) as CUDA.
+pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Result<CudaSource, CodegenError> {
+    let err = |kind| CodegenError { kernel: kernel.name.clone(), target: Target::Cuda, location: None, kind };
+    let specs = &kernel.spec_constants;
+    if !options.spec_values.is_empty() && options.spec_values.len() != specs.len() {
+        return Err(err(CodegenErrorKind::SpecializationCount { expected: specs.len(), found: options.spec_values.len() }));
+    }
+    for (spec, value) in specs.iter().zip(&options.spec_values) {
+        let name = spec.name.clone();
+        if value.ty != spec.ty {
+            return Err(err(CodegenErrorKind::SpecializationType { name, expected: spec.ty, found: value.ty }));
+        }
+        check_literal(value).map_err(|_| err(CodegenErrorKind::SpecializationRange { name, ty: spec.ty }))?;
+    }
+    let spec_values = specs.iter().enumerate().map(|(i, s)| options.spec_values.get(i).copied().unwrap_or(s.default)).collect();
+    let names = Names::new(kernel, CUDA_RESERVED);
+    let entry_point = names.kernel.clone();
+    let static_shared_bytes = kernel.threadgroup_arrays.iter().fold(0u64, |offset, arr| {
+        let align = arr.elem.size_bytes() as u64;
+        offset.div_ceil(align) * align + arr.size_bytes()
+    });
+    if static_shared_bytes > STATIC_SHARED_LIMIT {
+        return Err(err(CodegenErrorKind::SharedMemoryLimit { bytes: static_shared_bytes, limit: STATIC_SHARED_LIMIT }));
+    }
+    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new() };
+    let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
+    Ok(CudaSource { source, entry_point, static_shared_bytes, launch_params: vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ] })
+}
+
+struct Cuda {
+    options: Options,
+    spec_values: Vec<Literal>,
+    helpers: BTreeSet<Helper>,
+}
+
+fn is_half_type(s: Scalar) -> bool {
+    matches!(s, Scalar::F16 | Scalar::BF16)
+}
+
+fn args_text(args: &[Code]) -> String {
+    args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ")
+}
+
+impl Cuda {
+    fn need(&mut self, h: Helper) {
+        prelude::require(&mut self.helpers, h);
+    }
+
+    /// `enigma::name(args)`, needing helper `h`.
+    fn helper_call(&mut self, h: Helper, name: &str, args: &[Code]) -> Code {
+        self.need(h);
+        Code::postfix(format!("enigma::{name}({})", args_text(args)))
+    }
+}
+
+/// The f32 CUDA function for a math intrinsic.
+fn f32_function(func: Intrinsic) -> Option<&'static str> {
+    use Intrinsic::*;
+    Some(match func {
+        Exp => "expf",
+        Exp2 | FastExp2 => "exp2f",
+        Log => "logf",
+        Log2 => "log2f",
+        Sqrt | FastSqrt => "sqrtf",
+        Rsqrt | FastRsqrt => "rsqrtf",
+        Tanh | FastTanh => "tanhf",
+        Sin => "sinf",
+        Cos => "cosf",
+        Floor => "floorf",
+        Ceil => "ceilf",
+        Pow => "powf",
+        Fma => "fmaf",
+        FastExp => "__expf",
+        FastLog => "__logf",
+        FastLog2 => "__log2f",
+        FastSin => "__sinf",
+        FastCos => "__cosf",
+        FastPow => "__powf",
+        Abs => "fabsf",
+        Min => "fminf",
+        Max => "fmaxf",
+        _ => return None,
+    })
+}
+
+/// The position of an intrinsic in [`Intrinsic::ALL`] (the prelude's order).
+fn intrinsic_index(func: Intrinsic) -> usize {
+    Intrinsic::ALL.iter().position(|f| *f == func).unwrap_or(0)
+}
+
+impl Dialect for Cuda {
+    const TARGET: Target = Target::Cuda;
+
+    fn scalar_name(&self, s: Scalar) -> &'static str {
+        prelude::scalar_for_alias(s)
+    }
+
+    fn type_name(&self, ty: Type) -> String {
+        if ty.width == 1 {
+            self.scalar_name(ty.scalar).to_string()
+        } else {
+            format!("enigma::{}", ty.msl_name())
+        }
+    }
+
+    fn int_suffix(&self, s: Scalar) -> &'static str {
+        match s {
+            Scalar::U32 => "u",
+            Scalar::I64 => "ll",
+            Scalar::U64 => "ull",
+            _ => "",
+        }
+    }
+
+    fn half_literal(&self, s: Scalar, text: &str) -> String {
+        format!("({}){text}f", self.scalar_name(s))
+    }
+
+    fn special_float(&self, s: Scalar, value: f64) -> Code {
+        let bits = if value.is_nan() {
+            (value as f32).to_bits()
+        } else if value > 0.0 {
+            f32::INFINITY.to_bits()
+        } else {
+            f32::NEG_INFINITY.to_bits()
+        };
+        let f = format!("__uint_as_float({bits:#010x}u)");
+        if s == Scalar::F32 {
+            Code::postfix(f)
+        } else {
+            Code::new(format!("({}){f}", self.scalar_name(s)), Prec::Unary)
+        }
+    }
+
+    fn narrow_literal(&self, s: Scalar, value: &str) -> Code {
+        let value = if value.starts_with('-') { format!("({value})") } else { value.to_string() };
+        Code::new(format!("({}){value}", self.scalar_name(s)), Prec::Unary)
+    }
+
+    fn literal(&self, lit: &Literal) -> Code {
+        literal_default(self, lit)
+    }
+
+    fn cast(&mut self, to: Type, from: Type, arg: Code) -> Code {
+        if to.width > 1 {
+            self.need(Helper::Vec);
+            if from.width == 1 {
+                // A splat of the converted scalar.
+                let scalar = self.cast(Type::scalar(to.scalar), from, arg);
+                return Code::postfix(format!("{}({})", self.type_name(to), scalar.text));
+            }
+            return Code::postfix(format!("{}({})", self.type_name(to), arg.text));
+        }
+        let name = self.scalar_name(to.scalar);
+        let through_float = to.scalar != from.scalar
+            && ((is_half_type(from.scalar) && to.scalar != Scalar::F32) || (is_half_type(to.scalar) && from.scalar != Scalar::F32));
+        if through_float {
+            Code::new(format!("({name})(float){}", arg.unary_operand()), Prec::Unary)
+        } else {
+            Code::new(format!("({name}){}", arg.unary_operand()), Prec::Unary)
+        }
+    }
+
+    fn bitcast(&mut self, to: Type, from: Type, arg: Code) -> Code {
+        let native = match (from, to) {
+            (Type::F32, Type::U32) => Some("__float_as_uint"),
+            (Type::U32, Type::F32) => Some("__uint_as_float"),
+            (Type::F32, Type::I32) => Some("__float_as_int"),
+            (Type::I32, Type::F32) => Some("__int_as_float"),
+            _ => None,
+        };
+        match native {
+            Some(f) => Code::postfix(format!("{f}({})", arg.text)),
+            None => {
+                self.need(Helper::Bitcast);
+                Code::postfix(format!("enigma::bitcast<{}>({})", self.type_name(to), arg.text))
+            }
+        }
+    }
+
+    fn vector(&mut self, ty: Type, components: Vec<Code>) -> Code {
+        self.need(Helper::Vec);
+        Code::postfix(format!("{}({})", self.type_name(ty), args_text(&components)))
+    }
+
+    fn float_rem(&mut self, ty: Type, a: Code, b: Code) -> Code {
+        if ty == Type::F32 {
+            Code::postfix(format!("fmodf({}, {})", a.text, b.text))
+        } else {
+            self.helper_call(Helper::Math("fmod"), "fmod", &[a, b])
+        }
+    }
+
+    fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
+        use Intrinsic::*;
+        let t0 = types.first().copied().unwrap_or(result);
+        let native_int = t0.width == 1 && matches!(t0.scalar, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64);
+        let precise = func.name().strip_prefix("fast::").unwrap_or(func.name());
+        if func.is_simd() {
+            let name: &'static str = func.name();
+            return Ok(self.helper_call(Helper::Simd(intrinsic_index(func), name), name, &args));
+        }
+        let code = match func {
+            Clamp if t0 == Type::F32 => {
+                Code::postfix(format!("fminf(fmaxf({}, {}), {})", args[0].text, args[1].text, args[2].text))
+            }
+            Clamp if native_int => Code::postfix(format!("min(max({}, {}), {})", args[0].text, args[1].text, args[2].text)),
+            Min | Max if native_int => Code::postfix(format!("{precise}({})", args_text(&args))),
+            Abs if native_int => match t0.scalar {
+                Scalar::I32 => Code::postfix(format!("abs({})", args[0].text)),
+                Scalar::I64 => Code::postfix(format!("llabs({})", args[0].text)),
+                _ => args[0].clone(), // |x| of an unsigned x
+            },
+            f if t0 == Type::F32 && f32_function(f).is_some() => {
+                Code::postfix(format!("{}({})", f32_function(f).unwrap_or(precise), args_text(&args)))
+            }
+            Clamp => self.helper_call(Helper::Clamp, "clamp", &args),
+            Select => self.helper_call(Helper::Select, "select", &args),
+            Popcount | Clz | Ctz => self.helper_call(Helper::Bits, precise, &args),
+            _ => {
+                let name: &'static str = precise;
+                self.helper_call(Helper::Math(name), name, &args)
+            }
+        };
+        Ok(code)
+    }
+
+    fn spec(&self, _id: SpecId, name: &str) -> Code {
+        Code::primary(name)
+    }
+
+    fn load(&mut self, _mem: Memory, _elem: Type, atomic: bool, place: Code) -> Code {
+        if atomic {
+            self.need(Helper::AtomicAccess);
+            Code::postfix(format!("enigma::atomic_load(&{})", place.text))
+        } else {
+            place
+        }
+    }
+
+    fn store(&mut self, _mem: Memory, _elem: Type, atomic: bool, place: Code, value: Code) -> String {
+        if atomic {
+            self.need(Helper::AtomicAccess);
+            format!("enigma::atomic_store(&{}, {})", place.text, value.text)
+        } else {
+            format!("{} = {}", place.text, value.text)
+        }
+    }
+
+    fn atomic(&mut self, op: AtomicOp, _mem: Memory, elem: Type, place: Code, value: Code) -> DResult<Code> {
+        let (func, value) = match op {
+            AtomicOp::Add => ("atomicAdd", value.text),
+            AtomicOp::Sub if elem.scalar == Scalar::F32 => ("atomicAdd", format!("-{}", value.unary_operand())),
+            AtomicOp::Sub => ("atomicSub", value.text),
+            AtomicOp::Min => ("atomicMin", value.text),
+            AtomicOp::Max => ("atomicMax", value.text),
+            AtomicOp::And => ("atomicAnd", value.text),
+            AtomicOp::Or => ("atomicOr", value.text),
+            AtomicOp::Xor => ("atomicXor", value.text),
+            AtomicOp::Exchange => ("atomicExch", value.text),
+        };
+        Ok(Code::postfix(format!("{func}(&{}, {value})", place.text)))
+    }
+
+    fn compare_exchange(&mut self, _mem: Memory, _elem: Type, place: Code, expected: Code, desired: Code) -> DResult<Code> {
+        Ok(Code::postfix(format!("atomicCAS(&{}, {}, {})", place.text, expected.text, desired.text)))
+    }
+
+    fn barrier(&mut self, scope: BarrierScope, _flags: MemFlags) -> String {
+        match scope {
+            // barrier.sync orders shared and global memory within the block,
+            // which covers every mem_flags.
+            BarrierScope::Threadgroup => "enigma::threadgroup_barrier(enigma_tg)".into(),
+            BarrierScope::Simdgroup => "__syncwarp(__activemask())".into(),
+        }
+    }
+
+    fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
+        let k = cx.kernel;
+        let types: Vec<Type> = cx.types.iter().map(|t| t.get()).collect();
+        let half = types.iter().any(|t| t.scalar == Scalar::F16);
+        let bfloat = types.iter().any(|t| t.scalar == Scalar::BF16);
+        let builtins = sorted_builtins(cx.builtins);
+        // Builtins read only by component are CUDA's own `uint3`; those read
+        // whole are `enigma::uint3` (which `types` then holds).
+        let vector_types: Vec<Type> = types.iter().copied().filter(|t| t.width > 1).collect();
+        if !vector_types.is_empty() {
+            self.need(Helper::Vec);
+        }
+        let pcx = PreludeCx {
+            half,
+            bfloat,
+            vectors: !vector_types.is_empty(),
+            aliases: vector_types.iter().map(|t| (t.msl_name(), prelude::scalar_for_alias(t.scalar), t.width)).collect(),
+        };
+
+        let mut out = format!(
+            "// `{}`: generated by enigma from the IR, with Metal's semantics in CUDA C++.\n\
+             // Launch one block per threadgroup; after the kernel's own parameters pass the\n\
+             // grid size in threads (enigma_grid_x/y/z): the dispatch_threads grid, or\n\
+             // threadgroups * threads_per_threadgroup for dispatch_threadgroups.\n",
+            k.name
+        );
+        if half {
+            out.push_str("#include <cuda_fp16.h>\n");
+        }
+        if bfloat {
+            out.push_str("#include <cuda_bf16.h>\n");
+        }
+        out.push_str("\ntypedef unsigned int uint;\n\n");
+        prelude::write(&mut out, &self.helpers, &pcx);
+
+        let launch_bounds = match self.options.max_threads_per_threadgroup {
+            Some(n) => format!("__launch_bounds__({n}) "),
+            None => String::new(),
+        };
+        let _ = writeln!(out, "extern \"C\" __global__ void {launch_bounds}{}(", cx.names.kernel);
+        let mut params = vec![];
+        for (i, p) in k.params.iter().enumerate() {
+            let name = cx.names.param(ParamId(i as u32));
+            params.push(match p.kind {
+                ParamKind::Buffer { elem, access: Access::Read } if !cx.info.atomic_memories.contains(&Memory::Buffer(ParamId(i as u32))) => {
+                    format!("const {}* {name}", self.type_name(elem))
+                }
+                ParamKind::Buffer { elem, .. } => format!("{}* {name}", self.type_name(elem)),
+                ParamKind::Value { ty } => format!("{} {name}", self.type_name(ty)),
+            });
+        }
+        params.extend(GRID_PARAMS.iter().map(|p| format!("uint {p}")));
+        let _ = write!(out, "    {}\n) {{\n", params.join(",\n    "));
+
+        let mut body = String::new();
+        for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
+            let _ = writeln!(body, "__shared__ {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
+        }
+        body.push_str(
+            "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
+             if (!enigma_tg.in_grid()) {\n    return; // outside the grid, in a partial threadgroup at its edge\n}\n",
+        );
+        for (i, spec) in k.spec_constants.iter().enumerate() {
+            let value = self.spec_values.get(i).copied().unwrap_or(spec.default);
+            let _ = writeln!(body, "const {} {} = {};", self.scalar_name(spec.ty), cx.names.spec(SpecId(i as u32)), self.literal(&value).text);
+        }
+        for b in builtins {
+            let (ty, value) = builtin_value(b);
+            if b.is_vector() && !cx.whole_builtins.contains(&BuiltinOrd::of(b)) {
+                let value = value.replacen("enigma::uint3(", "make_uint3(", 1);
+                let _ = writeln!(body, "const uint3 {} = {value};", b.name());
+            } else {
+                let _ = writeln!(body, "const {ty} {} = {value};", b.name());
+            }
+        }
+        push_indented(&mut out, &body, 1);
+        Ok(out)
+    }
+}
+
+/// The type and the value of a builtin, from the block's geometry.
+fn builtin_value(b: Builtin) -> (&'static str, &'static str) {
+    match b {
+        Builtin::ThreadPositionInGrid => (
+            "enigma::uint3",
+            "enigma::uint3(blockIdx.x * blockDim.x + enigma_tg.position_x(), blockIdx.y * blockDim.y + enigma_tg.position_y(), blockIdx.z * blockDim.z + enigma_tg.position_z())",
+        ),
+        Builtin::ThreadPositionInThreadgroup => {
+            ("enigma::uint3", "enigma::uint3(enigma_tg.position_x(), enigma_tg.position_y(), enigma_tg.position_z())")
+        }
+        Builtin::ThreadgroupPositionInGrid => ("enigma::uint3", "enigma::uint3(blockIdx.x, blockIdx.y, blockIdx.z)"),
+        Builtin::ThreadsPerThreadgroup => ("enigma::uint3", "enigma::uint3(enigma_tg.size_x, enigma_tg.size_y, enigma_tg.size_z)"),
+        Builtin::ThreadsPerGrid => ("enigma::uint3", "enigma::uint3(enigma_grid_x, enigma_grid_y, enigma_grid_z)"),
+        Builtin::ThreadgroupsPerGrid => ("enigma::uint3", "enigma::uint3(gridDim.x, gridDim.y, gridDim.z)"),
+        Builtin::ThreadIndexInThreadgroup => ("uint", "enigma_tg.index"),
+        Builtin::ThreadIndexInSimdgroup => ("uint", "enigma_tg.index % 32u"),
+        Builtin::SimdgroupIndexInThreadgroup => ("uint", "enigma_tg.index / 32u"),
+        Builtin::SimdgroupsPerThreadgroup => ("uint", "(enigma_tg.threads + 31u) / 32u"),
+        Builtin::ThreadsPerSimdgroup => ("uint", "32u"),
+    }
+}

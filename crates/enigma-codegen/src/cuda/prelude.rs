@@ -1,0 +1,632 @@
+//! The device code the CUDA source carries before its kernel: the emulation
+//! of Metal's threadgroup geometry (always), and the helpers the body uses
+//! (vector types, math on `half`, SIMD-group functions, …), each emitted
+//! only when needed, in a fixed order, inside `namespace enigma`.
+
+use enigma_ir::Scalar;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// A helper of the prelude. The order of the variants is the order of
+/// emission, so each helper comes after those it uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Helper {
+    /// `convert<To>(from)`: conversions that go through `float` for half types.
+    Convert,
+    /// `vec<T, N>` with MSL's layout, its operators, and the `float4`-style aliases.
+    Vec,
+    /// `enigma::<name>` overloads for a math function (by its MSL name).
+    Math(&'static str),
+    /// `clamp`, after the `min` and `max` it calls.
+    Clamp,
+    Bits,
+    Select,
+    Bitcast,
+    AtomicAccess,
+    /// Lane id, `shfl` of any type, the rank helpers and the reduction.
+    SimdCore,
+    /// `enigma::simd_*`: its index in `Intrinsic::ALL` (the order of
+    /// emission: inclusive before exclusive prefix sums) and its MSL name.
+    Simd(usize, &'static str),
+}
+
+impl Helper {
+    /// Helpers this one needs.
+    fn deps(self) -> &'static [Helper] {
+        match self {
+            Helper::Vec => &[Helper::Convert],
+            Helper::Simd(_, "simd_min") => &[Helper::SimdCore, Helper::Math("min")],
+            Helper::Simd(_, "simd_max") => &[Helper::SimdCore, Helper::Math("max")],
+            Helper::Simd(_, "simd_prefix_exclusive_sum") => &[Helper::SimdCore, INCLUSIVE_SUM],
+            Helper::Simd(..) => &[Helper::SimdCore],
+            Helper::Clamp => &[Helper::Math("min"), Helper::Math("max")],
+            _ => &[],
+        }
+    }
+}
+
+const INCLUSIVE_SUM: Helper = Helper::Simd(44, "simd_prefix_inclusive_sum");
+
+/// Adds `h` and what it needs to `set`.
+pub(crate) fn require(set: &mut BTreeSet<Helper>, h: Helper) {
+    if set.insert(h) {
+        for d in h.deps() {
+            require(set, *d);
+        }
+    }
+}
+
+/// What the prelude must cover.
+pub(crate) struct PreludeCx {
+    pub half: bool,
+    pub bfloat: bool,
+    /// Whether vector types are used (then `vec` overloads are written).
+    pub vectors: bool,
+    /// The vector aliases to define: (alias, scalar spelling, width).
+    pub aliases: Vec<(String, &'static str, u8)>,
+}
+
+pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx) {
+    out.push_str("namespace enigma {\n\n");
+    for h in helpers {
+        match h {
+            Helper::Convert => convert(out, cx),
+            Helper::Vec => vec(out, cx),
+            Helper::Math(name) => math(out, name, cx),
+            Helper::Clamp => out.push_str("template <typename T> __device__ inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }\n\n"),
+            Helper::Bits => {
+                out.push_str(BITS);
+                if cx.vectors {
+                    for f in ["popcount", "clz", "ctz"] {
+                        let _ = write!(
+                            out,
+                            "template <typename T, int N> __device__ inline vec<T, N> {f}(const vec<T, N>& v)\n{{\n    vec<T, N> r;\n    for (int i = 0; i < N; ++i) r[i] = {f}(v[i]);\n    return r;\n}}\n"
+                        );
+                    }
+                    out.push('\n');
+                }
+            }
+            Helper::Select => select(out, cx),
+            Helper::Bitcast => out.push_str(BITCAST),
+            Helper::AtomicAccess => out.push_str(ATOMIC_ACCESS),
+            Helper::SimdCore => out.push_str(SIMD_CORE),
+            Helper::Simd(_, name) => simd(out, name),
+        }
+    }
+    out.push_str(GEOMETRY);
+    out.push_str("} // namespace enigma\n\n");
+}
+
+fn convert(out: &mut String, cx: &PreludeCx) {
+    out.push_str(
+        "// Value conversion as in MSL; `half` and `bfloat` convert through `float`.
+template <typename To, typename From> struct Convert {
+    static __device__ To run(From x) { return (To)x; }
+};
+",
+    );
+    let mut halves = vec![];
+    if cx.half {
+        halves.push("__half");
+    }
+    if cx.bfloat {
+        halves.push("__nv_bfloat16");
+    }
+    for h in &halves {
+        let _ = write!(
+            out,
+            "template <typename To> struct Convert<To, {h}> {{
+    static __device__ To run({h} x) {{ return (To)(float)x; }}
+}};
+template <typename From> struct Convert<{h}, From> {{
+    static __device__ {h} run(From x) {{ return ({h})(float)x; }}
+}};
+template <> struct Convert<{h}, {h}> {{
+    static __device__ {h} run({h} x) {{ return x; }}
+}};
+"
+        );
+    }
+    if halves.len() == 2 {
+        out.push_str(
+            "template <> struct Convert<__half, __nv_bfloat16> {
+    static __device__ __half run(__nv_bfloat16 x) { return (__half)(float)x; }
+};
+template <> struct Convert<__nv_bfloat16, __half> {
+    static __device__ __nv_bfloat16 run(__half x) { return (__nv_bfloat16)(float)x; }
+};
+",
+        );
+    }
+    out.push_str(
+        "template <typename To, typename From> __device__ inline To convert(From x)
+{
+    return Convert<To, From>::run(x);
+}
+
+",
+    );
+}
+
+fn vec(out: &mut String, cx: &PreludeCx) {
+    out.push_str(
+        r#"// Vectors laid out as in MSL: aligned to their size, a 3-vector padded to
+// the size of a 4-vector. Arithmetic is componentwise, a scalar operand is
+// splatted, and comparisons give bool vectors.
+template <typename T, int N> struct vec;
+
+template <typename T> struct alignas(2 * sizeof(T)) vec<T, 2> {
+    T x, y;
+    vec() = default;
+    __device__ explicit vec(T s) : x(s), y(s) {}
+    __device__ vec(T x_, T y_) : x(x_), y(y_) {}
+    template <typename U> __device__ explicit vec(const vec<U, 2>& v) : x(convert<T>(v.x)), y(convert<T>(v.y)) {}
+    __device__ T& operator[](int i) { return i == 0 ? x : y; }
+    __device__ const T& operator[](int i) const { return i == 0 ? x : y; }
+};
+
+template <typename T> struct alignas(4 * sizeof(T)) vec<T, 3> {
+    T x, y, z;
+    vec() = default;
+    __device__ explicit vec(T s) : x(s), y(s), z(s) {}
+    __device__ vec(T x_, T y_, T z_) : x(x_), y(y_), z(z_) {}
+    template <typename U> __device__ explicit vec(const vec<U, 3>& v)
+        : x(convert<T>(v.x)), y(convert<T>(v.y)), z(convert<T>(v.z)) {}
+    __device__ T& operator[](int i) { return i == 0 ? x : i == 1 ? y : z; }
+    __device__ const T& operator[](int i) const { return i == 0 ? x : i == 1 ? y : z; }
+};
+
+template <typename T> struct alignas(4 * sizeof(T)) vec<T, 4> {
+    T x, y, z, w;
+    vec() = default;
+    __device__ explicit vec(T s) : x(s), y(s), z(s), w(s) {}
+    __device__ vec(T x_, T y_, T z_, T w_) : x(x_), y(y_), z(z_), w(w_) {}
+    template <typename U> __device__ explicit vec(const vec<U, 4>& v)
+        : x(convert<T>(v.x)), y(convert<T>(v.y)), z(convert<T>(v.z)), w(convert<T>(v.w)) {}
+    __device__ T& operator[](int i) { return i == 0 ? x : i == 1 ? y : i == 2 ? z : w; }
+    __device__ const T& operator[](int i) const { return i == 0 ? x : i == 1 ? y : i == 2 ? z : w; }
+};
+
+#define ENIGMA_VEC_BINARY(OP)                                                                            \
+    template <typename T, int N> __device__ inline vec<T, N> operator OP(const vec<T, N>& a, const vec<T, N>& b) \
+    {                                                                                                    \
+        vec<T, N> r;                                                                                     \
+        for (int i = 0; i < N; ++i) r[i] = T(a[i] OP b[i]);                                              \
+        return r;                                                                                        \
+    }                                                                                                    \
+    template <typename T, int N> __device__ inline vec<T, N> operator OP(const vec<T, N>& a, T b)        \
+    {                                                                                                    \
+        return a OP vec<T, N>(b);                                                                        \
+    }                                                                                                    \
+    template <typename T, int N> __device__ inline vec<T, N> operator OP(T a, const vec<T, N>& b)        \
+    {                                                                                                    \
+        return vec<T, N>(a) OP b;                                                                        \
+    }                                                                                                    \
+    template <typename T, int N> __device__ inline vec<T, N>& operator OP##=(vec<T, N>& a, const vec<T, N>& b) \
+    {                                                                                                    \
+        return a = a OP b;                                                                               \
+    }                                                                                                    \
+    template <typename T, int N> __device__ inline vec<T, N>& operator OP##=(vec<T, N>& a, T b)          \
+    {                                                                                                    \
+        return a = a OP vec<T, N>(b);                                                                    \
+    }
+ENIGMA_VEC_BINARY(+)
+ENIGMA_VEC_BINARY(-)
+ENIGMA_VEC_BINARY(*)
+ENIGMA_VEC_BINARY(/)
+ENIGMA_VEC_BINARY(%)
+ENIGMA_VEC_BINARY(&)
+ENIGMA_VEC_BINARY(|)
+ENIGMA_VEC_BINARY(^)
+ENIGMA_VEC_BINARY(<<)
+ENIGMA_VEC_BINARY(>>)
+#undef ENIGMA_VEC_BINARY
+
+#define ENIGMA_VEC_COMPARE(OP)                                                                           \
+    template <typename T, int N> __device__ inline vec<bool, N> operator OP(const vec<T, N>& a, const vec<T, N>& b) \
+    {                                                                                                    \
+        vec<bool, N> r;                                                                                  \
+        for (int i = 0; i < N; ++i) r[i] = a[i] OP b[i];                                                 \
+        return r;                                                                                        \
+    }
+ENIGMA_VEC_COMPARE(==)
+ENIGMA_VEC_COMPARE(!=)
+ENIGMA_VEC_COMPARE(<)
+ENIGMA_VEC_COMPARE(<=)
+ENIGMA_VEC_COMPARE(>)
+ENIGMA_VEC_COMPARE(>=)
+ENIGMA_VEC_COMPARE(&&)
+ENIGMA_VEC_COMPARE(||)
+#undef ENIGMA_VEC_COMPARE
+
+template <typename T, int N> __device__ inline vec<T, N> operator-(const vec<T, N>& a)
+{
+    vec<T, N> r;
+    for (int i = 0; i < N; ++i) r[i] = T(-a[i]);
+    return r;
+}
+template <typename T, int N> __device__ inline vec<T, N> operator~(const vec<T, N>& a)
+{
+    vec<T, N> r;
+    for (int i = 0; i < N; ++i) r[i] = T(~a[i]);
+    return r;
+}
+template <int N> __device__ inline vec<bool, N> operator!(const vec<bool, N>& a)
+{
+    vec<bool, N> r;
+    for (int i = 0; i < N; ++i) r[i] = !a[i];
+    return r;
+}
+
+"#,
+    );
+    for (alias, scalar, width) in &cx.aliases {
+        let _ = writeln!(out, "typedef vec<{scalar}, {width}> {alias};");
+    }
+    out.push('\n');
+}
+
+/// The f32 implementation of a math function by MSL name, as a format with
+/// `{0}`, `{1}`, `{2}` for the arguments.
+fn f32_impl(name: &str) -> Option<(&'static str, usize)> {
+    Some(match name {
+        "exp" => ("expf({0})", 1),
+        "exp2" => ("exp2f({0})", 1),
+        "log" => ("logf({0})", 1),
+        "log2" => ("log2f({0})", 1),
+        "sqrt" => ("sqrtf({0})", 1),
+        "rsqrt" => ("rsqrtf({0})", 1),
+        "tanh" => ("tanhf({0})", 1),
+        "sin" => ("sinf({0})", 1),
+        "cos" => ("cosf({0})", 1),
+        "floor" => ("floorf({0})", 1),
+        "ceil" => ("ceilf({0})", 1),
+        "pow" => ("powf({0}, {1})", 2),
+        "fma" => ("fmaf({0}, {1}, {2})", 3),
+        "fmod" => ("fmodf({0}, {1})", 2),
+        "abs" => ("fabsf({0})", 1),
+        "min" => ("fminf({0}, {1})", 2),
+        "max" => ("fmaxf({0}, {1})", 2),
+        _ => return None,
+    })
+}
+
+fn math(out: &mut String, name: &str, cx: &PreludeCx) {
+    let params = ["a", "b", "c"];
+    let Some((f32_fmt, arity)) = f32_impl(name) else { return };
+    let sig = |ty: &str| params[..arity].iter().map(|p| format!("{ty} {p}")).collect::<Vec<_>>().join(", ");
+    let call = |args: &[String]| {
+        let mut s = f32_fmt.to_string();
+        for (i, a) in args.iter().enumerate() {
+            s = s.replace(&format!("{{{i}}}"), a);
+        }
+        s
+    };
+    match name {
+        "abs" => out.push_str("template <typename T> __device__ inline T abs(T x) { return x < T(0) ? T(-x) : x; }\n"),
+        "min" => out.push_str("template <typename T> __device__ inline T min(T a, T b) { return b < a ? b : a; }\n"),
+        "max" => out.push_str("template <typename T> __device__ inline T max(T a, T b) { return a < b ? b : a; }\n"),
+        _ => {}
+    }
+    let plain: Vec<String> = params[..arity].iter().map(|p| p.to_string()).collect();
+    let _ = writeln!(out, "__device__ inline float {name}({}) {{ return {}; }}", sig("float"), call(&plain));
+    for (used, h) in [(cx.half, "__half"), (cx.bfloat, "__nv_bfloat16")] {
+        if used {
+            let widened: Vec<String> = params[..arity].iter().map(|p| format!("(float){p}")).collect();
+            let _ = writeln!(out, "__device__ inline {h} {name}({}) {{ return ({h}){}; }}", sig(h), call(&widened));
+        }
+    }
+    if cx.vectors {
+        let vsig = params[..arity].iter().map(|p| format!("const vec<T, N>& {p}")).collect::<Vec<_>>().join(", ");
+        let each = params[..arity].iter().map(|p| format!("{p}[i]")).collect::<Vec<_>>().join(", ");
+        let _ = write!(
+            out,
+            "template <typename T, int N> __device__ inline vec<T, N> {name}({vsig})
+{{
+    vec<T, N> r;
+    for (int i = 0; i < N; ++i) r[i] = {name}({each});
+    return r;
+}}
+"
+        );
+    }
+    out.push('\n');
+}
+
+const BITS: &str = "// popcount, clz and ctz of the value's own width, as in MSL.
+template <typename T> __device__ inline unsigned long long bits_of(T x)
+{
+    return sizeof(T) == 8 ? (unsigned long long)x : (unsigned long long)x & ((1ull << (8 * sizeof(T))) - 1);
+}
+template <typename T> __device__ inline T popcount(T x) { return T(__popcll(bits_of(x))); }
+template <typename T> __device__ inline T clz(T x) { return T(__clzll(bits_of(x)) - (64 - 8 * (int)sizeof(T))); }
+template <typename T> __device__ inline T ctz(T x)
+{
+    return bits_of(x) == 0 ? T(8 * sizeof(T)) : T(__ffsll((long long)bits_of(x)) - 1);
+}
+
+";
+
+fn select(out: &mut String, cx: &PreludeCx) {
+    out.push_str(
+        "// MSL's select(a, b, c): c ? b : a, with every argument evaluated.
+template <typename T> __device__ inline T select(T a, T b, bool c) { return c ? b : a; }
+",
+    );
+    if cx.vectors {
+        out.push_str(
+            "template <typename T, int N> __device__ inline vec<T, N> select(const vec<T, N>& a, const vec<T, N>& b, const vec<bool, N>& c)
+{
+    vec<T, N> r;
+    for (int i = 0; i < N; ++i) r[i] = c[i] ? b[i] : a[i];
+    return r;
+}
+",
+        );
+    }
+    out.push('\n');
+}
+
+const BITCAST: &str = "// MSL's as_type<To>(x): the same bits as another type of the same size.
+template <typename To, typename From> __device__ inline To bitcast(From x)
+{
+    static_assert(sizeof(To) == sizeof(From), \"bitcast between types of different sizes\");
+    To r;
+    __builtin_memcpy(&r, &x, sizeof(To));
+    return r;
+}
+
+";
+
+const ATOMIC_ACCESS: &str = "// Plain loads and stores of memory that atomics also touch (relaxed).
+template <typename T> __device__ inline T atomic_load(const T* p) { return *(const volatile T*)p; }
+template <typename T> __device__ inline void atomic_store(T* p, T v) { *(volatile T*)p = v; }
+
+";
+
+const SIMD_CORE: &str = "// SIMD groups are warps. Metal's SIMD-group functions act on the active
+// lanes, which here are those in __activemask(): reductions and scans over
+// a partial warp combine exactly the active lanes (by rank), and shuffles
+// read only lanes in that mask.
+__device__ inline uint lane_id()
+{
+    uint lane;
+    asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));
+    return lane;
+}
+
+// The lane of the n-th (from 0) set bit of mask.
+__device__ inline uint nth_lane(uint mask, uint n)
+{
+    uint lane = 0;
+    for (uint step = 16; step > 0; step /= 2) {
+        if ((uint)__popc(mask & ((1u << (lane + step)) - 1u)) <= n) lane += step;
+    }
+    return lane;
+}
+
+// How many lanes of mask come before this one.
+__device__ inline uint rank_in(uint mask, uint lane) { return __popc(mask & ((1u << lane) - 1u)); }
+
+// __shfl_sync of any type, 32 bits at a time.
+template <typename T> __device__ inline T shfl(uint mask, T x, uint src)
+{
+    constexpr int words = (sizeof(T) + 3) / 4;
+    uint w[words] = {};
+    __builtin_memcpy(w, &x, sizeof(T));
+    for (int i = 0; i < words; ++i) w[i] = __shfl_sync(mask, w[i], src);
+    T r;
+    __builtin_memcpy(&r, w, sizeof(T));
+    return r;
+}
+
+template <typename T> __device__ inline T zero_value()
+{
+    T r;
+    __builtin_memset(&r, 0, sizeof(T));
+    return r;
+}
+
+struct SumOp { template <typename T> __device__ T operator()(T a, T b) const { return T(a + b); } };
+struct ProductOp { template <typename T> __device__ T operator()(T a, T b) const { return T(a * b); } };
+struct AndOp { template <typename T> __device__ T operator()(T a, T b) const { return T(a & b); } };
+struct OrOp { template <typename T> __device__ T operator()(T a, T b) const { return T(a | b); } };
+struct XorOp { template <typename T> __device__ T operator()(T a, T b) const { return T(a ^ b); } };
+
+// The reduction of x over the active lanes, in every active lane.
+template <typename T, typename Op> __device__ inline T simd_reduce(T x, Op op)
+{
+    const uint mask = __activemask();
+    const uint lane = lane_id();
+    if (mask == 0xffffffffu) {
+        for (uint d = 16; d > 0; d /= 2) x = op(x, shfl(mask, x, lane ^ d));
+        return x;
+    }
+    // A partial warp: a tree over the active lanes' ranks; rank 0 ends with the total.
+    const uint n = __popc(mask);
+    const uint rank = rank_in(mask, lane);
+    for (uint d = 1; d < n; d *= 2) {
+        const bool has_partner = rank + d < n;
+        const T other = shfl(mask, x, has_partner ? nth_lane(mask, rank + d) : lane);
+        if (has_partner) x = op(x, other);
+    }
+    return shfl(mask, x, __ffs(mask) - 1);
+}
+
+";
+
+fn simd(out: &mut String, name: &str) {
+    let text = match name {
+        "simd_sum" => "template <typename T> __device__ inline T simd_sum(T x) { return simd_reduce(x, SumOp()); }\n",
+        "simd_product" => "template <typename T> __device__ inline T simd_product(T x) { return simd_reduce(x, ProductOp()); }\n",
+        "simd_and" => "template <typename T> __device__ inline T simd_and(T x) { return simd_reduce(x, AndOp()); }\n",
+        "simd_or" => "template <typename T> __device__ inline T simd_or(T x) { return simd_reduce(x, OrOp()); }\n",
+        "simd_xor" => "template <typename T> __device__ inline T simd_xor(T x) { return simd_reduce(x, XorOp()); }\n",
+        "simd_min" => {
+            "struct MinOp { template <typename T> __device__ T operator()(T a, T b) const { return min(a, b); } };
+template <typename T> __device__ inline T simd_min(T x) { return simd_reduce(x, MinOp()); }
+"
+        }
+        "simd_max" => {
+            "struct MaxOp { template <typename T> __device__ T operator()(T a, T b) const { return max(a, b); } };
+template <typename T> __device__ inline T simd_max(T x) { return simd_reduce(x, MaxOp()); }
+"
+        }
+        "simd_broadcast" => {
+            "// The lane is the first active lane's argument, as in the simulator.
+template <typename T> __device__ inline T simd_broadcast(T x, uint lane)
+{
+    const uint mask = __activemask();
+    return shfl(mask, x, __shfl_sync(mask, lane, __ffs(mask) - 1) % 32u);
+}
+"
+        }
+        "simd_broadcast_first" => {
+            "template <typename T> __device__ inline T simd_broadcast_first(T x)
+{
+    const uint mask = __activemask();
+    return shfl(mask, x, __ffs(mask) - 1);
+}
+"
+        }
+        "simd_shuffle" => {
+            "template <typename T> __device__ inline T simd_shuffle(T x, uint lane) { return shfl(__activemask(), x, lane % 32u); }\n"
+        }
+        "simd_shuffle_up" => {
+            "// Lanes below delta keep their own value.
+template <typename T> __device__ inline T simd_shuffle_up(T x, uint delta)
+{
+    const uint lane = lane_id();
+    return shfl(__activemask(), x, lane >= delta ? lane - delta : lane);
+}
+"
+        }
+        "simd_shuffle_down" => {
+            "// Lanes whose source would pass lane 31 keep their own value.
+template <typename T> __device__ inline T simd_shuffle_down(T x, uint delta)
+{
+    const uint lane = lane_id();
+    return shfl(__activemask(), x, delta < 32u - lane ? lane + delta : lane);
+}
+"
+        }
+        "simd_shuffle_xor" => {
+            "template <typename T> __device__ inline T simd_shuffle_xor(T x, uint mask)
+{
+    return shfl(__activemask(), x, (lane_id() ^ mask) % 32u);
+}
+"
+        }
+        "simd_prefix_inclusive_sum" => {
+            "// Sum over the active lanes up to this one (Hillis-Steele over ranks).
+template <typename T> __device__ inline T simd_prefix_inclusive_sum(T x)
+{
+    const uint mask = __activemask();
+    const uint lane = lane_id();
+    const uint n = __popc(mask);
+    const uint rank = rank_in(mask, lane);
+    for (uint d = 1; d < n; d *= 2) {
+        const bool has_lower = rank >= d;
+        const uint src = !has_lower ? lane : mask == 0xffffffffu ? lane - d : nth_lane(mask, rank - d);
+        const T lower = shfl(mask, x, src);
+        if (has_lower) x = T(lower + x);
+    }
+    return x;
+}
+"
+        }
+        "simd_prefix_exclusive_sum" => {
+            "// Sum over the active lanes before this one; zero in the first.
+template <typename T> __device__ inline T simd_prefix_exclusive_sum(T x)
+{
+    const uint mask = __activemask();
+    const uint lane = lane_id();
+    const uint rank = rank_in(mask, lane);
+    const T inclusive = simd_prefix_inclusive_sum(x);
+    const T before = shfl(mask, inclusive, rank > 0 ? nth_lane(mask, rank - 1) : lane);
+    return rank > 0 ? before : zero_value<T>();
+}
+"
+        }
+        "simd_all" => "__device__ inline bool simd_all(bool p) { return __all_sync(__activemask(), p) != 0; }\n",
+        "simd_any" => "__device__ inline bool simd_any(bool p) { return __any_sync(__activemask(), p) != 0; }\n",
+        "simd_ballot" => {
+            "__device__ inline unsigned long long simd_ballot(bool p) { return __ballot_sync(__activemask(), p); }\n"
+        }
+        "simd_is_first" => {
+            "__device__ inline bool simd_is_first() { return lane_id() == (uint)(__ffs(__activemask()) - 1); }\n"
+        }
+        _ => "",
+    };
+    out.push_str(text);
+    out.push('\n');
+}
+
+const GEOMETRY: &str = "// The Metal threadgroup this block plays. Under dispatch_threads the
+// threadgroups at the far edges of the grid are partial: the block is
+// launched full, its first `threads` threads in linear order play the
+// threadgroup's threads (so warps are exactly its SIMD groups), and the
+// others return before the kernel body.
+struct Threadgroup {
+    uint size_x, size_y, size_z; // threads_per_threadgroup
+    uint index;                  // thread_index_in_threadgroup
+    uint threads;                // size_x * size_y * size_z
+
+    static __device__ uint edge(uint block, uint id, uint grid)
+    {
+        const uint left = grid - id * block;
+        return left < block ? left : block;
+    }
+    __device__ Threadgroup(uint grid_x, uint grid_y, uint grid_z)
+        : size_x(edge(blockDim.x, blockIdx.x, grid_x)),
+          size_y(edge(blockDim.y, blockIdx.y, grid_y)),
+          size_z(edge(blockDim.z, blockIdx.z, grid_z)),
+          index(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)),
+          threads(size_x * size_y * size_z)
+    {
+    }
+    __device__ bool in_grid() const { return index < threads; }
+    __device__ uint position_x() const { return index % size_x; }
+    __device__ uint position_y() const { return index / size_x % size_y; }
+    __device__ uint position_z() const { return index / (size_x * size_y); }
+};
+
+// threadgroup_barrier: waits for the warps that hold the threadgroup's
+// threads. A named barrier with a thread count (a multiple of 32, counted
+// per warp) leaves out the warps of a partial threadgroup that returned;
+// the returned lanes of its last warp are not waited for (PTX barrier.sync).
+__device__ inline void threadgroup_barrier(const Threadgroup& tg)
+{
+    asm volatile(\"barrier.sync 0, %0;\" : : \"r\"((tg.threads + 31u) / 32u * 32u) : \"memory\");
+}
+
+";
+
+/// The spelling of each scalar inside the prelude's aliases.
+pub(crate) fn scalar_for_alias(s: Scalar) -> &'static str {
+    match s {
+        Scalar::Bool => "bool",
+        Scalar::I8 => "signed char",
+        Scalar::I16 => "short",
+        Scalar::I32 => "int",
+        Scalar::I64 => "long long",
+        Scalar::U8 => "unsigned char",
+        Scalar::U16 => "unsigned short",
+        Scalar::U32 => "uint",
+        Scalar::U64 => "unsigned long long",
+        Scalar::F16 => "__half",
+        Scalar::BF16 => "__nv_bfloat16",
+        Scalar::F32 => "float",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::Intrinsic;
+
+    #[test]
+    fn the_inclusive_sum_index_is_its_place_in_all() {
+        assert_eq!(Intrinsic::ALL[44], Intrinsic::SimdPrefixInclusiveSum);
+    }
+}

@@ -1,0 +1,79 @@
+//! Golden files of the generated MSL and CUDA for every group of IR
+//! constructs and for the seed kernels (`tests/snapshots/`). A change to
+//! the output fails here until the new files are reviewed and accepted
+//! (`cargo insta review`, or `INSTA_UPDATE=always` to rewrite them).
+
+mod common;
+
+use common::*;
+use enigma_codegen::{cuda, msl};
+use enigma_ir::Kernel;
+
+fn check(kernel: Kernel) {
+    let (kernel, info) = validated(kernel);
+    let name = kernel.name.clone();
+    let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!(format!("{name}.msl"), metal);
+    let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!(format!("{name}.cu"), cuda.source);
+}
+
+macro_rules! golden {
+    ($($test:ident => $kernel:expr),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            check($kernel);
+        }
+    )*};
+}
+
+golden! {
+    binary_ops_u32 => common::binary_ops_u32(),
+    binary_ops_f32 => common::binary_ops_f32(),
+    unary_ops => common::unary_ops(),
+    scalar_types => common::scalar_types(),
+    vectors => common::vectors(),
+    casts => common::casts(),
+    builtins => common::builtins(),
+    math_f32 => common::math_f32(),
+    math_other_types => common::math_other_types(),
+    simd_functions => common::simd_functions(),
+    spec_constants => common::spec_constants(),
+    atomics_device => common::atomics_device(),
+    atomics_threadgroup => common::atomics_threadgroup(),
+    control_flow => common::control_flow(),
+    barriers => common::barriers(),
+    colliding_names => common::colliding_names(),
+    seed_scale => enigma_kernels::seed000::scale(),
+    seed_scale_vec4 => enigma_kernels::seed000::scale_vec4(),
+    seed_row_sum => enigma_kernels::seed000::row_sum(),
+    seed_two_stage_reduction => enigma_kernels::seed000::two_stage_reduction(),
+    seed_simd_broadcast => enigma_kernels::seed000::simd_broadcast_pattern(),
+    seed_prefix_sum => enigma_kernels::seed000::prefix_sum(),
+    seed_shuffle_stencil => enigma_kernels::seed000::shuffle_stencil(),
+    seed_gemm_tiled => enigma_kernels::seed000::gemm_tiled(),
+    seed_safe_scale => enigma_kernels::seed000::safe_scale(),
+    seed001_reduce_threadgroup => enigma_kernels::reduce::reduce_threadgroup(),
+    seed001_reduce_final => enigma_kernels::reduce::reduce_final(),
+    seed001_reduce_final_seed => seed_kernels().pop().expect("the seed's pass 2"),
+}
+
+/// Options that change the output: the threadgroup-size attributes and CUDA
+/// specialisation values.
+#[test]
+fn options_change_the_output() {
+    let (kernel, info) = validated(common::spec_constants());
+    let metal = msl::write_string(
+        &kernel,
+        &info,
+        &msl::Options { max_total_threads_per_threadgroup: Some(256), ..Default::default() },
+    )
+    .unwrap();
+    insta::assert_snapshot!("spec_constants_options.msl", metal);
+    let options = cuda::Options {
+        spec_values: vec![enigma_ir::Literal::u32(64), enigma_ir::Literal::f32(2.0), enigma_ir::Literal::bool(false)],
+        max_threads_per_threadgroup: Some(256),
+    };
+    let source = cuda::write_string(&kernel, &info, &options).unwrap();
+    insta::assert_snapshot!("spec_constants_options.cu", source.source);
+}
