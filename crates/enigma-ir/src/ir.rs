@@ -100,7 +100,61 @@ pub enum LiteralValue {
     Bool(bool),
     Int(i64),
     UInt(u64),
-    Float(f64),
+    /// In JSON a finite value is a number; NaN and the infinities, which JSON
+    /// cannot write, are the strings `"nan"`, `"inf"` and `"-inf"` (a NaN
+    /// other than `f64::NAN` as `"nan:0x<its 16 hex digits of f64 bits>"`).
+    Float(#[serde(with = "json_float")] f64),
+}
+
+/// Serde for [`LiteralValue::Float`]: numbers, plus strings for the values
+/// JSON has no numbers for (serde_json would otherwise write `null` and fail
+/// to read it back).
+mod json_float {
+    use serde::{de, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else if *v == f64::INFINITY {
+            s.serialize_str("inf")
+        } else if *v == f64::NEG_INFINITY {
+            s.serialize_str("-inf")
+        } else if v.to_bits() == f64::NAN.to_bits() {
+            s.serialize_str("nan")
+        } else {
+            s.serialize_str(&format!("nan:{:#018x}", v.to_bits()))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        struct Visitor;
+        impl de::Visitor<'_> for Visitor {
+            type Value = f64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number, or one of the strings \"nan\", \"inf\", \"-inf\", \"nan:0x…\"")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+                Ok(v as f64)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<f64, E> {
+                let bits = v.strip_prefix("nan:0x").and_then(|h| u64::from_str_radix(h, 16).ok());
+                match (v, bits) {
+                    ("nan", _) => Ok(f64::NAN),
+                    ("inf", _) => Ok(f64::INFINITY),
+                    ("-inf", _) => Ok(f64::NEG_INFINITY),
+                    (_, Some(bits)) if f64::from_bits(bits).is_nan() => Ok(f64::from_bits(bits)),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl Literal {

@@ -27,9 +27,13 @@
 
 pub mod builder;
 pub mod ir;
+#[cfg(feature = "testgen")]
+pub mod testgen;
+pub mod text;
 pub mod types;
 pub mod validate;
 
 pub use ir::*;
 pub use types::{Scalar, Type};
+pub use text::{from_json, to_json, to_json_pretty, JsonError, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

@@ -1,0 +1,1106 @@
+//! Random well-formed kernels for property and differential tests (feature
+//! `testgen`).
+//!
+//! [`arb_case`] generates a [`KernelCase`]: a kernel, the contents of its
+//! buffers and a dispatch, meant to run on two backends whose outputs must
+//! agree; [`arb_kernel`] just the kernel. Every generated kernel passes
+//! [`crate::validate`], and by construction:
+//!
+//! * **In bounds.** Input loads index `in[(e % len)]` (or `in[gid]` when the
+//!   input has one element per thread); threadgroup loads index
+//!   `tg[(e % threads_per_threadgroup.x)]`; each thread stores only to its own
+//!   output elements, `out[gid]` or `out[((gid * 2u32) + c)]`.
+//! * **Race-free.** Threadgroup arrays are written at
+//!   `thread_index_in_threadgroup` at uniform control flow, then a
+//!   `threadgroup_barrier(mem_threadgroup)` separates the writes from the
+//!   reads (in a uniform loop: write, barrier, read, barrier).
+//! * **No undefined values.** Integer `/` and `%` divide by `(x | 1u32)` or
+//!   `((x & 15i32) | 1i32)`, so never by zero and never `i32::MIN / -1`.
+//!   Shifts mask their amount (`& 31`). Shuffles (`simd_shuffle_xor` with a
+//!   constant mask, `simd_broadcast`, `simd_shuffle` of a lane `& 31u32`) are
+//!   only generated where every lane of the SIMD group is active: the dispatch
+//!   covers whole threadgroups of whole SIMD groups, and shuffles stay out of
+//!   branches, loops that may `break`/`continue`, and code after an early
+//!   `return`. The other SIMD-group functions (`simd_sum`, `simd_max`,
+//!   `simd_prefix_exclusive_sum`, `simd_broadcast_first`, `simd_ballot`, …)
+//!   also appear inside divergent branches, where they act on the active lanes.
+//! * **Barriers** sit where validation can prove them uniform: threadgroup
+//!   barriers at the top level before any `return`; `simdgroup_barrier` at the
+//!   top level or inside `if (simdgroup_index_in_threadgroup == K)`.
+//! * **Loops terminate**: `for` loops have constant bounds (at most 4
+//!   iterations) and `while` loops count a local they never otherwise assign.
+//!
+//! # Floats, and what two backends must agree on
+//!
+//! Float work is limited to `+ - *`, `min`, `max`, `clamp`, `abs`, negation,
+//! `floor`, `select`, comparisons, conversions, and the SIMD sums, extrema,
+//! broadcasts and shuffles. Float inputs are integers in `[-16, 16]`, float
+//! literals integers in `[-8, 8]`, and the generator bounds the magnitude of
+//! every float sub-expression by [`FLOAT_EXACT_LIMIT`] (2^24; an operation
+//! that could exceed it becomes a `min`), so every intermediate float is an
+//! exactly representable integer. Fusing `a * b + c` into an FMA, reordering
+//! a sum (fast math, SIMD reductions in any order) or flushing subnormals
+//! therefore cannot change a result: **outputs must match exactly** — integers
+//! bit for bit, floats by value (`-0.0 == 0.0`, since fast math may drop the
+//! sign of a zero). [`KernelCase::compare_outputs`] compares that way. Integer
+//! arithmetic wraps, as the IR specifies (including `i32` `+ - *`, negation and
+//! the SIMD sums and products).
+
+use crate::ir::*;
+use crate::types::{Scalar, Type};
+use proptest::prelude::*;
+
+/// Every float sub-expression of a generated kernel stays within ±2^24, where
+/// all integers are exact `f32`s.
+pub const FLOAT_EXACT_LIMIT: f64 = 16_777_216.0;
+
+/// Float locals and threadgroup elements are clamped to ±4096 when assigned.
+const FLOAT_LOCAL_BOUND: f64 = 4096.0;
+
+/// What [`arb_case`] generates.
+#[derive(Clone, Debug)]
+pub struct GenConfig {
+    /// The kernel has 1 to `max_inputs` read-only buffers (`in0`, …).
+    pub max_inputs: usize,
+    /// … and 1 to `max_outputs` read-write buffers (`out0`, …).
+    pub max_outputs: usize,
+    /// Elements in an input buffer (inclusive), unless it gets one per thread.
+    pub input_len: (u32, u32),
+    /// Threadgroup sizes to pick from; each is rounded up to a multiple of 32
+    /// (and at most 1024), so SIMD groups are whole.
+    pub threads_per_threadgroup: Vec<u32>,
+    /// The grid is 1 to `max_threadgroups` whole threadgroups (1-D).
+    pub max_threadgroups: u32,
+    /// Statements per block, at most.
+    pub max_block_stmts: u32,
+    /// Operators nested in one expression, at most.
+    pub max_expr_depth: u32,
+    /// Control flow nested, at most.
+    pub max_nesting: u32,
+    /// Length of the choice sequence driving the generator (longer: bigger kernels).
+    pub max_choices: usize,
+    pub floats: bool,
+    pub simd: bool,
+    pub threadgroup_memory: bool,
+    pub loops: bool,
+    pub early_return: bool,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            max_inputs: 3,
+            max_outputs: 2,
+            input_len: (1, 64),
+            threads_per_threadgroup: vec![32, 64, 128],
+            max_threadgroups: 4,
+            max_block_stmts: 4,
+            max_expr_depth: 3,
+            max_nesting: 3,
+            max_choices: 384,
+            floats: true,
+            simd: true,
+            threadgroup_memory: true,
+            loops: true,
+            early_return: true,
+        }
+    }
+}
+
+/// One kernel parameter's contents in a [`KernelCase`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum CaseArg {
+    /// A read-only buffer; `data` holds each element's 32 bits (`f32::to_bits`
+    /// for floats).
+    Input { elem: Scalar, data: Vec<u32> },
+    /// A read-write buffer of `len` elements, zeroed before the dispatch.
+    Output { elem: Scalar, len: u32 },
+    /// A by-value parameter.
+    Value(Literal),
+}
+
+/// A kernel with everything needed to run it: one [`CaseArg`] per parameter,
+/// in parameter order, and a `dispatch_threads(grid, threads)` geometry
+/// (whole threadgroups). Spec constants take their defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelCase {
+    pub kernel: Kernel,
+    pub args: Vec<CaseArg>,
+    pub grid: [u32; 3],
+    pub threads: [u32; 3],
+}
+
+impl KernelCase {
+    /// The input buffers' contents, in parameter order.
+    pub fn inputs(&self) -> Vec<&[u32]> {
+        self.args
+            .iter()
+            .filter_map(|a| match a {
+                CaseArg::Input { data, .. } => Some(data.as_slice()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The output buffers' element types and lengths, in parameter order.
+    pub fn outputs(&self) -> Vec<(Scalar, u32)> {
+        self.args
+            .iter()
+            .filter_map(|a| match a {
+                CaseArg::Output { elem, len } => Some((*elem, *len)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Compares two runs' outputs (each element's 32 bits, in output order):
+    /// integers bit for bit, floats by value. The error names the first
+    /// difference.
+    pub fn compare_outputs(&self, a: &[Vec<u32>], b: &[Vec<u32>]) -> Result<(), String> {
+        let outputs = self.outputs();
+        if a.len() != outputs.len() || b.len() != outputs.len() {
+            return Err(format!("expected {} outputs, got {} and {}", outputs.len(), a.len(), b.len()));
+        }
+        for (k, ((elem, len), (xa, xb))) in outputs.iter().zip(a.iter().zip(b)).enumerate() {
+            if xa.len() != *len as usize || xb.len() != *len as usize {
+                return Err(format!("out{k}: expected {len} elements, got {} and {}", xa.len(), xb.len()));
+            }
+            for (i, (&va, &vb)) in xa.iter().zip(xb).enumerate() {
+                let same = match elem {
+                    Scalar::F32 => f32::from_bits(va) == f32::from_bits(vb),
+                    _ => va == vb,
+                };
+                if !same {
+                    let show = |v: u32| match elem {
+                        Scalar::F32 => format!("{}", f32::from_bits(v)),
+                        Scalar::I32 => format!("{}", v as i32),
+                        _ => format!("{v}"),
+                    };
+                    return Err(format!("out{k}[{i}] ({elem}): {} vs {}", show(va), show(vb)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Random [`KernelCase`]s. Shrinking shortens the choice sequence, which
+/// gives smaller kernels.
+pub fn arb_case(config: GenConfig) -> impl Strategy<Value = KernelCase> {
+    (proptest::collection::vec(any::<u32>(), 0..=config.max_choices), any::<u64>())
+        .prop_map(move |(choices, seed)| generate_case(&config, &choices, seed))
+}
+
+/// Random well-formed kernels.
+pub fn arb_kernel(config: GenConfig) -> impl Strategy<Value = Kernel> {
+    arb_case(config).prop_map(|case| case.kernel)
+}
+
+/// The case for one choice sequence (a choice past its end reads as 0, the
+/// simplest option) and one seed for the buffer contents: deterministic.
+pub fn generate_case(config: &GenConfig, choices: &[u32], seed: u64) -> KernelCase {
+    Gen::new(config, choices, seed).case()
+}
+
+// ---------------------------------------------------------------------------
+
+struct Choices<'a> {
+    data: &'a [u32],
+    pos: usize,
+}
+
+impl Choices<'_> {
+    fn next(&mut self) -> u32 {
+        let v = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        v
+    }
+
+    /// In `0..n` (0 when `n` is 0).
+    fn below(&mut self, n: u32) -> u32 {
+        let v = self.next();
+        if n == 0 {
+            0
+        } else {
+            v % n
+        }
+    }
+
+    /// In `lo..=hi`.
+    fn range(&mut self, lo: u32, hi: u32) -> u32 {
+        lo + self.below(hi.saturating_sub(lo) + 1)
+    }
+
+    /// True `percent`% of the time; false for the choice 0.
+    fn chance(&mut self, percent: u32) -> bool {
+        self.next() % 100 >= 100 - percent.min(100)
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u32) as usize]
+    }
+}
+
+/// SplitMix64, for buffer contents.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// An integer in `[-m, m]`.
+    fn small(&mut self, m: i64) -> i64 {
+        (self.next() % (2 * m as u64 + 1)) as i64 - m
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Input {
+    param: ParamId,
+    elem: Scalar,
+    len: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Output {
+    param: ParamId,
+    elem: Scalar,
+    per_thread: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Avail {
+    var: VarId,
+    ty: Scalar,
+    /// Loop variables and loop counters are never reassigned.
+    mutable: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// Control-flow nesting.
+    depth: u32,
+    /// Every lane of every SIMD group is active here (shuffles are defined).
+    full: bool,
+    /// `break`/`continue` may be generated (the innermost loop allows them).
+    loop_exits: bool,
+    /// `return` may be generated.
+    return_ok: bool,
+    /// A statement of the kernel body's top level (or of a SIMD-group-uniform
+    /// block directly in it): barriers may go here.
+    top: bool,
+}
+
+const INT_TYPES: [Scalar; 2] = [Scalar::U32, Scalar::I32];
+const CMP_OPS: [BinaryOp; 6] = [BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge];
+
+fn lit_u32(v: u32) -> Expr {
+    Expr::Literal(Literal::u32(v))
+}
+
+fn lit_i32(v: i32) -> Expr {
+    Expr::Literal(Literal::i32(v))
+}
+
+fn lit_f32(v: f64) -> Expr {
+    Expr::Literal(Literal { ty: Scalar::F32, value: LiteralValue::Float(v) })
+}
+
+fn bin(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
+    Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }
+}
+
+fn call(func: Intrinsic, args: Vec<Expr>) -> Expr {
+    Expr::Call { func, args }
+}
+
+fn cast(to: Scalar, arg: Expr) -> Expr {
+    Expr::Cast { to: Type::scalar(to), arg: Box::new(arg) }
+}
+
+fn component(b: Builtin, index: u8) -> Expr {
+    Expr::Extract { arg: Box::new(Expr::Builtin(b)), index }
+}
+
+fn stmt(kind: StmtKind) -> Stmt {
+    Stmt::new(kind)
+}
+
+/// `clamp(e, -4096.0f32, 4096.0f32)` when `bound` is larger.
+fn clamp_float(e: Expr, bound: f64) -> Expr {
+    if bound <= FLOAT_LOCAL_BOUND {
+        e
+    } else {
+        call(Intrinsic::Clamp, vec![e, lit_f32(-FLOAT_LOCAL_BOUND), lit_f32(FLOAT_LOCAL_BOUND)])
+    }
+}
+
+struct Gen<'c> {
+    cfg: &'c GenConfig,
+    ch: Choices<'c>,
+    rng: Rng,
+    k: Kernel,
+    inputs: Vec<Input>,
+    outputs: Vec<Output>,
+    values: Vec<(ParamId, Scalar)>,
+    specs: Vec<(SpecId, Scalar)>,
+    tg: Vec<(TgArrayId, Scalar)>,
+    tg_readable: bool,
+    scope: Vec<Avail>,
+    gid: VarId,
+    tg_size: u32,
+    total: u32,
+    /// Some thread may have returned: lanes may be missing from now on.
+    returned: bool,
+    args: Vec<CaseArg>,
+}
+
+impl<'c> Gen<'c> {
+    fn new(cfg: &'c GenConfig, choices: &'c [u32], seed: u64) -> Gen<'c> {
+        Gen {
+            cfg,
+            ch: Choices { data: choices, pos: 0 },
+            rng: Rng(seed),
+            k: Kernel {
+                name: "generated".into(),
+                params: vec![],
+                spec_constants: vec![],
+                threadgroup_arrays: vec![],
+                locals: vec![],
+                body: vec![],
+            },
+            inputs: vec![],
+            outputs: vec![],
+            values: vec![],
+            specs: vec![],
+            tg: vec![],
+            tg_readable: false,
+            scope: vec![],
+            gid: VarId(0),
+            tg_size: 32,
+            total: 32,
+            returned: false,
+            args: vec![],
+        }
+    }
+
+    fn case(mut self) -> KernelCase {
+        let sizes: Vec<u32> =
+            self.cfg.threads_per_threadgroup.iter().map(|&t| t.clamp(1, 1024).div_ceil(32) * 32).collect();
+        self.tg_size = if sizes.is_empty() { 32 } else { self.ch.pick(&sizes) };
+        let groups = self.ch.range(1, self.cfg.max_threadgroups.max(1));
+        self.total = self.tg_size * groups;
+        self.declare_params();
+
+        self.gid = self.local("gid", Scalar::U32, false);
+        let mut body = vec![stmt(StmtKind::Assign { var: self.gid, value: component(Builtin::ThreadPositionInGrid, 0) })];
+        let top = Ctx { depth: 0, full: true, loop_exits: false, return_ok: false, top: true };
+        // Prelude, then the threadgroup-memory phase, then anything (returns included).
+        self.stmts(&mut body, top, 0);
+        if self.cfg.threadgroup_memory && self.ch.chance(60) {
+            self.tg_phase(&mut body);
+        }
+        self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
+        for o in self.outputs.clone() {
+            for c in 0..o.per_thread {
+                let (value, _) = self.expr(o.elem, self.cfg.max_expr_depth, top);
+                body.push(stmt(StmtKind::Store { mem: Memory::Buffer(o.param), index: self.out_index(o, c), value }));
+            }
+        }
+        self.k.body = body;
+        KernelCase { kernel: self.k, args: self.args, grid: [self.total, 1, 1], threads: [self.tg_size, 1, 1] }
+    }
+
+    fn elem_type(&mut self) -> Scalar {
+        if self.cfg.floats {
+            self.ch.pick(&[Scalar::U32, Scalar::F32, Scalar::I32])
+        } else {
+            self.ch.pick(&INT_TYPES)
+        }
+    }
+
+    fn declare_params(&mut self) {
+        let n_in = self.ch.range(1, self.cfg.max_inputs.max(1) as u32);
+        for k in 0..n_in {
+            let elem = self.elem_type();
+            let (lo, hi) = self.cfg.input_len;
+            let len = if self.ch.chance(30) { self.total } else { self.ch.range(lo.max(1), hi.max(lo).max(1)) };
+            let param = ParamId(self.k.params.len() as u32);
+            self.k.params.push(Param {
+                name: format!("in{k}"),
+                kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read },
+            });
+            let data = (0..len)
+                .map(|_| match elem {
+                    Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
+                    _ => self.rng.next() as u32,
+                })
+                .collect();
+            self.args.push(CaseArg::Input { elem, data });
+            self.inputs.push(Input { param, elem, len });
+        }
+        let n_out = self.ch.range(1, self.cfg.max_outputs.max(1) as u32);
+        for k in 0..n_out {
+            let elem = self.elem_type();
+            let per_thread = self.ch.range(1, 2);
+            let param = ParamId(self.k.params.len() as u32);
+            self.k.params.push(Param {
+                name: format!("out{k}"),
+                kind: ParamKind::Buffer { elem: elem.into(), access: Access::ReadWrite },
+            });
+            self.args.push(CaseArg::Output { elem, len: self.total * per_thread });
+            self.outputs.push(Output { param, elem, per_thread });
+        }
+        for k in 0..self.ch.below(3) {
+            let ty = self.elem_type();
+            let value = match ty {
+                Scalar::U32 => Literal::u32(self.rng.next() as u32),
+                Scalar::I32 => Literal::i32(self.rng.next() as i32),
+                _ => Literal::f32(self.rng.small(8) as f32),
+            };
+            let param = ParamId(self.k.params.len() as u32);
+            self.k.params.push(Param { name: format!("p{k}"), kind: ParamKind::Value { ty: ty.into() } });
+            self.args.push(CaseArg::Value(value));
+            self.values.push((param, ty));
+        }
+        for k in 0..self.ch.below(3) {
+            let ty = self.elem_type();
+            let default = match ty {
+                Scalar::U32 => Literal::u32(self.ch.below(64)),
+                Scalar::I32 => Literal::i32(self.ch.below(64) as i32 - 32),
+                _ => Literal::f32(self.ch.below(17) as f32 - 8.0),
+            };
+            let id = SpecId(self.k.spec_constants.len() as u32);
+            self.k.spec_constants.push(SpecConstant { name: format!("S{k}"), ty, default });
+            self.specs.push((id, ty));
+        }
+    }
+
+    fn local(&mut self, prefix: &str, ty: Scalar, mutable: bool) -> VarId {
+        let var = VarId(self.k.locals.len() as u32);
+        let name = if prefix == "gid" { prefix.to_string() } else { format!("{prefix}{}", var.0) };
+        self.k.locals.push(Local { name, ty: ty.into() });
+        self.scope.push(Avail { var, ty, mutable });
+        var
+    }
+
+    fn out_index(&self, o: Output, c: u32) -> Expr {
+        if o.per_thread == 1 {
+            Expr::Var(self.gid)
+        } else {
+            bin(BinaryOp::Add, bin(BinaryOp::Mul, Expr::Var(self.gid), lit_u32(o.per_thread)), lit_u32(c))
+        }
+    }
+
+    fn full(&self, ctx: Ctx) -> bool {
+        ctx.full && !self.returned
+    }
+
+    // --- statements ----------------------------------------------------------
+
+    /// Appends `min..=max_block_stmts` statements to `out`.
+    fn stmts(&mut self, out: &mut Block, ctx: Ctx, min: u32) {
+        let n = self.ch.range(min, self.cfg.max_block_stmts.max(min));
+        for _ in 0..n {
+            self.stmt(out, ctx);
+        }
+    }
+
+    /// A nested block: its new locals go out of scope at its end.
+    fn block(&mut self, ctx: Ctx) -> Block {
+        let saved = self.scope.len();
+        let mut b = vec![];
+        self.stmts(&mut b, Ctx { depth: ctx.depth + 1, top: false, ..ctx }, 0);
+        self.scope.truncate(saved);
+        b
+    }
+
+    fn stmt(&mut self, out: &mut Block, ctx: Ctx) {
+        let nest = ctx.depth < self.cfg.max_nesting;
+        let exits = (ctx.loop_exits || ctx.return_ok) && nest;
+        let simd_block = ctx.top && ctx.depth == 0 && self.full(ctx) && self.cfg.simd && nest;
+        let simd_barrier = ctx.top && !self.returned;
+        let d = self.cfg.max_expr_depth;
+        match self.ch.below(9) {
+            1 => {
+                let mutable: Vec<Avail> = self.scope.iter().copied().filter(|a| a.mutable).collect();
+                if mutable.is_empty() {
+                    return self.new_local(out, ctx);
+                }
+                let a = self.ch.pick(&mutable);
+                let value = self.value_for_local(a.ty, ctx);
+                out.push(stmt(StmtKind::Assign { var: a.var, value }));
+            }
+            2 => {
+                let o = self.ch.pick(&self.outputs.clone());
+                let c = self.ch.below(o.per_thread);
+                let (value, _) = self.expr(o.elem, d, ctx);
+                out.push(stmt(StmtKind::Store { mem: Memory::Buffer(o.param), index: self.out_index(o, c), value }));
+            }
+            3 if nest => {
+                let cond = self.bool_expr(d, ctx);
+                let inner = Ctx { full: false, ..ctx };
+                let then_body = self.block(inner);
+                let else_body = if self.ch.chance(50) { self.block(inner) } else { vec![] };
+                out.push(stmt(StmtKind::If { cond, then_body, else_body }));
+            }
+            4 if nest && self.cfg.loops => self.for_loop(out, ctx),
+            5 if nest && self.cfg.loops => self.while_loop(out, ctx),
+            6 if exits => self.exit_if(out, ctx),
+            7 if simd_block => self.simd_block(out, ctx),
+            8 if simd_barrier && self.cfg.simd => {
+                let flags = self.ch.pick(&[MemFlags::None, MemFlags::Threadgroup, MemFlags::Device]);
+                out.push(stmt(StmtKind::Barrier { scope: BarrierScope::Simdgroup, flags }));
+            }
+            _ => self.new_local(out, ctx),
+        }
+    }
+
+    fn local_type(&mut self) -> Scalar {
+        if self.cfg.floats {
+            self.ch.pick(&[Scalar::U32, Scalar::I32, Scalar::F32, Scalar::Bool])
+        } else {
+            self.ch.pick(&[Scalar::U32, Scalar::I32, Scalar::Bool])
+        }
+    }
+
+    fn value_for_local(&mut self, ty: Scalar, ctx: Ctx) -> Expr {
+        let (e, bound) = self.expr(ty, self.cfg.max_expr_depth, ctx);
+        if ty == Scalar::F32 {
+            clamp_float(e, bound)
+        } else {
+            e
+        }
+    }
+
+    fn new_local(&mut self, out: &mut Block, ctx: Ctx) {
+        let ty = self.local_type();
+        // The value is generated before the local enters the scope.
+        let value = self.value_for_local(ty, ctx);
+        let var = self.local("v", ty, true);
+        out.push(stmt(StmtKind::Assign { var, value }));
+    }
+
+    fn for_loop(&mut self, out: &mut Block, ctx: Ctx) {
+        let ty = self.ch.pick(&INT_TYPES);
+        let start = self.ch.below(3);
+        let step = self.ch.range(1, 2);
+        let end = start + step * self.ch.below(5);
+        let lit = |v: u32| if ty == Scalar::U32 { lit_u32(v) } else { lit_i32(v as i32) };
+        let (start_e, end_e, step_e) = (lit(start), lit(end), lit(step));
+        let exits = self.ch.chance(30);
+        let saved = self.scope.len();
+        let var = self.local("i", ty, false);
+        let body = self.block(Ctx {
+            full: ctx.full && !exits,
+            loop_exits: exits,
+            return_ok: ctx.return_ok && exits,
+            ..ctx
+        });
+        self.scope.truncate(saved);
+        out.push(stmt(StmtKind::For { var, start: start_e, end: end_e, step: step_e, body }));
+    }
+
+    fn while_loop(&mut self, out: &mut Block, ctx: Ctx) {
+        let count = self.ch.below(5);
+        let exits = self.ch.chance(30);
+        let w = self.local("w", Scalar::U32, false);
+        out.push(stmt(StmtKind::Assign { var: w, value: lit_u32(0) }));
+        let mut body = vec![stmt(StmtKind::Assign { var: w, value: bin(BinaryOp::Add, Expr::Var(w), lit_u32(1)) })];
+        body.extend(self.block(Ctx {
+            full: ctx.full && !exits,
+            loop_exits: exits,
+            return_ok: ctx.return_ok && exits,
+            ..ctx
+        }));
+        let cond = bin(BinaryOp::Lt, Expr::Var(w), lit_u32(count));
+        out.push(stmt(StmtKind::While { cond, body }));
+    }
+
+    /// `if (cond) { …; break | continue | return }`.
+    fn exit_if(&mut self, out: &mut Block, ctx: Ctx) {
+        let mut kinds = vec![];
+        if ctx.loop_exits {
+            kinds.extend([StmtKind::Break, StmtKind::Continue]);
+        }
+        if ctx.return_ok {
+            kinds.push(StmtKind::Return);
+        }
+        let cond = self.bool_expr(self.cfg.max_expr_depth, ctx);
+        let exit = kinds[self.ch.below(kinds.len() as u32) as usize].clone();
+        let mut then_body = self.block(Ctx { full: false, ..ctx });
+        if exit == StmtKind::Return {
+            self.returned = true;
+        }
+        then_body.push(stmt(exit));
+        out.push(stmt(StmtKind::If { cond, then_body, else_body: vec![] }));
+    }
+
+    /// `if (simdgroup_index_in_threadgroup == K) { …; simdgroup_barrier(…); … }`:
+    /// whole SIMD groups, so shuffles and SIMD-group barriers are fine inside.
+    fn simd_block(&mut self, out: &mut Block, ctx: Ctx) {
+        let k = self.ch.below(self.tg_size / 32);
+        let cond = bin(BinaryOp::Eq, Expr::Builtin(Builtin::SimdgroupIndexInThreadgroup), lit_u32(k));
+        let inner = Ctx { depth: ctx.depth + 1, full: true, loop_exits: false, return_ok: false, top: true };
+        let saved = self.scope.len();
+        let mut body = vec![];
+        self.stmts(&mut body, Ctx { top: false, ..inner }, 0);
+        let flags = self.ch.pick(&[MemFlags::None, MemFlags::Threadgroup, MemFlags::Device]);
+        body.push(stmt(StmtKind::Barrier { scope: BarrierScope::Simdgroup, flags }));
+        self.stmts(&mut body, Ctx { top: false, ..inner }, 0);
+        self.scope.truncate(saved);
+        out.push(stmt(StmtKind::If { cond, then_body: body, else_body: vec![] }));
+    }
+
+    /// Threadgroup arrays of one element per thread: written at
+    /// `thread_index_in_threadgroup`, a barrier, then readable; or the same in
+    /// a uniform loop that also reads between two barriers.
+    fn tg_phase(&mut self, body: &mut Block) {
+        let top = Ctx { depth: 0, full: true, loop_exits: false, return_ok: false, top: true };
+        let lid = Expr::Builtin(Builtin::ThreadIndexInThreadgroup);
+        for k in 0..self.ch.range(1, 2) {
+            let elem = self.elem_type();
+            let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
+            self.k.threadgroup_arrays.push(ThreadgroupArray { name: format!("tg{k}"), elem: elem.into(), len: self.tg_size });
+            self.tg.push((id, elem));
+        }
+        let barrier = || stmt(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::Threadgroup });
+        let writes = |g: &mut Gen<'_>| -> Vec<Stmt> {
+            g.tg
+                .clone()
+                .into_iter()
+                .map(|(id, elem)| {
+                    let (e, bound) = g.expr(elem, g.cfg.max_expr_depth, top);
+                    let value = if elem == Scalar::F32 { clamp_float(e, bound) } else { e };
+                    stmt(StmtKind::Store { mem: Memory::Threadgroup(id), index: lid.clone(), value })
+                })
+                .collect()
+        };
+        if !(self.cfg.loops && self.ch.chance(40)) {
+            body.extend(writes(self));
+            body.push(barrier());
+            self.tg_readable = true;
+            return;
+        }
+        let (tg0, elem) = self.tg[0];
+        let init = self.value_for_local(elem, top);
+        let acc = self.local("acc", elem, true);
+        body.push(stmt(StmtKind::Assign { var: acc, value: init }));
+        let rounds = self.ch.range(1, 3);
+        let saved = self.scope.len();
+        let r = self.local("r", Scalar::U32, false);
+        let mut loop_body = writes(self);
+        loop_body.push(barrier());
+        let neighbour = bin(
+            BinaryOp::Rem,
+            bin(BinaryOp::Add, bin(BinaryOp::Add, lid.clone(), lit_u32(1)), Expr::Var(r)),
+            component(Builtin::ThreadsPerThreadgroup, 0),
+        );
+        let sum = bin(BinaryOp::Add, Expr::Var(acc), Expr::Load { mem: Memory::Threadgroup(tg0), index: Box::new(neighbour) });
+        let sum = if elem == Scalar::F32 { clamp_float(sum, 2.0 * FLOAT_LOCAL_BOUND) } else { sum };
+        loop_body.push(stmt(StmtKind::Assign { var: acc, value: sum }));
+        loop_body.push(barrier());
+        self.scope.truncate(saved);
+        body.push(stmt(StmtKind::For { var: r, start: lit_u32(0), end: lit_u32(rounds), step: lit_u32(1), body: loop_body }));
+        self.tg_readable = true;
+    }
+
+    // --- expressions ---------------------------------------------------------
+
+    /// An expression of `ty` and, for `f32`, a bound on its magnitude.
+    fn expr(&mut self, ty: Scalar, d: u32, ctx: Ctx) -> (Expr, f64) {
+        match ty {
+            Scalar::F32 => self.float_expr(d, ctx),
+            Scalar::Bool => (self.bool_expr(d, ctx), 0.0),
+            _ => (self.int_expr(ty, d, ctx), 0.0),
+        }
+    }
+
+    fn locals_of(&self, ty: Scalar) -> Vec<VarId> {
+        self.scope.iter().filter(|a| a.ty == ty).map(|a| a.var).collect()
+    }
+
+    /// An index in `0..len`.
+    fn index(&mut self, len: u32, d: u32, ctx: Ctx) -> Expr {
+        if len == self.total && self.ch.chance(50) {
+            return Expr::Var(self.gid);
+        }
+        let e = if d == 0 {
+            match self.ch.below(3) {
+                0 => Expr::Var(self.gid),
+                1 => self.builtin_u32(),
+                _ => lit_u32(self.ch.below(len.max(1) * 2)),
+            }
+        } else {
+            self.int_expr(Scalar::U32, d - 1, ctx)
+        };
+        bin(BinaryOp::Rem, e, lit_u32(len))
+    }
+
+    fn tg_index(&mut self, d: u32, ctx: Ctx) -> Expr {
+        let e = if d == 0 { Expr::Builtin(Builtin::ThreadIndexInThreadgroup) } else { self.int_expr(Scalar::U32, d - 1, ctx) };
+        bin(BinaryOp::Rem, e, component(Builtin::ThreadsPerThreadgroup, 0))
+    }
+
+    fn builtin_u32(&mut self) -> Expr {
+        const VECTORS: [Builtin; 6] = [
+            Builtin::ThreadPositionInGrid,
+            Builtin::ThreadPositionInThreadgroup,
+            Builtin::ThreadgroupPositionInGrid,
+            Builtin::ThreadsPerThreadgroup,
+            Builtin::ThreadsPerGrid,
+            Builtin::ThreadgroupsPerGrid,
+        ];
+        const SCALARS: [Builtin; 5] = [
+            Builtin::ThreadIndexInThreadgroup,
+            Builtin::ThreadIndexInSimdgroup,
+            Builtin::SimdgroupIndexInThreadgroup,
+            Builtin::SimdgroupsPerThreadgroup,
+            Builtin::ThreadsPerSimdgroup,
+        ];
+        if self.ch.chance(50) {
+            let b = self.ch.pick(&VECTORS);
+            let c = if self.ch.chance(20) { self.ch.range(1, 2) as u8 } else { 0 };
+            component(b, c)
+        } else {
+            Expr::Builtin(self.ch.pick(&SCALARS))
+        }
+    }
+
+    /// A leaf of `ty` (a load's index may itself be an expression of depth `d - 1`).
+    fn leaf(&mut self, ty: Scalar, d: u32, ctx: Ctx) -> (Expr, f64) {
+        #[derive(Clone, Copy)]
+        enum Leaf {
+            Lit,
+            Builtin,
+            Local(VarId),
+            Param(ParamId),
+            Spec(SpecId),
+            Input(usize),
+            Tg(TgArrayId),
+        }
+        let mut leaves = vec![Leaf::Lit];
+        if ty != Scalar::Bool && ty != Scalar::F32 {
+            leaves.push(Leaf::Builtin);
+        }
+        leaves.extend(self.locals_of(ty).into_iter().map(Leaf::Local));
+        leaves.extend(self.values.iter().filter(|v| v.1 == ty).map(|v| Leaf::Param(v.0)));
+        leaves.extend(self.specs.iter().filter(|s| s.1 == ty).map(|s| Leaf::Spec(s.0)));
+        leaves.extend(self.inputs.iter().enumerate().filter(|(_, i)| i.elem == ty).map(|(k, _)| Leaf::Input(k)));
+        if self.tg_readable {
+            leaves.extend(self.tg.iter().filter(|t| t.1 == ty).map(|t| Leaf::Tg(t.0)));
+        }
+        let float_bound = |b: f64| if ty == Scalar::F32 { b } else { 0.0 };
+        match self.ch.pick(&leaves) {
+            Leaf::Lit => self.literal(ty),
+            Leaf::Builtin => {
+                let b = self.builtin_u32();
+                (if ty == Scalar::I32 { cast(Scalar::I32, b) } else { b }, 0.0)
+            }
+            Leaf::Local(v) => (Expr::Var(v), float_bound(FLOAT_LOCAL_BOUND)),
+            Leaf::Param(p) => (Expr::Param(p), float_bound(8.0)),
+            Leaf::Spec(s) => (Expr::Spec(s), float_bound(8.0)),
+            Leaf::Input(k) => {
+                let input = self.inputs[k];
+                let index = self.index(input.len, d.saturating_sub(1), ctx);
+                (Expr::Load { mem: Memory::Buffer(input.param), index: Box::new(index) }, float_bound(16.0))
+            }
+            Leaf::Tg(id) => {
+                let index = self.tg_index(d.saturating_sub(1), ctx);
+                (Expr::Load { mem: Memory::Threadgroup(id), index: Box::new(index) }, float_bound(FLOAT_LOCAL_BOUND))
+            }
+        }
+    }
+
+    fn literal(&mut self, ty: Scalar) -> (Expr, f64) {
+        match ty {
+            Scalar::Bool => (Expr::Literal(Literal::bool(self.ch.chance(50))), 0.0),
+            Scalar::F32 => {
+                let v = self.ch.below(17) as f64 - 8.0;
+                (lit_f32(v), v.abs().max(1.0))
+            }
+            Scalar::I32 => {
+                let v = match self.ch.below(4) {
+                    0 | 1 => self.ch.below(17) as i32 - 8,
+                    2 => self.ch.pick(&[i32::MIN, i32::MAX, -1, 0x4000_0000]),
+                    _ => self.ch.next() as i32,
+                };
+                (lit_i32(v), 0.0)
+            }
+            _ => {
+                let v = match self.ch.below(4) {
+                    0 | 1 => self.ch.below(17),
+                    2 => self.ch.pick(&[u32::MAX, 0x8000_0000, 31, 32]),
+                    _ => self.ch.next(),
+                };
+                (lit_u32(v), 0.0)
+            }
+        }
+    }
+
+    fn int_expr(&mut self, t: Scalar, d: u32, ctx: Ctx) -> Expr {
+        if d == 0 {
+            return self.leaf(t, 0, ctx).0;
+        }
+        let sub = d - 1;
+        let lit = |v: u32| if t == Scalar::U32 { lit_u32(v) } else { lit_i32(v as i32) };
+        match self.ch.below(12) {
+            1 => {
+                let op = self.ch.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul]);
+                bin(op, self.int_expr(t, sub, ctx), self.int_expr(t, sub, ctx))
+            }
+            2 => {
+                let op = self.ch.pick(&[BinaryOp::BitAnd, BinaryOp::BitOr, BinaryOp::BitXor]);
+                bin(op, self.int_expr(t, sub, ctx), self.int_expr(t, sub, ctx))
+            }
+            3 => {
+                // i32 shifts right only: `<<` of a negative value is undefined in C++17.
+                let op = if t == Scalar::U32 { self.ch.pick(&[BinaryOp::Shl, BinaryOp::Shr]) } else { BinaryOp::Shr };
+                let amount = bin(BinaryOp::BitAnd, self.int_expr(t, sub, ctx), lit(31));
+                bin(op, self.int_expr(t, sub, ctx), amount)
+            }
+            4 => {
+                let op = self.ch.pick(&[BinaryOp::Div, BinaryOp::Rem]);
+                let lhs = self.int_expr(t, sub, ctx);
+                let divisor = self.int_expr(t, sub, ctx);
+                let divisor = if t == Scalar::U32 {
+                    bin(BinaryOp::BitOr, divisor, lit_u32(1))
+                } else {
+                    bin(BinaryOp::BitOr, bin(BinaryOp::BitAnd, divisor, lit_i32(15)), lit_i32(1))
+                };
+                bin(op, lhs, divisor)
+            }
+            5 => {
+                let f = self.ch.pick(&[Intrinsic::Min, Intrinsic::Max]);
+                call(f, vec![self.int_expr(t, sub, ctx), self.int_expr(t, sub, ctx)])
+            }
+            6 => {
+                let (a, b) = (self.int_expr(t, sub, ctx), self.int_expr(t, sub, ctx));
+                call(Intrinsic::Select, vec![a, b, self.bool_expr(sub, ctx)])
+            }
+            7 => self.int_conversion(t, sub, ctx),
+            8 if self.cfg.simd => self.int_simd(t, sub, ctx),
+            9 => {
+                if t == Scalar::U32 {
+                    let f = self.ch.pick(&[Intrinsic::Popcount, Intrinsic::Clz, Intrinsic::Ctz]);
+                    call(f, vec![self.int_expr(t, sub, ctx)])
+                } else {
+                    Expr::Unary { op: UnaryOp::Neg, arg: Box::new(self.int_expr(t, sub, ctx)) }
+                }
+            }
+            10 => Expr::Unary { op: UnaryOp::BitNot, arg: Box::new(self.int_expr(t, sub, ctx)) },
+            11 => self.vector_detour(t, sub, ctx).0,
+            _ => self.leaf(t, d, ctx).0,
+        }
+    }
+
+    fn int_conversion(&mut self, t: Scalar, sub: u32, ctx: Ctx) -> Expr {
+        let other = if t == Scalar::U32 { Scalar::I32 } else { Scalar::U32 };
+        match self.ch.below(5) {
+            1 => Expr::Bitcast { to: t.into(), arg: Box::new(self.int_expr(other, sub, ctx)) },
+            2 => cast(t, self.bool_expr(sub, ctx)),
+            3 if self.cfg.floats => {
+                // Floats here are integers within ±2^24; negative ones do not convert to u32.
+                let (f, _) = self.float_expr(sub, ctx);
+                let f = if t == Scalar::U32 { call(Intrinsic::Max, vec![f, lit_f32(0.0)]) } else { f };
+                cast(t, f)
+            }
+            4 if self.cfg.simd && t == Scalar::U32 => {
+                cast(Scalar::U32, call(Intrinsic::SimdBallot, vec![self.bool_expr(sub, ctx)]))
+            }
+            _ => cast(t, self.int_expr(other, sub, ctx)),
+        }
+    }
+
+    /// A shuffle of `x` where every lane is active; elsewhere `x` comes back as the error.
+    fn shuffle(&mut self, x: Expr, sub: u32, ctx: Ctx) -> Result<Expr, Expr> {
+        if !self.full(ctx) {
+            return Err(x);
+        }
+        Ok(match self.ch.below(3) {
+            0 => call(Intrinsic::SimdShuffleXor, vec![x, lit_u32(self.ch.range(1, 31))]),
+            1 => call(Intrinsic::SimdBroadcast, vec![x, lit_u32(self.ch.below(32))]),
+            _ => {
+                let lane = bin(BinaryOp::BitAnd, self.int_expr(Scalar::U32, sub, ctx), lit_u32(31));
+                call(Intrinsic::SimdShuffle, vec![x, lane])
+            }
+        })
+    }
+
+    fn int_simd(&mut self, t: Scalar, sub: u32, ctx: Ctx) -> Expr {
+        use Intrinsic::*;
+        let x = self.int_expr(t, sub, ctx);
+        let f = self.ch.pick(&[
+            SimdSum,
+            SimdMax,
+            SimdMin,
+            SimdPrefixExclusiveSum,
+            SimdPrefixInclusiveSum,
+            SimdBroadcastFirst,
+            SimdProduct,
+            SimdAnd,
+            SimdOr,
+            SimdXor,
+            SimdShuffleXor,
+        ]);
+        if f == SimdShuffleXor {
+            return match self.shuffle(x, sub, ctx) {
+                Ok(e) => e,
+                Err(x) => call(SimdSum, vec![x]),
+            };
+        }
+        call(f, vec![x])
+    }
+
+    fn float_expr(&mut self, d: u32, ctx: Ctx) -> (Expr, f64) {
+        if d == 0 {
+            return self.leaf(Scalar::F32, 0, ctx);
+        }
+        let sub = d - 1;
+        match self.ch.below(9) {
+            1 => {
+                let (a, ba) = self.float_expr(sub, ctx);
+                let (b, bb) = self.float_expr(sub, ctx);
+                let op = self.ch.pick(&[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul]);
+                let bound = if op == BinaryOp::Mul { ba * bb } else { ba + bb };
+                if bound <= FLOAT_EXACT_LIMIT {
+                    (bin(op, a, b), bound)
+                } else {
+                    (call(Intrinsic::Min, vec![a, b]), ba.max(bb))
+                }
+            }
+            2 => {
+                let (a, ba) = self.float_expr(sub, ctx);
+                let (b, bb) = self.float_expr(sub, ctx);
+                let f = self.ch.pick(&[Intrinsic::Min, Intrinsic::Max]);
+                (call(f, vec![a, b]), ba.max(bb))
+            }
+            3 => {
+                let (a, ba) = self.float_expr(sub, ctx);
+                let e = match self.ch.below(3) {
+                    0 => call(Intrinsic::Abs, vec![a]),
+                    1 => Expr::Unary { op: UnaryOp::Neg, arg: Box::new(a) },
+                    _ => call(Intrinsic::Floor, vec![a]),
+                };
+                (e, ba)
+            }
+            4 => {
+                let (a, ba) = self.float_expr(sub, ctx);
+                let (b, bb) = self.float_expr(sub, ctx);
+                (call(Intrinsic::Select, vec![a, b, self.bool_expr(sub, ctx)]), ba.max(bb))
+            }
+            5 => {
+                let (x, bx) = self.float_expr(sub, ctx);
+                let lo = self.ch.below(9) as f64 - 8.0;
+                let hi = lo + self.ch.below(9) as f64;
+                (call(Intrinsic::Clamp, vec![x, lit_f32(lo), lit_f32(hi)]), bx.min(lo.abs().max(hi.abs())))
+            }
+            6 => {
+                if self.ch.chance(50) {
+                    let u = bin(BinaryOp::BitAnd, self.int_expr(Scalar::U32, sub, ctx), lit_u32(255));
+                    (cast(Scalar::F32, u), 255.0)
+                } else {
+                    let i = bin(BinaryOp::Rem, self.int_expr(Scalar::I32, sub, ctx), lit_i32(64));
+                    (cast(Scalar::F32, i), 63.0)
+                }
+            }
+            7 if self.cfg.simd => {
+                use Intrinsic::*;
+                let (x, b) = self.float_expr(sub, ctx);
+                let f = self.ch.pick(&[SimdSum, SimdMax, SimdMin, SimdPrefixExclusiveSum, SimdPrefixInclusiveSum, SimdBroadcastFirst, SimdShuffleXor]);
+                match f {
+                    SimdSum | SimdPrefixExclusiveSum | SimdPrefixInclusiveSum if 32.0 * b <= FLOAT_EXACT_LIMIT => {
+                        (call(f, vec![x]), 32.0 * b)
+                    }
+                    SimdShuffleXor => match self.shuffle(x, sub, ctx) {
+                        Ok(e) => (e, b),
+                        Err(x) => (call(SimdMax, vec![x]), b),
+                    },
+                    SimdSum | SimdPrefixExclusiveSum | SimdPrefixInclusiveSum => (call(SimdMin, vec![x]), b),
+                    f => (call(f, vec![x]), b),
+                }
+            }
+            8 => self.vector_detour(Scalar::F32, sub, ctx),
+            _ => self.leaf(Scalar::F32, d, ctx),
+        }
+    }
+
+    fn bool_expr(&mut self, d: u32, ctx: Ctx) -> Expr {
+        if d == 0 {
+            return self.leaf(Scalar::Bool, 0, ctx).0;
+        }
+        let sub = d - 1;
+        match self.ch.below(7) {
+            1 | 2 => {
+                let t = if self.cfg.floats && self.ch.chance(30) { Scalar::F32 } else { self.ch.pick(&INT_TYPES) };
+                let op = self.ch.pick(&CMP_OPS);
+                let (a, _) = self.expr(t, sub, ctx);
+                let (b, _) = self.expr(t, sub, ctx);
+                bin(op, a, b)
+            }
+            3 => {
+                let op = self.ch.pick(&[BinaryOp::And, BinaryOp::Or]);
+                bin(op, self.bool_expr(sub, ctx), self.bool_expr(sub, ctx))
+            }
+            4 => Expr::Unary { op: UnaryOp::Not, arg: Box::new(self.bool_expr(sub, ctx)) },
+            5 if self.cfg.simd => {
+                let f = self.ch.pick(&[Intrinsic::SimdAny, Intrinsic::SimdAll]);
+                call(f, vec![self.bool_expr(sub, ctx)])
+            }
+            6 if self.cfg.simd => call(Intrinsic::SimdIsFirst, vec![]),
+            _ => self.leaf(Scalar::Bool, d, ctx).0,
+        }
+    }
+
+    /// `(vector op vector).c` or `T(…).c` of a 2-, 3- or 4-vector of `t`.
+    fn vector_detour(&mut self, t: Scalar, sub: u32, ctx: Ctx) -> (Expr, f64) {
+        let width = self.ch.range(2, 4) as u8;
+        let ty = Type::vector(t, width);
+        let (a, ba) = self.vector_value(ty, sub, ctx);
+        let (v, bound) = match self.ch.below(3) {
+            0 => (a, ba),
+            1 => {
+                let (b, bb) = self.vector_value(ty, sub, ctx);
+                self.vector_op(t, a, ba, b, bb)
+            }
+            _ => {
+                let (s, bs) = self.expr(t, sub, ctx);
+                self.vector_op(t, a, ba, s, bs)
+            }
+        };
+        let index = self.ch.below(width as u32) as u8;
+        (Expr::Extract { arg: Box::new(v), index }, bound)
+    }
+
+    fn vector_value(&mut self, ty: Type, sub: u32, ctx: Ctx) -> (Expr, f64) {
+        let n = if self.ch.chance(30) { 1 } else { ty.width as usize };
+        let mut bound: f64 = 0.0;
+        let mut components = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (c, b) = self.expr(ty.scalar, sub, ctx);
+            bound = bound.max(b);
+            components.push(c);
+        }
+        (Expr::Vector { ty, components }, bound)
+    }
+
+    /// `a op b` (`b` a vector of the same type or a scalar), bounded for floats.
+    fn vector_op(&mut self, t: Scalar, a: Expr, ba: f64, b: Expr, bb: f64) -> (Expr, f64) {
+        let ops: &[BinaryOp] = if t == Scalar::F32 {
+            &[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul]
+        } else {
+            &[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::BitAnd, BinaryOp::BitOr, BinaryOp::BitXor]
+        };
+        let op = self.ch.pick(ops);
+        let bound = if op == BinaryOp::Mul { ba * bb } else { ba + bb };
+        if t == Scalar::F32 && bound > FLOAT_EXACT_LIMIT {
+            return (a, ba);
+        }
+        (bin(op, a, b), bound)
+    }
+}
