@@ -113,3 +113,37 @@ pub fn tolerance(data: &[f32]) -> f64 {
     let levels = 2.0 * (data.len().max(2) as f64).log2();
     abs_sum * f32::EPSILON as f64 * levels + 1e-6
 }
+
+/// A bandwidth-oriented pass 1 for large inputs: each thread strides over
+/// `float4` elements (`n4` of them) with a grid-stride loop, so a few
+/// threadgroups per core cover any size; then the same two-stage
+/// threadgroup sum. Launch about `cores × threadgroups per core`
+/// threadgroups of [`PASS1_THREADS`]; pass 2 ([`reduce_final`]) sums their
+/// partials.
+pub fn reduce_threadgroup_vec4() -> Kernel {
+    use enigma_ir::Scalar;
+    let mut k = KernelBuilder::new("reduce_threadgroup_vec4");
+    let a = k.buffer("A", Type::vector(Scalar::F32, 4), Access::Read);
+    let partial_out = k.buffer("PartialOut", Type::F32, Access::ReadWrite);
+    let n4 = k.value("n4", Type::U32);
+    let scratch = k.threadgroup_array("scratch", Type::F32, 32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    let stride = k.let_("stride", threads_per_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let simd_gid = k.let_("simd_gid", simdgroup_index_in_threadgroup());
+    let sum = k.var("sum", 0.0f32);
+    k.for_range("i", tid, n4, stride, |k, i| {
+        let v = k.let_("v", a.get(i));
+        k.assign(sum, sum + ((v.x() + v.y()) + (v.z() + v.w())));
+    });
+    let simd_total = k.let_("simd_total", simd_sum(sum.get()));
+    k.if_(lane.eq(0u32), |k| k.store(scratch.at(simd_gid), simd_total));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(simd_gid.eq(0u32), |k| {
+        let sub = k.var("sub", 0.0f32);
+        k.if_(lane.lt(simdgroups_per_threadgroup()), |k| k.assign(sub, scratch.get(lane)));
+        let total = k.let_("total", simd_sum(sub.get()));
+        k.if_(lane.eq(0u32), |k| k.store(partial_out.at(threadgroup_position_in_grid().x()), total));
+    });
+    k.finish().expect("expressions belong to this builder")
+}

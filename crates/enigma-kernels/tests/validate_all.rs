@@ -4,9 +4,7 @@ use enigma_ir::{validate, ValidationOptions};
 
 #[test]
 fn seed_and_reduce_kernels_validate() {
-    let mut kernels = enigma_kernels::seed000::all();
-    kernels.push(enigma_kernels::reduce::reduce_threadgroup());
-    kernels.push(enigma_kernels::reduce::reduce_final());
+    let mut kernels = enigma_kernels::seed_kernels();
     kernels.push(enigma_kernels::reduce::reduce_final_seed());
     for kernel in kernels {
         if let Err(e) = validate(&kernel, &ValidationOptions::default()) {

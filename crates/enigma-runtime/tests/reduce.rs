@@ -71,3 +71,25 @@ fn the_seeds_second_pass_is_rejected_naming_4096_and_1024() {
     let msg = err.to_string();
     assert!(msg.contains("4096") && msg.contains("1024") && msg.contains("reduce_final"), "{msg}");
 }
+
+#[test]
+fn strided_vec4_pass1_then_pass2_matches_the_reference() {
+    use enigma_ir::{Scalar, Type};
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for (n, groups) in [(4usize, 1u32), (4096, 3), (1 << 16, 8)] {
+        let a = data(n);
+        let bytes: Vec<u8> = a.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let input = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &bytes).unwrap();
+        let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
+        let result = rt.buffer_zeroed::<f32>(1).unwrap();
+        let p1 = rt.pipeline(&reduce::reduce_threadgroup_vec4()).unwrap();
+        let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+        let args = [Arg::from(&input), Arg::from(&partial), Arg::u32((n / 4) as u32)];
+        rt.dispatch_threadgroups(&p1, &args, [groups, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
+        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
+        let got = result.to_vec::<f32>().unwrap()[0] as f64;
+        let want = reduce::reference_sum(&a);
+        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+    }
+}

@@ -1,0 +1,139 @@
+//! GEMV `y = W·x`: `W` is `[m, k]` row-major in f32, f16 or bf16, `x` has
+//! `k` f32 elements, `y` has `m` f32 elements; accumulation is f32.
+//!
+//! Each SIMD group computes `rows` consecutive rows (R): its 32 lanes walk
+//! the rows together, lane `l` taking columns `l, l + 32, …` (as `float4` /
+//! `half4` when `k % 4 == 0`), so every load instruction of the SIMD group
+//! reads one contiguous stretch of a row, and every `x` load serves R rows.
+//! `unroll` loads per row are in flight per iteration. The row sums finish
+//! with `simd_sum`; there is no threadgroup memory and no barrier. Row
+//! indices past `m` are clamped for the loads (always in bounds) and never
+//! stored.
+//!
+//! Seed 000's GEMV geometry (`ceil(M / 256)` threadgroups of 256 threads,
+//! one thread per row) reads a row-major `W` with a stride of `k` elements
+//! between neighbouring lanes — uncoalesced — so the library keeps the
+//! 256-thread threadgroups of seed 004 but gives each SIMD group R rows:
+//! `ceil(m / (8R))` threadgroups.
+//!
+//! Parameters: `w (or w4), x (or x4), y, m, k`.
+
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// Default rows per SIMD group.
+pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
+/// Default loads in flight per row and iteration.
+pub const DEFAULT_UNROLL: u32 = 2;
+
+/// `gemv_{wdtype}[_vec4]_r{rows}_u{unroll}`.
+pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
+    check_vec(vec);
+    assert!(rows >= 1 && unroll >= 1, "rows and unroll must be at least 1");
+    let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, vec_suffix(vec), rows, unroll));
+    let (wn, xn) = if vec == 4 { ("w4", "x4") } else { ("w", "x") };
+    let w = k.buffer(wn, wdtype.ty(vec), Access::Read);
+    let x = k.buffer(xn, Type::vector(enigma_ir::Scalar::F32, vec), Access::Read);
+    let y = k.buffer("y", Type::F32, Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let first = k.let_("first_row", (threadgroup_position_in_grid().x() * simdgroups_per_threadgroup() + sg) * rows);
+    let kv = k.let_("kv", if vec == 4 { kk / 4u32 } else { kk });
+    // `first_row` is the same for the whole SIMD group: no divergence.
+    k.if_(first.lt(m), |k| {
+        let last = k.let_("last_row", m - 1u32);
+        let bases: Vec<Ex> =
+            (0..rows).map(|r| k.let_(&format!("base{r}"), min(first + r, last) * kv)).collect();
+        let accs: Vec<Var> = (0..rows).map(|r| k.var(&format!("acc{r}"), splat(0.0, vec))).collect();
+        k.for_range("j", lane, kv, SIMD_WIDTH * unroll, |k, j| {
+            for u in 0..unroll {
+                let body = |k: &mut KernelBuilder, col: Ex| {
+                    let xv = k.let_(&format!("x{u}"), x.get(col));
+                    for (acc, base) in accs.iter().zip(&bases) {
+                        k.assign(*acc, fma(load_f32(w, *base + col), xv, acc.get()));
+                    }
+                };
+                if u == 0 {
+                    body(k, j);
+                } else {
+                    let col = k.let_(&format!("col{u}"), j + SIMD_WIDTH * u);
+                    k.if_(col.lt(kv), |k| body(k, col));
+                }
+            }
+        });
+        for (r, acc) in accs.iter().enumerate() {
+            let total = k.let_(&format!("total{r}"), simd_sum(hsum(acc.get())));
+            let row = first + r as u32;
+            k.if_(lane.eq(0u32).and(row.lt(m)), |k| k.store(y.at(row), total));
+        }
+    });
+    finish(k)
+}
+
+/// A planned GEMV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemvPlan {
+    pub wdtype: DType,
+    pub vec: u8,
+    pub rows_per_simdgroup: u32,
+    pub unroll: u32,
+    pub m: u32,
+    pub k: u32,
+    pub dispatch: Dispatch,
+}
+
+impl GemvPlan {
+    pub fn kernel(&self) -> Kernel {
+        gemv(self.wdtype, self.vec, self.rows_per_simdgroup, self.unroll)
+    }
+}
+
+/// Options of [`plan`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GemvOptions {
+    pub threads: Option<u32>,
+    pub rows_per_simdgroup: Option<u32>,
+    pub unroll: Option<u32>,
+}
+
+/// Plans `y = W·x` for `W` of `[m, k]`; `vec` 4 needs `k % 4 == 0`.
+pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, options: GemvOptions) -> Result<GemvPlan, ShapeError> {
+    check_vec(vec);
+    let name = format!("gemv_{wdtype}{}", vec_suffix(vec));
+    nonzero(&name, "m", m)?;
+    nonzero(&name, "k", k)?;
+    if vec == 4 && k % 4 != 0 {
+        return Err(ShapeError::new(name, format!("vector loads need k % 4 == 0, k = {k}")));
+    }
+    let m32 = to_u32(&name, "m", m)?;
+    let k32 = to_u32(&name, "k", k)?;
+    to_u32(&name, "m × k", m * k)?;
+    let t = pick_threads(&name, KernelClass::MatVec, options.threads)?;
+    let rows = options.rows_per_simdgroup.unwrap_or(DEFAULT_ROWS_PER_SIMDGROUP);
+    let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
+    if !(1..=8).contains(&rows) || !(1..=8).contains(&unroll) {
+        return Err(ShapeError::new(name, format!("rows per SIMD group ({rows}) and unroll ({unroll}) must be between 1 and 8")));
+    }
+    let rows_per_group = (t / SIMD_WIDTH) * rows;
+    let groups = m32.div_ceil(rows_per_group);
+    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+}
+
+/// The f64 reference.
+pub fn reference(w: &[f32], x: &[f32], m: usize, k: usize) -> Vec<f64> {
+    (0..m).map(|r| w[r * k..(r + 1) * k].iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_mlp_shape() {
+        let p = plan(DType::F16, 11008, 4096, 4, GemvOptions::default()).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
+        assert!(plan(DType::F16, 10, 6, 4, GemvOptions::default()).is_err());
+    }
+}

@@ -1,0 +1,541 @@
+//! The kernel library, part I: the memory-bound kernels of an LLM decoder.
+//!
+//! | module | kernels |
+//! |---|---|
+//! | [`elementwise`] | scale, scale_vec4, add, mul, relu, silu, gelu (tanh form) |
+//! | [`reduce`] | sum / max / min over a vector of any length (two passes) and over rows |
+//! | [`scan`] | inclusive and exclusive prefix sums of any length (block scan, scan of block totals, add-back) |
+//! | [`softmax`] | row softmax: register-cached rows, or an online-maximum pass plus a normalisation pass |
+//! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
+//! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
+//! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
+//!
+//! Every kernel is a Rust function returning a [`Kernel`], generic over the
+//! element type ([`DType`]) and the vector width (1, or 4 for `float4` /
+//! `half4` / `bfloat4` loads) through its Rust parameters. Arithmetic is in
+//! f32; an f16/bf16 result is rounded once, on the store. Each module also
+//! computes the [`Dispatch`] for a problem shape (threadgroup sizes from seed
+//! 004's table by default, overridable) and gives a plain-Rust reference with
+//! f64 accumulation. The kernels hold no runtime dependency: `enigma-ops`
+//! binds and runs them.
+//!
+//! # How the kernels are written
+//! * Coalesced: consecutive lanes read consecutive elements (or `float4`s).
+//! * Vectorised where alignment allows: a `float4` kernel takes the data
+//!   through a vector view (`x4`); flat kernels also take the scalar view of
+//!   the *same* buffer (`x`) for the tail of at most three elements. Row
+//!   kernels use the vector view only when the row length is a multiple of 4.
+//! * Reductions are SIMD-group reductions (`simd_sum`, `simd_max`) with one
+//!   threadgroup barrier per stage: each SIMD group writes one partial, and
+//!   after the barrier *every* SIMD group reduces the partials itself, so no
+//!   second barrier is needed to broadcast the total.
+//! * Few passes over memory: a row that fits in registers (up to
+//!   [`MAX_CACHED_ITEMS`] loads per thread) is read once.
+//! * Threadgroup sizes must be multiples of 32 (seed 004: "always use
+//!   multiples of 32"); the cross-SIMD-group reductions assume full SIMD
+//!   groups, and [`check_threads`] rejects other sizes.
+
+use enigma_ir::builder::*;
+use enigma_ir::{Kernel, MemFlags, Scalar, Type};
+use std::fmt;
+
+pub mod attention;
+pub mod elementwise;
+pub mod gemv;
+pub mod norm;
+pub mod reduce;
+pub mod scan;
+pub mod softmax;
+
+/// Lanes per SIMD group.
+pub const SIMD_WIDTH: u32 = 32;
+/// Largest threadgroup of the execution model.
+pub const MAX_THREADS: u32 = 1024;
+/// The most vector loads a row kernel keeps in registers per thread before
+/// it switches to streaming the row twice (32 floats per thread with `float4`).
+pub const MAX_CACHED_ITEMS: u32 = 8;
+
+/// The element type a kernel reads and writes. Arithmetic is always f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    pub const ALL: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+    pub fn scalar(self) -> Scalar {
+        match self {
+            DType::F32 => Scalar::F32,
+            DType::F16 => Scalar::F16,
+            DType::BF16 => Scalar::BF16,
+        }
+    }
+
+    /// The element type of a view of `width` lanes (`half4` for F16, 4).
+    pub fn ty(self, width: u8) -> Type {
+        Type::vector(self.scalar(), width)
+    }
+
+    pub fn size_bytes(self) -> u32 {
+        self.scalar().size_bytes()
+    }
+
+    pub fn name(self) -> &'static str {
+        self.scalar().name()
+    }
+
+    pub fn from_scalar(s: Scalar) -> Option<DType> {
+        match s {
+            Scalar::F32 => Some(DType::F32),
+            Scalar::F16 => Some(DType::F16),
+            Scalar::BF16 => Some(DType::BF16),
+            _ => None,
+        }
+    }
+
+    /// Unit roundoff of the type (half an ulp at 1.0): the relative error of
+    /// one rounding to it.
+    pub fn unit_roundoff(self) -> f64 {
+        match self {
+            DType::F32 => f32::EPSILON as f64 / 2.0,
+            DType::F16 => 1.0 / 2048.0,
+            DType::BF16 => 1.0 / 256.0,
+        }
+    }
+
+    /// Half the smallest subnormal of the type: the absolute error of one
+    /// rounding of a value below the normal range (where the relative bound
+    /// of [`DType::unit_roundoff`] does not hold).
+    pub fn underflow_error(self) -> f64 {
+        match self {
+            DType::F32 => 2f64.powi(-150),
+            DType::F16 => 2f64.powi(-25),
+            DType::BF16 => 2f64.powi(-134),
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Metal's two dispatch modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// `dispatchThreads`: `size` counts threads; edge threadgroups are partial.
+    Threads,
+    /// `dispatchThreadgroups`: `size` counts uniform threadgroups.
+    Threadgroups,
+}
+
+/// How to dispatch a kernel: the mode, the grid size in that mode's unit,
+/// and the threads per threadgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dispatch {
+    pub mode: Mode,
+    pub size: [u32; 3],
+    pub threads: [u32; 3],
+}
+
+impl Dispatch {
+    /// `dispatchThreadgroups(size, threads)` with a 1-D threadgroup.
+    pub fn threadgroups(size: [u32; 3], threads: u32) -> Dispatch {
+        Dispatch { mode: Mode::Threadgroups, size, threads: [threads, 1, 1] }
+    }
+
+    /// Threadgroups in the whole grid.
+    pub fn threadgroup_count(&self) -> u64 {
+        match self.mode {
+            Mode::Threadgroups => self.size.iter().map(|&s| s as u64).product(),
+            Mode::Threads => self.size.iter().zip(self.threads).map(|(&s, t)| (s as u64).div_ceil(t as u64)).product(),
+        }
+    }
+
+    /// Threads per threadgroup (all three axes).
+    pub fn threads_per_threadgroup(&self) -> u32 {
+        self.threads.iter().product()
+    }
+}
+
+/// A problem shape a kernel cannot run, or an override it cannot take.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeError {
+    pub kernel: String,
+    pub message: String,
+}
+
+impl ShapeError {
+    pub fn new(kernel: impl Into<String>, message: impl Into<String>) -> ShapeError {
+        ShapeError { kernel: kernel.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kernel, self.message)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// The kernel types of seed 004's threadgroup-size table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelClass {
+    /// Element-wise: 256–512; enigma takes 256.
+    Elementwise,
+    /// A reduction along rows of `d` elements: 32 when `d ≤ 32` (one SIMD
+    /// group covers the row), 256 when `d ≤ 1024`, 512 above (256–512 in the
+    /// seed; long rows loop within threads).
+    RowReduction { d: u64 },
+    /// A reduction of one long vector (grid-strided threadgroups): 256.
+    VectorReduction,
+    /// Matrix–vector products: 256 (seed 000's GEMV geometry).
+    MatVec,
+}
+
+impl KernelClass {
+    /// The default threadgroup size of seed 004's table.
+    pub fn default_threads(self) -> u32 {
+        match self {
+            KernelClass::Elementwise | KernelClass::VectorReduction | KernelClass::MatVec => 256,
+            KernelClass::RowReduction { d } if d <= 32 => 32,
+            KernelClass::RowReduction { d } if d <= 1024 => 256,
+            KernelClass::RowReduction { .. } => 512,
+        }
+    }
+}
+
+/// Checks a threadgroup size: a multiple of 32 between 32 and 1024.
+pub fn check_threads(kernel: &str, threads: u32) -> Result<u32, ShapeError> {
+    if threads == 0 || threads > MAX_THREADS || threads % SIMD_WIDTH != 0 {
+        return Err(ShapeError::new(
+            kernel,
+            format!("threadgroup size {threads} is not a multiple of 32 between 32 and {MAX_THREADS} (the library's reductions need whole SIMD groups)"),
+        ));
+    }
+    Ok(threads)
+}
+
+/// `threads` if given (checked), else the class default.
+pub fn pick_threads(kernel: &str, class: KernelClass, threads: Option<u32>) -> Result<u32, ShapeError> {
+    match threads {
+        Some(t) => check_threads(kernel, t),
+        None => Ok(class.default_threads()),
+    }
+}
+
+/// A count that must fit the u32 by-value parameters of the kernels.
+pub fn to_u32(kernel: &str, what: &str, v: usize) -> Result<u32, ShapeError> {
+    u32::try_from(v).map_err(|_| ShapeError::new(kernel, format!("{what} = {v} does not fit in 32 bits")))
+}
+
+/// Rejects an empty dimension.
+pub fn nonzero(kernel: &str, what: &str, v: usize) -> Result<(), ShapeError> {
+    if v == 0 {
+        return Err(ShapeError::new(kernel, format!("{what} must be at least 1")));
+    }
+    Ok(())
+}
+
+/// Checks a vector width (1 or 4).
+pub(crate) fn check_vec(vec: u8) {
+    assert!(vec == 1 || vec == 4, "vector width must be 1 or 4, got {vec}");
+}
+
+/// The suffix kernel names carry for a vector width.
+pub(crate) fn vec_suffix(vec: u8) -> &'static str {
+    if vec == 4 {
+        "_vec4"
+    } else {
+        ""
+    }
+}
+
+pub(crate) fn finish(k: KernelBuilder) -> Kernel {
+    k.finish().expect("library kernels use only expressions of their own builder")
+}
+
+/// An f32 literal.
+pub(crate) fn f(v: f64) -> Ex {
+    lit(Scalar::F32, v)
+}
+
+/// An f32 value splatted to `width` lanes.
+pub(crate) fn splat(v: f64, width: u8) -> Ex {
+    if width == 1 {
+        f(v)
+    } else {
+        vector(Type::vector(Scalar::F32, width), &[f(v)])
+    }
+}
+
+/// `-INFINITY` as f32.
+pub(crate) fn neg_inf() -> Ex {
+    f(f64::NEG_INFINITY)
+}
+
+/// Loads `mem[index]` converted to f32 (or a float vector).
+pub(crate) fn load_f32(mem: Mem, index: impl Into<Ex>) -> Ex {
+    let v = mem.get(index);
+    to_f32(v)
+}
+
+/// Converts to f32 lanes (no cast when already f32).
+pub(crate) fn to_f32(v: Ex) -> Ex {
+    if v.ty().scalar == Scalar::F32 {
+        v
+    } else {
+        v.cast(v.ty().with_scalar(Scalar::F32))
+    }
+}
+
+/// Stores an f32 value (or float vector) into `mem[index]`, rounding once to
+/// the memory's element type.
+#[track_caller]
+pub(crate) fn store_f32(k: &mut KernelBuilder, mem: Mem, index: impl Into<Ex>, v: Ex) {
+    let ty = mem.elem();
+    let v = if ty.scalar == Scalar::F32 { v } else { v.cast(ty) };
+    k.store(mem.at(index), v);
+}
+
+/// The sum of a vector's lanes (the value itself for a scalar).
+pub(crate) fn hsum(v: Ex) -> Ex {
+    match v.ty().width {
+        1 => v,
+        2 => v.x() + v.y(),
+        3 => v.x() + v.y() + v.z(),
+        _ => (v.x() + v.y()) + (v.z() + v.w()),
+    }
+}
+
+/// The maximum of a vector's lanes.
+pub(crate) fn hmax(v: Ex) -> Ex {
+    match v.ty().width {
+        1 => v,
+        _ => max(max(v.x(), v.y()), max(v.z(), v.w())),
+    }
+}
+
+/// The minimum of a vector's lanes.
+pub(crate) fn hmin(v: Ex) -> Ex {
+    match v.ty().width {
+        1 => v,
+        _ => min(min(v.x(), v.y()), min(v.z(), v.w())),
+    }
+}
+
+/// `x` where `x` is not `-inf`, else 0: the shift that keeps
+/// `exp2(a - shift)` from computing `-inf - -inf`.
+pub(crate) fn finite_or_zero(x: Ex) -> Ex {
+    select(x, f(0.0), x.eq(neg_inf()))
+}
+
+/// A reduction operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+
+    /// The identity: 0, `-inf`, `+inf`.
+    pub fn identity(self) -> f64 {
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+        }
+    }
+
+    pub(crate) fn combine(self, a: Ex, b: Ex) -> Ex {
+        match self {
+            ReduceOp::Sum => a + b,
+            ReduceOp::Max => max(a, b),
+            ReduceOp::Min => min(a, b),
+        }
+    }
+
+    pub(crate) fn simd(self, x: Ex) -> Ex {
+        match self {
+            ReduceOp::Sum => simd_sum(x),
+            ReduceOp::Max => simd_max(x),
+            ReduceOp::Min => simd_min(x),
+        }
+    }
+
+    /// Reduces a vector's lanes to a scalar.
+    pub(crate) fn horizontal(self, v: Ex) -> Ex {
+        match self {
+            ReduceOp::Sum => hsum(v),
+            ReduceOp::Max => hmax(v),
+            ReduceOp::Min => hmin(v),
+        }
+    }
+
+    /// The f64 reference over `values`.
+    pub fn reference(self, values: impl IntoIterator<Item = f64>) -> f64 {
+        let it = values.into_iter();
+        match self {
+            ReduceOp::Sum => it.sum(),
+            ReduceOp::Max => it.fold(f64::NEG_INFINITY, f64::max),
+            ReduceOp::Min => it.fold(f64::INFINITY, f64::min),
+        }
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The cross-SIMD-group reduction of several f32 values at once, with one
+/// threadgroup barrier: every SIMD group reduces its lanes (`simd_sum` /
+/// `simd_max`), lane 0 writes the group's partial, and after the barrier
+/// every SIMD group reduces all partials itself, so every thread holds the
+/// totals. Each call declares its own threadgroup arrays (32 floats per
+/// value), so consecutive reductions never overwrite partials another SIMD
+/// group may still be reading.
+pub(crate) fn threadgroup_reduce(k: &mut KernelBuilder, name: &str, values: &[(ReduceOp, Ex)]) -> Vec<Ex> {
+    let lane = thread_index_in_simdgroup();
+    let sg = simdgroup_index_in_threadgroup();
+    let mut arrays = vec![];
+    for (i, &(op, v)) in values.iter().enumerate() {
+        let partials = k.threadgroup_array(&format!("{name}{i}_partials"), Type::F32, SIMD_WIDTH);
+        let s = k.let_(&format!("{name}{i}_simd"), op.simd(v));
+        arrays.push((op, partials, s));
+    }
+    k.if_(lane.eq(0u32), |k| {
+        for &(_, partials, s) in &arrays {
+            k.store(partials.at(sg), s);
+        }
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let nsg = simdgroups_per_threadgroup();
+    let mut out = vec![];
+    for (i, &(op, partials, _)) in arrays.iter().enumerate() {
+        let p = k.var(&format!("{name}{i}_part"), f(op.identity()));
+        k.if_(lane.lt(nsg), |k| k.assign(p, partials.get(lane)));
+        out.push(k.let_(&format!("{name}{i}_total"), op.simd(p.get())));
+    }
+    out
+}
+
+/// The threadgroup-wide `(max, sum of exp2)` pair of softmax, one barrier:
+/// each thread holds a running maximum `m` (in the log2 domain) and
+/// `l = Σ exp2(t - m)` over its elements; SIMD groups and then the
+/// threadgroup combine the pairs, rescaling each sum to the common maximum.
+/// Threads with no elements hold `(-inf, 0)`.
+pub(crate) fn threadgroup_max_sumexp(k: &mut KernelBuilder, name: &str, m: Ex, l: Ex) -> (Ex, Ex) {
+    let lane = thread_index_in_simdgroup();
+    let sg = simdgroup_index_in_threadgroup();
+    let pm = k.threadgroup_array(&format!("{name}_max_partials"), Type::F32, SIMD_WIDTH);
+    let pl = k.threadgroup_array(&format!("{name}_sum_partials"), Type::F32, SIMD_WIDTH);
+    let ms = k.let_(&format!("{name}_simd_max"), simd_max(m));
+    let shift = k.let_(&format!("{name}_simd_shift"), finite_or_zero(ms));
+    let ls = k.let_(&format!("{name}_simd_sum"), simd_sum(l * exp2(m - shift)));
+    k.if_(lane.eq(0u32), |k| {
+        k.store(pm.at(sg), ms);
+        k.store(pl.at(sg), ls);
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let pmv = k.var(&format!("{name}_part_max"), neg_inf());
+    let plv = k.var(&format!("{name}_part_sum"), f(0.0));
+    k.if_(lane.lt(simdgroups_per_threadgroup()), |k| {
+        k.assign(pmv, pm.get(lane));
+        k.assign(plv, pl.get(lane));
+    });
+    let total_max = k.let_(&format!("{name}_max"), simd_max(pmv.get()));
+    let total_shift = k.let_(&format!("{name}_shift"), finite_or_zero(total_max));
+    let total_sum = k.let_(&format!("{name}_sum"), simd_sum(plv.get() * exp2(pmv.get() - total_shift)));
+    (total_max, total_sum)
+}
+
+/// `log2(e)`: softmax works in the exp2 domain (`exp(x) = exp2(x·log2 e)`).
+pub const LOG2E: f64 = std::f64::consts::LOG2_E;
+
+/// Every kernel variant of the library (all element types and vector
+/// widths, a representative cached size for row kernels), for validation
+/// and code-generation tests.
+pub fn all_kernels() -> Vec<Kernel> {
+    let mut out = vec![];
+    for dtype in DType::ALL {
+        for vec in [1u8, 4] {
+            for op in elementwise::Elementwise::ALL {
+                out.push(elementwise::elementwise(op, dtype, vec));
+            }
+            for op in ReduceOp::ALL {
+                out.push(reduce::reduce(op, dtype, vec, 4));
+                out.push(reduce::reduce_rows(op, dtype, vec));
+            }
+            for items in [0, 2] {
+                out.push(softmax::softmax(dtype, vec, items));
+                out.push(norm::rms_norm(dtype, vec, items));
+                out.push(norm::layer_norm(dtype, vec, items));
+            }
+            out.push(gemv::gemv(dtype, vec, 2, 2));
+            out.push(attention::scores(dtype, vec, 1));
+            out.push(attention::fused(dtype, vec, 1, 256));
+        }
+        out.push(attention::weighted_sum(dtype));
+    }
+    for scalar in scan::SCAN_SCALARS {
+        for vec in [1u8, 4] {
+            for kind in [scan::ScanKind::Inclusive, scan::ScanKind::Exclusive] {
+                out.push(scan::scan_block(scalar, vec, kind));
+            }
+            out.push(scan::scan_add(scalar, vec));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::{validate, ValidationOptions};
+
+    #[test]
+    fn every_library_kernel_validates() {
+        let kernels = all_kernels();
+        assert!(kernels.len() > 100, "{} kernels", kernels.len());
+        let mut names = std::collections::HashSet::new();
+        for kernel in &kernels {
+            if let Err(e) = validate(kernel, &ValidationOptions::default()) {
+                panic!("{}: {e}", kernel.name);
+            }
+            assert!(names.insert(kernel.name.clone()), "duplicate kernel name {}", kernel.name);
+        }
+    }
+
+    #[test]
+    fn threadgroup_sizes_follow_seed_004() {
+        assert_eq!(KernelClass::Elementwise.default_threads(), 256);
+        assert_eq!(KernelClass::RowReduction { d: 1 }.default_threads(), 32);
+        assert_eq!(KernelClass::RowReduction { d: 32 }.default_threads(), 32);
+        assert_eq!(KernelClass::RowReduction { d: 33 }.default_threads(), 256);
+        assert_eq!(KernelClass::RowReduction { d: 1024 }.default_threads(), 256);
+        assert_eq!(KernelClass::RowReduction { d: 1025 }.default_threads(), 512);
+        assert_eq!(KernelClass::MatVec.default_threads(), 256);
+        assert!(check_threads("k", 100).is_err());
+        assert!(check_threads("k", 2048).is_err());
+        assert!(check_threads("k", 0).is_err());
+        assert_eq!(check_threads("k", 96), Ok(96));
+    }
+}

@@ -1,0 +1,226 @@
+//! Reductions: sum, max and min of a vector of any length, and of each row
+//! of a `[rows, d]` matrix. Results are f32; accumulation is f32 per
+//! thread, then SIMD-group and threadgroup reductions.
+//!
+//! **Vector** ([`reduce`], two passes like seed 001 but for any length):
+//! pass 1 runs `G` threadgroups that stride over the whole vector (grid-stride
+//! loop, `unroll` independent loads in flight per thread, `float4` loads
+//! through the `x4` view with the tail of `n % 4` elements read through the
+//! scalar view `x` by the first threadgroup) and writes one partial per
+//! threadgroup; pass 2 is the same kernel over the `G` f32 partials in one
+//! threadgroup. When `G = 1` pass 1 writes the result directly.
+//! Parameters: `[x4,] x, out, n`.
+//!
+//! **Rows** ([`reduce_rows`]): one threadgroup per row, threads striding
+//! over the row (`float4` loads when `d % 4 == 0`); parameters
+//! `x (or x4), out, d`. Threadgroup size from seed 004's row-reduction rows.
+
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// Default loads in flight per thread in the vector reduction.
+pub const DEFAULT_UNROLL: u32 = 4;
+/// Default cap on pass-1 threadgroups (each then loops over its share).
+pub const DEFAULT_MAX_GROUPS: u32 = 1024;
+
+/// Pass-1 / pass-2 kernel of the vector reduction: `{op}_reduce_{dtype}[_vec4][_u{unroll}]`.
+pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
+    check_vec(vec);
+    assert!(unroll >= 1, "unroll must be at least 1");
+    let unroll_suffix = if unroll > 1 { format!("_u{unroll}") } else { String::new() };
+    let mut k = KernelBuilder::new(format!("{}_reduce_{}{}{}", op.name(), dtype, vec_suffix(vec), unroll_suffix));
+    let x4 = (vec == 4).then(|| k.buffer("x4", dtype.ty(4), Access::Read));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let tpg = k.let_("tpg", threads_per_threadgroup().x());
+    let stride = k.let_("stride", threadgroups_per_grid().x() * tpg);
+    let src = x4.unwrap_or(x);
+    let nv = k.let_("nv", if vec == 4 { n / 4u32 } else { n });
+    let accs: Vec<Var> = (0..unroll).map(|u| k.var(&format!("acc{u}"), splat(op.identity(), vec))).collect();
+    k.for_range("i", group * tpg + tid, nv, stride * unroll, |k, i| {
+        for (u, acc) in accs.iter().enumerate() {
+            if u == 0 {
+                k.assign(*acc, op.combine(acc.get(), load_f32(src, i)));
+            } else {
+                let j = k.let_(&format!("j{u}"), i + stride * (u as u32));
+                k.if_(j.lt(nv), |k| k.assign(*acc, op.combine(acc.get(), load_f32(src, j))));
+            }
+        }
+    });
+    let mut combined = accs[0].get();
+    for acc in &accs[1..] {
+        combined = op.combine(combined, acc.get());
+    }
+    let value = k.var("value", op.horizontal(combined));
+    if vec == 4 {
+        // The tail of n % 4 elements, read through the scalar view.
+        let tail = k.let_("tail", nv * 4u32 + tid);
+        k.if_(group.eq(0u32).and(tail.lt(n)), |k| k.assign(value, op.combine(value.get(), load_f32(x, tail))));
+    }
+    let total = threadgroup_reduce(&mut k, "tg", &[(op, value.get())])[0];
+    k.if_(tid.eq(0u32), |k| k.store(out.at(group), total));
+    finish(k)
+}
+
+/// Row reduction `{op}_rows_{dtype}[_vec4]`: `out[row] = op(x[row, :])`.
+pub fn reduce_rows(op: ReduceOp, dtype: DType, vec: u8) -> Kernel {
+    check_vec(vec);
+    let mut k = KernelBuilder::new(format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec)));
+    let x = k.buffer(if vec == 4 { "x4" } else { "x" }, dtype.ty(vec), Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let d = k.value("d", Type::U32);
+    let row = k.let_("row", threadgroup_position_in_grid().x());
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
+    let base = k.let_("base", row * dv);
+    let acc = k.var("acc", splat(op.identity(), vec));
+    k.for_range("j", tid, dv, threads_per_threadgroup().x(), |k, j| {
+        k.assign(acc, op.combine(acc.get(), load_f32(x, base + j)));
+    });
+    let total = threadgroup_reduce(&mut k, "tg", &[(op, op.horizontal(acc.get()))])[0];
+    k.if_(tid.eq(0u32), |k| k.store(out.at(row), total));
+    finish(k)
+}
+
+/// One launch of the vector reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReducePass {
+    pub op: ReduceOp,
+    pub dtype: DType,
+    pub vec: u8,
+    pub unroll: u32,
+    /// Elements this pass reduces (its `n` parameter).
+    pub n: u32,
+    pub dispatch: Dispatch,
+}
+
+impl ReducePass {
+    pub fn kernel(&self) -> Kernel {
+        reduce(self.op, self.dtype, self.vec, self.unroll)
+    }
+
+    /// Partials (outputs) this pass writes: one per threadgroup.
+    pub fn outputs(&self) -> u32 {
+        self.dispatch.size[0]
+    }
+}
+
+/// The vector reduction: pass 1, and pass 2 when pass 1 has more than one
+/// threadgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReducePlan {
+    pub pass1: ReducePass,
+    pub pass2: Option<ReducePass>,
+}
+
+/// Options of [`plan`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReduceOptions {
+    /// Threads per pass-1 threadgroup (default 256).
+    pub threads: Option<u32>,
+    /// Cap on pass-1 threadgroups (default [`DEFAULT_MAX_GROUPS`]).
+    pub max_groups: Option<u32>,
+    /// Loads in flight per thread (default [`DEFAULT_UNROLL`]).
+    pub unroll: Option<u32>,
+}
+
+/// Plans the reduction of `n` elements; `vec` 4 when the caller can bind
+/// the vector view.
+pub fn plan(op: ReduceOp, dtype: DType, n: usize, vec: u8, options: ReduceOptions) -> Result<ReducePlan, ShapeError> {
+    check_vec(vec);
+    let name = format!("{}_reduce_{}", op.name(), dtype);
+    nonzero(&name, "n", n)?;
+    let n = to_u32(&name, "n", n)?;
+    let t = pick_threads(&name, KernelClass::VectorReduction, options.threads)?;
+    let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
+    if !(1..=16).contains(&unroll) {
+        return Err(ShapeError::new(name, format!("unroll {unroll} is not between 1 and 16")));
+    }
+    let max_groups = options.max_groups.unwrap_or(DEFAULT_MAX_GROUPS).max(1);
+    let nv = if vec == 4 { n / 4 } else { n };
+    let groups = nv.div_ceil(t).clamp(1, max_groups);
+    let pass1 = ReducePass { op, dtype, vec, unroll, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) };
+    let pass2 = (groups > 1).then(|| {
+        let t2 = groups.div_ceil(SIMD_WIDTH).saturating_mul(SIMD_WIDTH).min(MAX_THREADS);
+        ReducePass { op, dtype: DType::F32, vec: 1, unroll: 1, n: groups, dispatch: Dispatch::threadgroups([1, 1, 1], t2) }
+    });
+    Ok(ReducePlan { pass1, pass2 })
+}
+
+/// A planned row reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsPlan {
+    pub op: ReduceOp,
+    pub dtype: DType,
+    pub vec: u8,
+    pub d: u32,
+    pub dispatch: Dispatch,
+}
+
+impl RowsPlan {
+    pub fn kernel(&self) -> Kernel {
+        reduce_rows(self.op, self.dtype, self.vec)
+    }
+}
+
+/// Plans a row reduction of `[rows, d]`; `vec` 4 needs `d % 4 == 0`.
+pub fn plan_rows(op: ReduceOp, dtype: DType, rows: usize, d: usize, vec: u8, threads: Option<u32>) -> Result<RowsPlan, ShapeError> {
+    check_vec(vec);
+    let name = format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec));
+    nonzero(&name, "rows", rows)?;
+    nonzero(&name, "d", d)?;
+    if vec == 4 && d % 4 != 0 {
+        return Err(ShapeError::new(name, format!("float4 rows need d % 4 == 0, d = {d}")));
+    }
+    let rows = to_u32(&name, "rows", rows)?;
+    let d32 = to_u32(&name, "d", d)?;
+    to_u32(&name, "rows × d", rows as usize * d)?;
+    let t = pick_threads(&name, KernelClass::RowReduction { d: d as u64 }, threads)?;
+    Ok(RowsPlan { op, dtype, vec, d: d32, dispatch: Dispatch::threadgroups([rows, 1, 1], t) })
+}
+
+/// The f64 reference of a vector reduction.
+pub fn reference(op: ReduceOp, x: &[f32]) -> f64 {
+    op.reference(x.iter().map(|&v| v as f64))
+}
+
+/// The f64 reference of a row reduction.
+pub fn reference_rows(op: ReduceOp, x: &[f32], d: usize) -> Vec<f64> {
+    x.chunks(d).map(|row| reference(op, row)).collect()
+}
+
+/// A tolerance for an f32 sum of `values` in a tree of `levels` roundings
+/// deep, against the f64 reference: the usual `levels · u · Σ|x|` bound.
+pub fn sum_tolerance(values: &[f32]) -> f64 {
+    let abs_sum: f64 = values.iter().map(|&x| (x as f64).abs()).sum();
+    let levels = 2.0 * (values.len().max(2) as f64).log2() + 4.0;
+    abs_sum * f32::EPSILON as f64 * levels + 1e-30
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_cap_the_threadgroups_and_add_a_second_pass() {
+        let p = plan(ReduceOp::Sum, DType::F32, 1 << 28, 4, ReduceOptions::default()).unwrap();
+        assert_eq!(p.pass1.dispatch, Dispatch::threadgroups([1024, 1, 1], 256));
+        assert_eq!(p.pass2.unwrap().dispatch, Dispatch::threadgroups([1, 1, 1], 1024));
+        let p = plan(ReduceOp::Max, DType::F16, 1000, 1, ReduceOptions::default()).unwrap();
+        assert_eq!(p.pass1.dispatch.size[0], 4);
+        assert_eq!(p.pass2.unwrap().dispatch.threads[0], 32);
+        let p = plan(ReduceOp::Min, DType::F32, 3, 4, ReduceOptions::default()).unwrap();
+        assert_eq!(p.pass1.dispatch.size[0], 1);
+        assert!(p.pass2.is_none());
+    }
+
+    #[test]
+    fn row_plans_follow_the_table() {
+        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 1, None).unwrap().dispatch, Dispatch::threadgroups([7, 1, 1], 32));
+        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 4096, 4, None).unwrap().dispatch.threads[0], 512);
+        assert!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 4, None).is_err());
+    }
+}

@@ -1,0 +1,201 @@
+//! Row softmax, numerically stable, one threadgroup per row.
+//!
+//! Two forms, chosen by the row length ([`plan`]):
+//! * **cached** (`items > 0`): each thread loads its `items` (vector)
+//!   elements of the row into registers once, takes its local maximum and
+//!   `Σ exp(x - max)`, the threadgroup combines the `(max, sum)` pairs in one
+//!   barrier, and the thread writes `exp(x - M) / L` from its registers: one
+//!   read and one write of the row.
+//! * **online** (`items = 0`, long rows): a single streaming pass keeps a
+//!   running maximum and a sum rescaled whenever the maximum grows, the pairs
+//!   are combined as above, then a normalisation pass re-reads the row and
+//!   writes it.
+//!
+//! Exponentials are `exp2` of `x · log2(e)`. A row of only `-inf` gives NaN
+//! (0/0), as in PyTorch. Parameters: `x (or x4), y (or y4), d`, where `d`
+//! is the row length in elements (`d % 4 == 0` for the vector form); `y`
+//! may be `x` (in place).
+
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// A row kernel's shape: element type, vector width, and the vector loads
+/// each thread keeps in registers (0 = stream the row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowConfig {
+    pub dtype: DType,
+    pub vec: u8,
+    pub items: u32,
+}
+
+impl RowConfig {
+    pub(crate) fn suffix(&self) -> String {
+        let form = if self.items > 0 { format!("c{}", self.items) } else { "online".to_string() };
+        format!("{}{}_{}", self.dtype, vec_suffix(self.vec), form)
+    }
+}
+
+/// The positions shared by row kernels: the row, this thread, the row's
+/// length in vectors and its first vector.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowCtx {
+    pub tid: Ex,
+    pub tpg: Ex,
+    pub dv: Ex,
+    pub base: Ex,
+}
+
+pub(crate) fn row_ctx(k: &mut KernelBuilder, d: Ex, vec: u8) -> RowCtx {
+    let row = k.let_("row", threadgroup_position_in_grid().x());
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let tpg = k.let_("tpg", threads_per_threadgroup().x());
+    let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
+    let base = k.let_("base", row * dv);
+    RowCtx { tid, tpg, dv, base }
+}
+
+/// Loads this thread's `items` vectors of the row into registers; slots past
+/// the row's end hold `fill`. Returns each register with its column index.
+pub(crate) fn load_cached(k: &mut KernelBuilder, ctx: RowCtx, x: Mem, vec: u8, items: u32, fill: f64) -> Vec<(Var, Ex)> {
+    (0..items)
+        .map(|it| {
+            let idx = k.let_(&format!("idx{it}"), ctx.tid + ctx.tpg * it);
+            let v = k.var(&format!("v{it}"), splat(fill, vec));
+            k.if_(idx.lt(ctx.dv), |k| k.assign(v, load_f32(x, ctx.base + idx)));
+            (v, idx)
+        })
+        .collect()
+}
+
+/// The softmax kernel `softmax_{dtype}[_vec4]_{c<items>|online}`.
+pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
+    check_vec(vec);
+    let cfg = RowConfig { dtype, vec, items };
+    let mut k = KernelBuilder::new(format!("softmax_{}", cfg.suffix()));
+    let (xn, yn) = if vec == 4 { ("x4", "y4") } else { ("x", "y") };
+    let x = k.buffer(xn, dtype.ty(vec), Access::Read);
+    let y = k.buffer(yn, dtype.ty(vec), Access::ReadWrite);
+    let d = k.value("d", Type::U32);
+    let ctx = row_ctx(&mut k, d, vec);
+    if items > 0 {
+        let regs = load_cached(&mut k, ctx, x, vec, items, f64::NEG_INFINITY);
+        // Into the log2 domain.
+        for &(v, _) in &regs {
+            k.assign(v, v.get() * LOG2E);
+        }
+        let mut m = hmax(regs[0].0.get());
+        for &(v, _) in &regs[1..] {
+            m = max(m, hmax(v.get()));
+        }
+        let m = k.let_("m", m);
+        let shift = k.let_("shift", finite_or_zero(m));
+        let mut l = hsum(exp2(regs[0].0.get() - shift));
+        for &(v, _) in &regs[1..] {
+            l = l + hsum(exp2(v.get() - shift));
+        }
+        let l = k.let_("l", l);
+        let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m, l);
+        let shift = k.let_("final_shift", finite_or_zero(total_max));
+        let inv = k.let_("inv", 1.0f32 / total_sum);
+        for &(v, idx) in &regs {
+            k.if_(idx.lt(ctx.dv), |k| store_f32(k, y, ctx.base + idx, exp2(v.get() - shift) * inv));
+        }
+    } else {
+        let m = k.var("m", neg_inf());
+        let l = k.var("l", f(0.0));
+        k.for_range("j", ctx.tid, ctx.dv, ctx.tpg, |k, j| {
+            let t = k.let_("t", load_f32(x, ctx.base + j) * LOG2E);
+            let m_new = k.let_("m_new", max(m.get(), hmax(t)));
+            let shift = k.let_("shift", finite_or_zero(m_new));
+            k.assign(l, l.get() * exp2(m.get() - shift) + hsum(exp2(t - shift)));
+            k.assign(m, m_new);
+        });
+        let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m.get(), l.get());
+        let shift = k.let_("final_shift", finite_or_zero(total_max));
+        let inv = k.let_("inv", 1.0f32 / total_sum);
+        k.for_range("j2", ctx.tid, ctx.dv, ctx.tpg, |k, j| {
+            let t = load_f32(x, ctx.base + j) * LOG2E;
+            store_f32(k, y, ctx.base + j, exp2(t - shift) * inv);
+        });
+    }
+    finish(k)
+}
+
+/// A planned row kernel (softmax, RMSNorm, LayerNorm).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowPlan {
+    pub config: RowConfig,
+    pub rows: u32,
+    pub d: u32,
+    pub dispatch: Dispatch,
+}
+
+/// Options of the row kernels' plans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowOptions {
+    /// Threads per threadgroup (default: seed 004's row-reduction rows).
+    pub threads: Option<u32>,
+    /// Keep the row in registers when it fits ([`MAX_CACHED_ITEMS`] loads
+    /// per thread). `false` forces the streaming form.
+    pub cache: bool,
+}
+
+impl Default for RowOptions {
+    fn default() -> RowOptions {
+        RowOptions { threads: None, cache: true }
+    }
+}
+
+/// Plans a row kernel over `[rows, d]`: one threadgroup per row; the cached
+/// form when `ceil(d / (vec · T)) ≤ MAX_CACHED_ITEMS`.
+pub fn plan_rows(kernel: &str, dtype: DType, rows: usize, d: usize, vec: u8, options: RowOptions) -> Result<RowPlan, ShapeError> {
+    check_vec(vec);
+    let name = format!("{kernel}_{dtype}{}", vec_suffix(vec));
+    nonzero(&name, "rows", rows)?;
+    nonzero(&name, "d", d)?;
+    if vec == 4 && d % 4 != 0 {
+        return Err(ShapeError::new(name, format!("float4 rows need d % 4 == 0, d = {d}")));
+    }
+    let rows32 = to_u32(&name, "rows", rows)?;
+    let d32 = to_u32(&name, "d", d)?;
+    to_u32(&name, "rows × d", rows * d)?;
+    let t = pick_threads(&name, KernelClass::RowReduction { d: d as u64 }, options.threads)?;
+    let per_thread = (d32 / vec as u32).div_ceil(t);
+    let items = if options.cache && per_thread <= MAX_CACHED_ITEMS { per_thread.max(1) } else { 0 };
+    Ok(RowPlan { config: RowConfig { dtype, vec, items }, rows: rows32, d: d32, dispatch: Dispatch::threadgroups([rows32, 1, 1], t) })
+}
+
+/// Plans the softmax of `[rows, d]`.
+pub fn plan(dtype: DType, rows: usize, d: usize, vec: u8, options: RowOptions) -> Result<RowPlan, ShapeError> {
+    plan_rows("softmax", dtype, rows, d, vec, options)
+}
+
+/// The f64 reference.
+pub fn reference(x: &[f32], d: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(d) {
+        let m = row.iter().map(|&v| v as f64).fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        out.extend(e.iter().map(|v| v / s));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_rows_stream_and_short_rows_cache() {
+        let p = plan(DType::F32, 8192, 8192, 4, RowOptions::default()).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([8192, 1, 1], 512));
+        assert_eq!(p.config.items, 4);
+        let p = plan(DType::F32, 2, 1 << 20, 4, RowOptions::default()).unwrap();
+        assert_eq!(p.config.items, 0);
+        let p = plan(DType::F16, 3, 31, 1, RowOptions::default()).unwrap();
+        assert_eq!((p.config.items, p.dispatch.threads[0]), (1, 32));
+        let p = plan(DType::F16, 3, 31, 1, RowOptions { threads: None, cache: false }).unwrap();
+        assert_eq!(p.config.items, 0);
+    }
+}

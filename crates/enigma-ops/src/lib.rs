@@ -1,0 +1,627 @@
+//! The kernel library of `enigma-kernels` as a Rust API: one call per
+//! operation, which plans the dispatches for the shape, compiles (and
+//! caches) the pipelines, allocates the output and runs.
+//!
+//! ```
+//! use enigma_runtime::{Device, Runtime};
+//! let rt = Runtime::new(Device::Sim).unwrap();
+//! let x = rt.buffer_from(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+//! let y = enigma_ops::softmax(&rt, &x, 2, 3).unwrap();
+//! let y = y.to_vec::<f32>().unwrap();
+//! assert!((y[0] + y[1] + y[2] - 1.0).abs() < 1e-6);
+//! let s = enigma_ops::sum(&rt, &x, 6).unwrap().to_vec::<f32>().unwrap();
+//! assert_eq!(s, vec![21.0]);
+//! ```
+//!
+//! # Element types
+//! The element type of an input is the type its buffer was made with
+//! (`rt.buffer_from(&[f32])`, `rt.buffer_from_bytes(Type::F16, …)`), or
+//! [`Options::elem`], or f32 for an untyped buffer (`rt.buffer_bytes`,
+//! [`upload`]). Arithmetic is f32; outputs of element-wise, softmax, norm
+//! and attention kernels have the input's type, reductions and GEMV give f32.
+//!
+//! # Vector loads
+//! The runtime checks that a typed buffer is bound to a parameter of its own
+//! element type, so `float4` views can only be bound to *untyped* buffers
+//! whose size is a multiple of the vector size. Buffers made by [`upload`]
+//! and every output of this crate are untyped (outputs have exactly the
+//! elements asked for; [`upload`] pads to 16 bytes), so they take the
+//! vectorised kernels when the shape allows (`n % 4 == 0` for flat vectors,
+//! `d % 4 == 0` for rows, `k % 4 == 0` for GEMV); typed buffers from
+//! `rt.buffer_from` run the scalar kernels. [`Options::vectorize`] forces
+//! either choice.
+//!
+//! # Registry
+//! [`registry()`] lists every operation with a checked run on random data
+//! ([`Entry::run`]) and a timing loop ([`Entry::bench`]), for `enigma run`
+//! and `enigma bench`.
+
+use enigma_ir::{Kernel, Scalar, Type};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, reduce, scan, softmax, DType, Dispatch, ReduceOp};
+use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+pub use enigma_kernels::library::elementwise::Elementwise;
+pub use enigma_kernels::library::scan::ScanKind;
+pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
+
+mod check;
+mod registry;
+
+pub use check::{CheckOutcome, Tolerance};
+pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary};
+
+/// Everything that can go wrong in an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    /// A buffer that does not fit the operation (too small, wrong type).
+    #[error("{op}: {message}")]
+    Argument { op: String, message: String },
+}
+
+fn arg_err(op: &str, message: impl Into<String>) -> Error {
+    Error::Argument { op: op.to_string(), message: message.into() }
+}
+
+/// Per-call choices; every field has a default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// Threads per threadgroup (default: seed 004's table for the kernel).
+    pub threads: Option<u32>,
+    /// Element type of untyped input buffers (default f32).
+    pub elem: Option<Scalar>,
+    /// `Some(true)`: use vector loads or fail; `Some(false)`: scalar
+    /// kernels; `None`: vector loads when the buffers and shape allow.
+    pub vectorize: Option<bool>,
+    /// Row kernels: keep rows that fit in registers (default `true`).
+    pub cache_rows: Option<bool>,
+    /// Vector reductions: cap on pass-1 threadgroups.
+    pub max_threadgroups: Option<u32>,
+    /// Vector reductions and GEMV: loads in flight per thread.
+    pub unroll: Option<u32>,
+    /// GEMV: rows per SIMD group.
+    pub rows_per_simdgroup: Option<u32>,
+    /// Run every dispatch under the simulator's sanitizer (races,
+    /// uninitialised reads, …); findings become errors.
+    pub sanitize: bool,
+}
+
+impl Options {
+    pub fn threads(threads: u32) -> Options {
+        Options { threads: Some(threads), ..Options::default() }
+    }
+}
+
+/// One dispatch an [`Ops`] made, with the runtime's report.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub kernel: String,
+    pub dispatch: Dispatch,
+    pub report: DispatchReport,
+}
+
+/// The operations over one runtime, with options, a pipeline cache (by
+/// kernel name) and a log of the dispatches made.
+#[derive(Debug)]
+pub struct Ops<'rt> {
+    rt: &'rt Runtime,
+    options: Options,
+    pipelines: RefCell<HashMap<String, Pipeline>>,
+    launches: RefCell<Vec<Launch>>,
+}
+
+impl<'rt> Ops<'rt> {
+    pub fn new(rt: &'rt Runtime) -> Ops<'rt> {
+        Ops { rt, options: Options::default(), pipelines: RefCell::default(), launches: RefCell::default() }
+    }
+
+    pub fn with_options(mut self, options: Options) -> Ops<'rt> {
+        self.options = options;
+        self
+    }
+
+    pub fn runtime(&self) -> &'rt Runtime {
+        self.rt
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The dispatches made so far, oldest first; clears the log.
+    pub fn take_launches(&self) -> Vec<Launch> {
+        std::mem::take(&mut self.launches.borrow_mut())
+    }
+
+    fn pipeline(&self, kernel: Kernel) -> Result<Pipeline, Error> {
+        if let Some(p) = self.pipelines.borrow().get(&kernel.name) {
+            return Ok(p.clone());
+        }
+        let p = self.rt.pipeline(&kernel)?;
+        self.pipelines.borrow_mut().insert(kernel.name.clone(), p.clone());
+        Ok(p)
+    }
+
+    /// Dispatches `kernel`, binding its parameters by name from `named`.
+    fn launch(&self, kernel: Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)]) -> Result<(), Error> {
+        let mut args = Vec::with_capacity(kernel.params.len());
+        for p in &kernel.params {
+            let arg = named
+                .iter()
+                .find(|(n, _)| *n == p.name)
+                .map(|(_, a)| *a)
+                .ok_or_else(|| arg_err(&kernel.name, format!("no argument for parameter `{}`", p.name)))?;
+            args.push(arg);
+        }
+        let name = kernel.name.clone();
+        let pipeline = self.pipeline(kernel)?;
+        let mode = match dispatch.mode {
+            lib::Mode::Threads => enigma_runtime::Mode::Threads,
+            lib::Mode::Threadgroups => enigma_runtime::Mode::Threadgroups,
+        };
+        let options = enigma_runtime::Options { sanitize: self.options.sanitize, ..Default::default() };
+        let report = self.rt.dispatch(&pipeline, &args, mode, dispatch.size, dispatch.threads, &options)?;
+        self.launches.borrow_mut().push(Launch { kernel: name, dispatch, report });
+        Ok(())
+    }
+
+    // ----- buffers and types -------------------------------------------
+
+    fn elem_of(&self, op: &str, buf: &Buffer) -> Result<Scalar, Error> {
+        match (buf.elem(), self.options.elem) {
+            (Some(t), Some(e)) if t != Type::scalar(e) => {
+                Err(arg_err(op, format!("the buffer holds {t} but the options ask for {e}")))
+            }
+            (Some(t), _) if t.width != 1 => Err(arg_err(op, format!("the buffer holds vectors ({t}); pass an untyped or scalar buffer"))),
+            (Some(t), _) => Ok(t.scalar),
+            (None, Some(e)) => Ok(e),
+            (None, None) => Ok(Scalar::F32),
+        }
+    }
+
+    fn dtype_of(&self, op: &str, buf: &Buffer) -> Result<DType, Error> {
+        let s = self.elem_of(op, buf)?;
+        DType::from_scalar(s).ok_or_else(|| arg_err(op, format!("element type {s} is not f32, f16 or bf16")))
+    }
+
+    fn need(&self, op: &str, what: &str, buf: &Buffer, elems: usize, elem: Scalar) -> Result<(), Error> {
+        let bytes = elems * elem.size_bytes() as usize;
+        if buf.len_bytes() < bytes {
+            return Err(arg_err(op, format!("`{what}` has {} bytes, needs {bytes} ({elems} {elem} elements)", buf.len_bytes())));
+        }
+        if let Some(t) = buf.elem() {
+            if t.scalar != elem {
+                return Err(arg_err(op, format!("`{what}` holds {t}, expected {elem}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every buffer can be bound as `vector` (and, for flat
+    /// kernels, also as `scalar`), and the shape allows it.
+    fn vectorize(&self, op: &str, bufs: &[&Buffer], vector: Type, scalar_view_too: bool, shape_ok: bool) -> Result<u8, Error> {
+        let bindable = |b: &Buffer| match b.elem() {
+            None => b.len_bytes() % vector.size_bytes() as usize == 0,
+            Some(t) => t == vector && !scalar_view_too,
+        };
+        let possible = shape_ok && bufs.iter().all(|b| bindable(b));
+        match self.options.vectorize {
+            Some(false) => Ok(1),
+            Some(true) if !possible => Err(arg_err(
+                op,
+                if shape_ok {
+                    format!("vector loads asked for, but a buffer cannot be bound as {vector} (typed buffers bind only as their own type; untyped ones need a size that is a multiple of {} bytes)", vector.size_bytes())
+                } else {
+                    "vector loads asked for, but the shape is not a multiple of 4".to_string()
+                },
+            )),
+            _ => Ok(if possible { 4 } else { 1 }),
+        }
+    }
+
+    /// An untyped output of `elems` elements of `elem`.
+    fn output(&self, elem: Scalar, elems: usize) -> Result<Buffer, Error> {
+        Ok(self.rt.buffer_bytes(elems * elem.size_bytes() as usize)?)
+    }
+
+    /// An untyped scratch buffer padded to whole 16-byte vectors.
+    fn scratch(&self, elem: Scalar, elems: usize) -> Result<Buffer, Error> {
+        Ok(self.rt.buffer_bytes((elems * elem.size_bytes() as usize).div_ceil(16) * 16)?)
+    }
+
+    // ----- element-wise -------------------------------------------------
+
+    /// `y = op(x[, b])` over `n` elements (`factor` is used by `Scale`).
+    pub fn elementwise(&self, op: Elementwise, x: &Buffer, b: Option<&Buffer>, n: usize, factor: f32) -> Result<Buffer, Error> {
+        let name = op.name();
+        let dtype = self.dtype_of(name, x)?;
+        let elem = dtype.scalar();
+        self.need(name, "x", x, n, elem)?;
+        if op.is_binary() {
+            let b = b.ok_or_else(|| arg_err(name, "a binary operation needs `b`"))?;
+            self.need(name, "b", b, n, elem)?;
+        }
+        let y = self.output(elem, n)?;
+        let mut bufs = vec![x, &y];
+        bufs.extend(b.filter(|_| op.is_binary()));
+        let vec = self.vectorize(name, &bufs, dtype.ty(4), true, true)?;
+        let plan = elementwise::plan(op, dtype, n, vec, self.options.threads)?;
+        let mut args = vec![("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("n", Arg::u32(plan.n))];
+        if let Some(b) = b {
+            args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
+        }
+        args.push(("factor", Arg::f32(factor)));
+        self.launch(plan.kernel(), plan.dispatch, &args)?;
+        Ok(y)
+    }
+
+    pub fn scale(&self, x: &Buffer, n: usize, factor: f32) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Scale, x, None, n, factor)
+    }
+    pub fn add(&self, a: &Buffer, b: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Add, a, Some(b), n, 1.0)
+    }
+    pub fn mul(&self, a: &Buffer, b: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Mul, a, Some(b), n, 1.0)
+    }
+    pub fn relu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Relu, x, None, n, 1.0)
+    }
+    pub fn silu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Silu, x, None, n, 1.0)
+    }
+    pub fn gelu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
+    }
+
+    // ----- reductions ---------------------------------------------------
+
+    /// `op` over `n` elements: a buffer of one f32.
+    pub fn reduce(&self, op: ReduceOp, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        let name = format!("{op}_reduce");
+        let dtype = self.dtype_of(&name, x)?;
+        self.need(&name, "x", x, n, dtype.scalar())?;
+        let vec = self.vectorize(&name, &[x], dtype.ty(4), true, true)?;
+        let options = reduce::ReduceOptions { threads: self.options.threads, max_groups: self.options.max_threadgroups, unroll: self.options.unroll };
+        let plan = reduce::plan(op, dtype, n, vec, options)?;
+        let result = self.output(Scalar::F32, 1)?;
+        match plan.pass2 {
+            None => self.reduce_pass(&plan.pass1, x, &result)?,
+            Some(pass2) => {
+                let partials = self.scratch(Scalar::F32, plan.pass1.outputs() as usize)?;
+                self.reduce_pass(&plan.pass1, x, &partials)?;
+                self.reduce_pass(&pass2, &partials, &result)?;
+            }
+        }
+        Ok(result)
+    }
+
+    fn reduce_pass(&self, pass: &reduce::ReducePass, x: &Buffer, out: &Buffer) -> Result<(), Error> {
+        self.launch(pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
+    }
+
+    pub fn sum(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.reduce(ReduceOp::Sum, x, n)
+    }
+    pub fn max(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.reduce(ReduceOp::Max, x, n)
+    }
+    pub fn min(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        self.reduce(ReduceOp::Min, x, n)
+    }
+
+    /// `op` over each row of `[rows, d]`: `rows` f32.
+    pub fn reduce_rows(&self, op: ReduceOp, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
+        let name = format!("{op}_rows");
+        let dtype = self.dtype_of(&name, x)?;
+        self.need(&name, "x", x, rows * d, dtype.scalar())?;
+        let vec = self.vectorize(&name, &[x], dtype.ty(4), false, d % 4 == 0)?;
+        let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.options.threads)?;
+        let out = self.output(Scalar::F32, rows)?;
+        self.launch(plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        Ok(out)
+    }
+
+    // ----- prefix sums --------------------------------------------------
+
+    /// The inclusive or exclusive prefix sum of `n` elements (f32, i32 or
+    /// u32, sums in that type).
+    pub fn prefix_sum(&self, x: &Buffer, n: usize, kind: ScanKind) -> Result<Buffer, Error> {
+        let name = format!("scan_{}", kind.name());
+        let elem = self.elem_of(&name, x)?;
+        self.need(&name, "x", x, n, elem)?;
+        let y = self.output(elem, n)?;
+        let vec = self.vectorize(&name, &[x, &y], Type::vector(elem, 4), true, true)?;
+        let plan = scan::plan(elem, kind, n, vec, self.options.threads)?;
+        // Level i scans `input_i` into `output_i` and writes block totals,
+        // which are level i+1's input (scanned in place).
+        let mut sums: Vec<Buffer> = vec![];
+        for level in &plan.levels {
+            sums.push(self.scratch(elem, level.blocks as usize)?);
+        }
+        for (i, level) in plan.levels.iter().enumerate() {
+            let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
+            let kernel = scan::scan_block(elem, level.vec, level.kind);
+            self.launch(
+                kernel,
+                level.scan,
+                &[
+                    ("x", Arg::from(input)),
+                    ("x4", Arg::from(input)),
+                    ("y", Arg::from(output)),
+                    ("y4", Arg::from(output)),
+                    ("block_sums", Arg::from(&sums[i])),
+                    ("n", Arg::u32(level.n)),
+                ],
+            )?;
+        }
+        for (i, level) in plan.levels.iter().enumerate().rev() {
+            if let Some(add) = level.add {
+                let output = if i == 0 { &y } else { &sums[i - 1] };
+                self.launch(
+                    scan::scan_add(elem, level.vec),
+                    add,
+                    &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
+                )?;
+            }
+        }
+        Ok(y)
+    }
+
+    // ----- row kernels --------------------------------------------------
+
+    fn row_options(&self) -> softmax::RowOptions {
+        softmax::RowOptions { threads: self.options.threads, cache: self.options.cache_rows.unwrap_or(true) }
+    }
+
+    /// Softmax of each row of `[rows, d]`.
+    pub fn softmax(&self, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
+        let dtype = self.dtype_of("softmax", x)?;
+        self.need("softmax", "x", x, rows * d, dtype.scalar())?;
+        let y = self.output(dtype.scalar(), rows * d)?;
+        let vec = self.vectorize("softmax", &[x, &y], dtype.ty(4), false, d % 4 == 0)?;
+        let plan = softmax::plan(dtype, rows, d, vec, self.row_options())?;
+        self.softmax_into(&plan, x, &y)?;
+        Ok(y)
+    }
+
+    fn softmax_into(&self, plan: &softmax::RowPlan, x: &Buffer, y: &Buffer) -> Result<(), Error> {
+        let c = plan.config;
+        self.launch(
+            softmax::softmax(c.dtype, c.vec, c.items),
+            plan.dispatch,
+            &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(y)), ("y4", Arg::from(y)), ("d", Arg::u32(plan.d))],
+        )
+    }
+
+    /// RMSNorm of each row: `y = x · rsqrt(mean(x²) + eps) · w`.
+    pub fn rms_norm(&self, x: &Buffer, w: &Buffer, rows: usize, d: usize, eps: f32) -> Result<Buffer, Error> {
+        self.norm("rms_norm", x, w, None, rows, d, eps)
+    }
+
+    /// LayerNorm of each row: `y = (x - mean) · rsqrt(var + eps) · w + b`.
+    pub fn layer_norm(&self, x: &Buffer, w: &Buffer, b: &Buffer, rows: usize, d: usize, eps: f32) -> Result<Buffer, Error> {
+        self.norm("layer_norm", x, w, Some(b), rows, d, eps)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn norm(&self, name: &str, x: &Buffer, w: &Buffer, b: Option<&Buffer>, rows: usize, d: usize, eps: f32) -> Result<Buffer, Error> {
+        let dtype = self.dtype_of(name, x)?;
+        self.need(name, "x", x, rows * d, dtype.scalar())?;
+        self.need(name, "w", w, d, dtype.scalar())?;
+        if let Some(b) = b {
+            self.need(name, "b", b, d, dtype.scalar())?;
+        }
+        let y = self.output(dtype.scalar(), rows * d)?;
+        let mut bufs = vec![x, w, &y];
+        bufs.extend(b);
+        let vec = self.vectorize(name, &bufs, dtype.ty(4), false, d % 4 == 0)?;
+        let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options())?;
+        let c = plan.config;
+        let kernel = if b.is_some() { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
+        let mut args = vec![
+            ("x", Arg::from(x)),
+            ("x4", Arg::from(x)),
+            ("w", Arg::from(w)),
+            ("w4", Arg::from(w)),
+            ("y", Arg::from(&y)),
+            ("y4", Arg::from(&y)),
+            ("d", Arg::u32(plan.d)),
+            ("eps", Arg::f32(eps)),
+        ];
+        if let Some(b) = b {
+            args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
+        }
+        self.launch(kernel, plan.dispatch, &args)?;
+        Ok(y)
+    }
+
+    // ----- GEMV ---------------------------------------------------------
+
+    /// `y = W·x` for `W` of `[m, k]` (f32, f16 or bf16) and f32 `x`: `m` f32.
+    pub fn gemv(&self, w: &Buffer, x: &Buffer, m: usize, k: usize) -> Result<Buffer, Error> {
+        let wdtype = self.dtype_of("gemv", w)?;
+        self.need("gemv", "w", w, m * k, wdtype.scalar())?;
+        self.need("gemv", "x", x, k, Scalar::F32)?;
+        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), false, k % 4 == 0)?;
+        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), false, k % 4 == 0)?;
+        let options = gemv::GemvOptions { threads: self.options.threads, rows_per_simdgroup: self.options.rows_per_simdgroup, unroll: self.options.unroll };
+        let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), options)?;
+        let y = self.output(Scalar::F32, m)?;
+        self.launch(
+            plan.kernel(),
+            plan.dispatch,
+            &[
+                ("w", Arg::from(w)),
+                ("w4", Arg::from(w)),
+                ("x", Arg::from(x)),
+                ("x4", Arg::from(x)),
+                ("y", Arg::from(&y)),
+                ("m", Arg::u32(plan.m)),
+                ("k", Arg::u32(plan.k)),
+            ],
+        )?;
+        Ok(y)
+    }
+
+    // ----- attention decode ---------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize) -> Result<attention::AttentionPlan, Error> {
+        let op = "attention_decode";
+        let dtype = self.dtype_of(op, q)?;
+        self.need(op, "q", q, heads * d, dtype.scalar())?;
+        self.need(op, "k", k, heads * s_len * d, dtype.scalar())?;
+        self.need(op, "v", v, heads * s_len * d, dtype.scalar())?;
+        let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), false, d % 4 == 0)?;
+        Ok(attention::plan(dtype, heads, s_len, d, vec, attention::AttentionOptions { threads: self.options.threads })?)
+    }
+
+    /// Attention decode in seed 000's three dispatches (scores, softmax,
+    /// weighted sum): `out` is `[heads, d]` in the input's type.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_decode(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
+        let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
+        let scores = self.scratch(Scalar::F32, heads * s_len)?;
+        let out = self.output(plan.dtype.scalar(), heads * d)?;
+        let dims = [("s_len", Arg::u32(plan.s_len)), ("d", Arg::u32(plan.d)), ("scale", Arg::f32(scale))];
+        let mut args = vec![("q", Arg::from(q)), ("q4", Arg::from(q)), ("k", Arg::from(k)), ("k4", Arg::from(k)), ("scores", Arg::from(&scores))];
+        args.extend(dims);
+        self.launch(plan.scores_kernel(), plan.scores, &args)?;
+        self.softmax_into(&plan.softmax, &scores, &scores)?;
+        let args = [("w", Arg::from(&scores)), ("v", Arg::from(v)), ("out", Arg::from(&out)), dims[0], dims[1]];
+        self.launch(plan.weighted_sum_kernel(), plan.weighted_sum, &args)?;
+        Ok(out)
+    }
+
+    /// Attention decode in one dispatch, one threadgroup per head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_decode_fused(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
+        let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
+        let out = self.output(plan.dtype.scalar(), heads * d)?;
+        let args = [
+            ("q", Arg::from(q)),
+            ("q4", Arg::from(q)),
+            ("k", Arg::from(k)),
+            ("k4", Arg::from(k)),
+            ("v", Arg::from(v)),
+            ("v4", Arg::from(v)),
+            ("out", Arg::from(&out)),
+            ("s_len", Arg::u32(plan.s_len)),
+            ("d", Arg::u32(plan.d)),
+            ("scale", Arg::f32(scale)),
+        ];
+        self.launch(plan.fused_kernel(), plan.fused, &args)?;
+        Ok(out)
+    }
+}
+
+// ----- free functions ---------------------------------------------------
+
+macro_rules! free_fns {
+    ($($(#[$doc:meta])* $name:ident / $with:ident ($($arg:ident: $ty:ty),*);)*) => {$(
+        $(#[$doc])*
+        pub fn $name(rt: &Runtime, $($arg: $ty),*) -> Result<Buffer, Error> {
+            Ops::new(rt).$name($($arg),*)
+        }
+        #[doc = concat!("[`", stringify!($name), "`] with [`Options`].")]
+        pub fn $with(rt: &Runtime, $($arg: $ty,)* options: &Options) -> Result<Buffer, Error> {
+            Ops::new(rt).with_options(options.clone()).$name($($arg),*)
+        }
+    )*};
+}
+
+free_fns! {
+    /// `y = x · factor`.
+    scale / scale_with(x: &Buffer, n: usize, factor: f32);
+    /// `y = a + b`.
+    add / add_with(a: &Buffer, b: &Buffer, n: usize);
+    /// `y = a · b`.
+    mul / mul_with(a: &Buffer, b: &Buffer, n: usize);
+    /// `y = max(x, 0)`.
+    relu / relu_with(x: &Buffer, n: usize);
+    /// `y = x · sigmoid(x)`.
+    silu / silu_with(x: &Buffer, n: usize);
+    /// GELU, tanh form.
+    gelu / gelu_with(x: &Buffer, n: usize);
+    /// Sum of `n` elements (one f32).
+    sum / sum_with(x: &Buffer, n: usize);
+    /// Maximum of `n` elements (one f32).
+    max / max_with(x: &Buffer, n: usize);
+    /// Minimum of `n` elements (one f32).
+    min / min_with(x: &Buffer, n: usize);
+    /// `op` over each row (`rows` f32).
+    reduce_rows / reduce_rows_with(op: ReduceOp, x: &Buffer, rows: usize, d: usize);
+    /// Inclusive or exclusive prefix sum.
+    prefix_sum / prefix_sum_with(x: &Buffer, n: usize, kind: ScanKind);
+    /// Row softmax.
+    softmax / softmax_with(x: &Buffer, rows: usize, d: usize);
+    /// Row RMSNorm.
+    rms_norm / rms_norm_with(x: &Buffer, w: &Buffer, rows: usize, d: usize, eps: f32);
+    /// Row LayerNorm.
+    layer_norm / layer_norm_with(x: &Buffer, w: &Buffer, b: &Buffer, rows: usize, d: usize, eps: f32);
+    /// `y = W·x`.
+    gemv / gemv_with(w: &Buffer, x: &Buffer, m: usize, k: usize);
+    /// Attention decode, three dispatches.
+    attention_decode / attention_decode_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
+    /// Attention decode, fused.
+    attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
+}
+
+// ----- host data ----------------------------------------------------------
+
+/// The bits of `v` in `elem` (f32, f16, bf16), little-endian.
+fn encode(elem: Scalar, values: &[f32]) -> Vec<u8> {
+    match elem {
+        Scalar::F16 => values.iter().flat_map(|&v| f32_to_f16_bits(v).to_le_bytes()).collect(),
+        Scalar::BF16 => values.iter().flat_map(|&v| f32_to_bf16_bits(v).to_le_bytes()).collect(),
+        Scalar::I32 => values.iter().flat_map(|&v| (v as i32).to_le_bytes()).collect(),
+        Scalar::U32 => values.iter().flat_map(|&v| (v as u32).to_le_bytes()).collect(),
+        _ => values.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// An untyped buffer holding `values` converted to `elem` (f32, f16, bf16,
+/// i32 or u32), zero-padded to a multiple of 16 bytes so that it can be
+/// bound as a vector view.
+pub fn upload(rt: &Runtime, elem: Scalar, values: &[f32]) -> Result<Buffer, Error> {
+    let mut bytes = encode(elem, values);
+    bytes.resize(bytes.len().div_ceil(16) * 16, 0);
+    let buf = rt.buffer_bytes(bytes.len())?;
+    buf.write_bytes(0, &bytes)?;
+    Ok(buf)
+}
+
+/// The first `n` elements of `buf` read as `elem`, converted to f64.
+pub fn download(buf: &Buffer, elem: Scalar, n: usize) -> Result<Vec<f64>, Error> {
+    let bytes = buf.read_bytes()?;
+    let size = elem.size_bytes() as usize;
+    if bytes.len() < n * size {
+        return Err(arg_err("download", format!("buffer of {} bytes holds fewer than {n} {elem} elements", bytes.len())));
+    }
+    Ok(bytes[..n * size]
+        .chunks_exact(size)
+        .map(|c| match elem {
+            Scalar::F16 => f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
+            Scalar::BF16 => bf16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
+            Scalar::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            Scalar::U32 => u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            _ => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+        })
+        .collect())
+}
+
+/// `values` rounded to `dtype` and back (what the kernel will read).
+pub fn quantize(dtype: DType, values: &mut [f32]) {
+    match dtype {
+        DType::F32 => {}
+        DType::F16 => values.iter_mut().for_each(|v| *v = f16_bits_to_f32(f32_to_f16_bits(*v))),
+        DType::BF16 => values.iter_mut().for_each(|v| *v = bf16_bits_to_f32(f32_to_bf16_bits(*v))),
+    }
+}

@@ -1,0 +1,537 @@
+//! The registry of library operations, for `enigma run <name>` (one run on
+//! random data, checked against the f64 reference) and `enigma bench <name>`
+//! (a timing loop).
+//!
+//! ```
+//! use enigma_runtime::{Device, Runtime};
+//! let rt = Runtime::new(Device::Sim).unwrap();
+//! let entry = enigma_ops::registry().into_iter().find(|e| e.name == "softmax_f16").unwrap();
+//! assert_eq!(entry.shape_names, ["rows", "d"]);
+//! let outcome = entry.run(&rt, &[3, 100]).unwrap();
+//! assert!(outcome.passed, "{outcome}");
+//! ```
+
+use crate::check::{Rng, Tolerance};
+use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options};
+use enigma_ir::Scalar;
+use enigma_kernels::library::{attention, elementwise, gemv, norm, reduce, scan, softmax, DType, ReduceOp};
+use enigma_kernels::library::elementwise::Elementwise;
+use enigma_kernels::library::scan::ScanKind;
+use enigma_runtime::{Buffer, Runtime};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One dispatch of a checked or timed run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchSummary {
+    pub kernel: String,
+    /// `"threadgroups"` or `"threads"`.
+    pub mode: &'static str,
+    pub size: [u32; 3],
+    pub threads: [u32; 3],
+    /// Time on the device (GPU backends); `None` on the simulator.
+    pub device_time: Option<Duration>,
+    pub wall_time: Duration,
+}
+
+impl LaunchSummary {
+    fn from_launch(l: &crate::Launch) -> LaunchSummary {
+        LaunchSummary {
+            kernel: l.kernel.clone(),
+            mode: match l.dispatch.mode {
+                enigma_kernels::library::Mode::Threads => "threads",
+                enigma_kernels::library::Mode::Threadgroups => "threadgroups",
+            },
+            size: l.dispatch.size,
+            threads: l.dispatch.threads,
+            device_time: l.report.device_time,
+            wall_time: l.report.wall_time,
+        }
+    }
+}
+
+/// The timings of [`Entry::bench`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchOutcome {
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// Per iteration: the sum of its dispatches' device times when every
+    /// dispatch reported one, else of their wall times.
+    pub times: Vec<Duration>,
+    /// Whether `times` are device times.
+    pub device_timed: bool,
+    pub best: Duration,
+    pub median: Duration,
+    /// Minimum bytes moved per iteration.
+    pub bytes: u64,
+    /// `bytes / best`, in GB/s (10^9 bytes per second).
+    pub best_gbps: f64,
+    /// The dispatches of the last iteration.
+    pub launches: Vec<LaunchSummary>,
+}
+
+/// Inputs built for one shape: how to run the operation, and what to expect.
+pub(crate) struct Case {
+    run: Box<dyn Fn(&Ops<'_>) -> Result<Buffer, Error>>,
+    /// Element type of the output buffer.
+    out_elem: Scalar,
+    want: Vec<f64>,
+    tol: Box<dyn Fn(usize) -> Tolerance>,
+    bytes: u64,
+}
+
+type Prepare = dyn Fn(&Runtime, &[usize], u64) -> Result<Case, Error> + Send + Sync;
+
+/// A registered operation.
+#[derive(Clone)]
+pub struct Entry {
+    /// `softmax_f16`, `sum_f32`, `gemv_f16`, …
+    pub name: String,
+    pub description: String,
+    /// The element type of the inputs.
+    pub elem: Scalar,
+    /// What each shape dimension means (`["rows", "d"]`).
+    pub shape_names: Vec<&'static str>,
+    /// A shape that runs in a moment on the simulator.
+    pub default_shape: Vec<usize>,
+    /// The shape of the performance target (for `bench` on a GPU).
+    pub bench_shape: Vec<usize>,
+    vectorize: Option<bool>,
+    cache_rows: Option<bool>,
+    prepare: Arc<Prepare>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.name)
+            .field("elem", &self.elem)
+            .field("shape_names", &self.shape_names)
+            .field("default_shape", &self.default_shape)
+            .field("bench_shape", &self.bench_shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Entry {
+    fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options) -> Ops<'rt> {
+        let mut o = options.clone();
+        o.elem = Some(self.elem);
+        o.vectorize = o.vectorize.or(self.vectorize);
+        o.cache_rows = o.cache_rows.or(self.cache_rows);
+        Ops::new(rt).with_options(o)
+    }
+
+    fn shape<'a>(&'a self, shape: &'a [usize]) -> Result<&'a [usize], Error> {
+        let shape = if shape.is_empty() { &self.default_shape[..] } else { shape };
+        if shape.len() != self.shape_names.len() {
+            return Err(Error::Argument {
+                op: self.name.clone(),
+                message: format!("shape {shape:?} has {} dimensions; expected {} ({})", shape.len(), self.shape_names.len(), self.shape_names.join(" x ")),
+            });
+        }
+        Ok(shape)
+    }
+
+    /// Runs once on random data of `shape` (empty: [`Entry::default_shape`])
+    /// and checks the output against the f64 reference.
+    pub fn run(&self, rt: &Runtime, shape: &[usize]) -> Result<CheckOutcome, Error> {
+        self.run_with(rt, shape, &Options::default())
+    }
+
+    /// [`Entry::run`] with options (threads, sanitizer, …) and a data seed
+    /// of 1.
+    pub fn run_with(&self, rt: &Runtime, shape: &[usize], options: &Options) -> Result<CheckOutcome, Error> {
+        let shape = self.shape(shape)?;
+        let case = (self.prepare)(rt, shape, 1)?;
+        let ops = self.ops(rt, options);
+        let out = (case.run)(&ops)?;
+        let got = download(&out, case.out_elem, case.want.len())?;
+        let mut outcome = CheckOutcome::compare(&self.name, shape, &got, &case.want, &case.tol);
+        outcome.launches = ops.take_launches().iter().map(LaunchSummary::from_launch).collect();
+        outcome.bytes = case.bytes;
+        Ok(outcome)
+    }
+
+    /// Times `iters` runs after `warmup` runs (pipelines compiled once, data
+    /// prepared once, no checking).
+    pub fn bench(&self, rt: &Runtime, shape: &[usize], options: &Options, warmup: usize, iters: usize) -> Result<BenchOutcome, Error> {
+        let shape = self.shape(shape)?;
+        let case = (self.prepare)(rt, shape, 1)?;
+        let ops = self.ops(rt, options);
+        for _ in 0..warmup {
+            (case.run)(&ops)?;
+        }
+        ops.take_launches();
+        let mut times = vec![];
+        let mut device_timed = true;
+        let mut launches = vec![];
+        for _ in 0..iters.max(1) {
+            (case.run)(&ops)?;
+            launches = ops.take_launches();
+            let device: Option<Duration> = launches.iter().map(|l| l.report.device_time).sum();
+            device_timed &= device.is_some();
+            times.push(device.unwrap_or_else(|| launches.iter().map(|l| l.report.wall_time).sum()));
+        }
+        if !device_timed {
+            // Mixed reports: use wall time throughout.
+            times.clear();
+        }
+        let mut sorted = times.clone();
+        sorted.sort();
+        let best = sorted.first().copied().unwrap_or_default();
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+        let best_gbps = if best.is_zero() { 0.0 } else { case.bytes as f64 / best.as_secs_f64() / 1e9 };
+        Ok(BenchOutcome {
+            name: self.name.clone(),
+            shape: shape.to_vec(),
+            times,
+            device_timed,
+            best,
+            median,
+            bytes: case.bytes,
+            best_gbps,
+            launches: launches.iter().map(LaunchSummary::from_launch).collect(),
+        })
+    }
+}
+
+/// Parses `8192x8192` (or `8192,8192`) into a shape.
+pub fn parse_shape(text: &str) -> Result<Vec<usize>, Error> {
+    text.split(['x', 'X', ',', '×'])
+        .map(|p| {
+            p.trim().replace('_', "").parse::<usize>().map_err(|_| Error::Argument { op: "shape".into(), message: format!("`{text}` is not a shape like 8192x8192") })
+        })
+        .collect()
+}
+
+fn entry(
+    name: String,
+    description: String,
+    elem: Scalar,
+    shape_names: &[&'static str],
+    default_shape: &[usize],
+    bench_shape: &[usize],
+    prepare: impl Fn(&Runtime, &[usize], u64) -> Result<Case, Error> + Send + Sync + 'static,
+) -> Entry {
+    Entry {
+        name,
+        description,
+        elem,
+        shape_names: shape_names.to_vec(),
+        default_shape: default_shape.to_vec(),
+        bench_shape: bench_shape.to_vec(),
+        vectorize: None,
+        cache_rows: None,
+        prepare: Arc::new(prepare),
+    }
+}
+
+/// Random inputs of `dtype`: the f32 values the kernel will see, and the
+/// untyped buffer holding them.
+fn input(rt: &Runtime, dtype: DType, rng: &mut Rng, n: usize, lo: f32, hi: f32) -> Result<(Vec<f32>, Buffer), Error> {
+    let mut v = rng.vec(n, lo, hi);
+    quantize(dtype, &mut v);
+    let buf = upload(rt, dtype.scalar(), &v)?;
+    Ok((v, buf))
+}
+
+/// The tolerance of a result computed in f32 and rounded once to `dtype`
+/// (relatively, or absolutely where it lands among the subnormals).
+fn rounded(dtype: DType, abs: f64, rel_f32: f64) -> Tolerance {
+    Tolerance::new(abs + dtype.underflow_error() * 1.01, rel_f32 + dtype.unit_roundoff() * 1.01)
+}
+
+fn size(dtype: DType) -> u64 {
+    dtype.size_bytes() as u64
+}
+
+/// Every registered operation.
+pub fn registry() -> Vec<Entry> {
+    let mut out = vec![];
+    for dtype in DType::ALL {
+        for op in Elementwise::ALL {
+            out.push(elementwise_entry(op, dtype, false));
+        }
+        out.push(elementwise_entry(Elementwise::Scale, dtype, true));
+    }
+    for dtype in DType::ALL {
+        for op in ReduceOp::ALL {
+            out.push(reduce_entry(op, dtype));
+        }
+    }
+    for dtype in [DType::F32, DType::F16] {
+        for op in ReduceOp::ALL {
+            out.push(rows_entry(op, dtype));
+        }
+    }
+    for elem in scan::SCAN_SCALARS {
+        for kind in [ScanKind::Inclusive, ScanKind::Exclusive] {
+            out.push(scan_entry(elem, kind));
+        }
+    }
+    for dtype in DType::ALL {
+        out.push(softmax_entry(dtype, None));
+    }
+    out.push(softmax_entry(DType::F32, Some(false)));
+    for dtype in DType::ALL {
+        out.push(norm_entry(dtype, false));
+        out.push(norm_entry(dtype, true));
+    }
+    for dtype in DType::ALL {
+        out.push(gemv_entry(dtype));
+    }
+    for dtype in [DType::F32, DType::F16] {
+        out.push(attention_entry(dtype, false));
+        out.push(attention_entry(dtype, true));
+    }
+    out
+}
+
+fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
+    let name = if force_vec4 { format!("scale_vec4_{dtype}") } else { format!("{op}_{dtype}") };
+    let description = match op {
+        Elementwise::Scale if force_vec4 => format!("y = x · 0.75 with 4-wide {dtype} loads (seed 000 Pattern B)"),
+        Elementwise::Scale => format!("y = x · 0.75 over {dtype}"),
+        Elementwise::Add => format!("y = a + b over {dtype}"),
+        Elementwise::Mul => format!("y = a · b over {dtype}"),
+        Elementwise::Relu => format!("y = max(x, 0) over {dtype}"),
+        Elementwise::Silu => format!("y = x · sigmoid(x) over {dtype}"),
+        Elementwise::Gelu => format!("GELU (tanh form) over {dtype}"),
+    };
+    let default = if force_vec4 { 65_536 } else { 65_539 };
+    let mut e = entry(name, description, dtype.scalar(), &["n"], &[default], &[1 << 24], move |rt, shape, seed| {
+        let n = shape[0];
+        let mut rng = Rng::new(seed);
+        let (x, xb) = input(rt, dtype, &mut rng, n, -4.0, 4.0)?;
+        let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, -4.0, 4.0)?) } else { None };
+        let want = elementwise::reference(op, &x, b.as_ref().map(|b| &b.0[..]), 0.75);
+        let bb = b.map(|b| b.1);
+        let reads = if op.is_binary() { 2 } else { 1 };
+        Ok(Case {
+            run: Box::new(move |ops| ops.elementwise(op, &xb, bb.as_ref(), n, 0.75)),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| rounded(dtype, 1e-6, 2e-6)),
+            bytes: (reads + 1) * n as u64 * size(dtype),
+        })
+    });
+    if force_vec4 {
+        e.vectorize = Some(true);
+    }
+    e
+}
+
+fn reduce_entry(op: ReduceOp, dtype: DType) -> Entry {
+    let description = format!("{op} of a vector of {dtype} (f32 result; two passes)");
+    entry(format!("{op}_{dtype}"), description, dtype.scalar(), &["n"], &[100_003], &[1 << 28], move |rt, shape, seed| {
+        let n = shape[0];
+        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), n, -1.0, 1.0)?;
+        let want = vec![reduce::reference(op, &x)];
+        let tol = if op == ReduceOp::Sum { Tolerance::new(reduce::sum_tolerance(&x), 0.0) } else { Tolerance::exact() };
+        Ok(Case {
+            run: Box::new(move |ops| ops.reduce(op, &xb, n)),
+            out_elem: Scalar::F32,
+            want,
+            tol: Box::new(move |_| tol),
+            bytes: n as u64 * size(dtype),
+        })
+    })
+}
+
+fn rows_entry(op: ReduceOp, dtype: DType) -> Entry {
+    let description = format!("{op} of each row of a [rows, d] {dtype} matrix (f32 results)");
+    entry(format!("{op}_rows_{dtype}"), description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
+        let (rows, d) = (shape[0], shape[1]);
+        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), rows * d, -1.0, 1.0)?;
+        let want = reduce::reference_rows(op, &x, d);
+        let tols: Vec<Tolerance> = x
+            .chunks(d)
+            .map(|row| if op == ReduceOp::Sum { Tolerance::new(reduce::sum_tolerance(row), 0.0) } else { Tolerance::exact() })
+            .collect();
+        Ok(Case {
+            run: Box::new(move |ops| ops.reduce_rows(op, &xb, rows, d)),
+            out_elem: Scalar::F32,
+            want,
+            tol: Box::new(move |i| tols[i]),
+            bytes: (rows * d) as u64 * size(dtype) + rows as u64 * 4,
+        })
+    })
+}
+
+fn scan_entry(elem: Scalar, kind: ScanKind) -> Entry {
+    let description = format!("{} prefix sum of {elem} (block scan, scan of block totals, add-back)", kind.name());
+    entry(format!("prefix_sum_{}_{elem}", kind.name()), description, elem, &["n"], &[100_003], &[1 << 26], move |rt, shape, seed| {
+        let n = shape[0];
+        let mut rng = Rng::new(seed);
+        let (want, tols, buf): (Vec<f64>, Vec<Tolerance>, Buffer) = match elem {
+            Scalar::F32 => {
+                let x = rng.vec(n, -1.0, 1.0);
+                let want = scan::reference(kind, &x.iter().map(|&v| v as f64).collect::<Vec<_>>());
+                let levels = 8.0 * ((n + 2) as f64).log2();
+                let mut running = 0.0;
+                let tols = x
+                    .iter()
+                    .map(|&v| {
+                        running += (v as f64).abs();
+                        Tolerance::new(running * f32::EPSILON as f64 * levels + 1e-30, 0.0)
+                    })
+                    .collect();
+                (want, tols, upload(rt, elem, &x)?)
+            }
+            _ => {
+                // Integers: small values, exact (u32 wraps like the kernel).
+                let x: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 2001) as f32 - if elem == Scalar::I32 { 1000.0 } else { 0.0 }).collect();
+                let want = if elem == Scalar::U32 {
+                    scan::reference_u32(kind, &x.iter().map(|&v| v as u32).collect::<Vec<_>>()).iter().map(|&v| v as f64).collect()
+                } else {
+                    scan::reference(kind, &x.iter().map(|&v| v as f64).collect::<Vec<_>>())
+                };
+                (want, vec![Tolerance::exact(); n], upload(rt, elem, &x)?)
+            }
+        };
+        Ok(Case {
+            run: Box::new(move |ops| ops.prefix_sum(&buf, n, kind)),
+            out_elem: elem,
+            want,
+            tol: Box::new(move |i| tols[i]),
+            bytes: 2 * n as u64 * elem.size_bytes() as u64,
+        })
+    })
+}
+
+fn softmax_entry(dtype: DType, cache: Option<bool>) -> Entry {
+    let online = cache == Some(false);
+    let name = if online { format!("softmax_online_{dtype}") } else { format!("softmax_{dtype}") };
+    let description = if online {
+        format!("row softmax of {dtype}, streaming form (online maximum, then normalisation pass)")
+    } else {
+        format!("row softmax of {dtype}, one threadgroup per row")
+    };
+    let mut e = entry(name, description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
+        let (rows, d) = (shape[0], shape[1]);
+        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), rows * d, -8.0, 8.0)?;
+        let want = softmax::reference(&x, d);
+        Ok(Case {
+            run: Box::new(move |ops| ops.softmax(&xb, rows, d)),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| rounded(dtype, 1e-9, 1e-5)),
+            bytes: 2 * (rows * d) as u64 * size(dtype),
+        })
+    });
+    e.cache_rows = cache;
+    e
+}
+
+fn norm_entry(dtype: DType, layer: bool) -> Entry {
+    let (name, description) = if layer {
+        (format!("layer_norm_{dtype}"), format!("LayerNorm of each row of {dtype}, weight and bias, eps = 1e-5"))
+    } else {
+        (format!("rms_norm_{dtype}"), format!("RMSNorm of each row of {dtype}, weight, eps = 1e-5"))
+    };
+    entry(name, description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
+        let (rows, d) = (shape[0], shape[1]);
+        let mut rng = Rng::new(seed);
+        let (x, xb) = input(rt, dtype, &mut rng, rows * d, -2.0, 3.0)?;
+        let (w, wb) = input(rt, dtype, &mut rng, d, 0.5, 1.5)?;
+        let eps = 1e-5f32;
+        let bytes = 2 * (rows * d) as u64 * size(dtype) + d as u64 * size(dtype) * if layer { 2 } else { 1 };
+        if layer {
+            let (b, bb) = input(rt, dtype, &mut rng, d, -0.5, 0.5)?;
+            let want = norm::reference_layer(&x, &w, &b, d, eps);
+            Ok(Case {
+                run: Box::new(move |ops| ops.layer_norm(&xb, &wb, &bb, rows, d, eps)),
+                out_elem: dtype.scalar(),
+                want,
+                tol: Box::new(move |_| rounded(dtype, 2e-6, 1e-5)),
+                bytes,
+            })
+        } else {
+            let want = norm::reference_rms(&x, &w, d, eps);
+            Ok(Case {
+                run: Box::new(move |ops| ops.rms_norm(&xb, &wb, rows, d, eps)),
+                out_elem: dtype.scalar(),
+                want,
+                tol: Box::new(move |_| rounded(dtype, 1e-6, 1e-5)),
+                bytes,
+            })
+        }
+    })
+}
+
+fn gemv_entry(dtype: DType) -> Entry {
+    let description = format!("y = W·x, W [m, k] in {dtype}, x and y f32, f32 accumulation");
+    entry(format!("gemv_{dtype}"), description, dtype.scalar(), &["m", "k"], &[300, 1000], &[11008, 4096], move |rt, shape, seed| {
+        let (m, k) = (shape[0], shape[1]);
+        let mut rng = Rng::new(seed);
+        let (w, wb) = input(rt, dtype, &mut rng, m * k, -1.0, 1.0)?;
+        let (x, xb) = input(rt, DType::F32, &mut rng, k, -1.0, 1.0)?;
+        let want = gemv::reference(&w, &x, m, k);
+        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
+        let tols: Vec<Tolerance> = w
+            .chunks(k)
+            .map(|row| {
+                let abs: f64 = row.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
+                Tolerance::new(abs * f32::EPSILON as f64 * levels + 1e-30, 0.0)
+            })
+            .collect();
+        Ok(Case {
+            run: Box::new(move |ops| ops.gemv(&wb, &xb, m, k)),
+            out_elem: Scalar::F32,
+            want,
+            tol: Box::new(move |i| tols[i]),
+            bytes: (m * k) as u64 * size(dtype) + (k + m) as u64 * 4,
+        })
+    })
+}
+
+fn attention_entry(dtype: DType, fused: bool) -> Entry {
+    let (name, description) = if fused {
+        (format!("attention_decode_fused_{dtype}"), format!("attention decode over {dtype} K/V, one threadgroup per head (online softmax)"))
+    } else {
+        (format!("attention_decode_{dtype}"), format!("attention decode over {dtype} K/V: scores, softmax, weighted sum (seed 000 geometry)"))
+    };
+    entry(name, description, dtype.scalar(), &["heads", "s_len", "d"], &[4, 300, 128], &[32, 2048, 128], move |rt, shape, seed| {
+        let (h, s, d) = (shape[0], shape[1], shape[2]);
+        let mut rng = Rng::new(seed);
+        let (q, qb) = input(rt, dtype, &mut rng, h * d, -1.0, 1.0)?;
+        let (k, kb) = input(rt, dtype, &mut rng, h * s * d, -1.0, 1.0)?;
+        let (v, vb) = input(rt, dtype, &mut rng, h * s * d, -1.0, 1.0)?;
+        let scale = 1.0 / (d as f32).sqrt();
+        let want = attention::reference(&q, &k, &v, h, s, d, scale);
+        let abs = 2e-6 * (1.0 + (s as f64).log2());
+        Ok(Case {
+            run: Box::new(move |ops| {
+                if fused {
+                    ops.attention_decode_fused(&qb, &kb, &vb, h, s, d, scale)
+                } else {
+                    ops.attention_decode(&qb, &kb, &vb, h, s, d, scale)
+                }
+            }),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
+            bytes: (2 * h * s * d + 2 * h * d) as u64 * size(dtype),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_shapes_parse() {
+        let reg = registry();
+        let mut names = std::collections::HashSet::new();
+        for e in &reg {
+            assert!(names.insert(e.name.clone()), "duplicate {}", e.name);
+            assert_eq!(e.default_shape.len(), e.shape_names.len(), "{}", e.name);
+            assert_eq!(e.bench_shape.len(), e.shape_names.len(), "{}", e.name);
+        }
+        assert_eq!(parse_shape("8192x8192").unwrap(), vec![8192, 8192]);
+        assert_eq!(parse_shape("32,2048,128").unwrap(), vec![32, 2048, 128]);
+        assert!(parse_shape("8192xx").is_err());
+    }
+}
