@@ -1,0 +1,489 @@
+//! The objc2-metal implementation of [`enigma_backend::Backend`] (macOS only).
+
+use crate::mapping::{self, PipelineKey};
+use enigma_backend::{
+    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchMode,
+    DispatchOptions, DispatchReport, RuntimeError, SpecValues,
+};
+use enigma_codegen::msl;
+use enigma_ir::{Kernel, KernelInfo, Literal, Scalar};
+use objc2::rc::{autoreleasepool, Retained};
+use objc2::runtime::ProtocolObject;
+use objc2_foundation::{NSError, NSString};
+use objc2_metal::{
+    MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue, MTLCompileOptions,
+    MTLComputeCommandEncoder, MTLComputePipelineState, MTLCreateSystemDefaultDevice, MTLDataType, MTLDevice,
+    MTLFunctionConstantValues, MTLGPUFamily, MTLLanguageVersion, MTLLibrary, MTLMathFloatingPointFunctions,
+    MTLMathMode, MTLResourceOptions, MTLSize,
+};
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+// `MTLCreateSystemDefaultDevice` returns nil in a process that does not link
+// CoreGraphics (objc2-metal's documentation says so); link it here so that
+// command-line tools and test binaries find the GPU.
+#[link(name = "CoreGraphics", kind = "framework")]
+extern "C" {}
+
+type Device = ProtocolObject<dyn MTLDevice>;
+type Queue = ProtocolObject<dyn MTLCommandQueue>;
+type Library = ProtocolObject<dyn MTLLibrary>;
+type PipelineState = ProtocolObject<dyn MTLComputePipelineState>;
+type MtlBuffer = ProtocolObject<dyn MTLBuffer>;
+
+const BACKEND: &str = "metal";
+
+/// How [`MetalBackend`] compiles kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetalOptions {
+    /// Options of the MSL generator. Its `language_version` is also the
+    /// `MTLCompileOptions.languageVersion` the source is compiled under.
+    pub msl: msl::Options,
+    /// Let the Metal compiler use fast math (`MTLMathModeFast` and fast
+    /// single-precision functions). Off by default: enigma's semantics are
+    /// IEEE arithmetic with precise `metal::` math functions, and kernels ask
+    /// for fast variants explicitly (`fast::exp`), which this does not affect.
+    pub fast_math: bool,
+}
+
+impl Default for MetalOptions {
+    fn default() -> Self {
+        MetalOptions { msl: msl::Options::default(), fast_math: false }
+    }
+}
+
+/// The system's default Metal GPU.
+pub struct MetalBackend {
+    device: Retained<Device>,
+    queue: Retained<Queue>,
+    info: DeviceInfo,
+    options: MetalOptions,
+    /// Whether `dispatchThreads` (non-uniform threadgroups) is supported:
+    /// GPU families Apple4 and later, and Mac2.
+    non_uniform_threadgroups: bool,
+    /// Libraries by generated source.
+    libraries: Mutex<HashMap<String, Retained<Library>>>,
+    /// Pipelines by generated source and specialisation values.
+    pipelines: Mutex<HashMap<PipelineKey, Retained<PipelineState>>>,
+}
+
+impl std::fmt::Debug for MetalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalBackend")
+            .field("info", &self.info)
+            .field("options", &self.options)
+            .field("non_uniform_threadgroups", &self.non_uniform_threadgroups)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves no broken invariant
+    // (caches hold finished objects; buffer locks guard no Rust data).
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Metal's own words for a failure: the error's localised description
+/// (for compilation, the compiler's log).
+fn describe(error: &NSError) -> String {
+    error.localizedDescription().to_string()
+}
+
+fn backend_err(message: String) -> RuntimeError {
+    RuntimeError::Backend { backend: BACKEND, message }
+}
+
+impl MetalBackend {
+    /// Opens the system's default Metal device with default options.
+    pub fn new() -> Result<MetalBackend, RuntimeError> {
+        MetalBackend::with_options(MetalOptions::default())
+    }
+
+    /// Opens the system's default Metal device.
+    pub fn with_options(options: MetalOptions) -> Result<MetalBackend, RuntimeError> {
+        autoreleasepool(|_| {
+            let unavailable = |reason: &str| RuntimeError::Unavailable { device: BACKEND.into(), reason: reason.into() };
+            let device = MTLCreateSystemDefaultDevice()
+                .ok_or_else(|| unavailable("no Metal device (MTLCreateSystemDefaultDevice returned nil)"))?;
+            let queue = device.newCommandQueue().ok_or_else(|| unavailable("Metal could not create a command queue"))?;
+            let name = device.name().to_string();
+            let info = DeviceInfo {
+                kind: DeviceKind::Metal,
+                max_threads_per_threadgroup: mapping::device_max_threads(device.maxThreadsPerThreadgroup().width),
+                max_threadgroup_memory_bytes: device.maxThreadgroupMemoryLength() as u64,
+                // Apple GPUs run 32-wide SIMD groups; each pipeline reports
+                // Metal's figure as `thread_execution_width`.
+                simd_width: 32,
+                compute_units: mapping::compute_units(&name),
+                memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
+                name,
+            };
+            let non_uniform_threadgroups =
+                device.supportsFamily(MTLGPUFamily::Apple4) || device.supportsFamily(MTLGPUFamily::Mac2);
+            Ok(MetalBackend {
+                device,
+                queue,
+                info,
+                options,
+                non_uniform_threadgroups,
+                libraries: Mutex::new(HashMap::new()),
+                pipelines: Mutex::new(HashMap::new()),
+            })
+        })
+    }
+
+    fn compile_options(&self) -> Retained<MTLCompileOptions> {
+        let options = MTLCompileOptions::new();
+        options.setLanguageVersion(MTLLanguageVersion(mapping::language_version(self.options.msl.language_version)));
+        if objc2::available!(macos = 15.0) {
+            let (mode, functions) = if self.options.fast_math {
+                (MTLMathMode::Fast, MTLMathFloatingPointFunctions::Fast)
+            } else {
+                (MTLMathMode::Safe, MTLMathFloatingPointFunctions::Precise)
+            };
+            options.setMathMode(mode);
+            options.setMathFloatingPointFunctions(functions);
+        } else {
+            // `mathMode` is new in macOS 15; before it, this is the switch.
+            #[allow(deprecated)]
+            options.setFastMathEnabled(self.options.fast_math);
+        }
+        options
+    }
+
+    /// The library compiled from `source` (cached).
+    fn library(&self, kernel: &str, source: &str) -> Result<Retained<Library>, RuntimeError> {
+        let mut libraries = lock(&self.libraries);
+        if let Some(library) = libraries.get(source) {
+            return Ok(library.clone());
+        }
+        let library = self
+            .device
+            .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&self.compile_options()))
+            .map_err(|e| backend_err(format!("kernel `{kernel}`: the Metal compiler rejected the generated MSL: {}", describe(&e))))?;
+        libraries.insert(source.to_string(), library.clone());
+        Ok(library)
+    }
+
+    /// The pipeline state of `entry` in `source` with the function constants
+    /// `values` (one per specialisation constant, in declaration order: the
+    /// MSL declares constant `i` as `[[function_constant(i)]]`); cached.
+    fn pipeline(&self, kernel: &str, source: &str, entry: &str, values: &[Literal]) -> Result<Retained<PipelineState>, RuntimeError> {
+        let key = PipelineKey::new(source, values);
+        if let Some(pipeline) = lock(&self.pipelines).get(&key) {
+            return Ok(pipeline.clone());
+        }
+        let library = self.library(kernel, source)?;
+        let constants = MTLFunctionConstantValues::new();
+        for (index, value) in values.iter().enumerate() {
+            let (bytes, _len) = mapping::spec_constant_bytes(*value);
+            // SAFETY: `bytes` holds the value in the layout of `data_type(value.ty)`
+            // (at least as many bytes as that type has) and outlives the call,
+            // which copies the value; `index` is the constant's
+            // `[[function_constant(index)]]` in the generated source.
+            unsafe {
+                constants.setConstantValue_type_atIndex(
+                    NonNull::from(&bytes).cast::<c_void>(),
+                    data_type(value.ty),
+                    index,
+                );
+            }
+        }
+        let function = library
+            .newFunctionWithName_constantValues_error(&NSString::from_str(entry), &constants)
+            .map_err(|e| backend_err(format!("kernel `{kernel}`: Metal could not specialise function `{entry}`: {}", describe(&e))))?;
+        let pipeline = self
+            .device
+            .newComputePipelineStateWithFunction_error(&function)
+            .map_err(|e| backend_err(format!("kernel `{kernel}`: Metal could not build a compute pipeline: {}", describe(&e))))?;
+        lock(&self.pipelines).insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+/// The `MTLDataType` of a function constant of scalar type `scalar`.
+fn data_type(scalar: Scalar) -> MTLDataType {
+    match scalar {
+        Scalar::Bool => MTLDataType::Bool,
+        Scalar::I8 => MTLDataType::Char,
+        Scalar::U8 => MTLDataType::UChar,
+        Scalar::I16 => MTLDataType::Short,
+        Scalar::U16 => MTLDataType::UShort,
+        Scalar::I32 => MTLDataType::Int,
+        Scalar::U32 => MTLDataType::UInt,
+        Scalar::I64 => MTLDataType::Long,
+        Scalar::U64 => MTLDataType::ULong,
+        Scalar::F16 => MTLDataType::Half,
+        Scalar::BF16 => MTLDataType::BFloat,
+        Scalar::F32 => MTLDataType::Float,
+    }
+}
+
+/// A shared-storage `MTLBuffer`: the CPU reads and writes it through
+/// `contents()`, the GPU uses the same memory.
+pub struct MetalBuffer {
+    buffer: Retained<MtlBuffer>,
+    /// The size asked for (the `MTLBuffer` has at least one byte).
+    len: usize,
+    /// Serialises host access to the contents: held by `read` and `write`,
+    /// and by a dispatch that uses the buffer until the GPU has finished.
+    host_access: Mutex<()>,
+}
+
+// SAFETY: Metal's buffer objects may be used from any thread (unlike command
+// buffers and encoders, which this crate never lets leave one call); the only
+// unsynchronised state is the contents, and every host access to them holds
+// `host_access`, as does every dispatch that lets the GPU touch them.
+unsafe impl Send for MetalBuffer {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for MetalBuffer {}
+
+impl std::fmt::Debug for MetalBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalBuffer").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+impl MetalBuffer {
+    fn check_range(&self, offset: usize, len: usize) -> Result<(), RuntimeError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(RuntimeError::BufferRange { offset, len, size: self.len }),
+        }
+    }
+
+    /// The underlying `MTLBuffer`.
+    pub fn mtl_buffer(&self) -> &ProtocolObject<dyn MTLBuffer> {
+        &self.buffer
+    }
+}
+
+impl BufferStorage for MetalBuffer {
+    fn len_bytes(&self) -> usize {
+        self.len
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
+        self.check_range(offset, data.len())?;
+        let _guard = lock(&self.host_access);
+        // SAFETY: a shared-storage buffer's `contents()` points at its
+        // `length() >= self.len` bytes for the buffer's life; the range was
+        // checked; no GPU work uses the buffer while `host_access` is held,
+        // and `data` cannot overlap memory only Metal hands out.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.buffer.contents().as_ptr().cast::<u8>().add(offset), data.len());
+        }
+        Ok(())
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
+        self.check_range(offset, out.len())?;
+        let _guard = lock(&self.host_access);
+        // SAFETY: as in `write`, with the copy the other way.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.buffer.contents().as_ptr().cast::<u8>().add(offset), out.as_mut_ptr(), out.len());
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A compute pipeline state and what Metal says about it.
+pub struct MetalKernel {
+    kernel: Kernel,
+    source: String,
+    entry_point: String,
+    pipeline: Retained<PipelineState>,
+    max_total_threads_per_threadgroup: u32,
+    thread_execution_width: u32,
+    static_threadgroup_memory_length: u64,
+}
+
+impl std::fmt::Debug for MetalKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalKernel")
+            .field("kernel", &self.kernel.name)
+            .field("entry_point", &self.entry_point)
+            .field("max_total_threads_per_threadgroup", &self.max_total_threads_per_threadgroup)
+            .field("thread_execution_width", &self.thread_execution_width)
+            .field("static_threadgroup_memory_length", &self.static_threadgroup_memory_length)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetalKernel {
+    /// The generated MSL the pipeline was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The kernel function's name in [`MetalKernel::source`].
+    pub fn entry_point(&self) -> &str {
+        &self.entry_point
+    }
+}
+
+impl CompiledKernel for MetalKernel {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+    fn max_total_threads_per_threadgroup(&self) -> u32 {
+        self.max_total_threads_per_threadgroup
+    }
+    fn thread_execution_width(&self) -> u32 {
+        self.thread_execution_width
+    }
+    fn static_threadgroup_memory_length(&self) -> u64 {
+        self.static_threadgroup_memory_length
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// One argument of a dispatch, ready for the encoder.
+enum Slot<'a> {
+    Buffer(&'a MetalBuffer),
+    Bytes(&'a [u8]),
+}
+
+fn mtl_size([width, height, depth]: [u32; 3]) -> MTLSize {
+    MTLSize { width: width as usize, height: height as usize, depth: depth as usize }
+}
+
+impl Backend for MetalBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        // Metal refuses empty buffers; keep one byte so every buffer exists.
+        let length = bytes.max(1);
+        let buffer = autoreleasepool(|_| {
+            self.device.newBufferWithLength_options(length, MTLResourceOptions::StorageModeShared)
+        })
+        .ok_or_else(|| backend_err(format!("Metal could not allocate a buffer of {bytes} bytes")))?;
+        // SAFETY: the new shared buffer's `contents()` points at its `length`
+        // bytes, and nothing else can reach the buffer yet.
+        unsafe { std::ptr::write_bytes(buffer.contents().as_ptr().cast::<u8>(), 0, length) };
+        Ok(Box::new(MetalBuffer { buffer, len: bytes, host_access: Mutex::new(()) }))
+    }
+
+    fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
+        let source = msl::write_string(kernel, info, &self.options.msl).map_err(|e| backend_err(e.to_string()))?;
+        let entry_point = msl::entry_point(kernel);
+        let values = spec.resolve(kernel);
+        let pipeline = autoreleasepool(|_| self.pipeline(&kernel.name, &source, &entry_point, &values))?;
+        Ok(Box::new(MetalKernel {
+            kernel: kernel.clone(),
+            max_total_threads_per_threadgroup: pipeline.maxTotalThreadsPerThreadgroup() as u32,
+            thread_execution_width: pipeline.threadExecutionWidth() as u32,
+            static_threadgroup_memory_length: pipeline.staticThreadgroupMemoryLength() as u64,
+            source,
+            entry_point,
+            pipeline,
+        }))
+    }
+
+    fn dispatch(
+        &self,
+        compiled: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let start = Instant::now();
+        let name = &compiled.kernel().name;
+        let metal = compiled
+            .as_any()
+            .downcast_ref::<MetalKernel>()
+            .ok_or_else(|| backend_err(format!("kernel `{name}` was compiled for another device")))?;
+        let execution = |message: String| RuntimeError::Execution { kernel: name.clone(), message };
+        if geometry.mode == DispatchMode::Threads && !self.non_uniform_threadgroups {
+            return Err(execution(format!(
+                "{} does not support non-uniform threadgroups (dispatch_threads); use dispatch_threadgroups with a bounds check",
+                self.info.name
+            )));
+        }
+        // Each argument as Metal takes it: a Metal buffer, or bytes.
+        let mut slots: Vec<Slot<'_>> = Vec::with_capacity(args.len());
+        for arg in args {
+            slots.push(match arg {
+                ArgValue::Buffer { storage, .. } => Slot::Buffer(storage.as_any().downcast_ref::<MetalBuffer>().ok_or_else(|| {
+                    backend_err(format!("kernel `{name}`: a buffer of another device was passed to Metal"))
+                })?),
+                ArgValue::Value { ty, bytes } => Slot::Bytes(&bytes[..mapping::value_arg_len(*ty).min(bytes.len())]),
+            });
+        }
+        let buffers: Vec<&MetalBuffer> =
+            slots.iter().filter_map(|s| if let Slot::Buffer(b) = s { Some(*b) } else { None }).collect();
+        // Hold every buffer's host lock until the GPU is done with it.
+        let _guards: Vec<MutexGuard<'_, ()>> =
+            mapping::distinct_by_address(&buffers).into_iter().map(|i| lock(&buffers[i].host_access)).collect();
+
+        let device_time = autoreleasepool(|_| {
+            let command_buffer =
+                self.queue.commandBuffer().ok_or_else(|| execution("Metal could not create a command buffer".into()))?;
+            let encoder = command_buffer
+                .computeCommandEncoder()
+                .ok_or_else(|| execution("Metal could not create a compute command encoder".into()))?;
+            encoder.setComputePipelineState(&metal.pipeline);
+            for (index, slot) in slots.iter().enumerate() {
+                match slot {
+                    Slot::Buffer(buffer) => {
+                        // SAFETY: the buffer lives (borrowed from `args`) until the
+                        // command buffer has completed below, and the command
+                        // buffer also retains it; `index` is the parameter's
+                        // `[[buffer(index)]]`; its host lock is held.
+                        unsafe { encoder.setBuffer_offset_atIndex(Some(&buffer.buffer), 0, index) };
+                    }
+                    Slot::Bytes(bytes) => {
+                        // SAFETY: `bytes` is the value in MSL layout (its type's
+                        // size, at most 32 bytes, well under setBytes' 4 KiB);
+                        // Metal copies them during the call; `index` is the
+                        // parameter's `constant T& [[buffer(index)]]`.
+                        unsafe {
+                            encoder.setBytes_length_atIndex(NonNull::from(*bytes).cast::<c_void>(), bytes.len(), index)
+                        };
+                    }
+                }
+            }
+            let threads_per_threadgroup = mtl_size(geometry.threads_per_threadgroup);
+            match geometry.mode {
+                DispatchMode::Threads => {
+                    encoder.dispatchThreads_threadsPerThreadgroup(mtl_size(geometry.grid), threads_per_threadgroup)
+                }
+                DispatchMode::Threadgroups => encoder
+                    .dispatchThreadgroups_threadsPerThreadgroup(mtl_size(geometry.threadgroups), threads_per_threadgroup),
+            }
+            encoder.endEncoding();
+            command_buffer.commit();
+            command_buffer.waitUntilCompleted();
+            let status = command_buffer.status();
+            if status != MTLCommandBufferStatus::Completed {
+                let reason = match command_buffer.error() {
+                    Some(error) => describe(&error),
+                    None => format!("it ended with status {}", status.0),
+                };
+                return Err(execution(format!("the Metal command buffer failed: {reason}")));
+            }
+            Ok(mapping::gpu_time(command_buffer.GPUStartTime(), command_buffer.GPUEndTime()))
+        })?;
+
+        let mut notes = geometry.warnings.clone();
+        if options.sanitize {
+            notes.push(
+                "the sanitizer runs on the simulator only; this Metal dispatch ran unchecked (Xcode's Metal validation and shader validation check on the GPU)"
+                    .into(),
+            );
+        }
+        Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![] })
+    }
+}

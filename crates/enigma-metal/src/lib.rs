@@ -1,0 +1,83 @@
+//! enigma's Metal backend: kernels become Metal Shading Language
+//! (`enigma_codegen::msl`), compiled at
+//! run time by the Metal framework and dispatched on the system's default
+//! GPU, through [objc2-metal](https://docs.rs/objc2-metal).
+//!
+//! **This crate is macOS-only.** On every other system it compiles to an
+//! empty library with no dependencies, so building enigma on Linux or
+//! Windows costs nothing; `enigma_runtime::Device::Metal` there reports that
+//! the Metal backend is not built in.
+//!
+//! # What it does (on macOS)
+//! * **Device**: `MTLCreateSystemDefaultDevice()` and one command queue.
+//!   `DeviceInfo` takes the name,
+//!   `maxThreadsPerThreadgroup`, `maxThreadgroupMemoryLength` and
+//!   `recommendedMaxWorkingSetSize` from Metal. Metal has no API for the
+//!   SIMD width or the number of GPU cores: the SIMD width is given as 32
+//!   (Apple GPUs; each pipeline reports Metal's own `threadExecutionWidth`)
+//!   and the core count comes from enigma's device catalogue (a chip sold
+//!   with several core counts gives its smallest; an unknown GPU gives 0).
+//! * **Compilation**: the generated MSL is compiled with
+//!   `newLibraryWithSource:options:error:`, with `MTLCompileOptions`
+//!   `languageVersion` equal to the generator's `msl::Options::language_version`
+//!   (MSL 3.1 by default, so macOS 14 or later) and fast math **off**
+//!   (`MTLMathModeSafe` and precise functions on macOS 15+,
+//!   `fastMathEnabled = NO` before), because enigma's semantics are IEEE
+//!   arithmetic with precise `metal::` math; kernels that want fast math
+//!   call the `fast::` functions, or set `MetalOptions::fast_math`.
+//!   Specialisation constants are Metal function constants: each value is
+//!   set by index (`[[function_constant(i)]]`, declaration order) with its
+//!   `MTLDataType` in an `MTLFunctionConstantValues`, and the function comes
+//!   from `newFunctionWithName:constantValues:error:`. The pipeline state
+//!   (`newComputePipelineStateWithFunction:error:`) gives
+//!   `maxTotalThreadsPerThreadgroup`, `threadExecutionWidth` and
+//!   `staticThreadgroupMemoryLength`, which the shared dispatch checks use.
+//!   Libraries are cached by source, pipelines by source and specialisation
+//!   values.
+//! * **Buffers**: `newBufferWithLength:options:` with
+//!   `MTLResourceStorageModeShared`, zero-filled, read and written through
+//!   `contents()`. Host access to a buffer is serialised with a lock that a
+//!   dispatch also holds until the GPU has finished with the buffer.
+//! * **Dispatch**: one command buffer per dispatch, with one compute encoder:
+//!   buffers by `setBuffer:offset:atIndex:`, by-value arguments by
+//!   `setBytes:length:atIndex:` (index = parameter position, as the MSL
+//!   declares them), then `dispatchThreads:threadsPerThreadgroup:` or
+//!   `dispatchThreadgroups:threadsPerThreadgroup:` according to the
+//!   geometry's mode, `commit` and `waitUntilCompleted`. A command buffer
+//!   that does not complete is a `RuntimeError::Execution` naming the
+//!   kernel, with Metal's error description.
+//!   `DispatchReport::device_time` is `GPUEndTime − GPUStartTime`.
+//!   The simulator's sanitizer does not run on Metal; a dispatch asked to
+//!   sanitize says so in its notes.
+//!
+//! # What has been checked — and what has not
+//! **Nothing in this crate has yet run on Apple hardware.** It was written on
+//! Linux, where the macOS code is only *type-checked*: `cargo check -p
+//! enigma-metal -p enigma-runtime --target aarch64-apple-darwin`
+//! (`scripts/check-metal.sh`, which says "skipped" when that target is not
+//! installed). That proves the code matches objc2-metal's API, not that
+//! Metal behaves as the code expects. The pure-Rust part (`mapping`: language
+//! version encoding, function-constant bytes, by-value argument sizes,
+//! pipeline cache keys, GPU-time arithmetic) is unit-tested on every system.
+//! The MSL itself has only been syntax-checked with g++ against a shim
+//! header (see `enigma_codegen::msl`), never compiled by Apple's compiler.
+//!
+//! # Running the conformance suite on a Mac
+//! ```text
+//! cargo test -p enigma-metal
+//! ```
+//! runs the shared conformance suite (`enigma-conformance`, every portable
+//! case) on the default Metal device, plus this crate's unit tests. On other
+//! systems the same command runs the unit tests and one test that prints
+//! `skipped: ...`.
+
+#![cfg_attr(not(target_os = "macos"), allow(unused))]
+
+#[cfg(any(target_os = "macos", test))]
+mod mapping;
+
+#[cfg(target_os = "macos")]
+mod backend;
+
+#[cfg(target_os = "macos")]
+pub use backend::{MetalBackend, MetalBuffer, MetalKernel, MetalOptions};

@@ -1,0 +1,165 @@
+//! The pure-Rust half of the Metal backend: how enigma's values become the
+//! numbers and bytes Metal is handed. Nothing here touches Metal, so it is
+//! compiled and unit-tested on every system (`cargo test -p enigma-metal`),
+//! while the library itself uses it only on macOS.
+
+use enigma_backend::args::literal_bits;
+use enigma_ir::{Literal, Scalar, Type};
+use std::time::Duration;
+
+/// The most threads one Metal threadgroup may have (Apple's documented
+/// limit, which every current Metal GPU reports).
+pub(crate) const METAL_MAX_THREADS_PER_THREADGROUP: u32 = 1024;
+
+/// `MTLLanguageVersion`'s raw value for MSL `major.minor`: Metal encodes
+/// it as `(major << 16) + minor` (`MTLLanguageVersion3_1` is `0x30001`).
+pub(crate) fn language_version(version: (u8, u8)) -> usize {
+    ((version.0 as usize) << 16) + version.1 as usize
+}
+
+/// The bytes of a function-constant value as Metal reads them for the
+/// constant's `MTLDataType`: the value in the type's own little-endian
+/// layout (1 byte for `bool`, `char`, `uchar`; 2 for `short`, `ushort`,
+/// `half`, `bfloat`; 4 for `int`, `uint`, `float`; 8 for `long`, `ulong`).
+/// Returns the buffer and how many of its bytes are the value.
+pub(crate) fn spec_constant_bytes(value: Literal) -> ([u8; 8], usize) {
+    (literal_bits(value).to_le_bytes(), value.ty.size_bytes() as usize)
+}
+
+/// How many bytes of an [`enigma_backend::ArgValue::Value`] `setBytes`
+/// passes: the type's size in MSL (3-vectors padded to 4 lanes), which is
+/// what `constant T& x [[buffer(n)]]` reads.
+pub(crate) fn value_arg_len(ty: Type) -> usize {
+    ty.size_bytes() as usize
+}
+
+/// What a compiled pipeline is cached under: the generated source and the
+/// value of every specialisation constant (type and bit pattern, so `0.0`
+/// and `-0.0` are different pipelines, as they are different constants).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    pub source: String,
+    pub spec: Vec<(Scalar, u64)>,
+}
+
+impl PipelineKey {
+    pub fn new(source: &str, spec: &[Literal]) -> PipelineKey {
+        PipelineKey { source: source.to_string(), spec: spec.iter().map(|v| (v.ty, literal_bits(*v))).collect() }
+    }
+}
+
+/// The time the GPU spent on a command buffer, from its `GPUStartTime` and
+/// `GPUEndTime` (seconds on the host's `mach_absolute_time` clock). Metal
+/// leaves both at 0 when it did not record them; that, or an end before the
+/// start, gives `None` rather than a made-up duration.
+pub(crate) fn gpu_time(start: f64, end: f64) -> Option<Duration> {
+    if start > 0.0 && end >= start && (end - start).is_finite() {
+        Some(Duration::from_secs_f64(end - start))
+    } else {
+        None
+    }
+}
+
+/// The device's threadgroup limit from `maxThreadsPerThreadgroup.width`
+/// (Metal reports per-axis maxima; the total is at most 1024).
+pub(crate) fn device_max_threads(width: usize) -> u32 {
+    width.min(METAL_MAX_THREADS_PER_THREADGROUP as usize) as u32
+}
+
+/// GPU cores of the device called `name` (Metal reports "Apple M2 Pro"),
+/// from enigma's device catalogue, since Metal has no API for it. A chip
+/// sold with several core counts gives its smallest, so the figure is a
+/// lower bound; a GPU the catalogue does not know gives 0 ("unknown").
+pub(crate) fn compute_units(name: &str) -> u32 {
+    match enigma_analysis::catalog::find(name) {
+        Ok(spec) => spec.gpu_cores_min,
+        Err(_) => 0,
+    }
+}
+
+/// `items` with each distinct address once, in address order: the order
+/// in which a dispatch takes its buffers' host-access locks, so that two
+/// dispatches sharing buffers cannot deadlock and a buffer passed twice is
+/// locked once.
+pub(crate) fn distinct_by_address<T>(items: &[&T]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| items[i] as *const T as usize);
+    order.dedup_by_key(|i| items[*i] as *const T as usize);
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_versions_match_metal_encoding() {
+        // MTLLanguageVersion3_1 = (3 << 16) + 1, MTLLanguageVersion2_4 = (2 << 16) + 4.
+        assert_eq!(language_version((3, 1)), 0x30001);
+        assert_eq!(language_version((2, 4)), 0x20004);
+        assert_eq!(language_version((3, 0)), 0x30000);
+    }
+
+    #[test]
+    fn spec_constant_bytes_have_each_types_size_and_layout() {
+        let (b, n) = spec_constant_bytes(Literal::u32(0x1234_5678));
+        assert_eq!((&b[..n], n), (&[0x78, 0x56, 0x34, 0x12][..], 4));
+        let (b, n) = spec_constant_bytes(Literal::f32(1.5));
+        assert_eq!(&b[..n], &1.5f32.to_le_bytes());
+        let (b, n) = spec_constant_bytes(Literal::i32(-2));
+        assert_eq!(&b[..n], &(-2i32).to_le_bytes());
+        let (b, n) = spec_constant_bytes(Literal::bool(true));
+        assert_eq!(&b[..n], &[1]);
+        let half = Literal { ty: Scalar::F16, value: enigma_ir::LiteralValue::Float(1.0) };
+        let (b, n) = spec_constant_bytes(half);
+        assert_eq!(&b[..n], &0x3c00u16.to_le_bytes());
+        let long = Literal { ty: Scalar::I64, value: enigma_ir::LiteralValue::Int(-3) };
+        let (b, n) = spec_constant_bytes(long);
+        assert_eq!(&b[..n], &(-3i64).to_le_bytes());
+    }
+
+    #[test]
+    fn value_arguments_use_msl_sizes() {
+        assert_eq!(value_arg_len(Type::U32), 4);
+        assert_eq!(value_arg_len(Type::vector(Scalar::F32, 3)), 16, "float3 is padded to 16 bytes");
+        assert_eq!(value_arg_len(Type::vector(Scalar::U64, 4)), 32);
+        assert_eq!(value_arg_len(Type::scalar(Scalar::Bool)), 1);
+    }
+
+    #[test]
+    fn pipeline_keys_tell_spec_values_apart() {
+        let a = PipelineKey::new("src", &[Literal::u32(32)]);
+        assert_eq!(a, PipelineKey::new("src", &[Literal::u32(32)]));
+        assert_ne!(a, PipelineKey::new("src", &[Literal::u32(64)]));
+        assert_ne!(a, PipelineKey::new("src", &[Literal::i32(32)]), "the type is part of the key");
+        assert_ne!(a, PipelineKey::new("other", &[Literal::u32(32)]));
+        assert_ne!(PipelineKey::new("s", &[Literal::f32(0.0)]), PipelineKey::new("s", &[Literal::f32(-0.0)]));
+    }
+
+    #[test]
+    fn gpu_time_only_from_recorded_timestamps() {
+        assert_eq!(gpu_time(10.0, 10.5), Some(Duration::from_millis(500)));
+        assert_eq!(gpu_time(0.0, 0.0), None, "not recorded");
+        assert_eq!(gpu_time(10.0, 9.0), None);
+        assert_eq!(gpu_time(10.0, f64::INFINITY), None);
+    }
+
+    #[test]
+    fn device_limits() {
+        assert_eq!(device_max_threads(1024), 1024);
+        assert_eq!(device_max_threads(4096), 1024);
+        assert_eq!(device_max_threads(512), 512);
+        assert!(compute_units("Apple M1") > 0, "the catalogue knows the M1");
+        assert_eq!(compute_units("AMD Radeon Pro 5500M"), 0);
+    }
+
+    #[test]
+    fn distinct_addresses_in_order() {
+        let (x, y) = (1u8, 2u8);
+        let items = [&y, &x, &y];
+        let order = distinct_by_address(&items);
+        assert_eq!(order.len(), 2);
+        let addrs: Vec<usize> = order.iter().map(|&i| items[i] as *const u8 as usize).collect();
+        assert!(addrs[0] < addrs[1]);
+    }
+}
