@@ -149,8 +149,9 @@ pub fn errors_zero_sized_dispatch(rt: &Runtime) -> CaseResult {
 }
 
 /// Too few or too many arguments, a buffer of the wrong element type, a value
-/// where a buffer is expected and the reverse, a value of the wrong type: each
-/// an error naming the kernel.
+/// where a buffer is expected and the reverse, a value of the wrong type, an
+/// untyped buffer that is not a whole number of elements: each an error
+/// naming the kernel.
 pub fn errors_argument_mismatch(rt: &Runtime) -> CaseResult {
     let p = pipeline(rt, &copy_kernel()?)?;
     let src = upload(rt, &[1u32; 8])?;
@@ -180,6 +181,12 @@ pub fn errors_argument_mismatch(rt: &Runtime) -> CaseResult {
     expect_err("an i32 value for a u32 value parameter", &name, || {
         run(&[Arg::from(&src), Arg::from(&dst), Arg::i32(8)])
     })?;
+    let ragged = rt.buffer_bytes(10).ctx("allocating")?;
+    expect_err(
+        "an untyped buffer of 10 bytes for a u32 buffer parameter",
+        &name,
+        || run(&[Arg::from(&ragged), Arg::from(&dst), Arg::u32(8)]),
+    )?;
     check_eq(
         "destination after rejected dispatches",
         &download::<u32>(&dst)?,

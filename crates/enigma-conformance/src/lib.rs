@@ -131,6 +131,7 @@ macro_rules! __with_cases {
             memory::threadgroup_memory_neighbours,
             memory::threadgroup_memory_scan,
             memory::threadgroup_memory_transpose,
+            memory::device_memory_barrier,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,
             kernels::seed000_two_stage_reduction,
@@ -330,4 +331,76 @@ macro_rules! conformance_sim_only_tests {
             $crate::__with_cases!(sim_only, __test_fns, $rt, ($($known)?));
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_runtime::Device;
+
+    fn passes(_: &Runtime) -> CaseResult {
+        Ok(())
+    }
+
+    fn fails(_: &Runtime) -> CaseResult {
+        Err("wrong".into())
+    }
+
+    fn must_not_run(_: &Runtime) -> CaseResult {
+        panic!("a skipped case ran")
+    }
+
+    #[test]
+    fn no_runtime_skips_without_running_the_case() {
+        let none = None::<Runtime>.into_test_runtime();
+        assert!(none.is_err());
+        __run_case_test("must_not_run", must_not_run, &none, &[]);
+    }
+
+    #[test]
+    fn a_failing_case_fails_its_test_unless_listed() {
+        let rt = Runtime::new(Device::Sim).into_test_runtime();
+        let unlisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            __run_case_test("fails", fails, &rt, &[])
+        }));
+        assert!(unlisted.is_err());
+        __run_case_test("fails", fails, &rt, &["fails"]);
+    }
+
+    #[test]
+    fn a_listed_case_that_passes_fails_its_test() {
+        let rt = Runtime::new(Device::Sim).into_test_runtime();
+        __run_case_test("passes", passes, &rt, &[]);
+        let listed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                __run_case_test("passes", passes, &rt, &["passes"])
+            }));
+        assert!(listed.is_err());
+    }
+
+    #[test]
+    fn case_names_are_unique_and_known_failures_are_checked() {
+        let mut names: Vec<&str> = cases()
+            .iter()
+            .chain(sim_only_cases().iter())
+            .map(|c| c.name)
+            .collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "two cases share a name");
+        assert!(std::panic::catch_unwind(|| __check_known_failures(&["no_such_case"])).is_err());
+    }
+
+    #[test]
+    fn a_panicking_case_is_reported_as_an_error() {
+        let rt = Runtime::new(Device::Sim).unwrap();
+        let err = Case {
+            name: "must_not_run",
+            run: must_not_run,
+        }
+        .run_catching(&rt)
+        .unwrap_err();
+        assert!(err.contains("a skipped case ran"), "{err}");
+    }
 }

@@ -262,3 +262,57 @@ pub fn threadgroup_memory_transpose(rt: &Runtime) -> CaseResult {
         })
     })
 }
+
+/// Device memory shared within a threadgroup: each thread writes its slot of
+/// a device buffer, `threadgroup_barrier(mem_device)` (and
+/// `mem_device | mem_threadgroup`) orders the writes, then each reads its
+/// neighbour's slot.
+pub fn device_memory_barrier(rt: &Runtime) -> CaseResult {
+    seeded("device_memory_barrier", |rng| {
+        let mut k = KernelBuilder::new("device_barrier");
+        let input = k.buffer("input", Type::U32, Access::Read);
+        let scratch = k.buffer("scratch", Type::U32, Access::ReadWrite);
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let gid = k.let_("gid", thread_position_in_grid().x());
+        let lid = k.let_("lid", thread_index_in_threadgroup());
+        let size = k.let_("size", threads_per_threadgroup().x());
+        let base = k.let_("base", gid - lid);
+        k.store(scratch.at(gid), input.get(gid) + 1u32);
+        k.threadgroup_barrier(MemFlags::Device);
+        let first = k.let_("first", scratch.get(base + (lid + 1u32) % size));
+        k.threadgroup_barrier(MemFlags::DeviceAndThreadgroup);
+        k.store(scratch.at(gid), first * 2u32);
+        k.threadgroup_barrier(MemFlags::DeviceAndThreadgroup);
+        k.store(out.at(gid), scratch.get(base + size - 1u32 - lid));
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let (n, tg) = (300usize, 128usize);
+        let xs: Vec<u32> = (0..n).map(|_| rng.gen_range(0..1 << 28)).collect();
+        let ib = upload(rt, &xs)?;
+        let sb = filled(rt, n, 0u32)?;
+        let ob = filled(rt, n, 0u32)?;
+        threads(
+            rt,
+            &p,
+            &[Arg::from(&ib), Arg::from(&sb), Arg::from(&ob)],
+            [n as u32, 1, 1],
+            [tg as u32, 1, 1],
+        )?;
+        let want: Vec<u32> = (0..n)
+            .map(|g| {
+                let base = g / tg * tg;
+                let size = tg.min(n - base);
+                let lid = g - base;
+                let m = base + size - 1 - lid; // whose second value we read
+                let ml = m - base;
+                (xs[base + (ml + 1) % size] + 1) * 2
+            })
+            .collect();
+        check_eq(
+            "exchange through device memory and threadgroup_barrier(mem_device)",
+            &download::<u32>(&ob)?,
+            &want,
+            |i| format!("thread {i}"),
+        )
+    })
+}

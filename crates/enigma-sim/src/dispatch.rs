@@ -59,7 +59,7 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
                 let place = place_of(linear);
                 let result = run_threadgroup(env, place, linear, schedule, scratch);
                 if let (Some(dispatch), Some(t)) = (env.tracker, scratch.tracker.as_mut()) {
-                    dispatch.collect(kernel, program, &place, full, &place_of, &mut t.raw);
+                    dispatch.collect(kernel, program, &place, linear, full, &place_of, &mut t.raw);
                 }
                 result.err()
             },

@@ -513,7 +513,7 @@ impl SimdGroup {
             match mem {
                 MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
                 MemRef::Buffer(param) => {
-                    if let Some(other) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, pc, kind)) {
+                    if let Some(other) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
                         t.raw.push(crate::sanitizer::Raw {
                             kind: enigma_backend::FindingKind::DeviceRace,
                             mem: Some(mem),

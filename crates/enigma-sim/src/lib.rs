@@ -280,16 +280,22 @@ fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Ve
         let (Some(a), Some(b), true) = (a, b, compared[param]) else { continue };
         if let Some(word) = a.iter().zip(b).position(|(x, y)| x != y) {
             let name = kernel.params[param].name.clone();
+            // The element holding the first differing byte (little-endian words).
+            let byte = word as u64 * 4 + ((a[word] ^ b[word]).trailing_zeros() / 8) as u64;
+            let elem_bytes = match kernel.params[param].kind {
+                enigma_ir::ParamKind::Buffer { elem, .. } => elem.size_bytes() as u64,
+                enigma_ir::ParamKind::Value { ty } => ty.size_bytes() as u64,
+            };
             return Some(Finding {
                 kind: FindingKind::OrderDependence,
                 severity: Severity::Error,
                 kernel: kernel.name.clone(),
                 variable: Some(name.clone()),
-                index: Some(word as u64 * 4),
+                index: Some(byte / elem_bytes.max(1)),
                 first: None,
                 second: None,
                 message: format!(
-                    "`{name}` differs between SIMD-group schedule 0 and schedule {schedule} (first at byte {}: {:#010x} vs {:#010x})",
+                    "`{name}` differs between SIMD-group schedule 0 and schedule {schedule} (first in the 32-bit word at byte {}: {:#010x} vs {:#010x})",
                     word * 4,
                     a[word],
                     b[word]

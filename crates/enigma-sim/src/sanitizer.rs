@@ -44,8 +44,9 @@ pub struct Who {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Other {
     Thread(Who),
-    /// A thread of another threadgroup (linear index), at an instruction.
-    Threadgroup { linear: u64, pc: u32 },
+    /// A thread of another threadgroup: the threadgroup's linear index, the
+    /// thread's index in it, and the instruction.
+    Threadgroup { linear: u64, thread: u32, pc: u32 },
 }
 
 /// A finding before it is named and grouped.
@@ -203,22 +204,47 @@ impl TgTracker {
     }
 }
 
-/// Shadow of one device buffer: per element, the writing and reading
-/// threadgroup (`linear + 1`, 0 for none, `u32::MAX` for several readers) in
-/// the high half and the instruction in the low half.
+/// Shadow of one device buffer: per element, the last write, the first
+/// read, and the first read by another threadgroup than that one — each an
+/// [`Access`] packed into a word, 0 for none. (A second writing threadgroup
+/// is a race, reported when it writes.)
 #[derive(Debug)]
 struct DeviceShadow {
     writer: Box<[AtomicU64]>,
     reader: Box<[AtomicU64]>,
+    reader2: Box<[AtomicU64]>,
 }
 
-const SEVERAL: u64 = u32::MAX as u64;
+/// An access packed into a `u64`: the threadgroup's linear index + 1 in the
+/// high 32 bits, the thread's index in its threadgroup (< 1024) in the next
+/// 10, the instruction in the low 22.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Access(u64);
+
+const PC_BITS: u32 = 22;
+
+impl Access {
+    fn new(linear: u64, thread: u32, pc: u32) -> Access {
+        Access((linear + 1) << 32 | ((thread as u64 & 0x3ff) << PC_BITS) | (pc as u64 & ((1 << PC_BITS) - 1)))
+    }
+    /// The threadgroup's linear index + 1 (0: no access).
+    fn group(self) -> u64 {
+        self.0 >> 32
+    }
+    fn other(self) -> Other {
+        Other::Threadgroup { linear: self.group() - 1, thread: (self.0 >> PC_BITS) as u32 & 0x3ff, pc: self.0 as u32 & ((1 << PC_BITS) - 1) }
+    }
+}
+
+type GroupKey = (FindingKind, Option<MemRef>, u32, Option<u32>);
 
 /// Dispatch-wide sanitizer state, shared by the workers.
 #[derive(Debug)]
 pub struct DispatchTracker {
     device: Vec<Option<DeviceShadow>>,
-    grouped: Mutex<HashMap<(FindingKind, Option<MemRef>, u32, Option<u32>), Finding>>,
+    /// Findings by (kind, memory, instruction, other instruction), each with
+    /// the linear index of the threadgroup whose occurrence it shows.
+    grouped: Mutex<HashMap<GroupKey, (u64, Finding)>>,
 }
 
 impl DispatchTracker {
@@ -232,7 +258,7 @@ impl DispatchTracker {
                 (ParamKind::Buffer { elem, .. }, Some(bytes)) => {
                     let n = bytes / elem.size_bytes() as usize;
                     let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
-                    Some(DeviceShadow { writer: zeros(), reader: zeros() })
+                    Some(DeviceShadow { writer: zeros(), reader: zeros(), reader2: zeros() })
                 }
                 _ => None,
             })
@@ -240,39 +266,40 @@ impl DispatchTracker {
         DispatchTracker { device, grouped: Mutex::new(HashMap::new()) }
     }
 
-    /// Records a device access by threadgroup `linear`; returns the raw
-    /// finding when it races with another threadgroup.
-    pub fn device_access(&self, param: u32, index: usize, linear: u64, pc: u32, kind: AccessKind) -> Option<Other> {
+    /// Records a device access by thread `thread` of threadgroup `linear`;
+    /// returns the access of another threadgroup it races with. The shadow
+    /// words change through atomic read-modify-writes where two threadgroups
+    /// running at once could otherwise hide each other's access.
+    pub fn device_access(&self, param: u32, index: usize, linear: u64, thread: u32, pc: u32, kind: AccessKind) -> Option<Other> {
         if kind == AccessKind::Atomic {
             return None;
         }
         let shadow = self.device[param as usize].as_ref()?;
-        let me = linear + 1;
-        let tag = |w: u64| w >> 32;
-        let other = |w: u64| Other::Threadgroup { linear: tag(w).wrapping_sub(1), pc: w as u32 };
-        let w = shadow.writer[index].load(Relaxed);
+        let me = Access::new(linear, thread, pc);
+        let foreign = |a: Access| a.group() != 0 && a.group() != me.group();
         match kind {
             AccessKind::Read => {
-                let r = shadow.reader[index].load(Relaxed);
-                if tag(r) == 0 {
-                    shadow.reader[index].store(me << 32 | pc as u64, Relaxed);
-                } else if tag(r) != me && tag(r) != SEVERAL {
-                    shadow.reader[index].store(SEVERAL << 32 | pc as u64, Relaxed);
+                let first = Access(shadow.reader[index].load(Relaxed));
+                let first = if first.group() == 0 {
+                    match shadow.reader[index].compare_exchange(0, me.0, Relaxed, Relaxed) {
+                        Ok(_) => me,
+                        Err(now) => Access(now),
+                    }
+                } else {
+                    first
+                };
+                if foreign(first) && shadow.reader2[index].load(Relaxed) == 0 {
+                    let _ = shadow.reader2[index].compare_exchange(0, me.0, Relaxed, Relaxed);
                 }
-                (tag(w) != 0 && tag(w) != me).then(|| other(w))
+                let w = Access(shadow.writer[index].load(Relaxed));
+                foreign(w).then(|| w.other())
             }
             _ => {
-                shadow.writer[index].store(me << 32 | pc as u64, Relaxed);
-                if tag(w) != 0 && tag(w) != me {
-                    return Some(other(w));
+                let w = Access(shadow.writer[index].swap(me.0, Relaxed));
+                if foreign(w) {
+                    return Some(w.other());
                 }
-                let r = shadow.reader[index].load(Relaxed);
-                match tag(r) {
-                    0 => None,
-                    t if t == me => None,
-                    SEVERAL => Some(Other::Threadgroup { linear: u64::MAX, pc: r as u32 }),
-                    _ => Some(other(r)),
-                }
+                [&shadow.reader, &shadow.reader2].into_iter().map(|r| Access(r[index].load(Relaxed))).find(|r| foreign(*r)).map(Access::other)
             }
         }
     }
@@ -305,48 +332,72 @@ impl DispatchTracker {
         (missing, ranges)
     }
 
-    /// Names and groups the raw findings of one threadgroup.
-    pub fn collect(&self, kernel: &Kernel, program: &Program, tg: &TgPlace, full: [u32; 3], place_of: &dyn Fn(u64) -> TgPlace, raw: &mut Vec<Raw>) {
+    /// Names and groups the raw findings of threadgroup `linear`. A group
+    /// shows the first occurrence in the lowest-numbered threadgroup that
+    /// had one, so the report does not depend on which threadgroups the
+    /// workers happened to run first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn collect(
+        &self,
+        kernel: &Kernel,
+        program: &Program,
+        tg: &TgPlace,
+        linear: u64,
+        full: [u32; 3],
+        place_of: &dyn Fn(u64) -> TgPlace,
+        raw: &mut Vec<Raw>,
+    ) {
         if raw.is_empty() {
             return;
         }
         let mut grouped = self.grouped.lock().unwrap_or_else(|e| e.into_inner());
         for r in raw.drain(..) {
-            let (pc_b, other_ref) = match r.other {
+            let (pc_b, other) = match r.other {
                 Some(Other::Thread(w)) => (Some(w.pc), Some(thread_ref(program, tg, full, w))),
-                Some(Other::Threadgroup { linear, pc }) => {
-                    let position = if linear == u64::MAX { None } else { Some(place_of(linear).position) };
-                    (Some(pc), Some(ThreadRef {
-                        grid: None,
-                        threadgroup: position.unwrap_or(tg.position),
-                        simdgroup: None,
-                        lane: None,
-                        location: site(program, pc).0,
-                        source: site(program, pc).1,
-                    }))
+                Some(Other::Threadgroup { linear, thread, pc }) => {
+                    let place = place_of(linear);
+                    let who = Who { simdgroup: thread / LANES as u32, lane: thread % LANES as u32, pc };
+                    (Some(pc), Some(thread_ref(program, &place, full, who)))
                 }
                 None => (None, None),
             };
             let key = (r.kind, r.mem, r.who.pc, pc_b);
-            grouped
-                .entry(key)
-                .and_modify(|f| f.count += 1)
-                .or_insert_with(|| make_finding(kernel, program, r, thread_ref(program, tg, full, r.who), other_ref));
+            let make = || make_finding(kernel, program, r, thread_ref(program, tg, full, r.who), other.clone());
+            match grouped.get_mut(&key) {
+                Some((shown, f)) => {
+                    f.count += 1;
+                    if linear < *shown {
+                        let count = f.count;
+                        *f = Finding { count, ..make() };
+                        *shown = linear;
+                    }
+                }
+                None => {
+                    grouped.insert(key, (linear, make()));
+                }
+            }
         }
     }
 
     pub fn add(&self, finding: Finding) {
         let mut grouped = self.grouped.lock().unwrap_or_else(|e| e.into_inner());
         let key = (finding.kind, None, u32::MAX - grouped.len() as u32, None);
-        grouped.insert(key, finding);
+        grouped.insert(key, (0, finding));
     }
 
     /// All findings, errors first, in a stable order.
     pub fn into_findings(self) -> Vec<Finding> {
         let grouped = self.grouped.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<((FindingKind, Option<MemRef>, u32, Option<u32>), Finding)> = grouped.into_iter().collect();
-        v.sort_by_key(|((kind, _, pc, pc_b), f)| (f.severity == Severity::Warning, *kind, *pc, *pc_b));
-        v.into_iter().map(|(_, f)| f).collect()
+        let mut v: Vec<(GroupKey, (u64, Finding))> = grouped.into_iter().collect();
+        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, *kind, *pc, *pc_b, mem.map(mem_order)));
+        v.into_iter().map(|(_, (_, f))| f).collect()
+    }
+}
+
+fn mem_order(m: MemRef) -> (bool, u32) {
+    match m {
+        MemRef::Buffer(p) => (false, p),
+        MemRef::Threadgroup(t) => (true, t),
     }
 }
 

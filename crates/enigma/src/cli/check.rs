@@ -63,14 +63,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let target = args.target.clone().unwrap_or_default();
     let rt = Runtime::new(Device::Sim)?;
     let options = Options { sanitize: true, schedules: args.schedules };
-    let targets: Vec<String> = if target == "all" {
-        EXAMPLES.iter().map(|e| e.to_string()).chain(sanitizer_corpus::library().iter().map(|c| c.name.to_string())).collect()
+    let targets: Vec<Target> = if target == "all" {
+        let examples = EXAMPLES.iter().map(|e| Target::Example(e));
+        examples.chain(sanitizer_corpus::library().into_iter().map(Target::Kernel)).collect()
+    } else if let Some(name) = target.strip_prefix("corpus/") {
+        let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
+        vec![Target::Corpus(entry)]
     } else {
-        vec![target]
+        // A name can be both an example and a library kernel (scale): check both.
+        let example = EXAMPLES.iter().find(|e| **e == target).map(|e| Target::Example(e));
+        let kernel = examples::library_case(&target).map(Target::Kernel);
+        let found: Vec<Target> = example.into_iter().chain(kernel).collect();
+        anyhow::ensure!(!found.is_empty(), "unknown target `{target}`; `enigma check --list` lists them");
+        found
     };
+    anyhow::ensure!(!args.fixed || matches!(targets[..], [Target::Corpus(_)]), "--fixed applies to corpus/<name> targets only");
     let mut reports = vec![];
-    for t in &targets {
-        reports.push(check_target(&rt, t, &args, &options).with_context(|| format!("checking `{t}`"))?);
+    for t in targets {
+        let name = t.name();
+        reports.push(check_target(&rt, t, &args, &options).with_context(|| format!("checking `{name}`"))?);
     }
     let clean = reports.iter().all(|r| r.validation.is_empty() && r.findings.is_empty());
     if args.json {
@@ -90,48 +101,67 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn check_target(rt: &Runtime, target: &str, args: &Args, options: &Options) -> anyhow::Result<Report> {
-    let mut session = Session::new(rt, options.clone());
-    if let Some(name) = target.strip_prefix("corpus/") {
-        return check_corpus(&mut session, target, name, args.fixed);
-    }
-    anyhow::ensure!(!args.fixed, "--fixed applies to corpus/<name> targets only");
-    if let Some(example) = EXAMPLES.iter().find(|e| **e == target) {
-        let kernels = examples::example_kernels(example);
-        let validation = validate_all(&kernels);
-        if validation.is_empty() {
-            let outcome = examples::run_example(&mut session, example, args.n)?;
-            // Under the sanitizer the result is still judged: a wrong sum is worth saying.
-            anyhow::ensure!(outcome.ok || !session.findings.is_empty(), "`{example}` ran clean but disagrees with its reference");
-        }
-        return Ok(Report {
-            target: target.into(),
-            about: format!("example, n = {}", args.n),
-            kernels: kernels.iter().map(|k| k.name.clone()).collect(),
-            validation,
-            findings: session.findings,
-        });
-    }
-    if let Some(case) = examples::library_case(target) {
-        let kernel = (case.variant.kernel)();
-        let launch = (case.variant.launch)();
-        let validation = validate_all(std::slice::from_ref(&kernel));
-        if validation.is_empty() {
-            session.launch(&kernel, &launch)?;
-        }
-        return Ok(Report {
-            target: target.into(),
-            about: format!("library kernel, {}", describe(&launch)),
-            kernels: vec![kernel.name],
-            validation,
-            findings: session.findings,
-        });
-    }
-    anyhow::bail!("unknown target `{target}`; `enigma check --list` lists them")
+/// Something `enigma check` runs.
+enum Target {
+    /// An example of `enigma run`, with its setup.
+    Example(&'static str),
+    /// A library kernel with its clean dispatch.
+    Kernel(sanitizer_corpus::Case),
+    /// A corpus entry (its buggy version unless `--fixed`).
+    Corpus(Entry),
 }
 
-fn check_corpus(session: &mut Session<'_>, target: &str, name: &str, fixed: bool) -> anyhow::Result<Report> {
-    let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
+impl Target {
+    fn name(&self) -> String {
+        match self {
+            Target::Example(e) => e.to_string(),
+            Target::Kernel(c) => c.name.to_string(),
+            Target::Corpus(e) => format!("corpus/{}", e.name),
+        }
+    }
+}
+
+fn check_target(rt: &Runtime, target: Target, args: &Args, options: &Options) -> anyhow::Result<Report> {
+    let mut session = Session::new(rt, options.clone());
+    let name = target.name();
+    match target {
+        Target::Corpus(entry) => check_corpus(&mut session, name, entry, args.fixed),
+        Target::Example(example) => {
+            let kernels = examples::example_kernels(example);
+            let validation = validate_all(&kernels);
+            if validation.is_empty() {
+                let outcome = examples::run_example(&mut session, example, args.n)?;
+                // Under the sanitizer the result is still judged: a wrong sum is worth saying.
+                anyhow::ensure!(outcome.ok || !session.findings.is_empty(), "`{example}` ran clean but disagrees with its reference");
+            }
+            let sized = ["reduce", "scale", "prefix_sum", "stencil"].contains(&example);
+            Ok(Report {
+                target: name,
+                about: if sized { format!("example, n = {}", args.n) } else { "example".into() },
+                kernels: kernels.iter().map(|k| k.name.clone()).collect(),
+                validation,
+                findings: session.findings,
+            })
+        }
+        Target::Kernel(case) => {
+            let kernel = (case.variant.kernel)();
+            let launch = (case.variant.launch)();
+            let validation = validate_all(std::slice::from_ref(&kernel));
+            if validation.is_empty() {
+                session.launch(&kernel, &launch)?;
+            }
+            Ok(Report {
+                target: name,
+                about: format!("library kernel, {}", describe(&launch)),
+                kernels: vec![kernel.name],
+                validation,
+                findings: session.findings,
+            })
+        }
+    }
+}
+
+fn check_corpus(session: &mut Session<'_>, target: String, entry: Entry, fixed: bool) -> anyhow::Result<Report> {
     let variant = if fixed { entry.fixed } else { entry.buggy };
     let kernel = (variant.kernel)();
     let launch = (variant.launch)();
@@ -147,7 +177,7 @@ fn check_corpus(session: &mut Session<'_>, target: &str, name: &str, fixed: bool
     if non_uniform_barrier_only {
         about.push_str("; validation rejects it, so it ran with barrier uniformity unchecked");
     }
-    Ok(Report { target: target.into(), about, kernels: vec![kernel.name], validation, findings: std::mem::take(&mut session.findings) })
+    Ok(Report { target, about, kernels: vec![kernel.name], validation, findings: std::mem::take(&mut session.findings) })
 }
 
 fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {

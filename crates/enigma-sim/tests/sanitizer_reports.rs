@@ -1,0 +1,117 @@
+//! Regressions in what a sanitizer report says:
+//! * a device race names the other threadgroup's thread completely (grid
+//!   position, SIMD group, lane), and never labels a reader of another
+//!   threadgroup with the reporting threadgroup's position (it used to, when
+//!   several threadgroups had read the element);
+//! * the occurrence a grouped finding shows does not depend on the order the
+//!   workers ran threadgroups in (it used to be the first to reach the lock);
+//! * an order-dependence finding's index is an element index (it was the
+//!   byte offset of the differing word).
+
+use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, SpecValues};
+use enigma_ir::builder::*;
+use enigma_ir::{validate, Access, Kernel, MemFlags, Type, ValidationOptions};
+use enigma_sim::SimBackend;
+
+/// Dispatches `kernel` with the sanitizer over buffers of `sizes` zeroed bytes.
+fn sanitize(kernel: &Kernel, sizes: &[usize], grid: u32, tg: u32) -> Vec<Finding> {
+    let info = validate(kernel, &ValidationOptions::default()).unwrap();
+    let backend = SimBackend::new();
+    let compiled = backend.compile(kernel, &info, &SpecValues::default()).unwrap();
+    let storages: Vec<_> = sizes.iter().map(|n| backend.allocate(*n).unwrap()).collect();
+    let args: Vec<ArgValue<'_>> = storages.iter().map(|s| ArgValue::Buffer { storage: s.as_ref(), elem: None }).collect();
+    let geometry =
+        enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, [grid, 1, 1], [tg, 1, 1]).unwrap();
+    backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0 }).unwrap().findings
+}
+
+#[test]
+fn a_device_race_names_both_threads() {
+    // Every threadgroup writes out[lid]: threadgroups 0..7 collide.
+    let mut k = KernelBuilder::new("out_by_lid");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.store(out.at(lid), lid);
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[64 * 4], 8 * 64, 64);
+    let race = findings.iter().find(|f| f.kind == FindingKind::DeviceRace).unwrap_or_else(|| panic!("{findings:#?}"));
+    let (a, b) = (race.first.as_ref().unwrap(), race.second.as_ref().unwrap());
+    assert_ne!(a.threadgroup, b.threadgroup, "{race}");
+    // Both write element `index`: thread `index` of their threadgroups.
+    let i = race.index.unwrap() as u32;
+    for t in [a, b] {
+        assert_eq!(t.grid, Some([t.threadgroup[0] * 64 + i, 0, 0]), "{race}");
+        assert_eq!((t.simdgroup, t.lane), (Some(i / 32), Some(i % 32)), "{race}");
+        assert_eq!(t.location, "body[1]", "{race}");
+    }
+    assert!(race.to_string().contains("second: thread ("), "{race}");
+}
+
+#[test]
+fn a_write_after_reads_by_several_threadgroups_names_a_real_reader() {
+    // Every threadgroup reads data[0]; thread 0 of threadgroup 0 then writes it.
+    let mut k = KernelBuilder::new("shared_read");
+    let data = k.buffer("data", Type::U32, Access::ReadWrite);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(out.at(gid), data.get(0u32));
+    k.threadgroup_barrier(MemFlags::Device);
+    k.if_(gid.eq(0u32), |k| k.store(data.at(0u32), 7u32));
+    let kernel = k.finish().unwrap();
+    for _ in 0..5 {
+        let findings = sanitize(&kernel, &[4, 16 * 64 * 4], 16 * 64, 64);
+        let races: Vec<&Finding> = findings.iter().filter(|f| f.kind == FindingKind::DeviceRace).collect();
+        assert!(!races.is_empty(), "{findings:#?}");
+        for race in races {
+            let (a, b) = (race.first.as_ref().unwrap(), race.second.as_ref().unwrap());
+            assert_ne!(a.threadgroup, b.threadgroup, "{race}");
+            assert!(b.grid.is_some() && b.lane.is_some(), "{race}");
+        }
+    }
+}
+
+#[test]
+fn grouped_reports_show_the_lowest_threadgroup() {
+    // A missing barrier in every one of 64 threadgroups; threadgroup 0 first
+    // spins, so the others reach the report first.
+    let mut k = KernelBuilder::new("neighbour");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let tile = k.threadgroup_array("tile", Type::U32, 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let spin = k.var("spin", 0u32);
+    k.if_(threadgroup_position_in_grid().x().eq(0u32), |k| {
+        k.for_range("i", 0u32, 20_000u32, 1u32, |k, i| k.assign(spin, spin + i));
+    });
+    k.store(tile.at(lid), lid + spin * 0u32);
+    k.store(out.at(thread_position_in_grid().x()), tile.get((lid + 1u32) % 64u32));
+    let kernel = k.finish().unwrap();
+    let reference = sanitize(&kernel, &[64 * 64 * 4], 64 * 64, 64);
+    assert!(reference.iter().any(|f| f.kind == FindingKind::ThreadgroupRace), "{reference:#?}");
+    for f in &reference {
+        if let Some(t) = &f.first {
+            assert_eq!(t.threadgroup, [0, 0, 0], "{f}");
+        }
+    }
+    for _ in 0..10 {
+        assert_eq!(sanitize(&kernel, &[64 * 64 * 4], 64 * 64, 64), reference);
+    }
+}
+
+#[test]
+fn order_dependence_names_the_element() {
+    // SIMD groups race for one threadgroup slot; thread 0 copies it to out[5].
+    let mut k = KernelBuilder::new("last_writer");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let slot = k.threadgroup_array("slot", Type::U32, 1);
+    k.if_(thread_index_in_simdgroup().eq(0u32), |k| k.store(slot.at(0u32), simdgroup_index_in_threadgroup() + 1u32));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(thread_index_in_threadgroup().eq(0u32), |k| {
+        for i in 0..8u32 {
+            k.store(out.at(i), select(0u32, slot.get(0u32), Ex::from(i).eq(5u32)));
+        }
+    });
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[8 * 4], 128, 128);
+    let order = findings.iter().find(|f| f.kind == FindingKind::OrderDependence).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!((order.variable.as_deref(), order.index), (Some("out"), Some(5)), "{order}");
+}
