@@ -1,0 +1,165 @@
+"""The kernel language's names: builtins, intrinsics and statements.
+
+Every object here is a marker that the front end (``_frontend.py``) recognises
+when it reads a kernel's source; none of them computes anything when called
+from ordinary Python (they raise a ``TypeError`` saying so).
+"""
+
+from __future__ import annotations
+
+from ._types import DType, parse_type
+
+
+class _Marker:
+    """Base of the language's names: identity matters, calling outside a kernel is an error."""
+
+    __slots__ = ("name", "doc")
+
+    def __init__(self, name: str, doc: str = ""):
+        self.name = name
+        self.doc = doc
+
+    def __repr__(self):
+        return f"<enigma.{self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"enigma.{self.name}(...) only has a meaning inside an @enigma.kernel function, "
+            "which enigma compiles from its source"
+        )
+
+
+class Builtin(_Marker):
+    """A thread-position attribute, named as in MSL.
+
+    Vector builtins (``thread_position_in_grid`` …) are ``uint3``; read them as
+    ``enigma.thread_position_in_grid("x")`` (or ``(0)``, or ``.x``). Without an
+    axis they are the ``uint3``, except where a scalar is needed (an index, an
+    operand with a scalar, a comparison, a function argument): there they
+    mean ``.x``, so ``tid = enigma.thread_position_in_grid`` then ``A[tid]``
+    reads ``A[tid.x]`` (seed 001).
+    """
+
+    __slots__ = ("vector",)
+
+    def __init__(self, name: str, vector: bool):
+        super().__init__(name)
+        self.vector = vector
+
+
+class Intrinsic(_Marker):
+    """A function: math, SIMD-group, comparisons, casts and the kernel statements."""
+
+    __slots__ = ()
+
+
+class ConstantParam:
+    """``enigma.constant(T)``: the annotation of a by-value scalar parameter,
+    passed in ``inputs`` as a Python number."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = parse_type(dtype)
+
+    def __repr__(self):
+        return f"enigma.constant({self.dtype!r})"
+
+
+class BufferParam:
+    """``enigma.buffer(T, access="read"|"read_write")``: a device buffer
+    annotation with explicit access (plain ``T`` infers it from the body)."""
+
+    __slots__ = ("dtype", "access")
+
+    def __init__(self, dtype, access=None):
+        self.dtype = parse_type(dtype)
+        if access not in (None, "read", "read_write"):
+            raise ValueError("access must be \"read\" or \"read_write\"")
+        self.access = access
+
+    def __repr__(self):
+        return f"enigma.buffer({self.dtype!r}, access={self.access!r})"
+
+
+def constant(dtype) -> ConstantParam:
+    """Annotation of a by-value scalar parameter: ``n: enigma.constant(enigma.u32)``."""
+    return ConstantParam(dtype)
+
+
+def buffer(dtype, access=None) -> BufferParam:
+    """Annotation of a device buffer with explicit access (``"read"`` or ``"read_write"``)."""
+    return BufferParam(dtype, access)
+
+
+VECTOR_BUILTINS = [
+    "thread_position_in_grid",
+    "thread_position_in_threadgroup",
+    "threadgroup_position_in_grid",
+    "threads_per_threadgroup",
+    "threads_per_grid",
+    "threadgroups_per_grid",
+]
+SCALAR_BUILTINS = [
+    "thread_index_in_threadgroup",
+    "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup",
+    "simdgroups_per_threadgroup",
+    "threads_per_simdgroup",
+]
+
+BUILTINS = {n: Builtin(n, True) for n in VECTOR_BUILTINS}
+BUILTINS.update({n: Builtin(n, False) for n in SCALAR_BUILTINS})
+
+# name -> IR intrinsic tag (serde snake_case of the Rust variant)
+FLOAT_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "pow", "fma"]
+FAST_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "pow"]
+NUMERIC = ["abs", "min", "max", "clamp", "select", "popcount", "clz", "ctz"]
+SIMD = [
+    "simd_sum", "simd_product", "simd_max", "simd_min", "simd_and", "simd_or", "simd_xor",
+    "simd_broadcast", "simd_broadcast_first", "simd_shuffle", "simd_shuffle_up", "simd_shuffle_down",
+    "simd_shuffle_xor", "simd_prefix_inclusive_sum", "simd_prefix_exclusive_sum", "simd_all",
+    "simd_any", "simd_ballot", "simd_is_first",
+]
+COMPARISONS = {"cmp_eq": "eq", "cmp_ne": "ne", "cmp_lt": "lt", "cmp_le": "le", "cmp_gt": "gt", "cmp_ge": "ge"}
+ATOMICS = ["add", "sub", "min", "max", "and", "or", "xor", "exchange"]
+STATEMENTS = [
+    "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
+    "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
+]
+
+INTRINSICS = {}
+for _n in FLOAT_MATH + NUMERIC + SIMD + list(COMPARISONS) + STATEMENTS:
+    INTRINSICS[_n] = Intrinsic(_n)
+for _op in ATOMICS:
+    INTRINSICS[f"atomic_{_op}"] = Intrinsic(f"atomic_{_op}")
+
+
+class _FastNamespace:
+    """``enigma.fast.exp`` …: the ``fast::`` variants of the math functions."""
+
+    def __init__(self):
+        for n in FAST_MATH:
+            setattr(self, n, Intrinsic(f"fast.{n}"))
+
+    def __repr__(self):
+        return "<enigma.fast>"
+
+
+fast = _FastNamespace()
+
+INTRINSIC_TAGS = {n: n for n in FLOAT_MATH + NUMERIC + SIMD}
+INTRINSIC_TAGS.update({f"fast.{n}": f"fast_{n}" for n in FAST_MATH})
+
+MEM_FLAGS = {
+    "mem_none": "none",
+    "mem_threadgroup": "threadgroup",
+    "mem_device": "device",
+    "mem_device_and_threadgroup": "device_and_threadgroup",
+    "mem_device|mem_threadgroup": "device_and_threadgroup",
+    "mem_threadgroup|mem_device": "device_and_threadgroup",
+}
+
+
+def is_dtype(obj) -> bool:
+    return isinstance(obj, DType)

@@ -1,0 +1,411 @@
+//! `enigma._enigma`: the native half of the `enigma` Python package.
+//!
+//! The Python front end (`enigma/_frontend.py`) turns a decorated function's
+//! AST into the IR's JSON form; this module parses and validates it
+//! ([`compile`]), prints it (text, MSL, CUDA), and runs it on a
+//! [`enigma_runtime::Runtime`] ([`Runtime::dispatch`]).
+//!
+//! Data crosses the boundary as `bytes`: the stable ABI of Python 3.9 has no
+//! buffer protocol, so the Python side turns numpy arrays and other buffers
+//! into `bytes` (one copy, after checking dtype and contiguity) and writes
+//! results back into writable buffers itself.
+//!
+//! Errors become the package's exceptions, all subclasses of `EnigmaError`:
+//! validation → `CompileError`, a device that is not there → `DeviceError`,
+//! sanitizer findings → `SanitizerError` (with `.reports`, a list of dicts),
+//! anything else at dispatch → `DispatchError`. Each carries the Rust message.
+
+use enigma_ir::{validate, Access, Kernel, KernelInfo, Literal, LiteralValue, ParamKind, Scalar, Type, ValidationError, ValidationOptions};
+use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
+create_exception!(
+    enigma,
+    CompileError,
+    EnigmaError,
+    "A kernel cannot be compiled: unsupported Python, a type error, or an IR validation error. The message names the file and line."
+);
+create_exception!(
+    enigma,
+    DispatchError,
+    EnigmaError,
+    "A dispatch was rejected or failed: geometry, threadgroup limits, arguments, or a runtime error in the kernel."
+);
+create_exception!(
+    enigma,
+    SanitizerError,
+    EnigmaError,
+    "The sanitizer found problems; `.reports` lists them as dicts (kind, severity, kernel, variable, index, first, second, message, hint, count)."
+);
+create_exception!(enigma, DeviceError, EnigmaError, "The requested device is not available in this build or on this machine.");
+
+fn validation_message(e: &ValidationError) -> String {
+    match &e.location.source {
+        Some(src) => match &e.location.path {
+            Some(path) => format!("{src}: kernel `{}`: {} (IR location {path})", e.kernel, e.kind),
+            None => format!("{src}: kernel `{}`: {}", e.kernel, e.kind),
+        },
+        None => e.to_string(),
+    }
+}
+
+/// Converts a runtime error into the matching Python exception.
+fn runtime_err(py: Python<'_>, e: RuntimeError) -> PyErr {
+    match e {
+        RuntimeError::Validation(v) => CompileError::new_err(validation_message(&v)),
+        RuntimeError::SpecConstant { .. } => CompileError::new_err(e.to_string()),
+        RuntimeError::Unavailable { .. } => DeviceError::new_err(e.to_string()),
+        RuntimeError::Sanitizer { ref findings, .. } => {
+            let err = SanitizerError::new_err(e.to_string());
+            let reports = serde_json::to_string(findings)
+                .map_err(|j| PyValueError::new_err(j.to_string()))
+                .and_then(|s| py.import("json")?.call_method1("loads", (s,)).map(Bound::unbind));
+            match reports {
+                Ok(reports) => match err.value(py).setattr("reports", reports) {
+                    Ok(()) => err,
+                    Err(set) => set,
+                },
+                Err(j) => j,
+            }
+        }
+        other => DispatchError::new_err(other.to_string()),
+    }
+}
+
+/// A Python number as a literal of `ty`, range-checked.
+fn literal_from_py(value: &Bound<'_, PyAny>, ty: Scalar, what: &str) -> PyResult<Literal> {
+    let err = |msg: String| DispatchError::new_err(format!("{what}: {msg}"));
+    let value = if ty == Scalar::Bool {
+        if !value.is_instance_of::<PyBool>() {
+            return Err(err(format!("expected a bool, got {}", value.get_type().name()?)));
+        }
+        LiteralValue::Bool(value.extract::<bool>()?)
+    } else if ty.is_float() {
+        if !(value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>()) {
+            return Err(err(format!("expected a number for {ty}, got {}", value.get_type().name()?)));
+        }
+        LiteralValue::Float(value.extract::<f64>()?)
+    } else {
+        if !value.is_instance_of::<PyInt>() {
+            return Err(err(format!("expected an integer for {ty}, got {}", value.get_type().name()?)));
+        }
+        if let Ok(i) = value.extract::<i64>() {
+            if ty.is_unsigned_int() {
+                if i < 0 {
+                    return Err(err(format!("{i} does not fit in {ty}")));
+                }
+                LiteralValue::UInt(i as u64)
+            } else {
+                LiteralValue::Int(i)
+            }
+        } else if let (true, Ok(u)) = (ty.is_unsigned_int(), value.extract::<u64>()) {
+            LiteralValue::UInt(u)
+        } else {
+            return Err(err(format!("{} does not fit in {ty}", value.str()?)));
+        }
+    };
+    let lit = Literal { ty, value };
+    enigma_ir::validate::check_literal(&lit).map_err(|k| err(k.to_string()))?;
+    Ok(lit)
+}
+
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A validated kernel with its specialisation values: what `enigma.compile` returns.
+#[pyclass(module = "enigma._enigma", frozen)]
+#[derive(Debug)]
+struct CompiledKernel {
+    kernel: Kernel,
+    info: KernelInfo,
+    spec: SpecValues,
+    /// Pipelines already made, by runtime id.
+    pipelines: Mutex<Vec<(u64, Pipeline)>>,
+}
+
+fn type_name(ty: Type) -> String {
+    ty.to_string()
+}
+
+#[pymethods]
+impl CompiledKernel {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.kernel.name
+    }
+
+    /// The IR as JSON (the serde form every front end shares).
+    #[getter]
+    fn json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.kernel).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// The IR in its text form.
+    #[getter]
+    fn ir(&self) -> PyResult<String> {
+        // FIXME: switch to `enigma_ir::text::print` once the IR's text form lands.
+        serde_json::to_string_pretty(&self.kernel).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Metal Shading Language for the kernel (specialisation constants stay
+    /// function constants, with their defaults).
+    #[getter]
+    fn msl(&self) -> PyResult<String> {
+        enigma_codegen::msl::write_string(&self.kernel, &self.info, &enigma_codegen::msl::Options::default())
+            .map_err(|e| CompileError::new_err(e.to_string()))
+    }
+
+    /// CUDA C++ for the kernel, with this compilation's specialisation values.
+    #[getter]
+    fn cuda(&self) -> PyResult<String> {
+        let options = enigma_codegen::cuda::Options { spec_values: self.spec.resolve(&self.kernel), ..Default::default() };
+        enigma_codegen::cuda::write_string(&self.kernel, &self.info, &options)
+            .map(|s| s.source)
+            .map_err(|e| CompileError::new_err(e.to_string()))
+    }
+
+    /// Bytes of threadgroup memory the kernel declares.
+    #[getter]
+    fn threadgroup_memory_bytes(&self) -> u64 {
+        self.info.threadgroup_memory_bytes
+    }
+
+    /// The specialisation values in force: `{name: value}` for every constant.
+    #[getter]
+    fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (c, v) in self.kernel.spec_constants.iter().zip(self.spec.resolve(&self.kernel)) {
+            match v.value {
+                LiteralValue::Bool(b) => d.set_item(&c.name, b)?,
+                LiteralValue::Int(i) => d.set_item(&c.name, i)?,
+                LiteralValue::UInt(u) => d.set_item(&c.name, u)?,
+                LiteralValue::Float(f) => d.set_item(&c.name, f)?,
+            }
+        }
+        Ok(d)
+    }
+
+    /// One tuple per parameter: `(name, kind, type, scalar, width,
+    /// element_bytes, access)` with kind `"buffer"` or `"value"` and access
+    /// `"read"`, `"read_write"` or `None` (values).
+    #[allow(clippy::type_complexity)]
+    fn params(&self) -> Vec<(String, &'static str, String, &'static str, u8, u32, Option<&'static str>)> {
+        self.kernel
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Buffer { elem, access } => (
+                    p.name.clone(),
+                    "buffer",
+                    type_name(elem),
+                    elem.scalar.name(),
+                    elem.width,
+                    elem.size_bytes(),
+                    Some(match access {
+                        Access::Read => "read",
+                        Access::ReadWrite => "read_write",
+                    }),
+                ),
+                ParamKind::Value { ty } => (p.name.clone(), "value", type_name(ty), ty.scalar.name(), ty.width, ty.size_bytes(), None),
+            })
+            .collect()
+    }
+}
+
+/// Parses the IR's JSON form, validates it with the default (Apple) limits,
+/// and fixes specialisation values: `spec` maps constant names to numbers.
+#[pyfunction]
+#[pyo3(signature = (json, spec=None))]
+fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKernel> {
+    let kernel: Kernel = serde_json::from_str(json)
+        .map_err(|e| CompileError::new_err(format!("internal error: the front end produced IR that does not parse: {e}")))?;
+    let info = validate(&kernel, &ValidationOptions::default()).map_err(|e| CompileError::new_err(validation_message(&e)))?;
+    let mut values = SpecValues::new();
+    if let Some(spec) = spec {
+        for (name, value) in spec.iter() {
+            let name: String = name.extract().map_err(|_| CompileError::new_err("specialisation names must be strings"))?;
+            let Some(constant) = kernel.spec_constants.iter().find(|c| c.name == name) else {
+                let known: Vec<&str> = kernel.spec_constants.iter().map(|c| c.name.as_str()).collect();
+                return Err(CompileError::new_err(format!(
+                    "kernel `{}` has no specialisation constant `{name}` (it declares: {})",
+                    kernel.name,
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                )));
+            };
+            let what = format!("kernel `{}`, specialisation constant `{name}`", kernel.name);
+            let lit = literal_from_py(&value, constant.ty, &what).map_err(|e| CompileError::new_err(e.to_string()))?;
+            values = values.with(&name, lit);
+        }
+    }
+    Ok(CompiledKernel { kernel, info, spec: values, pipelines: Mutex::new(Vec::new()) })
+}
+
+/// True when `name` can name a kernel, parameter, local or array in the IR.
+#[pyfunction]
+fn is_valid_identifier(name: &str) -> bool {
+    enigma_ir::validate::is_valid_identifier(name) && enigma_ir::Builtin::from_name(name).is_none()
+}
+
+/// A device connection: `Runtime("auto" | "sim" | "cpu" | "metal" | "cuda")`.
+#[pyclass(module = "enigma._enigma", frozen)]
+#[derive(Debug)]
+struct Runtime {
+    rt: enigma_runtime::Runtime,
+    id: u64,
+}
+
+fn geometry(v: Vec<u32>, what: &str) -> PyResult<[u32; 3]> {
+    match v.as_slice() {
+        [x] => Ok([*x, 1, 1]),
+        [x, y] => Ok([*x, *y, 1]),
+        [x, y, z] => Ok([*x, *y, *z]),
+        _ => Err(PyValueError::new_err(format!("{what} must have 1 to 3 components, got {}", v.len()))),
+    }
+}
+
+#[pymethods]
+impl Runtime {
+    #[new]
+    fn new(py: Python<'_>, device: &str) -> PyResult<Runtime> {
+        let dev: Device = device.parse().map_err(|e| runtime_err(py, e))?;
+        let rt = enigma_runtime::Runtime::new(dev).map_err(|e| runtime_err(py, e))?;
+        Ok(Runtime { rt, id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed) })
+    }
+
+    /// `"sim: enigma simulator (CPU, 2 threads)"`: the kind and the device's name.
+    #[getter]
+    fn device(&self) -> String {
+        let info = self.rt.device();
+        format!("{}: {}", info.kind.name(), info.name)
+    }
+
+    /// The device's description and limits as a JSON object.
+    #[getter]
+    fn info_json(&self) -> PyResult<String> {
+        serde_json::to_string(self.rt.device()).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Runs `compiled`. `args` has one entry per kernel parameter: for a
+    /// buffer, `bytes` (its initial contents) or an `int` (that many zero
+    /// bytes); for a by-value parameter, a Python number. `mode` is
+    /// `"threads"` (`size` counts threads) or `"threadgroups"` (`size` counts
+    /// threadgroups). Returns the final contents of every read-write buffer
+    /// (`None` for the others) and the dispatch report as JSON.
+    #[pyo3(signature = (compiled, args, mode, size, threads, sanitize=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch<'py>(
+        &self,
+        py: Python<'py>,
+        compiled: &CompiledKernel,
+        args: &Bound<'py, PyList>,
+        mode: &str,
+        size: Vec<u32>,
+        threads: Vec<u32>,
+        sanitize: bool,
+    ) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, String)> {
+        let kernel = &compiled.kernel;
+        let mode = match mode {
+            "threads" => Mode::Threads,
+            "threadgroups" => Mode::Threadgroups,
+            other => return Err(PyValueError::new_err(format!("mode must be \"threads\" or \"threadgroups\", not {other:?}"))),
+        };
+        let size = geometry(size, "grid")?;
+        let threads = geometry(threads, "threads")?;
+        if args.len() != kernel.params.len() {
+            return Err(DispatchError::new_err(format!(
+                "kernel `{}` takes {} argument(s), {} given",
+                kernel.name,
+                kernel.params.len(),
+                args.len()
+            )));
+        }
+        let pipeline = {
+            let mut cache = compiled.pipelines.lock().map_err(|_| PyException::new_err("pipeline cache poisoned"))?;
+            match cache.iter().find(|(id, _)| *id == self.id) {
+                Some((_, p)) => p.clone(),
+                None => {
+                    let p = self.rt.pipeline_with(kernel, &compiled.spec).map_err(|e| runtime_err(py, e))?;
+                    cache.push((self.id, p.clone()));
+                    p
+                }
+            }
+        };
+        enum Slot {
+            Buffer(Buffer),
+            Value(Literal),
+        }
+        let mut slots = Vec::with_capacity(args.len());
+        for (i, (param, arg)) in kernel.params.iter().zip(args.iter()).enumerate() {
+            let what = format!("kernel `{}`, argument {i} (`{}`)", kernel.name, param.name);
+            let slot = match param.kind {
+                ParamKind::Buffer { elem, .. } => {
+                    let buffer = if let Ok(bytes) = arg.cast::<PyBytes>() {
+                        self.rt.buffer_from_bytes(elem, bytes.as_bytes())
+                    } else if let Ok(len) = arg.extract::<usize>() {
+                        self.rt.buffer_from_bytes(elem, &vec![0u8; len])
+                    } else {
+                        return Err(PyTypeError::new_err(format!("{what}: expected bytes or a byte count")));
+                    };
+                    Slot::Buffer(buffer.map_err(|e| runtime_err(py, e))?)
+                }
+                ParamKind::Value { ty } => {
+                    if ty.is_vector() {
+                        return Err(DispatchError::new_err(format!("{what}: by-value vector parameters are not supported")));
+                    }
+                    Slot::Value(literal_from_py(&arg, ty.scalar, &what)?)
+                }
+            };
+            slots.push(slot);
+        }
+        let options = Options { sanitize, ..Default::default() };
+        let report = {
+            let rt = &self.rt;
+            let slots = &slots;
+            let pipeline = &pipeline;
+            py.detach(move || {
+                let args: Vec<Arg<'_>> = slots
+                    .iter()
+                    .map(|s| match s {
+                        Slot::Buffer(b) => Arg::Buffer(b),
+                        Slot::Value(l) => Arg::Value(*l),
+                    })
+                    .collect();
+                rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new)
+            })
+        }
+        .map_err(|e| runtime_err(py, *e))?;
+        let mut out = Vec::with_capacity(slots.len());
+        for (param, slot) in kernel.params.iter().zip(&slots) {
+            match (param.kind, slot) {
+                (ParamKind::Buffer { access: Access::ReadWrite, .. }, Slot::Buffer(b)) => {
+                    let bytes = b.read_bytes().map_err(|e| runtime_err(py, e))?;
+                    out.push(Some(PyBytes::new(py, &bytes)));
+                }
+                _ => out.push(None),
+            }
+        }
+        let report = serde_json::to_string(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((out, report))
+    }
+}
+
+#[pymodule]
+fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("EnigmaError", py.get_type::<EnigmaError>())?;
+    m.add("CompileError", py.get_type::<CompileError>())?;
+    m.add("DispatchError", py.get_type::<DispatchError>())?;
+    m.add("SanitizerError", py.get_type::<SanitizerError>())?;
+    m.add("DeviceError", py.get_type::<DeviceError>())?;
+    m.add_class::<CompiledKernel>()?;
+    m.add_class::<Runtime>()?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
