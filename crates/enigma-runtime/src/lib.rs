@@ -64,11 +64,21 @@ impl Runtime {
     pub fn new(device: Device) -> Result<Runtime, RuntimeError> {
         let unavailable = |device: &str, reason: &str| RuntimeError::Unavailable { device: device.into(), reason: reason.into() };
         let backend: Arc<dyn Backend> = match device {
-            Device::Auto | Device::Sim => Arc::new(enigma_sim::SimBackend::new()),
+            Device::Auto => Self::first_available(),
+            Device::Sim => Arc::new(enigma_sim::SimBackend::new()),
             Device::Metal => return Err(unavailable("metal", "the Metal backend is not built into this enigma (it needs macOS)")),
-            Device::Cuda => return Err(unavailable("cuda", "the CUDA backend is not built into this enigma yet")),
+            Device::Cuda => Arc::new(enigma_cuda::CudaBackend::new()?),
         };
         Ok(Runtime { backend })
+    }
+
+    /// The backend `Device::Auto` picks: a CUDA GPU when the driver, NVRTC
+    /// and a device are present, else the simulator.
+    fn first_available() -> Arc<dyn Backend> {
+        match enigma_cuda::CudaBackend::new() {
+            Ok(cuda) => Arc::new(cuda),
+            Err(_) => Arc::new(enigma_sim::SimBackend::new()),
+        }
     }
 
     /// A runtime over any backend.

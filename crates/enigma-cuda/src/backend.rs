@@ -1,0 +1,354 @@
+//! The driver-API implementation of [`enigma_backend::Backend`].
+
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use enigma_backend::{
+    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
+    DispatchReport, RuntimeError, SpecValues,
+};
+use enigma_codegen::cuda::{CudaSource, LaunchParam};
+use enigma_ir::{Kernel, KernelInfo};
+use std::any::Any;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn driver_err(what: &str, e: impl std::fmt::Debug) -> RuntimeError {
+    RuntimeError::Backend { backend: "cuda", message: format!("{what}: {e:?}") }
+}
+
+/// The first CUDA GPU.
+pub struct CudaBackend {
+    info: DeviceInfo,
+    arch: &'static str,
+    /// Compiled modules by source hash.
+    cache: Mutex<HashMap<u64, (Arc<CudaModule>, CudaFunction)>>,
+    /// The start and end events that time each dispatch, made once: a
+    /// dispatch holds the lock from launch to completion.
+    timer: Mutex<Timer>,
+    /// Last, so the events and modules above are released while it lives.
+    ctx: Arc<CudaContext>,
+}
+
+/// Two CUDA events bracketing a launch.
+struct Timer {
+    start: sys::CUevent,
+    end: sys::CUevent,
+}
+
+// SAFETY: events are driver handles usable from any thread of the process;
+// the Mutex in CudaBackend serialises their use.
+unsafe impl Send for Timer {}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: both events were created by event::create and are destroyed once.
+        unsafe {
+            let _ = result::event::destroy(self.start);
+            let _ = result::event::destroy(self.end);
+        }
+    }
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend").field("info", &self.info).finish()
+    }
+}
+
+/// Architectures NVRTC is asked to compile for, by compute capability.
+fn arch_for(major: i32, minor: i32) -> &'static str {
+    match (major, minor) {
+        (9, 0) => "sm_90",
+        (8, 9) => "sm_89",
+        (8, 6) => "sm_86",
+        (8, 0) => "sm_80",
+        (10, _) => "sm_100",
+        (12, _) => "sm_120",
+        (7, 5) => "sm_75",
+        _ => "compute_75",
+    }
+}
+
+impl CudaBackend {
+    /// Opens GPU 0. Fails cleanly when the driver or NVRTC library is
+    /// missing, or no GPU is present.
+    pub fn new() -> Result<CudaBackend, RuntimeError> {
+        let unavailable = |reason: String| RuntimeError::Unavailable { device: "cuda".into(), reason };
+        // cudarc panics on first use when a library is missing: ask first.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(unavailable("no CUDA driver found (libcuda could not be loaded)".into()));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(unavailable("NVRTC not found (libnvrtc.so.13 could not be loaded; add the CUDA toolkit's lib directory to LD_LIBRARY_PATH)".into()));
+        }
+        result::init().map_err(|e| unavailable(format!("the CUDA driver failed to initialise: {e:?}")))?;
+        let count = result::device::get_count().map_err(|e| unavailable(format!("cannot count CUDA devices: {e:?}")))?;
+        if count == 0 {
+            return Err(unavailable("no CUDA device".into()));
+        }
+        let ctx = CudaContext::new(0).map_err(|e| unavailable(format!("cannot create a context on GPU 0: {e:?}")))?;
+        let attr = |a: sys::CUdevice_attribute| ctx.attribute(a).map_err(|e| driver_err("device attribute", e));
+        let (major, minor) = ctx.compute_capability().map_err(|e| driver_err("compute capability", e))?;
+        let info = DeviceInfo {
+            kind: DeviceKind::Cuda,
+            name: ctx.name().map_err(|e| driver_err("device name", e))?,
+            max_threads_per_threadgroup: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
+            max_threadgroup_memory_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as u64,
+            simd_width: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)? as u32,
+            compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
+        };
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let timer = Timer {
+            start: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
+            end: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
+        };
+        Ok(CudaBackend {
+            ctx,
+            info,
+            arch: arch_for(major, minor),
+            cache: Mutex::new(HashMap::new()),
+            timer: Mutex::new(timer),
+        })
+    }
+
+    /// How many compiled modules the cache holds (one per distinct source).
+    pub fn cached_modules(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn bind(&self) -> Result<(), RuntimeError> {
+        self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))
+    }
+
+    fn module_for(&self, source: &CudaSource) -> Result<CudaFunction, RuntimeError> {
+        let mut hasher = DefaultHasher::new();
+        source.source.hash(&mut hasher);
+        self.arch.hash(&mut hasher);
+        let key = hasher.finish();
+        if let Some((_, f)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(f.clone());
+        }
+        let include_paths = cuda_include_paths();
+        let options = CompileOptions {
+            arch: Some(self.arch),
+            include_paths,
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        let ptx = compile_ptx_with_opts(&source.source, options).map_err(|e| RuntimeError::Backend {
+            backend: "cuda",
+            message: format!("NVRTC rejected the generated CUDA for `{}`: {e}", source.entry_point),
+        })?;
+        let module = self.ctx.load_module(ptx).map_err(|e| driver_err("loading the module", e))?;
+        let function = module.load_function(&source.entry_point).map_err(|e| driver_err("finding the kernel", e))?;
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (module, function.clone()));
+        Ok(function)
+    }
+}
+
+/// Where the CUDA headers (cuda_fp16.h, …) are: `$CUDA_HOME/include`, or the
+/// usual install locations.
+fn cuda_include_paths() -> Vec<String> {
+    let mut candidates: Vec<String> = vec![];
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Ok(home) = std::env::var(var) {
+            candidates.push(format!("{home}/include"));
+        }
+    }
+    candidates.extend(["/usr/local/cuda/include".to_string(), "/usr/include".to_string()]);
+    candidates.into_iter().filter(|p| std::path::Path::new(&format!("{p}/cuda_fp16.h")).exists()).take(1).collect()
+}
+
+/// Device memory from `cuMemAlloc`.
+#[derive(Debug)]
+pub struct CudaBuffer {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// The pointer is a device address owned by this buffer; the driver API is thread-safe.
+unsafe impl Send for CudaBuffer {}
+unsafe impl Sync for CudaBuffer {}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_sync in this context and freed once.
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+impl BufferStorage for CudaBuffer {
+    fn len_bytes(&self) -> usize {
+        self.len
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
+        check_range(offset, data.len(), self.len)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
+        // SAFETY: the range was checked against the allocation.
+        unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, data) }.map_err(|e| driver_err("copy to device", e))
+    }
+
+    fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
+        check_range(offset, out.len(), self.len)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
+        // SAFETY: the range was checked against the allocation; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.map_err(|e| driver_err("copy from device", e))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeError> {
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(RuntimeError::BufferRange { offset, len, size });
+    }
+    Ok(())
+}
+
+/// A kernel compiled by NVRTC.
+#[derive(Debug)]
+pub struct CudaKernel {
+    kernel: Kernel,
+    source: CudaSource,
+    function: CudaFunction,
+    max_threads: u32,
+    static_shared: u64,
+}
+
+impl CudaKernel {
+    /// The generated CUDA C++.
+    pub fn source(&self) -> &str {
+        &self.source.source
+    }
+}
+
+impl CompiledKernel for CudaKernel {
+    fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+    fn max_total_threads_per_threadgroup(&self) -> u32 {
+        self.max_threads
+    }
+    fn thread_execution_width(&self) -> u32 {
+        32
+    }
+    fn static_threadgroup_memory_length(&self) -> u64 {
+        self.static_shared
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Backend for CudaBackend {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.bind()?;
+        // cuMemAlloc rejects 0 bytes; keep one byte so every buffer has an address.
+        let size = bytes.max(1);
+        // SAFETY: a plain device allocation in the bound context, zeroed below.
+        let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
+        unsafe { result::memset_d8_sync(ptr, 0, size) }.map_err(|e| driver_err("zeroing a buffer", e))?;
+        Ok(Box::new(CudaBuffer { ptr, len: bytes, ctx: self.ctx.clone() }))
+    }
+
+    fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
+        self.bind()?;
+        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), ..Default::default() };
+        let source = enigma_codegen::cuda::write_string(kernel, info, &options)
+            .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
+        let function = self.module_for(&source)?;
+        let attr = |a| function.get_attribute(a).map_err(|e| driver_err("function attribute", e));
+        let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
+        let static_shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u64;
+        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, static_shared }))
+    }
+
+    fn dispatch(
+        &self,
+        compiled: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let start = Instant::now();
+        let cuda = compiled.as_any().downcast_ref::<CudaKernel>().ok_or_else(|| RuntimeError::Backend {
+            backend: "cuda",
+            message: format!("kernel `{}` was compiled for another device", compiled.kernel().name),
+        })?;
+        self.bind()?;
+        // Kernel parameters: each is stored in `storage`, and `params` points at them.
+        let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
+        for arg in args {
+            let mut slot = [0u8; 32];
+            match arg {
+                ArgValue::Buffer { storage: s, .. } => {
+                    let buf = s.as_any().downcast_ref::<CudaBuffer>().ok_or_else(|| RuntimeError::Backend {
+                        backend: "cuda",
+                        message: "a buffer of another device was passed to the CUDA backend".into(),
+                    })?;
+                    slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
+                }
+                ArgValue::Value { bytes, .. } => slot = *bytes,
+            }
+            storage.push(slot);
+        }
+        for extra in &cuda.source.launch_params {
+            let mut slot = [0u8; 32];
+            let value: u32 = match extra {
+                LaunchParam::GridX => geometry.grid[0],
+                LaunchParam::GridY => geometry.grid[1],
+                LaunchParam::GridZ => geometry.grid[2],
+            };
+            slot[..4].copy_from_slice(&value.to_le_bytes());
+            storage.push(slot);
+        }
+        let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
+        let [gx, gy, gz] = geometry.threadgroups;
+        let [bx, by, bz] = geometry.threads_per_threadgroup;
+        let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
+        let stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: `params` points at one slot per kernel parameter, in order,
+        // each holding a device pointer or a by-value argument of the
+        // parameter's size; the slots outlive the synchronous wait below.
+        let launched = unsafe {
+            result::event::record(timer.start, stream)
+                .and_then(|_| result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params))
+                .and_then(|_| result::event::record(timer.end, stream))
+                .and_then(|_| result::event::synchronize(timer.end))
+        };
+        // SAFETY: both events were recorded on this stream and the end one has completed.
+        let elapsed = unsafe { result::event::elapsed(timer.start, timer.end) };
+        drop(timer);
+        launched.map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
+        let mut notes = geometry.warnings.clone();
+        if options.sanitize {
+            notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
+        }
+        Ok(DispatchReport {
+            device_time: elapsed.ok().map(|ms| Duration::from_secs_f64(ms as f64 / 1e3)),
+            wall_time: start.elapsed(),
+            notes,
+            findings: vec![],
+        })
+    }
+}

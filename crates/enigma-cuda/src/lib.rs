@@ -1,0 +1,16 @@
+//! enigma's CUDA backend: kernels become CUDA C++ (`enigma_codegen::cuda`),
+//! compiled at run time by NVRTC and launched through the driver API.
+//!
+//! Both libraries are loaded when the backend is opened (cudarc with dynamic
+//! loading), so building enigma needs no CUDA, and a machine without a GPU
+//! gets [`RuntimeError::Unavailable`] ("no CUDA driver found"), never a crash.
+//!
+//! Mapping: a SIMD group is a warp; a threadgroup is a block; threadgroup
+//! memory is static `__shared__`; `dispatch_threads` launches whole blocks
+//! and passes the grid size so edge blocks behave as Metal's non-uniform
+//! threadgroups (see the codegen module docs). Timing uses CUDA events.
+//! Compiled modules are cached by a hash of the generated source.
+
+mod backend;
+
+pub use backend::{CudaBackend, CudaKernel};

@@ -1,0 +1,108 @@
+//! The CUDA backend as a device: what it reports, the limits it enforces,
+//! the seed-001 reduction, and a clear error where there is no GPU.
+//! Each test prints `skipped: <reason>` and passes when CUDA is unavailable.
+
+use enigma_cuda::CudaBackend;
+use enigma_kernels::reduce;
+use enigma_runtime::{Arg, Device, DeviceKind, Runtime, RuntimeError};
+use std::sync::Arc;
+
+fn cuda() -> Option<Runtime> {
+    match CudaBackend::new() {
+        Ok(b) => Some(Runtime::with_backend(Arc::new(b))),
+        Err(e) => {
+            println!("skipped: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn without_a_gpu_opening_cuda_is_a_clear_error() {
+    match Runtime::new(Device::Cuda) {
+        Ok(rt) => assert_eq!(rt.device().kind, DeviceKind::Cuda),
+        Err(e) => {
+            assert!(matches!(e, RuntimeError::Unavailable { .. }), "{e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains("cuda") || msg.contains("CUDA"), "{msg}");
+            // Auto falls back to the simulator instead.
+            assert_eq!(Runtime::new(Device::Auto).unwrap().device().kind, DeviceKind::Simulator);
+        }
+    }
+}
+
+#[test]
+fn device_reports_the_gpu_and_its_limits() {
+    let Some(rt) = cuda() else { return };
+    let info = rt.device();
+    println!("{info:?}");
+    assert_eq!(info.kind, DeviceKind::Cuda);
+    assert!(!info.name.is_empty());
+    assert_eq!(info.simd_width, 32);
+    assert_eq!(info.max_threads_per_threadgroup, 1024);
+    assert!(info.compute_units > 0);
+    assert!(info.max_threadgroup_memory_bytes >= 48 * 1024);
+    assert!(info.memory_bytes.unwrap_or(0) > 1 << 30);
+    assert_eq!(Runtime::new(Device::Auto).unwrap().device().kind, DeviceKind::Cuda, "Auto prefers the GPU");
+}
+
+#[test]
+fn pipeline_limits_come_from_the_driver() {
+    let Some(rt) = cuda() else { return };
+    let p = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    assert_eq!(p.thread_execution_width(), 32);
+    assert!(p.max_total_threads_per_threadgroup() >= 256 && p.max_total_threads_per_threadgroup() <= 1024);
+    // scratch: 32 floats of threadgroup memory.
+    assert_eq!(p.static_threadgroup_memory_length(), 128);
+}
+
+#[test]
+fn seed001_two_pass_reduction_matches_the_f64_reference() {
+    let Some(rt) = cuda() else { return };
+    for n in [1usize, 33, 1000, 4097, 1 << 20, (1 << 20) + 3] {
+        let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 256.0).collect();
+        let groups = reduce::pass1_threadgroups(n as u32);
+        let input = rt.buffer_from(&a).unwrap();
+        let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
+        let result = rt.buffer_zeroed::<f32>(1).unwrap();
+        let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+        let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+        let r1 = rt
+            .dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1])
+            .unwrap();
+        assert!(r1.device_time.is_some(), "CUDA events time each dispatch");
+        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
+        let got = result.to_vec::<f32>().unwrap()[0] as f64;
+        let want = reduce::reference_sum(&a);
+        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+    }
+}
+
+#[test]
+fn the_seeds_4096_thread_pass2_is_rejected_with_both_numbers() {
+    let Some(rt) = cuda() else { return };
+    let p2 = rt.pipeline(&reduce::reduce_final_seed()).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(4096).unwrap();
+    let result = rt.buffer_zeroed::<f32>(1).unwrap();
+    let err = rt
+        .dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result)], [4096, 1, 1], [4096, 1, 1])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("4096") && err.contains("1024"), "{err}");
+}
+
+#[test]
+fn modules_are_cached_by_their_source() {
+    let backend = match CudaBackend::new() {
+        Ok(b) => Arc::new(b),
+        Err(e) => return println!("skipped: {e}"),
+    };
+    let rt = Runtime::with_backend(backend.clone());
+    rt.pipeline(&reduce::reduce_final()).unwrap();
+    assert_eq!(backend.cached_modules(), 1);
+    rt.pipeline(&reduce::reduce_final()).unwrap();
+    assert_eq!(backend.cached_modules(), 1, "the same source compiles once");
+    rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    assert_eq!(backend.cached_modules(), 2);
+}
