@@ -270,6 +270,16 @@ pub fn literal_text(lit: &Literal) -> String {
     }
 }
 
+/// Whether the printed form of `e` begins with a literal (a minus sign right
+/// before it would become the literal's sign).
+fn starts_with_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(_) => true,
+        Expr::Extract { arg, .. } => starts_with_literal(arg),
+        _ => false,
+    }
+}
+
 fn file_needs_quotes(file: &str) -> bool {
     file.starts_with('"') || file.trim() != file || file.chars().any(char::is_control)
 }
@@ -520,8 +530,9 @@ impl Printer<'_> {
             Expr::Unary { op, arg } => {
                 self.out.push('(');
                 self.out.push_str(op.symbol());
-                // `(- 3i32)`: without the space it would read as the literal -3.
-                if *op == UnaryOp::Neg && matches!(**arg, Expr::Literal(_)) {
+                // `(- 3i32)`, `(- 3i32.x)`: without the space the lexer would
+                // read the literal -3.
+                if *op == UnaryOp::Neg && starts_with_literal(arg) {
                     self.out.push(' ');
                 }
                 self.expr(arg);
@@ -1680,23 +1691,23 @@ impl Parser {
                         self.bump();
                         self.call(word, &at)
                     }
-                    _ => match self.names.get(&word) {
-                        Some(e) => {
+                    // A bare builtin name is the builtin: a declared name
+                    // spelt like one prints quoted.
+                    _ => match (Builtin::from_name(&word), self.names.get(&word)) {
+                        (Some(b), _) => {
+                            self.bump();
+                            Ok(Expr::Builtin(b))
+                        }
+                        (None, Some(e)) => {
                             let e = *e;
                             self.bump();
                             self.entity_value(e, &at)
                         }
-                        None => match Builtin::from_name(&word) {
-                            Some(b) => {
-                                self.bump();
-                                Ok(Expr::Builtin(b))
-                            }
-                            None if looks_like_builtin(&word) => Err(self.err(ParseErrorKind::UnknownBuiltin {
-                                suggestion: builtin_suggestion(&word),
-                                name: word,
-                            })),
-                            None => Err(self.err(ParseErrorKind::UnknownName { name: word })),
-                        },
+                        (None, None) if looks_like_builtin(&word) => Err(self.err(ParseErrorKind::UnknownBuiltin {
+                            suggestion: builtin_suggestion(&word),
+                            name: word,
+                        })),
+                        (None, None) => Err(self.err(ParseErrorKind::UnknownName { name: word })),
                     },
                 }
             }

@@ -1,0 +1,494 @@
+//! The text form and the JSON form on hand-built kernels: every IR construct
+//! prints, parses back to an equal kernel and prints identically; names that
+//! need quotes, special floats, ids the kernel does not declare and source
+//! locations survive; malformed text gives a typed error at the right line
+//! and column.
+
+use enigma_ir::text::{self, parse, print};
+use enigma_ir::{
+    from_json, to_json, to_json_pretty, Access, AtomicOp, BarrierScope, BinaryOp, Builtin, Expr, Intrinsic, Kernel,
+    Literal, LiteralValue, Local, MemFlags, Memory, Param, ParamId, ParamKind, ParseErrorKind, Scalar, SourceLoc,
+    SpecConstant, SpecId, Stmt, StmtKind, TgArrayId, ThreadgroupArray, Type, UnaryOp, VarId,
+};
+
+fn lit(ty: Scalar, value: LiteralValue) -> Expr {
+    Expr::Literal(Literal { ty, value })
+}
+
+fn var(i: u32) -> Expr {
+    Expr::Var(VarId(i))
+}
+
+fn b(e: Expr) -> Box<Expr> {
+    Box::new(e)
+}
+
+fn st(kind: StmtKind) -> Stmt {
+    Stmt::new(kind)
+}
+
+fn at(kind: StmtKind, file: &str, line: u32) -> Stmt {
+    Stmt { kind, loc: Some(SourceLoc { file: file.into(), line }) }
+}
+
+/// A kernel (not a valid one: the text form must not care) with every
+/// statement kind, expression kind, operator, intrinsic, builtin, barrier
+/// flag, scalar type and the literal spellings the grammar has.
+fn every_construct() -> Kernel {
+    let mut locals = vec![
+        Local { name: "x".into(), ty: Type::F32 },
+        Local { name: "i".into(), ty: Type::U32 },
+        Local { name: "v".into(), ty: Type::vector(Scalar::F32, 4) },
+        Local { name: "b".into(), ty: Type::BOOL },
+    ];
+    // Names that collide with keywords, types, builtins, atomics and special
+    // floats, or are not identifiers at all.
+    for name in ["if", "f32x4", "float", "thread_position_in_grid", "atomic_x", "inf_f32", "my var", "", "é\n\"q\"", "u8x0"] {
+        locals.push(Local { name: name.into(), ty: Type::I32 });
+    }
+    // Plain names that happen to be intrinsic names or component letters.
+    for name in ["min", "fast", "y", "nan", "inf"] {
+        locals.push(Local { name: name.into(), ty: Type::U32 });
+    }
+    let mut body = vec![];
+    // Every literal spelling.
+    let mut lits = vec![
+        lit(Scalar::Bool, LiteralValue::Bool(true)),
+        lit(Scalar::Bool, LiteralValue::Bool(false)),
+        lit(Scalar::I8, LiteralValue::Int(-128)),
+        lit(Scalar::I16, LiteralValue::Int(32767)),
+        lit(Scalar::I32, LiteralValue::Int(-3)),
+        lit(Scalar::I64, LiteralValue::Int(i64::MIN)),
+        lit(Scalar::U8, LiteralValue::UInt(255)),
+        lit(Scalar::U16, LiteralValue::UInt(0)),
+        lit(Scalar::U32, LiteralValue::UInt(u32::MAX as u64)),
+        lit(Scalar::U64, LiteralValue::UInt(u64::MAX)),
+        lit(Scalar::F16, LiteralValue::Float(1e-7)),
+        lit(Scalar::BF16, LiteralValue::Float(-0.0)),
+        lit(Scalar::F32, LiteralValue::Float(0.1)),
+        lit(Scalar::F32, LiteralValue::Float(1e300)),
+        lit(Scalar::F32, LiteralValue::Float(-2.5e-300)),
+        lit(Scalar::F32, LiteralValue::Float(f64::MIN_POSITIVE / 4.0)),
+        lit(Scalar::F32, LiteralValue::Float(f64::INFINITY)),
+        lit(Scalar::F16, LiteralValue::Float(f64::NEG_INFINITY)),
+        // Kinds that do not match the type (validation rejects them; text keeps them).
+        lit(Scalar::U32, LiteralValue::Int(-3)),
+        lit(Scalar::F32, LiteralValue::UInt(7)),
+        lit(Scalar::I32, LiteralValue::Bool(true)),
+        lit(Scalar::Bool, LiteralValue::Float(f64::NEG_INFINITY)),
+        lit(Scalar::I32, LiteralValue::Float(-1.5)),
+    ];
+    // Every binary operator, unary operator and intrinsic, on literals and
+    // variables; a negated literal and a negated extract of a literal (the
+    // minus must not become the literal's sign).
+    for op in BinaryOp::ALL {
+        lits.push(Expr::Binary { op, lhs: b(var(0)), rhs: b(lit(Scalar::I32, LiteralValue::Int(-4))) });
+    }
+    for op in [UnaryOp::Neg, UnaryOp::BitNot, UnaryOp::Not] {
+        lits.push(Expr::Unary { op, arg: b(var(1)) });
+        lits.push(Expr::Unary { op, arg: b(lit(Scalar::I32, LiteralValue::Int(5))) });
+        lits.push(Expr::Unary { op, arg: b(lit(Scalar::I32, LiteralValue::Int(-5))) });
+    }
+    lits.push(Expr::Unary {
+        op: UnaryOp::Neg,
+        arg: b(Expr::Extract { arg: b(lit(Scalar::F32, LiteralValue::Float(2.0))), index: 0 }),
+    });
+    lits.push(Expr::Unary { op: UnaryOp::Neg, arg: b(lit(Scalar::F32, LiteralValue::Float(f64::INFINITY))) });
+    lits.push(Expr::Binary {
+        op: BinaryOp::Sub,
+        lhs: b(lit(Scalar::I32, LiteralValue::Int(-1))),
+        rhs: b(lit(Scalar::I32, LiteralValue::Int(-2))),
+    });
+    for func in Intrinsic::ALL {
+        let args = (0..func.arity()).map(|k| if k % 2 == 0 { var(0) } else { var(1) }).collect();
+        lits.push(Expr::Call { func, args });
+    }
+    for builtin in Builtin::ALL {
+        lits.push(Expr::Builtin(builtin));
+    }
+    for index in 0..6 {
+        lits.push(Expr::Extract { arg: b(var(2)), index });
+    }
+    lits.push(Expr::Extract { arg: b(Expr::Extract { arg: b(Expr::Builtin(Builtin::ThreadPositionInGrid)), index: 1 }), index: 0 });
+    lits.push(Expr::Extract { arg: b(lit(Scalar::I32, LiteralValue::Int(-7))), index: 2 });
+    lits.push(Expr::Extract {
+        arg: b(Expr::Binary { op: BinaryOp::Add, lhs: b(var(2)), rhs: b(var(0)) }),
+        index: 3,
+    });
+    lits.push(Expr::Cast { to: Type::vector(Scalar::F16, 3), arg: b(var(2)) });
+    lits.push(Expr::Bitcast { to: Type::U32, arg: b(var(0)) });
+    lits.push(Expr::Vector { ty: Type::vector(Scalar::F32, 4), components: vec![var(0), var(0), var(0), var(0)] });
+    lits.push(Expr::Vector { ty: Type::vector(Scalar::BF16, 2), components: vec![var(0)] });
+    lits.push(Expr::Vector { ty: Type::vector(Scalar::U8, 0), components: vec![] });
+    lits.push(Expr::Param(ParamId(2)));
+    lits.push(Expr::Param(ParamId(99)));
+    lits.push(Expr::Spec(SpecId(0)));
+    lits.push(Expr::Spec(SpecId(5)));
+    lits.push(Expr::Var(VarId(1234)));
+    lits.push(Expr::Load { mem: Memory::Buffer(ParamId(0)), index: b(var(1)) });
+    lits.push(Expr::Load { mem: Memory::Threadgroup(TgArrayId(0)), index: b(var(1)) });
+    lits.push(Expr::Load { mem: Memory::Threadgroup(TgArrayId(9)), index: b(var(1)) });
+    for (k, value) in lits.into_iter().enumerate() {
+        let target = VarId((k % locals.len()) as u32);
+        body.push(at(StmtKind::Assign { var: target, value }, "src/k.rs", k as u32 + 1));
+    }
+    // Every statement kind, with and without locations.
+    body.push(st(StmtKind::Store { mem: Memory::Buffer(ParamId(1)), index: var(1), value: var(0) }));
+    body.push(st(StmtKind::Store { mem: Memory::Threadgroup(TgArrayId(0)), index: var(1), value: var(0) }));
+    for op in AtomicOp::ALL {
+        for result in [None, Some(VarId(1))] {
+            body.push(st(StmtKind::Atomic { op, mem: Memory::Buffer(ParamId(1)), index: var(1), value: var(1), result }));
+        }
+    }
+    body.push(st(StmtKind::AtomicCompareExchange {
+        mem: Memory::Threadgroup(TgArrayId(0)),
+        index: var(1),
+        expected: var(1),
+        desired: lit(Scalar::U32, LiteralValue::UInt(3)),
+        result: Some(VarId(1)),
+    }));
+    body.push(st(StmtKind::AtomicCompareExchange {
+        mem: Memory::Buffer(ParamId(1)),
+        index: var(1),
+        expected: var(1),
+        desired: var(1),
+        result: None,
+    }));
+    for scope in [BarrierScope::Threadgroup, BarrierScope::Simdgroup] {
+        for flags in [MemFlags::None, MemFlags::Threadgroup, MemFlags::Device, MemFlags::DeviceAndThreadgroup] {
+            body.push(at(StmtKind::Barrier { scope, flags }, "with space/and:colon.py", 9));
+        }
+    }
+    let inner = vec![
+        st(StmtKind::Break),
+        at(StmtKind::Continue, " leading space", 1),
+        at(StmtKind::Return, "tab\there", 2),
+        at(StmtKind::Return, "", 3),
+    ];
+    body.push(at(
+        StmtKind::If {
+            cond: Expr::Binary { op: BinaryOp::Lt, lhs: b(var(1)), rhs: b(Expr::Param(ParamId(2))) },
+            then_body: inner.clone(),
+            else_body: vec![st(StmtKind::If { cond: var(3), then_body: vec![], else_body: inner.clone() })],
+        },
+        "k.rs",
+        40,
+    ));
+    body.push(st(StmtKind::If { cond: var(3), then_body: vec![], else_body: vec![] }));
+    body.push(at(
+        StmtKind::For {
+            var: VarId(1),
+            start: lit(Scalar::U32, LiteralValue::UInt(0)),
+            end: Expr::Spec(SpecId(0)),
+            step: lit(Scalar::U32, LiteralValue::UInt(2)),
+            body: vec![st(StmtKind::While { cond: var(3), body: inner })],
+        },
+        "\"quoted\"",
+        41,
+    ));
+    Kernel {
+        name: "every construct".into(),
+        params: vec![
+            Param { name: "A".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::Read } },
+            Param {
+                name: "Out".into(),
+                kind: ParamKind::Buffer { elem: Type::vector(Scalar::BF16, 3), access: Access::ReadWrite },
+            },
+            Param { name: "n".into(), kind: ParamKind::Value { ty: Type::U32 } },
+            Param { name: "device".into(), kind: ParamKind::Value { ty: Type::vector(Scalar::I64, 2) } },
+        ],
+        spec_constants: vec![
+            SpecConstant { name: "TILE".into(), ty: Scalar::U32, default: Literal::u32(32) },
+            SpecConstant { name: "EPS".into(), ty: Scalar::F32, default: Literal::f32(1e-6) },
+        ],
+        threadgroup_arrays: vec![ThreadgroupArray { name: "scratch".into(), elem: Type::F32, len: 32 }],
+        locals,
+        body,
+    }
+}
+
+/// Equality, failing with the first statement that differs rather than two
+/// whole kernels.
+fn assert_same(got: &Kernel, want: &Kernel) {
+    for (i, (g, w)) in got.body.iter().zip(&want.body).enumerate() {
+        assert_eq!(g, w, "body[{i}]");
+    }
+    assert_eq!(got, want);
+}
+
+/// print → parse gives `kernel` back, printing again gives the same text,
+/// and the JSON forms (compact and pretty) read back equal.
+fn assert_round_trips(kernel: &Kernel) -> String {
+    let printed = print(kernel);
+    let parsed = parse(&printed).unwrap_or_else(|e| panic!("{e}\n{printed}"));
+    assert_same(&parsed, kernel);
+    assert_eq!(print(&parsed), printed);
+    assert_eq!(&from_json(&to_json(kernel)).unwrap(), kernel);
+    assert_eq!(&from_json(&to_json_pretty(kernel)).unwrap(), kernel);
+    printed
+}
+
+#[test]
+fn every_construct_round_trips_through_text_and_json() {
+    let kernel = every_construct();
+    let printed = assert_round_trips(&kernel);
+    // The spellings the grammar promises.
+    for needle in [
+        "kernel \"every construct\"(A: device f32 read, Out: device bf16x3 read_write, n: u32, \"device\": i64x2) {",
+        "    spec EPS: f32 = 9.999999974752427e-7f32",
+        "    threadgroup scratch: f32[32]",
+        "    var \"my var\": i32",
+        "    var \"\": i32",
+        "    var \"é\\n\\\"q\\\"\": i32",
+        "    var min: u32",
+        "= (- 5i32)",
+        "= (- -5i32)",
+        "= (- 2.0f32.x)",
+        "= (- inf_f32)",
+        "= (-1i32 - -2i32)",
+        "= -inf_f16",
+        "= lit<u32>(int -3)",
+        "= lit<bool>(float -inf)",
+        "= $param(99)",
+        "= $spec(5)",
+        "= $local(1234)",
+        "= $tg(9)[i]",
+        "= v.4",
+        "= thread_position_in_grid.y.x",
+        "= cast<f16x3>(v)",
+        "= bitcast<u32>(x)",
+        "= bf16x2(x)",
+        "= u8x0()",
+        "= fast::pow(x, i)",
+        "= simd_is_first()",
+        "i = atomic_fetch_add(Out[i], i)",
+        "    atomic_sub(Out[i], i)\n",
+        "i = atomic_exchange(Out[i], i)",
+        "i = atomic_compare_exchange(scratch[i], i, 3u32)",
+        "threadgroup_barrier(mem_device_and_threadgroup)  // with space/and:colon.py:9",
+        "simdgroup_barrier(mem_none)",
+        "    if (i < n) {  // k.rs:40\n",
+        "    } else {\n",
+        "        continue  // \" leading space\":1\n",
+        "        return  // \"tab\\there\":2\n",
+        "        return  // :3\n",
+        "    for i in (0u32, TILE, 2u32) {  // \"\\\"quoted\\\"\":41\n",
+        "        while (b) {\n",
+    ] {
+        assert!(printed.contains(needle), "missing {needle:?} in\n{printed}");
+    }
+}
+
+#[test]
+fn nan_literals_keep_their_bits() {
+    let payload = f64::from_bits(0x7ff8_0000_0000_0001);
+    let neg = f64::from_bits(0xfff8_0000_0000_0000);
+    let mut kernel = every_construct();
+    kernel.body.truncate(0);
+    for (k, f) in [f64::NAN, payload, neg].into_iter().enumerate() {
+        kernel.body.push(st(StmtKind::Assign { var: VarId(k as u32), value: lit(Scalar::F32, LiteralValue::Float(f)) }));
+        kernel.body.push(st(StmtKind::Assign { var: VarId(k as u32), value: lit(Scalar::U32, LiteralValue::Float(f)) }));
+    }
+    // NaN != NaN, so compare bits.
+    let bits = |k: &Kernel| -> Vec<u64> {
+        k.body
+            .iter()
+            .map(|s| match &s.kind {
+                StmtKind::Assign { value: Expr::Literal(Literal { value: LiteralValue::Float(f), .. }), .. } => f.to_bits(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let printed = print(&kernel);
+    assert!(printed.contains("x = nan_f32\n"), "{printed}");
+    assert!(printed.contains("i = nan_f32(0x7ff8000000000001)\n"), "{printed}");
+    assert!(printed.contains("v = lit<u32>(float nan(0xfff8000000000000))\n"), "{printed}");
+    let parsed = parse(&printed).unwrap();
+    assert_eq!(bits(&parsed), bits(&kernel));
+    assert_eq!(print(&parsed), printed);
+    let json = to_json(&kernel);
+    assert!(json.contains("\"nan\"") && json.contains("\"nan:0x7ff8000000000001\""), "{json}");
+    assert_eq!(bits(&from_json(&json).unwrap()), bits(&kernel));
+}
+
+#[test]
+fn the_parser_accepts_the_documented_conveniences() {
+    let text = "
+        kernel k(A: device float read, Out: device f32 read_write, n: uint,) {
+            var t: u32; var s: f32
+            t = thread_position_in_grid.0
+            if (t >= n) { return }
+            s = A[t + 1u32] * 2.0f32   // a comment that is not a location
+            if (s < 0.0f32) { s = 0.0f32 } else if (s > 1.0f32) { s = 1.0f32 }
+            Out[t] = s
+            threadgroup_barrier(mem_device | mem_threadgroup)
+        }";
+    let k = parse(text).unwrap();
+    assert_eq!(k.params[0].kind, ParamKind::Buffer { elem: Type::F32, access: Access::Read });
+    assert_eq!(k.params[2].kind, ParamKind::Value { ty: Type::U32 });
+    assert_eq!(k.body.len(), 6);
+    assert_eq!(k.body[0].kind, StmtKind::Assign {
+        var: VarId(0),
+        value: Expr::Extract { arg: b(Expr::Builtin(Builtin::ThreadPositionInGrid)), index: 0 },
+    });
+    assert_eq!(k.body[2].loc, None);
+    match &k.body[2].kind {
+        StmtKind::Assign { value: Expr::Binary { op: BinaryOp::Mul, lhs, .. }, .. } => match &**lhs {
+            Expr::Load { index, .. } => {
+                assert!(matches!(**index, Expr::Binary { op: BinaryOp::Add, .. }), "{index:?}")
+            }
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    // `else if` is an `if` alone in the else block.
+    match &k.body[3].kind {
+        StmtKind::If { else_body, .. } => {
+            assert_eq!(else_body.len(), 1);
+            assert!(matches!(else_body[0].kind, StmtKind::If { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(k.body[5].kind, StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::DeviceAndThreadgroup });
+    // `Display` and `FromStr` are print and parse.
+    assert_eq!(k.to_string().parse::<Kernel>().unwrap(), k);
+}
+
+/// The error for `text`: its line, column and kind.
+fn error(text: &str) -> (u32, u32, ParseErrorKind) {
+    match parse(text) {
+        Ok(k) => panic!("parsed: {}", print(&k)),
+        Err(e) => (e.line, e.column, e.kind),
+    }
+}
+
+fn expected(e: &ParseErrorKind) -> (&str, &str) {
+    match e {
+        ParseErrorKind::Expected { expected, found } => (expected, found),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_closing_brace_is_reported_at_the_end() {
+    let (line, col, kind) = error("kernel k(n: u32) {\n    var x: u32\n    x = n\n");
+    assert_eq!((line, col), (4, 1));
+    assert_eq!(expected(&kind), ("a statement or `}`", "the end of the text"));
+}
+
+#[test]
+fn an_undeclared_name_is_named_where_it_is_used() {
+    let text = "kernel k(n: u32) {\n    var x: u32\n    x = (n + y)\n}\n";
+    let err = parse(text).unwrap_err();
+    assert_eq!((err.line, err.column), (3, 14));
+    assert_eq!(err.kind, ParseErrorKind::UnknownName { name: "y".into() });
+    assert_eq!(err.kernel.as_deref(), Some("k"));
+    assert_eq!(
+        err.to_string(),
+        "kernel `k`, line 3, column 14: `y` is not declared: no parameter, spec constant, threadgroup array or local has that name, and no builtin"
+    );
+}
+
+#[test]
+fn a_misspelt_builtin_or_function_gets_a_suggestion() {
+    let (line, col, kind) = error("kernel k() {\n    var x: u32\n    x = thread_index_in_simd_group\n}");
+    assert_eq!((line, col), (3, 9));
+    assert_eq!(kind, ParseErrorKind::UnknownBuiltin {
+        name: "thread_index_in_simd_group".into(),
+        suggestion: Some("thread_index_in_simdgroup"),
+    });
+    let (_, col, kind) = error("kernel k() {\n    var x: f32\n    x = simd_summ(x)\n}");
+    assert_eq!(col, 9);
+    assert_eq!(kind, ParseErrorKind::UnknownFunction { name: "simd_summ".into(), suggestion: Some("simd_sum") });
+    let (_, _, kind) = error("kernel k(A: device u32 read_write) {\n    atomic_ad(A[0u32], 1u32)\n}");
+    assert_eq!(kind, ParseErrorKind::UnknownFunction { name: "atomic_ad".into(), suggestion: Some("atomic_add") });
+}
+
+#[test]
+fn literals_need_a_valid_type_and_value() {
+    let (line, col, kind) = error("kernel k() {\n    var x: u32\n    x = 3\n}");
+    assert_eq!((line, col), (3, 9));
+    assert!(matches!(kind, ParseErrorKind::InvalidLiteral { ref text, .. } if text == "3"), "{kind:?}");
+    let (_, _, kind) = error("kernel k() {\n    var x: u32\n    x = -3u32\n}");
+    assert_eq!(kind, ParseErrorKind::InvalidLiteral { text: "-3u32".into(), reason: "an unsigned literal cannot be negative".into() });
+    let (_, _, kind) = error("kernel k() {\n    var x: i8\n    x = 99999999999999999999i64\n}");
+    assert_eq!(kind, ParseErrorKind::InvalidLiteral { text: "99999999999999999999i64".into(), reason: "does not fit in 64 bits".into() });
+    let (_, _, kind) = error("kernel k() {\n    var x: u32\n    x = 1.5u32\n}");
+    assert_eq!(kind, ParseErrorKind::InvalidLiteral { text: "1.5u32".into(), reason: "an integer literal has no fraction or exponent".into() });
+    let (_, _, kind) = error("kernel k() {\n    var x: u32\n    x = 1q7\n}");
+    assert_eq!(kind, ParseErrorKind::InvalidLiteral { text: "1q7".into(), reason: "unknown type suffix `q7`".into() });
+}
+
+#[test]
+fn operators_do_not_chain_without_parentheses() {
+    let (line, col, kind) = error("kernel k(n: u32) {\n    var x: u32\n    x = n + n * n\n}");
+    assert_eq!((line, col), (3, 15));
+    let (exp, found) = expected(&kind);
+    assert!(exp.contains("operators do not chain"), "{exp}");
+    assert_eq!(found, "`*`");
+}
+
+#[test]
+fn names_are_used_as_what_they_are() {
+    let (line, col, kind) = error("kernel k(A: device f32 read, n: u32) {\n    n = 1u32\n}");
+    assert_eq!((line, col), (2, 5));
+    assert_eq!(kind, ParseErrorKind::WrongKind { name: "n".into(), what: "parameter", expected: "only locals can be assigned" });
+    // A buffer used as a value reads as the parameter (validation rejects
+    // it with a type error); a threadgroup array cannot be a value at all.
+    let k = parse("kernel k(A: device f32 read) {\n    var x: f32\n    x = A\n}").unwrap();
+    assert_eq!(k.body[0].kind, StmtKind::Assign { var: VarId(0), value: Expr::Param(ParamId(0)) });
+    let text = "kernel k() {\n    threadgroup s: f32[4]\n    var x: f32\n    x = s\n}";
+    let (line, col, kind) = error(text);
+    assert_eq!((line, col), (4, 9));
+    assert!(matches!(kind, ParseErrorKind::WrongKind { what: "threadgroup array", .. }), "{kind:?}");
+}
+
+#[test]
+fn declarations_are_unique_and_come_first() {
+    let (line, col, kind) = error("kernel k(n: u32) {\n    var n: u32\n}");
+    assert_eq!((line, col), (2, 9));
+    assert_eq!(kind, ParseErrorKind::DuplicateName { name: "n".into() });
+    let (line, _, kind) = error("kernel k() {\n    var x: u32\n    x = 1u32\n    var y: u32\n}");
+    assert_eq!(line, 4);
+    assert_eq!(expected(&kind).1, "the declaration `var`");
+    let (line, col, kind) = error("kernel k() {\n    var x: f33\n}");
+    assert_eq!((line, col), (2, 12));
+    assert_eq!(kind, ParseErrorKind::UnknownType { name: "f33".into() });
+}
+
+#[test]
+fn bad_characters_strings_and_trailing_text() {
+    let (line, col, kind) = error("kernel k() {\n    @\n}");
+    assert_eq!((line, col, kind), (2, 5, ParseErrorKind::UnexpectedCharacter { ch: '@' }));
+    let (line, col, kind) = error("kernel \"unterminated() {}");
+    assert_eq!((line, col), (1, 8));
+    assert_eq!(kind, ParseErrorKind::InvalidString { reason: "missing closing quote" });
+    let (line, col, kind) = error("kernel k() {}\nkernel j() {}");
+    assert_eq!((line, col), (2, 1));
+    assert_eq!(expected(&kind).1, "`kernel`");
+    let (line, col, kind) = error("");
+    assert_eq!((line, col), (1, 1));
+    assert_eq!(expected(&kind), ("`kernel`", "the end of the text"));
+}
+
+#[test]
+fn nesting_is_limited_instead_of_overflowing_the_stack() {
+    let deep = format!("kernel k() {{\n    var x: u32\n    x = {}1u32{}\n}}", "(".repeat(100_000), ")".repeat(100_000));
+    let (line, _, kind) = error(&deep);
+    assert_eq!(line, 3);
+    assert_eq!(kind, ParseErrorKind::TooDeep { limit: text::MAX_NESTING });
+    let blocks = format!("kernel k() {{\n{}{}}}", "if (true) {\n".repeat(10_000), "}\n".repeat(10_000));
+    assert_eq!(error(&blocks).2, ParseErrorKind::TooDeep { limit: text::MAX_NESTING });
+    let negations = format!("kernel k() {{\n    var x: bool\n    x = {}true\n}}", "!".repeat(10_000));
+    assert_eq!(error(&negations).2, ParseErrorKind::TooDeep { limit: text::MAX_NESTING });
+}
+
+#[test]
+fn json_errors_carry_the_position() {
+    let err = from_json("{\"name\": \"k\",\n \"params\": 3}").unwrap_err();
+    assert_eq!(err.line, 2);
+    assert!(err.message.contains("invalid type: integer `3`"), "{}", err.message);
+    let err = from_json(&to_json(&every_construct()).replace("\"simd_sum\"", "\"simd_summ\"")).unwrap_err();
+    assert_eq!(err.line, 1);
+    assert!(err.message.contains("unknown variant `simd_summ`"), "{}", err.message);
+}
