@@ -11,9 +11,11 @@
 //! results back into writable buffers itself.
 //!
 //! Errors become the package's exceptions, all subclasses of `EnigmaError`:
-//! validation → `CompileError`, a device that is not there → `DeviceError`,
-//! sanitizer findings → `SanitizerError` (with `.reports`, a list of dicts),
-//! anything else at dispatch → `DispatchError`. Each carries the Rust message.
+//! validation → `CompileError`, a device that is not there → `DeviceError`
+//! (a `DispatchError`), sanitizer findings → `SanitizerError` (with
+//! `.reports`, a list of dicts), anything else at dispatch → `DispatchError`.
+//! Each carries the Rust message. Nothing here panics on user input: sizes
+//! are checked and allocations are fallible.
 
 use enigma_ir::{validate, Access, Kernel, KernelInfo, Literal, LiteralValue, ParamKind, Scalar, Type, ValidationError, ValidationOptions};
 use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues};
@@ -43,7 +45,12 @@ create_exception!(
     EnigmaError,
     "The sanitizer found problems; `.reports` lists them as dicts (kind, severity, kernel, variable, index, first, second, message, hint, count)."
 );
-create_exception!(enigma, DeviceError, EnigmaError, "The requested device is not available in this build or on this machine.");
+create_exception!(
+    enigma,
+    DeviceError,
+    DispatchError,
+    "The requested device is not available in this build or on this machine (a DispatchError, so `except enigma.DispatchError` catches it)."
+);
 
 fn validation_message(e: &ValidationError) -> String {
     match &e.location.source {
@@ -145,11 +152,10 @@ impl CompiledKernel {
         serde_json::to_string(&self.kernel).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// The IR in its text form.
+    /// The IR in its text form (`enigma_ir::text::print`; it parses back).
     #[getter]
-    fn ir(&self) -> PyResult<String> {
-        // FIXME: switch to `enigma_ir::text::print` once the IR's text form lands.
-        serde_json::to_string_pretty(&self.kernel).map_err(|e| PyValueError::new_err(e.to_string()))
+    fn ir(&self) -> String {
+        enigma_ir::text::print(&self.kernel)
     }
 
     /// Metal Shading Language for the kernel (specialisation constants stay
@@ -222,7 +228,7 @@ impl CompiledKernel {
 #[pyfunction]
 #[pyo3(signature = (json, spec=None))]
 fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKernel> {
-    let kernel: Kernel = serde_json::from_str(json)
+    let kernel: Kernel = enigma_ir::from_json(json)
         .map_err(|e| CompileError::new_err(format!("internal error: the front end produced IR that does not parse: {e}")))?;
     let info = validate(&kernel, &ValidationOptions::default()).map_err(|e| CompileError::new_err(validation_message(&e)))?;
     let mut values = SpecValues::new();
@@ -277,11 +283,16 @@ impl Runtime {
         Ok(Runtime { rt, id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed) })
     }
 
-    /// `"sim: enigma simulator (CPU, 2 threads)"`: the kind and the device's name.
+    /// What runs the kernels: `"sim"`, `"metal"` or `"cuda"`.
     #[getter]
-    fn device(&self) -> String {
-        let info = self.rt.device();
-        format!("{}: {}", info.kind.name(), info.name)
+    fn device(&self) -> &'static str {
+        self.rt.device().kind.name()
+    }
+
+    /// The device's own name (`"enigma simulator (2 threads)"`, a GPU's name).
+    #[getter]
+    fn device_name(&self) -> String {
+        self.rt.device().name.clone()
     }
 
     /// The device's description and limits as a JSON object.
@@ -347,7 +358,12 @@ impl Runtime {
                     let buffer = if let Ok(bytes) = arg.cast::<PyBytes>() {
                         self.rt.buffer_from_bytes(elem, bytes.as_bytes())
                     } else if let Ok(len) = arg.extract::<usize>() {
-                        self.rt.buffer_from_bytes(elem, &vec![0u8; len])
+                        let mut zeros = Vec::new();
+                        zeros.try_reserve_exact(len).map_err(|_| {
+                            DispatchError::new_err(format!("{what}: cannot allocate a buffer of {len} bytes"))
+                        })?;
+                        zeros.resize(len, 0u8);
+                        self.rt.buffer_from_bytes(elem, &zeros)
                     } else {
                         return Err(PyTypeError::new_err(format!("{what}: expected bytes or a byte count")));
                     };

@@ -1,0 +1,81 @@
+"""enigma: GPU compute kernels in the Metal execution model, from Python.
+
+Write a kernel as a decorated Python function; enigma reads its source
+(``inspect`` + ``ast``; the function is never called), compiles it to
+enigma's IR, validates it in Rust, and runs it on the CPU simulator (the
+default where no GPU is present), CUDA or Metal::
+
+    import enigma, numpy as np
+
+    @enigma.kernel
+    def add_one(A: enigma.f32, Out: enigma.f32):
+        tid = enigma.thread_position_in_grid
+        Out[tid] = A[tid] + 1.0
+
+    rt = enigma.MetalRuntime()                      # rt.device: "sim", "cuda" or "metal"
+    out = rt.execute(enigma.compile(add_one), inputs=[np.ones(64, np.float32)],
+                     output_size=64 * 4, grid=(64, 1, 1), threads=(32, 1, 1))
+    np.frombuffer(out, np.float32)                  # 64 × 2.0
+
+The kernel language (a subset of Python):
+
+* Parameters are annotated: a type (``enigma.f32``, ``enigma.u32``,
+  ``enigma.half4`` …) is a device buffer of that element type, read-only
+  unless the kernel writes it; ``enigma.constant(T)`` is a by-value scalar;
+  ``enigma.buffer(T, access=...)`` states the access explicitly.
+* Statements: assignments (a name keeps the type of its first assignment;
+  a loop may carry it: ``acc = acc + x[i]``), augmented assignments, stores
+  to ``buffer[i]`` and ``threadgroup_array[i]``, ``with enigma.if_(c):`` /
+  ``with enigma.elif_(c):`` / ``with enigma.else_():`` (or plain
+  ``if``/``elif``/``else``), ``with enigma.for_range(a, b[, step]) as i:``
+  (or ``for i in range(...)``), ``while``, ``break``, ``continue``, early
+  ``return``, ``enigma.barrier(mem_flags="mem_threadgroup")``
+  (``threadgroup_barrier``, ``simdgroup_barrier``), atomics.
+* Expressions: arithmetic (``/`` and ``%`` between integers are C's,
+  truncating), comparisons (or ``enigma.cmp_eq/ne/lt/le/gt/ge``), ``and``,
+  ``or``, ``not``, bit operators, ``a if c else b``, vector components and
+  swizzles (``v.xy``), casts and constructors (``enigma.f32(x)``,
+  ``enigma.float4(a, b, c, d)``), the math functions (``enigma.exp`` …,
+  ``enigma.fast.exp`` …), every SIMD-group function under its MSL name
+  (``enigma.simd_sum`` … ``enigma.simd_is_first``), ``enigma.select``,
+  ``enigma.as_type``, ``enigma.load_if(buf, i, cond, default)``.
+* Builtins are MSL's attributes: ``enigma.thread_position_in_grid`` (a
+  ``uint3``; used where a scalar is needed it means ``.x``), with an axis
+  ``enigma.thread_position_in_threadgroup("x")`` (or ``0``, or ``.x``), and
+  the scalar ones called or not: ``enigma.thread_index_in_simdgroup()``.
+* Python numbers (literals and module-level constants) adapt to the other
+  operand's type, as MSL literals do; alone they are ``int``/``float``.
+* ``scratch = enigma.threadgroup_alloc("float", 32)`` declares threadgroup
+  memory; ``T = enigma.spec("T", enigma.u32, 32)`` a specialisation
+  constant, set with ``enigma.compile(k, T=64)``.
+
+Anything else is rejected with :class:`CompileError` naming the file, the
+line and the construct. Errors are all :class:`EnigmaError`:
+:class:`CompileError`, :class:`DispatchError` (with its subclass
+:class:`DeviceError`) and :class:`SanitizerError` (``.reports``: a list of
+dicts), each carrying the Rust core's message.
+"""
+
+from __future__ import annotations
+
+from . import _enigma
+from ._enigma import CompileError, DeviceError, DispatchError, EnigmaError, SanitizerError
+from ._kernel import CompiledKernel, Kernel, compile, kernel
+from ._lang import BUILTINS as _BUILTINS
+from ._lang import INTRINSICS as _INTRINSICS
+from ._lang import buffer, constant, fast
+from ._runtime import MetalRuntime
+from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
+from ._types import DType
+
+__version__ = _enigma.__version__
+
+globals().update(_PUBLIC_TYPES)
+globals().update(_BUILTINS)
+globals().update(_INTRINSICS)
+
+__all__ = sorted(
+    ["CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
+     "MetalRuntime", "SanitizerError", "buffer", "compile", "constant", "fast", "kernel"]
+    + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
+)

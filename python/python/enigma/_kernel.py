@@ -1,0 +1,160 @@
+"""Kernels and compiled kernels: what ``@enigma.kernel`` and ``enigma.compile`` return.
+
+* :class:`Kernel` wraps the decorated function. It keeps the function (which
+  is never called) and compiles its source to IR on first use, so names the
+  kernel reads from its module may be defined after it.
+* :class:`CompiledKernel` is a validated kernel with its specialisation
+  values, backed by the native ``_enigma.CompiledKernel``; it shows the IR
+  text (``.ir``), the MSL (``.msl``) and the CUDA C++ (``.cuda``), and
+  describes its parameters for :class:`enigma.MetalRuntime`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from . import _enigma
+from ._frontend import compile_function
+from ._types import DType
+
+CompileError = _enigma.CompileError
+
+
+class Kernel:
+    """A kernel function decorated with ``@enigma.kernel``.
+
+    Calling it from Python is an error: pass it to :func:`enigma.compile`.
+    """
+
+    def __init__(self, fn):
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise TypeError(f"@enigma.kernel decorates a Python function, not {type(fn).__name__}")
+        self.fn = fn
+        self.name = fn.__name__
+        self._ir = None
+        functools.update_wrapper(self, fn)
+
+    def ir_dict(self) -> dict:
+        """The IR's JSON form as a dict (compiled from the source once)."""
+        if self._ir is None:
+            self._ir = compile_function(self.fn)
+        return self._ir
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"kernel `{self.name}` runs on a device: compile it with enigma.compile({self.name}) and "
+            "run it with enigma.MetalRuntime().execute(...)"
+        )
+
+    def __repr__(self):
+        return f"<enigma.kernel {self.name}>"
+
+
+def kernel(fn) -> Kernel:
+    """Decorator: marks ``fn`` as a kernel written in enigma's Python subset."""
+    return Kernel(fn)
+
+
+class Param:
+    """One kernel parameter: a device buffer or a by-value scalar."""
+
+    __slots__ = ("index", "name", "kind", "type_name", "scalar", "width", "elem_bytes", "access")
+
+    def __init__(self, index, name, kind, type_name, scalar, width, elem_bytes, access):
+        self.index = index
+        self.name = name
+        self.kind = kind  # "buffer" or "value"
+        self.type_name = type_name
+        self.scalar = scalar
+        self.width = width
+        self.elem_bytes = elem_bytes
+        self.access = access  # "read", "read_write" or None
+
+    @property
+    def dtype(self) -> DType:
+        return DType(self.scalar, self.width)
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.kind == "buffer"
+
+    @property
+    def writable(self) -> bool:
+        return self.access == "read_write"
+
+    def __repr__(self):
+        extra = f", {self.access}" if self.access else ""
+        return f"Param({self.index}, {self.name!r}, {self.kind}, {self.type_name}{extra})"
+
+
+class CompiledKernel:
+    """A validated kernel, ready to run: what :func:`enigma.compile` returns."""
+
+    def __init__(self, native, source: Kernel | None = None):
+        self._native = native
+        self.source = source
+        self.params = [Param(i, *p) for i, p in enumerate(native.params())]
+
+    @property
+    def name(self) -> str:
+        """The kernel's name in the IR (the function's name)."""
+        return self._native.name
+
+    @property
+    def ir(self) -> str:
+        """The IR in its text form."""
+        return self._native.ir
+
+    @property
+    def ir_json(self) -> str:
+        """The IR in its JSON form (what the Python front end produced, validated)."""
+        return self._native.json
+
+    @property
+    def msl(self) -> str:
+        """Metal Shading Language source (specialisation constants stay function constants)."""
+        return self._native.msl
+
+    @property
+    def cuda(self) -> str:
+        """CUDA C++ source, with this compilation's specialisation values."""
+        return self._native.cuda
+
+    @property
+    def threadgroup_memory_bytes(self) -> int:
+        """Bytes of threadgroup memory the kernel declares."""
+        return self._native.threadgroup_memory_bytes
+
+    @property
+    def spec(self) -> dict:
+        """The specialisation values in force, ``{name: value}``."""
+        return dict(self._native.spec)
+
+    def __repr__(self):
+        sig = ", ".join(f"{p.name}: {p.type_name}{'' if p.is_buffer else ' (value)'}" for p in self.params)
+        return f"<enigma.CompiledKernel {self.name}({sig})>"
+
+
+def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the seed's name
+    """Compiles a ``@enigma.kernel`` function: source → IR → validation.
+
+    Specialisation constants declared with ``enigma.spec(name, type, default)``
+    take values from ``spec`` (a dict) or keyword arguments:
+    ``enigma.compile(k, TILE=64)``. Raises :class:`enigma.CompileError`.
+    """
+    if isinstance(kern, CompiledKernel):
+        kern = kern.source
+    if not isinstance(kern, Kernel):
+        if callable(kern) and hasattr(kern, "__code__"):
+            kern = Kernel(kern)
+        else:
+            raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
+    values = dict(spec or {})
+    overlap = set(values) & set(constants)
+    if overlap:
+        raise TypeError(f"specialisation constant(s) given twice: {', '.join(sorted(overlap))}")
+    values.update(constants)
+    ir = kern.ir_dict()
+    native = _enigma.compile(json.dumps(ir), values or None)
+    return CompiledKernel(native, kern)

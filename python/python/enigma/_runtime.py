@@ -1,0 +1,260 @@
+"""``enigma.MetalRuntime``: a device, and ``execute`` as in seed 001.
+
+This module owns the Python side of a dispatch: it matches ``inputs`` and
+outputs to the kernel's parameters, checks every buffer (C-contiguous, the
+annotated element type, a whole number of elements) and every by-value
+argument, hands them to the native runtime as ``bytes``, and turns the
+results back into ``bytes`` (and into writable inputs, in place).
+
+``execute(compiled, inputs=[...], output_size=..., grid=..., threads=...)``:
+
+* ``inputs`` fill the kernel's parameters in order; every parameter after
+  them is an output, created zero-filled with ``output_size`` bytes (one
+  int for one output, a list for several) or given as writable buffers in
+  ``outputs=[...]`` (filled in place).
+* A buffer input is any C-contiguous object with the buffer protocol (numpy
+  arrays, ``array.array``, ``bytes``...) whose element type is the
+  parameter's annotation; ``bytes``/``bytearray`` are raw bytes and fit any
+  type. A by-value parameter takes a Python (or numpy) number.
+* ``grid`` counts threads (Metal's ``dispatchThreads``: edge threadgroups
+  are partial); give ``threadgroups=`` instead of ``grid=`` for
+  ``dispatchThreadgroups``. Sizes are 1 to 3 positive ints.
+* Returns the output's bytes (a list of them for several outputs, ``None``
+  for none). A writable input buffer that the kernel writes is updated in
+  place, as it would be in GPU memory shared with the host.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+from . import _enigma
+from ._kernel import CompiledKernel, Kernel, compile as _compile
+from ._types import FORMAT_NAMES, NUMPY_NAMES, scalar_of_format
+
+DispatchError = _enigma.DispatchError
+
+_DEVICES = ("auto", "cpu", "sim", "simulator", "metal", "cuda")
+
+
+def _geometry(value, what):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise DispatchError(f"{what} must be an int or a tuple of 1 to 3 ints, not {type(value).__name__}") from None
+    if not 1 <= len(items) <= 3:
+        raise DispatchError(f"{what} must have 1 to 3 components, got {len(items)}")
+    out = []
+    for v in items:
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise DispatchError(f"{what} must hold ints, got {v!r}")
+        v = int(v)
+        if not 0 <= v < (1 << 32):
+            raise DispatchError(f"{what} components must be between 0 and 2^32-1, got {v}")
+        out.append(v)
+    return out
+
+
+class MetalRuntime:
+    """A device to run compiled kernels on.
+
+    ``device``: ``"auto"`` (Metal where present, else CUDA, else the
+    simulator), ``"cpu"`` (the simulator, also ``"sim"``), ``"metal"`` or
+    ``"cuda"``. A device this build or machine does not have raises
+    :class:`enigma.DeviceError` (a :class:`enigma.DispatchError`) with the
+    runtime's reason. ``sanitize=True`` runs the simulator's sanitizer on
+    every dispatch: problems raise :class:`enigma.SanitizerError`.
+    """
+
+    def __init__(self, device: str = "auto", sanitize: bool = False):
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a string ({', '.join(repr(d) for d in _DEVICES)}), not {type(device).__name__}")
+        self._rt = _enigma.Runtime(device)
+        self.sanitize = bool(sanitize)
+        self.last_report = None
+
+    @property
+    def device(self) -> str:
+        """What runs the kernels: ``"sim"``, ``"metal"`` or ``"cuda"``."""
+        return self._rt.device
+
+    @property
+    def device_name(self) -> str:
+        """The device's own name."""
+        return self._rt.device_name
+
+    @property
+    def info(self) -> dict:
+        """The device's description and limits."""
+        return json.loads(self._rt.info_json)
+
+    def __repr__(self):
+        return f"<enigma.MetalRuntime device={self.device!r} ({self.device_name})>"
+
+    def execute(self, compiled, inputs=(), output_size=None, grid=None, threads=(1, 1, 1), *,
+                outputs=None, threadgroups=None, sanitize=None):
+        """Runs ``compiled`` once and returns its output bytes (see the module doc)."""
+        if isinstance(compiled, Kernel):
+            compiled = _compile(compiled)
+        if not isinstance(compiled, CompiledKernel):
+            raise TypeError(f"execute runs what enigma.compile returns, not {type(compiled).__name__}")
+        name = compiled.name
+        params = compiled.params
+        if isinstance(inputs, (bytes, bytearray, memoryview)) or not hasattr(inputs, "__iter__"):
+            raise DispatchError(f"kernel `{name}`: inputs must be a list (one entry per input parameter)")
+        inputs = list(inputs)
+        if len(inputs) > len(params):
+            raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({_names(params)}); {len(inputs)} inputs given")
+        out_params = params[len(inputs):]
+        for p in out_params:
+            if not p.is_buffer:
+                raise DispatchError(
+                    f"kernel `{name}`: parameter `{p.name}` is a by-value {p.type_name} and needs a value in inputs "
+                    f"(inputs cover {len(inputs)} of the {len(params)} parameters: {_names(params)})"
+                )
+
+        if (grid is None) == (threadgroups is None):
+            raise DispatchError(f"kernel `{name}`: give exactly one of grid= (threads, dispatchThreads) and threadgroups= (dispatchThreadgroups)")
+        mode, size = ("threads", grid) if grid is not None else ("threadgroups", threadgroups)
+        size = _geometry(size, "grid" if mode == "threads" else "threadgroups")
+        tg = _geometry(threads, "threads")
+
+        args = []
+        writeback = []  # (param, memoryview) pairs filled in place after the dispatch
+        for p, value in zip(params, inputs):
+            if p.is_buffer:
+                data, mv = _buffer_bytes(value, p, name)
+                args.append(data)
+                if mv is not None and p.writable:
+                    writeback.append((p, mv))
+            else:
+                args.append(_scalar(value, p, name))
+
+        outs = self._outputs(name, out_params, output_size, outputs)
+        for p, (init, mv) in zip(out_params, outs):
+            args.append(init)
+            if mv is not None:
+                writeback.append((p, mv))
+
+        results, report = self._rt.dispatch(
+            compiled._native, args, mode, size, tg, self.sanitize if sanitize is None else bool(sanitize)
+        )
+        self.last_report = json.loads(report)
+        for p, mv in writeback:
+            mv[:] = results[p.index]
+        # An output the kernel never writes is read-only in the IR and comes
+        # back as None: its contents are what it started with.
+        ret = []
+        for p in out_params:
+            r = results[p.index]
+            if r is None:
+                init = args[p.index]
+                r = bytes(init) if isinstance(init, int) else init
+            ret.append(r)
+        if not ret:
+            return None
+        return ret[0] if len(ret) == 1 else ret
+
+    def _outputs(self, name, out_params, output_size, outputs):
+        """(initial contents, in-place target or None) for each output parameter."""
+        if outputs is not None and output_size is not None:
+            raise DispatchError(f"kernel `{name}`: give output_size= or outputs=, not both")
+        if not out_params:
+            if output_size not in (None, 0) or outputs not in (None, [], ()):
+                raise DispatchError(f"kernel `{name}`: every parameter is covered by inputs, so there is no output to size")
+            return []
+        if outputs is not None:
+            outputs = list(outputs)
+            if len(outputs) != len(out_params):
+                raise DispatchError(f"kernel `{name}`: {len(out_params)} output(s) ({_names(out_params)}), {len(outputs)} given in outputs=")
+            result = []
+            for p, o in zip(out_params, outputs):
+                data, mv = _buffer_bytes(o, p, name)
+                if mv is None:
+                    raise DispatchError(f"kernel `{name}`, output `{p.name}`: outputs= needs writable buffers (a numpy array, a bytearray), not {type(o).__name__}")
+                result.append((data, mv))
+            return result
+        if output_size is None:
+            raise DispatchError(f"kernel `{name}`: output_size= (bytes) is needed for the output(s) {_names(out_params)}")
+        sizes = [output_size] if isinstance(output_size, numbers.Integral) else output_size
+        try:
+            sizes = list(sizes)
+        except TypeError:
+            raise DispatchError(f"kernel `{name}`: output_size must be an int (bytes) or a list of them, not {type(output_size).__name__}") from None
+        if len(sizes) != len(out_params):
+            raise DispatchError(
+                f"kernel `{name}` has {len(out_params)} output(s) ({_names(out_params)}) but output_size gives {len(sizes)} size(s)"
+            )
+        result = []
+        for p, s in zip(out_params, sizes):
+            if not isinstance(s, numbers.Integral) or isinstance(s, bool) or s < 0:
+                raise DispatchError(f"kernel `{name}`, output `{p.name}`: output_size must be a non-negative int (bytes), not {s!r}")
+            s = int(s)
+            if s % p.elem_bytes:
+                raise DispatchError(
+                    f"kernel `{name}`, output `{p.name}`: output_size of {s} bytes is not a whole number of "
+                    f"{p.type_name} elements ({p.elem_bytes} bytes each)"
+                )
+            result.append((s, None))
+        return result
+
+
+def _names(params):
+    return ", ".join(f"`{p.name}`" for p in params) or "none"
+
+
+def _buffer_bytes(value, p, kernel_name):
+    """(bytes, writable memoryview or None) of a buffer argument, after checks."""
+    what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name} buffer)"
+    if isinstance(value, (str, numbers.Number)) or value is None:
+        raise DispatchError(f"{what}: expected an array or other buffer, got {type(value).__name__}")
+    try:
+        mv = memoryview(value)
+    except TypeError:
+        raise DispatchError(
+            f"{what}: a {type(value).__name__} has no buffer protocol; pass a numpy array (e.g. np.asarray(x, dtype=np.{_np_name(p)}))"
+        ) from None
+    if not mv.c_contiguous:
+        raise DispatchError(f"{what}: the array is not C-contiguous (a slice with a step, a transpose...); pass np.ascontiguousarray(x)")
+    raw = isinstance(value, (bytes, bytearray))
+    if not raw:
+        scalar = scalar_of_format(mv.format, mv.itemsize)
+        ok = scalar == p.scalar or (p.scalar == "bf16" and scalar == "u16")
+        if not ok:
+            got = FORMAT_NAMES.get(mv.format.lstrip("@=<>!"), f"format {mv.format!r}")
+            if scalar is None and mv.format.startswith((">", "!")):
+                got = f"big-endian {got}"
+            raise DispatchError(f"{what}: expected {_np_name(p)} data, got {got} (convert with x.astype(np.{_np_name(p).split(' ')[0]}))")
+    data = mv.tobytes()
+    if len(data) % p.elem_bytes:
+        raise DispatchError(
+            f"{what}: {len(data)} bytes is not a whole number of {p.type_name} elements ({p.elem_bytes} bytes each)"
+        )
+    writable = None
+    if not mv.readonly:
+        writable = mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
+    return data, writable
+
+
+def _np_name(p):
+    return NUMPY_NAMES.get(p.scalar, p.scalar)
+
+
+def _scalar(value, p, kernel_name):
+    what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}, by value)"
+    if p.scalar == "bool":
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            return bool(value)
+        raise DispatchError(f"{what}: expected a bool, got {type(value).__name__}")
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise DispatchError(f"{what}: expected a number, got a bool")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if p.scalar in ("f16", "bf16", "f32"):
+            return float(value)
+        raise DispatchError(f"{what}: expected an integer, got {value!r}")
+    raise DispatchError(f"{what}: expected a number, got {type(value).__name__}")
