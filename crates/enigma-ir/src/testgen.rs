@@ -1,10 +1,25 @@
 //! Random well-formed kernels for property and differential tests (feature
 //! `testgen`).
 //!
-//! [`arb_case`] generates a [`KernelCase`]: a kernel, the contents of its
-//! buffers and a dispatch, meant to run on two backends whose outputs must
-//! agree; [`arb_kernel`] just the kernel. Every generated kernel passes
-//! [`crate::validate`], and by construction:
+//! # API
+//!
+//! * [`case`]`(seed)` → [`KernelCase`], deterministic, no proptest needed: the
+//!   entry point for a differential test (simulator vs CUDA or Metal) that
+//!   loops over seeds. [`case_with`]`(&config, seed)` does the same under a
+//!   [`GenConfig`]; `GenConfig { floats: false, ..Default::default() }` gives
+//!   integer-only kernels, whose outputs must match bit for bit, and
+//!   `divergent_simd: false` keeps SIMD-group functions out of divergent code
+//!   (for a backend whose active-lane set is not yet trusted there).
+//! * [`arb_case`]`(config)` / [`arb_kernel`]`(config)`: proptest strategies of
+//!   the same cases (shrinking gives smaller kernels).
+//! * A [`KernelCase`] holds the kernel, one [`CaseArg`] per parameter in
+//!   parameter order (input buffers with their 32-bit words, output buffers
+//!   to zero-fill with their lengths, by-value literals), and the geometry of
+//!   a `dispatch_threads(grid, threads)` (1-D, whole threadgroups of whole
+//!   SIMD groups). Spec constants take their defaults. Run it on two backends
+//!   and compare the outputs' words with [`KernelCase::compare_outputs`].
+//!
+//! Every generated kernel passes [`crate::validate`], and by construction:
 //!
 //! * **In bounds.** Input loads index `in[(e % len)]` (or `in[gid]` when the
 //!   input has one element per thread); threadgroup loads index
@@ -84,6 +99,11 @@ pub struct GenConfig {
     pub threadgroup_memory: bool,
     pub loops: bool,
     pub early_return: bool,
+    /// SIMD-group functions that act on the active lanes (`simd_sum`,
+    /// `simd_ballot`, …) may appear in divergent code (branches, loops that
+    /// exit early, after an early return). When false they appear only where
+    /// every lane of the SIMD group is active.
+    pub divergent_simd: bool,
 }
 
 impl Default for GenConfig {
@@ -103,6 +123,7 @@ impl Default for GenConfig {
             threadgroup_memory: true,
             loops: true,
             early_return: true,
+            divergent_simd: true,
         }
     }
 }
@@ -194,6 +215,22 @@ pub fn arb_case(config: GenConfig) -> impl Strategy<Value = KernelCase> {
 /// Random well-formed kernels.
 pub fn arb_kernel(config: GenConfig) -> impl Strategy<Value = Kernel> {
     arb_case(config).prop_map(|case| case.kernel)
+}
+
+/// The case for `seed` under the default [`GenConfig`]: deterministic.
+pub fn case(seed: u64) -> KernelCase {
+    case_with(&GenConfig::default(), seed)
+}
+
+/// The case for `seed` under `config`: the choice sequence (of a length
+/// drawn from `max_choices / 4..=max_choices`) and the buffer contents both come from the
+/// seed, so one `u64` reproduces a failure.
+pub fn case_with(config: &GenConfig, seed: u64) -> KernelCase {
+    let mut rng = Rng(seed ^ 0x5eed_c401_ce5e_0000);
+    let min = config.max_choices / 4;
+    let len = min + (rng.next() % (config.max_choices - min + 1) as u64) as usize;
+    let choices: Vec<u32> = (0..len).map(|_| rng.next() as u32).collect();
+    generate_case(config, &choices, seed)
 }
 
 /// The case for one choice sequence (a choice past its end reads as 0, the
@@ -408,12 +445,34 @@ impl<'c> Gen<'c> {
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
             for c in 0..o.per_thread {
-                let (value, _) = self.expr(o.elem, self.cfg.max_expr_depth, top);
+                let (value, bound) = self.expr(o.elem, self.cfg.max_expr_depth, top);
+                let value = if c == 0 { self.fold_locals(o.elem, value, bound) } else { value };
                 body.push(stmt(StmtKind::Store { mem: Memory::Buffer(o.param), index: self.out_index(o, c), value }));
             }
         }
         self.k.body = body;
         KernelCase { kernel: self.k, args: self.args, grid: [self.total, 1, 1], threads: [self.tg_size, 1, 1] }
+    }
+
+    /// `value` plus every top-level local (booleans as 0 or 1), so that each
+    /// thread's first output element depends on all it computed; for `f32`
+    /// only while the sum stays within [`FLOAT_EXACT_LIMIT`]. Uses no choices.
+    fn fold_locals(&self, ty: Scalar, value: Expr, bound: f64) -> Expr {
+        let mut acc = value;
+        let mut acc_bound = bound;
+        for a in &self.scope {
+            let (term, b) = match a.ty {
+                Scalar::Bool => (cast(ty, Expr::Var(a.var)), 1.0),
+                t if t == ty => (Expr::Var(a.var), FLOAT_LOCAL_BOUND),
+                _ => continue,
+            };
+            if ty == Scalar::F32 && acc_bound + b > FLOAT_EXACT_LIMIT {
+                break;
+            }
+            acc = bin(BinaryOp::Add, acc, term);
+            acc_bound += b;
+        }
+        acc
     }
 
     fn elem_type(&mut self) -> Scalar {
@@ -499,6 +558,11 @@ impl<'c> Gen<'c> {
 
     fn full(&self, ctx: Ctx) -> bool {
         ctx.full && !self.returned
+    }
+
+    /// SIMD-group functions over the active lanes may be generated here.
+    fn simd_here(&self, ctx: Ctx) -> bool {
+        self.cfg.simd && (self.cfg.divergent_simd || self.full(ctx))
     }
 
     // --- statements ----------------------------------------------------------
@@ -884,7 +948,7 @@ impl<'c> Gen<'c> {
                 call(Intrinsic::Select, vec![a, b, self.bool_expr(sub, ctx)])
             }
             7 => self.int_conversion(t, sub, ctx),
-            8 if self.cfg.simd => self.int_simd(t, sub, ctx),
+            8 if self.simd_here(ctx) => self.int_simd(t, sub, ctx),
             9 => {
                 if t == Scalar::U32 {
                     let f = self.ch.pick(&[Intrinsic::Popcount, Intrinsic::Clz, Intrinsic::Ctz]);
@@ -910,7 +974,7 @@ impl<'c> Gen<'c> {
                 let f = if t == Scalar::U32 { call(Intrinsic::Max, vec![f, lit_f32(0.0)]) } else { f };
                 cast(t, f)
             }
-            4 if self.cfg.simd && t == Scalar::U32 => {
+            4 if self.simd_here(ctx) && t == Scalar::U32 => {
                 cast(Scalar::U32, call(Intrinsic::SimdBallot, vec![self.bool_expr(sub, ctx)]))
             }
             _ => cast(t, self.int_expr(other, sub, ctx)),
@@ -1009,7 +1073,7 @@ impl<'c> Gen<'c> {
                     (cast(Scalar::F32, i), 63.0)
                 }
             }
-            7 if self.cfg.simd => {
+            7 if self.simd_here(ctx) => {
                 use Intrinsic::*;
                 let (x, b) = self.float_expr(sub, ctx);
                 let f = self.ch.pick(&[SimdSum, SimdMax, SimdMin, SimdPrefixExclusiveSum, SimdPrefixInclusiveSum, SimdBroadcastFirst, SimdShuffleXor]);
@@ -1048,11 +1112,11 @@ impl<'c> Gen<'c> {
                 bin(op, self.bool_expr(sub, ctx), self.bool_expr(sub, ctx))
             }
             4 => Expr::Unary { op: UnaryOp::Not, arg: Box::new(self.bool_expr(sub, ctx)) },
-            5 if self.cfg.simd => {
+            5 if self.simd_here(ctx) => {
                 let f = self.ch.pick(&[Intrinsic::SimdAny, Intrinsic::SimdAll]);
                 call(f, vec![self.bool_expr(sub, ctx)])
             }
-            6 if self.cfg.simd => call(Intrinsic::SimdIsFirst, vec![]),
+            6 if self.simd_here(ctx) => call(Intrinsic::SimdIsFirst, vec![]),
             _ => self.leaf(Scalar::Bool, d, ctx).0,
         }
     }
