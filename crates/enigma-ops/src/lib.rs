@@ -24,12 +24,19 @@
 //! The runtime checks that a typed buffer is bound to a parameter of its own
 //! element type, so `float4` views can only be bound to *untyped* buffers
 //! whose size is a multiple of the vector size. Buffers made by [`upload`]
-//! and every output of this crate are untyped (outputs have exactly the
-//! elements asked for; [`upload`] pads to 16 bytes), so they take the
-//! vectorised kernels when the shape allows (`n % 4 == 0` for flat vectors,
-//! `d % 4 == 0` for rows, `k % 4 == 0` for GEMV); typed buffers from
-//! `rt.buffer_from` run the scalar kernels. [`Options::vectorize`] forces
-//! either choice.
+//! and every output of this crate are untyped, so they take the vectorised
+//! kernels when the shape allows (any `n` for flat vectors — the last
+//! `n % 4` elements go through the scalar view —, `d % 4 == 0` for rows,
+//! `k % 4 == 0` for GEMV); typed buffers from `rt.buffer_from` run the
+//! scalar kernels. [`Options::vectorize`] forces either choice. When the
+//! vector kernels run, outputs of the flat operations (element-wise, prefix
+//! sums) are padded to a multiple of 4 elements, which the kernels write
+//! too: read their first `n` elements ([`download`]). Other outputs have
+//! exactly the elements asked for.
+//!
+//! # Threadgroup sizes
+//! Seed 004's table by default ([`default_threads`]), or
+//! [`Options::threads`].
 //!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data
@@ -49,9 +56,11 @@ pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, Shap
 
 mod check;
 mod registry;
+mod threads;
 
 pub use check::{CheckOutcome, Tolerance};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary};
+pub use threads::{default_threads, KernelType};
 
 /// Everything that can go wrong in an operation.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +97,8 @@ pub struct Options {
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
     /// Run every dispatch under the simulator's sanitizer (races,
-    /// uninitialised reads, …); findings become errors.
+    /// uninitialised reads, …): error findings fail the dispatch
+    /// ([`Error::Runtime`]), warnings are kept in the [`Launch`] log.
     pub sanitize: bool,
 }
 
@@ -137,6 +147,12 @@ impl<'rt> Ops<'rt> {
     /// The dispatches made so far, oldest first; clears the log.
     pub fn take_launches(&self) -> Vec<Launch> {
         std::mem::take(&mut self.launches.borrow_mut())
+    }
+
+    /// The threadgroup size for a kernel type: [`Options::threads`], else
+    /// the default of seed 004's table.
+    fn threads(&self, kind: KernelType) -> u32 {
+        self.options.threads.unwrap_or_else(|| default_threads(kind))
     }
 
     fn pipeline(&self, kernel: Kernel) -> Result<Pipeline, Error> {
@@ -191,7 +207,7 @@ impl<'rt> Ops<'rt> {
     }
 
     fn need(&self, op: &str, what: &str, buf: &Buffer, elems: usize, elem: Scalar) -> Result<(), Error> {
-        let bytes = elems * elem.size_bytes() as usize;
+        let bytes = elems.saturating_mul(elem.size_bytes() as usize);
         if buf.len_bytes() < bytes {
             return Err(arg_err(op, format!("`{what}` has {} bytes, needs {bytes} ({elems} {elem} elements)", buf.len_bytes())));
         }
@@ -203,13 +219,13 @@ impl<'rt> Ops<'rt> {
         Ok(())
     }
 
-    /// Whether every buffer can be bound as `vector` (and, for flat
-    /// kernels, also as `scalar`), and the shape allows it.
-    fn vectorize(&self, op: &str, bufs: &[&Buffer], vector: Type, scalar_view_too: bool, shape_ok: bool) -> Result<u8, Error> {
-        let bindable = |b: &Buffer| match b.elem() {
-            None => b.len_bytes() % vector.size_bytes() as usize == 0,
-            Some(t) => t == vector && !scalar_view_too,
-        };
+    /// The vector width (1 or 4) for buffers `bufs` and a shape that
+    /// allows vectors (`shape_ok`): 4 when every buffer can be bound as
+    /// `vector` — untyped, with a size that is a multiple of the vector's
+    /// (so a buffer checked by [`Ops::need`] to hold `n` elements holds
+    /// `ceil(n/4)` whole vectors) — unless [`Options::vectorize`] decides.
+    fn vectorize(&self, op: &str, bufs: &[&Buffer], vector: Type, shape_ok: bool) -> Result<u8, Error> {
+        let bindable = |b: &Buffer| b.elem().is_none() && b.len_bytes() % vector.size_bytes() as usize == 0;
         let possible = shape_ok && bufs.iter().all(|b| bindable(b));
         match self.options.vectorize {
             Some(false) => Ok(1),
@@ -230,14 +246,19 @@ impl<'rt> Ops<'rt> {
         Ok(self.rt.buffer_bytes(elems * elem.size_bytes() as usize)?)
     }
 
-    /// An untyped scratch buffer padded to whole 16-byte vectors.
-    fn scratch(&self, elem: Scalar, elems: usize) -> Result<Buffer, Error> {
-        Ok(self.rt.buffer_bytes((elems * elem.size_bytes() as usize).div_ceil(16) * 16)?)
+    /// The output of a flat operation: `elems` elements of `elem`, padded
+    /// to whole 4-element vectors when the vector kernel (`vec = 4`) writes
+    /// it (which writes the padding too).
+    fn flat_output(&self, elem: Scalar, elems: usize, vec: u8) -> Result<Buffer, Error> {
+        let size = elem.size_bytes() as usize;
+        let elems = if vec == 4 { elems.div_ceil(4) * 4 } else { elems };
+        Ok(self.rt.buffer_bytes(elems * size)?)
     }
 
     // ----- element-wise -------------------------------------------------
 
-    /// `y = op(x[, b])` over `n` elements (`factor` is used by `Scale`).
+    /// `y = op(x[, b])` over `n` elements (`factor` is used by `Scale`);
+    /// `y` is padded to whole vectors when the vector kernel runs.
     pub fn elementwise(&self, op: Elementwise, x: &Buffer, b: Option<&Buffer>, n: usize, factor: f32) -> Result<Buffer, Error> {
         let name = op.name();
         let dtype = self.dtype_of(name, x)?;
@@ -247,11 +268,11 @@ impl<'rt> Ops<'rt> {
             let b = b.ok_or_else(|| arg_err(name, "a binary operation needs `b`"))?;
             self.need(name, "b", b, n, elem)?;
         }
-        let y = self.output(elem, n)?;
-        let mut bufs = vec![x, &y];
-        bufs.extend(b.filter(|_| op.is_binary()));
-        let vec = self.vectorize(name, &bufs, dtype.ty(4), true, true)?;
-        let plan = elementwise::plan(op, dtype, n, vec, self.options.threads)?;
+        let mut inputs = vec![x];
+        inputs.extend(b.filter(|_| op.is_binary()));
+        let vec = self.vectorize(name, &inputs, dtype.ty(4), true)?;
+        let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
+        let y = self.flat_output(elem, n, vec)?;
         let mut args = vec![("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("n", Arg::u32(plan.n))];
         if let Some(b) = b {
             args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
@@ -287,14 +308,14 @@ impl<'rt> Ops<'rt> {
         let name = format!("{op}_reduce");
         let dtype = self.dtype_of(&name, x)?;
         self.need(&name, "x", x, n, dtype.scalar())?;
-        let vec = self.vectorize(&name, &[x], dtype.ty(4), true, true)?;
-        let options = reduce::ReduceOptions { threads: self.options.threads, max_groups: self.options.max_threadgroups, unroll: self.options.unroll };
-        let plan = reduce::plan(op, dtype, n, vec, options)?;
+        let vec = self.vectorize(&name, &[x], dtype.ty(4), true)?;
+        let options = reduce::ReduceOptions { max_groups: self.options.max_threadgroups, unroll: self.options.unroll };
+        let plan = reduce::plan(op, dtype, n, vec, self.threads(KernelType::VectorReduction { n }), options)?;
         let result = self.output(Scalar::F32, 1)?;
         match plan.pass2 {
             None => self.reduce_pass(&plan.pass1, x, &result)?,
             Some(pass2) => {
-                let partials = self.scratch(Scalar::F32, plan.pass1.outputs() as usize)?;
+                let partials = self.output(Scalar::F32, plan.pass1.outputs() as usize)?;
                 self.reduce_pass(&plan.pass1, x, &partials)?;
                 self.reduce_pass(&pass2, &partials, &result)?;
             }
@@ -320,9 +341,9 @@ impl<'rt> Ops<'rt> {
     pub fn reduce_rows(&self, op: ReduceOp, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
         let name = format!("{op}_rows");
         let dtype = self.dtype_of(&name, x)?;
-        self.need(&name, "x", x, rows * d, dtype.scalar())?;
-        let vec = self.vectorize(&name, &[x], dtype.ty(4), false, d % 4 == 0)?;
-        let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.options.threads)?;
+        self.need(&name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
+        let vec = self.vectorize(&name, &[x], dtype.ty(4), d % 4 == 0)?;
+        let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::F32, rows)?;
         self.launch(plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
         Ok(out)
@@ -331,19 +352,20 @@ impl<'rt> Ops<'rt> {
     // ----- prefix sums --------------------------------------------------
 
     /// The inclusive or exclusive prefix sum of `n` elements (f32, i32 or
-    /// u32, sums in that type).
+    /// u32, sums in that type); `y` is padded to whole vectors when the
+    /// vector kernel runs.
     pub fn prefix_sum(&self, x: &Buffer, n: usize, kind: ScanKind) -> Result<Buffer, Error> {
         let name = format!("scan_{}", kind.name());
         let elem = self.elem_of(&name, x)?;
         self.need(&name, "x", x, n, elem)?;
-        let y = self.output(elem, n)?;
-        let vec = self.vectorize(&name, &[x, &y], Type::vector(elem, 4), true, true)?;
-        let plan = scan::plan(elem, kind, n, vec, self.options.threads)?;
+        let vec = self.vectorize(&name, &[x], Type::vector(elem, 4), true)?;
+        let plan = scan::plan(elem, kind, n, vec, self.threads(KernelType::Elementwise))?;
+        let y = self.flat_output(elem, n, vec)?;
         // Level i scans `input_i` into `output_i` and writes block totals,
         // which are level i+1's input (scanned in place).
         let mut sums: Vec<Buffer> = vec![];
         for level in &plan.levels {
-            sums.push(self.scratch(elem, level.blocks as usize)?);
+            sums.push(self.output(elem, level.blocks as usize)?);
         }
         for (i, level) in plan.levels.iter().enumerate() {
             let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
@@ -376,17 +398,17 @@ impl<'rt> Ops<'rt> {
 
     // ----- row kernels --------------------------------------------------
 
-    fn row_options(&self) -> softmax::RowOptions {
-        softmax::RowOptions { threads: self.options.threads, cache: self.options.cache_rows.unwrap_or(true) }
+    fn row_options(&self, d: usize) -> softmax::RowOptions {
+        softmax::RowOptions { threads: self.threads(KernelType::RowReduction { d }), cache: self.options.cache_rows.unwrap_or(true) }
     }
 
     /// Softmax of each row of `[rows, d]`.
     pub fn softmax(&self, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
         let dtype = self.dtype_of("softmax", x)?;
-        self.need("softmax", "x", x, rows * d, dtype.scalar())?;
+        self.need("softmax", "x", x, rows.saturating_mul(d), dtype.scalar())?;
         let y = self.output(dtype.scalar(), rows * d)?;
-        let vec = self.vectorize("softmax", &[x, &y], dtype.ty(4), false, d % 4 == 0)?;
-        let plan = softmax::plan(dtype, rows, d, vec, self.row_options())?;
+        let vec = self.vectorize("softmax", &[x, &y], dtype.ty(4), d % 4 == 0)?;
+        let plan = softmax::plan(dtype, rows, d, vec, self.row_options(d))?;
         self.softmax_into(&plan, x, &y)?;
         Ok(y)
     }
@@ -413,7 +435,7 @@ impl<'rt> Ops<'rt> {
     #[allow(clippy::too_many_arguments)]
     fn norm(&self, name: &str, x: &Buffer, w: &Buffer, b: Option<&Buffer>, rows: usize, d: usize, eps: f32) -> Result<Buffer, Error> {
         let dtype = self.dtype_of(name, x)?;
-        self.need(name, "x", x, rows * d, dtype.scalar())?;
+        self.need(name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
         self.need(name, "w", w, d, dtype.scalar())?;
         if let Some(b) = b {
             self.need(name, "b", b, d, dtype.scalar())?;
@@ -421,8 +443,8 @@ impl<'rt> Ops<'rt> {
         let y = self.output(dtype.scalar(), rows * d)?;
         let mut bufs = vec![x, w, &y];
         bufs.extend(b);
-        let vec = self.vectorize(name, &bufs, dtype.ty(4), false, d % 4 == 0)?;
-        let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options())?;
+        let vec = self.vectorize(name, &bufs, dtype.ty(4), d % 4 == 0)?;
+        let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options(d))?;
         let c = plan.config;
         let kernel = if b.is_some() { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
         let mut args = vec![
@@ -447,12 +469,12 @@ impl<'rt> Ops<'rt> {
     /// `y = W·x` for `W` of `[m, k]` (f32, f16 or bf16) and f32 `x`: `m` f32.
     pub fn gemv(&self, w: &Buffer, x: &Buffer, m: usize, k: usize) -> Result<Buffer, Error> {
         let wdtype = self.dtype_of("gemv", w)?;
-        self.need("gemv", "w", w, m * k, wdtype.scalar())?;
+        self.need("gemv", "w", w, m.saturating_mul(k), wdtype.scalar())?;
         self.need("gemv", "x", x, k, Scalar::F32)?;
-        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), false, k % 4 == 0)?;
-        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), false, k % 4 == 0)?;
-        let options = gemv::GemvOptions { threads: self.options.threads, rows_per_simdgroup: self.options.rows_per_simdgroup, unroll: self.options.unroll };
-        let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), options)?;
+        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), k % 4 == 0)?;
+        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), k % 4 == 0)?;
+        let options = gemv::GemvOptions { rows_per_simdgroup: self.options.rows_per_simdgroup, unroll: self.options.unroll };
+        let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), self.threads(KernelType::MatVec), options)?;
         let y = self.output(Scalar::F32, m)?;
         self.launch(
             plan.kernel(),
@@ -476,11 +498,11 @@ impl<'rt> Ops<'rt> {
     fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize) -> Result<attention::AttentionPlan, Error> {
         let op = "attention_decode";
         let dtype = self.dtype_of(op, q)?;
-        self.need(op, "q", q, heads * d, dtype.scalar())?;
-        self.need(op, "k", k, heads * s_len * d, dtype.scalar())?;
-        self.need(op, "v", v, heads * s_len * d, dtype.scalar())?;
-        let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), false, d % 4 == 0)?;
-        Ok(attention::plan(dtype, heads, s_len, d, vec, attention::AttentionOptions { threads: self.options.threads })?)
+        self.need(op, "q", q, heads.saturating_mul(d), dtype.scalar())?;
+        self.need(op, "k", k, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
+        self.need(op, "v", v, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
+        let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d % 4 == 0)?;
+        Ok(attention::plan(dtype, heads, s_len, d, vec, self.threads(KernelType::Attention))?)
     }
 
     /// Attention decode in seed 000's three dispatches (scores, softmax,
@@ -488,7 +510,7 @@ impl<'rt> Ops<'rt> {
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
         let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
-        let scores = self.scratch(Scalar::F32, heads * s_len)?;
+        let scores = self.output(Scalar::F32, heads * s_len)?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
         let dims = [("s_len", Arg::u32(plan.s_len)), ("d", Arg::u32(plan.d)), ("scale", Arg::f32(scale))];
         let mut args = vec![("q", Arg::from(q)), ("q4", Arg::from(q)), ("k", Arg::from(k)), ("k4", Arg::from(k)), ("scores", Arg::from(&scores))];

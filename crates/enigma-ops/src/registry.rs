@@ -32,6 +32,9 @@ pub struct LaunchSummary {
     /// Time on the device (GPU backends); `None` on the simulator.
     pub device_time: Option<Duration>,
     pub wall_time: Duration,
+    /// Sanitizer findings the dispatch reported without failing
+    /// (warnings), as text.
+    pub findings: Vec<String>,
 }
 
 impl LaunchSummary {
@@ -46,6 +49,7 @@ impl LaunchSummary {
             threads: l.dispatch.threads,
             device_time: l.report.device_time,
             wall_time: l.report.wall_time,
+            findings: l.report.findings.iter().map(|f| f.to_string()).collect(),
         }
     }
 }
@@ -55,11 +59,14 @@ impl LaunchSummary {
 pub struct BenchOutcome {
     pub name: String,
     pub shape: Vec<usize>,
-    /// Per iteration: the sum of its dispatches' device times when every
-    /// dispatch reported one, else of their wall times.
+    /// Per timed iteration: the sum of its dispatches' device times when
+    /// every dispatch of every iteration reported one, else of their wall
+    /// times.
     pub times: Vec<Duration>,
     /// Whether `times` are device times.
     pub device_timed: bool,
+    /// Untimed iterations run first.
+    pub warmup: usize,
     pub best: Duration,
     pub median: Duration,
     /// Minimum bytes moved per iteration.
@@ -122,13 +129,21 @@ impl Entry {
         Ops::new(rt).with_options(o)
     }
 
+    /// `shape`, or the default shape when it is empty; checked to have
+    /// this entry's dimensions, each at least 1, and at most 2^32 - 1
+    /// elements in all (the kernels' counts are 32-bit).
     fn shape<'a>(&'a self, shape: &'a [usize]) -> Result<&'a [usize], Error> {
         let shape = if shape.is_empty() { &self.default_shape[..] } else { shape };
+        let err = |message: String| Err(Error::Argument { op: self.name.clone(), message });
         if shape.len() != self.shape_names.len() {
-            return Err(Error::Argument {
-                op: self.name.clone(),
-                message: format!("shape {shape:?} has {} dimensions; expected {} ({})", shape.len(), self.shape_names.len(), self.shape_names.join(" x ")),
-            });
+            return err(format!("shape {shape:?} has {} dimensions; expected {} ({})", shape.len(), self.shape_names.len(), self.shape_names.join(" x ")));
+        }
+        if let Some(i) = shape.iter().position(|&s| s == 0) {
+            return err(format!("`{}` = 0 in shape {shape:?}; every dimension must be at least 1", self.shape_names[i]));
+        }
+        let elems = shape.iter().try_fold(1u64, |acc, &s| acc.checked_mul(s as u64));
+        if elems.map_or(true, |e| e > u32::MAX as u64) {
+            return err(format!("shape {shape:?} has more than 2^32 - 1 elements"));
         }
         Ok(shape)
     }
@@ -153,30 +168,42 @@ impl Entry {
         Ok(outcome)
     }
 
-    /// Times `iters` runs after `warmup` runs (pipelines compiled once, data
-    /// prepared once, no checking).
-    pub fn bench(&self, rt: &Runtime, shape: &[usize], options: &Options, warmup: usize, iters: usize) -> Result<BenchOutcome, Error> {
+    /// Times `iters` runs (at least one) after `warmup` runs, seed 004's
+    /// loop: pipelines compiled once, data prepared once, no checking.
+    /// `progress(done, total)` is called after every run, warm-up included.
+    pub fn bench(
+        &self,
+        rt: &Runtime,
+        shape: &[usize],
+        options: &Options,
+        warmup: usize,
+        iters: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<BenchOutcome, Error> {
         let shape = self.shape(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
         let ops = self.ops(rt, options);
-        for _ in 0..warmup {
+        let iters = iters.max(1);
+        let total = warmup + iters;
+        for i in 0..warmup {
             (case.run)(&ops)?;
+            progress(i + 1, total);
         }
         ops.take_launches();
-        let mut times = vec![];
-        let mut device_timed = true;
+        let mut device_times = vec![];
+        let mut wall_times = vec![];
         let mut launches = vec![];
-        for _ in 0..iters.max(1) {
+        for i in 0..iters {
             (case.run)(&ops)?;
             launches = ops.take_launches();
-            let device: Option<Duration> = launches.iter().map(|l| l.report.device_time).sum();
-            device_timed &= device.is_some();
-            times.push(device.unwrap_or_else(|| launches.iter().map(|l| l.report.wall_time).sum()));
+            device_times.push(launches.iter().map(|l| l.report.device_time).sum::<Option<Duration>>());
+            wall_times.push(launches.iter().map(|l| l.report.wall_time).sum::<Duration>());
+            progress(warmup + i + 1, total);
         }
-        if !device_timed {
-            // Mixed reports: use wall time throughout.
-            times.clear();
-        }
+        // Device times only when every dispatch of every iteration has one.
+        let device: Option<Vec<Duration>> = device_times.into_iter().collect();
+        let device_timed = device.is_some();
+        let times = device.unwrap_or(wall_times);
         let mut sorted = times.clone();
         sorted.sort();
         let best = sorted.first().copied().unwrap_or_default();
@@ -187,6 +214,7 @@ impl Entry {
             shape: shape.to_vec(),
             times,
             device_timed,
+            warmup,
             best,
             median,
             bytes: case.bytes,
@@ -260,7 +288,7 @@ pub fn registry() -> Vec<Entry> {
             out.push(reduce_entry(op, dtype));
         }
     }
-    for dtype in [DType::F32, DType::F16] {
+    for dtype in DType::ALL {
         for op in ReduceOp::ALL {
             out.push(rows_entry(op, dtype));
         }
@@ -281,7 +309,7 @@ pub fn registry() -> Vec<Entry> {
     for dtype in DType::ALL {
         out.push(gemv_entry(dtype));
     }
-    for dtype in [DType::F32, DType::F16] {
+    for dtype in DType::ALL {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
     }

@@ -72,8 +72,11 @@ fn lane_dot(k_mem: Mem, row_base: Ex, slots: &[(Ex, Ex)], qs: &[Ex]) -> Ex {
 
 /// `attention_scores_{dtype}[_vec4]_c{chunks}`: `scores[h, s] = scale · q[h]·K[h, s]`.
 /// Parameters: `q, k, scores, s_len, d, scale` (`q4, k4` for vectors).
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn scores(dtype: DType, vec: u8, chunks: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let mut kb = KernelBuilder::new(format!("attention_scores_{}{}_c{}", dtype, vec_suffix(vec), chunks));
     let k = &mut kb;
     let sfx = if vec == 4 { "4" } else { "" };
@@ -141,8 +144,11 @@ pub fn weighted_sum(dtype: DType) -> Kernel {
 /// step for one head per threadgroup of `threads` threads (the threadgroup
 /// arrays are sized for it). Parameters: `q, k, v, out, s_len, d, scale`
 /// (`q4, k4, v4` for vectors).
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let mut kb = KernelBuilder::new(format!("attention_fused_{}{}_c{}_t{}", dtype, vec_suffix(vec), chunks, threads));
     let k = &mut kb;
     let sfx = if vec == 4 { "4" } else { "" };
@@ -254,17 +260,15 @@ impl AttentionPlan {
     }
 }
 
-/// Options of [`plan`]: threads of each dispatch (seed 000 uses 256 for all).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AttentionOptions {
-    pub threads: Option<u32>,
-}
+/// Seed 000's threadgroup size for all three dispatches of the decode.
+pub const SEED_000_THREADS: u32 = 256;
 
-/// Plans the decode of `heads` heads over `s_len` keys of dimension `d`;
-/// `vec` 4 needs `d % 4 == 0`.
-pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, options: AttentionOptions) -> Result<AttentionPlan, ShapeError> {
-    check_vec(vec);
+/// Plans the decode of `heads` heads over `s_len` keys of dimension `d`
+/// with threadgroups of `threads` for every dispatch (seed 000:
+/// [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
+pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
+    check_vec(&name, vec)?;
     nonzero(&name, "heads", heads)?;
     nonzero(&name, "s_len", s_len)?;
     nonzero(&name, "d", d)?;
@@ -274,14 +278,11 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, options
     let h = to_u32(&name, "heads", heads)?;
     let s = to_u32(&name, "s_len", s_len)?;
     let d32 = to_u32(&name, "d", d)?;
-    to_u32(&name, "heads × s_len × d", heads * s_len * d)?;
+    to_u32(&name, "heads × s_len × d", heads.saturating_mul(s_len).saturating_mul(d))?;
     if d32 > 1024 {
         return Err(ShapeError::new(name, format!("head dimension {d} is above the library's 1024")));
     }
-    let t = match options.threads {
-        Some(t) => check_threads(&name, t)?,
-        None => 256,
-    };
+    let t = check_threads(&name, threads)?;
     let chunks = chunks_for(d32, vec);
     let softmax = super::softmax::plan_rows(
         "softmax",
@@ -289,7 +290,7 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, options
         heads,
         s_len,
         if s_len % 4 == 0 { 4 } else { 1 },
-        super::softmax::RowOptions { threads: Some(t), cache: true },
+        super::softmax::RowOptions::threads(t),
     )?;
     let fused_bytes = 4 * (t / SIMD_WIDTH) as u64 * (2 + (chunks * SIMD_WIDTH * vec as u32) as u64);
     if fused_bytes > 32 * 1024 {
@@ -351,7 +352,7 @@ mod tests {
 
     #[test]
     fn seed_000_geometry() {
-        let p = plan(DType::F32, 32, 2048, 128, 4, AttentionOptions::default()).unwrap();
+        let p = plan(DType::F32, 32, 2048, 128, 4, SEED_000_THREADS).unwrap();
         assert_eq!(p.scores, Dispatch::threadgroups([8, 32, 1], 256));
         assert_eq!(p.softmax.dispatch, Dispatch::threadgroups([32, 1, 1], 256));
         assert_eq!(p.weighted_sum, Dispatch::threadgroups([4, 32, 1], 256));
@@ -359,7 +360,8 @@ mod tests {
         assert_eq!(p.chunks, 1);
         assert_eq!(chunks_for(128, 1), 4);
         assert_eq!(chunks_for(129, 1), 5);
-        assert!(plan(DType::F32, 1, 1, 130, 4, AttentionOptions::default()).is_err());
-        assert!(plan(DType::F32, 1, 1, 1024, 1, AttentionOptions { threads: Some(1024) }).is_err());
+        assert!(plan(DType::F32, 1, 1, 130, 4, 256).is_err());
+        // 32 SIMD groups × 1024 accumulators of 4 bytes: over 32 KiB.
+        assert!(plan(DType::F32, 1, 1, 1024, 1, 1024).is_err());
     }
 }

@@ -5,14 +5,17 @@
 //! `x, [b,] y, n, [factor]` — one thread per element, `if (tid < n)`.
 //!
 //! Vector kernels (`vec = 4`, `scale_vec4` of seed 000 Pattern B and its
-//! siblings): `x4, [b4,] y4, x, [b,] y, n, [factor]`, where `x4`/`x` (and
-//! `b4`/`b`, `y4`/`y`) are the vector and scalar views of one buffer. Thread
-//! `i < n/4` handles `float4` number `i`; thread `n/4` handles the tail of
-//! `n % 4` elements through the scalar views.
+//! siblings): `x4, [b4,] y4, n, [factor]`. Thread `i < ceil(n/4)` handles
+//! `float4` number `i`; when `n % 4 != 0` the last vector reaches past
+//! element `n` into the buffers' padding, so every buffer must hold
+//! `ceil(n/4)` whole vectors (a buffer whose size is a multiple of the
+//! vector's and that holds `n` elements does). The padding lanes of `y` get
+//! the operation of the padding lanes of the inputs: they are not part of
+//! the result.
 //!
 //! Dispatch: `dispatchThreadgroups(ceil(units / T), T)` with `units = n`
-//! (scalar) or `n/4 + 1` when there is a tail, `T = 256` (seed 004:
-//! element-wise 256–512).
+//! (scalar) or `ceil(n/4)` (vector); `enigma-ops` takes `T = 256` (seed
+//! 004: element-wise 256–512).
 
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
@@ -101,45 +104,27 @@ impl fmt::Display for Elementwise {
 }
 
 /// The kernel `{op}_{dtype}[_vec4]`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_{}{}", op.name(), dtype, vec_suffix(vec)));
-    let (scalar_ty, vec_ty) = (dtype.ty(1), dtype.ty(vec));
-    // Vector views first, then scalar views, so the binding order is
-    // `x4, [b4,] y4, x, [b,] y`.
-    let x4 = (vec == 4).then(|| k.buffer("x4", vec_ty, Access::Read));
-    let b4 = (vec == 4 && op.is_binary()).then(|| k.buffer("b4", vec_ty, Access::Read));
-    let y4 = (vec == 4).then(|| k.buffer("y4", vec_ty, Access::ReadWrite));
-    let x = k.buffer("x", scalar_ty, Access::Read);
-    let b = op.is_binary().then(|| k.buffer("b", scalar_ty, Access::Read));
-    let y = k.buffer("y", scalar_ty, Access::ReadWrite);
+    let ty = dtype.ty(vec);
+    let sfx = if vec == 4 { "4" } else { "" };
+    let x = k.buffer(&format!("x{sfx}"), ty, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(&format!("b{sfx}"), ty, Access::Read));
+    let y = k.buffer(&format!("y{sfx}"), ty, Access::ReadWrite);
     let n = k.value("n", Type::U32);
     let factor = op.has_factor().then(|| k.value("factor", Type::F32));
     let tid = k.let_("tid", thread_position_in_grid().x());
-    let scalar_body = |k: &mut KernelBuilder, i: Ex| {
-        let a = load_f32(x, i);
-        let bv = b.map(|b| load_f32(b, i));
-        store_f32(k, y, i, op.apply(a, bv, factor));
-    };
-    if vec == 1 {
-        k.if_(tid.lt(n), |k| scalar_body(k, tid));
-    } else {
-        let (x4, y4) = (x4.expect("vector view"), y4.expect("vector view"));
-        let n4 = k.let_("n4", n / 4u32);
-        k.if_else(
-            tid.lt(n4),
-            |k| {
-                let a = k.let_("a", load_f32(x4, tid));
-                let bv = b4.map(|b4| load_f32(b4, tid));
-                store_f32(k, y4, tid, op.apply(a, bv, factor));
-            },
-            |k| {
-                k.if_(tid.eq(n4), |k| {
-                    k.for_range("i", n4 * 4u32, n, 1u32, |k, i| scalar_body(k, i));
-                });
-            },
-        );
-    }
+    // Vectors to process: ceil(n / 4), the last one possibly partial.
+    let units = if vec == 4 { vec_units(&mut k, n) } else { n };
+    k.if_(tid.lt(units), |k| {
+        let a = k.let_("a", load_f32(x, tid));
+        let bv = b.map(|b| load_f32(b, tid));
+        store_f32(k, y, tid, op.apply(a, bv, factor));
+    });
     finish(k)
 }
 
@@ -153,11 +138,11 @@ pub fn scale_vec4(dtype: DType) -> Kernel {
     elementwise(Elementwise::Scale, dtype, 4)
 }
 
-/// Threads the kernel needs: one per element, or one per `float4` plus one
-/// for the tail.
+/// Threads the kernel needs: one per element, or one per (last partial)
+/// `float4`.
 pub fn units(n: u32, vec: u8) -> u32 {
     if vec == 4 {
-        n / 4 + u32::from(n % 4 != 0)
+        n.div_ceil(4)
     } else {
         n
     }
@@ -179,14 +164,14 @@ impl ElementwisePlan {
     }
 }
 
-/// The launch for `n` elements; `vec` 4 when the caller can bind vector
-/// views, `threads` overrides seed 004's 256.
-pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: Option<u32>) -> Result<ElementwisePlan, ShapeError> {
-    check_vec(vec);
+/// The launch for `n` elements in threadgroups of `threads`; `vec` 4 when
+/// the caller can bind vector views.
+pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: u32) -> Result<ElementwisePlan, ShapeError> {
     let name = format!("{}_{}{}", op.name(), dtype, vec_suffix(vec));
+    check_vec(&name, vec)?;
     nonzero(&name, "n", n)?;
     let n = to_u32(&name, "n", n)?;
-    let t = pick_threads(&name, KernelClass::Elementwise, threads)?;
+    let t = check_threads(&name, threads)?;
     let groups = units(n, vec).div_ceil(t);
     Ok(ElementwisePlan { op, dtype, vec, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
@@ -208,18 +193,21 @@ mod tests {
         assert_eq!(units(4096, 4), 1024);
         assert_eq!(units(4097, 4), 1025);
         assert_eq!(units(3, 4), 1);
-        let p = plan(Elementwise::Scale, DType::F16, 4096, 4, None).unwrap();
+        let p = plan(Elementwise::Scale, DType::F16, 4096, 4, 256).unwrap();
         // Seed 000: N = 4096 half4 scale → 4 threadgroups of 256.
         assert_eq!(p.dispatch, Dispatch::threadgroups([4, 1, 1], 256));
-        assert!(plan(Elementwise::Scale, DType::F16, 0, 4, None).is_err());
-        assert!(plan(Elementwise::Scale, DType::F16, 10, 1, Some(100)).is_err());
+        // 4097 halves: 1024 whole half4 and one partial.
+        assert_eq!(plan(Elementwise::Scale, DType::F16, 4097, 4, 256).unwrap().dispatch, Dispatch::threadgroups([5, 1, 1], 256));
+        assert!(plan(Elementwise::Scale, DType::F16, 0, 4, 256).is_err());
+        assert!(plan(Elementwise::Scale, DType::F16, 10, 1, 100).is_err());
+        assert!(plan(Elementwise::Scale, DType::F16, 10, 2, 256).is_err());
     }
 
     #[test]
-    fn parameters_bind_vector_views_first() {
+    fn parameters_are_one_view_per_buffer() {
         let k = elementwise(Elementwise::Add, DType::F32, 4);
         let names: Vec<&str> = k.params.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["x4", "b4", "y4", "x", "b", "y", "n"]);
+        assert_eq!(names, ["x4", "b4", "y4", "n"]);
         let k = scale(DType::BF16);
         let names: Vec<&str> = k.params.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["x", "y", "n", "factor"]);

@@ -27,8 +27,11 @@ pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 pub const DEFAULT_UNROLL: u32 = 2;
 
 /// `gemv_{wdtype}[_vec4]_r{rows}_u{unroll}`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4, or `rows` or `unroll` is 0.
 pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     assert!(rows >= 1 && unroll >= 1, "rows and unroll must be at least 1");
     let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, vec_suffix(vec), rows, unroll));
     let (wn, xn) = if vec == 4 { ("w4", "x4") } else { ("w", "x") };
@@ -93,15 +96,15 @@ impl GemvPlan {
 /// Options of [`plan`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GemvOptions {
-    pub threads: Option<u32>,
     pub rows_per_simdgroup: Option<u32>,
     pub unroll: Option<u32>,
 }
 
-/// Plans `y = W·x` for `W` of `[m, k]`; `vec` 4 needs `k % 4 == 0`.
-pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, options: GemvOptions) -> Result<GemvPlan, ShapeError> {
-    check_vec(vec);
+/// Plans `y = W·x` for `W` of `[m, k]` in threadgroups of `threads`
+/// (seed 000's GEMV: 256); `vec` 4 needs `k % 4 == 0`.
+pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: GemvOptions) -> Result<GemvPlan, ShapeError> {
     let name = format!("gemv_{wdtype}{}", vec_suffix(vec));
+    check_vec(&name, vec)?;
     nonzero(&name, "m", m)?;
     nonzero(&name, "k", k)?;
     if vec == 4 && k % 4 != 0 {
@@ -109,8 +112,8 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, options: GemvOptions) ->
     }
     let m32 = to_u32(&name, "m", m)?;
     let k32 = to_u32(&name, "k", k)?;
-    to_u32(&name, "m × k", m * k)?;
-    let t = pick_threads(&name, KernelClass::MatVec, options.threads)?;
+    to_u32(&name, "m × k", m.saturating_mul(k))?;
+    let t = check_threads(&name, threads)?;
     let rows = options.rows_per_simdgroup.unwrap_or(DEFAULT_ROWS_PER_SIMDGROUP);
     let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
     if !(1..=8).contains(&rows) || !(1..=8).contains(&unroll) {
@@ -132,8 +135,10 @@ mod tests {
 
     #[test]
     fn llama_mlp_shape() {
-        let p = plan(DType::F16, 11008, 4096, 4, GemvOptions::default()).unwrap();
+        // 8 SIMD groups × 2 rows per threadgroup: 11008 / 16 = 688.
+        let p = plan(DType::F16, 11008, 4096, 4, 256, GemvOptions::default()).unwrap();
         assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
-        assert!(plan(DType::F16, 10, 6, 4, GemvOptions::default()).is_err());
+        assert!(plan(DType::F16, 10, 6, 4, 256, GemvOptions::default()).is_err());
+        assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), unroll: None }).is_err());
     }
 }

@@ -14,9 +14,9 @@
 //! element type ([`DType`]) and the vector width (1, or 4 for `float4` /
 //! `half4` / `bfloat4` loads) through its Rust parameters. Arithmetic is in
 //! f32; an f16/bf16 result is rounded once, on the store. Each module also
-//! computes the [`Dispatch`] for a problem shape (threadgroup sizes from seed
-//! 004's table by default, overridable) and gives a plain-Rust reference with
-//! f64 accumulation. The kernels hold no runtime dependency: `enigma-ops`
+//! computes the [`Dispatch`] for a problem shape and a threadgroup size
+//! (which `enigma-ops` defaults to seed 004's table) and gives a plain-Rust
+//! reference with f64 accumulation. The kernels hold no runtime dependency: `enigma-ops`
 //! binds and runs them.
 //!
 //! # How the kernels are written
@@ -183,34 +183,11 @@ impl fmt::Display for ShapeError {
 
 impl std::error::Error for ShapeError {}
 
-/// The kernel types of seed 004's threadgroup-size table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KernelClass {
-    /// Element-wise: 256–512; enigma takes 256.
-    Elementwise,
-    /// A reduction along rows of `d` elements: 32 when `d ≤ 32` (one SIMD
-    /// group covers the row), 256 when `d ≤ 1024`, 512 above (256–512 in the
-    /// seed; long rows loop within threads).
-    RowReduction { d: u64 },
-    /// A reduction of one long vector (grid-strided threadgroups): 256.
-    VectorReduction,
-    /// Matrix–vector products: 256 (seed 000's GEMV geometry).
-    MatVec,
-}
-
-impl KernelClass {
-    /// The default threadgroup size of seed 004's table.
-    pub fn default_threads(self) -> u32 {
-        match self {
-            KernelClass::Elementwise | KernelClass::VectorReduction | KernelClass::MatVec => 256,
-            KernelClass::RowReduction { d } if d <= 32 => 32,
-            KernelClass::RowReduction { d } if d <= 1024 => 256,
-            KernelClass::RowReduction { .. } => 512,
-        }
-    }
-}
-
 /// Checks a threadgroup size: a multiple of 32 between 32 and 1024.
+///
+/// The plans take the threadgroup size from their caller; `enigma-ops`
+/// defaults it to seed 004's table (through `enigma-analysis`), seed 000's
+/// geometry for GEMV and attention.
 pub fn check_threads(kernel: &str, threads: u32) -> Result<u32, ShapeError> {
     if threads == 0 || threads > MAX_THREADS || threads % SIMD_WIDTH != 0 {
         return Err(ShapeError::new(
@@ -219,14 +196,6 @@ pub fn check_threads(kernel: &str, threads: u32) -> Result<u32, ShapeError> {
         ));
     }
     Ok(threads)
-}
-
-/// `threads` if given (checked), else the class default.
-pub fn pick_threads(kernel: &str, class: KernelClass, threads: Option<u32>) -> Result<u32, ShapeError> {
-    match threads {
-        Some(t) => check_threads(kernel, t),
-        None => Ok(class.default_threads()),
-    }
 }
 
 /// A count that must fit the u32 by-value parameters of the kernels.
@@ -242,9 +211,25 @@ pub fn nonzero(kernel: &str, what: &str, v: usize) -> Result<(), ShapeError> {
     Ok(())
 }
 
-/// Checks a vector width (1 or 4).
-pub(crate) fn check_vec(vec: u8) {
+/// Asserts a vector width of 1 or 4 in a kernel builder (the plans check
+/// widths with [`check_vec`] and return an error instead).
+pub(crate) fn assert_vec(vec: u8) {
     assert!(vec == 1 || vec == 4, "vector width must be 1 or 4, got {vec}");
+}
+
+/// Checks a vector width (1 or 4) asked of a plan.
+pub fn check_vec(kernel: &str, vec: u8) -> Result<(), ShapeError> {
+    if vec == 1 || vec == 4 {
+        Ok(())
+    } else {
+        Err(ShapeError::new(kernel, format!("vector width {vec} is not 1 or 4")))
+    }
+}
+
+/// `ceil(n / 4)` in the kernel, without overflow for any `n`: the vectors
+/// a flat vector kernel processes, the last one possibly partial.
+pub(crate) fn vec_units(k: &mut KernelBuilder, n: Ex) -> Ex {
+    k.let_("n4", n / 4u32 + select(lit(Scalar::U32, 0.0), lit(Scalar::U32, 1.0), (n % 4u32).ne(0u32)))
 }
 
 /// The suffix kernel names carry for a vector width.
@@ -525,17 +510,14 @@ mod tests {
     }
 
     #[test]
-    fn threadgroup_sizes_follow_seed_004() {
-        assert_eq!(KernelClass::Elementwise.default_threads(), 256);
-        assert_eq!(KernelClass::RowReduction { d: 1 }.default_threads(), 32);
-        assert_eq!(KernelClass::RowReduction { d: 32 }.default_threads(), 32);
-        assert_eq!(KernelClass::RowReduction { d: 33 }.default_threads(), 256);
-        assert_eq!(KernelClass::RowReduction { d: 1024 }.default_threads(), 256);
-        assert_eq!(KernelClass::RowReduction { d: 1025 }.default_threads(), 512);
-        assert_eq!(KernelClass::MatVec.default_threads(), 256);
+    fn threadgroup_sizes_and_widths_are_checked() {
         assert!(check_threads("k", 100).is_err());
         assert!(check_threads("k", 2048).is_err());
         assert!(check_threads("k", 0).is_err());
         assert_eq!(check_threads("k", 96), Ok(96));
+        assert_eq!(check_threads("k", 1024), Ok(1024));
+        let e = check_vec("softmax_f32", 2).unwrap_err();
+        assert_eq!(e.to_string(), "softmax_f32: vector width 2 is not 1 or 4");
+        assert!(check_vec("k", 4).is_ok());
     }
 }

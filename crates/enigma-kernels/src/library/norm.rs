@@ -30,8 +30,11 @@ fn params(k: &mut KernelBuilder, dtype: DType, vec: u8, bias: bool) -> (Mem, Mem
 }
 
 /// `rms_norm_{dtype}[_vec4]_{c<items>|online}`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn rms_norm(dtype: DType, vec: u8, items: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let cfg = RowConfig { dtype, vec, items };
     let mut k = KernelBuilder::new(format!("rms_norm_{}", cfg.suffix()));
     let (x, w, _, y, d, eps) = params(&mut k, dtype, vec, false);
@@ -64,8 +67,11 @@ pub fn rms_norm(dtype: DType, vec: u8, items: u32) -> Kernel {
 }
 
 /// `layer_norm_{dtype}[_vec4]_{c<items>|online}`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn layer_norm(dtype: DType, vec: u8, items: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let cfg = RowConfig { dtype, vec, items };
     let mut k = KernelBuilder::new(format!("layer_norm_{}", cfg.suffix()));
     let (x, w, b, y, d, eps) = params(&mut k, dtype, vec, true);

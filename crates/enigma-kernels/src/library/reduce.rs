@@ -24,8 +24,11 @@ pub const DEFAULT_UNROLL: u32 = 4;
 pub const DEFAULT_MAX_GROUPS: u32 = 1024;
 
 /// Pass-1 / pass-2 kernel of the vector reduction: `{op}_reduce_{dtype}[_vec4][_u{unroll}]`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4 or `unroll` is 0.
 pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     assert!(unroll >= 1, "unroll must be at least 1");
     let unroll_suffix = if unroll > 1 { format!("_u{unroll}") } else { String::new() };
     let mut k = KernelBuilder::new(format!("{}_reduce_{}{}{}", op.name(), dtype, vec_suffix(vec), unroll_suffix));
@@ -66,8 +69,11 @@ pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
 }
 
 /// Row reduction `{op}_rows_{dtype}[_vec4]`: `out[row] = op(x[row, :])`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn reduce_rows(op: ReduceOp, dtype: DType, vec: u8) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec)));
     let x = k.buffer(if vec == 4 { "x4" } else { "x" }, dtype.ty(vec), Access::Read);
     let out = k.buffer("out", Type::F32, Access::ReadWrite);
@@ -119,22 +125,20 @@ pub struct ReducePlan {
 /// Options of [`plan`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReduceOptions {
-    /// Threads per pass-1 threadgroup (default 256).
-    pub threads: Option<u32>,
     /// Cap on pass-1 threadgroups (default [`DEFAULT_MAX_GROUPS`]).
     pub max_groups: Option<u32>,
     /// Loads in flight per thread (default [`DEFAULT_UNROLL`]).
     pub unroll: Option<u32>,
 }
 
-/// Plans the reduction of `n` elements; `vec` 4 when the caller can bind
-/// the vector view.
-pub fn plan(op: ReduceOp, dtype: DType, n: usize, vec: u8, options: ReduceOptions) -> Result<ReducePlan, ShapeError> {
-    check_vec(vec);
+/// Plans the reduction of `n` elements with pass-1 threadgroups of
+/// `threads`; `vec` 4 when the caller can bind the vector view.
+pub fn plan(op: ReduceOp, dtype: DType, n: usize, vec: u8, threads: u32, options: ReduceOptions) -> Result<ReducePlan, ShapeError> {
     let name = format!("{}_reduce_{}", op.name(), dtype);
+    check_vec(&name, vec)?;
     nonzero(&name, "n", n)?;
     let n = to_u32(&name, "n", n)?;
-    let t = pick_threads(&name, KernelClass::VectorReduction, options.threads)?;
+    let t = check_threads(&name, threads)?;
     let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
     if !(1..=16).contains(&unroll) {
         return Err(ShapeError::new(name, format!("unroll {unroll} is not between 1 and 16")));
@@ -166,10 +170,11 @@ impl RowsPlan {
     }
 }
 
-/// Plans a row reduction of `[rows, d]`; `vec` 4 needs `d % 4 == 0`.
-pub fn plan_rows(op: ReduceOp, dtype: DType, rows: usize, d: usize, vec: u8, threads: Option<u32>) -> Result<RowsPlan, ShapeError> {
-    check_vec(vec);
+/// Plans a row reduction of `[rows, d]` with threadgroups of `threads`;
+/// `vec` 4 needs `d % 4 == 0`.
+pub fn plan_rows(op: ReduceOp, dtype: DType, rows: usize, d: usize, vec: u8, threads: u32) -> Result<RowsPlan, ShapeError> {
     let name = format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec));
+    check_vec(&name, vec)?;
     nonzero(&name, "rows", rows)?;
     nonzero(&name, "d", d)?;
     if vec == 4 && d % 4 != 0 {
@@ -177,8 +182,8 @@ pub fn plan_rows(op: ReduceOp, dtype: DType, rows: usize, d: usize, vec: u8, thr
     }
     let rows = to_u32(&name, "rows", rows)?;
     let d32 = to_u32(&name, "d", d)?;
-    to_u32(&name, "rows × d", rows as usize * d)?;
-    let t = pick_threads(&name, KernelClass::RowReduction { d: d as u64 }, threads)?;
+    to_u32(&name, "rows × d", (rows as usize).saturating_mul(d))?;
+    let t = check_threads(&name, threads)?;
     Ok(RowsPlan { op, dtype, vec, d: d32, dispatch: Dispatch::threadgroups([rows, 1, 1], t) })
 }
 
@@ -206,21 +211,23 @@ mod tests {
 
     #[test]
     fn plans_cap_the_threadgroups_and_add_a_second_pass() {
-        let p = plan(ReduceOp::Sum, DType::F32, 1 << 28, 4, ReduceOptions::default()).unwrap();
+        let p = plan(ReduceOp::Sum, DType::F32, 1 << 28, 4, 256, ReduceOptions::default()).unwrap();
         assert_eq!(p.pass1.dispatch, Dispatch::threadgroups([1024, 1, 1], 256));
         assert_eq!(p.pass2.unwrap().dispatch, Dispatch::threadgroups([1, 1, 1], 1024));
-        let p = plan(ReduceOp::Max, DType::F16, 1000, 1, ReduceOptions::default()).unwrap();
+        let p = plan(ReduceOp::Max, DType::F16, 1000, 1, 256, ReduceOptions::default()).unwrap();
         assert_eq!(p.pass1.dispatch.size[0], 4);
         assert_eq!(p.pass2.unwrap().dispatch.threads[0], 32);
-        let p = plan(ReduceOp::Min, DType::F32, 3, 4, ReduceOptions::default()).unwrap();
+        let p = plan(ReduceOp::Min, DType::F32, 3, 4, 32, ReduceOptions::default()).unwrap();
         assert_eq!(p.pass1.dispatch.size[0], 1);
         assert!(p.pass2.is_none());
+        assert!(plan(ReduceOp::Min, DType::F32, 3, 4, 256, ReduceOptions { unroll: Some(0), max_groups: None }).is_err());
     }
 
     #[test]
-    fn row_plans_follow_the_table() {
-        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 1, None).unwrap().dispatch, Dispatch::threadgroups([7, 1, 1], 32));
-        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 4096, 4, None).unwrap().dispatch.threads[0], 512);
-        assert!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 4, None).is_err());
+    fn row_plans_take_one_threadgroup_per_row() {
+        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 1, 32).unwrap().dispatch, Dispatch::threadgroups([7, 1, 1], 32));
+        assert_eq!(plan_rows(ReduceOp::Sum, DType::F32, 7, 4096, 4, 512).unwrap().dispatch.threads[0], 512);
+        assert!(plan_rows(ReduceOp::Sum, DType::F32, 7, 31, 4, 32).is_err());
+        assert!(plan_rows(ReduceOp::Sum, DType::F32, 0, 31, 1, 32).is_err());
     }
 }

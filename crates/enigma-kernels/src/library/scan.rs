@@ -9,13 +9,16 @@
 //!    `block_sums[group]`.
 //! 2. The block totals are scanned (exclusively) the same way — recursively,
 //!    when there is more than one block of them.
-//! 3. [`scan_add`]: every block but the first adds the scanned total of the
-//!    blocks before it.
+//! 3. [`scan_add`]: every block adds the scanned total of the blocks before
+//!    it (0 for the first, which is written all the same so that every
+//!    dispatch writes its whole output).
 //!
 //! Element types: f32, i32 and u32 (sums in the element type). Parameters:
-//! `scan_block`: `[x4,] x, [y4,] y, block_sums, n`; `scan_add`:
-//! `[y4,] y, offsets, n`. With `vec = 4`, `x4`/`x` and `y4`/`y` are views of
-//! one buffer each, the tail read and written through the scalar views.
+//! `scan_block`: `x, y, block_sums, n`; `scan_add`: `y, offsets, n` (`x4`,
+//! `y4` with `vec = 4`). With `vec = 4` thread `i < ceil(n/4)` handles
+//! vector `i`; the last one may be partial, so `x` and `y` must hold
+//! `ceil(n/4)` whole vectors: lanes past `n` are read as 0 and written with
+//! the running sum (buffer padding, not part of the result).
 
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -44,14 +47,16 @@ fn zero(s: Scalar) -> Ex {
 }
 
 /// Step 1: `scan_{kind}_{scalar}[_vec4]`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4 or `scalar` is not one of [`SCAN_SCALARS`].
 pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     assert!(SCAN_SCALARS.contains(&scalar), "scan supports f32, i32 and u32, not {scalar}");
     let mut k = KernelBuilder::new(format!("scan_{}_{}{}", kind.name(), scalar, vec_suffix(vec)));
-    let x4 = (vec == 4).then(|| k.buffer("x4", Type::vector(scalar, 4), Access::Read));
-    let x = k.buffer("x", Type::scalar(scalar), Access::Read);
-    let y4 = (vec == 4).then(|| k.buffer("y4", Type::vector(scalar, 4), Access::ReadWrite));
-    let y = k.buffer("y", Type::scalar(scalar), Access::ReadWrite);
+    let sfx = if vec == 4 { "4" } else { "" };
+    let x = k.buffer(&format!("x{sfx}"), Type::vector(scalar, vec), Access::Read);
+    let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
     let block_sums = k.buffer("block_sums", Type::scalar(scalar), Access::ReadWrite);
     let n = k.value("n", Type::U32);
     let partials = k.threadgroup_array("simd_totals", Type::scalar(scalar), SIMD_WIDTH);
@@ -60,31 +65,21 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let group = k.let_("group", threadgroup_position_in_grid().x());
     let i = k.let_("i", group * threads_per_threadgroup().x() + tid);
+    let units = if vec == 4 { vec_units(&mut k, n) } else { n };
     // This thread's elements (zero past the end) and their serial scan.
     let elems: Vec<Var> = (0..vec).map(|c| k.var(&format!("e{c}"), zero(scalar))).collect();
-    if vec == 1 {
-        k.if_(i.lt(n), |k| k.assign(elems[0], x.get(i)));
-    } else {
-        let n4 = k.let_("n4", n / 4u32);
-        let x4 = x4.expect("vector view");
-        k.if_else(
-            i.lt(n4),
-            |k| {
-                let v = k.let_("v", x4.get(i));
-                for (c, e) in elems.iter().enumerate() {
-                    k.assign(*e, v.component(c as u8));
-                }
-            },
-            |k| {
-                k.if_(i.eq(n4), |k| {
-                    for (c, e) in elems.iter().enumerate() {
-                        let idx = n4 * 4u32 + c as u32;
-                        k.if_(idx.lt(n), |k| k.assign(*e, x.get(idx)));
-                    }
-                });
-            },
-        );
-    }
+    k.if_(i.lt(units), |k| {
+        if vec == 1 {
+            k.assign(elems[0], x.get(i));
+        } else {
+            let v = k.let_("v", x.get(i));
+            // Lanes at or past element n (n - 4i of them are real) read 0.
+            let real = k.let_("real", n - i * 4u32);
+            for (c, e) in elems.iter().enumerate() {
+                k.assign(*e, select(zero(scalar), v.component(c as u8), lit(Scalar::U32, c as f64).lt(real)));
+            }
+        }
+    });
     let mut running = vec![];
     let mut acc: Option<Ex> = None;
     for (c, e) in elems.iter().enumerate() {
@@ -111,24 +106,10 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
             ScanKind::Exclusive => offset + running[c - 1],
         })
         .collect();
-    if vec == 1 {
-        k.if_(i.lt(n), |k| k.store(y.at(i), outs[0]));
-    } else {
-        let n4 = n / 4u32;
-        let y4 = y4.expect("vector view");
-        k.if_else(
-            i.lt(n4),
-            |k| k.store(y4.at(i), vector(Type::vector(scalar, 4), &outs)),
-            |k| {
-                k.if_(i.eq(n4), |k| {
-                    for (c, o) in outs.iter().enumerate() {
-                        let idx = i * 4u32 + c as u32;
-                        k.if_(idx.lt(n), |k| k.store(y.at(idx), *o));
-                    }
-                });
-            },
-        );
-    }
+    k.if_(i.lt(units), |k| {
+        let out = if vec == 1 { outs[0] } else { vector(Type::vector(scalar, 4), &outs) };
+        k.store(y.at(i), out);
+    });
     // The block total, from SIMD group 0 (every SIMD group could).
     k.if_(sg.eq(0u32), |k| {
         let all = k.var("all", zero(scalar));
@@ -139,33 +120,23 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
     finish(k)
 }
 
-/// Step 3: `scan_add_{scalar}[_vec4]` — block `g + 1` adds `offsets[g + 1]`
-/// (dispatch one threadgroup fewer than there are blocks).
+/// Step 3: `scan_add_{scalar}[_vec4]` — block `g` adds `offsets[g]`, the
+/// exclusive scan of the block totals (dispatch one threadgroup per block).
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn scan_add(scalar: Scalar, vec: u8) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let mut k = KernelBuilder::new(format!("scan_add_{}{}", scalar, vec_suffix(vec)));
-    let y4 = (vec == 4).then(|| k.buffer("y4", Type::vector(scalar, 4), Access::ReadWrite));
-    let y = k.buffer("y", Type::scalar(scalar), Access::ReadWrite);
+    let sfx = if vec == 4 { "4" } else { "" };
+    let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
     let offsets = k.buffer("offsets", Type::scalar(scalar), Access::Read);
     let n = k.value("n", Type::U32);
-    let block = k.let_("block", threadgroup_position_in_grid().x() + 1u32);
+    let block = k.let_("block", threadgroup_position_in_grid().x());
     let i = k.let_("i", block * threads_per_threadgroup().x() + thread_index_in_threadgroup());
+    let units = if vec == 4 { vec_units(&mut k, n) } else { n };
     let offset = k.let_("offset", offsets.get(block));
-    if vec == 1 {
-        k.if_(i.lt(n), |k| k.store(y.at(i), y.get(i) + offset));
-    } else {
-        let y4 = y4.expect("vector view");
-        let n4 = k.let_("n4", n / 4u32);
-        k.if_else(
-            i.lt(n4),
-            |k| k.store(y4.at(i), y4.get(i) + offset),
-            |k| {
-                k.if_(i.eq(n4), |k| {
-                    k.for_range("t", n4 * 4u32, n, 1u32, |k, t| k.store(y.at(t), y.get(t) + offset));
-                });
-            },
-        );
-    }
+    k.if_(i.lt(units), |k| k.store(y.at(i), y.get(i) + offset));
     finish(k)
 }
 
@@ -179,7 +150,7 @@ pub struct ScanLevel {
     pub blocks: u32,
     /// The block scan: `blocks` threadgroups.
     pub scan: Dispatch,
-    /// The add-back: `blocks - 1` threadgroups (absent for one block).
+    /// The add-back: `blocks` threadgroups (absent for one block).
     pub add: Option<Dispatch>,
 }
 
@@ -190,31 +161,32 @@ pub struct ScanPlan {
     pub levels: Vec<ScanLevel>,
 }
 
-/// Plans the scan of `n` elements; `vec` 4 when the caller can bind vector
-/// views of the input and output (deeper levels use `vec = 4` too: their
-/// buffers are the library's own).
-pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: Option<u32>) -> Result<ScanPlan, ShapeError> {
-    check_vec(vec);
+/// Plans the scan of `n` elements in blocks of `threads · vec`; `vec` 4
+/// when the caller can bind vector views of the input and output. The
+/// deeper levels scan buffers of exactly `blocks` elements: with `vec = 4`
+/// when `blocks % 4 == 0`, else with `vec = 1`.
+pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: u32) -> Result<ScanPlan, ShapeError> {
     let name = format!("scan_{}_{}", kind.name(), scalar);
+    check_vec(&name, vec)?;
     if !SCAN_SCALARS.contains(&scalar) {
         return Err(ShapeError::new(name, format!("element type {scalar} is not one of f32, i32, u32")));
     }
     nonzero(&name, "n", n)?;
     let mut n = to_u32(&name, "n", n)?;
-    let t = pick_threads(&name, KernelClass::Elementwise, threads)?;
+    let t = check_threads(&name, threads)?;
     let mut levels = vec![];
     let mut level_vec = vec;
     let mut level_kind = kind;
     loop {
         let block = t * level_vec as u32;
         let blocks = n.div_ceil(block);
-        let add = (blocks > 1).then(|| Dispatch::threadgroups([blocks - 1, 1, 1], t));
+        let add = (blocks > 1).then(|| Dispatch::threadgroups([blocks, 1, 1], t));
         levels.push(ScanLevel { n, vec: level_vec, kind: level_kind, blocks, scan: Dispatch::threadgroups([blocks, 1, 1], t), add });
         if blocks == 1 {
             break;
         }
         n = blocks;
-        level_vec = 4;
+        level_vec = if blocks % 4 == 0 { 4 } else { 1 };
         level_kind = ScanKind::Exclusive;
     }
     Ok(ScanPlan { scalar, levels })
@@ -256,16 +228,19 @@ mod tests {
 
     #[test]
     fn levels_shrink_to_one_block() {
-        let p = plan(Scalar::F32, ScanKind::Inclusive, 1, 1, None).unwrap();
+        let p = plan(Scalar::F32, ScanKind::Inclusive, 1, 1, 256).unwrap();
         assert_eq!(p.levels.len(), 1);
         assert!(p.levels[0].add.is_none());
         // 2^20 with 256 threads × 4: 1024 blocks, then 1 block of 1024 totals.
-        let p = plan(Scalar::F32, ScanKind::Exclusive, 1 << 20, 4, None).unwrap();
+        let p = plan(Scalar::F32, ScanKind::Exclusive, 1 << 20, 4, 256).unwrap();
         assert_eq!(p.levels.iter().map(|l| l.blocks).collect::<Vec<_>>(), vec![1024, 1]);
         assert_eq!(p.levels[1].kind, ScanKind::Exclusive);
-        let p = plan(Scalar::U32, ScanKind::Inclusive, 70_000, 1, Some(32)).unwrap();
+        let p = plan(Scalar::U32, ScanKind::Inclusive, 70_000, 1, 32).unwrap();
         assert_eq!(p.levels.iter().map(|l| l.blocks).collect::<Vec<_>>(), vec![2188, 18, 1]);
-        assert!(plan(Scalar::F16, ScanKind::Inclusive, 10, 1, None).is_err());
+        // 2188 totals scan as float4 (blocks of 128), 18 as scalars.
+        assert_eq!(p.levels.iter().map(|l| l.vec).collect::<Vec<_>>(), vec![1, 4, 1]);
+        assert_eq!(p.levels[0].add, Some(Dispatch::threadgroups([2188, 1, 1], 32)));
+        assert!(plan(Scalar::F16, ScanKind::Inclusive, 10, 1, 256).is_err());
     }
 
     #[test]

@@ -68,8 +68,11 @@ pub(crate) fn load_cached(k: &mut KernelBuilder, ctx: RowCtx, x: Mem, vec: u8, i
 }
 
 /// The softmax kernel `softmax_{dtype}[_vec4]_{c<items>|online}`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
 pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
-    check_vec(vec);
+    assert_vec(vec);
     let cfg = RowConfig { dtype, vec, items };
     let mut k = KernelBuilder::new(format!("softmax_{}", cfg.suffix()));
     let (xn, yn) = if vec == 4 { ("x4", "y4") } else { ("x", "y") };
@@ -133,24 +136,26 @@ pub struct RowPlan {
 /// Options of the row kernels' plans.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowOptions {
-    /// Threads per threadgroup (default: seed 004's row-reduction rows).
-    pub threads: Option<u32>,
+    /// Threads per threadgroup (`enigma-ops` takes seed 004's row-reduction
+    /// rows).
+    pub threads: u32,
     /// Keep the row in registers when it fits ([`MAX_CACHED_ITEMS`] loads
     /// per thread). `false` forces the streaming form.
     pub cache: bool,
 }
 
-impl Default for RowOptions {
-    fn default() -> RowOptions {
-        RowOptions { threads: None, cache: true }
+impl RowOptions {
+    /// Threadgroups of `threads`, rows cached in registers when they fit.
+    pub fn threads(threads: u32) -> RowOptions {
+        RowOptions { threads, cache: true }
     }
 }
 
 /// Plans a row kernel over `[rows, d]`: one threadgroup per row; the cached
 /// form when `ceil(d / (vec · T)) ≤ MAX_CACHED_ITEMS`.
 pub fn plan_rows(kernel: &str, dtype: DType, rows: usize, d: usize, vec: u8, options: RowOptions) -> Result<RowPlan, ShapeError> {
-    check_vec(vec);
     let name = format!("{kernel}_{dtype}{}", vec_suffix(vec));
+    check_vec(&name, vec)?;
     nonzero(&name, "rows", rows)?;
     nonzero(&name, "d", d)?;
     if vec == 4 && d % 4 != 0 {
@@ -158,8 +163,8 @@ pub fn plan_rows(kernel: &str, dtype: DType, rows: usize, d: usize, vec: u8, opt
     }
     let rows32 = to_u32(&name, "rows", rows)?;
     let d32 = to_u32(&name, "d", d)?;
-    to_u32(&name, "rows × d", rows * d)?;
-    let t = pick_threads(&name, KernelClass::RowReduction { d: d as u64 }, options.threads)?;
+    to_u32(&name, "rows × d", rows.saturating_mul(d))?;
+    let t = check_threads(&name, options.threads)?;
     let per_thread = (d32 / vec as u32).div_ceil(t);
     let items = if options.cache && per_thread <= MAX_CACHED_ITEMS { per_thread.max(1) } else { 0 };
     Ok(RowPlan { config: RowConfig { dtype, vec, items }, rows: rows32, d: d32, dispatch: Dispatch::threadgroups([rows32, 1, 1], t) })
@@ -188,14 +193,18 @@ mod tests {
 
     #[test]
     fn long_rows_stream_and_short_rows_cache() {
-        let p = plan(DType::F32, 8192, 8192, 4, RowOptions::default()).unwrap();
-        assert_eq!(p.dispatch, Dispatch::threadgroups([8192, 1, 1], 512));
-        assert_eq!(p.config.items, 4);
-        let p = plan(DType::F32, 2, 1 << 20, 4, RowOptions::default()).unwrap();
+        // 8192 floats as 2048 float4 over 256 threads: 8 loads each, cached.
+        let p = plan(DType::F32, 8192, 8192, 4, RowOptions::threads(256)).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([8192, 1, 1], 256));
+        assert_eq!(p.config.items, 8);
+        let p = plan(DType::F32, 8192, 8192, 1, RowOptions::threads(256)).unwrap();
         assert_eq!(p.config.items, 0);
-        let p = plan(DType::F16, 3, 31, 1, RowOptions::default()).unwrap();
+        let p = plan(DType::F32, 2, 1 << 20, 4, RowOptions::threads(512)).unwrap();
+        assert_eq!(p.config.items, 0);
+        let p = plan(DType::F16, 3, 31, 1, RowOptions::threads(32)).unwrap();
         assert_eq!((p.config.items, p.dispatch.threads[0]), (1, 32));
-        let p = plan(DType::F16, 3, 31, 1, RowOptions { threads: None, cache: false }).unwrap();
+        let p = plan(DType::F16, 3, 31, 1, RowOptions { threads: 32, cache: false }).unwrap();
         assert_eq!(p.config.items, 0);
+        assert!(plan(DType::F16, 3, 31, 1, RowOptions::threads(48)).is_err());
     }
 }
