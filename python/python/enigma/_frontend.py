@@ -394,8 +394,6 @@ class KernelCompiler:
             self.symbols[name] = ValueParamSym(index, ann.dtype)
         else:
             raise self.error(arg, f"the annotation of `{name}` must be an enigma type (e.g. enigma.f32, enigma.half4) for a device buffer, or enigma.constant(T) for a by-value scalar; got {ann!r}")
-        if name in self.assigned_names:
-            raise self.error(arg, f"parameter `{name}` is assigned in the kernel; parameters cannot be reassigned")
 
     # --- statements ------------------------------------------------------
     def emit(self, kind, node=None):
