@@ -62,19 +62,39 @@ impl Runtime {
     /// Opens `device`. `Device::Auto` falls back to the simulator when no GPU
     /// backend is available.
     pub fn new(device: Device) -> Result<Runtime, RuntimeError> {
-        let unavailable = |device: &str, reason: &str| RuntimeError::Unavailable { device: device.into(), reason: reason.into() };
         let backend: Arc<dyn Backend> = match device {
             Device::Auto => Self::first_available(),
             Device::Sim => Arc::new(enigma_sim::SimBackend::new()),
-            Device::Metal => return Err(unavailable("metal", "the Metal backend is not built into this enigma (it needs macOS)")),
+            Device::Metal => Self::metal()?,
             Device::Cuda => Arc::new(enigma_cuda::CudaBackend::new()?),
         };
         Ok(Runtime { backend })
     }
 
-    /// The backend `Device::Auto` picks: a CUDA GPU when the driver, NVRTC
-    /// and a device are present, else the simulator.
+    /// The Metal backend on the system's default GPU (macOS only).
+    #[cfg(target_os = "macos")]
+    fn metal() -> Result<Arc<dyn Backend>, RuntimeError> {
+        Ok(Arc::new(enigma_metal::MetalBackend::new()?))
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    fn metal() -> Result<Arc<dyn Backend>, RuntimeError> {
+        Err(RuntimeError::Unavailable {
+            device: "metal".into(),
+            reason: format!(
+                "the Metal backend exists only on macOS, and this enigma was built for {}; use --device sim (or cuda on an NVIDIA machine)",
+                std::env::consts::OS
+            ),
+        })
+    }
+
+    /// The backend `Device::Auto` picks: Metal on macOS when a device is
+    /// present, else a CUDA GPU when the driver, NVRTC and a device are
+    /// present, else the simulator.
     fn first_available() -> Arc<dyn Backend> {
+        if let Ok(metal) = Self::metal() {
+            return metal;
+        }
         match enigma_cuda::CudaBackend::new() {
             Ok(cuda) => Arc::new(cuda),
             Err(_) => Arc::new(enigma_sim::SimBackend::new()),
