@@ -327,6 +327,12 @@ impl Dialect for Cuda {
             return Code::postfix(format!("{}({})", self.type_name(to), arg.text));
         }
         let name = self.scalar_name(to.scalar);
+        let from_float = matches!(from.scalar, Scalar::F32 | Scalar::F16 | Scalar::BF16);
+        if from_float && matches!(to.scalar, Scalar::I8 | Scalar::U8 | Scalar::I16 | Scalar::U16) {
+            // Saturating, through `Convert` (a C cast would wrap through int).
+            self.need(Helper::Convert);
+            return Code::postfix(format!("enigma::convert<{name}>({})", arg.text));
+        }
         let through_float = to.scalar != from.scalar
             && ((is_half_type(from.scalar) && to.scalar != Scalar::F32) || (is_half_type(to.scalar) && from.scalar != Scalar::F32));
         if through_float {

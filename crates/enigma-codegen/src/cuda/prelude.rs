@@ -11,6 +11,9 @@ use std::fmt::Write as _;
 /// emission, so each helper comes after those it uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Helper {
+    /// `copy_bytes(dst, src, n)`: a byte copy (NVRTC has no `memcpy`
+    /// builtin without headers); first, as others use it.
+    CopyBytes,
     /// `convert<To>(from)`: conversions that go through `float` for half types.
     Convert,
     /// `vec<T, N>` with MSL's layout, its operators, and the `float4`-style aliases.
@@ -40,6 +43,7 @@ impl Helper {
             Helper::Simd(_, "simd_prefix_exclusive_sum") => &[Helper::SimdCore, INCLUSIVE_SUM],
             Helper::Simd(..) => &[Helper::SimdCore],
             Helper::Clamp => &[Helper::Math("min"), Helper::Math("max")],
+            Helper::Bitcast | Helper::SimdCore => &[Helper::CopyBytes],
             _ => &[],
         }
     }
@@ -70,6 +74,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
     out.push_str("namespace enigma {\n\n");
     for h in helpers {
         match h {
+            Helper::CopyBytes => out.push_str(COPY_BYTES),
             Helper::Convert => convert(out, cx),
             Helper::Vec => vec(out, cx),
             Helper::Math(name) => math(out, name, cx),
@@ -103,6 +108,20 @@ fn convert(out: &mut String, cx: &PreludeCx) {
 template <typename To, typename From> struct Convert {
     static __device__ To run(From x) { return (To)x; }
 };
+// Float to a narrow integer saturates at the type's range, NaN gives 0 (as
+// in the simulator); a plain C cast would go through int and wrap.
+template <> struct Convert<signed char, float> {
+    static __device__ signed char run(float x) { return (signed char)::max(-128, ::min(127, __float2int_rz(x))); }
+};
+template <> struct Convert<short, float> {
+    static __device__ short run(float x) { return (short)::max(-32768, ::min(32767, __float2int_rz(x))); }
+};
+template <> struct Convert<unsigned char, float> {
+    static __device__ unsigned char run(float x) { return (unsigned char)::min(255u, __float2uint_rz(x)); }
+};
+template <> struct Convert<unsigned short, float> {
+    static __device__ unsigned short run(float x) { return (unsigned short)::min(65535u, __float2uint_rz(x)); }
+};
 ",
     );
     let mut halves = vec![];
@@ -116,7 +135,7 @@ template <typename To, typename From> struct Convert {
         let _ = write!(
             out,
             "template <typename To> struct Convert<To, {h}> {{
-    static __device__ To run({h} x) {{ return (To)(float)x; }}
+    static __device__ To run({h} x) {{ return Convert<To, float>::run((float)x); }}
 }};
 template <typename From> struct Convert<{h}, From> {{
     static __device__ {h} run(From x) {{ return ({h})(float)x; }}
@@ -367,12 +386,22 @@ template <typename T> __device__ inline T select(T a, T b, bool c) { return c ? 
     out.push('\n');
 }
 
+const COPY_BYTES: &str = "// Copies n bytes (the compiler turns fixed-size copies into register moves).
+__device__ inline void copy_bytes(void* dst, const void* src, unsigned n)
+{
+    unsigned char* d = static_cast<unsigned char*>(dst);
+    const unsigned char* s = static_cast<const unsigned char*>(src);
+    for (unsigned i = 0; i < n; ++i) d[i] = s[i];
+}
+
+";
+
 const BITCAST: &str = "// MSL's as_type<To>(x): the same bits as another type of the same size.
 template <typename To, typename From> __device__ inline To bitcast(From x)
 {
     static_assert(sizeof(To) == sizeof(From), \"bitcast between types of different sizes\");
     To r;
-    __builtin_memcpy(&r, &x, sizeof(To));
+    copy_bytes(&r, &x, sizeof(To));
     return r;
 }
 
@@ -413,17 +442,18 @@ template <typename T> __device__ inline T shfl(uint mask, T x, uint src)
 {
     constexpr int words = (sizeof(T) + 3) / 4;
     uint w[words] = {};
-    __builtin_memcpy(w, &x, sizeof(T));
+    copy_bytes(w, &x, sizeof(T));
     for (int i = 0; i < words; ++i) w[i] = __shfl_sync(mask, w[i], src);
     T r;
-    __builtin_memcpy(&r, w, sizeof(T));
+    copy_bytes(&r, w, sizeof(T));
     return r;
 }
 
 template <typename T> __device__ inline T zero_value()
 {
     T r;
-    __builtin_memset(&r, 0, sizeof(T));
+    unsigned char* bytes = reinterpret_cast<unsigned char*>(&r);
+    for (unsigned i = 0; i < sizeof(T); ++i) bytes[i] = 0;
     return r;
 }
 
