@@ -28,6 +28,19 @@ header="$(ls /usr/local/cuda/include/cuda_fp16.h 2>/dev/null || find / -xdev -na
 export CUDA_HOME="$(dirname "$(dirname "$header")")"
 echo "NVRTC: $nvrtc; CUDA_HOME: $CUDA_HOME"
 status=0
+# Every CUDA golden file of the code generator, through the real compiler.
+if command -v nvcc > /dev/null; then
+  compiled=0
+  for snap in crates/enigma-codegen/tests/snapshots/*.cu.snap; do
+    awk 'n >= 2 { print } /^---$/ && n < 2 { n++ }' "$snap" > /tmp/golden.cu
+    if nvcc -std=c++17 -arch=sm_90 -c /tmp/golden.cu -o /tmp/golden.o 2> /tmp/golden.err; then
+      compiled=$((compiled + 1))
+    else
+      echo "nvcc rejected $snap:"; head -n 20 /tmp/golden.err; status=1
+    fi
+  done
+  echo "nvcc compiled $compiled CUDA golden files"
+fi
 for t in "$bins"/test-*; do
   echo "== $(basename "$t")"
   "$t" --test-threads=1 > "$logs/$(basename "$t").log" 2>&1
