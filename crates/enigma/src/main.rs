@@ -6,6 +6,7 @@
 mod cli {
     pub mod check;
     pub mod common;
+    pub mod emit;
     pub mod examples;
     pub mod geometry;
     pub mod info;
@@ -30,6 +31,8 @@ enum Command {
     Run(cli::run::Args),
     /// Validate and sanitize an example, a library kernel or a corpus kernel (corpus/<name>); non-zero exit on findings.
     Check(cli::check::Args),
+    /// Print a kernel (an example's or by name) as MSL, CUDA C++, IR text or IR JSON.
+    Emit(cli::emit::Args),
     /// Devices: the built-in catalogue (--catalog) and the devices this machine runs on.
     Info(cli::info::Args),
     /// Dispatch geometry: threadgroups, SIMD groups, idle lanes, waste, warnings.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => cli::run::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Emit(args) => cli::emit::run(args),
         Command::Info(args) => cli::info::run(args),
         Command::Geometry(args) => cli::geometry::run(args),
         Command::Occupancy(args) => cli::occupancy::run(args),
