@@ -13,6 +13,7 @@
 use super::examples::{example_kernels, EXAMPLES};
 use anyhow::Context;
 use enigma_ir::{validate, Kernel, ValidationOptions};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,22 +84,21 @@ fn emit(kernel: &Kernel, target: Target) -> anyhow::Result<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.list {
-        println!("examples: {}", EXAMPLES.join(", "));
-        println!("kernels:");
-        for k in named_kernels() {
-            println!("  {}", k.name);
+    let out = if args.list {
+        let kernels: Vec<String> = named_kernels().into_iter().map(|k| format!("  {}", k.name)).collect();
+        format!("examples: {}\nkernels:\n{}", EXAMPLES.join(", "), kernels.join("\n"))
+    } else {
+        let kernels = resolve(args.name.as_deref().unwrap_or_default())?;
+        let texts = kernels.iter().map(|k| emit(k, args.target)).collect::<anyhow::Result<Vec<String>>>()?;
+        match (args.target, &texts[..]) {
+            (Target::Json, [one]) => one.clone(),
+            (Target::Json, many) => format!("[\n{}\n]", many.join(",\n")),
+            (_, many) => many.iter().map(|t| t.trim_end()).collect::<Vec<_>>().join("\n\n"),
         }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let name = args.name.unwrap_or_default();
-    let kernels = resolve(&name)?;
-    let texts = kernels.iter().map(|k| emit(k, args.target)).collect::<anyhow::Result<Vec<String>>>()?;
-    let out = match (args.target, &texts[..]) {
-        (Target::Json, [one]) => one.clone(),
-        (Target::Json, many) => format!("[\n{}\n]", many.join(",\n")),
-        (_, many) => many.iter().map(|t| t.trim_end()).collect::<Vec<_>>().join("\n\n"),
     };
-    println!("{}", out.trim_end());
-    Ok(ExitCode::SUCCESS)
+    // A reader that stops early (`enigma emit … | head`) is not an error.
+    match writeln!(std::io::stdout().lock(), "{}", out.trim_end()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

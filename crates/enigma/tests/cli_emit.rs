@@ -1,0 +1,93 @@
+//! `enigma emit`, run as a user would: MSL and CUDA C++ carry the constructs
+//! of the kernel asked for, the IR text and JSON read back to the very kernel
+//! that enigma-kernels builds, examples print all their kernels, and unknown
+//! names fail with a message and exit status 2.
+
+use std::process::{Command, Output};
+
+fn enigma(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_enigma")).args(args).output().expect("run the enigma binary")
+}
+
+/// Runs a command that must succeed; its stdout.
+fn stdout(args: &[&str]) -> String {
+    let out = enigma(args);
+    assert!(out.status.success(), "enigma {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+#[test]
+fn msl_of_the_reduction_binds_buffers_and_sums_simd_groups() {
+    let msl = stdout(&["emit", "--target", "msl", "reduce_threadgroup"]);
+    for needle in [
+        "#include <metal_stdlib>",
+        "kernel void reduce_threadgroup(",
+        "device const float* A [[buffer(0)]]",
+        "device float* PartialOut [[buffer(1)]]",
+        "threadgroup float scratch[32];",
+        "simd_sum(",
+        "threadgroup_barrier(mem_flags::mem_threadgroup);",
+    ] {
+        assert!(msl.contains(needle), "missing {needle:?} in\n{msl}");
+    }
+    // MSL is the default target.
+    assert_eq!(stdout(&["emit", "reduce_threadgroup"]), msl);
+}
+
+#[test]
+fn cuda_of_the_reduction_is_an_extern_c_global_function() {
+    let cuda = stdout(&["emit", "--target", "cuda", "reduce_threadgroup"]);
+    assert!(cuda.contains("extern \"C\" __global__ void reduce_threadgroup("), "{cuda}");
+    for needle in ["__shared__ float scratch[32];", "enigma::simd_sum(val)", "enigma::threadgroup_barrier(enigma_tg);"] {
+        assert!(cuda.contains(needle), "missing {needle:?} in\n{cuda}");
+    }
+}
+
+#[test]
+fn ir_text_parses_back_to_the_library_kernel() {
+    let text = stdout(&["emit", "--target", "ir", "reduce_threadgroup"]);
+    let parsed = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(parsed, enigma_kernels::reduce::reduce_threadgroup());
+}
+
+#[test]
+fn json_reads_back_to_the_library_kernel() {
+    let json = stdout(&["emit", "--target", "json", "gemm_tiled"]);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::seed000::gemm_tiled());
+    // A library variant, by its own name.
+    let softmax = enigma_kernels::library::all_kernels().into_iter().find(|k| k.name.starts_with("softmax")).unwrap();
+    let json = stdout(&["emit", "--target", "json", &softmax.name]);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), softmax);
+}
+
+#[test]
+fn an_example_prints_every_kernel_it_dispatches() {
+    let json = stdout(&["emit", "--target", "json", "reduce"]);
+    let kernels: Vec<enigma_ir::Kernel> = serde_json::from_str(&json).unwrap();
+    let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["reduce_threadgroup", "reduce_final"]);
+    let msl = stdout(&["emit", "--target", "msl", "reduce"]);
+    assert_eq!(msl.matches("kernel void ").count(), 2, "{msl}");
+}
+
+#[test]
+fn list_names_examples_and_kernels() {
+    let list = stdout(&["emit", "--list"]);
+    assert!(list.starts_with("examples: reduce, scale, row_sum, prefix_sum, stencil, gemm\nkernels:\n"), "{list}");
+    for k in enigma_kernels::library::all_kernels().iter().chain(&enigma_kernels::seed_kernels()) {
+        assert!(list.contains(&format!("\n  {}\n", k.name)) || list.ends_with(&format!("\n  {}\n", k.name)), "{} not listed", k.name);
+    }
+}
+
+#[test]
+fn an_unknown_name_fails_with_a_message() {
+    let out = enigma(&["emit", "--target", "msl", "no_such_kernel"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown example or kernel `no_such_kernel`"), "{err}");
+    assert!(out.stdout.is_empty());
+    // A wrong target is clap's usage error.
+    let out = enigma(&["emit", "--target", "wgsl", "reduce"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wgsl"));
+}
