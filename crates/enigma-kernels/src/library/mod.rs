@@ -422,9 +422,9 @@ pub(crate) fn threadgroup_reduce(k: &mut KernelBuilder, name: &str, values: &[(R
     out
 }
 
-/// The threadgroup-wide `(max, sum of exp2)` pair of softmax, one barrier:
-/// each thread holds a running maximum `m` (in the log2 domain) and
-/// `l = Σ exp2(t - m)` over its elements; SIMD groups and then the
+/// The threadgroup-wide `(max, sum of exp)` pair of softmax, one barrier:
+/// each thread holds a running maximum `m` and `l = Σ exp(x - m)` over its
+/// elements (exponentials as [`exp_shifted`]); SIMD groups and then the
 /// threadgroup combine the pairs, rescaling each sum to the common maximum.
 /// Threads with no elements hold `(-inf, 0)`.
 pub(crate) fn threadgroup_max_sumexp(k: &mut KernelBuilder, name: &str, m: Ex, l: Ex) -> (Ex, Ex) {
@@ -434,7 +434,7 @@ pub(crate) fn threadgroup_max_sumexp(k: &mut KernelBuilder, name: &str, m: Ex, l
     let pl = k.threadgroup_array(&format!("{name}_sum_partials"), Type::F32, SIMD_WIDTH);
     let ms = k.let_(&format!("{name}_simd_max"), simd_max(m));
     let shift = k.let_(&format!("{name}_simd_shift"), finite_or_zero(ms));
-    let ls = k.let_(&format!("{name}_simd_sum"), simd_sum(l * exp2(m - shift)));
+    let ls = k.let_(&format!("{name}_simd_sum"), simd_sum(l * exp_shifted(m, shift)));
     k.if_(lane.eq(0u32), |k| {
         k.store(pm.at(sg), ms);
         k.store(pl.at(sg), ls);
@@ -448,12 +448,20 @@ pub(crate) fn threadgroup_max_sumexp(k: &mut KernelBuilder, name: &str, m: Ex, l
     });
     let total_max = k.let_(&format!("{name}_max"), simd_max(pmv.get()));
     let total_shift = k.let_(&format!("{name}_shift"), finite_or_zero(total_max));
-    let total_sum = k.let_(&format!("{name}_sum"), simd_sum(plv.get() * exp2(pmv.get() - total_shift)));
+    let total_sum = k.let_(&format!("{name}_sum"), simd_sum(plv.get() * exp_shifted(pmv.get(), total_shift)));
     (total_max, total_sum)
 }
 
-/// `log2(e)`: softmax works in the exp2 domain (`exp(x) = exp2(x·log2 e)`).
+/// `log2(e)`: exponentials are `exp2` (`exp(x) = exp2(x·log2 e)`).
 pub const LOG2E: f64 = std::f64::consts::LOG2_E;
+
+/// `exp(x - shift)` as `exp2((x - shift)·log2 e)`: the shift comes off
+/// first, so the rounding of the product is relative to `x - shift`, not
+/// to `x` (at `x = 1000`, `x·log2 e` in f32 is off by 6e-5 absolute, which
+/// the exponential turns into a 4e-5 relative error).
+pub(crate) fn exp_shifted(x: Ex, shift: Ex) -> Ex {
+    exp2((x - shift) * LOG2E)
+}
 
 /// Every kernel variant of the library (all element types and vector
 /// widths, a representative cached size for row kernels), for validation

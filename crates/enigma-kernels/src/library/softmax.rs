@@ -11,7 +11,7 @@
 //!   are combined as above, then a normalisation pass re-reads the row and
 //!   writes it.
 //!
-//! Exponentials are `exp2` of `x · log2(e)`. A row of only `-inf` gives NaN
+//! Exponentials are `exp2((x - max) · log2 e)`. A row of only `-inf` gives NaN
 //! (0/0), as in PyTorch. Parameters: `x (or x4), y (or y4), d`, where `d`
 //! is the row length in elements (`d % 4 == 0` for the vector form); `y`
 //! may be `x` (in place).
@@ -82,43 +82,39 @@ pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
     let ctx = row_ctx(&mut k, d, vec);
     if items > 0 {
         let regs = load_cached(&mut k, ctx, x, vec, items, f64::NEG_INFINITY);
-        // Into the log2 domain.
-        for &(v, _) in &regs {
-            k.assign(v, v.get() * LOG2E);
-        }
         let mut m = hmax(regs[0].0.get());
         for &(v, _) in &regs[1..] {
             m = max(m, hmax(v.get()));
         }
         let m = k.let_("m", m);
         let shift = k.let_("shift", finite_or_zero(m));
-        let mut l = hsum(exp2(regs[0].0.get() - shift));
+        let mut l = hsum(exp_shifted(regs[0].0.get(), shift));
         for &(v, _) in &regs[1..] {
-            l = l + hsum(exp2(v.get() - shift));
+            l = l + hsum(exp_shifted(v.get(), shift));
         }
         let l = k.let_("l", l);
         let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m, l);
         let shift = k.let_("final_shift", finite_or_zero(total_max));
         let inv = k.let_("inv", 1.0f32 / total_sum);
         for &(v, idx) in &regs {
-            k.if_(idx.lt(ctx.dv), |k| store_f32(k, y, ctx.base + idx, exp2(v.get() - shift) * inv));
+            k.if_(idx.lt(ctx.dv), |k| store_f32(k, y, ctx.base + idx, exp_shifted(v.get(), shift) * inv));
         }
     } else {
         let m = k.var("m", neg_inf());
         let l = k.var("l", f(0.0));
         k.for_range("j", ctx.tid, ctx.dv, ctx.tpg, |k, j| {
-            let t = k.let_("t", load_f32(x, ctx.base + j) * LOG2E);
+            let t = k.let_("t", load_f32(x, ctx.base + j));
             let m_new = k.let_("m_new", max(m.get(), hmax(t)));
             let shift = k.let_("shift", finite_or_zero(m_new));
-            k.assign(l, l.get() * exp2(m.get() - shift) + hsum(exp2(t - shift)));
+            k.assign(l, l.get() * exp_shifted(m.get(), shift) + hsum(exp_shifted(t, shift)));
             k.assign(m, m_new);
         });
         let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m.get(), l.get());
         let shift = k.let_("final_shift", finite_or_zero(total_max));
         let inv = k.let_("inv", 1.0f32 / total_sum);
         k.for_range("j2", ctx.tid, ctx.dv, ctx.tpg, |k, j| {
-            let t = load_f32(x, ctx.base + j) * LOG2E;
-            store_f32(k, y, ctx.base + j, exp2(t - shift) * inv);
+            let t = load_f32(x, ctx.base + j);
+            store_f32(k, y, ctx.base + j, exp_shifted(t, shift) * inv);
         });
     }
     finish(k)
