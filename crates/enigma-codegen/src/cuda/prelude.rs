@@ -119,6 +119,13 @@ template <> struct Convert<short, float> {
 template <> struct Convert<unsigned char, float> {
     static __device__ unsigned char run(float x) { return (unsigned char)::min(255u, __float2uint_rz(x)); }
 };
+// 64-bit conversions saturate in hardware, but NaN would give the minimum.
+template <> struct Convert<long long, float> {
+    static __device__ long long run(float x) { return x != x ? 0ll : __float2ll_rz(x); }
+};
+template <> struct Convert<unsigned long long, float> {
+    static __device__ unsigned long long run(float x) { return x != x ? 0ull : __float2ull_rz(x); }
+};
 template <> struct Convert<unsigned short, float> {
     static __device__ unsigned short run(float x) { return (unsigned short)::min(65535u, __float2uint_rz(x)); }
 };
