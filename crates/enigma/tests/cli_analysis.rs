@@ -268,7 +268,28 @@ fn info_catalog() {
     let out = enigma(&["info"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Apple M2 Ultra") && text.contains("runtime"), "{text}");
+    assert!(text.contains("Apple M2 Ultra") && text.contains("devices on this machine"), "{text}");
     let out = enigma(&["info", "--catalog"]);
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("added by the runtime"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("devices on this machine"));
+}
+
+/// `enigma info` lists the simulator with its limits, and every GPU backend
+/// either with what it reports or with the reason it is unavailable.
+#[test]
+fn info_lists_runtime_devices() {
+    let v = json(&["info", "--json"]);
+    let devices = v["devices"].as_array().unwrap();
+    let names: Vec<&str> = devices.iter().map(|d| d["device"].as_str().unwrap()).collect();
+    assert_eq!(names, ["sim", "cuda", "metal"]);
+    let sim = &devices[0];
+    assert_eq!(sim["available"], true);
+    assert_eq!(u(&sim["max_threads_per_threadgroup"]), 1024);
+    assert_eq!(u(&sim["simd_width"]), 32);
+    for d in &devices[1..] {
+        if d["available"] == false {
+            assert!(!d["reason"].as_str().unwrap().is_empty(), "{d}");
+        } else {
+            assert_eq!(u(&d["simd_width"]), 32, "{d}");
+        }
+    }
 }
