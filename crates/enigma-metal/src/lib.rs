@@ -60,11 +60,12 @@
 //! version encoding, function-constant bytes, by-value argument sizes,
 //! pipeline cache keys, GPU-time arithmetic) is unit-tested on every system.
 //! The MSL itself has only been syntax-checked with g++ against a shim
-//! header (see `enigma_codegen::msl`), never compiled by Apple's compiler.
+//! header (`crates/enigma-codegen/tests/msl_syntax.rs`, over the MSL golden
+//! files), never compiled by Apple's compiler.
 //!
 //! # Running the conformance suite on a Mac
 //! ```text
-//! cargo test -p enigma-metal
+//! cargo test -p enigma-metal --test conformance
 //! ```
 //! runs the shared conformance suite (`enigma-conformance`, every portable
 //! case) on the default Metal device, plus this crate's unit tests. On other
