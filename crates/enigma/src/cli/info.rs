@@ -35,6 +35,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("devices on this machine");
         let rows: Vec<Vec<String>> = runtime.iter().map(RuntimeDevice::row).collect();
         common::print_table(&["device", "name", "units", "SIMD", "max TG", "TG memory", "memory"], &rows);
+        for d in &runtime {
+            if let Err(why) = &d.opened {
+                println!("{}: {why}", d.device);
+            }
+        }
         println!();
     }
     println!("device catalogue (figures from the seeds; \"-\" where no seed gives one)");
@@ -95,7 +100,7 @@ impl RuntimeDevice {
                 thousands(i.max_threadgroup_memory_bytes),
                 i.memory_bytes.map_or("-".to_string(), |m| format!("{} GiB", number(m as f64 / (1u64 << 30) as f64, 1))),
             ],
-            Err(why) => vec![self.device.to_string(), format!("unavailable: {why}"), String::new(), String::new(), String::new(), String::new(), String::new()],
+            Err(_) => vec![self.device.to_string(), "unavailable (below)".to_string(), String::new(), String::new(), String::new(), String::new(), String::new()],
         }
     }
 
