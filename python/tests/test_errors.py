@@ -292,3 +292,30 @@ def test_sanitizer_passes_a_correct_kernel():
     out = rt.execute(enigma.compile(fixed), inputs=[a], output_size=256, grid=64, threads=64)
     np.testing.assert_array_equal(np.frombuffer(out, np.float32), a[::-1])
     assert rt.last_report is not None
+
+
+# Odd Python in a kernel body: each must give a CompileError naming the file
+# and the body's line, never another exception.
+ODD_BODIES = [
+    "x = enigma", "A[0] = enigma.f32", "with open('x') as f:\n        pass", "A[0][1] = 1.0", "del A",
+    "global q", "A[0] = f'{1}'", "A[0] = (y := 1)", "yield 1", "print('x')", "A[0] = 'str'", "A[0] = None",
+    "A[0] = enigma.simd_sum()", "A[0] = enigma.simd_sum(1, 2)", "A[0] = enigma.exp(A)", "A.x = 1",
+    "A[0] = enigma.float4(1, 2)", "A[0] = enigma.thread_position_in_grid.w", "s = enigma.threadgroup_alloc('nope', 4)",
+    "A[-1] = 1.0", "A[1.5] = 1.0", "A[0] = 10 ** 400", "A[0] = 1 / 0", "A[0] = enigma.as_type(enigma.u64, A[0])",
+    "enigma.atomic_add(A, 0)", "enigma.barrier(mem_flags=3)", "for i in range(0, 10, 0):\n        pass",
+    "x = enigma.spec('T', enigma.f32, 'a')", "with enigma.for_range(0, 4):\n        pass", "class C:\n        pass",
+    "import os", "A[0] = A[0] @ A[0]", "A[0] = A[0] is A[0]", "A[0] = enigma.fast.nope(A[0])",
+    "A[0] = enigma.simd_ballot(A[0])", "A[0] = range(3)", "A[0] = enigma.f32(*A)", "A[0] = enigma.compile",
+]
+
+
+@pytest.mark.parametrize("body", ODD_BODIES)
+def test_odd_python_is_a_compile_error(tmp_path, body):
+    path = tmp_path / "odd.py"
+    src = f"import enigma\n\n\ndef k(A: enigma.f32):\n    {body}\n"
+    path.write_text(src)
+    ns = {"__name__": "odd", "__file__": str(path)}
+    exec(compile(src, str(path), "exec"), ns)  # noqa: S102 - a kernel in a file of its own
+    with pytest.raises(enigma.CompileError) as e:
+        enigma.compile(ns["k"])
+    assert f"{path}:5:" in str(e.value), str(e.value)

@@ -1482,5 +1482,16 @@ def _slice_node(s):
 
 
 def compile_function(fn) -> dict:
-    """The IR (as a JSON-able dict) of a kernel function."""
-    return KernelCompiler(fn).compile()
+    """The IR (as a JSON-able dict) of a kernel function.
+
+    Only :class:`CompileError` leaves: anything else the front end trips on
+    (a constant too large for a float, a construct it did not foresee)
+    becomes one, naming the line it was compiling.
+    """
+    compiler = KernelCompiler(fn)
+    try:
+        return compiler.compile()
+    except CompileError:
+        raise
+    except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as e:
+        raise compiler.error(None, f"cannot compile this line ({type(e).__name__}: {e})") from e
