@@ -251,6 +251,14 @@ fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKer
     Ok(CompiledKernel { kernel, info, spec: values, pipelines: Mutex::new(Vec::new()) })
 }
 
+/// The IR's JSON form of a kernel given in the IR's text form (what
+/// `CompiledKernel.ir` prints), for `enigma.compile_ir`.
+#[pyfunction]
+fn ir_text_to_json(text: &str) -> PyResult<String> {
+    let kernel = enigma_ir::text::parse(text).map_err(|e| CompileError::new_err(format!("IR text: {e}")))?;
+    Ok(enigma_ir::to_json(&kernel))
+}
+
 /// True when `name` can name a kernel, parameter, local or array in the IR.
 #[pyfunction]
 fn is_valid_identifier(name: &str) -> bool {
@@ -422,6 +430,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Runtime>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
+    m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

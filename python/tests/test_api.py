@@ -315,3 +315,20 @@ def test_bf16_takes_raw_uint16_bits(rt):
     out = rt.execute(enigma.compile(double), inputs=[bits], output_size=16, grid=4, threads=4)
     expect = (bits.astype(np.uint32) << 16).view(np.float32) * 2
     np.testing.assert_array_equal(as_array(out, np.float32), expect)
+
+
+def test_ir_text_round_trips(rt):
+    c = enigma.compile(scale)
+    again = enigma.compile_ir(c.ir)
+    assert again.ir == c.ir and again.msl == c.msl
+    assert enigma.compile(again).ir == c.ir
+    a = np.arange(10, dtype=np.float32)
+    out = rt.execute(again, inputs=[a, 3.0], output_size=40, grid=10, threads=10)
+    np.testing.assert_array_equal(as_array(out, np.float32), a * 3)
+    t = enigma.compile_ir(enigma.compile(tiled).ir, TILE=5)
+    np.testing.assert_array_equal(as_array(rt.execute(t, inputs=[], output_size=12, grid=3, threads=3), np.uint32),
+                                  [0, 5, 10])
+    with pytest.raises(enigma.CompileError, match="IR text"):
+        enigma.compile_ir("kernel nope(")
+    with pytest.raises(TypeError):
+        enigma.compile_ir(b"kernel")

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from . import _enigma
 from ._enigma import CompileError, DeviceError, DispatchError, EnigmaError, SanitizerError
-from ._kernel import CompiledKernel, Kernel, compile, kernel
+from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast
@@ -76,6 +76,6 @@ globals().update(_INTRINSICS)
 
 __all__ = sorted(
     ["CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
-     "MetalRuntime", "SanitizerError", "buffer", "compile", "constant", "fast", "kernel"]
+     "MetalRuntime", "SanitizerError", "buffer", "compile", "compile_ir", "constant", "fast", "kernel"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )

@@ -3,6 +3,8 @@
 * :class:`Kernel` wraps the decorated function. It keeps the function (which
   is never called) and compiles its source to IR on first use, so names the
   kernel reads from its module may be defined after it.
+* :func:`compile_ir` compiles the IR's text form (what ``.ir`` prints) the
+  same way, for kernels written or edited as IR.
 * :class:`CompiledKernel` is a validated kernel with its specialisation
   values, backed by the native ``_enigma.CompiledKernel``; it shows the IR
   text (``.ir``), the MSL (``.msl``) and the CUDA C++ (``.cuda``), and
@@ -91,7 +93,7 @@ class Param:
 class CompiledKernel:
     """A validated kernel, ready to run: what :func:`enigma.compile` returns."""
 
-    def __init__(self, native, source: Kernel | None = None):
+    def __init__(self, native, source=None):
         self._native = native
         self.source = source
         self.params = [Param(i, *p) for i, p in enumerate(native.params())]
@@ -144,17 +146,37 @@ def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the
     ``enigma.compile(k, TILE=64)``. Raises :class:`enigma.CompileError`.
     """
     if isinstance(kern, CompiledKernel):
+        if kern.source is None:
+            return compile_ir(kern.ir, spec, **constants)
         kern = kern.source
     if not isinstance(kern, Kernel):
         if callable(kern) and hasattr(kern, "__code__"):
             kern = Kernel(kern)
         else:
             raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
+    values = _spec_values(spec, constants)
+    ir = kern.ir_dict()
+    native = _enigma.compile(json.dumps(ir), values or None)
+    return CompiledKernel(native, kern)
+
+
+def _spec_values(spec, constants):
     values = dict(spec or {})
     overlap = set(values) & set(constants)
     if overlap:
         raise TypeError(f"specialisation constant(s) given twice: {', '.join(sorted(overlap))}")
     values.update(constants)
-    ir = kern.ir_dict()
-    native = _enigma.compile(json.dumps(ir), values or None)
-    return CompiledKernel(native, kern)
+    return values
+
+
+def compile_ir(text: str, spec=None, **constants) -> CompiledKernel:
+    """Compiles a kernel given in the IR's text form (``CompiledKernel.ir``).
+
+    Raises :class:`enigma.CompileError` for text that does not parse or a
+    kernel that does not validate.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"enigma.compile_ir takes the IR's text form (a str), not {type(text).__name__}")
+    values = _spec_values(spec, constants)
+    native = _enigma.compile(_enigma.ir_text_to_json(text), values or None)
+    return CompiledKernel(native, None)
