@@ -52,4 +52,8 @@ if [ -x "$bins/cuda_bench" ]; then
   echo "== cuda_bench beside torch"
   PYTHONUNBUFFERED=1 python3 bench/cuda_vs_torch.py "$bins/cuda_bench" 28 2>&1 | tee "$logs/bench.txt"
 fi
+if [ -x "$bins/library_cuda" ]; then
+  echo "== kernel library beside torch and Triton"
+  (cd "$logs" && PYTHONUNBUFFERED=1 python3 "$OLDPWD/bench/library_vs_torch.py" "$OLDPWD/$bins/library_cuda" ${LIBRARY_FILTER:-}) 2>&1 | tee "$logs/library.txt"
+fi
 exit $status

@@ -1,0 +1,199 @@
+"""The kernel library on CUDA beside PyTorch and plain Triton, in one run.
+
+Runs the `library_cuda` binary (built where cargo is, carried here), which
+checks each library operation at its benchmark shape against an f64 reference
+and times it (CUDA events around each dispatch, median of 20). Then times the
+same operation in torch (and, for softmax, RMSNorm and sum, in a plain Triton
+kernel written the way a Triton user would: one row or block per program) on
+data of the same shape and type, with CUDA events, median of 20 after 5
+warm-ups, and prints a table with ratios. Usage:
+
+    python3 bench/library_vs_torch.py path/to/library_cuda [name-filter ...]
+"""
+import json
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # the table then has no Triton column
+    triton = None
+
+H100_PEAK_TBS = 3.35
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+          "float": torch.float32, "half": torch.float16, "bfloat": torch.bfloat16,
+          "i32": torch.int32, "int": torch.int32, "u32": torch.int32, "uint": torch.int32}
+
+
+def median_seconds(fn, reps=20, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+if triton is not None:
+    @triton.jit
+    def _softmax_row(x_ptr, y_ptr, d, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < d
+        x = tl.load(x_ptr + row * d + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        y = e / tl.sum(e, axis=0)
+        tl.store(y_ptr + row * d + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _rms_norm_row(x_ptr, w_ptr, y_ptr, d, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < d
+        x = tl.load(x_ptr + row * d + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        r = tl.rsqrt(tl.sum(x * x, axis=0) / d + eps)
+        tl.store(y_ptr + row * d + cols, (x * r * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def _sum_blocks(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        tl.atomic_add(out_ptr, tl.sum(x, axis=0))
+
+
+def triton_op(name, shape, dt):
+    """A plain Triton kernel for softmax, RMSNorm and sum, or None."""
+    if triton is None:
+        return None
+    if name.startswith("softmax_") and "online" not in name:
+        rows, d = shape
+        x = torch.randn(rows, d, device="cuda", dtype=dt)
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(d)
+        return lambda: _softmax_row[(rows,)](x, y, d, BLOCK=block, num_warps=16)
+    if name.startswith("rms_norm_"):
+        rows, d = shape
+        x = torch.randn(rows, d, device="cuda", dtype=dt)
+        w = torch.rand(d, device="cuda", dtype=dt) + 0.5
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(d)
+        return lambda: _rms_norm_row[(rows,)](x, w, y, d, 1e-5, BLOCK=block, num_warps=16)
+    if name.startswith("sum_") and "rows" not in name:
+        (n,) = shape
+        x = torch.rand(n, device="cuda", dtype=dt)
+        out = torch.zeros(1, device="cuda", dtype=torch.float32)
+        block = 4096
+
+        def run():
+            out.zero_()
+            _sum_blocks[(triton.cdiv(n, block),)](x, out, n, BLOCK=block, num_warps=8)
+        return run
+    return None
+
+
+def torch_op(name, shape, dt):
+    """The torch operation equivalent to a library entry, or None."""
+    def rand(*s):
+        return torch.rand(*s, device="cuda", dtype=torch.float32).to(dt) if dt.is_floating_point else \
+            torch.randint(0, 100, s, device="cuda", dtype=dt)
+    base = name.rsplit("_", 1)[0]
+    if base in ("scale", "scale_vec4"):
+        x, y = rand(*shape), torch.empty(shape, device="cuda", dtype=dt)
+        return lambda: torch.mul(x, 0.75, out=y)
+    if base in ("add", "mul"):
+        a, b, y = rand(*shape), rand(*shape), torch.empty(shape, device="cuda", dtype=dt)
+        f = torch.add if base == "add" else torch.mul
+        return lambda: f(a, b, out=y)
+    if base == "relu":
+        x, y = rand(*shape), torch.empty(shape, device="cuda", dtype=dt)
+        return lambda: torch.clamp_min(x, 0, out=y)
+    if base == "silu":
+        x = rand(*shape)
+        return lambda: F.silu(x)
+    if base == "gelu":
+        x = rand(*shape)
+        return lambda: F.gelu(x, approximate="tanh")
+    if base in ("sum", "max", "min"):
+        x = rand(*shape)
+        f = {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[base]
+        return lambda: f(x)
+    if base in ("sum_rows", "max_rows", "min_rows"):
+        x = rand(*shape)
+        f = {"sum_rows": torch.sum, "max_rows": torch.amax, "min_rows": torch.amin}[base]
+        return lambda: f(x, dim=1)
+    if name.startswith("prefix_sum_"):
+        x = rand(*shape)
+        return lambda: torch.cumsum(x, 0)
+    if base in ("softmax", "softmax_online"):
+        x = rand(*shape)
+        return lambda: torch.softmax(x, dim=1)
+    if base == "rms_norm":
+        rows, d = shape
+        x, w = rand(rows, d), rand(d)
+        return lambda: F.rms_norm(x, (d,), w, 1e-5)
+    if base == "layer_norm":
+        rows, d = shape
+        x, w, b = rand(rows, d), rand(d), rand(d)
+        return lambda: F.layer_norm(x, (d,), w, b, 1e-5)
+    if base == "gemv":
+        m, k = shape
+        w, x = rand(m, k), rand(k)
+        return lambda: torch.mv(w, x)
+    if base in ("attention_decode", "attention_decode_fused"):
+        h, s, d = shape
+        q, k, v = rand(1, h, 1, d), rand(1, h, s, d), rand(1, h, s, d)
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    return None
+
+
+def main():
+    binary, filters = sys.argv[1], sys.argv[2:]
+    out = subprocess.run([binary, *filters], check=True, capture_output=True, text=True).stdout
+    enigma = json.loads(out)
+    if "skipped" in enigma:
+        print("library benchmark skipped:", enigma["skipped"])
+        return
+    print(f"device: {enigma['device']} (torch {torch.__version__}"
+          f"{', triton ' + triton.__version__ if triton else ''})")
+    header = f"{'kernel':<30}{'shape':<18}{'enigma':>10}{'TB/s':>7}{'torch':>10}{'% torch':>9}{'triton':>10}{'% triton':>9}{'% peak':>8}  check"
+    print(header)
+    results = []
+    for row in enigma["rows"]:
+        name, shape = row["name"], row["shape"]
+        if "error" in row:
+            print(f"{name:<30}{str(shape):<18} error: {row['error'][:150]}")
+            continue
+        dt = DTYPES.get(name.rsplit("_", 1)[1], torch.float32)
+        t_enigma = row["median_us"] / 1e6
+        fn = torch_op(name, shape, dt)
+        t_torch = median_seconds(fn) if fn else None
+        tfn = triton_op(name, shape, dt)
+        t_triton = median_seconds(tfn) if tfn else None
+        bw = row["tb_per_s"]
+        pct = lambda t: f"{100 * t / t_enigma:8.1f}%" if t else f"{'-':>9}"
+        us = lambda t: f"{t * 1e6:8.1f}us" if t else f"{'-':>10}"
+        check = "ok" if row["passed"] else f"FAILED ({row['failures']} elements)"
+        print(f"{name:<30}{'x'.join(map(str, shape)):<18}{us(t_enigma)}{bw:7.3f}{us(t_torch)}{pct(t_torch)}"
+              f"{us(t_triton)}{pct(t_triton)}{100 * bw / H100_PEAK_TBS:7.1f}%  {check}")
+        results.append({**row, "torch_us": t_torch and t_torch * 1e6, "triton_us": t_triton and t_triton * 1e6})
+    print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
+    with open("library_vs_torch.json", "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
