@@ -4,12 +4,14 @@
 //! Exit status: what the subcommand returns, or 2 when it fails with an error.
 
 mod cli {
+    pub mod bench;
     pub mod check;
     pub mod common;
     pub mod emit;
     pub mod examples;
     pub mod geometry;
     pub mod info;
+    pub mod library;
     pub mod occupancy;
     pub mod run;
     pub mod tiles;
@@ -27,8 +29,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run an example on a device and check it against a CPU reference.
+    /// Run an example or a library kernel on a device and check it against a CPU reference (`run list`: the library).
     Run(cli::run::Args),
+    /// Time library kernels (warm-up, then repeats): best and median time, achieved GB/s.
+    Bench(cli::bench::Args),
     /// Validate and sanitize an example, a library kernel or a corpus kernel (corpus/<name>); non-zero exit on findings.
     Check(cli::check::Args),
     /// Print a kernel (an example's or by name) as MSL, CUDA C++, IR text or IR JSON.
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cli::run::run(args),
+        Command::Bench(args) => cli::bench::run(args),
         Command::Check(args) => cli::check::run(args),
         Command::Emit(args) => cli::emit::run(args),
         Command::Info(args) => cli::info::run(args),

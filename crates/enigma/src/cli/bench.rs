@@ -1,0 +1,132 @@
+//! `enigma bench <kernel>|all`: times library kernels with seed 004's loop
+//! (warm-up runs, then timed repeats; pipelines compiled and data made
+//! once), with a progress line on stderr and a table — or JSON — on stdout:
+//! best and median time per run (device time where the backend measures
+//! it, else host wall time), and the bandwidth achieved by the minimum
+//! bytes the operation must move.
+
+use super::common::print_table;
+use super::library;
+use anyhow::Context;
+use enigma_ops::{registry, BenchOutcome, Entry};
+use enigma_runtime::{Device, DeviceKind, Runtime};
+use std::io::Write;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A library kernel (`softmax_f16`, or `softmax --dtype f16`; see
+    /// `enigma run list`), or `all`.
+    pub kernel: String,
+    /// auto (Metal, else CUDA, else the simulator), sim (or cpu), metal, cuda.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// The problem shape, e.g. 8192x8192 (default: the kernel's GPU
+    /// benchmark shape on a GPU, its small shape on the simulator).
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Element type, f32 (default), f16 or bf16 (f32, i32 or u32 for prefix sums).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Threads per threadgroup (default: seed 004's table).
+    #[arg(long)]
+    pub threads: Option<u32>,
+    /// Timed runs (seed 004: 10).
+    #[arg(long, default_value_t = 10)]
+    pub repeats: usize,
+    /// Untimed warm-up runs first (seed 004: 3).
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Print one JSON object per kernel instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.repeats == 0 {
+        anyhow::bail!("--repeats must be at least 1");
+    }
+    let entries: Vec<Entry> = if args.kernel == "all" {
+        if args.shape.is_some() {
+            anyhow::bail!("--shape does not apply to `all` (the kernels' shapes differ)");
+        }
+        registry().into_iter().filter(|e| args.dtype.as_deref().map_or(true, |d| e.elem.name() == d)).collect()
+    } else {
+        match library::find(&args.kernel, args.dtype.as_deref())? {
+            Some(e) => vec![e],
+            None => anyhow::bail!("unknown kernel `{}`; see `enigma run list`", args.kernel),
+        }
+    };
+    let device: Device = args.device.parse()?;
+    let rt = Runtime::new(device)?;
+    let on_gpu = rt.device().kind != DeviceKind::Simulator;
+    let options = library::options(args.threads, false);
+    let mut rows = vec![];
+    for entry in &entries {
+        let shape = match (&args.shape, on_gpu) {
+            (Some(text), _) => library::shape(Some(text))?,
+            (None, true) => entry.bench_shape.clone(),
+            (None, false) => entry.default_shape.clone(),
+        };
+        let label = format!("{} [{}]", entry.name, library::shape_text(&shape));
+        let mut progress = |done: usize, total: usize| {
+            let width = 20;
+            let filled = done * width / total.max(1);
+            eprint!("\r{label:<40} [{}{}] {done}/{total}", "#".repeat(filled), ".".repeat(width - filled));
+            let _ = std::io::stderr().flush();
+        };
+        let outcome = entry.bench(&rt, &shape, &options, args.warmup, args.repeats, &mut progress);
+        eprintln!();
+        let outcome = outcome.with_context(|| format!("benchmarking `{label}`"))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&json(&outcome, &library::device_name(&rt)))?);
+        } else {
+            rows.push(row(&outcome));
+        }
+    }
+    if !args.json {
+        println!("device: {}", library::device_name(&rt));
+        print_table(&["kernel", "shape", "timing", "runs", "best", "median", "MB moved", "GB/s (best)", "dispatches"], &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(d: std::time::Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn row(o: &BenchOutcome) -> Vec<String> {
+    vec![
+        o.name.clone(),
+        library::shape_text(&o.shape),
+        if o.device_timed { "device" } else { "wall" }.to_string(),
+        o.times.len().to_string(),
+        ms(o.best),
+        ms(o.median),
+        format!("{:.3}", o.bytes as f64 / 1e6),
+        format!("{:.2}", o.best_gbps),
+        o.launches.len().to_string(),
+    ]
+}
+
+fn json(o: &BenchOutcome, device: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kernel": o.name,
+        "shape": o.shape,
+        "device": device,
+        "timing": if o.device_timed { "device" } else { "wall" },
+        "warmup": o.warmup,
+        "repeats": o.times.len(),
+        "times_s": o.times.iter().map(|t| t.as_secs_f64()).collect::<Vec<_>>(),
+        "best_s": o.best.as_secs_f64(),
+        "median_s": o.median.as_secs_f64(),
+        "bytes": o.bytes,
+        "best_gbps": o.best_gbps,
+        "dispatches": o.launches.iter().map(|l| serde_json::json!({
+            "kernel": l.kernel,
+            "mode": l.mode,
+            "size": l.size,
+            "threads": l.threads,
+        })).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,106 @@
+//! The kernel library as the CLI sees it: finding a registry entry of
+//! `enigma-ops` from a name and `--dtype`, the options shared by `enigma run
+//! <kernel>` and `enigma bench`, and the `enigma run list` table.
+
+use anyhow::Context;
+use enigma_ops::{registry, Entry, Options};
+use enigma_runtime::Runtime;
+use std::io::Write;
+
+/// The registry entry `name` names: its full name (`softmax_f16`), or an
+/// operation with `--dtype` (`softmax --dtype f16`; f32 when no `--dtype`).
+/// `None` when no entry matches either way.
+pub fn find(name: &str, dtype: Option<&str>) -> anyhow::Result<Option<Entry>> {
+    let entries = registry();
+    if let Some(e) = entries.iter().find(|e| e.name == name) {
+        if let Some(d) = dtype {
+            if e.elem.name() != d {
+                anyhow::bail!("`{name}` works on {}, but --dtype {d} was given; name the operation alone (e.g. `{}`) to pick the type", e.elem.name(), op_name(e));
+            }
+        }
+        return Ok(Some(e.clone()));
+    }
+    let dtype = dtype.unwrap_or("f32");
+    let full = format!("{name}_{dtype}");
+    if let Some(e) = entries.iter().find(|e| e.name == full) {
+        return Ok(Some(e.clone()));
+    }
+    let types: Vec<&str> = entries.iter().filter(|e| op_name(e) == name).map(|e| e.elem.name()).collect();
+    if !types.is_empty() {
+        anyhow::bail!("`{name}` has no {dtype} variant; types: {}", types.join(", "));
+    }
+    Ok(None)
+}
+
+/// The entry's name without its element-type suffix (`softmax_f16` →
+/// `softmax`).
+fn op_name(e: &Entry) -> &str {
+    e.name.strip_suffix(&format!("_{}", e.elem.name())).unwrap_or(&e.name)
+}
+
+/// The shape from `--shape` (empty: the entry's default).
+pub fn shape(text: Option<&str>) -> anyhow::Result<Vec<usize>> {
+    Ok(match text {
+        Some(t) => enigma_ops::parse_shape(t)?,
+        None => vec![],
+    })
+}
+
+/// Options from `--threads` and `--sanitize`.
+pub fn options(threads: Option<u32>, sanitize: bool) -> Options {
+    Options { threads, sanitize, ..Options::default() }
+}
+
+/// `kind: name` of the runtime's device.
+pub fn device_name(rt: &Runtime) -> String {
+    format!("{}: {}", rt.device().kind.name(), rt.device().name)
+}
+
+/// `64x1000`.
+pub fn shape_text(shape: &[usize]) -> String {
+    shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// `enigma run list`: every entry with its shape and description. A reader
+/// that stops early (`enigma run list | head`) is not an error.
+pub fn list(json: bool) -> anyhow::Result<()> {
+    let text = list_text(json)?;
+    match writeln!(std::io::stdout().lock(), "{}", text.trim_end()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
+fn list_text(json: bool) -> anyhow::Result<String> {
+    let entries = registry();
+    if json {
+        let rows: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "name": e.name,
+                    "elem": e.elem.name(),
+                    "shape_names": e.shape_names,
+                    "default_shape": e.default_shape,
+                    "bench_shape": e.bench_shape,
+                    "description": e.description,
+                })
+            })
+            .collect();
+        return Ok(serde_json::to_string_pretty(&rows)?);
+    }
+    let rows: Vec<[String; 4]> = entries.iter().map(|e| [e.name.clone(), e.shape_names.join("x"), shape_text(&e.default_shape), shape_text(&e.bench_shape)]).collect();
+    let header = ["kernel", "shape", "default", "bench (GPU)"].map(String::from);
+    let widths: Vec<usize> = (0..4).map(|c| rows.iter().chain([&header]).map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let line = |cells: &[String; 4], what: &str| {
+        let cols: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        format!("{}  {what}\n", cols.join("  "))
+    };
+    let mut out = line(&header, "what");
+    out += &line(&std::array::from_fn(|c| "-".repeat(widths[c])), "----");
+    for (r, e) in rows.iter().zip(&entries) {
+        out += &line(r, &e.description);
+    }
+    out += &format!("\n{} kernels. Run one: enigma run <kernel> [--shape RxC] [--dtype f16]; time one: enigma bench <kernel>.", entries.len());
+    Ok(out)
+}
