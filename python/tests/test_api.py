@@ -282,6 +282,7 @@ def test_bad_arguments(rt):
         (dict(inputs=[a, 1.0], output_size=16, grid=(-1,), threads=4), "between 0 and 2^32-1"),
         (dict(inputs=[a, 1.0], output_size=16, grid=(4.0,), threads=4), "must hold ints"),
         (dict(inputs=[a, 1.0], outputs=[b"abcd" * 4], grid=4, threads=4), "writable"),
+        (dict(inputs=a, output_size=16, grid=4, threads=4), "inputs must be a list"),
     ]
     for kwargs, msg in cases:
         with pytest.raises(enigma.DispatchError) as e:

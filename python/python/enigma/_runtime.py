@@ -103,7 +103,8 @@ class MetalRuntime:
             raise TypeError(f"execute runs what enigma.compile returns, not {type(compiled).__name__}")
         name = compiled.name
         params = compiled.params
-        if isinstance(inputs, (bytes, bytearray, memoryview)) or not hasattr(inputs, "__iter__"):
+        if (isinstance(inputs, (bytes, bytearray, memoryview)) or not hasattr(inputs, "__iter__")
+                or hasattr(inputs, "__array_interface__")):
             raise DispatchError(f"kernel `{name}`: inputs must be a list (one entry per input parameter)")
         inputs = list(inputs)
         if len(inputs) > len(params):
