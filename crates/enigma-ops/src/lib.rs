@@ -526,6 +526,7 @@ impl<'rt> Ops<'rt> {
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode_fused(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
         let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
+        plan.check_fused()?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
         let args = [
             ("q", Arg::from(q)),
@@ -549,10 +550,12 @@ impl<'rt> Ops<'rt> {
 macro_rules! free_fns {
     ($($(#[$doc:meta])* $name:ident / $with:ident ($($arg:ident: $ty:ty),*);)*) => {$(
         $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
         pub fn $name(rt: &Runtime, $($arg: $ty),*) -> Result<Buffer, Error> {
             Ops::new(rt).$name($($arg),*)
         }
         #[doc = concat!("[`", stringify!($name), "`] with [`Options`].")]
+        #[allow(clippy::too_many_arguments)]
         pub fn $with(rt: &Runtime, $($arg: $ty,)* options: &Options) -> Result<Buffer, Error> {
             Ops::new(rt).with_options(options.clone()).$name($($arg),*)
         }

@@ -77,9 +77,12 @@ pub struct BenchOutcome {
     pub launches: Vec<LaunchSummary>,
 }
 
+/// Runs an operation on a case's inputs.
+type RunCase = Box<dyn Fn(&Ops<'_>) -> Result<Buffer, Error>>;
+
 /// Inputs built for one shape: how to run the operation, and what to expect.
 pub(crate) struct Case {
-    run: Box<dyn Fn(&Ops<'_>) -> Result<Buffer, Error>>,
+    run: RunCase,
     /// Element type of the output buffer.
     out_elem: Scalar,
     want: Vec<f64>,
@@ -142,7 +145,7 @@ impl Entry {
             return err(format!("`{}` = 0 in shape {shape:?}; every dimension must be at least 1", self.shape_names[i]));
         }
         let elems = shape.iter().try_fold(1u64, |acc, &s| acc.checked_mul(s as u64));
-        if elems.map_or(true, |e| e > u32::MAX as u64) {
+        if !elems.is_some_and(|e| e <= u32::MAX as u64) {
             return err(format!("shape {shape:?} has more than 2^32 - 1 elements"));
         }
         Ok(shape)

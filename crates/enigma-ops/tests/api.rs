@@ -153,6 +153,19 @@ fn errors_name_the_operation_and_the_numbers() {
         msg(enigma_ops::attention_decode(&rt, &qkv, &qkv, &qkv, 1, 1, 1030, 1.0).unwrap_err()),
         "attention_f32: head dimension 1030 is above the library's 1024"
     );
+    // D = 1024 with 1024 threads: the fused kernel's accumulators do not
+    // fit 32 KiB of threadgroup memory; the three dispatches need none.
+    let (d, s_len) = (1024, 3);
+    let values: Vec<f32> = (0..s_len * d).map(|i| ((i * 7) % 11) as f32 * 0.1).collect();
+    let buf = upload(&rt, Scalar::F32, &values).unwrap();
+    let wide = Options { threads: Some(1024), vectorize: Some(false), ..Options::default() };
+    assert_eq!(
+        msg(enigma_ops::attention_decode_fused_with(&rt, &buf, &buf, &buf, 1, s_len, d, 0.03, &wide).unwrap_err()),
+        "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (limit 32768)"
+    );
+    let out = enigma_ops::attention_decode_with(&rt, &buf, &buf, &buf, 1, s_len, d, 0.03, &wide).unwrap();
+    let want = enigma_kernels::library::attention::reference(&values[..d], &values, &values, 1, s_len, d, 0.03);
+    close(&download(&out, Scalar::F32, d).unwrap(), &want, 1e-5);
 }
 
 #[test]

@@ -258,6 +258,25 @@ impl AttentionPlan {
     pub fn fused_kernel(&self) -> Kernel {
         fused(self.dtype, self.vec, self.chunks, self.fused.threads[0])
     }
+
+    /// Threadgroup memory of the fused kernel: per SIMD group, its maximum,
+    /// its sum and its `D`-vector accumulator (padded to whole slots).
+    pub fn fused_threadgroup_memory(&self) -> u64 {
+        let groups = self.fused.threads[0].div_ceil(SIMD_WIDTH) as u64;
+        4 * groups * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
+    }
+
+    /// Checks that the fused kernel fits the 32 KiB of threadgroup memory
+    /// (the three-dispatch form has no such limit).
+    pub fn check_fused(&self) -> Result<(), ShapeError> {
+        let bytes = self.fused_threadgroup_memory();
+        if bytes > MAX_THREADGROUP_MEMORY {
+            let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
+            let t = self.fused.threads[0];
+            return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} (limit {MAX_THREADGROUP_MEMORY})", self.d)));
+        }
+        Ok(())
+    }
 }
 
 /// Seed 000's threadgroup size for all three dispatches of the decode.
@@ -292,10 +311,6 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads
         if s_len % 4 == 0 { 4 } else { 1 },
         super::softmax::RowOptions::threads(t),
     )?;
-    let fused_bytes = 4 * (t / SIMD_WIDTH) as u64 * (2 + (chunks * SIMD_WIDTH * vec as u32) as u64);
-    if fused_bytes > 32 * 1024 {
-        return Err(ShapeError::new(name, format!("the fused kernel needs {fused_bytes} bytes of threadgroup memory for {t} threads and d = {d} (limit 32768)")));
-    }
     Ok(AttentionPlan {
         dtype,
         vec,
@@ -361,7 +376,14 @@ mod tests {
         assert_eq!(chunks_for(128, 1), 4);
         assert_eq!(chunks_for(129, 1), 5);
         assert!(plan(DType::F32, 1, 1, 130, 4, 256).is_err());
-        // 32 SIMD groups × 1024 accumulators of 4 bytes: over 32 KiB.
-        assert!(plan(DType::F32, 1, 1, 1024, 1, 1024).is_err());
+        // 32 SIMD groups × 1024 accumulators of 4 bytes: over 32 KiB for
+        // the fused kernel only.
+        let p = plan(DType::F32, 1, 1, 1024, 1, 1024).unwrap();
+        assert_eq!(p.fused_threadgroup_memory(), 4 * 32 * (2 + 1024));
+        assert_eq!(
+            p.check_fused().unwrap_err().to_string(),
+            "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (limit 32768)"
+        );
+        assert_eq!(plan(DType::F32, 1, 1, 128, 4, 256).unwrap().fused_threadgroup_memory(), 4 * 8 * 130);
     }
 }

@@ -51,6 +51,8 @@ pub mod softmax;
 pub const SIMD_WIDTH: u32 = 32;
 /// Largest threadgroup of the execution model.
 pub const MAX_THREADS: u32 = 1024;
+/// Threadgroup memory a threadgroup may use on every device (Apple's 32 KiB).
+pub const MAX_THREADGROUP_MEMORY: u64 = 32 * 1024;
 /// The most vector loads a row kernel keeps in registers per thread before
 /// it switches to streaming the row twice (32 floats per thread with `float4`).
 pub const MAX_CACHED_ITEMS: u32 = 8;

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.shape.is_some() {
             anyhow::bail!("--shape does not apply to `all` (the kernels' shapes differ)");
         }
-        registry().into_iter().filter(|e| args.dtype.as_deref().map_or(true, |d| e.elem.name() == d)).collect()
+        registry().into_iter().filter(|e| args.dtype.as_deref().is_none() || args.dtype.as_deref() == Some(e.elem.name())).collect()
     } else {
         match library::find(&args.kernel, args.dtype.as_deref())? {
             Some(e) => vec![e],
