@@ -25,18 +25,18 @@
 //! element type, so `float4` views can only be bound to *untyped* buffers
 //! whose size is a multiple of the vector size. Buffers made by [`upload`]
 //! and every output of this crate are untyped, so they take the vectorised
-//! kernels when the shape allows (any `n` for flat vectors — the last
-//! `n % 4` elements go through the scalar view —, `d % 4 == 0` for rows,
-//! `k % 4 == 0` for GEMV); typed buffers from `rt.buffer_from` run the
-//! scalar kernels. [`Options::vectorize`] forces either choice. When the
+//! kernels when the shape allows (any `n` for flat vectors — a buffer
+//! whose size is a multiple of the vector's holds the last, partial vector
+//! whole —, `d % 4 == 0` for rows, `k % 4 == 0` for GEMV); typed buffers
+//! from `rt.buffer_from` run the scalar kernels. [`Options::vectorize`] forces either choice. When the
 //! vector kernels run, outputs of the flat operations (element-wise, prefix
 //! sums) are padded to a multiple of 4 elements, which the kernels write
 //! too: read their first `n` elements ([`download`]). Other outputs have
 //! exactly the elements asked for.
 //!
 //! # Threadgroup sizes
-//! Seed 004's table by default ([`default_threads`]), or
-//! [`Options::threads`].
+//! Seed 004's table by default, seed 000's 256 for GEMV and attention
+//! ([`default_threads`]), or [`Options::threads`] (a multiple of 32).
 //!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data

@@ -349,18 +349,6 @@ pub fn reference(q: &[f32], k: &[f32], v: &[f32], heads: usize, s_len: usize, d:
     out
 }
 
-/// The f64 scores reference (`[H, S]`, scaled).
-pub fn reference_scores(q: &[f32], k: &[f32], heads: usize, s_len: usize, d: usize, scale: f32) -> Vec<f64> {
-    let mut out = Vec::with_capacity(heads * s_len);
-    for h in 0..heads {
-        for s in 0..s_len {
-            let kr = &k[(h * s_len + s) * d..(h * s_len + s + 1) * d];
-            out.push(q[h * d..(h + 1) * d].iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,10 +57,6 @@ impl Elementwise {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Elementwise> {
-        Elementwise::ALL.into_iter().find(|op| op.name() == name)
-    }
-
     /// Whether the operation reads a second buffer `b`.
     pub fn is_binary(self) -> bool {
         matches!(self, Elementwise::Add | Elementwise::Mul)

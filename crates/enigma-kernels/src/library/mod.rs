@@ -149,19 +149,6 @@ impl Dispatch {
     pub fn threadgroups(size: [u32; 3], threads: u32) -> Dispatch {
         Dispatch { mode: Mode::Threadgroups, size, threads: [threads, 1, 1] }
     }
-
-    /// Threadgroups in the whole grid.
-    pub fn threadgroup_count(&self) -> u64 {
-        match self.mode {
-            Mode::Threadgroups => self.size.iter().map(|&s| s as u64).product(),
-            Mode::Threads => self.size.iter().zip(self.threads).map(|(&s, t)| (s as u64).div_ceil(t as u64)).product(),
-        }
-    }
-
-    /// Threads per threadgroup (all three axes).
-    pub fn threads_per_threadgroup(&self) -> u32 {
-        self.threads.iter().product()
-    }
 }
 
 /// A problem shape a kernel cannot run, or an override it cannot take.
