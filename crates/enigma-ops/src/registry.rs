@@ -75,6 +75,9 @@ pub struct BenchOutcome {
     pub best_gbps: f64,
     /// The dispatches of the last iteration.
     pub launches: Vec<LaunchSummary>,
+    /// The last iteration's output against the f64 reference: a timing of
+    /// a wrong result is worth nothing.
+    pub check: CheckOutcome,
 }
 
 /// Runs an operation on a case's inputs.
@@ -172,7 +175,8 @@ impl Entry {
     }
 
     /// Times `iters` runs (at least one) after `warmup` runs, seed 004's
-    /// loop: pipelines compiled once, data prepared once, no checking.
+    /// loop: pipelines compiled once, data prepared once; the last run's
+    /// output is checked against the reference afterwards.
     /// `progress(done, total)` is called after every run, warm-up included.
     pub fn bench(
         &self,
@@ -196,8 +200,9 @@ impl Entry {
         let mut device_times = vec![];
         let mut wall_times = vec![];
         let mut launches = vec![];
+        let mut out = None;
         for i in 0..iters {
-            (case.run)(&ops)?;
+            out = Some((case.run)(&ops)?);
             launches = ops.take_launches();
             device_times.push(launches.iter().map(|l| l.report.device_time).sum::<Option<Duration>>());
             wall_times.push(launches.iter().map(|l| l.report.wall_time).sum::<Duration>());
@@ -212,6 +217,9 @@ impl Entry {
         let best = sorted.first().copied().unwrap_or_default();
         let median = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
         let best_gbps = if best.is_zero() { 0.0 } else { case.bytes as f64 / best.as_secs_f64() / 1e9 };
+        let out = out.expect("at least one timed iteration");
+        let got = download(&out, case.out_elem, case.want.len())?;
+        let check = CheckOutcome::compare(&self.name, shape, &got, &case.want, &case.tol);
         Ok(BenchOutcome {
             name: self.name.clone(),
             shape: shape.to_vec(),
@@ -223,6 +231,7 @@ impl Entry {
             bytes: case.bytes,
             best_gbps,
             launches: launches.iter().map(LaunchSummary::from_launch).collect(),
+            check,
         })
     }
 }

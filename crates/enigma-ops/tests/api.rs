@@ -183,3 +183,20 @@ fn ops_cache_pipelines_and_log_dispatches() {
     assert_eq!(launches[0].dispatch.size, [5, 1, 1]);
     assert!(ops.take_launches().is_empty());
 }
+
+#[test]
+fn bench_times_checks_and_reports_progress() {
+    let rt = sim();
+    let entry = enigma_ops::registry().into_iter().find(|e| e.name == "layer_norm_bf16").unwrap();
+    let mut calls = vec![];
+    let b = entry.bench(&rt, &[3, 100], &Options::default(), 2, 3, &mut |done, total| calls.push((done, total))).unwrap();
+    assert_eq!(calls, [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]);
+    assert_eq!((b.times.len(), b.warmup, b.device_timed), (3, 2, false));
+    assert!(b.best > std::time::Duration::ZERO && b.times.iter().all(|&t| t >= b.best) && b.median >= b.best);
+    // x and y of 3 × 100 bf16, w and b of 100.
+    assert_eq!(b.bytes, 2 * 300 * 2 + 2 * 100 * 2);
+    assert!((b.best_gbps - b.bytes as f64 / b.best.as_secs_f64() / 1e9).abs() < 1e-12);
+    assert!(b.check.passed, "{}", b.check);
+    assert_eq!(b.check.checked, 300);
+    assert_eq!(b.launches.len(), 1);
+}

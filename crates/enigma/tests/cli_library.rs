@@ -119,8 +119,9 @@ fn bench_reports_times_and_bandwidth() {
     assert_eq!(times.len(), 4);
     let best = v["best_s"].as_f64().unwrap();
     assert!(best > 0.0 && times.iter().all(|&t| t >= best) && v["median_s"].as_f64().unwrap() >= best, "{v}");
-    // 4097 halves read once.
+    // 4097 halves read once; the last run's sum checked.
     assert_eq!(v["bytes"], 8194);
+    assert_eq!(v["ok"], true);
     let gbps = v["best_gbps"].as_f64().unwrap();
     assert!((gbps - 8194.0 / best / 1e9).abs() <= 1e-9 * gbps.max(1.0), "{v}");
     // Progress on stderr: one update per run, warm-up included.
@@ -133,5 +134,5 @@ fn bench_reports_times_and_bandwidth() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("device: sim"), "{text}");
     assert!(lines[1].starts_with("kernel") && lines[1].contains("GB/s (best)"), "{text}");
-    assert!(lines[3].starts_with("softmax_f32  2x64") && lines[3].contains(" wall "), "{text}");
+    assert!(lines[3].starts_with("softmax_f32  2x64") && lines[3].contains(" wall ") && lines[3].ends_with(" ok"), "{text}");
 }

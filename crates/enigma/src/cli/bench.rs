@@ -2,8 +2,9 @@
 //! (warm-up runs, then timed repeats; pipelines compiled and data made
 //! once), with a progress line on stderr and a table — or JSON — on stdout:
 //! best and median time per run (device time where the backend measures
-//! it, else host wall time), and the bandwidth achieved by the minimum
-//! bytes the operation must move.
+//! it, else host wall time), the bandwidth achieved by the minimum bytes the
+//! operation must move, and whether the last run's output matched the CPU
+//! reference (exit status 1 when one did not).
 
 use super::common::print_table;
 use super::library;
@@ -62,6 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let on_gpu = rt.device().kind != DeviceKind::Simulator;
     let options = library::options(args.threads, false);
     let mut rows = vec![];
+    let mut all_ok = true;
     for entry in &entries {
         let shape = match (&args.shape, on_gpu) {
             (Some(text), _) => library::shape(Some(text))?,
@@ -78,6 +80,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let outcome = entry.bench(&rt, &shape, &options, args.warmup, args.repeats, &mut progress);
         eprintln!();
         let outcome = outcome.with_context(|| format!("benchmarking `{label}`"))?;
+        if !outcome.check.passed {
+            all_ok = false;
+            eprintln!("{}", outcome.check);
+        }
         if args.json {
             println!("{}", serde_json::to_string(&json(&outcome, &library::device_name(&rt)))?);
         } else {
@@ -86,9 +92,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         println!("device: {}", library::device_name(&rt));
-        print_table(&["kernel", "shape", "timing", "runs", "best", "median", "MB moved", "GB/s (best)", "dispatches"], &rows);
+        print_table(&["kernel", "shape", "timing", "runs", "best", "median", "MB moved", "GB/s (best)", "dispatches", "result"], &rows);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn ms(d: std::time::Duration) -> String {
@@ -106,6 +112,7 @@ fn row(o: &BenchOutcome) -> Vec<String> {
         format!("{:.3}", o.bytes as f64 / 1e6),
         format!("{:.2}", o.best_gbps),
         o.launches.len().to_string(),
+        if o.check.passed { "ok" } else { "MISMATCH" }.to_string(),
     ]
 }
 
@@ -122,6 +129,8 @@ fn json(o: &BenchOutcome, device: &str) -> serde_json::Value {
         "median_s": o.median.as_secs_f64(),
         "bytes": o.bytes,
         "best_gbps": o.best_gbps,
+        "ok": o.check.passed,
+        "max_abs_error": o.check.max_abs_error,
         "dispatches": o.launches.iter().map(|l| serde_json::json!({
             "kernel": l.kernel,
             "mode": l.mode,
