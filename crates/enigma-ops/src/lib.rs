@@ -495,21 +495,28 @@ impl<'rt> Ops<'rt> {
     // ----- attention decode ---------------------------------------------
 
     #[allow(clippy::too_many_arguments)]
-    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize) -> Result<attention::AttentionPlan, Error> {
+    /// The plan of either form; the fused one takes fewer threads than the
+    /// default where its state would not fit threadgroup memory (an
+    /// explicit [`Options::threads`] is kept, and checked).
+    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, fused: bool) -> Result<attention::AttentionPlan, Error> {
         let op = "attention_decode";
         let dtype = self.dtype_of(op, q)?;
         self.need(op, "q", q, heads.saturating_mul(d), dtype.scalar())?;
         self.need(op, "k", k, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
         self.need(op, "v", v, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
         let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d % 4 == 0)?;
-        Ok(attention::plan(dtype, heads, s_len, d, vec, self.threads(KernelType::Attention))?)
+        let mut threads = self.threads(KernelType::Attention);
+        if fused && self.options.threads.is_none() {
+            threads = threads.min(attention::fused_threads_that_fit(u32::try_from(d).unwrap_or(u32::MAX), vec));
+        }
+        Ok(attention::plan(dtype, heads, s_len, d, vec, threads)?)
     }
 
     /// Attention decode in seed 000's three dispatches (scores, softmax,
     /// weighted sum): `out` is `[heads, d]` in the input's type.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
-        let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
+        let plan = self.attention_plan(q, k, v, heads, s_len, d, false)?;
         let scores = self.output(Scalar::F32, heads * s_len)?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
         let dims = [("s_len", Arg::u32(plan.s_len)), ("d", Arg::u32(plan.d)), ("scale", Arg::f32(scale))];
@@ -525,7 +532,7 @@ impl<'rt> Ops<'rt> {
     /// Attention decode in one dispatch, one threadgroup per head.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode_fused(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
-        let plan = self.attention_plan(q, k, v, heads, s_len, d)?;
+        let plan = self.attention_plan(q, k, v, heads, s_len, d, true)?;
         plan.check_fused()?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
         let args = [

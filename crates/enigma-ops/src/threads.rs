@@ -21,7 +21,9 @@ pub enum KernelType {
     VectorReduction { n: usize },
     /// `y = W·x`: seed 000's GEMV threadgroup of 256.
     MatVec,
-    /// Attention decode (all its dispatches): seed 000's 256.
+    /// Attention decode (all its dispatches): seed 000's 256. The fused
+    /// kernel takes fewer where its state would not fit threadgroup memory
+    /// (224 for head dimensions above 992, or 896 with vector loads).
     Attention,
 }
 

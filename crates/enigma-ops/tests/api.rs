@@ -200,3 +200,33 @@ fn bench_times_checks_and_reports_progress() {
     assert_eq!(b.check.checked, 300);
     assert_eq!(b.launches.len(), 1);
 }
+
+#[test]
+fn tuning_options_keep_results() {
+    let rt = sim();
+    let find = |name: &str| enigma_ops::registry().into_iter().find(|e| e.name == name).unwrap();
+    let sum = find("sum_f16");
+    for (max_threadgroups, unroll) in [(Some(1), Some(1)), (Some(3), Some(16)), (Some(5000), Some(2)), (None, Some(7))] {
+        let options = Options { max_threadgroups, unroll, threads: Some(32), ..Options::default() };
+        let o = sum.run_with(&rt, &[100_003], &options).unwrap();
+        assert!(o.passed, "{o}");
+        let groups = o.launches[0].size[0];
+        assert_eq!(groups, max_threadgroups.unwrap_or(1024).min(25_001u32.div_ceil(32)), "{options:?}");
+        // One pass when pass 1 has one threadgroup, else a second over the partials.
+        assert_eq!(o.launches.len(), if groups == 1 { 1 } else { 2 });
+    }
+    let gemv = find("gemv_bf16");
+    for rows in 1..=8 {
+        for (shape, unroll) in [([37, 64], 1), ([5, 33], 3), ([130, 1000], 8)] {
+            let options = Options { rows_per_simdgroup: Some(rows), unroll: Some(unroll), ..Options::default() };
+            let o = gemv.run_with(&rt, &shape, &options).unwrap();
+            assert!(o.passed, "{o}");
+            // 8 SIMD groups × `rows` rows per threadgroup.
+            assert_eq!(o.launches[0].size[0] as usize, shape[0].div_ceil(8 * rows as usize), "{options:?}");
+        }
+    }
+    let e = gemv.run_with(&rt, &[5, 33], &Options { rows_per_simdgroup: Some(9), ..Options::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "gemv_bf16: rows per SIMD group (9) and unroll (2) must be between 1 and 8");
+    let e = sum.run_with(&rt, &[10], &Options { unroll: Some(0), ..Options::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "sum_reduce_f16: unroll 0 is not between 1 and 16");
+}

@@ -12,9 +12,10 @@ const FLAT: [usize; 6] = [1, 31, 33, 1000, 4096, 4097];
 /// a long row of whole vectors, and more rows than one GEMV threadgroup.
 const ROWS: [[usize; 2]; 6] = [[3, 1], [5, 33], [2, 1000], [1, 4097], [2, 4096], [37, 64]];
 /// `[heads, s_len, d]` with seed 000's D = 128: one key, one SIMD group and
-/// one more, more keys than a 256-thread scores threadgroup; and d = 36
-/// (vectors, fewer than 32 per row) and 33 (scalar only).
-const ATTENTION: [[usize; 3]; 5] = [[1, 1, 128], [2, 33, 128], [3, 300, 128], [2, 40, 36], [1, 7, 33]];
+/// one more, more keys than a 256-thread scores threadgroup; d = 36
+/// (vectors, fewer than 32 per row), 33 (scalar only) and the largest head
+/// dimension, 1024 (8 register slots per lane with vectors, 32 without).
+const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128], [2, 40, 36], [1, 7, 33], [1, 3, 1024]];
 
 fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     match entry.shape_names.len() {

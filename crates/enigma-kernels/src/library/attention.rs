@@ -55,7 +55,7 @@ fn load_q(k: &mut KernelBuilder, q: Mem, head: Ex, slots: &[(Ex, Ex)], dv: Ex, v
         .enumerate()
         .map(|(c, &(col, valid))| {
             let v = load_f32(q, head * dv + col) * factor;
-            k.let_(&format!("q{c}"), select(splat(0.0, vec), v, valid))
+            k.let_(&format!("qv{c}"), select(splat(0.0, vec), v, valid))
         })
         .collect()
 }
@@ -225,6 +225,18 @@ pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32) -> Kernel {
     finish(kb)
 }
 
+/// The largest threadgroup (a multiple of 32, at most 1024) whose fused
+/// kernel keeps its per-SIMD-group state for head dimension `d` within
+/// [`MAX_THREADGROUP_MEMORY`]. The accumulators are whole register slots
+/// (32 elements, or 128 with `float4`): 1024 threads fit up to D = 224
+/// (128 with `float4`), 256 up to D = 992 (896); D = 1024 needs
+/// `8 · (2 + 1024) · 4 = 32832` bytes at 256 threads, so 224.
+pub fn fused_threads_that_fit(d: u32, vec: u8) -> u32 {
+    let per_group = 4 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
+    let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);
+    groups as u32 * SIMD_WIDTH
+}
+
 /// The three-dispatch decode, or the fused one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionPlan {
@@ -373,5 +385,18 @@ mod tests {
             "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (limit 32768)"
         );
         assert_eq!(plan(DType::F32, 1, 1, 128, 4, 256).unwrap().fused_threadgroup_memory(), 4 * 8 * 130);
+        assert_eq!(fused_threads_that_fit(1024, 4), 224);
+        assert_eq!(fused_threads_that_fit(1024, 1), 224);
+        assert_eq!((fused_threads_that_fit(992, 1), fused_threads_that_fit(993, 1)), (256, 224));
+        assert_eq!((fused_threads_that_fit(896, 4), fused_threads_that_fit(900, 4)), (288, 224));
+        assert_eq!((fused_threads_that_fit(224, 1), fused_threads_that_fit(225, 1)), (1024, 992));
+        assert_eq!(fused_threads_that_fit(128, 4), 1024);
+        for (d, vec) in [(1024, 4), (1000, 1), (128, 4), (33, 1)] {
+            let t = fused_threads_that_fit(d, vec);
+            assert!(plan(DType::F32, 1, 1, d as usize, vec, t).unwrap().check_fused().is_ok());
+            if t < 1024 {
+                assert!(plan(DType::F32, 1, 1, d as usize, vec, t + 32).unwrap().check_fused().is_err());
+            }
+        }
     }
 }

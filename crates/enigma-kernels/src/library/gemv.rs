@@ -53,7 +53,7 @@ pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
         k.for_range("j", lane, kv, SIMD_WIDTH * unroll, |k, j| {
             for u in 0..unroll {
                 let body = |k: &mut KernelBuilder, col: Ex| {
-                    let xv = k.let_(&format!("x{u}"), x.get(col));
+                    let xv = k.let_(&format!("xv{u}"), x.get(col));
                     for (acc, base) in accs.iter().zip(&bases) {
                         k.assign(*acc, fma(load_f32(w, *base + col), xv, acc.get()));
                     }
