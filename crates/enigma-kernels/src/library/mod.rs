@@ -507,6 +507,41 @@ mod tests {
     }
 
     #[test]
+    fn every_parameterisation_validates() {
+        // The plans reach every rows/unroll of GEMV (1..=8), unroll of the
+        // vector reduction (1..=16), register slots of attention (D ≤ 1024)
+        // and cached items of the row kernels (0..=8): the locals each
+        // builds must never clash with a parameter or each other.
+        let mut kernels = vec![];
+        for dtype in DType::ALL {
+            for vec in [1u8, 4] {
+                for rows in 1..=8 {
+                    for unroll in 1..=8 {
+                        kernels.push(gemv::gemv(dtype, vec, rows, unroll));
+                    }
+                }
+                for unroll in 1..=16 {
+                    kernels.extend(ReduceOp::ALL.map(|op| reduce::reduce(op, dtype, vec, unroll)));
+                }
+                for chunks in 1..=attention::chunks_for(1024, vec) {
+                    kernels.push(attention::scores(dtype, vec, chunks));
+                    let d = chunks * SIMD_WIDTH * vec as u32;
+                    kernels.push(attention::fused(dtype, vec, chunks, attention::fused_threads_that_fit(d, vec).min(256)));
+                }
+                for items in 0..=MAX_CACHED_ITEMS {
+                    kernels.extend([softmax::softmax(dtype, vec, items), norm::rms_norm(dtype, vec, items), norm::layer_norm(dtype, vec, items)]);
+                }
+            }
+        }
+        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 2 + 2 * 27));
+        for kernel in &kernels {
+            if let Err(e) = validate(kernel, &ValidationOptions::default()) {
+                panic!("{}: {e}", kernel.name);
+            }
+        }
+    }
+
+    #[test]
     fn threadgroup_sizes_and_widths_are_checked() {
         assert!(check_threads("k", 100).is_err());
         assert!(check_threads("k", 2048).is_err());
