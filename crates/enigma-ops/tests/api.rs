@@ -202,14 +202,15 @@ fn bench_times_checks_and_reports_progress() {
 }
 
 #[test]
-fn tuning_options_keep_results() {
+fn tuning_options_keep_results_and_run_clean() {
     let rt = sim();
     let find = |name: &str| enigma_ops::registry().into_iter().find(|e| e.name == name).unwrap();
     let sum = find("sum_f16");
     for (max_threadgroups, unroll) in [(Some(1), Some(1)), (Some(3), Some(16)), (Some(5000), Some(2)), (None, Some(7))] {
-        let options = Options { max_threadgroups, unroll, threads: Some(32), ..Options::default() };
+        let options = Options { max_threadgroups, unroll, threads: Some(32), sanitize: true, ..Options::default() };
         let o = sum.run_with(&rt, &[100_003], &options).unwrap();
         assert!(o.passed, "{o}");
+        assert!(o.launches.iter().all(|l| l.findings.is_empty()), "{:?}", o.launches);
         let groups = o.launches[0].size[0];
         assert_eq!(groups, max_threadgroups.unwrap_or(1024).min(25_001u32.div_ceil(32)), "{options:?}");
         // One pass when pass 1 has one threadgroup, else a second over the partials.
@@ -218,9 +219,10 @@ fn tuning_options_keep_results() {
     let gemv = find("gemv_bf16");
     for rows in 1..=8 {
         for (shape, unroll) in [([37, 64], 1), ([5, 33], 3), ([130, 1000], 8)] {
-            let options = Options { rows_per_simdgroup: Some(rows), unroll: Some(unroll), ..Options::default() };
+            let options = Options { rows_per_simdgroup: Some(rows), unroll: Some(unroll), sanitize: true, ..Options::default() };
             let o = gemv.run_with(&rt, &shape, &options).unwrap();
             assert!(o.passed, "{o}");
+            assert!(o.launches.iter().all(|l| l.findings.is_empty()), "{:?}", o.launches);
             // 8 SIMD groups × `rows` rows per threadgroup.
             assert_eq!(o.launches[0].size[0] as usize, shape[0].div_ceil(8 * rows as usize), "{options:?}");
         }
