@@ -127,10 +127,12 @@ pub struct Ops<'rt> {
 }
 
 impl<'rt> Ops<'rt> {
+    /// The operations on `rt` with default options.
     pub fn new(rt: &'rt Runtime) -> Ops<'rt> {
         Ops { rt, options: Options::default(), pipelines: RefCell::default(), launches: RefCell::default() }
     }
 
+    /// The same, with `options` for every call.
     pub fn with_options(mut self, options: Options) -> Ops<'rt> {
         self.options = options;
         self
@@ -282,21 +284,27 @@ impl<'rt> Ops<'rt> {
         Ok(y)
     }
 
+    /// `y = x · factor`.
     pub fn scale(&self, x: &Buffer, n: usize, factor: f32) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Scale, x, None, n, factor)
     }
+    /// `y = a + b`.
     pub fn add(&self, a: &Buffer, b: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Add, a, Some(b), n, 1.0)
     }
+    /// `y = a · b`.
     pub fn mul(&self, a: &Buffer, b: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Mul, a, Some(b), n, 1.0)
     }
+    /// `y = max(x, 0)`.
     pub fn relu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Relu, x, None, n, 1.0)
     }
+    /// `y = x · sigmoid(x)`.
     pub fn silu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Silu, x, None, n, 1.0)
     }
+    /// GELU, tanh form.
     pub fn gelu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
     }
@@ -327,12 +335,15 @@ impl<'rt> Ops<'rt> {
         self.launch(pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
     }
 
+    /// Sum of `n` elements: one f32.
     pub fn sum(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.reduce(ReduceOp::Sum, x, n)
     }
+    /// Maximum of `n` elements: one f32.
     pub fn max(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.reduce(ReduceOp::Max, x, n)
     }
+    /// Minimum of `n` elements: one f32.
     pub fn min(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.reduce(ReduceOp::Min, x, n)
     }
