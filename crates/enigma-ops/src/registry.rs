@@ -177,7 +177,8 @@ impl Entry {
     /// Times `iters` runs (at least one) after `warmup` runs, seed 004's
     /// loop: pipelines compiled once, data prepared once; the last run's
     /// output is checked against the reference afterwards.
-    /// `progress(done, total)` is called after every run, warm-up included.
+    /// `progress(done, total)` is called once the data is ready (`done` = 0)
+    /// and after every run, warm-up included.
     pub fn bench(
         &self,
         rt: &Runtime,
@@ -192,6 +193,7 @@ impl Entry {
         let ops = self.ops(rt, options);
         let iters = iters.max(1);
         let total = warmup + iters;
+        progress(0, total);
         for i in 0..warmup {
             (case.run)(&ops)?;
             progress(i + 1, total);

@@ -190,7 +190,7 @@ fn bench_times_checks_and_reports_progress() {
     let entry = enigma_ops::registry().into_iter().find(|e| e.name == "layer_norm_bf16").unwrap();
     let mut calls = vec![];
     let b = entry.bench(&rt, &[3, 100], &Options::default(), 2, 3, &mut |done, total| calls.push((done, total))).unwrap();
-    assert_eq!(calls, [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]);
+    assert_eq!(calls, [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]);
     assert_eq!((b.times.len(), b.warmup, b.device_timed), (3, 2, false));
     assert!(b.best > std::time::Duration::ZERO && b.times.iter().all(|&t| t >= b.best) && b.median >= b.best);
     // x and y of 3 × 100 bf16, w and b of 100.

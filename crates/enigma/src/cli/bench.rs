@@ -71,10 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (None, false) => entry.default_shape.clone(),
         };
         let label = format!("{} [{}]", entry.name, library::shape_text(&shape));
+        eprint!("{label:<40} preparing data and the reference");
         let mut progress = |done: usize, total: usize| {
             let width = 20;
             let filled = done * width / total.max(1);
-            eprint!("\r{label:<40} [{}{}] {done}/{total}", "#".repeat(filled), ".".repeat(width - filled));
+            eprint!("\r{label:<40} [{}{}] {done}/{total}{}", "#".repeat(filled), ".".repeat(width - filled), " ".repeat(20));
             let _ = std::io::stderr().flush();
         };
         let outcome = entry.bench(&rt, &shape, &options, args.warmup, args.repeats, &mut progress);
