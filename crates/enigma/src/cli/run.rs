@@ -13,7 +13,8 @@ use std::process::ExitCode;
 pub struct Args {
     /// An example (reduce, scale, row_sum, prefix_sum, stencil, gemm), `all`
     /// examples, a library kernel (`softmax_f16`, or `softmax --dtype f16`),
-    /// or `list` to list the library's kernels.
+    /// or `list` to list the library's kernels. With --dtype, --shape,
+    /// --threads or --sanitize, `scale` is the library's (`scale_f32`).
     pub what: String,
     /// Examples: number of elements (reduce, scale, prefix_sum, stencil).
     #[arg(long, default_value_t = 1 << 20)]
