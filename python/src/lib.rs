@@ -26,6 +26,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+mod ops;
+
 create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
 create_exception!(
     enigma,
@@ -431,6 +433,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -65,6 +65,7 @@ from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast
 from ._runtime import MetalRuntime
+from . import ops
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
 from ._types import DType
 

@@ -1,0 +1,203 @@
+"""The kernel library from Python: numpy arrays in, numpy arrays out.
+
+Each function runs one operation of enigma's kernel library (the same
+kernels as ``enigma run <kernel>`` and the Rust ``enigma_ops`` API) on a
+runtime — ``rt=`` a :class:`enigma.MetalRuntime`, or ``device=`` to open one
+(``"auto"`` by default: a GPU where present, else the simulator)::
+
+    import numpy as np, enigma.ops as ops
+    x = np.random.rand(4, 1000).astype(np.float32)
+    y = ops.softmax(x)                      # rows of x, each summing to 1
+    s = ops.sum(np.arange(10, dtype=np.float32))   # array(45.)
+
+Data types: float32, float16 and bfloat16 (pass bfloat16 data as a uint16
+array of its bits with ``dtype="bf16"``; results come back the same way),
+plus int32/uint32 for ``prefix_sum``. Element-wise, softmax, norm and
+attention results have the input's type; reductions and GEMV give float32.
+All inputs of one call share one type (GEMV's vector is float32). Arithmetic is float32 inside.
+Arrays are copied as C-contiguous data; a ``threads=`` argument overrides
+the threadgroup size (default: seed 004's table for the kernel type).
+"""
+import math
+
+import numpy as np
+
+from . import _enigma
+from ._runtime import MetalRuntime
+
+__all__ = [
+    "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
+    "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
+    "layer_norm", "gemv", "attention_decode",
+]
+
+_NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "u32": np.uint32}
+_FROM_NUMPY = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int32): "i32",
+               np.dtype(np.uint32): "u32"}
+
+
+def _elem(arrays, dtype):
+    if dtype is not None:
+        if dtype not in _NUMPY:
+            raise ValueError(f"dtype must be one of {', '.join(_NUMPY)}, not {dtype!r}")
+        want = np.dtype(_NUMPY[dtype])
+        for a in arrays:
+            if a.dtype != want:
+                raise TypeError(f"dtype={dtype!r} needs {want} arrays, got {a.dtype}")
+        return dtype
+    first = arrays[0].dtype
+    if first == np.uint16:
+        raise TypeError("a uint16 array is ambiguous: pass dtype='bf16' for bfloat16 bits")
+    if first not in _FROM_NUMPY:
+        raise TypeError(f"the kernel library takes float32, float16, bfloat16 (as uint16 bits), int32 or uint32 arrays, not {first}")
+    for a in arrays[1:]:
+        if a.dtype != first:
+            raise TypeError(f"all arrays of one call must share a dtype: got {first} and {a.dtype}")
+    return _FROM_NUMPY[first]
+
+
+def _call(op, arrays, dims, params=(), *, dtype=None, rt=None, device="auto", threads=None, typed=None):
+    arrays = [np.asarray(a) for a in arrays]
+    elem = _elem(arrays[:typed], dtype)
+    runtime = rt if rt is not None else MetalRuntime(device)
+    data = [np.ascontiguousarray(a).tobytes() for a in arrays]
+    out, out_elem = _enigma.library_call(runtime._rt, op, elem, data, [int(d) for d in dims],
+                                         [float(p) for p in params], threads)
+    return np.frombuffer(out, dtype=_NUMPY[out_elem]).copy()
+
+
+def _flat(x):
+    x = np.asarray(x)
+    return x, x.size
+
+
+def _rows(x, what):
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"{what} takes a 2-D array [rows, d], got shape {x.shape}")
+    return x, x.shape
+
+
+def scale(x, factor, **kw):
+    """``x * factor``, element-wise."""
+    x, n = _flat(x)
+    return _call("scale", [x], [n], [factor], **kw).reshape(x.shape)
+
+
+def _binary(op, a, b, kw):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"{op}: shapes differ: {a.shape} and {b.shape}")
+    return _call(op, [a, b], [a.size], **kw).reshape(a.shape)
+
+
+def add(a, b, **kw):
+    """``a + b``, element-wise."""
+    return _binary("add", a, b, kw)
+
+
+def mul(a, b, **kw):
+    """``a * b``, element-wise."""
+    return _binary("mul", a, b, kw)
+
+
+def relu(x, **kw):
+    """``max(x, 0)``, element-wise."""
+    x, n = _flat(x)
+    return _call("relu", [x], [n], **kw).reshape(x.shape)
+
+
+def silu(x, **kw):
+    """``x * sigmoid(x)``, element-wise."""
+    x, n = _flat(x)
+    return _call("silu", [x], [n], **kw).reshape(x.shape)
+
+
+def gelu(x, **kw):
+    """GELU in its tanh form, element-wise."""
+    x, n = _flat(x)
+    return _call("gelu", [x], [n], **kw).reshape(x.shape)
+
+
+def sum(x, **kw):  # noqa: A001 - the library's name
+    """The sum of all elements (float32)."""
+    x, n = _flat(x)
+    return _call("sum", [x], [n], **kw)[0]
+
+
+def max(x, **kw):  # noqa: A001
+    """The largest element (float32)."""
+    x, n = _flat(x)
+    return _call("max", [x], [n], **kw)[0]
+
+
+def min(x, **kw):  # noqa: A001
+    """The smallest element (float32)."""
+    x, n = _flat(x)
+    return _call("min", [x], [n], **kw)[0]
+
+
+def sum_rows(x, **kw):
+    """The sum of each row of a 2-D array (float32)."""
+    x, (rows, d) = _rows(x, "sum_rows")
+    return _call("sum_rows", [x], [rows, d], **kw)
+
+
+def max_rows(x, **kw):
+    """The largest element of each row (float32)."""
+    x, (rows, d) = _rows(x, "max_rows")
+    return _call("max_rows", [x], [rows, d], **kw)
+
+
+def min_rows(x, **kw):
+    """The smallest element of each row (float32)."""
+    x, (rows, d) = _rows(x, "min_rows")
+    return _call("min_rows", [x], [rows, d], **kw)
+
+
+def prefix_sum(x, exclusive=False, **kw):
+    """Running sums of a vector: inclusive (``y[i] = x[0] + … + x[i]``) or exclusive."""
+    x, n = _flat(x)
+    op = "prefix_sum_exclusive" if exclusive else "prefix_sum_inclusive"
+    return _call(op, [x], [n], **kw).reshape(x.shape)
+
+
+def softmax(x, **kw):
+    """Softmax of each row of a 2-D array (numerically stable)."""
+    x, (rows, d) = _rows(x, "softmax")
+    return _call("softmax", [x], [rows, d], **kw).reshape(rows, d)
+
+
+def rms_norm(x, weight, eps=1e-5, **kw):
+    """RMSNorm of each row: ``x / sqrt(mean(x²) + eps) * weight``."""
+    x, (rows, d) = _rows(x, "rms_norm")
+    return _call("rms_norm", [x, np.asarray(weight)], [rows, d], [eps], **kw).reshape(rows, d)
+
+
+def layer_norm(x, weight, bias, eps=1e-5, **kw):
+    """LayerNorm of each row with weight and bias."""
+    x, (rows, d) = _rows(x, "layer_norm")
+    return _call("layer_norm", [x, np.asarray(weight), np.asarray(bias)], [rows, d], [eps], **kw).reshape(rows, d)
+
+
+def gemv(w, x, **kw):
+    """``w @ x`` for a [m, k] matrix (float32, float16 or bfloat16) and a
+    k-vector, which is used as float32; accumulated and returned in float32."""
+    w, (m, k) = _rows(w, "gemv")
+    x = np.asarray(x, dtype=np.float32)
+    if x.shape != (k,):
+        raise ValueError(f"gemv: x must have shape ({k},) for w of shape {w.shape}, got {x.shape}")
+    return _call("gemv", [w, x], [m, k], typed=1, **kw)
+
+
+def attention_decode(q, k, v, scale=None, fused=False, **kw):
+    """One decode step of attention: ``softmax(q·Kᵀ·scale)·V`` per head, for
+    ``q`` [H, D] and ``k``, ``v`` [H, S, D]; ``scale`` defaults to 1/√D.
+    ``fused=True`` runs one fused kernel instead of seed 000's three dispatches."""
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    if q.ndim != 2 or k.ndim != 3 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[2] != q.shape[1]:
+        raise ValueError(f"attention_decode takes q [H, D] and k, v [H, S, D]; got {q.shape}, {k.shape}, {v.shape}")
+    h, s, d = k.shape
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    op = "attention_decode_fused" if fused else "attention_decode"
+    return _call(op, [q, k, v], [h, s, d], [scale], **kw).reshape(h, d)

@@ -1,0 +1,152 @@
+//! The kernel library (`enigma-ops`) for Python: `library_call` runs one
+//! operation on a runtime from raw little-endian bytes and returns the
+//! result's bytes. `enigma/ops.py` wraps it with numpy arrays, shapes and
+//! dtypes.
+//!
+//! Inputs become untyped buffers padded to 16 bytes, with the element type
+//! given separately, so the library may pick its vector (`float4`) kernels.
+
+use crate::{runtime_err, DispatchError, Runtime};
+use enigma_ir::Scalar;
+use enigma_ops::{Elementwise, Ops, Options, Reduction, ScanKind};
+use enigma_runtime::Buffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+fn elem_of(name: &str) -> PyResult<Scalar> {
+    match name {
+        "f32" => Ok(Scalar::F32),
+        "f16" => Ok(Scalar::F16),
+        "bf16" => Ok(Scalar::BF16),
+        "i32" => Ok(Scalar::I32),
+        "u32" => Ok(Scalar::U32),
+        other => Err(PyValueError::new_err(format!("the kernel library takes f32, f16, bf16, i32 or u32 data, not {other}"))),
+    }
+}
+
+fn ops_err(py: Python<'_>, e: enigma_ops::Error) -> PyErr {
+    match e {
+        enigma_ops::Error::Runtime(r) => runtime_err(py, r),
+        other => DispatchError::new_err(other.to_string()),
+    }
+}
+
+/// Runs library operation `op` (`softmax`, `rms_norm`, `sum`, …) on
+/// `inputs` (bytes, all of element type `elem`) with shape `dims` and
+/// scalar parameters `params` (factor, eps or scale). Returns the output's
+/// bytes (exactly its elements) and its element type.
+#[pyfunction]
+#[pyo3(signature = (runtime, op, elem, inputs, dims, params, threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn library_call<'py>(
+    py: Python<'py>,
+    runtime: &Runtime,
+    op: &str,
+    elem: &str,
+    inputs: Vec<Vec<u8>>,
+    dims: Vec<usize>,
+    params: Vec<f64>,
+    threads: Option<u32>,
+) -> PyResult<(Bound<'py, PyBytes>, &'static str)> {
+    let rt = &runtime.rt;
+    let elem = elem_of(elem)?;
+    let mut buffers: Vec<Buffer> = vec![];
+    for bytes in &inputs {
+        let padded = bytes.len().div_ceil(16).max(1) * 16;
+        let buf = rt.buffer_bytes(padded).map_err(|e| runtime_err(py, e))?;
+        buf.write_bytes(0, bytes).map_err(|e| runtime_err(py, e))?;
+        buffers.push(buf);
+    }
+    let need = |n_inputs: usize, n_dims: usize, n_params: usize| -> PyResult<()> {
+        if buffers.len() != n_inputs || dims.len() != n_dims || params.len() < n_params {
+            return Err(PyValueError::new_err(format!(
+                "{op} takes {n_inputs} arrays, {n_dims} dimensions and {n_params} parameters; got {}, {} and {}",
+                buffers.len(),
+                dims.len(),
+                params.len()
+            )));
+        }
+        Ok(())
+    };
+    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() });
+    let param = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
+    // (result, number of output elements, output element type)
+    let (out, n_out, out_elem) = match op {
+        "scale" | "relu" | "silu" | "gelu" | "add" | "mul" => {
+            let binary = matches!(op, "add" | "mul");
+            need(if binary { 2 } else { 1 }, 1, usize::from(op == "scale"))?;
+            let kind = match op {
+                "scale" => Elementwise::Scale,
+                "relu" => Elementwise::Relu,
+                "silu" => Elementwise::Silu,
+                "gelu" => Elementwise::Gelu,
+                "add" => Elementwise::Add,
+                _ => Elementwise::Mul,
+            };
+            let out = ops.elementwise(kind, &buffers[0], buffers.get(1), dims[0], param(0));
+            (out, dims[0], elem)
+        }
+        "sum" | "max" | "min" => {
+            need(1, 1, 0)?;
+            let r = reduction(op);
+            (ops.reduce(r, &buffers[0], dims[0]), 1, Scalar::F32)
+        }
+        "sum_rows" | "max_rows" | "min_rows" => {
+            need(1, 2, 0)?;
+            let r = reduction(op.trim_end_matches("_rows"));
+            (ops.reduce_rows(r, &buffers[0], dims[0], dims[1]), dims[0], Scalar::F32)
+        }
+        "prefix_sum_inclusive" | "prefix_sum_exclusive" => {
+            need(1, 1, 0)?;
+            let kind = if op.ends_with("inclusive") { ScanKind::Inclusive } else { ScanKind::Exclusive };
+            (ops.prefix_sum(&buffers[0], dims[0], kind), dims[0], elem)
+        }
+        "softmax" => {
+            need(1, 2, 0)?;
+            (ops.softmax(&buffers[0], dims[0], dims[1]), dims[0] * dims[1], elem)
+        }
+        "rms_norm" => {
+            need(2, 2, 1)?;
+            (ops.rms_norm(&buffers[0], &buffers[1], dims[0], dims[1], param(0)), dims[0] * dims[1], elem)
+        }
+        "layer_norm" => {
+            need(3, 2, 1)?;
+            (ops.layer_norm(&buffers[0], &buffers[1], &buffers[2], dims[0], dims[1], param(0)), dims[0] * dims[1], elem)
+        }
+        "gemv" => {
+            need(2, 2, 0)?;
+            (ops.gemv(&buffers[0], &buffers[1], dims[0], dims[1]), dims[0], Scalar::F32)
+        }
+        "attention_decode" | "attention_decode_fused" => {
+            need(3, 3, 1)?;
+            let (h, s, d) = (dims[0], dims[1], dims[2]);
+            let out = if op.ends_with("fused") {
+                ops.attention_decode_fused(&buffers[0], &buffers[1], &buffers[2], h, s, d, param(0))
+            } else {
+                ops.attention_decode(&buffers[0], &buffers[1], &buffers[2], h, s, d, param(0))
+            };
+            (out, h * d, elem)
+        }
+        other => return Err(PyValueError::new_err(format!("no library operation named `{other}`"))),
+    };
+    let out = out.map_err(|e| ops_err(py, e))?;
+    let mut bytes = out.read_bytes().map_err(|e| runtime_err(py, e))?;
+    bytes.truncate(n_out * out_elem.size_bytes() as usize);
+    let name = match out_elem {
+        Scalar::F16 => "f16",
+        Scalar::BF16 => "bf16",
+        Scalar::I32 => "i32",
+        Scalar::U32 => "u32",
+        _ => "f32",
+    };
+    Ok((PyBytes::new(py, &bytes), name))
+}
+
+fn reduction(name: &str) -> Reduction {
+    match name {
+        "max" => Reduction::Max,
+        "min" => Reduction::Min,
+        _ => Reduction::Sum,
+    }
+}
