@@ -71,6 +71,24 @@ pub trait BufferStorage: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// `compiled` as backend `backend`'s own kernel type `K`, or an error naming
+/// the kernel when another backend compiled it.
+pub fn own_kernel<'a, K: 'static>(compiled: &'a dyn CompiledKernel, backend: &'static str) -> Result<&'a K, RuntimeError> {
+    compiled.as_any().downcast_ref::<K>().ok_or_else(|| RuntimeError::Backend {
+        backend,
+        message: format!("kernel `{}` was compiled for another device", compiled.kernel().name),
+    })
+}
+
+/// `storage` as backend `backend`'s own buffer type `B`, or an error naming
+/// the kernel it was passed to when another backend allocated it.
+pub fn own_buffer<'a, B: 'static>(storage: &'a dyn BufferStorage, backend: &'static str, kernel: &str) -> Result<&'a B, RuntimeError> {
+    storage.as_any().downcast_ref::<B>().ok_or_else(|| RuntimeError::Backend {
+        backend,
+        message: format!("kernel `{kernel}`: a buffer of another device was passed to the {backend} backend"),
+    })
+}
+
 /// A kernel compiled for one backend: Metal's pipeline state, a CUDA
 /// function, or the simulator's program.
 pub trait CompiledKernel: Send + Sync + Debug {

@@ -3,7 +3,7 @@
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use enigma_backend::{
-    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
+    own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
     DispatchReport, RuntimeError, SpecValues,
 };
 use enigma_codegen::cuda::{CudaSource, LaunchParam};
@@ -291,10 +291,7 @@ impl Backend for CudaBackend {
         options: &DispatchOptions,
     ) -> Result<DispatchReport, RuntimeError> {
         let start = Instant::now();
-        let cuda = compiled.as_any().downcast_ref::<CudaKernel>().ok_or_else(|| RuntimeError::Backend {
-            backend: "cuda",
-            message: format!("kernel `{}` was compiled for another device", compiled.kernel().name),
-        })?;
+        let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
         // Kernel parameters: each is stored in `storage`, and `params` points at them.
         let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
@@ -302,10 +299,7 @@ impl Backend for CudaBackend {
             let mut slot = [0u8; 32];
             match arg {
                 ArgValue::Buffer { storage: s, .. } => {
-                    let buf = s.as_any().downcast_ref::<CudaBuffer>().ok_or_else(|| RuntimeError::Backend {
-                        backend: "cuda",
-                        message: "a buffer of another device was passed to the CUDA backend".into(),
-                    })?;
+                    let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
                     slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
                 }
                 ArgValue::Value { bytes, .. } => slot = *bytes,

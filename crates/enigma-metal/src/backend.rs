@@ -2,7 +2,7 @@
 
 use crate::mapping::{self, PipelineKey};
 use enigma_backend::{
-    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchMode,
+    own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchMode,
     DispatchOptions, DispatchReport, RuntimeError, SpecValues,
 };
 use enigma_codegen::msl;
@@ -401,10 +401,7 @@ impl Backend for MetalBackend {
     ) -> Result<DispatchReport, RuntimeError> {
         let start = Instant::now();
         let name = &compiled.kernel().name;
-        let metal = compiled
-            .as_any()
-            .downcast_ref::<MetalKernel>()
-            .ok_or_else(|| backend_err(format!("kernel `{name}` was compiled for another device")))?;
+        let metal: &MetalKernel = own_kernel(compiled, "metal")?;
         let execution = |message: String| RuntimeError::Execution { kernel: name.clone(), message };
         if geometry.mode == DispatchMode::Threads && !self.non_uniform_threadgroups {
             return Err(execution(format!(
@@ -416,9 +413,7 @@ impl Backend for MetalBackend {
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(args.len());
         for arg in args {
             slots.push(match arg {
-                ArgValue::Buffer { storage, .. } => Slot::Buffer(storage.as_any().downcast_ref::<MetalBuffer>().ok_or_else(|| {
-                    backend_err(format!("kernel `{name}`: a buffer of another device was passed to Metal"))
-                })?),
+                ArgValue::Buffer { storage, .. } => Slot::Buffer(own_buffer(*storage, "metal", name)?),
                 ArgValue::Value { ty, bytes } => Slot::Bytes(&bytes[..mapping::value_arg_len(*ty).min(bytes.len())]),
             });
         }

@@ -17,7 +17,7 @@ mod program;
 mod sanitizer;
 
 use enigma_backend::{
-    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
+    own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
     DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues,
 };
 use enigma_ir::{Kernel, KernelInfo};
@@ -107,19 +107,13 @@ impl Backend for SimBackend {
         options: &DispatchOptions,
     ) -> Result<DispatchReport, RuntimeError> {
         let start = Instant::now();
-        let sim = compiled.as_any().downcast_ref::<SimKernel>().ok_or_else(|| RuntimeError::Backend {
-            backend: "simulator",
-            message: format!("kernel `{}` was compiled for another device", compiled.kernel().name),
-        })?;
+        let sim: &SimKernel = own_kernel(compiled, "simulator")?;
         let mut buffers = Vec::with_capacity(args.len());
         let mut values = Vec::with_capacity(args.len());
         for arg in args {
             match arg {
                 ArgValue::Buffer { storage, .. } => {
-                    let buf = storage.as_any().downcast_ref::<SimBuffer>().ok_or_else(|| RuntimeError::Backend {
-                        backend: "simulator",
-                        message: "a buffer of another device was passed to the simulator".into(),
-                    })?;
+                    let buf: &SimBuffer = own_buffer(*storage, "simulator", &sim.kernel.name)?;
                     buffers.push(Some((&buf.words, buf.len_bytes)));
                     values.push([0; 4]);
                 }
