@@ -179,15 +179,38 @@ impl SimBackend {
         let inputs = snapshot(buffers);
         let sizes: Vec<Option<usize>> = buffers.iter().map(|b| b.map(|(_, len)| len)).collect();
         let mut findings: Vec<Finding> = vec![];
-        let mut first_results = None;
+        let mut first_results: Option<Vec<Option<Vec<u32>>>> = None;
         let compared = order_compared(kernel, &sim.info);
         for schedule in 0..schedules {
             if schedule > 0 {
                 restore(&inputs);
             }
+            if schedule > 0 {
+                // The shadow-memory checks do not depend on the order SIMD
+                // groups run in (they follow barrier epochs and active
+                // masks, not timing), so they run once; later schedules run
+                // plain and only their results are compared. A plain run
+                // stops at the first out-of-bounds access or divergent
+                // barrier, which the tracked run has already reported.
+                if let Err(e) = dispatch::run_dispatch(kernel, env, geometry, schedule) {
+                    if findings.iter().any(|f| f.severity == Severity::Error) {
+                        break;
+                    }
+                    return Err(e);
+                }
+                let results = snapshot(buffers);
+                if let Some(first) = &first_results {
+                    if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
+                        if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
+                            findings.push(f);
+                        }
+                    }
+                }
+                continue;
+            }
             let tracker = sanitizer::DispatchTracker::new(kernel, &sizes);
             dispatch::run_dispatch(kernel, &env.with_tracker(Some(&tracker)), geometry, schedule)?;
-            if schedule == 0 {
+            {
                 for param in &sim.info.written_buffers {
                     if sim.info.atomic_memories.contains(&enigma_ir::Memory::Buffer(*param)) {
                         continue;
@@ -209,17 +232,7 @@ impl SimBackend {
                     findings.push(f);
                 }
             }
-            let results = snapshot(buffers);
-            match &first_results {
-                None => first_results = Some(results),
-                Some(first) => {
-                    if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
-                        if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
-                            findings.push(f);
-                        }
-                    }
-                }
-            }
+            first_results = Some(snapshot(buffers));
         }
         if let Some(first) = &first_results {
             restore(first);

@@ -1,0 +1,69 @@
+//! Sanitizer overhead: seed-001 pass 1 over 2^20 floats on the simulator,
+//! plain and under the sanitizer (one schedule, and the default three), with
+//! a plain Rust summation loop over the same data, all in the same run.
+//!
+//! Run: `cargo run --release -p enigma-bench --bin sanitizer_overhead [n]`
+
+use enigma_kernels::reduce;
+use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Best and median of `repeats` timed runs after one warm-up.
+fn time(repeats: usize, mut f: impl FnMut()) -> (Duration, Duration) {
+    f();
+    let mut times: Vec<Duration> = (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    (times[0], times[times.len() / 2])
+}
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
+    let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+    let plain_loop = time(9, || {
+        let mut sum = 0.0f32;
+        for &x in black_box(&data) {
+            sum += x;
+        }
+        black_box(sum);
+    });
+
+    let rt = Runtime::new(Device::Sim).expect("the simulator is always available");
+    let input = rt.buffer_from(&data).expect("allocation");
+    let groups = reduce::pass1_threadgroups(n as u32);
+    let partial = rt.buffer_zeroed::<f32>(groups as usize).expect("allocation");
+    let pass1 = rt.pipeline(&reduce::reduce_threadgroup()).expect("pass 1 compiles");
+    let args = [Arg::from(&input), Arg::from(&partial)];
+    let run = |options: &DispatchOptions| {
+        let report = rt
+            .dispatch(&pass1, &args, Mode::Threads, [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1], options)
+            .expect("pass 1 runs clean");
+        assert!(report.findings.is_empty(), "pass 1 is a correct kernel: {:?}", report.findings);
+    };
+    let plain = time(5, || run(&DispatchOptions::default()));
+    let one = time(5, || run(&DispatchOptions { sanitize: true, schedules: 1 }));
+    let three = time(5, || run(&DispatchOptions { sanitize: true, schedules: 3 }));
+
+    println!("device: {}; n = {n}; best / median of 5 (loop: 9) after a warm-up", rt.device().name);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let row = |what: &str, (best, median): (Duration, Duration)| {
+        println!(
+            "{what:<44} {:>9.2} ms {:>9.2} ms {:>8.1}x {:>8.1}x",
+            ms(best),
+            ms(median),
+            best.as_secs_f64() / plain.0.as_secs_f64(),
+            best.as_secs_f64() / plain_loop.0.as_secs_f64()
+        );
+    };
+    println!("{:<44} {:>12} {:>12} {:>9} {:>9}", "what", "best", "median", "vs sim", "vs loop");
+    row("plain Rust loop", plain_loop);
+    row("simulator, plain", plain);
+    row("simulator + sanitizer, 1 schedule", one);
+    row("simulator + sanitizer, 3 schedules (default)", three);
+}
