@@ -28,20 +28,20 @@ jobs=()
 while IFS=$'\t' read -r name class kind launch; do
   [ "$launch" = launch ] || continue
   for variant in buggy fixed; do
-    flag=""; [ "$variant" = fixed ] && flag="--fixed"
     for tool in $tools; do
-      jobs+=("$name $variant $tool $flag")
+      jobs+=("$name $variant $tool")
     done
   done
 done < "$work/list"
 
 run_one() {
-  local name=$1 variant=$2 tool=$3 flag=${4:-}
+  local name=$1 variant=$2 tool=$3 flag=""
+  [ "$variant" = fixed ] && flag="--fixed"
   "$sanitizer" --tool "$tool" --print-limit 5 "$bin" "$name" $flag > "$work/$name.$variant.$tool" 2>&1
 }
 export -f run_one
 export sanitizer bin work
-printf '%s\n' "${jobs[@]}" | xargs -P 8 -L 1 bash -c 'run_one $0 $1 $2 $3'
+printf '%s\n' "${jobs[@]}" | xargs -P 8 -n 3 bash -c 'run_one "$0" "$1" "$2"'
 
 count() { # errors a tool reported in one log
   local log=$1
