@@ -57,6 +57,7 @@ pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, Shap
 mod check;
 mod registry;
 mod threads;
+pub mod tune;
 
 pub use check::{CheckOutcome, Tolerance};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary};

@@ -127,8 +127,15 @@ impl std::fmt::Debug for Entry {
 }
 
 impl Entry {
-    fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options) -> Ops<'rt> {
+    /// The operations object for a run at `shape`: `options`, with the
+    /// tuning cache's choice when the caller chose none of the tuned options.
+    fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
+        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() {
+            if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
+                o = choice.apply(&o);
+            }
+        }
         o.elem = Some(self.elem);
         o.vectorize = o.vectorize.or(self.vectorize);
         o.cache_rows = o.cache_rows.or(self.cache_rows);
@@ -165,7 +172,7 @@ impl Entry {
     pub fn run_with(&self, rt: &Runtime, shape: &[usize], options: &Options) -> Result<CheckOutcome, Error> {
         let shape = self.shape(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
-        let ops = self.ops(rt, options);
+        let ops = self.ops(rt, options, shape);
         let out = (case.run)(&ops)?;
         let got = download(&out, case.out_elem, case.want.len())?;
         let mut outcome = CheckOutcome::compare(&self.name, shape, &got, &case.want, &case.tol);
@@ -190,7 +197,7 @@ impl Entry {
     ) -> Result<BenchOutcome, Error> {
         let shape = self.shape(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
-        let ops = self.ops(rt, options);
+        let ops = self.ops(rt, options, shape);
         let iters = iters.max(1);
         let total = warmup + iters;
         progress(0, total);

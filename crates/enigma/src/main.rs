@@ -15,6 +15,7 @@ mod cli {
     pub mod occupancy;
     pub mod run;
     pub mod tiles;
+    pub mod tune;
 }
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,8 @@ enum Command {
     Geometry(cli::geometry::Args),
     /// Threadgroups per core for a threadgroup size and its threadgroup memory.
     Occupancy(cli::occupancy::Args),
+    /// Tune a library kernel: time its candidate threadgroup sizes and record the fastest in the tuning cache.
+    Tune(cli::tune::Args),
     /// Quantized-GEMM tile planner (seed 002), or --seed-tables to check the seeds' tables.
     Tiles(cli::tiles::Args),
 }
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Geometry(args) => cli::geometry::run(args),
         Command::Occupancy(args) => cli::occupancy::run(args),
         Command::Tiles(args) => cli::tiles::run(args),
+        Command::Tune(args) => cli::tune::run(args),
     };
     match result {
         Ok(code) => code,

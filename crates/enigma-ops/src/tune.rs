@@ -1,0 +1,336 @@
+//! The autotuner: times candidate threadgroup sizes (and, for the kernels
+//! that have them, loads in flight per thread and rows per SIMD group) for
+//! one registry entry at one shape, and keeps the best per (device, kernel,
+//! shape class) in an on-disk JSON cache that the registry's runs then use.
+//!
+//! * **Candidates**: threads ∈ {32, 64, …, 1024}, crossed with `unroll` ∈
+//!   {2, 4, 8} for vector reductions and GEMV and `rows_per_simdgroup` ∈
+//!   {1, 2, 4} for GEMV. A candidate over the device's threadgroup maximum,
+//!   or with more threads than the shape has work for one threadgroup (the
+//!   flat length, or the row length for row kernels), is skipped with that
+//!   reason; one the library rejects (e.g. too much threadgroup memory) is
+//!   skipped with the library's error.
+//! * **Timing**: seed 004's loop through [`Entry::bench`]: warm-up runs,
+//!   then repeats; the median device time (CUDA events, Metal GPU time) or
+//!   wall time on the simulator. The last run's output is checked against
+//!   the f64 reference: a wrong result disqualifies the candidate.
+//! * **Shape class**: each dimension rounded up to a power of two
+//!   (`4096x8192` for 3000×8000), so one tuning serves similar shapes.
+//! * **Cache**: `tune.json` in `$ENIGMA_CACHE_DIR`, else
+//!   `$XDG_CACHE_HOME/enigma`, else `~/.cache/enigma`. It is read once per
+//!   process; a missing file is an empty cache, an unreadable or foreign
+//!   one is ignored with a warning on stderr (never an error). The registry
+//!   ([`Entry::run_with`], [`Entry::bench`], so `enigma run` and `enigma
+//!   bench`) uses a cached choice when the caller set none of the tuned
+//!   options; `ENIGMA_TUNE_CACHE=off` turns that off.
+
+use crate::registry::Entry;
+use crate::{Error, Options};
+use enigma_runtime::Runtime;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// Threadgroup sizes tried.
+pub const THREADS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
+
+/// Version of the cache file's format.
+const CACHE_VERSION: u32 = 1;
+
+/// The tuned options of one candidate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    pub threads: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unroll: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_per_simdgroup: Option<u32>,
+}
+
+impl Choice {
+    /// `base` with this choice's options set.
+    pub fn apply(&self, base: &Options) -> Options {
+        Options { threads: Some(self.threads), unroll: self.unroll, rows_per_simdgroup: self.rows_per_simdgroup, ..base.clone() }
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "threads={}", self.threads)?;
+        if let Some(u) = self.unroll {
+            write!(f, " unroll={u}")?;
+        }
+        if let Some(r) = self.rows_per_simdgroup {
+            write!(f, " rows/simdgroup={r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened to one candidate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Timed, and its output matched the reference.
+    Timed { median_us: f64, best_us: f64, gb_per_s: f64 },
+    /// Not run: over a limit, or rejected by the library.
+    Skipped { reason: String },
+    /// Ran, but its output did not match the reference.
+    Wrong { reason: String },
+}
+
+/// One candidate and its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Trial {
+    pub choice: Choice,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// The result of tuning one entry at one shape.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TuneReport {
+    pub kernel: String,
+    pub device: String,
+    pub shape: Vec<usize>,
+    pub shape_class: String,
+    /// Whether times are device times (else wall times).
+    pub device_timed: bool,
+    pub best: Option<Choice>,
+    pub trials: Vec<Trial>,
+}
+
+/// Warm-up runs and timed repeats per candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub warmup: usize,
+    pub repeats: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { warmup: 3, repeats: 10 }
+    }
+}
+
+/// The shape class of `shape`: each dimension rounded up to a power of two.
+pub fn shape_class(shape: &[usize]) -> String {
+    shape.iter().map(|d| d.max(&1).next_power_of_two().to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// Every candidate for `entry` at `shape` on a device whose threadgroups
+/// hold at most `max_threads`, each with the reason it is skipped, if it is.
+pub fn candidates(entry: &Entry, shape: &[usize], max_threads: u32) -> Vec<(Choice, Option<String>)> {
+    let name = entry.name.as_str();
+    let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
+    let gemv = name.starts_with("gemv_");
+    let unrolls: Vec<Option<u32>> = if flat_reduction || gemv { vec![None, Some(2), Some(4), Some(8)] } else { vec![None] };
+    let rows: Vec<Option<u32>> = if gemv { vec![None, Some(1), Some(2), Some(4)] } else { vec![None] };
+    // The work one threadgroup can share: the row for row kernels (and the
+    // head dimension's keys for attention), the whole vector otherwise.
+    let work = match shape.len() {
+        0 => 1,
+        1 => shape[0],
+        _ if name.starts_with("attention") => shape[1],
+        _ => shape[shape.len() - 1],
+    };
+    let mut out = vec![];
+    for &threads in &THREADS {
+        for &unroll in &unrolls {
+            for &rows_per_simdgroup in &rows {
+                let choice = Choice { threads, unroll, rows_per_simdgroup };
+                let skip = if threads > max_threads {
+                    Some(format!("{threads} threads exceed this device's maximum of {max_threads} per threadgroup"))
+                } else if threads as usize > work.next_multiple_of(32) {
+                    Some(format!("{threads} threads per threadgroup exceed the {work} elements one threadgroup works on"))
+                } else {
+                    None
+                };
+                out.push((choice, skip));
+            }
+        }
+    }
+    out
+}
+
+/// Times every candidate of `entry` at `shape` (empty: its default shape)
+/// on `rt`; `progress(done, total, choice)` is called before each candidate.
+pub fn tune(
+    entry: &Entry,
+    rt: &Runtime,
+    shape: &[usize],
+    settings: Settings,
+    progress: &mut dyn FnMut(usize, usize, &Choice),
+) -> Result<TuneReport, Error> {
+    let shape: Vec<usize> = if shape.is_empty() { entry.default_shape.clone() } else { shape.to_vec() };
+    let candidates = candidates(entry, &shape, rt.device().max_threads_per_threadgroup);
+    let total = candidates.len();
+    let mut trials = vec![];
+    let mut device_timed = false;
+    let base = Options::default();
+    for (i, (choice, skip)) in candidates.into_iter().enumerate() {
+        progress(i, total, &choice);
+        let outcome = match skip {
+            Some(reason) => Outcome::Skipped { reason },
+            None => match entry.bench(rt, &shape, &choice.apply(&base), settings.warmup, settings.repeats, &mut |_, _| {}) {
+                Err(Error::Runtime(e)) if !matches!(e, enigma_runtime::RuntimeError::Validation(_)) && !is_limit(&e) => return Err(Error::Runtime(e)),
+                Err(e) => Outcome::Skipped { reason: e.to_string() },
+                Ok(b) if !b.check.passed => Outcome::Wrong {
+                    reason: format!("{} of {} elements outside tolerance (max |error| {:.3e})", b.check.failures, b.check.checked, b.check.max_abs_error),
+                },
+                Ok(b) => {
+                    device_timed = b.device_timed;
+                    Outcome::Timed {
+                        median_us: b.median.as_secs_f64() * 1e6,
+                        best_us: b.best.as_secs_f64() * 1e6,
+                        gb_per_s: if b.median.is_zero() { 0.0 } else { b.bytes as f64 / b.median.as_secs_f64() / 1e9 },
+                    }
+                }
+            },
+        };
+        trials.push(Trial { choice, outcome });
+    }
+    progress(total, total, &Choice::default());
+    let best = best_of(&trials);
+    Ok(TuneReport {
+        kernel: entry.name.clone(),
+        device: rt.device().name.clone(),
+        shape_class: shape_class(&shape),
+        shape,
+        device_timed,
+        best,
+        trials,
+    })
+}
+
+/// Whether a runtime error is a limit a candidate ran into (a threadgroup
+/// or memory limit), which skips the candidate, rather than a device fault.
+fn is_limit(e: &enigma_runtime::RuntimeError) -> bool {
+    let text = e.to_string();
+    text.contains("exceeds") || text.contains("maximum") || text.contains("limit")
+}
+
+/// The timed trial with the smallest median.
+pub fn best_of(trials: &[Trial]) -> Option<Choice> {
+    trials
+        .iter()
+        .filter_map(|t| match t.outcome {
+            Outcome::Timed { median_us, .. } => Some((median_us, t.choice)),
+            _ => None,
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// One cached choice.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub device: String,
+    pub kernel: String,
+    pub shape_class: String,
+    pub choice: Choice,
+    pub median_us: f64,
+    /// Seconds since 1970 when it was tuned.
+    pub tuned_at: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CacheFile {
+    version: u32,
+    entries: Vec<CacheEntry>,
+}
+
+/// The cache file's path (see the module docs), or `None` without a home.
+pub fn cache_path() -> Option<PathBuf> {
+    let dir = if let Some(d) = std::env::var_os("ENIGMA_CACHE_DIR") {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        PathBuf::from(d).join("enigma")
+    } else {
+        PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("enigma")
+    };
+    Some(dir.join("tune.json"))
+}
+
+/// Reads the cache at `path`: empty when missing; a warning (returned) and
+/// empty when unreadable or of another format.
+pub fn read_cache(path: &std::path::Path) -> (Vec<CacheEntry>, Option<String>) {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (vec![], None),
+        Err(e) => return (vec![], Some(format!("enigma: ignoring the tuning cache {}: {e}", path.display()))),
+    };
+    match serde_json::from_str::<CacheFile>(&text) {
+        Ok(f) if f.version == CACHE_VERSION => (f.entries, None),
+        Ok(f) => (vec![], Some(format!("enigma: ignoring the tuning cache {}: format version {} (this enigma reads {CACHE_VERSION})", path.display(), f.version))),
+        Err(e) => (vec![], Some(format!("enigma: ignoring the tuning cache {}: not a tuning cache ({e})", path.display()))),
+    }
+}
+
+/// Records `report`'s best choice in the cache at `path` (replacing the
+/// entry for the same device, kernel and shape class) and returns it.
+pub fn store(path: &std::path::Path, report: &TuneReport) -> Result<Option<CacheEntry>, std::io::Error> {
+    let Some(choice) = report.best else { return Ok(None) };
+    let median_us = report
+        .trials
+        .iter()
+        .find_map(|t| match t.outcome {
+            Outcome::Timed { median_us, .. } if t.choice == choice => Some(median_us),
+            _ => None,
+        })
+        .unwrap_or(0.0);
+    let entry = CacheEntry {
+        device: report.device.clone(),
+        kernel: report.kernel.clone(),
+        shape_class: report.shape_class.clone(),
+        choice,
+        median_us,
+        tuned_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
+    };
+    let (mut entries, _) = read_cache(path);
+    entries.retain(|e| !(e.device == entry.device && e.kernel == entry.kernel && e.shape_class == entry.shape_class));
+    entries.push(entry.clone());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = serde_json::to_string_pretty(&CacheFile { version: CACHE_VERSION, entries }).map_err(std::io::Error::other)?;
+    // Write then rename, so a reader never sees half a file.
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    reset_loaded_cache();
+    Ok(Some(entry))
+}
+
+fn loaded() -> &'static Mutex<Option<Vec<CacheEntry>>> {
+    static CACHE: OnceLock<Mutex<Option<Vec<CacheEntry>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(None))
+}
+
+/// Forgets the cache read by [`cached_choice`], so the next call reads the
+/// file again (after [`store`], or when `ENIGMA_CACHE_DIR` changed).
+pub fn reset_loaded_cache() {
+    *loaded().lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// The cached choice for `kernel` at `shape` on `device`, unless
+/// `ENIGMA_TUNE_CACHE=off`. Reads the file on first use.
+pub fn cached_choice(device: &str, kernel: &str, shape: &[usize]) -> Option<Choice> {
+    if std::env::var("ENIGMA_TUNE_CACHE").is_ok_and(|v| v == "off" || v == "0") {
+        return None;
+    }
+    let mut guard = loaded().lock().unwrap_or_else(|e| e.into_inner());
+    let entries = guard.get_or_insert_with(|| match cache_path() {
+        Some(path) => {
+            let (entries, warning) = read_cache(&path);
+            if let Some(w) = warning {
+                eprintln!("{w}");
+            }
+            entries
+        }
+        None => vec![],
+    });
+    let class = shape_class(shape);
+    entries.iter().find(|e| e.device == device && e.kernel == kernel && e.shape_class == class).map(|e| e.choice)
+}

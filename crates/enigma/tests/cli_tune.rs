@@ -1,0 +1,47 @@
+//! `enigma tune` end to end on the simulator: the JSON report, the cache file
+//! it writes, and the errors.
+
+use std::process::Command;
+
+fn enigma(args: &[&str], cache: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_enigma"))
+        .args(args)
+        .env("ENIGMA_CACHE_DIR", cache)
+        .output()
+        .expect("the enigma binary runs")
+}
+
+#[test]
+fn tune_reports_every_candidate_and_records_the_best() {
+    let cache = std::env::temp_dir().join(format!("enigma-cli-tune-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let out = enigma(&["tune", "relu", "--dtype", "f16", "--shape", "100", "--device", "sim", "--repeats", "1", "--warmup", "0", "--json"], &cache);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kernel"], "relu_f16");
+    assert_eq!(v["shape_class"], "128");
+    let trials = v["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 6);
+    // 100 elements: 32..128 threads run; 256 and more exceed the work.
+    let timed = trials.iter().filter(|t| t["status"] == "timed").count();
+    let skipped: Vec<&serde_json::Value> = trials.iter().filter(|t| t["status"] == "skipped").collect();
+    assert_eq!((timed, skipped.len()), (3, 3), "{trials:?}");
+    assert!(skipped.iter().all(|t| t["reason"].as_str().unwrap().contains("exceed the 100 elements")));
+    let best = v["best"]["threads"].as_u64().unwrap();
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(cache.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(file["entries"][0]["kernel"], "relu_f16");
+    assert_eq!(file["entries"][0]["choice"]["threads"].as_u64(), Some(best));
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn tune_rejects_unknown_kernels_and_zero_repeats() {
+    let cache = std::env::temp_dir().join(format!("enigma-cli-tune-err-{}", std::process::id()));
+    let out = enigma(&["tune", "no_such_kernel", "--device", "sim"], &cache);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no_such_kernel"));
+    let out = enigma(&["tune", "relu_f32", "--device", "sim", "--repeats", "0"], &cache);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--repeats must be at least 1"));
+    assert!(!cache.join("tune.json").exists(), "nothing recorded");
+}
