@@ -434,6 +434,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The kernel library (`enigma-ops`) for Python: `library_call` runs one
 //! operation on a runtime from raw little-endian bytes and returns the
-//! result's bytes. `enigma/ops.py` wraps it with numpy arrays, shapes and
-//! dtypes.
+//! result's bytes (`enigma/ops.py` wraps it with numpy arrays, shapes and
+//! dtypes); `library_tune` runs the autotuner on a registry entry and
+//! returns its report as JSON (`enigma.tune`).
 //!
 //! Inputs become untyped buffers padded to 16 bytes, with the element type
 //! given separately, so the library may pick its vector (`float4`) kernels.
@@ -149,4 +150,29 @@ fn reduction(name: &str) -> Reduction {
         "min" => Reduction::Min,
         _ => Reduction::Sum,
     }
+}
+
+/// Tunes registry entry `name` at `shape` (empty: its default shape) on
+/// `runtime`: the report as JSON, with the cache file it was recorded in
+/// (`null` when `record` is false).
+#[pyfunction]
+#[pyo3(signature = (runtime, name, shape, warmup, repeats, record))]
+pub fn library_tune(py: Python<'_>, runtime: &Runtime, name: &str, shape: Vec<usize>, warmup: usize, repeats: usize, record: bool) -> PyResult<String> {
+    let Some(entry) = enigma_ops::registry().into_iter().find(|e| e.name == name) else {
+        return Err(PyValueError::new_err(format!("no library kernel named `{name}` (names are like softmax_f32, gemv_f16)")));
+    };
+    if repeats == 0 {
+        return Err(PyValueError::new_err("repeats must be at least 1"));
+    }
+    let settings = enigma_ops::tune::Settings { warmup, repeats };
+    let report = enigma_ops::tune::tune(&entry, &runtime.rt, &shape, settings, &mut |_, _, _| {}).map_err(|e| ops_err(py, e))?;
+    let stored = match (record, enigma_ops::tune::cache_path()) {
+        (true, Some(path)) => enigma_ops::tune::store(&path, &report)
+            .map_err(|e| DispatchError::new_err(format!("recording the tuning result in {}: {e}", path.display())))?
+            .map(|_| path.display().to_string()),
+        _ => None,
+    };
+    let mut value = serde_json::to_value(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    value["cache"] = serde_json::json!(stored);
+    Ok(value.to_string())
 }

@@ -124,3 +124,18 @@ def test_bad_inputs_are_clear_errors(rt):
         ops.relu(np.zeros(4), rt=rt)
     with pytest.raises(enigma.DispatchError):
         ops.softmax(np.zeros((2, 4), np.float32), rt=rt, threads=4096)
+
+
+def test_tune_times_candidates_and_records_the_best(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENIGMA_CACHE_DIR", str(tmp_path))
+    report = enigma.tune("relu_f32", (100,), rt=rt, warmup=0, repeats=1)
+    assert report["kernel"] == "relu_f32" and report["shape_class"] == "128"
+    statuses = sorted(t["status"] for t in report["trials"])
+    assert statuses.count("timed") == 3 and statuses.count("skipped") == 3
+    timed = [t for t in report["trials"] if t["status"] == "timed"]
+    fastest = min(timed, key=lambda t: t["median_us"])
+    assert report["best"]["threads"] == fastest["choice"]["threads"]
+    assert report["cache"] == str(tmp_path / "tune.json")
+    assert (tmp_path / "tune.json").exists()
+    with pytest.raises(ValueError, match="no library kernel"):
+        enigma.tune("nope", rt=rt)

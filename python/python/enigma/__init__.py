@@ -66,6 +66,7 @@ from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast
 from ._runtime import MetalRuntime
 from . import ops
+from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
 from ._types import DType
 

@@ -18,6 +18,7 @@ All inputs of one call share one type (GEMV's vector is float32). Arithmetic is 
 Arrays are copied as C-contiguous data; a ``threads=`` argument overrides
 the threadgroup size (default: seed 004's table for the kernel type).
 """
+import json
 import math
 
 import numpy as np
@@ -28,7 +29,7 @@ from ._runtime import MetalRuntime
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
-    "layer_norm", "gemv", "attention_decode",
+    "layer_norm", "gemv", "attention_decode", "tune",
 ]
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "u32": np.uint32}
@@ -201,3 +202,17 @@ def attention_decode(q, k, v, scale=None, fused=False, **kw):
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     op = "attention_decode_fused" if fused else "attention_decode"
     return _call(op, [q, k, v], [h, s, d], [scale], **kw).reshape(h, d)
+
+
+def tune(name, shape=(), *, rt=None, device="auto", warmup=3, repeats=10, record=True):
+    """Times the candidate threadgroup sizes of library kernel ``name``
+    (``"softmax_f32"``, ``"gemv_f16"``, … — ``enigma run list`` lists them) at
+    ``shape`` (default: its small test shape) and returns the report as a
+    dict: ``best`` (the fastest correct choice, or None), ``trials`` (each
+    candidate timed, skipped with the reason, or wrong), ``shape_class`` and
+    ``cache`` (the file the best was recorded in, which the library then
+    uses for that device, kernel and shape class; ``record=False`` keeps it
+    out)."""
+    runtime = rt if rt is not None else MetalRuntime(device)
+    text = _enigma.library_tune(runtime._rt, name, [int(d) for d in shape], int(warmup), int(repeats), bool(record))
+    return json.loads(text)
