@@ -97,6 +97,10 @@ pub struct Options {
     pub unroll: Option<u32>,
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
+    /// Fused attention decode: how many ways each head's keys are split
+    /// over threadgroups (default: enough for about four threadgroups per
+    /// compute unit; 1 = one threadgroup per head).
+    pub attention_splits: Option<u32>,
     /// Run every dispatch under the simulator's sanitizer (races,
     /// uninitialised reads, …): error findings fail the dispatch
     /// ([`Error::Runtime`]), warnings are kept in the [`Launch`] log.
@@ -546,21 +550,56 @@ impl<'rt> Ops<'rt> {
     pub fn attention_decode_fused(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
         let plan = self.attention_plan(q, k, v, heads, s_len, d, true)?;
         plan.check_fused()?;
+        let plan = plan.with_splits(self.attention_splits(&plan));
         let out = self.output(plan.dtype.scalar(), heads * d)?;
-        let args = [
+        let mut args = vec![
             ("q", Arg::from(q)),
             ("q4", Arg::from(q)),
             ("k", Arg::from(k)),
             ("k4", Arg::from(k)),
             ("v", Arg::from(v)),
             ("v4", Arg::from(v)),
-            ("out", Arg::from(&out)),
             ("s_len", Arg::u32(plan.s_len)),
             ("d", Arg::u32(plan.d)),
             ("scale", Arg::f32(scale)),
         ];
+        if plan.splits == 1 {
+            args.push(("out", Arg::from(&out)));
+            self.launch(plan.fused_kernel(), plan.fused, &args)?;
+            return Ok(out);
+        }
+        let parts = plan.heads as usize * plan.splits as usize;
+        let partial_ml = self.output(Scalar::F32, parts * 2)?;
+        let partial_acc = self.output(Scalar::F32, parts * d)?;
+        args.extend([("partial_ml", Arg::from(&partial_ml)), ("partial_acc", Arg::from(&partial_acc)), ("split_len", Arg::u32(plan.split_len))]);
         self.launch(plan.fused_kernel(), plan.fused, &args)?;
+        let args = [
+            ("partial_ml", Arg::from(&partial_ml)),
+            ("partial_acc", Arg::from(&partial_acc)),
+            ("out", Arg::from(&out)),
+            ("d", Arg::u32(plan.d)),
+            ("splits", Arg::u32(plan.splits)),
+        ];
+        self.launch(plan.combine_kernel(), plan.combine, &args)?;
         Ok(out)
+    }
+
+    /// How many ways the fused decode splits each head's keys:
+    /// [`Options::attention_splits`]; else, on a GPU, enough threadgroups
+    /// for about four per compute unit, keeping at least 8 keys per SIMD
+    /// group (the simulator gains nothing from splitting: 1).
+    fn attention_splits(&self, plan: &attention::AttentionPlan) -> u32 {
+        if let Some(s) = self.options.attention_splits {
+            return s.max(1);
+        }
+        if self.rt.device().kind == enigma_runtime::DeviceKind::Simulator {
+            return 1;
+        }
+        let target = 4 * self.rt.device().compute_units.max(1);
+        let by_occupancy = target.div_ceil(plan.heads.max(1));
+        let simdgroups = plan.fused.threads[0].div_ceil(32).max(1);
+        let by_keys = (plan.s_len / (simdgroups * 8)).max(1);
+        by_occupancy.min(by_keys)
     }
 }
 

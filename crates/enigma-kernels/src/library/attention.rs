@@ -145,31 +145,53 @@ pub fn weighted_sum(dtype: DType) -> Kernel {
 /// arrays are sized for it). Parameters: `q, k, v, out, s_len, d, scale`
 /// (`q4, k4, v4` for vectors).
 ///
+/// With `split` (`attention_fused_split_…`, grid `(splits, H)`), each
+/// threadgroup takes the `split_len` keys of its split (`x`) of one head
+/// (`y`) and writes its unnormalised state instead of `out`: `partial_ml[2i]`
+/// the log2-domain shift its sums are relative to, `partial_ml[2i + 1]` its
+/// sum of weights, `partial_acc[i·d ..]` its weighted sum of `V` rows, for
+/// `i = head · splits + split`; [`combine`] merges them. Parameters: `q, k,
+/// v, partial_ml, partial_acc, s_len, d, scale, split_len`.
+///
 /// # Panics
 /// When `vec` is not 1 or 4.
-pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32) -> Kernel {
+pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32, split: bool) -> Kernel {
     assert_vec(vec);
-    let mut kb = KernelBuilder::new(format!("attention_fused_{}{}_c{}_t{}", dtype, vec_suffix(vec), chunks, threads));
+    let form = if split { "fused_split" } else { "fused" };
+    let mut kb = KernelBuilder::new(format!("attention_{form}_{}{}_c{}_t{}", dtype, vec_suffix(vec), chunks, threads));
     let k = &mut kb;
     let sfx = if vec == 4 { "4" } else { "" };
     let q = k.buffer(&format!("q{sfx}"), dtype.ty(vec), Access::Read);
     let keys = k.buffer(&format!("k{sfx}"), dtype.ty(vec), Access::Read);
     let values = k.buffer(&format!("v{sfx}"), dtype.ty(vec), Access::Read);
-    let out = k.buffer("out", dtype.ty(1), Access::ReadWrite);
+    let (out, partials) = if split {
+        (None, Some((k.buffer("partial_ml", Type::F32, Access::ReadWrite), k.buffer("partial_acc", Type::F32, Access::ReadWrite))))
+    } else {
+        (Some(k.buffer("out", dtype.ty(1), Access::ReadWrite)), None)
+    };
     let s_len = k.value("s_len", Type::U32);
     let d = k.value("d", Type::U32);
     let scale = k.value("scale", Type::F32);
+    let split_len = if split { Some(k.value("split_len", Type::U32)) } else { None };
     let max_groups = threads.div_ceil(SIMD_WIDTH);
     let row_len = chunks * SIMD_WIDTH * vec as u32;
     let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups);
     let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups);
     let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * row_len);
-    let head = k.let_("head", threadgroup_position_in_grid().x());
+    let head = k.let_("head", if split { threadgroup_position_in_grid().y() } else { threadgroup_position_in_grid().x() });
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let nsg = k.let_("nsg", simdgroups_per_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
+    // The keys of this threadgroup: all of them, or its split's.
+    let (first_key, end_key) = match split_len {
+        Some(len) => {
+            let first = k.let_("first_key", threadgroup_position_in_grid().x() * len);
+            (first, k.let_("end_key", min(s_len, first + len)))
+        }
+        None => (k.let_("first_key", 0u32), s_len),
+    };
     let slots: Vec<(Ex, Ex)> = (0..chunks).map(|c| slot(k, lane, c, dv)).collect();
     // Scores in the log2 domain: q pre-multiplied by scale · log2(e).
     let qscale = k.let_("qscale", scale * LOG2E);
@@ -177,7 +199,7 @@ pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32) -> Kernel {
     let m = k.var("m", neg_inf());
     let l = k.var("l", f(0.0));
     let accs: Vec<Var> = (0..chunks).map(|c| k.var(&format!("acc{c}"), splat(0.0, vec))).collect();
-    k.for_range("s", sg, s_len, nsg, |k, s| {
+    k.for_range("s", first_key + sg, end_key, nsg, |k, s| {
         let row_base = k.let_("row_base", (head * s_len + s) * dv);
         let t = k.let_("t", simd_sum(lane_dot(keys, row_base, &slots, &qs)));
         let m_new = k.let_("m_new", max(m.get(), t));
@@ -214,11 +236,72 @@ pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32) -> Kernel {
     let shift = k.let_("merge_shift", finite_or_zero(big_m.get()));
     let big_l = k.var("big_l", f(0.0));
     k.for_range("g2", 0u32, nsg, 1u32, |k, g| k.assign(big_l, fma(tg_sum.get(g), exp2(tg_max.get(g) - shift), big_l.get())));
-    let inv = k.let_("inv", 1.0f32 / big_l.get());
-    k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
+    let merged = |k: &mut KernelBuilder, dim: Ex| -> Var {
         let o = k.var("o", f(0.0));
         k.for_range("g3", 0u32, nsg, 1u32, |k, g| {
             k.assign(o, fma(tg_acc.get(g * row_len + dim), exp2(tg_max.get(g) - shift), o.get()));
+        });
+        o
+    };
+    match (out, partials) {
+        (Some(out), _) => {
+            let inv = k.let_("inv", 1.0f32 / big_l.get());
+            k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
+                let o = merged(k, dim);
+                store_f32(k, out, head * d + dim, o.get() * inv);
+            });
+        }
+        (None, Some((partial_ml, partial_acc))) => {
+            let part = k.let_("part", head * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
+            k.if_(tid.eq(0u32), |k| {
+                k.store(partial_ml.at(part * 2u32), shift);
+                k.store(partial_ml.at(part * 2u32 + 1u32), big_l.get());
+            });
+            k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
+                let o = merged(k, dim);
+                k.store(partial_acc.at(part * d + dim), o.get());
+            });
+        }
+        (None, None) => unreachable!("the fused kernel writes its output or its partials"),
+    }
+    finish(kb)
+}
+
+/// `attention_combine_{dtype}`: merges the partial states of
+/// [`fused`]'s split form into `out[h, :]`, one threadgroup per head
+/// (grid `(H, 1)`): with `M` the largest shift among the splits that saw
+/// keys, `out = Σ acc_i · 2^(m_i − M) / Σ l_i · 2^(m_i − M)`.
+/// Parameters: `partial_ml, partial_acc, out, d, splits`.
+pub fn combine(dtype: DType) -> Kernel {
+    let mut kb = KernelBuilder::new(format!("attention_combine_{dtype}"));
+    let k = &mut kb;
+    let partial_ml = k.buffer("partial_ml", Type::F32, Access::Read);
+    let partial_acc = k.buffer("partial_acc", Type::F32, Access::Read);
+    let out = k.buffer("out", dtype.ty(1), Access::ReadWrite);
+    let d = k.value("d", Type::U32);
+    let splits = k.value("splits", Type::U32);
+    let head = k.let_("head", threadgroup_position_in_grid().x());
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let base = k.let_("base", head * splits);
+    let big_m = k.var("big_m", neg_inf());
+    k.for_range("i", 0u32, splits, 1u32, |k, i| {
+        let seen = k.let_("seen", partial_ml.get((base + i) * 2u32 + 1u32).gt(0.0f32));
+        k.if_(seen, |k| k.assign(big_m, max(big_m.get(), partial_ml.get((base + i) * 2u32))));
+    });
+    let big_l = k.var("big_l", f(0.0));
+    k.for_range("i2", 0u32, splits, 1u32, |k, i| {
+        let l = k.let_("l", partial_ml.get((base + i) * 2u32 + 1u32));
+        k.if_(l.gt(0.0f32), |k| k.assign(big_l, fma(l, exp2(partial_ml.get((base + i) * 2u32) - big_m.get()), big_l.get())));
+    });
+    let inv = k.let_("inv", 1.0f32 / big_l.get());
+    k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
+        let o = k.var("o", f(0.0));
+        k.for_range("i3", 0u32, splits, 1u32, |k, i| {
+            let l = k.let_("li", partial_ml.get((base + i) * 2u32 + 1u32));
+            k.if_(l.gt(0.0f32), |k| {
+                let w = exp2(partial_ml.get((base + i) * 2u32) - big_m.get());
+                k.assign(o, fma(partial_acc.get((base + i) * d + dim), w, o.get()));
+            });
         });
         store_f32(k, out, head * d + dim, o.get() * inv);
     });
@@ -252,8 +335,14 @@ pub struct AttentionPlan {
     pub softmax: super::softmax::RowPlan,
     /// Weighted sum: `(ceil(D/32), H)`.
     pub weighted_sum: Dispatch,
-    /// Fused: `(H, 1)`.
+    /// Fused: `(H, 1)`, or `(splits, H)` when the keys are split.
     pub fused: Dispatch,
+    /// Key splits of the fused form (1: one threadgroup per head).
+    pub splits: u32,
+    /// Keys per split.
+    pub split_len: u32,
+    /// Merging the splits: `(H, 1)` (used when `splits > 1`).
+    pub combine: Dispatch,
 }
 
 impl AttentionPlan {
@@ -268,7 +357,26 @@ impl AttentionPlan {
         weighted_sum(self.dtype)
     }
     pub fn fused_kernel(&self) -> Kernel {
-        fused(self.dtype, self.vec, self.chunks, self.fused.threads[0])
+        fused(self.dtype, self.vec, self.chunks, self.fused.threads[0], self.splits > 1)
+    }
+    pub fn combine_kernel(&self) -> Kernel {
+        combine(self.dtype)
+    }
+
+    /// This plan with the fused form's keys split `splits` ways (at most
+    /// one split per key): `(splits, H)` threadgroups, then a combine.
+    pub fn with_splits(mut self, splits: u32) -> AttentionPlan {
+        let splits = splits.clamp(1, self.s_len);
+        self.split_len = self.s_len.div_ceil(splits);
+        // Splits of that length; trailing ones would be empty.
+        self.splits = self.s_len.div_ceil(self.split_len);
+        let t = self.fused.threads[0];
+        self.fused = if self.splits > 1 {
+            Dispatch::threadgroups([self.splits, self.heads, 1], t)
+        } else {
+            Dispatch::threadgroups([self.heads, 1, 1], t)
+        };
+        self
     }
 
     /// Threadgroup memory of the fused kernel: per SIMD group, its maximum,
@@ -334,6 +442,9 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads
         softmax,
         weighted_sum: Dispatch::threadgroups([d32.div_ceil(SIMD_WIDTH), h, 1], t),
         fused: Dispatch::threadgroups([h, 1, 1], t),
+        splits: 1,
+        split_len: s,
+        combine: Dispatch::threadgroups([h, 1, 1], d32.next_multiple_of(SIMD_WIDTH).min(256)),
     })
 }
 

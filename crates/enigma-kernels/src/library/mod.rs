@@ -473,9 +473,11 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(gemv::gemv(dtype, vec, 2, 2));
             out.push(attention::scores(dtype, vec, 1));
-            out.push(attention::fused(dtype, vec, 1, 256));
+            out.push(attention::fused(dtype, vec, 1, 256, false));
+            out.push(attention::fused(dtype, vec, 1, 256, true));
         }
         out.push(attention::weighted_sum(dtype));
+        out.push(attention::combine(dtype));
     }
     for scalar in scan::SCAN_SCALARS {
         for vec in [1u8, 4] {
@@ -526,14 +528,16 @@ mod tests {
                 for chunks in 1..=attention::chunks_for(1024, vec) {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
-                    kernels.push(attention::fused(dtype, vec, chunks, attention::fused_threads_that_fit(d, vec).min(256)));
+                    let threads = attention::fused_threads_that_fit(d, vec).min(256);
+                    kernels.push(attention::fused(dtype, vec, chunks, threads, false));
+                    kernels.push(attention::fused(dtype, vec, chunks, threads, true));
                 }
                 for items in 0..=MAX_CACHED_ITEMS {
                     kernels.extend([softmax::softmax(dtype, vec, items), norm::rms_norm(dtype, vec, items), norm::layer_norm(dtype, vec, items)]);
                 }
             }
         }
-        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 2 + 2 * 27));
+        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27));
         for kernel in &kernels {
             if let Err(e) = validate(kernel, &ValidationOptions::default()) {
                 panic!("{}: {e}", kernel.name);
