@@ -19,53 +19,36 @@ pub struct Args {
     /// A library kernel (`softmax_f16`, or `softmax --dtype f16`; see
     /// `enigma run list`), or `all`.
     pub kernel: String,
-    /// auto (Metal, else CUDA, else the simulator), sim (or cpu), metal, cuda.
-    #[arg(long, default_value = "auto")]
-    pub device: String,
-    /// The problem shape, e.g. 8192x8192 (default: the kernel's GPU
-    /// benchmark shape on a GPU, its small shape on the simulator).
-    #[arg(long)]
-    pub shape: Option<String>,
-    /// Element type, f32 (default), f16 or bf16 (f32, i32 or u32 for prefix sums).
-    #[arg(long)]
-    pub dtype: Option<String>,
-    /// Threads per threadgroup (default: seed 004's table).
+    /// Threads per threadgroup (default: the tuning cache's choice, else seed 004's table).
     #[arg(long)]
     pub threads: Option<u32>,
-    /// Timed runs (seed 004: 10).
-    #[arg(long, default_value_t = 10)]
-    pub repeats: usize,
-    /// Untimed warm-up runs first (seed 004: 3).
-    #[arg(long, default_value_t = 3)]
-    pub warmup: usize,
-    /// Print one JSON object per kernel instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub timing: library::Timing,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.repeats == 0 {
+    if args.timing.repeats == 0 {
         anyhow::bail!("--repeats must be at least 1");
     }
     let entries: Vec<Entry> = if args.kernel == "all" {
-        if args.shape.is_some() {
+        if args.timing.shape.is_some() {
             anyhow::bail!("--shape does not apply to `all` (the kernels' shapes differ)");
         }
-        registry().into_iter().filter(|e| args.dtype.as_deref().is_none() || args.dtype.as_deref() == Some(e.elem.name())).collect()
+        registry().into_iter().filter(|e| args.timing.dtype.as_deref().is_none() || args.timing.dtype.as_deref() == Some(e.elem.name())).collect()
     } else {
-        match library::find(&args.kernel, args.dtype.as_deref())? {
+        match library::find(&args.kernel, args.timing.dtype.as_deref())? {
             Some(e) => vec![e],
             None => anyhow::bail!("unknown kernel `{}`; see `enigma run list`", args.kernel),
         }
     };
-    let device: Device = args.device.parse()?;
+    let device: Device = args.timing.device.parse()?;
     let rt = Runtime::new(device)?;
     let on_gpu = rt.device().kind != DeviceKind::Simulator;
     let options = library::options(args.threads, false);
     let mut rows = vec![];
     let mut all_ok = true;
     for entry in &entries {
-        let shape = match (&args.shape, on_gpu) {
+        let shape = match (&args.timing.shape, on_gpu) {
             (Some(text), _) => library::shape(Some(text))?,
             (None, true) => entry.bench_shape.clone(),
             (None, false) => entry.default_shape.clone(),
@@ -78,20 +61,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprint!("\r{label:<40} [{}{}] {done}/{total}{}", "#".repeat(filled), ".".repeat(width - filled), " ".repeat(20));
             let _ = std::io::stderr().flush();
         };
-        let outcome = entry.bench(&rt, &shape, &options, args.warmup, args.repeats, &mut progress);
+        let outcome = entry.bench(&rt, &shape, &options, args.timing.warmup, args.timing.repeats, &mut progress);
         eprintln!();
         let outcome = outcome.with_context(|| format!("benchmarking `{label}`"))?;
         if !outcome.check.passed {
             all_ok = false;
             eprintln!("{}", outcome.check);
         }
-        if args.json {
+        if args.timing.json {
             println!("{}", serde_json::to_string(&json(&outcome, &library::device_name(&rt)))?);
         } else {
             rows.push(row(&outcome));
         }
     }
-    if !args.json {
+    if !args.timing.json {
         println!("device: {}", library::device_name(&rt));
         print_table(&["kernel", "shape", "timing", "runs", "best", "median", "MB moved", "GB/s (best)", "dispatches", "result"], &rows);
     }

@@ -1,11 +1,37 @@
 //! The kernel library as the CLI sees it: finding a registry entry of
 //! `enigma-ops` from a name and `--dtype`, the options shared by `enigma run
-//! <kernel>` and `enigma bench`, and the `enigma run list` table.
+//! <kernel>`, `enigma bench` and `enigma tune` (the timing flags of the last
+//! two: [`Timing`]), and the `enigma run list` table.
 
 use anyhow::Context;
 use enigma_ops::{registry, Entry, Options};
 use enigma_runtime::Runtime;
 use std::io::Write;
+
+/// The flags `enigma bench` and `enigma tune` share: where, at what shape
+/// and type, and how often to time.
+#[derive(clap::Args, Debug)]
+pub struct Timing {
+    /// auto (Metal, else CUDA, else the simulator), sim (or cpu), metal, cuda.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// The problem shape, e.g. 8192x8192 (default: the kernel's GPU
+    /// benchmark shape on a GPU, its small shape on the simulator).
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Element type, f32 (default), f16 or bf16 (f32, i32 or u32 for prefix sums).
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Timed runs (seed 004: 10).
+    #[arg(long, default_value_t = 10)]
+    pub repeats: usize,
+    /// Untimed warm-up runs first (seed 004: 3).
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// The registry entry `name` names: its full name (`softmax_f16`), or an
 /// operation with `--dtype` (`softmax --dtype f16`; f32 when no `--dtype`).

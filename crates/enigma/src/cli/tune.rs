@@ -15,45 +15,28 @@ use std::process::ExitCode;
 pub struct Args {
     /// A library kernel (`softmax_f16`, or `softmax --dtype f16`; see `enigma run list`).
     pub kernel: String,
-    /// auto (Metal, else CUDA, else the simulator), sim (or cpu), metal, cuda.
-    #[arg(long, default_value = "auto")]
-    pub device: String,
-    /// The problem shape, e.g. 8192x8192 (default: the kernel's GPU
-    /// benchmark shape on a GPU, its small shape on the simulator).
-    #[arg(long)]
-    pub shape: Option<String>,
-    /// Element type, f32 (default), f16 or bf16.
-    #[arg(long)]
-    pub dtype: Option<String>,
-    /// Timed runs per candidate.
-    #[arg(long, default_value_t = 10)]
-    pub repeats: usize,
-    /// Untimed warm-up runs per candidate.
-    #[arg(long, default_value_t = 3)]
-    pub warmup: usize,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
     /// Do not record the result in the tuning cache.
     #[arg(long)]
     pub no_cache: bool,
+    #[command(flatten)]
+    pub timing: library::Timing,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.repeats == 0 {
+    if args.timing.repeats == 0 {
         anyhow::bail!("--repeats must be at least 1");
     }
-    let Some(entry) = library::find(&args.kernel, args.dtype.as_deref())? else {
+    let Some(entry) = library::find(&args.kernel, args.timing.dtype.as_deref())? else {
         anyhow::bail!("unknown kernel `{}`; see `enigma run list`", args.kernel);
     };
-    let rt = Runtime::new(args.device.parse::<Device>()?)?;
-    let shape = match &args.shape {
+    let rt = Runtime::new(args.timing.device.parse::<Device>()?)?;
+    let shape = match &args.timing.shape {
         Some(text) => library::shape(Some(text))?,
         None if rt.device().kind != DeviceKind::Simulator => entry.bench_shape.clone(),
         None => entry.default_shape.clone(),
     };
     let label = format!("{} [{}]", entry.name, library::shape_text(&shape));
-    let settings = Settings { warmup: args.warmup, repeats: args.repeats };
+    let settings = Settings { warmup: args.timing.warmup, repeats: args.timing.repeats };
     let report = tune::tune(&entry, &rt, &shape, settings, &mut |done, total, choice| {
         if done < total {
             eprint!("\r{label:<40} candidate {}/{total}: {choice}{}", done + 1, " ".repeat(20));
@@ -66,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         (false, Some(path)) => tune::store(&path, &report)?.map(|_| path),
         _ => None,
     };
-    if args.json {
+    if args.timing.json {
         let mut value = serde_json::to_value(&report)?;
         value["cache"] = serde_json::json!(stored.as_ref().map(|p| p.display().to_string()));
         println!("{}", serde_json::to_string_pretty(&value)?);
