@@ -378,16 +378,20 @@ impl<'rt> Ops<'rt> {
         let plan = scan::plan(elem, kind, n, vec, self.threads(KernelType::Elementwise))?;
         let y = self.flat_output(elem, n, vec)?;
         // Level i scans `input_i` into `output_i` and writes block totals,
-        // which are level i+1's input (scanned in place).
+        // which are level i+1's input (scanned in place). Level 0, when it
+        // has more than one block, is a reduce-then-scan: its first pass
+        // only writes the totals, and its add-back is a second scan of
+        // the input with the offsets added (`BlockPass`).
         let mut sums: Vec<Buffer> = vec![];
         for level in &plan.levels {
             sums.push(self.output(elem, level.blocks as usize)?);
         }
+        let split_first = plan.levels[0].blocks > 1;
         for (i, level) in plan.levels.iter().enumerate() {
             let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
-            let kernel = scan::scan_block(elem, level.vec, level.kind);
+            let pass = if i == 0 && split_first { scan::BlockPass::TotalOnly } else { scan::BlockPass::ScanAndTotal };
             self.launch(
-                kernel,
+                scan::scan_block(elem, level.vec, level.kind, pass),
                 level.scan,
                 &[
                     ("x", Arg::from(input)),
@@ -400,8 +404,23 @@ impl<'rt> Ops<'rt> {
             )?;
         }
         for (i, level) in plan.levels.iter().enumerate().rev() {
-            if let Some(add) = level.add {
-                let output = if i == 0 { &y } else { &sums[i - 1] };
+            let Some(add) = level.add else { continue };
+            if i == 0 {
+                let first = plan.levels[0];
+                self.launch(
+                    scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset),
+                    first.scan,
+                    &[
+                        ("x", Arg::from(x)),
+                        ("x4", Arg::from(x)),
+                        ("y", Arg::from(&y)),
+                        ("y4", Arg::from(&y)),
+                        ("offsets", Arg::from(&sums[0])),
+                        ("n", Arg::u32(first.n)),
+                    ],
+                )?;
+            } else {
+                let output = &sums[i - 1];
                 self.launch(
                     scan::scan_add(elem, level.vec),
                     add,

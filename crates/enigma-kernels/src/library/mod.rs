@@ -482,8 +482,12 @@ pub fn all_kernels() -> Vec<Kernel> {
     for scalar in scan::SCAN_SCALARS {
         for vec in [1u8, 4] {
             for kind in [scan::ScanKind::Inclusive, scan::ScanKind::Exclusive] {
-                out.push(scan::scan_block(scalar, vec, kind));
+                for pass in [scan::BlockPass::ScanAndTotal, scan::BlockPass::ScanWithOffset] {
+                    out.push(scan::scan_block(scalar, vec, kind, pass));
+                }
             }
+            // The totals do not depend on the kind.
+            out.push(scan::scan_block(scalar, vec, scan::ScanKind::Inclusive, scan::BlockPass::TotalOnly));
             out.push(scan::scan_add(scalar, vec));
         }
     }

@@ -1,4 +1,5 @@
-//! Prefix sums (inclusive and exclusive) of any length, in three steps:
+//! Prefix sums (inclusive and exclusive) of any length. The levels below
+//! the first run in three steps:
 //!
 //! 1. [`scan_block`]: each threadgroup scans a block of `T · vec` elements —
 //!    each thread scans its own `vec` elements serially (one `float4` load),
@@ -12,6 +13,12 @@
 //! 3. [`scan_add`]: every block adds the scanned total of the blocks before
 //!    it (0 for the first, which is written all the same so that every
 //!    dispatch writes its whole output).
+//!
+//! The first level, when it has more than one block, runs as a
+//! reduce-then-scan instead ([`BlockPass`]): a read-only pass writes only
+//! the block totals, the totals are scanned as above, and a last pass
+//! scans each block again with its offset added: three passes over memory
+//! (read; read + write) instead of four (read + write; read + write).
 //!
 //! Element types: f32, i32 and u32 (sums in the element type). Parameters:
 //! `scan_block`: `x, y, block_sums, n`; `scan_add`: `y, offsets, n` (`x4`,
@@ -46,18 +53,40 @@ fn zero(s: Scalar) -> Ex {
     lit(s, 0.0)
 }
 
-/// Step 1: `scan_{kind}_{scalar}[_vec4]`.
+/// What a block pass writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockPass {
+    /// Step 1 as described above: the block's scan into `y` and its total
+    /// into `block_sums`.
+    ScanAndTotal,
+    /// Only the block's total (`x, block_sums, n`): the read-only first pass
+    /// of a reduce-then-scan.
+    TotalOnly,
+    /// The block's scan plus `offsets[block]` (the scanned totals of the
+    /// blocks before it) into `y` (`x, y, offsets, n`): the last pass of a
+    /// reduce-then-scan, in place of step 3.
+    ScanWithOffset,
+}
+
+/// Step 1: `scan_{kind}_{scalar}[_vec4]`, or the reduce-then-scan passes
+/// (`scan_total_…`, `scan_{kind}_offset_…`), per [`BlockPass`].
 ///
 /// # Panics
 /// When `vec` is not 1 or 4 or `scalar` is not one of [`SCAN_SCALARS`].
-pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
+pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass) -> Kernel {
     assert_vec(vec);
     assert!(SCAN_SCALARS.contains(&scalar), "scan supports f32, i32 and u32, not {scalar}");
-    let mut k = KernelBuilder::new(format!("scan_{}_{}{}", kind.name(), scalar, vec_suffix(vec)));
+    let name = match pass {
+        BlockPass::ScanAndTotal => format!("scan_{}_{}{}", kind.name(), scalar, vec_suffix(vec)),
+        BlockPass::TotalOnly => format!("scan_total_{}{}", scalar, vec_suffix(vec)),
+        BlockPass::ScanWithOffset => format!("scan_{}_offset_{}{}", kind.name(), scalar, vec_suffix(vec)),
+    };
+    let mut k = KernelBuilder::new(name);
     let sfx = if vec == 4 { "4" } else { "" };
     let x = k.buffer(&format!("x{sfx}"), Type::vector(scalar, vec), Access::Read);
-    let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
-    let block_sums = k.buffer("block_sums", Type::scalar(scalar), Access::ReadWrite);
+    let y = (pass != BlockPass::TotalOnly).then(|| k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite));
+    let block_sums = (pass != BlockPass::ScanWithOffset).then(|| k.buffer("block_sums", Type::scalar(scalar), Access::ReadWrite));
+    let offsets = (pass == BlockPass::ScanWithOffset).then(|| k.buffer("offsets", Type::scalar(scalar), Access::Read));
     let n = k.value("n", Type::U32);
     let partials = k.threadgroup_array("simd_totals", Type::scalar(scalar), SIMD_WIDTH);
     let tid = k.let_("tid", thread_index_in_threadgroup());
@@ -96,27 +125,35 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind) -> Kernel {
     let simd_total = k.let_("simd_total", simd_sum(thread_total));
     k.if_(lane.eq(0u32), |k| k.store(partials.at(sg), simd_total));
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    let before = k.var("before", zero(scalar));
-    k.if_(lane.lt(sg), |k| k.assign(before, partials.get(lane)));
-    let offset = k.let_("offset", simd_sum(before.get()) + lane_offset);
-    let outs: Vec<Ex> = (0..vec as usize)
-        .map(|c| match kind {
-            ScanKind::Inclusive => offset + running[c],
-            ScanKind::Exclusive if c == 0 => offset,
-            ScanKind::Exclusive => offset + running[c - 1],
-        })
-        .collect();
-    k.if_(i.lt(units), |k| {
-        let out = if vec == 1 { outs[0] } else { vector(Type::vector(scalar, 4), &outs) };
-        k.store(y.at(i), out);
-    });
+    if let Some(y) = y {
+        let before = k.var("before", zero(scalar));
+        k.if_(lane.lt(sg), |k| k.assign(before, partials.get(lane)));
+        let block_offset = match offsets {
+            Some(offsets) => simd_sum(before.get()) + offsets.get(group),
+            None => simd_sum(before.get()),
+        };
+        let offset = k.let_("offset", block_offset + lane_offset);
+        let outs: Vec<Ex> = (0..vec as usize)
+            .map(|c| match kind {
+                ScanKind::Inclusive => offset + running[c],
+                ScanKind::Exclusive if c == 0 => offset,
+                ScanKind::Exclusive => offset + running[c - 1],
+            })
+            .collect();
+        k.if_(i.lt(units), |k| {
+            let out = if vec == 1 { outs[0] } else { vector(Type::vector(scalar, 4), &outs) };
+            k.store(y.at(i), out);
+        });
+    }
     // The block total, from SIMD group 0 (every SIMD group could).
-    k.if_(sg.eq(0u32), |k| {
-        let all = k.var("all", zero(scalar));
-        k.if_(lane.lt(simdgroups_per_threadgroup()), |k| k.assign(all, partials.get(lane)));
-        let block_total = k.let_("block_total", simd_sum(all.get()));
-        k.if_(lane.eq(0u32), |k| k.store(block_sums.at(group), block_total));
-    });
+    if let Some(block_sums) = block_sums {
+        k.if_(sg.eq(0u32), |k| {
+            let all = k.var("all", zero(scalar));
+            k.if_(lane.lt(simdgroups_per_threadgroup()), |k| k.assign(all, partials.get(lane)));
+            let block_total = k.let_("block_total", simd_sum(all.get()));
+            k.if_(lane.eq(0u32), |k| k.store(block_sums.at(group), block_total));
+        });
+    }
     finish(k)
 }
 
