@@ -7,21 +7,8 @@
 use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
-
-/// Best and median of `repeats` timed runs after one warm-up.
-fn time(repeats: usize, mut f: impl FnMut()) -> (Duration, Duration) {
-    f();
-    let mut times: Vec<Duration> = (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    (times[0], times[times.len() / 2])
-}
+use enigma_bench::time_runs as time;
+use std::time::Duration;
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 20);

@@ -10,25 +10,14 @@
 use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, Runtime};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
-
-fn best_of(repeats: usize, mut f: impl FnMut()) -> Duration {
-    f(); // warm-up
-    (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .expect("at least one repeat")
-}
+use enigma_bench::time_runs;
+use std::time::Duration;
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 24);
     let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
 
-    let plain = best_of(5, || {
+    let (plain, _) = time_runs(5, || {
         let mut sum = 0.0f32;
         for &x in black_box(&data) {
             sum += x;
@@ -41,7 +30,7 @@ fn main() {
     let groups = reduce::pass1_threadgroups(n as u32);
     let partial = rt.buffer_zeroed::<f32>(groups as usize).expect("allocation");
     let pass1 = rt.pipeline(&reduce::reduce_threadgroup()).expect("pass 1 compiles");
-    let sim = best_of(3, || {
+    let (sim, _) = time_runs(3, || {
         rt.dispatch_threads(&pass1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1])
             .expect("pass 1 runs");
     });
