@@ -133,7 +133,9 @@ pub trait Backend: Send + Sync + Debug {
     /// Compiles a kernel that passed validation, with its specialisation
     /// constants fixed.
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError>;
-    /// Runs a dispatch that passed [`check_dispatch`].
+    /// Runs a dispatch that passed [`check_dispatch`]. Outside a batch it
+    /// returns once the dispatch has finished; inside one it may return as
+    /// soon as the dispatch is queued (its report then has no device time).
     fn dispatch(
         &self,
         kernel: &dyn CompiledKernel,
@@ -141,4 +143,17 @@ pub trait Backend: Send + Sync + Debug {
         geometry: &DispatchGeometry,
         options: &DispatchOptions,
     ) -> Result<DispatchReport, RuntimeError>;
+    /// Opens a batch: the dispatches until [`Backend::end_batch`] are queued
+    /// back to back, in order, without waiting for each. Backends that run
+    /// every dispatch to completion anyway (the simulator) need not
+    /// override it.
+    fn begin_batch(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+    /// Waits for the batch's dispatches and returns the device time from
+    /// its start to its end, where the backend measures one (`None`
+    /// otherwise). An error of a queued dispatch surfaces here.
+    fn end_batch(&self) -> Result<Option<std::time::Duration>, RuntimeError> {
+        Ok(None)
+    }
 }

@@ -28,6 +28,10 @@ pub struct CudaBackend {
     /// The start and end events that time each dispatch, made once: a
     /// dispatch holds the lock from launch to completion.
     timer: Mutex<Timer>,
+    /// The batch in progress, if any: its own start and end events, and
+    /// whether its start has been recorded (at its first dispatch, so that
+    /// host work before it, such as allocating outputs, is not timed).
+    batch: Mutex<Option<(Timer, bool)>>,
     /// Last, so the events and modules above are released while it lives.
     ctx: Arc<CudaContext>,
 }
@@ -36,6 +40,16 @@ pub struct CudaBackend {
 struct Timer {
     start: sys::CUevent,
     end: sys::CUevent,
+}
+
+impl Timer {
+    fn new() -> Result<Timer, RuntimeError> {
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        Ok(Timer {
+            start: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
+            end: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
+        })
+    }
 }
 
 // SAFETY: events are driver handles usable from any thread of the process;
@@ -101,17 +115,14 @@ impl CudaBackend {
             compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
         };
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        let timer = Timer {
-            start: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
-            end: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
-        };
+        let timer = Timer::new()?;
         Ok(CudaBackend {
             ctx,
             info,
             arch: arch_for(major, minor),
             cache: Mutex::new(HashMap::new()),
             timer: Mutex::new(timer),
+            batch: Mutex::new(None),
         })
     }
 
@@ -261,6 +272,35 @@ impl Backend for CudaBackend {
         &self.info
     }
 
+    fn begin_batch(&self) -> Result<(), RuntimeError> {
+        self.bind()?;
+        let mut batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        if batch.is_some() {
+            return Err(RuntimeError::Backend { backend: "cuda", message: "a batch is already open on this device".into() });
+        }
+        *batch = Some((Timer::new()?, false));
+        Ok(())
+    }
+
+    fn end_batch(&self) -> Result<Option<Duration>, RuntimeError> {
+        self.bind()?;
+        let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Err(RuntimeError::Backend { backend: "cuda", message: "end_batch without begin_batch".into() });
+        };
+        if !started {
+            return Ok(None); // nothing was dispatched
+        }
+        // SAFETY: the batch's events, recorded on the default stream; the
+        // wait covers every dispatch queued since its start.
+        let waited = unsafe {
+            result::event::record(timer.end, std::ptr::null_mut()).and_then(|_| result::event::synchronize(timer.end))
+        };
+        waited.map_err(|e| RuntimeError::Execution { kernel: "(batch)".into(), message: format!("a batched CUDA dispatch failed: {e:?}") })?;
+        // SAFETY: both events have completed.
+        let ms = unsafe { result::event::elapsed(timer.start, timer.end) }.map_err(|e| driver_err("reading the batch's time", e))?;
+        Ok(Some(Duration::from_secs_f64(ms as f64 / 1e3)))
+    }
+
     fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
         self.bind()?;
         // cuMemAlloc rejects 0 bytes; keep one byte so every buffer has an address.
@@ -319,8 +359,23 @@ impl Backend for CudaBackend {
         let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
         let [gx, gy, gz] = geometry.threadgroups;
         let [bx, by, bz] = geometry.threads_per_threadgroup;
-        let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
         let stream: sys::CUstream = std::ptr::null_mut();
+        if let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            // Queued behind the batch's earlier dispatches; end_batch waits.
+            // SAFETY: the batch's start event is recorded once, on this
+            // stream; the argument slots are copied by the driver when the
+            // launch is queued.
+            unsafe {
+                if !*started {
+                    result::event::record(timer.start, stream).map_err(|e| driver_err("recording an event", e))?;
+                    *started = true;
+                }
+                result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params)
+            }
+            .map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
+            return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings: vec![] });
+        }
+        let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: `params` points at one slot per kernel parameter, in order,
         // each holding a device pointer or a by-value argument of the
         // parameter's size; the slots outlive the synchronous wait below.

@@ -106,3 +106,28 @@ fn modules_are_cached_by_their_source() {
     rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
     assert_eq!(backend.cached_modules(), 2);
 }
+
+#[test]
+fn a_batch_queues_dispatches_and_times_them_together() {
+    let Some(rt) = cuda() else { return };
+    let n = (1usize << 20) + 5;
+    let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
+    let groups = reduce::pass1_threadgroups(n as u32);
+    let input = rt.buffer_from(&a).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
+    let result = rt.buffer_zeroed::<f32>(1).unwrap();
+    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+    rt.begin_batch().unwrap();
+    assert!(rt.begin_batch().is_err(), "one batch at a time");
+    let r1 = rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
+    assert!(r1.device_time.is_none(), "a queued dispatch has no time of its own");
+    let pass2 = [reduce::PASS2_THREADS, 1, 1];
+    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
+    let time = rt.end_batch().unwrap().expect("CUDA times a batch");
+    assert!(time.as_nanos() > 0);
+    let got = result.to_vec::<f32>().unwrap()[0] as f64;
+    let want = reduce::reference_sum(&a);
+    assert!((got - want).abs() <= reduce::tolerance(&a), "got {got}, want {want}");
+    assert!(rt.end_batch().is_err(), "end_batch without a batch");
+}

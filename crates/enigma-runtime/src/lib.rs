@@ -101,6 +101,22 @@ impl Runtime {
         }
     }
 
+    /// Opens a batch on this device: dispatches until [`Runtime::end_batch`]
+    /// are queued back to back without a wait after each (on CUDA; the
+    /// simulator runs each to completion anyway), so a multi-dispatch
+    /// operation pays one launch-and-wait instead of one per dispatch.
+    /// Reading a buffer inside the batch waits for what was queued before.
+    /// A batch covers every dispatch on the device, from any thread.
+    pub fn begin_batch(&self) -> Result<(), RuntimeError> {
+        self.backend.begin_batch()
+    }
+
+    /// Waits for the batch's dispatches: the device time from its start to
+    /// its end where the backend measures one.
+    pub fn end_batch(&self) -> Result<Option<std::time::Duration>, RuntimeError> {
+        self.backend.end_batch()
+    }
+
     /// A runtime over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
         Runtime { backend }

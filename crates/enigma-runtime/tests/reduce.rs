@@ -93,3 +93,16 @@ fn strided_vec4_pass1_then_pass2_matches_the_reference() {
         assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
+
+/// On the simulator a batch changes nothing: each dispatch still runs to
+/// completion, and the batch reports no device time.
+#[test]
+fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let a = data(5000);
+    rt.begin_batch().unwrap();
+    let got = two_pass(&rt, &a) as f64;
+    assert_eq!(rt.end_batch().unwrap(), None);
+    let want = reduce::reference_sum(&a);
+    assert!((got - want).abs() <= reduce::tolerance(&a), "got {got}, want {want}");
+}
