@@ -183,10 +183,9 @@ impl Entry {
 
     /// Times `iters` runs (at least one) after `warmup` runs, seed 004's
     /// loop: pipelines compiled once, data prepared once; the last run's
-    /// output is checked against the reference afterwards. Each timed run
-    /// is one batch ([`Runtime::begin_batch`]): on a GPU its time is the
-    /// device time from the batch's start to its end, so a multi-dispatch
-    /// operation is timed as queued back to back.
+    /// output is checked against the reference afterwards. A run's device
+    /// time is the sum of its dispatches' (each timed on the device), so
+    /// host work between dispatches is not in it.
     /// `progress(done, total)` is called once the data is ready (`done` = 0)
     /// and after every run, warm-up included.
     pub fn bench(
@@ -214,15 +213,9 @@ impl Entry {
         let mut launches = vec![];
         let mut out = None;
         for i in 0..iters {
-            // One batch per run: its dispatches are queued back to back and
-            // timed together (on the simulator each still runs in turn).
-            rt.begin_batch()?;
-            let run = (case.run)(&ops);
-            let batch = rt.end_batch();
-            out = Some(run?);
-            let batch = batch?;
+            out = Some((case.run)(&ops)?);
             launches = ops.take_launches();
-            device_times.push(batch.or_else(|| launches.iter().map(|l| l.report.device_time).sum::<Option<Duration>>()));
+            device_times.push(launches.iter().map(|l| l.report.device_time).sum::<Option<Duration>>());
             wall_times.push(launches.iter().map(|l| l.report.wall_time).sum::<Duration>());
             progress(warmup + i + 1, total);
         }
