@@ -128,13 +128,15 @@ pub struct Ops<'rt> {
     rt: &'rt Runtime,
     options: Options,
     pipelines: RefCell<HashMap<String, Pipeline>>,
+    /// The same pipelines by what built their kernels (see `launch`).
+    by_key: RefCell<HashMap<String, Pipeline>>,
     launches: RefCell<Vec<Launch>>,
 }
 
 impl<'rt> Ops<'rt> {
     /// The operations on `rt` with default options.
     pub fn new(rt: &'rt Runtime) -> Ops<'rt> {
-        Ops { rt, options: Options::default(), pipelines: RefCell::default(), launches: RefCell::default() }
+        Ops { rt, options: Options::default(), pipelines: RefCell::default(), by_key: RefCell::default(), launches: RefCell::default() }
     }
 
     /// The same, with `options` for every call.
@@ -171,8 +173,21 @@ impl<'rt> Ops<'rt> {
         Ok(p)
     }
 
-    /// Dispatches `kernel`, binding its parameters by name from `named`.
-    fn launch(&self, kernel: Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)]) -> Result<(), Error> {
+    /// Dispatches the kernel `build` makes, binding its parameters by name
+    /// from `named`. `key` names the kernel by what determines it (the
+    /// builder and its arguments, in their `Debug` form), so a repeated
+    /// launch finds its pipeline without building the kernel again.
+    fn launch(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)]) -> Result<(), Error> {
+        let cached = self.by_key.borrow().get(&key).cloned();
+        let pipeline = match cached {
+            Some(p) => p,
+            None => {
+                let p = self.pipeline(build())?;
+                self.by_key.borrow_mut().insert(key, p.clone());
+                p
+            }
+        };
+        let kernel = pipeline.kernel();
         let mut args = Vec::with_capacity(kernel.params.len());
         for p in &kernel.params {
             let arg = named
@@ -183,7 +198,6 @@ impl<'rt> Ops<'rt> {
             args.push(arg);
         }
         let name = kernel.name.clone();
-        let pipeline = self.pipeline(kernel)?;
         let mode = match dispatch.mode {
             lib::Mode::Threads => enigma_runtime::Mode::Threads,
             lib::Mode::Threadgroups => enigma_runtime::Mode::Threadgroups,
@@ -285,7 +299,7 @@ impl<'rt> Ops<'rt> {
             args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
         }
         args.push(("factor", Arg::f32(factor)));
-        self.launch(plan.kernel(), plan.dispatch, &args)?;
+        self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &args)?;
         Ok(y)
     }
 
@@ -337,7 +351,7 @@ impl<'rt> Ops<'rt> {
     }
 
     fn reduce_pass(&self, pass: &reduce::ReducePass, x: &Buffer, out: &Buffer) -> Result<(), Error> {
-        self.launch(pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
+        self.launch(format!("reduce {pass:?}"), || pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
     }
 
     /// Sum of `n` elements: one f32.
@@ -361,7 +375,7 @@ impl<'rt> Ops<'rt> {
         let vec = self.vectorize(&name, &[x], dtype.ty(4), d % 4 == 0)?;
         let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::F32, rows)?;
-        self.launch(plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
         Ok(out)
     }
 
@@ -391,7 +405,8 @@ impl<'rt> Ops<'rt> {
             let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
             let pass = if i == 0 && split_first { scan::BlockPass::TotalOnly } else { scan::BlockPass::ScanAndTotal };
             self.launch(
-                scan::scan_block(elem, level.vec, level.kind, pass),
+                format!("scan_block {:?}", (elem, level.vec, level.kind, pass)),
+                || scan::scan_block(elem, level.vec, level.kind, pass),
                 level.scan,
                 &[
                     ("x", Arg::from(input)),
@@ -408,7 +423,8 @@ impl<'rt> Ops<'rt> {
             if i == 0 {
                 let first = plan.levels[0];
                 self.launch(
-                    scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset),
+                    format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset)),
+                    || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset),
                     first.scan,
                     &[
                         ("x", Arg::from(x)),
@@ -422,7 +438,8 @@ impl<'rt> Ops<'rt> {
             } else {
                 let output = &sums[i - 1];
                 self.launch(
-                    scan::scan_add(elem, level.vec),
+                    format!("scan_add {:?}", (elem, level.vec)),
+                    || scan::scan_add(elem, level.vec),
                     add,
                     &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
                 )?;
@@ -451,7 +468,8 @@ impl<'rt> Ops<'rt> {
     fn softmax_into(&self, plan: &softmax::RowPlan, x: &Buffer, y: &Buffer) -> Result<(), Error> {
         let c = plan.config;
         self.launch(
-            softmax::softmax(c.dtype, c.vec, c.items),
+            format!("softmax {:?}", (c.dtype, c.vec, c.items)),
+            || softmax::softmax(c.dtype, c.vec, c.items),
             plan.dispatch,
             &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(y)), ("y4", Arg::from(y)), ("d", Arg::u32(plan.d))],
         )
@@ -481,7 +499,9 @@ impl<'rt> Ops<'rt> {
         let vec = self.vectorize(name, &bufs, dtype.ty(4), d % 4 == 0)?;
         let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options(d))?;
         let c = plan.config;
-        let kernel = if b.is_some() { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
+        let layer = b.is_some();
+        let key = format!("norm {:?}", (layer, c.dtype, c.vec, c.items));
+        let build = || if layer { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
         let mut args = vec![
             ("x", Arg::from(x)),
             ("x4", Arg::from(x)),
@@ -495,7 +515,7 @@ impl<'rt> Ops<'rt> {
         if let Some(b) = b {
             args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
         }
-        self.launch(kernel, plan.dispatch, &args)?;
+        self.launch(key, build, plan.dispatch, &args)?;
         Ok(y)
     }
 
@@ -512,7 +532,8 @@ impl<'rt> Ops<'rt> {
         let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), self.threads(KernelType::MatVec), options)?;
         let y = self.output(Scalar::F32, m)?;
         self.launch(
-            plan.kernel(),
+            format!("gemv {plan:?}"),
+            || plan.kernel(),
             plan.dispatch,
             &[
                 ("w", Arg::from(w)),
@@ -557,10 +578,10 @@ impl<'rt> Ops<'rt> {
         let dims = [("s_len", Arg::u32(plan.s_len)), ("d", Arg::u32(plan.d)), ("scale", Arg::f32(scale))];
         let mut args = vec![("q", Arg::from(q)), ("q4", Arg::from(q)), ("k", Arg::from(k)), ("k4", Arg::from(k)), ("scores", Arg::from(&scores))];
         args.extend(dims);
-        self.launch(plan.scores_kernel(), plan.scores, &args)?;
+        self.launch(format!("attention_scores {:?}", (plan.dtype, plan.vec, plan.chunks)), || plan.scores_kernel(), plan.scores, &args)?;
         self.softmax_into(&plan.softmax, &scores, &scores)?;
         let args = [("w", Arg::from(&scores)), ("v", Arg::from(v)), ("out", Arg::from(&out)), dims[0], dims[1]];
-        self.launch(plan.weighted_sum_kernel(), plan.weighted_sum, &args)?;
+        self.launch(format!("attention_weighted_sum {:?}", plan.dtype), || plan.weighted_sum_kernel(), plan.weighted_sum, &args)?;
         Ok(out)
     }
 
@@ -584,14 +605,14 @@ impl<'rt> Ops<'rt> {
         ];
         if plan.splits == 1 {
             args.push(("out", Arg::from(&out)));
-            self.launch(plan.fused_kernel(), plan.fused, &args)?;
+            self.launch(fused_key(&plan), || plan.fused_kernel(), plan.fused, &args)?;
             return Ok(out);
         }
         let parts = plan.heads as usize * plan.splits as usize;
         let partial_ml = self.output(Scalar::F32, parts * 2)?;
         let partial_acc = self.output(Scalar::F32, parts * d)?;
         args.extend([("partial_ml", Arg::from(&partial_ml)), ("partial_acc", Arg::from(&partial_acc)), ("split_len", Arg::u32(plan.split_len))]);
-        self.launch(plan.fused_kernel(), plan.fused, &args)?;
+        self.launch(fused_key(&plan), || plan.fused_kernel(), plan.fused, &args)?;
         let args = [
             ("partial_ml", Arg::from(&partial_ml)),
             ("partial_acc", Arg::from(&partial_acc)),
@@ -599,7 +620,7 @@ impl<'rt> Ops<'rt> {
             ("d", Arg::u32(plan.d)),
             ("splits", Arg::u32(plan.splits)),
         ];
-        self.launch(plan.combine_kernel(), plan.combine, &args)?;
+        self.launch(format!("attention_combine {:?}", plan.dtype), || plan.combine_kernel(), plan.combine, &args)?;
         Ok(out)
     }
 
@@ -620,6 +641,11 @@ impl<'rt> Ops<'rt> {
         let by_keys = (plan.s_len / (simdgroups * 8)).max(1);
         by_occupancy.min(by_keys)
     }
+}
+
+/// What determines the fused attention kernel of `plan`.
+fn fused_key(plan: &attention::AttentionPlan) -> String {
+    format!("attention_fused {:?}", (plan.dtype, plan.vec, plan.chunks, plan.fused.threads[0], plan.splits > 1))
 }
 
 // ----- free functions ---------------------------------------------------
