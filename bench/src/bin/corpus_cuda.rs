@@ -1,87 +1,120 @@
 //! One sanitizer-corpus kernel on a CUDA GPU, for running under NVIDIA's
 //! compute-sanitizer (`scripts/compute-sanitizer-corpus.sh`):
 //!
-//! * `corpus_cuda list` prints each entry: name, bug class, what enigma's
-//!   sanitizer reports, and whether it can be launched (entries whose
-//!   divergent barrier enigma's validation rejects are not: on a GPU such a
-//!   barrier can hang);
-//! * `corpus_cuda <name> [--fixed]` launches the buggy (or fixed) kernel
-//!   once with the entry's dispatch and prints what happened. It exits 0
-//!   when the launch was made (whatever the kernel did: compute-sanitizer
-//!   judges), 2 for bad arguments, 3 when CUDA is unavailable.
+//! * `corpus_cuda list` prints one tab-separated line per entry: name, bug
+//!   class, the kind enigma's sanitizer reports, and whether the buggy
+//!   variant is launched (`launch`) or not (`rejected-by-validation`: enigma's
+//!   validation rejects its divergent barrier, which on a GPU can hang). It
+//!   needs no GPU.
+//! * `corpus_cuda <name> [--fixed]` compiles the buggy (or fixed) kernel with
+//!   NVRTC, launches it once with the entry's dispatch and arguments, and
+//!   prints one line: `launched, completed` (with the compile and dispatch
+//!   times), `launched, runtime error: …`, or `not launched: compile error: …`.
+//!
+//! Exit status: 0 when the launch was made, whatever the kernel did (the
+//! sanitizer judges), and for a buggy variant that is not launched; 2 for
+//! bad arguments; 3 when CUDA is unavailable (no driver, no GPU or no NVRTC)
+//! — the script checks for 3 before it starts compute-sanitizer.
 
+use enigma_ir::Literal;
 use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Validation};
 use enigma_runtime::{Arg, Buffer, Device, Mode, Runtime};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: corpus_cuda list | corpus_cuda <name> [--fixed]";
 
 fn launchable(e: &Entry) -> bool {
     matches!(e.validation, Validation::Passes)
 }
 
-fn run(rt: &Runtime, e: &Entry, fixed: bool) -> Result<(), String> {
+/// An argument made ready for the device: a buffer holding the spec's
+/// bytes, or a by-value literal.
+enum Prepared {
+    Buffer(Buffer),
+    Value(Literal),
+}
+
+/// Why a variant did not complete: it failed before its launch (compile,
+/// allocation) or in it. The text is printed, not handled.
+enum Failure {
+    BeforeLaunch(String),
+    InLaunch(String),
+}
+
+/// Compiles and launches one variant; returns the compile and dispatch times.
+fn run(rt: &Runtime, e: &Entry, fixed: bool) -> Result<(Duration, Duration), Failure> {
     let variant = if fixed { e.fixed } else { e.buggy };
-    let kernel = (variant.kernel)();
     let launch = (variant.launch)();
-    let pipeline = rt.pipeline(&kernel).map_err(|err| err.to_string())?;
-    let buffers: Vec<Option<Buffer>> = launch
+    let started = Instant::now();
+    let pipeline = rt.pipeline(&(variant.kernel)()).map_err(|err| Failure::BeforeLaunch(format!("compile error: {err}")))?;
+    let compile = started.elapsed();
+    let prepared: Vec<Prepared> = launch
         .args
         .iter()
         .map(|a| match a {
-            ArgSpec::Buffer { elem, bytes } => rt.buffer_from_bytes(*elem, bytes).map(Some).map_err(|err| err.to_string()),
-            ArgSpec::Value(_) => Ok(None),
+            ArgSpec::Buffer { elem, bytes } => rt.buffer_from_bytes(*elem, bytes).map(Prepared::Buffer),
+            ArgSpec::Value(lit) => Ok(Prepared::Value(*lit)),
         })
-        .collect::<Result<_, _>>()?;
-    let args: Vec<Arg<'_>> = launch
-        .args
+        .collect::<Result<_, _>>()
+        .map_err(|err| Failure::BeforeLaunch(format!("allocation error: {err}")))?;
+    let args: Vec<Arg<'_>> = prepared
         .iter()
-        .zip(&buffers)
-        .map(|(a, b)| match (a, b) {
-            (ArgSpec::Value(lit), _) => Arg::Value(*lit),
-            (_, Some(b)) => Arg::from(b),
-            (_, None) => unreachable!("every buffer spec has a buffer"),
+        .map(|p| match p {
+            Prepared::Buffer(b) => Arg::from(b),
+            Prepared::Value(lit) => Arg::Value(*lit),
         })
         .collect();
     let mode = match launch.mode {
         corpus::Mode::Threads => Mode::Threads,
         corpus::Mode::Threadgroups => Mode::Threadgroups,
     };
+    let started = Instant::now();
     rt.dispatch(&pipeline, &args, mode, launch.size, launch.threads_per_threadgroup, &Default::default())
-        .map(|_| ())
-        .map_err(|err| err.to_string())
+        .map_err(|err| Failure::InLaunch(err.to_string()))?;
+    Ok((compile, started.elapsed()))
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(name) = args.first() else {
-        eprintln!("usage: corpus_cuda list | corpus_cuda <name> [--fixed]");
-        return ExitCode::from(2);
-    };
-    if name == "list" {
-        for e in corpus::entries() {
-            let launch = if launchable(&e) { "launch" } else { "rejected-by-validation" };
-            println!("{}\t{}\t{:?}\t{launch}", e.name, e.class, (e.expected)().kind);
+    let (name, fixed) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["list"] => {
+            for e in corpus::entries() {
+                let launch = if launchable(&e) { "launch" } else { "rejected-by-validation" };
+                println!("{}\t{}\t{:?}\t{launch}", e.name, e.class, (e.expected)().kind);
+            }
+            return ExitCode::SUCCESS;
         }
-        return ExitCode::SUCCESS;
-    }
+        [name] if !name.starts_with('-') => (name, false),
+        [name, "--fixed"] if !name.starts_with('-') => (name, true),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     let Some(entry) = Entry::find(name) else {
-        eprintln!("no corpus entry `{name}` (corpus_cuda list shows them)");
+        eprintln!("no corpus entry `{name}` (`corpus_cuda list` shows them)");
         return ExitCode::from(2);
     };
-    let fixed = args.iter().any(|a| a == "--fixed");
+    let label = if fixed { format!("{name} (fixed)") } else { name.to_string() };
     if !launchable(&entry) && !fixed {
-        println!("{name}: not launched: enigma's validation rejects its divergent barrier before any device sees it");
+        println!("{label}: not launched: enigma's validation rejects its divergent barrier (on a GPU it can hang)");
         return ExitCode::SUCCESS;
     }
     let rt = match Runtime::new(Device::Cuda) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{label}: {e}");
             return ExitCode::from(3);
         }
     };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     match run(&rt, &entry, fixed) {
-        Ok(()) => println!("{name}{}: launched, completed", if fixed { " (fixed)" } else { "" }),
-        Err(e) => println!("{name}{}: launched, runtime error: {e}", if fixed { " (fixed)" } else { "" }),
+        Ok((compile, dispatch)) => {
+            println!("{label}: launched, completed (compile {:.1} ms, dispatch {:.1} ms)", ms(compile), ms(dispatch))
+        }
+        Err(Failure::InLaunch(e)) => println!("{label}: launched, runtime error: {e}"),
+        Err(Failure::BeforeLaunch(e)) => println!("{label}: not launched: {e}"),
     }
     ExitCode::SUCCESS
 }
