@@ -53,11 +53,13 @@ fn run(rt: &Runtime, e: &Entry, fixed: bool) -> Result<(Duration, Duration), Fai
         .args
         .iter()
         .map(|a| match a {
-            ArgSpec::Buffer { elem, bytes } => rt.buffer_from_bytes(*elem, bytes).map(Prepared::Buffer),
+            ArgSpec::Buffer { elem, bytes } => rt
+                .buffer_from_bytes(*elem, bytes)
+                .map(Prepared::Buffer)
+                .map_err(|err| Failure::BeforeLaunch(format!("allocation error: {err}"))),
             ArgSpec::Value(lit) => Ok(Prepared::Value(*lit)),
         })
-        .collect::<Result<_, _>>()
-        .map_err(|err| Failure::BeforeLaunch(format!("allocation error: {err}")))?;
+        .collect::<Result<_, _>>()?;
     let args: Vec<Arg<'_>> = prepared
         .iter()
         .map(|p| match p {
