@@ -9,7 +9,8 @@
 #   mkdir -p devbin && cp target/release/corpus_cuda devbin/ && strip devbin/corpus_cuda
 #   bash scripts/compute-sanitizer-corpus.sh devbin      # on the GPU machine
 #
-# (devbin/ is git-ignored.) On the GPU machine it needs the CUDA driver,
+# (devbin/ is git-ignored; the argument is the folder holding corpus_cuda,
+# relative to the repository root or absolute.) On the GPU machine it needs the CUDA driver,
 # NVRTC (libnvrtc, found through LD_LIBRARY_PATH=/usr/local/cuda/lib64, set
 # here) and compute-sanitizer (on PATH, or $CUDA_HOME/bin).
 #
