@@ -36,7 +36,8 @@
 //!
 //! # Threadgroup sizes
 //! Seed 004's table by default, seed 000's 256 for GEMV and attention
-//! ([`default_threads`]), or [`Options::threads`] (a multiple of 32).
+//! ([`default_threads`]), 512 for the prefix sums (measured on the H100:
+//! `scan::DEFAULT_THREADS`), or [`Options::threads`] (a multiple of 32).
 //!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data
@@ -93,7 +94,7 @@ pub struct Options {
     pub cache_rows: Option<bool>,
     /// Vector reductions: cap on pass-1 threadgroups.
     pub max_threadgroups: Option<u32>,
-    /// Vector reductions and GEMV: loads in flight per thread.
+    /// Vector reductions, GEMV and prefix sums: loads in flight per thread.
     pub unroll: Option<u32>,
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
@@ -389,7 +390,9 @@ impl<'rt> Ops<'rt> {
         let elem = self.elem_of(&name, x)?;
         self.need(&name, "x", x, n, elem)?;
         let vec = self.vectorize(&name, &[x], Type::vector(elem, 4), true)?;
-        let plan = scan::plan(elem, kind, n, vec, self.threads(KernelType::Elementwise))?;
+        let items = self.options.unroll.unwrap_or(scan::DEFAULT_ITEMS);
+        let threads = self.options.threads.unwrap_or(scan::DEFAULT_THREADS);
+        let plan = scan::plan(elem, kind, n, vec, threads, items)?;
         let y = self.flat_output(elem, n, vec)?;
         // Level i scans `input_i` into `output_i` and writes block totals,
         // which are level i+1's input (scanned in place). Level 0, when it
@@ -405,8 +408,8 @@ impl<'rt> Ops<'rt> {
             let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
             let pass = if i == 0 && split_first { scan::BlockPass::TotalOnly } else { scan::BlockPass::ScanAndTotal };
             self.launch(
-                format!("scan_block {:?}", (elem, level.vec, level.kind, pass)),
-                || scan::scan_block(elem, level.vec, level.kind, pass),
+                format!("scan_block {:?}", (elem, level.vec, level.kind, pass, plan.items)),
+                || scan::scan_block(elem, level.vec, level.kind, pass, plan.items),
                 level.scan,
                 &[
                     ("x", Arg::from(input)),
@@ -423,8 +426,8 @@ impl<'rt> Ops<'rt> {
             if i == 0 {
                 let first = plan.levels[0];
                 self.launch(
-                    format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset)),
-                    || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset),
+                    format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items)),
+                    || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items),
                     first.scan,
                     &[
                         ("x", Arg::from(x)),
@@ -438,8 +441,8 @@ impl<'rt> Ops<'rt> {
             } else {
                 let output = &sums[i - 1];
                 self.launch(
-                    format!("scan_add {:?}", (elem, level.vec)),
-                    || scan::scan_add(elem, level.vec),
+                    format!("scan_add {:?}", (elem, level.vec, plan.items)),
+                    || scan::scan_add(elem, level.vec, plan.items),
                     add,
                     &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
                 )?;

@@ -10,8 +10,8 @@ use enigma_kernels::library::attention::SEED_000_THREADS;
 /// The kernel types the defaults distinguish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelType {
-    /// One thread per element or `float4` (scale, add, …, and the block
-    /// scan of the prefix sums): seed 004's element-wise row.
+    /// One thread per element or `float4` (scale, add, …): seed 004's
+    /// element-wise row.
     Elementwise,
     /// One threadgroup per row of `d` elements (row reductions, softmax,
     /// norms): seed 004's row-reduction rows.

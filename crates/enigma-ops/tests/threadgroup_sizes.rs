@@ -57,7 +57,8 @@ fn operations_dispatch_with_the_defaults() {
         assert_eq!(threads_of(&rt, &format!("sum_{dtype}"), &[100_000]), 256);
         assert_eq!(threads_of(&rt, &format!("gemv_{dtype}"), &[5, 33]), 256);
     }
-    assert_eq!(threads_of(&rt, "prefix_sum_inclusive_f32", &[1000]), 256);
+    // The prefix sums take their own measured default (blocks of 512 threads × 4 float4 loads).
+    assert_eq!(threads_of(&rt, "prefix_sum_inclusive_f32", &[1000]), 512);
 }
 
 #[test]

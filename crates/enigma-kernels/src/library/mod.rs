@@ -483,12 +483,16 @@ pub fn all_kernels() -> Vec<Kernel> {
         for vec in [1u8, 4] {
             for kind in [scan::ScanKind::Inclusive, scan::ScanKind::Exclusive] {
                 for pass in [scan::BlockPass::ScanAndTotal, scan::BlockPass::ScanWithOffset] {
-                    out.push(scan::scan_block(scalar, vec, kind, pass));
+                    for items in [1, 4] {
+                        out.push(scan::scan_block(scalar, vec, kind, pass, items));
+                    }
                 }
             }
-            // The totals do not depend on the kind.
-            out.push(scan::scan_block(scalar, vec, scan::ScanKind::Inclusive, scan::BlockPass::TotalOnly));
-            out.push(scan::scan_add(scalar, vec));
+            for items in [1, 4] {
+                // The totals do not depend on the kind.
+                out.push(scan::scan_block(scalar, vec, scan::ScanKind::Inclusive, scan::BlockPass::TotalOnly, items));
+                out.push(scan::scan_add(scalar, vec, items));
+            }
         }
     }
     out

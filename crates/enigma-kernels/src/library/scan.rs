@@ -68,18 +68,49 @@ pub enum BlockPass {
     ScanWithOffset,
 }
 
-/// Step 1: `scan_{kind}_{scalar}[_vec4]`, or the reduce-then-scan passes
-/// (`scan_total_…`, `scan_{kind}_offset_…`), per [`BlockPass`].
+/// The most vector loads a thread of a block pass keeps in flight.
+pub const MAX_SCAN_ITEMS: u32 = 8;
+
+/// Loads per thread when the caller does not choose, and threads per
+/// threadgroup: blocks of 8192 elements with float4 loads. On the H100
+/// (2026-11-23, 2^26 f32) 512 × 4 ran 332 µs against 365 µs for seed
+/// 004's element-wise 256 threads with one load each, whose 65,536 blocks
+/// need two more small dispatches; 256 × 8 and 1024 × 4 were slower.
+pub const DEFAULT_ITEMS: u32 = 4;
+/// See [`DEFAULT_ITEMS`].
+pub const DEFAULT_THREADS: u32 = 512;
+
+/// The suffix of a kernel whose threads handle `items` loads (none for 1).
+fn items_suffix(items: u32) -> String {
+    if items > 1 {
+        format!("_x{items}")
+    } else {
+        String::new()
+    }
+}
+
+/// Step 1: `scan_{kind}_{scalar}[_vec4][_x<items>]`, or the reduce-then-scan
+/// passes (`scan_total_…`, `scan_{kind}_offset_…`), per [`BlockPass`].
+///
+/// A block is `items` sub-blocks of `T` loads (`vec` elements each); thread
+/// `t` handles load `t` of every sub-block, so each load instruction of a
+/// SIMD group is contiguous and a thread issues all `items` loads before it
+/// uses any. Each sub-block is scanned as described in the module doc (one
+/// barrier for all of them); sub-block `j` adds the totals of sub-blocks
+/// `0..j`.
 ///
 /// # Panics
-/// When `vec` is not 1 or 4 or `scalar` is not one of [`SCAN_SCALARS`].
-pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass) -> Kernel {
+/// When `vec` is not 1 or 4, `items` is not in `1..=MAX_SCAN_ITEMS`, or
+/// `scalar` is not one of [`SCAN_SCALARS`].
+pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass, items: u32) -> Kernel {
     assert_vec(vec);
+    assert!((1..=MAX_SCAN_ITEMS).contains(&items), "scan items {items} not in 1..={MAX_SCAN_ITEMS}");
     assert!(SCAN_SCALARS.contains(&scalar), "scan supports f32, i32 and u32, not {scalar}");
+    let shape = format!("{scalar}{}{}", vec_suffix(vec), items_suffix(items));
     let name = match pass {
-        BlockPass::ScanAndTotal => format!("scan_{}_{}{}", kind.name(), scalar, vec_suffix(vec)),
-        BlockPass::TotalOnly => format!("scan_total_{}{}", scalar, vec_suffix(vec)),
-        BlockPass::ScanWithOffset => format!("scan_{}_offset_{}{}", kind.name(), scalar, vec_suffix(vec)),
+        BlockPass::ScanAndTotal => format!("scan_{}_{shape}", kind.name()),
+        BlockPass::TotalOnly => format!("scan_total_{shape}"),
+        BlockPass::ScanWithOffset => format!("scan_{}_offset_{shape}", kind.name()),
     };
     let mut k = KernelBuilder::new(name);
     let sfx = if vec == 4 { "4" } else { "" };
@@ -88,51 +119,91 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass) -> K
     let block_sums = (pass != BlockPass::ScanWithOffset).then(|| k.buffer("block_sums", Type::scalar(scalar), Access::ReadWrite));
     let offsets = (pass == BlockPass::ScanWithOffset).then(|| k.buffer("offsets", Type::scalar(scalar), Access::Read));
     let n = k.value("n", Type::U32);
-    let partials = k.threadgroup_array("simd_totals", Type::scalar(scalar), SIMD_WIDTH);
+    // One slot per SIMD group: the TotalOnly pass needs one sub-block's.
+    let slots = if pass == BlockPass::TotalOnly { 1 } else { items };
+    let partials = k.threadgroup_array("simd_totals", Type::scalar(scalar), SIMD_WIDTH * slots);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let tpg = k.let_("tpg", threads_per_threadgroup().x());
     let group = k.let_("group", threadgroup_position_in_grid().x());
-    let i = k.let_("i", group * threads_per_threadgroup().x() + tid);
+    let first = k.let_("first", group * tpg * items + tid);
     let units = if vec == 4 { vec_units(&mut k, n) } else { n };
-    // This thread's elements (zero past the end) and their serial scan.
-    let elems: Vec<Var> = (0..vec).map(|c| k.var(&format!("e{c}"), zero(scalar))).collect();
-    k.if_(i.lt(units), |k| {
-        if vec == 1 {
-            k.assign(elems[0], x.get(i));
-        } else {
-            let v = k.let_("v", x.get(i));
-            // Lanes at or past element n (n - 4i of them are real) read 0.
-            let real = k.let_("real", n - i * 4u32);
-            for (c, e) in elems.iter().enumerate() {
-                k.assign(*e, select(zero(scalar), v.component(c as u8), lit(Scalar::U32, c as f64).lt(real)));
+    // Every load first (zero past the end), then each thread's serial scan
+    // of each load's elements.
+    let mut loads = vec![];
+    for j in 0..items {
+        let i = if j == 0 { first } else { k.let_(&format!("i{j}"), first + tpg * j) };
+        let elems: Vec<Var> = (0..vec).map(|c| k.var(&format!("e{j}_{c}"), zero(scalar))).collect();
+        k.if_(i.lt(units), |k| {
+            if vec == 1 {
+                k.assign(elems[0], x.get(i));
+            } else {
+                let v = k.let_(&format!("v{j}"), x.get(i));
+                // Lanes at or past element n (n - 4i of them are real) read 0.
+                let real = k.let_(&format!("real{j}"), n - i * 4u32);
+                for (c, e) in elems.iter().enumerate() {
+                    k.assign(*e, select(zero(scalar), v.component(c as u8), lit(Scalar::U32, c as f64).lt(real)));
+                }
             }
-        }
-    });
-    let mut running = vec![];
-    let mut acc: Option<Ex> = None;
-    for (c, e) in elems.iter().enumerate() {
-        let s = match acc {
-            None => e.get(),
-            Some(a) => a + e.get(),
-        };
-        let s = k.let_(&format!("s{c}"), s);
-        running.push(s);
-        acc = Some(s);
+        });
+        loads.push((i, elems));
     }
-    let thread_total = *running.last().expect("at least one element");
-    let lane_offset = k.let_("lane_offset", simd_prefix_exclusive_sum(thread_total));
-    let simd_total = k.let_("simd_total", simd_sum(thread_total));
-    k.if_(lane.eq(0u32), |k| k.store(partials.at(sg), simd_total));
+    let mut scans = vec![];
+    for (j, (i, elems)) in loads.iter().enumerate() {
+        let mut running = vec![];
+        let mut acc: Option<Ex> = None;
+        for (c, e) in elems.iter().enumerate() {
+            let s = match acc {
+                None => e.get(),
+                Some(a) => a + e.get(),
+            };
+            let s = k.let_(&format!("s{j}_{c}"), s);
+            running.push(s);
+            acc = Some(s);
+        }
+        scans.push((*i, running));
+    }
+    let nsg = k.let_("nsg", simdgroups_per_threadgroup());
+    if pass == BlockPass::TotalOnly {
+        let mut total: Option<Ex> = None;
+        for (_, running) in &scans {
+            let last = *running.last().expect("at least one element");
+            total = Some(match total {
+                None => last,
+                Some(t) => t + last,
+            });
+        }
+        let simd_total = k.let_("simd_total", simd_sum(total.expect("at least one load")));
+        k.if_(lane.eq(0u32), |k| k.store(partials.at(sg), simd_total));
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let block_sums = block_sums.expect("the totals pass writes block sums");
+        k.if_(sg.eq(0u32), |k| {
+            let all = k.var("all", zero(scalar));
+            k.if_(lane.lt(nsg), |k| k.assign(all, partials.get(lane)));
+            let block_total = k.let_("block_total", simd_sum(all.get()));
+            k.if_(lane.eq(0u32), |k| k.store(block_sums.at(group), block_total));
+        });
+        return finish(k);
+    }
+    let mut lane_offsets = vec![];
+    for (j, (_, running)) in scans.iter().enumerate() {
+        let thread_total = *running.last().expect("at least one element");
+        lane_offsets.push(k.let_(&format!("lane_offset{j}"), simd_prefix_exclusive_sum(thread_total)));
+        let simd_total = k.let_(&format!("simd_total{j}"), simd_sum(thread_total));
+        let slot = if j == 0 { sg } else { sg + SIMD_WIDTH * j as u32 };
+        k.if_(lane.eq(0u32), |k| k.store(partials.at(slot), simd_total));
+    }
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    if let Some(y) = y {
-        let before = k.var("before", zero(scalar));
-        k.if_(lane.lt(sg), |k| k.assign(before, partials.get(lane)));
-        let block_offset = match offsets {
-            Some(offsets) => simd_sum(before.get()) + offsets.get(group),
-            None => simd_sum(before.get()),
-        };
-        let offset = k.let_("offset", block_offset + lane_offset);
+    let y = y.expect("scan passes write y");
+    // `carry`: the block's offset plus the totals of the sub-blocks before.
+    let carry = k.var("carry", offsets.map(|o| o.get(group)).unwrap_or_else(|| zero(scalar)));
+    for (j, (i, running)) in scans.iter().enumerate() {
+        let total = k.var(&format!("sub{j}"), zero(scalar));
+        let slot = if j == 0 { lane } else { lane + SIMD_WIDTH * j as u32 };
+        k.if_(lane.lt(nsg), |k| k.assign(total, partials.get(slot)));
+        let before = simd_sum(select(zero(scalar), total.get(), lane.lt(sg)));
+        let offset = k.let_(&format!("offset{j}"), carry.get() + before + lane_offsets[j]);
         let outs: Vec<Ex> = (0..vec as usize)
             .map(|c| match kind {
                 ScanKind::Inclusive => offset + running[c],
@@ -140,45 +211,50 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass) -> K
                 ScanKind::Exclusive => offset + running[c - 1],
             })
             .collect();
+        let i = *i;
         k.if_(i.lt(units), |k| {
             let out = if vec == 1 { outs[0] } else { vector(Type::vector(scalar, 4), &outs) };
             k.store(y.at(i), out);
         });
+        if j + 1 < scans.len() || block_sums.is_some() {
+            k.assign(carry, carry.get() + simd_sum(total.get()));
+        }
     }
-    // The block total, from SIMD group 0 (every SIMD group could).
+    // The block total (every SIMD group has it in `carry`).
     if let Some(block_sums) = block_sums {
-        k.if_(sg.eq(0u32), |k| {
-            let all = k.var("all", zero(scalar));
-            k.if_(lane.lt(simdgroups_per_threadgroup()), |k| k.assign(all, partials.get(lane)));
-            let block_total = k.let_("block_total", simd_sum(all.get()));
-            k.if_(lane.eq(0u32), |k| k.store(block_sums.at(group), block_total));
-        });
+        k.if_(tid.eq(0u32), |k| k.store(block_sums.at(group), carry.get()));
     }
     finish(k)
 }
 
-/// Step 3: `scan_add_{scalar}[_vec4]` — block `g` adds `offsets[g]`, the
+/// Step 3: `scan_add_{scalar}[_vec4][_x<items>]` — block `g` (of
+/// `T · items` loads, as in [`scan_block`]) adds `offsets[g]`, the
 /// exclusive scan of the block totals (dispatch one threadgroup per block).
 ///
 /// # Panics
-/// When `vec` is not 1 or 4.
-pub fn scan_add(scalar: Scalar, vec: u8) -> Kernel {
+/// When `vec` is not 1 or 4 or `items` is not in `1..=MAX_SCAN_ITEMS`.
+pub fn scan_add(scalar: Scalar, vec: u8, items: u32) -> Kernel {
     assert_vec(vec);
-    let mut k = KernelBuilder::new(format!("scan_add_{}{}", scalar, vec_suffix(vec)));
+    assert!((1..=MAX_SCAN_ITEMS).contains(&items), "scan items {items} not in 1..={MAX_SCAN_ITEMS}");
+    let mut k = KernelBuilder::new(format!("scan_add_{}{}{}", scalar, vec_suffix(vec), items_suffix(items)));
     let sfx = if vec == 4 { "4" } else { "" };
     let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
     let offsets = k.buffer("offsets", Type::scalar(scalar), Access::Read);
     let n = k.value("n", Type::U32);
     let block = k.let_("block", threadgroup_position_in_grid().x());
-    let i = k.let_("i", block * threads_per_threadgroup().x() + thread_index_in_threadgroup());
+    let tpg = k.let_("tpg", threads_per_threadgroup().x());
+    let first = k.let_("first", block * tpg * items + thread_index_in_threadgroup());
     let units = if vec == 4 { vec_units(&mut k, n) } else { n };
     let offset = k.let_("offset", offsets.get(block));
-    k.if_(i.lt(units), |k| k.store(y.at(i), y.get(i) + offset));
+    for j in 0..items {
+        let i = if j == 0 { first } else { k.let_(&format!("i{j}"), first + tpg * j) };
+        k.if_(i.lt(units), |k| k.store(y.at(i), y.get(i) + offset));
+    }
     finish(k)
 }
 
 /// One level of the scan: the block scan of `n` elements into `blocks`
-/// blocks of `threads · vec` elements.
+/// blocks of `threads · vec · items` elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanLevel {
     pub n: u32,
@@ -195,18 +271,23 @@ pub struct ScanLevel {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScanPlan {
     pub scalar: Scalar,
+    /// Loads per thread of every level's passes.
+    pub items: u32,
     pub levels: Vec<ScanLevel>,
 }
 
-/// Plans the scan of `n` elements in blocks of `threads · vec`; `vec` 4
-/// when the caller can bind vector views of the input and output. The
-/// deeper levels scan buffers of exactly `blocks` elements: with `vec = 4`
-/// when `blocks % 4 == 0`, else with `vec = 1`.
-pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: u32) -> Result<ScanPlan, ShapeError> {
+/// Plans the scan of `n` elements in blocks of `threads · vec · items`;
+/// `vec` 4 when the caller can bind vector views of the input and output.
+/// The deeper levels scan buffers of exactly `blocks` elements: with
+/// `vec = 4` when `blocks % 4 == 0`, else with `vec = 1`.
+pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: u32, items: u32) -> Result<ScanPlan, ShapeError> {
     let name = format!("scan_{}_{}", kind.name(), scalar);
     check_vec(&name, vec)?;
     if !SCAN_SCALARS.contains(&scalar) {
         return Err(ShapeError::new(name, format!("element type {scalar} is not one of f32, i32, u32")));
+    }
+    if !(1..=MAX_SCAN_ITEMS).contains(&items) {
+        return Err(ShapeError::new(name, format!("{items} loads per thread is not in 1..={MAX_SCAN_ITEMS}")));
     }
     nonzero(&name, "n", n)?;
     let mut n = to_u32(&name, "n", n)?;
@@ -215,7 +296,7 @@ pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: u32) -> 
     let mut level_vec = vec;
     let mut level_kind = kind;
     loop {
-        let block = t * level_vec as u32;
+        let block = t * level_vec as u32 * items;
         let blocks = n.div_ceil(block);
         let add = (blocks > 1).then(|| Dispatch::threadgroups([blocks, 1, 1], t));
         levels.push(ScanLevel { n, vec: level_vec, kind: level_kind, blocks, scan: Dispatch::threadgroups([blocks, 1, 1], t), add });
@@ -226,7 +307,7 @@ pub fn plan(scalar: Scalar, kind: ScanKind, n: usize, vec: u8, threads: u32) -> 
         level_vec = if blocks % 4 == 0 { 4 } else { 1 };
         level_kind = ScanKind::Exclusive;
     }
-    Ok(ScanPlan { scalar, levels })
+    Ok(ScanPlan { scalar, items, levels })
 }
 
 /// The f64 reference.
@@ -265,19 +346,24 @@ mod tests {
 
     #[test]
     fn levels_shrink_to_one_block() {
-        let p = plan(Scalar::F32, ScanKind::Inclusive, 1, 1, 256).unwrap();
+        let p = plan(Scalar::F32, ScanKind::Inclusive, 1, 1, 256, 1).unwrap();
         assert_eq!(p.levels.len(), 1);
         assert!(p.levels[0].add.is_none());
         // 2^20 with 256 threads × 4: 1024 blocks, then 1 block of 1024 totals.
-        let p = plan(Scalar::F32, ScanKind::Exclusive, 1 << 20, 4, 256).unwrap();
+        let p = plan(Scalar::F32, ScanKind::Exclusive, 1 << 20, 4, 256, 1).unwrap();
         assert_eq!(p.levels.iter().map(|l| l.blocks).collect::<Vec<_>>(), vec![1024, 1]);
         assert_eq!(p.levels[1].kind, ScanKind::Exclusive);
-        let p = plan(Scalar::U32, ScanKind::Inclusive, 70_000, 1, 32).unwrap();
+        let p = plan(Scalar::U32, ScanKind::Inclusive, 70_000, 1, 32, 1).unwrap();
         assert_eq!(p.levels.iter().map(|l| l.blocks).collect::<Vec<_>>(), vec![2188, 18, 1]);
         // 2188 totals scan as float4 (blocks of 128), 18 as scalars.
         assert_eq!(p.levels.iter().map(|l| l.vec).collect::<Vec<_>>(), vec![1, 4, 1]);
         assert_eq!(p.levels[0].add, Some(Dispatch::threadgroups([2188, 1, 1], 32)));
-        assert!(plan(Scalar::F16, ScanKind::Inclusive, 10, 1, 256).is_err());
+        // 2^26 with 1024 threads × 4 × 4 loads: 4096 blocks, then one.
+        let p = plan(Scalar::F32, ScanKind::Inclusive, 1 << 26, 4, 1024, 4).unwrap();
+        assert_eq!(p.levels.iter().map(|l| l.blocks).collect::<Vec<_>>(), vec![4096, 1]);
+        assert!(plan(Scalar::F16, ScanKind::Inclusive, 10, 1, 256, 1).is_err());
+        assert!(plan(Scalar::F32, ScanKind::Inclusive, 10, 1, 256, 0).is_err());
+        assert!(plan(Scalar::F32, ScanKind::Inclusive, 10, 1, 256, MAX_SCAN_ITEMS + 1).is_err());
     }
 
     #[test]
