@@ -1,13 +1,14 @@
 //! Prefix sums (inclusive and exclusive) of any length. The levels below
 //! the first run in three steps:
 //!
-//! 1. [`scan_block`]: each threadgroup scans a block of `T · vec` elements —
-//!    each thread scans its own `vec` elements serially (one `float4` load),
-//!    `simd_prefix_exclusive_sum` scans the thread totals within a SIMD
-//!    group, and the SIMD-group totals go through threadgroup memory (one
-//!    barrier; every SIMD group then sums the totals of the groups before
-//!    it with one `simd_sum`). Thread 0 writes the block's total to
-//!    `block_sums[group]`.
+//! 1. [`scan_block`]: each threadgroup scans a block of `T · vec · items`
+//!    elements, `items` sub-blocks of `T` loads — each thread loads its
+//!    `vec` elements of every sub-block (`items` loads in flight) and scans
+//!    each load's serially, `simd_prefix_exclusive_sum` scans the thread
+//!    totals within a SIMD group, and the SIMD-group totals go through
+//!    threadgroup memory (one barrier for all sub-blocks; every SIMD group
+//!    then sums the totals of the groups, and sub-blocks, before it with
+//!    `simd_sum`). Thread 0 writes the block's total to `block_sums[group]`.
 //! 2. The block totals are scanned (exclusively) the same way — recursively,
 //!    when there is more than one block of them.
 //! 3. [`scan_add`]: every block adds the scanned total of the blocks before
@@ -22,8 +23,8 @@
 //!
 //! Element types: f32, i32 and u32 (sums in the element type). Parameters:
 //! `scan_block`: `x, y, block_sums, n`; `scan_add`: `y, offsets, n` (`x4`,
-//! `y4` with `vec = 4`). With `vec = 4` thread `i < ceil(n/4)` handles
-//! vector `i`; the last one may be partial, so `x` and `y` must hold
+//! `y4` with `vec = 4`). With `vec = 4` load `i < ceil(n/4)` is vector
+//! `i`; the last one may be partial, so `x` and `y` must hold
 //! `ceil(n/4)` whole vectors: lanes past `n` are read as 0 and written with
 //! the running sum (buffer padding, not part of the result).
 
