@@ -50,7 +50,23 @@ enum Command {
     Tiles(cli::tiles::Args),
 }
 
+/// `print!` panics when stdout is a pipe its reader closed (`enigma … |
+/// head`). That is the reader's choice, not an error: end quietly, as a
+/// process killed by SIGPIPE would, and leave every other panic's report
+/// as it is.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload().downcast_ref::<String>().map(String::as_str).unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cli::run::run(args),

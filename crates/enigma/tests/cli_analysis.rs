@@ -293,3 +293,20 @@ fn info_lists_runtime_devices() {
         }
     }
 }
+
+/// A reader that closes the pipe early (`enigma … | head`) ends the output
+/// quietly: no panic report on stderr.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_enigma"))
+        .args(["info", "--catalog"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // close the read end before anything is read
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

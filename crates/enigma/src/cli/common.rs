@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use enigma_analysis::catalog::{self, DeviceSpec};
+use std::io::Write as _;
 
 /// Parses `X[,Y[,Z]]` (also `X×Y` / `XxY`); missing axes are 1.
 pub fn parse_dims(s: &str) -> Result<[u32; 3], String> {
@@ -59,12 +60,19 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(&" ".repeat(w - c.chars().count() + 2));
             }
         }
-        println!("{}", out.trim_end());
+        out.truncate(out.trim_end().len());
+        out
     };
-    line(header.iter().map(|h| h.to_string()).collect());
-    line(widths.iter().map(|w| "-".repeat(*w)).collect());
-    for r in rows {
-        line(r.clone());
+    // Written with errors checked: a reader that closes the pipe early
+    // (`| head`) ends the table instead of panicking.
+    let mut stdout = std::io::stdout().lock();
+    let lines = [line(header.iter().map(|h| h.to_string()).collect()), line(widths.iter().map(|w| "-".repeat(*w)).collect())]
+        .into_iter()
+        .chain(rows.iter().map(|r| line(r.clone())));
+    for text in lines {
+        if writeln!(stdout, "{text}").is_err() {
+            return;
+        }
     }
 }
 
