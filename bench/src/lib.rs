@@ -1,7 +1,25 @@
 //! What the benchmark binaries share: timing a closure the way every figure
-//! in BENCHMARKS.md is taken (one warm-up run, then repeats).
+//! in BENCHMARKS.md is taken (one warm-up run, then repeats), and the
+//! seed-001 pass-1 input with its plain-Rust reference loop.
 
+use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+/// `n` floats in [-0.5, 0.5): the input of the simulator benchmarks.
+pub fn pass1_data(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect()
+}
+
+/// Best and median of the reference: a plain `for x in data { sum += x }`.
+pub fn time_plain_sum(repeats: usize, data: &[f32]) -> (Duration, Duration) {
+    time_runs(repeats, || {
+        let mut sum = 0.0f32;
+        for &x in black_box(data) {
+            sum += x;
+        }
+        black_box(sum);
+    })
+}
 
 /// Best and median wall time of `repeats` runs of `f` (at least one) after
 /// one untimed warm-up run.

@@ -8,20 +8,13 @@
 
 use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
-use std::hint::black_box;
-use enigma_bench::time_runs as time;
+use enigma_bench::{pass1_data, time_plain_sum, time_runs as time};
 use std::time::Duration;
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
-    let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
-    let plain_loop = time(9, || {
-        let mut sum = 0.0f32;
-        for &x in black_box(&data) {
-            sum += x;
-        }
-        black_box(sum);
-    });
+    let data = pass1_data(n);
+    let plain_loop = time_plain_sum(9, &data);
 
     let rt = Runtime::new(Device::Sim).expect("the simulator is always available");
     let input = rt.buffer_from(&data).expect("allocation");

@@ -9,21 +9,14 @@
 
 use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, Runtime};
-use std::hint::black_box;
-use enigma_bench::time_runs;
+use enigma_bench::{pass1_data, time_plain_sum, time_runs};
 use std::time::Duration;
 
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 24);
-    let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+    let data = pass1_data(n);
 
-    let (plain, _) = time_runs(5, || {
-        let mut sum = 0.0f32;
-        for &x in black_box(&data) {
-            sum += x;
-        }
-        black_box(sum);
-    });
+    let (plain, _) = time_plain_sum(5, &data);
 
     let rt = Runtime::new(Device::Sim).expect("the simulator is always available");
     let input = rt.buffer_from(&data).expect("allocation");
