@@ -27,6 +27,7 @@
 
 pub mod builder;
 pub mod ir;
+pub mod limits;
 #[cfg(feature = "testgen")]
 pub mod testgen;
 pub mod text;
@@ -35,5 +36,5 @@ pub mod validate;
 
 pub use ir::*;
 pub use types::{Scalar, Type};
-pub use text::{from_json, to_json, to_json_pretty, JsonError, ParseError, ParseErrorKind};
+pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

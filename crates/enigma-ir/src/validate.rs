@@ -21,7 +21,7 @@ pub struct ValidationOptions {
 
 impl Default for ValidationOptions {
     fn default() -> Self {
-        ValidationOptions { max_threadgroup_memory_bytes: 32 * 1024 }
+        ValidationOptions { max_threadgroup_memory_bytes: crate::limits::MAX_THREADGROUP_MEMORY_BYTES }
     }
 }
 
@@ -266,8 +266,8 @@ impl<'k> Validator<'k> {
             .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
             .chain(k.locals.iter().map(|l| l.ty));
         for ty in types {
-            if !(1..=4).contains(&ty.width) {
-                return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width }));
+            if !(1..=4).contains(&ty.width()) {
+                return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width() }));
             }
         }
         for spec in &k.spec_constants {
@@ -343,7 +343,7 @@ impl<'k> Validator<'k> {
             }
             StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
                 let elem = self.atomic_memory(*mem, index, state, AtomicOp::Add)?;
-                if elem.scalar.is_float() {
+                if elem.elem().is_float() {
                     return Err(self.err(ValidationErrorKind::AtomicType {
                         memory: self.kernel.memory_name(*mem).into(),
                         elem,
@@ -367,7 +367,7 @@ impl<'k> Validator<'k> {
             }
             StmtKind::For { var, start, end, step, body } => {
                 let local = self.var(*var)?;
-                if local.ty.is_vector() || !local.ty.scalar.is_int() {
+                if local.ty.is_vector() || !local.ty.elem().is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
                 }
                 let ty = local.ty;
@@ -549,7 +549,7 @@ impl<'k> Validator<'k> {
             }
         };
         let (ity, uni) = self.expr(index, state)?;
-        if ity.is_vector() || !ity.scalar.is_int() {
+        if ity.is_vector() || !ity.elem().is_int() {
             return Err(self.err(ValidationErrorKind::IndexType { memory: self.kernel.memory_name(mem).into(), found: ity }));
         }
         Ok((elem, uni))
@@ -606,9 +606,9 @@ impl<'k> Validator<'k> {
             Expr::Unary { op, arg } => {
                 let (ty, u) = self.expr(arg, state)?;
                 let ok = match op {
-                    UnaryOp::Neg => ty.scalar.is_float() || ty.scalar.is_signed_int(),
-                    UnaryOp::BitNot => ty.scalar.is_int(),
-                    UnaryOp::Not => ty.scalar == Scalar::Bool,
+                    UnaryOp::Neg => ty.elem().is_float() || ty.elem().is_signed_int(),
+                    UnaryOp::BitNot => ty.elem().is_int(),
+                    UnaryOp::Not => ty.elem() == Scalar::Bool,
                 };
                 if !ok {
                     return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty }));
@@ -620,12 +620,12 @@ impl<'k> Validator<'k> {
                 let (rt, ru) = self.expr(rhs, state)?;
                 let uni = lu.max(ru);
                 let shape_ok = lt == rt
-                    || (lt.scalar == rt.scalar && (lt.width == 1 || rt.width == 1) && !op.is_comparison());
+                    || (lt.elem() == rt.elem() && (lt.width() == 1 || rt.width() == 1) && !op.is_comparison());
                 if !shape_ok {
                     return Err(self.err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt }));
                 }
-                let operand = if lt.width >= rt.width { lt } else { rt };
-                let s = operand.scalar;
+                let operand = if lt.width() >= rt.width() { lt } else { rt };
+                let s = operand.elem();
                 let ok = match op {
                     BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => s != Scalar::Bool,
                     BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => s.is_int() || s == Scalar::Bool,
@@ -637,46 +637,46 @@ impl<'k> Validator<'k> {
                 if !ok {
                     return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty: operand }));
                 }
-                let ty = if op.is_comparison() { operand.with_scalar(Scalar::Bool) } else { operand };
+                let ty = if op.is_comparison() { operand.with_elem(Scalar::Bool) } else { operand };
                 (ty, uni)
             }
             Expr::Call { func, args } => self.call(*func, args, state)?,
             Expr::Cast { to, arg } => {
                 let (from, u) = self.expr(arg, state)?;
-                if !(1..=4).contains(&to.width) {
-                    return Err(self.err(K::VectorWidth { width: to.width }));
+                if !(1..=4).contains(&to.width()) {
+                    return Err(self.err(K::VectorWidth { width: to.width() }));
                 }
-                if from.width != to.width && from.width != 1 {
+                if from.width() != to.width() && from.width() != 1 {
                     return Err(self.err(K::InvalidCast { from, to: *to }));
                 }
                 (*to, u)
             }
             Expr::Bitcast { to, arg } => {
                 let (from, u) = self.expr(arg, state)?;
-                if !(1..=4).contains(&to.width) {
-                    return Err(self.err(K::VectorWidth { width: to.width }));
+                if !(1..=4).contains(&to.width()) {
+                    return Err(self.err(K::VectorWidth { width: to.width() }));
                 }
-                let (fb, tb) = (from.scalar.size_bytes() * from.width as u32, to.scalar.size_bytes() * to.width as u32);
-                if fb != tb || from.scalar == Scalar::Bool || to.scalar == Scalar::Bool {
+                let (fb, tb) = (from.elem().size_bytes() * from.width() as u32, to.elem().size_bytes() * to.width() as u32);
+                if fb != tb || from.elem() == Scalar::Bool || to.elem() == Scalar::Bool {
                     return Err(self.err(K::BitcastSize { from, from_bytes: fb, to: *to, to_bytes: tb }));
                 }
                 (*to, u)
             }
             Expr::Vector { ty, components } => {
-                if !(2..=4).contains(&ty.width) {
-                    return Err(self.err(K::VectorWidth { width: ty.width }));
+                if !(2..=4).contains(&ty.width()) {
+                    return Err(self.err(K::VectorWidth { width: ty.width() }));
                 }
-                if components.len() != 1 && components.len() != ty.width as usize {
-                    return Err(self.err(K::VectorComponents { ty: *ty, expected: ty.width, found: components.len() }));
+                if components.len() != 1 && components.len() != ty.width() as usize {
+                    return Err(self.err(K::VectorComponents { ty: *ty, expected: ty.width(), found: components.len() }));
                 }
                 let mut uni = Uniformity::Threadgroup;
                 for (i, c) in components.iter().enumerate() {
                     let (ct, cu) = self.expr(c, state)?;
-                    if ct != Type::scalar(ty.scalar) {
+                    if ct != Type::scalar(ty.elem()) {
                         return Err(self.err(K::ArgumentType {
                             func: "vector constructor",
                             index: i,
-                            expected: ty.scalar.to_string(),
+                            expected: ty.elem().to_string(),
                             found: ct,
                         }));
                     }
@@ -686,10 +686,10 @@ impl<'k> Validator<'k> {
             }
             Expr::Extract { arg, index } => {
                 let (ty, u) = self.expr(arg, state)?;
-                if *index >= ty.width || ty.width == 1 {
+                if *index >= ty.width() || ty.width() == 1 {
                     return Err(self.err(K::ComponentOutOfRange { index: *index, ty }));
                 }
-                (Type::scalar(ty.scalar), u)
+                (Type::scalar(ty.elem()), u)
             }
         })
     }
@@ -725,21 +725,21 @@ impl<'k> Validator<'k> {
         let t0 = types.first().copied().unwrap_or(Type::BOOL);
         let result = match func {
             f if f.is_float_math() => {
-                if !t0.scalar.is_float() {
+                if !t0.elem().is_float() {
                     return Err(arg_err(self, 0, "a float scalar or vector"));
                 }
                 same_as_first(self, 1)?;
                 (t0, uni)
             }
             Abs | Min | Max | Clamp => {
-                if t0.scalar == Scalar::Bool {
+                if t0.elem() == Scalar::Bool {
                     return Err(arg_err(self, 0, "a numeric scalar or vector"));
                 }
                 same_as_first(self, 1)?;
                 (t0, uni)
             }
             Select => {
-                if types[2].scalar != Scalar::Bool || (types[2].width != 1 && types[2].width != t0.width) {
+                if types[2].elem() != Scalar::Bool || (types[2].width() != 1 && types[2].width() != t0.width()) {
                     return Err(arg_err(self, 2, "bool (or a bool vector of the operands' width)"));
                 }
                 if types[1] != t0 {
@@ -748,25 +748,25 @@ impl<'k> Validator<'k> {
                 (t0, uni)
             }
             Popcount | Clz | Ctz => {
-                if !t0.scalar.is_int() {
+                if !t0.elem().is_int() {
                     return Err(arg_err(self, 0, "an integer scalar or vector"));
                 }
                 (t0, uni)
             }
             SimdSum | SimdProduct | SimdMax | SimdMin => {
-                if t0.scalar == Scalar::Bool {
+                if t0.elem() == Scalar::Bool {
                     return Err(arg_err(self, 0, "a numeric scalar or vector"));
                 }
                 (t0, uni.max(Uniformity::Simdgroup))
             }
             SimdAnd | SimdOr | SimdXor => {
-                if !t0.scalar.is_int() {
+                if !t0.elem().is_int() {
                     return Err(arg_err(self, 0, "an integer scalar or vector"));
                 }
                 (t0, uni.max(Uniformity::Simdgroup))
             }
             SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
-                if t0.scalar == Scalar::Bool {
+                if t0.elem() == Scalar::Bool {
                     return Err(arg_err(self, 0, "a numeric scalar or vector"));
                 }
                 (t0, Uniformity::Thread)

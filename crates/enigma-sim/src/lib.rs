@@ -25,10 +25,7 @@ use memory::SimBuffer;
 use std::any::Any;
 use std::time::Instant;
 
-/// The largest threadgroup the simulator runs (Metal's limit).
-pub const MAX_THREADS_PER_THREADGROUP: u32 = 1024;
-/// Threadgroup memory per threadgroup (Apple GPUs' 32 KiB).
-pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
 
 /// The simulator as a [`Backend`].
 #[derive(Debug)]
@@ -118,12 +115,12 @@ impl Backend for SimBackend {
                     values.push([0; 4]);
                 }
                 ArgValue::Value { ty, bytes } => {
-                    let size = ty.scalar.size_bytes() as usize;
+                    let size = ty.elem().size_bytes() as usize;
                     let mut comps = [0u64; 4];
-                    for (c, comp) in comps.iter_mut().enumerate().take(ty.width as usize) {
+                    for (c, comp) in comps.iter_mut().enumerate().take(ty.width() as usize) {
                         let mut raw = [0u8; 8];
                         raw[..size].copy_from_slice(&bytes[c * size..(c + 1) * size]);
-                        *comp = ops::norm(ty.scalar, u64::from_le_bytes(raw));
+                        *comp = ops::norm(ty.elem(), u64::from_le_bytes(raw));
                     }
                     buffers.push(None);
                     values.push(comps);
