@@ -33,6 +33,7 @@ pub mod testgen;
 pub mod text;
 pub mod types;
 pub mod validate;
+pub mod visit;
 
 pub use ir::*;
 pub use types::{Scalar, Type};

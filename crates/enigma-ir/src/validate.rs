@@ -449,9 +449,7 @@ impl<'k> Validator<'k> {
         state.loop_exited = outer_loop_exited;
         // Variables written in a loop with a divergent trip count differ per thread.
         if trip > ctx.uniformity {
-            let mut written = BTreeSet::new();
-            collect_assigned(body, &mut written);
-            for var in written {
+            for var in crate::visit::assigned_in(body) {
                 let u = &mut state.var_uniformity[var.0 as usize];
                 *u = (*u).max(trip);
             }
@@ -795,29 +793,6 @@ impl<'k> Validator<'k> {
             _ => unreachable!("every intrinsic is matched above"),
         };
         Ok(result)
-    }
-}
-
-fn collect_assigned(block: &Block, out: &mut BTreeSet<VarId>) {
-    for stmt in block {
-        match &stmt.kind {
-            StmtKind::Assign { var, .. } => {
-                out.insert(*var);
-            }
-            StmtKind::Atomic { result: Some(var), .. } | StmtKind::AtomicCompareExchange { result: Some(var), .. } => {
-                out.insert(*var);
-            }
-            StmtKind::If { then_body, else_body, .. } => {
-                collect_assigned(then_body, out);
-                collect_assigned(else_body, out);
-            }
-            StmtKind::For { var, body, .. } => {
-                out.insert(*var);
-                collect_assigned(body, out);
-            }
-            StmtKind::While { body, .. } => collect_assigned(body, out),
-            _ => {}
-        }
     }
 }
 

@@ -269,10 +269,8 @@ fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u
 fn order_compared(kernel: &Kernel, info: &KernelInfo) -> Vec<bool> {
     let mut uses_atomic_result = false;
     kernel.walk_stmts(|_, stmt| {
-        uses_atomic_result |= matches!(
-            stmt.kind,
-            enigma_ir::StmtKind::Atomic { result: Some(_), .. } | enigma_ir::StmtKind::AtomicCompareExchange { result: Some(_), .. }
-        );
+        uses_atomic_result |= matches!(stmt.kind, enigma_ir::StmtKind::Atomic { .. } | enigma_ir::StmtKind::AtomicCompareExchange { .. })
+            && stmt.kind.assigned().is_some();
     });
     (0..kernel.params.len())
         .map(|p| !uses_atomic_result && !info.atomic_memories.contains(&enigma_ir::Memory::Buffer(enigma_ir::ParamId(p as u32))))

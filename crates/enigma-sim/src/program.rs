@@ -490,41 +490,11 @@ impl Lowering<'_> {
 
 /// The builtins a kernel reads, in [`Builtin::ALL`] order.
 fn used_builtins(kernel: &Kernel) -> Vec<Builtin> {
-    fn expr(e: &Expr, used: &mut [bool; 11]) {
-        match e {
-            Expr::Builtin(b) => used[Builtin::ALL.iter().position(|x| x == b).unwrap_or(0)] = true,
-            Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Var(_) => {}
-            Expr::Load { index, .. } => expr(index, used),
-            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-                expr(arg, used)
-            }
-            Expr::Binary { lhs, rhs, .. } => {
-                expr(lhs, used);
-                expr(rhs, used);
-            }
-            Expr::Call { args, .. } => args.iter().for_each(|a| expr(a, used)),
-            Expr::Vector { components, .. } => components.iter().for_each(|a| expr(a, used)),
+    let mut used = Vec::new();
+    kernel.walk_exprs(|e| {
+        if let Expr::Builtin(b) = e {
+            used.push(*b)
         }
-    }
-    let mut used = [false; 11];
-    kernel.walk_stmts(|_, stmt| match &stmt.kind {
-        StmtKind::Assign { value, .. } => expr(value, &mut used),
-        StmtKind::Store { index, value, .. } | StmtKind::Atomic { index, value, .. } => {
-            expr(index, &mut used);
-            expr(value, &mut used);
-        }
-        StmtKind::AtomicCompareExchange { index, expected, desired, .. } => {
-            for e in [index, expected, desired] {
-                expr(e, &mut used);
-            }
-        }
-        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => expr(cond, &mut used),
-        StmtKind::For { start, end, step, .. } => {
-            for e in [start, end, step] {
-                expr(e, &mut used);
-            }
-        }
-        StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => {}
     });
-    Builtin::ALL.into_iter().zip(used).filter(|(_, u)| *u).map(|(b, _)| b).collect()
+    Builtin::ALL.into_iter().filter(|b| used.contains(b)).collect()
 }
