@@ -16,7 +16,7 @@ use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
     BinaryOp, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
-    Scalar, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
+    Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -555,7 +555,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let l = self.expr(lhs)?;
         let r = self.expr(rhs)?;
         let operand = if l.ty.width() >= r.ty.width() { l.ty } else { r.ty };
-        let ty = if op.is_comparison() { operand.with_elem(Scalar::Bool) } else { operand };
+        let ty = enigma_ir::typing::binary(op, l.ty, r.ty).map_err(|k| self.malformed(k.to_string()))?;
         if op == Rem && operand.elem().is_float() {
             return Ok(Val { code: self.dialect.float_rem(operand, l.code, r.code), ty });
         }
@@ -581,7 +581,6 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Result<Val, CodegenError> {
-        use Intrinsic::*;
         let mut codes = vec![];
         let mut types = vec![];
         for a in args {
@@ -592,12 +591,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if args.len() != func.arity() {
             return Err(self.malformed(format!("`{}` takes {} argument(s)", func.name(), func.arity())));
         }
-        let t0 = types.first().copied().unwrap_or(Type::BOOL);
-        let result = match func {
-            SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
-            SimdBallot => Type::U64,
-            _ => t0,
-        };
+        let result = enigma_ir::typing::call(func, &types).map_err(|k| self.malformed(k.to_string()))?;
         let code = self.dialect.call(func, &types, result, codes);
         let code = self.lift(code)?;
         Ok(Val { code, ty: result })

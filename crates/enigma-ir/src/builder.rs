@@ -105,8 +105,9 @@ impl Ex {
 
     fn binary(op: BinaryOp, lhs: Ex, rhs: Ex) -> Ex {
         let (lhs, rhs) = Ex::unify(lhs, rhs);
-        let wide = if lhs.ty.width() >= rhs.ty.width() { lhs.ty } else { rhs.ty };
-        let ty = if op.is_comparison() { wide.with_elem(Scalar::Bool) } else { wide };
+        // An invalid combination keeps the left operand's type; validation in
+        // `finish` reports it with the location.
+        let ty = crate::typing::binary(op, lhs.ty, rhs.ty).unwrap_or(lhs.ty);
         let expr = Expr::Binary { op, lhs: Box::new(lhs.tree_or_poison()), rhs: Box::new(rhs.tree_or_poison()) };
         let both_weak = lhs.weak && rhs.weak && !op.is_comparison();
         if both_weak {
@@ -673,12 +674,10 @@ pub fn call(func: Intrinsic, args: &[Ex]) -> Ex {
             _ => a.materialize(),
         })
         .collect();
-    let first = args.first().map(|a| a.ty).unwrap_or(Type::BOOL);
-    let ty = match func {
-        SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
-        SimdBallot => Type::U64,
-        _ => first,
-    };
+    let types: Vec<Type> = args.iter().map(|a| a.ty).collect();
+    // An invalid call keeps its first argument's type; validation in
+    // `finish` reports it with the location.
+    let ty = crate::typing::call(func, &types).unwrap_or(types.first().copied().unwrap_or(Type::BOOL));
     Ex::new(Expr::Call { func, args: args.iter().map(|a| a.tree_or_poison()).collect() }, ty)
 }
 

@@ -51,6 +51,7 @@ impl SimBackend {
                 simd_width: 32,
                 compute_units: threads,
                 memory_bytes: None,
+                features: enigma_ir::capabilities::all_features(),
             },
         }
     }

@@ -419,7 +419,8 @@ impl Lowering<'_> {
                 for i in 0..width {
                     self.emit(Inst::Binary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
                 }
-                let ty = Type::vector(if op.is_comparison() { Scalar::Bool } else { a.ty.elem() }, width);
+                // Validated IR: the rule holds; the fallback is never taken.
+                let ty = enigma_ir::typing::binary(*op, a.ty, b.ty).unwrap_or(a.ty);
                 Operand { reg: dst, ty }
             }
             Expr::Call { func, args } => self.call(*func, args),
@@ -461,11 +462,9 @@ impl Lowering<'_> {
                 1 => (ops[0], None),
                 _ => (ops[0], Some(ops[1])),
             };
-            let ty = match func {
-                Intrinsic::SimdAll | Intrinsic::SimdAny | Intrinsic::SimdIsFirst => Type::BOOL,
-                Intrinsic::SimdBallot => Type::U64,
-                _ => a.ty,
-            };
+            let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
+            // Validated IR: the rule holds; the fallback is never taken.
+            let ty = enigma_ir::typing::call(func, &types).unwrap_or(a.ty);
             let dst = self.temp(ty.width());
             for i in 0..ty.width() {
                 let b_reg = b.map(|b| b.reg).unwrap_or(0);
@@ -473,9 +472,10 @@ impl Lowering<'_> {
             }
             return Operand { reg: dst, ty };
         }
-        let ty = ops[0].ty;
-        let width = ops.iter().map(|o| o.ty.width()).max().unwrap_or(1);
-        let ty = ty.with_elem(ty.elem());
+        let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
+        // Validated IR: the rule holds; the fallback is never taken.
+        let ty = enigma_ir::typing::call(func, &types).unwrap_or(ops[0].ty);
+        let width = ty.width();
         let dst = self.temp(width);
         for i in 0..width {
             let mut regs = [0; 3];
@@ -484,7 +484,7 @@ impl Lowering<'_> {
             }
             self.emit(Inst::Call { func, ty: ty.elem(), dst: dst + i as Reg, args: regs });
         }
-        Operand { reg: dst, ty: Type::vector(ty.elem(), width) }
+        Operand { reg: dst, ty }
     }
 }
 
