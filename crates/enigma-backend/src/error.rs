@@ -27,6 +27,8 @@ pub enum RuntimeError {
     BufferRange { offset: usize, len: usize, size: usize },
     #[error("kernel `{kernel}`: {message}")]
     Execution { kernel: String, message: String },
+    #[error("kernel `{kernel}` uses SIMD-group matrices, which need whole SIMD groups, but this dispatch has a threadgroup of {threads} threads, not a multiple of {simd_width}")]
+    PartialSimdgroup { kernel: String, threads: u64, simd_width: u32 },
     #[error("kernel `{kernel}` uses {feature}; device `{device}` {supported}")]
     Unsupported { kernel: String, feature: enigma_ir::Feature, device: String, supported: String },
     #[error("device `{device}` is not available: {reason}")]

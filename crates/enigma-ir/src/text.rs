@@ -41,13 +41,23 @@
 //!          | "while" "(" expr ")" "{" stmt* "}"
 //!          | "break" | "continue" | "return"
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
+//!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
 //!          | function "(" args ")"              // MSL names: `min`, `fast::exp`, `simd_sum`, …
 //!          | type "(" args ")"                  // vector constructor: `f32x4(a, b, c, d)`
 //!          | ("cast" | "bitcast") "<" type ">" "(" expr ")"
+//!          | ("simdgroup_fill" | "simdgroup_diagonal") "<" type ">" "(" expr ")"
+//!          | ("simdgroup_load" | "simdgroup_load_transposed") "<" type ">" "(" ref "," expr "," expr ")"
+//!          | ("matrix_row" | "matrix_col") "<" type ">" "(" n ")"
+//!          | "simdgroup_multiply" "(" expr "," expr ")" | "simdgroup_multiply_accumulate" "(" expr "," expr "," expr ")"
+//!          | "thread_element" "(" expr "," n ")"
 //! ```
+//!
+//! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
+//!   stores take the memory, the offset of element (0, 0) and the stride
+//!   (MSL's `elements_per_row`).
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted
@@ -175,6 +185,17 @@ const KEYWORDS: &[&str] = &[
     "lit",
     "threadgroup_barrier",
     "simdgroup_barrier",
+    "simdgroup_store",
+    "simdgroup_store_transposed",
+    "simdgroup_fill",
+    "simdgroup_diagonal",
+    "simdgroup_load",
+    "simdgroup_load_transposed",
+    "simdgroup_multiply",
+    "simdgroup_multiply_accumulate",
+    "thread_element",
+    "matrix_row",
+    "matrix_col",
 ];
 
 const FLOAT_SUFFIXES: [&str; 3] = ["f16", "bf16", "f32"];
@@ -404,6 +425,16 @@ impl Printer<'_> {
     fn stmt(&mut self, stmt: &Stmt, depth: usize) {
         self.indent(depth);
         match &stmt.kind {
+            StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
+                self.out.push_str(if *transpose { "simdgroup_store_transposed(" } else { "simdgroup_store(" });
+                self.expr(value);
+                let name = self.memory_ref(*mem);
+                let _ = write!(self.out, ", {name}, ");
+                self.expr(offset);
+                self.out.push_str(", ");
+                self.expr(stride);
+                self.out.push(')');
+            }
             StmtKind::Assign { var, value } => {
                 let name = self.local_ref(*var);
                 let _ = write!(self.out, "{name} = ");
@@ -508,6 +539,38 @@ impl Printer<'_> {
 
     fn expr(&mut self, e: &Expr) {
         match e {
+            Expr::MatrixFill { ty, value, diagonal } => {
+                let _ = write!(self.out, "{}<{ty}>(", if *diagonal { "simdgroup_diagonal" } else { "simdgroup_fill" });
+                self.expr(value);
+                self.out.push(')');
+            }
+            Expr::MatrixLoad { ty, mem, offset, stride, transpose } => {
+                let name = self.memory_ref(*mem);
+                let _ = write!(self.out, "{}<{ty}>({name}, ", if *transpose { "simdgroup_load_transposed" } else { "simdgroup_load" });
+                self.expr(offset);
+                self.out.push_str(", ");
+                self.expr(stride);
+                self.out.push(')');
+            }
+            Expr::MatrixMultiply { a, b, acc } => {
+                self.out.push_str(if acc.is_some() { "simdgroup_multiply_accumulate(" } else { "simdgroup_multiply(" });
+                self.expr(a);
+                self.out.push_str(", ");
+                self.expr(b);
+                if let Some(c) = acc {
+                    self.out.push_str(", ");
+                    self.expr(c);
+                }
+                self.out.push(')');
+            }
+            Expr::MatrixElement { matrix, index } => {
+                self.out.push_str("thread_element(");
+                self.expr(matrix);
+                let _ = write!(self.out, ", {index})");
+            }
+            Expr::MatrixCoord { ty, index, column } => {
+                let _ = write!(self.out, "{}<{ty}>({index})", if *column { "matrix_col" } else { "matrix_row" });
+            }
             Expr::Literal(lit) => self.out.push_str(&literal_text(lit)),
             Expr::Param(p) => {
                 let name = self.param_ref(*p);
@@ -1314,6 +1377,19 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "simdgroup_store" | "simdgroup_store_transposed" => {
+                    self.bump();
+                    self.expect_punct("(")?;
+                    let value = self.expr()?;
+                    self.expect_punct(",")?;
+                    let mem = self.memory_arg()?;
+                    self.expect_punct(",")?;
+                    let offset = self.expr()?;
+                    self.expect_punct(",")?;
+                    let stride = self.expr()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::MatrixStore { value, mem, offset, stride, transpose: word == "simdgroup_store_transposed" })
+                }
                 _ => None,
             };
             if let Some(kind) = kind {
@@ -1668,6 +1744,32 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(if word == "cast" { Expr::Cast { to, arg } } else { Expr::Bitcast { to, arg } })
                     }
+                    (
+                        "simdgroup_fill" | "simdgroup_diagonal" | "simdgroup_load" | "simdgroup_load_transposed" | "matrix_row"
+                        | "matrix_col",
+                        Tok::Punct("<"),
+                    ) => self.matrix_primary(&word),
+                    ("simdgroup_multiply" | "simdgroup_multiply_accumulate" | "thread_element", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let first = Box::new(self.expr()?);
+                        self.expect_punct(",")?;
+                        let e = if word == "thread_element" {
+                            let index = self.small_index("an element index")?;
+                            Expr::MatrixElement { matrix: first, index }
+                        } else {
+                            let b = Box::new(self.expr()?);
+                            let acc = if word == "simdgroup_multiply_accumulate" {
+                                self.expect_punct(",")?;
+                                Some(Box::new(self.expr()?))
+                            } else {
+                                None
+                            };
+                            Expr::MatrixMultiply { a: first, b, acc }
+                        };
+                        self.expect_punct(")")?;
+                        Ok(e)
+                    }
                     (_, Tok::Punct("::")) => {
                         let mut name = word.clone();
                         self.bump();
@@ -1709,6 +1811,49 @@ impl Parser {
             }
             _ => Err(self.expected("an expression")),
         }
+    }
+
+    /// A matrix expression with a type argument (`simdgroup_load<mat8x8_f16>(…)`);
+    /// the name is next.
+    fn matrix_primary(&mut self, word: &str) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        let at = self.tok().clone();
+        let ty = self.ty()?.as_matrix().ok_or_else(|| {
+            self.err_at(&at, ParseErrorKind::Expected { expected: "a matrix type (`mat8x8_f16`)".into(), found: at.tok.describe() })
+        })?;
+        self.expect_punct(">")?;
+        self.expect_punct("(")?;
+        let e = match word {
+            "simdgroup_fill" | "simdgroup_diagonal" => {
+                Expr::MatrixFill { ty, value: Box::new(self.expr()?), diagonal: word == "simdgroup_diagonal" }
+            }
+            "matrix_row" | "matrix_col" => Expr::MatrixCoord { ty, index: self.small_index("an element index")?, column: word == "matrix_col" },
+            _ => {
+                let mem = self.memory_arg()?;
+                self.expect_punct(",")?;
+                let offset = Box::new(self.expr()?);
+                self.expect_punct(",")?;
+                let stride = Box::new(self.expr()?);
+                Expr::MatrixLoad { ty, mem, offset, stride, transpose: word == "simdgroup_load_transposed" }
+            }
+        };
+        self.expect_punct(")")?;
+        Ok(e)
+    }
+
+    /// A buffer or threadgroup array named as an argument.
+    fn memory_arg(&mut self) -> PResult<Memory> {
+        let at = self.tok().clone();
+        let target = self.reference()?;
+        self.memory_of(target, &at)
+    }
+
+    /// A plain number below 256 (a component or element index).
+    fn small_index(&mut self, what: &str) -> PResult<u8> {
+        let at = self.tok().clone();
+        let n = self.plain_u64(what)?;
+        u8::try_from(n).map_err(|_| self.err_at(&at, ParseErrorKind::Expected { expected: format!("{what} below 256"), found: n.to_string() }))
     }
 
     /// A call or a vector constructor; the name has been consumed, `(` is next.

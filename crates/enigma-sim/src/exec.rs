@@ -14,7 +14,7 @@ use crate::memory::Words;
 use crate::sanitizer::{AccessKind, DispatchTracker, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
-use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
+use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, Type};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Lanes per SIMD group, as an array length.
@@ -477,6 +477,21 @@ impl SimdGroup {
                         t.simd_epochs[self.index as usize] += 1;
                     }
                 }
+                Inst::LaneTable { dst, ref values } => self.regs[dst as usize] = **values,
+                Inst::WholeSimdgroup { op } => {
+                    if self.active != u32::MAX {
+                        let lane = (!self.active).trailing_zeros();
+                        return Err(Fault {
+                            pc,
+                            lane,
+                            message: format!(
+                                "`{op}` needs every lane of the SIMD group, but lane {lane} is inactive here ({} of 32 active; a partial SIMD group at the edge of the threadgroup, or divergent control flow)",
+                                self.active.count_ones()
+                            ),
+                        });
+                    }
+                }
+                Inst::MatrixMultiply { a, b, acc, dst, a_ty, b_ty, out } => self.matrix_multiply(a, b, acc, dst, a_ty, b_ty, out),
             }
         }
     }
@@ -614,6 +629,41 @@ impl SimdGroup {
                 let mut buf = [0u8; 8];
                 buf[..ts].copy_from_slice(&bytes[c * ts..(c + 1) * ts]);
                 self.regs[dst as usize + c][l] = ops::norm(to.elem(), u64::from_le_bytes(buf));
+            }
+        }
+    }
+
+    /// `dst = a·b (+ acc)` for the whole SIMD group: the reference
+    /// semantics of SIMD-group matrix multiplication. Each output element is
+    /// computed in f32: starting from the accumulator's element (or 0), it
+    /// adds `a[r][k]·b[k][c]` for k = 0, 1, … with one fused multiply-add
+    /// each, then rounds once to the output's element type. (f16 and bf16
+    /// products are exact in f32, so only the additions round.)
+    #[allow(clippy::too_many_arguments)]
+    fn matrix_multiply(&mut self, a: Reg, b: Reg, acc: Option<Reg>, dst: Reg, a_ty: MatrixType, b_ty: MatrixType, out: MatrixType) {
+        let gather = |regs: &[Lanes], base: Reg, ty: MatrixType| -> Vec<f32> {
+            let mut m = vec![0f32; ty.rows() as usize * ty.cols() as usize];
+            for lane in 0..LANES as u32 {
+                for i in 0..ty.per_lane() {
+                    if let Some((r, c)) = ty.reference_coord(lane, i) {
+                        m[(r * ty.cols() as u32 + c) as usize] = ops::f32_of(ty.elem(), regs[(base + i) as usize][lane as usize]);
+                    }
+                }
+            }
+            m
+        };
+        let (ma, mb) = (gather(&self.regs, a, a_ty), gather(&self.regs, b, b_ty));
+        let mc = acc.map(|c| gather(&self.regs, c, out));
+        let (k_len, cols) = (a_ty.cols() as usize, out.cols() as usize);
+        for lane in 0..LANES as u32 {
+            for i in 0..out.per_lane() {
+                let Some((r, c)) = out.reference_coord(lane, i) else { continue };
+                let (r, c) = (r as usize, c as usize);
+                let mut sum = mc.as_ref().map_or(0.0, |m| m[r * cols + c]);
+                for k in 0..k_len {
+                    sum = ma[r * k_len + k].mul_add(mb[k * cols + c], sum);
+                }
+                self.regs[(dst + i) as usize][lane as usize] = ops::from_f32(out.elem(), sum);
             }
         }
     }
