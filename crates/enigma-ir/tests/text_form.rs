@@ -504,3 +504,28 @@ fn json_carries_its_schema_version_and_types_by_name() {
     let none = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "", 1);
     assert!(from_json(&none).unwrap_err().message.contains("no \"schema\" field"));
 }
+
+#[test]
+fn matrix_constructs_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    use enigma_ir::{Access, MatrixType, Scalar, Type};
+    let (h, f) = (MatrixType::new(Scalar::F16, 16, 8), MatrixType::new(Scalar::F32, 16, 16));
+    let ht = MatrixType::new(Scalar::F16, 8, 16);
+    let mut k = KernelBuilder::new("m");
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let ma = k.let_("ma", matrix_load(h, a, 0u32, 8u32, false));
+    let mb = k.let_("mb", matrix_load(ht, a, 4u32, 8u32, true));
+    let acc = k.var("acc", matrix_diagonal(f, 1.0f32));
+    k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+    let _sq = k.let_("sq", matrix_multiply(ma, matrix_fill(ht, lit(Scalar::F16, 0.5))));
+    k.matrix_store(acc, out, 0u32, 16u32, true);
+    k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true)), thread_element(acc, 3));
+    let kernel = k.finish().unwrap();
+    let text = enigma_ir::text::print(&kernel);
+    assert!(text.contains("simdgroup_load_transposed<mat8x16_f16>(a, 4u32, 8u32)"), "{text}");
+    let back = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(enigma_ir::text::print(&back), text);
+    let json = enigma_ir::to_json(&kernel);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), kernel);
+}
