@@ -9,6 +9,7 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
+//! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
 //! Every kernel is a Rust function returning a [`Kernel`], generic over the
 //! element type ([`DType`]) and the vector width (1, or 4 for `float4` /
@@ -43,6 +44,7 @@ pub mod attention;
 pub mod elementwise;
 pub mod gemv;
 pub mod norm;
+pub mod quant;
 pub mod reduce;
 pub mod scan;
 pub mod softmax;
