@@ -55,9 +55,6 @@ pub const GROUPS: [usize; 3] = [32, 64, 128];
 /// K values per packed `u32`.
 pub const VALUES_PER_WORD: usize = 8;
 
-/// The largest finite f16.
-const F16_MAX: f32 = 65504.0;
-
 /// A 4-bit weight format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {

@@ -1,0 +1,335 @@
+//! Quantized matmul for decode sizes: `C[M, N] = A[M, K] · dequant(B)`,
+//! `A` in f16, `B` 4-bit ([`Format::Fp4`] or [`Format::Int4`] in seed 002's
+//! `[K/8][N]` layout with f16 scales per group, see [`super::quant`]), `C`
+//! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
+//!
+//! At these sizes the kernel is bound by reading `B` once, so it is built
+//! for bandwidth:
+//! * **Coalesced weights.** Each thread owns `cols` consecutive columns
+//!   (1, 2 or 4: one `uint` / `uint2` / `uint4` load per packed row, and the
+//!   same width of `half` scales); the 32 lanes of a SIMD group own
+//!   `32 · cols` consecutive columns, so each packed row of the tile is one
+//!   contiguous stretch of `128 · cols` bytes.
+//! * **Dequantised in registers.** INT4: the nibble is placed in the
+//!   mantissa of 2^23 (`as_float(0x4B000000 | q) − (2^23 + 8)`, exact). FP4:
+//!   the three magnitude bits go to bits 22–24 of an f32 and the exponent is
+//!   rebiased by adding `0x3F000000` (1.0, 1.5, … 6.0); codes 0 and 1 (0 and
+//!   the subnormal 0.5) are selected separately, so no subnormal float is
+//!   ever formed (GPUs may flush them); the sign bit is moved to bit 31.
+//!   Each group's products are summed unscaled, then multiplied by the
+//!   group's scale once.
+//! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
+//!   column tile and take the quantization groups round-robin (SIMD group
+//!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
+//!   `S` times more threads than columns; the partial sums meet in
+//!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
+//!   so that consecutive lanes write consecutive words.
+//! * `A` is read with `half4` loads at addresses uniform across a SIMD group
+//!   (one broadcast each), 8 K values per packed word, 4 words per loop
+//!   iteration with the weight loads issued first.
+//!
+//! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
+//! take more threadgroups along y, each reading `B` again, mostly from L2).
+//! Edge columns (N not a multiple of `32 · cols`) and edge rows are clamped
+//! for the loads, which stay in bounds, and never stored.
+//!
+//! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
+//! words), `scales` / `scales2` / `scales4`, `c`, and `m`, `n`, `k`,
+//! `group_words` (= group / 8) by value.
+
+use super::quant::{Format, GROUPS, VALUES_PER_WORD};
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// Packed words per loop iteration (the group's words are a multiple of it).
+pub const WORDS_PER_ITERATION: u32 = 4;
+/// The largest `rows` (rows of `C` per threadgroup).
+pub const MAX_ROWS: u32 = 8;
+/// Default threads per threadgroup (8 SIMD groups splitting K).
+pub const DEFAULT_THREADS: u32 = 256;
+/// `rows · cols` the default keeps to (accumulators per thread, twice).
+const DEFAULT_REGISTER_TILE: u32 = 8;
+
+/// The value of nibble `j` of the packed word `q` (u32), as f32, before scaling.
+fn decode(format: Format, q: Ex, j: u32) -> Ex {
+    let shift = 4 * j;
+    match format {
+        Format::Int4 => {
+            let nibble = if shift == 0 { q & 0xFu32 } else { (q >> shift) & 0xFu32 };
+            (nibble | 0x4B00_0000u32).bitcast(Type::F32) - f(8_388_616.0)
+        }
+        _ => {
+            // Magnitude bits (e1 e0 m) at bits 22..=24, sign at bit 31.
+            let mag = if shift <= 22 { (q << (22 - shift)) & 0x01C0_0000u32 } else { (q >> (shift - 22)) & 0x01C0_0000u32 };
+            let sign = if shift == 28 { q & 0x8000_0000u32 } else { (q << (28 - shift)) & 0x8000_0000u32 };
+            // e > 0: rebias the exponent (+126); e = 0: 0 or 0.5 (0x3F000000 = 252 · 2^22).
+            let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
+            (bits | sign).bitcast(Type::F32)
+        }
+    }
+}
+
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_t{threads}`.
+///
+/// # Panics
+/// When `format` is MLX's affine format (not in seed 002's layout), `rows`
+/// is not 1 … 8, `cols` not 1, 2 or 4, or `threads` not a multiple of 32
+/// between 32 and 1024.
+pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, threads: u32) -> Kernel {
+    assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
+    assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
+    assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
+    assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
+    let simdgroups = threads / SIMD_WIDTH;
+    let (rows_n, cols_n) = (rows as usize, cols as usize);
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_t{threads}"));
+    let suffix = if cols == 1 { String::new() } else { cols.to_string() };
+    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
+    let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
+    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let n = k.value("n", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let group_words = k.value("group_words", Type::U32);
+    let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
+
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let tile = k.let_("tile", threadgroup_position_in_grid().x());
+    let row0 = k.let_("row0", threadgroup_position_in_grid().y() * rows);
+    let nv = k.let_("nv", n / cols);
+    // This lane's column vector, clamped for the loads.
+    let colv = k.let_("colv", min(tile * SIMD_WIDTH + lane, nv - 1u32));
+    let k4 = k.let_("k4", kk / 4u32);
+    let groups = k.let_("groups", kk / (group_words * VALUES_PER_WORD as u32));
+    let last_row = k.let_("last_row", m - 1u32);
+    let a_base: Vec<Ex> = (0..rows).map(|r| k.let_(&format!("a_base{r}"), min(row0 + r, last_row) * k4)).collect();
+    let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.for_range("g", sg, groups, simdgroups, |k, g| {
+        let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+        let w0 = k.let_("w0", g * group_words);
+        k.for_range("w", w0, w0 + group_words, WORDS_PER_ITERATION, |k, w| {
+            // The iteration's weight loads first, then the math.
+            let qs: Vec<Ex> = (0..WORDS_PER_ITERATION).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
+            for (u, &q) in qs.iter().enumerate() {
+                let a: Vec<[Ex; 2]> = (0..rows_n)
+                    .map(|r| {
+                        let at = a_base[r] + (w + u as u32) * 2u32;
+                        let lo = k.let_(&format!("a{u}_{r}_lo"), a4.get(at).cast(Type::vector(Scalar::F32, 4)));
+                        let hi = k.let_(&format!("a{u}_{r}_hi"), a4.get(at + 1u32).cast(Type::vector(Scalar::F32, 4)));
+                        [lo, hi]
+                    })
+                    .collect();
+                for cc in 0..cols_n {
+                    let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
+                    for j in 0..VALUES_PER_WORD as u32 {
+                        let v = k.let_(&format!("v{u}_{cc}_{j}"), decode(format, word, j));
+                        for (a_row, part_row) in a.iter().zip(&part) {
+                            let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
+                            k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
+                        }
+                    }
+                }
+            }
+        });
+        let s = k.let_("s", to_f32(scales.get(g * nv + colv)));
+        for cc in 0..cols_n {
+            let sc = if cols == 1 { s } else { s.component(cc as u8) };
+            for (acc_row, part_row) in acc.iter().zip(&part) {
+                k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
+            }
+        }
+    });
+
+    // Partials: [simdgroup][row][col][lane].
+    for (r, acc_row) in acc.iter().enumerate() {
+        for (cc, v) in acc_row.iter().enumerate() {
+            let slot = (sg * rows + r as u32) * cols + cc as u32;
+            k.store(partials.at(slot * SIMD_WIDTH + lane), v.get());
+        }
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let per_group = rows * cols * SIMD_WIDTH;
+    k.for_range("o", thread_index_in_threadgroup(), per_group, threads, |k, o| {
+        let total = k.var("total", f(0.0));
+        for s in 0..simdgroups {
+            k.assign(total, total.get() + partials.get(o + s * per_group));
+        }
+        let rc = k.let_("rc", o / SIMD_WIDTH);
+        let row = k.let_("row", row0 + rc / cols);
+        let col = k.let_("col", (tile * SIMD_WIDTH + o % SIMD_WIDTH) * cols + rc % cols);
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, row * n + col, total.get()));
+    });
+    finish(k)
+}
+
+/// A planned quantized matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QmatmulPlan {
+    pub format: Format,
+    pub out: DType,
+    pub rows: u32,
+    pub cols: u32,
+    pub threads: u32,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub group: u32,
+    pub dispatch: Dispatch,
+}
+
+impl QmatmulPlan {
+    pub fn kernel(&self) -> Kernel {
+        qmatmul(self.format, self.out, self.rows, self.cols, self.threads)
+    }
+
+    /// `group / 8`, the kernel's `group_words`.
+    pub fn group_words(&self) -> u32 {
+        self.group / VALUES_PER_WORD as u32
+    }
+
+    /// Bytes the kernel must move at least: `A` and `B` (codes and scales)
+    /// read once, `C` written once.
+    pub fn bytes(&self) -> u64 {
+        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
+        m * k * 2 + k * n / 2 + k / self.group as u64 * n * 2 + m * n * self.out.size_bytes() as u64
+    }
+}
+
+/// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
+/// `min(M, 8)`) and columns per thread (1, 2, 4; default the widest that
+/// divides N with `rows · cols ≤ 8`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QmatmulOptions {
+    pub rows: Option<u32>,
+    pub cols: Option<u32>,
+}
+
+/// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
+/// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
+/// choice).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: QmatmulOptions) -> Result<QmatmulPlan, ShapeError> {
+    let name = format!("qmatmul_{format}_{out}");
+    if !matches!(format, Format::Fp4 | Format::Int4) {
+        return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
+    }
+    nonzero(&name, "m", m)?;
+    nonzero(&name, "n", n)?;
+    nonzero(&name, "k", k)?;
+    if !GROUPS.contains(&group) {
+        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
+    }
+    if k % group != 0 {
+        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
+    }
+    let m32 = to_u32(&name, "m", m)?;
+    let n32 = to_u32(&name, "n", n)?;
+    let k32 = to_u32(&name, "k", k)?;
+    to_u32(&name, "m × k", m.saturating_mul(k))?;
+    to_u32(&name, "m × n", m.saturating_mul(n))?;
+    to_u32(&name, "k × n", k.saturating_mul(n))?;
+    if out == DType::BF16 {
+        return Err(ShapeError::new(name, "the output is f32 or f16"));
+    }
+    let t = check_threads(&name, threads)?;
+    let rows = options.rows.unwrap_or(m32.min(MAX_ROWS));
+    if !(1..=MAX_ROWS).contains(&rows) {
+        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
+    }
+    let cols = match options.cols {
+        Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
+        Some(c) if n32 % c != 0 => return Err(ShapeError::new(name, format!("{c} columns per thread need n % {c} == 0, n = {n}"))),
+        Some(c) => c,
+        None => [4, 2, 1].into_iter().find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE).unwrap_or(1),
+    };
+    let bytes = (t / SIMD_WIDTH) as u64 * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    if bytes > MAX_THREADGROUP_MEMORY {
+        return Err(ShapeError::new(
+            name,
+            format!("{t} threads × {rows} rows × {cols} columns need {bytes} bytes of threadgroup memory for the partial sums, over {MAX_THREADGROUP_MEMORY}"),
+        ));
+    }
+    let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
+    let row_blocks = m32.div_ceil(rows);
+    Ok(QmatmulPlan {
+        format,
+        out,
+        rows,
+        cols,
+        threads: t,
+        m: m32,
+        n: n32,
+        k: k32,
+        group: group as u32,
+        dispatch: Dispatch::threadgroups([tiles, row_blocks, 1], t),
+    })
+}
+
+/// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
+/// weights `W` `[k, n]`, both row-major.
+pub fn reference(a: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0f64; m * n];
+    for r in 0..m {
+        for kk in 0..k {
+            let av = a[r * k + kk] as f64;
+            for col in 0..n {
+                c[r * n + col] += av * w[kk * n + col] as f64;
+            }
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::{validate, ValidationOptions};
+
+    #[test]
+    fn every_variant_validates() {
+        for format in [Format::Fp4, Format::Int4] {
+            for out in [DType::F32, DType::F16] {
+                for rows in 1..=MAX_ROWS {
+                    for cols in [1, 2, 4] {
+                        let kernel = qmatmul(format, out, rows, cols, 64);
+                        if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
+                            panic!("{}: {e}", kernel.name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn llama_mlp_shapes() {
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        // 4 columns per thread, 128 per threadgroup: 86 tiles.
+        assert_eq!((p.rows, p.cols), (1, 4));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
+        assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
+        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols), (8, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols), (3, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+    }
+
+    #[test]
+    fn bad_shapes_are_errors_with_the_numbers() {
+        let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
+        let o = QmatmulOptions::default();
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
+        assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
+        let cols = QmatmulOptions { cols: Some(4), rows: None };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
+        let big = QmatmulOptions { cols: Some(4), rows: Some(8) };
+        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("131072 bytes of threadgroup memory"));
+    }
+}
