@@ -51,7 +51,7 @@ pub const DEFAULT_THREADS: u32 = 256;
 const DEFAULT_REGISTER_TILE: u32 = 8;
 
 /// The value of nibble `j` of the packed word `q` (u32), as f32, before scaling.
-fn decode(format: Format, q: Ex, j: u32) -> Ex {
+fn decode(k: &mut KernelBuilder, name: &str, format: Format, q: Ex, j: u32) -> Ex {
     let shift = 4 * j;
     match format {
         Format::Int4 => {
@@ -60,7 +60,7 @@ fn decode(format: Format, q: Ex, j: u32) -> Ex {
         }
         _ => {
             // Magnitude bits (e1 e0 m) at bits 22..=24, sign at bit 31.
-            let mag = if shift <= 22 { (q << (22 - shift)) & 0x01C0_0000u32 } else { (q >> (shift - 22)) & 0x01C0_0000u32 };
+            let mag = k.let_(name, if shift <= 22 { (q << (22 - shift)) & 0x01C0_0000u32 } else { (q >> (shift - 22)) & 0x01C0_0000u32 });
             let sign = if shift == 28 { q & 0x8000_0000u32 } else { (q << (28 - shift)) & 0x8000_0000u32 };
             // e > 0: rebias the exponent (+126); e = 0: 0 or 0.5 (0x3F000000 = 252 · 2^22).
             let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
@@ -125,7 +125,8 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, threads: u32) -
                 for cc in 0..cols_n {
                     let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
                     for j in 0..VALUES_PER_WORD as u32 {
-                        let v = k.let_(&format!("v{u}_{cc}_{j}"), decode(format, word, j));
+                        let v = decode(k, &format!("mag{u}_{cc}_{j}"), format, word, j);
+                        let v = k.let_(&format!("v{u}_{cc}_{j}"), v);
                         for (a_row, part_row) in a.iter().zip(&part) {
                             let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
                             k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
