@@ -435,6 +435,9 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::library_qmatmul, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

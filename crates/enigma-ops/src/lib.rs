@@ -39,13 +39,19 @@
 //! ([`default_threads`]), 512 for the prefix sums (measured on the H100:
 //! `scan::DEFAULT_THREADS`), or [`Options::threads`] (a multiple of 32).
 //!
+//! # 4-bit weights
+//! [`quantize_weights`] and [`dequantize_weights`] convert on the host (FP4,
+//! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
+//! FP4/INT4 weights on the device and [`qmatmul`] computes `A · dequant(B)`
+//! with `A` an untyped f16 buffer ([`upload`]).
+//!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data
 //! ([`Entry::run`]) and a timing loop ([`Entry::bench`]), for `enigma run`
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, qmatmul, quant, reduce, scan, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, qmatmul, reduce, scan, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -53,7 +59,7 @@ use std::collections::HashMap;
 
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
-pub use enigma_kernels::library::quant::{Format as QuantFormat, QuantError, QuantizedMatrix};
+pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 
 mod check;
@@ -833,8 +839,9 @@ pub fn upload(rt: &Runtime, elem: Scalar, values: &[f32]) -> Result<Buffer, Erro
     upload_bytes(rt, encode(elem, values))
 }
 
-/// An untyped buffer holding `bytes`, zero-padded to a multiple of 16 bytes.
-fn upload_bytes(rt: &Runtime, mut bytes: Vec<u8>) -> Result<Buffer, Error> {
+/// An untyped buffer holding `bytes`, zero-padded to a multiple of 16 bytes
+/// (so that it can be bound as a vector view).
+pub fn upload_bytes(rt: &Runtime, mut bytes: Vec<u8>) -> Result<Buffer, Error> {
     bytes.resize(bytes.len().div_ceil(16) * 16, 0);
     let buf = rt.buffer_bytes(bytes.len())?;
     buf.write_bytes(0, &bytes)?;
