@@ -7,7 +7,8 @@
 //! cache (an H100 has 50 MB), and times every threadgroup size × columns per
 //! thread asked for: each timed call reads the next copy, so the weights
 //! come from DRAM as in a model's decode step (`hot_median_us` is the same
-//! kernel re-reading one copy, from L2). Each configuration is first
+//! kernel re-reading one copy, from L2). Also swept: packed words per loop
+//! iteration (`--words`; those that do not divide the group's are skipped). Each configuration is first
 //! checked against the f64 product of `A` and the dequantised weights.
 //! Times are CUDA-event device times of the dispatch, medians of `repeats`.
 //!
@@ -15,7 +16,8 @@
 //!
 //! ```text
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
-//!              [--threads 128,256,512,1024] [--cols 1,2,4] [--copies N] [--repeats 50]
+//!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
+//!              [--copies N] [--repeats 50]
 //! ```
 
 use enigma_ir::Scalar;
@@ -35,6 +37,7 @@ struct Args {
     formats: Vec<QuantFormat>,
     threads: Vec<u32>,
     cols: Vec<u32>,
+    words: Vec<u32>,
     copies: Option<usize>,
     repeats: usize,
 }
@@ -52,6 +55,7 @@ fn parse_args() -> Args {
         formats: vec![QuantFormat::Fp4, QuantFormat::Int4],
         threads: vec![128, 256, 512, 1024],
         cols: vec![1, 2, 4],
+        words: vec![4, 8, 16],
         copies: None,
         repeats: 50,
     };
@@ -66,6 +70,7 @@ fn parse_args() -> Args {
             "--formats" => a.formats = value.split(',').map(|f| QuantFormat::parse(f).unwrap_or_else(|e| panic!("{e}"))).collect(),
             "--threads" => a.threads = list(flag, value),
             "--cols" => a.cols = list(flag, value),
+            "--words" => a.words = list(flag, value),
             "--copies" => a.copies = Some(list(flag, value)[0]),
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
@@ -125,57 +130,61 @@ fn main() {
                 })
                 .collect();
             let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
+            let mut configs = vec![];
             for &threads in &args.threads {
                 for &cols in &args.cols {
-                    let options = Options { threads: Some(threads), columns_per_thread: Some(cols), ..Options::default() };
-                    let ops = Ops::new(&rt).with_options(options);
-                    let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols });
-                    let first = match ops.qmatmul(&ab, &weights[0], m, ElemType::F16) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let mut row = base;
-                            row["error"] = e.to_string().into();
-                            rows.push(row);
-                            continue;
-                        }
-                    };
-                    let launch = ops.take_launches().remove(0);
-                    let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
-                    let failures = got.iter().zip(&want).zip(&bounds).filter(|((g, w), b)| ((*g - *w).abs() > **b) || g.is_nan()).count();
-                    let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
-                    let time = |rotate: bool| -> Duration {
-                        let mut times = vec![];
-                        for i in 0..5 + args.repeats {
-                            let copy = if rotate { &weights[i % copies] } else { &weights[0] };
-                            ops.qmatmul(&ab, copy, m, ElemType::F16).unwrap_or_else(|e| panic!("{e}"));
-                            let l = ops.take_launches().remove(0);
-                            if i >= 5 {
-                                times.push(l.report.device_time.unwrap_or(l.report.wall_time));
-                            }
-                        }
-                        median(times)
-                    };
-                    let cold = time(true);
-                    let hot = time(false);
-                    eprintln!("{format} m={m} threads={threads} cols={cols}: {:.2} us (hot {:.2} us), {failures} failures", cold.as_secs_f64() * 1e6, hot.as_secs_f64() * 1e6);
-                    let mut row = base;
-                    let extra = serde_json::json!({
-                        "kernel": launch.kernel,
-                        "grid": launch.dispatch.size,
-                        "passed": failures == 0,
-                        "failures": failures,
-                        "max_abs_error": max_abs_error,
-                        "device_timed": launch.report.device_time.is_some(),
-                        "median_us": cold.as_secs_f64() * 1e6,
-                        "hot_median_us": hot.as_secs_f64() * 1e6,
-                        "bytes": bytes,
-                        "tb_per_s": bytes as f64 / cold.as_secs_f64() / 1e12,
-                    });
-                    for (key, v) in extra.as_object().into_iter().flatten() {
-                        row[key] = v.clone();
-                    }
-                    rows.push(row);
+                    configs.extend(args.words.iter().filter(|&&w| (group / 8) % w as usize == 0).map(|&w| (threads, cols, w)));
                 }
+            }
+            for (threads, cols, words) in configs {
+                let options = Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), ..Options::default() };
+                let ops = Ops::new(&rt).with_options(options);
+                let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words });
+                let first = match ops.qmatmul(&ab, &weights[0], m, ElemType::F16) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let mut row = base;
+                        row["error"] = e.to_string().into();
+                        rows.push(row);
+                        continue;
+                    }
+                };
+                let launch = ops.take_launches().remove(0);
+                let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
+                let failures = got.iter().zip(&want).zip(&bounds).filter(|((g, w), b)| ((*g - *w).abs() > **b) || g.is_nan()).count();
+                let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+                let time = |rotate: bool| -> Duration {
+                    let mut times = vec![];
+                    for i in 0..5 + args.repeats {
+                        let copy = if rotate { &weights[i % copies] } else { &weights[0] };
+                        ops.qmatmul(&ab, copy, m, ElemType::F16).unwrap_or_else(|e| panic!("{e}"));
+                        let l = ops.take_launches().remove(0);
+                        if i >= 5 {
+                            times.push(l.report.device_time.unwrap_or(l.report.wall_time));
+                        }
+                    }
+                    median(times)
+                };
+                let cold = time(true);
+                let hot = time(false);
+                eprintln!("{format} m={m} threads={threads} cols={cols} words={words}: {:.2} us (hot {:.2} us), {failures} failures", cold.as_secs_f64() * 1e6, hot.as_secs_f64() * 1e6);
+                let mut row = base;
+                let extra = serde_json::json!({
+                    "kernel": launch.kernel,
+                    "grid": launch.dispatch.size,
+                    "passed": failures == 0,
+                    "failures": failures,
+                    "max_abs_error": max_abs_error,
+                    "device_timed": launch.report.device_time.is_some(),
+                    "median_us": cold.as_secs_f64() * 1e6,
+                    "hot_median_us": hot.as_secs_f64() * 1e6,
+                    "bytes": bytes,
+                    "tb_per_s": bytes as f64 / cold.as_secs_f64() / 1e12,
+                });
+                for (key, v) in extra.as_object().into_iter().flatten() {
+                    row[key] = v.clone();
+                }
+                rows.push(row);
             }
         }
     }

@@ -104,7 +104,8 @@ pub struct Options {
     pub cache_rows: Option<bool>,
     /// Vector reductions: cap on pass-1 threadgroups.
     pub max_threadgroups: Option<u32>,
-    /// Vector reductions, GEMV and prefix sums: loads in flight per thread.
+    /// Vector reductions, GEMV and prefix sums: loads in flight per thread;
+    /// quantized matmul: packed words per loop iteration (4, 8 or 16).
     pub unroll: Option<u32>,
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
@@ -113,7 +114,8 @@ pub struct Options {
     pub rows_per_threadgroup: Option<u32>,
     /// Quantized matmul: columns per thread (1, 2 or 4: `uint`, `uint2`,
     /// `uint4` weight loads; default the widest that divides N with
-    /// `rows · columns ≤ 8`; `vectorize: Some(false)` means 1).
+    /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
+    /// per compute unit; `vectorize: Some(false)` means 1).
     pub columns_per_thread: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
@@ -590,7 +592,13 @@ impl<'rt> Ops<'rt> {
             (None, Some(false)) => Some(1),
             (None, _) => None,
         };
-        let options = qmatmul::QmatmulOptions { rows: self.options.rows_per_threadgroup, cols };
+        // On a GPU, default to enough column tiles for two threadgroups per
+        // compute unit (the simulator gains nothing from more).
+        let min_tiles = match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Simulator => 0,
+            _ => 2 * self.rt.device().compute_units,
+        };
+        let options = qmatmul::QmatmulOptions { rows: self.options.rows_per_threadgroup, cols, words: self.options.unroll, min_tiles };
         let threads = self.options.threads.unwrap_or(qmatmul::DEFAULT_THREADS);
         let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
         if plan.cols > 1 {
@@ -601,7 +609,7 @@ impl<'rt> Ops<'rt> {
         }
         let c = self.output(out.scalar(), m * w.n)?;
         self.launch(
-            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.threads)),
+            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
             || plan.kernel(),
             plan.dispatch,
             &[

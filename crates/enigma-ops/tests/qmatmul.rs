@@ -71,7 +71,7 @@ fn every_column_width_thread_count_and_row_block_agrees() {
             for threads in [32, 96, 256] {
                 let options = Options { columns_per_thread: Some(cols), threads: Some(threads), ..Options::default() };
                 let name = check(&rt, format, ElemType::F32, 2, 100, 256, 32, &options);
-                assert!(name.ends_with(&format!("_c{cols}_t{threads}")), "{name}");
+                assert!(name.ends_with(&format!("_c{cols}_u4_t{threads}")), "{name}");
             }
         }
         let options = Options { rows_per_threadgroup: Some(4), ..Options::default() };
@@ -83,6 +83,11 @@ fn every_column_width_thread_count_and_row_block_agrees() {
         // No vectors: one column per thread.
         let name = check(&rt, format, ElemType::F32, 1, 64, 64, 32, &Options { vectorize: Some(false), ..Options::default() });
         assert!(name.contains("_c1_"), "{name}");
+        // Packed words per loop iteration: 4, 8 and 16 over groups of 128.
+        for words in [4, 8, 16] {
+            let name = check(&rt, format, ElemType::F32, 3, 20, 256, 128, &Options { unroll: Some(words), ..Options::default() });
+            assert!(name.contains(&format!("_u{words}_")), "{name}");
+        }
     }
 }
 
@@ -93,9 +98,10 @@ fn runs_clean_under_the_sanitizer() {
     // outputs: none, under three SIMD-group schedules.
     let rt = Runtime::new(Device::Sim).unwrap();
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
-        for (m, n, k, cols) in [(3, 33, 128, 1), (1, 68, 64, 4), (8, 10, 96, 2)] {
-            let options = Options { sanitize: true, threads: Some(64), columns_per_thread: Some(cols), ..Options::default() };
-            check(&rt, format, ElemType::F32, m, n, k, 32, &options);
+        for (m, n, k, cols, words) in [(3, 33, 128, 1, 4), (1, 68, 64, 4, 4), (8, 10, 96, 2, 4), (2, 36, 256, 2, 16)] {
+            let group = if words == 16 { 128 } else { 32 };
+            let options = Options { sanitize: true, threads: Some(64), columns_per_thread: Some(cols), unroll: Some(words), ..Options::default() };
+            check(&rt, format, ElemType::F32, m, n, k, group, &options);
         }
     }
 }

@@ -486,9 +486,9 @@ pub fn all_kernels() -> Vec<Kernel> {
     for format in [quant::Format::Fp4, quant::Format::Int4] {
         for out_dtype in [DType::F32, DType::F16] {
             for cols in [1, 2, 4] {
-                out.push(qmatmul::qmatmul(format, out_dtype, 1, cols, qmatmul::DEFAULT_THREADS));
+                out.push(qmatmul::qmatmul(format, out_dtype, 1, cols, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
             }
-            out.push(qmatmul::qmatmul(format, out_dtype, 8, 1, qmatmul::DEFAULT_THREADS));
+            out.push(qmatmul::qmatmul(format, out_dtype, 8, 1, 4, qmatmul::DEFAULT_THREADS));
         }
     }
     for scalar in scan::SCAN_SCALARS {

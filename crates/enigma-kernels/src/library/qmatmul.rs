@@ -25,8 +25,9 @@
 //!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
 //!   so that consecutive lanes write consecutive words.
 //! * `A` is read with `half4` loads at addresses uniform across a SIMD group
-//!   (one broadcast each), 8 K values per packed word, 4 words per loop
-//!   iteration with the weight loads issued first.
+//!   (one broadcast each), 8 K values per packed word; `words` packed words
+//!   (4, 8 or 16, dividing the group's) per loop iteration, their weight
+//!   loads issued first, so that many loads are in flight per thread.
 //!
 //! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
 //! take more threadgroups along y, each reading `B` again, mostly from L2).
@@ -41,8 +42,10 @@ use super::quant::{Format, GROUPS, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
-/// Packed words per loop iteration (the group's words are a multiple of it).
-pub const WORDS_PER_ITERATION: u32 = 4;
+/// The packed words per loop iteration a kernel may take.
+pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
+/// Default packed words per loop iteration (fewer when a group has fewer).
+pub const DEFAULT_WORDS: u32 = 8;
 /// The largest `rows` (rows of `C` per threadgroup).
 pub const MAX_ROWS: u32 = 8;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
@@ -69,20 +72,23 @@ fn decode(k: &mut KernelBuilder, name: &str, format: Format, q: Ex, j: u32) -> E
     }
 }
 
-/// `qmatmul_{format}_{out}_r{rows}_c{cols}_t{threads}`.
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
+/// group's packed words (`group_words`, by value) must be a multiple of
+/// `words`.
 ///
 /// # Panics
 /// When `format` is MLX's affine format (not in seed 002's layout), `rows`
-/// is not 1 … 8, `cols` not 1, 2 or 4, or `threads` not a multiple of 32
-/// between 32 and 1024.
-pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, threads: u32) -> Kernel {
+/// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
+/// `threads` not a multiple of 32 between 32 and 1024.
+pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
     assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
+    assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
     let simdgroups = threads / SIMD_WIDTH;
     let (rows_n, cols_n) = (rows as usize, cols as usize);
-    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_t{threads}"));
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}"));
     let suffix = if cols == 1 { String::new() } else { cols.to_string() };
     let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
     let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
@@ -110,9 +116,9 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, threads: u32) -
     k.for_range("g", sg, groups, simdgroups, |k, g| {
         let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
         let w0 = k.let_("w0", g * group_words);
-        k.for_range("w", w0, w0 + group_words, WORDS_PER_ITERATION, |k, w| {
+        k.for_range("w", w0, w0 + group_words, words, |k, w| {
             // The iteration's weight loads first, then the math.
-            let qs: Vec<Ex> = (0..WORDS_PER_ITERATION).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
+            let qs: Vec<Ex> = (0..words).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
             for (u, &q) in qs.iter().enumerate() {
                 let a: Vec<[Ex; 2]> = (0..rows_n)
                     .map(|r| {
@@ -173,6 +179,8 @@ pub struct QmatmulPlan {
     pub out: DType,
     pub rows: u32,
     pub cols: u32,
+    /// Packed words per loop iteration.
+    pub words: u32,
     pub threads: u32,
     pub m: u32,
     pub n: u32,
@@ -183,7 +191,7 @@ pub struct QmatmulPlan {
 
 impl QmatmulPlan {
     pub fn kernel(&self) -> Kernel {
-        qmatmul(self.format, self.out, self.rows, self.cols, self.threads)
+        qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
     }
 
     /// `group / 8`, the kernel's `group_words`.
@@ -200,12 +208,19 @@ impl QmatmulPlan {
 }
 
 /// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
-/// `min(M, 8)`) and columns per thread (1, 2, 4; default the widest that
-/// divides N with `rows · cols ≤ 8`).
+/// `min(M, 8)`), columns per thread (1, 2, 4; default the widest that
+/// divides N with `rows · cols ≤ 8` and gives at least `min_tiles` column
+/// tiles, else 1) and packed words per loop iteration (4, 8, 16, dividing
+/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QmatmulOptions {
     pub rows: Option<u32>,
     pub cols: Option<u32>,
+    pub words: Option<u32>,
+    /// Column tiles (threadgroups along x) the default `cols` keeps to:
+    /// on a GPU about two per compute unit, so that a narrow N still fills
+    /// the GPU; 0 for no minimum.
+    pub min_tiles: u32,
 }
 
 /// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
@@ -244,7 +259,18 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
         Some(c) if n32 % c != 0 => return Err(ShapeError::new(name, format!("{c} columns per thread need n % {c} == 0, n = {n}"))),
         Some(c) => c,
-        None => [4, 2, 1].into_iter().find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE).unwrap_or(1),
+        None => [4, 2, 1]
+            .into_iter()
+            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
+            .unwrap_or(1),
+    };
+    let group_words = (group / VALUES_PER_WORD) as u32;
+    let words = match options.words {
+        Some(w) if !WORDS_PER_ITERATION.contains(&w) || group_words % w != 0 => {
+            return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
+        }
+        Some(w) => w,
+        None => DEFAULT_WORDS.min(group_words),
     };
     let bytes = (t / SIMD_WIDTH) as u64 * (rows * cols * SIMD_WIDTH) as u64 * 4;
     if bytes > MAX_THREADGROUP_MEMORY {
@@ -260,6 +286,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         out,
         rows,
         cols,
+        words,
         threads: t,
         m: m32,
         n: n32,
@@ -294,8 +321,8 @@ mod tests {
         for format in [Format::Fp4, Format::Int4] {
             for out in [DType::F32, DType::F16] {
                 for rows in 1..=MAX_ROWS {
-                    for cols in [1, 2, 4] {
-                        let kernel = qmatmul(format, out, rows, cols, 64);
+                    for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
+                        let kernel = qmatmul(format, out, rows, cols, words, 64);
                         if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
                             panic!("{}: {e}", kernel.name);
                         }
@@ -309,14 +336,20 @@ mod tests {
     fn llama_mlp_shapes() {
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
         // 4 columns per thread, 128 per threadgroup: 86 tiles.
-        assert_eq!((p.rows, p.cols), (1, 4));
+        assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
         assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
+        // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
+        let gpu = QmatmulOptions { min_tiles: 264, ..QmatmulOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
+        let gpu = QmatmulOptions { min_tiles: 160, ..QmatmulOptions::default() };
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
         let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
         let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
-        assert_eq!((p.rows, p.cols), (3, 1));
+        assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
     }
 
@@ -328,9 +361,11 @@ mod tests {
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
         assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
         assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
-        let cols = QmatmulOptions { cols: Some(4), rows: None };
+        let cols = QmatmulOptions { cols: Some(4), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
-        let big = QmatmulOptions { cols: Some(4), rows: Some(8) };
+        let words = QmatmulOptions { words: Some(16), ..o };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
+        let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
         assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("131072 bytes of threadgroup memory"));
     }
 }
