@@ -10,14 +10,14 @@
 //!   same width of `half` scales); the 32 lanes of a SIMD group own
 //!   `32 · cols` consecutive columns, so each packed row of the tile is one
 //!   contiguous stretch of `128 · cols` bytes.
-//! * **Dequantised in registers.** INT4: the nibble is placed in the
-//!   mantissa of 2^23 (`as_float(0x4B000000 | q) − (2^23 + 8)`, exact). FP4:
-//!   the three magnitude bits go to bits 22–24 of an f32 and the exponent is
-//!   rebiased by adding `0x3F000000` (1.0, 1.5, … 6.0); codes 0 and 1 (0 and
-//!   the subnormal 0.5) are selected separately, so no subnormal float is
-//!   ever formed (GPUs may flush them); the sign bit is moved to bit 31.
-//!   Each group's products are summed unscaled, then multiplied by the
-//!   group's scale once.
+//! * **Dequantised on the fly.** INT4: the nibble, masked in place, becomes
+//!   the low mantissa bits of an f32 with the matching exponent, so one
+//!   logic operation and one subtraction give `nibble − 8` exactly (nibbles
+//!   5–7 after one shift of the word). FP4: a 16-entry f32 table in
+//!   threadgroup memory (filled once per threadgroup by bit arithmetic that
+//!   never forms a subnormal, which GPUs may flush); 16 entries in 16 banks,
+//!   so a SIMD group's lookups never conflict. Each group's products are
+//!   summed unscaled, then multiplied by the group's scale once.
 //! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
 //!   column tile and take the quantization groups round-robin (SIMD group
 //!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
@@ -53,23 +53,40 @@ pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
 const DEFAULT_REGISTER_TILE: u32 = 8;
 
-/// The value of nibble `j` of the packed word `q` (u32), as f32, before scaling.
-fn decode(k: &mut KernelBuilder, name: &str, format: Format, q: Ex, j: u32) -> Ex {
-    let shift = 4 * j;
-    match format {
-        Format::Int4 => {
-            let nibble = if shift == 0 { q & 0xFu32 } else { (q >> shift) & 0xFu32 };
-            (nibble | 0x4B00_0000u32).bitcast(Type::F32) - f(8_388_616.0)
-        }
-        _ => {
-            // Magnitude bits (e1 e0 m) at bits 22..=24, sign at bit 31.
-            let mag = k.let_(name, if shift <= 22 { (q << (22 - shift)) & 0x01C0_0000u32 } else { (q >> (shift - 22)) & 0x01C0_0000u32 });
-            let sign = if shift == 28 { q & 0x8000_0000u32 } else { (q << (28 - shift)) & 0x8000_0000u32 };
-            // e > 0: rebias the exponent (+126); e = 0: 0 or 0.5 (0x3F000000 = 252 · 2^22).
-            let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
-            (bits | sign).bitcast(Type::F32)
-        }
+/// Bytes of the FP4 decoding table in threadgroup memory.
+pub const FP4_TABLE_BYTES: u64 = 16 * 4;
+
+/// The E2M1 value of code `q` (0 … 15, u32) as f32, by bit arithmetic: the
+/// magnitude bits (e1 e0 m) go to bits 22..=24 and the exponent is rebiased
+/// (+126); e = 0 gives 0 or 0.5 by a select, so no subnormal is formed; the
+/// sign goes to bit 31. Fills the kernel's 16-entry table.
+fn fp4_code_value(q: Ex) -> Ex {
+    let mag = (q << 22u32) & 0x01C0_0000u32;
+    let sign = (q << 28u32) & 0x8000_0000u32;
+    // 0x3F000000 (0.5) = 252 · 2^22.
+    let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
+    (bits | sign).bitcast(Type::F32)
+}
+
+/// Nibble `j` of `q` (u32).
+fn nibble(q: Ex, j: u32) -> Ex {
+    match j {
+        0 => q & 0xFu32,
+        7 => q >> 28u32,
+        _ => (q >> (4 * j)) & 0xFu32,
     }
+}
+
+/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly, in one
+/// logic operation and one subtraction: the nibble, left in place at bits
+/// `4j'`, is the low mantissa of an f32 whose exponent is `23 − 4j'`, so the
+/// float is `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
+/// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
+fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
+    let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
+    let e = 23 - 4 * jj;
+    let magic = (127 + e) << 23;
+    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + 8.0)
 }
 
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
@@ -99,6 +116,12 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     let kk = k.value("k", Type::U32);
     let group_words = k.value("group_words", Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
+    let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
+    if let Some(table) = table {
+        let t = k.let_("t", thread_index_in_threadgroup());
+        k.if_(t.lt(16u32), |k| k.store(table.at(t), fp4_code_value(t)));
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    }
 
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -130,8 +153,13 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
                     .collect();
                 for cc in 0..cols_n {
                     let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
+                    let hi = (format == Format::Int4).then(|| k.let_(&format!("hi{u}_{cc}"), word >> 12u32));
                     for j in 0..VALUES_PER_WORD as u32 {
-                        let v = decode(k, &format!("mag{u}_{cc}_{j}"), format, word, j);
+                        let v = match (table, hi) {
+                            (Some(table), _) => table.get(nibble(word, j)),
+                            (_, Some(hi)) => int4_value(word, hi, j),
+                            _ => unreachable!("fp4 has a table, int4 the high half"),
+                        };
                         let v = k.let_(&format!("v{u}_{cc}_{j}"), v);
                         for (a_row, part_row) in a.iter().zip(&part) {
                             let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
@@ -251,7 +279,10 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         return Err(ShapeError::new(name, "the output is f32 or f16"));
     }
     let t = check_threads(&name, threads)?;
-    let rows = options.rows.unwrap_or(m32.min(MAX_ROWS));
+    // Default rows: up to 8, fewer where the partial sums of one column
+    // per thread would not fit threadgroup memory (1024 threads).
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols) <= MAX_THREADGROUP_MEMORY;
+    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
     }
@@ -261,7 +292,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         Some(c) => c,
         None => [4, 2, 1]
             .into_iter()
-            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
+            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
             .unwrap_or(1),
     };
     let group_words = (group / VALUES_PER_WORD) as u32;
@@ -272,11 +303,11 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         Some(w) => w,
         None => DEFAULT_WORDS.min(group_words),
     };
-    let bytes = (t / SIMD_WIDTH) as u64 * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    let bytes = threadgroup_bytes(format, t, rows, cols);
     if bytes > MAX_THREADGROUP_MEMORY {
         return Err(ShapeError::new(
             name,
-            format!("{t} threads × {rows} rows × {cols} columns need {bytes} bytes of threadgroup memory for the partial sums, over {MAX_THREADGROUP_MEMORY}"),
+            format!("{t} threads × {rows} rows × {cols} columns need {bytes} bytes of threadgroup memory (partial sums{}), over {MAX_THREADGROUP_MEMORY}", if format == Format::Fp4 { " and the FP4 table" } else { "" }),
         ));
     }
     let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
@@ -294,6 +325,13 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         group: group as u32,
         dispatch: Dispatch::threadgroups([tiles, row_blocks, 1], t),
     })
+}
+
+/// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
+/// f32) and, for FP4, the decoding table.
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32) -> u64 {
+    let partials = (threads / SIMD_WIDTH) as u64 * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    partials + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
 }
 
 /// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
@@ -366,6 +404,10 @@ mod tests {
         let words = QmatmulOptions { words: Some(16), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
         let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
-        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("131072 bytes of threadgroup memory"));
+        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("131136 bytes of threadgroup memory (partial sums and the FP4 table)"));
+        // 1024 threads: 8 rows of FP4 partial sums fill 32 KiB, so the
+        // table leaves room for 7 by default; INT4 takes 8.
+        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 7);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 8);
     }
 }
