@@ -24,10 +24,14 @@
 //!   `S` times more threads than columns; the partial sums meet in
 //!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
 //!   so that consecutive lanes write consecutive words.
-//! * `A` is read with `half4` loads at addresses uniform across a SIMD group
-//!   (one broadcast each), 8 K values per packed word; `words` packed words
-//!   (4, 8 or 16, dividing the group's) per loop iteration, their weight
-//!   loads issued first, so that many loads are in flight per thread.
+//! * `words` packed words (4, 8 or 16, dividing the group's) per loop
+//!   iteration, their weight loads issued first, so that many loads are in
+//!   flight per thread. The iteration's `rows × 8·words` values of `A` are
+//!   converted from f16 once per SIMD group (one `half4` per lane and pass)
+//!   into the SIMD group's own f32 staging area in threadgroup memory
+//!   (`simdgroup_barrier` before and after the reads), and every lane reads
+//!   them back as `float4` at uniform addresses (broadcasts): without it
+//!   each lane would convert every value itself, 32 times the conversions.
 //!
 //! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
 //! take more threadgroups along y, each reading `B` again, mostly from L2).
@@ -104,7 +108,7 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
     let simdgroups = threads / SIMD_WIDTH;
-    let (rows_n, cols_n) = (rows as usize, cols as usize);
+    let cols_n = cols as usize;
     let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}"));
     let suffix = if cols == 1 { String::new() } else { cols.to_string() };
     let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
@@ -116,6 +120,7 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     let kk = k.value("k", Type::U32);
     let group_words = k.value("group_words", Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
+    let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F32, 4), simdgroups * rows * words * 2);
     let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
     if let Some(table) = table {
         let t = k.let_("t", thread_index_in_threadgroup());
@@ -133,7 +138,9 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     let k4 = k.let_("k4", kk / 4u32);
     let groups = k.let_("groups", kk / (group_words * VALUES_PER_WORD as u32));
     let last_row = k.let_("last_row", m - 1u32);
-    let a_base: Vec<Ex> = (0..rows).map(|r| k.let_(&format!("a_base{r}"), min(row0 + r, last_row) * k4)).collect();
+    // This SIMD group's staging area for A as f32: [rows][words · 8].
+    let stage_vecs = rows * words * 2;
+    let stage_base = k.let_("stage_base", sg * stage_vecs);
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
 
     k.for_range("g", sg, groups, simdgroups, |k, g| {
@@ -142,12 +149,30 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
         k.for_range("w", w0, w0 + group_words, words, |k, w| {
             // The iteration's weight loads first, then the math.
             let qs: Vec<Ex> = (0..words).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
+            // The SIMD group converts the iteration's A values to f32 once,
+            // one half4 per lane and pass, instead of every lane converting
+            // all of them.
+            for i in 0..stage_vecs.div_ceil(SIMD_WIDTH) {
+                let idx = k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH);
+                let convert = |k: &mut KernelBuilder| {
+                    let r = idx / (words * 2);
+                    let src = min(row0 + r, last_row) * k4 + w * 2u32 + idx % (words * 2);
+                    k.store(stage.at(stage_base + idx), a4.get(src).cast(Type::vector(Scalar::F32, 4)));
+                };
+                if (i + 1) * SIMD_WIDTH <= stage_vecs {
+                    convert(k);
+                } else {
+                    k.if_(idx.lt(stage_vecs), convert);
+                }
+            }
+            k.simdgroup_barrier(MemFlags::Threadgroup);
             for (u, &q) in qs.iter().enumerate() {
-                let a: Vec<[Ex; 2]> = (0..rows_n)
+                // Uniform addresses: one broadcast read per float4.
+                let a: Vec<[Ex; 2]> = (0..rows)
                     .map(|r| {
-                        let at = a_base[r] + (w + u as u32) * 2u32;
-                        let lo = k.let_(&format!("a{u}_{r}_lo"), a4.get(at).cast(Type::vector(Scalar::F32, 4)));
-                        let hi = k.let_(&format!("a{u}_{r}_hi"), a4.get(at + 1u32).cast(Type::vector(Scalar::F32, 4)));
+                        let at = stage_base + (r * words * 2 + u as u32 * 2);
+                        let lo = k.let_(&format!("a{u}_{r}_lo"), stage.get(at));
+                        let hi = k.let_(&format!("a{u}_{r}_hi"), stage.get(at + 1u32));
                         [lo, hi]
                     })
                     .collect();
@@ -168,6 +193,8 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
                     }
                 }
             }
+            // Every lane has read the staged A before the next iteration overwrites it.
+            k.simdgroup_barrier(MemFlags::Threadgroup);
         });
         let s = k.let_("s", to_f32(scales.get(g * nv + colv)));
         for cc in 0..cols_n {
@@ -279,9 +306,17 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         return Err(ShapeError::new(name, "the output is f32 or f16"));
     }
     let t = check_threads(&name, threads)?;
-    // Default rows: up to 8, fewer where the partial sums of one column
-    // per thread would not fit threadgroup memory (1024 threads).
-    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols) <= MAX_THREADGROUP_MEMORY;
+    let group_words = (group / VALUES_PER_WORD) as u32;
+    let words = match options.words {
+        Some(w) if !WORDS_PER_ITERATION.contains(&w) || group_words % w != 0 => {
+            return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
+        }
+        Some(w) => w,
+        None => DEFAULT_WORDS.min(group_words),
+    };
+    // Default rows: up to 8, fewer where the partial sums (of one column
+    // per thread) and the staged A would not fit threadgroup memory.
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
     let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
@@ -295,19 +330,14 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
             .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
             .unwrap_or(1),
     };
-    let group_words = (group / VALUES_PER_WORD) as u32;
-    let words = match options.words {
-        Some(w) if !WORDS_PER_ITERATION.contains(&w) || group_words % w != 0 => {
-            return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
-        }
-        Some(w) => w,
-        None => DEFAULT_WORDS.min(group_words),
-    };
-    let bytes = threadgroup_bytes(format, t, rows, cols);
+    let bytes = threadgroup_bytes(format, t, rows, cols, words);
     if bytes > MAX_THREADGROUP_MEMORY {
         return Err(ShapeError::new(
             name,
-            format!("{t} threads × {rows} rows × {cols} columns need {bytes} bytes of threadgroup memory (partial sums{}), over {MAX_THREADGROUP_MEMORY}", if format == Format::Fp4 { " and the FP4 table" } else { "" }),
+            format!(
+                "{t} threads × {rows} rows × {cols} columns × {words} words need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {MAX_THREADGROUP_MEMORY}",
+                if format == Format::Fp4 { ", FP4 table" } else { "" }
+            ),
         ));
     }
     let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
@@ -328,10 +358,13 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
 }
 
 /// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
-/// f32) and, for FP4, the decoding table.
-fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32) -> u64 {
-    let partials = (threads / SIMD_WIDTH) as u64 * (rows * cols * SIMD_WIDTH) as u64 * 4;
-    partials + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+/// f32), the staged A (`[S][rows][8·words]` f32) and, for FP4, the
+/// decoding table.
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
+    let simdgroups = (threads / SIMD_WIDTH) as u64;
+    let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    let stage = simdgroups * (rows * words * VALUES_PER_WORD as u32) as u64 * 4;
+    partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
 }
 
 /// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
@@ -404,10 +437,11 @@ mod tests {
         let words = QmatmulOptions { words: Some(16), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
         let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
-        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("131136 bytes of threadgroup memory (partial sums and the FP4 table)"));
-        // 1024 threads: 8 rows of FP4 partial sums fill 32 KiB, so the
-        // table leaves room for 7 by default; INT4 takes 8.
-        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 7);
-        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 8);
+        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
+        // Default rows shrink to fit: per row and SIMD group, 128 bytes of
+        // partial sums and 256 of staged A (8 words): 5 rows at 512 threads,
+        // 2 at 1024.
+        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().rows, 5);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 2);
     }
 }
