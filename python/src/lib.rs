@@ -456,6 +456,9 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::library_qmatmul, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -2,14 +2,16 @@
 //! operation on a runtime from raw little-endian bytes and returns the
 //! result's bytes (`enigma/ops.py` wraps it with numpy arrays, shapes and
 //! dtypes); `library_tune` runs the autotuner on a registry entry and
-//! returns its report as JSON (`enigma.tune`).
+//! returns its report as JSON (`enigma.tune`); `quant_quantize`,
+//! `quant_dequantize` and `library_qmatmul` are the 4-bit weight formats and
+//! the quantized matmul (`enigma.ops.quantize`, `dequantize`, `qmatmul`).
 //!
 //! Inputs become untyped buffers padded to 16 bytes, with the element type
 //! given separately, so the library may pick its vector (`float4`) kernels.
 
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{Elementwise, Ops, Options, Reduction, ScanKind};
+use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -175,4 +177,83 @@ pub fn library_tune(py: Python<'_>, runtime: &Runtime, name: &str, shape: Vec<us
     let mut value = serde_json::to_value(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
     value["cache"] = serde_json::json!(stored);
     Ok(value.to_string())
+}
+
+fn quant_err(e: enigma_ops::QuantError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn words(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn halves(bytes: &[u8]) -> Vec<u16> {
+    bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+}
+
+/// Quantizes the `k × n` f32 matrix `w` (little-endian bytes, row-major) to
+/// `format` (`fp4`, `int4`, `mlx_affine`): the packed words, scales and
+/// biases (empty unless MLX's format) as bytes.
+#[pyfunction]
+pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, n: usize, group: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    if w.len() % 4 != 0 {
+        return Err(PyValueError::new_err(format!("w has {} bytes, not whole float32 values", w.len())));
+    }
+    let values: Vec<f32> = words(&w).into_iter().map(f32::from_bits).collect();
+    let q = enigma_ops::quant::quantize(format, &values, k, n, group).map_err(quant_err)?;
+    let packed: Vec<u8> = q.packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let scales: Vec<u8> = q.scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let biases: Vec<u8> = q.biases.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok((PyBytes::new(py, &packed), PyBytes::new(py, &scales), PyBytes::new(py, &biases)))
+}
+
+/// The `k × n` f32 matrix (bytes) that packed words, f16 scales (and
+/// biases) of `format` stand for.
+#[pyfunction]
+#[pyo3(signature = (format, k, n, group, packed, scales, biases))]
+#[allow(clippy::too_many_arguments)]
+pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, group: usize, packed: Vec<u8>, scales: Vec<u8>, biases: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), halves(&biases)).map_err(quant_err)?;
+    let w = q.dequantize().map_err(quant_err)?;
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// `C[m, n] = A[m, k] · dequant(B)` on `runtime`: `a` f16 bytes, `packed`
+/// and `scales` in seed 002's layout (`fp4` or `int4`), `out` `f16` or
+/// `f32`. Returns C's bytes.
+#[pyfunction]
+#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn library_qmatmul<'py>(
+    py: Python<'py>,
+    runtime: &Runtime,
+    format: &str,
+    a: Vec<u8>,
+    packed: Vec<u8>,
+    scales: Vec<u8>,
+    m: usize,
+    n: usize,
+    k: usize,
+    group: usize,
+    out: &str,
+    threads: Option<u32>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let rt = &runtime.rt;
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let out = match out {
+        "f32" => ElemType::F32,
+        "f16" => ElemType::F16,
+        other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
+    };
+    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), vec![]).map_err(quant_err)?;
+    let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
+    let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
+    let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() });
+    let c = ops.qmatmul(&a, &weights, m, out).map_err(|e| ops_err(py, e))?;
+    let mut bytes = c.read_bytes().map_err(|e| runtime_err(py, e))?;
+    bytes.truncate(m * n * out.size_bytes() as usize);
+    Ok(PyBytes::new(py, &bytes))
 }

@@ -29,7 +29,8 @@ from ._runtime import MetalRuntime
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
-    "layer_norm", "gemv", "attention_decode", "tune",
+    "layer_norm", "gemv", "attention_decode", "quantize", "dequantize", "qmatmul",
+    "tune",
 ]
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "u32": np.uint32}
@@ -202,6 +203,105 @@ def attention_decode(q, k, v, scale=None, fused=False, **kw):
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     op = "attention_decode_fused" if fused else "attention_decode"
     return _call(op, [q, k, v], [h, s, d], [scale], **kw).reshape(h, d)
+
+
+_QUANT_FORMATS = ("fp4", "int4", "mlx_affine")
+
+
+def _format(format):
+    if format not in _QUANT_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(_QUANT_FORMATS)}, not {format!r}")
+    return format
+
+
+def quantize(w, format="fp4", group=None):
+    """Quantizes a [K, N] weight matrix (``C = A @ W``, K the reduction
+    dimension) to 4 bits, per group of ``group`` K values of a column.
+
+    * ``"fp4"`` (E2M1: 0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6) and ``"int4"``
+      (U4B8: nibble − 8), seed 002's layout, default group 128: returns
+      ``(packed, scales)``, ``packed`` uint32 [K/8, N] (word ``[kw, n]``
+      holds K values ``8·kw + j`` of column n, value j in bits 4j…4j+3),
+      ``scales`` float16 [K/group, N].
+    * ``"mlx_affine"`` (MLX's ``quantize(w.T, group_size, bits=4)`` layout,
+      default group 64): returns ``(packed, scales, biases)``, ``packed``
+      uint32 [N, K/8], ``scales`` and ``biases`` float16 [N, K/group];
+      ``W[k, n] = scales[n, k/group] · code + biases[n, k/group]``.
+
+    K must be a multiple of 8 and of ``group`` (32, 64 or 128); a bad shape
+    raises ``ValueError`` naming the numbers."""
+    format = _format(format)
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 2:
+        raise ValueError(f"quantize takes a 2-D [K, N] matrix, got shape {w.shape}")
+    k, n = w.shape
+    group = (64 if format == "mlx_affine" else 128) if group is None else int(group)
+    packed, scales, biases = _enigma.quant_quantize(format, np.ascontiguousarray(w).tobytes(), k, n, group)
+    if format == "mlx_affine":
+        shape_p, shape_s = (n, k // 8), (n, k // group)
+    else:
+        shape_p, shape_s = (k // 8, n), (k // group, n)
+    packed = np.frombuffer(packed, dtype=np.uint32).reshape(shape_p).copy()
+    scales = np.frombuffer(scales, dtype=np.float16).reshape(shape_s).copy()
+    if format == "mlx_affine":
+        return packed, scales, np.frombuffer(biases, dtype=np.float16).reshape(shape_s).copy()
+    return packed, scales
+
+
+def _quant_shape(format, packed, scales):
+    """(K, N, group) from the arrays of :func:`quantize`."""
+    packed, scales = np.asarray(packed), np.asarray(scales)
+    if packed.dtype != np.uint32 or scales.dtype != np.float16 or packed.ndim != 2 or scales.ndim != 2:
+        raise TypeError(f"packed must be a 2-D uint32 array and scales a 2-D float16 array; got {packed.dtype} {packed.shape} and {scales.dtype} {scales.shape}")
+    if format == "mlx_affine":
+        n, k = packed.shape[0], packed.shape[1] * 8
+        groups = scales.shape[1]
+    else:
+        k, n = packed.shape[0] * 8, packed.shape[1]
+        groups = scales.shape[0]
+    if groups == 0 or k % groups != 0:
+        raise ValueError(f"{format}: scales of shape {scales.shape} do not divide K = {k} into groups")
+    return k, n, k // groups
+
+
+def dequantize(packed, scales, format="fp4", biases=None):
+    """The float32 [K, N] matrix that the arrays of :func:`quantize` stand
+    for (``biases`` for ``"mlx_affine"`` only)."""
+    format = _format(format)
+    k, n, group = _quant_shape(format, packed, scales)
+    if (biases is not None) != (format == "mlx_affine"):
+        raise ValueError("biases go with format='mlx_affine' only, and it needs them")
+    b = b"" if biases is None else np.ascontiguousarray(np.asarray(biases, dtype=np.float16)).tobytes()
+    out = _enigma.quant_dequantize(format, k, n, group, np.ascontiguousarray(packed).tobytes(),
+                                   np.ascontiguousarray(scales).tobytes(), b)
+    return np.frombuffer(out, dtype=np.float32).reshape(k, n).copy()
+
+
+def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, rt=None, device="auto", threads=None):
+    """``a @ dequantize(packed, scales)`` with the 4-bit weights read by the
+    GPU kernel: ``a`` [M, K] (or a K-vector) used as float16, ``packed`` and
+    ``scales`` from :func:`quantize` with ``format`` ``"fp4"`` or ``"int4"``;
+    accumulated in float32, returned as ``out_dtype`` (float16 or float32),
+    [M, N] (or an N-vector)."""
+    if format not in ("fp4", "int4"):
+        raise ValueError(f"qmatmul reads format 'fp4' or 'int4', not {format!r}")
+    k, n, group = _quant_shape(format, packed, scales)
+    a = np.asarray(a)
+    vector = a.ndim == 1
+    a2 = a.reshape(1, -1) if vector else a
+    if a2.ndim != 2 or a2.shape[1] != k:
+        raise ValueError(f"qmatmul: a must be [M, {k}] (or a {k}-vector) for weights of K = {k}, got shape {a.shape}")
+    out_dtype = np.dtype(out_dtype)
+    if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
+        raise ValueError(f"qmatmul's out_dtype is float16 or float32, not {out_dtype}")
+    out = "f16" if out_dtype == np.float16 else "f32"
+    runtime = rt if rt is not None else MetalRuntime(device)
+    m = a2.shape[0]
+    data = _enigma.library_qmatmul(runtime._rt, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
+                                   np.ascontiguousarray(packed).tobytes(), np.ascontiguousarray(scales).tobytes(),
+                                   m, n, k, group, out, threads)
+    c = np.frombuffer(data, dtype=out_dtype).reshape(m, n).copy()
+    return c[0] if vector else c
 
 
 def tune(name, shape=(), *, rt=None, device="auto", warmup=3, repeats=10, record=True):
