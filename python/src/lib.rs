@@ -367,13 +367,20 @@ impl Runtime {
                 ParamKind::Buffer { elem, .. } => {
                     let buffer = if let Ok(bytes) = arg.cast::<PyBytes>() {
                         self.rt.buffer_from_bytes(elem, bytes.as_bytes())
-                    } else if let Ok(len) = arg.extract::<usize>() {
-                        let mut zeros = Vec::new();
-                        zeros.try_reserve_exact(len).map_err(|_| {
-                            DispatchError::new_err(format!("{what}: cannot allocate a buffer of {len} bytes"))
-                        })?;
-                        zeros.resize(len, 0u8);
-                        self.rt.buffer_from_bytes(elem, &zeros)
+                    } else if arg.is_instance_of::<PyInt>() {
+                        // A byte count: a zeroed buffer, with no host copy. A
+                        // count past the address space is the same error as
+                        // one the allocator refuses.
+                        match arg.extract::<usize>() {
+                            Ok(len) => self.rt.buffer_zeroed_bytes(elem, len),
+                            Err(_) => {
+                                let asked = arg.str()?.to_string();
+                                return Err(DispatchError::new_err(format!(
+                                    "{what}: cannot allocate a buffer of {asked} bytes: {}",
+                                    if asked.starts_with('-') { "a size cannot be negative" } else { "more than this machine's address space" }
+                                )));
+                            }
+                        }
                     } else {
                         return Err(PyTypeError::new_err(format!("{what}: expected bytes or a byte count")));
                     };
@@ -409,8 +416,21 @@ impl Runtime {
         for (param, slot) in kernel.params.iter().zip(&slots) {
             match (param.kind, slot) {
                 (ParamKind::Buffer { access: Access::ReadWrite, .. }, Slot::Buffer(b)) => {
-                    let bytes = b.read_bytes().map_err(|e| runtime_err(py, e))?;
-                    out.push(Some(PyBytes::new(py, &bytes)));
+                    // Read straight into the result object: one copy of the
+                    // output on the host, and a failed allocation is a
+                    // `DispatchError` naming the size, like the device's.
+                    let len = b.len_bytes();
+                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
+                        if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
+                            DispatchError::new_err(format!(
+                                "kernel `{}`, output `{}`: cannot allocate the result of {len} bytes: out of memory",
+                                kernel.name, param.name
+                            ))
+                        } else {
+                            e
+                        }
+                    })?;
+                    out.push(Some(bytes));
                 }
                 _ => out.push(None),
             }

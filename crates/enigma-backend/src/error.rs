@@ -33,4 +33,44 @@ pub enum RuntimeError {
     Sanitizer { kernel: String, findings: Vec<crate::Finding> },
     #[error("{backend} backend: {message}")]
     Backend { backend: &'static str, message: String },
+    /// An allocation whose size the caller chose could not be made.
+    #[error("cannot allocate {what} of {bytes} bytes: {reason}")]
+    Allocation { what: String, bytes: u128, reason: String },
+    /// A dispatch stopped before it finished: its step budget ran out, its
+    /// timeout passed, or it was interrupted (Ctrl-C).
+    #[error("kernel `{kernel}`: {reason} (a SIMD group was in the loop at {location})")]
+    Stopped { kernel: String, location: String, reason: StopReason },
+}
+
+/// Why a dispatch was stopped before it finished.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopReason {
+    /// A SIMD group ran more loop iterations than the dispatch's budget.
+    StepBudget { budget: u64 },
+    /// The dispatch ran longer than its timeout.
+    Timeout { seconds: f64 },
+    /// The dispatch's cancel flag was raised (Ctrl-C in the front ends).
+    Interrupted,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::StepBudget { budget } => write!(
+                f,
+                "the dispatch ran out of its step budget of {budget} loop iterations per SIMD group; a loop that never ends? (raise the budget if the work is real)"
+            ),
+            StopReason::Timeout { seconds } => write!(f, "the dispatch ran past its timeout of {seconds} s; a loop that never ends?"),
+            StopReason::Interrupted => write!(f, "the dispatch was interrupted"),
+        }
+    }
+}
+
+impl RuntimeError {
+    /// The error for an allocation of `bytes` (as asked for, possibly more
+    /// than `usize` holds) that could not be made.
+    pub fn allocation(what: impl Into<String>, bytes: u128) -> RuntimeError {
+        let reason = if bytes > usize::MAX as u128 { "more than this machine's address space" } else { "out of memory" };
+        RuntimeError::Allocation { what: what.into(), bytes, reason: reason.into() }
+    }
 }

@@ -116,7 +116,7 @@ fn run_unvalidated(kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, Run
         launch.size,
         launch.threads_per_threadgroup,
     )?;
-    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0 })?;
+    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() })?;
     Ok(report.findings)
 }
 

@@ -91,7 +91,7 @@ impl Backend for SimBackend {
     }
 
     fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
-        Ok(Box::new(SimBuffer::new(bytes)))
+        Ok(Box::new(SimBuffer::try_new(bytes)?))
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
@@ -162,9 +162,17 @@ impl SimBackend {
         let buffers = &env.buffers;
         let kernel = &sim.kernel;
         let schedules = if options.schedules == 0 { 3 } else { options.schedules };
-        let snapshot = |bufs: &[Option<(&memory::Words, usize)>]| -> Vec<Option<Vec<u32>>> {
+        // Copies of every buffer (the inputs, schedule 0's results): sizes the
+        // user chose, so their allocation is fallible.
+        let snapshot = |bufs: &[Option<(&memory::Words, usize)>]| -> Result<Vec<Option<Vec<u32>>>, RuntimeError> {
             bufs.iter()
-                .map(|b| b.map(|(w, _)| w.0.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed)).collect()))
+                .map(|b| {
+                    b.map(|(w, len)| {
+                        let mut words = w.0.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed));
+                        memory::try_filled(w.0.len(), || words.next().unwrap_or(0), len as u128, "the sanitizer's copy of a buffer")
+                    })
+                    .transpose()
+                })
                 .collect()
         };
         let restore = |saved: &[Option<Vec<u32>>]| {
@@ -176,7 +184,7 @@ impl SimBackend {
                 }
             }
         };
-        let inputs = snapshot(buffers);
+        let inputs = snapshot(buffers)?;
         let sizes: Vec<Option<usize>> = buffers.iter().map(|b| b.map(|(_, len)| len)).collect();
         let mut findings: Vec<Finding> = vec![];
         let mut first_results: Option<Vec<Option<Vec<u32>>>> = None;
@@ -198,7 +206,7 @@ impl SimBackend {
                     }
                     return Err(e);
                 }
-                let results = snapshot(buffers);
+                let results = snapshot(buffers)?;
                 if let Some(first) = &first_results {
                     if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
                         if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
@@ -208,7 +216,7 @@ impl SimBackend {
                 }
                 continue;
             }
-            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes);
+            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes)?;
             dispatch::run_dispatch(kernel, &env.with_tracker(Some(&tracker)), geometry, schedule)?;
             {
                 for param in &sim.info.written_buffers {
@@ -232,7 +240,7 @@ impl SimBackend {
                     findings.push(f);
                 }
             }
-            first_results = Some(snapshot(buffers));
+            first_results = Some(snapshot(buffers)?);
         }
         if let Some(first) = &first_results {
             restore(first);

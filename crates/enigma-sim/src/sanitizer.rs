@@ -17,8 +17,9 @@
 //! yields one finding with a count.
 
 use crate::exec::{TgPlace, LANES};
+use crate::memory::try_filled;
 use crate::program::{MemRef, Program};
-use enigma_backend::{Finding, FindingKind, Severity, ThreadRef};
+use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, ThreadRef};
 use enigma_ir::{Kernel, ParamKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -249,7 +250,9 @@ pub struct DispatchTracker {
 
 impl DispatchTracker {
     /// Shadows for every buffer argument, sized in elements.
-    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>]) -> DispatchTracker {
+    /// The shadows take 24 bytes per element of buffers the user sized, so
+    /// failing to allocate them is an error, not an abort.
+    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>]) -> Result<DispatchTracker, RuntimeError> {
         let device = kernel
             .params
             .iter()
@@ -257,13 +260,15 @@ impl DispatchTracker {
             .map(|(p, bytes)| match (p.kind, bytes) {
                 (ParamKind::Buffer { elem, .. }, Some(bytes)) => {
                     let n = bytes / elem.size_bytes() as usize;
-                    let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
-                    Some(DeviceShadow { writer: zeros(), reader: zeros(), reader2: zeros() })
+                    let zeros = || {
+                        try_filled(n, || AtomicU64::new(0), n as u128 * 8, "the sanitizer's shadow of a buffer").map(Vec::into_boxed_slice)
+                    };
+                    Ok(Some(DeviceShadow { writer: zeros()?, reader: zeros()?, reader2: zeros()? }))
                 }
-                _ => None,
+                _ => Ok(None),
             })
-            .collect();
-        DispatchTracker { device, grouped: Mutex::new(HashMap::new()) }
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(DispatchTracker { device, grouped: Mutex::new(HashMap::new()) })
     }
 
     /// Records a device access by thread `thread` of threadgroup `linear`;

@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let target = args.target.clone().unwrap_or_default();
     let rt = Runtime::new(Device::Sim)?;
-    let options = Options { sanitize: true, schedules: args.schedules };
+    let options = Options { sanitize: true, schedules: args.schedules, ..Default::default() };
     let targets: Vec<Target> = if target == "all" {
         let examples = EXAMPLES.iter().map(|e| Target::Example(e));
         examples.chain(sanitizer_corpus::library().into_iter().map(Target::Kernel)).collect()
@@ -249,7 +249,7 @@ fn run_unvalidated(kernel: &Kernel, launch: &Launch, options: &Options) -> anyho
         .collect();
     let mode = examples::launch_mode(launch);
     let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &values, mode, launch.size, launch.threads_per_threadgroup)?;
-    let options = DispatchOptions { sanitize: true, schedules: options.schedules };
+    let options = DispatchOptions { sanitize: true, schedules: options.schedules, ..Default::default() };
     Ok(backend.dispatch(compiled.as_ref(), &values, &geometry, &options)?.findings)
 }
 
