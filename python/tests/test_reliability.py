@@ -68,3 +68,95 @@ def test_a_large_output_is_returned_without_extra_copies():
     out = rt.execute(enigma.compile(k_copy), inputs=[a], output_size=n * 4, grid=n, threads=256)
     assert isinstance(out, bytes)
     np.testing.assert_array_equal(np.frombuffer(out, np.float32), a)
+
+
+# --- runaway kernels (defect 2) ----------------------------------------------
+
+
+@enigma.kernel
+def k_endless(Out: enigma.u32):
+    t = enigma.thread_position_in_grid("x")
+    while True:
+        Out[t] = Out[t] + 1
+
+
+@enigma.kernel
+def k_wraps(n: enigma.constant(enigma.u32), Out: enigma.u32):
+    for i in range(n - 5, n, 7):
+        Out[0] = i
+
+
+def test_a_step_budget_stops_an_endless_loop_and_names_its_line():
+    rt = enigma.MetalRuntime(device="cpu")
+    with pytest.raises(enigma.DispatchError, match="step budget of 1000 loop iterations") as e:
+        rt.execute(enigma.compile(k_endless), output_size=64 * 4, grid=64, threads=32, max_loop_iterations=1000)
+    assert "test_reliability.py" in str(e.value), str(e.value)
+    rt = enigma.MetalRuntime(device="cpu", max_loop_iterations=1 << 12)
+    with pytest.raises(enigma.DispatchError, match="step budget"):
+        rt.execute(enigma.compile(k_wraps), inputs=[2**32 - 1], output_size=4, grid=1, threads=1)
+    # Within the budget the loop runs: n = 100 gives i = 95 only.
+    out = rt.execute(enigma.compile(k_wraps), inputs=[100], output_size=4, grid=1, threads=1)
+    assert np.frombuffer(out, np.uint32).tolist() == [95]
+
+
+def test_a_timeout_stops_an_endless_dispatch():
+    rt = enigma.MetalRuntime(device="cpu")
+    with pytest.raises(enigma.DispatchError, match="timeout of 0.05 s"):
+        rt.execute(enigma.compile(k_endless), output_size=64 * 4, grid=64, threads=32, timeout=0.05)
+    for bad in (0, -1, float("nan"), "1"):
+        with pytest.raises(enigma.DispatchError, match="timeout"):
+            rt.execute(enigma.compile(k_endless), output_size=4, grid=1, threads=1, timeout=bad)
+
+
+def test_ctrl_c_interrupts_a_dispatch():
+    # SIGINT from a timer thread while the main thread waits in execute: a
+    # KeyboardInterrupt, and the runtime works afterwards.
+    script = textwrap.dedent(
+        """
+        import os, signal, threading, numpy as np, enigma
+        @enigma.kernel
+        def k(Out: enigma.u32):
+            t = enigma.thread_position_in_grid("x")
+            while True:
+                Out[t] = Out[t] + 1
+        @enigma.kernel
+        def one(Out: enigma.u32):
+            Out[0] = 1
+        rt = enigma.MetalRuntime(device="cpu")
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            rt.execute(enigma.compile(k), output_size=256, grid=64, threads=32, timeout=120)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+        print(np.frombuffer(rt.execute(enigma.compile(one), output_size=4, grid=1, threads=1), np.uint32)[0])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["interrupted", "1"], out.stdout + out.stderr
+
+
+def test_a_runaway_dispatch_does_not_block_another_runtime():
+    import threading
+
+    events = []
+    errors = []
+
+    def runaway():
+        rt = enigma.MetalRuntime(device="cpu")
+        try:
+            rt.execute(enigma.compile(k_endless), output_size=4096 * 4, grid=4096, threads=64, timeout=5)
+        except enigma.DispatchError as e:
+            errors.append(str(e))
+        events.append("runaway stopped")
+
+    t = threading.Thread(target=runaway)
+    t.start()
+    other = enigma.MetalRuntime(device="cpu")
+    a = np.arange(1000, dtype=np.float32)
+    out = other.execute(enigma.compile(k_copy), inputs=[a], output_size=4000, grid=1000, threads=32)
+    events.append("other finished")
+    t.join()
+    np.testing.assert_array_equal(np.frombuffer(out, np.float32), a)
+    assert events == ["other finished", "runaway stopped"], events
+    assert "timeout" in errors[0], errors

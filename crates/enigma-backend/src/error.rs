@@ -38,7 +38,7 @@ pub enum RuntimeError {
     Allocation { what: String, bytes: u128, reason: String },
     /// A dispatch stopped before it finished: its step budget ran out, its
     /// timeout passed, or it was interrupted (Ctrl-C).
-    #[error("kernel `{kernel}`: {reason} (a SIMD group was in the loop at {location})")]
+    #[error("kernel `{kernel}`: stopped at {location}: {reason}")]
     Stopped { kernel: String, location: String, reason: StopReason },
 }
 

@@ -126,6 +126,8 @@ pub enum ValidationErrorKind {
     SpecDefault { name: String, ty: Scalar, default: Literal },
     #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
     LoopVariable { var: String, ty: Type },
+    #[error("the for loop over `{var}` has the constant step {step}; it must be positive (loops count up: `{var} < end`), or the loop never ends")]
+    LoopStep { var: String, step: i64 },
 }
 
 /// Validates `kernel` against `options`.
@@ -369,6 +371,14 @@ impl<'k> Validator<'k> {
                 let local = self.var(*var)?;
                 if local.ty.is_vector() || !local.ty.scalar.is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
+                }
+                let constant_step = match step {
+                    Expr::Literal(Literal { value: LiteralValue::Int(v), .. }) if *v <= 0 => Some(*v),
+                    Expr::Literal(Literal { value: LiteralValue::UInt(0), .. }) => Some(0),
+                    _ => None,
+                };
+                if let Some(step) = constant_step {
+                    return Err(self.err(ValidationErrorKind::LoopStep { var: local.name.clone(), step }));
                 }
                 let ty = local.ty;
                 let (_, u_start) = self.expect_expr(start, ty, "loop start", state)?;

@@ -19,7 +19,7 @@
 //! ```
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
-pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, ThreadRef};
+pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, ThreadRef};
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
 

@@ -18,7 +18,7 @@ use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Expected,
 use enigma_runtime::{Arg, Buffer, Device, Finding, FindingKind, Mode, Options, Runtime, RuntimeError, Severity, SpecValues};
 
 fn sanitize() -> Options {
-    Options { sanitize: true, schedules: 0 }
+    Options { sanitize: true, schedules: 0, ..Default::default() }
 }
 
 fn mode(m: corpus::Mode) -> Mode {

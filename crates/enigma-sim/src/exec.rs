@@ -14,8 +14,11 @@ use crate::memory::Words;
 use crate::sanitizer::{AccessKind, DispatchTracker, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
+use enigma_backend::StopReason;
 use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
 
 pub const LANES: usize = 32;
 pub type Lanes = [u64; LANES];
@@ -34,6 +37,36 @@ pub struct Env<'a> {
     pub threadgroup_size: [u32; 3],
     /// Dispatch-wide sanitizer state, in sanitizer mode.
     pub tracker: Option<&'a DispatchTracker>,
+    /// When the dispatch must stop: step budget, deadline, cancel flag.
+    pub limits: &'a Limits,
+}
+
+/// The ways out of a dispatch that does not end by itself, checked at
+/// every loop back-edge (the only place a kernel can run forever).
+#[derive(Debug, Default)]
+pub struct Limits {
+    /// Loop iterations one SIMD group may run.
+    pub max_loop_iterations: Option<u64>,
+    /// The wall-clock deadline, with the timeout it came from.
+    pub deadline: Option<(Instant, f64)>,
+    /// Raised from outside (Ctrl-C) to stop the dispatch.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Back-edges between two looks at the clock and the cancel flag.
+const CHECK_EVERY: u64 = 1024;
+
+impl Limits {
+    /// Why the dispatch must stop now, if it must (the budget aside).
+    pub fn stop_now(&self) -> Option<StopReason> {
+        if self.cancel.as_ref().is_some_and(|c| c.load(Relaxed)) {
+            return Some(StopReason::Interrupted);
+        }
+        match self.deadline {
+            Some((deadline, seconds)) if Instant::now() >= deadline => Some(StopReason::Timeout { seconds }),
+            _ => None,
+        }
+    }
 }
 
 impl<'a> Env<'a> {
@@ -50,6 +83,7 @@ impl<'a> Env<'a> {
             threadgroups_per_grid: self.threadgroups_per_grid,
             threadgroup_size: self.threadgroup_size,
             tracker,
+            limits: self.limits,
         }
     }
 }
@@ -84,6 +118,9 @@ pub struct Fault {
     pub pc: u32,
     pub lane: u32,
     pub message: String,
+    /// Set when the fault is a stop (budget, timeout, interrupt) rather
+    /// than an error of the kernel.
+    pub stop: Option<StopReason>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -113,6 +150,8 @@ pub struct SimdGroup {
     pub returned_at: [u32; LANES],
     pub pc: u32,
     frames: Vec<Frame>,
+    /// Loop back-edges taken since [`SimdGroup::reset`].
+    iterations: u64,
 }
 
 #[inline(always)]
@@ -149,6 +188,7 @@ impl SimdGroup {
             returned_at: [0; LANES],
             pc: 0,
             frames: Vec::with_capacity(8),
+            iterations: 0,
         }
     }
 
@@ -163,6 +203,7 @@ impl SimdGroup {
         self.exited = 0;
         self.pc = 0;
         self.frames.clear();
+        self.iterations = 0;
         let simdgroups = threads.div_ceil(LANES as u32);
         // Positions of the 32 lanes in the threadgroup, computed once.
         let mut local = [[0u32; 3]; LANES];
@@ -433,7 +474,20 @@ impl SimdGroup {
                         }
                     }
                 }
-                Inst::LoopBack { head_pc } => self.pc = head_pc,
+                Inst::LoopBack { head_pc } => {
+                    self.pc = head_pc;
+                    self.iterations += 1;
+                    let limits = env.limits;
+                    let stop = match limits.max_loop_iterations {
+                        Some(budget) if self.iterations > budget => Some(StopReason::StepBudget { budget }),
+                        _ if self.iterations % CHECK_EVERY == 0 => limits.stop_now(),
+                        _ => None,
+                    };
+                    if let Some(stop) = stop {
+                        let lane = self.active.trailing_zeros();
+                        return Err(Fault { pc, lane, message: stop.to_string(), stop: Some(stop) });
+                    }
+                }
                 Inst::LoopEnd => {
                     let Some(Frame::Loop { saved, .. }) = self.frames.pop() else {
                         unreachable!("LoopEnd pops the frame its LoopBegin pushed")
@@ -562,6 +616,7 @@ impl SimdGroup {
             pc,
             lane: lane as u32,
             message: format!("out-of-bounds {what} of {kernel_mem}[{index}]: it holds {count} elements"),
+            stop: None,
         }
     }
 
@@ -588,7 +643,7 @@ impl SimdGroup {
             (BinaryOp::Eq, Scalar::U32) => lanes!(|x, y| (x == y) as u64),
             (BinaryOp::Div | BinaryOp::Rem, t) if t.is_int() => {
                 for l in lanes_of(self.active) {
-                    d[l] = ops::binary(op, ty, a[l], b[l]).map_err(|m| Fault { pc, lane: l as u32, message: m.into() })?;
+                    d[l] = ops::binary(op, ty, a[l], b[l]).map_err(|m| Fault { pc, lane: l as u32, message: m.into(), stop: None })?;
                 }
             }
             _ => {

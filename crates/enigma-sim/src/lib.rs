@@ -7,7 +7,9 @@
 //! rayon pool. Threadgroup memory starts filled with [`memory::POISON_WORD`].
 //! Out-of-bounds accesses, integer division by zero and barriers not reached
 //! by the whole threadgroup are errors naming the kernel, the thread and the
-//! IR location — never a panic, never a hang.
+//! IR location — never a panic. A kernel that never ends is stopped by the
+//! dispatch's step budget, timeout or cancel flag
+//! ([`enigma_backend::DispatchOptions`]), with an error naming the loop.
 
 mod dispatch;
 mod exec;
@@ -23,6 +25,7 @@ use enigma_backend::{
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
 use std::any::Any;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// The largest threadgroup the simulator runs (Metal's limit).
@@ -30,10 +33,13 @@ pub const MAX_THREADS_PER_THREADGROUP: u32 = 1024;
 /// Threadgroup memory per threadgroup (Apple GPUs' 32 KiB).
 pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
 
-/// The simulator as a [`Backend`].
+/// The simulator as a [`Backend`]. Each backend runs its threadgroups on
+/// its own worker pool (made at its first dispatch), so a long or runaway
+/// dispatch on one runtime never holds up another runtime's.
 #[derive(Debug)]
 pub struct SimBackend {
     info: DeviceInfo,
+    pool: OnceLock<rayon::ThreadPool>,
 }
 
 impl Default for SimBackend {
@@ -55,7 +61,21 @@ impl SimBackend {
                 compute_units: threads,
                 memory_bytes: None,
             },
+            pool: OnceLock::new(),
         }
+    }
+
+    /// This backend's worker pool.
+    fn pool(&self) -> Result<&rayon::ThreadPool, RuntimeError> {
+        if let Some(pool) = self.pool.get() {
+            return Ok(pool);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.info.compute_units as usize)
+            .thread_name(|i| format!("enigma-sim-{i}"))
+            .build()
+            .map_err(|e| RuntimeError::Backend { backend: "simulator", message: format!("cannot start the worker threads: {e}") })?;
+        Ok(self.pool.get_or_init(|| pool))
     }
 }
 
@@ -130,6 +150,11 @@ impl Backend for SimBackend {
                 }
             }
         }
+        let limits = exec::Limits {
+            max_loop_iterations: options.max_loop_iterations,
+            deadline: options.timeout.map(|t| (start + t, t.as_secs_f64())),
+            cancel: options.cancel.clone(),
+        };
         let env = exec::Env {
             program: &sim.program,
             buffers,
@@ -138,13 +163,15 @@ impl Backend for SimBackend {
             threadgroups_per_grid: geometry.threadgroups,
             threadgroup_size: geometry.threads_per_threadgroup,
             tracker: None,
+            limits: &limits,
         };
-        let findings = if options.sanitize {
-            self.sanitized(sim, &env, geometry, options)?
-        } else {
-            dispatch::run_dispatch(&sim.kernel, &env, geometry, 0)?;
-            vec![]
-        };
+        let findings = self.pool()?.install(|| {
+            if options.sanitize {
+                self.sanitized(sim, &env, geometry, options)
+            } else {
+                dispatch::run_dispatch(&sim.kernel, &env, geometry, 0).map(|()| vec![])
+            }
+        })?;
         Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings })
     }
 }

@@ -69,11 +69,13 @@ class MetalRuntime:
     every dispatch: problems raise :class:`enigma.SanitizerError`.
     """
 
-    def __init__(self, device: str = "auto", sanitize: bool = False):
+    def __init__(self, device: str = "auto", sanitize: bool = False, *, max_loop_iterations=None, timeout=None):
         if not isinstance(device, str):
             raise TypeError(f"device must be a string ({', '.join(repr(d) for d in _DEVICES)}), not {type(device).__name__}")
         self._rt = _enigma.Runtime(device)
         self.sanitize = bool(sanitize)
+        self.max_loop_iterations = _loop_budget(max_loop_iterations)
+        self.timeout = _timeout(timeout)
         self.last_report = None
 
     @property
@@ -95,8 +97,15 @@ class MetalRuntime:
         return f"<enigma.MetalRuntime device={self.device!r} ({self.device_name})>"
 
     def execute(self, compiled, inputs=(), output_size=None, grid=None, threads=(1, 1, 1), *,
-                outputs=None, threadgroups=None, sanitize=None):
-        """Runs ``compiled`` once and returns its output bytes (see the module doc)."""
+                outputs=None, threadgroups=None, sanitize=None, max_loop_iterations=None, timeout=None):
+        """Runs ``compiled`` once and returns its output bytes (see the module doc).
+
+        On the simulator a dispatch that does not end is stopped by
+        ``max_loop_iterations`` (loop iterations per SIMD group) or
+        ``timeout`` (seconds), given here or to the runtime, with a
+        :class:`DispatchError` naming the loop; Ctrl-C interrupts it
+        (``KeyboardInterrupt``).
+        """
         if isinstance(compiled, Kernel):
             compiled = _compile(compiled)
         if not isinstance(compiled, CompiledKernel):
@@ -140,8 +149,10 @@ class MetalRuntime:
             if mv is not None:
                 writeback.append((p, mv))
 
+        budget = self.max_loop_iterations if max_loop_iterations is None else _loop_budget(max_loop_iterations)
+        limit = self.timeout if timeout is None else _timeout(timeout)
         results, report = self._rt.dispatch(
-            compiled._native, args, mode, size, tg, self.sanitize if sanitize is None else bool(sanitize)
+            compiled._native, args, mode, size, tg, self.sanitize if sanitize is None else bool(sanitize), budget, limit
         )
         self.last_report = json.loads(report)
         for p, mv in writeback:
@@ -201,6 +212,22 @@ class MetalRuntime:
                 )
             result.append((s, None))
         return result
+
+
+def _loop_budget(value):
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < 2**64:
+        raise DispatchError(f"max_loop_iterations must be an int between 0 and 2**64 - 1, not {value!r}")
+    return int(value)
+
+
+def _timeout(value):
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 < value < 1e9:
+        raise DispatchError(f"timeout must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 def _names(params):
