@@ -3,6 +3,8 @@
 //! error naming the loop; and one runtime's runaway dispatch does not hold
 //! up another runtime's (issue 18, defect 2).
 
+#![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
+
 use enigma_ir::{builder::*, Access, Type};
 use enigma_runtime::{Arg, Device, Mode, Options, Runtime, RuntimeError, StopReason};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,6 +10,7 @@
 
 use crate::exec::{Env, Fault, SimdGroup, Stop, TgPlace, LANES};
 use crate::memory::{Words, POISON_WORD};
+use crate::program::Inst;
 use crate::sanitizer::{TgTracker, Who};
 use enigma_backend::{DispatchGeometry, DispatchMode, RuntimeError, StopReason};
 use enigma_ir::Kernel;
@@ -182,6 +183,12 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             t.epoch += 1;
             for e in t.simd_epochs.iter_mut() {
                 *e += 1;
+            }
+            if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { device: true, .. })) {
+                t.device_epoch += 1;
+                for e in t.simd_device_epochs.iter_mut() {
+                    *e += 1;
+                }
             }
         }
         for (i, s) in stops.iter().enumerate() {

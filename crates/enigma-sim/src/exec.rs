@@ -53,7 +53,7 @@ pub struct Limits {
     pub cancel: Option<Arc<AtomicBool>>,
 }
 
-/// Back-edges between two looks at the clock and the cancel flag.
+/// Back-edges between two looks at the clock and the cancel flag (a power of two).
 const CHECK_EVERY: u64 = 1024;
 
 impl Limits {
@@ -371,7 +371,7 @@ impl SimdGroup {
                         self.regs[dst as usize + c] = [0; LANES];
                     }
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read, 0)? else {
                             continue;
                         };
                         for c in 0..elem.width as usize {
@@ -386,7 +386,9 @@ impl SimdGroup {
                     let count = len / stride;
                     let comp_bytes = elem.scalar.size_bytes() as usize;
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write)? else {
+                        // What the lane stores, as one word (for the sanitizer's same-value test).
+                        let value = (0..elem.width as usize).fold(0u64, |h, c| h.rotate_left(17) ^ self.regs[src as usize + c][l]);
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write, value)? else {
                             continue;
                         };
                         for c in 0..elem.width as usize {
@@ -400,7 +402,7 @@ impl SimdGroup {
                     let idx = self.regs[index as usize];
                     let val = self.regs[value as usize];
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic, 0)? else {
                             continue;
                         };
                         let old = atomic_rmw(words.word(i * 4), op, ty, val[l]);
@@ -414,7 +416,7 @@ impl SimdGroup {
                     let count = len / 4;
                     let idx = self.regs[index as usize];
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic, 0)? else {
                             continue;
                         };
                         let (e, d) = (self.regs[expected as usize][l] as u32, self.regs[desired as usize][l] as u32);
@@ -480,7 +482,7 @@ impl SimdGroup {
                     let limits = env.limits;
                     let stop = match limits.max_loop_iterations {
                         Some(budget) if self.iterations > budget => Some(StopReason::StepBudget { budget }),
-                        _ if self.iterations % CHECK_EVERY == 0 => limits.stop_now(),
+                        _ if self.iterations & (CHECK_EVERY - 1) == 0 => limits.stop_now(),
                         _ => None,
                     };
                     if let Some(stop) = stop {
@@ -522,12 +524,15 @@ impl SimdGroup {
                         return Ok(Stop::Done);
                     }
                 }
-                Inst::Barrier { scope } => {
+                Inst::Barrier { scope, device } => {
                     if scope == BarrierScope::Threadgroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
                     if let Some(t) = san.as_deref_mut() {
                         t.simd_epochs[self.index as usize] += 1;
+                        if device {
+                            t.simd_device_epochs[self.index as usize] += 1;
+                        }
                     }
                 }
             }
@@ -552,6 +557,7 @@ impl SimdGroup {
         what: &str,
         san: &mut Option<&mut TgTracker>,
         kind: AccessKind,
+        value: u64,
     ) -> Result<Option<usize>, Fault> {
         let who = Who { simdgroup: self.index, lane: lane as u32, pc };
         let Some(i) = element_index(raw, index_ty, count) else {
@@ -567,14 +573,9 @@ impl SimdGroup {
             match mem {
                 MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
                 MemRef::Buffer(param) => {
-                    if let Some(other) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
-                        t.raw.push(crate::sanitizer::Raw {
-                            kind: enigma_backend::FindingKind::DeviceRace,
-                            mem: Some(mem),
-                            index: Some(i as u64),
-                            who,
-                            other: Some(other),
-                        });
+                    t.device_access(param, i, who, kind, value);
+                    if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
+                        t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other) });
                     }
                 }
             }

@@ -50,7 +50,8 @@ pub enum Inst {
     Break,
     Continue,
     Return,
-    Barrier { scope: BarrierScope },
+    /// `device`: the barrier's flags order device memory (`mem_device`).
+    Barrier { scope: BarrierScope, device: bool },
 }
 
 /// A builtin component the program reads, and the register it lives in.
@@ -350,8 +351,9 @@ impl Lowering<'_> {
             StmtKind::Return => {
                 self.emit(Inst::Return);
             }
-            StmtKind::Barrier { scope, .. } => {
-                self.emit(Inst::Barrier { scope: *scope });
+            StmtKind::Barrier { scope, flags } => {
+                let device = matches!(flags, MemFlags::Device | MemFlags::DeviceAndThreadgroup);
+                self.emit(Inst::Barrier { scope: *scope, device });
             }
         }
     }
