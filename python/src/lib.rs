@@ -103,7 +103,8 @@ fn literal_from_py(value: &Bound<'_, PyAny>, ty: Scalar, what: &str) -> PyResult
         if !(value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>()) {
             return Err(err(format!("expected a number for {ty}, got {}", value.get_type().name()?)));
         }
-        LiteralValue::Float(value.extract::<f64>()?)
+        // An int past f64's range (10**400) is out of range like any other.
+        LiteralValue::Float(value.extract::<f64>().map_err(|_| err(format!("{} does not fit in {ty}", value.str().map(|s| s.to_string()).unwrap_or_default())))?)
     } else {
         if !value.is_instance_of::<PyInt>() {
             return Err(err(format!("expected an integer for {ty}, got {}", value.get_type().name()?)));

@@ -492,3 +492,39 @@ fn json_errors_carry_the_position() {
     assert_eq!(err.line, 1);
     assert!(err.message.contains("unknown variant `simd_summ`"), "{}", err.message);
 }
+
+/// Float literals whose value rounds to infinity in their type are out of
+/// range (issue 18, defect 3); the largest finite values and infinity itself
+/// are not. Checked at every type's boundary against the IEEE formats.
+#[test]
+fn float_literals_that_round_to_infinity_are_rejected() {
+    let cases: [(&str, &str, bool); 10] = [
+        ("f16", "65504.0f16", true),
+        ("f16", "65519.0f16", true),
+        ("f16", "65520.0f16", false),
+        ("f16", "70000.0f16", false),
+        ("f32", "3.4028235e38f32", true),
+        ("f32", "3.40282357e38f32", false),
+        ("f32", "1e39f32", false),
+        ("bf16", "3.3e38bf16", true),
+        ("bf16", "1e39bf16", false),
+        ("f32", "inf_f32", true),
+    ];
+    for (ty, lit, fits) in cases {
+        let text = format!("kernel k(A: device {ty} read_write) {{\n    A[0u32] = {lit}\n}}\n");
+        let kernel = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let result = enigma_ir::validate(&kernel, &enigma_ir::ValidationOptions::default());
+        match (fits, result) {
+            (true, Ok(_)) => {}
+            (false, Err(e)) => assert!(e.to_string().contains("rounds to infinity") && e.to_string().contains(ty), "{lit}: {e}"),
+            (fits, r) => panic!("{lit}: expected fits = {fits}, got {r:?}"),
+        }
+    }
+    // The threshold agrees with Rust's own f64 -> f32 rounding.
+    for v in [3.4028235677973366e38f64, 3.4028235677973362e38, 3.4028234663852886e38] {
+        let text = format!("kernel k(A: device f32 read_write) {{\n    A[0u32] = {v:e}f32\n}}\n");
+        let kernel = enigma_ir::text::parse(&text).unwrap();
+        let ok = enigma_ir::validate(&kernel, &enigma_ir::ValidationOptions::default()).is_ok();
+        assert_eq!(ok, (v as f32).is_finite(), "{v:e}");
+    }
+}

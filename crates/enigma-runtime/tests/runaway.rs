@@ -135,15 +135,15 @@ fn a_runaway_dispatch_does_not_block_another_runtime() {
 }
 
 #[test]
-fn a_constant_zero_or_negative_step_is_rejected_in_the_ir_text() {
+fn a_constant_zero_step_is_rejected_in_the_ir_text() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    for (step, shown) in [("0u32", "0"), ("-2i32", "-2"), ("0i32", "0")] {
+    for step in ["0u32", "0i32"] {
         let ty = if step.ends_with("u32") { "u32" } else { "i32" };
         let text = format!(
             "kernel k(A: device {ty} read_write) {{\n    var i: {ty}\n\n    for i in (0{ty}, 4{ty}, {step}) {{\n        A[0u32] = i\n    }}\n}}\n"
         );
         let kernel = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         let err = rt.pipeline(&kernel).unwrap_err().to_string();
-        assert!(err.contains(&format!("constant step {shown}")) && err.contains("body[0]"), "{err}");
+        assert!(err.contains("constant step 0") && err.contains("body[0]"), "{err}");
     }
 }
