@@ -20,6 +20,14 @@ def k_copy(A: enigma.f32, Out: enigma.f32):
     Out[t] = A[t]
 
 
+def _run_script(tmp_path, script):
+    """Runs `script` in a fresh interpreter from a file (enigma reads a
+    kernel's source, so kernels cannot come from `python -c`)."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+
+
 # --- allocations (defect 1) -------------------------------------------------
 
 
@@ -32,7 +40,7 @@ def test_outputs_no_machine_holds_are_dispatch_errors(size):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is a Linux limit here")
-def test_outputs_past_an_address_space_limit_are_dispatch_errors():
+def test_outputs_past_an_address_space_limit_are_dispatch_errors(tmp_path):
     # Under a 6 GiB address-space limit: 2.5 GiB fits on the device but not
     # twice (device + result), 3.5 GiB not even once. Both must be
     # DispatchErrors, not a PanicException or an abort.
@@ -53,7 +61,7 @@ def test_outputs_past_an_address_space_limit_are_dispatch_errors():
                 print("DispatchError", size, "cannot allocate" in str(e))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = _run_script(tmp_path, script)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")
     assert f"DispatchError {7 << 29} True" in lines, out.stdout
@@ -108,7 +116,7 @@ def test_a_timeout_stops_an_endless_dispatch():
             rt.execute(enigma.compile(k_endless), output_size=4, grid=1, threads=1, timeout=bad)
 
 
-def test_ctrl_c_interrupts_a_dispatch():
+def test_ctrl_c_interrupts_a_dispatch(tmp_path):
     # SIGINT from a timer thread while the main thread waits in execute: a
     # KeyboardInterrupt, and the runtime works afterwards.
     script = textwrap.dedent(
@@ -132,7 +140,7 @@ def test_ctrl_c_interrupts_a_dispatch():
         print(np.frombuffer(rt.execute(enigma.compile(one), output_size=4, grid=1, threads=1), np.uint32)[0])
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = _run_script(tmp_path, script)
     assert out.stdout.split() == ["interrupted", "1"], out.stdout + out.stderr
 
 
@@ -160,3 +168,121 @@ def test_a_runaway_dispatch_does_not_block_another_runtime():
     np.testing.assert_array_equal(np.frombuffer(out, np.float32), a)
     assert events == ["other finished", "runaway stopped"], events
     assert "timeout" in errors[0], errors
+
+
+# --- float literals and arguments that round to infinity (defect 3) ----------
+
+
+def test_float_literals_past_their_type_are_compile_errors():
+    def k_f16(A: enigma.f16):
+        A[0] = enigma.f16(70000.0)
+
+    def k_f32(A: enigma.f32):
+        A[0] = enigma.f32(1e39)
+
+    for fn, ty in ((k_f16, "f16"), (k_f32, "f32")):
+        with pytest.raises(enigma.CompileError, match=f"rounds to infinity.*{ty}|{ty}.*rounds to infinity"):
+            enigma.compile(enigma.kernel(fn))
+
+
+@enigma.kernel
+def k_fill_f32(x: enigma.constant(enigma.f32), Out: enigma.f32):
+    Out[enigma.thread_position_in_grid("x")] = x
+
+
+def test_by_value_floats_past_their_type_are_dispatch_errors():
+    rt = enigma.MetalRuntime(device="cpu")
+    for bad in (1e300, 10**400, -(10**400)):
+        with pytest.raises(enigma.DispatchError, match="does not fit in f32"):
+            rt.execute(enigma.compile(k_fill_f32), inputs=[bad], output_size=4, grid=1, threads=1)
+    out = rt.execute(enigma.compile(k_fill_f32), inputs=[float("inf")], output_size=4, grid=1, threads=1)
+    assert np.frombuffer(out, np.float32)[0] == np.inf
+
+
+# --- enigma.ops: logical lengths and argument errors (defects 6, 11) ---------
+
+import enigma.ops as ops  # noqa: E402
+
+
+@pytest.mark.parametrize("d, w_len", [(8, 7), (8, 3), (8, 9), (5, 4)])
+def test_norm_weights_must_match_the_row_length(d, w_len):
+    x = np.ones((4, d), np.float32)
+    with pytest.raises(ValueError, match=f"`weight` has {w_len} elements"):
+        ops.rms_norm(x, np.ones(w_len, np.float32), device="cpu")
+    with pytest.raises(ValueError, match=f"`bias` has {w_len} elements"):
+        ops.layer_norm(x, np.ones(d, np.float32), np.ones(w_len, np.float32), device="cpu")
+    # The right length still works, against a numpy reference.
+    w = np.arange(1, d + 1, dtype=np.float32)
+    got = ops.rms_norm(x, w, device="cpu")
+    np.testing.assert_allclose(got, np.tile(w, (4, 1)), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda x: ops.softmax(x, threads=-32, device="cpu"), enigma.DispatchError, ["threads=-32", "multiple of 32"]),
+        (lambda x: ops.softmax(x, threads=32.0, device="cpu"), TypeError, ["threads must be an int"]),
+        (lambda x: ops.softmax(x, threads=2**40, device="cpu"), enigma.DispatchError, ["threads="]),
+        (lambda x: ops.scale(x, "x", device="cpu"), TypeError, ["factor must be a number"]),
+        (lambda x: ops.scale(x, 10**400, device="cpu"), ValueError, ["factor="]),
+        (lambda x: ops.rms_norm(x, np.ones(8, np.float32), eps="1", device="cpu"), TypeError, ["eps must be a number"]),
+        (lambda x: ops.attention_decode(np.ones((2, 0), np.float32), np.ones((2, 3, 0), np.float32),
+                                        np.ones((2, 3, 0), np.float32), device="cpu"), ValueError, ["at least 1"]),
+        (lambda x: ops.tune("softmax_f32", (-1, 8), device="cpu"), ValueError, ["shape"]),
+        (lambda x: ops.tune("softmax_f32", "abc", device="cpu"), TypeError, ["shape"]),
+        (lambda x: ops.tune("softmax_f32", (4, 8), repeats=2**32, device="cpu"), ValueError, ["repeats"]),
+    ],
+)
+def test_library_argument_errors_name_the_parameter(call, error, words):
+    x = np.ones((4, 8), np.float32)
+    with pytest.raises(error) as e:
+        call(x)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_a_huge_threadgroup_array_is_a_compile_error_naming_it():
+    def k(A: enigma.f32):
+        big = enigma.threadgroup_alloc("float", 2**32)
+        big[0] = 1.0
+        A[0] = big[0]
+
+    with pytest.raises(enigma.CompileError, match="threadgroup array `big`"):
+        enigma.compile(enigma.kernel(k))
+
+
+# --- reports belong to their dispatch (defect 10) ----------------------------
+
+
+@enigma.kernel
+def k_racy_or_clean(flag: enigma.constant(enigma.u32), Out: enigma.u32):
+    t = enigma.thread_position_in_grid("x")
+    # flag = 1 leaves Out[1] unwritten: a coverage warning (no error).
+    if t == 0 or flag == 0:
+        Out[t] = t + 1
+
+
+def test_last_report_is_per_thread_and_per_dispatch():
+    import threading
+
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    compiled = enigma.compile(k_racy_or_clean)
+    mismatches = []
+
+    def worker(flag):
+        for _ in range(20):
+            rt.execute(compiled, inputs=[flag], output_size=8, grid=2, threads=32)
+            kinds = [f["kind"] for f in rt.last_report["findings"]]
+            if kinds != (["coverage"] if flag else []):
+                mismatches.append((flag, kinds))
+
+    threads = [threading.Thread(target=worker, args=(i % 2,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert mismatches == []
+    # A failed dispatch leaves no stale report behind.
+    with pytest.raises(enigma.DispatchError):
+        rt.execute(compiled, inputs=[0], output_size=7, grid=2, threads=32)
+    assert rt.last_report is None

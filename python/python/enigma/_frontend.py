@@ -539,6 +539,12 @@ class KernelCompiler:
             length = self.value(args["length"])
             if not length.untyped or not isinstance(length.lit, int) or isinstance(length.lit, bool) or length.lit <= 0:
                 raise self.error(value_node, "the length of a threadgroup array must be a positive integer known at compile time")
+            if length.lit > 0xFFFF_FFFF:
+                raise self.error(
+                    value_node,
+                    f"threadgroup array `{name}` of {length.lit} elements: a threadgroup array holds at most 2**32 - 1 elements "
+                    "(and the device's threadgroup memory, 32 KiB on Apple GPUs, far fewer)",
+                )
             index = len(self.tg_arrays)
             self.tg_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length.lit})
             self.symbols[name] = MemRef({"threadgroup": index}, elem, name)

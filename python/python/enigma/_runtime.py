@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import threading
 
 from . import _enigma
 from ._kernel import CompiledKernel, Kernel, compile as _compile
@@ -76,7 +77,15 @@ class MetalRuntime:
         self.sanitize = bool(sanitize)
         self.max_loop_iterations = _loop_budget(max_loop_iterations)
         self.timeout = _timeout(timeout)
-        self.last_report = None
+        self._reports = threading.local()
+
+    @property
+    def last_report(self):
+        """The report (a dict: times, notes, sanitizer findings) of the last
+        ``execute`` that *the calling thread* ran on this runtime, ``None``
+        before one or after one that failed. Per thread, so threads sharing
+        a runtime each see their own dispatch's report."""
+        return getattr(self._reports, "report", None)
 
     @property
     def device(self) -> str:
@@ -106,6 +115,7 @@ class MetalRuntime:
         :class:`DispatchError` naming the loop; Ctrl-C interrupts it
         (``KeyboardInterrupt``).
         """
+        self._reports.report = None
         if isinstance(compiled, Kernel):
             compiled = _compile(compiled)
         if not isinstance(compiled, CompiledKernel):
@@ -154,7 +164,7 @@ class MetalRuntime:
         results, report = self._rt.dispatch(
             compiled._native, args, mode, size, tg, self.sanitize if sanitize is None else bool(sanitize), budget, limit
         )
-        self.last_report = json.loads(report)
+        self._reports.report = json.loads(report)
         for p, mv in writeback:
             mv[:] = results[p.index]
         # An output the kernel never writes is read-only in the IR and comes
