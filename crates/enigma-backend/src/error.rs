@@ -9,8 +9,8 @@ use thiserror::Error;
 pub enum RuntimeError {
     #[error(transparent)]
     Validation(#[from] ValidationError),
-    #[error("kernel `{kernel}`: {source}")]
-    Geometry { kernel: String, source: GeometryError },
+    #[error("kernel `{kernel}`: {error}")]
+    Geometry { kernel: String, error: GeometryError },
     #[error("kernel `{kernel}`: threadgroup of {threads} threads ({x}×{y}×{z}) exceeds this pipeline's maximum of {max} threads per threadgroup")]
     ThreadgroupTooLarge { kernel: String, threads: u64, x: u32, y: u32, z: u32, max: u32 },
     #[error("kernel `{kernel}`: threadgroup memory of {bytes} bytes exceeds the device's limit of {limit} bytes")]

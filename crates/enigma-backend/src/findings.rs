@@ -62,7 +62,8 @@ pub enum Severity {
 /// A thread, as the sanitizer names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThreadRef {
-    /// `thread_position_in_grid`, when the thread is known.
+    /// `thread_position_in_grid`, when the thread is known (none for a lane
+    /// past the end of a partial SIMD group).
     pub grid: Option<[u32; 3]>,
     pub threadgroup: [u32; 3],
     pub simdgroup: Option<u32>,
@@ -79,6 +80,9 @@ impl fmt::Display for ThreadRef {
         match (self.grid, self.simdgroup, self.lane) {
             (Some([gx, gy, gz]), Some(sg), Some(lane)) => {
                 write!(f, "thread ({gx},{gy},{gz}) [threadgroup ({x},{y},{z}), SIMD group {sg}, lane {lane}]")?
+            }
+            (None, Some(sg), Some(lane)) => {
+                write!(f, "lane {lane} of SIMD group {sg} [threadgroup ({x},{y},{z}); no thread: the threadgroup ends before it]")?
             }
             _ => write!(f, "a thread of threadgroup ({x},{y},{z})")?,
         }

@@ -550,7 +550,9 @@ fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> Thre
     let linear = who.simdgroup * LANES as u32 + who.lane;
     let (location, source) = site(program, who.pc);
     ThreadRef {
-        grid: Some(tg.grid_position(linear, full)),
+        // A lane past the threadgroup's last thread (a shuffle's source in a
+        // partial SIMD group) has no position in the grid.
+        grid: (linear < tg.threads()).then(|| tg.grid_position(linear, full)),
         threadgroup: tg.position,
         simdgroup: Some(who.simdgroup),
         lane: Some(who.lane),

@@ -31,10 +31,10 @@ pub struct Args {
     pub fixed: bool,
     /// Number of elements for the examples (the sanitizer is slower than a
     /// plain simulation: about 3x per SIMD-group schedule).
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub n: u32,
-    /// SIMD-group schedules to run (0: the default, 3).
-    #[arg(long, default_value_t = 0)]
+    /// SIMD-group schedules to run (0: the default, 3; at most 100).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub schedules: u32,
     /// Print the findings as one JSON array instead of text.
     #[arg(long)]
@@ -57,7 +57,7 @@ struct Report {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
-        print_targets();
+        print_targets(args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let target = args.target.clone().unwrap_or_default();
@@ -280,7 +280,23 @@ fn print_report(r: &Report) {
     }
 }
 
-fn print_targets() {
+fn print_targets(json: bool) -> anyhow::Result<()> {
+    if json {
+        // One object per target: its name, its kind and what it is.
+        let mut all = vec![];
+        for e in EXAMPLES {
+            let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
+            all.push(serde_json::json!({ "target": e, "kind": "example", "kernels": kernels }));
+        }
+        for c in sanitizer_corpus::library() {
+            all.push(serde_json::json!({ "target": c.name, "kind": "library", "dispatch": describe(&(c.variant.launch)()) }));
+        }
+        for e in sanitizer_corpus::entries() {
+            all.push(serde_json::json!({ "target": format!("corpus/{}", e.name), "kind": "corpus", "class": e.class }));
+        }
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
     println!("examples (as `enigma run` sets them up; --n elements):");
     for e in EXAMPLES {
         let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
@@ -294,4 +310,5 @@ fn print_targets() {
     for e in sanitizer_corpus::entries() {
         println!("  {:<40} {}", format!("corpus/{}", e.name), e.class);
     }
+    Ok(())
 }
