@@ -286,3 +286,82 @@ def test_last_report_is_per_thread_and_per_dispatch():
     with pytest.raises(enigma.DispatchError):
         rt.execute(compiled, inputs=[0], output_size=7, grid=2, threads=32)
     assert rt.last_report is None
+
+
+# --- constant folding (defect 5) ---------------------------------------------
+
+
+def _compile_error_of(fn):
+    with pytest.raises(enigma.CompileError) as e:
+        enigma.compile(enigma.kernel(fn))
+    return str(e.value)
+
+
+def test_constant_shifts_outside_0_to_63_are_errors_that_point_at_run_time_semantics():
+    def k_neg(A: enigma.i32):
+        A[0] = 1 << -1
+
+    def k_huge(A: enigma.i32):
+        A[0] = 1 << 100000
+
+    for fn in (k_neg, k_huge):
+        msg = _compile_error_of(fn)
+        assert "constant shift" in msg and "between 0 and 63" in msg and "enigma.i32(1)" in msg, msg
+
+
+def test_typed_shifts_fold_like_they_run():
+    # `enigma.i32(1) << n` computes at run time; for every amount the result
+    # is the amount modulo 32, as the simulator documents (and numpy's
+    # int32 arithmetic with the same modulo gives).
+    @enigma.kernel
+    def k(n: enigma.constant(enigma.i32), A: enigma.i32):
+        A[0] = enigma.i32(1) << n
+
+    rt = enigma.MetalRuntime(device="cpu")
+    for amount in (-1, 0, 5, 31, 32, 33, 100):
+        got = np.frombuffer(rt.execute(enigma.compile(k), inputs=[amount], output_size=4, grid=1, threads=1), np.int32)[0]
+        want = np.left_shift(np.int32(1), np.int32(amount % 32))
+        assert got == want, (amount, got, want)
+
+
+def test_constants_too_large_for_any_kernel_type_fail_at_once():
+    def k_pow(A: enigma.i32):
+        x = 7 ** 10 ** 8
+        A[0] = x
+
+    def k_mul(A: enigma.i64):
+        A[0] = (1 << 63) * 4
+
+    assert "too large for any kernel type" in _compile_error_of(k_pow)
+    assert "does not fit any kernel integer type" in _compile_error_of(k_mul)
+
+
+# --- inputs a Python user writes (defect 12) ---------------------------------
+
+
+@enigma.kernel
+def k_flag(flag: enigma.constant(enigma.bool_), Out: enigma.u32):
+    if flag:
+        Out[0] = 1
+
+
+def test_numpy_bools_are_bools():
+    rt = enigma.MetalRuntime(device="cpu")
+    for value, want in ((np.bool_(True), 1), (np.bool_(False), 0), (True, 1)):
+        out = rt.execute(enigma.compile(k_flag), inputs=[value], output_size=4, grid=1, threads=1)
+        assert np.frombuffer(out, np.uint32)[0] == want
+    with pytest.raises(enigma.DispatchError, match="expected a bool"):
+        rt.execute(enigma.compile(k_flag), inputs=[1], output_size=4, grid=1, threads=1)
+
+
+def test_unicode_identifiers_compile_and_run():
+    @enigma.kernel
+    def k(A: enigma.f32, Ω: enigma.f32):
+        λ = A[0] * 2.0
+        Ω[0] = λ
+
+    compiled = enigma.compile(k)
+    assert "u03a9" in compiled.ir and "u03bb" in compiled.ir
+    rt = enigma.MetalRuntime(device="cpu")
+    out = rt.execute(compiled, inputs=[np.array([1.5], np.float32)], output_size=4, grid=1, threads=1)
+    assert np.frombuffer(out, np.float32)[0] == 3.0

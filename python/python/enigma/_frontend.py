@@ -205,6 +205,13 @@ def _default_type(value) -> DType:
     return f32
 
 
+def _short(value: int) -> str:
+    """An int for a message: its digits, or its size when it has many."""
+    if value.bit_length() <= 128:
+        return str(value)
+    return f"a {value.bit_length()}-bit integer"
+
+
 def _c_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
@@ -309,6 +316,10 @@ class KernelCompiler:
         return err
 
     def _ir_name(self, name):
+        # IR (and MSL/CUDA) names are ASCII: other characters of a Python
+        # identifier are spelled by their code point (`Ω` -> `u03a9`).
+        if not name.isascii():
+            name = "".join(c if c.isascii() else f"u{ord(c):04x}" for c in name)
         candidate = name
         n = 0
         while not _enigma.is_valid_identifier(candidate) or candidate in self.taken:
@@ -1313,17 +1324,31 @@ class KernelCompiler:
                     raise self.error(node, "division by zero in a constant expression")
                 r = _c_rem(x, y) if ints else math.fmod(x, y)
             elif op == "pow":
+                if ints and abs(x) > 1 and y > 64:
+                    # |x| ** 65 and beyond exceeds every kernel type: say so
+                    # before computing a number of millions of digits.
+                    raise self.error(node, f"constant expression {x} ** {y} is too large for any kernel type (the largest is u64)")
                 r = x ** y
             elif op in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
                 if not ints:
                     raise self.error(node, f"`{sym}` needs integers")
-                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y if y >= 0 else 0, "shr": x >> y if y >= 0 else 0}[op]
+                if op in ("shl", "shr") and not 0 <= y < 64:
+                    # At run time a shift takes its amount modulo the bit
+                    # width of its type, which a constant does not have yet.
+                    raise self.error(
+                        node,
+                        f"constant shift `{x} {sym} {y}`: a constant shift amount must be between 0 and 63; "
+                        f"to shift by the amount modulo the bit width, as at run time, give the value a type (e.g. enigma.i32({x}) {sym} {y})",
+                    )
+                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y, "shr": x >> y}[op]
             else:
                 raise self.error(node, f"`{sym}` cannot be folded")
         except (OverflowError, ValueError, ZeroDivisionError) as e:
             raise self.error(node, f"constant expression: {e}") from None
         if isinstance(r, bool):
             r = int(r)
+        if isinstance(r, int) and not -(1 << 63) <= r < (1 << 64):
+            raise self.error(node, f"constant expression `{x} {sym} {y}` = {_short(r)} does not fit any kernel integer type (i64 or u64)")
         return untyped(r)
 
     # --- calls -------------------------------------------------------------

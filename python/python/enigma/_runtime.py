@@ -281,13 +281,19 @@ def _np_name(p):
     return NUMPY_NAMES.get(p.scalar, p.scalar)
 
 
+def _is_bool(value):
+    """A Python bool or a numpy bool (``numpy.bool_``, called ``numpy.bool`` in numpy 2)."""
+    t = type(value)
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
+
+
 def _scalar(value, p, kernel_name):
     what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}, by value)"
     if p.scalar == "bool":
-        if isinstance(value, bool) or type(value).__name__ == "bool_":
+        if _is_bool(value):
             return bool(value)
-        raise DispatchError(f"{what}: expected a bool, got {type(value).__name__}")
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise DispatchError(f"{what}: expected a bool, got {type(value).__module__}.{type(value).__name__}")
+    if _is_bool(value):
         raise DispatchError(f"{what}: expected a number, got a bool")
     if isinstance(value, numbers.Integral):
         return int(value)
