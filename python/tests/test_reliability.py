@@ -365,3 +365,24 @@ def test_unicode_identifiers_compile_and_run():
     rt = enigma.MetalRuntime(device="cpu")
     out = rt.execute(compiled, inputs=[np.array([1.5], np.float32)], output_size=4, grid=1, threads=1)
     assert np.frombuffer(out, np.float32)[0] == 3.0
+
+
+def test_specialisation_constants_and_half_arguments_past_their_type_are_errors():
+    @enigma.kernel
+    def k(A: enigma.f32):
+        T = enigma.spec("T", enigma.f32, 1.0)
+        A[0] = T
+
+    with pytest.raises(enigma.CompileError, match="rounds to infinity"):
+        enigma.compile(k, T=1e300)
+    assert enigma.compile(k, T=3.0e38).spec == {"T": 3.0e38}
+
+    @enigma.kernel
+    def k_half(x: enigma.constant(enigma.f16), A: enigma.f16):
+        A[0] = x
+
+    rt = enigma.MetalRuntime(device="cpu")
+    with pytest.raises(enigma.DispatchError, match="rounds to infinity"):
+        rt.execute(enigma.compile(k_half), inputs=[1e6], output_size=2, grid=1, threads=1)
+    out = rt.execute(enigma.compile(k_half), inputs=[65504.0], output_size=2, grid=1, threads=1)
+    assert np.frombuffer(out, np.float16)[0] == np.float16(65504.0)
