@@ -386,3 +386,57 @@ def test_specialisation_constants_and_half_arguments_past_their_type_are_errors(
         rt.execute(enigma.compile(k_half), inputs=[1e6], output_size=2, grid=1, threads=1)
     out = rt.execute(enigma.compile(k_half), inputs=[65504.0], output_size=2, grid=1, threads=1)
     assert np.frombuffer(out, np.float16)[0] == np.float16(65504.0)
+
+
+# --- deep kernels (defect 4) -------------------------------------------------
+
+
+def _kernel_from_source(tmp_path, name, body):
+    """The function `k` of a module written from `body` (enigma reads a
+    kernel's source, so generated kernels need a file)."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text("import enigma\n\n" + body)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
+
+
+def test_deep_but_valid_kernels_compile_and_run(tmp_path):
+    rt = enigma.MetalRuntime(device="cpu")
+    a = np.arange(1, 61, dtype=np.float32)
+    # A 60-term sum.
+    terms = " + ".join(f"A[{i}]" for i in range(60))
+    k = _kernel_from_source(tmp_path, "sum60", f"def k(A: enigma.f32, Out: enigma.f32):\n    Out[0] = {terms}\n")
+    out = rt.execute(enigma.compile(k), inputs=[a], output_size=4, grid=1, threads=1)
+    assert np.frombuffer(out, np.float32)[0] == a.sum()
+    # 30 nested ifs: the innermost runs only where every condition holds.
+    body = "def k(n: enigma.constant(enigma.u32), Out: enigma.u32):\n"
+    for depth in range(30):
+        body += "    " * (depth + 1) + f"if n > {depth}:\n"
+    body += "    " * 31 + "Out[0] = 7\n"
+    k = _kernel_from_source(tmp_path, "ifs30", body)
+    for n, want in ((30, 7), (29, 0)):
+        out = rt.execute(enigma.compile(k), inputs=[n], output_size=4, grid=1, threads=1)
+        assert np.frombuffer(out, np.uint32)[0] == want
+    # A 30-branch elif chain.
+    body = "def k(n: enigma.constant(enigma.u32), Out: enigma.u32):\n    if n == 0:\n        Out[0] = 100\n"
+    for i in range(1, 30):
+        body += f"    elif n == {i}:\n        Out[0] = {100 + i}\n"
+    k = _kernel_from_source(tmp_path, "elif30", body)
+    compiled = enigma.compile(k)
+    for n in (0, 17, 29):
+        out = rt.execute(compiled, inputs=[n], output_size=4, grid=1, threads=1)
+        assert np.frombuffer(out, np.uint32)[0] == 100 + n
+    # The IR text of the nested ifs compiles back.
+    assert enigma.compile_ir(compiled.ir).ir == compiled.ir
+
+
+def test_nesting_past_the_irs_limit_is_a_compile_error_with_the_line(tmp_path):
+    terms = " + ".join(["A[0]"] * 400)
+    k = _kernel_from_source(tmp_path, "sum400", f"def k(A: enigma.f32):\n    A[1] = {terms}\n")
+    with pytest.raises(enigma.CompileError) as e:
+        enigma.compile(k)
+    assert "sum400.py:4" in str(e.value) and "128 levels" in str(e.value), str(e.value)

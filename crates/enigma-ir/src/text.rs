@@ -1924,7 +1924,62 @@ pub fn to_json_pretty(kernel: &Kernel) -> String {
     serde_json::to_string_pretty(kernel).expect("a Kernel is plain data with string keys; serialising it cannot fail")
 }
 
-/// Reads the JSON form.
+/// The deepest JSON nesting [`from_json`] reads: enough for every kernel
+/// within [`MAX_NESTING`] (an expression or block level takes a few JSON
+/// levels), where serde_json's own limit of 128 JSON levels stopped kernels
+/// far shallower than the text form reads.
+pub const MAX_JSON_DEPTH: usize = 8 * MAX_NESTING as usize;
+
+/// Reads the JSON form. Nesting past [`MAX_JSON_DEPTH`] is an error naming
+/// the limit (checked before parsing, so a deep document never reaches the
+/// recursive parser).
 pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
-    serde_json::from_str(json).map_err(|e| JsonError { line: e.line(), column: e.column(), message: e.to_string() })
+    if let Some((line, column)) = too_deep(json, MAX_JSON_DEPTH) {
+        return Err(JsonError {
+            line,
+            column,
+            message: format!(
+                "nested more than {MAX_JSON_DEPTH} levels deep; the IR allows {MAX_NESTING} levels of nested expressions and blocks"
+            ),
+        });
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    de.disable_recursion_limit();
+    let kernel = serde::Deserialize::deserialize(&mut de).and_then(|k| de.end().map(|()| k));
+    kernel.map_err(|e| JsonError { line: e.line(), column: e.column(), message: e.to_string() })
+}
+
+/// The line and column (1-based) where `json` first opens more than `limit`
+/// nested arrays or objects, if it does (brackets inside strings excluded).
+fn too_deep(json: &str, limit: usize) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        column += 1;
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some((line, column));
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            '\n' => {
+                line += 1;
+                column = 0;
+            }
+            _ => {}
+        }
+    }
+    None
 }

@@ -528,3 +528,39 @@ fn float_literals_that_round_to_infinity_are_rejected() {
         assert_eq!(ok, (v as f32).is_finite(), "{v:e}");
     }
 }
+
+/// The JSON form carries every kernel the text form does (issue 18, defect
+/// 4): sums of many terms and blocks nested up to the text form's limit go
+/// through `to_json`/`from_json` unchanged, and JSON nested past what any
+/// such kernel needs is an error naming the limit, not a stack overflow.
+#[test]
+fn the_json_form_carries_kernels_as_deep_as_the_text_form() {
+    let depth = text::MAX_NESTING as usize - 2;
+    let sum = format!("kernel k(A: device u32 read_write) {{\n    A[0u32] = {}0u32{}\n}}\n", "(1u32 + ".repeat(depth), ")".repeat(depth));
+    let blocks = format!(
+        "kernel k(A: device u32 read_write) {{\n{}A[0u32] = 1u32\n{}}}\n",
+        "if (A[0u32] == 0u32) {\n".repeat(depth),
+        "}\n".repeat(depth)
+    );
+    for source in [sum, blocks] {
+        let kernel = text::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+        let json = to_json(&kernel);
+        let back = from_json(&json).unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(back, kernel);
+    }
+    let too_deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = from_json(&too_deep).unwrap_err();
+    assert!(err.message.contains("nested"), "{}", err.message);
+    // The deepest expression the JSON limit lets through (bit-not is two
+    // JSON levels) parses and validates on a test thread's small stack.
+    let mut k = enigma_ir::builder::KernelBuilder::new("deep");
+    let a = k.buffer("A", enigma_ir::Type::U32, enigma_ir::Access::ReadWrite);
+    let mut e = a.get(0u32);
+    for _ in 0..text::MAX_JSON_DEPTH / 2 - 8 {
+        e = !e;
+    }
+    k.store(a.at(0u32), e);
+    let kernel = k.finish().unwrap();
+    let back = from_json(&to_json(&kernel)).unwrap_or_else(|e| panic!("{}", e.message));
+    enigma_ir::validate(&back, &enigma_ir::ValidationOptions::default()).unwrap();
+}

@@ -255,9 +255,19 @@ _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 # The compiler
 # ---------------------------------------------------------------------------
 
+# The deepest nesting of expressions and blocks together a kernel may have:
+# the IR's (its text form reads 128 levels; enigma_ir::text::MAX_NESTING).
+MAX_NESTING = 128
+_TOO_DEEP = (
+    f"expressions and blocks are nested more than {MAX_NESTING} levels deep here (the IR's limit); "
+    "split the expression with intermediate variables or flatten the branches"
+)
+
+
 class KernelCompiler:
     def __init__(self, fn):
         self.fn = fn
+        self.depth = 0  # expressions and blocks being compiled, nested
         self.file = fn.__code__.co_filename
         self.kernel_name_py = fn.__name__
         try:
@@ -414,6 +424,15 @@ class KernelCompiler:
         return stmt
 
     def _block(self, body):
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING and body:
+                raise self.error(body[0], _TOO_DEEP)
+            self._block_stmts(body)
+        finally:
+            self.depth -= 1
+
+    def _block_stmts(self, body):
         for node in body:
             self.line = node.lineno
             is_else = isinstance(node, ast.With) and self._with_kind(node) in ("else_", "elif_")
@@ -943,6 +962,15 @@ class KernelCompiler:
 
     def expr(self, node):
         self.line = getattr(node, "lineno", self.line)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(node, _TOO_DEEP)
+            return self._expr(node)
+        finally:
+            self.depth -= 1
+
+    def _expr(self, node):
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, (bool, int, float)):
