@@ -54,6 +54,7 @@ pub fn library_call<'py>(
 ) -> PyResult<(Bound<'py, PyBytes>, &'static str)> {
     let rt = &runtime.rt;
     let elem = elem_of(elem)?;
+    check_lengths(op, elem, &inputs, &dims)?;
     let mut buffers: Vec<Buffer> = vec![];
     for bytes in &inputs {
         let padded = bytes.len().div_ceil(16).max(1) * 16;
@@ -134,8 +135,10 @@ pub fn library_call<'py>(
         other => return Err(PyValueError::new_err(format!("no library operation named `{other}`"))),
     };
     let out = out.map_err(|e| ops_err(py, e))?;
-    let mut bytes = out.read_bytes().map_err(|e| runtime_err(py, e))?;
-    bytes.truncate(n_out * out_elem.size_bytes() as usize);
+    // Exactly the output's elements (the buffer may be padded), read
+    // straight into the result object.
+    let len = n_out * out_elem.size_bytes() as usize;
+    let bytes = PyBytes::new_with(py, len, |dst| out.read_into(dst).map_err(|e| runtime_err(py, e)))?;
     let name = match out_elem {
         Scalar::F16 => "f16",
         Scalar::BF16 => "bf16",
@@ -143,7 +146,48 @@ pub fn library_call<'py>(
         Scalar::U32 => "u32",
         _ => "f32",
     };
-    Ok((PyBytes::new(py, &bytes), name))
+    Ok((bytes, name))
+}
+
+/// The inputs operation `op` takes for shape `dims`: each one's name, its
+/// element count and element type (`None`: the call's). `None` for an
+/// unknown operation or a shape whose sizes overflow.
+fn expected_inputs(op: &str, dims: &[usize]) -> Option<Vec<(&'static str, usize, Option<Scalar>)>> {
+    let dim = |i: usize| dims.get(i).copied();
+    let product = |n: usize| dims.iter().take(n).try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    Some(match op {
+        "add" | "mul" => vec![("a", dim(0)?, None), ("b", dim(0)?, None)],
+        "scale" | "relu" | "silu" | "gelu" | "sum" | "max" | "min" | "prefix_sum_inclusive" | "prefix_sum_exclusive" => vec![("x", dim(0)?, None)],
+        "sum_rows" | "max_rows" | "min_rows" | "softmax" => vec![("x", product(2)?, None)],
+        "rms_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None)],
+        "layer_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None), ("bias", dim(1)?, None)],
+        "gemv" => vec![("w", product(2)?, None), ("x", dim(1)?, Some(Scalar::F32))],
+        "attention_decode" | "attention_decode_fused" => {
+            vec![("q", dim(0)?.checked_mul(dim(2)?)?, None), ("k", product(3)?, None), ("v", product(3)?, None)]
+        }
+        _ => return None,
+    })
+}
+
+/// Every input must hold exactly the elements the shape asks for: the
+/// buffers are padded to 16 bytes on upload, so a length checked after that
+/// would let a short array through (its missing elements read as zeros).
+fn check_lengths(op: &str, elem: Scalar, inputs: &[Vec<u8>], dims: &[usize]) -> PyResult<()> {
+    let Some(expected) = expected_inputs(op, dims) else { return Ok(()) };
+    if expected.len() != inputs.len() {
+        return Ok(()); // the argument count is reported below, with the dimensions
+    }
+    for ((name, elements, ty), bytes) in expected.iter().zip(inputs) {
+        let size = ty.unwrap_or(elem).size_bytes() as usize;
+        if bytes.len() % size != 0 || bytes.len() / size != *elements {
+            return Err(PyValueError::new_err(format!(
+                "{op}: `{name}` has {} elements of {}; the shape {dims:?} needs {elements}",
+                bytes.len() / size,
+                ty.unwrap_or(elem)
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn reduction(name: &str) -> Reduction {

@@ -25,7 +25,7 @@ pub fn check_dispatch(
         return Err(RuntimeError::ThreadgroupTooLarge { kernel: name(), threads, x, y, z, max });
     }
     let geometry = plan_dispatch(mode, size, threads_per_threadgroup, None)
-        .map_err(|source| RuntimeError::Geometry { kernel: name(), source })?;
+        .map_err(|error| RuntimeError::Geometry { kernel: name(), error })?;
     let bytes = compiled.static_threadgroup_memory_length();
     if bytes > device.max_threadgroup_memory_bytes {
         return Err(RuntimeError::ThreadgroupMemory { kernel: name(), bytes, limit: device.max_threadgroup_memory_bytes });

@@ -154,6 +154,8 @@ pub enum ValidationErrorKind {
     SpecDefault { name: String, ty: Scalar, default: Literal },
     #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
     LoopVariable { var: String, ty: Type },
+    #[error("the for loop over `{var}` has the constant step 0: it never ends once it starts (loops count up: `{var} < end`)")]
+    LoopStep { var: String },
 }
 
 /// Validates `kernel` against `options`.
@@ -437,6 +439,9 @@ impl<'k> Validator<'k> {
                 let local = self.var(*var)?;
                 if local.ty.is_vector() || !local.ty.elem().is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
+                }
+                if matches!(step, Expr::Literal(Literal { value: LiteralValue::Int(0) | LiteralValue::UInt(0), .. })) {
+                    return Err(self.err(ValidationErrorKind::LoopStep { var: local.name.clone() }));
                 }
                 let ty = local.ty;
                 let (_, u_start) = self.expect_expr(start, ty, "loop start", state)?;
@@ -805,8 +810,29 @@ fn collective_matrix_op(stmt: &StmtKind) -> Option<&'static str> {
 }
 
 /// Checks that a literal's value has the right kind and fits its type.
+/// The smallest magnitude that rounds to infinity in float type `t`: the
+/// largest finite value plus half a unit in its last place (a tie rounds to
+/// the even neighbour, which is infinity).
+fn float_overflow_threshold(t: Scalar) -> f64 {
+    // (mantissa bits, largest exponent)
+    let (mantissa, max_exp) = match t {
+        Scalar::F16 => (10, 15),
+        Scalar::BF16 => (7, 127),
+        Scalar::F32 => (23, 127),
+        _ => return f64::INFINITY,
+    };
+    2f64.powi(max_exp + 1) - 2f64.powi(max_exp - mantissa - 1)
+}
+
 pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
-    let out_of_range = || ValidationErrorKind::LiteralRange { value: format!("{:?}", lit.value), ty: lit.ty };
+    let shown = match lit.value {
+        LiteralValue::Bool(b) => b.to_string(),
+        LiteralValue::Int(i) => i.to_string(),
+        LiteralValue::UInt(u) => u.to_string(),
+        LiteralValue::Float(f) if lit.ty.is_float() => format!("{f:e} (it rounds to infinity)"),
+        LiteralValue::Float(f) => format!("{f:e} (a float)"),
+    };
+    let out_of_range = || ValidationErrorKind::LiteralRange { value: shown.clone(), ty: lit.ty };
     let ok = match (lit.ty, lit.value) {
         (Scalar::Bool, LiteralValue::Bool(_)) => true,
         (t, LiteralValue::Int(i)) if t.is_signed_int() => {
@@ -817,7 +843,9 @@ pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
             let bits = t.size_bytes() * 8;
             bits == 64 || u < (1u64 << bits)
         }
-        (t, LiteralValue::Float(_)) if t.is_float() => true,
+        // A finite value that rounds to infinity in its type does not fit
+        // (infinity itself is a value every type holds).
+        (t, LiteralValue::Float(f)) if t.is_float() => !f.is_finite() || f.abs() < float_overflow_threshold(t),
         _ => false,
     };
     if ok {

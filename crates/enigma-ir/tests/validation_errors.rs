@@ -115,6 +115,7 @@ cases! {
     ],
     SpecDefault => [spec_default_of_another_type],
     LoopVariable => [float_loop_variable, vector_loop_variable],
+    LoopStep => [loop_with_a_constant_zero_step],
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
     MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
@@ -599,7 +600,7 @@ fn u8_literal_of_256() -> ValidationError {
     let out = k.buffer("out", Scalar::U8, Access::ReadWrite);
     let line = line!() + 1;
     k.store(out.at(0u32), Ex::literal(Literal { ty: Scalar::U8, value: LiteralValue::UInt(256) }));
-    rejects(&built(k), K::LiteralRange { value: "UInt(256)".into(), ty: Scalar::U8 }, At::Built("body[0]", line))
+    rejects(&built(k), K::LiteralRange { value: "256".into(), ty: Scalar::U8 }, At::Built("body[0]", line))
 }
 
 /// A value of the wrong kind for its type is out of range too.
@@ -610,13 +611,13 @@ fn unsigned_literal_holding_a_float() -> ValidationError {
             out[1u32] = lit<u32>(float 1.5)
         }",
     );
-    rejects(&kernel, K::LiteralRange { value: "Float(1.5)".into(), ty: Scalar::U32 }, At::Path("body[1]"))
+    rejects(&kernel, K::LiteralRange { value: "1.5e0 (a float)".into(), ty: Scalar::U32 }, At::Path("body[1]"))
 }
 
 fn spec_default_out_of_range() -> ValidationError {
     let mut k = KernelBuilder::new("k");
     k.spec("S", Literal { ty: Scalar::I8, value: LiteralValue::Int(128) });
-    rejects(&built(k), K::LiteralRange { value: "Int(128)".into(), ty: Scalar::I8 }, At::Declarations)
+    rejects(&built(k), K::LiteralRange { value: "128".into(), ty: Scalar::I8 }, At::Declarations)
 }
 
 // ---------------------------------------------------------------------------
@@ -1030,4 +1031,9 @@ fn matrix_load_at_a_lane_dependent_offset() -> ValidationError {
     );
     let cause = "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".to_string();
     rejects(&k, K::NonUniformMatrix { op: "simdgroup_load", cause }, At::Path("body[0]"))
+}
+
+fn loop_with_a_constant_zero_step() -> ValidationError {
+    let k = parsed("kernel k(out: device u32 read_write) {\n    var i: u32\n    for i in (0u32, 4u32, 0u32) {\n        out[i] = i\n    }\n}");
+    rejects(&k, K::LoopStep { var: "i".into() }, At::Path("body[0]"))
 }

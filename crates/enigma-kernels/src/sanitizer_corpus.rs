@@ -96,6 +96,7 @@ pub enum Kind {
     ThreadgroupRace,
     SimdgroupRace,
     DeviceRace,
+    MixedAtomic,
     UninitializedRead,
     InactiveLaneRead,
     DivergentBarrier,
@@ -111,6 +112,7 @@ impl Kind {
             Kind::ThreadgroupRace => "threadgroup_race",
             Kind::SimdgroupRace => "simdgroup_race",
             Kind::DeviceRace => "device_race",
+            Kind::MixedAtomic => "mixed_atomic",
             Kind::UninitializedRead => "uninitialized_read",
             Kind::InactiveLaneRead => "inactive_lane_read",
             Kind::DivergentBarrier => "divergent_barrier",
@@ -825,6 +827,67 @@ fn row_sum_launch(mode: Mode) -> Launch {
     Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
 }
 
+// ------------------------------- (i) device races inside a threadgroup ---
+
+/// Publishes a SIMD group's largest input in `out[0]`. The bug: every lane
+/// stores its own input there; the fix stores `simd_max` from every lane
+/// (one value, which is not a race).
+fn simd_max_publish(each_lane_own_value: bool) -> Kernel {
+    let mut k = KernelBuilder::new("simd_max_publish");
+    let a = k.buffer("a", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let t = k.let_("t", thread_position_in_grid().x());
+    let value = if each_lane_own_value { a.get(t) } else { simd_max(a.get(t)) };
+    k.store(out.at(0u32), value); // @lanes_store
+    finish(k)
+}
+
+fn simd_max_publish_launch() -> Launch {
+    Launch::threads(32, 32, vec![ArgSpec::f32s(&data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
+}
+
+/// A dot product of 64 elements by one threadgroup of two SIMD groups. The
+/// bug: `out[0] = out[0] + a[i] * b[i]` by every thread; the fix adds
+/// atomically.
+fn dot_product(atomic: bool) -> Kernel {
+    let mut k = KernelBuilder::new("dot_product");
+    let a = k.buffer("a", Type::U32, Access::Read);
+    let b = k.buffer("b", Type::U32, Access::Read);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    if atomic {
+        k.atomic(AtomicOp::Add, out.at(0u32), a.get(i) * b.get(i));
+    } else {
+        k.store(out.at(0u32), out.get(0u32) + a.get(i) * b.get(i)); // @dot_accumulate
+    }
+    finish(k)
+}
+
+fn dot_product_launch() -> Launch {
+    let v: Vec<u32> = (0..64).collect();
+    Launch::threads(64, 64, vec![ArgSpec::u32s(&v), ArgSpec::u32s(&v), ArgSpec::zeros(Type::U32, 1)])
+}
+
+/// Every thread counts itself in `count[0]` atomically; thread 0 of each
+/// threadgroup then records the count it sees in `seen[group]`. The bug:
+/// that read is a plain load; the fix reads atomically (an add of 0).
+fn counter_snapshot(atomic_read: bool) -> Kernel {
+    let mut k = KernelBuilder::new("counter_snapshot");
+    let count = k.buffer("count", Type::U32, Access::ReadWrite);
+    let seen = k.buffer("seen", Type::U32, Access::ReadWrite);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.atomic(AtomicOp::Add, count.at(0u32), 1u32); // @counter_add
+    k.if_(lid.eq(0u32), |k| {
+        let now = if atomic_read { k.atomic_fetch(AtomicOp::Add, count.at(0u32), 0u32) } else { k.let_("now", count.get(0u32)) }; // @counter_read
+        k.store(seen.at(threadgroup_position_in_grid().x()), now);
+    });
+    finish(k)
+}
+
+fn counter_snapshot_launch() -> Launch {
+    Launch::threads(128, 64, vec![ArgSpec::zeros(Type::U32, 1), ArgSpec::zeros(Type::U32, 2)])
+}
+
 // ------------------------------------------------------------ the corpus ---
 
 /// Every corpus entry, at least one per bug class (a)–(h).
@@ -984,7 +1047,9 @@ pub fn entries() -> Vec<Entry> {
                 at: site("body[2].then[0]", "inplace_read"),
                 other: site("body[3]", "inplace_write"),
                 with: &[],
-                may: &[OrderDependence],
+                // The same read of a neighbour's element races inside a
+                // threadgroup too: across SIMD groups and across lanes.
+                may: &[ThreadgroupRace, SimdgroupRace, OrderDependence],
             },
         },
         Entry {
@@ -1000,6 +1065,57 @@ pub fn entries() -> Vec<Entry> {
                 index: Some(0),
                 at: site("body[6].then[2]", "global_accumulate"),
                 other: site("body[6].then[2]", "global_accumulate"),
+                with: &[],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "simd_lanes_store_one_element",
+            class: "(i) device race inside a threadgroup, between lanes",
+            description: "out[0] = a[t] by the 32 lanes of one SIMD group: each lane stores a different value to one element",
+            buggy: Variant { kernel: || simd_max_publish(true), launch: simd_max_publish_launch },
+            fixed: Variant { kernel: || simd_max_publish(false), launch: simd_max_publish_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("out"),
+                index: Some(0),
+                at: site("body[1]", "lanes_store"),
+                other: site("body[1]", "lanes_store"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "dot_product_without_atomics",
+            class: "(i) device race inside a threadgroup, non-atomic read-modify-write",
+            description: "out[0] = out[0] + a[i] * b[i] by the 64 threads (two SIMD groups) of one threadgroup",
+            buggy: Variant { kernel: || dot_product(false), launch: dot_product_launch },
+            fixed: Variant { kernel: || dot_product(true), launch: dot_product_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("out"),
+                index: Some(0),
+                at: site("body[1]", "dot_accumulate"),
+                other: site("body[1]", "dot_accumulate"),
+                with: &[ThreadgroupRace],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "atomic_counter_read_plainly",
+            class: "(i) mixed atomic and plain access",
+            description: "count[0] is incremented with atomic_add by every thread while thread 0 of each threadgroup reads it with a plain load",
+            buggy: Variant { kernel: || counter_snapshot(false), launch: counter_snapshot_launch },
+            fixed: Variant { kernel: || counter_snapshot(true), launch: counter_snapshot_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: MixedAtomic,
+                variable: Some("count"),
+                index: Some(0),
+                at: site("body[2].then[0]", "counter_read"),
+                other: site("body[1]", "counter_add"),
                 with: &[],
                 may: &[OrderDependence],
             },
@@ -1257,9 +1373,8 @@ pub fn library() -> Vec<Case> {
             Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("shuffle_stencil", seed000::shuffle_stencil, || {
-            // A multiple of 32: in a partial SIMD group the last lane's
-            // shuffle_down would read a lane that does not exist.
-            let n = 1024;
+            // Not a multiple of 32: the last SIMD group is partial.
+            let n = 1000;
             Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("gemm_tiled", seed000::gemm_tiled, || {

@@ -163,6 +163,16 @@ impl Entry {
         Ok(shape)
     }
 
+    /// Fails with [`RuntimeError::Allocation`] when the host memory a
+    /// checked run of `shape` holds at once (inputs, their f64 reference,
+    /// tolerances and the downloaded result: [`HOST_BYTES_PER_ELEMENT`] per
+    /// element of the shape) cannot be allocated.
+    fn check_host_memory(&self, shape: &[usize]) -> Result<(), Error> {
+        let elements: u128 = shape.iter().map(|&s| s as u128).product();
+        let what = format!("{}: host memory for a checked run of shape {shape:?}", self.name);
+        Ok(enigma_runtime::check_host_memory(&what, elements * HOST_BYTES_PER_ELEMENT)?)
+    }
+
     /// Runs once on random data of `shape` (empty: [`Entry::default_shape`])
     /// and checks the output against the f64 reference.
     pub fn run(&self, rt: &Runtime, shape: &[usize]) -> Result<CheckOutcome, Error> {
@@ -173,6 +183,7 @@ impl Entry {
     /// of 1.
     pub fn run_with(&self, rt: &Runtime, shape: &[usize], options: &Options) -> Result<CheckOutcome, Error> {
         let shape = self.shape(shape)?;
+        self.check_host_memory(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
         let ops = self.ops(rt, options, shape);
         let out = (case.run)(&ops)?;
@@ -200,6 +211,7 @@ impl Entry {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<BenchOutcome, Error> {
         let shape = self.shape(shape)?;
+        self.check_host_memory(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
         let ops = self.ops(rt, options, shape);
         let iters = iters.max(1);
@@ -248,6 +260,11 @@ impl Entry {
         })
     }
 }
+
+/// Host bytes a checked run holds per element of its shape: the f32 inputs
+/// (4), the f64 reference (8), its tolerances (16), the f64 result (8) and
+/// room for a second input or a quantized copy (12).
+const HOST_BYTES_PER_ELEMENT: u128 = 48;
 
 /// Parses `8192x8192` (or `8192,8192`) into a shape.
 pub fn parse_shape(text: &str) -> Result<Vec<usize>, Error> {

@@ -19,7 +19,7 @@
 //! ```
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
-pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, ThreadRef};
+pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, ThreadRef};
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
 
@@ -128,8 +128,23 @@ impl Runtime {
 
     /// A buffer holding a copy of `data`.
     pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer, RuntimeError> {
-        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes_vec()).collect();
-        self.buffer_from_bytes(T::TYPE, &bytes)
+        let elem_bytes = T::TYPE.size_bytes() as usize;
+        let storage = self.allocate(data.len() as u128 * elem_bytes as u128, T::TYPE)?;
+        // Written in chunks, so no host copy of the whole buffer is made.
+        let mut chunk = Vec::with_capacity(CHUNK_ELEMENTS * elem_bytes);
+        for (i, part) in data.chunks(CHUNK_ELEMENTS).enumerate() {
+            chunk.clear();
+            chunk.extend(part.iter().flat_map(|x| x.to_le_bytes_vec()));
+            storage.write(i * CHUNK_ELEMENTS * elem_bytes, &chunk)?;
+        }
+        Ok(Buffer { storage: Arc::from(storage), elem: Some(T::TYPE) })
+    }
+
+    /// Device memory of `bytes` bytes (the size as asked for, which may
+    /// not fit `usize`) for elements of `elem`.
+    fn allocate(&self, bytes: u128, elem: Type) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        let len = usize::try_from(bytes).map_err(|_| RuntimeError::allocation(format!("a buffer of {elem} elements"), bytes))?;
+        self.backend.allocate(len)
     }
 
     /// A buffer of `len` zeroed elements of `T`.
@@ -139,7 +154,7 @@ impl Runtime {
 
     /// A zeroed buffer of `len` elements of `elem` (e.g. `half4`).
     pub fn buffer_of_type(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
-        let storage = self.backend.allocate(len * elem.size_bytes() as usize)?;
+        let storage = self.allocate(len as u128 * elem.size_bytes() as u128, elem)?;
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
@@ -148,6 +163,11 @@ impl Runtime {
         let storage = self.backend.allocate(bytes.len())?;
         storage.write(0, bytes)?;
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
+    }
+
+    /// A buffer of `len` zero bytes typed as elements of `elem`.
+    pub fn buffer_zeroed_bytes(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
+        Ok(Buffer { storage: Arc::from(self.backend.allocate(len)?), elem: Some(elem) })
     }
 
     /// An untyped buffer of `len` zero bytes.
@@ -203,8 +223,22 @@ impl Runtime {
     }
 }
 
+/// Checks, before a run allocates them piece by piece, that `bytes` of host
+/// memory (the size as asked for, possibly more than `usize` holds) can be
+/// allocated now: a run sized by a user's numbers then fails with an error
+/// naming `what` instead of aborting part-way when one of its vectors
+/// cannot be allocated. The memory is released at once.
+pub fn check_host_memory(what: &str, bytes: u128) -> Result<(), RuntimeError> {
+    let len = usize::try_from(bytes).map_err(|_| RuntimeError::allocation(what, bytes))?;
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(len).map_err(|_| RuntimeError::allocation(what, bytes))
+}
+
 pub use enigma_backend::DispatchMode as Mode;
 pub use enigma_backend::DispatchOptions as Options;
+
+/// Elements [`Runtime::buffer_from`] converts per write.
+const CHUNK_ELEMENTS: usize = 1 << 16;
 
 /// Device memory.
 #[derive(Clone, Debug)]
@@ -224,9 +258,18 @@ impl Buffer {
     }
 
     pub fn read_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
-        let mut out = vec![0u8; self.len_bytes()];
+        let len = self.len_bytes();
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| RuntimeError::allocation("a host copy of a buffer", len as u128))?;
+        out.resize(len, 0);
         self.storage.read(0, &mut out)?;
         Ok(out)
+    }
+
+    /// Copies the buffer's first `out.len()` bytes into `out` (e.g. memory
+    /// a front end allocated for the result, so no other copy is made).
+    pub fn read_into(&self, out: &mut [u8]) -> Result<(), RuntimeError> {
+        self.storage.read(0, out)
     }
 
     pub fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {

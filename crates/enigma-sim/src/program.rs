@@ -50,7 +50,8 @@ pub enum Inst {
     Break,
     Continue,
     Return,
-    Barrier { scope: BarrierScope },
+    /// `device`: the barrier's flags order device memory (`mem_device`).
+    Barrier { scope: BarrierScope, device: bool },
     /// Each lane's own constant (a matrix element's row, column or
     /// diagonal flag in the reference lane map).
     LaneTable { dst: Reg, values: Box<[u64; 32]> },
@@ -359,8 +360,9 @@ impl Lowering<'_> {
             StmtKind::Return => {
                 self.emit(Inst::Return);
             }
-            StmtKind::Barrier { scope, .. } => {
-                self.emit(Inst::Barrier { scope: *scope });
+            StmtKind::Barrier { scope, flags } => {
+                let device = matches!(flags, MemFlags::Device | MemFlags::DeviceAndThreadgroup);
+                self.emit(Inst::Barrier { scope: *scope, device });
             }
             StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
                 let v = self.expr(value);

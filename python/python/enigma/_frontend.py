@@ -205,6 +205,13 @@ def _default_type(value) -> DType:
     return f32
 
 
+def _short(value: int) -> str:
+    """An int for a message: its digits, or its size when it has many."""
+    if value.bit_length() <= 128:
+        return str(value)
+    return f"a {value.bit_length()}-bit integer"
+
+
 def _c_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
@@ -248,9 +255,19 @@ _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 # The compiler
 # ---------------------------------------------------------------------------
 
+# The deepest nesting of expressions and blocks together a kernel may have:
+# the IR's (its text form reads 128 levels; enigma_ir::text::MAX_NESTING).
+MAX_NESTING = 128
+_TOO_DEEP = (
+    f"expressions and blocks are nested more than {MAX_NESTING} levels deep here (the IR's limit); "
+    "split the expression with intermediate variables or flatten the branches"
+)
+
+
 class KernelCompiler:
     def __init__(self, fn):
         self.fn = fn
+        self.depth = 0  # expressions and blocks being compiled, nested
         self.file = fn.__code__.co_filename
         self.kernel_name_py = fn.__name__
         try:
@@ -309,6 +326,10 @@ class KernelCompiler:
         return err
 
     def _ir_name(self, name):
+        # IR (and MSL/CUDA) names are ASCII: other characters of a Python
+        # identifier are spelled by their code point (`Ω` -> `u03a9`).
+        if not name.isascii():
+            name = "".join(c if c.isascii() else f"u{ord(c):04x}" for c in name)
         candidate = name
         n = 0
         while not _enigma.is_valid_identifier(candidate) or candidate in self.taken:
@@ -404,6 +425,15 @@ class KernelCompiler:
         return stmt
 
     def _block(self, body):
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING and body:
+                raise self.error(body[0], _TOO_DEEP)
+            self._block_stmts(body)
+        finally:
+            self.depth -= 1
+
+    def _block_stmts(self, body):
         for node in body:
             self.line = node.lineno
             is_else = isinstance(node, ast.With) and self._with_kind(node) in ("else_", "elif_")
@@ -540,6 +570,12 @@ class KernelCompiler:
             length = self.value(args["length"])
             if not length.untyped or not isinstance(length.lit, int) or isinstance(length.lit, bool) or length.lit <= 0:
                 raise self.error(value_node, "the length of a threadgroup array must be a positive integer known at compile time")
+            if length.lit > 0xFFFF_FFFF:
+                raise self.error(
+                    value_node,
+                    f"threadgroup array `{name}` of {length.lit} elements: a threadgroup array holds at most 2**32 - 1 elements "
+                    "(and the device's threadgroup memory, 32 KiB on Apple GPUs, far fewer)",
+                )
             index = len(self.tg_arrays)
             self.tg_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length.lit})
             self.symbols[name] = MemRef({"threadgroup": index}, elem, name)
@@ -927,6 +963,15 @@ class KernelCompiler:
 
     def expr(self, node):
         self.line = getattr(node, "lineno", self.line)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(node, _TOO_DEEP)
+            return self._expr(node)
+        finally:
+            self.depth -= 1
+
+    def _expr(self, node):
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, (bool, int, float)):
@@ -1308,17 +1353,31 @@ class KernelCompiler:
                     raise self.error(node, "division by zero in a constant expression")
                 r = _c_rem(x, y) if ints else math.fmod(x, y)
             elif op == "pow":
+                if ints and abs(x) > 1 and y > 64:
+                    # |x| ** 65 and beyond exceeds every kernel type: say so
+                    # before computing a number of millions of digits.
+                    raise self.error(node, f"constant expression {x} ** {y} is too large for any kernel type (the largest is u64)")
                 r = x ** y
             elif op in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
                 if not ints:
                     raise self.error(node, f"`{sym}` needs integers")
-                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y if y >= 0 else 0, "shr": x >> y if y >= 0 else 0}[op]
+                if op in ("shl", "shr") and not 0 <= y < 64:
+                    # At run time a shift takes its amount modulo the bit
+                    # width of its type, which a constant does not have yet.
+                    raise self.error(
+                        node,
+                        f"constant shift `{x} {sym} {y}`: a constant shift amount must be between 0 and 63; "
+                        f"to shift by the amount modulo the bit width, as at run time, give the value a type (e.g. enigma.i32({x}) {sym} {y})",
+                    )
+                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y, "shr": x >> y}[op]
             else:
                 raise self.error(node, f"`{sym}` cannot be folded")
         except (OverflowError, ValueError, ZeroDivisionError) as e:
             raise self.error(node, f"constant expression: {e}") from None
         if isinstance(r, bool):
             r = int(r)
+        if isinstance(r, int) and not -(1 << 63) <= r < (1 << 64):
+            raise self.error(node, f"constant expression `{x} {sym} {y}` = {_short(r)} does not fit any kernel integer type (i64 or u64)")
         return untyped(r)
 
     # --- calls -------------------------------------------------------------

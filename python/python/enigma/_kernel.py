@@ -166,7 +166,9 @@ def _spec_values(spec, constants):
     if overlap:
         raise TypeError(f"specialisation constant(s) given twice: {', '.join(sorted(overlap))}")
     values.update(constants)
-    return values
+    # numpy scalars (np.bool_, np.int32, np.float32...) as the Python values
+    # they hold, so they are checked like any other value.
+    return {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in values.items()}
 
 
 def compile_ir(text: str, spec=None, **constants) -> CompiledKernel:

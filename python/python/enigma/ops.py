@@ -20,6 +20,7 @@ the threadgroup size (default: seed 004's table for the kernel type).
 """
 import json
 import math
+import numbers
 
 import numpy as np
 
@@ -58,7 +59,36 @@ def _elem(arrays, dtype):
     return _FROM_NUMPY[first]
 
 
+def _threads(op, threads):
+    """``threads=`` checked as the CLI checks ``--threads``."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"{op}: threads must be an int (threads per threadgroup), not {type(threads).__name__} {threads!r}")
+    t = int(threads)
+    if not (32 <= t <= 1024 and t % 32 == 0):
+        raise _enigma.DispatchError(
+            f"{op}: threads={t}: threadgroup size {t} is not a multiple of 32 between 32 and 1024 "
+            "(the library's reductions need whole SIMD groups)"
+        )
+    return t
+
+
+def _number(op, name, value):
+    """A finite real parameter (a scale factor, eps), named in the error."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a number, not {type(value).__name__} {value!r}")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v) or abs(v) > 3.4028234663852886e38:
+        raise ValueError(f"{op}: {name}={value!r} is not a finite float32")
+    return v
+
+
 def _call(op, arrays, dims, params=(), *, dtype=None, rt=None, device="auto", threads=None, typed=None):
+    threads = _threads(op, threads)
     arrays = [np.asarray(a) for a in arrays]
     elem = _elem(arrays[:typed], dtype)
     runtime = rt if rt is not None else MetalRuntime(device)
@@ -83,7 +113,7 @@ def _rows(x, what):
 def scale(x, factor, **kw):
     """``x * factor``, element-wise."""
     x, n = _flat(x)
-    return _call("scale", [x], [n], [factor], **kw).reshape(x.shape)
+    return _call("scale", [x], [n], [_number("scale", "factor", factor)], **kw).reshape(x.shape)
 
 
 def _binary(op, a, b, kw):
@@ -173,12 +203,13 @@ def softmax(x, **kw):
 def rms_norm(x, weight, eps=1e-5, **kw):
     """RMSNorm of each row: ``x / sqrt(mean(x²) + eps) * weight``."""
     x, (rows, d) = _rows(x, "rms_norm")
-    return _call("rms_norm", [x, np.asarray(weight)], [rows, d], [eps], **kw).reshape(rows, d)
+    return _call("rms_norm", [x, np.asarray(weight)], [rows, d], [_number("rms_norm", "eps", eps)], **kw).reshape(rows, d)
 
 
 def layer_norm(x, weight, bias, eps=1e-5, **kw):
     """LayerNorm of each row with weight and bias."""
     x, (rows, d) = _rows(x, "layer_norm")
+    eps = _number("layer_norm", "eps", eps)
     return _call("layer_norm", [x, np.asarray(weight), np.asarray(bias)], [rows, d], [eps], **kw).reshape(rows, d)
 
 
@@ -200,7 +231,9 @@ def attention_decode(q, k, v, scale=None, fused=False, **kw):
     if q.ndim != 2 or k.ndim != 3 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[2] != q.shape[1]:
         raise ValueError(f"attention_decode takes q [H, D] and k, v [H, S, D]; got {q.shape}, {k.shape}, {v.shape}")
     h, s, d = k.shape
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    if 0 in (h, s, d):
+        raise ValueError(f"attention_decode: H, S and D must be at least 1; got q {q.shape}, k and v {k.shape}")
+    scale = 1.0 / math.sqrt(d) if scale is None else _number("attention_decode", "scale", scale)
     op = "attention_decode_fused" if fused else "attention_decode"
     return _call(op, [q, k, v], [h, s, d], [scale], **kw).reshape(h, d)
 
@@ -304,6 +337,10 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, rt=None, d
     return c[0] if vector else c
 
 
+# The most warm-up runs or repeats `tune` takes (the CLI's bound).
+_MAX_REPEATS = 10_000
+
+
 def tune(name, shape=(), *, rt=None, device="auto", warmup=3, repeats=10, record=True):
     """Times the candidate threadgroup sizes of library kernel ``name``
     (``"softmax_f32"``, ``"gemv_f16"``, … — ``enigma run list`` lists them) at
@@ -313,6 +350,16 @@ def tune(name, shape=(), *, rt=None, device="auto", warmup=3, repeats=10, record
     ``cache`` (the file the best was recorded in, which the library then
     uses for that device, kernel and shape class; ``record=False`` keeps it
     out)."""
+    if not isinstance(name, str):
+        raise TypeError(f"tune: name must be a library kernel's name (a str like 'softmax_f32'), not {type(name).__name__}")
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise TypeError(f"tune: shape must be a tuple of ints like (64, 1000), not {shape!r}")
+    shape = tuple(shape)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and 1 <= d < 2**63 for d in shape):
+        raise ValueError(f"tune: shape must hold positive ints (like (64, 1000)), got {shape!r}")
+    for what, value, least in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= _MAX_REPEATS:
+            raise ValueError(f"tune: {what} must be an int between {least} and {_MAX_REPEATS}, not {value!r}")
     runtime = rt if rt is not None else MetalRuntime(device)
     text = _enigma.library_tune(runtime._rt, name, [int(d) for d in shape], int(warmup), int(repeats), bool(record))
     return json.loads(text)

@@ -154,6 +154,9 @@ fn max_error(got: &[f32], want: &[f64]) -> (f64, f64, f64) {
 /// CPU reference.
 pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::Result<Outcome> {
     let rt = s.rt;
+    // The inputs, their device copies, the results and the f64 references
+    // together: at most 32 bytes per element.
+    enigma_runtime::check_host_memory(&format!("host memory for example `{name}` at --n {n}"), n as u128 * 32)?;
     Ok(match name {
         "reduce" => {
             let a = data(n as usize, 1);
