@@ -68,7 +68,7 @@ from ._runtime import MetalRuntime
 from . import ops
 from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
-from ._types import DType
+from ._types import DType, MatrixType, simdgroup_matrix
 
 __version__ = _enigma.__version__
 
@@ -77,7 +77,7 @@ globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
 
 __all__ = sorted(
-    ["CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
+    ["CompileError", "CompiledKernel", "DType", "MatrixType", "simdgroup_matrix", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MetalRuntime", "SanitizerError", "buffer", "compile", "compile_ir", "constant", "fast", "kernel"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )
