@@ -79,18 +79,6 @@ fn parse_args() -> Args {
     a
 }
 
-/// Uniform values in [-1, 1) from a xorshift generator.
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -110,13 +98,13 @@ fn main() {
     let mut rows = vec![];
     for &format in &args.formats {
         eprintln!("{format}: quantizing {k} x {n}, group {group}");
-        let q = enigma_ops::quantize_weights(format, &values(k * n, 1), k, n, group).unwrap_or_else(|e| panic!("{e}"));
+        let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, 1), k, n, group).unwrap_or_else(|e| panic!("{e}"));
         let w = enigma_ops::dequantize_weights(&q).unwrap_or_else(|e| panic!("{e}"));
         let weight_bytes = k * n / 2 + k / group * n * 2;
         let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
         let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
         for &m in &args.m {
-            let mut a = values(m * k, 2 + m as u64);
+            let mut a = enigma_kernels::test_data(m * k, 2 + m as u64);
             enigma_ops::quantize(ElemType::F16, &mut a);
             let ab = upload(&rt, Scalar::F16, &a).unwrap_or_else(|e| panic!("{e}"));
             eprintln!("{format} m={m}: f64 reference");

@@ -219,18 +219,6 @@ pub struct Case {
 const N: u32 = 1024;
 const TG: u32 = 256;
 
-/// Deterministic values in [-1, 1).
-pub fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn finish(k: KernelBuilder) -> Kernel {
     k.finish().expect("corpus kernels use only expressions of their own builder")
@@ -266,7 +254,7 @@ fn tree_reduction(with_barrier: bool) -> Kernel {
 }
 
 fn tree_reduction_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 /// A 2-tap blur through threadgroup memory: each thread reads its right
@@ -288,7 +276,7 @@ fn neighbour_blur(with_barrier: bool) -> Kernel {
 }
 
 fn blur_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 const DB_T: u32 = 64;
@@ -328,7 +316,7 @@ fn double_buffer_launch() -> Launch {
     Launch::threadgroups(
         groups,
         DB_T,
-        vec![ArgSpec::f32s(&data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
+        vec![ArgSpec::f32s(&crate::test_data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
     )
 }
 
@@ -356,7 +344,7 @@ fn simd_totals(one_slot: bool) -> Kernel {
 }
 
 fn simd_totals_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 const BINS: u32 = 16;
@@ -408,7 +396,7 @@ fn lane0_publish(with_barrier: bool) -> Kernel {
 }
 
 fn lane0_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 /// Shifts a threadgroup array left by one within each SIMD group, in place:
@@ -435,7 +423,7 @@ fn simd_shift(with_barrier: bool) -> Kernel {
 }
 
 fn simd_shift_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ----------------------------------------------------- (c) device races ---
@@ -454,7 +442,7 @@ fn scale_out(by_lid: bool) -> Kernel {
 }
 
 fn scale_out_launch(out_len: u32) -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
 }
 
 /// `data[i] += data[i - 1]` in place: the thread at a threadgroup's first
@@ -542,7 +530,7 @@ fn halo_stencil(load_halo: bool) -> Kernel {
 }
 
 fn halo_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
 }
 
 /// The second stage of a two-stage threadgroup sum: SIMD group 0 reduces
@@ -573,7 +561,7 @@ fn partials_sum(guarded: bool) -> Kernel {
 }
 
 fn partials_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 // ------------------------------------------------ (e) inactive-lane reads ---
@@ -641,7 +629,7 @@ fn butterfly_sum(butterfly: bool) -> Kernel {
 
 fn butterfly_launch() -> Launch {
     let n = 100;
-    Launch::threads(n, 128, vec![ArgSpec::f32s(&data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
+    Launch::threads(n, 128, vec![ArgSpec::f32s(&crate::test_data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
 }
 
 // --------------------------------------------- (f) divergent barriers ---
@@ -676,7 +664,7 @@ fn coefficient_launch() -> Launch {
     Launch::threads(
         N,
         TG,
-        vec![ArgSpec::f32s(&data(N as usize, 11)), ArgSpec::f32s(&data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
+        vec![ArgSpec::f32s(&crate::test_data(N as usize, 11)), ArgSpec::f32s(&crate::test_data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
     )
 }
 
@@ -714,7 +702,7 @@ fn guarded_blur_launch() -> Launch {
     Launch::threadgroups(
         N / TG,
         TG,
-        vec![ArgSpec::f32s(&data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
+        vec![ArgSpec::f32s(&crate::test_data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
     )
 }
 
@@ -753,7 +741,7 @@ fn strided_tiles(per_thread_trip: bool) -> Kernel {
 
 fn strided_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
+    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
 }
 
 // --------------------------------------------------- (g) out of bounds ---
@@ -775,7 +763,7 @@ fn scale_in_place(checked: bool) -> Kernel {
 
 fn scale_in_place_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
+    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
 }
 
 /// A forward difference through threadgroup memory. The bug: the last
@@ -800,7 +788,7 @@ fn forward_difference(checked: bool) -> Kernel {
 }
 
 fn forward_difference_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ---------------------------------------------------------- (h) coverage ---
@@ -816,14 +804,14 @@ fn scale_all() -> Kernel {
 }
 
 fn scale_all_launch(grid: u32) -> Launch {
-    Launch::threads(grid, TG, vec![ArgSpec::f32s(&data(4096, 17)), ArgSpec::f32(2.0)])
+    Launch::threads(grid, TG, vec![ArgSpec::f32s(&crate::test_data(4096, 17)), ArgSpec::f32(2.0)])
 }
 
 const ROWS: u32 = 64;
 const COLS: u32 = 100;
 
 fn row_sum_launch(mode: Mode) -> Launch {
-    let args = vec![ArgSpec::f32s(&data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
+    let args = vec![ArgSpec::f32s(&crate::test_data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
     Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
 }
 
@@ -843,7 +831,7 @@ fn simd_max_publish(each_lane_own_value: bool) -> Kernel {
 }
 
 fn simd_max_publish_launch() -> Launch {
-    Launch::threads(32, 32, vec![ArgSpec::f32s(&data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
+    Launch::threads(32, 32, vec![ArgSpec::f32s(&crate::test_data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
 }
 
 /// A dot product of 64 elements by one threadgroup of two SIMD groups. The
@@ -1034,10 +1022,10 @@ pub fn entries() -> Vec<Entry> {
             name: "in_place_neighbour_update",
             class: "(c) device race, read after write across threadgroups",
             description: "data[i] += data[i - 1] in place: a threadgroup reads an element another threadgroup writes",
-            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19))]) },
+            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19))]) },
             fixed: Variant {
                 kernel: prefix_step_out_of_place,
-                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
+                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
             },
             validation: Validation::Passes,
             expected: || Expected {
@@ -1330,7 +1318,7 @@ pub fn entries() -> Vec<Entry> {
 // ------------------------------------------------------ the clean library ---
 
 fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
-    let mut args = vec![ArgSpec::f16s(&data(n as usize, 20))];
+    let mut args = vec![ArgSpec::f16s(&crate::test_data(n as usize, 20))];
     args.extend(extra);
     let size = match mode {
         Mode::Threads => n,
@@ -1347,13 +1335,13 @@ pub fn library() -> Vec<Case> {
         case("scale_vec4", seed000::scale_vec4, || {
             // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
             let half4 = Type::vector(Scalar::F16, 4);
-            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&data(4096, 21)) else { unreachable!("f16s makes a buffer") };
+            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&crate::test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
             Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
         }),
         case("row_sum", seed000::row_sum, || row_sum_launch(Mode::Threadgroups)),
         case("two_stage_reduction", seed000::two_stage_reduction, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("simd_broadcast_pattern", seed000::simd_broadcast_pattern, || {
             let n = 256;
@@ -1361,7 +1349,7 @@ pub fn library() -> Vec<Case> {
                 n,
                 256,
                 vec![
-                    ArgSpec::f32s(&data(n as usize, 23)),
+                    ArgSpec::f32s(&crate::test_data(n as usize, 23)),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::u32(3),
@@ -1370,17 +1358,17 @@ pub fn library() -> Vec<Case> {
         }),
         case("prefix_sum", seed000::prefix_sum, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("shuffle_stencil", seed000::shuffle_stencil, || {
             // Not a multiple of 32: the last SIMD group is partial.
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("gemm_tiled", seed000::gemm_tiled, || {
             let (m, n, k) = (96u32, 130u32, 40u32);
             let grid = [n.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
-            let half = |len: u32, seed| ArgSpec::f16s(&data(len as usize, seed));
+            let half = |len: u32, seed| ArgSpec::f16s(&crate::test_data(len as usize, seed));
             Launch {
                 mode: Mode::Threadgroups,
                 size: grid,
@@ -1403,7 +1391,7 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 n,
                 reduce::PASS1_THREADS,
-                vec![ArgSpec::f32s(&data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
+                vec![ArgSpec::f32s(&crate::test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
             )
         }),
         case("reduce_final", reduce::reduce_final, || {
@@ -1411,12 +1399,12 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 reduce::PASS2_THREADS,
                 reduce::PASS2_THREADS,
-                vec![ArgSpec::f32s(&data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
+                vec![ArgSpec::f32s(&crate::test_data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
             )
         }),
         case("reduce_final_seed", reduce::reduce_final_seed, || {
             // The seed's pass 2 with a threadgroup it can have (256 threads, 8 SIMD groups).
-            Launch::threads(256, 256, vec![ArgSpec::f32s(&data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
+            Launch::threads(256, 256, vec![ArgSpec::f32s(&crate::test_data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
         }),
     ]
 }

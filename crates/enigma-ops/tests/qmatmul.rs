@@ -7,24 +7,13 @@ use enigma_kernels::library::{qmatmul, quant};
 use enigma_ops::{download, upload, ElemType, Error, Options, QuantFormat, QuantizedWeights};
 use enigma_runtime::{Device, Runtime};
 
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Runs `C = A · dequant(B)` and checks every element; returns the kernel name.
 #[allow(clippy::too_many_arguments)]
 fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
-    let mut a = values(m * k, (m * 7 + n * 13 + k) as u64);
+    let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(ElemType::F16, &mut a);
-    let q = enigma_ops::quantize_weights(format, &values(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
+    let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
     let w = enigma_ops::dequantize_weights(&q).unwrap();
     let weights = QuantizedWeights::upload(rt, &q).unwrap();
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
