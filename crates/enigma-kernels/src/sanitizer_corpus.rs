@@ -395,6 +395,87 @@ fn lane0_publish(with_barrier: bool) -> Kernel {
     finish(k)
 }
 
+/// Seed 002 §7.4's fused dequantisation: lanes 0–7 of each SIMD group
+/// dequantise one packed INT4 word each (eight K values of one row of an 8×8
+/// B fragment) into the SIMD group's own staging area in threadgroup memory;
+/// the whole SIMD group then loads the fragment with `simdgroup_load` and
+/// multiplies it by its 8×8 tile of A. Without the `simdgroup_barrier`
+/// between the two, the matrix load reads elements lanes 0–7 may not have
+/// written yet.
+fn fused_dequant_staging(with_barrier: bool) -> Kernel {
+    let half8 = enigma_ir::MatrixType::new(Scalar::F16, 8, 8);
+    let float8 = enigma_ir::MatrixType::new(Scalar::F32, 8, 8);
+    let mut k = KernelBuilder::new("fused_dequant_staging");
+    let packed = k.buffer("packed", Type::U32, Access::Read);
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let stage = k.threadgroup_array("stage", Type::F16, DQ_TG / 32 * 64);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let fragment = k.let_("fragment", threadgroup_position_in_grid().x() * (DQ_TG / 32) + sg);
+    k.if_(lane.lt(8u32), |k| {
+        let word = k.let_("word", packed.get(fragment * 8u32 + lane));
+        k.for_range("j", 0u32, 8u32, 1u32, |k, j| {
+            let nibble = ((word >> (j * 4u32)) & 15u32).cast(Type::I32) - 8i32;
+            k.store(stage.at(sg * 64u32 + lane * 8u32 + j), nibble.cast(Type::F16)); // @stage_write
+        });
+    });
+    if with_barrier {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    let b = k.let_("b", matrix_load(half8, stage, sg * 64u32, 8u32, false)); // @stage_load
+    let ma = k.let_("ma", matrix_load(half8, a, fragment * 64u32, 8u32, false));
+    k.matrix_store(matrix_multiply_accumulate(ma, b, matrix_fill(float8, 0.0f32)), out, fragment * 64u32, 8u32, false);
+    finish(k)
+}
+
+/// Threads of the first SIMD group stage one 8×8 f16 tile for the whole
+/// threadgroup; every SIMD group then loads it with `simdgroup_load`. The
+/// load needs a `threadgroup_barrier`: a `simdgroup_barrier` orders only the
+/// staging SIMD group.
+fn shared_tile_load(with_barrier: bool) -> Kernel {
+    let half8 = enigma_ir::MatrixType::new(Scalar::F16, 8, 8);
+    let mut k = KernelBuilder::new("shared_tile_load");
+    let b = k.buffer("b", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F16, Access::ReadWrite);
+    let tile = k.threadgroup_array("tile", Type::F16, 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let fragment = k.let_("fragment", threadgroup_position_in_grid().x() * (DQ_TG / 32) + sg);
+    k.if_(lid.lt(32u32), |k| {
+        k.store(tile.at(lid * 2u32), b.get(lid * 2u32)); // @tile_write
+        k.store(tile.at(lid * 2u32 + 1u32), b.get(lid * 2u32 + 1u32));
+    });
+    if with_barrier {
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    } else {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    let m = k.let_("m", matrix_load(half8, tile, 0u32, 8u32, true)); // @tile_load
+    k.matrix_store(m, out, fragment * 64u32, 8u32, false);
+    finish(k)
+}
+
+/// Threads of a matrix corpus kernel's threadgroup: four SIMD groups.
+const DQ_TG: u32 = 128;
+
+fn dequant_launch() -> Launch {
+    let groups = 2u32;
+    let fragments = (groups * DQ_TG / 32) as usize;
+    let words: Vec<u32> = (0..fragments * 8).map(|i| (i as u32).wrapping_mul(0x9E37_79B9)).collect();
+    Launch::threadgroups(
+        groups,
+        DQ_TG,
+        vec![ArgSpec::u32s(&words), ArgSpec::f16s(&crate::test_data(fragments * 64, 13)), ArgSpec::zeros(Type::F32, fragments * 64)],
+    )
+}
+
+fn shared_tile_launch() -> Launch {
+    let groups = 2u32;
+    let fragments = (groups * DQ_TG / 32) as usize;
+    Launch::threadgroups(groups, DQ_TG, vec![ArgSpec::f16s(&crate::test_data(64, 14)), ArgSpec::zeros(Type::F16, fragments * 64)])
+}
+
 fn lane0_launch() -> Launch {
     Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
 }
@@ -982,6 +1063,40 @@ pub fn entries() -> Vec<Entry> {
                 other: site("body[3].then[0]", "lane0_write"),
                 with: &[],
                 may: &[],
+            },
+        },
+        Entry {
+            name: "fused_dequant_staging_without_simdgroup_barrier",
+            class: "(b) SIMD-group race, matrix load",
+            description: "lanes 0–7 dequantise packed INT4 words into a per-SIMD-group 8×8 staging area (seed 002 §7.4) and the SIMD group reads it with simdgroup_load before a simdgroup_barrier",
+            buggy: Variant { kernel: || fused_dequant_staging(false), launch: dequant_launch },
+            fixed: Variant { kernel: || fused_dequant_staging(true), launch: dequant_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("stage"),
+                index: None,
+                at: site("body[4]", "stage_load"),
+                other: site("body[3].then[1].loop[0]", "stage_write"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "matrix_load_of_a_tile_staged_by_another_simdgroup",
+            class: "(a) threadgroup race, matrix load",
+            description: "the first SIMD group stages an 8×8 tile in threadgroup memory and every SIMD group loads it with simdgroup_load after only a simdgroup_barrier",
+            buggy: Variant { kernel: || shared_tile_load(false), launch: shared_tile_launch },
+            fixed: Variant { kernel: || shared_tile_load(true), launch: shared_tile_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("tile"),
+                index: None,
+                at: site("body[5]", "tile_load"),
+                other: site("body[3].then[0]", "tile_write"),
+                with: &[],
+                may: &[UninitializedRead, OrderDependence],
             },
         },
         Entry {

@@ -225,6 +225,8 @@ corpus_tests! {
     simd_totals_one_slot,
     histogram_without_atomics,
     lane0_write_without_simdgroup_barrier,
+    fused_dequant_staging_without_simdgroup_barrier,
+    matrix_load_of_a_tile_staged_by_another_simdgroup,
     simd_shift_in_place,
     output_indexed_by_thread_in_threadgroup,
     in_place_neighbour_update,
