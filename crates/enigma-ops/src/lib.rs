@@ -51,7 +51,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, qmatmul, reduce, scan, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -570,6 +570,47 @@ impl<'rt> Ops<'rt> {
         Ok(y)
     }
 
+    // ----- matrix multiply ----------------------------------------------
+
+    /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
+    /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
+    /// The tiled SIMD-group-matrix kernel of
+    /// [`enigma_kernels::library::gemm`] with its 64×64×32 tile and four
+    /// SIMD groups.
+    pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "matmul";
+        for (what, v) in [("m", m), ("n", n), ("k", k)] {
+            lib::nonzero(op, what, v)?;
+            lib::to_u32(op, what, v)?;
+        }
+        let input = self.dtype_of(op, a)?;
+        self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
+        self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
+        let cfg = gemm::GemmConfig::new(input, out);
+        let cfg = match self.options.threads {
+            Some(t) => cfg.with_threads(t)?,
+            None => cfg,
+        };
+        cfg.check()?;
+        let c = self.output(out.scalar(), m.saturating_mul(n))?;
+        self.launch(
+            cfg.name(),
+            || gemm::gemm(&cfg),
+            cfg.dispatch(m as u32, n as u32, 1),
+            &[
+                ("a", Arg::from(a)),
+                ("b", Arg::from(b)),
+                ("c", Arg::from(&c)),
+                ("m", Arg::u32(m as u32)),
+                ("n", Arg::u32(n as u32)),
+                ("k", Arg::u32(k as u32)),
+                ("alpha", Arg::f32(1.0)),
+                ("beta", Arg::f32(0.0)),
+            ],
+        )?;
+        Ok(c)
+    }
+
     // ----- quantized matmul ---------------------------------------------
 
     /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4,
@@ -782,6 +823,8 @@ free_fns! {
     attention_decode / attention_decode_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
     /// Attention decode, fused.
     attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
+    /// `C = A · B`, tiled on SIMD-group matrices.
+    matmul / matmul_with(a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: ElemType);
     /// `C = A · dequant(B)` for 4-bit weights.
     qmatmul / qmatmul_with(a: &Buffer, w: &QuantizedWeights, m: usize, out: ElemType);
 }

@@ -15,7 +15,7 @@ use crate::check::{Rng, Tolerance};
 use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options, QuantizedWeights};
 use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};
-use enigma_kernels::library::{attention, elementwise, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
+use enigma_kernels::library::{attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
 use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::scan::ScanKind;
 use enigma_runtime::{Buffer, DeviceKind, Runtime};
@@ -358,7 +358,33 @@ pub fn registry() -> Vec<Entry> {
     for format in [Format::Fp4, Format::Int4] {
         out.push(qmatmul_entry(format));
     }
+    for dtype in DType::ALL {
+        out.push(matmul_entry(dtype));
+    }
     out
+}
+
+fn matmul_entry(dtype: DType) -> Entry {
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (64×64×32 tiles)");
+    entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
+        let (m, n, k) = (shape[0], shape[1], shape[2]);
+        let mut rng = Rng::new(seed);
+        let (a, ab) = input(rt, dtype, &mut rng, m * k, -1.0, 1.0)?;
+        let (b, bb) = input(rt, dtype, &mut rng, k * n, -1.0, 1.0)?;
+        let cfg = gemm::GemmConfig::new(dtype, DType::F32);
+        let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
+        let want = gemm::reference(&cfg, &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
+        // f32 sums of k products of values in [-1, 1).
+        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
+        let tol = Tolerance::new(k as f64 * f32::EPSILON as f64 * levels + 1e-30, 0.0);
+        Ok(Case {
+            run: Box::new(move |ops| ops.matmul(&ab, &bb, m, n, k, DType::F32)),
+            out_elem: Scalar::F32,
+            want,
+            tol: Box::new(move |_| tol),
+            bytes: ((m * k + k * n) as u64) * size(dtype) + (m * n) as u64 * 4,
+        })
+    })
 }
 
 fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {

@@ -20,9 +20,16 @@ const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128], [2
 /// one group of 32 (k = 32, 96) or 64, eight rows and two blocks of 8.
 const QMATMUL: [[usize; 3]; 6] = [[1, 1, 32], [3, 7, 64], [8, 33, 128], [1, 100, 96], [16, 12, 256], [2, 130, 32]];
 
+/// Matrix multiply `[m, n, k]`: one element, odd sizes, partial tiles along
+/// every side, and more than one tile of K.
+const MATMUL: [[usize; 3]; 5] = [[1, 1, 1], [7, 7, 7], [33, 100, 7], [65, 64, 33], [2, 130, 100]];
+
 fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     if entry.name.starts_with("qmatmul_") {
         return QMATMUL.iter().map(|s| s.to_vec()).collect();
+    }
+    if entry.name.starts_with("matmul_") {
+        return MATMUL.iter().map(|s| s.to_vec()).collect();
     }
     match entry.shape_names.len() {
         1 => FLAT.iter().map(|&n| vec![n]).collect(),
@@ -49,7 +56,7 @@ fn check(rt: &Runtime, entry: &Entry, shape: &[usize], options: &Options) -> Che
             }
         }
         n if n.starts_with("gemv_") => shape[0],
-        n if n.starts_with("qmatmul_") => shape[0] * shape[1],
+        n if n.starts_with("qmatmul_") || n.starts_with("matmul_") => shape[0] * shape[1],
         n if n.starts_with("attention_") => shape[0] * shape[2],
         _ => shape.iter().product(),
     };
@@ -75,7 +82,10 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 assert!(!entry.name.starts_with("qmatmul_") || first_kernel(&scalar).contains("_c1_"), "{scalar}");
             }
             let auto = check(&rt, &entry, &shape, &Options::default());
-            if entry.name.starts_with("qmatmul_") {
+            if entry.name.starts_with("matmul_") {
+                // The tiled kernel has no vector variant.
+                assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
+            } else if entry.name.starts_with("qmatmul_") {
                 // Vector loads are columns per thread: 2 or 4 where N allows.
                 assert_eq!(!first_kernel(&auto).contains("_c1_"), shape[1] % 2 == 0 && shape[0] <= 4, "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else {

@@ -43,6 +43,7 @@ use std::fmt;
 
 pub mod attention;
 pub mod elementwise;
+pub mod gemm;
 pub mod gemv;
 pub mod norm;
 pub mod qmatmul;
@@ -479,6 +480,10 @@ pub fn all_kernels() -> Vec<Kernel> {
         }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype));
+    }
+    for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
+        out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
+        out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
     }
     for format in [quant::Format::Fp4, quant::Format::Int4] {
         for out_dtype in [DType::F32, DType::F16] {

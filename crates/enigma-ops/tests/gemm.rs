@@ -1,0 +1,95 @@
+//! The tiled GEMM on the simulator against the f64 reference: awkward
+//! shapes (1, 7, 33, 100 and mixes), both transposes, f16/bf16/f32 inputs,
+//! f16/f32 outputs, alpha and beta, batches, and a sanitizer-clean run.
+
+use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
+use enigma_kernels::library::DType;
+use enigma_runtime::{Arg, Buffer, Device, Runtime};
+
+fn upload(rt: &Runtime, dtype: DType, values: &[f32]) -> Buffer {
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::F16 => values.iter().flat_map(|v| enigma_backend::args::f32_to_f16_bits(*v).to_le_bytes()).collect(),
+        DType::BF16 => values.iter().flat_map(|v| enigma_backend::args::f32_to_bf16_bits(*v).to_le_bytes()).collect(),
+    };
+    rt.buffer_from_bytes(dtype.ty(1), &bytes).unwrap()
+}
+
+fn download(buf: &Buffer, dtype: DType) -> Vec<f64> {
+    let bytes = buf.read_bytes().unwrap();
+    match dtype {
+        DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+        DType::F16 => bytes.chunks_exact(2).map(|c| enigma_backend::args::f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64).collect(),
+        DType::BF16 => bytes.chunks_exact(2).map(|c| enigma_backend::args::bf16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64).collect(),
+    }
+}
+
+/// Inputs rounded to the input type, as the kernel sees them.
+fn rounded(dtype: DType, v: Vec<f32>) -> Vec<f32> {
+    match dtype {
+        DType::F32 => v,
+        DType::F16 => v.into_iter().map(|x| enigma_backend::args::f16_bits_to_f32(enigma_backend::args::f32_to_f16_bits(x))).collect(),
+        DType::BF16 => v.into_iter().map(|x| enigma_backend::args::bf16_bits_to_f32(enigma_backend::args::f32_to_bf16_bits(x))).collect(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) {
+    let kernel = gemm(cfg);
+    let p = rt.pipeline(&kernel).unwrap();
+    let a = rounded(cfg.input, enigma_kernels::test_data(batch * m * k, 1));
+    let b = rounded(cfg.input, enigma_kernels::test_data(batch * k * n, 2));
+    let c0 = rounded(cfg.output, enigma_kernels::test_data(batch * m * n, 3));
+    let bufs = [upload(rt, cfg.input, &a), upload(rt, cfg.input, &b), upload(rt, cfg.output, &c0)];
+    let mut args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+    let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
+    args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
+    let d = cfg.dispatch(m as u32, n as u32, batch as u32);
+    let options = enigma_runtime::Options { sanitize, ..Default::default() };
+    rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
+        .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
+    let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
+    let want = reference(cfg, &f(&a), &f(&b), &f(&c0), m, n, k, batch, alpha as f64, beta as f64);
+    let got = download(&bufs[2], cfg.output);
+    // f32 accumulation of k products of values in [-1, 1), then one rounding
+    // to the output type.
+    let tol = |w: f64| 4.0 * k as f64 * f32::EPSILON as f64 + w.abs() * cfg.output.unit_roundoff() * 2.0 + 1e-30;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol(*w), "{} at {m}x{n}x{k} batch {batch}: element {i} is {g}, want {w}", kernel.name);
+    }
+}
+
+/// The simulator, or the device `ENIGMA_TEST_DEVICE` names (`cuda`), so
+/// the same checks run on a GPU machine.
+fn runtime() -> Runtime {
+    match std::env::var("ENIGMA_TEST_DEVICE").as_deref() {
+        Ok("cuda") => Runtime::new(Device::Cuda).expect("ENIGMA_TEST_DEVICE=cuda needs a CUDA device"),
+        _ => Runtime::new(Device::Sim).unwrap(),
+    }
+}
+
+#[test]
+fn awkward_shapes_match_the_reference() {
+    let rt = runtime();
+    let cfg = GemmConfig::new(DType::F16, DType::F32);
+    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (33, 33, 33), (100, 7, 33), (1, 100, 65), (70, 65, 100), (130, 200, 257)] {
+        check(&rt, &cfg, m, n, k, 1, 1.0, 0.0, false);
+    }
+}
+
+#[test]
+fn transposes_types_alpha_beta_and_batches() {
+    let rt = runtime();
+    for (input, output) in [(DType::F32, DType::F32), (DType::BF16, DType::BF16), (DType::F16, DType::F16)] {
+        for (trans_a, trans_b) in [(true, false), (false, true), (true, true)] {
+            let cfg = GemmConfig { trans_a, trans_b, tm: 32, tn: 64, sg_rows: 1, ..GemmConfig::new(input, output) };
+            check(&rt, &cfg, 37, 70, 41, 2, 0.5, -2.0, false);
+        }
+    }
+}
+
+#[test]
+fn runs_clean_under_the_sanitizer() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    check(&rt, &GemmConfig::new(DType::F16, DType::F32), 65, 70, 40, 1, 1.0, 1.0, true);
+}
