@@ -114,6 +114,8 @@ pub enum ValidationErrorKind {
     VectorComponents { ty: Type, expected: u8, found: usize },
     #[error("vector width {width} is not 2, 3 or 4")]
     VectorWidth { width: u8 },
+    #[error("the kernel has {count} parameters; Metal's argument table binds at most {limit} (`[[buffer(0)]]` … `[[buffer({last})]]`)", last = limit - 1)]
+    TooManyParameters { count: usize, limit: u32 },
     #[error("{ty} is not a SIMD-group matrix enigma supports: rows and columns must be multiples of 8 up to 64, the element f16, bf16 or f32")]
     MatrixShape { ty: Type },
     #[error("{what} cannot hold a SIMD-group matrix ({ty}); matrices live in locals")]
@@ -279,6 +281,10 @@ impl<'k> Validator<'k> {
 
     fn declarations(&mut self, options: &ValidationOptions) -> Result<(), ValidationError> {
         let k = self.kernel;
+        let limit = crate::limits::MAX_BUFFER_ARGUMENTS;
+        if k.params.len() > limit as usize {
+            return Err(self.decl_err(ValidationErrorKind::TooManyParameters { count: k.params.len(), limit }));
+        }
         let mut names = BTreeSet::new();
         let all_names = std::iter::once(k.name.as_str())
             .chain(k.params.iter().map(|p| p.name.as_str()))

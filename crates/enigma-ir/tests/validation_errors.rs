@@ -116,6 +116,7 @@ cases! {
     SpecDefault => [spec_default_of_another_type],
     LoopVariable => [float_loop_variable, vector_loop_variable],
     LoopStep => [loop_with_a_constant_zero_step],
+    TooManyParameters => [thirty_two_buffers],
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
     MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
@@ -1036,4 +1037,19 @@ fn matrix_load_at_a_lane_dependent_offset() -> ValidationError {
 fn loop_with_a_constant_zero_step() -> ValidationError {
     let k = parsed("kernel k(out: device u32 read_write) {\n    var i: u32\n    for i in (0u32, 4u32, 0u32) {\n        out[i] = i\n    }\n}");
     rejects(&k, K::LoopStep { var: "i".into() }, At::Path("body[0]"))
+}
+
+fn thirty_two_buffers() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let bufs: Vec<_> = (0..32).map(|i| k.buffer(&format!("b{i}"), Type::F32, Access::ReadWrite)).collect();
+    k.store(bufs[31].at(0u32), 1.0f32);
+    rejects(&built(k), K::TooManyParameters { count: 32, limit: 31 }, At::Declarations)
+}
+
+#[test]
+fn thirty_one_buffers_are_accepted() {
+    let mut k = KernelBuilder::new("k");
+    let bufs: Vec<_> = (0..31).map(|i| k.buffer(&format!("b{i}"), Type::F32, Access::ReadWrite)).collect();
+    k.store(bufs[30].at(0u32), 1.0f32);
+    validate(&built(k), &ValidationOptions::default()).unwrap();
 }
