@@ -42,6 +42,10 @@
 //! * **Barriers** sit where validation can prove them uniform: threadgroup
 //!   barriers at the top level before any `return`; `simdgroup_barrier` at the
 //!   top level or inside `if (simdgroup_index_in_threadgroup == K)`.
+//! * **SIMD-group matrices** (with `matrices`): a phase at the top level, before
+//!   any `return`, loads two f32 8×8 tiles from the extra input `mat_in`,
+//!   multiplies them (maybe accumulating into a filled or diagonal tile) and
+//!   stores the result to the SIMD group's own 64 elements of `mat_out`.
 //! * **Loops terminate**: `for` loops have constant bounds (at most 4
 //!   iterations) and `while` loops count a local they never otherwise assign.
 //!
@@ -62,7 +66,7 @@
 //! the SIMD sums and products).
 
 use crate::ir::*;
-use crate::types::{Scalar, Type};
+use crate::types::{MatrixType, Scalar, Type};
 use proptest::prelude::*;
 
 /// Every float sub-expression of a generated kernel stays within ±2^24, where
@@ -104,6 +108,10 @@ pub struct GenConfig {
     /// exit early, after an early return). When false they appear only where
     /// every lane of the SIMD group is active.
     pub divergent_simd: bool,
+    /// A SIMD-group matrix phase may appear (f32 8×8 tiles loaded from an
+    /// extra input `mat_in`, multiplied, stored to an extra output `mat_out`, one
+    /// 64-element region per SIMD group); needs `floats`.
+    pub matrices: bool,
 }
 
 impl Default for GenConfig {
@@ -124,6 +132,7 @@ impl Default for GenConfig {
             loops: true,
             early_return: true,
             divergent_simd: true,
+            matrices: true,
         }
     }
 }
@@ -441,6 +450,9 @@ impl<'c> Gen<'c> {
         self.stmts(&mut body, top, 0);
         if self.cfg.threadgroup_memory && self.ch.chance(60) {
             self.tg_phase(&mut body);
+        }
+        if self.cfg.matrices && self.cfg.floats && self.ch.chance(40) {
+            self.matrix_phase(&mut body);
         }
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
@@ -772,6 +784,55 @@ impl<'c> Gen<'c> {
         self.scope.truncate(saved);
         body.push(stmt(StmtKind::For { var: r, start: lit_u32(0), end: lit_u32(rounds), step: lit_u32(1), body: loop_body }));
         self.tg_readable = true;
+    }
+
+    /// A SIMD-group matrix phase at uniform control flow: two f32 8×8 tiles
+    /// loaded from the extra input `mat_in` (small integers, at chosen offsets
+    /// and strides, maybe transposed), multiplied (maybe accumulating into a
+    /// filled or diagonal tile) and stored, maybe transposed, to the SIMD
+    /// group's own 64 elements of the extra output `mat_out`. Every sum is an
+    /// exact integer, so every backend must agree exactly.
+    fn matrix_phase(&mut self, body: &mut Block) {
+        let t = MatrixType::new(Scalar::F32, 8, 8);
+        let input = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name: "mat_in".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::Read } });
+        let data = (0..256).map(|_| (self.rng.small(16) as f32).to_bits()).collect();
+        self.args.push(CaseArg::Input { elem: Scalar::F32, data });
+        let output = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name: "mat_out".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::ReadWrite } });
+        self.args.push(CaseArg::Output { elem: Scalar::F32, len: self.total * 2 });
+        let matrix_local = |g: &mut Gen<'_>, name: &str| {
+            let var = VarId(g.k.locals.len() as u32);
+            g.k.locals.push(Local { name: format!("{name}{}", var.0), ty: Type::Matrix(t) });
+            var
+        };
+        let load = |g: &mut Gen<'_>| Expr::MatrixLoad {
+            ty: t,
+            mem: Memory::Buffer(input),
+            offset: Box::new(lit_u32(g.ch.below(65))),
+            stride: Box::new(lit_u32(g.ch.pick(&[8, 11, 16]))),
+            transpose: g.ch.chance(50),
+        };
+        let (a, b) = (matrix_local(self, "ma"), matrix_local(self, "mb"));
+        body.push(stmt(StmtKind::Assign { var: a, value: load(self) }));
+        body.push(stmt(StmtKind::Assign { var: b, value: load(self) }));
+        let acc = self.ch.chance(60).then(|| {
+            let value = Box::new(Expr::Literal(Literal::f32(self.rng.small(8) as f32)));
+            Box::new(Expr::MatrixFill { ty: t, value, diagonal: self.ch.chance(50) })
+        });
+        let product = Expr::MatrixMultiply { a: Box::new(Expr::Var(a)), b: Box::new(Expr::Var(b)), acc };
+        let simdgroup = bin(
+            BinaryOp::Add,
+            bin(BinaryOp::Mul, component(Builtin::ThreadgroupPositionInGrid, 0), Expr::Builtin(Builtin::SimdgroupsPerThreadgroup)),
+            Expr::Builtin(Builtin::SimdgroupIndexInThreadgroup),
+        );
+        body.push(stmt(StmtKind::MatrixStore {
+            value: product,
+            mem: Memory::Buffer(output),
+            offset: bin(BinaryOp::Mul, simdgroup, lit_u32(64)),
+            stride: lit_u32(8),
+            transpose: self.ch.chance(50),
+        }));
     }
 
     // --- expressions ---------------------------------------------------------

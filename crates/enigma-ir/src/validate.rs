@@ -714,7 +714,13 @@ impl<'k> Validator<'k> {
                 (typing::extract(ty, *index).map_err(|k| self.err(k))?, u)
             }
             Expr::MatrixFill { ty, value, .. } => {
-                let (vt, _) = self.expr(value, state)?;
+                let (vt, vu) = self.expr(value, state)?;
+                if vu > Uniformity::Simdgroup {
+                    return Err(self.err(ValidationErrorKind::NonUniformMatrix {
+                        op: "make_filled_simdgroup_matrix",
+                        cause: "a fill value that differs between lanes (the matrix is one value of the whole SIMD group)".into(),
+                    }));
+                }
                 (typing::matrix_fill(*ty, vt).map_err(|k| self.err(k))?, Uniformity::Simdgroup)
             }
             Expr::MatrixLoad { ty, mem, offset, stride, .. } => {

@@ -120,7 +120,7 @@ cases! {
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
     MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
-    NonUniformMatrix => [matrix_fill_under_a_lane_dependent_if, matrix_load_at_a_lane_dependent_offset],
+    NonUniformMatrix => [matrix_fill_under_a_lane_dependent_if, matrix_load_at_a_lane_dependent_offset, matrix_filled_with_a_lane_dependent_value],
 }
 
 /// The variants no kernel can produce. Each is a finding: dead error kinds
@@ -1052,4 +1052,13 @@ fn thirty_one_buffers_are_accepted() {
     let bufs: Vec<_> = (0..31).map(|i| k.buffer(&format!("b{i}"), Type::F32, Access::ReadWrite)).collect();
     k.store(bufs[30].at(0u32), 1.0f32);
     validate(&built(k), &ValidationOptions::default()).unwrap();
+}
+
+fn matrix_filled_with_a_lane_dependent_value() -> ValidationError {
+    let k = parsed(
+        "kernel k(out: device f32 read_write) {\n    \
+         simdgroup_store(simdgroup_fill<mat8x8_f32>(cast<f32>(thread_index_in_simdgroup)), out, 0u32, 8u32)\n}",
+    );
+    let cause = "a fill value that differs between lanes (the matrix is one value of the whole SIMD group)".to_string();
+    rejects(&k, K::NonUniformMatrix { op: "make_filled_simdgroup_matrix", cause }, At::Path("body[0]"))
 }
