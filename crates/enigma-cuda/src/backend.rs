@@ -174,11 +174,14 @@ fn cuda_include_paths() -> Vec<String> {
     candidates.into_iter().filter(|p| std::path::Path::new(&format!("{p}/cuda_fp16.h")).exists()).take(1).collect()
 }
 
-/// Device memory from `cuMemAlloc`.
+/// Device memory: from `cuMemAlloc` (owned: freed on drop), or another
+/// library's allocation wrapped by [`Backend::wrap_device_memory`]
+/// (borrowed: its owner frees it).
 #[derive(Debug)]
 pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
+    owned: bool,
     ctx: Arc<CudaContext>,
 }
 
@@ -188,8 +191,9 @@ unsafe impl Sync for CudaBuffer {}
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: allocated by malloc_sync in this context and freed once.
+        if self.owned && self.ptr != 0 && self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by malloc_sync in this context and freed once;
+            // cuMemFree waits for work still using it.
             let _ = unsafe { result::free_sync(self.ptr) };
         }
     }
@@ -206,8 +210,13 @@ impl BufferStorage for CudaBuffer {
             return Ok(());
         }
         self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
-        // SAFETY: the range was checked against the allocation.
-        unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, data) }.map_err(|e| driver_err("copy to device", e))
+        // SAFETY: the range was checked against the allocation. The legacy
+        // stream is waited for so that the copy has landed before work on
+        // any other stream can read it.
+        unsafe {
+            result::memcpy_htod_sync(self.ptr + offset as u64, data).and_then(|_| result::stream::synchronize(std::ptr::null_mut()))
+        }
+        .map_err(|e| driver_err("copy to device", e))
     }
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
@@ -216,8 +225,17 @@ impl BufferStorage for CudaBuffer {
             return Ok(());
         }
         self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
+        // Work queued on any stream may still write the buffer: wait for all of it.
+        result::ctx::synchronize().map_err(|e| RuntimeError::Execution {
+            kernel: "(queued work)".into(),
+            message: format!("a CUDA dispatch queued before this read failed: {e:?}"),
+        })?;
         // SAFETY: the range was checked against the allocation; the copy is synchronous.
         unsafe { result::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.map_err(|e| driver_err("copy from device", e))
+    }
+
+    fn device_address(&self) -> Option<u64> {
+        Some(self.ptr)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -230,6 +248,35 @@ fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeErro
         return Err(RuntimeError::BufferRange { offset, len, size });
     }
     Ok(())
+}
+
+/// The kernel parameters of one launch, one 32-byte slot each: every
+/// argument (a device pointer or a by-value argument's bytes), then the
+/// grid sizes the generated code asks for.
+fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], geometry: &DispatchGeometry) -> Result<Vec<[u8; 32]>, RuntimeError> {
+    let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
+    for arg in args {
+        let mut slot = [0u8; 32];
+        match arg {
+            ArgValue::Buffer { storage: s, .. } => {
+                let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
+                slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
+            }
+            ArgValue::Value { bytes, .. } => slot = *bytes,
+        }
+        storage.push(slot);
+    }
+    for extra in &cuda.source.launch_params {
+        let mut slot = [0u8; 32];
+        let value: u32 = match extra {
+            LaunchParam::GridX => geometry.grid[0],
+            LaunchParam::GridY => geometry.grid[1],
+            LaunchParam::GridZ => geometry.grid[2],
+        };
+        slot[..4].copy_from_slice(&value.to_le_bytes());
+        storage.push(slot);
+    }
+    Ok(storage)
 }
 
 /// A kernel compiled by NVRTC.
@@ -305,10 +352,39 @@ impl Backend for CudaBackend {
         self.bind()?;
         // cuMemAlloc rejects 0 bytes; keep one byte so every buffer has an address.
         let size = bytes.max(1);
-        // SAFETY: a plain device allocation in the bound context, zeroed below.
+        // SAFETY: a plain device allocation in the bound context, zeroed
+        // below; the legacy stream is waited for so the zeroes are in place
+        // before work on any other stream uses the buffer.
         let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
-        unsafe { result::memset_d8_sync(ptr, 0, size) }.map_err(|e| driver_err("zeroing a buffer", e))?;
-        Ok(Box::new(CudaBuffer { ptr, len: bytes, ctx: self.ctx.clone() }))
+        let buffer = CudaBuffer { ptr, len: bytes, owned: true, ctx: self.ctx.clone() };
+        unsafe { result::memset_d8_sync(ptr, 0, size).and_then(|_| result::stream::synchronize(std::ptr::null_mut())) }
+            .map_err(|e| driver_err("zeroing a buffer", e))?;
+        Ok(Box::new(buffer))
+    }
+
+    fn allocate_on_stream(&self, bytes: usize, stream: u64) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.bind()?;
+        let size = bytes.max(1);
+        // SAFETY: a plain device allocation in the bound context, zeroed on
+        // `stream` (a stream handle of this context, per the trait's
+        // contract), so the zeroing precedes later work queued there.
+        let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
+        let buffer = CudaBuffer { ptr, len: bytes, owned: true, ctx: self.ctx.clone() };
+        unsafe { result::memset_d8_async(ptr, 0, size, stream as sys::CUstream) }.map_err(|e| driver_err("zeroing a buffer", e))?;
+        Ok(Box::new(buffer))
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.bind()?;
+        result::ctx::synchronize()
+            .map_err(|e| RuntimeError::Execution { kernel: "(queued work)".into(), message: format!("a queued CUDA dispatch failed: {e:?}") })
+    }
+
+    unsafe fn wrap_device_memory(&self, address: u64, len: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        if address == 0 && len > 0 {
+            return Err(RuntimeError::Backend { backend: "cuda", message: format!("a null device pointer for {len} bytes") });
+        }
+        Ok(Box::new(CudaBuffer { ptr: address, len, owned: false, ctx: self.ctx.clone() }))
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
@@ -333,29 +409,7 @@ impl Backend for CudaBackend {
         let start = Instant::now();
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
-        // Kernel parameters: each is stored in `storage`, and `params` points at them.
-        let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
-        for arg in args {
-            let mut slot = [0u8; 32];
-            match arg {
-                ArgValue::Buffer { storage: s, .. } => {
-                    let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
-                    slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
-                }
-                ArgValue::Value { bytes, .. } => slot = *bytes,
-            }
-            storage.push(slot);
-        }
-        for extra in &cuda.source.launch_params {
-            let mut slot = [0u8; 32];
-            let value: u32 = match extra {
-                LaunchParam::GridX => geometry.grid[0],
-                LaunchParam::GridY => geometry.grid[1],
-                LaunchParam::GridZ => geometry.grid[2],
-            };
-            slot[..4].copy_from_slice(&value.to_le_bytes());
-            storage.push(slot);
-        }
+        let mut storage = launch_slots(cuda, args, geometry)?;
         let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
         let [gx, gy, gz] = geometry.threadgroups;
         let [bx, by, bz] = geometry.threads_per_threadgroup;
@@ -399,5 +453,33 @@ impl Backend for CudaBackend {
             notes,
             findings: vec![],
         })
+    }
+
+    fn dispatch_on_stream(
+        &self,
+        compiled: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+        stream: u64,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let start = Instant::now();
+        let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
+        self.bind()?;
+        let mut storage = launch_slots(cuda, args, geometry)?;
+        let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
+        let [gx, gy, gz] = geometry.threadgroups;
+        let [bx, by, bz] = geometry.threads_per_threadgroup;
+        // SAFETY: `params` points at one slot per kernel parameter, in order;
+        // the driver copies them when the launch is queued. `stream` is a
+        // stream of this context and the buffers outlive the queued work, by
+        // the trait's contract.
+        unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream as sys::CUstream, &mut params) }
+            .map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
+        let mut notes = geometry.warnings.clone();
+        if options.sanitize {
+            notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
+        }
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![] })
     }
 }

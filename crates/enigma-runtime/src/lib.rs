@@ -52,10 +52,13 @@ impl std::str::FromStr for Device {
     }
 }
 
-/// A connection to one device.
+/// A connection to one device. A runtime made by [`Runtime::on_stream`]
+/// queues its dispatches on that stream without waiting for them (on CUDA;
+/// the simulator runs every dispatch to completion).
 #[derive(Clone, Debug)]
 pub struct Runtime {
     backend: Arc<dyn Backend>,
+    stream: Option<u64>,
 }
 
 impl Runtime {
@@ -68,7 +71,7 @@ impl Runtime {
             Device::Metal => Self::metal()?,
             Device::Cuda => Arc::new(enigma_cuda::CudaBackend::new()?),
         };
-        Ok(Runtime { backend })
+        Ok(Runtime { backend, stream: None })
     }
 
     /// The Metal backend on the system's default GPU (macOS only).
@@ -119,7 +122,52 @@ impl Runtime {
 
     /// A runtime over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
-        Runtime { backend }
+        Runtime { backend, stream: None }
+    }
+
+    /// The same device, dispatching on `stream` (a `CUstream` handle on
+    /// CUDA; 0 is the legacy default stream): dispatches are queued there
+    /// and return at once, outputs it allocates are zeroed there, and
+    /// [`Runtime::synchronize`] or a read waits for them. The buffers a
+    /// queued dispatch uses must stay allocated until it has run: buffers
+    /// the runtime owns are freed with a wait; for memory wrapped with
+    /// [`Runtime::buffer_from_device_memory`] that is its owner's duty, as
+    /// for any work on that owner's stream.
+    pub fn on_stream(&self, stream: u64) -> Runtime {
+        Runtime { backend: self.backend.clone(), stream: Some(stream) }
+    }
+
+    /// The stream this runtime dispatches on, if one was given.
+    pub fn stream(&self) -> Option<u64> {
+        self.stream
+    }
+
+    /// Waits for every dispatch queued on the device (on any stream).
+    pub fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.backend.synchronize()
+    }
+
+    /// A buffer over `len` bytes of another library's device memory at
+    /// `address` (a CUDA device pointer from a torch or CuPy tensor), typed
+    /// as `elem` when given: no copy is made and dropping the buffer frees
+    /// nothing. Dispatches check its length like any buffer's. The
+    /// simulator refuses (its memory is its own).
+    ///
+    /// # Safety
+    /// The memory must belong to this runtime's device and context and stay
+    /// allocated while the buffer, or a dispatch queued with it, lives.
+    pub unsafe fn buffer_from_device_memory(&self, address: u64, len: usize, elem: Option<Type>) -> Result<Buffer, RuntimeError> {
+        // SAFETY: forwarded from this function's contract.
+        let storage = unsafe { self.backend.wrap_device_memory(address, len) }?;
+        Ok(Buffer { storage: Arc::from(storage), elem })
+    }
+
+    /// A zeroed allocation, ordered on this runtime's stream when it has one.
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        match self.stream {
+            Some(stream) => self.backend.allocate_on_stream(bytes, stream),
+            None => self.backend.allocate(bytes),
+        }
     }
 
     pub fn device(&self) -> &DeviceInfo {
@@ -139,7 +187,11 @@ impl Runtime {
 
     /// A zeroed buffer of `len` elements of `elem` (e.g. `half4`).
     pub fn buffer_of_type(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
-        let storage = self.backend.allocate(len * elem.size_bytes() as usize)?;
+        let bytes = len.checked_mul(elem.size_bytes() as usize).ok_or_else(|| RuntimeError::Backend {
+            backend: self.device().kind.name(),
+            message: format!("a buffer of {len} {elem} elements does not fit in memory"),
+        })?;
+        let storage = self.allocate(bytes)?;
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
@@ -152,7 +204,7 @@ impl Runtime {
 
     /// An untyped buffer of `len` zero bytes.
     pub fn buffer_bytes(&self, len: usize) -> Result<Buffer, RuntimeError> {
-        Ok(Buffer { storage: Arc::from(self.backend.allocate(len)?), elem: None })
+        Ok(Buffer { storage: Arc::from(self.allocate(len)?), elem: None })
     }
 
     /// Validates `kernel` against this device's limits and compiles it.
@@ -194,7 +246,10 @@ impl Runtime {
         let values: Vec<ArgValue<'_>> = args.iter().map(Arg::value).collect();
         let compiled: &dyn CompiledKernel = pipeline.compiled.as_ref();
         let geometry = enigma_backend::check_dispatch(self.device(), compiled, &values, mode, size, threads_per_threadgroup)?;
-        let report = self.backend.dispatch(compiled, &values, &geometry, options)?;
+        let report = match self.stream {
+            Some(stream) => self.backend.dispatch_on_stream(compiled, &values, &geometry, options, stream)?,
+            None => self.backend.dispatch(compiled, &values, &geometry, options)?,
+        };
         if report.findings.iter().any(|f| f.severity == enigma_backend::Severity::Error) {
             return Err(RuntimeError::Sanitizer { kernel: pipeline.kernel().name.clone(), findings: report.findings });
         }
@@ -230,6 +285,18 @@ impl Buffer {
 
     pub fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
         self.storage.write(offset, data)
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out` (on a GPU, after
+    /// the work queued on the device has finished).
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
+        self.storage.read(offset, out)
+    }
+
+    /// The buffer's device address, where the device has addresses other
+    /// libraries can use (a CUDA device pointer); `None` on the simulator.
+    pub fn device_address(&self) -> Option<u64> {
+        self.storage.device_address()
     }
 
     /// The contents as elements of `T`.
