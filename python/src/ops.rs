@@ -1,19 +1,23 @@
 //! The kernel library (`enigma-ops`) for Python: `library_call` runs one
-//! operation on a runtime from raw little-endian bytes and returns the
-//! result's bytes (`enigma/ops.py` wraps it with numpy arrays, shapes and
-//! dtypes); `library_tune` runs the autotuner on a registry entry and
-//! returns its report as JSON (`enigma.tune`).
+//! operation on a runtime and returns its result as an `enigma.Array` in
+//! device memory (`enigma/ops.py` turns it into the caller's kind of array);
+//! `library_tune` runs the autotuner on a registry entry and returns its
+//! report as JSON (`enigma.tune`).
 //!
-//! Inputs become untyped buffers padded to 16 bytes, with the element type
-//! given separately, so the library may pick its vector (`float4`) kernels.
+//! Inputs are bound like kernel arguments ([`array::bind`]): enigma arrays
+//! and CUDA tensors as they are, host arrays copied into untyped buffers
+//! padded to 16 bytes, with the element type given separately, so the
+//! library may pick its vector (`float4`) kernels (CUDA tensors too, when
+//! 16-byte aligned and whole vectors). Pipelines stay in the runtime's cache
+//! between calls.
 
+use crate::array::{self, Array, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
 use enigma_ops::{Elementwise, Ops, Options, Reduction, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 fn elem_of(name: &str) -> PyResult<Scalar> {
     match name {
@@ -34,31 +38,45 @@ fn ops_err(py: Python<'_>, e: enigma_ops::Error) -> PyErr {
 }
 
 /// Runs library operation `op` (`softmax`, `rms_norm`, `sum`, …) on
-/// `inputs` (bytes, all of element type `elem`) with shape `dims` and
-/// scalar parameters `params` (factor, eps or scale). Returns the output's
-/// bytes (exactly its elements) and its element type.
+/// `inputs` (arrays named `names`, of element types `types`; the operation's
+/// type is `elem`) with shape `dims` and scalar parameters `params` (factor,
+/// eps or scale), on `stream` when given (see `Runtime.dispatch`). Returns
+/// the output as an array of shape `out_shape`.
 #[pyfunction]
-#[pyo3(signature = (runtime, op, elem, inputs, dims, params, threads=None))]
+#[pyo3(signature = (runtime, op, elem, inputs, types, names, dims, params, out_shape, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn library_call<'py>(
-    py: Python<'py>,
+pub fn library_call(
+    py: Python<'_>,
     runtime: &Runtime,
     op: &str,
     elem: &str,
-    inputs: Vec<Vec<u8>>,
+    inputs: Vec<Bound<'_, PyAny>>,
+    types: Vec<String>,
+    names: Vec<String>,
     dims: Vec<usize>,
     params: Vec<f64>,
+    out_shape: Vec<usize>,
     threads: Option<u32>,
-) -> PyResult<(Bound<'py, PyBytes>, &'static str)> {
-    let rt = &runtime.rt;
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+) -> PyResult<Array> {
+    let rt = match stream {
+        Some(s) => runtime.rt.on_stream(s),
+        None => runtime.rt.clone(),
+    };
+    let rt = &rt;
     let elem = elem_of(elem)?;
-    let mut buffers: Vec<Buffer> = vec![];
-    for bytes in &inputs {
-        let padded = bytes.len().div_ceil(16).max(1) * 16;
-        let buf = rt.buffer_bytes(padded).map_err(|e| runtime_err(py, e))?;
-        buf.write_bytes(0, bytes).map_err(|e| runtime_err(py, e))?;
-        buffers.push(buf);
+    if types.len() != inputs.len() || names.len() != inputs.len() {
+        return Err(PyValueError::new_err(format!("{op}: {} arrays, {} types and {} names", inputs.len(), types.len(), names.len())));
     }
+    let mut bound = Vec::with_capacity(inputs.len());
+    for ((input, ty), name) in inputs.iter().zip(&types).zip(&names) {
+        let scalar = elem_of(ty)?;
+        let what = format!("{op}: `{name}`");
+        let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: false, staging: Staging::Padded, what: &what };
+        bound.push(array::bind(py, rt, input, &want, dlpack_stream)?);
+    }
+    let buffers: Vec<Buffer> = bound.iter().map(|b| b.buffer.clone()).collect();
     let need = |n_inputs: usize, n_dims: usize, n_params: usize| -> PyResult<()> {
         if buffers.len() != n_inputs || dims.len() != n_dims || params.len() < n_params {
             return Err(PyValueError::new_err(format!(
@@ -70,7 +88,7 @@ pub fn library_call<'py>(
         }
         Ok(())
     };
-    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() });
+    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let param = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
     // (result, number of output elements, output element type)
     let (out, n_out, out_elem) = match op {
@@ -132,16 +150,14 @@ pub fn library_call<'py>(
         other => return Err(PyValueError::new_err(format!("no library operation named `{other}`"))),
     };
     let out = out.map_err(|e| ops_err(py, e))?;
-    let mut bytes = out.read_bytes().map_err(|e| runtime_err(py, e))?;
-    bytes.truncate(n_out * out_elem.size_bytes() as usize);
-    let name = match out_elem {
-        Scalar::F16 => "f16",
-        Scalar::BF16 => "bf16",
-        Scalar::I32 => "i32",
-        Scalar::U32 => "u32",
-        _ => "f32",
-    };
-    Ok((PyBytes::new(py, &bytes), name))
+    let elements: usize = out_shape.iter().product();
+    if elements != n_out || out.len_bytes() < n_out * out_elem.size_bytes() as usize {
+        return Err(PyValueError::new_err(format!(
+            "{op}: an output shape of {out_shape:?} for {n_out} elements ({} bytes written)",
+            out.len_bytes()
+        )));
+    }
+    Ok(Array::new(out, rt.device().kind, out_shape, out_elem, stream))
 }
 
 fn reduction(name: &str) -> Reduction {

@@ -201,7 +201,10 @@ impl<'rt> Ops<'rt> {
     }
 
     fn pipeline(&self, kernel: Kernel) -> Result<Pipeline, Error> {
-        if let Some(p) = self.pipelines.lock().by_name.get(&kernel.name) {
+        // One name may be built differently under other options (a
+        // threadgroup size), which a shared cache can meet: reuse only the
+        // same kernel.
+        if let Some(p) = self.pipelines.lock().by_name.get(&kernel.name).filter(|p| *p.kernel() == kernel) {
             return Ok(p.clone());
         }
         let p = self.rt.pipeline(&kernel)?;

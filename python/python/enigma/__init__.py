@@ -64,7 +64,8 @@ from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast
-from ._runtime import MetalRuntime
+from ._enigma import Array
+from ._runtime import MetalRuntime, asarray, empty, synchronize
 from . import ops
 from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
@@ -77,7 +78,8 @@ globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
 
 __all__ = sorted(
-    ["CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
-     "MetalRuntime", "SanitizerError", "buffer", "compile", "compile_ir", "constant", "fast", "kernel"]
+    ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
+     "MetalRuntime", "SanitizerError", "asarray", "buffer", "compile", "compile_ir", "constant", "empty", "fast",
+     "kernel", "synchronize"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )
