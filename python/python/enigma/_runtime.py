@@ -364,8 +364,16 @@ def _shape(shape):
 
 def _dtype_name(dtype):
     """enigma's name for a dtype given as enigma's, numpy's or torch's."""
-    name = str(getattr(dtype, "name", dtype))
-    name = name.replace("torch.", "")
+    if isinstance(dtype, str):
+        name = dtype
+    elif type(dtype).__module__.startswith("torch"):
+        name = str(dtype).replace("torch.", "")
+    else:
+        import numpy as np
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
     return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "uint32": "u32",
             "int64": "i64", "uint64": "u64", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
             "float": "f32", "half": "f16"}.get(name, name)

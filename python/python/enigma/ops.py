@@ -49,7 +49,10 @@ _NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "in
 
 
 def _array(a):
-    """``a`` as an array: arrays of any library as they are, anything else through numpy."""
+    """``a`` as an array: arrays of any library as they are (a host DLPack
+    object without a shape as a numpy view of it), anything else through numpy."""
+    if hasattr(a, "__dlpack__") and not hasattr(a, "shape"):
+        return np.from_dlpack(a)
     if isinstance(a, _enigma.Array) or hasattr(a, "__dlpack__") or hasattr(a, "__cuda_array_interface__"):
         if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
             return np.ascontiguousarray(a)
