@@ -132,7 +132,7 @@ impl Array {
             // SAFETY: `out` is a fresh C-contiguous numpy array of exactly `len` bytes, alive here.
             let host = unsafe { std::slice::from_raw_parts_mut(view.address as *mut u8, len) };
             let buffer = &self.buffer;
-            py.detach(|| buffer.read_into(0, host)).map_err(|e| runtime_err(py, e))?;
+            py.detach(|| buffer.read_into(0, host).map_err(Box::new)).map_err(|e| runtime_err(py, *e))?;
         }
         Ok(out)
     }
@@ -183,7 +183,7 @@ impl Array {
         if !same_stream {
             let buffer = &self.buffer;
             // Reading nothing waits for the device, like every read.
-            py.detach(|| buffer.read_into(0, &mut [])).map_err(|e| runtime_err(py, e))?;
+            py.detach(|| buffer.read_into(0, &mut []).map_err(Box::new)).map_err(|e| runtime_err(py, *e))?;
         }
         dlpack::export(py, &self.buffer, address, &self.shape, self.scalar)
     }
@@ -231,12 +231,12 @@ impl BoundArg {
     }
 
     /// Copies a written buffer back into the caller's host memory.
-    pub fn write_back(&self) -> Result<(), enigma_runtime::RuntimeError> {
+    pub fn write_back(&self) -> Result<(), Box<enigma_runtime::RuntimeError>> {
         if let Some((address, len)) = self.write_back {
             // SAFETY: the host view this came from is alive (`self.view`),
             // writable and exactly `len` bytes.
             let host = unsafe { std::slice::from_raw_parts_mut(address as *mut u8, len) };
-            self.buffer.read_into(0, host)?;
+            self.buffer.read_into(0, host).map_err(Box::new)?;
         }
         Ok(())
     }
@@ -291,11 +291,14 @@ pub fn bind(py: Python<'_>, rt: &Runtime, obj: &Bound<'_, PyAny>, want: &Want<'_
                 unsafe { std::slice::from_raw_parts(view.address as *const u8, view.nbytes) }
             };
             let buffer = match want.staging {
-                Staging::Typed(elem) => rt.buffer_from_bytes(elem, data),
-                Staging::Untyped => rt.buffer_bytes(data.len()).and_then(|b| b.write_bytes(0, data).map(|_| b)),
-                Staging::Padded => rt.buffer_bytes(data.len().div_ceil(16).max(1) * 16).and_then(|b| b.write_bytes(0, data).map(|_| b)),
-            }
-            .map_err(|e| runtime_err(py, e))?;
+                Staging::Typed(elem) => rt.buffer_from_bytes(elem, data).map_err(|e| runtime_err(py, e))?,
+                Staging::Untyped | Staging::Padded => {
+                    let len = if matches!(want.staging, Staging::Padded) { data.len().div_ceil(16).max(1) * 16 } else { data.len() };
+                    let buffer = rt.buffer_bytes(len).map_err(|e| runtime_err(py, e))?;
+                    buffer.write_bytes(0, data).map_err(|e| runtime_err(py, e))?;
+                    buffer
+                }
+            };
             let write_back = (want.writes && !view.readonly && view.nbytes > 0).then_some((view.address, view.nbytes));
             Ok(BoundArg { buffer, write_back, view: Some(view) })
         }

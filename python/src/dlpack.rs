@@ -318,11 +318,60 @@ pub fn from_interface(obj: &Bound<'_, PyAny>, interface: &Bound<'_, PyAny>, cuda
     })
 }
 
-/// The view of any array `obj` offers: numpy's array interface first (host
-/// memory, readable even when read-only), then DLPack, then the CUDA array
-/// interface; `None` for an object with none of them.
+/// A torch CUDA tensor through its own accessors (`data_ptr`, `shape`,
+/// `dtype`, `is_contiguous`): the same facts DLPack gives, for a fraction of
+/// the per-call cost. `None` for anything else (CPU tensors go through
+/// DLPack).
+fn torch_cuda_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<View>> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    if !ty.module()?.to_cow()?.starts_with("torch") || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+        return Ok(None);
+    }
+    let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?.str()?;
+    let (scalar, name) = match dtype.to_cow()?.as_ref() {
+        "torch.float32" => (Some(Scalar::F32), "float32"),
+        "torch.float16" => (Some(Scalar::F16), "float16"),
+        "torch.bfloat16" => (Some(Scalar::BF16), "bfloat16"),
+        "torch.int32" => (Some(Scalar::I32), "int32"),
+        "torch.int64" => (Some(Scalar::I64), "int64"),
+        "torch.int16" => (Some(Scalar::I16), "int16"),
+        "torch.int8" => (Some(Scalar::I8), "int8"),
+        "torch.uint8" => (Some(Scalar::U8), "uint8"),
+        "torch.uint16" => (Some(Scalar::U16), "uint16"),
+        "torch.uint32" => (Some(Scalar::U32), "uint32"),
+        "torch.uint64" => (Some(Scalar::U64), "uint64"),
+        _ => (None, ""),
+    };
+    let Some(scalar) = scalar else {
+        return Ok(None); // DLPack names the type in the message
+    };
+    let shape: Vec<usize> = obj.getattr(pyo3::intern!(py, "shape"))?.extract()?;
+    let device: i32 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
+    Ok(Some(View {
+        address: obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?,
+        nbytes: byte_len(&shape, scalar.size_bytes() as usize, "tensor")?,
+        memory: Memory::Cuda(device),
+        scalar: Some(scalar),
+        dtype_name: name.to_string(),
+        contiguous: obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract()?,
+        readonly: false,
+        shape,
+        _owner: obj.clone().unbind(),
+    }))
+}
+
+/// The view of any array `obj` offers: a torch CUDA tensor's own accessors
+/// when the dispatch runs on its current stream (`stream` -1), numpy's array
+/// interface (host memory, readable even when read-only), then DLPack, then
+/// the CUDA array interface; `None` for an object with none of them.
 pub fn view_of(obj: &Bound<'_, PyAny>, stream: Option<i64>, what: &str) -> PyResult<Option<View>> {
     let py = obj.py();
+    if stream == Some(-1) {
+        if let Some(view) = torch_cuda_view(obj)? {
+            return Ok(Some(view));
+        }
+    }
     if let Ok(interface) = obj.getattr(pyo3::intern!(py, "__array_interface__")) {
         return from_interface(obj, &interface, false, what).map(Some);
     }

@@ -324,7 +324,7 @@ impl Runtime {
     /// Waits for every dispatch queued on the device.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let rt = &self.rt;
-        py.detach(|| rt.synchronize()).map_err(|e| runtime_err(py, e))
+        py.detach(|| rt.synchronize().map_err(Box::new)).map_err(|e| runtime_err(py, *e))
     }
 
     /// What runs the kernels: `"sim"`, `"metal"` or `"cuda"`.
@@ -454,7 +454,7 @@ impl Runtime {
                         Slot::Value(l) => Arg::Value(*l),
                     })
                     .collect();
-                let report = rt.dispatch(pipeline, &args, mode, size, threads, &options)?;
+                let report = rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new)?;
                 for s in slots {
                     if let Slot::Bound(b) = s {
                         b.write_back()?;
@@ -463,7 +463,7 @@ impl Runtime {
                 Ok(report)
             })
         }
-        .map_err(|e: RuntimeError| runtime_err(py, e))?;
+        .map_err(|e: Box<RuntimeError>| runtime_err(py, *e))?;
         let mut out = Vec::with_capacity(slots.len());
         for (param, slot) in kernel.params.iter().zip(&slots) {
             let host = match slot {

@@ -107,6 +107,14 @@ def _stream_handle(stream):
     raise DispatchError(f"stream= takes an int handle or a torch/CuPy stream, not {type(stream).__name__}")
 
 
+def _torch_stream(index):
+    """torch's current stream on GPU ``index``, as a raw handle (the
+    accessor Triton's launcher uses, else the public API)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 def dispatch_stream(native, values, stream=None):
     """(stream for the dispatch or None, stream told to DLPack producers):
     ``stream=`` if given, else the current stream of the first torch or
@@ -119,8 +127,7 @@ def dispatch_stream(native, values, stream=None):
     for v in values:
         mod = type(v).__module__
         if mod.startswith("torch") and getattr(v, "is_cuda", False):
-            import torch
-            return torch.cuda.current_stream(v.device).cuda_stream, -1
+            return _torch_stream(v.get_device()), -1
         if mod.startswith("cupy") and hasattr(v, "__cuda_array_interface__"):
             import cupy
             return cupy.cuda.get_current_stream().ptr, -1
