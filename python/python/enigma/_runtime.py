@@ -130,7 +130,8 @@ def dispatch_stream(native, values, stream=None):
             return _torch_stream(v.get_device()), -1
         if mod.startswith("cupy") and hasattr(v, "__cuda_array_interface__"):
             import cupy
-            return cupy.cuda.get_current_stream().ptr, -1
+            h = cupy.cuda.get_current_stream().ptr
+            return h, (1 if h == 0 else h)  # DLPack names the legacy stream 1
     return None, None
 
 
