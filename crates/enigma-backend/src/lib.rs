@@ -181,7 +181,10 @@ pub trait Backend: Send + Sync + Debug {
         self.dispatch(kernel, args, geometry, options)
     }
     /// A zeroed buffer whose zeroing is ordered on `stream` before any later
-    /// work queued there (see [`Backend::dispatch_on_stream`]).
+    /// work queued there (see [`Backend::dispatch_on_stream`]). A backend may
+    /// take it from a stream-ordered pool and free it on `stream` when it is
+    /// dropped, after the work queued there: `stream` must outlive the
+    /// buffer, and work on other streams must be done with it by then.
     fn allocate_on_stream(&self, bytes: usize, stream: u64) -> Result<Box<dyn BufferStorage>, RuntimeError> {
         let _ = stream;
         self.allocate(bytes)

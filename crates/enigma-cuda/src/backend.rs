@@ -116,6 +116,7 @@ impl CudaBackend {
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
         };
         let timer = Timer::new()?;
+        keep_pool_memory(&ctx);
         Ok(CudaBackend {
             ctx,
             info,
@@ -161,6 +162,26 @@ impl CudaBackend {
     }
 }
 
+/// Asks the device's stream-ordered memory pool to keep freed memory for
+/// reuse instead of returning it to the driver at every synchronisation, so
+/// per-call outputs ([`Backend::allocate_on_stream`]) cost a pool lookup.
+/// Best effort: without pools, allocation falls back to `cuMemAlloc`.
+fn keep_pool_memory(ctx: &CudaContext) {
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: plain driver calls on this context's device; `threshold` is
+    // the u64 the attribute takes and outlives the call.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+            let _ = sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut c_void,
+            );
+        }
+    }
+}
+
 /// Where the CUDA headers (cuda_fp16.h, …) are: `$CUDA_HOME/include`, or the
 /// usual install locations.
 fn cuda_include_paths() -> Vec<String> {
@@ -174,15 +195,23 @@ fn cuda_include_paths() -> Vec<String> {
     candidates.into_iter().filter(|p| std::path::Path::new(&format!("{p}/cuda_fp16.h")).exists()).take(1).collect()
 }
 
-/// Device memory: from `cuMemAlloc` (owned: freed on drop), or another
-/// library's allocation wrapped by [`Backend::wrap_device_memory`]
-/// (borrowed: its owner frees it).
+/// Device memory: from `cuMemAlloc` (freed on drop, which waits for the
+/// device), from the stream-ordered pool (`cuMemAllocAsync`: freed on drop
+/// on its stream, after the work queued there), or another library's
+/// allocation wrapped by [`Backend::wrap_device_memory`] (its owner frees it).
 #[derive(Debug)]
 pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
-    owned: bool,
+    ownership: Ownership,
     ctx: Arc<CudaContext>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ownership {
+    Owned,
+    OnStream(sys::CUstream),
+    Borrowed,
 }
 
 // The pointer is a device address owned by this buffer; the driver API is thread-safe.
@@ -191,10 +220,22 @@ unsafe impl Sync for CudaBuffer {}
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.owned && self.ptr != 0 && self.ctx.bind_to_thread().is_ok() {
+        if self.ptr == 0 || self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        match self.ownership {
             // SAFETY: allocated by malloc_sync in this context and freed once;
             // cuMemFree waits for work still using it.
-            let _ = unsafe { result::free_sync(self.ptr) };
+            Ownership::Owned => {
+                let _ = unsafe { result::free_sync(self.ptr) };
+            }
+            // SAFETY: allocated by malloc_async on `stream`, which outlives
+            // the buffer by allocate_on_stream's contract; freed once, after
+            // the work queued there.
+            Ownership::OnStream(stream) => {
+                let _ = unsafe { result::free_async(self.ptr, stream) };
+            }
+            Ownership::Borrowed => {}
         }
     }
 }
@@ -356,7 +397,7 @@ impl Backend for CudaBackend {
         // below; the legacy stream is waited for so the zeroes are in place
         // before work on any other stream uses the buffer.
         let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
-        let buffer = CudaBuffer { ptr, len: bytes, owned: true, ctx: self.ctx.clone() };
+        let buffer = CudaBuffer { ptr, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() };
         unsafe { result::memset_d8_sync(ptr, 0, size).and_then(|_| result::stream::synchronize(std::ptr::null_mut())) }
             .map_err(|e| driver_err("zeroing a buffer", e))?;
         Ok(Box::new(buffer))
@@ -365,12 +406,19 @@ impl Backend for CudaBackend {
     fn allocate_on_stream(&self, bytes: usize, stream: u64) -> Result<Box<dyn BufferStorage>, RuntimeError> {
         self.bind()?;
         let size = bytes.max(1);
-        // SAFETY: a plain device allocation in the bound context, zeroed on
-        // `stream` (a stream handle of this context, per the trait's
-        // contract), so the zeroing precedes later work queued there.
-        let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
-        let buffer = CudaBuffer { ptr, len: bytes, owned: true, ctx: self.ctx.clone() };
-        unsafe { result::memset_d8_async(ptr, 0, size, stream as sys::CUstream) }.map_err(|e| driver_err("zeroing a buffer", e))?;
+        let stream = stream as sys::CUstream;
+        // SAFETY: an allocation from the device's stream-ordered pool on
+        // `stream` (a stream of this context that outlives the buffer, per
+        // the trait's contract), or a plain one where pools are missing;
+        // zeroed on `stream`, so the zeroing precedes later work queued there.
+        let buffer = match unsafe { result::malloc_async(stream, size) } {
+            Ok(ptr) => CudaBuffer { ptr, len: bytes, ownership: Ownership::OnStream(stream), ctx: self.ctx.clone() },
+            Err(_) => {
+                let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
+                CudaBuffer { ptr, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() }
+            }
+        };
+        unsafe { result::memset_d8_async(buffer.ptr, 0, size, stream) }.map_err(|e| driver_err("zeroing a buffer", e))?;
         Ok(Box::new(buffer))
     }
 
@@ -384,7 +432,7 @@ impl Backend for CudaBackend {
         if address == 0 && len > 0 {
             return Err(RuntimeError::Backend { backend: "cuda", message: format!("a null device pointer for {len} bytes") });
         }
-        Ok(Box::new(CudaBuffer { ptr: address, len, owned: false, ctx: self.ctx.clone() }))
+        Ok(Box::new(CudaBuffer { ptr: address, len, ownership: Ownership::Borrowed, ctx: self.ctx.clone() }))
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {

@@ -130,9 +130,10 @@ impl Runtime {
     /// and return at once, outputs it allocates are zeroed there, and
     /// [`Runtime::synchronize`] or a read waits for them. The buffers a
     /// queued dispatch uses must stay allocated until it has run: buffers
-    /// the runtime owns are freed with a wait; for memory wrapped with
-    /// [`Runtime::buffer_from_device_memory`] that is its owner's duty, as
-    /// for any work on that owner's stream.
+    /// this runtime allocates are freed on `stream` after its queued work
+    /// (so `stream` must outlive them) or with a wait; for memory wrapped
+    /// with [`Runtime::buffer_from_device_memory`] that is its owner's duty,
+    /// as for any work on that owner's stream.
     pub fn on_stream(&self, stream: u64) -> Runtime {
         Runtime { backend: self.backend.clone(), stream: Some(stream) }
     }
