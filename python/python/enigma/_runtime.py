@@ -34,8 +34,10 @@ goes on (``stream=``, else the caller's current torch or CuPy stream).
 * On CUDA, ``stream=`` (an int handle, a torch or CuPy stream) queues the
   dispatch there and returns at once; with torch or CuPy CUDA tensors and
   no ``stream=``, it goes on their library's current stream, also without
-  waiting. ``synchronize()`` waits. Host data makes a dispatch wait, as do
-  the simulator and the sanitizer always.
+  waiting; with ``enigma.Array``s on the legacy default stream, without
+  waiting. ``synchronize()`` (and reading an array) waits; an error of a
+  queued kernel surfaces there. Host data makes a dispatch wait, as do the
+  simulator and the sanitizer always.
 """
 
 from __future__ import annotations
@@ -117,13 +119,17 @@ def _torch_stream(index):
 
 def dispatch_stream(native, values, stream=None):
     """(stream for the dispatch or None, stream told to DLPack producers):
-    ``stream=`` if given, else the current stream of the first torch or
-    CuPy CUDA array; ``(None, None)`` off CUDA (the dispatch waits)."""
+    ``stream=`` if given, else the legacy default stream for ``enigma.Array``
+    arguments, else the current stream of the first torch or CuPy CUDA
+    array; ``(None, None)`` otherwise and off CUDA (the dispatch waits)."""
     if native.device != "cuda":
         return None, None
     if stream is not None:
         h = _stream_handle(stream)
         return h, (1 if h == 0 else h)
+    for v in values:
+        if isinstance(v, _enigma.Array):
+            return 0, 1  # enigma's own device memory: queued on the legacy stream
     for v in values:
         mod = type(v).__module__
         if mod.startswith("torch") and getattr(v, "is_cuda", False):
