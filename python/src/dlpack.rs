@@ -324,8 +324,8 @@ pub fn from_interface(obj: &Bound<'_, PyAny>, interface: &Bound<'_, PyAny>, cuda
 /// DLPack).
 fn torch_cuda_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<View>> {
     let py = obj.py();
-    let ty = obj.get_type();
-    if !ty.module()?.to_cow()?.starts_with("torch") || !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+    let is_torch = obj.get_type().module().is_ok_and(|m| m.to_cow().is_ok_and(|m| m.starts_with("torch")));
+    if !is_torch || !obj.getattr(pyo3::intern!(py, "is_cuda")).and_then(|c| c.extract::<bool>()).unwrap_or(false) {
         return Ok(None);
     }
     let dtype = obj.getattr(pyo3::intern!(py, "dtype"))?.str()?;
