@@ -105,8 +105,8 @@ impl Array {
         self.device.name()
     }
 
-    fn __len__(&self) -> usize {
-        self.shape.first().copied().unwrap_or(1)
+    fn __len__(&self) -> PyResult<usize> {
+        self.shape.first().copied().ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("len() of a 0-d enigma.Array"))
     }
 
     fn __repr__(&self) -> String {
