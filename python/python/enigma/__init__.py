@@ -17,6 +17,12 @@ default where no GPU is present), CUDA or Metal::
                      output_size=64 * 4, grid=(64, 1, 1), threads=(32, 1, 1))
     np.frombuffer(out, np.float32)                  # 64 × 2.0
 
+Compiled kernels also run on arrays in place, on the arrays' device:
+``enigma.compile(add_one)(a, out, grid=64, threads=32)`` with numpy arrays,
+``enigma.Array`` device arrays (``enigma.asarray``, ``enigma.empty``) or
+torch/CuPy CUDA tensors (no copies; on their current stream, without a
+wait; ``enigma.synchronize()`` waits).
+
 The kernel language (a subset of Python):
 
 * Parameters are annotated: a type (``enigma.f32``, ``enigma.u32``,
