@@ -58,6 +58,17 @@ class Kernel:
         return f"<enigma.kernel {self.name}>"
 
 
+_RUNTIME_MODULE = []
+
+
+def _runtime():
+    """enigma._runtime (imported on first use: it imports this module)."""
+    if not _RUNTIME_MODULE:
+        from . import _runtime as module
+        _RUNTIME_MODULE.append(module)
+    return _RUNTIME_MODULE[0]
+
+
 def kernel(fn) -> Kernel:
     """Decorator: marks ``fn`` as a kernel written in enigma's Python subset."""
     return Kernel(fn)
@@ -153,33 +164,32 @@ class CompiledKernel:
         the arrays' device (CUDA for CUDA tensors), else on ``"auto"``; on
         CUDA on ``stream`` or the tensors' current stream, without waiting.
         Returns None."""
-        from ._runtime import _buffer_arg, _geometry, _scalar, device_of, dispatch_stream, native_runtime
-
+        rtm = _runtime()
         name = self.name
         if len(args) != len(self.params):
             raise DispatchError(f"kernel `{name}` takes {len(self.params)} argument(s) ({', '.join(p.name for p in self.params)}), {len(args)} given")
         if (grid is None) == (threadgroups is None):
             raise DispatchError(f"kernel `{name}`: give exactly one of grid= (threads, dispatchThreads) and threadgroups= (dispatchThreadgroups)")
         mode, size = ("threads", grid) if grid is not None else ("threadgroups", threadgroups)
-        size = _geometry(size, "grid" if mode == "threads" else "threadgroups")
-        tg = _geometry(threads, "threads")
+        size = rtm._geometry(size, "grid" if mode == "threads" else "threadgroups")
+        tg = rtm._geometry(threads, "threads")
         if rt is not None:
             native = rt._rt
         elif device is not None:
-            native = native_runtime(device)
+            native = rtm.native_runtime(device)
         else:
-            native = device_of(args)
+            native = rtm.device_of(args)
         bound = []
         writeback = []
         for p, value in zip(self.params, args):
-            if p.is_buffer:
-                data, mv = _buffer_arg(value, p, name)
+            if p.kind == "buffer":
+                data, mv = rtm._buffer_arg(value, p, name)
                 if mv is not None:
                     writeback.append((p, mv))
                 bound.append(data)
             else:
-                bound.append(_scalar(value, p, name))
-        handle, dl_stream = dispatch_stream(native, args, stream)
+                bound.append(rtm._scalar(value, p, name))
+        handle, dl_stream = rtm.dispatch_stream(native, args, stream)
         results, _ = native.dispatch(self._native, bound, mode, size, tg, bool(sanitize), handle, dl_stream)
         for p, mv in writeback:
             if p.writable:

@@ -172,7 +172,15 @@ def synchronize(device="cuda"):
         _NATIVE[key].synchronize()
 
 
+_U32 = 1 << 32
+
+
 def _geometry(value, what):
+    # The common forms first: a plain int, a tuple of plain ints.
+    if type(value) is int and 0 <= value < _U32:
+        return (value,)
+    if type(value) is tuple and 1 <= len(value) <= 3 and all(type(v) is int and 0 <= v < _U32 for v in value):
+        return value
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     try:
@@ -399,7 +407,7 @@ def _buffer_arg(value, p, kernel_name):
     (with numpy's names in the messages) and bound in Rust; other arrays
     (``enigma.Array``, DLPack, CUDA array interface) are checked and bound
     in Rust; other buffer-protocol objects go as bytes."""
-    if isinstance(value, _enigma.Array) or (_is_array(value) and not hasattr(value, "__array_interface__")):
+    if type(value) is _enigma.Array or (_is_array(value) and not hasattr(value, "__array_interface__")):
         return value, None
     data, mv = _buffer_bytes(value, p, kernel_name, copy=not hasattr(value, "__array_interface__"))
     if data is None:
@@ -451,7 +459,15 @@ def _np_name(p):
     return NUMPY_NAMES.get(p.scalar, p.scalar)
 
 
+_FLOATS = ("f16", "bf16", "f32")
+
+
 def _scalar(value, p, kernel_name):
+    t = type(value)  # plain ints and floats first: the Rust side range-checks them
+    if t is int and p.scalar != "bool":
+        return value
+    if t is float and p.scalar in _FLOATS:
+        return value
     what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}, by value)"
     if p.scalar == "bool":
         if isinstance(value, bool) or type(value).__name__ == "bool_":
