@@ -262,6 +262,9 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<i64>, what: &str) -> P
         };
         let t = &*tensor;
         let ndim = usize::try_from(t.ndim).map_err(|_| PyBufferError::new_err(format!("{what}: DLPack tensor with ndim {}", t.ndim)))?;
+        if ndim > 0 && t.shape.is_null() {
+            return Err(PyBufferError::new_err(format!("{what}: a DLPack tensor of {ndim} dimensions without a shape")));
+        }
         let raw_shape: &[i64] = if ndim == 0 { &[] } else { std::slice::from_raw_parts(t.shape, ndim) };
         let shape = raw_shape
             .iter()
