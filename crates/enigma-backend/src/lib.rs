@@ -189,6 +189,17 @@ pub trait Backend: Send + Sync + Debug {
         let _ = stream;
         self.allocate(bytes)
     }
+    /// A buffer whose contents are unspecified until written (a backend may
+    /// skip zeroing it), ordered on `stream` like
+    /// [`Backend::allocate_on_stream`] when one is given: for outputs every
+    /// element of which a dispatch writes before anything reads it. The
+    /// default zeroes it anyway.
+    fn allocate_uninit(&self, bytes: usize, stream: Option<u64>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        match stream {
+            Some(stream) => self.allocate_on_stream(bytes, stream),
+            None => self.allocate(bytes),
+        }
+    }
     /// Waits until every dispatch queued on the device, on any stream, has
     /// finished; its errors surface here.
     fn synchronize(&self) -> Result<(), RuntimeError> {

@@ -422,6 +422,24 @@ impl Backend for CudaBackend {
         Ok(Box::new(buffer))
     }
 
+    fn allocate_uninit(&self, bytes: usize, stream: Option<u64>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.bind()?;
+        let size = bytes.max(1);
+        let alloc_err = |e| driver_err(&format!("allocating {bytes} bytes"), e);
+        // SAFETY: allocations in the bound context: from the stream-ordered
+        // pool on `stream` (a stream of this context that outlives the
+        // buffer, per allocate_on_stream's contract) or plain; left
+        // unzeroed, as this method's contract allows.
+        let buffer = match stream {
+            Some(stream) => match unsafe { result::malloc_async(stream as sys::CUstream, size) } {
+                Ok(ptr) => CudaBuffer { ptr, len: bytes, ownership: Ownership::OnStream(stream as sys::CUstream), ctx: self.ctx.clone() },
+                Err(_) => CudaBuffer { ptr: unsafe { result::malloc_sync(size) }.map_err(alloc_err)?, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() },
+            },
+            None => CudaBuffer { ptr: unsafe { result::malloc_sync(size) }.map_err(alloc_err)?, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() },
+        };
+        Ok(Box::new(buffer))
+    }
+
     fn synchronize(&self) -> Result<(), RuntimeError> {
         self.bind()?;
         result::ctx::synchronize()

@@ -301,9 +301,12 @@ impl<'rt> Ops<'rt> {
         }
     }
 
-    /// An untyped output of `elems` elements of `elem`.
+    /// An untyped output of `elems` elements of `elem`, not zeroed: every
+    /// element of every buffer the library allocates is written by its
+    /// kernels before anything reads it (the sanitizer's coverage check in
+    /// `tests/sanitizer.rs` holds every registry entry to that).
     fn output(&self, elem: Scalar, elems: usize) -> Result<Buffer, Error> {
-        Ok(self.rt.buffer_bytes(elems * elem.size_bytes() as usize)?)
+        Ok(self.rt.buffer_uninit(elems * elem.size_bytes() as usize)?)
     }
 
     /// The output of a flat operation: `elems` elements of `elem`, padded
@@ -312,7 +315,7 @@ impl<'rt> Ops<'rt> {
     fn flat_output(&self, elem: Scalar, elems: usize, vec: u8) -> Result<Buffer, Error> {
         let size = elem.size_bytes() as usize;
         let elems = if vec == 4 { elems.div_ceil(4) * 4 } else { elems };
-        Ok(self.rt.buffer_bytes(elems * size)?)
+        Ok(self.rt.buffer_uninit(elems * size)?)
     }
 
     // ----- element-wise -------------------------------------------------

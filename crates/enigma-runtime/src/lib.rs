@@ -203,6 +203,14 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
+    /// An untyped buffer of `len` bytes whose contents are unspecified until
+    /// written (on CUDA it is not zeroed; the simulator zeroes it): for
+    /// outputs every byte of which a dispatch writes before anything reads
+    /// it. Ordered on this runtime's stream when it has one.
+    pub fn buffer_uninit(&self, len: usize) -> Result<Buffer, RuntimeError> {
+        Ok(Buffer { storage: Arc::from(self.backend.allocate_uninit(len, self.stream)?), elem: None })
+    }
+
     /// An untyped buffer of `len` zero bytes.
     pub fn buffer_bytes(&self, len: usize) -> Result<Buffer, RuntimeError> {
         Ok(Buffer { storage: Arc::from(self.allocate(len)?), elem: None })

@@ -27,6 +27,9 @@ fn a_runtime_on_a_stream_runs_simulated_dispatches_to_completion() {
     buf.read_into(4, &mut first).unwrap();
     assert_eq!(u32::from_le_bytes(first), 4);
     assert_eq!(buf.device_address(), None);
+    // An output buffer whose contents are the kernel's to write: sized, untyped.
+    let out = rt.buffer_uninit(12).unwrap();
+    assert_eq!((out.len_bytes(), out.elem()), (12, None));
 }
 
 #[test]
