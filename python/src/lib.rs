@@ -217,15 +217,15 @@ impl CompiledKernel {
                     p.name.clone(),
                     "buffer",
                     type_name(elem),
-                    elem.scalar.name(),
-                    elem.width,
+                    elem.elem().name(),
+                    elem.width(),
                     elem.size_bytes(),
                     Some(match access {
                         Access::Read => "read",
                         Access::ReadWrite => "read_write",
                     }),
                 ),
-                ParamKind::Value { ty } => (p.name.clone(), "value", type_name(ty), ty.scalar.name(), ty.width, ty.size_bytes(), None),
+                ParamKind::Value { ty } => (p.name.clone(), "value", type_name(ty), ty.elem().name(), ty.width(), ty.size_bytes(), None),
             })
             .collect()
     }
@@ -261,6 +261,25 @@ fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKer
 
 /// The IR's JSON form of a kernel given in the IR's text form (what
 /// `CompiledKernel.ir` prints), for `enigma.compile_ir`.
+/// The IR's scalar types as the Rust side defines them, for the Python
+/// package's type table: (IR name, size in bytes, kind, MSL name) with kind
+/// `b` (bool), `i` (signed), `u` (unsigned) or `f` (float).
+#[pyfunction]
+fn scalar_types() -> Vec<(&'static str, u32, &'static str, &'static str)> {
+    Scalar::ALL
+        .into_iter()
+        .map(|s| {
+            let kind = match s {
+                Scalar::Bool => "b",
+                s if s.is_float() => "f",
+                s if s.is_signed_int() => "i",
+                _ => "u",
+            };
+            (s.name(), s.size_bytes(), kind, s.msl_name())
+        })
+        .collect()
+}
+
 #[pyfunction]
 fn ir_text_to_json(text: &str) -> PyResult<String> {
     let kernel = enigma_ir::text::parse(text).map_err(|e| CompileError::new_err(format!("IR text: {e}")))?;
@@ -435,7 +454,7 @@ impl Runtime {
                     if ty.is_vector() {
                         return Err(DispatchError::new_err(format!("{what}: by-value vector parameters are not supported")));
                     }
-                    Slot::Value(literal_from_py(&arg, ty.scalar, &what)?)
+                    Slot::Value(literal_from_py(&arg, ty.elem(), &what)?)
                 }
             };
             slots.push(slot);
@@ -498,6 +517,8 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(scalar_types, m)?)?;
+    m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

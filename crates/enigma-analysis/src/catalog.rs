@@ -128,9 +128,9 @@ pub struct DeviceSpec {
 
 /// Apple's fixed limits (seed 002 §1, seed 004 "Limits"), shared by every
 /// catalogue entry.
-const APPLE_SIMD_WIDTH: u32 = 32;
-const APPLE_MAX_TG_THREADS: u32 = 1024;
-const APPLE_TG_MEMORY: u32 = 32 * 1024;
+const APPLE_SIMD_WIDTH: u32 = enigma_ir::limits::SIMD_WIDTH;
+const APPLE_MAX_TG_THREADS: u32 = enigma_ir::limits::MAX_THREADS_PER_THREADGROUP;
+const APPLE_TG_MEMORY: u32 = enigma_ir::limits::MAX_THREADGROUP_MEMORY_BYTES as u32;
 
 impl DeviceSpec {
     /// A device with Apple-style limits (SIMD width 32, 1024 threads per

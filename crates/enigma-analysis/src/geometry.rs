@@ -25,10 +25,9 @@ use thiserror::Error;
 use crate::catalog::{CatalogError, DeviceSpec};
 use crate::text::{dims, thousands};
 
-/// SIMD width used when no device is given.
-pub const DEFAULT_SIMD_WIDTH: u32 = 32;
-/// Threadgroup limit used when no device is given (Metal, seeds 000 and 002).
-pub const DEFAULT_MAX_THREADS_PER_THREADGROUP: u32 = 1024;
+/// SIMD width and threadgroup limit used when no device is given (the
+/// execution model's, seeds 000 and 002).
+pub use enigma_ir::limits::{MAX_THREADS_PER_THREADGROUP as DEFAULT_MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH as DEFAULT_SIMD_WIDTH};
 /// Seed 000 Pitfall 2: "ideally several times more" threadgroups than cores —
 /// its M2 Ultra example multiplies by 4 (76 → 304).
 pub const LATENCY_HIDING_FACTOR: u32 = 4;

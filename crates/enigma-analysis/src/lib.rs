@@ -1,8 +1,8 @@
 //! Device catalogue, dispatch geometry, occupancy and tile planning.
 //!
 //! Pure arithmetic over the Metal execution model (grid → threadgroups of at
-//! most 1024 threads → SIMD groups of 32), with no dependency on the rest of
-//! enigma:
+//! most 1024 threads → SIMD groups of 32), depending only on `enigma-ir`'s
+//! [`limits`](enigma_ir::limits):
 //!
 //! * [`catalog`] — [`DeviceSpec`] and the Apple M1–M4 catalogue of the seeds;
 //! * [`geometry`] — [`plan_dispatch`] for `dispatch_threads` /

@@ -1,10 +1,11 @@
 //! Checks every backend runs before a dispatch: geometry, the pipeline's
 //! threadgroup limit, threadgroup memory, and the arguments against the
-//! kernel's parameters.
+//! kernel's parameters; and, when a pipeline is made, the optional features
+//! the kernel uses against the device's.
 
 use crate::{ArgValue, CompiledKernel, DeviceInfo, RuntimeError, SpecValues};
 use enigma_analysis::geometry::{plan_dispatch, DispatchGeometry, DispatchMode};
-use enigma_ir::{Kernel, ParamKind};
+use enigma_ir::{Kernel, KernelInfo, ParamKind};
 
 /// Checks a dispatch of `compiled` on `device` and returns its geometry.
 pub fn check_dispatch(
@@ -82,6 +83,24 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
         }
     }
     Ok(())
+}
+
+/// Checks that `device` supports every optional feature the kernel uses
+/// (validation recorded them in `info`); the error names the first missing
+/// feature and what the device supports.
+pub fn check_features(kernel: &Kernel, info: &KernelInfo, device: &DeviceInfo) -> Result<(), RuntimeError> {
+    match enigma_ir::capabilities::missing(&info.features, &device.features).first() {
+        None => Ok(()),
+        Some(&feature) => {
+            let supported = if device.features.is_empty() {
+                "supports none of enigma's optional features".to_string()
+            } else {
+                let list: Vec<&str> = device.features.iter().map(|f| f.describe()).collect();
+                format!("supports {} only", list.join(", "))
+            };
+            Err(RuntimeError::Unsupported { kernel: kernel.name.clone(), feature, device: device.name.clone(), supported })
+        }
+    }
 }
 
 /// Checks that every given specialisation value names a constant of the

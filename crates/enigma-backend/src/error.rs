@@ -27,6 +27,8 @@ pub enum RuntimeError {
     BufferRange { offset: usize, len: usize, size: usize },
     #[error("kernel `{kernel}`: {message}")]
     Execution { kernel: String, message: String },
+    #[error("kernel `{kernel}` uses {feature}; device `{device}` {supported}")]
+    Unsupported { kernel: String, feature: enigma_ir::Feature, device: String, supported: String },
     #[error("device `{device}` is not available: {reason}")]
     Unavailable { device: String, reason: String },
     #[error("kernel `{kernel}`: the sanitizer found {} problem(s):\n{}", findings.len(), findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n"))]

@@ -12,7 +12,7 @@ mod error;
 pub mod findings;
 
 pub use args::{ArgValue, SpecValues};
-pub use check::{check_dispatch, check_spec_values};
+pub use check::{check_dispatch, check_features, check_spec_values};
 pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
 pub use error::RuntimeError;
 pub use findings::{Finding, FindingKind, Severity, ThreadRef};
@@ -59,6 +59,8 @@ pub struct DeviceInfo {
     pub compute_units: u32,
     /// Device memory in bytes, where known.
     pub memory_bytes: Option<u64>,
+    /// The optional features this device supports (see [`enigma_ir::capabilities`]).
+    pub features: std::collections::BTreeSet<enigma_ir::Feature>,
 }
 
 /// Device memory a backend can bind: memory it allocated and owns, or

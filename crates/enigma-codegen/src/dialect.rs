@@ -48,7 +48,7 @@ pub(crate) struct TypeOrd(pub usize, pub u8);
 
 impl TypeOrd {
     pub fn of(ty: Type) -> TypeOrd {
-        TypeOrd(Scalar::ALL.iter().position(|s| *s == ty.scalar).unwrap_or(0), ty.width)
+        TypeOrd(Scalar::ALL.iter().position(|s| *s == ty.elem()).unwrap_or(0), ty.width())
     }
     pub fn get(self) -> Type {
         Type::vector(Scalar::ALL[self.0], self.1)
@@ -123,8 +123,8 @@ pub(crate) trait Dialect {
     /// A value conversion `T(x)`; a scalar of another type is converted
     /// before it is splatted (`float4(float(i))`).
     fn cast(&mut self, to: Type, from: Type, arg: Code) -> Code {
-        if to.width > 1 && from.width == 1 && from.scalar != to.scalar {
-            let scalar = self.cast(Type::scalar(to.scalar), from, arg);
+        if to.width() > 1 && from.width() == 1 && from.elem() != to.elem() {
+            let scalar = self.cast(Type::scalar(to.elem()), from, arg);
             return Code::postfix(format!("{}({})", self.type_name(to), scalar.text));
         }
         Code::postfix(format!("{}({})", self.type_name(to), arg.text))

@@ -113,7 +113,7 @@ struct Msl {
 }
 
 fn atomic_type(elem: Type) -> &'static str {
-    match elem.scalar {
+    match elem.elem() {
         Scalar::I32 => "atomic_int",
         Scalar::F32 => "atomic_float",
         _ => "atomic_uint",
@@ -145,19 +145,19 @@ impl Dialect for Msl {
         let t0 = types.first().copied().unwrap_or(result);
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
         // MSL has no bfloat math: compute in float and round back.
-        let via_float = t0.scalar == Scalar::BF16
+        let via_float = t0.elem() == Scalar::BF16
             && (func.is_float_math() || matches!(func, Abs | Min | Max | Clamp | SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum));
         if via_float {
-            let float_ty = t0.with_scalar(Scalar::F32);
+            let float_ty = t0.with_elem(Scalar::F32);
             let converted: Vec<Code> = args
                 .into_iter()
                 .zip(types)
-                .map(|(a, ty)| if ty.scalar == Scalar::BF16 { self.cast(ty.with_scalar(Scalar::F32), *ty, a) } else { a })
+                .map(|(a, ty)| if ty.elem() == Scalar::BF16 { self.cast(ty.with_elem(Scalar::F32), *ty, a) } else { a })
                 .collect();
             let inner = Code::postfix(format!("{}({})", precise_name(func), args_text(&converted)));
             return Ok(self.cast(result, float_ty, inner));
         }
-        let name = if t0.scalar == Scalar::F32 { func.name() } else { precise_name(func) };
+        let name = if t0.elem() == Scalar::F32 { func.name() } else { precise_name(func) };
         Ok(match func {
             SimdBallot => Code::postfix(format!("ulong(simd_ballot({}))", args_text(&args))),
             _ => Code::postfix(format!("{name}({})", args_text(&args))),
@@ -203,10 +203,10 @@ impl Dialect for Msl {
 
     fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
         let k = cx.kernel;
-        if cx.types.iter().any(|t| t.get().scalar == Scalar::BF16) {
+        if cx.types.iter().any(|t| t.get().elem() == Scalar::BF16) {
             self.check_version("bfloat", (3, 1))?;
         }
-        if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.scalar == Scalar::F32)) {
+        if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.elem() == Scalar::F32)) {
             self.check_version("atomic_float", (3, 0))?;
         }
         let mut out = String::from("#include <metal_stdlib>\nusing namespace metal;\n\n");

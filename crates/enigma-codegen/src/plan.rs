@@ -13,6 +13,8 @@
 use enigma_ir::{Block, Branch, Expr, Kernel, Stmt, StmtKind, StmtPath, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+pub(crate) use enigma_ir::visit::assigned_in;
+
 #[derive(Debug, Default)]
 pub(crate) struct DeclPlan {
     /// Locals declared, uninitialised, just before the statement at a path.
@@ -24,7 +26,19 @@ pub(crate) struct DeclPlan {
 pub(crate) fn plan_declarations(kernel: &Kernel) -> DeclPlan {
     let mut refs: Vec<Vec<StmtPath>> = vec![vec![]; kernel.locals.len()];
     let mut path = StmtPath::default();
-    collect_block(&kernel.body, Branch::Body, &mut path, &mut refs);
+    enigma_ir::visit::walk_block(&kernel.body, Branch::Body, &mut path, &mut |path, stmt| {
+        let mut add = |v: VarId| {
+            if let Some(list) = refs.get_mut(v.0 as usize) {
+                if list.last() != Some(path) {
+                    list.push(path.clone());
+                }
+            }
+        };
+        add_all(stmt.kind.assigned(), &mut add);
+        for e in stmt.kind.exprs() {
+            e.walk(&mut |x| add_all(if let Expr::Var(v) = x { Some(*v) } else { None }, &mut add));
+        }
+    });
 
     let mut plan = DeclPlan::default();
     for (var, paths) in refs.iter().enumerate() {
@@ -36,11 +50,9 @@ pub(crate) fn plan_declarations(kernel: &Kernel) -> DeclPlan {
         }
         let stmt = stmt_at(&kernel.body, &common);
         let declares = match stmt.map(|s| &s.kind) {
-            Some(StmtKind::Assign { var: v, .. }) => *v == var,
-            Some(StmtKind::Atomic { result: Some(v), .. })
-            | Some(StmtKind::AtomicCompareExchange { result: Some(v), .. }) => *v == var,
-            Some(StmtKind::For { var: v, .. }) => *v == var && paths.iter().all(|p| p.0.starts_with(&common.0)),
-            _ => false,
+            Some(k @ StmtKind::For { .. }) => k.assigned() == Some(var) && paths.iter().all(|p| p.0.starts_with(&common.0)),
+            Some(k) => k.assigned() == Some(var),
+            None => false,
         };
         if declares {
             plan.declares.insert(common);
@@ -74,149 +86,35 @@ pub(crate) fn stmt_at<'a>(body: &'a Block, path: &StmtPath) -> Option<&'a Stmt> 
     let mut stmt: Option<&'a Stmt> = None;
     for (i, (branch, index)) in path.0.iter().enumerate() {
         if i > 0 {
-            block = match (&stmt?.kind, branch) {
-                (StmtKind::If { then_body, .. }, Branch::Then) => then_body,
-                (StmtKind::If { else_body, .. }, Branch::Else) => else_body,
-                (StmtKind::For { body, .. } | StmtKind::While { body, .. }, Branch::Loop) => body,
-                _ => return None,
-            };
+            block = stmt?.kind.blocks().into_iter().find(|(b, _)| b == branch)?.1;
         }
         stmt = Some(block.get(*index as usize)?);
     }
     stmt
 }
 
-fn collect_block(block: &Block, branch: Branch, path: &mut StmtPath, refs: &mut [Vec<StmtPath>]) {
-    for (i, stmt) in block.iter().enumerate() {
-        path.0.push((branch, i as u32));
-        let mut add = |v: VarId, path: &StmtPath| {
-            if let Some(list) = refs.get_mut(v.0 as usize) {
-                if list.last() != Some(path) {
-                    list.push(path.clone());
-                }
-            }
-        };
-        let mut exprs: Vec<&Expr> = vec![];
-        match &stmt.kind {
-            StmtKind::Assign { var, value } => {
-                add(*var, path);
-                exprs.push(value);
-            }
-            StmtKind::Store { index, value, .. } => exprs.extend([index, value]),
-            StmtKind::Atomic { index, value, result, .. } => {
-                exprs.extend([index, value]);
-                if let Some(v) = result {
-                    add(*v, path);
-                }
-            }
-            StmtKind::AtomicCompareExchange { index, expected, desired, result, .. } => {
-                exprs.extend([index, expected, desired]);
-                if let Some(v) = result {
-                    add(*v, path);
-                }
-            }
-            StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => exprs.push(cond),
-            StmtKind::For { var, start, end, step, .. } => {
-                add(*var, path);
-                exprs.extend([start, end, step]);
-            }
-            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => {}
-        }
-        for e in exprs {
-            visit_vars(e, &mut |v| add(v, path));
-        }
-        match &stmt.kind {
-            StmtKind::If { then_body, else_body, .. } => {
-                collect_block(then_body, Branch::Then, path, refs);
-                collect_block(else_body, Branch::Else, path, refs);
-            }
-            StmtKind::For { body, .. } | StmtKind::While { body, .. } => collect_block(body, Branch::Loop, path, refs),
-            _ => {}
-        }
-        path.0.pop();
+fn add_all(v: Option<VarId>, add: &mut impl FnMut(VarId)) {
+    if let Some(v) = v {
+        add(v)
     }
-}
-
-/// Calls `f` for every local an expression reads.
-pub(crate) fn visit_vars(e: &Expr, f: &mut impl FnMut(VarId)) {
-    match e {
-        Expr::Var(v) => f(*v),
-        Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Builtin(_) => {}
-        Expr::Load { index, .. } => visit_vars(index, f),
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-            visit_vars(arg, f)
-        }
-        Expr::Binary { lhs, rhs, .. } => {
-            visit_vars(lhs, f);
-            visit_vars(rhs, f);
-        }
-        Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => {
-            for a in items {
-                visit_vars(a, f);
-            }
-        }
-    }
-}
-
-/// Locals a block assigns, at any depth.
-pub(crate) fn assigned_in(block: &Block) -> BTreeSet<VarId> {
-    fn go(block: &Block, out: &mut BTreeSet<VarId>) {
-        for stmt in block {
-            match &stmt.kind {
-                StmtKind::Assign { var, .. } => {
-                    out.insert(*var);
-                }
-                StmtKind::Atomic { result: Some(var), .. } | StmtKind::AtomicCompareExchange { result: Some(var), .. } => {
-                    out.insert(*var);
-                }
-                StmtKind::If { then_body, else_body, .. } => {
-                    go(then_body, out);
-                    go(else_body, out);
-                }
-                StmtKind::For { var, body, .. } => {
-                    out.insert(*var);
-                    go(body, out);
-                }
-                StmtKind::While { body, .. } => go(body, out),
-                _ => {}
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    go(block, &mut out);
-    out
 }
 
 /// True when re-evaluating `e` in every iteration of a loop that assigns
 /// `assigned` gives the value it had before the first iteration: it reads no
 /// memory, calls no SIMD-group function, and reads no local the loop assigns.
 pub(crate) fn is_loop_invariant(e: &Expr, assigned: &BTreeSet<VarId>) -> bool {
-    match e {
-        Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Builtin(_) => true,
+    e.all(&mut |x| match x {
         Expr::Var(v) => !assigned.contains(v),
         Expr::Load { .. } => false,
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-            is_loop_invariant(arg, assigned)
-        }
-        Expr::Binary { lhs, rhs, .. } => is_loop_invariant(lhs, assigned) && is_loop_invariant(rhs, assigned),
-        Expr::Call { func, args } => !func.is_simd() && args.iter().all(|a| is_loop_invariant(a, assigned)),
-        Expr::Vector { components, .. } => components.iter().all(|c| is_loop_invariant(c, assigned)),
-    }
+        Expr::Call { func, .. } => !func.is_simd(),
+        _ => true,
+    })
 }
 
 /// True when an expression calls a SIMD-group function (whose result depends
 /// on which lanes evaluate it, so it must not sit where C++ may skip it).
 pub(crate) fn calls_simd(e: &Expr) -> bool {
-    match e {
-        Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Builtin(_) | Expr::Var(_) => false,
-        Expr::Load { index, .. } => calls_simd(index),
-        Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-            calls_simd(arg)
-        }
-        Expr::Binary { lhs, rhs, .. } => calls_simd(lhs) || calls_simd(rhs),
-        Expr::Call { func, args } => func.is_simd() || args.iter().any(calls_simd),
-        Expr::Vector { components, .. } => components.iter().any(calls_simd),
-    }
+    e.any(&mut |x| matches!(x, Expr::Call { func, .. } if func.is_simd()))
 }
 
 #[cfg(test)]

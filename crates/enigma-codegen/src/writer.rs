@@ -16,7 +16,7 @@ use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
     BinaryOp, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
-    Scalar, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
+    Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -120,7 +120,7 @@ pub(crate) struct Writer<'k, D: Dialect> {
 }
 
 fn is_narrow_int(ty: Type) -> bool {
-    ty.width == 1 && ty.scalar.is_int() && ty.scalar.size_bytes() < 4
+    ty.width() == 1 && ty.elem().is_int() && ty.elem().size_bytes() < 4
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
@@ -408,7 +408,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         use BinaryOp::*;
         let ok = match op {
             Add | Sub | Mul | Div | BitAnd | BitOr | BitXor | Shl | Shr => true,
-            Rem => !ty.scalar.is_float(),
+            Rem => !ty.elem().is_float(),
             _ => false,
         };
         if !ok {
@@ -513,7 +513,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     _ => self.expr(arg)?,
                 };
                 let field = ["x", "y", "z", "w"].get(*index as usize).ok_or_else(|| self.malformed("vector component out of range"))?;
-                Val { code: Code::postfix(format!("{}.{field}", a.code.at_least(Prec::Postfix))), ty: Type::scalar(a.ty.scalar) }
+                Val { code: Code::postfix(format!("{}.{field}", a.code.at_least(Prec::Postfix))), ty: Type::scalar(a.ty.elem()) }
             }
         };
         self.types.insert(TypeOrd::of(val.ty));
@@ -523,18 +523,18 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// The shift amount masked to the bit width of the shifted type, as the
     /// IR defines shifts (`x << (n % bits)`).
     fn shift_amount(&mut self, rhs: &Expr, r: Val) -> Code {
-        let bits = r.ty.scalar.size_bytes() as u64 * 8;
+        let bits = r.ty.elem().size_bytes() as u64 * 8;
         if let Expr::Literal(Literal { value, .. }) = rhs {
             let n = value.as_i64() as u64;
             if n < bits {
                 return r.code;
             }
-            let masked = Literal { ty: r.ty.scalar, value: if r.ty.scalar.is_signed_int() { LiteralValue::Int((n % bits) as i64) } else { LiteralValue::UInt(n % bits) } };
+            let masked = Literal { ty: r.ty.elem(), value: if r.ty.elem().is_signed_int() { LiteralValue::Int((n % bits) as i64) } else { LiteralValue::UInt(n % bits) } };
             return self.mask_literal(masked, r.ty);
         }
         let mask = Literal {
-            ty: r.ty.scalar,
-            value: if r.ty.scalar.is_signed_int() { LiteralValue::Int(bits as i64 - 1) } else { LiteralValue::UInt(bits - 1) },
+            ty: r.ty.elem(),
+            value: if r.ty.elem().is_signed_int() { LiteralValue::Int(bits as i64 - 1) } else { LiteralValue::UInt(bits - 1) },
         };
         let m = self.mask_literal(mask, r.ty);
         Code::binary(format!("{} & {}", r.code.at_least(Prec::BitAnd), m.text), Prec::BitAnd, BinaryOp::BitAnd)
@@ -554,16 +554,16 @@ impl<'k, D: Dialect> Writer<'k, D> {
         use BinaryOp::*;
         let l = self.expr(lhs)?;
         let r = self.expr(rhs)?;
-        let operand = if l.ty.width >= r.ty.width { l.ty } else { r.ty };
-        let ty = if op.is_comparison() { operand.with_scalar(Scalar::Bool) } else { operand };
-        if op == Rem && operand.scalar.is_float() {
+        let operand = if l.ty.width() >= r.ty.width() { l.ty } else { r.ty };
+        let ty = enigma_ir::typing::binary(op, l.ty, r.ty).map_err(|k| self.malformed(k.to_string()))?;
+        if op == Rem && operand.elem().is_float() {
             return Ok(Val { code: self.dialect.float_rem(operand, l.code, r.code), ty });
         }
         let r_code = if matches!(op, Shl | Shr) { self.shift_amount(rhs, r) } else { r.code };
         // `&&`/`||` skip the right side in C++; the IR evaluates both, which
         // matters when the right side is a SIMD-group function.
         let (op_text, op_for_prec) = match op {
-            And | Or if operand.width == 1 && plan::calls_simd(rhs) => (if op == And { "&" } else { "|" }, if op == And { BitAnd } else { BitOr }),
+            And | Or if operand.width() == 1 && plan::calls_simd(rhs) => (if op == And { "&" } else { "|" }, if op == And { BitAnd } else { BitOr }),
             _ => (op.symbol(), op),
         };
         let prec = Prec::of(op_for_prec);
@@ -581,7 +581,6 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Result<Val, CodegenError> {
-        use Intrinsic::*;
         let mut codes = vec![];
         let mut types = vec![];
         for a in args {
@@ -592,12 +591,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if args.len() != func.arity() {
             return Err(self.malformed(format!("`{}` takes {} argument(s)", func.name(), func.arity())));
         }
-        let t0 = types.first().copied().unwrap_or(Type::BOOL);
-        let result = match func {
-            SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
-            SimdBallot => Type::U64,
-            _ => t0,
-        };
+        let result = enigma_ir::typing::call(func, &types).map_err(|k| self.malformed(k.to_string()))?;
         let code = self.dialect.call(func, &types, result, codes);
         let code = self.lift(code)?;
         Ok(Val { code, ty: result })

@@ -114,6 +114,7 @@ impl CudaBackend {
             simd_width: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)? as u32,
             compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
+            features: cuda_features(major),
         };
         let timer = Timer::new()?;
         keep_pool_memory(&ctx);
@@ -548,4 +549,14 @@ impl Backend for CudaBackend {
         }
         Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![] })
     }
+}
+
+/// The optional features of a GPU of compute capability `major`.x: bf16
+/// arithmetic needs 8.0 (Ampere) or later.
+fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
+    let mut features = std::collections::BTreeSet::new();
+    if major >= 8 {
+        features.insert(enigma_ir::Feature::Bfloat16);
+    }
+    features
 }

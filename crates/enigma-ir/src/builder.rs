@@ -89,7 +89,7 @@ impl Ex {
             return self;
         }
         match self.tree() {
-            Some(Expr::Literal(lit)) => Ex::literal(lit.convert(ty.scalar)),
+            Some(Expr::Literal(lit)) => Ex::literal(lit.convert(ty.elem())),
             _ => self,
         }
     }
@@ -105,8 +105,9 @@ impl Ex {
 
     fn binary(op: BinaryOp, lhs: Ex, rhs: Ex) -> Ex {
         let (lhs, rhs) = Ex::unify(lhs, rhs);
-        let wide = if lhs.ty.width >= rhs.ty.width { lhs.ty } else { rhs.ty };
-        let ty = if op.is_comparison() { wide.with_scalar(Scalar::Bool) } else { wide };
+        // An invalid combination keeps the left operand's type; validation in
+        // `finish` reports it with the location.
+        let ty = crate::typing::binary(op, lhs.ty, rhs.ty).unwrap_or(lhs.ty);
         let expr = Expr::Binary { op, lhs: Box::new(lhs.tree_or_poison()), rhs: Box::new(rhs.tree_or_poison()) };
         let both_weak = lhs.weak && rhs.weak && !op.is_comparison();
         if both_weak {
@@ -157,7 +158,7 @@ impl Ex {
 
     /// Vector component `index` (0 = `.x`).
     pub fn component(self, index: u8) -> Ex {
-        Ex::new(Expr::Extract { arg: Box::new(self.tree_or_poison()), index }, Type::scalar(self.ty.scalar))
+        Ex::new(Expr::Extract { arg: Box::new(self.tree_or_poison()), index }, Type::scalar(self.ty.elem()))
     }
     pub fn x(self) -> Ex {
         self.component(0)
@@ -268,7 +269,7 @@ impl ops::Neg for Ex {
 impl ops::Not for Ex {
     type Output = Ex;
     fn not(self) -> Ex {
-        let op = if self.ty.scalar == Scalar::Bool { UnaryOp::Not } else { UnaryOp::BitNot };
+        let op = if self.ty.elem() == Scalar::Bool { UnaryOp::Not } else { UnaryOp::BitNot };
         Ex::new(Expr::Unary { op, arg: Box::new(self.materialize().tree_or_poison()) }, self.ty)
     }
 }
@@ -673,12 +674,10 @@ pub fn call(func: Intrinsic, args: &[Ex]) -> Ex {
             _ => a.materialize(),
         })
         .collect();
-    let first = args.first().map(|a| a.ty).unwrap_or(Type::BOOL);
-    let ty = match func {
-        SimdAll | SimdAny | SimdIsFirst => Type::BOOL,
-        SimdBallot => Type::U64,
-        _ => first,
-    };
+    let types: Vec<Type> = args.iter().map(|a| a.ty).collect();
+    // An invalid call keeps its first argument's type; validation in
+    // `finish` reports it with the location.
+    let ty = crate::typing::call(func, &types).unwrap_or(types.first().copied().unwrap_or(Type::BOOL));
     Ex::new(Expr::Call { func, args: args.iter().map(|a| a.tree_or_poison()).collect() }, ty)
 }
 
@@ -714,7 +713,7 @@ intrinsic_fns! {
 
 /// `T(components...)`: a vector from `width` scalars, or a splat from one.
 pub fn vector(ty: Type, components: &[Ex]) -> Ex {
-    let comps = components.iter().map(|c| c.coerce_to(Type::scalar(ty.scalar)).tree_or_poison()).collect();
+    let comps = components.iter().map(|c| c.coerce_to(Type::scalar(ty.elem())).tree_or_poison()).collect();
     Ex::new(Expr::Vector { ty, components: comps }, ty)
 }
 

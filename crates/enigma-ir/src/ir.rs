@@ -849,33 +849,6 @@ impl Kernel {
     pub fn threadgroup_memory_bytes(&self) -> u64 {
         self.threadgroup_arrays.iter().map(ThreadgroupArray::size_bytes).sum()
     }
-
-    /// Visits every statement in pre-order with its [`StmtPath`].
-    pub fn walk_stmts<'a>(&'a self, mut visit: impl FnMut(&StmtPath, &'a Stmt)) {
-        fn go<'a>(
-            block: &'a Block,
-            branch: Branch,
-            path: &mut StmtPath,
-            visit: &mut impl FnMut(&StmtPath, &'a Stmt),
-        ) {
-            for (i, stmt) in block.iter().enumerate() {
-                path.0.push((branch, i as u32));
-                visit(path, stmt);
-                match &stmt.kind {
-                    StmtKind::If { then_body, else_body, .. } => {
-                        go(then_body, Branch::Then, path, visit);
-                        go(else_body, Branch::Else, path, visit);
-                    }
-                    StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
-                        go(body, Branch::Loop, path, visit)
-                    }
-                    _ => {}
-                }
-                path.0.pop();
-            }
-        }
-        go(&self.body, Branch::Body, &mut StmtPath::default(), &mut visit)
-    }
 }
 
 /// Which block of its parent a statement sits in.

@@ -26,14 +26,19 @@
 //!   simulator, never a silent read.
 
 pub mod builder;
+pub mod capabilities;
 pub mod ir;
+pub mod limits;
 #[cfg(feature = "testgen")]
 pub mod testgen;
 pub mod text;
 pub mod types;
+pub mod typing;
 pub mod validate;
+pub mod visit;
 
 pub use ir::*;
+pub use capabilities::Feature;
 pub use types::{Scalar, Type};
-pub use text::{from_json, to_json, to_json_pretty, JsonError, ParseError, ParseErrorKind};
+pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

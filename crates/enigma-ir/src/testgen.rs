@@ -1142,11 +1142,11 @@ impl<'c> Gen<'c> {
     }
 
     fn vector_value(&mut self, ty: Type, sub: u32, ctx: Ctx) -> (Expr, f64) {
-        let n = if self.ch.chance(30) { 1 } else { ty.width as usize };
+        let n = if self.ch.chance(30) { 1 } else { ty.width() as usize };
         let mut bound: f64 = 0.0;
         let mut components = Vec::with_capacity(n);
         for _ in 0..n {
-            let (c, b) = self.expr(ty.scalar, sub, ctx);
+            let (c, b) = self.expr(ty.elem(), sub, ctx);
             bound = bound.max(b);
             components.push(c);
         }

@@ -84,18 +84,21 @@
 //! [`from_json`] reads either. The shape, by example:
 //!
 //! ```text
-//! {"name":"k",
-//!  "params":[{"name":"A","kind":{"buffer":{"elem":{"scalar":"f32","width":1},"access":"read"}}},
-//!            {"name":"n","kind":{"value":{"ty":{"scalar":"u32","width":1}}}}],
+//! {"schema":2,"name":"k",
+//!  "params":[{"name":"A","kind":{"buffer":{"elem":"f32","access":"read"}}},
+//!            {"name":"n","kind":{"value":{"ty":"u32"}}}],
 //!  "spec_constants":[{"name":"TILE","ty":"u32","default":{"ty":"u32","value":{"u_int":32}}}],
-//!  "threadgroup_arrays":[{"name":"s","elem":{"scalar":"f32","width":1},"len":32}],
-//!  "locals":[{"name":"x","ty":{"scalar":"f32","width":1}}],
+//!  "threadgroup_arrays":[{"name":"s","elem":"f32","len":32}],
+//!  "locals":[{"name":"x","ty":"f32"}],
 //!  "body":[{"kind":{"assign":{"var":0,"value":{"load":{"mem":{"buffer":0},"index":{"builtin":"thread_index_in_threadgroup"}}}}},
 //!           "loc":{"file":"k.py","line":3}},
 //!          {"kind":{"barrier":{"scope":"threadgroup","flags":"threadgroup"}}},
 //!          {"kind":"return"}]}
 //! ```
 //!
+//! * The document starts with `"schema"`, the version of this form
+//!   ([`JSON_SCHEMA`]); types are their IR names (`"f32"`, `"u32x4"`), the
+//!   spelling the text form prints.
 //! * Every enum is externally tagged with snake_case names: a unit variant is
 //!   a string (`"break"`, `"return"`, builtin names, `"add"`), a variant with
 //!   data is a one-key object (`{"binary":{"op":"add","lhs":…,"rhs":…}}`).
@@ -190,18 +193,11 @@ fn is_special_float(s: &str) -> bool {
 /// A type name: `f32`, `u32x4`, `f32x0` (an invalid width still reads back),
 /// or an MSL name (`float4`, `half`).
 fn type_from_text(s: &str) -> Option<Type> {
-    if let Some((scalar, width)) = s.rsplit_once('x') {
-        if let Some(scalar) = scalar_from_ir_name(scalar) {
-            if !width.is_empty() && width.bytes().all(|b| b.is_ascii_digit()) {
-                return width.parse::<u8>().ok().map(|width| Type { scalar, width });
-            }
-        }
-    }
-    Type::from_name(s)
+    Type::from_ir_name(s)
 }
 
 fn scalar_from_ir_name(s: &str) -> Option<Scalar> {
-    Scalar::ALL.into_iter().find(|sc| sc.name() == s)
+    Scalar::from_ir_name(s)
 }
 
 fn needs_quotes(name: &str) -> bool {
@@ -1112,10 +1108,10 @@ impl Parser {
     fn scalar(&mut self) -> PResult<Scalar> {
         let at = self.tok().clone();
         let t = self.ty()?;
-        if t.width != 1 {
+        if t.is_vector() {
             return Err(self.err_at(&at, ParseErrorKind::Expected { expected: "a scalar type".into(), found: format!("`{t}`") }));
         }
-        Ok(t.scalar)
+        Ok(t.elem())
     }
 
     /// A plain unsigned decimal number with no suffix.
@@ -1914,17 +1910,47 @@ pub struct JsonError {
     pub message: String,
 }
 
+/// The version of the JSON form, written first as `"schema"` and checked on
+/// reading. Version 2 spells types as their IR names (`"f32x4"`); version 1
+/// spelled them as `{"scalar","width"}` objects.
+pub const JSON_SCHEMA: u32 = 2;
+
+#[derive(serde::Serialize)]
+struct Versioned<'a> {
+    schema: u32,
+    #[serde(flatten)]
+    kernel: &'a Kernel,
+}
+
+#[derive(serde::Deserialize)]
+struct Header {
+    schema: Option<u32>,
+}
+
 /// The JSON form of `kernel`, on one line.
 pub fn to_json(kernel: &Kernel) -> String {
-    serde_json::to_string(kernel).expect("a Kernel is plain data with string keys; serialising it cannot fail")
+    serde_json::to_string(&Versioned { schema: JSON_SCHEMA, kernel })
+        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
 }
 
 /// The JSON form of `kernel`, indented.
 pub fn to_json_pretty(kernel: &Kernel) -> String {
-    serde_json::to_string_pretty(kernel).expect("a Kernel is plain data with string keys; serialising it cannot fail")
+    serde_json::to_string_pretty(&Versioned { schema: JSON_SCHEMA, kernel })
+        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
 }
 
-/// Reads the JSON form.
+/// Reads the JSON form; a document of another schema version (or none) is an
+/// error that says which version this reader takes.
 pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
-    serde_json::from_str(json).map_err(|e| JsonError { line: e.line(), column: e.column(), message: e.to_string() })
+    let err = |e: serde_json::Error| JsonError { line: e.line(), column: e.column(), message: e.to_string() };
+    let header: Header = serde_json::from_str(json).map_err(err)?;
+    if header.schema != Some(JSON_SCHEMA) {
+        let found = header.schema.map_or("no \"schema\" field".to_string(), |v| format!("schema {v}"));
+        return Err(JsonError {
+            line: 1,
+            column: 1,
+            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA}"),
+        });
+    }
+    serde_json::from_str(json).map_err(err)
 }

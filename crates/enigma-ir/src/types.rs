@@ -82,6 +82,11 @@ impl Scalar {
         }
     }
 
+    /// Parses the IR's own name only (`f32`, `u8`, `bf16`).
+    pub fn from_ir_name(name: &str) -> Option<Scalar> {
+        Scalar::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// Parses a text-form name (`f32`) or an MSL name (`float`, `half`, `uint`).
     pub fn from_name(name: &str) -> Option<Scalar> {
         Some(match name {
@@ -126,11 +131,21 @@ impl fmt::Display for Scalar {
     }
 }
 
-/// A scalar (`width == 1`) or a vector of 2, 3 or 4 scalars (`float4`, `uint3`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Type {
-    pub scalar: Scalar,
-    pub width: u8,
+/// The type of an IR value: a scalar or a short vector. A closed enum read
+/// through accessors ([`Type::elem`], [`Type::width`], …), so that new kinds
+/// of values (SIMD-group matrices) are a new variant every `match` must
+/// handle rather than a new field every reader may forget.
+///
+/// Vectors are canonical: [`Type::vector`] with width 1 is the scalar, so
+/// two equal types are always the same variant. A width outside 2–4 is
+/// representable (the text and JSON forms read it back) and rejected by
+/// validation with the width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// One scalar (`float`, `uint`).
+    Scalar(Scalar),
+    /// A vector of `width` scalars (`float4`, `uint3`); valid widths are 2–4.
+    Vector { elem: Scalar, width: u8 },
 }
 
 impl Type {
@@ -145,26 +160,52 @@ impl Type {
     pub const UINT3: Type = Type::vector(Scalar::U32, 3);
 
     pub const fn scalar(scalar: Scalar) -> Type {
-        Type { scalar, width: 1 }
+        Type::Scalar(scalar)
     }
 
-    pub const fn vector(scalar: Scalar, width: u8) -> Type {
-        Type { scalar, width }
+    /// A vector of `width` scalars; width 1 is the scalar itself.
+    pub const fn vector(elem: Scalar, width: u8) -> Type {
+        if width == 1 {
+            Type::Scalar(elem)
+        } else {
+            Type::Vector { elem, width }
+        }
     }
 
-    pub fn is_vector(self) -> bool {
-        self.width > 1
+    /// The scalar type of the value or of each of its components.
+    pub const fn elem(self) -> Scalar {
+        match self {
+            Type::Scalar(s) | Type::Vector { elem: s, .. } => s,
+        }
+    }
+
+    /// Number of components: 1 for a scalar, 2–4 for a vector.
+    pub const fn width(self) -> u8 {
+        match self {
+            Type::Scalar(_) => 1,
+            Type::Vector { width, .. } => width,
+        }
+    }
+
+    pub const fn is_vector(self) -> bool {
+        matches!(self, Type::Vector { .. })
+    }
+
+    /// How many per-lane registers (one per component) the simulator gives a
+    /// value of this type.
+    pub const fn registers(self) -> u32 {
+        self.width() as u32
     }
 
     /// Size in bytes in device memory; 3-vectors are padded to 4 as in MSL.
     pub fn size_bytes(self) -> u32 {
-        let lanes = if self.width == 3 { 4 } else { self.width as u32 };
-        self.scalar.size_bytes() * lanes
+        let lanes = if self.width() == 3 { 4 } else { self.width() as u32 };
+        self.elem().size_bytes() * lanes
     }
 
-    /// Same vector width with another scalar.
-    pub fn with_scalar(self, scalar: Scalar) -> Type {
-        Type { scalar, width: self.width }
+    /// Same shape with another scalar.
+    pub fn with_elem(self, elem: Scalar) -> Type {
+        Type::vector(elem, self.width())
     }
 
     /// Parses `f32`, `f32x4`, or the MSL names `float4`, `half`, `uint3`.
@@ -182,23 +223,51 @@ impl Type {
         Some(Type::vector(scalar, digit as u8 - b'0'))
     }
 
+    /// Parses the IR's own spelling (`f32`, `u32x4`) where any width still
+    /// reads back (`f32x0`, `f32x9`), so that validation, not the reader,
+    /// reports it; MSL names as [`Type::from_name`].
+    pub fn from_ir_name(name: &str) -> Option<Type> {
+        if let Some((scalar, width)) = name.rsplit_once('x') {
+            if let Some(scalar) = Scalar::from_ir_name(scalar) {
+                if !width.is_empty() && width.bytes().all(|b| b.is_ascii_digit()) {
+                    return width.parse::<u8>().ok().map(|width| Type::vector(scalar, width));
+                }
+            }
+        }
+        Type::from_name(name)
+    }
+
     /// The MSL spelling (`float4`, `half`, `uint3`).
     pub fn msl_name(self) -> String {
-        if self.width == 1 {
-            self.scalar.msl_name().to_string()
-        } else {
-            format!("{}{}", self.scalar.msl_name(), self.width)
+        match self {
+            Type::Scalar(s) => s.msl_name().to_string(),
+            Type::Vector { elem, width } => format!("{}{}", elem.msl_name(), width),
         }
     }
 }
 
 impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.width == 1 {
-            write!(f, "{}", self.scalar)
-        } else {
-            write!(f, "{}x{}", self.scalar, self.width)
+        match self {
+            Type::Scalar(s) => write!(f, "{s}"),
+            Type::Vector { elem, width } => write!(f, "{elem}x{width}"),
         }
+    }
+}
+
+/// In the JSON form a type is its IR name (`"f32"`, `"u32x4"`), the same
+/// string the text form prints, so front ends never spell its structure.
+impl Serialize for Type {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Type {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Type, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        Type::from_ir_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown type `{name}` (expected an IR type name such as `f32` or `u32x4`)")))
     }
 }
 
@@ -219,8 +288,20 @@ mod tests {
                 let ty = Type::vector(scalar, width);
                 assert_eq!(Type::from_name(&ty.to_string()), Some(ty));
                 assert_eq!(Type::from_name(&ty.msl_name()), Some(ty));
+                let json = serde_json::to_string(&ty).unwrap();
+                assert_eq!(json, format!("\"{ty}\""));
+                assert_eq!(serde_json::from_str::<Type>(&json).unwrap(), ty);
             }
         }
+    }
+
+    #[test]
+    fn width_one_is_the_scalar_and_bad_widths_read_back() {
+        assert_eq!(Type::vector(Scalar::F32, 1), Type::F32);
+        assert_eq!(Type::from_ir_name("f32x1"), Some(Type::F32));
+        assert_eq!(Type::from_ir_name("f32x9").map(Type::width), Some(9));
+        assert_eq!(Type::from_ir_name("float4"), Some(Type::vector(Scalar::F32, 4)));
+        assert!(serde_json::from_str::<Type>("\"f33\"").is_err());
     }
 
     #[test]

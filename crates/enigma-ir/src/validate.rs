@@ -7,21 +7,39 @@
 
 use crate::ir::*;
 use crate::types::{Scalar, Type};
+use crate::typing;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;
 use thiserror::Error;
 
-/// Limits of the target device that validation enforces.
+/// What validation enforces: the target's limits, and which rules apply.
+/// The default applies every rule with the portable limits.
 #[derive(Clone, Debug)]
 pub struct ValidationOptions {
     /// Threadgroup memory available to one threadgroup (32 KiB on Apple GPUs).
     pub max_threadgroup_memory_bytes: u64,
+    /// Reject barriers in control flow that is not uniform over their group.
+    /// Only the sanitizer's harnesses turn this off, to run a kernel with a
+    /// divergent barrier and see the simulator report the divergence; no
+    /// device backend may be given a kernel validated without it.
+    pub check_barrier_uniformity: bool,
+}
+
+impl ValidationOptions {
+    /// Every rule but barrier uniformity: for running kernels with divergent
+    /// barriers on the simulator, which reports them at run time.
+    pub fn allowing_divergent_barriers() -> ValidationOptions {
+        ValidationOptions { check_barrier_uniformity: false, ..ValidationOptions::default() }
+    }
 }
 
 impl Default for ValidationOptions {
     fn default() -> Self {
-        ValidationOptions { max_threadgroup_memory_bytes: 32 * 1024 }
+        ValidationOptions {
+            max_threadgroup_memory_bytes: crate::limits::MAX_THREADGROUP_MEMORY_BYTES,
+            check_barrier_uniformity: true,
+        }
     }
 }
 
@@ -36,6 +54,8 @@ pub struct KernelInfo {
     pub written_buffers: BTreeSet<ParamId>,
     /// Whether the kernel calls any SIMD-group function.
     pub uses_simd_functions: bool,
+    /// Optional features the kernel uses; a device must support each.
+    pub features: BTreeSet<crate::Feature>,
 }
 
 /// Where in a kernel an error was found.
@@ -130,7 +150,13 @@ pub enum ValidationErrorKind {
 
 /// Validates `kernel` against `options`.
 pub fn validate(kernel: &Kernel, options: &ValidationOptions) -> Result<KernelInfo, ValidationError> {
-    let mut v = Validator { kernel, info: KernelInfo::default(), path: StmtPath::default(), source: None };
+    let mut v = Validator {
+        kernel,
+        info: KernelInfo::default(),
+        path: StmtPath::default(),
+        source: None,
+        check_barrier_uniformity: options.check_barrier_uniformity,
+    };
     v.declarations(options)?;
     let mut state = FlowState::new(kernel);
     v.block(&kernel.body, Branch::Body, &mut state, Ctx { uniformity: Uniformity::Threadgroup, loop_depth: 0 })?;
@@ -167,6 +193,7 @@ struct Validator<'k> {
     info: KernelInfo,
     path: StmtPath,
     source: Option<SourceLoc>,
+    check_barrier_uniformity: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -265,10 +292,11 @@ impl<'k> Validator<'k> {
             })
             .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
             .chain(k.locals.iter().map(|l| l.ty));
-        for ty in types {
-            if !(1..=4).contains(&ty.width) {
-                return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width }));
+        for ty in types.chain(k.spec_constants.iter().map(|s| Type::scalar(s.ty))) {
+            if !(1..=4).contains(&ty.width()) {
+                return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width() }));
             }
+            self.note_type(ty);
         }
         for spec in &k.spec_constants {
             check_literal(&spec.default).map_err(|kind| self.decl_err(kind))?;
@@ -343,7 +371,7 @@ impl<'k> Validator<'k> {
             }
             StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
                 let elem = self.atomic_memory(*mem, index, state, AtomicOp::Add)?;
-                if elem.scalar.is_float() {
+                if elem.elem().is_float() {
                     return Err(self.err(ValidationErrorKind::AtomicType {
                         memory: self.kernel.memory_name(*mem).into(),
                         elem,
@@ -367,7 +395,7 @@ impl<'k> Validator<'k> {
             }
             StmtKind::For { var, start, end, step, body } => {
                 let local = self.var(*var)?;
-                if local.ty.is_vector() || !local.ty.scalar.is_int() {
+                if local.ty.is_vector() || !local.ty.elem().is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
                 }
                 let ty = local.ty;
@@ -400,7 +428,7 @@ impl<'k> Validator<'k> {
                     BarrierScope::Threadgroup => ("threadgroup_barrier", "threadgroup", Uniformity::Threadgroup),
                     BarrierScope::Simdgroup => ("simdgroup_barrier", "SIMD group", Uniformity::Simdgroup),
                 };
-                if ctx.uniformity > allowed {
+                if ctx.uniformity > allowed && self.check_barrier_uniformity {
                     let cause = match ctx.uniformity {
                         Uniformity::Simdgroup => "a value that differs between SIMD groups (simdgroup index or a SIMD-group function result)",
                         _ => "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)",
@@ -449,9 +477,7 @@ impl<'k> Validator<'k> {
         state.loop_exited = outer_loop_exited;
         // Variables written in a loop with a divergent trip count differ per thread.
         if trip > ctx.uniformity {
-            let mut written = BTreeSet::new();
-            collect_assigned(body, &mut written);
-            for var in written {
+            for var in crate::visit::assigned_in(body) {
                 let u = &mut state.var_uniformity[var.0 as usize];
                 *u = (*u).max(trip);
             }
@@ -549,7 +575,7 @@ impl<'k> Validator<'k> {
             }
         };
         let (ity, uni) = self.expr(index, state)?;
-        if ity.is_vector() || !ity.scalar.is_int() {
+        if ity.is_vector() || !ity.elem().is_int() {
             return Err(self.err(ValidationErrorKind::IndexType { memory: self.kernel.memory_name(mem).into(), found: ity }));
         }
         Ok((elem, uni))
@@ -572,7 +598,7 @@ impl<'k> Validator<'k> {
     /// Type and uniformity of an expression.
     fn expr(&mut self, e: &Expr, state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
         use ValidationErrorKind as K;
-        Ok(match e {
+        let typed = match e {
             Expr::Literal(lit) => {
                 check_literal(lit).map_err(|k| self.err(k))?;
                 (Type::scalar(lit.ty), Uniformity::Threadgroup)
@@ -605,101 +631,52 @@ impl<'k> Validator<'k> {
             Expr::Load { mem, index } => self.memory_access(*mem, index, state, false)?,
             Expr::Unary { op, arg } => {
                 let (ty, u) = self.expr(arg, state)?;
-                let ok = match op {
-                    UnaryOp::Neg => ty.scalar.is_float() || ty.scalar.is_signed_int(),
-                    UnaryOp::BitNot => ty.scalar.is_int(),
-                    UnaryOp::Not => ty.scalar == Scalar::Bool,
-                };
-                if !ok {
-                    return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty }));
-                }
-                (ty, u)
+                (typing::unary(*op, ty).map_err(|k| self.err(k))?, u)
             }
             Expr::Binary { op, lhs, rhs } => {
                 let (lt, lu) = self.expr(lhs, state)?;
                 let (rt, ru) = self.expr(rhs, state)?;
-                let uni = lu.max(ru);
-                let shape_ok = lt == rt
-                    || (lt.scalar == rt.scalar && (lt.width == 1 || rt.width == 1) && !op.is_comparison());
-                if !shape_ok {
-                    return Err(self.err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt }));
-                }
-                let operand = if lt.width >= rt.width { lt } else { rt };
-                let s = operand.scalar;
-                let ok = match op {
-                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => s != Scalar::Bool,
-                    BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => s.is_int() || s == Scalar::Bool,
-                    BinaryOp::Shl | BinaryOp::Shr => s.is_int(),
-                    BinaryOp::Eq | BinaryOp::Ne => true,
-                    BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => s != Scalar::Bool,
-                    BinaryOp::And | BinaryOp::Or => s == Scalar::Bool,
-                };
-                if !ok {
-                    return Err(self.err(K::InvalidOperand { op: op.symbol().into(), ty: operand }));
-                }
-                let ty = if op.is_comparison() { operand.with_scalar(Scalar::Bool) } else { operand };
-                (ty, uni)
+                (typing::binary(*op, lt, rt).map_err(|k| self.err(k))?, lu.max(ru))
             }
             Expr::Call { func, args } => self.call(*func, args, state)?,
             Expr::Cast { to, arg } => {
                 let (from, u) = self.expr(arg, state)?;
-                if !(1..=4).contains(&to.width) {
-                    return Err(self.err(K::VectorWidth { width: to.width }));
-                }
-                if from.width != to.width && from.width != 1 {
-                    return Err(self.err(K::InvalidCast { from, to: *to }));
-                }
-                (*to, u)
+                (typing::cast(from, *to).map_err(|k| self.err(k))?, u)
             }
             Expr::Bitcast { to, arg } => {
                 let (from, u) = self.expr(arg, state)?;
-                if !(1..=4).contains(&to.width) {
-                    return Err(self.err(K::VectorWidth { width: to.width }));
-                }
-                let (fb, tb) = (from.scalar.size_bytes() * from.width as u32, to.scalar.size_bytes() * to.width as u32);
-                if fb != tb || from.scalar == Scalar::Bool || to.scalar == Scalar::Bool {
-                    return Err(self.err(K::BitcastSize { from, from_bytes: fb, to: *to, to_bytes: tb }));
-                }
-                (*to, u)
+                (typing::bitcast(from, *to).map_err(|k| self.err(k))?, u)
             }
             Expr::Vector { ty, components } => {
-                if !(2..=4).contains(&ty.width) {
-                    return Err(self.err(K::VectorWidth { width: ty.width }));
-                }
-                if components.len() != 1 && components.len() != ty.width as usize {
-                    return Err(self.err(K::VectorComponents { ty: *ty, expected: ty.width, found: components.len() }));
-                }
+                typing::vector_shape(*ty, components.len()).map_err(|k| self.err(k))?;
                 let mut uni = Uniformity::Threadgroup;
-                for (i, c) in components.iter().enumerate() {
+                let mut types = Vec::with_capacity(components.len());
+                for c in components {
                     let (ct, cu) = self.expr(c, state)?;
-                    if ct != Type::scalar(ty.scalar) {
-                        return Err(self.err(K::ArgumentType {
-                            func: "vector constructor",
-                            index: i,
-                            expected: ty.scalar.to_string(),
-                            found: ct,
-                        }));
-                    }
+                    types.push(ct);
                     uni = uni.max(cu);
                 }
-                (*ty, uni)
+                (typing::vector(*ty, &types).map_err(|k| self.err(k))?, uni)
             }
             Expr::Extract { arg, index } => {
                 let (ty, u) = self.expr(arg, state)?;
-                if *index >= ty.width || ty.width == 1 {
-                    return Err(self.err(K::ComponentOutOfRange { index: *index, ty }));
-                }
-                (Type::scalar(ty.scalar), u)
+                (typing::extract(ty, *index).map_err(|k| self.err(k))?, u)
             }
-        })
+        };
+        self.note_type(typed.0);
+        Ok(typed)
+    }
+
+    /// Records the optional features a value of type `ty` needs.
+    fn note_type(&mut self, ty: Type) {
+        if ty.elem() == Scalar::BF16 {
+            self.info.features.insert(crate::Feature::Bfloat16);
+        }
     }
 
     fn call(&mut self, func: Intrinsic, args: &[Expr], state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
-        use Intrinsic::*;
-        use ValidationErrorKind as K;
-        let name = func.name();
         if args.len() != func.arity() {
-            return Err(self.err(K::ArgumentCount { func: name, expected: func.arity(), found: args.len() }));
+            return Err(self.err(ValidationErrorKind::ArgumentCount { func: func.name(), expected: func.arity(), found: args.len() }));
         }
         let mut types = Vec::with_capacity(args.len());
         let mut uni = Uniformity::Threadgroup;
@@ -711,113 +688,8 @@ impl<'k> Validator<'k> {
         if func.is_simd() {
             self.info.uses_simd_functions = true;
         }
-        let arg_err = |this: &Self, index: usize, expected: &str| {
-            this.err(K::ArgumentType { func: name, index, expected: expected.into(), found: types[index] })
-        };
-        let same_as_first = |this: &Self, from: usize| -> Result<(), ValidationError> {
-            for i in from..types.len() {
-                if types[i] != types[0] {
-                    return Err(arg_err(this, i, &types[0].to_string()));
-                }
-            }
-            Ok(())
-        };
-        let t0 = types.first().copied().unwrap_or(Type::BOOL);
-        let result = match func {
-            f if f.is_float_math() => {
-                if !t0.scalar.is_float() {
-                    return Err(arg_err(self, 0, "a float scalar or vector"));
-                }
-                same_as_first(self, 1)?;
-                (t0, uni)
-            }
-            Abs | Min | Max | Clamp => {
-                if t0.scalar == Scalar::Bool {
-                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
-                }
-                same_as_first(self, 1)?;
-                (t0, uni)
-            }
-            Select => {
-                if types[2].scalar != Scalar::Bool || (types[2].width != 1 && types[2].width != t0.width) {
-                    return Err(arg_err(self, 2, "bool (or a bool vector of the operands' width)"));
-                }
-                if types[1] != t0 {
-                    return Err(arg_err(self, 1, &t0.to_string()));
-                }
-                (t0, uni)
-            }
-            Popcount | Clz | Ctz => {
-                if !t0.scalar.is_int() {
-                    return Err(arg_err(self, 0, "an integer scalar or vector"));
-                }
-                (t0, uni)
-            }
-            SimdSum | SimdProduct | SimdMax | SimdMin => {
-                if t0.scalar == Scalar::Bool {
-                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
-                }
-                (t0, uni.max(Uniformity::Simdgroup))
-            }
-            SimdAnd | SimdOr | SimdXor => {
-                if !t0.scalar.is_int() {
-                    return Err(arg_err(self, 0, "an integer scalar or vector"));
-                }
-                (t0, uni.max(Uniformity::Simdgroup))
-            }
-            SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
-                if t0.scalar == Scalar::Bool {
-                    return Err(arg_err(self, 0, "a numeric scalar or vector"));
-                }
-                (t0, Uniformity::Thread)
-            }
-            SimdBroadcastFirst => (t0, uni.max(Uniformity::Simdgroup)),
-            SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor => {
-                if types[1] != Type::U32 && types[1] != Type::scalar(Scalar::U16) {
-                    return Err(arg_err(self, 1, "u32 (or u16) lane index or delta"));
-                }
-                let u = if func == SimdBroadcast { uni.max(Uniformity::Simdgroup) } else { Uniformity::Thread };
-                (t0, u)
-            }
-            SimdAll | SimdAny => {
-                if t0 != Type::BOOL {
-                    return Err(arg_err(self, 0, "bool"));
-                }
-                (Type::BOOL, uni.max(Uniformity::Simdgroup))
-            }
-            SimdBallot => {
-                if t0 != Type::BOOL {
-                    return Err(arg_err(self, 0, "bool"));
-                }
-                (Type::U64, uni.max(Uniformity::Simdgroup))
-            }
-            SimdIsFirst => (Type::BOOL, Uniformity::Thread),
-            _ => unreachable!("every intrinsic is matched above"),
-        };
-        Ok(result)
-    }
-}
-
-fn collect_assigned(block: &Block, out: &mut BTreeSet<VarId>) {
-    for stmt in block {
-        match &stmt.kind {
-            StmtKind::Assign { var, .. } => {
-                out.insert(*var);
-            }
-            StmtKind::Atomic { result: Some(var), .. } | StmtKind::AtomicCompareExchange { result: Some(var), .. } => {
-                out.insert(*var);
-            }
-            StmtKind::If { then_body, else_body, .. } => {
-                collect_assigned(then_body, out);
-                collect_assigned(else_body, out);
-            }
-            StmtKind::For { var, body, .. } => {
-                out.insert(*var);
-                collect_assigned(body, out);
-            }
-            StmtKind::While { body, .. } => collect_assigned(body, out),
-            _ => {}
-        }
+        let ty = typing::call(func, &types).map_err(|k| self.err(k))?;
+        Ok((ty, typing::call_uniformity(func, uni)))
     }
 }
 

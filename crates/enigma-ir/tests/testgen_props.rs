@@ -107,14 +107,14 @@ proptest! {
         for (arg, param) in case.args.iter().zip(&k.params) {
             match (arg, param.kind) {
                 (CaseArg::Input { elem, data }, ParamKind::Buffer { elem: ty, .. }) => {
-                    prop_assert_eq!(ty.scalar, *elem);
+                    prop_assert_eq!(ty.elem(), *elem);
                     prop_assert!(!data.is_empty());
                 }
                 (CaseArg::Output { elem, len }, ParamKind::Buffer { elem: ty, .. }) => {
-                    prop_assert_eq!(ty.scalar, *elem);
+                    prop_assert_eq!(ty.elem(), *elem);
                     prop_assert!(*len == case.grid[0] || *len == 2 * case.grid[0]);
                 }
-                (CaseArg::Value(lit), ParamKind::Value { ty }) => prop_assert_eq!(ty.scalar, lit.ty),
+                (CaseArg::Value(lit), ParamKind::Value { ty }) => prop_assert_eq!(ty.elem(), lit.ty),
                 (arg, kind) => prop_assert!(false, "{:?} for {:?}", arg, kind),
             }
         }

@@ -485,10 +485,22 @@ fn nesting_is_limited_instead_of_overflowing_the_stack() {
 
 #[test]
 fn json_errors_carry_the_position() {
-    let err = from_json("{\"name\": \"k\",\n \"params\": 3}").unwrap_err();
+    let err = from_json("{\"schema\": 2, \"name\": \"k\",\n \"params\": 3}").unwrap_err();
     assert_eq!(err.line, 2);
     assert!(err.message.contains("invalid type: integer `3`"), "{}", err.message);
     let err = from_json(&to_json(&every_construct()).replace("\"simd_sum\"", "\"simd_summ\"")).unwrap_err();
     assert_eq!(err.line, 1);
     assert!(err.message.contains("unknown variant `simd_summ`"), "{}", err.message);
+}
+
+#[test]
+fn json_carries_its_schema_version_and_types_by_name() {
+    let json = to_json(&every_construct());
+    assert!(json.starts_with(&format!("{{\"schema\":{}", enigma_ir::JSON_SCHEMA)), "{json}");
+    assert!(json.contains("\"elem\":\"f32\""), "{json}");
+    let old = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "\"schema\":1,", 1);
+    let err = from_json(&old).unwrap_err();
+    assert!(err.message.contains("schema 1; this enigma reads IR JSON schema 2"), "{}", err.message);
+    let none = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "", 1);
+    assert!(from_json(&none).unwrap_err().message.contains("no \"schema\" field"));
 }

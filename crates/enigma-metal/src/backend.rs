@@ -120,6 +120,8 @@ impl MetalBackend {
                 simd_width: 32,
                 compute_units: mapping::compute_units(&name),
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
+                // MSL 3.1's `bfloat`, which the generated code targets.
+                features: enigma_ir::capabilities::all_features(),
                 name,
             };
             let non_uniform_threadgroups =

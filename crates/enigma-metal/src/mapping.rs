@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// The most threads one Metal threadgroup may have (Apple's documented
 /// limit, which every current Metal GPU reports).
-pub(crate) const METAL_MAX_THREADS_PER_THREADGROUP: u32 = 1024;
+pub(crate) use enigma_ir::limits::MAX_THREADS_PER_THREADGROUP as METAL_MAX_THREADS_PER_THREADGROUP;
 
 /// `MTLLanguageVersion`'s raw value for MSL `major.minor`: Metal encodes
 /// it as `(major << 16) + minor` (`MTLLanguageVersion3_1` is `0x30001`).

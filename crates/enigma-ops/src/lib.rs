@@ -254,8 +254,8 @@ impl<'rt> Ops<'rt> {
             (Some(t), Some(e)) if t != Type::scalar(e) => {
                 Err(arg_err(op, format!("the buffer holds {t} but the options ask for {e}")))
             }
-            (Some(t), _) if t.width != 1 => Err(arg_err(op, format!("the buffer holds vectors ({t}); pass an untyped or scalar buffer"))),
-            (Some(t), _) => Ok(t.scalar),
+            (Some(t), _) if t.width() != 1 => Err(arg_err(op, format!("the buffer holds vectors ({t}); pass an untyped or scalar buffer"))),
+            (Some(t), _) => Ok(t.elem()),
             (None, Some(e)) => Ok(e),
             (None, None) => Ok(Scalar::F32),
         }
@@ -272,7 +272,7 @@ impl<'rt> Ops<'rt> {
             return Err(arg_err(op, format!("`{what}` has {} bytes, needs {bytes} ({elems} {elem} elements)", buf.len_bytes())));
         }
         if let Some(t) = buf.elem() {
-            if t.scalar != elem {
+            if t.elem() != elem {
                 return Err(arg_err(op, format!("`{what}` holds {t}, expected {elem}")));
             }
         }

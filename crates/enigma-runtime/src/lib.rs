@@ -223,8 +223,9 @@ impl Runtime {
 
     /// Like [`Runtime::pipeline`], with values for specialisation constants.
     pub fn pipeline_with(&self, kernel: &Kernel, spec: &SpecValues) -> Result<Pipeline, RuntimeError> {
-        let options = ValidationOptions { max_threadgroup_memory_bytes: self.device().max_threadgroup_memory_bytes };
+        let options = ValidationOptions { max_threadgroup_memory_bytes: self.device().max_threadgroup_memory_bytes, ..ValidationOptions::default() };
         let info = validate(kernel, &options)?;
+        enigma_backend::check_features(kernel, &info, self.device())?;
         enigma_backend::check_spec_values(kernel, spec)?;
         let compiled = self.backend.compile(kernel, &info, spec)?;
         Ok(Pipeline { compiled: Arc::from(compiled) })

@@ -106,3 +106,35 @@ fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
     let want = reduce::reference_sum(&a);
     assert!((got - want).abs() <= reduce::tolerance(&a), "got {got}, want {want}");
 }
+
+#[test]
+fn a_kernel_needing_a_feature_the_device_lacks_is_refused_naming_both() {
+    use enigma_backend::{check_features, DeviceInfo, DeviceKind};
+    use enigma_ir::builder::*;
+    use enigma_ir::{validate, Access, Feature, Type, ValidationOptions};
+    let mut k = KernelBuilder::new("bf16_copy");
+    let a = k.buffer("a", Type::BF16, Access::Read);
+    let out = k.buffer("out", Type::BF16, Access::ReadWrite);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.store(out.at(tid), a.get(tid));
+    let kernel = k.finish().unwrap();
+    let info = validate(&kernel, &ValidationOptions::default()).unwrap();
+    assert!(info.features.contains(&Feature::Bfloat16));
+    let mut device = DeviceInfo {
+        kind: DeviceKind::Cuda,
+        name: "an sm_75 GPU".into(),
+        max_threads_per_threadgroup: 1024,
+        max_threadgroup_memory_bytes: 48 * 1024,
+        simd_width: 32,
+        compute_units: 40,
+        memory_bytes: None,
+        features: Default::default(),
+    };
+    let err = check_features(&kernel, &info, &device).unwrap_err().to_string();
+    assert_eq!(err, "kernel `bf16_copy` uses bf16 values; device `an sm_75 GPU` supports none of enigma's optional features");
+    device.features.insert(Feature::Bfloat16);
+    assert!(check_features(&kernel, &info, &device).is_ok());
+    // The simulator supports every feature, so the runtime makes the pipeline.
+    let rt = Runtime::new(Device::Sim).unwrap();
+    assert!(rt.pipeline(&kernel).is_ok());
+}

@@ -13,7 +13,7 @@
 #![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
-use enigma_ir::{validate, Kernel, Stmt, StmtKind, ValidationErrorKind, ValidationOptions};
+use enigma_ir::{validate, Kernel, ValidationErrorKind, ValidationOptions};
 use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Expected, Kind, Launch, Validation};
 use enigma_runtime::{Arg, Buffer, Device, Finding, FindingKind, Mode, Options, Runtime, RuntimeError, Severity, SpecValues};
 
@@ -51,39 +51,10 @@ fn run_validated(rt: &Runtime, kernel: &Kernel, launch: &Launch) -> Result<Vec<F
     }
 }
 
-fn strip_barriers(block: &[Stmt]) -> Vec<Stmt> {
-    block
-        .iter()
-        .filter(|s| !matches!(s.kind, StmtKind::Barrier { .. }))
-        .map(|s| {
-            let kind = match &s.kind {
-                StmtKind::If { cond, then_body, else_body } => StmtKind::If {
-                    cond: cond.clone(),
-                    then_body: strip_barriers(then_body),
-                    else_body: strip_barriers(else_body),
-                },
-                StmtKind::For { var, start, end, step, body } => StmtKind::For {
-                    var: *var,
-                    start: start.clone(),
-                    end: end.clone(),
-                    step: step.clone(),
-                    body: strip_barriers(body),
-                },
-                StmtKind::While { cond, body } => StmtKind::While { cond: cond.clone(), body: strip_barriers(body) },
-                other => other.clone(),
-            };
-            Stmt { kind, loc: s.loc.clone() }
-        })
-        .collect()
-}
-
 /// Runs a kernel that validation rejects for a non-uniform barrier on the
-/// simulator backend directly: the `KernelInfo` comes from validating the
-/// kernel with its barriers removed (barriers add nothing to it), so every
-/// other rule is still checked.
+/// simulator backend directly, validated with every other rule.
 fn run_unvalidated(kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
-    let stripped = Kernel { body: strip_barriers(&kernel.body), ..kernel.clone() };
-    let info = validate(&stripped, &ValidationOptions::default())?;
+    let info = validate(kernel, &ValidationOptions::allowing_divergent_barriers())?;
     let backend = enigma_sim::SimBackend::new();
     let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
     let storages: Vec<Option<Box<dyn BufferStorage>>> = launch

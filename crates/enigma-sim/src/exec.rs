@@ -17,7 +17,8 @@ use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
 use std::sync::atomic::Ordering::Relaxed;
 
-pub const LANES: usize = 32;
+/// Lanes per SIMD group, as an array length.
+pub const LANES: usize = enigma_ir::limits::SIMD_WIDTH as usize;
 pub type Lanes = [u64; LANES];
 
 /// Per-dispatch data every SIMD group reads.
@@ -171,7 +172,7 @@ impl SimdGroup {
         }
         for slot in &env.program.builtins {
             let r = slot.reg as usize;
-            let width = slot.builtin.ty().width as usize;
+            let width = slot.builtin.ty().width() as usize;
             let uniform: Option<[u32; 3]> = match slot.builtin {
                 Builtin::ThreadgroupPositionInGrid => Some(tg.position),
                 Builtin::ThreadsPerThreadgroup => Some(tg.size),
@@ -315,26 +316,26 @@ impl SimdGroup {
                     let idx = self.regs[index as usize];
                     let stride = elem.size_bytes() as usize;
                     let count = len / stride;
-                    let comp_bytes = elem.scalar.size_bytes() as usize;
-                    if san.is_none() && elem.width == 1 && comp_bytes == 4 && self.active == u32::MAX && index_ty == Scalar::U32 {
+                    let comp_bytes = elem.elem().size_bytes() as usize;
+                    if san.is_none() && elem.width() == 1 && comp_bytes == 4 && self.active == u32::MAX && index_ty == Scalar::U32 {
                         // Fast path: a full SIMD group loading 32-bit scalars.
                         if idx.iter().all(|&i| (i as usize) < count) {
                             let d = &mut self.regs[dst as usize];
                             for l in 0..LANES {
-                                d[l] = ops::norm(elem.scalar, words.read(idx[l] as usize * 4, Scalar::U32));
+                                d[l] = ops::norm(elem.elem(), words.read(idx[l] as usize * 4, Scalar::U32));
                             }
                             continue;
                         }
                     }
-                    for c in 0..elem.width as usize {
+                    for c in 0..elem.width() as usize {
                         self.regs[dst as usize + c] = [0; LANES];
                     }
                     for l in lanes_of(self.active) {
                         let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read)? else {
                             continue;
                         };
-                        for c in 0..elem.width as usize {
-                            self.regs[dst as usize + c][l] = ops::norm(elem.scalar, words.read(i * stride + c * comp_bytes, elem.scalar));
+                        for c in 0..elem.width() as usize {
+                            self.regs[dst as usize + c][l] = ops::norm(elem.elem(), words.read(i * stride + c * comp_bytes, elem.elem()));
                         }
                     }
                 }
@@ -343,13 +344,13 @@ impl SimdGroup {
                     let idx = self.regs[index as usize];
                     let stride = elem.size_bytes() as usize;
                     let count = len / stride;
-                    let comp_bytes = elem.scalar.size_bytes() as usize;
+                    let comp_bytes = elem.elem().size_bytes() as usize;
                     for l in lanes_of(self.active) {
                         let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write)? else {
                             continue;
                         };
-                        for c in 0..elem.width as usize {
-                            words.write(i * stride + c * comp_bytes, elem.scalar, self.regs[src as usize + c][l]);
+                        for c in 0..elem.width() as usize {
+                            words.write(i * stride + c * comp_bytes, elem.elem(), self.regs[src as usize + c][l]);
                         }
                     }
                 }
@@ -602,17 +603,17 @@ impl SimdGroup {
     }
 
     fn bitcast(&mut self, from: Type, to: Type, dst: Reg, src: Reg) {
-        let (fs, ts) = (from.scalar.size_bytes() as usize, to.scalar.size_bytes() as usize);
+        let (fs, ts) = (from.elem().size_bytes() as usize, to.elem().size_bytes() as usize);
         for l in 0..LANES {
             let mut bytes = [0u8; 32];
-            for c in 0..from.width as usize {
+            for c in 0..from.width() as usize {
                 let v = self.regs[src as usize + c][l];
                 bytes[c * fs..(c + 1) * fs].copy_from_slice(&v.to_le_bytes()[..fs]);
             }
-            for c in 0..to.width as usize {
+            for c in 0..to.width() as usize {
                 let mut buf = [0u8; 8];
                 buf[..ts].copy_from_slice(&bytes[c * ts..(c + 1) * ts]);
-                self.regs[dst as usize + c][l] = ops::norm(to.scalar, u64::from_le_bytes(buf));
+                self.regs[dst as usize + c][l] = ops::norm(to.elem(), u64::from_le_bytes(buf));
             }
         }
     }

@@ -25,10 +25,7 @@ use memory::SimBuffer;
 use std::any::Any;
 use std::time::Instant;
 
-/// The largest threadgroup the simulator runs (Metal's limit).
-pub const MAX_THREADS_PER_THREADGROUP: u32 = 1024;
-/// Threadgroup memory per threadgroup (Apple GPUs' 32 KiB).
-pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
 
 /// The simulator as a [`Backend`].
 #[derive(Debug)]
@@ -54,6 +51,7 @@ impl SimBackend {
                 simd_width: 32,
                 compute_units: threads,
                 memory_bytes: None,
+                features: enigma_ir::capabilities::all_features(),
             },
         }
     }
@@ -118,12 +116,12 @@ impl Backend for SimBackend {
                     values.push([0; 4]);
                 }
                 ArgValue::Value { ty, bytes } => {
-                    let size = ty.scalar.size_bytes() as usize;
+                    let size = ty.elem().size_bytes() as usize;
                     let mut comps = [0u64; 4];
-                    for (c, comp) in comps.iter_mut().enumerate().take(ty.width as usize) {
+                    for (c, comp) in comps.iter_mut().enumerate().take(ty.width() as usize) {
                         let mut raw = [0u8; 8];
                         raw[..size].copy_from_slice(&bytes[c * size..(c + 1) * size]);
-                        *comp = ops::norm(ty.scalar, u64::from_le_bytes(raw));
+                        *comp = ops::norm(ty.elem(), u64::from_le_bytes(raw));
                     }
                     buffers.push(None);
                     values.push(comps);
@@ -272,10 +270,8 @@ fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u
 fn order_compared(kernel: &Kernel, info: &KernelInfo) -> Vec<bool> {
     let mut uses_atomic_result = false;
     kernel.walk_stmts(|_, stmt| {
-        uses_atomic_result |= matches!(
-            stmt.kind,
-            enigma_ir::StmtKind::Atomic { result: Some(_), .. } | enigma_ir::StmtKind::AtomicCompareExchange { result: Some(_), .. }
-        );
+        uses_atomic_result |= matches!(stmt.kind, enigma_ir::StmtKind::Atomic { .. } | enigma_ir::StmtKind::AtomicCompareExchange { .. })
+            && stmt.kind.assigned().is_some();
     });
     (0..kernel.params.len())
         .map(|p| !uses_atomic_result && !info.atomic_memories.contains(&enigma_ir::Memory::Buffer(enigma_ir::ParamId(p as u32))))

@@ -121,7 +121,7 @@ struct Operand {
 impl Operand {
     /// Register of component `i`, splatting scalars.
     fn comp(self, i: u8) -> Reg {
-        if self.ty.width == 1 {
+        if self.ty.width() == 1 {
             self.reg
         } else {
             self.reg + i as Reg
@@ -149,18 +149,18 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
     // Fixed registers: the builtins the kernel reads, value parameters, locals.
     for b in used_builtins(kernel) {
         let reg = l.next_fixed;
-        l.next_fixed += b.ty().width as Reg;
+        l.next_fixed += b.ty().width() as Reg;
         l.builtins.push(BuiltinSlot { builtin: b, reg });
     }
     for (i, p) in kernel.params.iter().enumerate() {
         if let ParamKind::Value { ty } = p.kind {
             l.value_params.push((ParamId(i as u32), l.next_fixed));
-            l.next_fixed += ty.width as Reg;
+            l.next_fixed += ty.width() as Reg;
         }
     }
     for local in &kernel.locals {
         l.local_regs.push(l.next_fixed);
-        l.next_fixed += local.ty.width as Reg;
+        l.next_fixed += local.ty.width() as Reg;
     }
     l.temp_base = l.next_fixed;
     l.temp_top = l.temp_base;
@@ -242,7 +242,7 @@ impl Lowering<'_> {
     }
 
     fn copy_into(&mut self, dst: Reg, src: Operand) {
-        for i in 0..src.ty.width {
+        for i in 0..src.ty.width() {
             self.emit(Inst::Copy { dst: dst + i as Reg, src: src.comp(i) });
         }
     }
@@ -258,26 +258,26 @@ impl Lowering<'_> {
                 let i = self.expr(index);
                 let v = self.expr(value);
                 let elem = self.elem_of(*mem);
-                self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg, index: i.reg, index_ty: i.ty.scalar });
+                self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg, index: i.reg, index_ty: i.ty.elem() });
             }
             StmtKind::Atomic { op, mem, index, value, result } => {
                 let i = self.expr(index);
                 let v = self.expr(value);
                 let dst = result.map(|r| self.local_regs[r.0 as usize]);
-                let ty = self.elem_of(*mem).scalar;
-                self.emit(Inst::Atomic { op: *op, mem: Self::mem(*mem), ty, index: i.reg, index_ty: i.ty.scalar, value: v.reg, dst });
+                let ty = self.elem_of(*mem).elem();
+                self.emit(Inst::Atomic { op: *op, mem: Self::mem(*mem), ty, index: i.reg, index_ty: i.ty.elem(), value: v.reg, dst });
             }
             StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
                 let i = self.expr(index);
                 let e = self.expr(expected);
                 let d = self.expr(desired);
                 let dst = result.map(|r| self.local_regs[r.0 as usize]);
-                let ty = self.elem_of(*mem).scalar;
+                let ty = self.elem_of(*mem).elem();
                 self.emit(Inst::CompareExchange {
                     mem: Self::mem(*mem),
                     ty,
                     index: i.reg,
-                    index_ty: i.ty.scalar,
+                    index_ty: i.ty.elem(),
                     expected: e.reg,
                     desired: d.reg,
                     dst,
@@ -311,7 +311,7 @@ impl Lowering<'_> {
                 let head = self.pc();
                 let saved_top = self.temp_top;
                 let c = self.temp(1);
-                self.emit(Inst::Binary { op: BinaryOp::Lt, ty: ty.scalar, dst: c, a: var_reg, b: e.reg });
+                self.emit(Inst::Binary { op: BinaryOp::Lt, ty: ty.elem(), dst: c, a: var_reg, b: e.reg });
                 self.emit(Inst::LoopTest { cond: c });
                 self.temp_top = saved_top;
                 let site = self.current_site;
@@ -319,7 +319,7 @@ impl Lowering<'_> {
                 self.current_site = site;
                 let cont = self.emit(Inst::LoopContinue);
                 let t = self.temp(1);
-                self.emit(Inst::Binary { op: BinaryOp::Add, ty: ty.scalar, dst: t, a: var_reg, b: st.reg });
+                self.emit(Inst::Binary { op: BinaryOp::Add, ty: ty.elem(), dst: t, a: var_reg, b: st.reg });
                 self.emit(Inst::Copy { dst: var_reg, src: t });
                 self.temp_top = saved_top;
                 self.emit(Inst::LoopBack { head_pc: head });
@@ -360,7 +360,7 @@ impl Lowering<'_> {
     /// variable it reads do not change it (loop bounds are evaluated once).
     fn snapshot(&mut self, e: &Expr) -> Operand {
         let v = self.expr(e);
-        let dst = self.temp(v.ty.width);
+        let dst = self.temp(v.ty.width());
         self.copy_into(dst, v);
         Operand { reg: dst, ty: v.ty }
     }
@@ -399,48 +399,49 @@ impl Lowering<'_> {
             Expr::Load { mem, index } => {
                 let i = self.expr(index);
                 let elem = self.elem_of(*mem);
-                let dst = self.temp(elem.width);
-                self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.scalar });
+                let dst = self.temp(elem.width());
+                self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.elem() });
                 Operand { reg: dst, ty: elem }
             }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(a.ty.width);
-                for i in 0..a.ty.width {
-                    self.emit(Inst::Unary { op: *op, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i) });
+                let dst = self.temp(a.ty.width());
+                for i in 0..a.ty.width() {
+                    self.emit(Inst::Unary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i) });
                 }
                 Operand { reg: dst, ty: a.ty }
             }
             Expr::Binary { op, lhs, rhs } => {
                 let a = self.expr(lhs);
                 let b = self.expr(rhs);
-                let width = a.ty.width.max(b.ty.width);
+                let width = a.ty.width().max(b.ty.width());
                 let dst = self.temp(width);
                 for i in 0..width {
-                    self.emit(Inst::Binary { op: *op, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
+                    self.emit(Inst::Binary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
                 }
-                let ty = Type::vector(if op.is_comparison() { Scalar::Bool } else { a.ty.scalar }, width);
+                // Validated IR: the rule holds; the fallback is never taken.
+                let ty = enigma_ir::typing::binary(*op, a.ty, b.ty).unwrap_or(a.ty);
                 Operand { reg: dst, ty }
             }
             Expr::Call { func, args } => self.call(*func, args),
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(to.width);
-                for i in 0..to.width {
-                    self.emit(Inst::Convert { from: a.ty.scalar, to: to.scalar, dst: dst + i as Reg, a: a.comp(i) });
+                let dst = self.temp(to.width());
+                for i in 0..to.width() {
+                    self.emit(Inst::Convert { from: a.ty.elem(), to: to.elem(), dst: dst + i as Reg, a: a.comp(i) });
                 }
                 Operand { reg: dst, ty: *to }
             }
             Expr::Bitcast { to, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(to.width);
+                let dst = self.temp(to.width());
                 self.emit(Inst::Bitcast { from: a.ty, to: *to, dst, src: a.reg });
                 Operand { reg: dst, ty: *to }
             }
             Expr::Vector { ty, components } => {
                 let comps: Vec<Operand> = components.iter().map(|c| self.expr(c)).collect();
-                let dst = self.temp(ty.width);
-                for i in 0..ty.width {
+                let dst = self.temp(ty.width());
+                for i in 0..ty.width() {
                     let src = if comps.len() == 1 { comps[0].reg } else { comps[i as usize].reg };
                     self.emit(Inst::Copy { dst: dst + i as Reg, src });
                 }
@@ -448,7 +449,7 @@ impl Lowering<'_> {
             }
             Expr::Extract { arg, index } => {
                 let a = self.expr(arg);
-                Operand { reg: a.reg + *index as Reg, ty: Type::scalar(a.ty.scalar) }
+                Operand { reg: a.reg + *index as Reg, ty: Type::scalar(a.ty.elem()) }
             }
         }
     }
@@ -461,70 +462,39 @@ impl Lowering<'_> {
                 1 => (ops[0], None),
                 _ => (ops[0], Some(ops[1])),
             };
-            let ty = match func {
-                Intrinsic::SimdAll | Intrinsic::SimdAny | Intrinsic::SimdIsFirst => Type::BOOL,
-                Intrinsic::SimdBallot => Type::U64,
-                _ => a.ty,
-            };
-            let dst = self.temp(ty.width);
-            for i in 0..ty.width {
+            let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
+            // Validated IR: the rule holds; the fallback is never taken.
+            let ty = enigma_ir::typing::call(func, &types).unwrap_or(a.ty);
+            let dst = self.temp(ty.width());
+            for i in 0..ty.width() {
                 let b_reg = b.map(|b| b.reg).unwrap_or(0);
-                self.emit(Inst::Simd { func, ty: a.ty.scalar, dst: dst + i as Reg, a: a.comp(i), b: b_reg });
+                self.emit(Inst::Simd { func, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b_reg });
             }
             return Operand { reg: dst, ty };
         }
-        let ty = ops[0].ty;
-        let width = ops.iter().map(|o| o.ty.width).max().unwrap_or(1);
-        let ty = ty.with_scalar(ty.scalar);
+        let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
+        // Validated IR: the rule holds; the fallback is never taken.
+        let ty = enigma_ir::typing::call(func, &types).unwrap_or(ops[0].ty);
+        let width = ty.width();
         let dst = self.temp(width);
         for i in 0..width {
             let mut regs = [0; 3];
             for (slot, o) in regs.iter_mut().zip(&ops) {
                 *slot = o.comp(i);
             }
-            self.emit(Inst::Call { func, ty: ty.scalar, dst: dst + i as Reg, args: regs });
+            self.emit(Inst::Call { func, ty: ty.elem(), dst: dst + i as Reg, args: regs });
         }
-        Operand { reg: dst, ty: Type::vector(ty.scalar, width) }
+        Operand { reg: dst, ty }
     }
 }
 
 /// The builtins a kernel reads, in [`Builtin::ALL`] order.
 fn used_builtins(kernel: &Kernel) -> Vec<Builtin> {
-    fn expr(e: &Expr, used: &mut [bool; 11]) {
-        match e {
-            Expr::Builtin(b) => used[Builtin::ALL.iter().position(|x| x == b).unwrap_or(0)] = true,
-            Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Var(_) => {}
-            Expr::Load { index, .. } => expr(index, used),
-            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => {
-                expr(arg, used)
-            }
-            Expr::Binary { lhs, rhs, .. } => {
-                expr(lhs, used);
-                expr(rhs, used);
-            }
-            Expr::Call { args, .. } => args.iter().for_each(|a| expr(a, used)),
-            Expr::Vector { components, .. } => components.iter().for_each(|a| expr(a, used)),
+    let mut used = Vec::new();
+    kernel.walk_exprs(|e| {
+        if let Expr::Builtin(b) = e {
+            used.push(*b)
         }
-    }
-    let mut used = [false; 11];
-    kernel.walk_stmts(|_, stmt| match &stmt.kind {
-        StmtKind::Assign { value, .. } => expr(value, &mut used),
-        StmtKind::Store { index, value, .. } | StmtKind::Atomic { index, value, .. } => {
-            expr(index, &mut used);
-            expr(value, &mut used);
-        }
-        StmtKind::AtomicCompareExchange { index, expected, desired, .. } => {
-            for e in [index, expected, desired] {
-                expr(e, &mut used);
-            }
-        }
-        StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => expr(cond, &mut used),
-        StmtKind::For { start, end, step, .. } => {
-            for e in [start, end, step] {
-                expr(e, &mut used);
-            }
-        }
-        StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => {}
     });
-    Builtin::ALL.into_iter().zip(used).filter(|(_, u)| *u).map(|(b, _)| b).collect()
+    Builtin::ALL.into_iter().filter(|b| used.contains(b)).collect()
 }

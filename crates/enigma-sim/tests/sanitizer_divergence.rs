@@ -10,28 +10,13 @@
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, SpecValues};
 use enigma_ir::builder::*;
-use enigma_ir::{validate, Access, Kernel, MemFlags, StmtKind, Type, ValidationOptions};
+use enigma_ir::{validate, Access, Kernel, MemFlags, Type, ValidationOptions};
 use enigma_sim::SimBackend;
 
 /// Runs `kernel` over one u32 output of `n` elements (plus `n` as a value
 /// when `with_n`) and returns the findings, or the dispatch error's text.
 fn run(kernel: &Kernel, with_n: bool, mode: DispatchMode, size: u32, tg: u32, n: usize, sanitize: bool) -> Result<Vec<Finding>, String> {
-    let mut stripped = kernel.clone();
-    fn strip(block: &mut Vec<enigma_ir::Stmt>) {
-        block.retain(|s| !matches!(s.kind, StmtKind::Barrier { .. }));
-        for s in block {
-            match &mut s.kind {
-                StmtKind::If { then_body, else_body, .. } => {
-                    strip(then_body);
-                    strip(else_body);
-                }
-                StmtKind::For { body, .. } | StmtKind::While { body, .. } => strip(body),
-                _ => {}
-            }
-        }
-    }
-    strip(&mut stripped.body);
-    let info = validate(&stripped, &ValidationOptions::default()).map_err(|e| e.to_string())?;
+    let info = validate(kernel, &ValidationOptions::allowing_divergent_barriers()).map_err(|e| e.to_string())?;
     assert!(validate(kernel, &ValidationOptions::default()).is_err(), "the kernel itself must fail validation");
     let backend = SimBackend::new();
     let compiled = backend.compile(kernel, &info, &SpecValues::default()).map_err(|e| e.to_string())?;

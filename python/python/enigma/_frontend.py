@@ -354,6 +354,7 @@ class KernelCompiler:
                     raise self.error(fn_node, f"buffer `{p['name']}` is declared read-only but the kernel writes it")
                 p["kind"]["buffer"]["access"] = access
         return {
+            "schema": _enigma.IR_JSON_SCHEMA,
             "name": self.kernel_ir_name,
             "params": self.params,
             "spec_constants": self.spec_constants,

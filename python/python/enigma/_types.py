@@ -11,21 +11,11 @@ A :class:`DType` is three things at once, as in the seed-001 API:
 
 from __future__ import annotations
 
-_SCALARS = {
-    # name: (size in bytes, kind, MSL name)
-    "bool": (1, "b", "bool"),
-    "i8": (1, "i", "char"),
-    "i16": (2, "i", "short"),
-    "i32": (4, "i", "int"),
-    "i64": (8, "i", "long"),
-    "u8": (1, "u", "uchar"),
-    "u16": (2, "u", "ushort"),
-    "u32": (4, "u", "uint"),
-    "u64": (8, "u", "ulong"),
-    "f16": (2, "f", "half"),
-    "bf16": (2, "f", "bfloat"),
-    "f32": (4, "f", "float"),
-}
+from . import _enigma
+
+# name: (size in bytes, kind, MSL name) — read from the Rust side, which owns
+# the IR's types; kind is "b" (bool), "i" (signed), "u" (unsigned), "f" (float).
+_SCALARS = {name: (size, kind, msl) for name, size, kind, msl in _enigma.scalar_types()}
 
 # Integer conversion rank (C's usual arithmetic conversions) and float rank.
 _RANK = {"bool": 0, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 3, "u32": 3, "i64": 4, "u64": 4,
@@ -119,9 +109,9 @@ class DType:
             return -(1 << (bits - 1)) <= value < (1 << (bits - 1))
         return 0 <= value < (1 << bits)
 
-    def ir(self) -> dict:
-        """The IR's JSON form of the type."""
-        return {"scalar": self.scalar, "width": self.width}
+    def ir(self) -> str:
+        """The IR's JSON form of the type: its IR name (``f32``, ``f32x4``)."""
+        return self.name
 
     def __call__(self, *args, **kwargs):
         raise TypeError(

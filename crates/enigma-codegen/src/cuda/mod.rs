@@ -271,8 +271,8 @@ impl Dialect for Cuda {
     }
 
     fn type_name(&self, ty: Type) -> String {
-        if ty.width == 1 {
-            self.scalar_name(ty.scalar).to_string()
+        if ty.width() == 1 {
+            self.scalar_name(ty.elem()).to_string()
         } else {
             format!("enigma::{}", ty.msl_name())
         }
@@ -317,26 +317,26 @@ impl Dialect for Cuda {
     }
 
     fn cast(&mut self, to: Type, from: Type, arg: Code) -> Code {
-        if to.width > 1 {
+        if to.width() > 1 {
             self.need(Helper::Vec);
-            if from.width == 1 {
+            if from.width() == 1 {
                 // A splat of the converted scalar.
-                let scalar = self.cast(Type::scalar(to.scalar), from, arg);
+                let scalar = self.cast(Type::scalar(to.elem()), from, arg);
                 return Code::postfix(format!("{}({})", self.type_name(to), scalar.text));
             }
             return Code::postfix(format!("{}({})", self.type_name(to), arg.text));
         }
-        let name = self.scalar_name(to.scalar);
-        let from_float = matches!(from.scalar, Scalar::F32 | Scalar::F16 | Scalar::BF16);
-        if from_float && matches!(to.scalar, Scalar::I8 | Scalar::U8 | Scalar::I16 | Scalar::U16 | Scalar::I64 | Scalar::U64) {
+        let name = self.scalar_name(to.elem());
+        let from_float = matches!(from.elem(), Scalar::F32 | Scalar::F16 | Scalar::BF16);
+        if from_float && matches!(to.elem(), Scalar::I8 | Scalar::U8 | Scalar::I16 | Scalar::U16 | Scalar::I64 | Scalar::U64) {
             // Saturating with NaN → 0, through `Convert` (a C cast wraps
             // through int for narrow types and gives the minimum for NaN
             // in 64 bits).
             self.need(Helper::Convert);
             return Code::postfix(format!("enigma::convert<{name}>({})", arg.text));
         }
-        let through_float = to.scalar != from.scalar
-            && ((is_half_type(from.scalar) && to.scalar != Scalar::F32) || (is_half_type(to.scalar) && from.scalar != Scalar::F32));
+        let through_float = to.elem() != from.elem()
+            && ((is_half_type(from.elem()) && to.elem() != Scalar::F32) || (is_half_type(to.elem()) && from.elem() != Scalar::F32));
         if through_float {
             Code::new(format!("({name})(float){}", arg.unary_operand()), Prec::Unary)
         } else {
@@ -377,7 +377,7 @@ impl Dialect for Cuda {
     fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
-        let native_int = t0.width == 1 && matches!(t0.scalar, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64);
+        let native_int = t0.width() == 1 && matches!(t0.elem(), Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64);
         let precise = func.name().strip_prefix("fast::").unwrap_or(func.name());
         if func.is_simd() {
             let name: &'static str = func.name();
@@ -389,7 +389,7 @@ impl Dialect for Cuda {
             }
             Clamp if native_int => Code::postfix(format!("min(max({}, {}), {})", args[0].text, args[1].text, args[2].text)),
             Min | Max if native_int => Code::postfix(format!("{precise}({})", args_text(&args))),
-            Abs if native_int => match t0.scalar {
+            Abs if native_int => match t0.elem() {
                 Scalar::I32 => Code::postfix(format!("abs({})", args[0].text)),
                 Scalar::I64 => Code::postfix(format!("llabs({})", args[0].text)),
                 _ => args[0].clone(), // |x| of an unsigned x
@@ -433,7 +433,7 @@ impl Dialect for Cuda {
     fn atomic(&mut self, op: AtomicOp, _mem: Memory, elem: Type, place: Code, value: Code) -> DResult<Code> {
         let (func, value) = match op {
             AtomicOp::Add => ("atomicAdd", value.text),
-            AtomicOp::Sub if elem.scalar == Scalar::F32 => ("atomicAdd", format!("-{}", value.unary_operand())),
+            AtomicOp::Sub if elem.elem() == Scalar::F32 => ("atomicAdd", format!("-{}", value.unary_operand())),
             AtomicOp::Sub => ("atomicSub", value.text),
             AtomicOp::Min => ("atomicMin", value.text),
             AtomicOp::Max => ("atomicMax", value.text),
@@ -461,12 +461,12 @@ impl Dialect for Cuda {
     fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
         let k = cx.kernel;
         let types: Vec<Type> = cx.types.iter().map(|t| t.get()).collect();
-        let half = types.iter().any(|t| t.scalar == Scalar::F16);
-        let bfloat = types.iter().any(|t| t.scalar == Scalar::BF16);
+        let half = types.iter().any(|t| t.elem() == Scalar::F16);
+        let bfloat = types.iter().any(|t| t.elem() == Scalar::BF16);
         let builtins = sorted_builtins(cx.builtins);
         // Builtins read only by component are CUDA's own `uint3`; those read
         // whole are `enigma::uint3` (which `types` then holds).
-        let vector_types: Vec<Type> = types.iter().copied().filter(|t| t.width > 1).collect();
+        let vector_types: Vec<Type> = types.iter().copied().filter(|t| t.width() > 1).collect();
         if !vector_types.is_empty() {
             self.need(Helper::Vec);
         }
@@ -474,7 +474,7 @@ impl Dialect for Cuda {
             half,
             bfloat,
             vectors: !vector_types.is_empty(),
-            aliases: vector_types.iter().map(|t| (t.msl_name(), prelude::scalar_for_alias(t.scalar), t.width)).collect(),
+            aliases: vector_types.iter().map(|t| (t.msl_name(), prelude::scalar_for_alias(t.elem()), t.width())).collect(),
         };
 
         let mut out = format!(

@@ -69,7 +69,7 @@ impl Elementwise {
 
     /// The operation on f32 lanes (`a`, `b` of one width).
     fn apply(self, a: Ex, b: Option<Ex>, factor: Option<Ex>) -> Ex {
-        let width = a.ty().width;
+        let width = a.ty().width();
         match self {
             Elementwise::Scale => a * factor.expect("scale takes a factor"),
             Elementwise::Add => a + b.expect("add is binary"),

@@ -47,12 +47,9 @@ pub mod reduce;
 pub mod scan;
 pub mod softmax;
 
-/// Lanes per SIMD group.
-pub const SIMD_WIDTH: u32 = 32;
-/// Largest threadgroup of the execution model.
-pub const MAX_THREADS: u32 = 1024;
-/// Threadgroup memory a threadgroup may use on every device (Apple's 32 KiB).
-pub const MAX_THREADGROUP_MEMORY: u64 = 32 * 1024;
+pub use enigma_ir::limits::{
+    MAX_THREADGROUP_MEMORY_BYTES as MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP as MAX_THREADS, SIMD_WIDTH,
+};
 /// The most vector loads a row kernel keeps in registers per thread before
 /// it switches to streaming the row twice (32 floats per thread with `float4`).
 pub const MAX_CACHED_ITEMS: u32 = 8;
@@ -261,10 +258,10 @@ pub(crate) fn load_f32(mem: Mem, index: impl Into<Ex>) -> Ex {
 
 /// Converts to f32 lanes (no cast when already f32).
 pub(crate) fn to_f32(v: Ex) -> Ex {
-    if v.ty().scalar == Scalar::F32 {
+    if v.ty().elem() == Scalar::F32 {
         v
     } else {
-        v.cast(v.ty().with_scalar(Scalar::F32))
+        v.cast(v.ty().with_elem(Scalar::F32))
     }
 }
 
@@ -273,13 +270,13 @@ pub(crate) fn to_f32(v: Ex) -> Ex {
 #[track_caller]
 pub(crate) fn store_f32(k: &mut KernelBuilder, mem: Mem, index: impl Into<Ex>, v: Ex) {
     let ty = mem.elem();
-    let v = if ty.scalar == Scalar::F32 { v } else { v.cast(ty) };
+    let v = if ty.elem() == Scalar::F32 { v } else { v.cast(ty) };
     k.store(mem.at(index), v);
 }
 
 /// The sum of a vector's lanes (the value itself for a scalar).
 pub(crate) fn hsum(v: Ex) -> Ex {
-    match v.ty().width {
+    match v.ty().width() {
         1 => v,
         2 => v.x() + v.y(),
         3 => v.x() + v.y() + v.z(),
@@ -289,7 +286,7 @@ pub(crate) fn hsum(v: Ex) -> Ex {
 
 /// The maximum of a vector's lanes.
 pub(crate) fn hmax(v: Ex) -> Ex {
-    match v.ty().width {
+    match v.ty().width() {
         1 => v,
         _ => max(max(v.x(), v.y()), max(v.z(), v.w())),
     }
@@ -297,7 +294,7 @@ pub(crate) fn hmax(v: Ex) -> Ex {
 
 /// The minimum of a vector's lanes.
 pub(crate) fn hmin(v: Ex) -> Ex {
-    match v.ty().width {
+    match v.ty().width() {
         1 => v,
         _ => min(min(v.x(), v.y()), min(v.z(), v.w())),
     }

@@ -14,7 +14,7 @@
 use super::examples::{self, Session, EXAMPLES};
 use anyhow::Context;
 use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
-use enigma_ir::{validate, Kernel, Stmt, StmtKind, ValidationError, ValidationOptions};
+use enigma_ir::{validate, Kernel, ValidationError, ValidationOptions};
 use enigma_kernels::sanitizer_corpus::{self, ArgSpec, Entry, Launch, Validation};
 use enigma_runtime::{Device, Finding, Options, Runtime, SpecValues};
 use std::process::ExitCode;
@@ -193,36 +193,11 @@ fn describe(launch: &Launch) -> String {
     format!("{call}({}, {})", dims(launch.size), dims(launch.threads_per_threadgroup))
 }
 
-fn strip_barriers(block: &[Stmt]) -> Vec<Stmt> {
-    block
-        .iter()
-        .filter(|s| !matches!(s.kind, StmtKind::Barrier { .. }))
-        .map(|s| {
-            let kind = match &s.kind {
-                StmtKind::If { cond, then_body, else_body } => {
-                    StmtKind::If { cond: cond.clone(), then_body: strip_barriers(then_body), else_body: strip_barriers(else_body) }
-                }
-                StmtKind::For { var, start, end, step, body } => StmtKind::For {
-                    var: *var,
-                    start: start.clone(),
-                    end: end.clone(),
-                    step: step.clone(),
-                    body: strip_barriers(body),
-                },
-                StmtKind::While { cond, body } => StmtKind::While { cond: cond.clone(), body: strip_barriers(body) },
-                other => other.clone(),
-            };
-            Stmt { kind, loc: s.loc.clone() }
-        })
-        .collect()
-}
-
 /// Runs a kernel that validation rejects only for a non-uniform barrier on
-/// the simulator directly. Its `KernelInfo` comes from validating it with its
-/// barriers removed (barriers add nothing to it), so every other rule holds.
+/// the simulator directly, validated with every other rule.
 fn run_unvalidated(kernel: &Kernel, launch: &Launch, options: &Options) -> anyhow::Result<Vec<Finding>> {
-    let stripped = Kernel { body: strip_barriers(&kernel.body), ..kernel.clone() };
-    let info = validate(&stripped, &ValidationOptions::default()).context("the kernel fails validation for more than its barriers")?;
+    let info = validate(kernel, &ValidationOptions::allowing_divergent_barriers())
+        .context("the kernel fails validation for more than its barriers")?;
     let backend = enigma_sim::SimBackend::new();
     let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
     let storages: Vec<Option<Box<dyn BufferStorage>>> = launch

@@ -1,0 +1,47 @@
+//! Optional features of the execution model: what a kernel uses that not
+//! every device has. Validation records the features a kernel uses in its
+//! [`KernelInfo`](crate::KernelInfo); each backend lists the features its
+//! device supports in its device info; making a pipeline for a kernel that
+//! needs a feature its device lacks is an error naming both.
+//!
+//! Adding a feature: a variant here with its description, the rule that
+//! records it in validation, and each backend's answer for its devices.
+
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A feature a kernel may need and a device may lack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feature {
+    /// `bfloat` values: MSL 3.1 on Apple GPUs; CUDA compute capability 8.0+.
+    Bfloat16,
+}
+
+impl Feature {
+    pub const ALL: [Feature; 1] = [Feature::Bfloat16];
+
+    /// What the feature is, in the words of an error message.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Feature::Bfloat16 => "bf16 values",
+        }
+    }
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Every feature: what the simulator, the reference, supports.
+pub fn all_features() -> BTreeSet<Feature> {
+    Feature::ALL.into_iter().collect()
+}
+
+/// The features of `used` that `supported` lacks, in order.
+pub fn missing(used: &BTreeSet<Feature>, supported: &BTreeSet<Feature>) -> Vec<Feature> {
+    used.difference(supported).copied().collect()
+}

@@ -1,0 +1,21 @@
+//! The execution model's limits, defined once. Every crate that checks or
+//! plans against a limit reads it from here; a device may report smaller
+//! limits of its own (its `DeviceInfo`), never larger ones.
+//!
+//! * [`SIMD_WIDTH`]: lanes per SIMD group (Apple GPUs; a warp on NVIDIA).
+//! * [`MAX_THREADS_PER_THREADGROUP`]: Metal's `maxTotalThreadsPerThreadgroup`
+//!   ceiling, also CUDA's block limit.
+//! * [`MAX_THREADGROUP_MEMORY_BYTES`]: threadgroup memory every Apple GPU
+//!   gives one threadgroup (32 KiB), the portable budget.
+//! * [`MAX_BUFFER_ARGUMENTS`]: entries of Metal's buffer argument table
+//!   (`[[buffer(0)]]` … `[[buffer(30)]]`).
+
+/// Lanes per SIMD group.
+pub const SIMD_WIDTH: u32 = 32;
+/// The largest threadgroup of the execution model.
+pub const MAX_THREADS_PER_THREADGROUP: u32 = 1024;
+/// Threadgroup memory one threadgroup may use on every device (32 KiB).
+pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
+/// Buffer (and by-value) parameters a kernel may bind: Metal's argument
+/// table has 31 entries.
+pub const MAX_BUFFER_ARGUMENTS: u32 = 31;

@@ -1,0 +1,208 @@
+//! The IR's typing rules, written once: the result type of every operator,
+//! intrinsic, cast and vector operation, or the [`ValidationErrorKind`] that
+//! says why the operands are wrong.
+//!
+//! Validation applies them (adding the location); the builder applies them
+//! to give each expression its type; the code writer and the simulator's
+//! lowering read result types from them. Only weak-literal coercion (the
+//! builder's and the Python front end's convenience for `x + 1`) happens
+//! before these rules; the rules themselves never convert.
+//!
+//! * Unary: `-` on floats and signed integers, `~` on integers, `!` on bool.
+//! * Binary: both operands the same type, or one a scalar of the other's
+//!   element type (scalar-vector broadcast, not for comparisons). Arithmetic
+//!   needs a non-bool element; bit operations integers or bool; shifts
+//!   integers; ordering comparisons a non-bool element; `&&`/`||` bool. The
+//!   result has the wider operand's shape; comparisons give bool (vectors).
+//! * Intrinsics: see [`call`]. Casts keep the width or splat a scalar;
+//!   bitcasts keep the byte size and exclude bool.
+
+use crate::ir::{BinaryOp, Intrinsic, UnaryOp, Uniformity};
+use crate::types::{Scalar, Type};
+use crate::validate::ValidationErrorKind as K;
+
+/// The type of `op arg`.
+pub fn unary(op: UnaryOp, ty: Type) -> Result<Type, K> {
+    let s = ty.elem();
+    let ok = match op {
+        UnaryOp::Neg => s.is_float() || s.is_signed_int(),
+        UnaryOp::BitNot => s.is_int(),
+        UnaryOp::Not => s == Scalar::Bool,
+    };
+    if ok {
+        Ok(ty)
+    } else {
+        Err(K::InvalidOperand { op: op.symbol().into(), ty })
+    }
+}
+
+/// The type of `lhs op rhs`.
+pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
+    let shape_ok = lt == rt || (lt.elem() == rt.elem() && (lt.width() == 1 || rt.width() == 1) && !op.is_comparison());
+    if !shape_ok {
+        return Err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt });
+    }
+    let operand = if lt.width() >= rt.width() { lt } else { rt };
+    let s = operand.elem();
+    let ok = match op {
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => s != Scalar::Bool,
+        BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => s.is_int() || s == Scalar::Bool,
+        BinaryOp::Shl | BinaryOp::Shr => s.is_int(),
+        BinaryOp::Eq | BinaryOp::Ne => true,
+        BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => s != Scalar::Bool,
+        BinaryOp::And | BinaryOp::Or => s == Scalar::Bool,
+    };
+    if !ok {
+        return Err(K::InvalidOperand { op: op.symbol().into(), ty: operand });
+    }
+    Ok(if op.is_comparison() { operand.with_elem(Scalar::Bool) } else { operand })
+}
+
+/// The type of `func(args…)`:
+/// * float math: a float scalar or vector, every argument the same type;
+/// * `abs`, `min`, `max`, `clamp`: numeric, every argument the same type;
+/// * `select(a, b, c)`: `a` and `b` the same type, `c` bool of width 1 or theirs;
+/// * `popcount`, `clz`, `ctz`, `simd_and/or/xor`: integers;
+/// * `simd_sum/product/max/min`, prefix sums: numeric;
+/// * shuffles and `simd_broadcast`: a u32 (or u16) lane index or delta;
+/// * `simd_all`, `simd_any`: bool → bool; `simd_ballot`: bool → u64;
+///   `simd_is_first()` → bool.
+pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
+    use Intrinsic::*;
+    let name = func.name();
+    if types.len() != func.arity() {
+        return Err(K::ArgumentCount { func: name, expected: func.arity(), found: types.len() });
+    }
+    let arg_err = |index: usize, expected: &str| K::ArgumentType { func: name, index, expected: expected.into(), found: types[index] };
+    let same_as_first = |from: usize| -> Result<(), K> {
+        match (from..types.len()).find(|&i| types[i] != types[0]) {
+            Some(i) => Err(arg_err(i, &types[0].to_string())),
+            None => Ok(()),
+        }
+    };
+    let t0 = types.first().copied().unwrap_or(Type::BOOL);
+    let numeric = |t: Type| t.elem() != Scalar::Bool;
+    Ok(match func {
+        f if f.is_float_math() => {
+            if !t0.elem().is_float() {
+                return Err(arg_err(0, "a float scalar or vector"));
+            }
+            same_as_first(1)?;
+            t0
+        }
+        Abs | Min | Max | Clamp => {
+            if !numeric(t0) {
+                return Err(arg_err(0, "a numeric scalar or vector"));
+            }
+            same_as_first(1)?;
+            t0
+        }
+        Select => {
+            if types[2].elem() != Scalar::Bool || (types[2].width() != 1 && types[2].width() != t0.width()) {
+                return Err(arg_err(2, "bool (or a bool vector of the operands' width)"));
+            }
+            if types[1] != t0 {
+                return Err(arg_err(1, &t0.to_string()));
+            }
+            t0
+        }
+        Popcount | Clz | Ctz | SimdAnd | SimdOr | SimdXor => {
+            if !t0.elem().is_int() {
+                return Err(arg_err(0, "an integer scalar or vector"));
+            }
+            t0
+        }
+        SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
+            if !numeric(t0) {
+                return Err(arg_err(0, "a numeric scalar or vector"));
+            }
+            t0
+        }
+        SimdBroadcastFirst => t0,
+        SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor => {
+            if types[1] != Type::U32 && types[1] != Type::scalar(Scalar::U16) {
+                return Err(arg_err(1, "u32 (or u16) lane index or delta"));
+            }
+            t0
+        }
+        SimdAll | SimdAny | SimdBallot => {
+            if t0 != Type::BOOL {
+                return Err(arg_err(0, "bool"));
+            }
+            if func == SimdBallot {
+                Type::U64
+            } else {
+                Type::BOOL
+            }
+        }
+        SimdIsFirst => Type::BOOL,
+        _ => unreachable!("every intrinsic is matched above"),
+    })
+}
+
+/// How uniform a call's result is, given how uniform its arguments are
+/// together: SIMD-group reductions and broadcasts are uniform across the
+/// SIMD group; shuffles, prefix sums and `simd_is_first` differ per lane.
+pub fn call_uniformity(func: Intrinsic, args: Uniformity) -> Uniformity {
+    use Intrinsic::*;
+    match func {
+        SimdPrefixInclusiveSum | SimdPrefixExclusiveSum | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor
+        | SimdIsFirst => Uniformity::Thread,
+        f if f.is_simd() => args.max(Uniformity::Simdgroup),
+        _ => args,
+    }
+}
+
+fn check_width(ty: Type, widths: std::ops::RangeInclusive<u8>) -> Result<(), K> {
+    if widths.contains(&ty.width()) {
+        Ok(())
+    } else {
+        Err(K::VectorWidth { width: ty.width() })
+    }
+}
+
+/// The type of a value conversion to `to`: same width, or a scalar splat.
+pub fn cast(from: Type, to: Type) -> Result<Type, K> {
+    check_width(to, 1..=4)?;
+    if from.width() != to.width() && from.width() != 1 {
+        return Err(K::InvalidCast { from, to });
+    }
+    Ok(to)
+}
+
+/// The type of a bit reinterpretation as `to`: same size in bytes, no bool.
+pub fn bitcast(from: Type, to: Type) -> Result<Type, K> {
+    check_width(to, 1..=4)?;
+    let (fb, tb) = (from.elem().size_bytes() * from.width() as u32, to.elem().size_bytes() * to.width() as u32);
+    if fb != tb || from.elem() == Scalar::Bool || to.elem() == Scalar::Bool {
+        return Err(K::BitcastSize { from, from_bytes: fb, to, to_bytes: tb });
+    }
+    Ok(to)
+}
+
+/// The type of a vector constructor `ty(components…)`: `width` scalars of
+/// its element type, or one to splat.
+pub fn vector(ty: Type, components: &[Type]) -> Result<Type, K> {
+    vector_shape(ty, components.len())?;
+    match components.iter().position(|c| *c != Type::scalar(ty.elem())) {
+        Some(index) => Err(K::ArgumentType { func: "vector constructor", index, expected: ty.elem().to_string(), found: components[index] }),
+        None => Ok(ty),
+    }
+}
+
+/// The shape half of [`vector`]: a width of 2–4 and 1 or `width` components.
+pub fn vector_shape(ty: Type, components: usize) -> Result<(), K> {
+    check_width(ty, 2..=4)?;
+    if components != 1 && components != ty.width() as usize {
+        return Err(K::VectorComponents { ty, expected: ty.width(), found: components });
+    }
+    Ok(())
+}
+
+/// The type of component `index` of a vector.
+pub fn extract(ty: Type, index: u8) -> Result<Type, K> {
+    if index >= ty.width() || !ty.is_vector() {
+        return Err(K::ComponentOutOfRange { index, ty });
+    }
+    Ok(Type::scalar(ty.elem()))
+}

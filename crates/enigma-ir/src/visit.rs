@@ -1,0 +1,158 @@
+//! The one walker over the IR: what each expression and statement contains,
+//! written down once, so that an analysis is a closure over nodes rather than
+//! another hand-written recursion that must learn every new construct.
+//!
+//! * [`Expr::children`] — an expression's direct operands, in evaluation order;
+//!   [`Expr::walk`] and [`Expr::any`] visit a whole tree (pre-order).
+//! * [`StmtKind::exprs`] — the expressions a statement evaluates itself, in
+//!   evaluation order; [`StmtKind::blocks`] — its nested blocks, each with its
+//!   [`Branch`]; [`StmtKind::assigned`] — the local it writes, if any.
+//! * [`walk_block`] — every statement of a block at any depth with its
+//!   [`StmtPath`]; [`Kernel::walk_stmts`] is this over the kernel body.
+//! * [`assigned_in`] — the locals a block writes at any depth.
+//!
+//! Adding a construct means adding its arm to these three `match`es; every
+//! analysis written on them follows.
+
+use crate::ir::*;
+use std::collections::BTreeSet;
+
+impl Expr {
+    /// The direct operands, in evaluation order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Var(_) | Expr::Builtin(_) => vec![],
+            Expr::Load { index, .. } => vec![index],
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => vec![arg],
+            Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+            Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => items.iter().collect(),
+        }
+    }
+
+    /// Calls `f` on this expression and every sub-expression, parents first.
+    pub fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        f(self);
+        for c in self.children() {
+            c.walk(f);
+        }
+    }
+
+    /// True when `pred` holds for this expression or any sub-expression.
+    pub fn any(&self, pred: &mut impl FnMut(&Expr) -> bool) -> bool {
+        pred(self) || self.children().into_iter().any(|c| c.any(pred))
+    }
+
+    /// True when `pred` holds for this expression and every sub-expression.
+    pub fn all(&self, pred: &mut impl FnMut(&Expr) -> bool) -> bool {
+        !self.any(&mut |e| !pred(e))
+    }
+}
+
+impl StmtKind {
+    /// The expressions the statement evaluates itself (not those of nested
+    /// blocks), in evaluation order.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            StmtKind::Assign { value, .. } => vec![value],
+            StmtKind::Store { index, value, .. } | StmtKind::Atomic { index, value, .. } => vec![index, value],
+            StmtKind::AtomicCompareExchange { index, expected, desired, .. } => vec![index, expected, desired],
+            StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => vec![cond],
+            StmtKind::For { start, end, step, .. } => vec![start, end, step],
+            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
+        }
+    }
+
+    /// The nested blocks, each with the branch its statements' paths use.
+    pub fn blocks(&self) -> Vec<(Branch, &Block)> {
+        match self {
+            StmtKind::If { then_body, else_body, .. } => vec![(Branch::Then, then_body), (Branch::Else, else_body)],
+            StmtKind::For { body, .. } | StmtKind::While { body, .. } => vec![(Branch::Loop, body)],
+            _ => vec![],
+        }
+    }
+
+    /// The local the statement itself writes: an assignment's target, a loop
+    /// variable, an atomic's result.
+    pub fn assigned(&self) -> Option<VarId> {
+        match self {
+            StmtKind::Assign { var, .. } | StmtKind::For { var, .. } => Some(*var),
+            StmtKind::Atomic { result, .. } | StmtKind::AtomicCompareExchange { result, .. } => *result,
+            _ => None,
+        }
+    }
+}
+
+/// Calls `visit` on every statement of `block` at any depth, parents before
+/// their nested blocks, with its path (`body[2].loop[0]`); `path` is the
+/// path of the block's parent and `branch` the block's own.
+pub fn walk_block<'a>(block: &'a Block, branch: Branch, path: &mut StmtPath, visit: &mut impl FnMut(&StmtPath, &'a Stmt)) {
+    for (i, stmt) in block.iter().enumerate() {
+        path.0.push((branch, i as u32));
+        visit(path, stmt);
+        for (branch, body) in stmt.kind.blocks() {
+            walk_block(body, branch, path, visit);
+        }
+        path.0.pop();
+    }
+}
+
+/// The locals `block` writes, at any depth.
+pub fn assigned_in(block: &Block) -> BTreeSet<VarId> {
+    let mut out = BTreeSet::new();
+    walk_block(block, Branch::Body, &mut StmtPath::default(), &mut |_, stmt| {
+        out.extend(stmt.kind.assigned());
+    });
+    out
+}
+
+impl Kernel {
+    /// Calls `visit` on every statement of the body at any depth, with its path.
+    pub fn walk_stmts<'a>(&'a self, mut visit: impl FnMut(&StmtPath, &'a Stmt)) {
+        walk_block(&self.body, Branch::Body, &mut StmtPath::default(), &mut visit)
+    }
+
+    /// Calls `visit` on every expression of the body (each tree and all its
+    /// sub-expressions).
+    pub fn walk_exprs<'a>(&'a self, mut visit: impl FnMut(&'a Expr)) {
+        self.walk_stmts(|_, stmt| {
+            for e in stmt.kind.exprs() {
+                e.walk(&mut visit);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::*;
+    use crate::{Access, Type};
+
+    #[test]
+    fn walks_reach_every_statement_and_expression_once() {
+        let mut k = KernelBuilder::new("k");
+        let out = k.buffer("out", Type::F32, Access::ReadWrite);
+        let tid = k.let_("tid", thread_position_in_grid().x());
+        let acc = k.var("acc", 0.0f32);
+        k.for_range("i", 0u32, 4u32, 1u32, |k, i| {
+            k.if_else(i.lt(tid), |k| k.assign(acc, acc + 1.0f32), |k| k.assign(acc, acc - 1.0f32))
+        });
+        k.store(out.at(tid), acc);
+        let kernel = k.finish().unwrap();
+        let mut paths = vec![];
+        kernel.walk_stmts(|p, _| paths.push(p.to_string()));
+        assert_eq!(
+            paths,
+            ["body[0]", "body[1]", "body[2]", "body[2].loop[0]", "body[2].loop[0].then[0]", "body[2].loop[0].else[0]", "body[3]"]
+        );
+        let mut builtins = 0;
+        kernel.walk_exprs(|e| builtins += matches!(e, Expr::Builtin(_)) as u32);
+        assert_eq!(builtins, 1);
+        let loop_body = match &kernel.body[2].kind {
+            StmtKind::For { body, .. } => body,
+            other => panic!("expected the loop, got {other:?}"),
+        };
+        assert_eq!(assigned_in(loop_body), BTreeSet::from([VarId(1)]));
+        assert_eq!(assigned_in(&kernel.body).len(), 3, "tid, acc and the loop variable");
+    }
+}
