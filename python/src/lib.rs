@@ -441,7 +441,7 @@ impl Runtime {
                         Slot::Buffer(rt.buffer_from_bytes(elem, &zeros).map_err(|e| runtime_err(py, e))?)
                     } else {
                         let want = array::Want {
-                            scalar: elem.scalar,
+                            scalar: elem.elem(),
                             elem_bytes: elem.size_bytes() as usize,
                             writes: access == Access::ReadWrite,
                             staging: array::Staging::Typed(elem),
