@@ -218,6 +218,8 @@ pub struct Want<'a> {
 /// One bound buffer argument.
 pub struct BoundArg {
     pub buffer: Buffer,
+    /// The bytes of data the caller's array holds (the buffer may be padded).
+    pub nbytes: usize,
     /// Host memory (address, bytes) to copy the results back into.
     write_back: Option<(u64, usize)>,
     /// The foreign array whose memory is bound (kept alive for the dispatch).
@@ -265,7 +267,7 @@ pub fn bind(py: Python<'_>, rt: &Runtime, obj: &Bound<'_, PyAny>, want: &Want<'_
         if a.nbytes_exact() % want.elem_bytes != 0 {
             return Err(err(want, format!("{} bytes is not a whole number of elements ({} bytes each)", a.nbytes_exact(), want.elem_bytes)));
         }
-        return Ok(BoundArg { buffer: a.buffer.clone(), write_back: None, view: None });
+        return Ok(BoundArg { buffer: a.buffer.clone(), nbytes: a.nbytes_exact(), write_back: None, view: None });
     }
     let Some(view) = dlpack::view_of(obj, stream, want.what)? else {
         return Err(err(
@@ -300,7 +302,7 @@ pub fn bind(py: Python<'_>, rt: &Runtime, obj: &Bound<'_, PyAny>, want: &Want<'_
                 }
             };
             let write_back = (want.writes && !view.readonly && view.nbytes > 0).then_some((view.address, view.nbytes));
-            Ok(BoundArg { buffer, write_back, view: Some(view) })
+            Ok(BoundArg { buffer, nbytes: view.nbytes, write_back, view: Some(view) })
         }
         Memory::Cuda(id) => {
             if device != DeviceKind::Cuda {
@@ -323,7 +325,7 @@ pub fn bind(py: Python<'_>, rt: &Runtime, obj: &Bound<'_, PyAny>, want: &Want<'_
             // stream follows that stream's lifetime rules, as the caller's own
             // kernels on it do.
             let buffer = unsafe { rt.buffer_from_device_memory(view.address, view.nbytes, elem) }.map_err(|e| runtime_err(py, e))?;
-            Ok(BoundArg { buffer, write_back: None, view: Some(view) })
+            Ok(BoundArg { buffer, nbytes: view.nbytes, write_back: None, view: Some(view) })
         }
     }
 }

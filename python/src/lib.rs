@@ -27,8 +27,12 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// How often a waiting dispatch looks for signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 mod array;
 mod dlpack;
@@ -105,7 +109,8 @@ fn literal_from_py(value: &Bound<'_, PyAny>, ty: Scalar, what: &str) -> PyResult
         if !(value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>()) {
             return Err(err(format!("expected a number for {ty}, got {}", value.get_type().name()?)));
         }
-        LiteralValue::Float(value.extract::<f64>()?)
+        // An int past f64's range (10**400) is out of range like any other.
+        LiteralValue::Float(value.extract::<f64>().map_err(|_| err(format!("{} does not fit in {ty}", value.str().map(|s| s.to_string()).unwrap_or_default())))?)
     } else {
         if !value.is_instance_of::<PyInt>() {
             return Err(err(format!("expected an integer for {ty}, got {}", value.get_type().name()?)));
@@ -374,7 +379,12 @@ impl Runtime {
     /// [`dlpack::from_dlpack`]). Returns the final contents of every
     /// read-write buffer that came from the host (`None` for the others,
     /// whose memory the caller holds) and the dispatch report as JSON.
-    #[pyo3(signature = (compiled, args, mode, size, threads, sanitize=false, stream=None, dlpack_stream=None))]
+    ///
+    /// On the simulator, `max_loop_iterations` (per SIMD group) and
+    /// `timeout` (seconds) stop a dispatch that does not end, and Ctrl-C
+    /// interrupts it (`KeyboardInterrupt`): the dispatch runs on a worker
+    /// thread while this one, without the GIL, looks for signals.
+    #[pyo3(signature = (compiled, args, mode, size, threads, sanitize=false, stream=None, dlpack_stream=None, max_loop_iterations=None, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn dispatch<'py>(
         &self,
@@ -387,7 +397,17 @@ impl Runtime {
         sanitize: bool,
         stream: Option<u64>,
         dlpack_stream: Option<i64>,
+        max_loop_iterations: Option<u64>,
+        timeout: Option<f64>,
     ) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, String)> {
+        let timeout = timeout
+            .map(|t| {
+                Duration::try_from_secs_f64(t)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| DispatchError::new_err(format!("timeout must be a positive number of seconds, not {t}")))
+            })
+            .transpose()?;
         let kernel = &compiled.kernel;
         let rt = match stream {
             Some(s) => self.rt.on_stream(s),
@@ -432,13 +452,19 @@ impl Runtime {
                     if let Ok(bytes) = arg.cast::<PyBytes>() {
                         Slot::Buffer(rt.buffer_from_bytes(elem, bytes.as_bytes()).map_err(|e| runtime_err(py, e))?)
                     } else if arg.is_instance_of::<PyInt>() {
-                        let len: usize = arg.extract().map_err(|_| DispatchError::new_err(format!("{what}: a byte count must be a non-negative int")))?;
-                        let mut zeros = Vec::new();
-                        zeros.try_reserve_exact(len).map_err(|_| {
-                            DispatchError::new_err(format!("{what}: cannot allocate a buffer of {len} bytes"))
-                        })?;
-                        zeros.resize(len, 0u8);
-                        Slot::Buffer(rt.buffer_from_bytes(elem, &zeros).map_err(|e| runtime_err(py, e))?)
+                        // A byte count: a zeroed buffer, with no host copy. A
+                        // count past the address space is the same error as
+                        // one the allocator refuses.
+                        match arg.extract::<usize>() {
+                            Ok(len) => Slot::Buffer(rt.buffer_zeroed_bytes(elem, len).map_err(|e| runtime_err(py, e))?),
+                            Err(_) => {
+                                let asked = arg.str()?.to_string();
+                                return Err(DispatchError::new_err(format!(
+                                    "{what}: cannot allocate a buffer of {asked} bytes: {}",
+                                    if asked.starts_with('-') { "a size cannot be negative" } else { "more than this machine's address space" }
+                                )));
+                            }
+                        }
                     } else {
                         let want = array::Want {
                             scalar: elem.elem(),
@@ -459,12 +485,13 @@ impl Runtime {
             };
             slots.push(slot);
         }
-        let options = Options { sanitize, ..Default::default() };
-        let report = {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let options = Options { sanitize, max_loop_iterations, timeout, cancel: Some(cancel.clone()), ..Default::default() };
+        let outcome = {
             let rt = &rt;
             let slots = &slots;
             let pipeline = &pipeline;
-            py.detach(move || {
+            let run = move || {
                 let args: Vec<Arg<'_>> = slots
                     .iter()
                     .map(|s| match s {
@@ -474,15 +501,54 @@ impl Runtime {
                     })
                     .collect();
                 let report = rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new)?;
+                // Host arrays bound by copy get the kernel's writes back.
                 for s in slots {
                     if let Slot::Bound(b) = s {
                         b.write_back()?;
                     }
                 }
-                Ok(report)
+                Ok::<_, Box<RuntimeError>>(report)
+            };
+            let simulated = rt.device().kind == enigma_runtime::DeviceKind::Simulator;
+            py.detach(move || {
+                if !simulated {
+                    // A GPU dispatch cannot be stopped part-way (the options'
+                    // budget, timeout and cancel flag are the simulator's),
+                    // so it runs here, without a worker thread's latency.
+                    return (run(), None);
+                }
+                std::thread::scope(|scope| {
+                    let (done, finished) = mpsc::channel();
+                    scope.spawn(move || {
+                        // The receiver waits for this message; it cannot be gone.
+                        let _ = done.send(run());
+                    });
+                    let mut interrupt = None;
+                    loop {
+                        match finished.recv_timeout(SIGNAL_POLL) {
+                            Ok(result) => return (result, interrupt),
+                            Err(mpsc::RecvTimeoutError::Timeout) if interrupt.is_none() => {
+                                // Python runs its signal handlers here (on the
+                                // main thread); a KeyboardInterrupt stops the dispatch.
+                                if let Err(e) = Python::attach(|py| py.check_signals()) {
+                                    cancel.store(true, Ordering::Relaxed);
+                                    interrupt = Some(e);
+                                }
+                            }
+                            Err(mpsc::RecvTimeoutError::Timeout) => {}
+                            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                                let lost = RuntimeError::Backend { backend: "python", message: "the dispatch thread ended without a result".into() };
+                                return (Err(Box::new(lost)), interrupt);
+                            }
+                        }
+                    }
+                })
             })
-        }
-        .map_err(|e: Box<RuntimeError>| runtime_err(py, *e))?;
+        };
+        let report = match outcome {
+            (_, Some(interrupt)) => return Err(interrupt),
+            (result, None) => result.map_err(|e: Box<RuntimeError>| runtime_err(py, *e))?,
+        };
         let mut out = Vec::with_capacity(slots.len());
         for (param, slot) in kernel.params.iter().zip(&slots) {
             let host = match slot {
@@ -492,8 +558,21 @@ impl Runtime {
             };
             match (param.kind, host) {
                 (ParamKind::Buffer { access: Access::ReadWrite, .. }, Some(b)) => {
-                    let bytes = b.read_bytes().map_err(|e| runtime_err(py, e))?;
-                    out.push(Some(PyBytes::new(py, &bytes)));
+                    // Read straight into the result object: one copy of the
+                    // output on the host, and a failed allocation is a
+                    // `DispatchError` naming the size, like the device's.
+                    let len = b.len_bytes();
+                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(0, dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
+                        if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
+                            DispatchError::new_err(format!(
+                                "kernel `{}`, output `{}`: cannot allocate the result of {len} bytes: out of memory",
+                                kernel.name, param.name
+                            ))
+                        } else {
+                            e
+                        }
+                    })?;
+                    out.push(Some(bytes));
                 }
                 _ => out.push(None),
             }
@@ -521,6 +600,9 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::library_qmatmul, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

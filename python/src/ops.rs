@@ -2,7 +2,9 @@
 //! operation on a runtime and returns its result as an `enigma.Array` in
 //! device memory (`enigma/ops.py` turns it into the caller's kind of array);
 //! `library_tune` runs the autotuner on a registry entry and returns its
-//! report as JSON (`enigma.tune`).
+//! report as JSON (`enigma.tune`); `quant_quantize`, `quant_dequantize` and
+//! `library_qmatmul` are the 4-bit weight formats and the quantized matmul
+//! (`enigma.ops.quantize`, `dequantize`, `qmatmul`).
 //!
 //! Inputs are bound like kernel arguments ([`array::bind`]): enigma arrays
 //! and CUDA tensors as they are, host arrays copied into untyped buffers
@@ -14,10 +16,11 @@
 use crate::array::{self, Array, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{Elementwise, Ops, Options, Reduction, ScanKind};
+use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 fn elem_of(name: &str) -> PyResult<Scalar> {
     match name {
@@ -76,6 +79,8 @@ pub fn library_call(
         let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: false, staging: Staging::Padded, what: &what };
         bound.push(array::bind(py, rt, input, &want, dlpack_stream)?);
     }
+    let lengths: Vec<(usize, Scalar)> = bound.iter().zip(&types).map(|(b, ty)| Ok((b.nbytes, elem_of(ty)?))).collect::<PyResult<_>>()?;
+    check_lengths(op, &lengths, &dims)?;
     let buffers: Vec<Buffer> = bound.iter().map(|b| b.buffer.clone()).collect();
     let need = |n_inputs: usize, n_dims: usize, n_params: usize| -> PyResult<()> {
         if buffers.len() != n_inputs || dims.len() != n_dims || params.len() < n_params {
@@ -160,6 +165,44 @@ pub fn library_call(
     Ok(Array::new(out, rt.device().kind, out_shape, out_elem, stream))
 }
 
+/// The inputs operation `op` takes for shape `dims`: each one's name, its
+/// element count and element type (`None`: the call's). `None` for an
+/// unknown operation or a shape whose sizes overflow.
+fn expected_inputs(op: &str, dims: &[usize]) -> Option<Vec<(&'static str, usize, Option<Scalar>)>> {
+    let dim = |i: usize| dims.get(i).copied();
+    let product = |n: usize| dims.iter().take(n).try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    Some(match op {
+        "add" | "mul" => vec![("a", dim(0)?, None), ("b", dim(0)?, None)],
+        "scale" | "relu" | "silu" | "gelu" | "sum" | "max" | "min" | "prefix_sum_inclusive" | "prefix_sum_exclusive" => vec![("x", dim(0)?, None)],
+        "sum_rows" | "max_rows" | "min_rows" | "softmax" => vec![("x", product(2)?, None)],
+        "rms_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None)],
+        "layer_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None), ("bias", dim(1)?, None)],
+        "gemv" => vec![("w", product(2)?, None), ("x", dim(1)?, Some(Scalar::F32))],
+        "attention_decode" | "attention_decode_fused" => {
+            vec![("q", dim(0)?.checked_mul(dim(2)?)?, None), ("k", product(3)?, None), ("v", product(3)?, None)]
+        }
+        _ => return None,
+    })
+}
+
+/// Every input (its bytes of data and element type) must hold exactly the
+/// elements the shape asks for: host buffers are padded to 16 bytes on
+/// upload, so a length checked after that would let a short array through
+/// (its missing elements read as zeros).
+fn check_lengths(op: &str, inputs: &[(usize, Scalar)], dims: &[usize]) -> PyResult<()> {
+    let Some(expected) = expected_inputs(op, dims) else { return Ok(()) };
+    if expected.len() != inputs.len() {
+        return Ok(()); // the argument count is reported below, with the dimensions
+    }
+    for ((name, elements, _), &(bytes, ty)) in expected.iter().zip(inputs) {
+        let size = ty.size_bytes() as usize;
+        if bytes % size != 0 || bytes / size != *elements {
+            return Err(PyValueError::new_err(format!("{op}: `{name}` has {} elements of {ty}; the shape {dims:?} needs {elements}", bytes / size)));
+        }
+    }
+    Ok(())
+}
+
 fn reduction(name: &str) -> Reduction {
     match name {
         "max" => Reduction::Max,
@@ -191,4 +234,83 @@ pub fn library_tune(py: Python<'_>, runtime: &Runtime, name: &str, shape: Vec<us
     let mut value = serde_json::to_value(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
     value["cache"] = serde_json::json!(stored);
     Ok(value.to_string())
+}
+
+fn quant_err(e: enigma_ops::QuantError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+fn words(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn halves(bytes: &[u8]) -> Vec<u16> {
+    bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+}
+
+/// Quantizes the `k × n` f32 matrix `w` (little-endian bytes, row-major) to
+/// `format` (`fp4`, `int4`, `mlx_affine`): the packed words, scales and
+/// biases (empty unless MLX's format) as bytes.
+#[pyfunction]
+pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, n: usize, group: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    if w.len() % 4 != 0 {
+        return Err(PyValueError::new_err(format!("w has {} bytes, not whole float32 values", w.len())));
+    }
+    let values: Vec<f32> = words(&w).into_iter().map(f32::from_bits).collect();
+    let q = enigma_ops::quant::quantize(format, &values, k, n, group).map_err(quant_err)?;
+    let packed: Vec<u8> = q.packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let scales: Vec<u8> = q.scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let biases: Vec<u8> = q.biases.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok((PyBytes::new(py, &packed), PyBytes::new(py, &scales), PyBytes::new(py, &biases)))
+}
+
+/// The `k × n` f32 matrix (bytes) that packed words, f16 scales (and
+/// biases) of `format` stand for.
+#[pyfunction]
+#[pyo3(signature = (format, k, n, group, packed, scales, biases))]
+#[allow(clippy::too_many_arguments)]
+pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, group: usize, packed: Vec<u8>, scales: Vec<u8>, biases: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), halves(&biases)).map_err(quant_err)?;
+    let w = q.dequantize().map_err(quant_err)?;
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// `C[m, n] = A[m, k] · dequant(B)` on `runtime`: `a` f16 bytes, `packed`
+/// and `scales` in seed 002's layout (`fp4` or `int4`), `out` `f16` or
+/// `f32`. Returns C's bytes.
+#[pyfunction]
+#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn library_qmatmul<'py>(
+    py: Python<'py>,
+    runtime: &Runtime,
+    format: &str,
+    a: Vec<u8>,
+    packed: Vec<u8>,
+    scales: Vec<u8>,
+    m: usize,
+    n: usize,
+    k: usize,
+    group: usize,
+    out: &str,
+    threads: Option<u32>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let rt = &runtime.rt;
+    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let out = match out {
+        "f32" => ElemType::F32,
+        "f16" => ElemType::F16,
+        other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
+    };
+    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), vec![]).map_err(quant_err)?;
+    let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
+    let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
+    let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
+    let c = ops.qmatmul(&a, &weights, m, out).map_err(|e| ops_err(py, e))?;
+    let mut bytes = c.read_bytes().map_err(|e| runtime_err(py, e))?;
+    bytes.truncate(m * n * out.size_bytes() as usize);
+    Ok(PyBytes::new(py, &bytes))
 }

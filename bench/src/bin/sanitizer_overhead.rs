@@ -29,8 +29,8 @@ fn main() {
         assert!(report.findings.is_empty(), "pass 1 is a correct kernel: {:?}", report.findings);
     };
     let plain = time(5, || run(&DispatchOptions::default()));
-    let one = time(5, || run(&DispatchOptions { sanitize: true, schedules: 1 }));
-    let three = time(5, || run(&DispatchOptions { sanitize: true, schedules: 3 }));
+    let one = time(5, || run(&DispatchOptions { sanitize: true, schedules: 1, ..Default::default() }));
+    let three = time(5, || run(&DispatchOptions { sanitize: true, schedules: 3, ..Default::default() }));
 
     println!("device: {}; n = {n}; best / median of 5 (loop: 9) after a warm-up", rt.device().name);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;

@@ -10,7 +10,8 @@
 //! * [`occupancy`](mod@occupancy) — threadgroups per core and seed 004's threadgroup-size
 //!   recommendations;
 //! * [`tiles`] — seed 002's quantized-GEMM tile planner and `select_tile`;
-//! * [`seed_tables`] — every table of seeds 002 and 004 recomputed from those
+//! * `seed_tables` (cargo feature `seed-tables`, off for the backends) — every
+//!   table of seeds 002 and 004 recomputed from those
 //!   formulas next to the seed's printed figures, with the disagreements
 //!   flagged;
 //! * [`text`] — number formatting shared with the CLI.
@@ -20,6 +21,7 @@
 pub mod catalog;
 pub mod geometry;
 pub mod occupancy;
+#[cfg(feature = "seed-tables")]
 pub mod seed_tables;
 pub mod text;
 pub mod tiles;

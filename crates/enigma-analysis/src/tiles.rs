@@ -248,6 +248,17 @@ pub enum TileError {
     /// Group size 0.
     #[error("the quantization group size must be at least 1 (got 0)")]
     ZeroGroupSize,
+    /// A figure of the tile does not fit its type: the tile is far larger
+    /// than any threadgroup can compute.
+    #[error("tile {shape} is too large to plan: its {what} overflows ({detail}); a tile is one threadgroup's work")]
+    TooLarge {
+        /// The tile.
+        shape: TileShape,
+        /// The figure that overflows.
+        what: &'static str,
+        /// Its width (`a 64-bit count`, `a 32-bit count`).
+        detail: &'static str,
+    },
     /// A problem dimension is 0.
     #[error("problem size {m}x{n}x{k} has a zero dimension")]
     ZeroProblem {
@@ -476,13 +487,30 @@ impl TileReport {
 }
 
 /// Threadgroup bytes `(A side, B side)` of a configuration: separate
-/// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`.
+/// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`; saturating at `u64::MAX`
+/// (only tiles no threadgroup holds come near it).
 pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, simdgroups: u32) -> (u64, u64) {
     let (m, n, k) = (u64::from(shape.m), u64::from(shape.n), u64::from(shape.k));
     match variant {
-        TileVariant::Separate => (2 * m * k * 2, 2 * k * n * 2),
-        TileVariant::Fused => (m * k * 2, u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
+        TileVariant::Separate => (4u64.saturating_mul(m * k), 4u64.saturating_mul(k * n)),
+        TileVariant::Fused => (2u64.saturating_mul(m * k), u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
     }
+}
+
+/// The product of `factors`, or [`TileError::TooLarge`] naming `what`.
+fn product_u64(shape: TileShape, what: &'static str, factors: &[u64]) -> Result<u64, TileError> {
+    factors
+        .iter()
+        .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+        .ok_or(TileError::TooLarge { shape, what, detail: "more than a 64-bit count" })
+}
+
+/// Like [`product_u64`], for figures reported as 32-bit counts.
+fn product_u32(shape: TileShape, what: &'static str, factors: &[u32]) -> Result<u32, TileError> {
+    factors
+        .iter()
+        .try_fold(1u32, |acc, &f| acc.checked_mul(f))
+        .ok_or(TileError::TooLarge { shape, what, detail: "more than a 32-bit count" })
 }
 
 fn check_shape(shape: TileShape) -> Result<(), TileError> {
@@ -525,7 +553,10 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
     let part = partition(shape.m, shape.n, sg, config.sg_grid)?;
 
     let (a_bytes, b_bytes) = threadgroup_memory(shape, config.variant, sg);
-    let tg_memory_bytes = a_bytes + b_bytes;
+    let tg_memory_bytes = a_bytes
+        .checked_add(b_bytes)
+        .filter(|b| *b < u64::MAX)
+        .ok_or(TileError::TooLarge { shape, what: "threadgroup memory", detail: "more than 2^64 bytes" })?;
     let budget = device.threadgroup_memory_bytes;
     let budget_percent = tg_memory_bytes as f64 / f64::from(budget.max(1)) * 100.0;
     let fits = tg_memory_bytes < u64::from(budget);
@@ -566,8 +597,8 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
     let tgs_per_core = u32::try_from(tgs).unwrap_or(u32::MAX);
 
     let (m, n, k) = (u64::from(shape.m), u64::from(shape.n), u64::from(shape.k));
-    let flops = 2 * m * n * k;
-    let a_load = (m * k * 2) as f64;
+    let flops = product_u64(shape, "FLOPs per iteration", &[2, m, n, k])?;
+    let a_load = (m * k) as f64 * 2.0;
     let b_load = (k * n) as f64 * config.weights.bytes_per_weight();
     let scale_load = if config.weights.has_scales() {
         k as f64 / f64::from(config.group_size) * n as f64 * 2.0
@@ -578,10 +609,14 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
     let ai_scales = flops as f64 / (a_load + b_load + scale_load);
     let machine_balance = device.machine_balance();
     let bound = Bound::classify(ai, machine_balance);
-    let dequant_ops = k * n * config.weights.dequant_ops_per_weight();
+    let dequant_ops = product_u64(shape, "dequantization operations per iteration", &[k, n, config.weights.dequant_ops_per_weight()])?;
 
-    let accumulators = part.sg_m_tiles * part.sg_n_tiles;
+    let accumulators = product_u32(shape, "accumulators per SIMD group", &[part.sg_m_tiles, part.sg_n_tiles])?;
     let k_subtiles = shape.k / FRAGMENT;
+    let accumulator_bytes_fp16 = product_u32(shape, "accumulator bytes per thread", &[accumulators, 4])?;
+    let accumulator_bytes_fp32 = product_u32(shape, "accumulator bytes per thread", &[accumulators, 8])?;
+    let mma_per_simdgroup = product_u32(shape, "MMAs per SIMD group and iteration", &[accumulators, k_subtiles])?;
+    let mma_per_threadgroup = product_u64(shape, "MMAs per threadgroup and iteration", &[m / 8, n / 8, k / 8])?;
 
     let mut notes = Vec::new();
     if machine_balance.is_none() {
@@ -636,11 +671,11 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
         rejection,
         partition: part,
         accumulators_per_simdgroup: accumulators,
-        accumulator_bytes_per_thread_fp16: accumulators * 4,
-        accumulator_bytes_per_thread_fp32: accumulators * 8,
+        accumulator_bytes_per_thread_fp16: accumulator_bytes_fp16,
+        accumulator_bytes_per_thread_fp32: accumulator_bytes_fp32,
         k_subtiles,
-        mma_per_simdgroup_per_iteration: accumulators * k_subtiles,
-        mma_per_threadgroup_per_iteration: (m / 8) * (n / 8) * (k / 8),
+        mma_per_simdgroup_per_iteration: mma_per_simdgroup,
+        mma_per_threadgroup_per_iteration: mma_per_threadgroup,
         tgs_per_core,
         threads_per_core: u64::from(tgs_per_core) * u64::from(threads),
         concurrent_threadgroups: u64::from(tgs_per_core) * u64::from(device.gpu_cores),

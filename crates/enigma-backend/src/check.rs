@@ -25,13 +25,42 @@ pub fn check_dispatch(
         return Err(RuntimeError::ThreadgroupTooLarge { kernel: name(), threads, x, y, z, max });
     }
     let geometry = plan_dispatch(mode, size, threads_per_threadgroup, None)
-        .map_err(|source| RuntimeError::Geometry { kernel: name(), source })?;
+        .map_err(|error| RuntimeError::Geometry { kernel: name(), error })?;
     let bytes = compiled.static_threadgroup_memory_length();
     if bytes > device.max_threadgroup_memory_bytes {
         return Err(RuntimeError::ThreadgroupMemory { kernel: name(), bytes, limit: device.max_threadgroup_memory_bytes });
     }
     check_args(kernel, args)?;
+    if let Some(threads) = partial_simdgroup(&geometry, device.simd_width) {
+        if uses_matrices(kernel) {
+            return Err(RuntimeError::PartialSimdgroup { kernel: name(), threads, simd_width: device.simd_width });
+        }
+    }
     Ok(geometry)
+}
+
+/// The size of a threadgroup of this dispatch that does not fill its SIMD
+/// groups (the full one, or an edge one of `dispatch_threads`), if any.
+fn partial_simdgroup(geometry: &DispatchGeometry, simd_width: u32) -> Option<u64> {
+    let full = geometry.threads_per_threadgroup;
+    let edge = geometry.edge_threadgroup.unwrap_or(full);
+    let mut sizes = vec![];
+    for x in [full[0], edge[0]] {
+        for y in [full[1], edge[1]] {
+            for z in [full[2], edge[2]] {
+                sizes.push(x as u64 * y as u64 * z as u64);
+            }
+        }
+    }
+    sizes.into_iter().find(|t| t % simd_width.max(1) as u64 != 0)
+}
+
+/// Whether the kernel uses SIMD-group matrices, whose operations need every
+/// lane of the SIMD group.
+fn uses_matrices(kernel: &Kernel) -> bool {
+    let mut found = kernel.locals.iter().any(|l| l.ty.is_matrix());
+    kernel.walk_exprs(|e| found |= matches!(e, enigma_ir::Expr::MatrixLoad { .. } | enigma_ir::Expr::MatrixFill { .. }));
+    found
 }
 
 fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError> {

@@ -9,8 +9,8 @@ use thiserror::Error;
 pub enum RuntimeError {
     #[error(transparent)]
     Validation(#[from] ValidationError),
-    #[error("kernel `{kernel}`: {source}")]
-    Geometry { kernel: String, source: GeometryError },
+    #[error("kernel `{kernel}`: {error}")]
+    Geometry { kernel: String, error: GeometryError },
     #[error("kernel `{kernel}`: threadgroup of {threads} threads ({x}×{y}×{z}) exceeds this pipeline's maximum of {max} threads per threadgroup")]
     ThreadgroupTooLarge { kernel: String, threads: u64, x: u32, y: u32, z: u32, max: u32 },
     #[error("kernel `{kernel}`: threadgroup memory of {bytes} bytes exceeds the device's limit of {limit} bytes")]
@@ -27,6 +27,8 @@ pub enum RuntimeError {
     BufferRange { offset: usize, len: usize, size: usize },
     #[error("kernel `{kernel}`: {message}")]
     Execution { kernel: String, message: String },
+    #[error("kernel `{kernel}` uses SIMD-group matrices, which need whole SIMD groups, but this dispatch has a threadgroup of {threads} threads, not a multiple of {simd_width}")]
+    PartialSimdgroup { kernel: String, threads: u64, simd_width: u32 },
     #[error("kernel `{kernel}` uses {feature}; device `{device}` {supported}")]
     Unsupported { kernel: String, feature: enigma_ir::Feature, device: String, supported: String },
     #[error("device `{device}` is not available: {reason}")]
@@ -35,4 +37,44 @@ pub enum RuntimeError {
     Sanitizer { kernel: String, findings: Vec<crate::Finding> },
     #[error("{backend} backend: {message}")]
     Backend { backend: &'static str, message: String },
+    /// An allocation whose size the caller chose could not be made.
+    #[error("cannot allocate {what} of {bytes} bytes: {reason}")]
+    Allocation { what: String, bytes: u128, reason: String },
+    /// A dispatch stopped before it finished: its step budget ran out, its
+    /// timeout passed, or it was interrupted (Ctrl-C).
+    #[error("kernel `{kernel}`: stopped at {location}: {reason}")]
+    Stopped { kernel: String, location: String, reason: StopReason },
+}
+
+/// Why a dispatch was stopped before it finished.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopReason {
+    /// A SIMD group ran more loop iterations than the dispatch's budget.
+    StepBudget { budget: u64 },
+    /// The dispatch ran longer than its timeout.
+    Timeout { seconds: f64 },
+    /// The dispatch's cancel flag was raised (Ctrl-C in the front ends).
+    Interrupted,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::StepBudget { budget } => write!(
+                f,
+                "the dispatch ran out of its step budget of {budget} loop iterations per SIMD group; a loop that never ends? (raise the budget if the work is real)"
+            ),
+            StopReason::Timeout { seconds } => write!(f, "the dispatch ran past its timeout of {seconds} s; a loop that never ends?"),
+            StopReason::Interrupted => write!(f, "the dispatch was interrupted"),
+        }
+    }
+}
+
+impl RuntimeError {
+    /// The error for an allocation of `bytes` (as asked for, possibly more
+    /// than `usize` holds) that could not be made.
+    pub fn allocation(what: impl Into<String>, bytes: u128) -> RuntimeError {
+        let reason = if bytes > usize::MAX as u128 { "more than this machine's address space" } else { "out of memory" };
+        RuntimeError::Allocation { what: what.into(), bytes, reason: reason.into() }
+    }
 }

@@ -8,14 +8,19 @@ use std::fmt;
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     /// Two SIMD groups touch one threadgroup element, at least one writing,
-    /// with no `threadgroup_barrier` between.
+    /// with no `threadgroup_barrier` between — or one device element, with
+    /// no `threadgroup_barrier(mem_flags::mem_device)` between.
     ThreadgroupRace,
-    /// Two lanes of one SIMD group touch one threadgroup element, at least one
-    /// writing, with no `simdgroup_barrier` (or threadgroup barrier) between.
+    /// Two lanes of one SIMD group touch one threadgroup or device element,
+    /// at least one writing, with no `simdgroup_barrier` (or threadgroup
+    /// barrier) of that memory between.
     SimdgroupRace,
     /// Two threadgroups of one dispatch write one device element, or one
     /// writes what another reads (no order exists between threadgroups).
     DeviceRace,
+    /// One device element accessed both atomically and with a plain load or
+    /// store, by different threads with no barrier between.
+    MixedAtomic,
     /// A read of threadgroup memory never written in this threadgroup.
     UninitializedRead,
     /// A shuffle or broadcast reads a lane that is not active.
@@ -36,6 +41,7 @@ impl FindingKind {
             FindingKind::ThreadgroupRace => "threadgroup race",
             FindingKind::SimdgroupRace => "SIMD-group race",
             FindingKind::DeviceRace => "device-memory race",
+            FindingKind::MixedAtomic => "mixed atomic and plain access",
             FindingKind::UninitializedRead => "uninitialised read",
             FindingKind::InactiveLaneRead => "inactive-lane read",
             FindingKind::DivergentBarrier => "divergent barrier",
@@ -56,7 +62,8 @@ pub enum Severity {
 /// A thread, as the sanitizer names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ThreadRef {
-    /// `thread_position_in_grid`, when the thread is known.
+    /// `thread_position_in_grid`, when the thread is known (none for a lane
+    /// past the end of a partial SIMD group).
     pub grid: Option<[u32; 3]>,
     pub threadgroup: [u32; 3],
     pub simdgroup: Option<u32>,
@@ -73,6 +80,9 @@ impl fmt::Display for ThreadRef {
         match (self.grid, self.simdgroup, self.lane) {
             (Some([gx, gy, gz]), Some(sg), Some(lane)) => {
                 write!(f, "thread ({gx},{gy},{gz}) [threadgroup ({x},{y},{z}), SIMD group {sg}, lane {lane}]")?
+            }
+            (None, Some(sg), Some(lane)) => {
+                write!(f, "lane {lane} of SIMD group {sg} [threadgroup ({x},{y},{z}); no thread: the threadgroup ends before it]")?
             }
             _ => write!(f, "a thread of threadgroup ({x},{y},{z})")?,
         }

@@ -14,7 +14,7 @@ pub mod findings;
 pub use args::{ArgValue, SpecValues};
 pub use check::{check_dispatch, check_features, check_spec_values};
 pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
-pub use error::RuntimeError;
+pub use error::{RuntimeError, StopReason};
 pub use findings::{Finding, FindingKind, Severity, ThreadRef};
 
 use enigma_ir::{Kernel, KernelInfo};
@@ -120,6 +120,15 @@ pub struct DispatchOptions {
     /// How many SIMD-group schedules the sanitizer runs (at least 1; 0 means
     /// the default of 3).
     pub schedules: u32,
+    /// The simulator's step budget: the most loop iterations one SIMD group
+    /// may run before the dispatch fails with [`StopReason::StepBudget`]
+    /// (`None`: no budget). GPU backends ignore it.
+    pub max_loop_iterations: Option<u64>,
+    /// Wall-clock limit of a simulated dispatch ([`StopReason::Timeout`]).
+    pub timeout: Option<Duration>,
+    /// Raised by another thread to stop a simulated dispatch
+    /// ([`StopReason::Interrupted`]); the front ends raise it on Ctrl-C.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What a finished dispatch reports.

@@ -10,6 +10,7 @@
 use crate::error::{CodegenErrorKind, Target};
 use crate::names::Names;
 use crate::writer::{Code, Prec};
+use enigma_ir::MatrixType;
 use enigma_ir::{
     AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Scalar,
     SpecId, Type,
@@ -71,6 +72,17 @@ pub(crate) trait Dialect {
     fn type_name(&self, ty: Type) -> String {
         ty.msl_name()
     }
+
+    /// The spelling of a SIMD-group matrix tile: the prelude's
+    /// `enigma_tile<T, R, C>` in both dialects (on Metal a grid of
+    /// `simdgroup_matrix<T, 8, 8>` fragments; on CUDA the lane's share of
+    /// elements in the reference lane map).
+    fn tile_name(&self, m: MatrixType) -> String {
+        format!("enigma_tile<{}, {}, {}>", self.scalar_name(m.elem()), m.rows(), m.cols())
+    }
+
+    /// Marks the matrix helpers as used (the prelude then defines them).
+    fn use_matrices(&mut self);
 
     // ---- literals ----------------------------------------------------------
 

@@ -99,7 +99,7 @@ pub fn entry_point(kernel: &Kernel) -> String {
 pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Result<String, CodegenError> {
     let mut names = Names::new(kernel, MSL_RESERVED);
     let spec_values = kernel.spec_constants.iter().map(|s| names.fresh(&format!("{}_v", s.name))).collect();
-    let dialect = Msl { options: options.clone(), spec_values, cas_helpers: BTreeSet::new() };
+    let dialect = Msl { options: options.clone(), spec_values, cas_helpers: BTreeSet::new(), matrices: false };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
 }
@@ -110,7 +110,12 @@ struct Msl {
     spec_values: Vec<String>,
     /// Strong compare-and-exchange helpers needed: (threadgroup memory?, element type).
     cas_helpers: BTreeSet<(bool, TypeOrd)>,
+    /// Whether the body uses SIMD-group matrices (the tile helpers).
+    matrices: bool,
 }
+
+/// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
+const TILES: &str = include_str!("tiles_msl.metal");
 
 fn atomic_type(elem: Type) -> &'static str {
     match elem.elem() {
@@ -135,6 +140,10 @@ impl Msl {
 
 impl Dialect for Msl {
     const TARGET: Target = Target::Msl;
+
+    fn use_matrices(&mut self) {
+        self.matrices = true;
+    }
 
     fn spec(&self, id: SpecId, _name: &str) -> Code {
         Code::primary(self.spec_values.get(id.0 as usize).map_or("?", String::as_str))
@@ -209,7 +218,14 @@ impl Dialect for Msl {
         if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.elem() == Scalar::F32)) {
             self.check_version("atomic_float", (3, 0))?;
         }
-        let mut out = String::from("#include <metal_stdlib>\nusing namespace metal;\n\n");
+        let mut out = String::from("#include <metal_stdlib>\n");
+        if self.matrices {
+            out.push_str("#include <metal_simdgroup_matrix>\n");
+        }
+        out.push_str("using namespace metal;\n\n");
+        if self.matrices {
+            out.push_str(TILES);
+        }
         for (threadgroup, ty) in &self.cas_helpers {
             let ty = ty.get();
             let space = if *threadgroup { "threadgroup" } else { "device" };

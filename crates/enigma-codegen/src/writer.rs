@@ -227,7 +227,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
     fn decl(&mut self, var: VarId) -> Result<String, CodegenError> {
         let (ty, name) = self.local(var)?;
         self.types.insert(TypeOrd::of(ty));
-        Ok(format!("{} {name}", self.dialect.type_name(ty)))
+        let ty_name = match ty.as_matrix() {
+            Some(m) => {
+                self.dialect.use_matrices();
+                self.dialect.tile_name(m)
+            }
+            None => self.dialect.type_name(ty),
+        };
+        Ok(format!("{ty_name} {name}"))
     }
 
     fn declares_here(&self) -> bool {
@@ -262,6 +269,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let value = self.top_expr(value)?;
                 let target = self.target(*var)?;
                 self.line(&format!("{target} = {};", value.code.text));
+            }
+            StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
+                let v = self.expr(value)?;
+                let (place, _, _) = self.place(*mem, offset)?;
+                let stride = self.top_expr(stride)?;
+                let lane = self.lane();
+                self.line(&format!("enigma_tile_store({}, &{}, {}, {transpose}, {lane});", v.code.text, place.text, stride.code.text));
             }
             StmtKind::Store { mem, index, value } => {
                 let (place, elem, atomic) = self.place(*mem, index)?;
@@ -436,6 +450,58 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
     }
 
+    /// The lane index, for the matrix helpers (each dialect's prelude maps
+    /// a lane's share of a tile through it).
+    fn lane(&mut self) -> String {
+        self.dialect.use_matrices();
+        self.builtins.insert(BuiltinOrd::of(Builtin::ThreadIndexInSimdgroup));
+        self.dialect.builtin(Builtin::ThreadIndexInSimdgroup).text
+    }
+
+    fn matrix_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        let (text, ty) = match e {
+            Expr::MatrixFill { ty, value, diagonal } => {
+                let v = self.top_expr(value)?;
+                let lane = self.lane();
+                let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
+                (format!("enigma_tile_fill<{t}, {r}, {c}>({}, {diagonal}, {lane})", v.code.text), Type::Matrix(*ty))
+            }
+            Expr::MatrixLoad { ty, mem, offset, stride, transpose } => {
+                let (place, _, _) = self.place(*mem, offset)?;
+                let stride = self.top_expr(stride)?;
+                let lane = self.lane();
+                let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
+                (format!("enigma_tile_load<{t}, {r}, {c}>(&{}, {}, {transpose}, {lane})", place.text, stride.code.text), Type::Matrix(*ty))
+            }
+            Expr::MatrixMultiply { a, b, acc } => {
+                let (va, vb) = (self.expr(a)?, self.expr(b)?);
+                let lane = self.lane();
+                let acc = match acc {
+                    Some(c) => Some(self.expr(c)?),
+                    None => None,
+                };
+                let ty = enigma_ir::typing::matrix_multiply(va.ty, vb.ty, acc.as_ref().map(|c| c.ty)).map_err(|k| self.malformed(k.to_string()))?;
+                let text = match acc {
+                    Some(c) => format!("enigma_tile_mma({}, {}, {}, {lane})", va.code.text, vb.code.text, c.code.text),
+                    None => format!("enigma_tile_mul({}, {}, {lane})", va.code.text, vb.code.text),
+                };
+                (text, ty)
+            }
+            Expr::MatrixElement { matrix, index } => {
+                let m = self.expr(matrix)?;
+                self.dialect.use_matrices();
+                (format!("enigma_tile_element({}, {index})", m.code.text), Type::scalar(m.ty.elem()))
+            }
+            Expr::MatrixCoord { ty, index, column } => {
+                let lane = self.lane();
+                let f = if *column { "enigma_tile_col" } else { "enigma_tile_row" };
+                (format!("{f}<{}, {}>({index}, {lane})", ty.rows(), ty.cols()), Type::U32)
+            }
+            _ => return Err(self.malformed("not a matrix expression")),
+        };
+        Ok(Val { code: Code::postfix(text), ty })
+    }
+
     // ---- expressions -------------------------------------------------------
 
     /// An expression whose value is converted to its own type by its
@@ -502,6 +568,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     codes.push(self.top_expr(c)?.code);
                 }
                 Val { code: self.dialect.vector(*ty, codes), ty: *ty }
+            }
+            Expr::MatrixFill { .. } | Expr::MatrixLoad { .. } | Expr::MatrixMultiply { .. } | Expr::MatrixElement { .. } | Expr::MatrixCoord { .. } => {
+                self.matrix_expr(e)?
             }
             Expr::Extract { arg, index } => {
                 let a = match &**arg {

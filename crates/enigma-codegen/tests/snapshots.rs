@@ -44,6 +44,7 @@ golden! {
     control_flow => common::control_flow(),
     barriers => common::barriers(),
     colliding_names => common::colliding_names(),
+    simdgroup_matrices => common::simdgroup_matrices(),
     seed_scale => enigma_kernels::seed000::scale(),
     seed_scale_vec4 => enigma_kernels::seed000::scale_vec4(),
     seed_row_sum => enigma_kernels::seed000::row_sum(),

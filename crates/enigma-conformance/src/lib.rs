@@ -44,6 +44,7 @@ pub mod casts;
 pub mod control;
 pub mod errors;
 pub mod kernels;
+pub mod matrices;
 pub mod math;
 pub mod memory;
 pub mod sim_only;
@@ -141,6 +142,12 @@ macro_rules! __with_cases {
             kernels::seed000_shuffle_stencil,
             kernels::seed000_gemm_tiled,
             kernels::seed001_reduction,
+            matrices::matrix_multiply_8x8x8,
+            matrices::matrix_loads_and_stores,
+            matrices::matrix_fill_and_diagonal,
+            matrices::matrix_tile_64x64_four_simdgroups,
+            matrices::matrix_per_lane_view,
+            matrices::matrix_partial_simdgroup_refused,
             control::control_early_return,
             control::control_if_else_nesting,
             control::control_for_loops,

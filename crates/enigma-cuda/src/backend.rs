@@ -552,11 +552,13 @@ impl Backend for CudaBackend {
 }
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
-/// arithmetic needs 8.0 (Ampere) or later.
+/// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
+/// GPU (warp shuffles).
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {
         features.insert(enigma_ir::Feature::Bfloat16);
     }
+    features.insert(enigma_ir::Feature::SimdgroupMatrix);
     features
 }

@@ -21,7 +21,7 @@
 //! [`crate::validate`], with the statement's Rust source line.
 
 use crate::ir::*;
-use crate::types::{Scalar, Type};
+use crate::types::{MatrixType, Scalar, Type};
 use std::cell::RefCell;
 use std::ops;
 use thiserror::Error;
@@ -491,6 +491,17 @@ impl KernelBuilder {
         self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
     }
 
+    /// `simdgroup_store(value, mem + offset, stride)` (or transposed): see
+    /// [`StmtKind::MatrixStore`].
+    #[track_caller]
+    pub fn matrix_store(&mut self, value: impl Into<Ex>, mem: Mem, offset: impl Into<Ex>, stride: impl Into<Ex>, transpose: bool) {
+        let loc = std::panic::Location::caller();
+        let value = self.tree(value.into().materialize(), loc);
+        let offset = self.tree(offset.into().coerce_to(Type::U32), loc);
+        let stride = self.tree(stride.into().coerce_to(Type::U32), loc);
+        self.push(StmtKind::MatrixStore { value, mem: mem.mem, offset, stride, transpose }, loc);
+    }
+
     /// `atomic_fetch_<op>_explicit(&place, value, memory_order_relaxed)`,
     /// returning the previous value.
     #[track_caller]
@@ -729,4 +740,52 @@ pub fn lit(ty: Scalar, value: f64) -> Ex {
         LiteralValue::UInt(value as u64)
     };
     Ex::literal(Literal { ty, value })
+}
+
+/// `make_filled_simdgroup_matrix<T, R, C>(value)`: every element `value`.
+pub fn matrix_fill(ty: MatrixType, value: impl Into<Ex>) -> Ex {
+    let value = value.into().coerce_to(Type::scalar(ty.elem()));
+    Ex::new(Expr::MatrixFill { ty, value: Box::new(value.tree_or_poison()), diagonal: false }, Type::Matrix(ty))
+}
+
+/// The diagonal matrix with `value` on its diagonal (MSL's diagonal constructor).
+pub fn matrix_diagonal(ty: MatrixType, value: impl Into<Ex>) -> Ex {
+    let value = value.into().coerce_to(Type::scalar(ty.elem()));
+    Ex::new(Expr::MatrixFill { ty, value: Box::new(value.tree_or_poison()), diagonal: true }, Type::Matrix(ty))
+}
+
+/// `simdgroup_load` of a `ty` tile whose element (r, c) is
+/// `mem[offset + r·stride + c]` (with `transpose`, `mem[offset + c·stride + r]`).
+pub fn matrix_load(ty: MatrixType, mem: Mem, offset: impl Into<Ex>, stride: impl Into<Ex>, transpose: bool) -> Ex {
+    let offset = Box::new(offset.into().coerce_to(Type::U32).tree_or_poison());
+    let stride = Box::new(stride.into().coerce_to(Type::U32).tree_or_poison());
+    Ex::new(Expr::MatrixLoad { ty, mem: mem.mem, offset, stride, transpose }, Type::Matrix(ty))
+}
+
+/// `simdgroup_multiply(a, b)`.
+pub fn matrix_multiply(a: impl Into<Ex>, b: impl Into<Ex>) -> Ex {
+    let (a, b) = (a.into(), b.into());
+    let ty = crate::typing::matrix_multiply(a.ty, b.ty, None).unwrap_or(a.ty);
+    Ex::new(Expr::MatrixMultiply { a: Box::new(a.tree_or_poison()), b: Box::new(b.tree_or_poison()), acc: None }, ty)
+}
+
+/// `simdgroup_multiply_accumulate(a, b, acc)`: `a·b + acc`.
+pub fn matrix_multiply_accumulate(a: impl Into<Ex>, b: impl Into<Ex>, acc: impl Into<Ex>) -> Ex {
+    let (a, b, acc) = (a.into(), b.into(), acc.into());
+    let ty = acc.ty;
+    let (a, b, acc) = (Box::new(a.tree_or_poison()), Box::new(b.tree_or_poison()), Box::new(acc.tree_or_poison()));
+    Ex::new(Expr::MatrixMultiply { a, b, acc: Some(acc) }, ty)
+}
+
+/// Element `index` of the calling lane's share of a tile (`thread_elements()[index]`).
+pub fn thread_element(matrix: impl Into<Ex>, index: u8) -> Ex {
+    let m = matrix.into();
+    let ty = crate::typing::matrix_element(m.ty, index).unwrap_or(m.ty);
+    Ex::new(Expr::MatrixElement { matrix: Box::new(m.tree_or_poison()), index }, ty)
+}
+
+/// The row (or, with `column`, the column) of element `index` of the calling
+/// lane's share of a `ty` tile.
+pub fn matrix_coord(ty: MatrixType, index: u8, column: bool) -> Ex {
+    Ex::new(Expr::MatrixCoord { ty, index, column }, Type::U32)
 }

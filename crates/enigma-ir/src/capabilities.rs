@@ -17,15 +17,19 @@ use std::fmt;
 pub enum Feature {
     /// `bfloat` values: MSL 3.1 on Apple GPUs; CUDA compute capability 8.0+.
     Bfloat16,
+    /// SIMD-group matrices (`simdgroup_matrix`): every Apple-silicon GPU
+    /// (Apple7+); every CUDA GPU enigma runs on (warp shuffles).
+    SimdgroupMatrix,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 1] = [Feature::Bfloat16];
+    pub const ALL: [Feature; 2] = [Feature::Bfloat16, Feature::SimdgroupMatrix];
 
     /// What the feature is, in the words of an error message.
     pub fn describe(self) -> &'static str {
         match self {
             Feature::Bfloat16 => "bf16 values",
+            Feature::SimdgroupMatrix => "SIMD-group matrices",
         }
     }
 }

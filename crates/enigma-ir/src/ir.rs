@@ -7,7 +7,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::types::{Scalar, Type};
+use crate::types::{MatrixType, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
 /// Index of a kernel parameter; also its `[[buffer(n)]]` binding.
@@ -762,6 +762,28 @@ pub enum Expr {
     Vector { ty: Type, components: Vec<Expr> },
     /// Component `index` (0 = .x) of a vector.
     Extract { arg: Box<Expr>, index: u8 },
+    /// `make_filled_simdgroup_matrix<T, R, C>(value)`: every element `value`;
+    /// with `diagonal`, `value` on the diagonal and zero elsewhere (MSL's
+    /// diagonal constructor). `value` is a scalar of the tile's element type.
+    MatrixFill { ty: MatrixType, value: Box<Expr>, diagonal: bool },
+    /// `simdgroup_load`: the tile whose element (r, c) is
+    /// `mem[offset + r·stride + c]`, or with `transpose`
+    /// `mem[offset + c·stride + r]`. `offset` and `stride` (MSL's
+    /// `elements_per_row`) are u32; the memory's element type is the tile's.
+    /// Reads every element, each a memory access like a `Load`.
+    MatrixLoad { ty: MatrixType, mem: Memory, offset: Box<Expr>, stride: Box<Expr>, transpose: bool },
+    /// `simdgroup_multiply(a, b)` or, with `acc`,
+    /// `simdgroup_multiply_accumulate(a, b, acc)`: the R×C tile `a·b (+ acc)`
+    /// of an R×K tile `a` and a K×C tile `b`.
+    MatrixMultiply { a: Box<Expr>, b: Box<Expr>, acc: Option<Box<Expr>> },
+    /// Element `index` of the calling lane's share of a tile (MSL's
+    /// `thread_elements()[index]`); which element that is, is
+    /// [`Expr::MatrixCoord`].
+    MatrixElement { matrix: Box<Expr>, index: u8 },
+    /// The row (or, with `column`, the column) within a `ty` tile of element
+    /// `index` of the calling lane's share: a u32 that differs per backend's
+    /// lane map, so kernels that address elements one by one ask for it.
+    MatrixCoord { ty: MatrixType, index: u8, column: bool },
 }
 
 /// A source position from a front end (Rust caller or Python file and line).
@@ -821,6 +843,10 @@ pub enum StmtKind {
     /// Early return: the thread leaves the kernel.
     Return,
     Barrier { scope: BarrierScope, flags: MemFlags },
+    /// `simdgroup_store`: writes tile `value` to `mem` where
+    /// [`Expr::MatrixLoad`] with the same `offset`, `stride` and `transpose`
+    /// reads it from; each element a memory access like a `Store`.
+    MatrixStore { value: Expr, mem: Memory, offset: Expr, stride: Expr, transpose: bool },
 }
 
 impl Kernel {

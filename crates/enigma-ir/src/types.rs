@@ -146,6 +146,94 @@ pub enum Type {
     Scalar(Scalar),
     /// A vector of `width` scalars (`float4`, `uint3`); valid widths are 2–4.
     Vector { elem: Scalar, width: u8 },
+    /// A SIMD-group matrix tile, held jointly by the 32 lanes of a SIMD group.
+    Matrix(MatrixType),
+}
+
+/// The shape of a SIMD-group matrix tile: `rows`×`cols` elements of `elem`
+/// (f16, bf16 or f32), rows and columns multiples of 8 up to 64. An 8×8
+/// tile is Metal's `simdgroup_matrix<T, 8, 8>`; a larger tile is a grid of
+/// 8×8 fragments on Metal and of tensor-core fragments on CUDA, one value in
+/// the IR so each backend uses its own unit.
+///
+/// Each lane holds `rows·cols/32` elements. Which lane holds which element is
+/// the backend's business, except through the per-lane view
+/// (`Expr::MatrixElement`, `Expr::MatrixCoord`), which says for each of a
+/// lane's elements its row and column. The simulator, the reference, uses
+/// Metal's map for each 8×8 fragment: lane `l` holds row
+/// `(l / 16)·4 + (l / 2) % 4`, columns `((l / 8) % 2)·4 + (l % 2)·2 + {0, 1}`;
+/// fragments are numbered row-major across the tile, two elements each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatrixType {
+    elem: Scalar,
+    rows: u8,
+    cols: u8,
+}
+
+impl MatrixType {
+    /// The side of Metal's fragment and the granularity of tile shapes.
+    pub const FRAGMENT: u8 = 8;
+    /// The largest tile side.
+    pub const MAX_SIDE: u8 = 64;
+
+    /// A tile shape; validation checks the element type and the sides.
+    pub const fn new(elem: Scalar, rows: u8, cols: u8) -> MatrixType {
+        MatrixType { elem, rows, cols }
+    }
+    pub const fn elem(self) -> Scalar {
+        self.elem
+    }
+    pub const fn rows(self) -> u8 {
+        self.rows
+    }
+    pub const fn cols(self) -> u8 {
+        self.cols
+    }
+    /// Elements each lane holds.
+    pub const fn per_lane(self) -> u32 {
+        self.rows as u32 * self.cols as u32 / crate::limits::SIMD_WIDTH
+    }
+    /// Whether the shape is one the IR accepts (sides multiples of 8, at
+    /// most 64; element f16, bf16 or f32).
+    pub fn is_valid(self) -> bool {
+        let side = |s: u8| s > 0 && s % Self::FRAGMENT == 0 && s <= Self::MAX_SIDE;
+        side(self.rows) && side(self.cols) && self.elem.is_float()
+    }
+
+    /// The (row, column) of element `index` of lane `lane` in the
+    /// simulator's (Metal's) map; `None` past the lane's elements.
+    pub fn reference_coord(self, lane: u32, index: u32) -> Option<(u32, u32)> {
+        if index >= self.per_lane() || lane >= crate::limits::SIMD_WIDTH {
+            return None;
+        }
+        let fragments_per_row = self.cols as u32 / 8;
+        let (fragment, half) = (index / 2, index % 2);
+        let (fr, fc) = (fragment / fragments_per_row, fragment % fragments_per_row);
+        let row = (lane / 16) * 4 + (lane / 2) % 4;
+        let col = ((lane / 8) % 2) * 4 + (lane % 2) * 2 + half;
+        Some((fr * 8 + row, fc * 8 + col))
+    }
+}
+
+impl Serialize for MatrixType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MatrixType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MatrixType, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        Type::from_ir_name(&name)
+            .and_then(Type::as_matrix)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown matrix type `{name}` (expected e.g. `mat8x8_f16`)")))
+    }
+}
+
+impl fmt::Display for MatrixType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "mat{}x{}_{}", self.rows, self.cols, self.elem)
+    }
 }
 
 impl Type {
@@ -176,15 +264,29 @@ impl Type {
     pub const fn elem(self) -> Scalar {
         match self {
             Type::Scalar(s) | Type::Vector { elem: s, .. } => s,
+            Type::Matrix(m) => m.elem,
         }
     }
 
-    /// Number of components: 1 for a scalar, 2–4 for a vector.
+    /// Number of components: 1 for a scalar (and a matrix, one opaque
+    /// value), 2–4 for a vector.
     pub const fn width(self) -> u8 {
         match self {
-            Type::Scalar(_) => 1,
+            Type::Scalar(_) | Type::Matrix(_) => 1,
             Type::Vector { width, .. } => width,
         }
+    }
+
+    /// The tile shape of a matrix type.
+    pub const fn as_matrix(self) -> Option<MatrixType> {
+        match self {
+            Type::Matrix(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub const fn is_matrix(self) -> bool {
+        matches!(self, Type::Matrix(_))
     }
 
     pub const fn is_vector(self) -> bool {
@@ -194,11 +296,18 @@ impl Type {
     /// How many per-lane registers (one per component) the simulator gives a
     /// value of this type.
     pub const fn registers(self) -> u32 {
-        self.width() as u32
+        match self {
+            Type::Matrix(m) => m.per_lane(),
+            _ => self.width() as u32,
+        }
     }
 
     /// Size in bytes in device memory; 3-vectors are padded to 4 as in MSL.
+    /// (A matrix lives in registers; this is its whole tile's size.)
     pub fn size_bytes(self) -> u32 {
+        if let Type::Matrix(m) = self {
+            return m.rows as u32 * m.cols as u32 * m.elem.size_bytes();
+        }
         let lanes = if self.width() == 3 { 4 } else { self.width() as u32 };
         self.elem().size_bytes() * lanes
     }
@@ -227,6 +336,10 @@ impl Type {
     /// reads back (`f32x0`, `f32x9`), so that validation, not the reader,
     /// reports it; MSL names as [`Type::from_name`].
     pub fn from_ir_name(name: &str) -> Option<Type> {
+        if let Some((shape, elem)) = name.strip_prefix("mat").and_then(|r| r.split_once('_')) {
+            let (rows, cols) = shape.split_once('x')?;
+            return Some(Type::Matrix(MatrixType::new(Scalar::from_ir_name(elem)?, rows.parse().ok()?, cols.parse().ok()?)));
+        }
         if let Some((scalar, width)) = name.rsplit_once('x') {
             if let Some(scalar) = Scalar::from_ir_name(scalar) {
                 if !width.is_empty() && width.bytes().all(|b| b.is_ascii_digit()) {
@@ -242,6 +355,7 @@ impl Type {
         match self {
             Type::Scalar(s) => s.msl_name().to_string(),
             Type::Vector { elem, width } => format!("{}{}", elem.msl_name(), width),
+            Type::Matrix(m) => format!("simdgroup_matrix<{}, {}, {}>", m.elem.msl_name(), m.rows, m.cols),
         }
     }
 }
@@ -251,6 +365,7 @@ impl fmt::Display for Type {
         match self {
             Type::Scalar(s) => write!(f, "{s}"),
             Type::Vector { elem, width } => write!(f, "{elem}x{width}"),
+            Type::Matrix(m) => write!(f, "{m}"),
         }
     }
 }
@@ -302,6 +417,28 @@ mod tests {
         assert_eq!(Type::from_ir_name("f32x9").map(Type::width), Some(9));
         assert_eq!(Type::from_ir_name("float4"), Some(Type::vector(Scalar::F32, 4)));
         assert!(serde_json::from_str::<Type>("\"f33\"").is_err());
+    }
+
+    #[test]
+    fn matrix_names_round_trip_and_the_reference_map_covers_each_tile_once() {
+        let m = MatrixType::new(Scalar::F16, 16, 24);
+        let ty = Type::Matrix(m);
+        assert_eq!(ty.to_string(), "mat16x24_f16");
+        assert_eq!(Type::from_ir_name("mat16x24_f16"), Some(ty));
+        assert_eq!(serde_json::from_str::<Type>(&serde_json::to_string(&ty).unwrap()).unwrap(), ty);
+        assert_eq!(ty.registers(), 12);
+        let mut seen = vec![0u32; 16 * 24];
+        for lane in 0..32 {
+            for i in 0..m.per_lane() {
+                let (r, c) = m.reference_coord(lane, i).unwrap();
+                seen[(r * 24 + c) as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "every element held by exactly one lane");
+        // Metal's map: lane 0 holds (0, 0) and (0, 1); lane 17 holds (4, 2), (4, 3).
+        assert_eq!(MatrixType::new(Scalar::F32, 8, 8).reference_coord(17, 1), Some((4, 3)));
+        assert!(!MatrixType::new(Scalar::F16, 12, 8).is_valid());
+        assert!(!MatrixType::new(Scalar::I32, 8, 8).is_valid());
     }
 
     #[test]

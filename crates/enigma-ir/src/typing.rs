@@ -16,13 +16,17 @@
 //!   result has the wider operand's shape; comparisons give bool (vectors).
 //! * Intrinsics: see [`call`]. Casts keep the width or splat a scalar;
 //!   bitcasts keep the byte size and exclude bool.
+//! * SIMD-group matrices: see [`matrix_shape`], [`matrix_fill`],
+//!   [`matrix_memory`], [`matrix_multiply`], [`matrix_element`]. No operator,
+//!   cast or intrinsic takes a matrix.
 
 use crate::ir::{BinaryOp, Intrinsic, UnaryOp, Uniformity};
-use crate::types::{Scalar, Type};
+use crate::types::{MatrixType, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
 /// The type of `op arg`.
 pub fn unary(op: UnaryOp, ty: Type) -> Result<Type, K> {
+    not_matrix(op.symbol(), ty)?;
     let s = ty.elem();
     let ok = match op {
         UnaryOp::Neg => s.is_float() || s.is_signed_int(),
@@ -38,6 +42,8 @@ pub fn unary(op: UnaryOp, ty: Type) -> Result<Type, K> {
 
 /// The type of `lhs op rhs`.
 pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
+    not_matrix(op.symbol(), lt)?;
+    not_matrix(op.symbol(), rt)?;
     let shape_ok = lt == rt || (lt.elem() == rt.elem() && (lt.width() == 1 || rt.width() == 1) && !op.is_comparison());
     if !shape_ok {
         return Err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt });
@@ -80,6 +86,9 @@ pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
             None => Ok(()),
         }
     };
+    if let Some(index) = types.iter().position(|t| t.is_matrix()) {
+        return Err(arg_err(index, "a scalar or vector (matrices have their own operations)"));
+    }
     let t0 = types.first().copied().unwrap_or(Type::BOOL);
     let numeric = |t: Type| t.elem() != Scalar::Bool;
     Ok(match func {
@@ -163,6 +172,9 @@ fn check_width(ty: Type, widths: std::ops::RangeInclusive<u8>) -> Result<(), K> 
 
 /// The type of a value conversion to `to`: same width, or a scalar splat.
 pub fn cast(from: Type, to: Type) -> Result<Type, K> {
+    if from.is_matrix() || to.is_matrix() {
+        return Err(K::InvalidCast { from, to });
+    }
     check_width(to, 1..=4)?;
     if from.width() != to.width() && from.width() != 1 {
         return Err(K::InvalidCast { from, to });
@@ -172,6 +184,9 @@ pub fn cast(from: Type, to: Type) -> Result<Type, K> {
 
 /// The type of a bit reinterpretation as `to`: same size in bytes, no bool.
 pub fn bitcast(from: Type, to: Type) -> Result<Type, K> {
+    if from.is_matrix() || to.is_matrix() {
+        return Err(K::InvalidCast { from, to });
+    }
     check_width(to, 1..=4)?;
     let (fb, tb) = (from.elem().size_bytes() * from.width() as u32, to.elem().size_bytes() * to.width() as u32);
     if fb != tb || from.elem() == Scalar::Bool || to.elem() == Scalar::Bool {
@@ -205,4 +220,92 @@ pub fn extract(ty: Type, index: u8) -> Result<Type, K> {
         return Err(K::ComponentOutOfRange { index, ty });
     }
     Ok(Type::scalar(ty.elem()))
+}
+
+fn not_matrix(op: &str, ty: Type) -> Result<(), K> {
+    if ty.is_matrix() {
+        return Err(K::InvalidOperand { op: op.into(), ty });
+    }
+    Ok(())
+}
+
+/// A matrix type must have a supported shape and element.
+pub fn matrix_shape(ty: MatrixType) -> Result<(), K> {
+    if ty.is_valid() {
+        Ok(())
+    } else {
+        Err(K::MatrixShape { ty: Type::Matrix(ty) })
+    }
+}
+
+fn matrix_operand(op: &'static str, what: &str, ty: Type) -> Result<MatrixType, K> {
+    ty.as_matrix().ok_or_else(|| K::MatrixOperands { op, problem: format!("{what} must be a SIMD-group matrix, found {ty}") })
+}
+
+/// `make_filled_simdgroup_matrix` (or the diagonal constructor): the value
+/// is a scalar of the tile's element type.
+pub fn matrix_fill(ty: MatrixType, value: Type) -> Result<Type, K> {
+    matrix_shape(ty)?;
+    if value != Type::scalar(ty.elem()) {
+        return Err(K::ArgumentType { func: "make_filled_simdgroup_matrix", index: 0, expected: ty.elem().to_string(), found: value });
+    }
+    Ok(Type::Matrix(ty))
+}
+
+/// `simdgroup_load`/`simdgroup_store` on a memory of element type `elem`
+/// with u32 `offset` and `stride`: the memory holds scalars of the tile's
+/// element type.
+pub fn matrix_memory(op: &'static str, ty: MatrixType, memory: &str, elem: Type, offset: Type, stride: Type) -> Result<(), K> {
+    matrix_shape(ty)?;
+    if elem != Type::scalar(ty.elem()) {
+        return Err(K::MatrixOperands { op, problem: format!("`{memory}` holds {elem}; a {} tile needs {} elements", Type::Matrix(ty), ty.elem()) });
+    }
+    for (index, t) in [(1, offset), (2, stride)] {
+        if t != Type::U32 {
+            return Err(K::ArgumentType { func: op, index, expected: "u32".into(), found: t });
+        }
+    }
+    Ok(())
+}
+
+/// `simdgroup_multiply(a, b)` / `simdgroup_multiply_accumulate(a, b, acc)`:
+/// `a` R×K and `b` K×C of one element type; `acc`, when given, R×C of that
+/// type or f32 (the usual f16/bf16 inputs with f32 accumulation). The result
+/// has `acc`'s type, or `a`'s element.
+pub fn matrix_multiply(a: Type, b: Type, acc: Option<Type>) -> Result<Type, K> {
+    let op = if acc.is_some() { "simdgroup_multiply_accumulate" } else { "simdgroup_multiply" };
+    let (ma, mb) = (matrix_operand(op, "the left operand", a)?, matrix_operand(op, "the right operand", b)?);
+    if ma.cols() != mb.rows() || ma.elem() != mb.elem() {
+        return Err(K::MatrixOperands { op, problem: format!("{a} times {b}: the inner sides and the element types must match") });
+    }
+    let Some(acc) = acc else {
+        return Ok(Type::Matrix(MatrixType::new(ma.elem(), ma.rows(), mb.cols())));
+    };
+    let mc = matrix_operand(op, "the accumulator", acc)?;
+    if (mc.rows(), mc.cols()) != (ma.rows(), mb.cols()) || !(mc.elem() == ma.elem() || mc.elem() == Scalar::F32) {
+        return Err(K::MatrixOperands {
+            op,
+            problem: format!("{a} times {b} accumulates into a {}×{} tile of {} or f32, not {acc}", ma.rows(), mb.cols(), ma.elem()),
+        });
+    }
+    Ok(acc)
+}
+
+/// Element `index` of a lane's share of a tile: a scalar of its element type.
+pub fn matrix_element(ty: Type, index: u8) -> Result<Type, K> {
+    let m = matrix_operand("thread_elements", "the operand", ty)?;
+    matrix_coord(m, index)?;
+    Ok(Type::scalar(m.elem()))
+}
+
+/// The row or column of element `index` of a lane's share: a u32.
+pub fn matrix_coord(ty: MatrixType, index: u8) -> Result<Type, K> {
+    matrix_shape(ty)?;
+    if index as u32 >= ty.per_lane() {
+        return Err(K::MatrixOperands {
+            op: "thread_elements",
+            problem: format!("element {index} of a lane's share of a {} tile does not exist (each lane holds {})", Type::Matrix(ty), ty.per_lane()),
+        });
+    }
+    Ok(Type::U32)
 }

@@ -6,7 +6,7 @@
 //! error; the simulator either runs or reports a runtime error.
 
 use crate::ir::*;
-use crate::types::{Scalar, Type};
+use crate::types::{MatrixType, Scalar, Type};
 use crate::typing;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -114,6 +114,14 @@ pub enum ValidationErrorKind {
     VectorComponents { ty: Type, expected: u8, found: usize },
     #[error("vector width {width} is not 2, 3 or 4")]
     VectorWidth { width: u8 },
+    #[error("{ty} is not a SIMD-group matrix enigma supports: rows and columns must be multiples of 8 up to 64, the element f16, bf16 or f32")]
+    MatrixShape { ty: Type },
+    #[error("{what} cannot hold a SIMD-group matrix ({ty}); matrices live in locals")]
+    MatrixPlace { what: String, ty: Type },
+    #[error("`{op}`: {problem}")]
+    MatrixOperands { op: &'static str, problem: String },
+    #[error("`{op}` needs every lane of the SIMD group, but it sits in control flow that depends on {cause}")]
+    NonUniformMatrix { op: &'static str, cause: String },
     #[error("literal {value} does not fit in {ty}")]
     LiteralRange { value: String, ty: Scalar },
     #[error("local `{var}` may be read before it is assigned")]
@@ -146,6 +154,8 @@ pub enum ValidationErrorKind {
     SpecDefault { name: String, ty: Scalar, default: Literal },
     #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
     LoopVariable { var: String, ty: Type },
+    #[error("the for loop over `{var}` has the constant step 0: it never ends once it starts (loops count up: `{var} < end`)")]
+    LoopStep { var: String },
 }
 
 /// Validates `kernel` against `options`.
@@ -292,7 +302,24 @@ impl<'k> Validator<'k> {
             })
             .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
             .chain(k.locals.iter().map(|l| l.ty));
+        let places = k
+            .params
+            .iter()
+            .map(|p| (format!("parameter `{}`", p.name), p.kind))
+            .map(|(what, kind)| match kind {
+                ParamKind::Buffer { elem, .. } => (what, elem),
+                ParamKind::Value { ty } => (what, ty),
+            })
+            .chain(k.threadgroup_arrays.iter().map(|t| (format!("threadgroup array `{}`", t.name), t.elem)));
+        for (what, ty) in places {
+            if ty.is_matrix() {
+                return Err(self.decl_err(ValidationErrorKind::MatrixPlace { what, ty }));
+            }
+        }
         for ty in types.chain(k.spec_constants.iter().map(|s| Type::scalar(s.ty))) {
+            if let Some(m) = ty.as_matrix() {
+                typing::matrix_shape(m).map_err(|kind| self.decl_err(kind))?;
+            }
             if !(1..=4).contains(&ty.width()) {
                 return Err(self.decl_err(ValidationErrorKind::VectorWidth { width: ty.width() }));
             }
@@ -338,7 +365,22 @@ impl<'k> Validator<'k> {
     }
 
     fn stmt(&mut self, stmt: &Stmt, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
+        if let Some(op) = collective_matrix_op(&stmt.kind) {
+            if ctx.uniformity > Uniformity::Simdgroup {
+                return Err(self.err(ValidationErrorKind::NonUniformMatrix {
+                    op,
+                    cause: "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)".into(),
+                }));
+            }
+        }
         match &stmt.kind {
+            StmtKind::MatrixStore { value, mem, offset, stride, .. } => {
+                let (ty, _) = self.expr(value, state)?;
+                let m = ty.as_matrix().ok_or_else(|| {
+                    self.err(ValidationErrorKind::MatrixOperands { op: "simdgroup_store", problem: format!("the value stored must be a SIMD-group matrix, found {ty}") })
+                })?;
+                self.matrix_access("simdgroup_store", m, *mem, offset, stride, state, true)?;
+            }
             StmtKind::Assign { var, value } => {
                 let (ty, uni) = self.expr(value, state)?;
                 let local = self.var(*var)?;
@@ -397,6 +439,9 @@ impl<'k> Validator<'k> {
                 let local = self.var(*var)?;
                 if local.ty.is_vector() || !local.ty.elem().is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
+                }
+                if matches!(step, Expr::Literal(Literal { value: LiteralValue::Int(0) | LiteralValue::UInt(0), .. })) {
+                    return Err(self.err(ValidationErrorKind::LoopStep { var: local.name.clone() }));
                 }
                 let ty = local.ty;
                 let (_, u_start) = self.expect_expr(start, ty, "loop start", state)?;
@@ -662,6 +707,28 @@ impl<'k> Validator<'k> {
                 let (ty, u) = self.expr(arg, state)?;
                 (typing::extract(ty, *index).map_err(|k| self.err(k))?, u)
             }
+            Expr::MatrixFill { ty, value, .. } => {
+                let (vt, _) = self.expr(value, state)?;
+                (typing::matrix_fill(*ty, vt).map_err(|k| self.err(k))?, Uniformity::Simdgroup)
+            }
+            Expr::MatrixLoad { ty, mem, offset, stride, .. } => {
+                self.matrix_access("simdgroup_load", *ty, *mem, offset, stride, state, false)?;
+                (Type::Matrix(*ty), Uniformity::Simdgroup)
+            }
+            Expr::MatrixMultiply { a, b, acc } => {
+                let (at, _) = self.expr(a, state)?;
+                let (bt, _) = self.expr(b, state)?;
+                let ct = match acc {
+                    Some(c) => Some(self.expr(c, state)?.0),
+                    None => None,
+                };
+                (typing::matrix_multiply(at, bt, ct).map_err(|k| self.err(k))?, Uniformity::Simdgroup)
+            }
+            Expr::MatrixElement { matrix, index } => {
+                let (mt, _) = self.expr(matrix, state)?;
+                (typing::matrix_element(mt, *index).map_err(|k| self.err(k))?, Uniformity::Thread)
+            }
+            Expr::MatrixCoord { ty, index, .. } => (typing::matrix_coord(*ty, *index).map_err(|k| self.err(k))?, Uniformity::Thread),
         };
         self.note_type(typed.0);
         Ok(typed)
@@ -672,6 +739,34 @@ impl<'k> Validator<'k> {
         if ty.elem() == Scalar::BF16 {
             self.info.features.insert(crate::Feature::Bfloat16);
         }
+        if ty.is_matrix() {
+            self.info.features.insert(crate::Feature::SimdgroupMatrix);
+        }
+    }
+
+    /// The operands of a matrix load or store: memory, offset and stride
+    /// (which must be the same in every lane of the SIMD group).
+    fn matrix_access(
+        &mut self,
+        op: &'static str,
+        ty: MatrixType,
+        mem: Memory,
+        offset: &Expr,
+        stride: &Expr,
+        state: &FlowState,
+        write: bool,
+    ) -> Result<(), ValidationError> {
+        let (elem, _) = self.memory_access(mem, offset, state, write)?;
+        let (offset_ty, ou) = self.expr(offset, state)?;
+        let (stride_ty, su) = self.expr(stride, state)?;
+        typing::matrix_memory(op, ty, self.kernel.memory_name(mem), elem, offset_ty, stride_ty).map_err(|k| self.err(k))?;
+        if ou.max(su) > Uniformity::Simdgroup {
+            return Err(self.err(ValidationErrorKind::NonUniformMatrix {
+                op,
+                cause: "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".into(),
+            }));
+        }
+        Ok(())
     }
 
     fn call(&mut self, func: Intrinsic, args: &[Expr], state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
@@ -693,9 +788,51 @@ impl<'k> Validator<'k> {
     }
 }
 
+/// The first operation in a statement that needs every lane of the SIMD
+/// group (matrix loads, stores, fills and multiplies), by its MSL name.
+fn collective_matrix_op(stmt: &StmtKind) -> Option<&'static str> {
+    if matches!(stmt, StmtKind::MatrixStore { .. }) {
+        return Some("simdgroup_store");
+    }
+    let mut found = None;
+    for e in stmt.exprs() {
+        e.walk(&mut |x| {
+            let op = match x {
+                Expr::MatrixFill { .. } => Some("make_filled_simdgroup_matrix"),
+                Expr::MatrixLoad { .. } => Some("simdgroup_load"),
+                Expr::MatrixMultiply { .. } => Some("simdgroup_multiply_accumulate"),
+                _ => None,
+            };
+            found = found.or(op);
+        });
+    }
+    found
+}
+
 /// Checks that a literal's value has the right kind and fits its type.
+/// The smallest magnitude that rounds to infinity in float type `t`: the
+/// largest finite value plus half a unit in its last place (a tie rounds to
+/// the even neighbour, which is infinity).
+fn float_overflow_threshold(t: Scalar) -> f64 {
+    // (mantissa bits, largest exponent)
+    let (mantissa, max_exp) = match t {
+        Scalar::F16 => (10, 15),
+        Scalar::BF16 => (7, 127),
+        Scalar::F32 => (23, 127),
+        _ => return f64::INFINITY,
+    };
+    2f64.powi(max_exp + 1) - 2f64.powi(max_exp - mantissa - 1)
+}
+
 pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
-    let out_of_range = || ValidationErrorKind::LiteralRange { value: format!("{:?}", lit.value), ty: lit.ty };
+    let shown = match lit.value {
+        LiteralValue::Bool(b) => b.to_string(),
+        LiteralValue::Int(i) => i.to_string(),
+        LiteralValue::UInt(u) => u.to_string(),
+        LiteralValue::Float(f) if lit.ty.is_float() => format!("{f:e} (it rounds to infinity)"),
+        LiteralValue::Float(f) => format!("{f:e} (a float)"),
+    };
+    let out_of_range = || ValidationErrorKind::LiteralRange { value: shown.clone(), ty: lit.ty };
     let ok = match (lit.ty, lit.value) {
         (Scalar::Bool, LiteralValue::Bool(_)) => true,
         (t, LiteralValue::Int(i)) if t.is_signed_int() => {
@@ -706,7 +843,9 @@ pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
             let bits = t.size_bytes() * 8;
             bits == 64 || u < (1u64 << bits)
         }
-        (t, LiteralValue::Float(_)) if t.is_float() => true,
+        // A finite value that rounds to infinity in its type does not fit
+        // (infinity itself is a value every type holds).
+        (t, LiteralValue::Float(f)) if t.is_float() => !f.is_finite() || f.abs() < float_overflow_threshold(t),
         _ => false,
     };
     if ok {

@@ -26,6 +26,11 @@ impl Expr {
             Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => vec![arg],
             Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
             Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => items.iter().collect(),
+            Expr::MatrixFill { value, .. } => vec![value],
+            Expr::MatrixLoad { offset, stride, .. } => vec![offset, stride],
+            Expr::MatrixMultiply { a, b, acc } => [Some(&**a), Some(&**b), acc.as_deref()].into_iter().flatten().collect(),
+            Expr::MatrixElement { matrix, .. } => vec![matrix],
+            Expr::MatrixCoord { .. } => vec![],
         }
     }
 
@@ -58,6 +63,7 @@ impl StmtKind {
             StmtKind::AtomicCompareExchange { index, expected, desired, .. } => vec![index, expected, desired],
             StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => vec![cond],
             StmtKind::For { start, end, step, .. } => vec![start, end, step],
+            StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
             StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
         }
     }

@@ -504,3 +504,100 @@ fn json_carries_its_schema_version_and_types_by_name() {
     let none = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "", 1);
     assert!(from_json(&none).unwrap_err().message.contains("no \"schema\" field"));
 }
+
+#[test]
+fn matrix_constructs_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    use enigma_ir::{Access, MatrixType, Scalar, Type};
+    let (h, f) = (MatrixType::new(Scalar::F16, 16, 8), MatrixType::new(Scalar::F32, 16, 16));
+    let ht = MatrixType::new(Scalar::F16, 8, 16);
+    let mut k = KernelBuilder::new("m");
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let ma = k.let_("ma", matrix_load(h, a, 0u32, 8u32, false));
+    let mb = k.let_("mb", matrix_load(ht, a, 4u32, 8u32, true));
+    let acc = k.var("acc", matrix_diagonal(f, 1.0f32));
+    k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+    let _sq = k.let_("sq", matrix_multiply(ma, matrix_fill(ht, lit(Scalar::F16, 0.5))));
+    k.matrix_store(acc, out, 0u32, 16u32, true);
+    k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true)), thread_element(acc, 3));
+    let kernel = k.finish().unwrap();
+    let text = enigma_ir::text::print(&kernel);
+    assert!(text.contains("simdgroup_load_transposed<mat8x16_f16>(a, 4u32, 8u32)"), "{text}");
+    let back = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(enigma_ir::text::print(&back), text);
+    let json = enigma_ir::to_json(&kernel);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), kernel);
+}
+
+/// Float literals whose value rounds to infinity in their type are out of
+/// range (issue 18, defect 3); the largest finite values and infinity itself
+/// are not. Checked at every type's boundary against the IEEE formats.
+#[test]
+fn float_literals_that_round_to_infinity_are_rejected() {
+    let cases: [(&str, &str, bool); 10] = [
+        ("f16", "65504.0f16", true),
+        ("f16", "65519.0f16", true),
+        ("f16", "65520.0f16", false),
+        ("f16", "70000.0f16", false),
+        ("f32", "3.4028235e38f32", true),
+        ("f32", "3.40282357e38f32", false),
+        ("f32", "1e39f32", false),
+        ("bf16", "3.3e38bf16", true),
+        ("bf16", "1e39bf16", false),
+        ("f32", "inf_f32", true),
+    ];
+    for (ty, lit, fits) in cases {
+        let text = format!("kernel k(A: device {ty} read_write) {{\n    A[0u32] = {lit}\n}}\n");
+        let kernel = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let result = enigma_ir::validate(&kernel, &enigma_ir::ValidationOptions::default());
+        match (fits, result) {
+            (true, Ok(_)) => {}
+            (false, Err(e)) => assert!(e.to_string().contains("rounds to infinity") && e.to_string().contains(ty), "{lit}: {e}"),
+            (fits, r) => panic!("{lit}: expected fits = {fits}, got {r:?}"),
+        }
+    }
+    // The threshold agrees with Rust's own f64 -> f32 rounding.
+    for v in [3.4028235677973366e38f64, 3.4028235677973362e38, 3.4028234663852886e38] {
+        let text = format!("kernel k(A: device f32 read_write) {{\n    A[0u32] = {v:e}f32\n}}\n");
+        let kernel = enigma_ir::text::parse(&text).unwrap();
+        let ok = enigma_ir::validate(&kernel, &enigma_ir::ValidationOptions::default()).is_ok();
+        assert_eq!(ok, (v as f32).is_finite(), "{v:e}");
+    }
+}
+
+/// The JSON form carries every kernel the text form does (issue 18, defect
+/// 4): sums of many terms and blocks nested up to the text form's limit go
+/// through `to_json`/`from_json` unchanged, and JSON nested past what any
+/// such kernel needs is an error naming the limit, not a stack overflow.
+#[test]
+fn the_json_form_carries_kernels_as_deep_as_the_text_form() {
+    let depth = text::MAX_NESTING as usize - 2;
+    let sum = format!("kernel k(A: device u32 read_write) {{\n    A[0u32] = {}0u32{}\n}}\n", "(1u32 + ".repeat(depth), ")".repeat(depth));
+    let blocks = format!(
+        "kernel k(A: device u32 read_write) {{\n{}A[0u32] = 1u32\n{}}}\n",
+        "if (A[0u32] == 0u32) {\n".repeat(depth),
+        "}\n".repeat(depth)
+    );
+    for source in [sum, blocks] {
+        let kernel = text::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+        let json = to_json(&kernel);
+        let back = from_json(&json).unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(back, kernel);
+    }
+    let too_deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let err = from_json(&too_deep).unwrap_err();
+    assert!(err.message.contains("nested"), "{}", err.message);
+    // The deepest expression the JSON limit lets through (bit-not is two
+    // JSON levels) parses and validates on a test thread's small stack.
+    let mut k = enigma_ir::builder::KernelBuilder::new("deep");
+    let a = k.buffer("A", enigma_ir::Type::U32, enigma_ir::Access::ReadWrite);
+    let mut e = a.get(0u32);
+    for _ in 0..text::MAX_JSON_DEPTH / 2 - 8 {
+        e = !e;
+    }
+    k.store(a.at(0u32), e);
+    let kernel = k.finish().unwrap();
+    let back = from_json(&to_json(&kernel)).unwrap_or_else(|e| panic!("{}", e.message));
+    enigma_ir::validate(&back, &enigma_ir::ValidationOptions::default()).unwrap();
+}

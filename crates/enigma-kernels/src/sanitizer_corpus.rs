@@ -96,6 +96,7 @@ pub enum Kind {
     ThreadgroupRace,
     SimdgroupRace,
     DeviceRace,
+    MixedAtomic,
     UninitializedRead,
     InactiveLaneRead,
     DivergentBarrier,
@@ -111,6 +112,7 @@ impl Kind {
             Kind::ThreadgroupRace => "threadgroup_race",
             Kind::SimdgroupRace => "simdgroup_race",
             Kind::DeviceRace => "device_race",
+            Kind::MixedAtomic => "mixed_atomic",
             Kind::UninitializedRead => "uninitialized_read",
             Kind::InactiveLaneRead => "inactive_lane_read",
             Kind::DivergentBarrier => "divergent_barrier",
@@ -217,18 +219,6 @@ pub struct Case {
 const N: u32 = 1024;
 const TG: u32 = 256;
 
-/// Deterministic values in [-1, 1).
-pub fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn finish(k: KernelBuilder) -> Kernel {
     k.finish().expect("corpus kernels use only expressions of their own builder")
@@ -264,7 +254,7 @@ fn tree_reduction(with_barrier: bool) -> Kernel {
 }
 
 fn tree_reduction_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 /// A 2-tap blur through threadgroup memory: each thread reads its right
@@ -286,7 +276,7 @@ fn neighbour_blur(with_barrier: bool) -> Kernel {
 }
 
 fn blur_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 const DB_T: u32 = 64;
@@ -326,7 +316,7 @@ fn double_buffer_launch() -> Launch {
     Launch::threadgroups(
         groups,
         DB_T,
-        vec![ArgSpec::f32s(&data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
+        vec![ArgSpec::f32s(&crate::test_data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
     )
 }
 
@@ -354,7 +344,7 @@ fn simd_totals(one_slot: bool) -> Kernel {
 }
 
 fn simd_totals_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 const BINS: u32 = 16;
@@ -405,8 +395,89 @@ fn lane0_publish(with_barrier: bool) -> Kernel {
     finish(k)
 }
 
+/// Seed 002 §7.4's fused dequantisation: lanes 0–7 of each SIMD group
+/// dequantise one packed INT4 word each (eight K values of one row of an 8×8
+/// B fragment) into the SIMD group's own staging area in threadgroup memory;
+/// the whole SIMD group then loads the fragment with `simdgroup_load` and
+/// multiplies it by its 8×8 tile of A. Without the `simdgroup_barrier`
+/// between the two, the matrix load reads elements lanes 0–7 may not have
+/// written yet.
+fn fused_dequant_staging(with_barrier: bool) -> Kernel {
+    let half8 = enigma_ir::MatrixType::new(Scalar::F16, 8, 8);
+    let float8 = enigma_ir::MatrixType::new(Scalar::F32, 8, 8);
+    let mut k = KernelBuilder::new("fused_dequant_staging");
+    let packed = k.buffer("packed", Type::U32, Access::Read);
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let stage = k.threadgroup_array("stage", Type::F16, DQ_TG / 32 * 64);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let fragment = k.let_("fragment", threadgroup_position_in_grid().x() * (DQ_TG / 32) + sg);
+    k.if_(lane.lt(8u32), |k| {
+        let word = k.let_("word", packed.get(fragment * 8u32 + lane));
+        k.for_range("j", 0u32, 8u32, 1u32, |k, j| {
+            let nibble = ((word >> (j * 4u32)) & 15u32).cast(Type::I32) - 8i32;
+            k.store(stage.at(sg * 64u32 + lane * 8u32 + j), nibble.cast(Type::F16)); // @stage_write
+        });
+    });
+    if with_barrier {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    let b = k.let_("b", matrix_load(half8, stage, sg * 64u32, 8u32, false)); // @stage_load
+    let ma = k.let_("ma", matrix_load(half8, a, fragment * 64u32, 8u32, false));
+    k.matrix_store(matrix_multiply_accumulate(ma, b, matrix_fill(float8, 0.0f32)), out, fragment * 64u32, 8u32, false);
+    finish(k)
+}
+
+/// Threads of the first SIMD group stage one 8×8 f16 tile for the whole
+/// threadgroup; every SIMD group then loads it with `simdgroup_load`. The
+/// load needs a `threadgroup_barrier`: a `simdgroup_barrier` orders only the
+/// staging SIMD group.
+fn shared_tile_load(with_barrier: bool) -> Kernel {
+    let half8 = enigma_ir::MatrixType::new(Scalar::F16, 8, 8);
+    let mut k = KernelBuilder::new("shared_tile_load");
+    let b = k.buffer("b", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F16, Access::ReadWrite);
+    let tile = k.threadgroup_array("tile", Type::F16, 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let fragment = k.let_("fragment", threadgroup_position_in_grid().x() * (DQ_TG / 32) + sg);
+    k.if_(lid.lt(32u32), |k| {
+        k.store(tile.at(lid * 2u32), b.get(lid * 2u32)); // @tile_write
+        k.store(tile.at(lid * 2u32 + 1u32), b.get(lid * 2u32 + 1u32));
+    });
+    if with_barrier {
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    } else {
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    }
+    let m = k.let_("m", matrix_load(half8, tile, 0u32, 8u32, true)); // @tile_load
+    k.matrix_store(m, out, fragment * 64u32, 8u32, false);
+    finish(k)
+}
+
+/// Threads of a matrix corpus kernel's threadgroup: four SIMD groups.
+const DQ_TG: u32 = 128;
+
+fn dequant_launch() -> Launch {
+    let groups = 2u32;
+    let fragments = (groups * DQ_TG / 32) as usize;
+    let words: Vec<u32> = (0..fragments * 8).map(|i| (i as u32).wrapping_mul(0x9E37_79B9)).collect();
+    Launch::threadgroups(
+        groups,
+        DQ_TG,
+        vec![ArgSpec::u32s(&words), ArgSpec::f16s(&crate::test_data(fragments * 64, 13)), ArgSpec::zeros(Type::F32, fragments * 64)],
+    )
+}
+
+fn shared_tile_launch() -> Launch {
+    let groups = 2u32;
+    let fragments = (groups * DQ_TG / 32) as usize;
+    Launch::threadgroups(groups, DQ_TG, vec![ArgSpec::f16s(&crate::test_data(64, 14)), ArgSpec::zeros(Type::F16, fragments * 64)])
+}
+
 fn lane0_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 /// Shifts a threadgroup array left by one within each SIMD group, in place:
@@ -433,7 +504,7 @@ fn simd_shift(with_barrier: bool) -> Kernel {
 }
 
 fn simd_shift_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ----------------------------------------------------- (c) device races ---
@@ -452,7 +523,7 @@ fn scale_out(by_lid: bool) -> Kernel {
 }
 
 fn scale_out_launch(out_len: u32) -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
 }
 
 /// `data[i] += data[i - 1]` in place: the thread at a threadgroup's first
@@ -540,7 +611,7 @@ fn halo_stencil(load_halo: bool) -> Kernel {
 }
 
 fn halo_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
 }
 
 /// The second stage of a two-stage threadgroup sum: SIMD group 0 reduces
@@ -571,7 +642,7 @@ fn partials_sum(guarded: bool) -> Kernel {
 }
 
 fn partials_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 // ------------------------------------------------ (e) inactive-lane reads ---
@@ -639,7 +710,7 @@ fn butterfly_sum(butterfly: bool) -> Kernel {
 
 fn butterfly_launch() -> Launch {
     let n = 100;
-    Launch::threads(n, 128, vec![ArgSpec::f32s(&data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
+    Launch::threads(n, 128, vec![ArgSpec::f32s(&crate::test_data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
 }
 
 // --------------------------------------------- (f) divergent barriers ---
@@ -674,7 +745,7 @@ fn coefficient_launch() -> Launch {
     Launch::threads(
         N,
         TG,
-        vec![ArgSpec::f32s(&data(N as usize, 11)), ArgSpec::f32s(&data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
+        vec![ArgSpec::f32s(&crate::test_data(N as usize, 11)), ArgSpec::f32s(&crate::test_data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
     )
 }
 
@@ -712,7 +783,7 @@ fn guarded_blur_launch() -> Launch {
     Launch::threadgroups(
         N / TG,
         TG,
-        vec![ArgSpec::f32s(&data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
+        vec![ArgSpec::f32s(&crate::test_data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
     )
 }
 
@@ -751,7 +822,7 @@ fn strided_tiles(per_thread_trip: bool) -> Kernel {
 
 fn strided_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
+    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
 }
 
 // --------------------------------------------------- (g) out of bounds ---
@@ -773,7 +844,7 @@ fn scale_in_place(checked: bool) -> Kernel {
 
 fn scale_in_place_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
+    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
 }
 
 /// A forward difference through threadgroup memory. The bug: the last
@@ -798,7 +869,7 @@ fn forward_difference(checked: bool) -> Kernel {
 }
 
 fn forward_difference_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ---------------------------------------------------------- (h) coverage ---
@@ -814,15 +885,76 @@ fn scale_all() -> Kernel {
 }
 
 fn scale_all_launch(grid: u32) -> Launch {
-    Launch::threads(grid, TG, vec![ArgSpec::f32s(&data(4096, 17)), ArgSpec::f32(2.0)])
+    Launch::threads(grid, TG, vec![ArgSpec::f32s(&crate::test_data(4096, 17)), ArgSpec::f32(2.0)])
 }
 
 const ROWS: u32 = 64;
 const COLS: u32 = 100;
 
 fn row_sum_launch(mode: Mode) -> Launch {
-    let args = vec![ArgSpec::f32s(&data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
+    let args = vec![ArgSpec::f32s(&crate::test_data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
     Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
+}
+
+// ------------------------------- (i) device races inside a threadgroup ---
+
+/// Publishes a SIMD group's largest input in `out[0]`. The bug: every lane
+/// stores its own input there; the fix stores `simd_max` from every lane
+/// (one value, which is not a race).
+fn simd_max_publish(each_lane_own_value: bool) -> Kernel {
+    let mut k = KernelBuilder::new("simd_max_publish");
+    let a = k.buffer("a", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let t = k.let_("t", thread_position_in_grid().x());
+    let value = if each_lane_own_value { a.get(t) } else { simd_max(a.get(t)) };
+    k.store(out.at(0u32), value); // @lanes_store
+    finish(k)
+}
+
+fn simd_max_publish_launch() -> Launch {
+    Launch::threads(32, 32, vec![ArgSpec::f32s(&crate::test_data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
+}
+
+/// A dot product of 64 elements by one threadgroup of two SIMD groups. The
+/// bug: `out[0] = out[0] + a[i] * b[i]` by every thread; the fix adds
+/// atomically.
+fn dot_product(atomic: bool) -> Kernel {
+    let mut k = KernelBuilder::new("dot_product");
+    let a = k.buffer("a", Type::U32, Access::Read);
+    let b = k.buffer("b", Type::U32, Access::Read);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    if atomic {
+        k.atomic(AtomicOp::Add, out.at(0u32), a.get(i) * b.get(i));
+    } else {
+        k.store(out.at(0u32), out.get(0u32) + a.get(i) * b.get(i)); // @dot_accumulate
+    }
+    finish(k)
+}
+
+fn dot_product_launch() -> Launch {
+    let v: Vec<u32> = (0..64).collect();
+    Launch::threads(64, 64, vec![ArgSpec::u32s(&v), ArgSpec::u32s(&v), ArgSpec::zeros(Type::U32, 1)])
+}
+
+/// Every thread counts itself in `count[0]` atomically; thread 0 of each
+/// threadgroup then records the count it sees in `seen[group]`. The bug:
+/// that read is a plain load; the fix reads atomically (an add of 0).
+fn counter_snapshot(atomic_read: bool) -> Kernel {
+    let mut k = KernelBuilder::new("counter_snapshot");
+    let count = k.buffer("count", Type::U32, Access::ReadWrite);
+    let seen = k.buffer("seen", Type::U32, Access::ReadWrite);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.atomic(AtomicOp::Add, count.at(0u32), 1u32); // @counter_add
+    k.if_(lid.eq(0u32), |k| {
+        let now = if atomic_read { k.atomic_fetch(AtomicOp::Add, count.at(0u32), 0u32) } else { k.let_("now", count.get(0u32)) }; // @counter_read
+        k.store(seen.at(threadgroup_position_in_grid().x()), now);
+    });
+    finish(k)
+}
+
+fn counter_snapshot_launch() -> Launch {
+    Launch::threads(128, 64, vec![ArgSpec::zeros(Type::U32, 1), ArgSpec::zeros(Type::U32, 2)])
 }
 
 // ------------------------------------------------------------ the corpus ---
@@ -934,6 +1066,40 @@ pub fn entries() -> Vec<Entry> {
             },
         },
         Entry {
+            name: "fused_dequant_staging_without_simdgroup_barrier",
+            class: "(b) SIMD-group race, matrix load",
+            description: "lanes 0–7 dequantise packed INT4 words into a per-SIMD-group 8×8 staging area (seed 002 §7.4) and the SIMD group reads it with simdgroup_load before a simdgroup_barrier",
+            buggy: Variant { kernel: || fused_dequant_staging(false), launch: dequant_launch },
+            fixed: Variant { kernel: || fused_dequant_staging(true), launch: dequant_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("stage"),
+                index: None,
+                at: site("body[4]", "stage_load"),
+                other: site("body[3].then[1].loop[0]", "stage_write"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "matrix_load_of_a_tile_staged_by_another_simdgroup",
+            class: "(a) threadgroup race, matrix load",
+            description: "the first SIMD group stages an 8×8 tile in threadgroup memory and every SIMD group loads it with simdgroup_load after only a simdgroup_barrier",
+            buggy: Variant { kernel: || shared_tile_load(false), launch: shared_tile_launch },
+            fixed: Variant { kernel: || shared_tile_load(true), launch: shared_tile_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: ThreadgroupRace,
+                variable: Some("tile"),
+                index: None,
+                at: site("body[5]", "tile_load"),
+                other: site("body[3].then[0]", "tile_write"),
+                with: &[],
+                may: &[UninitializedRead, OrderDependence],
+            },
+        },
+        Entry {
             name: "simd_shift_in_place",
             class: "(b) SIMD-group race, write after read",
             description: "each lane reads its right neighbour's slot and overwrites its own with no simdgroup_barrier between",
@@ -971,10 +1137,10 @@ pub fn entries() -> Vec<Entry> {
             name: "in_place_neighbour_update",
             class: "(c) device race, read after write across threadgroups",
             description: "data[i] += data[i - 1] in place: a threadgroup reads an element another threadgroup writes",
-            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19))]) },
+            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19))]) },
             fixed: Variant {
                 kernel: prefix_step_out_of_place,
-                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
+                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
             },
             validation: Validation::Passes,
             expected: || Expected {
@@ -984,7 +1150,9 @@ pub fn entries() -> Vec<Entry> {
                 at: site("body[2].then[0]", "inplace_read"),
                 other: site("body[3]", "inplace_write"),
                 with: &[],
-                may: &[OrderDependence],
+                // The same read of a neighbour's element races inside a
+                // threadgroup too: across SIMD groups and across lanes.
+                may: &[ThreadgroupRace, SimdgroupRace, OrderDependence],
             },
         },
         Entry {
@@ -1000,6 +1168,57 @@ pub fn entries() -> Vec<Entry> {
                 index: Some(0),
                 at: site("body[6].then[2]", "global_accumulate"),
                 other: site("body[6].then[2]", "global_accumulate"),
+                with: &[],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "simd_lanes_store_one_element",
+            class: "(i) device race inside a threadgroup, between lanes",
+            description: "out[0] = a[t] by the 32 lanes of one SIMD group: each lane stores a different value to one element",
+            buggy: Variant { kernel: || simd_max_publish(true), launch: simd_max_publish_launch },
+            fixed: Variant { kernel: || simd_max_publish(false), launch: simd_max_publish_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("out"),
+                index: Some(0),
+                at: site("body[1]", "lanes_store"),
+                other: site("body[1]", "lanes_store"),
+                with: &[],
+                may: &[],
+            },
+        },
+        Entry {
+            name: "dot_product_without_atomics",
+            class: "(i) device race inside a threadgroup, non-atomic read-modify-write",
+            description: "out[0] = out[0] + a[i] * b[i] by the 64 threads (two SIMD groups) of one threadgroup",
+            buggy: Variant { kernel: || dot_product(false), launch: dot_product_launch },
+            fixed: Variant { kernel: || dot_product(true), launch: dot_product_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: SimdgroupRace,
+                variable: Some("out"),
+                index: Some(0),
+                at: site("body[1]", "dot_accumulate"),
+                other: site("body[1]", "dot_accumulate"),
+                with: &[ThreadgroupRace],
+                may: &[OrderDependence],
+            },
+        },
+        Entry {
+            name: "atomic_counter_read_plainly",
+            class: "(i) mixed atomic and plain access",
+            description: "count[0] is incremented with atomic_add by every thread while thread 0 of each threadgroup reads it with a plain load",
+            buggy: Variant { kernel: || counter_snapshot(false), launch: counter_snapshot_launch },
+            fixed: Variant { kernel: || counter_snapshot(true), launch: counter_snapshot_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: MixedAtomic,
+                variable: Some("count"),
+                index: Some(0),
+                at: site("body[2].then[0]", "counter_read"),
+                other: site("body[1]", "counter_add"),
                 with: &[],
                 may: &[OrderDependence],
             },
@@ -1214,7 +1433,7 @@ pub fn entries() -> Vec<Entry> {
 // ------------------------------------------------------ the clean library ---
 
 fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
-    let mut args = vec![ArgSpec::f16s(&data(n as usize, 20))];
+    let mut args = vec![ArgSpec::f16s(&crate::test_data(n as usize, 20))];
     args.extend(extra);
     let size = match mode {
         Mode::Threads => n,
@@ -1231,13 +1450,13 @@ pub fn library() -> Vec<Case> {
         case("scale_vec4", seed000::scale_vec4, || {
             // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
             let half4 = Type::vector(Scalar::F16, 4);
-            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&data(4096, 21)) else { unreachable!("f16s makes a buffer") };
+            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&crate::test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
             Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
         }),
         case("row_sum", seed000::row_sum, || row_sum_launch(Mode::Threadgroups)),
         case("two_stage_reduction", seed000::two_stage_reduction, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("simd_broadcast_pattern", seed000::simd_broadcast_pattern, || {
             let n = 256;
@@ -1245,7 +1464,7 @@ pub fn library() -> Vec<Case> {
                 n,
                 256,
                 vec![
-                    ArgSpec::f32s(&data(n as usize, 23)),
+                    ArgSpec::f32s(&crate::test_data(n as usize, 23)),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::u32(3),
@@ -1254,18 +1473,17 @@ pub fn library() -> Vec<Case> {
         }),
         case("prefix_sum", seed000::prefix_sum, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("shuffle_stencil", seed000::shuffle_stencil, || {
-            // A multiple of 32: in a partial SIMD group the last lane's
-            // shuffle_down would read a lane that does not exist.
-            let n = 1024;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
+            // Not a multiple of 32: the last SIMD group is partial.
+            let n = 1000;
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("gemm_tiled", seed000::gemm_tiled, || {
             let (m, n, k) = (96u32, 130u32, 40u32);
             let grid = [n.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
-            let half = |len: u32, seed| ArgSpec::f16s(&data(len as usize, seed));
+            let half = |len: u32, seed| ArgSpec::f16s(&crate::test_data(len as usize, seed));
             Launch {
                 mode: Mode::Threadgroups,
                 size: grid,
@@ -1288,7 +1506,7 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 n,
                 reduce::PASS1_THREADS,
-                vec![ArgSpec::f32s(&data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
+                vec![ArgSpec::f32s(&crate::test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
             )
         }),
         case("reduce_final", reduce::reduce_final, || {
@@ -1296,12 +1514,12 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 reduce::PASS2_THREADS,
                 reduce::PASS2_THREADS,
-                vec![ArgSpec::f32s(&data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
+                vec![ArgSpec::f32s(&crate::test_data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
             )
         }),
         case("reduce_final_seed", reduce::reduce_final_seed, || {
             // The seed's pass 2 with a threadgroup it can have (256 threads, 8 SIMD groups).
-            Launch::threads(256, 256, vec![ArgSpec::f32s(&data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
+            Launch::threads(256, 256, vec![ArgSpec::f32s(&crate::test_data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
         }),
     ]
 }

@@ -118,7 +118,9 @@ pub fn prefix_sum() -> Kernel {
 
 /// Pattern 4: the 1-D stencil [0.25, 0.5, 0.25] through `simd_shuffle_up`
 /// and `simd_shuffle_down`. At the SIMD group's edges the shuffles return the
-/// lane's own value (as in Metal).
+/// lane's own value (as in Metal). The grid's last thread shuffles down by 0:
+/// when its SIMD group is partial the lane after it does not exist, and
+/// reading it would give an undefined value.
 pub fn shuffle_stencil() -> Kernel {
     let mut k = KernelBuilder::new("shuffle_stencil");
     let data = k.buffer("data", Type::F32, Access::Read);
@@ -126,7 +128,8 @@ pub fn shuffle_stencil() -> Kernel {
     let tid = k.let_("tid", thread_position_in_grid().x());
     let my_val = k.let_("my_val", data.get(tid));
     let left = k.let_("left", simd_shuffle_up(my_val, 1u32));
-    let right = k.let_("right", simd_shuffle_down(my_val, 1u32));
+    let right_delta = k.let_("right_delta", select(1u32, 0u32, (tid + 1u32).ge(threads_per_grid().x())));
+    let right = k.let_("right", simd_shuffle_down(my_val, right_delta));
     k.store(out.at(tid), 0.25f32 * left + 0.5f32 * my_val + 0.25f32 * right);
     finish(k)
 }

@@ -39,13 +39,19 @@
 //! ([`default_threads`]), 512 for the prefix sums (measured on the H100:
 //! `scan::DEFAULT_THREADS`), or [`Options::threads`] (a multiple of 32).
 //!
+//! # 4-bit weights
+//! [`quantize_weights`] and [`dequantize_weights`] convert on the host (FP4,
+//! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
+//! FP4/INT4 weights on the device and [`qmatmul`] computes `A · dequant(B)`
+//! with `A` an untyped f16 buffer ([`upload`]).
+//!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data
 //! ([`Entry::run`]) and a timing loop ([`Entry::bench`]), for `enigma run`
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, reduce, scan, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemv, norm, qmatmul, reduce, scan, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -54,6 +60,7 @@ use std::sync::{Arc, Mutex};
 
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
+pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 
 mod check;
@@ -72,6 +79,9 @@ pub enum Error {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Shape(#[from] ShapeError),
+    /// A 4-bit weight shape or buffer the formats cannot take.
+    #[error(transparent)]
+    Quant(#[from] QuantError),
     /// A buffer that does not fit the operation (too small, wrong type).
     #[error("{op}: {message}")]
     Argument { op: String, message: String },
@@ -95,10 +105,19 @@ pub struct Options {
     pub cache_rows: Option<bool>,
     /// Vector reductions: cap on pass-1 threadgroups.
     pub max_threadgroups: Option<u32>,
-    /// Vector reductions, GEMV and prefix sums: loads in flight per thread.
+    /// Vector reductions, GEMV and prefix sums: loads in flight per thread;
+    /// quantized matmul: packed words per loop iteration (4, 8 or 16).
     pub unroll: Option<u32>,
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
+    /// Quantized matmul: rows of `C` per threadgroup (1 … 8; default
+    /// `min(M, 8)`).
+    pub rows_per_threadgroup: Option<u32>,
+    /// Quantized matmul: columns per thread (1, 2 or 4: `uint`, `uint2`,
+    /// `uint4` weight loads; default the widest that divides N with
+    /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
+    /// per compute unit; `vectorize: Some(false)` means 1).
+    pub columns_per_thread: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
     /// compute unit; 1 = one threadgroup per head).
@@ -592,6 +611,66 @@ impl<'rt> Ops<'rt> {
         Ok(y)
     }
 
+    // ----- quantized matmul ---------------------------------------------
+
+    /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4,
+    /// seed 002's layout) and `A` an untyped buffer of `m × K` f16 values
+    /// ([`upload`]); `C` is `m × N` of `out` (f32 or f16), accumulated in f32.
+    pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "qmatmul";
+        quant::check_shape(w.format, w.k, w.n, w.group)?;
+        if let Some(t) = a.elem() {
+            return Err(arg_err(op, format!("`a` is a typed buffer of {t}; pass an untyped buffer of f16 (enigma_ops::upload), which the kernel reads as half4")));
+        }
+        if let Some(e) = self.options.elem.filter(|&e| e != Scalar::F16) {
+            return Err(arg_err(op, format!("`a` is read as f16, but the options ask for {e}")));
+        }
+        self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
+        self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
+        self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
+        let cols = match (self.options.columns_per_thread, self.options.vectorize) {
+            (Some(c), _) => Some(c),
+            (None, Some(false)) => Some(1),
+            (None, _) => None,
+        };
+        // On a GPU, default to enough column tiles for two threadgroups per
+        // compute unit (the simulator gains nothing from more).
+        let min_tiles = match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Simulator => 0,
+            _ => 2 * self.rt.device().compute_units,
+        };
+        let options = qmatmul::QmatmulOptions { rows: self.options.rows_per_threadgroup, cols, words: self.options.unroll, min_tiles };
+        let threads = self.options.threads.unwrap_or(qmatmul::DEFAULT_THREADS);
+        let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
+        if plan.cols > 1 {
+            let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes() % (elem * plan.cols) as usize == 0;
+            if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
+                return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
+            }
+        }
+        let c = self.output(out.scalar(), m * w.n)?;
+        self.launch(
+            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+            || plan.kernel(),
+            plan.dispatch,
+            &[
+                ("a4", Arg::from(a)),
+                ("b", Arg::from(&w.packed)),
+                ("b2", Arg::from(&w.packed)),
+                ("b4", Arg::from(&w.packed)),
+                ("scales", Arg::from(&w.scales)),
+                ("scales2", Arg::from(&w.scales)),
+                ("scales4", Arg::from(&w.scales)),
+                ("c", Arg::from(&c)),
+                ("m", Arg::u32(plan.m)),
+                ("n", Arg::u32(plan.n)),
+                ("k", Arg::u32(plan.k)),
+                ("group_words", Arg::u32(plan.group_words())),
+            ],
+        )?;
+        Ok(c)
+    }
+
     // ----- attention decode ---------------------------------------------
 
     #[allow(clippy::too_many_arguments)]
@@ -744,6 +823,49 @@ free_fns! {
     attention_decode / attention_decode_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
     /// Attention decode, fused.
     attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
+    /// `C = A · dequant(B)` for 4-bit weights.
+    qmatmul / qmatmul_with(a: &Buffer, w: &QuantizedWeights, m: usize, out: ElemType);
+}
+
+// ----- 4-bit weights ------------------------------------------------------
+
+/// 4-bit weights on a device, in seed 002's layout (see
+/// [`enigma_kernels::library::quant`]): `packed` holds `K/8 × N` u32 words,
+/// `scales` `K/group × N` f16 values, both untyped (so that the kernel can
+/// read them as vectors).
+#[derive(Debug)]
+pub struct QuantizedWeights {
+    pub format: QuantFormat,
+    pub k: usize,
+    pub n: usize,
+    pub group: usize,
+    pub packed: Buffer,
+    pub scales: Buffer,
+}
+
+impl QuantizedWeights {
+    /// Uploads a quantized matrix (FP4 or INT4; MLX's affine layout is not
+    /// one the kernel reads).
+    pub fn upload(rt: &Runtime, q: &QuantizedMatrix) -> Result<QuantizedWeights, Error> {
+        q.check()?;
+        if q.format.has_biases() {
+            return Err(arg_err("qmatmul", format!("the kernel reads fp4 or int4 in seed 002's layout, not {}", q.format)));
+        }
+        let packed: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let scales: Vec<u8> = q.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: upload_bytes(rt, scales)? })
+    }
+}
+
+/// Quantizes the `k × n` row-major f32 matrix `w` to `format` with `group`
+/// K values per scale (host side; see [`enigma_kernels::library::quant`]).
+pub fn quantize_weights(format: QuantFormat, w: &[f32], k: usize, n: usize, group: usize) -> Result<QuantizedMatrix, Error> {
+    Ok(quant::quantize(format, w, k, n, group)?)
+}
+
+/// The `k × n` row-major f32 matrix a quantized matrix stands for.
+pub fn dequantize_weights(q: &QuantizedMatrix) -> Result<Vec<f32>, Error> {
+    Ok(q.dequantize()?)
 }
 
 // ----- host data ----------------------------------------------------------
@@ -763,7 +885,12 @@ fn encode(elem: Scalar, values: &[f32]) -> Vec<u8> {
 /// i32 or u32), zero-padded to a multiple of 16 bytes so that it can be
 /// bound as a vector view.
 pub fn upload(rt: &Runtime, elem: Scalar, values: &[f32]) -> Result<Buffer, Error> {
-    let mut bytes = encode(elem, values);
+    upload_bytes(rt, encode(elem, values))
+}
+
+/// An untyped buffer holding `bytes`, zero-padded to a multiple of 16 bytes
+/// (so that it can be bound as a vector view).
+pub fn upload_bytes(rt: &Runtime, mut bytes: Vec<u8>) -> Result<Buffer, Error> {
     bytes.resize(bytes.len().div_ceil(16) * 16, 0);
     let buf = rt.buffer_bytes(bytes.len())?;
     buf.write_bytes(0, &bytes)?;

@@ -12,12 +12,14 @@
 //! ```
 
 use crate::check::{Rng, Tolerance};
-use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options};
+use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options, QuantizedWeights};
 use enigma_ir::Scalar;
-use enigma_kernels::library::{attention, elementwise, gemv, norm, reduce, scan, softmax, DType, ReduceOp};
+use enigma_kernels::library::quant::{self, Format};
+use enigma_kernels::library::{attention, elementwise, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
 use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::scan::ScanKind;
-use enigma_runtime::{Buffer, Runtime};
+use enigma_runtime::{Buffer, DeviceKind, Runtime};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,6 +163,16 @@ impl Entry {
         Ok(shape)
     }
 
+    /// Fails with [`RuntimeError::Allocation`] when the host memory a
+    /// checked run of `shape` holds at once (inputs, their f64 reference,
+    /// tolerances and the downloaded result: [`HOST_BYTES_PER_ELEMENT`] per
+    /// element of the shape) cannot be allocated.
+    fn check_host_memory(&self, shape: &[usize]) -> Result<(), Error> {
+        let elements: u128 = shape.iter().map(|&s| s as u128).product();
+        let what = format!("{}: host memory for a checked run of shape {shape:?}", self.name);
+        Ok(enigma_runtime::check_host_memory(&what, elements * HOST_BYTES_PER_ELEMENT)?)
+    }
+
     /// Runs once on random data of `shape` (empty: [`Entry::default_shape`])
     /// and checks the output against the f64 reference.
     pub fn run(&self, rt: &Runtime, shape: &[usize]) -> Result<CheckOutcome, Error> {
@@ -171,6 +183,7 @@ impl Entry {
     /// of 1.
     pub fn run_with(&self, rt: &Runtime, shape: &[usize], options: &Options) -> Result<CheckOutcome, Error> {
         let shape = self.shape(shape)?;
+        self.check_host_memory(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
         let ops = self.ops(rt, options, shape);
         let out = (case.run)(&ops)?;
@@ -198,6 +211,7 @@ impl Entry {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<BenchOutcome, Error> {
         let shape = self.shape(shape)?;
+        self.check_host_memory(shape)?;
         let case = (self.prepare)(rt, shape, 1)?;
         let ops = self.ops(rt, options, shape);
         let iters = iters.max(1);
@@ -246,6 +260,11 @@ impl Entry {
         })
     }
 }
+
+/// Host bytes a checked run holds per element of its shape: the f32 inputs
+/// (4), the f64 reference (8), its tolerances (16), the f64 result (8) and
+/// room for a second input or a quantized copy (12).
+const HOST_BYTES_PER_ELEMENT: u128 = 48;
 
 /// Parses `8192x8192` (or `8192,8192`) into a shape.
 pub fn parse_shape(text: &str) -> Result<Vec<usize>, Error> {
@@ -335,6 +354,9 @@ pub fn registry() -> Vec<Entry> {
     for dtype in DType::ALL {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
+    }
+    for format in [Format::Fp4, Format::Int4] {
+        out.push(qmatmul_entry(format));
     }
     out
 }
@@ -564,6 +586,60 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
             want,
             tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
             bytes: (2 * h * s * d + 2 * h * d) as u64 * size(dtype),
+        })
+    })
+}
+
+/// The group size the registry quantizes with: the largest of 128, 64, 32
+/// that divides `k`.
+fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
+    quant::GROUPS.iter().rev().copied().find(|g| k % g == 0).ok_or_else(|| Error::Argument {
+        op: name.to_string(),
+        message: format!("k = {k} is not a multiple of 32 (the smallest quantization group)"),
+    })
+}
+
+fn qmatmul_entry(format: Format) -> Entry {
+    let name = format!("qmatmul_{format}");
+    let description = format!(
+        "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in seed 002's [k/8][n] layout with f16 scales per group of 128 (64 or 32 when k needs), C f16, f32 accumulation; on a GPU each run reads the next of 200 MB of weight copies"
+    );
+    entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
+        let (m, n, k) = (shape[0], shape[1], shape[2]);
+        let group = registry_group(&name, k)?;
+        let mut rng = Rng::new(seed);
+        let (a, ab) = input(rt, DType::F16, &mut rng, m * k, -1.0, 1.0)?;
+        let q = quant::quantize(format, &rng.vec(k * n, -1.0, 1.0), k, n, group)?;
+        let w = q.dequantize()?;
+        // On a GPU, copies of the weights spanning four times a 50 MB L2,
+        // one per run in turn, so that timed runs read them from DRAM as a
+        // decode step does (one copy would stay in L2 between runs).
+        let weight_bytes = k * n / 2 + k / group * n * 2;
+        let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(weight_bytes).clamp(1, 64) };
+        let weights = (0..copies).map(|_| QuantizedWeights::upload(rt, &q)).collect::<Result<Vec<_>, Error>>()?;
+        let next = Cell::new(0usize);
+        let want = qmatmul::reference(&a, &w, m, n, k);
+        // f32 sums of k products (each exact in f32: an f16 times a
+        // 4-bit value times an f16 scale), then one rounding to f16.
+        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
+        let tols: Vec<Tolerance> = (0..m * n)
+            .map(|i| {
+                let (r, col) = (i / n, i % n);
+                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum();
+                rounded(DType::F16, abs * f32::EPSILON as f64 * levels, 0.0)
+            })
+            .collect();
+        let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
+        Ok(Case {
+            run: Box::new(move |ops| {
+                let i = next.get();
+                next.set(i + 1);
+                ops.qmatmul(&ab, &weights[i % weights.len()], m, DType::F16)
+            }),
+            out_elem: Scalar::F16,
+            want,
+            tol: Box::new(move |i| tols[i]),
+            bytes,
         })
     })
 }

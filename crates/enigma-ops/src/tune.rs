@@ -125,7 +125,14 @@ pub fn candidates(entry: &Entry, shape: &[usize], max_threads: u32) -> Vec<(Choi
     let name = entry.name.as_str();
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
-    let unrolls: Vec<Option<u32>> = if flat_reduction || gemv { vec![None, Some(2), Some(4), Some(8)] } else { vec![None] };
+    let unrolls: Vec<Option<u32>> = if flat_reduction || gemv {
+        vec![None, Some(2), Some(4), Some(8)]
+    } else if name.starts_with("qmatmul_") {
+        // Packed words per loop iteration (those not dividing the group's are skipped).
+        vec![None, Some(4), Some(8), Some(16)]
+    } else {
+        vec![None]
+    };
     let rows: Vec<Option<u32>> = if gemv { vec![None, Some(1), Some(2), Some(4)] } else { vec![None] };
     // The work one threadgroup can share: the row for row kernels (and the
     // head dimension's keys for attention), the whole vector otherwise.

@@ -7,22 +7,11 @@ use enigma_kernels::library::attention;
 use enigma_ops::{download, quantize, upload, ElemType, Options};
 use enigma_runtime::{Device, Runtime};
 
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(2654435761).wrapping_add(12345);
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            (state >> 8) as f32 / (1 << 24) as f32 * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn check(rt: &Runtime, dtype: ElemType, h: usize, s: usize, d: usize, splits: u32, sanitize: bool) {
-    let mut q = data(h * d, 1);
-    let mut k = data(h * s * d, 2);
-    let mut v = data(h * s * d, 3);
+    let mut q = enigma_kernels::test_data(h * d, 1);
+    let mut k = enigma_kernels::test_data(h * s * d, 2);
+    let mut v = enigma_kernels::test_data(h * s * d, 3);
     for x in [&mut q, &mut k, &mut v] {
         quantize(dtype, x);
     }

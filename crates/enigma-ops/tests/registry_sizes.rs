@@ -16,8 +16,14 @@ const ROWS: [[usize; 2]; 6] = [[3, 1], [5, 33], [2, 1000], [1, 4097], [2, 4096],
 /// (vectors, fewer than 32 per row), 33 (scalar only) and the largest head
 /// dimension, 1024 (8 register slots per lane with vectors, 32 without).
 const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128], [2, 40, 36], [1, 7, 33], [1, 3, 1024]];
+/// Quantized matmul `[m, n, k]`: one column, odd widths and a partial tile,
+/// one group of 32 (k = 32, 96) or 64, eight rows and two blocks of 8.
+const QMATMUL: [[usize; 3]; 6] = [[1, 1, 32], [3, 7, 64], [8, 33, 128], [1, 100, 96], [16, 12, 256], [2, 130, 32]];
 
 fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
+    if entry.name.starts_with("qmatmul_") {
+        return QMATMUL.iter().map(|s| s.to_vec()).collect();
+    }
     match entry.shape_names.len() {
         1 => FLAT.iter().map(|&n| vec![n]).collect(),
         2 => ROWS.iter().map(|s| s.to_vec()).collect(),
@@ -43,6 +49,7 @@ fn check(rt: &Runtime, entry: &Entry, shape: &[usize], options: &Options) -> Che
             }
         }
         n if n.starts_with("gemv_") => shape[0],
+        n if n.starts_with("qmatmul_") => shape[0] * shape[1],
         n if n.starts_with("attention_") => shape[0] * shape[2],
         _ => shape.iter().product(),
     };
@@ -65,9 +72,15 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             if !entry.name.starts_with("scale_vec4") {
                 let scalar = check(&rt, &entry, &shape, &Options { vectorize: Some(false), ..Options::default() });
                 assert!(!first_kernel(&scalar).contains("_vec4"), "{scalar}");
+                assert!(!entry.name.starts_with("qmatmul_") || first_kernel(&scalar).contains("_c1_"), "{scalar}");
             }
             let auto = check(&rt, &entry, &shape, &Options::default());
-            assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            if entry.name.starts_with("qmatmul_") {
+                // Vector loads are columns per thread: 2 or 4 where N allows.
+                assert_eq!(!first_kernel(&auto).contains("_c1_"), shape[1] % 2 == 0 && shape[0] <= 4, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else {
+                assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            }
             runs += 2;
         }
     }

@@ -51,6 +51,29 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     assert!(sum.iter().any(|(ch, _)| ch.unroll == Some(8)));
     let gemv = tune::candidates(&entry("gemv_f16"), &[300, 1000], 1024);
     assert_eq!(gemv.len(), tune::THREADS.len() * 16);
+    // The quantized matmul also tries packed words per loop iteration.
+    let q = tune::candidates(&entry("qmatmul_int4"), &[1, 64, 256], 1024);
+    assert_eq!(q.len(), tune::THREADS.len() * 4);
+    assert!(q.iter().any(|(ch, skip)| ch.unroll == Some(16) && skip.is_none()));
+}
+
+#[test]
+fn tuning_the_quantized_matmul_skips_words_that_do_not_divide_the_group() {
+    // k = 96 quantizes in groups of 32 (4 packed words): 8 and 16 words per
+    // iteration are shape errors, skipped with the reason; the rest run.
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let report = tune::tune(&entry("qmatmul_fp4"), &rt, &[2, 40, 96], Settings { warmup: 0, repeats: 1 }, &mut |_, _, _| {}).unwrap();
+    let skipped_words: Vec<&str> = report
+        .trials
+        .iter()
+        .filter_map(|t| match &t.outcome {
+            Outcome::Skipped { reason } if t.choice.threads <= 96 && t.choice.unroll.is_some_and(|u| u > 4) => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped_words.len(), 2 * 2, "32 and 64 threads, 8 and 16 words: {:?}", report.trials);
+    assert!(skipped_words.iter().all(|r| r.contains("divide the group's 4 words")), "{skipped_words:?}");
+    assert!(report.best.is_some());
 }
 
 #[test]

@@ -19,7 +19,7 @@
 //! ```
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
-pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, ThreadRef};
+pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, ThreadRef};
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
 
@@ -163,22 +163,34 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(storage), elem })
     }
 
-    /// A zeroed allocation, ordered on this runtime's stream when it has one.
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
-        match self.stream {
-            Some(stream) => self.backend.allocate_on_stream(bytes, stream),
-            None => self.backend.allocate(bytes),
-        }
-    }
-
     pub fn device(&self) -> &DeviceInfo {
         self.backend.info()
     }
 
     /// A buffer holding a copy of `data`.
     pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer, RuntimeError> {
-        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes_vec()).collect();
-        self.buffer_from_bytes(T::TYPE, &bytes)
+        let elem_bytes = T::TYPE.size_bytes() as usize;
+        // Not stream-ordered: the host writes below are synchronous.
+        let storage = self.backend.allocate(allocation_len(data.len() as u128 * elem_bytes as u128, Some(T::TYPE))?)?;
+        // Written in chunks, so no host copy of the whole buffer is made.
+        let mut chunk = Vec::with_capacity(CHUNK_ELEMENTS * elem_bytes);
+        for (i, part) in data.chunks(CHUNK_ELEMENTS).enumerate() {
+            chunk.clear();
+            chunk.extend(part.iter().flat_map(|x| x.to_le_bytes_vec()));
+            storage.write(i * CHUNK_ELEMENTS * elem_bytes, &chunk)?;
+        }
+        Ok(Buffer { storage: Arc::from(storage), elem: Some(T::TYPE) })
+    }
+
+    /// Zeroed device memory of `bytes` bytes (the size as asked for, which
+    /// may not fit `usize`) for elements of `elem` (named in the error),
+    /// ordered on this runtime's stream when it has one.
+    fn allocate(&self, bytes: u128, elem: Option<Type>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        let len = allocation_len(bytes, elem)?;
+        match self.stream {
+            Some(stream) => self.backend.allocate_on_stream(len, stream),
+            None => self.backend.allocate(len),
+        }
     }
 
     /// A buffer of `len` zeroed elements of `T`.
@@ -188,11 +200,7 @@ impl Runtime {
 
     /// A zeroed buffer of `len` elements of `elem` (e.g. `half4`).
     pub fn buffer_of_type(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
-        let bytes = len.checked_mul(elem.size_bytes() as usize).ok_or_else(|| RuntimeError::Backend {
-            backend: self.device().kind.name(),
-            message: format!("a buffer of {len} {elem} elements does not fit in memory"),
-        })?;
-        let storage = self.allocate(bytes)?;
+        let storage = self.allocate(len as u128 * elem.size_bytes() as u128, Some(elem))?;
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
@@ -211,9 +219,14 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(self.backend.allocate_uninit(len, self.stream)?), elem: None })
     }
 
+    /// A buffer of `len` zero bytes typed as elements of `elem`.
+    pub fn buffer_zeroed_bytes(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
+        Ok(Buffer { storage: Arc::from(self.allocate(len as u128, Some(elem))?), elem: Some(elem) })
+    }
+
     /// An untyped buffer of `len` zero bytes.
     pub fn buffer_bytes(&self, len: usize) -> Result<Buffer, RuntimeError> {
-        Ok(Buffer { storage: Arc::from(self.allocate(len)?), elem: None })
+        Ok(Buffer { storage: Arc::from(self.allocate(len as u128, None)?), elem: None })
     }
 
     /// Validates `kernel` against this device's limits and compiles it.
@@ -267,8 +280,33 @@ impl Runtime {
     }
 }
 
+/// Checks, before a run allocates them piece by piece, that `bytes` of host
+/// memory (the size as asked for, possibly more than `usize` holds) can be
+/// allocated now: a run sized by a user's numbers then fails with an error
+/// naming `what` instead of aborting part-way when one of its vectors
+/// cannot be allocated. The memory is released at once.
+pub fn check_host_memory(what: &str, bytes: u128) -> Result<(), RuntimeError> {
+    let len = usize::try_from(bytes).map_err(|_| RuntimeError::allocation(what, bytes))?;
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(len).map_err(|_| RuntimeError::allocation(what, bytes))
+}
+
 pub use enigma_backend::DispatchMode as Mode;
 pub use enigma_backend::DispatchOptions as Options;
+
+/// `bytes` as a `usize`, or the allocation error naming a buffer of `elem`.
+fn allocation_len(bytes: u128, elem: Option<Type>) -> Result<usize, RuntimeError> {
+    usize::try_from(bytes).map_err(|_| {
+        let what = match elem {
+            Some(elem) => format!("a buffer of {elem} elements"),
+            None => "a buffer".to_string(),
+        };
+        RuntimeError::allocation(what, bytes)
+    })
+}
+
+/// Elements [`Runtime::buffer_from`] converts per write.
+const CHUNK_ELEMENTS: usize = 1 << 16;
 
 /// Device memory.
 #[derive(Clone, Debug)]
@@ -288,7 +326,10 @@ impl Buffer {
     }
 
     pub fn read_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
-        let mut out = vec![0u8; self.len_bytes()];
+        let len = self.len_bytes();
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| RuntimeError::allocation("a host copy of a buffer", len as u128))?;
+        out.resize(len, 0);
         self.storage.read(0, &mut out)?;
         Ok(out)
     }
@@ -298,7 +339,8 @@ impl Buffer {
     }
 
     /// Copies `out.len()` bytes from `offset` into `out` (on a GPU, after
-    /// the work queued on the device has finished).
+    /// the work queued on the device has finished): e.g. memory a front end
+    /// allocated for the result, so no other copy is made.
     pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
         self.storage.read(offset, out)
     }

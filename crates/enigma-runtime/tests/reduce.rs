@@ -4,18 +4,6 @@
 use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, Runtime, RuntimeError};
 
-fn data(n: usize) -> Vec<f32> {
-    // A deterministic pseudo-random sequence in [-1, 1).
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn two_pass(rt: &Runtime, a: &[f32]) -> f32 {
     let n = a.len() as u32;
@@ -35,7 +23,7 @@ fn two_pass(rt: &Runtime, a: &[f32]) -> f32 {
 fn two_pass_reduction_matches_the_f64_reference_for_awkward_sizes() {
     let rt = Runtime::new(Device::Auto).unwrap();
     for n in [1usize, 31, 33, 255, 256, 1000, 4097, 1 << 20] {
-        let a = data(n);
+        let a = enigma_kernels::test_data(n, 7);
         let got = two_pass(&rt, &a) as f64;
         let want = reduce::reference_sum(&a);
         assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
@@ -45,7 +33,7 @@ fn two_pass_reduction_matches_the_f64_reference_for_awkward_sizes() {
 #[test]
 fn pass1_partials_are_the_sums_of_each_threadgroup_slice() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let a = data(1000);
+    let a = enigma_kernels::test_data(1000, 7);
     let input = rt.buffer_from(&a).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4).unwrap();
     let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
@@ -77,7 +65,7 @@ fn strided_vec4_pass1_then_pass2_matches_the_reference() {
     use enigma_ir::{Scalar, Type};
     let rt = Runtime::new(Device::Sim).unwrap();
     for (n, groups) in [(4usize, 1u32), (4096, 3), (1 << 16, 8)] {
-        let a = data(n);
+        let a = enigma_kernels::test_data(n, 7);
         let bytes: Vec<u8> = a.iter().flat_map(|x| x.to_le_bytes()).collect();
         let input = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &bytes).unwrap();
         let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
@@ -99,7 +87,7 @@ fn strided_vec4_pass1_then_pass2_matches_the_reference() {
 #[test]
 fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let a = data(5000);
+    let a = enigma_kernels::test_data(5000, 7);
     rt.begin_batch().unwrap();
     let got = two_pass(&rt, &a) as f64;
     assert_eq!(rt.end_batch().unwrap(), None);

@@ -18,7 +18,7 @@ use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Expected,
 use enigma_runtime::{Arg, Buffer, Device, Finding, FindingKind, Mode, Options, Runtime, RuntimeError, Severity, SpecValues};
 
 fn sanitize() -> Options {
-    Options { sanitize: true, schedules: 0 }
+    Options { sanitize: true, schedules: 0, ..Default::default() }
 }
 
 fn mode(m: corpus::Mode) -> Mode {
@@ -33,6 +33,7 @@ fn kind(k: Kind) -> FindingKind {
         Kind::ThreadgroupRace => FindingKind::ThreadgroupRace,
         Kind::SimdgroupRace => FindingKind::SimdgroupRace,
         Kind::DeviceRace => FindingKind::DeviceRace,
+        Kind::MixedAtomic => FindingKind::MixedAtomic,
         Kind::UninitializedRead => FindingKind::UninitializedRead,
         Kind::InactiveLaneRead => FindingKind::InactiveLaneRead,
         Kind::DivergentBarrier => FindingKind::DivergentBarrier,
@@ -87,7 +88,7 @@ fn run_unvalidated(kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, Run
         launch.size,
         launch.threads_per_threadgroup,
     )?;
-    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0 })?;
+    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() })?;
     Ok(report.findings)
 }
 
@@ -224,10 +225,15 @@ corpus_tests! {
     simd_totals_one_slot,
     histogram_without_atomics,
     lane0_write_without_simdgroup_barrier,
+    fused_dequant_staging_without_simdgroup_barrier,
+    matrix_load_of_a_tile_staged_by_another_simdgroup,
     simd_shift_in_place,
     output_indexed_by_thread_in_threadgroup,
     in_place_neighbour_update,
     global_sum_without_atomics,
+    simd_lanes_store_one_element,
+    dot_product_without_atomics,
+    atomic_counter_read_plainly,
     stencil_halo_never_loaded,
     partials_read_by_every_lane,
     shuffle_inside_branch,

@@ -7,7 +7,7 @@ use enigma_kernels::reduce;
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError};
 
 fn sanitize() -> Options {
-    Options { sanitize: true, schedules: 0 }
+    Options { sanitize: true, schedules: 0, ..Default::default() }
 }
 
 fn pass1(with_barrier: bool) -> Kernel {

@@ -10,8 +10,9 @@
 
 use crate::exec::{Env, Fault, SimdGroup, Stop, TgPlace, LANES};
 use crate::memory::{Words, POISON_WORD};
+use crate::program::Inst;
 use crate::sanitizer::{TgTracker, Who};
-use enigma_backend::{DispatchGeometry, DispatchMode, RuntimeError};
+use enigma_backend::{DispatchGeometry, DispatchMode, RuntimeError, StopReason};
 use enigma_ir::Kernel;
 use rayon::prelude::*;
 
@@ -57,6 +58,9 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
             },
             |scratch, linear| {
                 let place = place_of(linear);
+                if let Some(reason) = env.limits.stop_now() {
+                    return Some(Failure::Stopped { reason, location: format!("the start of threadgroup {}", fmt3(place.position)) });
+                }
                 let result = run_threadgroup(env, place, linear, schedule, scratch);
                 if let (Some(dispatch), Some(t)) = (env.tracker, scratch.tracker.as_mut()) {
                     dispatch.collect(kernel, program, &place, linear, full, &place_of, &mut t.raw);
@@ -67,8 +71,17 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
         .find_map_first(|e| e);
     match error {
         None => Ok(()),
-        Some(message) => Err(RuntimeError::Execution { kernel: kernel.name.clone(), message }),
+        Some(Failure::Error(message)) => Err(RuntimeError::Execution { kernel: kernel.name.clone(), message }),
+        Some(Failure::Stopped { reason, location }) => Err(RuntimeError::Stopped { kernel: kernel.name.clone(), location, reason }),
     }
+}
+
+/// Why a threadgroup did not finish.
+enum Failure {
+    /// An error of the kernel, described.
+    Error(String),
+    /// The dispatch was stopped (budget, timeout, interrupt) at `location`.
+    Stopped { reason: StopReason, location: String },
 }
 
 /// The order in which SIMD groups run in one phase (between two barriers).
@@ -90,7 +103,7 @@ fn order(n: usize, schedule: u32, linear: u64, phase: u32) -> Vec<usize> {
     v
 }
 
-fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scratch: &mut Scratch) -> Result<(), String> {
+fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scratch: &mut Scratch) -> Result<(), Failure> {
     let n = tg.threads().div_ceil(LANES as u32) as usize;
     scratch.tg_mem.fill(POISON_WORD);
     if let Some(t) = scratch.tracker.as_mut() {
@@ -142,12 +155,12 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                 return Ok(());
             }
             if let Some(&(_, other_pc, _)) = other_barrier {
-                return Err(format!(
+                return Err(Failure::Error(format!(
                     "threads of threadgroup {} wait at different threadgroup barriers: {} and {}; every thread must reach the same barrier",
                     fmt3(tg.position),
                     site,
                     self::site(env, other_pc)
-                ));
+                )));
             }
             let example = absent
                 .map(|(w, returned)| {
@@ -160,16 +173,22 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                     )
                 })
                 .unwrap_or_default();
-            return Err(format!(
+            return Err(Failure::Error(format!(
                 "threadgroup_barrier at {site} reached by {arrived} of the {} threads of threadgroup {}{example}; a barrier must be reached by every thread of the threadgroup",
                 tg.threads(),
                 fmt3(tg.position),
-            ));
+            )));
         }
         if let Some(t) = scratch.tracker.as_mut() {
             t.epoch += 1;
             for e in t.simd_epochs.iter_mut() {
                 *e += 1;
+            }
+            if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { device: true, .. })) {
+                t.device_epoch += 1;
+                for e in t.simd_device_epochs.iter_mut() {
+                    *e += 1;
+                }
             }
         }
         for (i, s) in stops.iter().enumerate() {
@@ -188,9 +207,12 @@ fn site(env: &Env<'_>, pc: u32) -> String {
     program.sites.get(program.site_of[pc as usize] as usize).map(|s| s.to_string()).unwrap_or_default()
 }
 
-fn describe_fault(env: &Env<'_>, tg: &TgPlace, sg: &SimdGroup, fault: &Fault) -> String {
+fn describe_fault(env: &Env<'_>, tg: &TgPlace, sg: &SimdGroup, fault: &Fault) -> Failure {
+    if let Some(reason) = &fault.stop {
+        return Failure::Stopped { reason: reason.clone(), location: format!("the loop at {}", site(env, fault.pc)) };
+    }
     let linear = sg.index * LANES as u32 + fault.lane;
-    format!(
+    Failure::Error(format!(
         "{} by thread {} (threadgroup {}, SIMD group {}, lane {}) at {}",
         fault.message,
         fmt3(tg.grid_position(linear, env.threadgroup_size)),
@@ -198,6 +220,6 @@ fn describe_fault(env: &Env<'_>, tg: &TgPlace, sg: &SimdGroup, fault: &Fault) ->
         sg.index,
         fault.lane,
         site(env, fault.pc)
-    )
+    ))
 }
 

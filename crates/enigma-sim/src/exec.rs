@@ -14,8 +14,11 @@ use crate::memory::Words;
 use crate::sanitizer::{AccessKind, DispatchTracker, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
-use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, Scalar, Type};
-use std::sync::atomic::Ordering::Relaxed;
+use enigma_backend::StopReason;
+use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, Type};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Lanes per SIMD group, as an array length.
 pub const LANES: usize = enigma_ir::limits::SIMD_WIDTH as usize;
@@ -35,6 +38,36 @@ pub struct Env<'a> {
     pub threadgroup_size: [u32; 3],
     /// Dispatch-wide sanitizer state, in sanitizer mode.
     pub tracker: Option<&'a DispatchTracker>,
+    /// When the dispatch must stop: step budget, deadline, cancel flag.
+    pub limits: &'a Limits,
+}
+
+/// The ways out of a dispatch that does not end by itself, checked at
+/// every loop back-edge (the only place a kernel can run forever).
+#[derive(Debug, Default)]
+pub struct Limits {
+    /// Loop iterations one SIMD group may run.
+    pub max_loop_iterations: Option<u64>,
+    /// The wall-clock deadline, with the timeout it came from.
+    pub deadline: Option<(Instant, f64)>,
+    /// Raised from outside (Ctrl-C) to stop the dispatch.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Back-edges between two looks at the clock and the cancel flag (a power of two).
+const CHECK_EVERY: u64 = 1024;
+
+impl Limits {
+    /// Why the dispatch must stop now, if it must (the budget aside).
+    pub fn stop_now(&self) -> Option<StopReason> {
+        if self.cancel.as_ref().is_some_and(|c| c.load(Relaxed)) {
+            return Some(StopReason::Interrupted);
+        }
+        match self.deadline {
+            Some((deadline, seconds)) if Instant::now() >= deadline => Some(StopReason::Timeout { seconds }),
+            _ => None,
+        }
+    }
 }
 
 impl<'a> Env<'a> {
@@ -51,6 +84,7 @@ impl<'a> Env<'a> {
             threadgroups_per_grid: self.threadgroups_per_grid,
             threadgroup_size: self.threadgroup_size,
             tracker,
+            limits: self.limits,
         }
     }
 }
@@ -85,6 +119,9 @@ pub struct Fault {
     pub pc: u32,
     pub lane: u32,
     pub message: String,
+    /// Set when the fault is a stop (budget, timeout, interrupt) rather
+    /// than an error of the kernel.
+    pub stop: Option<StopReason>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -114,6 +151,8 @@ pub struct SimdGroup {
     pub returned_at: [u32; LANES],
     pub pc: u32,
     frames: Vec<Frame>,
+    /// Loop back-edges taken since [`SimdGroup::reset`].
+    iterations: u64,
 }
 
 #[inline(always)]
@@ -150,6 +189,7 @@ impl SimdGroup {
             returned_at: [0; LANES],
             pc: 0,
             frames: Vec::with_capacity(8),
+            iterations: 0,
         }
     }
 
@@ -164,6 +204,7 @@ impl SimdGroup {
         self.exited = 0;
         self.pc = 0;
         self.frames.clear();
+        self.iterations = 0;
         let simdgroups = threads.div_ceil(LANES as u32);
         // Positions of the 32 lanes in the threadgroup, computed once.
         let mut local = [[0u32; 3]; LANES];
@@ -331,7 +372,7 @@ impl SimdGroup {
                         self.regs[dst as usize + c] = [0; LANES];
                     }
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "read", &mut san, AccessKind::Read, 0)? else {
                             continue;
                         };
                         for c in 0..elem.width() as usize {
@@ -346,7 +387,9 @@ impl SimdGroup {
                     let count = len / stride;
                     let comp_bytes = elem.elem().size_bytes() as usize;
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write)? else {
+                        // What the lane stores, as one word (for the sanitizer's same-value test).
+                        let value = (0..elem.width() as usize).fold(0u64, |h, c| h.rotate_left(17) ^ self.regs[src as usize + c][l]);
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "write", &mut san, AccessKind::Write, value)? else {
                             continue;
                         };
                         for c in 0..elem.width() as usize {
@@ -360,7 +403,7 @@ impl SimdGroup {
                     let idx = self.regs[index as usize];
                     let val = self.regs[value as usize];
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic, 0)? else {
                             continue;
                         };
                         let old = atomic_rmw(words.word(i * 4), op, ty, val[l]);
@@ -374,7 +417,7 @@ impl SimdGroup {
                     let count = len / 4;
                     let idx = self.regs[index as usize];
                     for l in lanes_of(self.active) {
-                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic)? else {
+                        let Some(i) = self.checked_index(env, pc, l, mem, idx[l], index_ty, count, "atomic access", &mut san, AccessKind::Atomic, 0)? else {
                             continue;
                         };
                         let (e, d) = (self.regs[expected as usize][l] as u32, self.regs[desired as usize][l] as u32);
@@ -434,7 +477,20 @@ impl SimdGroup {
                         }
                     }
                 }
-                Inst::LoopBack { head_pc } => self.pc = head_pc,
+                Inst::LoopBack { head_pc } => {
+                    self.pc = head_pc;
+                    self.iterations += 1;
+                    let limits = env.limits;
+                    let stop = match limits.max_loop_iterations {
+                        Some(budget) if self.iterations > budget => Some(StopReason::StepBudget { budget }),
+                        _ if self.iterations & (CHECK_EVERY - 1) == 0 => limits.stop_now(),
+                        _ => None,
+                    };
+                    if let Some(stop) = stop {
+                        let lane = self.active.trailing_zeros();
+                        return Err(Fault { pc, lane, message: stop.to_string(), stop: Some(stop) });
+                    }
+                }
                 Inst::LoopEnd => {
                     let Some(Frame::Loop { saved, .. }) = self.frames.pop() else {
                         unreachable!("LoopEnd pops the frame its LoopBegin pushed")
@@ -469,14 +525,33 @@ impl SimdGroup {
                         return Ok(Stop::Done);
                     }
                 }
-                Inst::Barrier { scope } => {
+                Inst::Barrier { scope, device } => {
                     if scope == BarrierScope::Threadgroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
                     if let Some(t) = san.as_deref_mut() {
                         t.simd_epochs[self.index as usize] += 1;
+                        if device {
+                            t.simd_device_epochs[self.index as usize] += 1;
+                        }
                     }
                 }
+                Inst::LaneTable { dst, ref values } => self.regs[dst as usize] = **values,
+                Inst::WholeSimdgroup { op } => {
+                    if self.active != u32::MAX {
+                        let lane = (!self.active).trailing_zeros();
+                        return Err(Fault {
+                            pc,
+                            lane,
+                            message: format!(
+                                "`{op}` needs every lane of the SIMD group, but lane {lane} is inactive here ({} of 32 active; a partial SIMD group at the edge of the threadgroup, or divergent control flow)",
+                                self.active.count_ones()
+                            ),
+                            stop: None,
+                        });
+                    }
+                }
+                Inst::MatrixMultiply { a, b, acc, dst, a_ty, b_ty, out } => self.matrix_multiply(a, b, acc, dst, a_ty, b_ty, out),
             }
         }
     }
@@ -499,6 +574,7 @@ impl SimdGroup {
         what: &str,
         san: &mut Option<&mut TgTracker>,
         kind: AccessKind,
+        value: u64,
     ) -> Result<Option<usize>, Fault> {
         let who = Who { simdgroup: self.index, lane: lane as u32, pc };
         let Some(i) = element_index(raw, index_ty, count) else {
@@ -514,14 +590,9 @@ impl SimdGroup {
             match mem {
                 MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
                 MemRef::Buffer(param) => {
-                    if let Some(other) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
-                        t.raw.push(crate::sanitizer::Raw {
-                            kind: enigma_backend::FindingKind::DeviceRace,
-                            mem: Some(mem),
-                            index: Some(i as u64),
-                            who,
-                            other: Some(other),
-                        });
+                    t.device_access(param, i, who, kind, value);
+                    if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
+                        t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other) });
                     }
                 }
             }
@@ -563,6 +634,7 @@ impl SimdGroup {
             pc,
             lane: lane as u32,
             message: format!("out-of-bounds {what} of {kernel_mem}[{index}]: it holds {count} elements"),
+            stop: None,
         }
     }
 
@@ -589,7 +661,7 @@ impl SimdGroup {
             (BinaryOp::Eq, Scalar::U32) => lanes!(|x, y| (x == y) as u64),
             (BinaryOp::Div | BinaryOp::Rem, t) if t.is_int() => {
                 for l in lanes_of(self.active) {
-                    d[l] = ops::binary(op, ty, a[l], b[l]).map_err(|m| Fault { pc, lane: l as u32, message: m.into() })?;
+                    d[l] = ops::binary(op, ty, a[l], b[l]).map_err(|m| Fault { pc, lane: l as u32, message: m.into(), stop: None })?;
                 }
             }
             _ => {
@@ -614,6 +686,41 @@ impl SimdGroup {
                 let mut buf = [0u8; 8];
                 buf[..ts].copy_from_slice(&bytes[c * ts..(c + 1) * ts]);
                 self.regs[dst as usize + c][l] = ops::norm(to.elem(), u64::from_le_bytes(buf));
+            }
+        }
+    }
+
+    /// `dst = a·b (+ acc)` for the whole SIMD group: the reference
+    /// semantics of SIMD-group matrix multiplication. Each output element is
+    /// computed in f32: starting from the accumulator's element (or 0), it
+    /// adds `a[r][k]·b[k][c]` for k = 0, 1, … with one fused multiply-add
+    /// each, then rounds once to the output's element type. (f16 and bf16
+    /// products are exact in f32, so only the additions round.)
+    #[allow(clippy::too_many_arguments)]
+    fn matrix_multiply(&mut self, a: Reg, b: Reg, acc: Option<Reg>, dst: Reg, a_ty: MatrixType, b_ty: MatrixType, out: MatrixType) {
+        let gather = |regs: &[Lanes], base: Reg, ty: MatrixType| -> Vec<f32> {
+            let mut m = vec![0f32; ty.rows() as usize * ty.cols() as usize];
+            for lane in 0..LANES as u32 {
+                for i in 0..ty.per_lane() {
+                    if let Some((r, c)) = ty.reference_coord(lane, i) {
+                        m[(r * ty.cols() as u32 + c) as usize] = ops::f32_of(ty.elem(), regs[(base + i) as usize][lane as usize]);
+                    }
+                }
+            }
+            m
+        };
+        let (ma, mb) = (gather(&self.regs, a, a_ty), gather(&self.regs, b, b_ty));
+        let mc = acc.map(|c| gather(&self.regs, c, out));
+        let (k_len, cols) = (a_ty.cols() as usize, out.cols() as usize);
+        for lane in 0..LANES as u32 {
+            for i in 0..out.per_lane() {
+                let Some((r, c)) = out.reference_coord(lane, i) else { continue };
+                let (r, c) = (r as usize, c as usize);
+                let mut sum = mc.as_ref().map_or(0.0, |m| m[r * cols + c]);
+                for k in 0..k_len {
+                    sum = ma[r * k_len + k].mul_add(mb[k * cols + c], sum);
+                }
+                self.regs[(dst + i) as usize][lane as usize] = ops::from_f32(out.elem(), sum);
             }
         }
     }

@@ -7,7 +7,9 @@
 //! rayon pool. Threadgroup memory starts filled with [`memory::POISON_WORD`].
 //! Out-of-bounds accesses, integer division by zero and barriers not reached
 //! by the whole threadgroup are errors naming the kernel, the thread and the
-//! IR location — never a panic, never a hang.
+//! IR location — never a panic. A kernel that never ends is stopped by the
+//! dispatch's step budget, timeout or cancel flag
+//! ([`enigma_backend::DispatchOptions`]), with an error naming the loop.
 
 mod dispatch;
 mod exec;
@@ -23,14 +25,22 @@ use enigma_backend::{
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
 use std::any::Any;
+use std::sync::Mutex;
 use std::time::Instant;
 
 pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
 
-/// The simulator as a [`Backend`].
+/// The simulator as a [`Backend`]. Each dispatch in flight runs its
+/// threadgroups on a worker pool of its own (pools are made when no idle
+/// one is left and kept for the next dispatches), so a long or runaway
+/// dispatch never holds up another: neither another runtime's nor one on
+/// the same runtime from another thread (front ends share one runtime per
+/// device).
 #[derive(Debug)]
 pub struct SimBackend {
     info: DeviceInfo,
+    /// Idle worker pools.
+    pools: Mutex<Vec<rayon::ThreadPool>>,
 }
 
 impl Default for SimBackend {
@@ -53,7 +63,25 @@ impl SimBackend {
                 memory_bytes: None,
                 features: enigma_ir::capabilities::all_features(),
             },
+            pools: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Runs `work` on an idle worker pool of this backend (a new one if
+    /// every pool is busy), which is idle again afterwards.
+    fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, RuntimeError> {
+        let idle = self.pools.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pool = match idle {
+            Some(pool) => pool,
+            None => rayon::ThreadPoolBuilder::new()
+                .num_threads(self.info.compute_units as usize)
+                .thread_name(|i| format!("enigma-sim-{i}"))
+                .build()
+                .map_err(|e| RuntimeError::Backend { backend: "simulator", message: format!("cannot start the worker threads: {e}") })?,
+        };
+        let result = pool.install(work);
+        self.pools.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
+        Ok(result)
     }
 }
 
@@ -89,7 +117,7 @@ impl Backend for SimBackend {
     }
 
     fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
-        Ok(Box::new(SimBuffer::new(bytes)))
+        Ok(Box::new(SimBuffer::try_new(bytes)?))
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
@@ -128,6 +156,11 @@ impl Backend for SimBackend {
                 }
             }
         }
+        let limits = exec::Limits {
+            max_loop_iterations: options.max_loop_iterations,
+            deadline: options.timeout.map(|t| (start + t, t.as_secs_f64())),
+            cancel: options.cancel.clone(),
+        };
         let env = exec::Env {
             program: &sim.program,
             buffers,
@@ -136,13 +169,15 @@ impl Backend for SimBackend {
             threadgroups_per_grid: geometry.threadgroups,
             threadgroup_size: geometry.threads_per_threadgroup,
             tracker: None,
+            limits: &limits,
         };
-        let findings = if options.sanitize {
-            self.sanitized(sim, &env, geometry, options)?
-        } else {
-            dispatch::run_dispatch(&sim.kernel, &env, geometry, 0)?;
-            vec![]
-        };
+        let findings = self.on_pool(|| {
+            if options.sanitize {
+                self.sanitized(sim, &env, geometry, options)
+            } else {
+                dispatch::run_dispatch(&sim.kernel, &env, geometry, 0).map(|()| vec![])
+            }
+        })??;
         Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings })
     }
 }
@@ -160,9 +195,17 @@ impl SimBackend {
         let buffers = &env.buffers;
         let kernel = &sim.kernel;
         let schedules = if options.schedules == 0 { 3 } else { options.schedules };
-        let snapshot = |bufs: &[Option<(&memory::Words, usize)>]| -> Vec<Option<Vec<u32>>> {
+        // Copies of every buffer (the inputs, schedule 0's results): sizes the
+        // user chose, so their allocation is fallible.
+        let snapshot = |bufs: &[Option<(&memory::Words, usize)>]| -> Result<Vec<Option<Vec<u32>>>, RuntimeError> {
             bufs.iter()
-                .map(|b| b.map(|(w, _)| w.0.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed)).collect()))
+                .map(|b| {
+                    b.map(|(w, len)| {
+                        let mut words = w.0.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed));
+                        memory::try_filled(w.0.len(), || words.next().unwrap_or(0), len as u128, "the sanitizer's copy of a buffer")
+                    })
+                    .transpose()
+                })
                 .collect()
         };
         let restore = |saved: &[Option<Vec<u32>>]| {
@@ -174,7 +217,7 @@ impl SimBackend {
                 }
             }
         };
-        let inputs = snapshot(buffers);
+        let inputs = snapshot(buffers)?;
         let sizes: Vec<Option<usize>> = buffers.iter().map(|b| b.map(|(_, len)| len)).collect();
         let mut findings: Vec<Finding> = vec![];
         let mut first_results: Option<Vec<Option<Vec<u32>>>> = None;
@@ -196,7 +239,7 @@ impl SimBackend {
                     }
                     return Err(e);
                 }
-                let results = snapshot(buffers);
+                let results = snapshot(buffers)?;
                 if let Some(first) = &first_results {
                     if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
                         if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
@@ -206,7 +249,7 @@ impl SimBackend {
                 }
                 continue;
             }
-            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes);
+            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes)?;
             dispatch::run_dispatch(kernel, &env.with_tracker(Some(&tracker)), geometry, schedule)?;
             {
                 for param in &sim.info.written_buffers {
@@ -230,7 +273,7 @@ impl SimBackend {
                     findings.push(f);
                 }
             }
-            first_results = Some(snapshot(buffers));
+            first_results = Some(snapshot(buffers)?);
         }
         if let Some(first) = &first_results {
             restore(first);

@@ -23,6 +23,12 @@ impl Words {
         Words((0..len_bytes.div_ceil(4)).map(|_| AtomicU32::new(fill)).collect())
     }
 
+    /// Like [`Words::new`] for sizes a user chose: an allocation that fails
+    /// is an error naming `what` and the size, not an abort.
+    pub fn try_new(len_bytes: usize, fill: u32, what: &str) -> Result<Words, RuntimeError> {
+        Ok(Words(try_filled(len_bytes.div_ceil(4), || AtomicU32::new(fill), len_bytes as u128, what)?.into_boxed_slice()))
+    }
+
     /// Reads a scalar of `ty` at a byte offset aligned to its size.
     #[inline(always)]
     pub fn read(&self, offset: usize, ty: Scalar) -> u64 {
@@ -73,8 +79,9 @@ pub struct SimBuffer {
 }
 
 impl SimBuffer {
-    pub fn new(len_bytes: usize) -> SimBuffer {
-        SimBuffer { words: Words::new(len_bytes, 0), len_bytes }
+    /// A zeroed buffer; failing to allocate it is [`RuntimeError::Allocation`].
+    pub fn try_new(len_bytes: usize) -> Result<SimBuffer, RuntimeError> {
+        Ok(SimBuffer { words: Words::try_new(len_bytes, 0, "a simulator buffer")?, len_bytes })
     }
 }
 
@@ -125,6 +132,15 @@ impl BufferStorage for SimBuffer {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// `len` values made by `make`, in a vector whose allocation may fail: the
+/// error names `what` and `bytes`, the size as the caller asked for it.
+pub fn try_filled<T>(len: usize, make: impl FnMut() -> T, bytes: u128, what: &str) -> Result<Vec<T>, RuntimeError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| RuntimeError::allocation(what, bytes))?;
+    v.resize_with(len, make);
+    Ok(v)
 }
 
 fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeError> {

@@ -50,7 +50,17 @@ pub enum Inst {
     Break,
     Continue,
     Return,
-    Barrier { scope: BarrierScope },
+    /// `device`: the barrier's flags order device memory (`mem_device`).
+    Barrier { scope: BarrierScope, device: bool },
+    /// Each lane's own constant (a matrix element's row, column or
+    /// diagonal flag in the reference lane map).
+    LaneTable { dst: Reg, values: Box<[u64; 32]> },
+    /// Fails the dispatch unless every lane of the SIMD group is active:
+    /// `op` (a matrix operation) needs the whole SIMD group.
+    WholeSimdgroup { op: &'static str },
+    /// `dst = a·b (+ acc)` over the SIMD group's matrix registers (see
+    /// `exec::matrix_multiply` for the order and precision).
+    MatrixMultiply { a: Reg, b: Reg, acc: Option<Reg>, dst: Reg, a_ty: MatrixType, b_ty: MatrixType, out: MatrixType },
 }
 
 /// A builtin component the program reads, and the register it lives in.
@@ -121,7 +131,7 @@ struct Operand {
 impl Operand {
     /// Register of component `i`, splatting scalars.
     fn comp(self, i: u8) -> Reg {
-        if self.ty.width() == 1 {
+        if self.ty.registers() == 1 {
             self.reg
         } else {
             self.reg + i as Reg
@@ -160,7 +170,7 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
     }
     for local in &kernel.locals {
         l.local_regs.push(l.next_fixed);
-        l.next_fixed += local.ty.width() as Reg;
+        l.next_fixed += local.ty.registers();
     }
     l.temp_base = l.next_fixed;
     l.temp_top = l.temp_base;
@@ -205,9 +215,9 @@ impl Lowering<'_> {
         self.code.len() as u32
     }
 
-    fn temp(&mut self, width: u8) -> Reg {
+    fn temp(&mut self, regs: u32) -> Reg {
         let r = self.temp_top;
-        self.temp_top += width as Reg;
+        self.temp_top += regs;
         self.max_reg = self.max_reg.max(self.temp_top);
         r
     }
@@ -242,8 +252,8 @@ impl Lowering<'_> {
     }
 
     fn copy_into(&mut self, dst: Reg, src: Operand) {
-        for i in 0..src.ty.width() {
-            self.emit(Inst::Copy { dst: dst + i as Reg, src: src.comp(i) });
+        for i in 0..src.ty.registers() {
+            self.emit(Inst::Copy { dst: dst + i, src: src.comp(i as u8) });
         }
     }
 
@@ -350,17 +360,58 @@ impl Lowering<'_> {
             StmtKind::Return => {
                 self.emit(Inst::Return);
             }
-            StmtKind::Barrier { scope, .. } => {
-                self.emit(Inst::Barrier { scope: *scope });
+            StmtKind::Barrier { scope, flags } => {
+                let device = matches!(flags, MemFlags::Device | MemFlags::DeviceAndThreadgroup);
+                self.emit(Inst::Barrier { scope: *scope, device });
+            }
+            StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
+                let v = self.expr(value);
+                let Some(ty) = v.ty.as_matrix() else { return };
+                self.emit(Inst::WholeSimdgroup { op: "simdgroup_store" });
+                let elem = Type::scalar(ty.elem());
+                for (i, index) in self.matrix_indices(ty, offset, stride, *transpose).into_iter().enumerate() {
+                    self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg + i as Reg, index, index_ty: Scalar::U32 });
+                }
             }
         }
+    }
+
+    /// A register holding each lane's own value of `f(lane)`.
+    fn lane_table(&mut self, f: impl Fn(u32) -> u64) -> Reg {
+        let dst = self.temp(1);
+        let values: Box<[u64; 32]> = Box::new(std::array::from_fn(|lane| f(lane as u32)));
+        self.emit(Inst::LaneTable { dst, values });
+        dst
+    }
+
+    /// For each element of a lane's share of a `ty` tile, a register with its
+    /// memory index: `offset + row·stride + col` (transposed: `offset +
+    /// col·stride + row`), in the reference lane map.
+    fn matrix_indices(&mut self, ty: MatrixType, offset: &Expr, stride: &Expr, transpose: bool) -> Vec<Reg> {
+        let o = self.snapshot(offset);
+        let s = self.snapshot(stride);
+        (0..ty.per_lane())
+            .map(|i| {
+                let coord = move |lane: u32, column: bool| {
+                    let (r, c) = ty.reference_coord(lane, i).unwrap_or((0, 0));
+                    (if column != transpose { c } else { r }) as u64
+                };
+                let major = self.lane_table(move |lane| coord(lane, false));
+                let minor = self.lane_table(move |lane| coord(lane, true));
+                let t = self.temp(1);
+                self.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: t, a: major, b: s.reg });
+                self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: t, a: t, b: minor });
+                self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: t, a: t, b: o.reg });
+                t
+            })
+            .collect()
     }
 
     /// Evaluates `e` into a register of its own, so later assignments to a
     /// variable it reads do not change it (loop bounds are evaluated once).
     fn snapshot(&mut self, e: &Expr) -> Operand {
         let v = self.expr(e);
-        let dst = self.temp(v.ty.width());
+        let dst = self.temp(v.ty.registers());
         self.copy_into(dst, v);
         Operand { reg: dst, ty: v.ty }
     }
@@ -399,13 +450,13 @@ impl Lowering<'_> {
             Expr::Load { mem, index } => {
                 let i = self.expr(index);
                 let elem = self.elem_of(*mem);
-                let dst = self.temp(elem.width());
+                let dst = self.temp(elem.registers());
                 self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.elem() });
                 Operand { reg: dst, ty: elem }
             }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(a.ty.width());
+                let dst = self.temp(a.ty.registers());
                 for i in 0..a.ty.width() {
                     self.emit(Inst::Unary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i) });
                 }
@@ -415,7 +466,7 @@ impl Lowering<'_> {
                 let a = self.expr(lhs);
                 let b = self.expr(rhs);
                 let width = a.ty.width().max(b.ty.width());
-                let dst = self.temp(width);
+                let dst = self.temp(width as u32);
                 for i in 0..width {
                     self.emit(Inst::Binary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
                 }
@@ -426,7 +477,7 @@ impl Lowering<'_> {
             Expr::Call { func, args } => self.call(*func, args),
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(to.width());
+                let dst = self.temp(to.registers());
                 for i in 0..to.width() {
                     self.emit(Inst::Convert { from: a.ty.elem(), to: to.elem(), dst: dst + i as Reg, a: a.comp(i) });
                 }
@@ -434,13 +485,13 @@ impl Lowering<'_> {
             }
             Expr::Bitcast { to, arg } => {
                 let a = self.expr(arg);
-                let dst = self.temp(to.width());
+                let dst = self.temp(to.registers());
                 self.emit(Inst::Bitcast { from: a.ty, to: *to, dst, src: a.reg });
                 Operand { reg: dst, ty: *to }
             }
             Expr::Vector { ty, components } => {
                 let comps: Vec<Operand> = components.iter().map(|c| self.expr(c)).collect();
-                let dst = self.temp(ty.width());
+                let dst = self.temp(ty.registers());
                 for i in 0..ty.width() {
                     let src = if comps.len() == 1 { comps[0].reg } else { comps[i as usize].reg };
                     self.emit(Inst::Copy { dst: dst + i as Reg, src });
@@ -450,6 +501,60 @@ impl Lowering<'_> {
             Expr::Extract { arg, index } => {
                 let a = self.expr(arg);
                 Operand { reg: a.reg + *index as Reg, ty: Type::scalar(a.ty.elem()) }
+            }
+            Expr::MatrixFill { ty, value, diagonal } => {
+                let v = self.expr(value);
+                self.emit(Inst::WholeSimdgroup { op: "make_filled_simdgroup_matrix" });
+                let dst = self.temp(ty.per_lane());
+                let zero = self.temp(1);
+                self.emit(Inst::Const { dst: zero, bits: 0 });
+                for i in 0..ty.per_lane() {
+                    if *diagonal {
+                        let ty = *ty;
+                        let on_diagonal = self.lane_table(move |lane| ty.reference_coord(lane, i).is_some_and(|(r, c)| r == c) as u64);
+                        let args = [zero, v.reg, on_diagonal];
+                        self.emit(Inst::Call { func: Intrinsic::Select, ty: ty.elem(), dst: dst + i, args });
+                    } else {
+                        self.emit(Inst::Copy { dst: dst + i, src: v.reg });
+                    }
+                }
+                Operand { reg: dst, ty: Type::Matrix(*ty) }
+            }
+            Expr::MatrixLoad { ty, mem, offset, stride, transpose } => {
+                self.emit(Inst::WholeSimdgroup { op: "simdgroup_load" });
+                let indices = self.matrix_indices(*ty, offset, stride, *transpose);
+                let dst = self.temp(ty.per_lane());
+                let elem = Type::scalar(ty.elem());
+                for (i, index) in indices.into_iter().enumerate() {
+                    self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst: dst + i as Reg, index, index_ty: Scalar::U32 });
+                }
+                Operand { reg: dst, ty: Type::Matrix(*ty) }
+            }
+            Expr::MatrixMultiply { a, b, acc } => {
+                let a = self.snapshot(a);
+                let b = self.snapshot(b);
+                let acc = acc.as_ref().map(|c| self.snapshot(c));
+                self.emit(Inst::WholeSimdgroup { op: "simdgroup_multiply_accumulate" });
+                let (Some(a_ty), Some(b_ty)) = (a.ty.as_matrix(), b.ty.as_matrix()) else { return a };
+                let out = match acc.and_then(|c| c.ty.as_matrix()) {
+                    Some(c) => c,
+                    None => MatrixType::new(a_ty.elem(), a_ty.rows(), b_ty.cols()),
+                };
+                let dst = self.temp(out.per_lane());
+                self.emit(Inst::MatrixMultiply { a: a.reg, b: b.reg, acc: acc.map(|c| c.reg), dst, a_ty, b_ty, out });
+                Operand { reg: dst, ty: Type::Matrix(out) }
+            }
+            Expr::MatrixElement { matrix, index } => {
+                let m = self.expr(matrix);
+                Operand { reg: m.reg + *index as Reg, ty: Type::scalar(m.ty.elem()) }
+            }
+            Expr::MatrixCoord { ty, index, column } => {
+                let (ty, index, column) = (*ty, *index as u32, *column);
+                let reg = self.lane_table(move |lane| {
+                    let (r, c) = ty.reference_coord(lane, index).unwrap_or((0, 0));
+                    (if column { c } else { r }) as u64
+                });
+                Operand { reg, ty: Type::U32 }
             }
         }
     }
@@ -465,7 +570,7 @@ impl Lowering<'_> {
             let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
             // Validated IR: the rule holds; the fallback is never taken.
             let ty = enigma_ir::typing::call(func, &types).unwrap_or(a.ty);
-            let dst = self.temp(ty.width());
+            let dst = self.temp(ty.registers());
             for i in 0..ty.width() {
                 let b_reg = b.map(|b| b.reg).unwrap_or(0);
                 self.emit(Inst::Simd { func, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b_reg });
@@ -476,7 +581,7 @@ impl Lowering<'_> {
         // Validated IR: the rule holds; the fallback is never taken.
         let ty = enigma_ir::typing::call(func, &types).unwrap_or(ops[0].ty);
         let width = ty.width();
-        let dst = self.temp(width);
+        let dst = self.temp(width as u32);
         for i in 0..width {
             let mut regs = [0; 3];
             for (slot, o) in regs.iter_mut().zip(&ops) {

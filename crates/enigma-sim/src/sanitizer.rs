@@ -10,15 +10,23 @@
 //! * Device memory: each element remembers the threadgroup that wrote it and
 //!   the one(s) that read it; two threadgroups of one dispatch writing one
 //!   element, or one reading what another writes, is a device race — there is
-//!   no order between threadgroups. Atomic accesses are never races.
+//!   no order between threadgroups. Inside a threadgroup, the elements it
+//!   touches get the threadgroup-memory rules with the epochs of barriers
+//!   that order device memory (`mem_flags::mem_device`): two SIMD groups, or
+//!   two lanes of one, storing different values to one element or one
+//!   writing what the other read is a race (stores of one value by every
+//!   lane are not). Atomics never race with atomics; an element accessed
+//!   both atomically and plainly by different threads (of one threadgroup
+//!   between barriers, or of two threadgroups) is a mixed atomic access.
 //! * Coverage: elements of written buffers that no thread wrote.
 //!
 //! Findings are grouped by (kind, variable, both instructions) so one bug
 //! yields one finding with a count.
 
 use crate::exec::{TgPlace, LANES};
+use crate::memory::try_filled;
 use crate::program::{MemRef, Program};
-use enigma_backend::{Finding, FindingKind, Severity, ThreadRef};
+use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, ThreadRef};
 use enigma_ir::{Kernel, ParamKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -77,9 +85,32 @@ struct Cell {
     r_other_lane: bool,
 }
 
+/// A device element's accesses inside the threadgroup being run.
+#[derive(Clone, Copy, Debug)]
+struct DevCell {
+    /// The last write (or atomic) and its epochs; `w_value` identifies what
+    /// a plain write stored.
+    w: Option<(Who, u32, u32)>,
+    w_value: u64,
+    w_atomic: bool,
+    /// The first read of the current epoch, with its epochs, and whether
+    /// other SIMD groups / other lanes read it since.
+    r: Option<(Who, u32, u32)>,
+    /// The first reader of the epoch that is another thread than `r`.
+    r_second: Option<Who>,
+    r_other_sg: bool,
+    r_other_lane: bool,
+}
+
 /// Per-threadgroup shadow state, reused across threadgroups by a worker.
 #[derive(Debug)]
 pub struct TgTracker {
+    /// Device elements this threadgroup touched, by (parameter, element).
+    device: HashMap<(u32, usize), DevCell>,
+    /// Epoch of barriers ordering device memory (`mem_device`).
+    pub device_epoch: u32,
+    /// Per SIMD group, the epoch of SIMD-group barriers ordering device memory.
+    pub simd_device_epochs: Vec<u32>,
     cells: Vec<Cell>,
     /// First cell of each threadgroup array.
     offsets: Vec<usize>,
@@ -106,7 +137,17 @@ impl TgTracker {
             offsets.push(n);
             n += arr.len as usize;
         }
-        TgTracker { cells: vec![Cell::default(); n], offsets, epoch: 1, simd_epochs: vec![], raw: vec![], linear: 0 }
+        TgTracker {
+            device: HashMap::new(),
+            device_epoch: 1,
+            simd_device_epochs: vec![],
+            cells: vec![Cell::default(); n],
+            offsets,
+            epoch: 1,
+            simd_epochs: vec![],
+            raw: vec![],
+            linear: 0,
+        }
     }
 
     pub fn reset(&mut self, linear: u64, simdgroups: usize) {
@@ -114,7 +155,80 @@ impl TgTracker {
         self.epoch = 1;
         self.simd_epochs.clear();
         self.simd_epochs.resize(simdgroups, 1);
+        self.device.clear();
+        self.device_epoch = 1;
+        self.simd_device_epochs.clear();
+        self.simd_device_epochs.resize(simdgroups, 1);
         self.linear = linear;
+    }
+
+    /// Records an access by one lane to element `index` of buffer `param`
+    /// (a store of `value`, for writes) and reports what races inside
+    /// this threadgroup.
+    pub fn device_access(&mut self, param: u32, index: usize, who: Who, kind: AccessKind, value: u64) {
+        let mem = MemRef::Buffer(param);
+        let (epoch, simd_epoch) = (self.device_epoch, self.simd_device_epochs[who.simdgroup as usize]);
+        let same_thread = |a: Who| a.simdgroup == who.simdgroup && a.lane == who.lane;
+        let c = *self.device.entry((param, index)).or_insert(DevCell {
+            w: None,
+            w_value: 0,
+            w_atomic: false,
+            r: None,
+            r_second: None,
+            r_other_sg: false,
+            r_other_lane: false,
+        });
+        // A reader to name beside `who`: another thread than `who` where one read.
+        let reader = |r: Who| if same_thread(r) { c.r_second.unwrap_or(r) } else { r };
+        let write = c.w.filter(|w| w.1 == epoch);
+        let read = c.r.filter(|r| r.1 == epoch);
+        let found = match kind {
+            AccessKind::Read => match write {
+                Some((w, _, _)) if c.w_atomic && !same_thread(w) => Some((FindingKind::MixedAtomic, w)),
+                Some((w, _, _)) if !c.w_atomic && w.simdgroup != who.simdgroup => Some((FindingKind::ThreadgroupRace, w)),
+                Some((w, _, w_simd)) if !c.w_atomic && w.lane != who.lane && w_simd == simd_epoch => Some((FindingKind::SimdgroupRace, w)),
+                _ => None,
+            },
+            AccessKind::Write => match (write, read) {
+                (Some((w, _, _)), _) if c.w_atomic && !same_thread(w) => Some((FindingKind::MixedAtomic, w)),
+                (Some((w, _, _)), _) if w.simdgroup != who.simdgroup && c.w_value != value => Some((FindingKind::ThreadgroupRace, w)),
+                (_, Some((r, _, _))) if r.simdgroup != who.simdgroup || c.r_other_sg => Some((FindingKind::ThreadgroupRace, reader(r))),
+                (Some((w, _, w_simd)), _) if w.lane != who.lane && w_simd == simd_epoch && c.w_value != value => {
+                    Some((FindingKind::SimdgroupRace, w))
+                }
+                (_, Some((r, _, r_simd))) if r_simd == simd_epoch && (r.lane != who.lane || c.r_other_lane) && r.pc != who.pc => {
+                    Some((FindingKind::SimdgroupRace, reader(r)))
+                }
+                _ => None,
+            },
+            AccessKind::Atomic => match (write, read) {
+                (Some((w, _, _)), _) if !c.w_atomic && !same_thread(w) => Some((FindingKind::MixedAtomic, w)),
+                (_, Some((r, _, _))) if !same_thread(r) || c.r_other_sg || c.r_other_lane => Some((FindingKind::MixedAtomic, reader(r))),
+                _ => None,
+            },
+        };
+        if let Some((kind, other)) = found {
+            self.report(kind, mem, index, who, Some(Other::Thread(other)));
+        }
+        let cell = self.device.get_mut(&(param, index)).expect("inserted above");
+        match kind {
+            AccessKind::Read if read.is_none() => {
+                *cell = DevCell { r: Some((who, epoch, simd_epoch)), r_second: None, r_other_sg: false, r_other_lane: false, ..*cell };
+            }
+            AccessKind::Read => {
+                let (r, _, r_simd) = read.expect("matched above");
+                if cell.r_second.is_none() && !same_thread(r) {
+                    cell.r_second = Some(who);
+                }
+                cell.r_other_sg |= r.simdgroup != who.simdgroup;
+                cell.r_other_lane |= r.lane != who.lane || r_simd != simd_epoch;
+            }
+            AccessKind::Write | AccessKind::Atomic => {
+                cell.w = Some((who, epoch, simd_epoch));
+                cell.w_value = value;
+                cell.w_atomic = kind == AccessKind::Atomic;
+            }
+        }
     }
 
     fn report(&mut self, kind: FindingKind, mem: MemRef, index: usize, who: Who, other: Option<Other>) {
@@ -205,14 +319,16 @@ impl TgTracker {
 }
 
 /// Shadow of one device buffer: per element, the last write, the first
-/// read, and the first read by another threadgroup than that one — each an
-/// [`Access`] packed into a word, 0 for none. (A second writing threadgroup
-/// is a race, reported when it writes.)
+/// read, the first read by another threadgroup than that one, and the first
+/// atomic access — each an [`Access`] packed into a word, 0 for none. (A
+/// second writing threadgroup is a race, reported when it writes.)
 #[derive(Debug)]
 struct DeviceShadow {
     writer: Box<[AtomicU64]>,
     reader: Box<[AtomicU64]>,
     reader2: Box<[AtomicU64]>,
+    /// The first atomic access.
+    atomic: Box<[AtomicU64]>,
 }
 
 /// An access packed into a `u64`: the threadgroup's linear index + 1 in the
@@ -249,7 +365,9 @@ pub struct DispatchTracker {
 
 impl DispatchTracker {
     /// Shadows for every buffer argument, sized in elements.
-    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>]) -> DispatchTracker {
+    /// The shadows take 32 bytes per element of buffers the user sized, so
+    /// failing to allocate them is an error, not an abort.
+    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>]) -> Result<DispatchTracker, RuntimeError> {
         let device = kernel
             .params
             .iter()
@@ -257,25 +375,41 @@ impl DispatchTracker {
             .map(|(p, bytes)| match (p.kind, bytes) {
                 (ParamKind::Buffer { elem, .. }, Some(bytes)) => {
                     let n = bytes / elem.size_bytes() as usize;
-                    let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
-                    Some(DeviceShadow { writer: zeros(), reader: zeros(), reader2: zeros() })
+                    let zeros = || {
+                        try_filled(n, || AtomicU64::new(0), n as u128 * 8, "the sanitizer's shadow of a buffer").map(Vec::into_boxed_slice)
+                    };
+                    Ok(Some(DeviceShadow { writer: zeros()?, reader: zeros()?, reader2: zeros()?, atomic: zeros()? }))
                 }
-                _ => None,
+                _ => Ok(None),
             })
-            .collect();
-        DispatchTracker { device, grouped: Mutex::new(HashMap::new()) }
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(DispatchTracker { device, grouped: Mutex::new(HashMap::new()) })
     }
 
     /// Records a device access by thread `thread` of threadgroup `linear`;
-    /// returns the access of another threadgroup it races with. The shadow
+    /// returns what it races with in another threadgroup: a device race, or
+    /// a mixed atomic access (an atomic and a plain access). The shadow
     /// words change through atomic read-modify-writes where two threadgroups
     /// running at once could otherwise hide each other's access.
-    pub fn device_access(&self, param: u32, index: usize, linear: u64, thread: u32, pc: u32, kind: AccessKind) -> Option<Other> {
-        if kind == AccessKind::Atomic {
-            return None;
-        }
+    pub fn device_access(&self, param: u32, index: usize, linear: u64, thread: u32, pc: u32, kind: AccessKind) -> Option<(FindingKind, Other)> {
         let shadow = self.device[param as usize].as_ref()?;
         let me = Access::new(linear, thread, pc);
+        let foreign = |a: Access| a.group() != 0 && a.group() != me.group();
+        if kind == AccessKind::Atomic {
+            let _ = shadow.atomic[index].compare_exchange(0, me.0, Relaxed, Relaxed);
+            return [&shadow.writer, &shadow.reader, &shadow.reader2]
+                .into_iter()
+                .map(|r| Access(r[index].load(Relaxed)))
+                .find(|a| foreign(*a))
+                .map(|a| (FindingKind::MixedAtomic, a.other()));
+        }
+        let atomic = Access(shadow.atomic[index].load(Relaxed));
+        let race = self.plain_access(shadow, index, me, kind).map(|o| (FindingKind::DeviceRace, o));
+        race.or_else(|| foreign(atomic).then(|| (FindingKind::MixedAtomic, atomic.other())))
+    }
+
+    /// The cross-threadgroup race rules of plain accesses.
+    fn plain_access(&self, shadow: &DeviceShadow, index: usize, me: Access, kind: AccessKind) -> Option<Other> {
         let foreign = |a: Access| a.group() != 0 && a.group() != me.group();
         match kind {
             AccessKind::Read => {
@@ -361,7 +495,11 @@ impl DispatchTracker {
                 }
                 None => (None, None),
             };
-            let key = (r.kind, r.mem, r.who.pc, pc_b);
+            // A mixed access is one bug whichever side came first: one group.
+            let key = match (r.kind, pc_b) {
+                (FindingKind::MixedAtomic, Some(b)) => (r.kind, r.mem, r.who.pc.min(b), Some(r.who.pc.max(b))),
+                _ => (r.kind, r.mem, r.who.pc, pc_b),
+            };
             let make = || make_finding(kernel, program, r, thread_ref(program, tg, full, r.who), other.clone());
             match grouped.get_mut(&key) {
                 Some((shown, f)) => {
@@ -412,7 +550,9 @@ fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> Thre
     let linear = who.simdgroup * LANES as u32 + who.lane;
     let (location, source) = site(program, who.pc);
     ThreadRef {
-        grid: Some(tg.grid_position(linear, full)),
+        // A lane past the threadgroup's last thread (a shuffle's source in a
+        // partial SIMD group) has no position in the grid.
+        grid: (linear < tg.threads()).then(|| tg.grid_position(linear, full)),
         threadgroup: tg.position,
         simdgroup: Some(who.simdgroup),
         lane: Some(who.lane),
@@ -426,7 +566,20 @@ fn make_finding(kernel: &Kernel, program: &Program, r: Raw, first: ThreadRef, se
     let var = variable.clone().unwrap_or_default();
     let a = first.location.clone();
     let b = second.as_ref().map(|s| s.location.clone()).unwrap_or_default();
+    let device = matches!(r.mem, Some(MemRef::Buffer(_)));
     let (message, hint) = match r.kind {
+        FindingKind::ThreadgroupRace if device => (
+            format!("two SIMD groups of one threadgroup access device buffer `{var}`, at least one writing, with no threadgroup_barrier(mem_flags::mem_device) between (at {b} and {a})"),
+            format!("add threadgroup_barrier(mem_flags::mem_device) between the access at {b} and the access at {a}, give each thread its own element, or use an atomic"),
+        ),
+        FindingKind::SimdgroupRace if device => (
+            format!("two lanes of one SIMD group access device buffer `{var}`, one storing a value the other does not see or overwrites (at {b} and {a})"),
+            format!("give each lane its own element, or combine the lanes first (simd_sum, …) and let one lane write; an update shared by threads needs an atomic (at {a})"),
+        ),
+        FindingKind::MixedAtomic => (
+            format!("`{var}` is updated atomically and also read or written plainly by another thread, with no barrier between (at {b} and {a}); the plain access races with the atomic"),
+            "access the element only through atomics in this dispatch, or move the plain access to another dispatch".into(),
+        ),
         FindingKind::ThreadgroupRace => (
             format!("two SIMD groups access `{var}` with no threadgroup_barrier between (at {b} and {a})"),
             format!("add threadgroup_barrier(mem_flags::mem_threadgroup) between the access at {b} and the access at {a}"),

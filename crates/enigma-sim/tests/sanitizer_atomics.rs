@@ -29,7 +29,7 @@ fn sanitize(kernel: &Kernel, inits: &[Vec<u8>], grid: u32, tg: u32) -> (Vec<Find
     let args: Vec<ArgValue<'_>> = storages.iter().map(|s| ArgValue::Buffer { storage: s.as_ref(), elem: None }).collect();
     let geometry =
         enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, [grid, 1, 1], [tg, 1, 1]).unwrap();
-    let report = backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0 }).unwrap();
+    let report = backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() }).unwrap();
     let outputs = storages
         .iter()
         .map(|s| {

@@ -28,7 +28,7 @@ fn run(kernel: &Kernel, with_n: bool, mode: DispatchMode, size: u32, tg: u32, n:
     let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, mode, [size, 1, 1], [tg, 1, 1])
         .map_err(|e| e.to_string())?;
     backend
-        .dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 1 })
+        .dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 1, ..Default::default() })
         .map(|r| r.findings)
         .map_err(|e| e.to_string())
 }

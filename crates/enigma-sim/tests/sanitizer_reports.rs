@@ -22,7 +22,7 @@ fn sanitize(kernel: &Kernel, sizes: &[usize], grid: u32, tg: u32) -> Vec<Finding
     let args: Vec<ArgValue<'_>> = storages.iter().map(|s| ArgValue::Buffer { storage: s.as_ref(), elem: None }).collect();
     let geometry =
         enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, [grid, 1, 1], [tg, 1, 1]).unwrap();
-    backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0 }).unwrap().findings
+    backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() }).unwrap().findings
 }
 
 #[test]

@@ -45,7 +45,7 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
         enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, case.grid, case.threads)
             .map_err(|e| show(&e))?;
     let report = backend
-        .dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 0 })
+        .dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 0, ..Default::default() })
         .map_err(|e| show(&e))?;
     // Output elements of threads that returned early stay unwritten (a
     // coverage warning, expected); anything else is a generator or simulator bug.

@@ -104,7 +104,7 @@ fn bad_input_is_an_error_not_a_panic() {
     fails(&["run", "gemv", "--shape", "100000x100000", "--device", "sim"], "more than 2^32 - 1 elements");
     fails(&["run", "softmax", "--threads", "100", "--device", "sim"], "threadgroup size 100 is not a multiple of 32");
     fails(&["run", "softmax", "--device", "tpu"], "unknown device");
-    fails(&["bench", "sum_f32", "--repeats", "0", "--device", "sim"], "--repeats must be at least 1");
+    fails(&["bench", "sum_f32", "--repeats", "0", "--device", "sim"], "0 is not between 1 and 10000");
     fails(&["bench", "nope", "--device", "sim"], "unknown kernel `nope`");
 }
 
@@ -135,4 +135,30 @@ fn bench_reports_times_and_bandwidth() {
     assert!(lines[0].starts_with("device: sim"), "{text}");
     assert!(lines[1].starts_with("kernel") && lines[1].contains("GB/s (best)"), "{text}");
     assert!(lines[3].starts_with("softmax_f32  2x64") && lines[3].contains(" wall ") && lines[3].ends_with(" ok"), "{text}");
+}
+
+/// Sizes from the command line that no machine holds fail with an error
+/// naming the size (exit 2), not an abort (issue 18, defect 1). The address
+/// space is capped at 4 GiB so the result does not depend on the machine.
+#[cfg(target_os = "linux")]
+#[test]
+fn oversized_runs_are_errors_not_aborts() {
+    let cases: [&[&str]; 5] = [
+        &["run", "scale", "--n", "2000000000", "--device", "sim"],
+        &["run", "sum_f32", "--shape", "4294967295", "--device", "sim"],
+        &["run", "softmax_f32", "--shape", "65535x65535", "--device", "sim"],
+        &["bench", "gemv_f16", "--shape", "65535x65535", "--device", "sim"],
+        &["check", "reduce", "--n", "4294967295"],
+    ];
+    for args in cases {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 4194304 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_enigma"))
+            .args(args)
+            .output()
+            .expect("run the enigma binary");
+        assert_eq!(out.status.code(), Some(2), "enigma {args:?}: {}{}", stdout(&out), stderr(&out));
+        assert!(stderr(&out).contains("cannot allocate") && stderr(&out).contains(" bytes"), "enigma {args:?}: {}", stderr(&out));
+    }
 }

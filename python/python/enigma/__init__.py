@@ -75,7 +75,7 @@ from ._runtime import MetalRuntime, asarray, empty, synchronize
 from . import ops
 from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
-from ._types import DType
+from ._types import DType, MatrixType, simdgroup_matrix
 
 __version__ = _enigma.__version__
 
@@ -85,7 +85,7 @@ globals().update(_INTRINSICS)
 
 __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
-     "MetalRuntime", "SanitizerError", "asarray", "buffer", "compile", "compile_ir", "constant", "empty", "fast",
-     "kernel", "synchronize"]
+     "MatrixType", "MetalRuntime", "SanitizerError", "asarray", "buffer", "compile", "compile_ir", "constant", "empty",
+     "fast", "kernel", "simdgroup_matrix", "synchronize"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )

@@ -31,7 +31,7 @@ import types as _pytypes
 from . import _enigma
 from . import _lang
 from ._lang import Builtin, BufferParam, ConstantParam, Intrinsic
-from ._types import DType, f32, i32, i64, u32, u64, bool_, parse_type, rank
+from ._types import DType, MatrixType, f32, i32, i64, u32, u64, bool_, parse_type, rank
 
 CompileError = _enigma.CompileError
 
@@ -205,6 +205,13 @@ def _default_type(value) -> DType:
     return f32
 
 
+def _short(value: int) -> str:
+    """An int for a message: its digits, or its size when it has many."""
+    if value.bit_length() <= 128:
+        return str(value)
+    return f"a {value.bit_length()}-bit integer"
+
+
 def _c_div(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
@@ -248,9 +255,19 @@ _COMPONENTS = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 # The compiler
 # ---------------------------------------------------------------------------
 
+# The deepest nesting of expressions and blocks together a kernel may have:
+# the IR's (its text form reads 128 levels; enigma_ir::text::MAX_NESTING).
+MAX_NESTING = 128
+_TOO_DEEP = (
+    f"expressions and blocks are nested more than {MAX_NESTING} levels deep here (the IR's limit); "
+    "split the expression with intermediate variables or flatten the branches"
+)
+
+
 class KernelCompiler:
     def __init__(self, fn):
         self.fn = fn
+        self.depth = 0  # expressions and blocks being compiled, nested
         self.file = fn.__code__.co_filename
         self.kernel_name_py = fn.__name__
         try:
@@ -309,6 +326,10 @@ class KernelCompiler:
         return err
 
     def _ir_name(self, name):
+        # IR (and MSL/CUDA) names are ASCII: other characters of a Python
+        # identifier are spelled by their code point (`Ω` -> `u03a9`).
+        if not name.isascii():
+            name = "".join(c if c.isascii() else f"u{ord(c):04x}" for c in name)
         candidate = name
         n = 0
         while not _enigma.is_valid_identifier(candidate) or candidate in self.taken:
@@ -404,6 +425,15 @@ class KernelCompiler:
         return stmt
 
     def _block(self, body):
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING and body:
+                raise self.error(body[0], _TOO_DEEP)
+            self._block_stmts(body)
+        finally:
+            self.depth -= 1
+
+    def _block_stmts(self, body):
         for node in body:
             self.line = node.lineno
             is_else = isinstance(node, ast.With) and self._with_kind(node) in ("else_", "elif_")
@@ -494,9 +524,11 @@ class KernelCompiler:
                 if name.startswith("atomic_"):
                     self._atomic(name, v, want_result=False)
                     return
+                if name == "simdgroup_store":
+                    return self._matrix_store(v)
                 if name in ("if_", "elif_", "else_", "for_range"):
                     raise self.error(v, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
-        raise self.error(node, "this expression statement has no effect (only barriers and atomics can stand alone)")
+        raise self.error(node, "this expression statement has no effect (only barriers, atomics and simdgroup_store can stand alone)")
 
     def _assign(self, target, value_node, node):
         if isinstance(target, ast.Name):
@@ -540,6 +572,12 @@ class KernelCompiler:
             length = self.value(args["length"])
             if not length.untyped or not isinstance(length.lit, int) or isinstance(length.lit, bool) or length.lit <= 0:
                 raise self.error(value_node, "the length of a threadgroup array must be a positive integer known at compile time")
+            if length.lit > 0xFFFF_FFFF:
+                raise self.error(
+                    value_node,
+                    f"threadgroup array `{name}` of {length.lit} elements: a threadgroup array holds at most 2**32 - 1 elements "
+                    "(and the device's threadgroup memory, 32 KiB on Apple GPUs, far fewer)",
+                )
             index = len(self.tg_arrays)
             self.tg_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length.lit})
             self.symbols[name] = MemRef({"threadgroup": index}, elem, name)
@@ -812,6 +850,101 @@ class KernelCompiler:
             self.emit({"atomic": {"op": op, "mem": mem.mem, "index": index, "value": value, "result": result}}, call)
         return Val({"var": result}, mem.elem) if want_result else None
 
+    # ---- SIMD-group matrices -------------------------------------------------
+
+    def _matrix_type_arg(self, node):
+        t = self.expr(node)
+        if isinstance(t, PyObj) and isinstance(t.obj, MatrixType):
+            return t.obj
+        raise self.error(node, "expected a SIMD-group matrix type, e.g. enigma.simdgroup_matrix(enigma.f16, 8, 8)")
+
+    def _matrix_value(self, node, what, name):
+        v = self.value(node)
+        if v.untyped or not isinstance(v.ty, MatrixType):
+            raise self.error(node, f"{what} of enigma.{name} must be a SIMD-group matrix, not {v.ty if not v.untyped else repr(v.lit)}")
+        return v
+
+    def _u32_arg(self, node, what, name):
+        v = self._decay(self.value(node))
+        if v.untyped:
+            if not isinstance(v.lit, int) or isinstance(v.lit, bool) or not 0 <= v.lit < (1 << 32):
+                raise self.error(node, f"the {what} of enigma.{name} must be a u32, not {v.lit!r}")
+            return _lit(v.lit, u32)
+        if v.ty != u32:
+            raise self.error(node, f"the {what} of enigma.{name} must be a u32, not {v.ty}; convert with enigma.u32(...)")
+        return v.expr
+
+    def _matrix_memory(self, node, name):
+        mem = self.expr(node)
+        if not isinstance(mem, MemRef):
+            raise self.error(node, f"the memory of enigma.{name} must be a buffer or threadgroup array")
+        return mem
+
+    def _transpose_arg(self, node, name):
+        t = self.expr(node)
+        if isinstance(t, Val) and t.untyped and isinstance(t.lit, bool):
+            return t.lit
+        raise self.error(node, f"`transpose` of enigma.{name} must be True or False (a constant)")
+
+    def _matrix_fill(self, ty, value_node, diagonal, node):
+        v = self._convert(self.value(value_node), ty.scalar_type, node)
+        return Val({"matrix_fill": {"ty": ty.ir(), "value": v.expr, "diagonal": diagonal}}, ty)
+
+    def _matrix_call(self, name, node):
+        if name == "simdgroup_store":
+            raise self.error(node, "enigma.simdgroup_store(...) is a statement; it has no value")
+        if name == "make_filled_simdgroup_matrix":
+            args = self._bind(node, name, ["type", "value"], 2)
+            return self._matrix_fill(self._matrix_type_arg(args["type"]), args["value"], False, node)
+        if name == "simdgroup_load":
+            args = self._bind(node, name, ["type", "src", "offset", "elements_per_row", "transpose"], 4)
+            ty = self._matrix_type_arg(args["type"])
+            mem = self._matrix_memory(args["src"], name)
+            transpose = self._transpose_arg(args["transpose"], name) if "transpose" in args else False
+            offset = self._u32_arg(args["offset"], "offset", name)
+            stride = self._u32_arg(args["elements_per_row"], "elements_per_row", name)
+            return Val({"matrix_load": {"ty": ty.ir(), "mem": mem.mem, "offset": offset, "stride": stride, "transpose": transpose}}, ty)
+        if name in ("simdgroup_multiply", "simdgroup_multiply_accumulate"):
+            acc = name == "simdgroup_multiply_accumulate"
+            args = self._bind(node, name, ["a", "b", "c"] if acc else ["a", "b"], 3 if acc else 2)
+            a = self._matrix_value(args["a"], "the first argument", name)
+            b = self._matrix_value(args["b"], "the second argument", name)
+            if a.ty.cols != b.ty.rows or a.ty.scalar != b.ty.scalar:
+                raise self.error(node, f"enigma.{name}: {a.ty} times {b.ty}: the inner sides and the element types must match")
+            if not acc:
+                ty = MatrixType(a.ty.scalar_type, a.ty.rows, b.ty.cols)
+                return Val({"matrix_multiply": {"a": a.expr, "b": b.expr, "acc": None}}, ty)
+            c = self._matrix_value(args["c"], "the accumulator", name)
+            if (c.ty.rows, c.ty.cols) != (a.ty.rows, b.ty.cols) or c.ty.scalar not in (a.ty.scalar, "f32"):
+                raise self.error(node, f"enigma.{name}: {a.ty} times {b.ty} accumulates into a {a.ty.rows}×{b.ty.cols} matrix of {a.ty.scalar} or f32, not {c.ty}")
+            return Val({"matrix_multiply": {"a": a.expr, "b": b.expr, "acc": c.expr}}, c.ty)
+        # thread_element(m, i), thread_element_row(T, i), thread_element_col(T, i)
+        first = "matrix" if name == "thread_element" else "type"
+        args = self._bind(node, name, [first, "index"], 2)
+        if name == "thread_element":
+            m = self._matrix_value(args["matrix"], "the first argument", name)
+            ty = m.ty
+        else:
+            ty = self._matrix_type_arg(args["type"])
+        i = self.value(args["index"])
+        if not (i.untyped and isinstance(i.lit, int) and not isinstance(i.lit, bool) and 0 <= i.lit < ty.per_lane):
+            raise self.error(node, f"the index of enigma.{name} must be a constant from 0 to {ty.per_lane - 1} (each lane holds {ty.per_lane} elements of a {ty})")
+        if name == "thread_element":
+            return Val({"matrix_element": {"matrix": m.expr, "index": i.lit}}, ty.scalar_type)
+        return Val({"matrix_coord": {"ty": ty.ir(), "index": i.lit, "column": name == "thread_element_col"}}, u32)
+
+    def _matrix_store(self, call):
+        name = "simdgroup_store"
+        args = self._bind(call, name, ["matrix", "dst", "offset", "elements_per_row", "transpose"], 4)
+        m = self._matrix_value(args["matrix"], "the first argument", name)
+        mem = self._matrix_memory(args["dst"], name)
+        if mem.param is not None:
+            self.written.add(mem.param)
+        transpose = self._transpose_arg(args["transpose"], name) if "transpose" in args else False
+        offset = self._u32_arg(args["offset"], "offset", name)
+        stride = self._u32_arg(args["elements_per_row"], "elements_per_row", name)
+        self.emit({"matrix_store": {"value": m.expr, "mem": mem.mem, "offset": offset, "stride": stride, "transpose": transpose}}, call)
+
     def _load_if(self, call):
         args = self._bind(call, "load_if", ["buffer", "index", "cond", "default"], 4)
         mem = self.expr(args["buffer"])
@@ -927,6 +1060,15 @@ class KernelCompiler:
 
     def expr(self, node):
         self.line = getattr(node, "lineno", self.line)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING:
+                raise self.error(node, _TOO_DEEP)
+            return self._expr(node)
+        finally:
+            self.depth -= 1
+
+    def _expr(self, node):
         if isinstance(node, ast.Constant):
             v = node.value
             if isinstance(v, (bool, int, float)):
@@ -1308,17 +1450,31 @@ class KernelCompiler:
                     raise self.error(node, "division by zero in a constant expression")
                 r = _c_rem(x, y) if ints else math.fmod(x, y)
             elif op == "pow":
+                if ints and abs(x) > 1 and y > 64:
+                    # |x| ** 65 and beyond exceeds every kernel type: say so
+                    # before computing a number of millions of digits.
+                    raise self.error(node, f"constant expression {x} ** {y} is too large for any kernel type (the largest is u64)")
                 r = x ** y
             elif op in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
                 if not ints:
                     raise self.error(node, f"`{sym}` needs integers")
-                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y if y >= 0 else 0, "shr": x >> y if y >= 0 else 0}[op]
+                if op in ("shl", "shr") and not 0 <= y < 64:
+                    # At run time a shift takes its amount modulo the bit
+                    # width of its type, which a constant does not have yet.
+                    raise self.error(
+                        node,
+                        f"constant shift `{x} {sym} {y}`: a constant shift amount must be between 0 and 63; "
+                        f"to shift by the amount modulo the bit width, as at run time, give the value a type (e.g. enigma.i32({x}) {sym} {y})",
+                    )
+                r = {"bit_and": x & y, "bit_or": x | y, "bit_xor": x ^ y, "shl": x << y, "shr": x >> y}[op]
             else:
                 raise self.error(node, f"`{sym}` cannot be folded")
         except (OverflowError, ValueError, ZeroDivisionError) as e:
             raise self.error(node, f"constant expression: {e}") from None
         if isinstance(r, bool):
             r = int(r)
+        if isinstance(r, int) and not -(1 << 63) <= r < (1 << 64):
+            raise self.error(node, f"constant expression `{x} {sym} {y}` = {_short(r)} does not fit any kernel integer type (i64 or u64)")
         return untyped(r)
 
     # --- calls -------------------------------------------------------------
@@ -1329,6 +1485,9 @@ class KernelCompiler:
         obj = callee.obj
         if isinstance(obj, DType):
             return self._cast_call(obj, node)
+        if isinstance(obj, MatrixType):
+            args = self._bind(node, repr(obj), ["value"], 1)
+            return self._matrix_fill(obj, args["value"], True, node)
         if isinstance(obj, Builtin):
             args = self._bind(node, obj.name, ["axis"], 0)
             if "axis" not in args:
@@ -1390,6 +1549,8 @@ class KernelCompiler:
         return Val({"vector": {"ty": ty.ir(), "components": exprs}}, ty)
 
     def _intrinsic(self, name, node):
+        if name in _lang.MATRIX:
+            return self._matrix_call(name, node)
         if name in _lang.COMPARISONS:
             args = self._bind(node, name, ["a", "b"], 2)
             return self._binop(_lang.COMPARISONS[name], self.value(args["a"]), self.value(args["b"]), node)

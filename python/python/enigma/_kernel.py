@@ -154,7 +154,7 @@ class CompiledKernel:
         return f"<enigma.CompiledKernel {self.name}({sig})>"
 
     def __call__(self, *args, grid=None, threads=(1, 1, 1), threadgroups=None, rt=None, device=None,
-                 stream=None, sanitize=False):
+                 stream=None, sanitize=None, max_loop_iterations=None, timeout=None):
         """Runs the kernel on ``args``, one per parameter in order: arrays
         (``enigma.Array``, numpy, torch, CuPy...) bound in place — what the
         kernel writes lands in them — and numbers for by-value parameters.
@@ -163,7 +163,9 @@ class CompiledKernel:
         ``rt`` (a :class:`enigma.MetalRuntime`), else on ``device``, else on
         the arrays' device (CUDA for CUDA tensors), else on ``"auto"``; on
         CUDA on ``stream`` or the tensors' current stream, without waiting.
-        Returns None."""
+        ``sanitize``, ``max_loop_iterations`` and ``timeout`` are as for
+        :meth:`MetalRuntime.execute` (defaults: ``rt``'s settings, else off);
+        with ``rt``, its ``last_report`` is this dispatch's. Returns None."""
         rtm = _runtime()
         name = self.name
         if len(args) != len(self.params):
@@ -173,7 +175,13 @@ class CompiledKernel:
         mode, size = ("threads", grid) if grid is not None else ("threadgroups", threadgroups)
         size = rtm._geometry(size, "grid" if mode == "threads" else "threadgroups")
         tg = rtm._geometry(threads, "threads")
+        budget = None if max_loop_iterations is None else rtm._loop_budget(max_loop_iterations)
+        limit = None if timeout is None else rtm._timeout(timeout)
         if rt is not None:
+            rt._reports.report = None
+            sanitize = rt.sanitize if sanitize is None else sanitize
+            budget = rt.max_loop_iterations if budget is None else budget
+            limit = rt.timeout if limit is None else limit
             native = rt._rt
         elif device is not None:
             native = rtm.native_runtime(device)
@@ -190,7 +198,9 @@ class CompiledKernel:
             else:
                 bound.append(rtm._scalar(value, p, name))
         handle, dl_stream = rtm.dispatch_stream(native, args, stream)
-        results, _ = native.dispatch(self._native, bound, mode, size, tg, bool(sanitize), handle, dl_stream)
+        results, report = native.dispatch(self._native, bound, mode, size, tg, bool(sanitize), handle, dl_stream, budget, limit)
+        if rt is not None:
+            rt._reports.report = json.loads(report)
         for p, mv in writeback:
             if p.writable:
                 mv[:] = results[p.index]
@@ -235,7 +245,9 @@ def _spec_values(spec, constants):
     if overlap:
         raise TypeError(f"specialisation constant(s) given twice: {', '.join(sorted(overlap))}")
     values.update(constants)
-    return values
+    # numpy scalars (np.bool_, np.int32, np.float32...) as the Python values
+    # they hold, so they are checked like any other value.
+    return {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in values.items()}
 
 
 def compile_ir(text: str, spec=None, **constants) -> CompiledKernel:

@@ -123,13 +123,19 @@ SIMD = [
 ]
 COMPARISONS = {"cmp_eq": "eq", "cmp_ne": "ne", "cmp_lt": "lt", "cmp_le": "le", "cmp_gt": "gt", "cmp_ge": "ge"}
 ATOMICS = ["add", "sub", "min", "max", "and", "or", "xor", "exchange"]
+# SIMD-group matrices, by their MSL names (thread_element* for MSL's
+# thread_elements() view and the coordinates of each element).
+MATRIX = [
+    "simdgroup_load", "simdgroup_store", "make_filled_simdgroup_matrix", "simdgroup_multiply",
+    "simdgroup_multiply_accumulate", "thread_element", "thread_element_row", "thread_element_col",
+]
 STATEMENTS = [
     "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
     "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
 ]
 
 INTRINSICS = {}
-for _n in FLOAT_MATH + NUMERIC + SIMD + list(COMPARISONS) + STATEMENTS:
+for _n in FLOAT_MATH + NUMERIC + SIMD + list(COMPARISONS) + STATEMENTS + MATRIX:
     INTRINSICS[_n] = Intrinsic(_n)
 for _op in ATOMICS:
     INTRINSICS[f"atomic_{_op}"] = Intrinsic(f"atomic_{_op}")

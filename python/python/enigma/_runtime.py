@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import threading
 
 from . import _enigma
 from ._kernel import CompiledKernel, Kernel, compile as _compile
@@ -211,12 +212,22 @@ class MetalRuntime:
     every dispatch: problems raise :class:`enigma.SanitizerError`.
     """
 
-    def __init__(self, device: str = "auto", sanitize: bool = False):
+    def __init__(self, device: str = "auto", sanitize: bool = False, *, max_loop_iterations=None, timeout=None):
         if not isinstance(device, str):
             raise TypeError(f"device must be a string ({', '.join(repr(d) for d in _DEVICES)}), not {type(device).__name__}")
         self._rt = native_runtime(device)
         self.sanitize = bool(sanitize)
-        self.last_report = None
+        self.max_loop_iterations = _loop_budget(max_loop_iterations)
+        self.timeout = _timeout(timeout)
+        self._reports = threading.local()
+
+    @property
+    def last_report(self):
+        """The report (a dict: times, notes, sanitizer findings) of the last
+        ``execute`` that *the calling thread* ran on this runtime, ``None``
+        before one or after one that failed. Per thread, so threads sharing
+        a runtime each see their own dispatch's report."""
+        return getattr(self._reports, "report", None)
 
     @property
     def device(self) -> str:
@@ -252,8 +263,16 @@ class MetalRuntime:
         self._rt.synchronize()
 
     def execute(self, compiled, inputs=(), output_size=None, grid=None, threads=(1, 1, 1), *,
-                outputs=None, threadgroups=None, sanitize=None, stream=None):
-        """Runs ``compiled`` once and returns its output bytes (see the module doc)."""
+                outputs=None, threadgroups=None, sanitize=None, stream=None, max_loop_iterations=None, timeout=None):
+        """Runs ``compiled`` once and returns its output bytes (see the module doc).
+
+        On the simulator a dispatch that does not end is stopped by
+        ``max_loop_iterations`` (loop iterations per SIMD group) or
+        ``timeout`` (seconds), given here or to the runtime, with a
+        :class:`DispatchError` naming the loop; Ctrl-C interrupts it
+        (``KeyboardInterrupt``).
+        """
+        self._reports.report = None
         if isinstance(compiled, Kernel):
             compiled = _compile(compiled)
         if not isinstance(compiled, CompiledKernel):
@@ -298,9 +317,11 @@ class MetalRuntime:
                 writeback.append((p, mv))
 
         sanitize = self.sanitize if sanitize is None else bool(sanitize)
+        budget = self.max_loop_iterations if max_loop_iterations is None else _loop_budget(max_loop_iterations)
+        limit = self.timeout if timeout is None else _timeout(timeout)
         handle, dl_stream = dispatch_stream(self._rt, args, stream)
-        results, report = self._rt.dispatch(compiled._native, args, mode, size, tg, sanitize, handle, dl_stream)
-        self.last_report = json.loads(report)
+        results, report = self._rt.dispatch(compiled._native, args, mode, size, tg, sanitize, handle, dl_stream, budget, limit)
+        self._reports.report = json.loads(report)
         for p, mv in writeback:
             mv[:] = results[p.index]
         # An output the kernel never writes is read-only in the IR and comes
@@ -372,6 +393,22 @@ class MetalRuntime:
                 )
             result.append((s, None))
         return result
+
+
+def _loop_budget(value):
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < 2**64:
+        raise DispatchError(f"max_loop_iterations must be an int between 0 and 2**64 - 1, not {value!r}")
+    return int(value)
+
+
+def _timeout(value):
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 < value < 1e9:
+        raise DispatchError(f"timeout must be a positive number of seconds, not {value!r}")
+    return float(value)
 
 
 def _names(params):
@@ -462,6 +499,12 @@ def _np_name(p):
 _FLOATS = ("f16", "bf16", "f32")
 
 
+def _is_bool(value):
+    """A Python bool or a numpy bool (``numpy.bool_``, called ``numpy.bool`` in numpy 2)."""
+    t = type(value)
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
+
+
 def _scalar(value, p, kernel_name):
     t = type(value)  # plain ints and floats first: the Rust side range-checks them
     if t is int and p.scalar != "bool":
@@ -470,10 +513,10 @@ def _scalar(value, p, kernel_name):
         return value
     what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}, by value)"
     if p.scalar == "bool":
-        if isinstance(value, bool) or type(value).__name__ == "bool_":
+        if _is_bool(value):
             return bool(value)
-        raise DispatchError(f"{what}: expected a bool, got {type(value).__name__}")
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise DispatchError(f"{what}: expected a bool, got {type(value).__module__}.{type(value).__name__}")
+    if _is_bool(value):
         raise DispatchError(f"{what}: expected a number, got a bool")
     if isinstance(value, numbers.Integral):
         return int(value)

@@ -156,6 +156,69 @@ for _msl, _scalar in _MSL_BASES.items():
         _PUBLIC_NAME.setdefault(DType(_scalar, _w), _name)
 
 
+class MatrixType:
+    """A SIMD-group matrix tile type, ``enigma.simdgroup_matrix(enigma.f16, 8, 8)``.
+
+    ``rows`` × ``cols`` elements of f16, bf16 or f32 held jointly by the 32
+    lanes of a SIMD group (rows and columns multiples of 8, up to 64): 8×8 is
+    MSL's ``simdgroup_matrix<half, 8, 8>``; a larger tile is one value whose
+    fragments each backend chooses. Inside a kernel, calling the type builds
+    the diagonal matrix (as MSL's constructor does): ``T(1.0)``.
+    """
+
+    __slots__ = ("scalar", "rows", "cols")
+    is_vector = False
+    is_matrix = True
+    width = 1
+
+    def __init__(self, elem, rows: int, cols: int):
+        elem = parse_type(elem)
+        if elem.is_vector or elem.scalar not in ("f16", "bf16", "f32"):
+            raise ValueError(f"a SIMD-group matrix holds f16, bf16 or f32, not {elem}")
+        for what, n in (("rows", rows), ("cols", cols)):
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0 or n % 8 or n > 64:
+                raise ValueError(f"a SIMD-group matrix's {what} must be a multiple of 8 from 8 to 64, not {n!r}")
+        object.__setattr__(self, "scalar", elem.scalar)
+        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "cols", cols)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("MatrixType is immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, MatrixType) and (other.scalar, other.rows, other.cols) == (self.scalar, self.rows, self.cols)
+
+    def __hash__(self):
+        return hash((self.scalar, self.rows, self.cols))
+
+    @property
+    def name(self) -> str:
+        """The IR's name: ``mat8x8_f16``."""
+        return f"mat{self.rows}x{self.cols}_{self.scalar}"
+
+    @property
+    def scalar_type(self) -> "DType":
+        return DType(self.scalar)
+
+    @property
+    def per_lane(self) -> int:
+        """Elements each lane holds."""
+        return self.rows * self.cols // 32
+
+    def ir(self) -> str:
+        return self.name
+
+    def __repr__(self):
+        return f"enigma.simdgroup_matrix(enigma.{self.scalar}, {self.rows}, {self.cols})"
+
+    __str__ = lambda self: self.name  # noqa: E731
+
+
+def simdgroup_matrix(elem, rows: int = 8, cols: int = 8) -> MatrixType:
+    """The SIMD-group matrix type of ``rows`` × ``cols`` ``elem`` values (see :class:`MatrixType`)."""
+    return MatrixType(elem, rows, cols)
+
+
 def parse_type(spec) -> DType:
     """A DType from a DType or a name: ``"float"``, ``"f32"``, ``"half4"``, ``"f32x4"``."""
     if isinstance(spec, DType):
@@ -212,3 +275,8 @@ NUMPY_NAMES = {
     "u16": "uint16", "u32": "uint32", "u64": "uint64", "f16": "float16", "f32": "float32",
     "bf16": "uint16 (raw bfloat16 bits)",
 }
+
+
+# MSL's names of the 8×8 matrix types.
+for _s, _msl in (("f16", "half"), ("bf16", "bfloat"), ("f32", "float")):
+    PUBLIC_TYPES[f"simdgroup_{_msl}8x8"] = MatrixType(DType(_s), 8, 8)

@@ -197,7 +197,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
     if static_shared_bytes > STATIC_SHARED_LIMIT {
         return Err(err(CodegenErrorKind::SharedMemoryLimit { bytes: static_shared_bytes, limit: STATIC_SHARED_LIMIT }));
     }
-    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new() };
+    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false };
     let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
     Ok(CudaSource { source, entry_point, static_shared_bytes, launch_params: vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ] })
 }
@@ -206,7 +206,12 @@ struct Cuda {
     options: Options,
     spec_values: Vec<Literal>,
     helpers: BTreeSet<Helper>,
+    /// Whether the body uses SIMD-group matrices (the tile helpers).
+    matrices: bool,
 }
+
+/// The CUDA tile helpers (`enigma_tile<T, R, C>`, shuffles in the reference lane map).
+const TILES: &str = include_str!("tiles.cu");
 
 fn is_half_type(s: Scalar) -> bool {
     matches!(s, Scalar::F16 | Scalar::BF16)
@@ -264,6 +269,10 @@ fn intrinsic_index(func: Intrinsic) -> usize {
 }
 
 impl Dialect for Cuda {
+    fn use_matrices(&mut self) {
+        self.matrices = true;
+    }
+
     const TARGET: Target = Target::Cuda;
 
     fn scalar_name(&self, s: Scalar) -> &'static str {
@@ -492,6 +501,9 @@ impl Dialect for Cuda {
         }
         out.push_str("\ntypedef unsigned int uint;\n\n");
         prelude::write(&mut out, &self.helpers, &pcx);
+        if self.matrices {
+            out.push_str(TILES);
+        }
 
         let launch_bounds = match self.options.max_threads_per_threadgroup {
             Some(n) => format!("__launch_bounds__({n}) "),

@@ -477,7 +477,33 @@ pub fn construct_kernels() -> Vec<Kernel> {
         control_flow(),
         barriers(),
         colliding_names(),
+        simdgroup_matrices(),
     ]
+}
+
+/// Every SIMD-group matrix construct: fill, diagonal, loads from device and
+/// threadgroup memory (plain and transposed), multiply and
+/// multiply-accumulate with an f32 accumulator, the per-lane view, stores.
+pub fn simdgroup_matrices() -> Kernel {
+    let h = enigma_ir::MatrixType::new(Scalar::F16, 16, 8);
+    let ht = enigma_ir::MatrixType::new(Scalar::F16, 8, 16);
+    let f = enigma_ir::MatrixType::new(Scalar::F32, 16, 16);
+    let mut k = KernelBuilder::new("simdgroup_matrices");
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let stage = k.threadgroup_array("stage", Type::F16, 128);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    k.for_range("i", 0u32, 4u32, 1u32, |k, i| k.store(stage.at(lane * 4u32 + i), a.get(lane * 4u32 + i)));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let ma = k.let_("ma", matrix_load(h, a, 0u32, 8u32, false));
+    let mb = k.let_("mb", matrix_load(ht, stage, 0u32, 8u32, true));
+    let acc = k.var("acc", matrix_diagonal(f, 1.0f32));
+    k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+    let sq = k.let_("sq", matrix_multiply(ma, matrix_fill(ht, lit(Scalar::F16, 0.5))));
+    k.matrix_store(acc, out, 0u32, 16u32, false);
+    k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true) + 256u32), thread_element(acc, 3));
+    k.store(out.at(lane + 512u32), thread_element(sq, 0).cast(Type::F32));
+    finish(k)
 }
 
 /// The seed-000 kernels and the seed-001 reduction, from `enigma_kernels`.

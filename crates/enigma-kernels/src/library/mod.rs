@@ -9,6 +9,8 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
+//! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups |
+//! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
 //! Every kernel is a Rust function returning a [`Kernel`], generic over the
 //! element type ([`DType`]) and the vector width (1, or 4 for `float4` /
@@ -43,6 +45,8 @@ pub mod attention;
 pub mod elementwise;
 pub mod gemv;
 pub mod norm;
+pub mod qmatmul;
+pub mod quant;
 pub mod reduce;
 pub mod scan;
 pub mod softmax;
@@ -475,6 +479,14 @@ pub fn all_kernels() -> Vec<Kernel> {
         }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype));
+    }
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
+        for out_dtype in [DType::F32, DType::F16] {
+            for cols in [1, 2, 4] {
+                out.push(qmatmul::qmatmul(format, out_dtype, 1, cols, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
+            }
+            out.push(qmatmul::qmatmul(format, out_dtype, 8, 1, 4, qmatmul::DEFAULT_THREADS));
+        }
     }
     for scalar in scan::SCAN_SCALARS {
         for vec in [1u8, 4] {

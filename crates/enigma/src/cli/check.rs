@@ -31,10 +31,10 @@ pub struct Args {
     pub fixed: bool,
     /// Number of elements for the examples (the sanitizer is slower than a
     /// plain simulation: about 3x per SIMD-group schedule).
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub n: u32,
-    /// SIMD-group schedules to run (0: the default, 3).
-    #[arg(long, default_value_t = 0)]
+    /// SIMD-group schedules to run (0: the default, 3; at most 100).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub schedules: u32,
     /// Print the findings as one JSON array instead of text.
     #[arg(long)]
@@ -57,12 +57,12 @@ struct Report {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
-        print_targets();
+        print_targets(args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let target = args.target.clone().unwrap_or_default();
     let rt = Runtime::new(Device::Sim)?;
-    let options = Options { sanitize: true, schedules: args.schedules };
+    let options = Options { sanitize: true, schedules: args.schedules, ..Default::default() };
     let targets: Vec<Target> = if target == "all" {
         let examples = EXAMPLES.iter().map(|e| Target::Example(e));
         examples.chain(sanitizer_corpus::library().into_iter().map(Target::Kernel)).collect()
@@ -224,7 +224,7 @@ fn run_unvalidated(kernel: &Kernel, launch: &Launch, options: &Options) -> anyho
         .collect();
     let mode = examples::launch_mode(launch);
     let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &values, mode, launch.size, launch.threads_per_threadgroup)?;
-    let options = DispatchOptions { sanitize: true, schedules: options.schedules };
+    let options = DispatchOptions { sanitize: true, schedules: options.schedules, ..Default::default() };
     Ok(backend.dispatch(compiled.as_ref(), &values, &geometry, &options)?.findings)
 }
 
@@ -255,7 +255,23 @@ fn print_report(r: &Report) {
     }
 }
 
-fn print_targets() {
+fn print_targets(json: bool) -> anyhow::Result<()> {
+    if json {
+        // One object per target: its name, its kind and what it is.
+        let mut all = vec![];
+        for e in EXAMPLES {
+            let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
+            all.push(serde_json::json!({ "target": e, "kind": "example", "kernels": kernels }));
+        }
+        for c in sanitizer_corpus::library() {
+            all.push(serde_json::json!({ "target": c.name, "kind": "library", "dispatch": describe(&(c.variant.launch)()) }));
+        }
+        for e in sanitizer_corpus::entries() {
+            all.push(serde_json::json!({ "target": format!("corpus/{}", e.name), "kind": "corpus", "class": e.class }));
+        }
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
     println!("examples (as `enigma run` sets them up; --n elements):");
     for e in EXAMPLES {
         let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
@@ -269,4 +285,5 @@ fn print_targets() {
     for e in sanitizer_corpus::entries() {
         println!("  {:<40} {}", format!("corpus/{}", e.name), e.class);
     }
+    Ok(())
 }

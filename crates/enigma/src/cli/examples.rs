@@ -114,18 +114,6 @@ pub fn library_case(name: &str) -> Option<sanitizer_corpus::Case> {
     sanitizer_corpus::library().into_iter().find(|c| c.name == name)
 }
 
-/// Deterministic inputs in [-1, 1).
-pub fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 fn outcome(rt: &Runtime, example: &'static str, n: u64, result: f64, reference: f64, tolerance: f64) -> Outcome {
     let abs_error = (result - reference).abs();
@@ -154,9 +142,12 @@ fn max_error(got: &[f32], want: &[f64]) -> (f64, f64, f64) {
 /// CPU reference.
 pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::Result<Outcome> {
     let rt = s.rt;
+    // The inputs, their device copies, the results and the f64 references
+    // together: at most 32 bytes per element.
+    enigma_runtime::check_host_memory(&format!("host memory for example `{name}` at --n {n}"), n as u128 * 32)?;
     Ok(match name {
         "reduce" => {
-            let a = data(n as usize, 1);
+            let a = enigma_kernels::test_data(n as usize, 1);
             let groups = reduce::pass1_threadgroups(n);
             let input = rt.buffer_from(&a)?;
             let partial = rt.buffer_zeroed::<f32>(groups as usize)?;
@@ -172,7 +163,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
         "scale" => {
             // f16 data: the reference rounds like the kernel (f32 multiply, one rounding to half).
             use enigma_ir::Type;
-            let a = data(n as usize, 2);
+            let a = enigma_kernels::test_data(n as usize, 2);
             let halves: Vec<u16> = a.iter().map(|&x| f32_to_f16(x)).collect();
             let buf = rt.buffer_from_bytes(Type::F16, &halves.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<_>>())?;
             let p = rt.pipeline(&seed000::scale())?;
@@ -185,7 +176,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
         }
         "row_sum" => {
             let (rows, cols) = (64u32, 1000u32);
-            let m = data((rows * cols) as usize, 3);
+            let m = enigma_kernels::test_data((rows * cols) as usize, 3);
             let matrix = rt.buffer_from(&m)?;
             let sums = rt.buffer_zeroed::<f32>(rows as usize)?;
             let p = rt.pipeline(&seed000::row_sum())?;
@@ -197,7 +188,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             Outcome { abs_error: err, ..outcome(rt, name, (rows * cols) as u64, g, w, tol) }.checked(err, tol)
         }
         "prefix_sum" => {
-            let a = data(n as usize, 4);
+            let a = enigma_kernels::test_data(n as usize, 4);
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
             let p = rt.pipeline(&seed000::prefix_sum())?;
@@ -216,7 +207,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             Outcome { abs_error: err, ..outcome(rt, name, n as u64, g, w, tol) }.checked(err, tol)
         }
         "stencil" => {
-            let a = data(n as usize, 5);
+            let a = enigma_kernels::test_data(n as usize, 5);
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
             let p = rt.pipeline(&seed000::shuffle_stencil())?;
@@ -239,7 +230,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             use enigma_ir::Type;
             let (m, nn, k) = (96u32, 130u32, 40u32);
             let to_half = |v: Vec<f32>| v.iter().map(|&x| f32_to_f16(x)).collect::<Vec<u16>>();
-            let (a, b) = (to_half(data((m * k) as usize, 6)), to_half(data((k * nn) as usize, 7)));
+            let (a, b) = (to_half(enigma_kernels::test_data((m * k) as usize, 6)), to_half(enigma_kernels::test_data((k * nn) as usize, 7)));
             let bytes = |v: &[u16]| v.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<u8>>();
             let (ab, bb) = (rt.buffer_from_bytes(Type::F16, &bytes(&a))?, rt.buffer_from_bytes(Type::F16, &bytes(&b))?);
             let cb = rt.buffer_of_type(Type::F16, (m * nn) as usize)?;

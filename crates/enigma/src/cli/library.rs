@@ -22,11 +22,11 @@ pub struct Timing {
     /// Element type, f32 (default), f16 or bf16 (f32, i32 or u32 for prefix sums).
     #[arg(long)]
     pub dtype: Option<String>,
-    /// Timed runs (seed 004: 10).
-    #[arg(long, default_value_t = 10)]
+    /// Timed runs (seed 004: 10; 1 to 10000).
+    #[arg(long, default_value_t = 10, value_parser = parse_repeats)]
     pub repeats: usize,
-    /// Untimed warm-up runs first (seed 004: 3).
-    #[arg(long, default_value_t = 3)]
+    /// Untimed warm-up runs first (seed 004: 3; at most 10000).
+    #[arg(long, default_value_t = 3, value_parser = parse_warmup)]
     pub warmup: usize,
     /// Print JSON instead of the table.
     #[arg(long)]
@@ -129,4 +129,26 @@ fn list_text(json: bool) -> anyhow::Result<String> {
     }
     out += &format!("\n{} kernels. Run one: enigma run <kernel> [--shape RxC] [--dtype f16]; time one: enigma bench <kernel>.", entries.len());
     Ok(out)
+}
+
+/// The most timed or warm-up runs `bench` and `tune` take: enough for any
+/// measurement, and a bound on how long one command runs.
+pub const MAX_RUNS: usize = 10_000;
+
+fn parse_runs(s: &str, least: usize) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|_| format!("`{s}` is not a count"))?;
+    if !(least..=MAX_RUNS).contains(&n) {
+        return Err(format!("{n} is not between {least} and {MAX_RUNS}"));
+    }
+    Ok(n)
+}
+
+/// `--repeats`: 1 to [`MAX_RUNS`].
+fn parse_repeats(s: &str) -> Result<usize, String> {
+    parse_runs(s, 1)
+}
+
+/// `--warmup`: 0 to [`MAX_RUNS`].
+fn parse_warmup(s: &str) -> Result<usize, String> {
+    parse_runs(s, 0)
 }

@@ -16,8 +16,8 @@ pub struct Args {
     /// or `list` to list the library's kernels. With --dtype, --shape,
     /// --threads or --sanitize, `scale` is the library's (`scale_f32`).
     pub what: String,
-    /// Examples: number of elements (reduce, scale, prefix_sum, stencil).
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Examples: number of elements (reduce, scale, prefix_sum, stencil; at least 1).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub n: u32,
     /// auto (Metal, else CUDA, else the simulator), sim (or cpu), metal, cuda.
     #[arg(long, default_value = "auto")]

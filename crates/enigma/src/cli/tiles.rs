@@ -47,7 +47,7 @@ pub struct Args {
     pub k: Option<u32>,
     /// GEMM problem M,N,K: adds output tiles and waves; without --m/--n/--k
     /// the tile comes from select_tile (seed 002 §9.1).
-    #[arg(long, value_parser = parse_dims)]
+    #[arg(long, value_parser = parse_problem)]
     pub problem: Option<[u32; 3]>,
     /// B's weight format.
     #[arg(long, value_enum, default_value_t = Weights::Fp4)]
@@ -82,6 +82,19 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--problem M,N,K`: all three dimensions, each at least 1 (a GEMM has no
+/// default for a missing one).
+fn parse_problem(s: &str) -> Result<[u32; 3], String> {
+    let dims = parse_dims(s)?;
+    if s.split([',', 'x', 'X', '×']).count() != 3 {
+        return Err(format!("`{s}` is not a problem size: expected M,N,K (all three)"));
+    }
+    if let Some(i) = dims.iter().position(|&d| d == 0) {
+        return Err(format!("`{s}`: {} = 0; every problem dimension must be at least 1", ["M", "N", "K"][i]));
+    }
+    Ok(dims)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

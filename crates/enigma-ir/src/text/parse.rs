@@ -1,886 +1,17 @@
-//! The IR's text form (prints and parses back exactly) and its JSON form.
-//!
-//! # Text form
-//!
-//! The text reads like source, in the spirit of Cranelift's `.clif`:
-//!
-//! ```text
-//! kernel reduce(A: device f32 read, Out: device f32 read_write, n: u32) {
-//!     spec TILE: u32 = 32u32
-//!     threadgroup scratch: f32[32]
-//!     var tid: u32
-//!     var sum: f32
-//!
-//!     tid = thread_position_in_grid.x  // reduce.rs:12
-//!     if (tid < n) {
-//!         sum = simd_sum(A[tid])
-//!     } else {
-//!         sum = 0.0f32
-//!     }
-//!     scratch[thread_index_in_threadgroup] = sum
-//!     threadgroup_barrier(mem_threadgroup)
-//!     Out[tid] = (scratch[0u32] + 1.5f32)
-//! }
-//! ```
-//!
-//! Grammar (`*` repeats, `?` optional, `|` alternatives; newlines are
-//! whitespace, `;` may separate statements):
-//!
-//! ```text
-//! kernel  := "kernel" name "(" (param ("," param)* ","?)? ")" "{" decl* stmt* "}"
-//! param   := name ":" "device" type ("read" | "read_write")   // a buffer
-//!          | name ":" type                                     // a by-value constant
-//! decl    := "spec" name ":" scalar "=" literal
-//!          | "threadgroup" name ":" type "[" len "]"
-//!          | "var" name ":" type
-//! stmt    := ref "=" expr                      | ref "[" expr "]" "=" expr
-//!          | (ref "=")? "atomic_<op>" "(" ref "[" expr "]" "," expr ")"
-//!          | (ref "=")? "atomic_compare_exchange" "(" ref "[" expr "]" "," expr "," expr ")"
-//!          | "if" "(" expr ")" "{" stmt* "}" ("else" ("{" stmt* "}" | if-stmt))?
-//!          | "for" ref "in" "(" expr "," expr "," expr ")" "{" stmt* "}"   // (start, end, step)
-//!          | "while" "(" expr ")" "{" stmt* "}"
-//!          | "break" | "continue" | "return"
-//!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
-//! expr    := unary (binop unary)?               // one operator per parenthesis level
-//! unary   := ("-" | "~" | "!") unary | primary ("." component)*
-//! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
-//!          | function "(" args ")"              // MSL names: `min`, `fast::exp`, `simd_sum`, …
-//!          | type "(" args ")"                  // vector constructor: `f32x4(a, b, c, d)`
-//!          | ("cast" | "bitcast") "<" type ">" "(" expr ")"
-//! ```
-//!
-//! * Names are identifiers; a name that is not a plain ASCII identifier or
-//!   that collides with a keyword, a type or a builtin is written as a quoted
-//!   string with Rust escapes (`"my name"`). A reference to an id the kernel
-//!   does not declare prints as `$param(3)`, `$spec(0)`, `$tg(1)`, `$local(7)`.
-//! * `<op>` is `add sub min max and or xor exchange`; a statement with a result
-//!   prints as `old = atomic_fetch_add(A[i], v)`, without as `atomic_add(A[i], v)`.
-//! * Barrier flags: `mem_none`, `mem_threadgroup`, `mem_device`,
-//!   `mem_device_and_threadgroup` (also written `mem_device | mem_threadgroup`).
-//! * Literals carry their type: `true`, `1u32`, `-3i32`, `0.5f32`, `1e-7f16`.
-//!   A float prints as the shortest decimal that reads back to the same `f64`
-//!   (the IR keeps every float literal as an `f64`), so printing is bit-exact;
-//!   `inf_f32`, `-inf_f32`, `nan_f32` and `nan_f32(0x7ff8000000000001)` (the
-//!   `f64` bits of any other NaN) cover the rest. A literal whose value kind
-//!   does not match its type (which validation rejects) prints as
-//!   `lit<u32>(int -3)` (kinds `bool`, `int`, `uint`, `float`).
-//! * Binary expressions are fully parenthesised, `(a + b)`; unary ones too,
-//!   `(-x)`. The parser also accepts one unparenthesised operator where an
-//!   expression stands alone (`if (i < n)`, `x = a + b`, `A[i + 1u32]`).
-//! * Vector components: `.x .y .z .w`, or `.0` … `.3`.
-//! * A statement's source location prints as a trailing comment,
-//!   `// file.rs:12` (on the opening line of `if`/`for`/`while`), and parses
-//!   back; other comments are ignored.
-//!
-//! [`print`] then [`parse`] gives back an equal kernel for every kernel
-//! whose declared names are pairwise distinct (which validation requires),
-//! up to 128 levels of nesting. [`parse`] never panics: errors are
-//! [`ParseError`]s with the line, the column and what was expected.
-//!
-//! # JSON form
-//!
-//! The serde derives of [`crate::ir`] define it; the Python front end writes
-//! it. [`to_json`] writes one line, [`to_json_pretty`] an indented document,
-//! [`from_json`] reads either. The shape, by example:
-//!
-//! ```text
-//! {"schema":2,"name":"k",
-//!  "params":[{"name":"A","kind":{"buffer":{"elem":"f32","access":"read"}}},
-//!            {"name":"n","kind":{"value":{"ty":"u32"}}}],
-//!  "spec_constants":[{"name":"TILE","ty":"u32","default":{"ty":"u32","value":{"u_int":32}}}],
-//!  "threadgroup_arrays":[{"name":"s","elem":"f32","len":32}],
-//!  "locals":[{"name":"x","ty":"f32"}],
-//!  "body":[{"kind":{"assign":{"var":0,"value":{"load":{"mem":{"buffer":0},"index":{"builtin":"thread_index_in_threadgroup"}}}}},
-//!           "loc":{"file":"k.py","line":3}},
-//!          {"kind":{"barrier":{"scope":"threadgroup","flags":"threadgroup"}}},
-//!          {"kind":"return"}]}
-//! ```
-//!
-//! * The document starts with `"schema"`, the version of this form
-//!   ([`JSON_SCHEMA`]); types are their IR names (`"f32"`, `"u32x4"`), the
-//!   spelling the text form prints.
-//! * Every enum is externally tagged with snake_case names: a unit variant is
-//!   a string (`"break"`, `"return"`, builtin names, `"add"`), a variant with
-//!   data is a one-key object (`{"binary":{"op":"add","lhs":…,"rhs":…}}`).
-//! * Ids (`ParamId`, `VarId`, `TgArrayId`, `SpecId`) are bare indices into
-//!   `params`, `locals`, `threadgroup_arrays`, `spec_constants`.
-//! * Expressions: `literal`, `param`, `spec`, `var`, `builtin`, `load {mem,
-//!   index}`, `unary {op, arg}`, `binary {op, lhs, rhs}`, `call {func, args}`
-//!   (`func` is the intrinsic's variant name: `fast_exp`, `simd_sum`), `cast
-//!   {to, arg}`, `bitcast {to, arg}`, `vector {ty, components}`, `extract {arg,
-//!   index}`. Memories are `{"buffer":i}` or `{"threadgroup":i}`.
-//! * Literals are `{"ty":"<scalar>","value":{"<kind>":v}}` with kinds `bool`,
-//!   `int`, `u_int`, `float`. A float is a JSON number, or one of the strings
-//!   `"nan"`, `"inf"`, `"-inf"`, `"nan:0x…"` (JSON has no numbers for them).
-//! * A statement is `{"kind":…, "loc":{"file","line"}}`; `loc` is left out
-//!   when unknown.
+//! The parser: tokens to a [`Kernel`], resolving names to ids as it goes,
+//! with typed errors at the offending token and a limit on nesting.
 
+use super::lex::{lex, parse_loc, Lexed, Tok, Token};
+use super::{ParseError, ParseErrorKind};
 use crate::ir::*;
 use crate::types::{Scalar, Type};
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt::{self, Write as _};
-use thiserror::Error;
 
 /// The deepest nesting (expressions and blocks together) the parser accepts.
 pub const MAX_NESTING: u32 = 128;
 
 /// How many `.x` may follow one another.
 const MAX_COMPONENT_CHAIN: u32 = 8;
-
-// ---------------------------------------------------------------------------
-// Printing
-// ---------------------------------------------------------------------------
-
-/// The text form of `kernel`.
-pub fn print(kernel: &Kernel) -> String {
-    let mut p = Printer { k: kernel, out: String::new() };
-    p.kernel();
-    p.out
-}
-
-impl fmt::Display for Kernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&print(self))
-    }
-}
-
-impl std::str::FromStr for Kernel {
-    type Err = ParseError;
-    fn from_str(text: &str) -> Result<Kernel, ParseError> {
-        parse(text)
-    }
-}
-
-const KEYWORDS: &[&str] = &[
-    "kernel",
-    "device",
-    "read",
-    "read_write",
-    "spec",
-    "threadgroup",
-    "var",
-    "if",
-    "else",
-    "for",
-    "in",
-    "while",
-    "break",
-    "continue",
-    "return",
-    "true",
-    "false",
-    "cast",
-    "bitcast",
-    "lit",
-    "threadgroup_barrier",
-    "simdgroup_barrier",
-];
-
-const FLOAT_SUFFIXES: [&str; 3] = ["f16", "bf16", "f32"];
-
-fn is_plain_ident(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `inf_f32`, `nan_bf16`, …: identifiers the lexer reads as literals.
-fn is_special_float(s: &str) -> bool {
-    let rest = s.strip_prefix("inf_").or_else(|| s.strip_prefix("nan_"));
-    rest.is_some_and(|r| FLOAT_SUFFIXES.contains(&r))
-}
-
-/// A type name: `f32`, `u32x4`, `f32x0` (an invalid width still reads back),
-/// or an MSL name (`float4`, `half`).
-fn type_from_text(s: &str) -> Option<Type> {
-    Type::from_ir_name(s)
-}
-
-fn scalar_from_ir_name(s: &str) -> Option<Scalar> {
-    Scalar::from_ir_name(s)
-}
-
-fn needs_quotes(name: &str) -> bool {
-    !is_plain_ident(name)
-        || KEYWORDS.contains(&name)
-        || name.starts_with("atomic_")
-        || is_special_float(name)
-        || type_from_text(name).is_some()
-        || Builtin::from_name(name).is_some()
-}
-
-fn quote_name(name: &str) -> Cow<'_, str> {
-    if needs_quotes(name) {
-        Cow::Owned(format!("{name:?}"))
-    } else {
-        Cow::Borrowed(name)
-    }
-}
-
-fn access_name(access: Access) -> &'static str {
-    match access {
-        Access::Read => "read",
-        Access::ReadWrite => "read_write",
-    }
-}
-
-/// The body of a float in `lit<T>(float …)`: `1.5`, `inf`, `-inf`, `nan`, `nan(0x…)`.
-fn float_body(f: f64) -> String {
-    if f.is_finite() {
-        format!("{f:?}")
-    } else if f == f64::INFINITY {
-        "inf".into()
-    } else if f == f64::NEG_INFINITY {
-        "-inf".into()
-    } else if f.to_bits() == f64::NAN.to_bits() {
-        "nan".into()
-    } else {
-        format!("nan(0x{:016x})", f.to_bits())
-    }
-}
-
-/// The text of a literal.
-pub fn literal_text(lit: &Literal) -> String {
-    let t = lit.ty;
-    match lit.value {
-        LiteralValue::Bool(b) if t == Scalar::Bool => b.to_string(),
-        LiteralValue::Int(i) if t.is_signed_int() => format!("{i}{t}"),
-        LiteralValue::UInt(u) if t.is_unsigned_int() => format!("{u}{t}"),
-        LiteralValue::Float(f) if t.is_float() => {
-            if f.is_finite() {
-                format!("{f:?}{t}")
-            } else if f == f64::INFINITY {
-                format!("inf_{t}")
-            } else if f == f64::NEG_INFINITY {
-                format!("-inf_{t}")
-            } else if f.to_bits() == f64::NAN.to_bits() {
-                format!("nan_{t}")
-            } else {
-                format!("nan_{t}(0x{:016x})", f.to_bits())
-            }
-        }
-        LiteralValue::Bool(b) => format!("lit<{t}>(bool {b})"),
-        LiteralValue::Int(i) => format!("lit<{t}>(int {i})"),
-        LiteralValue::UInt(u) => format!("lit<{t}>(uint {u})"),
-        LiteralValue::Float(f) => format!("lit<{t}>(float {})", float_body(f)),
-    }
-}
-
-/// Whether the printed form of `e` begins with a literal (a minus sign right
-/// before it would become the literal's sign).
-fn starts_with_literal(e: &Expr) -> bool {
-    match e {
-        Expr::Literal(_) => true,
-        Expr::Extract { arg, .. } => starts_with_literal(arg),
-        _ => false,
-    }
-}
-
-fn file_needs_quotes(file: &str) -> bool {
-    file.starts_with('"') || file.trim() != file || file.chars().any(char::is_control)
-}
-
-struct Printer<'k> {
-    k: &'k Kernel,
-    out: String,
-}
-
-impl Printer<'_> {
-    fn kernel(&mut self) {
-        let k = self.k;
-        let _ = write!(self.out, "kernel {}(", quote_name(&k.name));
-        for (i, p) in k.params.iter().enumerate() {
-            if i > 0 {
-                self.out.push_str(", ");
-            }
-            let _ = match p.kind {
-                ParamKind::Buffer { elem, access } => {
-                    write!(self.out, "{}: device {elem} {}", quote_name(&p.name), access_name(access))
-                }
-                ParamKind::Value { ty } => write!(self.out, "{}: {ty}", quote_name(&p.name)),
-            };
-        }
-        self.out.push_str(") {\n");
-        for s in &k.spec_constants {
-            let _ = writeln!(self.out, "    spec {}: {} = {}", quote_name(&s.name), s.ty, literal_text(&s.default));
-        }
-        for t in &k.threadgroup_arrays {
-            let _ = writeln!(self.out, "    threadgroup {}: {}[{}]", quote_name(&t.name), t.elem, t.len);
-        }
-        for l in &k.locals {
-            let _ = writeln!(self.out, "    var {}: {}", quote_name(&l.name), l.ty);
-        }
-        let decls = k.spec_constants.len() + k.threadgroup_arrays.len() + k.locals.len();
-        if decls > 0 && !k.body.is_empty() {
-            self.out.push('\n');
-        }
-        self.block(&k.body, 1);
-        self.out.push_str("}\n");
-    }
-
-    fn param_ref(&self, id: ParamId) -> String {
-        match self.k.params.get(id.0 as usize) {
-            Some(p) => quote_name(&p.name).into_owned(),
-            None => format!("$param({})", id.0),
-        }
-    }
-
-    fn local_ref(&self, id: VarId) -> String {
-        match self.k.locals.get(id.0 as usize) {
-            Some(l) => quote_name(&l.name).into_owned(),
-            None => format!("$local({})", id.0),
-        }
-    }
-
-    fn spec_ref(&self, id: SpecId) -> String {
-        match self.k.spec_constants.get(id.0 as usize) {
-            Some(s) => quote_name(&s.name).into_owned(),
-            None => format!("$spec({})", id.0),
-        }
-    }
-
-    fn memory_ref(&self, mem: Memory) -> String {
-        match mem {
-            Memory::Buffer(p) => self.param_ref(p),
-            Memory::Threadgroup(t) => match self.k.threadgroup_arrays.get(t.0 as usize) {
-                Some(a) => quote_name(&a.name).into_owned(),
-                None => format!("$tg({})", t.0),
-            },
-        }
-    }
-
-    fn indent(&mut self, depth: usize) {
-        for _ in 0..depth {
-            self.out.push_str("    ");
-        }
-    }
-
-    fn block(&mut self, block: &Block, depth: usize) {
-        for stmt in block {
-            self.stmt(stmt, depth);
-        }
-    }
-
-    fn loc(&mut self, stmt: &Stmt) {
-        if let Some(loc) = &stmt.loc {
-            if file_needs_quotes(&loc.file) {
-                let _ = write!(self.out, "  // {:?}:{}", loc.file, loc.line);
-            } else {
-                let _ = write!(self.out, "  // {}:{}", loc.file, loc.line);
-            }
-        }
-    }
-
-    /// Opens a compound statement's body: ` {`, the location, a newline.
-    fn open(&mut self, stmt: &Stmt) {
-        self.out.push_str(" {");
-        self.loc(stmt);
-        self.out.push('\n');
-    }
-
-    fn close(&mut self, depth: usize) {
-        self.indent(depth);
-        self.out.push_str("}\n");
-    }
-
-    /// `(cond)`, without doubling the parentheses of a binary expression.
-    fn cond(&mut self, cond: &Expr) {
-        self.out.push('(');
-        match cond {
-            Expr::Binary { op, lhs, rhs } => self.binary_inner(*op, lhs, rhs),
-            other => self.expr(other),
-        }
-        self.out.push(')');
-    }
-
-    fn mem_index(&mut self, mem: Memory, index: &Expr) {
-        let name = self.memory_ref(mem);
-        self.out.push_str(&name);
-        self.out.push('[');
-        self.expr(index);
-        self.out.push(']');
-    }
-
-    fn stmt(&mut self, stmt: &Stmt, depth: usize) {
-        self.indent(depth);
-        match &stmt.kind {
-            StmtKind::Assign { var, value } => {
-                let name = self.local_ref(*var);
-                let _ = write!(self.out, "{name} = ");
-                self.expr(value);
-            }
-            StmtKind::Store { mem, index, value } => {
-                self.mem_index(*mem, index);
-                self.out.push_str(" = ");
-                self.expr(value);
-            }
-            StmtKind::Atomic { op, mem, index, value, result } => {
-                if let Some(var) = result {
-                    let name = self.local_ref(*var);
-                    let _ = write!(self.out, "{name} = ");
-                }
-                let _ = match (op, result) {
-                    (AtomicOp::Exchange, _) => write!(self.out, "atomic_exchange("),
-                    (op, Some(_)) => write!(self.out, "atomic_fetch_{}(", op.name()),
-                    (op, None) => write!(self.out, "atomic_{}(", op.name()),
-                };
-                self.mem_index(*mem, index);
-                self.out.push_str(", ");
-                self.expr(value);
-                self.out.push(')');
-            }
-            StmtKind::AtomicCompareExchange { mem, index, expected, desired, result } => {
-                if let Some(var) = result {
-                    let name = self.local_ref(*var);
-                    let _ = write!(self.out, "{name} = ");
-                }
-                self.out.push_str("atomic_compare_exchange(");
-                self.mem_index(*mem, index);
-                self.out.push_str(", ");
-                self.expr(expected);
-                self.out.push_str(", ");
-                self.expr(desired);
-                self.out.push(')');
-            }
-            StmtKind::If { cond, then_body, else_body } => {
-                self.out.push_str("if ");
-                self.cond(cond);
-                self.open(stmt);
-                self.block(then_body, depth + 1);
-                if !else_body.is_empty() {
-                    self.indent(depth);
-                    self.out.push_str("} else {\n");
-                    self.block(else_body, depth + 1);
-                }
-                return self.close(depth);
-            }
-            StmtKind::For { var, start, end, step, body } => {
-                let name = self.local_ref(*var);
-                let _ = write!(self.out, "for {name} in (");
-                self.expr(start);
-                self.out.push_str(", ");
-                self.expr(end);
-                self.out.push_str(", ");
-                self.expr(step);
-                self.out.push(')');
-                self.open(stmt);
-                self.block(body, depth + 1);
-                return self.close(depth);
-            }
-            StmtKind::While { cond, body } => {
-                self.out.push_str("while ");
-                self.cond(cond);
-                self.open(stmt);
-                self.block(body, depth + 1);
-                return self.close(depth);
-            }
-            StmtKind::Break => self.out.push_str("break"),
-            StmtKind::Continue => self.out.push_str("continue"),
-            StmtKind::Return => self.out.push_str("return"),
-            StmtKind::Barrier { scope, flags } => {
-                let name = match scope {
-                    BarrierScope::Threadgroup => "threadgroup_barrier",
-                    BarrierScope::Simdgroup => "simdgroup_barrier",
-                };
-                let _ = write!(self.out, "{name}({})", flags.name());
-            }
-        }
-        self.loc(stmt);
-        self.out.push('\n');
-    }
-
-    fn binary_inner(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr) {
-        self.expr(lhs);
-        let _ = write!(self.out, " {} ", op.symbol());
-        self.expr(rhs);
-    }
-
-    fn args(&mut self, args: &[Expr]) {
-        self.out.push('(');
-        for (i, a) in args.iter().enumerate() {
-            if i > 0 {
-                self.out.push_str(", ");
-            }
-            self.expr(a);
-        }
-        self.out.push(')');
-    }
-
-    fn expr(&mut self, e: &Expr) {
-        match e {
-            Expr::Literal(lit) => self.out.push_str(&literal_text(lit)),
-            Expr::Param(p) => {
-                let name = self.param_ref(*p);
-                self.out.push_str(&name);
-            }
-            Expr::Spec(s) => {
-                let name = self.spec_ref(*s);
-                self.out.push_str(&name);
-            }
-            Expr::Var(v) => {
-                let name = self.local_ref(*v);
-                self.out.push_str(&name);
-            }
-            Expr::Builtin(b) => self.out.push_str(b.name()),
-            Expr::Load { mem, index } => self.mem_index(*mem, index),
-            Expr::Unary { op, arg } => {
-                self.out.push('(');
-                self.out.push_str(op.symbol());
-                // `(- 3i32)`, `(- 3i32.x)`: without the space the lexer would
-                // read the literal -3.
-                if *op == UnaryOp::Neg && starts_with_literal(arg) {
-                    self.out.push(' ');
-                }
-                self.expr(arg);
-                self.out.push(')');
-            }
-            Expr::Binary { op, lhs, rhs } => {
-                self.out.push('(');
-                self.binary_inner(*op, lhs, rhs);
-                self.out.push(')');
-            }
-            Expr::Call { func, args } => {
-                self.out.push_str(func.name());
-                self.args(args);
-            }
-            Expr::Cast { to, arg } => {
-                let _ = write!(self.out, "cast<{to}>(");
-                self.expr(arg);
-                self.out.push(')');
-            }
-            Expr::Bitcast { to, arg } => {
-                let _ = write!(self.out, "bitcast<{to}>(");
-                self.expr(arg);
-                self.out.push(')');
-            }
-            Expr::Vector { ty, components } => {
-                let _ = write!(self.out, "{ty}");
-                self.args(components);
-            }
-            Expr::Extract { arg, index } => {
-                self.expr(arg);
-                match index {
-                    0 => self.out.push_str(".x"),
-                    1 => self.out.push_str(".y"),
-                    2 => self.out.push_str(".z"),
-                    3 => self.out.push_str(".w"),
-                    i => {
-                        let _ = write!(self.out, ".{i}");
-                    }
-                }
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-/// A text-form parse error: where, and what.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParseError {
-    /// The kernel's name, once the header has been read.
-    pub kernel: Option<String>,
-    /// 1-based line and column (in characters) of the offending token.
-    pub line: u32,
-    pub column: u32,
-    pub kind: ParseErrorKind,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(k) = &self.kernel {
-            write!(f, "kernel `{k}`, ")?;
-        }
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.kind)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
-fn did_you_mean(s: &Option<&'static str>) -> String {
-    match s {
-        Some(s) => format!("; did you mean `{s}`?"),
-        None => String::new(),
-    }
-}
-
-#[derive(Clone, Debug, Error, PartialEq)]
-pub enum ParseErrorKind {
-    #[error("expected {expected}, found {found}")]
-    Expected { expected: String, found: String },
-    #[error("unknown builtin `{name}`{}", did_you_mean(.suggestion))]
-    UnknownBuiltin { name: String, suggestion: Option<&'static str> },
-    #[error("unknown function `{name}`{}", did_you_mean(.suggestion))]
-    UnknownFunction { name: String, suggestion: Option<&'static str> },
-    #[error("`{name}` is not declared: no parameter, spec constant, threadgroup array or local has that name, and no builtin")]
-    UnknownName { name: String },
-    #[error("unknown type `{name}`")]
-    UnknownType { name: String },
-    #[error("the name `{name}` is declared twice")]
-    DuplicateName { name: String },
-    #[error("`{name}` is a {what}; {expected}")]
-    WrongKind { name: String, what: &'static str, expected: &'static str },
-    #[error("invalid literal `{text}`: {reason}")]
-    InvalidLiteral { text: String, reason: String },
-    #[error("unexpected character {ch:?}")]
-    UnexpectedCharacter { ch: char },
-    #[error("invalid string: {reason}")]
-    InvalidString { reason: &'static str },
-    #[error("nesting deeper than {limit} levels")]
-    TooDeep { limit: u32 },
-}
-
-// ---------------------------------------------------------------------------
-// Lexing
-// ---------------------------------------------------------------------------
-
-#[derive(Clone, Debug, PartialEq)]
-enum Tok {
-    Ident(String),
-    /// A quoted name, unescaped.
-    Quoted(String),
-    /// A number with its sign and type suffix, `-3i32`, `0x7ff8…`, `inf_f32`.
-    Number(String),
-    Punct(&'static str),
-    Eof,
-}
-
-impl Tok {
-    fn describe(&self) -> String {
-        match self {
-            Tok::Ident(s) | Tok::Number(s) => format!("`{s}`"),
-            Tok::Quoted(s) => format!("`{s:?}`"),
-            Tok::Punct(p) => format!("`{p}`"),
-            Tok::Eof => "the end of the text".into(),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Token {
-    tok: Tok,
-    line: u32,
-    col: u32,
-}
-
-const PUNCTS: [&str; 33] = [
-    "::", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "{", "}", "[", "]", "<", ">", ",", ":", "=", ".",
-    ";", "+", "-", "*", "/", "%", "&", "|", "^", "!", "~", "$",
-];
-
-struct Lexed {
-    toks: Vec<Token>,
-    /// Trailing comments (text after `//`) by line.
-    comments: HashMap<u32, String>,
-}
-
-fn is_ident_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_'
-}
-
-/// Reads a string body after its opening quote; returns the text and the
-/// index just past the closing quote.
-fn unescape(chars: &[char], mut i: usize) -> Result<(String, usize), &'static str> {
-    let mut out = String::new();
-    loop {
-        match chars.get(i) {
-            None | Some('\n') => return Err("missing closing quote"),
-            Some('"') => return Ok((out, i + 1)),
-            Some('\\') => {
-                let c = match chars.get(i + 1) {
-                    Some('n') => '\n',
-                    Some('r') => '\r',
-                    Some('t') => '\t',
-                    Some('0') => '\0',
-                    Some('\\') => '\\',
-                    Some('"') => '"',
-                    Some('\'') => '\'',
-                    Some('u') => {
-                        if chars.get(i + 2) != Some(&'{') {
-                            return Err("expected `{` after `\\u`");
-                        }
-                        let start = i + 3;
-                        let mut end = start;
-                        while chars.get(end).is_some_and(|c| c.is_ascii_hexdigit()) {
-                            end += 1;
-                        }
-                        if chars.get(end) != Some(&'}') || end == start || end - start > 6 {
-                            return Err("a `\\u{…}` escape takes 1 to 6 hex digits");
-                        }
-                        let hex: String = chars[start..end].iter().collect();
-                        let c = u32::from_str_radix(&hex, 16)
-                            .ok()
-                            .and_then(char::from_u32)
-                            .ok_or("the `\\u{…}` escape is not a Unicode scalar value")?;
-                        out.push(c);
-                        i = end + 1;
-                        continue;
-                    }
-                    _ => return Err("unknown escape"),
-                };
-                out.push(c);
-                i += 2;
-            }
-            Some(&c) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-}
-
-fn lex(src: &str) -> Result<Lexed, ParseError> {
-    let chars: Vec<char> = src.chars().collect();
-    let mut toks = Vec::new();
-    let mut comments = HashMap::new();
-    let (mut i, mut line, mut col) = (0usize, 1u32, 1u32);
-    let mut last_token_line = 0u32;
-    let err = |line, col, kind| ParseError { kernel: None, line, column: col, kind };
-    while let Some(&c) = chars.get(i) {
-        let start = i;
-        if c == '\n' {
-            line = line.saturating_add(1);
-            col = 1;
-            i += 1;
-            continue;
-        }
-        if c.is_whitespace() {
-            i += 1;
-            col = col.saturating_add(1);
-            continue;
-        }
-        let next = chars.get(i + 1).copied();
-        let after_dot = matches!(toks.last(), Some(Token { tok: Tok::Punct("."), .. }));
-        let tok = if c == '/' && next == Some('/') {
-            let mut end = i + 2;
-            while chars.get(end).is_some_and(|&c| c != '\n') {
-                end += 1;
-            }
-            if last_token_line == line {
-                comments.insert(line, chars[i + 2..end].iter().collect());
-            }
-            col = col.saturating_add((end - i) as u32);
-            i = end;
-            continue;
-        } else if c == '"' {
-            let (s, end) = unescape(&chars, i + 1).map_err(|reason| err(line, col, ParseErrorKind::InvalidString { reason }))?;
-            i = end;
-            Tok::Quoted(s)
-        } else if c.is_ascii_alphabetic() || c == '_' {
-            while chars.get(i).copied().is_some_and(is_ident_char) {
-                i += 1;
-            }
-            let s: String = chars[start..i].iter().collect();
-            if is_special_float(&s) {
-                Tok::Number(s)
-            } else {
-                Tok::Ident(s)
-            }
-        } else if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit()) && !after_dot) {
-            i = lex_number(&chars, i, after_dot);
-            Tok::Number(chars[start..i].iter().collect())
-        } else if let Some(end) = negative_infinity_end(&chars, i) {
-            i = end;
-            Tok::Number(chars[start..i].iter().collect())
-        } else if let Some(&p) = PUNCTS.iter().find(|p| {
-            let mut pc = p.chars();
-            pc.next() == Some(c) && pc.next().map_or(true, |p2| Some(p2) == next)
-        }) {
-            i += p.len();
-            Tok::Punct(p)
-        } else {
-            return Err(err(line, col, ParseErrorKind::UnexpectedCharacter { ch: c }));
-        };
-        toks.push(Token { tok, line, col });
-        last_token_line = line;
-        col = col.saturating_add((i - start) as u32);
-    }
-    toks.push(Token { tok: Tok::Eof, line, col });
-    Ok(Lexed { toks, comments })
-}
-
-/// `-inf_f32` is one token: the end of it when it starts at `i`.
-fn negative_infinity_end(chars: &[char], i: usize) -> Option<usize> {
-    if chars.get(i) != Some(&'-') {
-        return None;
-    }
-    let mut end = i + 1;
-    while chars.get(end).copied().is_some_and(is_ident_char) {
-        end += 1;
-    }
-    let word: String = chars[i + 1..end].iter().collect();
-    (word.starts_with("inf_") && is_special_float(&word)).then_some(end)
-}
-
-/// Scans a number: `-`? digits (`.` digits)? (`e` sign? digits)? suffix?, or
-/// `0x` hex digits. After a `.` only digits (`v.4`).
-fn lex_number(chars: &[char], mut i: usize, after_dot: bool) -> usize {
-    let digit = |i: usize| chars.get(i).is_some_and(|c| c.is_ascii_digit());
-    if chars.get(i) == Some(&'-') {
-        i += 1;
-    }
-    if !after_dot && chars.get(i) == Some(&'0') && matches!(chars.get(i + 1), Some('x' | 'X')) {
-        i += 2;
-        while chars.get(i).is_some_and(|c| c.is_ascii_hexdigit()) {
-            i += 1;
-        }
-        return i;
-    }
-    while digit(i) {
-        i += 1;
-    }
-    if after_dot {
-        return i;
-    }
-    if chars.get(i) == Some(&'.') && digit(i + 1) {
-        i += 1;
-        while digit(i) {
-            i += 1;
-        }
-    }
-    if matches!(chars.get(i), Some('e' | 'E')) {
-        let mut j = i + 1;
-        if matches!(chars.get(j), Some('+' | '-')) {
-            j += 1;
-        }
-        if digit(j) {
-            i = j;
-            while digit(i) {
-                i += 1;
-            }
-        }
-    }
-    while chars.get(i).copied().is_some_and(is_ident_char) {
-        i += 1;
-    }
-    i
-}
-
-/// Parses `file:line` (or `"file":line`) from a trailing comment.
-fn parse_loc(comment: &str) -> Option<SourceLoc> {
-    let t = comment.trim();
-    let digits = |s: &str| -> Option<u32> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        s.parse().ok()
-    };
-    if t.starts_with('"') {
-        let chars: Vec<char> = t.chars().collect();
-        let (file, end) = unescape(&chars, 1).ok()?;
-        let rest: String = chars[end..].iter().collect();
-        let line = digits(rest.strip_prefix(':')?)?;
-        return Some(SourceLoc { file, line });
-    }
-    let (file, line) = t.rsplit_once(':')?;
-    Some(SourceLoc { file: file.to_string(), line: digits(line)? })
-}
-
-// ---------------------------------------------------------------------------
-// Parsing
-// ---------------------------------------------------------------------------
 
 /// Parses the text form.
 pub fn parse(text: &str) -> Result<Kernel, ParseError> {
@@ -904,6 +35,23 @@ pub fn parse(text: &str) -> Result<Kernel, ParseError> {
     };
     p.kernel()?;
     Ok(p.kernel)
+}
+
+impl std::str::FromStr for Kernel {
+    type Err = ParseError;
+    fn from_str(text: &str) -> Result<Kernel, ParseError> {
+        parse(text)
+    }
+}
+
+/// A type name: `f32`, `u32x4`, `f32x0` (an invalid width still reads back),
+/// or an MSL name (`float4`, `half`).
+pub(super) fn type_from_text(s: &str) -> Option<Type> {
+    Type::from_ir_name(s)
+}
+
+fn scalar_from_ir_name(s: &str) -> Option<Scalar> {
+    Scalar::from_ir_name(s)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1314,6 +462,19 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "simdgroup_store" | "simdgroup_store_transposed" => {
+                    self.bump();
+                    self.expect_punct("(")?;
+                    let value = self.expr()?;
+                    self.expect_punct(",")?;
+                    let mem = self.memory_arg()?;
+                    self.expect_punct(",")?;
+                    let offset = self.expr()?;
+                    self.expect_punct(",")?;
+                    let stride = self.expr()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::MatrixStore { value, mem, offset, stride, transpose: word == "simdgroup_store_transposed" })
+                }
                 _ => None,
             };
             if let Some(kind) = kind {
@@ -1668,6 +829,32 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(if word == "cast" { Expr::Cast { to, arg } } else { Expr::Bitcast { to, arg } })
                     }
+                    (
+                        "simdgroup_fill" | "simdgroup_diagonal" | "simdgroup_load" | "simdgroup_load_transposed" | "matrix_row"
+                        | "matrix_col",
+                        Tok::Punct("<"),
+                    ) => self.matrix_primary(&word),
+                    ("simdgroup_multiply" | "simdgroup_multiply_accumulate" | "thread_element", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let first = Box::new(self.expr()?);
+                        self.expect_punct(",")?;
+                        let e = if word == "thread_element" {
+                            let index = self.small_index("an element index")?;
+                            Expr::MatrixElement { matrix: first, index }
+                        } else {
+                            let b = Box::new(self.expr()?);
+                            let acc = if word == "simdgroup_multiply_accumulate" {
+                                self.expect_punct(",")?;
+                                Some(Box::new(self.expr()?))
+                            } else {
+                                None
+                            };
+                            Expr::MatrixMultiply { a: first, b, acc }
+                        };
+                        self.expect_punct(")")?;
+                        Ok(e)
+                    }
                     (_, Tok::Punct("::")) => {
                         let mut name = word.clone();
                         self.bump();
@@ -1709,6 +896,49 @@ impl Parser {
             }
             _ => Err(self.expected("an expression")),
         }
+    }
+
+    /// A matrix expression with a type argument (`simdgroup_load<mat8x8_f16>(…)`);
+    /// the name is next.
+    fn matrix_primary(&mut self, word: &str) -> PResult<Expr> {
+        self.bump();
+        self.bump();
+        let at = self.tok().clone();
+        let ty = self.ty()?.as_matrix().ok_or_else(|| {
+            self.err_at(&at, ParseErrorKind::Expected { expected: "a matrix type (`mat8x8_f16`)".into(), found: at.tok.describe() })
+        })?;
+        self.expect_punct(">")?;
+        self.expect_punct("(")?;
+        let e = match word {
+            "simdgroup_fill" | "simdgroup_diagonal" => {
+                Expr::MatrixFill { ty, value: Box::new(self.expr()?), diagonal: word == "simdgroup_diagonal" }
+            }
+            "matrix_row" | "matrix_col" => Expr::MatrixCoord { ty, index: self.small_index("an element index")?, column: word == "matrix_col" },
+            _ => {
+                let mem = self.memory_arg()?;
+                self.expect_punct(",")?;
+                let offset = Box::new(self.expr()?);
+                self.expect_punct(",")?;
+                let stride = Box::new(self.expr()?);
+                Expr::MatrixLoad { ty, mem, offset, stride, transpose: word == "simdgroup_load_transposed" }
+            }
+        };
+        self.expect_punct(")")?;
+        Ok(e)
+    }
+
+    /// A buffer or threadgroup array named as an argument.
+    fn memory_arg(&mut self) -> PResult<Memory> {
+        let at = self.tok().clone();
+        let target = self.reference()?;
+        self.memory_of(target, &at)
+    }
+
+    /// A plain number below 256 (a component or element index).
+    fn small_index(&mut self, what: &str) -> PResult<u8> {
+        let at = self.tok().clone();
+        let n = self.plain_u64(what)?;
+        u8::try_from(n).map_err(|_| self.err_at(&at, ParseErrorKind::Expected { expected: format!("{what} below 256"), found: n.to_string() }))
     }
 
     /// A call or a vector constructor; the name has been consumed, `(` is next.
@@ -1895,62 +1125,4 @@ impl Parser {
             _ => Err(self.expected("a float (`1.5`, `inf`, `-inf`, `nan`)")),
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// JSON
-// ---------------------------------------------------------------------------
-
-/// A JSON-form read error, with the position serde_json reports.
-#[derive(Clone, Debug, Error, PartialEq)]
-#[error("invalid kernel JSON at line {line}, column {column}: {message}")]
-pub struct JsonError {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-}
-
-/// The version of the JSON form, written first as `"schema"` and checked on
-/// reading. Version 2 spells types as their IR names (`"f32x4"`); version 1
-/// spelled them as `{"scalar","width"}` objects.
-pub const JSON_SCHEMA: u32 = 2;
-
-#[derive(serde::Serialize)]
-struct Versioned<'a> {
-    schema: u32,
-    #[serde(flatten)]
-    kernel: &'a Kernel,
-}
-
-#[derive(serde::Deserialize)]
-struct Header {
-    schema: Option<u32>,
-}
-
-/// The JSON form of `kernel`, on one line.
-pub fn to_json(kernel: &Kernel) -> String {
-    serde_json::to_string(&Versioned { schema: JSON_SCHEMA, kernel })
-        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
-}
-
-/// The JSON form of `kernel`, indented.
-pub fn to_json_pretty(kernel: &Kernel) -> String {
-    serde_json::to_string_pretty(&Versioned { schema: JSON_SCHEMA, kernel })
-        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
-}
-
-/// Reads the JSON form; a document of another schema version (or none) is an
-/// error that says which version this reader takes.
-pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
-    let err = |e: serde_json::Error| JsonError { line: e.line(), column: e.column(), message: e.to_string() };
-    let header: Header = serde_json::from_str(json).map_err(err)?;
-    if header.schema != Some(JSON_SCHEMA) {
-        let found = header.schema.map_or("no \"schema\" field".to_string(), |v| format!("schema {v}"));
-        return Err(JsonError {
-            line: 1,
-            column: 1,
-            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA}"),
-        });
-    }
-    serde_json::from_str(json).map_err(err)
 }

@@ -1,0 +1,181 @@
+//! The quantized matmul (`enigma_ops::qmatmul`, FP4 and INT4 weights in seed
+//! 002's layout, f16 `A` and `C`) on a CUDA GPU at decode shapes, for
+//! `bench/qmatmul_vs_torch.py`. Prints one JSON object.
+//!
+//! For each format and M it quantizes one random `K × N` matrix, uploads
+//! enough copies of it that together they are at least four times the L2
+//! cache (an H100 has 50 MB), and times every threadgroup size × columns per
+//! thread asked for: each timed call reads the next copy, so the weights
+//! come from DRAM as in a model's decode step (`hot_median_us` is the same
+//! kernel re-reading one copy, from L2). Also swept: packed words per loop
+//! iteration (`--words`; those that do not divide the group's are skipped). Each configuration is first
+//! checked against the f64 product of `A` and the dequantised weights.
+//! Times are CUDA-event device times of the dispatch, medians of `repeats`.
+//!
+//! Usage (on a CUDA machine; every flag is optional):
+//!
+//! ```text
+//! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
+//!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
+//!              [--copies N] [--repeats 50]
+//! ```
+
+use enigma_ir::Scalar;
+use enigma_kernels::library::qmatmul;
+use enigma_ops::{download, upload, ElemType, Ops, Options, QuantFormat, QuantizedWeights};
+use enigma_runtime::{Device, Runtime};
+use std::time::Duration;
+
+/// The bytes the copies of the weights must span together (4 × 50 MB).
+const ROTATION_BYTES: usize = 200 << 20;
+
+struct Args {
+    m: Vec<usize>,
+    n: usize,
+    k: usize,
+    group: usize,
+    formats: Vec<QuantFormat>,
+    threads: Vec<u32>,
+    cols: Vec<u32>,
+    words: Vec<u32>,
+    copies: Option<usize>,
+    repeats: usize,
+}
+
+fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
+    text.split(',').map(|p| p.trim().parse().unwrap_or_else(|_| panic!("{flag}: `{p}` is not a number"))).collect()
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        m: vec![1, 16],
+        n: 11008,
+        k: 4096,
+        group: 128,
+        formats: vec![QuantFormat::Fp4, QuantFormat::Int4],
+        threads: vec![128, 256, 512, 1024],
+        cols: vec![1, 2, 4],
+        words: vec![4, 8, 16],
+        copies: None,
+        repeats: 50,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let (flag, value) = (pair[0].as_str(), pair.get(1).map(String::as_str).unwrap_or_else(|| panic!("{} needs a value", pair[0])));
+        match flag {
+            "--m" => a.m = list(flag, value),
+            "--n" => a.n = list(flag, value)[0],
+            "--k" => a.k = list(flag, value)[0],
+            "--group" => a.group = list(flag, value)[0],
+            "--formats" => a.formats = value.split(',').map(|f| QuantFormat::parse(f).unwrap_or_else(|e| panic!("{e}"))).collect(),
+            "--threads" => a.threads = list(flag, value),
+            "--cols" => a.cols = list(flag, value),
+            "--words" => a.words = list(flag, value),
+            "--copies" => a.copies = Some(list(flag, value)[0]),
+            "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
+            other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
+        }
+    }
+    a
+}
+
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn main() {
+    let args = parse_args();
+    let rt = match Runtime::new(Device::Cuda) {
+        Ok(rt) => rt,
+        Err(e) => {
+            println!("{{\"skipped\": {:?}}}", e.to_string());
+            return;
+        }
+    };
+    let (n, k, group) = (args.n, args.k, args.group);
+    let mut rows = vec![];
+    for &format in &args.formats {
+        eprintln!("{format}: quantizing {k} x {n}, group {group}");
+        let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, 1), k, n, group).unwrap_or_else(|e| panic!("{e}"));
+        let w = enigma_ops::dequantize_weights(&q).unwrap_or_else(|e| panic!("{e}"));
+        let weight_bytes = k * n / 2 + k / group * n * 2;
+        let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
+        let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
+        for &m in &args.m {
+            let mut a = enigma_kernels::test_data(m * k, 2 + m as u64);
+            enigma_ops::quantize(ElemType::F16, &mut a);
+            let ab = upload(&rt, Scalar::F16, &a).unwrap_or_else(|e| panic!("{e}"));
+            eprintln!("{format} m={m}: f64 reference");
+            let want = qmatmul::reference(&a, &w, m, n, k);
+            let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
+            let bounds: Vec<f64> = (0..m * n)
+                .map(|i| {
+                    let (r, col) = (i / n, i % n);
+                    let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum();
+                    abs * f32::EPSILON as f64 * levels + want[i].abs() * ElemType::F16.unit_roundoff() * 1.01 + ElemType::F16.underflow_error() * 1.01
+                })
+                .collect();
+            let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
+            let mut configs = vec![];
+            for &threads in &args.threads {
+                for &cols in &args.cols {
+                    configs.extend(args.words.iter().filter(|&&w| (group / 8) % w as usize == 0).map(|&w| (threads, cols, w)));
+                }
+            }
+            for (threads, cols, words) in configs {
+                let options = Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), ..Options::default() };
+                let ops = Ops::new(&rt).with_options(options);
+                let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words });
+                let first = match ops.qmatmul(&ab, &weights[0], m, ElemType::F16) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let mut row = base;
+                        row["error"] = e.to_string().into();
+                        rows.push(row);
+                        continue;
+                    }
+                };
+                let launch = ops.take_launches().remove(0);
+                let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
+                let failures = got.iter().zip(&want).zip(&bounds).filter(|((g, w), b)| ((*g - *w).abs() > **b) || g.is_nan()).count();
+                let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+                let time = |rotate: bool| -> Duration {
+                    let mut times = vec![];
+                    for i in 0..5 + args.repeats {
+                        let copy = if rotate { &weights[i % copies] } else { &weights[0] };
+                        ops.qmatmul(&ab, copy, m, ElemType::F16).unwrap_or_else(|e| panic!("{e}"));
+                        let l = ops.take_launches().remove(0);
+                        if i >= 5 {
+                            times.push(l.report.device_time.unwrap_or(l.report.wall_time));
+                        }
+                    }
+                    median(times)
+                };
+                let cold = time(true);
+                let hot = time(false);
+                eprintln!("{format} m={m} threads={threads} cols={cols} words={words}: {:.2} us (hot {:.2} us), {failures} failures", cold.as_secs_f64() * 1e6, hot.as_secs_f64() * 1e6);
+                let mut row = base;
+                let extra = serde_json::json!({
+                    "kernel": launch.kernel,
+                    "grid": launch.dispatch.size,
+                    "passed": failures == 0,
+                    "failures": failures,
+                    "max_abs_error": max_abs_error,
+                    "device_timed": launch.report.device_time.is_some(),
+                    "median_us": cold.as_secs_f64() * 1e6,
+                    "hot_median_us": hot.as_secs_f64() * 1e6,
+                    "bytes": bytes,
+                    "tb_per_s": bytes as f64 / cold.as_secs_f64() / 1e12,
+                });
+                for (key, v) in extra.as_object().into_iter().flatten() {
+                    row[key] = v.clone();
+                }
+                rows.push(row);
+            }
+        }
+    }
+    let out = serde_json::json!({ "device": rt.device().name, "rotation_bytes": ROTATION_BYTES, "rows": rows });
+    println!("{out}");
+}

@@ -1,0 +1,93 @@
+// SIMD-group matrix tiles: an R×C tile is a grid of Metal's 8×8 fragments.
+// Element i of a lane's share is element i % 2 of fragment i / 2 (fragments
+// numbered row-major), at the row and column enigma_tile_at gives: Metal's
+// thread_elements() map.
+template <typename T, int R, int C> struct enigma_tile {
+    simdgroup_matrix<T, 8, 8> f[R / 8][C / 8];
+};
+
+static inline uint enigma_tile_at(int cols, uint i, uint lane, bool column) {
+    uint fragment = i / 2, per_row = uint(cols) / 8;
+    uint row = (fragment / per_row) * 8 + (lane / 16) * 4 + (lane / 2) % 4;
+    uint col = (fragment % per_row) * 8 + ((lane / 8) % 2) * 4 + (lane % 2) * 2 + i % 2;
+    return column ? col : row;
+}
+
+template <int R, int C> static inline uint enigma_tile_row(uint i, uint lane) { return enigma_tile_at(C, i, lane, false); }
+template <int R, int C> static inline uint enigma_tile_col(uint i, uint lane) { return enigma_tile_at(C, i, lane, true); }
+
+template <typename T, int R, int C> static inline enigma_tile<T, R, C> enigma_tile_fill(T x, bool diagonal, uint lane) {
+    enigma_tile<T, R, C> t;
+    for (int i = 0; i < R / 8; ++i) {
+        for (int j = 0; j < C / 8; ++j) {
+            if (!diagonal) {
+                t.f[i][j] = make_filled_simdgroup_matrix<T, 8, 8>(x);
+            } else if (i == j) {
+                t.f[i][j] = simdgroup_matrix<T, 8, 8>(x);
+            } else {
+                t.f[i][j] = make_filled_simdgroup_matrix<T, 8, 8>(T(0));
+            }
+        }
+    }
+    return t;
+}
+
+// Element (r, c) of the tile is p[r * stride + c], or transposed p[c * stride + r].
+template <typename T, int R, int C, typename P> static inline enigma_tile<T, R, C> enigma_tile_load(P p, uint stride, bool transpose, uint lane) {
+    enigma_tile<T, R, C> t;
+    for (int i = 0; i < R / 8; ++i) {
+        for (int j = 0; j < C / 8; ++j) {
+            if (transpose) {
+                simdgroup_load(t.f[i][j], p + (j * 8) * stride + i * 8, stride, ulong2(0, 0), true);
+            } else {
+                simdgroup_load(t.f[i][j], p + (i * 8) * stride + j * 8, stride);
+            }
+        }
+    }
+    return t;
+}
+
+template <typename T, int R, int C, typename P> static inline void enigma_tile_store(enigma_tile<T, R, C> t, P p, uint stride, bool transpose, uint lane) {
+    for (int i = 0; i < R / 8; ++i) {
+        for (int j = 0; j < C / 8; ++j) {
+            if (transpose) {
+                simdgroup_store(t.f[i][j], p + (j * 8) * stride + i * 8, stride, ulong2(0, 0), true);
+            } else {
+                simdgroup_store(t.f[i][j], p + (i * 8) * stride + j * 8, stride);
+            }
+        }
+    }
+}
+
+// A fragment's elements converted to U (f16 or bf16 inputs, f32 accumulators).
+template <typename U, typename T> static inline simdgroup_matrix<U, 8, 8> enigma_fragment_as(simdgroup_matrix<T, 8, 8> m) {
+    simdgroup_matrix<U, 8, 8> r;
+    r.thread_elements()[0] = U(m.thread_elements()[0]);
+    r.thread_elements()[1] = U(m.thread_elements()[1]);
+    return r;
+}
+
+template <typename TA, int R, int K, int C, typename TC>
+static inline enigma_tile<TC, R, C> enigma_tile_mma(enigma_tile<TA, R, K> a, enigma_tile<TA, K, C> b, enigma_tile<TC, R, C> acc, uint lane) {
+    enigma_tile<TC, R, C> d;
+    for (int i = 0; i < R / 8; ++i) {
+        for (int j = 0; j < C / 8; ++j) {
+            simdgroup_matrix<TC, 8, 8> sum = acc.f[i][j];
+            for (int k = 0; k < K / 8; ++k) {
+                simdgroup_multiply_accumulate(sum, enigma_fragment_as<TC>(a.f[i][k]), enigma_fragment_as<TC>(b.f[k][j]), sum);
+            }
+            d.f[i][j] = sum;
+        }
+    }
+    return d;
+}
+
+template <typename T, int R, int K, int C>
+static inline enigma_tile<T, R, C> enigma_tile_mul(enigma_tile<T, R, K> a, enigma_tile<T, K, C> b, uint lane) {
+    return enigma_tile_mma(a, b, enigma_tile_fill<T, R, C>(T(0), false, lane), lane);
+}
+
+template <typename T, int R, int C> static inline T enigma_tile_element(enigma_tile<T, R, C> t, int i) {
+    return t.f[(i / 2) / (C / 8)][(i / 2) % (C / 8)].thread_elements()[i % 2];
+}
+

@@ -1,0 +1,249 @@
+//! SIMD-group matrices: one 8×8×8 product per element type (with the
+//! accumulator in the input type and in f32), transposed and strided loads
+//! and stores on device and threadgroup memory, filled and diagonal
+//! matrices, a threadgroup of 4 SIMD groups computing a 64×64 tile (seed 002
+//! §3.2's 2×2 partition), and the per-lane view. Inputs are small multiples
+//! of 1/2, so every product and sum is exact in f16, bf16 and f32 in any
+//! order: results are compared exactly with an f64 reference.
+
+use crate::util::*;
+use enigma_ir::builder::*;
+use enigma_ir::{Access, Feature, MatrixType, Scalar, Type};
+use enigma_runtime::{Arg, Buffer, Runtime};
+use rand::rngs::SmallRng;
+use rand::Rng;
+
+/// Encodes `values` as a buffer of `elem`.
+fn upload_as(rt: &Runtime, elem: Scalar, values: &[f32]) -> Result<Buffer, String> {
+    let bytes: Vec<u8> = match elem {
+        Scalar::F16 => values.iter().flat_map(|v| f32_to_f16(*v).to_le_bytes()).collect(),
+        Scalar::BF16 => values.iter().flat_map(|v| f32_to_bf16(*v).to_le_bytes()).collect(),
+        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    rt.buffer_from_bytes(Type::scalar(elem), &bytes).ctx("allocating a buffer")
+}
+
+/// Reads a buffer of `elem` back as f32.
+fn download_as(buf: &Buffer, elem: Scalar) -> Result<Vec<f32>, String> {
+    Ok(match elem {
+        Scalar::F16 => download_u16_bits(buf)?.into_iter().map(f16_to_f32).collect(),
+        Scalar::BF16 => download_u16_bits(buf)?.into_iter().map(bf16_to_f32).collect(),
+        _ => download::<f32>(buf)?,
+    })
+}
+
+/// Random multiples of 1/2 in [-4, 4]: exact in every element type.
+fn halves(rng: &mut SmallRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-8i32..=8) as f32 / 2.0).collect()
+}
+
+/// `c + a·b` for row-major `a` (m×k), `b` (k×n), `c` (m×n), in f64.
+fn reference(a: &[f32], b: &[f32], c: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
+    (0..m * n)
+        .map(|i| {
+            let (r, col) = (i / n, i % n);
+            let dot: f64 = (0..k).map(|j| a[r * k + j] as f64 * b[j * n + col] as f64).sum();
+            (dot + c.map_or(0.0, |c| c[i] as f64)) as f32
+        })
+        .collect()
+}
+
+fn describe_rc(n: usize) -> impl Fn(usize) -> String {
+    move |i| format!("row {}, column {}", i / n, i % n)
+}
+
+/// The element types `rt`'s device can multiply.
+fn matrix_elems(rt: &Runtime) -> Vec<Scalar> {
+    let bf16 = rt.device().features.contains(&Feature::Bfloat16);
+    [Scalar::F16, Scalar::BF16, Scalar::F32].into_iter().filter(|s| *s != Scalar::BF16 || bf16).collect()
+}
+
+pub fn matrix_multiply_8x8x8(rt: &Runtime) -> CaseResult {
+    seeded("matrix_multiply_8x8x8", |rng| {
+        for elem in matrix_elems(rt) {
+            for acc_elem in [elem, Scalar::F32] {
+                let (ab, cd) = (MatrixType::new(elem, 8, 8), MatrixType::new(acc_elem, 8, 8));
+                let mut k = KernelBuilder::new(format!("mma_{elem}_{acc_elem}"));
+                let a = k.buffer("A", Type::scalar(elem), Access::Read);
+                let b = k.buffer("B", Type::scalar(elem), Access::Read);
+                let c = k.buffer("C", Type::scalar(acc_elem), Access::Read);
+                let d = k.buffer("D", Type::scalar(acc_elem), Access::ReadWrite);
+                let e = k.buffer("E", Type::scalar(elem), Access::ReadWrite);
+                let ma = k.let_("a", matrix_load(ab, a, 0u32, 8u32, false));
+                let mb = k.let_("b", matrix_load(ab, b, 0u32, 8u32, false));
+                let mc = k.let_("c", matrix_load(cd, c, 0u32, 8u32, false));
+                k.matrix_store(matrix_multiply_accumulate(ma, mb, mc), d, 0u32, 8u32, false);
+                k.matrix_store(matrix_multiply(ma, mb), e, 0u32, 8u32, false);
+                let kernel = finish(k)?;
+                let p = pipeline(rt, &kernel)?;
+                let (av, bv, cv) = (halves(rng, 64), halves(rng, 64), halves(rng, 64));
+                let bufs = [
+                    upload_as(rt, elem, &av)?,
+                    upload_as(rt, elem, &bv)?,
+                    upload_as(rt, acc_elem, &cv)?,
+                    upload_as(rt, acc_elem, &[0.0; 64])?,
+                    upload_as(rt, elem, &[0.0; 64])?,
+                ];
+                let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+                threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+                let what = format!("{elem} 8×8×8 accumulated in {acc_elem}");
+                check_f32_exact(&what, &download_as(&bufs[3], acc_elem)?, &reference(&av, &bv, Some(&cv), 8, 8, 8), describe_rc(8))?;
+                check_f32_exact(&format!("{elem} 8×8×8 product"), &download_as(&bufs[4], elem)?, &reference(&av, &bv, None, 8, 8, 8), describe_rc(8))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Loads with an offset and a stride wider than the tile, transposed and
+/// not, from device memory and from threadgroup memory; stores likewise.
+pub fn matrix_loads_and_stores(rt: &Runtime) -> CaseResult {
+    seeded("matrix_loads_and_stores", |rng| {
+        const STRIDE: u32 = 13;
+        const OFFSET: u32 = 5;
+        let t = MatrixType::new(Scalar::F32, 8, 16);
+        let tt = MatrixType::new(Scalar::F32, 16, 8);
+        let mut k = KernelBuilder::new("matrix_loads");
+        let src = k.buffer("src", Type::F32, Access::Read);
+        let out = k.buffer("out", Type::F32, Access::ReadWrite);
+        let stage = k.threadgroup_array("stage", Type::F32, 128);
+        let lane = k.let_("lane", thread_index_in_simdgroup());
+        // Stage the 8×16 tile at (OFFSET, STRIDE) of src into threadgroup memory, row-major.
+        k.for_range("i", 0u32, 4u32, 1u32, |k, i| {
+            let e = k.let_("e", lane * 4u32 + i);
+            k.store(stage.at(e), src.get(e / 16u32 * STRIDE + e % 16u32 + OFFSET));
+        });
+        k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
+        let direct = k.let_("direct", matrix_load(t, src, OFFSET, STRIDE, false));
+        let staged = k.let_("staged", matrix_load(t, stage, 0u32, 16u32, false));
+        // Read transposed: element (r, c) of the 16×8 tile is src[OFFSET + c·STRIDE + r].
+        let transposed = k.let_("transposed", matrix_load(tt, src, OFFSET, STRIDE, true));
+        k.matrix_store(direct, out, 0u32, 16u32, false);
+        k.matrix_store(staged, out, 128u32, 16u32, false);
+        k.matrix_store(transposed, out, 256u32, 8u32, false);
+        // Stored transposed with a stride: out[384 + c·20 + r] = direct(r, c).
+        k.matrix_store(direct, out, 384u32, 20u32, true);
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let src_v = halves(rng, (OFFSET + 8 * STRIDE + 16) as usize);
+        let bufs = [upload_as(rt, Scalar::F32, &src_v)?, upload_as(rt, Scalar::F32, &vec![-1.0; 384 + 16 * 20])?];
+        let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+        threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+        let got = download_as(&bufs[1], Scalar::F32)?;
+        let at = |r: u32, c: u32| src_v[(OFFSET + r * STRIDE + c) as usize];
+        let tile: Vec<f32> = (0..128).map(|i| at(i / 16, i % 16)).collect();
+        let tile_t: Vec<f32> = (0..128).map(|i| at(i % 8, i / 8)).collect();
+        check_f32_exact("direct load", &got[..128], &tile, describe_rc(16))?;
+        check_f32_exact("load from threadgroup memory", &got[128..256], &tile, describe_rc(16))?;
+        check_f32_exact("transposed load", &got[256..384], &tile_t, describe_rc(8))?;
+        let mut want = vec![-1.0f32; 16 * 20];
+        for r in 0..8 {
+            for c in 0..16 {
+                want[(c * 20 + r) as usize] = at(r, c);
+            }
+        }
+        check_f32_exact("transposed strided store", &got[384..], &want, |i| format!("offset {}", 384 + i))
+    })
+}
+
+pub fn matrix_fill_and_diagonal(rt: &Runtime) -> CaseResult {
+    seeded("matrix_fill_and_diagonal", |rng| {
+        let t = MatrixType::new(Scalar::F16, 8, 8);
+        let mut k = KernelBuilder::new("matrix_fill");
+        let b = k.buffer("B", Type::F16, Access::Read);
+        let out = k.buffer("out", Type::F16, Access::ReadWrite);
+        let mb = k.let_("b", matrix_load(t, b, 0u32, 8u32, false));
+        k.matrix_store(matrix_multiply(matrix_fill(t, lit(Scalar::F16, 0.5)), mb), out, 0u32, 8u32, false);
+        k.matrix_store(matrix_multiply(matrix_diagonal(t, lit(Scalar::F16, 3.0)), mb), out, 64u32, 8u32, false);
+        k.matrix_store(matrix_diagonal(t, lit(Scalar::F16, -2.0)), out, 128u32, 8u32, false);
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let bv = halves(rng, 64);
+        let bufs = [upload_as(rt, Scalar::F16, &bv)?, upload_as(rt, Scalar::F16, &[0.0; 192])?];
+        let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+        threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+        let got = download_as(&bufs[1], Scalar::F16)?;
+        let filled: Vec<f32> = (0..64).map(|i| (0..8).map(|j| 0.5 * bv[j * 8 + i % 8]).sum()).collect();
+        let tripled: Vec<f32> = bv.iter().map(|v| 3.0 * v).collect();
+        let diagonal: Vec<f32> = (0..64).map(|i| if i / 8 == i % 8 { -2.0 } else { 0.0 }).collect();
+        check_f32_exact("filled(0.5)·B", &got[..64], &filled, describe_rc(8))?;
+        check_f32_exact("diagonal(3)·B", &got[64..128], &tripled, describe_rc(8))?;
+        check_f32_exact("diagonal(-2)", &got[128..], &diagonal, describe_rc(8))
+    })
+}
+
+/// Seed 002 §3.2: a threadgroup of 4 SIMD groups computes a 64×64 tile of
+/// C = A·B, each SIMD group a 32×32 quarter (2×2 partition), stepping
+/// through K = 48 eight at a time with f16 inputs and f32 accumulators.
+pub fn matrix_tile_64x64_four_simdgroups(rt: &Runtime) -> CaseResult {
+    seeded("matrix_tile_64x64_four_simdgroups", |rng| {
+        const K: u32 = 48;
+        let at = MatrixType::new(Scalar::F16, 32, 8);
+        let bt = MatrixType::new(Scalar::F16, 8, 32);
+        let ct = MatrixType::new(Scalar::F32, 32, 32);
+        let mut k = KernelBuilder::new("tile_64x64");
+        let a = k.buffer("A", Type::F16, Access::Read);
+        let b = k.buffer("B", Type::F16, Access::Read);
+        let c = k.buffer("C", Type::F32, Access::ReadWrite);
+        let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+        let row0 = k.let_("row0", sg / 2u32 * 32u32);
+        let col0 = k.let_("col0", sg % 2u32 * 32u32);
+        let acc = k.var("acc", matrix_fill(ct, 0.0f32));
+        k.for_range("kk", 0u32, K, 8u32, |k, kk| {
+            let ma = k.let_("ma", matrix_load(at, a, row0 * K + kk, K, false));
+            let mb = k.let_("mb", matrix_load(bt, b, kk * 64u32 + col0, 64u32, false));
+            k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+        });
+        k.matrix_store(acc, c, row0 * 64u32 + col0, 64u32, false);
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let (av, bv) = (halves(rng, (64 * K) as usize), halves(rng, (K * 64) as usize));
+        let bufs = [upload_as(rt, Scalar::F16, &av)?, upload_as(rt, Scalar::F16, &bv)?, upload_as(rt, Scalar::F32, &[0.0; 64 * 64])?];
+        let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+        threads(rt, &p, &args, [128, 1, 1], [128, 1, 1])?;
+        check_f32_exact("64×64 tile", &download_as(&bufs[2], Scalar::F32)?, &reference(&av, &bv, None, 64, K as usize, 64), describe_rc(64))
+    })
+}
+
+/// The per-lane view: each lane writes `2·x + 1` for each element it holds
+/// at the row and column the backend's lane map gives; every element of
+/// the tile must be written exactly once.
+pub fn matrix_per_lane_view(rt: &Runtime) -> CaseResult {
+    seeded("matrix_per_lane_view", |rng| {
+        let t = MatrixType::new(Scalar::F32, 16, 16);
+        let mut k = KernelBuilder::new("per_lane_view");
+        let src = k.buffer("src", Type::F32, Access::Read);
+        let out = k.buffer("out", Type::F32, Access::ReadWrite);
+        let m = k.let_("m", matrix_load(t, src, 0u32, 16u32, false));
+        for i in 0..t.per_lane() as u8 {
+            let at = matrix_coord(t, i, false) * 16u32 + matrix_coord(t, i, true);
+            k.store(out.at(at), out.get(at) + thread_element(m, i) * 2.0f32 + 1.0f32);
+        }
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let sv = halves(rng, 256);
+        let bufs = [upload_as(rt, Scalar::F32, &sv)?, upload_as(rt, Scalar::F32, &[0.0; 256])?];
+        let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+        threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+        let want: Vec<f32> = sv.iter().map(|x| 2.0 * x + 1.0).collect();
+        check_f32_exact("per-lane view", &download_as(&bufs[1], Scalar::F32)?, &want, describe_rc(16))
+    })
+}
+
+/// A matrix kernel dispatched so that a threadgroup has a partial SIMD
+/// group is refused before it runs, naming the kernel and the numbers.
+pub fn matrix_partial_simdgroup_refused(rt: &Runtime) -> CaseResult {
+    let t = MatrixType::new(Scalar::F32, 8, 8);
+    let mut k = KernelBuilder::new("matrix_partial");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    k.matrix_store(matrix_fill(t, 1.0f32), out, 0u32, 8u32, false);
+    let kernel = finish(k)?;
+    let p = pipeline(rt, &kernel)?;
+    let buf = upload_as(rt, Scalar::F32, &[0.0; 64])?;
+    let err = rt.dispatch_threads(&p, &[Arg::from(&buf)], [48, 1, 1], [48, 1, 1]).err().ok_or("a 48-thread threadgroup was accepted")?;
+    let want = "kernel `matrix_partial` uses SIMD-group matrices, which need whole SIMD groups, but this dispatch has a threadgroup of 48 threads, not a multiple of 32";
+    ensure!(err.to_string() == want, "error: {err}\nexpected: {want}");
+    let edge = rt.dispatch_threads(&p, &[Arg::from(&buf)], [40, 1, 1], [32, 1, 1]).err().ok_or("a partial edge threadgroup was accepted")?;
+    ensure!(edge.to_string().contains("a threadgroup of 8 threads"), "error: {edge}");
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The JSON form: the serde derives of [`crate::ir`] behind a schema
+//! version, written by [`to_json`] and read back by [`from_json`].
+
+use super::parse::MAX_NESTING;
+use crate::ir::Kernel;
+use thiserror::Error;
+
+/// A JSON-form read error, with the position serde_json reports.
+#[derive(Clone, Debug, Error, PartialEq)]
+#[error("invalid kernel JSON at line {line}, column {column}: {message}")]
+pub struct JsonError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// The version of the JSON form, written first as `"schema"` and checked on
+/// reading. Version 2 spells types as their IR names (`"f32x4"`); version 1
+/// spelled them as `{"scalar","width"}` objects.
+pub const JSON_SCHEMA: u32 = 2;
+
+#[derive(serde::Serialize)]
+struct Versioned<'a> {
+    schema: u32,
+    #[serde(flatten)]
+    kernel: &'a Kernel,
+}
+
+#[derive(serde::Deserialize)]
+struct Header {
+    schema: Option<u32>,
+}
+
+/// The JSON form of `kernel`, on one line.
+pub fn to_json(kernel: &Kernel) -> String {
+    serde_json::to_string(&Versioned { schema: JSON_SCHEMA, kernel })
+        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
+}
+
+/// The JSON form of `kernel`, indented.
+pub fn to_json_pretty(kernel: &Kernel) -> String {
+    serde_json::to_string_pretty(&Versioned { schema: JSON_SCHEMA, kernel })
+        .expect("a Kernel is plain data with string keys; serialising it cannot fail")
+}
+
+/// The deepest JSON nesting [`from_json`] reads: enough for every kernel
+/// within [`MAX_NESTING`] (an expression or block level takes a few JSON
+/// levels), where serde_json's own limit of 128 JSON levels stopped kernels
+/// far shallower than the text form reads.
+pub const MAX_JSON_DEPTH: usize = 8 * MAX_NESTING as usize;
+
+/// Reads the JSON form. A document of another schema version (or none) is an
+/// error that says which version this reader takes; nesting past
+/// [`MAX_JSON_DEPTH`] is an error naming the limit (checked before parsing,
+/// so a deep document never reaches the recursive parser).
+pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
+    if let Some((line, column)) = too_deep(json, MAX_JSON_DEPTH) {
+        return Err(JsonError {
+            line,
+            column,
+            message: format!(
+                "nested more than {MAX_JSON_DEPTH} levels deep; the IR allows {MAX_NESTING} levels of nested expressions and blocks"
+            ),
+        });
+    }
+    let header: Header = read_unbounded(json)?;
+    if header.schema != Some(JSON_SCHEMA) {
+        let found = header.schema.map_or("no \"schema\" field".to_string(), |v| format!("schema {v}"));
+        return Err(JsonError {
+            line: 1,
+            column: 1,
+            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA}"),
+        });
+    }
+    read_unbounded(json)
+}
+
+/// Deserialises `json` without serde_json's recursion limit (its depth was
+/// checked by [`too_deep`]).
+fn read_unbounded<T: serde::de::DeserializeOwned>(json: &str) -> Result<T, JsonError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    value.map_err(|e| JsonError { line: e.line(), column: e.column(), message: e.to_string() })
+}
+
+/// The line and column (1-based) where `json` first opens more than `limit`
+/// nested arrays or objects, if it does (brackets inside strings excluded).
+fn too_deep(json: &str, limit: usize) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        column += 1;
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some((line, column));
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            '\n' => {
+                line += 1;
+                column = 0;
+            }
+            _ => {}
+        }
+    }
+    None
+}

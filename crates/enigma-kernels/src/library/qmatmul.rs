@@ -1,0 +1,447 @@
+//! Quantized matmul for decode sizes: `C[M, N] = A[M, K] · dequant(B)`,
+//! `A` in f16, `B` 4-bit ([`Format::Fp4`] or [`Format::Int4`] in seed 002's
+//! `[K/8][N]` layout with f16 scales per group, see [`super::quant`]), `C`
+//! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
+//!
+//! At these sizes the kernel is bound by reading `B` once, so it is built
+//! for bandwidth:
+//! * **Coalesced weights.** Each thread owns `cols` consecutive columns
+//!   (1, 2 or 4: one `uint` / `uint2` / `uint4` load per packed row, and the
+//!   same width of `half` scales); the 32 lanes of a SIMD group own
+//!   `32 · cols` consecutive columns, so each packed row of the tile is one
+//!   contiguous stretch of `128 · cols` bytes.
+//! * **Dequantised on the fly.** INT4: the nibble, masked in place, becomes
+//!   the low mantissa bits of an f32 with the matching exponent, so one
+//!   logic operation and one subtraction give `nibble − 8` exactly (nibbles
+//!   5–7 after one shift of the word). FP4: a 16-entry f32 table in
+//!   threadgroup memory (filled once per threadgroup by bit arithmetic that
+//!   never forms a subnormal, which GPUs may flush); 16 entries in 16 banks,
+//!   so a SIMD group's lookups never conflict. Each group's products are
+//!   summed unscaled, then multiplied by the group's scale once.
+//! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
+//!   column tile and take the quantization groups round-robin (SIMD group
+//!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
+//!   `S` times more threads than columns; the partial sums meet in
+//!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
+//!   so that consecutive lanes write consecutive words.
+//! * `words` packed words (4, 8 or 16, dividing the group's) per loop
+//!   iteration, their weight loads issued first, so that many loads are in
+//!   flight per thread. The iteration's `rows × 8·words` values of `A` are
+//!   converted from f16 once per SIMD group (one `half4` per lane and pass)
+//!   into the SIMD group's own f32 staging area in threadgroup memory
+//!   (`simdgroup_barrier` before and after the reads), and every lane reads
+//!   them back as `float4` at uniform addresses (broadcasts): without it
+//!   each lane would convert every value itself, 32 times the conversions.
+//!
+//! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
+//! take more threadgroups along y, each reading `B` again, mostly from L2).
+//! Edge columns (N not a multiple of `32 · cols`) and edge rows are clamped
+//! for the loads, which stay in bounds, and never stored.
+//!
+//! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
+//! words), `scales` / `scales2` / `scales4`, `c`, and `m`, `n`, `k`,
+//! `group_words` (= group / 8) by value.
+
+use super::quant::{Format, GROUPS, VALUES_PER_WORD};
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// The packed words per loop iteration a kernel may take.
+pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
+/// Default packed words per loop iteration (fewer when a group has fewer).
+pub const DEFAULT_WORDS: u32 = 8;
+/// The largest `rows` (rows of `C` per threadgroup).
+pub const MAX_ROWS: u32 = 8;
+/// Default threads per threadgroup (8 SIMD groups splitting K).
+pub const DEFAULT_THREADS: u32 = 256;
+/// `rows · cols` the default keeps to (accumulators per thread, twice).
+const DEFAULT_REGISTER_TILE: u32 = 8;
+
+/// Bytes of the FP4 decoding table in threadgroup memory.
+pub const FP4_TABLE_BYTES: u64 = 16 * 4;
+
+/// The E2M1 value of code `q` (0 … 15, u32) as f32, by bit arithmetic: the
+/// magnitude bits (e1 e0 m) go to bits 22..=24 and the exponent is rebiased
+/// (+126); e = 0 gives 0 or 0.5 by a select, so no subnormal is formed; the
+/// sign goes to bit 31. Fills the kernel's 16-entry table.
+fn fp4_code_value(q: Ex) -> Ex {
+    let mag = (q << 22u32) & 0x01C0_0000u32;
+    let sign = (q << 28u32) & 0x8000_0000u32;
+    // 0x3F000000 (0.5) = 252 · 2^22.
+    let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
+    (bits | sign).bitcast(Type::F32)
+}
+
+/// Nibble `j` of `q` (u32).
+fn nibble(q: Ex, j: u32) -> Ex {
+    match j {
+        0 => q & 0xFu32,
+        7 => q >> 28u32,
+        _ => (q >> (4 * j)) & 0xFu32,
+    }
+}
+
+/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly, in one
+/// logic operation and one subtraction: the nibble, left in place at bits
+/// `4j'`, is the low mantissa of an f32 whose exponent is `23 − 4j'`, so the
+/// float is `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
+/// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
+fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
+    let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
+    let e = 23 - 4 * jj;
+    let magic = (127 + e) << 23;
+    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + 8.0)
+}
+
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
+/// group's packed words (`group_words`, by value) must be a multiple of
+/// `words`.
+///
+/// # Panics
+/// When `format` is MLX's affine format (not in seed 002's layout), `rows`
+/// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
+/// `threads` not a multiple of 32 between 32 and 1024.
+pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
+    assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
+    assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
+    assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
+    assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
+    let simdgroups = threads / SIMD_WIDTH;
+    let cols_n = cols as usize;
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}"));
+    let suffix = if cols == 1 { String::new() } else { cols.to_string() };
+    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
+    let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
+    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let n = k.value("n", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let group_words = k.value("group_words", Type::U32);
+    let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
+    let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F32, 4), simdgroups * rows * words * 2);
+    let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
+    if let Some(table) = table {
+        let t = k.let_("t", thread_index_in_threadgroup());
+        k.if_(t.lt(16u32), |k| k.store(table.at(t), fp4_code_value(t)));
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    }
+
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let tile = k.let_("tile", threadgroup_position_in_grid().x());
+    let row0 = k.let_("row0", threadgroup_position_in_grid().y() * rows);
+    let nv = k.let_("nv", n / cols);
+    // This lane's column vector, clamped for the loads.
+    let colv = k.let_("colv", min(tile * SIMD_WIDTH + lane, nv - 1u32));
+    let k4 = k.let_("k4", kk / 4u32);
+    let groups = k.let_("groups", kk / (group_words * VALUES_PER_WORD as u32));
+    let last_row = k.let_("last_row", m - 1u32);
+    // This SIMD group's staging area for A as f32: [rows][words · 8].
+    let stage_vecs = rows * words * 2;
+    let stage_base = k.let_("stage_base", sg * stage_vecs);
+    let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.for_range("g", sg, groups, simdgroups, |k, g| {
+        let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+        let w0 = k.let_("w0", g * group_words);
+        k.for_range("w", w0, w0 + group_words, words, |k, w| {
+            // The iteration's weight loads first, then the math.
+            let qs: Vec<Ex> = (0..words).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
+            // The SIMD group converts the iteration's A values to f32 once,
+            // one half4 per lane and pass, instead of every lane converting
+            // all of them.
+            for i in 0..stage_vecs.div_ceil(SIMD_WIDTH) {
+                let idx = k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH);
+                let convert = |k: &mut KernelBuilder| {
+                    let r = idx / (words * 2);
+                    let src = min(row0 + r, last_row) * k4 + w * 2u32 + idx % (words * 2);
+                    k.store(stage.at(stage_base + idx), a4.get(src).cast(Type::vector(Scalar::F32, 4)));
+                };
+                if (i + 1) * SIMD_WIDTH <= stage_vecs {
+                    convert(k);
+                } else {
+                    k.if_(idx.lt(stage_vecs), convert);
+                }
+            }
+            k.simdgroup_barrier(MemFlags::Threadgroup);
+            for (u, &q) in qs.iter().enumerate() {
+                // Uniform addresses: one broadcast read per float4.
+                let a: Vec<[Ex; 2]> = (0..rows)
+                    .map(|r| {
+                        let at = stage_base + (r * words * 2 + u as u32 * 2);
+                        let lo = k.let_(&format!("a{u}_{r}_lo"), stage.get(at));
+                        let hi = k.let_(&format!("a{u}_{r}_hi"), stage.get(at + 1u32));
+                        [lo, hi]
+                    })
+                    .collect();
+                for cc in 0..cols_n {
+                    let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
+                    let hi = (format == Format::Int4).then(|| k.let_(&format!("hi{u}_{cc}"), word >> 12u32));
+                    for j in 0..VALUES_PER_WORD as u32 {
+                        let v = match (table, hi) {
+                            (Some(table), _) => table.get(nibble(word, j)),
+                            (_, Some(hi)) => int4_value(word, hi, j),
+                            _ => unreachable!("fp4 has a table, int4 the high half"),
+                        };
+                        let v = k.let_(&format!("v{u}_{cc}_{j}"), v);
+                        for (a_row, part_row) in a.iter().zip(&part) {
+                            let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
+                            k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
+                        }
+                    }
+                }
+            }
+            // Every lane has read the staged A before the next iteration overwrites it.
+            k.simdgroup_barrier(MemFlags::Threadgroup);
+        });
+        let s = k.let_("s", to_f32(scales.get(g * nv + colv)));
+        for cc in 0..cols_n {
+            let sc = if cols == 1 { s } else { s.component(cc as u8) };
+            for (acc_row, part_row) in acc.iter().zip(&part) {
+                k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
+            }
+        }
+    });
+
+    // Partials: [simdgroup][row][col][lane].
+    for (r, acc_row) in acc.iter().enumerate() {
+        for (cc, v) in acc_row.iter().enumerate() {
+            let slot = (sg * rows + r as u32) * cols + cc as u32;
+            k.store(partials.at(slot * SIMD_WIDTH + lane), v.get());
+        }
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let per_group = rows * cols * SIMD_WIDTH;
+    k.for_range("o", thread_index_in_threadgroup(), per_group, threads, |k, o| {
+        let total = k.var("total", f(0.0));
+        for s in 0..simdgroups {
+            k.assign(total, total.get() + partials.get(o + s * per_group));
+        }
+        let rc = k.let_("rc", o / SIMD_WIDTH);
+        let row = k.let_("row", row0 + rc / cols);
+        let col = k.let_("col", (tile * SIMD_WIDTH + o % SIMD_WIDTH) * cols + rc % cols);
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, row * n + col, total.get()));
+    });
+    finish(k)
+}
+
+/// A planned quantized matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QmatmulPlan {
+    pub format: Format,
+    pub out: DType,
+    pub rows: u32,
+    pub cols: u32,
+    /// Packed words per loop iteration.
+    pub words: u32,
+    pub threads: u32,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub group: u32,
+    pub dispatch: Dispatch,
+}
+
+impl QmatmulPlan {
+    pub fn kernel(&self) -> Kernel {
+        qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
+    }
+
+    /// `group / 8`, the kernel's `group_words`.
+    pub fn group_words(&self) -> u32 {
+        self.group / VALUES_PER_WORD as u32
+    }
+
+    /// Bytes the kernel must move at least: `A` and `B` (codes and scales)
+    /// read once, `C` written once.
+    pub fn bytes(&self) -> u64 {
+        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
+        m * k * 2 + k * n / 2 + k / self.group as u64 * n * 2 + m * n * self.out.size_bytes() as u64
+    }
+}
+
+/// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
+/// `min(M, 8)`), columns per thread (1, 2, 4; default the widest that
+/// divides N with `rows · cols ≤ 8` and gives at least `min_tiles` column
+/// tiles, else 1) and packed words per loop iteration (4, 8, 16, dividing
+/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QmatmulOptions {
+    pub rows: Option<u32>,
+    pub cols: Option<u32>,
+    pub words: Option<u32>,
+    /// Column tiles (threadgroups along x) the default `cols` keeps to:
+    /// on a GPU about two per compute unit, so that a narrow N still fills
+    /// the GPU; 0 for no minimum.
+    pub min_tiles: u32,
+}
+
+/// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
+/// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
+/// choice).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: QmatmulOptions) -> Result<QmatmulPlan, ShapeError> {
+    let name = format!("qmatmul_{format}_{out}");
+    if !matches!(format, Format::Fp4 | Format::Int4) {
+        return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
+    }
+    nonzero(&name, "m", m)?;
+    nonzero(&name, "n", n)?;
+    nonzero(&name, "k", k)?;
+    if !GROUPS.contains(&group) {
+        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
+    }
+    if k % group != 0 {
+        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
+    }
+    let m32 = to_u32(&name, "m", m)?;
+    let n32 = to_u32(&name, "n", n)?;
+    let k32 = to_u32(&name, "k", k)?;
+    to_u32(&name, "m × k", m.saturating_mul(k))?;
+    to_u32(&name, "m × n", m.saturating_mul(n))?;
+    to_u32(&name, "k × n", k.saturating_mul(n))?;
+    if out == DType::BF16 {
+        return Err(ShapeError::new(name, "the output is f32 or f16"));
+    }
+    let t = check_threads(&name, threads)?;
+    let group_words = (group / VALUES_PER_WORD) as u32;
+    let words = match options.words {
+        Some(w) if !WORDS_PER_ITERATION.contains(&w) || group_words % w != 0 => {
+            return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
+        }
+        Some(w) => w,
+        None => DEFAULT_WORDS.min(group_words),
+    };
+    // Default rows: up to 8, fewer where the partial sums (of one column
+    // per thread) and the staged A would not fit threadgroup memory.
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
+    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
+    if !(1..=MAX_ROWS).contains(&rows) {
+        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
+    }
+    let cols = match options.cols {
+        Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
+        Some(c) if n32 % c != 0 => return Err(ShapeError::new(name, format!("{c} columns per thread need n % {c} == 0, n = {n}"))),
+        Some(c) => c,
+        None => [4, 2, 1]
+            .into_iter()
+            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
+            .unwrap_or(1),
+    };
+    let bytes = threadgroup_bytes(format, t, rows, cols, words);
+    if bytes > MAX_THREADGROUP_MEMORY {
+        return Err(ShapeError::new(
+            name,
+            format!(
+                "{t} threads × {rows} rows × {cols} columns × {words} words need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {MAX_THREADGROUP_MEMORY}",
+                if format == Format::Fp4 { ", FP4 table" } else { "" }
+            ),
+        ));
+    }
+    let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
+    let row_blocks = m32.div_ceil(rows);
+    Ok(QmatmulPlan {
+        format,
+        out,
+        rows,
+        cols,
+        words,
+        threads: t,
+        m: m32,
+        n: n32,
+        k: k32,
+        group: group as u32,
+        dispatch: Dispatch::threadgroups([tiles, row_blocks, 1], t),
+    })
+}
+
+/// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
+/// f32), the staged A (`[S][rows][8·words]` f32) and, for FP4, the
+/// decoding table.
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
+    let simdgroups = (threads / SIMD_WIDTH) as u64;
+    let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    let stage = simdgroups * (rows * words * VALUES_PER_WORD as u32) as u64 * 4;
+    partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+}
+
+/// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
+/// weights `W` `[k, n]`, both row-major.
+pub fn reference(a: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0f64; m * n];
+    for r in 0..m {
+        for kk in 0..k {
+            let av = a[r * k + kk] as f64;
+            for col in 0..n {
+                c[r * n + col] += av * w[kk * n + col] as f64;
+            }
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::{validate, ValidationOptions};
+
+    #[test]
+    fn every_variant_validates() {
+        for format in [Format::Fp4, Format::Int4] {
+            for out in [DType::F32, DType::F16] {
+                for rows in 1..=MAX_ROWS {
+                    for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
+                        let kernel = qmatmul(format, out, rows, cols, words, 64);
+                        if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
+                            panic!("{}: {e}", kernel.name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn llama_mlp_shapes() {
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        // 4 columns per thread, 128 per threadgroup: 86 tiles.
+        assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
+        // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
+        let gpu = QmatmulOptions { min_tiles: 264, ..QmatmulOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
+        let gpu = QmatmulOptions { min_tiles: 160, ..QmatmulOptions::default() };
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
+        assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
+        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols), (8, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+    }
+
+    #[test]
+    fn bad_shapes_are_errors_with_the_numbers() {
+        let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
+        let o = QmatmulOptions::default();
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
+        assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
+        let cols = QmatmulOptions { cols: Some(4), ..o };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
+        let words = QmatmulOptions { words: Some(16), ..o };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
+        let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
+        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
+        // Default rows shrink to fit: per row and SIMD group, 128 bytes of
+        // partial sums and 256 of staged A (8 words): 5 rows at 512 threads,
+        // 2 at 1024.
+        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().rows, 5);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 2);
+    }
+}

@@ -1,0 +1,498 @@
+//! 4-bit weight formats: packing, quantization and dequantization on the host.
+//!
+//! A weight matrix `B` is `K × N` (`C[M, N] = A[M, K] · B`, K the reduction
+//! dimension), given to [`quantize`] as f32, row-major (`w[k * N + n]`).
+//!
+//! # Seed 002's layout: [`Format::Fp4`] and [`Format::Int4`]
+//! * `packed[K/8][N]` (`u32`, row-major): the word `packed[kw * N + n]` holds
+//!   the 8 consecutive K values `k = 8·kw + j`, `j = 0 … 7`, of column `n`;
+//!   value `j` is the nibble at bits `4j … 4j+3` (the lowest nibble is the
+//!   smallest `k`). Neighbouring columns are neighbouring words, so threads
+//!   reading consecutive columns read consecutive words.
+//! * `scales[K/group][N]` (IEEE f16 bits, row-major): one scale per `group`
+//!   consecutive K values of a column, `group` ∈ {32, 64, 128}
+//!   ([`GROUPS`]); `B[k][n] = value(nibble) · scales[k / group][n]`.
+//! * **FP4 E2M1** nibbles are `s e1 e0 m` (sign, two exponent bits with bias
+//!   1, one mantissa bit): `e = 0` gives `±m · 0.5`, `e > 0` gives
+//!   `±2^(e-1) · (1 + m/2)`, so the values are {0, ±0.5, ±1, ±1.5, ±2, ±3,
+//!   ±4, ±6} ([`fp4_value`]). Quantization takes `scale = max|w| / 6` of the
+//!   group (rounded to f16) and the nearest E2M1 value of `w / scale`, ties
+//!   to the even mantissa.
+//! * **INT4 U4B8** nibbles are unsigned, biased by 8: `value = nibble − 8`,
+//!   −8 … 7 ([`int4_value`]). Quantization takes `scale = max|w| / 7`
+//!   (rounded to f16) and `round(w / scale)` (halves away from zero),
+//!   clamped to −8 … 7.
+//!
+//! # MLX's affine format: [`Format::MlxAffine`]
+//! MLX (`mlx.core.quantize(w, group_size=64, bits=4)`, mode `"affine"`)
+//! quantizes the *last* axis of its weight, which for a linear layer is
+//! `[out, in] = [N, K]`, i.e. `Bᵀ`. Its layout, which this format follows:
+//! * `packed[N][K/8]` (`u32`): each row of `Bᵀ` (one output column `n`) is a
+//!   little-endian stream of 4-bit codes, K value `k = 8·kw + j` at bits
+//!   `4j … 4j+3` of word `packed[n * K/8 + kw]`;
+//! * `scales[N][K/group]` and `biases[N][K/group]` in the weight's type
+//!   (here f16), group 64 by default (32 and 128 also exist);
+//! * `B[k][n] = scales[n][k/group] · code + biases[n][k/group]`, codes
+//!   unsigned 0 … 15.
+//!
+//! Unlike seed 002 it is column-major in `B` (the packed words of one
+//! column are contiguous along K) and asymmetric (a bias per group). This
+//! quantizer takes `bias = min(w)`, `scale = (max(w) − min(w)) / 15` of the
+//! group (both rounded to f16) and `round((w − bias) / scale)` clamped to
+//! 0 … 15; MLX's own quantizer chooses scale and bias slightly differently
+//! (so that the group's largest-magnitude edge is exact), but the
+//! dequantization formula, and so any MLX-packed weights, are the same.
+//!
+//! Shapes are checked with typed errors ([`QuantError`]) naming the numbers:
+//! `K` must be a multiple of 8 and of the group, the group one of [`GROUPS`].
+
+use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
+use std::fmt;
+
+/// The group sizes (K values per scale) the formats take.
+pub const GROUPS: [usize; 3] = [32, 64, 128];
+
+/// K values per packed `u32`.
+pub const VALUES_PER_WORD: usize = 8;
+
+/// A 4-bit weight format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// FP4 E2M1 codes with an f16 scale per group, seed 002's layout.
+    Fp4,
+    /// INT4 U4B8 codes (nibble − 8) with an f16 scale per group, seed 002's layout.
+    Int4,
+    /// MLX's affine 4-bit codes with an f16 scale and bias per group, MLX's layout.
+    MlxAffine,
+}
+
+impl Format {
+    pub const ALL: [Format; 3] = [Format::Fp4, Format::Int4, Format::MlxAffine];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Fp4 => "fp4",
+            Format::Int4 => "int4",
+            Format::MlxAffine => "mlx_affine",
+        }
+    }
+
+    /// The format named `fp4`, `int4` or `mlx_affine` (also `mlx`).
+    pub fn parse(name: &str) -> Result<Format, QuantError> {
+        match name.to_ascii_lowercase().as_str() {
+            "fp4" | "e2m1" => Ok(Format::Fp4),
+            "int4" | "u4b8" => Ok(Format::Int4),
+            "mlx_affine" | "mlx" | "affine" => Ok(Format::MlxAffine),
+            _ => Err(QuantError::UnknownFormat(name.to_string())),
+        }
+    }
+
+    /// Whether the format has a bias per group (MLX's affine format).
+    pub fn has_biases(self) -> bool {
+        self == Format::MlxAffine
+    }
+
+    /// The group size used when none is given: 128 for seed 002's formats
+    /// (the usual GPTQ/Marlin choice), MLX's 64 for the affine format.
+    pub fn default_group(self) -> usize {
+        match self {
+            Format::Fp4 | Format::Int4 => 128,
+            Format::MlxAffine => 64,
+        }
+    }
+
+    /// The value of a 4-bit code before scaling (FP4, INT4), or the code
+    /// itself (MLX affine, 0 … 15). Only the low 4 bits of `code` count.
+    pub fn code_value(self, code: u32) -> f32 {
+        match self {
+            Format::Fp4 => fp4_value(code),
+            Format::Int4 => int4_value(code),
+            Format::MlxAffine => (code & 0xF) as f32,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A shape, a buffer or a weight the formats cannot take.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum QuantError {
+    #[error("unknown quantization format `{0}` (expected fp4, int4 or mlx_affine)")]
+    UnknownFormat(String),
+    #[error("{format}: K and N must be at least 1 (K = {k}, N = {n})")]
+    Empty { format: Format, k: usize, n: usize },
+    #[error("{format}: K = {k} is not a multiple of 8 (each u32 packs 8 consecutive K values)")]
+    KNotMultipleOf8 { format: Format, k: usize },
+    #[error("{format}: group size {group} is not supported (32, 64 or 128)")]
+    UnsupportedGroup { format: Format, group: usize },
+    #[error("{format}: K = {k} is not a multiple of the group size {group}")]
+    KNotMultipleOfGroup { format: Format, k: usize, group: usize },
+    #[error("{format}: K × N = {k} × {n} elements do not fit in memory indices")]
+    TooLarge { format: Format, k: usize, n: usize },
+    #[error("{format}: `{what}` has {got} elements; K = {k}, N = {n}, group {group} need {expected}")]
+    Length { format: Format, what: &'static str, got: usize, expected: usize, k: usize, n: usize, group: usize },
+    #[error("{format}: weight w[{k}][{n}] = {value} is not finite")]
+    NonFinite { format: Format, k: usize, n: usize, value: f32 },
+    #[error("{format}: the scale of column {n}, K values {k_start}..{k_end}, is {scale:e}, beyond f16's largest finite value 65504")]
+    ScaleOverflow { format: Format, n: usize, k_start: usize, k_end: usize, scale: f32 },
+    #[error("{format}: the bias of column {n}, K values {k_start}..{k_end}, is {bias:e}, beyond f16's largest finite value 65504")]
+    BiasOverflow { format: Format, n: usize, k_start: usize, k_end: usize, bias: f32 },
+}
+
+/// Checks a shape for `format`: K, N ≥ 1, K a multiple of 8 and of
+/// `group`, `group` one of [`GROUPS`], `K × N` countable.
+pub fn check_shape(format: Format, k: usize, n: usize, group: usize) -> Result<(), QuantError> {
+    if k == 0 || n == 0 {
+        return Err(QuantError::Empty { format, k, n });
+    }
+    if !GROUPS.contains(&group) {
+        return Err(QuantError::UnsupportedGroup { format, group });
+    }
+    if k % VALUES_PER_WORD != 0 {
+        return Err(QuantError::KNotMultipleOf8 { format, k });
+    }
+    if k % group != 0 {
+        return Err(QuantError::KNotMultipleOfGroup { format, k, group });
+    }
+    if k.checked_mul(n).filter(|&e| e <= u32::MAX as usize).is_none() {
+        return Err(QuantError::TooLarge { format, k, n });
+    }
+    Ok(())
+}
+
+/// The E2M1 value of the low 4 bits of `code` (`s e1 e0 m`).
+pub fn fp4_value(code: u32) -> f32 {
+    let e = (code >> 1) & 3;
+    let m = (code & 1) as f32;
+    let magnitude = if e == 0 { 0.5 * m } else { (1u32 << (e - 1)) as f32 * (1.0 + 0.5 * m) };
+    if code & 8 != 0 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// The U4B8 value of the low 4 bits of `code`: `code − 8`.
+pub fn int4_value(code: u32) -> f32 {
+    (code & 0xF) as f32 - 8.0
+}
+
+/// A quantized `K × N` matrix: codes, f16 scales (and biases) as bits, in
+/// the layout of its [`Format`] (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuantizedMatrix {
+    pub format: Format,
+    pub k: usize,
+    pub n: usize,
+    pub group: usize,
+    /// `[K/8][N]` (seed 002) or `[N][K/8]` (MLX).
+    pub packed: Vec<u32>,
+    /// f16 bits, `[K/group][N]` (seed 002) or `[N][K/group]` (MLX).
+    pub scales: Vec<u16>,
+    /// f16 bits, `[N][K/group]` for MLX's affine format; empty otherwise.
+    pub biases: Vec<u16>,
+}
+
+impl QuantizedMatrix {
+    /// A matrix from its parts, checking the shape and every length.
+    pub fn new(format: Format, k: usize, n: usize, group: usize, packed: Vec<u32>, scales: Vec<u16>, biases: Vec<u16>) -> Result<QuantizedMatrix, QuantError> {
+        let m = QuantizedMatrix { format, k, n, group, packed, scales, biases };
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Checks the shape and the lengths of the parts.
+    pub fn check(&self) -> Result<(), QuantError> {
+        let (format, k, n, group) = (self.format, self.k, self.n, self.group);
+        check_shape(format, k, n, group)?;
+        let len = |what: &'static str, got: usize, expected: usize| {
+            if got == expected {
+                Ok(())
+            } else {
+                Err(QuantError::Length { format, what, got, expected, k, n, group })
+            }
+        };
+        len("packed", self.packed.len(), k / VALUES_PER_WORD * n)?;
+        len("scales", self.scales.len(), k / group * n)?;
+        len("biases", self.biases.len(), if format.has_biases() { k / group * n } else { 0 })
+    }
+
+    /// The index in `scales` (and `biases`) of the group holding `B[k][n]`.
+    fn group_index(&self, k: usize, n: usize) -> usize {
+        match self.format {
+            Format::MlxAffine => n * (self.k / self.group) + k / self.group,
+            _ => (k / self.group) * self.n + n,
+        }
+    }
+
+    /// The index in `packed` of the word holding `B[k][n]`.
+    fn word_index(&self, k: usize, n: usize) -> usize {
+        match self.format {
+            Format::MlxAffine => n * (self.k / VALUES_PER_WORD) + k / VALUES_PER_WORD,
+            _ => (k / VALUES_PER_WORD) * self.n + n,
+        }
+    }
+
+    /// The 4-bit code of `B[k][n]`.
+    pub fn code(&self, k: usize, n: usize) -> u32 {
+        (self.packed[self.word_index(k, n)] >> (4 * (k % VALUES_PER_WORD))) & 0xF
+    }
+
+    /// The scale of `B[k][n]`'s group, as f32.
+    pub fn scale(&self, k: usize, n: usize) -> f32 {
+        f16_bits_to_f32(self.scales[self.group_index(k, n)])
+    }
+
+    /// The `K × N` matrix the codes stand for, f32 row-major (`w[k * N + n]`),
+    /// each element `value · scale (+ bias)` computed in f32.
+    pub fn dequantize(&self) -> Result<Vec<f32>, QuantError> {
+        self.check()?;
+        let mut w = vec![0.0f32; self.k * self.n];
+        for k in 0..self.k {
+            for n in 0..self.n {
+                let v = self.format.code_value(self.code(k, n)) * self.scale(k, n);
+                w[k * self.n + n] = if self.format.has_biases() { v + f16_bits_to_f32(self.biases[self.group_index(k, n)]) } else { v };
+            }
+        }
+        Ok(w)
+    }
+}
+
+/// `x` rounded to f16 and back, or `None` past f16's finite range.
+fn to_f16(x: f32) -> Option<(u16, f32)> {
+    let bits = f32_to_f16_bits(x);
+    let back = f16_bits_to_f32(bits);
+    back.is_finite().then_some((bits, back))
+}
+
+/// The E2M1 code nearest to `x` (clamped to ±6), ties to the even mantissa.
+fn fp4_code(x: f32) -> u32 {
+    let a = x.abs();
+    let mut best = 0u32;
+    for code in 1..8u32 {
+        let (d, d_best) = ((fp4_value(code) - a).abs(), (fp4_value(best) - a).abs());
+        if d < d_best || (d == d_best && code & 1 == 0) {
+            best = code;
+        }
+    }
+    if x < 0.0 && best != 0 {
+        best | 8
+    } else {
+        best
+    }
+}
+
+/// Quantizes the `K × N` f32 matrix `w` (row-major, `w[k * N + n]`) to
+/// `format` with `group` K values per scale (see the module documentation
+/// for each format's rule).
+pub fn quantize(format: Format, w: &[f32], k: usize, n: usize, group: usize) -> Result<QuantizedMatrix, QuantError> {
+    check_shape(format, k, n, group)?;
+    if w.len() != k * n {
+        return Err(QuantError::Length { format, what: "w", got: w.len(), expected: k * n, k, n, group });
+    }
+    if let Some(i) = w.iter().position(|v| !v.is_finite()) {
+        return Err(QuantError::NonFinite { format, k: i / n, n: i % n, value: w[i] });
+    }
+    let groups = k / group;
+    let words = k / VALUES_PER_WORD;
+    let mut out = QuantizedMatrix {
+        format,
+        k,
+        n,
+        group,
+        packed: vec![0; words * n],
+        scales: vec![0; groups * n],
+        biases: if format.has_biases() { vec![0; groups * n] } else { vec![] },
+    };
+    for g in 0..groups {
+        let ks = g * group..(g + 1) * group;
+        for col in 0..n {
+            let values = ks.clone().map(|kk| w[kk * n + col]);
+            let (lo, hi) = values.clone().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+            let absmax = lo.abs().max(hi.abs());
+            let raw_scale = match format {
+                Format::Fp4 => absmax / 6.0,
+                Format::Int4 => absmax / 7.0,
+                Format::MlxAffine => (hi - lo) / 15.0,
+            };
+            let overflow = || QuantError::ScaleOverflow { format, n: col, k_start: ks.start, k_end: ks.end, scale: raw_scale };
+            let (scale_bits, scale) = to_f16(raw_scale).ok_or_else(overflow)?;
+            let gi = out.group_index(ks.start, col);
+            out.scales[gi] = scale_bits;
+            let bias = if format.has_biases() {
+                let (bits, bias) = to_f16(lo).ok_or(QuantError::BiasOverflow { format, n: col, k_start: ks.start, k_end: ks.end, bias: lo })?;
+                out.biases[gi] = bits;
+                bias
+            } else {
+                0.0
+            };
+            for (kk, v) in ks.clone().zip(values) {
+                let code = if scale == 0.0 {
+                    match format {
+                        Format::Int4 => 8,
+                        _ => 0,
+                    }
+                } else {
+                    match format {
+                        Format::Fp4 => fp4_code(v / scale),
+                        Format::Int4 => ((v / scale).round().clamp(-8.0, 7.0) + 8.0) as u32,
+                        Format::MlxAffine => ((v - bias) / scale).round().clamp(0.0, 15.0) as u32,
+                    }
+                };
+                let wi = out.word_index(kk, col);
+                out.packed[wi] |= code << (4 * (kk % VALUES_PER_WORD));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// E2M1, written out by hand from the bit fields (not from
+    /// [`fp4_value`]): codes 0 … 15.
+    const E2M1: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+
+    fn rng_values(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..len)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn decoding_tables() {
+        for code in 0..16u32 {
+            assert_eq!(fp4_value(code).to_bits(), E2M1[code as usize].to_bits(), "fp4 code {code}");
+            assert_eq!(int4_value(code), [-8.0, -7.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0][code as usize]);
+        }
+        assert_eq!(Format::parse("FP4").unwrap(), Format::Fp4);
+        assert_eq!(Format::parse("mlx").unwrap(), Format::MlxAffine);
+        assert_eq!(Format::parse("nf4").unwrap_err().to_string(), "unknown quantization format `nf4` (expected fp4, int4 or mlx_affine)");
+    }
+
+    #[test]
+    fn nibble_order_is_lowest_k_first() {
+        // Column 1 of a 32 × 2 matrix: k = 0..8 take the codes 1..=8 of
+        // INT4 (values −7 … 0) at scale 1: word 1 (row 0, column 1) is
+        // 0x87654321 read from the top nibble down.
+        let (k, n) = (32, 2);
+        let mut w = vec![0.0f32; k * n];
+        for kk in 0..8 {
+            w[kk * n + 1] = kk as f32 - 7.0;
+        }
+        let q = quantize(Format::Int4, &w, k, n, 32).unwrap();
+        assert_eq!(f16_bits_to_f32(q.scales[1]), 1.0);
+        assert_eq!(q.packed[1], 0x8765_4321);
+        assert_eq!(q.packed[0], 0x8888_8888);
+        assert_eq!(q.packed.len(), 4 * 2);
+        // MLX: the same column is row 1 of [N][K/8]: word 4.
+        let m = quantize(Format::MlxAffine, &w, k, n, 32).unwrap();
+        assert_eq!(m.packed.len(), 2 * 4);
+        // min −7, max 0: scale 7/15, bias −7; w = −4 is code round(45/7) = 6.
+        assert_eq!(m.code(3, 1), 6);
+        assert_eq!(m.packed[4] >> 12 & 0xF, 6);
+        assert_eq!(m.packed[0], 0);
+    }
+
+    #[test]
+    fn representable_values_round_trip_exactly() {
+        // Every column holds each E2M1 value times 0.25 (an f16 power of
+        // two): quantize → dequantize gives them back bit for bit.
+        let (k, n) = (64, 3);
+        let mut w = vec![0.0f32; k * n];
+        for kk in 0..k {
+            for col in 0..n {
+                w[kk * n + col] = E2M1[(kk + col) % 16] * 0.25 * if col == 2 { 3.0 } else { 1.0 };
+            }
+        }
+        for group in [32, 64] {
+            let q = quantize(Format::Fp4, &w, k, n, group).unwrap();
+            let d = q.dequantize().unwrap();
+            for (i, (&a, &b)) in w.iter().zip(&d).enumerate() {
+                assert_eq!(a, b, "fp4 group {group} element {i}");
+            }
+        }
+        // Every group of every column holds ±3.5 (scale 0.5) for INT4, and
+        // −1 and 0.875 (scale 0.125, bias −1) for MLX.
+        let wi: Vec<f32> = (0..k * n).map(|i| ((i / n % 15) as f32 - 7.0) * 0.5).collect();
+        let d = quantize(Format::Int4, &wi, k, n, 32).unwrap().dequantize().unwrap();
+        assert_eq!(d, wi);
+        let wm: Vec<f32> = (0..k * n).map(|i| (i / n % 16) as f32 * 0.125 - 1.0).collect();
+        let d = quantize(Format::MlxAffine, &wm, k, n, 64).unwrap().dequantize().unwrap();
+        assert_eq!(d, wm);
+    }
+
+    #[test]
+    fn fp4_rounds_to_nearest_with_ties_to_even() {
+        // Scale 1 (max 6): 2.5 lies between 2 (code 4, even) and 3 (code 5).
+        let cases = [(0.2, 0.0), (0.25, 0.0), (0.3, 0.5), (0.75, 1.0), (1.25, 1.0), (1.75, 2.0), (2.5, 2.0), (3.5, 4.0), (5.0, 4.0), (5.1, 6.0), (-2.5, -2.0), (-5.9, -6.0)];
+        let k = 32;
+        let mut w = vec![0.0f32; k];
+        w[0] = 6.0;
+        for (i, &(x, _)) in cases.iter().enumerate() {
+            w[i + 1] = x;
+        }
+        let d = quantize(Format::Fp4, &w, k, 1, 32).unwrap().dequantize().unwrap();
+        for (i, &(x, want)) in cases.iter().enumerate() {
+            assert_eq!(d[i + 1], want, "{x}");
+        }
+    }
+
+    #[test]
+    fn round_trip_error_is_within_half_a_step() {
+        let (k, n) = (256, 5);
+        let w = rng_values(k * n, 7);
+        for format in Format::ALL {
+            for group in GROUPS {
+                let q = quantize(format, &w, k, n, group).unwrap();
+                let d = q.dequantize().unwrap();
+                for kk in 0..k {
+                    for col in 0..n {
+                        let s = q.scale(kk, col);
+                        // Half the widest gap between neighbouring codes
+                        // (FP4: 4 → 6), plus the f16 rounding of scale and bias.
+                        let step = match format {
+                            Format::Fp4 => 1.0,
+                            _ => 0.5,
+                        };
+                        let err = (d[kk * n + col] - w[kk * n + col]).abs();
+                        assert!(err <= step * s + 2e-3, "{format} group {group} ({kk}, {col}): {err} > {}", step * s);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_groups_and_bad_inputs() {
+        let w = vec![0.0f32; 64];
+        for format in Format::ALL {
+            assert_eq!(quantize(format, &w, 64, 1, 64).unwrap().dequantize().unwrap(), w);
+        }
+        let e = |r: Result<QuantizedMatrix, QuantError>| r.unwrap_err().to_string();
+        assert_eq!(e(quantize(Format::Fp4, &[0.0; 12], 12, 1, 32)), "fp4: K = 12 is not a multiple of 8 (each u32 packs 8 consecutive K values)");
+        assert_eq!(e(quantize(Format::Int4, &[0.0; 48], 48, 1, 32)), "int4: K = 48 is not a multiple of the group size 32");
+        assert_eq!(e(quantize(Format::Int4, &[0.0; 64], 64, 1, 16)), "int4: group size 16 is not supported (32, 64 or 128)");
+        assert_eq!(e(quantize(Format::Fp4, &[0.0; 63], 32, 2, 32)), "fp4: `w` has 63 elements; K = 32, N = 2, group 32 need 64");
+        assert_eq!(e(quantize(Format::Fp4, &[], 0, 2, 32)), "fp4: K and N must be at least 1 (K = 0, N = 2)");
+        let mut bad = vec![0.0f32; 64];
+        bad[33] = f32::NAN;
+        assert_eq!(e(quantize(Format::Fp4, &bad, 32, 2, 32)), "fp4: weight w[16][1] = NaN is not finite");
+        bad[33] = 1e6;
+        assert!(e(quantize(Format::Fp4, &bad, 32, 2, 32)).starts_with("fp4: the scale of column 1, K values 0..32, is 1.6666"));
+        let q = QuantizedMatrix::new(Format::Int4, 32, 2, 32, vec![0; 8], vec![0; 2], vec![]).unwrap();
+        assert_eq!(q.dequantize().unwrap(), vec![0.0; 64]);
+        let r = QuantizedMatrix::new(Format::MlxAffine, 32, 2, 32, vec![0; 8], vec![0; 2], vec![0; 1]);
+        assert_eq!(e(r), "mlx_affine: `biases` has 1 elements; K = 32, N = 2, group 32 need 2");
+    }
+}

@@ -1,0 +1,134 @@
+"""4-bit weights through `enigma.ops`: quantize / dequantize / qmatmul
+against an independent numpy decoding of the packed words, written here
+(E2M1 table, U4B8 = nibble - 8, MLX's affine codes), on the simulator (or
+ENIGMA_TEST_DEVICE)."""
+import os
+
+import numpy as np
+import pytest
+
+import enigma
+import enigma.ops as ops
+
+DEVICE = os.environ.get("ENIGMA_TEST_DEVICE", "cpu")
+
+# E2M1 codes 0..15 (sign, 2 exponent bits, 1 mantissa bit).
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return enigma.MetalRuntime(DEVICE)
+
+
+def nibbles(words, axis):
+    """The 8 nibbles of each uint32 (lowest first), spread along ``axis``."""
+    shifts = (4 * np.arange(8, dtype=np.uint32))
+    if axis == 0:   # [K/8, N] -> [K, N]
+        codes = (words[:, None, :] >> shifts[None, :, None]) & 0xF
+        return codes.reshape(-1, words.shape[1])
+    codes = (words[:, :, None] >> shifts[None, None, :]) & 0xF   # [N, K/8] -> [N, K]
+    return codes.reshape(words.shape[0], -1)
+
+
+def decode(format, packed, scales, biases=None):
+    """The [K, N] float32 matrix, decoded with numpy only."""
+    if format == "mlx_affine":
+        codes = nibbles(packed, 1).astype(np.float32)                  # [N, K]
+        group = codes.shape[1] // scales.shape[1]
+        s = np.repeat(scales.astype(np.float32), group, axis=1)
+        b = np.repeat(biases.astype(np.float32), group, axis=1)
+        return (codes * s + b).T
+    codes = nibbles(packed, 0)
+    values = E2M1[codes] if format == "fp4" else codes.astype(np.float32) - 8
+    group = codes.shape[0] // scales.shape[0]
+    return values * np.repeat(scales.astype(np.float32), group, axis=0)
+
+
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_quantize_matches_the_numpy_decoding(format, group):
+    k, n = 256, 7
+    w = np.random.default_rng(group).uniform(-2, 2, (k, n)).astype(np.float32)
+    packed, scales = ops.quantize(w, format, group=group)
+    assert packed.dtype == np.uint32 and packed.shape == (k // 8, n)
+    assert scales.dtype == np.float16 and scales.shape == (k // group, n)
+    want = decode(format, packed, scales)
+    np.testing.assert_array_equal(ops.dequantize(packed, scales, format), want)
+    # Nearest representable value: within half the widest step (FP4: 4 -> 6).
+    step = np.repeat(scales.astype(np.float32), group, axis=0) * (1.0 if format == "fp4" else 0.5)
+    assert np.all(np.abs(want - w) <= step * 1.001 + 1e-3)
+
+
+def test_representable_values_round_trip_exactly():
+    k, n = 64, 4
+    w = np.stack([np.tile(E2M1, k // 16) * (2.0 ** -c) for c in range(n)], axis=1).astype(np.float32)
+    packed, scales = ops.quantize(w, "fp4", group=32)
+    np.testing.assert_array_equal(ops.dequantize(packed, scales, "fp4"), w)
+    np.testing.assert_array_equal(scales.astype(np.float32), np.array([[1, 0.5, 0.25, 0.125]] * 2, np.float32))
+    wi = (np.arange(k * n).reshape(k, n) // n % 16 - 8).astype(np.float32)   # -8 .. 7 in every group
+    packed, scales = ops.quantize(wi * 0.25, "int4", group=64)
+    got = ops.dequantize(packed, scales, "int4")
+    # Scale = max|w| / 7 = 2/7 rounded to f16: the value -8 · 0.25 = -2 lands
+    # on the code -7; everything is within half a step.
+    np.testing.assert_allclose(got, decode("int4", packed, scales))
+    assert np.all(np.abs(got - wi * 0.25) <= scales.astype(np.float32).max() / 2 + 1e-3)
+
+
+def test_nibble_order_and_int4_codes():
+    w = np.zeros((32, 2), np.float32)
+    w[:8, 1] = np.arange(8) - 7                    # codes 1 .. 8 at scale 1
+    packed, scales = ops.quantize(w, "int4", group=32)
+    assert packed[0, 1] == 0x87654321 and packed[0, 0] == 0x88888888
+    assert scales[0, 1] == 1.0
+
+
+def test_mlx_affine_layout():
+    k, n = 128, 3
+    w = np.random.default_rng(3).uniform(-1, 3, (k, n)).astype(np.float32)
+    packed, scales, biases = ops.quantize(w, "mlx_affine")
+    assert packed.shape == (n, k // 8) and scales.shape == (n, k // 64) and biases.shape == (n, k // 64)
+    want = decode("mlx_affine", packed, scales, biases)
+    np.testing.assert_array_equal(ops.dequantize(packed, scales, "mlx_affine", biases=biases), want)
+    step = np.repeat(scales.astype(np.float32), 64, axis=1).T
+    assert np.all(np.abs(want - w) <= step * 0.5 + 2e-3)
+
+
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+@pytest.mark.parametrize("m,n,k,group", [(1, 1, 32, 32), (3, 7, 64, 64), (8, 33, 256, 128), (1, 100, 96, 32), (5, 12, 128, 32)])
+def test_qmatmul_matches_numpy(rt, format, m, n, k, group):
+    r = np.random.default_rng(m * 1000 + n + k)
+    w = r.uniform(-1, 1, (k, n)).astype(np.float32)
+    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
+    packed, scales = ops.quantize(w, format, group=group)
+    want = a.astype(np.float64) @ decode(format, packed, scales).astype(np.float64)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(decode(format, packed, scales).astype(np.float64))
+    c32 = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, rt=rt)
+    assert c32.dtype == np.float32 and c32.shape == (m, n)
+    assert np.all(np.abs(c32 - want) <= bound * 1e-6 + 1e-7)
+    c16 = ops.qmatmul(a, packed, scales, format, rt=rt)
+    assert c16.dtype == np.float16
+    assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * 1e-6 + 1e-7)
+
+
+def test_qmatmul_takes_a_vector(rt):
+    w = np.random.default_rng(9).uniform(-1, 1, (64, 10)).astype(np.float32)
+    packed, scales = ops.quantize(w, "int4", group=64)
+    x = np.linspace(-1, 1, 64).astype(np.float16)
+    y = ops.qmatmul(x, packed, scales, "int4", out_dtype=np.float32, rt=rt)
+    assert y.shape == (10,)
+    np.testing.assert_allclose(y, x.astype(np.float64) @ decode("int4", packed, scales), rtol=1e-5, atol=1e-5)
+
+
+def test_errors_name_the_numbers(rt):
+    with pytest.raises(ValueError, match=r"K = 12 is not a multiple of 8"):
+        ops.quantize(np.zeros((12, 3), np.float32), "fp4", group=32)
+    with pytest.raises(ValueError, match=r"K = 96 is not a multiple of the group size 64"):
+        ops.quantize(np.zeros((96, 3), np.float32), "int4", group=64)
+    with pytest.raises(ValueError, match=r"group size 16 is not supported"):
+        ops.quantize(np.zeros((64, 3), np.float32), "int4", group=16)
+    with pytest.raises(ValueError, match=r"format must be one of"):
+        ops.quantize(np.zeros((64, 3), np.float32), "nf4")
+    packed, scales = ops.quantize(np.ones((64, 3), np.float32), "fp4", group=32)
+    with pytest.raises(ValueError, match=r"a must be \[M, 64\]"):
+        ops.qmatmul(np.ones((2, 32), np.float16), packed, scales, rt=rt)
