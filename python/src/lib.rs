@@ -5,10 +5,14 @@
 //! ([`compile`]), prints it (text, MSL, CUDA), and runs it on a
 //! [`enigma_runtime::Runtime`] ([`Runtime::dispatch`]).
 //!
-//! Data crosses the boundary as `bytes`: the stable ABI of Python 3.9 has no
-//! buffer protocol, so the Python side turns numpy arrays and other buffers
-//! into `bytes` (one copy, after checking dtype and contiguity) and writes
-//! results back into writable buffers itself.
+//! Data crosses the boundary without Python copies: arrays are bound in
+//! Rust ([`array::bind`]) from `enigma.Array`s (device memory), from other
+//! libraries' CUDA memory through DLPack or `__cuda_array_interface__` (no
+//! copy), and from host memory through numpy's `__array_interface__` or
+//! DLPack (copied once into the device's memory, and back into the caller's
+//! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
+//! Python 3.9 has no buffer protocol) still serve bytes-like objects.
+//! Dispatches may go on a CUDA stream, queued without a wait.
 //!
 //! Errors become the package's exceptions, all subclasses of `EnigmaError`:
 //! validation → `CompileError`, a device that is not there → `DeviceError`
@@ -20,7 +24,7 @@
 use enigma_ir::{validate, Access, Kernel, KernelInfo, Literal, LiteralValue, ParamKind, Scalar, Type, ValidationError, ValidationOptions};
 use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +34,8 @@ use std::time::Duration;
 /// How often a waiting dispatch looks for signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+mod array;
+mod dlpack;
 mod ops;
 
 create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
@@ -291,12 +297,14 @@ fn is_valid_identifier(name: &str) -> bool {
     enigma_ir::validate::is_valid_identifier(name) && enigma_ir::Builtin::from_name(name).is_none()
 }
 
-/// A device connection: `Runtime("auto" | "sim" | "cpu" | "metal" | "cuda")`.
+/// A device connection: `Runtime("auto" | "sim" | "cpu" | "metal" | "cuda")`,
+/// with the kernel library's pipelines made on it.
 #[pyclass(module = "enigma._enigma", frozen)]
 #[derive(Debug)]
 struct Runtime {
     rt: enigma_runtime::Runtime,
     id: u64,
+    ops_cache: enigma_ops::PipelineCache,
 }
 
 fn geometry(v: Vec<u32>, what: &str) -> PyResult<[u32; 3]> {
@@ -314,7 +322,33 @@ impl Runtime {
     fn new(py: Python<'_>, device: &str) -> PyResult<Runtime> {
         let dev: Device = device.parse().map_err(|e| runtime_err(py, e))?;
         let rt = enigma_runtime::Runtime::new(dev).map_err(|e| runtime_err(py, e))?;
-        Ok(Runtime { rt, id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed) })
+        Ok(Runtime { rt, id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed), ops_cache: enigma_ops::PipelineCache::default() })
+    }
+
+    /// A zeroed `enigma.Array` of `shape` and element type `dtype` (`"f32"`, …).
+    fn empty(&self, py: Python<'_>, shape: Vec<usize>, dtype: &str) -> PyResult<array::Array> {
+        let scalar = array::scalar_named(dtype)?;
+        let bytes = shape
+            .iter()
+            .try_fold(scalar.size_bytes() as usize, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| PyValueError::new_err(format!("shape {shape:?} is too large")))?;
+        let buffer = self.rt.buffer_bytes(bytes).map_err(|e| runtime_err(py, e))?;
+        Ok(array::Array::new(buffer, self.rt.device().kind, shape, scalar, None))
+    }
+
+    /// An `enigma.Array` holding a copy of host array `obj` (numpy, or
+    /// anything with `__array_interface__` or host DLPack), of `dtype`
+    /// (default: the array's own).
+    #[pyo3(signature = (obj, dtype=None))]
+    fn asarray(&self, py: Python<'_>, obj: &Bound<'_, PyAny>, dtype: Option<&str>) -> PyResult<array::Array> {
+        let scalar = dtype.map(array::scalar_named).transpose()?;
+        array::from_host(py, &self.rt, obj, scalar)
+    }
+
+    /// Waits for every dispatch queued on the device.
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        let rt = &self.rt;
+        py.detach(|| rt.synchronize().map_err(Box::new)).map_err(|e| runtime_err(py, *e))
     }
 
     /// What runs the kernels: `"sim"`, `"metal"` or `"cuda"`.
@@ -336,17 +370,21 @@ impl Runtime {
     }
 
     /// Runs `compiled`. `args` has one entry per kernel parameter: for a
-    /// buffer, `bytes` (its initial contents) or an `int` (that many zero
-    /// bytes); for a by-value parameter, a Python number. `mode` is
-    /// `"threads"` (`size` counts threads) or `"threadgroups"` (`size` counts
-    /// threadgroups). Returns the final contents of every read-write buffer
-    /// (`None` for the others) and the dispatch report as JSON.
+    /// buffer, `bytes` (its initial contents), an `int` (that many zero
+    /// bytes), an `enigma.Array`, or any array (see [`array::bind`]); for a
+    /// by-value parameter, a Python number. `mode` is `"threads"` (`size`
+    /// counts threads) or `"threadgroups"` (`size` counts threadgroups).
+    /// `stream` queues the dispatch on that CUDA stream without waiting;
+    /// `dlpack_stream` is what DLPack producers are told (see
+    /// [`dlpack::from_dlpack`]). Returns the final contents of every
+    /// read-write buffer that came from the host (`None` for the others,
+    /// whose memory the caller holds) and the dispatch report as JSON.
     ///
     /// On the simulator, `max_loop_iterations` (per SIMD group) and
     /// `timeout` (seconds) stop a dispatch that does not end, and Ctrl-C
     /// interrupts it (`KeyboardInterrupt`): the dispatch runs on a worker
     /// thread while this one, without the GIL, looks for signals.
-    #[pyo3(signature = (compiled, args, mode, size, threads, sanitize=false, max_loop_iterations=None, timeout=None))]
+    #[pyo3(signature = (compiled, args, mode, size, threads, sanitize=false, stream=None, dlpack_stream=None, max_loop_iterations=None, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn dispatch<'py>(
         &self,
@@ -357,6 +395,8 @@ impl Runtime {
         size: Vec<u32>,
         threads: Vec<u32>,
         sanitize: bool,
+        stream: Option<u64>,
+        dlpack_stream: Option<i64>,
         max_loop_iterations: Option<u64>,
         timeout: Option<f64>,
     ) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, String)> {
@@ -369,6 +409,10 @@ impl Runtime {
             })
             .transpose()?;
         let kernel = &compiled.kernel;
+        let rt = match stream {
+            Some(s) => self.rt.on_stream(s),
+            None => self.rt.clone(),
+        };
         let mode = match mode {
             "threads" => Mode::Threads,
             "threadgroups" => Mode::Threadgroups,
@@ -389,7 +433,7 @@ impl Runtime {
             match cache.iter().find(|(id, _)| *id == self.id) {
                 Some((_, p)) => p.clone(),
                 None => {
-                    let p = self.rt.pipeline_with(kernel, &compiled.spec).map_err(|e| runtime_err(py, e))?;
+                    let p = rt.pipeline_with(kernel, &compiled.spec).map_err(|e| runtime_err(py, e))?;
                     cache.push((self.id, p.clone()));
                     p
                 }
@@ -397,21 +441,22 @@ impl Runtime {
         };
         enum Slot {
             Buffer(Buffer),
+            Bound(array::BoundArg),
             Value(Literal),
         }
         let mut slots = Vec::with_capacity(args.len());
         for (i, (param, arg)) in kernel.params.iter().zip(args.iter()).enumerate() {
             let what = format!("kernel `{}`, argument {i} (`{}`)", kernel.name, param.name);
             let slot = match param.kind {
-                ParamKind::Buffer { elem, .. } => {
-                    let buffer = if let Ok(bytes) = arg.cast::<PyBytes>() {
-                        self.rt.buffer_from_bytes(elem, bytes.as_bytes())
+                ParamKind::Buffer { elem, access } => {
+                    if let Ok(bytes) = arg.cast::<PyBytes>() {
+                        Slot::Buffer(rt.buffer_from_bytes(elem, bytes.as_bytes()).map_err(|e| runtime_err(py, e))?)
                     } else if arg.is_instance_of::<PyInt>() {
                         // A byte count: a zeroed buffer, with no host copy. A
                         // count past the address space is the same error as
                         // one the allocator refuses.
                         match arg.extract::<usize>() {
-                            Ok(len) => self.rt.buffer_zeroed_bytes(elem, len),
+                            Ok(len) => Slot::Buffer(rt.buffer_zeroed_bytes(elem, len).map_err(|e| runtime_err(py, e))?),
                             Err(_) => {
                                 let asked = arg.str()?.to_string();
                                 return Err(DispatchError::new_err(format!(
@@ -421,9 +466,15 @@ impl Runtime {
                             }
                         }
                     } else {
-                        return Err(PyTypeError::new_err(format!("{what}: expected bytes or a byte count")));
-                    };
-                    Slot::Buffer(buffer.map_err(|e| runtime_err(py, e))?)
+                        let want = array::Want {
+                            scalar: elem.elem(),
+                            elem_bytes: elem.size_bytes() as usize,
+                            writes: access == Access::ReadWrite,
+                            staging: array::Staging::Typed(elem),
+                            what: &format!("kernel `{}`, parameter `{}` ({} buffer)", kernel.name, param.name, elem),
+                        };
+                        Slot::Bound(array::bind(py, &rt, &arg, &want, dlpack_stream)?)
+                    }
                 }
                 ParamKind::Value { ty } => {
                     if ty.is_vector() {
@@ -437,22 +488,40 @@ impl Runtime {
         let cancel = Arc::new(AtomicBool::new(false));
         let options = Options { sanitize, max_loop_iterations, timeout, cancel: Some(cancel.clone()), ..Default::default() };
         let outcome = {
-            let rt = &self.rt;
+            let rt = &rt;
             let slots = &slots;
             let pipeline = &pipeline;
+            let run = move || {
+                let args: Vec<Arg<'_>> = slots
+                    .iter()
+                    .map(|s| match s {
+                        Slot::Buffer(b) => Arg::Buffer(b),
+                        Slot::Bound(b) => Arg::Buffer(&b.buffer),
+                        Slot::Value(l) => Arg::Value(*l),
+                    })
+                    .collect();
+                let report = rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new)?;
+                // Host arrays bound by copy get the kernel's writes back.
+                for s in slots {
+                    if let Slot::Bound(b) = s {
+                        b.write_back()?;
+                    }
+                }
+                Ok::<_, Box<RuntimeError>>(report)
+            };
+            let simulated = rt.device().kind == enigma_runtime::DeviceKind::Simulator;
             py.detach(move || {
+                if !simulated {
+                    // A GPU dispatch cannot be stopped part-way (the options'
+                    // budget, timeout and cancel flag are the simulator's),
+                    // so it runs here, without a worker thread's latency.
+                    return (run(), None);
+                }
                 std::thread::scope(|scope| {
                     let (done, finished) = mpsc::channel();
                     scope.spawn(move || {
-                        let args: Vec<Arg<'_>> = slots
-                            .iter()
-                            .map(|s| match s {
-                                Slot::Buffer(b) => Arg::Buffer(b),
-                                Slot::Value(l) => Arg::Value(*l),
-                            })
-                            .collect();
                         // The receiver waits for this message; it cannot be gone.
-                        let _ = done.send(rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new));
+                        let _ = done.send(run());
                     });
                     let mut interrupt = None;
                     loop {
@@ -478,17 +547,22 @@ impl Runtime {
         };
         let report = match outcome {
             (_, Some(interrupt)) => return Err(interrupt),
-            (result, None) => result.map_err(|e| runtime_err(py, *e))?,
+            (result, None) => result.map_err(|e: Box<RuntimeError>| runtime_err(py, *e))?,
         };
         let mut out = Vec::with_capacity(slots.len());
         for (param, slot) in kernel.params.iter().zip(&slots) {
-            match (param.kind, slot) {
-                (ParamKind::Buffer { access: Access::ReadWrite, .. }, Slot::Buffer(b)) => {
+            let host = match slot {
+                Slot::Buffer(b) => Some(b),
+                Slot::Bound(b) if b.staged() => Some(&b.buffer),
+                _ => None,
+            };
+            match (param.kind, host) {
+                (ParamKind::Buffer { access: Access::ReadWrite, .. }, Some(b)) => {
                     // Read straight into the result object: one copy of the
                     // output on the host, and a failed allocation is a
                     // `DispatchError` naming the size, like the device's.
                     let len = b.len_bytes();
-                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
+                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(0, dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
                         if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
                             DispatchError::new_err(format!(
                                 "kernel `{}`, output `{}`: cannot allocate the result of {len} bytes: out of memory",
@@ -518,6 +592,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DeviceError", py.get_type::<DeviceError>())?;
     m.add_class::<CompiledKernel>()?;
     m.add_class::<Runtime>()?;
+    m.add_class::<array::Array>()?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;

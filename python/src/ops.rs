@@ -1,14 +1,19 @@
 //! The kernel library (`enigma-ops`) for Python: `library_call` runs one
-//! operation on a runtime from raw little-endian bytes and returns the
-//! result's bytes (`enigma/ops.py` wraps it with numpy arrays, shapes and
-//! dtypes); `library_tune` runs the autotuner on a registry entry and
-//! returns its report as JSON (`enigma.tune`); `quant_quantize`,
-//! `quant_dequantize` and `library_qmatmul` are the 4-bit weight formats and
-//! the quantized matmul (`enigma.ops.quantize`, `dequantize`, `qmatmul`).
+//! operation on a runtime and returns its result as an `enigma.Array` in
+//! device memory (`enigma/ops.py` turns it into the caller's kind of array);
+//! `library_tune` runs the autotuner on a registry entry and returns its
+//! report as JSON (`enigma.tune`); `quant_quantize`, `quant_dequantize` and
+//! `library_qmatmul` are the 4-bit weight formats and the quantized matmul
+//! (`enigma.ops.quantize`, `dequantize`, `qmatmul`).
 //!
-//! Inputs become untyped buffers padded to 16 bytes, with the element type
-//! given separately, so the library may pick its vector (`float4`) kernels.
+//! Inputs are bound like kernel arguments ([`array::bind`]): enigma arrays
+//! and CUDA tensors as they are, host arrays copied into untyped buffers
+//! padded to 16 bytes, with the element type given separately, so the
+//! library may pick its vector (`float4`) kernels (CUDA tensors too, when
+//! 16-byte aligned and whole vectors). Pipelines stay in the runtime's cache
+//! between calls.
 
+use crate::array::{self, Array, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
 use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
@@ -36,32 +41,47 @@ fn ops_err(py: Python<'_>, e: enigma_ops::Error) -> PyErr {
 }
 
 /// Runs library operation `op` (`softmax`, `rms_norm`, `sum`, …) on
-/// `inputs` (bytes, all of element type `elem`) with shape `dims` and
-/// scalar parameters `params` (factor, eps or scale). Returns the output's
-/// bytes (exactly its elements) and its element type.
+/// `inputs` (arrays named `names`, of element types `types`; the operation's
+/// type is `elem`) with shape `dims` and scalar parameters `params` (factor,
+/// eps or scale), on `stream` when given (see `Runtime.dispatch`). Returns
+/// the output as an array of shape `out_shape`.
 #[pyfunction]
-#[pyo3(signature = (runtime, op, elem, inputs, dims, params, threads=None))]
+#[pyo3(signature = (runtime, op, elem, inputs, types, names, dims, params, out_shape, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn library_call<'py>(
-    py: Python<'py>,
+pub fn library_call(
+    py: Python<'_>,
     runtime: &Runtime,
     op: &str,
     elem: &str,
-    inputs: Vec<Vec<u8>>,
+    inputs: Vec<Bound<'_, PyAny>>,
+    types: Vec<String>,
+    names: Vec<String>,
     dims: Vec<usize>,
     params: Vec<f64>,
+    out_shape: Vec<usize>,
     threads: Option<u32>,
-) -> PyResult<(Bound<'py, PyBytes>, &'static str)> {
-    let rt = &runtime.rt;
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+) -> PyResult<Array> {
+    let rt = match stream {
+        Some(s) => runtime.rt.on_stream(s),
+        None => runtime.rt.clone(),
+    };
+    let rt = &rt;
     let elem = elem_of(elem)?;
-    check_lengths(op, elem, &inputs, &dims)?;
-    let mut buffers: Vec<Buffer> = vec![];
-    for bytes in &inputs {
-        let padded = bytes.len().div_ceil(16).max(1) * 16;
-        let buf = rt.buffer_bytes(padded).map_err(|e| runtime_err(py, e))?;
-        buf.write_bytes(0, bytes).map_err(|e| runtime_err(py, e))?;
-        buffers.push(buf);
+    if types.len() != inputs.len() || names.len() != inputs.len() {
+        return Err(PyValueError::new_err(format!("{op}: {} arrays, {} types and {} names", inputs.len(), types.len(), names.len())));
     }
+    let mut bound = Vec::with_capacity(inputs.len());
+    for ((input, ty), name) in inputs.iter().zip(&types).zip(&names) {
+        let scalar = elem_of(ty)?;
+        let what = format!("{op}: `{name}`");
+        let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: false, staging: Staging::Padded, what: &what };
+        bound.push(array::bind(py, rt, input, &want, dlpack_stream)?);
+    }
+    let lengths: Vec<(usize, Scalar)> = bound.iter().zip(&types).map(|(b, ty)| Ok((b.nbytes, elem_of(ty)?))).collect::<PyResult<_>>()?;
+    check_lengths(op, &lengths, &dims)?;
+    let buffers: Vec<Buffer> = bound.iter().map(|b| b.buffer.clone()).collect();
     let need = |n_inputs: usize, n_dims: usize, n_params: usize| -> PyResult<()> {
         if buffers.len() != n_inputs || dims.len() != n_dims || params.len() < n_params {
             return Err(PyValueError::new_err(format!(
@@ -73,7 +93,7 @@ pub fn library_call<'py>(
         }
         Ok(())
     };
-    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() });
+    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let param = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
     // (result, number of output elements, output element type)
     let (out, n_out, out_elem) = match op {
@@ -135,18 +155,14 @@ pub fn library_call<'py>(
         other => return Err(PyValueError::new_err(format!("no library operation named `{other}`"))),
     };
     let out = out.map_err(|e| ops_err(py, e))?;
-    // Exactly the output's elements (the buffer may be padded), read
-    // straight into the result object.
-    let len = n_out * out_elem.size_bytes() as usize;
-    let bytes = PyBytes::new_with(py, len, |dst| out.read_into(dst).map_err(|e| runtime_err(py, e)))?;
-    let name = match out_elem {
-        Scalar::F16 => "f16",
-        Scalar::BF16 => "bf16",
-        Scalar::I32 => "i32",
-        Scalar::U32 => "u32",
-        _ => "f32",
-    };
-    Ok((bytes, name))
+    let elements: usize = out_shape.iter().product();
+    if elements != n_out || out.len_bytes() < n_out * out_elem.size_bytes() as usize {
+        return Err(PyValueError::new_err(format!(
+            "{op}: an output shape of {out_shape:?} for {n_out} elements ({} bytes written)",
+            out.len_bytes()
+        )));
+    }
+    Ok(Array::new(out, rt.device().kind, out_shape, out_elem, stream))
 }
 
 /// The inputs operation `op` takes for shape `dims`: each one's name, its
@@ -169,22 +185,19 @@ fn expected_inputs(op: &str, dims: &[usize]) -> Option<Vec<(&'static str, usize,
     })
 }
 
-/// Every input must hold exactly the elements the shape asks for: the
-/// buffers are padded to 16 bytes on upload, so a length checked after that
-/// would let a short array through (its missing elements read as zeros).
-fn check_lengths(op: &str, elem: Scalar, inputs: &[Vec<u8>], dims: &[usize]) -> PyResult<()> {
+/// Every input (its bytes of data and element type) must hold exactly the
+/// elements the shape asks for: host buffers are padded to 16 bytes on
+/// upload, so a length checked after that would let a short array through
+/// (its missing elements read as zeros).
+fn check_lengths(op: &str, inputs: &[(usize, Scalar)], dims: &[usize]) -> PyResult<()> {
     let Some(expected) = expected_inputs(op, dims) else { return Ok(()) };
     if expected.len() != inputs.len() {
         return Ok(()); // the argument count is reported below, with the dimensions
     }
-    for ((name, elements, ty), bytes) in expected.iter().zip(inputs) {
-        let size = ty.unwrap_or(elem).size_bytes() as usize;
-        if bytes.len() % size != 0 || bytes.len() / size != *elements {
-            return Err(PyValueError::new_err(format!(
-                "{op}: `{name}` has {} elements of {}; the shape {dims:?} needs {elements}",
-                bytes.len() / size,
-                ty.unwrap_or(elem)
-            )));
+    for ((name, elements, _), &(bytes, ty)) in expected.iter().zip(inputs) {
+        let size = ty.size_bytes() as usize;
+        if bytes % size != 0 || bytes / size != *elements {
+            return Err(PyValueError::new_err(format!("{op}: `{name}` has {} elements of {ty}; the shape {dims:?} needs {elements}", bytes / size)));
         }
     }
     Ok(())
@@ -295,7 +308,7 @@ pub fn library_qmatmul<'py>(
     let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), vec![]).map_err(quant_err)?;
     let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
-    let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() });
+    let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let c = ops.qmatmul(&a, &weights, m, out).map_err(|e| ops_err(py, e))?;
     let mut bytes = c.read_bytes().map_err(|e| runtime_err(py, e))?;
     bytes.truncate(m * n * out.size_bytes() as usize);

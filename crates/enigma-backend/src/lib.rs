@@ -63,9 +63,16 @@ pub struct DeviceInfo {
     pub features: std::collections::BTreeSet<enigma_ir::Feature>,
 }
 
-/// Device memory owned by a backend.
+/// Device memory a backend can bind: memory it allocated and owns, or
+/// memory another library owns that it wraps ([`Backend::wrap_device_memory`]).
 pub trait BufferStorage: Send + Sync + Debug {
     fn len_bytes(&self) -> usize;
+    /// The buffer's address in the device's address space, for backends
+    /// whose memory has one that other libraries can use (a CUDA device
+    /// pointer); `None` for simulated memory.
+    fn device_address(&self) -> Option<u64> {
+        None
+    }
     /// Copies `data` into the buffer at `offset` (bounds already checked).
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError>;
     /// Copies from the buffer at `offset` into `out` (bounds already checked).
@@ -166,5 +173,64 @@ pub trait Backend: Send + Sync + Debug {
     /// otherwise). An error of a queued dispatch surfaces here.
     fn end_batch(&self) -> Result<Option<std::time::Duration>, RuntimeError> {
         Ok(None)
+    }
+    /// Like [`Backend::dispatch`], queued on `stream` (a backend's own
+    /// queue handle: a `CUstream` for CUDA, 0 being the legacy default
+    /// stream) and returning as soon as it is queued, without a device time.
+    /// Its arguments' memory must stay valid until the stream reaches the
+    /// dispatch. Backends without queues (the simulator) run it to
+    /// completion, which is what the default does.
+    fn dispatch_on_stream(
+        &self,
+        kernel: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+        stream: u64,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let _ = stream;
+        self.dispatch(kernel, args, geometry, options)
+    }
+    /// A zeroed buffer whose zeroing is ordered on `stream` before any later
+    /// work queued there (see [`Backend::dispatch_on_stream`]). A backend may
+    /// take it from a stream-ordered pool and free it on `stream` when it is
+    /// dropped, after the work queued there: `stream` must outlive the
+    /// buffer, and work on other streams must be done with it by then.
+    fn allocate_on_stream(&self, bytes: usize, stream: u64) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        let _ = stream;
+        self.allocate(bytes)
+    }
+    /// A buffer whose contents are unspecified until written (a backend may
+    /// skip zeroing it), ordered on `stream` like
+    /// [`Backend::allocate_on_stream`] when one is given: for outputs every
+    /// element of which a dispatch writes before anything reads it. The
+    /// default zeroes it anyway.
+    fn allocate_uninit(&self, bytes: usize, stream: Option<u64>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        match stream {
+            Some(stream) => self.allocate_on_stream(bytes, stream),
+            None => self.allocate(bytes),
+        }
+    }
+    /// Waits until every dispatch queued on the device, on any stream, has
+    /// finished; its errors surface here.
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+    /// A buffer over `len` bytes of device memory at `address` that this
+    /// backend does not own (a tensor of another library): dispatches bind
+    /// it like their own buffers, bounds are `len`, and dropping it frees
+    /// nothing. Backends whose memory has no such addresses (the simulator)
+    /// refuse, which is what the default does.
+    ///
+    /// # Safety
+    /// `address .. address + len` must be device memory of this backend's
+    /// device and context, and stay allocated for as long as the returned
+    /// storage, and any dispatch queued with it, lives.
+    unsafe fn wrap_device_memory(&self, address: u64, len: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        let _ = (address, len);
+        Err(RuntimeError::Backend {
+            backend: self.info().kind.name(),
+            message: "this device cannot bind another library's memory; pass host data (it is copied) or the device's own buffers".into(),
+        })
     }
 }

@@ -117,6 +117,7 @@ impl CudaBackend {
             features: cuda_features(major),
         };
         let timer = Timer::new()?;
+        keep_pool_memory(&ctx);
         Ok(CudaBackend {
             ctx,
             info,
@@ -162,6 +163,26 @@ impl CudaBackend {
     }
 }
 
+/// Asks the device's stream-ordered memory pool to keep freed memory for
+/// reuse instead of returning it to the driver at every synchronisation, so
+/// per-call outputs ([`Backend::allocate_on_stream`]) cost a pool lookup.
+/// Best effort: without pools, allocation falls back to `cuMemAlloc`.
+fn keep_pool_memory(ctx: &CudaContext) {
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: plain driver calls on this context's device; `threshold` is
+    // the u64 the attribute takes and outlives the call.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+            let _ = sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut c_void,
+            );
+        }
+    }
+}
+
 /// Where the CUDA headers (cuda_fp16.h, …) are: `$CUDA_HOME/include`, or the
 /// usual install locations.
 fn cuda_include_paths() -> Vec<String> {
@@ -175,12 +196,23 @@ fn cuda_include_paths() -> Vec<String> {
     candidates.into_iter().filter(|p| std::path::Path::new(&format!("{p}/cuda_fp16.h")).exists()).take(1).collect()
 }
 
-/// Device memory from `cuMemAlloc`.
+/// Device memory: from `cuMemAlloc` (freed on drop, which waits for the
+/// device), from the stream-ordered pool (`cuMemAllocAsync`: freed on drop
+/// on its stream, after the work queued there), or another library's
+/// allocation wrapped by [`Backend::wrap_device_memory`] (its owner frees it).
 #[derive(Debug)]
 pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
+    ownership: Ownership,
     ctx: Arc<CudaContext>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ownership {
+    Owned,
+    OnStream(sys::CUstream),
+    Borrowed,
 }
 
 // The pointer is a device address owned by this buffer; the driver API is thread-safe.
@@ -189,9 +221,22 @@ unsafe impl Sync for CudaBuffer {}
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: allocated by malloc_sync in this context and freed once.
-            let _ = unsafe { result::free_sync(self.ptr) };
+        if self.ptr == 0 || self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        match self.ownership {
+            // SAFETY: allocated by malloc_sync in this context and freed once;
+            // cuMemFree waits for work still using it.
+            Ownership::Owned => {
+                let _ = unsafe { result::free_sync(self.ptr) };
+            }
+            // SAFETY: allocated by malloc_async on `stream`, which outlives
+            // the buffer by allocate_on_stream's contract; freed once, after
+            // the work queued there.
+            Ownership::OnStream(stream) => {
+                let _ = unsafe { result::free_async(self.ptr, stream) };
+            }
+            Ownership::Borrowed => {}
         }
     }
 }
@@ -207,8 +252,13 @@ impl BufferStorage for CudaBuffer {
             return Ok(());
         }
         self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
-        // SAFETY: the range was checked against the allocation.
-        unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, data) }.map_err(|e| driver_err("copy to device", e))
+        // SAFETY: the range was checked against the allocation. The legacy
+        // stream is waited for so that the copy has landed before work on
+        // any other stream can read it.
+        unsafe {
+            result::memcpy_htod_sync(self.ptr + offset as u64, data).and_then(|_| result::stream::synchronize(std::ptr::null_mut()))
+        }
+        .map_err(|e| driver_err("copy to device", e))
     }
 
     fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
@@ -217,8 +267,17 @@ impl BufferStorage for CudaBuffer {
             return Ok(());
         }
         self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))?;
+        // Work queued on any stream may still write the buffer: wait for all of it.
+        result::ctx::synchronize().map_err(|e| RuntimeError::Execution {
+            kernel: "(queued work)".into(),
+            message: format!("a CUDA dispatch queued before this read failed: {e:?}"),
+        })?;
         // SAFETY: the range was checked against the allocation; the copy is synchronous.
         unsafe { result::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.map_err(|e| driver_err("copy from device", e))
+    }
+
+    fn device_address(&self) -> Option<u64> {
+        Some(self.ptr)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -231,6 +290,35 @@ fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeErro
         return Err(RuntimeError::BufferRange { offset, len, size });
     }
     Ok(())
+}
+
+/// The kernel parameters of one launch, one 32-byte slot each: every
+/// argument (a device pointer or a by-value argument's bytes), then the
+/// grid sizes the generated code asks for.
+fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], geometry: &DispatchGeometry) -> Result<Vec<[u8; 32]>, RuntimeError> {
+    let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
+    for arg in args {
+        let mut slot = [0u8; 32];
+        match arg {
+            ArgValue::Buffer { storage: s, .. } => {
+                let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
+                slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
+            }
+            ArgValue::Value { bytes, .. } => slot = *bytes,
+        }
+        storage.push(slot);
+    }
+    for extra in &cuda.source.launch_params {
+        let mut slot = [0u8; 32];
+        let value: u32 = match extra {
+            LaunchParam::GridX => geometry.grid[0],
+            LaunchParam::GridY => geometry.grid[1],
+            LaunchParam::GridZ => geometry.grid[2],
+        };
+        slot[..4].copy_from_slice(&value.to_le_bytes());
+        storage.push(slot);
+    }
+    Ok(storage)
 }
 
 /// A kernel compiled by NVRTC.
@@ -306,10 +394,64 @@ impl Backend for CudaBackend {
         self.bind()?;
         // cuMemAlloc rejects 0 bytes; keep one byte so every buffer has an address.
         let size = bytes.max(1);
-        // SAFETY: a plain device allocation in the bound context, zeroed below.
+        // SAFETY: a plain device allocation in the bound context, zeroed
+        // below; the legacy stream is waited for so the zeroes are in place
+        // before work on any other stream uses the buffer.
         let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
-        unsafe { result::memset_d8_sync(ptr, 0, size) }.map_err(|e| driver_err("zeroing a buffer", e))?;
-        Ok(Box::new(CudaBuffer { ptr, len: bytes, ctx: self.ctx.clone() }))
+        let buffer = CudaBuffer { ptr, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() };
+        unsafe { result::memset_d8_sync(ptr, 0, size).and_then(|_| result::stream::synchronize(std::ptr::null_mut())) }
+            .map_err(|e| driver_err("zeroing a buffer", e))?;
+        Ok(Box::new(buffer))
+    }
+
+    fn allocate_on_stream(&self, bytes: usize, stream: u64) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.bind()?;
+        let size = bytes.max(1);
+        let stream = stream as sys::CUstream;
+        // SAFETY: an allocation from the device's stream-ordered pool on
+        // `stream` (a stream of this context that outlives the buffer, per
+        // the trait's contract), or a plain one where pools are missing;
+        // zeroed on `stream`, so the zeroing precedes later work queued there.
+        let buffer = match unsafe { result::malloc_async(stream, size) } {
+            Ok(ptr) => CudaBuffer { ptr, len: bytes, ownership: Ownership::OnStream(stream), ctx: self.ctx.clone() },
+            Err(_) => {
+                let ptr = unsafe { result::malloc_sync(size) }.map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?;
+                CudaBuffer { ptr, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() }
+            }
+        };
+        unsafe { result::memset_d8_async(buffer.ptr, 0, size, stream) }.map_err(|e| driver_err("zeroing a buffer", e))?;
+        Ok(Box::new(buffer))
+    }
+
+    fn allocate_uninit(&self, bytes: usize, stream: Option<u64>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.bind()?;
+        let size = bytes.max(1);
+        let alloc_err = |e| driver_err(&format!("allocating {bytes} bytes"), e);
+        // SAFETY: allocations in the bound context: from the stream-ordered
+        // pool on `stream` (a stream of this context that outlives the
+        // buffer, per allocate_on_stream's contract) or plain; left
+        // unzeroed, as this method's contract allows.
+        let buffer = match stream {
+            Some(stream) => match unsafe { result::malloc_async(stream as sys::CUstream, size) } {
+                Ok(ptr) => CudaBuffer { ptr, len: bytes, ownership: Ownership::OnStream(stream as sys::CUstream), ctx: self.ctx.clone() },
+                Err(_) => CudaBuffer { ptr: unsafe { result::malloc_sync(size) }.map_err(alloc_err)?, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() },
+            },
+            None => CudaBuffer { ptr: unsafe { result::malloc_sync(size) }.map_err(alloc_err)?, len: bytes, ownership: Ownership::Owned, ctx: self.ctx.clone() },
+        };
+        Ok(Box::new(buffer))
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.bind()?;
+        result::ctx::synchronize()
+            .map_err(|e| RuntimeError::Execution { kernel: "(queued work)".into(), message: format!("a queued CUDA dispatch failed: {e:?}") })
+    }
+
+    unsafe fn wrap_device_memory(&self, address: u64, len: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        if address == 0 && len > 0 {
+            return Err(RuntimeError::Backend { backend: "cuda", message: format!("a null device pointer for {len} bytes") });
+        }
+        Ok(Box::new(CudaBuffer { ptr: address, len, ownership: Ownership::Borrowed, ctx: self.ctx.clone() }))
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
@@ -334,29 +476,7 @@ impl Backend for CudaBackend {
         let start = Instant::now();
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
-        // Kernel parameters: each is stored in `storage`, and `params` points at them.
-        let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
-        for arg in args {
-            let mut slot = [0u8; 32];
-            match arg {
-                ArgValue::Buffer { storage: s, .. } => {
-                    let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
-                    slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
-                }
-                ArgValue::Value { bytes, .. } => slot = *bytes,
-            }
-            storage.push(slot);
-        }
-        for extra in &cuda.source.launch_params {
-            let mut slot = [0u8; 32];
-            let value: u32 = match extra {
-                LaunchParam::GridX => geometry.grid[0],
-                LaunchParam::GridY => geometry.grid[1],
-                LaunchParam::GridZ => geometry.grid[2],
-            };
-            slot[..4].copy_from_slice(&value.to_le_bytes());
-            storage.push(slot);
-        }
+        let mut storage = launch_slots(cuda, args, geometry)?;
         let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
         let [gx, gy, gz] = geometry.threadgroups;
         let [bx, by, bz] = geometry.threads_per_threadgroup;
@@ -400,6 +520,34 @@ impl Backend for CudaBackend {
             notes,
             findings: vec![],
         })
+    }
+
+    fn dispatch_on_stream(
+        &self,
+        compiled: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+        stream: u64,
+    ) -> Result<DispatchReport, RuntimeError> {
+        let start = Instant::now();
+        let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
+        self.bind()?;
+        let mut storage = launch_slots(cuda, args, geometry)?;
+        let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
+        let [gx, gy, gz] = geometry.threadgroups;
+        let [bx, by, bz] = geometry.threads_per_threadgroup;
+        // SAFETY: `params` points at one slot per kernel parameter, in order;
+        // the driver copies them when the launch is queued. `stream` is a
+        // stream of this context and the buffers outlive the queued work, by
+        // the trait's contract.
+        unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream as sys::CUstream, &mut params) }
+            .map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
+        let mut notes = geometry.warnings.clone();
+        if options.sanitize {
+            notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
+        }
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![] })
     }
 }
 

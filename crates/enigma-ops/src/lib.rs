@@ -56,6 +56,7 @@ use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, 
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
@@ -141,22 +142,56 @@ pub struct Launch {
     pub report: DispatchReport,
 }
 
+/// Pipelines made by [`Ops`], by kernel name and by what built each
+/// kernel (see `Ops::launch`). Clones share one cache, so it can outlive
+/// an `Ops` and serve the next one on the same device ([`Ops::with_cache`]):
+/// a front end that runs one operation per call keeps one per runtime.
+#[derive(Clone, Debug, Default)]
+pub struct PipelineCache(Arc<Mutex<CachedPipelines>>);
+
+#[derive(Debug, Default)]
+struct CachedPipelines {
+    by_name: HashMap<String, Pipeline>,
+    by_key: HashMap<String, Pipeline>,
+}
+
+impl PipelineCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CachedPipelines> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many distinct kernels the cache holds.
+    pub fn len(&self) -> usize {
+        self.lock().by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The operations over one runtime, with options, a pipeline cache (by
 /// kernel name) and a log of the dispatches made.
 #[derive(Debug)]
 pub struct Ops<'rt> {
     rt: &'rt Runtime,
     options: Options,
-    pipelines: RefCell<HashMap<String, Pipeline>>,
-    /// The same pipelines by what built their kernels (see `launch`).
-    by_key: RefCell<HashMap<String, Pipeline>>,
+    pipelines: PipelineCache,
     launches: RefCell<Vec<Launch>>,
 }
 
 impl<'rt> Ops<'rt> {
     /// The operations on `rt` with default options.
     pub fn new(rt: &'rt Runtime) -> Ops<'rt> {
-        Ops { rt, options: Options::default(), pipelines: RefCell::default(), by_key: RefCell::default(), launches: RefCell::default() }
+        Ops { rt, options: Options::default(), pipelines: PipelineCache::default(), launches: RefCell::default() }
+    }
+
+    /// The same, keeping pipelines in `cache`, which must only ever hold
+    /// pipelines of `rt`'s device (a pipeline of another device fails to
+    /// dispatch, naming the kernel).
+    pub fn with_cache(mut self, cache: PipelineCache) -> Ops<'rt> {
+        self.pipelines = cache;
+        self
     }
 
     /// The same, with `options` for every call.
@@ -185,11 +220,14 @@ impl<'rt> Ops<'rt> {
     }
 
     fn pipeline(&self, kernel: Kernel) -> Result<Pipeline, Error> {
-        if let Some(p) = self.pipelines.borrow().get(&kernel.name) {
+        // One name may be built differently under other options (a
+        // threadgroup size), which a shared cache can meet: reuse only the
+        // same kernel.
+        if let Some(p) = self.pipelines.lock().by_name.get(&kernel.name).filter(|p| *p.kernel() == kernel) {
             return Ok(p.clone());
         }
         let p = self.rt.pipeline(&kernel)?;
-        self.pipelines.borrow_mut().insert(kernel.name.clone(), p.clone());
+        self.pipelines.lock().by_name.insert(kernel.name.clone(), p.clone());
         Ok(p)
     }
 
@@ -198,12 +236,12 @@ impl<'rt> Ops<'rt> {
     /// builder and its arguments, in their `Debug` form), so a repeated
     /// launch finds its pipeline without building the kernel again.
     fn launch(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)]) -> Result<(), Error> {
-        let cached = self.by_key.borrow().get(&key).cloned();
+        let cached = self.pipelines.lock().by_key.get(&key).cloned();
         let pipeline = match cached {
             Some(p) => p,
             None => {
                 let p = self.pipeline(build())?;
-                self.by_key.borrow_mut().insert(key, p.clone());
+                self.pipelines.lock().by_key.insert(key, p.clone());
                 p
             }
         };
@@ -282,9 +320,12 @@ impl<'rt> Ops<'rt> {
         }
     }
 
-    /// An untyped output of `elems` elements of `elem`.
+    /// An untyped output of `elems` elements of `elem`, not zeroed: every
+    /// element of every buffer the library allocates is written by its
+    /// kernels before anything reads it (the sanitizer's coverage check in
+    /// `tests/sanitizer.rs` holds every registry entry to that).
     fn output(&self, elem: Scalar, elems: usize) -> Result<Buffer, Error> {
-        Ok(self.rt.buffer_bytes(elems * elem.size_bytes() as usize)?)
+        Ok(self.rt.buffer_uninit(elems * elem.size_bytes() as usize)?)
     }
 
     /// The output of a flat operation: `elems` elements of `elem`, padded
@@ -293,7 +334,7 @@ impl<'rt> Ops<'rt> {
     fn flat_output(&self, elem: Scalar, elems: usize, vec: u8) -> Result<Buffer, Error> {
         let size = elem.size_bytes() as usize;
         let elems = if vec == 4 { elems.div_ceil(4) * 4 } else { elems };
-        Ok(self.rt.buffer_bytes(elems * size)?)
+        Ok(self.rt.buffer_uninit(elems * size)?)
     }
 
     // ----- element-wise -------------------------------------------------

@@ -232,3 +232,21 @@ fn tuning_options_keep_results_and_run_clean() {
     let e = sum.run_with(&rt, &[10], &Options { unroll: Some(0), ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "sum_reduce_f16: unroll 0 is not between 1 and 16");
 }
+
+#[test]
+fn a_shared_pipeline_cache_serves_later_ops_on_the_same_runtime() {
+    let rt = sim();
+    let cache = enigma_ops::PipelineCache::default();
+    let x = rt.buffer_from(&[0.0f32, 0.0, 0.0, 0.0]).unwrap();
+    let first = Ops::new(&rt).with_cache(cache.clone());
+    let y = first.softmax(&x, 1, 4).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(y, [0.25; 4]);
+    let kernels = cache.len();
+    assert!(kernels > 0);
+    drop(first);
+    // A second Ops over the same cache builds no new pipeline for the same operation.
+    let second = Ops::new(&rt).with_cache(cache.clone());
+    let y = second.softmax(&x, 1, 4).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(y, [0.25; 4]);
+    assert_eq!(cache.len(), kernels);
+}

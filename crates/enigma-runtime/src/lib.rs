@@ -52,10 +52,13 @@ impl std::str::FromStr for Device {
     }
 }
 
-/// A connection to one device.
+/// A connection to one device. A runtime made by [`Runtime::on_stream`]
+/// queues its dispatches on that stream without waiting for them (on CUDA;
+/// the simulator runs every dispatch to completion).
 #[derive(Clone, Debug)]
 pub struct Runtime {
     backend: Arc<dyn Backend>,
+    stream: Option<u64>,
 }
 
 impl Runtime {
@@ -68,7 +71,7 @@ impl Runtime {
             Device::Metal => Self::metal()?,
             Device::Cuda => Arc::new(enigma_cuda::CudaBackend::new()?),
         };
-        Ok(Runtime { backend })
+        Ok(Runtime { backend, stream: None })
     }
 
     /// The Metal backend on the system's default GPU (macOS only).
@@ -119,7 +122,45 @@ impl Runtime {
 
     /// A runtime over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>) -> Runtime {
-        Runtime { backend }
+        Runtime { backend, stream: None }
+    }
+
+    /// The same device, dispatching on `stream` (a `CUstream` handle on
+    /// CUDA; 0 is the legacy default stream): dispatches are queued there
+    /// and return at once, outputs it allocates are zeroed there, and
+    /// [`Runtime::synchronize`] or a read waits for them. The buffers a
+    /// queued dispatch uses must stay allocated until it has run: buffers
+    /// this runtime allocates are freed on `stream` after its queued work
+    /// (so `stream` must outlive them) or with a wait; for memory wrapped
+    /// with [`Runtime::buffer_from_device_memory`] that is its owner's duty,
+    /// as for any work on that owner's stream.
+    pub fn on_stream(&self, stream: u64) -> Runtime {
+        Runtime { backend: self.backend.clone(), stream: Some(stream) }
+    }
+
+    /// The stream this runtime dispatches on, if one was given.
+    pub fn stream(&self) -> Option<u64> {
+        self.stream
+    }
+
+    /// Waits for every dispatch queued on the device (on any stream).
+    pub fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.backend.synchronize()
+    }
+
+    /// A buffer over `len` bytes of another library's device memory at
+    /// `address` (a CUDA device pointer from a torch or CuPy tensor), typed
+    /// as `elem` when given: no copy is made and dropping the buffer frees
+    /// nothing. Dispatches check its length like any buffer's. The
+    /// simulator refuses (its memory is its own).
+    ///
+    /// # Safety
+    /// The memory must belong to this runtime's device and context and stay
+    /// allocated while the buffer, or a dispatch queued with it, lives.
+    pub unsafe fn buffer_from_device_memory(&self, address: u64, len: usize, elem: Option<Type>) -> Result<Buffer, RuntimeError> {
+        // SAFETY: forwarded from this function's contract.
+        let storage = unsafe { self.backend.wrap_device_memory(address, len) }?;
+        Ok(Buffer { storage: Arc::from(storage), elem })
     }
 
     pub fn device(&self) -> &DeviceInfo {
@@ -129,7 +170,8 @@ impl Runtime {
     /// A buffer holding a copy of `data`.
     pub fn buffer_from<T: Element>(&self, data: &[T]) -> Result<Buffer, RuntimeError> {
         let elem_bytes = T::TYPE.size_bytes() as usize;
-        let storage = self.allocate(data.len() as u128 * elem_bytes as u128, T::TYPE)?;
+        // Not stream-ordered: the host writes below are synchronous.
+        let storage = self.backend.allocate(allocation_len(data.len() as u128 * elem_bytes as u128, Some(T::TYPE))?)?;
         // Written in chunks, so no host copy of the whole buffer is made.
         let mut chunk = Vec::with_capacity(CHUNK_ELEMENTS * elem_bytes);
         for (i, part) in data.chunks(CHUNK_ELEMENTS).enumerate() {
@@ -140,11 +182,15 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(storage), elem: Some(T::TYPE) })
     }
 
-    /// Device memory of `bytes` bytes (the size as asked for, which may
-    /// not fit `usize`) for elements of `elem`.
-    fn allocate(&self, bytes: u128, elem: Type) -> Result<Box<dyn BufferStorage>, RuntimeError> {
-        let len = usize::try_from(bytes).map_err(|_| RuntimeError::allocation(format!("a buffer of {elem} elements"), bytes))?;
-        self.backend.allocate(len)
+    /// Zeroed device memory of `bytes` bytes (the size as asked for, which
+    /// may not fit `usize`) for elements of `elem` (named in the error),
+    /// ordered on this runtime's stream when it has one.
+    fn allocate(&self, bytes: u128, elem: Option<Type>) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        let len = allocation_len(bytes, elem)?;
+        match self.stream {
+            Some(stream) => self.backend.allocate_on_stream(len, stream),
+            None => self.backend.allocate(len),
+        }
     }
 
     /// A buffer of `len` zeroed elements of `T`.
@@ -154,7 +200,7 @@ impl Runtime {
 
     /// A zeroed buffer of `len` elements of `elem` (e.g. `half4`).
     pub fn buffer_of_type(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
-        let storage = self.allocate(len as u128 * elem.size_bytes() as u128, elem)?;
+        let storage = self.allocate(len as u128 * elem.size_bytes() as u128, Some(elem))?;
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
@@ -165,14 +211,22 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(storage), elem: Some(elem) })
     }
 
+    /// An untyped buffer of `len` bytes whose contents are unspecified until
+    /// written (on CUDA it is not zeroed; the simulator zeroes it): for
+    /// outputs every byte of which a dispatch writes before anything reads
+    /// it. Ordered on this runtime's stream when it has one.
+    pub fn buffer_uninit(&self, len: usize) -> Result<Buffer, RuntimeError> {
+        Ok(Buffer { storage: Arc::from(self.backend.allocate_uninit(len, self.stream)?), elem: None })
+    }
+
     /// A buffer of `len` zero bytes typed as elements of `elem`.
     pub fn buffer_zeroed_bytes(&self, elem: Type, len: usize) -> Result<Buffer, RuntimeError> {
-        Ok(Buffer { storage: Arc::from(self.backend.allocate(len)?), elem: Some(elem) })
+        Ok(Buffer { storage: Arc::from(self.allocate(len as u128, Some(elem))?), elem: Some(elem) })
     }
 
     /// An untyped buffer of `len` zero bytes.
     pub fn buffer_bytes(&self, len: usize) -> Result<Buffer, RuntimeError> {
-        Ok(Buffer { storage: Arc::from(self.backend.allocate(len)?), elem: None })
+        Ok(Buffer { storage: Arc::from(self.allocate(len as u128, None)?), elem: None })
     }
 
     /// Validates `kernel` against this device's limits and compiles it.
@@ -215,7 +269,10 @@ impl Runtime {
         let values: Vec<ArgValue<'_>> = args.iter().map(Arg::value).collect();
         let compiled: &dyn CompiledKernel = pipeline.compiled.as_ref();
         let geometry = enigma_backend::check_dispatch(self.device(), compiled, &values, mode, size, threads_per_threadgroup)?;
-        let report = self.backend.dispatch(compiled, &values, &geometry, options)?;
+        let report = match self.stream {
+            Some(stream) => self.backend.dispatch_on_stream(compiled, &values, &geometry, options, stream)?,
+            None => self.backend.dispatch(compiled, &values, &geometry, options)?,
+        };
         if report.findings.iter().any(|f| f.severity == enigma_backend::Severity::Error) {
             return Err(RuntimeError::Sanitizer { kernel: pipeline.kernel().name.clone(), findings: report.findings });
         }
@@ -236,6 +293,17 @@ pub fn check_host_memory(what: &str, bytes: u128) -> Result<(), RuntimeError> {
 
 pub use enigma_backend::DispatchMode as Mode;
 pub use enigma_backend::DispatchOptions as Options;
+
+/// `bytes` as a `usize`, or the allocation error naming a buffer of `elem`.
+fn allocation_len(bytes: u128, elem: Option<Type>) -> Result<usize, RuntimeError> {
+    usize::try_from(bytes).map_err(|_| {
+        let what = match elem {
+            Some(elem) => format!("a buffer of {elem} elements"),
+            None => "a buffer".to_string(),
+        };
+        RuntimeError::allocation(what, bytes)
+    })
+}
 
 /// Elements [`Runtime::buffer_from`] converts per write.
 const CHUNK_ELEMENTS: usize = 1 << 16;
@@ -266,14 +334,21 @@ impl Buffer {
         Ok(out)
     }
 
-    /// Copies the buffer's first `out.len()` bytes into `out` (e.g. memory
-    /// a front end allocated for the result, so no other copy is made).
-    pub fn read_into(&self, out: &mut [u8]) -> Result<(), RuntimeError> {
-        self.storage.read(0, out)
-    }
-
     pub fn write_bytes(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
         self.storage.write(offset, data)
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out` (on a GPU, after
+    /// the work queued on the device has finished): e.g. memory a front end
+    /// allocated for the result, so no other copy is made.
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> Result<(), RuntimeError> {
+        self.storage.read(offset, out)
+    }
+
+    /// The buffer's device address, where the device has addresses other
+    /// libraries can use (a CUDA device pointer); `None` on the simulator.
+    pub fn device_address(&self) -> Option<u64> {
+        self.storage.device_address()
     }
 
     /// The contents as elements of `T`.

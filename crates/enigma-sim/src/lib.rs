@@ -25,18 +25,22 @@ use enigma_backend::{
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
 use std::any::Any;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::Instant;
 
 pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
 
-/// The simulator as a [`Backend`]. Each backend runs its threadgroups on
-/// its own worker pool (made at its first dispatch), so a long or runaway
-/// dispatch on one runtime never holds up another runtime's.
+/// The simulator as a [`Backend`]. Each dispatch in flight runs its
+/// threadgroups on a worker pool of its own (pools are made when no idle
+/// one is left and kept for the next dispatches), so a long or runaway
+/// dispatch never holds up another: neither another runtime's nor one on
+/// the same runtime from another thread (front ends share one runtime per
+/// device).
 #[derive(Debug)]
 pub struct SimBackend {
     info: DeviceInfo,
-    pool: OnceLock<rayon::ThreadPool>,
+    /// Idle worker pools.
+    pools: Mutex<Vec<rayon::ThreadPool>>,
 }
 
 impl Default for SimBackend {
@@ -59,21 +63,25 @@ impl SimBackend {
                 memory_bytes: None,
                 features: enigma_ir::capabilities::all_features(),
             },
-            pool: OnceLock::new(),
+            pools: Mutex::new(Vec::new()),
         }
     }
 
-    /// This backend's worker pool.
-    fn pool(&self) -> Result<&rayon::ThreadPool, RuntimeError> {
-        if let Some(pool) = self.pool.get() {
-            return Ok(pool);
-        }
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(self.info.compute_units as usize)
-            .thread_name(|i| format!("enigma-sim-{i}"))
-            .build()
-            .map_err(|e| RuntimeError::Backend { backend: "simulator", message: format!("cannot start the worker threads: {e}") })?;
-        Ok(self.pool.get_or_init(|| pool))
+    /// Runs `work` on an idle worker pool of this backend (a new one if
+    /// every pool is busy), which is idle again afterwards.
+    fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, RuntimeError> {
+        let idle = self.pools.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pool = match idle {
+            Some(pool) => pool,
+            None => rayon::ThreadPoolBuilder::new()
+                .num_threads(self.info.compute_units as usize)
+                .thread_name(|i| format!("enigma-sim-{i}"))
+                .build()
+                .map_err(|e| RuntimeError::Backend { backend: "simulator", message: format!("cannot start the worker threads: {e}") })?,
+        };
+        let result = pool.install(work);
+        self.pools.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
+        Ok(result)
     }
 }
 
@@ -163,13 +171,13 @@ impl Backend for SimBackend {
             tracker: None,
             limits: &limits,
         };
-        let findings = self.pool()?.install(|| {
+        let findings = self.on_pool(|| {
             if options.sanitize {
                 self.sanitized(sim, &env, geometry, options)
             } else {
                 dispatch::run_dispatch(&sim.kernel, &env, geometry, 0).map(|()| vec![])
             }
-        })?;
+        })??;
         Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings })
     }
 }

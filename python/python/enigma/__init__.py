@@ -17,6 +17,12 @@ default where no GPU is present), CUDA or Metal::
                      output_size=64 * 4, grid=(64, 1, 1), threads=(32, 1, 1))
     np.frombuffer(out, np.float32)                  # 64 × 2.0
 
+Compiled kernels also run on arrays in place, on the arrays' device:
+``enigma.compile(add_one)(a, out, grid=64, threads=32)`` with numpy arrays,
+``enigma.Array`` device arrays (``enigma.asarray``, ``enigma.empty``) or
+torch/CuPy CUDA tensors (no copies; on their current stream, without a
+wait; ``enigma.synchronize()`` waits).
+
 The kernel language (a subset of Python):
 
 * Parameters are annotated: a type (``enigma.f32``, ``enigma.u32``,
@@ -64,7 +70,8 @@ from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast
-from ._runtime import MetalRuntime
+from ._enigma import Array
+from ._runtime import MetalRuntime, asarray, empty, synchronize
 from . import ops
 from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
@@ -77,7 +84,8 @@ globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
 
 __all__ = sorted(
-    ["CompileError", "CompiledKernel", "DType", "MatrixType", "simdgroup_matrix", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
-     "MetalRuntime", "SanitizerError", "buffer", "compile", "compile_ir", "constant", "fast", "kernel"]
+    ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
+     "MatrixType", "MetalRuntime", "SanitizerError", "asarray", "buffer", "compile", "compile_ir", "constant", "empty",
+     "fast", "kernel", "simdgroup_matrix", "synchronize"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )

@@ -6,9 +6,12 @@
 * :func:`compile_ir` compiles the IR's text form (what ``.ir`` prints) the
   same way, for kernels written or edited as IR.
 * :class:`CompiledKernel` is a validated kernel with its specialisation
-  values, backed by the native ``_enigma.CompiledKernel``; it shows the IR
-  text (``.ir``), the MSL (``.msl``) and the CUDA C++ (``.cuda``), and
-  describes its parameters for :class:`enigma.MetalRuntime`.
+  values, backed by the native ``_enigma.CompiledKernel`` (which keeps its
+  pipeline per device); it shows the IR text (``.ir``), the MSL (``.msl``)
+  and the CUDA C++ (``.cuda``), describes its parameters for
+  :class:`enigma.MetalRuntime`, and runs on arrays when called:
+  ``compiled(a, out, n, grid=n, threads=256)``. ``enigma.compile`` returns
+  the same compiled kernel for the same kernel and specialisation values.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ._frontend import compile_function
 from ._types import DType
 
 CompileError = _enigma.CompileError
+DispatchError = _enigma.DispatchError
 
 
 class Kernel:
@@ -35,6 +39,7 @@ class Kernel:
         self.fn = fn
         self.name = fn.__name__
         self._ir = None
+        self._compiled = {}  # specialisation values -> CompiledKernel
         functools.update_wrapper(self, fn)
 
     def ir_dict(self) -> dict:
@@ -51,6 +56,17 @@ class Kernel:
 
     def __repr__(self):
         return f"<enigma.kernel {self.name}>"
+
+
+_RUNTIME_MODULE = []
+
+
+def _runtime():
+    """enigma._runtime (imported on first use: it imports this module)."""
+    if not _RUNTIME_MODULE:
+        from . import _runtime as module
+        _RUNTIME_MODULE.append(module)
+    return _RUNTIME_MODULE[0]
 
 
 def kernel(fn) -> Kernel:
@@ -137,6 +153,58 @@ class CompiledKernel:
         sig = ", ".join(f"{p.name}: {p.type_name}{'' if p.is_buffer else ' (value)'}" for p in self.params)
         return f"<enigma.CompiledKernel {self.name}({sig})>"
 
+    def __call__(self, *args, grid=None, threads=(1, 1, 1), threadgroups=None, rt=None, device=None,
+                 stream=None, sanitize=None, max_loop_iterations=None, timeout=None):
+        """Runs the kernel on ``args``, one per parameter in order: arrays
+        (``enigma.Array``, numpy, torch, CuPy...) bound in place — what the
+        kernel writes lands in them — and numbers for by-value parameters.
+        ``grid=`` counts threads (``dispatchThreads``), ``threadgroups=``
+        counts threadgroups; ``threads=`` is the threadgroup size. It runs on
+        ``rt`` (a :class:`enigma.MetalRuntime`), else on ``device``, else on
+        the arrays' device (CUDA for CUDA tensors), else on ``"auto"``; on
+        CUDA on ``stream`` or the tensors' current stream, without waiting.
+        ``sanitize``, ``max_loop_iterations`` and ``timeout`` are as for
+        :meth:`MetalRuntime.execute` (defaults: ``rt``'s settings, else off);
+        with ``rt``, its ``last_report`` is this dispatch's. Returns None."""
+        rtm = _runtime()
+        name = self.name
+        if len(args) != len(self.params):
+            raise DispatchError(f"kernel `{name}` takes {len(self.params)} argument(s) ({', '.join(p.name for p in self.params)}), {len(args)} given")
+        if (grid is None) == (threadgroups is None):
+            raise DispatchError(f"kernel `{name}`: give exactly one of grid= (threads, dispatchThreads) and threadgroups= (dispatchThreadgroups)")
+        mode, size = ("threads", grid) if grid is not None else ("threadgroups", threadgroups)
+        size = rtm._geometry(size, "grid" if mode == "threads" else "threadgroups")
+        tg = rtm._geometry(threads, "threads")
+        budget = None if max_loop_iterations is None else rtm._loop_budget(max_loop_iterations)
+        limit = None if timeout is None else rtm._timeout(timeout)
+        if rt is not None:
+            rt._reports.report = None
+            sanitize = rt.sanitize if sanitize is None else sanitize
+            budget = rt.max_loop_iterations if budget is None else budget
+            limit = rt.timeout if limit is None else limit
+            native = rt._rt
+        elif device is not None:
+            native = rtm.native_runtime(device)
+        else:
+            native = rtm.device_of(args)
+        bound = []
+        writeback = []
+        for p, value in zip(self.params, args):
+            if p.kind == "buffer":
+                data, mv = rtm._buffer_arg(value, p, name)
+                if mv is not None:
+                    writeback.append((p, mv))
+                bound.append(data)
+            else:
+                bound.append(rtm._scalar(value, p, name))
+        handle, dl_stream = rtm.dispatch_stream(native, args, stream)
+        results, report = native.dispatch(self._native, bound, mode, size, tg, bool(sanitize), handle, dl_stream, budget, limit)
+        if rt is not None:
+            rt._reports.report = json.loads(report)
+        for p, mv in writeback:
+            if p.writable:
+                mv[:] = results[p.index]
+
 
 def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the seed's name
     """Compiles a ``@enigma.kernel`` function: source → IR → validation.
@@ -155,9 +223,20 @@ def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the
         else:
             raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
     values = _spec_values(spec, constants)
+    try:
+        key = tuple(sorted((k, type(v).__name__, v) for k, v in values.items()))
+        hash(key)
+    except TypeError:
+        key = None  # unhashable values: compiled afresh, and rejected there
+    cached = kern._compiled.get(key) if key is not None else None
+    if cached is not None:
+        return cached
     ir = kern.ir_dict()
     native = _enigma.compile(json.dumps(ir), values or None)
-    return CompiledKernel(native, kern)
+    compiled = CompiledKernel(native, kern)
+    if key is not None:
+        kern._compiled[key] = compiled
+    return compiled
 
 
 def _spec_values(spec, constants):

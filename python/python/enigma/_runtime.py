@@ -1,10 +1,13 @@
 """``enigma.MetalRuntime``: a device, and ``execute`` as in seed 001.
 
 This module owns the Python side of a dispatch: it matches ``inputs`` and
-outputs to the kernel's parameters, checks every buffer (C-contiguous, the
-annotated element type, a whole number of elements) and every by-value
-argument, hands them to the native runtime as ``bytes``, and turns the
-results back into ``bytes`` (and into writable inputs, in place).
+outputs to the kernel's parameters, checks every by-value argument, and
+hands buffers to the native runtime, which binds them in Rust: arrays
+(numpy, ``enigma.Array``, torch/CuPy/JAX through DLPack or
+``__cuda_array_interface__``) as they are, other buffer-protocol objects
+(``bytes``, ``array.array``...) as ``bytes``. It keeps one native runtime
+per device for the whole process, and picks the CUDA stream a dispatch
+goes on (``stream=``, else the caller's current torch or CuPy stream).
 
 ``execute(compiled, inputs=[...], output_size=..., grid=..., threads=...)``:
 
@@ -12,16 +15,29 @@ results back into ``bytes`` (and into writable inputs, in place).
   them is an output, created zero-filled with ``output_size`` bytes (one
   int for one output, a list for several) or given as writable buffers in
   ``outputs=[...]`` (filled in place).
-* A buffer input is any C-contiguous object with the buffer protocol (numpy
-  arrays, ``array.array``, ``bytes``...) whose element type is the
-  parameter's annotation; ``bytes``/``bytearray`` are raw bytes and fit any
-  type. A by-value parameter takes a Python (or numpy) number.
+* A buffer input is an ``enigma.Array``, an array with ``__dlpack__``,
+  ``__cuda_array_interface__`` or ``__array_interface__`` (numpy, torch,
+  CuPy...), or any C-contiguous object with the buffer protocol
+  (``array.array``, ``bytes``...), whose element type is the parameter's
+  annotation; ``bytes``/``bytearray`` are raw bytes and fit any type. A
+  by-value parameter takes a Python (or numpy) number. Device memory (an
+  ``enigma.Array``, a CUDA tensor on the CUDA device) is bound without a
+  copy; host memory is copied to the device and, where the kernel writes
+  it, back.
 * ``grid`` counts threads (Metal's ``dispatchThreads``: edge threadgroups
   are partial); give ``threadgroups=`` instead of ``grid=`` for
   ``dispatchThreadgroups``. Sizes are 1 to 3 positive ints.
 * Returns the output's bytes (a list of them for several outputs, ``None``
-  for none). A writable input buffer that the kernel writes is updated in
-  place, as it would be in GPU memory shared with the host.
+  for none); an output given in ``outputs=`` as device memory comes back
+  as that same object. A writable input buffer that the kernel writes is
+  updated in place, as it would be in GPU memory shared with the host.
+* On CUDA, ``stream=`` (an int handle, a torch or CuPy stream) queues the
+  dispatch there and returns at once; with torch or CuPy CUDA tensors and
+  no ``stream=``, it goes on their library's current stream, also without
+  waiting; with ``enigma.Array``s on the legacy default stream, without
+  waiting. ``synchronize()`` (and reading an array) waits; an error of a
+  queued kernel surfaces there. Host data makes a dispatch wait, as do the
+  simulator and the sanitizer always.
 """
 
 from __future__ import annotations
@@ -37,9 +53,135 @@ from ._types import FORMAT_NAMES, NUMPY_NAMES, scalar_of_format
 DispatchError = _enigma.DispatchError
 
 _DEVICES = ("auto", "cpu", "sim", "simulator", "metal", "cuda")
+_ALIASES = {"cpu": "sim", "simulator": "sim"}
+_NATIVE = {}  # device name -> the process's one native runtime on it
+
+
+def native_runtime(device):
+    """The process's native runtime for ``device`` (opened on first use)."""
+    key = _ALIASES.get(device, device)
+    rt = _NATIVE.get(key)
+    if rt is None:
+        rt = _NATIVE[key] = _enigma.Runtime(key)
+    return rt
+
+
+def _is_array(value):
+    return (isinstance(value, _enigma.Array) or hasattr(value, "__array_interface__")
+            or hasattr(value, "__dlpack__") or hasattr(value, "__cuda_array_interface__"))
+
+
+def _on_cuda(value):
+    """True for an array in CUDA memory (torch, CuPy, enigma, DLPack, CAI)."""
+    if isinstance(value, _enigma.Array):
+        return value.device == "cuda"
+    if getattr(value, "is_cuda", False) is True:  # torch
+        return True
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    dev = getattr(value, "__dlpack_device__", None)
+    if dev is not None and not hasattr(value, "__array_interface__"):
+        try:
+            return dev()[0] in (2, 13)
+        except Exception:  # noqa: BLE001 - a producer that cannot say is not CUDA
+            return False
+    return False
+
+
+def device_of(values, default="auto"):
+    """The native runtime for arrays ``values``: their enigma device, CUDA
+    for CUDA tensors, else ``default``."""
+    for v in values:
+        if isinstance(v, _enigma.Array):
+            return native_runtime(v.device)
+    for v in values:
+        if _on_cuda(v):
+            return native_runtime("cuda")
+    return native_runtime(default)
+
+
+def _stream_handle(stream):
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, CuPy, others
+        h = getattr(stream, attr, None)
+        if isinstance(h, int):
+            return h
+    raise DispatchError(f"stream= takes an int handle or a torch/CuPy stream, not {type(stream).__name__}")
+
+
+def _torch_stream(index):
+    """torch's current stream on GPU ``index``, as a raw handle (the
+    accessor Triton's launcher uses, else the public API)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def dispatch_stream(native, values, stream=None):
+    """(stream for the dispatch or None, stream told to DLPack producers):
+    ``stream=`` if given, else the legacy default stream for ``enigma.Array``
+    arguments, else the current stream of the first torch or CuPy CUDA
+    array; ``(None, None)`` otherwise and off CUDA (the dispatch waits)."""
+    if native.device != "cuda":
+        return None, None
+    if stream is not None:
+        h = _stream_handle(stream)
+        return h, (1 if h == 0 else h)
+    for v in values:
+        if isinstance(v, _enigma.Array):
+            return 0, 1  # enigma's own device memory: queued on the legacy stream
+    for v in values:
+        mod = type(v).__module__
+        if mod.startswith("torch") and getattr(v, "is_cuda", False):
+            return _torch_stream(v.get_device()), -1
+        if mod.startswith("cupy") and hasattr(v, "__cuda_array_interface__"):
+            import cupy
+            h = cupy.cuda.get_current_stream().ptr
+            return h, (1 if h == 0 else h)  # DLPack names the legacy stream 1
+    return None, None
+
+
+def _empty(native, shape, dtype):
+    return native.empty(_shape(shape), _dtype_name(dtype))
+
+
+def _asarray(native, data, dtype):
+    if isinstance(data, _enigma.Array):
+        return data
+    if not hasattr(data, "__array_interface__") and not hasattr(data, "__dlpack__"):
+        import numpy as np
+        data = np.ascontiguousarray(data)
+    return native.asarray(data, None if dtype is None else _dtype_name(dtype))
+
+
+def empty(shape, dtype="f32", device="auto"):
+    """A zeroed :class:`enigma.Array` on ``device`` (see :meth:`MetalRuntime.empty`)."""
+    return _empty(native_runtime(device), shape, dtype)
+
+
+def asarray(data, dtype=None, device="auto"):
+    """A copy of host array ``data`` on ``device`` (see :meth:`MetalRuntime.asarray`)."""
+    return _asarray(native_runtime(device), data, dtype)
+
+
+def synchronize(device="cuda"):
+    """Waits for every dispatch queued on ``device`` (a no-op where nothing
+    is queued: the simulator, or a device never opened)."""
+    key = _ALIASES.get(device, device)
+    if key in _NATIVE:
+        _NATIVE[key].synchronize()
+
+
+_U32 = 1 << 32
 
 
 def _geometry(value, what):
+    # The common forms first: a plain int, a tuple of plain ints.
+    if type(value) is int and 0 <= value < _U32:
+        return (value,)
+    if type(value) is tuple and 1 <= len(value) <= 3 and all(type(v) is int and 0 <= v < _U32 for v in value):
+        return value
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     try:
@@ -73,7 +215,7 @@ class MetalRuntime:
     def __init__(self, device: str = "auto", sanitize: bool = False, *, max_loop_iterations=None, timeout=None):
         if not isinstance(device, str):
             raise TypeError(f"device must be a string ({', '.join(repr(d) for d in _DEVICES)}), not {type(device).__name__}")
-        self._rt = _enigma.Runtime(device)
+        self._rt = native_runtime(device)
         self.sanitize = bool(sanitize)
         self.max_loop_iterations = _loop_budget(max_loop_iterations)
         self.timeout = _timeout(timeout)
@@ -105,8 +247,23 @@ class MetalRuntime:
     def __repr__(self):
         return f"<enigma.MetalRuntime device={self.device!r} ({self.device_name})>"
 
+    def empty(self, shape, dtype="f32"):
+        """A zeroed :class:`enigma.Array` of ``shape`` and element type
+        ``dtype`` (``"f32"``, ``"f16"``, ``"bf16"``, ``"i32"``... or numpy's
+        names) in this device's memory."""
+        return _empty(self._rt, shape, dtype)
+
+    def asarray(self, data, dtype=None):
+        """An :class:`enigma.Array` holding a copy of host array ``data``
+        (numpy or anything numpy takes; an ``enigma.Array`` is returned as it is)."""
+        return _asarray(self._rt, data, dtype)
+
+    def synchronize(self):
+        """Waits for every dispatch queued on this device (CUDA streams)."""
+        self._rt.synchronize()
+
     def execute(self, compiled, inputs=(), output_size=None, grid=None, threads=(1, 1, 1), *,
-                outputs=None, threadgroups=None, sanitize=None, max_loop_iterations=None, timeout=None):
+                outputs=None, threadgroups=None, sanitize=None, stream=None, max_loop_iterations=None, timeout=None):
         """Runs ``compiled`` once and returns its output bytes (see the module doc).
 
         On the simulator a dispatch that does not end is stopped by
@@ -146,7 +303,7 @@ class MetalRuntime:
         writeback = []  # (param, memoryview) pairs filled in place after the dispatch
         for p, value in zip(params, inputs):
             if p.is_buffer:
-                data, mv = _buffer_bytes(value, p, name)
+                data, mv = _buffer_arg(value, p, name)
                 args.append(data)
                 if mv is not None and p.writable:
                     writeback.append((p, mv))
@@ -159,22 +316,28 @@ class MetalRuntime:
             if mv is not None:
                 writeback.append((p, mv))
 
+        sanitize = self.sanitize if sanitize is None else bool(sanitize)
         budget = self.max_loop_iterations if max_loop_iterations is None else _loop_budget(max_loop_iterations)
         limit = self.timeout if timeout is None else _timeout(timeout)
-        results, report = self._rt.dispatch(
-            compiled._native, args, mode, size, tg, self.sanitize if sanitize is None else bool(sanitize), budget, limit
-        )
+        handle, dl_stream = dispatch_stream(self._rt, args, stream)
+        results, report = self._rt.dispatch(compiled._native, args, mode, size, tg, sanitize, handle, dl_stream, budget, limit)
         self._reports.report = json.loads(report)
         for p, mv in writeback:
             mv[:] = results[p.index]
         # An output the kernel never writes is read-only in the IR and comes
-        # back as None: its contents are what it started with.
+        # back as None: its contents are what it started with. Device memory
+        # also comes back as None: the output is the object itself.
         ret = []
         for p in out_params:
             r = results[p.index]
             if r is None:
                 init = args[p.index]
-                r = bytes(init) if isinstance(init, int) else init
+                if isinstance(init, int):
+                    r = bytes(init)
+                elif hasattr(init, "__array_interface__") and not isinstance(init, _enigma.Array):
+                    r = memoryview(init).tobytes()
+                else:
+                    r = init
             ret.append(r)
         if not ret:
             return None
@@ -194,7 +357,15 @@ class MetalRuntime:
                 raise DispatchError(f"kernel `{name}`: {len(out_params)} output(s) ({_names(out_params)}), {len(outputs)} given in outputs=")
             result = []
             for p, o in zip(out_params, outputs):
-                data, mv = _buffer_bytes(o, p, name)
+                if _is_array(o) and not hasattr(o, "__array_interface__"):
+                    result.append((o, None))  # device memory or DLPack: bound in place
+                    continue
+                data, mv = _buffer_arg(o, p, name)
+                if data is o:
+                    if memoryview(o).readonly:
+                        raise DispatchError(f"kernel `{name}`, output `{p.name}`: outputs= needs writable buffers (a numpy array, a bytearray), not a read-only array")
+                    result.append((o, None))  # a numpy array: written back in place by the runtime
+                    continue
                 if mv is None:
                     raise DispatchError(f"kernel `{name}`, output `{p.name}`: outputs= needs writable buffers (a numpy array, a bytearray), not {type(o).__name__}")
                 result.append((data, mv))
@@ -244,8 +415,46 @@ def _names(params):
     return ", ".join(f"`{p.name}`" for p in params) or "none"
 
 
-def _buffer_bytes(value, p, kernel_name):
-    """(bytes, writable memoryview or None) of a buffer argument, after checks."""
+def _shape(shape):
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    return [int(d) for d in shape]
+
+
+def _dtype_name(dtype):
+    """enigma's name for a dtype given as enigma's, numpy's or torch's."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif type(dtype).__module__.startswith("torch"):
+        name = str(dtype).replace("torch.", "")
+    else:
+        import numpy as np
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
+    return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "uint32": "u32",
+            "int64": "i64", "uint64": "u64", "int16": "i16", "uint16": "u16", "int8": "i8", "uint8": "u8",
+            "float": "f32", "half": "f16"}.get(name, name)
+
+
+def _buffer_arg(value, p, kernel_name):
+    """(what the native runtime binds, writable memoryview to fill after the
+    dispatch or None) for a buffer argument. numpy arrays are checked here
+    (with numpy's names in the messages) and bound in Rust; other arrays
+    (``enigma.Array``, DLPack, CUDA array interface) are checked and bound
+    in Rust; other buffer-protocol objects go as bytes."""
+    if type(value) is _enigma.Array or (_is_array(value) and not hasattr(value, "__array_interface__")):
+        return value, None
+    data, mv = _buffer_bytes(value, p, kernel_name, copy=not hasattr(value, "__array_interface__"))
+    if data is None:
+        return value, None
+    return data, mv
+
+
+def _buffer_bytes(value, p, kernel_name, copy=True):
+    """(bytes, writable memoryview or None) of a buffer argument, after
+    checks; ``copy=False`` checks only and gives ``(None, None)``."""
     what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name} buffer)"
     if isinstance(value, (str, numbers.Number)) or value is None:
         raise DispatchError(f"{what}: expected an array or other buffer, got {type(value).__name__}")
@@ -266,6 +475,12 @@ def _buffer_bytes(value, p, kernel_name):
             if scalar is None and mv.format.startswith((">", "!")):
                 got = f"big-endian {got}"
             raise DispatchError(f"{what}: expected {_np_name(p)} data, got {got} (convert with x.astype(np.{_np_name(p).split(' ')[0]}))")
+    if not copy:
+        if mv.nbytes % p.elem_bytes:
+            raise DispatchError(
+                f"{what}: {mv.nbytes} bytes is not a whole number of {p.type_name} elements ({p.elem_bytes} bytes each)"
+            )
+        return None, None
     data = mv.tobytes()
     if len(data) % p.elem_bytes:
         raise DispatchError(
@@ -281,6 +496,9 @@ def _np_name(p):
     return NUMPY_NAMES.get(p.scalar, p.scalar)
 
 
+_FLOATS = ("f16", "bf16", "f32")
+
+
 def _is_bool(value):
     """A Python bool or a numpy bool (``numpy.bool_``, called ``numpy.bool`` in numpy 2)."""
     t = type(value)
@@ -288,6 +506,11 @@ def _is_bool(value):
 
 
 def _scalar(value, p, kernel_name):
+    t = type(value)  # plain ints and floats first: the Rust side range-checks them
+    if t is int and p.scalar != "bool":
+        return value
+    if t is float and p.scalar in _FLOATS:
+        return value
     what = f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}, by value)"
     if p.scalar == "bool":
         if _is_bool(value):

@@ -1,31 +1,43 @@
-"""The kernel library from Python: numpy arrays in, numpy arrays out.
+"""The kernel library from Python: arrays in, the same kind of arrays out.
 
 Each function runs one operation of enigma's kernel library (the same
 kernels as ``enigma run <kernel>`` and the Rust ``enigma_ops`` API) on a
-runtime — ``rt=`` a :class:`enigma.MetalRuntime`, or ``device=`` to open one
-(``"auto"`` by default: a GPU where present, else the simulator)::
+runtime — ``rt=`` a :class:`enigma.MetalRuntime`, or ``device=`` — else on
+the inputs' device (an ``enigma.Array``'s; CUDA for torch or CuPy CUDA
+tensors), else on ``"auto"`` (a GPU where present, else the simulator).
+One runtime per device is opened for the whole process, and its pipelines
+are kept between calls::
 
     import numpy as np, enigma.ops as ops
     x = np.random.rand(4, 1000).astype(np.float32)
     y = ops.softmax(x)                      # rows of x, each summing to 1
     s = ops.sum(np.arange(10, dtype=np.float32))   # array(45.)
 
-Data types: float32, float16 and bfloat16 (pass bfloat16 data as a uint16
-array of its bits with ``dtype="bf16"``; results come back the same way),
-plus int32/uint32 for ``prefix_sum``. Element-wise, softmax, norm and
-attention results have the input's type; reductions and GEMV give float32.
-All inputs of one call share one type (GEMV's vector is float32). Arithmetic is float32 inside.
-Arrays are copied as C-contiguous data; a ``threads=`` argument overrides
-the threadgroup size (default: seed 004's table for the kernel type).
+Inputs and results: numpy arrays give numpy arrays (copied to the device
+and back); ``enigma.Array``s give ``enigma.Array``s on the same device, with
+no host copy; torch and CuPy CUDA tensors are read in place (DLPack) and
+give a tensor of the same library sharing enigma's output memory, computed
+on the library's current stream (or ``stream=``) without waiting.
+
+Data types: float32, float16 and bfloat16 (numpy: pass bfloat16 data as a
+uint16 array of its bits with ``dtype="bf16"``; results come back the same
+way; torch's bfloat16 is taken as it is), plus int32/uint32 for
+``prefix_sum``. Element-wise, softmax, norm and attention results have the
+input's type; reductions and GEMV give float32. All inputs of one call
+share one type (GEMV's vector is float32). Arithmetic is float32 inside.
+Arrays must be C-contiguous (numpy arrays are made so); a ``threads=``
+argument overrides the threadgroup size (default: seed 004's table for the
+kernel type).
 """
 import json
 import math
 import numbers
+import sys
 
 import numpy as np
 
 from . import _enigma
-from ._runtime import MetalRuntime
+from ._runtime import _dtype_name, device_of, dispatch_stream, native_runtime
 
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
@@ -34,29 +46,64 @@ __all__ = [
     "tune",
 ]
 
-_NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32, "u32": np.uint32}
-_FROM_NUMPY = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int32): "i32",
-               np.dtype(np.uint32): "u32"}
+_DTYPES = ("f32", "f16", "bf16", "i32", "u32")
+_NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "int32", "u32": "uint32"}
+
+
+def _array(a):
+    """``a`` as an array: arrays of any library as they are (a host DLPack
+    object without a shape as a numpy view of it), anything else through numpy."""
+    if hasattr(a, "__dlpack__") and not hasattr(a, "shape"):
+        return np.from_dlpack(a)
+    if isinstance(a, _enigma.Array) or hasattr(a, "__dlpack__") or hasattr(a, "__cuda_array_interface__"):
+        if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+            return np.ascontiguousarray(a)
+        return a
+    return np.ascontiguousarray(a)
+
+
+def _kind(a):
+    """enigma's name for an array's element type (``"f32"``...), or numpy's/torch's name."""
+    return _dtype_name(a.dtype)
 
 
 def _elem(arrays, dtype):
     if dtype is not None:
-        if dtype not in _NUMPY:
-            raise ValueError(f"dtype must be one of {', '.join(_NUMPY)}, not {dtype!r}")
-        want = np.dtype(_NUMPY[dtype])
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, not {dtype!r}")
         for a in arrays:
-            if a.dtype != want:
-                raise TypeError(f"dtype={dtype!r} needs {want} arrays, got {a.dtype}")
+            k = _kind(a)
+            if k != dtype and not (dtype == "bf16" and k == "u16"):
+                raise TypeError(f"dtype={dtype!r} needs {_NUMPY_NAMES[dtype]} arrays, got {a.dtype}")
         return dtype
-    first = arrays[0].dtype
-    if first == np.uint16:
+    first = _kind(arrays[0])
+    if first == "u16":
         raise TypeError("a uint16 array is ambiguous: pass dtype='bf16' for bfloat16 bits")
-    if first not in _FROM_NUMPY:
-        raise TypeError(f"the kernel library takes float32, float16, bfloat16 (as uint16 bits), int32 or uint32 arrays, not {first}")
+    if first not in _DTYPES:
+        raise TypeError(f"the kernel library takes float32, float16, bfloat16, int32 or uint32 arrays, not {arrays[0].dtype}")
     for a in arrays[1:]:
-        if a.dtype != first:
-            raise TypeError(f"all arrays of one call must share a dtype: got {first} and {a.dtype}")
-    return _FROM_NUMPY[first]
+        if _kind(a) != first:
+            raise TypeError(f"all arrays of one call must share a dtype: got {arrays[0].dtype} and {a.dtype}")
+    return first
+
+
+def _like(template, out):
+    """``out`` (an ``enigma.Array``) as ``template``'s kind of array."""
+    if isinstance(template, _enigma.Array):
+        return out
+    mod = type(template).__module__.split(".")[0]
+    if mod == "numpy" or not hasattr(template, "__dlpack__"):
+        return out.numpy()
+    lib = sys.modules.get(mod)
+    if out.device == "cuda" and lib is not None and hasattr(lib, "from_dlpack"):
+        return lib.from_dlpack(out)
+    host = out.numpy()
+    if mod == "torch":
+        import torch
+        if str(template.dtype) == "torch.bfloat16":
+            return torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(host)
+    return host
 
 
 def _threads(op, threads):
@@ -87,40 +134,53 @@ def _number(op, name, value):
     return v
 
 
-def _call(op, arrays, dims, params=(), *, dtype=None, rt=None, device="auto", threads=None, typed=None):
+def _call(op, arrays, names, dims, params=(), *, out_shape, dtype=None, rt=None, device=None, threads=None,
+          typed=None, stream=None):
     threads = _threads(op, threads)
-    arrays = [np.asarray(a) for a in arrays]
     elem = _elem(arrays[:typed], dtype)
-    runtime = rt if rt is not None else MetalRuntime(device)
-    data = [np.ascontiguousarray(a).tobytes() for a in arrays]
-    out, out_elem = _enigma.library_call(runtime._rt, op, elem, data, [int(d) for d in dims],
-                                         [float(p) for p in params], threads)
-    return np.frombuffer(out, dtype=_NUMPY[out_elem]).copy()
+    if rt is not None:
+        native = rt._rt
+    elif device is not None:
+        native = native_runtime(device)
+    else:
+        native = device_of(arrays)
+    types = [elem if i < (typed or len(arrays)) else _kind(a) for i, a in enumerate(arrays)]
+    handle, dl_stream = dispatch_stream(native, arrays, stream)
+    out = _enigma.library_call(native, op, elem, arrays, types, names, [int(d) for d in dims],
+                               [float(p) for p in params], [int(d) for d in out_shape], threads, handle, dl_stream)
+    return _like(arrays[0], out)
+
+
+def _first(result):
+    """The one element of a 1-element result, kept as its kind of array (0-d)."""
+    if isinstance(result, _enigma.Array):
+        return result.reshape([])
+    return result[0]
 
 
 def _flat(x):
-    x = np.asarray(x)
-    return x, x.size
+    x = _array(x)
+    return x, math.prod(x.shape)
 
 
 def _rows(x, what):
-    x = np.asarray(x)
-    if x.ndim != 2:
-        raise ValueError(f"{what} takes a 2-D array [rows, d], got shape {x.shape}")
-    return x, x.shape
+    x = _array(x)
+    if len(x.shape) != 2:
+        raise ValueError(f"{what} takes a 2-D array [rows, d], got shape {tuple(x.shape)}")
+    return x, tuple(x.shape)
 
 
 def scale(x, factor, **kw):
     """``x * factor``, element-wise."""
     x, n = _flat(x)
-    return _call("scale", [x], [n], [_number("scale", "factor", factor)], **kw).reshape(x.shape)
+    return _call("scale", [x], ["x"], [n], [_number("scale", "factor", factor)], out_shape=x.shape, **kw)
 
 
 def _binary(op, a, b, kw):
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape:
-        raise ValueError(f"{op}: shapes differ: {a.shape} and {b.shape}")
-    return _call(op, [a, b], [a.size], **kw).reshape(a.shape)
+    a, b = _array(a), _array(b)
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{op}: shapes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    return _call(op, [a, b], ["a", "b"], [math.prod(a.shape)], out_shape=a.shape, **kw)
 
 
 def add(a, b, **kw):
@@ -133,109 +193,118 @@ def mul(a, b, **kw):
     return _binary("mul", a, b, kw)
 
 
+def _unary(op, x, kw):
+    x, n = _flat(x)
+    return _call(op, [x], ["x"], [n], out_shape=x.shape, **kw)
+
+
 def relu(x, **kw):
     """``max(x, 0)``, element-wise."""
-    x, n = _flat(x)
-    return _call("relu", [x], [n], **kw).reshape(x.shape)
+    return _unary("relu", x, kw)
 
 
 def silu(x, **kw):
     """``x * sigmoid(x)``, element-wise."""
-    x, n = _flat(x)
-    return _call("silu", [x], [n], **kw).reshape(x.shape)
+    return _unary("silu", x, kw)
 
 
 def gelu(x, **kw):
     """GELU in its tanh form, element-wise."""
+    return _unary("gelu", x, kw)
+
+
+def _reduce(op, x, kw):
     x, n = _flat(x)
-    return _call("gelu", [x], [n], **kw).reshape(x.shape)
+    return _first(_call(op, [x], ["x"], [n], out_shape=[1], **kw))
 
 
 def sum(x, **kw):  # noqa: A001 - the library's name
     """The sum of all elements (float32)."""
-    x, n = _flat(x)
-    return _call("sum", [x], [n], **kw)[0]
+    return _reduce("sum", x, kw)
 
 
 def max(x, **kw):  # noqa: A001
     """The largest element (float32)."""
-    x, n = _flat(x)
-    return _call("max", [x], [n], **kw)[0]
+    return _reduce("max", x, kw)
 
 
 def min(x, **kw):  # noqa: A001
     """The smallest element (float32)."""
-    x, n = _flat(x)
-    return _call("min", [x], [n], **kw)[0]
+    return _reduce("min", x, kw)
+
+
+def _reduce_rows(op, x, kw):
+    x, (rows, d) = _rows(x, op)
+    return _call(op, [x], ["x"], [rows, d], out_shape=[rows], **kw)
 
 
 def sum_rows(x, **kw):
     """The sum of each row of a 2-D array (float32)."""
-    x, (rows, d) = _rows(x, "sum_rows")
-    return _call("sum_rows", [x], [rows, d], **kw)
+    return _reduce_rows("sum_rows", x, kw)
 
 
 def max_rows(x, **kw):
     """The largest element of each row (float32)."""
-    x, (rows, d) = _rows(x, "max_rows")
-    return _call("max_rows", [x], [rows, d], **kw)
+    return _reduce_rows("max_rows", x, kw)
 
 
 def min_rows(x, **kw):
     """The smallest element of each row (float32)."""
-    x, (rows, d) = _rows(x, "min_rows")
-    return _call("min_rows", [x], [rows, d], **kw)
+    return _reduce_rows("min_rows", x, kw)
 
 
 def prefix_sum(x, exclusive=False, **kw):
     """Running sums of a vector: inclusive (``y[i] = x[0] + … + x[i]``) or exclusive."""
     x, n = _flat(x)
     op = "prefix_sum_exclusive" if exclusive else "prefix_sum_inclusive"
-    return _call(op, [x], [n], **kw).reshape(x.shape)
+    return _call(op, [x], ["x"], [n], out_shape=x.shape, **kw)
 
 
 def softmax(x, **kw):
     """Softmax of each row of a 2-D array (numerically stable)."""
     x, (rows, d) = _rows(x, "softmax")
-    return _call("softmax", [x], [rows, d], **kw).reshape(rows, d)
+    return _call("softmax", [x], ["x"], [rows, d], out_shape=[rows, d], **kw)
 
 
 def rms_norm(x, weight, eps=1e-5, **kw):
     """RMSNorm of each row: ``x / sqrt(mean(x²) + eps) * weight``."""
     x, (rows, d) = _rows(x, "rms_norm")
-    return _call("rms_norm", [x, np.asarray(weight)], [rows, d], [_number("rms_norm", "eps", eps)], **kw).reshape(rows, d)
+    return _call("rms_norm", [x, _array(weight)], ["x", "weight"], [rows, d], [_number("rms_norm", "eps", eps)],
+                 out_shape=[rows, d], **kw)
 
 
 def layer_norm(x, weight, bias, eps=1e-5, **kw):
     """LayerNorm of each row with weight and bias."""
     x, (rows, d) = _rows(x, "layer_norm")
     eps = _number("layer_norm", "eps", eps)
-    return _call("layer_norm", [x, np.asarray(weight), np.asarray(bias)], [rows, d], [eps], **kw).reshape(rows, d)
+    return _call("layer_norm", [x, _array(weight), _array(bias)], ["x", "weight", "bias"], [rows, d], [eps],
+                 out_shape=[rows, d], **kw)
 
 
 def gemv(w, x, **kw):
     """``w @ x`` for a [m, k] matrix (float32, float16 or bfloat16) and a
     k-vector, which is used as float32; accumulated and returned in float32."""
     w, (m, k) = _rows(w, "gemv")
-    x = np.asarray(x, dtype=np.float32)
-    if x.shape != (k,):
-        raise ValueError(f"gemv: x must have shape ({k},) for w of shape {w.shape}, got {x.shape}")
-    return _call("gemv", [w, x], [m, k], typed=1, **kw)
+    x = np.asarray(x, dtype=np.float32) if isinstance(x, (list, tuple, np.ndarray)) else _array(x)
+    if tuple(x.shape) != (k,):
+        raise ValueError(f"gemv: x must have shape ({k},) for w of shape {tuple(w.shape)}, got {tuple(x.shape)}")
+    return _call("gemv", [w, x], ["w", "x"], [m, k], typed=1, out_shape=[m], **kw)
 
 
 def attention_decode(q, k, v, scale=None, fused=False, **kw):
     """One decode step of attention: ``softmax(q·Kᵀ·scale)·V`` per head, for
     ``q`` [H, D] and ``k``, ``v`` [H, S, D]; ``scale`` defaults to 1/√D.
     ``fused=True`` runs one fused kernel instead of seed 000's three dispatches."""
-    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
-    if q.ndim != 2 or k.ndim != 3 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[2] != q.shape[1]:
-        raise ValueError(f"attention_decode takes q [H, D] and k, v [H, S, D]; got {q.shape}, {k.shape}, {v.shape}")
-    h, s, d = k.shape
+    q, k, v = _array(q), _array(k), _array(v)
+    qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if len(qs) != 2 or len(ks) != 3 or ks != vs or ks[0] != qs[0] or ks[2] != qs[1]:
+        raise ValueError(f"attention_decode takes q [H, D] and k, v [H, S, D]; got {qs}, {ks}, {vs}")
+    h, s, d = ks
     if 0 in (h, s, d):
-        raise ValueError(f"attention_decode: H, S and D must be at least 1; got q {q.shape}, k and v {k.shape}")
+        raise ValueError(f"attention_decode: H, S and D must be at least 1; got q {qs}, k and v {ks}")
     scale = 1.0 / math.sqrt(d) if scale is None else _number("attention_decode", "scale", scale)
     op = "attention_decode_fused" if fused else "attention_decode"
-    return _call(op, [q, k, v], [h, s, d], [scale], **kw).reshape(h, d)
+    return _call(op, [q, k, v], ["q", "k", "v"], [h, s, d], [scale], out_shape=[h, d], **kw)
 
 
 _QUANT_FORMATS = ("fp4", "int4", "mlx_affine")
@@ -328,9 +397,9 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, rt=None, d
     if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise ValueError(f"qmatmul's out_dtype is float16 or float32, not {out_dtype}")
     out = "f16" if out_dtype == np.float16 else "f32"
-    runtime = rt if rt is not None else MetalRuntime(device)
+    native = rt._rt if rt is not None else native_runtime(device)
     m = a2.shape[0]
-    data = _enigma.library_qmatmul(runtime._rt, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
+    data = _enigma.library_qmatmul(native, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
                                    np.ascontiguousarray(packed).tobytes(), np.ascontiguousarray(scales).tobytes(),
                                    m, n, k, group, out, threads)
     c = np.frombuffer(data, dtype=out_dtype).reshape(m, n).copy()
@@ -360,6 +429,6 @@ def tune(name, shape=(), *, rt=None, device="auto", warmup=3, repeats=10, record
     for what, value, least in (("warmup", warmup, 0), ("repeats", repeats, 1)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= _MAX_REPEATS:
             raise ValueError(f"tune: {what} must be an int between {least} and {_MAX_REPEATS}, not {value!r}")
-    runtime = rt if rt is not None else MetalRuntime(device)
-    text = _enigma.library_tune(runtime._rt, name, [int(d) for d in shape], int(warmup), int(repeats), bool(record))
+    native = rt._rt if rt is not None else native_runtime(device)
+    text = _enigma.library_tune(native, name, [int(d) for d in shape], int(warmup), int(repeats), bool(record))
     return json.loads(text)
