@@ -15,7 +15,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
+    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
@@ -117,6 +117,23 @@ pub(crate) struct Writer<'k, D: Dialect> {
     /// Vector builtins read whole (not only component by component).
     whole_builtins: BTreeSet<BuiltinOrd>,
     types: BTreeSet<TypeOrd>,
+}
+
+/// A signed integer type of 32 or 64 bits (scalar or vector), whose
+/// overflow C++ leaves undefined.
+fn wide_signed(ty: Type) -> bool {
+    matches!(ty.elem(), Scalar::I32 | Scalar::I64)
+}
+
+/// The unsigned integer type of the same width.
+fn unsigned_of(s: Scalar) -> Scalar {
+    match s {
+        Scalar::I8 => Scalar::U8,
+        Scalar::I16 => Scalar::U16,
+        Scalar::I32 => Scalar::U32,
+        Scalar::I64 => Scalar::U64,
+        other => other,
+    }
 }
 
 fn is_narrow_int(ty: Type) -> bool {
@@ -628,6 +645,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if op == Rem && operand.elem().is_float() {
             return Ok(Val { code: self.dialect.float_rem(operand, l.code, r.code), ty });
         }
+        let r_ty = r.ty;
         let r_code = if matches!(op, Shl | Shr) { self.shift_amount(rhs, r) } else { r.code };
         // `&&`/`||` skip the right side in C++; the IR evaluates both, which
         // matters when the right side is a SIMD-group function.
@@ -636,6 +654,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
             _ => (op.symbol(), op),
         };
         let prec = Prec::of(op_for_prec);
+        // Signed overflow is undefined in C++ (and MSL), and compilers use
+        // that; the IR's signed `+ - * <<` wrap, so 32- and 64-bit signed
+        // operands go through their unsigned type and back.
+        if matches!(op, Add | Sub | Mul | Shl) && wide_signed(ty) {
+            let unsigned = ty.with_elem(unsigned_of(ty.elem()));
+            let (lu, ru) = (self.dialect.cast(unsigned, l.ty, l.code), self.dialect.cast(unsigned, r_ty, r_code));
+            let left = operand_text(&lu, op, prec, false);
+            let right = operand_text(&ru, op, prec, true);
+            let code = self.dialect.cast(ty, unsigned, Code::binary(format!("{left} {op_text} {right}"), prec, op));
+            return Ok(Val { code, ty });
+        }
         let left = operand_text(&l.code, op_for_prec, prec, false);
         let right = operand_text(&r_code, op_for_prec, prec, true);
         let mut code = Code::binary(format!("{left} {op_text} {right}"), prec, op_for_prec);
