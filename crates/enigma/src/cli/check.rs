@@ -7,8 +7,9 @@
 //! Targets: the examples of `enigma run` (with the same setup), the seed
 //! kernels by their function names (`gemm_tiled`, `reduce_final`, …), the
 //! kernel library of `enigma run list` by its names (`softmax_f16`, …: one
-//! checked run at the entry's default shape), and the buggy kernels of the sanitizer corpus as `corpus/<name>` (with
-//! `--fixed`, their fixed versions). Corpus kernels that validation rejects
+//! checked run at the entry's default shape), and the buggy kernels of the
+//! sanitizer corpus as `corpus/<name>` (with `--fixed`, their fixed
+//! versions). Corpus kernels that validation rejects
 //! (barriers in thread-dependent control flow) are reported as such and then
 //! run with barrier uniformity unchecked, to show what happens at run time.
 
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
         vec![Target::Corpus(entry)]
     } else {
-        // A name can be both an example and a library kernel (scale): check both.
+        // A name can be both an example and a seed kernel (scale): check both.
         let example = EXAMPLES.iter().find(|e| **e == target).map(|e| Target::Example(e));
         let kernel = examples::library_case(&target).map(Target::Kernel);
         let op = enigma_ops::registry().into_iter().find(|e| e.name == target).map(Target::Op);
