@@ -13,19 +13,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SKIP_LOG=$(mktemp "${TMPDIR:-/tmp}/enigma-skips.XXXXXX")
-trap 'rm -f "$SKIP_LOG"' EXIT
+METAL_LOG=$(mktemp "${TMPDIR:-/tmp}/enigma-check-metal.XXXXXX")
+trap 'rm -f "$SKIP_LOG" "$METAL_LOG"' EXIT
 export ENIGMA_SKIP_LOG=$SKIP_LOG
 
 echo "== cargo test (workspace) =="
 cargo test --workspace --exclude enigma-python --all-features
 echo "== Metal backend type-check for aarch64-apple-darwin =="
-METAL_CHECK=$(bash scripts/check-metal.sh | tee /dev/stderr)
+bash scripts/check-metal.sh | tee "$METAL_LOG"
 if [ -f python/build_and_test.sh ]; then
   echo "== python package =="
   bash python/build_and_test.sh
 fi
 
 bash scripts/skip-summary.sh "$SKIP_LOG"
-if grep -q '^check-metal: skipped: ' <<<"$METAL_CHECK"; then
-  echo "  the Metal type-check: $(grep -m1 '^check-metal: skipped: ' <<<"$METAL_CHECK" | sed 's/^check-metal: skipped: //')"
+if grep -q '^check-metal: skipped: ' "$METAL_LOG"; then
+  echo "  the Metal type-check: $(grep -m1 '^check-metal: skipped: ' "$METAL_LOG" | sed 's/^check-metal: skipped: //')"
 fi
