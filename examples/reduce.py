@@ -125,7 +125,7 @@ def main(argv=None):
     # float32 tree sums: at most about log2(n) roundings of eps each, relative to sum |a|.
     tol = 2.0**-24 * max(np.log2(n), 1) * float(np.abs(a).astype(np.float64).sum())
     print(f"device: {rt.device} ({rt.device_name})")
-    print(f"GPU: {result:.4f}  CPU: {expected:.4f}  err: {err:.4f}")
+    print(f"{rt.device}: {result:.4f}  numpy (float64): {expected:.4f}  err: {err:.4f}")
     if err <= tol:
         print(f"matches numpy (|err| <= {tol:.4f})")
         return 0

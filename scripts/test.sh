@@ -3,13 +3,30 @@
 # snapshots and their g++ syntax check, analysis tables, CLI), the Metal
 # backend type-checked for macOS (scripts/check-metal.sh), then the Python
 # package built as an abi3 wheel and tested with pytest in a fresh venv.
+#
+# It ends with a summary of what did not run for want of a device: GPU tests
+# without their device (CUDA, Metal) pass after printing `skipped: <reason>`,
+# and record one line each (enigma_conformance::skip) in the file that
+# ENIGMA_SKIP_LOG names; this script counts them by crate and reason. The
+# Metal type-check's own skip is counted too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+SKIP_LOG=$(mktemp "${TMPDIR:-/tmp}/enigma-skips.XXXXXX")
+METAL_LOG=$(mktemp "${TMPDIR:-/tmp}/enigma-check-metal.XXXXXX")
+trap 'rm -f "$SKIP_LOG" "$METAL_LOG"' EXIT
+export ENIGMA_SKIP_LOG=$SKIP_LOG
+
 echo "== cargo test (workspace) =="
 cargo test --workspace --exclude enigma-python --all-features
 echo "== Metal backend type-check for aarch64-apple-darwin =="
-bash scripts/check-metal.sh
+bash scripts/check-metal.sh | tee "$METAL_LOG"
 if [ -f python/build_and_test.sh ]; then
   echo "== python package =="
   bash python/build_and_test.sh
+fi
+
+bash scripts/skip-summary.sh "$SKIP_LOG"
+if grep -q '^check-metal: skipped: ' "$METAL_LOG"; then
+  echo "  the Metal type-check: $(grep -m1 '^check-metal: skipped: ' "$METAL_LOG" | sed 's/^check-metal: skipped: //')"
 fi

@@ -147,7 +147,7 @@ CASES = [
     (k_undefined, "name `not_a_name` is not defined"),
     (k_maybe_unassigned, "`y` may be read before it is assigned"),
     (k_no_annotation, "parameter `A` needs an annotation"),
-    (k_bad_annotation, "the annotation of `A` must be an enigma type"),
+    (k_bad_annotation, "parameter `A: int`: Python's int is not a kernel type; write `A: enigma.constant(enigma.i32)`"),
     (k_store_wrong_type, "`A` holds u32 but the value stored is f32"),
     (k_float_condition, "a condition must be a bool, not f32"),
     (k_slice, "no slices"),

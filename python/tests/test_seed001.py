@@ -85,8 +85,10 @@ def test_corrected_example_matches_numpy():
     example = REPO / "examples" / "reduce.py"
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    m = re.search(r"GPU: (-?[0-9.]+)\s+CPU: (-?[0-9.]+)\s+err: ([0-9.e-]+)", out.stdout)
+    # The result is labelled with the device that ran it, never `GPU:` on the simulator.
+    m = re.search(r"^(sim|cuda|metal): (-?[0-9.]+)\s+numpy \(float64\): (-?[0-9.]+)\s+err: ([0-9.e-]+)$", out.stdout, re.M)
     assert m, out.stdout
-    gpu, cpu = float(m.group(1)), float(m.group(2))
+    assert out.stdout.startswith(f"device: {m.group(1)} ("), out.stdout
+    gpu, cpu = float(m.group(2)), float(m.group(3))
     assert abs(gpu - cpu) <= 1e-2 + 1e-5 * abs(cpu), out.stdout
     assert "matches numpy" in out.stdout

@@ -20,7 +20,8 @@
 //!
 //! The runtime expression may be an `Option<Runtime>`, a
 //! `Result<Runtime, E: Display>` or a `Runtime`; when it gives no runtime
-//! (no such device) every test prints `skipped: <reason>` and passes. It is
+//! (no such device) every test prints `skipped: <reason>` and passes,
+//! recorded as a skip ([`skip`]: `scripts/test.sh` counts them). It is
 //! evaluated once per test binary. [`conformance_sim_only_tests!`] adds the
 //! cases only the simulator can pass (out-of-bounds detection, runtime
 //! barrier divergence, division by zero). Both take an optional
@@ -33,6 +34,44 @@
 pub use enigma_runtime;
 use enigma_runtime::{DeviceKind, Runtime};
 use std::fmt::Display;
+use std::io::Write;
+
+/// The environment variable naming the file where skipped GPU tests are
+/// recorded, one line each (`scripts/test.sh` sets it and prints the count).
+pub const SKIP_LOG_ENV: &str = "ENIGMA_SKIP_LOG";
+
+/// The first word of a skip record's line, for scripts that read the log.
+pub const SKIP_MARKER: &str = "enigma-skip";
+
+/// A test that cannot run for want of a device (no CUDA driver, no Metal
+/// GPU, not macOS): prints `skipped: <reason>` (seen with `--nocapture`) and,
+/// when [`SKIP_LOG_ENV`] names a file, appends one line to it:
+/// `enigma-skip<TAB>package<TAB>test<TAB>reason`. `package` is the calling
+/// crate (`env!("CARGO_PKG_NAME")`); the test is the current thread's name,
+/// which the test harness sets to the test's path. The caller's test then
+/// returns and passes.
+///
+/// # Panics
+/// When the log is named but cannot be written: a skip that goes uncounted
+/// would make the summary lie.
+pub fn skip(package: &str, reason: &dyn Display) {
+    println!("skipped: {reason}");
+    if let Some(log) = std::env::var_os(SKIP_LOG_ENV) {
+        let test = std::thread::current().name().unwrap_or("unnamed test").to_string();
+        let path = std::path::Path::new(&log);
+        record_skip(path, package, &test, &reason.to_string())
+            .unwrap_or_else(|e| panic!("{SKIP_LOG_ENV}={}: cannot record the skip of `{test}`: {e}", path.display()));
+    }
+}
+
+/// Appends one skip record to `log` (one `write` of one line, so that tests
+/// skipping in parallel do not interleave). Tabs and newlines in the fields
+/// become spaces.
+fn record_skip(log: &std::path::Path, package: &str, test: &str, reason: &str) -> std::io::Result<()> {
+    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+    let line = format!("{SKIP_MARKER}\t{}\t{}\t{}\n", clean(package), clean(test), clean(reason));
+    std::fs::OpenOptions::new().create(true).append(true).open(log)?.write_all(line.as_bytes())
+}
 
 mod columns;
 mod util;
@@ -235,9 +274,11 @@ impl<E: Display> TestRuntime for Result<Runtime, E> {
     }
 }
 
-/// The body of one generated test.
+/// The body of one generated test; without a runtime it calls `on_skip`
+/// with the reason ([`skip`] in the generated tests) and returns.
 #[doc(hidden)]
 pub fn __run_case_test(
+    on_skip: impl FnOnce(&str),
     name: &'static str,
     run: fn(&Runtime) -> CaseResult,
     rt: &Result<Runtime, String>,
@@ -246,7 +287,7 @@ pub fn __run_case_test(
     let rt = match rt {
         Ok(rt) => rt,
         Err(reason) => {
-            println!("skipped: {reason}");
+            on_skip(reason);
             return;
         }
     };
@@ -303,7 +344,7 @@ macro_rules! __test_fns {
         $(
             #[test]
             fn $case() {
-                $crate::__run_case_test(stringify!($case), $crate::$module::$case, __runtime(), __known_failures());
+                $crate::__run_case_test(|reason| $crate::skip(env!("CARGO_PKG_NAME"), &reason), stringify!($case), $crate::$module::$case, __runtime(), __known_failures());
             }
         )*
         #[test]
@@ -353,34 +394,55 @@ mod tests {
         Err("wrong".into())
     }
 
+    fn no_skip(reason: &str) {
+        panic!("skipped with a runtime: {reason}")
+    }
+
     fn must_not_run(_: &Runtime) -> CaseResult {
         panic!("a skipped case ran")
+    }
+
+    #[test]
+    fn a_skip_is_one_line_of_the_log_with_package_test_and_reason() {
+        let log = std::env::temp_dir().join(format!("enigma-skip-log-{}", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        record_skip(&log, "enigma-cuda", "conformance::barrier", "device `cuda` is not available:\tno driver\n").unwrap();
+        record_skip(&log, "enigma-metal", "metal_conformance", "only on macOS").unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::remove_file(&log).unwrap();
+        assert_eq!(
+            text,
+            "enigma-skip\tenigma-cuda\tconformance::barrier\tdevice `cuda` is not available: no driver \n\
+             enigma-skip\tenigma-metal\tmetal_conformance\tonly on macOS\n"
+        );
     }
 
     #[test]
     fn no_runtime_skips_without_running_the_case() {
         let none = None::<Runtime>.into_test_runtime();
         assert!(none.is_err());
-        __run_case_test("must_not_run", must_not_run, &none, &[]);
+        let mut skipped = None;
+        __run_case_test(|reason| skipped = Some(reason.to_string()), "must_not_run", must_not_run, &none, &[]);
+        assert_eq!(skipped.as_deref(), Some("the runtime expression gave no runtime (no such device here)"));
     }
 
     #[test]
     fn a_failing_case_fails_its_test_unless_listed() {
         let rt = Runtime::new(Device::Sim).into_test_runtime();
         let unlisted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            __run_case_test("fails", fails, &rt, &[])
+            __run_case_test(no_skip, "fails", fails, &rt, &[])
         }));
         assert!(unlisted.is_err());
-        __run_case_test("fails", fails, &rt, &["fails"]);
+        __run_case_test(no_skip, "fails", fails, &rt, &["fails"]);
     }
 
     #[test]
     fn a_listed_case_that_passes_fails_its_test() {
         let rt = Runtime::new(Device::Sim).into_test_runtime();
-        __run_case_test("passes", passes, &rt, &[]);
+        __run_case_test(no_skip, "passes", passes, &rt, &[]);
         let listed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                __run_case_test("passes", passes, &rt, &["passes"])
+                __run_case_test(no_skip, "passes", passes, &rt, &["passes"])
             }));
         assert!(listed.is_err());
     }

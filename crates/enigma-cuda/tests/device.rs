@@ -1,6 +1,7 @@
 //! The CUDA backend as a device: what it reports, the limits it enforces,
 //! the seed-001 reduction, and a clear error where there is no GPU.
-//! Each test prints `skipped: <reason>` and passes when CUDA is unavailable.
+//! Each test prints `skipped: <reason>` and passes when CUDA is unavailable
+//! (recorded by `enigma_conformance::skip`, so `scripts/test.sh` counts it).
 
 use enigma_cuda::CudaBackend;
 use enigma_kernels::reduce;
@@ -11,7 +12,7 @@ fn cuda() -> Option<Runtime> {
     match CudaBackend::new() {
         Ok(b) => Some(Runtime::with_backend(Arc::new(b))),
         Err(e) => {
-            println!("skipped: {e}");
+            enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e);
             None
         }
     }
@@ -96,7 +97,7 @@ fn the_seeds_4096_thread_pass2_is_rejected_with_both_numbers() {
 fn modules_are_cached_by_their_source() {
     let backend = match CudaBackend::new() {
         Ok(b) => Arc::new(b),
-        Err(e) => return println!("skipped: {e}"),
+        Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
     };
     let rt = Runtime::with_backend(backend.clone());
     rt.pipeline(&reduce::reduce_final()).unwrap();

@@ -5,7 +5,8 @@
 //!
 //! `ENIGMA_DIFF_CASES` sets how many seeds run (default 300); a failure names
 //! its seed, and `ENIGMA_DIFF_SEED` runs that one alone. Without a CUDA
-//! device the test prints `skipped: <reason>` and passes.
+//! device the test prints `skipped: <reason>` and passes (recorded by
+//! `enigma_conformance::skip`, so `scripts/test.sh` counts it).
 
 use enigma_ir::testgen::{case_with, CaseArg, GenConfig, KernelCase};
 use enigma_ir::{Type, ValidationOptions};
@@ -50,7 +51,7 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
 fn random_kernels_agree_between_the_simulator_and_cuda() {
     let cuda = match Runtime::new(Device::Cuda) {
         Ok(rt) => rt,
-        Err(e) => return println!("skipped: {e}"),
+        Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
     };
     let sim = Runtime::new(Device::Sim).unwrap();
     let cases: u64 = std::env::var("ENIGMA_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);

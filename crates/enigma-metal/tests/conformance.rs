@@ -3,6 +3,8 @@
 //!
 //! On a Mac without a usable Metal device every case prints `skipped: ...`
 //! and passes. On other systems this file is one test that says it skipped.
+//! Every skip is recorded by `enigma_conformance::skip`, so `scripts/test.sh`
+//! counts it.
 
 #[cfg(target_os = "macos")]
 mod metal {
@@ -26,7 +28,7 @@ mod metal {
     fn runtime_devices_open_metal() {
         use enigma_runtime::{Device, DeviceKind};
         if let Err(e) = enigma_metal::MetalBackend::new() {
-            println!("skipped: {e}");
+            enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e);
             return;
         }
         for device in [Device::Metal, Device::Auto] {
@@ -39,5 +41,5 @@ mod metal {
 #[cfg(not(target_os = "macos"))]
 #[test]
 fn metal_conformance() {
-    println!("skipped: the Metal conformance suite runs only on macOS (cargo test -p enigma-metal on a Mac)");
+    enigma_conformance::skip(env!("CARGO_PKG_NAME"), &"the Metal conformance suite runs only on macOS (cargo test -p enigma-metal on a Mac)");
 }

@@ -3,9 +3,20 @@
 //!
 //! This facade re-exports the public API: the IR and its builder DSL
 //! ([`ir`]), the runtime ([`Runtime`], [`Device`], [`Buffer`], [`Pipeline`]),
-//! the kernels ([`kernels`]) and the analysis tools ([`analysis`]).
+//! the kernels ([`kernels`]), the kernel library's operations ([`ops`]) and
+//! the analysis tools ([`analysis`]).
+//!
+//! ```
+//! use enigma::{Device, Runtime};
+//! let rt = Runtime::new(Device::Sim).unwrap();
+//! let x = rt.buffer_from(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+//! let s = enigma::ops::sum(&rt, &x, 6).unwrap(); // a buffer holding one f32
+//! let bytes = s.read_bytes().unwrap();
+//! assert_eq!(f32::from_le_bytes(bytes[..4].try_into().unwrap()), 21.0);
+//! ```
 
 pub use enigma_analysis as analysis;
 pub use enigma_ir as ir;
 pub use enigma_kernels as kernels;
+pub use enigma_ops as ops;
 pub use enigma_runtime::{Arg, Buffer, Device, DeviceInfo, Pipeline, Runtime, RuntimeError, SpecValues};

@@ -222,6 +222,11 @@ fn tiles_seed_tables_flag_the_seed_errors() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("SEED DISAGREES") && text.contains("seed prints"), "{text}");
+    // Readable without the seeds: what they are, what the columns mean, and
+    // which document each table comes from.
+    assert!(text.starts_with("The seeds are the five documents enigma was written from"), "{text}");
+    assert!(text.contains("`seed prints` the seed's"), "{text}");
+    assert!(text.contains("\nseed 002 (tile sizing for quantized GEMM on the M4 Max) §1 — Hardware parameters"), "{text}");
     assert!(text.contains("16 disagree"), "{}", text.lines().rev().take(20).collect::<Vec<_>>().join("\n"));
     let v = json(&["tiles", "--seed-tables", "--seed", "004", "--json"]);
     assert_eq!(v["discrepancies"].as_array().unwrap().len(), 0);

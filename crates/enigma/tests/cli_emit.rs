@@ -91,3 +91,23 @@ fn an_unknown_name_fails_with_a_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("wgsl"));
 }
+
+#[test]
+fn every_name_is_listed_once_and_the_seed_second_pass_has_its_own() {
+    let list = stdout(&["emit", "--list"]);
+    let names: Vec<&str> = list.lines().filter_map(|l| l.strip_prefix("  ")).collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "a name is listed twice: {names:?}");
+    // The seed's second pass as written, under the name `check --list` uses.
+    assert!(names.contains(&"reduce_final_seed"), "{list}");
+    let json = stdout(&["emit", "--target", "json", "reduce_final_seed"]);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::reduce::reduce_final_seed());
+    let json = stdout(&["emit", "--target", "json", "reduce_final"]);
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::reduce::reduce_final());
+    // Every seed kernel `check --list` names can be emitted by that name.
+    for case in enigma_kernels::sanitizer_corpus::library() {
+        assert!(names.contains(&case.name), "`{}` is a check target but not an emit name", case.name);
+    }
+}

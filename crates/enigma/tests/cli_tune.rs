@@ -45,3 +45,16 @@ fn tune_rejects_unknown_kernels_and_zero_repeats() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("0 is not between 1 and 10000"));
     assert!(!cache.join("tune.json").exists(), "nothing recorded");
 }
+
+#[test]
+fn every_column_of_the_table_has_a_label() {
+    let cache = std::env::temp_dir().join(format!("enigma-cli-tune-table-{}", std::process::id()));
+    let out = enigma(&["tune", "relu", "--shape", "100", "--device", "sim", "--repeats", "1", "--warmup", "0", "--no-cache"], &cache);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let header = stdout.lines().nth(1).unwrap();
+    let labels: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(labels, ["candidate", "median", "best", "GB/s", "verdict"], "{stdout}");
+    // The verdict column says which candidate won.
+    assert!(stdout.lines().skip(2).any(|l| l.trim_end().ends_with(" best")), "{stdout}");
+}

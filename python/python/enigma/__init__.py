@@ -28,7 +28,12 @@ The kernel language (a subset of Python):
 * Parameters are annotated: a type (``enigma.f32``, ``enigma.u32``,
   ``enigma.half4`` …) is a device buffer of that element type, read-only
   unless the kernel writes it; ``enigma.constant(T)`` is a by-value scalar;
-  ``enigma.buffer(T, access=...)`` states the access explicitly.
+  ``enigma.buffer(T, access=...)`` states the access explicitly. Python's
+  ``int``, ``float`` and ``bool`` are not kernel types (an ``int`` could be
+  any width): ``size: int`` is a :class:`CompileError` that says to write
+  ``size: enigma.constant(enigma.i32)`` (numba's by-value ``int``). The
+  numpy spellings (``enigma.float32``, ``enigma.int32`` …) do not exist
+  either; the error names enigma's (``enigma.f32``, ``enigma.i32``).
 * Statements: assignments (a name keeps the type of its first assignment;
   a loop may carry it: ``acc = acc + x[i]``), augmented assignments, stores
   to ``buffer[i]`` and ``threadgroup_array[i]``, ``with enigma.if_(c):`` /
@@ -37,8 +42,12 @@ The kernel language (a subset of Python):
   (or ``for i in range(...)``), ``while``, ``break``, ``continue``, early
   ``return``, ``enigma.barrier(mem_flags="mem_threadgroup")``
   (``threadgroup_barrier``, ``simdgroup_barrier``), atomics.
-* Expressions: arithmetic (``/`` and ``%`` between integers are C's,
-  truncating), comparisons (or ``enigma.cmp_eq/ne/lt/le/gt/ge``), ``and``,
+* Expressions: arithmetic (between integers ``/`` and ``//`` both divide
+  as C does, truncating toward zero: ``-7 // 2`` is ``-3``, not Python's
+  ``-4``; ``%`` is C's remainder, with the sign of the dividend: ``-7 % 2``
+  is ``-1``; between floats ``/`` is true division, ``//`` the floor of the
+  quotient, and ``%`` is C's ``fmod``: ``-7.5 % 2.0`` is ``-1.5``, not
+  Python's ``0.5``), comparisons (or ``enigma.cmp_eq/ne/lt/le/gt/ge``), ``and``,
   ``or``, ``not``, bit operators, ``a if c else b``, vector components and
   swizzles (``v.xy``), casts and constructors (``enigma.f32(x)``,
   ``enigma.float4(a, b, c, d)``), the math functions (``enigma.exp`` …,
@@ -82,6 +91,27 @@ __version__ = _enigma.__version__
 globals().update(_PUBLIC_TYPES)
 globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
+
+# numpy's (and torch's) names of the scalar types, for the error that
+# suggests enigma's.
+_NUMPY_NAMES = {
+    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f32 (there is no f64)",
+    "double": "f32 (there is no f64)", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool_",
+}
+
+
+def __getattr__(name):
+    """``enigma.float32`` and other names enigma lacks: an AttributeError
+    that says what enigma calls it."""
+    if name in _NUMPY_NAMES:
+        hint = f"; the type is enigma.{_NUMPY_NAMES[name]}"
+    else:
+        import difflib
+
+        close = difflib.get_close_matches(name, __all__, n=3)
+        hint = f"; did you mean {', '.join('enigma.' + c for c in close)}?" if close else ""
+    raise AttributeError(f"module 'enigma' has no attribute '{name}'{hint}")
 
 __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",

@@ -16,8 +16,11 @@
 
 from __future__ import annotations
 
+import ast
 import functools
+import inspect
 import json
+import textwrap
 
 from . import _enigma
 from ._frontend import compile_function
@@ -45,6 +48,7 @@ class Kernel:
     def ir_dict(self) -> dict:
         """The IR's JSON form as a dict (compiled from the source once)."""
         if self._ir is None:
+            _reject_python_scalar_annotations(self.fn)
             self._ir = compile_function(self.fn)
         return self._ir
 
@@ -67,6 +71,44 @@ def _runtime():
         from . import _runtime as module
         _RUNTIME_MODULE.append(module)
     return _RUNTIME_MODULE[0]
+
+
+# Python's scalar types as annotations, and what to write instead.
+_PYTHON_SCALARS = {"int": "i32", "float": "f32", "bool": "bool_"}
+
+
+def _reject_python_scalar_annotations(fn):
+    """``size: int`` (numba's spelling of a by-value int): a CompileError
+    saying to write ``size: enigma.constant(enigma.i32)``."""
+    code = fn.__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    for name in names:
+        ann = fn.__annotations__.get(name)
+        spelled = ann if isinstance(ann, str) else getattr(ann, "__name__", None) if ann in (int, float, bool) else None
+        if spelled not in _PYTHON_SCALARS:
+            continue
+        t = _PYTHON_SCALARS[spelled]
+        err = CompileError(
+            f"{code.co_filename}:{_param_line(fn, name)}: parameter `{name}: {spelled}`: Python's {spelled} is not a "
+            f"kernel type; write `{name}: enigma.constant(enigma.{t})` for a by-value {t} (or `{name}: enigma.{t}` "
+            f"for a device buffer of them) (in kernel `{fn.__name__}`)"
+        )
+        err.file = code.co_filename
+        err.line = _param_line(fn, name)
+        raise err
+
+
+def _param_line(fn, name):
+    """The source line of parameter ``name`` (else of the ``def``)."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return fn.__code__.co_firstlineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.arg == name:
+            return first + node.lineno - 1
+    return fn.__code__.co_firstlineno
 
 
 def kernel(fn) -> Kernel:

@@ -184,6 +184,14 @@ def _geometry(value, what):
         return value
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
+    if isinstance(value, (str, bytes)):
+        # A string is iterable, but its characters are not components.
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        parts = text.lower().replace("×", "x").split("x")
+        hint = ""
+        if 1 <= len(parts) <= 3 and all(p.strip().isdigit() for p in parts):
+            hint = f" (write {what}=({', '.join(str(int(p)) for p in parts)}{',' if len(parts) == 1 else ''}))"
+        raise DispatchError(f"{what} must be an int or a tuple of 1 to 3 ints, not the string {text!r}{hint}")
     try:
         items = tuple(value)
     except TypeError:
@@ -287,6 +295,13 @@ class MetalRuntime:
             raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({_names(params)}); {len(inputs)} inputs given")
         out_params = params[len(inputs):]
         for p in out_params:
+            if p.is_buffer and not p.writable:
+                # The kernel never writes it, so it cannot be an output: an input is missing.
+                raise DispatchError(
+                    f"kernel `{name}`: buffer `{p.name}` is only read by the kernel, so it is an input, but inputs= "
+                    f"covers {len(inputs)} of the {len(params)} parameters ({_names(params)}): add `{p.name}` "
+                    f"(and any input after it) to inputs=; outputs are the parameters after the inputs"
+                )
             if not p.is_buffer:
                 raise DispatchError(
                     f"kernel `{name}`: parameter `{p.name}` is a by-value {p.type_name} and needs a value in inputs "

@@ -4,26 +4,30 @@
 //! finding — a validation error, a sanitizer error or a warning — and 0 when
 //! the target is clean.
 //!
-//! Targets: the examples of `enigma run` (with the same setup), every kernel
-//! of the library by its function name (`gemm_tiled`, `reduce_final`, …),
-//! and the buggy kernels of the sanitizer corpus as `corpus/<name>` (with
-//! `--fixed`, their fixed versions). Corpus kernels that validation rejects
+//! Targets: the examples of `enigma run` (with the same setup), the seed
+//! kernels by their function names (`gemm_tiled`, `reduce_final`, …), the
+//! kernel library of `enigma run list` by its names (`softmax_f16`, …: one
+//! checked run at the entry's default shape), and the buggy kernels of the
+//! sanitizer corpus as `corpus/<name>` (with `--fixed`, their fixed
+//! versions). Corpus kernels that validation rejects
 //! (barriers in thread-dependent control flow) are reported as such and then
 //! run with barrier uniformity unchecked, to show what happens at run time.
 
 use super::examples::{self, Session, EXAMPLES};
+use super::library;
 use anyhow::Context;
 use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
 use enigma_ir::{validate, Kernel, ValidationError, ValidationOptions};
 use enigma_kernels::sanitizer_corpus::{self, ArgSpec, Entry, Launch, Validation};
-use enigma_runtime::{Device, Finding, Options, Runtime, SpecValues};
+use enigma_runtime::{Device, Finding, Options, Runtime, RuntimeError, SpecValues};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// What to check: an example (reduce, scale, row_sum, prefix_sum, stencil,
-    /// gemm), a library kernel (e.g. gemm_tiled, reduce_final), a corpus kernel
-    /// (corpus/<name>), or all (every example and library kernel).
+    /// gemm), a seed kernel (e.g. gemm_tiled, reduce_final), a library kernel
+    /// of `enigma run list` (e.g. softmax_f16), a corpus kernel
+    /// (corpus/<name>), or all (every example, seed and library kernel).
     #[arg(required_unless_present = "list")]
     pub target: Option<String>,
     /// For corpus/<name>: check the fixed version instead of the buggy one.
@@ -33,7 +37,8 @@ pub struct Args {
     /// plain simulation: about 3x per SIMD-group schedule).
     #[arg(long, default_value_t = 1 << 16, value_parser = clap::value_parser!(u32).range(1..))]
     pub n: u32,
-    /// SIMD-group schedules to run (0: the default, 3; at most 100).
+    /// SIMD-group schedules to run (0: the default, 3; at most 100). Library
+    /// kernels of `enigma run list` always run the default.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub schedules: u32,
     /// Print the findings as one JSON array instead of text.
@@ -53,6 +58,15 @@ struct Report {
     kernels: Vec<String>,
     validation: Vec<ValidationError>,
     findings: Vec<Finding>,
+    /// Problems of a library kernel's checked run that are not sanitizer
+    /// errors: its warnings (as text) and a result outside tolerance.
+    notes: Vec<String>,
+}
+
+impl Report {
+    fn problems(&self) -> usize {
+        self.validation.len() + self.findings.len() + self.notes.len()
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -65,15 +79,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = Options { sanitize: true, schedules: args.schedules, ..Default::default() };
     let targets: Vec<Target> = if target == "all" {
         let examples = EXAMPLES.iter().map(|e| Target::Example(e));
-        examples.chain(sanitizer_corpus::library().into_iter().map(Target::Kernel)).collect()
+        let seeds = sanitizer_corpus::library().into_iter().map(Target::Kernel);
+        examples.chain(seeds).chain(enigma_ops::registry().into_iter().map(Target::Op)).collect()
     } else if let Some(name) = target.strip_prefix("corpus/") {
         let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
         vec![Target::Corpus(entry)]
     } else {
-        // A name can be both an example and a library kernel (scale): check both.
+        // A name can be both an example and a seed kernel (scale): check both.
         let example = EXAMPLES.iter().find(|e| **e == target).map(|e| Target::Example(e));
         let kernel = examples::library_case(&target).map(Target::Kernel);
-        let found: Vec<Target> = example.into_iter().chain(kernel).collect();
+        let op = enigma_ops::registry().into_iter().find(|e| e.name == target).map(Target::Op);
+        let found: Vec<Target> = example.into_iter().chain(kernel).chain(op).collect();
         anyhow::ensure!(!found.is_empty(), "unknown target `{target}`; `enigma check --list` lists them");
         found
     };
@@ -83,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let name = t.name();
         reports.push(check_target(&rt, t, &args, &options).with_context(|| format!("checking `{name}`"))?);
     }
-    let clean = reports.iter().all(|r| r.validation.is_empty() && r.findings.is_empty());
+    let clean = reports.iter().all(|r| r.problems() == 0);
     if args.json {
         let mut all = vec![];
         for r in &reports {
@@ -91,6 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             for f in &r.findings {
                 all.push(serde_json::to_value(f)?);
             }
+            all.extend(r.notes.iter().map(|n| note_json(&r.target, n)));
         }
         println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
@@ -105,8 +122,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 enum Target {
     /// An example of `enigma run`, with its setup.
     Example(&'static str),
-    /// A library kernel with its clean dispatch.
+    /// A seed kernel with its clean dispatch.
     Kernel(sanitizer_corpus::Case),
+    /// A kernel of the library (`enigma run list`), run once at its
+    /// default shape and checked against its reference.
+    Op(enigma_ops::Entry),
     /// A corpus entry (its buggy version unless `--fixed`).
     Corpus(Entry),
 }
@@ -116,6 +136,7 @@ impl Target {
         match self {
             Target::Example(e) => e.to_string(),
             Target::Kernel(c) => c.name.to_string(),
+            Target::Op(e) => e.name.clone(),
             Target::Corpus(e) => format!("corpus/{}", e.name),
         }
     }
@@ -141,8 +162,10 @@ fn check_target(rt: &Runtime, target: Target, args: &Args, options: &Options) ->
                 kernels: kernels.iter().map(|k| k.name.clone()).collect(),
                 validation,
                 findings: session.findings,
+                notes: vec![],
             })
         }
+        Target::Op(entry) => check_op(rt, name, &entry),
         Target::Kernel(case) => {
             let kernel = (case.variant.kernel)();
             let launch = (case.variant.launch)();
@@ -152,10 +175,11 @@ fn check_target(rt: &Runtime, target: Target, args: &Args, options: &Options) ->
             }
             Ok(Report {
                 target: name,
-                about: format!("library kernel, {}", describe(&launch)),
+                about: format!("seed kernel, {}", describe(&launch)),
                 kernels: vec![kernel.name],
                 validation,
                 findings: session.findings,
+                notes: vec![],
             })
         }
     }
@@ -177,7 +201,35 @@ fn check_corpus(session: &mut Session<'_>, target: String, entry: Entry, fixed: 
     if non_uniform_barrier_only {
         about.push_str("; validation rejects it, so it ran with barrier uniformity unchecked");
     }
-    Ok(Report { target, about, kernels: vec![kernel.name], validation, findings: std::mem::take(&mut session.findings) })
+    Ok(Report { target, about, kernels: vec![kernel.name], validation, findings: std::mem::take(&mut session.findings), notes: vec![] })
+}
+
+/// One checked run of a library kernel at its default shape, every
+/// dispatch under the sanitizer: error findings are the report's findings,
+/// warnings and a result outside tolerance its notes.
+fn check_op(rt: &Runtime, target: String, entry: &enigma_ops::Entry) -> anyhow::Result<Report> {
+    let options = enigma_ops::Options { sanitize: true, ..Default::default() };
+    let about = format!("library kernel, shape {}, 3 schedules", library::shape_text(&entry.default_shape));
+    let mut report = Report { target, about, kernels: vec![], validation: vec![], findings: vec![], notes: vec![] };
+    match entry.run_with(rt, &[], &options) {
+        Ok(outcome) => {
+            for l in &outcome.launches {
+                if !report.kernels.contains(&l.kernel) {
+                    report.kernels.push(l.kernel.clone());
+                }
+                report.notes.extend(l.findings.iter().map(|f| format!("{} ({}): {f}", l.kernel, l.mode)));
+            }
+            if !outcome.passed {
+                report.notes.push(format!("result outside tolerance: {outcome}"));
+            }
+        }
+        Err(enigma_ops::Error::Runtime(RuntimeError::Sanitizer { kernel, findings })) => {
+            report.kernels.push(kernel);
+            report.findings = findings;
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(report)
 }
 
 fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {
@@ -240,8 +292,13 @@ fn validation_json(e: &ValidationError) -> serde_json::Value {
     })
 }
 
+/// A note of a library kernel's run as a JSON object shaped like a finding.
+fn note_json(target: &str, note: &str) -> serde_json::Value {
+    serde_json::json!({ "kind": "library_check", "severity": "warning", "kernel": target, "message": note })
+}
+
 fn print_report(r: &Report) {
-    let problems = r.validation.len() + r.findings.len();
+    let problems = r.problems();
     let verdict = if problems == 0 { "clean".to_string() } else { format!("{problems} finding(s)") };
     println!("check {} ({}): {} — {verdict}", r.target, r.about, r.kernels.join(", "));
     for e in &r.validation {
@@ -249,6 +306,9 @@ fn print_report(r: &Report) {
     }
     for f in &r.findings {
         println!("{f}");
+    }
+    for n in &r.notes {
+        println!("warning: {n}");
     }
     if problems > 0 {
         println!();
@@ -264,7 +324,10 @@ fn print_targets(json: bool) -> anyhow::Result<()> {
             all.push(serde_json::json!({ "target": e, "kind": "example", "kernels": kernels }));
         }
         for c in sanitizer_corpus::library() {
-            all.push(serde_json::json!({ "target": c.name, "kind": "library", "dispatch": describe(&(c.variant.launch)()) }));
+            all.push(serde_json::json!({ "target": c.name, "kind": "seed", "dispatch": describe(&(c.variant.launch)()) }));
+        }
+        for e in enigma_ops::registry() {
+            all.push(serde_json::json!({ "target": e.name, "kind": "library", "shape": e.default_shape, "description": e.description }));
         }
         for e in sanitizer_corpus::entries() {
             all.push(serde_json::json!({ "target": format!("corpus/{}", e.name), "kind": "corpus", "class": e.class }));
@@ -277,9 +340,13 @@ fn print_targets(json: bool) -> anyhow::Result<()> {
         let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
         println!("  {e:<40} {}", kernels.join(", "));
     }
-    println!("library kernels:");
+    println!("seed kernels (their own dispatch):");
     for c in sanitizer_corpus::library() {
         println!("  {:<40} {}", c.name, describe(&(c.variant.launch)()));
+    }
+    println!("library kernels (`enigma run list`; one checked run at the default shape):");
+    for e in enigma_ops::registry() {
+        println!("  {:<40} shape {}", e.name, library::shape_text(&e.default_shape));
     }
     println!("sanitizer corpus (buggy; add --fixed for the fix):");
     for e in sanitizer_corpus::entries() {

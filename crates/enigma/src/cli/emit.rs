@@ -42,11 +42,15 @@ pub struct Args {
     pub list: bool,
 }
 
-/// Every kernel known by its own name: the seeds' and the library's.
-fn named_kernels() -> Vec<Kernel> {
-    let mut kernels = enigma_kernels::seed_kernels();
-    kernels.push(enigma_kernels::reduce::reduce_final_seed());
-    kernels.extend(enigma_kernels::library::all_kernels());
+/// Every kernel `emit` knows, under the name that selects it: the seeds'
+/// kernels and the library's by their own names, and the seed's second pass
+/// as written under `reduce_final_seed` (the name `enigma check --list`
+/// uses; its source keeps the seed's function name, `reduce_final`). Every
+/// name is listed once.
+fn named_kernels() -> Vec<(String, Kernel)> {
+    let mut kernels: Vec<(String, Kernel)> = enigma_kernels::seed_kernels().into_iter().map(|k| (k.name.clone(), k)).collect();
+    kernels.push(("reduce_final_seed".to_string(), enigma_kernels::reduce::reduce_final_seed()));
+    kernels.extend(enigma_kernels::library::all_kernels().into_iter().map(|k| (k.name.clone(), k)));
     kernels
 }
 
@@ -57,11 +61,11 @@ fn resolve(name: &str) -> anyhow::Result<Vec<Kernel>> {
         return Ok(from_example);
     }
     let kernels = named_kernels();
-    if let Some(k) = kernels.iter().find(|k| k.name == name) {
+    if let Some((_, k)) = kernels.iter().find(|(n, _)| n == name) {
         return Ok(vec![k.clone()]);
     }
     let close: Vec<&str> =
-        kernels.iter().map(|k| k.name.as_str()).filter(|n| n.contains(name) || name.contains(*n)).take(8).collect();
+        kernels.iter().map(|(n, _)| n.as_str()).filter(|n| n.contains(name) || name.contains(*n)).take(8).collect();
     let hint = if close.is_empty() { String::new() } else { format!(" (similar: {})", close.join(", ")) };
     anyhow::bail!("unknown example or kernel `{name}`{hint}; `enigma emit --list` lists them")
 }
@@ -85,7 +89,7 @@ fn emit(kernel: &Kernel, target: Target) -> anyhow::Result<String> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = if args.list {
-        let kernels: Vec<String> = named_kernels().into_iter().map(|k| format!("  {}", k.name)).collect();
+        let kernels: Vec<String> = named_kernels().into_iter().map(|(n, _)| format!("  {n}")).collect();
         format!("examples: {}\nkernels:\n{}", EXAMPLES.join(", "), kernels.join("\n"))
     } else {
         let kernels = resolve(args.name.as_deref().unwrap_or_default())?;

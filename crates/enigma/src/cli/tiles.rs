@@ -271,6 +271,29 @@ fn print_report(r: &TileReport, selected: bool) {
     }
 }
 
+/// What `--seed-tables` prints first, so that its tables read without the
+/// seed documents at hand.
+const SEED_TABLES_PREAMBLE: &str = "\
+The seeds are the five documents enigma was written from; they are not in the
+repository (the README's \"The seed documents\" says what each one is). Each
+table below takes one table or worked example of a seed and recomputes it
+from its formulas: `computed` is enigma's figure, `seed prints` the seed's,
+and `check` says `ok` when they agree, `SEED DISAGREES` when they do not, and
+`-` when the seed prints nothing to compare.
+";
+
+/// A few words on what seed document `seed` is.
+fn seed_document(seed: &str) -> &'static str {
+    match seed {
+        "000" => "a chapter on Metal threadgroups, SIMD groups and dispatch",
+        "001" => "the Python two-pass reduction example",
+        "002" => "tile sizing for quantized GEMM on the M4 Max",
+        "003" => "Apple's \"Calculating Threadgroup and Grid Sizes\"",
+        "004" => "an Apple-silicon GPU optimisation guide",
+        _ => "a seed document",
+    }
+}
+
 fn run_seed_tables(args: &Args) -> anyhow::Result<ExitCode> {
     let tables: Vec<SeedTable> = match args.seed.as_deref().map(|s| s.trim_start_matches('0')) {
         None => seed_tables::all_tables()?,
@@ -289,9 +312,11 @@ fn run_seed_tables(args: &Args) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
+    println!("{}", SEED_TABLES_PREAMBLE.trim_end());
+    println!();
     let (mut checked, mut agree) = (0usize, 0usize);
     for t in &tables {
-        println!("seed {} {} — {}", t.seed, t.section, t.title);
+        println!("seed {} ({}) {} — {}", t.seed, seed_document(&t.seed), t.section, t.title);
         let mut rows = Vec::new();
         let mut notes = Vec::new();
         for r in &t.rows {

@@ -70,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
             .collect();
         println!("{} on {} ({} time), shape class {}", report.kernel, report.device, if report.device_timed { "device" } else { "wall" }, report.shape_class);
-        print_table(&["candidate", "median", "best", "GB/s", ""], &rows);
+        print_table(&["candidate", "median", "best", "GB/s", "verdict"], &rows);
         match (&report.best, &stored) {
             (Some(best), Some(path)) => println!("best: {best}; recorded in {}", path.display()),
             (Some(best), None) => println!("best: {best} (not recorded)"),
