@@ -659,6 +659,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         // operands go through their unsigned type and back.
         if matches!(op, Add | Sub | Mul | Shl) && wide_signed(ty) {
             let unsigned = ty.with_elem(unsigned_of(ty.elem()));
+            self.types.insert(TypeOrd::of(unsigned));
             let (lu, ru) = (self.dialect.cast(unsigned, l.ty, l.code), self.dialect.cast(unsigned, r_ty, r_code));
             let left = operand_text(&lu, op, prec, false);
             let right = operand_text(&ru, op, prec, true);
