@@ -138,6 +138,11 @@ pub fn library_call(
             need(3, 2, 1)?;
             (ops.layer_norm(&buffers[0], &buffers[1], &buffers[2], dims[0], dims[1], param(0)), dims[0] * dims[1], elem)
         }
+        "matmul" => {
+            need(2, 3, 0)?;
+            let (m, n, k) = (dims[0], dims[1], dims[2]);
+            (ops.matmul(&buffers[0], &buffers[1], m, n, k, ElemType::F32), m * n, Scalar::F32)
+        }
         "gemv" => {
             need(2, 2, 0)?;
             (ops.gemv(&buffers[0], &buffers[1], dims[0], dims[1]), dims[0], Scalar::F32)
@@ -178,6 +183,7 @@ fn expected_inputs(op: &str, dims: &[usize]) -> Option<Vec<(&'static str, usize,
         "rms_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None)],
         "layer_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None), ("bias", dim(1)?, None)],
         "gemv" => vec![("w", product(2)?, None), ("x", dim(1)?, Some(Scalar::F32))],
+        "matmul" => vec![("a", dim(0)?.checked_mul(dim(2)?)?, None), ("b", dim(2)?.checked_mul(dim(1)?)?, None)],
         "attention_decode" | "attention_decode_fused" => {
             vec![("q", dim(0)?.checked_mul(dim(2)?)?, None), ("k", product(3)?, None), ("v", product(3)?, None)]
         }

@@ -139,3 +139,15 @@ def test_tune_times_candidates_and_records_the_best(rt, tmp_path, monkeypatch):
     assert (tmp_path / "tune.json").exists()
     with pytest.raises(ValueError, match="no library kernel"):
         enigma.tune("nope", rt=rt)
+
+
+def test_matmul_matches_numpy_at_awkward_shapes():
+    rng = np.random.default_rng(7)
+    for (m, n, k), dtype in [((1, 1, 1), np.float32), ((33, 7, 100), np.float16), ((70, 65, 40), np.float32)]:
+        a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+        b = rng.uniform(-1, 1, (k, n)).astype(dtype)
+        c = enigma.ops.matmul(a, b, device="cpu")
+        assert c.shape == (m, n) and c.dtype == np.float32
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0, atol=k * 1e-6 + 1e-6)
+    with pytest.raises(ValueError, match="inner sizes must match"):
+        enigma.ops.matmul(np.zeros((2, 3), np.float32), np.zeros((4, 2), np.float32), device="cpu")

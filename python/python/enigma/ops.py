@@ -42,7 +42,7 @@ from ._runtime import _dtype_name, device_of, dispatch_stream, native_runtime
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
-    "layer_norm", "gemv", "attention_decode", "quantize", "dequantize", "qmatmul",
+    "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune",
 ]
 
@@ -289,6 +289,17 @@ def gemv(w, x, **kw):
     if tuple(x.shape) != (k,):
         raise ValueError(f"gemv: x must have shape ({k},) for w of shape {tuple(w.shape)}, got {tuple(x.shape)}")
     return _call("gemv", [w, x], ["w", "x"], [m, k], typed=1, out_shape=[m], **kw)
+
+
+def matmul(a, b, **kw):
+    """``a @ b`` for row-major [m, k] and [k, n] matrices of one type
+    (float32, float16 or bfloat16), accumulated and returned in float32: the
+    tiled SIMD-group-matrix GEMM of the kernel library."""
+    a, (m, k) = _rows(a, "matmul")
+    b, (k2, n) = _rows(b, "matmul")
+    if k2 != k:
+        raise ValueError(f"matmul: a is {m}x{k} but b is {k2}x{n}; the inner sizes must match")
+    return _call("matmul", [a, b], ["a", "b"], [m, n, k], out_shape=[m, n], **kw)
 
 
 def attention_decode(q, k, v, scale=None, fused=False, **kw):
