@@ -382,14 +382,7 @@ impl KernelBuilder {
             p.generation
         });
         KernelBuilder {
-            kernel: Kernel {
-                name: name.into(),
-                params: vec![],
-                spec_constants: vec![],
-                threadgroup_arrays: vec![],
-                locals: vec![],
-                body: vec![],
-            },
+            kernel: Kernel::empty(name),
             blocks: vec![vec![]],
             errors: vec![],
             generation,
@@ -628,14 +621,7 @@ impl KernelBuilder {
         }
         let mut kernel = std::mem::replace(
             &mut self.kernel,
-            Kernel {
-                name: String::new(),
-                params: vec![],
-                spec_constants: vec![],
-                threadgroup_arrays: vec![],
-                locals: vec![],
-                body: vec![],
-            },
+            Kernel::empty(""),
         );
         kernel.body = std::mem::take(&mut self.blocks[0]);
         Ok(kernel)

@@ -850,6 +850,18 @@ pub enum StmtKind {
 }
 
 impl Kernel {
+    /// A kernel named `name` with no declarations and an empty body.
+    pub fn empty(name: impl Into<String>) -> Kernel {
+        Kernel {
+            name: name.into(),
+            params: vec![],
+            spec_constants: vec![],
+            threadgroup_arrays: vec![],
+            locals: vec![],
+            body: vec![],
+        }
+    }
+
     pub fn param(&self, id: ParamId) -> &Param {
         &self.params[id.0 as usize]
     }

@@ -200,7 +200,7 @@ fn vec_ty(elem: Scalar, width: u8) -> Type {
 
 /// A kernel with no declarations and an empty body, to fill in as plain data.
 fn empty_kernel() -> Kernel {
-    Kernel { name: "k".into(), params: vec![], spec_constants: vec![], threadgroup_arrays: vec![], locals: vec![], body: vec![] }
+    Kernel::empty("k")
 }
 
 fn buffer(name: &str, elem: Type, access: Access) -> Param {

@@ -23,14 +23,7 @@ pub fn parse(text: &str) -> Result<Kernel, ParseError> {
         names: HashMap::new(),
         depth: 0,
         last_line: 1,
-        kernel: Kernel {
-            name: String::new(),
-            params: vec![],
-            spec_constants: vec![],
-            threadgroup_arrays: vec![],
-            locals: vec![],
-            body: vec![],
-        },
+        kernel: Kernel::empty(""),
         named: false,
     };
     p.kernel()?;
