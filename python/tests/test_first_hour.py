@@ -107,3 +107,33 @@ def test_integer_floor_division_truncates_like_c_and_float_rem_is_fmod():
     fquot, frem = (np.frombuffer(o, np.float32).tolist() for o in outs)
     assert fquot == [-4.0, 3.0, 3.0, -4.0]  # floor of the quotient, as in Python
     assert frem == [-1.5, 1.5, -1.5, 1.5]  # C's fmod; Python's % would give [0.5, 1.5, -0.5, -1.5]
+
+
+def test_the_unsigned_clamp_at_zero_is_refused_with_the_fix():
+    """GPU-Puzzles' pooling: ``max(i - 2, 0)`` with a u32 thread position
+    wraps instead of clamping; the front end refuses it and says what to write."""
+
+    @enigma.kernel
+    def pool(A: enigma.f32, Out: enigma.f32):
+        i = enigma.thread_position_in_grid("x")
+        acc = 0.0
+        for k in range(max(i - 2, 0), i + 1):
+            acc = acc + A[k]
+        Out[i] = acc
+
+    with pytest.raises(enigma.CompileError, match=r"never clamps.*max\(enigma.i32\(i\) - 2, 0\)"):
+        enigma.compile(pool)
+
+    @enigma.kernel
+    def pool_signed(A: enigma.f32, Out: enigma.f32):
+        i = enigma.thread_position_in_grid("x")
+        acc = 0.0
+        for k in range(max(enigma.i32(i) - 2, 0), enigma.i32(i) + 1):
+            acc = acc + A[k]
+        Out[i] = acc
+
+    a = np.arange(8, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    enigma.MetalRuntime(device="cpu").execute(enigma.compile(pool_signed), inputs=[a], outputs=[out], grid=8, threads=8)
+    want = [a[max(i - 2, 0): i + 1].sum() for i in range(8)]
+    np.testing.assert_array_equal(out, want)

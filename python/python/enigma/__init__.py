@@ -54,6 +54,11 @@ The kernel language (a subset of Python):
   ``enigma.fast.exp`` …), every SIMD-group function under its MSL name
   (``enigma.simd_sum`` … ``enigma.simd_is_first``), ``enigma.select``,
   ``enigma.as_type``, ``enigma.load_if(buf, i, cond, default)``.
+* Thread positions are unsigned (u32), as in Metal — not signed as in numba:
+  ``i - 2`` wraps to a huge number when ``i < 2``. The front end refuses the
+  common trap ``max(i - 2, 0)`` (it never clamps) and says to subtract in a
+  signed type, ``max(enigma.i32(i) - 2, 0)``; elsewhere, convert first where a
+  difference may go below zero.
 * Builtins are MSL's attributes: ``enigma.thread_position_in_grid`` (a
   ``uint3``; used where a scalar is needed it means ``.x``), with an axis
   ``enigma.thread_position_in_threadgroup("x")`` (or ``0``, or ``.x``), and

@@ -1515,6 +1515,25 @@ class KernelCompiler:
         name = getattr(obj, "__name__", repr(obj))
         raise self.error(node, f"calling the Python function `{name}` is not supported in a kernel (only enigma's functions, types and min/max/abs/pow)")
 
+    def _reject_unsigned_clamp_at_zero(self, args, node):
+        """``max(i - 2, 0)`` with an unsigned ``i`` (thread positions are u32):
+        the subtraction wraps to a huge number instead of going negative, so
+        the ``max`` never clamps — numba's signed indices would. Refused with
+        the fix rather than left to give a silent wrong answer."""
+        zero = [a for a in args if a.untyped and a.lit == 0 and not isinstance(a.lit, bool)]
+        other = [a for a in args if a not in zero]
+        if len(zero) != 1 or len(other) != 1:
+            return
+        v = other[0]
+        if v.untyped or not v.ty.is_int or v.ty.scalar[0] != "u" or "binary" not in v.expr or v.expr["binary"]["op"] != "sub":
+            return
+        raise self.error(
+            node,
+            f"max(… - …, 0) on {v.ty} never clamps: unsigned subtraction wraps to a large number instead of going "
+            "below zero (thread positions are u32). Subtract in a signed type, e.g. max(enigma.i32(i) - 2, 0), "
+            "or compare first: `i - 2 if i >= 2 else 0`",
+        )
+
     def _cast_call(self, ty, node):
         if node.keywords:
             raise self.error(node, f"{ty!r}(...) takes positional arguments only")
@@ -1592,6 +1611,8 @@ class KernelCompiler:
                 raise self.error(node, f"enigma.{name} needs float arguments, not {ty}; convert with enigma.f32(...)")
             return Val(_call(tag, [v.expr for v in vals]), ty)
         if base in ("abs", "min", "max", "clamp"):
+            if base == "max" and len(args) == 2:
+                self._reject_unsigned_clamp_at_zero(args, node)
             vals, ty = self._unify_many(args, node)
             if ty.is_bool:
                 raise self.error(node, f"enigma.{name} is not defined for bools")
