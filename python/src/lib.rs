@@ -74,14 +74,41 @@ fn validation_message(e: &ValidationError) -> String {
     }
 }
 
+/// A message from the Rust side with its advice spelled as a Python user
+/// writes it: `threadgroup_barrier(mem_flags::mem_threadgroup)` becomes
+/// `enigma.barrier(mem_flags="mem_threadgroup")`, `simdgroup_barrier(…)`
+/// `enigma.simdgroup_barrier(…)`, and `--device sim` `device="cpu"`.
+fn python_spelling(message: &str) -> String {
+    let mut out = message.replace("--device sim", "device=\"cpu\"");
+    for (msl, python) in [("threadgroup_barrier(", "enigma.barrier("), ("simdgroup_barrier(", "enigma.simdgroup_barrier(")] {
+        let mut rest = out.as_str();
+        let mut spelled = String::with_capacity(out.len());
+        while let Some(at) = rest.find(msl) {
+            let after = &rest[at + msl.len()..];
+            let Some(close) = after.find(')').filter(|&c| after[..c].starts_with("mem_flags::")) else {
+                spelled.push_str(&rest[..at + msl.len()]);
+                rest = after;
+                continue;
+            };
+            let flags = after[..close].replace("mem_flags::", "").replace(' ', "");
+            spelled.push_str(&rest[..at]);
+            spelled.push_str(&format!("{python}mem_flags=\"{flags}\")"));
+            rest = &after[close + 1..];
+        }
+        spelled.push_str(rest);
+        out = spelled;
+    }
+    out
+}
+
 /// Converts a runtime error into the matching Python exception.
 fn runtime_err(py: Python<'_>, e: RuntimeError) -> PyErr {
     match e {
         RuntimeError::Validation(v) => CompileError::new_err(validation_message(&v)),
         RuntimeError::SpecConstant { .. } => CompileError::new_err(e.to_string()),
-        RuntimeError::Unavailable { .. } => DeviceError::new_err(e.to_string()),
+        RuntimeError::Unavailable { .. } => DeviceError::new_err(python_spelling(&e.to_string())),
         RuntimeError::Sanitizer { ref findings, .. } => {
-            let err = SanitizerError::new_err(e.to_string());
+            let err = SanitizerError::new_err(python_spelling(&e.to_string()));
             let reports = serde_json::to_string(findings)
                 .map_err(|j| PyValueError::new_err(j.to_string()))
                 .and_then(|s| py.import("json")?.call_method1("loads", (s,)).map(Bound::unbind));
@@ -93,7 +120,22 @@ fn runtime_err(py: Python<'_>, e: RuntimeError) -> PyErr {
                 Err(j) => j,
             }
         }
-        other => DispatchError::new_err(other.to_string()),
+        other => DispatchError::new_err(python_spelling(&other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_spelling;
+
+    #[test]
+    fn advice_is_spelled_in_python() {
+        assert_eq!(
+            python_spelling("add threadgroup_barrier(mem_flags::mem_threadgroup) between a and b; or simdgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)"),
+            "add enigma.barrier(mem_flags=\"mem_threadgroup\") between a and b; or enigma.simdgroup_barrier(mem_flags=\"mem_device|mem_threadgroup\")"
+        );
+        assert_eq!(python_spelling("use --device sim (or cuda)"), "use device=\"cpu\" (or cuda)");
+        assert_eq!(python_spelling("a threadgroup_barrier( not followed by flags"), "a threadgroup_barrier( not followed by flags");
     }
 }
 

@@ -137,3 +137,20 @@ def test_the_unsigned_clamp_at_zero_is_refused_with_the_fix():
     enigma.MetalRuntime(device="cpu").execute(enigma.compile(pool_signed), inputs=[a], outputs=[out], grid=8, threads=8)
     want = [a[max(i - 2, 0): i + 1].sum() for i in range(8)]
     np.testing.assert_array_equal(out, want)
+
+
+def test_sanitizer_advice_is_spelled_in_python():
+    @enigma.kernel
+    def shift_left(A: enigma.f32, Out: enigma.f32):
+        tid = enigma.thread_position_in_grid("x")
+        lid = enigma.thread_position_in_threadgroup("x")
+        buf = enigma.threadgroup_alloc(enigma.f32, 64)
+        buf[lid] = A[tid]
+        Out[tid] = buf[(lid + 1) % 64]
+
+    rt = enigma.MetalRuntime(device="cpu")
+    with pytest.raises(enigma.SanitizerError) as e:
+        rt.execute(enigma.compile(shift_left), inputs=[np.ones(64, np.float32)], output_size=256, grid=64, threads=64, sanitize=True)
+    message = str(e.value)
+    assert 'enigma.barrier(mem_flags="mem_threadgroup")' in message, message
+    assert "mem_flags::" not in message, message
