@@ -614,7 +614,9 @@ fn make_finding(kernel: &Kernel, program: &Program, r: Raw, first: ThreadRef, se
         ),
         FindingKind::SimdgroupRace => (
             format!("two lanes of one SIMD group access `{var}` with no simdgroup_barrier between (at {b} and {a})"),
-            format!("add simdgroup_barrier(mem_flags::mem_threadgroup) between the access at {b} and the access at {a}"),
+            format!(
+                "add simdgroup_barrier(mem_flags::mem_threadgroup) between the access at {b} and the access at {a}: enough while only lanes of one SIMD group share these elements; if other SIMD groups touch them too, or once the threadgroup grows past 32 threads, threadgroup_barrier(mem_flags::mem_threadgroup) is the fix that stays correct"
+            ),
         ),
         FindingKind::DeviceRace => (
             format!("two threadgroups of one dispatch access `{var}`, at least one writing (at {b} and {a}); threadgroups are unordered"),

@@ -6,7 +6,10 @@
 //! * the occurrence a grouped finding shows does not depend on the order the
 //!   workers ran threadgroups in (it used to be the first to reach the lock);
 //! * an order-dependence finding's index is an element index (it was the
-//!   byte offset of the differing word).
+//!   byte offset of the differing word);
+//! * a SIMD-group race's hint says when the threadgroup barrier is the fix
+//!   that stays correct (a simdgroup barrier breaks once the threadgroup
+//!   has more than one SIMD group).
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, SpecValues};
 use enigma_ir::builder::*;
@@ -114,4 +117,21 @@ fn order_dependence_names_the_element() {
     let findings = sanitize(&kernel, &[8 * 4], 128, 128);
     let order = findings.iter().find(|f| f.kind == FindingKind::OrderDependence).unwrap_or_else(|| panic!("{findings:#?}"));
     assert_eq!((order.variable.as_deref(), order.index), (Some("out"), Some(5)), "{order}");
+}
+
+#[test]
+fn a_simdgroup_race_hint_names_the_robust_fix() {
+    // Lane 0 publishes, the other lanes of its SIMD group read: no barrier.
+    let mut k = KernelBuilder::new("lane0_publish");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let slot = k.threadgroup_array("slot", Type::U32, 1);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    k.if_(lane.eq(0u32), |k| k.store(slot.at(0u32), 7u32));
+    k.store(out.at(lane), slot.get(0u32));
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[32 * 4], 32, 32);
+    let race = findings.iter().find(|f| f.kind == FindingKind::SimdgroupRace).unwrap_or_else(|| panic!("{findings:#?}"));
+    let hint = race.hint.as_str();
+    assert!(hint.starts_with("add simdgroup_barrier(mem_flags::mem_threadgroup) between"), "{hint}");
+    assert!(hint.contains("threadgroup_barrier(mem_flags::mem_threadgroup) is the fix that stays correct"), "{hint}");
 }
