@@ -157,22 +157,12 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     let zero = lit(elem, 0.0);
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
     k.for_range("k0", 0u32, kk, cfg.tk, |k, k0| {
-        // The tm × tk slice of op(A), zero past the edges.
-        k.for_range("ia", lid, cfg.tm * cfg.tk, cfg.threads(), |k, i| {
-            let (r, col) = (k.let_("ar", m0 + i / cfg.tk), k.let_("ak", k0 + i % cfg.tk));
-            let at = if cfg.trans_a { col * m + r } else { r * kk + col };
-            let v = k.var("av", zero);
-            k.if_(r.lt(m).and(col.lt(kk)), |k| k.assign(v, a.get(a_base + at)));
-            k.store(a_s.at(i), v);
-        });
-        // The tk × tn slice of op(B).
-        k.for_range("ib", lid, cfg.tk * cfg.tn, cfg.threads(), |k, i| {
-            let (row, col) = (k.let_("bk", k0 + i / cfg.tn), k.let_("bn", n0 + i % cfg.tn));
-            let at = if cfg.trans_b { col * kk + row } else { row * n + col };
-            let v = k.var("bv", zero);
-            k.if_(row.lt(kk).and(col.lt(n)), |k| k.assign(v, b.get(b_base + at)));
-            k.store(b_s.at(i), v);
-        });
+        // The tm × tk slice of op(A) and the tk × tn slice of op(B), zero
+        // past the edges.
+        let a_slice = Slice { rows: (m0, m, cfg.tm), cols: (k0, kk, cfg.tk), transposed: cfg.trans_a };
+        let b_slice = Slice { rows: (k0, kk, cfg.tk), cols: (n0, n, cfg.tn), transposed: cfg.trans_b };
+        stage(k, "a", a_slice, a, a_base, a_s, zero, lid, cfg.threads());
+        stage(k, "b", b_slice, b, b_base, b_s, zero, lid, cfg.threads());
         k.threadgroup_barrier(MemFlags::Threadgroup);
         let ma = k.let_("ma", matrix_load(a_tile, a_s, sg_m * cfg.tk, cfg.tk, false));
         let mb = k.let_("mb", matrix_load(b_tile, b_s, sg_n, cfg.tn, false));
@@ -190,6 +180,31 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         });
     }
     finish(k)
+}
+
+/// A slice of op(X) for one K step: along each axis its first index, the
+/// matrix's size and the slice's size; `transposed` when X is stored as
+/// op(X)ᵀ (row-major either way).
+#[derive(Clone, Copy)]
+struct Slice {
+    rows: (Ex, Ex, u32),
+    cols: (Ex, Ex, u32),
+    transposed: bool,
+}
+
+/// The threads of the threadgroup copy `slice` of op(`src`) (elements from
+/// `base`) into `dst`, row-major, writing `zero` past the matrix's edges.
+#[allow(clippy::too_many_arguments)]
+fn stage(k: &mut KernelBuilder, name: &str, slice: Slice, src: Mem, base: Ex, dst: Mem, zero: Ex, lid: Ex, threads: u32) {
+    let ((r0, r_len, rows), (c0, c_len, cols)) = (slice.rows, slice.cols);
+    k.for_range(&format!("i{name}"), lid, rows * cols, threads, |k, i| {
+        let r = k.let_(&format!("{name}r"), r0 + i / cols);
+        let c = k.let_(&format!("{name}c"), c0 + i % cols);
+        let at = if slice.transposed { c * r_len + r } else { r * c_len + c };
+        let v = k.var(&format!("{name}v"), zero);
+        k.if_(r.lt(r_len).and(c.lt(c_len)), |k| k.assign(v, src.get(base + at)));
+        k.store(dst.at(i), v);
+    });
 }
 
 /// `C = alpha·op(A)·op(B) + beta·C` in f64, row-major, `batch` times: the
