@@ -4,43 +4,21 @@
 
 use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
 use enigma_kernels::library::DType;
-use enigma_runtime::{Arg, Buffer, Device, Runtime};
-
-fn upload(rt: &Runtime, dtype: DType, values: &[f32]) -> Buffer {
-    let bytes: Vec<u8> = match dtype {
-        DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::F16 => values.iter().flat_map(|v| enigma_backend::args::f32_to_f16_bits(*v).to_le_bytes()).collect(),
-        DType::BF16 => values.iter().flat_map(|v| enigma_backend::args::f32_to_bf16_bits(*v).to_le_bytes()).collect(),
-    };
-    rt.buffer_from_bytes(dtype.ty(1), &bytes).unwrap()
-}
-
-fn download(buf: &Buffer, dtype: DType) -> Vec<f64> {
-    let bytes = buf.read_bytes().unwrap();
-    match dtype {
-        DType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-        DType::F16 => bytes.chunks_exact(2).map(|c| enigma_backend::args::f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64).collect(),
-        DType::BF16 => bytes.chunks_exact(2).map(|c| enigma_backend::args::bf16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64).collect(),
-    }
-}
-
-/// Inputs rounded to the input type, as the kernel sees them.
-fn rounded(dtype: DType, v: Vec<f32>) -> Vec<f32> {
-    match dtype {
-        DType::F32 => v,
-        DType::F16 => v.into_iter().map(|x| enigma_backend::args::f16_bits_to_f32(enigma_backend::args::f32_to_f16_bits(x))).collect(),
-        DType::BF16 => v.into_iter().map(|x| enigma_backend::args::bf16_bits_to_f32(enigma_backend::args::f32_to_bf16_bits(x))).collect(),
-    }
-}
+use enigma_ops::{download, quantize, upload};
+use enigma_runtime::{Arg, Device, Runtime};
 
 #[allow(clippy::too_many_arguments)]
 fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) {
     let kernel = gemm(cfg);
     let p = rt.pipeline(&kernel).unwrap();
-    let a = rounded(cfg.input, enigma_kernels::test_data(batch * m * k, 1));
-    let b = rounded(cfg.input, enigma_kernels::test_data(batch * k * n, 2));
-    let c0 = rounded(cfg.output, enigma_kernels::test_data(batch * m * n, 3));
-    let bufs = [upload(rt, cfg.input, &a), upload(rt, cfg.input, &b), upload(rt, cfg.output, &c0)];
+    // Inputs rounded to their types, as the kernel sees them.
+    let data = |dtype: DType, len: usize, seed: u64| {
+        let mut v = enigma_kernels::test_data(len, seed);
+        quantize(dtype, &mut v);
+        v
+    };
+    let (a, b, c0) = (data(cfg.input, batch * m * k, 1), data(cfg.input, batch * k * n, 2), data(cfg.output, batch * m * n, 3));
+    let bufs = [(&a, cfg.input), (&b, cfg.input), (&c0, cfg.output)].map(|(v, t)| upload(rt, t.scalar(), v).unwrap());
     let mut args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
@@ -50,7 +28,7 @@ fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: us
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
     let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
     let want = reference(cfg, &f(&a), &f(&b), &f(&c0), m, n, k, batch, alpha as f64, beta as f64);
-    let got = download(&bufs[2], cfg.output);
+    let got = download(&bufs[2], cfg.output.scalar(), batch * m * n).unwrap();
     // f32 accumulation of k products of values in [-1, 1), then one rounding
     // to the output type.
     let tol = |w: f64| 4.0 * k as f64 * f32::EPSILON as f64 + w.abs() * cfg.output.unit_roundoff() * 2.0 + 1e-30;
