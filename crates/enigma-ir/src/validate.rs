@@ -375,7 +375,7 @@ impl<'k> Validator<'k> {
             if ctx.uniformity > Uniformity::Simdgroup {
                 return Err(self.err(ValidationErrorKind::NonUniformMatrix {
                     op,
-                    cause: "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)".into(),
+                    cause: THREAD_DEPENDENT.into(),
                 }));
             }
         }
@@ -482,7 +482,7 @@ impl<'k> Validator<'k> {
                 if ctx.uniformity > allowed && self.check_barrier_uniformity {
                     let cause = match ctx.uniformity {
                         Uniformity::Simdgroup => "a value that differs between SIMD groups (simdgroup index or a SIMD-group function result)",
-                        _ => "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)",
+                        _ => THREAD_DEPENDENT,
                     };
                     return Err(self.err(ValidationErrorKind::NonUniformBarrier { barrier, group, cause: cause.into() }));
                 }
@@ -591,7 +591,23 @@ impl<'k> Validator<'k> {
         state: &FlowState,
         write: bool,
     ) -> Result<(Type, Uniformity), ValidationError> {
-        let elem = match mem {
+        let elem = self.memory_elem(mem, write)?;
+        let (ity, uni) = self.expr(index, state)?;
+        self.index_type(mem, ity)?;
+        Ok((elem, uni))
+    }
+
+    /// An index into `mem` must be a scalar integer.
+    fn index_type(&self, mem: Memory, ity: Type) -> Result<(), ValidationError> {
+        if ity.is_vector() || !ity.elem().is_int() {
+            return Err(self.err(ValidationErrorKind::IndexType { memory: self.kernel.memory_name(mem).into(), found: ity }));
+        }
+        Ok(())
+    }
+
+    /// The element type of memory `mem` (recording a write).
+    fn memory_elem(&mut self, mem: Memory, write: bool) -> Result<Type, ValidationError> {
+        Ok(match mem {
             Memory::Buffer(p) => {
                 let param = self.kernel.params.get(p.0 as usize).ok_or_else(|| {
                     self.err(ValidationErrorKind::DanglingId { what: "parameter", index: p.0, count: self.kernel.params.len() })
@@ -624,12 +640,7 @@ impl<'k> Validator<'k> {
                     })?
                     .elem
             }
-        };
-        let (ity, uni) = self.expr(index, state)?;
-        if ity.is_vector() || !ity.elem().is_int() {
-            return Err(self.err(ValidationErrorKind::IndexType { memory: self.kernel.memory_name(mem).into(), found: ity }));
-        }
-        Ok((elem, uni))
+        })
     }
 
     fn atomic_memory(&mut self, mem: Memory, index: &Expr, state: &FlowState, op: AtomicOp) -> Result<Type, ValidationError> {
@@ -768,8 +779,9 @@ impl<'k> Validator<'k> {
         state: &FlowState,
         write: bool,
     ) -> Result<(), ValidationError> {
-        let (elem, _) = self.memory_access(mem, offset, state, write)?;
+        let elem = self.memory_elem(mem, write)?;
         let (offset_ty, ou) = self.expr(offset, state)?;
+        self.index_type(mem, offset_ty)?;
         let (stride_ty, su) = self.expr(stride, state)?;
         typing::matrix_memory(op, ty, self.kernel.memory_name(mem), elem, offset_ty, stride_ty).map_err(|k| self.err(k))?;
         if ou.max(su) > Uniformity::Simdgroup {
@@ -799,6 +811,10 @@ impl<'k> Validator<'k> {
         Ok((ty, typing::call_uniformity(func, uni)))
     }
 }
+
+/// Why control flow is not uniform when a per-thread value decides it.
+const THREAD_DEPENDENT: &str =
+    "a value that differs between threads (thread position, lane, a loaded value, or an earlier return/break)";
 
 /// The first operation in a statement that needs every lane of the SIMD
 /// group (matrix loads, stores, fills and multiplies), by its MSL name.
