@@ -477,9 +477,6 @@ impl Backend for CudaBackend {
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
         let mut storage = launch_slots(cuda, args, geometry)?;
-        let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
-        let [gx, gy, gz] = geometry.threadgroups;
-        let [bx, by, bz] = geometry.threads_per_threadgroup;
         let stream: sys::CUstream = std::ptr::null_mut();
         if let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             // Queued behind the batch's earlier dispatches; end_batch waits.
@@ -491,33 +488,28 @@ impl Backend for CudaBackend {
                     result::event::record(timer.start, stream).map_err(|e| driver_err("recording an event", e))?;
                     *started = true;
                 }
-                result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params)
+                queue_launch(cuda, &mut storage, geometry, stream)
             }
-            .map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
+            .map_err(|e| launch_error(cuda, e))?;
             return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings: vec![] });
         }
         let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: `params` points at one slot per kernel parameter, in order,
-        // each holding a device pointer or a by-value argument of the
-        // parameter's size; the slots outlive the synchronous wait below.
+        // SAFETY: the legacy stream of the bound context; the argument slots
+        // outlive the synchronous wait below.
         let launched = unsafe {
             result::event::record(timer.start, stream)
-                .and_then(|_| result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params))
+                .and_then(|_| queue_launch(cuda, &mut storage, geometry, stream))
                 .and_then(|_| result::event::record(timer.end, stream))
                 .and_then(|_| result::event::synchronize(timer.end))
         };
         // SAFETY: both events were recorded on this stream and the end one has completed.
         let elapsed = unsafe { result::event::elapsed(timer.start, timer.end) };
         drop(timer);
-        launched.map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
-        let mut notes = geometry.warnings.clone();
-        if options.sanitize {
-            notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
-        }
+        launched.map_err(|e| launch_error(cuda, e))?;
         Ok(DispatchReport {
             device_time: elapsed.ok().map(|ms| Duration::from_secs_f64(ms as f64 / 1e3)),
             wall_time: start.elapsed(),
-            notes,
+            notes: dispatch_notes(geometry, options),
             findings: vec![],
         })
     }
@@ -534,21 +526,43 @@ impl Backend for CudaBackend {
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
         let mut storage = launch_slots(cuda, args, geometry)?;
-        let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
-        let [gx, gy, gz] = geometry.threadgroups;
-        let [bx, by, bz] = geometry.threads_per_threadgroup;
-        // SAFETY: `params` points at one slot per kernel parameter, in order;
-        // the driver copies them when the launch is queued. `stream` is a
-        // stream of this context and the buffers outlive the queued work, by
-        // the trait's contract.
-        unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream as sys::CUstream, &mut params) }
-            .map_err(|e| RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") })?;
-        let mut notes = geometry.warnings.clone();
-        if options.sanitize {
-            notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
-        }
-        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![] })
+        // SAFETY: `stream` is a stream of this context and the buffers
+        // outlive the queued work, by the trait's contract.
+        unsafe { queue_launch(cuda, &mut storage, geometry, stream as sys::CUstream) }.map_err(|e| launch_error(cuda, e))?;
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: dispatch_notes(geometry, options), findings: vec![] })
     }
+}
+
+/// Queues `cuda` on `stream` with one argument slot per kernel parameter,
+/// in order (the driver copies them when the launch is queued).
+///
+/// # Safety
+/// `stream` is the legacy stream (null) or a stream of the bound context,
+/// and the buffers the slots point at outlive the queued work.
+unsafe fn queue_launch(
+    cuda: &CudaKernel,
+    storage: &mut [[u8; 32]],
+    geometry: &DispatchGeometry,
+    stream: sys::CUstream,
+) -> Result<(), result::DriverError> {
+    let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
+    let ([gx, gy, gz], [bx, by, bz]) = (geometry.threadgroups, geometry.threads_per_threadgroup);
+    // SAFETY: by this function's contract; `params` points at the slots.
+    unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params) }
+}
+
+fn launch_error(cuda: &CudaKernel, e: result::DriverError) -> RuntimeError {
+    RuntimeError::Execution { kernel: cuda.kernel.name.clone(), message: format!("the CUDA launch failed: {e:?}") }
+}
+
+/// A CUDA dispatch's notes: the geometry's warnings, and that the
+/// sanitizer did not run when it was asked for.
+fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec<String> {
+    let mut notes = geometry.warnings.clone();
+    if options.sanitize {
+        notes.push("the sanitizer runs on the simulator only; this CUDA dispatch ran unchecked (use compute-sanitizer for GPU-side checks)".into());
+    }
+    notes
 }
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
