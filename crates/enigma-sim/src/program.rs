@@ -465,13 +465,12 @@ impl Lowering<'_> {
             Expr::Binary { op, lhs, rhs } => {
                 let a = self.expr(lhs);
                 let b = self.expr(rhs);
-                let width = a.ty.width().max(b.ty.width());
-                let dst = self.temp(width as u32);
-                for i in 0..width {
-                    self.emit(Inst::Binary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
-                }
                 // Validated IR: the rule holds; the fallback is never taken.
                 let ty = enigma_ir::typing::binary(*op, a.ty, b.ty).unwrap_or(a.ty);
+                let dst = self.temp(ty.registers());
+                for i in 0..ty.width() {
+                    self.emit(Inst::Binary { op: *op, ty: a.ty.elem(), dst: dst + i as Reg, a: a.comp(i), b: b.comp(i) });
+                }
                 Operand { reg: dst, ty }
             }
             Expr::Call { func, args } => self.call(*func, args),
@@ -561,15 +560,15 @@ impl Lowering<'_> {
 
     fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Operand {
         let ops: Vec<Operand> = args.iter().map(|a| self.expr(a)).collect();
+        let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
+        // Validated IR: the rule holds; the fallback is never taken.
+        let ty = enigma_ir::typing::call(func, &types).unwrap_or(types.first().copied().unwrap_or(Type::BOOL));
         if func.is_simd() {
             let (a, b) = match ops.len() {
                 0 => (Operand { reg: 0, ty: Type::BOOL }, None),
                 1 => (ops[0], None),
                 _ => (ops[0], Some(ops[1])),
             };
-            let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
-            // Validated IR: the rule holds; the fallback is never taken.
-            let ty = enigma_ir::typing::call(func, &types).unwrap_or(a.ty);
             let dst = self.temp(ty.registers());
             for i in 0..ty.width() {
                 let b_reg = b.map(|b| b.reg).unwrap_or(0);
@@ -577,12 +576,8 @@ impl Lowering<'_> {
             }
             return Operand { reg: dst, ty };
         }
-        let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
-        // Validated IR: the rule holds; the fallback is never taken.
-        let ty = enigma_ir::typing::call(func, &types).unwrap_or(ops[0].ty);
-        let width = ty.width();
-        let dst = self.temp(width as u32);
-        for i in 0..width {
+        let dst = self.temp(ty.registers());
+        for i in 0..ty.width() {
             let mut regs = [0; 3];
             for (slot, o) in regs.iter_mut().zip(&ops) {
                 *slot = o.comp(i);
