@@ -385,7 +385,7 @@ impl<'k> Validator<'k> {
                 let m = ty.as_matrix().ok_or_else(|| {
                     self.err(ValidationErrorKind::MatrixOperands { op: "simdgroup_store", problem: format!("the value stored must be a SIMD-group matrix, found {ty}") })
                 })?;
-                self.matrix_access("simdgroup_store", m, *mem, offset, stride, state, true)?;
+                self.matrix_access("simdgroup_store", m, *mem, offset, stride, state)?;
             }
             StmtKind::Assign { var, value } => {
                 let (ty, uni) = self.expr(value, state)?;
@@ -735,7 +735,7 @@ impl<'k> Validator<'k> {
                 (typing::matrix_fill(*ty, vt).map_err(|k| self.err(k))?, Uniformity::Simdgroup)
             }
             Expr::MatrixLoad { ty, mem, offset, stride, .. } => {
-                self.matrix_access("simdgroup_load", *ty, *mem, offset, stride, state, false)?;
+                self.matrix_access("simdgroup_load", *ty, *mem, offset, stride, state)?;
                 (Type::Matrix(*ty), Uniformity::Simdgroup)
             }
             Expr::MatrixMultiply { a, b, acc } => {
@@ -767,8 +767,9 @@ impl<'k> Validator<'k> {
         }
     }
 
-    /// The operands of a matrix load or store: memory, offset and stride
-    /// (which must be the same in every lane of the SIMD group).
+    /// The operands of a matrix load or store (`op` names which): memory,
+    /// offset and stride (which must be the same in every lane of the SIMD
+    /// group).
     fn matrix_access(
         &mut self,
         op: &'static str,
@@ -777,9 +778,8 @@ impl<'k> Validator<'k> {
         offset: &Expr,
         stride: &Expr,
         state: &FlowState,
-        write: bool,
     ) -> Result<(), ValidationError> {
-        let elem = self.memory_elem(mem, write)?;
+        let elem = self.memory_elem(mem, op == "simdgroup_store")?;
         let (offset_ty, ou) = self.expr(offset, state)?;
         self.index_type(mem, offset_ty)?;
         let (stride_ty, su) = self.expr(stride, state)?;
