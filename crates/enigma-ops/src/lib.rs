@@ -647,6 +647,8 @@ impl<'rt> Ops<'rt> {
                 ("k", Arg::u32(k as u32)),
                 ("alpha", Arg::f32(1.0)),
                 ("beta", Arg::f32(0.0)),
+                ("a4", Arg::from(a)),
+                ("b4", Arg::from(b)),
             ],
         )?;
         Ok(c)

@@ -365,7 +365,7 @@ pub fn registry() -> Vec<Entry> {
 }
 
 fn matmul_entry(dtype: DType) -> Entry {
-    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (64×64×32 tiles)");
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (128×128×32 tiles for f16 and bf16, 64×64×32 for f32)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let mut rng = Rng::new(seed);

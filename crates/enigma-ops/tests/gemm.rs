@@ -22,6 +22,8 @@ fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: us
     let mut args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
+    // The vector views `a4` and `b4` of the same buffers.
+    args.extend([Arg::from(&bufs[0]), Arg::from(&bufs[1])]);
     let d = cfg.dispatch(m as u32, n as u32, batch as u32);
     let options = enigma_runtime::Options { sanitize, ..Default::default() };
     rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
@@ -50,8 +52,24 @@ fn runtime() -> Runtime {
 fn awkward_shapes_match_the_reference() {
     let rt = runtime();
     let cfg = GemmConfig::new(DType::F16, DType::F32);
-    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (33, 33, 33), (100, 7, 33), (1, 100, 65), (70, 65, 100), (130, 200, 257)] {
+    for (m, n, k) in [(1, 1, 1), (7, 7, 7), (33, 33, 33), (100, 7, 33), (1, 100, 65), (70, 65, 100), (130, 200, 257), (1000, 33, 40), (3, 4097, 24)] {
         check(&rt, &cfg, m, n, k, 1, 1.0, 0.0, false);
+    }
+}
+
+/// Shapes whose interior slices take the vector path (rows 4-aligned, the
+/// slice inside the matrix) next to edge tiles that do not.
+#[test]
+fn aligned_shapes_stage_whole_vectors() {
+    let rt = runtime();
+    for input in [DType::F16, DType::F32] {
+        let cfg = GemmConfig::new(input, DType::F32);
+        for (m, n, k) in [(128, 128, 64), (256, 136, 96), (136, 260, 100)] {
+            check(&rt, &cfg, m, n, k, 1, 1.0, 0.0, false);
+        }
+        for (trans_a, trans_b) in [(true, false), (false, true), (true, true)] {
+            check(&rt, &GemmConfig { trans_a, trans_b, ..cfg }, 128, 192, 64, 2, 1.0, 0.0, false);
+        }
     }
 }
 

@@ -110,6 +110,11 @@ use prelude::{Helper, PreludeCx};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+/// The alignment of every `__shared__` array: 16 bytes, so that 16-byte
+/// accesses (ldmatrix rows of SIMD-group matrix loads) can start at any
+/// 16-byte-aligned element of it.
+const SHARED_ALIGN: u64 = 16;
+
 /// CUDA's limit on static `__shared__` memory per block.
 pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
 
@@ -191,7 +196,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
     let names = Names::new(kernel, CUDA_RESERVED);
     let entry_point = names.kernel.clone();
     let static_shared_bytes = kernel.threadgroup_arrays.iter().fold(0u64, |offset, arr| {
-        let align = arr.elem.size_bytes() as u64;
+        let align = SHARED_ALIGN.max(arr.elem.size_bytes() as u64);
         offset.div_ceil(align) * align + arr.size_bytes()
     });
     if static_shared_bytes > STATIC_SHARED_LIMIT {
@@ -210,7 +215,8 @@ struct Cuda {
     matrices: bool,
 }
 
-/// The CUDA tile helpers (`enigma_tile<T, R, C>`, shuffles in the reference lane map).
+/// The CUDA tile helpers (`enigma_tile<T, R, C>` in the tensor cores' lane map:
+/// mma.sync for 16-bit tiles on sm_80+, exact shuffles and fmaf otherwise).
 const TILES: &str = include_str!("tiles.cu");
 
 fn is_half_type(s: Scalar) -> bool {
@@ -470,8 +476,9 @@ impl Dialect for Cuda {
     fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
         let k = cx.kernel;
         let types: Vec<Type> = cx.types.iter().map(|t| t.get()).collect();
-        let half = types.iter().any(|t| t.elem() == Scalar::F16);
-        let bfloat = types.iter().any(|t| t.elem() == Scalar::BF16);
+        // The tile helpers name both 16-bit types (their tensor-core paths).
+        let half = self.matrices || types.iter().any(|t| t.elem() == Scalar::F16);
+        let bfloat = self.matrices || types.iter().any(|t| t.elem() == Scalar::BF16);
         let builtins = sorted_builtins(cx.builtins);
         // Builtins read only by component are CUDA's own `uint3`; those read
         // whole are `enigma::uint3` (which `types` then holds).
@@ -526,7 +533,7 @@ impl Dialect for Cuda {
 
         let mut body = String::new();
         for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
-            let _ = writeln!(body, "__shared__ {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
+            let _ = writeln!(body, "__shared__ __align__({SHARED_ALIGN}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
         }
         body.push_str(
             "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\

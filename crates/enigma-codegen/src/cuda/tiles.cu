@@ -1,24 +1,28 @@
-// SIMD-group matrix tiles: a lane's share of an R×C tile, R·C/32 elements in
-// the simulator's lane map (Metal's per 8×8 fragment, fragments row-major):
-// element i of lane `lane` sits at enigma_tile_at(C, i, lane, row/column).
-// Products gather operands with warp shuffles and accumulate in float with
-// one fmaf per step, in k order, as the simulator does (exact where the
-// simulator is; tensor-core fragments are not used yet).
+// SIMD-group matrix tiles. A lane's share of an R×C tile is R·C/64 pairs of
+// elements, one per 8×8 fragment (fragments numbered row-major): lane l holds
+// row l / 4, columns 2·(l % 4) and 2·(l % 4) + 1 of each fragment. That is the
+// tensor cores' own layout for accumulators and A operands (mma.sync
+// m16n8k16), so on sm_80 and later a product of f16 or bf16 tiles is a run of
+// mma.sync instructions with f32 accumulation, B fragments transposed in
+// registers by movmatrix, and 16-bit tiles in shared memory load with
+// ldmatrix. f32 tiles (and every tile before sm_80) multiply exactly: one
+// fmaf per step in k order over operands gathered with warp shuffles.
+template <typename T> struct alignas(2 * sizeof(T)) enigma_duo {
+    T lo, hi;
+};
+
 template <typename T, int R, int C> struct enigma_tile {
-    T v[R * C / 32];
+    enigma_duo<T> d[R * C / 64];
 };
 
 __device__ inline unsigned enigma_tile_at(int cols, unsigned i, unsigned lane, bool column) {
     unsigned fragment = i / 2, per_row = unsigned(cols) / 8;
-    unsigned row = (fragment / per_row) * 8 + (lane / 16) * 4 + (lane / 2) % 4;
-    unsigned col = (fragment % per_row) * 8 + ((lane / 8) % 2) * 4 + (lane % 2) * 2 + i % 2;
-    return column ? col : row;
+    return column ? (fragment % per_row) * 8 + (lane % 4) * 2 + i % 2 : (fragment / per_row) * 8 + lane / 4;
 }
 
 // The lane holding element (r, c) of a tile, and its index in that lane's share.
 __device__ inline unsigned enigma_tile_owner(unsigned r, unsigned c) {
-    unsigned rr = r % 8, cc = c % 8;
-    return (rr / 4) * 16 + (cc / 4) * 8 + (rr % 4) * 2 + (cc % 4) / 2;
+    return (r % 8) * 4 + (c % 8) / 2;
 }
 __device__ inline unsigned enigma_tile_slot(int cols, unsigned r, unsigned c) {
     return ((r / 8) * (unsigned(cols) / 8) + c / 8) * 2 + c % 2;
@@ -27,63 +31,204 @@ __device__ inline unsigned enigma_tile_slot(int cols, unsigned r, unsigned c) {
 template <int R, int C> __device__ inline unsigned enigma_tile_row(unsigned i, unsigned lane) { return enigma_tile_at(C, i, lane, false); }
 template <int R, int C> __device__ inline unsigned enigma_tile_col(unsigned i, unsigned lane) { return enigma_tile_at(C, i, lane, true); }
 
+template <typename T, int R, int C> __device__ inline T enigma_tile_element(const enigma_tile<T, R, C>& t, int i) {
+    return i % 2 ? t.d[i / 2].hi : t.d[i / 2].lo;
+}
+
 template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigma_tile_fill(T x, bool diagonal, unsigned lane) {
     enigma_tile<T, R, C> t;
-    for (int i = 0; i < R * C / 32; ++i) {
-        bool on = !diagonal || enigma_tile_at(C, i, lane, false) == enigma_tile_at(C, i, lane, true);
-        t.v[i] = on ? x : T(0.0f);
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        unsigned row = enigma_tile_at(C, 2 * f, lane, false), col = enigma_tile_at(C, 2 * f, lane, true);
+        t.d[f].lo = !diagonal || row == col ? x : T(0.0f);
+        t.d[f].hi = !diagonal || row == col + 1 ? x : T(0.0f);
     }
     return t;
+}
+
+// The 32 bits of a pair of 16-bit elements, and back.
+template <typename T> __device__ inline unsigned enigma_bits(const enigma_duo<T>& d) {
+    return *reinterpret_cast<const unsigned*>(&d);
+}
+template <typename T> __device__ inline enigma_duo<T> enigma_duo_of(unsigned u) {
+    return *reinterpret_cast<const enigma_duo<T>*>(&u);
+}
+
+// ldmatrix for a 16-bit tile in shared memory whose rows start on 16-byte
+// boundaries (the address and the stride are the same on every lane, so the
+// whole SIMD group takes the same branch); false where it does not apply.
+// Fragment f's rows are 8 consecutive rows of memory, or with `transpose` 8
+// consecutive rows read transposed (ldmatrix .trans).
+template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(enigma_tile<T, R, C>& t, const T* p, unsigned stride, bool transpose, unsigned lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    if constexpr (sizeof(T) != 2) {
+        return false;
+    } else {
+    if (!__isShared(p) || ((reinterpret_cast<size_t>(p) | (stride * 2u)) & 15u) != 0) return false;
+    constexpr int N = R * C / 64;
+    auto row_address = [&](int f) {
+        unsigned fr = unsigned(f) / (C / 8), fc = unsigned(f) % (C / 8), r = lane % 8;
+        const T* row = transpose ? p + (fc * 8 + r) * stride + fr * 8 : p + (fr * 8 + r) * stride + fc * 8;
+        return unsigned(__cvta_generic_to_shared(row));
+    };
+    int f = 0;
+#pragma unroll
+    for (; f + 4 <= N; f += 4) {
+        unsigned a = row_address(f + int(lane / 8)), x0, x1, x2, x3;
+        if (transpose) {
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
+        } else {
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
+        }
+        t.d[f] = enigma_duo_of<T>(x0), t.d[f + 1] = enigma_duo_of<T>(x1), t.d[f + 2] = enigma_duo_of<T>(x2), t.d[f + 3] = enigma_duo_of<T>(x3);
+    }
+#pragma unroll
+    for (; f < N; ++f) {
+        unsigned a = row_address(f), x0;
+        if (transpose) {
+            asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(x0) : "r"(a));
+        } else {
+            asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(x0) : "r"(a));
+        }
+        t.d[f] = enigma_duo_of<T>(x0);
+    }
+    return true;
+    }
+#else
+    return false;
+#endif
 }
 
 // Element (r, c) of the tile is p[r * stride + c], or transposed p[c * stride + r].
 template <typename T, int R, int C, typename P> __device__ inline enigma_tile<T, R, C> enigma_tile_load(const P* p, unsigned stride, bool transpose, unsigned lane) {
     enigma_tile<T, R, C> t;
-    for (int i = 0; i < R * C / 32; ++i) {
-        unsigned r = enigma_tile_at(C, i, lane, false), c = enigma_tile_at(C, i, lane, true);
-        t.v[i] = transpose ? p[c * stride + r] : p[r * stride + c];
+    if (enigma_tile_ldmatrix<T, R, C>(t, p, stride, transpose, lane)) return t;
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
+        t.d[f].lo = transpose ? p[c * stride + r] : p[r * stride + c];
+        t.d[f].hi = transpose ? p[(c + 1) * stride + r] : p[r * stride + c + 1];
     }
     return t;
 }
 
 template <typename T, int R, int C, typename P> __device__ inline void enigma_tile_store(const enigma_tile<T, R, C>& t, P* p, unsigned stride, bool transpose, unsigned lane) {
-    for (int i = 0; i < R * C / 32; ++i) {
-        unsigned r = enigma_tile_at(C, i, lane, false), c = enigma_tile_at(C, i, lane, true);
-        p[transpose ? c * stride + r : r * stride + c] = t.v[i];
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
+        p[transpose ? c * stride + r : r * stride + c] = t.d[f].lo;
+        p[transpose ? (c + 1) * stride + r : r * stride + c + 1] = t.d[f].hi;
     }
 }
 
-// Register `slot` of lane `src`: every lane shuffles each register index and
-// keeps the one it asked for (the index differs from lane to lane).
-template <typename T, int N> __device__ inline float enigma_tile_fetch(const T (&v)[N], unsigned src, unsigned slot) {
+// Element `slot` of lane `src`'s share: every lane shuffles each element
+// index and keeps the one it asked for (the index differs from lane to lane).
+template <typename T, int R, int C> __device__ inline float enigma_tile_fetch(const enigma_tile<T, R, C>& t, unsigned src, unsigned slot) {
     float got = 0.0f;
-    for (int j = 0; j < N; ++j) {
-        float x = __shfl_sync(0xffffffffu, float(v[j]), src);
+#pragma unroll
+    for (int j = 0; j < R * C / 32; ++j) {
+        float x = __shfl_sync(0xffffffffu, float(enigma_tile_element(t, j)), src);
         if (unsigned(j) == slot) got = x;
     }
     return got;
 }
 
+// The exact product: one fmaf per step in k order, as the simulator computes.
 template <typename TA, int R, int K, int C, typename TC>
-__device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned lane) {
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma_exact(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned lane) {
     enigma_tile<TC, R, C> d;
+#pragma unroll
     for (int i = 0; i < R * C / 32; ++i) {
         unsigned r = enigma_tile_at(C, i, lane, false), c = enigma_tile_at(C, i, lane, true);
-        float sum = float(acc.v[i]);
+        float sum = float(enigma_tile_element(acc, i));
         for (unsigned k = 0; k < unsigned(K); ++k) {
-            float x = enigma_tile_fetch(a.v, enigma_tile_owner(r, k), enigma_tile_slot(K, r, k));
-            float y = enigma_tile_fetch(b.v, enigma_tile_owner(k, c), enigma_tile_slot(C, k, c));
+            float x = enigma_tile_fetch(a, enigma_tile_owner(r, k), enigma_tile_slot(K, r, k));
+            float y = enigma_tile_fetch(b, enigma_tile_owner(k, c), enigma_tile_slot(C, k, c));
             sum = fmaf(x, y, sum);
         }
-        d.v[i] = TC(sum);
+        if (i % 2) d.d[i / 2].hi = TC(sum); else d.d[i / 2].lo = TC(sum);
     }
     return d;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// One m16n8k16 (or, for an odd last K fragment, m16n8k8) step, f32 accumulators.
+__device__ inline void enigma_mma_k16(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2], __half) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ inline void enigma_mma_k16(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2], __nv_bfloat16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ inline void enigma_mma_k8(float (&c)[4], const unsigned (&a)[2], unsigned b, __half) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b));
+}
+__device__ inline void enigma_mma_k8(float (&c)[4], const unsigned (&a)[2], unsigned b, __nv_bfloat16) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b));
+}
+__device__ inline unsigned enigma_movmatrix_trans(unsigned x) {
+    unsigned y;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+}
+
+// The tensor-core product. Rows go in pairs of fragments (m16); an odd last
+// row fragment runs with zero A rows whose results are dropped. A B fragment
+// is this layout transposed (lane l holds column l / 4, rows 2·(l % 4) + {0,
+// 1}), which movmatrix makes from ours.
+template <typename TA, int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc) {
+    constexpr int RB = R / 8, KB = K / 8, CB = C / 8;
+    unsigned bt[KB][CB];
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int cb = 0; cb < CB; ++cb) bt[kb][cb] = enigma_movmatrix_trans(enigma_bits(b.d[kb * CB + cb]));
+    enigma_tile<TC, R, C> d;
+#pragma unroll
+    for (int rb = 0; rb < RB; rb += 2) {
+        const bool pair = rb + 1 < RB;
+        auto av = [&](int r, int kb) { return r < RB ? enigma_bits(a.d[r * KB + kb]) : 0u; };
+#pragma unroll
+        for (int cb = 0; cb < CB; ++cb) {
+            const enigma_duo<TC> top = acc.d[rb * CB + cb], bottom = pair ? acc.d[(rb + 1) * CB + cb] : enigma_duo<TC>{TC(0.0f), TC(0.0f)};
+            float c[4] = {float(top.lo), float(top.hi), float(bottom.lo), float(bottom.hi)};
+#pragma unroll
+            for (int kb = 0; kb + 1 < KB; kb += 2) {
+                const unsigned av4[4] = {av(rb, kb), av(rb + 1, kb), av(rb, kb + 1), av(rb + 1, kb + 1)};
+                const unsigned bv2[2] = {bt[kb][cb], bt[kb + 1][cb]};
+                enigma_mma_k16(c, av4, bv2, TA());
+            }
+            if (KB % 2) {
+                const unsigned av2[2] = {av(rb, KB - 1), av(rb + 1, KB - 1)};
+                enigma_mma_k8(c, av2, bt[KB - 1][cb], TA());
+            }
+            d.d[rb * CB + cb] = enigma_duo<TC>{TC(c[0]), TC(c[1])};
+            if (pair) d.d[(rb + 1) * CB + cb] = enigma_duo<TC>{TC(c[2]), TC(c[3])};
+        }
+    }
+    return d;
+}
+
+template <int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<__half, R, K>& a, const enigma_tile<__half, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned) {
+    return enigma_tile_mma_tc(a, b, acc);
+}
+template <int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<__nv_bfloat16, R, K>& a, const enigma_tile<__nv_bfloat16, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned) {
+    return enigma_tile_mma_tc(a, b, acc);
+}
+#endif
+
+template <typename TA, int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned lane) {
+    return enigma_tile_mma_exact(a, b, acc, lane);
 }
 
 template <typename T, int R, int K, int C>
 __device__ inline enigma_tile<T, R, C> enigma_tile_mul(const enigma_tile<T, R, K>& a, const enigma_tile<T, K, C>& b, unsigned lane) {
     return enigma_tile_mma(a, b, enigma_tile_fill<T, R, C>(T(0.0f), false, lane), lane);
 }
-
-template <typename T, int R, int C> __device__ inline T enigma_tile_element(const enigma_tile<T, R, C>& t, int i) { return t.v[i]; }
-

@@ -6,23 +6,32 @@
 //! A threadgroup computes a `tm × tn` tile of C; its SIMD groups form a
 //! `sg_rows × sg_cols` grid (seed 002 §3.2's partition), each owning a
 //! `(tm / sg_rows) × (tn / sg_cols)` accumulator tile. Per step of `tk` along
-//! K the threadgroup copies the `tm × tk` slice of op(A) and the `tk × tn`
-//! slice of op(B) into threadgroup memory — bounds-checked, zero past the
-//! matrix edges, transposing as it copies — then each SIMD group multiplies
-//! its rows of the A slice by its columns of the B slice. The epilogue
-//! writes each lane's elements through the per-lane view, skipping those
-//! past M or N. Any M, N, K work.
+//! K the threadgroup holds the `tm × tk` slice of A and the `tk × tn` slice
+//! of B in threadgroup memory, as they are stored (a transposed operand is
+//! read back with a transposed matrix load), each row padded by
+//! [`PAD`] elements so that the 8 rows of a fragment fall in different
+//! memory banks. While the SIMD groups multiply one slice, every thread
+//! already holds its share of the next one in registers (4-element vector
+//! loads where the slice lies inside the matrix and its rows are 4-aligned,
+//! bounds-checked scalar loads with zeros past the edges otherwise), written
+//! to threadgroup memory between two barriers: the global-memory latency of
+//! step `i + 1` overlaps the multiplies of step `i` with one slice of
+//! threadgroup memory. The epilogue writes each lane's elements through the
+//! per-lane view, skipping those past M or N. Any M, N, K work.
 //!
-//! What is not here yet: double-buffered threadgroup memory (seed 002 §2.1)
-//! and padding against bank conflicts; on CUDA the matrix operations do not
-//! use tensor cores yet (see the README), so this kernel is correct there but
-//! far from cuBLAS.
-//!
-//! Parameters: `a, b, c, m, n, k, alpha, beta` (+ the batch strides come from
-//! the shapes: `m·k`, `k·n`, `m·n` elements).
+//! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
+//! 4-element vector views of the same buffers as `a` and `b` (the batch
+//! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
+
+/// Elements of padding after each row of a staged slice: 16 bytes for 16-bit
+/// inputs, so the rows of an 8×8 fragment start in 8 different bank groups.
+pub const PAD: u32 = 8;
+
+/// Elements each thread moves per vector load when staging a slice.
+const VEC: u32 = 4;
 
 /// One GEMM kernel's shape and types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,9 +48,12 @@ pub struct GemmConfig {
 }
 
 impl GemmConfig {
-    /// Seed 002's 64×64×32 tile with a 2×2 partition of SIMD groups.
+    /// The default tile for the input type: 128×128×32 over 2×4 SIMD groups
+    /// (64×32 each) for 16-bit inputs, 64×64×32 over 2×2 for f32 (whose
+    /// slices take twice the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
-        GemmConfig { input, output, tm: 64, tn: 64, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false }
+        let (tm, tn, sg_rows, sg_cols) = if input == DType::F32 { (64, 64, 2, 2) } else { (128, 128, 2, 4) };
+        GemmConfig { input, output, tm, tn, tk: 32, sg_rows, sg_cols, trans_a: false, trans_b: false }
     }
 
     /// The same tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of
@@ -61,9 +73,17 @@ impl GemmConfig {
         SIMD_WIDTH * self.sg_rows * self.sg_cols
     }
 
-    /// Threadgroup memory: one `tm × tk` and one `tk × tn` slice of inputs.
+    /// The staged slices of A and B as stored: (rows, columns) each.
+    fn slices(&self) -> [(u32, u32); 2] {
+        let a = if self.trans_a { (self.tk, self.tm) } else { (self.tm, self.tk) };
+        let b = if self.trans_b { (self.tn, self.tk) } else { (self.tk, self.tn) };
+        [a, b]
+    }
+
+    /// Threadgroup memory: one slice of A and one of B, rows padded by [`PAD`].
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        (self.tm * self.tk + self.tk * self.tn) as u64 * self.input.size_bytes() as u64
+        let elements: u32 = self.slices().iter().map(|(rows, cols)| rows * (cols + PAD)).sum();
+        elements as u64 * self.input.size_bytes() as u64
     }
 
     /// f32 accumulator elements each lane holds.
@@ -71,9 +91,20 @@ impl GemmConfig {
         (self.tm / self.sg_rows) * (self.tn / self.sg_cols) / SIMD_WIDTH
     }
 
+    /// The K extent of one matrix multiply: 16 (the tensor cores' step) where
+    /// `tk` allows, else 8.
+    fn k_step(&self) -> u32 {
+        if self.tk % 16 == 0 {
+            16
+        } else {
+            8
+        }
+    }
+
     /// Checks that the tile shape is one the kernel can build: sides and
     /// SIMD-group tiles multiples of 8, tiles at most 64, at most 1024
-    /// threads and 32 KiB of threadgroup memory.
+    /// threads and 32 KiB of threadgroup memory, and slices that the
+    /// threadgroup's threads stage in whole 4-element vectors.
     pub fn check(&self) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v % 8 == 0 && v <= 64;
@@ -88,6 +119,14 @@ impl GemmConfig {
             ));
         }
         check_threads(&name, self.threads())?;
+        for (rows, cols) in self.slices() {
+            if (rows * cols) % (VEC * self.threads()) != 0 {
+                return Err(ShapeError::new(
+                    name,
+                    format!("a {rows}×{cols} slice does not split into {VEC}-element vectors over {} threads", self.threads()),
+                ));
+            }
+        }
         if self.threadgroup_memory_bytes() > MAX_THREADGROUP_MEMORY {
             return Err(ShapeError::new(
                 name,
@@ -128,9 +167,10 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         panic!("{e}");
     }
     let (sm, sn) = (cfg.tm / cfg.sg_rows, cfg.tn / cfg.sg_cols);
+    let step = cfg.k_step();
     let elem = cfg.input.scalar();
-    let a_tile = MatrixType::new(elem, sm as u8, cfg.tk as u8);
-    let b_tile = MatrixType::new(elem, cfg.tk as u8, sn as u8);
+    let a_tile = MatrixType::new(elem, sm as u8, step as u8);
+    let b_tile = MatrixType::new(elem, step as u8, sn as u8);
     let acc_tile = MatrixType::new(enigma_ir::Scalar::F32, sm as u8, sn as u8);
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer("a", cfg.input.ty(1), Access::Read);
@@ -141,32 +181,76 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     let kk = k.value("k", Type::U32);
     let alpha = k.value("alpha", Type::F32);
     let beta = k.value("beta", Type::F32);
-    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(1), cfg.tm * cfg.tk);
-    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(1), cfg.tk * cfg.tn);
+    let a4 = k.buffer("a4", cfg.input.ty(VEC as u8), Access::Read);
+    let b4 = k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read);
+    let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
+    let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
+    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(1), a_rows * lda);
+    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(1), b_rows * ldb);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let m0 = k.let_("m0", tg.y() * cfg.tm);
     let n0 = k.let_("n0", tg.x() * cfg.tn);
     let batch = k.let_("batch", tg.z());
-    let a_base = k.let_("a_base", batch * m * kk);
-    let b_base = k.let_("b_base", batch * kk * n);
     let c_base = k.let_("c_base", batch * m * n);
     let sg_m = k.let_("sg_m", sg / cfg.sg_cols * sm);
     let sg_n = k.let_("sg_n", sg % cfg.sg_cols * sn);
-    let zero = lit(elem, 0.0);
+    // The operands as stored: (rows, columns) of the matrix, the origin of
+    // this threadgroup's slices along the axis that is not K.
+    let a_op = Operand {
+        name: "a",
+        scalar: a,
+        vector: a4,
+        staged: a_s,
+        base: k.let_("a_base", batch * m * kk),
+        shape: if cfg.trans_a { (kk, m) } else { (m, kk) },
+        slice: (a_rows, a_cols),
+        origin: m0,
+        k_is_row: cfg.trans_a,
+    };
+    let b_op = Operand {
+        name: "b",
+        scalar: b,
+        vector: b4,
+        staged: b_s,
+        base: k.let_("b_base", batch * kk * n),
+        shape: if cfg.trans_b { (n, kk) } else { (kk, n) },
+        slice: (b_rows, b_cols),
+        origin: n0,
+        k_is_row: !cfg.trans_b,
+    };
+    let threads = cfg.threads();
+    let held: Vec<Vec<Var>> = [&a_op, &b_op].iter().map(|op| op.registers(&mut k, cfg, threads)).collect();
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
+    for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
+        op.fetch(&mut k, "first_", cfg, regs, lit(enigma_ir::Scalar::U32, 0.0), lid, threads);
+        op.commit(&mut k, "first_", regs, lid, threads);
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
     k.for_range("k0", 0u32, kk, cfg.tk, |k, k0| {
-        // The tm × tk slice of op(A) and the tk × tn slice of op(B), zero
-        // past the edges.
-        let a_slice = Slice { rows: (m0, m, cfg.tm), cols: (k0, kk, cfg.tk), transposed: cfg.trans_a };
-        let b_slice = Slice { rows: (k0, kk, cfg.tk), cols: (n0, n, cfg.tn), transposed: cfg.trans_b };
-        stage(k, "a", a_slice, a, a_base, a_s, zero, lid, cfg.threads());
-        stage(k, "b", b_slice, b, b_base, b_s, zero, lid, cfg.threads());
+        let next = k.let_("next", k0 + cfg.tk);
+        k.if_(next.lt(kk), |k| {
+            for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
+                op.fetch(k, "next_", cfg, regs, next, lid, threads);
+            }
+        });
+        for s in 0..cfg.tk / step {
+            let ks = s * step;
+            // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of the
+            // B tile op(B)[ks + r][sg_n + c].
+            let a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
+            let b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
+            let ma = k.let_(&format!("ma{s}"), matrix_load(a_tile, a_s, a_at, lda, cfg.trans_a));
+            let mb = k.let_(&format!("mb{s}"), matrix_load(b_tile, b_s, b_at, ldb, cfg.trans_b));
+            k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+        }
         k.threadgroup_barrier(MemFlags::Threadgroup);
-        let ma = k.let_("ma", matrix_load(a_tile, a_s, sg_m * cfg.tk, cfg.tk, false));
-        let mb = k.let_("mb", matrix_load(b_tile, b_s, sg_n, cfg.tn, false));
-        k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+        k.if_(next.lt(kk), |k| {
+            for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
+                op.commit(k, "next_", regs, lid, threads);
+            }
+        });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     });
     for i in 0..acc_tile.per_lane() as u8 {
@@ -174,37 +258,90 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         let col = k.let_(&format!("col{i}"), n0 + sg_n + matrix_coord(acc_tile, i, true));
         k.if_(row.lt(m).and(col.lt(n)), |k| {
             let at = k.let_(&format!("at{i}"), c_base + row * n + col);
-            let scaled = alpha * thread_element(acc, i);
-            let v = k.let_(&format!("v{i}"), select(scaled, scaled + beta * load_f32(c, at), beta.ne(0.0f32)));
-            store_f32(k, c, at, v);
+            let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
+            k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
+            store_f32(k, c, at, v.get());
         });
     }
     finish(k)
 }
 
-/// A slice of op(X) for one K step: along each axis its first index, the
-/// matrix's size and the slice's size; `transposed` when X is stored as
-/// op(X)ᵀ (row-major either way).
-#[derive(Clone, Copy)]
-struct Slice {
-    rows: (Ex, Ex, u32),
-    cols: (Ex, Ex, u32),
-    transposed: bool,
+/// One input matrix as the kernel stages it: its scalar and vector views,
+/// its threadgroup slice, where this batch's matrix starts (`base`), its
+/// stored shape (rows, columns), the slice's shape, the slice's origin
+/// along the axis that is not K, and whether K runs along the rows.
+struct Operand {
+    name: &'static str,
+    scalar: Mem,
+    vector: Mem,
+    staged: Mem,
+    base: Ex,
+    shape: (Ex, Ex),
+    slice: (u32, u32),
+    origin: Ex,
+    k_is_row: bool,
 }
 
-/// The threads of the threadgroup copy `slice` of op(`src`) (elements from
-/// `base`) into `dst`, row-major, writing `zero` past the matrix's edges.
-#[allow(clippy::too_many_arguments)]
-fn stage(k: &mut KernelBuilder, name: &str, slice: Slice, src: Mem, base: Ex, dst: Mem, zero: Ex, lid: Ex, threads: u32) {
-    let ((r0, r_len, rows), (c0, c_len, cols)) = (slice.rows, slice.cols);
-    k.for_range(&format!("i{name}"), lid, rows * cols, threads, |k, i| {
-        let r = k.let_(&format!("{name}r"), r0 + i / cols);
-        let c = k.let_(&format!("{name}c"), c0 + i % cols);
-        let at = if slice.transposed { c * r_len + r } else { r * c_len + c };
-        let v = k.var(&format!("{name}v"), zero);
-        k.if_(r.lt(r_len).and(c.lt(c_len)), |k| k.assign(v, src.get(base + at)));
-        k.store(dst.at(i), v);
-    });
+impl Operand {
+    /// Vectors each thread holds.
+    fn per_thread(&self, threads: u32) -> u32 {
+        self.slice.0 * self.slice.1 / (VEC * threads)
+    }
+
+    /// The registers holding this thread's share of the next slice.
+    fn registers(&self, k: &mut KernelBuilder, cfg: &GemmConfig, threads: u32) -> Vec<Var> {
+        (0..self.per_thread(threads)).map(|u| k.var_uninit(&format!("{}_held{u}", self.name), cfg.input.ty(VEC as u8))).collect()
+    }
+
+    /// The (row, column) within the slice of vector `u` of thread `lid`.
+    fn position(&self, k: &mut KernelBuilder, tag: &str, u: u32, lid: Ex, threads: u32) -> (Ex, Ex) {
+        let per_row = self.slice.1 / VEC;
+        let j = k.let_(&format!("{tag}{}j{u}", self.name), lid + u * threads);
+        (j / per_row, j % per_row * VEC)
+    }
+
+    /// Loads this thread's share of the slice starting at `k0` along K into
+    /// `regs`: whole vectors where the slice lies inside the matrix and its
+    /// rows are vector-aligned, element by element with zeros past the
+    /// edges otherwise. `tag` keeps the names of each use apart.
+    fn fetch(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, regs: &[Var], k0: Ex, lid: Ex, threads: u32) {
+        let (rows, cols) = self.shape;
+        let (row0, col0) = if self.k_is_row { (k0, self.origin) } else { (self.origin, k0) };
+        let inside = (row0 + self.slice.0).le(rows).and((col0 + self.slice.1).le(cols)).and((cols % VEC).eq(0u32));
+        let name = &format!("{tag}{}", self.name);
+        let whole = k.let_(&format!("{name}_whole"), inside);
+        let zero = lit(cfg.input.scalar(), 0.0);
+        for (u, reg) in regs.iter().enumerate() {
+            let (r, c) = self.position(k, &format!("{tag}load_"), u as u32, lid, threads);
+            let (row, col) = (k.let_(&format!("{name}r{u}"), row0 + r), k.let_(&format!("{name}c{u}"), col0 + c));
+            let at = k.let_(&format!("{name}at{u}"), self.base + row * cols + col);
+            k.if_else(
+                whole,
+                |k| k.assign(*reg, self.vector.get(at / VEC)),
+                |k| {
+                    let parts: Vec<Var> = (0..VEC).map(|e| k.var(&format!("{name}e{u}_{e}"), zero)).collect();
+                    for (e, part) in parts.iter().enumerate() {
+                        let e = e as u32;
+                        k.if_(row.lt(rows).and((col + e).lt(cols)), |k| k.assign(*part, self.scalar.get(at + e)));
+                    }
+                    let parts: Vec<Ex> = parts.iter().map(|p| p.get()).collect();
+                    k.assign(*reg, vector(cfg.input.ty(VEC as u8), &parts));
+                },
+            );
+        }
+    }
+
+    /// Writes the registers to the threadgroup slice (rows padded by [`PAD`]).
+    fn commit(&self, k: &mut KernelBuilder, tag: &str, regs: &[Var], lid: Ex, threads: u32) {
+        let ld = self.slice.1 + PAD;
+        for (u, reg) in regs.iter().enumerate() {
+            let (r, c) = self.position(k, &format!("{tag}store_"), u as u32, lid, threads);
+            let at = k.let_(&format!("{tag}{}s{u}", self.name), r * ld + c);
+            for e in 0..VEC {
+                k.store(self.staged.at(at + e), reg.get().component(e as u8));
+            }
+        }
+    }
 }
 
 /// `C = alpha·op(A)·op(B) + beta·C` in f64, row-major, `batch` times: the
@@ -242,14 +379,18 @@ mod tests {
         assert!(GemmConfig::new(DType::F16, DType::F32).check().is_ok());
         let too_big = GemmConfig { tm: 128, tn: 128, tk: 64, sg_rows: 2, sg_cols: 2, ..GemmConfig::new(DType::F32, DType::F32) };
         let err = too_big.check().unwrap_err().to_string();
-        assert!(err.contains("needs 65536 bytes of threadgroup memory (limit 32768)"), "{err}");
+        // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
+        assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
-        assert!(odd.check().unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 64×64 tile"));
+        assert!(odd.check().unwrap_err().to_string().contains("3×4 SIMD groups do not divide a 128×128 tile"));
+        let thin = GemmConfig { tm: 8, tn: 8, tk: 8, sg_rows: 1, sg_cols: 1, ..GemmConfig::new(DType::F16, DType::F16) };
+        assert!(thin.check().unwrap_err().to_string().contains("a 8×8 slice does not split into 4-element vectors over 32 threads"));
         let cfg = GemmConfig::new(DType::F16, DType::F32);
-        assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 8192, 32));
-        assert_eq!(cfg.dispatch(100, 33, 2).size, [1, 2, 2]);
+        // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×32 f32 tile per SIMD group.
+        assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (256, 18944, 64));
+        assert_eq!(cfg.dispatch(100, 33, 2).size, [1, 1, 2]);
         let split = |t| cfg.with_threads(t).map(|c| (c.sg_rows, c.sg_cols));
-        assert_eq!((split(32), split(256), split(1024)), (Ok((1, 1)), Ok((4, 2)), Ok((8, 4))));
+        assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));
         assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
     }
 }

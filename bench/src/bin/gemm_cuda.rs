@@ -1,0 +1,143 @@
+//! The library GEMM (`enigma_kernels::library::gemm`) on a CUDA GPU, for
+//! `bench/gemm_vs_torch.py`: for each input type, shape and tile
+//! configuration it checks the result (512 sampled elements against their
+//! f64 dot products, with the bound of the GEMM's own tests) and times the
+//! dispatch (CUDA-event device time, median of the repeats after a
+//! warm-up). Prints one JSON object.
+//!
+//! Usage (on a CUDA machine; every flag is optional):
+//!
+//! ```text
+//! gemm_cuda [--dtypes f16,bf16,f32] [--shapes 4096x4096x4096,1024x1024x1024]
+//!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--repeats 20]
+//! ```
+//! A tile is `TMxTNxTK/ROWSxCOLS` (the SIMD-group grid); without `--tiles`
+//! each type runs its default configuration and the sweep below.
+
+use enigma_ir::Literal;
+use enigma_kernels::library::gemm::{gemm, GemmConfig};
+use enigma_kernels::library::DType;
+use enigma_ops::{download, quantize, upload};
+use enigma_runtime::{Arg, Device, Mode, Options, Runtime};
+use std::time::Duration;
+
+/// Tiles tried beside each type's default (those that do not fit are skipped).
+const SWEEP: [(u32, u32, u32, u32, u32); 6] =
+    [(128, 128, 32, 2, 2), (128, 256, 32, 2, 4), (256, 128, 32, 4, 2), (128, 64, 32, 2, 2), (64, 64, 32, 2, 2), (64, 128, 32, 2, 2)];
+
+fn numbers(text: &str, sep: char) -> Vec<u32> {
+    text.split(sep).map(|p| p.trim().parse().unwrap_or_else(|_| panic!("`{p}` in `{text}` is not a number"))).collect()
+}
+
+fn main() {
+    let mut dtypes = vec![DType::F16, DType::BF16, DType::F32];
+    let mut shapes = vec![[4096, 4096, 4096], [1024, 1024, 1024]];
+    let mut tiles: Option<Vec<(u32, u32, u32, u32, u32)>> = None;
+    let mut repeats = 20;
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let value = pair.get(1).unwrap_or_else(|| panic!("{} needs a value", pair[0]));
+        match pair[0].as_str() {
+            "--dtypes" => dtypes = value.split(',').map(|d| DType::ALL.into_iter().find(|t| t.name() == d).unwrap_or_else(|| panic!("unknown type {d}"))).collect(),
+            "--shapes" => shapes = value.split(',').map(|s| <[u32; 3]>::try_from(numbers(s, 'x')).expect("a shape is MxNxK")).collect(),
+            "--tiles" => {
+                tiles = Some(
+                    value
+                        .split(',')
+                        .map(|t| {
+                            let (tile, grid) = t.split_once('/').expect("a tile is TMxTNxTK/ROWSxCOLS");
+                            let (t, g) = (numbers(tile, 'x'), numbers(grid, 'x'));
+                            (t[0], t[1], t[2], g[0], g[1])
+                        })
+                        .collect(),
+                )
+            }
+            "--repeats" => repeats = numbers(value, ',')[0].max(1) as usize,
+            other => panic!("unknown flag {other} (see the header of bench/src/bin/gemm_cuda.rs)"),
+        }
+    }
+    let rt = match Runtime::new(Device::Cuda) {
+        Ok(rt) => rt,
+        Err(e) => {
+            println!("{{\"skipped\": {:?}}}", e.to_string());
+            return;
+        }
+    };
+    let mut rows = vec![];
+    for &dtype in &dtypes {
+        let default = GemmConfig::new(dtype, DType::F32);
+        let mut configs = vec![default];
+        for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
+            let cfg = GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..default };
+            if cfg.check().is_ok() && !configs.contains(&cfg) {
+                configs.push(cfg);
+            }
+        }
+        for &[m, n, k] in &shapes {
+            let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+            let data = |len: usize, seed: u64| {
+                let mut v = enigma_kernels::test_data(len, seed);
+                quantize(dtype, &mut v);
+                v
+            };
+            let (a, b) = (data(mu * ku, 1), data(ku * nu, 2));
+            let (ab, bb) = (upload(&rt, dtype.scalar(), &a).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
+            let cb = upload(&rt, enigma_ir::Scalar::F32, &vec![0.0; mu * nu]).unwrap();
+            for cfg in &configs {
+                let name = cfg.name();
+                let pipeline = match rt.pipeline(&gemm(cfg)) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
+                        continue;
+                    }
+                };
+                let args = [
+                    Arg::from(&ab),
+                    Arg::from(&bb),
+                    Arg::from(&cb),
+                    Arg::Value(Literal::u32(m)),
+                    Arg::Value(Literal::u32(n)),
+                    Arg::Value(Literal::u32(k)),
+                    Arg::Value(Literal::f32(1.0)),
+                    Arg::Value(Literal::f32(0.0)),
+                    Arg::from(&ab),
+                    Arg::from(&bb),
+                ];
+                let d = cfg.dispatch(m, n, 1);
+                let run = || rt.dispatch(&pipeline, &args, Mode::Threadgroups, d.size, d.threads, &Options::default());
+                if let Err(e) = run() {
+                    rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
+                    continue;
+                }
+                let got = download(&cb, enigma_ir::Scalar::F32, mu * nu).unwrap();
+                let mut failures = 0;
+                let mut max_error = 0.0f64;
+                let mut state = 0x9e37_79b9_7f4a_7c15u64;
+                for _ in 0..512 {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let (i, j) = ((state % m as u64) as usize, ((state >> 32) % n as u64) as usize);
+                    let want: f64 = (0..ku).map(|p| a[i * ku + p] as f64 * b[p * nu + j] as f64).sum();
+                    let error = (got[i * nu + j] as f64 - want).abs();
+                    max_error = max_error.max(error);
+                    if error.is_nan() || error > 4.0 * ku as f64 * f32::EPSILON as f64 {
+                        failures += 1;
+                    }
+                }
+                let mut times: Vec<Duration> = (0..3 + repeats).map(|_| run().map(|r| r.device_time.unwrap_or(r.wall_time)).unwrap()).skip(3).collect();
+                times.sort();
+                let t = times[times.len() / 2].as_secs_f64();
+                let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e12;
+                eprintln!("{name} {m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
+                rows.push(serde_json::json!({
+                    "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "default": cfg == &default,
+                    "threads": cfg.threads(), "threadgroup_memory_bytes": cfg.threadgroup_memory_bytes(),
+                    "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
+                }));
+            }
+        }
+    }
+    println!("{}", serde_json::json!({ "device": rt.device().name, "rows": rows }));
+}
