@@ -221,38 +221,23 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         k_is_row: !cfg.trans_b,
     };
     let threads = cfg.threads();
-    let held: Vec<Vec<Var>> = [&a_op, &b_op].iter().map(|op| op.registers(&mut k, cfg, threads)).collect();
+    let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile };
+    let held: Vec<Vec<Var>> = stages.ops.iter().map(|op| op.registers(&mut k, cfg, threads)).collect();
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
-    for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
-        op.fetch(&mut k, "first_", cfg, regs, lit(enigma_ir::Scalar::U32, 0.0), lid, threads);
-        op.commit(&mut k, "first_", regs, lid, threads);
-    }
-    k.threadgroup_barrier(MemFlags::Threadgroup);
-    k.for_range("k0", 0u32, kk, cfg.tk, |k, k0| {
-        let next = k.let_("next", k0 + cfg.tk);
-        k.if_(next.lt(kk), |k| {
-            for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
-                op.fetch(k, "next_", cfg, regs, next, lid, threads);
-            }
-        });
-        for s in 0..cfg.tk / step {
-            let ks = s * step;
-            // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of the
-            // B tile op(B)[ks + r][sg_n + c].
-            let a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
-            let b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
-            let ma = k.let_(&format!("ma{s}"), matrix_load(a_tile, a_s, a_at, lda, cfg.trans_a));
-            let mb = k.let_(&format!("mb{s}"), matrix_load(b_tile, b_s, b_at, ldb, cfg.trans_b));
-            k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
-        }
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        k.if_(next.lt(kk), |k| {
-            for (op, regs) in [&a_op, &b_op].iter().zip(&held) {
-                op.commit(k, "next_", regs, lid, threads);
-            }
-        });
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-    });
+    // A threadgroup whose slices lie inside the matrices along M and N, with
+    // vector-aligned rows, runs its whole K slices on vector loads and only
+    // a last partial slice (K not a multiple of tk) element by element. Two
+    // separate loops, so no register is written by both kinds of load.
+    let whole_along_k = k.let_("whole_along_k", kk / cfg.tk * cfg.tk);
+    let interior = stages.ops.iter().map(|op| op.inside_across_k()).reduce(|x, y| x.and(y)).expect("two operands");
+    k.if_else(
+        interior,
+        |k| {
+            k.if_(whole_along_k.gt(0u32), |k| stages.run(k, "whole_", &held, acc, 0u32.into(), whole_along_k, true));
+            k.if_(whole_along_k.lt(kk), |k| stages.run(k, "tail_", &held, acc, whole_along_k, kk, false));
+        },
+        |k| stages.run(k, "edge_", &held, acc, 0u32.into(), kk, false),
+    );
     for i in 0..acc_tile.per_lane() as u8 {
         let row = k.let_(&format!("row{i}"), m0 + sg_m + matrix_coord(acc_tile, i, false));
         let col = k.let_(&format!("col{i}"), n0 + sg_n + matrix_coord(acc_tile, i, true));
@@ -264,6 +249,64 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         });
     }
     finish(k)
+}
+
+/// The multiply loop's fixed parts: the configuration, the two operands, the
+/// thread's index and its SIMD group's corner, the operand tile types.
+struct Stages<'a> {
+    cfg: &'a GemmConfig,
+    ops: [Operand; 2],
+    lid: Ex,
+    sg_m: Ex,
+    sg_n: Ex,
+    a_tile: MatrixType,
+    b_tile: MatrixType,
+}
+
+impl Stages<'_> {
+    /// Accumulates the slices `from, from + tk, … < to` along K into `acc`:
+    /// the first staged before the loop; in the loop each thread loads its
+    /// share of the next slice into `held` before the SIMD groups multiply
+    /// the current one, and writes it to threadgroup memory between two
+    /// barriers. `vector_loads` as in [`Operand::fetch`].
+    #[allow(clippy::too_many_arguments)]
+    fn run(&self, k: &mut KernelBuilder, tag: &str, held: &[Vec<Var>], acc: Var, from: Ex, to: Ex, vector_loads: bool) {
+        let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
+        let step = cfg.k_step();
+        let [(_, a_cols), (_, b_cols)] = cfg.slices();
+        let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
+        for (op, regs) in self.ops.iter().zip(held) {
+            op.fetch(k, &format!("{tag}first_"), cfg, regs, from, lid, threads, vector_loads);
+            op.commit(k, &format!("{tag}first_"), regs, lid, threads);
+        }
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.for_range(&format!("{tag}k0"), from, to, cfg.tk, |k, k0| {
+            let next = k.let_(&format!("{tag}next"), k0 + cfg.tk);
+            k.if_(next.lt(to), |k| {
+                for (op, regs) in self.ops.iter().zip(held) {
+                    op.fetch(k, &format!("{tag}next_"), cfg, regs, next, lid, threads, vector_loads);
+                }
+            });
+            for s in 0..cfg.tk / step {
+                let ks = s * step;
+                // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
+                // the B tile op(B)[ks + r][sg_n + c].
+                let (sg_m, sg_n) = (self.sg_m, self.sg_n);
+                let a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
+                let b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
+                let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
+                let mb = k.let_(&format!("{tag}mb{s}"), matrix_load(self.b_tile, self.ops[1].staged, b_at, ldb, cfg.trans_b));
+                k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+            }
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            k.if_(next.lt(to), |k| {
+                for (op, regs) in self.ops.iter().zip(held) {
+                    op.commit(k, &format!("{tag}next_"), regs, lid, threads);
+                }
+            });
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        });
+    }
 }
 
 /// One input matrix as the kernel stages it: its scalar and vector views,
@@ -300,34 +343,40 @@ impl Operand {
         (j / per_row, j % per_row * VEC)
     }
 
+    /// Whether this threadgroup's slices lie inside the matrix across K
+    /// (along M for A, N for B) and its stored rows are vector-aligned, so
+    /// that every whole slice along K loads as vectors.
+    fn inside_across_k(&self) -> Ex {
+        let (rows, cols) = self.shape;
+        let across = if self.k_is_row { (self.origin + self.slice.1).le(cols) } else { (self.origin + self.slice.0).le(rows) };
+        across.and((cols % VEC).eq(0u32))
+    }
+
     /// Loads this thread's share of the slice starting at `k0` along K into
-    /// `regs`: whole vectors where the slice lies inside the matrix and its
-    /// rows are vector-aligned, element by element with zeros past the
-    /// edges otherwise. `tag` keeps the names of each use apart.
-    fn fetch(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, regs: &[Var], k0: Ex, lid: Ex, threads: u32) {
+    /// `regs`: as whole vectors (`vector`: the caller knows the slice lies
+    /// inside the matrix with vector-aligned rows), or element by element
+    /// with zeros past the edges. `tag` keeps the names of each use apart.
+    #[allow(clippy::too_many_arguments)]
+    fn fetch(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, regs: &[Var], k0: Ex, lid: Ex, threads: u32, vector_loads: bool) {
         let (rows, cols) = self.shape;
         let (row0, col0) = if self.k_is_row { (k0, self.origin) } else { (self.origin, k0) };
-        let inside = (row0 + self.slice.0).le(rows).and((col0 + self.slice.1).le(cols)).and((cols % VEC).eq(0u32));
         let name = &format!("{tag}{}", self.name);
-        let whole = k.let_(&format!("{name}_whole"), inside);
         let zero = lit(cfg.input.scalar(), 0.0);
         for (u, reg) in regs.iter().enumerate() {
             let (r, c) = self.position(k, &format!("{tag}load_"), u as u32, lid, threads);
             let (row, col) = (k.let_(&format!("{name}r{u}"), row0 + r), k.let_(&format!("{name}c{u}"), col0 + c));
             let at = k.let_(&format!("{name}at{u}"), self.base + row * cols + col);
-            k.if_else(
-                whole,
-                |k| k.assign(*reg, self.vector.get(at / VEC)),
-                |k| {
-                    let parts: Vec<Var> = (0..VEC).map(|e| k.var(&format!("{name}e{u}_{e}"), zero)).collect();
-                    for (e, part) in parts.iter().enumerate() {
-                        let e = e as u32;
-                        k.if_(row.lt(rows).and((col + e).lt(cols)), |k| k.assign(*part, self.scalar.get(at + e)));
-                    }
-                    let parts: Vec<Ex> = parts.iter().map(|p| p.get()).collect();
-                    k.assign(*reg, vector(cfg.input.ty(VEC as u8), &parts));
-                },
-            );
+            if vector_loads {
+                k.assign(*reg, self.vector.get(at / VEC));
+                continue;
+            }
+            let parts: Vec<Var> = (0..VEC).map(|e| k.var(&format!("{name}e{u}_{e}"), zero)).collect();
+            for (e, part) in parts.iter().enumerate() {
+                let e = e as u32;
+                k.if_(row.lt(rows).and((col + e).lt(cols)), |k| k.assign(*part, self.scalar.get(at + e)));
+            }
+            let parts: Vec<Ex> = parts.iter().map(|p| p.get()).collect();
+            k.assign(*reg, vector(cfg.input.ty(VEC as u8), &parts));
         }
     }
 
