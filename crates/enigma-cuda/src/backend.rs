@@ -567,7 +567,7 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
-/// GPU (warp shuffles).
+/// GPU (tensor cores from 8.0, warp shuffles before).
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {

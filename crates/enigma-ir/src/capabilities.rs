@@ -18,7 +18,7 @@ pub enum Feature {
     /// `bfloat` values: MSL 3.1 on Apple GPUs; CUDA compute capability 8.0+.
     Bfloat16,
     /// SIMD-group matrices (`simdgroup_matrix`): every Apple-silicon GPU
-    /// (Apple7+); every CUDA GPU enigma runs on (warp shuffles).
+    /// (Apple7+); every CUDA GPU enigma runs on (tensor cores on sm_80+).
     SimdgroupMatrix,
 }
 
