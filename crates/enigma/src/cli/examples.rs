@@ -158,7 +158,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let pass2 = [reduce::PASS2_THREADS, 1, 1];
             s.dispatch(Mode::Threads, &p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2)?;
             let got = result.to_vec::<f32>()?[0] as f64;
-            outcome(rt, name, n as u64, got, reduce::reference_sum(&a), reduce::tolerance(&a))
+            outcome(rt, name, n as u64, got, reduce::reference_sum(&a), enigma_kernels::sum_tolerance(&a))
         }
         "scale" => {
             // f16 data: the reference rounds like the kernel (f32 multiply, one rounding to half).
@@ -183,7 +183,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             s.dispatch(Mode::Threadgroups, &p, &[Arg::from(&matrix), Arg::from(&sums), Arg::u32(cols)], [rows, 1, 1], [256, 1, 1])?;
             let got = sums.to_vec::<f32>()?;
             let want: Vec<f64> = m.chunks(cols as usize).map(reduce::reference_sum).collect();
-            let tol = reduce::tolerance(&m[..cols as usize]) * 4.0;
+            let tol = enigma_kernels::sum_tolerance(&m[..cols as usize]) * 4.0;
             let (err, g, w) = max_error(&got, &want);
             Outcome { abs_error: err, ..outcome(rt, name, (rows * cols) as u64, g, w, tol) }.checked(err, tol)
         }
