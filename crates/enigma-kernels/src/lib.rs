@@ -5,7 +5,6 @@
 
 pub mod library;
 pub mod reduce;
-pub mod sanitizer_corpus;
 pub mod seed000;
 
 /// The one generator of test data: xorshift64 (shifts 13, 7, 17) from a
