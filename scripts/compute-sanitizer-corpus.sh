@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer corpus (enigma_kernels::sanitizer_corpus) on a CUDA GPU under
+# The sanitizer corpus (enigma_testing::corpus) on a CUDA GPU under
 # NVIDIA's compute-sanitizer, to set beside what enigma's own sanitizer
 # reports on the simulator (`enigma check corpus/<name>`).
 #

@@ -16,9 +16,9 @@
 //! bad arguments; 3 when CUDA is unavailable (no driver, no GPU or no NVRTC)
 //! — the script checks for 3 before it starts compute-sanitizer.
 
-use enigma_ir::Literal;
-use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Validation};
-use enigma_runtime::{Arg, Buffer, Device, Mode, Runtime};
+use enigma_runtime::{Device, Runtime};
+use enigma_testing::corpus::{self, Entry, Validation};
+use enigma_testing::harness;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -26,13 +26,6 @@ const USAGE: &str = "usage: corpus_cuda list | corpus_cuda <name> [--fixed]";
 
 fn launchable(e: &Entry) -> bool {
     matches!(e.validation, Validation::Passes)
-}
-
-/// An argument made ready for the device: a buffer holding the spec's
-/// bytes, or a by-value literal.
-enum Prepared {
-    Buffer(Buffer),
-    Value(Literal),
 }
 
 /// Why a variant did not complete: it failed before its launch (compile,
@@ -49,30 +42,10 @@ fn run(rt: &Runtime, e: &Entry, fixed: bool) -> Result<(Duration, Duration), Fai
     let started = Instant::now();
     let pipeline = rt.pipeline(&(variant.kernel)()).map_err(|err| Failure::BeforeLaunch(format!("compile error: {err}")))?;
     let compile = started.elapsed();
-    let prepared: Vec<Prepared> = launch
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgSpec::Buffer { elem, bytes } => rt
-                .buffer_from_bytes(*elem, bytes)
-                .map(Prepared::Buffer)
-                .map_err(|err| Failure::BeforeLaunch(format!("allocation error: {err}"))),
-            ArgSpec::Value(lit) => Ok(Prepared::Value(*lit)),
-        })
-        .collect::<Result<_, _>>()?;
-    let args: Vec<Arg<'_>> = prepared
-        .iter()
-        .map(|p| match p {
-            Prepared::Buffer(b) => Arg::from(b),
-            Prepared::Value(lit) => Arg::Value(*lit),
-        })
-        .collect();
-    let mode = match launch.mode {
-        corpus::Mode::Threads => Mode::Threads,
-        corpus::Mode::Threadgroups => Mode::Threadgroups,
-    };
+    let buffers = harness::buffers(rt, &launch).map_err(|err| Failure::BeforeLaunch(format!("allocation error: {err}")))?;
+    let args = harness::args(&launch, &buffers);
     let started = Instant::now();
-    rt.dispatch(&pipeline, &args, mode, launch.size, launch.threads_per_threadgroup, &Default::default())
+    rt.dispatch(&pipeline, &args, launch.mode, launch.size, launch.threads_per_threadgroup, &Default::default())
         .map_err(|err| Failure::InLaunch(err.to_string()))?;
     Ok((compile, started.elapsed()))
 }

@@ -4,7 +4,7 @@
 //! Sums whose order is unspecified use inputs that make every order exact
 //! (multiples of 1/4, or for GEMM products of multiples of 1/8) so they are
 //! compared exactly; the seed-001 reduction and a random-float row sum use
-//! `reduce::tolerance` (a few ulps per summation level on Σ|x|).
+//! `enigma_kernels::sum_tolerance` (a few ulps per summation level on Σ|x|).
 
 use crate::util::*;
 use enigma_kernels::{reduce, seed000};
@@ -125,7 +125,7 @@ pub fn seed000_two_stage_reduction(rt: &Runtime) -> CaseResult {
 
 /// `row_sum`: one 256-thread threadgroup per row, threads striding over the
 /// columns (more, fewer and as many columns as threads); exact with
-/// quarter-multiples, then within `reduce::tolerance` with random floats.
+/// quarter-multiples, then within `enigma_kernels::sum_tolerance` with random floats.
 pub fn seed000_row_sum(rt: &Runtime) -> CaseResult {
     seeded("seed000_row_sum", |rng| {
         let p = pipeline(rt, &seed000::row_sum())?;
@@ -165,7 +165,7 @@ pub fn seed000_row_sum(rt: &Runtime) -> CaseResult {
                         got[r]
                     );
                 } else {
-                    let (want, tol) = (reduce::reference_sum(row), reduce::tolerance(row));
+                    let (want, tol) = (reduce::reference_sum(row), enigma_kernels::sum_tolerance(row));
                     ensure!(
                         (got[r] as f64 - want).abs() <= tol,
                         "row_sum {rows}×{cols}, row {r}: got {}, reference {want}, tolerance {tol:e}",
@@ -346,7 +346,7 @@ pub fn seed000_gemm_tiled(rt: &Runtime) -> CaseResult {
 /// `dispatch_threads` over n elements in 256-thread threadgroups (the last
 /// one partial), pass 2 (`reduce_final`) as one 1024-thread threadgroup with
 /// the partial count as a value argument; for n = 1, 31, 33, 1000, 4097 and
-/// 2^20, against `reduce::reference_sum` within `reduce::tolerance`. Each
+/// 2^20, against `reduce::reference_sum` within `enigma_kernels::sum_tolerance`. Each
 /// partial is checked too.
 pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
     seeded("seed001_reduction", |rng| {
@@ -368,7 +368,7 @@ pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
             let partials: Vec<f32> = download(&partial)?;
             for (g, &got) in partials.iter().enumerate() {
                 let chunk = &data[g * 256..((g + 1) * 256).min(n)];
-                let (want, tol) = (reduce::reference_sum(chunk), reduce::tolerance(chunk));
+                let (want, tol) = (reduce::reference_sum(chunk), enigma_kernels::sum_tolerance(chunk));
                 ensure!(
                     (got as f64 - want).abs() <= tol,
                     "n = {n}: partial {g}: got {got}, reference {want}, tolerance {tol:e}"
@@ -382,7 +382,7 @@ pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
                 [reduce::PASS2_THREADS, 1, 1],
             )?;
             let got = download::<f32>(&result)?[0] as f64;
-            let (want, tol) = (reduce::reference_sum(&data), reduce::tolerance(&data));
+            let (want, tol) = (reduce::reference_sum(&data), enigma_kernels::sum_tolerance(&data));
             ensure!(
                 (got - want).abs() <= tol,
                 "n = {n}: sum {got}, reference {want}, tolerance {tol:e}"

@@ -76,7 +76,7 @@ fn seed001_two_pass_reduction_matches_the_f64_reference() {
         rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
         let got = result.to_vec::<f32>().unwrap()[0] as f64;
         let want = reduce::reference_sum(&a);
-        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+        assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
 
@@ -129,6 +129,6 @@ fn a_batch_queues_dispatches_and_times_them_together() {
     assert!(time.as_nanos() > 0);
     let got = result.to_vec::<f32>().unwrap()[0] as f64;
     let want = reduce::reference_sum(&a);
-    assert!((got - want).abs() <= reduce::tolerance(&a), "got {got}, want {want}");
+    assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
     assert!(rt.end_batch().is_err(), "end_batch without a batch");
 }

@@ -5,22 +5,59 @@
 
 pub mod library;
 pub mod reduce;
-pub mod sanitizer_corpus;
 pub mod seed000;
 
-/// Deterministic test inputs in [-1, 1) from a xorshift generator seeded by
-/// `seed`: the one data generator of the tests, the CLI's checked runs, the
-/// sanitizer corpus and the benchmarks.
+/// The one generator of test data: xorshift64 (shifts 13, 7, 17) from a
+/// seed spread by the golden-ratio multiplier. Behind [`test_data`] (the
+/// tests, the CLI's examples, the sanitizer corpus, the benchmarks) and the
+/// kernel library's checked runs on random inputs (`enigma_ops::registry`).
+#[derive(Clone, Debug)]
+pub struct TestRng(u64);
+
+impl TestRng {
+    pub fn new(seed: u64) -> TestRng {
+        TestRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `[lo, hi)`, from the top 24 bits.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+
+    /// `n` values uniform in `[lo, hi)`.
+    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+}
+
+/// Deterministic test inputs in [-1, 1): `n` values of [`TestRng`] seeded
+/// by `seed`.
 pub fn test_data(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    TestRng::new(seed).vec(n, -1.0, 1.0)
+}
+
+/// The one tolerance rule for an f32 sum of `terms` terms whose magnitudes
+/// add up to `abs_sum`, against the f64 reference: `levels · ε · Σ|x|` with
+/// `levels = 2·log2(terms) + 4` — twice the depth of a summation tree, plus
+/// vector loads and SIMD-group steps that add a few roundings (ε is twice
+/// the unit roundoff, so the bound has a further factor of two to spare).
+pub fn sum_bound(abs_sum: f64, terms: usize) -> f64 {
+    let levels = 2.0 * (terms.max(2) as f64).log2() + 4.0;
+    abs_sum * f32::EPSILON as f64 * levels + 1e-30
+}
+
+/// [`sum_bound`] for the f32 sum of `values`: the tolerance of every
+/// reduction (the seed-001 passes, the library's sums, row sums).
+pub fn sum_tolerance(values: &[f32]) -> f64 {
+    sum_bound(values.iter().map(|&x| (x as f64).abs()).sum(), values.len())
 }
 
 /// Every named kernel of the seeds (seed-000 kernels, the reduction passes),

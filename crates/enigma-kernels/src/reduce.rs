@@ -106,14 +106,6 @@ pub fn reference_sum(data: &[f32]) -> f64 {
     data.iter().map(|&x| x as f64).sum()
 }
 
-/// A tolerance for an f32 two-level sum of `data` against the f64 reference:
-/// a few ulps per level on the magnitude of the summands.
-pub fn tolerance(data: &[f32]) -> f64 {
-    let abs_sum: f64 = data.iter().map(|&x| (x as f64).abs()).sum();
-    let levels = 2.0 * (data.len().max(2) as f64).log2();
-    abs_sum * f32::EPSILON as f64 * levels + 1e-6
-}
-
 /// A bandwidth-oriented pass 1 for large inputs: each thread strides over
 /// `float4` elements (`n4` of them) with a grid-stride loop, so a few
 /// threadgroups per core cover any size; then the same two-stage

@@ -12,7 +12,7 @@ fn shipped_kernels() -> Vec<Kernel> {
     let mut kernels = enigma_kernels::seed_kernels();
     kernels.push(enigma_kernels::reduce::reduce_final_seed());
     kernels.extend(enigma_kernels::library::all_kernels());
-    for entry in enigma_kernels::sanitizer_corpus::entries() {
+    for entry in enigma_testing::corpus::entries() {
         kernels.push((entry.buggy.kernel)());
         kernels.push((entry.fixed.kernel)());
     }

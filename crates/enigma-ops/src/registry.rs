@@ -11,7 +11,8 @@
 //! assert!(outcome.passed, "{outcome}");
 //! ```
 
-use crate::check::{Rng, Tolerance};
+use crate::check::Tolerance;
+use enigma_kernels::TestRng;
 use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options, QuantizedWeights};
 use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};
@@ -299,7 +300,7 @@ fn entry(
 
 /// Random inputs of `dtype`: the f32 values the kernel will see, and the
 /// untyped buffer holding them.
-fn input(rt: &Runtime, dtype: DType, rng: &mut Rng, n: usize, lo: f32, hi: f32) -> Result<(Vec<f32>, Buffer), Error> {
+fn input(rt: &Runtime, dtype: DType, rng: &mut TestRng, n: usize, lo: f32, hi: f32) -> Result<(Vec<f32>, Buffer), Error> {
     let mut v = rng.vec(n, lo, hi);
     quantize(dtype, &mut v);
     let buf = upload(rt, dtype.scalar(), &v)?;
@@ -368,15 +369,14 @@ fn matmul_entry(dtype: DType) -> Entry {
     let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (128×128×32 tiles for f16 and bf16, 64×64×32 for f32)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (a, ab) = input(rt, dtype, &mut rng, m * k, -1.0, 1.0)?;
         let (b, bb) = input(rt, dtype, &mut rng, k * n, -1.0, 1.0)?;
         let cfg = gemm::GemmConfig::new(dtype, DType::F32);
         let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
         let want = gemm::reference(&cfg, &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
         // f32 sums of k products of values in [-1, 1).
-        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
-        let tol = Tolerance::new(k as f64 * f32::EPSILON as f64 * levels + 1e-30, 0.0);
+        let tol = Tolerance::new(enigma_kernels::sum_bound(k as f64, k), 0.0);
         Ok(Case {
             run: Box::new(move |ops| ops.matmul(&ab, &bb, m, n, k, DType::F32)),
             out_elem: Scalar::F32,
@@ -401,7 +401,7 @@ fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
     let default = if force_vec4 { 65_536 } else { 65_539 };
     let mut e = entry(name, description, dtype.scalar(), &["n"], &[default], &[1 << 24], move |rt, shape, seed| {
         let n = shape[0];
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (x, xb) = input(rt, dtype, &mut rng, n, -4.0, 4.0)?;
         let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, -4.0, 4.0)?) } else { None };
         let want = elementwise::reference(op, &x, b.as_ref().map(|b| &b.0[..]), 0.75);
@@ -425,9 +425,9 @@ fn reduce_entry(op: ReduceOp, dtype: DType) -> Entry {
     let description = format!("{op} of a vector of {dtype} (f32 result; two passes)");
     entry(format!("{op}_{dtype}"), description, dtype.scalar(), &["n"], &[100_003], &[1 << 28], move |rt, shape, seed| {
         let n = shape[0];
-        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), n, -1.0, 1.0)?;
+        let (x, xb) = input(rt, dtype, &mut TestRng::new(seed), n, -1.0, 1.0)?;
         let want = vec![reduce::reference(op, &x)];
-        let tol = if op == ReduceOp::Sum { Tolerance::new(reduce::sum_tolerance(&x), 0.0) } else { Tolerance::exact() };
+        let tol = if op == ReduceOp::Sum { Tolerance::new(enigma_kernels::sum_tolerance(&x), 0.0) } else { Tolerance::exact() };
         Ok(Case {
             run: Box::new(move |ops| ops.reduce(op, &xb, n)),
             out_elem: Scalar::F32,
@@ -442,11 +442,11 @@ fn rows_entry(op: ReduceOp, dtype: DType) -> Entry {
     let description = format!("{op} of each row of a [rows, d] {dtype} matrix (f32 results)");
     entry(format!("{op}_rows_{dtype}"), description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
         let (rows, d) = (shape[0], shape[1]);
-        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), rows * d, -1.0, 1.0)?;
+        let (x, xb) = input(rt, dtype, &mut TestRng::new(seed), rows * d, -1.0, 1.0)?;
         let want = reduce::reference_rows(op, &x, d);
         let tols: Vec<Tolerance> = x
             .chunks(d)
-            .map(|row| if op == ReduceOp::Sum { Tolerance::new(reduce::sum_tolerance(row), 0.0) } else { Tolerance::exact() })
+            .map(|row| if op == ReduceOp::Sum { Tolerance::new(enigma_kernels::sum_tolerance(row), 0.0) } else { Tolerance::exact() })
             .collect();
         Ok(Case {
             run: Box::new(move |ops| ops.reduce_rows(op, &xb, rows, d)),
@@ -462,7 +462,7 @@ fn scan_entry(elem: Scalar, kind: ScanKind) -> Entry {
     let description = format!("{} prefix sum of {elem} (block scan, scan of block totals, add-back)", kind.name());
     entry(format!("prefix_sum_{}_{elem}", kind.name()), description, elem, &["n"], &[100_003], &[1 << 26], move |rt, shape, seed| {
         let n = shape[0];
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (want, tols, buf): (Vec<f64>, Vec<Tolerance>, Buffer) = match elem {
             Scalar::F32 => {
                 let x = rng.vec(n, -1.0, 1.0);
@@ -509,7 +509,7 @@ fn softmax_entry(dtype: DType, cache: Option<bool>) -> Entry {
     };
     let mut e = entry(name, description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
         let (rows, d) = (shape[0], shape[1]);
-        let (x, xb) = input(rt, dtype, &mut Rng::new(seed), rows * d, -8.0, 8.0)?;
+        let (x, xb) = input(rt, dtype, &mut TestRng::new(seed), rows * d, -8.0, 8.0)?;
         let want = softmax::reference(&x, d);
         Ok(Case {
             run: Box::new(move |ops| ops.softmax(&xb, rows, d)),
@@ -531,7 +531,7 @@ fn norm_entry(dtype: DType, layer: bool) -> Entry {
     };
     entry(name, description, dtype.scalar(), &["rows", "d"], &[64, 1000], &[8192, 8192], move |rt, shape, seed| {
         let (rows, d) = (shape[0], shape[1]);
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (x, xb) = input(rt, dtype, &mut rng, rows * d, -2.0, 3.0)?;
         let (w, wb) = input(rt, dtype, &mut rng, d, 0.5, 1.5)?;
         let eps = 1e-5f32;
@@ -563,16 +563,15 @@ fn gemv_entry(dtype: DType) -> Entry {
     let description = format!("y = W·x, W [m, k] in {dtype}, x and y f32, f32 accumulation");
     entry(format!("gemv_{dtype}"), description, dtype.scalar(), &["m", "k"], &[300, 1000], &[11008, 4096], move |rt, shape, seed| {
         let (m, k) = (shape[0], shape[1]);
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (w, wb) = input(rt, dtype, &mut rng, m * k, -1.0, 1.0)?;
         let (x, xb) = input(rt, DType::F32, &mut rng, k, -1.0, 1.0)?;
         let want = gemv::reference(&w, &x, m, k);
-        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
         let tols: Vec<Tolerance> = w
             .chunks(k)
             .map(|row| {
                 let abs: f64 = row.iter().zip(&x).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
-                Tolerance::new(abs * f32::EPSILON as f64 * levels + 1e-30, 0.0)
+                Tolerance::new(enigma_kernels::sum_bound(abs, k), 0.0)
             })
             .collect();
         Ok(Case {
@@ -593,7 +592,7 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
     };
     entry(name, description, dtype.scalar(), &["heads", "s_len", "d"], &[4, 300, 128], &[32, 2048, 128], move |rt, shape, seed| {
         let (h, s, d) = (shape[0], shape[1], shape[2]);
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (q, qb) = input(rt, dtype, &mut rng, h * d, -1.0, 1.0)?;
         let (k, kb) = input(rt, dtype, &mut rng, h * s * d, -1.0, 1.0)?;
         let (v, vb) = input(rt, dtype, &mut rng, h * s * d, -1.0, 1.0)?;
@@ -633,7 +632,7 @@ fn qmatmul_entry(format: Format) -> Entry {
     entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let group = registry_group(&name, k)?;
-        let mut rng = Rng::new(seed);
+        let mut rng = TestRng::new(seed);
         let (a, ab) = input(rt, DType::F16, &mut rng, m * k, -1.0, 1.0)?;
         let q = quant::quantize(format, &rng.vec(k * n, -1.0, 1.0), k, n, group)?;
         let w = q.dequantize()?;
@@ -647,12 +646,11 @@ fn qmatmul_entry(format: Format) -> Entry {
         let want = qmatmul::reference(&a, &w, m, n, k);
         // f32 sums of k products (each exact in f32: an f16 times a
         // 4-bit value times an f16 scale), then one rounding to f16.
-        let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
         let tols: Vec<Tolerance> = (0..m * n)
             .map(|i| {
                 let (r, col) = (i / n, i % n);
                 let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum();
-                rounded(DType::F16, abs * f32::EPSILON as f64 * levels, 0.0)
+                rounded(DType::F16, enigma_kernels::sum_bound(abs, k), 0.0)
             })
             .collect();
         let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;

@@ -2,18 +2,18 @@
 //! random registry data does not reach, and the typed errors.
 
 use enigma_ir::{Scalar, Type};
-use enigma_ops::{download, upload, Error, Ops, Options, Reduction, ScanKind};
+use enigma_ops::{download, upload, CheckOutcome, Error, Ops, Options, Reduction, ScanKind, Tolerance};
 use enigma_runtime::{Device, Runtime};
 
 fn sim() -> Runtime {
     Runtime::new(Device::Sim).unwrap()
 }
 
+/// `got` within `tol · (1 + |want|)` of `want`, element by element: the
+/// registry's rule (`CheckOutcome::compare`) with `tol` absolute and relative.
 fn close(got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "element {i}: got {g}, want {w}");
-    }
+    let outcome = CheckOutcome::compare("by hand", &[want.len()], got, want, |_| Tolerance::new(tol, tol));
+    assert!(outcome.passed, "{outcome}");
 }
 
 #[test]

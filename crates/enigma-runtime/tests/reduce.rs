@@ -26,7 +26,7 @@ fn two_pass_reduction_matches_the_f64_reference_for_awkward_sizes() {
         let a = enigma_kernels::test_data(n, 7);
         let got = two_pass(&rt, &a) as f64;
         let want = reduce::reference_sum(&a);
-        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+        assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
 
@@ -41,7 +41,7 @@ fn pass1_partials_are_the_sums_of_each_threadgroup_slice() {
     let got = partial.to_vec::<f32>().unwrap();
     for (g, chunk) in a.chunks(256).enumerate() {
         let want = reduce::reference_sum(chunk);
-        assert!((got[g] as f64 - want).abs() <= reduce::tolerance(chunk), "group {g}: {} vs {want}", got[g]);
+        assert!((got[g] as f64 - want).abs() <= enigma_kernels::sum_tolerance(chunk), "group {g}: {} vs {want}", got[g]);
     }
 }
 
@@ -78,7 +78,7 @@ fn strided_vec4_pass1_then_pass2_matches_the_reference() {
         rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
         let got = result.to_vec::<f32>().unwrap()[0] as f64;
         let want = reduce::reference_sum(&a);
-        assert!((got - want).abs() <= reduce::tolerance(&a), "n = {n}: got {got}, want {want}");
+        assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
 
@@ -92,7 +92,7 @@ fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
     let got = two_pass(&rt, &a) as f64;
     assert_eq!(rt.end_batch().unwrap(), None);
     let want = reduce::reference_sum(&a);
-    assert!((got - want).abs() <= reduce::tolerance(&a), "got {got}, want {want}");
+    assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The sanitizer corpus (`enigma_kernels::sanitizer_corpus`): every buggy
+//! The sanitizer corpus (`enigma_testing::corpus`): every buggy
 //! kernel is reported with the exact kind, variable and location (IR path and
 //! Rust source line); its fixed version, and every kernel of the library,
 //! runs with no finding at all — not even a warning.
@@ -6,90 +6,24 @@
 //! Kernels that validation rejects (barriers in thread-dependent control
 //! flow) are checked twice: `Runtime::pipeline` must reject them with
 //! `NonUniformBarrier` at the barrier, and the simulator, given the kernel
-//! with barrier uniformity unchecked (the `KernelInfo` of the same kernel
-//! with its barriers removed, which validates), must report the divergence
-//! at run time.
+//! with barrier uniformity unchecked (`enigma_testing::harness::run_unvalidated`),
+//! must report the divergence at run time.
 
 #![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
 
-use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
 use enigma_ir::{validate, Kernel, ValidationErrorKind, ValidationOptions};
-use enigma_kernels::sanitizer_corpus::{self as corpus, ArgSpec, Entry, Expected, Kind, Launch, Validation};
-use enigma_runtime::{Arg, Buffer, Device, Finding, FindingKind, Mode, Options, Runtime, RuntimeError, Severity, SpecValues};
+use enigma_runtime::{Device, Finding, FindingKind, Options, Runtime, RuntimeError, Severity};
+use enigma_testing::corpus::{self, Entry, Expected, Launch, Validation};
+use enigma_testing::harness;
 
 fn sanitize() -> Options {
     Options { sanitize: true, schedules: 0, ..Default::default() }
 }
 
-fn mode(m: corpus::Mode) -> Mode {
-    match m {
-        corpus::Mode::Threads => Mode::Threads,
-        corpus::Mode::Threadgroups => Mode::Threadgroups,
-    }
-}
-
-fn kind(k: Kind) -> FindingKind {
-    match k {
-        Kind::ThreadgroupRace => FindingKind::ThreadgroupRace,
-        Kind::SimdgroupRace => FindingKind::SimdgroupRace,
-        Kind::DeviceRace => FindingKind::DeviceRace,
-        Kind::MixedAtomic => FindingKind::MixedAtomic,
-        Kind::UninitializedRead => FindingKind::UninitializedRead,
-        Kind::InactiveLaneRead => FindingKind::InactiveLaneRead,
-        Kind::DivergentBarrier => FindingKind::DivergentBarrier,
-        Kind::OutOfBounds => FindingKind::OutOfBounds,
-        Kind::Coverage => FindingKind::Coverage,
-        Kind::OrderDependence => FindingKind::OrderDependence,
-    }
-}
-
 /// Runs `launch` through the runtime with the sanitizer; the findings
 /// (errors included), or the error when the dispatch fails for another reason.
 fn run_validated(rt: &Runtime, kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
-    match run_dispatch_outcome(rt, kernel, launch) {
-        Err(RuntimeError::Sanitizer { findings, .. }) => Ok(findings),
-        other => other,
-    }
-}
-
-/// Runs a kernel that validation rejects for a non-uniform barrier on the
-/// simulator backend directly, validated with every other rule.
-fn run_unvalidated(kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
-    let info = validate(kernel, &ValidationOptions::allowing_divergent_barriers())?;
-    let backend = enigma_sim::SimBackend::new();
-    let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
-    let storages: Vec<Option<Box<dyn BufferStorage>>> = launch
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgSpec::Buffer { bytes, .. } => {
-                let s = backend.allocate(bytes.len()).expect("allocation");
-                s.write(0, bytes).expect("in range");
-                Some(s)
-            }
-            ArgSpec::Value(_) => None,
-        })
-        .collect();
-    let values: Vec<ArgValue<'_>> = launch
-        .args
-        .iter()
-        .zip(&storages)
-        .map(|(a, s)| match (a, s) {
-            (ArgSpec::Buffer { elem, .. }, Some(s)) => ArgValue::Buffer { storage: s.as_ref(), elem: Some(*elem) },
-            (ArgSpec::Value(lit), _) => ArgValue::literal(*lit),
-            (ArgSpec::Buffer { .. }, None) => unreachable!("every buffer spec was allocated"),
-        })
-        .collect();
-    let geometry = enigma_backend::check_dispatch(
-        backend.info(),
-        compiled.as_ref(),
-        &values,
-        mode(launch.mode),
-        launch.size,
-        launch.threads_per_threadgroup,
-    )?;
-    let report = backend.dispatch(compiled.as_ref(), &values, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() })?;
-    Ok(report.findings)
+    harness::findings(harness::dispatch(rt, kernel, launch, &sanitize()))
 }
 
 fn show(findings: &[Finding]) -> String {
@@ -108,7 +42,7 @@ fn matches(f: &Finding, x: &Expected) -> bool {
             (first == Some(at.clone()) && second == Some(other.clone())) || (first == Some(other) && second == Some(at))
         }
     };
-    f.kind == kind(x.kind)
+    f.kind == x.kind
         && f.variable.as_deref() == x.variable
         && x.index.is_none_or(|i| f.index == Some(i))
         && located
@@ -132,7 +66,7 @@ fn check_entry(name: &str) {
             let findings = run_validated(&rt, &buggy, &launch).unwrap_or_else(|e| panic!("{name}: {e}"));
             // Errors fail the dispatch; a coverage warning alone does not.
             let outcome = run_dispatch_outcome(&rt, &buggy, &launch);
-            if x.kind == Kind::Coverage && x.with.is_empty() {
+            if x.kind == FindingKind::Coverage && x.with.is_empty() {
                 assert!(outcome.is_ok(), "{name}: a coverage warning must not fail the dispatch");
             } else {
                 assert!(matches!(outcome, Err(RuntimeError::Sanitizer { .. })), "{name}: the dispatch must fail");
@@ -150,14 +84,14 @@ fn check_entry(name: &str) {
             let at = x.at.expect("a divergent barrier names the barrier");
             assert_eq!(at.path, path, "{name}: the expected report names the barrier validation names");
             assert_eq!(e.location.source.as_ref().map(|s| s.to_string()), at.source(), "{name}: {e}");
-            run_unvalidated(&buggy, &launch).unwrap_or_else(|e| panic!("{name}: {e}"))
+            harness::run_unvalidated(&buggy, &launch, &sanitize()).unwrap_or_else(|e| panic!("{name}: {e}"))
         }
     };
 
     assert!(findings.iter().any(|f| matches(f, &x)), "{name}: expected {x:?}; the sanitizer reported:\n{}", show(&findings));
     for f in &findings {
         let k = f.kind;
-        let allowed = k == kind(x.kind) || x.with.iter().chain(x.may).any(|w| kind(*w) == k);
+        let allowed = k == x.kind || x.with.iter().chain(x.may).any(|w| *w == k);
         assert!(allowed, "{name}: unexpected {k:?}:\n{}", show(&findings));
         assert_eq!(f.severity == Severity::Warning, k == FindingKind::Coverage, "{name}: {f}");
         assert_eq!(f.kernel, buggy.name);
@@ -166,7 +100,7 @@ fn check_entry(name: &str) {
         assert!(text.contains(&format!("kernel `{}`", buggy.name)) && text.contains("hint: "), "{name}: {text}");
     }
     for w in x.with {
-        assert!(findings.iter().any(|f| f.kind == kind(*w)), "{name}: {w:?} must be reported too:\n{}", show(&findings));
+        assert!(findings.iter().any(|f| f.kind == *w), "{name}: {w:?} must be reported too:\n{}", show(&findings));
     }
 
     // The fixed version validates and runs clean: no finding, not even a warning.
@@ -178,26 +112,7 @@ fn check_entry(name: &str) {
 
 /// The plain outcome of a sanitized dispatch through the runtime.
 fn run_dispatch_outcome(rt: &Runtime, kernel: &Kernel, launch: &Launch) -> Result<Vec<Finding>, RuntimeError> {
-    let pipeline = rt.pipeline(kernel)?;
-    let buffers: Vec<Option<Buffer>> = launch
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgSpec::Buffer { elem, bytes } => Some(rt.buffer_from_bytes(*elem, bytes).expect("allocation")),
-            ArgSpec::Value(_) => None,
-        })
-        .collect();
-    let args: Vec<Arg<'_>> = launch
-        .args
-        .iter()
-        .zip(&buffers)
-        .map(|(a, b)| match (a, b) {
-            (ArgSpec::Value(lit), _) => Arg::Value(*lit),
-            (_, Some(b)) => Arg::from(b),
-            (ArgSpec::Buffer { .. }, None) => unreachable!("every buffer spec was allocated"),
-        })
-        .collect();
-    rt.dispatch(&pipeline, &args, mode(launch.mode), launch.size, launch.threads_per_threadgroup, &sanitize()).map(|r| r.findings)
+    harness::dispatch(rt, kernel, launch, &sanitize()).map(|r| r.findings)
 }
 
 macro_rules! corpus_tests {

@@ -107,7 +107,7 @@ fn every_name_is_listed_once_and_the_seed_second_pass_has_its_own() {
     let json = stdout(&["emit", "--target", "json", "reduce_final"]);
     assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::reduce::reduce_final());
     // Every seed kernel `check --list` names can be emitted by that name.
-    for case in enigma_kernels::sanitizer_corpus::library() {
+    for case in enigma_testing::corpus::library() {
         assert!(names.contains(&case.name), "`{}` is a check target but not an emit name", case.name);
     }
 }

@@ -359,16 +359,6 @@ mod tests {
     /// [`fp4_value`]): codes 0 … 15.
     const E2M1: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
 
-    fn rng_values(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed;
-        (0..len)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
-
     #[test]
     fn decoding_tables() {
         for code in 0..16u32 {
@@ -451,7 +441,7 @@ mod tests {
     #[test]
     fn round_trip_error_is_within_half_a_step() {
         let (k, n) = (256, 5);
-        let w = rng_values(k * n, 7);
+        let w = crate::test_data(k * n, 7);
         for format in Format::ALL {
             for group in GROUPS {
                 let q = quantize(format, &w, k, n, group).unwrap();

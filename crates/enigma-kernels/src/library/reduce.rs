@@ -197,14 +197,6 @@ pub fn reference_rows(op: ReduceOp, x: &[f32], d: usize) -> Vec<f64> {
     x.chunks(d).map(|row| reference(op, row)).collect()
 }
 
-/// A tolerance for an f32 sum of `values` in a tree of `levels` roundings
-/// deep, against the f64 reference: the usual `levels · u · Σ|x|` bound.
-pub fn sum_tolerance(values: &[f32]) -> f64 {
-    let abs_sum: f64 = values.iter().map(|&x| (x as f64).abs()).sum();
-    let levels = 2.0 * (values.len().max(2) as f64).log2() + 4.0;
-    abs_sum * f32::EPSILON as f64 * levels + 1e-30
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,10 +16,9 @@
 use super::examples::{self, Session, EXAMPLES};
 use super::library;
 use anyhow::Context;
-use enigma_backend::{ArgValue, Backend, BufferStorage, DispatchOptions};
 use enigma_ir::{validate, Kernel, ValidationError, ValidationOptions};
-use enigma_kernels::sanitizer_corpus::{self, ArgSpec, Entry, Launch, Validation};
-use enigma_runtime::{Device, Finding, Options, Runtime, RuntimeError, SpecValues};
+use enigma_runtime::{Device, Finding, Mode, Options, Runtime, RuntimeError};
+use enigma_testing::corpus::{self, Entry, Launch, Validation};
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -79,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = Options { sanitize: true, schedules: args.schedules, ..Default::default() };
     let targets: Vec<Target> = if target == "all" {
         let examples = EXAMPLES.iter().map(|e| Target::Example(e));
-        let seeds = sanitizer_corpus::library().into_iter().map(Target::Kernel);
+        let seeds = corpus::library().into_iter().map(Target::Kernel);
         examples.chain(seeds).chain(enigma_ops::registry().into_iter().map(Target::Op)).collect()
     } else if let Some(name) = target.strip_prefix("corpus/") {
         let entry = Entry::find(name).with_context(|| format!("no corpus entry `{name}`; `enigma check --list` lists them"))?;
@@ -123,7 +122,7 @@ enum Target {
     /// An example of `enigma run`, with its setup.
     Example(&'static str),
     /// A seed kernel with its clean dispatch.
-    Kernel(sanitizer_corpus::Case),
+    Kernel(corpus::Case),
     /// A kernel of the library (`enigma run list`), run once at its
     /// default shape and checked against its reference.
     Op(enigma_ops::Entry),
@@ -194,7 +193,11 @@ fn check_corpus(session: &mut Session<'_>, target: String, entry: Entry, fixed: 
     if validation.is_empty() {
         session.launch(&kernel, &launch)?;
     } else if non_uniform_barrier_only {
-        session.findings.extend(run_unvalidated(&kernel, &launch, &session.options)?);
+        let findings = enigma_testing::harness::run_unvalidated(&kernel, &launch, &session.options).map_err(|e| match e {
+            RuntimeError::Validation(e) => anyhow::Error::new(e).context("the kernel fails validation for more than its barriers"),
+            e => e.into(),
+        })?;
+        session.findings.extend(findings);
     }
     let version = if fixed { "fixed" } else { "buggy" };
     let mut about = format!("corpus, {version}: {} — {}; {}", entry.class, entry.description, describe(&launch));
@@ -239,45 +242,10 @@ fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {
 fn describe(launch: &Launch) -> String {
     let dims = |d: [u32; 3]| d.iter().map(u32::to_string).collect::<Vec<_>>().join("×");
     let call = match launch.mode {
-        sanitizer_corpus::Mode::Threads => "dispatch_threads",
-        sanitizer_corpus::Mode::Threadgroups => "dispatch_threadgroups",
+        Mode::Threads => "dispatch_threads",
+        Mode::Threadgroups => "dispatch_threadgroups",
     };
     format!("{call}({}, {})", dims(launch.size), dims(launch.threads_per_threadgroup))
-}
-
-/// Runs a kernel that validation rejects only for a non-uniform barrier on
-/// the simulator directly, validated with every other rule.
-fn run_unvalidated(kernel: &Kernel, launch: &Launch, options: &Options) -> anyhow::Result<Vec<Finding>> {
-    let info = validate(kernel, &ValidationOptions::allowing_divergent_barriers())
-        .context("the kernel fails validation for more than its barriers")?;
-    let backend = enigma_sim::SimBackend::new();
-    let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
-    let storages: Vec<Option<Box<dyn BufferStorage>>> = launch
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgSpec::Buffer { bytes, .. } => {
-                let s = backend.allocate(bytes.len())?;
-                s.write(0, bytes)?;
-                Ok(Some(s))
-            }
-            ArgSpec::Value(_) => Ok(None),
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let values: Vec<ArgValue<'_>> = launch
-        .args
-        .iter()
-        .zip(&storages)
-        .map(|(a, s)| match (a, s) {
-            (ArgSpec::Buffer { elem, .. }, Some(s)) => ArgValue::Buffer { storage: s.as_ref(), elem: Some(*elem) },
-            (ArgSpec::Value(lit), _) => ArgValue::literal(*lit),
-            (ArgSpec::Buffer { .. }, None) => unreachable!("a storage was made for every buffer argument"),
-        })
-        .collect();
-    let mode = examples::launch_mode(launch);
-    let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &values, mode, launch.size, launch.threads_per_threadgroup)?;
-    let options = DispatchOptions { sanitize: true, schedules: options.schedules, ..Default::default() };
-    Ok(backend.dispatch(compiled.as_ref(), &values, &geometry, &options)?.findings)
 }
 
 /// A validation error as a JSON object shaped like a finding.
@@ -323,13 +291,13 @@ fn print_targets(json: bool) -> anyhow::Result<()> {
             let kernels: Vec<String> = examples::example_kernels(e).into_iter().map(|k| k.name).collect();
             all.push(serde_json::json!({ "target": e, "kind": "example", "kernels": kernels }));
         }
-        for c in sanitizer_corpus::library() {
+        for c in corpus::library() {
             all.push(serde_json::json!({ "target": c.name, "kind": "seed", "dispatch": describe(&(c.variant.launch)()) }));
         }
         for e in enigma_ops::registry() {
             all.push(serde_json::json!({ "target": e.name, "kind": "library", "shape": e.default_shape, "description": e.description }));
         }
-        for e in sanitizer_corpus::entries() {
+        for e in corpus::entries() {
             all.push(serde_json::json!({ "target": format!("corpus/{}", e.name), "kind": "corpus", "class": e.class }));
         }
         println!("{}", serde_json::to_string_pretty(&all)?);
@@ -341,7 +309,7 @@ fn print_targets(json: bool) -> anyhow::Result<()> {
         println!("  {e:<40} {}", kernels.join(", "));
     }
     println!("seed kernels (their own dispatch):");
-    for c in sanitizer_corpus::library() {
+    for c in corpus::library() {
         println!("  {:<40} {}", c.name, describe(&(c.variant.launch)()));
     }
     println!("library kernels (`enigma run list`; one checked run at the default shape):");
@@ -349,7 +317,7 @@ fn print_targets(json: bool) -> anyhow::Result<()> {
         println!("  {:<40} shape {}", e.name, library::shape_text(&e.default_shape));
     }
     println!("sanitizer corpus (buggy; add --fixed for the fix):");
-    for e in sanitizer_corpus::entries() {
+    for e in corpus::entries() {
         println!("  {:<40} {}", format!("corpus/{}", e.name), e.class);
     }
     Ok(())

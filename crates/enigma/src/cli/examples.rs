@@ -5,9 +5,10 @@
 //! options and the sanitizer findings collected so far.
 
 use enigma_ir::Kernel;
-use enigma_kernels::sanitizer_corpus::{self, ArgSpec, Launch};
 use enigma_kernels::{reduce, seed000};
-use enigma_runtime::{Arg, Buffer, Finding, Mode, Options, Pipeline, Runtime, RuntimeError};
+use enigma_runtime::{Arg, DispatchReport, Finding, Mode, Options, Pipeline, Runtime, RuntimeError};
+use enigma_testing::corpus::{self, Launch};
+use enigma_testing::harness;
 
 /// The examples, in the order `all` runs them.
 pub const EXAMPLES: [&str; 6] = ["reduce", "scale", "row_sum", "prefix_sum", "stencil", "gemm"];
@@ -43,56 +44,19 @@ impl<'a> Session<'a> {
 
     /// One dispatch; its findings (errors and warnings) join `findings`.
     pub fn dispatch(&mut self, mode: Mode, pipeline: &Pipeline, args: &[Arg<'_>], size: [u32; 3], tg: [u32; 3]) -> anyhow::Result<()> {
-        match self.rt.dispatch(pipeline, args, mode, size, tg, &self.options) {
-            Ok(report) => self.findings.extend(report.findings),
-            Err(RuntimeError::Sanitizer { findings, .. }) => self.findings.extend(findings),
-            Err(e) => return Err(e.into()),
-        }
-        Ok(())
+        self.collect(self.rt.dispatch(pipeline, args, mode, size, tg, &self.options))
     }
 
     /// Validates and compiles `kernel`, makes the buffers of `launch` and
     /// dispatches it.
     pub fn launch(&mut self, kernel: &Kernel, launch: &Launch) -> anyhow::Result<()> {
-        let pipeline = self.rt.pipeline(kernel)?;
-        let buffers = launch_buffers(self.rt, launch)?;
-        let args = launch_args(launch, &buffers);
-        self.dispatch(launch_mode(launch), &pipeline, &args, launch.size, launch.threads_per_threadgroup)
+        self.collect(harness::dispatch(self.rt, kernel, launch, &self.options))
     }
-}
 
-/// The runtime's dispatch mode for a corpus launch.
-pub fn launch_mode(launch: &Launch) -> Mode {
-    match launch.mode {
-        sanitizer_corpus::Mode::Threads => Mode::Threads,
-        sanitizer_corpus::Mode::Threadgroups => Mode::Threadgroups,
+    fn collect(&mut self, outcome: Result<DispatchReport, RuntimeError>) -> anyhow::Result<()> {
+        self.findings.extend(harness::findings(outcome)?);
+        Ok(())
     }
-}
-
-/// A buffer for each buffer argument of `launch` (`None` for values).
-pub fn launch_buffers(rt: &Runtime, launch: &Launch) -> anyhow::Result<Vec<Option<Buffer>>> {
-    launch
-        .args
-        .iter()
-        .map(|a| match a {
-            ArgSpec::Buffer { elem, bytes } => Ok(Some(rt.buffer_from_bytes(*elem, bytes)?)),
-            ArgSpec::Value(_) => Ok(None),
-        })
-        .collect()
-}
-
-/// The arguments of `launch` over the buffers [`launch_buffers`] made.
-pub fn launch_args<'b>(launch: &Launch, buffers: &'b [Option<Buffer>]) -> Vec<Arg<'b>> {
-    launch
-        .args
-        .iter()
-        .zip(buffers)
-        .map(|(a, b)| match (a, b) {
-            (ArgSpec::Value(lit), _) => Arg::Value(*lit),
-            (ArgSpec::Buffer { .. }, Some(b)) => Arg::from(b),
-            (ArgSpec::Buffer { .. }, None) => unreachable!("launch_buffers makes one buffer per buffer argument"),
-        })
-        .collect()
 }
 
 /// The kernels example `name` dispatches, in order.
@@ -110,8 +74,8 @@ pub fn example_kernels(name: &str) -> Vec<Kernel> {
 
 /// The library kernel called `name` (a function of `seed000` or `reduce`)
 /// with the dispatch it is checked with.
-pub fn library_case(name: &str) -> Option<sanitizer_corpus::Case> {
-    sanitizer_corpus::library().into_iter().find(|c| c.name == name)
+pub fn library_case(name: &str) -> Option<corpus::Case> {
+    corpus::library().into_iter().find(|c| c.name == name)
 }
 
 
@@ -158,7 +122,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let pass2 = [reduce::PASS2_THREADS, 1, 1];
             s.dispatch(Mode::Threads, &p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2)?;
             let got = result.to_vec::<f32>()?[0] as f64;
-            outcome(rt, name, n as u64, got, reduce::reference_sum(&a), reduce::tolerance(&a))
+            outcome(rt, name, n as u64, got, reduce::reference_sum(&a), enigma_kernels::sum_tolerance(&a))
         }
         "scale" => {
             // f16 data: the reference rounds like the kernel (f32 multiply, one rounding to half).
@@ -183,7 +147,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             s.dispatch(Mode::Threadgroups, &p, &[Arg::from(&matrix), Arg::from(&sums), Arg::u32(cols)], [rows, 1, 1], [256, 1, 1])?;
             let got = sums.to_vec::<f32>()?;
             let want: Vec<f64> = m.chunks(cols as usize).map(reduce::reference_sum).collect();
-            let tol = reduce::tolerance(&m[..cols as usize]) * 4.0;
+            let tol = enigma_kernels::sum_tolerance(&m[..cols as usize]) * 4.0;
             let (err, g, w) = max_error(&got, &want);
             Outcome { abs_error: err, ..outcome(rt, name, (rows * cols) as u64, g, w, tol) }.checked(err, tol)
         }

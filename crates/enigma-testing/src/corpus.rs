@@ -1,31 +1,25 @@
 //! The sanitizer corpus: small kernels with one classic GPU bug each, the
 //! fixed version of each, the dispatch that exposes the bug, and what the
-//! simulator's sanitizer must report — plus [`library`], every kernel of this
-//! crate with a sensible dispatch, which must run clean.
+//! simulator's sanitizer must report — plus [`library`], every seed kernel
+//! with a sensible dispatch, which must run clean.
 //!
-//! Everything here is plain data over `enigma-ir` (this crate depends on
-//! nothing else): a consumer turns an [`ArgSpec`] into a buffer or a value
-//! and a [`Launch`] into a dispatch. The tests in
-//! `enigma-runtime/tests/sanitizer_corpus.rs` and `enigma check
-//! corpus/<name>` are the two consumers.
+//! Everything here is plain data over `enigma-ir` and the backend's
+//! vocabulary ([`FindingKind`], [`Mode`]): a consumer turns an [`ArgSpec`]
+//! into a buffer or a value and a [`Launch`] into a dispatch
+//! ([`crate::harness`] does both). The consumers:
+//! `enigma-runtime/tests/sanitizer_corpus.rs`, `enigma check
+//! corpus/<name>` and the `corpus_cuda` benchmark binary.
 //!
 //! Expected locations are IR paths (`body[5].loop[0].then[0]`) and Rust
 //! source lines: the statement a report must name carries a `// @name`
 //! marker comment, and [`Site::source`] finds its line in this file, so the
 //! expectation follows the code when lines move.
 
-use crate::{reduce, seed000};
+use enigma_backend::args::f32_to_f16_bits as f32_to_f16;
+pub use enigma_backend::{DispatchMode as Mode, FindingKind};
 use enigma_ir::builder::*;
 use enigma_ir::{Access, AtomicOp, Kernel, Literal, MemFlags, Scalar, Type};
-
-/// How a [`Launch`] counts its grid (Metal's two dispatch calls).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// `dispatchThreads`: `size` counts threads; edge threadgroups are partial.
-    Threads,
-    /// `dispatchThreadgroups`: `size` counts whole threadgroups.
-    Threadgroups,
-}
+use enigma_kernels::{reduce, seed000, test_data};
 
 /// One argument of a dispatch, in parameter order.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,40 +83,6 @@ impl Launch {
     }
 }
 
-/// What the sanitizer reports (mirrors `enigma_backend::FindingKind`, which
-/// this crate cannot name; [`Kind::name`] is that enum's serde name).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    ThreadgroupRace,
-    SimdgroupRace,
-    DeviceRace,
-    MixedAtomic,
-    UninitializedRead,
-    InactiveLaneRead,
-    DivergentBarrier,
-    OutOfBounds,
-    Coverage,
-    OrderDependence,
-}
-
-impl Kind {
-    /// The snake_case name `FindingKind` serialises to (`threadgroup_race`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::ThreadgroupRace => "threadgroup_race",
-            Kind::SimdgroupRace => "simdgroup_race",
-            Kind::DeviceRace => "device_race",
-            Kind::MixedAtomic => "mixed_atomic",
-            Kind::UninitializedRead => "uninitialized_read",
-            Kind::InactiveLaneRead => "inactive_lane_read",
-            Kind::DivergentBarrier => "divergent_barrier",
-            Kind::OutOfBounds => "out_of_bounds",
-            Kind::Coverage => "coverage",
-            Kind::OrderDependence => "order_dependence",
-        }
-    }
-}
-
 /// A statement of a corpus kernel: its IR path and the marker on its line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Site {
@@ -134,7 +94,7 @@ pub struct Site {
 
 impl Site {
     /// The Rust source location the builder records for the statement
-    /// (`crates/enigma-kernels/src/sanitizer_corpus.rs:123`), or `None` when
+    /// (`crates/enigma-testing/src/corpus.rs:123`), or `None` when
     /// no line of this file carries the marker.
     pub fn source(&self) -> Option<String> {
         let tag = format!("// @{}", self.marker);
@@ -145,12 +105,12 @@ impl Site {
     }
 }
 
-const SOURCE: &str = include_str!("sanitizer_corpus.rs");
+const SOURCE: &str = include_str!("corpus.rs");
 
 /// What the sanitizer must report for the buggy variant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expected {
-    pub kind: Kind,
+    pub kind: FindingKind,
     /// The buffer or threadgroup array named (none for barriers and shuffles).
     pub variable: Option<&'static str>,
     /// The element index named (the first occurrence), where it is fixed.
@@ -162,11 +122,11 @@ pub struct Expected {
     /// which access comes first depends on the SIMD-group schedule.
     pub other: Option<Site>,
     /// Kinds that must be reported as well (e.g. order dependence).
-    pub with: &'static [Kind],
+    pub with: &'static [FindingKind],
     /// Kinds that may be reported as well: consequences of the same bug
     /// (a race that also reads poison, a divergent barrier that leaves an
     /// output unwritten).
-    pub may: &'static [Kind],
+    pub may: &'static [FindingKind],
 }
 
 /// What validation says about the buggy kernel.
@@ -254,7 +214,7 @@ fn tree_reduction(with_barrier: bool) -> Kernel {
 }
 
 fn tree_reduction_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 1)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 /// A 2-tap blur through threadgroup memory: each thread reads its right
@@ -276,7 +236,7 @@ fn neighbour_blur(with_barrier: bool) -> Kernel {
 }
 
 fn blur_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 2)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 const DB_T: u32 = 64;
@@ -316,7 +276,7 @@ fn double_buffer_launch() -> Launch {
     Launch::threadgroups(
         groups,
         DB_T,
-        vec![ArgSpec::f32s(&crate::test_data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
+        vec![ArgSpec::f32s(&test_data((groups * DB_T * DB_STEPS) as usize, 3)), ArgSpec::zeros(Type::F32, (groups * DB_T) as usize)],
     )
 }
 
@@ -344,7 +304,7 @@ fn simd_totals(one_slot: bool) -> Kernel {
 }
 
 fn simd_totals_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 4)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 const BINS: u32 = 16;
@@ -466,18 +426,18 @@ fn dequant_launch() -> Launch {
     Launch::threadgroups(
         groups,
         DQ_TG,
-        vec![ArgSpec::u32s(&words), ArgSpec::f16s(&crate::test_data(fragments * 64, 13)), ArgSpec::zeros(Type::F32, fragments * 64)],
+        vec![ArgSpec::u32s(&words), ArgSpec::f16s(&test_data(fragments * 64, 13)), ArgSpec::zeros(Type::F32, fragments * 64)],
     )
 }
 
 fn shared_tile_launch() -> Launch {
     let groups = 2u32;
     let fragments = (groups * DQ_TG / 32) as usize;
-    Launch::threadgroups(groups, DQ_TG, vec![ArgSpec::f16s(&crate::test_data(64, 14)), ArgSpec::zeros(Type::F16, fragments * 64)])
+    Launch::threadgroups(groups, DQ_TG, vec![ArgSpec::f16s(&test_data(64, 14)), ArgSpec::zeros(Type::F16, fragments * 64)])
 }
 
 fn lane0_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 5)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 /// Shifts a threadgroup array left by one within each SIMD group, in place:
@@ -504,7 +464,7 @@ fn simd_shift(with_barrier: bool) -> Kernel {
 }
 
 fn simd_shift_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 6)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ----------------------------------------------------- (c) device races ---
@@ -523,7 +483,7 @@ fn scale_out(by_lid: bool) -> Kernel {
 }
 
 fn scale_out_launch(out_len: u32) -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 7)), ArgSpec::zeros(Type::F32, out_len as usize)])
 }
 
 /// `data[i] += data[i - 1]` in place: the thread at a threadgroup's first
@@ -611,7 +571,7 @@ fn halo_stencil(load_halo: bool) -> Kernel {
 }
 
 fn halo_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 8)), ArgSpec::zeros(Type::F32, N as usize), ArgSpec::u32(N)])
 }
 
 /// The second stage of a two-stage threadgroup sum: SIMD group 0 reduces
@@ -642,7 +602,7 @@ fn partials_sum(guarded: bool) -> Kernel {
 }
 
 fn partials_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 9)), ArgSpec::zeros(Type::F32, (N / TG) as usize)])
 }
 
 // ------------------------------------------------ (e) inactive-lane reads ---
@@ -710,7 +670,7 @@ fn butterfly_sum(butterfly: bool) -> Kernel {
 
 fn butterfly_launch() -> Launch {
     let n = 100;
-    Launch::threads(n, 128, vec![ArgSpec::f32s(&crate::test_data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
+    Launch::threads(n, 128, vec![ArgSpec::f32s(&test_data(n as usize, 10)), ArgSpec::zeros(Type::F32, n as usize)])
 }
 
 // --------------------------------------------- (f) divergent barriers ---
@@ -745,7 +705,7 @@ fn coefficient_launch() -> Launch {
     Launch::threads(
         N,
         TG,
-        vec![ArgSpec::f32s(&crate::test_data(N as usize, 11)), ArgSpec::f32s(&crate::test_data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
+        vec![ArgSpec::f32s(&test_data(N as usize, 11)), ArgSpec::f32s(&test_data(16, 12)), ArgSpec::zeros(Type::F32, N as usize)],
     )
 }
 
@@ -783,7 +743,7 @@ fn guarded_blur_launch() -> Launch {
     Launch::threadgroups(
         N / TG,
         TG,
-        vec![ArgSpec::f32s(&crate::test_data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
+        vec![ArgSpec::f32s(&test_data(n as usize, 13)), ArgSpec::zeros(Type::F32, n as usize), ArgSpec::u32(n)],
     )
 }
 
@@ -822,7 +782,7 @@ fn strided_tiles(per_thread_trip: bool) -> Kernel {
 
 fn strided_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
+    Launch::threadgroups(1, TG, vec![ArgSpec::f32s(&test_data(n as usize, 14)), ArgSpec::zeros(Type::F32, TG as usize), ArgSpec::u32(n)])
 }
 
 // --------------------------------------------------- (g) out of bounds ---
@@ -844,7 +804,7 @@ fn scale_in_place(checked: bool) -> Kernel {
 
 fn scale_in_place_launch() -> Launch {
     let n = 1000;
-    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&crate::test_data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
+    Launch::threadgroups(N / TG, TG, vec![ArgSpec::f32s(&test_data(n as usize, 15)), ArgSpec::u32(n), ArgSpec::f32(0.5)])
 }
 
 /// A forward difference through threadgroup memory. The bug: the last
@@ -869,7 +829,7 @@ fn forward_difference(checked: bool) -> Kernel {
 }
 
 fn forward_difference_launch() -> Launch {
-    Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
+    Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 16)), ArgSpec::zeros(Type::F32, N as usize)])
 }
 
 // ---------------------------------------------------------- (h) coverage ---
@@ -885,14 +845,14 @@ fn scale_all() -> Kernel {
 }
 
 fn scale_all_launch(grid: u32) -> Launch {
-    Launch::threads(grid, TG, vec![ArgSpec::f32s(&crate::test_data(4096, 17)), ArgSpec::f32(2.0)])
+    Launch::threads(grid, TG, vec![ArgSpec::f32s(&test_data(4096, 17)), ArgSpec::f32(2.0)])
 }
 
 const ROWS: u32 = 64;
 const COLS: u32 = 100;
 
 fn row_sum_launch(mode: Mode) -> Launch {
-    let args = vec![ArgSpec::f32s(&crate::test_data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
+    let args = vec![ArgSpec::f32s(&test_data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
     Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
 }
 
@@ -912,7 +872,7 @@ fn simd_max_publish(each_lane_own_value: bool) -> Kernel {
 }
 
 fn simd_max_publish_launch() -> Launch {
-    Launch::threads(32, 32, vec![ArgSpec::f32s(&crate::test_data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
+    Launch::threads(32, 32, vec![ArgSpec::f32s(&test_data(32, 30)), ArgSpec::zeros(Type::F32, 1)])
 }
 
 /// A dot product of 64 elements by one threadgroup of two SIMD groups. The
@@ -961,7 +921,7 @@ fn counter_snapshot_launch() -> Launch {
 
 /// Every corpus entry, at least one per bug class (a)–(h).
 pub fn entries() -> Vec<Entry> {
-    use Kind::*;
+    use FindingKind::*;
     vec![
         Entry {
             name: "tree_reduction_missing_barrier",
@@ -1137,10 +1097,10 @@ pub fn entries() -> Vec<Entry> {
             name: "in_place_neighbour_update",
             class: "(c) device race, read after write across threadgroups",
             description: "data[i] += data[i - 1] in place: a threadgroup reads an element another threadgroup writes",
-            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19))]) },
+            buggy: Variant { kernel: prefix_step_in_place, launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 19))]) },
             fixed: Variant {
                 kernel: prefix_step_out_of_place,
-                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&crate::test_data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
+                launch: || Launch::threads(N, TG, vec![ArgSpec::f32s(&test_data(N as usize, 19)), ArgSpec::zeros(Type::F32, N as usize)]),
             },
             validation: Validation::Passes,
             expected: || Expected {
@@ -1433,7 +1393,7 @@ pub fn entries() -> Vec<Entry> {
 // ------------------------------------------------------ the clean library ---
 
 fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
-    let mut args = vec![ArgSpec::f16s(&crate::test_data(n as usize, 20))];
+    let mut args = vec![ArgSpec::f16s(&test_data(n as usize, 20))];
     args.extend(extra);
     let size = match mode {
         Mode::Threads => n,
@@ -1450,13 +1410,13 @@ pub fn library() -> Vec<Case> {
         case("scale_vec4", seed000::scale_vec4, || {
             // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
             let half4 = Type::vector(Scalar::F16, 4);
-            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&crate::test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
+            let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
             Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
         }),
         case("row_sum", seed000::row_sum, || row_sum_launch(Mode::Threadgroups)),
         case("two_stage_reduction", seed000::two_stage_reduction, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("simd_broadcast_pattern", seed000::simd_broadcast_pattern, || {
             let n = 256;
@@ -1464,7 +1424,7 @@ pub fn library() -> Vec<Case> {
                 n,
                 256,
                 vec![
-                    ArgSpec::f32s(&crate::test_data(n as usize, 23)),
+                    ArgSpec::f32s(&test_data(n as usize, 23)),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::zeros(Type::F32, n as usize),
                     ArgSpec::u32(3),
@@ -1473,17 +1433,17 @@ pub fn library() -> Vec<Case> {
         }),
         case("prefix_sum", seed000::prefix_sum, || {
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("shuffle_stencil", seed000::shuffle_stencil, || {
             // Not a multiple of 32: the last SIMD group is partial.
             let n = 1000;
-            Launch::threads(n, 256, vec![ArgSpec::f32s(&crate::test_data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
+            Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
         case("gemm_tiled", seed000::gemm_tiled, || {
             let (m, n, k) = (96u32, 130u32, 40u32);
             let grid = [n.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
-            let half = |len: u32, seed| ArgSpec::f16s(&crate::test_data(len as usize, seed));
+            let half = |len: u32, seed| ArgSpec::f16s(&test_data(len as usize, seed));
             Launch {
                 mode: Mode::Threadgroups,
                 size: grid,
@@ -1506,7 +1466,7 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 n,
                 reduce::PASS1_THREADS,
-                vec![ArgSpec::f32s(&crate::test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
+                vec![ArgSpec::f32s(&test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
             )
         }),
         case("reduce_final", reduce::reduce_final, || {
@@ -1514,53 +1474,18 @@ pub fn library() -> Vec<Case> {
             Launch::threads(
                 reduce::PASS2_THREADS,
                 reduce::PASS2_THREADS,
-                vec![ArgSpec::f32s(&crate::test_data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
+                vec![ArgSpec::f32s(&test_data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
             )
         }),
         case("reduce_final_seed", reduce::reduce_final_seed, || {
             // The seed's pass 2 with a threadgroup it can have (256 threads, 8 SIMD groups).
-            Launch::threads(256, 256, vec![ArgSpec::f32s(&crate::test_data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
+            Launch::threads(256, 256, vec![ArgSpec::f32s(&test_data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
         }),
     ]
 }
 
 fn case(name: &'static str, kernel: fn() -> Kernel, launch: fn() -> Launch) -> Case {
     Case { name, variant: Variant { kernel, launch } }
-}
-
-/// IEEE half from f32, round to nearest even (for building f16 inputs).
-fn f32_to_f16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let mant = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if mant != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = mant | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let rest = m & ((1 << shift) - 1);
-        let mut h = m >> shift;
-        if rest > half || (rest == half && h & 1 == 1) {
-            h += 1;
-        }
-        return sign | h as u16;
-    }
-    let mut h = ((e as u32) << 10) | (mant >> 13);
-    let rest = mant & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
-        h += 1;
-    }
-    sign | h as u16
 }
 
 #[cfg(test)]

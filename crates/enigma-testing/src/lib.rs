@@ -1,0 +1,31 @@
+//! enigma's test support, never published: what the tests of several crates,
+//! the `enigma check` command and the benchmarks share.
+//!
+//! * [`corpus`]: the sanitizer corpus — buggy kernels, their fixes, their
+//!   dispatches and the findings the sanitizer must report — and the seed
+//!   kernels with the clean dispatch each must pass.
+//! * [`harness`]: a corpus [`Launch`](corpus::Launch) made into buffers and
+//!   arguments and dispatched through a runtime, or — for kernels validation
+//!   rejects only for a divergent barrier — on the simulator directly
+//!   ([`harness::run_unvalidated`]).
+//! * [`library`]: the kernel library's checked runs against their f64
+//!   references (`enigma_ops::Entry::run_with`) on awkward shapes, for the
+//!   simulator (`enigma-ops/tests/registry_sizes.rs`) and a CUDA GPU
+//!   (`enigma-cuda/tests/library.rs`).
+//!
+//! The one data generator (`enigma_kernels::test_data`,
+//! `enigma_kernels::TestRng`) and the one tolerance rule for sums
+//! (`enigma_kernels::sum_tolerance`, `enigma_ops::Tolerance`) live in the
+//! library crates, because `enigma run`, `enigma bench` and the Python
+//! package's checked runs use them too.
+//!
+//! It is a dev-dependency of every library crate that uses it
+//! (`enigma-kernels`, `enigma-runtime`, `enigma-ops`, `enigma-cuda`), so no
+//! library's normal dependency graph contains it; the `enigma` crate (for its CLI) and
+//! `enigma-bench` depend on it normally, because `enigma check` and
+//! `corpus_cuda` run the corpus. Nothing the simulator depends on depends on
+//! it.
+
+pub mod corpus;
+pub mod harness;
+pub mod library;
