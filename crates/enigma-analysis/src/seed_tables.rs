@@ -345,6 +345,7 @@ fn s002_memory_budget(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
         let (fa, fb, ft) = match variant {
             TileVariant::Separate => ("2·M·K·2", "2·K·N·2", "4·K·(M+N)"),
             TileVariant::Fused => ("M·K·2", "SG·128", "2·M·K + SG·128"),
+            TileVariant::Staged => ("M·(K+8)·2", "K·(N+8)·2", "2·(M·(K+8) + K·(N+8))"),
         };
         let mut cells = vec![
             int("A bytes", fa, r.a_bytes, a),
@@ -376,6 +377,7 @@ fn s002_memory_budget(dev: &DeviceSpec) -> Result<SeedTable, SeedTableError> {
             match variant {
                 TileVariant::Separate => "separate (2-buf)",
                 TileVariant::Fused => "fused",
+                TileVariant::Staged => "staged",
             }
         );
         rows.push(row(label, cells));

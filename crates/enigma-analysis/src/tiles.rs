@@ -103,6 +103,10 @@ pub enum TileVariant {
     /// `marlin_gemm_fused_fp4`: B dequantized in registers through an 8×8
     /// staging block per SIMD group.
     Fused,
+    /// enigma's library GEMM (`enigma_kernels::library::gemm`, 16-bit A and
+    /// B): one slice of each in threadgroup memory, rows padded by
+    /// [`STAGED_PAD`] elements, the next slice prefetched through registers.
+    Staged,
 }
 
 impl TileVariant {
@@ -111,6 +115,7 @@ impl TileVariant {
         match self {
             TileVariant::Separate => "separate",
             TileVariant::Fused => "fused",
+            TileVariant::Staged => "staged",
         }
     }
 }
@@ -487,14 +492,28 @@ impl TileReport {
 }
 
 /// Threadgroup bytes `(A side, B side)` of a configuration: separate
-/// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`; saturating at `u64::MAX`
-/// (only tiles no threadgroup holds come near it).
+/// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`, staged
+/// `(M·(K + 8)·2, K·(N + 8)·2)` ([`staged_slice_bytes`]); saturating at
+/// `u64::MAX` (only tiles no threadgroup holds come near it).
 pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, simdgroups: u32) -> (u64, u64) {
     let (m, n, k) = (u64::from(shape.m), u64::from(shape.n), u64::from(shape.k));
     match variant {
         TileVariant::Separate => (4u64.saturating_mul(m * k), 4u64.saturating_mul(k * n)),
         TileVariant::Fused => (2u64.saturating_mul(m * k), u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
+        TileVariant::Staged => (staged_slice_bytes(shape.m, shape.k, 2), staged_slice_bytes(shape.k, shape.n, 2)),
     }
+}
+
+/// Elements of padding after each row of a [`TileVariant::Staged`] slice:
+/// 16 bytes of 16-bit values, so the 8 rows of a fragment start in 8
+/// different bank groups (an `ldmatrix` without conflicts).
+pub const STAGED_PAD: u32 = 8;
+
+/// Bytes of a `rows × cols` slice of `elem_bytes`-byte values staged with
+/// [`STAGED_PAD`] elements after each row: the one rule the planner and the
+/// library GEMM share.
+pub fn staged_slice_bytes(rows: u32, cols: u32, elem_bytes: u32) -> u64 {
+    u64::from(rows).saturating_mul(u64::from(cols) + u64::from(STAGED_PAD)).saturating_mul(u64::from(elem_bytes))
 }
 
 /// The product of `factors`, or [`TileError::TooLarge`] naming `what`.

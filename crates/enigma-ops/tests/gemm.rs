@@ -89,3 +89,30 @@ fn runs_clean_under_the_sanitizer() {
     let rt = Runtime::new(Device::Sim).unwrap();
     check(&rt, &GemmConfig::new(DType::F16, DType::F32), 65, 70, 40, 1, 1.0, 1.0, true);
 }
+
+/// One source of truth: what `enigma tiles --variant staged` plans for the
+/// default 16-bit configuration (threadgroup memory, SIMD-group partition,
+/// accumulator fragments, threads) is what the compiled kernel declares.
+#[test]
+fn the_planner_reports_what_the_kernel_uses() {
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    let device = enigma_analysis::catalog::find("m4-max").unwrap();
+    for input in [DType::F16, DType::BF16] {
+        let cfg = GemmConfig::new(input, DType::F32);
+        let planned = TileConfig {
+            simdgroups: cfg.sg_rows * cfg.sg_cols,
+            sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
+            ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
+        };
+        let report = plan_tile(&planned, &device, None).unwrap();
+        let kernel = gemm(&cfg);
+        let declared: u64 = kernel.threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+        assert_eq!((report.tg_memory_bytes, cfg.threadgroup_memory_bytes()), (declared, declared), "{}", kernel.name);
+        assert_eq!(report.partition.grid, [cfg.sg_rows, cfg.sg_cols]);
+        assert_eq!(report.threads_per_threadgroup, cfg.threads());
+        // Accumulator 8×8 fragments per SIMD group: the kernel's f32 tile holds
+        // 2 elements per lane per fragment.
+        assert_eq!(report.accumulators_per_simdgroup * 2, cfg.accumulators_per_lane(), "{}", kernel.name);
+        assert!(report.fits);
+    }
+}

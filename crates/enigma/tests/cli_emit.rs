@@ -38,7 +38,7 @@ fn msl_of_the_reduction_binds_buffers_and_sums_simd_groups() {
 fn cuda_of_the_reduction_is_an_extern_c_global_function() {
     let cuda = stdout(&["emit", "--target", "cuda", "reduce_threadgroup"]);
     assert!(cuda.contains("extern \"C\" __global__ void reduce_threadgroup("), "{cuda}");
-    for needle in ["__shared__ float scratch[32];", "enigma::simd_sum(val)", "enigma::threadgroup_barrier(enigma_tg);"] {
+    for needle in ["__shared__ __align__(16) float scratch[32];", "enigma::simd_sum(val)", "enigma::threadgroup_barrier(enigma_tg);"] {
         assert!(cuda.contains(needle), "missing {needle:?} in\n{cuda}");
     }
 }

@@ -26,9 +26,9 @@
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 
-/// Elements of padding after each row of a staged slice: 16 bytes for 16-bit
-/// inputs, so the rows of an 8×8 fragment start in 8 different bank groups.
-pub const PAD: u32 = 8;
+/// Elements of padding after each row of a staged slice (the planner's
+/// [`enigma_analysis::tiles::STAGED_PAD`]).
+pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 
 /// Elements each thread moves per vector load when staging a slice.
 const VEC: u32 = 4;
@@ -48,12 +48,13 @@ pub struct GemmConfig {
 }
 
 impl GemmConfig {
-    /// The default tile for the input type: 128×128×32 over 2×4 SIMD groups
-    /// (64×32 each) for 16-bit inputs, 64×64×32 over 2×2 for f32 (whose
-    /// slices take twice the threadgroup memory).
+    /// The default tile for the input type: 128×128×32 over 2×2 SIMD groups
+    /// (64×64 each, the fastest of the sweep in `BENCHMARKS.md` on an H100)
+    /// for 16-bit inputs, 64×64×32 over 2×2 for f32 (whose slices take twice
+    /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
-        let (tm, tn, sg_rows, sg_cols) = if input == DType::F32 { (64, 64, 2, 2) } else { (128, 128, 2, 4) };
-        GemmConfig { input, output, tm, tn, tk: 32, sg_rows, sg_cols, trans_a: false, trans_b: false }
+        let tm = if input == DType::F32 { 64 } else { 128 };
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false }
     }
 
     /// The same tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of
@@ -80,10 +81,10 @@ impl GemmConfig {
         [a, b]
     }
 
-    /// Threadgroup memory: one slice of A and one of B, rows padded by [`PAD`].
+    /// Threadgroup memory: one slice of A and one of B, rows padded by
+    /// [`PAD`] (the planner's rule, [`enigma_analysis::tiles::staged_slice_bytes`]).
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        let elements: u32 = self.slices().iter().map(|(rows, cols)| rows * (cols + PAD)).sum();
-        elements as u64 * self.input.size_bytes() as u64
+        self.slices().iter().map(|&(rows, cols)| enigma_analysis::tiles::staged_slice_bytes(rows, cols, self.input.size_bytes())).sum()
     }
 
     /// f32 accumulator elements each lane holds.
@@ -431,12 +432,12 @@ mod tests {
         // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
         assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
-        assert!(odd.check().unwrap_err().to_string().contains("3×4 SIMD groups do not divide a 128×128 tile"));
+        assert!(odd.check().unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
         let thin = GemmConfig { tm: 8, tn: 8, tk: 8, sg_rows: 1, sg_cols: 1, ..GemmConfig::new(DType::F16, DType::F16) };
         assert!(thin.check().unwrap_err().to_string().contains("a 8×8 slice does not split into 4-element vectors over 32 threads"));
         let cfg = GemmConfig::new(DType::F16, DType::F32);
-        // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×32 f32 tile per SIMD group.
-        assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (256, 18944, 64));
+        // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
+        assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
         assert_eq!(cfg.dispatch(100, 33, 2).size, [1, 1, 2]);
         let split = |t| cfg.with_threads(t).map(|c| (c.sg_rows, c.sg_cols));
         assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));

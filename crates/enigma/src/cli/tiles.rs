@@ -32,6 +32,9 @@ pub enum Variant {
     Separate,
     /// B dequantized in registers through per-SIMD-group 8×8 staging.
     Fused,
+    /// enigma's library GEMM (FP16 weights): one padded slice of A and of B,
+    /// the next prefetched through registers.
+    Staged,
 }
 
 #[derive(clap::Args, Debug)]
@@ -121,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         variant: match args.variant {
             Variant::Separate => TileVariant::Separate,
             Variant::Fused => TileVariant::Fused,
+            Variant::Staged => TileVariant::Staged,
         },
         weights: match args.weights {
             Weights::Fp4 => WeightFormat::Fp4E2M1,
