@@ -158,10 +158,13 @@ fn weights_name(w: WeightFormat) -> &'static str {
 
 fn print_report(r: &TileReport, selected: bool) {
     println!(
-        "tile {}{}: {} dequant, {} weights{}, {} SIMD groups ({} threads) on {}",
+        "tile {}{}: {}, {} weights{}, {} SIMD groups ({} threads) on {}",
         r.tile,
         if selected { " (select_tile)" } else { "" },
-        r.variant.short_name(),
+        match r.variant {
+            TileVariant::Staged => "staged slices (the library GEMM)".to_string(),
+            v => format!("{} dequant", v.short_name()),
+        },
         weights_name(r.weights),
         if r.weights.has_scales() { format!(" (group {})", r.group_size) } else { String::new() },
         r.simdgroups,
