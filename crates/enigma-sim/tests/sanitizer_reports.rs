@@ -11,7 +11,10 @@
 //!   that stays correct (a simdgroup barrier breaks once the threadgroup
 //!   has more than one SIMD group);
 //! * an out-of-bounds subscript of a multi-dimensional access names its
-//!   dimension and size, though the flat index is inside the buffer.
+//!   dimension and size, though the flat index is inside the buffer;
+//! * a device race and a coverage gap caused by an index formula that
+//!   assumes uniform threadgroups (`tg * threads_per_threadgroup + lid`) in
+//!   a dispatch whose last threadgroup is partial name that cause.
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
@@ -170,4 +173,28 @@ fn an_out_of_bounds_subscript_names_its_dimension() {
     let coverage = findings.iter().find(|f| f.kind == FindingKind::Coverage).unwrap_or_else(|| panic!("{findings:#?}"));
     assert!(findings.iter().all(|f| f.kind == FindingKind::Coverage), "{findings:#?}");
     assert!(coverage.message.starts_with("8 of 12 elements were never written (first unwritten: 0..8)"), "{coverage}");
+}
+
+#[test]
+fn a_partial_last_threadgroup_is_named_as_the_cause() {
+    // i = tg * threads_per_threadgroup + lid with grid 9, threadgroups of 4:
+    // the last threadgroup has 1 thread, so its thread writes out[2].
+    let mut k = KernelBuilder::new("uniform_index");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", threadgroup_position_in_grid().x() * threads_per_threadgroup().x() + thread_position_in_threadgroup().x());
+    k.store(out.at(i), i);
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[9 * 4], 9, 4);
+    let cause = "the last threadgroup is partial: its threads_per_threadgroup is 1 (9 = 2·4 + 1); index with thread_position_in_grid instead";
+    for kind in [FindingKind::DeviceRace, FindingKind::Coverage] {
+        let f = findings.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{kind:?}: {findings:#?}"));
+        assert!(f.hint.starts_with(cause), "{f}");
+    }
+    // With thread_position_in_grid the kernel is clean, and no cause is named.
+    let mut k = KernelBuilder::new("grid_index");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.store(out.at(i), threads_per_threadgroup().x());
+    let kernel = k.finish().unwrap();
+    assert_eq!(sanitize(&kernel, &[9 * 4], 9, 4), vec![]);
 }
