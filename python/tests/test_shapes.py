@@ -163,7 +163,7 @@ def matmul(a: Sq, b: Sq, out: Sq, size: enigma.constant(enigma.u32)):
     acc = 0.0
     for t in range(0, size, TPB):
         a_sh[li, lj] = a[i, t + lj] if i < size and t + lj < size else 0.0
-        b_sh[li, lj] = b[t + li, j] if t + li < size and j < size else 0.0
+        b_sh[li, lj] = enigma.load_if(b, (t + li, j), t + li < size and j < size, 0.0)
         enigma.barrier(mem_flags="mem_threadgroup")
         for k in range(TPB):
             acc = acc + a_sh[li, k] * b_sh[k, lj]
@@ -221,6 +221,7 @@ def test_generated_code_reads_like_the_flat_index():
     for code in (c.msl, c.cuda):
         assert "out[i * size + j] = a[i * size + j] + 10.0f;" in code, code
     assert "dim_check(a, 1, j, size)" in c.ir
+    assert enigma.compile_ir(c.ir).cuda == c.cuda  # the IR's text form keeps the checks
 
 
 # ---------------------------------------------------------------------------
