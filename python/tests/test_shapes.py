@@ -216,6 +216,23 @@ def test_the_flat_form_keeps_working(clean):
     np.testing.assert_array_equal(out, a * 2)
 
 
+@enigma.kernel
+def histogram_2d(counts: enigma.buffer(enigma.u32, shape=(2, 3)), out: enigma.buffer(enigma.u32, shape=(2, "n")),
+                 n: enigma.constant(enigma.u32)):
+    i = enigma.thread_position_in_grid.y
+    j = enigma.thread_position_in_grid.x
+    enigma.atomic_add(counts, (i % 2, j % 3), 1)  # a subscript tuple as an atomic's index
+    out[i, j] += i * 10 + j  # augmented assignment: one load, one store of out[i, j]
+
+
+def test_atomics_and_augmented_assignment_take_subscripts(clean):
+    counts = np.zeros((2, 3), np.uint32)
+    out = np.ones((2, 6), np.uint32)
+    enigma.compile(histogram_2d)(counts, out, 6, grid=(6, 2), threads=(6, 2), rt=clean)
+    np.testing.assert_array_equal(counts, np.full((2, 3), 2, np.uint32))
+    np.testing.assert_array_equal(out, 1 + np.add.outer(np.arange(2) * 10, np.arange(6)).astype(np.uint32))
+
+
 def test_generated_code_reads_like_the_flat_index():
     c = enigma.compile(map_2d)
     for code in (c.msl, c.cuda):
