@@ -558,6 +558,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let (place, elem, atomic) = self.place(*mem, index)?;
                 Val { code: self.dialect.load(*mem, elem, atomic, place), ty: elem }
             }
+            // GPUs check no bounds: a checked subscript is its index.
+            Expr::DimCheck { index, .. } => self.expr_inner(index, top)?,
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg)?;
                 let code = Code::new(format!("{}{}", op.symbol(), a.code.unary_operand()), Prec::Unary);

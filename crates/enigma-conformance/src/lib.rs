@@ -171,6 +171,7 @@ macro_rules! __with_cases {
             memory::threadgroup_memory_neighbours,
             memory::threadgroup_memory_scan,
             memory::threadgroup_memory_transpose,
+            memory::multi_dim_transpose,
             memory::device_memory_barrier,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,

@@ -1,8 +1,8 @@
 //! Threadgroup memory and barriers: a write phase, `threadgroup_barrier`,
 //! then reads of other threads' slots (neighbour, mirror, SIMD partner after
 //! a `simdgroup_barrier`); a scan with barriers inside a uniform loop; a
-//! tiled transpose with bounds checks in threadgroups mode. Integer data, so
-//! exact.
+//! tiled transpose with bounds checks in threadgroups mode, also written
+//! with multi-dimensional subscripts. Integer data, so exact.
 
 use crate::util::*;
 use enigma_ir::builder::*;
@@ -260,6 +260,48 @@ pub fn threadgroup_memory_transpose(rt: &Runtime) -> CaseResult {
         check_f32_exact("transpose", &download::<f32>(&ob)?, &want, |i| {
             format!("out[{}][{}]", i / rows_n as usize, i % rows_n as usize)
         })
+    })
+}
+
+/// The tiled transpose written with multi-dimensional subscripts
+/// (`Mem::at_dims`): `input[r, c]` of a `[rows, cols]` buffer into a
+/// `[T, T + 1]` threadgroup tile, out as `out[c, r]` of `[cols, rows]`.
+/// Every subscript carries its dimension check, which GPUs leave out.
+pub fn multi_dim_transpose(rt: &Runtime) -> CaseResult {
+    seeded("multi_dim_transpose", |rng| {
+        const T: u32 = 16;
+        let mut k = KernelBuilder::new("transpose_2d");
+        let input = k.buffer("input", Type::F32, Access::Read);
+        let out = k.buffer("out", Type::F32, Access::ReadWrite);
+        let rows = k.value("rows", Type::U32);
+        let cols = k.value("cols", Type::U32);
+        let tile = k.threadgroup_array("tile", Type::F32, T * (T + 1));
+        let tile_shape = || [Ex::from(T), Ex::from(T + 1)];
+        let g = threadgroup_position_in_grid();
+        let l = thread_position_in_threadgroup();
+        let (lx, ly) = (k.let_("lx", l.x()), k.let_("ly", l.y()));
+        let r = k.let_("r", g.y() * T + ly);
+        let c = k.let_("c", g.x() * T + lx);
+        let v = k.var("v", 0.0f32);
+        k.if_(r.lt(rows).and(c.lt(cols)), |k| k.assign(v, input.at_dims([r, c], [rows, cols]).load()));
+        k.store(tile.at_dims([ly, lx], tile_shape()), v);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let orow = k.let_("orow", g.x() * T + ly);
+        let ocol = k.let_("ocol", g.y() * T + lx);
+        k.if_(orow.lt(cols).and(ocol.lt(rows)), |k| {
+            k.store(out.at_dims([orow, ocol], [cols, rows]), tile.at_dims([lx, ly], tile_shape()).load())
+        });
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let (rows_n, cols_n) = (37u32, 29u32);
+        let xs: Vec<f32> = (0..rows_n * cols_n).map(|_| normal_f32(rng, -10, 10)).collect();
+        let ib = upload(rt, &xs)?;
+        let ob = filled(rt, xs.len(), -1.0f32)?;
+        let tgs = [cols_n.div_ceil(T), rows_n.div_ceil(T), 1];
+        groups(rt, &p, &[Arg::from(&ib), Arg::from(&ob), Arg::u32(rows_n), Arg::u32(cols_n)], tgs, [T, T, 1])?;
+        let want: Vec<f32> =
+            (0..cols_n).flat_map(|c| (0..rows_n).map(move |r| (r, c))).map(|(r, c)| xs[(r * cols_n + c) as usize]).collect();
+        check_f32_exact("transpose_2d", &download::<f32>(&ob)?, &want, |i| format!("out[{}, {}]", i / rows_n as usize, i % rows_n as usize))
     })
 }
 

@@ -309,6 +309,24 @@ impl Mem {
         self.at(index).load()
     }
 
+    /// The element `self[i0, i1, …]` of the memory seen as a row-major
+    /// array of `shape`: the flat index `(i0·s1 + i1)·s2 + …`, each
+    /// subscript wrapped in a [`dim_check`] against its dimension's size,
+    /// so an index past its dimension is out of bounds even where the flat
+    /// index is not. Weak literals become u32.
+    pub fn at_dims<const N: usize>(self, index: [Ex; N], shape: [Ex; N]) -> Place {
+        let mut flat: Option<Ex> = None;
+        for (d, (i, size)) in index.into_iter().zip(shape).enumerate() {
+            let (i, size) = (i.coerce_to(Type::U32), size.coerce_to(Type::U32));
+            let checked = dim_check(self, d as u8, i, size);
+            flat = Some(match flat {
+                None => checked,
+                Some(f) => f * size + checked,
+            });
+        }
+        self.at(flat.unwrap_or_else(|| Ex::literal(Literal::u32(0))))
+    }
+
     pub fn memory(self) -> Memory {
         self.mem
     }
@@ -774,4 +792,13 @@ pub fn thread_element(matrix: impl Into<Ex>, index: u8) -> Ex {
 /// lane's share of a `ty` tile.
 pub fn matrix_coord(ty: MatrixType, index: u8, column: bool) -> Ex {
     Ex::new(Expr::MatrixCoord { ty, index, column }, Type::U32)
+}
+
+/// `index`, checked as subscript `dim` of a multi-dimensional access to
+/// `mem` whose dimension `dim` holds `size` elements ([`Expr::DimCheck`]);
+/// [`Mem::at_dims`] builds whole accesses from it.
+pub fn dim_check(mem: Mem, dim: u8, index: impl Into<Ex>, size: impl Into<Ex>) -> Ex {
+    let (index, size) = (index.into(), size.into());
+    let expr = Expr::DimCheck { mem: mem.mem, dim, index: Box::new(index.tree_or_poison()), size: Box::new(size.tree_or_poison()) };
+    Ex::new(expr, index.ty)
 }

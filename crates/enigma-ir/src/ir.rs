@@ -749,6 +749,17 @@ pub enum Expr {
     Builtin(Builtin),
     /// `mem[index]`.
     Load { mem: Memory, index: Box<Expr> },
+    /// `index`, checked as subscript `dim` (0 = the leftmost) of a
+    /// multi-dimensional, row-major access to `mem` whose dimension `dim`
+    /// holds `size` elements. Front ends wrap each subscript of `mem[i, j]`
+    /// in one and compute the flat index from them (`i·m + j`), so an index
+    /// past its dimension is caught even where the flat index stays inside
+    /// the memory. The value is `index` (any integer scalar; `size` is an
+    /// integer scalar too, compared by value). An index outside `0..size`
+    /// is an out-of-bounds access of `mem` in dimension `dim`: the simulator
+    /// fails the dispatch, or under the sanitizer reports it with the
+    /// dimension; generated code is `index` alone (GPUs check no bounds).
+    DimCheck { mem: Memory, dim: u8, index: Box<Expr>, size: Box<Expr> },
     Unary { op: UnaryOp, arg: Box<Expr> },
     /// Both sides have the same type, or one is a vector and the other a scalar
     /// of the same scalar type (the scalar is splatted).

@@ -23,7 +23,9 @@
 //! * Expressions are evaluated left to right, each sub-expression once; `&&`
 //!   and `||` evaluate both sides.
 //! * Out-of-bounds access to a buffer or threadgroup array is an error in the
-//!   simulator, never a silent read.
+//!   simulator, never a silent read. So is a subscript of a multi-dimensional
+//!   access outside its dimension ([`Expr::DimCheck`]), even where the flat
+//!   index it forms is inside the memory.
 
 pub mod builder;
 pub mod capabilities;

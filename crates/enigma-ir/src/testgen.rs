@@ -24,7 +24,10 @@
 //! * **In bounds.** Input loads index `in[(e % len)]` (or `in[gid]` when the
 //!   input has one element per thread); threadgroup loads index
 //!   `tg[(e % threads_per_threadgroup.x)]`; each thread stores only to its own
-//!   output elements, `out[gid]` or `out[((gid * 2u32) + c)]`.
+//!   output elements, `out[gid]` or `out[((gid * 2u32) + c)]`. An input load
+//!   may split its index `f` into two subscripts of an `[r, c]` view of the
+//!   input, `in[dim_check(in, 0, f / c, r) * c + dim_check(in, 1, f % c, c)]`:
+//!   the same element, through the dimension checks.
 //! * **Race-free.** Threadgroup arrays are written at
 //!   `thread_index_in_threadgroup` at uniform control flow, then a
 //!   `threadgroup_barrier(mem_threadgroup)` separates the writes from the
@@ -860,6 +863,19 @@ impl<'c> Gen<'c> {
         bin(BinaryOp::Rem, e, lit_u32(len))
     }
 
+    /// Sometimes `flat` (an index below `len`) as the same element of an
+    /// `[len / c, c]` view: two checked subscripts, `f / c` and `f % c`.
+    fn maybe_two_dims(&mut self, mem: Memory, flat: Expr, len: u32) -> Expr {
+        let Some(cols) = [4u32, 3, 2].into_iter().find(|c| len > *c && len % c == 0) else { return flat };
+        if !self.ch.chance(20) {
+            return flat;
+        }
+        let check = |dim, index, size| Expr::DimCheck { mem, dim, index: Box::new(index), size: Box::new(lit_u32(size)) };
+        let row = check(0, bin(BinaryOp::Div, flat.clone(), lit_u32(cols)), len / cols);
+        let col = check(1, bin(BinaryOp::Rem, flat, lit_u32(cols)), cols);
+        bin(BinaryOp::Add, bin(BinaryOp::Mul, row, lit_u32(cols)), col)
+    }
+
     fn tg_index(&mut self, d: u32, ctx: Ctx) -> Expr {
         let e = if d == 0 { Expr::Builtin(Builtin::ThreadIndexInThreadgroup) } else { self.int_expr(Scalar::U32, d - 1, ctx) };
         bin(BinaryOp::Rem, e, component(Builtin::ThreadsPerThreadgroup, 0))
@@ -926,6 +942,7 @@ impl<'c> Gen<'c> {
             Leaf::Input(k) => {
                 let input = self.inputs[k];
                 let index = self.index(input.len, d.saturating_sub(1), ctx);
+                let index = self.maybe_two_dims(Memory::Buffer(input.param), index, input.len);
                 (Expr::Load { mem: Memory::Buffer(input.param), index: Box::new(index) }, float_bound(16.0))
             }
             Leaf::Tg(id) => {

@@ -16,6 +16,8 @@
 //!   result has the wider operand's shape; comparisons give bool (vectors).
 //! * Intrinsics: see [`call`]. Casts keep the width or splat a scalar;
 //!   bitcasts keep the byte size and exclude bool.
+//! * A checked subscript ([`dim_check`]): an integer scalar index, checked
+//!   against an integer scalar size; the index's type.
 //! * SIMD-group matrices: see [`matrix_shape`], [`matrix_fill`],
 //!   [`matrix_memory`], [`matrix_multiply`], [`matrix_element`]. No operator,
 //!   cast or intrinsic takes a matrix.
@@ -220,6 +222,20 @@ pub fn extract(ty: Type, index: u8) -> Result<Type, K> {
         return Err(K::ComponentOutOfRange { index, ty });
     }
     Ok(Type::scalar(ty.elem()))
+}
+
+/// `dim_check(mem, dim, index, size)` (a subscript of a multi-dimensional
+/// access to `memory`): `index` and `size` are integer scalars (of any
+/// integer types, compared by value); the result is `index`'s type.
+pub fn dim_check(memory: &str, index: Type, size: Type) -> Result<Type, K> {
+    let is_int = |t: Type| matches!(t, Type::Scalar(s) if s.is_int());
+    if !is_int(index) {
+        return Err(K::IndexType { memory: memory.into(), found: index });
+    }
+    if !is_int(size) {
+        return Err(K::ArgumentType { func: "dim_check", index: 3, expected: "an integer scalar (the dimension's size)".into(), found: size });
+    }
+    Ok(index)
 }
 
 fn not_matrix(op: &str, ty: Type) -> Result<(), K> {

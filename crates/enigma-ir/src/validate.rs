@@ -691,6 +691,13 @@ impl<'k> Validator<'k> {
             }
             Expr::Builtin(b) => (b.ty(), b.uniformity()),
             Expr::Load { mem, index } => self.memory_access(*mem, index, state, false)?,
+            Expr::DimCheck { mem, index, size, .. } => {
+                self.memory_elem(*mem, false)?;
+                let (it, iu) = self.expr(index, state)?;
+                let (st, _) = self.expr(size, state)?;
+                // The value is the index: its uniformity is the index's.
+                (typing::dim_check(self.kernel.memory_name(*mem), it, st).map_err(|k| self.err(k))?, iu)
+            }
             Expr::Unary { op, arg } => {
                 let (ty, u) = self.expr(arg, state)?;
                 (typing::unary(*op, ty).map_err(|k| self.err(k))?, u)

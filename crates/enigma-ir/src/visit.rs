@@ -23,6 +23,7 @@ impl Expr {
         match self {
             Expr::Literal(_) | Expr::Param(_) | Expr::Spec(_) | Expr::Var(_) | Expr::Builtin(_) => vec![],
             Expr::Load { index, .. } => vec![index],
+            Expr::DimCheck { index, size, .. } => vec![index, size],
             Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } | Expr::Extract { arg, .. } => vec![arg],
             Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
             Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => items.iter().collect(),
@@ -160,5 +161,19 @@ mod tests {
         };
         assert_eq!(assigned_in(loop_body), BTreeSet::from([VarId(1)]));
         assert_eq!(assigned_in(&kernel.body).len(), 3, "tid, acc and the loop variable");
+    }
+
+    #[test]
+    fn a_checked_subscript_has_its_index_and_size_as_children() {
+        let mut k = KernelBuilder::new("k");
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let n = k.value("n", Type::U32);
+        let checked = dim_check(out, 1, thread_position_in_grid().x(), n);
+        k.store(out.at(checked), 1u32);
+        let kernel = k.finish().unwrap();
+        let StmtKind::Store { index, .. } = &kernel.body[0].kind else { panic!("{:?}", kernel.body[0]) };
+        let children = index.children();
+        assert!(matches!(index, Expr::DimCheck { dim: 1, .. }), "{index:?}");
+        assert!(matches!(children[..], [Expr::Extract { .. }, Expr::Param(ParamId(1))]), "{children:?}");
     }
 }

@@ -131,7 +131,7 @@ fn case_is_deterministic_and_varied() {
     assert!(distinct.len() >= 60, "{} distinct kernels of 64", distinct.len());
     // Some use threadgroup memory, loops and SIMD-group functions.
     let texts: Vec<String> = kernels.iter().map(print).collect();
-    for needle in ["threadgroup_barrier", "for ", "simd_", "while "] {
+    for needle in ["threadgroup_barrier", "for ", "simd_", "while ", "dim_check("] {
         assert!(texts.iter().any(|t| t.contains(needle)), "no kernel has {needle}");
     }
     for k in &kernels {

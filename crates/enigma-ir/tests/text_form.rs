@@ -128,6 +128,13 @@ fn every_construct() -> Kernel {
     lits.push(Expr::Load { mem: Memory::Buffer(ParamId(0)), index: b(var(1)) });
     lits.push(Expr::Load { mem: Memory::Threadgroup(TgArrayId(0)), index: b(var(1)) });
     lits.push(Expr::Load { mem: Memory::Threadgroup(TgArrayId(9)), index: b(var(1)) });
+    // A two-dimensional access: `A[i, j]` of a `[n, 4]` A.
+    let checked = |dim, index, size| Expr::DimCheck { mem: Memory::Buffer(ParamId(0)), dim, index: b(index), size: b(size) };
+    let four = lit(Scalar::U32, LiteralValue::UInt(4));
+    let rows = Expr::Binary { op: BinaryOp::Mul, lhs: b(checked(0, var(1), Expr::Param(ParamId(2)))), rhs: b(four.clone()) };
+    let flat = Expr::Binary { op: BinaryOp::Add, lhs: b(rows), rhs: b(checked(1, var(1), four)) };
+    lits.push(Expr::Load { mem: Memory::Buffer(ParamId(0)), index: b(flat) });
+    lits.push(Expr::DimCheck { mem: Memory::Threadgroup(TgArrayId(9)), dim: 255, index: b(var(0)), size: b(var(1)) });
     for (k, value) in lits.into_iter().enumerate() {
         let target = VarId((k % locals.len()) as u32);
         body.push(at(StmtKind::Assign { var: target, value }, "src/k.rs", k as u32 + 1));

@@ -57,8 +57,9 @@ cases! {
         select_on_a_float_condition,
         shuffle_by_a_signed_lane,
         vector_component_of_another_type,
+        a_subscript_checked_against_a_float_size,
     ],
-    IndexType => [indexing_with_a_float, indexing_threadgroup_memory_with_a_vector],
+    IndexType => [indexing_with_a_float, indexing_threadgroup_memory_with_a_vector, a_float_subscript],
     AssignType => [
         assigning_a_u32_to_an_f32_local,
         storing_an_f32_into_a_u32_buffer,
@@ -392,6 +393,28 @@ fn indexing_threadgroup_memory_with_a_vector() -> ValidationError {
     let line = line!() + 1;
     k.store(out.at(0u32), s.get(thread_position_in_threadgroup()));
     rejects(&built(k), K::IndexType { memory: "s".into(), found: Type::UINT3 }, At::Built("body[0]", line))
+}
+
+fn a_float_subscript() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    let line = line!() + 1;
+    k.store(out.at(dim_check(out, 0, x, 4u32)), 1.0);
+    rejects(&built(k), K::IndexType { memory: "out".into(), found: Type::F32 }, At::Built("body[0]", line))
+}
+
+fn a_subscript_checked_against_a_float_size() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    let line = line!() + 1;
+    k.store(out.at(dim_check(out, 1, 0u32, x)), 1.0);
+    rejects(
+        &built(k),
+        K::ArgumentType { func: "dim_check", index: 3, expected: "an integer scalar (the dimension's size)".into(), found: Type::F32 },
+        At::Built("body[0]", line),
+    )
 }
 
 // ---------------------------------------------------------------------------

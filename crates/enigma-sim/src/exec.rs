@@ -11,7 +11,7 @@
 //! work for zero lanes and never stops at a barrier none of its lanes reached.
 
 use crate::memory::Words;
-use crate::sanitizer::{AccessKind, DispatchTracker, TgTracker, Who};
+use crate::sanitizer::{AccessKind, DispatchTracker, Subscript, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_backend::StopReason;
@@ -380,6 +380,30 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::DimCheck { mem, dim, index, index_ty, size, size_ty } => {
+                    let value = |raw: u64, ty: Scalar| if ty.is_signed_int() { raw as i64 as i128 } else { raw as i128 };
+                    let (idx, sizes) = (self.regs[index as usize], self.regs[size as usize]);
+                    for l in lanes_of(self.active) {
+                        let sub = Subscript { dim, index: value(idx[l], index_ty), size: value(sizes[l], size_ty) };
+                        if (0..sub.size).contains(&sub.index) {
+                            continue;
+                        }
+                        match san.as_deref_mut() {
+                            Some(t) => t.subscript_out_of_bounds(mem, sub, Who { simdgroup: self.index, lane: l as u32, pc }),
+                            None => {
+                                let (what, name) = match mem {
+                                    MemRef::Buffer(p) => ("buffer", env_name(env, mem, p)),
+                                    MemRef::Threadgroup(t) => ("threadgroup array", env_name(env, mem, t)),
+                                };
+                                let message = format!(
+                                    "out-of-bounds subscript of {what} `{name}`: index {} of dimension {dim}, size {}",
+                                    sub.index, sub.size
+                                );
+                                return Err(Fault { pc, lane: l as u32, message, stop: None });
+                            }
+                        }
+                    }
+                }
                 Inst::Store { mem, elem, src, index, index_ty } => {
                     let (words, len) = memory(env, tg_mem, mem);
                     let idx = self.regs[index as usize];
@@ -592,7 +616,7 @@ impl SimdGroup {
                 MemRef::Buffer(param) => {
                     t.device_access(param, i, who, kind, value);
                     if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
-                        t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other) });
+                        t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
                     }
                 }
             }

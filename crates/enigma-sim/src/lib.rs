@@ -278,9 +278,47 @@ impl SimBackend {
         if let Some(first) = &first_results {
             restore(first);
         }
+        if let Some(cause) = partial_threadgroup_cause(kernel, geometry) {
+            for f in findings.iter_mut().filter(|f| matches!(f.kind, FindingKind::DeviceRace | FindingKind::Coverage)) {
+                f.hint = format!("{cause}; {}", f.hint);
+            }
+        }
         findings.sort_by_key(|f| (f.severity == Severity::Warning, f.kind));
         Ok(findings)
     }
+}
+
+/// The likely cause of a device race or a coverage gap in a dispatch by
+/// threads whose grid is not a multiple of the threadgroup size, when the
+/// kernel reads `threads_per_threadgroup`: an index formula such as
+/// `tg * threads_per_threadgroup + lid` assumes uniform threadgroups, but
+/// the last threadgroup is partial and its `threads_per_threadgroup` is
+/// smaller, so its threads land on other threadgroups' elements.
+fn partial_threadgroup_cause(kernel: &Kernel, geometry: &DispatchGeometry) -> Option<String> {
+    let edge = geometry.edge_threadgroup.filter(|_| geometry.mode == enigma_backend::DispatchMode::Threads)?;
+    let mut reads_size = false;
+    kernel.walk_exprs(|e| reads_size |= matches!(e, enigma_ir::Expr::Builtin(enigma_ir::Builtin::ThreadsPerThreadgroup)));
+    if !reads_size {
+        return None;
+    }
+    let (grid, full) = (geometry.grid, geometry.threads_per_threadgroup);
+    let partial: Vec<usize> = (0..3).filter(|&a| grid[a] % full[a] != 0).collect();
+    let one_axis = partial == [0] && grid[1] == 1 && grid[2] == 1;
+    let parts: Vec<String> = partial
+        .iter()
+        .map(|&a| {
+            let (along, component) = if one_axis { (String::new(), "") } else { (format!(" along {}", ["x", "y", "z"][a]), [".x", ".y", ".z"][a]) };
+            format!(
+                "the last threadgroup{along} is partial: its threads_per_threadgroup{component} is {} ({} = {}·{} + {})",
+                edge[a],
+                grid[a],
+                grid[a] / full[a],
+                full[a],
+                edge[a]
+            )
+        })
+        .collect();
+    Some(format!("{}; index with thread_position_in_grid instead", parts.join("; ")))
 }
 
 fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], sizes: &[Option<usize>], param: u32) -> Finding {

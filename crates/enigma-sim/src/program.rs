@@ -36,6 +36,9 @@ pub enum Inst {
     /// A SIMD-group function on one component.
     Simd { func: Intrinsic, ty: Scalar, dst: Reg, a: Reg, b: Reg },
     Load { mem: MemRef, elem: Type, dst: Reg, index: Reg, index_ty: Scalar },
+    /// Fails (or, under the sanitizer, reports) each active lane whose
+    /// `index` lies outside `0..size`: subscript `dim` of an access to `mem`.
+    DimCheck { mem: MemRef, dim: u8, index: Reg, index_ty: Scalar, size: Reg, size_ty: Scalar },
     Store { mem: MemRef, elem: Type, src: Reg, index: Reg, index_ty: Scalar },
     Atomic { op: AtomicOp, mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, value: Reg, dst: Option<Reg> },
     CompareExchange { mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, expected: Reg, desired: Reg, dst: Option<Reg> },
@@ -453,6 +456,13 @@ impl Lowering<'_> {
                 let dst = self.temp(elem.registers());
                 self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.elem() });
                 Operand { reg: dst, ty: elem }
+            }
+            Expr::DimCheck { mem, dim, index, size } => {
+                let i = self.expr(index);
+                let n = self.expr(size);
+                let (index_ty, size_ty) = (i.ty.elem(), n.ty.elem());
+                self.emit(Inst::DimCheck { mem: Self::mem(*mem), dim: *dim, index: i.reg, index_ty, size: n.reg, size_ty });
+                i
             }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg);

@@ -66,6 +66,17 @@ pub struct Raw {
     pub index: Option<u64>,
     pub who: Who,
     pub other: Option<Other>,
+    /// An out-of-bounds subscript of a multi-dimensional access (then
+    /// `index` is `None`: the flat index was not formed yet).
+    pub subscript: Option<Subscript>,
+}
+
+/// Subscript `dim` of a multi-dimensional access: `index` outside `0..size`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Subscript {
+    pub dim: u8,
+    pub index: i128,
+    pub size: i128,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -260,7 +271,7 @@ impl TgTracker {
     }
 
     fn report(&mut self, kind: FindingKind, mem: MemRef, index: usize, who: Who, other: Option<Other>) {
-        self.raw.push(Raw { kind, mem: Some(mem), index: Some(index as u64), who, other });
+        self.raw.push(Raw { kind, mem: Some(mem), index: Some(index as u64), who, other, subscript: None });
     }
 
     /// Records an access by one lane to threadgroup array `array`.
@@ -327,12 +338,17 @@ impl TgTracker {
     }
 
     pub fn out_of_bounds(&mut self, mem: MemRef, raw_index: u64, who: Who) {
-        self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(mem), index: Some(raw_index), who, other: None });
+        self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(mem), index: Some(raw_index), who, other: None, subscript: None });
+    }
+
+    /// Records subscript `sub` of an access to `mem` outside its dimension.
+    pub fn subscript_out_of_bounds(&mut self, mem: MemRef, sub: Subscript, who: Who) {
+        self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(mem), index: None, who, other: None, subscript: Some(sub) });
     }
 
     pub fn inactive_lane(&mut self, who: Who, source_lane: u32) {
         let other = Who { lane: source_lane, ..who };
-        self.raw.push(Raw { kind: FindingKind::InactiveLaneRead, mem: None, index: None, who, other: Some(Other::Thread(other)) });
+        self.raw.push(Raw { kind: FindingKind::InactiveLaneRead, mem: None, index: None, who, other: Some(Other::Thread(other)), subscript: None });
     }
 
     pub fn divergent_barrier(&mut self, who: Who, other: Option<Who>) {
@@ -342,6 +358,7 @@ impl TgTracker {
             index: None,
             who,
             other: other.map(Other::Thread),
+            subscript: None,
         });
     }
 }
@@ -634,10 +651,16 @@ fn make_finding(kernel: &Kernel, program: &Program, r: Raw, first: ThreadRef, se
             format!("threadgroup_barrier at {a} is not reached by every thread of the threadgroup"),
             "move the barrier out of thread-dependent control flow; do not return early before a barrier".into(),
         ),
-        FindingKind::OutOfBounds => (
-            format!("access outside `{var}` at {a}"),
-            "bounds-check the index (e.g. `if (tid >= n) return;`) or dispatch fewer threads".into(),
-        ),
+        FindingKind::OutOfBounds => match r.subscript {
+            Some(Subscript { dim, index, size }) => (
+                format!("access outside `{var}` at {a}: index {index} of dimension {dim}, size {size} (the flat index may still fall inside `{var}`, on another element than the one meant)"),
+                format!("bounds-check each subscript against the size of its own dimension (dimension {dim} has {size}), not only the flat index, or dispatch fewer threads"),
+            ),
+            None => (
+                format!("access outside `{var}` at {a}"),
+                "bounds-check the index (e.g. `if (tid >= n) return;`) or dispatch fewer threads".into(),
+            ),
+        },
         FindingKind::Coverage | FindingKind::OrderDependence => (String::new(), String::new()),
     };
     Finding {

@@ -9,15 +9,26 @@
 //!   byte offset of the differing word);
 //! * a SIMD-group race's hint says when the threadgroup barrier is the fix
 //!   that stays correct (a simdgroup barrier breaks once the threadgroup
-//!   has more than one SIMD group).
+//!   has more than one SIMD group);
+//! * an out-of-bounds subscript of a multi-dimensional access names its
+//!   dimension and size, though the flat index is inside the buffer;
+//! * a device race and a coverage gap caused by an index formula that
+//!   assumes uniform threadgroups (`tg * threads_per_threadgroup + lid`) in
+//!   a dispatch whose last threadgroup is partial name that cause.
 
-use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, SpecValues};
+use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
 use enigma_ir::{validate, Access, Kernel, MemFlags, Type, ValidationOptions};
 use enigma_sim::SimBackend;
 
 /// Dispatches `kernel` with the sanitizer over buffers of `sizes` zeroed bytes.
 fn sanitize(kernel: &Kernel, sizes: &[usize], grid: u32, tg: u32) -> Vec<Finding> {
+    dispatch(kernel, sizes, grid, tg, true).unwrap()
+}
+
+/// Dispatches `kernel` (sanitized or not) over buffers of `sizes` zeroed
+/// bytes; the findings, or the error.
+fn dispatch(kernel: &Kernel, sizes: &[usize], grid: u32, tg: u32, sanitize: bool) -> Result<Vec<Finding>, RuntimeError> {
     let info = validate(kernel, &ValidationOptions::default()).unwrap();
     let backend = SimBackend::new();
     let compiled = backend.compile(kernel, &info, &SpecValues::default()).unwrap();
@@ -25,7 +36,7 @@ fn sanitize(kernel: &Kernel, sizes: &[usize], grid: u32, tg: u32) -> Vec<Finding
     let args: Vec<ArgValue<'_>> = storages.iter().map(|s| ArgValue::Buffer { storage: s.as_ref(), elem: None }).collect();
     let geometry =
         enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, [grid, 1, 1], [tg, 1, 1]).unwrap();
-    backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize: true, schedules: 0, ..Default::default() }).unwrap().findings
+    Ok(backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 0, ..Default::default() })?.findings)
 }
 
 #[test]
@@ -134,4 +145,56 @@ fn a_simdgroup_race_hint_names_the_robust_fix() {
     let hint = race.hint.as_str();
     assert!(hint.starts_with("add simdgroup_barrier(mem_flags::mem_threadgroup) between"), "{hint}");
     assert!(hint.contains("threadgroup_barrier(mem_flags::mem_threadgroup) is the fix that stays correct"), "{hint}");
+}
+
+#[test]
+fn an_out_of_bounds_subscript_names_its_dimension() {
+    // out[2, 5] of a 3×4 `out`: the flat index 13 is inside the 16-element
+    // buffer, but index 5 is past dimension 1.
+    let mut k = KernelBuilder::new("subscript");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.eq(0u32), |k| k.store(out.at_dims([Ex::from(2u32), Ex::from(5u32)], [Ex::from(3u32), Ex::from(4u32)]), 1u32));
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[16 * 4], 32, 32);
+    let oob = findings.iter().find(|f| f.kind == FindingKind::OutOfBounds).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!((oob.variable.as_deref(), oob.index), (Some("out"), None), "{oob}");
+    assert!(oob.message.contains("index 5 of dimension 1, size 4"), "{oob}");
+    assert_eq!(oob.first.as_ref().map(|t| t.grid), Some(Some([0, 0, 0])), "{oob}");
+    // Without the sanitizer the dispatch fails, saying the same.
+    let err = dispatch(&kernel, &[16 * 4], 32, 32, false).unwrap_err().to_string();
+    assert!(err.contains("out-of-bounds subscript of buffer `out`: index 5 of dimension 1, size 4"), "{err}");
+    // In bounds, the same access is clean and writes element 2·4 + 3.
+    let mut k = KernelBuilder::new("subscript_ok");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    k.store(out.at_dims([Ex::from(2u32), thread_position_in_grid().x()], [Ex::from(3u32), Ex::from(4u32)]), 1u32);
+    let kernel = k.finish().unwrap();
+    let findings = dispatch(&kernel, &[12 * 4], 4, 4, true).unwrap();
+    let coverage = findings.iter().find(|f| f.kind == FindingKind::Coverage).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert!(findings.iter().all(|f| f.kind == FindingKind::Coverage), "{findings:#?}");
+    assert!(coverage.message.starts_with("8 of 12 elements were never written (first unwritten: 0..8)"), "{coverage}");
+}
+
+#[test]
+fn a_partial_last_threadgroup_is_named_as_the_cause() {
+    // i = tg * threads_per_threadgroup + lid with grid 9, threadgroups of 4:
+    // the last threadgroup has 1 thread, so its thread writes out[2].
+    let mut k = KernelBuilder::new("uniform_index");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", threadgroup_position_in_grid().x() * threads_per_threadgroup().x() + thread_position_in_threadgroup().x());
+    k.store(out.at(i), i);
+    let kernel = k.finish().unwrap();
+    let findings = sanitize(&kernel, &[9 * 4], 9, 4);
+    let cause = "the last threadgroup is partial: its threads_per_threadgroup is 1 (9 = 2·4 + 1); index with thread_position_in_grid instead";
+    for kind in [FindingKind::DeviceRace, FindingKind::Coverage] {
+        let f = findings.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{kind:?}: {findings:#?}"));
+        assert!(f.hint.starts_with(cause), "{f}");
+    }
+    // With thread_position_in_grid the kernel is clean, and no cause is named.
+    let mut k = KernelBuilder::new("grid_index");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.store(out.at(i), threads_per_threadgroup().x());
+    let kernel = k.finish().unwrap();
+    assert_eq!(sanitize(&kernel, &[9 * 4], 9, 4), vec![]);
 }

@@ -28,7 +28,8 @@ The kernel language (a subset of Python):
 * Parameters are annotated: a type (``enigma.f32``, ``enigma.u32``,
   ``enigma.half4`` …) is a device buffer of that element type, read-only
   unless the kernel writes it; ``enigma.constant(T)`` is a by-value scalar;
-  ``enigma.buffer(T, access=...)`` states the access explicitly. Python's
+  ``enigma.buffer(T, access=..., shape=...)`` states the access explicitly
+  and/or gives the buffer a shape (below). Python's
   ``int``, ``float`` and ``bool`` are not kernel types (an ``int`` could be
   any width): ``size: int`` is a :class:`CompileError` that says to write
   ``size: enigma.constant(enigma.i32)`` (numba's by-value ``int``). The
@@ -68,6 +69,16 @@ The kernel language (a subset of Python):
 * ``scratch = enigma.threadgroup_alloc("float", 32)`` declares threadgroup
   memory; ``T = enigma.spec("T", enigma.u32, 32)`` a specialisation
   constant, set with ``enigma.compile(k, T=64)``.
+* Multi-dimensional indexing (row-major, like numpy's C order): a buffer
+  declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
+  (each size an int, or the name of a by-value parameter, a specialisation
+  constant or a module constant; the first may be ``None``), and a
+  threadgroup array allocated with one, ``tile = enigma.threadgroup_alloc(
+  enigma.f32, (16, 16))``, take one subscript per dimension: ``out[i, j]``
+  is ``out[i * m + j]`` (the flat form works too). Each subscript is checked
+  against its dimension on the simulator: ``out[1, 5]`` of a 3×4 ``out``
+  lands inside the buffer, but is refused ("index 5 of dimension 1, size
+  4"), a sanitizer finding under ``sanitize=True``; GPUs check no bounds.
 
 Anything else is rejected with :class:`CompileError` naming the file, the
 line and the construct. Errors are all :class:`EnigmaError`:

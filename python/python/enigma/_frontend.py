@@ -72,15 +72,19 @@ class PyObj:
 
 
 class MemRef:
-    """A device buffer or threadgroup array, indexable."""
+    """A device buffer or threadgroup array, indexable; with a ``shape``
+    (row-major; entries: ints, names of scalars, or None for an open first
+    dimension), indexable with one subscript per dimension."""
 
-    __slots__ = ("mem", "elem", "name", "param")
+    __slots__ = ("mem", "elem", "name", "param", "shape", "decl")
 
-    def __init__(self, mem, elem, name, param=None):
+    def __init__(self, mem, elem, name, param=None, shape=None, decl=None):
         self.mem = mem  # {"buffer": i} or {"threadgroup": i}
         self.elem = elem
         self.name = name
         self.param = param  # parameter index for buffers
+        self.shape = shape
+        self.decl = decl  # the AST node that declared it (for messages)
 
 
 class LocalSym:
@@ -368,6 +372,10 @@ class KernelCompiler:
         for arg in args.args:
             self._param(arg, annotations)
         self._block(fn_node.body)
+        for sym in list(self.symbols.values()):
+            if isinstance(sym, MemRef) and sym.shape is not None:
+                for d in range(len(sym.shape)):
+                    self._shape_size(sym, d, sym.decl)  # every name in a shape resolves
         for i, p in enumerate(self.params):
             if "buffer" in p["kind"]:
                 access = self.explicit_access.get(i) or ("read_write" if i in self.written else "read")
@@ -405,8 +413,11 @@ class KernelCompiler:
             self.params.append({"name": ir_name, "kind": {"buffer": {"elem": ann.ir(), "access": "read"}}})
             self.symbols[name] = MemRef({"buffer": index}, ann, name, index)
         elif isinstance(ann, BufferParam):
+            problem = None if ann.shape is None else _lang.shape_problem(ann.shape)
+            if problem:
+                raise self.error(arg, f"buffer `{name}`: {problem}")
             self.params.append({"name": ir_name, "kind": {"buffer": {"elem": ann.dtype.ir(), "access": "read"}}})
-            self.symbols[name] = MemRef({"buffer": index}, ann.dtype, name, index)
+            self.symbols[name] = MemRef({"buffer": index}, ann.dtype, name, index, None if ann.shape is None else tuple(ann.shape), arg)
             if ann.access:
                 self.explicit_access[index] = ann.access
         elif isinstance(ann, ConstantParam):
@@ -567,20 +578,28 @@ class KernelCompiler:
         if kind == "threadgroup_alloc":
             if name in self.symbols:
                 raise self.error(value_node, f"`{name}` is already defined; a threadgroup array needs a name of its own")
-            args = self._bind(value_node, "threadgroup_alloc", ["type", "length"], 2)
+            args = self._bind(value_node, "threadgroup_alloc", ["type", "length", "shape"], 1)
+            if ("length" in args) == ("shape" in args):
+                raise self.error(value_node, "enigma.threadgroup_alloc takes the length (an int) or the shape (a tuple of ints, e.g. (16, 16)), one of the two")
             elem = self._type_arg(args["type"])
-            length = self.value(args["length"])
-            if not length.untyped or not isinstance(length.lit, int) or isinstance(length.lit, bool) or length.lit <= 0:
-                raise self.error(value_node, "the length of a threadgroup array must be a positive integer known at compile time")
-            if length.lit > 0xFFFF_FFFF:
+            dims_node = args.get("length", args.get("shape"))
+            shape = None
+            if isinstance(dims_node, (ast.Tuple, ast.List)):
+                shape = tuple(self._tg_dimension(e, d, value_node) for d, e in enumerate(dims_node.elts))
+                if not shape:
+                    raise self.error(value_node, "the shape of a threadgroup array needs at least one dimension")
+                length = math.prod(shape)
+            else:
+                length = self._tg_dimension(dims_node, None, value_node)
+            if length > 0xFFFF_FFFF:
                 raise self.error(
                     value_node,
-                    f"threadgroup array `{name}` of {length.lit} elements: a threadgroup array holds at most 2**32 - 1 elements "
+                    f"threadgroup array `{name}` of {length} elements: a threadgroup array holds at most 2**32 - 1 elements "
                     "(and the device's threadgroup memory, 32 KiB on Apple GPUs, far fewer)",
                 )
             index = len(self.tg_arrays)
-            self.tg_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length.lit})
-            self.symbols[name] = MemRef({"threadgroup": index}, elem, name)
+            self.tg_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length})
+            self.symbols[name] = MemRef({"threadgroup": index}, elem, name, None, shape, value_node)
             return True
         if kind == "spec":
             if name in self.symbols and not isinstance(self.symbols[name], SpecSym):
@@ -589,6 +608,15 @@ class KernelCompiler:
             self.symbols[name] = SpecSym(val.expr["spec"], val.ty)
             return True
         return False
+
+    def _tg_dimension(self, node, d, call):
+        """A threadgroup array's length (``d`` None) or the size of its
+        dimension ``d``: a positive int known at compile time."""
+        v = self.value(node)
+        if not v.untyped or not isinstance(v.lit, int) or isinstance(v.lit, bool) or v.lit <= 0:
+            what = "the length of a threadgroup array" if d is None else f"dimension {d} of a threadgroup array's shape"
+            raise self.error(call, f"{what} must be a positive integer known at compile time")
+        return v.lit
 
     def _assign_name(self, name, val, node):
         if name in self.loop_vars:
@@ -1204,17 +1232,104 @@ class KernelCompiler:
         raise self.error(node, "only buffers, threadgroup arrays and vectors can be indexed")
 
     def _index(self, slice_node, mem, node):
+        """The flat index (IR) of ``mem[slice]``: one index, or one per
+        dimension of ``mem``'s shape — each checked against its dimension
+        (``dim_check``), combined row-major (``(i·m + j)·p + k``)."""
         s = _slice_node(slice_node)
-        if isinstance(s, (ast.Slice, ast.Tuple)):
-            raise self.error(node, f"`{mem.name}` takes one integer index (no slices or tuples)")
-        v = self._decay(self.value(s))
+        subs = s.elts if isinstance(s, ast.Tuple) else [s]
+        if any(isinstance(e, (ast.Slice, ast.Starred)) for e in subs):
+            raise self.error(node, f"`{mem.name}` is indexed one element at a time (no slices)")
+        shape = mem.shape
+        if len(subs) > 1 and shape is None:
+            kind = (
+                f"declare one: `{mem.name}: enigma.buffer({mem.elem!r}, shape=(\"n\", \"m\"))` with by-value n, m"
+                if mem.param is not None else f"allocate it with one: `enigma.threadgroup_alloc({mem.elem!r}, (R, C))`"
+            )
+            raise self.error(node, f"`{mem.name}` has no shape, so it takes one integer index, not {len(subs)}; to index it per dimension, {kind}")
+        if shape is not None and len(subs) != len(shape) and not (len(subs) == 1 and len(shape) > 1):
+            raise self.error(
+                node,
+                f"`{mem.name}` has {len(shape)} dimension(s) (shape {self._shape_text(shape)}) but {len(subs)} indices were given; "
+                f"index it with {len(shape)} ({mem.name}[{', '.join('ijklmn'[:len(shape)])}]) or with one flat index",
+            )
+        if shape is None or len(subs) != len(shape):
+            flat = self._index_value(subs[0], mem, None, node)  # the flat form
+        else:
+            flat = None
+            for d, sub in enumerate(subs):
+                checked = self._checked_subscript(sub, mem, d, node)
+                if flat is None or (flat.untyped and flat.lit == 0):
+                    flat = checked
+                else:
+                    flat = self._binop("add", self._binop("mul", flat, self._shape_size(mem, d, node), node), checked, node)
+        return _index_expr(flat)
+
+    def _index_value(self, sub, mem, d, node):
+        """One index (``d``: its dimension, None for a flat index) as a Val:
+        a non-negative constant or an integer scalar."""
+        what = f"the index into `{mem.name}`" if d is None else f"index {d} of `{mem.name}`"
+        v = self._decay(self.value(sub))
         if v.untyped:
             if not isinstance(v.lit, int) or isinstance(v.lit, bool) or v.lit < 0:
-                raise self.error(node, f"the index into `{mem.name}` must be a non-negative integer, not {v.lit!r}")
-            return _lit(v.lit, u32 if v.lit < (1 << 32) else u64)
+                raise self.error(node, f"{what} must be a non-negative integer, not {v.lit!r}")
+            return v
         if v.ty.is_vector or not v.ty.is_int:
-            raise self.error(node, f"the index into `{mem.name}` must be an integer scalar, not {v.ty}")
-        return v.expr
+            raise self.error(node, f"{what} must be an integer scalar, not {v.ty}")
+        return v
+
+    def _checked_subscript(self, sub, mem, d, node):
+        """Subscript ``d`` of ``mem[...]``, wrapped in a check against the
+        size of dimension ``d`` (at compile time when both are constants)."""
+        v = self._index_value(sub, mem, d, node)
+        size = self._shape_size(mem, d, node)
+        if size is None:
+            return v  # an open first dimension: the flat bounds check covers it
+        if v.untyped and size.untyped:
+            if v.lit >= size.lit:
+                raise self.error(node, f"index {v.lit} of dimension {d} of `{mem.name}` is out of bounds (size {size.lit})")
+            return v
+        ty = v.ty if not v.untyped else _index_type(v.lit)
+        check = {"dim_check": {"mem": mem.mem, "dim": d, "index": _index_expr(v), "size": _index_expr(size)}}
+        return Val(check, ty)
+
+    @staticmethod
+    def _shape_text(shape):
+        return "(" + ", ".join("None" if e is None else str(e) for e in shape) + ("," if len(shape) == 1 else "") + ")"
+
+    def _shape_size(self, mem, d, node):
+        """The size of dimension ``d`` of ``mem`` as a Val (None for an
+        open first dimension): a constant, or a by-value parameter or
+        specialisation constant that the shape names."""
+        entry = mem.shape[d]
+        if entry is None or isinstance(entry, int):
+            return None if entry is None else untyped(entry)
+        node = mem.decl or node  # what is wrong is in the declaration
+        where = f"`{entry}` in the shape of `{mem.name}`"
+        sym = self.symbols.get(entry)
+        if isinstance(sym, (ValueParamSym, SpecSym)):
+            if sym.ty.is_vector or not sym.ty.is_int:
+                raise self.error(node, f"{where} is {sym.ty}; the size of a dimension is an integer")
+            return Val({"param": sym.index} if isinstance(sym, ValueParamSym) else {"spec": sym.index}, sym.ty)
+        if sym is not None:
+            kind = "a local variable" if isinstance(sym, LocalSym) else "a buffer or threadgroup array"
+            raise self.error(
+                node,
+                f"{where} is {kind}; the size of a dimension is a by-value parameter (enigma.constant(enigma.u32)), "
+                "a specialisation constant or a constant int",
+            )
+        if entry in self.closure:
+            obj = self.closure[entry]
+        elif entry in self.fn.__globals__:
+            obj = self.fn.__globals__[entry]
+        else:
+            raise self.error(
+                node,
+                f"{where} is not defined: name a by-value parameter (enigma.constant(enigma.u32)), a specialisation "
+                "constant (enigma.spec) assigned before the first access, or a module constant",
+            )
+        if not isinstance(obj, numbers.Integral) or isinstance(obj, bool) or int(obj) <= 0:
+            raise self.error(node, f"{where} is {obj!r}; the size of a dimension is a positive integer")
+        return untyped(int(obj))
 
     def _unary(self, node):
         v = self.value(node.operand)
@@ -1655,6 +1770,16 @@ class KernelCompiler:
                 lane = Val(_cast(lane.expr, u32), u32)
             out.append(lane.expr)
         return Val(_call(tag, out), ty)
+
+
+def _index_type(value: int) -> DType:
+    """The type of a constant index or size: u32, or u64 past its range."""
+    return u32 if value < (1 << 32) else u64
+
+
+def _index_expr(v: Val) -> dict:
+    """An index or size as IR: a constant as a literal of its index type."""
+    return _lit(v.lit, _index_type(v.lit)) if v.untyped else v.expr
 
 
 def _slice_node(s):

@@ -67,19 +67,43 @@ class ConstantParam:
 
 
 class BufferParam:
-    """``enigma.buffer(T, access="read"|"read_write")``: a device buffer
-    annotation with explicit access (plain ``T`` infers it from the body)."""
+    """``enigma.buffer(T, access="read"|"read_write", shape=(...))``: a
+    device buffer annotation with explicit access (plain ``T`` infers it
+    from the body) and/or a row-major shape, which lets the kernel index it
+    with one subscript per dimension (``out[i, j]``)."""
 
-    __slots__ = ("dtype", "access")
+    __slots__ = ("dtype", "access", "shape")
 
-    def __init__(self, dtype, access=None):
+    def __init__(self, dtype, access=None, shape=None):
         self.dtype = parse_type(dtype)
         if access not in (None, "read", "read_write"):
             raise ValueError("access must be \"read\" or \"read_write\"")
         self.access = access
+        # Checked when the kernel compiles (shape_problem), so a wrong shape
+        # is a CompileError naming the kernel and the line.
+        self.shape = (shape,) if isinstance(shape, (str, int)) else shape
 
     def __repr__(self):
-        return f"enigma.buffer({self.dtype!r}, access={self.access!r})"
+        shape = "" if self.shape is None else f", shape={self.shape!r}"
+        return f"enigma.buffer({self.dtype!r}, access={self.access!r}{shape})"
+
+
+def shape_problem(shape):
+    """What is wrong with a buffer's shape (None if nothing): a non-empty
+    tuple whose entries are positive ints or names (strings) of by-value
+    parameters, specialisation constants or module constants; the first
+    may be None (as many rows as the buffer holds)."""
+    if not isinstance(shape, (tuple, list)) or not shape:
+        return f"shape must be a non-empty tuple of sizes, e.g. shape=(\"n\", \"m\"); got {shape!r}"
+    for d, size in enumerate(shape):
+        ok = (isinstance(size, int) and not isinstance(size, bool) and size > 0) or (isinstance(size, str) and size.isidentifier())
+        if not ok and not (size is None and d == 0):
+            return (
+                f"shape entry {d} is {size!r}; each size is a positive int or the name (a string) of a by-value "
+                "parameter, a specialisation constant or a module constant (the first may be None: as many rows "
+                "as the buffer holds)"
+            )
+    return None
 
 
 def constant(dtype) -> ConstantParam:
@@ -87,9 +111,13 @@ def constant(dtype) -> ConstantParam:
     return ConstantParam(dtype)
 
 
-def buffer(dtype, access=None) -> BufferParam:
-    """Annotation of a device buffer with explicit access (``"read"`` or ``"read_write"``)."""
-    return BufferParam(dtype, access)
+def buffer(dtype, access=None, shape=None) -> BufferParam:
+    """Annotation of a device buffer with explicit access (``"read"`` or
+    ``"read_write"``) and/or a row-major shape: ``shape=("n", "m")`` names
+    by-value parameters (or specialisation constants, or module constants);
+    ints are sizes; the first entry may be None. The kernel then indexes it
+    as ``out[i, j]`` (or with one flat index, ``out[i * m + j]``)."""
+    return BufferParam(dtype, access, shape)
 
 
 VECTOR_BUILTINS = [

@@ -445,6 +445,25 @@ pub fn barriers() -> Kernel {
     finish(k)
 }
 
+/// Multi-dimensional subscripts (a transpose through a 2-D tile): each index
+/// is wrapped in a dimension check that generated code leaves out, so
+/// `out[j, i]` of a `[m, n]` `out` reads `out[j * n + i]`.
+pub fn multi_dim_indexing() -> Kernel {
+    let mut k = KernelBuilder::new("multi_dim_indexing");
+    let a = k.buffer("a", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let m = k.value("m", Type::U32);
+    let tile = k.threadgroup_array("tile", Type::F32, 16 * 17);
+    let (i, j) = (k.let_("i", thread_position_in_grid().y()), k.let_("j", thread_position_in_grid().x()));
+    let (li, lj) = (k.let_("li", thread_position_in_threadgroup().y()), k.let_("lj", thread_position_in_threadgroup().x()));
+    let tile_shape = || [Ex::from(16u32), Ex::from(17u32)];
+    k.store(tile.at_dims([li, lj], tile_shape()), a.at_dims([i, j], [n, m]).load());
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.store(out.at_dims([j, i], [m, n]), tile.at_dims([lj, li], tile_shape()).load());
+    finish(k)
+}
+
 /// Names that collide with target words are renamed; the rest are kept.
 pub fn colliding_names() -> Kernel {
     let mut k = KernelBuilder::new("expf");
@@ -478,6 +497,7 @@ pub fn construct_kernels() -> Vec<Kernel> {
         barriers(),
         colliding_names(),
         simdgroup_matrices(),
+        multi_dim_indexing(),
     ]
 }
 

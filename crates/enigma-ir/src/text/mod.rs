@@ -53,6 +53,7 @@
 //!          | ("matrix_row" | "matrix_col") "<" type ">" "(" n ")"
 //!          | "simdgroup_multiply" "(" expr "," expr ")" | "simdgroup_multiply_accumulate" "(" expr "," expr "," expr ")"
 //!          | "thread_element" "(" expr "," n ")"
+//!          | "dim_check" "(" ref "," n "," expr "," expr ")"   // (memory, dimension, index, size)
 //! ```
 //!
 //! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
@@ -63,6 +64,9 @@
 //!   that collides with a keyword, a type or a builtin is written as a quoted
 //!   string with Rust escapes (`"my name"`). A reference to an id the kernel
 //!   does not declare prints as `$param(3)`, `$spec(0)`, `$tg(1)`, `$local(7)`.
+//! * `dim_check(A, 1, j, m)` is `j`, checked as subscript 1 of a
+//!   multi-dimensional access to `A` whose dimension 1 has `m` elements
+//!   (`A[(dim_check(A, 0, i, n) * m) + dim_check(A, 1, j, m)]` is `A[i, j]`).
 //! * `<op>` is `add sub min max and or xor exchange`; a statement with a result
 //!   prints as `old = atomic_fetch_add(A[i], v)`, without as `atomic_add(A[i], v)`.
 //! * Barrier flags: `mem_none`, `mem_threadgroup`, `mem_device`,
@@ -118,7 +122,7 @@
 //!   index}`, `unary {op, arg}`, `binary {op, lhs, rhs}`, `call {func, args}`
 //!   (`func` is the intrinsic's variant name: `fast_exp`, `simd_sum`), `cast
 //!   {to, arg}`, `bitcast {to, arg}`, `vector {ty, components}`, `extract {arg,
-//!   index}`. Memories are `{"buffer":i}` or `{"threadgroup":i}`.
+//!   index}`, `dim_check {mem, dim, index, size}`. Memories are `{"buffer":i}` or `{"threadgroup":i}`.
 //! * Literals are `{"ty":"<scalar>","value":{"<kind>":v}}` with kinds `bool`,
 //!   `int`, `u_int`, `float`. A float is a JSON number, or one of the strings
 //!   `"nan"`, `"inf"`, `"-inf"`, `"nan:0x…"` (JSON has no numbers for them).

@@ -848,6 +848,19 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(e)
                     }
+                    ("dim_check", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let mem = self.memory_arg()?;
+                        self.expect_punct(",")?;
+                        let dim = self.small_index("a dimension")?;
+                        self.expect_punct(",")?;
+                        let index = Box::new(self.expr()?);
+                        self.expect_punct(",")?;
+                        let size = Box::new(self.expr()?);
+                        self.expect_punct(")")?;
+                        Ok(Expr::DimCheck { mem, dim, index, size })
+                    }
                     (_, Tok::Punct("::")) => {
                         let mut name = word.clone();
                         self.bump();

@@ -56,6 +56,7 @@ const KEYWORDS: &[&str] = &[
     "thread_element",
     "matrix_row",
     "matrix_col",
+    "dim_check",
 ];
 
 fn is_plain_ident(s: &str) -> bool {
@@ -428,6 +429,14 @@ impl Printer<'_> {
             }
             Expr::Builtin(b) => self.out.push_str(b.name()),
             Expr::Load { mem, index } => self.mem_index(*mem, index),
+            Expr::DimCheck { mem, dim, index, size } => {
+                let name = self.memory_ref(*mem);
+                let _ = write!(self.out, "dim_check({name}, {dim}, ");
+                self.expr(index);
+                self.out.push_str(", ");
+                self.expr(size);
+                self.out.push(')');
+            }
             Expr::Unary { op, arg } => {
                 self.out.push('(');
                 self.out.push_str(op.symbol());
