@@ -84,6 +84,10 @@ pub(crate) trait Dialect {
     /// Marks the matrix helpers as used (the prelude then defines them).
     fn use_matrices(&mut self);
 
+    /// A read-only pointer to the scalars of array `name` of vectors of `s`
+    /// in `mem`'s address space (a matrix load from vector memory).
+    fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String;
+
     // ---- literals ----------------------------------------------------------
 
     /// The suffix of an integer literal of a 32- or 64-bit type.

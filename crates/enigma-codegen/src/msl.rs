@@ -141,6 +141,11 @@ impl Msl {
 impl Dialect for Msl {
     const TARGET: Target = Target::Msl;
 
+    fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String {
+        let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
+        format!("(({space} const {}*){name})", self.scalar_name(s))
+    }
+
     fn use_matrices(&mut self) {
         self.matrices = true;
     }

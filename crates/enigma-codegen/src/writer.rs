@@ -452,7 +452,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// `name[index]`, the element type, and whether the memory is atomic.
     fn place(&mut self, mem: Memory, index: &Expr) -> Result<(Code, Type, bool), CodegenError> {
-        let (name, elem) = match mem {
+        let (name, elem) = self.memory(mem)?;
+        let index = self.expr(index)?;
+        let atomic = self.info.atomic_memories.contains(&mem);
+        Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
+    }
+
+    /// The name of a buffer or threadgroup array and its element type.
+    fn memory(&self, mem: Memory) -> Result<(String, Type), CodegenError> {
+        Ok(match mem {
             Memory::Buffer(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
                 Some(ParamKind::Buffer { elem, .. }) => (self.names.param(p).to_string(), elem),
                 _ => return Err(self.malformed(format!("parameter {} is not a buffer", p.0))),
@@ -461,10 +469,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Some(arr) => (self.names.tg_array(t).to_string(), arr.elem),
                 None => return Err(self.malformed(format!("threadgroup array {} does not exist", t.0))),
             },
-        };
-        let index = self.expr(index)?;
-        let atomic = self.info.atomic_memories.contains(&mem);
-        Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
+        })
     }
 
     /// The lane index, for the matrix helpers (each dialect's prelude maps
@@ -484,11 +489,18 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 (format!("enigma_tile_fill<{t}, {r}, {c}>({}, {diagonal}, {lane})", v.code.text), Type::Matrix(*ty))
             }
             Expr::MatrixLoad { ty, mem, offset, stride, transpose } => {
-                let (place, _, _) = self.place(*mem, offset)?;
+                // Vector memory is read through a view of its scalars.
+                let pointer = match self.memory(*mem)? {
+                    (array, elem) if elem.width() > 1 => {
+                        let offset = self.expr(offset)?;
+                        format!("{} + {}", self.dialect.scalar_view(*mem, ty.elem(), &array), offset.code.at_least(Prec::Multiplicative))
+                    }
+                    _ => format!("&{}", self.place(*mem, offset)?.0.text),
+                };
                 let stride = self.top_expr(stride)?;
                 let lane = self.lane();
                 let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
-                (format!("enigma_tile_load<{t}, {r}, {c}>(&{}, {}, {transpose}, {lane})", place.text, stride.code.text), Type::Matrix(*ty))
+                (format!("enigma_tile_load<{t}, {r}, {c}>({pointer}, {}, {transpose}, {lane})", stride.code.text), Type::Matrix(*ty))
             }
             Expr::MatrixMultiply { a, b, acc } => {
                 let (va, vb) = (self.expr(a)?, self.expr(b)?);

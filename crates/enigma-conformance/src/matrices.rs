@@ -146,6 +146,58 @@ pub fn matrix_loads_and_stores(rt: &Runtime) -> CaseResult {
     })
 }
 
+/// Matrix loads from memory of `f16x4` vectors read it as its scalars
+/// (offset and stride count halves): a 16×16 tile straight from a device
+/// buffer's vector view, and 16×16 tiles, plain and transposed, from a
+/// threadgroup array filled by whole-vector stores with rows padded to 24
+/// halves (on CUDA the `ldmatrix` path: 16-byte rows); their product
+/// checks the values on the way to the tensor cores as well.
+pub fn matrix_loads_from_vector_memory(rt: &Runtime) -> CaseResult {
+    seeded("matrix_loads_from_vector_memory", |rng| {
+        const LD: u32 = 24;
+        let t = MatrixType::new(Scalar::F16, 16, 16);
+        let f16x4 = Type::vector(Scalar::F16, 4);
+        let mut k = KernelBuilder::new("matrix_vector_loads");
+        let src4 = k.buffer("src4", f16x4, Access::Read);
+        let out = k.buffer("out", Type::F16, Access::ReadWrite);
+        let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
+        let stage = k.threadgroup_array("stage", f16x4, 16 * LD / 4);
+        let lane = k.let_("lane", thread_index_in_simdgroup());
+        // 16 rows of 16 halves = 64 vectors, 2 per lane, into rows of LD halves.
+        k.for_range("i", 0u32, 2u32, 1u32, |k, i| {
+            let v = k.let_("v", lane * 2u32 + i);
+            k.store(stage.at(v / 4u32 * (LD / 4) + v % 4u32), src4.get(v));
+        });
+        k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
+        let direct = k.let_("direct", matrix_load(t, src4, 0u32, 16u32, false));
+        let staged = k.let_("staged", matrix_load(t, stage, 0u32, LD, false));
+        let transposed = k.let_("transposed", matrix_load(t, stage, 0u32, LD, true));
+        k.matrix_store(direct, out, 0u32, 16u32, false);
+        k.matrix_store(staged, out, 256u32, 16u32, false);
+        k.matrix_store(transposed, out, 512u32, 16u32, false);
+        let product = matrix_multiply_accumulate(staged, transposed, matrix_fill(MatrixType::new(Scalar::F32, 16, 16), 0.0f32));
+        k.matrix_store(product, prod, 0u32, 16u32, false);
+        let kernel = finish(k)?;
+        let p = pipeline(rt, &kernel)?;
+        let src_v = halves(rng, 256);
+        let bytes: Vec<u8> = src_v.iter().flat_map(|v| f32_to_f16(*v).to_le_bytes()).collect();
+        let bufs = [
+            rt.buffer_from_bytes(f16x4, &bytes).ctx("allocating a buffer")?,
+            upload_as(rt, Scalar::F16, &[0.0; 768])?,
+            upload_as(rt, Scalar::F32, &[0.0; 256])?,
+        ];
+        let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+        threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+        let got = download_as(&bufs[1], Scalar::F16)?;
+        let transposed_v: Vec<f32> = (0..256).map(|i| src_v[(i % 16) * 16 + i / 16]).collect();
+        check_f32_exact("load from a device vector view", &got[..256], &src_v, describe_rc(16))?;
+        check_f32_exact("load from threadgroup vectors", &got[256..512], &src_v, describe_rc(16))?;
+        check_f32_exact("transposed load from threadgroup vectors", &got[512..], &transposed_v, describe_rc(16))?;
+        let want = reference(&src_v, &transposed_v, None, 16, 16, 16);
+        check_f32_exact("their product", &download_as(&bufs[2], Scalar::F32)?, &want, describe_rc(16))
+    })
+}
+
 pub fn matrix_fill_and_diagonal(rt: &Runtime) -> CaseResult {
     seeded("matrix_fill_and_diagonal", |rng| {
         let t = MatrixType::new(Scalar::F16, 8, 8);

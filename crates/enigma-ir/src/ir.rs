@@ -780,8 +780,11 @@ pub enum Expr {
     /// `simdgroup_load`: the tile whose element (r, c) is
     /// `mem[offset + r·stride + c]`, or with `transpose`
     /// `mem[offset + c·stride + r]`. `offset` and `stride` (MSL's
-    /// `elements_per_row`) are u32; the memory's element type is the tile's.
-    /// Reads every element, each a memory access like a `Load`.
+    /// `elements_per_row`) are u32; the memory's element type is the tile's,
+    /// or a vector of it, read as its scalars (offset and stride then count
+    /// scalars, like a `threadgroup half*` view of a `half4` array). Reads
+    /// every element, each a memory access like a `Load` (of the whole
+    /// vector holding it, for vector memory).
     MatrixLoad { ty: MatrixType, mem: Memory, offset: Box<Expr>, stride: Box<Expr>, transpose: bool },
     /// `simdgroup_multiply(a, b)` or, with `acc`,
     /// `simdgroup_multiply_accumulate(a, b, acc)`: the R×C tile `a·b (+ acc)`

@@ -270,11 +270,20 @@ pub fn matrix_fill(ty: MatrixType, value: Type) -> Result<Type, K> {
 
 /// `simdgroup_load`/`simdgroup_store` on a memory of element type `elem`
 /// with u32 `offset` and `stride`: the memory holds scalars of the tile's
-/// element type.
+/// element type, or — for a load — vectors of them, read as their scalars
+/// (`offset` and `stride` then count scalars, as a `threadgroup half*` view
+/// of a `threadgroup half4` array does in MSL). A store writes scalars only
+/// (storing part of a vector element would read and rewrite the rest).
 pub fn matrix_memory(op: &'static str, ty: MatrixType, memory: &str, elem: Type, offset: Type, stride: Type) -> Result<(), K> {
     matrix_shape(ty)?;
-    if elem != Type::scalar(ty.elem()) {
-        return Err(K::MatrixOperands { op, problem: format!("`{memory}` holds {elem}; a {} tile needs {} elements", Type::Matrix(ty), ty.elem()) });
+    let load = op == "simdgroup_load";
+    if elem.elem() != ty.elem() || elem.is_matrix() || (elem.width() > 1 && !load) {
+        let needs = match (load, elem.width() > 1) {
+            (true, _) => format!("{} elements or vectors of them", ty.elem()),
+            (false, true) => format!("{} elements (a store cannot write into vectors)", ty.elem()),
+            (false, false) => format!("{} elements", ty.elem()),
+        };
+        return Err(K::MatrixOperands { op, problem: format!("`{memory}` holds {elem}; a {} tile needs {needs}", Type::Matrix(ty)) });
     }
     for (index, t) in [(1, offset), (2, stride)] {
         if t != Type::U32 {
@@ -324,4 +333,24 @@ pub fn matrix_coord(ty: MatrixType, index: u8) -> Result<Type, K> {
         });
     }
     Ok(Type::U32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A load may view vector memory as its scalars; a store may not write
+    /// into vectors; other element types are refused either way.
+    #[test]
+    fn matrix_memory_takes_scalars_or_for_loads_vectors_of_them() {
+        let t = MatrixType::new(Scalar::F16, 16, 16);
+        let ok = |op, elem| matrix_memory(op, t, "m", elem, Type::U32, Type::U32);
+        assert!(ok("simdgroup_load", Type::F16).is_ok());
+        assert!(ok("simdgroup_load", Type::vector(Scalar::F16, 4)).is_ok());
+        assert!(ok("simdgroup_store", Type::F16).is_ok());
+        let store = ok("simdgroup_store", Type::vector(Scalar::F16, 4)).unwrap_err().to_string();
+        assert!(store.contains("`m` holds f16x4") && store.contains("a store cannot write into vectors"), "{store}");
+        assert!(ok("simdgroup_load", Type::vector(Scalar::F32, 4)).is_err());
+        assert!(ok("simdgroup_load", Type::F32).is_err());
+    }
 }

@@ -410,6 +410,32 @@ impl Lowering<'_> {
             .collect()
     }
 
+    /// Loads scalar `index` of `mem` into `dst`: one element, or — for a
+    /// memory of `stored` vectors — the whole vector `index / width` (the
+    /// sanitizer sees an access to that element) and its component
+    /// `index % width`.
+    fn scalar_of_memory(&mut self, mem: Memory, stored: Type, index: Reg, dst: Reg) {
+        let width = stored.width() as u32;
+        if width == 1 {
+            self.emit(Inst::Load { mem: Self::mem(mem), elem: stored, dst, index, index_ty: Scalar::U32 });
+            return;
+        }
+        let w = self.temp(1);
+        self.emit(Inst::Const { dst: w, bits: width as u64 });
+        let (element, component) = (self.temp(1), self.temp(1));
+        self.emit(Inst::Binary { op: BinaryOp::Div, ty: Scalar::U32, dst: element, a: index, b: w });
+        self.emit(Inst::Binary { op: BinaryOp::Rem, ty: Scalar::U32, dst: component, a: index, b: w });
+        let vector = self.temp(stored.registers());
+        self.emit(Inst::Load { mem: Self::mem(mem), elem: stored, dst: vector, index: element, index_ty: Scalar::U32 });
+        self.emit(Inst::Copy { dst, src: vector });
+        let (c, is_c) = (self.temp(1), self.temp(1));
+        for k in 1..width {
+            self.emit(Inst::Const { dst: c, bits: k as u64 });
+            self.emit(Inst::Binary { op: BinaryOp::Eq, ty: Scalar::U32, dst: is_c, a: component, b: c });
+            self.emit(Inst::Call { func: Intrinsic::Select, ty: stored.elem(), dst, args: [dst, vector + k as Reg, is_c] });
+        }
+    }
+
     /// Evaluates `e` into a register of its own, so later assignments to a
     /// variable it reads do not change it (loop bounds are evaluated once).
     fn snapshot(&mut self, e: &Expr) -> Operand {
@@ -533,9 +559,9 @@ impl Lowering<'_> {
                 self.emit(Inst::WholeSimdgroup { op: "simdgroup_load" });
                 let indices = self.matrix_indices(*ty, offset, stride, *transpose);
                 let dst = self.temp(ty.per_lane());
-                let elem = Type::scalar(ty.elem());
+                let stored = self.elem_of(*mem);
                 for (i, index) in indices.into_iter().enumerate() {
-                    self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst: dst + i as Reg, index, index_ty: Scalar::U32 });
+                    self.scalar_of_memory(*mem, stored, index, dst + i as Reg);
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }
             }

@@ -275,6 +275,10 @@ fn intrinsic_index(func: Intrinsic) -> usize {
 }
 
 impl Dialect for Cuda {
+    fn scalar_view(&self, _mem: Memory, s: Scalar, name: &str) -> String {
+        format!("reinterpret_cast<const {}*>({name})", self.scalar_name(s))
+    }
+
     fn use_matrices(&mut self) {
         self.matrices = true;
     }

@@ -523,6 +523,13 @@ pub fn simdgroup_matrices() -> Kernel {
     k.matrix_store(acc, out, 0u32, 16u32, false);
     k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true) + 256u32), thread_element(acc, 3));
     k.store(out.at(lane + 512u32), thread_element(sq, 0).cast(Type::F32));
+    // Tiles read from vector memory through a view of its scalars.
+    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
+    let stage4 = k.threadgroup_array("stage4", Type::vector(Scalar::F16, 4), 64);
+    k.store(stage4.at(lane), a4.get(lane));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let from_vectors = matrix_multiply_accumulate(matrix_load(h, a4, 8u32, 8u32, false), matrix_load(ht, stage4, 16u32, 16u32, false), acc);
+    k.matrix_store(from_vectors, out, 768u32, 16u32, false);
     finish(k)
 }
 

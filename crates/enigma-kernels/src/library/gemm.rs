@@ -186,8 +186,10 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     let b4 = k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read);
     let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
     let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
-    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(1), a_rows * lda);
-    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(1), b_rows * ldb);
+    // Slices of 4-element vectors, written whole; the matrix loads read
+    // their scalars (offsets and strides count elements).
+    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), a_rows * lda / VEC);
+    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_rows * ldb / VEC);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -381,15 +383,13 @@ impl Operand {
         }
     }
 
-    /// Writes the registers to the threadgroup slice (rows padded by [`PAD`]).
+    /// Writes the registers to the threadgroup slice (rows padded by [`PAD`]),
+    /// one whole vector each.
     fn commit(&self, k: &mut KernelBuilder, tag: &str, regs: &[Var], lid: Ex, threads: u32) {
         let ld = self.slice.1 + PAD;
         for (u, reg) in regs.iter().enumerate() {
             let (r, c) = self.position(k, &format!("{tag}store_"), u as u32, lid, threads);
-            let at = k.let_(&format!("{tag}{}s{u}", self.name), r * ld + c);
-            for e in 0..VEC {
-                k.store(self.staged.at(at + e), reg.get().component(e as u8));
-            }
+            k.store(self.staged.at((r * ld + c) / VEC), reg.get());
         }
     }
 }
