@@ -49,6 +49,7 @@ fn seed002_memory_budget_table() {
         let (fa, fb) = match variant {
             Separate => (2 * m64 * k64 * 2, 2 * k64 * n64 * 2),
             Fused => (m64 * k64 * 2, 4 * 64 * 2),
+            TileVariant::Staged => unreachable!("seed 002 has no staged rows"),
         };
         let ft = fa + fb;
         if variant == Separate {
@@ -442,4 +443,16 @@ proptest! {
             Err(e) => prop_assert!(false, "unexpected error {e}"),
         }
     }
+}
+
+/// The staged variant (the library GEMM's slices): `M·(K+8)·2 + K·(N+8)·2`.
+#[test]
+fn staged_slices_are_padded_by_eight_elements() {
+    let dev = enigma_analysis::catalog::find("m4-max").unwrap();
+    let r = plan_tile(&cfg(128, 128, 32, TileVariant::Staged, WeightFormat::Fp16), &dev, None).unwrap();
+    assert_eq!((r.a_bytes, r.b_bytes, r.tg_memory_bytes), (128 * 40 * 2, 32 * 136 * 2, 18_944));
+    assert!(r.fits);
+    let too_big = plan_tile(&cfg(128, 128, 64, TileVariant::Staged, WeightFormat::Fp16), &dev, None).unwrap();
+    assert_eq!(too_big.tg_memory_bytes, 128 * 72 * 2 + 64 * 136 * 2);
+    assert!(!too_big.fits);
 }

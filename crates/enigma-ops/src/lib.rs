@@ -671,6 +671,12 @@ impl<'rt> Ops<'rt> {
         self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
         self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
+        // Above 8 rows the tensor-core kernel, unless options ask for the
+        // decode kernel's own blocking.
+        let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some);
+        if m > qmatmul::MAX_ROWS as usize && !decode_options {
+            return self.qgemm(a, w, m, out);
+        }
         let cols = match (self.options.columns_per_thread, self.options.vectorize) {
             (Some(c), _) => Some(c),
             (None, Some(false)) => Some(1),
@@ -709,6 +715,34 @@ impl<'rt> Ops<'rt> {
                 ("n", Arg::u32(plan.n)),
                 ("k", Arg::u32(plan.k)),
                 ("group_words", Arg::u32(plan.group_words())),
+            ],
+        )?;
+        Ok(c)
+    }
+
+    /// [`Ops::qmatmul`] above the decode kernel's 8 rows: the GEMM's tiles
+    /// on SIMD-group matrices with B dequantized into threadgroup memory
+    /// (`gemm::QgemmConfig`; checked by `qmatmul`).
+    fn qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "qmatmul";
+        let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
+        let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
+        cfg.check()?;
+        let c = self.output(out.scalar(), m * w.n)?;
+        self.launch(
+            cfg.name(),
+            || gemm::qgemm(&cfg),
+            cfg.dispatch(mu, n),
+            &[
+                ("a", Arg::from(a)),
+                ("a4", Arg::from(a)),
+                ("b", Arg::from(&w.packed)),
+                ("scales", Arg::from(&w.scales)),
+                ("c", Arg::from(&c)),
+                ("m", Arg::u32(mu)),
+                ("n", Arg::u32(n)),
+                ("k", Arg::u32(k)),
+                ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
             ],
         )?;
         Ok(c)

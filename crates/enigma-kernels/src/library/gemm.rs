@@ -23,6 +23,8 @@
 //! 4-element vector views of the same buffers as `a` and `b` (the batch
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
 
+use super::qmatmul::{fp4_code_value, int4_value, nibble};
+use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 
@@ -57,15 +59,18 @@ impl GemmConfig {
         GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false }
     }
 
-    /// The same tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of
-    /// them as a grid of at most twice as many rows as columns.
+    /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them
+    /// as a grid of at most twice as many rows as columns; a side shrinks
+    /// where its SIMD groups would hold more than 64 (the largest matrix).
     pub fn with_threads(self, threads: u32) -> Result<GemmConfig, ShapeError> {
         let groups = check_threads(&self.name(), threads)? / SIMD_WIDTH;
         if !groups.is_power_of_two() {
             return Err(ShapeError::new(self.name(), format!("{threads} threads are {groups} SIMD groups; the tile splits over a power of two")));
         }
         let sg_cols = 1 << (groups.trailing_zeros() / 2);
-        let cfg = GemmConfig { sg_rows: groups / sg_cols, sg_cols, ..self };
+        let sg_rows = groups / sg_cols;
+        let side = MatrixType::MAX_SIDE as u32;
+        let cfg = GemmConfig { sg_rows, sg_cols, tm: self.tm.min(side * sg_rows), tn: self.tn.min(side * sg_cols), ..self };
         cfg.check()?;
         Ok(cfg)
     }
@@ -104,8 +109,7 @@ impl GemmConfig {
 
     /// Checks that the tile shape is one the kernel can build: sides and
     /// SIMD-group tiles multiples of 8, tiles at most 64, at most 1024
-    /// threads and 32 KiB of threadgroup memory, and slices that the
-    /// threadgroup's threads stage in whole 4-element vectors.
+    /// threads and 32 KiB of threadgroup memory.
     pub fn check(&self) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v % 8 == 0 && v <= 64;
@@ -120,14 +124,6 @@ impl GemmConfig {
             ));
         }
         check_threads(&name, self.threads())?;
-        for (rows, cols) in self.slices() {
-            if (rows * cols) % (VEC * self.threads()) != 0 {
-                return Err(ShapeError::new(
-                    name,
-                    format!("a {rows}×{cols} slice does not split into {VEC}-element vectors over {} threads", self.threads()),
-                ));
-            }
-        }
         if self.threadgroup_memory_bytes() > MAX_THREADGROUP_MEMORY {
             return Err(ShapeError::new(
                 name,
@@ -167,23 +163,38 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     if let Err(e) = cfg.check() {
         panic!("{e}");
     }
+    build(cfg, cfg.name(), None)
+}
+
+/// The kernel of `cfg` named `name`: B of the input type, or with `packed`
+/// 4-bit weights in seed 002's layout (see [`QgemmConfig`]).
+fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let (sm, sn) = (cfg.tm / cfg.sg_rows, cfg.tn / cfg.sg_cols);
     let step = cfg.k_step();
     let elem = cfg.input.scalar();
     let a_tile = MatrixType::new(elem, sm as u8, step as u8);
     let b_tile = MatrixType::new(elem, step as u8, sn as u8);
     let acc_tile = MatrixType::new(enigma_ir::Scalar::F32, sm as u8, sn as u8);
-    let mut k = KernelBuilder::new(cfg.name());
+    let mut k = KernelBuilder::new(name);
     let a = k.buffer("a", cfg.input.ty(1), Access::Read);
-    let b = k.buffer("b", cfg.input.ty(1), Access::Read);
+    let b = match packed {
+        None => k.buffer("b", cfg.input.ty(1), Access::Read),
+        Some(_) => k.buffer("b", Type::U32, Access::Read),
+    };
     let c = k.buffer("c", cfg.output.ty(1), Access::ReadWrite);
     let m = k.value("m", Type::U32);
     let n = k.value("n", Type::U32);
     let kk = k.value("k", Type::U32);
-    let alpha = k.value("alpha", Type::F32);
-    let beta = k.value("beta", Type::F32);
+    // alpha and beta, or for packed weights the group size and its scales.
+    let (scaling, scales) = match packed {
+        None => (Some((k.value("alpha", Type::F32), k.value("beta", Type::F32))), None),
+        Some(_) => (None, Some((k.value("group", Type::U32), k.buffer("scales", Type::F16, Access::Read)))),
+    };
     let a4 = k.buffer("a4", cfg.input.ty(VEC as u8), Access::Read);
-    let b4 = k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read);
+    let b_source = match (packed, scales) {
+        (Some(format), Some((group, scales))) => Source::Packed { format, words: b, scales, group },
+        _ => Source::Values { scalar: b, vector: k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read) },
+    };
     let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
     let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
     // Slices of 4-element vectors, written whole; the matrix loads read
@@ -203,8 +214,7 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     // this threadgroup's slices along the axis that is not K.
     let a_op = Operand {
         name: "a",
-        scalar: a,
-        vector: a4,
+        source: Source::Values { scalar: a, vector: a4 },
         staged: a_s,
         base: k.let_("a_base", batch * m * kk),
         shape: if cfg.trans_a { (kk, m) } else { (m, kk) },
@@ -214,8 +224,7 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
     };
     let b_op = Operand {
         name: "b",
-        scalar: b,
-        vector: b4,
+        source: b_source,
         staged: b_s,
         base: k.let_("b_base", batch * kk * n),
         shape: if cfg.trans_b { (n, kk) } else { (kk, n) },
@@ -246,12 +255,82 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
         let col = k.let_(&format!("col{i}"), n0 + sg_n + matrix_coord(acc_tile, i, true));
         k.if_(row.lt(m).and(col.lt(n)), |k| {
             let at = k.let_(&format!("at{i}"), c_base + row * n + col);
-            let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
-            k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
-            store_f32(k, c, at, v.get());
+            match scaling {
+                Some((alpha, beta)) => {
+                    let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
+                    k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
+                    store_f32(k, c, at, v.get());
+                }
+                None => store_f32(k, c, at, thread_element(acc, i)),
+            }
         });
     }
     finish(k)
+}
+
+/// The quantized GEMM `C[M, N] = A[M, K] · dequant(B)` on the GEMM's tiles
+/// and tensor-core path: `A` f16, `B` 4-bit codes in seed 002's layout (FP4
+/// or INT4, `[K/8][N]` words with f16 scales per group), `C` f32 or f16.
+/// Each K slice of B is dequantized into threadgroup memory (seed 002's
+/// *separate* variant, one slice, as `[N][K]` so that a word's 8 values are
+/// contiguous) and read back with transposed matrix loads. For M above the
+/// decode kernel's 8 rows ([`super::qmatmul`]).
+///
+/// Parameters: `a, b, c, m, n, k, group, scales, a4` (`a4` the `half4`
+/// view of `a`; `b` the packed words; `group` K values per scale).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QgemmConfig {
+    pub format: Format,
+    pub output: DType,
+    pub tm: u32,
+    pub tn: u32,
+    pub sg_rows: u32,
+    pub sg_cols: u32,
+}
+
+impl QgemmConfig {
+    /// The tile for `m` rows: 16, 32, 64 or 128 rows by 128 columns over
+    /// 4 SIMD groups, none holding more than 64×64.
+    pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
+        let tm = [16, 32, 64].into_iter().find(|&t| m <= t).unwrap_or(128);
+        let (sg_rows, sg_cols) = if tm <= 32 { (1, 4) } else { (2, 2) };
+        QgemmConfig { format, output, tm, tn: 128, sg_rows, sg_cols }
+    }
+
+    /// The GEMM configuration that stages its slices: f16 A, B read
+    /// transposed, 32 K values per slice (every group size is a multiple).
+    pub fn gemm(&self) -> GemmConfig {
+        GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true }
+    }
+
+    /// Checks the tile (as [`GemmConfig::check`]) and the format.
+    pub fn check(&self) -> Result<(), ShapeError> {
+        if !matches!(self.format, Format::Fp4 | Format::Int4) {
+            return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
+        }
+        self.gemm().check()
+    }
+
+    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}`.
+    pub fn name(&self) -> String {
+        format!("qgemm_{}_{}_{}x{}_sg{}x{}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+    }
+
+    /// The dispatch for an `m × n` result.
+    pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
+        self.gemm().dispatch(m, n, 1)
+    }
+}
+
+/// The quantized GEMM kernel of `cfg` (see [`QgemmConfig`]).
+///
+/// # Panics
+/// When `cfg.check()` fails.
+pub fn qgemm(cfg: &QgemmConfig) -> Kernel {
+    if let Err(e) = cfg.check() {
+        panic!("{e}");
+    }
+    build(&cfg.gemm(), cfg.name(), Some(cfg.format))
 }
 
 /// The multiply loop's fixed parts: the configuration, the two operands, the
@@ -280,7 +359,7 @@ impl Stages<'_> {
         let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
         for (op, regs) in self.ops.iter().zip(held) {
             op.fetch(k, &format!("{tag}first_"), cfg, regs, from, lid, threads, vector_loads);
-            op.commit(k, &format!("{tag}first_"), regs, lid, threads);
+            op.commit(k, &format!("{tag}first_"), regs, from, lid, threads);
         }
         k.threadgroup_barrier(MemFlags::Threadgroup);
         k.for_range(&format!("{tag}k0"), from, to, cfg.tk, |k, k0| {
@@ -304,7 +383,7 @@ impl Stages<'_> {
             k.threadgroup_barrier(MemFlags::Threadgroup);
             k.if_(next.lt(to), |k| {
                 for (op, regs) in self.ops.iter().zip(held) {
-                    op.commit(k, &format!("{tag}next_"), regs, lid, threads);
+                    op.commit(k, &format!("{tag}next_"), regs, next, lid, threads);
                 }
             });
             k.threadgroup_barrier(MemFlags::Threadgroup);
@@ -312,14 +391,23 @@ impl Stages<'_> {
     }
 }
 
-/// One input matrix as the kernel stages it: its scalar and vector views,
-/// its threadgroup slice, where this batch's matrix starts (`base`), its
-/// stored shape (rows, columns), the slice's shape, the slice's origin
-/// along the axis that is not K, and whether K runs along the rows.
+/// Where an operand's values come from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Values of the input type, through a scalar and a 4-wide view.
+    Values { scalar: Mem, vector: Mem },
+    /// 4-bit codes in seed 002's layout: u32 `words` holding 8 consecutive K
+    /// values of one column, f16 `scales` per `group` K values and column.
+    Packed { format: Format, words: Mem, scales: Mem, group: Ex },
+}
+
+/// One input matrix as the kernel stages it: its source, its threadgroup
+/// slice, where this batch's matrix starts (`base`), its stored shape
+/// (rows, columns), the slice's shape, the slice's origin along the axis
+/// that is not K, and whether K runs along the rows.
 struct Operand {
     name: &'static str,
-    scalar: Mem,
-    vector: Mem,
+    source: Source,
     staged: Mem,
     base: Ex,
     shape: (Ex, Ex),
@@ -329,21 +417,53 @@ struct Operand {
 }
 
 impl Operand {
-    /// Vectors each thread holds.
+    /// Values one thread moves per load: a vector, or a packed word.
+    fn unit(&self) -> u32 {
+        match self.source {
+            Source::Values { .. } => VEC,
+            Source::Packed { .. } => VALUES_PER_WORD as u32,
+        }
+    }
+
+    /// Loads (vectors or words) in a slice.
+    fn loads(&self) -> u32 {
+        self.slice.0 * self.slice.1 / self.unit()
+    }
+
+    /// Loads each thread makes (the last one only on the first threads when
+    /// the threads do not divide the slice).
     fn per_thread(&self, threads: u32) -> u32 {
-        self.slice.0 * self.slice.1 / (VEC * threads)
+        self.loads().div_ceil(threads)
     }
 
-    /// The registers holding this thread's share of the next slice.
+    /// The registers holding this thread's share of the next slice (zero
+    /// where a thread has no last load).
     fn registers(&self, k: &mut KernelBuilder, cfg: &GemmConfig, threads: u32) -> Vec<Var> {
-        (0..self.per_thread(threads)).map(|u| k.var_uninit(&format!("{}_held{u}", self.name), cfg.input.ty(VEC as u8))).collect()
+        let zero = match self.source {
+            Source::Values { .. } => vector(cfg.input.ty(VEC as u8), &[lit(cfg.input.scalar(), 0.0)]),
+            Source::Packed { .. } => 0u32.into(),
+        };
+        (0..self.per_thread(threads)).map(|u| k.var(&format!("{}_held{u}", self.name), zero)).collect()
     }
 
-    /// The (row, column) within the slice of vector `u` of thread `lid`.
-    fn position(&self, k: &mut KernelBuilder, tag: &str, u: u32, lid: Ex, threads: u32) -> (Ex, Ex) {
-        let per_row = self.slice.1 / VEC;
+    /// Runs `body` with the (row, column) within the slice of load `u` of
+    /// thread `lid`, skipping a thread that has no load `u`. Vectors run
+    /// row-major; a packed slice is `[N][K]` and consecutive threads take
+    /// consecutive columns of B (consecutive words in memory).
+    fn slot(&self, k: &mut KernelBuilder, tag: &str, u: u32, lid: Ex, threads: u32, body: impl FnOnce(&mut KernelBuilder, Ex, Ex)) {
         let j = k.let_(&format!("{tag}{}j{u}", self.name), lid + u * threads);
-        (j / per_row, j % per_row * VEC)
+        let (r, c) = match self.source {
+            Source::Values { .. } => {
+                let per_row = self.slice.1 / VEC;
+                (j / per_row, j % per_row * VEC)
+            }
+            Source::Packed { .. } => (j % self.slice.0, j / self.slice.0 * VALUES_PER_WORD as u32),
+        };
+        if (u + 1) * threads <= self.loads() {
+            body(k, r, c);
+        } else {
+            k.if_(j.lt(self.loads()), |k| body(k, r, c));
+        }
     }
 
     /// Whether this threadgroup's slices lie inside the matrix across K
@@ -356,9 +476,10 @@ impl Operand {
     }
 
     /// Loads this thread's share of the slice starting at `k0` along K into
-    /// `regs`: as whole vectors (`vector`: the caller knows the slice lies
-    /// inside the matrix with vector-aligned rows), or element by element
-    /// with zeros past the edges. `tag` keeps the names of each use apart.
+    /// `regs`: as whole vectors or words (`vector_loads`: the caller knows
+    /// the slice lies inside the matrix with vector-aligned rows), or
+    /// element by element with zeros past the edges (packed: a whole word,
+    /// zero past N). `tag` keeps the names of each use apart.
     #[allow(clippy::too_many_arguments)]
     fn fetch(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, regs: &[Var], k0: Ex, lid: Ex, threads: u32, vector_loads: bool) {
         let (rows, cols) = self.shape;
@@ -366,30 +487,71 @@ impl Operand {
         let name = &format!("{tag}{}", self.name);
         let zero = lit(cfg.input.scalar(), 0.0);
         for (u, reg) in regs.iter().enumerate() {
-            let (r, c) = self.position(k, &format!("{tag}load_"), u as u32, lid, threads);
-            let (row, col) = (k.let_(&format!("{name}r{u}"), row0 + r), k.let_(&format!("{name}c{u}"), col0 + c));
-            let at = k.let_(&format!("{name}at{u}"), self.base + row * cols + col);
-            if vector_loads {
-                k.assign(*reg, self.vector.get(at / VEC));
-                continue;
-            }
-            let parts: Vec<Var> = (0..VEC).map(|e| k.var(&format!("{name}e{u}_{e}"), zero)).collect();
-            for (e, part) in parts.iter().enumerate() {
-                let e = e as u32;
-                k.if_(row.lt(rows).and((col + e).lt(cols)), |k| k.assign(*part, self.scalar.get(at + e)));
-            }
-            let parts: Vec<Ex> = parts.iter().map(|p| p.get()).collect();
-            k.assign(*reg, vector(cfg.input.ty(VEC as u8), &parts));
+            self.slot(k, &format!("{tag}load_"), u as u32, lid, threads, |k, r, c| {
+                let (row, col) = (k.let_(&format!("{name}r{u}"), row0 + r), k.let_(&format!("{name}c{u}"), col0 + c));
+                match self.source {
+                    Source::Packed { words, .. } => {
+                        // Word (col / 8, row) of the [K/8][N] layout.
+                        let at = k.let_(&format!("{name}at{u}"), col / VALUES_PER_WORD as u32 * rows + row);
+                        if vector_loads {
+                            k.assign(*reg, words.get(at));
+                        } else {
+                            k.if_else(row.lt(rows).and(col.lt(cols)), |k| k.assign(*reg, words.get(at)), |k| k.assign(*reg, 0u32));
+                        }
+                    }
+                    Source::Values { scalar, vector: view } => {
+                        let at = k.let_(&format!("{name}at{u}"), self.base + row * cols + col);
+                        if vector_loads {
+                            k.assign(*reg, view.get(at / VEC));
+                            return;
+                        }
+                        let parts: Vec<Var> = (0..VEC).map(|e| k.var(&format!("{name}e{u}_{e}"), zero)).collect();
+                        for (e, part) in parts.iter().enumerate() {
+                            let e = e as u32;
+                            k.if_(row.lt(rows).and((col + e).lt(cols)), |k| k.assign(*part, scalar.get(at + e)));
+                        }
+                        let parts: Vec<Ex> = parts.iter().map(|p| p.get()).collect();
+                        k.assign(*reg, vector(cfg.input.ty(VEC as u8), &parts));
+                    }
+                }
+            });
         }
     }
 
-    /// Writes the registers to the threadgroup slice (rows padded by [`PAD`]),
-    /// one whole vector each.
-    fn commit(&self, k: &mut KernelBuilder, tag: &str, regs: &[Var], lid: Ex, threads: u32) {
+    /// Writes the registers (the slice starting at `k0` along K) to the
+    /// threadgroup slice, rows padded by [`PAD`], in whole vectors; packed
+    /// words are dequantized on the way (value · the group's scale, zero
+    /// past N), each into two vectors of its 8 consecutive K values.
+    fn commit(&self, k: &mut KernelBuilder, tag: &str, regs: &[Var], k0: Ex, lid: Ex, threads: u32) {
         let ld = self.slice.1 + PAD;
+        let name = &format!("{tag}{}", self.name);
         for (u, reg) in regs.iter().enumerate() {
-            let (r, c) = self.position(k, &format!("{tag}store_"), u as u32, lid, threads);
-            k.store(self.staged.at((r * ld + c) / VEC), reg.get());
+            self.slot(k, &format!("{tag}store_"), u as u32, lid, threads, |k, r, c| {
+                let at = (r * ld + c) / VEC;
+                let Source::Packed { format, scales, group, .. } = self.source else {
+                    k.store(self.staged.at(at), reg.get());
+                    return;
+                };
+                let n = self.shape.0;
+                let col = k.let_(&format!("{name}col{u}"), self.origin + r);
+                let scale = k.var(&format!("{name}scale{u}"), 0.0f32);
+                let inside = col.lt(n).and((k0 + c).lt(self.shape.1));
+                k.if_(inside, |k| k.assign(scale, scales.get((k0 + c) / group * n + col).cast(Type::F32)));
+                let word = reg.get();
+                let hi = k.let_(&format!("{name}hi{u}"), word >> 12u32);
+                let values: Vec<Ex> = (0..VALUES_PER_WORD as u32)
+                    .map(|j| {
+                        let v = match format {
+                            Format::Fp4 => fp4_code_value(nibble(word, j)),
+                            _ => int4_value(word, hi, j),
+                        };
+                        (v * scale.get()).cast(Type::F16)
+                    })
+                    .collect();
+                let half4 = Type::vector(enigma_ir::Scalar::F16, VEC as u8);
+                k.store(self.staged.at(at), vector(half4, &values[..4]));
+                k.store(self.staged.at(at + 1u32), vector(half4, &values[4..]));
+            });
         }
     }
 }
@@ -433,14 +595,14 @@ mod tests {
         assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
         assert!(odd.check().unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
-        let thin = GemmConfig { tm: 8, tn: 8, tk: 8, sg_rows: 1, sg_cols: 1, ..GemmConfig::new(DType::F16, DType::F16) };
-        assert!(thin.check().unwrap_err().to_string().contains("a 8×8 slice does not split into 4-element vectors over 32 threads"));
         let cfg = GemmConfig::new(DType::F16, DType::F32);
         // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
         assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
         assert_eq!(cfg.dispatch(100, 33, 2).size, [1, 1, 2]);
         let split = |t| cfg.with_threads(t).map(|c| (c.sg_rows, c.sg_cols));
         assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));
+        // One SIMD group holds at most a 64×64 tile.
+        assert_eq!(cfg.with_threads(32).map(|c| (c.tm, c.tn)), Ok((64, 64)));
         assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
     }
 }

@@ -64,7 +64,7 @@ pub const FP4_TABLE_BYTES: u64 = 16 * 4;
 /// magnitude bits (e1 e0 m) go to bits 22..=24 and the exponent is rebiased
 /// (+126); e = 0 gives 0 or 0.5 by a select, so no subnormal is formed; the
 /// sign goes to bit 31. Fills the kernel's 16-entry table.
-fn fp4_code_value(q: Ex) -> Ex {
+pub(super) fn fp4_code_value(q: Ex) -> Ex {
     let mag = (q << 22u32) & 0x01C0_0000u32;
     let sign = (q << 28u32) & 0x8000_0000u32;
     // 0x3F000000 (0.5) = 252 · 2^22.
@@ -73,7 +73,7 @@ fn fp4_code_value(q: Ex) -> Ex {
 }
 
 /// Nibble `j` of `q` (u32).
-fn nibble(q: Ex, j: u32) -> Ex {
+pub(super) fn nibble(q: Ex, j: u32) -> Ex {
     match j {
         0 => q & 0xFu32,
         7 => q >> 28u32,
@@ -86,7 +86,7 @@ fn nibble(q: Ex, j: u32) -> Ex {
 /// `4j'`, is the low mantissa of an f32 whose exponent is `23 − 4j'`, so the
 /// float is `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
 /// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
-fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
+pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
     let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
     let e = 23 - 4 * jj;
     let magic = (127 + e) << 23;
