@@ -672,8 +672,8 @@ impl<'rt> Ops<'rt> {
         self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
         // Above 8 rows the tensor-core kernel, unless options ask for the
-        // decode kernel's own blocking.
-        let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some);
+        // decode kernel's own blocking or for no vector loads.
+        let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some) || self.options.vectorize == Some(false);
         if m > qmatmul::MAX_ROWS as usize && !decode_options {
             return self.qgemm(a, w, m, out);
         }
