@@ -30,6 +30,7 @@
 //! kernel  := "kernel" name "(" (param ("," param)* ","?)? ")" "{" decl* stmt* "}"
 //! param   := name ":" "device" type ("read" | "read_write")   // a buffer
 //!          | name ":" type                                     // a by-value constant
+//!          | name ":" "texture2d" "<" scalar "," ("read" | "write" | "read_write" | "sample") ">"
 //! decl    := "spec" name ":" scalar "=" literal
 //!          | "threadgroup" name ":" type "[" len "]"
 //!          | "var" name ":" type
@@ -42,6 +43,7 @@
 //!          | "break" | "continue" | "return"
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
 //!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
+//!          | "texture_write" "(" ref "," expr "," expr ")"    // (texture, value, coordinate)
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -53,11 +55,19 @@
 //!          | ("matrix_row" | "matrix_col") "<" type ">" "(" n ")"
 //!          | "simdgroup_multiply" "(" expr "," expr ")" | "simdgroup_multiply_accumulate" "(" expr "," expr "," expr ")"
 //!          | "thread_element" "(" expr "," n ")"
+//!          | "texture_read" "(" ref "," expr ")" | ("get_width" | "get_height") "(" ref ")"
 //! ```
 //!
 //! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
 //!   stores take the memory, the offset of element (0, 0) and the stride
 //!   (MSL's `elements_per_row`).
+//!
+//! * Textures are `texture2d<T, access>` parameters (T one of f32, f16, i32,
+//!   u32); `texture_read(t, coord)` gives a `T`x4, `texture_write(t, v, coord)`
+//!   takes one, coordinates are u32x2. In JSON a texture parameter is
+//!   `{"texture":{"texel":"f32","access":"write"}}`, and the operations
+//!   `texture_read {tex, coord}`, `texture_size {tex, dim}` (`"width"` or
+//!   `"height"`) and the statement `texture_write {tex, value, coord}`.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted
