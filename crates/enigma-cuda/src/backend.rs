@@ -305,6 +305,14 @@ fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], geometry: &DispatchGeo
                 slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
             }
             ArgValue::Value { bytes, .. } => slot = *bytes,
+            // Pipelines with texture parameters are refused when they are made
+            // (no Feature::Texture2d), so no launch sees a texture; say so if one does.
+            ArgValue::Texture { desc, .. } => {
+                return Err(RuntimeError::Backend {
+                    backend: "cuda",
+                    message: format!("kernel `{}`: a {desc} texture was passed, but the CUDA backend has no textures yet", cuda.kernel.name),
+                })
+            }
         }
         storage.push(slot);
     }
