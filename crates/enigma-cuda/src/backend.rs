@@ -575,7 +575,9 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
-/// GPU (warp shuffles).
+/// GPU (warp shuffles). 2D textures are not listed: code generation writes
+/// them over surface objects, but this backend does not create the
+/// `cudaArray`s and surface objects yet, so texture pipelines are refused.
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {

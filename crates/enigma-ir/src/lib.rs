@@ -1,7 +1,8 @@
 //! enigma's kernel IR.
 //!
 //! A [`Kernel`] is plain data: parameters (device buffers and by-value
-//! constants, bound in declaration order as `[[buffer(n)]]`), specialisation
+//! constants, bound in declaration order as `[[buffer(n)]]`; 2D textures,
+//! bound in declaration order as `[[texture(n)]]`), specialisation
 //! constants, threadgroup arrays, typed locals, and a body of structured
 //! statements over expression trees. Front ends build it (the Rust
 //! [`builder`] DSL, the Python decorator through the JSON form), [`validate`]
@@ -24,6 +25,12 @@
 //!   and `||` evaluate both sides.
 //! * Out-of-bounds access to a buffer or threadgroup array is an error in the
 //!   simulator, never a silent read.
+//! * Textures: `read(coord)` gives four texels converted from the texture's
+//!   pixel format as Metal does, `write(value, coord)` converts back (see
+//!   [`Expr::TextureRead`], [`StmtKind::TextureWrite`]); a coordinate outside
+//!   the texture is an error in the simulator (undefined on GPUs). No barrier
+//!   orders texture accesses between threads yet (Metal's `mem_texture` is
+//!   not in the IR), nor is there sampling or `fence()`.
 
 pub mod builder;
 pub mod capabilities;

@@ -554,6 +554,11 @@ macro_rules! element {
 
 element!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32);
 
+/// Pixel formats and their conversions (`ChannelKind`, `unorm8`).
+pub mod texture {
+    pub use enigma_backend::texture::*;
+}
+
 /// IEEE half and bfloat16 conversions (round to nearest even), for preparing
 /// and reading `f16`/`bf16` buffers.
 pub mod half {
