@@ -94,6 +94,26 @@ def test_read_write_integer_textures(rt):
     np.testing.assert_array_equal(tex.numpy(), ids * 2 + 1)
 
 
+def test_only_a_mem_texture_barrier_orders_texels(sim):
+    def swap(flags):
+        @enigma.kernel
+        def k(img: enigma.texture2d(enigma.u32, access="read_write"), out: enigma.u32):
+            i = enigma.thread_position_in_grid.x
+            img.write(i * 10, (i, 0))
+            enigma.barrier(mem_flags=flags)
+            out[i] = img.read((63 - i, 0)).x
+
+        return enigma.compile(k)
+
+    want = (63 - np.arange(64, dtype=np.uint32)) * 10
+    fixed = swap("mem_texture")
+    assert "threadgroup_barrier(mem_flags::mem_texture)" in fixed.msl
+    out = sim.execute(fixed, inputs=[sim.texture((1, 64), format="r32uint")], output_size=256, grid=64, threads=64, sanitize=True)
+    np.testing.assert_array_equal(np.frombuffer(out, np.uint32), want)
+    with pytest.raises(enigma.SanitizerError, match="texel of texture `img`"):
+        sim.execute(swap("mem_device"), inputs=[sim.texture((1, 64), format="r32uint")], output_size=256, grid=64, threads=64, sanitize=True)
+
+
 def test_a_write_outside_the_texture_is_reported(sim):
     @enigma.kernel
     def unchecked(out: enigma.texture2d(enigma.f32, access="write")):

@@ -363,10 +363,6 @@ impl Tex {
     pub fn get_height(self) -> Ex {
         Ex::new(Expr::TextureSize { tex: self.id, dim: TextureDim::Height }, Type::U32)
     }
-
-    pub fn param(self) -> ParamId {
-        self.id
-    }
 }
 
 /// Errors found while building, before validation.

@@ -724,6 +724,9 @@ pub enum MemFlags {
     Device,
     /// `mem_device | mem_threadgroup`.
     DeviceAndThreadgroup,
+    /// `mem_texture`: orders texture accesses between the threads the
+    /// barrier synchronises (alone: combinations with it are not in the IR yet).
+    Texture,
 }
 
 impl MemFlags {
@@ -734,6 +737,7 @@ impl MemFlags {
             MemFlags::Threadgroup => "mem_flags::mem_threadgroup",
             MemFlags::Device => "mem_flags::mem_device",
             MemFlags::DeviceAndThreadgroup => "mem_flags::mem_device | mem_flags::mem_threadgroup",
+            MemFlags::Texture => "mem_flags::mem_texture",
         }
     }
 
@@ -744,6 +748,7 @@ impl MemFlags {
             MemFlags::Threadgroup => "mem_threadgroup",
             MemFlags::Device => "mem_device",
             MemFlags::DeviceAndThreadgroup => "mem_device_and_threadgroup",
+            MemFlags::Texture => "mem_texture",
         }
     }
 
@@ -753,6 +758,7 @@ impl MemFlags {
             "mem_threadgroup" => MemFlags::Threadgroup,
             "mem_device" => MemFlags::Device,
             "mem_device_and_threadgroup" | "mem_device|mem_threadgroup" => MemFlags::DeviceAndThreadgroup,
+            "mem_texture" => MemFlags::Texture,
             _ => return None,
         })
     }

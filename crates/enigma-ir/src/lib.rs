@@ -28,9 +28,9 @@
 //! * Textures: `read(coord)` gives four texels converted from the texture's
 //!   pixel format as Metal does, `write(value, coord)` converts back (see
 //!   [`Expr::TextureRead`], [`StmtKind::TextureWrite`]); a coordinate outside
-//!   the texture is an error in the simulator (undefined on GPUs). No barrier
-//!   orders texture accesses between threads yet (Metal's `mem_texture` is
-//!   not in the IR), nor is there sampling or `fence()`.
+//!   the texture is an error in the simulator (undefined on GPUs). Only a
+//!   barrier with `mem_texture` orders texture accesses between threads
+//!   (`mem_device` does not). There is no sampling or `fence()` yet.
 
 pub mod builder;
 pub mod capabilities;

@@ -566,6 +566,11 @@ fn texture_constructs_print_and_parse_back() {
     assert!(matches!(kind, ParseErrorKind::WrongKind { ref name, .. } if name == "s"), "{kind:?}");
     let (_, _, kind) = error("kernel k(t: texture2d<f32x4, read>) {\n}");
     assert!(matches!(kind, ParseErrorKind::Expected { .. }), "{kind:?}");
+    let barrier = parse("kernel k() {\n    threadgroup_barrier(mem_texture)\n}").unwrap();
+    assert!(matches!(barrier.body[0].kind, StmtKind::Barrier { flags: MemFlags::Texture, .. }));
+    assert_round_trips(&barrier);
+    let (_, _, kind) = error("kernel k() {\n    threadgroup_barrier(mem_texture | mem_device)\n}");
+    assert!(expected(&kind).0.starts_with("`mem_texture` alone"), "{kind:?}");
     let (_, _, kind) = error("kernel k(t: texture2d<f32, readonly>) {\n}");
     assert_eq!(expected(&kind).0, "`read`, `write`, `read_write` or `sample`");
 }

@@ -283,6 +283,36 @@ fn two_threads_writing_one_texel_race() {
     assert_eq!(wide.to_vec::<u32>().unwrap(), (0..64).collect::<Vec<u32>>());
 }
 
+/// Thread i writes texel i, then reads texel 63 - i, which another SIMD
+/// group wrote: ordered by `threadgroup_barrier(mem_flags::mem_texture)`,
+/// not by `mem_device`.
+#[test]
+fn only_a_mem_texture_barrier_orders_texture_accesses() {
+    let rt = sim();
+    for (flags, clean) in [(enigma_ir::MemFlags::Device, false), (enigma_ir::MemFlags::Texture, true)] {
+        let mut k = KernelBuilder::new("swap");
+        let img = k.texture2d("img", Scalar::U32, TextureAccess::ReadWrite);
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let i = k.let_("i", thread_position_in_grid().x());
+        k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[i * 10u32]), uint2(i, lit(Scalar::U32, 0.0)));
+        k.threadgroup_barrier(flags);
+        k.store(out.at(i), img.read(uint2(lit(Scalar::U32, 63.0) - i, lit(Scalar::U32, 0.0))).x());
+        let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+        let tex = rt.texture(TextureFormat::R32Uint, 64, 1).unwrap();
+        let out = rt.buffer_zeroed::<u32>(64).unwrap();
+        let result = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [64, 1, 1], [64, 1, 1], &sanitize());
+        if clean {
+            result.unwrap();
+            assert_eq!(out.to_vec::<u32>().unwrap(), (0..64).map(|i| (63 - i) * 10).collect::<Vec<u32>>());
+        } else {
+            let err = result.unwrap_err();
+            let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+            let race = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{err}"));
+            assert!(race.hint.contains("threadgroup_barrier(mem_flags::mem_texture)"), "{}", race.hint);
+        }
+    }
+}
+
 #[test]
 fn dispatch_checks_the_texture_against_the_parameter() {
     let rt = sim();
@@ -368,5 +398,5 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     let report = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
     let coverage = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("a coverage warning");
     assert!(coverage.message.starts_with("15360 of the 2073600 texels of the 1920×1080 texture were never written"), "{}", coverage.message);
-    assert!(coverage.message.contains("(0, 1072)..(1919, 1079)"), "{}", coverage.message);
+    assert!(coverage.message.contains("(0, 1072) to (1919, 1079)"), "{}", coverage.message);
 }

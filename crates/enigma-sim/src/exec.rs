@@ -529,7 +529,7 @@ impl SimdGroup {
                         return Ok(Stop::Done);
                     }
                 }
-                Inst::Barrier { scope, device } => {
+                Inst::Barrier { scope, device, texture } => {
                     if scope == BarrierScope::Threadgroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
@@ -537,6 +537,9 @@ impl SimdGroup {
                         t.simd_epochs[self.index as usize] += 1;
                         if device {
                             t.simd_device_epochs[self.index as usize] += 1;
+                        }
+                        if texture {
+                            t.simd_texture_epochs[self.index as usize] += 1;
                         }
                     }
                 }

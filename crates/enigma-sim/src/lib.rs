@@ -298,7 +298,7 @@ impl SimBackend {
 /// Texels of a written texture that no thread wrote, by coordinate.
 fn texture_coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], desc: &enigma_backend::TextureDesc) -> Finding {
     let at = |i: u64| format!("({}, {})", i % desc.width as u64, i / desc.width as u64);
-    let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { at(*a) } else { format!("{}..{}", at(*a), at(b - 1)) }).collect();
+    let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { at(*a) } else { format!("{} to {}", at(*a), at(b - 1)) }).collect();
     Finding {
         kind: FindingKind::Coverage,
         severity: Severity::Warning,

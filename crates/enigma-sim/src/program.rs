@@ -52,8 +52,9 @@ pub enum Inst {
     Break,
     Continue,
     Return,
-    /// `device`: the barrier's flags order device memory (`mem_device`).
-    Barrier { scope: BarrierScope, device: bool },
+    /// `device`: the barrier's flags order device memory (`mem_device`);
+    /// `texture`: they order textures (`mem_texture`).
+    Barrier { scope: BarrierScope, device: bool, texture: bool },
     /// Each lane's own constant (a matrix element's row, column or
     /// diagonal flag in the reference lane map).
     LaneTable { dst: Reg, values: Box<[u64; 32]> },
@@ -381,7 +382,8 @@ impl Lowering<'_> {
             }
             StmtKind::Barrier { scope, flags } => {
                 let device = matches!(flags, MemFlags::Device | MemFlags::DeviceAndThreadgroup);
-                self.emit(Inst::Barrier { scope: *scope, device });
+                let texture = *flags == MemFlags::Texture;
+                self.emit(Inst::Barrier { scope: *scope, device, texture });
             }
             StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
                 let v = self.expr(value);

@@ -18,13 +18,12 @@
 //!   lane are not). Atomics never race with atomics; an element accessed
 //!   both atomically and plainly by different threads (of one threadgroup
 //!   between barriers, or of two threadgroups) is a mixed atomic access.
-//! * Textures: each texel is a device element under the rules above, except
-//!   that no barrier orders texture accesses between threads of a
-//!   threadgroup (Metal orders them only with `mem_flags::mem_texture`,
-//!   which enigma does not have yet): two threads writing different values
-//!   to one texel, or one writing what another reads, is a race. A
-//!   coordinate outside the texture is a finding with the coordinate and
-//!   the size.
+//! * Textures: each texel is a device element under the rules above, with
+//!   the epochs of barriers that order textures (`mem_flags::mem_texture`)
+//!   instead of device memory's: two threads writing different values to
+//!   one texel, or one writing what another reads, with no such barrier
+//!   between, is a race. A coordinate outside the texture is a finding with
+//!   the coordinate and the size.
 //! * Coverage: elements of written buffers, and texels of written textures,
 //!   that no thread wrote.
 //!
@@ -147,6 +146,10 @@ pub struct TgTracker {
     pub device_epoch: u32,
     /// Per SIMD group, the epoch of SIMD-group barriers ordering device memory.
     pub simd_device_epochs: Vec<u32>,
+    /// Epoch of barriers ordering textures (`mem_texture`).
+    pub texture_epoch: u32,
+    /// Per SIMD group, the epoch of SIMD-group barriers ordering textures.
+    pub simd_texture_epochs: Vec<u32>,
     cells: Vec<Cell>,
     /// First cell of each threadgroup array.
     offsets: Vec<usize>,
@@ -177,6 +180,8 @@ impl TgTracker {
             device: HashMap::default(),
             device_epoch: 1,
             simd_device_epochs: vec![],
+            texture_epoch: 1,
+            simd_texture_epochs: vec![],
             cells: vec![Cell::default(); n],
             offsets,
             epoch: 1,
@@ -195,6 +200,9 @@ impl TgTracker {
         self.device_epoch = 1;
         self.simd_device_epochs.clear();
         self.simd_device_epochs.resize(simdgroups, 1);
+        self.texture_epoch = 1;
+        self.simd_texture_epochs.clear();
+        self.simd_texture_epochs.resize(simdgroups, 1);
         self.linear = linear;
     }
 
@@ -204,8 +212,7 @@ impl TgTracker {
     pub fn device_access(&mut self, mem: MemRef, index: usize, who: Who, kind: AccessKind, value: u64) {
         let (param, (epoch, simd_epoch)) = match mem {
             MemRef::Buffer(p) => (p, (self.device_epoch, self.simd_device_epochs[who.simdgroup as usize])),
-            // No barrier orders textures yet (no mem_texture): one epoch.
-            MemRef::Texture(p) => (p, (0, 0)),
+            MemRef::Texture(p) => (p, (self.texture_epoch, self.simd_texture_epochs[who.simdgroup as usize])),
             MemRef::Threadgroup(_) => return,
         };
         let same_thread = |a: Who| a.simdgroup == who.simdgroup && a.lane == who.lane;
@@ -636,7 +643,7 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
         }
         FindingKind::ThreadgroupRace | FindingKind::SimdgroupRace | FindingKind::DeviceRace if texture.is_some() => (
             format!("two threads access a texel of texture `{var}`, at least one writing a value the other does not see or overwrites (at {b} and {a})"),
-            "give each thread its own texels: no barrier orders texture accesses between threads yet (Metal's threadgroup_barrier(mem_flags::mem_texture) is not in enigma yet), and threadgroups are unordered".into(),
+            format!("add threadgroup_barrier(mem_flags::mem_texture) between the access at {b} and the access at {a} (mem_device does not order textures), or give each thread its own texels; between threadgroups no barrier helps (they are unordered)"),
         ),
         FindingKind::ThreadgroupRace if device => (
             format!("two SIMD groups of one threadgroup access device buffer `{var}`, at least one writing, with no threadgroup_barrier(mem_flags::mem_device) between (at {b} and {a})"),

@@ -65,8 +65,9 @@ The kernel language (a subset of Python):
   ``out.write(value, coord)`` stores four (or one, splatted),
   ``out.get_width()`` / ``out.get_height()``; ``coord`` is a ``uint2`` or a
   pair ``(x, y)``. Create textures with ``rt.texture(numpy_array,
-  format="rgba8unorm")`` and read them back with ``tex.numpy()``. They run
-  on the simulator; sampling is not there yet.
+  format="rgba8unorm")`` and read them back with ``tex.numpy()``. Only
+  ``enigma.barrier(mem_flags="mem_texture")`` orders texture accesses
+  between threads. They run on the simulator; sampling is not there yet.
 * Builtins are MSL's attributes: ``enigma.thread_position_in_grid`` (a
   ``uint3``; used where a scalar is needed it means ``.x``), with an axis
   ``enigma.thread_position_in_threadgroup("x")`` (or ``0``, or ``.x``), and

@@ -835,10 +835,10 @@ class KernelCompiler:
             if isinstance(f, PyObj) and isinstance(f.obj, str):
                 flags = f.obj
             else:
-                raise self.error(call, "mem_flags must be a string: \"mem_none\", \"mem_threadgroup\", \"mem_device\" or \"mem_device|mem_threadgroup\"")
+                raise self.error(call, "mem_flags must be a string: \"mem_none\", \"mem_threadgroup\", \"mem_device\", \"mem_device|mem_threadgroup\" or \"mem_texture\"")
         key = flags.replace(" ", "").replace("mem_flags::", "")
         if key not in _lang.MEM_FLAGS:
-            raise self.error(call, f"unknown mem_flags {flags!r}; expected \"mem_none\", \"mem_threadgroup\", \"mem_device\" or \"mem_device|mem_threadgroup\"")
+            raise self.error(call, f"unknown mem_flags {flags!r}; expected \"mem_none\", \"mem_threadgroup\", \"mem_device\", \"mem_device|mem_threadgroup\" or \"mem_texture\"")
         scope = "simdgroup" if name == "simdgroup_barrier" else "threadgroup"
         self.emit({"barrier": {"scope": scope, "flags": _lang.MEM_FLAGS[key]}}, call)
 

@@ -193,6 +193,7 @@ MEM_FLAGS = {
     "mem_device_and_threadgroup": "device_and_threadgroup",
     "mem_device|mem_threadgroup": "device_and_threadgroup",
     "mem_threadgroup|mem_device": "device_and_threadgroup",
+    "mem_texture": "texture",
 }
 
 

@@ -519,6 +519,7 @@ pub fn textures() -> Kernel {
     let out = k.buffer("out", Type::U32, Access::ReadWrite);
     let gid = k.let_("gid", thread_position_in_grid());
     let c = k.let_("c", vector(vt(Scalar::U32, 2), &[gid.x(), gid.y()]));
+    k.threadgroup_barrier(MemFlags::Texture);
     k.if_(c.x().ge(dst.get_width()).or(c.y().ge(dst.get_height())), |k| k.return_());
     let v = k.let_("v", src.read(c).cast(vt(Scalar::F32, 4)) * scale + dst.read(c));
     k.texture_write(dst, v, c);

@@ -76,7 +76,8 @@
 //! * `<op>` is `add sub min max and or xor exchange`; a statement with a result
 //!   prints as `old = atomic_fetch_add(A[i], v)`, without as `atomic_add(A[i], v)`.
 //! * Barrier flags: `mem_none`, `mem_threadgroup`, `mem_device`,
-//!   `mem_device_and_threadgroup` (also written `mem_device | mem_threadgroup`).
+//!   `mem_device_and_threadgroup` (also written `mem_device | mem_threadgroup`),
+//!   `mem_texture` (alone).
 //! * Literals carry their type: `true`, `1u32`, `-3i32`, `0.5f32`, `1e-7f16`.
 //!   A float prints as the shortest decimal that reads back to the same `f64`
 //!   (the IR keeps every float literal as an `f64`), so printing is bit-exact;

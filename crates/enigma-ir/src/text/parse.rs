@@ -550,7 +550,7 @@ impl Parser {
     }
 
     fn mem_flags(&mut self) -> PResult<MemFlags> {
-        let (mut tg, mut dev) = (false, false);
+        let (mut tg, mut dev, mut tex) = (false, false, false);
         loop {
             let flag = match self.peek() {
                 Tok::Ident(s) => MemFlags::from_name(s),
@@ -561,12 +561,19 @@ impl Parser {
                 Some(MemFlags::Threadgroup) => tg = true,
                 Some(MemFlags::Device) => dev = true,
                 Some(MemFlags::DeviceAndThreadgroup) => (tg, dev) = (true, true),
-                None => return Err(self.expected("a memory flag (`mem_none`, `mem_threadgroup`, `mem_device`)")),
+                Some(MemFlags::Texture) => tex = true,
+                None => return Err(self.expected("a memory flag (`mem_none`, `mem_threadgroup`, `mem_device`, `mem_texture`)")),
             }
             self.bump();
             if !self.eat_punct("|") {
                 break;
             }
+        }
+        if tex {
+            if tg || dev {
+                return Err(self.expected("`mem_texture` alone (combinations with it are not in the IR yet: use two barriers)"));
+            }
+            return Ok(MemFlags::Texture);
         }
         Ok(match (tg, dev) {
             (false, false) => MemFlags::None,
