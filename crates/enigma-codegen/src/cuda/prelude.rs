@@ -661,18 +661,6 @@ pub(crate) fn scalar_for_alias(s: Scalar) -> &'static str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use enigma_ir::Intrinsic;
-
-    #[test]
-    fn the_inclusive_sum_index_is_its_place_in_all() {
-        let place = Intrinsic::ALL.iter().position(|i| *i == Intrinsic::SimdPrefixInclusiveSum).unwrap();
-        assert_eq!(INCLUSIVE_SUM, Helper::Simd(place, "simd_prefix_inclusive_sum"));
-    }
-}
-
 /// `texture2d` on CUDA: a surface object over a cudaArray of the texels and
 /// the texture's size and format, passed by value; reads and writes switch
 /// on the format at run time (it belongs to the texture, not the kernel) and
@@ -744,3 +732,15 @@ __device__ inline void texture_write(const texture2d& t, const vec<int, 4>& valu
 }
 
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::Intrinsic;
+
+    #[test]
+    fn the_inclusive_sum_index_is_its_place_in_all() {
+        let place = Intrinsic::ALL.iter().position(|i| *i == Intrinsic::SimdPrefixInclusiveSum).unwrap();
+        assert_eq!(INCLUSIVE_SUM, Helper::Simd(place, "simd_prefix_inclusive_sum"));
+    }
+}
