@@ -148,6 +148,27 @@ def test_texture_errors():
         enigma.compile(bad_coord)
 
     @enigma.kernel
+    def assigns(t: enigma.texture2d(enigma.f32, access="write")):
+        t = 3
+
+    with pytest.raises(enigma.CompileError, match=r"`t` is a texture; write a texel with `t.write\(value, coord\)`"):
+        enigma.compile(assigns)
+
+    @enigma.kernel
+    def wrong_texels(t: enigma.texture2d(enigma.f32, access="write")):
+        t.write(enigma.int4(1), (0, 0))
+
+    with pytest.raises(enigma.CompileError, match=r"`t.write` takes four texels \(f32x4, or one f32 to splat\), not i32x4"):
+        enigma.compile(wrong_texels)
+
+    @enigma.kernel
+    def width_of(t: enigma.texture2d(enigma.f32, access="read"), out: enigma.u32):
+        out[0] = t.get_width(0)
+
+    with pytest.raises(enigma.CompileError, match=r"t.get_width takes at most 0 argument"):
+        enigma.compile(width_of)
+
+    @enigma.kernel
     def sample(t: enigma.texture2d(enigma.f32, access="sample"), out: enigma.float4):
         out[0] = t.sample(0, 0)
 

@@ -641,6 +641,8 @@ class KernelCompiler:
             raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else 'threadgroup array'}; store to an element (`{name}[i] = ...`)")
         elif isinstance(sym, ValueParamSym):
             raise self.error(node, f"`{name}` is a by-value parameter; it cannot be assigned")
+        elif isinstance(sym, TexRef):
+            raise self.error(node, f"`{name}` is a texture; write a texel with `{name}.write(value, coord)`")
         else:
             raise self.error(node, f"`{name}` is a specialisation constant; it cannot be assigned")
         self.emit({"assign": {"var": sym.var, "value": val.expr}}, node)
@@ -1031,22 +1033,24 @@ class KernelCompiler:
         return Val({"spec": len(self.spec_constants) - 1}, ty)
 
     # --- expressions -----------------------------------------------------
-    def _bind(self, call, what, names, required):
-        """Binds a call's positional and keyword arguments to ``names``."""
+    def _bind(self, call, what, names, required, prefix="enigma."):
+        """Binds a call's positional and keyword arguments to ``names``;
+        messages name the function ``prefix + what``."""
+        what = prefix + what
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            raise self.error(call, f"enigma.{what}: *args and **kwargs are not supported")
+            raise self.error(call, f"{what}: *args and **kwargs are not supported")
         if len(call.args) > len(names):
-            raise self.error(call, f"enigma.{what} takes at most {len(names)} argument(s) ({', '.join(names) or 'none'}), {len(call.args)} given")
+            raise self.error(call, f"{what} takes at most {len(names)} argument(s) ({', '.join(names) or 'none'}), {len(call.args)} given")
         bound = dict(zip(names, call.args))
         for k in call.keywords:
             if k.arg not in names:
-                raise self.error(call, f"enigma.{what} has no argument `{k.arg}` (it takes: {', '.join(names) or 'none'})")
+                raise self.error(call, f"{what} has no argument `{k.arg}` (it takes: {', '.join(names) or 'none'})")
             if k.arg in bound:
-                raise self.error(call, f"enigma.{what}: `{k.arg}` given twice")
+                raise self.error(call, f"{what}: `{k.arg}` given twice")
             bound[k.arg] = k.value
         missing = [n for n in names[:required] if n not in bound]
         if missing:
-            raise self.error(call, f"enigma.{what} needs the argument(s) {', '.join(missing)}")
+            raise self.error(call, f"{what} needs the argument(s) {', '.join(missing)}")
         return bound
 
     def _type_arg(self, node):
@@ -1234,15 +1238,15 @@ class KernelCompiler:
         if m.method == "write":
             raise self.error(node, f"`{tex.name}.write(value, coord)` is a statement; it has no value")
         if m.method in ("get_width", "get_height"):
-            self._bind(node, f"{tex.name}.{m.method}", [], 0)
+            self._bind(node, f"{tex.name}.{m.method}", [], 0, prefix="")
             return Val({"texture_size": {"tex": tex.index, "dim": m.method[4:]}}, u32)
-        args = self._bind(node, f"{tex.name}.read", ["coord"], 1)
+        args = self._bind(node, f"{tex.name}.read", ["coord"], 1, prefix="")
         coord = self._texture_coord(tex, args["coord"])
         return Val({"texture_read": {"tex": tex.index, "coord": coord}}, DType(tex.texel.scalar, 4))
 
     def _texture_write(self, tex, call):
         """``tex.write(value, coord)``: ``value`` is four texels, or one to splat."""
-        args = self._bind(call, f"{tex.name}.write", ["value", "coord"], 2)
+        args = self._bind(call, f"{tex.name}.write", ["value", "coord"], 2, prefix="")
         ty = DType(tex.texel.scalar, 4)
         v = self._decay(self.value(args["value"]))
         if v.untyped or not v.ty.is_vector:
@@ -1250,7 +1254,7 @@ class KernelCompiler:
         elif v.ty == ty:
             value = v.expr
         else:
-            raise self.error(call, f"`{tex.name}.write` takes a {ty} (or one {tex.texel} to splat), not a {v.ty}")
+            raise self.error(call, f"`{tex.name}.write` takes four texels ({ty}, or one {tex.texel} to splat), not {v.ty}")
         coord = self._texture_coord(tex, args["coord"])
         self.emit({"texture_write": {"tex": tex.index, "value": value, "coord": coord}}, call)
 
