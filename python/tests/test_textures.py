@@ -6,10 +6,15 @@ and the errors."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import enigma
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @enigma.kernel
@@ -191,3 +196,15 @@ def test_texture_creation_and_binding_errors(sim):
     uint_tex = sim.texture((2, 2), format="r32uint")
     with pytest.raises(enigma.DispatchError, match="cannot be viewed as texture2d<f32>"):
         sim.execute(k, inputs=[uint_tex], grid=(2, 2, 1))
+
+
+def test_blur_example_matches_numpy(capsys):
+    """examples/blur.py: a separable Gaussian blur over textures, exact against numpy on the simulator."""
+    spec = importlib.util.spec_from_file_location("blur_example", REPO / "examples" / "blur.py")
+    blur = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(blur)
+    assert blur.main(["--width", "67", "--height", "45"]) == 0
+    out = capsys.readouterr().out
+    assert "max |diff| vs numpy: 0" in out and "matches numpy" in out, out
+    image = blur.test_image(45, 67)
+    assert (blur.reference(image) != image).mean() > 0.5, "the blur changes most pixels"
