@@ -46,7 +46,7 @@ golden! {
     colliding_names => common::colliding_names(),
     simdgroup_matrices => common::simdgroup_matrices(),
     textures => common::textures(),
-    seed003_listing4 => common::seed003_listing4(),
+    seed003_listing4 => enigma_kernels::seed003::simple_kernel_function(),
     seed_scale => enigma_kernels::seed000::scale(),
     seed_scale_vec4 => enigma_kernels::seed000::scale_vec4(),
     seed_row_sum => enigma_kernels::seed000::row_sum(),

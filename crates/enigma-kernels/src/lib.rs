@@ -1,5 +1,6 @@
 //! enigma's kernels, written in the builder DSL: the seed-000 teaching
-//! kernels ([`seed000`]) and the seed-001 two-pass reduction ([`reduce`]).
+//! kernels ([`seed000`]), the seed-001 two-pass reduction ([`reduce`]) and
+//! seed 003's texture kernel ([`seed003`]).
 //! Each kernel comes with the dispatch it expects and, where it computes
 //! something, a plain-Rust reference.
 
@@ -7,6 +8,7 @@ pub mod library;
 pub mod reduce;
 pub mod sanitizer_corpus;
 pub mod seed000;
+pub mod seed003;
 
 /// Deterministic test inputs in [-1, 1) from a xorshift generator seeded by
 /// `seed`: the one data generator of the tests, the CLI's checked runs, the
@@ -30,5 +32,6 @@ pub fn seed_kernels() -> Vec<enigma_ir::Kernel> {
     kernels.push(reduce::reduce_threadgroup());
     kernels.push(reduce::reduce_final());
     kernels.push(reduce::reduce_threadgroup_vec4());
+    kernels.push(seed003::simple_kernel_function());
     kernels
 }

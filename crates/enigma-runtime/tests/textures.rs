@@ -5,6 +5,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Scalar, TextureAccess, Type};
+use enigma_kernels::seed003;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
 
@@ -222,16 +223,16 @@ fn read_write_textures_and_the_size_queries() {
     assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
 }
 
-/// `tex.write(float4(1.0), gid)` with or without Listing 4's bounds check.
+/// Listing 4 (`enigma_kernels::seed003`), or without its bounds check:
+/// `tex.write(float4(1.0), gid)` for every thread.
 fn white(bounds_check: bool) -> Kernel {
+    if bounds_check {
+        return seed003::simple_kernel_function();
+    }
     let mut k = KernelBuilder::new("simpleKernelFunction");
     let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
     let gid = k.let_("gid", thread_position_in_grid());
-    let position = k.let_("position", uint2(gid.x(), gid.y()));
-    if bounds_check {
-        k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
-    }
-    k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
+    k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), uint2(gid.x(), gid.y()));
     k.finish().unwrap()
 }
 
@@ -355,10 +356,9 @@ fn devices_without_textures_refuse_the_pipeline() {
 fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     let rt = sim();
     let (w, h) = (1920u32, 1080u32);
-    let tg = [32, 16, 1];
+    let tg = seed003::THREADS_PER_THREADGROUP;
     // 1080 / 16 = 67.5: the seed's rounding up gives 60×68 threadgroups.
-    let threadgroups = [w.div_ceil(32), h.div_ceil(16), 1];
-    assert_eq!(threadgroups, [60, 68, 1]);
+    let threadgroups = seed003::threadgroups(w, h);
     let counted = |bounds_check: bool| {
         let mut k = KernelBuilder::new("white_counted");
         let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
@@ -377,7 +377,7 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
         let p = rt.pipeline(&white(bounds_check)).unwrap();
         let report = rt.dispatch(&p, &[Arg::from(&tex)], mode, size, tg, &sanitize()).unwrap();
         assert!(report.findings.is_empty(), "{mode:?}: {:?}", report.findings);
-        assert!(tex.read_bytes().unwrap().iter().all(|b| *b == 255), "{mode:?}: every texel opaque white");
+        assert!(tex.read_bytes().unwrap() == seed003::reference_rgba8(w, h), "{mode:?}: every texel opaque white");
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
         let counts = rt.buffer_zeroed::<u32>((w * h) as usize).unwrap();
         let p = rt.pipeline(&counted(bounds_check)).unwrap();

@@ -529,18 +529,6 @@ pub fn textures() -> Kernel {
     finish(k)
 }
 
-/// Seed 003, Listing 4: opaque white to every pixel, returning outside the
-/// texture.
-pub fn seed003_listing4() -> Kernel {
-    let mut k = KernelBuilder::new("simpleKernelFunction");
-    let out = k.texture2d("outputTexture", Scalar::F32, enigma_ir::TextureAccess::Write);
-    let gid = k.let_("gid", thread_position_in_grid());
-    let position = k.let_("position", vector(vt(Scalar::U32, 2), &[gid.x(), gid.y()]));
-    k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
-    k.texture_write(out, vector(vt(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
-    finish(k)
-}
-
 /// The seed-000 kernels and the seed-001 reduction, from `enigma_kernels`.
 pub fn seed_kernels() -> Vec<Kernel> {
     let mut kernels = enigma_kernels::seed000::all();
