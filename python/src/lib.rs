@@ -12,7 +12,10 @@
 //! DLPack (copied once into the device's memory, and back into the caller's
 //! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
 //! Python 3.9 has no buffer protocol) still serve bytes-like objects.
-//! Dispatches may go on a CUDA stream, queued without a wait.
+//! Dispatches may go on a CUDA stream, queued without a wait. Textures are
+//! [`Texture`] objects made from bytes on a runtime ([`Runtime::texture`])
+//! and bound to `texture2d` parameters; the Python side converts numpy
+//! arrays of H×W(×C) channels.
 //!
 //! Errors become the package's exceptions, all subclasses of `EnigmaError`:
 //! validation → `CompileError`, a device that is not there → `DeviceError`
@@ -22,7 +25,7 @@
 //! are checked and allocations are fallible.
 
 use enigma_ir::{validate, Access, Kernel, KernelInfo, Literal, LiteralValue, ParamKind, Scalar, Type, ValidationError, ValidationOptions};
-use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues};
+use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues, TextureFormat};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -273,6 +276,15 @@ impl CompiledKernel {
                     }),
                 ),
                 ParamKind::Value { ty } => (p.name.clone(), "value", type_name(ty), ty.elem().name(), ty.width(), ty.size_bytes(), None),
+                ParamKind::Texture { texel, access } => (
+                    p.name.clone(),
+                    "texture",
+                    format!("texture2d<{texel}, {access}>"),
+                    texel.name(),
+                    4,
+                    0,
+                    Some(access.name()),
+                ),
             })
             .collect()
     }
@@ -387,6 +399,18 @@ impl Runtime {
         array::from_host(py, &self.rt, obj, scalar)
     }
 
+    /// A `width`×`height` texture of `format` (`"rgba8unorm"`, …) holding
+    /// `data`: its texels row by row, each the format's channels
+    /// little-endian (the Python side lays numpy arrays out so).
+    fn texture(&self, py: Python<'_>, data: &[u8], format: &str, width: u32, height: u32) -> PyResult<Texture> {
+        let format = TextureFormat::from_name(format).ok_or_else(|| {
+            let known: Vec<&str> = TextureFormat::ALL.iter().map(|f| f.name()).collect();
+            PyValueError::new_err(format!("unknown texture format {format:?}; enigma has {}", known.join(", ")))
+        })?;
+        let tex = self.rt.texture_from_bytes(format, width, height, data).map_err(|e| runtime_err(py, e))?;
+        Ok(Texture { tex, device: self.rt.device().kind.name() })
+    }
+
     /// Waits for every dispatch queued on the device.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let rt = &self.rt;
@@ -485,6 +509,7 @@ impl Runtime {
             Buffer(Buffer),
             Bound(array::BoundArg),
             Value(Literal),
+            Texture(enigma_runtime::Texture),
         }
         let mut slots = Vec::with_capacity(args.len());
         for (i, (param, arg)) in kernel.params.iter().zip(args.iter()).enumerate() {
@@ -524,6 +549,15 @@ impl Runtime {
                     }
                     Slot::Value(literal_from_py(&arg, ty.elem(), &what)?)
                 }
+                ParamKind::Texture { texel, access } => match arg.cast::<Texture>() {
+                    Ok(t) => Slot::Texture(t.get().tex.clone()),
+                    Err(_) => {
+                        return Err(DispatchError::new_err(format!(
+                            "{what}: a texture2d<{texel}, {access}> takes an enigma texture (rt.texture(array, format=...)), not a {}",
+                            arg.get_type().name()?
+                        )))
+                    }
+                },
             };
             slots.push(slot);
         }
@@ -540,6 +574,7 @@ impl Runtime {
                         Slot::Buffer(b) => Arg::Buffer(b),
                         Slot::Bound(b) => Arg::Buffer(&b.buffer),
                         Slot::Value(l) => Arg::Value(*l),
+                        Slot::Texture(t) => Arg::Texture(t),
                     })
                     .collect();
                 let report = rt.dispatch(pipeline, &args, mode, size, threads, &options).map_err(Box::new)?;
@@ -624,6 +659,64 @@ impl Runtime {
     }
 }
 
+/// A 2D texture on one runtime's device: its texels in a pixel format.
+/// Kernels write it in place; `read()` copies the texels back as bytes.
+#[pyclass(module = "enigma._enigma", frozen)]
+struct Texture {
+    tex: enigma_runtime::Texture,
+    device: &'static str,
+}
+
+#[pymethods]
+impl Texture {
+    /// The texels' bytes, row by row (as `Runtime.texture` takes them).
+    fn read<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.tex.read_bytes().map_err(|e| runtime_err(py, e))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.tex.format().name()
+    }
+    #[getter]
+    fn width(&self) -> u32 {
+        self.tex.width()
+    }
+    #[getter]
+    fn height(&self) -> u32 {
+        self.tex.height()
+    }
+    /// Channels per texel (1 or 4).
+    #[getter]
+    fn channels(&self) -> usize {
+        self.tex.format().channels()
+    }
+    /// The device the texture lives on (`"sim"`, …).
+    #[getter]
+    fn device(&self) -> &'static str {
+        self.device
+    }
+}
+
+/// `(name, channels, bytes per channel, kind)` of every texture format,
+/// kind `"unorm"`, `"float"`, `"uint"` or `"sint"`.
+#[pyfunction]
+fn texture_formats() -> Vec<(&'static str, usize, usize, &'static str)> {
+    TextureFormat::ALL
+        .iter()
+        .map(|f| {
+            let kind = match (f.channel_kind(), f.channel_bytes()) {
+                (enigma_runtime::texture::ChannelKind::Float, 1) => "unorm",
+                (enigma_runtime::texture::ChannelKind::Float, _) => "float",
+                (enigma_runtime::texture::ChannelKind::Uint, _) => "uint",
+                (enigma_runtime::texture::ChannelKind::Sint, _) => "sint",
+            };
+            (f.name(), f.channels(), f.channel_bytes(), kind)
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -635,6 +728,8 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CompiledKernel>()?;
     m.add_class::<Runtime>()?;
     m.add_class::<array::Array>()?;
+    m.add_class::<Texture>()?;
+    m.add_function(wrap_pyfunction!(texture_formats, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;

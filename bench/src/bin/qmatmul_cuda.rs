@@ -130,8 +130,8 @@ fn main() {
                     configs.extend(args.words.iter().filter(|&&w| (group / 8) % w as usize == 0).map(|&w| (threads, cols, w)));
                 }
             }
-            // Above 8 rows the default options also run, which take the
-            // tensor-core kernel (`qgemm_*`); the sweep's options keep the
+            // Above 8 rows the tensor-core kernel (`qgemm_*`, through
+            // `Ops::qmatmul_tiled`) runs too; the sweep's options keep the
             // decode kernel.
             let mut runs: Vec<Option<(u32, u32, u32)>> = configs.into_iter().map(Some).collect();
             if m > qmatmul::MAX_ROWS as usize {
@@ -145,7 +145,8 @@ fn main() {
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words) = run.unwrap_or((0, 0, 0));
                 let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words });
-                let first = match ops.qmatmul(&ab, &weights[0], m, ElemType::F16) {
+                let call = |w: &QuantizedWeights| if run.is_none() { ops.qmatmul_tiled(&ab, w, m, ElemType::F16) } else { ops.qmatmul(&ab, w, m, ElemType::F16) };
+                let first = match call(&weights[0]) {
                     Ok(c) => c,
                     Err(e) => {
                         let mut row = base;
@@ -163,7 +164,7 @@ fn main() {
                     let mut times = vec![];
                     for i in 0..5 + args.repeats {
                         let copy = if rotate { &weights[i % copies] } else { &weights[0] };
-                        ops.qmatmul(&ab, copy, m, ElemType::F16).unwrap_or_else(|e| panic!("{e}"));
+                        call(copy).unwrap_or_else(|e| panic!("{e}"));
                         let l = ops.take_launches().remove(0);
                         if i >= 5 {
                             times.push(l.report.device_time.unwrap_or(l.report.wall_time));

@@ -11,6 +11,9 @@ pub enum ArgValue<'a> {
     Buffer { storage: &'a dyn BufferStorage, elem: Option<Type> },
     /// A by-value scalar or vector: its type and little-endian bytes.
     Value { ty: Type, bytes: [u8; 32] },
+    /// A texture: its texels in `storage` (row-major, in `desc.format`),
+    /// `desc.len_bytes()` bytes.
+    Texture { storage: &'a dyn BufferStorage, desc: crate::TextureDesc },
 }
 
 impl ArgValue<'_> {

@@ -98,6 +98,35 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
                     });
                 }
             }
+            (ParamKind::Texture { texel, .. }, ArgValue::Texture { storage, desc }) => {
+                if !desc.format.accepts(texel) {
+                    return Err(RuntimeError::TextureFormat {
+                        kernel: kernel.name.clone(),
+                        index,
+                        param: param.name.clone(),
+                        found: *desc,
+                        texel,
+                        allowed: desc.format.texel_types(),
+                    });
+                }
+                if storage.len_bytes() as u64 != desc.len_bytes() {
+                    return Err(RuntimeError::TextureSize {
+                        desc: *desc,
+                        problem: format!("its storage holds {} bytes, not {}", storage.len_bytes(), desc.len_bytes()),
+                    });
+                }
+            }
+            (ParamKind::Texture { texel, access }, other) => {
+                return Err(kind_err(format!("a texture2d<{texel}, {access}>"), describe(other)));
+            }
+            (_, ArgValue::Texture { desc, .. }) => {
+                let expected = match param.kind {
+                    ParamKind::Buffer { elem, .. } => format!("a buffer of {elem}"),
+                    ParamKind::Value { ty } => format!("a {ty} value"),
+                    ParamKind::Texture { .. } => unreachable!("matched above"),
+                };
+                return Err(kind_err(expected, format!("a {desc} texture")));
+            }
             (ParamKind::Value { ty }, ArgValue::Value { ty: arg_ty, .. }) => {
                 if *arg_ty != ty {
                     return Err(kind_err(format!("a {ty} value"), format!("a {arg_ty} value")));
@@ -112,6 +141,16 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
         }
     }
     Ok(())
+}
+
+/// An argument in the words of an error message.
+fn describe(arg: &ArgValue<'_>) -> String {
+    match arg {
+        ArgValue::Buffer { elem: Some(elem), .. } => format!("a buffer of {elem}"),
+        ArgValue::Buffer { elem: None, .. } => "a buffer".into(),
+        ArgValue::Value { ty, .. } => format!("a {ty} value"),
+        ArgValue::Texture { desc, .. } => format!("a {desc} texture"),
+    }
 }
 
 /// Checks that `device` supports every optional feature the kernel uses

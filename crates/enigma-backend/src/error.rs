@@ -21,6 +21,10 @@ pub enum RuntimeError {
     ArgumentKind { kernel: String, index: usize, param: String, expected: String, found: String },
     #[error("kernel `{kernel}`, argument {index} (`{param}`): buffer of {bytes} bytes is not a whole number of {elem} elements ({elem_bytes} bytes each)")]
     BufferSize { kernel: String, index: usize, param: String, bytes: usize, elem: Type, elem_bytes: u32 },
+    #[error("kernel `{kernel}`, argument {index} (`{param}`): a {found} texture cannot be viewed as texture2d<{texel}>: its format holds {allowed} texels")]
+    TextureFormat { kernel: String, index: usize, param: String, found: crate::TextureDesc, texel: enigma_ir::Scalar, allowed: &'static str },
+    #[error("texture of {desc}: {problem}")]
+    TextureSize { desc: crate::TextureDesc, problem: String },
     #[error("kernel `{kernel}`: specialisation constant `{name}` {problem}")]
     SpecConstant { kernel: String, name: String, problem: String },
     #[error("buffer access of {len} bytes at offset {offset} is outside the buffer of {size} bytes")]

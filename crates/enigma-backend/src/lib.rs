@@ -10,12 +10,14 @@ pub mod args;
 mod check;
 mod error;
 pub mod findings;
+pub mod texture;
 
 pub use args::{ArgValue, SpecValues};
 pub use check::{check_dispatch, check_features, check_spec_values};
 pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
 pub use error::{RuntimeError, StopReason};
 pub use findings::{Finding, FindingKind, Severity, ThreadRef};
+pub use texture::{TextureDesc, TextureFormat};
 
 use enigma_ir::{Kernel, KernelInfo};
 use serde::Serialize;

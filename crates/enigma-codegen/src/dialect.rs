@@ -13,7 +13,7 @@ use crate::writer::{Code, Prec};
 use enigma_ir::MatrixType;
 use enigma_ir::{
     AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Scalar,
-    SpecId, Type,
+    SpecId, TextureDim, Type,
 };
 use std::collections::BTreeSet;
 
@@ -197,6 +197,21 @@ pub(crate) trait Dialect {
     /// The expression of a strong compare-and-exchange returning the value seen.
     fn compare_exchange(&mut self, mem: Memory, elem: Type, place: Code, expected: Code, desired: Code)
         -> DResult<Code>;
+
+    /// `tex.read(coord)`: four texels of type `texel` (MSL's method).
+    fn texture_read(&mut self, tex: &str, _texel: Scalar, coord: Code) -> Code {
+        Code::postfix(format!("{tex}.read({})", coord.text))
+    }
+
+    /// The statement (without `;`) of `tex.write(value, coord)`.
+    fn texture_write(&mut self, tex: &str, _texel: Scalar, value: Code, coord: Code) -> String {
+        format!("{tex}.write({}, {})", value.text, coord.text)
+    }
+
+    /// `tex.get_width()` / `tex.get_height()`.
+    fn texture_size(&mut self, tex: &str, dim: TextureDim) -> Code {
+        Code::postfix(format!("{tex}.{}()", dim.method()))
+    }
 
     /// The statement (without `;`) of a barrier.
     fn barrier(&mut self, scope: BarrierScope, flags: MemFlags) -> String;

@@ -266,10 +266,12 @@ impl Dialect for Msl {
         let _ = writeln!(out, "kernel void {}(", cx.names.kernel);
         let mut params = vec![];
         for (i, p) in k.params.iter().enumerate() {
-            let name = cx.names.param(enigma_ir::ParamId(i as u32));
+            let id = enigma_ir::ParamId(i as u32);
+            let name = cx.names.param(id);
+            let i = k.binding(id);
             params.push(match p.kind {
                 ParamKind::Buffer { elem, access } => {
-                    let atomic = cx.info.atomic_memories.contains(&Memory::Buffer(enigma_ir::ParamId(i as u32)));
+                    let atomic = cx.info.atomic_memories.contains(&Memory::Buffer(id));
                     if atomic {
                         format!("device {}* {name} [[buffer({i})]]", atomic_type(elem))
                     } else if access == Access::Read {
@@ -279,6 +281,9 @@ impl Dialect for Msl {
                     }
                 }
                 ParamKind::Value { ty } => format!("constant {}& {name} [[buffer({i})]]", ty.msl_name()),
+                ParamKind::Texture { texel, access } => {
+                    format!("texture2d<{}, access::{access}> {name} [[texture({i})]]", texel.msl_name())
+                }
             });
         }
         for b in sorted_builtins(cx.builtins) {
@@ -313,7 +318,7 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
     match mem {
         Memory::Buffer(p) => match kernel.params.get(p.0 as usize)?.kind {
             ParamKind::Buffer { elem, .. } => Some(elem),
-            ParamKind::Value { .. } => None,
+            ParamKind::Value { .. } | ParamKind::Texture { .. } => None,
         },
         Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
     }

@@ -147,6 +147,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             types.insert(TypeOrd::of(match p.kind {
                 ParamKind::Buffer { elem, .. } => elem,
                 ParamKind::Value { ty } => ty,
+                ParamKind::Texture { texel, .. } => Type::vector(texel, 4),
             }));
         }
         for s in &kernel.spec_constants {
@@ -293,6 +294,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let stride = self.top_expr(stride)?;
                 let lane = self.lane();
                 self.line(&format!("enigma_tile_store({}, &{}, {}, {transpose}, {lane});", v.code.text, place.text, stride.code.text));
+            }
+            StmtKind::TextureWrite { tex, value, coord } => {
+                let texel = self.texel(*tex)?;
+                let value = self.top_expr(value)?;
+                let coord = self.top_expr(coord)?;
+                let text = self.dialect.texture_write(self.names.param(*tex), texel, value.code, coord.code);
+                self.line(&format!("{text};"));
             }
             StmtKind::Store { mem, index, value } => {
                 let (place, elem, atomic) = self.place(*mem, index)?;
@@ -533,6 +541,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     // ---- expressions -------------------------------------------------------
 
+    /// The texel type of texture parameter `tex`.
+    fn texel(&self, tex: enigma_ir::ParamId) -> Result<Scalar, CodegenError> {
+        match self.kernel.params.get(tex.0 as usize).map(|p| p.kind) {
+            Some(ParamKind::Texture { texel, .. }) => Ok(texel),
+            _ => Err(self.malformed(format!("parameter {} is not a texture", tex.0))),
+        }
+    }
+
     /// An expression whose value is converted to its own type by its
     /// consumer (assigned, stored, an atomic operand, a vector component, a
     /// loop start or step): 8/16-bit results need no cut back here.
@@ -572,6 +588,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             // GPUs check no bounds: a checked subscript is its index.
             Expr::DimCheck { index, .. } => self.expr_inner(index, top)?,
+            Expr::TextureRead { tex, coord } => {
+                let texel = self.texel(*tex)?;
+                let coord = self.top_expr(coord)?;
+                Val { code: self.dialect.texture_read(self.names.param(*tex), texel, coord.code), ty: Type::vector(texel, 4) }
+            }
+            Expr::TextureSize { tex, dim } => {
+                self.texel(*tex)?;
+                Val { code: self.dialect.texture_size(self.names.param(*tex), *dim), ty: Type::U32 }
+            }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg)?;
                 let code = Code::new(format!("{}{}", op.symbol(), a.code.unary_operand()), Prec::Unary);

@@ -46,6 +46,8 @@ golden! {
     colliding_names => common::colliding_names(),
     simdgroup_matrices => common::simdgroup_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),
+    textures => common::textures(),
+    seed003_listing4 => enigma_kernels::seed003::simple_kernel_function(),
     seed_scale => enigma_kernels::seed000::scale(),
     seed_scale_vec4 => enigma_kernels::seed000::scale_vec4(),
     seed_row_sum => enigma_kernels::seed000::row_sum(),

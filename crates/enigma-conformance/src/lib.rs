@@ -89,6 +89,7 @@ pub mod memory;
 pub mod sim_only;
 pub mod simd;
 pub mod spec;
+pub mod textures;
 pub mod vectors;
 
 pub use util::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, seed_for, CaseResult, SEED_ENV};
@@ -189,6 +190,8 @@ macro_rules! __with_cases {
             matrices::matrix_tile_64x64_four_simdgroups,
             matrices::matrix_per_lane_view,
             matrices::matrix_partial_simdgroup_refused,
+            textures::texture_formats_round_trip,
+            textures::texture_listing4_covers_1920_by_1080,
             control::control_early_return,
             control::control_if_else_nesting,
             control::control_for_loops,

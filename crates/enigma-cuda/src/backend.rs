@@ -305,6 +305,14 @@ fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], geometry: &DispatchGeo
                 slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
             }
             ArgValue::Value { bytes, .. } => slot = *bytes,
+            // Pipelines with texture parameters are refused when they are made
+            // (no Feature::Texture2d), so no launch sees a texture; say so if one does.
+            ArgValue::Texture { desc, .. } => {
+                return Err(RuntimeError::Backend {
+                    backend: "cuda",
+                    message: format!("kernel `{}`: a {desc} texture was passed, but the CUDA backend has no textures yet", cuda.kernel.name),
+                })
+            }
         }
         storage.push(slot);
     }
@@ -567,7 +575,9 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
-/// GPU (tensor cores from 8.0, warp shuffles before).
+/// GPU (tensor cores from 8.0, warp shuffles before). 2D textures are not listed: code generation writes
+/// them over surface objects, but this backend does not create the
+/// `cudaArray`s and surface objects yet, so texture pipelines are refused.
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {

@@ -10,19 +10,40 @@
 
 use enigma_ir::testgen::{case_with, CaseArg, GenConfig, KernelCase};
 use enigma_ir::{Type, ValidationOptions};
-use enigma_runtime::{Arg, Buffer, Device, Runtime};
+use enigma_runtime::{Arg, Buffer, Device, Runtime, Texture, TextureFormat};
+
+/// A case's buffer or texture.
+enum Memory {
+    Buffer(Buffer),
+    Texture(Texture),
+}
+
+/// The one-channel format of a generated texture's texel type.
+fn format(texel: enigma_ir::Scalar) -> TextureFormat {
+    match texel {
+        enigma_ir::Scalar::F32 => TextureFormat::R32Float,
+        enigma_ir::Scalar::I32 => TextureFormat::R32Sint,
+        _ => TextureFormat::R32Uint,
+    }
+}
 
 fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
     enigma_ir::validate(&case.kernel, &ValidationOptions::default()).map_err(|e| e.to_string())?;
     let pipeline = rt.pipeline(&case.kernel).map_err(|e| e.to_string())?;
-    let mut buffers: Vec<Option<Buffer>> = vec![];
+    let mut buffers: Vec<Option<Memory>> = vec![];
     for arg in &case.args {
         buffers.push(match arg {
             CaseArg::Input { elem, data } => {
                 let bytes: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
-                Some(rt.buffer_from_bytes(Type::scalar(*elem), &bytes).map_err(|e| e.to_string())?)
+                Some(Memory::Buffer(rt.buffer_from_bytes(Type::scalar(*elem), &bytes).map_err(|e| e.to_string())?))
             }
-            CaseArg::Output { elem, len } => Some(rt.buffer_of_type(Type::scalar(*elem), *len as usize).map_err(|e| e.to_string())?),
+            CaseArg::Output { elem, len } => {
+                Some(Memory::Buffer(rt.buffer_of_type(Type::scalar(*elem), *len as usize).map_err(|e| e.to_string())?))
+            }
+            CaseArg::Texture { texel, width, height, data } => {
+                let words = data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]);
+                Some(Memory::Texture(rt.texture_from(format(*texel), *width, *height, &words).map_err(|e| e.to_string())?))
+            }
             CaseArg::Value(_) => None,
         });
     }
@@ -32,17 +53,21 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
         .zip(&buffers)
         .map(|(a, b)| match (a, b) {
             (CaseArg::Value(lit), _) => Arg::Value(*lit),
-            (_, Some(b)) => Arg::from(b),
+            (_, Some(Memory::Buffer(b))) => Arg::from(b),
+            (_, Some(Memory::Texture(t))) => Arg::from(t),
             (_, None) => unreachable!("every buffer argument has a buffer"),
         })
         .collect();
     rt.dispatch_threads(&pipeline, &args, case.grid, case.threads).map_err(|e| e.to_string())?;
     let mut outputs = vec![];
     for (arg, buf) in case.args.iter().zip(&buffers) {
-        if let (CaseArg::Output { .. }, Some(b)) = (arg, buf) {
-            let bytes = b.read_bytes().map_err(|e| e.to_string())?;
-            outputs.push(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
-        }
+        let bytes = match (arg, buf) {
+            (CaseArg::Output { .. }, Some(Memory::Buffer(b))) => b.read_bytes(),
+            (CaseArg::Texture { data: None, .. }, Some(Memory::Texture(t))) => t.read_bytes(),
+            _ => continue,
+        };
+        let bytes = bytes.map_err(|e| e.to_string())?;
+        outputs.push(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
     }
     Ok(outputs)
 }

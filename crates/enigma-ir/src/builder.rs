@@ -355,6 +355,34 @@ impl From<Place> for Ex {
     }
 }
 
+/// A `texture2d<T, access>` parameter: `tex.read(coord)`,
+/// `tex.get_width()`, `tex.get_height()`; writes are
+/// [`KernelBuilder::texture_write`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tex {
+    id: ParamId,
+    texel: Scalar,
+}
+
+impl Tex {
+    /// `tex.read(coord)`: the texel at `coord` (a u32x2) as four values of
+    /// the texel type.
+    pub fn read(self, coord: impl Into<Ex>) -> Ex {
+        let coord = Box::new(coord.into().tree_or_poison());
+        Ex::new(Expr::TextureRead { tex: self.id, coord }, Type::vector(self.texel, 4))
+    }
+
+    /// `tex.get_width()`.
+    pub fn get_width(self) -> Ex {
+        Ex::new(Expr::TextureSize { tex: self.id, dim: TextureDim::Width }, Type::U32)
+    }
+
+    /// `tex.get_height()`.
+    pub fn get_height(self) -> Ex {
+        Ex::new(Expr::TextureSize { tex: self.id, dim: TextureDim::Height }, Type::U32)
+    }
+}
+
 /// Errors found while building, before validation.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum BuildError {
@@ -413,6 +441,13 @@ impl KernelBuilder {
         let id = ParamId(self.kernel.params.len() as u32);
         self.kernel.params.push(Param { name: name.into(), kind: ParamKind::Buffer { elem, access } });
         Mem { mem: Memory::Buffer(id), elem }
+    }
+
+    /// A texture parameter: `texture2d<texel, access> name [[texture(n)]]`.
+    pub fn texture2d(&mut self, name: &str, texel: Scalar, access: TextureAccess) -> Tex {
+        let id = ParamId(self.kernel.params.len() as u32);
+        self.kernel.params.push(Param { name: name.into(), kind: ParamKind::Texture { texel, access } });
+        Tex { id, texel }
     }
 
     /// A by-value parameter (`constant T& name`).
@@ -500,6 +535,15 @@ impl KernelBuilder {
         let index = self.tree(place.index.materialize(), loc);
         let value = self.tree(value, loc);
         self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
+    }
+
+    /// `tex.write(value, coord)`: see [`StmtKind::TextureWrite`].
+    #[track_caller]
+    pub fn texture_write(&mut self, tex: Tex, value: impl Into<Ex>, coord: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        let value = self.tree(value.into().materialize(), loc);
+        let coord = self.tree(coord.into().materialize(), loc);
+        self.push(StmtKind::TextureWrite { tex: tex.id, value, coord }, loc);
     }
 
     /// `simdgroup_store(value, mem + offset, stride)` (or transposed): see

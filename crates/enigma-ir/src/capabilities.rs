@@ -20,16 +20,21 @@ pub enum Feature {
     /// SIMD-group matrices (`simdgroup_matrix`): every Apple-silicon GPU
     /// (Apple7+); every CUDA GPU enigma runs on (tensor cores on sm_80+).
     SimdgroupMatrix,
+    /// `texture2d` parameters (read, write and the size queries): the
+    /// simulator; not yet the CUDA or Metal backends, whose runtimes do not
+    /// create texture objects yet.
+    Texture2d,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 2] = [Feature::Bfloat16, Feature::SimdgroupMatrix];
+    pub const ALL: [Feature; 3] = [Feature::Bfloat16, Feature::SimdgroupMatrix, Feature::Texture2d];
 
     /// What the feature is, in the words of an error message.
     pub fn describe(self) -> &'static str {
         match self {
             Feature::Bfloat16 => "bf16 values",
             Feature::SimdgroupMatrix => "SIMD-group matrices",
+            Feature::Texture2d => "2D textures",
         }
     }
 }

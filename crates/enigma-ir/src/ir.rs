@@ -10,7 +10,9 @@
 use crate::types::{MatrixType, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
-/// Index of a kernel parameter; also its `[[buffer(n)]]` binding.
+/// Index of a kernel parameter. Its binding is [`Kernel::binding`]: the
+/// `[[buffer(n)]]` slot among buffer and by-value parameters, or the
+/// `[[texture(n)]]` slot among textures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ParamId(pub u32);
 /// Index of a local variable in [`Kernel::locals`].
@@ -55,6 +57,85 @@ pub enum ParamKind {
     Buffer { elem: Type, access: Access },
     /// A by-value constant: `constant T& name [[buffer(n)]]`.
     Value { ty: Type },
+    /// `texture2d<T, access> name [[texture(n)]]`: a 2D texture, a resource
+    /// of its own (not a buffer). `texel` (f32, f16, i32 or u32) is the
+    /// type its reads return and its writes take, four at a time; the
+    /// pixel format the texels are stored in belongs to the texture object
+    /// given at dispatch, not to the kernel.
+    Texture { texel: Scalar, access: TextureAccess },
+}
+
+impl ParamKind {
+    /// Whether the parameter binds in the buffer argument table (buffers and
+    /// by-value constants) rather than the texture table.
+    pub fn is_buffer_slot(self) -> bool {
+        !matches!(self, ParamKind::Texture { .. })
+    }
+}
+
+/// The access a kernel has to a texture: MSL's `access::read`, `write`,
+/// `read_write` and `sample`. `read()` needs read, read_write or sample;
+/// `write()` needs write or read_write; the size queries need nothing.
+/// (Sampling itself is not in the IR yet.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextureAccess {
+    Read,
+    Write,
+    ReadWrite,
+    Sample,
+}
+
+impl TextureAccess {
+    pub const ALL: [TextureAccess; 4] = [TextureAccess::Read, TextureAccess::Write, TextureAccess::ReadWrite, TextureAccess::Sample];
+
+    /// The IR name, also MSL's after `access::` (`read_write`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TextureAccess::Read => "read",
+            TextureAccess::Write => "write",
+            TextureAccess::ReadWrite => "read_write",
+            TextureAccess::Sample => "sample",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TextureAccess> {
+        TextureAccess::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Whether `read()` is allowed.
+    pub fn can_read(self) -> bool {
+        self != TextureAccess::Write
+    }
+
+    /// Whether `write()` is allowed.
+    pub fn can_write(self) -> bool {
+        matches!(self, TextureAccess::Write | TextureAccess::ReadWrite)
+    }
+}
+
+impl std::fmt::Display for TextureAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which size of a texture a query returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextureDim {
+    Width,
+    Height,
+}
+
+impl TextureDim {
+    /// The MSL method (`get_width`), also the IR name.
+    pub fn method(self) -> &'static str {
+        match self {
+            TextureDim::Width => "get_width",
+            TextureDim::Height => "get_height",
+        }
+    }
 }
 
 /// A Metal function constant: fixed when the pipeline is created.
@@ -643,6 +724,9 @@ pub enum MemFlags {
     Device,
     /// `mem_device | mem_threadgroup`.
     DeviceAndThreadgroup,
+    /// `mem_texture`: orders texture accesses between the threads the
+    /// barrier synchronises (alone: combinations with it are not in the IR yet).
+    Texture,
 }
 
 impl MemFlags {
@@ -653,6 +737,7 @@ impl MemFlags {
             MemFlags::Threadgroup => "mem_flags::mem_threadgroup",
             MemFlags::Device => "mem_flags::mem_device",
             MemFlags::DeviceAndThreadgroup => "mem_flags::mem_device | mem_flags::mem_threadgroup",
+            MemFlags::Texture => "mem_flags::mem_texture",
         }
     }
 
@@ -663,6 +748,7 @@ impl MemFlags {
             MemFlags::Threadgroup => "mem_threadgroup",
             MemFlags::Device => "mem_device",
             MemFlags::DeviceAndThreadgroup => "mem_device_and_threadgroup",
+            MemFlags::Texture => "mem_texture",
         }
     }
 
@@ -672,6 +758,7 @@ impl MemFlags {
             "mem_threadgroup" => MemFlags::Threadgroup,
             "mem_device" => MemFlags::Device,
             "mem_device_and_threadgroup" | "mem_device|mem_threadgroup" => MemFlags::DeviceAndThreadgroup,
+            "mem_texture" => MemFlags::Texture,
             _ => return None,
         })
     }
@@ -798,6 +885,14 @@ pub enum Expr {
     /// `index` of the calling lane's share: a u32 that differs per backend's
     /// lane map, so kernels that address elements one by one ask for it.
     MatrixCoord { ty: MatrixType, index: u8, column: bool },
+    /// `tex.read(coord)`: the texel at `coord` (a u32x2, x the column and y
+    /// the row), as four values of the texture's texel type: the stored
+    /// format converted as Metal does (unorm8 channels read as c/255;
+    /// channels the format lacks read as 0, 0, 0, 1). A coordinate outside
+    /// the texture is an error on the simulator (Metal leaves it undefined).
+    TextureRead { tex: ParamId, coord: Box<Expr> },
+    /// `tex.get_width()` / `tex.get_height()`: a u32, the same for every thread.
+    TextureSize { tex: ParamId, dim: TextureDim },
 }
 
 /// A source position from a front end (Rust caller or Python file and line).
@@ -861,6 +956,13 @@ pub enum StmtKind {
     /// [`Expr::MatrixLoad`] with the same `offset`, `stride` and `transpose`
     /// reads it from; each element a memory access like a `Store`.
     MatrixStore { value: Expr, mem: Memory, offset: Expr, stride: Expr, transpose: bool },
+    /// `tex.write(value, coord)`: stores the four values `value` (of the
+    /// texture's texel type) at `coord` (u32x2), converted to the texture's
+    /// format as Metal does (unorm8: clamped to [0, 1], then the nearest of
+    /// c·255; float16: rounded to nearest even; channels the format lacks
+    /// are dropped). A coordinate outside the texture is an error on the
+    /// simulator (Metal leaves the write undefined).
+    TextureWrite { tex: ParamId, value: Expr, coord: Expr },
 }
 
 impl Kernel {
@@ -887,6 +989,16 @@ impl Kernel {
     }
     pub fn spec(&self, id: SpecId) -> &SpecConstant {
         &self.spec_constants[id.0 as usize]
+    }
+
+    /// The binding slot of parameter `id`: its index among the buffer and
+    /// by-value parameters (`[[buffer(n)]]`), or among the textures
+    /// (`[[texture(n)]]`). A kernel without textures binds parameter `i` at
+    /// buffer slot `i`.
+    pub fn binding(&self, id: ParamId) -> u32 {
+        let slot = |p: &Param| p.kind.is_buffer_slot();
+        let mine = slot(self.param(id));
+        self.params[..id.0 as usize].iter().filter(|p| slot(p) == mine).count() as u32
     }
 
     /// The name of a memory, for messages.

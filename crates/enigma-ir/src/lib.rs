@@ -1,7 +1,8 @@
 //! enigma's kernel IR.
 //!
 //! A [`Kernel`] is plain data: parameters (device buffers and by-value
-//! constants, bound in declaration order as `[[buffer(n)]]`), specialisation
+//! constants, bound in declaration order as `[[buffer(n)]]`; 2D textures,
+//! bound in declaration order as `[[texture(n)]]`), specialisation
 //! constants, threadgroup arrays, typed locals, and a body of structured
 //! statements over expression trees. Front ends build it (the Rust
 //! [`builder`] DSL, the Python decorator through the JSON form), [`validate`]
@@ -26,6 +27,12 @@
 //!   simulator, never a silent read. So is a subscript of a multi-dimensional
 //!   access outside its dimension ([`Expr::DimCheck`]), even where the flat
 //!   index it forms is inside the memory.
+//! * Textures: `read(coord)` gives four texels converted from the texture's
+//!   pixel format as Metal does, `write(value, coord)` converts back (see
+//!   [`Expr::TextureRead`], [`StmtKind::TextureWrite`]); a coordinate outside
+//!   the texture is an error in the simulator (undefined on GPUs). Only a
+//!   barrier with `mem_texture` orders texture accesses between threads
+//!   (`mem_device` does not). There is no sampling or `fence()` yet.
 
 pub mod builder;
 pub mod capabilities;

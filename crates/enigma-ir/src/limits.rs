@@ -9,6 +9,8 @@
 //!   gives one threadgroup (32 KiB), the portable budget.
 //! * [`MAX_BUFFER_ARGUMENTS`]: entries of Metal's buffer argument table
 //!   (`[[buffer(0)]]` … `[[buffer(30)]]`).
+//! * [`MAX_TEXTURE_ARGUMENTS`]: entries of Metal's texture argument table
+//!   that every Apple GPU has (`[[texture(0)]]` … `[[texture(30)]]`).
 
 /// Lanes per SIMD group.
 pub const SIMD_WIDTH: u32 = 32;
@@ -19,3 +21,6 @@ pub const MAX_THREADGROUP_MEMORY_BYTES: u64 = 32 * 1024;
 /// Buffer (and by-value) parameters a kernel may bind: Metal's argument
 /// table has 31 entries.
 pub const MAX_BUFFER_ARGUMENTS: u32 = 31;
+/// Texture parameters a kernel may bind: 31 on every Apple GPU (Macs have
+/// 128; the portable limit is the smaller).
+pub const MAX_TEXTURE_ARGUMENTS: u32 = 31;

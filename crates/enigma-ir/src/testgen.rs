@@ -49,6 +49,12 @@
 //!   any `return`, loads two f32 8×8 tiles from the extra input `mat_in`,
 //!   multiplies them (maybe accumulating into a filled or diagonal tile) and
 //!   stores the result to the SIMD group's own 64 elements of `mat_out`.
+//! * **Textures** (with `textures`): a phase at the top level reads one texel
+//!   of the extra input `tex_in` (a small one-channel texture of 32-bit
+//!   texels) at `(e % get_width, e' % get_height)` into a local, and every
+//!   thread writes its own texel `(gid % threads, gid / threads)` of the extra
+//!   output `tex_out` at the end. Off by default: only the simulator runs
+//!   textures yet.
 //! * **Loops terminate**: `for` loops have constant bounds (at most 4
 //!   iterations) and `while` loops count a local they never otherwise assign.
 //!
@@ -115,6 +121,11 @@ pub struct GenConfig {
     /// extra input `mat_in`, multiplied, stored to an extra output `mat_out`, one
     /// 64-element region per SIMD group); needs `floats`.
     pub matrices: bool,
+    /// A texture phase may appear (a texel of the extra input texture
+    /// `tex_in` read into a local; each thread's texel of the extra output
+    /// texture `tex_out` written at the end). Off by default, since only the
+    /// simulator runs textures yet.
+    pub textures: bool,
 }
 
 impl Default for GenConfig {
@@ -136,6 +147,7 @@ impl Default for GenConfig {
             early_return: true,
             divergent_simd: true,
             matrices: true,
+            textures: false,
         }
     }
 }
@@ -150,6 +162,11 @@ pub enum CaseArg {
     Output { elem: Scalar, len: u32 },
     /// A by-value parameter.
     Value(Literal),
+    /// A one-channel texture of 32-bit texels (r32float for `f32`, r32uint
+    /// for `u32`, r32sint for `i32`), `width`×`height`, holding `data` (row
+    /// by row), or, when `data` is `None`, zeroed and written by the kernel
+    /// (an output).
+    Texture { texel: Scalar, width: u32, height: u32, data: Option<Vec<u32>> },
 }
 
 /// A kernel with everything needed to run it: one [`CaseArg`] per parameter,
@@ -175,12 +192,14 @@ impl KernelCase {
             .collect()
     }
 
-    /// The output buffers' element types and lengths, in parameter order.
+    /// The outputs' element types and lengths, in parameter order: output
+    /// buffers and output textures (texels row by row).
     pub fn outputs(&self) -> Vec<(Scalar, u32)> {
         self.args
             .iter()
             .filter_map(|a| match a {
                 CaseArg::Output { elem, len } => Some((*elem, *len)),
+                CaseArg::Texture { texel, width, height, data: None } => Some((*texel, width * height)),
                 _ => None,
             })
             .collect()
@@ -407,6 +426,8 @@ struct Gen<'c> {
     /// Some thread may have returned: lanes may be missing from now on.
     returned: bool,
     args: Vec<CaseArg>,
+    /// The output texture and its texel type, once the texture phase made it.
+    tex_out: Option<(ParamId, Scalar)>,
 }
 
 impl<'c> Gen<'c> {
@@ -428,6 +449,7 @@ impl<'c> Gen<'c> {
             total: 32,
             returned: false,
             args: vec![],
+            tex_out: None,
         }
     }
 
@@ -450,6 +472,9 @@ impl<'c> Gen<'c> {
         if self.cfg.matrices && self.cfg.floats && self.ch.chance(40) {
             self.matrix_phase(&mut body);
         }
+        if self.cfg.textures && self.ch.chance(60) {
+            self.texture_phase(&mut body, top);
+        }
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
             for c in 0..o.per_thread {
@@ -457,6 +482,13 @@ impl<'c> Gen<'c> {
                 let value = if c == 0 { self.fold_locals(o.elem, value, bound) } else { value };
                 body.push(stmt(StmtKind::Store { mem: Memory::Buffer(o.param), index: self.out_index(o, c), value }));
             }
+        }
+        if let Some((tex, texel)) = self.tex_out {
+            let components = (0..4).map(|_| self.expr(texel, self.cfg.max_expr_depth, top).0).collect();
+            let value = Expr::Vector { ty: Type::vector(texel, 4), components };
+            let (x, y) = (bin(BinaryOp::Rem, Expr::Var(self.gid), lit_u32(self.tg_size)), bin(BinaryOp::Div, Expr::Var(self.gid), lit_u32(self.tg_size)));
+            let coord = Expr::Vector { ty: Type::vector(Scalar::U32, 2), components: vec![x, y] };
+            body.push(stmt(StmtKind::TextureWrite { tex, value, coord }));
         }
         self.k.body = body;
         KernelCase { kernel: self.k, args: self.args, grid: [self.total, 1, 1], threads: [self.tg_size, 1, 1] }
@@ -829,6 +861,37 @@ impl<'c> Gen<'c> {
             stride: lit_u32(8),
             transpose: self.ch.chance(50),
         }));
+    }
+
+    /// A texture phase at the top level: the extra input `tex_in` (1–8 by
+    /// 1–8 texels of `u32`, `i32` or, with `floats`, `f32` in [-16, 16]) has
+    /// one texel read at `(e % get_width, e' % get_height)`, one channel of
+    /// it (0, 0, 1 past the first) kept in a new local; the extra output
+    /// `tex_out` (a texel per thread) is written at the end of the kernel.
+    fn texture_phase(&mut self, body: &mut Block, ctx: Ctx) {
+        let texel = if self.cfg.floats { self.ch.pick(&[Scalar::U32, Scalar::I32, Scalar::F32]) } else { self.ch.pick(&INT_TYPES) };
+        let (width, height) = (self.ch.range(1, 8), self.ch.range(1, 8));
+        let input = ParamId(self.k.params.len() as u32);
+        let access = self.ch.pick(&[TextureAccess::Read, TextureAccess::Sample, TextureAccess::ReadWrite]);
+        self.k.params.push(Param { name: "tex_in".into(), kind: ParamKind::Texture { texel, access } });
+        let data = (0..width * height)
+            .map(|_| match texel {
+                Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
+                _ => self.rng.next() as u32,
+            })
+            .collect();
+        self.args.push(CaseArg::Texture { texel, width, height, data: Some(data) });
+        let output = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name: "tex_out".into(), kind: ParamKind::Texture { texel, access: TextureAccess::Write } });
+        self.args.push(CaseArg::Texture { texel, width: self.tg_size, height: self.total / self.tg_size, data: None });
+        self.tex_out = Some((output, texel));
+        let x = bin(BinaryOp::Rem, self.int_expr(Scalar::U32, 1, ctx), Expr::TextureSize { tex: input, dim: TextureDim::Width });
+        let y = bin(BinaryOp::Rem, self.int_expr(Scalar::U32, 1, ctx), Expr::TextureSize { tex: input, dim: TextureDim::Height });
+        let coord = Expr::Vector { ty: Type::vector(Scalar::U32, 2), components: vec![x, y] };
+        let read = Expr::TextureRead { tex: input, coord: Box::new(coord) };
+        let value = Expr::Extract { arg: Box::new(read), index: self.ch.below(4) as u8 };
+        let var = self.local("t", texel, true);
+        body.push(stmt(StmtKind::Assign { var, value }));
     }
 
     // --- expressions ---------------------------------------------------------

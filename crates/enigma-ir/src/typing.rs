@@ -21,8 +21,10 @@
 //! * SIMD-group matrices: see [`matrix_shape`], [`matrix_fill`],
 //!   [`matrix_memory`], [`matrix_multiply`], [`matrix_element`]. No operator,
 //!   cast or intrinsic takes a matrix.
+//! * Textures: see [`texture_texel`], [`texture_read`], [`texture_write`];
+//!   a texture is not a value, so no operator takes one.
 
-use crate::ir::{BinaryOp, Intrinsic, UnaryOp, Uniformity};
+use crate::ir::{BinaryOp, Intrinsic, TextureAccess, UnaryOp, Uniformity};
 use crate::types::{MatrixType, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
@@ -333,6 +335,48 @@ pub fn matrix_coord(ty: MatrixType, index: u8) -> Result<Type, K> {
         });
     }
     Ok(Type::U32)
+}
+
+/// The texel types `texture2d<T>` takes: f32, f16, i32, u32.
+pub fn texture_texel(texture: &str, texel: Scalar) -> Result<Type, K> {
+    if matches!(texel, Scalar::F32 | Scalar::F16 | Scalar::I32 | Scalar::U32) {
+        Ok(Type::vector(texel, 4))
+    } else {
+        Err(K::TextureTexel { texture: texture.into(), texel })
+    }
+}
+
+/// A texture coordinate is a u32x2 (MSL's `uint2`).
+fn texture_coord(texture: &str, coord: Type) -> Result<(), K> {
+    if coord == Type::vector(Scalar::U32, 2) {
+        Ok(())
+    } else {
+        Err(K::TextureCoord { texture: texture.into(), found: coord })
+    }
+}
+
+/// `tex.read(coord)` on a `texture2d<texel, access>`: the access allows
+/// reading, the coordinate is a u32x2; the result is four texels.
+pub fn texture_read(texture: &str, texel: Scalar, access: TextureAccess, coord: Type) -> Result<Type, K> {
+    let ty = texture_texel(texture, texel)?;
+    if !access.can_read() {
+        return Err(K::TextureAccess { texture: texture.into(), access, op: "read" });
+    }
+    texture_coord(texture, coord)?;
+    Ok(ty)
+}
+
+/// `tex.write(value, coord)` on a `texture2d<texel, access>`: the access
+/// allows writing, the value is four texels, the coordinate a u32x2.
+pub fn texture_write(texture: &str, texel: Scalar, access: TextureAccess, value: Type, coord: Type) -> Result<(), K> {
+    let ty = texture_texel(texture, texel)?;
+    if !access.can_write() {
+        return Err(K::TextureAccess { texture: texture.into(), access, op: "write" });
+    }
+    if value != ty {
+        return Err(K::AssignType { target: format!("a texel of texture `{texture}`"), expected: ty, found: value });
+    }
+    texture_coord(texture, coord)
 }
 
 #[cfg(test)]

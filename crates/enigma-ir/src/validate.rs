@@ -52,6 +52,8 @@ pub struct KernelInfo {
     pub atomic_memories: BTreeSet<Memory>,
     /// Buffers the kernel stores to (non-atomically or atomically).
     pub written_buffers: BTreeSet<ParamId>,
+    /// Textures the kernel writes.
+    pub written_textures: BTreeSet<ParamId>,
     /// Whether the kernel calls any SIMD-group function.
     pub uses_simd_functions: bool,
     /// Optional features the kernel uses; a device must support each.
@@ -114,8 +116,18 @@ pub enum ValidationErrorKind {
     VectorComponents { ty: Type, expected: u8, found: usize },
     #[error("vector width {width} is not 2, 3 or 4")]
     VectorWidth { width: u8 },
-    #[error("the kernel has {count} parameters; Metal's argument table binds at most {limit} (`[[buffer(0)]]` … `[[buffer({last})]]`)", last = limit - 1)]
+    #[error("the kernel has {count} buffer and by-value parameters; Metal's argument table binds at most {limit} (`[[buffer(0)]]` … `[[buffer({last})]]`)", last = limit - 1)]
     TooManyParameters { count: usize, limit: u32 },
+    #[error("the kernel has {count} texture parameters; Metal's texture table binds at most {limit} on every Apple GPU (`[[texture(0)]]` … `[[texture({last})]]`)", last = limit - 1)]
+    TooManyTextures { count: usize, limit: u32 },
+    #[error("texture `{texture}` has texels of {texel}; texture2d takes f32, f16, i32 or u32")]
+    TextureTexel { texture: String, texel: Scalar },
+    #[error("texture `{texture}` is declared access::{access}; it cannot be {}", if *.op == "read" { "read (declare it read, read_write or sample)" } else { "written (declare it write or read_write)" })]
+    TextureAccess { texture: String, access: TextureAccess, op: &'static str },
+    #[error("a coordinate of texture `{texture}` must be u32x2 (uint2: x the column, y the row), found {found}")]
+    TextureCoord { texture: String, found: Type },
+    #[error("`{name}` is not a texture; only texture2d parameters can be read, written or sized as textures")]
+    NotATexture { name: String },
     #[error("{ty} is not a SIMD-group matrix enigma supports: rows and columns must be multiples of 8 up to 64, the element f16, bf16 or f32")]
     MatrixShape { ty: Type },
     #[error("{what} cannot hold a SIMD-group matrix ({ty}); matrices live in locals")]
@@ -132,8 +144,8 @@ pub enum ValidationErrorKind {
     OutsideLoop { what: &'static str },
     #[error("{what} {index} does not exist (the kernel has {count})")]
     DanglingId { what: &'static str, index: u32, count: usize },
-    #[error("`{name}` is a by-value parameter, not a buffer; it cannot be indexed")]
-    NotAMemory { name: String },
+    #[error("`{name}` is {what}, not a buffer; it cannot be indexed")]
+    NotAMemory { name: String, what: &'static str },
     #[error("buffer `{buffer}` is read-only; it cannot be written")]
     WriteToReadOnly { buffer: String },
     #[error("atomic operations need i32 or u32 elements (f32 for add/sub/exchange); `{memory}` holds {elem}")]
@@ -282,8 +294,20 @@ impl<'k> Validator<'k> {
     fn declarations(&mut self, options: &ValidationOptions) -> Result<(), ValidationError> {
         let k = self.kernel;
         let limit = crate::limits::MAX_BUFFER_ARGUMENTS;
-        if k.params.len() > limit as usize {
-            return Err(self.decl_err(ValidationErrorKind::TooManyParameters { count: k.params.len(), limit }));
+        let buffers = k.params.iter().filter(|p| p.kind.is_buffer_slot()).count();
+        if buffers > limit as usize {
+            return Err(self.decl_err(ValidationErrorKind::TooManyParameters { count: buffers, limit }));
+        }
+        let limit = crate::limits::MAX_TEXTURE_ARGUMENTS;
+        let textures = k.params.len() - buffers;
+        if textures > limit as usize {
+            return Err(self.decl_err(ValidationErrorKind::TooManyTextures { count: textures, limit }));
+        }
+        for p in &k.params {
+            if let ParamKind::Texture { texel, .. } = p.kind {
+                typing::texture_texel(&p.name, texel).map_err(|kind| self.decl_err(kind))?;
+                self.info.features.insert(crate::Feature::Texture2d);
+            }
         }
         let mut names = BTreeSet::new();
         let all_names = std::iter::once(k.name.as_str())
@@ -302,9 +326,10 @@ impl<'k> Validator<'k> {
         let types = k
             .params
             .iter()
-            .map(|p| match p.kind {
-                ParamKind::Buffer { elem, .. } => elem,
-                ParamKind::Value { ty } => ty,
+            .filter_map(|p| match p.kind {
+                ParamKind::Buffer { elem, .. } => Some(elem),
+                ParamKind::Value { ty } => Some(ty),
+                ParamKind::Texture { .. } => None,
             })
             .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
             .chain(k.locals.iter().map(|l| l.ty));
@@ -312,9 +337,10 @@ impl<'k> Validator<'k> {
             .params
             .iter()
             .map(|p| (format!("parameter `{}`", p.name), p.kind))
-            .map(|(what, kind)| match kind {
-                ParamKind::Buffer { elem, .. } => (what, elem),
-                ParamKind::Value { ty } => (what, ty),
+            .filter_map(|(what, kind)| match kind {
+                ParamKind::Buffer { elem, .. } => Some((what, elem)),
+                ParamKind::Value { ty } => Some((what, ty)),
+                ParamKind::Texture { .. } => None,
             })
             .chain(k.threadgroup_arrays.iter().map(|t| (format!("threadgroup array `{}`", t.name), t.elem)));
         for (what, ty) in places {
@@ -386,6 +412,13 @@ impl<'k> Validator<'k> {
                     self.err(ValidationErrorKind::MatrixOperands { op: "simdgroup_store", problem: format!("the value stored must be a SIMD-group matrix, found {ty}") })
                 })?;
                 self.matrix_access("simdgroup_store", m, *mem, offset, stride, state)?;
+            }
+            StmtKind::TextureWrite { tex, value, coord } => {
+                let (param, texel, access) = self.texture(*tex)?;
+                let (vt, _) = self.expr(value, state)?;
+                let (ct, _) = self.expr(coord, state)?;
+                typing::texture_write(&param.name, texel, access, vt, ct).map_err(|k| self.err(k))?;
+                self.info.written_textures.insert(*tex);
             }
             StmtKind::Assign { var, value } => {
                 let (ty, uni) = self.expr(value, state)?;
@@ -623,7 +656,10 @@ impl<'k> Validator<'k> {
                         elem
                     }
                     ParamKind::Value { .. } => {
-                        return Err(self.err(ValidationErrorKind::NotAMemory { name: param.name.clone() }))
+                        return Err(self.err(ValidationErrorKind::NotAMemory { name: param.name.clone(), what: "a by-value parameter" }))
+                    }
+                    ParamKind::Texture { .. } => {
+                        return Err(self.err(ValidationErrorKind::NotAMemory { name: param.name.clone(), what: "a texture (read it with read(), write it with write())" }))
                     }
                 }
             }
@@ -641,6 +677,17 @@ impl<'k> Validator<'k> {
                     .elem
             }
         })
+    }
+
+    /// Parameter `tex`, which must be a texture, with its texel type and access.
+    fn texture(&self, tex: ParamId) -> Result<(&'k Param, Scalar, TextureAccess), ValidationError> {
+        let param = self.kernel.params.get(tex.0 as usize).ok_or_else(|| {
+            self.err(ValidationErrorKind::DanglingId { what: "parameter", index: tex.0, count: self.kernel.params.len() })
+        })?;
+        match param.kind {
+            ParamKind::Texture { texel, access } => Ok((param, texel, access)),
+            _ => Err(self.err(ValidationErrorKind::NotATexture { name: param.name.clone() })),
+        }
     }
 
     fn atomic_memory(&mut self, mem: Memory, index: &Expr, state: &FlowState, op: AtomicOp) -> Result<Type, ValidationError> {
@@ -673,6 +720,12 @@ impl<'k> Validator<'k> {
                     ParamKind::Value { ty } => (ty, Uniformity::Threadgroup),
                     ParamKind::Buffer { elem, .. } => {
                         return Err(self.err(K::InvalidOperand { op: format!("use of buffer `{}` as a value", param.name), ty: elem }))
+                    }
+                    ParamKind::Texture { texel, .. } => {
+                        return Err(self.err(K::InvalidOperand {
+                            op: format!("use of texture `{}` as a value (read a texel with read())", param.name),
+                            ty: Type::vector(texel, 4),
+                        }))
                     }
                 }
             }
@@ -759,6 +812,15 @@ impl<'k> Validator<'k> {
                 (typing::matrix_element(mt, *index).map_err(|k| self.err(k))?, Uniformity::Thread)
             }
             Expr::MatrixCoord { ty, index, .. } => (typing::matrix_coord(*ty, *index).map_err(|k| self.err(k))?, Uniformity::Thread),
+            Expr::TextureRead { tex, coord } => {
+                let (param, texel, access) = self.texture(*tex)?;
+                let (ct, _) = self.expr(coord, state)?;
+                (typing::texture_read(&param.name, texel, access, ct).map_err(|k| self.err(k))?, Uniformity::Thread)
+            }
+            Expr::TextureSize { tex, .. } => {
+                self.texture(*tex)?;
+                (Type::U32, Uniformity::Threadgroup)
+            }
         };
         self.note_type(typed.0);
         Ok(typed)

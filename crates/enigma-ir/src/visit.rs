@@ -31,7 +31,8 @@ impl Expr {
             Expr::MatrixLoad { offset, stride, .. } => vec![offset, stride],
             Expr::MatrixMultiply { a, b, acc } => [Some(&**a), Some(&**b), acc.as_deref()].into_iter().flatten().collect(),
             Expr::MatrixElement { matrix, .. } => vec![matrix],
-            Expr::MatrixCoord { .. } => vec![],
+            Expr::MatrixCoord { .. } | Expr::TextureSize { .. } => vec![],
+            Expr::TextureRead { coord, .. } => vec![coord],
         }
     }
 
@@ -65,6 +66,7 @@ impl StmtKind {
             StmtKind::If { cond, .. } | StmtKind::While { cond, .. } => vec![cond],
             StmtKind::For { start, end, step, .. } => vec![start, end, step],
             StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
+            StmtKind::TextureWrite { value, coord, .. } => vec![value, coord],
             StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
         }
     }
@@ -175,5 +177,21 @@ mod tests {
         let children = index.children();
         assert!(matches!(index, Expr::DimCheck { dim: 1, .. }), "{index:?}");
         assert!(matches!(children[..], [Expr::Extract { .. }, Expr::Param(ParamId(1))]), "{children:?}");
+    }
+
+    #[test]
+    fn texture_operations_expose_their_operands() {
+        let mut k = KernelBuilder::new("k");
+        let t = k.texture2d("t", crate::Scalar::F32, crate::TextureAccess::ReadWrite);
+        let c = k.let_("c", vector(Type::vector(crate::Scalar::U32, 2), &[t.get_width(), t.get_height()]));
+        k.texture_write(t, t.read(c), c);
+        let kernel = k.finish().unwrap();
+        let write = &kernel.body[1].kind;
+        let operands = write.exprs();
+        assert!(matches!(operands[..], [Expr::TextureRead { .. }, Expr::Var(_)]), "{operands:?}");
+        assert!(matches!(operands[0].children()[..], [Expr::Var(_)]));
+        let mut sizes = 0;
+        kernel.walk_exprs(|e| sizes += matches!(e, Expr::TextureSize { .. }) as u32);
+        assert_eq!(sizes, 2);
     }
 }

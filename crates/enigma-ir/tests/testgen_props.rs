@@ -65,7 +65,7 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn generated_kernels_validate_and_round_trip(kernel in arb_kernel(GenConfig::default())) {
+    fn generated_kernels_validate_and_round_trip(kernel in arb_kernel(GenConfig { textures: true, ..GenConfig::default() })) {
         if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
             panic!("{e}\n{}", print(&kernel));
         }
@@ -99,7 +99,7 @@ proptest! {
     }
 
     #[test]
-    fn cases_match_their_kernels(case in arb_case(GenConfig::default())) {
+    fn cases_match_their_kernels(case in arb_case(GenConfig { textures: true, ..GenConfig::default() })) {
         let k = &case.kernel;
         prop_assert_eq!(case.args.len(), k.params.len());
         let threads = case.threads[0];
@@ -115,6 +115,13 @@ proptest! {
                     prop_assert!(*len == case.grid[0] || *len == 2 * case.grid[0]);
                 }
                 (CaseArg::Value(lit), ParamKind::Value { ty }) => prop_assert_eq!(ty.elem(), lit.ty),
+                (CaseArg::Texture { texel, width, height, data }, ParamKind::Texture { texel: t, access }) => {
+                    prop_assert_eq!(t, *texel);
+                    match data {
+                        Some(data) => prop_assert!(access.can_read() && data.len() == (width * height) as usize),
+                        None => prop_assert!(access.can_write() && width * height == case.grid[0]),
+                    }
+                }
                 (arg, kind) => prop_assert!(false, "{:?} for {:?}", arg, kind),
             }
         }

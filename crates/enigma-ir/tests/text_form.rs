@@ -537,6 +537,51 @@ fn matrix_constructs_print_and_parse_back() {
     assert_eq!(enigma_ir::from_json(&json).unwrap(), kernel);
 }
 
+#[test]
+fn texture_constructs_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    use enigma_ir::TextureAccess;
+    let mut k = KernelBuilder::new("t");
+    let src = k.texture2d("src", Scalar::F16, TextureAccess::Sample);
+    let dst = k.texture2d("dst", Scalar::F32, TextureAccess::ReadWrite);
+    let _ids = k.texture2d("ids", Scalar::U32, TextureAccess::Read);
+    let _labels = k.texture2d("labels", Scalar::I32, TextureAccess::Write);
+    let n = k.value("n", Type::U32);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let coord = k.let_("coord", vector(Type::vector(Scalar::U32, 2), &[gid.x(), gid.y()]));
+    k.if_(coord.x().ge(dst.get_width()).or(coord.y().ge(dst.get_height())), |k| k.return_());
+    let v = k.let_("v", src.read(coord).cast(Type::vector(Scalar::F32, 4)) + dst.read(coord));
+    k.texture_write(dst, v * n.cast(Type::F32), coord);
+    let kernel = k.finish().unwrap();
+    enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let text = assert_round_trips(&kernel);
+    for spelling in [
+        "kernel t(src: texture2d<f16, sample>, dst: texture2d<f32, read_write>, ids: texture2d<u32, read>, labels: texture2d<i32, write>, n: u32)",
+        "get_width(dst)",
+        "get_height(dst)",
+        "texture_read(src, coord)",
+        "texture_write(dst, ",
+    ] {
+        assert!(text.contains(spelling), "`{spelling}` in\n{text}");
+    }
+    assert_eq!((kernel.binding(ParamId(1)), kernel.binding(ParamId(4))), (1, 0), "textures and buffers bind in tables of their own");
+    let json = to_json(&kernel);
+    assert!(json.contains(r#"{"texture":{"texel":"f16","access":"sample"}}"#), "{json}");
+    assert!(json.contains(r#"{"texture_size":{"tex":1,"dim":"width"}}"#), "{json}");
+    // A texture argument must name a parameter.
+    let (_, _, kind) = error("kernel k() {\n    threadgroup s: f32[4]\n\n    texture_write(s, f32x4(1.0f32), u32x2(0u32, 0u32))\n}");
+    assert!(matches!(kind, ParseErrorKind::WrongKind { ref name, .. } if name == "s"), "{kind:?}");
+    let (_, _, kind) = error("kernel k(t: texture2d<f32x4, read>) {\n}");
+    assert!(matches!(kind, ParseErrorKind::Expected { .. }), "{kind:?}");
+    let barrier = parse("kernel k() {\n    threadgroup_barrier(mem_texture)\n}").unwrap();
+    assert!(matches!(barrier.body[0].kind, StmtKind::Barrier { flags: MemFlags::Texture, .. }));
+    assert_round_trips(&barrier);
+    let (_, _, kind) = error("kernel k() {\n    threadgroup_barrier(mem_texture | mem_device)\n}");
+    assert!(expected(&kind).0.starts_with("`mem_texture` alone"), "{kind:?}");
+    let (_, _, kind) = error("kernel k(t: texture2d<f32, readonly>) {\n}");
+    assert_eq!(expected(&kind).0, "`read`, `write`, `read_write` or `sample`");
+}
+
 /// Float literals whose value rounds to infinity in their type are out of
 /// range (issue 18, defect 3); the largest finite values and infinity itself
 /// are not. Checked at every type's boundary against the IEEE formats.

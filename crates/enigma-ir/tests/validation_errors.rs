@@ -49,7 +49,7 @@ macro_rules! cases {
 
 cases! {
     OperandTypes => [operand_types_of_an_addition, operand_types_of_a_vector_comparison],
-    InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value],
+    InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value, a_texture_used_as_a_value],
     ArgumentCount => [exp_with_two_arguments],
     ArgumentType => [
         exp_of_an_integer,
@@ -66,6 +66,7 @@ cases! {
         loop_bounds_of_different_types,
         atomic_value_of_another_type,
         atomic_result_into_a_local_of_another_type,
+        texture_write_of_a_scalar,
     ],
     ConditionType => [if_on_an_integer, while_on_a_float],
     InvalidCast => [casting_a_vector_to_another_width],
@@ -87,7 +88,7 @@ cases! {
         threadgroup_array_that_does_not_exist,
         loop_variable_that_does_not_exist,
     ],
-    NotAMemory => [indexing_a_by_value_parameter],
+    NotAMemory => [indexing_a_by_value_parameter, indexing_a_texture],
     WriteToReadOnly => [storing_to_a_read_only_buffer, atomic_on_a_read_only_buffer],
     AtomicType => [atomic_add_on_f16, atomic_min_on_f32, compare_exchange_on_f32, atomic_on_a_vector_array],
     NonUniformBarrier => [
@@ -118,6 +119,11 @@ cases! {
     LoopVariable => [float_loop_variable, vector_loop_variable],
     LoopStep => [loop_with_a_constant_zero_step],
     TooManyParameters => [thirty_two_buffers],
+    TooManyTextures => [thirty_two_textures],
+    TextureTexel => [texture_of_u8_texels],
+    TextureAccess => [write_to_a_read_only_texture, read_of_a_write_only_texture],
+    TextureCoord => [texture_read_at_a_signed_coordinate, texture_write_at_a_scalar_coordinate],
+    NotATexture => [texture_read_of_a_buffer],
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
     MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
@@ -767,7 +773,114 @@ fn indexing_a_by_value_parameter() -> ValidationError {
             out[0u32] = n[0u32]
         }",
     );
-    rejects(&kernel, K::NotAMemory { name: "n".into() }, At::Path("body[0]"))
+    rejects(&kernel, K::NotAMemory { name: "n".into(), what: "a by-value parameter" }, At::Path("body[0]"))
+}
+
+fn indexing_a_texture() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f32, read>, out: device f32 read_write) {
+            out[0u32] = t[0u32]
+        }",
+    );
+    let what = "a texture (read it with read(), write it with write())";
+    rejects(&kernel, K::NotAMemory { name: "t".into(), what }, At::Path("body[0]"))
+}
+
+// ---------------------------------------------------------------------------
+// Textures: TooManyTextures, TextureTexel, TextureAccess, TextureCoord, NotATexture
+// ---------------------------------------------------------------------------
+
+fn a_texture_used_as_a_value() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f16, read>) {
+            var x: f16x4
+            x = t
+        }",
+    );
+    let op = "use of texture `t` as a value (read a texel with read())".to_string();
+    rejects(&kernel, K::InvalidOperand { op, ty: vec_ty(Scalar::F16, 4) }, At::Path("body[0]"))
+}
+
+fn texture_write_of_a_scalar() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.texture2d("out", Scalar::F32, enigma_ir::TextureAccess::Write);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let coord = vector(vec_ty(Scalar::U32, 2), &[gid.x(), gid.y()]);
+    let line = line!() + 1;
+    k.texture_write(out, 1.0f32, coord);
+    let expected = vec_ty(Scalar::F32, 4);
+    rejects(&built(k), K::AssignType { target: "a texel of texture `out`".into(), expected, found: Type::F32 }, At::Built("body[1]", line))
+}
+
+fn thirty_two_textures() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let texs: Vec<_> = (0..32).map(|i| k.texture2d(&format!("t{i}"), Scalar::F32, enigma_ir::TextureAccess::Write)).collect();
+    k.texture_write(texs[31], vector(vec_ty(Scalar::F32, 4), &[1.0f32.into()]), vector(vec_ty(Scalar::U32, 2), &[0u32.into()]));
+    rejects(&built(k), K::TooManyTextures { count: 32, limit: 31 }, At::Declarations)
+}
+
+#[test]
+fn thirty_one_textures_beside_thirty_one_buffers_are_accepted() {
+    let mut k = KernelBuilder::new("k");
+    let texs: Vec<_> = (0..31).map(|i| k.texture2d(&format!("t{i}"), Scalar::U32, enigma_ir::TextureAccess::Write)).collect();
+    let bufs: Vec<_> = (0..31).map(|i| k.buffer(&format!("b{i}"), Type::U32, Access::ReadWrite)).collect();
+    let v = vector(vec_ty(Scalar::U32, 4), &[bufs[30].get(0u32)]);
+    k.texture_write(texs[30], v, vector(vec_ty(Scalar::U32, 2), &[0u32.into()]));
+    let kernel = built(k);
+    validate(&kernel, &ValidationOptions::default()).unwrap();
+    assert_eq!(kernel.binding(ParamId(30)), 30, "the last texture binds at texture(30)");
+    assert_eq!(kernel.binding(ParamId(31)), 0, "the first buffer binds at buffer(0)");
+}
+
+fn texture_of_u8_texels() -> ValidationError {
+    let kernel = parsed("kernel k(t: texture2d<u8, read>) {
+}");
+    rejects(&kernel, K::TextureTexel { texture: "t".into(), texel: Scalar::U8 }, At::Declarations)
+}
+
+fn write_to_a_read_only_texture() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f32, read>) {
+            texture_write(t, f32x4(0.5f32), u32x2(0u32, 0u32))
+        }",
+    );
+    rejects(&kernel, K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Read, op: "write" }, At::Path("body[0]"))
+}
+
+fn read_of_a_write_only_texture() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<u32, write>, out: device u32x4 read_write) {
+            out[0u32] = texture_read(t, u32x2(0u32, 0u32))
+        }",
+    );
+    rejects(&kernel, K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Write, op: "read" }, At::Path("body[0]"))
+}
+
+fn texture_read_at_a_signed_coordinate() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f32, sample>, out: device f32x4 read_write) {
+            out[0u32] = texture_read(t, i32x2(0i32, 1i32))
+        }",
+    );
+    rejects(&kernel, K::TextureCoord { texture: "t".into(), found: vec_ty(Scalar::I32, 2) }, At::Path("body[0]"))
+}
+
+fn texture_write_at_a_scalar_coordinate() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<i32, read_write>) {
+            texture_write(t, i32x4(7i32), thread_index_in_threadgroup)
+        }",
+    );
+    rejects(&kernel, K::TextureCoord { texture: "t".into(), found: Type::U32 }, At::Path("body[0]"))
+}
+
+fn texture_read_of_a_buffer() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(a: device f32x4 read, out: device f32x4 read_write) {
+            out[get_width(a)] = texture_read(a, u32x2(0u32, 0u32))
+        }",
+    );
+    rejects(&kernel, K::NotATexture { name: "a".into() }, At::Path("body[0]"))
 }
 
 fn storing_to_a_read_only_buffer() -> ValidationError {

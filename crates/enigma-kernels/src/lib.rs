@@ -1,11 +1,13 @@
 //! enigma's kernels, written in the builder DSL: the seed-000 teaching
-//! kernels ([`seed000`]) and the seed-001 two-pass reduction ([`reduce`]).
+//! kernels ([`seed000`]), the seed-001 two-pass reduction ([`reduce`]) and
+//! seed 003's texture kernel ([`seed003`]).
 //! Each kernel comes with the dispatch it expects and, where it computes
 //! something, a plain-Rust reference.
 
 pub mod library;
 pub mod reduce;
 pub mod seed000;
+pub mod seed003;
 
 /// The one generator of test data: xorshift64 (shifts 13, 7, 17) from a
 /// seed spread by the golden-ratio multiplier. Behind [`test_data`] (the
@@ -67,5 +69,6 @@ pub fn seed_kernels() -> Vec<enigma_ir::Kernel> {
     kernels.push(reduce::reduce_threadgroup());
     kernels.push(reduce::reduce_final());
     kernels.push(reduce::reduce_threadgroup_vec4());
+    kernels.push(seed003::simple_kernel_function());
     kernels
 }

@@ -121,7 +121,9 @@ impl MetalBackend {
                 compute_units: mapping::compute_units(&name),
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
                 // MSL 3.1's `bfloat`, which the generated code targets.
-                features: enigma_ir::capabilities::all_features(),
+                // Every feature but textures, whose MTLTextures this backend
+                // does not create yet.
+                features: enigma_ir::capabilities::all_features().into_iter().filter(|f| *f != enigma_ir::Feature::Texture2d).collect(),
                 name,
             };
             let non_uniform_threadgroups =
@@ -417,6 +419,10 @@ impl Backend for MetalBackend {
             slots.push(match arg {
                 ArgValue::Buffer { storage, .. } => Slot::Buffer(own_buffer(*storage, "metal", name)?),
                 ArgValue::Value { ty, bytes } => Slot::Bytes(&bytes[..mapping::value_arg_len(*ty).min(bytes.len())]),
+                // Refused when the pipeline is made (no Feature::Texture2d).
+                ArgValue::Texture { desc, .. } => {
+                    return Err(execution(format!("a {desc} texture was passed, but the Metal backend does not create MTLTextures yet")))
+                }
             });
         }
         let buffers: Vec<&MetalBuffer> =

@@ -671,11 +671,11 @@ impl<'rt> Ops<'rt> {
         self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
         self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
-        // Above 8 rows the tensor-core kernel, unless options ask for the
+        // Many rows take the tensor-core kernel, unless options ask for the
         // decode kernel's own blocking or for no vector loads.
         let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some) || self.options.vectorize == Some(false);
-        if m > qmatmul::MAX_ROWS as usize && !decode_options {
-            return self.qgemm(a, w, m, out);
+        if m > qmatmul::TILED_ABOVE_ROWS as usize && !decode_options {
+            return self.qmatmul_tiled(a, w, m, out);
         }
         let cols = match (self.options.columns_per_thread, self.options.vectorize) {
             (Some(c), _) => Some(c),
@@ -720,11 +720,19 @@ impl<'rt> Ops<'rt> {
         Ok(c)
     }
 
-    /// [`Ops::qmatmul`] above the decode kernel's 8 rows: the GEMM's tiles
-    /// on SIMD-group matrices with B dequantized into threadgroup memory
-    /// (`gemm::QgemmConfig`; checked by `qmatmul`).
-    fn qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+    /// [`Ops::qmatmul`] on the tensor-core kernel whatever M: the GEMM's
+    /// tiles on SIMD-group matrices with B dequantized into threadgroup
+    /// memory (`gemm::QgemmConfig`), each dequantized weight rounded to f16
+    /// on the way. `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
+    pub fn qmatmul_tiled(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
+        quant::check_shape(w.format, w.k, w.n, w.group)?;
+        if let Some(t) = a.elem() {
+            return Err(arg_err(op, format!("`a` is a typed buffer of {t}; pass an untyped buffer of f16 (enigma_ops::upload), which the kernel reads as half4")));
+        }
+        self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
+        self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
+        self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
         cfg.check()?;

@@ -645,10 +645,10 @@ fn qmatmul_entry(format: Format) -> Entry {
         let next = Cell::new(0usize);
         let want = qmatmul::reference(&a, &w, m, n, k);
         // f32 sums of k products (each exact in f32: an f16 times a
-        // 4-bit value times an f16 scale), then one rounding to f16. Above
-        // the decode kernel's rows the tensor-core kernel stages each
-        // dequantized weight in f16: one more rounding per product.
-        let staging = if m > qmatmul::MAX_ROWS as usize { DType::F16.unit_roundoff() } else { 0.0 };
+        // 4-bit value times an f16 scale), then one rounding to f16. With
+        // many rows the tensor-core kernel stages each dequantized weight
+        // in f16: one more rounding per product.
+        let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize { DType::F16.unit_roundoff() } else { 0.0 };
         let tols: Vec<Tolerance> = (0..m * n)
             .map(|i| {
                 let (r, col) = (i / n, i % n);

@@ -11,6 +11,11 @@ use enigma_runtime::{Device, Runtime};
 /// Runs `C = A · dequant(B)` and checks every element; returns the kernel name.
 #[allow(clippy::too_many_arguments)]
 fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
+    run_check(rt, format, out, [m, n, k], group, options, false)
+}
+
+/// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when `tiled`.
+fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> String {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(ElemType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
@@ -18,7 +23,8 @@ fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k
     let weights = QuantizedWeights::upload(rt, &q).unwrap();
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
     let ops = enigma_ops::Ops::new(rt).with_options(options.clone());
-    let c = ops.qmatmul(&ab, &weights, m, out).unwrap_or_else(|e| panic!("{format} {m}x{n}x{k} g{group} {options:?}: {e}"));
+    let c = if tiled { ops.qmatmul_tiled(&ab, &weights, m, out) } else { ops.qmatmul(&ab, &weights, m, out) };
+    let c = c.unwrap_or_else(|e| panic!("{format} {m}x{n}x{k} g{group} {options:?}: {e}"));
     let launches = ops.take_launches();
     for l in &launches {
         assert!(l.report.findings.is_empty(), "{}: {:?}", l.kernel, l.report.findings);
@@ -52,21 +58,25 @@ fn awkward_shapes_match_the_reference() {
     assert_eq!(runs, 28);
 }
 
-/// Above 8 rows: the GEMM's tiles on SIMD-group matrices with B
-/// dequantized into threadgroup memory, at awkward M and N (N past the
+/// The tensor-core kernel (the GEMM's tiles on SIMD-group matrices with B
+/// dequantized into threadgroup memory) at awkward M and N (N past the
 /// 128-column tile; K is a multiple of the group, so of the 32-value slice),
-/// every tile height, clean under the sanitizer.
+/// every tile height, clean under the sanitizer; `qmatmul` takes it above
+/// `TILED_ABOVE_ROWS` rows.
 #[test]
-fn more_rows_take_the_tensor_core_kernel() {
+fn the_tensor_core_kernel_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
+    let sanitize = Options { sanitize: true, ..Options::default() };
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
-        for (m, n, k, group, tile) in [(9, 7, 64, 32, "16x128"), (16, 130, 256, 128, "16x128"), (33, 36, 96, 32, "64x128"), (70, 20, 128, 64, "128x128")] {
-            let options = Options { sanitize: true, ..Options::default() };
-            let name = check(&rt, format, ElemType::F16, m, n, k, group, &options);
+        for (m, n, k, group, tile) in [(1, 7, 64, 32, "16x128"), (16, 130, 256, 128, "16x128"), (33, 36, 96, 32, "64x128"), (70, 20, 128, 64, "128x128")] {
+            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true);
             assert!(name.starts_with(&format!("qgemm_{format}_f16_{tile}")), "{name}");
         }
-        let name = check(&rt, format, ElemType::F32, 24, 40, 160, 32, &Options::default());
+        let name = run_check(&rt, format, ElemType::F32, [24, 40, 160], 32, &Options::default(), true);
         assert!(name.starts_with(&format!("qgemm_{format}_f32_32x128")), "{name}");
+        let rows = qmatmul::TILED_ABOVE_ROWS as usize;
+        assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
+        assert!(check(&rt, format, ElemType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));
     }
 }
 
@@ -87,8 +97,8 @@ fn every_column_width_thread_count_and_row_block_agrees() {
         let options = Options { rows_per_threadgroup: Some(4), ..Options::default() };
         let name = check(&rt, format, ElemType::F16, 11, 36, 128, 64, &options);
         assert!(name.contains("_r4_c2_"), "{name}");
-        // M = 16 asked for in blocks of 8 rows, one column per thread.
-        let name = check(&rt, format, ElemType::F16, 16, 20, 64, 32, &Options { rows_per_threadgroup: Some(8), ..Options::default() });
+        // M = 16: two blocks of 8 rows (the default), one column per thread.
+        let name = check(&rt, format, ElemType::F16, 16, 20, 64, 32, &Options::default());
         assert!(name.contains("_r8_c1_"), "{name}");
         // No vectors: one column per thread.
         let name = check(&rt, format, ElemType::F32, 1, 64, 64, 32, &Options { vectorize: Some(false), ..Options::default() });

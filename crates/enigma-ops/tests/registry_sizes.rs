@@ -23,8 +23,8 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
-            } else if entry.name.starts_with("qmatmul_") && shape[0] > 8 {
-                // Above 8 rows: the tensor-core kernel.
+            } else if entry.name.starts_with("qmatmul_") && shape[0] > enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as usize {
+                // Many rows: the tensor-core kernel.
                 assert!(first_kernel(&auto).starts_with("qgemm_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("qmatmul_") {
                 // Vector loads are columns per thread: 2 or 4 where N allows.

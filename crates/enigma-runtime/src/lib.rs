@@ -1,5 +1,10 @@
-//! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s
-//! and [`Pipeline`]s, and dispatch them in Metal's two modes.
+//! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s,
+//! [`Texture`]s and [`Pipeline`]s, and dispatch them in Metal's two modes.
+//!
+//! Textures (2D, in the formats of [`TextureFormat`]) run on the simulator;
+//! the CUDA and Metal backends refuse a kernel with texture parameters when
+//! its pipeline is made ([`RuntimeError::Unsupported`]) until their runtimes
+//! create texture objects. Sampling is not there yet.
 //!
 //! ```
 //! use enigma_runtime::{Arg, Device, Runtime};
@@ -19,7 +24,10 @@
 //! ```
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
-pub use enigma_backend::{DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, ThreadRef};
+pub use enigma_backend::{
+    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, TextureDesc,
+    TextureFormat, ThreadRef,
+};
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
 
@@ -229,6 +237,37 @@ impl Runtime {
         Ok(Buffer { storage: Arc::from(self.allocate(len as u128, None)?), elem: None })
     }
 
+    /// A `width`×`height` texture of `format`, every texel's bytes zero.
+    pub fn texture(&self, format: TextureFormat, width: u32, height: u32) -> Result<Texture, RuntimeError> {
+        let desc = texture_desc(format, width, height)?;
+        Ok(Texture { storage: Arc::from(self.allocate(desc.len_bytes() as u128, None)?), desc })
+    }
+
+    /// A `width`×`height` texture of `format` holding `bytes`: its texels
+    /// row by row, each the format's channels (RGBA order) little-endian —
+    /// `width · height · format.bytes_per_texel()` bytes.
+    pub fn texture_from_bytes(&self, format: TextureFormat, width: u32, height: u32, bytes: &[u8]) -> Result<Texture, RuntimeError> {
+        let desc = texture_desc(format, width, height)?;
+        if bytes.len() as u64 != desc.len_bytes() {
+            return Err(RuntimeError::TextureSize {
+                desc,
+                problem: format!("{} bytes of texels given, it holds {} ({} per texel)", bytes.len(), desc.len_bytes(), format.bytes_per_texel()),
+            });
+        }
+        let storage = self.backend.allocate(bytes.len())?;
+        storage.write(0, bytes)?;
+        Ok(Texture { storage: Arc::from(storage), desc })
+    }
+
+    /// A texture from channel values of `T` (u8 for the unorm8 formats, u16
+    /// half bits for the float16 ones, f32, u32 or i32 for the 32-bit ones):
+    /// `width · height · channels` of them, row by row.
+    pub fn texture_from<T: Element>(&self, format: TextureFormat, width: u32, height: u32, channels: &[T]) -> Result<Texture, RuntimeError> {
+        check_channel_type::<T>(texture_desc(format, width, height)?)?;
+        let bytes: Vec<u8> = channels.iter().flat_map(|c| c.to_le_bytes_vec()).collect();
+        self.texture_from_bytes(format, width, height, &bytes)
+    }
+
     /// Validates `kernel` against this device's limits and compiles it.
     pub fn pipeline(&self, kernel: &Kernel) -> Result<Pipeline, RuntimeError> {
         self.pipeline_with(kernel, &SpecValues::default())
@@ -305,6 +344,31 @@ fn allocation_len(bytes: u128, elem: Option<Type>) -> Result<usize, RuntimeError
     })
 }
 
+/// The description of a `width`×`height` texture of `format`, once its
+/// sides are checked (1 to [`MAX_TEXTURE_SIDE`] texels).
+fn texture_desc(format: TextureFormat, width: u32, height: u32) -> Result<TextureDesc, RuntimeError> {
+    let desc = TextureDesc { format, width, height };
+    if width == 0 || height == 0 || width > MAX_TEXTURE_SIDE || height > MAX_TEXTURE_SIDE {
+        return Err(RuntimeError::TextureSize { desc, problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)") });
+    }
+    Ok(desc)
+}
+
+/// `T` must be the size of one channel of `desc`'s format.
+fn check_channel_type<T: Element>(desc: TextureDesc) -> Result<(), RuntimeError> {
+    let (format, size) = (desc.format, T::TYPE.size_bytes() as usize);
+    if size != format.channel_bytes() {
+        return Err(RuntimeError::TextureSize {
+            desc,
+            problem: format!("its channels are {} byte(s) each; {} has {size}", format.channel_bytes(), T::TYPE),
+        });
+    }
+    Ok(())
+}
+
+/// The longest side of a 2D texture: 16384 texels on every Apple GPU Metal 3 runs on.
+pub const MAX_TEXTURE_SIDE: u32 = 16384;
+
 /// Elements [`Runtime::buffer_from`] converts per write.
 const CHUNK_ELEMENTS: usize = 1 << 16;
 
@@ -358,6 +422,53 @@ impl Buffer {
     }
 }
 
+/// A 2D texture: texels of one [`TextureFormat`] on the device, bound to a
+/// kernel's `texture2d` parameter with [`Arg::Texture`].
+#[derive(Clone, Debug)]
+pub struct Texture {
+    storage: Arc<dyn BufferStorage>,
+    desc: TextureDesc,
+}
+
+impl Texture {
+    pub fn desc(&self) -> TextureDesc {
+        self.desc
+    }
+    pub fn format(&self) -> TextureFormat {
+        self.desc.format
+    }
+    pub fn width(&self) -> u32 {
+        self.desc.width
+    }
+    pub fn height(&self) -> u32 {
+        self.desc.height
+    }
+
+    /// The texels' bytes, row by row, as [`Runtime::texture_from_bytes`] takes them.
+    pub fn read_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
+        let len = self.storage.len_bytes();
+        let mut out = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| RuntimeError::allocation("a host copy of a texture", len as u128))?;
+        out.resize(len, 0);
+        self.storage.read(0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Replaces every texel with `bytes` (laid out as [`Texture::read_bytes`] gives them).
+    pub fn write_bytes(&self, bytes: &[u8]) -> Result<(), RuntimeError> {
+        if bytes.len() as u64 != self.desc.len_bytes() {
+            return Err(RuntimeError::TextureSize { desc: self.desc, problem: format!("{} bytes of texels given, it holds {}", bytes.len(), self.desc.len_bytes()) });
+        }
+        self.storage.write(0, bytes)
+    }
+
+    /// The channel values as `T` (see [`Runtime::texture_from`]).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, RuntimeError> {
+        check_channel_type::<T>(self.desc)?;
+        Ok(self.read_bytes()?.chunks_exact(T::TYPE.size_bytes() as usize).map(T::from_le_bytes).collect())
+    }
+}
+
 /// A compiled kernel, ready to dispatch.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
@@ -384,12 +495,19 @@ impl Pipeline {
 #[derive(Clone, Copy, Debug)]
 pub enum Arg<'a> {
     Buffer(&'a Buffer),
+    Texture(&'a Texture),
     Value(Literal),
 }
 
 impl<'a> From<&'a Buffer> for Arg<'a> {
     fn from(b: &'a Buffer) -> Arg<'a> {
         Arg::Buffer(b)
+    }
+}
+
+impl<'a> From<&'a Texture> for Arg<'a> {
+    fn from(t: &'a Texture) -> Arg<'a> {
+        Arg::Texture(t)
     }
 }
 
@@ -407,6 +525,7 @@ impl Arg<'_> {
     fn value(&self) -> ArgValue<'_> {
         match self {
             Arg::Buffer(b) => ArgValue::Buffer { storage: b.storage.as_ref(), elem: b.elem },
+            Arg::Texture(t) => ArgValue::Texture { storage: t.storage.as_ref(), desc: t.desc },
             Arg::Value(lit) => ArgValue::literal(*lit),
         }
     }
@@ -434,6 +553,11 @@ macro_rules! element {
 }
 
 element!(u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, u64 => U64, i64 => I64, f32 => F32);
+
+/// Pixel formats and their conversions (`ChannelKind`, `unorm8`).
+pub mod texture {
+    pub use enigma_backend::texture::*;
+}
 
 /// IEEE half and bfloat16 conversions (round to nearest even), for preparing
 /// and reading `f16`/`bf16` buffers.

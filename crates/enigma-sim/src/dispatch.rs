@@ -190,6 +190,12 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                     *e += 1;
                 }
             }
+            if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { texture: true, .. })) {
+                t.texture_epoch += 1;
+                for e in t.simd_texture_epochs.iter_mut() {
+                    *e += 1;
+                }
+            }
         }
         for (i, s) in stops.iter().enumerate() {
             running[i] = matches!(s, Stop::Barrier { .. });

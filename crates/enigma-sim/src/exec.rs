@@ -14,8 +14,9 @@ use crate::memory::Words;
 use crate::sanitizer::{AccessKind, DispatchTracker, Subscript, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
-use enigma_backend::StopReason;
-use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, Type};
+use enigma_backend::texture::ChannelKind;
+use enigma_backend::{StopReason, TextureDesc};
+use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, TextureDim, Type};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,9 +28,11 @@ pub type Lanes = [u64; LANES];
 /// Per-dispatch data every SIMD group reads.
 pub struct Env<'a> {
     pub program: &'a Program,
-    /// Device buffers by parameter index (`None` for by-value parameters),
-    /// with their length in bytes.
+    /// Device buffers and textures' texels by parameter index (`None` for
+    /// by-value parameters), with their length in bytes.
     pub buffers: Vec<Option<(&'a Words, usize)>>,
+    /// What each texture parameter's texture is (`None` for the others).
+    pub textures: Vec<Option<TextureDesc>>,
     /// By-value parameter bits per component, by parameter index.
     pub values: Vec<[u64; 4]>,
     pub threads_per_grid: [u32; 3],
@@ -79,6 +82,7 @@ impl<'a> Env<'a> {
         Env {
             program: self.program,
             buffers: self.buffers.clone(),
+            textures: self.textures.clone(),
             values: self.values.clone(),
             threads_per_grid: self.threads_per_grid,
             threadgroups_per_grid: self.threadgroups_per_grid,
@@ -394,6 +398,7 @@ impl SimdGroup {
                                 let (what, name) = match mem {
                                     MemRef::Buffer(p) => ("buffer", env_name(env, mem, p)),
                                     MemRef::Threadgroup(t) => ("threadgroup array", env_name(env, mem, t)),
+                                    MemRef::Texture(t) => ("texture", env_name(env, mem, t)),
                                 };
                                 let message = format!(
                                     "out-of-bounds subscript of {what} `{name}`: index {} of dimension {dim}, size {}",
@@ -549,7 +554,7 @@ impl SimdGroup {
                         return Ok(Stop::Done);
                     }
                 }
-                Inst::Barrier { scope, device } => {
+                Inst::Barrier { scope, device, texture } => {
                     if scope == BarrierScope::Threadgroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
@@ -557,6 +562,9 @@ impl SimdGroup {
                         t.simd_epochs[self.index as usize] += 1;
                         if device {
                             t.simd_device_epochs[self.index as usize] += 1;
+                        }
+                        if texture {
+                            t.simd_texture_epochs[self.index as usize] += 1;
                         }
                     }
                 }
@@ -576,6 +584,41 @@ impl SimdGroup {
                     }
                 }
                 Inst::MatrixMultiply { a, b, acc, dst, a_ty, b_ty, out } => self.matrix_multiply(a, b, acc, dst, a_ty, b_ty, out),
+                Inst::TexSize { tex, dim, dst } => {
+                    let desc = texture(env, tex);
+                    let v = match dim {
+                        TextureDim::Width => desc.width,
+                        TextureDim::Height => desc.height,
+                    };
+                    self.regs[dst as usize] = [v as u64; LANES];
+                }
+                Inst::TexRead { tex, texel, dst, coord } => {
+                    let desc = texture(env, tex);
+                    let (words, _) = memory(env, tg_mem, MemRef::Texture(tex));
+                    for c in 0..4 {
+                        self.regs[dst as usize + c] = [0; LANES];
+                    }
+                    for l in lanes_of(self.active) {
+                        let Some(i) = self.texel_index(env, pc, l, tex, &desc, coord, "read", &mut san, AccessKind::Read, 0)? else {
+                            continue;
+                        };
+                        for (c, v) in read_texel(words, &desc, i, texel).into_iter().enumerate() {
+                            self.regs[dst as usize + c][l] = v;
+                        }
+                    }
+                }
+                Inst::TexWrite { tex, texel, src, coord } => {
+                    let desc = texture(env, tex);
+                    let (words, _) = memory(env, tg_mem, MemRef::Texture(tex));
+                    for l in lanes_of(self.active) {
+                        let value: [u64; 4] = std::array::from_fn(|c| self.regs[src as usize + c][l]);
+                        let hash = value.iter().fold(0u64, |h, v| h.rotate_left(17) ^ v);
+                        let Some(i) = self.texel_index(env, pc, l, tex, &desc, coord, "write", &mut san, AccessKind::Write, hash)? else {
+                            continue;
+                        };
+                        write_texel(words, &desc, i, texel, value);
+                    }
+                }
             }
         }
     }
@@ -613,13 +656,71 @@ impl SimdGroup {
         if let Some(t) = san.as_deref_mut() {
             match mem {
                 MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
-                MemRef::Buffer(param) => {
-                    t.device_access(param, i, who, kind, value);
-                    if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, self.index * LANES as u32 + lane as u32, pc, kind)) {
-                        t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
-                    }
-                }
+                MemRef::Buffer(_) | MemRef::Texture(_) => self.track_device(env, t, mem, i, who, kind, value),
             }
+        }
+        Ok(Some(i))
+    }
+
+    /// Records a lane's access to element `i` of a buffer or texel `i` of a
+    /// texture with the sanitizer: races inside the threadgroup, then
+    /// against other threadgroups.
+    #[allow(clippy::too_many_arguments)]
+    fn track_device(&self, env: &Env<'_>, t: &mut TgTracker, mem: MemRef, i: usize, who: Who, kind: AccessKind, value: u64) {
+        let param = match mem {
+            MemRef::Buffer(p) | MemRef::Texture(p) => p,
+            MemRef::Threadgroup(_) => return,
+        };
+        t.device_access(mem, i, who, kind, value);
+        let thread = self.index * LANES as u32 + who.lane;
+        if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, thread, who.pc, kind)) {
+            t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
+        }
+    }
+
+    /// The texel a lane's coordinate (registers `coord`, `coord + 1`) names
+    /// in texture `tex`: `Ok(None)` when it is outside the texture and the
+    /// sanitizer recorded it (the lane skips the access), `Err` naming the
+    /// texture, the coordinate and the size without the sanitizer. Records
+    /// the access with the sanitizer.
+    #[allow(clippy::too_many_arguments)]
+    fn texel_index(
+        &self,
+        env: &Env<'_>,
+        pc: u32,
+        lane: usize,
+        tex: u32,
+        desc: &TextureDesc,
+        coord: Reg,
+        what: &str,
+        san: &mut Option<&mut TgTracker>,
+        kind: AccessKind,
+        value: u64,
+    ) -> Result<Option<usize>, Fault> {
+        let (x, y) = (self.regs[coord as usize][lane] as u32, self.regs[coord as usize + 1][lane] as u32);
+        let who = Who { simdgroup: self.index, lane: lane as u32, pc };
+        if x >= desc.width || y >= desc.height {
+            return match san.as_deref_mut() {
+                Some(t) => {
+                    t.texture_out_of_bounds(tex, x, y, who);
+                    Ok(None)
+                }
+                None => Err(Fault {
+                    pc,
+                    lane: lane as u32,
+                    message: format!(
+                        "out-of-bounds {what} of texture `{}` at ({x}, {y}): it is {}×{} texels",
+                        env_name(env, MemRef::Texture(tex), tex),
+                        desc.width,
+                        desc.height
+                    ),
+                    stop: None,
+                }),
+            };
+        }
+        let i = y as usize * desc.width as usize + x as usize;
+        if let Some(t) = san.as_deref_mut() {
+            self.track_device(env, t, MemRef::Texture(tex), i, who, kind, value);
         }
         Ok(Some(i))
     }
@@ -652,6 +753,7 @@ impl SimdGroup {
         let kernel_mem = match mem {
             MemRef::Buffer(p) => format!("buffer `{}`", env_name(env, mem, p)),
             MemRef::Threadgroup(t) => format!("threadgroup array `{}`", env_name(env, mem, t)),
+            MemRef::Texture(p) => format!("texture `{}`", env_name(env, mem, p)),
         };
         let index = if index_ty.is_signed_int() { (raw as i64).to_string() } else { raw.to_string() };
         Fault {
@@ -872,8 +974,8 @@ fn env_name(env: &Env<'_>, mem: MemRef, _index: u32) -> String {
 #[inline(always)]
 fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (MemView<'a>, usize) {
     match mem {
-        MemRef::Buffer(p) => {
-            let (w, len) = env.buffers[p as usize].expect("validated: loads and stores index buffers");
+        MemRef::Buffer(p) | MemRef::Texture(p) => {
+            let (w, len) = env.buffers[p as usize].expect("validated and checked: loads, stores and texture accesses have memory");
             (MemView { words: w, base: 0 }, len)
         }
         MemRef::Threadgroup(t) => {
@@ -902,6 +1004,44 @@ impl MemView<'_> {
     #[inline(always)]
     fn word(&self, offset: usize) -> &std::sync::atomic::AtomicU32 {
         self.words.word(self.base + offset)
+    }
+}
+
+/// What texture parameter `tex` is bound to.
+fn texture(env: &Env<'_>, tex: u32) -> TextureDesc {
+    env.textures[tex as usize].expect("checked at dispatch: a texture parameter has a texture argument")
+}
+
+/// The scalar of one stored channel of `desc`'s format.
+fn channel_scalar(desc: &TextureDesc) -> Scalar {
+    match desc.format.channel_bytes() {
+        1 => Scalar::U8,
+        2 => Scalar::U16,
+        _ => Scalar::U32,
+    }
+}
+
+/// Texel `i` of a texture as four register values of type `texel`.
+fn read_texel(words: MemView<'_>, desc: &TextureDesc, i: usize, texel: Scalar) -> [u64; 4] {
+    let (f, ch) = (desc.format, channel_scalar(desc));
+    let base = i * f.bytes_per_texel();
+    let raw: [u32; 4] = std::array::from_fn(|c| if c < f.channels() { words.read(base + c * f.channel_bytes(), ch) as u32 } else { 0 });
+    match f.channel_kind() {
+        ChannelKind::Float => f.read_float(raw).map(|v| ops::from_f32(texel, v)),
+        ChannelKind::Uint | ChannelKind::Sint => f.read_int(raw).map(|v| ops::norm(texel, v as u64)),
+    }
+}
+
+/// Stores four register values of type `texel` as texel `i` of a texture.
+fn write_texel(words: MemView<'_>, desc: &TextureDesc, i: usize, texel: Scalar, value: [u64; 4]) {
+    let (f, ch) = (desc.format, channel_scalar(desc));
+    let stored = match f.channel_kind() {
+        ChannelKind::Float => f.write_float(value.map(|v| ops::f32_of(texel, v))),
+        ChannelKind::Uint | ChannelKind::Sint => value.map(|v| v as u32),
+    };
+    let base = i * f.bytes_per_texel();
+    for (c, v) in stored.iter().enumerate().take(f.channels()) {
+        words.write(base + c * f.channel_bytes(), ch, *v as u64);
     }
 }
 

@@ -136,9 +136,14 @@ impl Backend for SimBackend {
         let sim: &SimKernel = own_kernel(compiled, "simulator")?;
         let mut buffers = Vec::with_capacity(args.len());
         let mut values = Vec::with_capacity(args.len());
+        let mut textures = Vec::with_capacity(args.len());
         for arg in args {
+            textures.push(match arg {
+                ArgValue::Texture { desc, .. } => Some(*desc),
+                _ => None,
+            });
             match arg {
-                ArgValue::Buffer { storage, .. } => {
+                ArgValue::Buffer { storage, .. } | ArgValue::Texture { storage, .. } => {
                     let buf: &SimBuffer = own_buffer(*storage, "simulator", &sim.kernel.name)?;
                     buffers.push(Some((&buf.words, buf.len_bytes)));
                     values.push([0; 4]);
@@ -164,6 +169,7 @@ impl Backend for SimBackend {
         let env = exec::Env {
             program: &sim.program,
             buffers,
+            textures,
             values,
             threads_per_grid: geometry.grid,
             threadgroups_per_grid: geometry.threadgroups,
@@ -241,7 +247,7 @@ impl SimBackend {
                 }
                 let results = snapshot(buffers)?;
                 if let Some(first) = &first_results {
-                    if let Some(f) = order_finding(kernel, first, &results, schedule, &compared) {
+                    if let Some(f) = order_finding(kernel, &env.textures, first, &results, schedule, &compared) {
                         if !findings.iter().any(|g| g.kind == FindingKind::OrderDependence && g.variable == f.variable) {
                             findings.push(f);
                         }
@@ -249,7 +255,7 @@ impl SimBackend {
                 }
                 continue;
             }
-            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes)?;
+            let tracker = sanitizer::DispatchTracker::new(kernel, &sizes, &env.textures)?;
             dispatch::run_dispatch(kernel, &env.with_tracker(Some(&tracker)), geometry, schedule)?;
             {
                 for param in &sim.info.written_buffers {
@@ -259,6 +265,12 @@ impl SimBackend {
                     let (missing, ranges) = tracker.unwritten_ranges(param.0, 4);
                     if missing > 0 {
                         tracker.add(coverage_finding(kernel, &kernel.params[param.0 as usize].name, missing, &ranges, &sizes, param.0));
+                    }
+                }
+                for param in &sim.info.written_textures {
+                    let (missing, ranges) = tracker.unwritten_ranges(param.0, 4);
+                    if let (true, Some(desc)) = (missing > 0, env.textures[param.0 as usize]) {
+                        tracker.add(texture_coverage_finding(kernel, &kernel.params[param.0 as usize].name, missing, &ranges, &desc));
                     }
                 }
             }
@@ -321,10 +333,35 @@ fn partial_threadgroup_cause(kernel: &Kernel, geometry: &DispatchGeometry) -> Op
     Some(format!("{}; index with thread_position_in_grid instead", parts.join("; ")))
 }
 
+/// Texels of a written texture that no thread wrote, by coordinate.
+fn texture_coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], desc: &enigma_backend::TextureDesc) -> Finding {
+    let at = |i: u64| format!("({}, {})", i % desc.width as u64, i / desc.width as u64);
+    let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { at(*a) } else { format!("{} to {}", at(*a), at(b - 1)) }).collect();
+    Finding {
+        kind: FindingKind::Coverage,
+        severity: Severity::Warning,
+        kernel: kernel.name.clone(),
+        variable: Some(name.to_string()),
+        index: ranges.first().map(|r| r.0),
+        first: None,
+        second: None,
+        message: format!(
+            "{missing} of the {} texels of the {}×{} texture were never written (first unwritten, as (x, y), row by row: {})",
+            desc.texels(),
+            desc.width,
+            desc.height,
+            shown.join(", ")
+        ),
+        hint: "check the dispatch: one thread per texel needs a grid of the texture's width × height threads (dispatch_threads), or that many rounded up to whole threadgroups (dispatch_threadgroups) with a bounds check".into(),
+        count: missing,
+    }
+}
+
 fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], sizes: &[Option<usize>], param: u32) -> Finding {
     let elem_bytes = match kernel.params[param as usize].kind {
         enigma_ir::ParamKind::Buffer { elem, .. } => elem.size_bytes() as u64,
         enigma_ir::ParamKind::Value { ty } => ty.size_bytes() as u64,
+        enigma_ir::ParamKind::Texture { .. } => 1,
     };
     let total = sizes[param as usize].unwrap_or(0) as u64 / elem_bytes.max(1);
     let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { format!("{a}") } else { format!("{a}..{b}") }).collect();
@@ -359,7 +396,14 @@ fn order_compared(kernel: &Kernel, info: &KernelInfo) -> Vec<bool> {
         .collect()
 }
 
-fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Vec<u32>>], schedule: u32, compared: &[bool]) -> Option<Finding> {
+fn order_finding(
+    kernel: &Kernel,
+    textures: &[Option<enigma_backend::TextureDesc>],
+    first: &[Option<Vec<u32>>],
+    other: &[Option<Vec<u32>>],
+    schedule: u32,
+    compared: &[bool],
+) -> Option<Finding> {
     for (param, (a, b)) in first.iter().zip(other).enumerate() {
         let (Some(a), Some(b), true) = (a, b, compared[param]) else { continue };
         if let Some(word) = a.iter().zip(b).position(|(x, y)| x != y) {
@@ -369,6 +413,8 @@ fn order_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Ve
             let elem_bytes = match kernel.params[param].kind {
                 enigma_ir::ParamKind::Buffer { elem, .. } => elem.size_bytes() as u64,
                 enigma_ir::ParamKind::Value { ty } => ty.size_bytes() as u64,
+                // The texel's index, counting bytes of the stored format.
+                enigma_ir::ParamKind::Texture { .. } => textures[param].map_or(1, |d| d.format.bytes_per_texel() as u64),
             };
             return Some(Finding {
                 kind: FindingKind::OrderDependence,

@@ -19,6 +19,8 @@ pub enum MemRef {
     Buffer(u32),
     /// Threadgroup array `n`.
     Threadgroup(u32),
+    /// Texture bound to parameter `n`.
+    Texture(u32),
 }
 
 #[derive(Clone, Debug)]
@@ -53,8 +55,9 @@ pub enum Inst {
     Break,
     Continue,
     Return,
-    /// `device`: the barrier's flags order device memory (`mem_device`).
-    Barrier { scope: BarrierScope, device: bool },
+    /// `device`: the barrier's flags order device memory (`mem_device`);
+    /// `texture`: they order textures (`mem_texture`).
+    Barrier { scope: BarrierScope, device: bool, texture: bool },
     /// Each lane's own constant (a matrix element's row, column or
     /// diagonal flag in the reference lane map).
     LaneTable { dst: Reg, values: Box<[u64; 32]> },
@@ -64,6 +67,13 @@ pub enum Inst {
     /// `dst = a·b (+ acc)` over the SIMD group's matrix registers (see
     /// `exec::matrix_multiply` for the order and precision).
     MatrixMultiply { a: Reg, b: Reg, acc: Option<Reg>, dst: Reg, a_ty: MatrixType, b_ty: MatrixType, out: MatrixType },
+    /// `dst..dst+4 = tex.read(coord)` (the coordinate's x and y in `coord`,
+    /// `coord + 1`), converted from the texture's format to `texel`.
+    TexRead { tex: u32, texel: Scalar, dst: Reg, coord: Reg },
+    /// `tex.write(src..src+4, coord)`, converted from `texel` to the format.
+    TexWrite { tex: u32, texel: Scalar, src: Reg, coord: Reg },
+    /// `dst = tex.get_width()` or `get_height()`.
+    TexSize { tex: u32, dim: TextureDim, dst: Reg },
 }
 
 /// A builtin component the program reads, and the register it lives in.
@@ -105,7 +115,7 @@ pub struct Program {
     /// Size in bytes of each threadgroup array.
     pub tg_lens_bytes: Vec<usize>,
     pub tg_words: usize,
-    /// Names of buffers and threadgroup arrays, for messages.
+    /// Names of buffers, textures and threadgroup arrays, for messages.
     pub memory_names: std::collections::HashMap<MemRef, String>,
 }
 
@@ -190,7 +200,10 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
         .params
         .iter()
         .enumerate()
-        .map(|(i, p)| (MemRef::Buffer(i as u32), p.name.clone()))
+        .map(|(i, p)| {
+            let mem = if p.kind.is_buffer_slot() { MemRef::Buffer(i as u32) } else { MemRef::Texture(i as u32) };
+            (mem, p.name.clone())
+        })
         .chain(kernel.threadgroup_arrays.iter().enumerate().map(|(i, t)| (MemRef::Threadgroup(i as u32), t.name.clone())))
         .collect();
     Program {
@@ -249,6 +262,7 @@ impl Lowering<'_> {
             Memory::Buffer(p) => match self.kernel.param(p).kind {
                 ParamKind::Buffer { elem, .. } => elem,
                 ParamKind::Value { ty } => ty,
+                ParamKind::Texture { texel, .. } => Type::vector(texel, 4),
             },
             Memory::Threadgroup(t) => self.kernel.tg_array(t).elem,
         }
@@ -262,6 +276,12 @@ impl Lowering<'_> {
 
     fn stmt(&mut self, stmt: &Stmt, path: &mut StmtPath) {
         match &stmt.kind {
+            StmtKind::TextureWrite { tex, value, coord } => {
+                let v = self.expr(value);
+                let c = self.expr(coord);
+                let texel = v.ty.elem();
+                self.emit(Inst::TexWrite { tex: tex.0, texel, src: v.reg, coord: c.reg });
+            }
             StmtKind::Assign { var, value } => {
                 let v = self.expr(value);
                 let dst = self.local_regs[var.0 as usize];
@@ -365,7 +385,8 @@ impl Lowering<'_> {
             }
             StmtKind::Barrier { scope, flags } => {
                 let device = matches!(flags, MemFlags::Device | MemFlags::DeviceAndThreadgroup);
-                self.emit(Inst::Barrier { scope: *scope, device });
+                let texture = *flags == MemFlags::Texture;
+                self.emit(Inst::Barrier { scope: *scope, device, texture });
             }
             StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
                 let v = self.expr(value);
@@ -467,6 +488,7 @@ impl Lowering<'_> {
                 let ty = match self.kernel.param(*p).kind {
                     ParamKind::Value { ty } => ty,
                     ParamKind::Buffer { elem, .. } => elem,
+                    ParamKind::Texture { texel, .. } => Type::vector(texel, 4),
                 };
                 let reg = self.value_params.iter().find(|(id, _)| id == p).map(|(_, r)| *r).unwrap_or(0);
                 Operand { reg, ty }
@@ -582,6 +604,22 @@ impl Lowering<'_> {
             Expr::MatrixElement { matrix, index } => {
                 let m = self.expr(matrix);
                 Operand { reg: m.reg + *index as Reg, ty: Type::scalar(m.ty.elem()) }
+            }
+            Expr::TextureRead { tex, coord } => {
+                let c = self.expr(coord);
+                let texel = match self.kernel.param(*tex).kind {
+                    ParamKind::Texture { texel, .. } => texel,
+                    // Validated IR: `tex` is a texture; the fallback is never taken.
+                    _ => Scalar::F32,
+                };
+                let dst = self.temp(4);
+                self.emit(Inst::TexRead { tex: tex.0, texel, dst, coord: c.reg });
+                Operand { reg: dst, ty: Type::vector(texel, 4) }
+            }
+            Expr::TextureSize { tex, dim } => {
+                let dst = self.temp(1);
+                self.emit(Inst::TexSize { tex: tex.0, dim: *dim, dst });
+                Operand { reg: dst, ty: Type::U32 }
             }
             Expr::MatrixCoord { ty, index, column } => {
                 let (ty, index, column) = (*ty, *index as u32, *column);

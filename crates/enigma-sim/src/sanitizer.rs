@@ -18,7 +18,14 @@
 //!   lane are not). Atomics never race with atomics; an element accessed
 //!   both atomically and plainly by different threads (of one threadgroup
 //!   between barriers, or of two threadgroups) is a mixed atomic access.
-//! * Coverage: elements of written buffers that no thread wrote.
+//! * Textures: each texel is a device element under the rules above, with
+//!   the epochs of barriers that order textures (`mem_flags::mem_texture`)
+//!   instead of device memory's: two threads writing different values to
+//!   one texel, or one writing what another reads, with no such barrier
+//!   between, is a race. A coordinate outside the texture is a finding with
+//!   the coordinate and the size.
+//! * Coverage: elements of written buffers, and texels of written textures,
+//!   that no thread wrote.
 //!
 //! Findings are grouped by (kind, variable, both instructions) so one bug
 //! yields one finding with a count.
@@ -26,7 +33,7 @@
 use crate::exec::{TgPlace, LANES};
 use crate::memory::try_filled;
 use crate::program::{MemRef, Program};
-use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, ThreadRef};
+use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, TextureDesc, ThreadRef};
 use enigma_ir::{Kernel, ParamKind};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -150,6 +157,10 @@ pub struct TgTracker {
     pub device_epoch: u32,
     /// Per SIMD group, the epoch of SIMD-group barriers ordering device memory.
     pub simd_device_epochs: Vec<u32>,
+    /// Epoch of barriers ordering textures (`mem_texture`).
+    pub texture_epoch: u32,
+    /// Per SIMD group, the epoch of SIMD-group barriers ordering textures.
+    pub simd_texture_epochs: Vec<u32>,
     cells: Vec<Cell>,
     /// First cell of each threadgroup array.
     offsets: Vec<usize>,
@@ -180,6 +191,8 @@ impl TgTracker {
             device: HashMap::default(),
             device_epoch: 1,
             simd_device_epochs: vec![],
+            texture_epoch: 1,
+            simd_texture_epochs: vec![],
             cells: vec![Cell::default(); n],
             offsets,
             epoch: 1,
@@ -198,15 +211,21 @@ impl TgTracker {
         self.device_epoch = 1;
         self.simd_device_epochs.clear();
         self.simd_device_epochs.resize(simdgroups, 1);
+        self.texture_epoch = 1;
+        self.simd_texture_epochs.clear();
+        self.simd_texture_epochs.resize(simdgroups, 1);
         self.linear = linear;
     }
 
-    /// Records an access by one lane to element `index` of buffer `param`
-    /// (a store of `value`, for writes) and reports what races inside
-    /// this threadgroup.
-    pub fn device_access(&mut self, param: u32, index: usize, who: Who, kind: AccessKind, value: u64) {
-        let mem = MemRef::Buffer(param);
-        let (epoch, simd_epoch) = (self.device_epoch, self.simd_device_epochs[who.simdgroup as usize]);
+    /// Records an access by one lane to element `index` of buffer (or texel
+    /// `index` of texture) `mem` (a store of `value`, for writes) and
+    /// reports what races inside this threadgroup.
+    pub fn device_access(&mut self, mem: MemRef, index: usize, who: Who, kind: AccessKind, value: u64) {
+        let (param, (epoch, simd_epoch)) = match mem {
+            MemRef::Buffer(p) => (p, (self.device_epoch, self.simd_device_epochs[who.simdgroup as usize])),
+            MemRef::Texture(p) => (p, (self.texture_epoch, self.simd_texture_epochs[who.simdgroup as usize])),
+            MemRef::Threadgroup(_) => return,
+        };
         let same_thread = |a: Who| a.simdgroup == who.simdgroup && a.lane == who.lane;
         let c = *self.device.entry((param, index)).or_insert(DevCell {
             w: None,
@@ -337,6 +356,11 @@ impl TgTracker {
         }
     }
 
+    /// A texture access at (`x`, `y`) outside texture `tex`.
+    pub fn texture_out_of_bounds(&mut self, tex: u32, x: u32, y: u32, who: Who) {
+        self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(MemRef::Texture(tex)), index: Some((y as u64) << 32 | x as u64), who, other: None, subscript: None });
+    }
+
     pub fn out_of_bounds(&mut self, mem: MemRef, raw_index: u64, who: Who) {
         self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(mem), index: Some(raw_index), who, other: None, subscript: None });
     }
@@ -403,32 +427,39 @@ type GroupKey = (FindingKind, Option<MemRef>, u32, Option<u32>);
 #[derive(Debug)]
 pub struct DispatchTracker {
     device: Vec<Option<DeviceShadow>>,
+    /// The texture bound to each texture parameter.
+    textures: Vec<Option<TextureDesc>>,
     /// Findings by (kind, memory, instruction, other instruction), each with
     /// the linear index of the threadgroup whose occurrence it shows.
     grouped: Mutex<HashMap<GroupKey, (u64, Finding)>>,
 }
 
 impl DispatchTracker {
-    /// Shadows for every buffer argument, sized in elements.
+    /// Shadows for every buffer argument, sized in elements, and every
+    /// texture argument, sized in texels.
     /// The shadows take 32 bytes per element of buffers the user sized, so
     /// failing to allocate them is an error, not an abort.
-    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>]) -> Result<DispatchTracker, RuntimeError> {
+    pub fn new(kernel: &Kernel, buffer_bytes: &[Option<usize>], textures: &[Option<TextureDesc>]) -> Result<DispatchTracker, RuntimeError> {
         let device = kernel
             .params
             .iter()
             .zip(buffer_bytes)
-            .map(|(p, bytes)| match (p.kind, bytes) {
-                (ParamKind::Buffer { elem, .. }, Some(bytes)) => {
-                    let n = bytes / elem.size_bytes() as usize;
+            .zip(textures)
+            .map(|((p, bytes), texture)| {
+                let n = match (p.kind, bytes, texture) {
+                    (ParamKind::Buffer { elem, .. }, Some(bytes), _) => bytes / elem.size_bytes() as usize,
+                    (ParamKind::Texture { .. }, _, Some(desc)) => desc.texels() as usize,
+                    _ => return Ok(None),
+                };
+                {
                     let zeros = || {
                         try_filled(n, || AtomicU64::new(0), n as u128 * 8, "the sanitizer's shadow of a buffer").map(Vec::into_boxed_slice)
                     };
                     Ok(Some(DeviceShadow { writer: zeros()?, reader: zeros()?, reader2: zeros()?, atomic: zeros()? }))
                 }
-                _ => Ok(None),
             })
             .collect::<Result<_, RuntimeError>>()?;
-        Ok(DispatchTracker { device, grouped: Mutex::new(HashMap::new()) })
+        Ok(DispatchTracker { device, textures: textures.to_vec(), grouped: Mutex::new(HashMap::new()) })
     }
 
     /// Records a device access by thread `thread` of threadgroup `linear`;
@@ -545,7 +576,7 @@ impl DispatchTracker {
                 (FindingKind::MixedAtomic, Some(b)) => (r.kind, r.mem, r.who.pc.min(b), Some(r.who.pc.max(b))),
                 _ => (r.kind, r.mem, r.who.pc, pc_b),
             };
-            let make = || make_finding(kernel, program, r, thread_ref(program, tg, full, r.who), other.clone());
+            let make = || make_finding(kernel, program, &self.textures, r, thread_ref(program, tg, full, r.who), other.clone());
             match grouped.get_mut(&key) {
                 Some((shown, f)) => {
                     f.count += 1;
@@ -579,7 +610,7 @@ impl DispatchTracker {
 
 fn mem_order(m: MemRef) -> (bool, u32) {
     match m {
-        MemRef::Buffer(p) => (false, p),
+        MemRef::Buffer(p) | MemRef::Texture(p) => (false, p),
         MemRef::Threadgroup(t) => (true, t),
     }
 }
@@ -606,13 +637,31 @@ fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> Thre
     }
 }
 
-fn make_finding(kernel: &Kernel, program: &Program, r: Raw, first: ThreadRef, second: Option<ThreadRef>) -> Finding {
+fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDesc>], r: Raw, first: ThreadRef, second: Option<ThreadRef>) -> Finding {
     let variable = r.mem.and_then(|m| program.memory_names.get(&m).cloned());
     let var = variable.clone().unwrap_or_default();
     let a = first.location.clone();
     let b = second.as_ref().map(|s| s.location.clone()).unwrap_or_default();
     let device = matches!(r.mem, Some(MemRef::Buffer(_)));
+    let texture = match r.mem {
+        Some(MemRef::Texture(p)) => textures.get(p as usize).copied().flatten(),
+        _ => None,
+    };
+    let mut index = r.index;
     let (message, hint) = match r.kind {
+        FindingKind::OutOfBounds if texture.is_some() => {
+            let desc = texture.expect("matched");
+            let (x, y) = r.index.map_or((0, 0), |i| (i as u32, (i >> 32) as u32));
+            index = None;
+            (
+                format!("access of texture `{var}` at ({x}, {y}), outside its {}×{} texels, at {a} (Metal leaves it undefined)", desc.width, desc.height),
+                "bounds-check the coordinate (`if (gid.x >= tex.get_width() || gid.y >= tex.get_height()) return;`) or dispatch exactly the texture's size with dispatch_threads".into(),
+            )
+        }
+        FindingKind::ThreadgroupRace | FindingKind::SimdgroupRace | FindingKind::DeviceRace if texture.is_some() => (
+            format!("two threads access a texel of texture `{var}`, at least one writing a value the other does not see or overwrites (at {b} and {a})"),
+            format!("add threadgroup_barrier(mem_flags::mem_texture) between the access at {b} and the access at {a} (mem_device does not order textures), or give each thread its own texels; between threadgroups no barrier helps (they are unordered)"),
+        ),
         FindingKind::ThreadgroupRace if device => (
             format!("two SIMD groups of one threadgroup access device buffer `{var}`, at least one writing, with no threadgroup_barrier(mem_flags::mem_device) between (at {b} and {a})"),
             format!("add threadgroup_barrier(mem_flags::mem_device) between the access at {b} and the access at {a}, give each thread its own element, or use an atomic"),
@@ -668,7 +717,7 @@ fn make_finding(kernel: &Kernel, program: &Program, r: Raw, first: ThreadRef, se
         severity: Severity::Error,
         kernel: kernel.name.clone(),
         variable,
-        index: r.index,
+        index,
         first: Some(first),
         second,
         message,

@@ -5,7 +5,7 @@
 //! (but unwritten outputs of threads that returned early), and two runs must
 //! leave the same outputs.
 
-use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, FindingKind, SpecValues};
+use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, FindingKind, SpecValues, TextureDesc, TextureFormat};
 use enigma_ir::testgen::{self, arb_case, CaseArg, GenConfig, KernelCase};
 use enigma_ir::text::print;
 use enigma_ir::{validate, ValidationOptions};
@@ -25,6 +25,7 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
         let words: Vec<u32> = match arg {
             CaseArg::Input { data, .. } => data.clone(),
             CaseArg::Output { len, .. } => vec![0; *len as usize],
+            CaseArg::Texture { width, height, data, .. } => data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]),
             CaseArg::Value(_) => continue,
         };
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -38,6 +39,15 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
         .iter()
         .map(|arg| match arg {
             CaseArg::Value(lit) => ArgValue::literal(*lit),
+            CaseArg::Texture { texel, width, height, .. } => {
+                let format = match texel {
+                    enigma_ir::Scalar::F32 => TextureFormat::R32Float,
+                    enigma_ir::Scalar::I32 => TextureFormat::R32Sint,
+                    _ => TextureFormat::R32Uint,
+                };
+                let desc = TextureDesc { format, width: *width, height: *height };
+                ArgValue::Texture { storage: next.next().expect("one storage per texture").as_ref(), desc }
+            }
             _ => ArgValue::Buffer { storage: next.next().expect("one storage per buffer").as_ref(), elem: None },
         })
         .collect();
@@ -55,8 +65,13 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
     }
     let mut outputs = vec![];
     for (arg, storage) in case.args.iter().filter(|a| !matches!(a, CaseArg::Value(_))).zip(&storages) {
-        if let CaseArg::Output { len, .. } = arg {
-            let mut bytes = vec![0u8; *len as usize * 4];
+        let len = match arg {
+            CaseArg::Output { len, .. } => Some(*len),
+            CaseArg::Texture { width, height, data: None, .. } => Some(width * height),
+            _ => None,
+        };
+        if let Some(len) = len {
+            let mut bytes = vec![0u8; len as usize * 4];
             storage.read(0, &mut bytes).map_err(|e| show(&e))?;
             outputs.push(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
         }
@@ -73,6 +88,27 @@ proptest! {
         let plain = run(&case, false).map_err(TestCaseError::fail)?;
         prop_assert_eq!(case.compare_outputs(&sanitized, &plain), Ok(()));
     }
+
+    #[test]
+    fn generated_kernels_with_textures_run_clean_under_the_sanitizer(case in arb_case(GenConfig { textures: true, ..GenConfig::default() })) {
+        let sanitized = run(&case, true).map_err(TestCaseError::fail)?;
+        let plain = run(&case, false).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(case.compare_outputs(&sanitized, &plain), Ok(()));
+    }
+}
+
+/// The texture phase appears and its output texture is written.
+#[test]
+fn texture_cases_read_and_write_textures() {
+    let config = GenConfig { textures: true, ..GenConfig::default() };
+    let with_textures: Vec<KernelCase> =
+        (0..32).map(|seed| testgen::case_with(&config, seed)).filter(|c| c.args.iter().any(|a| matches!(a, CaseArg::Texture { .. }))).collect();
+    assert!(with_textures.len() >= 8, "{} of 32 cases have textures", with_textures.len());
+    let written = with_textures
+        .iter()
+        .filter(|case| run(case, false).unwrap().last().is_some_and(|texels| texels.iter().any(|&w| w != 0)))
+        .count();
+    assert!(written * 2 >= with_textures.len(), "{written} of {} cases wrote a non-zero texel", with_textures.len());
 }
 
 #[test]

@@ -60,6 +60,15 @@ The kernel language (a subset of Python):
   common trap ``max(i - 2, 0)`` (it never clamps) and says to subtract in a
   signed type, ``max(enigma.i32(i) - 2, 0)``; elsewhere, convert first where a
   difference may go below zero.
+* ``out: enigma.texture2d(enigma.f32, access="write")`` is a 2D texture
+  (texels f32, f16, i32 or u32; access ``"read"``, ``"write"``,
+  ``"read_write"`` or ``"sample"``): ``out.read(coord)`` gives four texels,
+  ``out.write(value, coord)`` stores four (or one, splatted),
+  ``out.get_width()`` / ``out.get_height()``; ``coord`` is a ``uint2`` or a
+  pair ``(x, y)``. Create textures with ``rt.texture(numpy_array,
+  format="rgba8unorm")`` and read them back with ``tex.numpy()``. Only
+  ``enigma.barrier(mem_flags="mem_texture")`` orders texture accesses
+  between threads. They run on the simulator; sampling is not there yet.
 * Builtins are MSL's attributes: ``enigma.thread_position_in_grid`` (a
   ``uint3``; used where a scalar is needed it means ``.x``), with an axis
   ``enigma.thread_position_in_threadgroup("x")`` (or ``0``, or ``.x``), and
@@ -94,9 +103,9 @@ from ._enigma import CompileError, DeviceError, DispatchError, EnigmaError, Sani
 from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
-from ._lang import buffer, constant, fast
+from ._lang import buffer, constant, fast, texture2d
 from ._enigma import Array
-from ._runtime import MetalRuntime, asarray, empty, synchronize
+from ._runtime import MetalRuntime, Texture, asarray, empty, synchronize
 from . import ops
 from .ops import tune
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
@@ -131,7 +140,7 @@ def __getattr__(name):
 
 __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
-     "MatrixType", "MetalRuntime", "SanitizerError", "asarray", "buffer", "compile", "compile_ir", "constant", "empty",
-     "fast", "kernel", "simdgroup_matrix", "synchronize"]
+     "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
+     "empty", "fast", "kernel", "simdgroup_matrix", "synchronize", "texture2d"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )

@@ -30,7 +30,7 @@ import types as _pytypes
 
 from . import _enigma
 from . import _lang
-from ._lang import Builtin, BufferParam, ConstantParam, Intrinsic
+from ._lang import Builtin, BufferParam, ConstantParam, Intrinsic, TextureParam
 from ._types import DType, MatrixType, f32, i32, i64, u32, u64, bool_, parse_type, rank
 
 CompileError = _enigma.CompileError
@@ -85,6 +85,24 @@ class MemRef:
         self.param = param  # parameter index for buffers
         self.shape = shape
         self.decl = decl  # the AST node that declared it (for messages)
+
+
+class TexRef:
+    """A ``texture2d`` parameter: its methods are read, write, get_width, get_height."""
+
+    __slots__ = ("index", "texel", "access", "name")
+
+    def __init__(self, index, texel, access, name):
+        self.index, self.texel, self.access, self.name = index, texel, access, name
+
+
+class TexMethod:
+    """``tex.read`` (…) before it is called."""
+
+    __slots__ = ("tex", "method")
+
+    def __init__(self, tex, method):
+        self.tex, self.method = tex, method
 
 
 class LocalSym:
@@ -420,6 +438,9 @@ class KernelCompiler:
             self.symbols[name] = MemRef({"buffer": index}, ann.dtype, name, index, None if ann.shape is None else tuple(ann.shape), arg)
             if ann.access:
                 self.explicit_access[index] = ann.access
+        elif isinstance(ann, TextureParam):
+            self.params.append({"name": ir_name, "kind": {"texture": {"texel": ann.dtype.ir(), "access": ann.access}}})
+            self.symbols[name] = TexRef(index, ann.dtype, ann.access, name)
         elif isinstance(ann, ConstantParam):
             if ann.dtype.is_vector:
                 raise self.error(arg, f"by-value parameter `{name}`: vector types are not supported by value; pass a buffer")
@@ -528,6 +549,8 @@ class KernelCompiler:
             return  # docstring or `...`
         if isinstance(v, ast.Call):
             callee = self.expr(v.func)
+            if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "write":
+                return self._texture_write(callee.obj.tex, v)
             if isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic):
                 name = callee.obj.name
                 if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier"):
@@ -646,6 +669,8 @@ class KernelCompiler:
             raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else 'threadgroup array'}; store to an element (`{name}[i] = ...`)")
         elif isinstance(sym, ValueParamSym):
             raise self.error(node, f"`{name}` is a by-value parameter; it cannot be assigned")
+        elif isinstance(sym, TexRef):
+            raise self.error(node, f"`{name}` is a texture; write a texel with `{name}.write(value, coord)`")
         else:
             raise self.error(node, f"`{name}` is a specialisation constant; it cannot be assigned")
         self.emit({"assign": {"var": sym.var, "value": val.expr}}, node)
@@ -840,10 +865,10 @@ class KernelCompiler:
             if isinstance(f, PyObj) and isinstance(f.obj, str):
                 flags = f.obj
             else:
-                raise self.error(call, "mem_flags must be a string: \"mem_none\", \"mem_threadgroup\", \"mem_device\" or \"mem_device|mem_threadgroup\"")
+                raise self.error(call, "mem_flags must be a string: \"mem_none\", \"mem_threadgroup\", \"mem_device\", \"mem_device|mem_threadgroup\" or \"mem_texture\"")
         key = flags.replace(" ", "").replace("mem_flags::", "")
         if key not in _lang.MEM_FLAGS:
-            raise self.error(call, f"unknown mem_flags {flags!r}; expected \"mem_none\", \"mem_threadgroup\", \"mem_device\" or \"mem_device|mem_threadgroup\"")
+            raise self.error(call, f"unknown mem_flags {flags!r}; expected \"mem_none\", \"mem_threadgroup\", \"mem_device\", \"mem_device|mem_threadgroup\" or \"mem_texture\"")
         scope = "simdgroup" if name == "simdgroup_barrier" else "threadgroup"
         self.emit({"barrier": {"scope": scope, "flags": _lang.MEM_FLAGS[key]}}, call)
 
@@ -1036,22 +1061,24 @@ class KernelCompiler:
         return Val({"spec": len(self.spec_constants) - 1}, ty)
 
     # --- expressions -----------------------------------------------------
-    def _bind(self, call, what, names, required):
-        """Binds a call's positional and keyword arguments to ``names``."""
+    def _bind(self, call, what, names, required, prefix="enigma."):
+        """Binds a call's positional and keyword arguments to ``names``;
+        messages name the function ``prefix + what``."""
+        what = prefix + what
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            raise self.error(call, f"enigma.{what}: *args and **kwargs are not supported")
+            raise self.error(call, f"{what}: *args and **kwargs are not supported")
         if len(call.args) > len(names):
-            raise self.error(call, f"enigma.{what} takes at most {len(names)} argument(s) ({', '.join(names) or 'none'}), {len(call.args)} given")
+            raise self.error(call, f"{what} takes at most {len(names)} argument(s) ({', '.join(names) or 'none'}), {len(call.args)} given")
         bound = dict(zip(names, call.args))
         for k in call.keywords:
             if k.arg not in names:
-                raise self.error(call, f"enigma.{what} has no argument `{k.arg}` (it takes: {', '.join(names) or 'none'})")
+                raise self.error(call, f"{what} has no argument `{k.arg}` (it takes: {', '.join(names) or 'none'})")
             if k.arg in bound:
-                raise self.error(call, f"enigma.{what}: `{k.arg}` given twice")
+                raise self.error(call, f"{what}: `{k.arg}` given twice")
             bound[k.arg] = k.value
         missing = [n for n in names[:required] if n not in bound]
         if missing:
-            raise self.error(call, f"enigma.{what} needs the argument(s) {', '.join(missing)}")
+            raise self.error(call, f"{what} needs the argument(s) {', '.join(missing)}")
         return bound
 
     def _type_arg(self, node):
@@ -1076,6 +1103,8 @@ class KernelCompiler:
             return r
         if isinstance(r, MemRef):
             raise self.error(node, f"`{r.name}` is a {'buffer' if r.param is not None else 'threadgroup array'}; index it (`{r.name}[i]`) to read an element")
+        if isinstance(r, TexRef):
+            raise self.error(node, f"`{r.name}` is a texture; read a texel with `{r.name}.read(coord)`")
         obj = r.obj
         if isinstance(obj, Builtin):
             return self._builtin(obj, None, node)
@@ -1151,7 +1180,7 @@ class KernelCompiler:
                     "(inside an if_ or a loop); assign it before that block to use it here",
                 )
             return Val({"var": sym.var}, sym.ty, decay=sym.decay)
-        if isinstance(sym, MemRef):
+        if isinstance(sym, (MemRef, TexRef)):
             return sym
         if isinstance(sym, ValueParamSym):
             return Val({"param": sym.index}, sym.ty)
@@ -1193,6 +1222,10 @@ class KernelCompiler:
                 raise self.error(node, f"{getattr(obj, '__name__', type(obj).__name__)} has no attribute `{attr}`") from None
         if isinstance(base, MemRef):
             raise self.error(node, f"`{base.name}` has no attribute `{attr}`")
+        if isinstance(base, TexRef):
+            if attr not in ("read", "write", "get_width", "get_height"):
+                raise self.error(node, f"texture `{base.name}` has no method `{attr}` (it has read, write, get_width and get_height; sampling is not there yet)")
+            return PyObj(TexMethod(base, attr))
         v = base
         if v.untyped or not v.ty.is_vector:
             raise self.error(node, f"`.{attr}` needs a vector; this value is {v.ty or 'a constant'}")
@@ -1214,6 +1247,44 @@ class KernelCompiler:
         if not b.vector:
             raise self.error(node, f"enigma.{b.name} is a scalar (uint); it takes no axis")
         return Val(_extract({"builtin": b.name}, axis), u32)
+
+    def _texture_coord(self, tex, node):
+        """A texture coordinate: a ``uint2`` value, or a pair ``(x, y)`` of integers."""
+        if isinstance(node, (ast.Tuple, ast.List)):
+            if len(node.elts) != 2:
+                raise self.error(node, f"a coordinate of texture `{tex.name}` has two components (x, y), not {len(node.elts)}")
+            comps = [self._convert(self._decay(self.value(e)), u32, node).expr for e in node.elts]
+            return {"vector": {"ty": DType("u32", 2).ir(), "components": comps}}
+        c = self._decay(self.value(node))
+        if c.untyped or c.ty != DType("u32", 2):
+            raise self.error(node, f"a coordinate of texture `{tex.name}` is a uint2 or a pair (x, y), not {c.ty or 'a constant'}")
+        return c.expr
+
+    def _texture_call(self, m, node):
+        """``tex.read(coord)``, ``tex.get_width()``, ``tex.get_height()``."""
+        tex = m.tex
+        if m.method == "write":
+            raise self.error(node, f"`{tex.name}.write(value, coord)` is a statement; it has no value")
+        if m.method in ("get_width", "get_height"):
+            self._bind(node, f"{tex.name}.{m.method}", [], 0, prefix="")
+            return Val({"texture_size": {"tex": tex.index, "dim": m.method[4:]}}, u32)
+        args = self._bind(node, f"{tex.name}.read", ["coord"], 1, prefix="")
+        coord = self._texture_coord(tex, args["coord"])
+        return Val({"texture_read": {"tex": tex.index, "coord": coord}}, DType(tex.texel.scalar, 4))
+
+    def _texture_write(self, tex, call):
+        """``tex.write(value, coord)``: ``value`` is four texels, or one to splat."""
+        args = self._bind(call, f"{tex.name}.write", ["value", "coord"], 2, prefix="")
+        ty = DType(tex.texel.scalar, 4)
+        v = self._decay(self.value(args["value"]))
+        if v.untyped or not v.ty.is_vector:
+            value = {"vector": {"ty": ty.ir(), "components": [self._convert(v, tex.texel, call).expr]}}
+        elif v.ty == ty:
+            value = v.expr
+        else:
+            raise self.error(call, f"`{tex.name}.write` takes four texels ({ty}, or one {tex.texel} to splat), not {v.ty}")
+        coord = self._texture_coord(tex, args["coord"])
+        self.emit({"texture_write": {"tex": tex.index, "value": value, "coord": coord}}, call)
 
     def _subscript(self, node):
         base = self.expr(node.value)
@@ -1595,9 +1666,11 @@ class KernelCompiler:
     # --- calls -------------------------------------------------------------
     def _call(self, node):
         callee = self.expr(node.func)
-        if isinstance(callee, Val) or isinstance(callee, MemRef):
+        if isinstance(callee, (Val, MemRef, TexRef)):
             raise self.error(node, "this value is not callable")
         obj = callee.obj
+        if isinstance(obj, TexMethod):
+            return self._texture_call(obj, node)
         if isinstance(obj, DType):
             return self._cast_call(obj, node)
         if isinstance(obj, MatrixType):

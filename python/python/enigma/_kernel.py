@@ -117,19 +117,19 @@ def kernel(fn) -> Kernel:
 
 
 class Param:
-    """One kernel parameter: a device buffer or a by-value scalar."""
+    """One kernel parameter: a device buffer, a by-value scalar or a texture."""
 
     __slots__ = ("index", "name", "kind", "type_name", "scalar", "width", "elem_bytes", "access")
 
     def __init__(self, index, name, kind, type_name, scalar, width, elem_bytes, access):
         self.index = index
         self.name = name
-        self.kind = kind  # "buffer" or "value"
+        self.kind = kind  # "buffer", "value" or "texture"
         self.type_name = type_name
         self.scalar = scalar
         self.width = width
         self.elem_bytes = elem_bytes
-        self.access = access  # "read", "read_write" or None
+        self.access = access  # "read", "read_write" (buffers), a texture's access, or None
 
     @property
     def dtype(self) -> DType:
@@ -192,7 +192,7 @@ class CompiledKernel:
         return dict(self._native.spec)
 
     def __repr__(self):
-        sig = ", ".join(f"{p.name}: {p.type_name}{'' if p.is_buffer else ' (value)'}" for p in self.params)
+        sig = ", ".join(f"{p.name}: {p.type_name}{' (value)' if p.kind == 'value' else ''}" for p in self.params)
         return f"<enigma.CompiledKernel {self.name}({sig})>"
 
     def __call__(self, *args, grid=None, threads=(1, 1, 1), threadgroups=None, rt=None, device=None,
@@ -232,7 +232,9 @@ class CompiledKernel:
         bound = []
         writeback = []
         for p, value in zip(self.params, args):
-            if p.kind == "buffer":
+            if p.kind == "texture":
+                bound.append(rtm._texture_arg(value, p, name))
+            elif p.kind == "buffer":
                 data, mv = rtm._buffer_arg(value, p, name)
                 if mv is not None:
                     writeback.append((p, mv))

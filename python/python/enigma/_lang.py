@@ -106,6 +106,35 @@ def shape_problem(shape):
     return None
 
 
+class TextureParam:
+    """``enigma.texture2d(T, access="read")``: a 2D texture parameter with
+    texels of ``T`` (``enigma.f32``, ``f16``, ``i32`` or ``u32``) and MSL's
+    access (``"read"``, ``"write"``, ``"read_write"`` or ``"sample"``)."""
+
+    __slots__ = ("dtype", "access")
+
+    ACCESS = ("read", "write", "read_write", "sample")
+
+    def __init__(self, dtype, access="read"):
+        self.dtype = parse_type(dtype)
+        if self.dtype.is_vector or self.dtype.scalar not in ("f32", "f16", "i32", "u32"):
+            raise ValueError(f"texture2d texels are enigma.f32, f16, i32 or u32, not {self.dtype!r}")
+        if access not in self.ACCESS:
+            raise ValueError(f"texture2d access must be \"read\", \"write\", \"read_write\" or \"sample\", not {access!r}")
+        self.access = access
+
+    def __repr__(self):
+        return f"enigma.texture2d({self.dtype!r}, access={self.access!r})"
+
+
+def texture2d(dtype, access="read") -> TextureParam:
+    """Annotation of a texture parameter: ``out: enigma.texture2d(enigma.f32, access="write")``.
+    In the kernel: ``out.read(coord)`` (four texels), ``out.write(value, coord)``,
+    ``out.get_width()``, ``out.get_height()``; ``coord`` is a ``uint2`` or a
+    pair ``(x, y)``. Sampling is not there yet."""
+    return TextureParam(dtype, access)
+
+
 def constant(dtype) -> ConstantParam:
     """Annotation of a by-value scalar parameter: ``n: enigma.constant(enigma.u32)``."""
     return ConstantParam(dtype)
@@ -192,6 +221,7 @@ MEM_FLAGS = {
     "mem_device_and_threadgroup": "device_and_threadgroup",
     "mem_device|mem_threadgroup": "device_and_threadgroup",
     "mem_threadgroup|mem_device": "device_and_threadgroup",
+    "mem_texture": "texture",
 }
 
 

@@ -31,6 +31,10 @@ goes on (``stream=``, else the caller's current torch or CuPy stream).
   for none); an output given in ``outputs=`` as device memory comes back
   as that same object. A writable input buffer that the kernel writes is
   updated in place, as it would be in GPU memory shared with the host.
+* A ``texture2d`` parameter takes a :class:`Texture` (``rt.texture(array,
+  format="rgba8unorm")``) in ``inputs``; the kernel reads and writes it in
+  place, and ``tex.numpy()`` reads it back. Textures run on the simulator;
+  CUDA and Metal refuse texture kernels for now, and sampling is not there yet.
 * On CUDA, ``stream=`` (an int handle, a torch or CuPy stream) queues the
   dispatch there and returns at once; with torch or CuPy CUDA tensors and
   no ``stream=``, it goes on their library's current stream, also without
@@ -92,7 +96,7 @@ def device_of(values, default="auto"):
     """The native runtime for arrays ``values``: their enigma device, CUDA
     for CUDA tensors, else ``default``."""
     for v in values:
-        if isinstance(v, _enigma.Array):
+        if isinstance(v, (_enigma.Array, Texture)):
             return native_runtime(v.device)
     for v in values:
         if _on_cuda(v):
@@ -209,6 +213,72 @@ def _geometry(value, what):
     return out
 
 
+# Texture formats: name -> (channels, bytes per channel, kind), and the
+# numpy dtype of a channel of each kind and size.
+_FORMATS = {name: (channels, size, kind) for name, channels, size, kind in _enigma.texture_formats()}
+_CHANNEL_DTYPES = {("unorm", 1): "uint8", ("float", 2): "float16", ("float", 4): "float32", ("uint", 4): "uint32", ("sint", 4): "int32"}
+
+
+def _format(format):
+    if format not in _FORMATS:
+        raise DispatchError(f"unknown texture format {format!r}; enigma has {', '.join(_FORMATS)}")
+    channels, size, kind = _FORMATS[format]
+    return channels, _CHANNEL_DTYPES[(kind, size)]
+
+
+class Texture:
+    """A 2D texture on a device: texels of one pixel format, made by
+    :meth:`MetalRuntime.texture` and passed to a ``texture2d`` parameter in
+    ``inputs``. Kernels write it in place; :meth:`numpy` reads it back."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def format(self) -> str:
+        return self._native.format
+
+    @property
+    def width(self) -> int:
+        return self._native.width
+
+    @property
+    def height(self) -> int:
+        return self._native.height
+
+    @property
+    def shape(self) -> tuple:
+        """``(height, width)`` for one-channel formats, ``(height, width, 4)`` for RGBA ones."""
+        c = self._native.channels
+        return (self.height, self.width) if c == 1 else (self.height, self.width, c)
+
+    @property
+    def device(self) -> str:
+        return self._native.device
+
+    def numpy(self):
+        """The texels as a numpy array of :attr:`shape`: the stored channels
+        (uint8 for unorm8 formats, float16, float32, uint32 or int32)."""
+        import numpy as np
+
+        _, dtype = _format(self.format)
+        return np.frombuffer(self._native.read(), dtype=np.dtype(dtype).newbyteorder("<")).reshape(self.shape).astype(dtype)
+
+    def __repr__(self):
+        return f"<enigma.Texture {self.width}x{self.height} {self.format} on {self.device}>"
+
+
+def _texture_arg(value, p, kernel_name):
+    if isinstance(value, Texture):
+        return value._native
+    raise DispatchError(
+        f"kernel `{kernel_name}`, parameter `{p.name}` ({p.type_name}): expected an enigma texture "
+        f"(rt.texture(array, format=...)), got {type(value).__name__}"
+    )
+
+
 class MetalRuntime:
     """A device to run compiled kernels on.
 
@@ -266,6 +336,30 @@ class MetalRuntime:
         (numpy or anything numpy takes; an ``enigma.Array`` is returned as it is)."""
         return _asarray(self._rt, data, dtype)
 
+    def texture(self, data, format):
+        """A :class:`Texture` of pixel format ``format`` (``"r8unorm"``,
+        ``"rgba8unorm"``, ``"r16float"``, ``"rgba16float"``, ``"r32float"``,
+        ``"rgba32float"``, ``"r32uint"``, ``"r32sint"``) holding ``data``: a
+        numpy array of its stored channels shaped ``(height, width)`` (or
+        ``(height, width, 1)``) for one-channel formats, ``(height, width,
+        4)`` for RGBA ones, of the channel's dtype (uint8 for unorm8, whose
+        kernels see c/255; float16; float32; uint32; int32). ``data`` may also
+        be a shape ``(height, width)``: a zeroed texture."""
+        import numpy as np
+
+        channels, dtype = _format(format)
+        if isinstance(data, tuple) and len(data) == 2 and all(isinstance(d, numbers.Integral) for d in data):
+            data = np.zeros(tuple(data) + ((channels,) if channels > 1 else ()), dtype=dtype)
+        a = np.asarray(data)
+        if a.dtype != np.dtype(dtype):
+            raise DispatchError(f"a {format} texture holds {dtype} channels; got {a.dtype} data (convert with x.astype(np.{dtype}))")
+        shapes = "(height, width) or (height, width, 1)" if channels == 1 else f"(height, width, {channels})"
+        if not (a.ndim == 2 and channels == 1 or a.ndim == 3 and a.shape[2] == channels) or 0 in a.shape:
+            raise DispatchError(f"a {format} texture takes an array shaped {shapes}, not {a.shape}")
+        height, width = a.shape[:2]
+        raw = np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+        return Texture(self._rt.texture(raw, format, width, height))
+
     def synchronize(self):
         """Waits for every dispatch queued on this device (CUDA streams)."""
         self._rt.synchronize()
@@ -295,6 +389,11 @@ class MetalRuntime:
             raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({_names(params)}); {len(inputs)} inputs given")
         out_params = params[len(inputs):]
         for p in out_params:
+            if p.kind == "texture":
+                raise DispatchError(
+                    f"kernel `{name}`: texture `{p.name}` needs a texture in inputs (rt.texture(array, format=...)); "
+                    f"textures are written in place, read them back with .numpy()"
+                )
             if p.is_buffer and not p.writable:
                 # The kernel never writes it, so it cannot be an output: an input is missing.
                 raise DispatchError(
@@ -317,7 +416,9 @@ class MetalRuntime:
         args = []
         writeback = []  # (param, memoryview) pairs filled in place after the dispatch
         for p, value in zip(params, inputs):
-            if p.is_buffer:
+            if p.kind == "texture":
+                args.append(_texture_arg(value, p, name))
+            elif p.is_buffer:
                 data, mv = _buffer_arg(value, p, name)
                 args.append(data)
                 if mv is not None and p.writable:

@@ -468,6 +468,16 @@ impl Dialect for Cuda {
         Ok(Code::postfix(format!("atomicCAS(&{}, {}, {})", place.text, expected.text, desired.text)))
     }
 
+    fn texture_read(&mut self, tex: &str, texel: Scalar, coord: Code) -> Code {
+        self.need(Helper::Texture);
+        Code::postfix(format!("enigma::texture_read<{}>({tex}, {})", self.scalar_name(texel), coord.text))
+    }
+
+    fn texture_write(&mut self, tex: &str, _texel: Scalar, value: Code, coord: Code) -> String {
+        self.need(Helper::Texture);
+        format!("enigma::texture_write({tex}, {}, {})", value.text, coord.text)
+    }
+
     fn barrier(&mut self, scope: BarrierScope, _flags: MemFlags) -> String {
         match scope {
             // barrier.sync orders shared and global memory within the block,
@@ -480,8 +490,13 @@ impl Dialect for Cuda {
     fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
         let k = cx.kernel;
         let types: Vec<Type> = cx.types.iter().map(|t| t.get()).collect();
-        // The tile helpers name both 16-bit types (their tensor-core paths).
-        let half = self.matrices || types.iter().any(|t| t.elem() == Scalar::F16);
+        let textures = k.params.iter().any(|p| matches!(p.kind, ParamKind::Texture { .. }));
+        if textures {
+            self.need(Helper::Texture);
+        }
+        // Textures convert float16 channels whatever their texel type; the
+        // tile helpers name both 16-bit types (their tensor-core paths).
+        let half = textures || self.matrices || types.iter().any(|t| t.elem() == Scalar::F16);
         let bfloat = self.matrices || types.iter().any(|t| t.elem() == Scalar::BF16);
         let builtins = sorted_builtins(cx.builtins);
         // Builtins read only by component are CUDA's own `uint3`; those read
@@ -530,6 +545,7 @@ impl Dialect for Cuda {
                 }
                 ParamKind::Buffer { elem, .. } => format!("{}* {name}", self.type_name(elem)),
                 ParamKind::Value { ty } => format!("{} {name}", self.type_name(ty)),
+                ParamKind::Texture { .. } => format!("enigma::texture2d {name}"),
             });
         }
         params.extend(GRID_PARAMS.iter().map(|p| format!("uint {p}")));

@@ -31,6 +31,8 @@ pub(crate) enum Helper {
     /// `enigma::simd_*`: its index in `Intrinsic::ALL` (the order of
     /// emission: inclusive before exclusive prefix sums) and its MSL name.
     Simd(usize, &'static str),
+    /// `texture2d` arguments over surface objects, with Metal's format conversions.
+    Texture,
 }
 
 impl Helper {
@@ -44,6 +46,7 @@ impl Helper {
             Helper::Simd(..) => &[Helper::SimdCore],
             Helper::Clamp => &[Helper::Math("min"), Helper::Math("max")],
             Helper::Bitcast | Helper::SimdCore => &[Helper::CopyBytes],
+            Helper::Texture => &[Helper::Vec],
             _ => &[],
         }
     }
@@ -96,6 +99,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::AtomicAccess => out.push_str(ATOMIC_ACCESS),
             Helper::SimdCore => out.push_str(SIMD_CORE),
             Helper::Simd(_, name) => simd(out, name),
+            Helper::Texture => out.push_str(TEXTURE),
         }
     }
     out.push_str(GEOMETRY);
@@ -656,6 +660,78 @@ pub(crate) fn scalar_for_alias(s: Scalar) -> &'static str {
         Scalar::F32 => "float",
     }
 }
+
+/// `texture2d` on CUDA: a surface object over a cudaArray of the texels and
+/// the texture's size and format, passed by value; reads and writes switch
+/// on the format at run time (it belongs to the texture, not the kernel) and
+/// convert as Metal does, on raw surface elements (x addressed in bytes).
+const TEXTURE: &str = r#"// A texture2d argument: the surface object of a cudaArray holding the
+// texels in `format`, and the texture's size. Surfaces address x in bytes and
+// are read and written as raw elements: the unorm8 and float16 conversions
+// are Metal's, done here.
+enum texture_format : uint { r8unorm, rgba8unorm, r16float, rgba16float, r32float, rgba32float, r32uint, r32sint };
+struct texture2d {
+    unsigned long long surface; // cudaSurfaceObject_t
+    uint width, height, format;
+    __device__ uint get_width() const { return width; }
+    __device__ uint get_height() const { return height; }
+};
+__device__ inline float texture_from_unorm8(unsigned char c) { return c / 255.0f; }
+__device__ inline unsigned char texture_to_unorm8(float v) { return (unsigned char)__float2uint_rn((v != v ? 0.0f : fminf(fmaxf(v, 0.0f), 1.0f)) * 255.0f); }
+__device__ inline float texture_from_half(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+__device__ inline unsigned short texture_to_half(float v) { return __half_as_ushort(__float2half_rn(v)); }
+// tex.read(c) with float or half texels; missing channels read as (0, 0, 0, 1).
+template <typename T> __device__ inline vec<T, 4> texture_read(const texture2d& t, const vec<uint, 2>& c) {
+    float v[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+    switch (t.format) {
+    case r8unorm: v[0] = texture_from_unorm8(surf2Dread<unsigned char>(t.surface, c.x, c.y)); break;
+    case rgba8unorm: {
+        const ::uchar4 p = surf2Dread<::uchar4>(t.surface, c.x * 4, c.y);
+        v[0] = texture_from_unorm8(p.x); v[1] = texture_from_unorm8(p.y); v[2] = texture_from_unorm8(p.z); v[3] = texture_from_unorm8(p.w);
+    } break;
+    case r16float: v[0] = texture_from_half(surf2Dread<unsigned short>(t.surface, c.x * 2, c.y)); break;
+    case rgba16float: {
+        const ::ushort4 p = surf2Dread<::ushort4>(t.surface, c.x * 8, c.y);
+        v[0] = texture_from_half(p.x); v[1] = texture_from_half(p.y); v[2] = texture_from_half(p.z); v[3] = texture_from_half(p.w);
+    } break;
+    case r32float: v[0] = surf2Dread<float>(t.surface, c.x * 4, c.y); break;
+    case rgba32float: {
+        const ::float4 p = surf2Dread<::float4>(t.surface, c.x * 16, c.y);
+        v[0] = p.x; v[1] = p.y; v[2] = p.z; v[3] = p.w;
+    } break;
+    }
+    return vec<T, 4>(convert<T>(v[0]), convert<T>(v[1]), convert<T>(v[2]), convert<T>(v[3]));
+}
+template <> __device__ inline vec<uint, 4> texture_read<uint>(const texture2d& t, const vec<uint, 2>& c) {
+    return vec<uint, 4>(surf2Dread<uint>(t.surface, c.x * 4, c.y), 0u, 0u, 1u);
+}
+template <> __device__ inline vec<int, 4> texture_read<int>(const texture2d& t, const vec<uint, 2>& c) {
+    return vec<int, 4>(surf2Dread<int>(t.surface, c.x * 4, c.y), 0, 0, 1);
+}
+// tex.write(value, c) with float or half texels; channels the format lacks are dropped.
+template <typename T> __device__ inline void texture_write(const texture2d& t, const vec<T, 4>& value, const vec<uint, 2>& c) {
+    const float v[4] = {convert<float>(value.x), convert<float>(value.y), convert<float>(value.z), convert<float>(value.w)};
+    switch (t.format) {
+    case r8unorm: surf2Dwrite(texture_to_unorm8(v[0]), t.surface, c.x, c.y); break;
+    case rgba8unorm:
+        surf2Dwrite(make_uchar4(texture_to_unorm8(v[0]), texture_to_unorm8(v[1]), texture_to_unorm8(v[2]), texture_to_unorm8(v[3])), t.surface, c.x * 4, c.y);
+        break;
+    case r16float: surf2Dwrite(texture_to_half(v[0]), t.surface, c.x * 2, c.y); break;
+    case rgba16float:
+        surf2Dwrite(make_ushort4(texture_to_half(v[0]), texture_to_half(v[1]), texture_to_half(v[2]), texture_to_half(v[3])), t.surface, c.x * 8, c.y);
+        break;
+    case r32float: surf2Dwrite(v[0], t.surface, c.x * 4, c.y); break;
+    case rgba32float: surf2Dwrite(make_float4(v[0], v[1], v[2], v[3]), t.surface, c.x * 16, c.y); break;
+    }
+}
+__device__ inline void texture_write(const texture2d& t, const vec<uint, 4>& value, const vec<uint, 2>& c) {
+    surf2Dwrite(value.x, t.surface, c.x * 4, c.y);
+}
+__device__ inline void texture_write(const texture2d& t, const vec<int, 4>& value, const vec<uint, 2>& c) {
+    surf2Dwrite(value.x, t.surface, c.x * 4, c.y);
+}
+
+"#;
 
 #[cfg(test)]
 mod tests {

@@ -533,6 +533,29 @@ pub fn simdgroup_matrices() -> Kernel {
     finish(k)
 }
 
+/// Every texture construct: the four texel types and four access modes in
+/// one texture table beside buffers (so bindings count per table), read,
+/// write, the size queries.
+pub fn textures() -> Kernel {
+    let mut k = KernelBuilder::new("textures");
+    let scale = k.value("scale", Type::F32);
+    let src = k.texture2d("src", Scalar::F16, enigma_ir::TextureAccess::Sample);
+    let dst = k.texture2d("dst", Scalar::F32, enigma_ir::TextureAccess::ReadWrite);
+    let ids = k.texture2d("ids", Scalar::U32, enigma_ir::TextureAccess::Read);
+    let labels = k.texture2d("labels", Scalar::I32, enigma_ir::TextureAccess::Write);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let c = k.let_("c", vector(vt(Scalar::U32, 2), &[gid.x(), gid.y()]));
+    k.threadgroup_barrier(MemFlags::Texture);
+    k.if_(c.x().ge(dst.get_width()).or(c.y().ge(dst.get_height())), |k| k.return_());
+    let v = k.let_("v", src.read(c).cast(vt(Scalar::F32, 4)) * scale + dst.read(c));
+    k.texture_write(dst, v, c);
+    let id = k.let_("id", ids.read(c).x());
+    k.texture_write(labels, vector(vt(Scalar::I32, 4), &[id.cast(Type::I32)]), c);
+    k.store(out.at(c.y() * dst.get_width() + c.x()), id);
+    finish(k)
+}
+
 /// The seed-000 kernels and the seed-001 reduction, from `enigma_kernels`.
 pub fn seed_kernels() -> Vec<Kernel> {
     let mut kernels = enigma_kernels::seed000::all();

@@ -30,6 +30,7 @@
 //! kernel  := "kernel" name "(" (param ("," param)* ","?)? ")" "{" decl* stmt* "}"
 //! param   := name ":" "device" type ("read" | "read_write")   // a buffer
 //!          | name ":" type                                     // a by-value constant
+//!          | name ":" "texture2d" "<" scalar "," ("read" | "write" | "read_write" | "sample") ">"
 //! decl    := "spec" name ":" scalar "=" literal
 //!          | "threadgroup" name ":" type "[" len "]"
 //!          | "var" name ":" type
@@ -42,6 +43,7 @@
 //!          | "break" | "continue" | "return"
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
 //!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
+//!          | "texture_write" "(" ref "," expr "," expr ")"    // (texture, value, coordinate)
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -54,11 +56,19 @@
 //!          | "simdgroup_multiply" "(" expr "," expr ")" | "simdgroup_multiply_accumulate" "(" expr "," expr "," expr ")"
 //!          | "thread_element" "(" expr "," n ")"
 //!          | "dim_check" "(" ref "," n "," expr "," expr ")"   // (memory, dimension, index, size)
+//!          | "texture_read" "(" ref "," expr ")" | ("get_width" | "get_height") "(" ref ")"
 //! ```
 //!
 //! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
 //!   stores take the memory, the offset of element (0, 0) and the stride
 //!   (MSL's `elements_per_row`).
+//!
+//! * Textures are `texture2d<T, access>` parameters (T one of f32, f16, i32,
+//!   u32); `texture_read(t, coord)` gives a `T`x4, `texture_write(t, v, coord)`
+//!   takes one, coordinates are u32x2. In JSON a texture parameter is
+//!   `{"texture":{"texel":"f32","access":"write"}}`, and the operations
+//!   `texture_read {tex, coord}`, `texture_size {tex, dim}` (`"width"` or
+//!   `"height"`) and the statement `texture_write {tex, value, coord}`.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted
@@ -70,7 +80,8 @@
 //! * `<op>` is `add sub min max and or xor exchange`; a statement with a result
 //!   prints as `old = atomic_fetch_add(A[i], v)`, without as `atomic_add(A[i], v)`.
 //! * Barrier flags: `mem_none`, `mem_threadgroup`, `mem_device`,
-//!   `mem_device_and_threadgroup` (also written `mem_device | mem_threadgroup`).
+//!   `mem_device_and_threadgroup` (also written `mem_device | mem_threadgroup`),
+//!   `mem_texture` (alone).
 //! * Literals carry their type: `true`, `1u32`, `-3i32`, `0.5f32`, `1e-7f16`.
 //!   A float prints as the shortest decimal that reads back to the same `f64`
 //!   (the IR keeps every float literal as an `f64`), so printing is bit-exact;

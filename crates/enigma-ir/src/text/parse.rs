@@ -313,6 +313,24 @@ impl Parser {
                 return Err(self.expected("`read` or `read_write`"));
             };
             ParamKind::Buffer { elem, access }
+        } else if self.is_ident("texture2d") && *self.peek_at(1) == Tok::Punct("<") {
+            self.bump();
+            self.bump();
+            let at = self.tok().clone();
+            let texel = self.ty()?;
+            if texel.width() != 1 || texel.is_matrix() {
+                return Err(self.err_at(&at, ParseErrorKind::Expected { expected: "a scalar texel type (`f32`, `f16`, `i32`, `u32`)".into(), found: texel.to_string() }));
+            }
+            self.expect_punct(",")?;
+            let access = match self.peek().clone() {
+                Tok::Ident(word) if TextureAccess::from_name(&word).is_some() => {
+                    self.bump();
+                    TextureAccess::from_name(&word).expect("matched")
+                }
+                _ => return Err(self.expected("`read`, `write`, `read_write` or `sample`")),
+            };
+            self.expect_punct(">")?;
+            ParamKind::Texture { texel: texel.elem(), access }
         } else {
             ParamKind::Value { ty: self.ty()? }
         };
@@ -455,6 +473,17 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "texture_write" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let tex = self.texture_arg()?;
+                    self.expect_punct(",")?;
+                    let value = self.expr()?;
+                    self.expect_punct(",")?;
+                    let coord = self.expr()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::TextureWrite { tex, value, coord })
+                }
                 "simdgroup_store" | "simdgroup_store_transposed" => {
                     self.bump();
                     self.expect_punct("(")?;
@@ -521,7 +550,7 @@ impl Parser {
     }
 
     fn mem_flags(&mut self) -> PResult<MemFlags> {
-        let (mut tg, mut dev) = (false, false);
+        let (mut tg, mut dev, mut tex) = (false, false, false);
         loop {
             let flag = match self.peek() {
                 Tok::Ident(s) => MemFlags::from_name(s),
@@ -532,12 +561,19 @@ impl Parser {
                 Some(MemFlags::Threadgroup) => tg = true,
                 Some(MemFlags::Device) => dev = true,
                 Some(MemFlags::DeviceAndThreadgroup) => (tg, dev) = (true, true),
-                None => return Err(self.expected("a memory flag (`mem_none`, `mem_threadgroup`, `mem_device`)")),
+                Some(MemFlags::Texture) => tex = true,
+                None => return Err(self.expected("a memory flag (`mem_none`, `mem_threadgroup`, `mem_device`, `mem_texture`)")),
             }
             self.bump();
             if !self.eat_punct("|") {
                 break;
             }
+        }
+        if tex {
+            if tg || dev {
+                return Err(self.expected("`mem_texture` alone (combinations with it are not in the IR yet: use two barriers)"));
+            }
+            return Ok(MemFlags::Texture);
         }
         Ok(match (tg, dev) {
             (false, false) => MemFlags::None,
@@ -861,6 +897,21 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(Expr::DimCheck { mem, dim, index, size })
                     }
+                    ("texture_read" | "get_width" | "get_height", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let tex = self.texture_arg()?;
+                        let e = match word.as_str() {
+                            "texture_read" => {
+                                self.expect_punct(",")?;
+                                Expr::TextureRead { tex, coord: Box::new(self.expr()?) }
+                            }
+                            "get_width" => Expr::TextureSize { tex, dim: TextureDim::Width },
+                            _ => Expr::TextureSize { tex, dim: TextureDim::Height },
+                        };
+                        self.expect_punct(")")?;
+                        Ok(e)
+                    }
                     (_, Tok::Punct("::")) => {
                         let mut name = word.clone();
                         self.bump();
@@ -931,6 +982,18 @@ impl Parser {
         };
         self.expect_punct(")")?;
         Ok(e)
+    }
+
+    /// A texture parameter named as an argument.
+    fn texture_arg(&mut self) -> PResult<ParamId> {
+        let at = self.tok().clone();
+        match self.reference()? {
+            Entity::Param(p) => Ok(ParamId(p)),
+            other => Err(self.err_at(
+                &at,
+                ParseErrorKind::WrongKind { name: self.entity_name(&at), what: other.what(), expected: "a texture parameter is expected here" },
+            )),
+        }
     }
 
     /// A buffer or threadgroup array named as an argument.

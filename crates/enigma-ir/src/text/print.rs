@@ -57,6 +57,11 @@ const KEYWORDS: &[&str] = &[
     "matrix_row",
     "matrix_col",
     "dim_check",
+    "texture2d",
+    "texture_read",
+    "texture_write",
+    "get_width",
+    "get_height",
 ];
 
 fn is_plain_ident(s: &str) -> bool {
@@ -162,6 +167,7 @@ impl Printer<'_> {
                     write!(self.out, "{}: device {elem} {}", quote_name(&p.name), access_name(access))
                 }
                 ParamKind::Value { ty } => write!(self.out, "{}: {ty}", quote_name(&p.name)),
+                ParamKind::Texture { texel, access } => write!(self.out, "{}: texture2d<{texel}, {access}>", quote_name(&p.name)),
             };
         }
         self.out.push_str(") {\n");
@@ -276,6 +282,14 @@ impl Printer<'_> {
                 self.expr(offset);
                 self.out.push_str(", ");
                 self.expr(stride);
+                self.out.push(')');
+            }
+            StmtKind::TextureWrite { tex, value, coord } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_write({name}, ");
+                self.expr(value);
+                self.out.push_str(", ");
+                self.expr(coord);
                 self.out.push(')');
             }
             StmtKind::Assign { var, value } => {
@@ -413,6 +427,16 @@ impl Printer<'_> {
             }
             Expr::MatrixCoord { ty, index, column } => {
                 let _ = write!(self.out, "{}<{ty}>({index})", if *column { "matrix_col" } else { "matrix_row" });
+            }
+            Expr::TextureRead { tex, coord } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_read({name}, ");
+                self.expr(coord);
+                self.out.push(')');
+            }
+            Expr::TextureSize { tex, dim } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "{}({name})", dim.method());
             }
             Expr::Literal(lit) => self.out.push_str(&literal_text(lit)),
             Expr::Param(p) => {

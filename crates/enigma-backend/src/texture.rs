@@ -1,0 +1,250 @@
+//! Texture pixel formats and their conversions, as Metal specifies them: what
+//! a texel of each format holds in memory, what `read` returns for it and
+//! what `write` stores (MSL specification, "Conversion Rules").
+//!
+//! * unorm8 channels read as `c / 255`; a write clamps to [0, 1] (NaN to 0)
+//!   and stores the nearest integer to `c · 255`, ties to even.
+//! * float16 channels read exactly; a write rounds to the nearest half, ties
+//!   to even. float32 channels are stored as given.
+//! * uint32 / sint32 channels hold the integer's bits.
+//! * A format with fewer than four channels reads the missing ones as
+//!   (0, 0, 0, 1) — 0 for green and blue, 1 for alpha — and a write drops them.
+//!
+//! Texels are stored row-major, `width · bytes_per_texel()` bytes a row with
+//! no padding, channels in RGBA order, each little-endian. A texture lives in
+//! a backend's [`crate::BufferStorage`] of exactly `width · height ·
+//! bytes_per_texel()` bytes, described by a [`TextureDesc`].
+
+use crate::args::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_ir::Scalar;
+use std::fmt;
+
+/// A texture's pixel format (Metal's `MTLPixelFormat` of the same name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TextureFormat {
+    R8Unorm,
+    Rgba8Unorm,
+    R16Float,
+    Rgba16Float,
+    R32Float,
+    Rgba32Float,
+    R32Uint,
+    R32Sint,
+}
+
+/// What kind of values a format's channels hold, which decides the texel
+/// types a kernel may view it with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelKind {
+    /// unorm and float formats: read and written as f32 or f16.
+    Float,
+    /// Read and written as u32.
+    Uint,
+    /// Read and written as i32.
+    Sint,
+}
+
+impl TextureFormat {
+    pub const ALL: [TextureFormat; 8] = [
+        TextureFormat::R8Unorm,
+        TextureFormat::Rgba8Unorm,
+        TextureFormat::R16Float,
+        TextureFormat::Rgba16Float,
+        TextureFormat::R32Float,
+        TextureFormat::Rgba32Float,
+        TextureFormat::R32Uint,
+        TextureFormat::R32Sint,
+    ];
+
+    /// The name users write (`rgba8unorm`), Metal's without the prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextureFormat::R8Unorm => "r8unorm",
+            TextureFormat::Rgba8Unorm => "rgba8unorm",
+            TextureFormat::R16Float => "r16float",
+            TextureFormat::Rgba16Float => "rgba16float",
+            TextureFormat::R32Float => "r32float",
+            TextureFormat::Rgba32Float => "rgba32float",
+            TextureFormat::R32Uint => "r32uint",
+            TextureFormat::R32Sint => "r32sint",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TextureFormat> {
+        TextureFormat::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Channels stored per texel: 1 or 4.
+    pub fn channels(self) -> usize {
+        match self {
+            TextureFormat::Rgba8Unorm | TextureFormat::Rgba16Float | TextureFormat::Rgba32Float => 4,
+            _ => 1,
+        }
+    }
+
+    /// Bytes of one channel.
+    pub fn channel_bytes(self) -> usize {
+        match self {
+            TextureFormat::R8Unorm | TextureFormat::Rgba8Unorm => 1,
+            TextureFormat::R16Float | TextureFormat::Rgba16Float => 2,
+            _ => 4,
+        }
+    }
+
+    pub fn bytes_per_texel(self) -> usize {
+        self.channels() * self.channel_bytes()
+    }
+
+    pub fn channel_kind(self) -> ChannelKind {
+        match self {
+            TextureFormat::R32Uint => ChannelKind::Uint,
+            TextureFormat::R32Sint => ChannelKind::Sint,
+            _ => ChannelKind::Float,
+        }
+    }
+
+    /// Whether a `texture2d<texel>` may view a texture of this format (as in
+    /// Metal: float and unorm formats as f32 or f16, uint formats as u32,
+    /// sint formats as i32).
+    pub fn accepts(self, texel: Scalar) -> bool {
+        match self.channel_kind() {
+            ChannelKind::Float => matches!(texel, Scalar::F32 | Scalar::F16),
+            ChannelKind::Uint => texel == Scalar::U32,
+            ChannelKind::Sint => texel == Scalar::I32,
+        }
+    }
+
+    /// The texel types that may view this format, for messages.
+    pub fn texel_types(self) -> &'static str {
+        match self.channel_kind() {
+            ChannelKind::Float => "f32 or f16",
+            ChannelKind::Uint => "u32",
+            ChannelKind::Sint => "i32",
+        }
+    }
+
+    /// The four channels a read of a float or unorm texel gives, from its
+    /// stored channels (`raw[c]`, each the little-endian bits of channel c).
+    pub fn read_float(self, raw: [u32; 4]) -> [f32; 4] {
+        let mut out = [0.0, 0.0, 0.0, 1.0];
+        for (c, v) in out.iter_mut().enumerate().take(self.channels()) {
+            *v = match self.channel_bytes() {
+                1 => raw[c] as u8 as f32 / 255.0,
+                2 => f16_bits_to_f32(raw[c] as u16),
+                _ => f32::from_bits(raw[c]),
+            };
+        }
+        out
+    }
+
+    /// The stored channels of a write of four floats (only the format's own
+    /// channels are meaningful).
+    pub fn write_float(self, value: [f32; 4]) -> [u32; 4] {
+        value.map(|v| match self.channel_bytes() {
+            1 => unorm8(v) as u32,
+            2 => f32_to_f16_bits(v) as u32,
+            _ => v.to_bits(),
+        })
+    }
+
+    /// The four channels (as 32-bit patterns) a read of an integer texel
+    /// gives: its stored channel and (0, 0, 1) for green, blue and alpha.
+    pub fn read_int(self, raw: [u32; 4]) -> [u32; 4] {
+        let mut out = [0, 0, 0, 1];
+        out[..self.channels()].copy_from_slice(&raw[..self.channels()]);
+        out
+    }
+}
+
+/// A float written to a unorm8 channel: clamped to [0, 1] (NaN as 0), then
+/// the nearest of `c · 255`, ties to even.
+pub fn unorm8(v: f32) -> u8 {
+    let c = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
+    (c * 255.0).round_ties_even() as u8
+}
+
+impl fmt::Display for TextureFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a texture is: its format and size in texels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TextureDesc {
+    pub format: TextureFormat,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl TextureDesc {
+    /// Texels in the texture.
+    pub fn texels(&self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+
+    /// Bytes its storage holds: `width · height · bytes_per_texel`.
+    pub fn len_bytes(&self) -> u64 {
+        self.texels() * self.format.bytes_per_texel() as u64
+    }
+}
+
+impl fmt::Display for TextureDesc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}×{} {}", self.width, self.height, self.format)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_sizes_are_metals() {
+        for f in TextureFormat::ALL {
+            assert_eq!(TextureFormat::from_name(f.name()), Some(f));
+        }
+        let bytes: Vec<usize> = TextureFormat::ALL.iter().map(|f| f.bytes_per_texel()).collect();
+        assert_eq!(bytes, [1, 4, 2, 8, 4, 16, 4, 4]);
+        assert_eq!(TextureFormat::from_name("bgra8unorm"), None);
+    }
+
+    /// unorm8 against the definition: every stored value reads back as
+    /// c/255 and writes back to itself; the midpoints between neighbours
+    /// round to the even one; out-of-range values and NaN clamp.
+    #[test]
+    fn unorm8_reads_and_writes_as_metal_specifies() {
+        let f = TextureFormat::R8Unorm;
+        for c in 0u32..=255 {
+            let v = f.read_float([c, 0, 0, 0]);
+            assert_eq!(v, [c as f32 / 255.0, 0.0, 0.0, 1.0]);
+            assert_eq!(f.write_float(v)[0], c);
+        }
+        assert_eq!(unorm8(0.5), 128, "127.5 ties to the even 128");
+        assert_eq!(unorm8(1.5 / 255.0), 2, "1.5 ties to the even 2");
+        assert_eq!(unorm8(2.5 / 255.0), 2, "2.5 ties to the even 2");
+        assert_eq!(unorm8(-0.25), 0);
+        assert_eq!(unorm8(7.0), 255);
+        assert_eq!(unorm8(f32::NAN), 0);
+        assert_eq!(unorm8(f32::INFINITY), 255);
+    }
+
+    #[test]
+    fn float16_rounds_to_nearest_even_and_missing_channels_read_as_0001() {
+        let f = TextureFormat::Rgba16Float;
+        let stored = f.write_float([1.0 + 2f32.powi(-11), 65504.0, -0.0, 1e-8]);
+        assert_eq!(stored, [0x3c00, 0x7bff, 0x8000, 0x0000]);
+        assert_eq!(TextureFormat::R16Float.read_float([0x3800, 0, 0, 0]), [0.5, 0.0, 0.0, 1.0]);
+        assert_eq!(TextureFormat::R32Uint.read_int([7, 9, 9, 9]), [7, 0, 0, 1]);
+        assert_eq!(TextureFormat::R32Sint.read_int([(-3i32) as u32, 0, 0, 0]), [(-3i32) as u32, 0, 0, 1]);
+    }
+
+    #[test]
+    fn formats_accept_the_texel_types_metal_allows() {
+        assert!(TextureFormat::Rgba8Unorm.accepts(Scalar::F16));
+        assert!(!TextureFormat::Rgba8Unorm.accepts(Scalar::U32));
+        assert!(TextureFormat::R32Uint.accepts(Scalar::U32));
+        assert!(!TextureFormat::R32Uint.accepts(Scalar::I32));
+        assert!(TextureFormat::R32Sint.accepts(Scalar::I32));
+    }
+}

@@ -1,0 +1,402 @@
+//! Textures on the simulator (issue 20, phase 1): reads and writes of every
+//! pixel format against plain-Rust references of Metal's conversion rules,
+//! the size queries, the sanitizer's out-of-bounds and race findings, the
+//! dispatch checks, and seed 003's Listing 4 on a 1920×1080 texture.
+
+use enigma_ir::builder::*;
+use enigma_ir::{Access, Kernel, Scalar, TextureAccess, Type};
+use enigma_kernels::seed003;
+use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
+
+fn sim() -> Runtime {
+    Runtime::new(Device::Sim).unwrap()
+}
+
+fn sanitize() -> Options {
+    Options { sanitize: true, schedules: 0, ..Default::default() }
+}
+
+fn uint2(x: Ex, y: Ex) -> Ex {
+    vector(Type::vector(Scalar::U32, 2), &[x, y])
+}
+
+/// `out[y·w + x] = src.read((x, y))` for every texel, with `texel` values.
+fn read_all(texel: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new("read_all");
+    let src = k.texture2d("src", texel, TextureAccess::Read);
+    let out = k.buffer("out", Type::vector(texel, 4), Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    k.store(out.at(gid.y() * src.get_width() + gid.x()), src.read(uint2(gid.x(), gid.y())));
+    k.finish().unwrap()
+}
+
+/// `dst.write(values[y·w + x], (x, y))` for every texel.
+fn write_all(texel: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new("write_all");
+    let values = k.buffer("values", Type::vector(texel, 4), Access::Read);
+    let dst = k.texture2d("dst", texel, TextureAccess::Write);
+    let gid = k.let_("gid", thread_position_in_grid());
+    k.texture_write(dst, values.get(gid.y() * dst.get_width() + gid.x()), uint2(gid.x(), gid.y()));
+    k.finish().unwrap()
+}
+
+/// Reads every texel of `tex` through `texture2d<texel>` into a buffer.
+fn read_back(rt: &Runtime, tex: &Texture, texel: Scalar) -> Vec<u8> {
+    let out = rt.buffer_of_type(Type::vector(texel, 4), (tex.width() * tex.height()) as usize).unwrap();
+    let p = rt.pipeline(&read_all(texel)).unwrap();
+    rt.dispatch(&p, &[Arg::from(tex), Arg::from(&out)], Mode::Threads, [tex.width(), tex.height(), 1], [8, 4, 1], &sanitize()).unwrap();
+    out.read_bytes().unwrap()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Texel bytes that cover every unorm8 value and many halves.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 3) as u8).collect()
+}
+
+/// The reference of a read of a float or unorm format as f32: Metal's
+/// conversion rules, written out per format.
+fn reference_read(format: TextureFormat, bytes: &[u8]) -> Vec<f32> {
+    let texel = |t: &[u8]| -> [f32; 4] {
+        match format {
+            TextureFormat::R8Unorm => [t[0] as f32 / 255.0, 0.0, 0.0, 1.0],
+            TextureFormat::Rgba8Unorm => [0, 1, 2, 3].map(|c| t[c] as f32 / 255.0),
+            TextureFormat::R16Float => [f16_bits_to_f32(u16::from_le_bytes([t[0], t[1]])), 0.0, 0.0, 1.0],
+            TextureFormat::Rgba16Float => [0, 1, 2, 3].map(|c| f16_bits_to_f32(u16::from_le_bytes([t[2 * c], t[2 * c + 1]]))),
+            TextureFormat::R32Float => [f32::from_le_bytes(t[..4].try_into().unwrap()), 0.0, 0.0, 1.0],
+            TextureFormat::Rgba32Float => [0, 1, 2, 3].map(|c| f32::from_le_bytes(t[4 * c..4 * c + 4].try_into().unwrap())),
+            other => panic!("{other} is not a float format"),
+        }
+    };
+    bytes.chunks_exact(format.bytes_per_texel()).flat_map(texel).collect()
+}
+
+/// The reference of the bytes a write of `value` stores.
+fn reference_write(format: TextureFormat, value: [f32; 4]) -> Vec<u8> {
+    let unorm = |v: f32| -> u8 {
+        let c = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) } as f64 * 255.0;
+        // Nearest, ties to even, in f64 on the f32 product as Metal forms it.
+        let c = (c as f32) as f64;
+        let (lo, frac) = (c.floor(), c - c.floor());
+        (if frac > 0.5 || (frac == 0.5 && lo % 2.0 == 1.0) { lo + 1.0 } else { lo }) as u8
+    };
+    let channels = &value[..format.channels()];
+    match format {
+        TextureFormat::R8Unorm | TextureFormat::Rgba8Unorm => channels.iter().map(|v| unorm(*v)).collect(),
+        TextureFormat::R16Float | TextureFormat::Rgba16Float => channels.iter().flat_map(|v| f32_to_f16_bits(*v).to_le_bytes()).collect(),
+        _ => channels.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+const FLOAT_FORMATS: [TextureFormat; 6] = [
+    TextureFormat::R8Unorm,
+    TextureFormat::Rgba8Unorm,
+    TextureFormat::R16Float,
+    TextureFormat::Rgba16Float,
+    TextureFormat::R32Float,
+    TextureFormat::Rgba32Float,
+];
+
+#[test]
+fn reads_of_every_float_format_convert_as_metal_does() {
+    let rt = sim();
+    let (w, h) = (13, 7);
+    for format in FLOAT_FORMATS {
+        let mut bytes = pattern((w * h) as usize * format.bytes_per_texel());
+        if matches!(format, TextureFormat::R32Float | TextureFormat::Rgba32Float) {
+            // Finite floats only: NaN payloads are compared below by bits anyway.
+            for (i, c) in bytes.chunks_exact_mut(4).enumerate() {
+                c.copy_from_slice(&(i as f32 * 0.37 - 3.0).to_le_bytes());
+            }
+        }
+        let tex = rt.texture_from_bytes(format, w, h, &bytes).unwrap();
+        let got = f32s(&read_back(&rt, &tex, Scalar::F32));
+        let want = reference_read(format, &bytes);
+        let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same && got.len() == want.len(), "{format}: {:?}… vs {:?}…", &got[..8], &want[..8]);
+    }
+}
+
+#[test]
+fn half_texels_read_unorm8_as_the_nearest_half_of_c_over_255() {
+    let rt = sim();
+    let bytes: Vec<u8> = (0..=255).collect();
+    let tex = rt.texture_from_bytes(TextureFormat::Rgba8Unorm, 8, 8, &bytes).unwrap();
+    let got = read_back(&rt, &tex, Scalar::F16);
+    let halves: Vec<u16> = got.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let want: Vec<u16> = bytes.iter().map(|c| f32_to_f16_bits(*c as f32 / 255.0)).collect();
+    assert_eq!(halves, want);
+}
+
+#[test]
+fn writes_of_every_float_format_clamp_and_round_as_metal_does() {
+    let rt = sim();
+    // Ties of unorm8 (0.5 → 127.5; k + 0.5 over 255), out-of-range values,
+    // NaN, infinities, half ties and values past half's range.
+    let specials = [
+        0.5f32,
+        0.5 / 255.0,
+        1.5 / 255.0,
+        2.5 / 255.0,
+        254.5 / 255.0,
+        -0.25,
+        1.75,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        65520.0,
+        1e-8,
+        0.1,
+        -0.0,
+    ];
+    let values: Vec<[f32; 4]> = (0..64).map(|i| [0, 1, 2, 3].map(|c| specials[(i * 4 + c) % specials.len()] * if i >= 16 { (i % 5) as f32 * 0.25 } else { 1.0 })).collect();
+    let flat: Vec<f32> = values.iter().flatten().copied().collect();
+    for format in FLOAT_FORMATS {
+        let tex = rt.texture(format, 8, 8).unwrap();
+        let src = rt.buffer_from(&flat).unwrap();
+        let p = rt.pipeline(&write_all(Scalar::F32)).unwrap();
+        let src = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &src.read_bytes().unwrap()).unwrap();
+        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&tex)], Mode::Threads, [8, 8, 1], [4, 4, 1], &sanitize()).unwrap();
+        let got = tex.read_bytes().unwrap();
+        let want: Vec<u8> = values.iter().flat_map(|v| reference_write(format, *v)).collect();
+        if matches!(format, TextureFormat::R32Float | TextureFormat::Rgba32Float) {
+            // NaN keeps some NaN; everything else its bits.
+            let same = f32s(&got).iter().zip(f32s(&want)).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            assert!(same, "{format}");
+        } else {
+            assert_eq!(got, want, "{format}");
+        }
+    }
+}
+
+#[test]
+fn integer_formats_hold_their_bits_and_read_missing_channels_as_0_0_1() {
+    let rt = sim();
+    for (format, texel) in [(TextureFormat::R32Uint, Scalar::U32), (TextureFormat::R32Sint, Scalar::I32)] {
+        let data: Vec<u32> = (0..24u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
+        let tex = rt.texture_from(format, 6, 4, &data).unwrap();
+        let got = u32s(&read_back(&rt, &tex, texel));
+        let want: Vec<u32> = data.iter().flat_map(|v| [*v, 0, 0, 1]).collect();
+        assert_eq!(got, want, "{format}");
+        // Writes store the first channel.
+        let values: Vec<u32> = data.iter().flat_map(|v| [v ^ 0xFFFF, 5, 6, 7]).collect();
+        let src = rt.buffer_from_bytes(Type::vector(texel, 4), &values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+        let dst = rt.texture(format, 6, 4).unwrap();
+        let p = rt.pipeline(&write_all(texel)).unwrap();
+        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&dst)], Mode::Threads, [6, 4, 1], [8, 8, 1], &sanitize()).unwrap();
+        let stored: Vec<u32> = dst.to_vec::<u32>().unwrap();
+        assert_eq!(stored, data.iter().map(|v| v ^ 0xFFFF).collect::<Vec<u32>>(), "{format}");
+    }
+}
+
+#[test]
+fn read_write_textures_and_the_size_queries() {
+    let rt = sim();
+    let mut k = KernelBuilder::new("invert");
+    let img = k.texture2d("img", Scalar::F32, TextureAccess::ReadWrite);
+    let sizes = k.buffer("sizes", Type::U32, Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let c = k.let_("c", uint2(gid.x(), gid.y()));
+    k.if_(c.x().ge(img.get_width()).or(c.y().ge(img.get_height())), |k| k.return_());
+    k.texture_write(img, lit(Scalar::F32, 1.0) - img.read(c), c);
+    k.if_(gid.x().eq(0u32).and(gid.y().eq(0u32)), |k| {
+        k.store(sizes.at(0u32), img.get_width());
+        k.store(sizes.at(1u32), img.get_height());
+    });
+    let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+    let bytes = pattern(5 * 3 * 4);
+    let tex = rt.texture_from_bytes(TextureFormat::Rgba8Unorm, 5, 3, &bytes).unwrap();
+    let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
+    rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&sizes)], Mode::Threadgroups, [1, 1, 1], [8, 4, 1], &sanitize()).unwrap();
+    assert_eq!(sizes.to_vec::<u32>().unwrap(), [5, 3]);
+    // 1 - c/255 written back is (255 - c)/255, exactly 255 - c.
+    assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
+}
+
+/// Listing 4 (`enigma_kernels::seed003`), or without its bounds check:
+/// `tex.write(float4(1.0), gid)` for every thread.
+fn white(bounds_check: bool) -> Kernel {
+    if bounds_check {
+        return seed003::simple_kernel_function();
+    }
+    let mut k = KernelBuilder::new("simpleKernelFunction");
+    let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
+    let gid = k.let_("gid", thread_position_in_grid());
+    k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), uint2(gid.x(), gid.y()));
+    k.finish().unwrap()
+}
+
+#[test]
+fn a_write_outside_the_texture_names_it_with_the_coordinate_and_the_size() {
+    let rt = sim();
+    let tex = rt.texture(TextureFormat::R32Float, 10, 6).unwrap();
+    let p = rt.pipeline(&white(false)).unwrap();
+    // 16×8 threads over a 10×6 texture, no bounds check.
+    let err = rt.dispatch_threadgroups(&p, &[Arg::from(&tex)], [2, 1, 1], [8, 8, 1]).unwrap_err();
+    let RuntimeError::Execution { message, .. } = &err else { panic!("{err}") };
+    assert!(message.contains("out-of-bounds write of texture `outputTexture` at (0, 6): it is 10×6 texels by thread (0,6,0)"), "{err}");
+    let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [2, 1, 1], [8, 8, 1], &sanitize()).unwrap_err();
+    let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+    let oob = findings.iter().find(|f| f.kind == FindingKind::OutOfBounds).unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(oob.variable.as_deref(), Some("outputTexture"));
+    assert!(oob.message.contains("at (0, 6), outside its 10×6 texels"), "{}", oob.message);
+    assert_eq!(oob.count, 16 * 8 - 10 * 6, "every thread outside the texture, once");
+}
+
+#[test]
+fn two_threads_writing_one_texel_race() {
+    let rt = sim();
+    // Thread i writes i to texel (i % 32, 0): threads i and i + 32 of one
+    // threadgroup (two SIMD groups) share a texel; with 32-thread
+    // threadgroups, two threadgroups do.
+    let mut k = KernelBuilder::new("collide");
+    let out = k.texture2d("out", Scalar::U32, TextureAccess::Write);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.texture_write(out, vector(Type::vector(Scalar::U32, 4), &[i]), uint2(i % 32u32, lit(Scalar::U32, 0.0)));
+    let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+    let tex = rt.texture(TextureFormat::R32Uint, 32, 1).unwrap();
+    for (tg, kind) in [(64, FindingKind::ThreadgroupRace), (32, FindingKind::DeviceRace)] {
+        let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threads, [64, 1, 1], [tg, 1, 1], &sanitize()).unwrap_err();
+        let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+        let race = findings.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{kind:?}: {err}"));
+        assert_eq!(race.variable.as_deref(), Some("out"));
+        assert!(race.message.contains("texel of texture `out`"), "{}", race.message);
+        assert_eq!(race.count, 32, "{err}");
+    }
+    // Each thread its own texel: clean.
+    let wide = rt.texture(TextureFormat::R32Uint, 64, 1).unwrap();
+    let mut k = KernelBuilder::new("own");
+    let out = k.texture2d("out", Scalar::U32, TextureAccess::Write);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.texture_write(out, vector(Type::vector(Scalar::U32, 4), &[i]), uint2(i, lit(Scalar::U32, 0.0)));
+    let own = rt.pipeline(&k.finish().unwrap()).unwrap();
+    rt.dispatch(&own, &[Arg::from(&wide)], Mode::Threads, [64, 1, 1], [64, 1, 1], &sanitize()).unwrap();
+    assert_eq!(wide.to_vec::<u32>().unwrap(), (0..64).collect::<Vec<u32>>());
+}
+
+/// Thread i writes texel i, then reads texel 63 - i, which another SIMD
+/// group wrote: ordered by `threadgroup_barrier(mem_flags::mem_texture)`,
+/// not by `mem_device`.
+#[test]
+fn only_a_mem_texture_barrier_orders_texture_accesses() {
+    let rt = sim();
+    for (flags, clean) in [(enigma_ir::MemFlags::Device, false), (enigma_ir::MemFlags::Texture, true)] {
+        let mut k = KernelBuilder::new("swap");
+        let img = k.texture2d("img", Scalar::U32, TextureAccess::ReadWrite);
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let i = k.let_("i", thread_position_in_grid().x());
+        k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[i * 10u32]), uint2(i, lit(Scalar::U32, 0.0)));
+        k.threadgroup_barrier(flags);
+        k.store(out.at(i), img.read(uint2(lit(Scalar::U32, 63.0) - i, lit(Scalar::U32, 0.0))).x());
+        let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+        let tex = rt.texture(TextureFormat::R32Uint, 64, 1).unwrap();
+        let out = rt.buffer_zeroed::<u32>(64).unwrap();
+        let result = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [64, 1, 1], [64, 1, 1], &sanitize());
+        if clean {
+            result.unwrap();
+            assert_eq!(out.to_vec::<u32>().unwrap(), (0..64).map(|i| (63 - i) * 10).collect::<Vec<u32>>());
+        } else {
+            let err = result.unwrap_err();
+            let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+            let race = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{err}"));
+            assert!(race.hint.contains("threadgroup_barrier(mem_flags::mem_texture)"), "{}", race.hint);
+        }
+    }
+}
+
+#[test]
+fn dispatch_checks_the_texture_against_the_parameter() {
+    let rt = sim();
+    let p = rt.pipeline(&white(true)).unwrap();
+    let uint_tex = rt.texture(TextureFormat::R32Uint, 4, 4).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&uint_tex)], [4, 4, 1], [4, 4, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureFormat { texel: Scalar::F32, .. }), "{err}");
+    assert!(err.to_string().contains("4×4 r32uint texture cannot be viewed as texture2d<f32>"), "{err}");
+    let buf = rt.buffer_zeroed::<f32>(16).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&buf)], [4, 4, 1], [4, 4, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::ArgumentKind { .. }), "{err}");
+    assert!(err.to_string().contains("expected a texture2d<f32, write>, got a buffer of f32"), "{err}");
+    let err = rt.texture(TextureFormat::Rgba8Unorm, 0, 4).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureSize { .. }), "{err}");
+    let err = rt.texture_from_bytes(TextureFormat::Rgba16Float, 2, 2, &[0; 31]).unwrap_err();
+    assert!(err.to_string().contains("31 bytes of texels given, it holds 32"), "{err}");
+    let err = rt.texture_from(TextureFormat::Rgba8Unorm, 2, 2, &[0f32; 16]).unwrap_err();
+    assert!(err.to_string().contains("channels are 1 byte(s) each"), "{err}");
+}
+
+#[test]
+fn devices_without_textures_refuse_the_pipeline() {
+    let mut info = sim().device().clone();
+    info.features.remove(&enigma_ir::Feature::Texture2d);
+    info.name = "a CUDA GPU".into();
+    let kernel = white(true);
+    let ki = enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let err = enigma_backend::check_features(&kernel, &ki, &info).unwrap_err();
+    assert!(matches!(err, RuntimeError::Unsupported { feature: enigma_ir::Feature::Texture2d, .. }), "{err}");
+    assert!(err.to_string().contains("uses 2D textures; device `a CUDA GPU`"), "{err}");
+}
+
+/// Seed 003, Listing 4 on 1920×1080 with 32×16 threadgroups: opaque white
+/// written to every texel exactly once, nothing outside, by
+/// `dispatch_threadgroups` (rounded up, with the bounds check) and by
+/// `dispatch_threads` (exactly the image, without it). The sanitizer's
+/// coverage and out-of-bounds checks pass; a twin kernel that also counts
+/// each thread's texel with an atomic shows every count is one.
+#[test]
+fn seed_003_listing_4_covers_1920_by_1080_exactly() {
+    let rt = sim();
+    let (w, h) = (1920u32, 1080u32);
+    let tg = seed003::THREADS_PER_THREADGROUP;
+    // 1080 / 16 = 67.5: the seed's rounding up gives 60×68 threadgroups.
+    let threadgroups = seed003::threadgroups(w, h);
+    let counted = |bounds_check: bool| {
+        let mut k = KernelBuilder::new("white_counted");
+        let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
+        let counts = k.buffer("counts", Type::U32, Access::ReadWrite);
+        let gid = k.let_("gid", thread_position_in_grid());
+        let position = k.let_("position", uint2(gid.x(), gid.y()));
+        if bounds_check {
+            k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
+        }
+        k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
+        k.atomic(enigma_ir::AtomicOp::Add, counts.at(gid.y() * out.get_width() + gid.x()), 1u32);
+        k.finish().unwrap()
+    };
+    for (mode, size, bounds_check) in [(Mode::Threadgroups, threadgroups, true), (Mode::Threads, [w, h, 1], false)] {
+        let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
+        let p = rt.pipeline(&white(bounds_check)).unwrap();
+        let report = rt.dispatch(&p, &[Arg::from(&tex)], mode, size, tg, &sanitize()).unwrap();
+        assert!(report.findings.is_empty(), "{mode:?}: {:?}", report.findings);
+        assert!(tex.read_bytes().unwrap() == seed003::reference_rgba8(w, h), "{mode:?}: every texel opaque white");
+        let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
+        let counts = rt.buffer_zeroed::<u32>((w * h) as usize).unwrap();
+        let p = rt.pipeline(&counted(bounds_check)).unwrap();
+        rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&counts)], mode, size, tg, &Options::default()).unwrap();
+        let counts = counts.to_vec::<u32>().unwrap();
+        assert!(counts.iter().all(|c| *c == 1), "{mode:?}: {} texels not written exactly once", counts.iter().filter(|c| **c != 1).count());
+    }
+    // The two mistakes Listing 4 guards against: the rounded-up grid
+    // without the bounds check writes outside; a grid too small leaves texels.
+    let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
+    let p = rt.pipeline(&white(false)).unwrap();
+    let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, threadgroups, tg, &sanitize()).unwrap_err();
+    let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+    assert_eq!(findings[0].kind, FindingKind::OutOfBounds, "{err}");
+    assert_eq!(findings[0].count, (60 * 32 * 68 * 16 - w * h) as u64, "the rows past 1080, once each");
+    assert!(findings[0].message.contains("(0, 1080), outside its 1920×1080 texels"), "{}", findings[0].message);
+    let p = rt.pipeline(&white(true)).unwrap();
+    let report = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
+    let coverage = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("a coverage warning");
+    assert!(coverage.message.starts_with("15360 of the 2073600 texels of the 1920×1080 texture were never written"), "{}", coverage.message);
+    assert!(coverage.message.contains("(0, 1072) to (1919, 1079)"), "{}", coverage.message);
+}
