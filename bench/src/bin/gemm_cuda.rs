@@ -12,7 +12,10 @@
 //!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--repeats 20]
 //! ```
 //! A tile is `TMxTNxTK/ROWSxCOLS` (the SIMD-group grid); without `--tiles`
-//! each type runs its default configuration and the sweep below.
+//! each type runs its default configuration and the sweep below. Each shape
+//! also runs `Ops::matmul`'s own plan (`"kernel": "ops.matmul …"`: the tile
+//! for its rows and K split over threadgroups where the output has few
+//! tiles; the time is the sum of its dispatches).
 
 use enigma_ir::Literal;
 use enigma_kernels::library::gemm::{gemm, GemmConfig};
@@ -83,6 +86,49 @@ fn main() {
             let (a, b) = (data(mu * ku, 1), data(ku * nu, 2));
             let (ab, bb) = (upload(&rt, dtype.scalar(), &a).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
             let cb = upload(&rt, enigma_ir::Scalar::F32, &vec![0.0; mu * nu]).unwrap();
+            // 512 sampled elements against their f64 dot products: how many
+            // are off by more than the GEMM tests' bound, and the largest error.
+            let sampled = |got: &[f64]| {
+                let mut failures = 0;
+                let mut max_error = 0.0f64;
+                let mut state = 0x9e37_79b9_7f4a_7c15u64;
+                for _ in 0..512 {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let (i, j) = ((state % m as u64) as usize, ((state >> 32) % n as u64) as usize);
+                    let want: f64 = (0..ku).map(|p| a[i * ku + p] as f64 * b[p * nu + j] as f64).sum();
+                    let error = (got[i * nu + j] - want).abs();
+                    max_error = max_error.max(error);
+                    if error.is_nan() || error > 4.0 * ku as f64 * f32::EPSILON as f64 {
+                        failures += 1;
+                    }
+                }
+                (failures, max_error)
+            };
+            // Ops::matmul's plan: its launches' device times summed.
+            let ops = enigma_ops::Ops::new(&rt);
+            let mut plan = String::new();
+            let mut result = None;
+            let mut times: Vec<f64> = (0..3 + repeats)
+                .map(|_| {
+                    result = Some(ops.matmul(&ab, &bb, mu, nu, ku, DType::F32).unwrap_or_else(|e| panic!("{e}")));
+                    let launches = ops.take_launches();
+                    plan = launches.iter().map(|l| l.kernel.clone()).collect::<Vec<_>>().join(" + ");
+                    launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time).as_secs_f64()).sum()
+                })
+                .skip(3)
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let t = times[times.len() / 2];
+            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e12;
+            let got = download(result.as_ref().expect("at least one run"), enigma_ir::Scalar::F32, mu * nu).unwrap();
+            let (failures, max_error) = sampled(&got);
+            eprintln!("ops.matmul ({plan}) {m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
+            rows.push(serde_json::json!({
+                "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": format!("ops.matmul: {plan}"), "default": false,
+                "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
+            }));
             for cfg in &configs {
                 let name = cfg.name();
                 let pipeline = match rt.pipeline(&gemm(cfg)) {
@@ -111,21 +157,7 @@ fn main() {
                     continue;
                 }
                 let got = download(&cb, enigma_ir::Scalar::F32, mu * nu).unwrap();
-                let mut failures = 0;
-                let mut max_error = 0.0f64;
-                let mut state = 0x9e37_79b9_7f4a_7c15u64;
-                for _ in 0..512 {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    let (i, j) = ((state % m as u64) as usize, ((state >> 32) % n as u64) as usize);
-                    let want: f64 = (0..ku).map(|p| a[i * ku + p] as f64 * b[p * nu + j] as f64).sum();
-                    let error = (got[i * nu + j] as f64 - want).abs();
-                    max_error = max_error.max(error);
-                    if error.is_nan() || error > 4.0 * ku as f64 * f32::EPSILON as f64 {
-                        failures += 1;
-                    }
-                }
+                let (failures, max_error) = sampled(&got);
                 let mut times: Vec<Duration> = (0..3 + repeats).map(|_| run().map(|r| r.device_time.unwrap_or(r.wall_time)).unwrap()).skip(3).collect();
                 times.sort();
                 let t = times[times.len() / 2].as_secs_f64();

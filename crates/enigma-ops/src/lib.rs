@@ -118,6 +118,12 @@ pub struct Options {
     /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
     /// per compute unit; `vectorize: Some(false)` means 1).
     pub columns_per_thread: Option<u32>,
+    /// GEMM and the tensor-core quantized matmul: how many ways K is split
+    /// over threadgroups (partial products summed by a second kernel in a
+    /// fixed order; default: on a GPU enough for two threadgroups per
+    /// compute unit where the output has too few tiles, each split keeping
+    /// at least 4 slices of K; 1 on the simulator).
+    pub k_splits: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
     /// compute unit; 1 = one threadgroup per head).
@@ -627,31 +633,78 @@ impl<'rt> Ops<'rt> {
         let input = self.dtype_of(op, a)?;
         self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
         self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
-        let cfg = gemm::GemmConfig::new(input, out);
+        let (mu, nu, ku) = (m as u32, n as u32, k as u32);
         let cfg = match self.options.threads {
-            Some(t) => cfg.with_threads(t)?,
-            None => cfg,
+            Some(t) => gemm::GemmConfig::new(input, out).with_threads(t)?,
+            None => gemm::GemmConfig::for_rows(input, out, mu),
         };
+        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(mu, nu, ku, self.threadgroups_wanted())), ..cfg };
         cfg.check()?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
+        let target = self.splitk_target(cfg.splits, m * n)?;
         self.launch(
             cfg.name(),
             || gemm::gemm(&cfg),
-            cfg.dispatch(m as u32, n as u32, 1),
+            cfg.dispatch(mu, nu, 1),
             &[
                 ("a", Arg::from(a)),
                 ("b", Arg::from(b)),
-                ("c", Arg::from(&c)),
-                ("m", Arg::u32(m as u32)),
-                ("n", Arg::u32(n as u32)),
-                ("k", Arg::u32(k as u32)),
+                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
+                ("m", Arg::u32(mu)),
+                ("n", Arg::u32(nu)),
+                ("k", Arg::u32(ku)),
                 ("alpha", Arg::f32(1.0)),
                 ("beta", Arg::f32(0.0)),
                 ("a4", Arg::from(a)),
                 ("b4", Arg::from(b)),
             ],
         )?;
+        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * n)?;
         Ok(c)
+    }
+
+    /// The K splits to use: the options', or on a GPU `planned`, or 1.
+    fn k_splits(&self, planned: u32) -> u32 {
+        match (self.options.k_splits, self.rt.device().kind) {
+            (Some(s), _) => s,
+            (None, enigma_runtime::DeviceKind::Simulator) => 1,
+            (None, _) => planned,
+        }
+    }
+
+    /// Threadgroups a split-K plan aims for: two per compute unit.
+    fn threadgroups_wanted(&self) -> u32 {
+        2 * self.rt.device().compute_units
+    }
+
+    /// With K split, the f32 workspace the first pass writes (`splits ·
+    /// elements` floats); none otherwise.
+    fn splitk_target(&self, splits: u32, elements: usize) -> Result<Option<Buffer>, Error> {
+        if splits <= 1 {
+            return Ok(None);
+        }
+        Ok(Some(self.output(Scalar::F32, elements.saturating_mul(splits as usize))?))
+    }
+
+    /// The second pass of a split-K product: sums the workspace's slices
+    /// into `c` (alpha 1, beta 0). Nothing without a workspace.
+    fn splitk_reduce(&self, workspace: Option<&Buffer>, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
+        let Some(ws) = workspace else { return Ok(()) };
+        let total = lib::to_u32("matmul", "m·n", elements)?;
+        self.launch(
+            format!("gemm_splitk_reduce {out}"),
+            || gemm::splitk_reduce(out),
+            gemm::splitk_reduce_dispatch(total),
+            &[
+                ("ws", Arg::from(ws)),
+                ("c", Arg::from(c)),
+                ("mn", Arg::u32(total)),
+                ("total", Arg::u32(total)),
+                ("splits", Arg::u32(splits)),
+                ("alpha", Arg::f32(1.0)),
+                ("beta", Arg::f32(0.0)),
+            ],
+        )
     }
 
     // ----- quantized matmul ---------------------------------------------
@@ -735,8 +788,10 @@ impl<'rt> Ops<'rt> {
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
+        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         cfg.check()?;
         let c = self.output(out.scalar(), m * w.n)?;
+        let target = self.splitk_target(cfg.splits, m * w.n)?;
         self.launch(
             cfg.name(),
             || gemm::qgemm(&cfg),
@@ -746,13 +801,14 @@ impl<'rt> Ops<'rt> {
                 ("a4", Arg::from(a)),
                 ("b", Arg::from(&w.packed)),
                 ("scales", Arg::from(&w.scales)),
-                ("c", Arg::from(&c)),
+                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
                 ("m", Arg::u32(mu)),
                 ("n", Arg::u32(n)),
                 ("k", Arg::u32(k)),
                 ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
             ],
         )?;
+        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * w.n)?;
         Ok(c)
     }
 

@@ -2,7 +2,7 @@
 //! shapes (1, 7, 33, 100 and mixes), both transposes, f16/bf16/f32 inputs,
 //! f16/f32 outputs, alpha and beta, batches, and a sanitizer-clean run.
 
-use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
+use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig};
 use enigma_kernels::library::DType;
 use enigma_ops::{download, quantize, upload};
 use enigma_runtime::{Arg, Device, Runtime};
@@ -19,7 +19,9 @@ fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: us
     };
     let (a, b, c0) = (data(cfg.input, batch * m * k, 1), data(cfg.input, batch * k * n, 2), data(cfg.output, batch * m * n, 3));
     let bufs = [(&a, cfg.input), (&b, cfg.input), (&c0, cfg.output)].map(|(v, t)| upload(rt, t.scalar(), v).unwrap());
-    let mut args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+    // With K split, the first pass writes partial products to a workspace.
+    let workspace = (cfg.splits > 1).then(|| upload(rt, enigma_ir::Scalar::F32, &vec![f32::NAN; cfg.splits as usize * batch * m * n]).unwrap());
+    let mut args: Vec<Arg<'_>> = [&bufs[0], &bufs[1], workspace.as_ref().unwrap_or(&bufs[2])].into_iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
     // The vector views `a4` and `b4` of the same buffers.
@@ -28,6 +30,15 @@ fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: us
     let options = enigma_runtime::Options { sanitize, ..Default::default() };
     rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
+    if let Some(ws) = &workspace {
+        let reduce = rt.pipeline(&splitk_reduce(cfg.output)).unwrap();
+        let total = (batch * m * n) as u32;
+        let u32v = |v: u32| Arg::Value(enigma_ir::Literal::u32(v));
+        let f32v = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
+        let args = [Arg::from(ws), Arg::from(&bufs[2]), u32v((m * n) as u32), u32v(total), u32v(cfg.splits), f32v(alpha), f32v(beta)];
+        let d = splitk_reduce_dispatch(total);
+        rt.dispatch(&reduce, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options).unwrap_or_else(|e| panic!("split-K reduction: {e}"));
+    }
     let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
     let want = reference(cfg, &f(&a), &f(&b), &f(&c0), m, n, k, batch, alpha as f64, beta as f64);
     let got = download(&bufs[2], cfg.output.scalar(), batch * m * n).unwrap();
@@ -55,6 +66,23 @@ fn awkward_shapes_match_the_reference() {
     for (m, n, k) in [(1, 1, 1), (7, 7, 7), (33, 33, 33), (100, 7, 33), (1, 100, 65), (70, 65, 100), (130, 200, 257), (1000, 33, 40), (3, 4097, 24)] {
         check(&rt, &cfg, m, n, k, 1, 1.0, 0.0, false);
     }
+}
+
+/// K split over threadgroups: every split's stretch of whole slices (the
+/// last one shorter or empty), partial products summed by the reduction
+/// with alpha and beta, batches, small-M tiles, clean under the sanitizer.
+#[test]
+fn split_k_matches_the_reference() {
+    let rt = runtime();
+    for input in [DType::F16, DType::F32] {
+        // 100 = 64 + 36 over 3 splits of 64: the third split has no K.
+        check(&rt, &GemmConfig { splits: 3, ..GemmConfig::for_rows(input, DType::F32, 7) }, 7, 33, 100, 1, 1.0, 0.0, false);
+        check(&rt, &GemmConfig { splits: 4, ..GemmConfig::new(input, DType::F32) }, 130, 70, 257, 1, 1.0, 0.0, false);
+        check(&rt, &GemmConfig { splits: 2, ..GemmConfig::for_rows(input, input, 16) }, 16, 40, 128, 2, 0.5, -2.0, true);
+    }
+    assert_eq!(GemmConfig::for_rows(DType::F16, DType::F32, 16).tm, 16);
+    // 86 tiles of 128 columns at M = 16 want 4 splits for 264 threadgroups.
+    assert_eq!(GemmConfig::for_rows(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
 }
 
 /// Shapes whose interior slices take the vector path (rows 4-aligned, the

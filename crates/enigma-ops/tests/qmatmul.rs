@@ -74,6 +74,10 @@ fn the_tensor_core_kernel_matches_the_reference() {
         }
         let name = run_check(&rt, format, ElemType::F32, [24, 40, 160], 32, &Options::default(), true);
         assert!(name.starts_with(&format!("qgemm_{format}_f32_32x128")), "{name}");
+        // K split three ways (160 = 64 + 64 + 32), summed by a second kernel.
+        let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
+        let name = run_check(&rt, format, ElemType::F16, [5, 40, 160], 32, &split, true);
+        assert!(name.ends_with("_splitk"), "{name}");
         let rows = qmatmul::TILED_ABOVE_ROWS as usize;
         assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
         assert!(check(&rt, format, ElemType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));

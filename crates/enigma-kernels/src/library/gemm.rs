@@ -32,6 +32,9 @@ use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 /// [`enigma_analysis::tiles::STAGED_PAD`]).
 pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 
+/// The most ways K is split over threadgroups.
+pub const MAX_SPLITS: u32 = 64;
+
 /// Elements each thread moves per vector load when staging a slice.
 const VEC: u32 = 4;
 
@@ -47,6 +50,11 @@ pub struct GemmConfig {
     pub sg_cols: u32,
     pub trans_a: bool,
     pub trans_b: bool,
+    /// K split over this many threadgroups per tile (1: none). With more,
+    /// each writes its f32 partial product to its own slice of `c`, a
+    /// workspace of `splits · M · N` f32 per batch, and [`splitk_reduce`]
+    /// sums the slices into C in a fixed order (deterministic).
+    pub splits: u32,
 }
 
 impl GemmConfig {
@@ -56,7 +64,29 @@ impl GemmConfig {
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false }
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1 }
+    }
+
+    /// A tile for `m` rows: 16, 32 or 64 rows by 128 columns (f32: 64) for
+    /// small M — a 128-row tile would be mostly padding — and the default
+    /// above.
+    pub fn for_rows(input: DType, output: DType, m: u32) -> GemmConfig {
+        let cfg = GemmConfig::new(input, output);
+        match [16, 32, 64].into_iter().find(|&t| m <= t && t < cfg.tm) {
+            Some(tm) => {
+                let (sg_rows, sg_cols) = if tm <= 32 { (1, 4) } else { (2, 2) };
+                GemmConfig { tm, sg_rows, sg_cols, ..cfg }
+            }
+            None => cfg,
+        }
+    }
+
+    /// K splits that give an `m × n` product at least `threadgroups`
+    /// threadgroups, each keeping at least 4 slices of K.
+    pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+        let tiles = m.div_ceil(self.tm).max(1) * n.div_ceil(self.tn).max(1);
+        let wanted = threadgroups.div_ceil(tiles);
+        wanted.min(k / (4 * self.tk)).clamp(1, MAX_SPLITS)
     }
 
     /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them
@@ -124,6 +154,9 @@ impl GemmConfig {
             ));
         }
         check_threads(&name, self.threads())?;
+        if !(1..=MAX_SPLITS).contains(&self.splits) {
+            return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
+        }
         if self.threadgroup_memory_bytes() > MAX_THREADGROUP_MEMORY {
             return Err(ShapeError::new(
                 name,
@@ -133,10 +166,10 @@ impl GemmConfig {
         Ok(())
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk]`.
     pub fn name(&self) -> String {
         format!(
-            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}",
+            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}",
             self.input,
             self.output,
             self.tm,
@@ -145,13 +178,14 @@ impl GemmConfig {
             self.sg_rows,
             self.sg_cols,
             if self.trans_a { "_ta" } else { "" },
-            if self.trans_b { "_tb" } else { "" }
+            if self.trans_b { "_tb" } else { "" },
+            if self.splits > 1 { "_splitk" } else { "" }
         )
     }
 
-    /// The dispatch for an `m × n` result, `batch` times.
+    /// The dispatch for an `m × n` result, `batch` times (times the splits).
     pub fn dispatch(&self, m: u32, n: u32, batch: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), batch], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), batch * self.splits.max(1)], self.threads())
     }
 }
 
@@ -175,13 +209,15 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let a_tile = MatrixType::new(elem, sm as u8, step as u8);
     let b_tile = MatrixType::new(elem, step as u8, sn as u8);
     let acc_tile = MatrixType::new(enigma_ir::Scalar::F32, sm as u8, sn as u8);
+    let splits = cfg.splits.max(1);
     let mut k = KernelBuilder::new(name);
     let a = k.buffer("a", cfg.input.ty(1), Access::Read);
     let b = match packed {
         None => k.buffer("b", cfg.input.ty(1), Access::Read),
         Some(_) => k.buffer("b", Type::U32, Access::Read),
     };
-    let c = k.buffer("c", cfg.output.ty(1), Access::ReadWrite);
+    // With K split, `c` is the f32 workspace of partial products.
+    let c = k.buffer("c", if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
     let m = k.value("m", Type::U32);
     let n = k.value("n", Type::U32);
     let kk = k.value("k", Type::U32);
@@ -206,8 +242,17 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let m0 = k.let_("m0", tg.y() * cfg.tm);
     let n0 = k.let_("n0", tg.x() * cfg.tn);
-    let batch = k.let_("batch", tg.z());
-    let c_base = k.let_("c_base", batch * m * n);
+    // With K split, z numbers (batch, split) pairs; this threadgroup takes
+    // the split's stretch of K, whole slices, and writes its partial
+    // product to its own f32 slice of `c` (alpha and beta wait for the
+    // reduction).
+    let batch = k.let_("batch", tg.z() / splits);
+    let split = k.let_("split", tg.z() % splits);
+    let c_base = k.let_("c_base", tg.z() * m * n);
+    let k_chunk = k.let_("k_chunk", (kk + (splits * cfg.tk - 1)) / (splits * cfg.tk) * cfg.tk);
+    // min(split · k_chunk, K) and min(k_begin + k_chunk, K).
+    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
+    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
     let sg_m = k.let_("sg_m", sg / cfg.sg_cols * sm);
     let sg_n = k.let_("sg_n", sg % cfg.sg_cols * sn);
     // The operands as stored: (rows, columns) of the matrix, the origin of
@@ -240,22 +285,22 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     // vector-aligned rows, runs its whole K slices on vector loads and only
     // a last partial slice (K not a multiple of tk) element by element. Two
     // separate loops, so no register is written by both kinds of load.
-    let whole_along_k = k.let_("whole_along_k", kk / cfg.tk * cfg.tk);
+    let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tk * cfg.tk);
     let interior = stages.ops.iter().map(|op| op.inside_across_k()).reduce(|x, y| x.and(y)).expect("two operands");
     k.if_else(
         interior,
         |k| {
-            k.if_(whole_along_k.gt(0u32), |k| stages.run(k, "whole_", &held, acc, 0u32.into(), whole_along_k, true));
-            k.if_(whole_along_k.lt(kk), |k| stages.run(k, "tail_", &held, acc, whole_along_k, kk, false));
+            k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
+            k.if_(whole_end.lt(k_end), |k| stages.run(k, "tail_", &held, acc, whole_end, k_end, false));
         },
-        |k| stages.run(k, "edge_", &held, acc, 0u32.into(), kk, false),
+        |k| k.if_(k_end.gt(k_begin), |k| stages.run(k, "edge_", &held, acc, k_begin, k_end, false)),
     );
     for i in 0..acc_tile.per_lane() as u8 {
         let row = k.let_(&format!("row{i}"), m0 + sg_m + matrix_coord(acc_tile, i, false));
         let col = k.let_(&format!("col{i}"), n0 + sg_n + matrix_coord(acc_tile, i, true));
         k.if_(row.lt(m).and(col.lt(n)), |k| {
             let at = k.let_(&format!("at{i}"), c_base + row * n + col);
-            match scaling {
+            match scaling.filter(|_| splits == 1) {
                 Some((alpha, beta)) => {
                     let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
                     k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
@@ -286,21 +331,22 @@ pub struct QgemmConfig {
     pub tn: u32,
     pub sg_rows: u32,
     pub sg_cols: u32,
+    /// K split over threadgroups, as [`GemmConfig::splits`].
+    pub splits: u32,
 }
 
 impl QgemmConfig {
-    /// The tile for `m` rows: 16, 32, 64 or 128 rows by 128 columns over
-    /// 4 SIMD groups, none holding more than 64×64.
+    /// The tile for `m` rows ([`GemmConfig::for_rows`] of f16 inputs): 16,
+    /// 32, 64 or 128 rows by 128 columns over 4 SIMD groups.
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
-        let tm = [16, 32, 64].into_iter().find(|&t| m <= t).unwrap_or(128);
-        let (sg_rows, sg_cols) = if tm <= 32 { (1, 4) } else { (2, 2) };
-        QgemmConfig { format, output, tm, tn: 128, sg_rows, sg_cols }
+        let g = GemmConfig::for_rows(DType::F16, output, m);
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1 }
     }
 
     /// The GEMM configuration that stages its slices: f16 A, B read
     /// transposed, 32 K values per slice (every group size is a multiple).
     pub fn gemm(&self) -> GemmConfig {
-        GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true }
+        GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true, splits: self.splits }
     }
 
     /// Checks the tile (as [`GemmConfig::check`]) and the format.
@@ -311,9 +357,10 @@ impl QgemmConfig {
         self.gemm().check()
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}`.
+    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}[_splitk]`.
     pub fn name(&self) -> String {
-        format!("qgemm_{}_{}_{}x{}_sg{}x{}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        let split = if self.splits > 1 { "_splitk" } else { "" };
+        format!("qgemm_{}_{}_{}x{}_sg{}x{}{split}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
     /// The dispatch for an `m × n` result.
@@ -554,6 +601,42 @@ impl Operand {
             });
         }
     }
+}
+
+/// The second pass of a split-K GEMM: `c[i] = alpha · Σ_s ws[(b·splits + s)·mn
+/// + j] + beta · c[i]` for element `j` of batch `b` (`i = b·mn + j`), the
+/// splits summed in order, in f32; `c` in `output`'s type (read only where
+/// `beta` is not zero). One thread per element of C.
+///
+/// Parameters: `ws` (f32), `c`, `mn` (`m · n`), `total` (`batch · m · n`),
+/// `splits`, `alpha`, `beta`.
+pub fn splitk_reduce(output: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("gemm_splitk_reduce_{output}"));
+    let ws = k.buffer("ws", Type::F32, Access::Read);
+    let c = k.buffer("c", output.ty(1), Access::ReadWrite);
+    let mn = k.value("mn", Type::U32);
+    let total = k.value("total", Type::U32);
+    let splits = k.value("splits", Type::U32);
+    let alpha = k.value("alpha", Type::F32);
+    let beta = k.value("beta", Type::F32);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.if_(i.lt(total), |k| {
+        let base = k.let_("base", i / mn * splits * mn + i % mn);
+        let sum = k.var("sum", 0.0f32);
+        k.for_range("s", 0u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
+        let v = k.var("v", alpha * sum.get());
+        k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, i)));
+        store_f32(k, c, i, v.get());
+    });
+    finish(k)
+}
+
+/// Threads per threadgroup of [`splitk_reduce`].
+pub const REDUCE_THREADS: u32 = 256;
+
+/// The dispatch of [`splitk_reduce`] over `total` elements of C.
+pub fn splitk_reduce_dispatch(total: u32) -> Dispatch {
+    Dispatch::threadgroups([total.div_ceil(REDUCE_THREADS), 1, 1], REDUCE_THREADS)
 }
 
 /// `C = alpha·op(A)·op(B) + beta·C` in f64, row-major, `batch` times: the
