@@ -78,8 +78,9 @@ def triton_matmul():
 
 def main():
     binary, flags = sys.argv[1], sys.argv[2:]
-    out = subprocess.run([binary, *flags], check=True, capture_output=True, text=True)
+    out = subprocess.run([binary, *flags], capture_output=True, text=True)
     sys.stderr.write(out.stderr)
+    out.check_returncode()
     enigma = json.loads(out.stdout)
     if "skipped" in enigma:
         print("GEMM benchmark skipped:", enigma["skipped"])

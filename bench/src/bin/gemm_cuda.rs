@@ -107,7 +107,7 @@ fn main() {
                 (failures, max_error)
             };
             // Ops::matmul's plan: its launches' device times summed.
-            let ops = enigma_ops::Ops::new(&rt);
+            let ops = enigma_ops::Ops::new(&rt).with_options(enigma_ops::Options { elem: Some(dtype.scalar()), ..Default::default() });
             let mut plan = String::new();
             let mut result = None;
             let mut times: Vec<f64> = (0..3 + repeats)

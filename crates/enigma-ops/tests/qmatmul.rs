@@ -101,8 +101,8 @@ fn every_column_width_thread_count_and_row_block_agrees() {
         let options = Options { rows_per_threadgroup: Some(4), ..Options::default() };
         let name = check(&rt, format, ElemType::F16, 11, 36, 128, 64, &options);
         assert!(name.contains("_r4_c2_"), "{name}");
-        // M = 16: two blocks of 8 rows (the default), one column per thread.
-        let name = check(&rt, format, ElemType::F16, 16, 20, 64, 32, &Options::default());
+        // M = 16 asked for in blocks of 8 rows, one column per thread.
+        let name = check(&rt, format, ElemType::F16, 16, 20, 64, 32, &Options { rows_per_threadgroup: Some(8), ..Options::default() });
         assert!(name.contains("_r8_c1_"), "{name}");
         // No vectors: one column per thread.
         let name = check(&rt, format, ElemType::F32, 1, 64, 64, 32, &Options { vectorize: Some(false), ..Options::default() });

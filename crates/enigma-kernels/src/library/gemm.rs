@@ -35,6 +35,9 @@ pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 /// The most ways K is split over threadgroups.
 pub const MAX_SPLITS: u32 = 64;
 
+/// The most rows of C for which [`GemmConfig::splits_for`] splits K.
+pub const SPLIT_K_MAX_ROWS: u32 = 128;
+
 /// Elements each thread moves per vector load when staging a slice.
 const VEC: u32 = 4;
 
@@ -82,8 +85,14 @@ impl GemmConfig {
     }
 
     /// K splits that give an `m × n` product at least `threadgroups`
-    /// threadgroups, each keeping at least 4 slices of K.
+    /// threadgroups, each keeping at least 4 slices of K — for M up to
+    /// [`SPLIT_K_MAX_ROWS`] only: with more rows the workspace's traffic
+    /// costs more than the parallelism gains (on an H100, 1024³ split 5 ways
+    /// took 67 µs against 51 µs unsplit; `BENCHMARKS.md`).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+        if m > SPLIT_K_MAX_ROWS {
+            return 1;
+        }
         let tiles = m.div_ceil(self.tm).max(1) * n.div_ceil(self.tn).max(1);
         let wanted = threadgroups.div_ceil(tiles);
         wanted.min(k / (4 * self.tk)).clamp(1, MAX_SPLITS)

@@ -53,10 +53,10 @@ pub const DEFAULT_WORDS: u32 = 8;
 /// The largest `rows` (rows of `C` per threadgroup).
 pub const MAX_ROWS: u32 = 8;
 /// Above this many rows `enigma_ops::Ops::qmatmul` takes the tensor-core
-/// kernel (`gemm::qgemm`): on an H100 at N = 11008, K = 4096 it ties with
-/// this kernel at M = 64 and is 1.6× faster at 128, but 2.2× slower at 16
-/// (`BENCHMARKS.md`).
-pub const TILED_ABOVE_ROWS: u32 = 64;
+/// kernel (`gemm::qgemm`, K split over threadgroups): on an H100 at
+/// N = 11008, K = 4096 it is 1.5× faster than this kernel at M = 16 and
+/// 2.3× at 128 (`BENCHMARKS.md`).
+pub const TILED_ABOVE_ROWS: u32 = MAX_ROWS;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
