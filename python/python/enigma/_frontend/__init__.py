@@ -2,7 +2,7 @@
 
 The kernel language is a subset of Python, read from the function's source
 (``inspect`` + ``ast``) — the function is never called. See the package
-docstring (``enigma/__init__.py``) for the language reference; this module
+docstring (``enigma/__init__.py``) for the language reference; this package
 implements it:
 
 * names: kernel locals (one IR local per Python name, with one type), buffer
@@ -12,7 +12,10 @@ implements it:
   become builtins, intrinsics and types);
 * types: every value has an IR type, except untyped Python literals, which
   adapt to the other operand (``x + 1`` keeps x's type, like MSL literals);
-  mixed typed operands follow C's usual arithmetic conversions;
+  mixed typed operands follow C's usual arithmetic conversions; every
+  result type (and the usual conversions) comes from the IR's typing rules,
+  ``enigma_ir::typing``, through ``_enigma`` (``Conversions._rule``): the
+  front end keeps no copy of them;
 * statements carry ``loc`` (file, line) so validation and sanitizer reports
   point at the Python source.
 

@@ -5,30 +5,44 @@ operator or intrinsic.
 
 from __future__ import annotations
 
-from .._types import DType, f32, i32, i64, u32, u64, bool_, rank
+import functools
+
+from .. import _enigma
+from .._types import DType, MatrixType, f32, i32, i64, u32, u64, bool_, parse_type
 from .irjson import _cast, _extract, _lit
 from .values import untyped, Val
 
 
 def _usual(a: DType, b: DType) -> DType:
-    """C's usual arithmetic conversions between two scalar types (without
-    integer promotion: narrow integer arithmetic stays in its type)."""
+    """The type two differently typed operands meet in: C's usual arithmetic
+    conversions, the IR's rule (``enigma_ir::typing::usual_arithmetic``);
+    ``a`` or ``b`` itself when their scalar wins."""
     if a == b:
         return a
-    if a.is_float or b.is_float:
-        if a.is_float and b.is_float:
-            if {a.scalar, b.scalar} == {"f16", "bf16"}:
-                return f32
-            return a if rank(a.scalar) >= rank(b.scalar) else b
-        return a if a.is_float else b
-    if a.is_bool:
-        return b
-    if b.is_bool:
-        return a
-    ra, rb = rank(a.scalar), rank(b.scalar)
-    if ra != rb:
-        return a if ra > rb else b
-    return a if a.is_unsigned else b
+    s = _enigma.common_scalar_type(a.scalar, b.scalar)
+    return a if s == a.scalar else b if s == b.scalar else DType(s)
+
+
+@functools.lru_cache(maxsize=None)
+def _ir_type(name: str):
+    """The DType or MatrixType of an IR type name (``f32x4``, ``mat8x8_f16``)."""
+    if name.startswith("mat"):
+        shape, elem = name[3:].split("_")
+        rows, cols = shape.split("x")
+        return MatrixType(elem, int(rows), int(cols))
+    return parse_type(name)
+
+
+def _ir_name(t):
+    if isinstance(t, (DType, MatrixType)):
+        return t.ir()
+    if isinstance(t, (list, tuple)):
+        return [_ir_name(x) for x in t]
+    return t
+
+
+# Operators as Python spells them, for the IR rules' messages.
+_PY_SPELLING = {"`&&`": "`and`", "`||`": "`or`", "`!`": "`not`"}
 
 
 def _default_type(value) -> DType:
@@ -44,7 +58,23 @@ def _default_type(value) -> DType:
 
 
 class Conversions:
-    """Literal adaptation, conversions and operand unification."""
+    """Literal adaptation, conversions and operand unification; result types
+    from the IR's typing rules."""
+
+    def _rule(self, node, rule, *args, hint=""):
+        """The result type of one of the IR's typing rules (``rule``: an
+        ``_enigma`` function over IR type names, e.g.
+        ``_enigma.binary_result_type``; ``args``: operators, names and types)
+        as a DType or MatrixType. The rule's refusal becomes a CompileError
+        at ``node``: the rule's own message, then ``hint`` (the front end's
+        advice)."""
+        try:
+            return _ir_type(rule(*(_ir_name(a) for a in args)))
+        except _enigma.TypingError as e:
+            message = str(e)
+            for rust, python in _PY_SPELLING.items():
+                message = message.replace(rust, python)
+            raise self.error(node, message + hint) from None
 
     def _decay(self, v):
         if isinstance(v, Val) and v.decay:

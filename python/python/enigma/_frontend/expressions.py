@@ -12,7 +12,7 @@ import math
 import numbers
 import types as _pytypes
 
-from .. import _lang
+from .. import _enigma, _lang
 from .._lang import Builtin, Intrinsic
 from .._types import DType, i32
 from .conversions import _default_type
@@ -190,7 +190,7 @@ class Expressions:
         if any(i >= v.ty.width for i in idx):
             raise self.error(node, f"`.{attr}`: a {v.ty} has {v.ty.width} components")
         if len(idx) == 1:
-            return Val(_extract(v.expr, idx[0]), v.ty.scalar_type)
+            return Val(_extract(v.expr, idx[0]), self._rule(node, _enigma.extract_result_type, v.ty, idx[0]))
         ty = DType(v.ty.scalar, len(idx))
         return Val({"vector": {"ty": ty.ir(), "components": [_extract(v.expr, i) for i in idx]}}, ty)
 
@@ -202,27 +202,22 @@ class Expressions:
             v = self._decay(v)
             if v.untyped:
                 return untyped(not v.lit)
-            if v.ty.scalar != "bool":
-                raise self.error(node, f"`not` needs a bool, not {v.ty}")
-            return Val({"unary": {"op": "not", "arg": v.expr}}, v.ty)
+            return Val({"unary": {"op": "not", "arg": v.expr}}, self._rule(node, _enigma.unary_result_type, "not", v.ty))
         if isinstance(node.op, ast.USub):
             if v.untyped:
                 if isinstance(v.lit, bool):
                     raise self.error(node, "`-` of a bool")
                 return untyped(-v.lit)
             v = self._decay(v)
-            if not (v.ty.is_float or v.ty.is_signed):
-                raise self.error(node, f"`-` is not defined for {v.ty} (unsigned or bool); convert to a signed or float type first")
-            return Val({"unary": {"op": "neg", "arg": v.expr}}, v.ty)
+            ty = self._rule(node, _enigma.unary_result_type, "neg", v.ty, hint=" (unsigned or bool); convert to a signed or float type first")
+            return Val({"unary": {"op": "neg", "arg": v.expr}}, ty)
         if isinstance(node.op, ast.Invert):
             if v.untyped:
                 if not isinstance(v.lit, int) or isinstance(v.lit, bool):
                     raise self.error(node, "`~` needs an integer")
                 return untyped(~v.lit)
             v = self._decay(v)
-            if not v.ty.is_int:
-                raise self.error(node, f"`~` is not defined for {v.ty}")
-            return Val({"unary": {"op": "bit_not", "arg": v.expr}}, v.ty)
+            return Val({"unary": {"op": "bit_not", "arg": v.expr}}, self._rule(node, _enigma.unary_result_type, "bit_not", v.ty))
         raise self.error(node, "unsupported unary operator")
 
     def _binop(self, op, a, b, node):
@@ -233,45 +228,32 @@ class Expressions:
                 return self._fold(op, a.lit, b.lit, node)
             if a.untyped:
                 a = self._materialize(a, b.ty.scalar_type if not b.untyped else i32, node)
-            if not a.ty.is_int:
-                raise self.error(node, f"`{sym}` needs integers, not {a.ty}")
             if b.untyped:
                 b = self._materialize(b, a.ty.scalar_type, node)
-            elif not b.ty.is_int or b.ty.is_vector and b.ty != a.ty:
-                raise self.error(node, f"the shift amount must be an integer, not {b.ty}")
-            elif b.ty.scalar != a.ty.scalar:
-                b = Val(_cast(b.expr, a.ty.with_scalar(a.ty.scalar) if b.ty.is_vector else a.ty.scalar_type), a.ty if b.ty.is_vector else a.ty.scalar_type)
-            return Val(_binary(op, a.expr, b.expr), a.ty)
+            elif a.ty.is_int and b.ty.is_int and b.ty.scalar != a.ty.scalar:
+                # The amount converts to the value's integer type.
+                b = Val(_cast(b.expr, b.ty.with_scalar(a.ty.scalar)), b.ty.with_scalar(a.ty.scalar))
+            ty = self._rule(node, _enigma.binary_result_type, op, a.ty, b.ty, hint=f" (`{sym}` shifts an integer by an integer amount)")
+            return Val(_binary(op, a.expr, b.expr), ty)
         a2, b2, ty = self._unify(a, b, node)
         if ty is None:
             return self._fold(op, a2.lit, b2.lit, node)
         a, b = a2, b2
-        if op in ("and", "or"):
-            if ty.scalar != "bool":
-                raise self.error(node, f"`{sym}` needs bools, not {ty} (write a comparison)")
-            return Val(_binary(op, a.expr, b.expr), ty)
-        if op in _CMPOPS.values():
-            if a.ty.width != b.ty.width:  # splat the scalar for a vector comparison
-                if a.ty.width == 1:
-                    a = Val({"vector": {"ty": ty.ir(), "components": [a.expr]}}, ty)
-                else:
-                    b = Val({"vector": {"ty": ty.ir(), "components": [b.expr]}}, ty)
-            if ty.is_bool and op not in ("eq", "ne"):
-                raise self.error(node, f"`{sym}` is not defined for bools")
-            return Val(_binary(op, a.expr, b.expr), ty.with_scalar("bool"))
-        if ty.is_bool and op not in ("bit_and", "bit_or", "bit_xor"):
-            raise self.error(node, f"`{sym}` is not defined for bools")
-        if op in ("bit_and", "bit_or", "bit_xor") and ty.is_float:
-            raise self.error(node, f"`{sym}` is not defined for {ty}")
+        if op in _CMPOPS.values() and a.ty.width != b.ty.width:  # splat the scalar for a vector comparison
+            if a.ty.width == 1:
+                a = Val({"vector": {"ty": ty.ir(), "components": [a.expr]}}, ty)
+            else:
+                b = Val({"vector": {"ty": ty.ir(), "components": [b.expr]}}, ty)
         if op == "pow":
-            if not ty.is_float:
-                raise self.error(node, f"`**` is defined for floats (pow); got {ty}")
+            ty = self._rule(node, _enigma.intrinsic_result_type, "pow", [a.ty, b.ty], hint=" (`**` is pow, defined for floats)")
             return Val(_call("pow", [a.expr, b.expr]), ty)
         if op == "floordiv":
+            ty = self._rule(node, _enigma.binary_result_type, "div", a.ty, b.ty, hint=" (in `//`)")
             if ty.is_float:
-                return Val(_call("floor", [_binary("div", a.expr, b.expr)]), ty)
-            op = "div"  # C division: truncates toward zero
-        return Val(_binary(op, a.expr, b.expr), ty)
+                return Val(_call("floor", [_binary("div", a.expr, b.expr)]), self._rule(node, _enigma.intrinsic_result_type, "floor", [ty]))
+            return Val(_binary("div", a.expr, b.expr), ty)  # C division: truncates toward zero
+        hint = " (write a comparison)" if op in ("and", "or") else ""
+        return Val(_binary(op, a.expr, b.expr), self._rule(node, _enigma.binary_result_type, op, a.ty, b.ty, hint=hint))
 
     def _fold(self, op, x, y, node):
         sym = _OP_SYMBOL[op]

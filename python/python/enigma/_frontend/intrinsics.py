@@ -9,7 +9,7 @@ import builtins as _py_builtins
 
 from .. import _enigma, _lang
 from .._lang import Builtin, Intrinsic
-from .._types import DType, MatrixType, f32, i32, u32, u64, bool_
+from .._types import DType, MatrixType, f32, i32, u32, bool_
 from .expressions import _COMPONENTS
 from .irjson import _call, _cast, _extract
 from .textures import TexMethod, TexRef
@@ -111,7 +111,7 @@ class Intrinsics:
         for v in args:
             if not v.untyped and v.ty.is_vector:
                 for i in range(v.ty.width):
-                    comps.append(Val(_extract(v.expr, i), v.ty.scalar_type))
+                    comps.append(Val(_extract(v.expr, i), self._rule(node, _enigma.extract_result_type, v.ty, i)))
             else:
                 comps.append(v)
         if len(comps) != ty.width:
@@ -137,8 +137,7 @@ class Intrinsics:
             v = self._decay(self.value(args["value"]))
             if v.untyped:
                 raise self.error(node, "as_type needs a typed value (convert the constant first, e.g. enigma.u32(...))")
-            if v.ty.size_bytes != ty.size_bytes or v.ty.is_bool or ty.is_bool:
-                raise self.error(node, f"as_type from {v.ty} to {ty}: sizes differ")
+            ty = self._rule(node, _enigma.bitcast_result_type, v.ty, ty, hint=" (as_type)")
             return Val({"bitcast": {"to": ty.ir(), "arg": v.expr}}, ty)
         if name in ("if_", "elif_", "else_", "for_range"):
             raise self.error(node, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
@@ -153,60 +152,48 @@ class Intrinsics:
             raise self.error(node, f"enigma.{name} cannot be called here")
         args = [self.value(a) for a in node.args]
         base = name.split(".")[-1]
-        arity = {"pow": 2, "fma": 3, "min": 2, "max": 2, "clamp": 3, "select": 3, "simd_broadcast": 2, "simd_shuffle": 2,
-                 "simd_shuffle_up": 2, "simd_shuffle_down": 2, "simd_shuffle_xor": 2, "simd_is_first": 0}.get(base, 1)
+        arity = _enigma.intrinsic_arity(tag)
         if len(args) != arity:
             raise self.error(node, f"enigma.{name} takes {arity} argument(s), {len(args)} given")
-        if base in _lang.FLOAT_MATH:
-            vals, ty = self._unify_many(args, node, default_float=True)
-            if not ty.is_float:
-                raise self.error(node, f"enigma.{name} needs float arguments, not {ty}; convert with enigma.f32(...)")
+
+        def call(vals, hint=""):
+            """The call on converted arguments; its type is the IR's rule."""
+            ty = self._rule(node, _enigma.intrinsic_result_type, tag, [v.ty for v in vals], hint=hint)
             return Val(_call(tag, [v.expr for v in vals]), ty)
+
+        if base in _lang.FLOAT_MATH:
+            vals, _ = self._unify_many(args, node, default_float=True)
+            return call(vals, hint="; convert with enigma.f32(...)")
         if base in ("abs", "min", "max", "clamp"):
             if base == "max" and len(args) == 2:
                 self._reject_unsigned_clamp_at_zero(args, node)
-            vals, ty = self._unify_many(args, node)
-            if ty.is_bool:
-                raise self.error(node, f"enigma.{name} is not defined for bools")
-            return Val(_call(tag, [v.expr for v in vals]), ty)
+            vals, _ = self._unify_many(args, node)
+            return call(vals)
         if base == "select":
-            (a, b), ty = self._unify_many(args[:2], node)
+            (a, b), _ = self._unify_many(args[:2], node)
             c = self._decay(args[2])
             if c.untyped:
                 c = self._materialize(c, bool_, node)
-            if c.ty.scalar != "bool" or c.ty.width not in (1, ty.width):
-                raise self.error(node, f"the third argument of select must be a bool (or a bool vector of width {ty.width}), not {c.ty}")
-            return Val(_call(tag, [a.expr, b.expr, c.expr]), ty)
+            return call([a, b, c])
         if base in ("popcount", "clz", "ctz"):
-            (v,), ty = self._unify_many(args, node)
-            if not ty.is_int:
-                raise self.error(node, f"enigma.{name} needs an integer, not {ty}")
-            return Val(_call(tag, [v.expr]), ty)
+            vals, _ = self._unify_many(args, node)
+            return call(vals)
         if base == "simd_is_first":
-            return Val(_call(tag, []), bool_)
+            return call([])
         if base in ("simd_all", "simd_any", "simd_ballot"):
             c = self._decay(args[0])
             if c.untyped:
                 c = self._materialize(c, bool_, node)
-            if c.ty != bool_:
-                raise self.error(node, f"enigma.{name} needs a bool, not {c.ty}")
-            return Val(_call(tag, [c.expr]), u64 if base == "simd_ballot" else bool_)
-        (v,), ty = self._unify_many(args[:1], node)
-        if base in ("simd_and", "simd_or", "simd_xor") and not ty.is_int:
-            raise self.error(node, f"enigma.{name} needs an integer, not {ty}")
-        if base in ("simd_sum", "simd_product", "simd_max", "simd_min", "simd_prefix_inclusive_sum", "simd_prefix_exclusive_sum") and ty.is_bool:
-            raise self.error(node, f"enigma.{name} needs a number, not bool")
-        out = [v.expr]
+            return call([c])
+        vals, _ = self._unify_many(args[:1], node)
         if arity == 2:
             lane = self._decay(args[1])
             if lane.untyped:
                 lane = self._materialize(lane, u32, node)
-            elif lane.ty not in (u32, DType("u16")):
-                if lane.ty.is_vector or not lane.ty.is_int:
-                    raise self.error(node, f"the lane/delta of enigma.{name} must be an integer, not {lane.ty}")
-                lane = Val(_cast(lane.expr, u32), u32)
-            out.append(lane.expr)
-        return Val(_call(tag, out), ty)
+            elif lane.ty.is_int and not lane.ty.is_vector and lane.ty not in (u32, DType("u16")):
+                lane = Val(_cast(lane.expr, u32), u32)  # any integer lane or delta converts to u32
+            vals.append(lane)
+        return call(vals)
 
     def _spec(self, call):
         args = self._bind(call, "spec", ["name", "type", "default"], 3)

@@ -5,6 +5,7 @@ coordinates.
 
 from __future__ import annotations
 
+from .. import _enigma
 from .._types import MatrixType, u32
 from .irjson import _lit
 from .values import MemRef, PyObj, Val
@@ -70,15 +71,12 @@ class Matrices:
             args = self._bind(node, name, ["a", "b", "c"] if acc else ["a", "b"], 3 if acc else 2)
             a = self._matrix_value(args["a"], "the first argument", name)
             b = self._matrix_value(args["b"], "the second argument", name)
-            if a.ty.cols != b.ty.rows or a.ty.scalar != b.ty.scalar:
-                raise self.error(node, f"enigma.{name}: {a.ty} times {b.ty}: the inner sides and the element types must match")
             if not acc:
-                ty = MatrixType(a.ty.scalar_type, a.ty.rows, b.ty.cols)
+                ty = self._rule(node, _enigma.matrix_multiply_result_type, a.ty, b.ty)
                 return Val({"matrix_multiply": {"a": a.expr, "b": b.expr, "acc": None}}, ty)
             c = self._matrix_value(args["c"], "the accumulator", name)
-            if (c.ty.rows, c.ty.cols) != (a.ty.rows, b.ty.cols) or c.ty.scalar not in (a.ty.scalar, "f32"):
-                raise self.error(node, f"enigma.{name}: {a.ty} times {b.ty} accumulates into a {a.ty.rows}×{b.ty.cols} matrix of {a.ty.scalar} or f32, not {c.ty}")
-            return Val({"matrix_multiply": {"a": a.expr, "b": b.expr, "acc": c.expr}}, c.ty)
+            ty = self._rule(node, _enigma.matrix_multiply_result_type, a.ty, b.ty, c.ty)
+            return Val({"matrix_multiply": {"a": a.expr, "b": b.expr, "acc": c.expr}}, ty)
         # thread_element(m, i), thread_element_row(T, i), thread_element_col(T, i)
         first = "matrix" if name == "thread_element" else "type"
         args = self._bind(node, name, [first, "index"], 2)
@@ -91,8 +89,9 @@ class Matrices:
         if not (i.untyped and isinstance(i.lit, int) and not isinstance(i.lit, bool) and 0 <= i.lit < ty.per_lane):
             raise self.error(node, f"the index of enigma.{name} must be a constant from 0 to {ty.per_lane - 1} (each lane holds {ty.per_lane} elements of a {ty})")
         if name == "thread_element":
-            return Val({"matrix_element": {"matrix": m.expr, "index": i.lit}}, ty.scalar_type)
-        return Val({"matrix_coord": {"ty": ty.ir(), "index": i.lit, "column": name == "thread_element_col"}}, u32)
+            return Val({"matrix_element": {"matrix": m.expr, "index": i.lit}}, self._rule(node, _enigma.matrix_element_result_type, ty, i.lit))
+        coord = self._rule(node, _enigma.matrix_coord_result_type, ty, i.lit)
+        return Val({"matrix_coord": {"ty": ty.ir(), "index": i.lit, "column": name == "thread_element_col"}}, coord)
 
     def _matrix_store(self, call):
         name = "simdgroup_store"

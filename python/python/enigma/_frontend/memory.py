@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import numbers
 
+from .. import _enigma
 from .._lang import Builtin
 from .._types import DType, u32, u64
 from .irjson import _extract, _lit
@@ -99,7 +100,7 @@ class Memory:
             i = self.value(_slice_node(node.slice))
             if not i.untyped or not isinstance(i.lit, int) or not 0 <= i.lit < base.ty.width:
                 raise self.error(node, f"a vector component index must be a constant 0..{base.ty.width - 1}")
-            return Val(_extract(base.expr, i.lit), base.ty.scalar_type)
+            return Val(_extract(base.expr, i.lit), self._rule(node, _enigma.extract_result_type, base.ty, i.lit))
         if isinstance(base, PyObj) and isinstance(base.obj, Builtin) and base.obj.vector:
             i = self.value(_slice_node(node.slice))
             if i.untyped and isinstance(i.lit, int) and 0 <= i.lit < 3:
@@ -163,7 +164,9 @@ class Memory:
             if v.lit >= size.lit:
                 raise self.error(node, f"index {v.lit} of dimension {d} of `{mem.name}` is out of bounds (size {size.lit})")
             return v
-        ty = v.ty if not v.untyped else _index_type(v.lit)
+        index_ty = v.ty if not v.untyped else _index_type(v.lit)
+        size_ty = size.ty if not size.untyped else _index_type(size.lit)
+        ty = self._rule(node, _enigma.dim_check_result_type, mem.name, index_ty, size_ty)
         check = {"dim_check": {"mem": mem.mem, "dim": d, "index": _index_expr(v), "size": _index_expr(size)}}
         return Val(check, ty)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import _enigma
 from .._types import DType, u32
 from .values import PyObj, Val
 
@@ -64,12 +65,13 @@ class Textures:
             return Val({"texture_size": {"tex": tex.index, "dim": m.method[4:]}}, u32)
         args = self._bind(node, f"{tex.name}.read", ["coord"], 1, prefix="")
         coord = self._texture_coord(tex, args["coord"])
-        return Val({"texture_read": {"tex": tex.index, "coord": coord}}, DType(tex.texel.scalar, 4))
+        ty = self._rule(node, _enigma.texture_read_result_type, tex.name, tex.texel.scalar, tex.access, DType("u32", 2))
+        return Val({"texture_read": {"tex": tex.index, "coord": coord}}, ty)
 
     def _texture_write(self, tex, call):
         """``tex.write(value, coord)``: ``value`` is four texels, or one to splat."""
         args = self._bind(call, f"{tex.name}.write", ["value", "coord"], 2, prefix="")
-        ty = DType(tex.texel.scalar, 4)
+        ty = self._rule(call, _enigma.texture_texel_type, tex.name, tex.texel.scalar)
         v = self._decay(self.value(args["value"]))
         if v.untyped or not v.ty.is_vector:
             value = {"vector": {"ty": ty.ir(), "components": [self._convert(v, tex.texel, call).expr]}}
