@@ -1,9 +1,12 @@
 //! `enigma._enigma`: the native half of the `enigma` Python package.
 //!
-//! The Python front end (`enigma/_frontend.py`) turns a decorated function's
+//! The Python front end (`enigma/_frontend/`) turns a decorated function's
 //! AST into the IR's JSON form; this module parses and validates it
 //! ([`compile`]), prints it (text, MSL, CUDA), and runs it on a
 //! [`enigma_runtime::Runtime`] ([`Runtime::dispatch`]).
+//! The front end takes result types from the IR's typing rules, exposed
+//! here (`typing`: `binary_result_type`, `intrinsic_result_type`, …), and
+//! keeps no copy of them.
 //!
 //! Data crosses the boundary without Python copies: arrays are bound in
 //! Rust ([`array::bind`]) from `enigma.Array`s (device memory), from other
@@ -40,6 +43,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 mod array;
 mod dlpack;
 mod ops;
+mod typing;
 
 create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
 create_exception!(
@@ -735,6 +739,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ir_text_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(scalar_types, m)?)?;
     m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
+    typing::register(m)?;
     m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
     m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;

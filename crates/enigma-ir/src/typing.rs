@@ -4,7 +4,9 @@
 //!
 //! Validation applies them (adding the location); the builder applies them
 //! to give each expression its type; the code writer and the simulator's
-//! lowering read result types from them. Only weak-literal coercion (the
+//! lowering read result types from them; the Python front end calls them
+//! through the extension (`python/src/typing.rs`: `_enigma.binary_result_type`
+//! and its siblings), so it keeps no copy. Only weak-literal coercion (the
 //! builder's and the Python front end's convenience for `x + 1`) happens
 //! before these rules; the rules themselves never convert.
 //!
@@ -14,6 +16,7 @@
 //!   needs a non-bool element; bit operations integers or bool; shifts
 //!   integers; ordering comparisons a non-bool element; `&&`/`||` bool. The
 //!   result has the wider operand's shape; comparisons give bool (vectors).
+//! * Implicit conversion (front ends only): [`usual_arithmetic`].
 //! * Intrinsics: see [`call`]. Casts keep the width or splat a scalar;
 //!   bitcasts keep the byte size and exclude bool.
 //! * A checked subscript ([`dim_check`]): an integer scalar index, checked
@@ -151,6 +154,36 @@ pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
         SimdIsFirst => Type::BOOL,
         _ => unreachable!("every intrinsic is matched above"),
     })
+}
+
+/// The scalar type that two differently typed scalar operands meet in,
+/// where a front end converts implicitly (the Python front end's `a + b` with
+/// `a: u8`, `b: i32`): C's usual arithmetic conversions without integer
+/// promotion, so narrow integer arithmetic stays in its type.
+///
+/// * a float and a non-float: the float; two floats: the wider, and f16 with
+///   bf16 meet in f32;
+/// * bool and an integer: the integer;
+/// * two integers: the wider; of one width, the unsigned one.
+///
+/// The IR itself never converts: the front end casts the operands to this
+/// type, then [`binary`] (or [`call`]) gives the result.
+pub fn usual_arithmetic(a: Scalar, b: Scalar) -> Scalar {
+    let wider = |a: Scalar, b: Scalar| if a.size_bytes() >= b.size_bytes() { a } else { b };
+    if a == b {
+        return a;
+    }
+    match (a.is_float(), b.is_float()) {
+        (true, true) if a.size_bytes() == b.size_bytes() => Scalar::F32,
+        (true, true) => wider(a, b),
+        (true, false) => a,
+        (false, true) => b,
+        _ if a == Scalar::Bool => b,
+        _ if b == Scalar::Bool => a,
+        _ if a.size_bytes() != b.size_bytes() => wider(a, b),
+        _ if a.is_unsigned_int() => a,
+        _ => b,
+    }
 }
 
 /// How uniform a call's result is, given how uniform its arguments are
@@ -382,6 +415,32 @@ pub fn texture_write(texture: &str, texel: Scalar, access: TextureAccess, value:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// C's usual arithmetic conversions, without integer promotion.
+    #[test]
+    fn usual_arithmetic_conversions() {
+        use Scalar::*;
+        let cases = [
+            (I32, I32, I32),
+            (U8, I32, I32),
+            (I32, U32, U32),
+            (U32, I32, U32),
+            (I64, U32, I64),
+            (U16, I16, U16),
+            (Bool, U8, U8),
+            (I8, Bool, I8),
+            (F16, I64, F16),
+            (U32, BF16, BF16),
+            (F16, BF16, F32),
+            (BF16, F16, F32),
+            (F16, F32, F32),
+            (F32, BF16, F32),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(usual_arithmetic(a, b), want, "{a} with {b}");
+            assert_eq!(usual_arithmetic(b, a), want, "{b} with {a}");
+        }
+    }
 
     /// A load may view vector memory as its scalars; a store may not write
     /// into vectors; other element types are refused either way.

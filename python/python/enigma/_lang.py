@@ -1,6 +1,6 @@
 """The kernel language's names: builtins, intrinsics and statements.
 
-Every object here is a marker that the front end (``_frontend.py``) recognises
+Every object here is a marker that the front end (``_frontend/``) recognises
 when it reads a kernel's source; none of them computes anything when called
 from ordinary Python (they raise a ``TypeError`` saying so).
 """

@@ -17,10 +17,6 @@ from . import _enigma
 # the IR's types; kind is "b" (bool), "i" (signed), "u" (unsigned), "f" (float).
 _SCALARS = {name: (size, kind, msl) for name, size, kind, msl in _enigma.scalar_types()}
 
-# Integer conversion rank (C's usual arithmetic conversions) and float rank.
-_RANK = {"bool": 0, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 3, "u32": 3, "i64": 4, "u64": 4,
-         "f16": 5, "bf16": 5, "f32": 6}
-
 
 class DType:
     """A scalar or vector value type of the IR (``f32``, ``half4``, ``uint3``…)."""
@@ -118,10 +114,6 @@ class DType:
             f"enigma.{_PUBLIC_NAME.get(self, self.name)}(...) is a cast; it only has a meaning inside an "
             "@enigma.kernel function, which enigma compiles from its source"
         )
-
-
-def rank(scalar: str) -> int:
-    return _RANK[scalar]
 
 
 # Scalars under their IR names.

@@ -1,0 +1,228 @@
+"""The kernel compiler: reads a function's source, binds its parameters,
+compiles its body (through the mixins of the sibling modules) and returns
+the kernel's IR as a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins as _py_builtins
+import inspect
+import textwrap
+
+from .. import _enigma, _lang
+from .._lang import BufferParam, ConstantParam, TextureParam
+from .._types import DType, f32, i32, bool_, parse_type
+from .conversions import Conversions
+from .diagnostics import CompileError, Diagnostics
+from .expressions import Expressions
+from .intrinsics import Intrinsics
+from .matrices import Matrices
+from .memory import Memory
+from .statements import Statements
+from .textures import Textures
+from .values import MemRef, PyObj, ValueParamSym
+
+
+class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, Textures, Intrinsics):
+    """Compiles one kernel function; each concern's methods come from its mixin."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.depth = 0  # expressions and blocks being compiled, nested
+        self.file = fn.__code__.co_filename
+        self.kernel_name_py = fn.__name__
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise CompileError(
+                f"{self.file}:{fn.__code__.co_firstlineno}: cannot read the source of `{fn.__name__}` ({e}); "
+                "enigma compiles kernels from their source, so define them in a file (not in an "
+                "interactive session or through exec of a string)"
+            ) from None
+        self.source_lines = lines
+        self.first_line = first
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        ast.increment_lineno(tree, first - 1)
+        defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        if not defs or isinstance(defs[0], ast.AsyncFunctionDef):
+            raise CompileError(f"{self.file}:{first}: `{fn.__name__}` is not a plain function definition")
+        self.tree = defs[0]
+
+        self.params = []
+        self.spec_constants = []
+        self.tg_arrays = []
+        self.locals = []
+        self.symbols = {}
+        self.taken = set()
+        self.written = set()
+        self.explicit_access = {}
+        self.block = []
+        self.defined = set()
+        self.last_if = None
+        self.loop_vars = []
+        self.loop_depth = 0
+        self.no_hoist = None  # a reason string while hoisting statements is not allowed
+        self.temp_counter = 0
+        self.line = self.tree.lineno
+        self.closure = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.assigned_names = self._scan_assigned(self.tree)
+        self.kernel_ir_name = self._ir_name(self.kernel_name_py)
+
+    def _ir_name(self, name):
+        # IR (and MSL/CUDA) names are ASCII: other characters of a Python
+        # identifier are spelled by their code point (`Ω` -> `u03a9`).
+        if not name.isascii():
+            name = "".join(c if c.isascii() else f"u{ord(c):04x}" for c in name)
+        candidate = name
+        n = 0
+        while not _enigma.is_valid_identifier(candidate) or candidate in self.taken:
+            n += 1
+            base = name.strip("_") or "v"
+            if not (base[0].isalpha() or base[0] == "_"):
+                base = "v" + base
+            candidate = f"{base}_{n}" if n > 1 or not _enigma.is_valid_identifier(base + "_") or (base + "_") in self.taken else base + "_"
+            if n > 1000:
+                raise self.error(None, f"cannot find a valid IR name for `{name}`")
+        self.taken.add(candidate)
+        return candidate
+
+    @staticmethod
+    def _scan_assigned(fn_node):
+        names = set()
+        for node in ast.walk(fn_node):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+                names.add(node.optional_vars.id)
+        return names
+
+    def compile(self) -> dict:
+        fn_node = self.tree
+        args = fn_node.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.defaults or getattr(args, "posonlyargs", []):
+            raise self.error(fn_node, "kernel parameters must be plain positional parameters (no defaults, *args, **kwargs or keyword-only parameters)")
+        annotations = getattr(self.fn, "__annotations__", {})
+        for arg in args.args:
+            self._param(arg, annotations)
+        self._block(fn_node.body)
+        for sym in list(self.symbols.values()):
+            if isinstance(sym, MemRef) and sym.shape is not None:
+                for d in range(len(sym.shape)):
+                    self._shape_size(sym, d, sym.decl)  # every name in a shape resolves
+        for i, p in enumerate(self.params):
+            if "buffer" in p["kind"]:
+                access = self.explicit_access.get(i) or ("read_write" if i in self.written else "read")
+                if access == "read" and i in self.written:
+                    raise self.error(fn_node, f"buffer `{p['name']}` is declared read-only but the kernel writes it")
+                p["kind"]["buffer"]["access"] = access
+        return {
+            "schema": _enigma.IR_JSON_SCHEMA,
+            "name": self.kernel_ir_name,
+            "params": self.params,
+            "spec_constants": self.spec_constants,
+            "threadgroup_arrays": self.tg_arrays,
+            "locals": self.locals,
+            "body": self.block,
+        }
+
+    def _param(self, arg, annotations):
+        name = arg.arg
+        if arg.annotation is None:
+            raise self.error(arg, f"parameter `{name}` needs an annotation: a type such as enigma.f32 (a device buffer) or enigma.constant(enigma.u32) (a by-value scalar)")
+        ann = annotations.get(name, None)
+        if isinstance(ann, str) or ann is None:
+            try:
+                ann = eval(compile(ast.Expression(arg.annotation), self.file, "eval"), self.fn.__globals__, dict(self.closure))
+            except Exception as e:  # noqa: BLE001 - report any evaluation failure
+                raise self.error(arg, f"cannot evaluate the annotation of `{name}`: {e}") from None
+        index = len(self.params)
+        ir_name = self._ir_name(name)
+        if isinstance(ann, str):
+            try:
+                ann = parse_type(ann)
+            except ValueError as e:
+                raise self.error(arg, str(e)) from None
+        if isinstance(ann, DType):
+            self.params.append({"name": ir_name, "kind": {"buffer": {"elem": ann.ir(), "access": "read"}}})
+            self.symbols[name] = MemRef({"buffer": index}, ann, name, index)
+        elif isinstance(ann, BufferParam):
+            problem = None if ann.shape is None else _lang.shape_problem(ann.shape)
+            if problem:
+                raise self.error(arg, f"buffer `{name}`: {problem}")
+            self.params.append({"name": ir_name, "kind": {"buffer": {"elem": ann.dtype.ir(), "access": "read"}}})
+            self.symbols[name] = MemRef({"buffer": index}, ann.dtype, name, index, None if ann.shape is None else tuple(ann.shape), arg)
+            if ann.access:
+                self.explicit_access[index] = ann.access
+        elif isinstance(ann, TextureParam):
+            self._texture_param(name, ir_name, index, ann)
+        elif isinstance(ann, ConstantParam):
+            if ann.dtype.is_vector:
+                raise self.error(arg, f"by-value parameter `{name}`: vector types are not supported by value; pass a buffer")
+            self.params.append({"name": ir_name, "kind": {"value": {"ty": ann.dtype.ir()}}})
+            self.symbols[name] = ValueParamSym(index, ann.dtype)
+        else:
+            raise self.error(arg, f"the annotation of `{name}` must be an enigma type (e.g. enigma.f32, enigma.half4) for a device buffer, or enigma.constant(T) for a by-value scalar; got {ann!r}")
+
+    def _bind(self, call, what, names, required, prefix="enigma."):
+        """Binds a call's positional and keyword arguments to ``names``;
+        messages name the function ``prefix + what``."""
+        what = prefix + what
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            raise self.error(call, f"{what}: *args and **kwargs are not supported")
+        if len(call.args) > len(names):
+            raise self.error(call, f"{what} takes at most {len(names)} argument(s) ({', '.join(names) or 'none'}), {len(call.args)} given")
+        bound = dict(zip(names, call.args))
+        for k in call.keywords:
+            if k.arg not in names:
+                raise self.error(call, f"{what} has no argument `{k.arg}` (it takes: {', '.join(names) or 'none'})")
+            if k.arg in bound:
+                raise self.error(call, f"{what}: `{k.arg}` given twice")
+            bound[k.arg] = k.value
+        missing = [n for n in names[:required] if n not in bound]
+        if missing:
+            raise self.error(call, f"{what} needs the argument(s) {', '.join(missing)}")
+        return bound
+
+    def _type_arg(self, node):
+        t = self.expr(node)
+        obj = t.obj if isinstance(t, PyObj) else None
+        if isinstance(obj, (DType, str)):
+            try:
+                return parse_type(obj)
+            except ValueError as e:
+                raise self.error(node, str(e)) from None
+        if obj is _py_builtins.float:
+            return f32
+        if obj is _py_builtins.int:
+            return i32
+        if obj is _py_builtins.bool:
+            return bool_
+        raise self.error(node, "expected a type: an enigma type (enigma.f32, enigma.half4) or its name (\"float\", \"half4\", \"u32\")")
+
+
+def compile_function(fn) -> dict:
+    """The IR (as a JSON-able dict) of a kernel function.
+
+    Only :class:`CompileError` leaves: anything else the front end trips on
+    (a constant too large for a float, a construct it did not foresee)
+    becomes one, naming the line it was compiling.
+    """
+    compiler = KernelCompiler(fn)
+    try:
+        return compiler.compile()
+    except CompileError:
+        raise
+    except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as e:
+        raise compiler.error(None, f"cannot compile this line ({type(e).__name__}: {e})") from e

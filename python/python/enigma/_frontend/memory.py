@@ -1,0 +1,210 @@
+"""Memory and indexing: threadgroup arrays, loads and stores, atomics,
+``load_if``, and subscripts — one flat index, or one per dimension of a
+shaped buffer or threadgroup array, each checked against its dimension
+(``dim_check``) and combined row-major.
+"""
+
+from __future__ import annotations
+
+import ast
+import numbers
+
+from .. import _enigma
+from .._lang import Builtin
+from .._types import DType, u32, u64
+from .irjson import _extract, _lit
+from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
+
+
+def _index_type(value: int) -> DType:
+    """The type of a constant index or size: u32, or u64 past its range."""
+    return u32 if value < (1 << 32) else u64
+
+
+def _index_expr(v: Val) -> dict:
+    """An index or size as IR: a constant as a literal of its index type."""
+    return _lit(v.lit, _index_type(v.lit)) if v.untyped else v.expr
+
+
+def _slice_node(s):
+    # Python 3.8 wraps subscripts in ast.Index.
+    if hasattr(ast, "Index") and isinstance(s, getattr(ast, "Index")):
+        return s.value
+    return s
+
+
+class Memory:
+    """Lowers memory accesses and subscripts."""
+
+    def _tg_dimension(self, node, d, call):
+        """A threadgroup array's length (``d`` None) or the size of its
+        dimension ``d``: a positive int known at compile time."""
+        v = self.value(node)
+        if not v.untyped or not isinstance(v.lit, int) or isinstance(v.lit, bool) or v.lit <= 0:
+            what = "the length of a threadgroup array" if d is None else f"dimension {d} of a threadgroup array's shape"
+            raise self.error(call, f"{what} must be a positive integer known at compile time")
+        return v.lit
+
+    def _store(self, mem, index, val, node):
+        conv = self._materialize(val, mem.elem, node, strict=False)
+        if conv is None:
+            raise self.error(node, f"`{mem.name}` holds {mem.elem} but the value stored is {val.ty}; convert it with enigma.{mem.elem.msl_name if mem.elem.is_vector else mem.elem.name}(...)")
+        if mem.param is not None:
+            if self.explicit_access.get(mem.param) == "read":
+                raise self.error(node, f"buffer `{mem.name}` is declared read-only (enigma.buffer(..., access=\"read\")); it cannot be written")
+            self.written.add(mem.param)
+        self.emit({"store": {"mem": mem.mem, "index": index, "value": conv.expr}}, node)
+
+    def _atomic(self, name, call, want_result):
+        op = name[len("atomic_"):]
+        if op == "compare_exchange":
+            args = self._bind(call, name, ["buffer", "index", "expected", "desired"], 4)
+        else:
+            args = self._bind(call, name, ["buffer", "index", "value"], 3)
+        mem = self.expr(args["buffer"])
+        if not isinstance(mem, MemRef):
+            raise self.error(call, f"the first argument of enigma.{name} must be a buffer or threadgroup array")
+        index = self._index(args["index"], mem, call)
+        result = self._temp(mem.elem, call, "atomic") if want_result else None
+        if mem.param is not None:
+            self.written.add(mem.param)
+        if op == "compare_exchange":
+            exp = self._convert(self.value(args["expected"]), mem.elem, call).expr
+            des = self._convert(self.value(args["desired"]), mem.elem, call).expr
+            self.emit({"atomic_compare_exchange": {"mem": mem.mem, "index": index, "expected": exp, "desired": des, "result": result}}, call)
+        else:
+            value = self._convert(self.value(args["value"]), mem.elem, call).expr
+            self.emit({"atomic": {"op": op, "mem": mem.mem, "index": index, "value": value, "result": result}}, call)
+        return Val({"var": result}, mem.elem) if want_result else None
+
+    def _load_if(self, call):
+        args = self._bind(call, "load_if", ["buffer", "index", "cond", "default"], 4)
+        mem = self.expr(args["buffer"])
+        if not isinstance(mem, MemRef):
+            raise self.error(call, "the first argument of enigma.load_if must be a buffer or threadgroup array")
+        index = self._index(args["index"], mem, call)
+        cond = self._cond(args["cond"])
+        default = self._convert(self.value(args["default"]), mem.elem, call)
+        var = self._temp(mem.elem, call, "load_if")
+        self.emit({"assign": {"var": var, "value": default.expr}}, call)
+        load = {"load": {"mem": mem.mem, "index": index}}
+        self.emit({"if": {"cond": cond, "then_body": [{"kind": {"assign": {"var": var, "value": load}}, "loc": {"file": self.file, "line": call.lineno}}], "else_body": []}}, call)
+        return Val({"var": var}, mem.elem)
+
+    def _subscript(self, node):
+        base = self.expr(node.value)
+        if isinstance(base, MemRef):
+            index = self._index(node.slice, base, node)
+            return Val({"load": {"mem": base.mem, "index": index}}, base.elem)
+        if isinstance(base, Val) and not base.untyped and base.ty.is_vector:
+            i = self.value(_slice_node(node.slice))
+            if not i.untyped or not isinstance(i.lit, int) or not 0 <= i.lit < base.ty.width:
+                raise self.error(node, f"a vector component index must be a constant 0..{base.ty.width - 1}")
+            return Val(_extract(base.expr, i.lit), self._rule(node, _enigma.extract_result_type, base.ty, i.lit))
+        if isinstance(base, PyObj) and isinstance(base.obj, Builtin) and base.obj.vector:
+            i = self.value(_slice_node(node.slice))
+            if i.untyped and isinstance(i.lit, int) and 0 <= i.lit < 3:
+                return self._builtin(base.obj, i.lit, node)
+        raise self.error(node, "only buffers, threadgroup arrays and vectors can be indexed")
+
+    def _index(self, slice_node, mem, node):
+        """The flat index (IR) of ``mem[slice]``: one index, or one per
+        dimension of ``mem``'s shape — each checked against its dimension
+        (``dim_check``), combined row-major (``(i·m + j)·p + k``)."""
+        s = _slice_node(slice_node)
+        subs = s.elts if isinstance(s, ast.Tuple) else [s]
+        if any(isinstance(e, (ast.Slice, ast.Starred)) for e in subs):
+            raise self.error(node, f"`{mem.name}` is indexed one element at a time (no slices)")
+        shape = mem.shape
+        if len(subs) > 1 and shape is None:
+            kind = (
+                f"declare one: `{mem.name}: enigma.buffer({mem.elem!r}, shape=(\"n\", \"m\"))` with by-value n, m"
+                if mem.param is not None else f"allocate it with one: `enigma.threadgroup_alloc({mem.elem!r}, (R, C))`"
+            )
+            raise self.error(node, f"`{mem.name}` has no shape, so it takes one integer index, not {len(subs)}; to index it per dimension, {kind}")
+        if shape is not None and len(subs) != len(shape) and not (len(subs) == 1 and len(shape) > 1):
+            raise self.error(
+                node,
+                f"`{mem.name}` has {len(shape)} dimension(s) (shape {self._shape_text(shape)}) but {len(subs)} indices were given; "
+                f"index it with {len(shape)} ({mem.name}[{', '.join('ijklmn'[:len(shape)])}]) or with one flat index",
+            )
+        if shape is None or len(subs) != len(shape):
+            flat = self._index_value(subs[0], mem, None, node)  # the flat form
+        else:
+            flat = None
+            for d, sub in enumerate(subs):
+                checked = self._checked_subscript(sub, mem, d, node)
+                if flat is None or (flat.untyped and flat.lit == 0):
+                    flat = checked
+                else:
+                    flat = self._binop("add", self._binop("mul", flat, self._shape_size(mem, d, node), node), checked, node)
+        return _index_expr(flat)
+
+    def _index_value(self, sub, mem, d, node):
+        """One index (``d``: its dimension, None for a flat index) as a Val:
+        a non-negative constant or an integer scalar."""
+        what = f"the index into `{mem.name}`" if d is None else f"index {d} of `{mem.name}`"
+        v = self._decay(self.value(sub))
+        if v.untyped:
+            if not isinstance(v.lit, int) or isinstance(v.lit, bool) or v.lit < 0:
+                raise self.error(node, f"{what} must be a non-negative integer, not {v.lit!r}")
+            return v
+        if v.ty.is_vector or not v.ty.is_int:
+            raise self.error(node, f"{what} must be an integer scalar, not {v.ty}")
+        return v
+
+    def _checked_subscript(self, sub, mem, d, node):
+        """Subscript ``d`` of ``mem[...]``, wrapped in a check against the
+        size of dimension ``d`` (at compile time when both are constants)."""
+        v = self._index_value(sub, mem, d, node)
+        size = self._shape_size(mem, d, node)
+        if size is None:
+            return v  # an open first dimension: the flat bounds check covers it
+        if v.untyped and size.untyped:
+            if v.lit >= size.lit:
+                raise self.error(node, f"index {v.lit} of dimension {d} of `{mem.name}` is out of bounds (size {size.lit})")
+            return v
+        index_ty = v.ty if not v.untyped else _index_type(v.lit)
+        size_ty = size.ty if not size.untyped else _index_type(size.lit)
+        ty = self._rule(node, _enigma.dim_check_result_type, mem.name, index_ty, size_ty)
+        check = {"dim_check": {"mem": mem.mem, "dim": d, "index": _index_expr(v), "size": _index_expr(size)}}
+        return Val(check, ty)
+
+    @staticmethod
+    def _shape_text(shape):
+        return "(" + ", ".join("None" if e is None else str(e) for e in shape) + ("," if len(shape) == 1 else "") + ")"
+
+    def _shape_size(self, mem, d, node):
+        """The size of dimension ``d`` of ``mem`` as a Val (None for an
+        open first dimension): a constant, or a by-value parameter or
+        specialisation constant that the shape names."""
+        entry = mem.shape[d]
+        if entry is None or isinstance(entry, int):
+            return None if entry is None else untyped(entry)
+        node = mem.decl or node  # what is wrong is in the declaration
+        where = f"`{entry}` in the shape of `{mem.name}`"
+        sym = self.symbols.get(entry)
+        if isinstance(sym, (ValueParamSym, SpecSym)):
+            if sym.ty.is_vector or not sym.ty.is_int:
+                raise self.error(node, f"{where} is {sym.ty}; the size of a dimension is an integer")
+            return Val({"param": sym.index} if isinstance(sym, ValueParamSym) else {"spec": sym.index}, sym.ty)
+        if sym is not None:
+            kind = "a local variable" if isinstance(sym, LocalSym) else "a buffer or threadgroup array"
+            raise self.error(
+                node,
+                f"{where} is {kind}; the size of a dimension is a by-value parameter (enigma.constant(enigma.u32)), "
+                "a specialisation constant or a constant int",
+            )
+        if entry in self.closure:
+            obj = self.closure[entry]
+        elif entry in self.fn.__globals__:
+            obj = self.fn.__globals__[entry]
+        else:
+            raise self.error(
+                node,
+                f"{where} is not defined: name a by-value parameter (enigma.constant(enigma.u32)), a specialisation "
+                "constant (enigma.spec) assigned before the first access, or a module constant",
+            )
+        if not isinstance(obj, numbers.Integral) or isinstance(obj, bool) or int(obj) <= 0:
+            raise self.error(node, f"{where} is {obj!r}; the size of a dimension is a positive integer")
+        return untyped(int(obj))

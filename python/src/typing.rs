@@ -1,0 +1,178 @@
+//! The IR's typing rules ([`enigma_ir::typing`]) for the Python front end,
+//! so that it keeps no copy of them: each function takes and returns IR type
+//! names (`f32`, `u32x4`, `mat8x8_f16`) and raises `TypingError` with the
+//! Rust rule's own message when the operands are wrong. The front end adds
+//! the kernel and the Python line.
+//!
+//! Operators and intrinsics are named as in the IR's JSON form (`bit_and`,
+//! `fast::exp`). The tables ([`binary_ops`], [`unary_ops`], [`intrinsics`])
+//! let the Python tests run every rule through the front end as well.
+
+use crate::CompileError;
+use enigma_ir::typing;
+use enigma_ir::{BinaryOp, Intrinsic, Scalar, TextureAccess, Type, UnaryOp, ValidationErrorKind};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    enigma,
+    TypingError,
+    CompileError,
+    "The IR's typing rules refuse these operand types; the message is the rule's (the front end adds the kernel and line)."
+);
+
+fn ty(name: &str) -> PyResult<Type> {
+    Type::from_ir_name(name).ok_or_else(|| PyValueError::new_err(format!("unknown IR type `{name}`")))
+}
+
+fn scalar(name: &str) -> PyResult<Scalar> {
+    match ty(name)? {
+        Type::Scalar(s) => Ok(s),
+        t => Err(PyValueError::new_err(format!("`{t}` is not a scalar type"))),
+    }
+}
+
+/// An IR enum from its JSON name (`"bit_and"`, `"fast::exp"`).
+fn from_json_name<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> PyResult<T> {
+    serde_json::from_value(serde_json::Value::String(name.into())).map_err(|_| PyValueError::new_err(format!("unknown {what} `{name}`")))
+}
+
+fn json_name<T: serde::Serialize>(v: T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => unreachable!("IR operator enums serialize as strings"),
+    }
+}
+
+fn result(r: Result<Type, ValidationErrorKind>) -> PyResult<String> {
+    r.map(|t| t.to_string()).map_err(|k| TypingError::new_err(k.to_string()))
+}
+
+/// The type of `lhs op rhs` (`typing::binary`).
+#[pyfunction]
+pub fn binary_result_type(op: &str, lhs: &str, rhs: &str) -> PyResult<String> {
+    result(typing::binary(from_json_name("binary operator", op)?, ty(lhs)?, ty(rhs)?))
+}
+
+/// The type of `op arg` (`typing::unary`).
+#[pyfunction]
+pub fn unary_result_type(op: &str, arg: &str) -> PyResult<String> {
+    result(typing::unary(from_json_name("unary operator", op)?, ty(arg)?))
+}
+
+/// The type of `func(args…)` (`typing::call`), arity included.
+#[pyfunction]
+pub fn intrinsic_result_type(func: &str, arg_types: Vec<String>) -> PyResult<String> {
+    let func: Intrinsic = from_json_name("intrinsic", func)?;
+    let types = arg_types.iter().map(|t| ty(t)).collect::<PyResult<Vec<_>>>()?;
+    result(typing::call(func, &types))
+}
+
+/// How many arguments an intrinsic takes.
+#[pyfunction]
+pub fn intrinsic_arity(func: &str) -> PyResult<usize> {
+    Ok(from_json_name::<Intrinsic>("intrinsic", func)?.arity())
+}
+
+/// The scalar type two differently typed scalars meet in
+/// (`typing::usual_arithmetic`).
+#[pyfunction]
+pub fn common_scalar_type(a: &str, b: &str) -> PyResult<String> {
+    Ok(typing::usual_arithmetic(scalar(a)?, scalar(b)?).to_string())
+}
+
+/// The type of a bit reinterpretation (`typing::bitcast`).
+#[pyfunction]
+pub fn bitcast_result_type(from: &str, to: &str) -> PyResult<String> {
+    result(typing::bitcast(ty(from)?, ty(to)?))
+}
+
+/// The type of component `index` of a vector (`typing::extract`).
+#[pyfunction]
+pub fn extract_result_type(vector: &str, index: u8) -> PyResult<String> {
+    result(typing::extract(ty(vector)?, index))
+}
+
+/// The type of a checked subscript of `memory` (`typing::dim_check`).
+#[pyfunction]
+pub fn dim_check_result_type(memory: &str, index: &str, size: &str) -> PyResult<String> {
+    result(typing::dim_check(memory, ty(index)?, ty(size)?))
+}
+
+/// The type of `simdgroup_multiply(a, b)` or, with `acc`,
+/// `simdgroup_multiply_accumulate(a, b, acc)` (`typing::matrix_multiply`).
+#[pyfunction]
+#[pyo3(signature = (a, b, acc=None))]
+pub fn matrix_multiply_result_type(a: &str, b: &str, acc: Option<&str>) -> PyResult<String> {
+    result(typing::matrix_multiply(ty(a)?, ty(b)?, acc.map(ty).transpose()?))
+}
+
+/// The type of element `index` of a lane's share of a tile
+/// (`typing::matrix_element`).
+#[pyfunction]
+pub fn matrix_element_result_type(matrix: &str, index: u8) -> PyResult<String> {
+    result(typing::matrix_element(ty(matrix)?, index))
+}
+
+/// The type of the row or column of element `index` (`typing::matrix_coord`).
+#[pyfunction]
+pub fn matrix_coord_result_type(matrix: &str, index: u8) -> PyResult<String> {
+    match ty(matrix)? {
+        Type::Matrix(m) => result(typing::matrix_coord(m, index)),
+        t => Err(TypingError::new_err(format!("{t} is not a SIMD-group matrix type"))),
+    }
+}
+
+/// The type of `tex.read(coord)` on texture `texture` of `texel`s with
+/// `access` (`typing::texture_read`).
+#[pyfunction]
+pub fn texture_read_result_type(texture: &str, texel: &str, access: &str, coord: &str) -> PyResult<String> {
+    let access = TextureAccess::from_name(access).ok_or_else(|| PyValueError::new_err(format!("unknown texture access `{access}`")))?;
+    result(typing::texture_read(texture, scalar(texel)?, access, ty(coord)?))
+}
+
+/// The value type `tex.write(value, coord)` takes (`typing::texture_texel`).
+#[pyfunction]
+pub fn texture_texel_type(texture: &str, texel: &str) -> PyResult<String> {
+    result(typing::texture_texel(texture, scalar(texel)?))
+}
+
+/// Every binary operator's JSON name.
+#[pyfunction]
+pub fn binary_ops() -> Vec<String> {
+    BinaryOp::ALL.into_iter().map(json_name).collect()
+}
+
+/// Every unary operator's JSON name.
+#[pyfunction]
+pub fn unary_ops() -> Vec<String> {
+    [UnaryOp::Neg, UnaryOp::BitNot, UnaryOp::Not].into_iter().map(json_name).collect()
+}
+
+/// Every intrinsic's JSON name.
+#[pyfunction]
+pub fn intrinsics() -> Vec<String> {
+    Intrinsic::ALL.into_iter().map(json_name).collect()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TypingError", m.py().get_type::<TypingError>())?;
+    m.add_function(wrap_pyfunction!(binary_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(unary_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(intrinsic_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(intrinsic_arity, m)?)?;
+    m.add_function(wrap_pyfunction!(common_scalar_type, m)?)?;
+    m.add_function(wrap_pyfunction!(bitcast_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(extract_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(dim_check_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(matrix_multiply_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(matrix_element_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(matrix_coord_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(texture_read_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(texture_texel_type, m)?)?;
+    m.add_function(wrap_pyfunction!(binary_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(unary_ops, m)?)?;
+    m.add_function(wrap_pyfunction!(intrinsics, m)?)?;
+    Ok(())
+}
