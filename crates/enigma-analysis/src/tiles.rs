@@ -394,6 +394,21 @@ pub struct ProblemReport {
     pub edge_waste_percent: f64,
     /// The tiles spread over the device's threadgroup slots.
     pub waves: Waves,
+    /// A roofline prediction of the dispatch's time, where the catalogue
+    /// knows the device's FP16 throughput and bandwidth: the larger of the
+    /// MMA time (every tile's FLOPs, edges included, at peak, stretched by
+    /// the last partial wave: `× waves / waves_exact`) and the memory time
+    /// (every tile reading its A and B slices and scales from DRAM, no
+    /// cache reuse). A model, not a measurement.
+    pub predicted: Option<Prediction>,
+}
+
+/// A predicted time and which roof set it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub seconds: f64,
+    pub compute_seconds: f64,
+    pub memory_seconds: f64,
 }
 
 /// Everything seed 002 derives for one tile configuration on one device.
@@ -661,14 +676,25 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
             if tgs_per_core == 0 {
                 notes.push("no threadgroup of this tile fits on a core; waves are counted at one per core".to_string());
             }
+            let k_iterations = p.k.div_ceil(shape.k);
+            let tile_iterations = total as f64 * f64::from(k_iterations);
+            let predicted = match (device.fp16_tflops, device.memory_bandwidth_gb_s) {
+                (Some(tflops), Some(gb_s)) if w.waves_exact > 0.0 => {
+                    let compute_seconds = tile_iterations * flops as f64 / (tflops * 1e12) * (w.waves as f64 / w.waves_exact);
+                    let memory_seconds = tile_iterations * (a_load + b_load + scale_load) / (gb_s * 1e9);
+                    Some(Prediction { seconds: compute_seconds.max(memory_seconds), compute_seconds, memory_seconds })
+                }
+                _ => None,
+            };
             Some(ProblemReport {
                 problem: p,
                 output_tiles: [tx, ty],
                 total_output_tiles: total,
-                k_iterations: p.k.div_ceil(shape.k),
+                k_iterations,
                 total_flops: 2 * u128::from(p.m) * u128::from(p.n) * u128::from(p.k),
                 edge_waste_percent: (computed - useful) as f64 / computed as f64 * 100.0,
                 waves: w,
+                predicted,
             })
         }
     };

@@ -456,3 +456,24 @@ fn staged_slices_are_padded_by_eight_elements() {
     assert_eq!(too_big.tg_memory_bytes, 128 * 72 * 2 + 64 * 136 * 2);
     assert!(!too_big.fits);
 }
+
+/// The roofline prediction: MMA time (all tiles' FLOPs at peak, stretched
+/// by the partial last wave) against DRAM time (every tile's slices read),
+/// the larger one; none for a device without figures.
+#[test]
+fn the_prediction_is_the_larger_roof() {
+    let dev = enigma_analysis::catalog::find("m4-max").unwrap();
+    let (tflops, gb_s) = (dev.fp16_tflops.unwrap(), dev.memory_bandwidth_gb_s.unwrap());
+    let problem = ProblemSize { m: 4096, n: 4096, k: 4096 };
+    let r = plan_tile(&cfg(128, 128, 32, TileVariant::Staged, WeightFormat::Fp16), &dev, Some(problem)).unwrap();
+    let pr = r.problem.unwrap();
+    let p = pr.predicted.unwrap();
+    let iterations = 32.0 * 32.0 * 128.0;
+    let compute = iterations * (2.0 * 128.0 * 128.0 * 32.0) / (tflops * 1e12) * (pr.waves.waves as f64 / pr.waves.waves_exact);
+    let memory = iterations * (128.0 * 32.0 * 2.0 + 32.0 * 128.0 * 2.0) / (gb_s * 1e9);
+    assert!((p.compute_seconds - compute).abs() < 1e-12 && (p.memory_seconds - memory).abs() < 1e-12, "{p:?}");
+    assert_eq!(p.seconds, compute.max(memory));
+    let mut unknown = dev.clone();
+    unknown.fp16_tflops = None;
+    assert!(plan_tile(&cfg(128, 128, 32, TileVariant::Staged, WeightFormat::Fp16), &unknown, Some(problem)).unwrap().problem.unwrap().predicted.is_none());
+}

@@ -271,6 +271,18 @@ fn print_report(r: &TileReport, selected: bool) {
                 pr.waves.last_wave_fill_percent
             ),
         ));
+        if let Some(p) = pr.predicted {
+            let roof = if p.compute_seconds >= p.memory_seconds { "compute" } else { "memory" };
+            pairs.push((
+                "predicted time".to_string(),
+                format!(
+                    "{:.1} µs ({roof}-bound roofline: MMAs {:.1} µs, DRAM {:.1} µs; a model, not a measurement)",
+                    p.seconds * 1e6,
+                    p.compute_seconds * 1e6,
+                    p.memory_seconds * 1e6
+                ),
+            ));
+        }
     }
     common::print_pairs(&pairs);
     for n in &r.notes {
