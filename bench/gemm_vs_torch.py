@@ -24,23 +24,9 @@ import sys
 
 import torch
 
+from cuda_timing import median_seconds
+
 REPEATS = 20
-
-
-def median_seconds(fn, reps=REPEATS, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
@@ -94,11 +80,11 @@ def main():
         a = torch.randn(m, k, device="cuda", dtype=t)
         b = torch.randn(k, n, device="cuda", dtype=t)
         flops = 2.0 * m * n * k
-        cublas = median_seconds(lambda: torch.matmul(a, b))
+        cublas = median_seconds(lambda: torch.matmul(a, b), reps=REPEATS, warmup=3)
         line = f"\n{dtype} {m}x{n}x{k}: torch.matmul {cublas * 1e6:9.1f} us {flops / cublas / 1e12:7.1f} TFLOP/s"
         if triton_run is not None and dtype != "f32":
             c = torch.empty(m, n, device="cuda", dtype=torch.float32)
-            tri = median_seconds(lambda: triton_run(a, b, c))
+            tri = median_seconds(lambda: triton_run(a, b, c), reps=REPEATS, warmup=3)
             line += f"; Triton tl.dot {tri * 1e6:9.1f} us {flops / tri / 1e12:7.1f} TFLOP/s"
         print(line)
         rows = [r for r in enigma["rows"] if r["dtype"] == dtype and tuple(r["shape"]) == (m, n, k)]

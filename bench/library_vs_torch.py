@@ -17,6 +17,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from cuda_timing import median_seconds
+
 try:
     import triton
     import triton.language as tl
@@ -27,22 +29,6 @@ H100_PEAK_TBS = 3.35
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
           "float": torch.float32, "half": torch.float16, "bfloat": torch.bfloat16,
           "i32": torch.int32, "int": torch.int32, "u32": torch.int32, "uint": torch.int32}
-
-
-def median_seconds(fn, reps=20, warmup=5):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 if triton is not None:

@@ -28,25 +28,10 @@ import sys
 
 import torch
 
+from cuda_timing import median_seconds
+
 ROTATION_BYTES = 200 << 20
 REPEATS = 50
-
-
-def median_seconds(fn, copies, reps=REPEATS, warmup=5):
-    """Median CUDA-event time of ``fn(copy)``, rotating over ``copies``."""
-    for i in range(warmup):
-        fn(copies[i % len(copies)])
-    torch.cuda.synchronize()
-    times = []
-    for i in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(copies[i % len(copies)])
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def n_copies(bytes_each):
@@ -56,7 +41,7 @@ def n_copies(bytes_each):
 def torch_fp16(m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     copies = [torch.randn(k, n, device="cuda", dtype=torch.float16) for _ in range(n_copies(k * n * 2))]
-    return median_seconds(lambda w: torch.matmul(a, w), copies), k * n * 2 + m * k * 2 + m * n * 2
+    return median_seconds(lambda w: torch.matmul(a, w), reps=REPEATS, copies=copies), k * n * 2 + m * k * 2 + m * n * 2
 
 
 def int4pack(k, n, inner_k_tiles=8):
@@ -78,7 +63,7 @@ def torch_int4(m, n, k, group=128):
         scales_zeros = torch.rand(k // group, n, 2, device="cuda", dtype=torch.bfloat16) * 0.01
         copies.append((int4pack(k, n), scales_zeros))
     fn = lambda c: torch._weight_int4pack_mm(a, c[0], group, c[1])  # noqa: E731
-    return median_seconds(fn, copies), bytes_each + m * k * 2 + m * n * 2
+    return median_seconds(fn, reps=REPEATS, copies=copies), bytes_each + m * k * 2 + m * n * 2
 
 
 def us(t):

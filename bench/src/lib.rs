@@ -1,6 +1,7 @@
 //! What the benchmark binaries share: timing a closure the way every figure
-//! in BENCHMARKS.md is taken (one warm-up run, then repeats), and the
-//! seed-001 pass-1 input with its plain-Rust reference loop.
+//! in BENCHMARKS.md is taken (one warm-up run, then repeats), the seed-001
+//! pass-1 input with its plain-Rust reference loop, and the CUDA runtime of
+//! the GPU binaries (or the JSON line saying why there is none).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -34,4 +35,17 @@ pub fn time_runs(repeats: usize, mut f: impl FnMut()) -> (Duration, Duration) {
         .collect();
     times.sort();
     (times[0], times[times.len() / 2])
+}
+
+/// The CUDA runtime, or `None` after printing `{"skipped": reason}` — the
+/// one JSON object a GPU benchmark binary prints on a machine without a
+/// GPU, which its Python driver reports.
+pub fn cuda_runtime_or_skip() -> Option<enigma_runtime::Runtime> {
+    match enigma_runtime::Runtime::new(enigma_runtime::Device::Cuda) {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            println!("{{\"skipped\": {:?}}}", e.to_string());
+            None
+        }
+    }
 }

@@ -8,7 +8,7 @@
 
 use enigma_ir::{Scalar, Type};
 use enigma_kernels::reduce;
-use enigma_runtime::{Arg, Device, Runtime};
+use enigma_runtime::Arg;
 use std::time::{Duration, Instant};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -19,13 +19,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let log2_n: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(28);
     let n = 1usize << log2_n;
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     // Values in [0, 1): no cancellation, so the relative error measures the
     // summation (a zero-mean input would make any error look large).
     let data: Vec<f32> = (0..n).map(|i| ((i as u64 * 2654435761) % 1000) as f32 * 1e-3).collect();

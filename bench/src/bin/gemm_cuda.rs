@@ -21,7 +21,7 @@ use enigma_ir::Literal;
 use enigma_kernels::library::gemm::{gemm, GemmConfig};
 use enigma_kernels::library::DType;
 use enigma_ops::{download, quantize, upload};
-use enigma_runtime::{Arg, Device, Mode, Options, Runtime};
+use enigma_runtime::{Arg, Mode, Options};
 use std::time::Duration;
 
 /// Tiles tried beside each type's default (those that do not fit are skipped).
@@ -59,13 +59,7 @@ fn main() {
             other => panic!("unknown flag {other} (see the header of bench/src/bin/gemm_cuda.rs)"),
         }
     }
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let mut rows = vec![];
     for &dtype in &dtypes {
         let default = GemmConfig::new(dtype, DType::F32);

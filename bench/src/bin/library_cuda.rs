@@ -7,17 +7,10 @@
 //! Run on a CUDA machine: `library_cuda [name-filter ...]`.
 
 use enigma_ops::{registry, Options};
-use enigma_runtime::{Device, Runtime};
 
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).collect();
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let mut rows = vec![];
     for entry in registry() {
         if !filters.is_empty() && !filters.iter().any(|f| entry.name.contains(f.as_str())) {

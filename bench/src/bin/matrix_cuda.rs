@@ -13,7 +13,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Literal, MatrixType, Scalar, Type};
-use enigma_runtime::{Arg, Device, Mode, Options, Runtime};
+use enigma_runtime::{Arg, Mode, Options};
 
 /// Threadgroups per dispatch and threads per threadgroup.
 const THREADGROUPS: u32 = 132 * 8;
@@ -36,13 +36,7 @@ fn kernel(elem: Scalar, rows: u8, cols: u8) -> Kernel {
 
 fn main() {
     let iters: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4096);
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let mut rows = vec![];
     for elem in [Scalar::F16, Scalar::BF16] {
         for (r, c) in [(8, 8), (16, 16), (32, 32), (64, 32), (64, 64)] {

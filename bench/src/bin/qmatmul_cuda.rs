@@ -23,7 +23,6 @@
 use enigma_ir::Scalar;
 use enigma_kernels::library::qmatmul;
 use enigma_ops::{download, upload, ElemType, Ops, Options, QuantFormat, QuantizedWeights};
-use enigma_runtime::{Device, Runtime};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -87,13 +86,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 
 fn main() {
     let args = parse_args();
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let (n, k, group) = (args.n, args.k, args.group);
     let mut rows = vec![];
     for &format in &args.formats {

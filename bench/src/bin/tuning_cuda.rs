@@ -9,7 +9,7 @@
 //! Run on a CUDA machine: `tuning_cuda [name-filter ...]`.
 
 use enigma_ops::{registry, Options};
-use enigma_runtime::{Device, Runtime};
+use enigma_runtime::Runtime;
 
 /// The sweeps: an entry name and the options to time it with.
 fn sweeps() -> Vec<(&'static str, String, Options)> {
@@ -33,13 +33,7 @@ fn sweeps() -> Vec<(&'static str, String, Options)> {
 
 fn main() {
     let filters: Vec<String> = std::env::args().skip(1).collect();
-    let rt = match Runtime::new(Device::Cuda) {
-        Ok(rt) => rt,
-        Err(e) => {
-            println!("{{\"skipped\": {:?}}}", e.to_string());
-            return;
-        }
-    };
+    let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let entries = registry();
     let mut rows = vec![];
     for (name, label, options) in sweeps() {
