@@ -337,6 +337,20 @@ fn partial_threadgroup_cause(kernel: &Kernel, geometry: &DispatchGeometry) -> Op
 fn texture_coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], desc: &enigma_backend::TextureDesc) -> Finding {
     let at = |i: u64| format!("({}, {})", i % desc.width as u64, i / desc.width as u64);
     let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { at(*a) } else { format!("{} to {}", at(*a), at(b - 1)) }).collect();
+    let message = format!(
+        "{missing} of the {} texels of the {}×{} texture were never written (first unwritten, as (x, y), row by row: {})",
+        desc.texels(),
+        desc.width,
+        desc.height,
+        shown.join(", ")
+    );
+    let hint = "check the dispatch: one thread per texel needs a grid of the texture's width × height threads (dispatch_threads), or that many rounded up to whole threadgroups (dispatch_threadgroups) with a bounds check";
+    coverage(kernel, name, missing, ranges, message, hint)
+}
+
+/// A coverage warning: `missing` elements of `name` never written, the
+/// first unwritten range's start as the index.
+fn coverage(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u64)], message: String, hint: &str) -> Finding {
     Finding {
         kind: FindingKind::Coverage,
         severity: Severity::Warning,
@@ -345,14 +359,8 @@ fn texture_coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &
         index: ranges.first().map(|r| r.0),
         first: None,
         second: None,
-        message: format!(
-            "{missing} of the {} texels of the {}×{} texture were never written (first unwritten, as (x, y), row by row: {})",
-            desc.texels(),
-            desc.width,
-            desc.height,
-            shown.join(", ")
-        ),
-        hint: "check the dispatch: one thread per texel needs a grid of the texture's width × height threads (dispatch_threads), or that many rounded up to whole threadgroups (dispatch_threadgroups) with a bounds check".into(),
+        message,
+        hint: hint.into(),
         count: missing,
     }
 }
@@ -365,18 +373,9 @@ fn coverage_finding(kernel: &Kernel, name: &str, missing: u64, ranges: &[(u64, u
     };
     let total = sizes[param as usize].unwrap_or(0) as u64 / elem_bytes.max(1);
     let shown: Vec<String> = ranges.iter().map(|(a, b)| if b - a == 1 { format!("{a}") } else { format!("{a}..{b}") }).collect();
-    Finding {
-        kind: FindingKind::Coverage,
-        severity: Severity::Warning,
-        kernel: kernel.name.clone(),
-        variable: Some(name.to_string()),
-        index: ranges.first().map(|r| r.0),
-        first: None,
-        second: None,
-        message: format!("{missing} of {total} elements were never written (first unwritten: {})", shown.join(", ")),
-        hint: "check the dispatch: dispatch_threads counts threads, dispatch_threadgroups counts threadgroups; a grid given in the wrong unit covers only part of the output".into(),
-        count: missing,
-    }
+    let message = format!("{missing} of {total} elements were never written (first unwritten: {})", shown.join(", "));
+    let hint = "check the dispatch: dispatch_threads counts threads, dispatch_threadgroups counts threadgroups; a grid given in the wrong unit covers only part of the output";
+    coverage(kernel, name, missing, ranges, message, hint)
 }
 
 /// Which buffers the schedules' results are compared on. Atomics are not
