@@ -62,6 +62,7 @@ pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
+pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 
 mod check;
 mod registry;
@@ -91,6 +92,19 @@ fn arg_err(op: &str, message: impl Into<String>) -> Error {
     Error::Argument { op: op.to_string(), message: message.into() }
 }
 
+/// What one threadgroup may use on `device`: the limits GEMM tiles and
+/// tuned threadgroup sizes are checked against.
+pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> ThreadgroupLimits {
+    ThreadgroupLimits { max_threads: device.max_threads_per_threadgroup, max_memory_bytes: device.max_threadgroup_memory_bytes }
+}
+
+/// The library GEMM's configuration for `tile` with `input` and `output`
+/// types (no transposes).
+pub(crate) fn gemm_config(tile: GemmTile, input: DType, output: DType) -> gemm::GemmConfig {
+    let GemmTile { tm, tn, tk, sg_rows, sg_cols } = tile;
+    gemm::GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..gemm::GemmConfig::new(input, output) }
+}
+
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Options {
@@ -118,6 +132,11 @@ pub struct Options {
     /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
     /// per compute unit; `vectorize: Some(false)` means 1).
     pub columns_per_thread: Option<u32>,
+    /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
+    /// [`select_gemm_tile`] for the shape and the device; the autotuner's
+    /// choice in the registry). With [`Options::threads`] too, the two must
+    /// agree.
+    pub gemm_tile: Option<GemmTile>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
     /// compute unit; 1 = one threadgroup per head).
@@ -616,23 +635,35 @@ impl<'rt> Ops<'rt> {
     /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
     /// The tiled SIMD-group-matrix kernel of
-    /// [`enigma_kernels::library::gemm`] with its 64×64×32 tile and four
-    /// SIMD groups.
+    /// [`enigma_kernels::library::gemm`] with [`Options::gemm_tile`], else
+    /// the tile [`select_gemm_tile`] gives the shape on this device (split
+    /// over [`Options::threads`] / 32 SIMD groups when only that is set:
+    /// `GemmConfig::with_threads`).
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
-        for (what, v) in [("m", m), ("n", n), ("k", k)] {
+        let mut dims = [0u32; 3];
+        for (d, (what, v)) in dims.iter_mut().zip([("m", m), ("n", n), ("k", k)]) {
             lib::nonzero(op, what, v)?;
-            lib::to_u32(op, what, v)?;
+            *d = lib::to_u32(op, what, v)?;
         }
         let input = self.dtype_of(op, a)?;
         self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
         self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
-        let cfg = gemm::GemmConfig::new(input, out);
-        let cfg = match self.options.threads {
-            Some(t) => cfg.with_threads(t)?,
-            None => cfg,
+        let limits = threadgroup_limits(self.rt.device());
+        let cfg = match (self.options.gemm_tile, self.options.threads) {
+            (Some(tile), Some(t)) if t != tile.threads() => {
+                return Err(arg_err(op, format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
+            }
+            (Some(tile), _) => gemm_config(tile, input, out),
+            (None, threads) => {
+                let cfg = gemm_config(select_gemm_tile(dims[0], dims[1], dims[2], input.size_bytes(), &limits), input, out);
+                match threads {
+                    Some(t) => cfg.with_threads(t)?,
+                    None => cfg,
+                }
+            }
         };
-        cfg.check()?;
+        cfg.check(limits.max_memory_bytes)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
         self.launch(
             cfg.name(),

@@ -134,7 +134,7 @@ impl Entry {
     /// tuning cache's choice when the caller chose none of the tuned options.
     fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
-        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() {
+        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() && o.gemm_tile.is_none() {
             if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
                 o = choice.apply(&o);
             }
@@ -366,7 +366,7 @@ pub fn registry() -> Vec<Entry> {
 }
 
 fn matmul_entry(dtype: DType) -> Entry {
-    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (128×128×32 tiles for f16 and bf16, 64×64×32 for f32)");
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (the tile per shape: select_gemm_tile, or the tuned one)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let mut rng = TestRng::new(seed);

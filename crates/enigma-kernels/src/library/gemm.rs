@@ -71,7 +71,7 @@ impl GemmConfig {
         let sg_rows = groups / sg_cols;
         let side = MatrixType::MAX_SIDE as u32;
         let cfg = GemmConfig { sg_rows, sg_cols, tm: self.tm.min(side * sg_rows), tn: self.tn.min(side * sg_cols), ..self };
-        cfg.check()?;
+        cfg.check(u64::MAX)?;
         Ok(cfg)
     }
 
@@ -109,8 +109,11 @@ impl GemmConfig {
 
     /// Checks that the tile shape is one the kernel can build: sides and
     /// SIMD-group tiles multiples of 8, tiles at most 64, at most 1024
-    /// threads and 32 KiB of threadgroup memory.
-    pub fn check(&self) -> Result<(), ShapeError> {
+    /// threads, and at most `max_threadgroup_memory_bytes` of threadgroup
+    /// memory — the device's (`DeviceInfo::max_threadgroup_memory_bytes`:
+    /// 32 KiB on Apple GPUs, 48 KiB on CUDA); `u64::MAX` checks the shape
+    /// alone.
+    pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v % 8 == 0 && v <= 64;
         let (sm, sn) = (self.tm / self.sg_rows.max(1), self.tn / self.sg_cols.max(1));
@@ -124,10 +127,10 @@ impl GemmConfig {
             ));
         }
         check_threads(&name, self.threads())?;
-        if self.threadgroup_memory_bytes() > MAX_THREADGROUP_MEMORY {
+        if self.threadgroup_memory_bytes() > max_threadgroup_memory_bytes {
             return Err(ShapeError::new(
                 name,
-                format!("needs {} bytes of threadgroup memory (limit {MAX_THREADGROUP_MEMORY})", self.threadgroup_memory_bytes()),
+                format!("needs {} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})", self.threadgroup_memory_bytes()),
             ));
         }
         Ok(())
@@ -158,9 +161,11 @@ impl GemmConfig {
 /// The GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
-/// When `cfg.check()` fails: plan through [`GemmConfig::check`] first.
+/// When the tile's shape fails [`GemmConfig::check`]: plan through it first
+/// (the threadgroup memory is the device's to check, there and when the
+/// runtime compiles the kernel).
 pub fn gemm(cfg: &GemmConfig) -> Kernel {
-    if let Err(e) = cfg.check() {
+    if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
     build(cfg, cfg.name(), None)
@@ -303,12 +308,13 @@ impl QgemmConfig {
         GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true }
     }
 
-    /// Checks the tile (as [`GemmConfig::check`]) and the format.
+    /// Checks the tile (as [`GemmConfig::check`], within the 32 KiB every
+    /// device has) and the format.
     pub fn check(&self) -> Result<(), ShapeError> {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        self.gemm().check()
+        self.gemm().check(MAX_THREADGROUP_MEMORY)
     }
 
     /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}`.
@@ -588,13 +594,13 @@ mod tests {
 
     #[test]
     fn configurations_are_checked_with_the_numbers() {
-        assert!(GemmConfig::new(DType::F16, DType::F32).check().is_ok());
+        assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY).is_ok());
         let too_big = GemmConfig { tm: 128, tn: 128, tk: 64, sg_rows: 2, sg_cols: 2, ..GemmConfig::new(DType::F32, DType::F32) };
-        let err = too_big.check().unwrap_err().to_string();
+        let err = too_big.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
         // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
         assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
-        assert!(odd.check().unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
+        assert!(odd.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
         let cfg = GemmConfig::new(DType::F16, DType::F32);
         // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
         assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
