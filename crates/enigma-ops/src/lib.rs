@@ -70,7 +70,7 @@ mod threads;
 pub mod tune;
 
 pub use check::{CheckOutcome, Tolerance};
-pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary};
+pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared};
 pub use threads::{default_threads, KernelType};
 
 /// Everything that can go wrong in an operation.

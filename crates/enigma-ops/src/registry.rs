@@ -211,10 +211,39 @@ impl Entry {
         iters: usize,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<BenchOutcome, Error> {
-        let shape = self.shape(shape)?;
-        self.check_host_memory(shape)?;
-        let case = (self.prepare)(rt, shape, 1)?;
-        let ops = self.ops(rt, options, shape);
+        self.prepare(rt, shape)?.bench(options, warmup, iters, progress)
+    }
+
+    /// The inputs and the f64 reference of a run at `shape` (empty: the
+    /// default shape) on `rt`, made once for several timings under
+    /// different options ([`Prepared::bench`]; the autotuner's candidates).
+    pub fn prepare<'e, 'rt>(&'e self, rt: &'rt Runtime, shape: &[usize]) -> Result<Prepared<'e, 'rt>, Error> {
+        let shape = self.shape(shape)?.to_vec();
+        self.check_host_memory(&shape)?;
+        let case = (self.prepare)(rt, &shape, 1)?;
+        Ok(Prepared { entry: self, rt, shape, case })
+    }
+}
+
+/// One entry's inputs and reference at one shape ([`Entry::prepare`]).
+pub struct Prepared<'e, 'rt> {
+    entry: &'e Entry,
+    rt: &'rt Runtime,
+    shape: Vec<usize>,
+    case: Case,
+}
+
+impl std::fmt::Debug for Prepared<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("entry", &self.entry.name).field("shape", &self.shape).finish_non_exhaustive()
+    }
+}
+
+impl Prepared<'_, '_> {
+    /// [`Entry::bench`] on these inputs.
+    pub fn bench(&self, options: &Options, warmup: usize, iters: usize, progress: &mut dyn FnMut(usize, usize)) -> Result<BenchOutcome, Error> {
+        let (entry, rt, shape, case) = (self.entry, self.rt, &self.shape[..], &self.case);
+        let ops = entry.ops(rt, options, shape);
         let iters = iters.max(1);
         let total = warmup + iters;
         progress(0, total);
@@ -245,9 +274,9 @@ impl Entry {
         let best_gbps = if best.is_zero() { 0.0 } else { case.bytes as f64 / best.as_secs_f64() / 1e9 };
         let out = out.expect("at least one timed iteration");
         let got = download(&out, case.out_elem, case.want.len())?;
-        let check = CheckOutcome::compare(&self.name, shape, &got, &case.want, &case.tol);
+        let check = CheckOutcome::compare(&entry.name, shape, &got, &case.want, &case.tol);
         Ok(BenchOutcome {
-            name: self.name.clone(),
+            name: entry.name.clone(),
             shape: shape.to_vec(),
             times,
             device_timed,
