@@ -133,9 +133,9 @@ pub struct Options {
     /// per compute unit; `vectorize: Some(false)` means 1).
     pub columns_per_thread: Option<u32>,
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
-    /// [`select_gemm_tile`] for the shape and the device; the autotuner's
-    /// choice in the registry). With [`Options::threads`] too, the two must
-    /// agree.
+    /// [`select_gemm_tile`] for the shape and the device, unless
+    /// [`Options::threads`] is set; the autotuner's choice in the
+    /// registry). With [`Options::threads`] too, the two must agree.
     pub gemm_tile: Option<GemmTile>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
@@ -635,10 +635,10 @@ impl<'rt> Ops<'rt> {
     /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
     /// The tiled SIMD-group-matrix kernel of
-    /// [`enigma_kernels::library::gemm`] with [`Options::gemm_tile`], else
-    /// the tile [`select_gemm_tile`] gives the shape on this device (split
-    /// over [`Options::threads`] / 32 SIMD groups when only that is set:
-    /// `GemmConfig::with_threads`).
+    /// [`enigma_kernels::library::gemm`] with [`Options::gemm_tile`]; with
+    /// only [`Options::threads`], the type's base tile (`GemmConfig::new`)
+    /// split over `threads / 32` SIMD groups (`GemmConfig::with_threads`);
+    /// else the tile [`select_gemm_tile`] gives the shape on this device.
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
         let mut dims = [0u32; 3];
@@ -655,13 +655,8 @@ impl<'rt> Ops<'rt> {
                 return Err(arg_err(op, format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
             }
             (Some(tile), _) => gemm_config(tile, input, out),
-            (None, threads) => {
-                let cfg = gemm_config(select_gemm_tile(dims[0], dims[1], dims[2], input.size_bytes(), &limits), input, out);
-                match threads {
-                    Some(t) => cfg.with_threads(t)?,
-                    None => cfg,
-                }
-            }
+            (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
+            (None, None) => gemm_config(select_gemm_tile(dims[0], dims[1], dims[2], input.size_bytes(), &limits), input, out),
         };
         cfg.check(limits.max_memory_bytes)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
