@@ -66,7 +66,7 @@ fn main() {
         let mut configs = vec![default];
         for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
             let cfg = GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..default };
-            if cfg.check().is_ok() && !configs.contains(&cfg) {
+            if cfg.check(rt.device().max_threadgroup_memory_bytes).is_ok() && !configs.contains(&cfg) {
                 configs.push(cfg);
             }
         }

@@ -10,6 +10,8 @@
 //! * [`occupancy`](mod@occupancy) — threadgroups per core and seed 004's threadgroup-size
 //!   recommendations;
 //! * [`tiles`] — seed 002's quantized-GEMM tile planner and `select_tile`;
+//!   the library GEMM's configurations (`gemm_tiles`, the autotuner's
+//!   candidates) and its default per shape (`select_gemm_tile`);
 //! * `seed_tables` (cargo feature `seed-tables`, off for the backends) — every
 //!   table of seeds 002 and 004 recomputed from those
 //!   formulas next to the seed's printed figures, with the disagreements
@@ -32,4 +34,7 @@ pub use geometry::{
     GeometryError, Waves,
 };
 pub use occupancy::{occupancy, recommended_threadgroup_size, KernelKind, Occupancy, OccupancyError, ThreadgroupRecommendation};
-pub use tiles::{plan_tile, select_tile, Bound, ProblemSize, TileConfig, TileError, TileReport, TileShape, TileVariant, WeightFormat};
+pub use tiles::{
+    gemm_tiles, plan_tile, select_gemm_tile, select_tile, Bound, GemmTile, ProblemSize, ThreadgroupLimits, TileConfig, TileError, TileReport, TileShape,
+    TileVariant, WeightFormat,
+};

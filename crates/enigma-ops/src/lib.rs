@@ -62,6 +62,7 @@ pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
+pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 
 mod check;
 mod registry;
@@ -69,7 +70,7 @@ mod threads;
 pub mod tune;
 
 pub use check::{CheckOutcome, Tolerance};
-pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary};
+pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared};
 pub use threads::{default_threads, KernelType};
 
 /// Everything that can go wrong in an operation.
@@ -90,6 +91,15 @@ pub enum Error {
 fn arg_err(op: &str, message: impl Into<String>) -> Error {
     Error::Argument { op: op.to_string(), message: message.into() }
 }
+
+/// What one threadgroup may use on `device`: the limits GEMM tiles and
+/// tuned threadgroup sizes are checked against.
+pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> ThreadgroupLimits {
+    ThreadgroupLimits { max_threads: device.max_threads_per_threadgroup, max_memory_bytes: device.max_threadgroup_memory_bytes }
+}
+
+/// The library GEMM's configuration for `tile` with `input` and `output`
+/// types (no transposes).
 
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -124,6 +134,11 @@ pub struct Options {
     /// compute unit where the output has too few tiles, each split keeping
     /// at least 4 slices of K; 1 on the simulator).
     pub k_splits: Option<u32>,
+    /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
+    /// [`select_gemm_tile`] for the shape and the device, unless
+    /// [`Options::threads`] is set; the autotuner's choice in the
+    /// registry). With [`Options::threads`] too, the two must agree.
+    pub gemm_tile: Option<GemmTile>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
     /// compute unit; 1 = one threadgroup per head).
@@ -622,24 +637,32 @@ impl<'rt> Ops<'rt> {
     /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
     /// The tiled SIMD-group-matrix kernel of
-    /// [`enigma_kernels::library::gemm`] with its 64×64×32 tile and four
-    /// SIMD groups.
+    /// [`enigma_kernels::library::gemm`] with [`Options::gemm_tile`]; with
+    /// only [`Options::threads`], the type's base tile (`GemmConfig::new`)
+    /// split over `threads / 32` SIMD groups (`GemmConfig::with_threads`);
+    /// else the tile [`select_gemm_tile`] gives the shape on this device.
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
-        for (what, v) in [("m", m), ("n", n), ("k", k)] {
+        let mut dims = [0u32; 3];
+        for (d, (what, v)) in dims.iter_mut().zip([("m", m), ("n", n), ("k", k)]) {
             lib::nonzero(op, what, v)?;
-            lib::to_u32(op, what, v)?;
+            *d = lib::to_u32(op, what, v)?;
         }
         let input = self.dtype_of(op, a)?;
         self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
         self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
-        let cfg = match self.options.threads {
-            Some(t) => gemm::GemmConfig::new(input, out).with_threads(t)?,
-            None => gemm::GemmConfig::for_rows(input, out, mu),
+        let limits = threadgroup_limits(self.rt.device());
+        let cfg = match (self.options.gemm_tile, self.options.threads) {
+            (Some(tile), Some(t)) if t != tile.threads() => {
+                return Err(arg_err(op, format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
+            }
+            (Some(tile), _) => gemm::GemmConfig::from_tile(tile, input, out),
+            (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
+            (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(mu, nu, ku, input.size_bytes(), &limits), input, out),
         };
         let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(mu, nu, ku, self.threadgroups_wanted())), ..cfg };
-        cfg.check()?;
+        cfg.check(limits.max_memory_bytes)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
         let target = self.splitk_target(cfg.splits, m * n)?;
         self.launch(

@@ -134,7 +134,7 @@ impl Entry {
     /// tuning cache's choice when the caller chose none of the tuned options.
     fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
-        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() {
+        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() && o.gemm_tile.is_none() {
             if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
                 o = choice.apply(&o);
             }
@@ -211,10 +211,39 @@ impl Entry {
         iters: usize,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<BenchOutcome, Error> {
-        let shape = self.shape(shape)?;
-        self.check_host_memory(shape)?;
-        let case = (self.prepare)(rt, shape, 1)?;
-        let ops = self.ops(rt, options, shape);
+        self.prepare(rt, shape)?.bench(options, warmup, iters, progress)
+    }
+
+    /// The inputs and the f64 reference of a run at `shape` (empty: the
+    /// default shape) on `rt`, made once for several timings under
+    /// different options ([`Prepared::bench`]; the autotuner's candidates).
+    pub fn prepare<'e, 'rt>(&'e self, rt: &'rt Runtime, shape: &[usize]) -> Result<Prepared<'e, 'rt>, Error> {
+        let shape = self.shape(shape)?.to_vec();
+        self.check_host_memory(&shape)?;
+        let case = (self.prepare)(rt, &shape, 1)?;
+        Ok(Prepared { entry: self, rt, shape, case })
+    }
+}
+
+/// One entry's inputs and reference at one shape ([`Entry::prepare`]).
+pub struct Prepared<'e, 'rt> {
+    entry: &'e Entry,
+    rt: &'rt Runtime,
+    shape: Vec<usize>,
+    case: Case,
+}
+
+impl std::fmt::Debug for Prepared<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("entry", &self.entry.name).field("shape", &self.shape).finish_non_exhaustive()
+    }
+}
+
+impl Prepared<'_, '_> {
+    /// [`Entry::bench`] on these inputs.
+    pub fn bench(&self, options: &Options, warmup: usize, iters: usize, progress: &mut dyn FnMut(usize, usize)) -> Result<BenchOutcome, Error> {
+        let (entry, rt, shape, case) = (self.entry, self.rt, &self.shape[..], &self.case);
+        let ops = entry.ops(rt, options, shape);
         let iters = iters.max(1);
         let total = warmup + iters;
         progress(0, total);
@@ -245,9 +274,9 @@ impl Entry {
         let best_gbps = if best.is_zero() { 0.0 } else { case.bytes as f64 / best.as_secs_f64() / 1e9 };
         let out = out.expect("at least one timed iteration");
         let got = download(&out, case.out_elem, case.want.len())?;
-        let check = CheckOutcome::compare(&self.name, shape, &got, &case.want, &case.tol);
+        let check = CheckOutcome::compare(&entry.name, shape, &got, &case.want, &case.tol);
         Ok(BenchOutcome {
-            name: self.name.clone(),
+            name: entry.name.clone(),
             shape: shape.to_vec(),
             times,
             device_timed,
@@ -366,15 +395,13 @@ pub fn registry() -> Vec<Entry> {
 }
 
 fn matmul_entry(dtype: DType) -> Entry {
-    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (128×128×32 tiles for f16 and bf16, 64×64×32 for f32)");
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (the tile per shape: select_gemm_tile, or the tuned one)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let mut rng = TestRng::new(seed);
         let (a, ab) = input(rt, dtype, &mut rng, m * k, -1.0, 1.0)?;
         let (b, bb) = input(rt, dtype, &mut rng, k * n, -1.0, 1.0)?;
-        let cfg = gemm::GemmConfig::new(dtype, DType::F32);
-        let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
-        let want = gemm::reference(&cfg, &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
+        let want = matmul_reference(dtype, &a, &b, m, n, k);
         // f32 sums of k products of values in [-1, 1).
         let tol = Tolerance::new(enigma_kernels::sum_bound(k as f64, k), 0.0);
         Ok(Case {
@@ -385,6 +412,32 @@ fn matmul_entry(dtype: DType) -> Entry {
             bytes: ((m * k + k * n) as u64) * size(dtype) + (m * n) as u64 * 4,
         })
     })
+}
+
+/// `A·B` in f64 by [`gemm::reference`], with B transposed first (so that
+/// both operands are read along K, not B with a stride of `n`) and the rows
+/// of C split over the host's cores: the reference of the GPU shapes
+/// (4096³ and up) is the bulk of a checked run's host time, and the
+/// autotuner's.
+fn matmul_reference(dtype: DType, a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let a: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+    let mut bt = vec![0.0; k * n];
+    for (p, row) in b.chunks(n).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            bt[j * k + p] = v as f64;
+        }
+    }
+    let cfg = gemm::GemmConfig { trans_b: true, ..gemm::GemmConfig::new(dtype, DType::F32) };
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let rows = m.div_ceil(cores).max(1);
+    let mut out = vec![0.0; m * n];
+    let (cfg, bt) = (&cfg, &bt[..]);
+    std::thread::scope(|s| {
+        for (c, a) in out.chunks_mut(rows * n).zip(a.chunks(rows * k)) {
+            s.spawn(move || c.copy_from_slice(&gemm::reference(cfg, a, bt, &[], a.len() / k, n, k, 1, 1.0, 0.0)));
+        }
+    });
+    out
 }
 
 fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
@@ -687,5 +740,16 @@ mod tests {
         assert_eq!(parse_shape("8192x8192").unwrap(), vec![8192, 8192]);
         assert_eq!(parse_shape("32,2048,128").unwrap(), vec![32, 2048, 128]);
         assert!(parse_shape("8192xx").is_err());
+    }
+
+    #[test]
+    fn the_matmul_reference_is_the_gemm_reference_whatever_the_split() {
+        for (m, n, k) in [(1, 1, 1), (37, 5, 13), (3, 40, 7), (130, 9, 2)] {
+            let a = enigma_kernels::test_data(m * k, 1);
+            let b = enigma_kernels::test_data(k * n, 2);
+            let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<f64>>();
+            let direct = gemm::reference(&gemm::GemmConfig::new(DType::F32, DType::F32), &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
+            assert_eq!(matmul_reference(DType::F32, &a, &b, m, n, k), direct, "{m}x{n}x{k}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The autotuner: times candidate threadgroup sizes (and, for the kernels
-//! that have them, loads in flight per thread and rows per SIMD group) for
-//! one registry entry at one shape, and keeps the best per (device, kernel,
-//! shape class) in an on-disk JSON cache that the registry's runs then use.
+//! that have them, loads in flight per thread and rows per SIMD group; for
+//! the matrix multiply, GEMM tiles) for one registry entry at one shape,
+//! and keeps the best per (device, kernel, shape class) in an on-disk JSON
+//! cache that the registry's runs then use.
 //!
 //! * **Candidates**: threads ∈ {32, 64, …, 1024}, crossed with `unroll` ∈
 //!   {2, 4, 8} for vector reductions and GEMV and `rows_per_simdgroup` ∈
@@ -10,8 +11,19 @@
 //!   flat length, or the row length for row kernels), is skipped with that
 //!   reason; one the library rejects (e.g. too much threadgroup memory) is
 //!   skipped with the library's error.
-//! * **Timing**: seed 004's loop through [`Entry::bench`]: warm-up runs,
-//!   then repeats; the median device time (CUDA events, Metal GPU time) or
+//! * **GEMM candidates** (`matmul_*`): the planner's staged configurations
+//!   ([`enigma_analysis::tiles::gemm_tiles`]: tiles of 64, 128 or 256 rows
+//!   and columns, 16, 32 or 64 deep, 32 or 64 rows and columns per SIMD
+//!   group — 108), each with its own threadgroup size. One the device
+//!   cannot hold (threads, or threadgroup memory by `GemmConfig::check`
+//!   with the device's limit: 48 KiB on CUDA, 32 KiB on Apple GPUs) is
+//!   skipped with the reason; so is one with a side at least twice the
+//!   shape's (half the tile already covers it: the same threadgroups, more
+//!   padding), which keeps small shapes quick to tune. Without a tuned
+//!   choice, `Ops::matmul` takes [`enigma_analysis::tiles::select_gemm_tile`]'s.
+//! * **Timing**: seed 004's loop through [`Entry::bench`] (the inputs and
+//!   their reference made once for all candidates): warm-up runs, then
+//!   repeats; the median device time (CUDA events, Metal GPU time) or
 //!   wall time on the simulator. The last run's output is checked against
 //!   the f64 reference: a wrong result disqualifies the candidate.
 //! * **Shape class**: each dimension rounded up to a power of two
@@ -26,6 +38,8 @@
 
 use crate::registry::Entry;
 use crate::{Error, Options};
+use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
+use enigma_kernels::library::{gemm, DType};
 use enigma_runtime::Runtime;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -46,17 +60,29 @@ pub struct Choice {
     pub unroll: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_per_simdgroup: Option<u32>,
+    /// The matrix multiply's tile (`threads` is then its threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<GemmTile>,
 }
 
 impl Choice {
     /// `base` with this choice's options set.
     pub fn apply(&self, base: &Options) -> Options {
-        Options { threads: Some(self.threads), unroll: self.unroll, rows_per_simdgroup: self.rows_per_simdgroup, ..base.clone() }
+        Options {
+            threads: Some(self.threads),
+            unroll: self.unroll,
+            rows_per_simdgroup: self.rows_per_simdgroup,
+            gemm_tile: self.tile,
+            ..base.clone()
+        }
     }
 }
 
 impl std::fmt::Display for Choice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(t) = self.tile {
+            write!(f, "tile={t} ")?;
+        }
         write!(f, "threads={}", self.threads)?;
         if let Some(u) = self.unroll {
             write!(f, " unroll={u}")?;
@@ -120,9 +146,13 @@ pub fn shape_class(shape: &[usize]) -> String {
 }
 
 /// Every candidate for `entry` at `shape` on a device whose threadgroups
-/// hold at most `max_threads`, each with the reason it is skipped, if it is.
-pub fn candidates(entry: &Entry, shape: &[usize], max_threads: u32) -> Vec<(Choice, Option<String>)> {
+/// have `limits`, each with the reason it is skipped, if it is.
+pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let name = entry.name.as_str();
+    if let Some(input) = DType::from_scalar(entry.elem).filter(|_| name.starts_with("matmul_")) {
+        return gemm_candidates(input, shape, limits);
+    }
+    let max_threads = limits.max_threads;
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
     let unrolls: Vec<Option<u32>> = if flat_reduction || gemv {
@@ -146,7 +176,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], max_threads: u32) -> Vec<(Choi
     for &threads in &THREADS {
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
-                let choice = Choice { threads, unroll, rows_per_simdgroup };
+                let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
                 let skip = if threads > max_threads {
                     Some(format!("{threads} threads exceed this device's maximum of {max_threads} per threadgroup"))
                 } else if threads as usize > work.next_multiple_of(32) {
@@ -161,6 +191,31 @@ pub fn candidates(entry: &Entry, shape: &[usize], max_threads: u32) -> Vec<(Choi
     out
 }
 
+/// The GEMM tiles for `input` at `shape` (`[m, n, k]`), each with the
+/// reason it is skipped: over the device's threads or threadgroup memory
+/// (the GEMM's own check), or a side at least twice the shape's.
+fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+    let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
+    gemm_tiles()
+        .into_iter()
+        .map(|tile| {
+            let threads = tile.threads();
+            // A side above the smallest tried whose half covers the shape.
+            let oversized = [(tile.tm, GEMM_TILE_SIDES[0], dim(0), "rows"), (tile.tn, GEMM_TILE_SIDES[0], dim(1), "columns"), (tile.tk, GEMM_TILE_DEPTHS[0], dim(2), "K values")]
+                .into_iter()
+                .find(|&(side, least, d, _)| side > least && (side / 2) as usize >= d);
+            let skip = if threads > limits.max_threads {
+                Some(format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
+            } else if let Some((side, _, d, what)) = oversized {
+                Some(format!("a side of {side} for {d} {what}: half the tile covers them"))
+            } else {
+                gemm::GemmConfig::from_tile(tile, input, DType::F32).check(limits.max_memory_bytes).err().map(|e| e.to_string())
+            };
+            (Choice { threads, tile: Some(tile), ..Choice::default() }, skip)
+        })
+        .collect()
+}
+
 /// Times every candidate of `entry` at `shape` (empty: its default shape)
 /// on `rt`; `progress(done, total, choice)` is called before each candidate.
 pub fn tune(
@@ -171,7 +226,8 @@ pub fn tune(
     progress: &mut dyn FnMut(usize, usize, &Choice),
 ) -> Result<TuneReport, Error> {
     let shape: Vec<usize> = if shape.is_empty() { entry.default_shape.clone() } else { shape.to_vec() };
-    let candidates = candidates(entry, &shape, rt.device().max_threads_per_threadgroup);
+    let candidates = candidates(entry, &shape, &crate::threadgroup_limits(rt.device()));
+    let prepared = entry.prepare(rt, &shape)?;
     let total = candidates.len();
     let mut trials = vec![];
     let mut device_timed = false;
@@ -180,7 +236,7 @@ pub fn tune(
         progress(i, total, &choice);
         let outcome = match skip {
             Some(reason) => Outcome::Skipped { reason },
-            None => match entry.bench(rt, &shape, &choice.apply(&base), settings.warmup, settings.repeats, &mut |_, _| {}) {
+            None => match prepared.bench(&choice.apply(&base), settings.warmup, settings.repeats, &mut |_, _| {}) {
                 Err(Error::Runtime(e)) if !matches!(e, enigma_runtime::RuntimeError::Validation(_)) && !is_limit(&e) => return Err(Error::Runtime(e)),
                 Err(e) => Outcome::Skipped { reason: e.to_string() },
                 Ok(b) if !b.check.passed => Outcome::Wrong {

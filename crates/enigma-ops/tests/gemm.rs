@@ -68,6 +68,12 @@ fn awkward_shapes_match_the_reference() {
     }
 }
 
+/// The untuned tile for `m` rows at the portable limits.
+fn small(input: DType, output: DType, m: u32) -> GemmConfig {
+    let tile = enigma_analysis::tiles::select_gemm_tile(m, 4096, 4096, input.size_bytes(), &enigma_analysis::tiles::ThreadgroupLimits::PORTABLE);
+    GemmConfig::from_tile(tile, input, output)
+}
+
 /// K split over threadgroups: every split's stretch of whole slices (the
 /// last one shorter or empty), partial products summed by the reduction
 /// with alpha and beta, batches, small-M tiles, clean under the sanitizer.
@@ -76,13 +82,13 @@ fn split_k_matches_the_reference() {
     let rt = runtime();
     for input in [DType::F16, DType::F32] {
         // 100 = 64 + 36 over 3 splits of 64: the third split has no K.
-        check(&rt, &GemmConfig { splits: 3, ..GemmConfig::for_rows(input, DType::F32, 7) }, 7, 33, 100, 1, 1.0, 0.0, false);
+        check(&rt, &GemmConfig { splits: 3, ..small(input, DType::F32, 7) }, 7, 33, 100, 1, 1.0, 0.0, false);
         check(&rt, &GemmConfig { splits: 4, ..GemmConfig::new(input, DType::F32) }, 130, 70, 257, 1, 1.0, 0.0, false);
-        check(&rt, &GemmConfig { splits: 2, ..GemmConfig::for_rows(input, input, 16) }, 16, 40, 128, 2, 0.5, -2.0, true);
+        check(&rt, &GemmConfig { splits: 2, ..small(input, input, 16) }, 16, 40, 128, 2, 0.5, -2.0, true);
     }
-    assert_eq!(GemmConfig::for_rows(DType::F16, DType::F32, 16).tm, 16);
+    assert_eq!(small(DType::F16, DType::F32, 16).tm, 16);
     // 86 tiles of 128 columns at M = 16 want 4 splits for 264 threadgroups.
-    assert_eq!(GemmConfig::for_rows(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
+    assert_eq!(small(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
 }
 
 /// Shapes whose interior slices take the vector path (rows 4-aligned, the

@@ -3,13 +3,18 @@
 //! registry picking up a cached choice. Tests that touch the cache share the
 //! process-wide `ENIGMA_CACHE_DIR`, so they take a lock.
 
-use enigma_ops::registry;
+use enigma_ops::{registry, ThreadgroupLimits};
 use enigma_ops::tune::{self, Choice, Outcome, Settings};
 use enigma_runtime::{Device, Runtime};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 static ENV: Mutex<()> = Mutex::new(());
+
+/// Limits of a device with `max_threads` per threadgroup and 32 KiB.
+fn limits(max_threads: u32) -> ThreadgroupLimits {
+    ThreadgroupLimits { max_threads, max_memory_bytes: 32 * 1024 }
+}
 
 fn entry(name: &str) -> enigma_ops::Entry {
     registry().into_iter().find(|e| e.name == name).unwrap_or_else(|| panic!("no entry {name}"))
@@ -36,23 +41,23 @@ fn shape_classes_round_each_dimension_up_to_a_power_of_two() {
 #[test]
 fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() {
     let softmax = entry("softmax_f32");
-    let c = tune::candidates(&softmax, &[5, 33], 256);
+    let c = tune::candidates(&softmax, &[5, 33], &limits(256));
     assert_eq!(c.len(), tune::THREADS.len());
     let runnable: Vec<u32> = c.iter().filter(|(_, skip)| skip.is_none()).map(|(ch, _)| ch.threads).collect();
     assert_eq!(runnable, [32, 64], "a 33-element row has work for at most 64 threads");
     let (_, why_128) = c.iter().find(|(ch, _)| ch.threads == 128).unwrap();
     assert!(why_128.as_deref().unwrap().contains("exceed the 33 elements"), "{why_128:?}");
-    let wide = tune::candidates(&softmax, &[4, 8192], 256);
+    let wide = tune::candidates(&softmax, &[4, 8192], &limits(256));
     let (_, why_512) = wide.iter().find(|(ch, _)| ch.threads == 512).unwrap();
     assert!(why_512.as_deref().unwrap().contains("maximum of 256"), "{why_512:?}");
     // Vector reductions also try loads in flight; GEMV also rows per SIMD group.
-    let sum = tune::candidates(&entry("sum_f32"), &[1 << 20], 1024);
+    let sum = tune::candidates(&entry("sum_f32"), &[1 << 20], &limits(1024));
     assert_eq!(sum.len(), tune::THREADS.len() * 4);
     assert!(sum.iter().any(|(ch, _)| ch.unroll == Some(8)));
-    let gemv = tune::candidates(&entry("gemv_f16"), &[300, 1000], 1024);
+    let gemv = tune::candidates(&entry("gemv_f16"), &[300, 1000], &limits(1024));
     assert_eq!(gemv.len(), tune::THREADS.len() * 16);
     // The quantized matmul also tries packed words per loop iteration.
-    let q = tune::candidates(&entry("qmatmul_int4"), &[1, 64, 256], 1024);
+    let q = tune::candidates(&entry("qmatmul_int4"), &[1, 64, 256], &limits(1024));
     assert_eq!(q.len(), tune::THREADS.len() * 4);
     assert!(q.iter().any(|(ch, skip)| ch.unroll == Some(16) && skip.is_none()));
 }
@@ -170,5 +175,105 @@ fn a_bad_cache_file_is_ignored_with_a_warning() {
     assert!(warning.unwrap().contains("format version 99"));
     let (entries, warning) = tune::read_cache(&dir.join("missing.json"));
     assert!(entries.is_empty() && warning.is_none(), "a missing file is an empty cache");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The threadgroup limits of the simulator and Apple GPUs (32 KiB) and of
+/// CUDA GPUs (48 KiB), as their `DeviceInfo` reports them.
+const DEVICES: [(&str, ThreadgroupLimits); 2] = [
+    ("32 KiB (Metal, simulator)", ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 32 * 1024 }),
+    ("48 KiB (CUDA)", ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 48 * 1024 }),
+];
+
+#[test]
+fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_kernels::library::gemm::{gemm, GemmConfig};
+    use enigma_kernels::library::DType;
+    let planner_device = enigma_analysis::catalog::find("m4-max").unwrap();
+    let mut runnable_f16 = vec![];
+    for (label, limits) in DEVICES {
+        for (name, input) in [("matmul_f16", DType::F16), ("matmul_bf16", DType::BF16), ("matmul_f32", DType::F32)] {
+            let c = tune::candidates(&entry(name), &[4096, 4096, 4096], &limits);
+            assert_eq!(c.len(), 108, "{name}");
+            let mut runs = 0;
+            for (choice, skip) in &c {
+                let tile = choice.tile.expect("every GEMM candidate is a tile");
+                assert_eq!(choice.threads, tile.threads());
+                let cfg = GemmConfig { tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, ..GemmConfig::new(input, DType::F32) };
+                // Skipped exactly when the GEMM's own check (with the
+                // device's limit) or the thread limit refuses it.
+                let refused = cfg.check(limits.max_memory_bytes).is_err() || tile.threads() > limits.max_threads;
+                assert_eq!(skip.is_some(), refused, "{name} {tile} on {label}: {skip:?}");
+                if skip.is_none() {
+                    runs += 1;
+                    assert!(cfg.threadgroup_memory_bytes() <= limits.max_memory_bytes);
+                    if input == DType::F16 && limits.max_memory_bytes > 32 * 1024 {
+                        runnable_f16.push(cfg);
+                    }
+                }
+            }
+            assert!(runs > 0, "{name} on {label}");
+        }
+    }
+    // 48 KiB holds tiles that 32 KiB does not: 128×128×64 f16 needs
+    // 128 × (64 + 8) + 64 × (128 + 8) halves = 35840 bytes.
+    let deep = |limits: &ThreadgroupLimits| {
+        let c = tune::candidates(&entry("matmul_f16"), &[4096, 4096, 4096], limits);
+        c.into_iter().find(|(ch, _)| ch.tile.map(|t| t.to_string()).as_deref() == Some("128x128x64/2x2")).unwrap().1
+    };
+    assert!(deep(&DEVICES[0].1).unwrap().contains("needs 35840 bytes of threadgroup memory (limit 32768)"));
+    assert_eq!(deep(&DEVICES[1].1), None);
+    // The planner's staged figures are the kernel's: threadgroup memory
+    // (declared by the compiled kernel) and the SIMD-group grid.
+    for cfg in runnable_f16 {
+        let planned = TileConfig {
+            simdgroups: cfg.sg_rows * cfg.sg_cols,
+            sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
+            ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
+        };
+        let report = plan_tile(&planned, &planner_device, None).unwrap();
+        let declared: u64 = gemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+        assert_eq!((report.tg_memory_bytes, report.partition.grid), (declared, [cfg.sg_rows, cfg.sg_cols]), "{}", cfg.name());
+    }
+    // Tiles twice the shape's size are skipped: at 33×40×24 only 64×64
+    // tiles 16 or 32 deep run.
+    let small = tune::candidates(&entry("matmul_f16"), &[33, 40, 24], &DEVICES[0].1);
+    let run: Vec<String> = small.iter().filter(|(_, s)| s.is_none()).map(|(c, _)| c.tile.unwrap().to_string()).collect();
+    assert_eq!(run, ["64x64x16/1x1", "64x64x16/1x2", "64x64x16/2x1", "64x64x16/2x2", "64x64x32/1x1", "64x64x32/1x2", "64x64x32/2x1", "64x64x32/2x2"]);
+    let (_, why) = small.iter().find(|(c, _)| c.tile.unwrap().to_string() == "128x64x16/2x1").unwrap();
+    assert!(why.as_deref().unwrap().contains("a side of 128 for 33 rows"), "{why:?}");
+}
+
+#[test]
+fn tuning_the_matmul_picks_a_tile_that_the_registry_then_runs() {
+    let _lock = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = cache_dir("gemm");
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let e = entry("matmul_f16");
+    let shape = [33, 40, 24];
+    let report = tune::tune(&e, &rt, &shape, Settings { warmup: 0, repeats: 1 }, &mut |_, _, _| {}).unwrap();
+    let timed: Vec<(Choice, f64)> = report
+        .trials
+        .iter()
+        .filter_map(|t| match t.outcome {
+            Outcome::Timed { median_us, .. } => Some((t.choice, median_us)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timed.len(), 8, "{:?}", report.trials);
+    assert!(!report.trials.iter().any(|t| matches!(t.outcome, Outcome::Wrong { .. })), "every tile computes the right product");
+    let fastest = timed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(report.best, Some(fastest));
+    let best = fastest.tile.unwrap();
+    tune::store(&tune::cache_path().unwrap(), &report).unwrap();
+    // The registry's run of this shape class takes the tuned tile; another
+    // class takes select_gemm_tile's.
+    let tuned = e.run(&rt, &shape).unwrap();
+    assert!(tuned.passed, "{tuned}");
+    let want = format!("gemm_f16_f32_{}x{}x{}_sg{}x{}", best.tm, best.tn, best.tk, best.sg_rows, best.sg_cols);
+    assert_eq!((tuned.launches[0].kernel.as_str(), tuned.launches[0].threads[0]), (want.as_str(), best.threads()));
+    let other = e.run(&rt, &[3, 40, 24]).unwrap();
+    assert_eq!(other.launches[0].kernel, "gemm_f16_f32_16x128x32_sg1x4", "M ≤ 16: the small-M tile");
     let _ = std::fs::remove_dir_all(dir);
 }

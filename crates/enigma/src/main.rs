@@ -44,7 +44,7 @@ enum Command {
     Geometry(cli::geometry::Args),
     /// Threadgroups per core for a threadgroup size and its threadgroup memory.
     Occupancy(cli::occupancy::Args),
-    /// Tune a library kernel: time its candidate threadgroup sizes and record the fastest in the tuning cache.
+    /// Tune a library kernel: time its candidate threadgroup sizes (GEMM tiles for matmul_*) and record the fastest in the tuning cache.
     Tune(cli::tune::Args),
     /// Quantized-GEMM tile planner (seed 002), or --seed-tables to check the seeds' tables.
     Tiles(cli::tiles::Args),

@@ -58,3 +58,26 @@ fn every_column_of_the_table_has_a_label() {
     // The verdict column says which candidate won.
     assert!(stdout.lines().skip(2).any(|l| l.trim_end().ends_with(" best")), "{stdout}");
 }
+
+#[test]
+fn tuning_the_matmul_records_a_tile_that_run_then_uses() {
+    let cache = std::env::temp_dir().join(format!("enigma-cli-tune-gemm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let out = enigma(&["tune", "matmul_f16", "--shape", "33x40x24", "--device", "sim", "--repeats", "1", "--warmup", "0", "--json"], &cache);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["trials"].as_array().unwrap().len(), 108);
+    let tile = &v["best"]["tile"];
+    let name = format!("gemm_f16_f32_{}x{}x{}_sg{}x{}", tile["tm"], tile["tn"], tile["tk"], tile["sg_rows"], tile["sg_cols"]);
+    let run = enigma(&["run", "matmul_f16", "--shape", "33x40x24", "--device", "sim", "--json"], &cache);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(r["dispatches"][0]["kernel"].as_str(), Some(name.as_str()), "{r}");
+    // --tile overrides the cache.
+    let run = enigma(&["run", "matmul_f16", "--shape", "33x40x24", "--device", "sim", "--tile", "64x64x16/1x1", "--json"], &cache);
+    let r: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(r["dispatches"][0]["kernel"], "gemm_f16_f32_64x64x16_sg1x1", "{r}");
+    let bad = enigma(&["bench", "matmul_f16", "--device", "sim", "--tile", "64x64"], &cache);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("TMxTNxTK/ROWSxCOLS"));
+    let _ = std::fs::remove_dir_all(&cache);
+}

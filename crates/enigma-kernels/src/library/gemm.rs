@@ -24,6 +24,7 @@
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::qmatmul::{fp4_code_value, int4_value, nibble};
+use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
@@ -70,18 +71,11 @@ impl GemmConfig {
         GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1 }
     }
 
-    /// A tile for `m` rows: 16, 32 or 64 rows by 128 columns (f32: 64) for
-    /// small M — a 128-row tile would be mostly padding — and the default
-    /// above.
-    pub fn for_rows(input: DType, output: DType, m: u32) -> GemmConfig {
-        let cfg = GemmConfig::new(input, output);
-        match [16, 32, 64].into_iter().find(|&t| m <= t && t < cfg.tm) {
-            Some(tm) => {
-                let (sg_rows, sg_cols) = if tm <= 32 { (1, 4) } else { (2, 2) };
-                GemmConfig { tm, sg_rows, sg_cols, ..cfg }
-            }
-            None => cfg,
-        }
+    /// The configuration of a planner tile ([`GemmTile`]: the tuner's
+    /// candidates and `select_gemm_tile`'s choice), untransposed, unsplit.
+    pub fn from_tile(tile: GemmTile, input: DType, output: DType) -> GemmConfig {
+        let GemmTile { tm, tn, tk, sg_rows, sg_cols } = tile;
+        GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..GemmConfig::new(input, output) }
     }
 
     /// K splits that give an `m × n` product at least `threadgroups`
@@ -110,7 +104,7 @@ impl GemmConfig {
         let sg_rows = groups / sg_cols;
         let side = MatrixType::MAX_SIDE as u32;
         let cfg = GemmConfig { sg_rows, sg_cols, tm: self.tm.min(side * sg_rows), tn: self.tn.min(side * sg_cols), ..self };
-        cfg.check()?;
+        cfg.check(u64::MAX)?;
         Ok(cfg)
     }
 
@@ -148,8 +142,11 @@ impl GemmConfig {
 
     /// Checks that the tile shape is one the kernel can build: sides and
     /// SIMD-group tiles multiples of 8, tiles at most 64, at most 1024
-    /// threads and 32 KiB of threadgroup memory.
-    pub fn check(&self) -> Result<(), ShapeError> {
+    /// threads, and at most `max_threadgroup_memory_bytes` of threadgroup
+    /// memory — the device's (`DeviceInfo::max_threadgroup_memory_bytes`:
+    /// 32 KiB on Apple GPUs, 48 KiB on CUDA); `u64::MAX` checks the shape
+    /// alone.
+    pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v % 8 == 0 && v <= 64;
         let (sm, sn) = (self.tm / self.sg_rows.max(1), self.tn / self.sg_cols.max(1));
@@ -166,10 +163,10 @@ impl GemmConfig {
         if !(1..=MAX_SPLITS).contains(&self.splits) {
             return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
         }
-        if self.threadgroup_memory_bytes() > MAX_THREADGROUP_MEMORY {
+        if self.threadgroup_memory_bytes() > max_threadgroup_memory_bytes {
             return Err(ShapeError::new(
                 name,
-                format!("needs {} bytes of threadgroup memory (limit {MAX_THREADGROUP_MEMORY})", self.threadgroup_memory_bytes()),
+                format!("needs {} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})", self.threadgroup_memory_bytes()),
             ));
         }
         Ok(())
@@ -201,9 +198,11 @@ impl GemmConfig {
 /// The GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
-/// When `cfg.check()` fails: plan through [`GemmConfig::check`] first.
+/// When the tile's shape fails [`GemmConfig::check`]: plan through it first
+/// (the threadgroup memory is the device's to check, there and when the
+/// runtime compiles the kernel).
 pub fn gemm(cfg: &GemmConfig) -> Kernel {
-    if let Err(e) = cfg.check() {
+    if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
     build(cfg, cfg.name(), None)
@@ -345,10 +344,11 @@ pub struct QgemmConfig {
 }
 
 impl QgemmConfig {
-    /// The tile for `m` rows ([`GemmConfig::for_rows`] of f16 inputs): 16,
-    /// 32, 64 or 128 rows by 128 columns over 4 SIMD groups.
+    /// The tile for `m` rows: `select_gemm_tile`'s for 16-bit inputs at
+    /// the portable limits (16, 32, 64 or 128 rows by 128 columns).
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
-        let g = GemmConfig::for_rows(DType::F16, output, m);
+        let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
+        let g = GemmConfig::from_tile(tile, DType::F16, output);
         QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1 }
     }
 
@@ -358,12 +358,13 @@ impl QgemmConfig {
         GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true, splits: self.splits }
     }
 
-    /// Checks the tile (as [`GemmConfig::check`]) and the format.
+    /// Checks the tile (as [`GemmConfig::check`], within the 32 KiB every
+    /// device has) and the format.
     pub fn check(&self) -> Result<(), ShapeError> {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        self.gemm().check()
+        self.gemm().check(MAX_THREADGROUP_MEMORY)
     }
 
     /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}[_splitk]`.
@@ -680,13 +681,13 @@ mod tests {
 
     #[test]
     fn configurations_are_checked_with_the_numbers() {
-        assert!(GemmConfig::new(DType::F16, DType::F32).check().is_ok());
+        assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY).is_ok());
         let too_big = GemmConfig { tm: 128, tn: 128, tk: 64, sg_rows: 2, sg_cols: 2, ..GemmConfig::new(DType::F32, DType::F32) };
-        let err = too_big.check().unwrap_err().to_string();
+        let err = too_big.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
         // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
         assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
-        assert!(odd.check().unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
+        assert!(odd.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
         let cfg = GemmConfig::new(DType::F16, DType::F32);
         // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
         assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));

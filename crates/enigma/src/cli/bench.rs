@@ -22,6 +22,11 @@ pub struct Args {
     /// Threads per threadgroup (default: the tuning cache's choice, else seed 004's table).
     #[arg(long)]
     pub threads: Option<u32>,
+    /// Matrix multiply (`matmul_*`): the GEMM tile and SIMD-group grid,
+    /// TMxTNxTK/ROWSxCOLS such as 128x128x32/2x2 (default: the tuning
+    /// cache's choice, else the default for the shape).
+    #[arg(long)]
+    pub tile: Option<enigma_ops::GemmTile>,
     #[command(flatten)]
     pub timing: library::Timing,
 }
@@ -41,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let device: Device = args.timing.device.parse()?;
     let rt = Runtime::new(device)?;
     let on_gpu = rt.device().kind != DeviceKind::Simulator;
-    let options = library::options(args.threads, false);
+    let options = library::options(args.threads, args.tile, false);
     let mut rows = vec![];
     let mut all_ok = true;
     for entry in &entries {

@@ -4,7 +4,7 @@
 //! two: [`Timing`]), and the `enigma run list` table.
 
 use anyhow::Context;
-use enigma_ops::{registry, Entry, Options};
+use enigma_ops::{registry, Entry, GemmTile, Options};
 use enigma_runtime::Runtime;
 use std::io::Write;
 
@@ -72,9 +72,9 @@ pub fn shape(text: Option<&str>) -> anyhow::Result<Vec<usize>> {
     })
 }
 
-/// Options from `--threads` and `--sanitize`.
-pub fn options(threads: Option<u32>, sanitize: bool) -> Options {
-    Options { threads, sanitize, ..Options::default() }
+/// Options from `--threads`, `--tile` and `--sanitize`.
+pub fn options(threads: Option<u32>, tile: Option<GemmTile>, sanitize: bool) -> Options {
+    Options { threads, gemm_tile: tile, sanitize, ..Options::default() }
 }
 
 /// `kind: name` of the runtime's device.

@@ -36,6 +36,11 @@ pub struct Args {
     /// Library kernels: threads per threadgroup (default: seed 004's table).
     #[arg(long)]
     pub threads: Option<u32>,
+    /// Matrix multiply (`matmul_*`): the GEMM tile and SIMD-group grid,
+    /// TMxTNxTK/ROWSxCOLS such as 128x128x32/2x2 (default: the tuning
+    /// cache's choice, else the default for the shape).
+    #[arg(long)]
+    pub tile: Option<enigma_ops::GemmTile>,
     /// Library kernels: run every dispatch under the simulator's sanitizer.
     #[arg(long)]
     pub sanitize: bool,
@@ -49,7 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let example = EXAMPLES.iter().find(|e| **e == args.what);
     // An example name with a library option means the library kernel of
     // that name (`enigma run scale --dtype f16`).
-    let library_options = args.dtype.is_some() || args.shape.is_some() || args.threads.is_some() || args.sanitize;
+    let library_options = args.dtype.is_some() || args.shape.is_some() || args.threads.is_some() || args.tile.is_some() || args.sanitize;
     if args.what == "all" {
         return run_examples(&args, &EXAMPLES);
     }
@@ -96,7 +101,7 @@ fn run_kernel(args: &Args, entry: &enigma_ops::Entry) -> anyhow::Result<ExitCode
     let device: Device = args.device.parse()?;
     let rt = Runtime::new(device)?;
     let shape = library::shape(args.shape.as_deref())?;
-    let options = library::options(args.threads, args.sanitize);
+    let options = library::options(args.threads, args.tile, args.sanitize);
     let outcome = entry.run_with(&rt, &shape, &options).with_context(|| format!("running `{}`", entry.name))?;
     let device = library::device_name(&rt);
     if args.json {

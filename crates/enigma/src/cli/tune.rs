@@ -1,6 +1,6 @@
 //! `enigma tune <kernel>`: times the candidate threadgroup sizes (and loads
-//! in flight, rows per SIMD group where the kernel has them) of a library
-//! kernel on a device, prints every candidate's time or why it was skipped,
+//! in flight, rows per SIMD group where the kernel has them; GEMM tiles for
+//! `matmul_*`) of a library kernel on a device, prints every candidate's time or why it was skipped,
 //! and records the fastest in the tuning cache that `enigma run`, `enigma
 //! bench` and the registry use afterwards (see `enigma_ops::tune`).
 

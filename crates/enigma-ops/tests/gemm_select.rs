@@ -1,0 +1,87 @@
+//! `Ops::matmul`'s tile: `select_gemm_tile`'s default is a configuration the
+//! GEMM's own check accepts on every device's limits at awkward shapes, a
+//! chosen tile (`Options::gemm_tile`) runs and matches the f64 reference on
+//! the simulator, and options that disagree are refused.
+
+use enigma_kernels::library::gemm::{reference, GemmConfig};
+use enigma_kernels::library::DType;
+use enigma_ops::{download, quantize, select_gemm_tile, threadgroup_limits, upload, Error, GemmTile, Ops, Options, ThreadgroupLimits};
+use enigma_runtime::{Device, Runtime};
+
+const AWKWARD: [u32; 6] = [1, 7, 33, 100, 1000, 4097];
+
+fn config(tile: GemmTile, input: DType) -> GemmConfig {
+    GemmConfig { tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, ..GemmConfig::new(input, DType::F32) }
+}
+
+#[test]
+fn the_default_tile_passes_the_gemm_check_at_awkward_shapes() {
+    let sim = threadgroup_limits(Runtime::new(Device::Sim).unwrap().device());
+    let cuda = ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 48 * 1024 };
+    for limits in [sim, ThreadgroupLimits::PORTABLE, cuda] {
+        for input in [DType::F16, DType::BF16, DType::F32] {
+            for m in AWKWARD {
+                for n in AWKWARD {
+                    for k in AWKWARD {
+                        let tile = select_gemm_tile(m, n, k, input.size_bytes(), &limits);
+                        let cfg = config(tile, input);
+                        cfg.check(limits.max_memory_bytes).unwrap_or_else(|e| panic!("{m}x{n}x{k} {input}: {tile}: {e}"));
+                        assert!(cfg.threads() <= limits.max_threads);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `ops.matmul` with `options` at `m × n × k` against the f64 reference;
+/// returns the kernel it ran.
+fn matmul(rt: &Runtime, options: Options, input: DType, m: usize, n: usize, k: usize) -> String {
+    let data = |len: usize, seed: u64| {
+        let mut v = enigma_kernels::test_data(len, seed);
+        quantize(input, &mut v);
+        v
+    };
+    let (a, b) = (data(m * k, 11), data(k * n, 12));
+    let ops = Ops::new(rt).with_options(Options { elem: Some(input.scalar()), ..options });
+    let c = ops.matmul(&upload(rt, input.scalar(), &a).unwrap(), &upload(rt, input.scalar(), &b).unwrap(), m, n, k, DType::F32).unwrap();
+    let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
+    let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
+    let want = reference(&GemmConfig::new(input, DType::F32), &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
+    // f32 sums of k products of values in [-1, 1).
+    let tol = 4.0 * k as f64 * f32::EPSILON as f64;
+    let kernel = ops.take_launches().remove(0).kernel;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol, "{kernel} at {m}x{n}x{k}: element {i} is {g}, want {w}");
+    }
+    kernel
+}
+
+#[test]
+fn a_chosen_tile_runs_and_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for (tile, input) in [("64x128x16/2x2", DType::F16), ("128x64x64/4x2", DType::BF16), ("64x64x32/1x2", DType::F32), ("32x128x32/1x4", DType::F16)] {
+        let tile: GemmTile = tile.parse().unwrap();
+        let kernel = matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, input, 70, 130, 41);
+        assert_eq!(kernel, config(tile, input).name());
+    }
+    // A tile and the same threads is fine; the default at M = 7 is the 16-row tile.
+    let tile = GemmTile::new(64, 64, 32, 2, 1);
+    assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), threads: Some(64), ..Options::default() }, DType::F16, 33, 7, 33), config(tile, DType::F16).name());
+    assert_eq!(matmul(&rt, Options::default(), DType::F16, 7, 100, 33), "gemm_f16_f32_16x128x32_sg1x4");
+}
+
+#[test]
+fn options_that_disagree_or_do_not_fit_are_refused() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F32, &[0.5; 64]).unwrap();
+    let run = |options: Options| Ops::new(&rt).with_options(options).matmul(&a, &a, 8, 8, 8, DType::F32);
+    let tile = GemmTile::new(64, 64, 32, 2, 2);
+    let err = run(Options { gemm_tile: Some(tile), threads: Some(256), ..Options::default() }).unwrap_err();
+    assert!(matches!(&err, Error::Argument { message, .. } if message.contains("takes 128 threads, but the options ask for 256")), "{err}");
+    // 128×128×64 f32 needs 71680 bytes, over the simulator's 32 KiB.
+    let err = run(Options { gemm_tile: Some(GemmTile::new(128, 128, 64, 2, 2)), ..Options::default() }).unwrap_err();
+    assert!(matches!(&err, Error::Shape(_)) && err.to_string().contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
+    let err = run(Options { gemm_tile: Some(GemmTile::new(64, 64, 32, 3, 2)), ..Options::default() }).unwrap_err();
+    assert!(err.to_string().contains("SIMD groups do not divide"), "{err}");
+}
