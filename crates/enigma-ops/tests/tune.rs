@@ -30,6 +30,18 @@ fn cache_dir(test: &str) -> PathBuf {
     dir
 }
 
+/// The candidates a tuning report timed, with their median times.
+fn timed_trials(report: &tune::TuneReport) -> Vec<(Choice, f64)> {
+    report
+        .trials
+        .iter()
+        .filter_map(|t| match t.outcome {
+            Outcome::Timed { median_us, .. } => Some((t.choice, median_us)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn shape_classes_round_each_dimension_up_to_a_power_of_two() {
     assert_eq!(tune::shape_class(&[3000, 8000]), "4096x8192");
@@ -93,14 +105,7 @@ fn tuning_times_the_runnable_candidates_and_picks_the_fastest() {
     .unwrap();
     assert_eq!(calls, tune::THREADS.len() + 1, "progress before each candidate and at the end");
     assert_eq!(report.shape_class, "1024");
-    let timed: Vec<(Choice, f64)> = report
-        .trials
-        .iter()
-        .filter_map(|t| match t.outcome {
-            Outcome::Timed { median_us, .. } => Some((t.choice, median_us)),
-            _ => None,
-        })
-        .collect();
+    let timed = timed_trials(&report);
     assert_eq!(timed.len(), tune::THREADS.len(), "1000 elements leave every threadgroup size runnable");
     let fastest = timed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
     assert_eq!(report.best, Some(fastest));
@@ -253,14 +258,7 @@ fn tuning_the_matmul_picks_a_tile_that_the_registry_then_runs() {
     let e = entry("matmul_f16");
     let shape = [33, 40, 24];
     let report = tune::tune(&e, &rt, &shape, Settings { warmup: 0, repeats: 1 }, &mut |_, _, _| {}).unwrap();
-    let timed: Vec<(Choice, f64)> = report
-        .trials
-        .iter()
-        .filter_map(|t| match t.outcome {
-            Outcome::Timed { median_us, .. } => Some((t.choice, median_us)),
-            _ => None,
-        })
-        .collect();
+    let timed = timed_trials(&report);
     assert_eq!(timed.len(), 8, "{:?}", report.trials);
     assert!(!report.trials.iter().any(|t| matches!(t.outcome, Outcome::Wrong { .. })), "every tile computes the right product");
     let fastest = timed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
