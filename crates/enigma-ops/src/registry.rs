@@ -157,11 +157,23 @@ impl Entry {
         if let Some(i) = shape.iter().position(|&s| s == 0) {
             return err(format!("`{}` = 0 in shape {shape:?}; every dimension must be at least 1", self.shape_names[i]));
         }
-        let elems = shape.iter().try_fold(1u64, |acc, &s| acc.checked_mul(s as u64));
-        if !elems.is_some_and(|e| e <= u32::MAX as u64) {
+        if self.elements(shape) > u32::MAX as u128 {
             return err(format!("shape {shape:?} has more than 2^32 - 1 elements"));
         }
         Ok(shape)
+    }
+
+    /// Elements of the largest array of a run of `shape`: the shape's
+    /// product, or for an `m × n × k` product the largest of A (`m·k`),
+    /// B (`k·n`) and C (`m·n`).
+    fn elements(&self, shape: &[usize]) -> u128 {
+        match (self.shape_names.as_slice(), shape) {
+            (["m", "n", "k"], &[m, n, k]) => {
+                let (m, n, k) = (m as u128, n as u128, k as u128);
+                (m * k).max(k * n).max(m * n)
+            }
+            _ => shape.iter().map(|&s| s as u128).product(),
+        }
     }
 
     /// Fails with [`RuntimeError::Allocation`] when the host memory a
@@ -169,7 +181,7 @@ impl Entry {
     /// tolerances and the downloaded result: [`HOST_BYTES_PER_ELEMENT`] per
     /// element of the shape) cannot be allocated.
     fn check_host_memory(&self, shape: &[usize]) -> Result<(), Error> {
-        let elements: u128 = shape.iter().map(|&s| s as u128).product();
+        let elements = self.elements(shape);
         let what = format!("{}: host memory for a checked run of shape {shape:?}", self.name);
         Ok(enigma_runtime::check_host_memory(&what, elements * HOST_BYTES_PER_ELEMENT)?)
     }
@@ -740,6 +752,19 @@ mod tests {
         assert_eq!(parse_shape("8192x8192").unwrap(), vec![8192, 8192]);
         assert_eq!(parse_shape("32,2048,128").unwrap(), vec![32, 2048, 128]);
         assert!(parse_shape("8192xx").is_err());
+    }
+
+    /// A product's shape counts its largest matrix, not m·n·k: 4096³ is
+    /// 2^24 elements per matrix; 70000 × 70000 outputs are too many.
+    #[test]
+    fn a_product_shape_counts_its_largest_matrix() {
+        let reg = registry();
+        let matmul = reg.iter().find(|e| e.name == "matmul_f16").unwrap();
+        assert_eq!(matmul.shape(&[4096, 4096, 4096]).unwrap(), &[4096, 4096, 4096]);
+        assert_eq!(matmul.elements(&[16, 11008, 4096]), 11008 * 4096);
+        assert!(matmul.shape(&[70000, 70000, 2]).unwrap_err().to_string().contains("more than 2^32 - 1 elements"));
+        let softmax = reg.iter().find(|e| e.name == "softmax_f32").unwrap();
+        assert_eq!(softmax.elements(&[3, 5]), 15);
     }
 
     #[test]
