@@ -33,6 +33,7 @@ impl Expr {
             Expr::MatrixElement { matrix, .. } => vec![matrix],
             Expr::MatrixCoord { .. } | Expr::TextureSize { .. } => vec![],
             Expr::TextureRead { coord, .. } => vec![coord],
+            Expr::TextureSample { uv, .. } => vec![uv],
         }
     }
 

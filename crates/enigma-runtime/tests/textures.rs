@@ -1,10 +1,12 @@
 //! Textures on the simulator (issue 20, phase 1): reads and writes of every
 //! pixel format against plain-Rust references of Metal's conversion rules,
 //! the size queries, the sanitizer's out-of-bounds and race findings, the
-//! dispatch checks, and seed 003's Listing 4 on a 1920×1080 texture.
+//! dispatch checks, samples worked by hand (the conformance case checks
+//! every sampler against a reference), and seed 003's Listing 4 on a
+//! 1920×1080 texture.
 
 use enigma_ir::builder::*;
-use enigma_ir::{Access, Kernel, Scalar, TextureAccess, Type};
+use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_kernels::seed003;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
@@ -312,6 +314,65 @@ fn only_a_mem_texture_barrier_orders_texture_accesses() {
             assert!(race.hint.contains("threadgroup_barrier(mem_flags::mem_texture)"), "{}", race.hint);
         }
     }
+}
+
+/// `out[0] = src.sample(sampler, (u, 0.5))`.
+fn sample_at(texel: Scalar, sampler: Sampler, u: f32) -> Kernel {
+    let mut k = KernelBuilder::new("sample_at");
+    let src = k.texture2d("src", texel, TextureAccess::Sample);
+    let out = k.buffer("out", Type::vector(texel, 4), Access::ReadWrite);
+    k.store(out.at(0u32), src.sample(sampler, vector(Type::vector(Scalar::F32, 2), &[u.into(), 0.5f32.into()])));
+    k.finish().unwrap()
+}
+
+/// A 2×1 r32float texture of (2, 4) sampled linearly at its left edge
+/// (u = 0: between texel -1 and texel 0, weights 1/2 each), worked by hand
+/// for each address mode; at the centre of texel 1 and between the two; and
+/// in pixels past the right edge (u = 2.25: 1/4 of texel 1, 3/4 of the zero
+/// border).
+#[test]
+fn linear_samples_at_the_edge_follow_the_address_mode() {
+    let rt = sim();
+    let tex = rt.texture_from(TextureFormat::R32Float, 2, 1, &[2.0f32, 4.0]).unwrap();
+    let normalized = |filter, address| Sampler { coord: SamplerCoord::Normalized, filter, address };
+    let cases = [
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.0, 2.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToZero), 0.0, 1.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::Repeat), 0.0, 3.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::MirroredRepeat), 0.0, 2.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.75, 4.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.375, 2.5),
+        (normalized(SamplerFilter::Nearest, SamplerAddress::Repeat), 1.25, 2.0),
+        (Sampler { coord: SamplerCoord::Pixel, filter: SamplerFilter::Linear, address: SamplerAddress::ClampToZero }, 2.25, 1.0),
+    ];
+    for (sampler, u, want) in cases {
+        for texel in [Scalar::F32, Scalar::F16] {
+            let p = rt.pipeline(&sample_at(texel, sampler, u)).unwrap();
+            let out = rt.buffer_of_type(Type::vector(texel, 4), 1).unwrap();
+            rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap();
+            let got = match texel {
+                Scalar::F32 => f32s(&out.read_bytes().unwrap()),
+                _ => out.to_vec::<u16>().unwrap().into_iter().map(f16_bits_to_f32).collect(),
+            };
+            assert_eq!(got, [want, 0.0, 0.0, 1.0], "{sampler} at u = {u} with {texel} texels");
+        }
+    }
+}
+
+#[test]
+fn integer_formats_cannot_be_sampled_linearly() {
+    let rt = sim();
+    let tex = rt.texture(TextureFormat::R32Uint, 2, 2).unwrap();
+    let out = rt.buffer_of_type(Type::vector(Scalar::F32, 4), 1).unwrap();
+    let linear = Sampler { coord: SamplerCoord::Normalized, filter: SamplerFilter::Linear, address: SamplerAddress::Repeat };
+    let p = rt.pipeline(&sample_at(Scalar::F32, linear, 0.5)).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureNotFilterable { index: 0, .. }), "{err}");
+    assert!(err.to_string().contains("kernel `sample_at`, argument 0 (`src`): the kernel samples it with a linear filter, but a 2×2 r32uint texture cannot be filtered"), "{err}");
+    let nearest = Sampler { filter: SamplerFilter::Nearest, ..linear };
+    let p = rt.pipeline(&sample_at(Scalar::F32, nearest, 0.5)).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureFormat { .. }), "{err}");
 }
 
 #[test]

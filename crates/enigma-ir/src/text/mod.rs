@@ -57,6 +57,9 @@
 //!          | "thread_element" "(" expr "," n ")"
 //!          | "dim_check" "(" ref "," n "," expr "," expr ")"   // (memory, dimension, index, size)
 //!          | "texture_read" "(" ref "," expr ")" | ("get_width" | "get_height") "(" ref ")"
+//!          | "texture_sample" "(" ref "," sampler "," expr ")"
+//! sampler := "sampler" "(" ("normalized" | "pixel") "," ("nearest" | "linear") ","
+//!            ("clamp_to_edge" | "clamp_to_zero" | "repeat" | "mirrored_repeat") ")"
 //! ```
 //!
 //! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
@@ -68,7 +71,10 @@
 //!   takes one, coordinates are u32x2. In JSON a texture parameter is
 //!   `{"texture":{"texel":"f32","access":"write"}}`, and the operations
 //!   `texture_read {tex, coord}`, `texture_size {tex, dim}` (`"width"` or
-//!   `"height"`) and the statement `texture_write {tex, value, coord}`.
+//!   `"height"`), `texture_sample {tex, sampler: {coord, filter, address},
+//!   uv}` (the IR names above) and the statement `texture_write {tex, value,
+//!   coord}`. `texture_sample(t, sampler(…), uv)` samples an f32 or f16
+//!   `sample` texture at an f32x2.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted

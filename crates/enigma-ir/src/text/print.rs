@@ -59,6 +59,8 @@ const KEYWORDS: &[&str] = &[
     "dim_check",
     "texture2d",
     "texture_read",
+    "texture_sample",
+    "sampler",
     "texture_write",
     "get_width",
     "get_height",
@@ -432,6 +434,12 @@ impl Printer<'_> {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_read({name}, ");
                 self.expr(coord);
+                self.out.push(')');
+            }
+            Expr::TextureSample { tex, sampler, uv } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_sample({name}, {sampler}, ");
+                self.expr(uv);
                 self.out.push(')');
             }
             Expr::TextureSize { tex, dim } => {
