@@ -3,10 +3,11 @@
 //! texel unchanged; seed 003's Listing 4 covering 1920×1080 exactly in both
 //! dispatch modes; and sampling, every float format with every coordinate
 //! space × filter × address mode, against a plain-Rust f64 reference
-//! (within 4e-6 of the largest texel blended on the simulator, f32 rounding; on hardware within 1/256 of the blended
-//! texels' spread, NVIDIA's 8-bit filter weights). A device without `Feature::Texture2d`
+//! (within 4e-6 of the largest texel blended on the simulator, f32
+//! rounding; on hardware within 1/256 of the blended texels' range more,
+//! NVIDIA's 8-bit filter weights). A device without `Feature::Texture2d`
 //! passes by refusing the pipeline with `RuntimeError::Unsupported` (the
-//! CUDA and Metal runtimes do not create texture objects yet).
+//! Metal runtime does not create textures yet).
 
 use crate::util::*;
 use enigma_ir::builder::*;

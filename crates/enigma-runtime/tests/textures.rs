@@ -399,12 +399,12 @@ fn dispatch_checks_the_texture_against_the_parameter() {
 fn devices_without_textures_refuse_the_pipeline() {
     let mut info = sim().device().clone();
     info.features.remove(&enigma_ir::Feature::Texture2d);
-    info.name = "a CUDA GPU".into();
+    info.name = "a GPU without textures".into();
     let kernel = white(true);
     let ki = enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let err = enigma_backend::check_features(&kernel, &ki, &info).unwrap_err();
     assert!(matches!(err, RuntimeError::Unsupported { feature: enigma_ir::Feature::Texture2d, .. }), "{err}");
-    assert!(err.to_string().contains("uses 2D textures; device `a CUDA GPU`"), "{err}");
+    assert!(err.to_string().contains("uses 2D textures; device `a GPU without textures`"), "{err}");
 }
 
 /// Seed 003, Listing 4 on 1920×1080 with 32×16 threadgroups: opaque white
