@@ -103,7 +103,7 @@ from ._enigma import CompileError, DeviceError, DispatchError, EnigmaError, Sani
 from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
-from ._lang import buffer, constant, fast, texture2d
+from ._lang import buffer, constant, fast, sampler, texture2d
 from ._enigma import Array
 from ._runtime import MetalRuntime, Texture, asarray, empty, synchronize
 from . import ops
@@ -141,6 +141,6 @@ def __getattr__(name):
 __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
-     "empty", "fast", "kernel", "simdgroup_matrix", "synchronize", "texture2d"]
+     "empty", "fast", "kernel", "sampler", "simdgroup_matrix", "synchronize", "texture2d"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )
