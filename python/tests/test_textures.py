@@ -123,6 +123,35 @@ def test_only_a_mem_texture_barrier_orders_texels(sim):
         sim.execute(swap("mem_device"), inputs=[sim.texture((1, 64), format="r32uint")], output_size=256, grid=64, threads=64, sanitize=True)
 
 
+def test_a_read_after_a_write_needs_a_fence(sim):
+    def bump(fence):
+        @enigma.kernel
+        def k(img: enigma.texture2d(enigma.u32, access="read_write"), out: enigma.u32):
+            i = enigma.thread_position_in_grid.x
+            img.write(img.read((i, 0)).x + 1, (i, 0))
+            if fence:
+                img.fence()
+            out[i] = img.read((i, 0)).x
+
+        return enigma.compile(k)
+
+    fenced = bump(True)
+    assert "img.fence();" in fenced.msl
+    start = np.arange(16, dtype=np.uint32).reshape(1, 16)
+    tex = sim.texture(start, format="r32uint")
+    out = sim.execute(fenced, inputs=[tex], output_size=64, grid=16, threads=16, sanitize=True)
+    np.testing.assert_array_equal(np.frombuffer(out, np.uint32), start.ravel() + 1)
+    with pytest.raises(enigma.SanitizerError, match=r"reads texel \(0, 0\) of read_write texture `img` .* with no fence\(\) between"):
+        sim.execute(bump(False), inputs=[sim.texture(start, format="r32uint")], output_size=64, grid=16, threads=16, sanitize=True)
+
+    @enigma.kernel
+    def fence_read(img: enigma.texture2d(enigma.f32, access="read")):
+        img.fence()
+
+    with pytest.raises(enigma.CompileError, match=r"declared access::read; it cannot be fenced"):
+        enigma.compile(fence_read)
+
+
 def test_a_write_outside_the_texture_is_reported(sim):
     @enigma.kernel
     def unchecked(out: enigma.texture2d(enigma.f32, access="write")):

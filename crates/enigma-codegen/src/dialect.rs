@@ -222,6 +222,11 @@ pub(crate) trait Dialect {
         Code::postfix(format!("{tex}.sample(enigma_sampler{sampler}, {})", uv.text))
     }
 
+    /// The statement (without `;`) of `tex.fence()`.
+    fn texture_fence(&mut self, tex: &str) -> String {
+        format!("{tex}.fence()")
+    }
+
     /// The statement (without `;`) of `tex.write(value, coord)`.
     fn texture_write(&mut self, tex: &str, _texel: Scalar, value: Code, coord: Code) -> String {
         format!("{tex}.write({}, {})", value.text, coord.text)

@@ -295,6 +295,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let lane = self.lane();
                 self.line(&format!("enigma_tile_store({}, &{}, {}, {transpose}, {lane});", v.code.text, place.text, stride.code.text));
             }
+            StmtKind::TextureFence { tex } => {
+                self.texel(*tex)?;
+                let text = self.dialect.texture_fence(self.names.param(*tex));
+                self.line(&format!("{text};"));
+            }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let texel = self.texel(*tex)?;
                 let value = self.top_expr(value)?;

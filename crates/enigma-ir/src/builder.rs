@@ -543,6 +543,12 @@ impl KernelBuilder {
         self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
     }
 
+    /// `tex.fence()`: see [`StmtKind::TextureFence`].
+    #[track_caller]
+    pub fn texture_fence(&mut self, tex: Tex) {
+        self.push(StmtKind::TextureFence { tex: tex.id }, std::panic::Location::caller());
+    }
+
     /// `tex.write(value, coord)`: see [`StmtKind::TextureWrite`].
     #[track_caller]
     pub fn texture_write(&mut self, tex: Tex, value: impl Into<Ex>, coord: impl Into<Ex>) {

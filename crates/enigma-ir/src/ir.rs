@@ -75,8 +75,8 @@ impl ParamKind {
 
 /// The access a kernel has to a texture: MSL's `access::read`, `write`,
 /// `read_write` and `sample`. `read()` needs read, read_write or sample;
-/// `write()` needs write or read_write; `sample()` needs sample; the size
-/// queries need nothing.
+/// `write()` needs write or read_write; `sample()` needs sample; `fence()`
+/// needs read_write; the size queries need nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TextureAccess {
@@ -1073,6 +1073,11 @@ pub enum StmtKind {
     /// are dropped). A coordinate outside the texture is an error on the
     /// simulator (Metal leaves the write undefined).
     TextureWrite { tex: ParamId, value: Expr, coord: Expr },
+    /// `tex.fence()` on a read_write texture: this thread's earlier writes
+    /// to it are visible to its later reads. Without one, a thread reading
+    /// a texel it wrote reads an undefined value in Metal (the sanitizer
+    /// reports it).
+    TextureFence { tex: ParamId },
 }
 
 impl Kernel {

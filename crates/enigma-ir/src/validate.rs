@@ -125,7 +125,7 @@ pub enum ValidationErrorKind {
     TooManyTextures { count: usize, limit: u32 },
     #[error("texture `{texture}` has texels of {texel}; texture2d takes f32, f16, i32 or u32")]
     TextureTexel { texture: String, texel: Scalar },
-    #[error("texture `{texture}` is declared access::{access}; it cannot be {}", match *op { "read" => "read (declare it read, read_write or sample)", "sample" => "sampled (declare it sample)", _ => "written (declare it write or read_write)" })]
+    #[error("texture `{texture}` is declared access::{access}; it cannot be {}", match *op { "read" => "read (declare it read, read_write or sample)", "sample" => "sampled (declare it sample)", "fence" => "fenced (fence() orders a read_write texture's writes before its reads)", _ => "written (declare it write or read_write)" })]
     TextureAccess { texture: String, access: TextureAccess, op: &'static str },
     #[error("a coordinate of texture `{texture}` must be u32x2 (uint2: x the column, y the row), found {found}")]
     TextureCoord { texture: String, found: Type },
@@ -428,6 +428,12 @@ impl<'k> Validator<'k> {
                 let (ct, _) = self.expr(coord, state)?;
                 typing::texture_write(&param.name, texel, access, vt, ct).map_err(|k| self.err(k))?;
                 self.info.written_textures.insert(*tex);
+            }
+            StmtKind::TextureFence { tex } => {
+                let (param, _, access) = self.texture(*tex)?;
+                if access != TextureAccess::ReadWrite {
+                    return Err(self.err(ValidationErrorKind::TextureAccess { texture: param.name.clone(), access, op: "fence" }));
+                }
             }
             StmtKind::Assign { var, value } => {
                 let (ty, uni) = self.expr(value, state)?;

@@ -68,7 +68,7 @@ impl StmtKind {
             StmtKind::For { start, end, step, .. } => vec![start, end, step],
             StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
             StmtKind::TextureWrite { value, coord, .. } => vec![value, coord],
-            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
+            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } | StmtKind::TextureFence { .. } => vec![],
         }
     }
 

@@ -552,6 +552,7 @@ fn texture_constructs_print_and_parse_back() {
     k.if_(coord.x().ge(dst.get_width()).or(coord.y().ge(dst.get_height())), |k| k.return_());
     let v = k.let_("v", src.read(coord).cast(Type::vector(Scalar::F32, 4)) + dst.read(coord));
     k.texture_write(dst, v * n.cast(Type::F32), coord);
+    k.texture_fence(dst);
     let kernel = k.finish().unwrap();
     enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let text = assert_round_trips(&kernel);
@@ -561,6 +562,7 @@ fn texture_constructs_print_and_parse_back() {
         "get_height(dst)",
         "texture_read(src, coord)",
         "texture_write(dst, ",
+        "texture_fence(dst)",
     ] {
         assert!(text.contains(spelling), "`{spelling}` in\n{text}");
     }
@@ -568,6 +570,7 @@ fn texture_constructs_print_and_parse_back() {
     let json = to_json(&kernel);
     assert!(json.contains(r#"{"texture":{"texel":"f16","access":"sample"}}"#), "{json}");
     assert!(json.contains(r#"{"texture_size":{"tex":1,"dim":"width"}}"#), "{json}");
+    assert!(json.contains(r#"{"texture_fence":{"tex":1}}"#), "{json}");
     // A texture argument must name a parameter.
     let (_, _, kind) = error("kernel k() {\n    threadgroup s: f32[4]\n\n    texture_write(s, f32x4(1.0f32), u32x2(0u32, 0u32))\n}");
     assert!(matches!(kind, ParseErrorKind::WrongKind { ref name, .. } if name == "s"), "{kind:?}");

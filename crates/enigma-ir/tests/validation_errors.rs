@@ -121,7 +121,7 @@ cases! {
     TooManyParameters => [thirty_two_buffers],
     TooManyTextures => [thirty_two_textures],
     TextureTexel => [texture_of_u8_texels],
-    TextureAccess => [write_to_a_read_only_texture, read_of_a_write_only_texture, sample_of_a_read_texture],
+    TextureAccess => [write_to_a_read_only_texture, read_of_a_write_only_texture, sample_of_a_read_texture, fence_of_a_write_texture],
     TextureSampleTexel => [sample_of_a_u32_texture],
     TextureSampleCoord => [sample_at_a_u32x2],
     SamplerPixelRepeat => [pixel_coordinates_that_repeat],
@@ -866,6 +866,16 @@ fn sample_of_a_read_texture() -> ValidationError {
         }",
     );
     rejects(&kernel, K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Read, op: "sample" }, At::Path("body[0]"))
+}
+
+fn fence_of_a_write_texture() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let t = k.texture2d("t", Scalar::F32, enigma_ir::TextureAccess::Write);
+    let line = line!() + 1;
+    k.texture_fence(t);
+    let err = rejects(&built(k), K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Write, op: "fence" }, At::Built("body[0]", line));
+    assert!(err.to_string().contains("cannot be fenced (fence() orders a read_write texture's writes before its reads)"), "{err}");
+    err
 }
 
 fn sample_of_a_u32_texture() -> ValidationError {

@@ -316,6 +316,55 @@ fn only_a_mem_texture_barrier_orders_texture_accesses() {
     }
 }
 
+/// Each thread writes `x + 1` to its texel (x, 0) of a read_write texture,
+/// fences (or not), writes `x + 2` after the fence (or not), and reads the
+/// texel into `out[x]`.
+fn write_then_read(fence: bool, write_after_fence: bool) -> Kernel {
+    let mut k = KernelBuilder::new("write_then_read");
+    let img = k.texture2d("img", Scalar::U32, TextureAccess::ReadWrite);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let x = k.let_("x", thread_position_in_grid().x());
+    let c = k.let_("c", uint2(x.into(), lit(Scalar::U32, 0.0)));
+    k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[x + 1u32]), c);
+    if fence {
+        k.texture_fence(img);
+    }
+    if write_after_fence {
+        k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[x + 2u32]), c);
+    }
+    k.store(out.at(x), img.read(c).x());
+    k.finish().unwrap()
+}
+
+/// A thread reading a texel it wrote needs `fence()` between (Metal leaves
+/// the value undefined otherwise): the sanitizer names the texel and both
+/// places; a fence makes it clean, and a write after the fence needs another.
+#[test]
+fn a_read_after_a_write_needs_a_fence() {
+    let rt = sim();
+    let out = rt.buffer_zeroed::<u32>(8).unwrap();
+    let fenced = rt.pipeline(&write_then_read(true, false)).unwrap();
+    let tex = rt.texture(TextureFormat::R32Uint, 8, 1).unwrap();
+    rt.dispatch(&fenced, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap();
+    assert_eq!(out.to_vec::<u32>().unwrap(), (1..=8).collect::<Vec<u32>>());
+    for (fence, again) in [(false, false), (true, true)] {
+        let p = rt.pipeline(&write_then_read(fence, again)).unwrap();
+        let err = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap_err();
+        let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+        assert_eq!(findings.len(), 1, "{err}");
+        let f = &findings[0];
+        assert_eq!((f.kind, f.variable.as_deref(), f.count), (FindingKind::UnfencedTextureRead, Some("img"), 8), "{err}");
+        let write_at = if again { "body[4]" } else { "body[2]" };
+        let read_at = if again { "body[5]" } else { "body[3]" };
+        assert!(
+            f.message.contains(&format!("reads texel (0, 0) of read_write texture `img` at {read_at} after writing it at {write_at} with no fence() between")),
+            "{}",
+            f.message
+        );
+        assert!(f.hint.contains("call `img.fence()`"), "{}", f.hint);
+    }
+}
+
 /// `out[0] = src.sample(sampler, (u, 0.5))`.
 fn sample_at(texel: Scalar, sampler: Sampler, u: f32) -> Kernel {
     let mut k = KernelBuilder::new("sample_at");

@@ -607,6 +607,13 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::TexFence { tex } => {
+                    if let Some(t) = san.as_deref_mut() {
+                        for l in lanes_of(self.active) {
+                            t.texture_fence(tex, Who { simdgroup: self.index, lane: l as u32, pc });
+                        }
+                    }
+                }
                 Inst::TexSample { tex, texel, sampler, dst, uv } => {
                     // A sampled texture is access::sample, which no thread
                     // writes, so its reads are not tracked for races.
@@ -740,6 +747,11 @@ impl SimdGroup {
         let i = y as usize * desc.width as usize + x as usize;
         if let Some(t) = san.as_deref_mut() {
             self.track_device(env, t, MemRef::Texture(tex), i, who, kind, value);
+            match kind {
+                AccessKind::Write => t.texture_write_unfenced(tex, i, who),
+                AccessKind::Read => t.texture_read_fenced(tex, i, who),
+                AccessKind::Atomic => {}
+            }
         }
         Ok(Some(i))
     }

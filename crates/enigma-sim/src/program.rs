@@ -75,6 +75,8 @@ pub enum Inst {
     TexSample { tex: u32, texel: Scalar, sampler: Sampler, dst: Reg, uv: Reg },
     /// `tex.write(src..src+4, coord)`, converted from `texel` to the format.
     TexWrite { tex: u32, texel: Scalar, src: Reg, coord: Reg },
+    /// `tex.fence()`: orders this thread's writes to the texture before its reads.
+    TexFence { tex: u32 },
     /// `dst = tex.get_width()` or `get_height()`.
     TexSize { tex: u32, dim: TextureDim, dst: Reg },
 }
@@ -279,6 +281,9 @@ impl Lowering<'_> {
 
     fn stmt(&mut self, stmt: &Stmt, path: &mut StmtPath) {
         match &stmt.kind {
+            StmtKind::TextureFence { tex } => {
+                self.emit(Inst::TexFence { tex: tex.0 });
+            }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let v = self.expr(value);
                 let c = self.expr(coord);

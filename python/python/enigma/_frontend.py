@@ -551,6 +551,9 @@ class KernelCompiler:
             callee = self.expr(v.func)
             if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "write":
                 return self._texture_write(callee.obj.tex, v)
+            if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "fence":
+                self._bind(v, f"{callee.obj.tex.name}.fence", [], 0, prefix="")
+                return self.emit({"texture_fence": {"tex": callee.obj.tex.index}}, v)
             if isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic):
                 name = callee.obj.name
                 if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier"):
@@ -1223,8 +1226,8 @@ class KernelCompiler:
         if isinstance(base, MemRef):
             raise self.error(node, f"`{base.name}` has no attribute `{attr}`")
         if isinstance(base, TexRef):
-            if attr not in ("read", "write", "sample", "get_width", "get_height"):
-                raise self.error(node, f"texture `{base.name}` has no method `{attr}` (it has read, write, sample, get_width and get_height)")
+            if attr not in ("read", "write", "sample", "fence", "get_width", "get_height"):
+                raise self.error(node, f"texture `{base.name}` has no method `{attr}` (it has read, write, sample, fence, get_width and get_height)")
             return PyObj(TexMethod(base, attr))
         v = base
         if v.untyped or not v.ty.is_vector:
@@ -1263,8 +1266,8 @@ class KernelCompiler:
     def _texture_call(self, m, node):
         """``tex.read(coord)``, ``tex.get_width()``, ``tex.get_height()``."""
         tex = m.tex
-        if m.method == "write":
-            raise self.error(node, f"`{tex.name}.write(value, coord)` is a statement; it has no value")
+        if m.method in ("write", "fence"):
+            raise self.error(node, f"`{tex.name}.{m.method}(...)` is a statement; it has no value")
         if m.method in ("get_width", "get_height"):
             self._bind(node, f"{tex.name}.{m.method}", [], 0, prefix="")
             return Val({"texture_size": {"tex": tex.index, "dim": m.method[4:]}}, u32)

@@ -133,7 +133,8 @@ def texture2d(dtype, access="read") -> TextureParam:
     ``out.get_width()``, ``out.get_height()``; ``coord`` is a ``uint2`` or a
     pair ``(x, y)``. A ``"sample"`` texture of f32 or f16 texels also has
     ``out.sample(sampler, uv)``, ``uv`` a ``float2`` or a pair ``(u, v)`` and
-    ``sampler`` an :func:`sampler`."""
+    ``sampler`` an :func:`sampler`; a ``"read_write"`` one ``out.fence()``
+    (this thread's writes before its later reads)."""
     return TextureParam(dtype, access)
 
 

@@ -486,6 +486,11 @@ impl Dialect for Cuda {
         Code::postfix(format!("enigma::texture_read<{}>({tex}, {})", self.scalar_name(texel), coord.text))
     }
 
+    fn texture_fence(&mut self, tex: &str) -> String {
+        self.need(Helper::Texture);
+        format!("enigma::texture_fence({tex})")
+    }
+
     fn texture_sample(&mut self, tex: &str, texel: Scalar, _sampler: usize, slot: usize, uv: Code) -> Code {
         self.need(Helper::Texture);
         Code::postfix(format!("enigma::texture_sample<{}>({tex}, {slot}, {})", self.scalar_name(texel), uv.text))

@@ -722,6 +722,9 @@ template <typename T> __device__ inline vec<T, 4> texture_sample(const texture2d
     const bool one = t.format == r8unorm || t.format == r16float || t.format == r32float;
     return vec<T, 4>(convert<T>(p.x), convert<T>(one ? 0.0f : p.y), convert<T>(one ? 0.0f : p.z), convert<T>(one ? 1.0f : p.w));
 }
+// tex.fence(): this thread's surface writes before its later surface reads
+// (a block-scope memory fence; surface loads and stores of one thread).
+__device__ inline void texture_fence(const texture2d&) { __threadfence_block(); }
 // tex.write(value, c) with float or half texels; channels the format lacks are dropped.
 template <typename T> __device__ inline void texture_write(const texture2d& t, const vec<T, 4>& value, const vec<uint, 2>& c) {
     const float v[4] = {convert<float>(value.x), convert<float>(value.y), convert<float>(value.z), convert<float>(value.w)};

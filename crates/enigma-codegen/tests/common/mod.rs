@@ -550,7 +550,8 @@ pub fn textures() -> Kernel {
     k.if_(c.x().ge(dst.get_width()).or(c.y().ge(dst.get_height())), |k| k.return_());
     let v = k.let_("v", src.read(c).cast(vt(Scalar::F32, 4)) * scale + dst.read(c));
     k.texture_write(dst, v, c);
-    let id = k.let_("id", ids.read(c).x());
+    k.texture_fence(dst);
+    let id = k.let_("id", ids.read(c).x() + dst.read(c).x().cast(Type::U32));
     k.texture_write(labels, vector(vt(Scalar::I32, 4), &[id.cast(Type::I32)]), c);
     k.store(out.at(c.y() * dst.get_width() + c.x()), id);
     finish(k)

@@ -44,6 +44,7 @@
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
 //!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
 //!          | "texture_write" "(" ref "," expr "," expr ")"    // (texture, value, coordinate)
+//!          | "texture_fence" "(" ref ")"
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -72,8 +73,8 @@
 //!   `{"texture":{"texel":"f32","access":"write"}}`, and the operations
 //!   `texture_read {tex, coord}`, `texture_size {tex, dim}` (`"width"` or
 //!   `"height"`), `texture_sample {tex, sampler: {coord, filter, address},
-//!   uv}` (the IR names above) and the statement `texture_write {tex, value,
-//!   coord}`. `texture_sample(t, sampler(…), uv)` samples an f32 or f16
+//!   uv}` (the IR names above) and the statements `texture_write {tex, value,
+//!   coord}` and `texture_fence {tex}` (a read_write texture's `fence()`). `texture_sample(t, sampler(…), uv)` samples an f32 or f16
 //!   `sample` texture at an f32x2.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or

@@ -473,6 +473,13 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "texture_fence" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let tex = self.texture_arg()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::TextureFence { tex })
+                }
                 "texture_write" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();

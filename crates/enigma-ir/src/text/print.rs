@@ -62,6 +62,7 @@ const KEYWORDS: &[&str] = &[
     "texture_sample",
     "sampler",
     "texture_write",
+    "texture_fence",
     "get_width",
     "get_height",
 ];
@@ -285,6 +286,10 @@ impl Printer<'_> {
                 self.out.push_str(", ");
                 self.expr(stride);
                 self.out.push(')');
+            }
+            StmtKind::TextureFence { tex } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_fence({name})");
             }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let name = self.param_ref(*tex);
