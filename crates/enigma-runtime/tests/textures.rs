@@ -324,7 +324,7 @@ fn write_then_read(fence: bool, write_after_fence: bool) -> Kernel {
     let img = k.texture2d("img", Scalar::U32, TextureAccess::ReadWrite);
     let out = k.buffer("out", Type::U32, Access::ReadWrite);
     let x = k.let_("x", thread_position_in_grid().x());
-    let c = k.let_("c", uint2(x.into(), lit(Scalar::U32, 0.0)));
+    let c = k.let_("c", uint2(x, lit(Scalar::U32, 0.0)));
     k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[x + 1u32]), c);
     if fence {
         k.texture_fence(img);

@@ -65,7 +65,10 @@ The kernel language (a subset of Python):
   ``"read_write"`` or ``"sample"``): ``out.read(coord)`` gives four texels,
   ``out.write(value, coord)`` stores four (or one, splatted),
   ``out.get_width()`` / ``out.get_height()``; ``coord`` is a ``uint2`` or a
-  pair ``(x, y)``. Create textures with ``rt.texture(numpy_array,
+  pair ``(x, y)``. A ``"sample"`` texture of f32/f16 texels has
+  ``src.sample(enigma.sampler(filter="linear", address="clamp_to_edge",
+  coord="normalized"), uv)``; a ``"read_write"`` one ``img.fence()``, needed
+  between a thread's write of a texel and its read of it. Create textures with ``rt.texture(numpy_array,
   format="rgba8unorm")`` and read them back with ``tex.numpy()``. Only
   ``enigma.barrier(mem_flags="mem_texture")`` orders texture accesses
   between threads. They run on the simulator; sampling is not there yet.
