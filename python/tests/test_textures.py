@@ -368,6 +368,18 @@ def test_blur_example_matches_numpy(capsys):
     assert (blur.reference(image) != image).mean() > 0.5, "the blur changes most pixels"
 
 
+def test_resize_example_matches_numpy(capsys):
+    """examples/resize.py: a bilinear resize through a linear sampler, within one unorm step of numpy on the simulator."""
+    spec = importlib.util.spec_from_file_location("resize_example", REPO / "examples" / "resize.py")
+    resize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(resize)
+    for size in (["--width", "37", "--height", "23", "--out-width", "80", "--out-height", "15"], ["--width", "64", "--height", "48", "--out-width", "20", "--out-height", "30"]):
+        assert resize.main(size) == 0
+        out = capsys.readouterr().out
+        assert "matches numpy" in out, out
+    assert (resize.reference(resize.test_image(4, 4), 8, 8)[::2, ::2] != resize.test_image(4, 4)).any(), "upsampling blends"
+
+
 def test_gpu_runtimes_run_or_refuse_texture_kernels(rt, sim):
     """CUDA runs texture kernels (CUDA arrays with surface and texture
     objects); Metal does not create MTLTextures yet, and a texture kernel
