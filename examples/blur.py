@@ -5,11 +5,12 @@ Two passes over 2D textures, one thread per pixel in 16×16 threadgroups
 of an rgba8unorm image are blurred with the 5-tap binomial kernel
 [1, 4, 6, 4, 1] / 16 into an rgba32float texture, whose columns are blurred
 into an rgba8unorm result; pixels past an edge repeat the edge (clamp to
-edge, done on the coordinates: there is no sampler yet). The result is
-compared with the same computation in numpy float32.
+edge, done on the coordinates, so that every tap is an exact read; a
+sampler does the filtering in examples/resize.py). The result is compared
+with the same computation in numpy float32.
 
-Textures run on the simulator (the default device here); the CUDA and Metal
-runtimes do not create textures yet and refuse these kernels.
+Textures run on the simulator (the default device here) and CUDA; the Metal
+runtime does not create textures yet and refuses these kernels.
 
     python examples/blur.py [--device cpu|cuda|metal] [--width W] [--height H]
 """

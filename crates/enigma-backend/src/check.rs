@@ -5,7 +5,16 @@
 
 use crate::{ArgValue, CompiledKernel, DeviceInfo, RuntimeError, SpecValues};
 use enigma_analysis::geometry::{plan_dispatch, DispatchGeometry, DispatchMode};
-use enigma_ir::{Kernel, KernelInfo, ParamKind};
+use enigma_ir::{Expr, Kernel, KernelInfo, ParamId, ParamKind, SamplerFilter};
+
+/// Whether `kernel` samples texture `tex` with a linear filter.
+fn samples_linearly(kernel: &Kernel, tex: ParamId) -> bool {
+    let mut linear = false;
+    kernel.walk_exprs(|e| {
+        linear |= matches!(e, Expr::TextureSample { tex: t, sampler, .. } if *t == tex && sampler.filter == SamplerFilter::Linear)
+    });
+    linear
+}
 
 /// Checks a dispatch of `compiled` on `device` and returns its geometry.
 pub fn check_dispatch(
@@ -99,6 +108,9 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
                 }
             }
             (ParamKind::Texture { texel, .. }, ArgValue::Texture { storage, desc }) => {
+                if !desc.format.filterable() && samples_linearly(kernel, ParamId(index as u32)) {
+                    return Err(RuntimeError::TextureNotFilterable { kernel: kernel.name.clone(), index, param: param.name.clone(), found: *desc });
+                }
                 if !desc.format.accepts(texel) {
                     return Err(RuntimeError::TextureFormat {
                         kernel: kernel.name.clone(),

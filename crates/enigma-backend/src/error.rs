@@ -23,6 +23,8 @@ pub enum RuntimeError {
     BufferSize { kernel: String, index: usize, param: String, bytes: usize, elem: Type, elem_bytes: u32 },
     #[error("kernel `{kernel}`, argument {index} (`{param}`): a {found} texture cannot be viewed as texture2d<{texel}>: its format holds {allowed} texels")]
     TextureFormat { kernel: String, index: usize, param: String, found: crate::TextureDesc, texel: enigma_ir::Scalar, allowed: &'static str },
+    #[error("kernel `{kernel}`, argument {index} (`{param}`): the kernel samples it with a linear filter, but a {found} texture cannot be filtered (integer formats are sampled with filter::nearest only)")]
+    TextureNotFilterable { kernel: String, index: usize, param: String, found: crate::TextureDesc },
     #[error("texture of {desc}: {problem}")]
     TextureSize { desc: crate::TextureDesc, problem: String },
     #[error("kernel `{kernel}`: specialisation constant `{name}` {problem}")]

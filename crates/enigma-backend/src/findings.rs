@@ -33,6 +33,9 @@ pub enum FindingKind {
     Coverage,
     /// Results differ between SIMD-group schedules.
     OrderDependence,
+    /// A thread reads a texel of a read_write texture it wrote, with no
+    /// `fence()` of the texture between.
+    UnfencedTextureRead,
 }
 
 impl FindingKind {
@@ -48,6 +51,7 @@ impl FindingKind {
             FindingKind::OutOfBounds => "out of bounds",
             FindingKind::Coverage => "coverage",
             FindingKind::OrderDependence => "order dependence",
+            FindingKind::UnfencedTextureRead => "texture read without fence",
         }
     }
 }

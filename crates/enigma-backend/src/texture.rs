@@ -10,13 +10,20 @@
 //! * A format with fewer than four channels reads the missing ones as
 //!   (0, 0, 0, 1) — 0 for green and blue, 1 for alpha — and a write drops them.
 //!
+//! Sampling ([`sample`]) is Metal's: texel `i`'s centre at `(i + 0.5)/w`,
+//! nearest or bilinear filtering, and the four address modes, computed in
+//! f32. Hardware filters may differ in the last bits: NVIDIA's texture units
+//! hold the bilinear weights in fixed point with 8 fractional bits, so a
+//! linearly filtered value there is within [`HARDWARE_FILTER_TOLERANCE`] ×
+//! (the spread of the texels blended) of this one.
+//!
 //! Texels are stored row-major, `width · bytes_per_texel()` bytes a row with
 //! no padding, channels in RGBA order, each little-endian. A texture lives in
 //! a backend's [`crate::BufferStorage`] of exactly `width · height ·
 //! bytes_per_texel()` bytes, described by a [`TextureDesc`].
 
 use crate::args::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_ir::Scalar;
+use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar};
 use std::fmt;
 
 /// A texture's pixel format (Metal's `MTLPixelFormat` of the same name).
@@ -114,6 +121,12 @@ impl TextureFormat {
         }
     }
 
+    /// Whether a sampler may filter the format linearly: the unorm and
+    /// float formats, not the integer ones (as in Metal).
+    pub fn filterable(self) -> bool {
+        self.channel_kind() == ChannelKind::Float
+    }
+
     /// The texel types that may view this format, for messages.
     pub fn texel_types(self) -> &'static str {
         match self.channel_kind() {
@@ -161,6 +174,68 @@ impl TextureFormat {
 pub fn unorm8(v: f32) -> u8 {
     let c = if v.is_nan() { 0.0 } else { v.clamp(0.0, 1.0) };
     (c * 255.0).round_ties_even() as u8
+}
+
+/// How far a hardware bilinear filter may land from [`sample`]'s, as a
+/// fraction of the largest difference between the texels it blends: NVIDIA
+/// rounds each weight to a multiple of 1/256 (an error of at most 1/512 per
+/// axis, 1/256 over both).
+pub const HARDWARE_FILTER_TOLERANCE: f32 = 1.0 / 256.0;
+
+/// `tex.sample(sampler, uv)` on a texture of `desc`, as Metal specifies it,
+/// in f32: with `u' = u·w` for normalised coordinates (`u` itself in
+/// pixels) and likewise `v'`, `nearest` reads texel `(floor(u'), floor(v'))`
+/// and `linear` blends texels `floor(u' - 0.5)` and the next with weights
+/// `1 - a` and `a`, `a = frac(u' - 0.5)` (likewise in y). Texel indices
+/// outside the texture go through the address mode ([`address`]); a
+/// clamp-to-zero border texel reads as stored zeros do. `texel(x, y)` reads
+/// the texel at an in-range index as four floats.
+pub fn sample(desc: &TextureDesc, sampler: Sampler, uv: [f32; 2], texel: impl Fn(u32, u32) -> [f32; 4]) -> [f32; 4] {
+    let scale = |c: f32, n: u32| match sampler.coord {
+        SamplerCoord::Normalized => c * n as f32,
+        SamplerCoord::Pixel => c,
+    };
+    let (u, v) = (scale(uv[0], desc.width), scale(uv[1], desc.height));
+    let border = desc.format.read_float([0; 4]);
+    let fetch = |x: i64, y: i64| match (address(sampler.address, x, desc.width), address(sampler.address, y, desc.height)) {
+        (Some(x), Some(y)) => texel(x, y),
+        _ => border,
+    };
+    match sampler.filter {
+        SamplerFilter::Nearest => fetch(u.floor() as i64, v.floor() as i64),
+        SamplerFilter::Linear => {
+            let (x, y) = (u - 0.5, v - 0.5);
+            let (x0, y0) = (x.floor(), y.floor());
+            let (a, b) = (x - x0, y - y0);
+            let (i0, j0) = (x0 as i64, y0 as i64);
+            let (t00, t10) = (fetch(i0, j0), fetch(i0.saturating_add(1), j0));
+            let (t01, t11) = (fetch(i0, j0.saturating_add(1)), fetch(i0.saturating_add(1), j0.saturating_add(1)));
+            std::array::from_fn(|c| {
+                (1.0 - a) * (1.0 - b) * t00[c] + a * (1.0 - b) * t10[c] + (1.0 - a) * b * t01[c] + a * b * t11[c]
+            })
+        }
+    }
+}
+
+/// The texel a sampler reads for index `i` along an axis of `n` texels:
+/// `None` for clamp-to-zero's border outside `0..n`.
+pub fn address(mode: SamplerAddress, i: i64, n: u32) -> Option<u32> {
+    let n = n as i64;
+    let i = match mode {
+        SamplerAddress::ClampToEdge => i.clamp(0, n - 1),
+        SamplerAddress::ClampToZero if (0..n).contains(&i) => i,
+        SamplerAddress::ClampToZero => return None,
+        SamplerAddress::Repeat => i.rem_euclid(n),
+        SamplerAddress::MirroredRepeat => {
+            let t = i.rem_euclid(2 * n);
+            if t < n {
+                t
+            } else {
+                2 * n - 1 - t
+            }
+        }
+    };
+    Some(i as u32)
 }
 
 impl fmt::Display for TextureFormat {
@@ -237,6 +312,15 @@ mod tests {
         assert_eq!(TextureFormat::R16Float.read_float([0x3800, 0, 0, 0]), [0.5, 0.0, 0.0, 1.0]);
         assert_eq!(TextureFormat::R32Uint.read_int([7, 9, 9, 9]), [7, 0, 0, 1]);
         assert_eq!(TextureFormat::R32Sint.read_int([(-3i32) as u32, 0, 0, 0]), [(-3i32) as u32, 0, 0, 1]);
+    }
+
+    #[test]
+    fn address_modes_fold_indices_as_metal_does() {
+        let fold = |mode| (-5..9).map(|i| address(mode, i, 4).map_or(-1, |t| t as i64)).collect::<Vec<_>>();
+        assert_eq!(fold(SamplerAddress::ClampToEdge), [0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 3, 3, 3]);
+        assert_eq!(fold(SamplerAddress::ClampToZero), [-1, -1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -1]);
+        assert_eq!(fold(SamplerAddress::Repeat), [3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0]);
+        assert_eq!(fold(SamplerAddress::MirroredRepeat), [3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2, 1, 0, 0]);
     }
 
     #[test]

@@ -30,6 +30,18 @@ pub(crate) struct KernelCx<'a> {
     pub types: &'a BTreeSet<TypeOrd>,
 }
 
+/// Every sampler the kernel samples with, each once: by texture, then in
+/// the order of first use.
+pub(crate) fn kernel_samplers(info: &KernelInfo) -> Vec<enigma_ir::Sampler> {
+    let mut all = vec![];
+    for s in info.samplers.values().flatten() {
+        if !all.contains(s) {
+            all.push(*s);
+        }
+    }
+    all
+}
+
 /// A [`Builtin`] ordered as in [`Builtin::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct BuiltinOrd(pub usize);
@@ -201,6 +213,18 @@ pub(crate) trait Dialect {
     /// `tex.read(coord)`: four texels of type `texel` (MSL's method).
     fn texture_read(&mut self, tex: &str, _texel: Scalar, coord: Code) -> Code {
         Code::postfix(format!("{tex}.read({})", coord.text))
+    }
+
+    /// `tex.sample(sampler, uv)`: `sampler` the index of the sampler among
+    /// the kernel's ([`kernel_samplers`], MSL's `enigma_sampler{n}`), `slot`
+    /// its index among this texture's (CUDA's texture objects).
+    fn texture_sample(&mut self, tex: &str, _texel: Scalar, sampler: usize, _slot: usize, uv: Code) -> Code {
+        Code::postfix(format!("{tex}.sample(enigma_sampler{sampler}, {})", uv.text))
+    }
+
+    /// The statement (without `;`) of `tex.fence()`.
+    fn texture_fence(&mut self, tex: &str) -> String {
+        format!("{tex}.fence()")
     }
 
     /// The statement (without `;`) of `tex.write(value, coord)`.

@@ -60,6 +60,9 @@ pub enum CodegenErrorKind {
     SpecializationType { name: String, expected: Scalar, found: Scalar },
     #[error("the value given for specialisation constant `{name}` does not fit in {ty}")]
     SpecializationRange { name: String, ty: Scalar },
+    /// CUDA binds a texture object per (texture, sampler) in the texture's argument.
+    #[error("texture `{texture}` is sampled with {count} different samplers; the CUDA texture argument holds at most {limit} texture objects")]
+    TooManySamplers { texture: String, count: usize, limit: usize },
     #[error("{what} is not supported for {ty} on this target")]
     Unsupported { what: String, ty: Type },
 }

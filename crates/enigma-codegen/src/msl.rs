@@ -300,6 +300,10 @@ impl Dialect for Msl {
             };
             let _ = writeln!(decls, "threadgroup {elem} {}[{}];", cx.names.tg_array(id), arr.len);
         }
+        for (i, s) in crate::dialect::kernel_samplers(cx.info).iter().enumerate() {
+            let (c, f, a) = (s.coord.name(), s.filter.name(), s.address.name());
+            let _ = writeln!(decls, "constexpr sampler enigma_sampler{i}(coord::{c}, filter::{f}, address::{a});");
+        }
         push_indented(&mut out, &decls, 1);
         Ok(out)
     }

@@ -295,6 +295,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let lane = self.lane();
                 self.line(&format!("enigma_tile_store({}, &{}, {}, {transpose}, {lane});", v.code.text, place.text, stride.code.text));
             }
+            StmtKind::TextureFence { tex } => {
+                self.texel(*tex)?;
+                let text = self.dialect.texture_fence(self.names.param(*tex));
+                self.line(&format!("{text};"));
+            }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let texel = self.texel(*tex)?;
                 let value = self.top_expr(value)?;
@@ -592,6 +597,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let texel = self.texel(*tex)?;
                 let coord = self.top_expr(coord)?;
                 Val { code: self.dialect.texture_read(self.names.param(*tex), texel, coord.code), ty: Type::vector(texel, 4) }
+            }
+            Expr::TextureSample { tex, sampler, uv } => {
+                let texel = self.texel(*tex)?;
+                let uv = self.top_expr(uv)?;
+                let missing = || self.malformed(format!("{sampler} of parameter {} is not in the kernel's samplers", tex.0));
+                let index = crate::dialect::kernel_samplers(self.info).iter().position(|s| s == sampler).ok_or_else(missing)?;
+                let slot = self.info.samplers.get(tex).and_then(|all| all.iter().position(|s| s == sampler)).ok_or_else(missing)?;
+                let code = self.dialect.texture_sample(self.names.param(*tex), texel, index, slot, uv.code);
+                Val { code, ty: Type::vector(texel, 4) }
             }
             Expr::TextureSize { tex, dim } => {
                 self.texel(*tex)?;

@@ -47,6 +47,7 @@ golden! {
     simdgroup_matrices => common::simdgroup_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),
     textures => common::textures(),
+    texture_sampling => common::texture_sampling(),
     seed003_listing4 => enigma_kernels::seed003::simple_kernel_function(),
     seed_scale => enigma_kernels::seed000::scale(),
     seed_scale_vec4 => enigma_kernels::seed000::scale_vec4(),

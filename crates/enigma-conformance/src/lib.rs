@@ -192,6 +192,7 @@ macro_rules! __with_cases {
             matrices::matrix_partial_simdgroup_refused,
             textures::texture_formats_round_trip,
             textures::texture_listing4_covers_1920_by_1080,
+            textures::texture_sampling_every_filter_and_address_mode,
             control::control_early_return,
             control::control_if_else_nesting,
             control::control_for_loops,

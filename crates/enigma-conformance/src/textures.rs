@@ -1,14 +1,18 @@
-//! Textures (issue 20, phase 1): every pixel format read into a buffer
-//! against a plain-Rust reference of Metal's conversion rules and copied
-//! texel by texel unchanged, and seed 003's Listing 4 covering 1920×1080
-//! exactly in both dispatch modes. A device without `Feature::Texture2d`
+//! Textures (issue 20): every pixel format read into a buffer against a
+//! plain-Rust reference of Metal's conversion rules and copied texel by
+//! texel unchanged; seed 003's Listing 4 covering 1920×1080 exactly in both
+//! dispatch modes; and sampling, every float format with every coordinate
+//! space × filter × address mode, against a plain-Rust f64 reference
+//! (within 4e-6 of the largest texel blended on the simulator, f32
+//! rounding; on hardware within 1/256 of the blended texels' range more,
+//! NVIDIA's 8-bit filter weights). A device without `Feature::Texture2d`
 //! passes by refusing the pipeline with `RuntimeError::Unsupported` (the
-//! CUDA and Metal runtimes do not create texture objects yet).
+//! Metal runtime does not create textures yet).
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, AtomicOp, Feature, Kernel, Scalar, TextureAccess, Type};
-use enigma_runtime::{Arg, Runtime, RuntimeError, TextureFormat};
+use enigma_ir::{Access, AtomicOp, Feature, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
+use enigma_runtime::{Arg, DeviceKind, Runtime, RuntimeError, TextureFormat};
 use rand::Rng;
 
 fn uint2(x: Ex, y: Ex) -> Ex {
@@ -137,4 +141,146 @@ pub fn texture_listing4_covers_1920_by_1080(rt: &Runtime) -> CaseResult {
         check_eq(&format!("{mode}: texel bytes"), &white, &vec![255u8; (w * h * 4) as usize], |i| format!("byte {i}"))?;
     }
     Ok(())
+}
+
+/// `out[i] = src.sample(sampler, uv[i])`.
+fn sample_kernel(sampler: Sampler) -> Result<Kernel, String> {
+    let (c, f, a) = (sampler.coord.name(), sampler.filter.name(), sampler.address.name());
+    let mut k = KernelBuilder::new(format!("texture_sample_{c}_{f}_{a}"));
+    let src = k.texture2d("src", Scalar::F32, TextureAccess::Sample);
+    let uv = k.buffer("uv", Type::vector(Scalar::F32, 2), Access::Read);
+    let out = k.buffer("out", Type::vector(Scalar::F32, 4), Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.store(out.at(i), src.sample(sampler, uv.get(i)));
+    finish(k)
+}
+
+/// The texel along an axis of `n` that index `i` reads, `None` for the
+/// clamp-to-zero border: written from the address modes' definitions
+/// (a mirrored index reflects about the texture's edges).
+fn reference_fold(address: SamplerAddress, i: i64, n: i64) -> Option<i64> {
+    match address {
+        SamplerAddress::ClampToEdge => Some(i.max(0).min(n - 1)),
+        SamplerAddress::ClampToZero => (i >= 0 && i < n).then_some(i),
+        SamplerAddress::Repeat => Some(((i % n) + n) % n),
+        SamplerAddress::MirroredRepeat => {
+            let p = ((i % (2 * n)) + 2 * n) % (2 * n);
+            Some(p.min(2 * n - 1 - p))
+        }
+    }
+}
+
+/// A sample of `texels` (w × h, each four f64 channels as read) at `uv`:
+/// the value, and the spread (largest minus smallest) and the magnitude
+/// (largest absolute value) of each channel over the texels it blends.
+type Reference = ([f64; 4], [f64; 4], [f64; 4]);
+fn reference_sample(texels: &[[f64; 4]], (w, h): (i64, i64), border: [f64; 4], sampler: Sampler, uv: [f32; 2]) -> Reference {
+    let (mut u, mut v) = (uv[0] as f64, uv[1] as f64);
+    if sampler.coord == SamplerCoord::Normalized {
+        u *= w as f64;
+        v *= h as f64;
+    }
+    // (texel index, weight) along each axis.
+    let taps = |c: f64| -> Vec<(i64, f64)> {
+        match sampler.filter {
+            SamplerFilter::Nearest => vec![(c.floor() as i64, 1.0)],
+            SamplerFilter::Linear => {
+                let lo = (c - 0.5).floor();
+                let a = c - 0.5 - lo;
+                vec![(lo as i64, 1.0 - a), (lo as i64 + 1, a)]
+            }
+        }
+    };
+    let (mut value, mut lo, mut hi) = ([0.0; 4], [f64::INFINITY; 4], [f64::NEG_INFINITY; 4]);
+    for (x, wx) in taps(u) {
+        for &(y, wy) in &taps(v) {
+            let t = match (reference_fold(sampler.address, x, w), reference_fold(sampler.address, y, h)) {
+                (Some(x), Some(y)) => texels[(y * w + x) as usize],
+                _ => border,
+            };
+            for c in 0..4 {
+                value[c] += wx * wy * t[c];
+                lo[c] = lo[c].min(t[c]);
+                hi[c] = hi[c].max(t[c]);
+            }
+        }
+    }
+    (value, std::array::from_fn(|c| hi[c] - lo[c]), std::array::from_fn(|c| hi[c].abs().max(lo[c].abs())))
+}
+
+/// Every valid sampler: pixel coordinates do not repeat.
+fn samplers() -> Vec<Sampler> {
+    let mut all = vec![];
+    for coord in SamplerCoord::ALL {
+        for filter in SamplerFilter::ALL {
+            for address in SamplerAddress::ALL {
+                if !(coord == SamplerCoord::Pixel && address.repeats()) {
+                    all.push(Sampler { coord, filter, address });
+                }
+            }
+        }
+    }
+    all
+}
+
+pub fn texture_sampling_every_filter_and_address_mode(rt: &Runtime) -> CaseResult {
+    seeded("texture_sampling_every_filter_and_address_mode", |rng| {
+        let (w, h) = (5u32, 4u32);
+        let points = 96usize;
+        let hardware = rt.device().kind != DeviceKind::Simulator;
+        if !runs_textures(rt, &sample_kernel(samplers()[0])?)? {
+            return Ok(());
+        }
+        for format in TextureFormat::ALL.into_iter().filter(|f| f.filterable()) {
+            let bytes = texel_bytes(rng, format, (w * h) as usize);
+            let texels: Vec<[f64; 4]> =
+                bytes.chunks_exact(format.bytes_per_texel()).map(|t| reference_read(format, t).map(|b| f32::from_bits(b) as f64)).collect();
+            let border = if format.channels() == 4 { [0.0; 4] } else { [0.0, 0.0, 0.0, 1.0] };
+            let src = rt.texture_from_bytes(format, w, h, &bytes).ctx("creating the sampled texture")?;
+            for sampler in samplers() {
+                let kernel = sample_kernel(sampler)?;
+                // Coordinates reaching past every edge; for nearest, none
+                // within 1/50 texel of a texel boundary, where f32 rounding
+                // of u·w may pick either neighbour.
+                let scale = |n: u32| if sampler.coord == SamplerCoord::Normalized { 1.0 / n as f32 } else { 1.0 };
+                let mut uv = Vec::with_capacity(points * 2);
+                while uv.len() < points * 2 {
+                    let p = [rng.gen_range(-2.5f32..w as f32 + 2.5), rng.gen_range(-2.5f32..h as f32 + 2.5)];
+                    let near_edge = p.iter().any(|c| (c - c.round()).abs() < 0.02);
+                    if sampler.filter == SamplerFilter::Nearest && near_edge {
+                        continue;
+                    }
+                    uv.extend([p[0] * scale(w), p[1] * scale(h)]);
+                }
+                let p = pipeline(rt, &kernel)?;
+                let uv_bytes: Vec<u8> = uv.iter().flat_map(|c| c.to_le_bytes()).collect();
+                let uv_buf = rt.buffer_from_bytes(Type::vector(Scalar::F32, 2), &uv_bytes).ctx("uploading the coordinates")?;
+                let out = rt.buffer_of_type(Type::vector(Scalar::F32, 4), points).ctx("allocating the output")?;
+                threads(rt, &p, &[Arg::from(&src), Arg::from(&uv_buf), Arg::from(&out)], [points as u32, 1, 1], [32, 1, 1])?;
+                let got: Vec<f32> = download(&out)?;
+                for i in 0..points {
+                    let at = [uv[2 * i], uv[2 * i + 1]];
+                    let (want, spread, magnitude) = reference_sample(&texels, (w as i64, h as i64), border, sampler, at);
+                    for c in 0..4 {
+                        // f32 arithmetic over texels up to `magnitude`: a few ulps of it.
+                        let rounding = 4e-6 * magnitude[c].max(1.0);
+                        let tol = if hardware && sampler.filter == SamplerFilter::Linear {
+                            enigma_runtime::texture::HARDWARE_FILTER_TOLERANCE as f64 * spread[c] + rounding
+                        } else {
+                            rounding
+                        };
+                        let g = got[4 * i + c] as f64;
+                        ensure!(
+                            (g - want[c]).abs() <= tol,
+                            "{format} with {sampler} at uv ({}, {}), channel {c}: got {g}, expected {} (tolerance {tol:e})",
+                            at[0],
+                            at[1],
+                            want[c]
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
 }

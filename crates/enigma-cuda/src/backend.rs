@@ -7,7 +7,9 @@ use enigma_backend::{
     DispatchReport, RuntimeError, SpecValues,
 };
 use enigma_codegen::cuda::{CudaSource, LaunchParam};
-use enigma_ir::{Kernel, KernelInfo};
+use crate::texture::{TextureBinding, ARGUMENT_BYTES};
+use enigma_ir::{Kernel, KernelInfo, ParamId, ParamKind, Sampler};
+use std::collections::BTreeMap;
 use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -292,32 +294,108 @@ fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeErro
     Ok(())
 }
 
-/// The kernel parameters of one launch, one 32-byte slot each: every
-/// argument (a device pointer or a by-value argument's bytes), then the
-/// grid sizes the generated code asks for.
-fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], geometry: &DispatchGeometry) -> Result<Vec<[u8; 32]>, RuntimeError> {
-    let mut storage: Vec<[u8; 32]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
-    for arg in args {
-        let mut slot = [0u8; 32];
+/// Bytes of one kernel-parameter slot: a by-value argument (32 bytes) or a
+/// texture argument ([`ARGUMENT_BYTES`]).
+const SLOT_BYTES: usize = 64;
+const _: () = assert!(ARGUMENT_BYTES <= SLOT_BYTES);
+
+/// The texture arguments of one dispatch, by argument index. Dropping it
+/// waits for `stream` (the copies and the kernel may still use the arrays),
+/// then releases the arrays and their objects.
+struct Textures {
+    bindings: Vec<Option<TextureBinding>>,
+    stream: sys::CUstream,
+}
+
+impl Textures {
+    /// Makes the array, surface and texture objects of every texture
+    /// argument, queueing the copies of their texels on `stream`.
+    ///
+    /// # Safety
+    /// The context is bound; `stream` is the legacy stream or one of this
+    /// context; the texture buffers outlive the dispatch.
+    unsafe fn new(cuda: &CudaKernel, args: &[ArgValue<'_>], stream: sys::CUstream) -> Result<Textures, RuntimeError> {
+        let mut textures = Textures { bindings: Vec::with_capacity(args.len()), stream };
+        for (i, arg) in args.iter().enumerate() {
+            let binding = match arg {
+                ArgValue::Texture { storage, desc } => {
+                    let buf: &CudaBuffer = own_buffer(*storage, "cuda", &cuda.kernel.name)?;
+                    let samplers = cuda.samplers.get(&ParamId(i as u32)).map_or(&[][..], Vec::as_slice);
+                    // SAFETY: by this function's contract; the buffer holds the texels (checked at dispatch).
+                    Some(unsafe { TextureBinding::new(buf.ptr, *desc, samplers, stream) }?)
+                }
+                _ => None,
+            };
+            textures.bindings.push(binding);
+        }
+        Ok(textures)
+    }
+
+    /// Queues the copies back of the textures the kernel may write (access
+    /// write or read_write), and waits for them.
+    ///
+    /// # Safety
+    /// As for [`Textures::new`], after the launch was queued on the same stream.
+    unsafe fn copy_back(&self, cuda: &CudaKernel) -> Result<(), RuntimeError> {
+        let mut any = false;
+        for (i, binding) in self.bindings.iter().enumerate() {
+            let written = matches!(cuda.kernel.params.get(i).map(|p| p.kind), Some(ParamKind::Texture { access, .. }) if access.can_write());
+            if let (Some(binding), true) = (binding, written) {
+                // SAFETY: by this function's contract.
+                unsafe { binding.copy_back(self.stream) }?;
+                any = true;
+            }
+        }
+        if any {
+            // SAFETY: a stream of the bound context.
+            unsafe { result::stream::synchronize(self.stream) }.map_err(|e| launch_error(cuda, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Textures {
+    fn drop(&mut self) {
+        if self.bindings.iter().any(Option::is_some) {
+            // SAFETY: a stream of the bound context; waiting keeps the
+            // arrays alive until the work queued on them is done.
+            let _ = unsafe { result::stream::synchronize(self.stream) };
+        }
+    }
+}
+
+/// The kernel parameters of one launch, one slot each: every argument (a
+/// device pointer, a by-value argument's bytes, or a texture argument made
+/// by `textures`), then the grid sizes the generated code asks for.
+fn launch_slots(
+    cuda: &CudaKernel,
+    args: &[ArgValue<'_>],
+    textures: &Textures,
+    geometry: &DispatchGeometry,
+) -> Result<Vec<[u8; SLOT_BYTES]>, RuntimeError> {
+    let mut storage: Vec<[u8; SLOT_BYTES]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
+    for (i, arg) in args.iter().enumerate() {
+        let mut slot = [0u8; SLOT_BYTES];
         match arg {
             ArgValue::Buffer { storage: s, .. } => {
                 let buf: &CudaBuffer = own_buffer(*s, "cuda", &cuda.kernel.name)?;
                 slot[..8].copy_from_slice(&buf.ptr.to_le_bytes());
             }
-            ArgValue::Value { bytes, .. } => slot = *bytes,
-            // Pipelines with texture parameters are refused when they are made
-            // (no Feature::Texture2d), so no launch sees a texture; say so if one does.
+            ArgValue::Value { bytes, .. } => slot[..bytes.len()].copy_from_slice(bytes),
             ArgValue::Texture { desc, .. } => {
-                return Err(RuntimeError::Backend {
-                    backend: "cuda",
-                    message: format!("kernel `{}`: a {desc} texture was passed, but the CUDA backend has no textures yet", cuda.kernel.name),
-                })
+                let Some(Some(binding)) = textures.bindings.get(i) else {
+                    return Err(RuntimeError::Backend {
+                        backend: "cuda",
+                        message: format!("kernel `{}`, argument {i}: the {desc} texture has no CUDA array", cuda.kernel.name),
+                    });
+                };
+                slot[..ARGUMENT_BYTES].copy_from_slice(&binding.argument());
             }
         }
         storage.push(slot);
     }
     for extra in &cuda.source.launch_params {
-        let mut slot = [0u8; 32];
+        let mut slot = [0u8; SLOT_BYTES];
         let value: u32 = match extra {
             LaunchParam::GridX => geometry.grid[0],
             LaunchParam::GridY => geometry.grid[1],
@@ -337,6 +415,9 @@ pub struct CudaKernel {
     function: CudaFunction,
     max_threads: u32,
     static_shared: u64,
+    /// The samplers each sampled texture parameter is sampled with, in the
+    /// order of its texture objects in the argument.
+    samplers: BTreeMap<ParamId, Vec<Sampler>>,
 }
 
 impl CudaKernel {
@@ -471,7 +552,7 @@ impl Backend for CudaBackend {
         let attr = |a| function.get_attribute(a).map_err(|e| driver_err("function attribute", e));
         let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let static_shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u64;
-        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, static_shared }))
+        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, static_shared, samplers: info.samplers.clone() }))
     }
 
     fn dispatch(
@@ -484,8 +565,11 @@ impl Backend for CudaBackend {
         let start = Instant::now();
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
-        let mut storage = launch_slots(cuda, args, geometry)?;
         let stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is bound; the legacy stream; the texture
+        // buffers are borrowed for the whole dispatch.
+        let textures = unsafe { Textures::new(cuda, args, stream) }?;
+        let mut storage = launch_slots(cuda, args, &textures, geometry)?;
         if let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             // Queued behind the batch's earlier dispatches; end_batch waits.
             // SAFETY: the batch's start event is recorded once, on this
@@ -499,6 +583,8 @@ impl Backend for CudaBackend {
                 queue_launch(cuda, &mut storage, geometry, stream)
             }
             .map_err(|e| launch_error(cuda, e))?;
+            // SAFETY: after the launch, on its stream.
+            unsafe { textures.copy_back(cuda) }?;
             return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings: vec![] });
         }
         let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
@@ -514,6 +600,8 @@ impl Backend for CudaBackend {
         let elapsed = unsafe { result::event::elapsed(timer.start, timer.end) };
         drop(timer);
         launched.map_err(|e| launch_error(cuda, e))?;
+        // SAFETY: after the launch, on its stream.
+        unsafe { textures.copy_back(cuda) }?;
         Ok(DispatchReport {
             device_time: elapsed.ok().map(|ms| Duration::from_secs_f64(ms as f64 / 1e3)),
             wall_time: start.elapsed(),
@@ -533,10 +621,14 @@ impl Backend for CudaBackend {
         let start = Instant::now();
         let cuda: &CudaKernel = own_kernel(compiled, "cuda")?;
         self.bind()?;
-        let mut storage = launch_slots(cuda, args, geometry)?;
+        let stream = stream as sys::CUstream;
         // SAFETY: `stream` is a stream of this context and the buffers
-        // outlive the queued work, by the trait's contract.
-        unsafe { queue_launch(cuda, &mut storage, geometry, stream as sys::CUstream) }.map_err(|e| launch_error(cuda, e))?;
+        // outlive the queued work, by the trait's contract. Texture arguments
+        // make the dispatch wait for the stream (their arrays are released after).
+        let textures = unsafe { Textures::new(cuda, args, stream) }?;
+        let mut storage = launch_slots(cuda, args, &textures, geometry)?;
+        unsafe { queue_launch(cuda, &mut storage, geometry, stream) }.map_err(|e| launch_error(cuda, e))?;
+        unsafe { textures.copy_back(cuda) }?;
         Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: dispatch_notes(geometry, options), findings: vec![] })
     }
 }
@@ -549,7 +641,7 @@ impl Backend for CudaBackend {
 /// and the buffers the slots point at outlive the queued work.
 unsafe fn queue_launch(
     cuda: &CudaKernel,
-    storage: &mut [[u8; 32]],
+    storage: &mut [[u8; SLOT_BYTES]],
     geometry: &DispatchGeometry,
     stream: sys::CUstream,
 ) -> Result<(), result::DriverError> {
@@ -575,14 +667,14 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 
 /// The optional features of a GPU of compute capability `major`.x: bf16
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
-/// GPU (tensor cores from 8.0, warp shuffles before). 2D textures are not listed: code generation writes
-/// them over surface objects, but this backend does not create the
-/// `cudaArray`s and surface objects yet, so texture pipelines are refused.
+/// GPU (tensor cores from 8.0, warp shuffles before); 2D textures on every
+/// GPU (CUDA arrays with surface and texture objects, see `texture`).
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {
         features.insert(enigma_ir::Feature::Bfloat16);
     }
     features.insert(enigma_ir::Feature::SimdgroupMatrix);
+    features.insert(enigma_ir::Feature::Texture2d);
     features
 }

@@ -9,8 +9,10 @@
 //! memory is static `__shared__`; `dispatch_threads` launches whole blocks
 //! and passes the grid size so edge blocks behave as Metal's non-uniform
 //! threadgroups (see the codegen module docs). Timing uses CUDA events.
-//! Compiled modules are cached by a hash of the generated source.
+//! Compiled modules are cached by a hash of the generated source. Textures
+//! are copied into CUDA arrays for each dispatch (see the `texture` module).
 
 mod backend;
+mod texture;
 
 pub use backend::{CudaBackend, CudaKernel};

@@ -356,7 +356,7 @@ impl From<Place> for Ex {
 }
 
 /// A `texture2d<T, access>` parameter: `tex.read(coord)`,
-/// `tex.get_width()`, `tex.get_height()`; writes are
+/// `tex.sample(sampler, uv)`, `tex.get_width()`, `tex.get_height()`; writes are
 /// [`KernelBuilder::texture_write`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tex {
@@ -370,6 +370,12 @@ impl Tex {
     pub fn read(self, coord: impl Into<Ex>) -> Ex {
         let coord = Box::new(coord.into().tree_or_poison());
         Ex::new(Expr::TextureRead { tex: self.id, coord }, Type::vector(self.texel, 4))
+    }
+
+    /// `tex.sample(sampler, uv)` (uv an f32x2): see [`Expr::TextureSample`].
+    pub fn sample(self, sampler: Sampler, uv: impl Into<Ex>) -> Ex {
+        let uv = Box::new(uv.into().tree_or_poison());
+        Ex::new(Expr::TextureSample { tex: self.id, sampler, uv }, Type::vector(self.texel, 4))
     }
 
     /// `tex.get_width()`.
@@ -535,6 +541,12 @@ impl KernelBuilder {
         let index = self.tree(place.index.materialize(), loc);
         let value = self.tree(value, loc);
         self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
+    }
+
+    /// `tex.fence()`: see [`StmtKind::TextureFence`].
+    #[track_caller]
+    pub fn texture_fence(&mut self, tex: Tex) {
+        self.push(StmtKind::TextureFence { tex: tex.id }, std::panic::Location::caller());
     }
 
     /// `tex.write(value, coord)`: see [`StmtKind::TextureWrite`].

@@ -20,9 +20,9 @@ pub enum Feature {
     /// SIMD-group matrices (`simdgroup_matrix`): every Apple-silicon GPU
     /// (Apple7+); every CUDA GPU enigma runs on (tensor cores on sm_80+).
     SimdgroupMatrix,
-    /// `texture2d` parameters (read, write and the size queries): the
-    /// simulator; not yet the CUDA or Metal backends, whose runtimes do not
-    /// create texture objects yet.
+    /// `texture2d` parameters (read, write, sample and the size queries):
+    /// the simulator and CUDA; not yet Metal, whose runtime does not create
+    /// `MTLTexture`s yet.
     Texture2d,
 }
 

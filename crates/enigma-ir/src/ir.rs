@@ -75,8 +75,8 @@ impl ParamKind {
 
 /// The access a kernel has to a texture: MSL's `access::read`, `write`,
 /// `read_write` and `sample`. `read()` needs read, read_write or sample;
-/// `write()` needs write or read_write; the size queries need nothing.
-/// (Sampling itself is not in the IR yet.)
+/// `write()` needs write or read_write; `sample()` needs sample; `fence()`
+/// needs read_write; the size queries need nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TextureAccess {
@@ -117,6 +117,105 @@ impl TextureAccess {
 impl std::fmt::Display for TextureAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A sampler, written into the kernel as a constant (MSL's
+/// `constexpr sampler s(coord::…, filter::…, address::…)`): how
+/// [`Expr::TextureSample`] maps a coordinate to texels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Sampler {
+    pub coord: SamplerCoord,
+    pub filter: SamplerFilter,
+    pub address: SamplerAddress,
+}
+
+/// Whether sample coordinates are normalised (0 to 1 across the texture) or
+/// in pixels (0 to the width or height; texel `i`'s centre at `i + 0.5`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerCoord {
+    Normalized,
+    Pixel,
+}
+
+/// `nearest`: the texel the coordinate falls in; `linear`: the bilinear
+/// blend of the four texels whose centres surround it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerFilter {
+    Nearest,
+    Linear,
+}
+
+/// What a texel index outside the texture (`i < 0` or `i >= n`) reads:
+/// `clamp_to_edge` the nearest edge texel; `clamp_to_zero` a texel of zeros
+/// (read as the format reads stored zeros: (0, 0, 0, 0) with four channels,
+/// (0, 0, 0, 1) with one); `repeat` texel `i mod n`; `mirrored_repeat`
+/// texel `t` or `2n - 1 - t` for `t = i mod 2n` below or from `n`. The
+/// repeating modes need normalised coordinates (as in Metal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerAddress {
+    ClampToEdge,
+    ClampToZero,
+    Repeat,
+    MirroredRepeat,
+}
+
+impl SamplerCoord {
+    pub const ALL: [SamplerCoord; 2] = [SamplerCoord::Normalized, SamplerCoord::Pixel];
+    /// The IR name, also MSL's after `coord::`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerCoord::Normalized => "normalized",
+            SamplerCoord::Pixel => "pixel",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<SamplerCoord> {
+        SamplerCoord::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl SamplerFilter {
+    pub const ALL: [SamplerFilter; 2] = [SamplerFilter::Nearest, SamplerFilter::Linear];
+    /// The IR name, also MSL's after `filter::`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerFilter::Nearest => "nearest",
+            SamplerFilter::Linear => "linear",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<SamplerFilter> {
+        SamplerFilter::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+impl SamplerAddress {
+    pub const ALL: [SamplerAddress; 4] =
+        [SamplerAddress::ClampToEdge, SamplerAddress::ClampToZero, SamplerAddress::Repeat, SamplerAddress::MirroredRepeat];
+    /// The IR name, also MSL's after `address::`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerAddress::ClampToEdge => "clamp_to_edge",
+            SamplerAddress::ClampToZero => "clamp_to_zero",
+            SamplerAddress::Repeat => "repeat",
+            SamplerAddress::MirroredRepeat => "mirrored_repeat",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<SamplerAddress> {
+        SamplerAddress::ALL.into_iter().find(|a| a.name() == name)
+    }
+    /// Whether the mode repeats the texture (and so needs normalised coordinates).
+    pub fn repeats(self) -> bool {
+        matches!(self, SamplerAddress::Repeat | SamplerAddress::MirroredRepeat)
+    }
+}
+
+impl std::fmt::Display for Sampler {
+    /// `sampler(normalized, linear, clamp_to_edge)`, the text form.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sampler({}, {}, {})", self.coord.name(), self.filter.name(), self.address.name())
     }
 }
 
@@ -891,6 +990,17 @@ pub enum Expr {
     /// channels the format lacks read as 0, 0, 0, 1). A coordinate outside
     /// the texture is an error on the simulator (Metal leaves it undefined).
     TextureRead { tex: ParamId, coord: Box<Expr> },
+    /// `tex.sample(sampler, uv)` on an `access::sample` texture of f32 or
+    /// f16 texels: `uv` an f32x2 (normalised or in pixels, as the sampler
+    /// says), the result four values of the texel type. With `u' = u·w` (or
+    /// `u` in pixels) and likewise `v'`: `nearest` reads texel
+    /// `(floor(u'), floor(v'))`; `linear` blends texels `i0 = floor(u' - 0.5)`
+    /// and `i0 + 1` with weights `1 - a`, `a` for `a = frac(u' - 0.5)` (and
+    /// likewise in y), the texel centres sitting at `(i + 0.5)/w`. Indices
+    /// outside the texture follow the sampler's address mode. Computed in
+    /// f32 (then rounded to the texel type); hardware filters may quantise
+    /// the weights (NVIDIA's to 1/256).
+    TextureSample { tex: ParamId, sampler: Sampler, uv: Box<Expr> },
     /// `tex.get_width()` / `tex.get_height()`: a u32, the same for every thread.
     TextureSize { tex: ParamId, dim: TextureDim },
 }
@@ -963,6 +1073,11 @@ pub enum StmtKind {
     /// are dropped). A coordinate outside the texture is an error on the
     /// simulator (Metal leaves the write undefined).
     TextureWrite { tex: ParamId, value: Expr, coord: Expr },
+    /// `tex.fence()` on a read_write texture: this thread's earlier writes
+    /// to it are visible to its later reads. Without one, a thread reading
+    /// a texel it wrote reads an undefined value in Metal (the sanitizer
+    /// reports it).
+    TextureFence { tex: ParamId },
 }
 
 impl Kernel {

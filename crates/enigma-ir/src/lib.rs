@@ -32,7 +32,11 @@
 //!   [`Expr::TextureRead`], [`StmtKind::TextureWrite`]); a coordinate outside
 //!   the texture is an error in the simulator (undefined on GPUs). Only a
 //!   barrier with `mem_texture` orders texture accesses between threads
-//!   (`mem_device` does not). There is no sampling or `fence()` yet.
+//!   (`mem_device` does not). `sample(sampler, uv)` filters an f32/f16
+//!   `access::sample` texture with a constant [`Sampler`] (coordinates,
+//!   filter, address mode; see [`Expr::TextureSample`]); a thread reading a
+//!   texel of a read_write texture it wrote needs `fence()` between
+//!   ([`StmtKind::TextureFence`]; the sanitizer reports the read without).
 
 pub mod builder;
 pub mod capabilities;

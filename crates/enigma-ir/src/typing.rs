@@ -24,10 +24,11 @@
 //! * SIMD-group matrices: see [`matrix_shape`], [`matrix_fill`],
 //!   [`matrix_memory`], [`matrix_multiply`], [`matrix_element`]. No operator,
 //!   cast or intrinsic takes a matrix.
-//! * Textures: see [`texture_texel`], [`texture_read`], [`texture_write`];
+//! * Textures: see [`texture_texel`], [`texture_read`], [`texture_write`],
+//!   [`texture_sample`];
 //!   a texture is not a value, so no operator takes one.
 
-use crate::ir::{BinaryOp, Intrinsic, TextureAccess, UnaryOp, Uniformity};
+use crate::ir::{BinaryOp, Intrinsic, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
 use crate::types::{MatrixType, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
@@ -410,6 +411,26 @@ pub fn texture_write(texture: &str, texel: Scalar, access: TextureAccess, value:
         return Err(K::AssignType { target: format!("a texel of texture `{texture}`"), expected: ty, found: value });
     }
     texture_coord(texture, coord)
+}
+
+/// `tex.sample(sampler, uv)` on a `texture2d<texel, access>`: f32 or f16
+/// texels, access::sample, a uv of f32x2, and a sampler that repeats only
+/// with normalised coordinates; the result is four texels.
+pub fn texture_sample(texture: &str, texel: Scalar, access: TextureAccess, sampler: Sampler, uv: Type) -> Result<Type, K> {
+    let ty = texture_texel(texture, texel)?;
+    if !matches!(texel, Scalar::F32 | Scalar::F16) {
+        return Err(K::TextureSampleTexel { texture: texture.into(), texel });
+    }
+    if access != TextureAccess::Sample {
+        return Err(K::TextureAccess { texture: texture.into(), access, op: "sample" });
+    }
+    if sampler.coord == SamplerCoord::Pixel && sampler.address.repeats() {
+        return Err(K::SamplerPixelRepeat { texture: texture.into(), sampler });
+    }
+    if uv != Type::vector(Scalar::F32, 2) {
+        return Err(K::TextureSampleCoord { texture: texture.into(), found: uv });
+    }
+    Ok(ty)
 }
 
 #[cfg(test)]

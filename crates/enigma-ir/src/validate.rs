@@ -54,6 +54,9 @@ pub struct KernelInfo {
     pub written_buffers: BTreeSet<ParamId>,
     /// Textures the kernel writes.
     pub written_textures: BTreeSet<ParamId>,
+    /// The samplers each sampled texture is sampled with, each once, in the
+    /// order the kernel first uses them (CUDA makes a texture object for each).
+    pub samplers: std::collections::BTreeMap<ParamId, Vec<crate::ir::Sampler>>,
     /// Whether the kernel calls any SIMD-group function.
     pub uses_simd_functions: bool,
     /// Optional features the kernel uses; a device must support each.
@@ -122,10 +125,16 @@ pub enum ValidationErrorKind {
     TooManyTextures { count: usize, limit: u32 },
     #[error("texture `{texture}` has texels of {texel}; texture2d takes f32, f16, i32 or u32")]
     TextureTexel { texture: String, texel: Scalar },
-    #[error("texture `{texture}` is declared access::{access}; it cannot be {}", if *.op == "read" { "read (declare it read, read_write or sample)" } else { "written (declare it write or read_write)" })]
+    #[error("texture `{texture}` is declared access::{access}; it cannot be {}", match *op { "read" => "read (declare it read, read_write or sample)", "sample" => "sampled (declare it sample)", "fence" => "fenced (fence() orders a read_write texture's writes before its reads)", _ => "written (declare it write or read_write)" })]
     TextureAccess { texture: String, access: TextureAccess, op: &'static str },
     #[error("a coordinate of texture `{texture}` must be u32x2 (uint2: x the column, y the row), found {found}")]
     TextureCoord { texture: String, found: Type },
+    #[error("texture `{texture}` has texels of {texel}; only f32 and f16 textures can be sampled (integer formats cannot be filtered)")]
+    TextureSampleTexel { texture: String, texel: Scalar },
+    #[error("a sample coordinate of texture `{texture}` must be f32x2 (float2: u across, v down), found {found}")]
+    TextureSampleCoord { texture: String, found: Type },
+    #[error("texture `{texture}`: {sampler} repeats the texture, which needs normalized coordinates (as in Metal: pixel coordinates take clamp_to_edge or clamp_to_zero)")]
+    SamplerPixelRepeat { texture: String, sampler: crate::ir::Sampler },
     #[error("`{name}` is not a texture; only texture2d parameters can be read, written or sized as textures")]
     NotATexture { name: String },
     #[error("{ty} is not a SIMD-group matrix enigma supports: rows and columns must be multiples of 8 up to 64, the element f16, bf16 or f32")]
@@ -419,6 +428,12 @@ impl<'k> Validator<'k> {
                 let (ct, _) = self.expr(coord, state)?;
                 typing::texture_write(&param.name, texel, access, vt, ct).map_err(|k| self.err(k))?;
                 self.info.written_textures.insert(*tex);
+            }
+            StmtKind::TextureFence { tex } => {
+                let (param, _, access) = self.texture(*tex)?;
+                if access != TextureAccess::ReadWrite {
+                    return Err(self.err(ValidationErrorKind::TextureAccess { texture: param.name.clone(), access, op: "fence" }));
+                }
             }
             StmtKind::Assign { var, value } => {
                 let (ty, uni) = self.expr(value, state)?;
@@ -816,6 +831,16 @@ impl<'k> Validator<'k> {
                 let (param, texel, access) = self.texture(*tex)?;
                 let (ct, _) = self.expr(coord, state)?;
                 (typing::texture_read(&param.name, texel, access, ct).map_err(|k| self.err(k))?, Uniformity::Thread)
+            }
+            Expr::TextureSample { tex, sampler, uv } => {
+                let (param, texel, access) = self.texture(*tex)?;
+                let (ut, _) = self.expr(uv, state)?;
+                let ty = typing::texture_sample(&param.name, texel, access, *sampler, ut).map_err(|k| self.err(k))?;
+                let used = self.info.samplers.entry(*tex).or_default();
+                if !used.contains(sampler) {
+                    used.push(*sampler);
+                }
+                (ty, Uniformity::Thread)
             }
             Expr::TextureSize { tex, .. } => {
                 self.texture(*tex)?;

@@ -33,6 +33,7 @@ impl Expr {
             Expr::MatrixElement { matrix, .. } => vec![matrix],
             Expr::MatrixCoord { .. } | Expr::TextureSize { .. } => vec![],
             Expr::TextureRead { coord, .. } => vec![coord],
+            Expr::TextureSample { uv, .. } => vec![uv],
         }
     }
 
@@ -67,7 +68,7 @@ impl StmtKind {
             StmtKind::For { start, end, step, .. } => vec![start, end, step],
             StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
             StmtKind::TextureWrite { value, coord, .. } => vec![value, coord],
-            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } => vec![],
+            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } | StmtKind::TextureFence { .. } => vec![],
         }
     }
 
@@ -193,5 +194,22 @@ mod tests {
         let mut sizes = 0;
         kernel.walk_exprs(|e| sizes += matches!(e, Expr::TextureSize { .. }) as u32);
         assert_eq!(sizes, 2);
+    }
+
+    #[test]
+    fn a_sample_exposes_its_coordinate_and_a_fence_nothing() {
+        use crate::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter};
+        let mut k = KernelBuilder::new("k");
+        let t = k.texture2d("t", crate::Scalar::F32, crate::TextureAccess::Sample);
+        let rw = k.texture2d("rw", crate::Scalar::F32, crate::TextureAccess::ReadWrite);
+        let uv = k.let_("uv", vector(Type::vector(crate::Scalar::F32, 2), &[0.5f32.into()]));
+        let s = Sampler { coord: SamplerCoord::Normalized, filter: SamplerFilter::Linear, address: SamplerAddress::Repeat };
+        let _v = k.let_("v", t.sample(s, uv));
+        k.texture_fence(rw);
+        let kernel = k.finish().unwrap();
+        let StmtKind::Assign { value, .. } = &kernel.body[1].kind else { panic!("{:?}", kernel.body[1]) };
+        assert!(matches!(value, Expr::TextureSample { sampler, .. } if *sampler == s), "{value:?}");
+        assert!(matches!(value.children()[..], [Expr::Var(_)]));
+        assert!(kernel.body[2].kind.exprs().is_empty() && kernel.body[2].kind.blocks().is_empty());
     }
 }

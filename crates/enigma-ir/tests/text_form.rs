@@ -552,6 +552,7 @@ fn texture_constructs_print_and_parse_back() {
     k.if_(coord.x().ge(dst.get_width()).or(coord.y().ge(dst.get_height())), |k| k.return_());
     let v = k.let_("v", src.read(coord).cast(Type::vector(Scalar::F32, 4)) + dst.read(coord));
     k.texture_write(dst, v * n.cast(Type::F32), coord);
+    k.texture_fence(dst);
     let kernel = k.finish().unwrap();
     enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let text = assert_round_trips(&kernel);
@@ -561,6 +562,7 @@ fn texture_constructs_print_and_parse_back() {
         "get_height(dst)",
         "texture_read(src, coord)",
         "texture_write(dst, ",
+        "texture_fence(dst)",
     ] {
         assert!(text.contains(spelling), "`{spelling}` in\n{text}");
     }
@@ -568,6 +570,7 @@ fn texture_constructs_print_and_parse_back() {
     let json = to_json(&kernel);
     assert!(json.contains(r#"{"texture":{"texel":"f16","access":"sample"}}"#), "{json}");
     assert!(json.contains(r#"{"texture_size":{"tex":1,"dim":"width"}}"#), "{json}");
+    assert!(json.contains(r#"{"texture_fence":{"tex":1}}"#), "{json}");
     // A texture argument must name a parameter.
     let (_, _, kind) = error("kernel k() {\n    threadgroup s: f32[4]\n\n    texture_write(s, f32x4(1.0f32), u32x2(0u32, 0u32))\n}");
     assert!(matches!(kind, ParseErrorKind::WrongKind { ref name, .. } if name == "s"), "{kind:?}");
@@ -580,6 +583,41 @@ fn texture_constructs_print_and_parse_back() {
     assert!(expected(&kind).0.starts_with("`mem_texture` alone"), "{kind:?}");
     let (_, _, kind) = error("kernel k(t: texture2d<f32, readonly>) {\n}");
     assert_eq!(expected(&kind).0, "`read`, `write`, `read_write` or `sample`");
+}
+
+#[test]
+fn samples_with_every_sampler_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter, TextureAccess};
+    let mut k = KernelBuilder::new("s");
+    let src = k.texture2d("src", Scalar::F32, TextureAccess::Sample);
+    let out = k.buffer("out", Type::vector(Scalar::F32, 4), enigma_ir::Access::ReadWrite);
+    let uv = k.let_("uv", vector(Type::vector(Scalar::F32, 2), &[0.25f32.into(), 0.75f32.into()]));
+    let mut i = 0u32;
+    for coord in SamplerCoord::ALL {
+        for filter in SamplerFilter::ALL {
+            for address in SamplerAddress::ALL {
+                if coord == SamplerCoord::Pixel && address.repeats() {
+                    continue;
+                }
+                k.store(out.at(i), src.sample(Sampler { coord, filter, address }, uv));
+                i += 1;
+            }
+        }
+    }
+    let kernel = k.finish().unwrap();
+    let info = enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    assert_eq!(info.samplers[&ParamId(0)].len(), 12, "each sampler once");
+    let text = assert_round_trips(&kernel);
+    assert!(text.contains("texture_sample(src, sampler(normalized, linear, mirrored_repeat), uv)"), "{text}");
+    assert!(text.contains("texture_sample(src, sampler(pixel, nearest, clamp_to_zero), uv)"), "{text}");
+    let json = to_json(&kernel);
+    assert!(
+        json.contains(r#"{"texture_sample":{"tex":0,"sampler":{"coord":"pixel","filter":"linear","address":"clamp_to_edge"},"uv":{"var":0}}}"#),
+        "{json}"
+    );
+    let (_, _, kind) = error("kernel k(t: texture2d<f32, sample>) {\n    var x: f32x4\n    x = texture_sample(t, sampler(normalized, bilinear, repeat), f32x2(0.5f32))\n}");
+    assert_eq!(expected(&kind).0, "`nearest` or `linear`");
 }
 
 /// Float literals whose value rounds to infinity in their type are out of

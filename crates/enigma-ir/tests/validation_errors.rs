@@ -121,7 +121,10 @@ cases! {
     TooManyParameters => [thirty_two_buffers],
     TooManyTextures => [thirty_two_textures],
     TextureTexel => [texture_of_u8_texels],
-    TextureAccess => [write_to_a_read_only_texture, read_of_a_write_only_texture],
+    TextureAccess => [write_to_a_read_only_texture, read_of_a_write_only_texture, sample_of_a_read_texture, fence_of_a_write_texture],
+    TextureSampleTexel => [sample_of_a_u32_texture],
+    TextureSampleCoord => [sample_at_a_u32x2],
+    SamplerPixelRepeat => [pixel_coordinates_that_repeat],
     TextureCoord => [texture_read_at_a_signed_coordinate, texture_write_at_a_scalar_coordinate],
     NotATexture => [texture_read_of_a_buffer],
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
@@ -854,6 +857,57 @@ fn read_of_a_write_only_texture() -> ValidationError {
         }",
     );
     rejects(&kernel, K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Write, op: "read" }, At::Path("body[0]"))
+}
+
+fn sample_of_a_read_texture() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f32, read>, out: device f32x4 read_write) {
+            out[0u32] = texture_sample(t, sampler(normalized, linear, clamp_to_edge), f32x2(0.5f32))
+        }",
+    );
+    rejects(&kernel, K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Read, op: "sample" }, At::Path("body[0]"))
+}
+
+fn fence_of_a_write_texture() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let t = k.texture2d("t", Scalar::F32, enigma_ir::TextureAccess::Write);
+    let line = line!() + 1;
+    k.texture_fence(t);
+    let err = rejects(&built(k), K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Write, op: "fence" }, At::Built("body[0]", line));
+    assert!(err.to_string().contains("cannot be fenced (fence() orders a read_write texture's writes before its reads)"), "{err}");
+    err
+}
+
+fn sample_of_a_u32_texture() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<u32, sample>, out: device u32x4 read_write) {
+            out[0u32] = texture_sample(t, sampler(normalized, nearest, clamp_to_edge), f32x2(0.5f32))
+        }",
+    );
+    rejects(&kernel, K::TextureSampleTexel { texture: "t".into(), texel: Scalar::U32 }, At::Path("body[0]"))
+}
+
+fn sample_at_a_u32x2() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(t: texture2d<f16, sample>, out: device f16x4 read_write) {
+            out[0u32] = texture_sample(t, sampler(pixel, nearest, clamp_to_zero), u32x2(0u32, 1u32))
+        }",
+    );
+    rejects(&kernel, K::TextureSampleCoord { texture: "t".into(), found: vec_ty(Scalar::U32, 2) }, At::Path("body[0]"))
+}
+
+fn pixel_coordinates_that_repeat() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let t = k.texture2d("t", Scalar::F32, enigma_ir::TextureAccess::Sample);
+    let out = k.buffer("out", vec_ty(Scalar::F32, 4), Access::ReadWrite);
+    let sampler = enigma_ir::Sampler {
+        coord: enigma_ir::SamplerCoord::Pixel,
+        filter: enigma_ir::SamplerFilter::Linear,
+        address: enigma_ir::SamplerAddress::MirroredRepeat,
+    };
+    let line = line!() + 1;
+    k.store(out.at(0u32), t.sample(sampler, vector(vec_ty(Scalar::F32, 2), &[1.5f32.into()])));
+    rejects(&built(k), K::SamplerPixelRepeat { texture: "t".into(), sampler }, At::Built("body[0]", line))
 }
 
 fn texture_read_at_a_signed_coordinate() -> ValidationError {

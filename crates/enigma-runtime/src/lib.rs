@@ -1,10 +1,11 @@
 //! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s,
 //! [`Texture`]s and [`Pipeline`]s, and dispatch them in Metal's two modes.
 //!
-//! Textures (2D, in the formats of [`TextureFormat`]) run on the simulator;
-//! the CUDA and Metal backends refuse a kernel with texture parameters when
-//! its pipeline is made ([`RuntimeError::Unsupported`]) until their runtimes
-//! create texture objects. Sampling is not there yet.
+//! Textures (2D, in the formats of [`TextureFormat`]; read, write and
+//! sample) run on the simulator and CUDA (through CUDA arrays, not yet run
+//! on a GPU); the Metal backend refuses a kernel with texture parameters
+//! when its pipeline is made ([`RuntimeError::Unsupported`]) until its
+//! runtime creates `MTLTexture`s.
 //!
 //! ```
 //! use enigma_runtime::{Arg, Device, Runtime};

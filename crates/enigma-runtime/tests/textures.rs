@@ -1,10 +1,12 @@
 //! Textures on the simulator (issue 20, phase 1): reads and writes of every
 //! pixel format against plain-Rust references of Metal's conversion rules,
 //! the size queries, the sanitizer's out-of-bounds and race findings, the
-//! dispatch checks, and seed 003's Listing 4 on a 1920×1080 texture.
+//! dispatch checks, samples worked by hand (the conformance case checks
+//! every sampler against a reference), and seed 003's Listing 4 on a
+//! 1920×1080 texture.
 
 use enigma_ir::builder::*;
-use enigma_ir::{Access, Kernel, Scalar, TextureAccess, Type};
+use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_kernels::seed003;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
@@ -314,6 +316,114 @@ fn only_a_mem_texture_barrier_orders_texture_accesses() {
     }
 }
 
+/// Each thread writes `x + 1` to its texel (x, 0) of a read_write texture,
+/// fences (or not), writes `x + 2` after the fence (or not), and reads the
+/// texel into `out[x]`.
+fn write_then_read(fence: bool, write_after_fence: bool) -> Kernel {
+    let mut k = KernelBuilder::new("write_then_read");
+    let img = k.texture2d("img", Scalar::U32, TextureAccess::ReadWrite);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let x = k.let_("x", thread_position_in_grid().x());
+    let c = k.let_("c", uint2(x, lit(Scalar::U32, 0.0)));
+    k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[x + 1u32]), c);
+    if fence {
+        k.texture_fence(img);
+    }
+    if write_after_fence {
+        k.texture_write(img, vector(Type::vector(Scalar::U32, 4), &[x + 2u32]), c);
+    }
+    k.store(out.at(x), img.read(c).x());
+    k.finish().unwrap()
+}
+
+/// A thread reading a texel it wrote needs `fence()` between (Metal leaves
+/// the value undefined otherwise): the sanitizer names the texel and both
+/// places; a fence makes it clean, and a write after the fence needs another.
+#[test]
+fn a_read_after_a_write_needs_a_fence() {
+    let rt = sim();
+    let out = rt.buffer_zeroed::<u32>(8).unwrap();
+    let fenced = rt.pipeline(&write_then_read(true, false)).unwrap();
+    let tex = rt.texture(TextureFormat::R32Uint, 8, 1).unwrap();
+    rt.dispatch(&fenced, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap();
+    assert_eq!(out.to_vec::<u32>().unwrap(), (1..=8).collect::<Vec<u32>>());
+    for (fence, again) in [(false, false), (true, true)] {
+        let p = rt.pipeline(&write_then_read(fence, again)).unwrap();
+        let err = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap_err();
+        let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+        assert_eq!(findings.len(), 1, "{err}");
+        let f = &findings[0];
+        assert_eq!((f.kind, f.variable.as_deref(), f.count), (FindingKind::UnfencedTextureRead, Some("img"), 8), "{err}");
+        let write_at = if again { "body[4]" } else { "body[2]" };
+        let read_at = if again { "body[5]" } else { "body[3]" };
+        assert!(
+            f.message.contains(&format!("reads texel (0, 0) of read_write texture `img` at {read_at} after writing it at {write_at} with no fence() between")),
+            "{}",
+            f.message
+        );
+        assert!(f.hint.contains("call `img.fence()`"), "{}", f.hint);
+    }
+}
+
+/// `out[0] = src.sample(sampler, (u, 0.5))`.
+fn sample_at(texel: Scalar, sampler: Sampler, u: f32) -> Kernel {
+    let mut k = KernelBuilder::new("sample_at");
+    let src = k.texture2d("src", texel, TextureAccess::Sample);
+    let out = k.buffer("out", Type::vector(texel, 4), Access::ReadWrite);
+    k.store(out.at(0u32), src.sample(sampler, vector(Type::vector(Scalar::F32, 2), &[u.into(), 0.5f32.into()])));
+    k.finish().unwrap()
+}
+
+/// A 2×1 r32float texture of (2, 4) sampled linearly at its left edge
+/// (u = 0: between texel -1 and texel 0, weights 1/2 each), worked by hand
+/// for each address mode; at the centre of texel 1 and between the two; and
+/// in pixels past the right edge (u = 2.25: 1/4 of texel 1, 3/4 of the zero
+/// border).
+#[test]
+fn linear_samples_at_the_edge_follow_the_address_mode() {
+    let rt = sim();
+    let tex = rt.texture_from(TextureFormat::R32Float, 2, 1, &[2.0f32, 4.0]).unwrap();
+    let normalized = |filter, address| Sampler { coord: SamplerCoord::Normalized, filter, address };
+    let cases = [
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.0, 2.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToZero), 0.0, 1.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::Repeat), 0.0, 3.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::MirroredRepeat), 0.0, 2.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.75, 4.0),
+        (normalized(SamplerFilter::Linear, SamplerAddress::ClampToEdge), 0.375, 2.5),
+        (normalized(SamplerFilter::Nearest, SamplerAddress::Repeat), 1.25, 2.0),
+        (Sampler { coord: SamplerCoord::Pixel, filter: SamplerFilter::Linear, address: SamplerAddress::ClampToZero }, 2.25, 1.0),
+    ];
+    for (sampler, u, want) in cases {
+        for texel in [Scalar::F32, Scalar::F16] {
+            let p = rt.pipeline(&sample_at(texel, sampler, u)).unwrap();
+            let out = rt.buffer_of_type(Type::vector(texel, 4), 1).unwrap();
+            rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap();
+            let got = match texel {
+                Scalar::F32 => f32s(&out.read_bytes().unwrap()),
+                _ => out.to_vec::<u16>().unwrap().into_iter().map(f16_bits_to_f32).collect(),
+            };
+            assert_eq!(got, [want, 0.0, 0.0, 1.0], "{sampler} at u = {u} with {texel} texels");
+        }
+    }
+}
+
+#[test]
+fn integer_formats_cannot_be_sampled_linearly() {
+    let rt = sim();
+    let tex = rt.texture(TextureFormat::R32Uint, 2, 2).unwrap();
+    let out = rt.buffer_of_type(Type::vector(Scalar::F32, 4), 1).unwrap();
+    let linear = Sampler { coord: SamplerCoord::Normalized, filter: SamplerFilter::Linear, address: SamplerAddress::Repeat };
+    let p = rt.pipeline(&sample_at(Scalar::F32, linear, 0.5)).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureNotFilterable { index: 0, .. }), "{err}");
+    assert!(err.to_string().contains("kernel `sample_at`, argument 0 (`src`): the kernel samples it with a linear filter, but a 2×2 r32uint texture cannot be filtered"), "{err}");
+    let nearest = Sampler { filter: SamplerFilter::Nearest, ..linear };
+    let p = rt.pipeline(&sample_at(Scalar::F32, nearest, 0.5)).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&out)], [1, 1, 1], [1, 1, 1]).unwrap_err();
+    assert!(matches!(err, RuntimeError::TextureFormat { .. }), "{err}");
+}
+
 #[test]
 fn dispatch_checks_the_texture_against_the_parameter() {
     let rt = sim();
@@ -338,12 +448,12 @@ fn dispatch_checks_the_texture_against_the_parameter() {
 fn devices_without_textures_refuse_the_pipeline() {
     let mut info = sim().device().clone();
     info.features.remove(&enigma_ir::Feature::Texture2d);
-    info.name = "a CUDA GPU".into();
+    info.name = "a GPU without textures".into();
     let kernel = white(true);
     let ki = enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let err = enigma_backend::check_features(&kernel, &ki, &info).unwrap_err();
     assert!(matches!(err, RuntimeError::Unsupported { feature: enigma_ir::Feature::Texture2d, .. }), "{err}");
-    assert!(err.to_string().contains("uses 2D textures; device `a CUDA GPU`"), "{err}");
+    assert!(err.to_string().contains("uses 2D textures; device `a GPU without textures`"), "{err}");
 }
 
 /// Seed 003, Listing 4 on 1920×1080 with 32×16 threadgroups: opaque white

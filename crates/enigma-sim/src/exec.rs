@@ -607,6 +607,32 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::TexFence { tex } => {
+                    if let Some(t) = san.as_deref_mut() {
+                        for l in lanes_of(self.active) {
+                            t.texture_fence(tex, Who { simdgroup: self.index, lane: l as u32, pc });
+                        }
+                    }
+                }
+                Inst::TexSample { tex, texel, sampler, dst, uv } => {
+                    // A sampled texture is access::sample, which no thread
+                    // writes, so its reads are not tracked for races.
+                    let desc = texture(env, tex);
+                    let (words, _) = memory(env, tg_mem, MemRef::Texture(tex));
+                    for c in 0..4 {
+                        self.regs[dst as usize + c] = [0; LANES];
+                    }
+                    for l in lanes_of(self.active) {
+                        let uv = [0, 1].map(|c| f32::from_bits(self.regs[uv as usize + c][l] as u32));
+                        let value = enigma_backend::texture::sample(&desc, sampler, uv, |x, y| {
+                            let i = y as usize * desc.width as usize + x as usize;
+                            read_texel(words, &desc, i, Scalar::F32).map(|v| f32::from_bits(v as u32))
+                        });
+                        for (c, v) in value.into_iter().enumerate() {
+                            self.regs[dst as usize + c][l] = ops::from_f32(texel, v);
+                        }
+                    }
+                }
                 Inst::TexWrite { tex, texel, src, coord } => {
                     let desc = texture(env, tex);
                     let (words, _) = memory(env, tg_mem, MemRef::Texture(tex));
@@ -721,6 +747,11 @@ impl SimdGroup {
         let i = y as usize * desc.width as usize + x as usize;
         if let Some(t) = san.as_deref_mut() {
             self.track_device(env, t, MemRef::Texture(tex), i, who, kind, value);
+            match kind {
+                AccessKind::Write => t.texture_write_unfenced(tex, i, who),
+                AccessKind::Read => t.texture_read_fenced(tex, i, who),
+                AccessKind::Atomic => {}
+            }
         }
         Ok(Some(i))
     }

@@ -70,8 +70,13 @@ pub enum Inst {
     /// `dst..dst+4 = tex.read(coord)` (the coordinate's x and y in `coord`,
     /// `coord + 1`), converted from the texture's format to `texel`.
     TexRead { tex: u32, texel: Scalar, dst: Reg, coord: Reg },
+    /// `dst..dst+4 = tex.sample(sampler, uv)` (u and v in `uv`, `uv + 1`),
+    /// filtered in f32 and converted to `texel`.
+    TexSample { tex: u32, texel: Scalar, sampler: Sampler, dst: Reg, uv: Reg },
     /// `tex.write(src..src+4, coord)`, converted from `texel` to the format.
     TexWrite { tex: u32, texel: Scalar, src: Reg, coord: Reg },
+    /// `tex.fence()`: orders this thread's writes to the texture before its reads.
+    TexFence { tex: u32 },
     /// `dst = tex.get_width()` or `get_height()`.
     TexSize { tex: u32, dim: TextureDim, dst: Reg },
 }
@@ -276,6 +281,9 @@ impl Lowering<'_> {
 
     fn stmt(&mut self, stmt: &Stmt, path: &mut StmtPath) {
         match &stmt.kind {
+            StmtKind::TextureFence { tex } => {
+                self.emit(Inst::TexFence { tex: tex.0 });
+            }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let v = self.expr(value);
                 let c = self.expr(coord);
@@ -614,6 +622,17 @@ impl Lowering<'_> {
                 };
                 let dst = self.temp(4);
                 self.emit(Inst::TexRead { tex: tex.0, texel, dst, coord: c.reg });
+                Operand { reg: dst, ty: Type::vector(texel, 4) }
+            }
+            Expr::TextureSample { tex, sampler, uv } => {
+                let c = self.expr(uv);
+                let texel = match self.kernel.param(*tex).kind {
+                    ParamKind::Texture { texel, .. } => texel,
+                    // Validated IR: `tex` is a texture; the fallback is never taken.
+                    _ => Scalar::F32,
+                };
+                let dst = self.temp(4);
+                self.emit(Inst::TexSample { tex: tex.0, texel, sampler: *sampler, dst, uv: c.reg });
                 Operand { reg: dst, ty: Type::vector(texel, 4) }
             }
             Expr::TextureSize { tex, dim } => {

@@ -171,6 +171,9 @@ pub struct TgTracker {
     pub raw: Vec<Raw>,
     /// Linear index of the threadgroup being run.
     pub linear: u64,
+    /// Per (texture, thread of the threadgroup), the texels the thread wrote
+    /// since its last `fence()` of that texture, with the writing instruction.
+    unfenced: HashMap<(u32, u32), HashMap<usize, u32>>,
 }
 
 impl std::fmt::Debug for Cell {
@@ -199,10 +202,12 @@ impl TgTracker {
             simd_epochs: vec![],
             raw: vec![],
             linear: 0,
+            unfenced: HashMap::default(),
         }
     }
 
     pub fn reset(&mut self, linear: u64, simdgroups: usize) {
+        self.unfenced.clear();
         self.cells.fill(Cell::default());
         self.epoch = 1;
         self.simd_epochs.clear();
@@ -354,6 +359,35 @@ impl TgTracker {
                 cell.w_pc = who.pc;
             }
         }
+    }
+
+    /// A thread's write of texel `i` of texture `tex`, unfenced until its
+    /// next `fence()` of the texture.
+    pub fn texture_write_unfenced(&mut self, tex: u32, i: usize, who: Who) {
+        let thread = who.simdgroup * LANES as u32 + who.lane;
+        self.unfenced.entry((tex, thread)).or_default().insert(i, who.pc);
+    }
+
+    /// A thread's read of texel `i` of texture `tex`: a finding when the
+    /// thread wrote it since its last `fence()` of the texture.
+    pub fn texture_read_fenced(&mut self, tex: u32, i: usize, who: Who) {
+        let thread = who.simdgroup * LANES as u32 + who.lane;
+        if let Some(pc) = self.unfenced.get(&(tex, thread)).and_then(|w| w.get(&i)) {
+            let writer = Who { pc: *pc, ..who };
+            self.raw.push(Raw {
+                kind: FindingKind::UnfencedTextureRead,
+                mem: Some(MemRef::Texture(tex)),
+                index: Some(i as u64),
+                who,
+                other: Some(Other::Thread(writer)),
+                subscript: None,
+            });
+        }
+    }
+
+    /// A thread's `fence()` of texture `tex`: its writes become visible to its reads.
+    pub fn texture_fence(&mut self, tex: u32, who: Who) {
+        self.unfenced.remove(&(tex, who.simdgroup * LANES as u32 + who.lane));
     }
 
     /// A texture access at (`x`, `y`) outside texture `tex`.
@@ -656,6 +690,17 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
             (
                 format!("access of texture `{var}` at ({x}, {y}), outside its {}×{} texels, at {a} (Metal leaves it undefined)", desc.width, desc.height),
                 "bounds-check the coordinate (`if (gid.x >= tex.get_width() || gid.y >= tex.get_height()) return;`) or dispatch exactly the texture's size with dispatch_threads".into(),
+            )
+        }
+        FindingKind::UnfencedTextureRead => {
+            let (x, y) = match (texture, r.index) {
+                (Some(d), Some(i)) => (i % d.width as u64, i / d.width as u64),
+                _ => (0, 0),
+            };
+            index = None;
+            (
+                format!("a thread reads texel ({x}, {y}) of read_write texture `{var}` at {a} after writing it at {b} with no fence() between (Metal leaves the value read undefined)"),
+                format!("call `{var}.fence()` between the write at {b} and the read at {a}, or keep the value written in a local"),
             )
         }
         FindingKind::ThreadgroupRace | FindingKind::SimdgroupRace | FindingKind::DeviceRace if texture.is_some() => (

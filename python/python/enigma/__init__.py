@@ -65,7 +65,10 @@ The kernel language (a subset of Python):
   ``"read_write"`` or ``"sample"``): ``out.read(coord)`` gives four texels,
   ``out.write(value, coord)`` stores four (or one, splatted),
   ``out.get_width()`` / ``out.get_height()``; ``coord`` is a ``uint2`` or a
-  pair ``(x, y)``. Create textures with ``rt.texture(numpy_array,
+  pair ``(x, y)``. A ``"sample"`` texture of f32/f16 texels has
+  ``src.sample(enigma.sampler(filter="linear", address="clamp_to_edge",
+  coord="normalized"), uv)``; a ``"read_write"`` one ``img.fence()``, needed
+  between a thread's write of a texel and its read of it. Create textures with ``rt.texture(numpy_array,
   format="rgba8unorm")`` and read them back with ``tex.numpy()``. Only
   ``enigma.barrier(mem_flags="mem_texture")`` orders texture accesses
   between threads. They run on the simulator; sampling is not there yet.
@@ -103,7 +106,7 @@ from ._enigma import CompileError, DeviceError, DispatchError, EnigmaError, Sani
 from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
-from ._lang import buffer, constant, fast, texture2d
+from ._lang import buffer, constant, fast, sampler, texture2d
 from ._enigma import Array
 from ._runtime import MetalRuntime, Texture, asarray, empty, synchronize
 from . import ops
@@ -141,6 +144,6 @@ def __getattr__(name):
 __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
-     "empty", "fast", "kernel", "simdgroup_matrix", "synchronize", "texture2d"]
+     "empty", "fast", "kernel", "sampler", "simdgroup_matrix", "synchronize", "texture2d"]
     + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
 )

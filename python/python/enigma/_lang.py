@@ -131,8 +131,46 @@ def texture2d(dtype, access="read") -> TextureParam:
     """Annotation of a texture parameter: ``out: enigma.texture2d(enigma.f32, access="write")``.
     In the kernel: ``out.read(coord)`` (four texels), ``out.write(value, coord)``,
     ``out.get_width()``, ``out.get_height()``; ``coord`` is a ``uint2`` or a
-    pair ``(x, y)``. Sampling is not there yet."""
+    pair ``(x, y)``. A ``"sample"`` texture of f32 or f16 texels also has
+    ``out.sample(sampler, uv)``, ``uv`` a ``float2`` or a pair ``(u, v)`` and
+    ``sampler`` an :func:`sampler`; a ``"read_write"`` one ``out.fence()``
+    (this thread's writes before its later reads)."""
     return TextureParam(dtype, access)
+
+
+class Sampler:
+    """A constant sampler (MSL's ``constexpr sampler``): see :func:`sampler`."""
+
+    __slots__ = ("coord", "filter", "address")
+
+    COORD = ("normalized", "pixel")
+    FILTER = ("nearest", "linear")
+    ADDRESS = ("clamp_to_edge", "clamp_to_zero", "repeat", "mirrored_repeat")
+
+    def __init__(self, filter="nearest", address="clamp_to_edge", coord="normalized"):
+        for name, value, allowed in (("coord", coord, self.COORD), ("filter", filter, self.FILTER), ("address", address, self.ADDRESS)):
+            if value not in allowed:
+                raise ValueError(f"enigma.sampler {name} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+        if coord == "pixel" and address in ("repeat", "mirrored_repeat"):
+            raise ValueError(f"enigma.sampler: address={address!r} repeats the texture, which needs coord=\"normalized\" (pixel coordinates take clamp_to_edge or clamp_to_zero)")
+        self.coord, self.filter, self.address = coord, filter, address
+
+    def ir(self):
+        return {"coord": self.coord, "filter": self.filter, "address": self.address}
+
+    def __repr__(self):
+        return f"enigma.sampler(filter={self.filter!r}, address={self.address!r}, coord={self.coord!r})"
+
+
+def sampler(filter="nearest", address="clamp_to_edge", coord="normalized") -> Sampler:
+    """A sampler for ``tex.sample(s, uv)``, as MSL's ``constexpr sampler``:
+    ``filter`` ``"nearest"`` or ``"linear"`` (bilinear, texel centres at
+    (i + 0.5)/w); ``address`` ``"clamp_to_edge"``, ``"clamp_to_zero"``,
+    ``"repeat"`` or ``"mirrored_repeat"`` (the repeating ones need
+    normalised coordinates); ``coord`` ``"normalized"`` (0 to 1 across the
+    texture) or ``"pixel"`` (0 to the width). Make it outside the kernel or
+    in the call: ``src.sample(enigma.sampler(filter="linear"), uv)``."""
+    return Sampler(filter, address, coord)
 
 
 def constant(dtype) -> ConstantParam:

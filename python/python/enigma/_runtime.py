@@ -33,8 +33,8 @@ goes on (``stream=``, else the caller's current torch or CuPy stream).
   updated in place, as it would be in GPU memory shared with the host.
 * A ``texture2d`` parameter takes a :class:`Texture` (``rt.texture(array,
   format="rgba8unorm")``) in ``inputs``; the kernel reads and writes it in
-  place, and ``tex.numpy()`` reads it back. Textures run on the simulator;
-  CUDA and Metal refuse texture kernels for now, and sampling is not there yet.
+  place, and ``tex.numpy()`` reads it back. Textures run on the simulator
+  and CUDA (not yet run on a GPU); Metal refuses texture kernels for now.
 * On CUDA, ``stream=`` (an int handle, a torch or CuPy stream) queues the
   dispatch there and returns at once; with torch or CuPy CUDA tensors and
   no ``stream=``, it goes on their library's current stream, also without

@@ -118,6 +118,13 @@ const SHARED_ALIGN: u64 = 16;
 /// CUDA's limit on static `__shared__` memory per block.
 pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
 
+/// Texture objects one `enigma::texture2d` argument holds, one per sampler
+/// the kernel samples that texture with (in the order of
+/// `KernelInfo::samplers`). The argument is passed by value with this layout
+/// (56 bytes, 8-aligned): `u64 surface; u32 width, height, format; u32 pad;
+/// u64 samplers[4]`, `format` the index of the format in `TextureFormat::ALL`.
+pub const MAX_SAMPLERS_PER_TEXTURE: usize = 4;
+
 /// The names of the three parameters that follow the IR's parameters.
 pub const GRID_PARAMS: [&str; 3] = ["enigma_grid_x", "enigma_grid_y", "enigma_grid_z"];
 
@@ -201,6 +208,12 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
     });
     if static_shared_bytes > STATIC_SHARED_LIMIT {
         return Err(err(CodegenErrorKind::SharedMemoryLimit { bytes: static_shared_bytes, limit: STATIC_SHARED_LIMIT }));
+    }
+    for (tex, samplers) in &info.samplers {
+        if samplers.len() > MAX_SAMPLERS_PER_TEXTURE {
+            let texture = kernel.param(*tex).name.clone();
+            return Err(err(CodegenErrorKind::TooManySamplers { texture, count: samplers.len(), limit: MAX_SAMPLERS_PER_TEXTURE }));
+        }
     }
     let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false };
     let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
@@ -471,6 +484,16 @@ impl Dialect for Cuda {
     fn texture_read(&mut self, tex: &str, texel: Scalar, coord: Code) -> Code {
         self.need(Helper::Texture);
         Code::postfix(format!("enigma::texture_read<{}>({tex}, {})", self.scalar_name(texel), coord.text))
+    }
+
+    fn texture_fence(&mut self, tex: &str) -> String {
+        self.need(Helper::Texture);
+        format!("enigma::texture_fence({tex})")
+    }
+
+    fn texture_sample(&mut self, tex: &str, texel: Scalar, _sampler: usize, slot: usize, uv: Code) -> Code {
+        self.need(Helper::Texture);
+        Code::postfix(format!("enigma::texture_sample<{}>({tex}, {slot}, {})", self.scalar_name(texel), uv.text))
     }
 
     fn texture_write(&mut self, tex: &str, _texel: Scalar, value: Code, coord: Code) -> String {

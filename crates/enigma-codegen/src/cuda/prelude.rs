@@ -31,7 +31,8 @@ pub(crate) enum Helper {
     /// `enigma::simd_*`: its index in `Intrinsic::ALL` (the order of
     /// emission: inclusive before exclusive prefix sums) and its MSL name.
     Simd(usize, &'static str),
-    /// `texture2d` arguments over surface objects, with Metal's format conversions.
+    /// `texture2d` arguments over surface objects (read, write) and texture
+    /// objects (sample), with Metal's format conversions.
     Texture,
 }
 
@@ -661,18 +662,23 @@ pub(crate) fn scalar_for_alias(s: Scalar) -> &'static str {
     }
 }
 
-/// `texture2d` on CUDA: a surface object over a cudaArray of the texels and
-/// the texture's size and format, passed by value; reads and writes switch
-/// on the format at run time (it belongs to the texture, not the kernel) and
-/// convert as Metal does, on raw surface elements (x addressed in bytes).
+/// `texture2d` on CUDA: a surface object over a cudaArray of the texels,
+/// the texture's size and format, and a texture object per sampler the
+/// kernel samples it with, passed by value; reads and writes switch on the
+/// format at run time (it belongs to the texture, not the kernel) and
+/// convert as Metal does, on raw surface elements (x addressed in bytes);
+/// samples are `tex2D` through the sampler's texture object.
 const TEXTURE: &str = r#"// A texture2d argument: the surface object of a cudaArray holding the
-// texels in `format`, and the texture's size. Surfaces address x in bytes and
-// are read and written as raw elements: the unorm8 and float16 conversions
-// are Metal's, done here.
+// texels in `format`, the texture's size, and the texture objects of the
+// samplers the kernel samples it with (their coordinates, filter and address
+// modes are the texture object's; unorm8 formats read normalised). Surfaces
+// address x in bytes and are read and written as raw elements: the unorm8
+// and float16 conversions are Metal's, done here.
 enum texture_format : uint { r8unorm, rgba8unorm, r16float, rgba16float, r32float, rgba32float, r32uint, r32sint };
 struct texture2d {
     unsigned long long surface; // cudaSurfaceObject_t
     uint width, height, format;
+    unsigned long long samplers[4]; // cudaTextureObject_t, one per sampler
     __device__ uint get_width() const { return width; }
     __device__ uint get_height() const { return height; }
 };
@@ -708,6 +714,17 @@ template <> __device__ inline vec<uint, 4> texture_read<uint>(const texture2d& t
 template <> __device__ inline vec<int, 4> texture_read<int>(const texture2d& t, const vec<uint, 2>& c) {
     return vec<int, 4>(surf2Dread<int>(t.surface, c.x * 4, c.y), 0, 0, 1);
 }
+// tex.sample(sampler, uv) with float or half texels, through the texture
+// object of the texture's sampler `slot`; one-channel formats read the
+// missing channels as (0, 0, 1), the clamp-to-zero border included, as Metal does.
+template <typename T> __device__ inline vec<T, 4> texture_sample(const texture2d& t, uint slot, const vec<float, 2>& uv) {
+    const ::float4 p = tex2D<::float4>(t.samplers[slot], uv.x, uv.y);
+    const bool one = t.format == r8unorm || t.format == r16float || t.format == r32float;
+    return vec<T, 4>(convert<T>(p.x), convert<T>(one ? 0.0f : p.y), convert<T>(one ? 0.0f : p.z), convert<T>(one ? 1.0f : p.w));
+}
+// tex.fence(): this thread's surface writes before its later surface reads
+// (a block-scope memory fence; surface loads and stores of one thread).
+__device__ inline void texture_fence(const texture2d&) { __threadfence_block(); }
 // tex.write(value, c) with float or half texels; channels the format lacks are dropped.
 template <typename T> __device__ inline void texture_write(const texture2d& t, const vec<T, 4>& value, const vec<uint, 2>& c) {
     const float v[4] = {convert<float>(value.x), convert<float>(value.y), convert<float>(value.z), convert<float>(value.w)};

@@ -550,9 +550,30 @@ pub fn textures() -> Kernel {
     k.if_(c.x().ge(dst.get_width()).or(c.y().ge(dst.get_height())), |k| k.return_());
     let v = k.let_("v", src.read(c).cast(vt(Scalar::F32, 4)) * scale + dst.read(c));
     k.texture_write(dst, v, c);
-    let id = k.let_("id", ids.read(c).x());
+    k.texture_fence(dst);
+    let id = k.let_("id", ids.read(c).x() + dst.read(c).x().cast(Type::U32));
     k.texture_write(labels, vector(vt(Scalar::I32, 4), &[id.cast(Type::I32)]), c);
     k.store(out.at(c.y() * dst.get_width() + c.x()), id);
+    finish(k)
+}
+
+/// Sampling: an f32 texture sampled with two samplers and an f16 one with
+/// one of them again (the kernel declares it once), normalised and pixel
+/// coordinates, every filter and two address modes.
+pub fn texture_sampling() -> Kernel {
+    use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter};
+    let mut k = KernelBuilder::new("texture_sampling");
+    let image = k.texture2d("image", Scalar::F32, enigma_ir::TextureAccess::Sample);
+    let mask = k.texture2d("mask", Scalar::F16, enigma_ir::TextureAccess::Sample);
+    let out = k.buffer("out", vt(Scalar::F32, 4), Access::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let linear = Sampler { coord: SamplerCoord::Normalized, filter: SamplerFilter::Linear, address: SamplerAddress::MirroredRepeat };
+    let nearest = Sampler { coord: SamplerCoord::Pixel, filter: SamplerFilter::Nearest, address: SamplerAddress::ClampToZero };
+    let size = vector(vt(Scalar::F32, 2), &[image.get_width().cast(Type::F32), image.get_height().cast(Type::F32)]);
+    let pixel = k.let_("pixel", vector(vt(Scalar::F32, 2), &[gid.x().cast(Type::F32), gid.y().cast(Type::F32)]) + 0.5f32);
+    let uv = k.let_("uv", pixel / size);
+    let m = k.let_("m", mask.sample(linear, uv).cast(vt(Scalar::F32, 4)));
+    k.store(out.at(gid.y() * image.get_width() + gid.x()), image.sample(linear, uv) * m + image.sample(nearest, pixel));
     finish(k)
 }
 

@@ -44,6 +44,7 @@
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
 //!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
 //!          | "texture_write" "(" ref "," expr "," expr ")"    // (texture, value, coordinate)
+//!          | "texture_fence" "(" ref ")"
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -57,6 +58,9 @@
 //!          | "thread_element" "(" expr "," n ")"
 //!          | "dim_check" "(" ref "," n "," expr "," expr ")"   // (memory, dimension, index, size)
 //!          | "texture_read" "(" ref "," expr ")" | ("get_width" | "get_height") "(" ref ")"
+//!          | "texture_sample" "(" ref "," sampler "," expr ")"
+//! sampler := "sampler" "(" ("normalized" | "pixel") "," ("nearest" | "linear") ","
+//!            ("clamp_to_edge" | "clamp_to_zero" | "repeat" | "mirrored_repeat") ")"
 //! ```
 //!
 //! * Matrix types are `mat<rows>x<cols>_<elem>` (`mat8x8_f16`); loads and
@@ -68,7 +72,10 @@
 //!   takes one, coordinates are u32x2. In JSON a texture parameter is
 //!   `{"texture":{"texel":"f32","access":"write"}}`, and the operations
 //!   `texture_read {tex, coord}`, `texture_size {tex, dim}` (`"width"` or
-//!   `"height"`) and the statement `texture_write {tex, value, coord}`.
+//!   `"height"`), `texture_sample {tex, sampler: {coord, filter, address},
+//!   uv}` (the IR names above) and the statements `texture_write {tex, value,
+//!   coord}` and `texture_fence {tex}` (a read_write texture's `fence()`). `texture_sample(t, sampler(…), uv)` samples an f32 or f16
+//!   `sample` texture at an f32x2.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted

@@ -473,6 +473,13 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "texture_fence" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let tex = self.texture_arg()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::TextureFence { tex })
+                }
                 "texture_write" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();
@@ -897,6 +904,17 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(Expr::DimCheck { mem, dim, index, size })
                     }
+                    ("texture_sample", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let tex = self.texture_arg()?;
+                        self.expect_punct(",")?;
+                        let sampler = self.sampler()?;
+                        self.expect_punct(",")?;
+                        let uv = Box::new(self.expr()?);
+                        self.expect_punct(")")?;
+                        Ok(Expr::TextureSample { tex, sampler, uv })
+                    }
                     ("texture_read" | "get_width" | "get_height", Tok::Punct("(")) => {
                         self.bump();
                         self.bump();
@@ -985,6 +1003,33 @@ impl Parser {
     }
 
     /// A texture parameter named as an argument.
+    /// `sampler(coord, filter, address)`, e.g. `sampler(normalized, linear, repeat)`.
+    fn sampler(&mut self) -> PResult<Sampler> {
+        self.expect_ident("sampler")?;
+        self.expect_punct("(")?;
+        let coord = self.named(SamplerCoord::from_name, "`normalized` or `pixel`")?;
+        self.expect_punct(",")?;
+        let filter = self.named(SamplerFilter::from_name, "`nearest` or `linear`")?;
+        self.expect_punct(",")?;
+        let address = self.named(SamplerAddress::from_name, "`clamp_to_edge`, `clamp_to_zero`, `repeat` or `mirrored_repeat`")?;
+        self.expect_punct(")")?;
+        Ok(Sampler { coord, filter, address })
+    }
+
+    /// A word `from_name` knows.
+    fn named<T>(&mut self, from_name: fn(&str) -> Option<T>, expected: &str) -> PResult<T> {
+        match self.peek().clone() {
+            Tok::Ident(word) => match from_name(&word) {
+                Some(v) => {
+                    self.bump();
+                    Ok(v)
+                }
+                None => Err(self.expected(expected)),
+            },
+            _ => Err(self.expected(expected)),
+        }
+    }
+
     fn texture_arg(&mut self) -> PResult<ParamId> {
         let at = self.tok().clone();
         match self.reference()? {

@@ -59,7 +59,10 @@ const KEYWORDS: &[&str] = &[
     "dim_check",
     "texture2d",
     "texture_read",
+    "texture_sample",
+    "sampler",
     "texture_write",
+    "texture_fence",
     "get_width",
     "get_height",
 ];
@@ -284,6 +287,10 @@ impl Printer<'_> {
                 self.expr(stride);
                 self.out.push(')');
             }
+            StmtKind::TextureFence { tex } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_fence({name})");
+            }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_write({name}, ");
@@ -432,6 +439,12 @@ impl Printer<'_> {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_read({name}, ");
                 self.expr(coord);
+                self.out.push(')');
+            }
+            Expr::TextureSample { tex, sampler, uv } => {
+                let name = self.param_ref(*tex);
+                let _ = write!(self.out, "texture_sample({name}, {sampler}, ");
+                self.expr(uv);
                 self.out.push(')');
             }
             Expr::TextureSize { tex, dim } => {

@@ -142,6 +142,9 @@ class Statements:
             callee = self.expr(v.func)
             if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "write":
                 return self._texture_write(callee.obj.tex, v)
+            if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "fence":
+                self._bind(v, f"{callee.obj.tex.name}.fence", [], 0, prefix="")
+                return self.emit({"texture_fence": {"tex": callee.obj.tex.index}}, v)
             if isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic):
                 name = callee.obj.name
                 if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier"):

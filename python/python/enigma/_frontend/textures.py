@@ -1,18 +1,19 @@
 """Textures (``texture2d<T, access>`` parameters): their methods
-(``read``, ``write``, ``get_width``, ``get_height``) and coordinates.
+(``read``, ``write``, ``sample``, ``fence``, ``get_width``, ``get_height``)
+and coordinates.
 """
 
 from __future__ import annotations
 
 import ast
 
-from .. import _enigma
-from .._types import DType, u32
+from .. import _enigma, _lang
+from .._types import DType, f32, u32
 from .values import PyObj, Val
 
 
 class TexRef:
-    """A ``texture2d`` parameter: its methods are read, write, get_width, get_height."""
+    """A ``texture2d`` parameter: its methods are read, write, sample, fence, get_width, get_height."""
 
     __slots__ = ("index", "texel", "access", "name")
 
@@ -39,8 +40,8 @@ class Textures:
 
     def _texture_method(self, tex, attr, node):
         """``tex.attr``: one of the texture's methods, before it is called."""
-        if attr not in ("read", "write", "get_width", "get_height"):
-            raise self.error(node, f"texture `{tex.name}` has no method `{attr}` (it has read, write, get_width and get_height; sampling is not there yet)")
+        if attr not in ("read", "write", "sample", "fence", "get_width", "get_height"):
+            raise self.error(node, f"texture `{tex.name}` has no method `{attr}` (it has read, write, sample, fence, get_width and get_height)")
         return PyObj(TexMethod(tex, attr))
 
     def _texture_coord(self, tex, node):
@@ -56,17 +57,55 @@ class Textures:
         return c.expr
 
     def _texture_call(self, m, node):
-        """``tex.read(coord)``, ``tex.get_width()``, ``tex.get_height()``."""
+        """``tex.read(coord)``, ``tex.sample(sampler, uv)``, ``tex.get_width()``,
+        ``tex.get_height()``."""
         tex = m.tex
-        if m.method == "write":
-            raise self.error(node, f"`{tex.name}.write(value, coord)` is a statement; it has no value")
+        if m.method in ("write", "fence"):
+            raise self.error(node, f"`{tex.name}.{m.method}(...)` is a statement; it has no value")
         if m.method in ("get_width", "get_height"):
             self._bind(node, f"{tex.name}.{m.method}", [], 0, prefix="")
             return Val({"texture_size": {"tex": tex.index, "dim": m.method[4:]}}, u32)
+        if m.method == "sample":
+            return self._texture_sample(tex, node)
         args = self._bind(node, f"{tex.name}.read", ["coord"], 1, prefix="")
         coord = self._texture_coord(tex, args["coord"])
         ty = self._rule(node, _enigma.texture_read_result_type, tex.name, tex.texel.scalar, tex.access, DType("u32", 2))
         return Val({"texture_read": {"tex": tex.index, "coord": coord}}, ty)
+
+    def _texture_sample(self, tex, node):
+        """``tex.sample(sampler, uv)``: ``sampler`` an ``enigma.sampler`` (made
+        outside the kernel or in the call, with constant arguments), ``uv`` a
+        ``float2`` or a pair ``(u, v)``. Validation checks the texel type and
+        the access."""
+        args = self._bind(node, f"{tex.name}.sample", ["sampler", "uv"], 2, prefix="")
+        s = args["sampler"]
+        if isinstance(s, ast.Call) and isinstance(self.expr(s.func), PyObj) and self.expr(s.func).obj is _lang.sampler:
+            try:
+                consts = [ast.literal_eval(a) for a in s.args], {k.arg: ast.literal_eval(k.value) for k in s.keywords}
+            except (ValueError, SyntaxError):
+                raise self.error(s, "enigma.sampler(...) in a kernel takes string constants; make a sampler from variables outside the kernel") from None
+            try:
+                made = _lang.sampler(*consts[0], **consts[1])
+            except (ValueError, TypeError) as e:
+                raise self.error(s, str(e)) from None
+        else:
+            made = self.expr(s)
+            if isinstance(made, PyObj):
+                made = made.obj
+            elif isinstance(made, Val):
+                made = f"the constant {made.lit!r}" if made.untyped else f"a {made.ty} value"
+        if not isinstance(made, _lang.Sampler):
+            what = made if isinstance(made, str) else repr(made)
+            raise self.error(s, f"the first argument of `{tex.name}.sample` is an enigma.sampler(...), not {what}")
+        f2 = DType("f32", 2)
+        if isinstance(args["uv"], (ast.Tuple, ast.List)) and len(args["uv"].elts) == 2:
+            uv = {"vector": {"ty": f2.ir(), "components": [self._convert(self._decay(self.value(e)), f32, node).expr for e in args["uv"].elts]}}
+        else:
+            v = self._decay(self.value(args["uv"]))
+            if v.untyped or v.ty != f2:
+                raise self.error(node, f"the coordinate of `{tex.name}.sample` is a float2 or a pair (u, v), not {v.ty or 'a constant'}")
+            uv = v.expr
+        return Val({"texture_sample": {"tex": tex.index, "sampler": made.ir(), "uv": uv}}, DType(tex.texel.scalar, 4))
 
     def _texture_write(self, tex, call):
         """``tex.write(value, coord)``: ``value`` is four texels, or one to splat."""
