@@ -132,6 +132,15 @@ pub fn texture_read_result_type(texture: &str, texel: &str, access: &str, coord:
     result(typing::texture_read(texture, scalar(texel)?, access, ty(coord)?))
 }
 
+/// The type of `tex.sample(sampler, uv)` (`typing::texture_sample`); the
+/// sampler as its IR JSON (`{"coord": …, "filter": …, "address": …}`).
+#[pyfunction]
+pub fn texture_sample_result_type(texture: &str, texel: &str, access: &str, sampler: &str, uv: &str) -> PyResult<String> {
+    let access = TextureAccess::from_name(access).ok_or_else(|| PyValueError::new_err(format!("unknown texture access `{access}`")))?;
+    let sampler: enigma_ir::Sampler = serde_json::from_str(sampler).map_err(|e| PyValueError::new_err(format!("not a sampler: {e}")))?;
+    result(typing::texture_sample(texture, scalar(texel)?, access, sampler, ty(uv)?))
+}
+
 /// The value type `tex.write(value, coord)` takes (`typing::texture_texel`).
 #[pyfunction]
 pub fn texture_texel_type(texture: &str, texel: &str) -> PyResult<String> {
@@ -170,6 +179,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(matrix_element_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(matrix_coord_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(texture_read_result_type, m)?)?;
+    m.add_function(wrap_pyfunction!(texture_sample_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(texture_texel_type, m)?)?;
     m.add_function(wrap_pyfunction!(binary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(unary_ops, m)?)?;

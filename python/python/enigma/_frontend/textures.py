@@ -6,6 +6,7 @@ and coordinates.
 from __future__ import annotations
 
 import ast
+import json
 
 from .. import _enigma, _lang
 from .._types import DType, f32, u32
@@ -105,7 +106,8 @@ class Textures:
             if v.untyped or v.ty != f2:
                 raise self.error(node, f"the coordinate of `{tex.name}.sample` is a float2 or a pair (u, v), not {v.ty or 'a constant'}")
             uv = v.expr
-        return Val({"texture_sample": {"tex": tex.index, "sampler": made.ir(), "uv": uv}}, DType(tex.texel.scalar, 4))
+        ty = self._rule(node, _enigma.texture_sample_result_type, tex.name, tex.texel.scalar, tex.access, json.dumps(made.ir()), f2)
+        return Val({"texture_sample": {"tex": tex.index, "sampler": made.ir(), "uv": uv}}, ty)
 
     def _texture_write(self, tex, call):
         """``tex.write(value, coord)``: ``value`` is four texels, or one to splat."""
