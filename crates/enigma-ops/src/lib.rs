@@ -737,21 +737,12 @@ impl<'rt> Ops<'rt> {
     /// ([`upload`]); `C` is `m × N` of `out` (f32 or f16), accumulated in f32.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
-        quant::check_shape(w.format, w.k, w.n, w.group)?;
-        if let Some(t) = a.elem() {
-            return Err(arg_err(op, format!("`a` is a typed buffer of {t}; pass an untyped buffer of f16 (enigma_ops::upload), which the kernel reads as half4")));
-        }
-        if let Some(e) = self.options.elem.filter(|&e| e != Scalar::F16) {
-            return Err(arg_err(op, format!("`a` is read as f16, but the options ask for {e}")));
-        }
-        self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
-        self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
-        self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
+        self.check_qmatmul_inputs(a, w, m)?;
         // Many rows take the tensor-core kernel, unless options ask for the
         // decode kernel's own blocking or for no vector loads.
         let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some) || self.options.vectorize == Some(false);
         if m > qmatmul::TILED_ABOVE_ROWS as usize && !decode_options {
-            return self.qmatmul_tiled(a, w, m, out);
+            return self.launch_qgemm(a, w, m, out);
         }
         let cols = match (self.options.columns_per_thread, self.options.vectorize) {
             (Some(c), _) => Some(c),
@@ -801,14 +792,32 @@ impl<'rt> Ops<'rt> {
     /// memory (`gemm::QgemmConfig`), each dequantized weight rounded to f16
     /// on the way. `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
     pub fn qmatmul_tiled(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        self.check_qmatmul_inputs(a, w, m)?;
+        self.launch_qgemm(a, w, m, out)
+    }
+
+    /// What both quantized matmuls require of their inputs: seed 002's shape
+    /// rules, `a` an untyped buffer read as f16 (and options that agree),
+    /// and every buffer large enough.
+    fn check_qmatmul_inputs(&self, a: &Buffer, w: &QuantizedWeights, m: usize) -> Result<(), Error> {
         let op = "qmatmul";
         quant::check_shape(w.format, w.k, w.n, w.group)?;
         if let Some(t) = a.elem() {
             return Err(arg_err(op, format!("`a` is a typed buffer of {t}; pass an untyped buffer of f16 (enigma_ops::upload), which the kernel reads as half4")));
         }
+        if let Some(e) = self.options.elem.filter(|&e| e != Scalar::F16) {
+            return Err(arg_err(op, format!("`a` is read as f16, but the options ask for {e}")));
+        }
         self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
         self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
+        Ok(())
+    }
+
+    /// The tensor-core kernel on checked inputs (K split where the output
+    /// has few tiles, then the reduction).
+    fn launch_qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "qmatmul";
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
