@@ -11,7 +11,7 @@
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, AtomicOp, Feature, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
+use enigma_ir::{Access, Feature, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_runtime::{Arg, DeviceKind, Runtime, RuntimeError, TextureFormat};
 use rand::Rng;
 
@@ -110,17 +110,7 @@ pub fn texture_formats_round_trip(rt: &Runtime) -> CaseResult {
 pub fn texture_listing4_covers_1920_by_1080(rt: &Runtime) -> CaseResult {
     let (w, h) = (1920u32, 1080u32);
     for (bounds_check, threadgroups) in [(true, true), (false, false)] {
-        let mut k = KernelBuilder::new("listing4_counted");
-        let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
-        let counts = k.buffer("counts", Type::U32, Access::ReadWrite);
-        let gid = k.let_("gid", thread_position_in_grid());
-        let position = k.let_("position", uint2(gid.x(), gid.y()));
-        if bounds_check {
-            k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
-        }
-        k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
-        k.atomic(AtomicOp::Add, counts.at(gid.y() * out.get_width() + gid.x()), 1u32);
-        let kernel = finish(k)?;
+        let kernel = enigma_kernels::seed003::listing4(bounds_check, true);
         if !runs_textures(rt, &kernel)? {
             return Ok(());
         }
@@ -128,10 +118,11 @@ pub fn texture_listing4_covers_1920_by_1080(rt: &Runtime) -> CaseResult {
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).ctx("creating the texture")?;
         let counts = filled(rt, (w * h) as usize, 0u32)?;
         let args = [Arg::from(&tex), Arg::from(&counts)];
+        let tg = enigma_kernels::seed003::THREADS_PER_THREADGROUP;
         if threadgroups {
-            groups(rt, &p, &args, [w.div_ceil(32), h.div_ceil(16), 1], [32, 16, 1])?;
+            groups(rt, &p, &args, enigma_kernels::seed003::threadgroups(w, h), tg)?;
         } else {
-            threads(rt, &p, &args, [w, h, 1], [32, 16, 1])?;
+            threads(rt, &p, &args, [w, h, 1], tg)?;
         }
         let mode = if threadgroups { "dispatch_threadgroups with the bounds check" } else { "dispatch_threads" };
         let counts: Vec<u32> = download(&counts)?;

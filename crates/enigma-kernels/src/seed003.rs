@@ -4,7 +4,7 @@
 //! (Listings 1–3) and the texture it leaves.
 
 use enigma_ir::builder::*;
-use enigma_ir::{Kernel, Scalar, TextureAccess, Type};
+use enigma_ir::{Access, AtomicOp, Kernel, Scalar, TextureAccess, Type};
 
 /// Listing 4, `simpleKernelFunction`:
 ///
@@ -13,12 +13,27 @@ use enigma_ir::{Kernel, Scalar, TextureAccess, Type};
 /// outputTexture.write(float4(1.0), position);
 /// ```
 pub fn simple_kernel_function() -> Kernel {
-    let mut k = KernelBuilder::new("simpleKernelFunction");
+    listing4(true, false)
+}
+
+/// Listing 4 with its bounds check (`bounds_check`) or without it (for a
+/// dispatch by threads whose grid is exactly the texture), and with
+/// `count_writes` a u32 buffer `counts` after the texture, where each
+/// thread adds 1 at its texel's row-major index — so a test can see every
+/// texel written exactly once.
+pub fn listing4(bounds_check: bool, count_writes: bool) -> Kernel {
+    let mut k = KernelBuilder::new(if count_writes { "simpleKernelFunction_counted" } else { "simpleKernelFunction" });
     let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
+    let counts = count_writes.then(|| k.buffer("counts", Type::U32, Access::ReadWrite));
     let gid = k.let_("gid", thread_position_in_grid());
     let position = k.let_("position", vector(Type::vector(Scalar::U32, 2), &[gid.x(), gid.y()]));
-    k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
+    if bounds_check {
+        k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
+    }
     k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
+    if let Some(counts) = counts {
+        k.atomic(AtomicOp::Add, counts.at(gid.y() * out.get_width() + gid.x()), 1u32);
+    }
     k.finish().expect("the seed kernel uses only expressions of its own builder")
 }
 

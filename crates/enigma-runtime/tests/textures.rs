@@ -98,20 +98,16 @@ fn reference_write(format: TextureFormat, value: [f32; 4]) -> Vec<u8> {
     }
 }
 
-const FLOAT_FORMATS: [TextureFormat; 6] = [
-    TextureFormat::R8Unorm,
-    TextureFormat::Rgba8Unorm,
-    TextureFormat::R16Float,
-    TextureFormat::Rgba16Float,
-    TextureFormat::R32Float,
-    TextureFormat::Rgba32Float,
-];
+/// The formats read as floats (unorm or float channels): the filterable ones.
+fn float_formats() -> impl Iterator<Item = TextureFormat> {
+    TextureFormat::ALL.into_iter().filter(|f| f.filterable())
+}
 
 #[test]
 fn reads_of_every_float_format_convert_as_metal_does() {
     let rt = sim();
     let (w, h) = (13, 7);
-    for format in FLOAT_FORMATS {
+    for format in float_formats() {
         let mut bytes = pattern((w * h) as usize * format.bytes_per_texel());
         if matches!(format, TextureFormat::R32Float | TextureFormat::Rgba32Float) {
             // Finite floats only: NaN payloads are compared below by bits anyway.
@@ -163,7 +159,7 @@ fn writes_of_every_float_format_clamp_and_round_as_metal_does() {
     ];
     let values: Vec<[f32; 4]> = (0..64).map(|i| [0, 1, 2, 3].map(|c| specials[(i * 4 + c) % specials.len()] * if i >= 16 { (i % 5) as f32 * 0.25 } else { 1.0 })).collect();
     let flat: Vec<f32> = values.iter().flatten().copied().collect();
-    for format in FLOAT_FORMATS {
+    for format in float_formats() {
         let tex = rt.texture(format, 8, 8).unwrap();
         let src = rt.buffer_from(&flat).unwrap();
         let p = rt.pipeline(&write_all(Scalar::F32)).unwrap();
@@ -225,24 +221,12 @@ fn read_write_textures_and_the_size_queries() {
     assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
 }
 
-/// Listing 4 (`enigma_kernels::seed003`), or without its bounds check:
-/// `tex.write(float4(1.0), gid)` for every thread.
-fn white(bounds_check: bool) -> Kernel {
-    if bounds_check {
-        return seed003::simple_kernel_function();
-    }
-    let mut k = KernelBuilder::new("simpleKernelFunction");
-    let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
-    let gid = k.let_("gid", thread_position_in_grid());
-    k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), uint2(gid.x(), gid.y()));
-    k.finish().unwrap()
-}
 
 #[test]
 fn a_write_outside_the_texture_names_it_with_the_coordinate_and_the_size() {
     let rt = sim();
     let tex = rt.texture(TextureFormat::R32Float, 10, 6).unwrap();
-    let p = rt.pipeline(&white(false)).unwrap();
+    let p = rt.pipeline(&seed003::listing4(false, false)).unwrap();
     // 16×8 threads over a 10×6 texture, no bounds check.
     let err = rt.dispatch_threadgroups(&p, &[Arg::from(&tex)], [2, 1, 1], [8, 8, 1]).unwrap_err();
     let RuntimeError::Execution { message, .. } = &err else { panic!("{err}") };
@@ -427,7 +411,7 @@ fn integer_formats_cannot_be_sampled_linearly() {
 #[test]
 fn dispatch_checks_the_texture_against_the_parameter() {
     let rt = sim();
-    let p = rt.pipeline(&white(true)).unwrap();
+    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
     let uint_tex = rt.texture(TextureFormat::R32Uint, 4, 4).unwrap();
     let err = rt.dispatch_threads(&p, &[Arg::from(&uint_tex)], [4, 4, 1], [4, 4, 1]).unwrap_err();
     assert!(matches!(err, RuntimeError::TextureFormat { texel: Scalar::F32, .. }), "{err}");
@@ -449,7 +433,7 @@ fn devices_without_textures_refuse_the_pipeline() {
     let mut info = sim().device().clone();
     info.features.remove(&enigma_ir::Feature::Texture2d);
     info.name = "a GPU without textures".into();
-    let kernel = white(true);
+    let kernel = seed003::listing4(true, false);
     let ki = enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let err = enigma_backend::check_features(&kernel, &ki, &info).unwrap_err();
     assert!(matches!(err, RuntimeError::Unsupported { feature: enigma_ir::Feature::Texture2d, .. }), "{err}");
@@ -469,28 +453,15 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     let tg = seed003::THREADS_PER_THREADGROUP;
     // 1080 / 16 = 67.5: the seed's rounding up gives 60×68 threadgroups.
     let threadgroups = seed003::threadgroups(w, h);
-    let counted = |bounds_check: bool| {
-        let mut k = KernelBuilder::new("white_counted");
-        let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
-        let counts = k.buffer("counts", Type::U32, Access::ReadWrite);
-        let gid = k.let_("gid", thread_position_in_grid());
-        let position = k.let_("position", uint2(gid.x(), gid.y()));
-        if bounds_check {
-            k.if_(position.x().ge(out.get_width()).or(position.y().ge(out.get_height())), |k| k.return_());
-        }
-        k.texture_write(out, vector(Type::vector(Scalar::F32, 4), &[lit(Scalar::F32, 1.0)]), position);
-        k.atomic(enigma_ir::AtomicOp::Add, counts.at(gid.y() * out.get_width() + gid.x()), 1u32);
-        k.finish().unwrap()
-    };
     for (mode, size, bounds_check) in [(Mode::Threadgroups, threadgroups, true), (Mode::Threads, [w, h, 1], false)] {
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
-        let p = rt.pipeline(&white(bounds_check)).unwrap();
+        let p = rt.pipeline(&seed003::listing4(bounds_check, false)).unwrap();
         let report = rt.dispatch(&p, &[Arg::from(&tex)], mode, size, tg, &sanitize()).unwrap();
         assert!(report.findings.is_empty(), "{mode:?}: {:?}", report.findings);
         assert!(tex.read_bytes().unwrap() == seed003::reference_rgba8(w, h), "{mode:?}: every texel opaque white");
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
         let counts = rt.buffer_zeroed::<u32>((w * h) as usize).unwrap();
-        let p = rt.pipeline(&counted(bounds_check)).unwrap();
+        let p = rt.pipeline(&seed003::listing4(bounds_check, true)).unwrap();
         rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&counts)], mode, size, tg, &Options::default()).unwrap();
         let counts = counts.to_vec::<u32>().unwrap();
         assert!(counts.iter().all(|c| *c == 1), "{mode:?}: {} texels not written exactly once", counts.iter().filter(|c| **c != 1).count());
@@ -498,13 +469,13 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     // The two mistakes Listing 4 guards against: the rounded-up grid
     // without the bounds check writes outside; a grid too small leaves texels.
     let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
-    let p = rt.pipeline(&white(false)).unwrap();
+    let p = rt.pipeline(&seed003::listing4(false, false)).unwrap();
     let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, threadgroups, tg, &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert_eq!(findings[0].kind, FindingKind::OutOfBounds, "{err}");
     assert_eq!(findings[0].count, (60 * 32 * 68 * 16 - w * h) as u64, "the rows past 1080, once each");
     assert!(findings[0].message.contains("(0, 1080), outside its 1920×1080 texels"), "{}", findings[0].message);
-    let p = rt.pipeline(&white(true)).unwrap();
+    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
     let report = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
     let coverage = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("a coverage warning");
     assert!(coverage.message.starts_with("15360 of the 2073600 texels of the 1920×1080 texture were never written"), "{}", coverage.message);
