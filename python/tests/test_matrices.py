@@ -74,6 +74,26 @@ def test_multiply_accumulate_with_a_transposed_load(rt):
     np.testing.assert_array_equal(d.reshape(8, 8), want.astype(np.float32))
 
 
+@enigma.kernel
+def from_vectors(A: enigma.half4, Out: enigma.f16):
+    """A tile read from vector memory as its scalars: 16 half4 per row-pair
+    staged whole into a threadgroup array of half4, rows padded to 12 halves."""
+    stage = enigma.threadgroup_alloc(enigma.half4, 24)
+    lane = enigma.thread_index_in_simdgroup()
+    if lane < 16:
+        stage[lane // 2 * 3 + lane % 2] = A[lane]
+    enigma.barrier(mem_flags="mem_threadgroup")
+    m = enigma.simdgroup_load(H8, stage, 0, 12)
+    enigma.simdgroup_store(m, Out, 0, 8)
+
+
+def test_a_load_reads_vector_memory_as_its_scalars(rt):
+    a = halves(np.random.default_rng(4), 8, 8).astype(np.float16)
+    out = np.zeros(64, np.float16)
+    rt.execute(enigma.compile(from_vectors), inputs=[a.reshape(16, 4)], outputs=[out], grid=32, threads=32, sanitize=True)
+    np.testing.assert_array_equal(out.reshape(8, 8), a)
+
+
 def test_four_simdgroups_compute_a_64x64_tile(rt):
     rng = np.random.default_rng(2)
     a, b = halves(rng, 64, K), halves(rng, K, 64)
