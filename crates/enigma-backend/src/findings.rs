@@ -36,6 +36,10 @@ pub enum FindingKind {
     /// A thread reads a texel of a read_write texture it wrote, with no
     /// `fence()` of the texture between.
     UnfencedTextureRead,
+    /// An access to threadgroup memory that an `async_copy` may still be
+    /// writing (before the `async_wait` retiring the copy, or before the
+    /// barrier after it).
+    AsyncCopyInFlight,
 }
 
 impl FindingKind {
@@ -52,6 +56,7 @@ impl FindingKind {
             FindingKind::Coverage => "coverage",
             FindingKind::OrderDependence => "order dependence",
             FindingKind::UnfencedTextureRead => "texture read without fence",
+            FindingKind::AsyncCopyInFlight => "access during an asynchronous copy",
         }
     }
 }

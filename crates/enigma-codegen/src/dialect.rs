@@ -222,6 +222,33 @@ pub(crate) trait Dialect {
         Code::postfix(format!("{tex}.sample(enigma_sampler{sampler}, {})", uv.text))
     }
 
+    /// The statement (without `;`) of an `async_copy` of `count` elements
+    /// of `elem` (`bytes` in all) from `src` (a place in the buffer whose
+    /// pointer is `src_base`) to `dst`, zeros where `valid` is false. The
+    /// default copies at once, which every kernel that waits for its copies
+    /// before touching them cannot tell from a background copy.
+    fn async_copy(&mut self, dst: Code, src: Code, _src_base: &str, elem: Type, count: u32, _bytes: u32, valid: Code) -> String {
+        let zero = format!("{}(0)", elem.msl_name());
+        if count == 1 {
+            return format!("{} = ({}) ? {} : {zero}", dst.text, valid.text, src.text);
+        }
+        format!(
+            "for (uint enigma_e = 0; enigma_e < {count}; ++enigma_e) (&{})[enigma_e] = ({}) ? (&{})[enigma_e] : {zero}",
+            dst.text, valid.text, src.text
+        )
+    }
+
+    /// The statement (without `;`) of `async_commit()`, if it needs one
+    /// (the default's copies are complete when issued).
+    fn async_commit(&mut self) -> Option<String> {
+        None
+    }
+
+    /// The statement (without `;`) of `async_wait(pending)`, if it needs one.
+    fn async_wait(&mut self, _pending: u32) -> Option<String> {
+        None
+    }
+
     /// The statement (without `;`) of `tex.fence()`.
     fn texture_fence(&mut self, tex: &str) -> String {
         format!("{tex}.fence()")

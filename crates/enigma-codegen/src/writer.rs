@@ -295,6 +295,25 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let lane = self.lane();
                 self.line(&format!("enigma_tile_store({}, &{}, {}, {transpose}, {lane});", v.code.text, place.text, stride.code.text));
             }
+            StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
+                let (dst_place, elem, _) = self.place(*dst, dst_index)?;
+                let (src_place, _, _) = self.place(*src, src_index)?;
+                let (src_base, _) = self.memory(*src)?;
+                let valid = self.top_expr(valid)?;
+                let bytes = count * elem.size_bytes();
+                let text = self.dialect.async_copy(dst_place, src_place, &src_base, elem, *count, bytes, valid.code);
+                self.line(&format!("{text};"));
+            }
+            StmtKind::AsyncCommit => {
+                if let Some(text) = self.dialect.async_commit() {
+                    self.line(&format!("{text};"));
+                }
+            }
+            StmtKind::AsyncWait { pending } => {
+                if let Some(text) = self.dialect.async_wait(*pending) {
+                    self.line(&format!("{text};"));
+                }
+            }
             StmtKind::TextureFence { tex } => {
                 self.texel(*tex)?;
                 let text = self.dialect.texture_fence(self.names.param(*tex));

@@ -77,6 +77,7 @@ mod columns;
 mod util;
 
 pub mod arith;
+pub mod async_copy;
 pub mod atomics;
 pub mod builtins;
 pub mod casts;
@@ -174,6 +175,7 @@ macro_rules! __with_cases {
             memory::threadgroup_memory_transpose,
             memory::multi_dim_transpose,
             memory::device_memory_barrier,
+            async_copy::async_copy_pipeline,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,
             kernels::seed000_two_stage_reduction,

@@ -543,6 +543,32 @@ impl KernelBuilder {
         self.push(StmtKind::Store { mem: place.mem.mem, index, value }, loc);
     }
 
+    /// `async_copy(dst, src, count, valid)`: starts copying `count`
+    /// elements from device memory `src` to threadgroup memory `dst`, or
+    /// zeros where `valid` is false; see [`StmtKind::AsyncCopy`] for when
+    /// the copy is complete.
+    #[track_caller]
+    pub fn async_copy(&mut self, dst: Place, src: Place, count: u32, valid: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        let dst_index = self.tree(dst.index.materialize(), loc);
+        let src_index = self.tree(src.index.materialize(), loc);
+        let valid = self.tree(valid.into().coerce_to(Type::BOOL), loc);
+        self.push(StmtKind::AsyncCopy { dst: dst.mem.mem, dst_index, src: src.mem.mem, src_index, count, valid }, loc);
+    }
+
+    /// `async_commit()`: closes this thread's group of asynchronous copies.
+    #[track_caller]
+    pub fn async_commit(&mut self) {
+        self.push(StmtKind::AsyncCommit, std::panic::Location::caller());
+    }
+
+    /// `async_wait(pending)`: waits until at most `pending` of this
+    /// thread's committed groups of copies are incomplete.
+    #[track_caller]
+    pub fn async_wait(&mut self, pending: u32) {
+        self.push(StmtKind::AsyncWait { pending }, std::panic::Location::caller());
+    }
+
     /// `tex.fence()`: see [`StmtKind::TextureFence`].
     #[track_caller]
     pub fn texture_fence(&mut self, tex: Tex) {

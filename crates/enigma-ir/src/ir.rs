@@ -1078,6 +1078,27 @@ pub enum StmtKind {
     /// a texel it wrote reads an undefined value in Metal (the sanitizer
     /// reports it).
     TextureFence { tex: ParamId },
+    /// `async_copy(dst, dst_index, src, src_index, count, valid)`: this
+    /// thread starts copying the `count` elements `src[src_index ..
+    /// src_index + count]` of a device buffer to `dst[dst_index ..]` in
+    /// threadgroup memory, or zeros there when `valid` (bool) is false, in
+    /// which case the source is not read. Both memories hold the same
+    /// element type; a copy is 4, 8 or 16 bytes, and both ends are aligned
+    /// to its size. The copy joins this thread's open group
+    /// ([`StmtKind::AsyncCommit`] closes it) and is complete only after an
+    /// [`StmtKind::AsyncWait`] that retires its group; its destination
+    /// then becomes visible to other threads at the next threadgroup
+    /// barrier. Until it is complete no thread may access the destination
+    /// (the sanitizer reports it), and no thread may write the source.
+    /// On CUDA this is `cp.async` (sm_80 and later); MSL copies at once,
+    /// which every kernel that keeps these rules cannot tell apart.
+    AsyncCopy { dst: Memory, dst_index: Expr, src: Memory, src_index: Expr, count: u32, valid: Expr },
+    /// `async_commit()`: closes this thread's open group of asynchronous
+    /// copies (an empty group when it has none).
+    AsyncCommit,
+    /// `async_wait(pending)`: waits until at most `pending` of this
+    /// thread's committed groups are incomplete (the oldest complete first).
+    AsyncWait { pending: u32 },
 }
 
 impl Kernel {

@@ -37,6 +37,13 @@
 //!   filter, address mode; see [`Expr::TextureSample`]); a thread reading a
 //!   texel of a read_write texture it wrote needs `fence()` between
 //!   ([`StmtKind::TextureFence`]; the sanitizer reports the read without).
+//! * Asynchronous copies ([`StmtKind::AsyncCopy`]) move 4, 8 or 16 bytes
+//!   from a device buffer to threadgroup memory in the background; a copy is
+//!   complete after the `async_wait` that retires its group, and other
+//!   threads see it after the next threadgroup barrier. Touching the
+//!   destination before then is a race, which the sanitizer reports; a
+//!   conforming kernel cannot tell whether a device copies at once (the
+//!   simulator and MSL do) or later (CUDA's `cp.async`).
 
 pub mod builder;
 pub mod capabilities;

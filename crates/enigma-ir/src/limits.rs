@@ -11,6 +11,9 @@
 //!   (`[[buffer(0)]]` … `[[buffer(30)]]`).
 //! * [`MAX_TEXTURE_ARGUMENTS`]: entries of Metal's texture argument table
 //!   that every Apple GPU has (`[[texture(0)]]` … `[[texture(30)]]`).
+//! * [`ASYNC_COPY_BYTES`]: the sizes one asynchronous copy may move (those
+//!   of CUDA's `cp.async`); [`MAX_ASYNC_PENDING`]: the most committed groups
+//!   an `async_wait` may leave in flight.
 
 /// Lanes per SIMD group.
 pub const SIMD_WIDTH: u32 = 32;
@@ -24,3 +27,7 @@ pub const MAX_BUFFER_ARGUMENTS: u32 = 31;
 /// Texture parameters a kernel may bind: 31 on every Apple GPU (Macs have
 /// 128; the portable limit is the smaller).
 pub const MAX_TEXTURE_ARGUMENTS: u32 = 31;
+/// Bytes one `async_copy` may move (its alignment too).
+pub const ASYNC_COPY_BYTES: [u32; 3] = [4, 8, 16];
+/// The largest `pending` of an `async_wait` (copy pipelines use 1 or 2).
+pub const MAX_ASYNC_PENDING: u32 = 7;

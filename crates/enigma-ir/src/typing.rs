@@ -400,6 +400,40 @@ pub fn texture_read(texture: &str, texel: Scalar, access: TextureAccess, coord: 
     Ok(ty)
 }
 
+/// `async_copy(dst, _, src, _, count, valid)`: both memories hold `elem`
+/// (the caller has checked which is which), `count` elements make one of
+/// [`crate::limits::ASYNC_COPY_BYTES`], and `valid` is a bool. Returns the
+/// bytes copied.
+pub fn async_copy(dst_elem: Type, src_elem: Type, count: u32, valid: Type) -> Result<u32, K> {
+    let problem = |problem: String| Err(K::AsyncCopy { problem });
+    if dst_elem != src_elem {
+        return problem(format!("copies between memories of one element type; the destination holds {dst_elem}, the source {src_elem}"));
+    }
+    if dst_elem.is_matrix() || dst_elem.elem() == Scalar::Bool {
+        return problem(format!("copies numbers, not {dst_elem}"));
+    }
+    let bytes = u64::from(count) * u64::from(dst_elem.size_bytes());
+    if !crate::limits::ASYNC_COPY_BYTES.iter().any(|&b| u64::from(b) == bytes) {
+        return problem(format!(
+            "moves 4, 8 or 16 bytes; {count} × {dst_elem} is {bytes} bytes"
+        ));
+    }
+    if valid != Type::BOOL {
+        return problem(format!("takes a bool saying whether to read the source (false: zeros), found {valid}"));
+    }
+    Ok(bytes as u32)
+}
+
+/// `async_wait(pending)`: at most [`crate::limits::MAX_ASYNC_PENDING`].
+pub fn async_wait(pending: u32) -> Result<(), K> {
+    if pending > crate::limits::MAX_ASYNC_PENDING {
+        return Err(K::AsyncCopy {
+            problem: format!("`async_wait({pending})` leaves too many groups in flight (at most {})", crate::limits::MAX_ASYNC_PENDING),
+        });
+    }
+    Ok(())
+}
+
 /// `tex.write(value, coord)` on a `texture2d<texel, access>`: the access
 /// allows writing, the value is four texels, the coordinate a u32x2.
 pub fn texture_write(texture: &str, texel: Scalar, access: TextureAccess, value: Type, coord: Type) -> Result<(), K> {

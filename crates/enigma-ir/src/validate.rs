@@ -143,6 +143,8 @@ pub enum ValidationErrorKind {
     MatrixPlace { what: String, ty: Type },
     #[error("`{op}`: {problem}")]
     MatrixOperands { op: &'static str, problem: String },
+    #[error("`async_copy` {problem}")]
+    AsyncCopy { problem: String },
     #[error("`{op}` needs every lane of the SIMD group, but it sits in control flow that depends on {cause}")]
     NonUniformMatrix { op: &'static str, cause: String },
     #[error("literal {value} does not fit in {ty}")]
@@ -429,6 +431,23 @@ impl<'k> Validator<'k> {
                 typing::texture_write(&param.name, texel, access, vt, ct).map_err(|k| self.err(k))?;
                 self.info.written_textures.insert(*tex);
             }
+            StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
+                if !matches!(dst, Memory::Threadgroup(_)) || !matches!(src, Memory::Buffer(_)) {
+                    return Err(self.err(ValidationErrorKind::AsyncCopy {
+                        problem: format!(
+                            "copies from a device buffer to threadgroup memory, not from `{}` to `{}`",
+                            self.kernel.memory_name(*src),
+                            self.kernel.memory_name(*dst)
+                        ),
+                    }));
+                }
+                let (dst_elem, _) = self.memory_access(*dst, dst_index, state, true)?;
+                let (src_elem, _) = self.memory_access(*src, src_index, state, false)?;
+                let (valid_ty, _) = self.expr(valid, state)?;
+                typing::async_copy(dst_elem, src_elem, *count, valid_ty).map_err(|k| self.err(k))?;
+            }
+            StmtKind::AsyncCommit => {}
+            StmtKind::AsyncWait { pending } => typing::async_wait(*pending).map_err(|k| self.err(k))?,
             StmtKind::TextureFence { tex } => {
                 let (param, _, access) = self.texture(*tex)?;
                 if access != TextureAccess::ReadWrite {

@@ -68,7 +68,14 @@ impl StmtKind {
             StmtKind::For { start, end, step, .. } => vec![start, end, step],
             StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
             StmtKind::TextureWrite { value, coord, .. } => vec![value, coord],
-            StmtKind::Break | StmtKind::Continue | StmtKind::Return | StmtKind::Barrier { .. } | StmtKind::TextureFence { .. } => vec![],
+            StmtKind::AsyncCopy { dst_index, src_index, valid, .. } => vec![dst_index, src_index, valid],
+            StmtKind::Break
+            | StmtKind::Continue
+            | StmtKind::Return
+            | StmtKind::Barrier { .. }
+            | StmtKind::TextureFence { .. }
+            | StmtKind::AsyncCommit
+            | StmtKind::AsyncWait { .. } => vec![],
         }
     }
 

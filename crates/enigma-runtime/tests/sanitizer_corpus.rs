@@ -137,6 +137,7 @@ corpus_tests! {
     tree_reduction_missing_barrier,
     neighbour_read_before_barrier,
     double_buffer_swap_without_barrier,
+    async_copy_read_in_flight,
     simd_totals_one_slot,
     histogram_without_atomics,
     lane0_write_without_simdgroup_barrier,

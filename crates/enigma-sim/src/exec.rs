@@ -607,6 +607,24 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::AsyncCopy { dst, dst_index, dst_index_ty, src, src_index, src_index_ty, elem, count, valid } => {
+                    let ends = [(dst, dst_index, dst_index_ty), (src, src_index, src_index_ty)];
+                    self.async_copy(env, tg_mem, pc, ends, elem, count, valid, &mut san)?;
+                }
+                Inst::AsyncCommit => {
+                    if let Some(t) = san.as_deref_mut() {
+                        for l in lanes_of(self.active) {
+                            t.async_commit(Who { simdgroup: self.index, lane: l as u32, pc });
+                        }
+                    }
+                }
+                Inst::AsyncWait { pending } => {
+                    if let Some(t) = san.as_deref_mut() {
+                        for l in lanes_of(self.active) {
+                            t.async_wait(Who { simdgroup: self.index, lane: l as u32, pc }, pending);
+                        }
+                    }
+                }
                 Inst::TexFence { tex } => {
                     if let Some(t) = san.as_deref_mut() {
                         for l in lanes_of(self.active) {
@@ -647,6 +665,77 @@ impl SimdGroup {
                 }
             }
         }
+    }
+
+    /// Each active lane's `async_copy` of `count` elements of `elem` from
+    /// the source to the destination (`ends`: memory, index register and
+    /// index type of each): at once, the source read element by element
+    /// (zeros where `valid` is false) and the destination written; the
+    /// sanitizer records both and keeps the destination in flight. A copy
+    /// whose ends are not aligned to its size fails (`cp.async` faults).
+    #[allow(clippy::too_many_arguments)]
+    fn async_copy(
+        &mut self,
+        env: &Env<'_>,
+        tg_mem: &Words,
+        pc: u32,
+        ends: [(MemRef, Reg, Scalar); 2],
+        elem: Type,
+        count: u32,
+        valid: Reg,
+        san: &mut Option<&mut TgTracker>,
+    ) -> Result<(), Fault> {
+        let stride = elem.size_bytes() as usize;
+        let comp_bytes = elem.elem().size_bytes() as usize;
+        let bytes = stride * count as usize;
+        let [(dst, dst_reg, dst_ty), (src, src_reg, src_ty)] = ends;
+        let (dst_words, dst_len) = memory(env, tg_mem, dst);
+        let (src_words, src_len) = memory(env, tg_mem, src);
+        let valid = self.regs[valid as usize];
+        for l in lanes_of(self.active) {
+            let (dst_raw, src_raw) = (self.regs[dst_reg as usize][l], self.regs[src_reg as usize][l]);
+            // An invalid copy reads nothing, so its source may be anywhere.
+            let checked = if valid[l] != 0 { 2 } else { 1 };
+            for (mem, raw, ty) in [(dst, dst_raw, dst_ty), (src, src_raw, src_ty)].into_iter().take(checked) {
+                let at = if ty.is_signed_int() { (raw as i64 as i128) * stride as i128 } else { raw as i128 * stride as i128 };
+                if at.rem_euclid(bytes as i128) != 0 {
+                    let name = env_name(env, mem, 0);
+                    return Err(Fault {
+                        pc,
+                        lane: l as u32,
+                        message: format!(
+                            "async_copy of {bytes} bytes at byte offset {at} of `{name}` is not aligned to {bytes} bytes (CUDA's cp.async faults; copy from an element index that is a multiple of {count})"
+                        ),
+                        stop: None,
+                    });
+                }
+            }
+            let mut values = vec![0u64; count as usize * elem.width() as usize];
+            if valid[l] != 0 {
+                for e in 0..count as usize {
+                    let raw = src_raw.wrapping_add(e as u64);
+                    let Some(i) = self.checked_index(env, pc, l, src, raw, src_ty, src_len / stride, "async_copy read", san, AccessKind::Read, 0)? else {
+                        continue;
+                    };
+                    for c in 0..elem.width() as usize {
+                        values[e * elem.width() as usize + c] = src_words.read(i * stride + c * comp_bytes, elem.elem());
+                    }
+                }
+            }
+            for e in 0..count as usize {
+                let raw = dst_raw.wrapping_add(e as u64);
+                let Some(i) = self.checked_index(env, pc, l, dst, raw, dst_ty, dst_len / stride, "async_copy write", san, AccessKind::Write, 0)? else {
+                    continue;
+                };
+                for c in 0..elem.width() as usize {
+                    dst_words.write(i * stride + c * comp_bytes, elem.elem(), values[e * elem.width() as usize + c]);
+                }
+                if let (Some(t), MemRef::Threadgroup(array)) = (san.as_deref_mut(), dst) {
+                    t.async_issue(array, i, Who { simdgroup: self.index, lane: l as u32, pc });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The element a lane accesses: `Ok(None)` when the access is out of

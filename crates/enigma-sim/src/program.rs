@@ -75,6 +75,15 @@ pub enum Inst {
     TexSample { tex: u32, texel: Scalar, sampler: Sampler, dst: Reg, uv: Reg },
     /// `tex.write(src..src+4, coord)`, converted from `texel` to the format.
     TexWrite { tex: u32, texel: Scalar, src: Reg, coord: Reg },
+    /// `async_copy`: on each active lane, `count` elements of `elem` from
+    /// `src` to `dst` (zeros where `valid` is false, the source unread),
+    /// at once; under the sanitizer the destination stays in flight until
+    /// the lane's `AsyncWait` retires the copy's group.
+    AsyncCopy { dst: MemRef, dst_index: Reg, dst_index_ty: Scalar, src: MemRef, src_index: Reg, src_index_ty: Scalar, elem: Type, count: u32, valid: Reg },
+    /// `async_commit()`: closes each active lane's group of copies.
+    AsyncCommit,
+    /// `async_wait(pending)`: retires each active lane's older groups.
+    AsyncWait { pending: u32 },
     /// `tex.fence()`: orders this thread's writes to the texture before its reads.
     TexFence { tex: u32 },
     /// `dst = tex.get_width()` or `get_height()`.
@@ -283,6 +292,29 @@ impl Lowering<'_> {
         match &stmt.kind {
             StmtKind::TextureFence { tex } => {
                 self.emit(Inst::TexFence { tex: tex.0 });
+            }
+            StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
+                let di = self.expr(dst_index);
+                let si = self.expr(src_index);
+                let v = self.expr(valid);
+                let elem = self.elem_of(*dst);
+                self.emit(Inst::AsyncCopy {
+                    dst: Self::mem(*dst),
+                    dst_index: di.reg,
+                    dst_index_ty: di.ty.elem(),
+                    src: Self::mem(*src),
+                    src_index: si.reg,
+                    src_index_ty: si.ty.elem(),
+                    elem,
+                    count: *count,
+                    valid: v.reg,
+                });
+            }
+            StmtKind::AsyncCommit => {
+                self.emit(Inst::AsyncCommit);
+            }
+            StmtKind::AsyncWait { pending } => {
+                self.emit(Inst::AsyncWait { pending: *pending });
             }
             StmtKind::TextureWrite { tex, value, coord } => {
                 let v = self.expr(value);

@@ -174,6 +174,20 @@ pub struct TgTracker {
     /// Per (texture, thread of the threadgroup), the texels the thread wrote
     /// since its last `fence()` of that texture, with the writing instruction.
     unfenced: HashMap<(u32, u32), HashMap<usize, u32>>,
+    /// Per thread of the threadgroup, its asynchronous copies not yet
+    /// retired by an `async_wait`.
+    async_groups: HashMap<u32, AsyncGroups>,
+    /// Threadgroup elements (array, element) an asynchronous copy is still
+    /// writing, with the lane and instruction that started it.
+    in_flight: HashMap<(u32, usize), Who>,
+}
+
+/// One thread's asynchronous copies: the open group, and the committed
+/// groups, oldest first; each a list of (array, element) destinations.
+#[derive(Debug, Default)]
+struct AsyncGroups {
+    open: Vec<(u32, usize)>,
+    committed: std::collections::VecDeque<Vec<(u32, usize)>>,
 }
 
 impl std::fmt::Debug for Cell {
@@ -203,11 +217,15 @@ impl TgTracker {
             raw: vec![],
             linear: 0,
             unfenced: HashMap::default(),
+            async_groups: HashMap::default(),
+            in_flight: HashMap::default(),
         }
     }
 
     pub fn reset(&mut self, linear: u64, simdgroups: usize) {
         self.unfenced.clear();
+        self.async_groups.clear();
+        self.in_flight.clear();
         self.cells.fill(Cell::default());
         self.epoch = 1;
         self.simd_epochs.clear();
@@ -301,6 +319,9 @@ impl TgTracker {
     /// Records an access by one lane to threadgroup array `array`.
     pub fn threadgroup_access(&mut self, array: u32, index: usize, who: Who, kind: AccessKind) {
         let mem = MemRef::Threadgroup(array);
+        if let Some(&issuer) = self.in_flight.get(&(array, index)) {
+            self.report(FindingKind::AsyncCopyInFlight, mem, index, who, Some(Other::Thread(issuer)));
+        }
         let (epoch, simd_epoch) = (self.epoch, self.simd_epochs[who.simdgroup as usize]);
         let cell_index = self.offsets[array as usize] + index;
         let c = self.cells[cell_index];
@@ -358,6 +379,39 @@ impl TgTracker {
                 cell.w_lane = who.lane;
                 cell.w_pc = who.pc;
             }
+        }
+    }
+
+    /// An asynchronous copy by `who` to element `index` of threadgroup array
+    /// `array` (already recorded as a write): in flight, in the thread's
+    /// open group, until an `async_wait` retires the group.
+    pub fn async_issue(&mut self, array: u32, index: usize, who: Who) {
+        self.in_flight.insert((array, index), who);
+        self.async_groups.entry(who.simdgroup * LANES as u32 + who.lane).or_default().open.push((array, index));
+    }
+
+    /// `async_commit()` by `who`: its open group joins the committed ones.
+    pub fn async_commit(&mut self, who: Who) {
+        let groups = self.async_groups.entry(who.simdgroup * LANES as u32 + who.lane).or_default();
+        let open = std::mem::take(&mut groups.open);
+        groups.committed.push_back(open);
+    }
+
+    /// `async_wait(pending)` by `who`: its committed groups past the newest
+    /// `pending` are complete. Their destinations leave the in-flight set
+    /// and are recorded as written here, at the wait, since the copy may
+    /// land as late as that: another thread needs a barrier after it.
+    pub fn async_wait(&mut self, who: Who, pending: u32) {
+        let Some(groups) = self.async_groups.get_mut(&(who.simdgroup * LANES as u32 + who.lane)) else {
+            return;
+        };
+        let mut landed = vec![];
+        while groups.committed.len() > pending as usize {
+            landed.extend(groups.committed.pop_front().into_iter().flatten());
+        }
+        for (array, index) in landed {
+            self.in_flight.remove(&(array, index));
+            self.threadgroup_access(array, index, who, AccessKind::Write);
         }
     }
 
@@ -703,6 +757,10 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
                 format!("call `{var}.fence()` between the write at {b} and the read at {a}, or keep the value written in a local"),
             )
         }
+        FindingKind::AsyncCopyInFlight => (
+            format!("`{var}` is accessed at {a} while the async_copy started at {b} may still be writing it (a copy is complete after the async_wait that retires its group, and visible to other threads after the next threadgroup_barrier)"),
+            format!("call async_wait for the copy at {b}, then threadgroup_barrier(mem_flags::mem_threadgroup), before the access at {a}; in a multi-stage pipeline, check that the stage being read is not the one being refilled"),
+        ),
         FindingKind::ThreadgroupRace | FindingKind::SimdgroupRace | FindingKind::DeviceRace if texture.is_some() => (
             format!("two threads access a texel of texture `{var}`, at least one writing a value the other does not see or overwrites (at {b} and {a})"),
             format!("add threadgroup_barrier(mem_flags::mem_texture) between the access at {b} and the access at {a} (mem_device does not order textures), or give each thread its own texels; between threadgroups no barrier helps (they are unordered)"),

@@ -280,6 +280,35 @@ fn double_buffer_launch() -> Launch {
     )
 }
 
+/// The double-buffered loop with asynchronous copies: the copies of tile
+/// `t + 1` are in flight while the threads read tile `t`. `async_wait(1)`
+/// retires every group but the newest, so tile `t` has landed; the bug
+/// waits with `pending` 2, which leaves tile `t` itself in flight.
+fn async_double_buffer(pending: u32) -> Kernel {
+    let mut k = KernelBuilder::new("async_double_buffer");
+    let input = k.buffer("input", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let tiles = k.threadgroup_array("tiles", Type::F32, 2 * DB_T);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let base = k.let_("base", group * (DB_T * DB_STEPS));
+    k.async_copy(tiles.at(lid), input.at(base + lid), 1, true); // @async_first
+    k.async_commit();
+    let acc = k.var("acc", 0.0f32);
+    k.for_range("t", 0u32, DB_STEPS, 1u32, |k, t| {
+        k.if_((t + 1u32).lt(DB_STEPS), |k| {
+            k.async_copy(tiles.at((t + 1u32) % 2u32 * DB_T + lid), input.at(base + (t + 1u32) * DB_T + lid), 1, true);
+        });
+        k.async_commit();
+        k.async_wait(pending);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.assign(acc, acc + tiles.get(t % 2u32 * DB_T + (lid + 1u32) % DB_T)); // @async_read
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    });
+    k.store(out.at(group * DB_T + lid), acc.get());
+    finish(k)
+}
+
 /// Each SIMD group's total goes to threadgroup memory; thread 0 sums them.
 /// The bug: every SIMD group writes the same slot.
 fn simd_totals(one_slot: bool) -> Kernel {
@@ -972,6 +1001,23 @@ pub fn entries() -> Vec<Entry> {
                 other: site("body[7].loop[0].then[0]", "db_prefetch"),
                 with: &[],
                 may: &[SimdgroupRace, UninitializedRead, OrderDependence],
+            },
+        },
+        Entry {
+            name: "async_copy_read_in_flight",
+            class: "(a) threadgroup race, asynchronous copy",
+            description: "two-stage pipeline of asynchronous copies whose async_wait leaves the tile being read in flight (pending 2 instead of 1)",
+            buggy: Variant { kernel: || async_double_buffer(2), launch: double_buffer_launch },
+            fixed: Variant { kernel: || async_double_buffer(1), launch: double_buffer_launch },
+            validation: Validation::Passes,
+            expected: || Expected {
+                kind: AsyncCopyInFlight,
+                variable: Some("tiles"),
+                index: None,
+                at: site("body[6].loop[4]", "async_read"),
+                other: site("body[3]", "async_first"),
+                with: &[],
+                may: &[ThreadgroupRace, SimdgroupRace, UninitializedRead, OrderDependence],
             },
         },
         Entry {

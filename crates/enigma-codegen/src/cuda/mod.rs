@@ -486,6 +486,21 @@ impl Dialect for Cuda {
         Code::postfix(format!("enigma::texture_read<{}>({tex}, {})", self.scalar_name(texel), coord.text))
     }
 
+    fn async_copy(&mut self, dst: Code, src: Code, src_base: &str, _elem: Type, _count: u32, bytes: u32, valid: Code) -> String {
+        self.need(Helper::AsyncCopy);
+        format!("enigma::async_copy<{bytes}>(&{}, &{}, {src_base}, {})", dst.text, src.text, valid.text)
+    }
+
+    fn async_commit(&mut self) -> Option<String> {
+        self.need(Helper::AsyncCopy);
+        Some("enigma::async_commit()".into())
+    }
+
+    fn async_wait(&mut self, pending: u32) -> Option<String> {
+        self.need(Helper::AsyncCopy);
+        Some(format!("enigma::async_wait<{pending}>()"))
+    }
+
     fn texture_fence(&mut self, tex: &str) -> String {
         self.need(Helper::Texture);
         format!("enigma::texture_fence({tex})")

@@ -34,6 +34,9 @@ pub(crate) enum Helper {
     /// `texture2d` arguments over surface objects (read, write) and texture
     /// objects (sample), with Metal's format conversions.
     Texture,
+    /// `async_copy<bytes>`, `async_commit`, `async_wait<n>`: `cp.async` on
+    /// sm_80 and later, plain copies before.
+    AsyncCopy,
 }
 
 impl Helper {
@@ -101,6 +104,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::SimdCore => out.push_str(SIMD_CORE),
             Helper::Simd(_, name) => simd(out, name),
             Helper::Texture => out.push_str(TEXTURE),
+            Helper::AsyncCopy => out.push_str(ASYNC_COPY),
         }
     }
     out.push_str(GEOMETRY);
@@ -761,3 +765,40 @@ mod tests {
         assert_eq!(INCLUSIVE_SUM, Helper::Simd(place, "simd_prefix_inclusive_sum"));
     }
 }
+
+const ASYNC_COPY: &str = r#"// async_copy: Bytes (4, 8 or 16) from global to shared memory in the
+// background (cp.async; .cg bypasses L1 for 16 bytes), zeros where !valid
+// (a source size of 0 reads nothing; the buffer's base stands in for the
+// source address then). Complete after the async_wait<n> that leaves at most
+// n newer groups in flight. Before sm_80: a plain copy, complete at once.
+template <int Bytes>
+__device__ __forceinline__ void async_copy(void* dst, const void* src, const void* base, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned to = unsigned(__cvta_generic_to_shared(dst));
+    const void* from = valid ? src : base;
+    if (Bytes == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(to), "l"(from), "r"(valid ? 16 : 0) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(to), "l"(from), "n"(Bytes), "r"(valid ? Bytes : 0) : "memory");
+    }
+#else
+    for (int w = 0; w < Bytes / 4; ++w) {
+        static_cast<unsigned*>(dst)[w] = valid ? static_cast<const unsigned*>(src)[w] : 0u;
+    }
+#endif
+}
+
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int Pending>
+__device__ __forceinline__ void async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(Pending) : "memory");
+#endif
+}
+
+"#;

@@ -45,6 +45,8 @@
 //!          | ("simdgroup_store" | "simdgroup_store_transposed") "(" expr "," ref "," expr "," expr ")"
 //!          | "texture_write" "(" ref "," expr "," expr ")"    // (texture, value, coordinate)
 //!          | "texture_fence" "(" ref ")"
+//!          | "async_copy" "(" ref "[" expr "]" "," ref "[" expr "]" "," n "," expr ")"   // (dst, src, count, valid)
+//!          | "async_commit" "(" ")" | "async_wait" "(" n ")"
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -76,6 +78,11 @@
 //!   uv}` (the IR names above) and the statements `texture_write {tex, value,
 //!   coord}` and `texture_fence {tex}` (a read_write texture's `fence()`). `texture_sample(t, sampler(…), uv)` samples an f32 or f16
 //!   `sample` texture at an f32x2.
+//!
+//! * Asynchronous copies (device buffer → threadgroup memory):
+//!   `async_copy(dst[i], src[j], count, valid)`, `async_commit()`,
+//!   `async_wait(pending)`; in JSON `async_copy {dst, dst_index, src,
+//!   src_index, count, valid}`, `"async_commit"` and `async_wait {pending}`.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted

@@ -473,6 +473,38 @@ impl Parser {
                     }))
                 }
                 w if w.starts_with("atomic_") && *self.peek_at(1) == Tok::Punct("(") => Some(self.atomic(None)?),
+                "async_copy" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let dst = self.memory_arg()?;
+                    self.expect_punct("[")?;
+                    let dst_index = self.expr()?;
+                    self.expect_punct("]")?;
+                    self.expect_punct(",")?;
+                    let src = self.memory_arg()?;
+                    self.expect_punct("[")?;
+                    let src_index = self.expr()?;
+                    self.expect_punct("]")?;
+                    self.expect_punct(",")?;
+                    let count = self.plain_u32("an element count")?;
+                    self.expect_punct(",")?;
+                    let valid = self.expr()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid })
+                }
+                "async_commit" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    self.expect_punct(")")?;
+                    Some(StmtKind::AsyncCommit)
+                }
+                "async_wait" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let pending = self.plain_u32("a count of copy groups")?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::AsyncWait { pending })
+                }
                 "texture_fence" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();

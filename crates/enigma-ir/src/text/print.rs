@@ -287,6 +287,19 @@ impl Printer<'_> {
                 self.expr(stride);
                 self.out.push(')');
             }
+            StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
+                self.out.push_str("async_copy(");
+                self.mem_index(*dst, dst_index);
+                self.out.push_str(", ");
+                self.mem_index(*src, src_index);
+                let _ = write!(self.out, ", {count}, ");
+                self.expr(valid);
+                self.out.push(')');
+            }
+            StmtKind::AsyncCommit => self.out.push_str("async_commit()"),
+            StmtKind::AsyncWait { pending } => {
+                let _ = write!(self.out, "async_wait({pending})");
+            }
             StmtKind::TextureFence { tex } => {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_fence({name})");
