@@ -43,6 +43,7 @@ golden! {
     atomics_threadgroup => common::atomics_threadgroup(),
     control_flow => common::control_flow(),
     barriers => common::barriers(),
+    async_copies => common::async_copies(),
     colliding_names => common::colliding_names(),
     simdgroup_matrices => common::simdgroup_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),

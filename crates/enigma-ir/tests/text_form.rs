@@ -538,6 +538,27 @@ fn matrix_constructs_print_and_parse_back() {
 }
 
 #[test]
+fn async_copies_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    let mut k = KernelBuilder::new("copies");
+    let src = k.buffer("src", Type::vector(Scalar::F16, 4), Access::Read);
+    let n = k.value("n", Type::U32);
+    let stage = k.threadgroup_array("stage", Type::vector(Scalar::F16, 4), 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.async_copy(stage.at(lid * 2u32), src.at(lid * 2u32), 2, (lid * 2u32).lt(n));
+    k.async_commit();
+    k.async_wait(0);
+    let kernel = k.finish().unwrap();
+    enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let text = assert_round_trips(&kernel);
+    for spelling in ["async_copy(stage[(lid * 2u32)], src[(lid * 2u32)], 2, ((lid * 2u32) < n))", "async_commit()", "async_wait(0)"] {
+        assert!(text.contains(spelling), "`{spelling}` in\n{text}");
+    }
+    let json = to_json(&kernel);
+    assert!(json.contains(r#""async_commit""#) && json.contains(r#"{"async_wait":{"pending":0}}"#), "{json}");
+}
+
+#[test]
 fn texture_constructs_print_and_parse_back() {
     use enigma_ir::builder::*;
     use enigma_ir::TextureAccess;

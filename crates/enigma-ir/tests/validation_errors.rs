@@ -130,6 +130,13 @@ cases! {
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
     MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
+    AsyncCopy => [
+        async_copy_into_a_device_buffer,
+        async_copy_between_element_types,
+        async_copy_of_twelve_bytes,
+        async_copy_with_a_u32_condition,
+        async_wait_leaving_eight_groups,
+    ],
     NonUniformMatrix => [matrix_fill_under_a_lane_dependent_if, matrix_load_at_a_lane_dependent_offset, matrix_filled_with_a_lane_dependent_value],
 }
 
@@ -876,6 +883,59 @@ fn fence_of_a_write_texture() -> ValidationError {
     let err = rejects(&built(k), K::TextureAccess { texture: "t".into(), access: enigma_ir::TextureAccess::Write, op: "fence" }, At::Built("body[0]", line));
     assert!(err.to_string().contains("cannot be fenced (fence() orders a read_write texture's writes before its reads)"), "{err}");
     err
+}
+
+fn async_copy_into_a_device_buffer() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device f32 read, dst: device f32 read_write) {
+            async_copy(dst[0u32], src[0u32], 1, true)
+        }",
+    );
+    rejects(&kernel, async_problem("copies from a device buffer to threadgroup memory, not from `src` to `dst`"), At::Path("body[0]"))
+}
+
+fn async_copy_between_element_types() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device u32 read) {
+            threadgroup s: f32[4]
+
+            async_copy(s[0u32], src[0u32], 1, true)
+        }",
+    );
+    let problem = "copies between memories of one element type; the destination holds f32, the source u32";
+    rejects(&kernel, async_problem(problem), At::Path("body[0]"))
+}
+
+fn async_copy_of_twelve_bytes() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device f32 read) {
+            threadgroup s: f32[4]
+
+            async_copy(s[0u32], src[0u32], 3, true)
+        }",
+    );
+    rejects(&kernel, async_problem("moves 4, 8 or 16 bytes; 3 × f32 is 12 bytes"), At::Path("body[0]"))
+}
+
+fn async_copy_with_a_u32_condition() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device f32 read) {
+            threadgroup s: f32[4]
+
+            async_copy(s[0u32], src[0u32], 1, 1u32)
+        }",
+    );
+    let problem = "takes a bool saying whether to read the source (false: zeros), found u32";
+    rejects(&kernel, async_problem(problem), At::Path("body[0]"))
+}
+
+fn async_wait_leaving_eight_groups() -> ValidationError {
+    let kernel = parsed("kernel k() {\n    async_wait(8)\n}");
+    rejects(&kernel, async_problem("`async_wait(8)` leaves too many groups in flight (at most 7)"), At::Path("body[0]"))
+}
+
+fn async_problem(problem: &str) -> K {
+    K::AsyncCopy { problem: problem.into() }
 }
 
 fn sample_of_a_u32_texture() -> ValidationError {

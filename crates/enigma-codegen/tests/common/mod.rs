@@ -445,6 +445,28 @@ pub fn barriers() -> Kernel {
     finish(k)
 }
 
+/// Asynchronous copies of 16, 8 and 4 bytes (a vector, four halves, a
+/// word), one of them zero-filled past `n`, then a commit and a wait.
+pub fn async_copies() -> Kernel {
+    let mut k = KernelBuilder::new("async_copies");
+    let vecs = k.buffer("vecs", Type::vector(Scalar::F32, 4), Access::Read);
+    let halves = k.buffer("halves", Type::F16, Access::Read);
+    let words = k.buffer("words", Type::U32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tv = k.threadgroup_array("tv", Type::vector(Scalar::F32, 4), 64);
+    let th = k.threadgroup_array("th", Type::F16, 256);
+    let tw = k.threadgroup_array("tw", Type::U32, 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.async_copy(tv.at(lid), vecs.at(lid), 1, lid.lt(n));
+    k.async_copy(th.at(lid * 4u32), halves.at(lid * 4u32), 4, true);
+    k.async_copy(tw.at(lid), words.at(lid), 1, true);
+    k.async_commit();
+    k.async_wait(0);
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.store(words.at(lid), tw.get((lid + 1u32) % 64u32) + tv.get(lid).x().cast(Type::U32) + th.get(lid).cast(Type::U32));
+    finish(k)
+}
+
 /// Multi-dimensional subscripts (a transpose through a 2-D tile): each index
 /// is wrapped in a dimension check that generated code leaves out, so
 /// `out[j, i]` of a `[m, n]` `out` reads `out[j * n + i]`.
@@ -495,6 +517,7 @@ pub fn construct_kernels() -> Vec<Kernel> {
         atomics_threadgroup(),
         control_flow(),
         barriers(),
+        async_copies(),
         colliding_names(),
         simdgroup_matrices(),
         multi_dim_indexing(),
