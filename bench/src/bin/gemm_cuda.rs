@@ -9,8 +9,11 @@
 //!
 //! ```text
 //! gemm_cuda [--dtypes f16,bf16,f32] [--shapes 4096x4096x4096,1024x1024x1024]
-//!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--repeats 20]
+//!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--stages 1,2,3] [--repeats 20]
 //! ```
+//! `--stages` lists the stage counts each tile runs with (default 1 and 2:
+//! staging through registers, and two stages filled by asynchronous
+//! copies); counts whose threadgroup memory does not fit are skipped.
 //! A tile is `TMxTNxTK/ROWSxCOLS` (the SIMD-group grid); without `--tiles`
 //! each type runs its default configuration and the sweep below. Each shape
 //! also runs `Ops::matmul`'s own plan (`"kernel": "ops.matmul …"`: the tile
@@ -37,6 +40,7 @@ fn main() {
     let mut shapes = vec![[4096, 4096, 4096], [1024, 1024, 1024]];
     let mut tiles: Option<Vec<(u32, u32, u32, u32, u32)>> = None;
     let mut repeats = 20;
+    let mut stage_counts = vec![1, 2];
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let value = pair.get(1).unwrap_or_else(|| panic!("{} needs a value", pair[0]));
@@ -55,6 +59,7 @@ fn main() {
                         .collect(),
                 )
             }
+            "--stages" => stage_counts = numbers(value, ','),
             "--repeats" => repeats = numbers(value, ',')[0].max(1) as usize,
             other => panic!("unknown flag {other} (see the header of bench/src/bin/gemm_cuda.rs)"),
         }
@@ -65,9 +70,11 @@ fn main() {
         let default = GemmConfig::new(dtype, DType::F32);
         let mut configs = vec![default];
         for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
-            let cfg = GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..default };
-            if cfg.check(rt.device().max_threadgroup_memory_bytes).is_ok() && !configs.contains(&cfg) {
-                configs.push(cfg);
+            for &stages in &stage_counts {
+                let cfg = GemmConfig { tm, tn, tk, sg_rows, sg_cols, stages, ..default };
+                if cfg.check(rt.device().max_threadgroup_memory_bytes).is_ok() && !configs.contains(&cfg) {
+                    configs.push(cfg);
+                }
             }
         }
         for &[m, n, k] in &shapes {

@@ -662,6 +662,11 @@ impl<'rt> Ops<'rt> {
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(mu, nu, ku, input.size_bytes(), &limits), input, out),
         };
         let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(mu, nu, ku, self.threadgroups_wanted())), ..cfg };
+        // Asynchronous copies where the device has them (MSL copies at once).
+        let cfg = match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Metal => cfg,
+            _ => cfg.pipelined_for(limits.max_memory_bytes),
+        };
         cfg.check(limits.max_memory_bytes)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
         let target = self.splitk_target(cfg.splits, m * n)?;

@@ -42,6 +42,13 @@ pub const SPLIT_K_MAX_ROWS: u32 = 128;
 /// Elements each thread moves per vector load when staging a slice.
 const VEC: u32 = 4;
 
+/// Bytes of one asynchronous copy when a pipelined kernel stages a slice
+/// (`cp.async`'s largest).
+const COPY_BYTES: u32 = 16;
+
+/// The most slices of K a pipelined kernel keeps in threadgroup memory.
+pub const MAX_STAGES: u32 = 3;
+
 /// One GEMM kernel's shape and types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
@@ -59,6 +66,13 @@ pub struct GemmConfig {
     /// workspace of `splits · M · N` f32 per batch, and [`splitk_reduce`]
     /// sums the slices into C in a fixed order (deterministic).
     pub splits: u32,
+    /// Slices of K held in threadgroup memory at once: 1 stages the next
+    /// slice through registers ([`GemmConfig::new`]'s default); 2 or more
+    /// fill them with asynchronous copies, `stages - 1` slices ahead of the
+    /// one being multiplied (where a threadgroup's slices are inside the
+    /// matrices with rows of whole 16-byte copies; elsewhere it stages
+    /// through registers). [`GemmConfig::pipelined_for`] picks it.
+    pub stages: u32,
 }
 
 impl GemmConfig {
@@ -68,7 +82,26 @@ impl GemmConfig {
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1 }
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1 }
+    }
+
+    /// The configuration with two stages filled by asynchronous copies
+    /// where they fit in `max_threadgroup_memory_bytes` (on an H100 the
+    /// 128×128×32 16-bit tile's two stages take 37 KiB of the 48), else
+    /// unchanged. Devices whose copies are not asynchronous (Metal's MSL
+    /// copies at once) gain nothing from it: the caller decides.
+    pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> GemmConfig {
+        let two = GemmConfig { stages: 2, ..self };
+        if two.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+            two
+        } else {
+            self
+        }
+    }
+
+    /// Elements of one asynchronous copy ([`COPY_BYTES`]).
+    fn copy_elems(&self) -> u32 {
+        COPY_BYTES / self.input.size_bytes()
     }
 
     /// The configuration of a planner tile ([`GemmTile`]: the tuner's
@@ -119,10 +152,12 @@ impl GemmConfig {
         [a, b]
     }
 
-    /// Threadgroup memory: one slice of A and one of B, rows padded by
-    /// [`PAD`] (the planner's rule, [`enigma_analysis::tiles::staged_slice_bytes`]).
+    /// Threadgroup memory: per stage one slice of A and one of B, rows
+    /// padded by [`PAD`] (the planner's rule,
+    /// [`enigma_analysis::tiles::staged_slice_bytes`]).
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        self.slices().iter().map(|&(rows, cols)| enigma_analysis::tiles::staged_slice_bytes(rows, cols, self.input.size_bytes())).sum()
+        let stage: u64 = self.slices().iter().map(|&(rows, cols)| enigma_analysis::tiles::staged_slice_bytes(rows, cols, self.input.size_bytes())).sum();
+        stage.saturating_mul(u64::from(self.stages))
     }
 
     /// f32 accumulator elements each lane holds.
@@ -160,6 +195,9 @@ impl GemmConfig {
             ));
         }
         check_threads(&name, self.threads())?;
+        if !(1..=MAX_STAGES).contains(&self.stages) {
+            return Err(ShapeError::new(name, format!("{} stages; between 1 and {MAX_STAGES}", self.stages)));
+        }
         if !(1..=MAX_SPLITS).contains(&self.splits) {
             return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
         }
@@ -172,10 +210,10 @@ impl GemmConfig {
         Ok(())
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}]`.
     pub fn name(&self) -> String {
         format!(
-            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}",
+            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}",
             self.input,
             self.output,
             self.tm,
@@ -185,7 +223,8 @@ impl GemmConfig {
             self.sg_cols,
             if self.trans_a { "_ta" } else { "" },
             if self.trans_b { "_tb" } else { "" },
-            if self.splits > 1 { "_splitk" } else { "" }
+            if self.splits > 1 { "_splitk" } else { "" },
+            if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() }
         )
     }
 
@@ -243,8 +282,9 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
     // Slices of 4-element vectors, written whole; the matrix loads read
     // their scalars (offsets and strides count elements).
-    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), a_rows * lda / VEC);
-    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_rows * ldb / VEC);
+    // With stages, stage s of a slice starts at element s · rows · ld.
+    let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), cfg.stages * a_rows * lda / VEC);
+    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), cfg.stages * b_rows * ldb / VEC);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -295,11 +335,32 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     // separate loops, so no register is written by both kinds of load.
     let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tk * cfg.tk);
     let interior = stages.ops.iter().map(|op| op.inside_across_k()).reduce(|x, y| x.and(y)).expect("two operands");
+    let through_registers = |k: &mut KernelBuilder| {
+        k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
+        k.if_(whole_end.lt(k_end), |k| stages.run(k, "tail_", &held, acc, whole_end, k_end, false));
+    };
     k.if_else(
         interior,
         |k| {
-            k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
-            k.if_(whole_end.lt(k_end), |k| stages.run(k, "tail_", &held, acc, whole_end, k_end, false));
+            if cfg.stages == 1 || packed.is_some() {
+                return through_registers(k);
+            }
+            // Rows of whole copies: the pipeline for the whole slices, the
+            // registers for a last partial one (after a barrier: stage 0
+            // may still be read).
+            let copies = cfg.copy_elems();
+            let aligned = stages.ops.iter().map(|op| (op.shape.1 % copies).eq(0u32)).reduce(|x, y| x.and(y)).expect("two operands");
+            k.if_else(
+                aligned,
+                |k| {
+                    k.if_(whole_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, whole_end));
+                    k.if_(whole_end.lt(k_end), |k| {
+                        k.threadgroup_barrier(MemFlags::Threadgroup);
+                        stages.run(k, "pipe_tail_", &held, acc, whole_end, k_end, false);
+                    });
+                },
+                through_registers,
+            );
         },
         |k| k.if_(k_end.gt(k_begin), |k| stages.run(k, "edge_", &held, acc, k_begin, k_end, false)),
     );
@@ -355,7 +416,19 @@ impl QgemmConfig {
     /// The GEMM configuration that stages its slices: f16 A, B read
     /// transposed, 32 K values per slice (every group size is a multiple).
     pub fn gemm(&self) -> GemmConfig {
-        GemmConfig { input: DType::F16, output: self.output, tm: self.tm, tn: self.tn, tk: 32, sg_rows: self.sg_rows, sg_cols: self.sg_cols, trans_a: false, trans_b: true, splits: self.splits }
+        GemmConfig {
+            input: DType::F16,
+            output: self.output,
+            tm: self.tm,
+            tn: self.tn,
+            tk: 32,
+            sg_rows: self.sg_rows,
+            sg_cols: self.sg_cols,
+            trans_a: false,
+            trans_b: true,
+            splits: self.splits,
+            stages: 1,
+        }
     }
 
     /// Checks the tile (as [`GemmConfig::check`], within the 32 KiB every
@@ -411,9 +484,6 @@ impl Stages<'_> {
     #[allow(clippy::too_many_arguments)]
     fn run(&self, k: &mut KernelBuilder, tag: &str, held: &[Vec<Var>], acc: Var, from: Ex, to: Ex, vector_loads: bool) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
-        let step = cfg.k_step();
-        let [(_, a_cols), (_, b_cols)] = cfg.slices();
-        let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
         for (op, regs) in self.ops.iter().zip(held) {
             op.fetch(k, &format!("{tag}first_"), cfg, regs, from, lid, threads, vector_loads);
             op.commit(k, &format!("{tag}first_"), regs, from, lid, threads);
@@ -426,17 +496,7 @@ impl Stages<'_> {
                     op.fetch(k, &format!("{tag}next_"), cfg, regs, next, lid, threads, vector_loads);
                 }
             });
-            for s in 0..cfg.tk / step {
-                let ks = s * step;
-                // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
-                // the B tile op(B)[ks + r][sg_n + c].
-                let (sg_m, sg_n) = (self.sg_m, self.sg_n);
-                let a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
-                let b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
-                let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
-                let mb = k.let_(&format!("{tag}mb{s}"), matrix_load(self.b_tile, self.ops[1].staged, b_at, ldb, cfg.trans_b));
-                k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
-            }
+            self.multiply(k, tag, acc, None);
             k.threadgroup_barrier(MemFlags::Threadgroup);
             k.if_(next.lt(to), |k| {
                 for (op, regs) in self.ops.iter().zip(held) {
@@ -445,6 +505,70 @@ impl Stages<'_> {
             });
             k.threadgroup_barrier(MemFlags::Threadgroup);
         });
+    }
+}
+
+impl Stages<'_> {
+    /// Multiplies the staged slice (in `stage`, or stage 0) into `acc`, one
+    /// K step (16 or 8) at a time.
+    fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage: Option<Ex>) {
+        let cfg = self.cfg;
+        let step = cfg.k_step();
+        let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
+        let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
+        for s in 0..cfg.tk / step {
+            let ks = s * step;
+            // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
+            // the B tile op(B)[ks + r][sg_n + c].
+            let (sg_m, sg_n) = (self.sg_m, self.sg_n);
+            let mut a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
+            let mut b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
+            if let Some(stage) = stage {
+                a_at = stage * (a_rows * lda) + a_at;
+                b_at = stage * (b_rows * ldb) + b_at;
+            }
+            let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
+            let mb = k.let_(&format!("{tag}mb{s}"), matrix_load(self.b_tile, self.ops[1].staged, b_at, ldb, cfg.trans_b));
+            k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
+        }
+    }
+
+    /// Accumulates the whole slices `from, from + tk, … < to` into `acc`
+    /// through `cfg.stages` stages filled by asynchronous copies: the
+    /// copies of slice `i + stages − 1` are in flight while the SIMD groups
+    /// multiply slice `i`. Each iteration waits for slice `i`'s own copies
+    /// (`async_wait(stages − 2)`), then one barrier makes every thread's
+    /// copies visible and frees the stage slice `i − 1` used, which the
+    /// iteration's copies refill. A barrier after the loop frees the stages
+    /// for what follows. The caller knows the slices lie inside the
+    /// matrices, with rows of whole copies.
+    fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
+        let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
+        let stages = cfg.stages;
+        let slices = k.let_("pipe_slices", (to - from) / cfg.tk);
+        for p in 0..stages - 1 {
+            k.if_(slices.gt(p), |k| {
+                for op in &self.ops {
+                    op.copy_async(k, &format!("pipe_first{p}_"), cfg, from + p * cfg.tk, p.into(), lid, threads);
+                }
+            });
+            k.async_commit();
+        }
+        k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
+            k.async_wait(stages - 2);
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            let ahead = k.let_("pipe_ahead", i + (stages - 1));
+            k.if_(ahead.lt(slices), |k| {
+                let fill = k.let_("pipe_fill", ahead % stages);
+                for op in &self.ops {
+                    op.copy_async(k, "pipe_next_", cfg, from + ahead * cfg.tk, fill, lid, threads);
+                }
+            });
+            k.async_commit();
+            let stage = k.let_("pipe_stage", i % stages);
+            self.multiply(k, "pipe_", acc, Some(stage));
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
     }
 }
 
@@ -520,6 +644,39 @@ impl Operand {
             body(k, r, c);
         } else {
             k.if_(j.lt(self.loads()), |k| body(k, r, c));
+        }
+    }
+
+    /// Starts this thread's asynchronous copies of the slice at `k0` along
+    /// K into `stage`: whole copies of [`COPY_BYTES`] (`count` vectors of
+    /// the vector view each), consecutive threads taking consecutive copies
+    /// along a row. The slice lies inside the matrix with rows of whole
+    /// copies (the caller checks), so every copy reads.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_async(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, k0: Ex, stage: Ex, lid: Ex, threads: u32) {
+        let Source::Values { vector: view, .. } = self.source else {
+            unreachable!("packed weights are dequantized through registers");
+        };
+        let elems = cfg.copy_elems();
+        let (rows, cols) = self.slice;
+        let per_row = cols / elems;
+        let copies = rows * per_row;
+        let ld = cols + PAD;
+        let (row0, col0) = if self.k_is_row { (k0, self.origin) } else { (self.origin, k0) };
+        let name = &format!("{tag}{}", self.name);
+        for u in 0..copies.div_ceil(threads) {
+            let j = k.let_(&format!("{name}j{u}"), lid + u * threads);
+            let (r, c) = (j / per_row, j % per_row * elems);
+            let copy = |k: &mut KernelBuilder| {
+                let at = k.let_(&format!("{name}at{u}"), self.base + (row0 + r) * self.shape.1 + col0 + c);
+                let to = stage * (rows * ld) + r * ld + c;
+                k.async_copy(self.staged.at(to / VEC), view.at(at / VEC), elems / VEC, true);
+            };
+            if (u + 1) * threads <= copies {
+                copy(k);
+            } else {
+                k.if_(j.lt(copies), copy);
+            }
         }
     }
 
