@@ -98,9 +98,6 @@ pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> ThreadgroupLim
     ThreadgroupLimits { max_threads: device.max_threads_per_threadgroup, max_memory_bytes: device.max_threadgroup_memory_bytes }
 }
 
-/// The library GEMM's configuration for `tile` with `input` and `output`
-/// types (no transposes).
-
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Options {
