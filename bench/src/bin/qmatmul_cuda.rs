@@ -39,6 +39,10 @@ use std::time::Duration;
 /// The bytes the copies of the weights must span together (4 × 50 MB).
 const ROTATION_BYTES: usize = 200 << 20;
 
+/// One decode-kernel configuration of the sweep: threads, columns per
+/// thread, packed words per iteration, K splits asked for (`None`: auto).
+type Config = (u32, u32, u32, Option<u32>);
+
 struct Args {
     m: Vec<usize>,
     n: usize,
@@ -143,7 +147,7 @@ fn main() {
             // Above 8 rows the tensor-core kernel (`qgemm_*`, through
             // `Ops::qmatmul_tiled`, its default split) runs too; the
             // sweep's options keep the decode kernel.
-            let mut runs: Vec<Option<(u32, u32, u32, Option<u32>)>> = configs.into_iter().map(Some).collect();
+            let mut runs: Vec<Option<Config>> = configs.into_iter().map(Some).collect();
             if m > qmatmul::MAX_ROWS as usize {
                 runs.insert(0, None);
             }
