@@ -194,7 +194,11 @@ fn main() {
                 };
                 let cold = time(true);
                 let hot = time(false);
-                eprintln!("{format} m={m} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures", cold.as_secs_f64() * 1e6, hot.as_secs_f64() * 1e6);
+                eprintln!(
+                    "{format} m={m} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures",
+                    cold.as_secs_f64() * 1e6,
+                    hot.as_secs_f64() * 1e6
+                );
                 let mut row = base;
                 let extra = serde_json::json!({
                     "kernel": launch.kernel,

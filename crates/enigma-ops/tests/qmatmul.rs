@@ -127,12 +127,7 @@ fn every_column_width_thread_count_and_row_block_agrees() {
 fn k_split_over_threadgroups_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
-        for (m, n, k, group, cols, splits) in [
-            (1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]),
-            (3, 100, 256, 64, 4, &[2, 3]),
-            (8, 7, 384, 128, 1, &[1, 2, 3]),
-            (3, 36, 192, 64, 2, &[2]),
-        ] {
+        for (m, n, k, group, cols, splits) in [(1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]), (3, 100, 256, 64, 4, &[2, 3]), (8, 7, 384, 128, 1, &[1, 2, 3]), (3, 36, 192, 64, 2, &[2])] {
             for &s in splits {
                 for out in [ElemType::F32, ElemType::F16] {
                     let options = Options { k_splits: Some(s), threads: Some(64), columns_per_thread: Some(cols), unroll: Some(4), sanitize: true, ..Options::default() };
