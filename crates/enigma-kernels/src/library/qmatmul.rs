@@ -35,7 +35,7 @@
 //!   (`gemm::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
 //!   `C` in f32 or f16: the result does not depend on scheduling.
 //!   [`default_splits`] is the default count; `splits = 1` is the single
-//!   dispatch of [`qmatmul`], with no workspace.
+//!   dispatch of [`qmatmul()`], with no workspace.
 //! * `words` packed words (4, 8 or 16, dividing the group's) per loop
 //!   iteration, their weight loads issued first, so that many loads are in
 //!   flight per thread. The iteration's `rows × 8·words` values of `A` are
@@ -127,7 +127,7 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
 /// Threadgroup `z` of the grid's `splits` (`threadgroups_per_grid.z`)
 /// takes its own contiguous run of quantization groups and writes its f32
 /// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
-/// `gemm::splitk_reduce` sums the slices in order. Panics as [`qmatmul`].
+/// `gemm::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
 pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
     build(format, DType::F32, rows, cols, words, threads, true)
 }
@@ -300,7 +300,7 @@ pub struct QmatmulPlan {
 }
 
 impl QmatmulPlan {
-    /// The kernel: [`qmatmul`], or [`qmatmul_splitk`] with K split.
+    /// The kernel: [`qmatmul()`], or [`qmatmul_splitk`] with K split.
     pub fn kernel(&self) -> Kernel {
         if self.splits > 1 {
             qmatmul_splitk(self.format, self.rows, self.cols, self.words, self.threads)
