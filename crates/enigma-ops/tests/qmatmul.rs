@@ -142,6 +142,13 @@ fn k_split_over_threadgroups_matches_the_reference() {
             }
         }
     }
+    // Row blocks (y) and splits (z) together: M = 11 in blocks of 4 rows,
+    // 3 groups of 64 in 3 splits.
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        let options = Options { k_splits: Some(3), rows_per_threadgroup: Some(4), threads: Some(64), sanitize: true, ..Options::default() };
+        let names = run_check(&rt, format, ElemType::F16, [11, 36, 192], 64, &options, false);
+        assert!(names[0].starts_with(&format!("qmatmul_{format}_f32_r4_")) && names[0].ends_with("_splitk"), "{names:?}");
+    }
     // More splits than quantization groups: an error with the numbers.
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
