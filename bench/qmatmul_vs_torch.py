@@ -21,6 +21,7 @@ hot-L2 time, and the torch times, with the bytes each must read. Usage:
 
     python3 bench/qmatmul_vs_torch.py path/to/qmatmul_cuda [qmatmul_cuda flags ...]
     python3 bench/qmatmul_vs_torch.py path/to/qmatmul_cuda --m 1,16 --threads 256,512 --cols 2,4 --words 8
+    python3 bench/qmatmul_vs_torch.py path/to/qmatmul_cuda --m 1 --threads 128,256 --cols 1,2,4 --words 8 --splits auto,1,2,3,4,6,8
 """
 import json
 import subprocess
@@ -80,15 +81,15 @@ def main():
     rows = enigma["rows"]
     errors = [r for r in rows if "error" in r]
     for r in errors:
-        print(f"enigma {r['format']} m={r['m']} threads={r['threads']} cols={r['cols']} words={r['words']}: {r['error'][:150]}")
+        print(f"enigma {r['format']} m={r['m']} threads={r['threads']} cols={r['cols']} words={r['words']} splits={r['splits_asked']}: {r['error'][:150]}")
     wrong = [r for r in rows if "error" not in r and not r["passed"]]
     for r in wrong:
-        print(f"enigma {r['format']} m={r['m']} threads={r['threads']} cols={r['cols']} words={r['words']}: WRONG ({r['failures']} failures, max abs error {r['max_abs_error']:.3g})")
+        print(f"enigma {r['format']} m={r['m']} threads={r['threads']} cols={r['cols']} words={r['words']} splits={r['splits']}: WRONG ({r['failures']} failures, max abs error {r['max_abs_error']:.3g})")
     good = [r for r in rows if "error" not in r and r["passed"]]
     print(f"device: {enigma['device']} (torch {torch.__version__}, {torch.cuda.get_device_name()})")
     print("every configuration (enigma, weights rotated / hot in L2, us):")
     for r in good:
-        print(f"  {r['format']:<5} m={r['m']:<3} threads={r['threads']:<5} cols={r['cols']} words={r['words']:<3} {r['median_us']:8.2f}  {r['hot_median_us']:8.2f}  {r['tb_per_s']:.2f} TB/s  {r['kernel']}")
+        print(f"  {r['format']:<5} m={r['m']:<3} threads={r['threads']:<5} cols={r['cols']} words={r['words']:<3} splits={r['splits']:<3} {r['median_us']:8.2f}  {r['hot_median_us']:8.2f}  {r['tb_per_s']:.2f} TB/s  {r['kernel']}")
     shapes = sorted({(r["m"], r["n"], r["k"], r["group"]) for r in rows})
     print()
     print(f"{'shape (MxNxK, group)':<26}{'kernel':<34}{'us':>9}{'hot us':>9}{'MB read':>9}{'TB/s':>7}")
@@ -99,7 +100,7 @@ def main():
             if not cands:
                 continue
             b = min(cands, key=lambda r: r["median_us"])
-            name = f"enigma {fmt} (t{b['threads']} c{b['cols']} u{b['words']})"
+            name = f"enigma {fmt} (t{b['threads']} c{b['cols']} u{b['words']} s{b['splits']})"
             print(f"{label:<26}{name:<34}{b['median_us']:9.2f}{b['hot_median_us']:9.2f}{b['bytes'] / 1e6:9.1f}{b['tb_per_s']:7.2f}")
         t, nbytes = torch_fp16(m, n, k)
         print(f"{label:<26}{'torch.matmul f16':<34}{us(t)}{'':>9}{nbytes / 1e6:9.1f}{nbytes / t / 1e12:7.2f}")

@@ -8,16 +8,27 @@
 //! thread asked for: each timed call reads the next copy, so the weights
 //! come from DRAM as in a model's decode step (`hot_median_us` is the same
 //! kernel re-reading one copy, from L2). Also swept: packed words per loop
-//! iteration (`--words`; those that do not divide the group's are skipped). Each configuration is first
+//! iteration (`--words`; those that do not divide the group's are skipped)
+//! and how many ways K is split over threadgroups (`--splits`, each
+//! `Options::k_splits`: `auto` for the library's default,
+//! `qmatmul::default_splits`, or a count from 1 up to K / group; each row
+//! prints the count that ran as `splits`). Each configuration is first
 //! checked against the f64 product of `A` and the dequantised weights.
-//! Times are CUDA-event device times of the dispatch, medians of `repeats`.
+//! Times are CUDA-event device times of the call's dispatches (with K split,
+//! the kernel and the reduction, summed), medians of `repeats`.
 //!
 //! Usage (on a CUDA machine; every flag is optional):
 //!
 //! ```text
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
-//!              [--copies N] [--repeats 50]
+//!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
+//! ```
+//!
+//! For example, the split sweep at M = 1 on an H100:
+//!
+//! ```text
+//! qmatmul_cuda --m 1 --threads 128,256 --cols 1,2,4 --words 8 --splits auto,1,2,3,4,6,8
 //! ```
 
 use enigma_ir::Scalar;
@@ -28,6 +39,10 @@ use std::time::Duration;
 /// The bytes the copies of the weights must span together (4 × 50 MB).
 const ROTATION_BYTES: usize = 200 << 20;
 
+/// One decode-kernel configuration of the sweep: threads, columns per
+/// thread, packed words per iteration, K splits asked for (`None`: auto).
+type Config = (u32, u32, u32, Option<u32>);
+
 struct Args {
     m: Vec<usize>,
     n: usize,
@@ -37,6 +52,8 @@ struct Args {
     threads: Vec<u32>,
     cols: Vec<u32>,
     words: Vec<u32>,
+    /// `Options::k_splits` to sweep (`None`: the default).
+    splits: Vec<Option<u32>>,
     copies: Option<usize>,
     repeats: usize,
 }
@@ -55,6 +72,7 @@ fn parse_args() -> Args {
         threads: vec![128, 256, 512, 1024],
         cols: vec![1, 2, 4],
         words: vec![4, 8, 16],
+        splits: vec![None],
         copies: None,
         repeats: 50,
     };
@@ -70,6 +88,7 @@ fn parse_args() -> Args {
             "--threads" => a.threads = list(flag, value),
             "--cols" => a.cols = list(flag, value),
             "--words" => a.words = list(flag, value),
+            "--splits" => a.splits = value.split(',').map(|p| if p.trim() == "auto" { None } else { Some(list(flag, p)[0]) }).collect(),
             "--copies" => a.copies = Some(list(flag, value)[0]),
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
@@ -120,24 +139,27 @@ fn main() {
             let mut configs = vec![];
             for &threads in &args.threads {
                 for &cols in &args.cols {
-                    configs.extend(args.words.iter().filter(|&&w| (group / 8) % w as usize == 0).map(|&w| (threads, cols, w)));
+                    for &words in args.words.iter().filter(|&&w| (group / 8) % w as usize == 0) {
+                        configs.extend(args.splits.iter().map(|&splits| (threads, cols, words, splits)));
+                    }
                 }
             }
             // Above 8 rows the tensor-core kernel (`qgemm_*`, through
-            // `Ops::qmatmul_tiled`) runs too; the sweep's options keep the
-            // decode kernel.
-            let mut runs: Vec<Option<(u32, u32, u32)>> = configs.into_iter().map(Some).collect();
+            // `Ops::qmatmul_tiled`, its default split) runs too; the
+            // sweep's options keep the decode kernel.
+            let mut runs: Vec<Option<Config>> = configs.into_iter().map(Some).collect();
             if m > qmatmul::MAX_ROWS as usize {
                 runs.insert(0, None);
             }
             for run in runs {
                 let options = match run {
-                    Some((threads, cols, words)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), ..Options::default() },
+                    Some((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
                     None => Options::default(),
                 };
                 let ops = Ops::new(&rt).with_options(options);
-                let (threads, cols, words) = run.unwrap_or((0, 0, 0));
-                let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words });
+                let (threads, cols, words, asked) = run.unwrap_or((0, 0, 0, None));
+                let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
+                let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
                 let call = |w: &QuantizedWeights| if run.is_none() { ops.qmatmul_tiled(&ab, w, m, ElemType::F16) } else { ops.qmatmul(&ab, w, m, ElemType::F16) };
                 let first = match call(&weights[0]) {
                     Ok(c) => c,
@@ -148,7 +170,12 @@ fn main() {
                         continue;
                     }
                 };
-                let launch = ops.take_launches().remove(0);
+                // The kernel, then with K split the reduction; the kernel's
+                // grid z is its split count (the batch is 1).
+                let launches = ops.take_launches();
+                let launch = &launches[0];
+                let splits = launch.dispatch.size[2];
+                let kernels: Vec<&str> = launches.iter().map(|l| l.kernel.as_str()).collect();
                 let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
                 let staged = launch.kernel.starts_with("qgemm");
                 let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, staged)) || g.is_nan()).count();
@@ -158,24 +185,30 @@ fn main() {
                     for i in 0..5 + args.repeats {
                         let copy = if rotate { &weights[i % copies] } else { &weights[0] };
                         call(copy).unwrap_or_else(|e| panic!("{e}"));
-                        let l = ops.take_launches().remove(0);
+                        let launches = ops.take_launches();
                         if i >= 5 {
-                            times.push(l.report.device_time.unwrap_or(l.report.wall_time));
+                            times.push(launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time)).sum());
                         }
                     }
                     median(times)
                 };
                 let cold = time(true);
                 let hot = time(false);
-                eprintln!("{format} m={m} threads={threads} cols={cols} words={words}: {:.2} us (hot {:.2} us), {failures} failures", cold.as_secs_f64() * 1e6, hot.as_secs_f64() * 1e6);
+                eprintln!(
+                    "{format} m={m} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures",
+                    cold.as_secs_f64() * 1e6,
+                    hot.as_secs_f64() * 1e6
+                );
                 let mut row = base;
                 let extra = serde_json::json!({
                     "kernel": launch.kernel,
+                    "kernels": kernels,
+                    "splits": splits,
                     "grid": launch.dispatch.size,
                     "passed": failures == 0,
                     "failures": failures,
                     "max_abs_error": max_abs_error,
-                    "device_timed": launch.report.device_time.is_some(),
+                    "device_timed": launches.iter().all(|l| l.report.device_time.is_some()),
                     "median_us": cold.as_secs_f64() * 1e6,
                     "hot_median_us": hot.as_secs_f64() * 1e6,
                     "bytes": bytes,

@@ -2,8 +2,9 @@
 //! registry entry (every operation × element type: softmax, RMSNorm,
 //! LayerNorm, reductions, scans, GEMV, matrix multiply, quantized matmul,
 //! attention, …) at the awkward shapes the simulator checks it at
-//! (`enigma_testing::library`), with scalar kernels and with the entry's own
-//! choice. `cargo test -p enigma-cuda --test library`.
+//! (`enigma_testing::library`), with scalar kernels, with the entry's own
+//! choice and, for the quantized matmul, with K split over threadgroups.
+//! `cargo test -p enigma-cuda --test library`.
 //!
 //! Without a CUDA driver, NVRTC or GPU the test prints `skipped: <reason>`
 //! and passes (recorded by `enigma_conformance::skip`, so `scripts/test.sh`
@@ -24,7 +25,7 @@ fn every_library_kernel_matches_its_reference_on_the_gpu() {
     let mut runs = 0;
     for entry in registry() {
         for shape in shapes(&entry) {
-            for options in option_sets(&entry) {
+            for options in option_sets(&entry, &shape) {
                 check(&rt, &entry, &shape, &options);
                 runs += 1;
             }

@@ -98,9 +98,6 @@ pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> ThreadgroupLim
     ThreadgroupLimits { max_threads: device.max_threads_per_threadgroup, max_memory_bytes: device.max_threadgroup_memory_bytes }
 }
 
-/// The library GEMM's configuration for `tile` with `input` and `output`
-/// types (no transposes).
-
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Options {
@@ -128,11 +125,16 @@ pub struct Options {
     /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
     /// per compute unit; `vectorize: Some(false)` means 1).
     pub columns_per_thread: Option<u32>,
-    /// GEMM and the tensor-core quantized matmul: how many ways K is split
-    /// over threadgroups (partial products summed by a second kernel in a
-    /// fixed order; default: on a GPU enough for two threadgroups per
-    /// compute unit where the output has too few tiles, each split keeping
-    /// at least 4 slices of K; 1 on the simulator).
+    /// GEMM and both quantized matmuls: how many ways K is split over
+    /// threadgroups (partial products in an f32 workspace, summed by a
+    /// second kernel in a fixed order; 1: one dispatch, no workspace).
+    /// Default: 1 on the simulator; on a GPU, for GEMM and the tensor-core
+    /// kernel enough for two threadgroups per compute unit where the output
+    /// has too few tiles, each split keeping at least 4 slices of K; for the
+    /// decode kernel `qmatmul::default_splits` (about four threadgroups per
+    /// compute unit, whole quantization groups per split). The decode
+    /// kernel takes 1 up to K / group (at most 64), dividing the groups or
+    /// not.
     pub k_splits: Option<u32>,
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
     /// [`select_gemm_tile`] for the shape and the device, unless
@@ -755,12 +757,20 @@ impl<'rt> Ops<'rt> {
             (None, _) => None,
         };
         // On a GPU, default to enough column tiles for two threadgroups per
-        // compute unit (the simulator gains nothing from more).
-        let min_tiles = match self.rt.device().kind {
+        // compute unit, and K split for more (`qmatmul::default_splits`);
+        // the simulator gains nothing from either.
+        let compute_units = match self.rt.device().kind {
             enigma_runtime::DeviceKind::Simulator => 0,
-            _ => 2 * self.rt.device().compute_units,
+            _ => self.rt.device().compute_units,
         };
-        let options = qmatmul::QmatmulOptions { rows: self.options.rows_per_threadgroup, cols, words: self.options.unroll, min_tiles };
+        let options = qmatmul::QmatmulOptions {
+            rows: self.options.rows_per_threadgroup,
+            cols,
+            words: self.options.unroll,
+            min_tiles: 2 * compute_units,
+            splits: self.options.k_splits,
+            compute_units,
+        };
         let threads = self.options.threads.unwrap_or(qmatmul::DEFAULT_THREADS);
         let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
         if plan.cols > 1 {
@@ -770,8 +780,9 @@ impl<'rt> Ops<'rt> {
             }
         }
         let c = self.output(out.scalar(), m * w.n)?;
+        let target = self.splitk_target(plan.splits, m * w.n)?;
         self.launch(
-            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
             || plan.kernel(),
             plan.dispatch,
             &[
@@ -782,13 +793,14 @@ impl<'rt> Ops<'rt> {
                 ("scales", Arg::from(&w.scales)),
                 ("scales2", Arg::from(&w.scales)),
                 ("scales4", Arg::from(&w.scales)),
-                ("c", Arg::from(&c)),
+                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
                 ("m", Arg::u32(plan.m)),
                 ("n", Arg::u32(plan.n)),
                 ("k", Arg::u32(plan.k)),
                 ("group_words", Arg::u32(plan.group_words())),
             ],
         )?;
+        self.splitk_reduce(target.as_ref(), &c, out, plan.splits, m * w.n)?;
         Ok(c)
     }
 

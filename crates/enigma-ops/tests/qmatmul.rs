@@ -11,11 +11,12 @@ use enigma_runtime::{Device, Runtime};
 /// Runs `C = A · dequant(B)` and checks every element; returns the kernel name.
 #[allow(clippy::too_many_arguments)]
 fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
-    run_check(rt, format, out, [m, n, k], group, options, false)
+    run_check(rt, format, out, [m, n, k], group, options, false).remove(0)
 }
 
-/// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when `tiled`.
-fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> String {
+/// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
+/// `tiled`; returns the name of every kernel dispatched, in order.
+fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(ElemType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
@@ -40,7 +41,7 @@ fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, [m, n, k]: [usize
         let bound = abs * (1e-6 + staged) + want[i].abs() * out.unit_roundoff() * 1.01 + 1e-7;
         assert!((got[i] - want[i]).abs() <= bound, "{format} {out} {m}x{n}x{k} g{group} {options:?}: C[{r}][{col}] = {} want {} (bound {bound})", got[i], want[i]);
     }
-    launches[0].kernel.clone()
+    launches.into_iter().map(|l| l.kernel).collect()
 }
 
 #[test]
@@ -69,14 +70,14 @@ fn the_tensor_core_kernel_matches_the_reference() {
     let sanitize = Options { sanitize: true, ..Options::default() };
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, group, tile) in [(1, 7, 64, 32, "16x128"), (16, 130, 256, 128, "16x128"), (33, 36, 96, 32, "64x128"), (70, 20, 128, 64, "128x128")] {
-            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true);
+            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true).remove(0);
             assert!(name.starts_with(&format!("qgemm_{format}_f16_{tile}")), "{name}");
         }
-        let name = run_check(&rt, format, ElemType::F32, [24, 40, 160], 32, &Options::default(), true);
+        let name = run_check(&rt, format, ElemType::F32, [24, 40, 160], 32, &Options::default(), true).remove(0);
         assert!(name.starts_with(&format!("qgemm_{format}_f32_32x128")), "{name}");
         // K split three ways (160 = 64 + 64 + 32), summed by a second kernel.
         let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
-        let name = run_check(&rt, format, ElemType::F16, [5, 40, 160], 32, &split, true);
+        let name = run_check(&rt, format, ElemType::F16, [5, 40, 160], 32, &split, true).remove(0);
         assert!(name.ends_with("_splitk"), "{name}");
         let rows = qmatmul::TILED_ABOVE_ROWS as usize;
         assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
@@ -113,6 +114,48 @@ fn every_column_width_thread_count_and_row_block_agrees() {
             assert!(name.contains(&format!("_u{words}_")), "{name}");
         }
     }
+}
+
+/// The decode kernel with K split over threadgroups (`Options::k_splits`),
+/// clean under the sanitizer: 1 is today's single dispatch; more write an
+/// f32 workspace that the GEMM's split-K reduction sums into C. Split
+/// counts that divide the quantization groups and counts that do not (5
+/// groups in 2, 3 or 4 splits: the first splits take one group more), at N
+/// past the column tile, M = 1, 3 and 8, one to four columns per thread,
+/// two SIMD groups per threadgroup (a split of one group leaves one idle).
+#[test]
+fn k_split_over_threadgroups_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        for (m, n, k, group, cols, splits) in [(1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]), (3, 100, 256, 64, 4, &[2, 3]), (8, 7, 384, 128, 1, &[1, 2, 3]), (3, 36, 192, 64, 2, &[2])] {
+            for &s in splits {
+                for out in [ElemType::F32, ElemType::F16] {
+                    let options = Options { k_splits: Some(s), threads: Some(64), columns_per_thread: Some(cols), unroll: Some(4), sanitize: true, ..Options::default() };
+                    let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
+                    let first = format!("qmatmul_{format}_{}_r{m}_c{cols}_u4_t64", if s > 1 { ElemType::F32 } else { out });
+                    if s == 1 {
+                        assert_eq!(names, [first]);
+                    } else {
+                        assert_eq!(names, [format!("{first}_splitk"), format!("gemm_splitk_reduce_{out}")]);
+                    }
+                }
+            }
+        }
+    }
+    // Row blocks (y) and splits (z) together: M = 11 in blocks of 4 rows,
+    // 3 groups of 64 in 3 splits.
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        let options = Options { k_splits: Some(3), rows_per_threadgroup: Some(4), threads: Some(64), sanitize: true, ..Options::default() };
+        let names = run_check(&rt, format, ElemType::F16, [11, 36, 192], 64, &options, false);
+        assert!(names[0].starts_with(&format!("qmatmul_{format}_f32_r4_")) && names[0].ends_with("_splitk"), "{names:?}");
+    }
+    // More splits than quantization groups: an error with the numbers.
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 96]).unwrap();
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { k_splits: Some(4), ..Options::default() }).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e:?}");
+    assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! reference each entry carries; row kernels also in their streaming form.
 
 use enigma_ops::{registry, Options};
-use enigma_testing::library::{check, first_kernel, shapes, vector_shape, ROWS};
+use enigma_testing::library::{check, first_kernel, k_split_options, shapes, vector_shape, ROWS};
 use enigma_runtime::{Device, Runtime};
 
 #[test]
@@ -33,6 +33,13 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             }
             runs += 2;
+            if let Some(split) = k_split_options(&entry, &shape) {
+                // The split kernel, then the GEMM's reduction.
+                let outcome = check(&rt, &entry, &shape, &split);
+                let kernels: Vec<&str> = outcome.launches.iter().map(|l| l.kernel.as_str()).collect();
+                assert!(matches!(kernels[..], [first, reduce] if first.ends_with("_splitk") && reduce == "gemm_splitk_reduce_f16"), "{outcome}");
+                runs += 1;
+            }
         }
     }
     assert!(runs > 600, "{runs} runs");

@@ -77,14 +77,28 @@ pub fn first_kernel(outcome: &CheckOutcome) -> &str {
     &outcome.launches.first().expect("at least one dispatch").kernel
 }
 
-/// The options every entry is checked with at every shape: scalar kernels
+/// The options every entry is checked with at `shape`: scalar kernels
 /// (except `scale_vec4` entries, which insist on vector loads), then the
-/// entry's own choice (vector loads where the shape allows).
-pub fn option_sets(entry: &Entry) -> Vec<Options> {
+/// entry's own choice (vector loads where the shape allows), then
+/// [`k_split_options`] where there are some.
+pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
     let mut sets = vec![];
     if !entry.name.starts_with("scale_vec4") {
         sets.push(Options { vectorize: Some(false), ..Options::default() });
     }
     sets.push(Options::default());
+    sets.extend(k_split_options(entry, shape));
     sets
+}
+
+/// For a quantized matmul `[m, n, k]` of at least two quantization groups
+/// (the registry's group: the largest of 128, 64, 32 dividing `k`), K split
+/// two ways over threadgroups (`Options::k_splits`; by default a GPU splits
+/// only shapes far larger than these, and the simulator never): the decode
+/// kernel's split-K pass and the reduction (the tensor-core kernel's above
+/// 8 rows). 3 groups split 2 + 1.
+pub fn k_split_options(entry: &Entry, shape: &[usize]) -> Option<Options> {
+    let k = *shape.get(2)?;
+    let group = enigma_kernels::library::quant::GROUPS.iter().rev().copied().find(|g| k % g == 0)?;
+    (entry.name.starts_with("qmatmul_") && k / group >= 2).then(|| Options { k_splits: Some(2), ..Options::default() })
 }

@@ -9,7 +9,7 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
-//! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups |
+//! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
 //! Every kernel is a Rust function returning a [`Kernel`], generic over the
@@ -492,6 +492,8 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(qmatmul::qmatmul(format, out_dtype, 8, 1, 4, qmatmul::DEFAULT_THREADS));
         }
+        out.push(qmatmul::qmatmul_splitk(format, 1, 2, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
+        out.push(qmatmul::qmatmul_splitk(format, 8, 1, 4, qmatmul::DEFAULT_THREADS));
     }
     for scalar in scan::SCAN_SCALARS {
         for vec in [1u8, 4] {

@@ -24,6 +24,18 @@
 //!   `S` times more threads than columns; the partial sums meet in
 //!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
 //!   so that consecutive lanes write consecutive words.
+//! * **K split over threadgroups** ([`qmatmul_splitk`], `splits` > 1 in
+//!   the plan). A narrow grid (N = 11008 is 172 tiles of 64 columns for an
+//!   H100's 132 compute units) leaves few bytes in flight per unit; with K
+//!   split the grid's z dimension numbers the splits, and split `z` takes
+//!   its own contiguous run of whole quantization groups (the first
+//!   `groups % splits` one group more), shared by its SIMD groups as above.
+//!   Each writes its f32 partial product to slice `z` of a workspace
+//!   `[splits][M][N]`, and the GEMM's reduction kernel
+//!   (`gemm::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
+//!   `C` in f32 or f16: the result does not depend on scheduling.
+//!   [`default_splits`] is the default count; `splits = 1` is the single
+//!   dispatch of [`qmatmul()`], with no workspace.
 //! * `words` packed words (4, 8 or 16, dividing the group's) per loop
 //!   iteration, their weight loads issued first, so that many loads are in
 //!   flight per thread. The iteration's `rows × 8·words` values of `A` are
@@ -39,8 +51,8 @@
 //! for the loads, which stay in bounds, and never stored.
 //!
 //! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
-//! words), `scales` / `scales2` / `scales4`, `c`, and `m`, `n`, `k`,
-//! `group_words` (= group / 8) by value.
+//! words), `scales` / `scales2` / `scales4`, `c` (with K split, the f32
+//! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
 
 use super::quant::{Format, GROUPS, VALUES_PER_WORD};
 use super::*;
@@ -107,6 +119,21 @@ pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
 /// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
 /// `threads` not a multiple of 32 between 32 and 1024.
 pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, out, rows, cols, words, threads, false)
+}
+
+/// The first pass of the kernel with K split over threadgroups:
+/// `qmatmul_{format}_f32_r{rows}_c{cols}_u{words}_t{threads}_splitk`.
+/// Threadgroup `z` of the grid's `splits` (`threadgroups_per_grid.z`)
+/// takes its own contiguous run of quantization groups and writes its f32
+/// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
+/// `gemm::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
+pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, DType::F32, rows, cols, words, threads, true)
+}
+
+/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
+fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
     assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
@@ -114,7 +141,7 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
     let simdgroups = threads / SIMD_WIDTH;
     let cols_n = cols as usize;
-    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}"));
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}", if split { "_splitk" } else { "" }));
     let suffix = if cols == 1 { String::new() } else { cols.to_string() };
     let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
     let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
@@ -147,8 +174,22 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
     let stage_vecs = rows * words * 2;
     let stage_base = k.let_("stage_base", sg * stage_vecs);
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
+    // The SIMD group's first group and the end: with K split, split `z` of
+    // `splits` takes groups `[begin, end)`, the first `groups % splits`
+    // splits one group more than the others.
+    let (split_index, g_start, g_end) = if split {
+        let splits = k.let_("splits", threadgroups_per_grid().z());
+        let z = k.let_("split", threadgroup_position_in_grid().z());
+        let per_split = k.let_("per_split", groups / splits);
+        let extra = k.let_("extra", groups % splits);
+        let begin = k.let_("g_begin", z * per_split + min(z, extra));
+        let end = k.let_("g_end", begin + per_split + select(0u32, 1u32, z.lt(extra)));
+        (Some(z), begin + sg, end)
+    } else {
+        (None, sg, groups)
+    };
 
-    k.for_range("g", sg, groups, simdgroups, |k, g| {
+    k.for_range("g", g_start, g_end, simdgroups, |k, g| {
         let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
         let w0 = k.let_("w0", g * group_words);
         k.for_range("w", w0, w0 + group_words, words, |k, w| {
@@ -227,7 +268,12 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
         let rc = k.let_("rc", o / SIMD_WIDTH);
         let row = k.let_("row", row0 + rc / cols);
         let col = k.let_("col", (tile * SIMD_WIDTH + o % SIMD_WIDTH) * cols + rc % cols);
-        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, row * n + col, total.get()));
+        // With K split, slice `split` of the [splits][M][N] workspace.
+        let at = match split_index {
+            Some(z) => (z * m + row) * n + col,
+            None => row * n + col,
+        };
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, at, total.get()));
     });
     finish(k)
 }
@@ -246,12 +292,21 @@ pub struct QmatmulPlan {
     pub n: u32,
     pub k: u32,
     pub group: u32,
+    /// K split over this many threadgroups (grid z); above 1 the kernel is
+    /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
+    /// `gemm::splitk_reduce` to sum into `C`.
+    pub splits: u32,
     pub dispatch: Dispatch,
 }
 
 impl QmatmulPlan {
+    /// The kernel: [`qmatmul()`], or [`qmatmul_splitk`] with K split.
     pub fn kernel(&self) -> Kernel {
-        qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
+        if self.splits > 1 {
+            qmatmul_splitk(self.format, self.rows, self.cols, self.words, self.threads)
+        } else {
+            qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
+        }
     }
 
     /// `group / 8`, the kernel's `group_words`.
@@ -270,8 +325,11 @@ impl QmatmulPlan {
 /// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
 /// `min(M, 8)`), columns per thread (1, 2, 4; default the widest that
 /// divides N with `rows · cols ≤ 8` and gives at least `min_tiles` column
-/// tiles, else 1) and packed words per loop iteration (4, 8, 16, dividing
-/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer).
+/// tiles, else 1), packed words per loop iteration (4, 8, 16, dividing
+/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
+/// and K splits over threadgroups (1 up to the quantization groups, at
+/// most `gemm::MAX_SPLITS`; default [`default_splits`] for
+/// `compute_units`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QmatmulOptions {
     pub rows: Option<u32>,
@@ -281,6 +339,35 @@ pub struct QmatmulOptions {
     /// on a GPU about two per compute unit, so that a narrow N still fills
     /// the GPU; 0 for no minimum.
     pub min_tiles: u32,
+    /// How many ways K is split over threadgroups (1: one dispatch, no
+    /// workspace); `None` for [`default_splits`].
+    pub splits: Option<u32>,
+    /// The device's compute units, for [`default_splits`]; 0 (unknown, or
+    /// the simulator, which gains nothing from splitting) for no split.
+    pub compute_units: u32,
+}
+
+/// Threadgroups per compute unit [`default_splits`] aims for.
+pub const SPLIT_THREADGROUPS_PER_UNIT: u32 = 4;
+
+/// The default K split of the decode kernel, for a grid of `threadgroups`
+/// (column tiles × row blocks) over `groups` quantization groups, with
+/// `simdgroups` SIMD groups per threadgroup, on a device of
+/// `compute_units`: the fewest splits that give the grid at least
+/// [`SPLIT_THREADGROUPS_PER_UNIT`] threadgroups per compute unit, so that
+/// enough weight loads are in flight on each unit (the kernel is bound by
+/// reading `B`; at N = 11008 one column per thread makes 344 threadgroups,
+/// 2.6 per unit of a 132-unit H100). At most `groups / simdgroups` splits,
+/// so that every SIMD group of a split keeps at least one whole group (a
+/// split of fewer groups than SIMD groups leaves some idle and still pays
+/// for the workspace), and at most `gemm::MAX_SPLITS`; 1 when
+/// `compute_units` is 0.
+pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_units: u32) -> u32 {
+    if compute_units == 0 {
+        return 1;
+    }
+    let wanted = (SPLIT_THREADGROUPS_PER_UNIT * compute_units).div_ceil(threadgroups.max(1));
+    wanted.min(groups / simdgroups.max(1)).clamp(1, super::gemm::MAX_SPLITS)
 }
 
 /// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
@@ -347,6 +434,18 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     }
     let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
     let row_blocks = m32.div_ceil(rows);
+    let groups = k32 / group as u32;
+    let max_splits = groups.min(super::gemm::MAX_SPLITS);
+    let splits = match options.splits {
+        Some(s) if !(1..=max_splits).contains(&s) => {
+            return Err(ShapeError::new(name, format!("{s} K splits; between 1 and {max_splits} (the {groups} quantization groups of k = {k}, at most {})", super::gemm::MAX_SPLITS)))
+        }
+        Some(s) => s,
+        None => default_splits(tiles * row_blocks, groups, t / SIMD_WIDTH, options.compute_units),
+    };
+    if splits > 1 {
+        to_u32(&name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
+    }
     Ok(QmatmulPlan {
         format,
         out,
@@ -358,7 +457,8 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         n: n32,
         k: k32,
         group: group as u32,
-        dispatch: Dispatch::threadgroups([tiles, row_blocks, 1], t),
+        splits,
+        dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
     })
 }
 
@@ -398,9 +498,10 @@ mod tests {
             for out in [DType::F32, DType::F16] {
                 for rows in 1..=MAX_ROWS {
                     for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
-                        let kernel = qmatmul(format, out, rows, cols, words, 64);
-                        if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
-                            panic!("{}: {e}", kernel.name);
+                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64)] {
+                            if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
+                                panic!("{}: {e}", kernel.name);
+                            }
                         }
                     }
                 }
@@ -427,6 +528,38 @@ mod tests {
         let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+    }
+
+    #[test]
+    fn k_splits_over_threadgroups() {
+        // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
+        // one-column tiles want 2 splits for 528 threadgroups; 86
+        // four-column tiles would want 7, capped at 32 groups / 8 SIMD
+        // groups = 4.
+        let gpu = QmatmulOptions { min_tiles: 264, compute_units: 132, ..QmatmulOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
+        assert_eq!((p.cols, p.splits), (1, 2));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 2], 256));
+        // The first pass writes the f32 workspace whatever C's type.
+        let kernel = p.kernel();
+        assert_eq!(kernel.name, "qmatmul_int4_f32_r1_c1_u8_t256_splitk");
+        let c = kernel.params.iter().find(|q| q.name == "c").map(|q| q.kind);
+        assert!(matches!(c, Some(enigma_ir::ParamKind::Buffer { elem: Type::F32, .. })), "{c:?}");
+        assert_eq!(default_splits(86, 32, 8, 132), 4);
+        assert_eq!(default_splits(86, 32, 4, 132), 7);
+        // Enough threadgroups already, too few groups, or no compute units: 1.
+        assert_eq!((default_splits(600, 32, 8, 132), default_splits(10, 7, 8, 132), default_splits(10, 32, 8, 0)), (1, 1, 1));
+        assert_eq!(default_splits(1, 4096, 1, 132), crate::library::gemm::MAX_SPLITS);
+        // Unsplit (the simulator's default): today's kernel, no workspace.
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, QmatmulOptions::default()).unwrap();
+        assert_eq!(p.splits, 1);
+        assert_eq!(p.kernel(), qmatmul(Format::Fp4, DType::F32, 3, 1, 4, 64));
+        // Asked for: any count up to the groups, dividing them or not.
+        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, QmatmulOptions { splits: Some(s), ..QmatmulOptions::default() });
+        assert_eq!(split(2).unwrap().dispatch, Dispatch::threadgroups([2, 1, 2], 64));
+        assert_eq!(split(3).unwrap().splits, 3);
+        assert_eq!(split(0).unwrap_err().to_string(), "qmatmul_fp4_f16: 0 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
+        assert!(split(4).unwrap_err().to_string().contains("4 K splits; between 1 and 3"));
     }
 
     #[test]
