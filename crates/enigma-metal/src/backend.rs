@@ -124,6 +124,7 @@ impl MetalBackend {
                 // Every feature but textures, whose MTLTextures this backend
                 // does not create yet.
                 features: enigma_ir::capabilities::all_features().into_iter().filter(|f| *f != enigma_ir::Feature::Texture2d).collect(),
+                read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
                 name,
             };
             let non_uniform_threadgroups =

@@ -4,6 +4,7 @@
 //! while the library itself uses it only on macOS.
 
 use enigma_backend::args::literal_bits;
+use enigma_backend::ReadWriteTier;
 use enigma_ir::{Literal, Scalar, Type};
 use std::time::Duration;
 
@@ -77,6 +78,17 @@ pub(crate) fn compute_units(name: &str) -> u32 {
     }
 }
 
+/// The read-write tier of `readWriteTextureSupport`'s raw
+/// `MTLReadWriteTextureTier` (0 none, 1 tier 1, 2 tier 2). A tier newer
+/// than 2 allows at least what tier 2 does, which is every format enigma has.
+pub(crate) fn read_write_tier(raw: usize) -> ReadWriteTier {
+    match raw {
+        0 => ReadWriteTier::None,
+        1 => ReadWriteTier::Tier1,
+        _ => ReadWriteTier::Tier2,
+    }
+}
+
 /// `items` with each distinct address once, in address order: the order
 /// in which a dispatch takes its buffers' host-access locks, so that two
 /// dispatches sharing buffers cannot deadlock and a buffer passed twice is
@@ -91,6 +103,7 @@ pub(crate) fn distinct_by_address<T>(items: &[&T]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use enigma_backend::TextureFormat;
 
     #[test]
     fn language_versions_match_metal_encoding() {
@@ -151,6 +164,20 @@ mod tests {
         assert_eq!(device_max_threads(512), 512);
         assert!(compute_units("Apple M1") > 0, "the catalogue knows the M1");
         assert_eq!(compute_units("AMD Radeon Pro 5500M"), 0);
+    }
+
+    /// `MTLReadWriteTextureTierNone` = 0, `Tier1` = 1, `Tier2` = 2; tier 1
+    /// binds only the 32-bit one-channel formats read_write.
+    #[test]
+    fn read_write_tiers_map_from_metals() {
+        assert_eq!(read_write_tier(0), ReadWriteTier::None);
+        assert_eq!(read_write_tier(1), ReadWriteTier::Tier1);
+        assert_eq!(read_write_tier(2), ReadWriteTier::Tier2);
+        assert_eq!(read_write_tier(3), ReadWriteTier::Tier2, "a newer tier allows at least tier 2's formats");
+        let tier1 = read_write_tier(1);
+        assert!(tier1.allows(TextureFormat::R32Float) && tier1.allows(TextureFormat::R32Uint) && tier1.allows(TextureFormat::R32Sint));
+        assert!(!tier1.allows(TextureFormat::Rgba8Unorm) && !tier1.allows(TextureFormat::R16Float));
+        assert!(TextureFormat::ALL.iter().all(|f| read_write_tier(2).allows(*f)));
     }
 
     #[test]

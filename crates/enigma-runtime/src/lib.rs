@@ -349,9 +349,7 @@ fn allocation_len(bytes: u128, elem: Option<Type>) -> Result<usize, RuntimeError
 /// sides are checked (1 to [`MAX_TEXTURE_SIDE`] texels).
 fn texture_desc(format: TextureFormat, width: u32, height: u32) -> Result<TextureDesc, RuntimeError> {
     let desc = TextureDesc { format, width, height };
-    if width == 0 || height == 0 || width > MAX_TEXTURE_SIDE || height > MAX_TEXTURE_SIDE {
-        return Err(RuntimeError::TextureSize { desc, problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)") });
-    }
+    desc.check_sides()?;
     Ok(desc)
 }
 
@@ -367,8 +365,7 @@ fn check_channel_type<T: Element>(desc: TextureDesc) -> Result<(), RuntimeError>
     Ok(())
 }
 
-/// The longest side of a 2D texture: 16384 texels on every Apple GPU Metal 3 runs on.
-pub const MAX_TEXTURE_SIDE: u32 = 16384;
+pub use enigma_backend::texture::MAX_TEXTURE_SIDE;
 
 /// Elements [`Runtime::buffer_from`] converts per write.
 const CHUNK_ELEMENTS: usize = 1 << 16;

@@ -20,7 +20,7 @@ mod sanitizer;
 
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
-    DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues,
+    DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues,
 };
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
@@ -62,6 +62,8 @@ impl SimBackend {
                 compute_units: threads,
                 memory_bytes: None,
                 features: enigma_ir::capabilities::all_features(),
+                // The simulator reads and writes every format.
+                read_write_textures: ReadWriteTier::Tier2,
             },
             pools: Mutex::new(Vec::new()),
         }
