@@ -221,10 +221,11 @@ impl MetalBackend {
     }
 }
 
-/// One texture argument of a dispatch: the `MTLTexture` made for it and the
-/// buffer its texels live in.
+/// One texture argument of a dispatch: the `MTLTexture` made for it, its
+/// `[[texture(n)]]` slot and the buffer its texels live in.
 struct TextureBinding<'a> {
     texture: Retained<MtlTexture>,
+    index: usize,
     storage: &'a MetalBuffer,
     desc: TextureDesc,
     /// Whether the kernel may write it (its texels are copied back).
@@ -512,18 +513,20 @@ impl Backend for MetalBackend {
             mapping::distinct_by_address(&buffers).into_iter().map(|i| lock(&buffers[i].host_access)).collect();
 
         let device_time = autoreleasepool(|_| {
-            // A texture per texture argument, by argument index.
-            let mut textures: Vec<Option<TextureBinding<'_>>> = Vec::with_capacity(slots.len());
-            for slot in &slots {
-                textures.push(match slot {
-                    Slot::Texture(storage, desc, access) => Some(TextureBinding {
+            // The parameter's slot in its table: `[[buffer(n)]]` for buffers
+            // and values, `[[texture(n)]]` for textures.
+            let binding = |i: usize| metal.kernel.binding(ParamId(i as u32)) as usize;
+            let mut textures: Vec<TextureBinding<'_>> = vec![];
+            for (i, slot) in slots.iter().enumerate() {
+                if let Slot::Texture(storage, desc, access) = slot {
+                    textures.push(TextureBinding {
                         texture: self.upload_texture(name, storage, *desc, *access)?,
+                        index: binding(i),
                         storage,
                         desc: *desc,
                         written: access.can_write(),
-                    }),
-                    _ => None,
-                });
+                    });
+                }
             }
             let command_buffer =
                 self.queue.commandBuffer().ok_or_else(|| execution("Metal could not create a command buffer".into()))?;
@@ -531,19 +534,17 @@ impl Backend for MetalBackend {
                 .computeCommandEncoder()
                 .ok_or_else(|| execution("Metal could not create a compute command encoder".into()))?;
             encoder.setComputePipelineState(&metal.pipeline);
-            for (i, (slot, texture)) in slots.iter().zip(&textures).enumerate() {
-                // The parameter's slot in its table: `[[buffer(index)]]` for
-                // buffers and values, `[[texture(index)]]` for textures.
-                let index = metal.kernel.binding(ParamId(i as u32)) as usize;
-                match (slot, texture) {
-                    (Slot::Buffer(buffer), _) => {
+            for (i, slot) in slots.iter().enumerate() {
+                let index = binding(i);
+                match slot {
+                    Slot::Buffer(buffer) => {
                         // SAFETY: the buffer lives (borrowed from `args`) until the
                         // command buffer has completed below, and the command
                         // buffer also retains it; `index` is the parameter's
                         // `[[buffer(index)]]`; its host lock is held.
                         unsafe { encoder.setBuffer_offset_atIndex(Some(&buffer.buffer), 0, index) };
                     }
-                    (Slot::Bytes(bytes), _) => {
+                    Slot::Bytes(bytes) => {
                         // SAFETY: `bytes` is the value in MSL layout (its type's
                         // size, at most 32 bytes, well under setBytes' 4 KiB);
                         // Metal copies them during the call; `index` is the
@@ -552,16 +553,15 @@ impl Backend for MetalBackend {
                             encoder.setBytes_length_atIndex(NonNull::from(*bytes).cast::<c_void>(), bytes.len(), index)
                         };
                     }
-                    (Slot::Texture(..), Some(binding)) => {
-                        // SAFETY: the texture lives in `textures` until the command
-                        // buffer has completed, which also retains it; `index` is
-                        // the parameter's `[[texture(index)]]`.
-                        unsafe { encoder.setTexture_atIndex(Some(&binding.texture), index) };
-                    }
-                    (Slot::Texture(_, desc, _), None) => {
-                        return Err(execution(format!("argument {i}: the {desc} texture has no MTLTexture")));
-                    }
+                    // Bound below, from `textures`.
+                    Slot::Texture(..) => {}
                 }
+            }
+            for texture in &textures {
+                // SAFETY: the texture lives in `textures` until the command
+                // buffer has completed, which also retains it; `index` is the
+                // parameter's `[[texture(index)]]`.
+                unsafe { encoder.setTexture_atIndex(Some(&texture.texture), texture.index) };
             }
             let threads_per_threadgroup = mtl_size(geometry.threads_per_threadgroup);
             match geometry.mode {
@@ -575,7 +575,7 @@ impl Backend for MetalBackend {
             if !self.unified_memory {
                 // A managed texture the GPU wrote reaches the CPU's copy only
                 // through a synchronisation.
-                let written: Vec<&TextureBinding<'_>> = textures.iter().flatten().filter(|t| t.written).collect();
+                let written: Vec<&TextureBinding<'_>> = textures.iter().filter(|t| t.written).collect();
                 if !written.is_empty() {
                     let blit = command_buffer
                         .blitCommandEncoder()
@@ -596,7 +596,7 @@ impl Backend for MetalBackend {
                 };
                 return Err(execution(format!("the Metal command buffer failed: {reason}")));
             }
-            for binding in textures.iter().flatten().filter(|t| t.written) {
+            for binding in textures.iter().filter(|t| t.written) {
                 // SAFETY: the storage holds `desc.len_bytes()` bytes, `height`
                 // rows of `bytes_per_row`, at its shared `contents()`; the GPU
                 // has finished (the command buffer completed) and this
