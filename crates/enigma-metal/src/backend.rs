@@ -43,7 +43,7 @@ type MtlTexture = ProtocolObject<dyn MTLTexture>;
 const BACKEND: &str = "metal";
 
 /// How [`MetalBackend`] compiles kernels.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetalOptions {
     /// Options of the MSL generator. Its `language_version` is also the
     /// `MTLCompileOptions.languageVersion` the source is compiled under.
@@ -53,12 +53,6 @@ pub struct MetalOptions {
     /// IEEE arithmetic with precise `metal::` math functions, and kernels ask
     /// for fast variants explicitly (`fast::exp`), which this does not affect.
     pub fast_math: bool,
-}
-
-impl Default for MetalOptions {
-    fn default() -> Self {
-        MetalOptions { msl: msl::Options::default(), fast_math: false }
-    }
 }
 
 /// The system's default Metal GPU.
