@@ -1,11 +1,12 @@
 //! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s,
 //! [`Texture`]s and [`Pipeline`]s, and dispatch them in Metal's two modes.
 //!
-//! Textures (2D, in the formats of [`TextureFormat`]; read, write and
-//! sample) run on the simulator and CUDA (through CUDA arrays, not yet run
-//! on a GPU); the Metal backend refuses a kernel with texture parameters
-//! when its pipeline is made ([`RuntimeError::Unsupported`]) until its
-//! runtime creates `MTLTexture`s.
+//! Textures (2D, in the formats of [`TextureFormat`]; read, write, read_write
+//! and sample) run on the simulator and CUDA (through CUDA arrays); the Metal
+//! backend binds them as per-dispatch `MTLTexture`s (type-checked, not run on
+//! a Mac). A `read_write` texture must have a format the device's
+//! [`DeviceInfo::read_write_textures`] tier allows, or the dispatch fails
+//! with [`RuntimeError::TextureReadWrite`].
 //!
 //! ```
 //! use enigma_runtime::{Arg, Device, Runtime};
