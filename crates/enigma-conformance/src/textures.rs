@@ -5,14 +5,16 @@
 //! space × filter × address mode, against a plain-Rust f64 reference
 //! (within 4e-6 of the largest texel blended on the simulator, f32
 //! rounding; on hardware within 2/256 of the blended texels' range more,
-//! NVIDIA's 8-bit filter weights). Every backend (simulator, CUDA, Metal)
+//! NVIDIA's 8-bit filter weights); and every format bound as read_write,
+//! which runs where the device's read-write tier allows the format and is
+//! refused with `RuntimeError::TextureReadWrite` where it does not. Every backend (simulator, CUDA, Metal)
 //! lists `Feature::Texture2d` and must run them. On Metal they have not run
 //! yet: its texture runtime is type-checked, not run on a Mac.
 
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Feature, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
-use enigma_runtime::{Arg, DeviceKind, Runtime, TextureFormat};
+use enigma_runtime::{Arg, DeviceKind, Runtime, RuntimeError, TextureFormat};
 use rand::Rng;
 
 fn uint2(x: Ex, y: Ex) -> Ex {
@@ -43,6 +45,27 @@ fn copy_kernel(texel: Scalar) -> Result<Kernel, String> {
     let v = k.let_("v", src.read(c));
     k.store(out.at(gid.y() * src.get_width() + gid.x()), v);
     k.texture_write(dst, v, c);
+    finish(k)
+}
+
+/// The texel type a kernel views `format` with here.
+fn texel_of(format: TextureFormat) -> Scalar {
+    match format {
+        TextureFormat::R32Uint => Scalar::U32,
+        TextureFormat::R32Sint => Scalar::I32,
+        _ => Scalar::F32,
+    }
+}
+
+/// `img.write(img.read((x, y)), (x, y))` on a read_write texture: each
+/// thread reads its texel before writing it, so no `fence()` is needed.
+fn read_write_kernel(texel: Scalar) -> Result<Kernel, String> {
+    let mut k = KernelBuilder::new(format!("texture_read_write_{texel}"));
+    let img = k.texture2d("img", texel, TextureAccess::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let c = k.let_("c", uint2(gid.x(), gid.y()));
+    let v = k.let_("v", img.read(c));
+    k.texture_write(img, v, c);
     finish(k)
 }
 
@@ -82,11 +105,7 @@ pub fn texture_formats_round_trip(rt: &Runtime) -> CaseResult {
         let (w, h) = (37u32, 11u32);
         require_textures(rt)?;
         for format in TextureFormat::ALL {
-            let texel = match format {
-                TextureFormat::R32Uint => Scalar::U32,
-                TextureFormat::R32Sint => Scalar::I32,
-                _ => Scalar::F32,
-            };
+            let texel = texel_of(format);
             let kernel = copy_kernel(texel)?;
             let p = pipeline(rt, &kernel)?;
             let bytes = texel_bytes(rng, format, (w * h) as usize);
@@ -267,6 +286,32 @@ pub fn texture_sampling_every_filter_and_address_mode(rt: &Runtime) -> CaseResul
                             want[c]
                         );
                     }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn texture_read_write_follows_the_tier(rt: &Runtime) -> CaseResult {
+    seeded("texture_read_write_follows_the_tier", |rng| {
+        let (w, h) = (13u32, 7u32);
+        require_textures(rt)?;
+        let tier = rt.device().read_write_textures;
+        for format in TextureFormat::ALL {
+            let p = pipeline(rt, &read_write_kernel(texel_of(format))?)?;
+            let bytes = texel_bytes(rng, format, (w * h) as usize);
+            let img = rt.texture_from_bytes(format, w, h, &bytes).ctx("creating the texture")?;
+            let result = rt.dispatch_threads(&p, &[Arg::from(&img)], [w, h, 1], [8, 8, 1]);
+            if tier.allows(format) {
+                result.map_err(|e| format!("{format} read_write on a device of {tier}: {e}"))?;
+                let after = img.read_bytes().ctx("reading the texture back")?;
+                check_eq(&format!("{format} written back as read"), &after, &bytes, |i| format!("byte {i}"))?;
+            } else {
+                match result {
+                    Err(RuntimeError::TextureReadWrite { found, tier: t, .. }) if found.format == format && t == tier => {}
+                    Err(e) => return Err(format!("{format} read_write on a device of {tier}: expected TextureReadWrite, got: {e}")),
+                    Ok(_) => return Err(format!("{format} read_write ran on a device of {tier}, which does not allow it")),
                 }
             }
         }

@@ -27,8 +27,8 @@
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
 pub use enigma_backend::{
-    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, TextureDesc,
-    TextureFormat, ThreadRef,
+    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
+    TextureDesc, TextureFormat, ThreadRef,
 };
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;

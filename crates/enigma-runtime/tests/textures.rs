@@ -2,19 +2,15 @@
 //! pixel format against plain-Rust references of Metal's conversion rules,
 //! the size queries, the sanitizer's out-of-bounds and race findings, the
 //! dispatch checks, samples worked by hand (the conformance case checks
-//! every sampler against a reference), the read-write texture tiers (a
-//! simulator posing as a tier-1 device), and seed 003's Listing 4 on a
+//! every sampler against a reference), the read-write texture tiers (the
+//! simulator posing as a device of tier 1 and of none), and seed 003's Listing 4 on a
 //! 1920×1080 texture.
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_kernels::seed003;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_backend::{
-    ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DispatchGeometry, DispatchOptions, DispatchReport, ReadWriteTier, SpecValues,
-};
-use enigma_ir::KernelInfo;
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
+use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, ReadWriteTier, Runtime, RuntimeError, Texture, TextureFormat};
 use std::sync::Arc;
 
 fn sim() -> Runtime {
@@ -233,41 +229,9 @@ fn read_write_textures_and_the_size_queries() {
     assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
 }
 
-/// The simulator behind a [`DeviceInfo`] of another read-write texture
-/// tier (what a Metal GPU of that tier reports).
-#[derive(Debug)]
-struct TierBackend {
-    sim: enigma_sim::SimBackend,
-    info: DeviceInfo,
-}
-
-impl TierBackend {
-    fn runtime(tier: ReadWriteTier) -> Runtime {
-        let sim = enigma_sim::SimBackend::new();
-        let info = DeviceInfo { name: format!("a GPU of {tier}"), read_write_textures: tier, ..sim.info().clone() };
-        Runtime::with_backend(Arc::new(TierBackend { sim, info }))
-    }
-}
-
-impl Backend for TierBackend {
-    fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
-        self.sim.allocate(bytes)
-    }
-    fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
-        self.sim.compile(kernel, info, spec)
-    }
-    fn dispatch(
-        &self,
-        kernel: &dyn CompiledKernel,
-        args: &[ArgValue<'_>],
-        geometry: &DispatchGeometry,
-        options: &DispatchOptions,
-    ) -> Result<DispatchReport, RuntimeError> {
-        self.sim.dispatch(kernel, args, geometry, options)
-    }
+/// A runtime over the simulator posing as a device of read-write tier `tier`.
+fn sim_of_tier(tier: ReadWriteTier) -> Runtime {
+    Runtime::with_backend(Arc::new(enigma_sim::SimBackend::new().with_read_write_textures(tier)))
 }
 
 /// On a device of read-write tier 1 (Metal's r32float, r32uint, r32sint
@@ -277,7 +241,7 @@ impl Backend for TierBackend {
 /// format; read-only and write-only textures take any format on any tier.
 #[test]
 fn read_write_textures_follow_the_devices_tier() {
-    let rt = TierBackend::runtime(ReadWriteTier::Tier1);
+    let rt = sim_of_tier(ReadWriteTier::Tier1);
     let p = rt.pipeline(&invert()).unwrap();
     let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
     let tex = rt.texture(TextureFormat::Rgba8Unorm, 4, 2).unwrap();
@@ -286,18 +250,22 @@ fn read_write_textures_follow_the_devices_tier() {
         matches!(err, RuntimeError::TextureReadWrite { index: 0, found, tier: ReadWriteTier::Tier1, .. } if found.format == TextureFormat::Rgba8Unorm),
         "{err}"
     );
-    assert_eq!(
-        err.to_string(),
-        "kernel `invert`, argument 0 (`img`): device `a GPU of read-write texture tier 1` cannot bind a 4×2 rgba8unorm texture as \
-         access::read_write: it has read-write texture tier 1, which allows read_write textures of r32float, r32uint, r32sint \
-         (read one texture and write another instead)"
+    let message = err.to_string();
+    assert!(message.starts_with("kernel `invert`, argument 0 (`img`): device `enigma simulator"), "{message}");
+    assert!(
+        message.ends_with(
+            "posing as a GPU of read-write texture tier 1` cannot bind a 4×2 rgba8unorm texture as access::read_write: it has \
+             read-write texture tier 1, which allows read_write textures of r32float, r32uint, r32sint (read one texture and write \
+             another instead)"
+        ),
+        "{message}"
     );
     let data = [0.25f32, 0.5, 1.0, -1.0];
     let tex = rt.texture_from(TextureFormat::R32Float, 2, 2, &data).unwrap();
     rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&sizes)], [2, 2, 1], [2, 2, 1]).unwrap();
     assert_eq!(tex.to_vec::<f32>().unwrap(), [0.75, 0.5, 0.0, 2.0]);
 
-    let rt = TierBackend::runtime(ReadWriteTier::None);
+    let rt = sim_of_tier(ReadWriteTier::None);
     let p = rt.pipeline(&invert()).unwrap();
     let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
     let tex = rt.texture(TextureFormat::R32Float, 2, 2).unwrap();

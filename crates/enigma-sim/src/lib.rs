@@ -69,6 +69,16 @@ impl SimBackend {
         }
     }
 
+    /// The simulator reporting read-write texture tier `tier` (and saying so
+    /// in its name) instead of tier 2, so that tests can see a device of that
+    /// tier refuse read_write textures of the formats it lacks; the
+    /// simulator itself reads and writes every format.
+    pub fn with_read_write_textures(mut self, tier: ReadWriteTier) -> SimBackend {
+        self.info.read_write_textures = tier;
+        self.info.name = format!("{} posing as a GPU of {tier}", self.info.name);
+        self
+    }
+
     /// Runs `work` on an idle worker pool of this backend (a new one if
     /// every pool is busy), which is idle again afterwards.
     fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, RuntimeError> {
