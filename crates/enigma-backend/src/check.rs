@@ -1,11 +1,12 @@
 //! Checks every backend runs before a dispatch: geometry, the pipeline's
 //! threadgroup limit, threadgroup memory, and the arguments against the
-//! kernel's parameters; and, when a pipeline is made, the optional features
-//! the kernel uses against the device's.
+//! kernel's parameters (a read_write texture's format against the device's
+//! [`crate::ReadWriteTier`] included); and, when a pipeline is made, the
+//! optional features the kernel uses against the device's.
 
 use crate::{ArgValue, CompiledKernel, DeviceInfo, RuntimeError, SpecValues};
 use enigma_analysis::geometry::{plan_dispatch, DispatchGeometry, DispatchMode};
-use enigma_ir::{Expr, Kernel, KernelInfo, ParamId, ParamKind, SamplerFilter};
+use enigma_ir::{Expr, Kernel, KernelInfo, ParamId, ParamKind, SamplerFilter, TextureAccess};
 
 /// Whether `kernel` samples texture `tex` with a linear filter.
 fn samples_linearly(kernel: &Kernel, tex: ParamId) -> bool {
@@ -39,7 +40,7 @@ pub fn check_dispatch(
     if bytes > device.max_threadgroup_memory_bytes {
         return Err(RuntimeError::ThreadgroupMemory { kernel: name(), bytes, limit: device.max_threadgroup_memory_bytes });
     }
-    check_args(kernel, args)?;
+    check_args(device, kernel, args)?;
     if let Some(threads) = partial_simdgroup(&geometry, device.simd_width) {
         if uses_matrices(kernel) {
             return Err(RuntimeError::PartialSimdgroup { kernel: name(), threads, simd_width: device.simd_width });
@@ -72,7 +73,7 @@ fn uses_matrices(kernel: &Kernel) -> bool {
     found
 }
 
-fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError> {
+fn check_args(device: &DeviceInfo, kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError> {
     if args.len() != kernel.params.len() {
         return Err(RuntimeError::ArgumentCount {
             kernel: kernel.name.clone(),
@@ -107,7 +108,7 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
                     });
                 }
             }
-            (ParamKind::Texture { texel, .. }, ArgValue::Texture { storage, desc }) => {
+            (ParamKind::Texture { texel, access }, ArgValue::Texture { storage, desc }) => {
                 if !desc.format.filterable() && samples_linearly(kernel, ParamId(index as u32)) {
                     return Err(RuntimeError::TextureNotFilterable { kernel: kernel.name.clone(), index, param: param.name.clone(), found: *desc });
                 }
@@ -119,6 +120,18 @@ fn check_args(kernel: &Kernel, args: &[ArgValue<'_>]) -> Result<(), RuntimeError
                         found: *desc,
                         texel,
                         allowed: desc.format.texel_types(),
+                    });
+                }
+                desc.check_sides()?;
+                let tier = device.read_write_textures;
+                if access == TextureAccess::ReadWrite && !tier.allows(desc.format) {
+                    return Err(RuntimeError::TextureReadWrite {
+                        kernel: kernel.name.clone(),
+                        index,
+                        param: param.name.clone(),
+                        found: *desc,
+                        tier,
+                        device: device.name.clone(),
                     });
                 }
                 if storage.len_bytes() as u64 != desc.len_bytes() {

@@ -25,6 +25,10 @@ pub enum RuntimeError {
     TextureFormat { kernel: String, index: usize, param: String, found: crate::TextureDesc, texel: enigma_ir::Scalar, allowed: &'static str },
     #[error("kernel `{kernel}`, argument {index} (`{param}`): the kernel samples it with a linear filter, but a {found} texture cannot be filtered (integer formats are sampled with filter::nearest only)")]
     TextureNotFilterable { kernel: String, index: usize, param: String, found: crate::TextureDesc },
+    /// A `read_write` texture parameter bound to a texture whose format the
+    /// device's [`crate::ReadWriteTier`] does not allow read_write.
+    #[error("kernel `{kernel}`, argument {index} (`{param}`): device `{device}` cannot bind a {found} texture as access::read_write: it has {tier}, which allows read_write textures of {} (read one texture and write another instead)", .tier.format_names())]
+    TextureReadWrite { kernel: String, index: usize, param: String, found: crate::TextureDesc, tier: crate::ReadWriteTier, device: String },
     #[error("texture of {desc}: {problem}")]
     TextureSize { desc: crate::TextureDesc, problem: String },
     #[error("kernel `{kernel}`: specialisation constant `{name}` {problem}")]

@@ -17,7 +17,7 @@ pub use check::{check_dispatch, check_features, check_spec_values};
 pub use enigma_analysis::geometry::{DispatchGeometry, DispatchMode};
 pub use error::{RuntimeError, StopReason};
 pub use findings::{Finding, FindingKind, Severity, ThreadRef};
-pub use texture::{TextureDesc, TextureFormat};
+pub use texture::{ReadWriteTier, TextureDesc, TextureFormat};
 
 use enigma_ir::{Kernel, KernelInfo};
 use serde::Serialize;
@@ -63,6 +63,10 @@ pub struct DeviceInfo {
     pub memory_bytes: Option<u64>,
     /// The optional features this device supports (see [`enigma_ir::capabilities`]).
     pub features: std::collections::BTreeSet<enigma_ir::Feature>,
+    /// The pixel formats this device can bind as `access::read_write`
+    /// textures (Metal's `readWriteTextureSupport`; the simulator and CUDA
+    /// allow every format).
+    pub read_write_textures: ReadWriteTier,
 }
 
 /// Device memory a backend can bind: memory it allocated and owns, or

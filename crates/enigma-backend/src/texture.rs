@@ -24,6 +24,7 @@
 
 use crate::args::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar};
+use serde::Serialize;
 use std::fmt;
 
 /// A texture's pixel format (Metal's `MTLPixelFormat` of the same name).
@@ -169,6 +170,62 @@ impl TextureFormat {
     }
 }
 
+/// Which pixel formats a device can bind to an `access::read_write` texture
+/// parameter: Metal's `MTLReadWriteTextureTier`, the one rule every backend
+/// applies (in [`crate::check_dispatch`]). Read-only, write-only and sampled
+/// textures take every format on every tier.
+///
+/// * [`ReadWriteTier::None`]: no format (Metal's `MTLReadWriteTextureTierNone`).
+/// * [`ReadWriteTier::Tier1`]: r32float, r32uint and r32sint.
+/// * [`ReadWriteTier::Tier2`]: also rgba32float, rgba16float, r16float,
+///   rgba8unorm and r8unorm (and formats enigma does not have), so every
+///   [`TextureFormat`]. The simulator and CUDA (whose surfaces read and
+///   write every format) report this tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadWriteTier {
+    None,
+    Tier1,
+    Tier2,
+}
+
+impl ReadWriteTier {
+    /// Whether a texture of `format` may be bound as `access::read_write`.
+    pub fn allows(self, format: TextureFormat) -> bool {
+        match self {
+            ReadWriteTier::None => false,
+            ReadWriteTier::Tier1 => matches!(format, TextureFormat::R32Float | TextureFormat::R32Uint | TextureFormat::R32Sint),
+            ReadWriteTier::Tier2 => true,
+        }
+    }
+
+    /// The formats this tier allows read_write.
+    pub fn formats(self) -> Vec<TextureFormat> {
+        TextureFormat::ALL.into_iter().filter(|f| self.allows(*f)).collect()
+    }
+
+    /// [`ReadWriteTier::formats`] for messages: "r32float, r32uint,
+    /// r32sint", or "no format".
+    pub fn format_names(self) -> String {
+        let names: Vec<&str> = self.formats().iter().map(|f| f.name()).collect();
+        if names.is_empty() {
+            "no format".into()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+impl fmt::Display for ReadWriteTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReadWriteTier::None => "read-write texture tier none",
+            ReadWriteTier::Tier1 => "read-write texture tier 1",
+            ReadWriteTier::Tier2 => "read-write texture tier 2",
+        })
+    }
+}
+
 /// A float written to a unorm8 channel: clamped to [0, 1] (NaN as 0), then
 /// the nearest of `c · 255`, ties to even.
 pub fn unorm8(v: f32) -> u8 {
@@ -254,7 +311,23 @@ pub struct TextureDesc {
     pub height: u32,
 }
 
+/// The longest side of a 2D texture: 16384 texels on every Apple GPU Metal 3 runs on.
+pub const MAX_TEXTURE_SIDE: u32 = 16384;
+
 impl TextureDesc {
+    /// Checks that each side is 1 to [`MAX_TEXTURE_SIDE`] texels (when a
+    /// texture is made, and again by [`crate::check_dispatch`]).
+    pub fn check_sides(&self) -> Result<(), crate::RuntimeError> {
+        let (w, h) = (self.width, self.height);
+        if w == 0 || h == 0 || w > MAX_TEXTURE_SIDE || h > MAX_TEXTURE_SIDE {
+            return Err(crate::RuntimeError::TextureSize {
+                desc: *self,
+                problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)"),
+            });
+        }
+        Ok(())
+    }
+
     /// Texels in the texture.
     pub fn texels(&self) -> u64 {
         self.width as u64 * self.height as u64
@@ -323,6 +396,19 @@ mod tests {
         assert_eq!(fold(SamplerAddress::ClampToZero), [-1, -1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -1]);
         assert_eq!(fold(SamplerAddress::Repeat), [3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0]);
         assert_eq!(fold(SamplerAddress::MirroredRepeat), [3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2, 1, 0, 0]);
+    }
+
+    /// Metal's tiers (Metal feature set tables, "read-write texture
+    /// formats"): tier 1 is the three 32-bit one-channel formats; tier 2
+    /// adds every other format enigma has.
+    #[test]
+    fn read_write_tiers_allow_metals_formats() {
+        use TextureFormat::*;
+        assert_eq!(ReadWriteTier::None.formats(), []);
+        assert_eq!(ReadWriteTier::Tier1.formats(), [R32Float, R32Uint, R32Sint]);
+        assert_eq!(ReadWriteTier::Tier2.formats(), TextureFormat::ALL);
+        assert!(ReadWriteTier::Tier1 < ReadWriteTier::Tier2);
+        assert_eq!(ReadWriteTier::Tier1.to_string(), "read-write texture tier 1");
     }
 
     #[test]

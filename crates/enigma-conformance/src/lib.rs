@@ -195,6 +195,7 @@ macro_rules! __with_cases {
             textures::texture_formats_round_trip,
             textures::texture_listing4_covers_1920_by_1080,
             textures::texture_sampling_every_filter_and_address_mode,
+            textures::texture_read_write_follows_the_tier,
             control::control_early_return,
             control::control_if_else_nesting,
             control::control_for_loops,
@@ -408,6 +409,19 @@ mod tests {
 
     fn must_not_run(_: &Runtime) -> CaseResult {
         panic!("a skipped case ran")
+    }
+
+    /// The read-write tier case passes on devices of every tier: the
+    /// simulator posing as tier 1 (r32 formats run, the others are refused)
+    /// and as tier none (every format refused).
+    #[test]
+    fn the_read_write_tier_case_passes_on_lower_tiers() {
+        use enigma_runtime::ReadWriteTier;
+        for tier in [ReadWriteTier::None, ReadWriteTier::Tier1] {
+            let sim = enigma_sim::SimBackend::new().with_read_write_textures(tier);
+            let rt = Runtime::with_backend(std::sync::Arc::new(sim));
+            assert_eq!(textures::texture_read_write_follows_the_tier(&rt), Ok(()), "{tier}");
+        }
     }
 
     #[test]

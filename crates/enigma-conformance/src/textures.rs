@@ -5,9 +5,11 @@
 //! space × filter × address mode, against a plain-Rust f64 reference
 //! (within 4e-6 of the largest texel blended on the simulator, f32
 //! rounding; on hardware within 2/256 of the blended texels' range more,
-//! NVIDIA's 8-bit filter weights). A device without `Feature::Texture2d`
-//! passes by refusing the pipeline with `RuntimeError::Unsupported` (the
-//! Metal runtime does not create textures yet).
+//! NVIDIA's 8-bit filter weights); and every format bound as read_write,
+//! which runs where the device's read-write tier allows the format and is
+//! refused with `RuntimeError::TextureReadWrite` where it does not. Every backend (simulator, CUDA, Metal)
+//! lists `Feature::Texture2d` and must run them. On Metal they have not run
+//! yet: its texture runtime is type-checked, not run on a Mac.
 
 use crate::util::*;
 use enigma_ir::builder::*;
@@ -19,17 +21,17 @@ fn uint2(x: Ex, y: Ex) -> Ex {
     vector(Type::vector(Scalar::U32, 2), &[x, y])
 }
 
-/// `Ok(true)` when `rt` runs textures; `Ok(false)` when it lacks them and
-/// refuses `kernel` as it must; `Err` otherwise.
-fn runs_textures(rt: &Runtime, kernel: &Kernel) -> Result<bool, String> {
-    if rt.device().features.contains(&Feature::Texture2d) {
-        return Ok(true);
-    }
-    match rt.pipeline(kernel) {
-        Err(RuntimeError::Unsupported { feature: Feature::Texture2d, .. }) => Ok(false),
-        Err(e) => Err(format!("a device without textures must refuse `{}` as unsupported, not with: {e}", kernel.name)),
-        Ok(_) => Err(format!("a device without textures made a pipeline of `{}`", kernel.name)),
-    }
+/// Fails unless `rt`'s device lists 2D textures: the simulator, CUDA and
+/// Metal backends all run them.
+fn require_textures(rt: &Runtime) -> Result<(), String> {
+    let device = rt.device();
+    ensure!(
+        device.features.contains(&Feature::Texture2d),
+        "the {} device `{}` does not list 2D textures, which its backend runs",
+        device.kind.name(),
+        device.name
+    );
+    Ok(())
 }
 
 /// `out[y·w + x] = src.read((x, y))` and `dst.write(src.read((x, y)), (x, y))`.
@@ -43,6 +45,27 @@ fn copy_kernel(texel: Scalar) -> Result<Kernel, String> {
     let v = k.let_("v", src.read(c));
     k.store(out.at(gid.y() * src.get_width() + gid.x()), v);
     k.texture_write(dst, v, c);
+    finish(k)
+}
+
+/// The texel type a kernel views `format` with here.
+fn texel_of(format: TextureFormat) -> Scalar {
+    match format {
+        TextureFormat::R32Uint => Scalar::U32,
+        TextureFormat::R32Sint => Scalar::I32,
+        _ => Scalar::F32,
+    }
+}
+
+/// `img.write(img.read((x, y)), (x, y))` on a read_write texture: each
+/// thread reads its texel before writing it, so no `fence()` is needed.
+fn read_write_kernel(texel: Scalar) -> Result<Kernel, String> {
+    let mut k = KernelBuilder::new(format!("texture_read_write_{texel}"));
+    let img = k.texture2d("img", texel, TextureAccess::ReadWrite);
+    let gid = k.let_("gid", thread_position_in_grid());
+    let c = k.let_("c", uint2(gid.x(), gid.y()));
+    let v = k.let_("v", img.read(c));
+    k.texture_write(img, v, c);
     finish(k)
 }
 
@@ -80,16 +103,10 @@ fn texel_bytes(rng: &mut impl Rng, format: TextureFormat, texels: usize) -> Vec<
 pub fn texture_formats_round_trip(rt: &Runtime) -> CaseResult {
     seeded("texture_formats_round_trip", |rng| {
         let (w, h) = (37u32, 11u32);
+        require_textures(rt)?;
         for format in TextureFormat::ALL {
-            let texel = match format {
-                TextureFormat::R32Uint => Scalar::U32,
-                TextureFormat::R32Sint => Scalar::I32,
-                _ => Scalar::F32,
-            };
+            let texel = texel_of(format);
             let kernel = copy_kernel(texel)?;
-            if !runs_textures(rt, &kernel)? {
-                return Ok(());
-            }
             let p = pipeline(rt, &kernel)?;
             let bytes = texel_bytes(rng, format, (w * h) as usize);
             let src = rt.texture_from_bytes(format, w, h, &bytes).ctx("creating the source texture")?;
@@ -109,11 +126,9 @@ pub fn texture_formats_round_trip(rt: &Runtime) -> CaseResult {
 
 pub fn texture_listing4_covers_1920_by_1080(rt: &Runtime) -> CaseResult {
     let (w, h) = (1920u32, 1080u32);
+    require_textures(rt)?;
     for (bounds_check, threadgroups) in [(true, true), (false, false)] {
         let kernel = enigma_kernels::seed003::listing4(bounds_check, true);
-        if !runs_textures(rt, &kernel)? {
-            return Ok(());
-        }
         let p = pipeline(rt, &kernel)?;
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).ctx("creating the texture")?;
         let counts = filled(rt, (w * h) as usize, 0u32)?;
@@ -219,9 +234,7 @@ pub fn texture_sampling_every_filter_and_address_mode(rt: &Runtime) -> CaseResul
         let (w, h) = (5u32, 4u32);
         let points = 96usize;
         let hardware = rt.device().kind != DeviceKind::Simulator;
-        if !runs_textures(rt, &sample_kernel(samplers()[0])?)? {
-            return Ok(());
-        }
+        require_textures(rt)?;
         for format in TextureFormat::ALL.into_iter().filter(|f| f.filterable()) {
             let bytes = texel_bytes(rng, format, (w * h) as usize);
             let texels: Vec<[f64; 4]> =
@@ -273,6 +286,32 @@ pub fn texture_sampling_every_filter_and_address_mode(rt: &Runtime) -> CaseResul
                             want[c]
                         );
                     }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn texture_read_write_follows_the_tier(rt: &Runtime) -> CaseResult {
+    seeded("texture_read_write_follows_the_tier", |rng| {
+        let (w, h) = (13u32, 7u32);
+        require_textures(rt)?;
+        let tier = rt.device().read_write_textures;
+        for format in TextureFormat::ALL {
+            let p = pipeline(rt, &read_write_kernel(texel_of(format))?)?;
+            let bytes = texel_bytes(rng, format, (w * h) as usize);
+            let img = rt.texture_from_bytes(format, w, h, &bytes).ctx("creating the texture")?;
+            let result = rt.dispatch_threads(&p, &[Arg::from(&img)], [w, h, 1], [8, 8, 1]);
+            if tier.allows(format) {
+                result.map_err(|e| format!("{format} read_write on a device of {tier}: {e}"))?;
+                let after = img.read_bytes().ctx("reading the texture back")?;
+                check_eq(&format!("{format} written back as read"), &after, &bytes, |i| format!("byte {i}"))?;
+            } else {
+                match result {
+                    Err(RuntimeError::TextureReadWrite { found, tier: t, .. }) if found.format == format && t == tier => {}
+                    Err(e) => return Err(format!("{format} read_write on a device of {tier}: expected TextureReadWrite, got: {e}")),
+                    Ok(_) => return Err(format!("{format} read_write ran on a device of {tier}, which does not allow it")),
                 }
             }
         }

@@ -4,7 +4,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
-    DispatchReport, RuntimeError, SpecValues,
+    DispatchReport, ReadWriteTier, RuntimeError, SpecValues,
 };
 use enigma_codegen::cuda::{CudaSource, LaunchParam};
 use crate::texture::{TextureBinding, ARGUMENT_BYTES};
@@ -117,6 +117,8 @@ impl CudaBackend {
             compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
             features: cuda_features(major),
+            // Surfaces read and write every format enigma has.
+            read_write_textures: ReadWriteTier::Tier2,
         };
         let timer = Timer::new()?;
         keep_pool_memory(&ctx);

@@ -1,20 +1,24 @@
-//! The objc2-metal implementation of [`enigma_backend::Backend`] (macOS only).
+//! The objc2-metal implementation of [`enigma_backend::Backend`] (macOS
+//! only): devices, pipelines, shared buffers, and per-dispatch `MTLTexture`s
+//! (see the crate documentation). Type-checked for aarch64-apple-darwin, not
+//! yet run on a Mac.
 
 use crate::mapping::{self, PipelineKey};
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchMode,
-    DispatchOptions, DispatchReport, RuntimeError, SpecValues,
+    DispatchOptions, DispatchReport, RuntimeError, SpecValues, TextureDesc,
 };
 use enigma_codegen::msl;
-use enigma_ir::{Kernel, KernelInfo, Literal, Scalar};
+use enigma_ir::{Kernel, KernelInfo, Literal, ParamId, ParamKind, Scalar, TextureAccess};
 use objc2::rc::{autoreleasepool, Retained};
 use objc2::runtime::ProtocolObject;
 use objc2_foundation::{NSError, NSString};
 use objc2_metal::{
-    MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue, MTLCompileOptions,
-    MTLComputeCommandEncoder, MTLComputePipelineState, MTLCreateSystemDefaultDevice, MTLDataType, MTLDevice,
-    MTLFunctionConstantValues, MTLGPUFamily, MTLLanguageVersion, MTLLibrary, MTLMathFloatingPointFunctions,
-    MTLMathMode, MTLResourceOptions, MTLSize,
+    MTLBlitCommandEncoder, MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
+    MTLCompileOptions, MTLComputeCommandEncoder, MTLComputePipelineState, MTLCreateSystemDefaultDevice, MTLDataType,
+    MTLDevice, MTLFunctionConstantValues, MTLGPUFamily, MTLLanguageVersion, MTLLibrary, MTLMathFloatingPointFunctions,
+    MTLMathMode, MTLOrigin, MTLPixelFormat, MTLRegion, MTLResourceOptions, MTLSize, MTLStorageMode, MTLTexture,
+    MTLTextureDescriptor, MTLTextureType, MTLTextureUsage,
 };
 use std::any::Any;
 use std::collections::HashMap;
@@ -34,11 +38,12 @@ type Queue = ProtocolObject<dyn MTLCommandQueue>;
 type Library = ProtocolObject<dyn MTLLibrary>;
 type PipelineState = ProtocolObject<dyn MTLComputePipelineState>;
 type MtlBuffer = ProtocolObject<dyn MTLBuffer>;
+type MtlTexture = ProtocolObject<dyn MTLTexture>;
 
 const BACKEND: &str = "metal";
 
 /// How [`MetalBackend`] compiles kernels.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetalOptions {
     /// Options of the MSL generator. Its `language_version` is also the
     /// `MTLCompileOptions.languageVersion` the source is compiled under.
@@ -50,12 +55,6 @@ pub struct MetalOptions {
     pub fast_math: bool,
 }
 
-impl Default for MetalOptions {
-    fn default() -> Self {
-        MetalOptions { msl: msl::Options::default(), fast_math: false }
-    }
-}
-
 /// The system's default Metal GPU.
 pub struct MetalBackend {
     device: Retained<Device>,
@@ -65,6 +64,9 @@ pub struct MetalBackend {
     /// Whether `dispatchThreads` (non-uniform threadgroups) is supported:
     /// GPU families Apple4 and later, and Mac2.
     non_uniform_threadgroups: bool,
+    /// Whether CPU and GPU share memory (`hasUnifiedMemory`): textures are
+    /// then shared, else managed ([`mapping::texture_storage_mode`]).
+    unified_memory: bool,
     /// Libraries by generated source.
     libraries: Mutex<HashMap<String, Retained<Library>>>,
     /// Pipelines by generated source and specialisation values.
@@ -77,6 +79,7 @@ impl std::fmt::Debug for MetalBackend {
             .field("info", &self.info)
             .field("options", &self.options)
             .field("non_uniform_threadgroups", &self.non_uniform_threadgroups)
+            .field("unified_memory", &self.unified_memory)
             .finish_non_exhaustive()
     }
 }
@@ -120,20 +123,23 @@ impl MetalBackend {
                 simd_width: 32,
                 compute_units: mapping::compute_units(&name),
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
-                // MSL 3.1's `bfloat`, which the generated code targets.
-                // Every feature but textures, whose MTLTextures this backend
-                // does not create yet.
-                features: enigma_ir::capabilities::all_features().into_iter().filter(|f| *f != enigma_ir::Feature::Texture2d).collect(),
+                // Every feature: MSL 3.1's `bfloat`, which the generated code
+                // targets, SIMD-group matrices and 2D textures (MTLTextures
+                // made per dispatch).
+                features: enigma_ir::capabilities::all_features(),
+                read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
                 name,
             };
             let non_uniform_threadgroups =
                 device.supportsFamily(MTLGPUFamily::Apple4) || device.supportsFamily(MTLGPUFamily::Mac2);
+            let unified_memory = device.hasUnifiedMemory();
             Ok(MetalBackend {
                 device,
                 queue,
                 info,
                 options,
                 non_uniform_threadgroups,
+                unified_memory,
                 libraries: Mutex::new(HashMap::new()),
                 pipelines: Mutex::new(HashMap::new()),
             })
@@ -206,6 +212,63 @@ impl MetalBackend {
             .map_err(|e| backend_err(format!("kernel `{kernel}`: Metal could not build a compute pipeline: {}", describe(&e))))?;
         lock(&self.pipelines).insert(key, pipeline.clone());
         Ok(pipeline)
+    }
+}
+
+/// One texture argument of a dispatch: the `MTLTexture` made for it, its
+/// `[[texture(n)]]` slot and the buffer its texels live in.
+struct TextureBinding<'a> {
+    texture: Retained<MtlTexture>,
+    index: usize,
+    storage: &'a MetalBuffer,
+    desc: TextureDesc,
+    /// Whether the kernel may write it (its texels are copied back).
+    written: bool,
+}
+
+/// The whole texture as a region of mip level 0.
+fn texture_region(desc: &TextureDesc) -> MTLRegion {
+    MTLRegion {
+        origin: MTLOrigin { x: 0, y: 0, z: 0 },
+        size: MTLSize { width: desc.width as usize, height: desc.height as usize, depth: 1 },
+    }
+}
+
+impl MetalBackend {
+    /// A 2D `MTLTexture` of `desc` for a parameter of `access`, holding a
+    /// copy of the texels in `storage`.
+    ///
+    /// The caller holds `storage`'s host lock.
+    fn upload_texture(&self, kernel: &str, storage: &MetalBuffer, desc: TextureDesc, access: TextureAccess) -> Result<Retained<MtlTexture>, RuntimeError> {
+        let descriptor = MTLTextureDescriptor::new();
+        descriptor.setTextureType(MTLTextureType::Type2D);
+        descriptor.setPixelFormat(MTLPixelFormat(mapping::pixel_format(desc.format)));
+        // SAFETY: each side is 1 to 16384 texels, the limit of every GPU
+        // Metal 3 runs on (`check_dispatch` checked `desc.check_sides()`).
+        unsafe {
+            descriptor.setWidth(desc.width as usize);
+            descriptor.setHeight(desc.height as usize);
+        }
+        descriptor.setUsage(MTLTextureUsage::from_bits_retain(mapping::texture_usage(access)));
+        descriptor.setStorageMode(MTLStorageMode(mapping::texture_storage_mode(self.unified_memory)));
+        let texture = self
+            .device
+            .newTextureWithDescriptor(&descriptor)
+            .ok_or_else(|| backend_err(format!("kernel `{kernel}`: Metal could not create a {desc} texture")))?;
+        // SAFETY: `storage` holds `desc.len_bytes()` bytes (checked by
+        // `check_dispatch`), which are `height` rows of `bytes_per_row`
+        // bytes; its shared `contents()` is valid for them and no GPU work
+        // uses it (the caller holds its host lock); Metal copies them
+        // during the call.
+        unsafe {
+            texture.replaceRegion_mipmapLevel_withBytes_bytesPerRow(
+                texture_region(&desc),
+                0,
+                storage.buffer.contents(),
+                mapping::texture_bytes_per_row(&desc),
+            );
+        }
+        Ok(texture)
     }
 }
 
@@ -356,6 +419,8 @@ impl CompiledKernel for MetalKernel {
 enum Slot<'a> {
     Buffer(&'a MetalBuffer),
     Bytes(&'a [u8]),
+    /// A texture: its buffer and description, and the parameter's access.
+    Texture(&'a MetalBuffer, TextureDesc, TextureAccess),
 }
 
 fn mtl_size([width, height, depth]: [u32; 3]) -> MTLSize {
@@ -413,32 +478,58 @@ impl Backend for MetalBackend {
                 self.info.name
             )));
         }
-        // Each argument as Metal takes it: a Metal buffer, or bytes.
+        // Each argument as Metal takes it: a Metal buffer, bytes, or a
+        // texture's buffer.
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(args.len());
-        for arg in args {
-            slots.push(match arg {
-                ArgValue::Buffer { storage, .. } => Slot::Buffer(own_buffer(*storage, "metal", name)?),
-                ArgValue::Value { ty, bytes } => Slot::Bytes(&bytes[..mapping::value_arg_len(*ty).min(bytes.len())]),
-                // Refused when the pipeline is made (no Feature::Texture2d).
-                ArgValue::Texture { desc, .. } => {
-                    return Err(execution(format!("a {desc} texture was passed, but the Metal backend does not create MTLTextures yet")))
+        for (arg, param) in args.iter().zip(&metal.kernel.params) {
+            slots.push(match (arg, param.kind) {
+                (ArgValue::Buffer { storage, .. }, _) => Slot::Buffer(own_buffer(*storage, "metal", name)?),
+                (ArgValue::Value { ty, bytes }, _) => Slot::Bytes(&bytes[..mapping::value_arg_len(*ty).min(bytes.len())]),
+                (ArgValue::Texture { storage, desc }, ParamKind::Texture { access, .. }) => {
+                    Slot::Texture(own_buffer(*storage, "metal", name)?, *desc, access)
+                }
+                // `check_dispatch` matched every argument to its parameter.
+                (ArgValue::Texture { desc, .. }, _) => {
+                    return Err(execution(format!("a {desc} texture was passed for `{}`, which is not a texture", param.name)))
                 }
             });
         }
-        let buffers: Vec<&MetalBuffer> =
-            slots.iter().filter_map(|s| if let Slot::Buffer(b) = s { Some(*b) } else { None }).collect();
-        // Hold every buffer's host lock until the GPU is done with it.
+        let buffers: Vec<&MetalBuffer> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Buffer(b) | Slot::Texture(b, ..) => Some(*b),
+                Slot::Bytes(_) => None,
+            })
+            .collect();
+        // Hold every buffer's host lock (textures' too) until the GPU is
+        // done with it and written textures are copied back.
         let _guards: Vec<MutexGuard<'_, ()>> =
             mapping::distinct_by_address(&buffers).into_iter().map(|i| lock(&buffers[i].host_access)).collect();
 
         let device_time = autoreleasepool(|_| {
+            // The parameter's slot in its table: `[[buffer(n)]]` for buffers
+            // and values, `[[texture(n)]]` for textures.
+            let binding = |i: usize| metal.kernel.binding(ParamId(i as u32)) as usize;
+            let mut textures: Vec<TextureBinding<'_>> = vec![];
+            for (i, slot) in slots.iter().enumerate() {
+                if let Slot::Texture(storage, desc, access) = slot {
+                    textures.push(TextureBinding {
+                        texture: self.upload_texture(name, storage, *desc, *access)?,
+                        index: binding(i),
+                        storage,
+                        desc: *desc,
+                        written: access.can_write(),
+                    });
+                }
+            }
             let command_buffer =
                 self.queue.commandBuffer().ok_or_else(|| execution("Metal could not create a command buffer".into()))?;
             let encoder = command_buffer
                 .computeCommandEncoder()
                 .ok_or_else(|| execution("Metal could not create a compute command encoder".into()))?;
             encoder.setComputePipelineState(&metal.pipeline);
-            for (index, slot) in slots.iter().enumerate() {
+            for (i, slot) in slots.iter().enumerate() {
+                let index = binding(i);
                 match slot {
                     Slot::Buffer(buffer) => {
                         // SAFETY: the buffer lives (borrowed from `args`) until the
@@ -456,7 +547,15 @@ impl Backend for MetalBackend {
                             encoder.setBytes_length_atIndex(NonNull::from(*bytes).cast::<c_void>(), bytes.len(), index)
                         };
                     }
+                    // Bound below, from `textures`.
+                    Slot::Texture(..) => {}
                 }
+            }
+            for texture in &textures {
+                // SAFETY: the texture lives in `textures` until the command
+                // buffer has completed, which also retains it; `index` is the
+                // parameter's `[[texture(index)]]`.
+                unsafe { encoder.setTexture_atIndex(Some(&texture.texture), texture.index) };
             }
             let threads_per_threadgroup = mtl_size(geometry.threads_per_threadgroup);
             match geometry.mode {
@@ -467,6 +566,20 @@ impl Backend for MetalBackend {
                     .dispatchThreadgroups_threadsPerThreadgroup(mtl_size(geometry.threadgroups), threads_per_threadgroup),
             }
             encoder.endEncoding();
+            if !self.unified_memory {
+                // A managed texture the GPU wrote reaches the CPU's copy only
+                // through a synchronisation.
+                let written: Vec<&TextureBinding<'_>> = textures.iter().filter(|t| t.written).collect();
+                if !written.is_empty() {
+                    let blit = command_buffer
+                        .blitCommandEncoder()
+                        .ok_or_else(|| execution("Metal could not create a blit command encoder".into()))?;
+                    for binding in written {
+                        blit.synchronizeResource(ProtocolObject::from_ref(&*binding.texture));
+                    }
+                    blit.endEncoding();
+                }
+            }
             command_buffer.commit();
             command_buffer.waitUntilCompleted();
             let status = command_buffer.status();
@@ -476,6 +589,20 @@ impl Backend for MetalBackend {
                     None => format!("it ended with status {}", status.0),
                 };
                 return Err(execution(format!("the Metal command buffer failed: {reason}")));
+            }
+            for binding in textures.iter().filter(|t| t.written) {
+                // SAFETY: the storage holds `desc.len_bytes()` bytes, `height`
+                // rows of `bytes_per_row`, at its shared `contents()`; the GPU
+                // has finished (the command buffer completed) and this
+                // dispatch holds the storage's host lock.
+                unsafe {
+                    binding.texture.getBytes_bytesPerRow_fromRegion_mipmapLevel(
+                        binding.storage.buffer.contents(),
+                        mapping::texture_bytes_per_row(&binding.desc),
+                        texture_region(&binding.desc),
+                        0,
+                    );
+                }
             }
             Ok(mapping::gpu_time(command_buffer.GPUStartTime(), command_buffer.GPUEndTime()))
         })?;
@@ -488,5 +615,37 @@ impl Backend for MetalBackend {
             );
         }
         Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![] })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_backend::{ReadWriteTier, TextureFormat};
+    use objc2_metal::MTLReadWriteTextureTier;
+
+    /// `mapping`'s raw numbers are objc2-metal's constants.
+    #[test]
+    fn mapping_matches_objc2_metals_constants() {
+        let formats = [
+            (TextureFormat::R8Unorm, MTLPixelFormat::R8Unorm),
+            (TextureFormat::Rgba8Unorm, MTLPixelFormat::RGBA8Unorm),
+            (TextureFormat::R16Float, MTLPixelFormat::R16Float),
+            (TextureFormat::Rgba16Float, MTLPixelFormat::RGBA16Float),
+            (TextureFormat::R32Float, MTLPixelFormat::R32Float),
+            (TextureFormat::Rgba32Float, MTLPixelFormat::RGBA32Float),
+            (TextureFormat::R32Uint, MTLPixelFormat::R32Uint),
+            (TextureFormat::R32Sint, MTLPixelFormat::R32Sint),
+        ];
+        for (format, metal) in formats {
+            assert_eq!(MTLPixelFormat(mapping::pixel_format(format)), metal, "{format}");
+        }
+        assert_eq!(mapping::read_write_tier(MTLReadWriteTextureTier::TierNone.0), ReadWriteTier::None);
+        assert_eq!(mapping::read_write_tier(MTLReadWriteTextureTier::Tier1.0), ReadWriteTier::Tier1);
+        assert_eq!(mapping::read_write_tier(MTLReadWriteTextureTier::Tier2.0), ReadWriteTier::Tier2);
+        let read_write = MTLTextureUsage::from_bits_retain(mapping::texture_usage(TextureAccess::ReadWrite));
+        assert_eq!(read_write, MTLTextureUsage::ShaderRead | MTLTextureUsage::ShaderWrite);
+        assert_eq!(MTLStorageMode(mapping::texture_storage_mode(true)), MTLStorageMode::Shared);
+        assert_eq!(MTLStorageMode(mapping::texture_storage_mode(false)), MTLStorageMode::Managed);
     }
 }

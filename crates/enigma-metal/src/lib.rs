@@ -17,6 +17,10 @@
 //!   (Apple GPUs; each pipeline reports Metal's own `threadExecutionWidth`)
 //!   and the core count comes from enigma's device catalogue (a chip sold
 //!   with several core counts gives its smallest; an unknown GPU gives 0).
+//!   Every optional feature is listed, 2D textures included, and
+//!   `DeviceInfo::read_write_textures` is `readWriteTextureSupport`'s tier
+//!   (tier 1 binds only r32float, r32uint and r32sint as `access::read_write`;
+//!   the shared dispatch checks refuse other formats there).
 //! * **Compilation**: the generated MSL is compiled with
 //!   `newLibraryWithSource:options:error:`, with `MTLCompileOptions`
 //!   `languageVersion` equal to the generator's `msl::Options::language_version`
@@ -40,25 +44,44 @@
 //!   dispatch also holds until the GPU has finished with the buffer.
 //! * **Dispatch**: one command buffer per dispatch, with one compute encoder:
 //!   buffers by `setBuffer:offset:atIndex:`, by-value arguments by
-//!   `setBytes:length:atIndex:` (index = parameter position, as the MSL
-//!   declares them), then `dispatchThreads:threadsPerThreadgroup:` or
+//!   `setBytes:length:atIndex:` (index = the parameter's `[[buffer(n)]]`,
+//!   `Kernel::binding`, as the MSL declares them), then `dispatchThreads:threadsPerThreadgroup:` or
 //!   `dispatchThreadgroups:threadsPerThreadgroup:` according to the
 //!   geometry's mode, `commit` and `waitUntilCompleted`. A command buffer
 //!   that does not complete is a `RuntimeError::Execution` naming the
 //!   kernel, with Metal's error description.
 //!   `DispatchReport::device_time` is `GPUEndTime − GPUStartTime`.
+//! * **Textures**: a texture's texels live in a shared `MTLBuffer` like any
+//!   buffer's (row-major, no padding). For each texture argument a dispatch
+//!   makes an `MTLTexture` from an `MTLTextureDescriptor` (`type2D`, the
+//!   `MTLPixelFormat` of the texture's format, its width and height, usage
+//!   `ShaderRead` and/or `ShaderWrite` from the parameter's access, storage
+//!   mode shared — managed on a GPU without unified memory), copies the
+//!   texels in with `replaceRegion:mipmapLevel:withBytes:bytesPerRow:`, and
+//!   binds it with `setTexture:atIndex:` at the parameter's
+//!   `[[texture(n)]]` (`Kernel::binding`; buffers and values take
+//!   `[[buffer(n)]]` the same way). Once the command buffer has completed,
+//!   the textures the kernel may write (`write`, `read_write`) are copied
+//!   back into their buffers with `getBytes:bytesPerRow:fromRegion:mipmapLevel:`
+//!   (a managed texture is first synchronised by a blit encoder). Samplers
+//!   are `constexpr sampler`s in the generated MSL, so nothing is bound for
+//!   them. A texture bound to two parameters of one dispatch is two copies,
+//!   as on CUDA. The raw Metal numbers (pixel formats, usage, storage mode,
+//!   tiers) are in `mapping`, unit-tested on every system.
 //!   The simulator's sanitizer does not run on Metal; a dispatch asked to
 //!   sanitize says so in its notes.
 //!
 //! # What has been checked — and what has not
-//! **Nothing in this crate has yet run on Apple hardware.** It was written on
+//! **Nothing in this crate has yet run on Apple hardware** — the texture
+//! support included: it is type-checked, not run on a Mac. It was written on
 //! Linux, where the macOS code is only *type-checked*: `cargo check -p
 //! enigma-metal -p enigma-runtime --target aarch64-apple-darwin`
 //! (`scripts/check-metal.sh`, which says "skipped" when that target is not
 //! installed). That proves the code matches objc2-metal's API, not that
 //! Metal behaves as the code expects. The pure-Rust part (`mapping`: language
 //! version encoding, function-constant bytes, by-value argument sizes,
-//! pipeline cache keys, GPU-time arithmetic) is unit-tested on every system.
+//! pipeline cache keys, GPU-time arithmetic, pixel formats, texture usage
+//! and storage modes, read-write tiers) is unit-tested on every system.
 //! The MSL itself has only been syntax-checked with g++ against a shim
 //! header (`crates/enigma-codegen/tests/msl_syntax.rs`, over the MSL golden
 //! files), never compiled by Apple's compiler.

@@ -4,7 +4,8 @@
 //! while the library itself uses it only on macOS.
 
 use enigma_backend::args::literal_bits;
-use enigma_ir::{Literal, Scalar, Type};
+use enigma_backend::{ReadWriteTier, TextureDesc, TextureFormat};
+use enigma_ir::{Literal, Scalar, TextureAccess, Type};
 use std::time::Duration;
 
 /// The most threads one Metal threadgroup may have (Apple's documented
@@ -74,6 +75,59 @@ pub(crate) fn compute_units(name: &str) -> u32 {
     match enigma_analysis::catalog::find(name) {
         Ok(spec) => spec.gpu_cores_min,
         Err(_) => 0,
+    }
+}
+
+/// `MTLPixelFormat`'s raw value for a texture format (the constant of the
+/// same name: `MTLPixelFormatRGBA8Unorm` is 70).
+pub(crate) fn pixel_format(format: TextureFormat) -> usize {
+    match format {
+        TextureFormat::R8Unorm => 10,
+        TextureFormat::R16Float => 25,
+        TextureFormat::R32Uint => 53,
+        TextureFormat::R32Sint => 54,
+        TextureFormat::R32Float => 55,
+        TextureFormat::Rgba8Unorm => 70,
+        TextureFormat::Rgba16Float => 115,
+        TextureFormat::Rgba32Float => 125,
+    }
+}
+
+/// `MTLTextureUsage`'s raw bits for a texture parameter of `access`:
+/// `ShaderRead` (1) to read or sample it, `ShaderWrite` (2) to write it,
+/// both for read_write.
+pub(crate) fn texture_usage(access: TextureAccess) -> usize {
+    let read = if access.can_read() { 1 } else { 0 };
+    let write = if access.can_write() { 2 } else { 0 };
+    read | write
+}
+
+/// `MTLStorageMode`'s raw value for the per-dispatch textures: shared (0)
+/// where CPU and GPU share memory (Apple silicon), managed (1) on a GPU
+/// with memory of its own, where macOS refuses shared textures (a written
+/// managed texture is synchronised back before the CPU reads it).
+pub(crate) fn texture_storage_mode(unified_memory: bool) -> usize {
+    if unified_memory {
+        0
+    } else {
+        1
+    }
+}
+
+/// The bytes of one row of texels, as `replaceRegion` and `getBytes` take
+/// them: rows are stored without padding ([`enigma_backend::texture`]).
+pub(crate) fn texture_bytes_per_row(desc: &TextureDesc) -> usize {
+    desc.width as usize * desc.format.bytes_per_texel()
+}
+
+/// The read-write tier of `readWriteTextureSupport`'s raw
+/// `MTLReadWriteTextureTier` (0 none, 1 tier 1, 2 tier 2). A tier newer
+/// than 2 allows at least what tier 2 does, which is every format enigma has.
+pub(crate) fn read_write_tier(raw: usize) -> ReadWriteTier {
+    match raw {
+        0 => ReadWriteTier::None,
+        1 => ReadWriteTier::Tier1,
+        _ => ReadWriteTier::Tier2,
     }
 }
 
@@ -151,6 +205,42 @@ mod tests {
         assert_eq!(device_max_threads(512), 512);
         assert!(compute_units("Apple M1") > 0, "the catalogue knows the M1");
         assert_eq!(compute_units("AMD Radeon Pro 5500M"), 0);
+    }
+
+    /// The raw values of `MTLPixelFormat` as Metal's headers (and
+    /// objc2-metal's constants) give them, and rows without padding.
+    #[test]
+    fn pixel_formats_are_metals() {
+        let raw: Vec<usize> = TextureFormat::ALL.iter().map(|f| pixel_format(*f)).collect();
+        // r8unorm, rgba8unorm, r16float, rgba16float, r32float, rgba32float, r32uint, r32sint
+        assert_eq!(raw, [10, 70, 25, 115, 55, 125, 53, 54]);
+        let desc = TextureDesc { format: TextureFormat::Rgba16Float, width: 37, height: 11 };
+        assert_eq!(texture_bytes_per_row(&desc), 37 * 8);
+        assert_eq!(texture_bytes_per_row(&desc) * desc.height as usize, desc.len_bytes() as usize);
+    }
+
+    #[test]
+    fn texture_usage_follows_the_access() {
+        assert_eq!(texture_usage(TextureAccess::Read), 1, "ShaderRead");
+        assert_eq!(texture_usage(TextureAccess::Sample), 1, "ShaderRead");
+        assert_eq!(texture_usage(TextureAccess::Write), 2, "ShaderWrite");
+        assert_eq!(texture_usage(TextureAccess::ReadWrite), 3, "ShaderRead | ShaderWrite");
+        assert_eq!(texture_storage_mode(true), 0, "MTLStorageModeShared");
+        assert_eq!(texture_storage_mode(false), 1, "MTLStorageModeManaged");
+    }
+
+    /// `MTLReadWriteTextureTierNone` = 0, `Tier1` = 1, `Tier2` = 2; tier 1
+    /// binds only the 32-bit one-channel formats read_write.
+    #[test]
+    fn read_write_tiers_map_from_metals() {
+        assert_eq!(read_write_tier(0), ReadWriteTier::None);
+        assert_eq!(read_write_tier(1), ReadWriteTier::Tier1);
+        assert_eq!(read_write_tier(2), ReadWriteTier::Tier2);
+        assert_eq!(read_write_tier(3), ReadWriteTier::Tier2, "a newer tier allows at least tier 2's formats");
+        let tier1 = read_write_tier(1);
+        assert!(tier1.allows(TextureFormat::R32Float) && tier1.allows(TextureFormat::R32Uint) && tier1.allows(TextureFormat::R32Sint));
+        assert!(!tier1.allows(TextureFormat::Rgba8Unorm) && !tier1.allows(TextureFormat::R16Float));
+        assert!(TextureFormat::ALL.iter().all(|f| read_write_tier(2).allows(*f)));
     }
 
     #[test]

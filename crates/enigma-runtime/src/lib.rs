@@ -1,11 +1,12 @@
 //! The runtime API every front end uses: pick a [`Device`], make [`Buffer`]s,
 //! [`Texture`]s and [`Pipeline`]s, and dispatch them in Metal's two modes.
 //!
-//! Textures (2D, in the formats of [`TextureFormat`]; read, write and
-//! sample) run on the simulator and CUDA (through CUDA arrays, not yet run
-//! on a GPU); the Metal backend refuses a kernel with texture parameters
-//! when its pipeline is made ([`RuntimeError::Unsupported`]) until its
-//! runtime creates `MTLTexture`s.
+//! Textures (2D, in the formats of [`TextureFormat`]; read, write, read_write
+//! and sample) run on the simulator and CUDA (through CUDA arrays); the Metal
+//! backend binds them as per-dispatch `MTLTexture`s (type-checked, not run on
+//! a Mac). A `read_write` texture must have a format the device's
+//! [`DeviceInfo::read_write_textures`] tier allows, or the dispatch fails
+//! with [`RuntimeError::TextureReadWrite`].
 //!
 //! ```
 //! use enigma_runtime::{Arg, Device, Runtime};
@@ -26,8 +27,8 @@
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
 pub use enigma_backend::{
-    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues, StopReason, TextureDesc,
-    TextureFormat, ThreadRef,
+    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
+    TextureDesc, TextureFormat, ThreadRef,
 };
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
 use std::sync::Arc;
@@ -349,9 +350,7 @@ fn allocation_len(bytes: u128, elem: Option<Type>) -> Result<usize, RuntimeError
 /// sides are checked (1 to [`MAX_TEXTURE_SIDE`] texels).
 fn texture_desc(format: TextureFormat, width: u32, height: u32) -> Result<TextureDesc, RuntimeError> {
     let desc = TextureDesc { format, width, height };
-    if width == 0 || height == 0 || width > MAX_TEXTURE_SIDE || height > MAX_TEXTURE_SIDE {
-        return Err(RuntimeError::TextureSize { desc, problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)") });
-    }
+    desc.check_sides()?;
     Ok(desc)
 }
 
@@ -367,8 +366,7 @@ fn check_channel_type<T: Element>(desc: TextureDesc) -> Result<(), RuntimeError>
     Ok(())
 }
 
-/// The longest side of a 2D texture: 16384 texels on every Apple GPU Metal 3 runs on.
-pub const MAX_TEXTURE_SIDE: u32 = 16384;
+pub use enigma_backend::texture::MAX_TEXTURE_SIDE;
 
 /// Elements [`Runtime::buffer_from`] converts per write.
 const CHUNK_ELEMENTS: usize = 1 << 16;

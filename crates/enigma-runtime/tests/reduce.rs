@@ -97,7 +97,7 @@ fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
 
 #[test]
 fn a_kernel_needing_a_feature_the_device_lacks_is_refused_naming_both() {
-    use enigma_backend::{check_features, DeviceInfo, DeviceKind};
+    use enigma_backend::{check_features, DeviceInfo, DeviceKind, ReadWriteTier};
     use enigma_ir::builder::*;
     use enigma_ir::{validate, Access, Feature, Type, ValidationOptions};
     let mut k = KernelBuilder::new("bf16_copy");
@@ -117,6 +117,7 @@ fn a_kernel_needing_a_feature_the_device_lacks_is_refused_naming_both() {
         compute_units: 40,
         memory_bytes: None,
         features: Default::default(),
+        read_write_textures: ReadWriteTier::Tier2,
     };
     let err = check_features(&kernel, &info, &device).unwrap_err().to_string();
     assert_eq!(err, "kernel `bf16_copy` uses bf16 values; device `an sm_75 GPU` supports none of enigma's optional features");

@@ -2,14 +2,16 @@
 //! pixel format against plain-Rust references of Metal's conversion rules,
 //! the size queries, the sanitizer's out-of-bounds and race findings, the
 //! dispatch checks, samples worked by hand (the conformance case checks
-//! every sampler against a reference), and seed 003's Listing 4 on a
+//! every sampler against a reference), the read-write texture tiers (the
+//! simulator posing as a device of tier 1 and of none), and seed 003's Listing 4 on a
 //! 1920×1080 texture.
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_kernels::seed003;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError, Texture, TextureFormat};
+use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, ReadWriteTier, Runtime, RuntimeError, Texture, TextureFormat};
+use std::sync::Arc;
 
 fn sim() -> Runtime {
     Runtime::new(Device::Sim).unwrap()
@@ -197,9 +199,9 @@ fn integer_formats_hold_their_bits_and_read_missing_channels_as_0_0_1() {
     }
 }
 
-#[test]
-fn read_write_textures_and_the_size_queries() {
-    let rt = sim();
+/// `img = 1 - img` texel by texel (a read_write texture), and its size
+/// into `sizes`.
+fn invert() -> Kernel {
     let mut k = KernelBuilder::new("invert");
     let img = k.texture2d("img", Scalar::F32, TextureAccess::ReadWrite);
     let sizes = k.buffer("sizes", Type::U32, Access::ReadWrite);
@@ -211,7 +213,13 @@ fn read_write_textures_and_the_size_queries() {
         k.store(sizes.at(0u32), img.get_width());
         k.store(sizes.at(1u32), img.get_height());
     });
-    let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+    k.finish().unwrap()
+}
+
+#[test]
+fn read_write_textures_and_the_size_queries() {
+    let rt = sim();
+    let p = rt.pipeline(&invert()).unwrap();
     let bytes = pattern(5 * 3 * 4);
     let tex = rt.texture_from_bytes(TextureFormat::Rgba8Unorm, 5, 3, &bytes).unwrap();
     let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
@@ -221,6 +229,56 @@ fn read_write_textures_and_the_size_queries() {
     assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
 }
 
+/// A runtime over the simulator posing as a device of read-write tier `tier`.
+fn sim_of_tier(tier: ReadWriteTier) -> Runtime {
+    Runtime::with_backend(Arc::new(enigma_sim::SimBackend::new().with_read_write_textures(tier)))
+}
+
+/// On a device of read-write tier 1 (Metal's r32float, r32uint, r32sint
+/// only) a read_write texture of another format is refused at dispatch, by
+/// the shared checks, naming the kernel, the parameter, the texture, the
+/// device and its tier; an r32float one runs. Tier none refuses every
+/// format; read-only and write-only textures take any format on any tier.
+#[test]
+fn read_write_textures_follow_the_devices_tier() {
+    let rt = sim_of_tier(ReadWriteTier::Tier1);
+    let p = rt.pipeline(&invert()).unwrap();
+    let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
+    let tex = rt.texture(TextureFormat::Rgba8Unorm, 4, 2).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&sizes)], [4, 2, 1], [4, 2, 1]).unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::TextureReadWrite { index: 0, found, tier: ReadWriteTier::Tier1, .. } if found.format == TextureFormat::Rgba8Unorm),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(message.starts_with("kernel `invert`, argument 0 (`img`): device `enigma simulator"), "{message}");
+    assert!(
+        message.ends_with(
+            "posing as a GPU of read-write texture tier 1` cannot bind a 4×2 rgba8unorm texture as access::read_write: it has \
+             read-write texture tier 1, which allows read_write textures of r32float, r32uint, r32sint (read one texture and write \
+             another instead)"
+        ),
+        "{message}"
+    );
+    let data = [0.25f32, 0.5, 1.0, -1.0];
+    let tex = rt.texture_from(TextureFormat::R32Float, 2, 2, &data).unwrap();
+    rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&sizes)], [2, 2, 1], [2, 2, 1]).unwrap();
+    assert_eq!(tex.to_vec::<f32>().unwrap(), [0.75, 0.5, 0.0, 2.0]);
+
+    let rt = sim_of_tier(ReadWriteTier::None);
+    let p = rt.pipeline(&invert()).unwrap();
+    let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
+    let tex = rt.texture(TextureFormat::R32Float, 2, 2).unwrap();
+    let err = rt.dispatch_threads(&p, &[Arg::from(&tex), Arg::from(&sizes)], [2, 2, 1], [2, 2, 1]).unwrap_err();
+    assert!(err.to_string().ends_with("it has read-write texture tier none, which allows read_write textures of no format (read one texture and write another instead)"), "{err}");
+    let rgba = rt.texture(TextureFormat::Rgba8Unorm, 2, 2).unwrap();
+    let out = rt.buffer_of_type(Type::vector(Scalar::F32, 4), 4).unwrap();
+    let copy = rt.pipeline(&read_all(Scalar::F32)).unwrap();
+    rt.dispatch_threads(&copy, &[Arg::from(&rgba), Arg::from(&out)], [2, 2, 1], [2, 2, 1]).unwrap();
+    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
+    rt.dispatch_threads(&p, &[Arg::from(&rgba)], [2, 2, 1], [2, 2, 1]).unwrap();
+    assert_eq!(rgba.to_vec::<u8>().unwrap(), [255; 16]);
+}
 
 #[test]
 fn a_write_outside_the_texture_names_it_with_the_coordinate_and_the_size() {

@@ -20,7 +20,7 @@ mod sanitizer;
 
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
-    DispatchReport, Finding, FindingKind, RuntimeError, Severity, SpecValues,
+    DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues,
 };
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
@@ -62,9 +62,21 @@ impl SimBackend {
                 compute_units: threads,
                 memory_bytes: None,
                 features: enigma_ir::capabilities::all_features(),
+                // The simulator reads and writes every format.
+                read_write_textures: ReadWriteTier::Tier2,
             },
             pools: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The simulator reporting read-write texture tier `tier` (and saying so
+    /// in its name) instead of tier 2, so that tests can see a device of that
+    /// tier refuse read_write textures of the formats it lacks; the
+    /// simulator itself reads and writes every format.
+    pub fn with_read_write_textures(mut self, tier: ReadWriteTier) -> SimBackend {
+        self.info.read_write_textures = tier;
+        self.info.name = format!("{} posing as a GPU of {tier}", self.info.name);
+        self
     }
 
     /// Runs `work` on an idle worker pool of this backend (a new one if

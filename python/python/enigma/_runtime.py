@@ -34,7 +34,9 @@ goes on (``stream=``, else the caller's current torch or CuPy stream).
 * A ``texture2d`` parameter takes a :class:`Texture` (``rt.texture(array,
   format="rgba8unorm")``) in ``inputs``; the kernel reads and writes it in
   place, and ``tex.numpy()`` reads it back. Textures run on the simulator
-  and CUDA (not yet run on a GPU); Metal refuses texture kernels for now.
+  and CUDA; Metal binds them as ``MTLTexture``s (type-checked, not run on a
+  Mac). A ``read_write`` texture needs a format the device's read-write
+  tier allows (Metal tier 1: r32float, r32uint, r32sint only).
 * On CUDA, ``stream=`` (an int handle, a torch or CuPy stream) queues the
   dispatch there and returns at once; with torch or CuPy CUDA tensors and
   no ``stream=``, it goes on their library's current stream, also without
