@@ -347,17 +347,21 @@ pub struct QmatmulOptions {
     pub compute_units: u32,
 }
 
-/// Threadgroups per compute unit [`default_splits`] aims for.
-pub const SPLIT_THREADGROUPS_PER_UNIT: u32 = 4;
+/// Threadgroups per compute unit [`default_splits`] aims for: one. On an
+/// H100 at M = 1, N = 11008, K = 4096 (344 threadgroups of 256 threads, 2.6
+/// per unit) splitting K 2, 4 or 8 ways was slower than not splitting
+/// (29.1, 39.2, 33.9 µs against 22.5 µs; BENCHMARKS.md), so K is split only
+/// when the columns alone leave compute units idle.
+pub const SPLIT_THREADGROUPS_PER_UNIT: u32 = 1;
 
 /// The default K split of the decode kernel, for a grid of `threadgroups`
 /// (column tiles × row blocks) over `groups` quantization groups, with
 /// `simdgroups` SIMD groups per threadgroup, on a device of
 /// `compute_units`: the fewest splits that give the grid at least
 /// [`SPLIT_THREADGROUPS_PER_UNIT`] threadgroups per compute unit, so that
-/// enough weight loads are in flight on each unit (the kernel is bound by
-/// reading `B`; at N = 11008 one column per thread makes 344 threadgroups,
-/// 2.6 per unit of a 132-unit H100). At most `groups / simdgroups` splits,
+/// no unit is left without weight loads to issue (at N = 11008 one column
+/// per thread makes 344 threadgroups, 2.6 per unit of a 132-unit H100: no
+/// split). At most `groups / simdgroups` splits,
 /// so that every SIMD group of a split keeps at least one whole group (a
 /// split of fewer groups than SIMD groups leaves some idle and still pays
 /// for the workspace), and at most `gemm::MAX_SPLITS`; 1 when
@@ -533,20 +537,21 @@ mod tests {
     #[test]
     fn k_splits_over_threadgroups() {
         // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
-        // one-column tiles want 2 splits for 528 threadgroups; 86
-        // four-column tiles would want 7, capped at 32 groups / 8 SIMD
-        // groups = 4.
+        // one-column tiles already give every unit work, so no split; at
+        // N = 2048, 64 tiles want 3 splits for 192 threadgroups.
         let gpu = QmatmulOptions { min_tiles: 264, compute_units: 132, ..QmatmulOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
-        assert_eq!((p.cols, p.splits), (1, 2));
-        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 2], 256));
+        assert_eq!((p.cols, p.splits), (1, 1));
+        let p = plan(Format::Int4, DType::F16, 1, 2048, 4096, 128, 256, gpu).unwrap();
+        assert_eq!((p.cols, p.splits), (1, 3));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([64, 1, 3], 256));
         // The first pass writes the f32 workspace whatever C's type.
         let kernel = p.kernel();
         assert_eq!(kernel.name, "qmatmul_int4_f32_r1_c1_u8_t256_splitk");
         let c = kernel.params.iter().find(|q| q.name == "c").map(|q| q.kind);
         assert!(matches!(c, Some(enigma_ir::ParamKind::Buffer { elem: Type::F32, .. })), "{c:?}");
-        assert_eq!(default_splits(86, 32, 8, 132), 4);
-        assert_eq!(default_splits(86, 32, 4, 132), 7);
+        // 86 tiles on 132 units: 2 splits, capped at groups / SIMD groups.
+        assert_eq!((default_splits(86, 32, 8, 132), default_splits(20, 16, 8, 132)), (2, 2));
         // Enough threadgroups already, too few groups, or no compute units: 1.
         assert_eq!((default_splits(600, 32, 8, 132), default_splits(10, 7, 8, 132), default_splits(10, 32, 8, 0)), (1, 1, 1));
         assert_eq!(default_splits(1, 4096, 1, 132), crate::library::gemm::MAX_SPLITS);
