@@ -838,7 +838,13 @@ impl<'rt> Ops<'rt> {
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
-        cfg.check()?;
+        let limit = threadgroup_limits(self.rt.device()).max_memory_bytes;
+        // Asynchronous copies where the device has them (MSL copies at once).
+        let cfg = match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Metal => cfg,
+            _ => cfg.pipelined_for(limit),
+        };
+        cfg.check(limit)?;
         let c = self.output(out.scalar(), m * w.n)?;
         let target = self.splitk_target(cfg.splits, m * w.n)?;
         self.launch(

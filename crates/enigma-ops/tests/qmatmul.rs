@@ -78,7 +78,17 @@ fn the_tensor_core_kernel_matches_the_reference() {
         // K split three ways (160 = 64 + 64 + 32), summed by a second kernel.
         let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
         let name = run_check(&rt, format, ElemType::F16, [5, 40, 160], 32, &split, true).remove(0);
-        assert!(name.ends_with("_splitk"), "{name}");
+        assert!(name.contains("_splitk"), "{name}");
+        // Interior tiles (N a multiple of 8, the 128-column tile inside the
+        // matrix) pipeline: A's slices, the packed words and their scales by
+        // asynchronous copies into two stages, each slice dequantized from
+        // there; next to an edge tile (N = 136) and with K split.
+        for (m, n, k, group) in [(16, 256, 256, 128), (33, 136, 160, 32), (64, 128, 192, 64)] {
+            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true).remove(0);
+            assert!(name.ends_with("_s2"), "{name}");
+        }
+        let name = run_check(&rt, format, ElemType::F32, [16, 256, 512], 64, &split, true).remove(0);
+        assert!(name.ends_with("_splitk_s2"), "{name}");
         let rows = qmatmul::TILED_ABOVE_ROWS as usize;
         assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
         assert!(check(&rt, format, ElemType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));

@@ -156,8 +156,31 @@ impl GemmConfig {
     /// padded by [`PAD`] (the planner's rule,
     /// [`enigma_analysis::tiles::staged_slice_bytes`]).
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        let stage: u64 = self.slices().iter().map(|&(rows, cols)| enigma_analysis::tiles::staged_slice_bytes(rows, cols, self.input.size_bytes())).sum();
-        stage.saturating_mul(u64::from(self.stages))
+        self.memory_bytes(false)
+    }
+
+    /// Threadgroup memory with B of values or (`packed`) of 4-bit words: a
+    /// pipelined kernel with packed weights keeps `stages` copies of A's
+    /// slice and of the slice's words and scales, and one slice of B
+    /// dequantized ([`QgemmConfig`]).
+    fn memory_bytes(&self, packed: bool) -> u64 {
+        let [(a_rows, a_cols), (b_rows, b_cols)] = self.slices();
+        let elem = self.input.size_bytes();
+        let stages = u64::from(self.stages);
+        let a = enigma_analysis::tiles::staged_slice_bytes(a_rows, a_cols, elem).saturating_mul(stages);
+        let b = enigma_analysis::tiles::staged_slice_bytes(b_rows, b_cols, elem);
+        if !packed {
+            return a.saturating_add(b.saturating_mul(stages));
+        }
+        let (words, scales) = self.packed_stage_elems();
+        let raw = if self.stages > 1 { (u64::from(words) * 4 + u64::from(scales) * 2).saturating_mul(stages) } else { 0 };
+        a.saturating_add(b).saturating_add(raw)
+    }
+
+    /// Per stage of a pipelined kernel with packed weights: the slice's
+    /// words (`tk / 8` rows of `tn`, as in memory) and its `tn` scales.
+    fn packed_stage_elems(&self) -> (u32, u32) {
+        (self.tk / VALUES_PER_WORD as u32 * self.tn, self.tn)
     }
 
     /// f32 accumulator elements each lane holds.
@@ -283,8 +306,15 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     // Slices of 4-element vectors, written whole; the matrix loads read
     // their scalars (offsets and strides count elements).
     // With stages, stage s of a slice starts at element s · rows · ld.
+    // Packed weights are dequantized into one B slice; with stages their
+    // words and scales are staged raw (`GemmConfig::memory_bytes`).
+    let b_stages = if packed.is_some() { 1 } else { cfg.stages };
     let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), cfg.stages * a_rows * lda / VEC);
-    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), cfg.stages * b_rows * ldb / VEC);
+    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_stages * b_rows * ldb / VEC);
+    let b_raw = (packed.is_some() && cfg.stages > 1).then(|| {
+        let (words, scales) = cfg.packed_stage_elems();
+        (k.threadgroup_array("b_words", Type::U32, cfg.stages * words), k.threadgroup_array("b_scales", Type::F16, cfg.stages * scales))
+    });
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -314,6 +344,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
         slice: (a_rows, a_cols),
         origin: m0,
         k_is_row: cfg.trans_a,
+        raw: None,
     };
     let b_op = Operand {
         name: "b",
@@ -324,6 +355,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
         slice: (b_rows, b_cols),
         origin: n0,
         k_is_row: !cfg.trans_b,
+        raw: b_raw,
     };
     let threads = cfg.threads();
     let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile };
@@ -342,14 +374,13 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     k.if_else(
         interior,
         |k| {
-            if cfg.stages == 1 || packed.is_some() {
+            if cfg.stages == 1 {
                 return through_registers(k);
             }
             // Rows of whole copies: the pipeline for the whole slices, the
             // registers for a last partial one (after a barrier: stage 0
             // may still be read).
-            let copies = cfg.copy_elems();
-            let aligned = stages.ops.iter().map(|op| (op.shape.1 % copies).eq(0u32)).reduce(|x, y| x.and(y)).expect("two operands");
+            let aligned = stages.ops.iter().map(|op| op.copies_aligned(cfg)).reduce(|x, y| x.and(y)).expect("two operands");
             k.if_else(
                 aligned,
                 |k| {
@@ -402,6 +433,10 @@ pub struct QgemmConfig {
     pub sg_cols: u32,
     /// K split over threadgroups, as [`GemmConfig::splits`].
     pub splits: u32,
+    /// As [`GemmConfig::stages`]: with 2 or more, A's slices, the packed
+    /// words and their scales go to threadgroup memory by asynchronous
+    /// copies, and each slice of words is dequantized from there.
+    pub stages: u32,
 }
 
 impl QgemmConfig {
@@ -410,7 +445,7 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1 }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1 }
     }
 
     /// The GEMM configuration that stages its slices: f16 A, B read
@@ -427,23 +462,47 @@ impl QgemmConfig {
             trans_a: false,
             trans_b: true,
             splits: self.splits,
-            stages: 1,
+            stages: self.stages,
         }
     }
 
-    /// Checks the tile (as [`GemmConfig::check`], within the 32 KiB every
-    /// device has) and the format.
-    pub fn check(&self) -> Result<(), ShapeError> {
+    /// Checks the tile (as [`GemmConfig::check`]), the format, and the
+    /// threadgroup memory against `max_threadgroup_memory_bytes` (the
+    /// device's; `u64::MAX` checks the shape alone).
+    pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        self.gemm().check(MAX_THREADGROUP_MEMORY)
+        self.gemm().check(u64::MAX)?;
+        let bytes = self.threadgroup_memory_bytes();
+        if bytes > max_threadgroup_memory_bytes {
+            return Err(ShapeError::new(self.name(), format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
+        }
+        Ok(())
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}[_splitk]`.
+    /// Threadgroup memory: A's slices, the dequantized B slice, and with
+    /// stages the packed words and scales of each stage.
+    pub fn threadgroup_memory_bytes(&self) -> u64 {
+        self.gemm().memory_bytes(true)
+    }
+
+    /// Two pipelined stages where they fit `max_threadgroup_memory_bytes`
+    /// (as [`GemmConfig::pipelined_for`]), else unchanged.
+    pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
+        let two = QgemmConfig { stages: 2, ..self };
+        if two.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+            two
+        } else {
+            self
+        }
+    }
+
+    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}[_splitk][_s{stages}]`.
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
-        format!("qgemm_{}_{}_{}x{}_sg{}x{}{split}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
+        format!("qgemm_{}_{}_{}x{}_sg{}x{}{split}{stages}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
     /// The dispatch for an `m × n` result.
@@ -455,9 +514,9 @@ impl QgemmConfig {
 /// The quantized GEMM kernel of `cfg` (see [`QgemmConfig`]).
 ///
 /// # Panics
-/// When `cfg.check()` fails.
+/// When `cfg.check(u64::MAX)` fails.
 pub fn qgemm(cfg: &QgemmConfig) -> Kernel {
-    if let Err(e) = cfg.check() {
+    if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
     build(&cfg.gemm(), cfg.name(), Some(cfg.format))
@@ -496,7 +555,7 @@ impl Stages<'_> {
                     op.fetch(k, &format!("{tag}next_"), cfg, regs, next, lid, threads, vector_loads);
                 }
             });
-            self.multiply(k, tag, acc, None);
+            self.multiply(k, tag, acc, None, None);
             k.threadgroup_barrier(MemFlags::Threadgroup);
             k.if_(next.lt(to), |k| {
                 for (op, regs) in self.ops.iter().zip(held) {
@@ -509,9 +568,9 @@ impl Stages<'_> {
 }
 
 impl Stages<'_> {
-    /// Multiplies the staged slice (in `stage`, or stage 0) into `acc`, one
-    /// K step (16 or 8) at a time.
-    fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage: Option<Ex>) {
+    /// Multiplies the staged slices (A's in `stage_a`, B's in `stage_b`, or
+    /// stage 0) into `acc`, one K step (16 or 8) at a time.
+    fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage_a: Option<Ex>, stage_b: Option<Ex>) {
         let cfg = self.cfg;
         let step = cfg.k_step();
         let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
@@ -523,8 +582,10 @@ impl Stages<'_> {
             let (sg_m, sg_n) = (self.sg_m, self.sg_n);
             let mut a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
             let mut b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
-            if let Some(stage) = stage {
+            if let Some(stage) = stage_a {
                 a_at = stage * (a_rows * lda) + a_at;
+            }
+            if let Some(stage) = stage_b {
                 b_at = stage * (b_rows * ldb) + b_at;
             }
             let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
@@ -540,8 +601,10 @@ impl Stages<'_> {
     /// (`async_wait(stages − 2)`), then one barrier makes every thread's
     /// copies visible and frees the stage slice `i − 1` used, which the
     /// iteration's copies refill. A barrier after the loop frees the stages
-    /// for what follows. The caller knows the slices lie inside the
-    /// matrices, with rows of whole copies.
+    /// for what follows. Packed weights arrive as raw words and scales;
+    /// each iteration dequantizes its slice into the one B slice between
+    /// the first barrier and a second. The caller knows the slices lie
+    /// inside the matrices, with rows of whole copies.
     fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
         let stages = cfg.stages;
@@ -566,7 +629,15 @@ impl Stages<'_> {
             });
             k.async_commit();
             let stage = k.let_("pipe_stage", i % stages);
-            self.multiply(k, "pipe_", acc, Some(stage));
+            let b = &self.ops[1];
+            let stage_b = if b.raw.is_some() {
+                b.dequantize_staged(k, "pipe_", cfg, stage, lid, threads);
+                k.threadgroup_barrier(MemFlags::Threadgroup);
+                None
+            } else {
+                Some(stage)
+            };
+            self.multiply(k, "pipe_", acc, Some(stage), stage_b);
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
@@ -595,6 +666,9 @@ struct Operand {
     slice: (u32, u32),
     origin: Ex,
     k_is_row: bool,
+    /// Pipelined packed weights: the stages of raw words (`[tk / 8][tn]`
+    /// each, as in memory) and of the slice's scales (`tn` each).
+    raw: Option<(Mem, Mem)>,
 }
 
 impl Operand {
@@ -654,8 +728,12 @@ impl Operand {
     /// copies (the caller checks), so every copy reads.
     #[allow(clippy::too_many_arguments)]
     fn copy_async(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, k0: Ex, stage: Ex, lid: Ex, threads: u32) {
-        let Source::Values { vector: view, .. } = self.source else {
-            unreachable!("packed weights are dequantized through registers");
+        let view = match (self.source, self.raw) {
+            (Source::Values { vector, .. }, _) => vector,
+            (Source::Packed { words, scales, group, .. }, Some((raw, raw_scales))) => {
+                return self.copy_packed_async(k, tag, cfg, k0, stage, lid, threads, [words, scales, raw, raw_scales], group);
+            }
+            (Source::Packed { .. }, None) => unreachable!("a pipelined kernel declares the raw stages of packed weights"),
         };
         let elems = cfg.copy_elems();
         let (rows, cols) = self.slice;
@@ -677,6 +755,67 @@ impl Operand {
             } else {
                 k.if_(j.lt(copies), copy);
             }
+        }
+    }
+
+    /// The packed counterpart of [`Operand::copy_async`]: the slice's
+    /// `tk / 8` rows of `tn` words (4 per copy) and the `tn` scales of its
+    /// group (8 per copy) into `stage` of the raw staging arrays (`mems`:
+    /// the words, the scales, and their stages).
+    #[allow(clippy::too_many_arguments)]
+    fn copy_packed_async(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, k0: Ex, stage: Ex, lid: Ex, threads: u32, mems: [Mem; 4], group: Ex) {
+        let [words, scales, raw, raw_scales] = mems;
+        let (stage_words, cols) = cfg.packed_stage_elems();
+        let n = self.shape.0;
+        let name = &format!("{tag}{}", self.name);
+        let per_row = cols / 4;
+        let copies = stage_words / 4;
+        for u in 0..copies.div_ceil(threads) {
+            let j = k.let_(&format!("{name}wj{u}"), lid + u * threads);
+            let (r, c) = (j / per_row, j % per_row * 4u32);
+            let copy = |k: &mut KernelBuilder| {
+                let at = k.let_(&format!("{name}wat{u}"), (k0 / VALUES_PER_WORD as u32 + r) * n + self.origin + c);
+                k.async_copy(raw.at(stage * stage_words + r * cols + c), words.at(at), 4, true);
+            };
+            if (u + 1) * threads <= copies {
+                copy(k);
+            } else {
+                k.if_(j.lt(copies), copy);
+            }
+        }
+        let scale_copies = cols / 8;
+        for u in 0..scale_copies.div_ceil(threads) {
+            let j = k.let_(&format!("{name}sj{u}"), lid + u * threads);
+            k.if_(j.lt(scale_copies), |k| {
+                let at = k.let_(&format!("{name}sat{u}"), k0 / group * n + self.origin + j * 8u32);
+                k.async_copy(raw_scales.at(stage * cols + j * 8u32), scales.at(at), 8, true);
+            });
+        }
+    }
+
+    /// Whether every copy of this operand's slices is whole and aligned:
+    /// rows of whole 16-byte copies (values), or N a multiple of 8 (packed:
+    /// 4 words or 8 scales per copy).
+    fn copies_aligned(&self, cfg: &GemmConfig) -> Ex {
+        match self.source {
+            Source::Values { .. } => (self.shape.1 % cfg.copy_elems()).eq(0u32),
+            Source::Packed { .. } => (self.shape.0 % 8u32).eq(0u32),
+        }
+    }
+
+    /// Dequantizes `stage` of the raw words and scales into the B slice, each thread the words [`Operand::slot`] gives it.
+    fn dequantize_staged(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, stage: Ex, lid: Ex, threads: u32) {
+        let (Source::Packed { format, .. }, Some((raw, raw_scales))) = (self.source, self.raw) else {
+            return;
+        };
+        let (stage_words, cols) = cfg.packed_stage_elems();
+        let name = &format!("{tag}{}", self.name);
+        for u in 0..self.per_thread(threads) {
+            self.slot(k, &format!("{tag}dq_"), u, lid, threads, |k, r, c| {
+                let word = k.let_(&format!("{name}word{u}"), raw.get(stage * stage_words + c / VALUES_PER_WORD as u32 * cols + r));
+                let scale = raw_scales.get(stage * cols + r).cast(Type::F32);
+                self.store_dequantized(k, &format!("{name}{u}"), format, r, c, word, scale);
+            });
         }
     }
 
@@ -751,22 +890,30 @@ impl Operand {
                 let scale = k.var(&format!("{name}scale{u}"), 0.0f32);
                 let inside = col.lt(n).and((k0 + c).lt(self.shape.1));
                 k.if_(inside, |k| k.assign(scale, scales.get((k0 + c) / group * n + col).cast(Type::F32)));
-                let word = reg.get();
-                let hi = k.let_(&format!("{name}hi{u}"), word >> 12u32);
-                let values: Vec<Ex> = (0..VALUES_PER_WORD as u32)
-                    .map(|j| {
-                        let v = match format {
-                            Format::Fp4 => fp4_code_value(nibble(word, j)),
-                            _ => int4_value(word, hi, j),
-                        };
-                        (v * scale.get()).cast(Type::F16)
-                    })
-                    .collect();
-                let half4 = Type::vector(enigma_ir::Scalar::F16, VEC as u8);
-                k.store(self.staged.at(at), vector(half4, &values[..4]));
-                k.store(self.staged.at(at + 1u32), vector(half4, &values[4..]));
+                self.store_dequantized(k, &format!("{name}{u}"), format, r, c, reg.get(), scale.get());
             });
         }
+    }
+
+    /// Writes the 8 values of packed `word` (column `r`, K values `c …
+    /// c + 7` of the slice), each times `scale` and rounded to f16, to the
+    /// B slice as two vectors.
+    #[allow(clippy::too_many_arguments)]
+    fn store_dequantized(&self, k: &mut KernelBuilder, name: &str, format: Format, r: Ex, c: Ex, word: Ex, scale: Ex) {
+        let at = (r * (self.slice.1 + PAD) + c) / VEC;
+        let hi = k.let_(&format!("{name}hi"), word >> 12u32);
+        let values: Vec<Ex> = (0..VALUES_PER_WORD as u32)
+            .map(|j| {
+                let v = match format {
+                    Format::Fp4 => fp4_code_value(nibble(word, j)),
+                    _ => int4_value(word, hi, j),
+                };
+                (v * scale).cast(Type::F16)
+            })
+            .collect();
+        let half4 = Type::vector(enigma_ir::Scalar::F16, VEC as u8);
+        k.store(self.staged.at(at), vector(half4, &values[..4]));
+        k.store(self.staged.at(at + 1u32), vector(half4, &values[4..]));
     }
 }
 
