@@ -1,7 +1,8 @@
 """Memory and indexing: threadgroup arrays, loads and stores, atomics,
-``load_if``, asynchronous copies (``async_copy``, ``async_wait``), and subscripts — one flat index, or one per dimension of a
-shaped buffer or threadgroup array, each checked against its dimension
-(``dim_check``) and combined row-major.
+``load_if``, asynchronous copies (``async_copy``, ``async_wait``), and
+subscripts — one flat index, or one per dimension of a shaped buffer or
+threadgroup array, each checked against its dimension (``dim_check``) and
+combined row-major.
 """
 
 from __future__ import annotations
