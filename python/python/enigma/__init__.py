@@ -88,8 +88,9 @@ The kernel language (a subset of Python):
   closes this thread's group of copies and ``enigma.async_wait(pending)``
   waits until at most ``pending`` (a constant, at most 7) of its groups are
   in flight. After the wait and a barrier the copied elements are readable
-  by every thread; touching them earlier is an ``async_copy_in_flight``
-  sanitizer finding. On CUDA this is ``cp.async``.
+  by every thread; touching them before the wait is an
+  ``async_copy_in_flight`` sanitizer finding, reading another thread's before
+  the barrier a race. On CUDA this is ``cp.async``.
 * Multi-dimensional indexing (row-major, like numpy's C order): a buffer
   declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
   (each size an int, or the name of a by-value parameter, a specialisation
