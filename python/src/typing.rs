@@ -147,6 +147,34 @@ pub fn texture_texel_type(texture: &str, texel: &str) -> PyResult<String> {
     result(typing::texture_texel(texture, scalar(texel)?))
 }
 
+/// How many bytes `async_copy` moves: `count` elements from `src` (named,
+/// a device buffer or not, of `src_elem`s) into `dst` (named, threadgroup
+/// memory or not, of `dst_elem`s), with a `valid` flag of type `valid`
+/// (`typing::async_copy_memories`, then `typing::async_copy`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn async_copy_bytes(
+    dst: &str,
+    dst_is_threadgroup: bool,
+    dst_elem: &str,
+    src: &str,
+    src_is_buffer: bool,
+    src_elem: &str,
+    count: u32,
+    valid: &str,
+) -> PyResult<u32> {
+    let (dst_elem, src_elem, valid) = (ty(dst_elem)?, ty(src_elem)?, ty(valid)?);
+    typing::async_copy_memories(dst, dst_is_threadgroup, src, src_is_buffer)
+        .and_then(|()| typing::async_copy(dst_elem, src_elem, count, valid))
+        .map_err(|k| TypingError::new_err(k.to_string()))
+}
+
+/// Checks `async_wait(pending)` (`typing::async_wait`).
+#[pyfunction]
+pub fn async_wait_check(pending: u32) -> PyResult<()> {
+    typing::async_wait(pending).map_err(|k| TypingError::new_err(k.to_string()))
+}
+
 /// Every binary operator's JSON name.
 #[pyfunction]
 pub fn binary_ops() -> Vec<String> {
@@ -181,6 +209,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(texture_read_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(texture_sample_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(texture_texel_type, m)?)?;
+    m.add_function(wrap_pyfunction!(async_copy_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(async_wait_check, m)?)?;
     m.add_function(wrap_pyfunction!(binary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(unary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(intrinsics, m)?)?;

@@ -49,6 +49,15 @@
 //!   any `return`, loads two f32 8×8 tiles from the extra input `mat_in`,
 //!   multiplies them (maybe accumulating into a filled or diagonal tile) and
 //!   stores the result to the SIMD group's own 64 elements of `mat_out`.
+//! * **Asynchronous copies** (with `async_copies`): a phase at the top level,
+//!   before any `return`, copies the extra input `async_in` into the
+//!   threadgroup array `async_tg` with `async_copy` (4 elements per thread
+//!   and stage, in copies of 4, 8 or 16 bytes at aligned indices, zeros
+//!   where a random condition is false or the copy would run past the end),
+//!   `async_commit`, then `async_wait(0)` — or for two stages
+//!   `async_wait(1)`, a barrier and the first stage's reads, then
+//!   `async_wait(0)` — a barrier, and reads of other threads' elements into
+//!   locals; `async_tg` then joins the readable threadgroup arrays.
 //! * **Textures** (with `textures`): a phase at the top level reads one texel
 //!   of the extra input `tex_in` (a small one-channel texture of 32-bit
 //!   texels) at `(e % get_width, e' % get_height)` into a local, and every
@@ -121,6 +130,11 @@ pub struct GenConfig {
     /// extra input `mat_in`, multiplied, stored to an extra output `mat_out`, one
     /// 64-element region per SIMD group); needs `floats`.
     pub matrices: bool,
+    /// An asynchronous-copy phase may appear (the extra input `async_in`
+    /// copied into the threadgroup array `async_tg` in one or two stages of
+    /// `async_copy`, `async_commit`, `async_wait` and a barrier, then read);
+    /// copies are exact, so every backend must agree.
+    pub async_copies: bool,
     /// A texture phase may appear (a texel of the extra input texture
     /// `tex_in` read into a local; each thread's texel of the extra output
     /// texture `tex_out` written at the end). Off by default, since only the
@@ -147,6 +161,7 @@ impl Default for GenConfig {
             early_return: true,
             divergent_simd: true,
             matrices: true,
+            async_copies: true,
             textures: false,
         }
     }
@@ -474,6 +489,9 @@ impl<'c> Gen<'c> {
         }
         if self.cfg.textures && self.ch.chance(60) {
             self.texture_phase(&mut body, top);
+        }
+        if self.cfg.async_copies && self.ch.chance(40) {
+            self.async_phase(&mut body);
         }
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
@@ -811,6 +829,101 @@ impl<'c> Gen<'c> {
         loop_body.push(barrier());
         self.scope.truncate(saved);
         body.push(stmt(StmtKind::For { var: r, start: lit_u32(0), end: lit_u32(rounds), step: lit_u32(1), body: loop_body }));
+        self.tg_readable = true;
+    }
+
+    /// An asynchronous-copy phase at the top level, before any `return`: the
+    /// extra input `async_in` (4–64 elements, a multiple of 4, of the
+    /// generator's element types) is copied into the threadgroup array
+    /// `async_tg`, 4 elements per thread and stage at `(stage·T + lid)·4`, in
+    /// copies of 1, 2 or 4 elements (4, 8 or 16 bytes) at offsets aligned to
+    /// their size. A copy of `c` elements reads `async_in[j·c ..]` for a
+    /// random `j` below `len / c` (valid under a random condition or always),
+    /// or below `len / c + 2`, valid only while `j·c` is inside the input (the
+    /// source of an invalid copy is not read). Each stage is committed; one
+    /// stage is waited for with `async_wait(0)`, two with `async_wait(1)`, a
+    /// barrier and the first stage's reads, then `async_wait(0)`; a barrier
+    /// precedes each stage's reads of other threads' elements, converted to
+    /// the first output's element type (an `f32` at least 0 for `u32`, an
+    /// integer masked to 0..=255 for `f32`) into new locals, which that
+    /// output's first element adds up.
+    fn async_phase(&mut self, body: &mut Block) {
+        let top = Ctx { depth: 0, full: true, loop_exits: false, return_ok: false, top: true };
+        let elem = self.elem_type();
+        let len = 4 * self.ch.range(1, 16);
+        let input = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name: "async_in".into(), kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read } });
+        let data = (0..len)
+            .map(|_| match elem {
+                Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
+                _ => self.rng.next() as u32,
+            })
+            .collect();
+        self.args.push(CaseArg::Input { elem, data });
+        let stages = self.ch.range(1, 2);
+        let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
+        let tg = Memory::Threadgroup(id);
+        self.k.threadgroup_arrays.push(ThreadgroupArray { name: "async_tg".into(), elem: elem.into(), len: stages * self.tg_size * 4 });
+        let lid = || Expr::Builtin(Builtin::ThreadIndexInThreadgroup);
+        let threads = self.tg_size;
+        // Element `at` of thread `thread`'s slot in `stage`.
+        let slot = |stage: u32, thread: Expr, at: u32| {
+            let thread = if stage == 0 { thread } else { bin(BinaryOp::Add, lit_u32(stage * threads), thread) };
+            let first = bin(BinaryOp::Mul, thread, lit_u32(4));
+            if at == 0 {
+                first
+            } else {
+                bin(BinaryOp::Add, first, lit_u32(at))
+            }
+        };
+        for stage in 0..stages {
+            let mut at = 0;
+            while at < 4 {
+                let count = self.ch.pick(&[1u32, 2, 4].into_iter().filter(|c| at % c == 0 && at + c <= 4).collect::<Vec<_>>());
+                let blocks = len / count;
+                let past_end = self.ch.chance(30);
+                let j = self.index(if past_end { blocks + 2 } else { blocks }, 1, top);
+                let from = self.local("a", Scalar::U32, false);
+                body.push(stmt(StmtKind::Assign { var: from, value: bin(BinaryOp::Mul, j, lit_u32(count)) }));
+                let valid = match (past_end, self.ch.below(3)) {
+                    (true, 0) => bin(BinaryOp::Lt, Expr::Var(from), lit_u32(len)),
+                    (true, _) => bin(BinaryOp::And, bin(BinaryOp::Lt, Expr::Var(from), lit_u32(len)), self.bool_expr(1, top)),
+                    (false, 0) => Expr::Literal(Literal::bool(true)),
+                    (false, _) => self.bool_expr(1, top),
+                };
+                body.push(stmt(StmtKind::AsyncCopy {
+                    dst: tg,
+                    dst_index: slot(stage, lid(), at),
+                    src: Memory::Buffer(input),
+                    src_index: Expr::Var(from),
+                    count,
+                    valid,
+                }));
+                at += count;
+            }
+            body.push(stmt(StmtKind::AsyncCommit));
+        }
+        let barrier = || stmt(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::Threadgroup });
+        for stage in 0..stages {
+            body.push(stmt(StmtKind::AsyncWait { pending: stages - 1 - stage }));
+            body.push(barrier());
+            for _ in 0..self.ch.range(1, 2) {
+                // Another thread's element: `(lid + r) % T`.
+                let thread = bin(BinaryOp::Rem, bin(BinaryOp::Add, lid(), lit_u32(self.ch.below(threads))), lit_u32(threads));
+                let load = Expr::Load { mem: tg, index: Box::new(slot(stage, thread, self.ch.below(4))) };
+                let to = self.outputs[0].elem;
+                let value = match (elem, to) {
+                    _ if elem == to => load,
+                    (Scalar::F32, Scalar::U32) => cast(to, call(Intrinsic::Max, vec![load, lit_f32(0.0)])),
+                    (Scalar::I32, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_i32(255))),
+                    (_, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_u32(255))),
+                    _ => cast(to, load),
+                };
+                let var = self.local("ar", to, false);
+                body.push(stmt(StmtKind::Assign { var, value }));
+            }
+        }
+        self.tg.push((id, elem));
         self.tg_readable = true;
     }
 

@@ -424,6 +424,18 @@ pub fn async_copy(dst_elem: Type, src_elem: Type, count: u32, valid: Type) -> Re
     Ok(bytes as u32)
 }
 
+/// The ends of `async_copy`: the source `src` is a device buffer
+/// (`src_is_buffer`), the destination `dst` threadgroup memory
+/// (`dst_is_threadgroup`); each named for the message.
+pub fn async_copy_memories(dst: &str, dst_is_threadgroup: bool, src: &str, src_is_buffer: bool) -> Result<(), K> {
+    if !dst_is_threadgroup || !src_is_buffer {
+        return Err(K::AsyncCopy {
+            problem: format!("copies from a device buffer to threadgroup memory, not from `{src}` to `{dst}`"),
+        });
+    }
+    Ok(())
+}
+
 /// `async_wait(pending)`: at most [`crate::limits::MAX_ASYNC_PENDING`].
 pub fn async_wait(pending: u32) -> Result<(), K> {
     if pending > crate::limits::MAX_ASYNC_PENDING {

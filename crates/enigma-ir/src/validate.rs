@@ -432,15 +432,13 @@ impl<'k> Validator<'k> {
                 self.info.written_textures.insert(*tex);
             }
             StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
-                if !matches!(dst, Memory::Threadgroup(_)) || !matches!(src, Memory::Buffer(_)) {
-                    return Err(self.err(ValidationErrorKind::AsyncCopy {
-                        problem: format!(
-                            "copies from a device buffer to threadgroup memory, not from `{}` to `{}`",
-                            self.kernel.memory_name(*src),
-                            self.kernel.memory_name(*dst)
-                        ),
-                    }));
-                }
+                typing::async_copy_memories(
+                    self.kernel.memory_name(*dst),
+                    matches!(dst, Memory::Threadgroup(_)),
+                    self.kernel.memory_name(*src),
+                    matches!(src, Memory::Buffer(_)),
+                )
+                .map_err(|k| self.err(k))?;
                 let (dst_elem, _) = self.memory_access(*dst, dst_index, state, true)?;
                 let (src_elem, _) = self.memory_access(*src, src_index, state, false)?;
                 let (valid_ty, _) = self.expr(valid, state)?;

@@ -111,6 +111,38 @@ fn texture_cases_read_and_write_textures() {
     assert!(written * 2 >= with_textures.len(), "{written} of {} cases wrote a non-zero texel", with_textures.len());
 }
 
+/// The asynchronous-copy phase appears, in one and two stages, and what it
+/// copies reaches the outputs: changing `async_in` changes them.
+#[test]
+fn async_copy_cases_copy_into_the_outputs() {
+    let with_copies: Vec<(KernelCase, usize)> = (0..48)
+        .map(testgen::case)
+        .filter_map(|case| {
+            let param = case.kernel.params.iter().position(|p| p.name == "async_in")?;
+            Some((case, param))
+        })
+        .collect();
+    assert!(with_copies.len() >= 8, "{} of 48 cases copy asynchronously", with_copies.len());
+    let two_stages = with_copies.iter().filter(|(case, _)| print(&case.kernel).contains("async_wait(1)")).count();
+    assert!(two_stages > 0 && two_stages < with_copies.len(), "{two_stages} of {} cases have two stages", with_copies.len());
+    let changed = with_copies
+        .iter()
+        .filter(|(case, param)| {
+            let mut other = case.clone();
+            if let CaseArg::Input { elem, data } = &mut other.args[*param] {
+                for w in data.iter_mut() {
+                    *w = match elem {
+                        enigma_ir::Scalar::F32 => (f32::from_bits(*w) + 1.0).to_bits(),
+                        _ => !*w,
+                    };
+                }
+            }
+            run(case, false).unwrap() != run(&other, false).unwrap()
+        })
+        .count();
+    assert!(changed * 2 >= with_copies.len(), "{changed} of {} cases' outputs depend on async_in", with_copies.len());
+}
+
 #[test]
 fn seeded_cases_run_and_repeat_exactly() {
     let int_only = GenConfig { floats: false, ..GenConfig::default() };

@@ -81,6 +81,16 @@ The kernel language (a subset of Python):
 * ``scratch = enigma.threadgroup_alloc("float", 32)`` declares threadgroup
   memory; ``T = enigma.spec("T", enigma.u32, 32)`` a specialisation
   constant, set with ``enigma.compile(k, T=64)``.
+* ``enigma.async_copy(tile[i], src[j], count=4, valid=j < n)`` starts
+  copying ``count`` elements of device buffer ``src`` into threadgroup array
+  ``tile`` (4, 8 or 16 bytes, both ends aligned to that size; zeros where
+  ``valid`` is false, without reading ``src``); ``enigma.async_commit()``
+  closes this thread's group of copies and ``enigma.async_wait(pending)``
+  waits until at most ``pending`` (a constant, at most 7) of its groups are
+  in flight. After the wait and a barrier the copied elements are readable
+  by every thread; touching them before the wait is an
+  ``async_copy_in_flight`` sanitizer finding, reading another thread's before
+  the barrier a race. On CUDA this is ``cp.async``.
 * Multi-dimensional indexing (row-major, like numpy's C order): a buffer
   declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
   (each size an int, or the name of a by-value parameter, a specialisation

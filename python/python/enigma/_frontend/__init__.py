@@ -26,7 +26,7 @@ The package splits the compiler by concern; :class:`KernelCompiler`
 * ``statements`` — statements and control flow, hoisted temporaries;
 * ``expressions`` — names, attributes, operators, constant folding;
 * ``conversions`` — literal adaptation, conversions, operand unification;
-* ``memory`` — loads, stores, atomics, multi-dimensional subscripts;
+* ``memory`` — loads, stores, atomics, asynchronous copies, multi-dimensional subscripts;
 * ``matrices`` — SIMD-group matrices;
 * ``textures`` — texture parameters and their methods;
 * ``intrinsics`` — builtins, type calls and the intrinsic functions;

@@ -68,8 +68,14 @@ class Conversions:
         as a DType or MatrixType. The rule's refusal becomes a CompileError
         at ``node``: the rule's own message, then ``hint`` (the front end's
         advice)."""
+        return _ir_type(self._check(node, rule, *args, hint=hint))
+
+    def _check(self, node, rule, *args, hint=""):
+        """What one of the IR's typing rules returns (``_rule`` without
+        reading it as a type: ``_enigma.async_copy_bytes`` gives a size), its
+        refusal a CompileError at ``node`` as in ``_rule``."""
         try:
-            return _ir_type(rule(*(_ir_name(a) for a in args)))
+            return rule(*(_ir_name(a) for a in args))
         except _enigma.TypingError as e:
             message = str(e)
             for rust, python in _PY_SPELLING.items():

@@ -1,7 +1,8 @@
 """Memory and indexing: threadgroup arrays, loads and stores, atomics,
-``load_if``, and subscripts — one flat index, or one per dimension of a
-shaped buffer or threadgroup array, each checked against its dimension
-(``dim_check``) and combined row-major.
+``load_if``, asynchronous copies (``async_copy``, ``async_wait``), and
+subscripts — one flat index, or one per dimension of a shaped buffer or
+threadgroup array, each checked against its dimension (``dim_check``) and
+combined row-major.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import numbers
 
 from .. import _enigma
 from .._lang import Builtin
-from .._types import DType, u32, u64
+from .._types import DType, bool_, u32, u64
+from .conversions import _default_type
 from .irjson import _extract, _lit
 from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
 
@@ -90,6 +92,49 @@ class Memory:
         load = {"load": {"mem": mem.mem, "index": index}}
         self.emit({"if": {"cond": cond, "then_body": [{"kind": {"assign": {"var": var, "value": load}}, "loc": {"file": self.file, "line": call.lineno}}], "else_body": []}}, call)
         return Val({"var": var}, mem.elem)
+
+    def _async_copy(self, call):
+        """``enigma.async_copy(dst[i], src[j], count=1, valid=True)``: starts
+        copying ``count`` elements of device buffer ``src`` from ``j`` into
+        threadgroup array ``dst`` from ``i`` (zeros where ``valid`` is false);
+        the IR's rule checks the memories, the size and ``valid``."""
+        name = "async_copy"
+        args = self._bind(call, name, ["dst", "src", "count", "valid"], 2)
+        ends = []
+        for what in ("dst", "src"):
+            node = args[what]
+            mem = self.expr(node.value) if isinstance(node, ast.Subscript) else None
+            if not isinstance(mem, MemRef):
+                raise self.error(call, f"`{what}` of enigma.async_copy is an element of a buffer or threadgroup array (`tile[i]`, `src[j]`), where the copy starts")
+            ends.append((mem, self._index(node.slice, mem, call)))
+        (dst, dst_index), (src, src_index) = ends
+        count = self._u32_constant(args["count"], "count", name, call) if "count" in args else 1
+        valid = self._decay(self.value(args["valid"])) if "valid" in args else untyped(True)
+        valid_ty = (bool_ if isinstance(valid.lit, bool) else _default_type(valid.lit)) if valid.untyped else valid.ty
+        self._check(
+            call, _enigma.async_copy_bytes, dst.name, dst.param is None, dst.elem, src.name, src.param is not None, src.elem, count, valid_ty
+        )
+        valid_expr = _lit(valid.lit, bool_) if valid.untyped else valid.expr
+        self.emit(
+            {"async_copy": {"dst": dst.mem, "dst_index": dst_index, "src": src.mem, "src_index": src_index, "count": count, "valid": valid_expr}},
+            call,
+        )
+
+    def _async_wait(self, call):
+        """``enigma.async_wait(pending)``: waits until at most ``pending``
+        (a constant) of this thread's committed groups of copies are in flight."""
+        args = self._bind(call, "async_wait", ["pending"], 1)
+        pending = self._u32_constant(args["pending"], "pending", "async_wait", call)
+        self._check(call, _enigma.async_wait_check, pending)
+        self.emit({"async_wait": {"pending": pending}}, call)
+
+    def _u32_constant(self, node, what, name, call):
+        """Argument ``what`` of ``enigma.name``: an int known at compile time, 0 to 2**32 - 1."""
+        v = self.value(node)
+        if not v.untyped or not isinstance(v.lit, int) or isinstance(v.lit, bool) or not 0 <= v.lit < (1 << 32):
+            found = f"a {v.ty} value" if not v.untyped else repr(v.lit)
+            raise self.error(call, f"`{what}` of enigma.{name} is a non-negative integer known at compile time, not {found}")
+        return v.lit
 
     def _subscript(self, node):
         base = self.expr(node.value)

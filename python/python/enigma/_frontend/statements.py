@@ -154,9 +154,16 @@ class Statements:
                     return
                 if name == "simdgroup_store":
                     return self._matrix_store(v)
+                if name == "async_copy":
+                    return self._async_copy(v)
+                if name == "async_commit":
+                    self._bind(v, name, [], 0)
+                    return self.emit("async_commit", v)
+                if name == "async_wait":
+                    return self._async_wait(v)
                 if name in ("if_", "elif_", "else_", "for_range"):
                     raise self.error(v, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
-        raise self.error(node, "this expression statement has no effect (only barriers, atomics and simdgroup_store can stand alone)")
+        raise self.error(node, "this expression statement has no effect (only barriers, atomics, simdgroup_store and the async_* statements can stand alone)")
 
     def _assign(self, target, value_node, node):
         if isinstance(target, ast.Name):
