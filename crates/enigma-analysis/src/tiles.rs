@@ -176,6 +176,15 @@ pub struct TileConfig {
     /// SIMD-group grid `[along M, along N]`; `None` picks one (see
     /// [`partition`]).
     pub sg_grid: Option<[u32; 2]>,
+    /// [`TileVariant::Staged`]: slices of K held at once — 1 stages the
+    /// next slice through registers, 2 or more are the GEMM's pipelined
+    /// stages, filled by asynchronous copies. The other variants ignore it.
+    #[serde(default = "one_stage")]
+    pub stages: u32,
+}
+
+fn one_stage() -> u32 {
+    1
 }
 
 impl TileConfig {
@@ -189,6 +198,7 @@ impl TileConfig {
             group_size: DEFAULT_GROUP_SIZE,
             simdgroups: DEFAULT_SIMDGROUPS,
             sg_grid: None,
+            stages: 1,
         }
     }
 }
@@ -513,14 +523,17 @@ impl TileReport {
 
 /// Threadgroup bytes `(A side, B side)` of a configuration: separate
 /// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`, staged
-/// `(M·(K + 8)·2, K·(N + 8)·2)` ([`staged_slice_bytes`]); saturating at
-/// `u64::MAX` (only tiles no threadgroup holds come near it).
-pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, simdgroups: u32) -> (u64, u64) {
+/// `(M·(K + 8)·2, K·(N + 8)·2)` ([`staged_slice_bytes`]) times `stages`;
+/// saturating at `u64::MAX` (only tiles no threadgroup holds come near it).
+pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, simdgroups: u32, stages: u32) -> (u64, u64) {
     let (m, n, k) = (u64::from(shape.m), u64::from(shape.n), u64::from(shape.k));
     match variant {
         TileVariant::Separate => (4u64.saturating_mul(m * k), 4u64.saturating_mul(k * n)),
         TileVariant::Fused => (2u64.saturating_mul(m * k), u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
-        TileVariant::Staged => (staged_slice_bytes(shape.m, shape.k, 2), staged_slice_bytes(shape.k, shape.n, 2)),
+        TileVariant::Staged => {
+            let s = u64::from(stages.max(1));
+            (staged_slice_bytes(shape.m, shape.k, 2).saturating_mul(s), staged_slice_bytes(shape.k, shape.n, 2).saturating_mul(s))
+        }
     }
 }
 
@@ -591,7 +604,7 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
     let threads = threads as u32;
     let part = partition(shape.m, shape.n, sg, config.sg_grid)?;
 
-    let (a_bytes, b_bytes) = threadgroup_memory(shape, config.variant, sg);
+    let (a_bytes, b_bytes) = threadgroup_memory(shape, config.variant, sg, config.stages);
     let tg_memory_bytes = a_bytes
         .checked_add(b_bytes)
         .filter(|b| *b < u64::MAX)

@@ -160,11 +160,12 @@ fn runs_clean_under_the_sanitizer() {
 fn the_planner_reports_what_the_kernel_uses() {
     use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
-    for input in [DType::F16, DType::BF16] {
-        let cfg = GemmConfig::new(input, DType::F32);
+    let pipelined = GemmConfig { tm: 64, tn: 64, stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
+    for cfg in [GemmConfig::new(DType::F16, DType::F32), GemmConfig::new(DType::BF16, DType::F32), pipelined] {
         let planned = TileConfig {
             simdgroups: cfg.sg_rows * cfg.sg_cols,
             sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
+            stages: cfg.stages,
             ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &device, None).unwrap();

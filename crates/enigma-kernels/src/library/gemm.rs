@@ -1002,4 +1002,23 @@ mod tests {
         assert_eq!(cfg.with_threads(32).map(|c| (c.tm, c.tn)), Ok((64, 64)));
         assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
     }
+
+    /// The quantized GEMM declares the threadgroup memory its configuration
+    /// reports, with and without the raw stages of the pipelined form.
+    #[test]
+    fn qgemm_memory_is_what_the_kernel_declares() {
+        for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
+            let cfg = QgemmConfig { stages, ..QgemmConfig::for_rows(Format::Int4, DType::F16, rows) };
+            let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+            assert_eq!(cfg.threadgroup_memory_bytes(), declared, "{}", cfg.name());
+        }
+        // 64 rows, two stages: A 2 × 64 × 40 halves, B 128 × 40 halves, and
+        // per stage 4 × 128 words and 128 scales.
+        let cfg = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 64) };
+        assert_eq!(cfg.threadgroup_memory_bytes(), 2 * 64 * 40 * 2 + 128 * 40 * 2 + 2 * (512 * 4 + 128 * 2));
+        assert!(cfg.check(32 * 1024).is_ok());
+        let big = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 128) };
+        assert!(big.check(32 * 1024).unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
+        assert_eq!(QgemmConfig::for_rows(Format::Fp4, DType::F16, 128).pipelined_for(32 * 1024).stages, 1);
+    }
 }

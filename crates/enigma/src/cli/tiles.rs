@@ -70,6 +70,10 @@ pub struct Args {
     /// K-values per quantization scale.
     #[arg(long = "group-size", default_value_t = tiles::DEFAULT_GROUP_SIZE)]
     pub group_size: u32,
+    /// With --variant staged: slices of K in threadgroup memory at once (1:
+    /// staged through registers; 2 or 3: pipelined by asynchronous copies).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(enigma_kernels::library::gemm::MAX_STAGES)))]
+    pub stages: u32,
     /// Override the device's peak FP16 TFLOPS (for the machine balance).
     #[arg(long)]
     pub tflops: Option<f64>,
@@ -134,6 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         group_size: args.group_size,
         simdgroups: args.simdgroups,
         sg_grid: args.sg_grid,
+        stages: args.stages,
     };
     let report = tiles::plan_tile(&config, &device, problem)?;
     if args.json {
