@@ -541,24 +541,28 @@ impl<'c> Gen<'c> {
         }
     }
 
+    /// A read-only buffer parameter of `len` random `elem`s (small integers
+    /// as f32), with its argument.
+    fn input_buffer(&mut self, name: String, elem: Scalar, len: u32) -> ParamId {
+        let param = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name, kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read } });
+        let data = (0..len)
+            .map(|_| match elem {
+                Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
+                _ => self.rng.next() as u32,
+            })
+            .collect();
+        self.args.push(CaseArg::Input { elem, data });
+        param
+    }
+
     fn declare_params(&mut self) {
         let n_in = self.ch.range(1, self.cfg.max_inputs.max(1) as u32);
         for k in 0..n_in {
             let elem = self.elem_type();
             let (lo, hi) = self.cfg.input_len;
             let len = if self.ch.chance(30) { self.total } else { self.ch.range(lo.max(1), hi.max(lo).max(1)) };
-            let param = ParamId(self.k.params.len() as u32);
-            self.k.params.push(Param {
-                name: format!("in{k}"),
-                kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read },
-            });
-            let data = (0..len)
-                .map(|_| match elem {
-                    Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
-                    _ => self.rng.next() as u32,
-                })
-                .collect();
-            self.args.push(CaseArg::Input { elem, data });
+            let param = self.input_buffer(format!("in{k}"), elem, len);
             self.inputs.push(Input { param, elem, len });
         }
         let n_out = self.ch.range(1, self.cfg.max_outputs.max(1) as u32);
@@ -851,15 +855,7 @@ impl<'c> Gen<'c> {
         let top = Ctx { depth: 0, full: true, loop_exits: false, return_ok: false, top: true };
         let elem = self.elem_type();
         let len = 4 * self.ch.range(1, 16);
-        let input = ParamId(self.k.params.len() as u32);
-        self.k.params.push(Param { name: "async_in".into(), kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read } });
-        let data = (0..len)
-            .map(|_| match elem {
-                Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
-                _ => self.rng.next() as u32,
-            })
-            .collect();
-        self.args.push(CaseArg::Input { elem, data });
+        let input = self.input_buffer("async_in".into(), elem, len);
         let stages = self.ch.range(1, 2);
         let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
         let tg = Memory::Threadgroup(id);
