@@ -16,8 +16,15 @@
 //! bounds-checked scalar loads with zeros past the edges otherwise), written
 //! to threadgroup memory between two barriers: the global-memory latency of
 //! step `i + 1` overlaps the multiplies of step `i` with one slice of
-//! threadgroup memory. The epilogue writes each lane's elements through the
-//! per-lane view, skipping those past M or N. Any M, N, K work.
+//! threadgroup memory. With [`GemmConfig::stages`] of 2 or more, a
+//! threadgroup whose slices lie inside the matrices with rows of whole
+//! 16-byte copies stages them with asynchronous copies instead (`cp.async`
+//! on CUDA): `stages` slices of threadgroup memory, the copies of slice
+//! `i + stages − 1` in flight while slice `i` is multiplied, one barrier per
+//! slice (`Stages::pipeline`); packed weights ([`QgemmConfig`]) arrive as
+//! raw words and scales and are dequantized from threadgroup memory. The
+//! epilogue writes each lane's elements through the per-lane view, skipping
+//! those past M or N. Any M, N, K work.
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
 //! 4-element vector views of the same buffers as `a` and `b` (the batch
