@@ -223,11 +223,11 @@ pub(crate) trait Dialect {
     }
 
     /// The statement (without `;`) of an `async_copy` of `count` elements
-    /// of `elem` (`bytes` in all) from `src` (a place in the buffer whose
-    /// pointer is `src_base`) to `dst`, zeros where `valid` is false. The
-    /// default copies at once, which every kernel that waits for its copies
-    /// before touching them cannot tell from a background copy.
-    fn async_copy(&mut self, dst: Code, src: Code, _src_base: &str, elem: Type, count: u32, _bytes: u32, valid: Code) -> String {
+    /// of `elem` from `src` (a place in the buffer whose pointer is
+    /// `src_base`) to `dst`, zeros where `valid` is false. The default
+    /// copies at once, which every kernel that waits for its copies before
+    /// touching them cannot tell from a background copy.
+    fn async_copy(&mut self, dst: Code, src: Code, _src_base: &str, elem: Type, count: u32, valid: Code) -> String {
         let zero = format!("{}(0)", elem.msl_name());
         if count == 1 {
             return format!("{} = ({}) ? {} : {zero}", dst.text, valid.text, src.text);

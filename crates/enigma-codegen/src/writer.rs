@@ -300,8 +300,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let (src_place, _, _) = self.place(*src, src_index)?;
                 let (src_base, _) = self.memory(*src)?;
                 let valid = self.top_expr(valid)?;
-                let bytes = count * elem.size_bytes();
-                let text = self.dialect.async_copy(dst_place, src_place, &src_base, elem, *count, bytes, valid.code);
+                let text = self.dialect.async_copy(dst_place, src_place, &src_base, elem, *count, valid.code);
                 self.line(&format!("{text};"));
             }
             StmtKind::AsyncCommit => {

@@ -486,8 +486,9 @@ impl Dialect for Cuda {
         Code::postfix(format!("enigma::texture_read<{}>({tex}, {})", self.scalar_name(texel), coord.text))
     }
 
-    fn async_copy(&mut self, dst: Code, src: Code, src_base: &str, _elem: Type, _count: u32, bytes: u32, valid: Code) -> String {
+    fn async_copy(&mut self, dst: Code, src: Code, src_base: &str, elem: Type, count: u32, valid: Code) -> String {
         self.need(Helper::AsyncCopy);
+        let bytes = count * elem.size_bytes();
         format!("enigma::async_copy<{bytes}>(&{}, &{}, {src_base}, {})", dst.text, src.text, valid.text)
     }
 
