@@ -60,7 +60,9 @@
 //!   locals; `async_tg` then joins the readable threadgroup arrays.
 //! * **Textures** (with `textures`): a phase at the top level reads one texel
 //!   of the extra input `tex_in` (a small one-channel texture of 32-bit
-//!   texels) at `(e % get_width, e' % get_height)` into a local, and every
+//!   texels) at `(e % get_width, e' % get_height)` — or, for an f32
+//!   `sample` texture, samples it with a random constant sampler at a uv
+//!   that crosses its edges — into a local, and every
 //!   thread writes its own texel `(gid % threads, gid / threads)` of the extra
 //!   output `tex_out` at the end. Off by default: only the simulator runs
 //!   textures yet.
@@ -997,10 +999,40 @@ impl<'c> Gen<'c> {
         let x = bin(BinaryOp::Rem, self.int_expr(Scalar::U32, 1, ctx), Expr::TextureSize { tex: input, dim: TextureDim::Width });
         let y = bin(BinaryOp::Rem, self.int_expr(Scalar::U32, 1, ctx), Expr::TextureSize { tex: input, dim: TextureDim::Height });
         let coord = Expr::Vector { ty: Type::vector(Scalar::U32, 2), components: vec![x, y] };
-        let read = Expr::TextureRead { tex: input, coord: Box::new(coord) };
+        let read = if texel == Scalar::F32 && access == TextureAccess::Sample && self.ch.chance(70) {
+            self.texture_sample(input, ctx)
+        } else {
+            Expr::TextureRead { tex: input, coord: Box::new(coord) }
+        };
         let value = Expr::Extract { arg: Box::new(read), index: self.ch.below(4) as u8 };
         let var = self.local("t", texel, true);
         body.push(stmt(StmtKind::Assign { var, value }));
+    }
+
+    /// `tex.sample(sampler, uv)` with a random constant sampler (coordinates,
+    /// filter, address mode; pixel coordinates never repeat) at a uv from
+    /// integer expressions: normalised `(e % 16) / 8 − 0.5` in [−0.5, 1.375],
+    /// or pixels `(e % 12) − 1.5` in [−1.5, 10.5], so that edges and the
+    /// address modes are crossed. A blend of texels stays within their range.
+    fn texture_sample(&mut self, tex: ParamId, ctx: Ctx) -> Expr {
+        let coord = self.ch.pick(&[SamplerCoord::Normalized, SamplerCoord::Pixel]);
+        let filter = self.ch.pick(&[SamplerFilter::Nearest, SamplerFilter::Linear]);
+        let address = match coord {
+            SamplerCoord::Normalized => self.ch.pick(&[SamplerAddress::ClampToEdge, SamplerAddress::ClampToZero, SamplerAddress::Repeat, SamplerAddress::MirroredRepeat]),
+            SamplerCoord::Pixel => self.ch.pick(&[SamplerAddress::ClampToEdge, SamplerAddress::ClampToZero]),
+        };
+        let (modulus, scale, offset) = match coord {
+            SamplerCoord::Normalized => (16, 0.125, -0.5),
+            SamplerCoord::Pixel => (12, 1.0, -1.5),
+        };
+        let components = (0..2)
+            .map(|_| {
+                let e = Expr::Cast { to: Type::F32, arg: Box::new(bin(BinaryOp::Rem, self.int_expr(Scalar::U32, 1, ctx), lit_u32(modulus))) };
+                bin(BinaryOp::Add, bin(BinaryOp::Mul, e, lit_f32(scale)), lit_f32(offset))
+            })
+            .collect();
+        let uv = Expr::Vector { ty: Type::vector(Scalar::F32, 2), components };
+        Expr::TextureSample { tex, sampler: Sampler { coord, filter, address }, uv: Box::new(uv) }
     }
 
     // --- expressions ---------------------------------------------------------

@@ -111,6 +111,28 @@ fn texture_cases_read_and_write_textures() {
     assert!(written * 2 >= with_textures.len(), "{written} of {} cases wrote a non-zero texel", with_textures.len());
 }
 
+/// Some texture phases sample an f32 `sample` texture (with constant
+/// samplers of both filters), and those kernels run clean under the
+/// sanitizer with the same outputs as without it.
+#[test]
+fn texture_cases_sample_with_constant_samplers() {
+    let config = GenConfig { textures: true, ..GenConfig::default() };
+    let sampling: Vec<KernelCase> = (0..200)
+        .map(|seed| testgen::case_with(&config, seed))
+        .filter(|c| c.kernel.body.iter().any(|s| s.kind.exprs().iter().any(|e| e.any(&mut |x| matches!(x, enigma_ir::Expr::TextureSample { .. })))))
+        .collect();
+    assert!(sampling.len() >= 3, "{} of 200 cases sample a texture", sampling.len());
+    let filters: std::collections::BTreeSet<String> = sampling
+        .iter()
+        .flat_map(|c| enigma_ir::text::print(&c.kernel).lines().filter(|l| l.contains("sampler(")).map(|l| if l.contains("linear") { "linear".to_string() } else { "nearest".to_string() }).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(filters.len(), 2, "{filters:?}");
+    for case in &sampling {
+        let sanitized = run(case, true).unwrap_or_else(|e| panic!("{e}\n{}", enigma_ir::text::print(&case.kernel)));
+        assert_eq!(case.compare_outputs(&sanitized, &run(case, false).unwrap()), Ok(()));
+    }
+}
+
 /// The asynchronous-copy phase appears, in one and two stages, and what it
 /// copies reaches the outputs: changing `async_in` changes them.
 #[test]
