@@ -22,7 +22,7 @@ impl fmt::Display for Target {
 
 /// Code generation failed: which kernel, for which target, where, and why.
 ///
-/// A kernel that passed [`enigma_ir::validate`] only fails for reasons of
+/// A kernel that passed [`enigma_ir::validate()`] only fails for reasons of
 /// the target or the options ([`CodegenErrorKind::LanguageVersion`],
 /// [`CodegenErrorKind::SharedMemoryLimit`], the specialisation errors);
 /// [`CodegenErrorKind::Malformed`] means the kernel was not validated.

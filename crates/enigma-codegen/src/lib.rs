@@ -10,7 +10,7 @@
 //!
 //! Each target module has an `Options` struct and one entry point,
 //! `write_string(kernel, info, options)`, taking a kernel and the
-//! [`enigma_ir::KernelInfo`] that [`enigma_ir::validate`] returned for it.
+//! [`enigma_ir::KernelInfo`] that [`enigma_ir::validate()`] returned for it.
 //! The promise: for a validated kernel, code generation never panics; it
 //! returns the source or a [`CodegenError`] naming the kernel (for limits of
 //! the target or the options, such as an MSL version without `bfloat`).

@@ -18,7 +18,7 @@
 //! integer and float literals without a suffix are *weak*: `x + 1` takes the
 //! type of `x`, as an MSL literal would; suffixed literals (`1u32`, `0.5f32`)
 //! are strong. Type errors are not reported by the operators: they surface in
-//! [`crate::validate`], with the statement's Rust source line.
+//! [`crate::validate()`], with the statement's Rust source line.
 
 use crate::ir::*;
 use crate::types::{MatrixType, Scalar, Type};
@@ -714,7 +714,7 @@ impl KernelBuilder {
         self.push(StmtKind::Barrier { scope: BarrierScope::Simdgroup, flags }, std::panic::Location::caller());
     }
 
-    /// The finished kernel (not yet validated: call [`crate::validate`]).
+    /// The finished kernel (not yet validated: call [`crate::validate()`]).
     pub fn finish(mut self) -> Result<Kernel, BuildError> {
         if let Some(err) = self.errors.first() {
             return Err(err.clone());

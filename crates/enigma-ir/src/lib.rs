@@ -5,7 +5,7 @@
 //! bound in declaration order as `[[texture(n)]]`), specialisation
 //! constants, threadgroup arrays, typed locals, and a body of structured
 //! statements over expression trees. Front ends build it (the Rust
-//! [`builder`] DSL, the Python decorator through the JSON form), [`validate`]
+//! [`builder`] DSL, the Python decorator through the JSON form), [`validate()`]
 //! checks it, and backends (simulator, MSL, CUDA) consume it.
 //!
 //! # Semantics (normative; the simulator is the reference)

@@ -1,5 +1,5 @@
 //! The IR's typing rules, written once: the result type of every operator,
-//! intrinsic, cast and vector operation, or the [`ValidationErrorKind`] that
+//! intrinsic, cast and vector operation, or the [`ValidationErrorKind`](crate::validate::ValidationErrorKind) that
 //! says why the operands are wrong.
 //!
 //! Validation applies them (adding the location); the builder applies them

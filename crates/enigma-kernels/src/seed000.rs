@@ -141,7 +141,7 @@ pub const GEMM_TN: u32 = 64;
 pub const GEMM_TK: u32 = 16;
 pub const GEMM_THREADS: u32 = 128;
 
-/// Pattern D: C[M,N] = A[M,K]·B[K,N] in half with float accumulation. The grid
+/// Pattern D: `C[M,N] = A[M,K]·B[K,N]` in half with float accumulation. The grid
 /// is `(ceil(N/TN), ceil(M/TM))` threadgroups of 128 threads; `gid.y` is the
 /// tile row, `gid.x` the tile column. Each thread owns column `lid % 64` of
 /// rows `lid / 64 + 2·j` (16 accumulators, unrolled by the Rust loop).

@@ -42,7 +42,7 @@
 //! # 4-bit weights
 //! [`quantize_weights`] and [`dequantize_weights`] convert on the host (FP4,
 //! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
-//! FP4/INT4 weights on the device and [`qmatmul`] computes `A · dequant(B)`
+//! FP4/INT4 weights on the device and [`qmatmul()`] computes `A · dequant(B)`
 //! with `A` an untyped f16 buffer ([`upload`]).
 //!
 //! # Registry
@@ -976,7 +976,7 @@ macro_rules! free_fns {
         pub fn $name(rt: &Runtime, $($arg: $ty),*) -> Result<Buffer, Error> {
             Ops::new(rt).$name($($arg),*)
         }
-        #[doc = concat!("[`", stringify!($name), "`] with [`Options`].")]
+        #[doc = concat!("[`", stringify!($name), "()`] with [`Options`].")]
         #[allow(clippy::too_many_arguments)]
         pub fn $with(rt: &Runtime, $($arg: $ty,)* options: &Options) -> Result<Buffer, Error> {
             Ops::new(rt).with_options(options.clone()).$name($($arg),*)

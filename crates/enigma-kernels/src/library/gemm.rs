@@ -924,8 +924,8 @@ impl Operand {
     }
 }
 
-/// The second pass of a split-K GEMM: `c[i] = alpha · Σ_s ws[(b·splits + s)·mn
-/// + j] + beta · c[i]` for element `j` of batch `b` (`i = b·mn + j`), the
+/// The second pass of a split-K GEMM: `c(i) = alpha · Σ_s ws((b·splits + s)·mn
+/// + j) + beta · c(i)` for element `j` of batch `b` (`i = b·mn + j`), the
 /// splits summed in order, in f32; `c` in `output`'s type (read only where
 /// `beta` is not zero). One thread per element of C.
 ///

@@ -2,7 +2,7 @@
 //! of a `[rows, d]` matrix. Results are f32; accumulation is f32 per
 //! thread, then SIMD-group and threadgroup reductions.
 //!
-//! **Vector** ([`reduce`], two passes like seed 001 but for any length):
+//! **Vector** ([`reduce()`], two passes like seed 001 but for any length):
 //! pass 1 runs `G` threadgroups that stride over the whole vector (grid-stride
 //! loop, `unroll` independent loads in flight per thread, `float4` loads
 //! through the `x4` view with the tail of `n % 4` elements read through the
