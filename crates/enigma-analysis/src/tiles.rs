@@ -523,18 +523,36 @@ impl TileReport {
 
 /// Threadgroup bytes `(A side, B side)` of a configuration: separate
 /// `(2·M·K·2, 2·K·N·2)`, fused `(M·K·2, SG·128)`, staged
-/// `(M·(K + 8)·2, K·(N + 8)·2)` ([`staged_slice_bytes`]) times `stages`;
-/// saturating at `u64::MAX` (only tiles no threadgroup holds come near it).
-pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, simdgroups: u32, stages: u32) -> (u64, u64) {
+/// [`staged_gemm_memory`] of the untransposed kernel (4-bit weights: B
+/// dequantized as `[N][K]`); saturating at `u64::MAX` (only tiles no
+/// threadgroup holds come near it).
+pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, weights: WeightFormat, simdgroups: u32, stages: u32) -> (u64, u64) {
     let (m, n, k) = (u64::from(shape.m), u64::from(shape.n), u64::from(shape.k));
     match variant {
         TileVariant::Separate => (4u64.saturating_mul(m * k), 4u64.saturating_mul(k * n)),
         TileVariant::Fused => (2u64.saturating_mul(m * k), u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
-        TileVariant::Staged => {
-            let s = u64::from(stages.max(1));
-            (staged_slice_bytes(shape.m, shape.k, 2).saturating_mul(s), staged_slice_bytes(shape.k, shape.n, 2).saturating_mul(s))
-        }
+        TileVariant::Staged if weights.has_scales() => staged_gemm_memory((shape.m, shape.k), (shape.n, shape.k), 2, stages, true),
+        TileVariant::Staged => staged_gemm_memory((shape.m, shape.k), (shape.k, shape.n), 2, stages, false),
     }
+}
+
+/// Threadgroup bytes `(A side, B side)` of enigma's staged GEMM, the one
+/// rule the planner and the library's kernels (`GemmConfig`, `QgemmConfig`)
+/// declare by: A's slice `a` (rows, columns as stored) in each of `stages`
+/// stages; B's slice `b` in each stage, or with `packed` 4-bit weights one
+/// dequantized slice (`b` = `[N][K]`) and, with 2 or more stages, each
+/// stage's raw words (`K / 8 × N` u32) and scales (`N` f16). Slices are
+/// padded by [`staged_slice_bytes`].
+pub fn staged_gemm_memory(a: (u32, u32), b: (u32, u32), elem_bytes: u32, stages: u32, packed: bool) -> (u64, u64) {
+    let s = u64::from(stages.max(1));
+    let a_bytes = staged_slice_bytes(a.0, a.1, elem_bytes).saturating_mul(s);
+    let b_slice = staged_slice_bytes(b.0, b.1, elem_bytes);
+    if !packed {
+        return (a_bytes, b_slice.saturating_mul(s));
+    }
+    let (n, k) = (u64::from(b.0), u64::from(b.1));
+    let raw = if s > 1 { (k / 8 * n * 4 + n * 2).saturating_mul(s) } else { 0 };
+    (a_bytes, b_slice.saturating_add(raw))
 }
 
 /// Elements of padding after each row of a [`TileVariant::Staged`] slice:
@@ -604,7 +622,7 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
     let threads = threads as u32;
     let part = partition(shape.m, shape.n, sg, config.sg_grid)?;
 
-    let (a_bytes, b_bytes) = threadgroup_memory(shape, config.variant, sg, config.stages);
+    let (a_bytes, b_bytes) = threadgroup_memory(shape, config.variant, config.weights, sg, config.stages);
     let tg_memory_bytes = a_bytes
         .checked_add(b_bytes)
         .filter(|b| *b < u64::MAX)

@@ -66,7 +66,7 @@ fn seed002_memory_budget_table() {
         assert_eq!((r.a_bytes, r.b_bytes, r.tg_memory_bytes), (fa, fb, ft));
         assert!((r.budget_percent - pct_formula).abs() < 1e-12);
         assert_eq!(r.fits, ft < 32_768);
-        assert_eq!(threadgroup_memory(TileShape::new(m, n, k), variant, 4, 1), (fa, fb));
+        assert_eq!(threadgroup_memory(TileShape::new(m, n, k), variant, WeightFormat::Fp4E2M1, 4, 1), (fa, fb));
     }
 }
 

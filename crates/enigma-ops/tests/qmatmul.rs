@@ -95,6 +95,30 @@ fn the_tensor_core_kernel_matches_the_reference() {
     }
 }
 
+/// One source of truth: what `enigma tiles --variant staged --weights int4`
+/// plans for the quantized GEMM's tiles (threadgroup memory with B
+/// dequantized as `[N][K]`, and with two stages the raw words and scales)
+/// is what the compiled kernel declares.
+#[test]
+fn the_planner_reports_what_the_quantized_kernel_uses() {
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_kernels::library::gemm::{qgemm, QgemmConfig};
+    let device = enigma_analysis::catalog::find("m4-max").unwrap();
+    for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
+        let cfg = QgemmConfig { stages, ..QgemmConfig::for_rows(enigma_kernels::library::quant::Format::Int4, enigma_kernels::library::DType::F16, rows) };
+        let g = cfg.gemm();
+        let planned = TileConfig {
+            simdgroups: g.sg_rows * g.sg_cols,
+            sg_grid: Some([g.sg_rows, g.sg_cols]),
+            stages,
+            ..TileConfig::new(TileShape::new(g.tm, g.tn, g.tk), TileVariant::Staged, WeightFormat::Int4U4B8)
+        };
+        let report = plan_tile(&planned, &device, None).unwrap();
+        let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+        assert_eq!((report.tg_memory_bytes, cfg.threadgroup_memory_bytes()), (declared, declared), "{}", cfg.name());
+    }
+}
+
 #[test]
 fn every_column_width_thread_count_and_row_block_agrees() {
     let rt = Runtime::new(Device::Sim).unwrap();

@@ -171,17 +171,9 @@ impl GemmConfig {
     /// slice and of the slice's words and scales, and one slice of B
     /// dequantized ([`QgemmConfig`]).
     fn memory_bytes(&self, packed: bool) -> u64 {
-        let [(a_rows, a_cols), (b_rows, b_cols)] = self.slices();
-        let elem = self.input.size_bytes();
-        let stages = u64::from(self.stages);
-        let a = enigma_analysis::tiles::staged_slice_bytes(a_rows, a_cols, elem).saturating_mul(stages);
-        let b = enigma_analysis::tiles::staged_slice_bytes(b_rows, b_cols, elem);
-        if !packed {
-            return a.saturating_add(b.saturating_mul(stages));
-        }
-        let (words, scales) = self.packed_stage_elems();
-        let raw = if self.stages > 1 { (u64::from(words) * 4 + u64::from(scales) * 2).saturating_mul(stages) } else { 0 };
-        a.saturating_add(b).saturating_add(raw)
+        let [a, b] = self.slices();
+        let (a_bytes, b_bytes) = enigma_analysis::tiles::staged_gemm_memory(a, b, self.input.size_bytes(), self.stages, packed);
+        a_bytes.saturating_add(b_bytes)
     }
 
     /// Per stage of a pipelined kernel with packed weights: the slice's
