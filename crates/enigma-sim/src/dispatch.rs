@@ -166,7 +166,7 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                 .map(|(w, returned)| {
                     format!(
                         "; e.g. thread {} (SIMD group {}, lane {}) {}",
-                        fmt3(tg.grid_position(w.simdgroup * LANES as u32 + w.lane, env.threadgroup_size)),
+                        fmt3(tg.grid_position(w.thread(), env.threadgroup_size)),
                         w.simdgroup,
                         w.lane,
                         if returned { "had returned early" } else { "was in a branch that skipped it" }

@@ -787,7 +787,7 @@ impl SimdGroup {
             MemRef::Threadgroup(_) => return,
         };
         t.device_access(mem, i, who, kind, value);
-        let thread = self.index * LANES as u32 + who.lane;
+        let thread = who.thread();
         if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, thread, who.pc, kind)) {
             t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
         }

@@ -56,6 +56,13 @@ pub struct Who {
     pub pc: u32,
 }
 
+impl Who {
+    /// The thread's index in its threadgroup (SIMD groups of 32 lanes).
+    pub fn thread(self) -> u32 {
+        self.simdgroup * LANES as u32 + self.lane
+    }
+}
+
 /// The other side of a finding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Other {
@@ -387,12 +394,12 @@ impl TgTracker {
     /// open group, until an `async_wait` retires the group.
     pub fn async_issue(&mut self, array: u32, index: usize, who: Who) {
         self.in_flight.insert((array, index), who);
-        self.async_groups.entry(who.simdgroup * LANES as u32 + who.lane).or_default().open.push((array, index));
+        self.async_groups.entry(who.thread()).or_default().open.push((array, index));
     }
 
     /// `async_commit()` by `who`: its open group joins the committed ones.
     pub fn async_commit(&mut self, who: Who) {
-        let groups = self.async_groups.entry(who.simdgroup * LANES as u32 + who.lane).or_default();
+        let groups = self.async_groups.entry(who.thread()).or_default();
         let open = std::mem::take(&mut groups.open);
         groups.committed.push_back(open);
     }
@@ -402,7 +409,7 @@ impl TgTracker {
     /// and are recorded as written here, at the wait, since the copy may
     /// land as late as that: another thread needs a barrier after it.
     pub fn async_wait(&mut self, who: Who, pending: u32) {
-        let Some(groups) = self.async_groups.get_mut(&(who.simdgroup * LANES as u32 + who.lane)) else {
+        let Some(groups) = self.async_groups.get_mut(&(who.thread())) else {
             return;
         };
         let mut landed = vec![];
@@ -418,15 +425,13 @@ impl TgTracker {
     /// A thread's write of texel `i` of texture `tex`, unfenced until its
     /// next `fence()` of the texture.
     pub fn texture_write_unfenced(&mut self, tex: u32, i: usize, who: Who) {
-        let thread = who.simdgroup * LANES as u32 + who.lane;
-        self.unfenced.entry((tex, thread)).or_default().insert(i, who.pc);
+        self.unfenced.entry((tex, who.thread())).or_default().insert(i, who.pc);
     }
 
     /// A thread's read of texel `i` of texture `tex`: a finding when the
     /// thread wrote it since its last `fence()` of the texture.
     pub fn texture_read_fenced(&mut self, tex: u32, i: usize, who: Who) {
-        let thread = who.simdgroup * LANES as u32 + who.lane;
-        if let Some(pc) = self.unfenced.get(&(tex, thread)).and_then(|w| w.get(&i)) {
+        if let Some(pc) = self.unfenced.get(&(tex, who.thread())).and_then(|w| w.get(&i)) {
             let writer = Who { pc: *pc, ..who };
             self.raw.push(Raw {
                 kind: FindingKind::UnfencedTextureRead,
@@ -441,7 +446,7 @@ impl TgTracker {
 
     /// A thread's `fence()` of texture `tex`: its writes become visible to its reads.
     pub fn texture_fence(&mut self, tex: u32, who: Who) {
-        self.unfenced.remove(&(tex, who.simdgroup * LANES as u32 + who.lane));
+        self.unfenced.remove(&(tex, who.thread()));
     }
 
     /// A texture access at (`x`, `y`) outside texture `tex`.
@@ -711,7 +716,7 @@ fn site(program: &Program, pc: u32) -> (String, Option<String>) {
 }
 
 fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> ThreadRef {
-    let linear = who.simdgroup * LANES as u32 + who.lane;
+    let linear = who.thread();
     let (location, source) = site(program, who.pc);
     ThreadRef {
         // A lane past the threadgroup's last thread (a shuffle's source in a
