@@ -642,6 +642,19 @@ impl Stages<'_> {
     }
 }
 
+/// Runs `body` with item `j = lid + u · threads` of `count` items dealt
+/// round-robin over `threads` threads (`j` bound to a local named `name`),
+/// on the threads that have an item `u`: a guard only where `threads` does
+/// not divide `count`.
+fn share(k: &mut KernelBuilder, name: &str, u: u32, count: u32, lid: Ex, threads: u32, body: impl FnOnce(&mut KernelBuilder, Ex)) {
+    let j = k.let_(name, lid + u * threads);
+    if (u + 1) * threads <= count {
+        body(k, j);
+    } else {
+        k.if_(j.lt(count), |k| body(k, j));
+    }
+}
+
 /// Where an operand's values come from.
 #[derive(Clone, Copy)]
 enum Source {
@@ -705,19 +718,16 @@ impl Operand {
     /// row-major; a packed slice is `[N][K]` and consecutive threads take
     /// consecutive columns of B (consecutive words in memory).
     fn slot(&self, k: &mut KernelBuilder, tag: &str, u: u32, lid: Ex, threads: u32, body: impl FnOnce(&mut KernelBuilder, Ex, Ex)) {
-        let j = k.let_(&format!("{tag}{}j{u}", self.name), lid + u * threads);
-        let (r, c) = match self.source {
-            Source::Values { .. } => {
-                let per_row = self.slice.1 / VEC;
-                (j / per_row, j % per_row * VEC)
-            }
-            Source::Packed { .. } => (j % self.slice.0, j / self.slice.0 * VALUES_PER_WORD as u32),
-        };
-        if (u + 1) * threads <= self.loads() {
-            body(k, r, c);
-        } else {
-            k.if_(j.lt(self.loads()), |k| body(k, r, c));
-        }
+        share(k, &format!("{tag}{}j{u}", self.name), u, self.loads(), lid, threads, |k, j| {
+            let (r, c) = match self.source {
+                Source::Values { .. } => {
+                    let per_row = self.slice.1 / VEC;
+                    (j / per_row, j % per_row * VEC)
+                }
+                Source::Packed { .. } => (j % self.slice.0, j / self.slice.0 * VALUES_PER_WORD as u32),
+            };
+            body(k, r, c)
+        });
     }
 
     /// Starts this thread's asynchronous copies of the slice at `k0` along
@@ -742,18 +752,12 @@ impl Operand {
         let (row0, col0) = if self.k_is_row { (k0, self.origin) } else { (self.origin, k0) };
         let name = &format!("{tag}{}", self.name);
         for u in 0..copies.div_ceil(threads) {
-            let j = k.let_(&format!("{name}j{u}"), lid + u * threads);
-            let (r, c) = (j / per_row, j % per_row * elems);
-            let copy = |k: &mut KernelBuilder| {
+            share(k, &format!("{name}j{u}"), u, copies, lid, threads, |k, j| {
+                let (r, c) = (j / per_row, j % per_row * elems);
                 let at = k.let_(&format!("{name}at{u}"), self.base + (row0 + r) * self.shape.1 + col0 + c);
                 let to = stage * (rows * ld) + r * ld + c;
                 k.async_copy(self.staged.at(to / VEC), view.at(at / VEC), elems / VEC, true);
-            };
-            if (u + 1) * threads <= copies {
-                copy(k);
-            } else {
-                k.if_(j.lt(copies), copy);
-            }
+            });
         }
     }
 
@@ -770,22 +774,15 @@ impl Operand {
         let per_row = cols / 4;
         let copies = stage_words / 4;
         for u in 0..copies.div_ceil(threads) {
-            let j = k.let_(&format!("{name}wj{u}"), lid + u * threads);
-            let (r, c) = (j / per_row, j % per_row * 4u32);
-            let copy = |k: &mut KernelBuilder| {
+            share(k, &format!("{name}wj{u}"), u, copies, lid, threads, |k, j| {
+                let (r, c) = (j / per_row, j % per_row * 4u32);
                 let at = k.let_(&format!("{name}wat{u}"), (k0 / VALUES_PER_WORD as u32 + r) * n + self.origin + c);
                 k.async_copy(raw.at(stage * stage_words + r * cols + c), words.at(at), 4, true);
-            };
-            if (u + 1) * threads <= copies {
-                copy(k);
-            } else {
-                k.if_(j.lt(copies), copy);
-            }
+            });
         }
         let scale_copies = cols / 8;
         for u in 0..scale_copies.div_ceil(threads) {
-            let j = k.let_(&format!("{name}sj{u}"), lid + u * threads);
-            k.if_(j.lt(scale_copies), |k| {
+            share(k, &format!("{name}sj{u}"), u, scale_copies, lid, threads, |k, j| {
                 let at = k.let_(&format!("{name}sat{u}"), k0 / group * n + self.origin + j * 8u32);
                 k.async_copy(raw_scales.at(stage * cols + j * 8u32), scales.at(at), 8, true);
             });
