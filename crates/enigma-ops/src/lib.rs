@@ -664,11 +664,7 @@ impl<'rt> Ops<'rt> {
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(mu, nu, ku, input.size_bytes(), &limits), input, out),
         };
         let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(mu, nu, ku, self.threadgroups_wanted())), ..cfg };
-        // Asynchronous copies where the device has them (MSL copies at once).
-        let cfg = match self.rt.device().kind {
-            enigma_runtime::DeviceKind::Metal => cfg,
-            _ => cfg.pipelined_for(limits.max_memory_bytes),
-        };
+        let cfg = cfg.pipelined_for(self.stage_memory());
         cfg.check(limits.max_memory_bytes)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
         let target = self.splitk_target(cfg.splits, m * n)?;
@@ -691,6 +687,16 @@ impl<'rt> Ops<'rt> {
         )?;
         self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * n)?;
         Ok(c)
+    }
+
+    /// The threadgroup memory the GEMMs' pipelined stages may fill
+    /// (`pipelined_for`): the device's, or none on Metal, whose MSL copies
+    /// at once, so that stages there would only cost memory.
+    fn stage_memory(&self) -> u64 {
+        match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Metal => 0,
+            _ => self.rt.device().max_threadgroup_memory_bytes,
+        }
     }
 
     /// The K splits to use: the options', or on a GPU `planned`, or 1.
@@ -838,13 +844,8 @@ impl<'rt> Ops<'rt> {
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
-        let limit = threadgroup_limits(self.rt.device()).max_memory_bytes;
-        // Asynchronous copies where the device has them (MSL copies at once).
-        let cfg = match self.rt.device().kind {
-            enigma_runtime::DeviceKind::Metal => cfg,
-            _ => cfg.pipelined_for(limit),
-        };
-        cfg.check(limit)?;
+        let cfg = cfg.pipelined_for(self.stage_memory());
+        cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         let c = self.output(out.scalar(), m * w.n)?;
         let target = self.splitk_target(cfg.splits, m * w.n)?;
         self.launch(
