@@ -174,6 +174,24 @@ mod tests {
     }
 
     #[test]
+    fn an_async_copy_evaluates_its_indices_and_condition() {
+        let mut k = KernelBuilder::new("k");
+        let src = k.buffer("src", Type::F32, Access::Read);
+        let n = k.value("n", Type::U32);
+        let stage = k.threadgroup_array("stage", Type::F32, 64);
+        let lid = k.let_("lid", thread_index_in_threadgroup());
+        k.async_copy(stage.at(lid), src.at(lid + 1u32), 1, lid.lt(n));
+        k.async_commit();
+        k.async_wait(0);
+        let kernel = k.finish().unwrap();
+        let exprs = kernel.body[1].kind.exprs();
+        assert_eq!(exprs.len(), 3, "destination index, source index, valid: {exprs:?}");
+        assert!(matches!(exprs[2], Expr::Binary { op: crate::BinaryOp::Lt, .. }), "{exprs:?}");
+        assert!(kernel.body[2].kind.exprs().is_empty() && kernel.body[3].kind.exprs().is_empty());
+        assert!(kernel.body[1..].iter().all(|s| s.kind.blocks().is_empty() && s.kind.assigned().is_none()));
+    }
+
+    #[test]
     fn a_checked_subscript_has_its_index_and_size_as_children() {
         let mut k = KernelBuilder::new("k");
         let out = k.buffer("out", Type::U32, Access::ReadWrite);
