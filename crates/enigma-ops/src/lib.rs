@@ -131,8 +131,9 @@ pub struct Options {
     /// Default: 1 on the simulator; on a GPU, for GEMM and the tensor-core
     /// kernel enough for two threadgroups per compute unit where the output
     /// has too few tiles, each split keeping at least 4 slices of K; for the
-    /// decode kernel `qmatmul::default_splits` (about four threadgroups per
-    /// compute unit, whole quantization groups per split). The decode
+    /// decode kernel `qmatmul::default_splits` (a split only where the
+    /// columns leave compute units without a threadgroup, whole
+    /// quantization groups per split). The decode
     /// kernel takes 1 up to K / group (at most 64), dividing the groups or
     /// not.
     pub k_splits: Option<u32>,
