@@ -7,9 +7,47 @@
 // registers by movmatrix, and 16-bit tiles in shared memory load with
 // ldmatrix. f32 tiles (and every tile before sm_80) multiply exactly: one
 // fmaf per step in k order over operands gathered with warp shuffles.
+
+// A lane's pair of elements. 16-bit pairs live packed in one 32-bit word,
+// the operand register of ldmatrix, movmatrix and mma.sync, so the tensor-core
+// path never splits and re-packs halves; other types keep two members.
 template <typename T> struct alignas(2 * sizeof(T)) enigma_duo {
     T lo, hi;
 };
+template <> struct enigma_duo<__half> {
+    unsigned bits;
+};
+template <> struct enigma_duo<__nv_bfloat16> {
+    unsigned bits;
+};
+
+template <typename T> __device__ inline T enigma_duo_get(const enigma_duo<T>& d, int i) {
+    return i ? d.hi : d.lo;
+}
+__device__ inline __half enigma_duo_get(const enigma_duo<__half>& d, int i) {
+    return __ushort_as_half((unsigned short)(i ? d.bits >> 16 : d.bits & 0xffffu));
+}
+__device__ inline __nv_bfloat16 enigma_duo_get(const enigma_duo<__nv_bfloat16>& d, int i) {
+    return __ushort_as_bfloat16((unsigned short)(i ? d.bits >> 16 : d.bits & 0xffffu));
+}
+
+template <typename T> __device__ inline enigma_duo<T> enigma_duo_make(T lo, T hi) {
+    return enigma_duo<T>{lo, hi};
+}
+template <> __device__ inline enigma_duo<__half> enigma_duo_make(__half lo, __half hi) {
+    return enigma_duo<__half>{unsigned(__half_as_ushort(lo)) | (unsigned(__half_as_ushort(hi)) << 16)};
+}
+template <> __device__ inline enigma_duo<__nv_bfloat16> enigma_duo_make(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    return enigma_duo<__nv_bfloat16>{unsigned(__bfloat16_as_ushort(lo)) | (unsigned(__bfloat16_as_ushort(hi)) << 16)};
+}
+
+// The 32 bits of a pair of 16-bit elements, and back.
+template <typename T> __device__ inline unsigned enigma_bits(const enigma_duo<T>& d) {
+    return d.bits;
+}
+template <typename T> __device__ inline enigma_duo<T> enigma_duo_of(unsigned u) {
+    return enigma_duo<T>{u};
+}
 
 template <typename T, int R, int C> struct enigma_tile {
     enigma_duo<T> d[R * C / 64];
@@ -32,7 +70,7 @@ template <int R, int C> __device__ inline unsigned enigma_tile_row(unsigned i, u
 template <int R, int C> __device__ inline unsigned enigma_tile_col(unsigned i, unsigned lane) { return enigma_tile_at(C, i, lane, true); }
 
 template <typename T, int R, int C> __device__ inline T enigma_tile_element(const enigma_tile<T, R, C>& t, int i) {
-    return i % 2 ? t.d[i / 2].hi : t.d[i / 2].lo;
+    return enigma_duo_get(t.d[i / 2], i % 2);
 }
 
 template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigma_tile_fill(T x, bool diagonal, unsigned lane) {
@@ -40,18 +78,9 @@ template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigm
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned row = enigma_tile_at(C, 2 * f, lane, false), col = enigma_tile_at(C, 2 * f, lane, true);
-        t.d[f].lo = !diagonal || row == col ? x : T(0.0f);
-        t.d[f].hi = !diagonal || row == col + 1 ? x : T(0.0f);
+        t.d[f] = enigma_duo_make<T>(!diagonal || row == col ? x : T(0.0f), !diagonal || row == col + 1 ? x : T(0.0f));
     }
     return t;
-}
-
-// The 32 bits of a pair of 16-bit elements, and back.
-template <typename T> __device__ inline unsigned enigma_bits(const enigma_duo<T>& d) {
-    return *reinterpret_cast<const unsigned*>(&d);
-}
-template <typename T> __device__ inline enigma_duo<T> enigma_duo_of(unsigned u) {
-    return *reinterpret_cast<const enigma_duo<T>*>(&u);
 }
 
 // ldmatrix for a 16-bit tile in shared memory whose rows start on 16-byte
@@ -106,8 +135,7 @@ template <typename T, int R, int C, typename P> __device__ inline enigma_tile<T,
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
-        t.d[f].lo = transpose ? p[c * stride + r] : p[r * stride + c];
-        t.d[f].hi = transpose ? p[(c + 1) * stride + r] : p[r * stride + c + 1];
+        t.d[f] = enigma_duo_make<T>(transpose ? T(p[c * stride + r]) : T(p[r * stride + c]), transpose ? T(p[(c + 1) * stride + r]) : T(p[r * stride + c + 1]));
     }
     return t;
 }
@@ -116,8 +144,8 @@ template <typename T, int R, int C, typename P> __device__ inline void enigma_ti
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
-        p[transpose ? c * stride + r : r * stride + c] = t.d[f].lo;
-        p[transpose ? (c + 1) * stride + r : r * stride + c + 1] = t.d[f].hi;
+        p[transpose ? c * stride + r : r * stride + c] = enigma_duo_get(t.d[f], 0);
+        p[transpose ? (c + 1) * stride + r : r * stride + c + 1] = enigma_duo_get(t.d[f], 1);
     }
 }
 
@@ -138,15 +166,20 @@ template <typename TA, int R, int K, int C, typename TC>
 __device__ inline enigma_tile<TC, R, C> enigma_tile_mma_exact(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned lane) {
     enigma_tile<TC, R, C> d;
 #pragma unroll
-    for (int i = 0; i < R * C / 32; ++i) {
-        unsigned r = enigma_tile_at(C, i, lane, false), c = enigma_tile_at(C, i, lane, true);
-        float sum = float(enigma_tile_element(acc, i));
-        for (unsigned k = 0; k < unsigned(K); ++k) {
-            float x = enigma_tile_fetch(a, enigma_tile_owner(r, k), enigma_tile_slot(K, r, k));
-            float y = enigma_tile_fetch(b, enigma_tile_owner(k, c), enigma_tile_slot(C, k, c));
-            sum = fmaf(x, y, sum);
+    for (int f = 0; f < R * C / 64; ++f) {
+        float sums[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            unsigned r = enigma_tile_at(C, 2 * f + h, lane, false), c = enigma_tile_at(C, 2 * f + h, lane, true);
+            float sum = float(enigma_tile_element(acc, 2 * f + h));
+            for (unsigned k = 0; k < unsigned(K); ++k) {
+                float x = enigma_tile_fetch(a, enigma_tile_owner(r, k), enigma_tile_slot(K, r, k));
+                float y = enigma_tile_fetch(b, enigma_tile_owner(k, c), enigma_tile_slot(C, k, c));
+                sum = fmaf(x, y, sum);
+            }
+            sums[h] = sum;
         }
-        if (i % 2) d.d[i / 2].hi = TC(sum); else d.d[i / 2].lo = TC(sum);
+        d.d[f] = enigma_duo_make<TC>(TC(sums[0]), TC(sums[1]));
     }
     return d;
 }
@@ -194,8 +227,8 @@ __device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA,
         auto av = [&](int r, int kb) { return r < RB ? enigma_bits(a.d[r * KB + kb]) : 0u; };
 #pragma unroll
         for (int cb = 0; cb < CB; ++cb) {
-            const enigma_duo<TC> top = acc.d[rb * CB + cb], bottom = pair ? acc.d[(rb + 1) * CB + cb] : enigma_duo<TC>{TC(0.0f), TC(0.0f)};
-            float c[4] = {float(top.lo), float(top.hi), float(bottom.lo), float(bottom.hi)};
+            const enigma_duo<TC> top = acc.d[rb * CB + cb], bottom = pair ? acc.d[(rb + 1) * CB + cb] : enigma_duo_make<TC>(TC(0.0f), TC(0.0f));
+            float c[4] = {float(enigma_duo_get(top, 0)), float(enigma_duo_get(top, 1)), float(enigma_duo_get(bottom, 0)), float(enigma_duo_get(bottom, 1))};
 #pragma unroll
             for (int kb = 0; kb + 1 < KB; kb += 2) {
                 const unsigned av4[4] = {av(rb, kb), av(rb + 1, kb), av(rb, kb + 1), av(rb + 1, kb + 1)};
@@ -206,8 +239,8 @@ __device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA,
                 const unsigned av2[2] = {av(rb, KB - 1), av(rb + 1, KB - 1)};
                 enigma_mma_k8(c, av2, bt[KB - 1][cb], TA());
             }
-            d.d[rb * CB + cb] = enigma_duo<TC>{TC(c[0]), TC(c[1])};
-            if (pair) d.d[(rb + 1) * CB + cb] = enigma_duo<TC>{TC(c[2]), TC(c[3])};
+            d.d[rb * CB + cb] = enigma_duo_make<TC>(TC(c[0]), TC(c[1]));
+            if (pair) d.d[(rb + 1) * CB + cb] = enigma_duo_make<TC>(TC(c[2]), TC(c[3]));
         }
     }
     return d;
