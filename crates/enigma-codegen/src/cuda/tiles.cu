@@ -100,16 +100,27 @@ template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(
         const T* row = transpose ? p + (fc * 8 + r) * stride + fr * 8 : p + (fr * 8 + r) * stride + fc * 8;
         return unsigned(__cvta_generic_to_shared(row));
     };
+    // Four fragments per ldmatrix.x4, lane l giving a row of the (l / 8)-th.
+    // With whole 2×2 blocks of fragments the four are one block in the
+    // order an mma.sync A operand takes them ((r, c), (r + 1, c), (r, c + 1),
+    // (r + 1, c + 1)), so the four registers feed it as loaded; otherwise
+    // four consecutive fragments.
+    constexpr bool blocks = (R / 8) % 2 == 0 && (C / 8) % 2 == 0;
+    auto quad = [&](int g, int q) {
+        if (!blocks) return 4 * g + q;
+        int br = g / (C / 16), bc = g % (C / 16);
+        return (2 * br + q % 2) * (C / 8) + 2 * bc + q / 2;
+    };
     int f = 0;
 #pragma unroll
-    for (; f + 4 <= N; f += 4) {
-        unsigned a = row_address(f + int(lane / 8)), x0, x1, x2, x3;
+    for (int g = 0; 4 * g + 4 <= N; ++g, f += 4) {
+        unsigned a = row_address(quad(g, int(lane / 8))), x0, x1, x2, x3;
         if (transpose) {
             asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
         } else {
             asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
         }
-        t.d[f] = enigma_duo_of<T>(x0), t.d[f + 1] = enigma_duo_of<T>(x1), t.d[f + 2] = enigma_duo_of<T>(x2), t.d[f + 3] = enigma_duo_of<T>(x3);
+        t.d[quad(g, 0)] = enigma_duo_of<T>(x0), t.d[quad(g, 1)] = enigma_duo_of<T>(x1), t.d[quad(g, 2)] = enigma_duo_of<T>(x2), t.d[quad(g, 3)] = enigma_duo_of<T>(x3);
     }
 #pragma unroll
     for (; f < N; ++f) {
