@@ -93,6 +93,14 @@ pub(crate) trait Dialect {
         format!("enigma_tile<{}, {}, {}>", self.scalar_name(m.elem()), m.rows(), m.cols())
     }
 
+    /// For a tile in `DeclPlan::b_operands` (loaded, then only multiplied
+    /// from the right): its spelling and the helper that loads it, where the
+    /// dialect holds such tiles in the layout its products take B in; `None`
+    /// holds them like every tile.
+    fn b_operand_tile(&self, _m: MatrixType) -> Option<(String, &'static str)> {
+        None
+    }
+
     /// Marks the matrix helpers as used (the prelude then defines them).
     fn use_matrices(&mut self);
 

@@ -1,5 +1,6 @@
 //! Facts the writer needs before it prints a statement: where each local is
-//! declared, and which loop bounds must be hoisted.
+//! declared, which loop bounds must be hoisted, and which matrix locals only
+//! ever feed the B side of products.
 //!
 //! A local is declared in the innermost block that holds every reference to
 //! it, just before the first statement of that block that refers to it. When
@@ -10,7 +11,7 @@
 //! statement. Validation guarantees definite assignment, so a local declared
 //! inside a loop body never needs a value from an earlier iteration.
 
-use enigma_ir::{Block, Branch, Expr, Kernel, Stmt, StmtKind, StmtPath, VarId};
+use enigma_ir::{Block, Branch, Expr, Kernel, Scalar, Stmt, StmtKind, StmtPath, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub(crate) use enigma_ir::visit::assigned_in;
@@ -21,6 +22,11 @@ pub(crate) struct DeclPlan {
     pub before: HashMap<StmtPath, Vec<VarId>>,
     /// Statements that declare the local they assign (or the `for` variable).
     pub declares: HashSet<StmtPath>,
+    /// Matrix locals of 16-bit elements that every assignment fills with a
+    /// `MatrixLoad` and every read passes, as a local, as the `b` of a
+    /// `MatrixMultiply` ([`b_operands`]): a dialect may hold them in the
+    /// layout its products take B in.
+    pub b_operands: HashSet<VarId>,
 }
 
 pub(crate) fn plan_declarations(kernel: &Kernel) -> DeclPlan {
@@ -40,7 +46,7 @@ pub(crate) fn plan_declarations(kernel: &Kernel) -> DeclPlan {
         }
     });
 
-    let mut plan = DeclPlan::default();
+    let mut plan = DeclPlan { b_operands: b_operands(kernel), ..DeclPlan::default() };
     for (var, paths) in refs.iter().enumerate() {
         let var = VarId(var as u32);
         let Some(first) = paths.first() else { continue };
@@ -78,6 +84,48 @@ fn merge(a: &StmtPath, b: &StmtPath) -> StmtPath {
         out.push(*x);
     }
     StmtPath(out)
+}
+
+/// The matrix locals of 16-bit elements whose every assignment is a
+/// `MatrixLoad` and whose every read is the `b` of a `MatrixMultiply`.
+pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
+    fn reads(e: &Expr, seen: &mut HashSet<VarId>) {
+        match e {
+            Expr::Var(v) => {
+                seen.insert(*v);
+            }
+            Expr::MatrixMultiply { a, b, acc } => {
+                reads(a, seen);
+                if !matches!(**b, Expr::Var(_)) {
+                    reads(b, seen);
+                }
+                if let Some(c) = acc {
+                    reads(c, seen);
+                }
+            }
+            _ => e.children().into_iter().for_each(|c| reads(c, seen)),
+        }
+    }
+    let mut disqualified = HashSet::new();
+    kernel.walk_stmts(|_, stmt| {
+        match &stmt.kind {
+            StmtKind::Assign { var, value } if !matches!(value, Expr::MatrixLoad { .. }) => {
+                disqualified.insert(*var);
+            }
+            StmtKind::Assign { .. } => {}
+            k => add_all(k.assigned(), &mut |v| {
+                disqualified.insert(v);
+            }),
+        }
+        for e in stmt.kind.exprs() {
+            reads(e, &mut disqualified);
+        }
+    });
+    (0..kernel.locals.len() as u32)
+        .map(VarId)
+        .filter(|v| !disqualified.contains(v))
+        .filter(|v| kernel.locals[v.0 as usize].ty.as_matrix().is_some_and(|m| matches!(m.elem(), Scalar::F16 | Scalar::BF16)))
+        .collect()
 }
 
 /// The statement at `path`.
@@ -121,7 +169,7 @@ pub(crate) fn calls_simd(e: &Expr) -> bool {
 mod tests {
     use super::*;
     use enigma_ir::builder::*;
-    use enigma_ir::{Access, Type};
+    use enigma_ir::{Access, MatrixType, Type};
 
     #[test]
     fn declarations_go_where_a_person_would_put_them() {
@@ -138,5 +186,28 @@ mod tests {
         assert!(plan.declares.contains(&at(0)));
         assert_eq!(plan.before.get(&at(1)), Some(&vec![VarId(1)]));
         assert!(plan.declares.contains(&at(2)), "the loop declares its variable");
+    }
+
+    #[test]
+    fn b_operands_are_loaded_tiles_only_multiplied_from_the_right() {
+        let mut k = KernelBuilder::new("k");
+        let src = k.buffer("src", Type::F16, Access::Read);
+        let out = k.buffer("out", Type::F32, Access::ReadWrite);
+        let (half, single) = (MatrixType::new(Scalar::F16, 8, 8), MatrixType::new(Scalar::F32, 8, 8));
+        let a = k.let_("a", matrix_load(half, src, 0u32, 8u32, false));
+        let b = k.let_("b", matrix_load(half, src, 64u32, 8u32, false));
+        let both = k.let_("both", matrix_load(half, src, 128u32, 8u32, true));
+        let filled = k.let_("filled", matrix_fill(half, 1.0f32));
+        let fb = k.let_("fb", matrix_load(single, out, 0u32, 8u32, false));
+        let acc = k.let_("acc", matrix_multiply_accumulate(a, b, matrix_fill(single, 0.0f32)));
+        let acc2 = k.let_("acc2", matrix_multiply_accumulate(both, both, acc));
+        let acc3 = k.let_("acc3", matrix_multiply_accumulate(a, filled, acc2));
+        let acc4 = k.let_("acc4", matrix_multiply_accumulate(fb, fb, acc3));
+        k.matrix_store(acc4, out, 0u32, 8u32, false);
+        let kernel = k.finish().unwrap();
+        let id = |name: &str| VarId(kernel.locals.iter().position(|l| l.name == name).unwrap() as u32);
+        // `b` only feeds B sides; `both` is also an A operand, `filled` is
+        // not a load, `fb` is f32, `a` only feeds A sides.
+        assert_eq!(b_operands(&kernel), HashSet::from([id("b")]));
     }
 }

@@ -15,7 +15,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Memory, ParamKind,
+    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind,
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
@@ -248,7 +248,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let ty_name = match ty.as_matrix() {
             Some(m) => {
                 self.dialect.use_matrices();
-                self.dialect.tile_name(m)
+                match self.b_operand_tile(var, m) {
+                    Some((name, _)) => name,
+                    None => self.dialect.tile_name(m),
+                }
             }
             None => self.dialect.type_name(ty),
         };
@@ -284,9 +287,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
                         return Ok(());
                     }
                 }
-                let value = self.top_expr(value)?;
+                let value = match (value, ty.as_matrix().and_then(|m| self.b_operand_tile(*var, m))) {
+                    (Expr::MatrixLoad { ty, mem, offset, stride, transpose }, Some((_, helper))) => self.matrix_load(helper, *ty, *mem, offset, stride, *transpose)?.code.text,
+                    _ => self.top_expr(value)?.code.text,
+                };
                 let target = self.target(*var)?;
-                self.line(&format!("{target} = {};", value.code.text));
+                self.line(&format!("{target} = {value};"));
             }
             StmtKind::MatrixStore { value, mem, offset, stride, transpose } => {
                 let v = self.expr(value)?;
@@ -511,6 +517,29 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.dialect.builtin(Builtin::ThreadIndexInSimdgroup).text
     }
 
+    /// The dialect's B-layout tile for `var`, when the plan found it feeds
+    /// only the B side of products and the dialect has one.
+    fn b_operand_tile(&self, var: VarId, m: MatrixType) -> Option<(String, &'static str)> {
+        self.plan.b_operands.contains(&var).then(|| self.dialect.b_operand_tile(m)).flatten()
+    }
+
+    /// A `MatrixLoad` through `helper` (`enigma_tile_load`, or the dialect's
+    /// B-layout load); vector memory is read through a view of its scalars.
+    fn matrix_load(&mut self, helper: &str, ty: MatrixType, mem: Memory, offset: &Expr, stride: &Expr, transpose: bool) -> Result<Val, CodegenError> {
+        let pointer = match self.memory(mem)? {
+            (array, elem) if elem.width() > 1 => {
+                let offset = self.expr(offset)?;
+                format!("{} + {}", self.dialect.scalar_view(mem, ty.elem(), &array), offset.code.at_least(Prec::Multiplicative))
+            }
+            _ => format!("&{}", self.place(mem, offset)?.0.text),
+        };
+        let stride = self.top_expr(stride)?;
+        let lane = self.lane();
+        let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
+        let text = format!("{helper}<{t}, {r}, {c}>({pointer}, {}, {transpose}, {lane})", stride.code.text);
+        Ok(Val { code: Code::postfix(text), ty: Type::Matrix(ty) })
+    }
+
     fn matrix_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
         let (text, ty) = match e {
             Expr::MatrixFill { ty, value, diagonal } => {
@@ -519,20 +548,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
                 (format!("enigma_tile_fill<{t}, {r}, {c}>({}, {diagonal}, {lane})", v.code.text), Type::Matrix(*ty))
             }
-            Expr::MatrixLoad { ty, mem, offset, stride, transpose } => {
-                // Vector memory is read through a view of its scalars.
-                let pointer = match self.memory(*mem)? {
-                    (array, elem) if elem.width() > 1 => {
-                        let offset = self.expr(offset)?;
-                        format!("{} + {}", self.dialect.scalar_view(*mem, ty.elem(), &array), offset.code.at_least(Prec::Multiplicative))
-                    }
-                    _ => format!("&{}", self.place(*mem, offset)?.0.text),
-                };
-                let stride = self.top_expr(stride)?;
-                let lane = self.lane();
-                let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
-                (format!("enigma_tile_load<{t}, {r}, {c}>({pointer}, {}, {transpose}, {lane})", stride.code.text), Type::Matrix(*ty))
-            }
+            Expr::MatrixLoad { ty, mem, offset, stride, transpose } => return self.matrix_load("enigma_tile_load", *ty, *mem, offset, stride, *transpose),
             Expr::MatrixMultiply { a, b, acc } => {
                 let (va, vb) = (self.expr(a)?, self.expr(b)?);
                 let lane = self.lane();

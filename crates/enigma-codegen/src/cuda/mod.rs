@@ -103,7 +103,7 @@ use crate::names::Names;
 use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
 use enigma_ir::validate::check_literal;
 use enigma_ir::{
-    Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, MemFlags, Memory, ParamId,
+    Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, MatrixType, MemFlags, Memory, ParamId,
     ParamKind, Scalar, SpecId, TgArrayId, Type,
 };
 use prelude::{Helper, PreludeCx};
@@ -294,6 +294,12 @@ impl Dialect for Cuda {
 
     fn use_matrices(&mut self) {
         self.matrices = true;
+    }
+
+    /// `enigma_btile`, loaded by `enigma_tile_load_b`: mma.sync's B layout,
+    /// which ldmatrix loads directly (no movmatrix per product).
+    fn b_operand_tile(&self, m: MatrixType) -> Option<(String, &'static str)> {
+        Some((format!("enigma_btile<{}, {}, {}>", self.scalar_name(m.elem()), m.rows(), m.cols()), "enigma_tile_load_b"))
     }
 
     const TARGET: Target = Target::Cuda;

@@ -3,9 +3,10 @@
 // row l / 4, columns 2·(l % 4) and 2·(l % 4) + 1 of each fragment. That is the
 // tensor cores' own layout for accumulators and A operands (mma.sync
 // m16n8k16), so on sm_80 and later a product of f16 or bf16 tiles is a run of
-// mma.sync instructions with f32 accumulation, B fragments transposed in
-// registers by movmatrix, and 16-bit tiles in shared memory load with
-// ldmatrix. f32 tiles (and every tile before sm_80) multiply exactly: one
+// mma.sync instructions with f32 accumulation, and 16-bit tiles in shared
+// memory load with ldmatrix. A tile that only feeds the B side of products
+// is held in mma.sync's B layout from its load on (enigma_btile); other B
+// operands are transposed in registers by movmatrix. f32 tiles (and every tile before sm_80) multiply exactly: one
 // fmaf per step in k order over operands gathered with warp shuffles.
 
 // A lane's pair of elements. 16-bit pairs live packed in one 32-bit word,
@@ -53,6 +54,16 @@ template <typename T, int R, int C> struct enigma_tile {
     enigma_duo<T> d[R * C / 64];
 };
 
+// A 16-bit tile that only ever feeds the B side of products (the code
+// generator proves it: every assignment is a load, every read the right
+// operand of a multiply), held in the layout mma.sync takes B in: lane l
+// holds column l / 4, rows 2·(l % 4) and 2·(l % 4) + 1 of each fragment.
+// ldmatrix with the opposite transposition loads it as is, so its products
+// need no movmatrix.
+template <typename T, int R, int C> struct enigma_btile {
+    enigma_duo<T> d[R * C / 64];
+};
+
 __device__ inline unsigned enigma_tile_at(int cols, unsigned i, unsigned lane, bool column) {
     unsigned fragment = i / 2, per_row = unsigned(cols) / 8;
     return column ? (fragment % per_row) * 8 + (lane % 4) * 2 + i % 2 : (fragment / per_row) * 8 + lane / 4;
@@ -87,8 +98,9 @@ template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigm
 // boundaries (the address and the stride are the same on every lane, so the
 // whole SIMD group takes the same branch); false where it does not apply.
 // Fragment f's rows are 8 consecutive rows of memory, or with `transpose` 8
-// consecutive rows read transposed (ldmatrix .trans).
-template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(enigma_tile<T, R, C>& t, const T* p, unsigned stride, bool transpose, unsigned lane) {
+// consecutive rows read transposed (ldmatrix .trans); `b_layout` flips the
+// instruction's transposition, which gives enigma_btile's layout.
+template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(enigma_duo<T> (&d)[R * C / 64], const T* p, unsigned stride, bool transpose, bool b_layout, unsigned lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
     if constexpr (sizeof(T) != 2) {
         return false;
@@ -115,22 +127,22 @@ template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(
 #pragma unroll
     for (int g = 0; 4 * g + 4 <= N; ++g, f += 4) {
         unsigned a = row_address(quad(g, int(lane / 8))), x0, x1, x2, x3;
-        if (transpose) {
+        if (transpose != b_layout) {
             asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
         } else {
             asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(a));
         }
-        t.d[quad(g, 0)] = enigma_duo_of<T>(x0), t.d[quad(g, 1)] = enigma_duo_of<T>(x1), t.d[quad(g, 2)] = enigma_duo_of<T>(x2), t.d[quad(g, 3)] = enigma_duo_of<T>(x3);
+        d[quad(g, 0)] = enigma_duo_of<T>(x0), d[quad(g, 1)] = enigma_duo_of<T>(x1), d[quad(g, 2)] = enigma_duo_of<T>(x2), d[quad(g, 3)] = enigma_duo_of<T>(x3);
     }
 #pragma unroll
     for (; f < N; ++f) {
         unsigned a = row_address(f), x0;
-        if (transpose) {
+        if (transpose != b_layout) {
             asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(x0) : "r"(a));
         } else {
             asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(x0) : "r"(a));
         }
-        t.d[f] = enigma_duo_of<T>(x0);
+        d[f] = enigma_duo_of<T>(x0);
     }
     return true;
     }
@@ -142,11 +154,36 @@ template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(
 // Element (r, c) of the tile is p[r * stride + c], or transposed p[c * stride + r].
 template <typename T, int R, int C, typename P> __device__ inline enigma_tile<T, R, C> enigma_tile_load(const P* p, unsigned stride, bool transpose, unsigned lane) {
     enigma_tile<T, R, C> t;
-    if (enigma_tile_ldmatrix<T, R, C>(t, p, stride, transpose, lane)) return t;
+    if (enigma_tile_ldmatrix<T, R, C>(t.d, p, stride, transpose, false, lane)) return t;
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
         t.d[f] = enigma_duo_make<T>(transpose ? T(p[c * stride + r]) : T(p[r * stride + c]), transpose ? T(p[(c + 1) * stride + r]) : T(p[r * stride + c + 1]));
+    }
+    return t;
+}
+
+// enigma_tile_load's tile in enigma_btile's layout.
+template <typename T, int R, int C, typename P> __device__ inline enigma_btile<T, R, C> enigma_tile_load_b(const P* p, unsigned stride, bool transpose, unsigned lane) {
+    enigma_btile<T, R, C> t;
+    if (enigma_tile_ldmatrix<T, R, C>(t.d, p, stride, transpose, true, lane)) return t;
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        unsigned r = (unsigned(f) / (C / 8)) * 8 + (lane % 4) * 2, c = (unsigned(f) % (C / 8)) * 8 + lane / 4;
+        t.d[f] = enigma_duo_make<T>(transpose ? T(p[c * stride + r]) : T(p[r * stride + c]), transpose ? T(p[c * stride + r + 1]) : T(p[(r + 1) * stride + c]));
+    }
+    return t;
+}
+
+// The tile an enigma_btile holds, in the reference layout (warp shuffles).
+template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigma_tile_of(const enigma_btile<T, R, C>& b, unsigned lane) {
+    enigma_tile<T, R, C> t;
+    const unsigned r = lane / 4, source = (lane % 4) * 8 + r / 2, shift = (r % 2) * 16;
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        // Element (r, 2·(lane % 4) + h) sits in lane (2·(lane % 4) + h)·4 + r / 2.
+        unsigned lo = __shfl_sync(0xffffffffu, enigma_bits(b.d[f]), source), hi = __shfl_sync(0xffffffffu, enigma_bits(b.d[f]), source + 4);
+        t.d[f] = enigma_duo_of<T>(((lo >> shift) & 0xffffu) | (((hi >> shift) & 0xffffu) << 16));
     }
     return t;
 }
@@ -220,17 +257,11 @@ __device__ inline unsigned enigma_movmatrix_trans(unsigned x) {
 }
 
 // The tensor-core product. Rows go in pairs of fragments (m16); an odd last
-// row fragment runs with zero A rows whose results are dropped. A B fragment
-// is this layout transposed (lane l holds column l / 4, rows 2·(l % 4) + {0,
-// 1}), which movmatrix makes from ours.
-template <typename TA, int R, int K, int C, typename TC>
-__device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc) {
+// row fragment runs with zero A rows whose results are dropped. `bt(kb, cb)`
+// is B's fragment (kb, cb) in the layout mma.sync takes B in (enigma_btile's).
+template <typename TA, int R, int K, int C, typename TC, typename BFragment>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma_frags(const enigma_tile<TA, R, K>& a, BFragment bt, const enigma_tile<TC, R, C>& acc) {
     constexpr int RB = R / 8, KB = K / 8, CB = C / 8;
-    unsigned bt[KB][CB];
-#pragma unroll
-    for (int kb = 0; kb < KB; ++kb)
-#pragma unroll
-        for (int cb = 0; cb < CB; ++cb) bt[kb][cb] = enigma_movmatrix_trans(enigma_bits(b.d[kb * CB + cb]));
     enigma_tile<TC, R, C> d;
 #pragma unroll
     for (int rb = 0; rb < RB; rb += 2) {
@@ -243,18 +274,30 @@ __device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA,
 #pragma unroll
             for (int kb = 0; kb + 1 < KB; kb += 2) {
                 const unsigned av4[4] = {av(rb, kb), av(rb + 1, kb), av(rb, kb + 1), av(rb + 1, kb + 1)};
-                const unsigned bv2[2] = {bt[kb][cb], bt[kb + 1][cb]};
+                const unsigned bv2[2] = {bt(kb, cb), bt(kb + 1, cb)};
                 enigma_mma_k16(c, av4, bv2, TA());
             }
             if (KB % 2) {
                 const unsigned av2[2] = {av(rb, KB - 1), av(rb + 1, KB - 1)};
-                enigma_mma_k8(c, av2, bt[KB - 1][cb], TA());
+                enigma_mma_k8(c, av2, bt(KB - 1, cb), TA());
             }
             d.d[rb * CB + cb] = enigma_duo_make<TC>(TC(c[0]), TC(c[1]));
             if (pair) d.d[(rb + 1) * CB + cb] = enigma_duo_make<TC>(TC(c[2]), TC(c[3]));
         }
     }
     return d;
+}
+
+// A B tile in the reference layout: movmatrix transposes each fragment.
+template <typename TA, int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma_tc(const enigma_tile<TA, R, K>& a, const enigma_tile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc) {
+    constexpr int KB = K / 8, CB = C / 8;
+    unsigned bt[KB][CB];
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+        for (int cb = 0; cb < CB; ++cb) bt[kb][cb] = enigma_movmatrix_trans(enigma_bits(b.d[kb * CB + cb]));
+    return enigma_tile_mma_frags(a, [&](int kb, int cb) { return bt[kb][cb]; }, acc);
 }
 
 template <int R, int K, int C, typename TC>
@@ -272,7 +315,17 @@ __device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<TA, R,
     return enigma_tile_mma_exact(a, b, acc, lane);
 }
 
-template <typename T, int R, int K, int C>
-__device__ inline enigma_tile<T, R, C> enigma_tile_mul(const enigma_tile<T, R, K>& a, const enigma_tile<T, K, C>& b, unsigned lane) {
+// A B tile in enigma_btile's layout: its fragments go to mma.sync as held.
+template <typename TA, int R, int K, int C, typename TC>
+__device__ inline enigma_tile<TC, R, C> enigma_tile_mma(const enigma_tile<TA, R, K>& a, const enigma_btile<TA, K, C>& b, const enigma_tile<TC, R, C>& acc, unsigned lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return enigma_tile_mma_frags(a, [&](int kb, int cb) { return enigma_bits(b.d[kb * (C / 8) + cb]); }, acc);
+#else
+    return enigma_tile_mma_exact(a, enigma_tile_of(b, lane), acc, lane);
+#endif
+}
+
+template <typename T, int R, int K, int C, template <typename, int, int> class B>
+__device__ inline enigma_tile<T, R, C> enigma_tile_mul(const enigma_tile<T, R, K>& a, const B<T, K, C>& b, unsigned lane) {
     return enigma_tile_mma(a, b, enigma_tile_fill<T, R, C>(T(0.0f), false, lane), lane);
 }
