@@ -1,7 +1,8 @@
 //! `Ops::matmul`'s tile: `select_gemm_tile`'s default is a configuration the
 //! GEMM's own check accepts on every device's limits at awkward shapes, a
 //! chosen tile (`Options::gemm_tile`) runs and matches the f64 reference on
-//! the simulator, and options that disagree are refused.
+//! the simulator, options that disagree are refused, and f32 inputs run the
+//! SIMT kernel unless a tile is asked for.
 
 use enigma_kernels::library::gemm::{reference, GemmConfig};
 use enigma_kernels::library::DType;
@@ -90,4 +91,17 @@ fn options_that_disagree_or_do_not_fit_are_refused() {
     assert!(matches!(&err, Error::Shape(_)) && err.to_string().contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
     let err = run(Options { gemm_tile: Some(GemmTile::new(64, 64, 32, 3, 2)), ..Options::default() }).unwrap_err();
     assert!(err.to_string().contains("SIMD groups do not divide"), "{err}");
+}
+
+/// f32 inputs run the SIMT kernel unless a tile is asked for (the
+/// simulator is not Metal): its 128×128 tile, its blocks over the threads
+/// asked for, K split as asked, against the reference like any other.
+#[test]
+fn f32_runs_the_simt_kernel_unless_a_tile_is_asked_for() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    assert_eq!(matmul(&rt, Options::default(), DType::F32, 70, 130, 41), "sgemm_f32_128x128x8_r8x8");
+    assert_eq!(matmul(&rt, Options::threads(64), DType::F32, 33, 7, 100), "sgemm_f32_64x64x8_r8x8");
+    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_128x128x8_r8x8_splitk");
+    let tile = GemmTile::new(64, 64, 32, 2, 2);
+    assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
 }
