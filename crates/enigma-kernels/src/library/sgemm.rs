@@ -2,9 +2,9 @@
 //! beta·C`, row-major, `op` the identity or the transpose, f32 accumulation,
 //! C in any [`DType`], batched over the grid's third dimension, K optionally
 //! split over threadgroups — the semantics of [`super::gemm::GemmConfig`]
-//! for f32 input, on scalar `fmaf`s instead of SIMD-group matrices (which
-//! CUDA has no f32 tensor-core form for: the SIMD-group kernel lowers f32
-//! tiles to an exact but slow shuffle-and-`fmaf` path).
+//! for f32 input, on scalar `fma`s instead of SIMD-group matrices: CUDA's
+//! tensor cores have no exact f32 form, so the SIMD-group kernel lowers f32
+//! tiles to an exact but slow shuffle-and-`fmaf` path there.
 //!
 //! A threadgroup computes a `tm × tn` tile of C with `(tm / rm) · (tn / rn)`
 //! threads, each holding an `rm × rn` block of C in registers (8×8 by
