@@ -30,9 +30,10 @@
 //! it, with one barrier per slice.
 //!
 //! Every output is accumulated with `fma` in increasing K order starting
-//! from 0 (zeros past K add nothing), then `C = alpha·acc + beta·C` (C read
-//! only where beta is not zero); with K split, each threadgroup writes its
-//! partial sum to its own f32 slice of `c` for
+//! from 0 (the zeros past K change no sum but the sign of a zero one), as
+//! the simulator's SIMD-group multiply does, then `C = alpha·acc + beta·C`
+//! (C read only where beta is not zero); with K split, each threadgroup
+//! writes its partial sum to its own f32 slice of `c` for
 //! [`super::gemm::splitk_reduce`].
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
