@@ -408,7 +408,7 @@ pub fn registry() -> Vec<Entry> {
 
 fn matmul_entry(dtype: DType) -> Entry {
     let kernel = match dtype {
-        DType::F32 => "off Metal a SIMT kernel (128×128 tiles, 8×8 outputs per thread) unless a tile is given or tuned, else SIMD-group matrices",
+        DType::F32 => "off Metal a SIMT kernel (128×128 tiles or fewer rows for small M, 8×8 outputs per thread) unless a tile is given or tuned, else SIMD-group matrices",
         _ => "on SIMD-group matrices",
     };
     let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation {kernel} (the tile per shape: select_gemm_tile, or the tuned one)");

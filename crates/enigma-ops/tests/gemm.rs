@@ -238,6 +238,13 @@ fn simt_awkward_shapes_match_the_reference() {
     for output in [DType::F16, DType::BF16] {
         check_simt(&rt, &SgemmConfig { trans_b: true, ..small_simt(output) }, 33, 65, 20, 2, 1.0, 1.0, false);
     }
+    // The small-M tiles: threads that have no vector of A's slice to load
+    // (16 rows: 32 vectors for 64 threads).
+    for m in [1, 16, 17, 40] {
+        let cfg = SgemmConfig::for_rows(DType::F32, m);
+        check_simt(&rt, &cfg, m as usize, 130, 33, 1, 1.0, 0.0, false);
+        check_simt(&rt, &SgemmConfig { trans_a: true, trans_b: true, ..cfg }, m as usize, 70, 20, 2, 0.5, -2.0, false);
+    }
 }
 
 /// Each output of the SIMT kernel is the SIMD-group kernel's on the same

@@ -94,14 +94,16 @@ fn options_that_disagree_or_do_not_fit_are_refused() {
 }
 
 /// f32 inputs run the SIMT kernel unless a tile is asked for (the
-/// simulator is not Metal): its 128×128 tile, its blocks over the threads
-/// asked for, K split as asked, against the reference like any other.
+/// simulator is not Metal): its tile for the rows, its blocks over the
+/// threads asked for, K split as asked, against the reference like any other.
 #[test]
 fn f32_runs_the_simt_kernel_unless_a_tile_is_asked_for() {
     let rt = Runtime::new(Device::Sim).unwrap();
     assert_eq!(matmul(&rt, Options::default(), DType::F32, 70, 130, 41), "sgemm_f32_128x128x8_r8x8");
     assert_eq!(matmul(&rt, Options::threads(64), DType::F32, 33, 7, 100), "sgemm_f32_64x64x8_r8x8");
-    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_128x128x8_r8x8_splitk");
+    // Few rows: a tile of 16, 32 or 64 rows.
+    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x8_r4x8_splitk");
+    assert_eq!(matmul(&rt, Options::default(), DType::F32, 40, 130, 33), "sgemm_f32_64x128x8_r4x8");
     let tile = GemmTile::new(64, 64, 32, 2, 2);
     assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
 }

@@ -9,7 +9,7 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
-//! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles, 8×8 outputs per thread in registers, slices staged as `float4`s |
+//! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!

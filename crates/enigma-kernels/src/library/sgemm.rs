@@ -89,6 +89,18 @@ impl SgemmConfig {
         SgemmConfig { output, tm: 128, tn: 128, tk: 8, rm: 8, rn: 8, trans_a: false, trans_b: false, splits: 1 }
     }
 
+    /// The tile for `m` rows: up to 64 rows, the fewest of 16, 32 or 64
+    /// that cover them, in 4×8 blocks (64, 128 or 256 threads), so that a
+    /// threadgroup computes few rows past M (the SIMD-group GEMM's small-M
+    /// tiles do the same); above, [`SgemmConfig::new`]'s 128×128.
+    pub fn for_rows(output: DType, m: u32) -> SgemmConfig {
+        let base = SgemmConfig::new(output);
+        match m {
+            0..=64 => SgemmConfig { tm: m.next_power_of_two().clamp(16, 64), rm: 4, ..base },
+            _ => base,
+        }
+    }
+
     /// The blocks over `threads` threads (a power of two): this
     /// configuration's up to [`WIDE_BLOCK_THREADS`] threads, 4×4 above, in a
     /// grid of at most twice as many rows of threads as columns — so with
@@ -446,6 +458,9 @@ mod tests {
         assert!(ragged.check(u64::MAX).unwrap_err().to_string().contains("8×8 blocks do not divide a 128×100 tile"));
         let tiles = |t| cfg.with_threads(t).map(|c| (c.tm, c.tn));
         assert_eq!((tiles(256), tiles(128), tiles(64), tiles(32)), (Ok((128, 128)), Ok((128, 64)), Ok((64, 64)), Ok((64, 32))));
+        let rows = |m| SgemmConfig::for_rows(DType::F32, m);
+        let small = [1, 16, 17, 33, 64, 65].map(|m| (rows(m).tm, rows(m).rm, rows(m).threads()));
+        assert_eq!(small, [(16, 4, 64), (16, 4, 64), (32, 4, 128), (64, 4, 256), (64, 4, 256), (128, 8, 256)]);
         let wide = cfg.with_threads(1024).unwrap();
         assert_eq!((wide.tm, wide.tn, wide.rm, wide.rn, wide.threads()), (128, 128, 4, 4, 1024));
         assert!(tiles(96).unwrap_err().to_string().contains("96 threads; the tile splits over a power of two"));
