@@ -177,13 +177,6 @@ enum MatmulPlan {
 }
 
 impl MatmulPlan {
-    fn name(&self) -> String {
-        match self {
-            MatmulPlan::Matrices(cfg) => cfg.name(),
-            MatmulPlan::Simt(cfg) => cfg.name(),
-        }
-    }
-
     fn kernel(&self) -> Kernel {
         match self {
             MatmulPlan::Matrices(cfg) => gemm::gemm(cfg),
@@ -705,8 +698,10 @@ impl<'rt> Ops<'rt> {
         let plan = self.matmul_plan(input, out, mu, nu, ku)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
         let target = self.splitk_target(plan.splits(), m * n)?;
+        // The key names every field: the split count is built into the
+        // kernel, not into its name.
         self.launch(
-            plan.name(),
+            format!("matmul {plan:?}"),
             || plan.kernel(),
             plan.dispatch(mu, nu),
             &[
