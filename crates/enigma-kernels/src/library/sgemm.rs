@@ -56,14 +56,15 @@ pub const STAGES: u32 = 2;
 pub const BLOCK_SIDES: [u32; 2] = [4, 8];
 
 /// The most threads [`SgemmConfig::with_threads`] gives blocks of more
-/// than 4×4: a CUDA SM's 65536 registers leave 256 per thread at 256
-/// threads, 128 at 512 — too few for 64 accumulators, their operands and
+/// than 4×4: a CUDA SM's 65536 registers leave up to 255 per thread at
+/// 256 threads, 128 at 512 — too few for 64 accumulators, their operands and
 /// the next slice without spilling.
 pub const WIDE_BLOCK_THREADS: u32 = 256;
 
 /// One SIMT GEMM kernel's shape: f32 input, `output` for C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SgemmConfig {
+    /// C's element type (f32 accumulation, rounded once on the store).
     pub output: DType,
     /// Rows of C per threadgroup.
     pub tm: u32,
@@ -75,7 +76,9 @@ pub struct SgemmConfig {
     pub rm: u32,
     /// Columns of C per thread (4 or 8).
     pub rn: u32,
+    /// A is stored `k × m` (op(A) = Aᵀ).
     pub trans_a: bool,
+    /// B is stored `n × k` (op(B) = Bᵀ).
     pub trans_b: bool,
     /// K split over this many threadgroups per tile, as
     /// [`super::gemm::GemmConfig::splits`] (partial sums in an f32
