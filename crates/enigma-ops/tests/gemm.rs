@@ -247,6 +247,26 @@ fn simt_awkward_shapes_match_the_reference() {
     }
 }
 
+/// Unusual but valid SIMT shapes: one SIMD group (64×32), 1024 threads of
+/// 4×4, slices of 4 K values (fewer vectors than threads) and of 12 (not a
+/// power of two), 4×4 blocks in a 128×64 tile.
+#[test]
+fn simt_configurations_off_the_default_match_the_reference() {
+    let rt = runtime();
+    let base = SgemmConfig::new(DType::F32);
+    let configs = [
+        base.with_threads(32).unwrap(),
+        base.with_threads(1024).unwrap(),
+        SgemmConfig { tk: 4, ..base },
+        SgemmConfig { tk: 12, tn: 64, rm: 4, rn: 4, ..base },
+    ];
+    for cfg in configs {
+        for (trans_a, trans_b) in [(false, false), (true, true)] {
+            check_simt(&rt, &SgemmConfig { trans_a, trans_b, ..cfg }, 70, 65, 30, 1, 1.0, 0.0, false);
+        }
+    }
+}
+
 /// Each output of the SIMT kernel is the SIMD-group kernel's on the same
 /// device bit for bit: both accumulate `fma`s in increasing K from 0 (on
 /// the simulator, and on CUDA, whose f32 SIMD-group tiles are `fmaf`s).
