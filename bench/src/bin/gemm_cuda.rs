@@ -18,11 +18,14 @@
 //! each type runs its default configuration and the sweep below. Each shape
 //! also runs `Ops::matmul`'s own plan (`"kernel": "ops.matmul …"`: the tile
 //! for its rows and K split over threadgroups where the output has few
-//! tiles; the time is the sum of its dispatches).
+//! tiles, for f32 the SIMT kernel; the time is the sum of its dispatches).
+//! f32 also runs the SIMT kernel (`enigma_kernels::library::sgemm`) in the
+//! configurations of `SIMT_SWEEP`.
 
 use enigma_ir::Literal;
 use enigma_kernels::library::gemm::{gemm, GemmConfig};
-use enigma_kernels::library::DType;
+use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
+use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
 use enigma_runtime::{Arg, Mode, Options};
 use std::time::Duration;
@@ -30,6 +33,48 @@ use std::time::Duration;
 /// Tiles tried beside each type's default (those that do not fit are skipped).
 const SWEEP: [(u32, u32, u32, u32, u32); 6] =
     [(128, 128, 32, 2, 2), (128, 256, 32, 2, 4), (256, 128, 32, 4, 2), (128, 64, 32, 2, 2), (64, 64, 32, 2, 2), (64, 128, 32, 2, 2)];
+
+/// SIMT kernels tried for f32: (threads, K values per slice) — the
+/// default's 8×8 blocks over the threads (4×4 above 256).
+const SIMT_SWEEP: [(u32, u32); 5] = [(256, 8), (256, 16), (128, 8), (128, 16), (64, 8)];
+
+/// A kernel of the sweep: a SIMD-group tile or a SIMT configuration.
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    Matrices(GemmConfig),
+    Simt(SgemmConfig),
+}
+
+impl Variant {
+    fn name(&self) -> String {
+        match self {
+            Variant::Matrices(cfg) => cfg.name(),
+            Variant::Simt(cfg) => cfg.name(),
+        }
+    }
+
+    fn kernel(&self) -> enigma_ir::Kernel {
+        match self {
+            Variant::Matrices(cfg) => gemm(cfg),
+            Variant::Simt(cfg) => sgemm(cfg),
+        }
+    }
+
+    fn dispatch(&self, m: u32, n: u32) -> Dispatch {
+        match self {
+            Variant::Matrices(cfg) => cfg.dispatch(m, n, 1),
+            Variant::Simt(cfg) => cfg.dispatch(m, n, 1),
+        }
+    }
+
+    /// Threads per threadgroup and threadgroup memory.
+    fn footprint(&self) -> (u32, u64) {
+        match self {
+            Variant::Matrices(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
+            Variant::Simt(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
+        }
+    }
+}
 
 fn numbers(text: &str, sep: char) -> Vec<u32> {
     text.split(sep).map(|p| p.trim().parse().unwrap_or_else(|_| panic!("`{p}` in `{text}` is not a number"))).collect()
@@ -68,12 +113,21 @@ fn main() {
     let mut rows = vec![];
     for &dtype in &dtypes {
         let default = GemmConfig::new(dtype, DType::F32);
-        let mut configs = vec![default];
+        let limit = rt.device().max_threadgroup_memory_bytes;
+        let mut configs = vec![Variant::Matrices(default)];
         for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
             for &stages in &stage_counts {
-                let cfg = GemmConfig { tm, tn, tk, sg_rows, sg_cols, stages, ..default };
-                if cfg.check(rt.device().max_threadgroup_memory_bytes).is_ok() && !configs.contains(&cfg) {
+                let cfg = Variant::Matrices(GemmConfig { tm, tn, tk, sg_rows, sg_cols, stages, ..default });
+                if matches!(cfg, Variant::Matrices(c) if c.check(limit).is_ok()) && !configs.contains(&cfg) {
                     configs.push(cfg);
+                }
+            }
+        }
+        if dtype == DType::F32 {
+            for (threads, tk) in SIMT_SWEEP {
+                let cfg = SgemmConfig::new(DType::F32).with_threads(threads).map(|c| SgemmConfig { tk, ..c });
+                if let Ok(cfg) = cfg.and_then(|c| c.check(limit).map(|()| c)) {
+                    configs.push(Variant::Simt(cfg));
                 }
             }
         }
@@ -132,7 +186,7 @@ fn main() {
             }));
             for cfg in &configs {
                 let name = cfg.name();
-                let pipeline = match rt.pipeline(&gemm(cfg)) {
+                let pipeline = match rt.pipeline(&cfg.kernel()) {
                     Ok(p) => p,
                     Err(e) => {
                         rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
@@ -151,7 +205,7 @@ fn main() {
                     Arg::from(&ab),
                     Arg::from(&bb),
                 ];
-                let d = cfg.dispatch(m, n, 1);
+                let d = cfg.dispatch(m, n);
                 let run = || rt.dispatch(&pipeline, &args, Mode::Threadgroups, d.size, d.threads, &Options::default());
                 if let Err(e) = run() {
                     rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
@@ -164,9 +218,10 @@ fn main() {
                 let t = times[times.len() / 2].as_secs_f64();
                 let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e12;
                 eprintln!("{name} {m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
+                let (threads, memory) = cfg.footprint();
                 rows.push(serde_json::json!({
-                    "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "default": cfg == &default,
-                    "threads": cfg.threads(), "threadgroup_memory_bytes": cfg.threadgroup_memory_bytes(),
+                    "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "default": *cfg == Variant::Matrices(default),
+                    "threads": threads, "threadgroup_memory_bytes": memory,
                     "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
                 }));
             }

@@ -51,7 +51,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -140,7 +140,9 @@ pub struct Options {
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
     /// [`select_gemm_tile`] for the shape and the device, unless
     /// [`Options::threads`] is set; the autotuner's choice in the
-    /// registry). With [`Options::threads`] too, the two must agree.
+    /// registry). With [`Options::threads`] too, the two must agree. For f32
+    /// inputs off Metal a tile also chooses the SIMD-group kernel over the
+    /// default SIMT one ([`Ops::matmul`]).
     pub gemm_tile: Option<GemmTile>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
@@ -164,6 +166,38 @@ pub struct Launch {
     pub kernel: String,
     pub dispatch: Dispatch,
     pub report: DispatchReport,
+}
+
+/// The GEMM kernel a matrix multiply runs: on SIMD-group matrices, or the
+/// SIMT f32 kernel. Both take the same parameters.
+#[derive(Clone, Copy, Debug)]
+enum MatmulPlan {
+    Matrices(gemm::GemmConfig),
+    Simt(sgemm::SgemmConfig),
+}
+
+impl MatmulPlan {
+    fn kernel(&self) -> Kernel {
+        match self {
+            MatmulPlan::Matrices(cfg) => gemm::gemm(cfg),
+            MatmulPlan::Simt(cfg) => sgemm::sgemm(cfg),
+        }
+    }
+
+    fn splits(&self) -> u32 {
+        match self {
+            MatmulPlan::Matrices(cfg) => cfg.splits,
+            MatmulPlan::Simt(cfg) => cfg.splits,
+        }
+    }
+
+    /// The dispatch for an `m × n` result.
+    fn dispatch(&self, m: u32, n: u32) -> Dispatch {
+        match self {
+            MatmulPlan::Matrices(cfg) => cfg.dispatch(m, n, 1),
+            MatmulPlan::Simt(cfg) => cfg.dispatch(m, n, 1),
+        }
+    }
 }
 
 /// Pipelines made by [`Ops`], by kernel name and by what built each
@@ -639,11 +673,17 @@ impl<'rt> Ops<'rt> {
 
     /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
-    /// The tiled SIMD-group-matrix kernel of
-    /// [`enigma_kernels::library::gemm`] with [`Options::gemm_tile`]; with
-    /// only [`Options::threads`], the type's base tile (`GemmConfig::new`)
-    /// split over `threads / 32` SIMD groups (`GemmConfig::with_threads`);
-    /// else the tile [`select_gemm_tile`] gives the shape on this device.
+    /// f32 inputs without [`Options::gemm_tile`] run the SIMT kernel of
+    /// [`enigma_kernels::library::sgemm`] except on Metal (whose f32
+    /// SIMD-group matrices are native): its tile for the rows
+    /// (`SgemmConfig::for_rows`: 128×128, or 16, 32 or 64 rows up to 64),
+    /// or with [`Options::threads`] its 8×8 blocks over that many threads
+    /// (`SgemmConfig::with_threads`). Otherwise the tiled SIMD-group-matrix
+    /// kernel of [`enigma_kernels::library::gemm`] with
+    /// [`Options::gemm_tile`]; with only [`Options::threads`], the type's
+    /// base tile (`GemmConfig::new`) split over `threads / 32` SIMD groups
+    /// (`GemmConfig::with_threads`); else the tile [`select_gemm_tile`]
+    /// gives the shape on this device.
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
         let mut dims = [0u32; 3];
@@ -655,24 +695,15 @@ impl<'rt> Ops<'rt> {
         self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
         self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
-        let limits = threadgroup_limits(self.rt.device());
-        let cfg = match (self.options.gemm_tile, self.options.threads) {
-            (Some(tile), Some(t)) if t != tile.threads() => {
-                return Err(arg_err(op, format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
-            }
-            (Some(tile), _) => gemm::GemmConfig::from_tile(tile, input, out),
-            (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
-            (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(mu, nu, ku, input.size_bytes(), &limits), input, out),
-        };
-        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(mu, nu, ku, self.threadgroups_wanted())), ..cfg };
-        let cfg = cfg.pipelined_for(self.stage_memory());
-        cfg.check(limits.max_memory_bytes)?;
+        let plan = self.matmul_plan(input, out, mu, nu, ku)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
-        let target = self.splitk_target(cfg.splits, m * n)?;
+        let target = self.splitk_target(plan.splits(), m * n)?;
+        // The key names every field: the split count is built into the
+        // kernel, not into its name.
         self.launch(
-            cfg.name(),
-            || gemm::gemm(&cfg),
-            cfg.dispatch(mu, nu, 1),
+            format!("matmul {plan:?}"),
+            || plan.kernel(),
+            plan.dispatch(mu, nu),
             &[
                 ("a", Arg::from(a)),
                 ("b", Arg::from(b)),
@@ -686,8 +717,37 @@ impl<'rt> Ops<'rt> {
                 ("b4", Arg::from(b)),
             ],
         )?;
-        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * n)?;
+        self.splitk_reduce(target.as_ref(), &c, out, plan.splits(), m * n)?;
         Ok(c)
+    }
+
+    /// The GEMM [`Ops::matmul`] runs for an `m × n × k` product of `input`
+    /// (see there), with its K splits, checked against the device's
+    /// threadgroup memory.
+    fn matmul_plan(&self, input: DType, out: DType, m: u32, n: u32, k: u32) -> Result<MatmulPlan, Error> {
+        let limits = threadgroup_limits(self.rt.device());
+        let simt = input == DType::F32 && self.options.gemm_tile.is_none() && self.rt.device().kind != enigma_runtime::DeviceKind::Metal;
+        if simt {
+            let cfg = match self.options.threads {
+                Some(t) => sgemm::SgemmConfig::new(out).with_threads(t)?,
+                None => sgemm::SgemmConfig::for_rows(out, m),
+            };
+            let cfg = sgemm::SgemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), ..cfg };
+            cfg.check(limits.max_memory_bytes)?;
+            return Ok(MatmulPlan::Simt(cfg));
+        }
+        let cfg = match (self.options.gemm_tile, self.options.threads) {
+            (Some(tile), Some(t)) if t != tile.threads() => {
+                return Err(arg_err("matmul", format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
+            }
+            (Some(tile), _) => gemm::GemmConfig::from_tile(tile, input, out),
+            (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
+            (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
+        };
+        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), ..cfg };
+        let cfg = cfg.pipelined_for(self.stage_memory());
+        cfg.check(limits.max_memory_bytes)?;
+        Ok(MatmulPlan::Matrices(cfg))
     }
 
     /// The threadgroup memory the GEMMs' pipelined stages may fill

@@ -407,7 +407,11 @@ pub fn registry() -> Vec<Entry> {
 }
 
 fn matmul_entry(dtype: DType) -> Entry {
-    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation on SIMD-group matrices (the tile per shape: select_gemm_tile, or the tuned one)");
+    let kernel = match dtype {
+        DType::F32 => "off Metal a SIMT kernel (128×128 tiles or fewer rows for small M, 8×8 outputs per thread) unless a tile is given or tuned, else SIMD-group matrices",
+        _ => "on SIMD-group matrices",
+    };
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation {kernel} (the tile per shape: select_gemm_tile, or the tuned one)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let mut rng = TestRng::new(seed);

@@ -19,8 +19,11 @@
 //!   with the device's limit: 48 KiB on CUDA, 32 KiB on Apple GPUs) is
 //!   skipped with the reason; so is one with a side at least twice the
 //!   shape's (half the tile already covers it: the same threadgroups, more
-//!   padding), which keeps small shapes quick to tune. Without a tuned
-//!   choice, `Ops::matmul` takes [`enigma_analysis::tiles::select_gemm_tile`]'s.
+//!   padding), which keeps small shapes quick to tune. For f32 inputs the
+//!   threadgroup sizes without a tile follow: off Metal, `Ops::matmul`'s
+//!   SIMT kernel with its blocks over that many threads. Without a tuned
+//!   choice, `Ops::matmul` takes the SIMT kernel for f32 off Metal, else
+//!   [`enigma_analysis::tiles::select_gemm_tile`]'s tile.
 //! * **Timing**: seed 004's loop through [`Entry::bench`] (the inputs and
 //!   their reference made once for all candidates): warm-up runs, then
 //!   repeats; the median device time (CUDA events, Metal GPU time) or
@@ -39,7 +42,7 @@
 use crate::registry::Entry;
 use crate::{Error, Options};
 use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
-use enigma_kernels::library::{gemm, DType};
+use enigma_kernels::library::{gemm, sgemm, DType};
 use enigma_runtime::Runtime;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -193,9 +196,20 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
 
 /// The GEMM tiles for `input` at `shape` (`[m, n, k]`), each with the
 /// reason it is skipped: over the device's threads or threadgroup memory
-/// (the GEMM's own check), or a side at least twice the shape's.
+/// (the GEMM's own check), or a side at least twice the shape's. For f32,
+/// then [`THREADS`] without a tile: the SIMT kernel's blocks over that
+/// many threads where `Ops::matmul` runs it (off Metal), skipped where its
+/// check refuses them.
 fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
+    let simt = THREADS.iter().filter(|_| input == DType::F32).map(|&threads| {
+        let skip = if threads > limits.max_threads {
+            Some(format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
+        } else {
+            sgemm::SgemmConfig::new(DType::F32).with_threads(threads).and_then(|c| c.check(limits.max_memory_bytes)).err().map(|e| e.to_string())
+        };
+        (Choice { threads, ..Choice::default() }, skip)
+    });
     gemm_tiles()
         .into_iter()
         .map(|tile| {
@@ -213,6 +227,7 @@ fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) ->
             };
             (Choice { threads, tile: Some(tile), ..Choice::default() }, skip)
         })
+        .chain(simt)
         .collect()
 }
 

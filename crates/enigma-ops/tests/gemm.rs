@@ -1,53 +1,112 @@
-//! The tiled GEMM on the simulator against the f64 reference: awkward
+//! The tiled GEMMs on the simulator against the f64 reference: awkward
 //! shapes (1, 7, 33, 100 and mixes), both transposes, f16/bf16/f32 inputs,
-//! f16/f32 outputs, alpha and beta, batches, and a sanitizer-clean run.
+//! f16/f32 outputs, alpha and beta, batches, and sanitizer-clean runs — the
+//! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
 use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig};
-use enigma_kernels::library::DType;
+use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
+use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
 use enigma_runtime::{Arg, Device, Runtime};
 
+/// What [`run`] needs of a GEMM kernel: its kernel, its dispatch, its
+/// types, its transposes and its K splits; `sequential` where every output
+/// is a sequence of f32 `fma`s (the SIMT kernel), which [`run`] holds to
+/// that sequence's error bound rather than the looser one of any f32 sum.
+struct Plan {
+    kernel: enigma_ir::Kernel,
+    dispatch: Dispatch,
+    input: DType,
+    output: DType,
+    trans: (bool, bool),
+    splits: u32,
+    sequential: bool,
+}
+
 #[allow(clippy::too_many_arguments)]
-fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) {
-    let kernel = gemm(cfg);
-    let p = rt.pipeline(&kernel).unwrap();
+fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) -> Vec<f64> {
+    let plan = Plan {
+        kernel: gemm(cfg),
+        dispatch: cfg.dispatch(m as u32, n as u32, batch as u32),
+        input: cfg.input,
+        output: cfg.output,
+        trans: (cfg.trans_a, cfg.trans_b),
+        splits: cfg.splits,
+        sequential: false,
+    };
+    run(rt, &plan, m, n, k, batch, alpha, beta, sanitize)
+}
+
+/// [`check`] for the SIMT f32 kernel.
+#[allow(clippy::too_many_arguments)]
+fn check_simt(rt: &Runtime, cfg: &SgemmConfig, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) -> Vec<f64> {
+    let plan = Plan {
+        kernel: sgemm(cfg),
+        dispatch: cfg.dispatch(m as u32, n as u32, batch as u32),
+        input: DType::F32,
+        output: cfg.output,
+        trans: (cfg.trans_a, cfg.trans_b),
+        splits: cfg.splits,
+        sequential: true,
+    };
+    run(rt, &plan, m, n, k, batch, alpha, beta, sanitize)
+}
+
+/// Runs `plan` (and with K split the reduction) on random data, checks
+/// every element of C against the f64 reference and returns C.
+#[allow(clippy::too_many_arguments)]
+fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, alpha: f32, beta: f32, sanitize: bool) -> Vec<f64> {
+    let (kernel, d) = (&plan.kernel, plan.dispatch);
+    let p = rt.pipeline(kernel).unwrap();
     // Inputs rounded to their types, as the kernel sees them.
     let data = |dtype: DType, len: usize, seed: u64| {
         let mut v = enigma_kernels::test_data(len, seed);
         quantize(dtype, &mut v);
         v
     };
-    let (a, b, c0) = (data(cfg.input, batch * m * k, 1), data(cfg.input, batch * k * n, 2), data(cfg.output, batch * m * n, 3));
-    let bufs = [(&a, cfg.input), (&b, cfg.input), (&c0, cfg.output)].map(|(v, t)| upload(rt, t.scalar(), v).unwrap());
+    let (a, b, c0) = (data(plan.input, batch * m * k, 1), data(plan.input, batch * k * n, 2), data(plan.output, batch * m * n, 3));
+    let bufs = [(&a, plan.input), (&b, plan.input), (&c0, plan.output)].map(|(v, t)| upload(rt, t.scalar(), v).unwrap());
     // With K split, the first pass writes partial products to a workspace.
-    let workspace = (cfg.splits > 1).then(|| upload(rt, enigma_ir::Scalar::F32, &vec![f32::NAN; cfg.splits as usize * batch * m * n]).unwrap());
+    let workspace = (plan.splits > 1).then(|| upload(rt, enigma_ir::Scalar::F32, &vec![f32::NAN; plan.splits as usize * batch * m * n]).unwrap());
     let mut args: Vec<Arg<'_>> = [&bufs[0], &bufs[1], workspace.as_ref().unwrap_or(&bufs[2])].into_iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
     // The vector views `a4` and `b4` of the same buffers.
     args.extend([Arg::from(&bufs[0]), Arg::from(&bufs[1])]);
-    let d = cfg.dispatch(m as u32, n as u32, batch as u32);
     let options = enigma_runtime::Options { sanitize, ..Default::default() };
     rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
     if let Some(ws) = &workspace {
-        let reduce = rt.pipeline(&splitk_reduce(cfg.output)).unwrap();
+        let reduce = rt.pipeline(&splitk_reduce(plan.output)).unwrap();
         let total = (batch * m * n) as u32;
         let u32v = |v: u32| Arg::Value(enigma_ir::Literal::u32(v));
         let f32v = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
-        let args = [Arg::from(ws), Arg::from(&bufs[2]), u32v((m * n) as u32), u32v(total), u32v(cfg.splits), f32v(alpha), f32v(beta)];
+        let args = [Arg::from(ws), Arg::from(&bufs[2]), u32v((m * n) as u32), u32v(total), u32v(plan.splits), f32v(alpha), f32v(beta)];
         let d = splitk_reduce_dispatch(total);
         rt.dispatch(&reduce, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options).unwrap_or_else(|e| panic!("split-K reduction: {e}"));
     }
     let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
-    let want = reference(cfg, &f(&a), &f(&b), &f(&c0), m, n, k, batch, alpha as f64, beta as f64);
-    let got = download(&bufs[2], cfg.output.scalar(), batch * m * n).unwrap();
+    let (trans_a, trans_b) = plan.trans;
+    let transposes = GemmConfig { trans_a, trans_b, ..GemmConfig::new(plan.input, plan.output) };
+    let want = reference(&transposes, &f(&a), &f(&b), &f(&c0), m, n, k, batch, alpha as f64, beta as f64);
+    let got = download(&bufs[2], plan.output.scalar(), batch * m * n).unwrap();
     // f32 accumulation of k products of values in [-1, 1), then one rounding
-    // to the output type.
-    let tol = |w: f64| 4.0 * k as f64 * f32::EPSILON as f64 + w.abs() * cfg.output.unit_roundoff() * 2.0 + 1e-30;
+    // to the output type; a sequence of fmas (one per K value, one per split
+    // in the reduction, two for alpha and beta) errs by at most (k + splits
+    // + 2)·u times the sum of the magnitudes of its terms.
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs() as f64).collect::<Vec<_>>();
+    let magnitudes = plan.sequential.then(|| reference(&transposes, &abs(&a), &abs(&b), &abs(&c0), m, n, k, batch, alpha.abs() as f64, beta.abs() as f64));
+    let tol = |i: usize, w: f64| {
+        let rounding = w.abs() * plan.output.unit_roundoff() * 2.0 + 1e-30;
+        match &magnitudes {
+            Some(mag) => (k as f64 + plan.splits as f64 + 2.0) * DType::F32.unit_roundoff() * mag[i] + rounding + plan.output.underflow_error(),
+            None => 4.0 * k as f64 * f32::EPSILON as f64 + rounding,
+        }
+    };
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol(*w), "{} at {m}x{n}x{k} batch {batch}: element {i} is {g}, want {w}", kernel.name);
+        assert!((g - w).abs() <= tol(i, *w), "{} at {m}x{n}x{k} batch {batch}: element {i} is {g}, want {w}", kernel.name);
     }
+    got
 }
 
 /// The simulator, or the device `ENIGMA_TEST_DEVICE` names (`cuda`), so
@@ -151,6 +210,90 @@ fn transposes_types_alpha_beta_and_batches() {
 fn runs_clean_under_the_sanitizer() {
     let rt = Runtime::new(Device::Sim).unwrap();
     check(&rt, &GemmConfig::new(DType::F16, DType::F32), 65, 70, 40, 1, 1.0, 1.0, true);
+}
+
+/// A smaller SIMT tile (64×64 over 64 threads, 16 deep) that keeps the
+/// simulator quick and puts several tiles on the awkward shapes.
+fn small_simt(output: DType) -> SgemmConfig {
+    SgemmConfig::new(output).with_threads(64).map(|c| SgemmConfig { tk: 16, ..c }).unwrap()
+}
+
+/// The SIMT f32 GEMM: awkward shapes (one element, partial tiles along
+/// every side, a partial last slice of K), rows that are and are not whole
+/// `float4`s, both transposes, batches, alpha and beta, f16/bf16 outputs.
+#[test]
+fn simt_awkward_shapes_match_the_reference() {
+    let rt = runtime();
+    let cfg = SgemmConfig::new(DType::F32);
+    for (m, n, k) in [(1, 1, 1), (7, 33, 100), (100, 7, 33), (129, 130, 17), (128, 128, 24)] {
+        check_simt(&rt, &cfg, m, n, k, 1, 1.0, 0.0, false);
+    }
+    let small = small_simt(DType::F32);
+    for (trans_a, trans_b) in [(false, false), (true, false), (false, true), (true, true)] {
+        let cfg = SgemmConfig { trans_a, trans_b, ..small };
+        // 68 and 36: whole float4 rows either way; 37 and 70: not along K.
+        check_simt(&rt, &cfg, 68, 132, 36, 2, 0.5, -2.0, false);
+        check_simt(&rt, &cfg, 37, 70, 41, 2, 0.5, -2.0, false);
+    }
+    for output in [DType::F16, DType::BF16] {
+        check_simt(&rt, &SgemmConfig { trans_b: true, ..small_simt(output) }, 33, 65, 20, 2, 1.0, 1.0, false);
+    }
+    // The small-M tiles: threads that have no vector of A's slice to load
+    // (16 rows: 32 vectors for 64 threads).
+    for m in [1, 16, 17, 40] {
+        let cfg = SgemmConfig::for_rows(DType::F32, m);
+        check_simt(&rt, &cfg, m as usize, 130, 33, 1, 1.0, 0.0, false);
+        check_simt(&rt, &SgemmConfig { trans_a: true, trans_b: true, ..cfg }, m as usize, 70, 20, 2, 0.5, -2.0, false);
+    }
+}
+
+/// Unusual but valid SIMT shapes: one SIMD group (64×32), 1024 threads of
+/// 4×4, slices of 4 K values (fewer vectors than threads) and of 12 (not a
+/// power of two), 4×4 blocks in a 128×64 tile.
+#[test]
+fn simt_configurations_off_the_default_match_the_reference() {
+    let rt = runtime();
+    let base = SgemmConfig::new(DType::F32);
+    let configs = [
+        base.with_threads(32).unwrap(),
+        base.with_threads(1024).unwrap(),
+        SgemmConfig { tk: 4, ..base },
+        SgemmConfig { tk: 12, tn: 64, rm: 4, rn: 4, ..base },
+    ];
+    for cfg in configs {
+        for (trans_a, trans_b) in [(false, false), (true, true)] {
+            check_simt(&rt, &SgemmConfig { trans_a, trans_b, ..cfg }, 70, 65, 30, 1, 1.0, 0.0, false);
+        }
+    }
+}
+
+/// Each output of the SIMT kernel is the SIMD-group kernel's on the same
+/// device bit for bit: both accumulate `fma`s in increasing K from 0 (on
+/// the simulator, and on CUDA, whose f32 SIMD-group tiles are `fmaf`s).
+#[test]
+fn simt_matches_the_simd_group_kernel_bit_for_bit() {
+    let rt = runtime();
+    for (trans_a, trans_b) in [(false, false), (true, true)] {
+        let simt = SgemmConfig { trans_a, trans_b, ..small_simt(DType::F32) };
+        let matrices = GemmConfig { trans_a, trans_b, ..GemmConfig::new(DType::F32, DType::F32) };
+        for (m, n, k) in [(65, 70, 40), (7, 130, 33)] {
+            let (got, want) = (check_simt(&rt, &simt, m, n, k, 1, 1.0, 0.0, false), check(&rt, &matrices, m, n, k, 1, 1.0, 0.0, false));
+            assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "{} and {} differ at {m}x{n}x{k}", simt.name(), matrices.name());
+        }
+    }
+}
+
+/// K split over threadgroups (the last split short or empty) with the
+/// GEMM's reduction, and a run clean under the sanitizer: every staged
+/// value written before it is read, no race between the two stages.
+#[test]
+fn simt_split_k_and_the_sanitizer() {
+    let rt = runtime();
+    // 100 = 48 + 48 + 4 over 3 splits of 3 slices of 16.
+    check_simt(&rt, &SgemmConfig { splits: 3, ..small_simt(DType::F32) }, 7, 33, 100, 1, 1.0, 0.0, false);
+    check_simt(&rt, &SgemmConfig { splits: 2, trans_a: true, ..small_simt(DType::F16) }, 16, 40, 128, 2, 0.5, -2.0, true);
+    let sim = Runtime::new(Device::Sim).unwrap();
+    check_simt(&sim, &SgemmConfig::new(DType::F32), 130, 70, 41, 1, 1.0, 1.0, true);
 }
 
 /// One source of truth: what `enigma tiles --variant staged` plans for the

@@ -1,7 +1,9 @@
 //! `Ops::matmul`'s tile: `select_gemm_tile`'s default is a configuration the
 //! GEMM's own check accepts on every device's limits at awkward shapes, a
 //! chosen tile (`Options::gemm_tile`) runs and matches the f64 reference on
-//! the simulator, and options that disagree are refused.
+//! the simulator, options that disagree are refused, f32 inputs run the
+//! SIMT kernel unless a tile is asked for, and split counts sharing a
+//! pipeline cache each run their own kernel.
 
 use enigma_kernels::library::gemm::{reference, GemmConfig};
 use enigma_kernels::library::DType;
@@ -90,4 +92,47 @@ fn options_that_disagree_or_do_not_fit_are_refused() {
     assert!(matches!(&err, Error::Shape(_)) && err.to_string().contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
     let err = run(Options { gemm_tile: Some(GemmTile::new(64, 64, 32, 3, 2)), ..Options::default() }).unwrap_err();
     assert!(err.to_string().contains("SIMD groups do not divide"), "{err}");
+}
+
+/// f32 inputs run the SIMT kernel unless a tile is asked for (the
+/// simulator is not Metal): its tile for the rows, its blocks over the
+/// threads asked for, K split as asked, against the reference like any other.
+#[test]
+fn f32_runs_the_simt_kernel_unless_a_tile_is_asked_for() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    assert_eq!(matmul(&rt, Options::default(), DType::F32, 70, 130, 41), "sgemm_f32_128x128x8_r8x8");
+    assert_eq!(matmul(&rt, Options::threads(64), DType::F32, 33, 7, 100), "sgemm_f32_64x64x8_r8x8");
+    // Few rows: a tile of 16, 32 or 64 rows.
+    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x8_r4x8_splitk");
+    assert_eq!(matmul(&rt, Options::default(), DType::F32, 40, 130, 33), "sgemm_f32_64x128x8_r4x8");
+    let tile = GemmTile::new(64, 64, 32, 2, 2);
+    assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
+}
+
+/// Two split counts through one pipeline cache, for the SIMT and the
+/// SIMD-group kernel: each count runs its own kernel (the count is built
+/// into the kernel, not into its name).
+#[test]
+fn split_counts_sharing_a_cache_each_run_their_own_kernel() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let cache = enigma_ops::PipelineCache::default();
+    let (m, n, k) = (7, 33, 100);
+    for input in [DType::F32, DType::F16] {
+        let data = |len: usize, seed: u64| {
+            let mut v = enigma_kernels::test_data(len, seed);
+            quantize(input, &mut v);
+            v
+        };
+        let (a, b) = (data(m * k, 11), data(k * n, 12));
+        let (ab, bb) = (upload(&rt, input.scalar(), &a).unwrap(), upload(&rt, input.scalar(), &b).unwrap());
+        let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
+        let want = reference(&GemmConfig::new(input, DType::F32), &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
+        for splits in [2, 3] {
+            let options = Options { k_splits: Some(splits), elem: Some(input.scalar()), ..Options::default() };
+            let ops = Ops::new(&rt).with_cache(cache.clone()).with_options(options);
+            let got = download(&ops.matmul(&ab, &bb, m, n, k, DType::F32).unwrap(), enigma_ir::Scalar::F32, m * n).unwrap();
+            let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+            assert!(worst <= 4.0 * k as f64 * f32::EPSILON as f64, "{input} with {splits} splits: off by {worst}");
+        }
+    }
 }

@@ -194,16 +194,24 @@ const DEVICES: [(&str, ThreadgroupLimits); 2] = [
 fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
     use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
     use enigma_kernels::library::gemm::{gemm, GemmConfig};
+    use enigma_kernels::library::sgemm::SgemmConfig;
     use enigma_kernels::library::DType;
     let planner_device = enigma_analysis::catalog::find("m4-max").unwrap();
     let mut runnable_f16 = vec![];
     for (label, limits) in DEVICES {
         for (name, input) in [("matmul_f16", DType::F16), ("matmul_bf16", DType::BF16), ("matmul_f32", DType::F32)] {
             let c = tune::candidates(&entry(name), &[4096, 4096, 4096], &limits);
-            assert_eq!(c.len(), 108, "{name}");
+            // f32 also tries the SIMT kernel at every threadgroup size.
+            let simt = if input == DType::F32 { tune::THREADS.len() } else { 0 };
+            assert_eq!(c.len(), 108 + simt, "{name}");
             let mut runs = 0;
             for (choice, skip) in &c {
-                let tile = choice.tile.expect("every GEMM candidate is a tile");
+                let Some(tile) = choice.tile else {
+                    let cfg = SgemmConfig::new(DType::F32).with_threads(choice.threads);
+                    let refused = cfg.and_then(|c| c.check(limits.max_memory_bytes)).is_err() || choice.threads > limits.max_threads;
+                    assert!(input == DType::F32 && skip.is_some() == refused, "{name} {choice} on {label}: {skip:?}");
+                    continue;
+                };
                 assert_eq!(choice.threads, tile.threads());
                 let cfg = GemmConfig { tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, ..GemmConfig::new(input, DType::F32) };
                 // Skipped exactly when the GEMM's own check (with the
@@ -275,5 +283,32 @@ fn tuning_the_matmul_picks_a_tile_that_the_registry_then_runs() {
     assert_eq!((tuned.launches[0].kernel.as_str(), tuned.launches[0].threads[0]), (want.as_str(), best.threads()));
     let other = e.run(&rt, &[3, 40, 24]).unwrap();
     assert_eq!(other.launches[0].kernel, "gemm_f16_f32_16x128x32_sg1x4_s2", "M ≤ 16: the small-M tile");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Tuning the f32 matmul also times the SIMT kernel at every threadgroup
+/// size (all computing the right product), and a cached tile-less choice
+/// makes the registry run the SIMT kernel with its blocks over those threads.
+#[test]
+fn tuning_the_f32_matmul_tries_the_simt_kernel() {
+    let _lock = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = cache_dir("simt");
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let e = entry("matmul_f32");
+    let report = tune::tune(&e, &rt, &[33, 40, 24], Settings { warmup: 0, repeats: 1 }, &mut |_, _, _| {}).unwrap();
+    let simt: Vec<u32> = timed_trials(&report).iter().filter(|(c, _)| c.tile.is_none()).map(|(c, _)| c.threads).collect();
+    assert_eq!(simt, tune::THREADS, "{:?}", report.trials);
+    assert!(!report.trials.iter().any(|t| matches!(t.outcome, Outcome::Wrong { .. })), "every candidate computes the right product");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = format!(
+        r#"{{"version": 1, "entries": [{{"device": "{}", "kernel": "matmul_f32", "shape_class": "64x64x32",
+            "choice": {{"threads": 64}}, "median_us": 1.0, "tuned_at": 0}}]}}"#,
+        rt.device().name
+    );
+    std::fs::write(dir.join("tune.json"), cache).unwrap();
+    tune::reset_loaded_cache();
+    let run = e.run(&rt, &[33, 40, 24]).unwrap();
+    assert!(run.passed, "{run}");
+    assert_eq!((run.launches[0].kernel.as_str(), run.launches[0].threads[0]), ("sgemm_f32_64x64x8_r8x8", 64));
     let _ = std::fs::remove_dir_all(dir);
 }

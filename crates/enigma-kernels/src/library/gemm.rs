@@ -56,6 +56,23 @@ const COPY_BYTES: u32 = 16;
 /// The most slices of K a pipelined kernel keeps in threadgroup memory.
 pub const MAX_STAGES: u32 = 3;
 
+/// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
+/// at least `threadgroups` threadgroups, each split keeping at least 4
+/// slices of K — for M up to [`SPLIT_K_MAX_ROWS`] only: with more rows the
+/// workspace's traffic costs more than the parallelism gains (on an H100,
+/// 1024³ split 5 ways took 67 µs against 51 µs unsplit; `BENCHMARKS.md`).
+/// The rule of both GEMMs ([`GemmConfig::splits_for`],
+/// [`super::sgemm::SgemmConfig::splits_for`]).
+pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+    let (tm, tn, tk) = tile;
+    if m > SPLIT_K_MAX_ROWS {
+        return 1;
+    }
+    let tiles = m.div_ceil(tm).max(1) * n.div_ceil(tn).max(1);
+    let wanted = threadgroups.div_ceil(tiles);
+    wanted.min(k / (4 * tk)).clamp(1, MAX_SPLITS)
+}
+
 /// One GEMM kernel's shape and types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
@@ -118,18 +135,9 @@ impl GemmConfig {
         GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..GemmConfig::new(input, output) }
     }
 
-    /// K splits that give an `m × n` product at least `threadgroups`
-    /// threadgroups, each keeping at least 4 slices of K — for M up to
-    /// [`SPLIT_K_MAX_ROWS`] only: with more rows the workspace's traffic
-    /// costs more than the parallelism gains (on an H100, 1024³ split 5 ways
-    /// took 67 µs against 51 µs unsplit; `BENCHMARKS.md`).
+    /// K splits for an `m × n × k` product on this tile ([`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        if m > SPLIT_K_MAX_ROWS {
-            return 1;
-        }
-        let tiles = m.div_ceil(self.tm).max(1) * n.div_ceil(self.tn).max(1);
-        let wanted = threadgroups.div_ceil(tiles);
-        wanted.min(k / (4 * self.tk)).clamp(1, MAX_SPLITS)
+        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups)
     }
 
     /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them

@@ -9,6 +9,7 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
+//! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
@@ -50,6 +51,7 @@ pub mod qmatmul;
 pub mod quant;
 pub mod reduce;
 pub mod scan;
+pub mod sgemm;
 pub mod softmax;
 
 pub use enigma_ir::limits::{
@@ -485,6 +487,10 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
     }
+    for output in DType::ALL {
+        out.push(sgemm::sgemm(&sgemm::SgemmConfig::new(output)));
+    }
+    out.push(sgemm::sgemm(&sgemm::SgemmConfig { trans_a: true, trans_b: true, splits: 2, tm: 64, rm: 4, tk: 16, ..sgemm::SgemmConfig::new(DType::F32) }));
     for format in [quant::Format::Fp4, quant::Format::Int4] {
         for out_dtype in [DType::F32, DType::F16] {
             for cols in [1, 2, 4] {
