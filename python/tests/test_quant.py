@@ -134,7 +134,7 @@ def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group):
     with pytest.raises(ValueError, match=r"biases go with format='mlx_affine' only"):
         ops.qmatmul(a, packed, scales, "mlx_affine", rt=rt)
     with pytest.raises(TypeError, match=r"biases must be a float16 array"):
-        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases[:, :1], rt=rt)
+        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases.astype(np.float32), rt=rt)
 
 
 def test_qmatmul_takes_a_vector(rt):
