@@ -18,7 +18,8 @@
 //!   rows, which stay in L1/L2) and converted once per lane; they serve all
 //!   `cols` columns.
 //! * **The bias costs one multiply per chunk.** Per chunk and row the lane
-//!   sums `Σ code · a` per column and `Σ a` once, and adds
+//!   sums `Σ code · a` per column (as a `float4`: four independent chains
+//!   of fma, one per lane of a `half4`) and `Σ a` once, and adds
 //!   `scale · Σ code · a + bias · Σ a`: every term of the chunk shares its
 //!   group's scale and bias. Codes become f32 by [`super::qmatmul`]'s
 //!   mantissa trick (one logic operation and one subtraction, exact).
@@ -110,7 +111,9 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
                     (q, s, bias)
                 })
                 .collect();
-            let dot: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("dot{r}_{cc}"), f(0.0))).collect()).collect();
+            // Σ code · a as four partial sums per row and column (one per
+            // lane of a half4): four independent chains of fma.
+            let dot: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("dot{r}_{cc}"), splat(0.0, 4))).collect()).collect();
             let asum: Vec<Var> = (0..rows).map(|r| k.var(&format!("asum{r}"), splat(0.0, 4))).collect();
             let first = k.let_("first", ch * (2 * words));
             // Each word holds 8 codes: two half4 of A.
@@ -131,12 +134,10 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
                         k.assign(*s, s.get() + av);
                     }
                     for (cc, (&q, &h)) in word.iter().zip(&hi).enumerate() {
-                        for jj in 0..4u32 {
-                            let j = 4 * half + jj;
-                            let v = k.let_(&format!("v{cc}_{w}_{j}"), nibble_minus(q, h, j, 0.0));
-                            for (dot_row, &av) in dot.iter().zip(&a) {
-                                k.assign(dot_row[cc], fma(av.component(jj as u8), v, dot_row[cc].get()));
-                            }
+                        let codes: Vec<Ex> = (0..4u32).map(|jj| nibble_minus(q, h, 4 * half + jj, 0.0)).collect();
+                        let v = k.let_(&format!("v{cc}_{w}_{half}"), vector(Type::vector(Scalar::F32, 4), &codes));
+                        for (dot_row, &av) in dot.iter().zip(&a) {
+                            k.assign(dot_row[cc], fma(av, v, dot_row[cc].get()));
                         }
                     }
                 }
@@ -144,7 +145,7 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
             for (r, ((acc_row, dot_row), s)) in acc.iter().zip(&dot).zip(&asum).enumerate() {
                 let sum_a = k.let_(&format!("sum_a{r}"), hsum(s.get()));
                 for ((acc_v, dot_v), &(_, scale, bias)) in acc_row.iter().zip(dot_row).zip(&loads) {
-                    k.assign(*acc_v, fma(scale, dot_v.get(), fma(bias, sum_a, acc_v.get())));
+                    k.assign(*acc_v, fma(scale, hsum(dot_v.get()), fma(bias, sum_a, acc_v.get())));
                 }
             }
         });
