@@ -716,17 +716,10 @@ fn qmatmul_entry(format: Format) -> Entry {
         // in f16: one more rounding per product. MLX's affine kernel sums
         // scale · code · a and bias · a apart: their magnitudes bound it.
         let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases() { DType::F16.unit_roundoff() } else { 0.0 };
-        let magnitude = |kk: usize, col: usize| match format {
-            Format::MlxAffine => {
-                let bias = enigma_runtime::half::f16_bits_to_f32(q.biases[col * (k / group) + kk / group]);
-                (q.scale(kk, col) * q.code(kk, col) as f32).abs() as f64 + bias.abs() as f64
-            }
-            _ => w[kk * n + col].abs() as f64,
-        };
         let tols: Vec<Tolerance> = (0..m * n)
             .map(|i| {
                 let (r, col) = (i / n, i % n);
-                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64).abs() * magnitude(kk, col)).sum();
+                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64).abs() * q.magnitude(kk, col) as f64).sum();
                 rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)
             })
             .collect();
