@@ -285,10 +285,11 @@ pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, 
 }
 
 /// `C[m, n] = A[m, k] · dequant(B)` on `runtime`: `a` f16 bytes, `packed`
-/// and `scales` in seed 002's layout (`fp4` or `int4`), `out` `f16` or
-/// `f32`. Returns C's bytes.
+/// and `scales` (and `biases`, for `mlx_affine` only) in the layout of
+/// `format` (`fp4`, `int4`: seed 002's; `mlx_affine`: MLX's), `out` `f16`
+/// or `f32`. Returns C's bytes.
 #[pyfunction]
-#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None))]
+#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn library_qmatmul<'py>(
     py: Python<'py>,
@@ -303,6 +304,7 @@ pub fn library_qmatmul<'py>(
     group: usize,
     out: &str,
     threads: Option<u32>,
+    biases: Option<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rt = &runtime.rt;
     let format = QuantFormat::parse(format).map_err(quant_err)?;
@@ -311,7 +313,7 @@ pub fn library_qmatmul<'py>(
         "f16" => ElemType::F16,
         other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
     };
-    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), vec![]).map_err(quant_err)?;
+    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), biases.as_deref().map(halves).unwrap_or_default()).map_err(quant_err)?;
     let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
     let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());

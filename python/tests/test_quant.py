@@ -111,6 +111,32 @@ def test_qmatmul_matches_numpy(rt, format, m, n, k, group):
     assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * 1e-6 + 1e-7)
 
 
+@pytest.mark.parametrize("m,n,k,group", [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64)])
+def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group):
+    r = np.random.default_rng(m * 1000 + n + k + 7)
+    # Columns of different offsets, so that the biases matter.
+    w = (r.uniform(-1, 1, (k, n)) + 0.25 * np.arange(n)).astype(np.float32)
+    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
+    packed, scales, biases = ops.quantize(w, "mlx_affine", group=group)
+    dq = decode("mlx_affine", packed, scales, biases).astype(np.float64)
+    want = a.astype(np.float64) @ dq
+    # The kernel sums scale · code · a and bias · a apart: bound by both.
+    codes = nibbles(packed, 1).astype(np.float64).T                   # [K, N]
+    s = np.repeat(scales.astype(np.float64), group, axis=1).T
+    b = np.repeat(biases.astype(np.float64), group, axis=1).T
+    bound = np.abs(a.astype(np.float64)) @ (np.abs(s * codes) + np.abs(b))
+    c32 = ops.qmatmul(a, packed, scales, "mlx_affine", out_dtype=np.float32, biases=biases, rt=rt)
+    assert c32.dtype == np.float32 and c32.shape == (m, n)
+    assert np.all(np.abs(c32 - want) <= bound * 3e-6 + 1e-7)
+    c16 = ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, rt=rt)
+    assert c16.dtype == np.float16 and c16.shape == (m, n)
+    assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * 3e-6 + 1e-7)
+    with pytest.raises(ValueError, match=r"biases go with format='mlx_affine' only"):
+        ops.qmatmul(a, packed, scales, "mlx_affine", rt=rt)
+    with pytest.raises(TypeError, match=r"biases must be a float16 array"):
+        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases.astype(np.float32), rt=rt)
+
+
 def test_qmatmul_takes_a_vector(rt):
     w = np.random.default_rng(9).uniform(-1, 1, (64, 10)).astype(np.float32)
     packed, scales = ops.quantize(w, "int4", group=64)

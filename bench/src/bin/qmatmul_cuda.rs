@@ -1,6 +1,10 @@
 //! The quantized matmul (`enigma_ops::qmatmul`, FP4 and INT4 weights in seed
 //! 002's layout, f16 `A` and `C`) on a CUDA GPU at decode shapes, for
-//! `bench/qmatmul_vs_torch.py`. Prints one JSON object.
+//! `bench/qmatmul_vs_torch.py`. Prints one JSON object. `--formats
+//! mlx_affine` times MLX's affine format on its own kernel
+//! (`qmatmul_affine`): there `--cols` is columns per SIMD group, `--words`
+//! packed words per lane and load (1, 2 or 4), K is never split, and no
+//! tensor-core run is added above 8 rows.
 //!
 //! For each format and M it quantizes one random `K × N` matrix, uploads
 //! enough copies of it that together they are at least four times the L2
@@ -32,7 +36,7 @@
 //! ```
 
 use enigma_ir::Scalar;
-use enigma_kernels::library::qmatmul;
+use enigma_kernels::library::{qmatmul, qmatmul_affine};
 use enigma_ops::{download, upload, ElemType, Ops, Options, QuantFormat, QuantizedWeights};
 use std::time::Duration;
 
@@ -112,7 +116,7 @@ fn main() {
         eprintln!("{format}: quantizing {k} x {n}, group {group}");
         let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, 1), k, n, group).unwrap_or_else(|e| panic!("{e}"));
         let w = enigma_ops::dequantize_weights(&q).unwrap_or_else(|e| panic!("{e}"));
-        let weight_bytes = k * n / 2 + k / group * n * 2;
+        let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
         let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
         let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
         for &m in &args.m {
@@ -122,13 +126,15 @@ fn main() {
             eprintln!("{format} m={m}: f64 reference");
             let want = qmatmul::reference(&a, &w, m, n, k);
             let levels = 2.0 * ((k + 2) as f64).log2() + 4.0;
-            // Per element: the sum of |products|, and the bound with no
-            // staging rounding; the tensor-core kernel adds one f16
-            // rounding of each dequantized weight (|products| · 2^-11).
+            // Per element: the sum of |products| (for MLX's affine format
+            // of |scale · code · a| + |bias · a|, which its kernel sums
+            // apart), and the bound with no staging rounding; the
+            // tensor-core kernel adds one f16 rounding of each dequantized
+            // weight (|products| · 2^-11).
             let abs_sums: Vec<f64> = (0..m * n)
                 .map(|i| {
                     let (r, col) = (i / n, i % n);
-                    (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum()
+                    (0..k).map(|kk| (a[r * k + kk] as f64).abs() * q.magnitude(kk, col) as f64).sum()
                 })
                 .collect();
             let bound = |i: usize, staged: bool| {
@@ -139,7 +145,8 @@ fn main() {
             let mut configs = vec![];
             for &threads in &args.threads {
                 for &cols in &args.cols {
-                    for &words in args.words.iter().filter(|&&w| (group / 8) % w as usize == 0) {
+                    let runs_words = |w: u32| if format.has_biases() { qmatmul_affine::LOAD_WORDS.contains(&w) } else { (group / 8) % w as usize == 0 };
+                    for &words in args.words.iter().filter(|&&w| runs_words(w)) {
                         configs.extend(args.splits.iter().map(|&splits| (threads, cols, words, splits)));
                     }
                 }
@@ -148,7 +155,7 @@ fn main() {
             // `Ops::qmatmul_tiled`, its default split) runs too; the
             // sweep's options keep the decode kernel.
             let mut runs: Vec<Option<Config>> = configs.into_iter().map(Some).collect();
-            if m > qmatmul::MAX_ROWS as usize {
+            if m > qmatmul::MAX_ROWS as usize && !format.has_biases() {
                 runs.insert(0, None);
             }
             for run in runs {

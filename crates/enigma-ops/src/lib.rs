@@ -42,8 +42,10 @@
 //! # 4-bit weights
 //! [`quantize_weights`] and [`dequantize_weights`] convert on the host (FP4,
 //! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
-//! FP4/INT4 weights on the device and [`qmatmul()`] computes `A · dequant(B)`
-//! with `A` an untyped f16 buffer ([`upload`]).
+//! them on the device and [`qmatmul()`] computes `A · dequant(B)` with `A`
+//! an untyped f16 buffer ([`upload`]): FP4/INT4 in seed 002's layout on
+//! `qmatmul` (or, above 8 rows, the tensor-core kernel), MLX's affine
+//! format on `qmatmul_affine` at any M.
 //!
 //! # Registry
 //! [`registry()`] lists every operation with a checked run on random data
@@ -51,7 +53,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -113,7 +115,8 @@ pub struct Options {
     /// Vector reductions: cap on pass-1 threadgroups.
     pub max_threadgroups: Option<u32>,
     /// Vector reductions, GEMV and prefix sums: loads in flight per thread;
-    /// quantized matmul: packed words per loop iteration (4, 8 or 16).
+    /// quantized matmul: packed words per loop iteration (4, 8 or 16), for
+    /// MLX's affine format packed words per lane and load (1, 2 or 4).
     pub unroll: Option<u32>,
     /// GEMV: rows per SIMD group.
     pub rows_per_simdgroup: Option<u32>,
@@ -123,7 +126,10 @@ pub struct Options {
     /// Quantized matmul: columns per thread (1, 2 or 4: `uint`, `uint2`,
     /// `uint4` weight loads; default the widest that divides N with
     /// `rows · columns ≤ 8` and, on a GPU, leaves at least two column tiles
-    /// per compute unit; `vectorize: Some(false)` means 1).
+    /// per compute unit; `vectorize: Some(false)` means 1). For MLX's
+    /// affine format the columns of each SIMD group, whose lanes all work
+    /// on each of them (1, 2 or 4; default likewise; `vectorize:
+    /// Some(false)` means one packed word per load instead).
     pub columns_per_thread: Option<u32>,
     /// GEMM and both quantized matmuls: how many ways K is split over
     /// threadgroups (partial products in an f32 workspace, summed by a
@@ -135,7 +141,7 @@ pub struct Options {
     /// columns leave compute units without a threadgroup, whole
     /// quantization groups per split). The decode
     /// kernel takes 1 up to K / group (at most 64), dividing the groups or
-    /// not.
+    /// not; the kernel for MLX's affine format only 1.
     pub k_splits: Option<u32>,
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
     /// [`select_gemm_tile`] for the shape and the device, unless
@@ -806,12 +812,16 @@ impl<'rt> Ops<'rt> {
 
     // ----- quantized matmul ---------------------------------------------
 
-    /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4,
-    /// seed 002's layout) and `A` an untyped buffer of `m × K` f16 values
-    /// ([`upload`]); `C` is `m × N` of `out` (f32 or f16), accumulated in f32.
+    /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4
+    /// in seed 002's layout, or MLX's affine format) and `A` an untyped
+    /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
+    /// (f32 or f16), accumulated in f32.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
         self.check_qmatmul_inputs(a, w, m)?;
+        if let Some(biases) = &w.biases {
+            return self.launch_affine(a, w, biases, m, out);
+        }
         // Many rows take the tensor-core kernel, unless options ask for the
         // decode kernel's own blocking or for no vector loads.
         let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some) || self.options.vectorize == Some(false);
@@ -875,14 +885,68 @@ impl<'rt> Ops<'rt> {
     /// tiles on SIMD-group matrices with B dequantized into threadgroup
     /// memory (`gemm::QgemmConfig`), each dequantized weight rounded to f16
     /// on the way. `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
+    /// It reads FP4/INT4 in seed 002's layout only: MLX's affine weights
+    /// are an [`Error::Argument`] (`qmatmul` runs them at any M).
     pub fn qmatmul_tiled(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         self.check_qmatmul_inputs(a, w, m)?;
+        if w.format.has_biases() {
+            return Err(arg_err(
+                "qmatmul_tiled",
+                format!("the tensor-core kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} ([N][K/8] with biases; K = {}, N = {}): use qmatmul", w.format, w.k, w.n),
+            ));
+        }
         self.launch_qgemm(a, w, m, out)
     }
 
-    /// What both quantized matmuls require of their inputs: seed 002's shape
-    /// rules, `a` an untyped buffer read as f16 (and options that agree),
-    /// and every buffer large enough.
+    /// `qmatmul` for MLX's affine format on checked inputs: the kernel
+    /// `qmatmul_affine`, row blocks of up to 8 along y for any M.
+    fn launch_affine(&self, a: &Buffer, w: &QuantizedWeights, biases: &Buffer, m: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "qmatmul";
+        if let Some(s) = self.options.k_splits.filter(|&s| s != 1) {
+            return Err(arg_err(op, format!("{s} K splits asked for, but the kernel for {} splits K over the lanes of a SIMD group only (k_splits 1 or none)", w.format)));
+        }
+        let words = match (self.options.unroll, self.options.vectorize) {
+            (Some(u), _) => Some(u),
+            (None, Some(false)) => Some(1),
+            (None, _) => None,
+        };
+        // On a GPU, default to enough threadgroups for two per compute unit.
+        let min_tiles = match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Simulator => 0,
+            _ => 2 * self.rt.device().compute_units,
+        };
+        let options = qmatmul_affine::AffineOptions { rows: self.options.rows_per_threadgroup, cols: self.options.columns_per_thread, words, min_tiles };
+        let threads = self.options.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
+        let plan = qmatmul_affine::plan(out, m, w.n, w.k, w.group, threads, options)?;
+        if plan.words > 1 && (w.packed.elem().is_some() || w.packed.len_bytes() % (4 * plan.words) as usize != 0) {
+            return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
+        }
+        let c = self.output(out.scalar(), m * w.n)?;
+        self.launch(
+            format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+            || plan.kernel(),
+            plan.dispatch,
+            &[
+                ("a4", Arg::from(a)),
+                ("b", Arg::from(&w.packed)),
+                ("b2", Arg::from(&w.packed)),
+                ("b4", Arg::from(&w.packed)),
+                ("scales", Arg::from(&w.scales)),
+                ("biases", Arg::from(biases)),
+                ("c", Arg::from(&c)),
+                ("m", Arg::u32(plan.m)),
+                ("n", Arg::u32(plan.n)),
+                ("k", Arg::u32(plan.k)),
+                ("group_shift", Arg::u32(plan.group_shift())),
+            ],
+        )?;
+        Ok(c)
+    }
+
+    /// What both quantized matmuls require of their inputs: the format's
+    /// shape rules, `a` an untyped buffer read as f16 (and options that
+    /// agree), every buffer large enough, and biases exactly for MLX's
+    /// affine format.
     fn check_qmatmul_inputs(&self, a: &Buffer, w: &QuantizedWeights, m: usize) -> Result<(), Error> {
         let op = "qmatmul";
         quant::check_shape(w.format, w.k, w.n, w.group)?;
@@ -895,6 +959,12 @@ impl<'rt> Ops<'rt> {
         self.need(op, "a", a, m.saturating_mul(w.k), Scalar::F16)?;
         self.need(op, "packed", &w.packed, w.k / quant::VALUES_PER_WORD * w.n, Scalar::U32)?;
         self.need(op, "scales", &w.scales, w.k / w.group * w.n, Scalar::F16)?;
+        match (&w.biases, w.format.has_biases()) {
+            (Some(b), true) => self.need(op, "biases", b, w.k / w.group * w.n, Scalar::F16)?,
+            (None, false) => {}
+            (Some(_), false) => return Err(arg_err(op, format!("{} weights have no biases, but `biases` is given", w.format))),
+            (None, true) => return Err(arg_err(op, format!("{} weights need `biases` ({} f16 values: K = {}, N = {}, group {})", w.format, w.k / w.group * w.n, w.k, w.n, w.group))),
+        }
         Ok(())
     }
 
@@ -1089,9 +1159,11 @@ free_fns! {
 
 // ----- 4-bit weights ------------------------------------------------------
 
-/// 4-bit weights on a device, in seed 002's layout (see
-/// [`enigma_kernels::library::quant`]): `packed` holds `K/8 × N` u32 words,
-/// `scales` `K/group × N` f16 values, both untyped (so that the kernel can
+/// 4-bit weights on a device in the layout of their format (see
+/// [`enigma_kernels::library::quant`]): for FP4/INT4 (seed 002) `packed`
+/// holds `K/8 × N` u32 words and `scales` `K/group × N` f16 values; for
+/// MLX's affine format `packed` holds `N × K/8` words, `scales` and
+/// `biases` `N × K/group` f16 values. All untyped (so that the kernels can
 /// read them as vectors).
 #[derive(Debug)]
 pub struct QuantizedWeights {
@@ -1101,19 +1173,18 @@ pub struct QuantizedWeights {
     pub group: usize,
     pub packed: Buffer,
     pub scales: Buffer,
+    /// The f16 bias per group of MLX's affine format; `None` for FP4/INT4.
+    pub biases: Option<Buffer>,
 }
 
 impl QuantizedWeights {
-    /// Uploads a quantized matrix (FP4 or INT4; MLX's affine layout is not
-    /// one the kernel reads).
+    /// Uploads a quantized matrix of any format (its lengths checked).
     pub fn upload(rt: &Runtime, q: &QuantizedMatrix) -> Result<QuantizedWeights, Error> {
         q.check()?;
-        if q.format.has_biases() {
-            return Err(arg_err("qmatmul", format!("the kernel reads fp4 or int4 in seed 002's layout, not {}", q.format)));
-        }
+        let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
         let packed: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let scales: Vec<u8> = q.scales.iter().flat_map(|s| s.to_le_bytes()).collect();
-        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: upload_bytes(rt, scales)? })
+        let biases = if q.format.has_biases() { Some(halves(&q.biases)?) } else { None };
+        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: halves(&q.scales)?, biases })
     }
 }
 

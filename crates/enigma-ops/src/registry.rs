@@ -397,7 +397,7 @@ pub fn registry() -> Vec<Entry> {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
     }
-    for format in [Format::Fp4, Format::Int4] {
+    for format in Format::ALL {
         out.push(qmatmul_entry(format));
     }
     for dtype in DType::ALL {
@@ -695,8 +695,9 @@ fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
 
 fn qmatmul_entry(format: Format) -> Entry {
     let name = format!("qmatmul_{format}");
+    let layout = if format.has_biases() { "MLX's [n][k/8] layout with f16 scales and biases" } else { "seed 002's [k/8][n] layout with f16 scales" };
     let description = format!(
-        "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in seed 002's [k/8][n] layout with f16 scales per group of 128 (64 or 32 when k needs), C f16, f32 accumulation; on a GPU each run reads the next of 200 MB of weight copies"
+        "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in {layout} per group of 128 (64 or 32 when k needs), C f16, f32 accumulation; on a GPU each run reads the next of 200 MB of weight copies"
     );
     entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
@@ -708,7 +709,7 @@ fn qmatmul_entry(format: Format) -> Entry {
         // On a GPU, copies of the weights spanning four times a 50 MB L2,
         // one per run in turn, so that timed runs read them from DRAM as a
         // decode step does (one copy would stay in L2 between runs).
-        let weight_bytes = k * n / 2 + k / group * n * 2;
+        let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
         let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(weight_bytes).clamp(1, 64) };
         let weights = (0..copies).map(|_| QuantizedWeights::upload(rt, &q)).collect::<Result<Vec<_>, Error>>()?;
         let next = Cell::new(0usize);
@@ -716,12 +717,13 @@ fn qmatmul_entry(format: Format) -> Entry {
         // f32 sums of k products (each exact in f32: an f16 times a
         // 4-bit value times an f16 scale), then one rounding to f16. With
         // many rows the tensor-core kernel stages each dequantized weight
-        // in f16: one more rounding per product.
-        let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize { DType::F16.unit_roundoff() } else { 0.0 };
+        // in f16: one more rounding per product. MLX's affine kernel sums
+        // scale · code · a and bias · a apart: their magnitudes bound it.
+        let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases() { DType::F16.unit_roundoff() } else { 0.0 };
         let tols: Vec<Tolerance> = (0..m * n)
             .map(|i| {
                 let (r, col) = (i / n, i % n);
-                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum();
+                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64).abs() * q.magnitude(kk, col) as f64).sum();
                 rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)
             })
             .collect();

@@ -160,6 +160,9 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     let gemv = name.starts_with("gemv_");
     let unrolls: Vec<Option<u32>> = if flat_reduction || gemv {
         vec![None, Some(2), Some(4), Some(8)]
+    } else if name == "qmatmul_mlx_affine" {
+        // Packed words per lane and load.
+        vec![None, Some(1), Some(2), Some(4)]
     } else if name.starts_with("qmatmul_") {
         // Packed words per loop iteration (those not dividing the group's are skipped).
         vec![None, Some(4), Some(8), Some(16)]

@@ -5,6 +5,7 @@
 
 use enigma_kernels::library::{qmatmul, quant};
 use enigma_ops::{download, upload, ElemType, Error, Options, QuantFormat, QuantizedWeights};
+use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
 
@@ -222,7 +223,118 @@ fn errors_name_the_numbers() {
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 columns per thread need n % 4 == 0, n = 10");
     let e = enigma_ops::quantize_weights(QuantFormat::Fp4, &[0.0; 40], 40, 1, 32).unwrap_err();
     assert!(matches!(e, Error::Quant(quant::QuantError::KNotMultipleOfGroup { k: 40, group: 32, .. })), "{e}");
-    let mlx = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.0; 64], 64, 1, 64).unwrap();
-    let e = QuantizedWeights::upload(&rt, &mlx).unwrap_err();
-    assert!(e.to_string().contains("not mlx_affine"), "{e}");
+}
+
+/// Runs `C = A · dequant(B)` for weights in MLX's affine format and checks
+/// every element against an f64 product whose weights this test decodes
+/// itself from the packed words, scales and biases (MLX's layout:
+/// `packed[n][k/8]`, K value `k` at bits `4·(k % 8)`; `scale · code +
+/// bias`); returns the name of every kernel dispatched.
+fn check_affine(rt: &Runtime, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options) -> Vec<String> {
+    let mut a = enigma_kernels::test_data(m * k, (m * 5 + n * 11 + k) as u64);
+    enigma_ops::quantize(ElemType::F16, &mut a);
+    // Columns of different offsets, so that the biases matter.
+    let raw: Vec<f32> = enigma_kernels::test_data(k * n, (k * 7 + n) as u64).iter().enumerate().map(|(i, &v)| v + (i % n) as f32 * 0.25).collect();
+    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &raw, k, n, group).unwrap();
+    let weights = QuantizedWeights::upload(rt, &q).unwrap();
+    let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
+    let ops = enigma_ops::Ops::new(rt).with_options(options.clone());
+    let c = ops.qmatmul(&ab, &weights, m, out).unwrap_or_else(|e| panic!("mlx_affine {m}x{n}x{k} g{group} {options:?}: {e}"));
+    let launches = ops.take_launches();
+    for l in &launches {
+        assert!(l.report.findings.is_empty(), "{}: {:?}", l.kernel, l.report.findings);
+    }
+    let got = download(&c, out.scalar(), m * n).unwrap();
+    // B[k][col] as (scale · code, bias), decoded here.
+    let half = |bits: u16| f16_bits_to_f32(bits) as f64;
+    let groups = k / group;
+    let decoded = |kk: usize, col: usize| {
+        let code = (q.packed[col * k / 8 + kk / 8] >> (4 * (kk % 8))) & 0xF;
+        (half(q.scales[col * groups + kk / group]) * code as f64, half(q.biases[col * groups + kk / group]))
+    };
+    for r in 0..m {
+        for col in 0..n {
+            let (mut want, mut abs) = (0.0f64, 0.0f64);
+            for kk in 0..k {
+                let (sc, bias) = decoded(kk, col);
+                let av = a[r * k + kk] as f64;
+                want += av * (sc + bias);
+                // The kernel sums scale · Σ code · a and bias · Σ a apart.
+                abs += av.abs() * (sc.abs() + bias.abs());
+            }
+            let bound = enigma_kernels::sum_bound(abs, k) + want.abs() * out.unit_roundoff() * 1.01 + 1e-7;
+            let g = got[r * n + col];
+            assert!((g - want).abs() <= bound, "mlx_affine {out} {m}x{n}x{k} g{group} {options:?}: C[{r}][{col}] = {g} want {want} (bound {bound})");
+        }
+    }
+    launches.into_iter().map(|l| l.kernel).collect()
+}
+
+/// MLX's affine format on its own kernel at awkward shapes: M = 1, 3, 8
+/// and 9 (two row blocks), N = 1, 7, 33, 100 (SIMD groups past N, a last
+/// partial group of columns), K = 64, 128, 192 with groups of 32, 64 and
+/// 128; one dispatch, also above `TILED_ABOVE_ROWS` rows.
+#[test]
+fn mlx_affine_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let cases = [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64), (1, 100, 192, 32), (3, 33, 64, 64), (9, 7, 192, 64), (8, 1, 128, 32)];
+    for (m, n, k, group) in cases {
+        for out in [ElemType::F32, ElemType::F16] {
+            let names = check_affine(&rt, out, [m, n, k], group, &Options::default());
+            assert_eq!(names.len(), 1, "{names:?}");
+            assert!(names[0].starts_with(&format!("qmatmul_affine_{out}_r{}_", m.min(8))), "{names:?}");
+        }
+    }
+    let names = check_affine(&rt, ElemType::F16, [20, 12, 64], 32, &Options::default());
+    assert_eq!(names, ["qmatmul_affine_f16_r8_c1_w1_t256"]);
+}
+
+/// Every columns-per-SIMD-group and load width, small threadgroups (one
+/// SIMD group; three), row blocks asked for, clean under the sanitizer.
+#[test]
+fn mlx_affine_variants_run_clean_under_the_sanitizer() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for cols in [1, 2, 4] {
+        for words in [1, 2, 4] {
+            for threads in [32, 96] {
+                let options = Options { columns_per_thread: Some(cols), unroll: Some(words), threads: Some(threads), sanitize: true, ..Options::default() };
+                let names = check_affine(&rt, ElemType::F32, [2, 13, 128], 32, &options);
+                assert_eq!(names, [format!("qmatmul_affine_f32_r2_c{cols}_w{words}_t{threads}")]);
+            }
+        }
+    }
+    let options = Options { rows_per_threadgroup: Some(3), vectorize: Some(false), sanitize: true, ..Options::default() };
+    let names = check_affine(&rt, ElemType::F16, [7, 33, 192], 64, &options);
+    assert_eq!(names, ["qmatmul_affine_f16_r3_c2_w1_t256"]);
+}
+
+#[test]
+fn mlx_affine_errors_name_the_numbers() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 10], 64, 10, 32).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
+    let e = enigma_ops::Ops::new(&rt).qmatmul_tiled(&a, &w, 1, ElemType::F32).unwrap_err();
+    assert!(matches!(e, Error::Argument { .. }), "{e:?}");
+    assert_eq!(e.to_string(), "qmatmul_tiled: the tensor-core kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine ([N][K/8] with biases; K = 64, N = 10): use qmatmul");
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { k_splits: Some(2), ..Options::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul: 2 K splits asked for, but the kernel for mlx_affine splits K over the lanes of a SIMD group only (k_splits 1 or none)");
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { unroll: Some(8), ..Options::default() }).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e:?}");
+    assert_eq!(e.to_string(), "qmatmul_mlx_affine_f32: 8 packed words per lane and load must be 1, 2 or 4");
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 2, ElemType::F32).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul: `a` has 128 bytes, needs 256 (128 f16 elements)");
+    // Biases short, missing, or given to a format without them.
+    let short = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 8]).unwrap();
+    let w = QuantizedWeights { biases: Some(short), ..w };
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul: `biases` has 16 bytes, needs 40 (20 f16 elements)");
+    let w = QuantizedWeights { biases: None, ..w };
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul: mlx_affine weights need `biases` (20 f16 values: K = 64, N = 10, group 32)");
+    let int4 = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
+    let extra = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 20]).unwrap();
+    let w = QuantizedWeights { biases: Some(extra), ..QuantizedWeights::upload(&rt, &int4).unwrap() };
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul: int4 weights have no biases, but `biases` is given");
 }

@@ -17,10 +17,16 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             if !entry.name.starts_with("scale_vec4") {
                 let scalar = check(&rt, &entry, &shape, &Options { vectorize: Some(false), ..Options::default() });
                 assert!(!first_kernel(&scalar).contains("_vec4"), "{scalar}");
-                assert!(!entry.name.starts_with("qmatmul_") || first_kernel(&scalar).contains("_c1_"), "{scalar}");
+                // No vectors: one column per thread (seed 002's layout) or
+                // one packed word per load (MLX's).
+                let narrow = if entry.name == "qmatmul_mlx_affine" { "_w1_" } else { "_c1_" };
+                assert!(!entry.name.starts_with("qmatmul_") || first_kernel(&scalar).contains(narrow), "{scalar}");
             }
             let auto = check(&rt, &entry, &shape, &Options::default());
-            if entry.name.starts_with("matmul_") {
+            if entry.name == "qmatmul_mlx_affine" {
+                // Its own kernel at any M.
+                assert!(first_kernel(&auto).starts_with("qmatmul_affine_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
             } else if entry.name.starts_with("qmatmul_") && shape[0] > enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as usize {

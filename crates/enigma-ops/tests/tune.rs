@@ -72,6 +72,10 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     let q = tune::candidates(&entry("qmatmul_int4"), &[1, 64, 256], &limits(1024));
     assert_eq!(q.len(), tune::THREADS.len() * 4);
     assert!(q.iter().any(|(ch, skip)| ch.unroll == Some(16) && skip.is_none()));
+    // For MLX's affine format: packed words per lane and load (1, 2, 4).
+    let affine = tune::candidates(&entry("qmatmul_mlx_affine"), &[1, 64, 256], &limits(1024));
+    let words: std::collections::BTreeSet<Option<u32>> = affine.iter().map(|(ch, _)| ch.unroll).collect();
+    assert_eq!(words.into_iter().collect::<Vec<_>>(), [None, Some(1), Some(2), Some(4)]);
 }
 
 #[test]

@@ -96,9 +96,10 @@ pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
 /// two ways over threadgroups (`Options::k_splits`; by default a GPU splits
 /// only shapes far larger than these, and the simulator never): the decode
 /// kernel's split-K pass and the reduction (the tensor-core kernel's above
-/// 8 rows). 3 groups split 2 + 1.
+/// 8 rows). 3 groups split 2 + 1. None for MLX's affine format, whose
+/// kernel splits K over the lanes of a SIMD group only.
 pub fn k_split_options(entry: &Entry, shape: &[usize]) -> Option<Options> {
     let k = *shape.get(2)?;
     let group = enigma_kernels::library::quant::GROUPS.iter().rev().copied().find(|g| k % g == 0)?;
-    (entry.name.starts_with("qmatmul_") && k / group >= 2).then(|| Options { k_splits: Some(2), ..Options::default() })
+    (entry.name.starts_with("qmatmul_") && entry.name != "qmatmul_mlx_affine" && k / group >= 2).then(|| Options { k_splits: Some(2), ..Options::default() })
 }

@@ -390,15 +390,24 @@ def dequantize(packed, scales, format="fp4", biases=None):
     return np.frombuffer(out, dtype=np.float32).reshape(k, n).copy()
 
 
-def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, rt=None, device="auto", threads=None):
-    """``a @ dequantize(packed, scales)`` with the 4-bit weights read by the
-    GPU kernel: ``a`` [M, K] (or a K-vector) used as float16, ``packed`` and
-    ``scales`` from :func:`quantize` with ``format`` ``"fp4"`` or ``"int4"``;
-    accumulated in float32, returned as ``out_dtype`` (float16 or float32),
-    [M, N] (or an N-vector)."""
-    if format not in ("fp4", "int4"):
-        raise ValueError(f"qmatmul reads format 'fp4' or 'int4', not {format!r}")
+def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=None, rt=None, device="auto", threads=None):
+    """``a @ dequantize(packed, scales, format, biases)`` with the 4-bit
+    weights read by the GPU kernel: ``a`` [M, K] (or a K-vector) used as
+    float16, ``packed`` and ``scales`` (and, for ``"mlx_affine"``, ``biases``)
+    from :func:`quantize` with ``format`` ``"fp4"``, ``"int4"`` or
+    ``"mlx_affine"`` (so weights quantized by MLX, ``mx.quantize(w.T,
+    group_size, bits=4)``, work as they are, biases in float16); accumulated
+    in float32, returned as ``out_dtype`` (float16 or float32), [M, N] (or
+    an N-vector)."""
+    format = _format(format)
     k, n, group = _quant_shape(format, packed, scales)
+    if (biases is not None) != (format == "mlx_affine"):
+        raise ValueError("biases go with format='mlx_affine' only, and it needs them")
+    if biases is not None:
+        biases = np.asarray(biases)
+        if biases.dtype != np.float16 or biases.shape != np.shape(scales):
+            raise TypeError(f"biases must be a float16 array of the scales' shape {np.shape(scales)}; got {biases.dtype} {biases.shape}")
+        biases = np.ascontiguousarray(biases).tobytes()
     a = np.asarray(a)
     vector = a.ndim == 1
     a2 = a.reshape(1, -1) if vector else a
@@ -412,7 +421,7 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, rt=None, d
     m = a2.shape[0]
     data = _enigma.library_qmatmul(native, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
                                    np.ascontiguousarray(packed).tobytes(), np.ascontiguousarray(scales).tobytes(),
-                                   m, n, k, group, out, threads)
+                                   m, n, k, group, out, threads, biases)
     c = np.frombuffer(data, dtype=out_dtype).reshape(m, n).copy()
     return c[0] if vector else c
 

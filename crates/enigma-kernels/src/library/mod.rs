@@ -11,6 +11,7 @@
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
 //! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
+//! | [`qmatmul_affine`] | `C = A · dequant(B)` for MLX's affine 4-bit format (`[N][K/8]` words, scale and bias per group): a SIMD group per 1, 2 or 4 columns, lanes striding along K with `uint4` loads, `simd_sum` |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
 //! Every kernel is a Rust function returning a [`Kernel`], generic over the
@@ -48,6 +49,7 @@ pub mod gemm;
 pub mod gemv;
 pub mod norm;
 pub mod qmatmul;
+pub mod qmatmul_affine;
 pub mod quant;
 pub mod reduce;
 pub mod scan;

@@ -98,16 +98,23 @@ pub(super) fn nibble(q: Ex, j: u32) -> Ex {
     }
 }
 
-/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly, in one
-/// logic operation and one subtraction: the nibble, left in place at bits
-/// `4j'`, is the low mantissa of an f32 whose exponent is `23 − 4j'`, so the
-/// float is `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
+/// Nibble `j` of `q` minus `offset` as f32, exactly (for an `offset` the
+/// f32 `2^(23−4j') + offset` holds exactly), in one logic operation and one
+/// subtraction: the nibble, left in place at bits `4j'`, is the low
+/// mantissa of an f32 whose exponent is `23 − 4j'`, so the float is
+/// `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
 /// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
-pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
+pub(super) fn nibble_minus(q: Ex, hi: Ex, j: u32, offset: f64) -> Ex {
     let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
     let e = 23 - 4 * jj;
     let magic = (127 + e) << 23;
-    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + 8.0)
+    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + offset)
+}
+
+/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly
+/// ([`nibble_minus`] with offset 8).
+pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
+    nibble_minus(q, hi, j, 8.0)
 }
 
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the

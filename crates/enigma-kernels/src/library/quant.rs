@@ -247,6 +247,23 @@ impl QuantizedMatrix {
         f16_bits_to_f32(self.scales[self.group_index(k, n)])
     }
 
+    /// The bias of `B[k][n]`'s group as f32; 0 for formats without biases.
+    pub fn bias(&self, k: usize, n: usize) -> f32 {
+        if self.format.has_biases() {
+            f16_bits_to_f32(self.biases[self.group_index(k, n)])
+        } else {
+            0.0
+        }
+    }
+
+    /// `|value · scale| + |bias|` of `B[k][n]` (`|B[k][n]|` for formats
+    /// without biases): the weight of the element's terms in an f32 product
+    /// that sums `scale · Σ value · a` and `bias · Σ a` apart, as MLX's
+    /// affine kernel does; error bounds scale with it.
+    pub fn magnitude(&self, k: usize, n: usize) -> f32 {
+        (self.format.code_value(self.code(k, n)) * self.scale(k, n)).abs() + self.bias(k, n).abs()
+    }
+
     /// The `K × N` matrix the codes stand for, f32 row-major (`w[k * N + n]`),
     /// each element `value · scale (+ bias)` computed in f32.
     pub fn dequantize(&self) -> Result<Vec<f32>, QuantError> {
@@ -255,7 +272,7 @@ impl QuantizedMatrix {
         for k in 0..self.k {
             for n in 0..self.n {
                 let v = self.format.code_value(self.code(k, n)) * self.scale(k, n);
-                w[k * self.n + n] = if self.format.has_biases() { v + f16_bits_to_f32(self.biases[self.group_index(k, n)]) } else { v };
+                w[k * self.n + n] = if self.format.has_biases() { v + self.bias(k, n) } else { v };
             }
         }
         Ok(w)
@@ -390,6 +407,8 @@ mod tests {
         assert_eq!(m.packed.len(), 2 * 4);
         // min −7, max 0: scale 7/15, bias −7; w = −4 is code round(45/7) = 6.
         assert_eq!(m.code(3, 1), 6);
+        assert_eq!((m.bias(3, 1), q.bias(3, 1)), (-7.0, 0.0));
+        assert_eq!(m.magnitude(3, 1), 6.0 * m.scale(3, 1) + 7.0);
         assert_eq!(m.packed[4] >> 12 & 0xF, 6);
         assert_eq!(m.packed[0], 0);
     }
@@ -457,6 +476,9 @@ mod tests {
                         };
                         let err = (d[kk * n + col] - w[kk * n + col]).abs();
                         assert!(err <= step * s + 2e-3, "{format} group {group} ({kk}, {col}): {err} > {}", step * s);
+                        // The terms' magnitude: |B| without biases, at least |B| with.
+                        let (mag, b) = (q.magnitude(kk, col), d[kk * n + col].abs());
+                        assert!(if format.has_biases() { mag >= b } else { mag == b }, "{format} ({kk}, {col}): magnitude {mag}, |B| {b}");
                     }
                 }
             }
