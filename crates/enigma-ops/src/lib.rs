@@ -979,8 +979,10 @@ impl<'rt> Ops<'rt> {
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         let c = self.output(out.scalar(), m * w.n)?;
         let target = self.splitk_target(cfg.splits, m * w.n)?;
+        // The key names every field: the split count is built into the
+        // kernel, not into its name.
         self.launch(
-            cfg.name(),
+            format!("qgemm {cfg:?}"),
             || gemm::qgemm(&cfg),
             cfg.dispatch(mu, n),
             &[

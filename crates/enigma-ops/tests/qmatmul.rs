@@ -4,7 +4,7 @@
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
 use enigma_kernels::library::{qmatmul, quant};
-use enigma_ops::{download, upload, ElemType, Error, Options, QuantFormat, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantizedWeights};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
@@ -17,14 +17,20 @@ fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k
 
 /// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
 /// `tiled`; returns the name of every kernel dispatched, in order.
-fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
+fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
+    run_check_cached(rt, &PipelineCache::default(), format, out, shape, group, options, tiled)
+}
+
+/// [`run_check`] through the pipeline cache `cache`.
+#[allow(clippy::too_many_arguments)]
+fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(ElemType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
     let w = enigma_ops::dequantize_weights(&q).unwrap();
     let weights = QuantizedWeights::upload(rt, &q).unwrap();
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
-    let ops = enigma_ops::Ops::new(rt).with_options(options.clone());
+    let ops = enigma_ops::Ops::new(rt).with_cache(cache.clone()).with_options(options.clone());
     let c = if tiled { ops.qmatmul_tiled(&ab, &weights, m, out) } else { ops.qmatmul(&ab, &weights, m, out) };
     let c = c.unwrap_or_else(|e| panic!("{format} {m}x{n}x{k} g{group} {options:?}: {e}"));
     let launches = ops.take_launches();
@@ -100,6 +106,20 @@ fn the_tensor_core_kernel_matches_the_reference() {
 /// plans for the quantized GEMM's tiles (threadgroup memory with B
 /// dequantized as `[N][K]`, and with two stages the raw words and scales)
 /// is what the compiled kernel declares.
+/// Two K split counts of the tensor-core kernel through one pipeline cache:
+/// each runs its own kernel (the count is built into the kernel, not into
+/// its name).
+#[test]
+fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let cache = PipelineCache::default();
+    for splits in [2, 3] {
+        let options = Options { k_splits: Some(splits), ..Options::default() };
+        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F32, [9, 24, 384], 64, &options, true);
+        assert!(kernels[0].starts_with("qgemm") && kernels[0].contains("splitk"), "{kernels:?}");
+    }
+}
+
 #[test]
 fn the_planner_reports_what_the_quantized_kernel_uses() {
     use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
