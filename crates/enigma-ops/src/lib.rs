@@ -681,9 +681,10 @@ impl<'rt> Ops<'rt> {
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
     /// f32 inputs without [`Options::gemm_tile`] run the SIMT kernel of
     /// [`enigma_kernels::library::sgemm`] except on Metal (whose f32
-    /// SIMD-group matrices are native): its tile for the rows
-    /// (`SgemmConfig::for_rows`: 128×128, or 16, 32 or 64 rows up to 64),
-    /// or with [`Options::threads`] its 8×8 blocks over that many threads
+    /// SIMD-group matrices are native): its tile for the shape
+    /// (`SgemmConfig::for_shape`: 128×128, 128×64 where 128×128 tiles leave
+    /// compute units idle, or 16, 32 or 64 rows up to 64), 16 deep where
+    /// that fits the device (`SgemmConfig::deepened_for`), or with [`Options::threads`] its 8×8 blocks over that many threads
     /// (`SgemmConfig::with_threads`). Otherwise the tiled SIMD-group-matrix
     /// kernel of [`enigma_kernels::library::gemm`] with
     /// [`Options::gemm_tile`]; with only [`Options::threads`], the type's
@@ -736,7 +737,7 @@ impl<'rt> Ops<'rt> {
         if simt {
             let cfg = match self.options.threads {
                 Some(t) => sgemm::SgemmConfig::new(out).with_threads(t)?,
-                None => sgemm::SgemmConfig::for_rows(out, m),
+                None => sgemm::SgemmConfig::for_shape(out, m, n, self.rt.device().compute_units).deepened_for(limits.max_memory_bytes),
             };
             let cfg = sgemm::SgemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), ..cfg };
             cfg.check(limits.max_memory_bytes)?;

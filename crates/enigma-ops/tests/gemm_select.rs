@@ -95,16 +95,17 @@ fn options_that_disagree_or_do_not_fit_are_refused() {
 }
 
 /// f32 inputs run the SIMT kernel unless a tile is asked for (the
-/// simulator is not Metal): its tile for the rows, its blocks over the
-/// threads asked for, K split as asked, against the reference like any other.
+/// simulator is not Metal): its tile for the rows, 16 deep where that fits
+/// the simulator's 32 KiB (128×128 does not), its blocks over the threads
+/// asked for, K split as asked, against the reference like any other.
 #[test]
 fn f32_runs_the_simt_kernel_unless_a_tile_is_asked_for() {
     let rt = Runtime::new(Device::Sim).unwrap();
     assert_eq!(matmul(&rt, Options::default(), DType::F32, 70, 130, 41), "sgemm_f32_128x128x8_r8x8");
     assert_eq!(matmul(&rt, Options::threads(64), DType::F32, 33, 7, 100), "sgemm_f32_64x64x8_r8x8");
     // Few rows: a tile of 16, 32 or 64 rows.
-    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x8_r4x8_splitk");
-    assert_eq!(matmul(&rt, Options::default(), DType::F32, 40, 130, 33), "sgemm_f32_64x128x8_r4x8");
+    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x16_r4x8_splitk");
+    assert_eq!(matmul(&rt, Options::default(), DType::F32, 40, 130, 33), "sgemm_f32_64x128x16_r4x8");
     let tile = GemmTile::new(64, 64, 32, 2, 2);
     assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
 }
@@ -135,4 +136,21 @@ fn split_counts_sharing_a_cache_each_run_their_own_kernel() {
             assert!(worst <= 4.0 * k as f64 * f32::EPSILON as f64, "{input} with {splits} splits: off by {worst}");
         }
     }
+}
+
+/// The SIMT kernel's tile for a shape: 128×64 where 128×128 tiles leave
+/// compute units without one, and 16 deep only where two stages fit.
+#[test]
+fn the_simt_tile_fits_the_grid_and_the_memory() {
+    use enigma_kernels::library::sgemm::SgemmConfig;
+    let tile = |m, n| {
+        let c = SgemmConfig::for_shape(DType::F32, m, n, 132);
+        (c.tm, c.tn)
+    };
+    assert_eq!(tile(4096, 4096), (128, 128));
+    assert_eq!(tile(1024, 1024), (128, 64), "64 tiles of 128×128 for 132 units");
+    assert_eq!(tile(16, 1024), (16, 128), "few rows keep their own tile");
+    let base = SgemmConfig::new(DType::F32);
+    assert_eq!(base.deepened_for(48 * 1024).tk, 16);
+    assert_eq!(base.deepened_for(32 * 1024).tk, 8, "{} bytes at 16 deep", SgemmConfig { tk: 16, ..base }.threadgroup_memory_bytes());
 }

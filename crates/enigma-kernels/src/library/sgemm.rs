@@ -52,6 +52,11 @@ pub const PAD: u32 = 1;
 /// Slices of K in threadgroup memory: one multiplied, one being written.
 pub const STAGES: u32 = 2;
 
+/// K values per slice [`SgemmConfig::deepened_for`] takes where two stages
+/// fit: on an H100 at 4096³ the 128×128 tile ran at 85 % of cuBLAS with 16
+/// against 80 % with 8 (`BENCHMARKS.md`).
+pub const DEEP_TK: u32 = 16;
+
 /// The accepted sides of a thread's block of C (`rm`, `rn`).
 pub const BLOCK_SIDES: [u32; 2] = [4, 8];
 
@@ -101,6 +106,31 @@ impl SgemmConfig {
         match m {
             0..=64 => SgemmConfig { tm: m.next_power_of_two().clamp(16, 64), rm: 4, ..base },
             _ => base,
+        }
+    }
+
+    /// The tile for an `m × n` output on a GPU of `compute_units`:
+    /// [`SgemmConfig::for_rows`], except that above 64 rows, where 128×128
+    /// tiles would leave compute units without one, 128×64 tiles (128
+    /// threads) — on an H100 at 1024³ (64 tiles of 128×128 for 132 units)
+    /// 91 µs against 128 µs.
+    pub fn for_shape(output: DType, m: u32, n: u32, compute_units: u32) -> SgemmConfig {
+        let cfg = SgemmConfig::for_rows(output, m);
+        if m > 64 && m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn) < compute_units {
+            return SgemmConfig { tn: 64, ..cfg };
+        }
+        cfg
+    }
+
+    /// This configuration with [`DEEP_TK`] K values per slice where its
+    /// threadgroup memory then fits `max_threadgroup_memory_bytes`, else
+    /// as it is.
+    pub fn deepened_for(self, max_threadgroup_memory_bytes: u64) -> SgemmConfig {
+        let deep = SgemmConfig { tk: DEEP_TK, ..self };
+        if self.tk < DEEP_TK && deep.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+            deep
+        } else {
+            self
         }
     }
 
