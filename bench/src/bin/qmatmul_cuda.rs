@@ -18,6 +18,16 @@
 //! `qmatmul::default_splits`, or a count from 1 up to K / group; each row
 //! prints the count that ran as `splits`). Each configuration is first
 //! checked against the f64 product of `A` and the dequantised weights.
+//!
+//! `--variants` picks the kernels: `decode` (the sweep above), `separate`
+//! (the tensor-core kernel with B dequantized into a threadgroup-wide
+//! slice, `Ops::qmatmul_tiled`, its default tile and split; only above 8
+//! rows) and `fused` (seed 002's fused kernel, `Ops::qmatmul_fused`, at any
+//! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
+//! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
+//! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
+//! or each count of `--splits`). Each row names its `variant` (and for
+//! `fused` its `tile`).
 //! Times are CUDA-event device times of the call's dispatches (with K split,
 //! the kernel and the reduction, summed), medians of `repeats`.
 //!
@@ -27,6 +37,14 @@
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
+//!              [--variants decode,separate] [--fused-tiles auto]
+//! ```
+//!
+//! For example, the separate and the fused kernel at M = 16 and 64, the
+//! fused one on §9.1's tile and on 64×64×32:
+//!
+//! ```text
+//! qmatmul_cuda --m 16,64 --variants separate,fused --fused-tiles auto,64x64x32/2x2
 //! ```
 //!
 //! For example, the split sweep at M = 1 on an H100:
@@ -37,7 +55,7 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::{qmatmul, qmatmul_affine};
-use enigma_ops::{download, upload, ElemType, Ops, Options, QuantFormat, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantizedWeights};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -46,6 +64,27 @@ const ROTATION_BYTES: usize = 200 << 20;
 /// One decode-kernel configuration of the sweep: threads, columns per
 /// thread, packed words per iteration, K splits asked for (`None`: auto).
 type Config = (u32, u32, u32, Option<u32>);
+
+/// One timed run: a decode-kernel configuration, the separate tensor-core
+/// kernel, or the fused one on a tile (`None`: seed 002 §9.1's for M) with
+/// K splits asked for (`None`: its default).
+#[derive(Clone, Copy)]
+enum Run {
+    Decode(Config),
+    Separate,
+    Fused(Option<GemmTile>, Option<u32>),
+}
+
+impl Run {
+    /// The `variant` a row names.
+    fn variant(&self) -> &'static str {
+        match self {
+            Run::Decode(_) => "decode",
+            Run::Separate => "separate",
+            Run::Fused(..) => "fused",
+        }
+    }
+}
 
 struct Args {
     m: Vec<usize>,
@@ -60,6 +99,10 @@ struct Args {
     splits: Vec<Option<u32>>,
     copies: Option<usize>,
     repeats: usize,
+    /// `decode`, `separate`, `fused`: the kernels timed.
+    variants: Vec<String>,
+    /// The fused kernel's tiles (`None`: `auto`).
+    fused_tiles: Vec<Option<GemmTile>>,
 }
 
 fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
@@ -79,6 +122,8 @@ fn parse_args() -> Args {
         splits: vec![None],
         copies: None,
         repeats: 50,
+        variants: vec!["decode".to_string(), "separate".to_string()],
+        fused_tiles: vec![None],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -95,6 +140,15 @@ fn parse_args() -> Args {
             "--splits" => a.splits = value.split(',').map(|p| if p.trim() == "auto" { None } else { Some(list(flag, p)[0]) }).collect(),
             "--copies" => a.copies = Some(list(flag, value)[0]),
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
+            "--variants" => {
+                a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused"].contains(&v.as_str())) {
+                    panic!("--variants: `{v}` is not decode, separate or fused");
+                }
+            }
+            "--fused-tiles" => {
+                a.fused_tiles = value.split(',').map(|t| if t.trim() == "auto" { None } else { Some(t.trim().parse().unwrap_or_else(|e| panic!("--fused-tiles: {e}"))) }).collect()
+            }
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
         }
     }
@@ -143,7 +197,8 @@ fn main() {
             };
             let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
             let mut configs = vec![];
-            for &threads in &args.threads {
+            let variant = |v: &str| args.variants.iter().any(|x| x == v);
+            for &threads in args.threads.iter().filter(|_| variant("decode")) {
                 for &cols in &args.cols {
                     let runs_words = |w: u32| if format.has_biases() { qmatmul_affine::LOAD_WORDS.contains(&w) } else { (group / 8) % w as usize == 0 };
                     for &words in args.words.iter().filter(|&&w| runs_words(w)) {
@@ -151,23 +206,45 @@ fn main() {
                     }
                 }
             }
-            // Above 8 rows the tensor-core kernel (`qgemm_*`, through
-            // `Ops::qmatmul_tiled`, its default split) runs too; the
-            // sweep's options keep the decode kernel.
-            let mut runs: Vec<Option<Config>> = configs.into_iter().map(Some).collect();
-            if m > qmatmul::MAX_ROWS as usize && !format.has_biases() {
-                runs.insert(0, None);
+            // Above 8 rows the separate tensor-core kernel (`qgemm_*`,
+            // through `Ops::qmatmul_tiled`, its default split) runs too,
+            // and at any M the fused one (`qgemm_fused_*`) on each tile
+            // and split asked for; the sweep's options keep the decode
+            // kernel.
+            let mut runs: Vec<Run> = vec![];
+            if !format.has_biases() {
+                if variant("separate") && m > qmatmul::MAX_ROWS as usize {
+                    runs.push(Run::Separate);
+                }
+                if variant("fused") {
+                    for &tile in &args.fused_tiles {
+                        runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
+                    }
+                }
             }
+            runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
-                    Some((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    None => Options::default(),
+                    Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
+                    Run::Separate => Options::default(),
+                    Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
-                let (threads, cols, words, asked) = run.unwrap_or((0, 0, 0, None));
+                let (threads, cols, words, asked) = match run {
+                    Run::Decode(config) => config,
+                    Run::Separate => (0, 0, 0, None),
+                    Run::Fused(_, splits) => (0, 0, 0, splits),
+                };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
-                let base = serde_json::json!({ "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                let call = |w: &QuantizedWeights| if run.is_none() { ops.qmatmul_tiled(&ab, w, m, ElemType::F16) } else { ops.qmatmul(&ab, w, m, ElemType::F16) };
+                let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
+                if let Run::Fused(tile, _) = run {
+                    base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
+                }
+                let call = |w: &QuantizedWeights| match run {
+                    Run::Decode(_) => ops.qmatmul(&ab, w, m, ElemType::F16),
+                    Run::Separate => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
+                    Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
+                };
                 let first = match call(&weights[0]) {
                     Ok(c) => c,
                     Err(e) => {
@@ -202,7 +279,9 @@ fn main() {
                 let cold = time(true);
                 let hot = time(false);
                 eprintln!(
-                    "{format} m={m} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures",
+                    "{format} m={m} {} {} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures",
+                    run.variant(),
+                    launch.kernel,
                     cold.as_secs_f64() * 1e6,
                     hot.as_secs_f64() * 1e6
                 );

@@ -106,7 +106,9 @@ pub enum TileVariant {
     /// `marlin_gemm_fp4`: B dequantized into double-buffered threadgroup tiles.
     Separate,
     /// `marlin_gemm_fused_fp4`: B dequantized in registers through an 8×8
-    /// staging block per SIMD group.
+    /// staging block per SIMD group (enigma's kernel:
+    /// `enigma_kernels::library::qgemm_fused`, which declares this
+    /// variant's [`threadgroup_memory`]).
     Fused,
     /// enigma's library GEMM (`enigma_kernels::library::gemm`, 16-bit A and
     /// B): one slice of each in threadgroup memory, rows padded by

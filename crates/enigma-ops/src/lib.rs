@@ -53,7 +53,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -148,7 +148,8 @@ pub struct Options {
     /// [`Options::threads`] is set; the autotuner's choice in the
     /// registry). With [`Options::threads`] too, the two must agree. For f32
     /// inputs off Metal a tile also chooses the SIMD-group kernel over the
-    /// default SIMT one ([`Ops::matmul`]).
+    /// default SIMT one ([`Ops::matmul`]). [`Ops::qmatmul_fused`] takes its
+    /// tile from here too (default: seed 002 §9.1's for M).
     pub gemm_tile: Option<GemmTile>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
@@ -897,6 +898,51 @@ impl<'rt> Ops<'rt> {
             ));
         }
         self.launch_qgemm(a, w, m, out)
+    }
+
+    /// [`Ops::qmatmul`] on seed 002's *fused* kernel
+    /// (`qgemm_fused::FusedQgemmConfig`): A's slice in threadgroup memory,
+    /// B dequantized per SIMD group through one 8×8 f16 staging fragment
+    /// (each weight rounded to f16, as [`Ops::qmatmul_tiled`] does). The
+    /// tile is [`Options::gemm_tile`] where given, else seed 002 §9.1's for
+    /// M over 4 SIMD groups; K is split as for `qmatmul_tiled`
+    /// ([`Options::k_splits`], on a GPU by default where the output has few
+    /// tiles). FP4/INT4 in seed 002's layout only: MLX's affine weights are
+    /// an [`Error::Argument`]. `qmatmul` never picks it by itself.
+    pub fn qmatmul_fused(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let op = "qmatmul_fused";
+        self.check_qmatmul_inputs(a, w, m)?;
+        if w.format.has_biases() {
+            return Err(arg_err(op, format!("the fused kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} (K = {}, N = {}): use qmatmul", w.format, w.k, w.n)));
+        }
+        let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
+        let cfg = match self.options.gemm_tile {
+            Some(tile) => qgemm_fused::FusedQgemmConfig::from_tile(w.format, out, tile),
+            None => qgemm_fused::FusedQgemmConfig::for_rows(w.format, out, mu),
+        };
+        let cfg = qgemm_fused::FusedQgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
+        cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
+        let c = self.output(out.scalar(), m * w.n)?;
+        let target = self.splitk_target(cfg.splits, m * w.n)?;
+        // The key names every field (the split count is built into the
+        // kernel, not into its name).
+        self.launch(
+            format!("qgemm_fused {cfg:?}"),
+            || qgemm_fused::qgemm_fused(&cfg),
+            cfg.dispatch(mu, n),
+            &[
+                ("a4", Arg::from(a)),
+                ("b", Arg::from(&w.packed)),
+                ("scales", Arg::from(&w.scales)),
+                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
+                ("m", Arg::u32(mu)),
+                ("n", Arg::u32(n)),
+                ("k", Arg::u32(k)),
+                ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
+            ],
+        )?;
+        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * w.n)?;
+        Ok(c)
     }
 
     /// `qmatmul` for MLX's affine format on checked inputs: the kernel

@@ -15,15 +15,27 @@ fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k
     run_check(rt, format, out, [m, n, k], group, options, false).remove(0)
 }
 
+/// Which entry point a check calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    /// `Ops::qmatmul` (its own choice of kernel).
+    Auto,
+    /// `Ops::qmatmul_tiled` (the tensor-core kernel, separate dequant).
+    Tiled,
+    /// `Ops::qmatmul_fused` (seed 002's fused dequant).
+    Fused,
+}
+
 /// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
 /// `tiled`; returns the name of every kernel dispatched, in order.
 fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
-    run_check_cached(rt, &PipelineCache::default(), format, out, shape, group, options, tiled)
+    let path = if tiled { Path::Tiled } else { Path::Auto };
+    run_check_cached(rt, &PipelineCache::default(), format, out, shape, group, options, path)
 }
 
-/// [`run_check`] through the pipeline cache `cache`.
+/// [`run_check`] through the pipeline cache `cache`, calling `path`.
 #[allow(clippy::too_many_arguments)]
-fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
+fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, path: Path) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(ElemType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
@@ -31,7 +43,11 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
     let weights = QuantizedWeights::upload(rt, &q).unwrap();
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
     let ops = enigma_ops::Ops::new(rt).with_cache(cache.clone()).with_options(options.clone());
-    let c = if tiled { ops.qmatmul_tiled(&ab, &weights, m, out) } else { ops.qmatmul(&ab, &weights, m, out) };
+    let c = match path {
+        Path::Auto => ops.qmatmul(&ab, &weights, m, out),
+        Path::Tiled => ops.qmatmul_tiled(&ab, &weights, m, out),
+        Path::Fused => ops.qmatmul_fused(&ab, &weights, m, out),
+    };
     let c = c.unwrap_or_else(|e| panic!("{format} {m}x{n}x{k} g{group} {options:?}: {e}"));
     let launches = ops.take_launches();
     for l in &launches {
@@ -42,8 +58,9 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
     for i in 0..m * n {
         let (r, col) = (i / n, i % n);
         let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64 * w[kk * n + col] as f64).abs()).sum();
-        // The tensor-core kernel (M > 8 by default) stages value · scale
-        // rounded to f16: one more rounding per weight.
+        // The tensor-core kernels (M > 8 by default; the fused one
+        // always) stage value · scale rounded to f16: one more rounding
+        // per weight.
         let staged = if launches[0].kernel.starts_with("qgemm") { ElemType::F16.unit_roundoff() } else { 0.0 };
         let bound = abs * (1e-6 + staged) + want[i].abs() * out.unit_roundoff() * 1.01 + 1e-7;
         assert!((got[i] - want[i]).abs() <= bound, "{format} {out} {m}x{n}x{k} g{group} {options:?}: C[{r}][{col}] = {} want {} (bound {bound})", got[i], want[i]);
@@ -115,7 +132,7 @@ fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
     let cache = PipelineCache::default();
     for splits in [2, 3] {
         let options = Options { k_splits: Some(splits), ..Options::default() };
-        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F32, [9, 24, 384], 64, &options, true);
+        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F32, [9, 24, 384], 64, &options, Path::Tiled);
         assert!(kernels[0].starts_with("qgemm") && kernels[0].contains("splitk"), "{kernels:?}");
     }
 }
@@ -137,6 +154,74 @@ fn the_planner_reports_what_the_quantized_kernel_uses() {
         let report = plan_tile(&planned, &device, None).unwrap();
         let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
         assert_eq!((report.tg_memory_bytes, cfg.threadgroup_memory_bytes()), (declared, declared), "{}", cfg.name());
+    }
+}
+
+/// Seed 002's fused kernel (`Ops::qmatmul_fused`) at awkward M (1, 9, 33:
+/// partial row tiles), N (8, 100, 136: past the tile, not a multiple of 8)
+/// and K (64, 192, groups of 32 and 64), both formats and outputs; the
+/// seed's four tiles (§9.1's for M, and the other two through
+/// `Options::gemm_tile`); under the sanitizer (its `simdgroup_barrier`s
+/// between the staging fragment's writes and loads) and with K split over
+/// threadgroups.
+#[test]
+fn the_fused_kernel_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let fused = |format, out, shape, group, options: &Options| run_check_cached(&rt, &PipelineCache::default(), format, out, shape, group, options, Path::Fused);
+    let sanitize = Options { sanitize: true, ..Options::default() };
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        for (m, n, k, group, out, tile) in [
+            (1, 8, 64, 32, ElemType::F32, "32x128x32_sg1x4"),
+            (9, 100, 192, 64, ElemType::F16, "32x128x32_sg1x4"),
+            (33, 136, 64, 64, ElemType::F32, "64x64x32_sg2x2"),
+            (1, 136, 192, 32, ElemType::F16, "32x128x32_sg1x4"),
+            (33, 8, 192, 32, ElemType::F16, "64x64x32_sg2x2"),
+        ] {
+            let names = fused(format, out, [m, n, k], group, &Options::default());
+            assert_eq!(names, [format!("qgemm_fused_{format}_{out}_{tile}")]);
+        }
+        for (tile, name) in [("128x64x16/4x1", "128x64x16_sg4x1"), ("128x128x16/2x2", "128x128x16_sg2x2")] {
+            let options = Options { gemm_tile: Some(tile.parse().unwrap()), ..Options::default() };
+            let names = fused(format, ElemType::F32, [9, 100, 64], 32, &options);
+            assert_eq!(names, [format!("qgemm_fused_{format}_f32_{name}")]);
+        }
+        let names = fused(format, ElemType::F16, [9, 100, 192], 64, &sanitize);
+        assert_eq!(names, [format!("qgemm_fused_{format}_f16_32x128x32_sg1x4")]);
+        // K split three ways (6 slices of 32: two each), summed by a second kernel.
+        let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
+        let names = fused(format, ElemType::F16, [33, 100, 192], 32, &split);
+        assert_eq!(names, [format!("qgemm_fused_{format}_f16_64x64x32_sg2x2_splitk"), "gemm_splitk_reduce_f16".to_string()]);
+    }
+    // MLX's affine weights are not in seed 002's layout.
+    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 8], 64, 8, 32).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
+    let e = enigma_ops::Ops::new(&rt).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap_err();
+    assert!(matches!(e, Error::Argument { .. }) && e.to_string().contains("not mlx_affine"), "{e}");
+}
+
+/// One source of truth: what the planner (`enigma tiles --variant fused`)
+/// reports for seed 002's four fused configurations — A's slice and one
+/// 8×8 half staging fragment per SIMD group, §2.3's table — is what the
+/// compiled kernel declares.
+#[test]
+fn the_planner_reports_what_the_fused_kernel_uses() {
+    use enigma_analysis::tiles::{plan_tile, GemmTile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
+    let device = enigma_analysis::catalog::find("m4-max").unwrap();
+    for (tile, seed_bytes) in [("64x64x32/2x2", 4608), ("128x64x16/4x1", 4608), ("32x128x32/1x4", 2560), ("128x128x16/2x2", 4608)] {
+        let tile: GemmTile = tile.parse().unwrap();
+        for (format, weights) in [(QuantFormat::Fp4, WeightFormat::Fp4E2M1), (QuantFormat::Int4, WeightFormat::Int4U4B8)] {
+            let cfg = FusedQgemmConfig::from_tile(format, ElemType::F16, tile);
+            let planned = TileConfig {
+                simdgroups: cfg.simdgroups(),
+                sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
+                ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Fused, weights)
+            };
+            let report = plan_tile(&planned, &device, None).unwrap();
+            let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+            assert_eq!((report.tg_memory_bytes, cfg.threadgroup_memory_bytes(), declared), (seed_bytes, seed_bytes, seed_bytes), "{}", cfg.name());
+        }
     }
 }
 

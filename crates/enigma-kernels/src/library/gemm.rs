@@ -905,20 +905,29 @@ impl Operand {
     #[allow(clippy::too_many_arguments)]
     fn store_dequantized(&self, k: &mut KernelBuilder, name: &str, format: Format, r: Ex, c: Ex, word: Ex, scale: Ex) {
         let at = (r * (self.slice.1 + PAD) + c) / VEC;
-        let hi = k.let_(&format!("{name}hi"), word >> 12u32);
-        let values: Vec<Ex> = (0..VALUES_PER_WORD as u32)
-            .map(|j| {
-                let v = match format {
-                    Format::Fp4 => fp4_code_value(nibble(word, j)),
-                    _ => int4_value(word, hi, j),
-                };
-                (v * scale).cast(Type::F16)
-            })
-            .collect();
+        let values = dequantized_halves(k, name, format, word, scale);
         let half4 = Type::vector(enigma_ir::Scalar::F16, VEC as u8);
         k.store(self.staged.at(at), vector(half4, &values[..4]));
         k.store(self.staged.at(at + 1u32), vector(half4, &values[4..]));
     }
+}
+
+/// The 8 values of packed `word` (seed 002's layout: nibble `j` is K value
+/// `j` of the word), each decoded as `format`, times `scale` (f32) and
+/// rounded to f16 — how both quantized GEMMs ([`QgemmConfig`] and
+/// [`super::qgemm_fused`]) dequantize a weight. `name` names the local
+/// holding the word's high bits.
+pub(super) fn dequantized_halves(k: &mut KernelBuilder, name: &str, format: Format, word: Ex, scale: Ex) -> Vec<Ex> {
+    let hi = k.let_(&format!("{name}hi"), word >> 12u32);
+    (0..VALUES_PER_WORD as u32)
+        .map(|j| {
+            let v = match format {
+                Format::Fp4 => fp4_code_value(nibble(word, j)),
+                _ => int4_value(word, hi, j),
+            };
+            (v * scale).cast(Type::F16)
+        })
+        .collect()
 }
 
 /// The second pass of a split-K GEMM: `c(i) = alpha · Σ_s ws((b·splits + s)·mn

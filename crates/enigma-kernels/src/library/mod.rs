@@ -11,6 +11,7 @@
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
 //! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
+//! | [`qgemm_fused`] | `C = A · dequant(B)` on SIMD-group matrices with seed 002's *fused* dequantization: A's slice in threadgroup memory, B dequantized per SIMD group through one 8×8 f16 staging fragment |
 //! | [`qmatmul_affine`] | `C = A · dequant(B)` for MLX's affine 4-bit format (`[N][K/8]` words, scale and bias per group): a SIMD group per 1, 2 or 4 columns, lanes striding along K with `uint4` loads, `simd_sum` |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
@@ -48,6 +49,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod norm;
+pub mod qgemm_fused;
 pub mod qmatmul;
 pub mod qmatmul_affine;
 pub mod quant;
@@ -502,6 +504,8 @@ pub fn all_kernels() -> Vec<Kernel> {
         }
         out.push(qmatmul::qmatmul_splitk(format, 1, 2, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
         out.push(qmatmul::qmatmul_splitk(format, 8, 1, 4, qmatmul::DEFAULT_THREADS));
+        out.push(qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig::for_rows(format, DType::F16, 1)));
+        out.push(qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig { splits: 2, ..qgemm_fused::FusedQgemmConfig::for_rows(format, DType::F32, 300) }));
     }
     for scalar in scan::SCAN_SCALARS {
         for vec in [1u8, 4] {
