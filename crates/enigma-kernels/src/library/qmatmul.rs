@@ -381,6 +381,29 @@ pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_u
     wanted.min(groups / simdgroups.max(1)).clamp(1, super::gemm::MAX_SPLITS)
 }
 
+/// The checks every quantized matmul's plan makes of its problem: M, N, K
+/// not zero, `group` one of [`GROUPS`] dividing K, the matrices' element
+/// counts within u32, C in f32 or f16. M, N and K as u32.
+pub(super) fn check_problem(name: &str, out: DType, m: usize, n: usize, k: usize, group: usize) -> Result<[u32; 3], ShapeError> {
+    nonzero(name, "m", m)?;
+    nonzero(name, "n", n)?;
+    nonzero(name, "k", k)?;
+    if !GROUPS.contains(&group) {
+        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
+    }
+    if k % group != 0 {
+        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
+    }
+    let dims = [to_u32(name, "m", m)?, to_u32(name, "n", n)?, to_u32(name, "k", k)?];
+    to_u32(name, "m × k", m.saturating_mul(k))?;
+    to_u32(name, "m × n", m.saturating_mul(n))?;
+    to_u32(name, "k × n", k.saturating_mul(n))?;
+    if out == DType::BF16 {
+        return Err(ShapeError::new(name, "the output is f32 or f16"));
+    }
+    Ok(dims)
+}
+
 /// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
 /// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
 /// choice).
@@ -390,24 +413,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     if !matches!(format, Format::Fp4 | Format::Int4) {
         return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
     }
-    nonzero(&name, "m", m)?;
-    nonzero(&name, "n", n)?;
-    nonzero(&name, "k", k)?;
-    if !GROUPS.contains(&group) {
-        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
-    }
-    if k % group != 0 {
-        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
-    }
-    let m32 = to_u32(&name, "m", m)?;
-    let n32 = to_u32(&name, "n", n)?;
-    let k32 = to_u32(&name, "k", k)?;
-    to_u32(&name, "m × k", m.saturating_mul(k))?;
-    to_u32(&name, "m × n", m.saturating_mul(n))?;
-    to_u32(&name, "k × n", k.saturating_mul(n))?;
-    if out == DType::BF16 {
-        return Err(ShapeError::new(name, "the output is f32 or f16"));
-    }
+    let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
     let t = check_threads(&name, threads)?;
     let group_words = (group / VALUES_PER_WORD) as u32;
     let words = match options.words {

@@ -37,8 +37,8 @@
 //! words as `uint` / `uint2` / `uint4`), `scales`, `biases`, `c`, and `m`,
 //! `n`, `k`, `group_shift` (log2 of the group size) by value.
 
-use super::qmatmul::{nibble_minus, MAX_ROWS};
-use super::quant::{Format, GROUPS, VALUES_PER_WORD};
+use super::qmatmul::{check_problem, nibble_minus, MAX_ROWS};
+use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
@@ -222,24 +222,7 @@ pub struct AffineOptions {
 /// ([`DEFAULT_THREADS`] is the library's choice).
 pub fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: AffineOptions) -> Result<AffinePlan, ShapeError> {
     let name = format!("qmatmul_{}_{out}", Format::MlxAffine);
-    nonzero(&name, "m", m)?;
-    nonzero(&name, "n", n)?;
-    nonzero(&name, "k", k)?;
-    if !GROUPS.contains(&group) {
-        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
-    }
-    if k % group != 0 {
-        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
-    }
-    let m32 = to_u32(&name, "m", m)?;
-    let n32 = to_u32(&name, "n", n)?;
-    let k32 = to_u32(&name, "k", k)?;
-    to_u32(&name, "m × k", m.saturating_mul(k))?;
-    to_u32(&name, "m × n", m.saturating_mul(n))?;
-    to_u32(&name, "k × n", k.saturating_mul(n))?;
-    if out == DType::BF16 {
-        return Err(ShapeError::new(name, "the output is f32 or f16"));
-    }
+    let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
     let t = check_threads(&name, threads)?;
     let simdgroups = t / SIMD_WIDTH;
     let rows = options.rows.unwrap_or(m32.min(MAX_ROWS));
