@@ -922,27 +922,9 @@ impl<'rt> Ops<'rt> {
         };
         let cfg = qgemm_fused::FusedQgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
-        let c = self.output(out.scalar(), m * w.n)?;
-        let target = self.splitk_target(cfg.splits, m * w.n)?;
         // The key names every field (the split count is built into the
         // kernel, not into its name).
-        self.launch(
-            format!("qgemm_fused {cfg:?}"),
-            || qgemm_fused::qgemm_fused(&cfg),
-            cfg.dispatch(mu, n),
-            &[
-                ("a4", Arg::from(a)),
-                ("b", Arg::from(&w.packed)),
-                ("scales", Arg::from(&w.scales)),
-                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
-                ("m", Arg::u32(mu)),
-                ("n", Arg::u32(n)),
-                ("k", Arg::u32(k)),
-                ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
-            ],
-        )?;
-        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * w.n)?;
-        Ok(c)
+        self.launch_packed(op, format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
     }
 
     /// `qmatmul` for MLX's affine format on checked inputs: the kernel
@@ -1024,14 +1006,23 @@ impl<'rt> Ops<'rt> {
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = cfg.pipelined_for(self.stage_memory());
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
-        let c = self.output(out.scalar(), m * w.n)?;
-        let target = self.splitk_target(cfg.splits, m * w.n)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
+        self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
+    }
+
+    /// Runs a tensor-core quantized kernel (`key` and `build` as for
+    /// `launch`) on `a` (`m` rows) and `w` with `splits` K splits: C of
+    /// `out`, through an f32 workspace and the reduction where split.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_packed(&self, op: &str, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, splits: u32, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
+        let c = self.output(out.scalar(), m * w.n)?;
+        let target = self.splitk_target(splits, m * w.n)?;
         self.launch(
-            format!("qgemm {cfg:?}"),
-            || gemm::qgemm(&cfg),
-            cfg.dispatch(mu, n),
+            key,
+            build,
+            dispatch,
             &[
                 ("a", Arg::from(a)),
                 ("a4", Arg::from(a)),
@@ -1044,7 +1035,7 @@ impl<'rt> Ops<'rt> {
                 ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
             ],
         )?;
-        self.splitk_reduce(target.as_ref(), &c, out, cfg.splits, m * w.n)?;
+        self.splitk_reduce(target.as_ref(), &c, out, splits, m * w.n)?;
         Ok(c)
     }
 
