@@ -228,16 +228,7 @@ impl GemmConfig {
         if !(1..=MAX_STAGES).contains(&self.stages) {
             return Err(ShapeError::new(name, format!("{} stages; between 1 and {MAX_STAGES}", self.stages)));
         }
-        if !(1..=MAX_SPLITS).contains(&self.splits) {
-            return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
-        }
-        if self.threadgroup_memory_bytes() > max_threadgroup_memory_bytes {
-            return Err(ShapeError::new(
-                name,
-                format!("needs {} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})", self.threadgroup_memory_bytes()),
-            ));
-        }
-        Ok(())
+        check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}]`.
@@ -481,11 +472,7 @@ impl QgemmConfig {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
         self.gemm().check(u64::MAX)?;
-        let bytes = self.threadgroup_memory_bytes();
-        if bytes > max_threadgroup_memory_bytes {
-            return Err(ShapeError::new(self.name(), format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
-        }
-        Ok(())
+        check_splits_and_memory(&self.name(), self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// Threadgroup memory: A's slices, the dequantized B slice, and with
@@ -648,6 +635,19 @@ impl Stages<'_> {
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
+}
+
+/// The last checks every GEMM configuration makes: 1 to [`MAX_SPLITS`] K
+/// splits, and at most `max_threadgroup_memory_bytes` of the `bytes` of
+/// threadgroup memory it declares.
+pub(super) fn check_splits_and_memory(name: &str, splits: u32, bytes: u64, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
+    if !(1..=MAX_SPLITS).contains(&splits) {
+        return Err(ShapeError::new(name, format!("{splits} K splits; between 1 and {MAX_SPLITS}")));
+    }
+    if bytes > max_threadgroup_memory_bytes {
+        return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
+    }
+    Ok(())
 }
 
 /// Runs `body` with item `j = lid + u · threads` of `count` items dealt

@@ -46,7 +46,7 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{dequantized_halves, k_splits_for, MAX_SPLITS};
+use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
@@ -137,7 +137,7 @@ impl FusedQgemmConfig {
     /// Checks that the kernel can be built: FP4 or INT4 weights, SIMD groups
     /// dividing the tile into sub-tiles whose sides are multiples of 8 up to
     /// 64, `tk` one of [`SLICE_DEPTHS`], at most 1024 threads, 1 to
-    /// [`MAX_SPLITS`] K splits, and at most `max_threadgroup_memory_bytes`
+    /// [`super::gemm::MAX_SPLITS`] K splits, and at most `max_threadgroup_memory_bytes`
     /// of threadgroup memory (the device's; `u64::MAX` checks the shape
     /// alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
@@ -157,14 +157,7 @@ impl FusedQgemmConfig {
             return Err(ShapeError::new(name, format!("a K slice of {} values; one of {SLICE_DEPTHS:?} (dividing every group size)", self.tk)));
         }
         check_threads(&name, self.threads())?;
-        if !(1..=MAX_SPLITS).contains(&self.splits) {
-            return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
-        }
-        let bytes = self.threadgroup_memory_bytes();
-        if bytes > max_threadgroup_memory_bytes {
-            return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
-        }
-        Ok(())
+        check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// `qgemm_fused_{format}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_splitk]`.

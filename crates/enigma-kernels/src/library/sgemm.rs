@@ -39,7 +39,7 @@
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
-use super::gemm::{k_splits_for, MAX_SPLITS};
+use super::gemm::{check_splits_and_memory, k_splits_for};
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -172,7 +172,7 @@ impl SgemmConfig {
 
     /// Checks the shape: blocks of 4 or 8, tile sides multiples of the
     /// blocks and of 4, a threadgroup size the library takes, 1 to 64 K
-    /// values per slice, 1 to [`MAX_SPLITS`] splits, and at most
+    /// values per slice, 1 to [`super::gemm::MAX_SPLITS`] splits, and at most
     /// `max_threadgroup_memory_bytes` of threadgroup memory (the device's;
     /// `u64::MAX` checks the shape alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
@@ -187,14 +187,7 @@ impl SgemmConfig {
         if !(1..=64).contains(&self.tk) {
             return Err(ShapeError::new(name, format!("{} K values per slice; between 1 and 64", self.tk)));
         }
-        if !(1..=MAX_SPLITS).contains(&self.splits) {
-            return Err(ShapeError::new(name, format!("{} K splits; between 1 and {MAX_SPLITS}", self.splits)));
-        }
-        let bytes = self.threadgroup_memory_bytes();
-        if bytes > max_threadgroup_memory_bytes {
-            return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
-        }
-        Ok(())
+        check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// `sgemm_{out}_{tm}x{tn}x{tk}_r{rm}x{rn}[_ta][_tb][_splitk]`.
