@@ -325,10 +325,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let batch = k.let_("batch", tg.z() / splits);
     let split = k.let_("split", tg.z() % splits);
     let c_base = k.let_("c_base", tg.z() * m * n);
-    let k_chunk = k.let_("k_chunk", (kk + (splits * cfg.tk - 1)) / (splits * cfg.tk) * cfg.tk);
-    // min(split · k_chunk, K) and min(k_begin + k_chunk, K).
-    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
-    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tk);
     let sg_m = k.let_("sg_m", sg / cfg.sg_cols * sm);
     let sg_n = k.let_("sg_n", sg % cfg.sg_cols * sn);
     // The operands as stored: (rows, columns) of the matrix, the origin of
@@ -635,6 +632,17 @@ impl Stages<'_> {
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
+}
+
+/// The stretch `[k_begin, k_end)` of K (`kk`) that split `split` of
+/// `splits` takes: whole slices of `tk`, `⌈K / (splits · tk)⌉` of them per
+/// split, cut at K (empty for a split past it).
+pub(super) fn split_range(k: &mut KernelBuilder, kk: Ex, split: Ex, splits: u32, tk: u32) -> (Ex, Ex) {
+    let k_chunk = k.let_("k_chunk", (kk + (splits * tk - 1)) / (splits * tk) * tk);
+    // min(split · k_chunk, K) and min(k_begin + k_chunk, K).
+    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
+    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    (k_begin, k_end)
 }
 
 /// The last checks every GEMM configuration makes: 1 to [`MAX_SPLITS`] K

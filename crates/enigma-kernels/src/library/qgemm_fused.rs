@@ -46,7 +46,7 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for};
+use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, split_range};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
@@ -215,9 +215,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     // Split z takes whole slices [k_begin, k_end) and its own slice of `c`.
     let split = tg.z();
     let c_base = k.let_("c_base", split * m * n);
-    let k_chunk = k.let_("k_chunk", (kk + (splits * tk - 1)) / (splits * tk) * tk);
-    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
-    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, tk);
     // This lane's column in each 8-column block (lanes 0–7 dequantize).
     let dequantizer = k.let_("dequantizer", lane.lt(FRAGMENT));
     let cols: Vec<Ex> = (0..blocks).map(|ni| k.let_(&format!("col{ni}"), n0 + sg_n + ni * FRAGMENT + lane)).collect();

@@ -39,7 +39,7 @@
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
-use super::gemm::{check_splits_and_memory, k_splits_for};
+use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -362,9 +362,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
     let batch = k.let_("batch", tg.z() / splits);
     let split = k.let_("split", tg.z() % splits);
     let c_base = k.let_("c_base", tg.z() * m * n);
-    let k_chunk = k.let_("k_chunk", (kk + (splits * cfg.tk - 1)) / (splits * cfg.tk) * cfg.tk);
-    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
-    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tk);
     let slices = k.let_("slices", (k_end - k_begin + (cfg.tk - 1)) / cfg.tk);
     let ops = [
         Operand {
