@@ -777,6 +777,15 @@ impl<'rt> Ops<'rt> {
         }
     }
 
+    /// The device's compute units on a GPU; 0 on the simulator, which
+    /// gains nothing from filling them (the decode kernels' defaults).
+    fn gpu_compute_units(&self) -> u32 {
+        match self.rt.device().kind {
+            enigma_runtime::DeviceKind::Simulator => 0,
+            _ => self.rt.device().compute_units,
+        }
+    }
+
     /// Threadgroups a split-K plan aims for: two per compute unit.
     fn threadgroups_wanted(&self) -> u32 {
         2 * self.rt.device().compute_units
@@ -838,10 +847,7 @@ impl<'rt> Ops<'rt> {
         // On a GPU, default to enough column tiles for two threadgroups per
         // compute unit, and K split for more (`qmatmul::default_splits`);
         // the simulator gains nothing from either.
-        let compute_units = match self.rt.device().kind {
-            enigma_runtime::DeviceKind::Simulator => 0,
-            _ => self.rt.device().compute_units,
-        };
+        let compute_units = self.gpu_compute_units();
         let options = qmatmul::QmatmulOptions {
             rows: self.options.rows_per_threadgroup,
             cols,
@@ -940,10 +946,7 @@ impl<'rt> Ops<'rt> {
             (None, _) => None,
         };
         // On a GPU, default to enough threadgroups for two per compute unit.
-        let min_tiles = match self.rt.device().kind {
-            enigma_runtime::DeviceKind::Simulator => 0,
-            _ => 2 * self.rt.device().compute_units,
-        };
+        let min_tiles = 2 * self.gpu_compute_units();
         let options = qmatmul_affine::AffineOptions { rows: self.options.rows_per_threadgroup, cols: self.options.columns_per_thread, words, min_tiles };
         let threads = self.options.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
         let plan = qmatmul_affine::plan(out, m, w.n, w.k, w.group, threads, options)?;
