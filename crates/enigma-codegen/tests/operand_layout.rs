@@ -1,0 +1,47 @@
+//! The CUDA source of the library's tensor-core GEMMs holds each B operand
+//! tile in `mma.sync`'s B layout (`enigma_btile`, filled by
+//! `enigma_tile_load_b`) and each A operand in the reference layout: what
+//! the code generator's plan finds of tiles that are only loaded and then
+//! multiplied from the right. On an H100 it saves a `movmatrix` per B
+//! fragment (`BENCHMARKS.md`); a change to a GEMM builder that read a B
+//! tile anywhere else would lose it without failing any result test.
+
+use enigma_codegen::cuda;
+use enigma_ir::{validate, Kernel, ValidationOptions};
+use enigma_kernels::library::gemm::{gemm, qgemm, GemmConfig, QgemmConfig};
+use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
+use enigma_kernels::library::quant::Format;
+use enigma_kernels::library::DType;
+
+/// The kernel's CUDA source, validated against a CUDA GPU's 48 KiB of
+/// threadgroup memory (the pipelined stages need more than Apple's 32 KiB).
+fn source(kernel: Kernel) -> String {
+    let options = ValidationOptions { max_threadgroup_memory_bytes: 48 * 1024, ..ValidationOptions::default() };
+    let info = validate(&kernel, &options).unwrap_or_else(|e| panic!("{e}"));
+    cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source
+}
+
+#[test]
+fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
+    for input in [DType::F16, DType::BF16] {
+        for stages in [1, 2] {
+            let cfg = GemmConfig { stages, ..GemmConfig::new(input, DType::F32) };
+            let cu = source(gemm(&cfg));
+            // One A and one B tile per K step of every multiply loop.
+            let (a_loads, b_loads) = (cu.matches("enigma_tile_load<").count(), cu.matches("enigma_tile_load_b<").count());
+            assert!(b_loads > 0 && a_loads == b_loads, "{}: {a_loads} A loads, {b_loads} B-layout loads", cfg.name());
+        }
+    }
+    for cfg in [QgemmConfig::for_rows(Format::Int4, DType::F16, 16), QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F32, 64) }] {
+        let cu = source(qgemm(&cfg));
+        assert_eq!(cu.matches("enigma_tile_load<").count(), cu.matches("enigma_tile_load_b<").count(), "{}", cfg.name());
+    }
+    let fused = FusedQgemmConfig::for_rows(Format::Int4, DType::F16, 16);
+    assert!(source(qgemm_fused(&fused)).contains("enigma_tile_load_b<"), "{}", fused.name());
+}
+
+#[test]
+fn f32_tiles_keep_the_reference_layout() {
+    let cu = source(gemm(&GemmConfig::new(DType::F32, DType::F32)));
+    assert!(!cu.contains("enigma_tile_load_b<") && cu.contains("enigma_tile_load<"));
+}
