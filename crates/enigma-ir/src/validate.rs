@@ -89,7 +89,8 @@ impl fmt::Display for Location {
 #[error("kernel `{kernel}`, at {location}: {kind}")]
 pub struct ValidationError {
     pub kernel: String,
-    pub location: Location,
+    /// Boxed, so that results carrying the error stay small.
+    pub location: Box<Location>,
     pub kind: ValidationErrorKind,
 }
 
@@ -289,7 +290,7 @@ impl<'k> Validator<'k> {
     fn err(&self, kind: ValidationErrorKind) -> ValidationError {
         ValidationError {
             kernel: self.kernel.name.clone(),
-            location: Location { path: Some(self.path.clone()), source: self.source.clone() },
+            location: Box::new(Location { path: Some(self.path.clone()), source: self.source.clone() }),
             kind,
         }
     }
@@ -297,7 +298,7 @@ impl<'k> Validator<'k> {
     fn decl_err(&self, kind: ValidationErrorKind) -> ValidationError {
         ValidationError {
             kernel: self.kernel.name.clone(),
-            location: Location { path: None, source: None },
+            location: Box::new(Location { path: None, source: None }),
             kind,
         }
     }
