@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: every Rust crate (simulator conformance, codegen
+# The whole test suite: clippy over the workspace with warnings as errors,
+# every Rust crate (simulator conformance, codegen
 # snapshots and their g++ syntax check, analysis tables, CLI), the Metal
 # backend type-checked for macOS (scripts/check-metal.sh), then the Python
 # package built as an abi3 wheel and tested with pytest in a fresh venv.
@@ -17,6 +18,12 @@ METAL_LOG=$(mktemp "${TMPDIR:-/tmp}/enigma-check-metal.XXXXXX")
 trap 'rm -f "$SKIP_LOG" "$METAL_LOG"' EXIT
 export ENIGMA_SKIP_LOG=$SKIP_LOG
 
+echo "== cargo clippy (workspace, warnings are errors) =="
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets --all-features -- -D warnings
+else
+  echo "clippy: skipped: cargo clippy is not installed (rustup component add clippy)"
+fi
 echo "== cargo test (workspace) =="
 cargo test --workspace --exclude enigma-python --all-features
 echo "== Metal backend type-check for aarch64-apple-darwin =="

@@ -30,8 +30,11 @@ use enigma_ops::{download, quantize, upload};
 use enigma_runtime::{Arg, Mode, Options};
 use std::time::Duration;
 
+/// A tile: TM, TN, TK and the SIMD-group grid's rows and columns.
+type Tile = (u32, u32, u32, u32, u32);
+
 /// Tiles tried beside each type's default (those that do not fit are skipped).
-const SWEEP: [(u32, u32, u32, u32, u32); 6] =
+const SWEEP: [Tile; 6] =
     [(128, 128, 32, 2, 2), (128, 256, 32, 2, 4), (256, 128, 32, 4, 2), (128, 64, 32, 2, 2), (64, 64, 32, 2, 2), (64, 128, 32, 2, 2)];
 
 /// SIMT kernels tried for f32: (threads, K values per slice) — the
@@ -83,7 +86,7 @@ fn numbers(text: &str, sep: char) -> Vec<u32> {
 fn main() {
     let mut dtypes = vec![DType::F16, DType::BF16, DType::F32];
     let mut shapes = vec![[4096, 4096, 4096], [1024, 1024, 1024]];
-    let mut tiles: Option<Vec<(u32, u32, u32, u32, u32)>> = None;
+    let mut tiles: Option<Vec<Tile>> = None;
     let mut repeats = 20;
     let mut stage_counts = vec![1, 2];
     let argv: Vec<String> = std::env::args().skip(1).collect();

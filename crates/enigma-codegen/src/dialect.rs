@@ -393,7 +393,7 @@ mod tests {
         assert_eq!(round_to(Scalar::F16, 1.0 + 1.0 / 2048.0), 1.0, "a tie rounds to even");
         assert_eq!(round_to(Scalar::F16, 1.0 + 3.0 / 2048.0), 1.0 + 2.0 / 1024.0, "a tie rounds to even");
         assert_eq!(round_to(Scalar::F16, 1e-7), 1.1920929e-7, "subnormal halves");
-        assert_eq!(round_to(Scalar::BF16, 0.1), 0.10009765625);
+        assert_eq!(round_to(Scalar::BF16, 0.1), 0.100_097_656);
         assert_eq!(round_to(Scalar::BF16, -3.0), -3.0);
     }
 

@@ -1070,7 +1070,7 @@ impl<'c> Gen<'c> {
     /// Sometimes `flat` (an index below `len`) as the same element of an
     /// `[len / c, c]` view: two checked subscripts, `f / c` and `f % c`.
     fn maybe_two_dims(&mut self, mem: Memory, flat: Expr, len: u32) -> Expr {
-        let Some(cols) = [4u32, 3, 2].into_iter().find(|c| len > *c && len % c == 0) else { return flat };
+        let Some(cols) = [4u32, 3, 2].into_iter().find(|c| len > *c && len.is_multiple_of(*c)) else { return flat };
         if !self.ch.chance(20) {
             return flat;
         }

@@ -196,7 +196,7 @@ impl MatrixType {
     /// Whether the shape is one the IR accepts (sides multiples of 8, at
     /// most 64; element f16, bf16 or f32).
     pub fn is_valid(self) -> bool {
-        let side = |s: u8| s > 0 && s % Self::FRAGMENT == 0 && s <= Self::MAX_SIDE;
+        let side = |s: u8| s > 0 && s.is_multiple_of(Self::FRAGMENT) && s <= Self::MAX_SIDE;
         side(self.rows) && side(self.cols) && self.elem.is_float()
     }
 

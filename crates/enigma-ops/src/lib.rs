@@ -369,7 +369,7 @@ impl<'rt> Ops<'rt> {
     /// (so a buffer checked by [`Ops::need`] to hold `n` elements holds
     /// `ceil(n/4)` whole vectors) — unless [`Options::vectorize`] decides.
     fn vectorize(&self, op: &str, bufs: &[&Buffer], vector: Type, shape_ok: bool) -> Result<u8, Error> {
-        let bindable = |b: &Buffer| b.elem().is_none() && b.len_bytes() % vector.size_bytes() as usize == 0;
+        let bindable = |b: &Buffer| b.elem().is_none() && b.len_bytes().is_multiple_of(vector.size_bytes() as usize);
         let possible = shape_ok && bufs.iter().all(|b| bindable(b));
         match self.options.vectorize {
             Some(false) => Ok(1),
@@ -498,7 +498,7 @@ impl<'rt> Ops<'rt> {
         let name = format!("{op}_rows");
         let dtype = self.dtype_of(&name, x)?;
         self.need(&name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
-        let vec = self.vectorize(&name, &[x], dtype.ty(4), d % 4 == 0)?;
+        let vec = self.vectorize(&name, &[x], dtype.ty(4), d.is_multiple_of(4))?;
         let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::F32, rows)?;
         self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
@@ -587,7 +587,7 @@ impl<'rt> Ops<'rt> {
         let dtype = self.dtype_of("softmax", x)?;
         self.need("softmax", "x", x, rows.saturating_mul(d), dtype.scalar())?;
         let y = self.output(dtype.scalar(), rows * d)?;
-        let vec = self.vectorize("softmax", &[x, &y], dtype.ty(4), d % 4 == 0)?;
+        let vec = self.vectorize("softmax", &[x, &y], dtype.ty(4), d.is_multiple_of(4))?;
         let plan = softmax::plan(dtype, rows, d, vec, self.row_options(d))?;
         self.softmax_into(&plan, x, &y)?;
         Ok(y)
@@ -624,7 +624,7 @@ impl<'rt> Ops<'rt> {
         let y = self.output(dtype.scalar(), rows * d)?;
         let mut bufs = vec![x, w, &y];
         bufs.extend(b);
-        let vec = self.vectorize(name, &bufs, dtype.ty(4), d % 4 == 0)?;
+        let vec = self.vectorize(name, &bufs, dtype.ty(4), d.is_multiple_of(4))?;
         let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options(d))?;
         let c = plan.config;
         let layer = b.is_some();
@@ -654,8 +654,8 @@ impl<'rt> Ops<'rt> {
         let wdtype = self.dtype_of("gemv", w)?;
         self.need("gemv", "w", w, m.saturating_mul(k), wdtype.scalar())?;
         self.need("gemv", "x", x, k, Scalar::F32)?;
-        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), k % 4 == 0)?;
-        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), k % 4 == 0)?;
+        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), k.is_multiple_of(4))?;
+        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), k.is_multiple_of(4))?;
         let options = gemv::GemvOptions { rows_per_simdgroup: self.options.rows_per_simdgroup, unroll: self.options.unroll };
         let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), self.threads(KernelType::MatVec), options)?;
         let y = self.output(Scalar::F32, m)?;
@@ -859,7 +859,7 @@ impl<'rt> Ops<'rt> {
         let threads = self.options.threads.unwrap_or(qmatmul::DEFAULT_THREADS);
         let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
         if plan.cols > 1 {
-            let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes() % (elem * plan.cols) as usize == 0;
+            let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);
             if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
                 return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
             }
@@ -950,7 +950,7 @@ impl<'rt> Ops<'rt> {
         let options = qmatmul_affine::AffineOptions { rows: self.options.rows_per_threadgroup, cols: self.options.columns_per_thread, words, min_tiles };
         let threads = self.options.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
         let plan = qmatmul_affine::plan(out, m, w.n, w.k, w.group, threads, options)?;
-        if plan.words > 1 && (w.packed.elem().is_some() || w.packed.len_bytes() % (4 * plan.words) as usize != 0) {
+        if plan.words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * plan.words) as usize)) {
             return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
         }
         let c = self.output(out.scalar(), m * w.n)?;
@@ -1054,7 +1054,7 @@ impl<'rt> Ops<'rt> {
         self.need(op, "q", q, heads.saturating_mul(d), dtype.scalar())?;
         self.need(op, "k", k, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
         self.need(op, "v", v, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
-        let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d % 4 == 0)?;
+        let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d.is_multiple_of(4))?;
         let mut threads = self.threads(KernelType::Attention);
         if fused && self.options.threads.is_none() {
             threads = threads.min(attention::fused_threads_that_fit(u32::try_from(d).unwrap_or(u32::MAX), vec));

@@ -754,18 +754,6 @@ __device__ inline void texture_write(const texture2d& t, const vec<int, 4>& valu
 
 "#;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use enigma_ir::Intrinsic;
-
-    #[test]
-    fn the_inclusive_sum_index_is_its_place_in_all() {
-        let place = Intrinsic::ALL.iter().position(|i| *i == Intrinsic::SimdPrefixInclusiveSum).unwrap();
-        assert_eq!(INCLUSIVE_SUM, Helper::Simd(place, "simd_prefix_inclusive_sum"));
-    }
-}
-
 const ASYNC_COPY: &str = r#"// async_copy: Bytes (4, 8 or 16) from global to shared memory in the
 // background (cp.async; .cg bypasses L1 for 16 bytes), zeros where !valid
 // (a source size of 0 reads nothing; the buffer's base stands in for the
@@ -802,3 +790,15 @@ __device__ __forceinline__ void async_wait() {
 }
 
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::Intrinsic;
+
+    #[test]
+    fn the_inclusive_sum_index_is_its_place_in_all() {
+        let place = Intrinsic::ALL.iter().position(|i| *i == Intrinsic::SimdPrefixInclusiveSum).unwrap();
+        assert_eq!(INCLUSIVE_SUM, Helper::Simd(place, "simd_prefix_inclusive_sum"));
+    }
+}

@@ -57,7 +57,7 @@ pub fn binary_ops_u32() -> Kernel {
     k.store(out.at(12u32), (x + y) * (x - y));
     k.store(out.at(13u32), x - (y - n));
     k.store(out.at(14u32), x - y - n);
-    k.store(out.at(15u32), (x & 255u32) + (y | n) ^ (x << 2u32));
+    k.store(out.at(15u32), ((x & 255u32) + (y | n)) ^ (x << 2u32));
     k.store(flags.at(8u32), (x & 1u32).eq(y & 1u32));
     let acc = k.var("acc", x);
     k.assign(acc, acc + y);

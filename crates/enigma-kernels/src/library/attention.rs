@@ -411,7 +411,7 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads
     nonzero(&name, "heads", heads)?;
     nonzero(&name, "s_len", s_len)?;
     nonzero(&name, "d", d)?;
-    if vec == 4 && d % 4 != 0 {
+    if vec == 4 && !d.is_multiple_of(4) {
         return Err(ShapeError::new(name, format!("vector loads need d % 4 == 0, d = {d}")));
     }
     let h = to_u32(&name, "heads", heads)?;
@@ -428,7 +428,7 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads
         DType::F32,
         heads,
         s_len,
-        if s_len % 4 == 0 { 4 } else { 1 },
+        if s_len.is_multiple_of(4) { 4 } else { 1 },
         super::softmax::RowOptions::threads(t),
     )?;
     Ok(AttentionPlan {

@@ -198,7 +198,7 @@ impl GemmConfig {
     /// The K extent of one matrix multiply: 16 (the tensor cores' step) where
     /// `tk` allows, else 8.
     fn k_step(&self) -> u32 {
-        if self.tk % 16 == 0 {
+        if self.tk.is_multiple_of(16) {
             16
         } else {
             8
@@ -213,9 +213,9 @@ impl GemmConfig {
     /// alone.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
-        let side = |v: u32| v > 0 && v % 8 == 0 && v <= 64;
+        let side = |v: u32| v > 0 && v.is_multiple_of(8) && v <= 64;
         let (sm, sn) = (self.tm / self.sg_rows.max(1), self.tn / self.sg_cols.max(1));
-        if self.sg_rows == 0 || self.sg_cols == 0 || self.tm % self.sg_rows != 0 || self.tn % self.sg_cols != 0 {
+        if self.sg_rows == 0 || self.sg_cols == 0 || !self.tm.is_multiple_of(self.sg_rows) || !self.tn.is_multiple_of(self.sg_cols) {
             return Err(ShapeError::new(name, format!("{}×{} SIMD groups do not divide a {}×{} tile", self.sg_rows, self.sg_cols, self.tm, self.tn)));
         }
         if !(side(sm) && side(sn) && side(self.tk)) {

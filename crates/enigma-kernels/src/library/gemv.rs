@@ -107,7 +107,7 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: G
     check_vec(&name, vec)?;
     nonzero(&name, "m", m)?;
     nonzero(&name, "k", k)?;
-    if vec == 4 && k % 4 != 0 {
+    if vec == 4 && !k.is_multiple_of(4) {
         return Err(ShapeError::new(name, format!("vector loads need k % 4 == 0, k = {k}")));
     }
     let m32 = to_u32(&name, "m", m)?;

@@ -186,7 +186,7 @@ impl std::error::Error for ShapeError {}
 /// defaults it to seed 004's table (through `enigma-analysis`), seed 000's
 /// geometry for GEMV and attention.
 pub fn check_threads(kernel: &str, threads: u32) -> Result<u32, ShapeError> {
-    if threads == 0 || threads > MAX_THREADS || threads % SIMD_WIDTH != 0 {
+    if threads == 0 || threads > MAX_THREADS || !threads.is_multiple_of(SIMD_WIDTH) {
         return Err(ShapeError::new(
             kernel,
             format!("threadgroup size {threads} is not a multiple of 32 between 32 and {MAX_THREADS} (the library's reductions need whole SIMD groups)"),

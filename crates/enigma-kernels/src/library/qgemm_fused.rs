@@ -145,11 +145,11 @@ impl FusedQgemmConfig {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(name, format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        if self.sg_rows == 0 || self.sg_cols == 0 || self.tm % self.sg_rows != 0 || self.tn % self.sg_cols != 0 {
+        if self.sg_rows == 0 || self.sg_cols == 0 || !self.tm.is_multiple_of(self.sg_rows) || !self.tn.is_multiple_of(self.sg_cols) {
             return Err(ShapeError::new(name, format!("{}×{} SIMD groups do not divide a {}×{} tile", self.sg_rows, self.sg_cols, self.tm, self.tn)));
         }
         let (sm, sn) = (self.tm / self.sg_rows, self.tn / self.sg_cols);
-        let side = |v: u32| v > 0 && v % FRAGMENT == 0 && v <= MatrixType::MAX_SIDE as u32;
+        let side = |v: u32| v > 0 && v.is_multiple_of(FRAGMENT) && v <= MatrixType::MAX_SIDE as u32;
         if !(side(sm) && side(sn)) {
             return Err(ShapeError::new(name, format!("SIMD-group tiles of {sm}×{sn} must have sides that are multiples of 8 up to 64")));
         }

@@ -391,7 +391,7 @@ pub(super) fn check_problem(name: &str, out: DType, m: usize, n: usize, k: usize
     if !GROUPS.contains(&group) {
         return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
     }
-    if k % group != 0 {
+    if !k.is_multiple_of(group) {
         return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
     }
     let dims = [to_u32(name, "m", m)?, to_u32(name, "n", n)?, to_u32(name, "k", k)?];
@@ -417,7 +417,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     let t = check_threads(&name, threads)?;
     let group_words = (group / VALUES_PER_WORD) as u32;
     let words = match options.words {
-        Some(w) if !WORDS_PER_ITERATION.contains(&w) || group_words % w != 0 => {
+        Some(w) if !WORDS_PER_ITERATION.contains(&w) || !group_words.is_multiple_of(w) => {
             return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
         }
         Some(w) => w,

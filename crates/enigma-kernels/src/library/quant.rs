@@ -152,10 +152,10 @@ pub fn check_shape(format: Format, k: usize, n: usize, group: usize) -> Result<(
     if !GROUPS.contains(&group) {
         return Err(QuantError::UnsupportedGroup { format, group });
     }
-    if k % VALUES_PER_WORD != 0 {
+    if !k.is_multiple_of(VALUES_PER_WORD) {
         return Err(QuantError::KNotMultipleOf8 { format, k });
     }
-    if k % group != 0 {
+    if !k.is_multiple_of(group) {
         return Err(QuantError::KNotMultipleOfGroup { format, k, group });
     }
     if k.checked_mul(n).filter(|&e| e <= u32::MAX as usize).is_none() {

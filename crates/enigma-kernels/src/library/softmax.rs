@@ -154,7 +154,7 @@ pub fn plan_rows(kernel: &str, dtype: DType, rows: usize, d: usize, vec: u8, opt
     check_vec(&name, vec)?;
     nonzero(&name, "rows", rows)?;
     nonzero(&name, "d", d)?;
-    if vec == 4 && d % 4 != 0 {
+    if vec == 4 && !d.is_multiple_of(4) {
         return Err(ShapeError::new(name, format!("float4 rows need d % 4 == 0, d = {d}")));
     }
     let rows32 = to_u32(&name, "rows", rows)?;
