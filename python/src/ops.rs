@@ -287,9 +287,11 @@ pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, 
 /// `C[m, n] = A[m, k] · dequant(B)` on `runtime`: `a` f16 bytes, `packed`
 /// and `scales` (and `biases`, for `mlx_affine` only) in the layout of
 /// `format` (`fp4`, `int4`: seed 002's; `mlx_affine`: MLX's), `out` `f16`
-/// or `f32`. Returns C's bytes.
+/// or `f32`, through `variant`: `auto` (`Ops::qmatmul`'s choice),
+/// `separate` (`Ops::qmatmul_tiled`) or `fused` (`Ops::qmatmul_fused`).
+/// Returns C's bytes.
 #[pyfunction]
-#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None))]
+#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None, variant="auto"))]
 #[allow(clippy::too_many_arguments)]
 pub fn library_qmatmul<'py>(
     py: Python<'py>,
@@ -305,9 +307,13 @@ pub fn library_qmatmul<'py>(
     out: &str,
     threads: Option<u32>,
     biases: Option<Vec<u8>>,
+    variant: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rt = &runtime.rt;
     let format = QuantFormat::parse(format).map_err(quant_err)?;
+    if !matches!(variant, "auto" | "separate" | "fused") {
+        return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate' or 'fused', not {variant:?}")));
+    }
     let out = match out {
         "f32" => ElemType::F32,
         "f16" => ElemType::F16,
@@ -317,7 +323,12 @@ pub fn library_qmatmul<'py>(
     let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
     let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
-    let c = ops.qmatmul(&a, &weights, m, out).map_err(|e| ops_err(py, e))?;
+    let c = match variant {
+        "separate" => ops.qmatmul_tiled(&a, &weights, m, out),
+        "fused" => ops.qmatmul_fused(&a, &weights, m, out),
+        _ => ops.qmatmul(&a, &weights, m, out),
+    }
+    .map_err(|e| ops_err(py, e))?;
     let mut bytes = c.read_bytes().map_err(|e| runtime_err(py, e))?;
     bytes.truncate(m * n * out.size_bytes() as usize);
     Ok(PyBytes::new(py, &bytes))

@@ -111,6 +111,35 @@ def test_qmatmul_matches_numpy(rt, format, m, n, k, group):
     assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * 1e-6 + 1e-7)
 
 
+@pytest.mark.parametrize("variant", ["separate", "fused"])
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+@pytest.mark.parametrize("m,n,k,group", [(1, 8, 64, 32), (9, 100, 192, 64), (17, 36, 128, 32)])
+def test_qmatmul_variants_match_numpy(rt, variant, format, m, n, k, group):
+    """The tensor-core kernels round each dequantized weight to float16
+    before the products: one more rounding per weight in the bound."""
+    r = np.random.default_rng(m * 1000 + n + k + 7)
+    w = r.uniform(-1, 1, (k, n)).astype(np.float32)
+    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
+    packed, scales = ops.quantize(w, format, group=group)
+    dq = decode(format, packed, scales).astype(np.float64)
+    want = a.astype(np.float64) @ dq
+    bound = np.abs(a.astype(np.float64)) @ np.abs(dq)
+    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, variant=variant, rt=rt)
+    assert c.shape == (m, n)
+    assert np.all(np.abs(c - want) <= bound * (1e-6 + 2.0 ** -11) + 1e-7)
+
+
+def test_qmatmul_refuses_an_unknown_variant_and_affine_for_the_tensor_core_kernels(rt):
+    w = np.ones((64, 4), dtype=np.float32)
+    a = np.ones((2, 64), dtype=np.float16)
+    packed, scales = ops.quantize(w, "int4", group=64)
+    with pytest.raises(ValueError, match="variant is 'auto', 'separate' or 'fused', not 'tiled'"):
+        ops.qmatmul(a, packed, scales, "int4", variant="tiled", rt=rt)
+    packed, scales, biases = ops.quantize(w, "mlx_affine", group=64)
+    with pytest.raises(Exception, match="mlx_affine"):
+        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant="fused", rt=rt)
+
+
 @pytest.mark.parametrize("m,n,k,group", [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64)])
 def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group):
     r = np.random.default_rng(m * 1000 + n + k + 7)

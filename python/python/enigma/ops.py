@@ -390,7 +390,7 @@ def dequantize(packed, scales, format="fp4", biases=None):
     return np.frombuffer(out, dtype=np.float32).reshape(k, n).copy()
 
 
-def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=None, rt=None, device="auto", threads=None):
+def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=None, variant="auto", rt=None, device="auto", threads=None):
     """``a @ dequantize(packed, scales, format, biases)`` with the 4-bit
     weights read by the GPU kernel: ``a`` [M, K] (or a K-vector) used as
     float16, ``packed`` and ``scales`` (and, for ``"mlx_affine"``, ``biases``)
@@ -398,7 +398,14 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     ``"mlx_affine"`` (so weights quantized by MLX, ``mx.quantize(w.T,
     group_size, bits=4)``, work as they are, biases in float16); accumulated
     in float32, returned as ``out_dtype`` (float16 or float32), [M, N] (or
-    an N-vector)."""
+    an N-vector). ``variant`` picks the kernel: ``"auto"`` (the library's
+    choice for M: the decode kernel up to 8 rows, the tensor-core kernel
+    above), ``"separate"`` (the tensor-core kernel, B dequantized into
+    threadgroup memory) or ``"fused"`` (seed 002's fused kernel, B
+    dequantized per SIMD group through one 8×8 fragment); the last two read
+    ``"fp4"`` and ``"int4"`` only."""
+    if variant not in ("auto", "separate", "fused"):
+        raise ValueError(f"qmatmul's variant is 'auto', 'separate' or 'fused', not {variant!r}")
     format = _format(format)
     k, n, group = _quant_shape(format, packed, scales)
     if (biases is not None) != (format == "mlx_affine"):
@@ -421,7 +428,7 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     m = a2.shape[0]
     data = _enigma.library_qmatmul(native, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
                                    np.ascontiguousarray(packed).tobytes(), np.ascontiguousarray(scales).tobytes(),
-                                   m, n, k, group, out, threads, biases)
+                                   m, n, k, group, out, threads, biases, variant)
     c = np.frombuffer(data, dtype=out_dtype).reshape(m, n).copy()
     return c[0] if vector else c
 
