@@ -170,9 +170,6 @@ fn main() {
         eprintln!("{format}: quantizing {k} x {n}, group {group}");
         let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, 1), k, n, group).unwrap_or_else(|e| panic!("{e}"));
         let w = enigma_ops::dequantize_weights(&q).unwrap_or_else(|e| panic!("{e}"));
-        // Each weight's magnitude as the kernels sum it (for MLX's affine
-        // format |scale · code| + |bias|), for the error bounds below.
-        let magnitudes: Vec<f32> = (0..k * n).map(|i| q.magnitude(i / n, i % n)).collect();
         let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
         let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
         let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
@@ -188,8 +185,7 @@ fn main() {
             // apart), and the bound with no staging rounding; the
             // tensor-core kernel adds one f16 rounding of each dequantized
             // weight (|products| · 2^-11).
-            let a_abs: Vec<f32> = a.iter().map(|x| x.abs()).collect();
-            let abs_sums = qmatmul::reference(&a_abs, &magnitudes, m, n, k);
+            let abs_sums = q.abs_products(&a, m);
             let bound = |i: usize, staged: bool| {
                 let staging = if staged { ElemType::F16.unit_roundoff() } else { 0.0 };
                 abs_sums[i] * (f32::EPSILON as f64 * levels + staging) + want[i].abs() * ElemType::F16.unit_roundoff() * 1.01 + ElemType::F16.underflow_error() * 1.01

@@ -720,13 +720,7 @@ fn qmatmul_entry(format: Format) -> Entry {
         // in f16: one more rounding per product. MLX's affine kernel sums
         // scale · code · a and bias · a apart: their magnitudes bound it.
         let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases() { DType::F16.unit_roundoff() } else { 0.0 };
-        let tols: Vec<Tolerance> = (0..m * n)
-            .map(|i| {
-                let (r, col) = (i / n, i % n);
-                let abs: f64 = (0..k).map(|kk| (a[r * k + kk] as f64).abs() * q.magnitude(kk, col) as f64).sum();
-                rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)
-            })
-            .collect();
+        let tols: Vec<Tolerance> = q.abs_products(&a, m).into_iter().map(|abs| rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)).collect();
         let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
         Ok(Case {
             run: Box::new(move |ops| {

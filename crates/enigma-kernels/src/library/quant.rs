@@ -264,6 +264,25 @@ impl QuantizedMatrix {
         (self.format.code_value(self.code(k, n)) * self.scale(k, n)).abs() + self.bias(k, n).abs()
     }
 
+    /// `Σ_k |a[r][k]| · magnitude(k, c)` for each element (r, c) of the
+    /// `m × N` product with the row-major `m × K` matrix `a`, in f64 summed
+    /// in k order: the scale of each output's rounding error, for error
+    /// bounds. Each magnitude is decoded once (not once per row).
+    pub fn abs_products(&self, a: &[f32], m: usize) -> Vec<f64> {
+        let (k, n) = (self.k, self.n);
+        let magnitudes: Vec<f64> = (0..k * n).map(|i| self.magnitude(i / n, i % n) as f64).collect();
+        let mut sums = vec![0.0f64; m * n];
+        for r in 0..m {
+            for kk in 0..k {
+                let x = (a[r * k + kk] as f64).abs();
+                for (sum, w) in sums[r * n..(r + 1) * n].iter_mut().zip(&magnitudes[kk * n..(kk + 1) * n]) {
+                    *sum += x * w;
+                }
+            }
+        }
+        sums
+    }
+
     /// The `K × N` matrix the codes stand for, f32 row-major (`w[k * N + n]`),
     /// each element `value · scale (+ bias)` computed in f32.
     pub fn dequantize(&self) -> Result<Vec<f32>, QuantError> {
@@ -411,6 +430,22 @@ mod tests {
         assert_eq!(m.magnitude(3, 1), 6.0 * m.scale(3, 1) + 7.0);
         assert_eq!(m.packed[4] >> 12 & 0xF, 6);
         assert_eq!(m.packed[0], 0);
+    }
+
+    #[test]
+    fn abs_products_sum_each_outputs_magnitudes() {
+        let (k, n, rows) = (64, 3, 2);
+        let w: Vec<f32> = (0..k * n).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+        let a: Vec<f32> = (0..rows * k).map(|i| ((i * 5) % 11) as f32 - 5.0).collect();
+        for format in Format::ALL {
+            let q = quantize(format, &w, k, n, 32).unwrap();
+            let got = q.abs_products(&a, rows);
+            for (i, g) in got.iter().enumerate() {
+                let (r, c) = (i / n, i % n);
+                let want: f64 = (0..k).map(|kk| (a[r * k + kk] as f64).abs() * q.magnitude(kk, c) as f64).sum();
+                assert_eq!(*g, want, "{format} ({r}, {c})");
+            }
+        }
     }
 
     #[test]
