@@ -913,8 +913,10 @@ impl<'rt> Ops<'rt> {
     /// tile is [`Options::gemm_tile`] where given, else seed 002 §9.1's for
     /// M over 4 SIMD groups; K is split as for `qmatmul_tiled`
     /// ([`Options::k_splits`], on a GPU by default where the output has few
-    /// tiles). FP4/INT4 in seed 002's layout only: MLX's affine weights are
-    /// an [`Error::Argument`]. `qmatmul` never picks it by itself.
+    /// tiles). The threads are the tile's: an [`Options::threads`] that
+    /// differs is an [`Error::Argument`], and so are MLX's affine weights
+    /// (FP4/INT4 in seed 002's layout only). `qmatmul` never picks it by
+    /// itself.
     pub fn qmatmul_fused(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul_fused";
         self.check_qmatmul_inputs(a, w, m)?;
@@ -926,6 +928,9 @@ impl<'rt> Ops<'rt> {
             Some(tile) => qgemm_fused::FusedQgemmConfig::from_tile(w.format, out, tile),
             None => qgemm_fused::FusedQgemmConfig::for_rows(w.format, out, mu),
         };
+        if let Some(t) = self.options.threads.filter(|&t| t != cfg.threads()) {
+            return Err(arg_err(op, format!("the fused kernel's {}×{}×{} tile over {}×{} SIMD groups takes {} threads, but the options ask for {t}", cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols, cfg.threads())));
+        }
         let cfg = qgemm_fused::FusedQgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         // The key names every field (the split count is built into the

@@ -398,7 +398,10 @@ pub fn registry() -> Vec<Entry> {
         out.push(attention_entry(dtype, true));
     }
     for format in Format::ALL {
-        out.push(qmatmul_entry(format));
+        out.push(qmatmul_entry(format, false));
+    }
+    for format in [Format::Fp4, Format::Int4] {
+        out.push(qmatmul_entry(format, true));
     }
     for dtype in DType::ALL {
         out.push(matmul_entry(dtype));
@@ -693,11 +696,14 @@ fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
     })
 }
 
-fn qmatmul_entry(format: Format) -> Entry {
-    let name = format!("qmatmul_{format}");
+/// `qmatmul_{format}` (`Ops::qmatmul`), or with `fused`
+/// `qmatmul_fused_{format}` (`Ops::qmatmul_fused`, seed 002's fused kernel).
+fn qmatmul_entry(format: Format, fused: bool) -> Entry {
+    let name = if fused { format!("qmatmul_fused_{format}") } else { format!("qmatmul_{format}") };
     let layout = if format.has_biases() { "MLX's [n][k/8] layout with f16 scales and biases" } else { "seed 002's [k/8][n] layout with f16 scales" };
+    let kernel = if fused { ", seed 002's fused kernel (B dequantized per SIMD group through an 8×8 fragment)" } else { "" };
     let description = format!(
-        "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in {layout} per group of 128 (64 or 32 when k needs), C f16, f32 accumulation; on a GPU each run reads the next of 200 MB of weight copies"
+        "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in {layout} per group of 128 (64 or 32 when k needs), C f16, f32 accumulation{kernel}; on a GPU each run reads the next of 200 MB of weight copies"
     );
     entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
@@ -719,14 +725,19 @@ fn qmatmul_entry(format: Format) -> Entry {
         // many rows the tensor-core kernel stages each dequantized weight
         // in f16: one more rounding per product. MLX's affine kernel sums
         // scale · code · a and bias · a apart: their magnitudes bound it.
-        let staging = if m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases() { DType::F16.unit_roundoff() } else { 0.0 };
+        let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) { DType::F16.unit_roundoff() } else { 0.0 };
         let tols: Vec<Tolerance> = q.abs_products(&a, m).into_iter().map(|abs| rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)).collect();
         let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
         Ok(Case {
             run: Box::new(move |ops| {
                 let i = next.get();
                 next.set(i + 1);
-                ops.qmatmul(&ab, &weights[i % weights.len()], m, DType::F16)
+                let w = &weights[i % weights.len()];
+                if fused {
+                    ops.qmatmul_fused(&ab, w, m, DType::F16)
+                } else {
+                    ops.qmatmul(&ab, w, m, DType::F16)
+                }
             }),
             out_elem: Scalar::F16,
             want,

@@ -24,6 +24,9 @@
 //!   SIMT kernel with its blocks over that many threads. Without a tuned
 //!   choice, `Ops::matmul` takes the SIMT kernel for f32 off Metal, else
 //!   [`enigma_analysis::tiles::select_gemm_tile`]'s tile.
+//! * **Fused quantized candidates** (`qmatmul_fused_*`): seed 002's four
+//!   tiles (§9.1's choices over 4 SIMD groups), skipped where the device
+//!   cannot hold them.
 //! * **Timing**: seed 004's loop through [`Entry::bench`] (the inputs and
 //!   their reference made once for all candidates): warm-up runs, then
 //!   repeats; the median device time (CUDA events, Metal GPU time) or
@@ -42,6 +45,8 @@
 use crate::registry::Entry;
 use crate::{Error, Options};
 use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
+use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
+use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::{gemm, sgemm, DType};
 use enigma_runtime::Runtime;
 use serde::{Deserialize, Serialize};
@@ -155,6 +160,9 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     if let Some(input) = DType::from_scalar(entry.elem).filter(|_| name.starts_with("matmul_")) {
         return gemm_candidates(input, shape, limits);
     }
+    if let Some(format) = name.strip_prefix("qmatmul_fused_").and_then(|f| Format::parse(f).ok()) {
+        return fused_candidates(format, limits);
+    }
     let max_threads = limits.max_threads;
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
@@ -231,6 +239,26 @@ fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) ->
             (Choice { threads, tile: Some(tile), ..Choice::default() }, skip)
         })
         .chain(simt)
+        .collect()
+}
+
+/// Seed 002's four tiles for the fused quantized kernel (§9.1's choices,
+/// each over 4 SIMD groups), each with the reason it is skipped: over the
+/// device's threads or threadgroup memory (the kernel's own check).
+fn fused_candidates(format: Format, limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+    // One M from each of §9.1's row ranges.
+    [1, 64, 256, 1024]
+        .into_iter()
+        .map(|m| {
+            let cfg = FusedQgemmConfig::for_rows(format, DType::F16, m);
+            let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
+            let skip = if tile.threads() > limits.max_threads {
+                Some(format!("{} threads exceed this device's maximum of {} per threadgroup", tile.threads(), limits.max_threads))
+            } else {
+                cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string())
+            };
+            (Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip)
+        })
         .collect()
 }
 

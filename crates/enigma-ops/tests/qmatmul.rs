@@ -443,3 +443,24 @@ fn mlx_affine_errors_name_the_numbers() {
     let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: int4 weights have no biases, but `biases` is given");
 }
+
+/// The fused kernel's threads are its tile's: a threadgroup size that
+/// differs is refused with both numbers, the tile's own runs.
+#[test]
+fn the_fused_kernel_refuses_threads_its_tile_does_not_take() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 8], 64, 8, 32).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
+    let ops = |threads| enigma_ops::Ops::new(&rt).with_options(Options { threads: Some(threads), ..Options::default() });
+    let e = ops(256).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap_err();
+    assert!(matches!(e, Error::Argument { .. }), "{e:?}");
+    assert_eq!(e.to_string(), "qmatmul_fused: the fused kernel's 32×128×32 tile over 1×4 SIMD groups takes 128 threads, but the options ask for 256");
+    let c = ops(128).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap();
+    let got = download(&c, enigma_ir::Scalar::F32, 8).unwrap();
+    let dq = enigma_ops::dequantize_weights(&q).unwrap();
+    for (col, g) in got.iter().enumerate() {
+        let want: f64 = (0..64).map(|k| dq[k * 8 + col] as f64).sum();
+        assert!((g - want).abs() <= want.abs() * 1e-3, "column {col}: {g} want {want}");
+    }
+}

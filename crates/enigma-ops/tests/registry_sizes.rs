@@ -19,13 +19,17 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 assert!(!first_kernel(&scalar).contains("_vec4"), "{scalar}");
                 // No vectors: one column per thread (seed 002's layout) or
                 // one packed word per load (MLX's).
+                // The fused kernel has no vector variant.
                 let narrow = if entry.name == "qmatmul_mlx_affine" { "_w1_" } else { "_c1_" };
-                assert!(!entry.name.starts_with("qmatmul_") || first_kernel(&scalar).contains(narrow), "{scalar}");
+                assert!(!entry.name.starts_with("qmatmul_") || entry.name.starts_with("qmatmul_fused_") || first_kernel(&scalar).contains(narrow), "{scalar}");
             }
             let auto = check(&rt, &entry, &shape, &Options::default());
             if entry.name == "qmatmul_mlx_affine" {
                 // Its own kernel at any M.
                 assert!(first_kernel(&auto).starts_with("qmatmul_affine_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("qmatmul_fused_") {
+                // Seed 002's fused kernel at any M.
+                assert!(first_kernel(&auto).starts_with("qgemm_fused_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
@@ -73,9 +77,11 @@ fn row_kernels_stream_long_rows_the_same() {
 fn threadgroup_overrides_give_the_same_results() {
     // 32 threads: multi-level scans, many reduction passes, one SIMD group
     // per row; 1024: whole threadgroups of 32 SIMD groups.
+    // The fused quantized kernel's threads are its tile's (its variants are
+    // the tiles the tuner tries), so it is not among them.
     let rt = Runtime::new(Device::Sim).unwrap();
     for threads in [32, 64, 1024] {
-        for entry in registry() {
+        for entry in registry().into_iter().filter(|e| !e.name.starts_with("qmatmul_fused_")) {
             let shape = match entry.shape_names.len() {
                 1 => vec![70_001],
                 2 => vec![3, 2049],

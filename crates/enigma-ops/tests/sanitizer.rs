@@ -4,7 +4,7 @@
 //! unwritten output elements. Errors would fail the run; warnings are in
 //! the launch log and must be absent too.
 
-use enigma_ops::{registry, Options};
+use enigma_ops::{registry, GemmTile, Options};
 use enigma_runtime::{Device, Runtime};
 
 #[test]
@@ -23,7 +23,13 @@ fn every_entry_runs_clean_under_the_sanitizer() {
         // streaming form of the row kernels (ignored by the others).
         let combinations = [(Some(false), None, None), (None, None, None), (None, Some(32), None), (None, None, Some(false))];
         for (vectorize, threads, cache_rows) in combinations {
-            let options = Options { sanitize: true, vectorize, threads, cache_rows, ..Options::default() };
+            // The fused quantized kernel's threads are its tile's: one SIMD
+            // group is a 32×32 tile over 1×1.
+            let (threads, gemm_tile) = match threads {
+                Some(_) if entry.name.starts_with("qmatmul_fused_") => (None, Some(GemmTile::new(32, 32, 32, 1, 1))),
+                _ => (threads, None),
+            };
+            let options = Options { sanitize: true, vectorize, threads, cache_rows, gemm_tile, ..Options::default() };
             let outcome = entry.run_with(&rt, &shape, &options).unwrap_or_else(|e| panic!("{} {shape:?} {options:?}: {e}", entry.name));
             assert!(outcome.passed, "{outcome}");
             assert!(!outcome.launches.is_empty(), "{outcome}");

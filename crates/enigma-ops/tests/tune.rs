@@ -316,3 +316,29 @@ fn tuning_the_f32_matmul_tries_the_simt_kernel() {
     assert_eq!((run.launches[0].kernel.as_str(), run.launches[0].threads[0]), ("sgemm_f32_64x64x8_r8x8", 64));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The fused quantized kernel's candidates are seed 002's four tiles (§9.1's
+/// choices over 4 SIMD groups); a real tuning run times them all (each
+/// computing the right product), and the registry then runs the tuned tile.
+#[test]
+fn tuning_the_fused_quantized_matmul_tries_seed_002s_tiles() {
+    let _lock = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = cache_dir("fused");
+    let e = entry("qmatmul_fused_int4");
+    let c = tune::candidates(&e, &[3, 100, 256], &limits(1024));
+    let tiles: Vec<String> = c.iter().map(|(choice, _)| choice.tile.unwrap().to_string()).collect();
+    assert_eq!(tiles, ["32x128x32/1x4", "64x64x32/2x2", "128x64x16/4x1", "128x128x16/2x2"]);
+    assert!(c.iter().all(|(_, skip)| skip.is_none()), "{c:?}");
+    let narrow = tune::candidates(&e, &[3, 100, 256], &limits(64));
+    assert!(narrow.iter().all(|(_, skip)| skip.as_deref().is_some_and(|s| s.contains("128 threads exceed"))), "{narrow:?}");
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let shape = [3, 40, 128];
+    let report = tune::tune(&e, &rt, &shape, Settings { warmup: 0, repeats: 1 }, &mut |_, _, _| {}).unwrap();
+    assert_eq!(timed_trials(&report).len(), 4, "{:?}", report.trials);
+    let best = report.best.unwrap().tile.unwrap();
+    tune::store(&tune::cache_path().unwrap(), &report).unwrap();
+    let run = e.run(&rt, &shape).unwrap();
+    assert!(run.passed, "{run}");
+    assert!(run.launches[0].kernel.starts_with(&format!("qgemm_fused_int4_f16_{}x{}x{}_sg{}x{}", best.tm, best.tn, best.tk, best.sg_rows, best.sg_cols)), "{}", run.launches[0].kernel);
+    let _ = std::fs::remove_dir_all(dir);
+}
