@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: clippy over the workspace with warnings as errors,
-# every Rust crate (simulator conformance, codegen
+# The whole test suite: clippy and rustdoc over the workspace with warnings
+# as errors, every Rust crate (simulator conformance, codegen
 # snapshots and their g++ syntax check, analysis tables, CLI), the Metal
 # backend type-checked for macOS (scripts/check-metal.sh), then the Python
 # package built as an abi3 wheel and tested with pytest in a fresh venv.
@@ -24,6 +24,8 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "clippy: skipped: cargo clippy is not installed (rustup component add clippy)"
 fi
+echo "== cargo doc (workspace, warnings are errors: broken links) =="
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --exclude enigma-python --quiet
 echo "== cargo test (workspace) =="
 cargo test --workspace --exclude enigma-python --all-features
 echo "== Metal backend type-check for aarch64-apple-darwin =="

@@ -3,7 +3,7 @@
 //!
 //! Both libraries are loaded when the backend is opened (cudarc with dynamic
 //! loading), so building enigma needs no CUDA, and a machine without a GPU
-//! gets [`RuntimeError::Unavailable`] ("no CUDA driver found"), never a crash.
+//! gets [`enigma_backend::RuntimeError::Unavailable`] ("no CUDA driver found"), never a crash.
 //!
 //! Mapping: a SIMD group is a warp; a threadgroup is a block; threadgroup
 //! memory is static `__shared__`; `dispatch_threads` launches whole blocks
