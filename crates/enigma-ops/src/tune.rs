@@ -163,7 +163,6 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     if let Some(format) = name.strip_prefix("qmatmul_fused_").and_then(|f| Format::parse(f).ok()) {
         return fused_candidates(format, limits);
     }
-    let max_threads = limits.max_threads;
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
     let unrolls: Vec<Option<u32>> = if flat_reduction || gemv {
@@ -191,13 +190,9 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let skip = if threads > max_threads {
-                    Some(format!("{threads} threads exceed this device's maximum of {max_threads} per threadgroup"))
-                } else if threads as usize > work.next_multiple_of(32) {
-                    Some(format!("{threads} threads per threadgroup exceed the {work} elements one threadgroup works on"))
-                } else {
-                    None
-                };
+                let skip = over_max_threads(threads, limits).or_else(|| {
+                    (threads as usize > work.next_multiple_of(32)).then(|| format!("{threads} threads per threadgroup exceed the {work} elements one threadgroup works on"))
+                });
                 out.push((choice, skip));
             }
         }
@@ -214,11 +209,9 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
 fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let simt = THREADS.iter().filter(|_| input == DType::F32).map(|&threads| {
-        let skip = if threads > limits.max_threads {
-            Some(format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
-        } else {
+        let skip = over_max_threads(threads, limits).or_else(|| {
             sgemm::SgemmConfig::new(DType::F32).with_threads(threads).and_then(|c| c.check(limits.max_memory_bytes)).err().map(|e| e.to_string())
-        };
+        });
         (Choice { threads, ..Choice::default() }, skip)
     });
     gemm_tiles()
@@ -229,17 +222,19 @@ fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) ->
             let oversized = [(tile.tm, GEMM_TILE_SIDES[0], dim(0), "rows"), (tile.tn, GEMM_TILE_SIDES[0], dim(1), "columns"), (tile.tk, GEMM_TILE_DEPTHS[0], dim(2), "K values")]
                 .into_iter()
                 .find(|&(side, least, d, _)| side > least && (side / 2) as usize >= d);
-            let skip = if threads > limits.max_threads {
-                Some(format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
-            } else if let Some((side, _, d, what)) = oversized {
-                Some(format!("a side of {side} for {d} {what}: half the tile covers them"))
-            } else {
-                gemm::GemmConfig::from_tile(tile, input, DType::F32).check(limits.max_memory_bytes).err().map(|e| e.to_string())
-            };
+            let skip = over_max_threads(threads, limits)
+                .or_else(|| oversized.map(|(side, _, d, what)| format!("a side of {side} for {d} {what}: half the tile covers them")))
+                .or_else(|| gemm::GemmConfig::from_tile(tile, input, DType::F32).check(limits.max_memory_bytes).err().map(|e| e.to_string()));
             (Choice { threads, tile: Some(tile), ..Choice::default() }, skip)
         })
         .chain(simt)
         .collect()
+}
+
+/// Why `threads` per threadgroup cannot run on a device with `limits`, if
+/// they cannot.
+fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> {
+    (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
 }
 
 /// Seed 002's four tiles for the fused quantized kernel (§9.1's choices,
@@ -252,11 +247,7 @@ fn fused_candidates(format: Format, limits: &ThreadgroupLimits) -> Vec<(Choice, 
         .map(|m| {
             let cfg = FusedQgemmConfig::for_rows(format, DType::F16, m);
             let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
-            let skip = if tile.threads() > limits.max_threads {
-                Some(format!("{} threads exceed this device's maximum of {} per threadgroup", tile.threads(), limits.max_threads))
-            } else {
-                cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string())
-            };
+            let skip = over_max_threads(tile.threads(), limits).or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()));
             (Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip)
         })
         .collect()
