@@ -214,10 +214,7 @@ impl GemmConfig {
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v.is_multiple_of(8) && v <= 64;
-        let (sm, sn) = (self.tm / self.sg_rows.max(1), self.tn / self.sg_cols.max(1));
-        if self.sg_rows == 0 || self.sg_cols == 0 || !self.tm.is_multiple_of(self.sg_rows) || !self.tn.is_multiple_of(self.sg_cols) {
-            return Err(ShapeError::new(name, format!("{}×{} SIMD groups do not divide a {}×{} tile", self.sg_rows, self.sg_cols, self.tm, self.tn)));
-        }
+        let (sm, sn) = simdgroup_tiles(&name, (self.tm, self.tn), (self.sg_rows, self.sg_cols))?;
         if !(side(sm) && side(sn) && side(self.tk)) {
             return Err(ShapeError::new(
                 name,
@@ -643,6 +640,16 @@ pub(super) fn split_range(k: &mut KernelBuilder, kk: Ex, split: Ex, splits: u32,
     let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
     let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
     (k_begin, k_end)
+}
+
+/// Each SIMD group's share `(tm / sg_rows, tn / sg_cols)` of a `tm × tn`
+/// tile over a `sg_rows × sg_cols` grid, checked: the grid's sides nonzero
+/// and dividing the tile's.
+pub(super) fn simdgroup_tiles(name: &str, (tm, tn): (u32, u32), (sg_rows, sg_cols): (u32, u32)) -> Result<(u32, u32), ShapeError> {
+    if sg_rows == 0 || sg_cols == 0 || !tm.is_multiple_of(sg_rows) || !tn.is_multiple_of(sg_cols) {
+        return Err(ShapeError::new(name, format!("{sg_rows}×{sg_cols} SIMD groups do not divide a {tm}×{tn} tile")));
+    }
+    Ok((tm / sg_rows, tn / sg_cols))
 }
 
 /// The last checks every GEMM configuration makes: 1 to [`MAX_SPLITS`] K

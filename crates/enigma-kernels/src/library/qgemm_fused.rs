@@ -46,7 +46,7 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, split_range};
+use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, simdgroup_tiles, split_range};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
@@ -145,10 +145,7 @@ impl FusedQgemmConfig {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(name, format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        if self.sg_rows == 0 || self.sg_cols == 0 || !self.tm.is_multiple_of(self.sg_rows) || !self.tn.is_multiple_of(self.sg_cols) {
-            return Err(ShapeError::new(name, format!("{}×{} SIMD groups do not divide a {}×{} tile", self.sg_rows, self.sg_cols, self.tm, self.tn)));
-        }
-        let (sm, sn) = (self.tm / self.sg_rows, self.tn / self.sg_cols);
+        let (sm, sn) = simdgroup_tiles(&name, (self.tm, self.tn), (self.sg_rows, self.sg_cols))?;
         let side = |v: u32| v > 0 && v.is_multiple_of(FRAGMENT) && v <= MatrixType::MAX_SIDE as u32;
         if !(side(sm) && side(sn)) {
             return Err(ShapeError::new(name, format!("SIMD-group tiles of {sm}×{sn} must have sides that are multiples of 8 up to 64")));
