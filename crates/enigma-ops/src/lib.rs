@@ -745,10 +745,10 @@ impl<'rt> Ops<'rt> {
             return Ok(MatmulPlan::Simt(cfg));
         }
         let cfg = match (self.options.gemm_tile, self.options.threads) {
-            (Some(tile), Some(t)) if t != tile.threads() => {
-                return Err(arg_err("matmul", format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads())));
+            (Some(tile), _) => {
+                self.check_tile_threads("matmul", tile)?;
+                gemm::GemmConfig::from_tile(tile, input, out)
             }
-            (Some(tile), _) => gemm::GemmConfig::from_tile(tile, input, out),
             (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
         };
@@ -756,6 +756,15 @@ impl<'rt> Ops<'rt> {
         let cfg = cfg.pipelined_for(self.stage_memory());
         cfg.check(limits.max_memory_bytes)?;
         Ok(MatmulPlan::Matrices(cfg))
+    }
+
+    /// A tile's threads are its SIMD groups': an [`Options::threads`] that
+    /// differs is an [`Error::Argument`] naming both.
+    fn check_tile_threads(&self, op: &str, tile: GemmTile) -> Result<(), Error> {
+        match self.options.threads {
+            Some(t) if t != tile.threads() => Err(arg_err(op, format!("the tile {tile} takes {} threads, but the options ask for {t}", tile.threads()))),
+            _ => Ok(()),
+        }
     }
 
     /// The threadgroup memory the GEMMs' pipelined stages may fill
@@ -928,9 +937,7 @@ impl<'rt> Ops<'rt> {
             Some(tile) => qgemm_fused::FusedQgemmConfig::from_tile(w.format, out, tile),
             None => qgemm_fused::FusedQgemmConfig::for_rows(w.format, out, mu),
         };
-        if let Some(t) = self.options.threads.filter(|&t| t != cfg.threads()) {
-            return Err(arg_err(op, format!("the fused kernel's {}×{}×{} tile over {}×{} SIMD groups takes {} threads, but the options ask for {t}", cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols, cfg.threads())));
-        }
+        self.check_tile_threads(op, cfg.tile())?;
         let cfg = qgemm_fused::FusedQgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         // The key names every field (the split count is built into the

@@ -246,7 +246,7 @@ fn fused_candidates(format: Format, limits: &ThreadgroupLimits) -> Vec<(Choice, 
         .into_iter()
         .map(|m| {
             let cfg = FusedQgemmConfig::for_rows(format, DType::F16, m);
-            let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
+            let tile = cfg.tile();
             let skip = over_max_threads(tile.threads(), limits).or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()));
             (Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip)
         })

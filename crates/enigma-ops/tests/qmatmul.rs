@@ -455,7 +455,7 @@ fn the_fused_kernel_refuses_threads_its_tile_does_not_take() {
     let ops = |threads| enigma_ops::Ops::new(&rt).with_options(Options { threads: Some(threads), ..Options::default() });
     let e = ops(256).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap_err();
     assert!(matches!(e, Error::Argument { .. }), "{e:?}");
-    assert_eq!(e.to_string(), "qmatmul_fused: the fused kernel's 32×128×32 tile over 1×4 SIMD groups takes 128 threads, but the options ask for 256");
+    assert_eq!(e.to_string(), "qmatmul_fused: the tile 32x128x32/1x4 takes 128 threads, but the options ask for 256");
     let c = ops(128).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap();
     let got = download(&c, enigma_ir::Scalar::F32, 8).unwrap();
     let dq = enigma_ops::dequantize_weights(&q).unwrap();

@@ -101,6 +101,12 @@ impl FusedQgemmConfig {
         FusedQgemmConfig { format, output, tm, tn, tk, sg_rows, sg_cols, splits: 1 }
     }
 
+    /// The planner's tile this configuration runs (shape and SIMD-group
+    /// grid), as [`FusedQgemmConfig::from_tile`] takes it.
+    pub fn tile(&self) -> GemmTile {
+        GemmTile::new(self.tm, self.tn, self.tk, self.sg_rows, self.sg_cols)
+    }
+
     /// SIMD groups per threadgroup.
     pub fn simdgroups(&self) -> u32 {
         self.sg_rows.saturating_mul(self.sg_cols)
