@@ -69,7 +69,7 @@ fn partial_simdgroup(geometry: &DispatchGeometry, simd_width: u32) -> Option<u64
 /// lane of the SIMD group.
 fn uses_matrices(kernel: &Kernel) -> bool {
     let mut found = kernel.locals.iter().any(|l| l.ty.is_matrix());
-    kernel.walk_exprs(|e| found |= matches!(e, enigma_ir::Expr::MatrixLoad { .. } | enigma_ir::Expr::MatrixFill { .. }));
+    kernel.walk_exprs(|e| found |= matches!(e, enigma_ir::Expr::MatrixLoad { .. } | enigma_ir::Expr::MatrixLoadQuantized { .. } | enigma_ir::Expr::MatrixFill { .. }));
     found
 }
 

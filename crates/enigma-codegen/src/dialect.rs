@@ -70,6 +70,15 @@ impl TypeOrd {
 
 pub(crate) type DResult<T> = Result<T, CodegenErrorKind>;
 
+/// How a dialect holds a tile that only feeds the B side of products: its
+/// spelling and the helpers that load it (`Expr::MatrixLoad`,
+/// `Expr::MatrixLoadQuantized`).
+pub(crate) struct BOperandTile {
+    pub spelling: String,
+    pub load: &'static str,
+    pub load_quantized: &'static str,
+}
+
 pub(crate) trait Dialect {
     const TARGET: Target;
 
@@ -94,10 +103,10 @@ pub(crate) trait Dialect {
     }
 
     /// For a tile in `DeclPlan::b_operands` (loaded, then only multiplied
-    /// from the right): its spelling and the helper that loads it, where the
+    /// from the right): its spelling and the helpers that load it, where the
     /// dialect holds such tiles in the layout its products take B in; `None`
     /// holds them like every tile.
-    fn b_operand_tile(&self, _m: MatrixType) -> Option<(String, &'static str)> {
+    fn b_operand_tile(&self, _m: MatrixType) -> Option<BOperandTile> {
         None
     }
 

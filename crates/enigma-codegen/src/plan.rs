@@ -23,7 +23,7 @@ pub(crate) struct DeclPlan {
     /// Statements that declare the local they assign (or the `for` variable).
     pub declares: HashSet<StmtPath>,
     /// Matrix locals of 16-bit elements that every assignment fills with a
-    /// `MatrixLoad` and every read passes, as a local, as the `b` of a
+    /// `MatrixLoad` or `MatrixLoadQuantized` and every read passes, as a local, as the `b` of a
     /// `MatrixMultiply` ([`b_operands`]): a dialect may hold them in the
     /// layout its products take B in.
     pub b_operands: HashSet<VarId>,
@@ -87,7 +87,7 @@ fn merge(a: &StmtPath, b: &StmtPath) -> StmtPath {
 }
 
 /// The matrix locals of 16-bit elements whose every assignment is a
-/// `MatrixLoad` and whose every read is the `b` of a `MatrixMultiply`.
+/// `MatrixLoad` or `MatrixLoadQuantized` and whose every read is the `b` of a `MatrixMultiply`.
 pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
     fn reads(e: &Expr, seen: &mut HashSet<VarId>) {
         match e {
@@ -109,7 +109,7 @@ pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
     let mut disqualified = HashSet::new();
     kernel.walk_stmts(|_, stmt| {
         match &stmt.kind {
-            StmtKind::Assign { var, value } if !matches!(value, Expr::MatrixLoad { .. }) => {
+            StmtKind::Assign { var, value } if !matches!(value, Expr::MatrixLoad { .. } | Expr::MatrixLoadQuantized { .. }) => {
                 disqualified.insert(*var);
             }
             StmtKind::Assign { .. } => {}

@@ -47,6 +47,36 @@ template <typename T, int R, int C, typename P> static inline enigma_tile<T, R, 
     return t;
 }
 
+// 4-bit weights decoded on load (Expr::MatrixLoadQuantized, seed 002's
+// [K/8][N] layout): element (r, c) is the value of nibble r % 8 of
+// w[(r / 8) * stride + c] times s[c], rounded once to the tile's type.
+enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
+
+static inline float enigma_q4_value(enigma_q4 code, uint n) {
+    if (code == enigma_int4) {
+        return float(n) - 8.0f;
+    }
+    uint e = (n >> 1) & 3;
+    float m = float(n & 1);
+    float magnitude = e == 0 ? 0.5f * m : float(1u << (e - 1)) * (1.0f + 0.5f * m);
+    return (n & 8) ? -magnitude : magnitude;
+}
+
+template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S> static inline enigma_tile<T, R, C> enigma_tile_load_q(W w, uint stride, S s, uint lane) {
+    enigma_tile<T, R, C> t;
+    for (int i = 0; i < R / 8; ++i) {
+        for (int j = 0; j < C / 8; ++j) {
+            for (int e = 0; e < 2; ++e) {
+                uint index = uint(i * (C / 8) + j) * 2 + uint(e);
+                uint r = enigma_tile_at(C, index, lane, false), c = enigma_tile_at(C, index, lane, true);
+                float v = enigma_q4_value(CODE, (w[(r / 8) * stride + c] >> (4 * (r % 8))) & 0xFu) * float(s[c]);
+                t.f[i][j].thread_elements()[e] = T(v);
+            }
+        }
+    }
+    return t;
+}
+
 template <typename T, int R, int C, typename P> static inline void enigma_tile_store(enigma_tile<T, R, C> t, P p, uint stride, bool transpose, uint lane) {
     for (int i = 0; i < R / 8; ++i) {
         for (int j = 0; j < C / 8; ++j) {

@@ -10,12 +10,12 @@
 //! after every operation (C++ computes it in `int`), and `&&`/`||` that
 //! evaluate both sides when the right side calls a SIMD-group function.
 
-use crate::dialect::{BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
+use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind,
+    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode,
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
@@ -249,7 +249,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             Some(m) => {
                 self.dialect.use_matrices();
                 match self.b_operand_tile(var, m) {
-                    Some((name, _)) => name,
+                    Some(b) => b.spelling,
                     None => self.dialect.tile_name(m),
                 }
             }
@@ -288,7 +288,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     }
                 }
                 let value = match (value, ty.as_matrix().and_then(|m| self.b_operand_tile(*var, m))) {
-                    (Expr::MatrixLoad { ty, mem, offset, stride, transpose }, Some((_, helper))) => self.matrix_load(helper, *ty, *mem, offset, stride, *transpose)?.code.text,
+                    (Expr::MatrixLoad { ty, mem, offset, stride, transpose }, Some(b)) => self.matrix_load(b.load, *ty, *mem, offset, stride, *transpose)?.code.text,
+                    (Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset }, Some(b)) => {
+                        self.matrix_load_quantized(b.load_quantized, *ty, *code, (*words, offset, stride), (*scales, scale_offset))?.code.text
+                    }
                     _ => self.top_expr(value)?.code.text,
                 };
                 let target = self.target(*var)?;
@@ -519,24 +522,50 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// The dialect's B-layout tile for `var`, when the plan found it feeds
     /// only the B side of products and the dialect has one.
-    fn b_operand_tile(&self, var: VarId, m: MatrixType) -> Option<(String, &'static str)> {
+    fn b_operand_tile(&self, var: VarId, m: MatrixType) -> Option<BOperandTile> {
         self.plan.b_operands.contains(&var).then(|| self.dialect.b_operand_tile(m)).flatten()
     }
 
     /// A `MatrixLoad` through `helper` (`enigma_tile_load`, or the dialect's
     /// B-layout load); vector memory is read through a view of its scalars.
     fn matrix_load(&mut self, helper: &str, ty: MatrixType, mem: Memory, offset: &Expr, stride: &Expr, transpose: bool) -> Result<Val, CodegenError> {
-        let pointer = match self.memory(mem)? {
-            (array, elem) if elem.width() > 1 => {
-                let offset = self.expr(offset)?;
-                format!("{} + {}", self.dialect.scalar_view(mem, ty.elem(), &array), offset.code.at_least(Prec::Multiplicative))
-            }
-            _ => format!("&{}", self.place(mem, offset)?.0.text),
-        };
+        let pointer = self.scalar_pointer(mem, offset)?;
         let stride = self.top_expr(stride)?;
         let lane = self.lane();
         let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
         let text = format!("{helper}<{t}, {r}, {c}>({pointer}, {}, {transpose}, {lane})", stride.code.text);
+        Ok(Val { code: Code::postfix(text), ty: Type::Matrix(ty) })
+    }
+
+    /// A pointer to scalar `offset` of `mem`: vector memory is read through a
+    /// view of its scalars.
+    fn scalar_pointer(&mut self, mem: Memory, offset: &Expr) -> Result<String, CodegenError> {
+        Ok(match self.memory(mem)? {
+            (array, elem) if elem.width() > 1 => {
+                let offset = self.expr(offset)?;
+                format!("{} + {}", self.dialect.scalar_view(mem, elem.elem(), &array), offset.code.at_least(Prec::Multiplicative))
+            }
+            _ => format!("&{}", self.place(mem, offset)?.0.text),
+        })
+    }
+
+    /// A `MatrixLoadQuantized` through `helper` (`enigma_tile_load_q`, or
+    /// the dialect's B-layout load): `helper<T, R, C, code>(words, stride,
+    /// scales, lane)`, `words` and `scales` pointing at the tile's first
+    /// word and scale.
+    fn matrix_load_quantized(
+        &mut self,
+        helper: &str,
+        ty: MatrixType,
+        code: QuantCode,
+        (words, offset, stride): (Memory, &Expr, &Expr),
+        (scales, scale_offset): (Memory, &Expr),
+    ) -> Result<Val, CodegenError> {
+        let (words, scales) = (self.scalar_pointer(words, offset)?, self.scalar_pointer(scales, scale_offset)?);
+        let stride = self.top_expr(stride)?;
+        let lane = self.lane();
+        let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
+        let text = format!("{helper}<{t}, {r}, {c}, enigma_{code}>({words}, {}, {scales}, {lane})", stride.code.text);
         Ok(Val { code: Code::postfix(text), ty: Type::Matrix(ty) })
     }
 
@@ -549,6 +578,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 (format!("enigma_tile_fill<{t}, {r}, {c}>({}, {diagonal}, {lane})", v.code.text), Type::Matrix(*ty))
             }
             Expr::MatrixLoad { ty, mem, offset, stride, transpose } => return self.matrix_load("enigma_tile_load", *ty, *mem, offset, stride, *transpose),
+            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+                return self.matrix_load_quantized("enigma_tile_load_q", *ty, *code, (*words, offset, stride), (*scales, scale_offset))
+            }
             Expr::MatrixMultiply { a, b, acc } => {
                 let (va, vb) = (self.expr(a)?, self.expr(b)?);
                 let lane = self.lane();
@@ -673,7 +705,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 }
                 Val { code: self.dialect.vector(*ty, codes), ty: *ty }
             }
-            Expr::MatrixFill { .. } | Expr::MatrixLoad { .. } | Expr::MatrixMultiply { .. } | Expr::MatrixElement { .. } | Expr::MatrixCoord { .. } => {
+            Expr::MatrixFill { .. } | Expr::MatrixLoad { .. } | Expr::MatrixLoadQuantized { .. } | Expr::MatrixMultiply { .. } | Expr::MatrixElement { .. } | Expr::MatrixCoord { .. } => {
                 self.matrix_expr(e)?
             }
             Expr::Extract { arg, index } => {

@@ -46,6 +46,7 @@ golden! {
     async_copies => common::async_copies(),
     colliding_names => common::colliding_names(),
     simdgroup_matrices => common::simdgroup_matrices(),
+    quantized_matrices => common::quantized_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),
     textures => common::textures(),
     texture_sampling => common::texture_sampling(),

@@ -188,6 +188,7 @@ macro_rules! __with_cases {
             matrices::matrix_multiply_8x8x8,
             matrices::matrix_loads_and_stores,
             matrices::matrix_loads_from_vector_memory,
+            matrices::matrix_quantized_loads,
             matrices::matrix_fill_and_diagonal,
             matrices::matrix_tile_64x64_four_simdgroups,
             matrices::matrix_per_lane_view,

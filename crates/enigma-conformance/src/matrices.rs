@@ -2,13 +2,14 @@
 //! accumulator in the input type and in f32), transposed and strided loads
 //! and stores on device and threadgroup memory, filled and diagonal
 //! matrices, a threadgroup of 4 SIMD groups computing a 64×64 tile (seed 002
-//! §3.2's 2×2 partition), and the per-lane view. Inputs are small multiples
+//! §3.2's 2×2 partition), the per-lane view, and 4-bit tiles decoded on
+//! load. Inputs are small multiples
 //! of 1/2, so every product and sum is exact in f16, bf16 and f32 in any
 //! order: results are compared exactly with an f64 reference.
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, Feature, MatrixType, Scalar, Type};
+use enigma_ir::{Access, Feature, MatrixType, QuantCode, Scalar, Type};
 use enigma_runtime::{Arg, Buffer, Runtime};
 use rand::rngs::SmallRng;
 use rand::Rng;
@@ -195,6 +196,61 @@ pub fn matrix_loads_from_vector_memory(rt: &Runtime) -> CaseResult {
         check_f32_exact("transposed load from threadgroup vectors", &got[512..], &transposed_v, describe_rc(16))?;
         let want = reference(&src_v, &transposed_v, None, 16, 16, 16);
         check_f32_exact("their product", &download_as(&bufs[2], Scalar::F32)?, &want, describe_rc(16))
+    })
+}
+
+/// Quantized tile loads (`matrix_load_quantized`) of both 4-bit codes: a
+/// 16×16 f16 tile of K-consecutive nibbles (seed 002's `[K/8][N]` words,
+/// at a word offset and a stride wider than the tile, f16 scales at an
+/// offset) stored as it is, and the same load used only as the B side of
+/// a product with the identity (on CUDA the B-layout path that decodes
+/// each lane's byte in registers); both against the decoding rule
+/// (`QuantCode::value` times the scale, rounded once to f16), exactly.
+/// Random scales make the products round.
+pub fn matrix_quantized_loads(rt: &Runtime) -> CaseResult {
+    seeded("matrix_quantized_loads", |rng| {
+        const STRIDE: u32 = 21;
+        const OFFSET: u32 = 3;
+        const SCALE_OFFSET: u32 = 5;
+        let t = MatrixType::new(Scalar::F16, 16, 16);
+        for code in QuantCode::ALL {
+            let mut k = KernelBuilder::new(format!("matrix_load_{code}"));
+            let words = k.buffer("words", Type::U32, Access::Read);
+            let scales = k.buffer("scales", Type::F16, Access::Read);
+            let out = k.buffer("out", Type::F16, Access::ReadWrite);
+            let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
+            let direct = k.let_("direct", matrix_load_quantized(t, code, words, OFFSET, STRIDE, scales, SCALE_OFFSET));
+            k.matrix_store(direct, out, 0u32, 16u32, false);
+            let b = k.let_("b", matrix_load_quantized(t, code, words, OFFSET, STRIDE, scales, SCALE_OFFSET));
+            let identity = matrix_diagonal(t, lit(Scalar::F16, 1.0));
+            k.matrix_store(matrix_multiply_accumulate(identity, b, matrix_fill(MatrixType::new(Scalar::F32, 16, 16), 0.0f32)), prod, 0u32, 16u32, false);
+            let kernel = finish(k)?;
+            let p = pipeline(rt, &kernel)?;
+            let word_v: Vec<u32> = (0..OFFSET + 2 * STRIDE).map(|_| rng.gen()).collect();
+            let scale_bits: Vec<u16> = (0..SCALE_OFFSET + 16).map(|_| f32_to_f16(rng.gen_range(-2.0f32..2.0))).collect();
+            let scale_bytes: Vec<u8> = scale_bits.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let bufs = [
+                upload(rt, &word_v)?,
+                rt.buffer_from_bytes(Type::F16, &scale_bytes).ctx("allocating a buffer")?,
+                upload_as(rt, Scalar::F16, &[0.0; 256])?,
+                upload_as(rt, Scalar::F32, &[0.0; 256])?,
+            ];
+            let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+            threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+            let want: Vec<f32> = (0..256u32)
+                .map(|i| {
+                    let (r, c) = (i / 16, i % 16);
+                    let word = word_v[(OFFSET + (r / 8) * STRIDE + c) as usize];
+                    let scale = f16_to_f32(scale_bits[(SCALE_OFFSET + c) as usize]);
+                    f16_to_f32(f32_to_f16(code.value(word >> (4 * (r % 8))) * scale))
+                })
+                .collect();
+            check_f32_exact(&format!("{code} tile"), &download_as(&bufs[2], Scalar::F16)?, &want, describe_rc(16))?;
+            // The product adds to a zero accumulator: −0 comes out +0.
+            let summed: Vec<f32> = want.iter().map(|v| v + 0.0).collect();
+            check_f32_exact(&format!("identity · {code} tile"), &download_as(&bufs[3], Scalar::F32)?, &summed, describe_rc(16))?;
+        }
+        Ok(())
     })
 }
 

@@ -21,7 +21,7 @@
 //! [`crate::validate()`], with the statement's Rust source line.
 
 use crate::ir::*;
-use crate::types::{MatrixType, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, Scalar, Type};
 use std::cell::RefCell;
 use std::ops;
 use thiserror::Error;
@@ -846,6 +846,24 @@ pub fn matrix_load(ty: MatrixType, mem: Mem, offset: impl Into<Ex>, stride: impl
     let offset = Box::new(offset.into().coerce_to(Type::U32).tree_or_poison());
     let stride = Box::new(stride.into().coerce_to(Type::U32).tree_or_poison());
     Ex::new(Expr::MatrixLoad { ty, mem: mem.mem, offset, stride, transpose }, Type::Matrix(ty))
+}
+
+/// A `ty` tile of 4-bit `code` weights decoded on load
+/// ([`Expr::MatrixLoadQuantized`]): element (r, c) is the value of nibble
+/// `r % 8` of `words[offset + (r / 8)·stride + c]` times
+/// `scales[scale_offset + c]`, rounded once to f16.
+pub fn matrix_load_quantized(
+    ty: MatrixType,
+    code: QuantCode,
+    words: Mem,
+    offset: impl Into<Ex>,
+    stride: impl Into<Ex>,
+    scales: Mem,
+    scale_offset: impl Into<Ex>,
+) -> Ex {
+    let index = |e: Ex| Box::new(e.coerce_to(Type::U32).tree_or_poison());
+    let (offset, stride, scale_offset) = (index(offset.into()), index(stride.into()), index(scale_offset.into()));
+    Ex::new(Expr::MatrixLoadQuantized { ty, code, words: words.mem, offset, stride, scales: scales.mem, scale_offset }, Type::Matrix(ty))
 }
 
 /// `simdgroup_multiply(a, b)`.

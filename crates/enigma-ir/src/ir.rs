@@ -7,7 +7,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::types::{MatrixType, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
 /// Index of a kernel parameter. Its binding is [`Kernel::binding`]: the
@@ -972,6 +972,24 @@ pub enum Expr {
     /// every element, each a memory access like a `Load` (of the whole
     /// vector holding it, for vector memory).
     MatrixLoad { ty: MatrixType, mem: Memory, offset: Box<Expr>, stride: Box<Expr>, transpose: bool },
+    /// A tile of 4-bit weights decoded on load (seed 002's `[K/8][N]`
+    /// layout, the tile's rows running along K): element (r, c) is
+    /// `code.value(nibble r % 8 of words[offset + (r / 8)·stride + c]) ·
+    /// scales[scale_offset + c]`, the exact product rounded once to the
+    /// tile's element type (f16). `words` holds u32 (or vectors of them,
+    /// read as their scalars), `scales` f16 likewise; `offset`, `stride` and
+    /// `scale_offset` are u32, the same on every lane. Reads every element's
+    /// word and scale, each a memory access like a `Load`. A backend may
+    /// hold the tile in whatever layout its products take it in.
+    MatrixLoadQuantized {
+        ty: MatrixType,
+        code: QuantCode,
+        words: Memory,
+        offset: Box<Expr>,
+        stride: Box<Expr>,
+        scales: Memory,
+        scale_offset: Box<Expr>,
+    },
     /// `simdgroup_multiply(a, b)` or, with `acc`,
     /// `simdgroup_multiply_accumulate(a, b, acc)`: the R×C tile `a·b (+ acc)`
     /// of an R×K tile `a` and a K×C tile `b`.

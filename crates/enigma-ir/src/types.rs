@@ -4,6 +4,55 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// A 4-bit weight code that [`crate::Expr::MatrixLoadQuantized`] decodes:
+/// the one definition of each code's values, which the simulator, the
+/// kernels' host references and the packing tools all use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantCode {
+    /// U4B8: the unsigned nibble minus 8 (−8 … 7).
+    Int4,
+    /// FP4 E2M1: `s e1 e0 m`, exponent bias 1, `e = 0` the subnormals 0 and
+    /// ±0.5; the values ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+    Fp4,
+}
+
+impl QuantCode {
+    pub const ALL: [QuantCode; 2] = [QuantCode::Int4, QuantCode::Fp4];
+
+    /// The lower-case name (`int4`, `fp4`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantCode::Int4 => "int4",
+            QuantCode::Fp4 => "fp4",
+        }
+    }
+
+    /// The value of the low four bits of `code`.
+    pub fn value(self, code: u32) -> f32 {
+        let code = code & 0xF;
+        match self {
+            QuantCode::Int4 => code as f32 - 8.0,
+            QuantCode::Fp4 => {
+                let e = (code >> 1) & 3;
+                let m = (code & 1) as f32;
+                let magnitude = if e == 0 { 0.5 * m } else { (1u32 << (e - 1)) as f32 * (1.0 + 0.5 * m) };
+                if code & 8 != 0 {
+                    -magnitude
+                } else {
+                    magnitude
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for QuantCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A scalar type. Every IR value is a scalar or a vector of 2–4 scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -29,7 +29,7 @@
 //!   a texture is not a value, so no operator takes one.
 
 use crate::ir::{BinaryOp, Intrinsic, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
-use crate::types::{MatrixType, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
 /// The type of `op arg`.
@@ -322,6 +322,31 @@ pub fn matrix_memory(op: &'static str, ty: MatrixType, memory: &str, elem: Type,
         return Err(K::MatrixOperands { op, problem: format!("`{memory}` holds {elem}; a {} tile needs {needs}", Type::Matrix(ty)) });
     }
     for (index, t) in [(1, offset), (2, stride)] {
+        if t != Type::U32 {
+            return Err(K::ArgumentType { func: op, index, expected: "u32".into(), found: t });
+        }
+    }
+    Ok(())
+}
+
+/// A quantized tile load (`Expr::MatrixLoadQuantized`): an f16 tile (its
+/// products take f16; the decoded value times an f16 scale rounds once to
+/// it); `memories` are the packed words (u32 or vectors of u32) and the
+/// scales (f16 or vectors of f16), each as (name, element type);
+/// `indices` the types of the word offset, the stride and the scale offset,
+/// all u32.
+pub fn matrix_quantized(ty: MatrixType, code: QuantCode, memories: [(&str, Type); 2], indices: [Type; 3]) -> Result<(), K> {
+    let op = "simdgroup_load_quantized";
+    matrix_shape(ty)?;
+    if ty.elem() != Scalar::F16 {
+        return Err(K::MatrixOperands { op, problem: format!("{code} weights decode into f16 tiles, not {}", Type::Matrix(ty)) });
+    }
+    for ((memory, elem), (wanted, what)) in memories.into_iter().zip([(Scalar::U32, "packed u32 words"), (Scalar::F16, "f16 scales")]) {
+        if elem.elem() != wanted || elem.is_matrix() {
+            return Err(K::MatrixOperands { op, problem: format!("`{memory}` holds {elem}; a quantized load reads {what} (or vectors of them)") });
+        }
+    }
+    for (index, t) in [(1, indices[0]), (2, indices[1]), (4, indices[2])] {
         if t != Type::U32 {
             return Err(K::ArgumentType { func: op, index, expected: "u32".into(), found: t });
         }

@@ -831,6 +831,27 @@ impl<'k> Validator<'k> {
                 self.matrix_access("simdgroup_load", *ty, *mem, offset, stride, state)?;
                 (Type::Matrix(*ty), Uniformity::Simdgroup)
             }
+            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+                let op = "simdgroup_load_quantized";
+                let (words_elem, scales_elem) = (self.memory_elem(*words, false)?, self.memory_elem(*scales, false)?);
+                let mut uniformity = Uniformity::Threadgroup;
+                let mut index_types = [Type::U32; 3];
+                for (slot, (e, mem)) in index_types.iter_mut().zip([(offset, *words), (stride, *words), (scale_offset, *scales)]) {
+                    let (t, u) = self.expr(e, state)?;
+                    self.index_type(mem, t)?;
+                    *slot = t;
+                    uniformity = uniformity.max(u);
+                }
+                let memories = [(self.kernel.memory_name(*words), words_elem), (self.kernel.memory_name(*scales), scales_elem)];
+                typing::matrix_quantized(*ty, *code, memories, index_types).map_err(|k| self.err(k))?;
+                if uniformity > Uniformity::Simdgroup {
+                    return Err(self.err(ValidationErrorKind::NonUniformMatrix {
+                        op,
+                        cause: "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".into(),
+                    }));
+                }
+                (Type::Matrix(*ty), Uniformity::Simdgroup)
+            }
             Expr::MatrixMultiply { a, b, acc } => {
                 let (at, _) = self.expr(a, state)?;
                 let (bt, _) = self.expr(b, state)?;
@@ -940,6 +961,7 @@ fn collective_matrix_op(stmt: &StmtKind) -> Option<&'static str> {
             let op = match x {
                 Expr::MatrixFill { .. } => Some("make_filled_simdgroup_matrix"),
                 Expr::MatrixLoad { .. } => Some("simdgroup_load"),
+                Expr::MatrixLoadQuantized { .. } => Some("simdgroup_load_quantized"),
                 Expr::MatrixMultiply { .. } => Some("simdgroup_multiply_accumulate"),
                 _ => None,
             };

@@ -29,6 +29,7 @@ impl Expr {
             Expr::Call { args: items, .. } | Expr::Vector { components: items, .. } => items.iter().collect(),
             Expr::MatrixFill { value, .. } => vec![value],
             Expr::MatrixLoad { offset, stride, .. } => vec![offset, stride],
+            Expr::MatrixLoadQuantized { offset, stride, scale_offset, .. } => vec![offset, stride, scale_offset],
             Expr::MatrixMultiply { a, b, acc } => [Some(&**a), Some(&**b), acc.as_deref()].into_iter().flatten().collect(),
             Expr::MatrixElement { matrix, .. } => vec![matrix],
             Expr::MatrixCoord { .. } | Expr::TextureSize { .. } => vec![],

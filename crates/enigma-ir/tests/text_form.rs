@@ -528,9 +528,16 @@ fn matrix_constructs_print_and_parse_back() {
     let _sq = k.let_("sq", matrix_multiply(ma, matrix_fill(ht, lit(Scalar::F16, 0.5))));
     k.matrix_store(acc, out, 0u32, 16u32, true);
     k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true)), thread_element(acc, 3));
+    let words = k.buffer("words", Type::vector(Scalar::U32, 4), Access::Read);
+    let scales = k.buffer("scales", Type::F16, Access::Read);
+    for code in enigma_ir::QuantCode::ALL {
+        let q = matrix_load_quantized(MatrixType::new(Scalar::F16, 8, 16), code, words, 4u32, 32u32, scales, 16u32);
+        k.assign(acc, matrix_multiply_accumulate(ma, q, acc));
+    }
     let kernel = k.finish().unwrap();
     let text = enigma_ir::text::print(&kernel);
     assert!(text.contains("simdgroup_load_transposed<mat8x16_f16>(a, 4u32, 8u32)"), "{text}");
+    assert!(text.contains("simdgroup_load_fp4<mat8x16_f16>(words, 4u32, 32u32, scales, 16u32)"), "{text}");
     let back = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(enigma_ir::text::print(&back), text);
     let json = enigma_ir::to_json(&kernel);

@@ -129,7 +129,12 @@ cases! {
     NotATexture => [texture_read_of_a_buffer],
     MatrixShape => [matrix_of_twelve_rows, matrix_of_integers],
     MatrixPlace => [buffer_of_matrices],
-    MatrixOperands => [matrix_product_of_mismatched_sides, matrix_store_into_memory_of_another_type],
+    MatrixOperands => [
+        matrix_product_of_mismatched_sides,
+        matrix_store_into_memory_of_another_type,
+        quantized_load_into_an_f32_tile,
+        quantized_load_of_f16_words,
+    ],
     AsyncCopy => [
         async_copy_into_a_device_buffer,
         async_copy_between_element_types,
@@ -137,7 +142,12 @@ cases! {
         async_copy_with_a_u32_condition,
         async_wait_leaving_eight_groups,
     ],
-    NonUniformMatrix => [matrix_fill_under_a_lane_dependent_if, matrix_load_at_a_lane_dependent_offset, matrix_filled_with_a_lane_dependent_value],
+    NonUniformMatrix => [
+        matrix_fill_under_a_lane_dependent_if,
+        matrix_load_at_a_lane_dependent_offset,
+        matrix_filled_with_a_lane_dependent_value,
+        quantized_load_at_a_lane_dependent_scale_offset,
+    ],
 }
 
 /// The variants no kernel can produce. Each is a finding: dead error kinds
@@ -1282,6 +1292,33 @@ fn matrix_load_at_a_lane_dependent_offset() -> ValidationError {
     );
     let cause = "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".to_string();
     rejects(&k, K::NonUniformMatrix { op: "simdgroup_load", cause }, At::Path("body[0]"))
+}
+
+fn quantized_load_into_an_f32_tile() -> ValidationError {
+    let k = parsed(
+        "kernel k(w: device u32 read, s: device f16 read, out: device f32 read_write) {\n    \
+         simdgroup_store(simdgroup_load_int4<mat8x8_f32>(w, 0u32, 8u32, s, 0u32), out, 0u32, 8u32)\n}",
+    );
+    let problem = "int4 weights decode into f16 tiles, not mat8x8_f32".to_string();
+    rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
+}
+
+fn quantized_load_of_f16_words() -> ValidationError {
+    let k = parsed(
+        "kernel k(w: device f16 read, s: device f16 read, out: device f16 read_write) {\n    \
+         simdgroup_store(simdgroup_load_fp4<mat8x8_f16>(w, 0u32, 8u32, s, 0u32), out, 0u32, 8u32)\n}",
+    );
+    let problem = "`w` holds f16; a quantized load reads packed u32 words (or vectors of them)".to_string();
+    rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
+}
+
+fn quantized_load_at_a_lane_dependent_scale_offset() -> ValidationError {
+    let k = parsed(
+        "kernel k(w: device u32 read, s: device f16 read, out: device f16 read_write) {\n    \
+         simdgroup_store(simdgroup_load_int4<mat8x8_f16>(w, 0u32, 8u32, s, thread_index_in_simdgroup), out, 0u32, 8u32)\n}",
+    );
+    let cause = "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".to_string();
+    rejects(&k, K::NonUniformMatrix { op: "simdgroup_load_quantized", cause }, At::Path("body[0]"))
 }
 
 fn loop_with_a_constant_zero_step() -> ValidationError {

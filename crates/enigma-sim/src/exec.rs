@@ -349,6 +349,14 @@ impl SimdGroup {
                     }
                 }
                 Inst::Bitcast { from, to, dst, src } => self.bitcast(from, to, dst, src),
+                Inst::Dequant { code, dst, word, shift, scale } => {
+                    let (w, sh, sc) = (self.regs[word as usize], self.regs[shift as usize], self.regs[scale as usize]);
+                    let d = &mut self.regs[dst as usize];
+                    for l in 0..LANES {
+                        let value = code.value((w[l] as u32) >> (sh[l] as u32 & 31)) * ops::f32_of(Scalar::F16, sc[l]);
+                        d[l] = ops::from_f32(Scalar::F16, value);
+                    }
+                }
                 Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
                 Inst::Simd { func, ty, dst, a, b } => {
                     if let Some(t) = san.as_deref_mut() {

@@ -33,6 +33,10 @@ pub enum Inst {
     Convert { from: Scalar, to: Scalar, dst: Reg, a: Reg },
     /// Reinterprets `from` (in registers `src..`) as `to` (in `dst..`).
     Bitcast { from: Type, to: Type, dst: Reg, src: Reg },
+    /// `dst` (f16) = `code`'s value of the nibble at bit `shift` of `word`
+    /// times the f16 `scale`, the exact product rounded once to f16 (a
+    /// quantized tile load's element).
+    Dequant { code: QuantCode, dst: Reg, word: Reg, shift: Reg, scale: Reg },
     /// A per-component intrinsic (math, min/max, select, bit counts).
     Call { func: Intrinsic, ty: Scalar, dst: Reg, args: [Reg; 3] },
     /// A SIMD-group function on one component.
@@ -624,6 +628,29 @@ impl Lowering<'_> {
                 let stored = self.elem_of(*mem);
                 for (i, index) in indices.into_iter().enumerate() {
                     self.scalar_of_memory(*mem, stored, index, dst + i as Reg);
+                }
+                Operand { reg: dst, ty: Type::Matrix(*ty) }
+            }
+            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+                self.emit(Inst::WholeSimdgroup { op: "simdgroup_load_quantized" });
+                let (o, s, so) = (self.snapshot(offset), self.snapshot(stride), self.snapshot(scale_offset));
+                let dst = self.temp(ty.per_lane());
+                let (word_ty, scale_ty) = (self.elem_of(*words), self.elem_of(*scales));
+                let (index, word, shift, scale) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+                for i in 0..ty.per_lane() {
+                    let ty = *ty;
+                    let coord = move |lane| ty.reference_coord(lane, i).unwrap_or((0, 0));
+                    let row_block = self.lane_table(move |lane| (coord(lane).0 / 8) as u64);
+                    let column = self.lane_table(move |lane| coord(lane).1 as u64);
+                    self.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: row_block, b: s.reg });
+                    self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: column });
+                    self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: o.reg });
+                    self.scalar_of_memory(*words, word_ty, index, word);
+                    self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: so.reg, b: column });
+                    self.scalar_of_memory(*scales, scale_ty, index, scale);
+                    let nibble_shift = self.lane_table(move |lane| (4 * (coord(lane).0 % 8)) as u64);
+                    self.emit(Inst::Copy { dst: shift, src: nibble_shift });
+                    self.emit(Inst::Dequant { code: *code, dst: dst + i, word, shift, scale });
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }
             }

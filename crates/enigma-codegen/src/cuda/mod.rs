@@ -97,7 +97,7 @@
 
 mod prelude;
 
-use crate::dialect::{literal_default, BuiltinOrd, DResult, Dialect, KernelCx};
+use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
 use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
@@ -296,10 +296,13 @@ impl Dialect for Cuda {
         self.matrices = true;
     }
 
-    /// `enigma_btile`, loaded by `enigma_tile_load_b`: mma.sync's B layout,
-    /// which ldmatrix loads directly (no movmatrix per product).
-    fn b_operand_tile(&self, m: MatrixType) -> Option<(String, &'static str)> {
-        Some((format!("enigma_btile<{}, {}, {}>", self.scalar_name(m.elem()), m.rows(), m.cols()), "enigma_tile_load_b"))
+    /// `enigma_btile`, loaded by `enigma_tile_load_b` (mma.sync's B layout,
+    /// which ldmatrix loads directly: no movmatrix per product) and
+    /// `enigma_tile_load_qb` (each lane decodes one byte of a packed word,
+    /// two K-consecutive weights of one column, straight into its register).
+    fn b_operand_tile(&self, m: MatrixType) -> Option<BOperandTile> {
+        let spelling = format!("enigma_btile<{}, {}, {}>", self.scalar_name(m.elem()), m.rows(), m.cols());
+        Some(BOperandTile { spelling, load: "enigma_tile_load_b", load_quantized: "enigma_tile_load_qb" })
     }
 
     const TARGET: Target = Target::Cuda;

@@ -175,6 +175,65 @@ template <typename T, int R, int C, typename P> __device__ inline enigma_btile<T
     return t;
 }
 
+// 4-bit weights decoded on load (Expr::MatrixLoadQuantized, seed 002's
+// [K/8][N] layout): element (r, c) is the value of nibble r % 8 of
+// w[(r / 8) * stride + c] times s[c], rounded once to f16.
+enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
+
+__device__ inline __half2 enigma_h2(unsigned u) {
+    return *reinterpret_cast<const __half2*>(&u);
+}
+
+// The f16 pair (value of the low nibble, value of the high nibble) of byte
+// `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 then
+// ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
+// high one 16 times that) and one HFMA2 gives n - 8 exactly; FP4 looks the
+// magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs the signs in.
+template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, unsigned index) {
+    const unsigned y = __byte_perm(q, 0u, 0x4040u | (index << 8) | index);
+    if (CODE == enigma_int4) {
+        // (1024 + lo, 1024 + 16 hi) · (1, 1/16) + (-1032, -72).
+        return __hfma2(enigma_h2((y & 0x00F0000Fu) | 0x64006400u), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
+    }
+    // E2M1 magnitudes 0, 0.5, 1, 1.5 | 2, 3, 4, 6: the f16 high bytes.
+    const unsigned magnitude = __byte_perm(0x3E3C3800u, 0x46444240u, ((y << 4) | (y >> 8)) & 0x7070u);
+    return enigma_h2(magnitude | ((y << 12) & 0x8000u) | ((y << 8) & 0x80000000u));
+}
+
+// In the reference layout: each element decoded on its own.
+template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S>
+__device__ inline enigma_tile<T, R, C> enigma_tile_load_q(const W* w, unsigned stride, const S* s, unsigned lane) {
+    enigma_tile<T, R, C> t;
+#pragma unroll
+    for (int f = 0; f < R * C / 64; ++f) {
+        const unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
+        const unsigned shift = 4 * (r % 8);
+        const __half lo = __low2half(__hmul2(enigma_q4_pair<CODE>((w[(r / 8) * stride + c] >> shift) & 0xFu, 0), __half2half2(s[c])));
+        const __half hi = __low2half(__hmul2(enigma_q4_pair<CODE>((w[(r / 8) * stride + c + 1] >> shift) & 0xFu, 0), __half2half2(s[c + 1])));
+        t.d[f] = enigma_duo_make<T>(lo, hi);
+    }
+    return t;
+}
+
+// In enigma_btile's layout: a lane holds rows 2·(lane % 4) and 2·(lane % 4) + 1
+// of column lane / 4 of each fragment, byte lane % 4 of one packed word, so it
+// loads one word per fragment and decodes its pair with a few instructions.
+template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S>
+__device__ inline enigma_btile<T, R, C> enigma_tile_load_qb(const W* w, unsigned stride, const S* s, unsigned lane) {
+    enigma_btile<T, R, C> t;
+    const unsigned column = lane / 4, index = lane % 4;
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+        const __half2 scale = __half2half2(s[j * 8 + column]);
+#pragma unroll
+        for (int i = 0; i < R / 8; ++i) {
+            const __half2 v = __hmul2(enigma_q4_pair<CODE>(w[i * stride + j * 8 + column], index), scale);
+            t.d[i * (C / 8) + j] = enigma_duo_of<T>(*reinterpret_cast<const unsigned*>(&v));
+        }
+    }
+    return t;
+}
+
 // The tile an enigma_btile holds, in the reference layout (warp shuffles).
 template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigma_tile_of(const enigma_btile<T, R, C>& b, unsigned lane) {
     enigma_tile<T, R, C> t;

@@ -559,6 +559,28 @@ pub fn simdgroup_matrices() -> Kernel {
     finish(k)
 }
 
+/// 4-bit tiles decoded on load: an INT4 tile stored as it is (the
+/// reference layout) and an FP4 tile from a vector view of the words that
+/// only feeds the B side of a product (on CUDA the B-layout decoder).
+pub fn quantized_matrices() -> Kernel {
+    let h = enigma_ir::MatrixType::new(Scalar::F16, 16, 16);
+    let f = enigma_ir::MatrixType::new(Scalar::F32, 16, 16);
+    let mut k = KernelBuilder::new("quantized_matrices");
+    let words = k.buffer("words", Type::U32, Access::Read);
+    let words4 = k.buffer("words4", Type::vector(Scalar::U32, 4), Access::Read);
+    let scales = k.buffer("scales", Type::F16, Access::Read);
+    let a = k.buffer("a", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F16, Access::ReadWrite);
+    let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let int4 = k.let_("w_int4", matrix_load_quantized(h, enigma_ir::QuantCode::Int4, words, 4u32, n, scales, 0u32));
+    k.matrix_store(int4, out, 0u32, 16u32, false);
+    let fp4 = k.let_("w_fp4", matrix_load_quantized(h, enigma_ir::QuantCode::Fp4, words4, 8u32, n, scales, 16u32));
+    let ma = k.let_("ma", matrix_load(h, a, 0u32, 16u32, false));
+    k.matrix_store(matrix_multiply_accumulate(ma, fp4, matrix_fill(f, 0.0f32)), prod, 0u32, 16u32, false);
+    finish(k)
+}
+
 /// Every texture construct: the four texel types and four access modes in
 /// one texture table beside buffers (so bindings count per table), read,
 /// write, the size queries.

@@ -51,6 +51,8 @@ const KEYWORDS: &[&str] = &[
     "simdgroup_diagonal",
     "simdgroup_load",
     "simdgroup_load_transposed",
+    "simdgroup_load_int4",
+    "simdgroup_load_fp4",
     "simdgroup_multiply",
     "simdgroup_multiply_accumulate",
     "thread_element",
@@ -427,6 +429,16 @@ impl Printer<'_> {
                 self.expr(offset);
                 self.out.push_str(", ");
                 self.expr(stride);
+                self.out.push(')');
+            }
+            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+                let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
+                let _ = write!(self.out, "simdgroup_load_{code}<{ty}>({words}, ");
+                self.expr(offset);
+                self.out.push_str(", ");
+                self.expr(stride);
+                let _ = write!(self.out, ", {scales}, ");
+                self.expr(scale_offset);
                 self.out.push(')');
             }
             Expr::MatrixMultiply { a, b, acc } => {

@@ -47,6 +47,7 @@
 //! `K` must be a multiple of 8 and of the group, the group one of [`GROUPS`].
 
 use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_ir::QuantCode;
 use std::fmt;
 
 /// The group sizes (K values per scale) the formats take.
@@ -98,6 +99,16 @@ impl Format {
         match self {
             Format::Fp4 | Format::Int4 => 128,
             Format::MlxAffine => 64,
+        }
+    }
+
+    /// The IR's 4-bit code for seed 002's formats (`None` for MLX's affine
+    /// format, whose codes are scaled and offset per group).
+    pub fn quant_code(self) -> Option<QuantCode> {
+        match self {
+            Format::Fp4 => Some(QuantCode::Fp4),
+            Format::Int4 => Some(QuantCode::Int4),
+            Format::MlxAffine => None,
         }
     }
 
@@ -164,21 +175,16 @@ pub fn check_shape(format: Format, k: usize, n: usize, group: usize) -> Result<(
     Ok(())
 }
 
-/// The E2M1 value of the low 4 bits of `code` (`s e1 e0 m`).
+/// The E2M1 value of the low 4 bits of `code` (`s e1 e0 m`): the IR's
+/// rule ([`QuantCode::Fp4`]), which quantized tile loads decode by.
 pub fn fp4_value(code: u32) -> f32 {
-    let e = (code >> 1) & 3;
-    let m = (code & 1) as f32;
-    let magnitude = if e == 0 { 0.5 * m } else { (1u32 << (e - 1)) as f32 * (1.0 + 0.5 * m) };
-    if code & 8 != 0 {
-        -magnitude
-    } else {
-        magnitude
-    }
+    QuantCode::Fp4.value(code)
 }
 
-/// The U4B8 value of the low 4 bits of `code`: `code − 8`.
+/// The U4B8 value of the low 4 bits of `code`: `code − 8`
+/// ([`QuantCode::Int4`]).
 pub fn int4_value(code: u32) -> f32 {
-    (code & 0xF) as f32 - 8.0
+    QuantCode::Int4.value(code)
 }
 
 /// A quantized `K × N` matrix: codes, f16 scales (and biases) as bits, in
