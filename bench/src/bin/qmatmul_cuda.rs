@@ -26,8 +26,12 @@
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
-//! or each count of `--splits`). Each row names its `variant` (and for
-//! `fused` its `tile`).
+//! or each count of `--splits`) and `mma` (the kernel that decodes weight
+//! tiles straight into SIMD-group matrices, `Ops::qmatmul_mma`, at any M,
+//! once per tile of `--mma-tiles`: `auto` for its default, or
+//! `ROWSxCOLSxDEPTH/Sx1` with S SIMD groups sharing the K steps, such as
+//! `16x32x64/4x1`; its default split or each count of `--splits`). Each
+//! row names its `variant` (and for `fused` and `mma` its `tile`).
 //! Times are CUDA-event device times of the call's dispatches (with K split,
 //! the kernel and the reduction, summed), medians of `repeats`.
 //!
@@ -37,7 +41,7 @@
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
-//!              [--variants decode,separate] [--fused-tiles auto]
+//!              [--variants decode,separate] [--fused-tiles auto] [--mma-tiles auto]
 //! ```
 //!
 //! For example, the separate and the fused kernel at M = 16 and 64, the
@@ -73,6 +77,7 @@ enum Run {
     Decode(Config),
     Separate,
     Fused(Option<GemmTile>, Option<u32>),
+    Mma(Option<GemmTile>, Option<u32>),
 }
 
 impl Run {
@@ -82,6 +87,7 @@ impl Run {
             Run::Decode(_) => "decode",
             Run::Separate => "separate",
             Run::Fused(..) => "fused",
+            Run::Mma(..) => "mma",
         }
     }
 }
@@ -103,6 +109,13 @@ struct Args {
     variants: Vec<String>,
     /// The fused kernel's tiles (`None`: `auto`).
     fused_tiles: Vec<Option<GemmTile>>,
+    /// The mma kernel's tiles (`None`: `auto`).
+    mma_tiles: Vec<Option<GemmTile>>,
+}
+
+/// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
+fn tiles(flag: &str, value: &str) -> Vec<Option<GemmTile>> {
+    value.split(',').map(|t| if t.trim() == "auto" { None } else { Some(t.trim().parse().unwrap_or_else(|e| panic!("{flag}: {e}"))) }).collect()
 }
 
 fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
@@ -124,6 +137,7 @@ fn parse_args() -> Args {
         repeats: 50,
         variants: vec!["decode".to_string(), "separate".to_string()],
         fused_tiles: vec![None],
+        mma_tiles: vec![None],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -142,13 +156,12 @@ fn parse_args() -> Args {
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
-                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused"].contains(&v.as_str())) {
-                    panic!("--variants: `{v}` is not decode, separate or fused");
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "mma"].contains(&v.as_str())) {
+                    panic!("--variants: `{v}` is not decode, separate, fused or mma");
                 }
             }
-            "--fused-tiles" => {
-                a.fused_tiles = value.split(',').map(|t| if t.trim() == "auto" { None } else { Some(t.trim().parse().unwrap_or_else(|e| panic!("--fused-tiles: {e}"))) }).collect()
-            }
+            "--mma-tiles" => a.mma_tiles = tiles(flag, value),
+            "--fused-tiles" => a.fused_tiles = tiles(flag, value),
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
         }
     }
@@ -216,29 +229,35 @@ fn main() {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
                     }
                 }
+                if variant("mma") {
+                    for &tile in &args.mma_tiles {
+                        runs.extend(args.splits.iter().map(|&splits| Run::Mma(tile, splits)));
+                    }
+                }
             }
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
                     Run::Separate => Options::default(),
-                    Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
+                    Run::Fused(gemm_tile, k_splits) | Run::Mma(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode(config) => config,
                     Run::Separate => (0, 0, 0, None),
-                    Run::Fused(_, splits) => (0, 0, 0, splits),
+                    Run::Fused(_, splits) | Run::Mma(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) = run {
+                if let Run::Fused(tile, _) | Run::Mma(tile, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
                 let call = |w: &QuantizedWeights| match run {
                     Run::Decode(_) => ops.qmatmul(&ab, w, m, ElemType::F16),
                     Run::Separate => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
+                    Run::Mma(..) => ops.qmatmul_mma(&ab, w, m, ElemType::F16),
                 };
                 let first = match call(&weights[0]) {
                     Ok(c) => c,
@@ -256,7 +275,7 @@ fn main() {
                 let splits = launch.dispatch.size[2];
                 let kernels: Vec<&str> = launches.iter().map(|l| l.kernel.as_str()).collect();
                 let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
-                let staged = launch.kernel.starts_with("qgemm");
+                let staged = launch.kernel.starts_with("qgemm") || launch.kernel.starts_with("qmatmul_mma");
                 let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, staged)) || g.is_nan()).count();
                 let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
                 let time = |rotate: bool| -> Duration {

@@ -52,6 +52,7 @@ pub mod norm;
 pub mod qgemm_fused;
 pub mod qmatmul;
 pub mod qmatmul_affine;
+pub mod qmatmul_mma;
 pub mod quant;
 pub mod reduce;
 pub mod scan;
