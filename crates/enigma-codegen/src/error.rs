@@ -51,8 +51,9 @@ pub enum CodegenErrorKind {
     /// The requested MSL version lacks a feature the kernel uses.
     #[error("{feature} needs MSL {}.{} or later, but the options ask for MSL {}.{}", .needed.0, .needed.1, .requested.0, .requested.1)]
     LanguageVersion { feature: String, needed: (u8, u8), requested: (u8, u8) },
-    /// CUDA allows at most 48 KiB of static `__shared__` memory per block.
-    #[error("the threadgroup arrays need {bytes} bytes of static shared memory; CUDA allows at most {limit} bytes")]
+    /// No CUDA GPU allows a block more than 227 KiB of shared memory
+    /// ([`crate::cuda::MAX_SHARED_LIMIT`]).
+    #[error("the threadgroup arrays need {bytes} bytes of shared memory; no CUDA GPU allows a block more than {limit} bytes")]
     SharedMemoryLimit { bytes: u64, limit: u64 },
     #[error("the options give {found} specialisation value(s), but the kernel has {expected} specialisation constant(s)")]
     SpecializationCount { expected: usize, found: usize },

@@ -84,3 +84,14 @@ fn options_change_the_output() {
     let source = cuda::write_string(&kernel, &info, &options).unwrap();
     insta::assert_snapshot!("spec_constants_options.cu", source.source);
 }
+
+/// Threadgroup arrays over 48 KiB: CUDA carves them out of dynamic shared
+/// memory, and the launch passes their bytes.
+#[test]
+fn big_threadgroup_memory_is_dynamic_shared_memory() {
+    let (kernel, info) = common::big_threadgroup_memory_validated();
+    let source = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((source.static_shared_bytes, source.dynamic_shared_bytes), (0, 16384 + 12288 * 4));
+    assert_eq!(source.dynamic_shared_bytes, cuda::shared_layout(&kernel).bytes);
+    insta::assert_snapshot!("big_threadgroup_memory.cu", source.source);
+}

@@ -112,7 +112,9 @@ impl CudaBackend {
             kind: DeviceKind::Cuda,
             name: ctx.name().map_err(|e| driver_err("device name", e))?,
             max_threads_per_threadgroup: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32,
-            max_threadgroup_memory_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)? as u64,
+            // What a block may opt in to (227 KiB on an H100), not the 48 KiB
+            // of static shared memory: larger threadgroup arrays are dynamic.
+            max_threadgroup_memory_bytes: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u64,
             simd_width: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_WARP_SIZE)? as u32,
             compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
@@ -141,6 +143,10 @@ impl CudaBackend {
         self.ctx.bind_to_thread().map_err(|e| driver_err("binding the context", e))
     }
 
+    /// The kernel function of `source`, compiled and loaded once per
+    /// distinct source. A function that needs dynamic shared memory is
+    /// allowed its bytes when it is loaded (the caller has checked them
+    /// against the device's limit).
     fn module_for(&self, source: &CudaSource) -> Result<CudaFunction, RuntimeError> {
         let mut hasher = DefaultHasher::new();
         source.source.hash(&mut hasher);
@@ -162,6 +168,13 @@ impl CudaBackend {
         })?;
         let module = self.ctx.load_module(ptx).map_err(|e| driver_err("loading the module", e))?;
         let function = module.load_function(&source.entry_point).map_err(|e| driver_err("finding the kernel", e))?;
+        if source.dynamic_shared_bytes > 0 {
+            // At most the device's opt-in limit (an i32 attribute), checked by `compile`.
+            let bytes = source.dynamic_shared_bytes as i32;
+            function
+                .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)
+                .map_err(|e| driver_err(&format!("allowing `{}` {bytes} bytes of dynamic shared memory", source.entry_point), e))?;
+        }
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (module, function.clone()));
         Ok(function)
     }
@@ -416,7 +429,9 @@ pub struct CudaKernel {
     source: CudaSource,
     function: CudaFunction,
     max_threads: u32,
-    static_shared: u64,
+    /// Bytes of shared memory a launch uses: the static shared memory the
+    /// driver reports plus the dynamic shared memory every launch passes.
+    shared_bytes: u64,
     /// The samplers each sampled texture parameter is sampled with, in the
     /// order of its texture objects in the argument.
     samplers: BTreeMap<ParamId, Vec<Sampler>>,
@@ -439,8 +454,10 @@ impl CompiledKernel for CudaKernel {
     fn thread_execution_width(&self) -> u32 {
         32
     }
+    /// The static and the dynamic shared memory: all the threadgroup memory
+    /// a launch uses, which dispatches check against the device's limit.
     fn static_threadgroup_memory_length(&self) -> u64 {
-        self.static_shared
+        self.shared_bytes
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -547,6 +564,13 @@ impl Backend for CudaBackend {
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
         self.bind()?;
+        // Checked before the code is generated and the function allowed its
+        // dynamic shared memory: a kernel over the device's limit is this
+        // typed error, never a driver failure.
+        let bytes = enigma_codegen::cuda::shared_layout(kernel).bytes;
+        if bytes > self.info.max_threadgroup_memory_bytes {
+            return Err(RuntimeError::ThreadgroupMemory { kernel: kernel.name.clone(), bytes, limit: self.info.max_threadgroup_memory_bytes });
+        }
         let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), ..Default::default() };
         let source = enigma_codegen::cuda::write_string(kernel, info, &options)
             .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
@@ -554,7 +578,8 @@ impl Backend for CudaBackend {
         let attr = |a| function.get_attribute(a).map_err(|e| driver_err("function attribute", e));
         let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let static_shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u64;
-        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, static_shared, samplers: info.samplers.clone() }))
+        let shared_bytes = static_shared + source.dynamic_shared_bytes;
+        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, shared_bytes, samplers: info.samplers.clone() }))
     }
 
     fn dispatch(
@@ -636,7 +661,8 @@ impl Backend for CudaBackend {
 }
 
 /// Queues `cuda` on `stream` with one argument slot per kernel parameter,
-/// in order (the driver copies them when the launch is queued).
+/// in order (the driver copies them when the launch is queued), and the
+/// dynamic shared memory its threadgroup arrays need.
 ///
 /// # Safety
 /// `stream` is the legacy stream (null) or a stream of the bound context,
@@ -649,8 +675,11 @@ unsafe fn queue_launch(
 ) -> Result<(), result::DriverError> {
     let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
     let ([gx, gy, gz], [bx, by, bz]) = (geometry.threadgroups, geometry.threads_per_threadgroup);
-    // SAFETY: by this function's contract; `params` points at the slots.
-    unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), 0, stream, &mut params) }
+    // At most the device's opt-in limit, checked when the kernel was compiled.
+    let dynamic_shared = cuda.source.dynamic_shared_bytes as u32;
+    // SAFETY: by this function's contract; `params` points at the slots; the
+    // function was allowed `dynamic_shared` bytes when it was loaded.
+    unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), dynamic_shared, stream, &mut params) }
 }
 
 fn launch_error(cuda: &CudaKernel, e: result::DriverError) -> RuntimeError {

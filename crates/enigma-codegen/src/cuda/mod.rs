@@ -55,7 +55,14 @@
 //!   `__shfl_sync` over the active mask, 32 bits at a time for any type.
 //!   `simdgroup_barrier` is `__syncwarp(__activemask())`.
 //! * **Memory**: threadgroup arrays are static `__shared__` arrays
-//!   ([`CudaSource::static_shared_bytes`]; at most 48 KiB). Atomics are
+//!   ([`CudaSource::static_shared_bytes`]) while they total at most 48 KiB
+//!   ([`STATIC_SHARED_LIMIT`], CUDA's limit on static shared memory). Above
+//!   that they are carved out of one `extern __shared__` byte array at the
+//!   offsets of [`shared_layout`] (the same the static arrays take), and the
+//!   launch must pass [`CudaSource::dynamic_shared_bytes`] after allowing the
+//!   function that much (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`);
+//!   up to [`MAX_SHARED_LIMIT`] (227 KiB, the largest opt-in of any GPU), the
+//!   device's own limit being the runtime's to check. Atomics are
 //!   `atomicAdd/atomicSub/atomicMin/atomicMax/atomicAnd/atomicOr/atomicXor/
 //!   atomicExch/atomicCAS` (`atomicAdd` of the negation for `f32` sub);
 //!   plain loads and stores of memory that atomics touch are `volatile`
@@ -115,8 +122,46 @@ use std::fmt::Write as _;
 /// 16-byte-aligned element of it.
 const SHARED_ALIGN: u64 = 16;
 
-/// CUDA's limit on static `__shared__` memory per block.
+/// CUDA's limit on static `__shared__` memory per block: threadgroup arrays
+/// that fit are static arrays; larger ones are carved out of dynamic shared
+/// memory ([`CudaSource::dynamic_shared_bytes`]).
 pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
+/// The most shared memory any CUDA GPU lets one block opt in to (227 KiB,
+/// sm_90); the runtime checks the device's own limit.
+pub const MAX_SHARED_LIMIT: u64 = 227 * 1024;
+
+/// The name of the dynamic shared memory the threadgroup arrays are carved
+/// out of, when they need more than [`STATIC_SHARED_LIMIT`].
+const DYNAMIC_SHARED: &str = "enigma_shared";
+
+/// Where a kernel's threadgroup arrays lie in shared memory: each at an
+/// offset aligned to 16 bytes or to its element's size, whichever is
+/// larger, in declaration order. Static arrays take this much space; carved
+/// out of dynamic shared memory, they lie at exactly these offsets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedLayout {
+    /// The byte offset of each threadgroup array, in declaration order.
+    pub offsets: Vec<u64>,
+    /// The largest alignment of any array (at least 16 bytes): the
+    /// alignment the memory holding them needs.
+    pub align: u64,
+    /// The bytes of all arrays, from offset 0 to the end of the last.
+    pub bytes: u64,
+}
+
+/// The shared-memory layout of `kernel`'s threadgroup arrays.
+pub fn shared_layout(kernel: &Kernel) -> SharedLayout {
+    let mut layout = SharedLayout { offsets: Vec::with_capacity(kernel.threadgroup_arrays.len()), align: SHARED_ALIGN, bytes: 0 };
+    for arr in &kernel.threadgroup_arrays {
+        let align = SHARED_ALIGN.max(arr.elem.size_bytes() as u64);
+        let offset = layout.bytes.div_ceil(align) * align;
+        layout.offsets.push(offset);
+        layout.align = layout.align.max(align);
+        layout.bytes = offset + arr.size_bytes();
+    }
+    layout
+}
 
 /// Texture objects one `enigma::texture2d` argument holds, one per sampler
 /// the kernel samples that texture with (in the order of
@@ -148,8 +193,14 @@ pub struct CudaSource {
     pub source: String,
     /// The `extern "C"` name to look up in the compiled module.
     pub entry_point: String,
-    /// Bytes of static `__shared__` memory (the threadgroup arrays, aligned).
+    /// Bytes of static `__shared__` memory (the threadgroup arrays, aligned,
+    /// when they fit in [`STATIC_SHARED_LIMIT`]; else 0).
     pub static_shared_bytes: u64,
+    /// Bytes of dynamic shared memory the launch must pass (the threadgroup
+    /// arrays, aligned, when they need more than [`STATIC_SHARED_LIMIT`];
+    /// else 0). The function must first be allowed that much
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    pub dynamic_shared_bytes: u64,
     /// The parameters that follow the IR's own. The IR's come first, in
     /// order: a buffer as a device pointer, a by-value constant as its bytes
     /// (vectors with MSL's layout: a 3-vector takes the space of 4 elements).
@@ -202,22 +253,28 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
     let spec_values = specs.iter().enumerate().map(|(i, s)| options.spec_values.get(i).copied().unwrap_or(s.default)).collect();
     let names = Names::new(kernel, CUDA_RESERVED);
     let entry_point = names.kernel.clone();
-    let static_shared_bytes = kernel.threadgroup_arrays.iter().fold(0u64, |offset, arr| {
-        let align = SHARED_ALIGN.max(arr.elem.size_bytes() as u64);
-        offset.div_ceil(align) * align + arr.size_bytes()
-    });
-    if static_shared_bytes > STATIC_SHARED_LIMIT {
-        return Err(err(CodegenErrorKind::SharedMemoryLimit { bytes: static_shared_bytes, limit: STATIC_SHARED_LIMIT }));
+    let layout = shared_layout(kernel);
+    if layout.bytes > MAX_SHARED_LIMIT {
+        return Err(err(CodegenErrorKind::SharedMemoryLimit { bytes: layout.bytes, limit: MAX_SHARED_LIMIT }));
     }
+    let dynamic = layout.bytes > STATIC_SHARED_LIMIT;
+    let (static_shared_bytes, dynamic_shared_bytes) = if dynamic { (0, layout.bytes) } else { (layout.bytes, 0) };
     for (tex, samplers) in &info.samplers {
         if samplers.len() > MAX_SAMPLERS_PER_TEXTURE {
             let texture = kernel.param(*tex).name.clone();
             return Err(err(CodegenErrorKind::TooManySamplers { texture, count: samplers.len(), limit: MAX_SAMPLERS_PER_TEXTURE }));
         }
     }
-    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false };
+    let carved = dynamic.then_some(layout);
+    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved };
     let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
-    Ok(CudaSource { source, entry_point, static_shared_bytes, launch_params: vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ] })
+    Ok(CudaSource {
+        source,
+        entry_point,
+        static_shared_bytes,
+        dynamic_shared_bytes,
+        launch_params: vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ],
+    })
 }
 
 struct Cuda {
@@ -226,6 +283,9 @@ struct Cuda {
     helpers: BTreeSet<Helper>,
     /// Whether the body uses SIMD-group matrices (the tile helpers).
     matrices: bool,
+    /// The layout the threadgroup arrays are carved out of dynamic shared
+    /// memory with, when they do not fit in static shared memory.
+    carved: Option<SharedLayout>,
 }
 
 /// The CUDA tile helpers (`enigma_tile<T, R, C>` in the tensor cores' lane map:
@@ -600,8 +660,20 @@ impl Dialect for Cuda {
         let _ = write!(out, "    {}\n) {{\n", params.join(",\n    "));
 
         let mut body = String::new();
-        for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
-            let _ = writeln!(body, "__shared__ __align__({SHARED_ALIGN}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
+        match &self.carved {
+            None => {
+                for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
+                    let _ = writeln!(body, "__shared__ __align__({SHARED_ALIGN}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
+                }
+            }
+            Some(layout) => {
+                let _ = writeln!(body, "extern __shared__ __align__({}) unsigned char {DYNAMIC_SHARED}[]; // {} bytes, passed at launch", layout.align, layout.bytes);
+                for (i, (arr, offset)) in k.threadgroup_arrays.iter().zip(&layout.offsets).enumerate() {
+                    let ty = self.type_name(arr.elem);
+                    let name = cx.names.tg_array(TgArrayId(i as u32));
+                    let _ = writeln!(body, "{ty}* const {name} = reinterpret_cast<{ty}*>({DYNAMIC_SHARED} + {offset}); // [{}]", arr.len);
+                }
+            }
         }
         body.push_str(
             "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
@@ -644,5 +716,74 @@ fn builtin_value(b: Builtin) -> (&'static str, &'static str) {
         Builtin::SimdgroupIndexInThreadgroup => ("uint", "enigma_tg.index / 32u"),
         Builtin::SimdgroupsPerThreadgroup => ("uint", "(enigma_tg.threads + 31u) / 32u"),
         Builtin::ThreadsPerSimdgroup => ("uint", "32u"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::builder::{thread_index_in_threadgroup, KernelBuilder};
+    use enigma_ir::{validate, Access, ValidationOptions};
+
+    /// A kernel with arrays of 3 `u8`, 5 `float3`, `n` `u64` and one `u16`,
+    /// each written once, validated against the largest opt-in limit.
+    fn mixed_arrays(n: u32) -> (Kernel, KernelInfo) {
+        let mut k = KernelBuilder::new("mixed_arrays");
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let bytes = k.threadgroup_array("bytes", Type::scalar(Scalar::U8), 3);
+        let vecs = k.threadgroup_array("vecs", Type::vector(Scalar::F32, 3), 5);
+        let wide = k.threadgroup_array("wide", Type::U64, n);
+        let last = k.threadgroup_array("last", Type::scalar(Scalar::U16), 1);
+        let lid = k.let_("lid", thread_index_in_threadgroup());
+        k.store(bytes.at(0u32), lid.cast(Type::scalar(Scalar::U8)));
+        k.store(vecs.at(0u32), lid.cast(Type::vector(Scalar::F32, 3)));
+        k.store(wide.at(0u32), lid.cast(Type::U64));
+        k.store(last.at(0u32), lid.cast(Type::scalar(Scalar::U16)));
+        k.store(out.at(lid), lid);
+        let kernel = k.finish().expect("a well-formed kernel");
+        let options = ValidationOptions { max_threadgroup_memory_bytes: MAX_SHARED_LIMIT, ..ValidationOptions::default() };
+        let info = validate(&kernel, &options).unwrap_or_else(|e| panic!("{e}"));
+        (kernel, info)
+    }
+
+    #[test]
+    fn the_layout_aligns_each_array_to_16_bytes_or_its_element() {
+        let (kernel, _) = mixed_arrays(7000);
+        // 3 bytes, then 5 float3 of 16 bytes at 16, 7000 u64 at 96, a u16 at 56096.
+        assert_eq!(shared_layout(&kernel), SharedLayout { offsets: vec![0, 16, 96, 56096], align: 16, bytes: 56098 });
+    }
+
+    #[test]
+    fn carved_arrays_lie_at_the_offsets_static_arrays_take() {
+        // Static: the arrays fit in 48 KiB, and take the layout's bytes.
+        let (small, info) = mixed_arrays(100);
+        let cuda = write_string(&small, &info, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let layout = shared_layout(&small);
+        assert_eq!((cuda.static_shared_bytes, cuda.dynamic_shared_bytes), (layout.bytes, 0));
+        assert!(cuda.source.contains("__shared__ __align__(16) unsigned long long wide[100];"), "{}", cuda.source);
+        assert!(!cuda.source.contains("extern __shared__"), "{}", cuda.source);
+        // Dynamic: the same rule places every array, and the launch passes the total.
+        let (large, info) = mixed_arrays(7000);
+        let cuda = write_string(&large, &info, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let layout = shared_layout(&large);
+        assert_eq!((cuda.static_shared_bytes, cuda.dynamic_shared_bytes), (0, layout.bytes));
+        assert!(cuda.source.contains("extern __shared__ __align__(16) unsigned char enigma_shared[];"), "{}", cuda.source);
+        for (name, offset) in ["bytes", "vecs", "wide", "last"].iter().zip(&layout.offsets) {
+            let carved = format!("const {name} = reinterpret_cast<");
+            let line = cuda.source.lines().find(|l| l.contains(&carved)).unwrap_or_else(|| panic!("no `{name}` in\n{}", cuda.source));
+            assert!(line.contains(&format!("(enigma_shared + {offset});")), "{line}");
+        }
+    }
+
+    #[test]
+    fn more_than_any_gpu_allows_is_a_typed_error() {
+        // 96 bytes before the u64s, then n of them and a u16 16-aligned:
+        // 232434 bytes for n = 29042; one u64 more puts the u16 at 232448,
+        // its end 2 bytes over 227 KiB.
+        let (kernel, info) = mixed_arrays(29042);
+        assert_eq!(write_string(&kernel, &info, &Options::default()).map(|c| c.dynamic_shared_bytes), Ok(232434));
+        let (kernel, info) = mixed_arrays(29043);
+        let e = write_string(&kernel, &info, &Options::default()).unwrap_err();
+        assert_eq!(e.kind, CodegenErrorKind::SharedMemoryLimit { bytes: 232450, limit: MAX_SHARED_LIMIT });
     }
 }

@@ -635,3 +635,31 @@ pub fn seed_kernels() -> Vec<Kernel> {
     kernels.push(seed_pass2);
     kernels
 }
+
+/// Threadgroup arrays of 64 KiB, more than CUDA's 48 KiB of static shared
+/// memory: 8191 `u16` (padded to 16384 bytes) and 12288 `f32`, filled by the
+/// threadgroup, then read back across a barrier. Validated against the
+/// largest opt-in limit of a CUDA GPU ([`big_threadgroup_memory_validated`]).
+pub fn big_threadgroup_memory() -> Kernel {
+    let mut k = KernelBuilder::new("big_threadgroup_memory");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let lo = k.threadgroup_array("lo", Type::scalar(Scalar::U16), 8191);
+    let hi = k.threadgroup_array("hi", Type::F32, 12288);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let step = k.let_("step", threads_per_threadgroup().x());
+    k.for_range("i", lid, 8191u32, step, |k, i| k.store(lo.at(i), i.cast(Type::scalar(Scalar::U16))));
+    k.for_range("j", lid, 12288u32, step, |k, j| k.store(hi.at(j), j.cast(Type::F32)));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let gid = k.let_("gid", thread_position_in_grid().x());
+    k.store(out.at(gid), hi.get(12287u32 - lid) + lo.get(lid).cast(Type::F32));
+    finish(k)
+}
+
+/// [`big_threadgroup_memory`], validated with the 227 KiB of threadgroup
+/// memory an H100 block may opt in to.
+pub fn big_threadgroup_memory_validated() -> (Kernel, KernelInfo) {
+    let kernel = big_threadgroup_memory();
+    let options = ValidationOptions { max_threadgroup_memory_bytes: enigma_codegen::cuda::MAX_SHARED_LIMIT, ..ValidationOptions::default() };
+    let info = validate(&kernel, &options).unwrap_or_else(|e| panic!("{e}"));
+    (kernel, info)
+}
