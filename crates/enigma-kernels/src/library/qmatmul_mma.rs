@@ -219,11 +219,18 @@ pub fn qmatmul_mma(cfg: &MmaQmatmulConfig) -> Kernel {
         }
     }
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
-    k.for_range("k0", k_begin + sg * depth, k_end, simdgroups * depth, |k, k0| {
+    // The weight tile of the step at `k0`, as a matrix: loaded a step ahead.
+    let weights = |k0: Ex| {
+        let word0 = k0 / VALUES_PER_WORD as u32 * n + n0;
+        matrix_load_quantized(b_tile, code, b, word0, n, scales, k0 / group * n + n0)
+    };
+    // A's slice of the step at `k0` into this SIMD group's area, as a
+    // matrix, times `mb` into the accumulator.
+    let multiply = |k: &mut KernelBuilder, tag: &str, k0: Ex, mb: Ex| {
         k.simdgroup_barrier(MemFlags::Threadgroup);
         for i in 0..slice_vecs.div_ceil(SIMD_WIDTH) {
-            let idx = k.let_(&format!("slice{i}"), lane + i * SIMD_WIDTH);
-            let r = k.let_(&format!("r{i}"), idx / (depth / VEC));
+            let idx = k.let_(&format!("{tag}slice{i}"), lane + i * SIMD_WIDTH);
+            let r = k.let_(&format!("{tag}r{i}"), idx / (depth / VEC));
             let inside = (row0 + r).lt(m);
             let inside = if (i + 1) * SIMD_WIDTH <= slice_vecs { inside } else { inside.and(idx.lt(slice_vecs)) };
             k.if_(inside, |k| {
@@ -232,10 +239,28 @@ pub fn qmatmul_mma(cfg: &MmaQmatmulConfig) -> Kernel {
             });
         }
         k.simdgroup_barrier(MemFlags::Threadgroup);
-        let ma = k.let_("ma", matrix_load(a_tile, stage, base * VEC, row_vecs * VEC, false));
-        let word0 = k0 / VALUES_PER_WORD as u32 * n + n0;
-        let mb = k.let_("mb", matrix_load_quantized(b_tile, code, b, word0, n, scales, k0 / group * n + n0));
+        let ma = k.let_(&format!("{tag}ma"), matrix_load(a_tile, stage, base * VEC, row_vecs * VEC, false));
         k.assign(acc, matrix_multiply_accumulate(ma, mb, acc.get()));
+    };
+    // Two steps per iteration, each one's weights loaded (clamped to the
+    // last step, so always in bounds) before the other's multiply: two
+    // matrices that are only ever loaded and multiplied from the right, so
+    // a backend may keep them in its B layout.
+    let first = k.let_("k_first", k_begin + sg * depth);
+    let stride = simdgroups * depth;
+    k.if_(first.lt(k_end), |k| {
+        let last = k.let_("k_last", k_end - depth);
+        let b_even = k.var("b_even", weights(first));
+        let b_odd = k.var_uninit("b_odd", Type::Matrix(b_tile));
+        k.for_range("k0", first, k_end, 2 * stride, |k, k0| {
+            let k1 = k.let_("k1", k0 + stride);
+            k.assign(b_odd, weights(min(k1, last)));
+            multiply(k, "even_", k0, b_even.get());
+            k.if_(k1.lt(k_end), |k| {
+                k.assign(b_even, weights(min(k1 + stride, last)));
+                multiply(k, "odd_", k1, b_odd.get());
+            });
+        });
     });
 
     let store = |k: &mut KernelBuilder, row: Ex, col: Ex, value: Ex| {
