@@ -20,9 +20,10 @@
 //! checked against the f64 product of `A` and the dequantised weights.
 //!
 //! `--variants` picks the kernels: `decode` (the sweep above), `separate`
-//! (the tensor-core kernel with B dequantized into a threadgroup-wide
-//! slice, `Ops::qmatmul_tiled`, its default tile and split; only above 8
-//! rows) and `fused` (seed 002's fused kernel, `Ops::qmatmul_fused`, at any
+//! (the tensor-core kernel with B staged in threadgroup memory,
+//! `Ops::qmatmul_tiled`, at any M, once per tile of `--separate-tiles`
+//! (`auto`: its default for M, or `TMxTNx32/ROWSxCOLS`) and stage count of
+//! `--stages` (`auto`: two where they fit), its default split) and `fused` (seed 002's fused kernel, `Ops::qmatmul_fused`, at any
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
@@ -42,6 +43,7 @@
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
 //!              [--variants decode,separate] [--fused-tiles auto] [--mma-tiles auto]
+//!              [--separate-tiles auto] [--stages auto,2,3]
 //! ```
 //!
 //! For example, the separate and the fused kernel at M = 16 and 64, the
@@ -75,7 +77,7 @@ type Config = (u32, u32, u32, Option<u32>);
 #[derive(Clone, Copy)]
 enum Run {
     Decode(Config),
-    Separate,
+    Separate(Option<GemmTile>, Option<u32>),
     Fused(Option<GemmTile>, Option<u32>),
     Mma(Option<GemmTile>, Option<u32>),
 }
@@ -85,7 +87,7 @@ impl Run {
     fn variant(&self) -> &'static str {
         match self {
             Run::Decode(_) => "decode",
-            Run::Separate => "separate",
+            Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
             Run::Mma(..) => "mma",
         }
@@ -111,6 +113,10 @@ struct Args {
     fused_tiles: Vec<Option<GemmTile>>,
     /// The mma kernel's tiles (`None`: `auto`).
     mma_tiles: Vec<Option<GemmTile>>,
+    /// The separate kernel's tiles (`None`: `auto`).
+    separate_tiles: Vec<Option<GemmTile>>,
+    /// The separate kernel's stage counts (`None`: `auto`).
+    stages: Vec<Option<u32>>,
 }
 
 /// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
@@ -138,6 +144,8 @@ fn parse_args() -> Args {
         variants: vec!["decode".to_string(), "separate".to_string()],
         fused_tiles: vec![None],
         mma_tiles: vec![None],
+        separate_tiles: vec![None],
+        stages: vec![None],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -161,6 +169,8 @@ fn parse_args() -> Args {
                 }
             }
             "--mma-tiles" => a.mma_tiles = tiles(flag, value),
+            "--separate-tiles" => a.separate_tiles = tiles(flag, value),
+            "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
         }
@@ -221,8 +231,10 @@ fn main() {
             // kernel.
             let mut runs: Vec<Run> = vec![];
             if !format.has_biases() {
-                if variant("separate") && m > qmatmul::MAX_ROWS as usize {
-                    runs.push(Run::Separate);
+                if variant("separate") {
+                    for &tile in &args.separate_tiles {
+                        runs.extend(args.stages.iter().map(|&stages| Run::Separate(tile, stages)));
+                    }
                 }
                 if variant("fused") {
                     for &tile in &args.fused_tiles {
@@ -239,23 +251,26 @@ fn main() {
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    Run::Separate => Options::default(),
+                    Run::Separate(gemm_tile, stages) => Options { gemm_tile, stages, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) | Run::Mma(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode(config) => config,
-                    Run::Separate => (0, 0, 0, None),
+                    Run::Separate(..) => (0, 0, 0, None),
                     Run::Fused(_, splits) | Run::Mma(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Mma(tile, _) = run {
+                if let Run::Fused(tile, _) | Run::Mma(tile, _) | Run::Separate(tile, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
+                }
+                if let Run::Separate(_, stages) = run {
+                    base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let call = |w: &QuantizedWeights| match run {
                     Run::Decode(_) => ops.qmatmul(&ab, w, m, ElemType::F16),
-                    Run::Separate => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
+                    Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
                     Run::Mma(..) => ops.qmatmul_mma(&ab, w, m, ElemType::F16),
                 };

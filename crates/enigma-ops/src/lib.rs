@@ -149,8 +149,14 @@ pub struct Options {
     /// registry). With [`Options::threads`] too, the two must agree. For f32
     /// inputs off Metal a tile also chooses the SIMD-group kernel over the
     /// default SIMT one ([`Ops::matmul`]). [`Ops::qmatmul_fused`] takes its
-    /// tile from here too (default: seed 002 §9.1's for M).
+    /// tile from here too (default: seed 002 §9.1's for M), and so do
+    /// [`Ops::qmatmul_tiled`] (and `qmatmul` above 8 rows; slices of 32 K
+    /// values only) and [`Ops::qmatmul_mma`].
     pub gemm_tile: Option<GemmTile>,
+    /// GEMM and the quantized tensor-core kernel: slices of K in flight in
+    /// threadgroup memory, filled by asynchronous copies (1: staged through
+    /// registers; default: 2 where they fit, none on Metal).
+    pub stages: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
     /// compute unit; 1 = one threadgroup per head).
@@ -753,7 +759,10 @@ impl<'rt> Ops<'rt> {
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
         };
         let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), ..cfg };
-        let cfg = cfg.pipelined_for(self.stage_memory());
+        let cfg = match self.options.stages {
+            Some(stages) => gemm::GemmConfig { stages, ..cfg },
+            None => cfg.pipelined_for(self.stage_memory()),
+        };
         cfg.check(limits.max_memory_bytes)?;
         Ok(MatmulPlan::Matrices(cfg))
     }
@@ -1055,9 +1064,18 @@ impl<'rt> Ops<'rt> {
     fn launch_qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
-        let cfg = gemm::QgemmConfig::for_rows(w.format, out, mu);
+        let cfg = match self.options.gemm_tile {
+            Some(tile) => {
+                self.check_tile_threads(op, tile)?;
+                gemm::QgemmConfig::from_tile(w.format, out, tile)?
+            }
+            None => gemm::QgemmConfig::for_rows(w.format, out, mu),
+        };
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
-        let cfg = cfg.pipelined_for(self.stage_memory());
+        let cfg = match self.options.stages {
+            Some(stages) => gemm::QgemmConfig { stages, ..cfg },
+            None => cfg.pipelined_for(self.stage_memory()),
+        };
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.

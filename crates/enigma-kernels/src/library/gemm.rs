@@ -22,7 +22,9 @@
 //! on CUDA): `stages` slices of threadgroup memory, the copies of slice
 //! `i + stages − 1` in flight while slice `i` is multiplied, one barrier per
 //! slice (`Stages::pipeline`); packed weights ([`QgemmConfig`]) arrive as
-//! raw words and scales and are dequantized from threadgroup memory. The
+//! raw words and scales, which each B tile's load decodes
+//! ([`matrix_load_quantized`]: on CUDA straight into the registers the
+//! tensor cores read, no dequantized slice, no second barrier). The
 //! epilogue writes each lane's elements through the per-lane view, skipping
 //! those past M or N. Any M, N, K work.
 //!
@@ -427,7 +429,8 @@ pub struct QgemmConfig {
     pub splits: u32,
     /// As [`GemmConfig::stages`]: with 2 or more, A's slices, the packed
     /// words and their scales go to threadgroup memory by asynchronous
-    /// copies, and each slice of words is dequantized from there.
+    /// copies, and each B tile is decoded from the staged words by its
+    /// load (the dequantized slice then serves only edge tiles).
     pub stages: u32,
 }
 
@@ -438,6 +441,16 @@ impl QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
         QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1 }
+    }
+
+    /// The configuration of a planner tile (its `tm × tn` and SIMD-group
+    /// grid), unsplit and unpipelined; its `tk` must be the kernel's 32.
+    pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> Result<QgemmConfig, ShapeError> {
+        let cfg = QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1 };
+        if tile.tk != 32 {
+            return Err(ShapeError::new(cfg.name(), format!("the tile {tile} is {} deep; this kernel takes slices of 32 K values", tile.tk)));
+        }
+        Ok(cfg)
     }
 
     /// The GEMM configuration that stages its slices: f16 A, B read
@@ -557,7 +570,9 @@ impl Stages<'_> {
 
 impl Stages<'_> {
     /// Multiplies the staged slices (A's in `stage_a`, B's in `stage_b`, or
-    /// stage 0) into `acc`, one K step (16 or 8) at a time.
+    /// stage 0) into `acc`, one K step (16 or 8) at a time. Packed weights
+    /// staged raw (`stage_b` given) are decoded by each tile's load
+    /// ([`matrix_load_quantized`]) from the stage's words and scales.
     fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage_a: Option<Ex>, stage_b: Option<Ex>) {
         let cfg = self.cfg;
         let step = cfg.k_step();
@@ -573,11 +588,24 @@ impl Stages<'_> {
             if let Some(stage) = stage_a {
                 a_at = stage * (a_rows * lda) + a_at;
             }
-            if let Some(stage) = stage_b {
-                b_at = stage * (b_rows * ldb) + b_at;
-            }
+            let b_op = &self.ops[1];
+            let b_load = match (b_op.source, b_op.raw, stage_b) {
+                (Source::Packed { format, .. }, Some((raw, raw_scales)), Some(stage)) => {
+                    // The stage's words are [tk / 8][tn] as in memory, its scales [tn].
+                    let (stage_words, cols) = cfg.packed_stage_elems();
+                    let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
+                    let words_at = stage * stage_words + ks / VALUES_PER_WORD as u32 * cols + sg_n;
+                    matrix_load_quantized(self.b_tile, code, raw, words_at, cols, raw_scales, stage * cols + sg_n)
+                }
+                (_, _, stage) => {
+                    if let Some(stage) = stage {
+                        b_at = stage * (b_rows * ldb) + b_at;
+                    }
+                    matrix_load(self.b_tile, b_op.staged, b_at, ldb, cfg.trans_b)
+                }
+            };
             let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
-            let mb = k.let_(&format!("{tag}mb{s}"), matrix_load(self.b_tile, self.ops[1].staged, b_at, ldb, cfg.trans_b));
+            let mb = k.let_(&format!("{tag}mb{s}"), b_load);
             k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
         }
     }
@@ -589,9 +617,8 @@ impl Stages<'_> {
     /// (`async_wait(stages − 2)`), then one barrier makes every thread's
     /// copies visible and frees the stage slice `i − 1` used, which the
     /// iteration's copies refill. A barrier after the loop frees the stages
-    /// for what follows. Packed weights arrive as raw words and scales;
-    /// each iteration dequantizes its slice into the one B slice between
-    /// the first barrier and a second. The caller knows the slices lie
+    /// for what follows. Packed weights arrive as raw words and scales,
+    /// which the B tiles' loads decode. The caller knows the slices lie
     /// inside the matrices, with rows of whole copies.
     fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
@@ -617,15 +644,7 @@ impl Stages<'_> {
             });
             k.async_commit();
             let stage = k.let_("pipe_stage", i % stages);
-            let b = &self.ops[1];
-            let stage_b = if b.raw.is_some() {
-                b.dequantize_staged(k, "pipe_", cfg, stage, lid, threads);
-                k.threadgroup_barrier(MemFlags::Threadgroup);
-                None
-            } else {
-                Some(stage)
-            };
-            self.multiply(k, "pipe_", acc, Some(stage), stage_b);
+            self.multiply(k, "pipe_", acc, Some(stage), Some(stage));
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
@@ -819,22 +838,6 @@ impl Operand {
         match self.source {
             Source::Values { .. } => (self.shape.1 % cfg.copy_elems()).eq(0u32),
             Source::Packed { .. } => (self.shape.0 % 8u32).eq(0u32),
-        }
-    }
-
-    /// Dequantizes `stage` of the raw words and scales into the B slice, each thread the words [`Operand::slot`] gives it.
-    fn dequantize_staged(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, stage: Ex, lid: Ex, threads: u32) {
-        let (Source::Packed { format, .. }, Some((raw, raw_scales))) = (self.source, self.raw) else {
-            return;
-        };
-        let (stage_words, cols) = cfg.packed_stage_elems();
-        let name = &format!("{tag}{}", self.name);
-        for u in 0..self.per_thread(threads) {
-            self.slot(k, &format!("{tag}dq_"), u, lid, threads, |k, r, c| {
-                let word = k.let_(&format!("{name}word{u}"), raw.get(stage * stage_words + c / VALUES_PER_WORD as u32 * cols + r));
-                let scale = raw_scales.get(stage * cols + r).cast(Type::F32);
-                self.store_dequantized(k, &format!("{name}{u}"), format, r, c, word, scale);
-            });
         }
     }
 
