@@ -55,8 +55,10 @@ const VEC: u32 = 4;
 /// (`cp.async`'s largest).
 const COPY_BYTES: u32 = 16;
 
-/// The most slices of K a pipelined kernel keeps in threadgroup memory.
-pub const MAX_STAGES: u32 = 3;
+/// The most slices of K a pipelined kernel keeps in threadgroup memory: it
+/// waits with `stages − 2` groups of copies still in flight, and the IR
+/// allows at most [`enigma_ir::limits::MAX_ASYNC_PENDING`].
+pub const MAX_STAGES: u32 = enigma_ir::limits::MAX_ASYNC_PENDING + 2;
 
 /// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
 /// at least `threadgroups` threadgroups, each split keeping at least 4
@@ -365,30 +367,29 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
         k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
         k.if_(whole_end.lt(k_end), |k| stages.run(k, "tail_", &held, acc, whole_end, k_end, false));
     };
-    k.if_else(
-        interior,
-        |k| {
-            if cfg.stages == 1 {
-                return through_registers(k);
-            }
-            // Rows of whole copies: the pipeline for the whole slices, the
-            // registers for a last partial one (after a barrier: stage 0
-            // may still be read).
-            let aligned = stages.ops.iter().map(|op| op.copies_aligned(cfg)).reduce(|x, y| x.and(y)).expect("two operands");
-            k.if_else(
-                aligned,
-                |k| {
-                    k.if_(whole_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, whole_end));
-                    k.if_(whole_end.lt(k_end), |k| {
-                        k.threadgroup_barrier(MemFlags::Threadgroup);
-                        stages.run(k, "pipe_tail_", &held, acc, whole_end, k_end, false);
-                    });
-                },
-                through_registers,
-            );
-        },
-        |k| k.if_(k_end.gt(k_begin), |k| stages.run(k, "edge_", &held, acc, k_begin, k_end, false)),
-    );
+    let by_registers = |k: &mut KernelBuilder| {
+        k.if_else(interior, through_registers, |k| k.if_(k_end.gt(k_begin), |k| stages.run(k, "edge_", &held, acc, k_begin, k_end, false)))
+    };
+    if cfg.stages == 1 {
+        by_registers(&mut k);
+    } else {
+        // Rows of whole copies, inside the matrices across K (A's rows past
+        // M copy zeros): the pipeline for the whole slices, the registers
+        // for a last partial one (after a barrier: stage 0 may still be
+        // read).
+        let pipelined = stages.ops.iter().map(|op| op.copies_aligned(cfg).and(op.pipelinable())).reduce(|x, y| x.and(y)).expect("two operands");
+        k.if_else(
+            pipelined,
+            |k| {
+                k.if_(whole_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, whole_end));
+                k.if_(whole_end.lt(k_end), |k| {
+                    k.threadgroup_barrier(MemFlags::Threadgroup);
+                    stages.run(k, "pipe_tail_", &held, acc, whole_end, k_end, false);
+                });
+            },
+            by_registers,
+        );
+    }
     for i in 0..acc_tile.per_lane() as u8 {
         let row = k.let_(&format!("row{i}"), m0 + sg_m + matrix_coord(acc_tile, i, false));
         let col = k.let_(&format!("col{i}"), n0 + sg_n + matrix_coord(acc_tile, i, true));
@@ -796,9 +797,17 @@ impl Operand {
         for u in 0..copies.div_ceil(threads) {
             share(k, &format!("{name}j{u}"), u, copies, lid, threads, |k, j| {
                 let (r, c) = (j / per_row, j % per_row * elems);
-                let at = k.let_(&format!("{name}at{u}"), self.base + (row0 + r) * self.shape.1 + col0 + c);
+                // Rows along M past the matrix (A not transposed) copy
+                // zeros, from the last row's address.
+                let (row, valid) = if self.k_is_row {
+                    (row0 + r, Ex::from(true))
+                } else {
+                    let row = k.let_(&format!("{name}row{u}"), row0 + r);
+                    (min(row, self.shape.0 - 1u32), row.lt(self.shape.0))
+                };
+                let at = k.let_(&format!("{name}at{u}"), self.base + row * self.shape.1 + col0 + c);
                 let to = stage * (rows * ld) + r * ld + c;
-                k.async_copy(self.staged.at(to / VEC), view.at(at / VEC), elems / VEC, true);
+                k.async_copy(self.staged.at(to / VEC), view.at(at / VEC), elems / VEC, valid);
             });
         }
     }
@@ -847,7 +856,23 @@ impl Operand {
     fn inside_across_k(&self) -> Ex {
         let (rows, cols) = self.shape;
         let across = if self.k_is_row { (self.origin + self.slice.1).le(cols) } else { (self.origin + self.slice.0).le(rows) };
-        across.and((cols % VEC).eq(0u32))
+        across.and(self.rows_vector_aligned())
+    }
+
+    /// Whether the stored rows are vector-aligned (whole vectors along them).
+    fn rows_vector_aligned(&self) -> Ex {
+        (self.shape.1 % VEC).eq(0u32)
+    }
+
+    /// Whether the pipeline may stage this operand's slices: inside the
+    /// matrix across K, or — for values whose slices run along K in rows
+    /// (A not transposed) — with vector-aligned rows, the rows past the
+    /// matrix zero-filled by their copies.
+    fn pipelinable(&self) -> Ex {
+        match self.source {
+            Source::Values { .. } if !self.k_is_row => self.rows_vector_aligned(),
+            _ => self.inside_across_k(),
+        }
     }
 
     /// Loads this thread's share of the slice starting at `k0` along K into
