@@ -1,6 +1,7 @@
 //! The CUDA source of the library's tensor-core GEMMs holds each B operand
 //! tile in `mma.sync`'s B layout (`enigma_btile`, filled by
-//! `enigma_tile_load_b`) and each A operand in the reference layout: what
+//! `enigma_tile_load_b`, or decoded from packed words by
+//! `enigma_tile_load_qb`) and each A operand in the reference layout: what
 //! the code generator's plan finds of tiles that are only loaded and then
 //! multiplied from the right. On an H100 it saves a `movmatrix` per B
 //! fragment (`BENCHMARKS.md`); a change to a GEMM builder that read a B
@@ -32,9 +33,14 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
             assert!(b_loads > 0 && a_loads == b_loads, "{}: {a_loads} A loads, {b_loads} B-layout loads", cfg.name());
         }
     }
+    // The quantized GEMM's pipelined loop decodes its B tiles from the
+    // staged words (`enigma_tile_load_qb`), its other loops load them from
+    // the dequantized slice.
     for cfg in [QgemmConfig::for_rows(Format::Int4, DType::F16, 16), QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F32, 64) }] {
         let cu = source(qgemm(&cfg));
-        assert_eq!(cu.matches("enigma_tile_load<").count(), cu.matches("enigma_tile_load_b<").count(), "{}", cfg.name());
+        let b_loads = cu.matches("enigma_tile_load_b<").count() + cu.matches("enigma_tile_load_qb<").count();
+        assert_eq!(cu.matches("enigma_tile_load<").count(), b_loads, "{}", cfg.name());
+        assert_eq!(cu.contains("enigma_tile_load_qb<"), cfg.stages > 1, "{}", cfg.name());
     }
     let fused = FusedQgemmConfig::for_rows(Format::Int4, DType::F16, 16);
     assert!(source(qgemm_fused(&fused)).contains("enigma_tile_load_b<"), "{}", fused.name());

@@ -189,11 +189,19 @@ __device__ inline __half2 enigma_h2(unsigned u) {
 // ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
 // high one 16 times that) and one HFMA2 gives n - 8 exactly; FP4 looks the
 // magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs the signs in.
+// (a & b) | c in one LOP3: the masks in registers, which the compiler
+// would otherwise split into two instructions with one immediate each.
+__device__ inline unsigned enigma_and_or(unsigned a, unsigned b, unsigned c) {
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, unsigned index) {
     const unsigned y = __byte_perm(q, 0u, 0x4040u | (index << 8) | index);
     if (CODE == enigma_int4) {
         // (1024 + lo, 1024 + 16 hi) · (1, 1/16) + (-1032, -72).
-        return __hfma2(enigma_h2((y & 0x00F0000Fu) | 0x64006400u), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
+        return __hfma2(enigma_h2(enigma_and_or(y, 0x00F0000Fu, 0x64006400u)), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
     }
     // E2M1 magnitudes 0, 0.5, 1, 1.5 | 2, 3, 4, 6: the f16 high bytes.
     const unsigned magnitude = __byte_perm(0x3E3C3800u, 0x46444240u, ((y << 4) | (y >> 8)) & 0x7070u);
@@ -222,12 +230,17 @@ template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S>
 __device__ inline enigma_btile<T, R, C> enigma_tile_load_qb(const W* w, unsigned stride, const S* s, unsigned lane) {
     enigma_btile<T, R, C> t;
     const unsigned column = lane / 4, index = lane % 4;
+    // Signed offsets from the lane's own column: the compiler folds each
+    // fragment's constant part into the load's immediate.
+    const W* words = w + column;
+    const S* scales = s + column;
+    const int row = int(stride);
 #pragma unroll
     for (int j = 0; j < C / 8; ++j) {
-        const __half2 scale = __half2half2(s[j * 8 + column]);
+        const __half2 scale = __half2half2(scales[j * 8]);
 #pragma unroll
         for (int i = 0; i < R / 8; ++i) {
-            const __half2 v = __hmul2(enigma_q4_pair<CODE>(w[i * stride + j * 8 + column], index), scale);
+            const __half2 v = __hmul2(enigma_q4_pair<CODE>(words[i * row + j * 8], index), scale);
             t.d[i * (C / 8) + j] = enigma_duo_of<T>(*reinterpret_cast<const unsigned*>(&v));
         }
     }
