@@ -23,7 +23,7 @@
 //! (the tensor-core kernel with B staged in threadgroup memory,
 //! `Ops::qmatmul_tiled`, at any M, once per tile of `--separate-tiles`
 //! (`auto`: its default for M, or `TMxTNx32/ROWSxCOLS`) and stage count of
-//! `--stages` (`auto`: two where they fit), its default split) and `fused` (seed 002's fused kernel, `Ops::qmatmul_fused`, at any
+//! `--stages` (`auto`: two where they fit), and split of `--splits`) and `fused` (seed 002's fused kernel, `Ops::qmatmul_fused`, at any
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
@@ -77,7 +77,7 @@ type Config = (u32, u32, u32, Option<u32>);
 #[derive(Clone, Copy)]
 enum Run {
     Decode(Config),
-    Separate(Option<GemmTile>, Option<u32>),
+    Separate(Option<GemmTile>, Option<u32>, Option<u32>),
     Fused(Option<GemmTile>, Option<u32>),
     Mma(Option<GemmTile>, Option<u32>),
 }
@@ -233,7 +233,9 @@ fn main() {
             if !format.has_biases() {
                 if variant("separate") {
                     for &tile in &args.separate_tiles {
-                        runs.extend(args.stages.iter().map(|&stages| Run::Separate(tile, stages)));
+                        for &stages in &args.stages {
+                            runs.extend(args.splits.iter().map(|&splits| Run::Separate(tile, stages, splits)));
+                        }
                     }
                 }
                 if variant("fused") {
@@ -251,21 +253,21 @@ fn main() {
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    Run::Separate(gemm_tile, stages) => Options { gemm_tile, stages, ..Options::default() },
+                    Run::Separate(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) | Run::Mma(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode(config) => config,
-                    Run::Separate(..) => (0, 0, 0, None),
+                    Run::Separate(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) | Run::Mma(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Mma(tile, _) | Run::Separate(tile, _) = run {
+                if let Run::Fused(tile, _) | Run::Mma(tile, _) | Run::Separate(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages) = run {
+                if let Run::Separate(_, stages, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let call = |w: &QuantizedWeights| match run {
