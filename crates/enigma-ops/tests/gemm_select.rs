@@ -76,7 +76,7 @@ fn a_chosen_tile_runs_and_matches_the_reference() {
     // A tile and the same threads is fine; the default at M = 7 is the 16-row tile.
     let tile = GemmTile::new(64, 64, 32, 2, 1);
     assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), threads: Some(64), ..Options::default() }, DType::F16, 33, 7, 33), on_sim(&rt, tile, DType::F16));
-    assert_eq!(matmul(&rt, Options::default(), DType::F16, 7, 100, 33), "gemm_f16_f32_16x128x32_sg1x4_s2");
+    assert_eq!(matmul(&rt, Options::default(), DType::F16, 7, 100, 33), "gemm_f16_f32_16x128x32_sg1x4_s3");
 }
 
 #[test]
