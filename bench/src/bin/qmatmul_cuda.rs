@@ -4,7 +4,7 @@
 //! mlx_affine` times MLX's affine format on its own kernel
 //! (`qmatmul_affine`): there `--cols` is columns per SIMD group, `--words`
 //! packed words per lane and load (1, 2 or 4), K is never split, and no
-//! tensor-core run is added above 8 rows.
+//! tensor-core run is added.
 //!
 //! For each format and M it quantizes one random `K × N` matrix, uploads
 //! enough copies of it that together they are at least four times the L2
@@ -27,12 +27,8 @@
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
-//! or each count of `--splits`) and `mma` (the kernel that decodes weight
-//! tiles straight into SIMD-group matrices, `Ops::qmatmul_mma`, at any M,
-//! once per tile of `--mma-tiles`: `auto` for its default, or
-//! `ROWSxCOLSxDEPTH/Sx1` with S SIMD groups sharing the K steps, such as
-//! `16x32x64/4x1`; its default split or each count of `--splits`). Each
-//! row names its `variant` (and for `fused` and `mma` its `tile`).
+//! or each count of `--splits`). Each row names its `variant` (and for
+//! `separate` and `fused` its `tile`).
 //! Times are CUDA-event device times of the call's dispatches (with K split,
 //! the kernel and the reduction, summed), medians of `repeats`.
 //!
@@ -42,7 +38,7 @@
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
-//!              [--variants decode,separate] [--fused-tiles auto] [--mma-tiles auto]
+//!              [--variants decode,separate] [--fused-tiles auto]
 //!              [--separate-tiles auto] [--stages auto,2,3]
 //! ```
 //!
@@ -79,7 +75,6 @@ enum Run {
     Decode(Config),
     Separate(Option<GemmTile>, Option<u32>, Option<u32>),
     Fused(Option<GemmTile>, Option<u32>),
-    Mma(Option<GemmTile>, Option<u32>),
 }
 
 impl Run {
@@ -89,7 +84,6 @@ impl Run {
             Run::Decode(_) => "decode",
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
-            Run::Mma(..) => "mma",
         }
     }
 }
@@ -111,8 +105,6 @@ struct Args {
     variants: Vec<String>,
     /// The fused kernel's tiles (`None`: `auto`).
     fused_tiles: Vec<Option<GemmTile>>,
-    /// The mma kernel's tiles (`None`: `auto`).
-    mma_tiles: Vec<Option<GemmTile>>,
     /// The separate kernel's tiles (`None`: `auto`).
     separate_tiles: Vec<Option<GemmTile>>,
     /// The separate kernel's stage counts (`None`: `auto`).
@@ -143,7 +135,6 @@ fn parse_args() -> Args {
         repeats: 50,
         variants: vec!["decode".to_string(), "separate".to_string()],
         fused_tiles: vec![None],
-        mma_tiles: vec![None],
         separate_tiles: vec![None],
         stages: vec![None],
     };
@@ -164,11 +155,10 @@ fn parse_args() -> Args {
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
-                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "mma"].contains(&v.as_str())) {
-                    panic!("--variants: `{v}` is not decode, separate, fused or mma");
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused"].contains(&v.as_str())) {
+                    panic!("--variants: `{v}` is not decode, separate or fused");
                 }
             }
-            "--mma-tiles" => a.mma_tiles = tiles(flag, value),
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
             "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
@@ -243,28 +233,23 @@ fn main() {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
                     }
                 }
-                if variant("mma") {
-                    for &tile in &args.mma_tiles {
-                        runs.extend(args.splits.iter().map(|&splits| Run::Mma(tile, splits)));
-                    }
-                }
             }
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, ..Options::default() },
-                    Run::Fused(gemm_tile, k_splits) | Run::Mma(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
+                    Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode(config) => config,
                     Run::Separate(_, _, splits) => (0, 0, 0, splits),
-                    Run::Fused(_, splits) | Run::Mma(_, splits) => (0, 0, 0, splits),
+                    Run::Fused(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Mma(tile, _) | Run::Separate(tile, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
                 if let Run::Separate(_, stages, _) = run {
@@ -274,7 +259,6 @@ fn main() {
                     Run::Decode(_) => ops.qmatmul(&ab, w, m, ElemType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
-                    Run::Mma(..) => ops.qmatmul_mma(&ab, w, m, ElemType::F16),
                 };
                 let first = match call(&weights[0]) {
                     Ok(c) => c,
@@ -292,7 +276,7 @@ fn main() {
                 let splits = launch.dispatch.size[2];
                 let kernels: Vec<&str> = launches.iter().map(|l| l.kernel.as_str()).collect();
                 let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
-                let staged = launch.kernel.starts_with("qgemm") || launch.kernel.starts_with("qmatmul_mma");
+                let staged = launch.kernel.starts_with("qgemm");
                 let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, staged)) || g.is_nan()).count();
                 let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
                 let time = |rotate: bool| -> Duration {

@@ -44,7 +44,7 @@
 //! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
 //! them on the device and [`qmatmul()`] computes `A · dequant(B)` with `A`
 //! an untyped f16 buffer ([`upload`]): FP4/INT4 in seed 002's layout on
-//! `qmatmul` (or, above 8 rows, the tensor-core kernel), MLX's affine
+//! `qmatmul` (or, above `qmatmul::TILED_ABOVE_ROWS` rows, the tensor-core kernel), MLX's affine
 //! format on `qmatmul_affine` at any M.
 //!
 //! # Registry
@@ -53,7 +53,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, qmatmul_mma, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -149,9 +149,9 @@ pub struct Options {
     /// registry). With [`Options::threads`] too, the two must agree. For f32
     /// inputs off Metal a tile also chooses the SIMD-group kernel over the
     /// default SIMT one ([`Ops::matmul`]). [`Ops::qmatmul_fused`] takes its
-    /// tile from here too (default: seed 002 §9.1's for M), and so do
-    /// [`Ops::qmatmul_tiled`] (and `qmatmul` above 8 rows; slices of 32 K
-    /// values only) and [`Ops::qmatmul_mma`].
+    /// tile from here too (default: seed 002 §9.1's for M), and so does
+    /// [`Ops::qmatmul_tiled`] (and `qmatmul` above the decode kernel's
+    /// rows; slices of 32 K values only).
     pub gemm_tile: Option<GemmTile>,
     /// GEMM and the quantized tensor-core kernel: slices of K in flight in
     /// threadgroup memory, filled by asynchronous copies (1: staged through
@@ -952,44 +952,6 @@ impl<'rt> Ops<'rt> {
         // The key names every field (the split count is built into the
         // kernel, not into its name).
         self.launch_packed(op, format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
-    }
-
-    /// [`Ops::qmatmul`] on the kernel that decodes each weight tile straight
-    /// into a SIMD-group matrix (`qmatmul_mma::MmaQmatmulConfig`: no
-    /// threadgroup memory for B; on CUDA each lane decodes its bytes of the
-    /// packed words in registers), each weight rounded to f16 with its scale
-    /// as [`Ops::qmatmul_tiled`] does. The tile is [`Options::gemm_tile`]
-    /// where given — its `tm × tn × tk` the rows, columns and K step, its
-    /// SIMD-group count (`sg_rows · sg_cols`) the SIMD groups, which share
-    /// the K steps rather than split the tile — else
-    /// `MmaQmatmulConfig::for_shape`; K is split as for `qmatmul_tiled`. An
-    /// [`Options::threads`] that differs from the tile's is an
-    /// [`Error::Argument`], and so are MLX's affine weights, a K step that
-    /// does not divide the group and an N narrower than the tile.
-    pub fn qmatmul_mma(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
-        let op = "qmatmul_mma";
-        self.check_qmatmul_inputs(a, w, m)?;
-        if w.format.has_biases() {
-            return Err(arg_err(op, format!("the kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} (K = {}, N = {}): use qmatmul", w.format, w.k, w.n)));
-        }
-        let (mu, n, k, group) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?, lib::to_u32(op, "group", w.group)?);
-        let cfg = match self.options.gemm_tile {
-            Some(t) => qmatmul_mma::MmaQmatmulConfig { format: w.format, output: out, rows: t.tm, cols: t.tn, depth: t.tk, simdgroups: t.sg_rows.saturating_mul(t.sg_cols), splits: 1 },
-            None => {
-                let cfg = qmatmul_mma::MmaQmatmulConfig::for_shape(w.format, out, mu, group, threadgroup_limits(self.rt.device()).max_memory_bytes);
-                match self.options.threads {
-                    Some(t) => qmatmul_mma::MmaQmatmulConfig { simdgroups: t / lib::SIMD_WIDTH, ..cfg },
-                    None => cfg,
-                }
-            }
-        };
-        if let Some(t) = self.options.threads.filter(|&t| t != cfg.threads()) {
-            return Err(arg_err(op, format!("{} SIMD groups take {} threads, but the options ask for {t}", cfg.simdgroups, cfg.threads())));
-        }
-        let cfg = qmatmul_mma::MmaQmatmulConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
-        cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
-        cfg.check_problem(n, group)?;
-        self.launch_packed(op, format!("qmatmul_mma {cfg:?}"), || qmatmul_mma::qmatmul_mma(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
     }
 
     /// `qmatmul` for MLX's affine format on checked inputs: the kernel

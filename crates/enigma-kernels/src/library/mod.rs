@@ -52,7 +52,6 @@ pub mod norm;
 pub mod qgemm_fused;
 pub mod qmatmul;
 pub mod qmatmul_affine;
-pub mod qmatmul_mma;
 pub mod quant;
 pub mod reduce;
 pub mod scan;

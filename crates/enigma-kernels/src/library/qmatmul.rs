@@ -65,10 +65,11 @@ pub const DEFAULT_WORDS: u32 = 8;
 /// The largest `rows` (rows of `C` per threadgroup).
 pub const MAX_ROWS: u32 = 8;
 /// Above this many rows `enigma_ops::Ops::qmatmul` takes the tensor-core
-/// kernel (`gemm::qgemm`, K split over threadgroups): on an H100 at
-/// N = 11008, K = 4096 it is 1.5× faster than this kernel at M = 16 and
-/// 2.3× at 128 (`BENCHMARKS.md`).
-pub const TILED_ABOVE_ROWS: u32 = MAX_ROWS;
+/// kernel (`gemm::qgemm`, its B tiles decoded from staged words, K split
+/// over threadgroups): on an H100, over seed 002's four shapes, it is the
+/// faster from M = 8 on (by 1.1–1.3×), and at M = 4 on two of the four;
+/// this kernel at M ≤ 4 (`BENCHMARKS.md`).
+pub const TILED_ABOVE_ROWS: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
