@@ -151,7 +151,7 @@ pub struct Options {
     /// default SIMT one ([`Ops::matmul`]). [`Ops::qmatmul_fused`] takes its
     /// tile from here too (default: seed 002 §9.1's for M), and so does
     /// [`Ops::qmatmul_tiled`] (and `qmatmul` above the decode kernel's
-    /// rows; slices of 32 K values only).
+    /// rows; slices of 32 or 64 K values, dividing the group).
     pub gemm_tile: Option<GemmTile>,
     /// GEMM and the quantized tensor-core kernel: slices of K in flight in
     /// threadgroup memory, filled by asynchronous copies (1: staged through
@@ -1029,7 +1029,7 @@ impl<'rt> Ops<'rt> {
         let cfg = match self.options.gemm_tile {
             Some(tile) => {
                 self.check_tile_threads(op, tile)?;
-                gemm::QgemmConfig::from_tile(w.format, out, tile)?
+                gemm::QgemmConfig::from_tile(w.format, out, tile)
             }
             None => gemm::QgemmConfig::for_rows(w.format, out, mu),
         };
@@ -1039,6 +1039,7 @@ impl<'rt> Ops<'rt> {
             None => cfg.pipelined_for(self.stage_memory()),
         };
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
+        cfg.check_group(lib::to_u32(op, "group", w.group)?)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)

@@ -116,6 +116,17 @@ fn the_tensor_core_kernel_matches_the_reference() {
         }
         let name = run_check(&rt, format, ElemType::F32, [16, 256, 512], 64, &split, true).remove(0);
         assert!(name.contains("_splitk_s") && pipelined(&name), "{name}");
+        // Deeper slices (64 K values) where they divide the group: on
+        // the pipeline (N = 256) and at an edge tile (N = 136), and split.
+        let deep = |tile: &str, splits| Options { gemm_tile: Some(tile.parse().unwrap()), k_splits: splits, sanitize: true, ..Options::default() };
+        for (tile, group, depth) in [("16x128x64/1x4", 64, "x64"), ("32x128x64/2x2", 128, "x64")] {
+            for (m, n) in [(3, 256), (20, 136)] {
+                let name = run_check(&rt, format, ElemType::F16, [m, n, 512], group, &deep(tile, None), true).remove(0);
+                assert!(name.contains(depth), "{name}");
+            }
+            let name = run_check(&rt, format, ElemType::F32, [5, 256, 512], group, &deep(tile, Some(2)), true).remove(0);
+            assert!(name.contains(depth) && name.contains("_splitk"), "{name}");
+        }
         let rows = qmatmul::TILED_ABOVE_ROWS as usize;
         assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
         assert!(check(&rt, format, ElemType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));
@@ -331,6 +342,10 @@ fn errors_name_the_numbers() {
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 columns per thread need n % 4 == 0, n = 10");
     let e = enigma_ops::quantize_weights(QuantFormat::Fp4, &[0.0; 40], 40, 1, 32).unwrap_err();
     assert!(matches!(e, Error::Quant(quant::QuantError::KNotMultipleOfGroup { k: 40, group: 32, .. })), "{e}");
+    // The tensor-core kernel's slice must lie inside one group.
+    let deep = Options { gemm_tile: Some("16x128x64/1x4".parse().unwrap()), ..Options::default() };
+    let e = enigma_ops::Ops::new(&rt).with_options(deep).qmatmul_tiled(&a, &w, 1, ElemType::F32).unwrap_err();
+    assert_eq!(e.to_string(), "qgemm_int4_f32_16x128x64_sg1x4_s2: slices of 64 K values must divide the group of 32");
 }
 
 /// Runs `C = A · dequant(B)` for weights in MLX's affine format and checks

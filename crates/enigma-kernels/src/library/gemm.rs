@@ -55,6 +55,11 @@ const VEC: u32 = 4;
 /// (`cp.async`'s largest).
 const COPY_BYTES: u32 = 16;
 
+/// K values per slice the quantized GEMM takes ([`QgemmConfig::tk`]): 32
+/// divides every group size, 64 the larger two (the GEMM's slices are at
+/// most 64 deep).
+pub const QGEMM_SLICE_DEPTHS: [u32; 2] = [32, 64];
+
 /// The stages [`GemmConfig::pipelined_for`] and [`QgemmConfig::pipelined_for`]
 /// aim for (fewer where they do not fit).
 pub const DEFAULT_STAGES: u32 = 3;
@@ -413,10 +418,14 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
 /// The quantized GEMM `C[M, N] = A[M, K] · dequant(B)` on the GEMM's tiles
 /// and tensor-core path: `A` f16, `B` 4-bit codes in seed 002's layout (FP4
 /// or INT4, `[K/8][N]` words with f16 scales per group), `C` f32 or f16.
-/// Each K slice of B is dequantized into threadgroup memory (seed 002's
-/// *separate* variant, one slice, as `[N][K]` so that a word's 8 values are
-/// contiguous) and read back with transposed matrix loads. For M above the
-/// decode kernel's 8 rows ([`super::qmatmul`]).
+/// Pipelined (`stages` ≥ 2), each K slice's packed words and scales are
+/// copied into threadgroup memory and each B tile is decoded from them by
+/// its load; tiles at the matrix's edges dequantize each slice into
+/// threadgroup memory (seed 002's *separate* variant, one slice, as `[N][K]`
+/// so that a word's 8 values are contiguous) and read it back with
+/// transposed matrix loads. A slice lies inside one quantization group
+/// (`tk` divides the group). For M above the decode kernel's
+/// [`super::qmatmul::TILED_ABOVE_ROWS`] rows.
 ///
 /// Parameters: `a, b, c, m, n, k, group, scales, a4` (`a4` the `half4`
 /// view of `a`; `b` the packed words; `group` K values per scale).
@@ -426,6 +435,8 @@ pub struct QgemmConfig {
     pub output: DType,
     pub tm: u32,
     pub tn: u32,
+    /// K values per slice: one of [`QGEMM_SLICE_DEPTHS`], dividing the group.
+    pub tk: u32,
     pub sg_rows: u32,
     pub sg_cols: u32,
     /// K split over threadgroups, as [`GemmConfig::splits`].
@@ -443,28 +454,33 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1 }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1 }
     }
 
-    /// The configuration of a planner tile (its `tm × tn` and SIMD-group
-    /// grid), unsplit and unpipelined; its `tk` must be the kernel's 32.
-    pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> Result<QgemmConfig, ShapeError> {
-        let cfg = QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1 };
-        if tile.tk != 32 {
-            return Err(ShapeError::new(cfg.name(), format!("the tile {tile} is {} deep; this kernel takes slices of 32 K values", tile.tk)));
+    /// The configuration of a planner tile (its `tm × tn × tk` and
+    /// SIMD-group grid), unsplit and unpipelined.
+    pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
+        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1 }
+    }
+
+    /// Checks that the kernel takes groups of `group` K values: the slice
+    /// lies inside one group.
+    pub fn check_group(&self, group: u32) -> Result<(), ShapeError> {
+        if group == 0 || !group.is_multiple_of(self.tk) {
+            return Err(ShapeError::new(self.name(), format!("slices of {} K values must divide the group of {group}", self.tk)));
         }
-        Ok(cfg)
+        Ok(())
     }
 
     /// The GEMM configuration that stages its slices: f16 A, B read
-    /// transposed, 32 K values per slice (every group size is a multiple).
+    /// transposed, `tk` K values per slice.
     pub fn gemm(&self) -> GemmConfig {
         GemmConfig {
             input: DType::F16,
             output: self.output,
             tm: self.tm,
             tn: self.tn,
-            tk: 32,
+            tk: self.tk,
             sg_rows: self.sg_rows,
             sg_cols: self.sg_cols,
             trans_a: false,
@@ -480,6 +496,9 @@ impl QgemmConfig {
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
+        }
+        if !QGEMM_SLICE_DEPTHS.contains(&self.tk) {
+            return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", self.tk)));
         }
         self.gemm().check(u64::MAX)?;
         check_splits_and_memory(&self.name(), self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
@@ -499,11 +518,13 @@ impl QgemmConfig {
         QgemmConfig { stages: stages.unwrap_or(self.stages), ..self }
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}_sg{r}x{c}[_splitk][_s{stages}]`.
+    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}]`
+    /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
-        format!("qgemm_{}_{}_{}x{}_sg{}x{}{split}{stages}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
+        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
     /// The dispatch for an `m × n` result.
