@@ -63,6 +63,9 @@ use std::sync::{Arc, Mutex};
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
+/// The most rows [`Ops::qmatmul`] gives the decode kernel; above them it takes
+/// the tensor-core kernel.
+pub use enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as QMATMUL_DECODE_ROWS;
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 
@@ -1031,7 +1034,7 @@ impl<'rt> Ops<'rt> {
                 self.check_tile_threads(op, tile)?;
                 gemm::QgemmConfig::from_tile(w.format, out, tile)
             }
-            None => gemm::QgemmConfig::for_rows(w.format, out, mu),
+            None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(lib::to_u32(op, "group", w.group)?, threadgroup_limits(self.rt.device()).max_memory_bytes),
         };
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = match self.options.stages {

@@ -43,8 +43,12 @@ __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
-    "tune",
+    "tune", "QMATMUL_DECODE_ROWS",
 ]
+
+#: The most rows :func:`qmatmul`'s ``"auto"`` variant gives the decode kernel;
+#: above them it takes the tensor-core kernel.
+QMATMUL_DECODE_ROWS = _enigma.QMATMUL_DECODE_ROWS
 
 _DTYPES = ("f32", "f16", "bf16", "i32", "u32")
 _NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "int32", "u32": "uint32"}
@@ -399,9 +403,11 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     group_size, bits=4)``, work as they are, biases in float16); accumulated
     in float32, returned as ``out_dtype`` (float16 or float32), [M, N] (or
     an N-vector). ``variant`` picks the kernel: ``"auto"`` (the library's
-    choice for M: the decode kernel up to 8 rows, the tensor-core kernel
-    above), ``"separate"`` (the tensor-core kernel, B dequantized into
-    threadgroup memory) or ``"fused"`` (seed 002's fused kernel, B
+    choice for M: the decode kernel up to :data:`QMATMUL_DECODE_ROWS` rows,
+    the tensor-core kernel above), ``"separate"`` (the tensor-core kernel,
+    B tiles decoded from packed words staged in threadgroup memory, each
+    weight rounded to float16 with its scale) or ``"fused"`` (seed 002's
+    fused kernel, B
     dequantized per SIMD group through one 8×8 fragment); the last two read
     ``"fp4"`` and ``"int4"`` only."""
     if variant not in ("auto", "separate", "fused"):

@@ -463,6 +463,21 @@ impl QgemmConfig {
         QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1 }
     }
 
+    /// The configuration with slices of 64 K values where they divide the
+    /// group, else unchanged: half the loop and barrier overhead per weight
+    /// (on an H100, 11008×4096 INT4: 33.0 → 29.6 µs at M = 16, 80.1 → 63.3 µs
+    /// at M = 64; `BENCHMARKS.md`).
+    /// Only where two stages of the deeper slices fit
+    /// `max_threadgroup_memory_bytes` (the pipeline matters more).
+    pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
+        let deep = QgemmConfig { tk: QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1], ..self };
+        if group.is_multiple_of(deep.tk) && QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+            deep
+        } else {
+            self
+        }
+    }
+
     /// Checks that the kernel takes groups of `group` K values: the slice
     /// lies inside one group.
     pub fn check_group(&self, group: u32) -> Result<(), ShapeError> {
