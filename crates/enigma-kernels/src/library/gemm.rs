@@ -471,7 +471,8 @@ impl QgemmConfig {
     /// `max_threadgroup_memory_bytes` (the pipeline matters more).
     pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
         let deep = QgemmConfig { tk: QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1], ..self };
-        if group.is_multiple_of(deep.tk) && QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+        let two_stages = QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes();
+        if group.is_multiple_of(deep.tk) && two_stages <= max_threadgroup_memory_bytes {
             deep
         } else {
             self
