@@ -11,7 +11,7 @@
 //! statement. Validation guarantees definite assignment, so a local declared
 //! inside a loop body never needs a value from an earlier iteration.
 
-use enigma_ir::{Block, Branch, Expr, Kernel, Scalar, Stmt, StmtKind, StmtPath, VarId};
+use enigma_ir::{BinaryOp, Block, Branch, Expr, Kernel, Literal, LiteralValue, Scalar, Stmt, StmtKind, StmtPath, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub(crate) use enigma_ir::visit::assigned_in;
@@ -128,6 +128,74 @@ pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
         .collect()
 }
 
+/// What the code generator knows of the low bits of u32 index expressions:
+/// the expression each local assigned exactly once holds, and each `for`
+/// variable's start and step. [`KnownFactors::twos`] gives the power of two
+/// every value of an expression is a multiple of, which proves a matrix
+/// load's rows 16-byte aligned where the slice layout makes them so.
+pub(crate) struct KnownFactors<'k> {
+    single: HashMap<VarId, &'k Expr>,
+    loops: HashMap<VarId, (&'k Expr, &'k Expr)>,
+}
+
+impl<'k> KnownFactors<'k> {
+    pub(crate) fn new(kernel: &'k Kernel) -> KnownFactors<'k> {
+        let mut count: HashMap<VarId, u32> = HashMap::new();
+        let (mut single, mut loops) = (HashMap::new(), HashMap::new());
+        kernel.walk_stmts(|_, stmt| {
+            if let Some(v) = stmt.kind.assigned() {
+                *count.entry(v).or_default() += 1;
+            }
+            match &stmt.kind {
+                StmtKind::Assign { var, value } => {
+                    single.insert(*var, value);
+                }
+                StmtKind::For { var, start, step, .. } => {
+                    loops.insert(*var, (start, step));
+                }
+                _ => {}
+            }
+        });
+        single.retain(|v, _| count.get(v) == Some(&1));
+        loops.retain(|v, _| count.get(v) == Some(&1));
+        KnownFactors { single, loops }
+    }
+
+    /// `k` such that `2^k` divides every value of `e` in u32 arithmetic
+    /// (32 for zero; 0 where nothing is known).
+    pub(crate) fn twos(&self, e: &Expr) -> u32 {
+        self.twos_within(e, 0)
+    }
+
+    fn twos_within(&self, e: &Expr, depth: u32) -> u32 {
+        const MAX_DEPTH: u32 = 32;
+        if depth > MAX_DEPTH {
+            return 0;
+        }
+        let twos = |e: &Expr| self.twos_within(e, depth + 1);
+        match e {
+            Expr::Literal(Literal { value: LiteralValue::UInt(v), .. }) => v.trailing_zeros().min(32),
+            Expr::Literal(Literal { value: LiteralValue::Int(v), .. }) => v.trailing_zeros().min(32),
+            Expr::Var(v) => match (self.single.get(v), self.loops.get(v)) {
+                (Some(value), _) => twos(value),
+                (_, Some((start, step))) => twos(start).min(twos(step)),
+                _ => 0,
+            },
+            Expr::Binary { op, lhs, rhs } => match op {
+                BinaryOp::Add | BinaryOp::Sub => twos(lhs).min(twos(rhs)),
+                BinaryOp::Mul => (twos(lhs) + twos(rhs)).min(32),
+                BinaryOp::BitAnd => twos(lhs).max(twos(rhs)),
+                BinaryOp::Shl => match &**rhs {
+                    Expr::Literal(Literal { value: LiteralValue::UInt(s), .. }) => (twos(lhs) as u64 + s).min(32) as u32,
+                    _ => 0,
+                },
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+}
+
 /// The statement at `path`.
 pub(crate) fn stmt_at<'a>(body: &'a Block, path: &StmtPath) -> Option<&'a Stmt> {
     let mut block = body;
@@ -209,5 +277,29 @@ mod tests {
         // `b` only feeds B sides; `both` is also an A operand, `filled` is
         // not a load, `fb` is f32, `a` only feeds A sides.
         assert_eq!(b_operands(&kernel), HashSet::from([id("b")]));
+    }
+
+    #[test]
+    fn known_factors_follow_single_assignments_loops_and_arithmetic() {
+        let mut k = KernelBuilder::new("k");
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let lane = k.let_("lane", thread_index_in_simdgroup());
+        let row = k.let_("row", lane * 40u32); // 8 · 5: three twos
+        let twice = k.var("twice", 0u32); // assigned twice: unknown
+        k.assign(twice, 64u32);
+        k.for_range("ks", 0u32, 64u32, 16u32, |k, ks| k.store(out.at(row + ks), twice.get()));
+        let shifted = k.let_("shifted", (lane << 5u32) & 0xFFF0u32);
+        k.store(out.at(shifted), 1u32);
+        let kernel = k.finish().unwrap();
+        let factors = KnownFactors::new(&kernel);
+        let var = |name: &str| Expr::Var(VarId(kernel.locals.iter().position(|l| l.name == name).unwrap() as u32));
+        assert_eq!(factors.twos(&var("lane")), 0);
+        assert_eq!(factors.twos(&var("row")), 3);
+        assert_eq!(factors.twos(&var("twice")), 0, "two assignments prove nothing");
+        assert_eq!(factors.twos(&var("ks")), 4, "start 0, step 16");
+        assert_eq!(factors.twos(&var("shifted")), 5, "the shift's five, the mask's four: the larger");
+        let sum = Expr::Binary { op: BinaryOp::Add, lhs: Box::new(var("row")), rhs: Box::new(var("ks")) };
+        assert_eq!(factors.twos(&sum), 3);
+        assert_eq!(factors.twos(&Expr::Literal(Literal { ty: Scalar::U32, value: LiteralValue::UInt(0) })), 32);
     }
 }

@@ -33,7 +33,8 @@ template <typename T, int R, int C> static inline enigma_tile<T, R, C> enigma_ti
 }
 
 // Element (r, c) of the tile is p[r * stride + c], or transposed p[c * stride + r].
-template <typename T, int R, int C, typename P> static inline enigma_tile<T, R, C> enigma_tile_load(P p, uint stride, bool transpose, uint lane) {
+// ALIGNED (rows proven 16-byte aligned) matters to the CUDA helpers only.
+template <typename T, int R, int C, bool ALIGNED = false, typename P> static inline enigma_tile<T, R, C> enigma_tile_load(P p, uint stride, bool transpose, uint lane) {
     enigma_tile<T, R, C> t;
     for (int i = 0; i < R / 8; ++i) {
         for (int j = 0; j < C / 8; ++j) {

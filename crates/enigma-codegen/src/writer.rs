@@ -110,6 +110,7 @@ pub(crate) struct Writer<'k, D: Dialect> {
     pub names: Names,
     pub dialect: D,
     plan: DeclPlan,
+    factors: plan::KnownFactors<'k>,
     path: StmtPath,
     out: String,
     indent: usize,
@@ -165,6 +166,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             names,
             dialect,
             plan: plan::plan_declarations(kernel),
+            factors: plan::KnownFactors::new(kernel),
             path: StmtPath::default(),
             out: String::new(),
             indent: 1,
@@ -528,12 +530,23 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// A `MatrixLoad` through `helper` (`enigma_tile_load`, or the dialect's
     /// B-layout load); vector memory is read through a view of its scalars.
+    ///
+    /// Where the code generator proves every row 16-byte aligned — threadgroup
+    /// memory (its arrays start on 16-byte boundaries), the offset and the
+    /// stride multiples of 16 bytes ([`plan::KnownFactors`]) — the helper
+    /// is told so (`helper<T, R, C, true>`) and skips its run-time test.
     fn matrix_load(&mut self, helper: &str, ty: MatrixType, mem: Memory, offset: &Expr, stride: &Expr, transpose: bool) -> Result<Val, CodegenError> {
+        const ROW_ALIGN_TWOS: u32 = 4;
+        let elem_twos = ty.elem().size_bytes().trailing_zeros();
+        let aligned = matches!(mem, Memory::Threadgroup(_))
+            && self.factors.twos(offset) + elem_twos >= ROW_ALIGN_TWOS
+            && self.factors.twos(stride) + elem_twos >= ROW_ALIGN_TWOS;
         let pointer = self.scalar_pointer(mem, offset)?;
         let stride = self.top_expr(stride)?;
         let lane = self.lane();
         let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
-        let text = format!("{helper}<{t}, {r}, {c}>({pointer}, {}, {transpose}, {lane})", stride.code.text);
+        let proven = if aligned { ", true" } else { "" };
+        let text = format!("{helper}<{t}, {r}, {c}{proven}>({pointer}, {}, {transpose}, {lane})", stride.code.text);
         Ok(Val { code: Code::postfix(text), ty: Type::Matrix(ty) })
     }
 

@@ -46,6 +46,21 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
     assert!(source(qgemm_fused(&fused)).contains("enigma_tile_load_b<"), "{}", fused.name());
 }
 
+/// Every 16-bit tile load of the library GEMMs reads threadgroup slices
+/// whose offsets and strides the code generator proves 16-byte aligned, so
+/// the helpers skip their run-time test (`, true>`): the slices' padded
+/// rows are what guarantees it.
+#[test]
+fn gemm_tile_loads_are_proven_aligned() {
+    for stages in [1, 2] {
+        let cfg = GemmConfig { stages, ..GemmConfig::new(DType::F16, DType::F32) };
+        let cu = source(gemm(&cfg));
+        let proven = cu.matches(", true>(").count();
+        let loads = cu.matches("enigma_tile_load<__half").count() + cu.matches("enigma_tile_load_b<__half").count();
+        assert!(proven > 0 && proven == loads, "{}: {proven} of {loads} loads proven aligned", cfg.name());
+    }
+}
+
 #[test]
 fn f32_tiles_keep_the_reference_layout() {
     let cu = source(gemm(&GemmConfig::new(DType::F32, DType::F32)));

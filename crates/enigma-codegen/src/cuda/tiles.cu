@@ -100,12 +100,14 @@ template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigm
 // Fragment f's rows are 8 consecutive rows of memory, or with `transpose` 8
 // consecutive rows read transposed (ldmatrix .trans); `b_layout` flips the
 // instruction's transposition, which gives enigma_btile's layout.
-template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(enigma_duo<T> (&d)[R * C / 64], const T* p, unsigned stride, bool transpose, bool b_layout, unsigned lane) {
+// ALIGNED: the code generator proved the conditions (shared memory, 16-byte
+// rows), so the run-time test and the fallback it guards are not emitted.
+template <typename T, int R, int C, bool ALIGNED> __device__ inline bool enigma_tile_ldmatrix(enigma_duo<T> (&d)[R * C / 64], const T* p, unsigned stride, bool transpose, bool b_layout, unsigned lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
     if constexpr (sizeof(T) != 2) {
         return false;
     } else {
-    if (!__isShared(p) || ((reinterpret_cast<size_t>(p) | (stride * 2u)) & 15u) != 0) return false;
+    if (!ALIGNED && (!__isShared(p) || ((reinterpret_cast<size_t>(p) | (stride * 2u)) & 15u) != 0)) return false;
     constexpr int N = R * C / 64;
     auto row_address = [&](int f) {
         unsigned fr = unsigned(f) / (C / 8), fc = unsigned(f) % (C / 8), r = lane % 8;
@@ -152,9 +154,9 @@ template <typename T, int R, int C> __device__ inline bool enigma_tile_ldmatrix(
 }
 
 // Element (r, c) of the tile is p[r * stride + c], or transposed p[c * stride + r].
-template <typename T, int R, int C, typename P> __device__ inline enigma_tile<T, R, C> enigma_tile_load(const P* p, unsigned stride, bool transpose, unsigned lane) {
+template <typename T, int R, int C, bool ALIGNED = false, typename P> __device__ inline enigma_tile<T, R, C> enigma_tile_load(const P* p, unsigned stride, bool transpose, unsigned lane) {
     enigma_tile<T, R, C> t;
-    if (enigma_tile_ldmatrix<T, R, C>(t.d, p, stride, transpose, false, lane)) return t;
+    if (enigma_tile_ldmatrix<T, R, C, ALIGNED>(t.d, p, stride, transpose, false, lane)) return t;
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
@@ -164,9 +166,9 @@ template <typename T, int R, int C, typename P> __device__ inline enigma_tile<T,
 }
 
 // enigma_tile_load's tile in enigma_btile's layout.
-template <typename T, int R, int C, typename P> __device__ inline enigma_btile<T, R, C> enigma_tile_load_b(const P* p, unsigned stride, bool transpose, unsigned lane) {
+template <typename T, int R, int C, bool ALIGNED = false, typename P> __device__ inline enigma_btile<T, R, C> enigma_tile_load_b(const P* p, unsigned stride, bool transpose, unsigned lane) {
     enigma_btile<T, R, C> t;
-    if (enigma_tile_ldmatrix<T, R, C>(t.d, p, stride, transpose, true, lane)) return t;
+    if (enigma_tile_ldmatrix<T, R, C, ALIGNED>(t.d, p, stride, transpose, true, lane)) return t;
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = (unsigned(f) / (C / 8)) * 8 + (lane % 4) * 2, c = (unsigned(f) % (C / 8)) * 8 + lane / 4;
