@@ -145,3 +145,46 @@ def test_a_partial_simdgroup_is_refused(rt):
     with pytest.raises(enigma.DispatchError, match="not a multiple of 32"):
         rt.execute(enigma.compile(mma_8x8), inputs=[np.zeros(64, np.float16)] * 2 + [np.zeros(64, np.float32)],
                    output_size=256, grid=48, threads=48)
+
+
+H16 = enigma.simdgroup_matrix(enigma.f16, 16, 16)
+
+
+@enigma.kernel
+def quantized_tiles(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
+    """4-bit weights decoded into f16 tiles: seed 002's [K/8][N] words at a
+    word offset and a stride wider than the tile, scales at an offset."""
+    enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "int4", Words, 3, 21, Scales, 5), Out, 0, 16)
+    enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "fp4", Words, 3, 21, Scales, 5), Out, 256, 16)
+
+
+def test_quantized_loads_decode_nibbles_with_their_scales(rt):
+    rng = np.random.default_rng(7)
+    words = rng.integers(0, 1 << 32, size=3 + 2 * 21, dtype=np.uint64).astype(np.uint32)
+    scales = rng.uniform(-2, 2, size=5 + 16).astype(np.float16)
+    out = np.zeros(512, np.float16)
+    rt.execute(enigma.compile(quantized_tiles), inputs=[words, scales], outputs=[out], grid=32, threads=32)
+    # An independent decoding: U4B8 is the nibble minus 8; E2M1 is s e1 e0 m.
+    e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    r, c = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    nibbles = (words[3 + (r // 8) * 21 + c] >> (4 * (r % 8)).astype(np.uint32)) & 0xF
+    scale = scales[5 + c].astype(np.float32)
+    for code, values, at in [("int4", nibbles.astype(np.float32) - 8, 0), ("fp4", e2m1[nibbles], 256)]:
+        want = (values * scale).astype(np.float16)  # exact in f32, rounded once
+        np.testing.assert_array_equal(out[at:at + 256].reshape(16, 16), want, err_msg=code)
+
+
+def test_quantized_load_errors(rt):
+    @enigma.kernel
+    def bad_code(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
+        enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "int8", Words, 0, 16, Scales, 0), Out, 0, 16)
+
+    with pytest.raises(enigma.CompileError, match="'int4' or 'fp4'"):
+        enigma.compile(bad_code)
+
+    @enigma.kernel
+    def f16_words(Words: enigma.f16, Scales: enigma.f16, Out: enigma.f16):
+        enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "fp4", Words, 0, 16, Scales, 0), Out, 0, 16)
+
+    with pytest.raises(enigma.CompileError, match="packed u32 words"):
+        enigma.compile(f16_words)

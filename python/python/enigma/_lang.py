@@ -221,7 +221,7 @@ ATOMICS = ["add", "sub", "min", "max", "and", "or", "xor", "exchange"]
 # SIMD-group matrices, by their MSL names (thread_element* for MSL's
 # thread_elements() view and the coordinates of each element).
 MATRIX = [
-    "simdgroup_load", "simdgroup_store", "make_filled_simdgroup_matrix", "simdgroup_multiply",
+    "simdgroup_load", "simdgroup_load_quantized", "simdgroup_store", "make_filled_simdgroup_matrix", "simdgroup_multiply",
     "simdgroup_multiply_accumulate", "thread_element", "thread_element_row", "thread_element_col",
 ]
 STATEMENTS = [

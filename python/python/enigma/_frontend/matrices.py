@@ -1,6 +1,6 @@
 """SIMD-group matrices (``simdgroup_matrix<T, R, C>``): construction,
-loads and stores, multiplication, and a lane's elements and their
-coordinates.
+loads (also of 4-bit weights, decoded on load) and stores, multiplication,
+and a lane's elements and their coordinates.
 """
 
 from __future__ import annotations
@@ -66,6 +66,22 @@ class Matrices:
             offset = self._u32_arg(args["offset"], "offset", name)
             stride = self._u32_arg(args["elements_per_row"], "elements_per_row", name)
             return Val({"matrix_load": {"ty": ty.ir(), "mem": mem.mem, "offset": offset, "stride": stride, "transpose": transpose}}, ty)
+        if name == "simdgroup_load_quantized":
+            # Seed 002's [K/8][N] words: element (r, c) is nibble r % 8 of
+            # words[offset + (r / 8) * words_per_row + c] decoded, times
+            # scales[scale_offset + c], rounded once to the tile's f16.
+            args = self._bind(node, name, ["type", "code", "words", "offset", "words_per_row", "scales", "scale_offset"], 7)
+            ty = self._matrix_type_arg(args["type"])
+            code = self.expr(args["code"])
+            if not (isinstance(code, PyObj) and code.obj in ("int4", "fp4")):
+                raise self.error(args["code"], f"the code of enigma.{name} must be 'int4' or 'fp4' (a constant)")
+            words = self._matrix_memory(args["words"], name)
+            scales = self._matrix_memory(args["scales"], name)
+            offset = self._u32_arg(args["offset"], "offset", name)
+            stride = self._u32_arg(args["words_per_row"], "words_per_row", name)
+            scale_offset = self._u32_arg(args["scale_offset"], "scale_offset", name)
+            load = {"ty": ty.ir(), "code": code.obj, "words": words.mem, "offset": offset, "stride": stride, "scales": scales.mem, "scale_offset": scale_offset}
+            return Val({"matrix_load_quantized": load}, ty)
         if name in ("simdgroup_multiply", "simdgroup_multiply_accumulate"):
             acc = name == "simdgroup_multiply_accumulate"
             args = self._bind(node, name, ["a", "b", "c"] if acc else ["a", "b"], 3 if acc else 2)
