@@ -1,5 +1,6 @@
 //! The sanitizer passes the seed-001 reduction clean and catches its classic
-//! bug (no barrier between the SIMD-group partial sums and their reader).
+//! bug (no barrier between the SIMD-group partial sums and their reader); a
+//! quantized tile load past its words is an out-of-bounds read.
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
@@ -70,4 +71,28 @@ fn truncated_dispatch_is_reported_as_coverage() {
     assert_eq!(cov.variable.as_deref(), Some("PartialOut"));
     assert_eq!(cov.count, 3, "{cov}");
     assert!(cov.message.contains("1..4"), "{cov}");
+}
+
+/// A quantized tile load whose last packed row runs past the words buffer
+/// (a stride one word too wide for the buffer) is an out-of-bounds read
+/// naming the buffer, both without and with the sanitizer.
+#[test]
+fn a_quantized_tile_load_past_its_words_is_out_of_bounds() {
+    let mut k = KernelBuilder::new("quantized_overrun");
+    let words = k.buffer("words", Type::U32, Access::Read);
+    let scales = k.buffer("scales", Type::F16, Access::Read);
+    let out = k.buffer("out", Type::F16, Access::ReadWrite);
+    let tile = enigma_ir::MatrixType::new(enigma_ir::Scalar::F16, 16, 8);
+    k.matrix_store(matrix_load_quantized(tile, enigma_ir::QuantCode::Int4, words, 0u32, 9u32, scales, 0u32), out, 0u32, 8u32, false);
+    let kernel = k.finish().unwrap();
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let p = rt.pipeline(&kernel).unwrap();
+    // Two packed rows of 8 columns at a stride of 9 need 17 words; 16 given.
+    let (w, s, o) = (rt.buffer_zeroed::<u32>(16).unwrap(), rt.buffer_of_type(Type::F16, 8).unwrap(), rt.buffer_of_type(Type::F16, 128).unwrap());
+    let args = [Arg::from(&w), Arg::from(&s), Arg::from(&o)];
+    let err = rt.dispatch(&p, &args, Mode::Threads, [32, 1, 1], [32, 1, 1], &Options::default()).unwrap_err();
+    assert!(err.to_string().contains("out-of-bounds read of buffer `words`[16]: it holds 16 elements"), "{err}");
+    let err = rt.dispatch(&p, &args, Mode::Threads, [32, 1, 1], [32, 1, 1], &sanitize()).unwrap_err();
+    let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+    assert!(findings.iter().any(|f| f.kind == FindingKind::OutOfBounds && f.variable.as_deref() == Some("words")), "{err}");
 }
