@@ -911,9 +911,14 @@ impl<'rt> Ops<'rt> {
     }
 
     /// [`Ops::qmatmul`] on the tensor-core kernel whatever M: the GEMM's
-    /// tiles on SIMD-group matrices with B dequantized into threadgroup
-    /// memory (`gemm::QgemmConfig`), each dequantized weight rounded to f16
-    /// on the way. `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
+    /// tiles on SIMD-group matrices, B's packed words and scales staged in
+    /// threadgroup memory and each B tile decoded from them
+    /// (`gemm::QgemmConfig`; at edge tiles each slice is dequantized into
+    /// threadgroup memory instead), each weight rounded to f16 with its
+    /// scale. The tile is `select_gemm_tile`'s for M (or
+    /// [`Options::gemm_tile`]) with slices of 64 K values where they divide
+    /// the group, three stages where they fit ([`Options::stages`]).
+    /// `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
     /// It reads FP4/INT4 in seed 002's layout only: MLX's affine weights
     /// are an [`Error::Argument`] (`qmatmul` runs them at any M).
     pub fn qmatmul_tiled(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
