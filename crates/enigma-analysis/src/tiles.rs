@@ -794,8 +794,8 @@ pub fn select_tile(m: u32, _n: u32, _k: u32) -> TileShape {
 
 /// What one threadgroup may use on a device: the limits a GEMM tile (and
 /// any tuned threadgroup size) must fit. The runtime's `DeviceInfo` carries
-/// both (32 KiB of threadgroup memory on Apple GPUs and the simulator,
-/// 48 KiB on CUDA GPUs).
+/// both (32 KiB of threadgroup memory on Apple GPUs and the simulator, the
+/// opt-in limit on CUDA GPUs: 227 KiB on an H100).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ThreadgroupLimits {
     /// Threads one threadgroup may have.

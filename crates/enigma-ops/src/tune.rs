@@ -16,7 +16,7 @@
 //!   and columns, 16, 32 or 64 deep, 32 or 64 rows and columns per SIMD
 //!   group — 108), each with its own threadgroup size. One the device
 //!   cannot hold (threads, or threadgroup memory by `GemmConfig::check`
-//!   with the device's limit: 48 KiB on CUDA, 32 KiB on Apple GPUs) is
+//!   with the device's limit: 227 KiB on an H100, 32 KiB on Apple GPUs) is
 //!   skipped with the reason; so is one with a side at least twice the
 //!   shape's (half the tile already covers it: the same threadgroups, more
 //!   padding), which keeps small shapes quick to tune. For f32 inputs the

@@ -220,7 +220,7 @@ impl GemmConfig {
     /// SIMD-group tiles multiples of 8, tiles at most 64, at most 1024
     /// threads, and at most `max_threadgroup_memory_bytes` of threadgroup
     /// memory — the device's (`DeviceInfo::max_threadgroup_memory_bytes`:
-    /// 32 KiB on Apple GPUs, 48 KiB on CUDA); `u64::MAX` checks the shape
+    /// 32 KiB on Apple GPUs, 227 KiB on an H100); `u64::MAX` checks the shape
     /// alone.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
