@@ -158,7 +158,8 @@ pub struct Options {
     pub gemm_tile: Option<GemmTile>,
     /// GEMM and the quantized tensor-core kernel: slices of K in flight in
     /// threadgroup memory, filled by asynchronous copies (1: staged through
-    /// registers; default: 2 where they fit, none on Metal).
+    /// registers; default: 3 where they fit, else 2 where those fit, none on
+    /// Metal).
     pub stages: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split
     /// over threadgroups (default: enough for about four threadgroups per
@@ -1034,20 +1035,22 @@ impl<'rt> Ops<'rt> {
     fn launch_qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
+        let group = lib::to_u32(op, "group", w.group)?;
+        let max_memory = threadgroup_limits(self.rt.device()).max_memory_bytes;
         let cfg = match self.options.gemm_tile {
             Some(tile) => {
                 self.check_tile_threads(op, tile)?;
                 gemm::QgemmConfig::from_tile(w.format, out, tile)
             }
-            None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(lib::to_u32(op, "group", w.group)?, threadgroup_limits(self.rt.device()).max_memory_bytes),
+            None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
         };
-        cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
-        cfg.check_group(lib::to_u32(op, "group", w.group)?)?;
+        cfg.check(max_memory)?;
+        cfg.check_group(group)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)

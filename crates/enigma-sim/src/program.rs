@@ -636,7 +636,7 @@ impl Lowering<'_> {
                 let (o, s, so) = (self.snapshot(offset), self.snapshot(stride), self.snapshot(scale_offset));
                 let dst = self.temp(ty.per_lane());
                 let (word_ty, scale_ty) = (self.elem_of(*words), self.elem_of(*scales));
-                let (index, word, shift, scale) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+                let (index, word, scale) = (self.temp(1), self.temp(1), self.temp(1));
                 for i in 0..ty.per_lane() {
                     let ty = *ty;
                     let coord = move |lane| ty.reference_coord(lane, i).unwrap_or((0, 0));
@@ -648,8 +648,7 @@ impl Lowering<'_> {
                     self.scalar_of_memory(*words, word_ty, index, word);
                     self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: so.reg, b: column });
                     self.scalar_of_memory(*scales, scale_ty, index, scale);
-                    let nibble_shift = self.lane_table(move |lane| (4 * (coord(lane).0 % 8)) as u64);
-                    self.emit(Inst::Copy { dst: shift, src: nibble_shift });
+                    let shift = self.lane_table(move |lane| (4 * (coord(lane).0 % 8)) as u64);
                     self.emit(Inst::Dequant { code: *code, dst: dst + i, word, shift, scale });
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }

@@ -186,11 +186,6 @@ __device__ inline __half2 enigma_h2(unsigned u) {
     return *reinterpret_cast<const __half2*>(&u);
 }
 
-// The f16 pair (value of the low nibble, value of the high nibble) of byte
-// `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 then
-// ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
-// high one 16 times that) and one HFMA2 gives n - 8 exactly; FP4 looks the
-// magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs the signs in.
 // (a & b) | c in one LOP3: the masks in registers, which the compiler
 // would otherwise split into two instructions with one immediate each.
 __device__ inline unsigned enigma_and_or(unsigned a, unsigned b, unsigned c) {
@@ -199,6 +194,11 @@ __device__ inline unsigned enigma_and_or(unsigned a, unsigned b, unsigned c) {
     return d;
 }
 
+// The f16 pair (value of the low nibble, value of the high nibble) of byte
+// `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 then
+// ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
+// high one 16 times that) and one HFMA2 gives n - 8 exactly; FP4 looks the
+// magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs the signs in.
 template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, unsigned index) {
     const unsigned y = __byte_perm(q, 0u, 0x4040u | (index << 8) | index);
     if (CODE == enigma_int4) {

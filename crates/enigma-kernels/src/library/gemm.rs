@@ -64,6 +64,13 @@ pub const QGEMM_SLICE_DEPTHS: [u32; 2] = [32, 64];
 /// aim for (fewer where they do not fit).
 pub const DEFAULT_STAGES: u32 = 3;
 
+/// The most stages, from [`DEFAULT_STAGES`] down to two, whose threadgroup
+/// memory (`bytes(stages)`) fits `max_threadgroup_memory_bytes`: the one
+/// rule of both GEMMs' `pipelined_for`.
+fn stages_that_fit(bytes: impl Fn(u32) -> u64, max_threadgroup_memory_bytes: u64) -> Option<u32> {
+    (2..=DEFAULT_STAGES).rev().find(|&stages| bytes(stages) <= max_threadgroup_memory_bytes)
+}
+
 /// The most slices of K a pipelined kernel keeps in threadgroup memory: it
 /// waits with `stages − 2` groups of copies still in flight, and the IR
 /// allows at most [`enigma_ir::limits::MAX_ASYNC_PENDING`].
@@ -130,7 +137,7 @@ impl GemmConfig {
     /// copies are not asynchronous (Metal's MSL copies at once) gain nothing
     /// from it: the caller decides.
     pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> GemmConfig {
-        let stages = (2..=DEFAULT_STAGES).rev().find(|&stages| GemmConfig { stages, ..self }.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes);
+        let stages = stages_that_fit(|stages| GemmConfig { stages, ..self }.threadgroup_memory_bytes(), max_threadgroup_memory_bytes);
         GemmConfig { stages: stages.unwrap_or(self.stages), ..self }
     }
 
@@ -464,11 +471,10 @@ impl QgemmConfig {
     }
 
     /// The configuration with slices of 64 K values where they divide the
-    /// group, else unchanged: half the loop and barrier overhead per weight
-    /// (on an H100, 11008×4096 INT4: 33.0 → 29.6 µs at M = 16, 80.1 → 63.3 µs
-    /// at M = 64; `BENCHMARKS.md`).
-    /// Only where two stages of the deeper slices fit
-    /// `max_threadgroup_memory_bytes` (the pipeline matters more).
+    /// group and two stages of them fit `max_threadgroup_memory_bytes` (the
+    /// pipeline matters more), else unchanged: half the loop and barrier
+    /// overhead per weight (on an H100, 11008×4096 INT4: 33.0 → 29.6 µs at
+    /// M = 16, 80.1 → 63.3 µs at M = 64; `BENCHMARKS.md`).
     pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
         let deep = QgemmConfig { tk: QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1], ..self };
         let two_stages = QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes();
@@ -530,7 +536,7 @@ impl QgemmConfig {
     /// `max_threadgroup_memory_bytes`, else two where those fit, else
     /// unchanged (as [`GemmConfig::pipelined_for`]).
     pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
-        let stages = (2..=DEFAULT_STAGES).rev().find(|&stages| QgemmConfig { stages, ..self }.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes);
+        let stages = stages_that_fit(|stages| QgemmConfig { stages, ..self }.threadgroup_memory_bytes(), max_threadgroup_memory_bytes);
         QgemmConfig { stages: stages.unwrap_or(self.stages), ..self }
     }
 
@@ -833,8 +839,9 @@ impl Operand {
         for u in 0..copies.div_ceil(threads) {
             share(k, &format!("{name}j{u}"), u, copies, lid, threads, |k, j| {
                 let (r, c) = (j / per_row, j % per_row * elems);
-                // Rows along M past the matrix (A not transposed) copy
-                // zeros, from the last row's address.
+                // Rows across K past the matrix (A's past M; B's past N
+                // when B is transposed) copy zeros, from the last row's
+                // address.
                 let (row, valid) = if self.k_is_row {
                     (row0 + r, Ex::from(true))
                 } else {
@@ -901,8 +908,8 @@ impl Operand {
     }
 
     /// Whether the pipeline may stage this operand's slices: inside the
-    /// matrix across K, or — for values whose slices run along K in rows
-    /// (A not transposed) — with vector-aligned rows, the rows past the
+    /// matrix across K, or — for values stored with K along their rows (A,
+    /// or B transposed) — with vector-aligned rows, the rows past the
     /// matrix zero-filled by their copies.
     fn pipelinable(&self) -> Ex {
         match self.source {
