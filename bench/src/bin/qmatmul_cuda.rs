@@ -197,10 +197,11 @@ fn main() {
             // of |scale · code · a| + |bias · a|, which its kernel sums
             // apart), and the bound with no staging rounding; the
             // tensor-core kernel adds one f16 rounding of each dequantized
-            // weight (|products| · 2^-11).
+            // weight (|products| · 2^-11), the decode kernel its f16
+            // partial sums (`qmatmul::f16_product_error`).
             let abs_sums = q.abs_products(&a, m);
             let bound = |i: usize, staged: bool| {
-                let staging = if staged { ElemType::F16.unit_roundoff() } else { 0.0 };
+                let staging = if staged { ElemType::F16.unit_roundoff() } else { qmatmul::f16_product_error(format) };
                 abs_sums[i] * (f32::EPSILON as f64 * levels + staging) + want[i].abs() * ElemType::F16.unit_roundoff() * 1.01 + ElemType::F16.underflow_error() * 1.01
             };
             let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;

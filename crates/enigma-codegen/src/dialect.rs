@@ -113,6 +113,13 @@ pub(crate) trait Dialect {
     /// Marks the matrix helpers as used (the prelude then defines them).
     fn use_matrices(&mut self);
 
+    /// `(a & b) | c` on `u32` scalars as one call, where the target has a
+    /// better form than the two operators (CUDA: one `LOP3` with the masks
+    /// in registers); `None` keeps the operators.
+    fn and_or(&mut self, _a: Code, _b: Code, _c: Code) -> Option<Code> {
+        None
+    }
+
     /// A read-only pointer to the scalars of array `name` of vectors of `s`
     /// in `mem`'s address space (a matrix load from vector memory).
     fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String;

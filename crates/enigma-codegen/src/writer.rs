@@ -770,6 +770,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     fn binary(&mut self, op: BinaryOp, lhs: &Expr, rhs: &Expr, top: bool) -> Result<Val, CodegenError> {
         use BinaryOp::*;
+        if op == BitOr {
+            if let Some(v) = self.and_or(lhs, rhs)? {
+                return Ok(v);
+            }
+        }
         let l = self.expr(lhs)?;
         let r = self.expr(rhs)?;
         let operand = if l.ty.width() >= r.ty.width() { l.ty } else { r.ty };
@@ -809,6 +814,22 @@ impl<'k, D: Dialect> Writer<'k, D> {
             code = self.dialect.cast(ty, ty, code);
         }
         Ok(Val { code, ty })
+    }
+
+    /// `(x & mask) | bits` on a `u32` scalar with both constants literal, in
+    /// the dialect's one-call form where it has one (the 4-bit decoders'
+    /// pattern: a field masked in place and an exponent ORed in).
+    fn and_or(&mut self, lhs: &Expr, rhs: &Expr) -> Result<Option<Val>, CodegenError> {
+        let Expr::Binary { op: BinaryOp::BitAnd, lhs: x, rhs: mask } = lhs else { return Ok(None) };
+        if !matches!(**mask, Expr::Literal(_)) || !matches!(rhs, Expr::Literal(_)) {
+            return Ok(None);
+        }
+        let x = self.expr(x)?;
+        let (mask, bits) = (self.expr(mask)?, self.expr(rhs)?);
+        if x.ty != Type::U32 || mask.ty != Type::U32 || bits.ty != Type::U32 {
+            return Ok(None);
+        }
+        Ok(self.dialect.and_or(x.code, mask.code, bits.code).map(|code| Val { code, ty: Type::U32 }))
     }
 
     fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Result<Val, CodegenError> {

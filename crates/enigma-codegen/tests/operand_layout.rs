@@ -66,3 +66,20 @@ fn f32_tiles_keep_the_reference_layout() {
     let cu = source(gemm(&GemmConfig::new(DType::F32, DType::F32)));
     assert!(!cu.contains("enigma_tile_load_b<") && cu.contains("enigma_tile_load<"));
 }
+
+/// The INT4 decode kernel's nibble decoding `(q & mask) | exponent` is one
+/// `LOP3` on CUDA (`enigma::and_or`, the masks in registers: with two
+/// immediates the compiler spends two instructions) and its f16 pairs are
+/// `__half2` arithmetic (`HFMA2`); MSL keeps the operators.
+#[test]
+fn int4_decode_uses_one_lop3_per_pair_and_half2_arithmetic() {
+    use enigma_kernels::library::qmatmul::qmatmul;
+    let kernel = qmatmul(Format::Int4, DType::F16, 1, 1, 8, 256);
+    let cu = source(kernel.clone());
+    // Four pairs per word, eight words per iteration.
+    assert_eq!(cu.matches("enigma::and_or(").count(), 32, "{cu}");
+    assert!(cu.contains("__hfma2(as_half2(a), as_half2(b), as_half2(c))"), "{cu}");
+    let info = validate(&kernel, &ValidationOptions::default()).unwrap();
+    let msl = enigma_codegen::msl::write_string(&kernel, &info, &enigma_codegen::msl::Options::default()).unwrap();
+    assert!(!msl.contains("and_or"), "{msl}");
+}

@@ -725,7 +725,13 @@ fn qmatmul_entry(format: Format, fused: bool) -> Entry {
         // many rows the tensor-core kernel stages each dequantized weight
         // in f16: one more rounding per product. MLX's affine kernel sums
         // scale · code · a and bias · a apart: their magnitudes bound it.
-        let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) { DType::F16.unit_roundoff() } else { 0.0 };
+        // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
+        // f16 four at a time (`qmatmul::f16_product_error`).
+        let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) {
+            DType::F16.unit_roundoff()
+        } else {
+            qmatmul::f16_product_error(format)
+        };
         let tols: Vec<Tolerance> = q.abs_products(&a, m).into_iter().map(|abs| rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)).collect();
         let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
         Ok(Case {

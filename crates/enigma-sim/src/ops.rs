@@ -169,10 +169,32 @@ pub fn unary(op: UnaryOp, ty: Scalar, a: u64) -> u64 {
     }
 }
 
+/// f16 `fma` rounded once, as the GPUs' HFMA: the product of two f16s is
+/// exact in f64 and so is its sum with an f16 (or, where the magnitudes lie
+/// too far apart for that, the smaller one is below the larger's rounding
+/// step and cannot make a tie); the f64 goes to f32 rounding to odd, which
+/// keeps the f32-to-f16 rounding that follows correct (f32 has 13 more
+/// bits). Rounding through f32 to nearest would round twice.
+fn fma_f16(a: u64, b: u64, c: u64) -> u64 {
+    let exact = f32_of(Scalar::F16, a) as f64 * f32_of(Scalar::F16, b) as f64 + f32_of(Scalar::F16, c) as f64;
+    let mut narrowed = exact as f32;
+    if narrowed.is_finite() && narrowed as f64 != exact {
+        // Round to odd: truncate toward zero, then set the last bit.
+        if (narrowed as f64).abs() > exact.abs() {
+            narrowed = f32::from_bits(narrowed.to_bits() - 1);
+        }
+        narrowed = f32::from_bits(narrowed.to_bits() | 1);
+    }
+    from_f32(Scalar::F16, narrowed)
+}
+
 /// Float math functions (`exp`, `fast::sin`, …), computed in f32 (f64 for
 /// nothing: the GPU result is what the reference matches within tolerance).
 pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
     use Intrinsic::*;
+    if f == Fma && ty == Scalar::F16 {
+        return fma_f16(args[0], args[1], args[2]);
+    }
     let x = f32_of(ty, args[0]);
     let y = || f32_of(ty, args[1]);
     let r = match f {
@@ -236,6 +258,21 @@ pub fn bits(f: Intrinsic, ty: Scalar, a: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_fma_rounds_once() {
+        // 127/128 · 129·2^-18 = 2^-11 - 2^-25, plus 1 + 2^-10: just below the
+        // tie between 1 + 2^-10 and 1 + 2^-9. Through f32 the 2^-25 is lost
+        // (a quarter of f32's step) and the tie then rounds to even, up.
+        let h = |x: f32| from_f32(Scalar::F16, x);
+        let (a, b, c) = (h(127.0 / 128.0), h(129.0 * 2f32.powi(-18)), h(1.0 + 2f32.powi(-10)));
+        assert_eq!(f32_of(Scalar::F16, a) * f32_of(Scalar::F16, b), 2f32.powi(-11) - 2f32.powi(-25));
+        let through_f32 = from_f32(Scalar::F16, f32_of(Scalar::F16, a).mul_add(f32_of(Scalar::F16, b), f32_of(Scalar::F16, c)));
+        assert_eq!(through_f32, h(1.0 + 2f32.powi(-9)));
+        assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[a, b, c]), c);
+        // Exact sums are unchanged.
+        assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[h(3.0), h(-2.5), h(0.5)]), h(-7.0));
+    }
 
     #[test]
     fn integer_division_is_c_semantics() {

@@ -354,6 +354,11 @@ impl Dialect for Cuda {
 
     fn use_matrices(&mut self) {
         self.matrices = true;
+        self.need(Helper::AndOr);
+    }
+
+    fn and_or(&mut self, a: Code, b: Code, c: Code) -> Option<Code> {
+        Some(self.helper_call(Helper::AndOr, "and_or", &[a, b, c]))
     }
 
     /// `enigma_btile`, loaded by `enigma_tile_load_b` (mma.sync's B layout,

@@ -37,6 +37,8 @@ pub(crate) enum Helper {
     /// `async_copy<bytes>`, `async_commit`, `async_wait<n>`: `cp.async` on
     /// sm_80 and later, plain copies before.
     AsyncCopy,
+    /// `and_or(a, b, c)`: `(a & b) | c` on 32-bit words in one `LOP3`.
+    AndOr,
 }
 
 impl Helper {
@@ -105,6 +107,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::Simd(_, name) => simd(out, name),
             Helper::Texture => out.push_str(TEXTURE),
             Helper::AsyncCopy => out.push_str(ASYNC_COPY),
+            Helper::AndOr => out.push_str(AND_OR),
         }
     }
     out.push_str(GEOMETRY);
@@ -295,11 +298,24 @@ template <int N> __device__ inline vec<bool, N> operator!(const vec<bool, N>& a)
 
 "#,
     );
+    if cx.half {
+        out.push_str(HALF2);
+    }
     for (alias, scalar, width) in &cx.aliases {
         let _ = writeln!(out, "typedef vec<{scalar}, {width}> {alias};");
     }
     out.push('\n');
 }
+
+/// `vec<__half, 2>`'s arithmetic as the hardware's `__half2` pairs: one
+/// HADD2 / HMUL2 / HFMA2 per pair (the same roundings as componentwise).
+const HALF2: &str = "__device__ inline __half2 as_half2(const vec<__half, 2>& v) { return *reinterpret_cast<const __half2*>(&v); }
+__device__ inline vec<__half, 2> from_half2(__half2 v) { return *reinterpret_cast<const vec<__half, 2>*>(&v); }
+__device__ inline vec<__half, 2> operator+(const vec<__half, 2>& a, const vec<__half, 2>& b) { return from_half2(__hadd2(as_half2(a), as_half2(b))); }
+__device__ inline vec<__half, 2> operator-(const vec<__half, 2>& a, const vec<__half, 2>& b) { return from_half2(__hsub2(as_half2(a), as_half2(b))); }
+__device__ inline vec<__half, 2> operator*(const vec<__half, 2>& a, const vec<__half, 2>& b) { return from_half2(__hmul2(as_half2(a), as_half2(b))); }
+
+";
 
 /// The f32 implementation of a math function by MSL name, as a format with
 /// `{0}`, `{1}`, `{2}` for the arguments.
@@ -346,7 +362,15 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
     let plain: Vec<String> = params[..arity].iter().map(|p| p.to_string()).collect();
     let _ = writeln!(out, "__device__ inline float {name}({}) {{ return {}; }}", sig("float"), call(&plain));
     for (used, h) in [(cx.half, "__half"), (cx.bfloat, "__nv_bfloat16")] {
-        if used {
+        if used && name == "fma" && h == "__half" {
+            // One rounding, as the simulator's f16 fma (through f32 it would be two).
+            out.push_str("__device__ inline __half fma(__half a, __half b, __half c) { return __hfma(a, b, c); }\n");
+            if cx.vectors {
+                out.push_str(
+                    "__device__ inline vec<__half, 2> fma(const vec<__half, 2>& a, const vec<__half, 2>& b, const vec<__half, 2>& c) { return from_half2(__hfma2(as_half2(a), as_half2(b), as_half2(c))); }\n",
+                );
+            }
+        } else if used {
             let widened: Vec<String> = params[..arity].iter().map(|p| format!("(float){p}")).collect();
             let _ = writeln!(out, "__device__ inline {h} {name}({}) {{ return ({h}){}; }}", sig(h), call(&widened));
         }
@@ -367,6 +391,17 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
     }
     out.push('\n');
 }
+
+const AND_OR: &str = "// (a & b) | c in one LOP3 with every operand in a register: given two
+// immediates the compiler splits it into two instructions, one immediate each.
+__device__ inline unsigned and_or(unsigned a, unsigned b, unsigned c)
+{
+    unsigned d;
+    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(c));
+    return d;
+}
+
+";
 
 const BITS: &str = "// popcount, clz and ctz of the value's own width, as in MSL.
 template <typename T> __device__ inline unsigned long long bits_of(T x)
@@ -417,7 +452,15 @@ template <typename To, typename From> __device__ inline To bitcast(From x)
 {
     static_assert(sizeof(To) == sizeof(From), \"bitcast between types of different sizes\");
     To r;
-    copy_bytes(&r, &x, sizeof(To));
+    if (sizeof(To) % 4 == 0) {
+        // Whole words (such types are word-aligned): the compiler keeps them
+        // in registers, where a byte loop becomes byte extracts and inserts.
+        unsigned* d = reinterpret_cast<unsigned*>(&r);
+        const unsigned* s = reinterpret_cast<const unsigned*>(&x);
+        for (unsigned i = 0; i < sizeof(To) / 4; ++i) d[i] = s[i];
+    } else {
+        copy_bytes(&r, &x, sizeof(To));
+    }
     return r;
 }
 

@@ -186,14 +186,6 @@ __device__ inline __half2 enigma_h2(unsigned u) {
     return *reinterpret_cast<const __half2*>(&u);
 }
 
-// (a & b) | c in one LOP3: the masks in registers, which the compiler
-// would otherwise split into two instructions with one immediate each.
-__device__ inline unsigned enigma_and_or(unsigned a, unsigned b, unsigned c) {
-    unsigned d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
 // The f16 pair (value of the low nibble, value of the high nibble) of byte
 // `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 then
 // ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
@@ -203,7 +195,7 @@ template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, u
     const unsigned y = __byte_perm(q, 0u, 0x4040u | (index << 8) | index);
     if (CODE == enigma_int4) {
         // (1024 + lo, 1024 + 16 hi) · (1, 1/16) + (-1032, -72).
-        return __hfma2(enigma_h2(enigma_and_or(y, 0x00F0000Fu, 0x64006400u)), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
+        return __hfma2(enigma_h2(enigma::and_or(y, 0x00F0000Fu, 0x64006400u)), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
     }
     // E2M1 magnitudes 0, 0.5, 1, 1.5 | 2, 3, 4, 6: the f16 high bytes.
     const unsigned magnitude = __byte_perm(0x3E3C3800u, 0x46444240u, ((y << 4) | (y >> 8)) & 0x7070u);

@@ -118,6 +118,45 @@ pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
     nibble_minus(q, hi, j, 8.0)
 }
 
+/// Products per f16 partial sum in the INT4 kernel (a word's eight
+/// values, four per half of an f16 pair).
+pub const INT4_F16_TERMS: u32 = 4;
+
+/// The kernel's rounding beyond f32 summation, relative to Σ|a · w|: INT4
+/// forms and sums [`INT4_F16_TERMS`] products in f16 before widening them
+/// (γ₄ = 4u / (1 − 4u), u = 2⁻¹¹); FP4 forms each product exactly in f32
+/// (0).
+pub fn f16_product_error(format: Format) -> f64 {
+    match format {
+        Format::Int4 => {
+            let nu = INT4_F16_TERMS as f64 * f64::powi(2.0, -11);
+            nu / (1.0 - nu)
+        }
+        _ => 0.0,
+    }
+}
+
+/// An f16 pair.
+const HALF2: Type = Type::vector(Scalar::F16, 2);
+
+/// The eight INT4 values of `q` (u32) as four f16 pairs in eighths,
+/// `(nibble − 8) / 8` exactly: pair `i` holds nibbles `i` and `i + 4`, so
+/// one mask serves both halves. A pair costs one and-or (each nibble left
+/// in place under the f16 exponent of 1024: `1024 + n` for nibbles 0 and 2,
+/// `1024 + 16n` for 1 and 3) and one fma (`x / 8 − 129`, `x / 128 − 9`);
+/// nibbles 2, 3, 6 and 7 come from `q >> 8`. Eighths keep four products
+/// of an f16 `a` summed in f16 finite up to |a| = 16376.
+fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
+    let shifted = k.let_(&format!("qs{name}"), q >> 8u32);
+    let pair = |bits: u32| Ex::from(bits).bitcast(HALF2);
+    let decode = |k: &mut KernelBuilder, word: Ex, upper: bool, i: usize| {
+        let (mask, step, offset) = if upper { (0x00F0_00F0u32, 0x2000_2000u32, 0xC880_C880u32) } else { (0x000F_000Fu32, 0x3000_3000, 0xD808_D808) };
+        let x = ((word & mask) | 0x6400_6400u32).bitcast(HALF2);
+        k.let_(&format!("v{name}_{i}"), fma(x, pair(step), pair(offset)))
+    };
+    [decode(k, q, false, 0), decode(k, q, true, 1), decode(k, shifted, false, 2), decode(k, shifted, true, 3)]
+}
+
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
 /// group's packed words (`group_words`, by value) must be a multiple of
 /// `words`.
@@ -160,7 +199,12 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let kk = k.value("k", Type::U32);
     let group_words = k.value("group_words", Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
-    let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F32, 4), simdgroups * rows * words * 2);
+    // INT4 stages A as f16 pairs, one uint4 per row and word; FP4 as f32,
+    // two float4s per row and word.
+    let pairs = format == Format::Int4;
+    let stage_vecs = if pairs { rows * words } else { rows * words * 2 };
+    let stage_elem = if pairs { Type::vector(Scalar::U32, 4) } else { Type::vector(Scalar::F32, 4) };
+    let stage = k.threadgroup_array("a_stage", stage_elem, simdgroups * stage_vecs);
     let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
     if let Some(table) = table {
         let t = k.let_("t", thread_index_in_threadgroup());
@@ -178,8 +222,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let k4 = k.let_("k4", kk / 4u32);
     let groups = k.let_("groups", kk / (group_words * VALUES_PER_WORD as u32));
     let last_row = k.let_("last_row", m - 1u32);
-    // This SIMD group's staging area for A as f32: [rows][words · 8].
-    let stage_vecs = rows * words * 2;
+    // This SIMD group's staging area for A: [rows][words · 8] values.
     let stage_base = k.let_("stage_base", sg * stage_vecs);
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
     // The SIMD group's first group and the end: with K split, split `z` of
@@ -209,9 +252,26 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             for i in 0..stage_vecs.div_ceil(SIMD_WIDTH) {
                 let idx = k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH);
                 let convert = |k: &mut KernelBuilder| {
-                    let r = idx / (words * 2);
-                    let src = min(row0 + r, last_row) * k4 + w * 2u32 + idx % (words * 2);
-                    k.store(stage.at(stage_base + idx), a4.get(src).cast(Type::vector(Scalar::F32, 4)));
+                    if pairs {
+                        // Word u's eight values as the pairs its decoded
+                        // weights come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
+                        let src = min(row0 + idx / words, last_row) * k4 + (w + idx % words) * 2u32;
+                        let lo = k.let_(&format!("a_lo{i}"), a4.get(src).bitcast(Type::vector(Scalar::U32, 2)));
+                        let hi = k.let_(&format!("a_hi{i}"), a4.get(src + 1u32).bitcast(Type::vector(Scalar::U32, 2)));
+                        let pair = |lo: Ex, hi: Ex, upper: bool| {
+                            if upper {
+                                (lo >> 16u32) | (hi & 0xFFFF_0000u32)
+                            } else {
+                                (lo & 0xFFFFu32) | (hi << 16u32)
+                            }
+                        };
+                        let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
+                        k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
+                    } else {
+                        let r = idx / (words * 2);
+                        let src = min(row0 + r, last_row) * k4 + w * 2u32 + idx % (words * 2);
+                        k.store(stage.at(stage_base + idx), a4.get(src).cast(Type::vector(Scalar::F32, 4)));
+                    }
                 };
                 if (i + 1) * SIMD_WIDTH <= stage_vecs {
                     convert(k);
@@ -221,25 +281,38 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             }
             k.simdgroup_barrier(MemFlags::Threadgroup);
             for (u, &q) in qs.iter().enumerate() {
-                // Uniform addresses: one broadcast read per float4.
-                let a: Vec<[Ex; 2]> = (0..rows)
-                    .map(|r| {
-                        let at = stage_base + (r * words * 2 + u as u32 * 2);
-                        let lo = k.let_(&format!("a{u}_{r}_lo"), stage.get(at));
-                        let hi = k.let_(&format!("a{u}_{r}_hi"), stage.get(at + 1u32));
-                        [lo, hi]
-                    })
-                    .collect();
+                let u32_ = u as u32;
                 for cc in 0..cols_n {
                     let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
-                    let hi = (format == Format::Int4).then(|| k.let_(&format!("hi{u}_{cc}"), word >> 12u32));
+                    if pairs {
+                        // Uniform addresses: one broadcast read per row and word.
+                        let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + u32_))).collect();
+                        let v = int4_eighths(k, word, &format!("{u}_{cc}"));
+                        for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
+                            let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
+                            let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
+                            // Four products per half, summed in f16, then widened.
+                            let mut sum = half2(0) * v[0];
+                            for (i, &vi) in v.iter().enumerate().skip(1) {
+                                sum = fma(half2(i as u8), vi, sum);
+                            }
+                            let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
+                            k.assign(part_row[cc], part_row[cc].get() + sum.x() + sum.y());
+                        }
+                        continue;
+                    }
+                    let table = table.expect("fp4 has its table");
+                    // Uniform addresses: one broadcast read per float4.
+                    let a: Vec<[Ex; 2]> = (0..rows)
+                        .map(|r| {
+                            let at = stage_base + (r * words * 2 + u32_ * 2);
+                            let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
+                            let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
+                            [lo, hi]
+                        })
+                        .collect();
                     for j in 0..VALUES_PER_WORD as u32 {
-                        let v = match (table, hi) {
-                            (Some(table), _) => table.get(nibble(word, j)),
-                            (_, Some(hi)) => int4_value(word, hi, j),
-                            _ => unreachable!("fp4 has a table, int4 the high half"),
-                        };
-                        let v = k.let_(&format!("v{u}_{cc}_{j}"), v);
+                        let v = k.let_(&format!("v{u}_{cc}_{j}"), table.get(nibble(word, j)));
                         for (a_row, part_row) in a.iter().zip(&part) {
                             let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
                             k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
@@ -253,6 +326,8 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         let s = k.let_("s", to_f32(scales.get(g * nv + colv)));
         for cc in 0..cols_n {
             let sc = if cols == 1 { s } else { s.component(cc as u8) };
+            // INT4's partial sums are in eighths of the codes' values.
+            let sc = if pairs { sc * f(8.0) } else { sc };
             for (acc_row, part_row) in acc.iter().zip(&part) {
                 k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
             }
