@@ -8,7 +8,7 @@
 //! device the test prints `skipped: <reason>` and passes (recorded by
 //! `enigma_conformance::skip`, so `scripts/test.sh` counts it).
 
-use enigma_ir::testgen::{case_with, CaseArg, GenConfig, KernelCase};
+use enigma_ir::testgen::{case_with, pack, CaseArg, GenConfig, KernelCase};
 use enigma_ir::{Type, ValidationOptions};
 use enigma_runtime::{Arg, Buffer, Device, Runtime, Texture, TextureFormat};
 
@@ -34,7 +34,7 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
     for arg in &case.args {
         buffers.push(match arg {
             CaseArg::Input { elem, data } => {
-                let bytes: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let bytes = pack(*elem, data);
                 Some(Memory::Buffer(rt.buffer_from_bytes(Type::scalar(*elem), &bytes).map_err(|e| e.to_string())?))
             }
             CaseArg::Output { elem, len } => {

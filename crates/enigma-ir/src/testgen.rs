@@ -13,7 +13,8 @@
 //! * [`arb_case`]`(config)` / [`arb_kernel`]`(config)`: proptest strategies of
 //!   the same cases (shrinking gives smaller kernels).
 //! * A [`KernelCase`] holds the kernel, one [`CaseArg`] per parameter in
-//!   parameter order (input buffers with their 32-bit words, output buffers
+//!   parameter order (input buffers with one element per `u32` — 16-bit
+//!   ones in its low half, uploaded with [`pack`] — output buffers
 //!   to zero-fill with their lengths, by-value literals), and the geometry of
 //!   a `dispatch_threads(grid, threads)` (1-D, whole threadgroups of whole
 //!   SIMD groups). Spec constants take their defaults. Run it on two backends
@@ -172,8 +173,10 @@ impl Default for GenConfig {
 /// One kernel parameter's contents in a [`KernelCase`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum CaseArg {
-    /// A read-only buffer; `data` holds each element's 32 bits (`f32::to_bits`
-    /// for floats).
+    /// A read-only buffer; `data` holds one element per `u32`: a 32-bit
+    /// element's bits (`f32::to_bits` for floats), or a 16-bit element's
+    /// (`f16`) in the low half, the high half zero. Upload it with [`pack`],
+    /// which gives each element its own size (2 or 4 bytes).
     Input { elem: Scalar, data: Vec<u32> },
     /// A read-write buffer of `len` elements, zeroed before the dispatch.
     Output { elem: Scalar, len: u32 },
@@ -184,6 +187,14 @@ pub enum CaseArg {
     /// by row), or, when `data` is `None`, zeroed and written by the kernel
     /// (an output).
     Texture { texel: Scalar, width: u32, height: u32, data: Option<Vec<u32>> },
+}
+
+/// The little-endian bytes of a buffer of `elem`s holding `data` (one
+/// element per `u32`, as [`CaseArg::Input`] holds them): the low
+/// `elem.size_bytes()` bytes of each (2 for `f16`, 4 for 32-bit types).
+pub fn pack(elem: Scalar, data: &[u32]) -> Vec<u8> {
+    let size = (elem.size_bytes() as usize).min(4);
+    data.iter().flat_map(|w| w.to_le_bytes().into_iter().take(size)).collect()
 }
 
 /// A kernel with everything needed to run it: one [`CaseArg`] per parameter,
@@ -198,7 +209,8 @@ pub struct KernelCase {
 }
 
 impl KernelCase {
-    /// The input buffers' contents, in parameter order.
+    /// The input buffers' contents (one element per `u32`, see
+    /// [`CaseArg::Input`]), in parameter order.
     pub fn inputs(&self) -> Vec<&[u32]> {
         self.args
             .iter()

@@ -22,13 +22,15 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
     let compiled = backend.compile(kernel, &info, &SpecValues::default()).map_err(|e| show(&e))?;
     let mut storages = vec![];
     for arg in &case.args {
-        let words: Vec<u32> = match arg {
-            CaseArg::Input { data, .. } => data.clone(),
-            CaseArg::Output { len, .. } => vec![0; *len as usize],
-            CaseArg::Texture { width, height, data, .. } => data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]),
+        // Inputs take their elements' sizes; outputs and texels are 32-bit.
+        let bytes: Vec<u8> = match arg {
+            CaseArg::Input { elem, data } => testgen::pack(*elem, data),
+            CaseArg::Output { len, .. } => vec![0; *len as usize * 4],
+            CaseArg::Texture { width, height, data, .. } => {
+                data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]).iter().flat_map(|w| w.to_le_bytes()).collect()
+            }
             CaseArg::Value(_) => continue,
         };
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let storage = backend.allocate(bytes.len()).map_err(|e| show(&e))?;
         storage.write(0, &bytes).map_err(|e| show(&e))?;
         storages.push(storage);
