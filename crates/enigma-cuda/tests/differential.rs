@@ -1,6 +1,7 @@
 //! Differential test: random well-formed kernels (`enigma_ir::testgen`) give
 //! the same outputs on the simulator and on CUDA. The generator keeps every
-//! float an exactly representable integer, so the comparison is exact:
+//! float exactly representable (integers; multiples of 0.25 in quantized
+//! matrix products) and every sum exact, so the comparison is exact:
 //! integers bit for bit, floats by value (see the testgen module docs).
 //!
 //! `ENIGMA_DIFF_CASES` sets how many seeds run (default 300); a failure names
