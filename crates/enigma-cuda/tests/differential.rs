@@ -1,6 +1,7 @@
 //! Differential test: random well-formed kernels (`enigma_ir::testgen`) give
 //! the same outputs on the simulator and on CUDA. The generator keeps every
-//! float an exactly representable integer, so the comparison is exact:
+//! float exactly representable (integers; multiples of 0.25 in quantized
+//! matrix products) and every sum exact, so the comparison is exact:
 //! integers bit for bit, floats by value (see the testgen module docs).
 //!
 //! `ENIGMA_DIFF_CASES` sets how many seeds run (default 300); a failure names
@@ -8,7 +9,7 @@
 //! device the test prints `skipped: <reason>` and passes (recorded by
 //! `enigma_conformance::skip`, so `scripts/test.sh` counts it).
 
-use enigma_ir::testgen::{case_with, CaseArg, GenConfig, KernelCase};
+use enigma_ir::testgen::{case_with, pack, CaseArg, GenConfig, KernelCase};
 use enigma_ir::{Type, ValidationOptions};
 use enigma_runtime::{Arg, Buffer, Device, Runtime, Texture, TextureFormat};
 
@@ -34,7 +35,7 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
     for arg in &case.args {
         buffers.push(match arg {
             CaseArg::Input { elem, data } => {
-                let bytes: Vec<u8> = data.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let bytes = pack(*elem, data);
                 Some(Memory::Buffer(rt.buffer_from_bytes(Type::scalar(*elem), &bytes).map_err(|e| e.to_string())?))
             }
             CaseArg::Output { elem, len } => {

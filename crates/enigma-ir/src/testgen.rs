@@ -13,7 +13,8 @@
 //! * [`arb_case`]`(config)` / [`arb_kernel`]`(config)`: proptest strategies of
 //!   the same cases (shrinking gives smaller kernels).
 //! * A [`KernelCase`] holds the kernel, one [`CaseArg`] per parameter in
-//!   parameter order (input buffers with their 32-bit words, output buffers
+//!   parameter order (input buffers with one element per `u32` — 16-bit
+//!   ones in its low half, uploaded with [`pack`] — output buffers
 //!   to zero-fill with their lengths, by-value literals), and the geometry of
 //!   a `dispatch_threads(grid, threads)` (1-D, whole threadgroups of whole
 //!   SIMD groups). Spec constants take their defaults. Run it on two backends
@@ -48,7 +49,12 @@
 //! * **SIMD-group matrices** (with `matrices`): a phase at the top level, before
 //!   any `return`, loads two f32 8×8 tiles from the extra input `mat_in`,
 //!   multiplies them (maybe accumulating into a filled or diagonal tile) and
-//!   stores the result to the SIMD group's own 64 elements of `mat_out`.
+//!   stores the result to the SIMD group's own 64 elements of `mat_out`. Or,
+//!   quantized, one operand (left or right, K = 8 or 16) is an f16 tile of
+//!   `int4` or `fp4` weights decoded by `simdgroup_load_int4`/`_fp4` from the
+//!   extra inputs `mat_words` (u32) and `mat_scales` (f16), the other an f16
+//!   tile of `mat_in` (then f16), and they accumulate into an f32 tile. All
+//!   offsets and strides are constants that keep every read in bounds.
 //! * **Asynchronous copies** (with `async_copies`): a phase at the top level,
 //!   before any `return`, copies the extra input `async_in` into the
 //!   threadgroup array `async_tg` with `async_copy` (4 elements per thread
@@ -77,16 +83,17 @@
 //! literals integers in `[-8, 8]`, and the generator bounds the magnitude of
 //! every float sub-expression by [`FLOAT_EXACT_LIMIT`] (2^24; an operation
 //! that could exceed it becomes a `min`), so every intermediate float is an
-//! exactly representable integer. Fusing `a * b + c` into an FMA, reordering
-//! a sum (fast math, SIMD reductions in any order) or flushing subnormals
-//! therefore cannot change a result: **outputs must match exactly** — integers
+//! exactly representable integer (the quantized matrix product's tiles hold
+//! multiples of 0.25 and its sums stay within ±2^13: exact too). Fusing
+//! `a * b + c` into an FMA, reordering a sum (fast math, SIMD reductions in
+//! any order) or flushing subnormals therefore cannot change a result: **outputs must match exactly** — integers
 //! bit for bit, floats by value (`-0.0 == 0.0`, since fast math may drop the
 //! sign of a zero). [`KernelCase::compare_outputs`] compares that way. Integer
 //! arithmetic wraps, as the IR specifies (including `i32` `+ - *`, negation and
 //! the SIMD sums and products).
 
 use crate::ir::*;
-use crate::types::{MatrixType, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, Scalar, Type};
 use proptest::prelude::*;
 
 /// Every float sub-expression of a generated kernel stays within ±2^24, where
@@ -130,7 +137,9 @@ pub struct GenConfig {
     pub divergent_simd: bool,
     /// A SIMD-group matrix phase may appear (f32 8×8 tiles loaded from an
     /// extra input `mat_in`, multiplied, stored to an extra output `mat_out`, one
-    /// 64-element region per SIMD group); needs `floats`.
+    /// 64-element region per SIMD group; or an f16 tile of `mat_in` times a
+    /// quantized tile of the extra inputs `mat_words` and `mat_scales`,
+    /// accumulated in f32); needs `floats`.
     pub matrices: bool,
     /// An asynchronous-copy phase may appear (the extra input `async_in`
     /// copied into the threadgroup array `async_tg` in one or two stages of
@@ -172,8 +181,11 @@ impl Default for GenConfig {
 /// One kernel parameter's contents in a [`KernelCase`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum CaseArg {
-    /// A read-only buffer; `data` holds each element's 32 bits (`f32::to_bits`
-    /// for floats).
+    /// A read-only buffer; `data` holds one element per `u32`: a 32-bit
+    /// element's bits (`f32::to_bits` for floats), or a 16-bit element's
+    /// (`f16`, the quantized matrix loads' scales and their other operand)
+    /// in the low half, the high half zero. Upload it with [`pack`], which
+    /// gives each element its own size (2 or 4 bytes).
     Input { elem: Scalar, data: Vec<u32> },
     /// A read-write buffer of `len` elements, zeroed before the dispatch.
     Output { elem: Scalar, len: u32 },
@@ -184,6 +196,14 @@ pub enum CaseArg {
     /// by row), or, when `data` is `None`, zeroed and written by the kernel
     /// (an output).
     Texture { texel: Scalar, width: u32, height: u32, data: Option<Vec<u32>> },
+}
+
+/// The little-endian bytes of a buffer of `elem`s holding `data` (one
+/// element per `u32`, as [`CaseArg::Input`] holds them): the low
+/// `elem.size_bytes()` bytes of each (2 for `f16`, 4 for 32-bit types).
+pub fn pack(elem: Scalar, data: &[u32]) -> Vec<u8> {
+    let size = (elem.size_bytes() as usize).min(4);
+    data.iter().flat_map(|w| w.to_le_bytes().into_iter().take(size)).collect()
 }
 
 /// A kernel with everything needed to run it: one [`CaseArg`] per parameter,
@@ -198,7 +218,8 @@ pub struct KernelCase {
 }
 
 impl KernelCase {
-    /// The input buffers' contents, in parameter order.
+    /// The input buffers' contents (one element per `u32`, see
+    /// [`CaseArg::Input`]), in parameter order.
     pub fn inputs(&self) -> Vec<&[u32]> {
         self.args
             .iter()
@@ -416,6 +437,19 @@ fn stmt(kind: StmtKind) -> Stmt {
     Stmt::new(kind)
 }
 
+/// The f16 bits of `v` (in the low half), for the values the generator
+/// gives f16 elements: 0 and small integers or powers of two, normal f16s
+/// with at most 11 significant bits, which this conversion keeps exactly.
+fn f16_bits(v: f32) -> u32 {
+    if v == 0.0 {
+        return 0;
+    }
+    let bits = v.to_bits();
+    let sign = (bits >> 16) & 0x8000;
+    let exponent = ((bits >> 23) & 0xff) + 15 - 127;
+    sign | (exponent << 10) | ((bits >> 13) & 0x3ff)
+}
+
 /// `clamp(e, -4096.0f32, 4096.0f32)` when `bound` is larger.
 fn clamp_float(e: Expr, bound: f64) -> Expr {
     if bound <= FLOAT_LOCAL_BOUND {
@@ -543,17 +577,24 @@ impl<'c> Gen<'c> {
         }
     }
 
-    /// A read-only buffer parameter of `len` random `elem`s (small integers
-    /// as f32), with its argument.
+    /// A read-only buffer parameter of `len` random `elem`s (integers in
+    /// [-16, 16] as f32 or f16), with its argument.
     fn input_buffer(&mut self, name: String, elem: Scalar, len: u32) -> ParamId {
-        let param = ParamId(self.k.params.len() as u32);
-        self.k.params.push(Param { name, kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read } });
         let data = (0..len)
             .map(|_| match elem {
                 Scalar::F32 => (self.rng.small(16) as f32).to_bits(),
+                Scalar::F16 => f16_bits(self.rng.small(16) as f32),
                 _ => self.rng.next() as u32,
             })
             .collect();
+        self.input_param(name, elem, data)
+    }
+
+    /// A read-only buffer parameter of `elem`s holding `data` (one element
+    /// per `u32`, see [`CaseArg::Input`]), with its argument.
+    fn input_param(&mut self, name: String, elem: Scalar, data: Vec<u32>) -> ParamId {
+        let param = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name, kind: ParamKind::Buffer { elem: elem.into(), access: Access::Read } });
         self.args.push(CaseArg::Input { elem, data });
         param
     }
@@ -925,41 +966,17 @@ impl<'c> Gen<'c> {
         self.tg_readable = true;
     }
 
-    /// A SIMD-group matrix phase at uniform control flow: two f32 8×8 tiles
-    /// loaded from the extra input `mat_in` (small integers, at chosen offsets
-    /// and strides, maybe transposed), multiplied (maybe accumulating into a
-    /// filled or diagonal tile) and stored, maybe transposed, to the SIMD
-    /// group's own 64 elements of the extra output `mat_out`. Every sum is an
-    /// exact integer, so every backend must agree exactly.
+    /// A SIMD-group matrix phase at uniform control flow: a product of two
+    /// 8×K, K×8 tiles loaded from the extra inputs (see [`Gen::f32_product`]
+    /// and, 40% of the time, [`Gen::quantized_product`]) stored, maybe
+    /// transposed, to the SIMD group's own 64 elements of the extra f32
+    /// output `mat_out`. Every sum is exact, so every backend must agree
+    /// exactly.
     fn matrix_phase(&mut self, body: &mut Block) {
-        let t = MatrixType::new(Scalar::F32, 8, 8);
-        let input = ParamId(self.k.params.len() as u32);
-        self.k.params.push(Param { name: "mat_in".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::Read } });
-        let data = (0..256).map(|_| (self.rng.small(16) as f32).to_bits()).collect();
-        self.args.push(CaseArg::Input { elem: Scalar::F32, data });
+        let product = if self.ch.chance(40) { self.quantized_product(body) } else { self.f32_product(body) };
         let output = ParamId(self.k.params.len() as u32);
         self.k.params.push(Param { name: "mat_out".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::ReadWrite } });
         self.args.push(CaseArg::Output { elem: Scalar::F32, len: self.total * 2 });
-        let matrix_local = |g: &mut Gen<'_>, name: &str| {
-            let var = VarId(g.k.locals.len() as u32);
-            g.k.locals.push(Local { name: format!("{name}{}", var.0), ty: Type::Matrix(t) });
-            var
-        };
-        let load = |g: &mut Gen<'_>| Expr::MatrixLoad {
-            ty: t,
-            mem: Memory::Buffer(input),
-            offset: Box::new(lit_u32(g.ch.below(65))),
-            stride: Box::new(lit_u32(g.ch.pick(&[8, 11, 16]))),
-            transpose: g.ch.chance(50),
-        };
-        let (a, b) = (matrix_local(self, "ma"), matrix_local(self, "mb"));
-        body.push(stmt(StmtKind::Assign { var: a, value: load(self) }));
-        body.push(stmt(StmtKind::Assign { var: b, value: load(self) }));
-        let acc = self.ch.chance(60).then(|| {
-            let value = Box::new(Expr::Literal(Literal::f32(self.rng.small(8) as f32)));
-            Box::new(Expr::MatrixFill { ty: t, value, diagonal: self.ch.chance(50) })
-        });
-        let product = Expr::MatrixMultiply { a: Box::new(Expr::Var(a)), b: Box::new(Expr::Var(b)), acc };
         let simdgroup = bin(
             BinaryOp::Add,
             bin(BinaryOp::Mul, component(Builtin::ThreadgroupPositionInGrid, 0), Expr::Builtin(Builtin::SimdgroupsPerThreadgroup)),
@@ -972,6 +989,98 @@ impl<'c> Gen<'c> {
             stride: lit_u32(8),
             transpose: self.ch.chance(50),
         }));
+    }
+
+    /// A new matrix local `{name}{id}` of type `ty` (not in the scope of
+    /// scalar expressions).
+    fn matrix_local(&mut self, name: &str, ty: MatrixType) -> VarId {
+        let var = VarId(self.k.locals.len() as u32);
+        self.k.locals.push(Local { name: format!("{name}{}", var.0), ty: Type::Matrix(ty) });
+        var
+    }
+
+    /// The f32 product: two f32 8×8 tiles loaded into locals from the extra
+    /// input `mat_in` (256 integers in [-16, 16], at offsets up to 64 and
+    /// strides 8, 11 or 16, maybe transposed), multiplied, maybe
+    /// accumulating into a filled or diagonal tile of an integer in [-8, 8].
+    fn f32_product(&mut self, body: &mut Block) -> Expr {
+        let t = MatrixType::new(Scalar::F32, 8, 8);
+        let input = self.input_buffer("mat_in".into(), Scalar::F32, 256);
+        let load = |g: &mut Gen<'_>| Expr::MatrixLoad {
+            ty: t,
+            mem: Memory::Buffer(input),
+            offset: Box::new(lit_u32(g.ch.below(65))),
+            stride: Box::new(lit_u32(g.ch.pick(&[8, 11, 16]))),
+            transpose: g.ch.chance(50),
+        };
+        let (a, b) = (self.matrix_local("ma", t), self.matrix_local("mb", t));
+        body.push(stmt(StmtKind::Assign { var: a, value: load(self) }));
+        body.push(stmt(StmtKind::Assign { var: b, value: load(self) }));
+        let acc = self.ch.chance(60).then(|| {
+            let value = Box::new(Expr::Literal(Literal::f32(self.rng.small(8) as f32)));
+            Box::new(Expr::MatrixFill { ty: t, value, diagonal: self.ch.chance(50) })
+        });
+        Expr::MatrixMultiply { a: Box::new(Expr::Var(a)), b: Box::new(Expr::Var(b)), acc }
+    }
+
+    /// The quantized product: one operand, the left (8×K) or the right
+    /// (K×8, K 8 or 16), is an f16 tile of 4-bit weights (`int4` or `fp4`)
+    /// loaded with `MatrixLoadQuantized` from the extra inputs `mat_words`
+    /// (32 random u32) and `mat_scales` (24 f16 scales from ±{0.5, 1, 2}) at
+    /// random in-bounds offsets and stride; the other an f16 tile loaded
+    /// from the extra input `mat_in` (512 f16 integers in [-16, 16], maybe
+    /// transposed). The IR multiplies tiles of one element type, so both are
+    /// f16; they accumulate into an f32 tile (filled or diagonal, an integer
+    /// in [-8, 8]), so that the sums are f32. Decoded weights times scales
+    /// are exact f16 multiples of 0.25 within ±16, each product an exact
+    /// multiple of 0.25 within ±256, and every partial sum one within ±2^13:
+    /// exact in f32 in any order.
+    fn quantized_product(&mut self, body: &mut Block) -> Expr {
+        const MAT_IN: u32 = 512;
+        const WORDS: u32 = 32;
+        const SCALES: u32 = 24;
+        let half = |rows: u8, cols: u8| MatrixType::new(Scalar::F16, rows, cols);
+        let code = self.ch.pick(&QuantCode::ALL);
+        let k = self.ch.pick(&[8u8, 16]);
+        let quantized_left = self.ch.chance(40);
+        let (q, other) = if quantized_left { (half(8, k), half(k, 8)) } else { (half(k, 8), half(8, k)) };
+
+        let input = self.input_buffer("mat_in".into(), Scalar::F16, MAT_IN);
+        let transpose = self.ch.chance(50);
+        // `lines` runs of `line` elements, `stride` apart.
+        let (rows, cols) = (other.rows() as u32, other.cols() as u32);
+        let (lines, line) = if transpose { (cols, rows) } else { (rows, cols) };
+        let stride = self.ch.pick(&[line, line + 3, 2 * line]);
+        let extent = (lines - 1) * stride + line;
+        let offset = self.ch.below((MAT_IN - extent).min(64) + 1);
+        let (offset, stride) = (Box::new(lit_u32(offset)), Box::new(lit_u32(stride)));
+        let other_load = Expr::MatrixLoad { ty: other, mem: Memory::Buffer(input), offset, stride, transpose };
+
+        let words = self.input_buffer("mat_words".into(), Scalar::U32, WORDS);
+        let scale_values = [-2.0f32, -1.0, -0.5, 0.5, 1.0, 2.0];
+        let data = (0..SCALES).map(|_| f16_bits(scale_values[(self.rng.next() % scale_values.len() as u64) as usize])).collect();
+        let scales = self.input_param("mat_scales".into(), Scalar::F16, data);
+        // Row block `r / 8` of column `c` reads `words[offset + (r / 8)·stride + c]`.
+        let (q_rows, q_cols) = (q.rows() as u32, q.cols() as u32);
+        let word_stride = self.ch.range(q_cols, q_cols + 8);
+        let word_extent = (q_rows / 8 - 1) * word_stride + q_cols;
+        let q_load = Expr::MatrixLoadQuantized {
+            ty: q,
+            code,
+            words: Memory::Buffer(words),
+            offset: Box::new(lit_u32(self.ch.below(WORDS - word_extent + 1))),
+            stride: Box::new(lit_u32(word_stride)),
+            scales: Memory::Buffer(scales),
+            scale_offset: Box::new(lit_u32(self.ch.below(SCALES - q_cols + 1))),
+        };
+
+        let (qv, ov) = (self.matrix_local("mq", q), self.matrix_local("mh", other));
+        body.push(stmt(StmtKind::Assign { var: qv, value: q_load }));
+        body.push(stmt(StmtKind::Assign { var: ov, value: other_load }));
+        let value = Box::new(Expr::Literal(Literal::f32(self.rng.small(8) as f32)));
+        let acc = Box::new(Expr::MatrixFill { ty: MatrixType::new(Scalar::F32, 8, 8), value, diagonal: self.ch.chance(50) });
+        let (a, b) = if quantized_left { (qv, ov) } else { (ov, qv) };
+        Expr::MatrixMultiply { a: Box::new(Expr::Var(a)), b: Box::new(Expr::Var(b)), acc: Some(acc) }
     }
 
     /// A texture phase at the top level: the extra input `tex_in` (1–8 by

@@ -109,6 +109,9 @@ proptest! {
                 (CaseArg::Input { elem, data }, ParamKind::Buffer { elem: ty, .. }) => {
                     prop_assert_eq!(ty.elem(), *elem);
                     prop_assert!(!data.is_empty());
+                    // A 16-bit element sits in the low half of its u32.
+                    prop_assert!(elem.size_bytes() == 4 || data.iter().all(|w| w >> 16 == 0), "{:?} {:?}", elem, data);
+                    prop_assert_eq!(testgen::pack(*elem, data).len(), data.len() * elem.size_bytes() as usize);
                 }
                 (CaseArg::Output { elem, len }, ParamKind::Buffer { elem: ty, .. }) => {
                     prop_assert_eq!(ty.elem(), *elem);

@@ -22,13 +22,15 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
     let compiled = backend.compile(kernel, &info, &SpecValues::default()).map_err(|e| show(&e))?;
     let mut storages = vec![];
     for arg in &case.args {
-        let words: Vec<u32> = match arg {
-            CaseArg::Input { data, .. } => data.clone(),
-            CaseArg::Output { len, .. } => vec![0; *len as usize],
-            CaseArg::Texture { width, height, data, .. } => data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]),
+        // Inputs take their elements' sizes; outputs and texels are 32-bit.
+        let bytes: Vec<u8> = match arg {
+            CaseArg::Input { elem, data } => testgen::pack(*elem, data),
+            CaseArg::Output { len, .. } => vec![0; *len as usize * 4],
+            CaseArg::Texture { width, height, data, .. } => {
+                data.clone().unwrap_or_else(|| vec![0; (width * height) as usize]).iter().flat_map(|w| w.to_le_bytes()).collect()
+            }
             CaseArg::Value(_) => continue,
         };
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let storage = backend.allocate(bytes.len()).map_err(|e| show(&e))?;
         storage.write(0, &bytes).map_err(|e| show(&e))?;
         storages.push(storage);
@@ -185,4 +187,128 @@ fn outputs_are_written() {
         .filter(|&seed| run(&testgen::case(seed), false).unwrap().iter().any(|out| out.iter().any(|&w| w != 0)))
         .count();
     assert!(written >= 24, "{written} of 32 cases wrote a non-zero output");
+}
+
+/// The f32 value of the f16 `bits` (the low half of an input element).
+fn f16_value(bits: u32) -> f64 {
+    let (sign, exponent, mantissa) = ((bits >> 15) & 1, (bits >> 10) & 0x1f, bits & 0x3ff);
+    let magnitude = match exponent {
+        0 => mantissa as f64 * 2f64.powi(-24),
+        0x1f => f64::INFINITY,
+        e => (1.0 + mantissa as f64 / 1024.0) * 2f64.powi(e as i32 - 15),
+    };
+    if sign == 1 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// What a generated quantized matrix phase stores to each SIMD group's 64
+/// elements of `mat_out`, computed in plain Rust from the kernel's loads,
+/// fill and store (their offsets and strides are literals) and the inputs:
+/// element (r, c) at `r * 8 + c`, or `c * 8 + r` for a transposed store.
+fn quantized_reference(case: &KernelCase) -> Vec<f64> {
+    use enigma_ir::{Expr, LiteralValue, StmtKind};
+    let constant = |e: &Expr| match e {
+        Expr::Literal(l) => match l.value {
+            LiteralValue::UInt(v) => v as usize,
+            LiteralValue::Int(v) => v as usize,
+            other => panic!("non-integer constant {other:?}"),
+        },
+        other => panic!("not a constant: {other:?}"),
+    };
+    let input = |mem: &enigma_ir::Memory| -> (enigma_ir::Scalar, &[u32]) {
+        let enigma_ir::Memory::Buffer(p) = mem else { panic!("not a buffer") };
+        match &case.args[p.0 as usize] {
+            CaseArg::Input { elem, data } => (*elem, data.as_slice()),
+            other => panic!("not an input: {other:?}"),
+        }
+    };
+    let value = |elem: enigma_ir::Scalar, w: u32| match elem {
+        enigma_ir::Scalar::F16 => f16_value(w),
+        _ => f32::from_bits(w) as f64,
+    };
+    // Each matrix local's tile, row by row, with its column count.
+    let mut tiles = std::collections::HashMap::new();
+    for s in &case.kernel.body {
+        match &s.kind {
+            StmtKind::Assign { var, value: Expr::MatrixLoad { ty, mem, offset, stride, transpose } } => {
+                let (elem, data) = input(mem);
+                let (o, st) = (constant(offset), constant(stride));
+                let (rows, cols) = (ty.rows() as usize, ty.cols() as usize);
+                let tile: Vec<f64> = (0..rows * cols)
+                    .map(|i| {
+                        let (r, c) = (i / cols, i % cols);
+                        value(elem, data[if *transpose { o + c * st + r } else { o + r * st + c }])
+                    })
+                    .collect();
+                tiles.insert(*var, (tile, cols));
+            }
+            StmtKind::Assign { var, value: Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } } => {
+                let ((_, words), (_, scales)) = (input(words), input(scales));
+                let (o, st, so) = (constant(offset), constant(stride), constant(scale_offset));
+                let (rows, cols) = (ty.rows() as usize, ty.cols() as usize);
+                let tile: Vec<f64> = (0..rows * cols)
+                    .map(|i| {
+                        let (r, c) = (i / cols, i % cols);
+                        let word = words[o + (r / 8) * st + c];
+                        code.value(word >> (4 * (r % 8))) as f64 * f16_value(scales[so + c])
+                    })
+                    .collect();
+                tiles.insert(*var, (tile, cols));
+            }
+            StmtKind::MatrixStore { value: Expr::MatrixMultiply { a, b, acc: Some(acc) }, transpose, .. } => {
+                let (Expr::Var(a), Expr::Var(b)) = (&**a, &**b) else { panic!("operands are not locals") };
+                let Expr::MatrixFill { value, diagonal, .. } = &**acc else { panic!("the accumulator is not a fill") };
+                let Expr::Literal(fill) = &**value else { panic!("the fill is not a literal") };
+                let ((ta, k), (tb, cols)) = (&tiles[a], &tiles[b]);
+                let mut out = vec![0.0; 64];
+                for r in 0..8 {
+                    for c in 0..*cols {
+                        let start = if !diagonal || r == c { fill.value.as_f64() } else { 0.0 };
+                        let sum = (0..*k).fold(start, |s, i| s + ta[r * k + i] * tb[i * cols + c]);
+                        out[if *transpose { c * 8 + r } else { r * 8 + c }] = sum;
+                    }
+                }
+                return out;
+            }
+            _ => {}
+        }
+    }
+    panic!("no quantized matrix product")
+}
+
+/// Some matrix phases load an operand with `MatrixLoadQuantized` (both
+/// codes, the quantized tile on both sides); those kernels run clean under
+/// the sanitizer, with the same outputs as without it, and every SIMD group's
+/// `mat_out` holds the product a plain-Rust reference computes.
+#[test]
+fn quantized_matrix_cases_match_a_reference() {
+    let loads_quantized = |e: &enigma_ir::Expr| e.any(&mut |x| matches!(x, enigma_ir::Expr::MatrixLoadQuantized { .. }));
+    let quantized: Vec<KernelCase> = (0..400)
+        .map(testgen::case)
+        .filter(|c| c.kernel.body.iter().any(|s| s.kind.exprs().into_iter().any(loads_quantized)))
+        .collect();
+    assert!(quantized.len() >= 8, "{} of 400 cases load a quantized tile", quantized.len());
+    let texts: Vec<String> = quantized.iter().map(|c| print(&c.kernel)).collect();
+    for wanted in ["simdgroup_load_int4", "simdgroup_load_fp4", "simdgroup_multiply_accumulate(mq", "simdgroup_multiply_accumulate(mh"] {
+        assert!(texts.iter().any(|t| t.contains(wanted)), "no case has {wanted}");
+    }
+    for case in &quantized {
+        let sanitized = run(case, true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(case.compare_outputs(&sanitized, &run(case, false).unwrap()), Ok(()));
+        let want = quantized_reference(case);
+        let at = case
+            .args
+            .iter()
+            .zip(&case.kernel.params)
+            .filter(|(a, _)| matches!(a, CaseArg::Output { .. } | CaseArg::Texture { data: None, .. }))
+            .position(|(_, p)| p.name == "mat_out");
+        let got = &sanitized[at.expect("a mat_out output")];
+        for (g, region) in got.chunks(64).enumerate() {
+            let region: Vec<f64> = region.iter().map(|&w| f32::from_bits(w) as f64).collect();
+            assert_eq!(region, want, "SIMD group {g}\n{}", print(&case.kernel));
+        }
+    }
 }
