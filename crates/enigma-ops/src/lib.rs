@@ -848,7 +848,10 @@ impl<'rt> Ops<'rt> {
     /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4
     /// in seed 002's layout, or MLX's affine format) and `A` an untyped
     /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
-    /// (f32 or f16), accumulated in f32.
+    /// (f32 or f16), accumulated in f32. The INT4 decode kernel (M up to
+    /// `QMATMUL_DECODE_ROWS`) sums each packed word's products in f16 four
+    /// at a time before widening them (`qmatmul::f16_product_error`),
+    /// finite for |a| ≤ 16376.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul";
         self.check_qmatmul_inputs(a, w, m)?;

@@ -313,6 +313,25 @@ fn k_split_over_threadgroups_matches_the_reference() {
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
 }
 
+/// The INT4 decode kernel's f16 partial sums stay finite at the bound its
+/// docs give: |a| = 16376 times the most negative code (−8) in every
+/// position, four products per f16 sum, is −65504 in eighths, f16's
+/// largest finite magnitude; the result is exact.
+#[test]
+fn int4_decode_sums_stay_finite_at_the_documented_bound() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let (m, n, k, group) = (1, 32, 256, 128);
+    let one = 0x3C00u16; // f16 1.0
+    let q = quant::QuantizedMatrix::new(QuantFormat::Int4, k, n, group, vec![0; k / 8 * n], vec![one; k / group * n], vec![]).unwrap();
+    let weights = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &vec![16376.0f32; m * k]).unwrap();
+    let ops = enigma_ops::Ops::new(&rt);
+    let c = ops.qmatmul(&a, &weights, m, ElemType::F32).unwrap();
+    assert!(ops.take_launches()[0].kernel.starts_with("qmatmul_int4"));
+    let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
+    assert!(got.iter().all(|&x| x == -8.0 * 16376.0 * k as f64), "{got:?}");
+}
+
 #[test]
 fn runs_clean_under_the_sanitizer() {
     // Races between the SIMD groups' partial sums, uninitialised reads of

@@ -404,7 +404,9 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     in float32, returned as ``out_dtype`` (float16 or float32), [M, N] (or
     an N-vector). ``variant`` picks the kernel: ``"auto"`` (the library's
     choice for M: the decode kernel up to :data:`QMATMUL_DECODE_ROWS` rows,
-    the tensor-core kernel above), ``"separate"`` (the tensor-core kernel,
+    which for ``"int4"`` sums each packed word's products in float16 four
+    at a time before widening them, finite for |a| <= 16376; the
+    tensor-core kernel above), ``"separate"`` (the tensor-core kernel,
     B tiles decoded from packed words staged in threadgroup memory, each
     weight rounded to float16 with its scale) or ``"fused"`` (seed 002's
     fused kernel, B

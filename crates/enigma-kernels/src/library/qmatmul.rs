@@ -10,14 +10,25 @@
 //!   same width of `half` scales); the 32 lanes of a SIMD group own
 //!   `32 · cols` consecutive columns, so each packed row of the tile is one
 //!   contiguous stretch of `128 · cols` bytes.
-//! * **Dequantised on the fly.** INT4: the nibble, masked in place, becomes
-//!   the low mantissa bits of an f32 with the matching exponent, so one
-//!   logic operation and one subtraction give `nibble − 8` exactly (nibbles
-//!   5–7 after one shift of the word). FP4: a 16-entry f32 table in
-//!   threadgroup memory (filled once per threadgroup by bit arithmetic that
-//!   never forms a subnormal, which GPUs may flush); 16 entries in 16 banks,
-//!   so a SIMD group's lookups never conflict. Each group's products are
-//!   summed unscaled, then multiplied by the group's scale once.
+//! * **Dequantised on the fly.** INT4 works in f16 pairs ([`int4_eighths`]):
+//!   the mask `0x000F000F` takes two nibbles of a word at once (nibbles `i`
+//!   and `i + 4`) into the mantissas of an f16 pair under the exponent of
+//!   1024, and one pair fma gives `(nibble − 8) / 8` exactly, so a pair of
+//!   weights costs one `LOP3` and one `HFMA2` on CUDA; a word's eight
+//!   products are four pair fmas with A staged as matching pairs, summed
+//!   in f16 four at a time ([`INT4_F16_TERMS`]: the rounding
+//!   [`f16_product_error`] bounds) and widened to f32 once per word. The
+//!   eighths keep those f16 sums finite for |a| ≤ 16376. FP4: a 16-entry
+//!   f32 table in threadgroup memory (filled once per threadgroup by bit
+//!   arithmetic that never forms a subnormal, which GPUs may flush); 16
+//!   entries in 16 banks, so a SIMD group's lookups never conflict, each
+//!   product exact in f32. Each group's products are summed unscaled, then
+//!   multiplied by the group's scale once.
+//! * **The next chunk's loads before this chunk's math.** A SIMD group
+//!   walks its chunks of `words` packed rows with the next chunk's weight
+//!   words, scale and A values already loading into registers, so two
+//!   chunks' loads are in flight; the last prefetch re-reads the last
+//!   chunk (every split has at least one group, so it is in bounds).
 //! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
 //!   column tile and take the quantization groups round-robin (SIMD group
 //!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
@@ -36,14 +47,14 @@
 //!   `C` in f32 or f16: the result does not depend on scheduling.
 //!   [`default_splits`] is the default count; `splits = 1` is the single
 //!   dispatch of [`qmatmul()`], with no workspace.
-//! * `words` packed words (4, 8 or 16, dividing the group's) per loop
-//!   iteration, their weight loads issued first, so that many loads are in
-//!   flight per thread. The iteration's `rows × 8·words` values of `A` are
-//!   converted from f16 once per SIMD group (one `half4` per lane and pass)
-//!   into the SIMD group's own f32 staging area in threadgroup memory
-//!   (`simdgroup_barrier` before and after the reads), and every lane reads
-//!   them back as `float4` at uniform addresses (broadcasts): without it
-//!   each lane would convert every value itself, 32 times the conversions.
+//! * `words` packed words (4, 8 or 16, dividing the group's) per chunk.
+//!   The chunk's `rows × 8·words` values of `A` are converted from f16 once
+//!   per SIMD group (INT4: regrouped into pairs, one `uint4` per row and
+//!   word; FP4: to f32) into the SIMD group's own staging area in
+//!   threadgroup memory (`simdgroup_barrier` before and after the reads),
+//!   and every lane reads them back at uniform addresses (broadcasts):
+//!   without it each lane would convert every value itself, 32 times the
+//!   conversions.
 //!
 //! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
 //! take more threadgroups along y, each reading `B` again, mostly from L2).
@@ -240,98 +251,147 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         (None, sg, groups)
     };
 
-    k.for_range("g", g_start, g_end, simdgroups, |k, g| {
-        let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
-        let w0 = k.let_("w0", g * group_words);
-        k.for_range("w", w0, w0 + group_words, words, |k, w| {
-            // The iteration's weight loads first, then the math.
-            let qs: Vec<Ex> = (0..words).map(|u| k.let_(&format!("q{u}"), b.get((w + u) * nv + colv))).collect();
-            // The SIMD group converts the iteration's A values to f32 once,
-            // one half4 per lane and pass, instead of every lane converting
-            // all of them.
-            for i in 0..stage_vecs.div_ceil(SIMD_WIDTH) {
-                let idx = k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH);
-                let convert = |k: &mut KernelBuilder| {
-                    if pairs {
-                        // Word u's eight values as the pairs its decoded
-                        // weights come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
-                        let src = min(row0 + idx / words, last_row) * k4 + (w + idx % words) * 2u32;
-                        let lo = k.let_(&format!("a_lo{i}"), a4.get(src).bitcast(Type::vector(Scalar::U32, 2)));
-                        let hi = k.let_(&format!("a_hi{i}"), a4.get(src + 1u32).bitcast(Type::vector(Scalar::U32, 2)));
-                        let pair = |lo: Ex, hi: Ex, upper: bool| {
-                            if upper {
-                                (lo >> 16u32) | (hi & 0xFFFF_0000u32)
-                            } else {
-                                (lo & 0xFFFFu32) | (hi << 16u32)
-                            }
-                        };
-                        let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
-                        k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
-                    } else {
-                        let r = idx / (words * 2);
-                        let src = min(row0 + r, last_row) * k4 + w * 2u32 + idx % (words * 2);
-                        k.store(stage.at(stage_base + idx), a4.get(src).cast(Type::vector(Scalar::F32, 4)));
-                    }
-                };
-                if (i + 1) * SIMD_WIDTH <= stage_vecs {
-                    convert(k);
-                } else {
-                    k.if_(idx.lt(stage_vecs), convert);
-                }
-            }
-            k.simdgroup_barrier(MemFlags::Threadgroup);
-            for (u, &q) in qs.iter().enumerate() {
-                let u32_ = u as u32;
-                for cc in 0..cols_n {
-                    let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
-                    if pairs {
-                        // Uniform addresses: one broadcast read per row and word.
-                        let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + u32_))).collect();
-                        let v = int4_eighths(k, word, &format!("{u}_{cc}"));
-                        for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
-                            let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
-                            let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
-                            // Four products per half, summed in f16, then widened.
-                            let mut sum = half2(0) * v[0];
-                            for (i, &vi) in v.iter().enumerate().skip(1) {
-                                sum = fma(half2(i as u8), vi, sum);
-                            }
-                            let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
-                            k.assign(part_row[cc], part_row[cc].get() + sum.x() + sum.y());
-                        }
-                        continue;
-                    }
-                    let table = table.expect("fp4 has its table");
-                    // Uniform addresses: one broadcast read per float4.
-                    let a: Vec<[Ex; 2]> = (0..rows)
-                        .map(|r| {
-                            let at = stage_base + (r * words * 2 + u32_ * 2);
-                            let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
-                            let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
-                            [lo, hi]
-                        })
-                        .collect();
-                    for j in 0..VALUES_PER_WORD as u32 {
-                        let v = k.let_(&format!("v{u}_{cc}_{j}"), table.get(nibble(word, j)));
-                        for (a_row, part_row) in a.iter().zip(&part) {
-                            let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
-                            k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
-                        }
-                    }
-                }
-            }
-            // Every lane has read the staged A before the next iteration overwrites it.
-            k.simdgroup_barrier(MemFlags::Threadgroup);
-        });
-        let s = k.let_("s", to_f32(scales.get(g * nv + colv)));
-        for cc in 0..cols_n {
-            let sc = if cols == 1 { s } else { s.component(cc as u8) };
-            // INT4's partial sums are in eighths of the codes' values.
-            let sc = if pairs { sc * f(8.0) } else { sc };
-            for (acc_row, part_row) in acc.iter().zip(&part) {
-                k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
+    // The SIMD group walks its chunks of `words` packed rows: its groups
+    // g_start, g_start + S, … below g_end, `group_words / words` chunks to
+    // a group. The next chunk's weights, scale and A values are loaded into
+    // registers before the current chunk's math, so that two chunks' loads
+    // are in flight; a load past the last chunk re-reads it (in bounds).
+    let per_group = k.let_("chunks_per_group", group_words / words);
+    let last_chunk = k.let_("last_chunk", g_end * group_words - words);
+    let last_group = k.let_("last_group", g_end - 1u32);
+    let g = k.var("g", g_start);
+    let pos = k.var("pos", 0u32);
+    let w = k.var("w", g_start * group_words);
+    let passes = stage_vecs.div_ceil(SIMD_WIDTH);
+    let stage_idx: Vec<Ex> = (0..passes).map(|i| k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH)).collect();
+    // The A vectors (half4) lane `idx` of the SIMD group stages for the
+    // chunk at packed row `row`: INT4 two (word idx % words of row
+    // idx / words), FP4 one (float4 idx of the [rows][words · 2] area).
+    let a_sources = |idx: Ex, row: Ex| -> Vec<Ex> {
+        if pairs {
+            let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
+            vec![a4.get(src), a4.get(src + 1u32)]
+        } else {
+            let src = min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2);
+            vec![a4.get(src)]
+        }
+    };
+    let first = k.let_("first_row", min(w.get(), last_chunk));
+    let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
+    let a_next: Vec<Vec<Var>> = stage_idx
+        .iter()
+        .enumerate()
+        .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, v)| k.var(&format!("a_next{i}_{j}"), v)).collect())
+        .collect();
+    let s_next = k.var("s_next", scales.get(min(g.get(), last_group) * nv + colv));
+    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.while_(g.get().lt(g_end), |k| {
+        let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
+        let a_now: Vec<Vec<Ex>> = a_next
+            .iter()
+            .enumerate()
+            .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
+            .collect();
+        let s = k.let_("s", to_f32(s_next.get()));
+        // The next chunk: the next row of this group, or the next group's first.
+        let pos1 = k.let_("pos1", pos.get() + 1u32);
+        let group_done = k.let_("group_done", pos1.eq(per_group));
+        k.assign(pos, select(pos1, 0u32, group_done));
+        k.assign(g, select(g.get(), g.get() + simdgroups, group_done));
+        k.assign(w, select(w.get() + words, g.get() * group_words, group_done));
+        let next = k.let_("next_row", min(w.get(), last_chunk));
+        for (u, q) in q_next.iter().enumerate() {
+            k.assign(*q, b.get((next + u as u32) * nv + colv));
+        }
+        for (vars, &idx) in a_next.iter().zip(&stage_idx) {
+            for (var, v) in vars.iter().zip(a_sources(idx, next)) {
+                k.assign(*var, v);
             }
         }
+        k.assign(s_next, scales.get(min(g.get(), last_group) * nv + colv));
+        // The SIMD group converts the chunk's A values once, one vector per
+        // lane and pass, instead of every lane converting all of them.
+        for (i, (&idx, a)) in stage_idx.iter().zip(&a_now).enumerate() {
+            let convert = |k: &mut KernelBuilder| {
+                if pairs {
+                    // Word u's eight values as the pairs its decoded
+                    // weights come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
+                    let lo = k.let_(&format!("a_lo{i}"), a[0].bitcast(Type::vector(Scalar::U32, 2)));
+                    let hi = k.let_(&format!("a_hi{i}"), a[1].bitcast(Type::vector(Scalar::U32, 2)));
+                    let pair = |lo: Ex, hi: Ex, upper: bool| {
+                        if upper {
+                            (lo >> 16u32) | (hi & 0xFFFF_0000u32)
+                        } else {
+                            (lo & 0xFFFFu32) | (hi << 16u32)
+                        }
+                    };
+                    let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
+                    k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
+                } else {
+                    k.store(stage.at(stage_base + idx), a[0].cast(Type::vector(Scalar::F32, 4)));
+                }
+            };
+            if (i as u32 + 1) * SIMD_WIDTH <= stage_vecs {
+                convert(k);
+            } else {
+                k.if_(idx.lt(stage_vecs), convert);
+            }
+        }
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+        for (u, &q) in qs.iter().enumerate() {
+            let u32_ = u as u32;
+            for cc in 0..cols_n {
+                let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
+                if pairs {
+                    // Uniform addresses: one broadcast read per row and word.
+                    let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + u32_))).collect();
+                    let v = int4_eighths(k, word, &format!("{u}_{cc}"));
+                    for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
+                        let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
+                        let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
+                        // Four products per half, summed in f16, then widened.
+                        let mut sum = half2(0) * v[0];
+                        for (i, &vi) in v.iter().enumerate().skip(1) {
+                            sum = fma(half2(i as u8), vi, sum);
+                        }
+                        let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
+                        k.assign(part_row[cc], part_row[cc].get() + sum.x() + sum.y());
+                    }
+                    continue;
+                }
+                let table = table.expect("fp4 has its table");
+                // Uniform addresses: one broadcast read per float4.
+                let a: Vec<[Ex; 2]> = (0..rows)
+                    .map(|r| {
+                        let at = stage_base + (r * words * 2 + u32_ * 2);
+                        let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
+                        let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
+                        [lo, hi]
+                    })
+                    .collect();
+                for j in 0..VALUES_PER_WORD as u32 {
+                    let v = k.let_(&format!("v{u}_{cc}_{j}"), table.get(nibble(word, j)));
+                    for (a_row, part_row) in a.iter().zip(&part) {
+                        let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
+                        k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
+                    }
+                }
+            }
+        }
+        // Every lane has read the staged A before the next iteration overwrites it.
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+        k.if_(group_done, |k| {
+            for cc in 0..cols_n {
+                let sc = if cols == 1 { s } else { s.component(cc as u8) };
+                // INT4's partial sums are in eighths of the codes' values.
+                let sc = if pairs { sc * f(8.0) } else { sc };
+                for (acc_row, part_row) in acc.iter().zip(&part) {
+                    k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
+                    k.assign(part_row[cc], f(0.0));
+                }
+            }
+        });
     });
 
     // Partials: [simdgroup][row][col][lane].
