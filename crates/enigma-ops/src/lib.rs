@@ -140,9 +140,9 @@ pub struct Options {
     /// Default: 1 on the simulator; on a GPU, for GEMM and the tensor-core
     /// kernel enough for two threadgroups per compute unit where the output
     /// has too few tiles, each split keeping at least 4 slices of K; for the
-    /// decode kernel `qmatmul::default_splits` (a split only where the
-    /// columns leave compute units without a threadgroup, whole
-    /// quantization groups per split). The decode
+    /// decode kernel `qmatmul::default_splits` (a split only where the grid
+    /// leaves compute units with fewer than 8 warps, whole quantization
+    /// groups per split). The decode
     /// kernel takes 1 up to K / group (at most 64), dividing the groups or
     /// not; the kernel for MLX's affine format only 1.
     pub k_splits: Option<u32>,
@@ -870,8 +870,10 @@ impl<'rt> Ops<'rt> {
             (None, _) => None,
         };
         // On a GPU, default to enough column tiles for two threadgroups per
-        // compute unit, and K split for more (`qmatmul::default_splits`);
-        // the simulator gains nothing from either.
+        // compute unit, 16 SIMD groups per threadgroup where the columns
+        // give fewer (`qmatmul::default_threads`), and K split only where
+        // that still leaves units short of warps (`qmatmul::default_splits`);
+        // the simulator gains nothing from any of it.
         let compute_units = self.gpu_compute_units();
         let options = qmatmul::QmatmulOptions {
             rows: self.options.rows_per_threadgroup,
@@ -881,7 +883,7 @@ impl<'rt> Ops<'rt> {
             splits: self.options.k_splits,
             compute_units,
         };
-        let threads = self.options.threads.unwrap_or(qmatmul::DEFAULT_THREADS);
+        let threads = self.options.threads.unwrap_or_else(|| qmatmul::default_threads(w.n, m, compute_units));
         let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
         if plan.cols > 1 {
             let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);

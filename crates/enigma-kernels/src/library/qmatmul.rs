@@ -490,30 +490,46 @@ pub struct QmatmulOptions {
     pub compute_units: u32,
 }
 
-/// Threadgroups per compute unit [`default_splits`] aims for: one. On an
-/// H100 at M = 1, N = 11008, K = 4096 (344 threadgroups of 256 threads, 2.6
-/// per unit) splitting K 2, 4 or 8 ways was slower than not splitting
-/// (29.1, 39.2, 33.9 µs against 22.5 µs; BENCHMARKS.md), so K is split only
-/// when the columns alone leave compute units idle.
-pub const SPLIT_THREADGROUPS_PER_UNIT: u32 = 1;
+/// Warps per compute unit below which [`default_splits`] splits K over
+/// threadgroups: eight. A split costs a workspace and a second dispatch (the
+/// reduction), which on an H100 outweighed what it gave wherever the grid
+/// already had a few warps per unit: at M = 1, N = K = 4096, 128
+/// threadgroups of 512 threads took 10.1 µs unsplit and more split in two;
+/// at N = 11008, 344 of 256 threads 22.5 µs unsplit against 29.1, 39.2 and
+/// 33.9 µs split 2, 4 and 8 ways (BENCHMARKS.md).
+pub const MIN_WARPS_PER_UNIT: u32 = 8;
+
+/// The decode kernel's default threads per threadgroup for `m` rows and
+/// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
+/// a column tile's K) where one column per thread leaves fewer than two
+/// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
+/// column tile give a narrow grid more warps without a K split: on an H100
+/// at M = 1, N = K = 4096 (128 tiles), 10.1 µs at 512 threads against 19.4
+/// µs at 256 split in two; at N = 4096, K = 11008, 15.4 against 22.4 µs; at
+/// N = 11008 (344 tiles) 256 threads stay the faster (16.8 against 18.1).
+pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
+    let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS as usize));
+    if compute_units > 0 && tiles < 2 * compute_units as usize {
+        2 * DEFAULT_THREADS
+    } else {
+        DEFAULT_THREADS
+    }
+}
 
 /// The default K split of the decode kernel, for a grid of `threadgroups`
 /// (column tiles × row blocks) over `groups` quantization groups, with
 /// `simdgroups` SIMD groups per threadgroup, on a device of
 /// `compute_units`: the fewest splits that give the grid at least
-/// [`SPLIT_THREADGROUPS_PER_UNIT`] threadgroups per compute unit, so that
-/// no unit is left without weight loads to issue (at N = 11008 one column
-/// per thread makes 344 threadgroups, 2.6 per unit of a 132-unit H100: no
-/// split). At most `groups / simdgroups` splits,
-/// so that every SIMD group of a split keeps at least one whole group (a
-/// split of fewer groups than SIMD groups leaves some idle and still pays
-/// for the workspace), and at most `gemm::MAX_SPLITS`; 1 when
-/// `compute_units` is 0.
+/// [`MIN_WARPS_PER_UNIT`] warps per compute unit. At most
+/// `groups / simdgroups` splits, so that every SIMD group of a split keeps
+/// at least one whole group (a split of fewer groups than SIMD groups
+/// leaves some idle and still pays for the workspace), and at most
+/// `gemm::MAX_SPLITS`; 1 when `compute_units` is 0.
 pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_units: u32) -> u32 {
     if compute_units == 0 {
         return 1;
     }
-    let wanted = (SPLIT_THREADGROUPS_PER_UNIT * compute_units).div_ceil(threadgroups.max(1));
+    let wanted = (MIN_WARPS_PER_UNIT * compute_units).div_ceil(threadgroups.saturating_mul(simdgroups).max(1));
     wanted.min(groups / simdgroups.max(1)).clamp(1, super::gemm::MAX_SPLITS)
 }
 
@@ -704,6 +720,18 @@ mod tests {
         // Enough threadgroups already, too few groups, or no compute units: 1.
         assert_eq!((default_splits(600, 32, 8, 132), default_splits(10, 7, 8, 132), default_splits(10, 32, 8, 0)), (1, 1, 1));
         assert_eq!(default_splits(1, 4096, 1, 132), crate::library::gemm::MAX_SPLITS);
+        // 128 threadgroups of 16 SIMD groups: 15.5 warps per unit, no split.
+        assert_eq!(default_splits(128, 32, 16, 132), 1);
+    }
+
+    #[test]
+    fn narrow_grids_take_more_simdgroups_per_threadgroup() {
+        // N = 4096: 128 column tiles, under two per unit of an H100.
+        assert_eq!(default_threads(4096, 1, 132), 512);
+        // N = 11008: 344 tiles.
+        assert_eq!(default_threads(11008, 4, 132), DEFAULT_THREADS);
+        // The simulator (no compute units) keeps the default.
+        assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
         // Unsplit (the simulator's default): today's kernel, no workspace.
         let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, QmatmulOptions::default()).unwrap();
         assert_eq!(p.splits, 1);
