@@ -654,12 +654,14 @@ impl Stages<'_> {
     }
 
     /// Accumulates the whole slices `from, from + tk, … < to` into `acc`
-    /// through `cfg.stages` stages filled by asynchronous copies: the
-    /// copies of slice `i + stages − 1` are in flight while the SIMD groups
-    /// multiply slice `i`. Each iteration waits for slice `i`'s own copies
-    /// (`async_wait(stages − 2)`), then one barrier makes every thread's
-    /// copies visible and frees the stage slice `i − 1` used, which the
-    /// iteration's copies refill. A barrier after the loop frees the stages
+    /// through `cfg.stages` stages filled by asynchronous copies. Each
+    /// iteration waits for slice `i`'s own copies (`async_wait(stages −
+    /// 2)`), then one barrier makes every thread's copies visible and frees
+    /// the stage slice `i − 1` used; the SIMD groups multiply slice `i`
+    /// straight after the barrier and only then issue the copies of slice
+    /// `i + stages − 1` into the freed stage (issued before the multiply,
+    /// their address arithmetic delayed every warp's first `ldmatrix`: 1–3 %
+    /// slower on an H100, `BENCHMARKS.md`). A barrier after the loop frees the stages
     /// for what follows. Packed weights arrive as raw words and scales,
     /// which the B tiles' loads decode. The caller knows the slices lie
     /// inside the matrices, with rows of whole copies.
@@ -678,6 +680,8 @@ impl Stages<'_> {
         k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
             k.async_wait(stages - 2);
             k.threadgroup_barrier(MemFlags::Threadgroup);
+            let stage = k.let_("pipe_stage", i % stages);
+            self.multiply(k, "pipe_", acc, Some(stage), Some(stage));
             let ahead = k.let_("pipe_ahead", i + (stages - 1));
             k.if_(ahead.lt(slices), |k| {
                 let fill = k.let_("pipe_fill", ahead % stages);
@@ -686,8 +690,6 @@ impl Stages<'_> {
                 }
             });
             k.async_commit();
-            let stage = k.let_("pipe_stage", i % stages);
-            self.multiply(k, "pipe_", acc, Some(stage), Some(stage));
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
