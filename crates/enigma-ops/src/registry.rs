@@ -689,7 +689,7 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
 
 /// The group size the registry quantizes with: the largest of 128, 64, 32
 /// that divides `k`.
-fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
+pub(crate) fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
     quant::GROUPS.iter().rev().copied().find(|g| k.is_multiple_of(*g)).ok_or_else(|| Error::Argument {
         op: name.to_string(),
         message: format!("k = {k} is not a multiple of 32 (the smallest quantization group)"),

@@ -24,6 +24,13 @@
 //!   SIMT kernel with its blocks over that many threads. Without a tuned
 //!   choice, `Ops::matmul` takes the SIMT kernel for f32 off Metal, else
 //!   [`enigma_analysis::tiles::select_gemm_tile`]'s tile.
+//! * **Quantized candidates** (`qmatmul_fp4`, `qmatmul_int4`): the decode
+//!   kernel's threadgroup sizes × packed words per loop iteration (with
+//!   words set `Ops::qmatmul` runs the decode kernel at any M) and, above
+//!   `QMATMUL_DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
+//!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
+//!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
+//!   kernel's check (or the group, for a slice) refuses it.
 //! * **Fused quantized candidates** (`qmatmul_fused_*`): seed 002's four
 //!   tiles (§9.1's choices over 4 SIMD groups), skipped where the device
 //!   cannot hold them.
@@ -186,11 +193,17 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         _ => shape[shape.len() - 1],
     };
     let mut out = vec![];
+    if let Some(format) = name.strip_prefix("qmatmul_").and_then(|f| Format::parse(f).ok()).filter(|f| !f.has_biases()) {
+        out.extend(qgemm_candidates(format, shape, limits));
+    }
     for &threads in &THREADS {
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let skip = over_max_threads(threads, limits).or_else(|| {
+                let tiled = name.starts_with("qmatmul_") && unroll.is_none() && shape.first().is_some_and(|&m| m > crate::QMATMUL_DECODE_ROWS as usize);
+                let skip = over_max_threads(threads, limits)
+                    .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
+                    .or_else(|| {
                     (threads as usize > work.next_multiple_of(32)).then(|| format!("{threads} threads per threadgroup exceed the {work} elements one threadgroup works on"))
                 });
                 out.push((choice, skip));
@@ -235,6 +248,40 @@ fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) ->
 /// they cannot.
 fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> {
     (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
+}
+
+/// SIMD-group grids the tensor-core quantized kernel's candidates take.
+const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
+
+/// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`), where
+/// `Ops::qmatmul` runs it (above `QMATMUL_DECODE_ROWS` rows; none at or
+/// below): 16 to 128 rows (no taller than needed: half the tile under M),
+/// 64, 128 or 256 columns, slices of 32 or 64 K values, over 4 or 8 SIMD
+/// groups, each with the reason it is skipped: over the device's threads,
+/// the kernel's own check (its partition, threadgroup memory at the
+/// device's limit), or a slice not dividing the registry's group for K.
+fn qgemm_candidates(format: Format, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+    let (m, k) = (shape.first().copied().unwrap_or(1), shape.get(2).copied().unwrap_or(1));
+    if m <= crate::QMATMUL_DECODE_ROWS as usize {
+        return vec![];
+    }
+    let group = crate::registry::registry_group("qmatmul", k).ok();
+    let mut out = vec![];
+    for tm in [16u32, 32, 64, 128].into_iter().filter(|&tm| tm == 16 || ((tm / 2) as usize) < m) {
+        for tn in [64, 128, 256] {
+            for tk in gemm::QGEMM_SLICE_DEPTHS {
+                for (sg_rows, sg_cols) in QGEMM_GRIDS {
+                    let tile = GemmTile::new(tm, tn, tk, sg_rows, sg_cols);
+                    let cfg = gemm::QgemmConfig::from_tile(format, DType::F16, tile).pipelined_for(limits.max_memory_bytes);
+                    let skip = over_max_threads(tile.threads(), limits)
+                        .or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()))
+                        .or_else(|| group.and_then(|g| cfg.check_group(g as u32).err()).map(|e| e.to_string()));
+                    out.push((Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Seed 002's four tiles for the fused quantized kernel (§9.1's choices,

@@ -3,7 +3,7 @@
 //! registry picking up a cached choice. Tests that touch the cache share the
 //! process-wide `ENIGMA_CACHE_DIR`, so they take a lock.
 
-use enigma_ops::{registry, ThreadgroupLimits};
+use enigma_ops::{registry, GemmTile, ThreadgroupLimits};
 use enigma_ops::tune::{self, Choice, Outcome, Settings};
 use enigma_runtime::{Device, Runtime};
 use std::path::PathBuf;
@@ -72,6 +72,15 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     let q = tune::candidates(&entry("qmatmul_int4"), &[1, 64, 256], &limits(1024));
     assert_eq!(q.len(), tune::THREADS.len() * 4);
     assert!(q.iter().any(|(ch, skip)| ch.unroll == Some(16) && skip.is_none()));
+    // Above the decode kernel's rows: the tensor-core kernel's tiles, the
+    // library's default for 16 rows among the runnable ones; no tile for 1
+    // row (above), and threads alone are skipped (they reach no kernel).
+    let q16 = tune::candidates(&entry("qmatmul_int4"), &[16, 11008, 4096], &limits(1024));
+    let runnable_tiles: Vec<GemmTile> = q16.iter().filter(|(_, skip)| skip.is_none()).filter_map(|(ch, _)| ch.tile).collect();
+    assert!(runnable_tiles.contains(&GemmTile::new(16, 128, 64, 1, 4)), "{runnable_tiles:?}");
+    assert!(runnable_tiles.iter().all(|t| t.tm == 16), "16 rows take 16-row tiles: {runnable_tiles:?}");
+    assert!(q.iter().all(|(ch, _)| ch.tile.is_none()));
+    assert!(q16.iter().filter(|(ch, _)| ch.tile.is_none() && ch.unroll.is_none()).all(|(_, skip)| skip.is_some()));
     // For MLX's affine format: packed words per lane and load (1, 2, 4).
     let affine = tune::candidates(&entry("qmatmul_mlx_affine"), &[1, 64, 256], &limits(1024));
     let words: std::collections::BTreeSet<Option<u32>> = affine.iter().map(|(ch, _)| ch.unroll).collect();

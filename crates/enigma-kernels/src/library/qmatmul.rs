@@ -10,7 +10,7 @@
 //!   same width of `half` scales); the 32 lanes of a SIMD group own
 //!   `32 · cols` consecutive columns, so each packed row of the tile is one
 //!   contiguous stretch of `128 · cols` bytes.
-//! * **Dequantised on the fly.** INT4 works in f16 pairs ([`int4_eighths`]):
+//! * **Dequantised on the fly.** INT4 works in f16 pairs (`int4_eighths`):
 //!   the mask `0x000F000F` takes two nibbles of a word at once (nibbles `i`
 //!   and `i + 4`) into the mantissas of an f16 pair under the exponent of
 //!   1024, and one pair fma gives `(nibble − 8) / 8` exactly, so a pair of
