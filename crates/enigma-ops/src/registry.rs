@@ -112,6 +112,10 @@ pub struct Entry {
     pub default_shape: Vec<usize>,
     /// The shape of the performance target (for `bench` on a GPU).
     pub bench_shape: Vec<usize>,
+    /// A dimension a shape may add after [`Entry::shape_names`]' (the
+    /// quantized matmuls' `group`, K values per scale; without it, the
+    /// largest of 128, 64 and 32 that divides K).
+    pub optional_dim: Option<&'static str>,
     vectorize: Option<bool>,
     cache_rows: Option<bool>,
     prepare: Arc<Prepare>,
@@ -151,11 +155,14 @@ impl Entry {
     fn shape<'a>(&'a self, shape: &'a [usize]) -> Result<&'a [usize], Error> {
         let shape = if shape.is_empty() { &self.default_shape[..] } else { shape };
         let err = |message: String| Err(Error::Argument { op: self.name.clone(), message });
-        if shape.len() != self.shape_names.len() {
-            return err(format!("shape {shape:?} has {} dimensions; expected {} ({})", shape.len(), self.shape_names.len(), self.shape_names.join(" x ")));
+        let optional = self.optional_dim.is_some() && shape.len() == self.shape_names.len() + 1;
+        if shape.len() != self.shape_names.len() && !optional {
+            let extra = self.optional_dim.map(|d| format!(", then optionally {d}")).unwrap_or_default();
+            return err(format!("shape {shape:?} has {} dimensions; expected {} ({}{extra})", shape.len(), self.shape_names.len(), self.shape_names.join(" x ")));
         }
         if let Some(i) = shape.iter().position(|&s| s == 0) {
-            return err(format!("`{}` = 0 in shape {shape:?}; every dimension must be at least 1", self.shape_names[i]));
+            let name = self.shape_names.get(i).copied().or(self.optional_dim).unwrap_or("a dimension");
+            return err(format!("`{name}` = 0 in shape {shape:?}; every dimension must be at least 1"));
         }
         if self.elements(shape) > u32::MAX as u128 {
             return err(format!("shape {shape:?} has more than 2^32 - 1 elements"));
@@ -168,7 +175,7 @@ impl Entry {
     /// B (`k·n`) and C (`m·n`).
     fn elements(&self, shape: &[usize]) -> u128 {
         match (self.shape_names.as_slice(), shape) {
-            (["m", "n", "k"], &[m, n, k]) => {
+            (["m", "n", "k"], &[m, n, k, ..]) => {
                 let (m, n, k) = (m as u128, n as u128, k as u128);
                 (m * k).max(k * n).max(m * n)
             }
@@ -333,6 +340,7 @@ fn entry(
         shape_names: shape_names.to_vec(),
         default_shape: default_shape.to_vec(),
         bench_shape: bench_shape.to_vec(),
+        optional_dim: None,
         vectorize: None,
         cache_rows: None,
         prepare: Arc::new(prepare),
@@ -705,52 +713,59 @@ fn qmatmul_entry(format: Format, fused: bool) -> Entry {
     let description = format!(
         "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in {layout} per group of 128 (64 or 32 when k needs), C f16, f32 accumulation{kernel}; on a GPU each run reads the next of 200 MB of weight copies"
     );
-    entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
-        let (m, n, k) = (shape[0], shape[1], shape[2]);
-        let group = registry_group(&name, k)?;
-        let mut rng = TestRng::new(seed);
-        let (a, ab) = input(rt, DType::F16, &mut rng, m * k, -1.0, 1.0)?;
-        let q = quant::quantize(format, &rng.vec(k * n, -1.0, 1.0), k, n, group)?;
-        let w = q.dequantize()?;
-        // On a GPU, copies of the weights spanning four times a 50 MB L2,
-        // one per run in turn, so that timed runs read them from DRAM as a
-        // decode step does (one copy would stay in L2 between runs).
-        let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
-        let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(weight_bytes).clamp(1, 64) };
-        let weights = (0..copies).map(|_| QuantizedWeights::upload(rt, &q)).collect::<Result<Vec<_>, Error>>()?;
-        let next = Cell::new(0usize);
-        let want = qmatmul::reference(&a, &w, m, n, k);
-        // f32 sums of k products (each exact in f32: an f16 times a
-        // 4-bit value times an f16 scale), then one rounding to f16. With
-        // many rows the tensor-core kernel stages each dequantized weight
-        // in f16: one more rounding per product. MLX's affine kernel sums
-        // scale · code · a and bias · a apart: their magnitudes bound it.
-        // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
-        // f16 four at a time (`qmatmul::f16_product_error`).
-        let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) {
-            DType::F16.unit_roundoff()
-        } else {
-            qmatmul::f16_product_error(format)
-        };
-        let tols: Vec<Tolerance> = q.abs_products(&a, m).into_iter().map(|abs| rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)).collect();
-        let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
-        Ok(Case {
-            run: Box::new(move |ops| {
-                let i = next.get();
-                next.set(i + 1);
-                let w = &weights[i % weights.len()];
-                if fused {
-                    ops.qmatmul_fused(&ab, w, m, DType::F16)
-                } else {
-                    ops.qmatmul(&ab, w, m, DType::F16)
-                }
-            }),
-            out_elem: Scalar::F16,
-            want,
-            tol: Box::new(move |i| tols[i]),
-            bytes,
+    // A shape may add the group after M, N and K (`enigma run … --group 64`).
+    Entry {
+        optional_dim: Some("group"),
+        ..entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
+            let (m, n, k) = (shape[0], shape[1], shape[2]);
+            let group = match shape.get(3) {
+                Some(&group) => group,
+                None => registry_group(&name, k)?,
+            };
+            let mut rng = TestRng::new(seed);
+            let (a, ab) = input(rt, DType::F16, &mut rng, m * k, -1.0, 1.0)?;
+            let q = quant::quantize(format, &rng.vec(k * n, -1.0, 1.0), k, n, group)?;
+            let w = q.dequantize()?;
+            // On a GPU, copies of the weights spanning four times a 50 MB L2,
+            // one per run in turn, so that timed runs read them from DRAM as a
+            // decode step does (one copy would stay in L2 between runs).
+            let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
+            let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(weight_bytes).clamp(1, 64) };
+            let weights = (0..copies).map(|_| QuantizedWeights::upload(rt, &q)).collect::<Result<Vec<_>, Error>>()?;
+            let next = Cell::new(0usize);
+            let want = qmatmul::reference(&a, &w, m, n, k);
+            // f32 sums of k products (each exact in f32: an f16 times a
+            // 4-bit value times an f16 scale), then one rounding to f16. With
+            // many rows the tensor-core kernel stages each dequantized weight
+            // in f16: one more rounding per product. MLX's affine kernel sums
+            // scale · code · a and bias · a apart: their magnitudes bound it.
+            // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
+            // f16 four at a time (`qmatmul::f16_product_error`).
+            let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) {
+                DType::F16.unit_roundoff()
+            } else {
+                qmatmul::f16_product_error(format)
+            };
+            let tols: Vec<Tolerance> = q.abs_products(&a, m).into_iter().map(|abs| rounded(DType::F16, enigma_kernels::sum_bound(abs, k) + abs * staging, 0.0)).collect();
+            let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
+            Ok(Case {
+                run: Box::new(move |ops| {
+                    let i = next.get();
+                    next.set(i + 1);
+                    let w = &weights[i % weights.len()];
+                    if fused {
+                        ops.qmatmul_fused(&ab, w, m, DType::F16)
+                    } else {
+                        ops.qmatmul(&ab, w, m, DType::F16)
+                    }
+                }),
+                out_elem: Scalar::F16,
+                want,
+                tol: Box::new(move |i| tols[i]),
+                bytes,
+            })
         })
-    })
+    }
 }
 
 #[cfg(test)]

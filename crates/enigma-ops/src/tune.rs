@@ -265,7 +265,7 @@ fn qgemm_candidates(format: Format, shape: &[usize], limits: &ThreadgroupLimits)
     if m <= crate::QMATMUL_DECODE_ROWS as usize {
         return vec![];
     }
-    let group = crate::registry::registry_group("qmatmul", k).ok();
+    let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
     for tm in [16u32, 32, 64, 128].into_iter().filter(|&tm| tm == 16 || ((tm / 2) as usize) < m) {
         for tn in [64, 128, 256] {

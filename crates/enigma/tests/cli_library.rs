@@ -81,6 +81,27 @@ fn dtype_shape_threads_and_sanitize_options() {
     assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("scan_")).count(), 5, "{text}");
 }
 
+/// `--group` (issue 16's `enigma run qmatmul_fp4 --shape MxNxK --group 128`)
+/// reaches the weights: a group of 32 has 4 packed words per scale, so the
+/// decode kernel takes 4 words per iteration (8 for the default group of
+/// 128 at this K); errors for a bad group, a kernel without one, a group
+/// given twice.
+#[test]
+fn quantized_matmuls_take_a_group() {
+    let v = json(&["run", "qmatmul_int4", "--shape", "2x64x256", "--group", "32", "--device", "sim", "--json"]);
+    assert_eq!((v["shape"].clone(), v["ok"].as_bool()), (serde_json::json!([2, 64, 256, 32]), Some(true)));
+    assert!(v["dispatches"][0]["kernel"].as_str().unwrap().contains("_u4_"), "{v}");
+    let v = json(&["run", "qmatmul_int4", "--shape", "2x64x256", "--device", "sim", "--json"]);
+    assert!(v["dispatches"][0]["kernel"].as_str().unwrap().contains("_u8_"), "{v}");
+    // The group may also come as the shape's fourth dimension.
+    let v = json(&["run", "qmatmul_fp4", "--shape", "3x100x256x64", "--device", "sim", "--json"]);
+    assert_eq!(v["ok"].as_bool(), Some(true), "{v}");
+    fails(&["run", "qmatmul_int4", "--shape", "2x64x256", "--group", "48", "--device", "sim"], "group size 48");
+    fails(&["run", "softmax_f32", "--group", "64", "--device", "sim"], "--group applies to the quantized matmuls");
+    fails(&["run", "qmatmul_int4", "--shape", "2x64x256x32", "--group", "64", "--device", "sim"], "give it once");
+    fails(&["run", "qmatmul_int4", "--shape", "2x64x256x32x1", "--device", "sim"], "then optionally group");
+}
+
 #[test]
 fn examples_still_run() {
     let out = enigma(&["run", "reduce", "--n", "100003", "--device", "sim"]);

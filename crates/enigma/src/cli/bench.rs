@@ -55,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (None, true) => entry.bench_shape.clone(),
             (None, false) => entry.default_shape.clone(),
         };
+        let shape = library::with_group(entry, shape, args.timing.group)?;
         let label = format!("{} [{}]", entry.name, library::shape_text(&shape));
         eprint!("{label:<40} preparing data and the reference");
         let mut progress = |done: usize, total: usize| {

@@ -22,6 +22,10 @@ pub struct Timing {
     /// Element type, f32 (default), f16 or bf16 (f32, i32 or u32 for prefix sums).
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Quantized matmuls (`qmatmul_*`): K values per scale, 32, 64 or 128
+    /// (default: the largest that divides K).
+    #[arg(long)]
+    pub group: Option<usize>,
     /// Timed runs (seed 004: 10; 1 to 10000).
     #[arg(long, default_value_t = 10, value_parser = parse_repeats)]
     pub repeats: usize,
@@ -70,6 +74,22 @@ pub fn shape(text: Option<&str>) -> anyhow::Result<Vec<usize>> {
         Some(t) => enigma_ops::parse_shape(t)?,
         None => vec![],
     })
+}
+
+/// `shape` (empty: the entry's default) with `--group` added as its last
+/// dimension, for the entries that take one (the quantized matmuls); an
+/// error for the others, or when the shape already names a group.
+pub fn with_group(entry: &Entry, shape: Vec<usize>, group: Option<usize>) -> anyhow::Result<Vec<usize>> {
+    let Some(group) = group else { return Ok(shape) };
+    let Some(dim) = entry.optional_dim else {
+        anyhow::bail!("--group applies to the quantized matmuls (`enigma run list`: qmatmul_*), not `{}`", entry.name)
+    };
+    let mut shape = if shape.is_empty() { entry.default_shape.clone() } else { shape };
+    if shape.len() != entry.shape_names.len() {
+        anyhow::bail!("--group {group} and a {dim} in --shape: give it once");
+    }
+    shape.push(group);
+    Ok(shape)
 }
 
 /// Options from `--threads`, `--tile` and `--sanitize`.

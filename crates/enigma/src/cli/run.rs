@@ -33,6 +33,10 @@ pub struct Args {
     /// or u32 for prefix sums).
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Quantized matmuls (`qmatmul_*`): K values per scale, 32, 64 or 128
+    /// (default: the largest that divides K).
+    #[arg(long)]
+    pub group: Option<usize>,
     /// Library kernels: threads per threadgroup (default: seed 004's table).
     #[arg(long)]
     pub threads: Option<u32>,
@@ -54,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let example = EXAMPLES.iter().find(|e| **e == args.what);
     // An example name with a library option means the library kernel of
     // that name (`enigma run scale --dtype f16`).
-    let library_options = args.dtype.is_some() || args.shape.is_some() || args.threads.is_some() || args.tile.is_some() || args.sanitize;
+    let library_options = args.dtype.is_some() || args.shape.is_some() || args.group.is_some() || args.threads.is_some() || args.tile.is_some() || args.sanitize;
     if args.what == "all" {
         return run_examples(&args, &EXAMPLES);
     }
@@ -100,7 +104,7 @@ fn run_examples(args: &Args, names: &[&'static str]) -> anyhow::Result<ExitCode>
 fn run_kernel(args: &Args, entry: &enigma_ops::Entry) -> anyhow::Result<ExitCode> {
     let device: Device = args.device.parse()?;
     let rt = Runtime::new(device)?;
-    let shape = library::shape(args.shape.as_deref())?;
+    let shape = library::with_group(entry, library::shape(args.shape.as_deref())?, args.group)?;
     let options = library::options(args.threads, args.tile, args.sanitize);
     let outcome = entry.run_with(&rt, &shape, &options).with_context(|| format!("running `{}`", entry.name))?;
     let device = library::device_name(&rt);

@@ -32,6 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None if rt.device().kind != DeviceKind::Simulator => entry.bench_shape.clone(),
         None => entry.default_shape.clone(),
     };
+    let shape = library::with_group(&entry, shape, args.timing.group)?;
     let label = format!("{} [{}]", entry.name, library::shape_text(&shape));
     let settings = Settings { warmup: args.timing.warmup, repeats: args.timing.repeats };
     let report = tune::tune(&entry, &rt, &shape, settings, &mut |done, total, choice| {
