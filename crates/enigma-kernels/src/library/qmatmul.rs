@@ -147,6 +147,17 @@ pub fn f16_product_error(format: Format) -> f64 {
     }
 }
 
+/// One SIMD group's staged A for a chunk: its 16-byte vectors and their
+/// type. INT4 stages f16 pairs, one `uint4` per row and word; FP4 f32, two
+/// `float4`s per row and word.
+fn stage_layout(format: Format, rows: u32, words: u32) -> (u32, Type) {
+    if format == Format::Int4 {
+        (rows * words, Type::vector(Scalar::U32, 4))
+    } else {
+        (rows * words * 2, Type::vector(Scalar::F32, 4))
+    }
+}
+
 /// An f16 pair.
 const HALF2: Type = Type::vector(Scalar::F16, 2);
 
@@ -210,11 +221,8 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let kk = k.value("k", Type::U32);
     let group_words = k.value("group_words", Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
-    // INT4 stages A as f16 pairs, one uint4 per row and word; FP4 as f32,
-    // two float4s per row and word.
     let pairs = format == Format::Int4;
-    let stage_vecs = if pairs { rows * words } else { rows * words * 2 };
-    let stage_elem = if pairs { Type::vector(Scalar::U32, 4) } else { Type::vector(Scalar::F32, 4) };
+    let (stage_vecs, stage_elem) = stage_layout(format, rows, words);
     let stage = k.threadgroup_array("a_stage", stage_elem, simdgroups * stage_vecs);
     let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
     if let Some(table) = table {
@@ -637,7 +645,8 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
 fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
     let simdgroups = (threads / SIMD_WIDTH) as u64;
     let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
-    let stage = simdgroups * (rows * words * VALUES_PER_WORD as u32) as u64 * 4;
+    let (vecs, elem) = stage_layout(format, rows, words);
+    let stage = simdgroups * vecs as u64 * elem.size_bytes() as u64;
     partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
 }
 
@@ -725,6 +734,16 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_counts_the_threadgroup_memory_the_kernel_declares() {
+        for format in [Format::Int4, Format::Fp4] {
+            for (rows, cols, words, threads) in [(1, 1, 8, 256), (4, 2, 16, 512), (8, 1, 4, 128)] {
+                let declared: u64 = qmatmul(format, DType::F16, rows, cols, words, threads).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                assert_eq!(threadgroup_bytes(format, threads, rows, cols, words), declared, "{format} r{rows} c{cols} u{words} t{threads}");
+            }
+        }
+    }
+
+    #[test]
     fn narrow_grids_take_more_simdgroups_per_threadgroup() {
         // N = 4096: 128 column tiles, under two per unit of an H100.
         assert_eq!(default_threads(4096, 1, 132), 512);
@@ -759,9 +778,9 @@ mod tests {
         let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
         assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
         // Default rows shrink to fit: per row and SIMD group, 128 bytes of
-        // partial sums and 256 of staged A (8 words): 5 rows at 512 threads,
-        // 2 at 1024.
+        // partial sums and, for 8 words, 256 of staged A as f32 (FP4) or 128
+        // as f16 pairs (INT4): FP4 5 rows at 512 threads, INT4 4 at 1024.
         assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().rows, 5);
-        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 2);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 4);
     }
 }
