@@ -113,6 +113,13 @@ pub(crate) trait Dialect {
     /// Marks the matrix helpers as used (the prelude then defines them).
     fn use_matrices(&mut self);
 
+    /// The byte alignment every threadgroup array is declared with (the
+    /// first element's address is a multiple of it); 1 where the dialect
+    /// promises nothing beyond the element type's own.
+    fn threadgroup_array_align(&self) -> u64 {
+        1
+    }
+
     /// `(a & b) | c` on `u32` scalars as one call, where the target has a
     /// better form than the two operators (CUDA: one `LOP3` with the masks
     /// in registers); `None` keeps the operators.

@@ -532,13 +532,16 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// B-layout load); vector memory is read through a view of its scalars.
     ///
     /// Where the code generator proves every row 16-byte aligned — threadgroup
-    /// memory (its arrays start on 16-byte boundaries), the offset and the
-    /// stride multiples of 16 bytes ([`plan::KnownFactors`]) — the helper
-    /// is told so (`helper<T, R, C, true>`) and skips its run-time test.
+    /// memory whose arrays the dialect declares 16-byte aligned
+    /// ([`Dialect::threadgroup_array_align`]), the offset and the stride
+    /// multiples of 16 bytes ([`plan::KnownFactors`]) — the helper is told
+    /// so (`helper<T, R, C, true>`) and skips its run-time test.
     fn matrix_load(&mut self, helper: &str, ty: MatrixType, mem: Memory, offset: &Expr, stride: &Expr, transpose: bool) -> Result<Val, CodegenError> {
+        // The helpers' ALIGNED promise: rows on 16-byte boundaries.
         const ROW_ALIGN_TWOS: u32 = 4;
         let elem_twos = ty.elem().size_bytes().trailing_zeros();
         let aligned = matches!(mem, Memory::Threadgroup(_))
+            && self.dialect.threadgroup_array_align().trailing_zeros() >= ROW_ALIGN_TWOS
             && self.factors.twos(offset) + elem_twos >= ROW_ALIGN_TWOS
             && self.factors.twos(stride) + elem_twos >= ROW_ALIGN_TWOS;
         let pointer = self.scalar_pointer(mem, offset)?;

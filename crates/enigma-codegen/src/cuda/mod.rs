@@ -357,6 +357,10 @@ impl Dialect for Cuda {
         self.need(Helper::AndOr);
     }
 
+    fn threadgroup_array_align(&self) -> u64 {
+        SHARED_ALIGN
+    }
+
     fn and_or(&mut self, a: Code, b: Code, c: Code) -> Option<Code> {
         Some(self.helper_call(Helper::AndOr, "and_or", &[a, b, c]))
     }
