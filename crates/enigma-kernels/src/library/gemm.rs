@@ -661,8 +661,8 @@ impl Stages<'_> {
     /// straight after the barrier and only then issue the copies of slice
     /// `i + stages − 1` into the freed stage (issued before the multiply,
     /// their address arithmetic delayed every warp's first `ldmatrix`: 1–3 %
-    /// slower on an H100, `BENCHMARKS.md`). A barrier after the loop frees the stages
-    /// for what follows. Packed weights arrive as raw words and scales,
+    /// slower on an H100, `BENCHMARKS.md`). A barrier after the loop frees
+    /// the stages for what follows. Packed weights arrive as raw words and scales,
     /// which the B tiles' loads decode. The caller knows the slices lie
     /// inside the matrices, with rows of whole copies.
     fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {

@@ -135,12 +135,12 @@ pub const INT4_F16_TERMS: u32 = 4;
 
 /// The kernel's rounding beyond f32 summation, relative to Σ|a · w|: INT4
 /// forms and sums [`INT4_F16_TERMS`] products in f16 before widening them
-/// (γ₄ = 4u / (1 − 4u), u = 2⁻¹¹); FP4 forms each product exactly in f32
-/// (0).
+/// (γ₄ = 4u / (1 − 4u), u = f16's unit roundoff); FP4 forms each product
+/// exactly in f32 (0).
 pub fn f16_product_error(format: Format) -> f64 {
     match format {
         Format::Int4 => {
-            let nu = INT4_F16_TERMS as f64 * f64::powi(2.0, -11);
+            let nu = INT4_F16_TERMS as f64 * DType::F16.unit_roundoff();
             nu / (1.0 - nu)
         }
         _ => 0.0,
@@ -348,12 +348,12 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         }
         k.simdgroup_barrier(MemFlags::Threadgroup);
         for (u, &q) in qs.iter().enumerate() {
-            let u32_ = u as u32;
+            let word_index = u as u32;
             for cc in 0..cols_n {
                 let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
                 if pairs {
                     // Uniform addresses: one broadcast read per row and word.
-                    let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + u32_))).collect();
+                    let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + word_index))).collect();
                     let v = int4_eighths(k, word, &format!("{u}_{cc}"));
                     for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
                         let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
@@ -372,7 +372,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
                 // Uniform addresses: one broadcast read per float4.
                 let a: Vec<[Ex; 2]> = (0..rows)
                     .map(|r| {
-                        let at = stage_base + (r * words * 2 + u32_ * 2);
+                        let at = stage_base + (r * words * 2 + word_index * 2);
                         let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
                         let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
                         [lo, hi]
