@@ -66,6 +66,16 @@ pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError
 /// The most rows [`Ops::qmatmul`] gives the decode kernel; above them it takes
 /// the tensor-core kernel.
 pub use enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as QMATMUL_DECODE_ROWS;
+
+/// Whether [`Ops::qmatmul`] runs the decode kernel for `m` rows with
+/// `options` (seed 002's layout): up to [`QMATMUL_DECODE_ROWS`] rows, or at
+/// any M when the options ask for the decode kernel's own blocking (rows,
+/// columns per thread, packed words) or for no vector loads; else the
+/// tensor-core kernel.
+pub(crate) fn qmatmul_takes_decode_kernel(m: usize, options: &Options) -> bool {
+    let decode_options = [options.rows_per_threadgroup, options.columns_per_thread, options.unroll].iter().any(Option::is_some) || options.vectorize == Some(false);
+    m <= QMATMUL_DECODE_ROWS as usize || decode_options
+}
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 
@@ -858,10 +868,7 @@ impl<'rt> Ops<'rt> {
         if let Some(biases) = &w.biases {
             return self.launch_affine(a, w, biases, m, out);
         }
-        // Many rows take the tensor-core kernel, unless options ask for the
-        // decode kernel's own blocking or for no vector loads.
-        let decode_options = [self.options.rows_per_threadgroup, self.options.columns_per_thread, self.options.unroll].iter().any(Option::is_some) || self.options.vectorize == Some(false);
-        if m > qmatmul::TILED_ABOVE_ROWS as usize && !decode_options {
+        if !qmatmul_takes_decode_kernel(m, &self.options) {
             return self.launch_qgemm(a, w, m, out);
         }
         let cols = match (self.options.columns_per_thread, self.options.vectorize) {

@@ -193,14 +193,16 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         _ => shape[shape.len() - 1],
     };
     let mut out = vec![];
-    if let Some(format) = name.strip_prefix("qmatmul_").and_then(|f| Format::parse(f).ok()).filter(|f| !f.has_biases()) {
+    // Seed 002's layout: above the decode kernel's rows, the tensor-core kernel.
+    let packed = name.strip_prefix("qmatmul_").and_then(|f| Format::parse(f).ok()).filter(|f| !f.has_biases());
+    if let Some(format) = packed {
         out.extend(qgemm_candidates(format, shape, limits));
     }
     for &threads in &THREADS {
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = name.starts_with("qmatmul_") && unroll.is_none() && shape.first().is_some_and(|&m| m > crate::QMATMUL_DECODE_ROWS as usize);
+                let tiled = packed.is_some() && !crate::qmatmul_takes_decode_kernel(shape.first().copied().unwrap_or(1), &choice.apply(&Options::default()));
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -262,7 +264,7 @@ const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 /// device's limit), or a slice not dividing the registry's group for K.
 fn qgemm_candidates(format: Format, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let (m, k) = (shape.first().copied().unwrap_or(1), shape.get(2).copied().unwrap_or(1));
-    if m <= crate::QMATMUL_DECODE_ROWS as usize {
+    if crate::qmatmul_takes_decode_kernel(m, &Options::default()) {
         return vec![];
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());

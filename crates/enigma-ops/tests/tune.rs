@@ -81,6 +81,10 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     assert!(runnable_tiles.iter().all(|t| t.tm == 16), "16 rows take 16-row tiles: {runnable_tiles:?}");
     assert!(q.iter().all(|(ch, _)| ch.tile.is_none()));
     assert!(q16.iter().filter(|(ch, _)| ch.tile.is_none() && ch.unroll.is_none()).all(|(_, skip)| skip.is_some()));
+    // MLX's affine kernel takes threadgroup sizes at any M: none skipped for it.
+    let affine16 = tune::candidates(&entry("qmatmul_mlx_affine"), &[16, 64, 256], &limits(1024));
+    assert!(affine16.iter().any(|(ch, skip)| ch.unroll.is_none() && skip.is_none()), "{affine16:?}");
+    assert!(affine16.iter().all(|(ch, _)| ch.tile.is_none()));
     // For MLX's affine format: packed words per lane and load (1, 2, 4).
     let affine = tune::candidates(&entry("qmatmul_mlx_affine"), &[1, 64, 256], &limits(1024));
     let words: std::collections::BTreeSet<Option<u32>> = affine.iter().map(|(ch, _)| ch.unroll).collect();
