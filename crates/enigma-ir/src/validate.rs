@@ -844,12 +844,7 @@ impl<'k> Validator<'k> {
                 }
                 let memories = [(self.kernel.memory_name(*words), words_elem), (self.kernel.memory_name(*scales), scales_elem)];
                 typing::matrix_quantized(*ty, *code, memories, index_types).map_err(|k| self.err(k))?;
-                if uniformity > Uniformity::Simdgroup {
-                    return Err(self.err(ValidationErrorKind::NonUniformMatrix {
-                        op,
-                        cause: "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".into(),
-                    }));
-                }
+                self.matrix_address_uniform(op, uniformity)?;
                 (Type::Matrix(*ty), Uniformity::Simdgroup)
             }
             Expr::MatrixMultiply { a, b, acc } => {
@@ -917,7 +912,14 @@ impl<'k> Validator<'k> {
         self.index_type(mem, offset_ty)?;
         let (stride_ty, su) = self.expr(stride, state)?;
         typing::matrix_memory(op, ty, self.kernel.memory_name(mem), elem, offset_ty, stride_ty).map_err(|k| self.err(k))?;
-        if ou.max(su) > Uniformity::Simdgroup {
+        self.matrix_address_uniform(op, ou.max(su))
+    }
+
+    /// A SIMD-group matrix operation's addresses (offsets, strides) must be
+    /// the same in every lane: each lane's share is addressed by the
+    /// operation itself. `uniformity` is theirs, combined.
+    fn matrix_address_uniform(&self, op: &'static str, uniformity: Uniformity) -> Result<(), ValidationError> {
+        if uniformity > Uniformity::Simdgroup {
             return Err(self.err(ValidationErrorKind::NonUniformMatrix {
                 op,
                 cause: "an offset or stride that differs between lanes (each lane's share is addressed by the operation itself)".into(),
