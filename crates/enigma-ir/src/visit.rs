@@ -207,6 +207,25 @@ mod tests {
     }
 
     #[test]
+    fn a_quantized_load_has_its_three_indices_as_children() {
+        use crate::{MatrixType, QuantCode, Scalar};
+        let mut k = KernelBuilder::new("k");
+        let words = k.buffer("words", Type::U32, Access::Read);
+        let scales = k.buffer("scales", Type::scalar(Scalar::F16), Access::Read);
+        let out = k.buffer("out", Type::scalar(Scalar::F16), Access::ReadWrite);
+        let n = k.value("n", Type::U32);
+        let ty = MatrixType::new(Scalar::F16, 8, 8);
+        k.matrix_store(matrix_load_quantized(ty, QuantCode::Int4, words, n * 2u32, n, scales, 3u32), out, 0u32, 8u32, false);
+        let kernel = k.finish().unwrap();
+        let StmtKind::MatrixStore { value, .. } = &kernel.body[0].kind else { panic!("{:?}", kernel.body[0]) };
+        let children = value.children();
+        assert!(
+            matches!(children[..], [Expr::Binary { op: crate::BinaryOp::Mul, .. }, Expr::Param(ParamId(3)), Expr::Literal(_)]),
+            "offset, stride, scale offset: {children:?}"
+        );
+    }
+
+    #[test]
     fn texture_operations_expose_their_operands() {
         let mut k = KernelBuilder::new("k");
         let t = k.texture2d("t", crate::Scalar::F32, crate::TextureAccess::ReadWrite);
