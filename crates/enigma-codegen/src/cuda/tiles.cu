@@ -254,7 +254,20 @@ template <typename T, int R, int C> __device__ inline enigma_tile<T, R, C> enigm
     return t;
 }
 
+// A lane's two elements of a fragment are neighbours in a row: where the
+// memory holds the tile's own type and every row starts on a pair's
+// boundary (the same test on every lane), each pair is one store.
 template <typename T, int R, int C, typename P> __device__ inline void enigma_tile_store(const enigma_tile<T, R, C>& t, P* p, unsigned stride, bool transpose, unsigned lane) {
+    if constexpr (sizeof(P) == sizeof(T)) {
+        if (!transpose && ((reinterpret_cast<size_t>(p) | size_t(stride) * sizeof(T)) % sizeof(enigma_duo<T>)) == 0) {
+#pragma unroll
+            for (int f = 0; f < R * C / 64; ++f) {
+                unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
+                *reinterpret_cast<enigma_duo<T>*>(p + r * stride + c) = t.d[f];
+            }
+            return;
+        }
+    }
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
