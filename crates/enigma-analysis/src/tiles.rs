@@ -931,7 +931,14 @@ pub fn gemm_tiles() -> Vec<GemmTile> {
 /// * **M ≤ 64 → 64×128×32 over 2×2** (32×64 per SIMD group): with split-K,
 ///   measured at 64×11008×4096 f16: 120.8 µs (43 % of cuBLAS) against
 ///   662 µs for the 128-row tile.
-/// * **2-byte inputs → 128×128×32 over 2×2** (64×64 per SIMD group):
+/// * **2-byte inputs, M and N from 2048, where two stages of it fit →
+///   128×256×32 over 2×4** (64×64 per SIMD group, 8 of them): a
+///   threadgroup reads a quarter less from L2 per product than with
+///   128×128, and at these shapes the tensor-core GEMM is bound by that
+///   traffic (measured on an H100 at f16 4096³: BENCHMARKS.md, "sixth
+///   session"). On devices with less threadgroup memory (Apple GPUs' 32
+///   KiB) the next rule.
+/// * **2-byte inputs otherwise → 128×128×32 over 2×2** (64×64 per SIMD group):
 ///   measured fastest of six tiles at f16 4096³ on an H100 (BENCHMARKS.md,
 ///   "GEMM 4096³": 1012 µs against 1016–1495 µs); bf16 within 1 %. Other
 ///   shapes (1024³, 8192³, 4096×11008×4096, M = 128) were run with it, but
@@ -950,12 +957,15 @@ pub fn gemm_tiles() -> Vec<GemmTile> {
 /// or fewer than 32 threads), the last is returned and the GEMM's check
 /// reports why. `k` does not take part, as in the seed.
 pub fn select_gemm_tile(m: u32, n: u32, _k: u32, elem_bytes: u32, limits: &ThreadgroupLimits) -> GemmTile {
+    const WIDE: GemmTile = GemmTile::new(128, 256, 32, 2, 4);
     let rule = if m <= 16 {
         GemmTile::new(16, 128, 32, 1, 4)
     } else if m <= 32 {
         GemmTile::new(32, 128, 32, 1, 4)
     } else if m <= 64 {
         GemmTile::new(64, 128, 32, 2, 2)
+    } else if elem_bytes <= 2 && m >= 2048 && n >= 2048 && 2 * WIDE.threadgroup_memory_bytes(elem_bytes) <= limits.max_memory_bytes {
+        WIDE
     } else if elem_bytes <= 2 {
         GemmTile::new(128, 128, 32, 2, 2)
     } else if m > 2048 && n > 2048 {

@@ -25,8 +25,8 @@ fn source(kernel: Kernel) -> String {
 #[test]
 fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
     for input in [DType::F16, DType::BF16] {
-        for stages in [1, 2] {
-            let cfg = GemmConfig { stages, ..GemmConfig::new(input, DType::F32) };
+        for (stages, whole_tiles) in [(1, false), (2, false), (2, true)] {
+            let cfg = GemmConfig { stages, whole_tiles, ..GemmConfig::new(input, DType::F32) };
             let cu = source(gemm(&cfg));
             // One A and one B tile per K step of every multiply loop.
             let (a_loads, b_loads) = (cu.matches("enigma_tile_load<").count(), cu.matches("enigma_tile_load_b<").count());
@@ -52,8 +52,8 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
 /// rows are what guarantees it.
 #[test]
 fn gemm_tile_loads_are_proven_aligned() {
-    for stages in [1, 2] {
-        let cfg = GemmConfig { stages, ..GemmConfig::new(DType::F16, DType::F32) };
+    for (stages, whole_tiles) in [(1, false), (2, false), (2, true)] {
+        let cfg = GemmConfig { stages, whole_tiles, ..GemmConfig::new(DType::F16, DType::F32) };
         let cu = source(gemm(&cfg));
         let proven = cu.matches(", true>(").count();
         let loads = cu.matches("enigma_tile_load<__half").count() + cu.matches("enigma_tile_load_b<__half").count();
@@ -82,4 +82,19 @@ fn int4_decode_uses_one_lop3_per_pair_and_half2_arithmetic() {
     let info = validate(&kernel, &ValidationOptions::default()).unwrap();
     let msl = enigma_codegen::msl::write_string(&kernel, &info, &enigma_codegen::msl::Options::default()).unwrap();
     assert!(!msl.contains("and_or"), "{msl}");
+}
+
+/// The whole-tile GEMM is the pipeline alone: one loop of asynchronous
+/// copies, no register-staged edge path, its tile stored whole (one matrix
+/// store where alpha and beta leave C alone) — the edge paths' code in the
+/// same kernel had cost the pipeline a fifth of its speed on an H100.
+#[test]
+fn the_whole_tile_gemm_has_no_edge_paths() {
+    let general = GemmConfig { stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
+    let whole = source(gemm(&GemmConfig { whole_tiles: true, ..general }));
+    let loops = |cu: &str| cu.matches("for (uint ").count();
+    assert_eq!(loops(&whole), 1, "{whole}");
+    assert!(loops(&source(gemm(&general))) > 1);
+    assert!(!whole.contains("_held"), "no registers staging slices");
+    assert_eq!(whole.matches("enigma_tile_store(acc").count(), 1);
 }

@@ -711,7 +711,8 @@ impl<'rt> Ops<'rt> {
     /// [`Options::gemm_tile`]; with only [`Options::threads`], the type's
     /// base tile (`GemmConfig::new`) split over `threads / 32` SIMD groups
     /// (`GemmConfig::with_threads`); else the tile [`select_gemm_tile`]
-    /// gives the shape on this device.
+    /// gives the shape on this device. Pipelined, where the tile divides
+    /// the shape, it runs the whole-tile variant (`GemmConfig::whole_tiles`).
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
         let mut dims = [0u32; 3];
@@ -777,6 +778,7 @@ impl<'rt> Ops<'rt> {
             Some(stages) => gemm::GemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
         };
+        let cfg = cfg.whole_tiles_for(m, n, k);
         cfg.check(limits.max_memory_bytes)?;
         Ok(MatmulPlan::Matrices(cfg))
     }
@@ -930,7 +932,7 @@ impl<'rt> Ops<'rt> {
     /// threadgroup memory instead), each weight rounded to f16 with its
     /// scale. The tile is `select_gemm_tile`'s for M (or
     /// [`Options::gemm_tile`]) with slices of 64 K values where they divide
-    /// the group, three stages where they fit ([`Options::stages`]).
+    /// the group, four stages where they fit ([`Options::stages`]).
     /// `qmatmul` takes it above `qmatmul::TILED_ABOVE_ROWS` rows.
     /// It reads FP4/INT4 in seed 002's layout only: MLX's affine weights
     /// are an [`Error::Argument`] (`qmatmul` runs them at any M).

@@ -195,6 +195,55 @@ fn pipelined_stages_match_the_reference() {
     assert_eq!(base.pipelined_for(48 * 1024).threadgroup_memory_bytes(), 2 * base.threadgroup_memory_bytes());
 }
 
+/// The whole-tile kernel (shapes the tile divides): one to several slices
+/// per split, f32 output through the matrix store and — alpha, beta or
+/// 16-bit output — element by element, both transposes, batches and
+/// split-K, clean under the sanitizer (the copies of slices past the last,
+/// still in flight after the loop, are waited for before anything else
+/// touches their stages). A shape the tile does not divide takes the
+/// general kernel, and the whole-tile kernel given one writes nothing.
+#[test]
+fn whole_tiles_match_the_reference() {
+    let rt = runtime();
+    for input in [DType::F16, DType::F32] {
+        let (tm, tn, sg_cols) = if input == DType::F32 { (32, 32, 1) } else { (64, 64, 2) };
+        for (stages, tk) in [(2, 32), (3, 16), (3, 32)] {
+            let base = GemmConfig { tm, tn, tk, sg_rows: 1, sg_cols, stages, ..GemmConfig::new(input, DType::F32) };
+            let whole = base.whole_tiles_for(128, 64, 96);
+            assert!(whole.whole_tiles && whole.name().ends_with("_whole"), "{}", whole.name());
+            for (m, n, k) in [(tm as usize, tn as usize, tk as usize), (128, 64, 96), (64, 128, 32 * 7)] {
+                check(&rt, &whole, m, n, k, 1, 1.0, 0.0, true);
+            }
+            check(&rt, &GemmConfig { output: input, ..whole }, 64, 64, 64, 2, 0.5, -2.0, true);
+            check(&rt, &GemmConfig { trans_a: true, trans_b: true, ..whole }, 64, 128, 64, 1, 1.0, 0.0, true);
+            check(&rt, &GemmConfig { splits: 3, ..whole }, 64, 64, 4 * tk as usize, 1, 0.5, 1.0, true);
+        }
+        // Not divided: the plan keeps the general kernel.
+        let base = GemmConfig { tm, tn, sg_rows: 1, sg_cols, stages: 2, ..GemmConfig::new(input, DType::F32) };
+        for (m, n, k) in [(tm + 8, tn, 64), (tm, tn + 8, 64), (tm, tn, 40)] {
+            assert!(!base.whole_tiles_for(m, n, k).whole_tiles, "{m}x{n}x{k}");
+        }
+        // Not pipelined: no whole-tile kernel, and asking for one is an error.
+        let registers = GemmConfig { stages: 1, ..base };
+        assert!(!registers.whole_tiles_for(128, 128, 64).whole_tiles);
+        let err = GemmConfig { whole_tiles: true, ..registers }.check(u64::MAX).unwrap_err().to_string();
+        assert!(err.contains("2 stages or more"), "{err}");
+    }
+    // Given a shape it does not divide, the kernel leaves C as it was.
+    let whole = GemmConfig { tm: 64, tn: 64, sg_rows: 1, sg_cols: 2, stages: 2, whole_tiles: true, ..GemmConfig::new(DType::F16, DType::F32) };
+    let p = rt.pipeline(&gemm(&whole)).unwrap();
+    let (m, n, k) = (64usize, 64usize, 40usize);
+    let a = upload(&rt, enigma_ir::Scalar::F16, &vec![1.0; m * k]).unwrap();
+    let b = upload(&rt, enigma_ir::Scalar::F16, &vec![1.0; k * n]).unwrap();
+    let c = upload(&rt, enigma_ir::Scalar::F32, &vec![7.0; m * n]).unwrap();
+    let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
+    let f = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
+    let args = [Arg::from(&a), Arg::from(&b), Arg::from(&c), u(m), u(n), u(k), f(1.0), f(0.0), Arg::from(&a), Arg::from(&b)];
+    let d = whole.dispatch(m as u32, n as u32, 1);
+    rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &Default::default()).unwrap();
+    assert!(download(&c, enigma_ir::Scalar::F32, m * n).unwrap().iter().all(|&v| v == 7.0));
+}
+
 #[test]
 fn transposes_types_alpha_beta_and_batches() {
     let rt = runtime();
@@ -304,7 +353,8 @@ fn the_planner_reports_what_the_kernel_uses() {
     use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     let pipelined = GemmConfig { tm: 64, tn: 64, stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
-    for cfg in [GemmConfig::new(DType::F16, DType::F32), GemmConfig::new(DType::BF16, DType::F32), pipelined] {
+    let whole = GemmConfig { whole_tiles: true, ..pipelined };
+    for cfg in [GemmConfig::new(DType::F16, DType::F32), GemmConfig::new(DType::BF16, DType::F32), pipelined, whole] {
         let planned = TileConfig {
             simdgroups: cfg.sg_rows * cfg.sg_cols,
             sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),

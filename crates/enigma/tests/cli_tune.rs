@@ -80,7 +80,9 @@ fn tuning_the_matmul_records_a_tile_that_run_then_uses() {
     // --tile overrides the cache.
     let run = enigma(&["run", "matmul_f16", "--shape", "33x40x24", "--device", "sim", "--tile", "64x64x16/1x1", "--json"], &cache);
     let r: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
-    assert_eq!(r["dispatches"][0]["kernel"], "gemm_f16_f32_64x64x16_sg1x1_s3", "{r}");
+    let small = enigma::analysis::tiles::GemmTile::new(64, 64, 16, 1, 1);
+    let small = enigma::kernels::library::gemm::GemmConfig::from_tile(small, enigma::kernels::library::DType::F16, enigma::kernels::library::DType::F32);
+    assert_eq!(r["dispatches"][0]["kernel"].as_str(), Some(small.pipelined_for(limit).name().as_str()), "{r}");
     let bad = enigma(&["bench", "matmul_f16", "--device", "sim", "--tile", "64x64"], &cache);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("TMxTNxTK/ROWSxCOLS"));
     let _ = std::fs::remove_dir_all(&cache);

@@ -28,6 +28,14 @@
 //! epilogue writes each lane's elements through the per-lane view, skipping
 //! those past M or N. Any M, N, K work.
 //!
+//! Where the tile divides the shape, [`GemmConfig::whole_tiles`] builds a
+//! second kernel that is the pipeline alone: no edge paths, no register
+//! staging, its tile stored whole by one matrix store (alpha 1, beta 0, f32
+//! C) or element by element without bounds tests. On an H100 the edge
+//! paths' code made the same pipeline a fifth slower even where it never
+//! ran (the CUDA compiler scheduled and allocated the whole kernel at
+//! once; `BENCHMARKS.md`, sixth session).
+//!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
 //! 4-element vector views of the same buffers as `a` and `b` (the batch
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
@@ -61,8 +69,11 @@ const COPY_BYTES: u32 = 16;
 pub const QGEMM_SLICE_DEPTHS: [u32; 2] = [32, 64];
 
 /// The stages [`GemmConfig::pipelined_for`] and [`QgemmConfig::pipelined_for`]
-/// aim for (fewer where they do not fit).
-pub const DEFAULT_STAGES: u32 = 3;
+/// aim for (fewer where they do not fit): on an H100 four were faster than
+/// three for every whole-tile GEMM measured (4096³ f16 on 128×256×32:
+/// 384 µs against 426; `BENCHMARKS.md`, sixth session), and the quantized
+/// GEMM ran the same with either.
+pub const DEFAULT_STAGES: u32 = 4;
 
 /// The most stages, from [`DEFAULT_STAGES`] down to two, whose threadgroup
 /// memory (`bytes(stages)`) fits `max_threadgroup_memory_bytes`: the one
@@ -117,6 +128,14 @@ pub struct GemmConfig {
     /// matrices with rows of whole 16-byte copies; elsewhere it stages
     /// through registers). [`GemmConfig::pipelined_for`] picks it.
     pub stages: u32,
+    /// A kernel for shapes the tile divides ([`GemmConfig::whole_tiles_for`]):
+    /// every threadgroup runs the pipeline over whole slices and stores its
+    /// tile whole, with no edge paths compiled in. Kept separate because the
+    /// edge paths cost the pipeline its speed when they are in the same
+    /// kernel, even unrun (on an H100, `BENCHMARKS.md`). A dispatch whose
+    /// shape the tile does not divide leaves C untouched: plan through
+    /// [`GemmConfig::whole_tiles_for`] (`Ops::matmul` does).
+    pub whole_tiles: bool,
 }
 
 impl GemmConfig {
@@ -126,14 +145,24 @@ impl GemmConfig {
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1 }
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1, whole_tiles: false }
+    }
+
+    /// This configuration as the whole-tile kernel ([`GemmConfig::whole_tiles`])
+    /// where an `m × n × k` product allows it: pipelined (two or more
+    /// stages) and `m`, `n`, `k` multiples of `tm`, `tn`, `tk` — which also
+    /// makes every slice's rows whole 16-byte copies inside the matrices,
+    /// transposed or not. Otherwise unchanged.
+    pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> GemmConfig {
+        let divides = m.is_multiple_of(self.tm) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk);
+        GemmConfig { whole_tiles: self.whole_tiles || (self.stages >= 2 && divides), ..self }
     }
 
     /// The configuration with [`DEFAULT_STAGES`] stages filled by
     /// asynchronous copies where they fit in `max_threadgroup_memory_bytes`,
-    /// else two where those fit, else unchanged (the 128×128×32 16-bit
-    /// tile's three stages take 55 KiB: on an H100 they fit its 227 and
-    /// were 7 % faster than two at 4096³; two take 37 KiB). Devices whose
+    /// else the most from three down to two that fit, else unchanged (the
+    /// 128×128×32 16-bit tile's four stages take 74 KiB, two 37 KiB; an
+    /// H100 has 227). Devices whose
     /// copies are not asynchronous (Metal's MSL copies at once) gain nothing
     /// from it: the caller decides.
     pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> GemmConfig {
@@ -243,13 +272,16 @@ impl GemmConfig {
         if !(1..=MAX_STAGES).contains(&self.stages) {
             return Err(ShapeError::new(name, format!("{} stages; between 1 and {MAX_STAGES}", self.stages)));
         }
+        if self.whole_tiles && self.stages < 2 {
+            return Err(ShapeError::new(name, "the whole-tile kernel is pipelined: it takes 2 stages or more".to_string()));
+        }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}][_whole]`.
     pub fn name(&self) -> String {
         format!(
-            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}",
+            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
             self.input,
             self.output,
             self.tm,
@@ -260,7 +292,8 @@ impl GemmConfig {
             if self.trans_a { "_ta" } else { "" },
             if self.trans_b { "_tb" } else { "" },
             if self.splits > 1 { "_splitk" } else { "" },
-            if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() }
+            if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
+            if self.whole_tiles { "_whole" } else { "" }
         )
     }
 
@@ -369,8 +402,18 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     };
     let threads = cfg.threads();
     let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile };
-    let held: Vec<Vec<Var>> = stages.ops.iter().map(|op| op.registers(&mut k, cfg, threads)).collect();
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
+    if cfg.whole_tiles && packed.is_none() {
+        // Only shapes the tile divides; any other would read past the
+        // matrices, so it is left alone (the planner never sends one).
+        let divides = (m % cfg.tm).eq(0u32).and((n % cfg.tn).eq(0u32)).and((kk % cfg.tk).eq(0u32));
+        k.if_(divides, |k| {
+            k.if_(k_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, k_end));
+            store_whole_tile(k, cfg, acc, c, c_base + (m0 + sg_m) * n + n0 + sg_n, n, scaling.filter(|_| splits == 1));
+        });
+        return finish(k);
+    }
+    let held: Vec<Vec<Var>> = stages.ops.iter().map(|op| op.registers(&mut k, cfg, threads)).collect();
     // A threadgroup whose slices lie inside the matrices along M and N, with
     // vector-aligned rows, runs its whole K slices on vector loads and only
     // a last partial slice (K not a multiple of tk) element by element. Two
@@ -420,6 +463,35 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
         });
     }
     finish(k)
+}
+
+/// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
+/// C at `at` (row stride `n`), all of it inside C. With `scaling` (alpha,
+/// beta) other than (1, 0) or C not f32, element by element through the
+/// per-lane view (each `alpha · acc + beta · C`, rounded to C's type);
+/// otherwise one matrix store, which the CUDA back end writes as pairs.
+fn store_whole_tile(k: &mut KernelBuilder, cfg: &GemmConfig, acc: Var, c: Mem, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>) {
+    let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
+    let by_element = |k: &mut KernelBuilder| {
+        for i in 0..acc_tile.per_lane() as u8 {
+            let to = k.let_(&format!("at{i}"), at + matrix_coord(acc_tile, i, false) * n + matrix_coord(acc_tile, i, true));
+            match scaling {
+                Some((alpha, beta)) => {
+                    let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
+                    k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, to)));
+                    store_f32(k, c, to, v.get());
+                }
+                None => store_f32(k, c, to, thread_element(acc, i)),
+            }
+        }
+    };
+    let as_matrix = |k: &mut KernelBuilder| k.matrix_store(acc, c, at, n, false);
+    let f32_out = scaling.is_none() || cfg.output == DType::F32;
+    match scaling {
+        _ if !f32_out => by_element(k),
+        None => as_matrix(k),
+        Some((alpha, beta)) => k.if_else(alpha.eq(1.0f32).and(beta.eq(0.0f32)), as_matrix, by_element),
+    }
 }
 
 /// The quantized GEMM `C[M, N] = A[M, K] · dequant(B)` on the GEMM's tiles
@@ -509,6 +581,7 @@ impl QgemmConfig {
             trans_b: true,
             splits: self.splits,
             stages: self.stages,
+            whole_tiles: false,
         }
     }
 
@@ -613,84 +686,150 @@ impl Stages<'_> {
 
 impl Stages<'_> {
     /// Multiplies the staged slices (A's in `stage_a`, B's in `stage_b`, or
-    /// stage 0) into `acc`, one K step (16 or 8) at a time. Packed weights
-    /// staged raw (`stage_b` given) are decoded by each tile's load
-    /// ([`matrix_load_quantized`]) from the stage's words and scales.
+    /// stage 0) into `acc`, one K step (16 or 8) at a time.
     fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage_a: Option<Ex>, stage_b: Option<Ex>) {
-        let cfg = self.cfg;
-        let step = cfg.k_step();
-        let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
-        let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
-        for s in 0..cfg.tk / step {
-            let ks = s * step;
-            // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
-            // the B tile op(B)[ks + r][sg_n + c].
-            let (sg_m, sg_n) = (self.sg_m, self.sg_n);
-            let mut a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
-            let mut b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
-            if let Some(stage) = stage_a {
-                a_at = stage * (a_rows * lda) + a_at;
-            }
-            let b_op = &self.ops[1];
-            let b_load = match (b_op.source, b_op.raw, stage_b) {
-                (Source::Packed { format, .. }, Some((raw, raw_scales)), Some(stage)) => {
-                    // The stage's words are [tk / 8][tn] as in memory, its scales [tn].
-                    let (stage_words, cols) = cfg.packed_stage_elems();
-                    let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
-                    let words_at = stage * stage_words + ks / VALUES_PER_WORD as u32 * cols + sg_n;
-                    matrix_load_quantized(self.b_tile, code, raw, words_at, cols, raw_scales, stage * cols + sg_n)
-                }
-                (_, _, stage) => {
-                    if let Some(stage) = stage {
-                        b_at = stage * (b_rows * ldb) + b_at;
-                    }
-                    matrix_load(self.b_tile, b_op.staged, b_at, ldb, cfg.trans_b)
-                }
-            };
-            let ma = k.let_(&format!("{tag}ma{s}"), matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a));
+        for s in 0..self.cfg.tk / self.cfg.k_step() {
+            let (a_load, b_load) = self.step_tiles(s, stage_a, stage_b);
+            let ma = k.let_(&format!("{tag}ma{s}"), a_load);
             let mb = k.let_(&format!("{tag}mb{s}"), b_load);
             k.assign(acc, matrix_multiply_accumulate(ma, mb, acc));
         }
     }
 
+    /// The loads of K step `s`'s A and B tiles from the staged slices (A's
+    /// in `stage_a`, B's in `stage_b`, or stage 0). Packed weights staged
+    /// raw (`stage_b` given) are decoded by the B tile's load
+    /// ([`matrix_load_quantized`]) from the stage's words and scales.
+    fn step_tiles(&self, s: u32, stage_a: Option<Ex>, stage_b: Option<Ex>) -> (Ex, Ex) {
+        let cfg = self.cfg;
+        let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
+        let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
+        let ks = s * cfg.k_step();
+        // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
+        // the B tile op(B)[ks + r][sg_n + c].
+        let (sg_m, sg_n) = (self.sg_m, self.sg_n);
+        let mut a_at = if cfg.trans_a { sg_m + ks * lda } else { sg_m * lda + ks };
+        let mut b_at = if cfg.trans_b { sg_n * ldb + ks } else { sg_n + ks * ldb };
+        if let Some(stage) = stage_a {
+            a_at = stage * (a_rows * lda) + a_at;
+        }
+        let b_op = &self.ops[1];
+        let b_load = match (b_op.source, b_op.raw, stage_b) {
+            (Source::Packed { format, .. }, Some((raw, raw_scales)), Some(stage)) => {
+                // The stage's words are [tk / 8][tn] as in memory, its scales [tn].
+                let (stage_words, cols) = cfg.packed_stage_elems();
+                let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
+                let words_at = stage * stage_words + ks / VALUES_PER_WORD as u32 * cols + sg_n;
+                matrix_load_quantized(self.b_tile, code, raw, words_at, cols, raw_scales, stage * cols + sg_n)
+            }
+            (_, _, stage) => {
+                if let Some(stage) = stage {
+                    b_at = stage * (b_rows * ldb) + b_at;
+                }
+                matrix_load(self.b_tile, b_op.staged, b_at, ldb, cfg.trans_b)
+            }
+        };
+        (matrix_load(self.a_tile, self.ops[0].staged, a_at, lda, cfg.trans_a), b_load)
+    }
+
     /// Accumulates the whole slices `from, from + tk, … < to` into `acc`
-    /// through `cfg.stages` stages filled by asynchronous copies. Each
-    /// iteration waits for slice `i`'s own copies (`async_wait(stages −
-    /// 2)`), then one barrier makes every thread's copies visible and frees
-    /// the stage slice `i − 1` used; the SIMD groups multiply slice `i`
-    /// straight after the barrier and only then issue the copies of slice
-    /// `i + stages − 1` into the freed stage (issued before the multiply,
-    /// their address arithmetic delayed every warp's first `ldmatrix`: 1–3 %
-    /// slower on an H100, `BENCHMARKS.md`). A barrier after the loop frees
-    /// the stages for what follows. Packed weights arrive as raw words and scales,
-    /// which the B tiles' loads decode. The caller knows the slices lie
-    /// inside the matrices, with rows of whole copies.
+    /// through `cfg.stages` stages filled by asynchronous copies, one
+    /// barrier per slice. The copies' addresses are worked out once
+    /// ([`Operand::plan_copies`]); packed weights arrive as raw words and
+    /// scales, which the B tiles' loads decode. The caller knows the slices
+    /// lie inside the matrices, with rows of whole copies.
+    ///
+    /// With an even number of K steps per slice the tiles are double
+    /// buffered: each step loads the next step's tiles before it
+    /// multiplies its own, and the last step of slice `i` first issues the
+    /// copies of slice `i + stages − 1` into the stage slice `i − 1` used,
+    /// waits for slice `i + 1`'s own copies (`async_wait(stages − 2)`),
+    /// passes the barrier that makes them visible and loads slice `i + 1`'s
+    /// first tiles before it multiplies its own. Otherwise each slice
+    /// starts with the wait and the barrier, and the copies follow its
+    /// multiplies.
+    ///
+    /// The loop body has no branch: the copies of slices past the last copy
+    /// the last slice again (into stages no one reads any more), and after
+    /// the last slice the next-slice load reads the last stage again. That keeps each slice's
+    /// last products, the copies, the wait and the barrier in one block,
+    /// which the CUDA compiler interleaves so that the tensor cores stay
+    /// busy across the barrier; with the two `if`s it did not (an H100,
+    /// `BENCHMARKS.md`).
     fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
         let stages = cfg.stages;
         let slices = k.let_("pipe_slices", (to - from) / cfg.tk);
+        let copies: Vec<SliceCopies> = self.ops.iter().map(|op| op.plan_copies(k, cfg, from, lid, threads)).collect();
+        // Slices past the last copy the last one again, into stages no
+        // one reads any more: the copies stay branch-free.
+        let last = k.let_("pipe_last", slices - 1u32);
         for p in 0..stages - 1 {
-            k.if_(slices.gt(p), |k| {
-                for op in &self.ops {
-                    op.copy_async(k, &format!("pipe_first{p}_"), cfg, from + p * cfg.tk, p.into(), lid, threads);
-                }
-            });
+            let slice = k.let_(&format!("pipe_first{p}"), min(last, p));
+            for c in &copies {
+                c.issue(k, &format!("pipe_first{p}_"), slice, p.into(), from, cfg.tk);
+            }
             k.async_commit();
         }
-        k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
+        let issue_ahead = |k: &mut KernelBuilder, i: Ex| {
+            let ahead = k.let_("pipe_ahead", i + (stages - 1));
+            let slice = k.let_("pipe_copied", min(ahead, last));
+            let fill = k.let_("pipe_fill", ahead % stages);
+            for c in &copies {
+                c.issue(k, "pipe_next_", slice, fill, from, cfg.tk);
+            }
+            k.async_commit();
+        };
+        let steps = cfg.tk / cfg.k_step();
+        if steps % 2 == 1 {
+            k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
+                k.async_wait(stages - 2);
+                k.threadgroup_barrier(MemFlags::Threadgroup);
+                let stage = k.let_("pipe_stage", i % stages);
+                self.multiply(k, "pipe_", acc, Some(stage), Some(stage));
+                issue_ahead(k, i);
+            });
+        } else {
             k.async_wait(stages - 2);
             k.threadgroup_barrier(MemFlags::Threadgroup);
-            let stage = k.let_("pipe_stage", i % stages);
-            self.multiply(k, "pipe_", acc, Some(stage), Some(stage));
-            let ahead = k.let_("pipe_ahead", i + (stages - 1));
-            k.if_(ahead.lt(slices), |k| {
-                let fill = k.let_("pipe_fill", ahead % stages);
-                for op in &self.ops {
-                    op.copy_async(k, "pipe_next_", cfg, from + ahead * cfg.tk, fill, lid, threads);
+            let first = Some(Ex::from(0u32));
+            // Two buffers of tiles; both start as slice 0's first (a B
+            // tile assigned only by loads keeps the layout the tensor
+            // cores read it in).
+            let buffers: Vec<(Var, Var)> = (0..2)
+                .map(|b| {
+                    let (a_load, b_load) = self.step_tiles(0, first, first);
+                    (k.var(&format!("pipe_ta{b}"), a_load), k.var(&format!("pipe_tb{b}"), b_load))
+                })
+                .collect();
+            k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
+                let stage = Some(k.let_("pipe_stage", i % stages));
+                for s in 0..steps {
+                    let (next_a, next_b) = buffers[(s as usize + 1) % 2];
+                    if s + 1 < steps {
+                        let (a_load, b_load) = self.step_tiles(s + 1, stage, stage);
+                        k.assign(next_a, a_load);
+                        k.assign(next_b, b_load);
+                    } else {
+                        issue_ahead(k, i);
+                        k.async_wait(stages - 2);
+                        k.threadgroup_barrier(MemFlags::Threadgroup);
+                        // After the last slice its own stage again (still
+                        // complete, never refilled), not a stage that may
+                        // never have been written.
+                        let next_stage = Some(k.let_("pipe_next_stage", min(i + 1u32, slices - 1u32) % stages));
+                        let (a_load, b_load) = self.step_tiles(0, next_stage, next_stage);
+                        k.assign(next_a, a_load);
+                        k.assign(next_b, b_load);
+                    }
+                    let (ta, tb) = buffers[s as usize % 2];
+                    k.assign(acc, matrix_multiply_accumulate(ta.get(), tb.get(), acc));
                 }
             });
-            k.async_commit();
-        });
+        }
+        // The copies of the slices past the last may still be in flight:
+        // complete them before the stages are used again.
+        k.async_wait(0);
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
 }
@@ -770,6 +909,76 @@ struct Operand {
     raw: Option<(Mem, Mem)>,
 }
 
+/// One of a thread's asynchronous copies of an operand's slices
+/// ([`Operand::plan_copies`]).
+struct StagedCopy {
+    /// Its source index at the first slice (a let, computed once).
+    src: Ex,
+    /// Its destination index within a stage.
+    dst: Ex,
+    /// False where the copy zero-fills (A's rows past M).
+    valid: Ex,
+    /// Whether this thread has the copy, where the threads do not divide
+    /// the slice's copies.
+    guard: Option<Ex>,
+}
+
+/// A thread's asynchronous copies of an operand's slices, addressed once
+/// before the pipeline's loop ([`Operand::plan_copies`]).
+struct SliceCopies {
+    src: Mem,
+    dst: Mem,
+    /// Elements of `src` and `dst` per copy.
+    count: u32,
+    /// Elements of `dst` per stage.
+    stage_size: u32,
+    /// How far every source index moves from one slice to the next.
+    advance: Ex,
+    copies: Vec<StagedCopy>,
+    /// Packed weights' scales, one row per slice.
+    scales: Option<ScaleCopies>,
+    lid: Ex,
+    threads: u32,
+}
+
+/// The scales of a packed slice: the `cols` scales of its group, 8 per
+/// copy, from `[K / group][n]`.
+struct ScaleCopies {
+    scales: Mem,
+    raw_scales: Mem,
+    group: Ex,
+    n: Ex,
+    origin: Ex,
+    cols: u32,
+}
+
+impl SliceCopies {
+    /// Starts the copies of slice number `slice` (counted from the first,
+    /// whose K is `from`) into `stage`; `tag` keeps the names of each call
+    /// apart.
+    #[allow(clippy::too_many_arguments)]
+    fn issue(&self, k: &mut KernelBuilder, tag: &str, slice: Ex, stage: Ex, from: Ex, tk: u32) {
+        let shift = slice * self.advance;
+        let stage_at = stage * self.stage_size;
+        for copy in &self.copies {
+            let start = |k: &mut KernelBuilder| k.async_copy(self.dst.at(stage_at + copy.dst), self.src.at(copy.src + shift), self.count, copy.valid);
+            match copy.guard {
+                None => start(k),
+                Some(guard) => k.if_(guard, start),
+            }
+        }
+        if let Some(sc) = &self.scales {
+            let k0 = from + slice * tk;
+            let scale_copies = sc.cols / 8;
+            for u in 0..scale_copies.div_ceil(self.threads) {
+                share(k, &format!("{tag}scale_j{u}"), u, scale_copies, self.lid, self.threads, |k, j| {
+                    k.async_copy(sc.raw_scales.at(stage * sc.cols + j * 8u32), sc.scales.at(k0 / sc.group * sc.n + sc.origin + j * 8u32), 8, true);
+                });
+            }
+        }
+    }
+}
+
 impl Operand {
     /// Values one thread moves per load: a vector, or a packed word.
     fn unit(&self) -> u32 {
@@ -817,72 +1026,64 @@ impl Operand {
         });
     }
 
-    /// Starts this thread's asynchronous copies of the slice at `k0` along
-    /// K into `stage`: whole copies of [`COPY_BYTES`] (`count` vectors of
-    /// the vector view each), consecutive threads taking consecutive copies
-    /// along a row. The slice lies inside the matrix with rows of whole
-    /// copies (the caller checks), so every copy reads.
-    #[allow(clippy::too_many_arguments)]
-    fn copy_async(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, k0: Ex, stage: Ex, lid: Ex, threads: u32) {
-        let view = match (self.source, self.raw) {
-            (Source::Values { vector, .. }, _) => vector,
+    /// Works out, once before the pipeline's loop, this thread's
+    /// asynchronous copies of every slice (`from` the first slice's K):
+    /// whole copies of [`COPY_BYTES`], consecutive threads taking
+    /// consecutive copies along a row; packed weights copy 4 words and, per
+    /// slice, 8 scales. The slice lies inside the matrix with rows of whole
+    /// copies (the caller checks), so every copy reads; rows across K past
+    /// the matrix (A's past M; B's past N when B is transposed) copy zeros,
+    /// from the last row's address. Only the source moves from slice to
+    /// slice, by a fixed stride ([`SliceCopies::issue`]), so the loop's
+    /// copies cost an add each instead of the row arithmetic.
+    fn plan_copies(&self, k: &mut KernelBuilder, cfg: &GemmConfig, from: Ex, lid: Ex, threads: u32) -> SliceCopies {
+        let name = format!("pipe_{}", self.name);
+        let (src, dst, elems, advance, scales) = match (self.source, self.raw) {
+            (Source::Values { vector, .. }, _) => {
+                let advance = if self.k_is_row { self.shape.1 * (cfg.tk / VEC) } else { Ex::from(cfg.tk / VEC) };
+                (vector, self.staged, cfg.copy_elems(), advance, None)
+            }
             (Source::Packed { words, scales, group, .. }, Some((raw, raw_scales))) => {
-                return self.copy_packed_async(k, tag, cfg, k0, stage, lid, threads, [words, scales, raw, raw_scales], group);
+                let n = self.shape.0;
+                (words, raw, 4, n * (cfg.tk / VALUES_PER_WORD as u32), Some(ScaleCopies { scales, raw_scales, group, n, origin: self.origin, cols: cfg.tn }))
             }
             (Source::Packed { .. }, None) => unreachable!("a pipelined kernel declares the raw stages of packed weights"),
         };
-        let elems = cfg.copy_elems();
-        let (rows, cols) = self.slice;
+        // Packed weights: the stage holds [tk / 8][tn] words, as in memory.
+        let (rows, cols, ld, vec) = match self.source {
+            Source::Values { .. } => (self.slice.0, self.slice.1, self.slice.1 + PAD, VEC),
+            Source::Packed { .. } => (cfg.tk / VALUES_PER_WORD as u32, cfg.tn, cfg.tn, 1),
+        };
         let per_row = cols / elems;
-        let copies = rows * per_row;
-        let ld = cols + PAD;
-        let (row0, col0) = if self.k_is_row { (k0, self.origin) } else { (self.origin, k0) };
-        let name = &format!("{tag}{}", self.name);
-        for u in 0..copies.div_ceil(threads) {
-            share(k, &format!("{name}j{u}"), u, copies, lid, threads, |k, j| {
-                let (r, c) = (j / per_row, j % per_row * elems);
-                // Rows across K past the matrix (A's past M; B's past N
-                // when B is transposed) copy zeros, from the last row's
-                // address.
-                let (row, valid) = if self.k_is_row {
-                    (row0 + r, Ex::from(true))
+        let count = rows * per_row;
+        let copies = (0..count.div_ceil(threads))
+            .map(|u| {
+                // Item j = lid + u·threads at (r, c) of the slice; with
+                // whole rows per round, r and c as lid's plus constants.
+                let (r, column) = if threads.is_multiple_of(per_row) {
+                    (lid / per_row + u * (threads / per_row), lid % per_row)
                 } else {
-                    let row = k.let_(&format!("{name}row{u}"), row0 + r);
-                    (min(row, self.shape.0 - 1u32), row.lt(self.shape.0))
+                    let j = lid + u * threads;
+                    (j / per_row, j % per_row)
                 };
-                let at = k.let_(&format!("{name}at{u}"), self.base + row * self.shape.1 + col0 + c);
-                let to = stage * (rows * ld) + r * ld + c;
-                k.async_copy(self.staged.at(to / VEC), view.at(at / VEC), elems / VEC, valid);
-            });
-        }
-    }
-
-    /// The packed counterpart of [`Operand::copy_async`]: the slice's
-    /// `tk / 8` rows of `tn` words (4 per copy) and the `tn` scales of its
-    /// group (8 per copy) into `stage` of the raw staging arrays (`mems`:
-    /// the words, the scales, and their stages).
-    #[allow(clippy::too_many_arguments)]
-    fn copy_packed_async(&self, k: &mut KernelBuilder, tag: &str, cfg: &GemmConfig, k0: Ex, stage: Ex, lid: Ex, threads: u32, mems: [Mem; 4], group: Ex) {
-        let [words, scales, raw, raw_scales] = mems;
-        let (stage_words, cols) = cfg.packed_stage_elems();
-        let n = self.shape.0;
-        let name = &format!("{tag}{}", self.name);
-        let per_row = cols / 4;
-        let copies = stage_words / 4;
-        for u in 0..copies.div_ceil(threads) {
-            share(k, &format!("{name}wj{u}"), u, copies, lid, threads, |k, j| {
-                let (r, c) = (j / per_row, j % per_row * 4u32);
-                let at = k.let_(&format!("{name}wat{u}"), (k0 / VALUES_PER_WORD as u32 + r) * n + self.origin + c);
-                k.async_copy(raw.at(stage * stage_words + r * cols + c), words.at(at), 4, true);
-            });
-        }
-        let scale_copies = cols / 8;
-        for u in 0..scale_copies.div_ceil(threads) {
-            share(k, &format!("{name}sj{u}"), u, scale_copies, lid, threads, |k, j| {
-                let at = k.let_(&format!("{name}sat{u}"), k0 / group * n + self.origin + j * 8u32);
-                k.async_copy(raw_scales.at(stage * cols + j * 8u32), scales.at(at), 8, true);
-            });
-        }
+                let c = column * elems;
+                let guard = ((u + 1) * threads > count).then(|| (lid + u * threads).lt(count));
+                let (at, valid) = match self.source {
+                    Source::Packed { .. } => ((from / VALUES_PER_WORD as u32 + r) * self.shape.0 + self.origin + c, Ex::from(true)),
+                    Source::Values { .. } if self.k_is_row => ((self.base + (from + r) * self.shape.1 + self.origin + c) / VEC, Ex::from(true)),
+                    // The whole-tile kernel's rows are all inside.
+                    Source::Values { .. } if cfg.whole_tiles => ((self.base + (self.origin + r) * self.shape.1 + from + c) / VEC, Ex::from(true)),
+                    Source::Values { .. } => {
+                        let row = self.origin + r;
+                        let valid = k.let_(&format!("{name}_valid{u}"), row.lt(self.shape.0));
+                        ((self.base + min(row, self.shape.0 - 1u32) * self.shape.1 + from + c) / VEC, valid)
+                    }
+                };
+                StagedCopy { src: k.let_(&format!("{name}_src{u}"), at), dst: r * (ld / vec) + column * (elems / vec), valid, guard }
+            })
+            .collect();
+        let advance = k.let_(&format!("{name}_advance"), advance);
+        SliceCopies { src, dst, count: elems / vec, stage_size: rows * ld / vec, advance, copies, scales, lid, threads }
     }
 
     /// Whether every copy of this operand's slices is whole and aligned:
