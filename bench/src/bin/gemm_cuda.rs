@@ -10,7 +10,10 @@
 //! ```text
 //! gemm_cuda [--dtypes f16,bf16,f32] [--shapes 4096x4096x4096,1024x1024x1024]
 //!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--stages 1,2,3] [--repeats 20]
+//!           [--whole 1]
 //! ```
+//! `--whole 1` also runs each pipelined tile as its whole-tile kernel
+//! (`GemmConfig::whole_tiles`) on the shapes it divides.
 //! `--stages` lists the stage counts each tile runs with (default 1 and 2:
 //! staging through registers, and two stages filled by asynchronous
 //! copies); counts whose threadgroup memory does not fit are skipped.
@@ -89,6 +92,7 @@ fn main() {
     let mut tiles: Option<Vec<Tile>> = None;
     let mut repeats = 20;
     let mut stage_counts = vec![1, 2];
+    let mut whole = false;
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let value = pair.get(1).unwrap_or_else(|| panic!("{} needs a value", pair[0]));
@@ -109,6 +113,7 @@ fn main() {
             }
             "--stages" => stage_counts = numbers(value, ','),
             "--repeats" => repeats = numbers(value, ',')[0].max(1) as usize,
+            "--whole" => whole = value == "1",
             other => panic!("unknown flag {other} (see the header of bench/src/bin/gemm_cuda.rs)"),
         }
     }
@@ -187,7 +192,18 @@ fn main() {
                 "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": format!("ops.matmul: {plan}"), "default": false,
                 "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
             }));
-            for cfg in &configs {
+            let mut runs = configs.clone();
+            if whole {
+                for cfg in &configs {
+                    if let Variant::Matrices(c) = cfg {
+                        let w = c.whole_tiles_for(m, n, k);
+                        if w != *c {
+                            runs.push(Variant::Matrices(w));
+                        }
+                    }
+                }
+            }
+            for cfg in &runs {
                 let name = cfg.name();
                 let pipeline = match rt.pipeline(&cfg.kernel()) {
                     Ok(p) => p,
