@@ -11,6 +11,14 @@
 //   copies, wait and barrier in one basic block with its last products.
 using namespace enigma;
 
+// The asynchronous copies, written out here (the helpers' prelude has them
+// only where its kernel copies asynchronously).
+__device__ __forceinline__ void floor_copy16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(unsigned(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+}
+__device__ __forceinline__ void floor_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void floor_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
 template <int TM, int TN, int TK, int STAGES, bool COPY_ONLY>
 __device__ __forceinline__ void floor_gemm(const __half* __restrict__ a, const __half* __restrict__ b, float* __restrict__ c, uint m, uint n, uint k) {
     constexpr int WN = TN / 64, THREADS = 32 * (TM / 64) * WN;
@@ -28,9 +36,9 @@ __device__ __forceinline__ void floor_gemm(const __half* __restrict__ a, const _
     const size_t a_step = (size_t)A_ROWS * k, b_step = (size_t)B_ROWS * n;
     auto issue = [&](int stage) {
 #pragma unroll
-        for (int i = 0; i < A_COPIES; ++i) async_copy<16>(as + stage * A_STAGE + sa + i * A_ROWS * LDA, ga + i * a_step, ga, true);
+        for (int i = 0; i < A_COPIES; ++i) floor_copy16(as + stage * A_STAGE + sa + i * A_ROWS * LDA, ga + i * a_step);
 #pragma unroll
-        for (int i = 0; i < B_COPIES; ++i) async_copy<16>(bs + stage * B_STAGE + sb + i * B_ROWS * LDB, gb + i * b_step, gb, true);
+        for (int i = 0; i < B_COPIES; ++i) floor_copy16(bs + stage * B_STAGE + sb + i * B_ROWS * LDB, gb + i * b_step);
         ga += TK;
         gb += (size_t)TK * n;
     };
@@ -39,7 +47,7 @@ __device__ __forceinline__ void floor_gemm(const __half* __restrict__ a, const _
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < slices) issue(s);
-        async_commit();
+        floor_commit();
     }
     int rs = 0, ws = STAGES - 1;
     const __half* a_frag = as + sg_m * LDA;
@@ -47,18 +55,18 @@ __device__ __forceinline__ void floor_gemm(const __half* __restrict__ a, const _
     if (COPY_ONLY) {
         float sink = 0.0f;
         for (uint i = 0; i < slices; ++i) {
-            async_wait<STAGES - 2>();
+            floor_wait<STAGES - 2>();
             __syncthreads();
             sink += __half2float(a_frag[rs * A_STAGE + lane]) + __half2float(b_frag[rs * B_STAGE + lane]);
             __syncthreads();
             if (i + STAGES - 1 < slices) issue(ws);
-            async_commit();
+            floor_commit();
             rs = rs == STAGES - 1 ? 0 : rs + 1;
             ws = ws == STAGES - 1 ? 0 : ws + 1;
         }
         acc.d[0].lo = sink;
     } else {
-        async_wait<STAGES - 2>();
+        floor_wait<STAGES - 2>();
         __syncthreads();
         enigma_tile<__half, 64, 16> fa[2];
         enigma_btile<__half, 16, 64> fb[2];
@@ -72,9 +80,9 @@ __device__ __forceinline__ void floor_gemm(const __half* __restrict__ a, const _
                     fb[(j + 1) % 2] = enigma_tile_load_b<__half, 16, 64, true>(b_frag + rs * B_STAGE + (j + 1) * 16 * LDB, LDB, false, lane);
                 } else {
                     if (i + STAGES - 1 < slices) issue(ws);
-                    async_commit();
+                    floor_commit();
                     ws = ws == STAGES - 1 ? 0 : ws + 1;
-                    async_wait<STAGES - 2>();
+                    floor_wait<STAGES - 2>();
                     __syncthreads();
                     rs = rs == STAGES - 1 ? 0 : rs + 1;
                     fa[(j + 1) % 2] = enigma_tile_load<__half, 64, 16, true>(a_frag + rs * A_STAGE, LDA, false, lane);
