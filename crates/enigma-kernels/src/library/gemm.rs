@@ -53,8 +53,13 @@ pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 /// The most ways K is split over threadgroups.
 pub const MAX_SPLITS: u32 = 64;
 
-/// The most rows of C for which [`GemmConfig::splits_for`] splits K.
-pub const SPLIT_K_MAX_ROWS: u32 = 128;
+/// The most rows of C for which [`GemmConfig::splits_for`] splits K. On an
+/// H100 at N = 11008, K = 4096 (`BENCHMARKS.md`, sixth session) the split
+/// paid at 32 rows (f16 GEMM 50.4 µs against 52.4 unsplit, INT4 quantized
+/// 34.2 against 39.7) and no longer at 64 (56.5 unsplit against 61.0; 56.7
+/// against 55.3) or 128 (67.9 against 89.8; 84.9 against 87.4). The SIMT
+/// f32 GEMM, which shares the rule, was not measured there.
+pub const SPLIT_K_MAX_ROWS: u32 = 32;
 
 /// Elements each thread moves per vector load when staging a slice.
 const VEC: u32 = 4;
