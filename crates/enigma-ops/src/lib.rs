@@ -1063,6 +1063,7 @@ impl<'rt> Ops<'rt> {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
         };
+        let cfg = cfg.whole_tiles_for(mu, n, k);
         cfg.check(max_memory)?;
         cfg.check_group(group)?;
         // The key names every field: the split count is built into the

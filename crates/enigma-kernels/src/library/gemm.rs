@@ -408,13 +408,14 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     let threads = cfg.threads();
     let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile };
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
-    if cfg.whole_tiles && packed.is_none() {
+    if cfg.whole_tiles {
         // Only shapes the tile divides; any other would read past the
         // matrices, so it is left alone (the planner never sends one).
         let divides = (m % cfg.tm).eq(0u32).and((n % cfg.tn).eq(0u32)).and((kk % cfg.tk).eq(0u32));
         k.if_(divides, |k| {
             k.if_(k_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, k_end));
-            store_whole_tile(k, cfg, acc, c, c_base + (m0 + sg_m) * n + n0 + sg_n, n, scaling.filter(|_| splits == 1));
+            let c_is_f32 = splits > 1 || cfg.output == DType::F32;
+            store_whole_tile(k, acc, c, c_is_f32, c_base + (m0 + sg_m) * n + n0 + sg_n, n, scaling.filter(|_| splits == 1));
         });
         return finish(k);
     }
@@ -472,10 +473,12 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
 
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
 /// C at `at` (row stride `n`), all of it inside C. With `scaling` (alpha,
-/// beta) other than (1, 0) or C not f32, element by element through the
-/// per-lane view (each `alpha · acc + beta · C`, rounded to C's type);
-/// otherwise one matrix store, which the CUDA back end writes as pairs.
-fn store_whole_tile(k: &mut KernelBuilder, cfg: &GemmConfig, acc: Var, c: Mem, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>) {
+/// beta) other than (1, 0) or C not f32 (`c_is_f32`: the output type, or
+/// a split's f32 workspace), element by element through the per-lane view
+/// (each `alpha · acc + beta · C`, rounded to C's type); otherwise one
+/// matrix store, which the CUDA back end writes as pairs.
+#[allow(clippy::too_many_arguments)]
+fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>) {
     let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
     let by_element = |k: &mut KernelBuilder| {
         for i in 0..acc_tile.per_lane() as u8 {
@@ -491,9 +494,8 @@ fn store_whole_tile(k: &mut KernelBuilder, cfg: &GemmConfig, acc: Var, c: Mem, a
         }
     };
     let as_matrix = |k: &mut KernelBuilder| k.matrix_store(acc, c, at, n, false);
-    let f32_out = scaling.is_none() || cfg.output == DType::F32;
     match scaling {
-        _ if !f32_out => by_element(k),
+        _ if !c_is_f32 => by_element(k),
         None => as_matrix(k),
         Some((alpha, beta)) => k.if_else(alpha.eq(1.0f32).and(beta.eq(0.0f32)), as_matrix, by_element),
     }
@@ -530,6 +532,9 @@ pub struct QgemmConfig {
     /// copies, and each B tile is decoded from the staged words by its
     /// load (the dequantized slice then serves only edge tiles).
     pub stages: u32,
+    /// As [`GemmConfig::whole_tiles`]: the pipeline alone, for shapes the
+    /// tile divides ([`QgemmConfig::whole_tiles_for`]).
+    pub whole_tiles: bool,
 }
 
 impl QgemmConfig {
@@ -538,13 +543,13 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1 }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false }
     }
 
     /// The configuration of a planner tile (its `tm × tn × tk` and
     /// SIMD-group grid), unsplit and unpipelined.
     pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
-        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1 }
+        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false }
     }
 
     /// The configuration with slices of 64 K values where they divide the
@@ -586,7 +591,7 @@ impl QgemmConfig {
             trans_b: true,
             splits: self.splits,
             stages: self.stages,
-            whole_tiles: false,
+            whole_tiles: self.whole_tiles,
         }
     }
 
@@ -618,13 +623,20 @@ impl QgemmConfig {
         QgemmConfig { stages: stages.unwrap_or(self.stages), ..self }
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}]`
+    /// This configuration as the whole-tile kernel where an `m × n × k`
+    /// product allows it (the rule of [`GemmConfig::whole_tiles_for`]).
+    pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> QgemmConfig {
+        QgemmConfig { whole_tiles: self.gemm().whole_tiles_for(m, n, k).whole_tiles, ..self }
+    }
+
+    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole]`
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
         let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
-        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        let whole = if self.whole_tiles { "_whole" } else { "" };
+        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
     /// The dispatch for an `m × n` result.
