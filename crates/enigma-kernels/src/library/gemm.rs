@@ -53,12 +53,14 @@ pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 /// The most ways K is split over threadgroups.
 pub const MAX_SPLITS: u32 = 64;
 
-/// The most rows of C for which [`GemmConfig::splits_for`] splits K. On an
-/// H100 at N = 11008, K = 4096 (`BENCHMARKS.md`, sixth session) the split
-/// paid at 32 rows (f16 GEMM 50.4 µs against 52.4 unsplit, INT4 quantized
-/// 34.2 against 39.7) and no longer at 64 (56.5 unsplit against 61.0; 56.7
-/// against 55.3) or 128 (67.9 against 89.8; 84.9 against 87.4). The SIMT
-/// f32 GEMM, which shares the rule, was not measured there.
+/// The most rows of C for which the tensor-core GEMMs split K
+/// ([`GemmConfig::splits_for`], and through it the quantized GEMM's; the
+/// fused variant's). On an H100 at N = 11008, K = 4096 (`BENCHMARKS.md`,
+/// sixth session) the split paid at 32 rows (f16 GEMM 50.4 µs against 52.4
+/// unsplit, INT4 quantized 34.2 against 39.7) and no longer at 64 (56.5
+/// unsplit against 61.0; 56.7 against 55.3) or 128 (67.9 against 89.8;
+/// 84.9 against 87.4). The fused variant was not measured there. The SIMT
+/// f32 GEMM has its own limit ([`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]).
 pub const SPLIT_K_MAX_ROWS: u32 = 32;
 
 /// Elements each thread moves per vector load when staging a slice.
@@ -94,14 +96,15 @@ pub const MAX_STAGES: u32 = enigma_ir::limits::MAX_ASYNC_PENDING + 2;
 
 /// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
 /// at least `threadgroups` threadgroups, each split keeping at least 4
-/// slices of K — for M up to [`SPLIT_K_MAX_ROWS`] only: with more rows the
-/// workspace's traffic costs more than the parallelism gains (on an H100,
-/// 1024³ split 5 ways took 67 µs against 51 µs unsplit; `BENCHMARKS.md`).
-/// The rule of both GEMMs ([`GemmConfig::splits_for`],
-/// [`super::sgemm::SgemmConfig::splits_for`]).
-pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+/// slices of K — for M up to `max_rows` only (the kernel's limit:
+/// [`SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
+/// rows the workspace's traffic costs more than the parallelism gains (on
+/// an H100, 1024³ split 5 ways took 67 µs against 51 µs unsplit;
+/// `BENCHMARKS.md`). The rule of every GEMM ([`GemmConfig::splits_for`],
+/// [`super::sgemm::SgemmConfig::splits_for`], the fused variant's).
+pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
     let (tm, tn, tk) = tile;
-    if m > SPLIT_K_MAX_ROWS {
+    if m > max_rows {
         return 1;
     }
     let tiles = m.div_ceil(tm).max(1) * n.div_ceil(tn).max(1);
@@ -189,7 +192,7 @@ impl GemmConfig {
 
     /// K splits for an `m × n × k` product on this tile ([`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups)
+        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them

@@ -46,7 +46,7 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, simdgroup_tiles, split_range};
+use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, simdgroup_tiles, split_range, SPLIT_K_MAX_ROWS};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
@@ -137,7 +137,7 @@ impl FusedQgemmConfig {
     /// K splits for an `m × n × k` product on this tile that give at least
     /// `threadgroups` threadgroups (the GEMM's rule, [`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups)
+        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// Checks that the kernel can be built: FP4 or INT4 weights, SIMD groups

@@ -40,6 +40,13 @@
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
 use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
+
+/// The most rows of C for which the SIMT GEMM splits K
+/// ([`SgemmConfig::splits_for`]). On an H100 at N = 11008, K = 4096
+/// (`BENCHMARKS.md`, sixth session) the split still paid at 64 rows (259 µs
+/// against 297 unsplit) and at 128 (364 against 516), where the tensor-core
+/// GEMMs no longer gain from it ([`super::gemm::SPLIT_K_MAX_ROWS`]).
+pub const SIMT_SPLIT_K_MAX_ROWS: u32 = 128;
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -167,7 +174,7 @@ impl SgemmConfig {
     /// K splits for an `m × n × k` product aiming at `threadgroups`
     /// threadgroups (the SIMD-group GEMM's rule, [`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups)
+        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SIMT_SPLIT_K_MAX_ROWS)
     }
 
     /// Checks the shape: blocks of 4 or 8, tile sides multiples of the
