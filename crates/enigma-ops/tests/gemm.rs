@@ -195,7 +195,8 @@ fn pipelined_stages_match_the_reference() {
     assert_eq!(base.pipelined_for(48 * 1024).threadgroup_memory_bytes(), 2 * base.threadgroup_memory_bytes());
 }
 
-/// The whole-tile kernel (shapes the tile divides): one to several slices
+/// The whole-tile kernel (shapes the tile divides, and its variant for rows
+/// past M): one to several slices
 /// per split, f32 output through the matrix store and — alpha, beta or
 /// 16-bit output — element by element, both transposes, batches and
 /// split-K, clean under the sanitizer (the copies of slices past the last,
@@ -218,11 +219,24 @@ fn whole_tiles_match_the_reference() {
             check(&rt, &GemmConfig { trans_a: true, trans_b: true, ..whole }, 64, 128, 64, 1, 1.0, 0.0, true);
             check(&rt, &GemmConfig { splits: 3, ..whole }, 64, 64, 4 * tk as usize, 1, 0.5, 1.0, true);
         }
-        // Not divided: the plan keeps the general kernel.
+        // Rows past M (A untransposed): the ragged variant, its A rows
+        // zero-filled and its last row of tiles stored row by row.
         let base = GemmConfig { tm, tn, sg_rows: 1, sg_cols, stages: 2, ..GemmConfig::new(input, DType::F32) };
-        for (m, n, k) in [(tm + 8, tn, 64), (tm, tn + 8, 64), (tm, tn, 40)] {
+        let ragged = base.whole_tiles_for(tm + 8, tn, 64);
+        assert!(ragged.whole_tiles && ragged.ragged_rows && ragged.name().ends_with("_whole_ragged"), "{}", ragged.name());
+        assert!(!base.whole_tiles_for(tm, tn, 64).ragged_rows);
+        for (m, n, k) in [(tm as usize + 8, tn as usize, 64), (1, 2 * tn as usize, 96), (3 * tm as usize - 5, tn as usize, 32)] {
+            check(&rt, &ragged, m, n, k, 1, 1.0, 0.0, true);
+        }
+        check(&rt, &GemmConfig { output: input, ..ragged }, 7, tn as usize, 64, 2, 0.5, -2.0, true);
+        check(&rt, &GemmConfig { splits: 2, ..ragged }, 9, tn as usize, 128, 1, 1.0, 0.0, true);
+        // Not divided along N or K, or rows past M with A transposed: the
+        // plan keeps the general kernel.
+        for (m, n, k) in [(tm, tn + 8, 64), (tm, tn, 40)] {
             assert!(!base.whole_tiles_for(m, n, k).whole_tiles, "{m}x{n}x{k}");
         }
+        assert!(!GemmConfig { trans_a: true, ..base }.whole_tiles_for(tm + 8, tn, 64).whole_tiles);
+        assert!(GemmConfig { trans_a: true, ..ragged }.check(u64::MAX).is_err());
         // Not pipelined: no whole-tile kernel, and asking for one is an error.
         let registers = GemmConfig { stages: 1, ..base };
         assert!(!registers.whole_tiles_for(128, 128, 64).whole_tiles);

@@ -31,7 +31,9 @@
 //! Where the tile divides the shape, [`GemmConfig::whole_tiles`] builds a
 //! second kernel that is the pipeline alone: no edge paths, no register
 //! staging, its tile stored whole by one matrix store (alpha 1, beta 0, f32
-//! C) or element by element without bounds tests. On an H100 the edge
+//! C) or element by element without bounds tests; where only M is not
+//! divided, its variant with [`GemmConfig::ragged_rows`] (A's rows past M
+//! copied as zeros, the last row of tiles stored row by row). On an H100 the edge
 //! paths' code made the same pipeline a fifth slower even where it never
 //! ran (the CUDA compiler scheduled and allocated the whole kernel at
 //! once; `BENCHMARKS.md`, sixth session).
@@ -144,6 +146,12 @@ pub struct GemmConfig {
     /// shape the tile does not divide leaves C untouched: plan through
     /// [`GemmConfig::whole_tiles_for`] (`Ops::matmul` does).
     pub whole_tiles: bool,
+    /// With `whole_tiles`: M need not be a multiple of `tm` (A untransposed).
+    /// A's rows past M are copied as zeros and the last row of tiles is
+    /// stored element by element, rows past M skipped. A variant of its
+    /// own: the row tests cost the divided shapes 6 % at f16 4096³ on an
+    /// H100 (`BENCHMARKS.md`, sixth session).
+    pub ragged_rows: bool,
 }
 
 impl GemmConfig {
@@ -153,17 +161,22 @@ impl GemmConfig {
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1, whole_tiles: false }
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
     }
 
     /// This configuration as the whole-tile kernel ([`GemmConfig::whole_tiles`])
     /// where an `m × n × k` product allows it: pipelined (two or more
-    /// stages) and `m`, `n`, `k` multiples of `tm`, `tn`, `tk` — which also
-    /// makes every slice's rows whole 16-byte copies inside the matrices,
-    /// transposed or not. Otherwise unchanged.
+    /// stages) and `n`, `k` multiples of `tn`, `tk` — which also makes every
+    /// slice's rows whole 16-byte copies inside the matrices — and `m` a
+    /// multiple of `tm`, or (A untransposed) with [`GemmConfig::ragged_rows`].
+    /// Otherwise unchanged.
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> GemmConfig {
-        let divides = m.is_multiple_of(self.tm) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk);
-        GemmConfig { whole_tiles: self.whole_tiles || (self.stages >= 2 && divides), ..self }
+        let rows_divide = m.is_multiple_of(self.tm);
+        let fits = self.stages >= 2 && (rows_divide || !self.trans_a) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk);
+        if self.whole_tiles || !fits {
+            return self;
+        }
+        GemmConfig { whole_tiles: true, ragged_rows: !rows_divide, ..self }
     }
 
     /// The configuration with [`DEFAULT_STAGES`] stages filled by
@@ -283,10 +296,13 @@ impl GemmConfig {
         if self.whole_tiles && self.stages < 2 {
             return Err(ShapeError::new(name, "the whole-tile kernel is pipelined: it takes 2 stages or more".to_string()));
         }
+        if self.ragged_rows && (!self.whole_tiles || self.trans_a) {
+            return Err(ShapeError::new(name, "ragged rows are a variant of the whole-tile kernel with A untransposed".to_string()));
+        }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}][_whole]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}][_whole[_ragged]]`.
     pub fn name(&self) -> String {
         format!(
             "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
@@ -301,7 +317,11 @@ impl GemmConfig {
             if self.trans_b { "_tb" } else { "" },
             if self.splits > 1 { "_splitk" } else { "" },
             if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
-            if self.whole_tiles { "_whole" } else { "" }
+            match (self.whole_tiles, self.ragged_rows) {
+                (true, true) => "_whole_ragged",
+                (true, false) => "_whole",
+                _ => "",
+            }
         )
     }
 
@@ -414,11 +434,18 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     if cfg.whole_tiles {
         // Only shapes the tile divides; any other would read past the
         // matrices, so it is left alone (the planner never sends one).
-        let divides = (m % cfg.tm).eq(0u32).and((n % cfg.tn).eq(0u32)).and((kk % cfg.tk).eq(0u32));
+        let rows = if cfg.ragged_rows { Ex::from(true) } else { (m % cfg.tm).eq(0u32) };
+        let divides = rows.and((n % cfg.tn).eq(0u32)).and((kk % cfg.tk).eq(0u32));
         k.if_(divides, |k| {
             k.if_(k_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, k_end));
             let c_is_f32 = splits > 1 || cfg.output == DType::F32;
-            store_whole_tile(k, acc, c, c_is_f32, c_base + (m0 + sg_m) * n + n0 + sg_n, n, scaling.filter(|_| splits == 1));
+            let at = c_base + (m0 + sg_m) * n + n0 + sg_n;
+            let scaling = scaling.filter(|_| splits == 1);
+            let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, c, c_is_f32, at, n, scaling, None);
+            match cfg.ragged_rows {
+                true => k.if_else((m0 + cfg.tm).le(m), whole, |k| store_whole_tile(k, acc, c, c_is_f32, at, n, scaling, Some((m0 + sg_m, m)))),
+                false => whole(k),
+            }
         });
         return finish(k);
     }
@@ -475,30 +502,40 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
 }
 
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
-/// C at `at` (row stride `n`), all of it inside C. With `scaling` (alpha,
-/// beta) other than (1, 0) or C not f32 (`c_is_f32`: the output type, or
-/// a split's f32 workspace), element by element through the per-lane view
-/// (each `alpha · acc + beta · C`, rounded to C's type); otherwise one
-/// matrix store, which the CUDA back end writes as pairs.
+/// C at `at` (row stride `n`), all of it inside C, or with `rows` = (the
+/// tile's first row, M) only its rows before M (the ragged variant's last
+/// row of tiles). With `rows`, `scaling` (alpha, beta) other than (1, 0)
+/// or C not f32 (`c_is_f32`: the output type, or a split's f32 workspace),
+/// element by element through the per-lane view (each `alpha · acc + beta ·
+/// C`, rounded to C's type); otherwise one matrix store, which the CUDA
+/// back end writes as pairs.
 #[allow(clippy::too_many_arguments)]
-fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>) {
+fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>, rows: Option<(Ex, Ex)>) {
     let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
+    let tag = if rows.is_some() { "edge_" } else { "" };
     let by_element = |k: &mut KernelBuilder| {
         for i in 0..acc_tile.per_lane() as u8 {
-            let to = k.let_(&format!("at{i}"), at + matrix_coord(acc_tile, i, false) * n + matrix_coord(acc_tile, i, true));
-            match scaling {
-                Some((alpha, beta)) => {
-                    let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
-                    k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, to)));
-                    store_f32(k, c, to, v.get());
+            let row = matrix_coord(acc_tile, i, false);
+            let store = |k: &mut KernelBuilder| {
+                let to = k.let_(&format!("{tag}at{i}"), at + row * n + matrix_coord(acc_tile, i, true));
+                match scaling {
+                    Some((alpha, beta)) => {
+                        let v = k.var(&format!("{tag}v{i}"), alpha * thread_element(acc, i));
+                        k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, to)));
+                        store_f32(k, c, to, v.get());
+                    }
+                    None => store_f32(k, c, to, thread_element(acc, i)),
                 }
-                None => store_f32(k, c, to, thread_element(acc, i)),
+            };
+            match rows {
+                Some((first, m)) => k.if_((first + row).lt(m), store),
+                None => store(k),
             }
         }
     };
     let as_matrix = |k: &mut KernelBuilder| k.matrix_store(acc, c, at, n, false);
     match scaling {
-        _ if !c_is_f32 => by_element(k),
+        _ if !c_is_f32 || rows.is_some() => by_element(k),
         None => as_matrix(k),
         Some((alpha, beta)) => k.if_else(alpha.eq(1.0f32).and(beta.eq(0.0f32)), as_matrix, by_element),
     }
@@ -538,6 +575,8 @@ pub struct QgemmConfig {
     /// As [`GemmConfig::whole_tiles`]: the pipeline alone, for shapes the
     /// tile divides ([`QgemmConfig::whole_tiles_for`]).
     pub whole_tiles: bool,
+    /// As [`GemmConfig::ragged_rows`].
+    pub ragged_rows: bool,
 }
 
 impl QgemmConfig {
@@ -546,13 +585,13 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
     }
 
     /// The configuration of a planner tile (its `tm × tn × tk` and
     /// SIMD-group grid), unsplit and unpipelined.
     pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
-        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false }
+        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
     }
 
     /// The configuration with slices of 64 K values where they divide the
@@ -595,6 +634,7 @@ impl QgemmConfig {
             splits: self.splits,
             stages: self.stages,
             whole_tiles: self.whole_tiles,
+            ragged_rows: self.ragged_rows,
         }
     }
 
@@ -629,16 +669,21 @@ impl QgemmConfig {
     /// This configuration as the whole-tile kernel where an `m × n × k`
     /// product allows it (the rule of [`GemmConfig::whole_tiles_for`]).
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> QgemmConfig {
-        QgemmConfig { whole_tiles: self.gemm().whole_tiles_for(m, n, k).whole_tiles, ..self }
+        let g = self.gemm().whole_tiles_for(m, n, k);
+        QgemmConfig { whole_tiles: g.whole_tiles, ragged_rows: g.ragged_rows, ..self }
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole]`
+    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole[_ragged]]`
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
         let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
-        let whole = if self.whole_tiles { "_whole" } else { "" };
+        let whole = match (self.whole_tiles, self.ragged_rows) {
+            (true, true) => "_whole_ragged",
+            (true, false) => "_whole",
+            _ => "",
+        };
         format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
@@ -1091,8 +1136,8 @@ impl Operand {
                 let (at, valid) = match self.source {
                     Source::Packed { .. } => ((from / VALUES_PER_WORD as u32 + r) * self.shape.0 + self.origin + c, Ex::from(true)),
                     Source::Values { .. } if self.k_is_row => ((self.base + (from + r) * self.shape.1 + self.origin + c) / VEC, Ex::from(true)),
-                    // The whole-tile kernel's rows are all inside.
-                    Source::Values { .. } if cfg.whole_tiles => ((self.base + (self.origin + r) * self.shape.1 + from + c) / VEC, Ex::from(true)),
+                    // The whole-tile kernel's rows are all inside, unless ragged.
+                    Source::Values { .. } if cfg.whole_tiles && !cfg.ragged_rows => ((self.base + (self.origin + r) * self.shape.1 + from + c) / VEC, Ex::from(true)),
                     Source::Values { .. } => {
                         let row = self.origin + r;
                         let valid = k.let_(&format!("{name}_valid{u}"), row.lt(self.shape.0));
