@@ -317,12 +317,18 @@ impl GemmConfig {
             if self.trans_b { "_tb" } else { "" },
             if self.splits > 1 { "_splitk" } else { "" },
             if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
-            match (self.whole_tiles, self.ragged_rows) {
-                (true, true) => "_whole_ragged",
-                (true, false) => "_whole",
-                _ => "",
-            }
+            self.whole_tiles_suffix()
         )
+    }
+
+    /// The names' mark of the whole-tile kernel: `_whole`, `_whole_ragged`
+    /// for its ragged-rows variant, nothing for the general kernel.
+    fn whole_tiles_suffix(&self) -> &'static str {
+        match (self.whole_tiles, self.ragged_rows) {
+            (true, true) => "_whole_ragged",
+            (true, false) => "_whole",
+            _ => "",
+        }
     }
 
     /// The dispatch for an `m × n` result, `batch` times (times the splits).
@@ -679,11 +685,7 @@ impl QgemmConfig {
         let split = if self.splits > 1 { "_splitk" } else { "" };
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
         let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
-        let whole = match (self.whole_tiles, self.ragged_rows) {
-            (true, true) => "_whole_ragged",
-            (true, false) => "_whole",
-            _ => "",
-        };
+        let whole = self.gemm().whole_tiles_suffix();
         format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
@@ -816,11 +818,10 @@ impl Stages<'_> {
     ///
     /// The loop body has no branch: the copies of slices past the last copy
     /// the last slice again (into stages no one reads any more), and after
-    /// the last slice the next-slice load reads the last stage again. That keeps each slice's
-    /// last products, the copies, the wait and the barrier in one block,
-    /// which the CUDA compiler interleaves so that the tensor cores stay
-    /// busy across the barrier; with the two `if`s it did not (an H100,
-    /// `BENCHMARKS.md`).
+    /// the last slice the next-slice load reads the last stage again. On an
+    /// H100 the default 128×256×32 tile ran f16 4096³ in 382 µs this way
+    /// against 402 µs with the copies behind an `if` (at 64-deep slices it
+    /// went the other way, 400 against 380; `BENCHMARKS.md`, sixth session).
     fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
         let stages = cfg.stages;
@@ -882,7 +883,7 @@ impl Stages<'_> {
                         // After the last slice its own stage again (still
                         // complete, never refilled), not a stage that may
                         // never have been written.
-                        let next_stage = Some(k.let_("pipe_next_stage", min(i + 1u32, slices - 1u32) % stages));
+                        let next_stage = Some(k.let_("pipe_next_stage", min(i + 1u32, last) % stages));
                         let (a_load, b_load) = self.step_tiles(0, next_stage, next_stage);
                         k.assign(next_a, a_load);
                         k.assign(next_b, b_load);

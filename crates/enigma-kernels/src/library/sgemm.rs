@@ -40,6 +40,8 @@
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
 use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
+use super::*;
+use enigma_ir::{Access, Kernel, MemFlags, Type};
 
 /// The most rows of C for which the SIMT GEMM splits K
 /// ([`SgemmConfig::splits_for`]). On an H100 at N = 11008, K = 4096
@@ -47,8 +49,6 @@ use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
 /// against 297 unsplit) and at 128 (364 against 516), where the tensor-core
 /// GEMMs no longer gain from it ([`super::gemm::SPLIT_K_MAX_ROWS`]).
 pub const SIMT_SPLIT_K_MAX_ROWS: u32 = 128;
-use super::*;
-use enigma_ir::{Access, Kernel, MemFlags, Type};
 
 /// Elements of each operand row one vector holds (`float4`).
 const VEC: u32 = 4;
