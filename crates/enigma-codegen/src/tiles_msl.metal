@@ -48,10 +48,21 @@ template <typename T, int R, int C, bool ALIGNED = false, typename P> static inl
     return t;
 }
 
-// 4-bit weights decoded on load (Expr::MatrixLoadQuantized, seed 002's
-// [K/8][N] layout): element (r, c) is the value of nibble r % 8 of
-// w[(r / 8) * stride + c] times s[c], rounded once to the tile's type.
+// 4-bit weights decoded on load (Expr::MatrixLoadQuantized): element (r, c)
+// is the value of nibble enigma_q4_nibble of word enigma_q4_word (QuantLayout::
+// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c])
+// times s[c], rounded once to the tile's type.
 enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
+enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1 };
+
+template <enigma_q4_layout LAYOUT> static inline uint enigma_q4_word(uint r, uint c, uint stride) {
+    if (LAYOUT == enigma_q4_rows) return (r / 8) * stride + c;
+    return (r / 64) * stride + (c / 16) * 128 + 4 * (4 * (c % 8) + (r % 8) / 2) + (r % 64) / 16;
+}
+template <enigma_q4_layout LAYOUT> static inline uint enigma_q4_nibble(uint r, uint c) {
+    if (LAYOUT == enigma_q4_rows) return r % 8;
+    return (r % 16) / 8 + 2 * ((c % 16) / 8) + 4 * (r % 2);
+}
 
 static inline float enigma_q4_value(enigma_q4 code, uint n) {
     if (code == enigma_int4) {
@@ -63,14 +74,14 @@ static inline float enigma_q4_value(enigma_q4 code, uint n) {
     return (n & 8) ? -magnitude : magnitude;
 }
 
-template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S> static inline enigma_tile<T, R, C> enigma_tile_load_q(W w, uint stride, S s, uint lane) {
+template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S> static inline enigma_tile<T, R, C> enigma_tile_load_q(W w, uint stride, S s, uint lane) {
     enigma_tile<T, R, C> t;
     for (int i = 0; i < R / 8; ++i) {
         for (int j = 0; j < C / 8; ++j) {
             for (int e = 0; e < 2; ++e) {
                 uint index = uint(i * (C / 8) + j) * 2 + uint(e);
                 uint r = enigma_tile_at(C, index, lane, false), c = enigma_tile_at(C, index, lane, true);
-                float v = enigma_q4_value(CODE, (w[(r / 8) * stride + c] >> (4 * (r % 8))) & 0xFu) * float(s[c]);
+                float v = enigma_q4_value(CODE, (w[enigma_q4_word<LAYOUT>(r, c, stride)] >> (4 * enigma_q4_nibble<LAYOUT>(r, c))) & 0xFu) * float(s[c]);
                 t.f[i][j].thread_elements()[e] = T(v);
             }
         }

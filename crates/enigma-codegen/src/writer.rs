@@ -15,7 +15,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode,
+    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 use std::collections::BTreeSet;
@@ -291,8 +291,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 }
                 let value = match (value, ty.as_matrix().and_then(|m| self.b_operand_tile(*var, m))) {
                     (Expr::MatrixLoad { ty, mem, offset, stride, transpose }, Some(b)) => self.matrix_load(b.load, *ty, *mem, offset, stride, *transpose)?.code.text,
-                    (Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset }, Some(b)) => {
-                        self.matrix_load_quantized(b.load_quantized, *ty, *code, (*words, offset, stride), (*scales, scale_offset))?.code.text
+                    (Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset }, Some(b)) => {
+                        self.matrix_load_quantized(b.load_quantized, *ty, (*code, *layout), (*words, offset, stride), (*scales, scale_offset))?.code.text
                     }
                     _ => self.top_expr(value)?.code.text,
                 };
@@ -566,14 +566,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     /// A `MatrixLoadQuantized` through `helper` (`enigma_tile_load_q`, or
-    /// the dialect's B-layout load): `helper<T, R, C, code>(words, stride,
-    /// scales, lane)`, `words` and `scales` pointing at the tile's first
-    /// word and scale.
+    /// the dialect's B-layout load): `helper<T, R, C, code, layout>(words,
+    /// stride, scales, lane)`, `words` and `scales` pointing at the tile's
+    /// first word and scale.
     fn matrix_load_quantized(
         &mut self,
         helper: &str,
         ty: MatrixType,
-        code: QuantCode,
+        (code, layout): (QuantCode, QuantLayout),
         (words, offset, stride): (Memory, &Expr, &Expr),
         (scales, scale_offset): (Memory, &Expr),
     ) -> Result<Val, CodegenError> {
@@ -581,7 +581,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let stride = self.top_expr(stride)?;
         let lane = self.lane();
         let (t, r, c) = (self.dialect.scalar_name(ty.elem()), ty.rows(), ty.cols());
-        let text = format!("{helper}<{t}, {r}, {c}, enigma_{code}>({words}, {}, {scales}, {lane})", stride.code.text);
+        let text = format!("{helper}<{t}, {r}, {c}, enigma_{code}, enigma_q4_{layout}>({words}, {}, {scales}, {lane})", stride.code.text);
         Ok(Val { code: Code::postfix(text), ty: Type::Matrix(ty) })
     }
 
@@ -594,8 +594,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 (format!("enigma_tile_fill<{t}, {r}, {c}>({}, {diagonal}, {lane})", v.code.text), Type::Matrix(*ty))
             }
             Expr::MatrixLoad { ty, mem, offset, stride, transpose } => return self.matrix_load("enigma_tile_load", *ty, *mem, offset, stride, *transpose),
-            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
-                return self.matrix_load_quantized("enigma_tile_load_q", *ty, *code, (*words, offset, stride), (*scales, scale_offset))
+            Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
+                return self.matrix_load_quantized("enigma_tile_load_q", *ty, (*code, *layout), (*words, offset, stride), (*scales, scale_offset))
             }
             Expr::MatrixMultiply { a, b, acc } => {
                 let (va, vb) = (self.expr(a)?, self.expr(b)?);

@@ -9,7 +9,7 @@
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, Feature, MatrixType, QuantCode, Scalar, Type};
+use enigma_ir::{Access, Feature, MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use enigma_runtime::{Arg, Buffer, Runtime};
 use rand::rngs::SmallRng;
 use rand::Rng;
@@ -199,56 +199,69 @@ pub fn matrix_loads_from_vector_memory(rt: &Runtime) -> CaseResult {
     })
 }
 
-/// Quantized tile loads (`matrix_load_quantized`) of both 4-bit codes: a
-/// 16×16 f16 tile of K-consecutive nibbles (seed 002's `[K/8][N]` words,
-/// at a word offset and a stride wider than the tile, f16 scales at an
-/// offset) stored as it is, and the same load used only as the B side of
-/// a product with the identity (on CUDA the B-layout path that decodes
-/// each lane's byte in registers); both against the decoding rule
-/// (`QuantCode::value` times the scale, rounded once to f16), exactly.
-/// Random scales make the products round.
+/// Quantized tile loads (`matrix_load_quantized`) of both 4-bit codes in
+/// both layouts: a 16×16 tile in seed 002's `[K/8][N]` words (at a word
+/// offset and a stride wider than the tile), and 64×32 tiles in fragment
+/// order (two units side by side; one at a 16-byte aligned
+/// offset and stride, one not, which on CUDA are the vector and the word
+/// path), f16 scales at an offset. Each is stored as it is, and the same load
+/// is used only as the B side of a product with a row selector (0/1, one 1
+/// per row; on CUDA the B-layout path that decodes in registers); both
+/// against the decoding rule (`QuantLayout::locate`, `QuantCode::value`
+/// times the scale, rounded once to f16), exactly. Random scales make the
+/// products round.
 pub fn matrix_quantized_loads(rt: &Runtime) -> CaseResult {
     seeded("matrix_quantized_loads", |rng| {
-        const STRIDE: u32 = 21;
-        const OFFSET: u32 = 3;
         const SCALE_OFFSET: u32 = 5;
-        let t = MatrixType::new(Scalar::F16, 16, 16);
-        for code in QuantCode::ALL {
-            let mut k = KernelBuilder::new(format!("matrix_load_{code}"));
-            let words = k.buffer("words", Type::U32, Access::Read);
-            let scales = k.buffer("scales", Type::F16, Access::Read);
-            let out = k.buffer("out", Type::F16, Access::ReadWrite);
-            let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
-            let direct = k.let_("direct", matrix_load_quantized(t, code, words, OFFSET, STRIDE, scales, SCALE_OFFSET));
-            k.matrix_store(direct, out, 0u32, 16u32, false);
-            let b = k.let_("b", matrix_load_quantized(t, code, words, OFFSET, STRIDE, scales, SCALE_OFFSET));
-            let identity = matrix_diagonal(t, lit(Scalar::F16, 1.0));
-            k.matrix_store(matrix_multiply_accumulate(identity, b, matrix_fill(MatrixType::new(Scalar::F32, 16, 16), 0.0f32)), prod, 0u32, 16u32, false);
-            let kernel = finish(k)?;
-            let p = pipeline(rt, &kernel)?;
-            let word_v: Vec<u32> = (0..OFFSET + 2 * STRIDE).map(|_| rng.gen()).collect();
-            let scale_bits: Vec<u16> = (0..SCALE_OFFSET + 16).map(|_| f32_to_f16(rng.gen_range(-2.0f32..2.0))).collect();
-            let scale_bytes: Vec<u8> = scale_bits.iter().flat_map(|s| s.to_le_bytes()).collect();
-            let bufs = [
-                upload(rt, &word_v)?,
-                rt.buffer_from_bytes(Type::F16, &scale_bytes).ctx("allocating a buffer")?,
-                upload_as(rt, Scalar::F16, &[0.0; 256])?,
-                upload_as(rt, Scalar::F32, &[0.0; 256])?,
-            ];
-            let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
-            threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
-            let want: Vec<f32> = (0..256u32)
-                .map(|i| {
-                    let (r, c) = (i / 16, i % 16);
-                    let word = word_v[(OFFSET + (r / 8) * STRIDE + c) as usize];
+        // (layout, rows, columns, word offset, stride between rows of units)
+        let loads = [(QuantLayout::Rows, 16u32, 16u32, 3u32, 21u32), (QuantLayout::Fragments, 64, 32, 4, 260), (QuantLayout::Fragments, 64, 32, 3, 261)];
+        for (layout, rows, cols, offset, stride) in loads {
+            for code in QuantCode::ALL {
+                let t = MatrixType::new(Scalar::F16, rows as u8, cols as u8);
+                let selector_ty = MatrixType::new(Scalar::F16, 16, rows as u8);
+                let mut k = KernelBuilder::new(format!("matrix_load_{code}_{layout}"));
+                let words = k.buffer("words", Type::U32, Access::Read);
+                let scales = k.buffer("scales", Type::F16, Access::Read);
+                let rows_chosen = k.buffer("rows_chosen", Type::F16, Access::Read);
+                let out = k.buffer("out", Type::F16, Access::ReadWrite);
+                let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
+                let direct = k.let_("direct", matrix_load_quantized(t, code, layout, words, offset, stride, scales, SCALE_OFFSET));
+                k.matrix_store(direct, out, 0u32, cols, false);
+                let b = k.let_("b", matrix_load_quantized(t, code, layout, words, offset, stride, scales, SCALE_OFFSET));
+                let selector = k.let_("selector", matrix_load(selector_ty, rows_chosen, 0u32, rows, false));
+                let zero = matrix_fill(MatrixType::new(Scalar::F32, 16, cols as u8), 0.0f32);
+                k.matrix_store(matrix_multiply_accumulate(selector, b, zero), prod, 0u32, cols, false);
+                let kernel = finish(k)?;
+                let p = pipeline(rt, &kernel)?;
+                let extent = (0..rows).flat_map(|r| (0..cols).map(move |c| layout.locate(r, c))).map(|(u, w, _)| u * stride + w + 1).max().unwrap_or(1);
+                let word_v: Vec<u32> = (0..offset + extent).map(|_| rng.gen()).collect();
+                let scale_bits: Vec<u16> = (0..SCALE_OFFSET + cols).map(|_| f32_to_f16(rng.gen_range(-2.0f32..2.0))).collect();
+                let scale_bytes: Vec<u8> = scale_bits.iter().flat_map(|s| s.to_le_bytes()).collect();
+                // Row i of the product is row `chosen(i)` of the tile.
+                let chosen = |i: u32| (i * 7 + 3) % rows;
+                let selector_v: Vec<f32> = (0..16 * rows).map(|x| if x % rows == chosen(x / rows) { 1.0 } else { 0.0 }).collect();
+                let bufs = [
+                    upload(rt, &word_v)?,
+                    rt.buffer_from_bytes(Type::F16, &scale_bytes).ctx("allocating a buffer")?,
+                    upload_as(rt, Scalar::F16, &selector_v)?,
+                    upload_as(rt, Scalar::F16, &vec![0.0; (rows * cols) as usize])?,
+                    upload_as(rt, Scalar::F32, &vec![0.0; (16 * cols) as usize])?,
+                ];
+                let args: Vec<Arg<'_>> = bufs.iter().map(Arg::from).collect();
+                threads(rt, &p, &args, [32, 1, 1], [32, 1, 1])?;
+                let value = |r: u32, c: u32| {
+                    let (u, w, nibble) = layout.locate(r, c);
+                    let word = word_v[(offset + u * stride + w) as usize];
                     let scale = f16_to_f32(scale_bits[(SCALE_OFFSET + c) as usize]);
-                    f16_to_f32(f32_to_f16(code.value(word >> (4 * (r % 8))) * scale))
-                })
-                .collect();
-            check_f32_exact(&format!("{code} tile"), &download_as(&bufs[2], Scalar::F16)?, &want, describe_rc(16))?;
-            // The product adds to a zero accumulator: −0 comes out +0.
-            let summed: Vec<f32> = want.iter().map(|v| v + 0.0).collect();
-            check_f32_exact(&format!("identity · {code} tile"), &download_as(&bufs[3], Scalar::F32)?, &summed, describe_rc(16))?;
+                    f16_to_f32(f32_to_f16(code.value(word >> (4 * nibble)) * scale))
+                };
+                let want: Vec<f32> = (0..rows * cols).map(|i| value(i / cols, i % cols)).collect();
+                let what = format!("{code} {rows}x{cols} tile in the {layout} layout at word {offset}");
+                check_f32_exact(&what, &download_as(&bufs[3], Scalar::F16)?, &want, describe_rc(cols as usize))?;
+                // The product adds to a zero accumulator: −0 comes out +0.
+                let selected: Vec<f32> = (0..16 * cols).map(|i| value(chosen(i / cols), i % cols) + 0.0).collect();
+                check_f32_exact(&format!("row selector · {what}"), &download_as(&bufs[4], Scalar::F32)?, &selected, describe_rc(cols as usize))?;
+            }
         }
         Ok(())
     })

@@ -21,7 +21,7 @@
 //! [`crate::validate()`], with the statement's Rust source line.
 
 use crate::ir::*;
-use crate::types::{MatrixType, QuantCode, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use std::cell::RefCell;
 use std::ops;
 use thiserror::Error;
@@ -849,12 +849,15 @@ pub fn matrix_load(ty: MatrixType, mem: Mem, offset: impl Into<Ex>, stride: impl
 }
 
 /// A `ty` tile of 4-bit `code` weights decoded on load
-/// ([`Expr::MatrixLoadQuantized`]): element (r, c) is the value of nibble
-/// `r % 8` of `words[offset + (r / 8)·stride + c]` times
-/// `scales[scale_offset + c]`, rounded once to f16.
+/// ([`Expr::MatrixLoadQuantized`]): element (r, c) is the value of the
+/// nibble `layout.locate(r, c)` names (in seed 002's layout nibble `r % 8`
+/// of `words[offset + (r / 8)·stride + c]`) times `scales[scale_offset + c]`,
+/// rounded once to f16.
+#[allow(clippy::too_many_arguments)]
 pub fn matrix_load_quantized(
     ty: MatrixType,
     code: QuantCode,
+    layout: QuantLayout,
     words: Mem,
     offset: impl Into<Ex>,
     stride: impl Into<Ex>,
@@ -863,7 +866,7 @@ pub fn matrix_load_quantized(
 ) -> Ex {
     let index = |e: Ex| Box::new(e.coerce_to(Type::U32).tree_or_poison());
     let (offset, stride, scale_offset) = (index(offset.into()), index(stride.into()), index(scale_offset.into()));
-    Ex::new(Expr::MatrixLoadQuantized { ty, code, words: words.mem, offset, stride, scales: scales.mem, scale_offset }, Type::Matrix(ty))
+    Ex::new(Expr::MatrixLoadQuantized { ty, code, layout, words: words.mem, offset, stride, scales: scales.mem, scale_offset }, Type::Matrix(ty))
 }
 
 /// `simdgroup_multiply(a, b)`.

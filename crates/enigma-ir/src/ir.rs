@@ -7,7 +7,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::types::{MatrixType, QuantCode, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
 /// Index of a kernel parameter. Its binding is [`Kernel::binding`]: the
@@ -972,18 +972,23 @@ pub enum Expr {
     /// every element, each a memory access like a `Load` (of the whole
     /// vector holding it, for vector memory).
     MatrixLoad { ty: MatrixType, mem: Memory, offset: Box<Expr>, stride: Box<Expr>, transpose: bool },
-    /// A tile of 4-bit weights decoded on load (seed 002's `[K/8][N]`
-    /// layout, the tile's rows running along K): element (r, c) is
-    /// `code.value(nibble r % 8 of words[offset + (r / 8)·stride + c]) ·
+    /// A tile of 4-bit weights decoded on load, the tile's rows running
+    /// along K: with `(u, w, j) = layout.locate(r, c)` ([`QuantLayout`]:
+    /// seed 002's `[K/8][N]`, where that is `(r / 8, c, r % 8)`, or the
+    /// tensor cores' fragment order), element (r, c) is
+    /// `code.value(nibble j of words[offset + u·stride + w]) ·
     /// scales[scale_offset + c]`, the exact product rounded once to the
-    /// tile's element type (f16). `words` holds u32 (or vectors of them,
-    /// read as their scalars), `scales` f16 likewise; `offset`, `stride` and
+    /// tile's element type (f16). The tile's rows and columns are multiples
+    /// of the layout's unit. `words` holds u32 (or vectors of them, read as
+    /// their scalars), `scales` f16 likewise; `offset`, `stride` and
     /// `scale_offset` are u32, the same on every lane. Reads every element's
     /// word and scale, each a memory access like a `Load`. A backend may
     /// hold the tile in whatever layout its products take it in.
     MatrixLoadQuantized {
         ty: MatrixType,
         code: QuantCode,
+        #[serde(default)]
+        layout: QuantLayout,
         words: Memory,
         offset: Box<Expr>,
         stride: Box<Expr>,

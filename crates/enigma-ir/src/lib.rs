@@ -59,6 +59,6 @@ pub mod visit;
 
 pub use ir::*;
 pub use capabilities::Feature;
-pub use types::{MatrixType, QuantCode, Scalar, Type};
+pub use types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

@@ -1067,6 +1067,7 @@ impl<'c> Gen<'c> {
         let q_load = Expr::MatrixLoadQuantized {
             ty: q,
             code,
+            layout: crate::QuantLayout::Rows,
             words: Memory::Buffer(words),
             offset: Box::new(lit_u32(self.ch.below(WORDS - word_extent + 1))),
             stride: Box::new(lit_u32(word_stride)),

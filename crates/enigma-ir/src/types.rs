@@ -53,6 +53,88 @@ impl fmt::Display for QuantCode {
     }
 }
 
+/// How the 4-bit weights of a tile lie in their packed `u32` words
+/// ([`crate::Expr::MatrixLoadQuantized`]); [`QuantLayout::locate`] is the
+/// one definition of each, which the simulator, the code generators' helpers
+/// and the packing tools follow. Rows of a tile run along K (a weight
+/// matrix is `K × N`), columns along N.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuantLayout {
+    /// Seed 002's `[K/8][N]`: a word holds 8 consecutive rows of one column,
+    /// row `8·i + j` at nibble `j`; a row of words is one word per column.
+    #[default]
+    Rows,
+    /// The tensor cores' fragment order, cut in units of 64 rows × 16
+    /// columns (128 words; a row of units lies unit after unit along the
+    /// columns, `stride` words from one row of units to the next). Within a
+    /// unit, word `4·l + q` is what lane `l` of an `mma.sync` m16n8k16 needs
+    /// as B for K step `q` (rows `16q … 16q + 15`) of both 8-column halves:
+    /// with `t = l % 4` and `c8 = l / 4`, nibble `h + 2·half + 4·p` is row
+    /// `16q + 8h + 2t + p`, column `8·half + c8`. So a lane's four words are
+    /// one 16-byte load, and each nibble pair `(j, j + 4)` is the lane's two
+    /// K-consecutive weights of one fragment (the f16 pair it needs), taken
+    /// from the word by one mask (Marlin's reshuffle, in enigma's order).
+    Fragments,
+}
+
+impl QuantLayout {
+    pub const ALL: [QuantLayout; 2] = [QuantLayout::Rows, QuantLayout::Fragments];
+
+    /// The lower-case name (`rows`, `fragments`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantLayout::Rows => "rows",
+            QuantLayout::Fragments => "fragments",
+        }
+    }
+
+    /// The layout named `rows` or `fragments`.
+    pub fn from_name(name: &str) -> Option<QuantLayout> {
+        QuantLayout::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// The rows and columns a tile (and a packed matrix) in this layout is a
+    /// multiple of: 8 × 1 for rows, 64 × 16 for fragments.
+    pub fn unit(self) -> (u32, u32) {
+        match self {
+            QuantLayout::Rows => (8, 1),
+            QuantLayout::Fragments => (64, 16),
+        }
+    }
+
+    /// Where element `(r, c)` of a tile (or of a whole packed matrix) lies:
+    /// `(unit_row, word, nibble)`, the element being nibble `nibble` (bits
+    /// `4·nibble …`) of word `unit_row · stride + word` from the tile's
+    /// first word, `stride` the words from one row of units to the next
+    /// (`N` for rows, `8·N` for fragments).
+    pub fn locate(self, r: u32, c: u32) -> (u32, u32, u32) {
+        match self {
+            QuantLayout::Rows => (r / 8, c, r % 8),
+            QuantLayout::Fragments => {
+                let lane = 4 * (c % 8) + (r % 8) / 2;
+                let word = (c / 16) * 128 + 4 * lane + (r % 64) / 16;
+                (r / 64, word, (r % 16) / 8 + 2 * ((c % 16) / 8) + 4 * (r % 2))
+            }
+        }
+    }
+
+    /// Words from one row of units to the next in a packed matrix of `n`
+    /// columns.
+    pub fn stride(self, n: u32) -> u32 {
+        match self {
+            QuantLayout::Rows => n,
+            QuantLayout::Fragments => 8 * n,
+        }
+    }
+}
+
+impl fmt::Display for QuantLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A scalar type. Every IR value is a scalar or a vector of 2–4 scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -444,6 +526,33 @@ impl From<Scalar> for Type {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_quant_layout_places_every_weight_of_a_matrix_once() {
+        let (k, n) = (128u32, 64u32);
+        for layout in QuantLayout::ALL {
+            let mut seen = vec![false; (k * n) as usize];
+            for r in 0..k {
+                for c in 0..n {
+                    let (unit_row, word, nibble) = layout.locate(r, c);
+                    assert!(nibble < 8 && word < layout.stride(n), "{layout} ({r}, {c})");
+                    let slot = ((unit_row * layout.stride(n) + word) * 8 + nibble) as usize;
+                    assert!(!seen[slot], "{layout}: ({r}, {c}) shares a nibble");
+                    seen[slot] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "{layout} leaves nibbles unused");
+        }
+        // Fragments: a lane's nibble pair (j, j + 4) is its two K-consecutive
+        // B weights of one mma fragment (rows 2t, 2t + 1 of column l / 4).
+        for lane in 0..32u32 {
+            for (r, c) in [(2 * (lane % 4), lane / 4), (16 + 8 + 2 * (lane % 4), 8 + lane / 4)] {
+                let (_, word, nibble) = QuantLayout::Fragments.locate(r, c);
+                assert_eq!(word / 4 % 32, lane);
+                assert_eq!(QuantLayout::Fragments.locate(r + 1, c), (0, word, nibble + 4));
+            }
+        }
+    }
 
     #[test]
     fn names_round_trip_for_every_type() {

@@ -29,7 +29,7 @@
 //!   a texture is not a value, so no operator takes one.
 
 use crate::ir::{BinaryOp, Intrinsic, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
-use crate::types::{MatrixType, QuantCode, Scalar, Type};
+use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
 /// The type of `op arg`.
@@ -334,12 +334,20 @@ pub fn matrix_memory(op: &'static str, ty: MatrixType, memory: &str, elem: Type,
 /// it); `memories` are the packed words (u32 or vectors of u32) and the
 /// scales (f16 or vectors of f16), each as (name, element type);
 /// `indices` the types of the word offset, the stride and the scale offset,
-/// all u32.
-pub fn matrix_quantized(ty: MatrixType, code: QuantCode, memories: [(&str, Type); 2], indices: [Type; 3]) -> Result<(), K> {
+/// all u32. The tile's sides are multiples of the layout's unit
+/// ([`QuantLayout::unit`]).
+pub fn matrix_quantized(ty: MatrixType, code: QuantCode, layout: QuantLayout, memories: [(&str, Type); 2], indices: [Type; 3]) -> Result<(), K> {
     let op = "simdgroup_load_quantized";
     matrix_shape(ty)?;
     if ty.elem() != Scalar::F16 {
         return Err(K::MatrixOperands { op, problem: format!("{code} weights decode into f16 tiles, not {}", Type::Matrix(ty)) });
+    }
+    let (unit_rows, unit_cols) = layout.unit();
+    if !u32::from(ty.rows()).is_multiple_of(unit_rows) || !u32::from(ty.cols()).is_multiple_of(unit_cols) {
+        return Err(K::MatrixOperands {
+            op,
+            problem: format!("a {} tile in the {layout} layout needs rows a multiple of {unit_rows} and columns of {unit_cols}", Type::Matrix(ty)),
+        });
     }
     for ((memory, elem), (wanted, what)) in memories.into_iter().zip([(Scalar::U32, "packed u32 words"), (Scalar::F16, "f16 scales")]) {
         if elem.elem() != wanted || elem.is_matrix() {

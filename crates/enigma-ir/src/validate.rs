@@ -831,7 +831,7 @@ impl<'k> Validator<'k> {
                 self.matrix_access("simdgroup_load", *ty, *mem, offset, stride, state)?;
                 (Type::Matrix(*ty), Uniformity::Simdgroup)
             }
-            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+            Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
                 let op = "simdgroup_load_quantized";
                 let (words_elem, scales_elem) = (self.memory_elem(*words, false)?, self.memory_elem(*scales, false)?);
                 let mut uniformity = Uniformity::Threadgroup;
@@ -843,7 +843,7 @@ impl<'k> Validator<'k> {
                     uniformity = uniformity.max(u);
                 }
                 let memories = [(self.kernel.memory_name(*words), words_elem), (self.kernel.memory_name(*scales), scales_elem)];
-                typing::matrix_quantized(*ty, *code, memories, index_types).map_err(|k| self.err(k))?;
+                typing::matrix_quantized(*ty, *code, *layout, memories, index_types).map_err(|k| self.err(k))?;
                 self.matrix_address_uniform(op, uniformity)?;
                 (Type::Matrix(*ty), Uniformity::Simdgroup)
             }

@@ -215,7 +215,7 @@ mod tests {
         let out = k.buffer("out", Type::scalar(Scalar::F16), Access::ReadWrite);
         let n = k.value("n", Type::U32);
         let ty = MatrixType::new(Scalar::F16, 8, 8);
-        k.matrix_store(matrix_load_quantized(ty, QuantCode::Int4, words, n * 2u32, n, scales, 3u32), out, 0u32, 8u32, false);
+        k.matrix_store(matrix_load_quantized(ty, QuantCode::Int4, crate::QuantLayout::Rows, words, n * 2u32, n, scales, 3u32), out, 0u32, 8u32, false);
         let kernel = k.finish().unwrap();
         let StmtKind::MatrixStore { value, .. } = &kernel.body[0].kind else { panic!("{:?}", kernel.body[0]) };
         let children = value.children();

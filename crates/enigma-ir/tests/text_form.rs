@@ -531,13 +531,17 @@ fn matrix_constructs_print_and_parse_back() {
     let words = k.buffer("words", Type::vector(Scalar::U32, 4), Access::Read);
     let scales = k.buffer("scales", Type::F16, Access::Read);
     for code in enigma_ir::QuantCode::ALL {
-        let q = matrix_load_quantized(MatrixType::new(Scalar::F16, 8, 16), code, words, 4u32, 32u32, scales, 16u32);
+        let q = matrix_load_quantized(MatrixType::new(Scalar::F16, 8, 16), code, enigma_ir::QuantLayout::Rows, words, 4u32, 32u32, scales, 16u32);
         k.assign(acc, matrix_multiply_accumulate(ma, q, acc));
     }
+    let wide = k.let_("wide", matrix_load(MatrixType::new(Scalar::F16, 16, 64), a, 0u32, 64u32, false));
+    let fragments = matrix_load_quantized(MatrixType::new(Scalar::F16, 64, 16), enigma_ir::QuantCode::Int4, enigma_ir::QuantLayout::Fragments, words, 0u32, 512u32, scales, 0u32);
+    let _wide_product = k.let_("wide_product", matrix_multiply(wide, fragments));
     let kernel = k.finish().unwrap();
     let text = enigma_ir::text::print(&kernel);
     assert!(text.contains("simdgroup_load_transposed<mat8x16_f16>(a, 4u32, 8u32)"), "{text}");
     assert!(text.contains("simdgroup_load_fp4<mat8x16_f16>(words, 4u32, 32u32, scales, 16u32)"), "{text}");
+    assert!(text.contains("simdgroup_load_int4_fragments<mat64x16_f16>(words, 0u32, 512u32, scales, 0u32)"), "{text}");
     let back = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(enigma_ir::text::print(&back), text);
     let json = enigma_ir::to_json(&kernel);

@@ -134,6 +134,7 @@ cases! {
         matrix_store_into_memory_of_another_type,
         quantized_load_into_an_f32_tile,
         quantized_load_of_f16_words,
+        fragment_ordered_load_of_a_tile_smaller_than_its_unit,
     ],
     AsyncCopy => [
         async_copy_into_a_device_buffer,
@@ -1309,6 +1310,15 @@ fn quantized_load_of_f16_words() -> ValidationError {
          simdgroup_store(simdgroup_load_fp4<mat8x8_f16>(w, 0u32, 8u32, s, 0u32), out, 0u32, 8u32)\n}",
     );
     let problem = "`w` holds f16; a quantized load reads packed u32 words (or vectors of them)".to_string();
+    rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
+}
+
+fn fragment_ordered_load_of_a_tile_smaller_than_its_unit() -> ValidationError {
+    let k = parsed(
+        "kernel k(w: device u32 read, s: device f16 read, out: device f16 read_write) {\n    \
+         simdgroup_store(simdgroup_load_int4_fragments<mat32x16_f16>(w, 0u32, 128u32, s, 0u32), out, 0u32, 16u32)\n}",
+    );
+    let problem = "a mat32x16_f16 tile in the fragments layout needs rows a multiple of 64 and columns of 16".to_string();
     rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
 }
 

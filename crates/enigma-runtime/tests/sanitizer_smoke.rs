@@ -83,7 +83,7 @@ fn a_quantized_tile_load_past_its_words_is_out_of_bounds() {
     let scales = k.buffer("scales", Type::F16, Access::Read);
     let out = k.buffer("out", Type::F16, Access::ReadWrite);
     let tile = enigma_ir::MatrixType::new(enigma_ir::Scalar::F16, 16, 8);
-    k.matrix_store(matrix_load_quantized(tile, enigma_ir::QuantCode::Int4, words, 0u32, 9u32, scales, 0u32), out, 0u32, 8u32, false);
+    k.matrix_store(matrix_load_quantized(tile, enigma_ir::QuantCode::Int4, enigma_ir::QuantLayout::Rows, words, 0u32, 9u32, scales, 0u32), out, 0u32, 8u32, false);
     let kernel = k.finish().unwrap();
     let rt = Runtime::new(Device::Sim).unwrap();
     let p = rt.pipeline(&kernel).unwrap();

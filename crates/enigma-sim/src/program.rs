@@ -631,24 +631,30 @@ impl Lowering<'_> {
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }
             }
-            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+            Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
                 self.emit(Inst::WholeSimdgroup { op: "simdgroup_load_quantized" });
                 let (o, s, so) = (self.snapshot(offset), self.snapshot(stride), self.snapshot(scale_offset));
                 let dst = self.temp(ty.per_lane());
                 let (word_ty, scale_ty) = (self.elem_of(*words), self.elem_of(*scales));
                 let (index, word, scale) = (self.temp(1), self.temp(1), self.temp(1));
                 for i in 0..ty.per_lane() {
-                    let ty = *ty;
+                    let (ty, layout) = (*ty, *layout);
                     let coord = move |lane| ty.reference_coord(lane, i).unwrap_or((0, 0));
-                    let row_block = self.lane_table(move |lane| (coord(lane).0 / 8) as u64);
+                    // Element (r, c): nibble j of word offset + u·stride + w.
+                    let place = move |lane| {
+                        let (r, c) = coord(lane);
+                        layout.locate(r as u32, c as u32)
+                    };
+                    let unit_row = self.lane_table(move |lane| place(lane).0 as u64);
+                    let word_in_row = self.lane_table(move |lane| place(lane).1 as u64);
                     let column = self.lane_table(move |lane| coord(lane).1 as u64);
-                    self.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: row_block, b: s.reg });
-                    self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: column });
+                    self.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: unit_row, b: s.reg });
+                    self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: word_in_row });
                     self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: o.reg });
                     self.scalar_of_memory(*words, word_ty, index, word);
                     self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: so.reg, b: column });
                     self.scalar_of_memory(*scales, scale_ty, index, scale);
-                    let shift = self.lane_table(move |lane| (4 * (coord(lane).0 % 8)) as u64);
+                    let shift = self.lane_table(move |lane| (4 * place(lane).2) as u64);
                     self.emit(Inst::Dequant { code: *code, dst: dst + i, word, shift, scale });
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }

@@ -245,7 +245,7 @@ fn quantized_reference(case: &KernelCase) -> Vec<f64> {
                     .collect();
                 tiles.insert(*var, (tile, cols));
             }
-            StmtKind::Assign { var, value: Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } } => {
+            StmtKind::Assign { var, value: Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset, .. } } => {
                 let ((_, words), (_, scales)) = (input(words), input(scales));
                 let (o, st, so) = (constant(offset), constant(stride), constant(scale_offset));
                 let (rows, cols) = (ty.rows() as usize, ty.cols() as usize);

@@ -177,10 +177,21 @@ template <typename T, int R, int C, bool ALIGNED = false, typename P> __device__
     return t;
 }
 
-// 4-bit weights decoded on load (Expr::MatrixLoadQuantized, seed 002's
-// [K/8][N] layout): element (r, c) is the value of nibble r % 8 of
-// w[(r / 8) * stride + c] times s[c], rounded once to f16.
+// 4-bit weights decoded on load (Expr::MatrixLoadQuantized): element (r, c)
+// is the value of nibble enigma_q4_nibble of word enigma_q4_word (QuantLayout::
+// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c])
+// times s[c], rounded once to f16.
 enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
+enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1 };
+
+template <enigma_q4_layout LAYOUT> __device__ inline unsigned enigma_q4_word(unsigned r, unsigned c, unsigned stride) {
+    if (LAYOUT == enigma_q4_rows) return (r / 8) * stride + c;
+    return (r / 64) * stride + (c / 16) * 128 + 4 * (4 * (c % 8) + (r % 8) / 2) + (r % 64) / 16;
+}
+template <enigma_q4_layout LAYOUT> __device__ inline unsigned enigma_q4_nibble(unsigned r, unsigned c) {
+    if (LAYOUT == enigma_q4_rows) return r % 8;
+    return (r % 16) / 8 + 2 * ((c % 16) / 8) + 4 * (r % 2);
+}
 
 __device__ inline __half2 enigma_h2(unsigned u) {
     return *reinterpret_cast<const __half2*>(&u);
@@ -202,27 +213,88 @@ template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, u
     return enigma_h2(magnitude | ((y << 12) & 0x8000u) | ((y << 8) & 0x80000000u));
 }
 
+// The four f16 pairs of a fragment-ordered word, unscaled: pair j holds
+// nibbles j and j + 4. INT4 masks each pair into the mantissas under the
+// exponent of 1024 (pairs 1 and 3 sixteen times over) and one HADD2 / HFMA2
+// gives n - 8 exactly; FP4 moves each E2M1 code's magnitude bits to the low
+// exponent and mantissa bits of an f16 and its sign to the sign bit, which is
+// the value times 2^-14 (subnormal where e = 0), and scales by 2^14 exactly.
+template <enigma_q4 CODE> __device__ inline void enigma_q4_quad(unsigned q, __half2 (&v)[4]) {
+    if (CODE == enigma_int4) {
+        const unsigned hi = q >> 8;
+        // 1032 = 0x6408; 1/16 = 0x2C00; -72 = 0xD480.
+        v[0] = __hsub2(enigma_h2(enigma::and_or(q, 0x000F000Fu, 0x64006400u)), enigma_h2(0x64086408u));
+        v[1] = __hfma2(enigma_h2(enigma::and_or(q, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(0xD480D480u));
+        v[2] = __hsub2(enigma_h2(enigma::and_or(hi, 0x000F000Fu, 0x64006400u)), enigma_h2(0x64086408u));
+        v[3] = __hfma2(enigma_h2(enigma::and_or(hi, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(0xD480D480u));
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const unsigned y = q >> (4 * j);
+            v[j] = __hmul2(enigma_h2(((y << 9) & 0x0E000E00u) | ((y << 12) & 0x80008000u)), enigma_h2(0x74007400u));
+        }
+    }
+}
+
 // In the reference layout: each element decoded on its own.
-template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S>
+template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S>
 __device__ inline enigma_tile<T, R, C> enigma_tile_load_q(const W* w, unsigned stride, const S* s, unsigned lane) {
     enigma_tile<T, R, C> t;
 #pragma unroll
     for (int f = 0; f < R * C / 64; ++f) {
         const unsigned r = enigma_tile_at(C, 2 * f, lane, false), c = enigma_tile_at(C, 2 * f, lane, true);
-        const unsigned shift = 4 * (r % 8);
-        const __half lo = __low2half(__hmul2(enigma_q4_pair<CODE>((w[(r / 8) * stride + c] >> shift) & 0xFu, 0), __half2half2(s[c])));
-        const __half hi = __low2half(__hmul2(enigma_q4_pair<CODE>((w[(r / 8) * stride + c + 1] >> shift) & 0xFu, 0), __half2half2(s[c + 1])));
-        t.d[f] = enigma_duo_make<T>(lo, hi);
+        __half pair[2];
+#pragma unroll
+        for (unsigned e = 0; e < 2; ++e) {
+            const unsigned code = (w[enigma_q4_word<LAYOUT>(r, c + e, stride)] >> (4 * enigma_q4_nibble<LAYOUT>(r, c + e))) & 0xFu;
+            pair[e] = __low2half(__hmul2(enigma_q4_pair<CODE>(code, 0), __half2half2(s[c + e])));
+        }
+        t.d[f] = enigma_duo_make<T>(pair[0], pair[1]);
     }
     return t;
 }
 
 // In enigma_btile's layout: a lane holds rows 2·(lane % 4) and 2·(lane % 4) + 1
-// of column lane / 4 of each fragment, byte lane % 4 of one packed word, so it
-// loads one word per fragment and decodes its pair with a few instructions.
-template <typename T, int R, int C, enigma_q4 CODE, typename W, typename S>
+// of column lane / 4 of each fragment. In seed 002's layout that is byte
+// lane % 4 of one packed word per fragment, which the lane loads and decodes
+// with a few instructions. In fragment order a lane's words for a unit (64
+// rows × 16 columns) are four consecutive words, one 16-byte load where the
+// tile's words and stride allow it (the same test on every lane), and each
+// word decodes into the lane's pairs of four fragments (enigma_q4_quad).
+template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S>
 __device__ inline enigma_btile<T, R, C> enigma_tile_load_qb(const W* w, unsigned stride, const S* s, unsigned lane) {
     enigma_btile<T, R, C> t;
+    if constexpr (LAYOUT == enigma_q4_fragments) {
+        const bool vectors = ((reinterpret_cast<size_t>(w) | size_t(stride) * 4u) & 15u) == 0;
+#pragma unroll
+        for (int uc = 0; uc < C / 16; ++uc) {
+            const __half2 scale[2] = {__half2half2(s[uc * 16 + lane / 4]), __half2half2(s[uc * 16 + 8 + lane / 4])};
+#pragma unroll
+            for (int u = 0; u < R / 64; ++u) {
+                const W* at = w + u * stride + uc * 128 + 4 * lane;
+                unsigned words[4];
+                if (vectors) {
+                    const uint4 v = *reinterpret_cast<const uint4*>(at);
+                    words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) words[q] = at[q];
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    __half2 v[4];
+                    enigma_q4_quad<CODE>(words[q], v);
+                    // Pair h + 2·half: fragment row 8u + 2q + h, column 2·uc + half.
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const __half2 x = __hmul2(v[j], scale[j / 2]);
+                        t.d[(u * 8 + 2 * q + j % 2) * (C / 8) + 2 * uc + j / 2] = enigma_duo_of<T>(*reinterpret_cast<const unsigned*>(&x));
+                    }
+                }
+            }
+        }
+        return t;
+    }
     const unsigned column = lane / 4, index = lane % 4;
     // Signed offsets from the lane's own column: the compiler folds each
     // fragment's constant part into the load's immediate.

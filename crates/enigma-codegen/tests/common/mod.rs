@@ -573,11 +573,20 @@ pub fn quantized_matrices() -> Kernel {
     let out = k.buffer("out", Type::F16, Access::ReadWrite);
     let prod = k.buffer("prod", Type::F32, Access::ReadWrite);
     let n = k.value("n", Type::U32);
-    let int4 = k.let_("w_int4", matrix_load_quantized(h, enigma_ir::QuantCode::Int4, words, 4u32, n, scales, 0u32));
+    let rows = enigma_ir::QuantLayout::Rows;
+    let int4 = k.let_("w_int4", matrix_load_quantized(h, enigma_ir::QuantCode::Int4, rows, words, 4u32, n, scales, 0u32));
     k.matrix_store(int4, out, 0u32, 16u32, false);
-    let fp4 = k.let_("w_fp4", matrix_load_quantized(h, enigma_ir::QuantCode::Fp4, words4, 8u32, n, scales, 16u32));
+    let fp4 = k.let_("w_fp4", matrix_load_quantized(h, enigma_ir::QuantCode::Fp4, rows, words4, 8u32, n, scales, 16u32));
     let ma = k.let_("ma", matrix_load(h, a, 0u32, 16u32, false));
     k.matrix_store(matrix_multiply_accumulate(ma, fp4, matrix_fill(f, 0.0f32)), prod, 0u32, 16u32, false);
+    // Fragment order: a 64 × 16 unit, stored, and as the B side of a product.
+    let (deep, wide) = (enigma_ir::MatrixType::new(Scalar::F16, 64, 16), enigma_ir::MatrixType::new(Scalar::F16, 16, 64));
+    let fragments = enigma_ir::QuantLayout::Fragments;
+    let unit = k.let_("w_unit", matrix_load_quantized(deep, enigma_ir::QuantCode::Int4, fragments, words, 128u32, n, scales, 0u32));
+    k.matrix_store(unit, out, 256u32, 16u32, false);
+    let unit_b = k.let_("w_unit_b", matrix_load_quantized(deep, enigma_ir::QuantCode::Fp4, fragments, words4, 0u32, n, scales, 16u32));
+    let mw = k.let_("mw", matrix_load(wide, a, 0u32, 64u32, false));
+    k.matrix_store(matrix_multiply_accumulate(mw, unit_b, matrix_fill(f, 0.0f32)), prod, 256u32, 16u32, false);
     finish(k)
 }
 

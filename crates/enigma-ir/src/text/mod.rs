@@ -55,7 +55,7 @@
 //!          | ("cast" | "bitcast") "<" type ">" "(" expr ")"
 //!          | ("simdgroup_fill" | "simdgroup_diagonal") "<" type ">" "(" expr ")"
 //!          | ("simdgroup_load" | "simdgroup_load_transposed") "<" type ">" "(" ref "," expr "," expr ")"
-//!          | ("simdgroup_load_int4" | "simdgroup_load_fp4") "<" type ">" "(" ref "," expr "," expr "," ref "," expr ")"
+//!          | ("simdgroup_load_int4" | "simdgroup_load_fp4") ["_fragments"] "<" type ">" "(" ref "," expr "," expr "," ref "," expr ")"
 //!                                               // (words, offset, stride, scales, scale offset)
 //!          | ("matrix_row" | "matrix_col") "<" type ">" "(" n ")"
 //!          | "simdgroup_multiply" "(" expr "," expr ")" | "simdgroup_multiply_accumulate" "(" expr "," expr "," expr ")"

@@ -4,7 +4,7 @@
 use super::lex::{lex, parse_loc, Lexed, Tok, Token};
 use super::{ParseError, ParseErrorKind};
 use crate::ir::*;
-use crate::types::{QuantCode, Scalar, Type};
+use crate::types::{QuantCode, QuantLayout, Scalar, Type};
 use std::collections::HashMap;
 
 /// The deepest nesting (expressions and blocks together) the parser accepts.
@@ -898,8 +898,8 @@ impl Parser {
                         Ok(if word == "cast" { Expr::Cast { to, arg } } else { Expr::Bitcast { to, arg } })
                     }
                     (
-                        "simdgroup_fill" | "simdgroup_diagonal" | "simdgroup_load" | "simdgroup_load_transposed" | "simdgroup_load_int4" | "simdgroup_load_fp4" | "matrix_row"
-                        | "matrix_col",
+                        "simdgroup_fill" | "simdgroup_diagonal" | "simdgroup_load" | "simdgroup_load_transposed" | "simdgroup_load_int4" | "simdgroup_load_fp4"
+                        | "simdgroup_load_int4_fragments" | "simdgroup_load_fp4_fragments" | "matrix_row" | "matrix_col",
                         Tok::Punct("<"),
                     ) => self.matrix_primary(&word),
                     ("simdgroup_multiply" | "simdgroup_multiply_accumulate" | "thread_element", Tok::Punct("(")) => {
@@ -1021,8 +1021,9 @@ impl Parser {
                 Expr::MatrixFill { ty, value: Box::new(self.expr()?), diagonal: word == "simdgroup_diagonal" }
             }
             "matrix_row" | "matrix_col" => Expr::MatrixCoord { ty, index: self.small_index("an element index")?, column: word == "matrix_col" },
-            "simdgroup_load_int4" | "simdgroup_load_fp4" => {
-                let code = if word == "simdgroup_load_int4" { QuantCode::Int4 } else { QuantCode::Fp4 };
+            "simdgroup_load_int4" | "simdgroup_load_fp4" | "simdgroup_load_int4_fragments" | "simdgroup_load_fp4_fragments" => {
+                let code = if word.starts_with("simdgroup_load_int4") { QuantCode::Int4 } else { QuantCode::Fp4 };
+                let layout = if word.ends_with("_fragments") { QuantLayout::Fragments } else { QuantLayout::Rows };
                 let words = self.memory_arg()?;
                 self.expect_punct(",")?;
                 let offset = Box::new(self.expr()?);
@@ -1032,7 +1033,7 @@ impl Parser {
                 let scales = self.memory_arg()?;
                 self.expect_punct(",")?;
                 let scale_offset = Box::new(self.expr()?);
-                Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset }
+                Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset }
             }
             _ => {
                 let mem = self.memory_arg()?;

@@ -5,7 +5,7 @@
 use super::lex::is_special_float;
 use super::parse::type_from_text;
 use crate::ir::*;
-use crate::types::Scalar;
+use crate::types::{QuantLayout, Scalar};
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
@@ -53,6 +53,8 @@ const KEYWORDS: &[&str] = &[
     "simdgroup_load_transposed",
     "simdgroup_load_int4",
     "simdgroup_load_fp4",
+    "simdgroup_load_int4_fragments",
+    "simdgroup_load_fp4_fragments",
     "simdgroup_multiply",
     "simdgroup_multiply_accumulate",
     "thread_element",
@@ -431,9 +433,13 @@ impl Printer<'_> {
                 self.expr(stride);
                 self.out.push(')');
             }
-            Expr::MatrixLoadQuantized { ty, code, words, offset, stride, scales, scale_offset } => {
+            Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
                 let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
-                let _ = write!(self.out, "simdgroup_load_{code}<{ty}>({words}, ");
+                let layout = match layout {
+                    QuantLayout::Rows => "",
+                    QuantLayout::Fragments => "_fragments",
+                };
+                let _ = write!(self.out, "simdgroup_load_{code}{layout}<{ty}>({words}, ");
                 self.expr(offset);
                 self.out.push_str(", ");
                 self.expr(stride);

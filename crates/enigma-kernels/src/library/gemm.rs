@@ -787,7 +787,7 @@ impl Stages<'_> {
                 let (stage_words, cols) = cfg.packed_stage_elems();
                 let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
                 let words_at = stage * stage_words + ks / VALUES_PER_WORD as u32 * cols + sg_n;
-                matrix_load_quantized(self.b_tile, code, raw, words_at, cols, raw_scales, stage * cols + sg_n)
+                matrix_load_quantized(self.b_tile, code, enigma_ir::QuantLayout::Rows, raw, words_at, cols, raw_scales, stage * cols + sg_n)
             }
             (_, _, stage) => {
                 if let Some(stage) = stage {
