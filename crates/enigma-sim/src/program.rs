@@ -643,7 +643,7 @@ impl Lowering<'_> {
                     // Element (r, c): nibble j of word offset + u·stride + w.
                     let place = move |lane| {
                         let (r, c) = coord(lane);
-                        layout.locate(r as u32, c as u32)
+                        layout.locate(r, c)
                     };
                     let unit_row = self.lane_table(move |lane| place(lane).0 as u64);
                     let word_in_row = self.lane_table(move |lane| place(lane).1 as u64);
