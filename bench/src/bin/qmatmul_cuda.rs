@@ -27,8 +27,11 @@
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
-//! or each count of `--splits`). Each row names its `variant` (and for
-//! `separate` and `fused` its `tile`).
+//! or each count of `--splits`), and `fragments` (the separate kernel on the
+//! same weights packed in fragment order, `QuantizedWeights::upload_in`,
+//! through `Ops::qmatmul` at any M, with the tiles, stages and splits of
+//! `separate`). Each row names its `variant` (and for `separate`, `fused`
+//! and `fragments` its `tile`).
 //! Times are CUDA-event device times of the call's dispatches (with K split,
 //! the kernel and the reduction, summed), medians of `repeats`.
 //!
@@ -57,7 +60,7 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::{qmatmul, qmatmul_affine};
-use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantLayout, QuantizedWeights};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -75,6 +78,8 @@ enum Run {
     Decode(Config),
     Separate(Option<GemmTile>, Option<u32>, Option<u32>),
     Fused(Option<GemmTile>, Option<u32>),
+    /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
+    Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
 }
 
 impl Run {
@@ -84,6 +89,7 @@ impl Run {
             Run::Decode(_) => "decode",
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
+            Run::Fragments(..) => "fragments",
         }
     }
 }
@@ -155,8 +161,8 @@ fn parse_args() -> Args {
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
-                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused"].contains(&v.as_str())) {
-                    panic!("--variants: `{v}` is not decode, separate or fused");
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments"].contains(&v.as_str())) {
+                    panic!("--variants: `{v}` is not decode, separate, fused or fragments");
                 }
             }
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
@@ -186,6 +192,11 @@ fn main() {
         let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
         let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
         let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
+        // The same weights in fragment order, where that variant runs.
+        let fragment_weights: Vec<QuantizedWeights> = match args.variants.iter().any(|v| v == "fragments") && !format.has_biases() {
+            true => (0..copies).map(|_| QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap_or_else(|e| panic!("{e}"))).collect(),
+            false => vec![],
+        };
         for &m in &args.m {
             let mut a = enigma_kernels::test_data(m * k, 2 + m as u64);
             enigma_ops::quantize(ElemType::F16, &mut a);
@@ -229,6 +240,13 @@ fn main() {
                         }
                     }
                 }
+                if variant("fragments") {
+                    for &tile in &args.separate_tiles {
+                        for &stages in &args.stages {
+                            runs.extend(args.splits.iter().map(|&splits| Run::Fragments(tile, stages, splits)));
+                        }
+                    }
+                }
                 if variant("fused") {
                     for &tile in &args.fused_tiles {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
@@ -239,29 +257,30 @@ fn main() {
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    Run::Separate(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, ..Options::default() },
+                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode(config) => config,
-                    Run::Separate(_, _, splits) => (0, 0, 0, splits),
+                    Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
+                let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
-                    Run::Decode(_) => ops.qmatmul(&ab, w, m, ElemType::F16),
+                    Run::Decode(_) | Run::Fragments(..) => ops.qmatmul(&ab, w, m, ElemType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
                 };
-                let first = match call(&weights[0]) {
+                let first = match call(&copies_of_run[0]) {
                     Ok(c) => c,
                     Err(e) => {
                         let mut row = base;
@@ -283,7 +302,7 @@ fn main() {
                 let time = |rotate: bool| -> Duration {
                     let mut times = vec![];
                     for i in 0..5 + args.repeats {
-                        let copy = if rotate { &weights[i % copies] } else { &weights[0] };
+                        let copy = if rotate { &copies_of_run[i % copies] } else { &copies_of_run[0] };
                         call(copy).unwrap_or_else(|e| panic!("{e}"));
                         let launches = ops.take_launches();
                         if i >= 5 {

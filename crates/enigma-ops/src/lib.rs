@@ -63,6 +63,7 @@ use std::sync::{Arc, Mutex};
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
+pub use enigma_ir::QuantLayout;
 /// The most rows [`Ops::qmatmul`] gives the decode kernel; above them it takes
 /// the tensor-core kernel.
 pub use enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as QMATMUL_DECODE_ROWS;
@@ -870,7 +871,7 @@ impl<'rt> Ops<'rt> {
         if let Some(biases) = &w.biases {
             return self.launch_affine(a, w, biases, m, out);
         }
-        if !qmatmul_takes_decode_kernel(m, &self.options) {
+        if !qmatmul_takes_decode_kernel(m, &self.options) || w.layout != QuantLayout::Rows {
             return self.launch_qgemm(a, w, m, out);
         }
         let cols = match (self.options.columns_per_thread, self.options.vectorize) {
@@ -961,6 +962,9 @@ impl<'rt> Ops<'rt> {
     pub fn qmatmul_fused(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let op = "qmatmul_fused";
         self.check_qmatmul_inputs(a, w, m)?;
+        if w.layout != QuantLayout::Rows {
+            return Err(arg_err(op, format!("the fused kernel reads seed 002's [K/8][N] words, not the {} layout: use qmatmul", w.layout)));
+        }
         if w.format.has_biases() {
             return Err(arg_err(op, format!("the fused kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} (K = {}, N = {}): use qmatmul", w.format, w.k, w.n)));
         }
@@ -1026,6 +1030,7 @@ impl<'rt> Ops<'rt> {
     fn check_qmatmul_inputs(&self, a: &Buffer, w: &QuantizedWeights, m: usize) -> Result<(), Error> {
         let op = "qmatmul";
         quant::check_shape(w.format, w.k, w.n, w.group)?;
+        quant::check_layout(w.format, w.layout, w.k, w.n)?;
         if let Some(t) = a.elem() {
             return Err(arg_err(op, format!("`a` is a typed buffer of {t}; pass an untyped buffer of f16 (enigma_ops::upload), which the kernel reads as half4")));
         }
@@ -1058,6 +1063,7 @@ impl<'rt> Ops<'rt> {
             }
             None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
+        let cfg = cfg.in_layout(w.layout, n);
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
@@ -1275,6 +1281,10 @@ pub struct QuantizedWeights {
     pub scales: Buffer,
     /// The f16 bias per group of MLX's affine format; `None` for FP4/INT4.
     pub biases: Option<Buffer>,
+    /// How `packed` lies: the format's own layout, or (FP4, INT4) the
+    /// tensor cores' fragment order ([`QuantizedWeights::upload_in`]), which
+    /// only the tensor-core kernel reads, at every M.
+    pub layout: QuantLayout,
 }
 
 impl QuantizedWeights {
@@ -1284,7 +1294,17 @@ impl QuantizedWeights {
         let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
         let packed: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
         let biases = if q.format.has_biases() { Some(halves(&q.biases)?) } else { None };
-        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: halves(&q.scales)?, biases })
+        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: halves(&q.scales)?, biases, layout: QuantLayout::Rows })
+    }
+
+    /// Uploads a quantized matrix with its words packed in `layout`
+    /// ([`QuantizedMatrix::packed_in`]: fragment order needs FP4 or INT4, K a
+    /// multiple of 64 and N of 16).
+    pub fn upload_in(rt: &Runtime, q: &QuantizedMatrix, layout: QuantLayout) -> Result<QuantizedWeights, Error> {
+        let words = q.packed_in(layout)?;
+        let uploaded = QuantizedWeights::upload(rt, q)?;
+        let packed = upload_bytes(rt, words.iter().flat_map(|w| w.to_le_bytes()).collect())?;
+        Ok(QuantizedWeights { packed, layout, ..uploaded })
     }
 }
 

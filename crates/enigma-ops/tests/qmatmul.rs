@@ -4,7 +4,7 @@
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
 use enigma_kernels::library::{qmatmul, quant};
-use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
@@ -24,6 +24,8 @@ enum Path {
     Tiled,
     /// `Ops::qmatmul_fused` (seed 002's fused dequant).
     Fused,
+    /// `Ops::qmatmul` on weights uploaded in fragment order.
+    Fragments,
 }
 
 /// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
@@ -40,11 +42,14 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
     enigma_ops::quantize(ElemType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
     let w = enigma_ops::dequantize_weights(&q).unwrap();
-    let weights = QuantizedWeights::upload(rt, &q).unwrap();
+    let weights = match path {
+        Path::Fragments => QuantizedWeights::upload_in(rt, &q, QuantLayout::Fragments).unwrap(),
+        _ => QuantizedWeights::upload(rt, &q).unwrap(),
+    };
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
     let ops = enigma_ops::Ops::new(rt).with_cache(cache.clone()).with_options(options.clone());
     let c = match path {
-        Path::Auto => ops.qmatmul(&ab, &weights, m, out),
+        Path::Auto | Path::Fragments => ops.qmatmul(&ab, &weights, m, out),
         Path::Tiled => ops.qmatmul_tiled(&ab, &weights, m, out),
         Path::Fused => ops.qmatmul_fused(&ab, &weights, m, out),
     };
@@ -152,6 +157,36 @@ fn the_tensor_core_kernel_matches_the_reference() {
 /// Two K split counts of the tensor-core kernel through one pipeline cache:
 /// each runs its own kernel (the count is built into the kernel, not into
 /// its name).
+/// Weights in fragment order go to the tensor-core kernel's fragment-order
+/// form at every M (the decode kernel reads seed 002's words only): rows
+/// past M, N that the default 128 columns do not divide (the tile narrows,
+/// down to one 16-column unit per SIMD group), K split over threadgroups,
+/// both outputs; under the sanitizer (every launch's findings are empty).
+#[test]
+fn fragment_ordered_weights_match_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let cache = PipelineCache::default();
+    for format in [QuantFormat::Int4, QuantFormat::Fp4] {
+        for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (16, 128, 128, 64, None), (5, 48, 192, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
+            for out in [ElemType::F32, ElemType::F16] {
+                let options = Options { k_splits: splits, ..Options::default() };
+                let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
+                assert!(kernels[0].starts_with("qgemm") && kernels[0].ends_with("_fragments"), "{m}x{n}x{k}: {kernels:?}");
+            }
+        }
+    }
+    // Group 32 is shallower than the layout's 64-deep units; the MLX format
+    // and shapes off the units have no fragment order.
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(64 * 16, 3), 64, 16, 32).unwrap();
+    let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 64]).unwrap();
+    let err = enigma_ops::Ops::new(&rt).qmatmul(&a, &w, 1, ElemType::F32).unwrap_err().to_string();
+    assert!(err.contains("divide the group of 32"), "{err}");
+    let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
+    let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
+    assert!(err.contains("multiple of 64") && err.contains("K = 96"), "{err}");
+}
+
 #[test]
 fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
     let rt = Runtime::new(Device::Sim).unwrap();

@@ -46,7 +46,7 @@ use super::qmatmul::{fp4_code_value, int4_value, nibble};
 use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
-use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
+use enigma_ir::{Access, Kernel, MatrixType, MemFlags, QuantLayout, Type};
 
 /// Elements of padding after each row of a staged slice (the planner's
 /// [`enigma_analysis::tiles::STAGED_PAD`]).
@@ -351,10 +351,15 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
 }
 
 /// The kernel of `cfg` named `name`: B of the input type, or with `packed`
-/// 4-bit weights in seed 002's layout (see [`QgemmConfig`]).
-fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
+/// 4-bit weights in a layout of packed words (see [`QgemmConfig`]).
+fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) -> Kernel {
     let (sm, sn) = (cfg.tm / cfg.sg_rows, cfg.tn / cfg.sg_cols);
-    let step = cfg.k_step();
+    // Fragment-ordered weights decode a whole slice's B tile at once (its
+    // 64-row unit), so A's tile spans the slice too.
+    let step = match packed {
+        Some((_, QuantLayout::Fragments)) => cfg.tk,
+        _ => cfg.k_step(),
+    };
     let elem = cfg.input.scalar();
     let a_tile = MatrixType::new(elem, sm as u8, step as u8);
     let b_tile = MatrixType::new(elem, step as u8, sn as u8);
@@ -378,7 +383,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
     };
     let a4 = k.buffer("a4", cfg.input.ty(VEC as u8), Access::Read);
     let b_source = match (packed, scales) {
-        (Some(format), Some((group, scales))) => Source::Packed { format, words: b, scales, group },
+        (Some((format, layout)), Some((group, scales))) => Source::Packed { format, layout, words: b, scales, group },
         _ => Source::Values { scalar: b, vector: k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read) },
     };
     let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
@@ -435,7 +440,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<Format>) -> Kernel {
         raw: b_raw,
     };
     let threads = cfg.threads();
-    let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile };
+    let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile, step };
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
     if cfg.whole_tiles {
         // Only shapes the tile divides; any other would read past the
@@ -583,6 +588,12 @@ pub struct QgemmConfig {
     pub whole_tiles: bool,
     /// As [`GemmConfig::ragged_rows`].
     pub ragged_rows: bool,
+    /// How the packed words lie: seed 002's `[K/8][N]`, or fragment order
+    /// ([`QuantLayout::Fragments`], from [`super::quant::QuantizedMatrix::packed_in`]),
+    /// which the pipelined whole-tile kernel alone takes: 64-deep slices,
+    /// each SIMD group's B tile (64 × a multiple of 16) decoded at once from
+    /// 16-byte loads of the staged words.
+    pub layout: QuantLayout,
 }
 
 impl QgemmConfig {
@@ -591,13 +602,13 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
     }
 
     /// The configuration of a planner tile (its `tm × tn × tk` and
     /// SIMD-group grid), unsplit and unpipelined.
     pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
-        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
+        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
     }
 
     /// The configuration with slices of 64 K values where they divide the
@@ -654,6 +665,19 @@ impl QgemmConfig {
         if !QGEMM_SLICE_DEPTHS.contains(&self.tk) {
             return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", self.tk)));
         }
+        if self.layout == QuantLayout::Fragments {
+            let ((unit_rows, unit_cols), sn) = (self.layout.unit(), self.tn / self.sg_cols.max(1));
+            if self.tk != unit_rows || !sn.is_multiple_of(unit_cols) || self.stages < 2 || !self.whole_tiles {
+                return Err(ShapeError::new(
+                    self.name(),
+                    format!(
+                        "fragment-ordered weights take slices of {unit_rows} K values (not {}), SIMD-group tiles a multiple of {unit_cols} columns wide (not {sn}), \
+                         2 stages or more (not {}) and the whole-tile kernel (whole_tiles {})",
+                        self.tk, self.stages, self.whole_tiles
+                    ),
+                ));
+            }
+        }
         self.gemm().check(u64::MAX)?;
         check_splits_and_memory(&self.name(), self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
@@ -672,6 +696,27 @@ impl QgemmConfig {
         QgemmConfig { stages: stages.unwrap_or(self.stages), ..self }
     }
 
+    /// This configuration reading weights packed in `layout`: unchanged for
+    /// seed 002's; for fragment order, 64-deep slices and, where the tile's
+    /// columns do not divide `n`, the widest of half, a quarter … of them
+    /// that does with SIMD-group tiles still a multiple of 16 columns wide
+    /// (fewer SIMD groups across if need be). Then plan the stages and the
+    /// whole-tile kernel, which fragment order needs ([`QgemmConfig::check`]).
+    pub fn in_layout(self, layout: QuantLayout, n: u32) -> QgemmConfig {
+        if layout == QuantLayout::Rows {
+            return QgemmConfig { layout, ..self };
+        }
+        let (unit_rows, unit_cols) = layout.unit();
+        let mut cfg = QgemmConfig { layout, tk: unit_rows, ..self };
+        while !n.is_multiple_of(cfg.tn) && cfg.tn > unit_cols {
+            cfg.tn /= 2;
+            if cfg.tn / cfg.sg_cols < unit_cols && cfg.sg_cols > 1 {
+                cfg.sg_cols /= 2;
+            }
+        }
+        cfg
+    }
+
     /// This configuration as the whole-tile kernel where an `m × n × k`
     /// product allows it (the rule of [`GemmConfig::whole_tiles_for`]).
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> QgemmConfig {
@@ -679,14 +724,15 @@ impl QgemmConfig {
         QgemmConfig { whole_tiles: g.whole_tiles, ragged_rows: g.ragged_rows, ..self }
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole[_ragged]]`
+    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole[_ragged]][_fragments]`
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
         let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
         let whole = self.gemm().whole_tiles_suffix();
-        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        let layout = if self.layout == QuantLayout::Fragments { "_fragments" } else { "" };
+        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}{layout}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
     }
 
     /// The dispatch for an `m × n` result.
@@ -703,7 +749,7 @@ pub fn qgemm(cfg: &QgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    build(&cfg.gemm(), cfg.name(), Some(cfg.format))
+    build(&cfg.gemm(), cfg.name(), Some((cfg.format, cfg.layout)))
 }
 
 /// The multiply loop's fixed parts: the configuration, the two operands, the
@@ -716,6 +762,8 @@ struct Stages<'a> {
     sg_n: Ex,
     a_tile: MatrixType,
     b_tile: MatrixType,
+    /// K values per matrix multiply (the tiles' inner side).
+    step: u32,
 }
 
 impl Stages<'_> {
@@ -755,7 +803,7 @@ impl Stages<'_> {
     /// Multiplies the staged slices (A's in `stage_a`, B's in `stage_b`, or
     /// stage 0) into `acc`, one K step (16 or 8) at a time.
     fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage_a: Option<Ex>, stage_b: Option<Ex>) {
-        for s in 0..self.cfg.tk / self.cfg.k_step() {
+        for s in 0..self.cfg.tk / self.step {
             let (a_load, b_load) = self.step_tiles(s, stage_a, stage_b);
             let ma = k.let_(&format!("{tag}ma{s}"), a_load);
             let mb = k.let_(&format!("{tag}mb{s}"), b_load);
@@ -771,7 +819,7 @@ impl Stages<'_> {
         let cfg = self.cfg;
         let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
         let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
-        let ks = s * cfg.k_step();
+        let ks = s * self.step;
         // Element (r, c) of the A tile is op(A)[sg_m + r][ks + c]; of
         // the B tile op(B)[ks + r][sg_n + c].
         let (sg_m, sg_n) = (self.sg_m, self.sg_n);
@@ -782,12 +830,15 @@ impl Stages<'_> {
         }
         let b_op = &self.ops[1];
         let b_load = match (b_op.source, b_op.raw, stage_b) {
-            (Source::Packed { format, .. }, Some((raw, raw_scales)), Some(stage)) => {
-                // The stage's words are [tk / 8][tn] as in memory, its scales [tn].
+            (Source::Packed { format, layout, .. }, Some((raw, raw_scales)), Some(stage)) => {
+                // The stage's words are its rows of units as in memory
+                // (`[tk / 8][tn]` words in seed 002's layout), its scales [tn].
                 let (stage_words, cols) = cfg.packed_stage_elems();
                 let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
-                let words_at = stage * stage_words + ks / VALUES_PER_WORD as u32 * cols + sg_n;
-                matrix_load_quantized(self.b_tile, code, enigma_ir::QuantLayout::Rows, raw, words_at, cols, raw_scales, stage * cols + sg_n)
+                let (unit_row, word, _) = layout.locate(ks, 0);
+                let stride = layout.stride(cols);
+                let words_at = stage * stage_words + unit_row * stride + word + sg_n * layout.stride(1);
+                matrix_load_quantized(self.b_tile, code, layout, raw, words_at, stride, raw_scales, stage * cols + sg_n)
             }
             (_, _, stage) => {
                 if let Some(stage) = stage {
@@ -846,7 +897,7 @@ impl Stages<'_> {
             }
             k.async_commit();
         };
-        let steps = cfg.tk / cfg.k_step();
+        let steps = cfg.tk / self.step;
         if steps % 2 == 1 {
             k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
                 k.async_wait(stages - 2);
@@ -952,9 +1003,10 @@ fn share(k: &mut KernelBuilder, name: &str, u: u32, count: u32, lid: Ex, threads
 enum Source {
     /// Values of the input type, through a scalar and a 4-wide view.
     Values { scalar: Mem, vector: Mem },
-    /// 4-bit codes in seed 002's layout: u32 `words` holding 8 consecutive K
-    /// values of one column, f16 `scales` per `group` K values and column.
-    Packed { format: Format, words: Mem, scales: Mem, group: Ex },
+    /// 4-bit codes: u32 `words` in `layout` (seed 002's: 8 consecutive K
+    /// values of one column per word), f16 `scales` per `group` K values and
+    /// column (`[K / group][N]` in either layout).
+    Packed { format: Format, layout: QuantLayout, words: Mem, scales: Mem, group: Ex },
 }
 
 /// One input matrix as the kernel stages it: its source, its threadgroup
@@ -1109,16 +1161,18 @@ impl Operand {
                 let advance = if self.k_is_row { self.shape.1 * (cfg.tk / VEC) } else { Ex::from(cfg.tk / VEC) };
                 (vector, self.staged, cfg.copy_elems(), advance, None)
             }
-            (Source::Packed { words, scales, group, .. }, Some((raw, raw_scales))) => {
+            (Source::Packed { words, layout, scales, group, .. }, Some((raw, raw_scales))) => {
                 let n = self.shape.0;
-                (words, raw, 4, n * (cfg.tk / VALUES_PER_WORD as u32), Some(ScaleCopies { scales, raw_scales, group, n, origin: self.origin, cols: cfg.tn }))
+                (words, raw, 4, n * layout.stride(1) * (cfg.tk / layout.unit().0), Some(ScaleCopies { scales, raw_scales, group, n, origin: self.origin, cols: cfg.tn }))
             }
             (Source::Packed { .. }, None) => unreachable!("a pipelined kernel declares the raw stages of packed weights"),
         };
-        // Packed weights: the stage holds [tk / 8][tn] words, as in memory.
+        // Packed weights: the stage holds the slice's rows of units, as in
+        // memory ([tk / 8][tn] words in seed 002's layout, one row of
+        // 8 · tn words in fragment order).
         let (rows, cols, ld, vec) = match self.source {
             Source::Values { .. } => (self.slice.0, self.slice.1, self.slice.1 + PAD, VEC),
-            Source::Packed { .. } => (cfg.tk / VALUES_PER_WORD as u32, cfg.tn, cfg.tn, 1),
+            Source::Packed { layout, .. } => (cfg.tk / layout.unit().0, layout.stride(cfg.tn), layout.stride(cfg.tn), 1),
         };
         let per_row = cols / elems;
         let count = rows * per_row;
@@ -1135,7 +1189,7 @@ impl Operand {
                 let c = column * elems;
                 let guard = ((u + 1) * threads > count).then(|| (lid + u * threads).lt(count));
                 let (at, valid) = match self.source {
-                    Source::Packed { .. } => ((from / VALUES_PER_WORD as u32 + r) * self.shape.0 + self.origin + c, Ex::from(true)),
+                    Source::Packed { layout, .. } => ((from / layout.unit().0 + r) * (self.shape.0 * layout.stride(1)) + self.origin * layout.stride(1) + c, Ex::from(true)),
                     Source::Values { .. } if self.k_is_row => ((self.base + (from + r) * self.shape.1 + self.origin + c) / VEC, Ex::from(true)),
                     // The whole-tile kernel's rows are all inside, unless ragged.
                     Source::Values { .. } if cfg.whole_tiles && !cfg.ragged_rows => ((self.base + (self.origin + r) * self.shape.1 + from + c) / VEC, Ex::from(true)),

@@ -43,11 +43,24 @@
 //! (so that the group's largest-magnitude edge is exact), but the
 //! dequantization formula, and so any MLX-packed weights, are the same.
 //!
+//! # Fragment order: [`QuantLayout::Fragments`]
+//! The same FP4 or INT4 codes and scales, the words reordered for the
+//! tensor cores ([`QuantizedMatrix::packed_in`], back with
+//! [`unpack_layout`]): `B` is cut into units of 64 K values × 16 columns,
+//! 128 words each, stored unit after unit along N and then along K (`8·N`
+//! words per 64 K values). Word `4·l + q` of a unit holds what lane `l` of
+//! an `mma.sync` m16n8k16 takes as B for the unit's K step `q` in both of
+//! its 8-column halves: nibble `h + 2·half + 4·p` is the unit's
+//! `B[16q + 8h + 2(l % 4) + p][8·half + l / 4]`. A SIMD group reads a unit with one
+//! 16-byte load per lane, and a mask takes each of its f16 pairs from a
+//! word ([`QuantLayout`] in `enigma-ir` is the rule). It needs K a multiple
+//! of 64 and N of 16.
+//!
 //! Shapes are checked with typed errors ([`QuantError`]) naming the numbers:
 //! `K` must be a multiple of 8 and of the group, the group one of [`GROUPS`].
 
 use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_ir::QuantCode;
+use enigma_ir::{QuantCode, QuantLayout};
 use std::fmt;
 
 /// The group sizes (K values per scale) the formats take.
@@ -152,6 +165,54 @@ pub enum QuantError {
     ScaleOverflow { format: Format, n: usize, k_start: usize, k_end: usize, scale: f32 },
     #[error("{format}: the bias of column {n}, K values {k_start}..{k_end}, is {bias:e}, beyond f16's largest finite value 65504")]
     BiasOverflow { format: Format, n: usize, k_start: usize, k_end: usize, bias: f32 },
+    #[error("{format}: the {layout} layout needs K a multiple of {unit_k} and N of {unit_n} (K = {k}, N = {n})")]
+    LayoutShape { format: Format, layout: QuantLayout, k: usize, n: usize, unit_k: usize, unit_n: usize },
+    #[error("{format} weights have no {layout} layout (it holds fp4 or int4 codes, scaled per group without a bias)")]
+    LayoutFormat { format: Format, layout: QuantLayout },
+}
+
+/// Checks that a `k × n` matrix of `format` can be packed in `layout`:
+/// FP4 or INT4 (any format in seed 002's own layout), `k` and `n` multiples
+/// of the layout's unit.
+pub fn check_layout(format: Format, layout: QuantLayout, k: usize, n: usize) -> Result<(), QuantError> {
+    if layout == QuantLayout::Rows {
+        return Ok(());
+    }
+    if format.quant_code().is_none() {
+        return Err(QuantError::LayoutFormat { format, layout });
+    }
+    let (unit_k, unit_n) = layout.unit();
+    let (unit_k, unit_n) = (unit_k as usize, unit_n as usize);
+    if !k.is_multiple_of(unit_k) || !n.is_multiple_of(unit_n) {
+        return Err(QuantError::LayoutShape { format, layout, k, n, unit_k, unit_n });
+    }
+    Ok(())
+}
+
+/// The place of each `B[k][n]` of a `k × n` matrix in `layout`: the index of
+/// its word and its nibble ([`QuantLayout::locate`] on the whole matrix).
+fn layout_place(layout: QuantLayout, n: usize, kk: usize, nn: usize) -> (usize, u32) {
+    let (unit_row, word, nibble) = layout.locate(kk as u32, nn as u32);
+    (unit_row as usize * layout.stride(n as u32) as usize + word as usize, nibble)
+}
+
+/// Seed 002's `[K/8][N]` words of a `k × n` FP4 or INT4 matrix whose words
+/// are `words` in `layout` (the inverse of [`QuantizedMatrix::packed_in`]).
+pub fn unpack_layout(format: Format, layout: QuantLayout, k: usize, n: usize, words: &[u32]) -> Result<Vec<u32>, QuantError> {
+    check_layout(format, layout, k, n)?;
+    let expected = k / VALUES_PER_WORD * n;
+    if words.len() != expected {
+        return Err(QuantError::Length { format, what: "packed", got: words.len(), expected, k, n, group: 0 });
+    }
+    let mut rows = vec![0u32; expected];
+    for kk in 0..k {
+        for nn in 0..n {
+            let (at, nibble) = layout_place(layout, n, kk, nn);
+            let code = (words[at] >> (4 * nibble)) & 0xF;
+            rows[(kk / VALUES_PER_WORD) * n + nn] |= code << (4 * (kk % VALUES_PER_WORD));
+        }
+    }
+    Ok(rows)
 }
 
 /// Checks a shape for `format`: K, N ≥ 1, K a multiple of 8 and of
@@ -241,6 +302,27 @@ impl QuantizedMatrix {
             Format::MlxAffine => n * (self.k / VALUES_PER_WORD) + k / VALUES_PER_WORD,
             _ => (k / VALUES_PER_WORD) * self.n + n,
         }
+    }
+
+    /// The packed words in `layout` (the scales stay as they are): the
+    /// matrix's own words for [`QuantLayout::Rows`], or for [`QuantLayout::Fragments`] the same codes in
+    /// the tensor cores' fragment order, which the quantized GEMM's
+    /// fragment-order kernel reads (`QgemmConfig::layout`). FP4 or INT4, K a
+    /// multiple of 64 and N of 16 there.
+    pub fn packed_in(&self, layout: QuantLayout) -> Result<Vec<u32>, QuantError> {
+        self.check()?;
+        check_layout(self.format, layout, self.k, self.n)?;
+        if layout == QuantLayout::Rows {
+            return Ok(self.packed.clone());
+        }
+        let mut words = vec![0u32; self.packed.len()];
+        for kk in 0..self.k {
+            for nn in 0..self.n {
+                let (at, nibble) = layout_place(layout, self.n, kk, nn);
+                words[at] |= self.code(kk, nn) << (4 * nibble);
+            }
+        }
+        Ok(words)
     }
 
     /// The 4-bit code of `B[k][n]`.
@@ -400,6 +482,32 @@ mod tests {
     /// E2M1, written out by hand from the bit fields (not from
     /// [`fp4_value`]): codes 0 … 15.
     const E2M1: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+
+    /// Fragment order against its definition written out per lane (not
+    /// through `QuantLayout::locate`), and back.
+    #[test]
+    fn fragment_order_places_each_lanes_pairs_and_unpacks() {
+        let (k, n) = (128usize, 48usize);
+        let w: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        for format in [Format::Int4, Format::Fp4] {
+            let q = quantize(format, &w, k, n, 64).unwrap();
+            let words = q.packed_in(QuantLayout::Fragments).unwrap();
+            assert_eq!(words.len(), q.packed.len());
+            for (ku, nu, lane, step) in (0..k / 64).flat_map(|ku| (0..n / 16).flat_map(move |nu| (0..32).flat_map(move |l| (0..4).map(move |s| (ku, nu, l, s))))) {
+                let word = words[ku * 8 * n + nu * 128 + 4 * lane + step];
+                for (h, half, p) in (0..2).flat_map(|h| (0..2).flat_map(move |half| (0..2).map(move |p| (h, half, p)))) {
+                    let row = 64 * ku + 16 * step + 8 * h + 2 * (lane % 4) + p;
+                    let col = 16 * nu + 8 * half + lane / 4;
+                    assert_eq!((word >> (4 * (h + 2 * half + 4 * p))) & 0xF, q.code(row, col), "{format} B[{row}][{col}]");
+                }
+            }
+            assert_eq!(unpack_layout(format, QuantLayout::Fragments, k, n, &words).unwrap(), q.packed);
+        }
+        let q = quantize(Format::Int4, &w[..96 * 48], 96, 48, 32).unwrap();
+        assert!(matches!(q.packed_in(QuantLayout::Fragments), Err(QuantError::LayoutShape { k: 96, unit_k: 64, .. })));
+        let affine = quantize(Format::MlxAffine, &w, k, n, 64).unwrap();
+        assert!(matches!(affine.packed_in(QuantLayout::Fragments), Err(QuantError::LayoutFormat { .. })));
+    }
 
     #[test]
     fn decoding_tables() {
