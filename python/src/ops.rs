@@ -16,7 +16,7 @@
 use crate::array::{self, Array, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
+use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -254,31 +254,49 @@ fn halves(bytes: &[u8]) -> Vec<u16> {
     bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
 }
 
+/// The packed-word layout named `rows` (the format's own) or `fragments`.
+fn quant_layout(name: &str) -> PyResult<QuantLayout> {
+    QuantLayout::from_name(name).ok_or_else(|| PyValueError::new_err(format!("layout is 'rows' or 'fragments', not {name:?}")))
+}
+
+/// A quantized matrix from packed words in `layout` (back in the format's
+/// own layout, checked), scales and biases as bytes.
+#[allow(clippy::too_many_arguments)]
+fn quantized_matrix(format: QuantFormat, layout: QuantLayout, k: usize, n: usize, group: usize, packed: &[u8], scales: &[u8], biases: &[u8]) -> PyResult<QuantizedMatrix> {
+    let words = match layout {
+        QuantLayout::Rows => words(packed),
+        _ => enigma_ops::quant::unpack_layout(format, layout, k, n, &words(packed)).map_err(quant_err)?,
+    };
+    QuantizedMatrix::new(format, k, n, group, words, halves(scales), halves(biases)).map_err(quant_err)
+}
+
 /// Quantizes the `k × n` f32 matrix `w` (little-endian bytes, row-major) to
-/// `format` (`fp4`, `int4`, `mlx_affine`): the packed words, scales and
-/// biases (empty unless MLX's format) as bytes.
+/// `format` (`fp4`, `int4`, `mlx_affine`): the packed words (in `layout`),
+/// scales and biases (empty unless MLX's format) as bytes.
 #[pyfunction]
-pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, n: usize, group: usize) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+#[pyo3(signature = (format, w, k, n, group, layout="rows"))]
+pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, n: usize, group: usize, layout: &str) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let layout = quant_layout(layout)?;
     if w.len() % 4 != 0 {
         return Err(PyValueError::new_err(format!("w has {} bytes, not whole float32 values", w.len())));
     }
     let values: Vec<f32> = words(&w).into_iter().map(f32::from_bits).collect();
     let q = enigma_ops::quant::quantize(format, &values, k, n, group).map_err(quant_err)?;
-    let packed: Vec<u8> = q.packed.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let packed: Vec<u8> = q.packed_in(layout).map_err(quant_err)?.iter().flat_map(|v| v.to_le_bytes()).collect();
     let scales: Vec<u8> = q.scales.iter().flat_map(|v| v.to_le_bytes()).collect();
     let biases: Vec<u8> = q.biases.iter().flat_map(|v| v.to_le_bytes()).collect();
     Ok((PyBytes::new(py, &packed), PyBytes::new(py, &scales), PyBytes::new(py, &biases)))
 }
 
-/// The `k × n` f32 matrix (bytes) that packed words, f16 scales (and
-/// biases) of `format` stand for.
+/// The `k × n` f32 matrix (bytes) that packed words (in `layout`), f16
+/// scales (and biases) of `format` stand for.
 #[pyfunction]
-#[pyo3(signature = (format, k, n, group, packed, scales, biases))]
+#[pyo3(signature = (format, k, n, group, packed, scales, biases, layout="rows"))]
 #[allow(clippy::too_many_arguments)]
-pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, group: usize, packed: Vec<u8>, scales: Vec<u8>, biases: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, group: usize, packed: Vec<u8>, scales: Vec<u8>, biases: Vec<u8>, layout: &str) -> PyResult<Bound<'py, PyBytes>> {
     let format = QuantFormat::parse(format).map_err(quant_err)?;
-    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), halves(&biases)).map_err(quant_err)?;
+    let q = quantized_matrix(format, quant_layout(layout)?, k, n, group, &packed, &scales, &biases)?;
     let w = q.dequantize().map_err(quant_err)?;
     let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
     Ok(PyBytes::new(py, &bytes))
@@ -288,10 +306,11 @@ pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, 
 /// and `scales` (and `biases`, for `mlx_affine` only) in the layout of
 /// `format` (`fp4`, `int4`: seed 002's; `mlx_affine`: MLX's), `out` `f16`
 /// or `f32`, through `variant`: `auto` (`Ops::qmatmul`'s choice),
-/// `separate` (`Ops::qmatmul_tiled`) or `fused` (`Ops::qmatmul_fused`).
-/// Returns C's bytes.
+/// `separate` (`Ops::qmatmul_tiled`) or `fused` (`Ops::qmatmul_fused`);
+/// `packed` in `layout` (`rows`, or `fragments`, which the tensor-core
+/// kernel reads at every M). Returns C's bytes.
 #[pyfunction]
-#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None, variant="auto"))]
+#[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None, variant="auto", layout="rows"))]
 #[allow(clippy::too_many_arguments)]
 pub fn library_qmatmul<'py>(
     py: Python<'py>,
@@ -308,6 +327,7 @@ pub fn library_qmatmul<'py>(
     threads: Option<u32>,
     biases: Option<Vec<u8>>,
     variant: &str,
+    layout: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rt = &runtime.rt;
     let format = QuantFormat::parse(format).map_err(quant_err)?;
@@ -319,8 +339,9 @@ pub fn library_qmatmul<'py>(
         "f16" => ElemType::F16,
         other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
     };
-    let q = QuantizedMatrix::new(format, k, n, group, words(&packed), halves(&scales), biases.as_deref().map(halves).unwrap_or_default()).map_err(quant_err)?;
-    let weights = QuantizedWeights::upload(rt, &q).map_err(|e| ops_err(py, e))?;
+    let layout = quant_layout(layout)?;
+    let q = quantized_matrix(format, layout, k, n, group, &packed, &scales, biases.as_deref().unwrap_or_default())?;
+    let weights = QuantizedWeights::upload_in(rt, &q, layout).map_err(|e| ops_err(py, e))?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
     let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let c = match variant {

@@ -201,3 +201,58 @@ def test_errors_name_the_numbers(rt):
     packed, scales = ops.quantize(np.ones((64, 3), np.float32), "fp4", group=32)
     with pytest.raises(ValueError, match=r"a must be \[M, 64\]"):
         ops.qmatmul(np.ones((2, 32), np.float16), packed, scales, rt=rt)
+
+
+def fragment_codes(packed):
+    """The [K, N] codes of fragment-ordered words ([K/64, 8·N]), placed with
+    numpy from the layout's definition: in each unit of 64 K values × 16
+    columns, nibble h + 2·half + 4·p of word 4·l + q is
+    B[16q + 8h + 2(l % 4) + p][8·half + l / 4]."""
+    units_k, width = packed.shape
+    k, n = 64 * units_k, width // 8
+    codes = np.zeros((k, n), dtype=np.uint32)
+    for ku in range(units_k):
+        for nu in range(n // 16):
+            unit = packed[ku, nu * 128:(nu + 1) * 128]
+            for lane in range(32):
+                for q in range(4):
+                    word = unit[4 * lane + q]
+                    for h in range(2):
+                        for half in range(2):
+                            for p in range(2):
+                                row = 64 * ku + 16 * q + 8 * h + 2 * (lane % 4) + p
+                                col = 16 * nu + 8 * half + lane // 4
+                                codes[row, col] = (word >> (4 * (h + 2 * half + 4 * p))) & 0xF
+    return codes
+
+
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+def test_fragment_layout_holds_the_same_codes(format):
+    k, n = 128, 32
+    w = np.random.default_rng(5).uniform(-2, 2, (k, n)).astype(np.float32)
+    rows, scales = ops.quantize(w, format, group=64)
+    packed, scales_f = ops.quantize(w, format, group=64, layout="fragments")
+    assert packed.dtype == np.uint32 and packed.shape == (k // 64, 8 * n)
+    np.testing.assert_array_equal(scales_f, scales)
+    np.testing.assert_array_equal(fragment_codes(packed), nibbles(rows, 0))
+    np.testing.assert_array_equal(ops.dequantize(packed, scales, format, layout="fragments"), decode(format, rows, scales))
+    with pytest.raises(ValueError, match="multiple of 64"):
+        ops.quantize(w[:96], format, group=32, layout="fragments")
+    with pytest.raises(ValueError, match="layout must be"):
+        ops.quantize(w, format, layout="columns")
+
+
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+@pytest.mark.parametrize("m,n,k,group", [(1, 16, 64, 64), (5, 48, 192, 64), (17, 128, 128, 128)])
+def test_qmatmul_on_fragment_ordered_weights_matches_numpy(rt, format, m, n, k, group):
+    r = np.random.default_rng(m * 1000 + n + k + 11)
+    w = r.uniform(-1, 1, (k, n)).astype(np.float32)
+    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
+    rows, scales = ops.quantize(w, format, group=group)
+    packed, _ = ops.quantize(w, format, group=group, layout="fragments")
+    dq = decode(format, rows, scales).astype(np.float64)
+    want = a.astype(np.float64) @ dq
+    bound = np.abs(a.astype(np.float64)) @ np.abs(dq)
+    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, layout="fragments", rt=rt)
+    assert c.shape == (m, n)
+    assert np.all(np.abs(c - want) <= bound * (1e-6 + 2.0 ** -11) + 1e-7)

@@ -533,28 +533,40 @@ pub fn threadgroup_memory(shape: TileShape, variant: TileVariant, weights: Weigh
     match variant {
         TileVariant::Separate => (4u64.saturating_mul(m * k), 4u64.saturating_mul(k * n)),
         TileVariant::Fused => (2u64.saturating_mul(m * k), u64::from(simdgroups) * STAGING_BYTES_PER_SIMDGROUP),
-        TileVariant::Staged if weights.has_scales() => staged_gemm_memory((shape.m, shape.k), (shape.n, shape.k), 2, stages, true),
-        TileVariant::Staged => staged_gemm_memory((shape.m, shape.k), (shape.k, shape.n), 2, stages, false),
+        TileVariant::Staged if weights.has_scales() => staged_gemm_memory((shape.m, shape.k), (shape.n, shape.k), 2, stages, BStaging::Packed { dequantized_slice: true }),
+        TileVariant::Staged => staged_gemm_memory((shape.m, shape.k), (shape.k, shape.n), 2, stages, BStaging::Values),
     }
+}
+
+/// What a staged GEMM keeps of B in threadgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BStaging {
+    /// B's slice of values in each stage.
+    Values,
+    /// 4-bit weights: with 2 or more stages each stage's raw words and
+    /// scales, and (`dequantized_slice`) one slice dequantized for the tiles
+    /// that decode through it (a kernel of whole tiles decodes every tile
+    /// from the raw words and has none).
+    Packed { dequantized_slice: bool },
 }
 
 /// Threadgroup bytes `(A side, B side)` of enigma's staged GEMM, the one
 /// rule the planner and the library's kernels (`GemmConfig`, `QgemmConfig`)
 /// declare by: A's slice `a` (rows, columns as stored) in each of `stages`
-/// stages; B's slice `b` in each stage, or with `packed` 4-bit weights one
-/// dequantized slice (`b` = `[N][K]`) and, with 2 or more stages, each
-/// stage's raw words (`K / 8 × N` u32) and scales (`N` f16). Slices are
-/// padded by [`staged_slice_bytes`].
-pub fn staged_gemm_memory(a: (u32, u32), b: (u32, u32), elem_bytes: u32, stages: u32, packed: bool) -> (u64, u64) {
+/// stages; B's slice `b` in each stage, or for 4-bit weights
+/// ([`BStaging::Packed`]) maybe one dequantized slice (`b` = `[N][K]`) and,
+/// with 2 or more stages, each stage's raw words (`K / 8 × N` u32) and
+/// scales (`N` f16). Slices are padded by [`staged_slice_bytes`].
+pub fn staged_gemm_memory(a: (u32, u32), b: (u32, u32), elem_bytes: u32, stages: u32, b_staging: BStaging) -> (u64, u64) {
     let s = u64::from(stages.max(1));
     let a_bytes = staged_slice_bytes(a.0, a.1, elem_bytes).saturating_mul(s);
     let b_slice = staged_slice_bytes(b.0, b.1, elem_bytes);
-    if !packed {
+    let BStaging::Packed { dequantized_slice } = b_staging else {
         return (a_bytes, b_slice.saturating_mul(s));
-    }
+    };
     let (n, k) = (u64::from(b.0), u64::from(b.1));
     let raw = if s > 1 { (k / 8 * n * 4 + n * 2).saturating_mul(s) } else { 0 };
-    (a_bytes, b_slice.saturating_add(raw))
+    (a_bytes, if dequantized_slice { b_slice } else { 0 }.saturating_add(raw))
 }
 
 /// Elements of padding after each row of a [`TileVariant::Staged`] slice:

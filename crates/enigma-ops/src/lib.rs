@@ -1067,7 +1067,13 @@ impl<'rt> Ops<'rt> {
         let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
-            None => cfg.pipelined_for(self.stage_memory()),
+            None => {
+                // The whole-tile kernel stages no dequantized slice, so
+                // where the shape takes it, more stages may fit.
+                let whole = gemm::QgemmConfig { stages: 2, ..cfg }.whole_tiles_for(mu, n, k);
+                let planned = if whole.whole_tiles { whole.pipelined_for(self.stage_memory()) } else { cfg.pipelined_for(self.stage_memory()) };
+                if planned.threadgroup_memory_bytes() <= self.stage_memory() { planned } else { cfg }
+            }
         };
         let cfg = cfg.whole_tiles_for(mu, n, k);
         cfg.check(max_memory)?;

@@ -331,7 +331,19 @@ def _format(format):
     return format
 
 
-def quantize(w, format="fp4", group=None):
+_QUANT_LAYOUTS = ("rows", "fragments")
+
+
+def _layout(layout, format):
+    """A checked packed-word layout name for ``format``."""
+    if layout not in _QUANT_LAYOUTS:
+        raise ValueError(f"layout must be 'rows' or 'fragments', not {layout!r}")
+    if layout == "fragments" and format == "mlx_affine":
+        raise ValueError("mlx_affine weights have no fragments layout (it holds fp4 or int4 codes)")
+    return layout
+
+
+def quantize(w, format="fp4", group=None, *, layout="rows"):
     """Quantizes a [K, N] weight matrix (``C = A @ W``, K the reduction
     dimension) to 4 bits, per group of ``group`` K values of a column.
 
@@ -345,17 +357,27 @@ def quantize(w, format="fp4", group=None):
       uint32 [N, K/8], ``scales`` and ``biases`` float16 [N, K/group];
       ``W[k, n] = scales[n, k/group] · code + biases[n, k/group]``.
 
+    With ``layout="fragments"`` (``"fp4"``, ``"int4"``) the same codes come
+    in the tensor cores' fragment order, ``packed`` uint32 [K/64, 8·N] (units
+    of 64 K values × 16 columns, 128 words each, a lane's four words
+    together), which :func:`qmatmul` reads with ``layout="fragments"``
+    through its tensor-core kernel at every M; K must be a multiple of 64
+    and N of 16.
+
     K must be a multiple of 8 and of ``group`` (32, 64 or 128); a bad shape
     raises ``ValueError`` naming the numbers."""
     format = _format(format)
+    layout = _layout(layout, format)
     w = np.asarray(w, dtype=np.float32)
     if w.ndim != 2:
         raise ValueError(f"quantize takes a 2-D [K, N] matrix, got shape {w.shape}")
     k, n = w.shape
     group = (64 if format == "mlx_affine" else 128) if group is None else int(group)
-    packed, scales, biases = _enigma.quant_quantize(format, np.ascontiguousarray(w).tobytes(), k, n, group)
+    packed, scales, biases = _enigma.quant_quantize(format, np.ascontiguousarray(w).tobytes(), k, n, group, layout)
     if format == "mlx_affine":
         shape_p, shape_s = (n, k // 8), (n, k // group)
+    elif layout == "fragments":
+        shape_p, shape_s = (k // 64, 8 * n), (k // group, n)
     else:
         shape_p, shape_s = (k // 8, n), (k // group, n)
     packed = np.frombuffer(packed, dtype=np.uint32).reshape(shape_p).copy()
@@ -365,7 +387,7 @@ def quantize(w, format="fp4", group=None):
     return packed, scales
 
 
-def _quant_shape(format, packed, scales):
+def _quant_shape(format, packed, scales, layout="rows"):
     """(K, N, group) from the arrays of :func:`quantize`."""
     packed, scales = np.asarray(packed), np.asarray(scales)
     if packed.dtype != np.uint32 or scales.dtype != np.float16 or packed.ndim != 2 or scales.ndim != 2:
@@ -373,6 +395,11 @@ def _quant_shape(format, packed, scales):
     if format == "mlx_affine":
         n, k = packed.shape[0], packed.shape[1] * 8
         groups = scales.shape[1]
+    elif layout == "fragments":
+        if packed.shape[1] % 8 != 0:
+            raise ValueError(f"{format}: packed of shape {packed.shape} is not [K/64, 8·N] (fragments layout)")
+        k, n = packed.shape[0] * 64, packed.shape[1] // 8
+        groups = scales.shape[0]
     else:
         k, n = packed.shape[0] * 8, packed.shape[1]
         groups = scales.shape[0]
@@ -381,20 +408,22 @@ def _quant_shape(format, packed, scales):
     return k, n, k // groups
 
 
-def dequantize(packed, scales, format="fp4", biases=None):
+def dequantize(packed, scales, format="fp4", biases=None, *, layout="rows"):
     """The float32 [K, N] matrix that the arrays of :func:`quantize` stand
-    for (``biases`` for ``"mlx_affine"`` only)."""
+    for (``biases`` for ``"mlx_affine"`` only; ``layout`` as given to
+    :func:`quantize`)."""
     format = _format(format)
-    k, n, group = _quant_shape(format, packed, scales)
+    layout = _layout(layout, format)
+    k, n, group = _quant_shape(format, packed, scales, layout)
     if (biases is not None) != (format == "mlx_affine"):
         raise ValueError("biases go with format='mlx_affine' only, and it needs them")
     b = b"" if biases is None else np.ascontiguousarray(np.asarray(biases, dtype=np.float16)).tobytes()
     out = _enigma.quant_dequantize(format, k, n, group, np.ascontiguousarray(packed).tobytes(),
-                                   np.ascontiguousarray(scales).tobytes(), b)
+                                   np.ascontiguousarray(scales).tobytes(), b, layout)
     return np.frombuffer(out, dtype=np.float32).reshape(k, n).copy()
 
 
-def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=None, variant="auto", rt=None, device="auto", threads=None):
+def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=None, variant="auto", layout="rows", rt=None, device="auto", threads=None):
     """``a @ dequantize(packed, scales, format, biases)`` with the 4-bit
     weights read by the GPU kernel: ``a`` [M, K] (or a K-vector) used as
     float16, ``packed`` and ``scales`` (and, for ``"mlx_affine"``, ``biases``)
@@ -411,11 +440,14 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     weight rounded to float16 with its scale) or ``"fused"`` (seed 002's
     fused kernel, B
     dequantized per SIMD group through one 8×8 fragment); the last two read
-    ``"fp4"`` and ``"int4"`` only."""
+    ``"fp4"`` and ``"int4"`` only. Weights from ``quantize(...,
+    layout="fragments")`` take ``layout="fragments"``: the tensor-core
+    kernel at every M (``"fused"`` reads the rows layout only)."""
     if variant not in ("auto", "separate", "fused"):
         raise ValueError(f"qmatmul's variant is 'auto', 'separate' or 'fused', not {variant!r}")
     format = _format(format)
-    k, n, group = _quant_shape(format, packed, scales)
+    layout = _layout(layout, format)
+    k, n, group = _quant_shape(format, packed, scales, layout)
     if (biases is not None) != (format == "mlx_affine"):
         raise ValueError("biases go with format='mlx_affine' only, and it needs them")
     if biases is not None:
@@ -436,7 +468,7 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     m = a2.shape[0]
     data = _enigma.library_qmatmul(native, format, np.ascontiguousarray(a2, dtype=np.float16).tobytes(),
                                    np.ascontiguousarray(packed).tobytes(), np.ascontiguousarray(scales).tobytes(),
-                                   m, n, k, group, out, threads, biases, variant)
+                                   m, n, k, group, out, threads, biases, variant, layout)
     c = np.frombuffer(data, dtype=out_dtype).reshape(m, n).copy()
     return c[0] if vector else c
 

@@ -43,7 +43,7 @@
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::qmatmul::{fp4_code_value, int4_value, nibble};
-use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
+use enigma_analysis::tiles::{select_gemm_tile, BStaging, GemmTile, ThreadgroupLimits};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, QuantLayout, Type};
@@ -239,16 +239,16 @@ impl GemmConfig {
     /// padded by [`PAD`] (the planner's rule,
     /// [`enigma_analysis::tiles::staged_slice_bytes`]).
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        self.memory_bytes(false)
+        self.memory_bytes(BStaging::Values)
     }
 
     /// Threadgroup memory with B of values or (`packed`) of 4-bit words: a
     /// pipelined kernel with packed weights keeps `stages` copies of A's
     /// slice and of the slice's words and scales, and one slice of B
     /// dequantized ([`QgemmConfig`]).
-    fn memory_bytes(&self, packed: bool) -> u64 {
+    fn memory_bytes(&self, b_staging: BStaging) -> u64 {
         let [a, b] = self.slices();
-        let (a_bytes, b_bytes) = enigma_analysis::tiles::staged_gemm_memory(a, b, self.input.size_bytes(), self.stages, packed);
+        let (a_bytes, b_bytes) = enigma_analysis::tiles::staged_gemm_memory(a, b, self.input.size_bytes(), self.stages, b_staging);
         a_bytes.saturating_add(b_bytes)
     }
 
@@ -395,11 +395,20 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
     // words and scales are staged raw (`GemmConfig::memory_bytes`).
     let b_stages = if packed.is_some() { 1 } else { cfg.stages };
     let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), cfg.stages * a_rows * lda / VEC);
-    let b_s = k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_stages * b_rows * ldb / VEC);
+    // The whole-tile kernel decodes packed weights from their staged words
+    // alone: no dequantized slice (the operand's `staged` is then the
+    // words, never read as values).
+    let decodes_staged_words = packed.is_some() && cfg.whole_tiles && cfg.stages > 1;
+    let b_values = (!decodes_staged_words).then(|| k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_stages * b_rows * ldb / VEC));
     let b_raw = (packed.is_some() && cfg.stages > 1).then(|| {
         let (words, scales) = cfg.packed_stage_elems();
         (k.threadgroup_array("b_words", Type::U32, cfg.stages * words), k.threadgroup_array("b_scales", Type::F16, cfg.stages * scales))
     });
+    let b_s = match (b_values, b_raw) {
+        (Some(values), _) => values,
+        (None, Some((words, _))) => words,
+        (None, None) => unreachable!("a whole-tile kernel of packed weights stages their words"),
+    };
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -685,7 +694,8 @@ impl QgemmConfig {
     /// Threadgroup memory: A's slices, the dequantized B slice, and with
     /// stages the packed words and scales of each stage.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        self.gemm().memory_bytes(true)
+        // The whole-tile kernel decodes every tile from the staged words.
+        self.gemm().memory_bytes(BStaging::Packed { dequantized_slice: !(self.whole_tiles && self.stages > 1) })
     }
 
     /// [`DEFAULT_STAGES`] pipelined stages where they fit
@@ -1431,9 +1441,19 @@ mod tests {
     fn qgemm_memory_is_what_the_kernel_declares() {
         for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
             let cfg = QgemmConfig { stages, ..QgemmConfig::for_rows(Format::Int4, DType::F16, rows) };
-            let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-            assert_eq!(cfg.threadgroup_memory_bytes(), declared, "{}", cfg.name());
+            for cfg in [cfg, cfg.whole_tiles_for(rows, 128, 128), cfg.in_layout(QuantLayout::Fragments, 128).whole_tiles_for(rows, 128, 128)] {
+                if cfg.check(u64::MAX).is_err() {
+                    continue;
+                }
+                let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                assert_eq!(cfg.threadgroup_memory_bytes(), declared, "{}", cfg.name());
+            }
         }
+        // The whole-tile kernel has no dequantized slice: 64 rows, two
+        // stages of A (64 × 40 halves), words and scales.
+        let whole = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 64) }.whole_tiles_for(64, 128, 128);
+        assert!(whole.whole_tiles);
+        assert_eq!(whole.threadgroup_memory_bytes(), 2 * 64 * 40 * 2 + 2 * (512 * 4 + 128 * 2));
         // 64 rows, two stages: A 2 × 64 × 40 halves, B 128 × 40 halves, and
         // per stage 4 × 128 words and 128 scales.
         let cfg = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 64) };
