@@ -561,6 +561,14 @@ fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at:
     }
 }
 
+/// The largest SIMD-group tile (rows × columns) of the quantized GEMM on
+/// fragment-ordered weights ([`QgemmConfig::in_layout`]): its A tile
+/// (rows × 64), B tile (64 × columns) and f32 accumulators are live at
+/// once. On an H100 at M = 128, 11008×4096, 64×32 tiles (2×4 SIMD groups)
+/// took 80.2 µs INT4 and 86.1 µs FP4 against 87.8 and 100.4 µs for 64×64
+/// (2×2; `BENCHMARKS.md`, seventh session).
+pub const FRAGMENT_ORDER_SIMDGROUP_TILE: u32 = 64 * 32;
+
 /// The quantized GEMM `C[M, N] = A[M, K] · dequant(B)` on the GEMM's tiles
 /// and tensor-core path: `A` f16, `B` 4-bit codes in seed 002's layout (FP4
 /// or INT4, `[K/8][N]` words with f16 scales per group), `C` f32 or f16.
@@ -710,8 +718,11 @@ impl QgemmConfig {
     /// seed 002's; for fragment order, 64-deep slices and, where the tile's
     /// columns do not divide `n`, the widest of half, a quarter … of them
     /// that does with SIMD-group tiles still a multiple of 16 columns wide
-    /// (fewer SIMD groups across if need be). Then plan the stages and the
-    /// whole-tile kernel, which fragment order needs ([`QgemmConfig::check`]).
+    /// (fewer SIMD groups across if need be). A SIMD group multiplies a
+    /// whole 64-deep slice at once there, so its tile keeps to
+    /// [`FRAGMENT_ORDER_SIMDGROUP_TILE`] elements (more SIMD groups where
+    /// it would not). Then plan the stages and the whole-tile kernel, which
+    /// fragment order needs ([`QgemmConfig::check`]).
     pub fn in_layout(self, layout: QuantLayout, n: u32) -> QgemmConfig {
         if layout == QuantLayout::Rows {
             return QgemmConfig { layout, ..self };
@@ -722,6 +733,15 @@ impl QgemmConfig {
             cfg.tn /= 2;
             if cfg.tn / cfg.sg_cols < unit_cols && cfg.sg_cols > 1 {
                 cfg.sg_cols /= 2;
+            }
+        }
+        while (cfg.tm / cfg.sg_rows) * (cfg.tn / cfg.sg_cols) > FRAGMENT_ORDER_SIMDGROUP_TILE {
+            if cfg.tn / cfg.sg_cols >= 2 * unit_cols {
+                cfg.sg_cols *= 2;
+            } else if cfg.tm / cfg.sg_rows > 16 {
+                cfg.sg_rows *= 2;
+            } else {
+                break;
             }
         }
         cfg
@@ -1433,6 +1453,16 @@ mod tests {
         // One SIMD group holds at most a 64×64 tile.
         assert_eq!(cfg.with_threads(32).map(|c| (c.tm, c.tn)), Ok((64, 64)));
         assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
+    }
+
+    /// Fragment order keeps each SIMD group's tile within its register
+    /// budget and narrows the tile to divide N.
+    #[test]
+    fn fragment_order_narrows_tiles_to_fit_n_and_its_registers() {
+        let wide = QgemmConfig::for_rows(Format::Int4, DType::F16, 128).in_layout(QuantLayout::Fragments, 11008);
+        assert_eq!((wide.tm, wide.tn, wide.tk, wide.sg_rows, wide.sg_cols), (128, 128, 64, 2, 4));
+        let narrow = QgemmConfig::for_rows(Format::Int4, DType::F16, 16).in_layout(QuantLayout::Fragments, 48);
+        assert_eq!((narrow.tn, narrow.sg_cols), (16, 1));
     }
 
     /// The quantized GEMM declares the threadgroup memory its configuration
