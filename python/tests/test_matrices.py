@@ -174,6 +174,36 @@ def test_quantized_loads_decode_nibbles_with_their_scales(rt):
         np.testing.assert_array_equal(out[at:at + 256].reshape(16, 16), want, err_msg=code)
 
 
+H64x16 = enigma.simdgroup_matrix(enigma.f16, 64, 16)
+
+
+@enigma.kernel
+def fragment_tile(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
+    """A 64 x 16 unit of fragment-ordered words at word 4."""
+    enigma.simdgroup_store(enigma.simdgroup_load_quantized(H64x16, "int4", Words, 4, 128, Scales, 2, layout="fragments"), Out, 0, 16)
+
+
+def test_fragment_ordered_loads_follow_the_layout(rt):
+    rng = np.random.default_rng(9)
+    words = rng.integers(0, 1 << 32, size=4 + 128, dtype=np.uint64).astype(np.uint32)
+    scales = rng.uniform(-2, 2, size=2 + 16).astype(np.float16)
+    out = np.zeros(64 * 16, np.float16)
+    rt.execute(enigma.compile(fragment_tile), inputs=[words, scales], outputs=[out], grid=32, threads=32)
+    # The layout's definition: nibble h + 2*half + 4*p of word 4*l + q is
+    # element (16q + 8h + 2(l % 4) + p, 8*half + l // 4).
+    want = np.zeros((64, 16), np.float32)
+    for lane in range(32):
+        for q in range(4):
+            word = int(words[4 + 4 * lane + q])
+            for h in range(2):
+                for half in range(2):
+                    for p in range(2):
+                        r, c = 16 * q + 8 * h + 2 * (lane % 4) + p, 8 * half + lane // 4
+                        want[r, c] = ((word >> (4 * (h + 2 * half + 4 * p))) & 0xF) - 8
+    want = (want * scales[2:18].astype(np.float32)[None, :]).astype(np.float16)
+    np.testing.assert_array_equal(out.reshape(64, 16), want)
+
+
 def test_quantized_load_errors(rt):
     @enigma.kernel
     def bad_code(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
@@ -188,3 +218,17 @@ def test_quantized_load_errors(rt):
 
     with pytest.raises(enigma.CompileError, match="packed u32 words"):
         enigma.compile(f16_words)
+
+    @enigma.kernel
+    def small_fragments(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
+        enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "int4", Words, 0, 16, Scales, 0, layout="fragments"), Out, 0, 16)
+
+    with pytest.raises(enigma.CompileError, match="multiple of 64"):
+        enigma.compile(small_fragments)
+
+    @enigma.kernel
+    def bad_layout(Words: enigma.u32, Scales: enigma.f16, Out: enigma.f16):
+        enigma.simdgroup_store(enigma.simdgroup_load_quantized(H16, "int4", Words, 0, 16, Scales, 0, layout="columns"), Out, 0, 16)
+
+    with pytest.raises(enigma.CompileError, match="'rows' or 'fragments'"):
+        enigma.compile(bad_layout)

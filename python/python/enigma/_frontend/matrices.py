@@ -69,8 +69,10 @@ class Matrices:
         if name == "simdgroup_load_quantized":
             # Seed 002's [K/8][N] words: element (r, c) is nibble r % 8 of
             # words[offset + (r / 8) * words_per_row + c] decoded, times
-            # scales[scale_offset + c], rounded once to the tile's f16.
-            args = self._bind(node, name, ["type", "code", "words", "offset", "words_per_row", "scales", "scale_offset"], 7)
+            # scales[scale_offset + c], rounded once to the tile's f16; or
+            # with layout="fragments" the tensor cores' fragment order
+            # (QuantLayout in enigma-ir; 64 x 16 units).
+            args = self._bind(node, name, ["type", "code", "words", "offset", "words_per_row", "scales", "scale_offset", "layout"], 7)
             ty = self._matrix_type_arg(args["type"])
             code = self.expr(args["code"])
             if not (isinstance(code, PyObj) and code.obj in ("int4", "fp4")):
@@ -80,7 +82,13 @@ class Matrices:
             offset = self._u32_arg(args["offset"], "offset", name)
             stride = self._u32_arg(args["words_per_row"], "words_per_row", name)
             scale_offset = self._u32_arg(args["scale_offset"], "scale_offset", name)
-            load = {"ty": ty.ir(), "code": code.obj, "words": words.mem, "offset": offset, "stride": stride, "scales": scales.mem, "scale_offset": scale_offset}
+            layout = "rows"
+            if "layout" in args:
+                given = self.expr(args["layout"])
+                if not (isinstance(given, PyObj) and given.obj in ("rows", "fragments")):
+                    raise self.error(args["layout"], f"the layout of enigma.{name} must be 'rows' or 'fragments' (a constant)")
+                layout = given.obj
+            load = {"ty": ty.ir(), "code": code.obj, "layout": layout, "words": words.mem, "offset": offset, "stride": stride, "scales": scales.mem, "scale_offset": scale_offset}
             return Val({"matrix_load_quantized": load}, ty)
         if name in ("simdgroup_multiply", "simdgroup_multiply_accumulate"):
             acc = name == "simdgroup_multiply_accumulate"
