@@ -1064,7 +1064,7 @@ impl<'rt> Ops<'rt> {
             None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
         let cfg = cfg.in_layout(w.layout, n);
-        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.gemm().splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
+        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => {

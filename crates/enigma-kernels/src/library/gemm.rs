@@ -561,6 +561,14 @@ fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at:
     }
 }
 
+/// The most rows for which the quantized GEMM splits K at all
+/// ([`QgemmConfig::splits_for`]).
+pub const QGEMM_SPLIT_K_MAX_ROWS: u32 = 128;
+
+/// The most K splits of the quantized GEMM above [`SPLIT_K_MAX_ROWS`] rows
+/// (the most measured; [`QgemmConfig::splits_for`]).
+pub const QGEMM_WIDE_SPLITS: u32 = 4;
+
 /// The largest SIMD-group tile (rows × columns) of the quantized GEMM on
 /// fragment-ordered weights ([`QgemmConfig::in_layout`]): its A tile
 /// (rows × 64), B tile (64 × columns) and f32 accumulators are live at
@@ -745,6 +753,28 @@ impl QgemmConfig {
             }
         }
         cfg
+    }
+
+    /// K splits for an `m × n × k` product: the GEMM's rule
+    /// ([`GemmConfig::splits_for`]) up to [`SPLIT_K_MAX_ROWS`] rows; up to
+    /// [`QGEMM_SPLIT_K_MAX_ROWS`] rows, where the tiles would fill at most
+    /// half the `threadgroups / 2` compute units, the same rule at most
+    /// [`QGEMM_WIDE_SPLITS`] ways. The weights are read once whatever M is,
+    /// so a grid of few tiles leaves most of the GPU idle: on an H100 at
+    /// 4096 columns (32 tiles) four splits took 64×4096×4096 INT4 from 52.8
+    /// to 28.4 µs and 128×4096×11008 from 168 to 62 µs, where at 86 and 96
+    /// tiles (N = 11008, 12288) splits were as often slower as faster
+    /// (`BENCHMARKS.md`, seventh session).
+    pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+        let tile = (self.tm, self.tn, self.tk);
+        if m <= SPLIT_K_MAX_ROWS {
+            return k_splits_for(tile, m, n, k, threadgroups, SPLIT_K_MAX_ROWS);
+        }
+        let tiles = m.div_ceil(self.tm).max(1) * n.div_ceil(self.tn).max(1);
+        if tiles.saturating_mul(4) > threadgroups {
+            return 1;
+        }
+        k_splits_for(tile, m, n, k, threadgroups, QGEMM_SPLIT_K_MAX_ROWS).min(QGEMM_WIDE_SPLITS)
     }
 
     /// This configuration as the whole-tile kernel where an `m × n × k`
@@ -1453,6 +1483,18 @@ mod tests {
         // One SIMD group holds at most a 64×64 tile.
         assert_eq!(cfg.with_threads(32).map(|c| (c.tm, c.tn)), Ok((64, 64)));
         assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
+    }
+
+    /// The quantized GEMM splits K above the GEMM's 32 rows only where its
+    /// tiles leave most compute units idle, at most four ways.
+    #[test]
+    fn qgemm_splits_narrow_grids_up_to_128_rows() {
+        let at = |m: u32, n: u32, k: u32| QgemmConfig::for_rows(Format::Int4, DType::F16, m).splits_for(m, n, k, 264);
+        assert_eq!(at(16, 11008, 4096), QgemmConfig::for_rows(Format::Int4, DType::F16, 16).gemm().splits_for(16, 11008, 4096, 264));
+        assert_eq!(at(64, 4096, 4096), 4);
+        assert_eq!(at(128, 4096, 11008), 4);
+        assert_eq!(at(64, 11008, 4096), 1);
+        assert_eq!(at(256, 4096, 4096), 1);
     }
 
     /// Fragment order keeps each SIMD group's tile within its register
