@@ -14,7 +14,7 @@
 use crate::check::Tolerance;
 use enigma_kernels::TestRng;
 use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options, QuantizedWeights};
-use enigma_ir::Scalar;
+use enigma_ir::{QuantLayout, Scalar};
 use enigma_kernels::library::quant::{self, Format};
 use enigma_kernels::library::{attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
 use enigma_kernels::library::elementwise::Elementwise;
@@ -406,10 +406,11 @@ pub fn registry() -> Vec<Entry> {
         out.push(attention_entry(dtype, true));
     }
     for format in Format::ALL {
-        out.push(qmatmul_entry(format, false));
+        out.push(qmatmul_entry(format, QmatmulPath::Auto));
     }
     for format in [Format::Fp4, Format::Int4] {
-        out.push(qmatmul_entry(format, true));
+        out.push(qmatmul_entry(format, QmatmulPath::Fused));
+        out.push(qmatmul_entry(format, QmatmulPath::Fragments));
     }
     for dtype in DType::ALL {
         out.push(matmul_entry(dtype));
@@ -704,19 +705,46 @@ pub(crate) fn registry_group(name: &str, k: usize) -> Result<usize, Error> {
     })
 }
 
-/// `qmatmul_{format}` (`Ops::qmatmul`), or with `fused`
-/// `qmatmul_fused_{format}` (`Ops::qmatmul_fused`, seed 002's fused kernel).
-fn qmatmul_entry(format: Format, fused: bool) -> Entry {
-    let name = if fused { format!("qmatmul_fused_{format}") } else { format!("qmatmul_{format}") };
-    let layout = if format.has_biases() { "MLX's [n][k/8] layout with f16 scales and biases" } else { "seed 002's [k/8][n] layout with f16 scales" };
-    let kernel = if fused { ", seed 002's fused kernel (B dequantized per SIMD group through an 8×8 fragment)" } else { "" };
+/// Which quantized matmul a registry entry runs.
+#[derive(Clone, Copy, PartialEq)]
+enum QmatmulPath {
+    /// `Ops::qmatmul` on the format's own layout.
+    Auto,
+    /// `Ops::qmatmul_fused` (seed 002's fused kernel).
+    Fused,
+    /// `Ops::qmatmul` on weights in fragment order (the tensor-core kernel at every M).
+    Fragments,
+}
+
+/// `qmatmul_{format}` (`Ops::qmatmul`), `qmatmul_fused_{format}`
+/// (`Ops::qmatmul_fused`, seed 002's fused kernel) or
+/// `qmatmul_fragments_{format}` (`Ops::qmatmul` on fragment-ordered weights).
+fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
+    let fused = path == QmatmulPath::Fused;
+    let name = match path {
+        QmatmulPath::Auto => format!("qmatmul_{format}"),
+        QmatmulPath::Fused => format!("qmatmul_fused_{format}"),
+        QmatmulPath::Fragments => format!("qmatmul_fragments_{format}"),
+    };
+    let layout = match (format.has_biases(), path) {
+        (true, _) => "MLX's [n][k/8] layout with f16 scales and biases",
+        (false, QmatmulPath::Fragments) => "the tensor cores' fragment order (k a multiple of 64, n of 16) with f16 scales",
+        (false, _) => "seed 002's [k/8][n] layout with f16 scales",
+    };
+    let kernel = match path {
+        QmatmulPath::Fused => ", seed 002's fused kernel (B dequantized per SIMD group through an 8×8 fragment)",
+        QmatmulPath::Fragments => ", the tensor-core kernel at every m",
+        QmatmulPath::Auto => "",
+    };
+    let default_shape: &[usize] = if path == QmatmulPath::Fragments { &[3, 96, 256] } else { &[3, 100, 256] };
+    let quant_layout = if path == QmatmulPath::Fragments { QuantLayout::Fragments } else { QuantLayout::Rows };
     let description = format!(
         "C[m, n] = A[m, k] · dequant(B), A f16, B {format} in {layout} per group of 128 (64 or 32 when k needs), C f16, f32 accumulation{kernel}; on a GPU each run reads the next of 200 MB of weight copies"
     );
     // A shape may add the group after M, N and K (`enigma run … --group 64`).
     Entry {
         optional_dim: Some("group"),
-        ..entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], &[3, 100, 256], &[1, 11008, 4096], move |rt, shape, seed| {
+        ..entry(name.clone(), description, Scalar::F16, &["m", "n", "k"], default_shape, &[1, 11008, 4096], move |rt, shape, seed| {
             let (m, n, k) = (shape[0], shape[1], shape[2]);
             let group = match shape.get(3) {
                 Some(&group) => group,
@@ -731,7 +759,7 @@ fn qmatmul_entry(format: Format, fused: bool) -> Entry {
             // decode step does (one copy would stay in L2 between runs).
             let weight_bytes = k * n / 2 + k / group * n * 2 * if format.has_biases() { 2 } else { 1 };
             let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(weight_bytes).clamp(1, 64) };
-            let weights = (0..copies).map(|_| QuantizedWeights::upload(rt, &q)).collect::<Result<Vec<_>, Error>>()?;
+            let weights = (0..copies).map(|_| QuantizedWeights::upload_in(rt, &q, quant_layout)).collect::<Result<Vec<_>, Error>>()?;
             let next = Cell::new(0usize);
             let want = qmatmul::reference(&a, &w, m, n, k);
             // f32 sums of k products (each exact in f32: an f16 times a
@@ -741,7 +769,8 @@ fn qmatmul_entry(format: Format, fused: bool) -> Entry {
             // scale · code · a and bias · a apart: their magnitudes bound it.
             // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
             // f16 four at a time (`qmatmul::f16_product_error`).
-            let staging = if fused || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases()) {
+            let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases());
+            let staging = if tensor_cores {
                 DType::F16.unit_roundoff()
             } else {
                 qmatmul::f16_product_error(format)

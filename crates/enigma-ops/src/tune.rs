@@ -31,6 +31,9 @@
 //!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
 //!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
 //!   kernel's check (or the group, for a slice) refuses it.
+//! * **Fragment-order candidates** (`qmatmul_fragments_*`): the
+//!   tensor-core kernel's tiles with 64-deep slices at every M (the decode
+//!   kernel does not read that layout).
 //! * **Fused quantized candidates** (`qmatmul_fused_*`): seed 002's four
 //!   tiles (§9.1's choices over 4 SIMD groups), skipped where the device
 //!   cannot hold them.
@@ -54,6 +57,7 @@ use crate::{Error, Options};
 use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
 use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
 use enigma_kernels::library::quant::Format;
+use enigma_ir::QuantLayout;
 use enigma_kernels::library::{gemm, sgemm, DType};
 use enigma_runtime::Runtime;
 use serde::{Deserialize, Serialize};
@@ -170,6 +174,9 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     if let Some(format) = name.strip_prefix("qmatmul_fused_").and_then(|f| Format::parse(f).ok()) {
         return fused_candidates(format, limits);
     }
+    if let Some(format) = name.strip_prefix("qmatmul_fragments_").and_then(|f| Format::parse(f).ok()) {
+        return qgemm_candidates(format, QuantLayout::Fragments, shape, limits);
+    }
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
     let unrolls: Vec<Option<u32>> = if flat_reduction || gemv {
@@ -196,7 +203,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     // Seed 002's layout: above the decode kernel's rows, the tensor-core kernel.
     let packed = name.strip_prefix("qmatmul_").and_then(|f| Format::parse(f).ok()).filter(|f| !f.has_biases());
     if let Some(format) = packed {
-        out.extend(qgemm_candidates(format, shape, limits));
+        out.extend(qgemm_candidates(format, QuantLayout::Rows, shape, limits));
     }
     for &threads in &THREADS {
         for &unroll in &unrolls {
@@ -256,25 +263,29 @@ fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> 
 const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 
 /// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`), where
-/// `Ops::qmatmul` runs it (above `QMATMUL_DECODE_ROWS` rows; none at or
-/// below): 16 to 128 rows (no taller than needed: half the tile under M),
-/// 64, 128 or 256 columns, slices of 32 or 64 K values, over 4 or 8 SIMD
-/// groups, each with the reason it is skipped: over the device's threads,
-/// the kernel's own check (its partition, threadgroup memory at the
-/// device's limit), or a slice not dividing the registry's group for K.
-fn qgemm_candidates(format: Format, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
-    let (m, k) = (shape.first().copied().unwrap_or(1), shape.get(2).copied().unwrap_or(1));
-    if crate::qmatmul_takes_decode_kernel(m, &Options::default()) {
+/// `Ops::qmatmul` runs it (weights in `layout`: for seed 002's above
+/// `QMATMUL_DECODE_ROWS` rows, none at or below; for fragment order at
+/// every M): 16 to 128 rows (no taller than needed: half the tile under M),
+/// 64, 128 or 256 columns, slices of 32 or 64 K values (64 in fragment
+/// order), over 4 or 8 SIMD groups, each with the reason it is skipped: over
+/// the device's threads, the kernel's own check (its partition, threadgroup
+/// memory at the device's limit, fragment order's whole tiles), or a slice
+/// not dividing the registry's group for K.
+fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+    let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
+    let (m, n, k) = (dim(0), dim(1), dim(2));
+    if layout == QuantLayout::Rows && crate::qmatmul_takes_decode_kernel(m, &Options::default()) {
         return vec![];
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
     for tm in [16u32, 32, 64, 128].into_iter().filter(|&tm| tm == 16 || ((tm / 2) as usize) < m) {
         for tn in [64, 128, 256] {
-            for tk in gemm::QGEMM_SLICE_DEPTHS {
+            for tk in gemm::QGEMM_SLICE_DEPTHS.into_iter().filter(|&tk| layout == QuantLayout::Rows || tk == layout.unit().0) {
                 for (sg_rows, sg_cols) in QGEMM_GRIDS {
                     let tile = GemmTile::new(tm, tn, tk, sg_rows, sg_cols);
-                    let cfg = gemm::QgemmConfig::from_tile(format, DType::F16, tile).pipelined_for(limits.max_memory_bytes);
+                    let cfg = gemm::QgemmConfig::from_tile(format, DType::F16, tile).in_layout(layout, n as u32).pipelined_for(limits.max_memory_bytes);
+                    let cfg = if layout == QuantLayout::Rows { cfg } else { cfg.whole_tiles_for(m as u32, n as u32, k as u32) };
                     let skip = over_max_threads(tile.threads(), limits)
                         .or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()))
                         .or_else(|| group.and_then(|g| cfg.check_group(g as u32).err()).map(|e| e.to_string()));
