@@ -19,9 +19,11 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 assert!(!first_kernel(&scalar).contains("_vec4"), "{scalar}");
                 // No vectors: one column per thread (seed 002's layout) or
                 // one packed word per load (MLX's).
-                // The fused kernel has no vector variant.
+                // The fused kernel and the tensor-core kernel on weights in
+                // fragment order have no vector variant.
                 let narrow = if entry.name == "qmatmul_mlx_affine" { "_w1_" } else { "_c1_" };
-                assert!(!entry.name.starts_with("qmatmul_") || entry.name.starts_with("qmatmul_fused_") || first_kernel(&scalar).contains(narrow), "{scalar}");
+                let tensor_cores = ["qmatmul_fused_", "qmatmul_fragments_"].iter().any(|p| entry.name.starts_with(p));
+                assert!(!entry.name.starts_with("qmatmul_") || tensor_cores || first_kernel(&scalar).contains(narrow), "{scalar}");
             }
             let auto = check(&rt, &entry, &shape, &Options::default());
             if entry.name == "qmatmul_mlx_affine" {
@@ -30,6 +32,9 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             } else if entry.name.starts_with("qmatmul_fused_") {
                 // Seed 002's fused kernel at any M.
                 assert!(first_kernel(&auto).starts_with("qgemm_fused_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("qmatmul_fragments_") {
+                // Weights in fragment order: the tensor-core kernel at any M.
+                assert!(first_kernel(&auto).starts_with("qgemm_") && first_kernel(&auto).ends_with("_fragments"), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
@@ -78,10 +83,11 @@ fn threadgroup_overrides_give_the_same_results() {
     // 32 threads: multi-level scans, many reduction passes, one SIMD group
     // per row; 1024: whole threadgroups of 32 SIMD groups.
     // The fused quantized kernel's threads are its tile's (its variants are
-    // the tiles the tuner tries), so it is not among them.
+    // the tiles the tuner tries), and so are the tensor-core kernel's on
+    // weights in fragment order, so they are not among them.
     let rt = Runtime::new(Device::Sim).unwrap();
     for threads in [32, 64, 1024] {
-        for entry in registry().into_iter().filter(|e| !e.name.starts_with("qmatmul_fused_")) {
+        for entry in registry().into_iter().filter(|e| !e.name.starts_with("qmatmul_fused_") && !e.name.starts_with("qmatmul_fragments_")) {
             let shape = match entry.shape_names.len() {
                 1 => vec![70_001],
                 2 => vec![3, 2049],

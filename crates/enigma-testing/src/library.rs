@@ -22,6 +22,12 @@ pub const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128]
 /// one group of 32 (k = 32, 96) or 64, eight rows and two blocks of 8.
 pub const QMATMUL: [[usize; 3]; 6] = [[1, 1, 32], [3, 7, 64], [8, 33, 128], [1, 100, 96], [16, 12, 256], [2, 130, 32]];
 
+/// Quantized matmul on fragment-ordered weights (N a multiple of 16, K of
+/// 64): one unit, rows past a 16-row tile, column counts the 128-column
+/// tile does not divide (48, 112, 144: down to one unit per SIMD group),
+/// three units deep, and 17 rows (a 32-row tile, half of it past M).
+pub const QMATMUL_FRAGMENTS: [[usize; 3]; 6] = [[1, 16, 64], [3, 48, 128], [8, 32, 192], [16, 112, 256], [2, 144, 64], [17, 16, 128]];
+
 /// Matrix multiply `[m, n, k]`: one element, odd sizes, partial tiles along
 /// every side, and more than one tile of K.
 pub const MATMUL: [[usize; 3]; 5] = [[1, 1, 1], [7, 7, 7], [33, 100, 7], [65, 64, 33], [2, 130, 100]];
@@ -29,6 +35,9 @@ pub const MATMUL: [[usize; 3]; 5] = [[1, 1, 1], [7, 7, 7], [33, 100, 7], [65, 64
 /// The awkward shapes `entry` is checked at: by its operation (quantized
 /// and plain matrix multiply) or by the number of its shape dimensions.
 pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
+    if entry.name.starts_with("qmatmul_fragments_") {
+        return QMATMUL_FRAGMENTS.iter().map(|s| s.to_vec()).collect();
+    }
     if entry.name.starts_with("qmatmul_") {
         return QMATMUL.iter().map(|s| s.to_vec()).collect();
     }
