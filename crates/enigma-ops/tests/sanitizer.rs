@@ -17,6 +17,8 @@ fn every_entry_runs_clean_under_the_sanitizer() {
         let shape = match entry.shape_names.len() {
             1 => vec![1001],
             2 => vec![3, 100],
+            // Fragment order needs N a multiple of 16.
+            _ if entry.name.starts_with("qmatmul_fragments_") => vec![2, 48, 128],
             _ => vec![2, 40, 128],
         };
         // Scalar and vector kernels, 32-thread threadgroups, and the
@@ -24,9 +26,11 @@ fn every_entry_runs_clean_under_the_sanitizer() {
         let combinations = [(Some(false), None, None), (None, None, None), (None, Some(32), None), (None, None, Some(false))];
         for (vectorize, threads, cache_rows) in combinations {
             // The fused quantized kernel's threads are its tile's: one SIMD
-            // group is a 32×32 tile over 1×1.
+            // group is a 32×32 tile over 1×1 (on fragment-ordered weights
+            // 16×16, 64 deep).
             let (threads, gemm_tile) = match threads {
                 Some(_) if entry.name.starts_with("qmatmul_fused_") => (None, Some(GemmTile::new(32, 32, 32, 1, 1))),
+                Some(_) if entry.name.starts_with("qmatmul_fragments_") => (None, Some(GemmTile::new(16, 16, 64, 1, 1))),
                 _ => (threads, None),
             };
             let options = Options { sanitize: true, vectorize, threads, cache_rows, gemm_tile, ..Options::default() };
