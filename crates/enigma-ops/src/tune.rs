@@ -286,6 +286,13 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits
                     let tile = GemmTile::new(tm, tn, tk, sg_rows, sg_cols);
                     let cfg = gemm::QgemmConfig::from_tile(format, DType::F16, tile).in_layout(layout, n as u32).pipelined_for(limits.max_memory_bytes);
                     let cfg = if layout == QuantLayout::Rows { cfg } else { cfg.whole_tiles_for(m as u32, n as u32, k as u32) };
+                    // Fragment order may narrow the tile (to divide N, or to
+                    // its SIMD-group budget): the candidate is the tile that
+                    // runs, once.
+                    let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
+                    if out.iter().any(|(ch, _): &(Choice, Option<String>)| ch.tile == Some(tile)) {
+                        continue;
+                    }
                     let skip = over_max_threads(tile.threads(), limits)
                         .or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()))
                         .or_else(|| group.and_then(|g| cfg.check_group(g as u32).err()).map(|e| e.to_string()));

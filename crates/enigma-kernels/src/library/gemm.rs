@@ -695,15 +695,17 @@ impl QgemmConfig {
         }
         if self.layout == QuantLayout::Fragments {
             let ((unit_rows, unit_cols), sn) = (self.layout.unit(), self.tn / self.sg_cols.max(1));
-            if self.tk != unit_rows || !sn.is_multiple_of(unit_cols) || self.stages < 2 || !self.whole_tiles {
-                return Err(ShapeError::new(
-                    self.name(),
-                    format!(
-                        "fragment-ordered weights take slices of {unit_rows} K values (not {}), SIMD-group tiles a multiple of {unit_cols} columns wide (not {sn}), \
-                         2 stages or more (not {}) and the whole-tile kernel (whole_tiles {})",
-                        self.tk, self.stages, self.whole_tiles
-                    ),
-                ));
+            let problems: Vec<String> = [
+                (self.tk != unit_rows).then(|| format!("slices of {unit_rows} K values (not {})", self.tk)),
+                (!sn.is_multiple_of(unit_cols)).then(|| format!("SIMD-group tiles a multiple of {unit_cols} columns wide (not {sn})")),
+                (self.stages < 2).then(|| format!("2 stages or more (not {})", self.stages)),
+                (!self.whole_tiles).then(|| "the whole-tile kernel (a shape the tile divides along N and K)".to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !problems.is_empty() {
+                return Err(ShapeError::new(self.name(), format!("fragment-ordered weights take {}", problems.join(", "))));
             }
         }
         self.gemm().check(u64::MAX)?;
