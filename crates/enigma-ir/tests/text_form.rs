@@ -507,7 +507,7 @@ fn json_carries_its_schema_version_and_types_by_name() {
     assert!(json.contains("\"elem\":\"f32\""), "{json}");
     let old = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "\"schema\":1,", 1);
     let err = from_json(&old).unwrap_err();
-    assert!(err.message.contains("schema 1; this enigma reads IR JSON schema 2"), "{}", err.message);
+    assert!(err.message.contains(&format!("schema 1; this enigma reads IR JSON schema {} (and 2)", enigma_ir::JSON_SCHEMA)), "{}", err.message);
     let none = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "", 1);
     assert!(from_json(&none).unwrap_err().message.contains("no \"schema\" field"));
 }
@@ -546,6 +546,10 @@ fn matrix_constructs_print_and_parse_back() {
     assert_eq!(enigma_ir::text::print(&back), text);
     let json = enigma_ir::to_json(&kernel);
     assert_eq!(enigma_ir::from_json(&json).unwrap(), kernel);
+    // Schema 2 gave quantized loads no layout: they read as seed 002's rows.
+    let v2 = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "\"schema\":2,", 1).replace("\"layout\":\"rows\",", "");
+    assert!(v2.starts_with("{\"schema\":2,") && !v2.contains("\"rows\""), "{v2}");
+    assert_eq!(enigma_ir::from_json(&v2).unwrap(), kernel);
 }
 
 #[test]

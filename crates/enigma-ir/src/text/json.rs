@@ -15,9 +15,17 @@ pub struct JsonError {
 }
 
 /// The version of the JSON form, written first as `"schema"` and checked on
-/// reading. Version 2 spells types as their IR names (`"f32x4"`); version 1
-/// spelled them as `{"scalar","width"}` objects.
-pub const JSON_SCHEMA: u32 = 2;
+/// reading. Version 3 gives each quantized tile load its packed-word
+/// `"layout"`; version 2, which this reader also takes, had none (its loads
+/// read as `"rows"`, seed 002's layout, the only one it had), and spelled
+/// types as their IR names (`"f32x4"`) like version 3; version 1 spelled
+/// them as `{"scalar","width"}` objects. A reader of version 2 alone refuses
+/// version 3 (rather than reading a fragment-ordered load as rows).
+pub const JSON_SCHEMA: u32 = 3;
+
+/// The versions [`from_json`] reads: [`JSON_SCHEMA`] and those whose
+/// documents it reads the same way.
+pub const READABLE_JSON_SCHEMAS: [u32; 2] = [2, JSON_SCHEMA];
 
 #[derive(serde::Serialize)]
 struct Versioned<'a> {
@@ -49,8 +57,9 @@ pub fn to_json_pretty(kernel: &Kernel) -> String {
 /// far shallower than the text form reads.
 pub const MAX_JSON_DEPTH: usize = 8 * MAX_NESTING as usize;
 
-/// Reads the JSON form. A document of another schema version (or none) is an
-/// error that says which version this reader takes; nesting past
+/// Reads the JSON form. A document of a schema version it does not read
+/// ([`READABLE_JSON_SCHEMAS`]), or of none, is an error that says which
+/// versions this reader takes; nesting past
 /// [`MAX_JSON_DEPTH`] is an error naming the limit (checked before parsing,
 /// so a deep document never reaches the recursive parser).
 pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
@@ -64,12 +73,12 @@ pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
         });
     }
     let header: Header = read_unbounded(json)?;
-    if header.schema != Some(JSON_SCHEMA) {
+    if !header.schema.is_some_and(|v| READABLE_JSON_SCHEMAS.contains(&v)) {
         let found = header.schema.map_or("no \"schema\" field".to_string(), |v| format!("schema {v}"));
         return Err(JsonError {
             line: 1,
             column: 1,
-            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA}"),
+            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA} (and {})", READABLE_JSON_SCHEMAS[0]),
         });
     }
     read_unbounded(json)

@@ -125,7 +125,7 @@
 //! [`from_json`] reads either. The shape, by example:
 //!
 //! ```text
-//! {"schema":2,"name":"k",
+//! {"schema":3,"name":"k",
 //!  "params":[{"name":"A","kind":{"buffer":{"elem":"f32","access":"read"}}},
 //!            {"name":"n","kind":{"value":{"ty":"u32"}}}],
 //!  "spec_constants":[{"name":"TILE","ty":"u32","default":{"ty":"u32","value":{"u_int":32}}}],
