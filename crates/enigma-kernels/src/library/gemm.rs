@@ -242,10 +242,17 @@ impl GemmConfig {
         self.memory_bytes(BStaging::Values)
     }
 
-    /// Threadgroup memory with B of values or (`packed`) of 4-bit words: a
-    /// pipelined kernel with packed weights keeps `stages` copies of A's
-    /// slice and of the slice's words and scales, and one slice of B
-    /// dequantized ([`QgemmConfig`]).
+    /// How this configuration stages packed weights ([`QgemmConfig`]): the
+    /// whole-tile kernel decodes every B tile from the staged words, with no
+    /// dequantized slice; the general kernel keeps one for its edge tiles.
+    fn packed_staging(&self) -> BStaging {
+        BStaging::Packed { dequantized_slice: !self.whole_tiles }
+    }
+
+    /// Threadgroup memory with B of values or of 4-bit words as `b_staging`
+    /// says: a pipelined kernel with packed weights keeps `stages` copies of
+    /// A's slice and of the slice's words and scales, and maybe one slice of
+    /// B dequantized ([`GemmConfig::packed_staging`]).
     fn memory_bytes(&self, b_staging: BStaging) -> u64 {
         let [a, b] = self.slices();
         let (a_bytes, b_bytes) = enigma_analysis::tiles::staged_gemm_memory(a, b, self.input.size_bytes(), self.stages, b_staging);
@@ -395,11 +402,10 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
     // words and scales are staged raw (`GemmConfig::memory_bytes`).
     let b_stages = if packed.is_some() { 1 } else { cfg.stages };
     let a_s = k.threadgroup_array("a_slice", cfg.input.ty(VEC as u8), cfg.stages * a_rows * lda / VEC);
-    // The whole-tile kernel decodes packed weights from their staged words
-    // alone: no dequantized slice (the operand's `staged` is then the
-    // words, never read as values).
-    let decodes_staged_words = packed.is_some() && cfg.whole_tiles && cfg.stages > 1;
-    let b_values = (!decodes_staged_words).then(|| k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_stages * b_rows * ldb / VEC));
+    // Without a dequantized slice (`GemmConfig::packed_staging`) the
+    // operand's `staged` is the words, never read as values.
+    let b_slice = packed.is_none() || cfg.packed_staging() == BStaging::Packed { dequantized_slice: true };
+    let b_values = b_slice.then(|| k.threadgroup_array("b_slice", cfg.input.ty(VEC as u8), b_stages * b_rows * ldb / VEC));
     let b_raw = (packed.is_some() && cfg.stages > 1).then(|| {
         let (words, scales) = cfg.packed_stage_elems();
         (k.threadgroup_array("b_words", Type::U32, cfg.stages * words), k.threadgroup_array("b_scales", Type::F16, cfg.stages * scales))
@@ -712,11 +718,12 @@ impl QgemmConfig {
         check_splits_and_memory(&self.name(), self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// Threadgroup memory: A's slices, the dequantized B slice, and with
-    /// stages the packed words and scales of each stage.
+    /// Threadgroup memory: A's slices, the general kernel's dequantized B
+    /// slice ([`GemmConfig::packed_staging`]), and with stages the packed
+    /// words and scales of each stage.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        // The whole-tile kernel decodes every tile from the staged words.
-        self.gemm().memory_bytes(BStaging::Packed { dequantized_slice: !(self.whole_tiles && self.stages > 1) })
+        let g = self.gemm();
+        g.memory_bytes(g.packed_staging())
     }
 
     /// [`DEFAULT_STAGES`] pipelined stages where they fit
