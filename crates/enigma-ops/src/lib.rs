@@ -1296,21 +1296,26 @@ pub struct QuantizedWeights {
 impl QuantizedWeights {
     /// Uploads a quantized matrix of any format (its lengths checked).
     pub fn upload(rt: &Runtime, q: &QuantizedMatrix) -> Result<QuantizedWeights, Error> {
-        q.check()?;
-        let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
-        let packed: Vec<u8> = q.packed.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let biases = if q.format.has_biases() { Some(halves(&q.biases)?) } else { None };
-        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed: upload_bytes(rt, packed)?, scales: halves(&q.scales)?, biases, layout: QuantLayout::Rows })
+        QuantizedWeights::upload_in(rt, q, QuantLayout::Rows)
     }
 
     /// Uploads a quantized matrix with its words packed in `layout`
     /// ([`QuantizedMatrix::packed_in`]: fragment order needs FP4 or INT4, K a
     /// multiple of 64 and N of 16).
     pub fn upload_in(rt: &Runtime, q: &QuantizedMatrix, layout: QuantLayout) -> Result<QuantizedWeights, Error> {
-        let words = q.packed_in(layout)?;
-        let uploaded = QuantizedWeights::upload(rt, q)?;
+        q.check()?;
+        let reordered;
+        let words: &[u32] = match layout {
+            QuantLayout::Rows => &q.packed,
+            _ => {
+                reordered = q.packed_in(layout)?;
+                &reordered
+            }
+        };
+        let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
         let packed = upload_bytes(rt, words.iter().flat_map(|w| w.to_le_bytes()).collect())?;
-        Ok(QuantizedWeights { packed, layout, ..uploaded })
+        let biases = if q.format.has_biases() { Some(halves(&q.biases)?) } else { None };
+        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed, scales: halves(&q.scales)?, biases, layout })
     }
 }
 
