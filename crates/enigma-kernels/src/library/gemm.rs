@@ -719,8 +719,8 @@ impl QgemmConfig {
     }
 
     /// Threadgroup memory: A's slices, the general kernel's dequantized B
-    /// slice ([`GemmConfig::packed_staging`]), and with stages the packed
-    /// words and scales of each stage.
+    /// slice (the whole-tile kernel decodes from the staged words and has
+    /// none), and with stages the packed words and scales of each stage.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
         let g = self.gemm();
         g.memory_bytes(g.packed_staging())
