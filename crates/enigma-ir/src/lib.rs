@@ -60,5 +60,5 @@ pub mod visit;
 pub use ir::*;
 pub use capabilities::Feature;
 pub use types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
-pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, ParseError, ParseErrorKind};
+pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, READABLE_JSON_SCHEMAS, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};

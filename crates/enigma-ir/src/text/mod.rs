@@ -165,7 +165,7 @@ mod lex;
 mod parse;
 mod print;
 
-pub use json::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, MAX_JSON_DEPTH};
+pub use json::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, MAX_JSON_DEPTH, READABLE_JSON_SCHEMAS};
 pub use parse::{parse, MAX_NESTING};
 pub use print::{literal_text, print};
 
