@@ -32,8 +32,12 @@
 //! through `Ops::qmatmul` at any M, with the tiles, stages and splits of
 //! `separate`). Each row names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
-//! Times are CUDA-event device times of the call's dispatches (with K split,
-//! the kernel and the reduction, summed), medians of `repeats`.
+//! Times are medians of `repeats` CUDA-event device times of a call's
+//! dispatches (with K split, the kernel and the reduction) run back to back
+//! in a held batch (`Runtime::begin_held_batch`: the device starts them only
+//! once the host has queued them, so the host's launch latency is not in the
+//! time). `launched_median_us` is the older figure: each dispatch timed on
+//! its own, from its start event, which includes the launch latency.
 //!
 //! Usage (on a CUDA machine; every flag is optional):
 //!
@@ -175,6 +179,10 @@ fn parse_args() -> Args {
 }
 
 
+/// How long the device waits in front of each timed call while the host
+/// queues it: far more than one `Ops` call takes to queue.
+const HOLD: Duration = Duration::from_micros(200);
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
@@ -299,26 +307,37 @@ fn main() {
                 let staged = launch.kernel.starts_with("qgemm");
                 let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, staged)) || g.is_nan()).count();
                 let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
-                let time = |rotate: bool| -> Duration {
+                // Held: each call in a batch the device starts only once the
+                // host has queued it (`Runtime::begin_held_batch`), so the
+                // time is the dispatches' own, back to back. Launched: the
+                // dispatches' own device times summed, each from the start
+                // event to its end, which includes the host's launch latency.
+                let time = |rotate: bool, held: bool| -> Duration {
                     let mut times = vec![];
                     for i in 0..5 + args.repeats {
                         let copy = if rotate { &copies_of_run[i % copies] } else { &copies_of_run[0] };
+                        if held {
+                            rt.begin_held_batch(HOLD).unwrap_or_else(|e| panic!("{e}"));
+                        }
                         call(copy).unwrap_or_else(|e| panic!("{e}"));
                         let launches = ops.take_launches();
+                        let batch = if held { rt.end_batch().unwrap_or_else(|e| panic!("{e}")) } else { None };
                         if i >= 5 {
-                            times.push(launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time)).sum());
+                            times.push(batch.unwrap_or_else(|| launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time)).sum()));
                         }
                     }
                     median(times)
                 };
-                let cold = time(true);
-                let hot = time(false);
+                let cold = time(true, true);
+                let hot = time(false, true);
+                let launched = time(true, false);
                 eprintln!(
-                    "{format} m={m} {} {} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us), {failures} failures",
+                    "{format} m={m} {} {} threads={threads} cols={cols} words={words} splits={splits} (asked {asked}): {:.2} us (hot {:.2} us, launched one by one {:.2} us), {failures} failures",
                     run.variant(),
                     launch.kernel,
                     cold.as_secs_f64() * 1e6,
-                    hot.as_secs_f64() * 1e6
+                    hot.as_secs_f64() * 1e6,
+                    launched.as_secs_f64() * 1e6
                 );
                 let mut row = base;
                 let extra = serde_json::json!({
@@ -332,6 +351,7 @@ fn main() {
                     "device_timed": launches.iter().all(|l| l.report.device_time.is_some()),
                     "median_us": cold.as_secs_f64() * 1e6,
                     "hot_median_us": hot.as_secs_f64() * 1e6,
+                    "launched_median_us": launched.as_secs_f64() * 1e6,
                     "bytes": bytes,
                     "tb_per_s": bytes as f64 / cold.as_secs_f64() / 1e12,
                 });

@@ -174,9 +174,22 @@ pub trait Backend: Send + Sync + Debug {
     fn begin_batch(&self) -> Result<(), RuntimeError> {
         Ok(())
     }
+    /// Opens a batch whose time is the device's own: the device first waits
+    /// up to `hold` (idle, before the batch's first dispatch) while the host
+    /// queues the batch, then runs the dispatches back to back, so
+    /// [`Backend::end_batch`]'s time leaves out the host's launch latency
+    /// (a few µs per dispatch on CUDA) as long as the host queues the batch
+    /// within `hold`. For benchmarks: every such batch costs `hold` of wall
+    /// time. Backends that run each dispatch to completion anyway (the
+    /// simulator) open a plain batch.
+    fn begin_held_batch(&self, hold: std::time::Duration) -> Result<(), RuntimeError> {
+        let _ = hold;
+        self.begin_batch()
+    }
     /// Waits for the batch's dispatches and returns the device time from
-    /// its start to its end, where the backend measures one (`None`
-    /// otherwise). An error of a queued dispatch surfaces here.
+    /// its first dispatch's start to its last one's end, where the backend
+    /// measures one (`None` otherwise, or when nothing was dispatched). An
+    /// error of a queued dispatch surfaces here.
     fn end_batch(&self) -> Result<Option<std::time::Duration>, RuntimeError> {
         Ok(None)
     }

@@ -30,10 +30,8 @@ pub struct CudaBackend {
     /// The start and end events that time each dispatch, made once: a
     /// dispatch holds the lock from launch to completion.
     timer: Mutex<Timer>,
-    /// The batch in progress, if any: its own start and end events, and
-    /// whether its start has been recorded (at its first dispatch, so that
-    /// host work before it, such as allocating outputs, is not timed).
-    batch: Mutex<Option<(Timer, bool)>>,
+    /// The batch in progress, if any.
+    batch: Mutex<Option<Batch>>,
     /// Last, so the events and modules above are released while it lives.
     ctx: Arc<CudaContext>,
 }
@@ -51,6 +49,23 @@ impl Timer {
             start: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
             end: result::event::create(flags).map_err(|e| driver_err("creating an event", e))?,
         })
+    }
+}
+
+/// An open batch: its own events, the start one recorded at its first
+/// dispatch (so that host work before it, such as allocating outputs, is
+/// not timed) or behind a held batch's wait, the end one after each
+/// dispatch (so that host work after the last, such as freeing a
+/// workspace, is not timed either).
+struct Batch {
+    timer: Timer,
+    started: bool,
+    dispatched: bool,
+}
+
+impl Batch {
+    fn new() -> Result<Batch, RuntimeError> {
+        Ok(Batch { timer: Timer::new()?, started: false, dispatched: false })
     }
 }
 
@@ -178,6 +193,21 @@ impl CudaBackend {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, (module, function.clone()));
         Ok(function)
     }
+}
+
+/// The one-thread kernel a held batch starts behind
+/// ([`Backend::begin_held_batch`]): it spins on the GPU's nanosecond timer
+/// for its one parameter's nanoseconds.
+fn hold_source() -> CudaSource {
+    let source = r#"extern "C" __global__ void enigma_hold(unsigned long long nanoseconds) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < nanoseconds);
+}
+"#;
+    CudaSource { source: source.into(), entry_point: "enigma_hold".into(), static_shared_bytes: 0, dynamic_shared_bytes: 0, launch_params: vec![] }
 }
 
 /// Asks the device's stream-ordered memory pool to keep freed memory for
@@ -475,26 +505,52 @@ impl Backend for CudaBackend {
         if batch.is_some() {
             return Err(RuntimeError::Backend { backend: "cuda", message: "a batch is already open on this device".into() });
         }
-        *batch = Some((Timer::new()?, false));
+        *batch = Some(Batch::new()?);
         Ok(())
+    }
+
+    fn begin_held_batch(&self, hold: Duration) -> Result<(), RuntimeError> {
+        let hold_function = self.module_for(&hold_source())?;
+        self.begin_batch()?;
+        let mut batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        let open = batch.as_mut().expect("begin_batch opened it");
+        let mut nanoseconds = u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX);
+        let mut params = [&mut nanoseconds as *mut u64 as *mut c_void];
+        let stream: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: the context is bound (begin_batch); one u64 parameter, as
+        // `enigma_hold` takes; the batch's start event, recorded on the
+        // same stream right behind the wait.
+        let queued = unsafe {
+            result::launch_kernel(hold_function.cu_function(), (1, 1, 1), (1, 1, 1), 0, stream, &mut params)
+                .and_then(|_| result::event::record(open.timer.start, stream))
+        };
+        match queued {
+            Ok(()) => {
+                open.started = true;
+                Ok(())
+            }
+            Err(e) => {
+                *batch = None;
+                Err(driver_err("queueing a held batch's wait", e))
+            }
+        }
     }
 
     fn end_batch(&self) -> Result<Option<Duration>, RuntimeError> {
         self.bind()?;
-        let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some(batch) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Err(RuntimeError::Backend { backend: "cuda", message: "end_batch without begin_batch".into() });
         };
-        if !started {
+        if !batch.dispatched {
             return Ok(None); // nothing was dispatched
         }
-        // SAFETY: the batch's events, recorded on the default stream; the
-        // wait covers every dispatch queued since its start.
-        let waited = unsafe {
-            result::event::record(timer.end, std::ptr::null_mut()).and_then(|_| result::event::synchronize(timer.end))
-        };
-        waited.map_err(|e| RuntimeError::Execution { kernel: "(batch)".into(), message: format!("a batched CUDA dispatch failed: {e:?}") })?;
+        // SAFETY: the batch's end event, recorded on the default stream
+        // after its last dispatch; the wait covers every dispatch queued
+        // since its start.
+        unsafe { result::event::synchronize(batch.timer.end) }
+            .map_err(|e| RuntimeError::Execution { kernel: "(batch)".into(), message: format!("a batched CUDA dispatch failed: {e:?}") })?;
         // SAFETY: both events have completed.
-        let ms = unsafe { result::event::elapsed(timer.start, timer.end) }.map_err(|e| driver_err("reading the batch's time", e))?;
+        let ms = unsafe { result::event::elapsed(batch.timer.start, batch.timer.end) }.map_err(|e| driver_err("reading the batch's time", e))?;
         Ok(Some(Duration::from_secs_f64(ms as f64 / 1e3)))
     }
 
@@ -597,19 +653,20 @@ impl Backend for CudaBackend {
         // buffers are borrowed for the whole dispatch.
         let textures = unsafe { Textures::new(cuda, args, stream) }?;
         let mut storage = launch_slots(cuda, args, &textures, geometry)?;
-        if let Some((timer, started)) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(batch) = self.batch.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             // Queued behind the batch's earlier dispatches; end_batch waits.
-            // SAFETY: the batch's start event is recorded once, on this
-            // stream; the argument slots are copied by the driver when the
-            // launch is queued.
+            // SAFETY: the batch's events, recorded on this stream (the start
+            // one once); the argument slots are copied by the driver when
+            // the launch is queued.
             unsafe {
-                if !*started {
-                    result::event::record(timer.start, stream).map_err(|e| driver_err("recording an event", e))?;
-                    *started = true;
+                if !batch.started {
+                    result::event::record(batch.timer.start, stream).map_err(|e| driver_err("recording an event", e))?;
+                    batch.started = true;
                 }
-                queue_launch(cuda, &mut storage, geometry, stream)
+                queue_launch(cuda, &mut storage, geometry, stream).and_then(|_| result::event::record(batch.timer.end, stream))
             }
             .map_err(|e| launch_error(cuda, e))?;
+            batch.dispatched = true;
             // SAFETY: after the launch, on its stream.
             unsafe { textures.copy_back(cuda) }?;
             return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings: vec![] });

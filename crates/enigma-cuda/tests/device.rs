@@ -109,6 +109,33 @@ fn modules_are_cached_by_their_source() {
 }
 
 #[test]
+fn a_held_batch_times_the_dispatches_without_the_wait_in_front() {
+    let Some(rt) = cuda() else { return };
+    let n = (1usize << 20) + 5;
+    let a: Vec<f32> = (0..n).map(|i| (i % 997) as f32 * 1e-3).collect();
+    let groups = reduce::pass1_threadgroups(n as u32);
+    let input = rt.buffer_from(&a).unwrap();
+    let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
+    let result = rt.buffer_zeroed::<f32>(1).unwrap();
+    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+    // The two dispatches take microseconds; the wait in front of them 50 ms.
+    let hold = std::time::Duration::from_millis(50);
+    let wall = std::time::Instant::now();
+    rt.begin_held_batch(hold).unwrap();
+    assert!(rt.begin_batch().is_err(), "one batch at a time");
+    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
+    let pass2 = [reduce::PASS2_THREADS, 1, 1];
+    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
+    let time = rt.end_batch().unwrap().expect("CUDA times a held batch");
+    assert!(wall.elapsed() >= hold, "the device waited {hold:?} before the batch, but it ended after {:?}", wall.elapsed());
+    assert!(time.as_nanos() > 0 && time < hold / 5, "the batch's time {time:?} should be its two dispatches', not the {hold:?} wait");
+    let got = result.to_vec::<f32>().unwrap()[0] as f64;
+    let want = reduce::reference_sum(&a);
+    assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
+}
+
+#[test]
 fn a_batch_queues_dispatches_and_times_them_together() {
     let Some(rt) = cuda() else { return };
     let n = (1usize << 20) + 5;
