@@ -836,17 +836,21 @@ impl<'rt> Ops<'rt> {
     }
 
     /// The second pass of a split-K product: sums the workspace's slices
-    /// into `c` (alpha 1, beta 0). Nothing without a workspace.
+    /// into `c` (alpha 1, beta 0), four elements per thread where `elements`
+    /// is a multiple of 4 (both are this library's untyped outputs, so
+    /// they bind as vectors). Nothing without a workspace.
     fn splitk_reduce(&self, workspace: Option<&Buffer>, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
         let Some(ws) = workspace else { return Ok(()) };
-        let total = lib::to_u32("matmul", "m·n", elements)?;
+        let width: u8 = if elements.is_multiple_of(4) { 4 } else { 1 };
+        let total = lib::to_u32("matmul", "m·n", elements / width as usize)?;
+        let (ws_name, c_name) = if width == 4 { ("ws4", "c4") } else { ("ws", "c") };
         self.launch(
-            format!("gemm_splitk_reduce {out}"),
-            || gemm::splitk_reduce(out),
+            format!("gemm_splitk_reduce {out} {width}"),
+            || gemm::splitk_reduce(out, width),
             gemm::splitk_reduce_dispatch(total),
             &[
-                ("ws", Arg::from(ws)),
-                ("c", Arg::from(c)),
+                (ws_name, Arg::from(ws)),
+                (c_name, Arg::from(c)),
                 ("mn", Arg::u32(total)),
                 ("total", Arg::u32(total)),
                 ("splits", Arg::u32(splits)),

@@ -77,7 +77,7 @@ fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, al
     rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
     if let Some(ws) = &workspace {
-        let reduce = rt.pipeline(&splitk_reduce(plan.output)).unwrap();
+        let reduce = rt.pipeline(&splitk_reduce(plan.output, 1)).unwrap();
         let total = (batch * m * n) as u32;
         let u32v = |v: u32| Arg::Value(enigma_ir::Literal::u32(v));
         let f32v = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));

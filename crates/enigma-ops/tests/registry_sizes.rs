@@ -52,7 +52,7 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 // The split kernel, then the GEMM's reduction.
                 let outcome = check(&rt, &entry, &shape, &split);
                 let kernels: Vec<&str> = outcome.launches.iter().map(|l| l.kernel.as_str()).collect();
-                assert!(matches!(kernels[..], [first, reduce] if first.contains("_splitk") && reduce == "gemm_splitk_reduce_f16"), "{outcome}");
+                assert!(matches!(kernels[..], [first, reduce] if first.contains("_splitk") && reduce.starts_with("gemm_splitk_reduce_f16")), "{outcome}");
                 runs += 1;
             }
         }

@@ -1418,14 +1418,22 @@ pub(super) fn dequantized_halves(k: &mut KernelBuilder, name: &str, format: Form
 /// The second pass of a split-K GEMM: `c(i) = alpha · Σ_s ws((b·splits + s)·mn
 /// + j) + beta · c(i)` for element `j` of batch `b` (`i = b·mn + j`), the
 /// splits summed in order, in f32; `c` in `output`'s type (read only where
-/// `beta` is not zero). One thread per element of C.
+/// `beta` is not zero). One thread per `width` consecutive elements of C
+/// (1, or 4 with `ws` and `c` bound as 4-vectors: 16-byte loads of the
+/// workspace), named `gemm_splitk_reduce_{output}` and `…_v4`.
 ///
-/// Parameters: `ws` (f32), `c`, `mn` (`m · n`), `total` (`batch · m · n`),
+/// Parameters: `ws` (f32, or `ws4`), `c` (or `c4`), `mn` (`m · n`),
+/// `total` (`batch · m · n`), both counted in `width`s of elements,
 /// `splits`, `alpha`, `beta`.
-pub fn splitk_reduce(output: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("gemm_splitk_reduce_{output}"));
-    let ws = k.buffer("ws", Type::F32, Access::Read);
-    let c = k.buffer("c", output.ty(1), Access::ReadWrite);
+///
+/// # Panics
+/// When `width` is not 1 or 4.
+pub fn splitk_reduce(output: DType, width: u8) -> Kernel {
+    assert!(matches!(width, 1 | 4), "splitk_reduce takes 1 or 4 elements per thread, not {width}");
+    let (name, suffix) = if width == 1 { (String::new(), "") } else { (width.to_string(), "_v4") };
+    let mut k = KernelBuilder::new(format!("gemm_splitk_reduce_{output}{suffix}"));
+    let ws = k.buffer(&format!("ws{name}"), Type::vector(Scalar::F32, width), Access::Read);
+    let c = k.buffer(&format!("c{name}"), output.ty(width), Access::ReadWrite);
     let mn = k.value("mn", Type::U32);
     let total = k.value("total", Type::U32);
     let splits = k.value("splits", Type::U32);
@@ -1434,10 +1442,10 @@ pub fn splitk_reduce(output: DType) -> Kernel {
     let i = k.let_("i", thread_position_in_grid().x());
     k.if_(i.lt(total), |k| {
         let base = k.let_("base", i / mn * splits * mn + i % mn);
-        let sum = k.var("sum", 0.0f32);
-        k.for_range("s", 0u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
-        let v = k.var("v", alpha * sum.get());
-        k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, i)));
+        let sum = k.var("sum", ws.get(base));
+        k.for_range("s", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
+        let v = k.var("v", sum.get() * alpha);
+        k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
         store_f32(k, c, i, v.get());
     });
     finish(k)
@@ -1446,7 +1454,8 @@ pub fn splitk_reduce(output: DType) -> Kernel {
 /// Threads per threadgroup of [`splitk_reduce`].
 pub const REDUCE_THREADS: u32 = 256;
 
-/// The dispatch of [`splitk_reduce`] over `total` elements of C.
+/// The dispatch of [`splitk_reduce`] over `total` threads (elements of C
+/// over the kernel's width).
 pub fn splitk_reduce_dispatch(total: u32) -> Dispatch {
     Dispatch::threadgroups([total.div_ceil(REDUCE_THREADS), 1, 1], REDUCE_THREADS)
 }
