@@ -935,9 +935,12 @@ impl Stages<'_> {
     /// copies of slice `i + stages − 1` into the stage slice `i − 1` used,
     /// waits for slice `i + 1`'s own copies (`async_wait(stages − 2)`),
     /// passes the barrier that makes them visible and loads slice `i + 1`'s
-    /// first tiles before it multiplies its own. Otherwise each slice
-    /// starts with the wait and the barrier, and the copies follow its
-    /// multiplies.
+    /// first tiles before it multiplies its own. With an odd number the
+    /// same holds where two sets of tiles and the accumulator fit
+    /// [`DOUBLE_BUFFER_REGISTERS`]; the tiles loaded last in a slice then
+    /// move to the first buffer after its last multiply. Otherwise each
+    /// slice starts with the wait and the barrier, and the copies follow
+    /// its multiplies.
     ///
     /// The loop body has no branch: the copies of slices past the last copy
     /// the last slice again (into stages no one reads any more), and after
@@ -970,7 +973,10 @@ impl Stages<'_> {
             k.async_commit();
         };
         let steps = cfg.tk / self.step;
-        if steps % 2 == 1 {
+        let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
+        let registers_of = |t: MatrixType| t.per_lane() * t.elem().size_bytes() / 4;
+        let registers = 2 * (registers_of(self.a_tile) + registers_of(self.b_tile)) + registers_of(acc_tile);
+        if steps % 2 == 1 && registers > DOUBLE_BUFFER_REGISTERS {
             k.for_range("pipe_i", 0u32, slices, 1u32, |k, i| {
                 k.async_wait(stages - 2);
                 k.threadgroup_barrier(MemFlags::Threadgroup);
@@ -1014,6 +1020,12 @@ impl Stages<'_> {
                     let (ta, tb) = buffers[s as usize % 2];
                     k.assign(acc, matrix_multiply_accumulate(ta.get(), tb.get(), acc));
                 }
+                if steps % 2 == 1 {
+                    // The next slice's first tiles went to the second buffer.
+                    let ((ta, tb), (next_a, next_b)) = (buffers[0], buffers[1]);
+                    k.assign(ta, next_a.get());
+                    k.assign(tb, next_b.get());
+                }
             });
         }
         // The copies of the slices past the last may still be in flight:
@@ -1022,6 +1034,17 @@ impl Stages<'_> {
         k.threadgroup_barrier(MemFlags::Threadgroup);
     }
 }
+
+/// The most 32-bit registers per lane that double-buffered tiles of an odd
+/// number of K steps per slice may take, counting two sets of A and B tiles
+/// and the accumulator (two 16-bit or one 32-bit element a register):
+/// beyond it the kernel would spill or lose occupancy. On an H100 the
+/// quantized GEMM's 16 × 128 tile in fragment order (one 64-deep step per
+/// slice, 112 registers by this count) ran 16 × 11008 × 4096 INT4 in
+/// 13.0–13.3 µs double buffered against 13.6–13.7 µs (CuPy graph of the
+/// generated kernels; `BENCHMARKS.md`, eighth session); a 64 × 32 SIMD-group
+/// tile (256) keeps one buffer.
+pub const DOUBLE_BUFFER_REGISTERS: u32 = 128;
 
 /// The stretch `[k_begin, k_end)` of K (`kk`) that split `split` of
 /// `splits` takes: whole slices of `tk`, `⌈K / (splits · tk)⌉` of them per
