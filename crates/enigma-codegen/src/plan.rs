@@ -23,8 +23,9 @@ pub(crate) struct DeclPlan {
     /// Statements that declare the local they assign (or the `for` variable).
     pub declares: HashSet<StmtPath>,
     /// Matrix locals of 16-bit elements that every assignment fills with a
-    /// `MatrixLoad` or `MatrixLoadQuantized` and every read passes, as a local, as the `b` of a
-    /// `MatrixMultiply` ([`b_operands`]): a dialect may hold them in the
+    /// `MatrixLoad`, a `MatrixLoadQuantized` or a copy of another of them,
+    /// and every read passes, as a local, as the `b` of a `MatrixMultiply`
+    /// or to such a copy ([`b_operands`]): a dialect may hold them in the
     /// layout its products take B in.
     pub b_operands: HashSet<VarId>,
 }
@@ -87,7 +88,8 @@ fn merge(a: &StmtPath, b: &StmtPath) -> StmtPath {
 }
 
 /// The matrix locals of 16-bit elements whose every assignment is a
-/// `MatrixLoad` or `MatrixLoadQuantized` and whose every read is the `b` of a `MatrixMultiply`.
+/// `MatrixLoad`, a `MatrixLoadQuantized` or a copy of another such local,
+/// and whose every read is the `b` of a `MatrixMultiply` or such a copy.
 pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
     fn reads(e: &Expr, seen: &mut HashSet<VarId>) {
         match e {
@@ -107,8 +109,15 @@ pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
         }
     }
     let mut disqualified = HashSet::new();
+    // Copies `to = from` between matrix locals: both stay candidates only
+    // while both are.
+    let mut copies = vec![];
     kernel.walk_stmts(|_, stmt| {
         match &stmt.kind {
+            StmtKind::Assign { var, value: Expr::Var(from) } if kernel.locals[var.0 as usize].ty.as_matrix().is_some() => {
+                copies.push((*var, *from));
+                return;
+            }
             StmtKind::Assign { var, value } if !matches!(value, Expr::MatrixLoad { .. } | Expr::MatrixLoadQuantized { .. }) => {
                 disqualified.insert(*var);
             }
@@ -121,11 +130,23 @@ pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
             reads(e, &mut disqualified);
         }
     });
-    (0..kernel.locals.len() as u32)
-        .map(VarId)
-        .filter(|v| !disqualified.contains(v))
-        .filter(|v| kernel.locals[v.0 as usize].ty.as_matrix().is_some_and(|m| matches!(m.elem(), Scalar::F16 | Scalar::BF16)))
-        .collect()
+    disqualified.extend(
+        (0..kernel.locals.len() as u32)
+            .map(VarId)
+            .filter(|v| !kernel.locals[v.0 as usize].ty.as_matrix().is_some_and(|m| matches!(m.elem(), Scalar::F16 | Scalar::BF16))),
+    );
+    loop {
+        let before = disqualified.len();
+        for &(to, from) in &copies {
+            if disqualified.contains(&to) || disqualified.contains(&from) {
+                disqualified.extend([to, from]);
+            }
+        }
+        if disqualified.len() == before {
+            break;
+        }
+    }
+    (0..kernel.locals.len() as u32).map(VarId).filter(|v| !disqualified.contains(v)).collect()
 }
 
 /// What the code generator knows of the low bits of u32 index expressions:
@@ -271,12 +292,24 @@ mod tests {
         let acc2 = k.let_("acc2", matrix_multiply_accumulate(both, both, acc));
         let acc3 = k.let_("acc3", matrix_multiply_accumulate(a, filled, acc2));
         let acc4 = k.let_("acc4", matrix_multiply_accumulate(fb, fb, acc3));
-        k.matrix_store(acc4, out, 0u32, 8u32, false);
+        // Copies: `b2` takes `b` (both stay B operands), `c2` takes `both`
+        // (which is not one), `e2` takes `e` and is then an A operand.
+        let b2 = k.var("b2", matrix_load(half, src, 0u32, 8u32, false));
+        k.assign(b2, b);
+        let c2 = k.var("c2", matrix_load(half, src, 0u32, 8u32, false));
+        k.assign(c2, both);
+        let e = k.let_("e", matrix_load(half, src, 0u32, 8u32, false));
+        let e2 = k.var("e2", matrix_load(half, src, 0u32, 8u32, false));
+        k.assign(e2, e);
+        let acc5 = k.let_("acc5", matrix_multiply_accumulate(a, b2.get(), acc4));
+        let acc6 = k.let_("acc6", matrix_multiply_accumulate(a, c2.get(), acc5));
+        let acc7 = k.let_("acc7", matrix_multiply_accumulate(e2.get(), b, acc6));
+        k.matrix_store(acc7, out, 0u32, 8u32, false);
         let kernel = k.finish().unwrap();
         let id = |name: &str| VarId(kernel.locals.iter().position(|l| l.name == name).unwrap() as u32);
         // `b` only feeds B sides; `both` is also an A operand, `filled` is
         // not a load, `fb` is f32, `a` only feeds A sides.
-        assert_eq!(b_operands(&kernel), HashSet::from([id("b")]));
+        assert_eq!(b_operands(&kernel), HashSet::from([id("b"), id("b2")]));
     }
 
     #[test]
