@@ -280,6 +280,10 @@ pub(crate) trait Dialect {
         None
     }
 
+    /// The statement (without `;`) of `device_fence()`, or why the target
+    /// cannot say it.
+    fn device_fence(&mut self) -> DResult<String>;
+
     /// The statement (without `;`) of `tex.fence()`.
     fn texture_fence(&mut self, tex: &str) -> String {
         format!("{tex}.fence()")

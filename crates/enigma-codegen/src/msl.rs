@@ -78,6 +78,20 @@ impl Default for Options {
     }
 }
 
+/// The MSL version whose `atomic_thread_fence` takes a thread scope, which
+/// `device_fence()` needs.
+const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
+
+/// The optional features a Metal device runs with source generated under
+/// `options`: every one, but device-scope fences only from MSL 3.2.
+pub fn supported_features(options: &Options) -> std::collections::BTreeSet<enigma_ir::Feature> {
+    let mut features = enigma_ir::capabilities::all_features();
+    if options.language_version < DEVICE_FENCE_VERSION {
+        features.remove(&enigma_ir::Feature::DeviceFence);
+    }
+    features
+}
+
 /// Words MSL reserves beyond the common list.
 const MSL_RESERVED: &[&str] = &[
     "kernel", "device", "constant", "threadgroup", "threadgroup_imageblock", "thread", "vertex", "fragment",
@@ -140,6 +154,11 @@ impl Msl {
 
 impl Dialect for Msl {
     const TARGET: Target = Target::Msl;
+
+    fn device_fence(&mut self) -> DResult<String> {
+        self.check_version("device-scope fences (atomic_thread_fence with thread_scope_device)", DEVICE_FENCE_VERSION)?;
+        Ok("atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device)".into())
+    }
 
     fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String {
         let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };

@@ -324,6 +324,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     self.line(&format!("{text};"));
                 }
             }
+            StmtKind::DeviceFence => {
+                let text = self.dialect.device_fence();
+                let text = self.lift(text)?;
+                self.line(&format!("{text};"));
+            }
             StmtKind::TextureFence { tex } => {
                 self.texel(*tex)?;
                 let text = self.dialect.texture_fence(self.names.param(*tex));

@@ -65,6 +65,24 @@ golden! {
     seed001_reduce_final_seed => seed_kernels().pop().expect("the seed's pass 2"),
 }
 
+/// Device fences: CUDA's `__threadfence()`; MSL's device-scoped
+/// `atomic_thread_fence`, which MSL 3.2 brought, so that the default 3.1
+/// refuses the kernel naming both versions.
+#[test]
+fn device_fences_need_msl_3_2() {
+    let (kernel, info) = validated(common::device_fences());
+    assert!(info.features.contains(&enigma_ir::Feature::DeviceFence));
+    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
+    assert!(err.contains("3.2") && err.contains("3.1") && err.contains("fence"), "{err}");
+    let metal = msl::write_string(&kernel, &info, &msl::Options { language_version: (3, 2), ..msl::Options::default() }).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("device_fences.msl", metal);
+    let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("device_fences.cu", cuda.source);
+    // The Metal backend lists the feature only where its options ask for 3.2.
+    assert!(!msl::supported_features(&msl::Options::default()).contains(&enigma_ir::Feature::DeviceFence));
+    assert!(msl::supported_features(&msl::Options { language_version: (3, 2), ..msl::Options::default() }).contains(&enigma_ir::Feature::DeviceFence));
+}
+
 /// Options that change the output: the threadgroup-size attributes and CUDA
 /// specialisation values.
 #[test]

@@ -212,6 +212,7 @@ macro_rules! __with_cases {
             atomics::atomics_bitwise,
             atomics::atomics_exchange_compare_exchange,
             atomics::atomics_threadgroup,
+            atomics::atomics_device_fence_last_threadgroup_sums,
             errors::errors_threadgroup_too_large,
             errors::errors_zero_sized_dispatch,
             errors::errors_argument_mismatch,

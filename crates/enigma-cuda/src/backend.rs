@@ -756,7 +756,8 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 /// The optional features of a GPU of compute capability `major`.x: bf16
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
 /// GPU (tensor cores from 8.0, warp shuffles before); 2D textures on every
-/// GPU (CUDA arrays with surface and texture objects, see `texture`).
+/// GPU (CUDA arrays with surface and texture objects, see `texture`);
+/// device-scope fences (`__threadfence`) on every GPU.
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {
@@ -764,5 +765,6 @@ fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     }
     features.insert(enigma_ir::Feature::SimdgroupMatrix);
     features.insert(enigma_ir::Feature::Texture2d);
+    features.insert(enigma_ir::Feature::DeviceFence);
     features
 }

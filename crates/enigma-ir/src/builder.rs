@@ -569,6 +569,12 @@ impl KernelBuilder {
         self.push(StmtKind::AsyncWait { pending }, std::panic::Location::caller());
     }
 
+    /// `device_fence()`: see [`StmtKind::DeviceFence`].
+    #[track_caller]
+    pub fn device_fence(&mut self) {
+        self.push(StmtKind::DeviceFence, std::panic::Location::caller());
+    }
+
     /// `tex.fence()`: see [`StmtKind::TextureFence`].
     #[track_caller]
     pub fn texture_fence(&mut self, tex: Tex) {

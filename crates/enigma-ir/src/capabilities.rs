@@ -24,10 +24,13 @@ pub enum Feature {
     /// the simulator and CUDA; not yet Metal, whose runtime does not create
     /// `MTLTexture`s yet.
     Texture2d,
+    /// Device-scope fences (`device_fence()`, [`crate::StmtKind::DeviceFence`]):
+    /// the simulator and CUDA; Metal from MSL 3.2.
+    DeviceFence,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 3] = [Feature::Bfloat16, Feature::SimdgroupMatrix, Feature::Texture2d];
+    pub const ALL: [Feature; 4] = [Feature::Bfloat16, Feature::SimdgroupMatrix, Feature::Texture2d, Feature::DeviceFence];
 
     /// What the feature is, in the words of an error message.
     pub fn describe(self) -> &'static str {
@@ -35,6 +38,7 @@ impl Feature {
             Feature::Bfloat16 => "bf16 values",
             Feature::SimdgroupMatrix => "SIMD-group matrices",
             Feature::Texture2d => "2D textures",
+            Feature::DeviceFence => "device-scope fences",
         }
     }
 }

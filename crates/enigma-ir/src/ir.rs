@@ -1101,6 +1101,17 @@ pub enum StmtKind {
     /// a texel it wrote reads an undefined value in Metal (the sanitizer
     /// reports it).
     TextureFence { tex: ParamId },
+    /// `device_fence()`: orders this thread's device-memory accesses before
+    /// it against those after it for every thread of the dispatch (MSL's
+    /// `atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst,
+    /// thread_scope_device)`, MSL 3.2; CUDA's `__threadfence()`). With an
+    /// atomic it hands data from one threadgroup to another: a threadgroup
+    /// writes, passes a `threadgroup_barrier`, and one of its threads fences
+    /// and then updates an atomic; a thread of another threadgroup whose
+    /// atomic update sees that one fences, and after a barrier its
+    /// threadgroup reads what the first wrote. The sanitizer follows that
+    /// order ([`crate::Feature::DeviceFence`]).
+    DeviceFence,
     /// `async_copy(dst, dst_index, src, src_index, count, valid)`: this
     /// thread starts copying the `count` elements `src[src_index ..
     /// src_index + count]` of a device buffer to `dst[dst_index ..]` in

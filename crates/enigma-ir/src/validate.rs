@@ -447,6 +447,9 @@ impl<'k> Validator<'k> {
             }
             StmtKind::AsyncCommit => {}
             StmtKind::AsyncWait { pending } => typing::async_wait(*pending).map_err(|k| self.err(k))?,
+            StmtKind::DeviceFence => {
+                self.info.features.insert(crate::Feature::DeviceFence);
+            }
             StmtKind::TextureFence { tex } => {
                 let (param, _, access) = self.texture(*tex)?;
                 if access != TextureAccess::ReadWrite {

@@ -75,6 +75,7 @@ impl StmtKind {
             | StmtKind::Return
             | StmtKind::Barrier { .. }
             | StmtKind::TextureFence { .. }
+            | StmtKind::DeviceFence
             | StmtKind::AsyncCommit
             | StmtKind::AsyncWait { .. } => vec![],
         }

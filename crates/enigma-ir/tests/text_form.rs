@@ -166,6 +166,7 @@ fn every_construct() -> Kernel {
             body.push(at(StmtKind::Barrier { scope, flags }, "with space/and:colon.py", 9));
         }
     }
+    body.push(st(StmtKind::DeviceFence));
     let inner = vec![
         st(StmtKind::Break),
         at(StmtKind::Continue, " leading space", 1),
@@ -571,6 +572,21 @@ fn async_copies_print_and_parse_back() {
     }
     let json = to_json(&kernel);
     assert!(json.contains(r#""async_commit""#) && json.contains(r#"{"async_wait":{"pending":0}}"#), "{json}");
+}
+
+#[test]
+fn device_fences_print_and_parse_back_and_are_a_feature() {
+    use enigma_ir::builder::*;
+    let mut k = KernelBuilder::new("fences");
+    let counter = k.buffer("counter", Type::U32, Access::ReadWrite);
+    k.device_fence();
+    k.atomic(enigma_ir::AtomicOp::Add, counter.at(0u32), 1u32);
+    let kernel = k.finish().unwrap();
+    let info = enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    assert!(info.features.contains(&enigma_ir::Feature::DeviceFence));
+    let text = assert_round_trips(&kernel);
+    assert!(text.contains("device_fence()"), "{text}");
+    assert!(to_json(&kernel).contains(r#""device_fence""#));
 }
 
 #[test]

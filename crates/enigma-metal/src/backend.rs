@@ -125,8 +125,9 @@ impl MetalBackend {
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
                 // Every feature: MSL 3.1's `bfloat`, which the generated code
                 // targets, SIMD-group matrices and 2D textures (MTLTextures
-                // made per dispatch).
-                features: enigma_ir::capabilities::all_features(),
+                // made per dispatch); device-scope fences where the options
+                // ask for MSL 3.2.
+                features: msl::supported_features(&options.msl),
                 read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
                 name,
             };

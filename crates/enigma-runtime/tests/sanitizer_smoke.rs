@@ -96,3 +96,61 @@ fn a_quantized_tile_load_past_its_words_is_out_of_bounds() {
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert!(findings.iter().any(|f| f.kind == FindingKind::OutOfBounds && f.variable.as_deref() == Some("words")), "{err}");
 }
+
+/// The last-threadgroup pattern: partial values written by every
+/// threadgroup, a barrier, thread 0's fence and ticket; the threadgroup with
+/// the last ticket fences again and reads them all. With `fences`, the
+/// sanitizer sees the order the fences and the atomic make; without, the
+/// same reads are device races.
+fn last_threadgroup_sums(fences: bool) -> Kernel {
+    let mut k = KernelBuilder::new("last_threadgroup_sums");
+    let partials = k.buffer("partials", Type::U32, Access::ReadWrite);
+    let counter = k.buffer("counter", Type::U32, Access::ReadWrite);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let last = k.threadgroup_array("last", Type::U32, 1);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    k.store(partials.at(group * 32u32 + lid), group + lid);
+    k.threadgroup_barrier(MemFlags::Device);
+    k.if_(lid.eq(0u32), |k| {
+        if fences {
+            k.device_fence();
+        }
+        let ticket = k.atomic_fetch(enigma_ir::AtomicOp::Add, counter.at(0u32), 1u32);
+        let is_last = k.let_("is_last", ticket.eq(7u32));
+        if fences {
+            k.if_(is_last, |k| k.device_fence());
+        }
+        k.store(last.at(0u32), select(0u32, 1u32, is_last));
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(last.get(0u32).ne(0u32), |k| {
+        let sum = k.var("sum", 0u32);
+        k.for_range("g", 0u32, 8u32, 1u32, |k, g| k.assign(sum, sum.get() + partials.get(g * 32u32 + lid)));
+        k.store(out.at(lid), sum.get());
+    });
+    k.finish().unwrap()
+}
+
+#[test]
+fn a_device_fence_and_an_atomic_order_threadgroups_and_without_them_the_reads_race() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let run = |fences: bool| {
+        let partials = rt.buffer_zeroed::<u32>(8 * 32).unwrap();
+        let counter = rt.buffer_zeroed::<u32>(1).unwrap();
+        let out = rt.buffer_zeroed::<u32>(32).unwrap();
+        let p = rt.pipeline(&last_threadgroup_sums(fences)).unwrap();
+        let report = rt.dispatch(&p, &[Arg::from(&partials), Arg::from(&counter), Arg::from(&out)], Mode::Threadgroups, [8, 1, 1], [32, 1, 1], &sanitize());
+        (report, out.to_vec::<u32>().unwrap())
+    };
+    let (report, out) = run(true);
+    let report = report.unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    let want: Vec<u32> = (0..32u32).map(|lid| (0..8u32).map(|g| g + lid).sum()).collect();
+    assert_eq!(out, want);
+    let (report, _) = run(false);
+    let err = report.unwrap_err();
+    let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+    let race = findings.iter().find(|f| f.kind == FindingKind::DeviceRace).unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(race.variable.as_deref(), Some("partials"), "{err}");
+}

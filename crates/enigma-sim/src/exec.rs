@@ -15,7 +15,7 @@ use crate::sanitizer::{AccessKind, DispatchTracker, Subscript, TgTracker, Who};
 use crate::ops;
 use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_backend::texture::ChannelKind;
-use enigma_backend::{StopReason, TextureDesc};
+use enigma_backend::{FindingKind, StopReason, TextureDesc};
 use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, TextureDim, Type};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -633,6 +633,12 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::DeviceFence => {
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                    if let Some(t) = san.as_deref_mut() {
+                        t.device_fence(env.tracker);
+                    }
+                }
                 Inst::TexFence { tex } => {
                     if let Some(t) = san.as_deref_mut() {
                         for l in lanes_of(self.active) {
@@ -796,8 +802,13 @@ impl SimdGroup {
         };
         t.device_access(mem, i, who, kind, value);
         let thread = who.thread();
+        if kind == AccessKind::Atomic {
+            t.atomic_update(env.tracker, param, i);
+        }
         if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, thread, who.pc, kind)) {
-            t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
+            if !(kind == FindingKind::DeviceRace && t.ordered_after(other)) {
+                t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
+            }
         }
     }
 

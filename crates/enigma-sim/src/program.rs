@@ -90,6 +90,10 @@ pub enum Inst {
     AsyncWait { pending: u32 },
     /// `tex.fence()`: orders this thread's writes to the texture before its reads.
     TexFence { tex: u32 },
+    /// `device_fence()`: a sequentially consistent fence between the
+    /// simulator's memory accesses (relaxed atomics), so that with an atomic
+    /// it orders one threadgroup's writes before another's reads.
+    DeviceFence,
     /// `dst = tex.get_width()` or `get_height()`.
     TexSize { tex: u32, dim: TextureDim, dst: Reg },
 }
@@ -296,6 +300,9 @@ impl Lowering<'_> {
         match &stmt.kind {
             StmtKind::TextureFence { tex } => {
                 self.emit(Inst::TexFence { tex: tex.0 });
+            }
+            StmtKind::DeviceFence => {
+                self.emit(Inst::DeviceFence);
             }
             StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
                 let di = self.expr(dst_index);

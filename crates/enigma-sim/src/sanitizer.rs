@@ -10,7 +10,15 @@
 //! * Device memory: each element remembers the threadgroup that wrote it and
 //!   the one(s) that read it; two threadgroups of one dispatch writing one
 //!   element, or one reading what another writes, is a device race — there is
-//!   no order between threadgroups. Inside a threadgroup, the elements it
+//!   no order between threadgroups — unless a device fence and an atomic
+//!   order them: a threadgroup that updates an atomic element after a
+//!   `device_fence()` releases its writes into it, and a threadgroup whose
+//!   `device_fence()` follows its own update of that element acquires them,
+//!   so its accesses to what they wrote are not races. (The rule releases
+//!   all of a threadgroup's writes, also those after its fence, and does
+//!   not ask for the barrier that orders the other threads' writes before
+//!   the fencing thread's: it can miss a race there, never invent one.)
+//!   Inside a threadgroup, the elements it
 //!   touches get the threadgroup-memory rules with the epochs of barriers
 //!   that order device memory (`mem_flags::mem_device`): two SIMD groups, or
 //!   two lanes of one, storing different values to one element or one
@@ -187,6 +195,13 @@ pub struct TgTracker {
     /// Threadgroup elements (array, element) an asynchronous copy is still
     /// writing, with the lane and instruction that started it.
     in_flight: HashMap<(u32, usize), Who>,
+    /// Whether a thread of the threadgroup has run a `device_fence()`.
+    fenced: bool,
+    /// Device elements (parameter, element) the threadgroup updated atomically.
+    atomics: Vec<(u32, usize)>,
+    /// Threadgroups (linear indices) whose writes are ordered before this
+    /// one's accesses: acquired at its fences through the atomics it updated.
+    acquired: std::collections::HashSet<u64>,
 }
 
 /// One thread's asynchronous copies: the open group, and the committed
@@ -226,10 +241,47 @@ impl TgTracker {
             unfenced: HashMap::default(),
             async_groups: HashMap::default(),
             in_flight: HashMap::default(),
+            fenced: false,
+            atomics: vec![],
+            acquired: std::collections::HashSet::new(),
         }
     }
 
+    /// A thread ran `device_fence()`: the threadgroup's later atomic
+    /// updates release its writes, and it acquires the writes released into
+    /// the atomic elements it has updated.
+    pub fn device_fence(&mut self, tracker: Option<&DispatchTracker>) {
+        self.fenced = true;
+        if let Some(d) = tracker {
+            let released = d.released.lock().unwrap_or_else(|e| e.into_inner());
+            for e in &self.atomics {
+                self.acquired.extend(released.get(e).into_iter().flatten());
+            }
+        }
+    }
+
+    /// A thread updated element `index` of buffer `param` atomically (before
+    /// the update takes place): after a fence, that releases the
+    /// threadgroup's writes into the element.
+    pub fn atomic_update(&mut self, tracker: Option<&DispatchTracker>, param: u32, index: usize) {
+        if !self.atomics.contains(&(param, index)) {
+            self.atomics.push((param, index));
+        }
+        if let (true, Some(d)) = (self.fenced, tracker) {
+            d.released.lock().unwrap_or_else(|e| e.into_inner()).entry((param, index)).or_default().push(self.linear);
+        }
+    }
+
+    /// Whether the access of another threadgroup `other` is ordered before
+    /// this threadgroup's (acquired through a fence and an atomic).
+    pub fn ordered_after(&self, other: Other) -> bool {
+        matches!(other, Other::Threadgroup { linear, .. } if self.acquired.contains(&linear))
+    }
+
     pub fn reset(&mut self, linear: u64, simdgroups: usize) {
+        self.fenced = false;
+        self.atomics.clear();
+        self.acquired.clear();
         self.unfenced.clear();
         self.async_groups.clear();
         self.in_flight.clear();
@@ -525,6 +577,9 @@ pub struct DispatchTracker {
     /// Findings by (kind, memory, instruction, other instruction), each with
     /// the linear index of the threadgroup whose occurrence it shows.
     grouped: Mutex<HashMap<GroupKey, (u64, Finding)>>,
+    /// Per device element updated atomically after a `device_fence()`, the
+    /// threadgroups (linear indices) whose writes it released.
+    released: Mutex<HashMap<(u32, usize), Vec<u64>>>,
 }
 
 impl DispatchTracker {
@@ -552,7 +607,7 @@ impl DispatchTracker {
                 }
             })
             .collect::<Result<_, RuntimeError>>()?;
-        Ok(DispatchTracker { device, textures: textures.to_vec(), grouped: Mutex::new(HashMap::new()) })
+        Ok(DispatchTracker { device, textures: textures.to_vec(), grouped: Mutex::new(HashMap::new()), released: Mutex::new(HashMap::new()) })
     }
 
     /// Records a device access by thread `thread` of threadgroup `linear`;
@@ -614,7 +669,8 @@ impl DispatchTracker {
         let mut missing = 0u64;
         let mut start: Option<u64> = None;
         for (i, w) in shadow.writer.iter().enumerate() {
-            let unwritten = w.load(Relaxed) >> 32 == 0;
+            // An atomic update writes the element too.
+            let unwritten = w.load(Relaxed) >> 32 == 0 && shadow.atomic[i].load(Relaxed) == 0;
             missing += unwritten as u64;
             match (unwritten, start) {
                 (true, None) => start = Some(i as u64),

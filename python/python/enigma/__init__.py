@@ -91,6 +91,12 @@ The kernel language (a subset of Python):
   by every thread; touching them before the wait is an
   ``async_copy_in_flight`` sanitizer finding, reading another thread's before
   the barrier a race. On CUDA this is ``cp.async``.
+* ``enigma.device_fence()`` orders this thread's device-memory accesses for
+  every thread of the dispatch (CUDA's ``__threadfence()``, MSL 3.2's
+  device-scoped ``atomic_thread_fence``). With an atomic it hands results
+  from one threadgroup to another: write, ``threadgroup_barrier``, then one
+  thread fences and takes a ticket with ``atomic_fetch_add``; the threadgroup
+  with the last ticket fences and, after a barrier, reads what all wrote.
 * Multi-dimensional indexing (row-major, like numpy's C order): a buffer
   declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
   (each size an int, or the name of a by-value parameter, a specialisation

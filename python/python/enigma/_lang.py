@@ -227,7 +227,7 @@ MATRIX = [
 STATEMENTS = [
     "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
     "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
-    "async_copy", "async_commit", "async_wait",
+    "async_copy", "async_commit", "async_wait", "device_fence",
 ]
 
 INTRINSICS = {}

@@ -580,6 +580,10 @@ impl Dialect for Cuda {
         Some(format!("enigma::async_wait<{pending}>()"))
     }
 
+    fn device_fence(&mut self) -> DResult<String> {
+        Ok("__threadfence()".into())
+    }
+
     fn texture_fence(&mut self, tex: &str) -> String {
         self.need(Helper::Texture);
         format!("enigma::texture_fence({tex})")

@@ -367,6 +367,22 @@ pub fn atomics_device() -> Kernel {
     finish(k)
 }
 
+/// A device fence on both sides of an atomic ticket (the last-threadgroup
+/// pattern): `__threadfence()` in CUDA, `atomic_thread_fence` with a device
+/// scope in MSL 3.2.
+pub fn device_fences() -> Kernel {
+    let mut k = KernelBuilder::new("device_fences");
+    let partials = k.buffer("partials", Type::U32, Access::ReadWrite);
+    let counter = k.buffer("counter", Type::U32, Access::ReadWrite);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.store(partials.at(tid), tid);
+    k.device_fence();
+    let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
+    k.device_fence();
+    k.store(partials.at(tid), ticket);
+    finish(k)
+}
+
 /// Atomics on threadgroup memory: a histogram in shared memory.
 // `mine * 0u32` builds an IR expression that keeps the exchange's result in
 // use in the generated code; it is not arithmetic on the host.

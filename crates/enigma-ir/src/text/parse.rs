@@ -505,6 +505,12 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::AsyncWait { pending })
                 }
+                "device_fence" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    self.expect_punct(")")?;
+                    Some(StmtKind::DeviceFence)
+                }
                 "texture_fence" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();

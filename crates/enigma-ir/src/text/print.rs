@@ -304,6 +304,7 @@ impl Printer<'_> {
             StmtKind::AsyncWait { pending } => {
                 let _ = write!(self.out, "async_wait({pending})");
             }
+            StmtKind::DeviceFence => self.out.push_str("device_fence()"),
             StmtKind::TextureFence { tex } => {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_fence({name})");

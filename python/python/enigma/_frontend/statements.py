@@ -156,14 +156,14 @@ class Statements:
                     return self._matrix_store(v)
                 if name == "async_copy":
                     return self._async_copy(v)
-                if name == "async_commit":
+                if name in ("async_commit", "device_fence"):
                     self._bind(v, name, [], 0)
-                    return self.emit("async_commit", v)
+                    return self.emit(name, v)
                 if name == "async_wait":
                     return self._async_wait(v)
                 if name in ("if_", "elif_", "else_", "for_range"):
                     raise self.error(v, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
-        raise self.error(node, "this expression statement has no effect (only barriers, atomics, simdgroup_store and the async_* statements can stand alone)")
+        raise self.error(node, "this expression statement has no effect (only barriers, atomics, simdgroup_store, device_fence and the async_* statements can stand alone)")
 
     def _assign(self, target, value_node, node):
         if isinstance(target, ast.Name):
