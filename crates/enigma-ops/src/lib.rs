@@ -53,6 +53,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
+use enigma_kernels::library::gemm::SplitSum;
 use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
@@ -219,6 +220,14 @@ impl MatmulPlan {
         }
     }
 
+    /// Who sums the splits: the SIMT kernel always leaves them to the reduction.
+    fn split_sum(&self) -> SplitSum {
+        match self {
+            MatmulPlan::Matrices(cfg) => cfg.split_sum,
+            MatmulPlan::Simt(_) => SplitSum::Reduction,
+        }
+    }
+
     /// The dispatch for an `m × n` result.
     fn dispatch(&self, m: u32, n: u32) -> Dispatch {
         match self {
@@ -239,6 +248,11 @@ pub struct PipelineCache(Arc<Mutex<CachedPipelines>>);
 struct CachedPipelines {
     by_name: HashMap<String, Pipeline>,
     by_key: HashMap<String, Pipeline>,
+    /// Zeroed tickets for kernels that sum their K splits
+    /// (`SplitSum::LastThreadgroup`), by the runtime's stream and the
+    /// count: each such dispatch leaves them at zero. A call takes its
+    /// buffer out while it runs, so calls from two threads never share one.
+    tickets: HashMap<(Option<u64>, usize), Buffer>,
 }
 
 impl PipelineCache {
@@ -727,17 +741,15 @@ impl<'rt> Ops<'rt> {
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
         let plan = self.matmul_plan(input, out, mu, nu, ku)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
-        let target = self.splitk_target(plan.splits(), m * n)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
-        self.launch(
+        self.launch_split(
             format!("matmul {plan:?}"),
             || plan.kernel(),
             plan.dispatch(mu, nu),
             &[
                 ("a", Arg::from(a)),
                 ("b", Arg::from(b)),
-                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
                 ("m", Arg::u32(mu)),
                 ("n", Arg::u32(nu)),
                 ("k", Arg::u32(ku)),
@@ -746,8 +758,12 @@ impl<'rt> Ops<'rt> {
                 ("a4", Arg::from(a)),
                 ("b4", Arg::from(b)),
             ],
+            &c,
+            out,
+            m * n,
+            plan.splits(),
+            plan.split_sum(),
         )?;
-        self.splitk_reduce(target.as_ref(), &c, out, plan.splits(), m * n)?;
         Ok(c)
     }
 
@@ -774,7 +790,7 @@ impl<'rt> Ops<'rt> {
             (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
         };
-        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), ..cfg };
+        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::GemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
@@ -826,21 +842,58 @@ impl<'rt> Ops<'rt> {
         2 * self.rt.device().compute_units
     }
 
-    /// With K split, the f32 workspace the first pass writes (`splits ·
-    /// elements` floats); none otherwise.
-    fn splitk_target(&self, splits: u32, elements: usize) -> Result<Option<Buffer>, Error> {
-        if splits <= 1 {
-            return Ok(None);
+    /// How a K-split GEMM sums its partial tiles here: in the kernel where
+    /// the device has device-scope fences (`SplitSum::LastThreadgroup`, one
+    /// dispatch), else by the reduction's second dispatch.
+    fn split_sum(&self) -> SplitSum {
+        if self.rt.device().features.contains(&enigma_ir::Feature::DeviceFence) {
+            SplitSum::LastThreadgroup
+        } else {
+            SplitSum::Reduction
         }
-        Ok(Some(self.output(Scalar::F32, elements.saturating_mul(splits as usize))?))
+    }
+
+    /// Runs a kernel whose C (`c`, `elements` of `out`) may be split over K
+    /// (`splits`, summed as `sum` says): unsplit it writes `c`; split, its
+    /// partial tiles go to an f32 workspace (`splits · elements`), which
+    /// either the kernel sums into `c` with a zeroed ticket per tile (as
+    /// many as the dispatch's threadgroups over the splits) or the
+    /// reduction's second dispatch does. `named` are the kernel's other
+    /// arguments.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_split(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)], c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
+        if splits <= 1 {
+            let mut args = named.to_vec();
+            args.push(("c", Arg::from(c)));
+            return self.launch(key, build, dispatch, &args);
+        }
+        let workspace = self.output(Scalar::F32, elements.saturating_mul(splits as usize))?;
+        let mut args = named.to_vec();
+        if sum == SplitSum::Reduction {
+            args.push(("c", Arg::from(&workspace)));
+            self.launch(key, build, dispatch, &args)?;
+            return self.splitk_reduce(&workspace, c, out, splits, elements);
+        }
+        let [x, y, z] = dispatch.size;
+        let count = (x as usize) * (y as usize) * (z / splits) as usize;
+        let slot = (self.rt.stream(), count);
+        let cached = self.pipelines.lock().tickets.remove(&slot);
+        let tickets = match cached {
+            Some(t) => t,
+            None => self.rt.buffer_zeroed::<u32>(count)?,
+        };
+        args.extend([("c", Arg::from(c)), ("ws", Arg::from(&workspace)), ("tickets", Arg::from(&tickets))]);
+        // A dispatch that failed may have left tickets taken: those are dropped.
+        self.launch(key, build, dispatch, &args)?;
+        self.pipelines.lock().tickets.insert(slot, tickets);
+        Ok(())
     }
 
     /// The second pass of a split-K product: sums the workspace's slices
     /// into `c` (alpha 1, beta 0), four elements per thread where `elements`
     /// is a multiple of 4 (both are this library's untyped outputs, so
-    /// they bind as vectors). Nothing without a workspace.
-    fn splitk_reduce(&self, workspace: Option<&Buffer>, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
-        let Some(ws) = workspace else { return Ok(()) };
+    /// they bind as vectors).
+    fn splitk_reduce(&self, ws: &Buffer, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
         let width: u8 = if elements.is_multiple_of(4) { 4 } else { 1 };
         let total = lib::to_u32("matmul", "m·n", elements / width as usize)?;
         let (ws_name, c_name) = if width == 4 { ("ws4", "c4") } else { ("ws", "c") };
@@ -906,8 +959,8 @@ impl<'rt> Ops<'rt> {
             }
         }
         let c = self.output(out.scalar(), m * w.n)?;
-        let target = self.splitk_target(plan.splits, m * w.n)?;
-        self.launch(
+        // The decode kernel's splits are always summed by the reduction.
+        self.launch_split(
             format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
             || plan.kernel(),
             plan.dispatch,
@@ -919,14 +972,17 @@ impl<'rt> Ops<'rt> {
                 ("scales", Arg::from(&w.scales)),
                 ("scales2", Arg::from(&w.scales)),
                 ("scales4", Arg::from(&w.scales)),
-                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
                 ("m", Arg::u32(plan.m)),
                 ("n", Arg::u32(plan.n)),
                 ("k", Arg::u32(plan.k)),
                 ("group_words", Arg::u32(plan.group_words())),
             ],
+            &c,
+            out,
+            m * w.n,
+            plan.splits,
+            SplitSum::Reduction,
         )?;
-        self.splitk_reduce(target.as_ref(), &c, out, plan.splits, m * w.n)?;
         Ok(c)
     }
 
@@ -982,7 +1038,7 @@ impl<'rt> Ops<'rt> {
         cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
         // The key names every field (the split count is built into the
         // kernel, not into its name).
-        self.launch_packed(op, format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
+        self.launch_packed(op, format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
     }
 
     /// `qmatmul` for MLX's affine format on checked inputs: the kernel
@@ -1068,7 +1124,7 @@ impl<'rt> Ops<'rt> {
             None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
         let cfg = cfg.in_layout(w.layout, n);
-        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
+        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(), ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => {
@@ -1084,18 +1140,17 @@ impl<'rt> Ops<'rt> {
         cfg.check_group(group)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
-        self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), cfg.splits, a, w, m, out)
+        self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out)
     }
 
     /// Runs a tensor-core quantized kernel (`key` and `build` as for
     /// `launch`) on `a` (`m` rows) and `w` with `splits` K splits: C of
     /// `out`, through an f32 workspace and the reduction where split.
     #[allow(clippy::too_many_arguments)]
-    fn launch_packed(&self, op: &str, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, splits: u32, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+    fn launch_packed(&self, op: &str, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, (splits, sum): (u32, SplitSum), a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let c = self.output(out.scalar(), m * w.n)?;
-        let target = self.splitk_target(splits, m * w.n)?;
-        self.launch(
+        self.launch_split(
             key,
             build,
             dispatch,
@@ -1104,14 +1159,17 @@ impl<'rt> Ops<'rt> {
                 ("a4", Arg::from(a)),
                 ("b", Arg::from(&w.packed)),
                 ("scales", Arg::from(&w.scales)),
-                ("c", Arg::from(target.as_ref().unwrap_or(&c))),
                 ("m", Arg::u32(mu)),
                 ("n", Arg::u32(n)),
                 ("k", Arg::u32(k)),
                 ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
             ],
+            &c,
+            out,
+            m * w.n,
+            splits,
+            sum,
         )?;
-        self.splitk_reduce(target.as_ref(), &c, out, splits, m * w.n)?;
         Ok(c)
     }
 

@@ -3,7 +3,7 @@
 //! f16/f32 outputs, alpha and beta, batches, and sanitizer-clean runs — the
 //! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
-use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig};
+use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig, SplitSum};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
@@ -20,6 +20,8 @@ struct Plan {
     output: DType,
     trans: (bool, bool),
     splits: u32,
+    /// The kernel sums the splits itself ([`SplitSum::LastThreadgroup`]).
+    summed: bool,
     sequential: bool,
 }
 
@@ -32,6 +34,7 @@ fn check(rt: &Runtime, cfg: &GemmConfig, m: usize, n: usize, k: usize, batch: us
         output: cfg.output,
         trans: (cfg.trans_a, cfg.trans_b),
         splits: cfg.splits,
+        summed: cfg.splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup,
         sequential: false,
     };
     run(rt, &plan, m, n, k, batch, alpha, beta, sanitize)
@@ -47,6 +50,7 @@ fn check_simt(rt: &Runtime, cfg: &SgemmConfig, m: usize, n: usize, k: usize, bat
         output: cfg.output,
         trans: (cfg.trans_a, cfg.trans_b),
         splits: cfg.splits,
+        summed: false,
         sequential: true,
     };
     run(rt, &plan, m, n, k, batch, alpha, beta, sanitize)
@@ -68,15 +72,24 @@ fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, al
     let bufs = [(&a, plan.input), (&b, plan.input), (&c0, plan.output)].map(|(v, t)| upload(rt, t.scalar(), v).unwrap());
     // With K split, the first pass writes partial products to a workspace.
     let workspace = (plan.splits > 1).then(|| upload(rt, enigma_ir::Scalar::F32, &vec![f32::NAN; plan.splits as usize * batch * m * n]).unwrap());
-    let mut args: Vec<Arg<'_>> = [&bufs[0], &bufs[1], workspace.as_ref().unwrap_or(&bufs[2])].into_iter().map(Arg::from).collect();
+    // Summed in the kernel: C, then the workspace and a zeroed ticket per tile.
+    let c_arg = if plan.summed { &bufs[2] } else { workspace.as_ref().unwrap_or(&bufs[2]) };
+    let mut args: Vec<Arg<'_>> = [&bufs[0], &bufs[1], c_arg].into_iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
     // The vector views `a4` and `b4` of the same buffers.
     args.extend([Arg::from(&bufs[0]), Arg::from(&bufs[1])]);
+    let tickets = plan.summed.then(|| rt.buffer_zeroed::<u32>((d.size[0] * d.size[1]) as usize * batch).unwrap());
+    if let (Some(ws), Some(t)) = (&workspace, &tickets) {
+        args.extend([Arg::from(ws), Arg::from(t)]);
+    }
     let options = enigma_runtime::Options { sanitize, ..Default::default() };
     rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
-    if let Some(ws) = &workspace {
+    if let Some(t) = &tickets {
+        assert!(t.to_vec::<u32>().unwrap().iter().all(|&x| x == 0), "{}: the last threadgroups leave every ticket at 0", kernel.name);
+    }
+    if let Some(ws) = workspace.as_ref().filter(|_| !plan.summed) {
         let reduce = rt.pipeline(&splitk_reduce(plan.output, 1)).unwrap();
         let total = (batch * m * n) as u32;
         let u32v = |v: u32| Arg::Value(enigma_ir::Literal::u32(v));
@@ -148,6 +161,31 @@ fn split_k_matches_the_reference() {
     assert_eq!(small(DType::F16, DType::F32, 16).tm, 16);
     // 86 tiles of 128 columns at M = 16 want 4 splits for 264 threadgroups.
     assert_eq!(small(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
+}
+
+/// K split summed by each tile's last threadgroup (`SplitSum::LastThreadgroup`)
+/// gives C bit for bit as the reduction's second dispatch does: the general
+/// kernel at edge tiles, a split with no K, alpha and beta, batches, f16
+/// output, and the pipelined whole-tile kernel with rows past M; clean under
+/// the sanitizer, which follows the fences and tickets, and every ticket
+/// back at 0.
+#[test]
+fn split_k_summed_by_the_last_threadgroup_matches_the_reduction() {
+    let rt = runtime();
+    let pipelined = GemmConfig { tm: 64, tn: 64, sg_rows: 1, sg_cols: 2, stages: 2, ..GemmConfig::new(DType::F16, DType::F16) };
+    let cases = [
+        (GemmConfig { splits: 3, ..small(DType::F16, DType::F32, 7) }, (7, 33, 100, 1), (1.0, 0.0)),
+        (GemmConfig { splits: 2, ..small(DType::F16, DType::F16, 16) }, (16, 40, 128, 2), (0.5, -2.0)),
+        (GemmConfig { splits: 4, ..GemmConfig::new(DType::F32, DType::F32) }, (70, 65, 257, 1), (1.0, 0.0)),
+        (GemmConfig { splits: 2, ..pipelined }.whole_tiles_for(64, 128, 256), (64, 128, 256, 1), (1.0, 0.0)),
+        (GemmConfig { splits: 3, ..pipelined }.whole_tiles_for(50, 64, 192), (50, 64, 192, 2), (1.0, 0.0)),
+    ];
+    for (cfg, (m, n, k, batch), (alpha, beta)) in cases {
+        let reduced = check(&rt, &cfg, m, n, k, batch, alpha, beta, true);
+        let summed = GemmConfig { split_sum: SplitSum::LastThreadgroup, ..cfg };
+        assert!(gemm(&summed).name.contains("_splitk_sum"), "{}", gemm(&summed).name);
+        assert_eq!(check(&rt, &summed, m, n, k, batch, alpha, beta, true), reduced, "{} at {m}x{n}x{k}", summed.name());
+    }
 }
 
 /// Shapes whose interior slices take the vector path (rows 4-aligned, the

@@ -172,6 +172,10 @@ fn fragment_ordered_weights_match_the_reference() {
                 let options = Options { k_splits: splits, ..Options::default() };
                 let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
                 assert!(kernels[0].starts_with("qgemm") && kernels[0].ends_with("_fragments"), "{m}x{n}x{k}: {kernels:?}");
+                // Split, the kernel sums its splits (the simulator has
+                // device-scope fences): one dispatch, its tickets reused
+                // from the cache by the next call.
+                assert_eq!(splits.is_some(), kernels.len() == 1 && kernels[0].contains("_splitk_sum"), "{m}x{n}x{k}: {kernels:?}");
             }
         }
     }

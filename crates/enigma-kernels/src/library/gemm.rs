@@ -46,7 +46,7 @@ use super::qmatmul::{fp4_code_value, int4_value, nibble};
 use enigma_analysis::tiles::{select_gemm_tile, BStaging, GemmTile, ThreadgroupLimits};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
-use enigma_ir::{Access, Kernel, MatrixType, MemFlags, QuantLayout, Type};
+use enigma_ir::{Access, AtomicOp, Kernel, MatrixType, MemFlags, QuantLayout, Type};
 
 /// Elements of padding after each row of a staged slice (the planner's
 /// [`enigma_analysis::tiles::STAGED_PAD`]).
@@ -114,6 +114,23 @@ pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups:
     wanted.min(k / (4 * tk)).clamp(1, MAX_SPLITS)
 }
 
+/// Who sums a K-split product's partial tiles into C.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SplitSum {
+    /// A second dispatch, [`splitk_reduce`]: the kernel's `c` is the f32
+    /// workspace of partial tiles.
+    #[default]
+    Reduction,
+    /// The kernel: each threadgroup writes its partial tile to the f32
+    /// workspace `ws`, and the last of a tile's threadgroups to finish (a
+    /// ticket per tile in `tickets`, taken with an atomic between two
+    /// `device_fence()`s) sums the tile's partials in split order into `c`,
+    /// with [`splitk_reduce`]'s arithmetic, and resets the ticket to 0.
+    /// `tickets` holds one u32 per tile and batch, zero before the dispatch
+    /// and zero after it. Needs [`enigma_ir::Feature::DeviceFence`].
+    LastThreadgroup,
+}
+
 /// One GEMM kernel's shape and types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
@@ -129,8 +146,11 @@ pub struct GemmConfig {
     /// K split over this many threadgroups per tile (1: none). With more,
     /// each writes its f32 partial product to its own slice of `c`, a
     /// workspace of `splits · M · N` f32 per batch, and [`splitk_reduce`]
-    /// sums the slices into C in a fixed order (deterministic).
+    /// sums the slices into C in a fixed order (deterministic); or the
+    /// kernel does, as `split_sum` says.
     pub splits: u32,
+    /// With K split: who sums the partial tiles.
+    pub split_sum: SplitSum,
     /// Slices of K held in threadgroup memory at once: 1 stages the next
     /// slice through registers ([`GemmConfig::new`]'s default); 2 or more
     /// fill them with asynchronous copies, `stages - 1` slices ahead of the
@@ -161,7 +181,7 @@ impl GemmConfig {
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false }
+        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false }
     }
 
     /// This configuration as the whole-tile kernel ([`GemmConfig::whole_tiles`])
@@ -309,7 +329,7 @@ impl GemmConfig {
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk][_s{stages}][_whole[_ragged]]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk[_sum]][_s{stages}][_whole[_ragged]]`.
     pub fn name(&self) -> String {
         format!(
             "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
@@ -322,7 +342,7 @@ impl GemmConfig {
             self.sg_cols,
             if self.trans_a { "_ta" } else { "" },
             if self.trans_b { "_tb" } else { "" },
-            if self.splits > 1 { "_splitk" } else { "" },
+            split_suffix(self.splits, self.split_sum),
             if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
             self.whole_tiles_suffix()
         )
@@ -378,8 +398,11 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
         None => k.buffer("b", cfg.input.ty(1), Access::Read),
         Some(_) => k.buffer("b", Type::U32, Access::Read),
     };
-    // With K split, `c` is the f32 workspace of partial products.
-    let c = k.buffer("c", if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
+    // With K split, `c` is the f32 workspace of partial products, unless
+    // the kernel sums them (`ws` then, with the tickets after the other
+    // parameters).
+    let sums_here = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
+    let c = k.buffer("c", if splits > 1 && !sums_here { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
     let m = k.value("m", Type::U32);
     let n = k.value("n", Type::U32);
     let kk = k.value("k", Type::U32);
@@ -393,6 +416,10 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
         (Some((format, layout)), Some((group, scales))) => Source::Packed { format, layout, words: b, scales, group },
         _ => Source::Values { scalar: b, vector: k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read) },
     };
+    let summed = sums_here.then(|| (k.buffer("ws", Type::F32, Access::ReadWrite), k.buffer("tickets", Type::U32, Access::ReadWrite)));
+    // Where the threadgroup's own product goes: C, or its split's slice of
+    // the f32 workspace.
+    let partial = summed.map_or(c, |(ws, _)| ws);
     let [(a_rows, a_cols), (b_rows, b_cols)] = cfg.slices();
     let (lda, ldb) = (a_cols + PAD, b_cols + PAD);
     // Slices of 4-element vectors, written whole; the matrix loads read
@@ -466,11 +493,15 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
             k.if_(k_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, k_end));
             let c_is_f32 = splits > 1 || cfg.output == DType::F32;
             let at = c_base + (m0 + sg_m) * n + n0 + sg_n;
-            let scaling = scaling.filter(|_| splits == 1);
-            let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, c, c_is_f32, at, n, scaling, None);
+            let own_scaling = scaling.filter(|_| splits == 1);
+            let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, None);
             match cfg.ragged_rows {
-                true => k.if_else((m0 + cfg.tm).le(m), whole, |k| store_whole_tile(k, acc, c, c_is_f32, at, n, scaling, Some((m0 + sg_m, m)))),
+                true => k.if_else((m0 + cfg.tm).le(m), whole, |k| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((m0 + sg_m, m)))),
                 false => whole(k),
+            }
+            if let Some((ws, tickets)) = summed {
+                let tile = SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling };
+                tile.sum_if_last(k);
             }
         });
         return finish(k);
@@ -520,11 +551,91 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
                     k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
                     store_f32(k, c, at, v.get());
                 }
-                None => store_f32(k, c, at, thread_element(acc, i)),
+                None => store_f32(k, partial, at, thread_element(acc, i)),
             }
         });
     }
+    if let Some((ws, tickets)) = summed {
+        let tile = SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling };
+        tile.sum_if_last(&mut k);
+    }
     finish(k)
+}
+
+/// What the last threadgroup of a K-split tile needs to sum the splits
+/// ([`SplitSum::LastThreadgroup`]): the output `c`, the workspace `ws`, the
+/// `tickets`, A's staged slices (`flag`: free once the slices are
+/// multiplied, its first vector tells the threadgroup whether it is the
+/// last), the shape, the tile's corner, the batch, the thread's index, and
+/// alpha and beta where the kernel has them.
+struct SplitTile<'a> {
+    cfg: &'a GemmConfig,
+    c: Mem,
+    ws: Mem,
+    tickets: Mem,
+    flag: Mem,
+    m: Ex,
+    n: Ex,
+    m0: Ex,
+    n0: Ex,
+    batch: Ex,
+    lid: Ex,
+    scaling: Option<(Ex, Ex)>,
+}
+
+impl SplitTile<'_> {
+    /// After every thread stored its part of the partial tile: thread 0
+    /// fences and takes the tile's ticket; the threadgroup that draws the
+    /// last one fences again, resets the ticket, and sums the splits' tiles
+    /// element by element in split order, as [`splitk_reduce`] does (the
+    /// same f32 operations, so the same C).
+    fn sum_if_last(&self, k: &mut KernelBuilder) {
+        let Self { cfg, c, ws, tickets, flag, m, n, m0, n0, batch, lid, scaling } = *self;
+        let splits = cfg.splits;
+        k.threadgroup_barrier(MemFlags::Device);
+        let grid = threadgroups_per_grid();
+        let tg = threadgroup_position_in_grid();
+        let ticket_at = k.let_("ticket_at", (batch * grid.y() + tg.y()) * grid.x() + tg.x());
+        let flag_ty = flag.elem();
+        let one_hot = |k: &mut KernelBuilder, last: Ex| {
+            let x = select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
+            let zero = Ex::from(0.0f32).cast(Type::scalar(flag_ty.elem()));
+            k.store(flag.at(0u32), vector(flag_ty, &[x, zero, zero, zero]));
+        };
+        k.if_(lid.eq(0u32), |k| {
+            k.device_fence();
+            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
+            let last = k.let_("split_last", ticket.eq(splits - 1));
+            k.if_(last, |k| {
+                k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32);
+                k.device_fence();
+            });
+            one_hot(k, last);
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let is_last = flag.get(0u32).x().cast(Type::F32).ne(0.0f32);
+        k.if_(is_last, |k| {
+            let mn = k.let_("split_mn", m * n);
+            k.for_range("split_e", lid, cfg.tm * cfg.tn, cfg.threads(), |k, e| {
+                let row = k.let_("split_row", m0 + e / cfg.tn);
+                let col = k.let_("split_col", n0 + e % cfg.tn);
+                k.if_(row.lt(m).and(col.lt(n)), |k| {
+                    let i = k.let_("split_i", batch * mn + row * n + col);
+                    let base = k.let_("split_base", batch * splits * mn + row * n + col);
+                    let sum = k.var("split_sum", ws.get(base));
+                    k.for_range("split_s", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
+                    match scaling {
+                        Some((alpha, beta)) => {
+                            let v = k.var("split_v", sum.get() * alpha);
+                            k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
+                            store_f32(k, c, i, v.get());
+                        }
+                        None => store_f32(k, c, i, sum.get()),
+                    }
+                });
+            });
+        });
+    }
 }
 
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
@@ -609,6 +720,8 @@ pub struct QgemmConfig {
     pub sg_cols: u32,
     /// K split over threadgroups, as [`GemmConfig::splits`].
     pub splits: u32,
+    /// As [`GemmConfig::split_sum`].
+    pub split_sum: SplitSum,
     /// As [`GemmConfig::stages`]: with 2 or more, A's slices, the packed
     /// words and their scales go to threadgroup memory by asynchronous
     /// copies, and each B tile is decoded from the staged words by its
@@ -633,13 +746,13 @@ impl QgemmConfig {
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
+        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
     }
 
     /// The configuration of a planner tile (its `tm × tn × tk` and
     /// SIMD-group grid), unsplit and unpipelined.
     pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
-        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
+        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
     }
 
     /// The configuration with slices of 64 K values where they divide the
@@ -683,6 +796,7 @@ impl QgemmConfig {
             trans_a: false,
             trans_b: true,
             splits: self.splits,
+            split_sum: self.split_sum,
             stages: self.stages,
             whole_tiles: self.whole_tiles,
             ragged_rows: self.ragged_rows,
@@ -796,10 +910,10 @@ impl QgemmConfig {
         QgemmConfig { whole_tiles: g.whole_tiles, ragged_rows: g.ragged_rows, ..self }
     }
 
-    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk][_s{stages}][_whole[_ragged]][_fragments]`
+    /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk[_sum]][_s{stages}][_whole[_ragged]][_fragments]`
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
-        let split = if self.splits > 1 { "_splitk" } else { "" };
+        let split = split_suffix(self.splits, self.split_sum);
         let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
         let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
         let whole = self.gemm().whole_tiles_suffix();
@@ -1045,6 +1159,16 @@ impl Stages<'_> {
 /// generated kernels; `BENCHMARKS.md`, eighth session); a 64 × 32 SIMD-group
 /// tile (256) keeps one buffer.
 pub const DOUBLE_BUFFER_REGISTERS: u32 = 128;
+
+/// The kernel names' mark of a K split: `_splitk`, `_splitk_sum` where the
+/// kernel sums the splits itself, nothing unsplit.
+fn split_suffix(splits: u32, sum: SplitSum) -> &'static str {
+    match (splits > 1, sum) {
+        (false, _) => "",
+        (true, SplitSum::Reduction) => "_splitk",
+        (true, SplitSum::LastThreadgroup) => "_splitk_sum",
+    }
+}
 
 /// The stretch `[k_begin, k_end)` of K (`kk`) that split `split` of
 /// `splits` takes: whole slices of `tk`, `⌈K / (splits · tk)⌉` of them per
