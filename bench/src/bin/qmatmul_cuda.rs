@@ -32,6 +32,9 @@
 //! through `Ops::qmatmul` at any M, with the tiles, stages and splits of
 //! `separate`). Each row names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
+//! `--split-sum kernel` has the tensor-core kernels sum their K splits
+//! themselves (`Options::split_sum`, one dispatch) instead of the
+//! reduction's second dispatch.
 //! Times are medians of `repeats` CUDA-event device times of a call's
 //! dispatches (with K split, the kernel and the reduction) run back to back
 //! in a held batch (`Runtime::begin_held_batch`: the device starts them only
@@ -46,7 +49,7 @@
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
 //!              [--variants decode,separate] [--fused-tiles auto]
-//!              [--separate-tiles auto] [--stages auto,2,3]
+//!              [--separate-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
 //! ```
 //!
 //! For example, the separate and the fused kernel at M = 16 and 64, the
@@ -64,7 +67,7 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::{qmatmul, qmatmul_affine};
-use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantLayout, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -119,6 +122,8 @@ struct Args {
     separate_tiles: Vec<Option<GemmTile>>,
     /// The separate kernel's stage counts (`None`: `auto`).
     stages: Vec<Option<u32>>,
+    /// Who sums the tensor-core kernels' K splits (`None`: the default).
+    split_sum: Option<SplitSum>,
 }
 
 /// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
@@ -147,6 +152,7 @@ fn parse_args() -> Args {
         fused_tiles: vec![None],
         separate_tiles: vec![None],
         stages: vec![None],
+        split_sum: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -172,6 +178,13 @@ fn parse_args() -> Args {
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
             "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
+            "--split-sum" => {
+                a.split_sum = Some(match value {
+                    "reduction" => SplitSum::Reduction,
+                    "kernel" => SplitSum::LastThreadgroup,
+                    other => panic!("--split-sum: `{other}` is not reduction or kernel"),
+                })
+            }
             other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
         }
     }
@@ -265,7 +278,7 @@ fn main() {
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, ..Options::default() },
+                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, split_sum: args.split_sum, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);

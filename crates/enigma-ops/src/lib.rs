@@ -53,7 +53,6 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::gemm::SplitSum;
 use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
@@ -65,6 +64,7 @@ pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_ir::QuantLayout;
+pub use enigma_kernels::library::gemm::SplitSum;
 /// The most rows [`Ops::qmatmul`] gives the decode kernel; above them it takes
 /// the tensor-core kernel.
 pub use enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as QMATMUL_DECODE_ROWS;
@@ -158,6 +158,14 @@ pub struct Options {
     /// kernel takes 1 up to K / group (at most 64), dividing the groups or
     /// not; the kernel for MLX's affine format only 1.
     pub k_splits: Option<u32>,
+    /// The tensor-core GEMMs (matrix multiply, the quantized GEMM) with K
+    /// split: who sums the partial tiles. Default, and `Reduction`: a
+    /// second dispatch. `LastThreadgroup`: each tile's last threadgroup, in
+    /// the kernel (one dispatch; needs device-scope fences, an
+    /// [`Error::Argument`] on a device without them). On an H100 the
+    /// second dispatch was the faster at the quantized GEMM's decode shapes
+    /// (`BENCHMARKS.md`, eighth session).
+    pub split_sum: Option<SplitSum>,
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
     /// [`select_gemm_tile`] for the shape and the device, unless
     /// [`Options::threads`] is set; the autotuner's choice in the
@@ -790,7 +798,7 @@ impl<'rt> Ops<'rt> {
             (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
         };
-        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(), ..cfg };
+        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), split_sum: self.split_sum("matmul")?, ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::GemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
@@ -842,14 +850,16 @@ impl<'rt> Ops<'rt> {
         2 * self.rt.device().compute_units
     }
 
-    /// How a K-split GEMM sums its partial tiles here: in the kernel where
-    /// the device has device-scope fences (`SplitSum::LastThreadgroup`, one
-    /// dispatch), else by the reduction's second dispatch.
-    fn split_sum(&self) -> SplitSum {
-        if self.rt.device().features.contains(&enigma_ir::Feature::DeviceFence) {
-            SplitSum::LastThreadgroup
-        } else {
-            SplitSum::Reduction
+    /// Who sums a tensor-core GEMM's K splits ([`Options::split_sum`]): the
+    /// reduction unless asked otherwise, and the kernel only on a device
+    /// with device-scope fences.
+    fn split_sum(&self, op: &str) -> Result<SplitSum, Error> {
+        match self.options.split_sum.unwrap_or_default() {
+            SplitSum::LastThreadgroup if !self.rt.device().features.contains(&enigma_ir::Feature::DeviceFence) => Err(arg_err(
+                op,
+                format!("the kernel sums its K splits with device-scope fences, which {} does not have (on Metal they need MSL 3.2); use the reduction (split_sum None or Reduction)", self.rt.device().name),
+            )),
+            sum => Ok(sum),
         }
     }
 
@@ -1124,7 +1134,7 @@ impl<'rt> Ops<'rt> {
             None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
         let cfg = cfg.in_layout(w.layout, n);
-        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(), ..cfg };
+        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(op)?, ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => {

@@ -4,7 +4,7 @@
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
 use enigma_kernels::library::{qmatmul, quant};
-use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights};
+use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
@@ -169,12 +169,13 @@ fn fragment_ordered_weights_match_the_reference() {
     for format in [QuantFormat::Int4, QuantFormat::Fp4] {
         for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (16, 128, 128, 64, None), (5, 48, 192, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
             for out in [ElemType::F32, ElemType::F16] {
-                let options = Options { k_splits: splits, ..Options::default() };
+                // Split, the kernel sums its splits (asked for: the
+                // reduction is the default).
+                let split_sum = splits.map(|_| SplitSum::LastThreadgroup);
+                let options = Options { k_splits: splits, split_sum, ..Options::default() };
                 let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
                 assert!(kernels[0].starts_with("qgemm") && kernels[0].ends_with("_fragments"), "{m}x{n}x{k}: {kernels:?}");
-                // Split, the kernel sums its splits (the simulator has
-                // device-scope fences): one dispatch, its tickets reused
-                // from the cache by the next call.
+                // One dispatch, its tickets reused from the cache by the next call.
                 assert_eq!(splits.is_some(), kernels.len() == 1 && kernels[0].contains("_splitk_sum"), "{m}x{n}x{k}: {kernels:?}");
             }
         }
@@ -189,6 +190,25 @@ fn fragment_ordered_weights_match_the_reference() {
     let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
     assert!(err.contains("multiple of 64") && err.contains("K = 96"), "{err}");
+}
+
+/// Summing the splits in the kernel needs device-scope fences: a device
+/// without them refuses it, naming the device, and still runs the
+/// reduction.
+#[test]
+fn summing_splits_in_the_kernel_needs_device_fences() {
+    let backend = enigma_sim::SimBackend::new().without_feature(enigma_ir::Feature::DeviceFence);
+    let rt = Runtime::with_backend(std::sync::Arc::new(backend));
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(256 * 128, 3), 256, 128, 128).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
+    let asked = Options { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..Options::default() };
+    let err = enigma_ops::Ops::new(&rt).with_options(asked).qmatmul(&a, &w, 16, ElemType::F32).unwrap_err().to_string();
+    assert!(err.contains("device-scope fences") && err.contains("without device-scope fences"), "{err}");
+    let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
+    ops.qmatmul(&a, &w, 16, ElemType::F32).unwrap();
+    let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+    assert!(names.len() == 2 && names[1].starts_with("gemm_splitk_reduce"), "{names:?}");
 }
 
 #[test]

@@ -79,6 +79,15 @@ impl SimBackend {
         self
     }
 
+    /// The simulator listing every optional feature but `feature` (and
+    /// saying so in its name), so that tests can see what a device without
+    /// it refuses; the simulator itself still runs it.
+    pub fn without_feature(mut self, feature: enigma_ir::Feature) -> SimBackend {
+        self.info.features.remove(&feature);
+        self.info.name = format!("{} posing as a GPU without {feature}", self.info.name);
+        self
+    }
+
     /// Runs `work` on an idle worker pool of this backend (a new one if
     /// every pool is busy), which is idle again afterwards.
     fn on_pool<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T, RuntimeError> {

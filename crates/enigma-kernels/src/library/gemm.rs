@@ -616,27 +616,41 @@ impl SplitTile<'_> {
         let is_last = flag.get(0u32).x().cast(Type::F32).ne(0.0f32);
         k.if_(is_last, |k| {
             let mn = k.let_("split_mn", m * n);
-            k.for_range("split_e", lid, cfg.tm * cfg.tn, cfg.threads(), |k, e| {
-                let row = k.let_("split_row", m0 + e / cfg.tn);
-                let col = k.let_("split_col", n0 + e % cfg.tn);
-                k.if_(row.lt(m).and(col.lt(n)), |k| {
-                    let i = k.let_("split_i", batch * mn + row * n + col);
-                    let base = k.let_("split_base", batch * splits * mn + row * n + col);
-                    let sum = k.var("split_sum", ws.get(base));
-                    k.for_range("split_s", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
-                    match scaling {
-                        Some((alpha, beta)) => {
-                            let v = k.var("split_v", sum.get() * alpha);
-                            k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
-                            store_f32(k, c, i, v.get());
+            // Each thread's elements of the tile, SUM_UNROLL at a time, and
+            // every split of each: independent loads, all in flight at once.
+            let per_thread = cfg.tm * cfg.tn / cfg.threads();
+            let unroll = per_thread.min(SUM_UNROLL);
+            k.for_range("split_it", 0u32, per_thread / unroll, 1u32, |k, it| {
+                for u in 0..unroll {
+                    let e = k.let_(&format!("split_e{u}"), (it * unroll + u) * cfg.threads() + lid);
+                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tn);
+                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tn);
+                    k.if_(row.lt(m).and(col.lt(n)), |k| {
+                        let i = k.let_(&format!("split_i{u}"), batch * mn + row * n + col);
+                        let base = k.let_(&format!("split_base{u}"), batch * splits * mn + row * n + col);
+                        let sum = k.var(&format!("split_sum{u}"), ws.get(base));
+                        for s in 1..splits {
+                            k.assign(sum, sum.get() + ws.get(base + mn * s));
                         }
-                        None => store_f32(k, c, i, sum.get()),
-                    }
-                });
+                        match scaling {
+                            Some((alpha, beta)) => {
+                                let v = k.var(&format!("split_v{u}"), sum.get() * alpha);
+                                k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
+                                store_f32(k, c, i, v.get());
+                            }
+                            None => store_f32(k, c, i, sum.get()),
+                        }
+                    });
+                }
             });
         });
     }
 }
+
+/// Elements of C each thread of a tile's last threadgroup sums per loop
+/// iteration ([`SplitSum::LastThreadgroup`]), their splits' loads all
+/// issued together.
+const SUM_UNROLL: u32 = 8;
 
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
 /// C at `at` (row stride `n`), all of it inside C, or with `rows` = (the
