@@ -159,12 +159,13 @@ pub struct Options {
     /// not; the kernel for MLX's affine format only 1.
     pub k_splits: Option<u32>,
     /// The tensor-core GEMMs (matrix multiply, the quantized GEMM) with K
-    /// split: who sums the partial tiles. Default, and `Reduction`: a
-    /// second dispatch. `LastThreadgroup`: each tile's last threadgroup, in
-    /// the kernel (one dispatch; needs device-scope fences, an
-    /// [`Error::Argument`] on a device without them). On an H100 the
-    /// second dispatch was the faster at the quantized GEMM's decode shapes
-    /// (`BENCHMARKS.md`, eighth session).
+    /// split: who sums the partial tiles. `Reduction`: a second dispatch.
+    /// `LastThreadgroup`: each tile's last threadgroup, in the kernel (one
+    /// dispatch; needs device-scope fences, an [`Error::Argument`] on a
+    /// device without them). Default: the quantized GEMM's kernel at one
+    /// row where the device has the fences, the reduction otherwise (on an
+    /// H100 the kernel's own sum was the faster at one row and the slower
+    /// at 16; `BENCHMARKS.md`, eighth session).
     pub split_sum: Option<SplitSum>,
     /// Matrix multiply: the GEMM tile and its SIMD-group grid (default:
     /// [`select_gemm_tile`] for the shape and the device, unless
@@ -798,7 +799,7 @@ impl<'rt> Ops<'rt> {
             (None, Some(t)) => gemm::GemmConfig::new(input, out).with_threads(t)?,
             (None, None) => gemm::GemmConfig::from_tile(select_gemm_tile(m, n, k, input.size_bytes(), &limits), input, out),
         };
-        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), split_sum: self.split_sum("matmul")?, ..cfg };
+        let cfg = gemm::GemmConfig { splits: self.k_splits(cfg.splits_for(m, n, k, self.threadgroups_wanted())), split_sum: self.split_sum("matmul", SplitSum::Reduction)?, ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::GemmConfig { stages, ..cfg },
             None => cfg.pipelined_for(self.stage_memory()),
@@ -850,16 +851,38 @@ impl<'rt> Ops<'rt> {
         2 * self.rt.device().compute_units
     }
 
-    /// Who sums a tensor-core GEMM's K splits ([`Options::split_sum`]): the
-    /// reduction unless asked otherwise, and the kernel only on a device
+    /// Whether the device has device-scope fences, which a kernel that sums
+    /// its own K splits needs.
+    fn has_device_fences(&self) -> bool {
+        self.rt.device().features.contains(&enigma_ir::Feature::DeviceFence)
+    }
+
+    /// Who sums a tensor-core GEMM's K splits ([`Options::split_sum`]):
+    /// `default` unless asked otherwise, and the kernel only on a device
     /// with device-scope fences.
-    fn split_sum(&self, op: &str) -> Result<SplitSum, Error> {
-        match self.options.split_sum.unwrap_or_default() {
-            SplitSum::LastThreadgroup if !self.rt.device().features.contains(&enigma_ir::Feature::DeviceFence) => Err(arg_err(
+    fn split_sum(&self, op: &str, default: SplitSum) -> Result<SplitSum, Error> {
+        match self.options.split_sum.unwrap_or(default) {
+            SplitSum::LastThreadgroup if !self.has_device_fences() => Err(arg_err(
                 op,
                 format!("the kernel sums its K splits with device-scope fences, which {} does not have (on Metal they need MSL 3.2); use the reduction (split_sum None or Reduction)", self.rt.device().name),
             )),
             sum => Ok(sum),
+        }
+    }
+
+    /// The quantized GEMM's default for who sums its K splits at `m` rows:
+    /// the kernel at one row where the device has device-scope fences, else
+    /// the reduction. On an H100 (fragment order, held, `BENCHMARKS.md`,
+    /// eighth session) the kernel's own sum took 16.8 µs INT4 and 18.2 µs
+    /// FP4 at 1 × 11008 × 4096 against 19.2 and 20.5 with the reduction
+    /// (10.5 / 11.3 against 12.8 / 13.3 at 4096²), but at 16 rows, whose
+    /// last threadgroups sum sixteen times the elements, 20.3 / 22.3
+    /// against 19.9 / 21.6 (15.0 / 15.6 against 13.4 / 13.9 at 4096²).
+    fn qgemm_split_sum(&self, m: u32) -> SplitSum {
+        if m == 1 && self.has_device_fences() {
+            SplitSum::LastThreadgroup
+        } else {
+            SplitSum::Reduction
         }
     }
 
@@ -1134,7 +1157,7 @@ impl<'rt> Ops<'rt> {
             None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
         };
         let cfg = cfg.in_layout(w.layout, n);
-        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(op)?, ..cfg };
+        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(op, self.qgemm_split_sum(mu))?, ..cfg };
         let cfg = match self.options.stages {
             Some(stages) => gemm::QgemmConfig { stages, ..cfg },
             None => {

@@ -209,6 +209,20 @@ fn summing_splits_in_the_kernel_needs_device_fences() {
     ops.qmatmul(&a, &w, 16, ElemType::F32).unwrap();
     let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
     assert!(names.len() == 2 && names[1].starts_with("gemm_splitk_reduce"), "{names:?}");
+    // With the fences, the default sums in the kernel at one row only.
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
+    for (m, summed) in [(1, true), (16, false)] {
+        let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
+        let c = ops.qmatmul(&a, &w, m, ElemType::F32).unwrap();
+        let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+        assert_eq!(names.len() == 1 && names[0].contains("_splitk_sum"), summed, "m = {m}: {names:?}");
+        // The same C as the reduction gives, bit for bit.
+        let reduced = Options { k_splits: Some(2), split_sum: Some(SplitSum::Reduction), ..Options::default() };
+        let want = enigma_ops::Ops::new(&rt).with_options(reduced).qmatmul(&a, &w, m, ElemType::F32).unwrap();
+        assert_eq!(download(&c, enigma_ir::Scalar::F32, m * 128).unwrap(), download(&want, enigma_ir::Scalar::F32, m * 128).unwrap(), "m = {m}");
+    }
 }
 
 #[test]
