@@ -5,7 +5,7 @@
 
 use enigma_cuda::CudaBackend;
 use enigma_kernels::reduce;
-use enigma_runtime::{Arg, Device, DeviceKind, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Buffer, Device, DeviceKind, Pipeline, Runtime, RuntimeError};
 use std::sync::Arc;
 
 fn cuda() -> Option<Runtime> {
@@ -108,54 +108,76 @@ fn modules_are_cached_by_their_source() {
     assert_eq!(backend.cached_modules(), 2);
 }
 
+/// The seed-001 two-pass sum of 2^20 + 5 values on `rt`, ready to queue.
+struct TwoPassSum {
+    data: Vec<f32>,
+    groups: u32,
+    input: Buffer,
+    partial: Buffer,
+    result: Buffer,
+    pass1: Pipeline,
+    pass2: Pipeline,
+}
+
+impl TwoPassSum {
+    fn new(rt: &Runtime) -> TwoPassSum {
+        let n = (1usize << 20) + 5;
+        let data: Vec<f32> = (0..n).map(|i| (i % 997) as f32 * 1e-3).collect();
+        let groups = reduce::pass1_threadgroups(n as u32);
+        TwoPassSum {
+            input: rt.buffer_from(&data).unwrap(),
+            partial: rt.buffer_zeroed::<f32>(groups as usize).unwrap(),
+            result: rt.buffer_zeroed::<f32>(1).unwrap(),
+            pass1: rt.pipeline(&reduce::reduce_threadgroup()).unwrap(),
+            pass2: rt.pipeline(&reduce::reduce_final()).unwrap(),
+            data,
+            groups,
+        }
+    }
+
+    /// Dispatches both passes; the first one's report.
+    fn dispatch(&self, rt: &Runtime) -> enigma_runtime::DispatchReport {
+        let grid = [self.data.len() as u32, 1, 1];
+        let r1 = rt.dispatch_threads(&self.pass1, &[Arg::from(&self.input), Arg::from(&self.partial)], grid, [reduce::PASS1_THREADS, 1, 1]).unwrap();
+        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        rt.dispatch_threads(&self.pass2, &[Arg::from(&self.partial), Arg::from(&self.result), Arg::u32(self.groups)], pass2, pass2).unwrap();
+        r1
+    }
+
+    /// The sum matches the f64 reference.
+    fn check(&self) {
+        let got = self.result.to_vec::<f32>().unwrap()[0] as f64;
+        let want = reduce::reference_sum(&self.data);
+        assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&self.data), "got {got}, want {want}");
+    }
+}
+
 #[test]
 fn a_held_batch_times_the_dispatches_without_the_wait_in_front() {
     let Some(rt) = cuda() else { return };
-    let n = (1usize << 20) + 5;
-    let a: Vec<f32> = (0..n).map(|i| (i % 997) as f32 * 1e-3).collect();
-    let groups = reduce::pass1_threadgroups(n as u32);
-    let input = rt.buffer_from(&a).unwrap();
-    let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
-    let result = rt.buffer_zeroed::<f32>(1).unwrap();
-    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
-    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+    let sum = TwoPassSum::new(&rt);
     // The two dispatches take microseconds; the wait in front of them 50 ms.
     let hold = std::time::Duration::from_millis(50);
     let wall = std::time::Instant::now();
     rt.begin_held_batch(hold).unwrap();
     assert!(rt.begin_batch().is_err(), "one batch at a time");
-    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
-    let pass2 = [reduce::PASS2_THREADS, 1, 1];
-    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
+    sum.dispatch(&rt);
     let time = rt.end_batch().unwrap().expect("CUDA times a held batch");
     assert!(wall.elapsed() >= hold, "the device waited {hold:?} before the batch, but it ended after {:?}", wall.elapsed());
     assert!(time.as_nanos() > 0 && time < hold / 5, "the batch's time {time:?} should be its two dispatches', not the {hold:?} wait");
-    let got = result.to_vec::<f32>().unwrap()[0] as f64;
-    let want = reduce::reference_sum(&a);
-    assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
+    sum.check();
 }
 
 #[test]
 fn a_batch_queues_dispatches_and_times_them_together() {
     let Some(rt) = cuda() else { return };
-    let n = (1usize << 20) + 5;
-    let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
-    let groups = reduce::pass1_threadgroups(n as u32);
-    let input = rt.buffer_from(&a).unwrap();
-    let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
-    let result = rt.buffer_zeroed::<f32>(1).unwrap();
-    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
-    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+    let sum = TwoPassSum::new(&rt);
     rt.begin_batch().unwrap();
     assert!(rt.begin_batch().is_err(), "one batch at a time");
-    let r1 = rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
+    let r1 = sum.dispatch(&rt);
     assert!(r1.device_time.is_none(), "a queued dispatch has no time of its own");
-    let pass2 = [reduce::PASS2_THREADS, 1, 1];
-    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
     let time = rt.end_batch().unwrap().expect("CUDA times a batch");
     assert!(time.as_nanos() > 0);
-    let got = result.to_vec::<f32>().unwrap()[0] as f64;
-    let want = reduce::reference_sum(&a);
-    assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
+    sum.check();
     assert!(rt.end_batch().is_err(), "end_batch without a batch");
 }
