@@ -192,10 +192,6 @@ fn parse_args() -> Args {
 }
 
 
-/// How long the device waits in front of each timed call while the host
-/// queues it: far more than one `Ops` call takes to queue.
-const HOLD: Duration = Duration::from_micros(200);
-
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
@@ -330,7 +326,7 @@ fn main() {
                     for i in 0..5 + args.repeats {
                         let copy = if rotate { &copies_of_run[i % copies] } else { &copies_of_run[0] };
                         if held {
-                            rt.begin_held_batch(HOLD).unwrap_or_else(|e| panic!("{e}"));
+                            rt.begin_held_batch(enigma_ops::BENCH_HOLD).unwrap_or_else(|e| panic!("{e}"));
                         }
                         call(copy).unwrap_or_else(|e| panic!("{e}"));
                         let launches = ops.take_launches();

@@ -87,7 +87,7 @@ mod threads;
 pub mod tune;
 
 pub use check::{CheckOutcome, Tolerance};
-pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared};
+pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared, BENCH_HOLD};
 pub use threads::{default_threads, KernelType};
 
 /// Everything that can go wrong in an operation.

@@ -57,14 +57,20 @@ impl LaunchSummary {
     }
 }
 
+/// How long the device waits in front of each timed iteration while the
+/// host queues it ([`Runtime::begin_held_batch`]): far more than one
+/// operation takes to queue, so that its time is the device's own.
+pub const BENCH_HOLD: Duration = Duration::from_micros(200);
+
 /// The timings of [`Entry::bench`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchOutcome {
     pub name: String,
     pub shape: Vec<usize>,
-    /// Per timed iteration: the sum of its dispatches' device times when
-    /// every dispatch of every iteration reported one, else of their wall
-    /// times.
+    /// Per timed iteration: the device time of its dispatches, run back to
+    /// back in a held batch ([`BENCH_HOLD`]: the host's launch latency is
+    /// not in it), where the device measured every iteration, else the sum
+    /// of their wall times.
     pub times: Vec<Duration>,
     /// Whether `times` are device times.
     pub device_timed: bool,
@@ -276,9 +282,13 @@ impl Prepared<'_, '_> {
         let mut launches = vec![];
         let mut out = None;
         for i in 0..iters {
-            out = Some((case.run)(&ops)?);
+            rt.begin_held_batch(BENCH_HOLD)?;
+            let run = (case.run)(&ops);
+            // The batch ends whether or not the iteration failed.
+            let batch = rt.end_batch();
+            out = Some(run?);
             launches = ops.take_launches();
-            device_times.push(launches.iter().map(|l| l.report.device_time).sum::<Option<Duration>>());
+            device_times.push(batch?);
             wall_times.push(launches.iter().map(|l| l.report.wall_time).sum::<Duration>());
             progress(warmup + i + 1, total);
         }
