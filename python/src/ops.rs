@@ -340,8 +340,12 @@ pub fn library_qmatmul<'py>(
         other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
     };
     let layout = quant_layout(layout)?;
-    let q = quantized_matrix(format, layout, k, n, group, &packed, &scales, biases.as_deref().unwrap_or_default())?;
-    let weights = QuantizedWeights::upload_in(rt, &q, layout).map_err(|e| ops_err(py, e))?;
+    // The words go up as they are, in their layout: checked, not reordered.
+    let biases = halves(biases.as_deref().unwrap_or_default());
+    let weights = QuantizedWeights::upload_words(rt, format, layout, [k, n, group], &words(&packed), &halves(&scales), &biases).map_err(|e| match e {
+        enigma_ops::Error::Quant(q) => quant_err(q),
+        other => ops_err(py, other),
+    })?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
     let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let c = match variant {

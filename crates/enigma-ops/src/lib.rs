@@ -1407,10 +1407,22 @@ impl QuantizedWeights {
                 &reordered
             }
         };
+        QuantizedWeights::upload_words(rt, q.format, layout, [q.k, q.n, q.group], words, &q.scales, &q.biases)
+    }
+
+    /// Uploads packed words already in `layout` (as
+    /// [`QuantizedMatrix::packed_in`] gives them, or a file holds them), with
+    /// their scales and biases (empty unless the format has biases), for a
+    /// `k × n` matrix in groups of `group`: checked (the shape, the layout's
+    /// units, each part's length) but not reordered, so no host pass over
+    /// the words.
+    pub fn upload_words(rt: &Runtime, format: QuantFormat, layout: QuantLayout, [k, n, group]: [usize; 3], words: &[u32], scales: &[u16], biases: &[u16]) -> Result<QuantizedWeights, Error> {
+        quant::check_parts(format, k, n, group, [words.len(), scales.len(), biases.len()])?;
+        quant::check_layout(format, layout, k, n)?;
         let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
         let packed = upload_bytes(rt, words.iter().flat_map(|w| w.to_le_bytes()).collect())?;
-        let biases = if q.format.has_biases() { Some(halves(&q.biases)?) } else { None };
-        Ok(QuantizedWeights { format: q.format, k: q.k, n: q.n, group: q.group, packed, scales: halves(&q.scales)?, biases, layout })
+        let biases = if format.has_biases() { Some(halves(biases)?) } else { None };
+        Ok(QuantizedWeights { format, k, n, group, packed, scales: halves(scales)?, biases, layout })
     }
 }
 

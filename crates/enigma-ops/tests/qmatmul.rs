@@ -190,6 +190,20 @@ fn fragment_ordered_weights_match_the_reference() {
     let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
     assert!(err.contains("multiple of 64") && err.contains("K = 96"), "{err}");
+    // Words already in fragment order go up as they are: the same product
+    // as uploading the matrix; a part of the wrong length, or a shape off
+    // the layout's units, is refused naming it.
+    let q = enigma_ops::quantize_weights(QuantFormat::Fp4, &enigma_kernels::test_data(128 * 32, 5), 128, 32, 64).unwrap();
+    let words = q.packed_in(QuantLayout::Fragments).unwrap();
+    let direct = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, q.n, q.group], &words, &q.scales, &q.biases).unwrap();
+    let via_matrix = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(3 * 128, 6)).unwrap();
+    let product = |w: &QuantizedWeights| download(&enigma_ops::Ops::new(&rt).qmatmul(&a, w, 3, ElemType::F32).unwrap(), enigma_ir::Scalar::F32, 3 * 32).unwrap();
+    assert_eq!(product(&direct), product(&via_matrix));
+    let short = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, q.n, q.group], &words[1..], &q.scales, &q.biases).unwrap_err().to_string();
+    assert!(short.contains("packed") && short.contains(&(words.len() - 1).to_string()), "{short}");
+    let off_units = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, 24, q.group], &words[..128 / 8 * 24], &q.scales[..2 * 24], &[]).unwrap_err().to_string();
+    assert!(off_units.contains("N = 24"), "{off_units}");
 }
 
 /// Summing the splits in the kernel needs device-scope fences: a device

@@ -215,6 +215,24 @@ pub fn unpack_layout(format: Format, layout: QuantLayout, k: usize, n: usize, wo
     Ok(rows)
 }
 
+/// Checks a `k × n` matrix of `format` in groups of `group` whose packed
+/// words (in any layout: they count the same), scales and biases have
+/// `[packed, scales, biases]` elements: the shape ([`check_shape`]) and each
+/// part's length.
+pub fn check_parts(format: Format, k: usize, n: usize, group: usize, [packed, scales, biases]: [usize; 3]) -> Result<(), QuantError> {
+    check_shape(format, k, n, group)?;
+    let len = |what: &'static str, got: usize, expected: usize| {
+        if got == expected {
+            Ok(())
+        } else {
+            Err(QuantError::Length { format, what, got, expected, k, n, group })
+        }
+    };
+    len("packed", packed, k / VALUES_PER_WORD * n)?;
+    len("scales", scales, k / group * n)?;
+    len("biases", biases, if format.has_biases() { k / group * n } else { 0 })
+}
+
 /// Checks a shape for `format`: K, N ≥ 1, K a multiple of 8 and of
 /// `group`, `group` one of [`GROUPS`], `K × N` countable.
 pub fn check_shape(format: Format, k: usize, n: usize, group: usize) -> Result<(), QuantError> {
@@ -274,18 +292,7 @@ impl QuantizedMatrix {
 
     /// Checks the shape and the lengths of the parts.
     pub fn check(&self) -> Result<(), QuantError> {
-        let (format, k, n, group) = (self.format, self.k, self.n, self.group);
-        check_shape(format, k, n, group)?;
-        let len = |what: &'static str, got: usize, expected: usize| {
-            if got == expected {
-                Ok(())
-            } else {
-                Err(QuantError::Length { format, what, got, expected, k, n, group })
-            }
-        };
-        len("packed", self.packed.len(), k / VALUES_PER_WORD * n)?;
-        len("scales", self.scales.len(), k / group * n)?;
-        len("biases", self.biases.len(), if format.has_biases() { k / group * n } else { 0 })
+        check_parts(self.format, self.k, self.n, self.group, [self.packed.len(), self.scales.len(), self.biases.len()])
     }
 
     /// The index in `scales` (and `biases`) of the group holding `B[k][n]`.
