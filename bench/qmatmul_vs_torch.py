@@ -101,7 +101,7 @@ def main():
         print(f"  {r['format']:<5} m={r['m']:<3} threads={r['threads']:<5} cols={r['cols']} words={r['words']:<3} splits={r['splits']:<3} {r['median_us']:8.2f}  {r['hot_median_us']:8.2f}  {r['tb_per_s']:.2f} TB/s  {r['kernel']}")
     shapes = sorted({(r["m"], r["n"], r["k"], r["group"]) for r in rows})
     print()
-    print(f"{'shape (MxNxK, group)':<26}{'kernel':<34}{'us':>9}{'hot us':>9}{'launched':>9}{'MB read':>9}{'TB/s':>7}")
+    print(f"{'shape (MxNxK, group)':<26}{'kernel':<40}{'us':>9}{'hot us':>9}{'launched':>9}{'MB read':>9}{'TB/s':>7}")
     for (m, n, k, group) in shapes:
         label = f"{m}x{n}x{k} g{group}"
         for fmt in ("fp4", "int4"):
@@ -109,15 +109,16 @@ def main():
             if not cands:
                 continue
             b = min(cands, key=lambda r: r["median_us"])
-            name = f"enigma {fmt} (t{b['threads']} c{b['cols']} u{b['words']} s{b['splits']})"
-            print(f"{label:<26}{name:<34}{b['median_us']:9.2f}{b['hot_median_us']:9.2f}{b['launched_median_us']:9.2f}{b['bytes'] / 1e6:9.1f}{b['tb_per_s']:7.2f}")
+            shape_of = f"t{b['threads']} c{b['cols']} u{b['words']}" if b["variant"] == "decode" else b.get("tile", "auto")
+            name = f"enigma {fmt} {b['variant']} ({shape_of} s{b['splits']})"
+            print(f"{label:<26}{name:<40}{b['median_us']:9.2f}{b['hot_median_us']:9.2f}{b['launched_median_us']:9.2f}{b['bytes'] / 1e6:9.1f}{b['tb_per_s']:7.2f}")
         (t, launched), nbytes = torch_fp16(m, n, k)
-        print(f"{label:<26}{'torch.matmul f16':<34}{us(t)}{'':>9}{us(launched)}{nbytes / 1e6:9.1f}{nbytes / t / 1e12:7.2f}")
+        print(f"{label:<26}{'torch.matmul f16':<40}{us(t)}{'':>9}{us(launched)}{nbytes / 1e6:9.1f}{nbytes / t / 1e12:7.2f}")
         try:
             (t, launched), nbytes = torch_int4(m, n, k, group)
-            print(f"{label:<26}{'torch._weight_int4pack_mm bf16':<34}{us(t)}{'':>9}{us(launched)}{nbytes / 1e6:9.1f}{nbytes / t / 1e12:7.2f}")
+            print(f"{label:<26}{'torch._weight_int4pack_mm bf16':<40}{us(t)}{'':>9}{us(launched)}{nbytes / 1e6:9.1f}{nbytes / t / 1e12:7.2f}")
         except (RuntimeError, AttributeError, TypeError) as e:
-            print(f"{label:<26}{'torch._weight_int4pack_mm':<34} unavailable: {str(e).splitlines()[0][:90]}")
+            print(f"{label:<26}{'torch._weight_int4pack_mm':<40} unavailable: {str(e).splitlines()[0][:90]}")
     print("(us: median device time of the call's kernels run back to back, the GPU held until they were queued, weights read from DRAM;")
     print(" hot us: the same, enigma re-reading one copy from L2; launched: timed from an idle GPU's start event, which adds the launch latency)")
 
