@@ -7,7 +7,7 @@
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, AtomicOp, Feature, MemFlags, Type};
+use enigma_ir::{Access, AtomicOp, Feature, Kernel, MemFlags, Type};
 use enigma_runtime::{Arg, Runtime, RuntimeError};
 use rand::Rng;
 
@@ -368,46 +368,60 @@ pub fn atomics_threadgroup(rt: &Runtime) -> CaseResult {
     })
 }
 
+/// Threadgroups and threads per threadgroup of [`last_threadgroup_sums`].
+pub const LAST_SUM_GROUPS: u32 = 37;
+pub const LAST_SUM_THREADS: u32 = 64;
+
 /// The last threadgroup sums the others' partial results: every thread of
-/// each of 37 threadgroups writes a partial value, the threadgroup passes a
-/// barrier, and its thread 0 fences (`device_fence()`) and takes a ticket
-/// with `atomic_fetch_add`; the threadgroup that draws the last ticket
-/// fences again and reads every partial, then resets the counter. Run
-/// twice on one counter (the reset must leave it at 0). On a device without
-/// device-scope fences (Metal below MSL 3.2), making the pipeline must fail
-/// naming the feature.
+/// each of [`LAST_SUM_GROUPS`] threadgroups writes `values[i]·3 + group` to
+/// `partials`, the threadgroup passes a barrier, and its thread 0 fences
+/// (`device_fence()`) and takes a ticket from `counter` with
+/// `atomic_fetch_add`; the threadgroup that draws the last ticket resets the
+/// counter, fences again, and writes each thread's sum over the groups to
+/// `out`. Without `fences` the same kernel has no `device_fence()`, and its
+/// reads of the other threadgroups' partials race (the sanitizer says so).
+pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
+    let mut k = KernelBuilder::new("last_threadgroup_sums");
+    let values = k.buffer("values", Type::U32, Access::Read);
+    let partials = k.buffer("partials", Type::U32, Access::ReadWrite);
+    let counter = k.buffer("counter", Type::U32, Access::ReadWrite);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let last = k.threadgroup_array("last", Type::U32, 1);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let at = k.let_("at", group * LAST_SUM_THREADS + lid);
+    k.store(partials.at(at), values.get(at) * 3u32 + group);
+    k.threadgroup_barrier(MemFlags::Device);
+    k.if_(lid.eq(0u32), |k| {
+        if fences {
+            k.device_fence();
+        }
+        let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
+        let is_last = k.let_("is_last", ticket.eq(LAST_SUM_GROUPS - 1));
+        k.if_(is_last, |k| {
+            k.atomic(AtomicOp::Exchange, counter.at(0u32), 0u32);
+            if fences {
+                k.device_fence();
+            }
+        });
+        k.store(last.at(0u32), select(0u32, 1u32, is_last));
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(last.get(0u32).ne(0u32), |k| {
+        let sum = k.var("sum", 0u32);
+        k.for_range("g", 0u32, LAST_SUM_GROUPS, 1u32, |k, g| k.assign(sum, sum.get() + partials.get(g * LAST_SUM_THREADS + lid)));
+        k.store(out.at(lid), sum.get());
+    });
+    finish(k)
+}
+
+/// [`last_threadgroup_sums`] with its fences, run twice on one counter (the
+/// reset must leave it at 0) against the sums computed here. On a device
+/// without device-scope fences (Metal below MSL 3.2), making the pipeline
+/// must fail naming the feature.
 pub fn atomics_device_fence_last_threadgroup_sums(rt: &Runtime) -> CaseResult {
     seeded("atomics_device_fence_last_threadgroup_sums", |rng| {
-        const GROUPS: u32 = 37;
-        const THREADS: u32 = 64;
-        let mut k = KernelBuilder::new("last_threadgroup_sums");
-        let values = k.buffer("values", Type::U32, Access::Read);
-        let partials = k.buffer("partials", Type::U32, Access::ReadWrite);
-        let counter = k.buffer("counter", Type::U32, Access::ReadWrite);
-        let out = k.buffer("out", Type::U32, Access::ReadWrite);
-        let last = k.threadgroup_array("last", Type::U32, 1);
-        let lid = k.let_("lid", thread_index_in_threadgroup());
-        let group = k.let_("group", threadgroup_position_in_grid().x());
-        let at = k.let_("at", group * THREADS + lid);
-        k.store(partials.at(at), values.get(at) * 3u32 + group);
-        k.threadgroup_barrier(MemFlags::Device);
-        k.if_(lid.eq(0u32), |k| {
-            k.device_fence();
-            let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
-            let is_last = k.let_("is_last", ticket.eq(GROUPS - 1));
-            k.if_(is_last, |k| {
-                k.atomic(AtomicOp::Exchange, counter.at(0u32), 0u32);
-                k.device_fence();
-            });
-            k.store(last.at(0u32), select(0u32, 1u32, is_last));
-        });
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        k.if_(last.get(0u32).ne(0u32), |k| {
-            let sum = k.var("sum", 0u32);
-            k.for_range("g", 0u32, GROUPS, 1u32, |k, g| k.assign(sum, sum.get() + partials.get(g * THREADS + lid)));
-            k.store(out.at(lid), sum.get());
-        });
-        let kernel = finish(k)?;
+        let kernel = last_threadgroup_sums(true)?;
         if !rt.device().features.contains(&Feature::DeviceFence) {
             return match rt.pipeline(&kernel) {
                 Err(RuntimeError::Unsupported { feature: Feature::DeviceFence, .. }) => Ok(()),
@@ -415,15 +429,16 @@ pub fn atomics_device_fence_last_threadgroup_sums(rt: &Runtime) -> CaseResult {
             };
         }
         let p = pipeline(rt, &kernel)?;
-        let n = (GROUPS * THREADS) as usize;
+        let (groups_n, threads_n) = (LAST_SUM_GROUPS, LAST_SUM_THREADS);
+        let n = (groups_n * threads_n) as usize;
         let vs: Vec<u32> = (0..n).map(|_| rng.gen_range(0..1000)).collect();
         let vb = upload(rt, &vs)?;
         let pb = filled(rt, n, u32::MAX)?;
         let cb = rt.buffer_zeroed::<u32>(1).ctx("allocating")?;
-        let want: Vec<u32> = (0..THREADS).map(|t| (0..GROUPS).map(|g| vs[(g * THREADS + t) as usize] * 3 + g).sum()).collect();
+        let want: Vec<u32> = (0..threads_n).map(|t| (0..groups_n).map(|g| vs[(g * threads_n + t) as usize] * 3 + g).sum()).collect();
         for run in 0..2 {
-            let ob = filled(rt, THREADS as usize, u32::MAX)?;
-            groups(rt, &p, &[Arg::from(&vb), Arg::from(&pb), Arg::from(&cb), Arg::from(&ob)], [GROUPS, 1, 1], [THREADS, 1, 1])?;
+            let ob = filled(rt, threads_n as usize, u32::MAX)?;
+            groups(rt, &p, &[Arg::from(&vb), Arg::from(&pb), Arg::from(&cb), Arg::from(&ob)], [groups_n, 1, 1], [threads_n, 1, 1])?;
             check_eq(&format!("sums, run {run}"), &download::<u32>(&ob)?, &want, |t| format!("thread {t}"))?;
             check_eq(&format!("the counter after run {run}"), &download::<u32>(&cb)?, &[0], |_| String::new())?;
         }

@@ -895,13 +895,12 @@ impl<'rt> Ops<'rt> {
     /// arguments.
     #[allow(clippy::too_many_arguments)]
     fn launch_split(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)], c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
+        let mut args = named.to_vec();
         if splits <= 1 {
-            let mut args = named.to_vec();
             args.push(("c", Arg::from(c)));
             return self.launch(key, build, dispatch, &args);
         }
         let workspace = self.output(Scalar::F32, elements.saturating_mul(splits as usize))?;
-        let mut args = named.to_vec();
         if sum == SplitSum::Reduction {
             args.push(("c", Arg::from(&workspace)));
             self.launch(key, build, dispatch, &args)?;
@@ -1398,7 +1397,7 @@ impl QuantizedWeights {
     /// ([`QuantizedMatrix::packed_in`]: fragment order needs FP4 or INT4, K a
     /// multiple of 64 and N of 16).
     pub fn upload_in(rt: &Runtime, q: &QuantizedMatrix, layout: QuantLayout) -> Result<QuantizedWeights, Error> {
-        q.check()?;
+        // `upload_words` checks the parts; `packed_in` before reordering.
         let reordered;
         let words: &[u32] = match layout {
             QuantLayout::Rows => &q.packed,

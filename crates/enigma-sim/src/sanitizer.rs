@@ -43,7 +43,7 @@ use crate::memory::try_filled;
 use crate::program::{MemRef, Program};
 use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, TextureDesc, ThreadRef};
 use enigma_ir::{Kernel, ParamKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -198,10 +198,10 @@ pub struct TgTracker {
     /// Whether a thread of the threadgroup has run a `device_fence()`.
     fenced: bool,
     /// Device elements (parameter, element) the threadgroup updated atomically.
-    atomics: Vec<(u32, usize)>,
+    atomics: HashSet<(u32, usize), BuildHasherDefault<CellHasher>>,
     /// Threadgroups (linear indices) whose writes are ordered before this
     /// one's accesses: acquired at its fences through the atomics it updated.
-    acquired: std::collections::HashSet<u64>,
+    acquired: HashSet<u64>,
 }
 
 /// One thread's asynchronous copies: the open group, and the committed
@@ -242,8 +242,8 @@ impl TgTracker {
             async_groups: HashMap::default(),
             in_flight: HashMap::default(),
             fenced: false,
-            atomics: vec![],
-            acquired: std::collections::HashSet::new(),
+            atomics: HashSet::default(),
+            acquired: HashSet::new(),
         }
     }
 
@@ -264,11 +264,9 @@ impl TgTracker {
     /// the update takes place): after a fence, that releases the
     /// threadgroup's writes into the element.
     pub fn atomic_update(&mut self, tracker: Option<&DispatchTracker>, param: u32, index: usize) {
-        if !self.atomics.contains(&(param, index)) {
-            self.atomics.push((param, index));
-        }
+        self.atomics.insert((param, index));
         if let (true, Some(d)) = (self.fenced, tracker) {
-            d.released.lock().unwrap_or_else(|e| e.into_inner()).entry((param, index)).or_default().push(self.linear);
+            d.released.lock().unwrap_or_else(|e| e.into_inner()).entry((param, index)).or_default().insert(self.linear);
         }
     }
 
@@ -579,7 +577,7 @@ pub struct DispatchTracker {
     grouped: Mutex<HashMap<GroupKey, (u64, Finding)>>,
     /// Per device element updated atomically after a `device_fence()`, the
     /// threadgroups (linear indices) whose writes it released.
-    released: Mutex<HashMap<(u32, usize), Vec<u64>>>,
+    released: Mutex<HashMap<(u32, usize), HashSet<u64>>>,
 }
 
 impl DispatchTracker {

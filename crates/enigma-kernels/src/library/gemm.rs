@@ -484,6 +484,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
     let threads = cfg.threads();
     let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile, step };
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
+    let split_tile = summed.map(|(ws, tickets)| SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling });
     if cfg.whole_tiles {
         // Only shapes the tile divides; any other would read past the
         // matrices, so it is left alone (the planner never sends one).
@@ -499,8 +500,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
                 true => k.if_else((m0 + cfg.tm).le(m), whole, |k| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((m0 + sg_m, m)))),
                 false => whole(k),
             }
-            if let Some((ws, tickets)) = summed {
-                let tile = SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling };
+            if let Some(tile) = &split_tile {
                 tile.sum_if_last(k);
             }
         });
@@ -555,8 +555,7 @@ fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) 
             }
         });
     }
-    if let Some((ws, tickets)) = summed {
-        let tile = SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling };
+    if let Some(tile) = &split_tile {
         tile.sum_if_last(&mut k);
     }
     finish(k)

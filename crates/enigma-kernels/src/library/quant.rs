@@ -200,7 +200,7 @@ fn layout_place(layout: QuantLayout, n: usize, kk: usize, nn: usize) -> (usize, 
 /// are `words` in `layout` (the inverse of [`QuantizedMatrix::packed_in`]).
 pub fn unpack_layout(format: Format, layout: QuantLayout, k: usize, n: usize, words: &[u32]) -> Result<Vec<u32>, QuantError> {
     check_layout(format, layout, k, n)?;
-    let expected = k / VALUES_PER_WORD * n;
+    let expected = packed_words(k, n);
     if words.len() != expected {
         return Err(QuantError::Length { format, what: "packed", got: words.len(), expected, k, n, group: 0 });
     }
@@ -213,6 +213,11 @@ pub fn unpack_layout(format: Format, layout: QuantLayout, k: usize, n: usize, wo
         }
     }
     Ok(rows)
+}
+
+/// Packed words of a `k × n` matrix, in any layout: 8 values a word.
+fn packed_words(k: usize, n: usize) -> usize {
+    k / VALUES_PER_WORD * n
 }
 
 /// Checks a `k × n` matrix of `format` in groups of `group` whose packed
@@ -228,7 +233,7 @@ pub fn check_parts(format: Format, k: usize, n: usize, group: usize, [packed, sc
             Err(QuantError::Length { format, what, got, expected, k, n, group })
         }
     };
-    len("packed", packed, k / VALUES_PER_WORD * n)?;
+    len("packed", packed, packed_words(k, n))?;
     len("scales", scales, k / group * n)?;
     len("biases", biases, if format.has_biases() { k / group * n } else { 0 })
 }
