@@ -44,7 +44,9 @@
 //! INT4, MLX's affine format: [`quant`]); [`QuantizedWeights::upload`] puts
 //! them on the device and [`qmatmul()`] computes `A · dequant(B)` with `A`
 //! an untyped f16 buffer ([`upload`]): FP4/INT4 in seed 002's layout on
-//! `qmatmul` (or, above `qmatmul::TILED_ABOVE_ROWS` rows, the tensor-core kernel), MLX's affine
+//! `qmatmul` (or, above `qmatmul::TILED_ABOVE_ROWS` rows, the tensor-core kernel), in fragment
+//! order ([`QuantizedWeights::upload_in`]) on `qmatmul_fragments` up to
+//! `qmatmul_fragments::DECODE_ROWS` rows and the tensor-core kernel above, MLX's affine
 //! format on `qmatmul_affine` at any M.
 //!
 //! # Registry
@@ -53,7 +55,7 @@
 //! and `enigma bench`.
 
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
+use enigma_kernels::library::{self as lib, attention, elementwise, gemm, gemv, norm, qgemm_fused, qmatmul, qmatmul_affine, qmatmul_fragments, reduce, scan, sgemm, softmax, DType, Dispatch, ReduceOp};
 use enigma_runtime::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime, RuntimeError};
 use std::cell::RefCell;
@@ -950,7 +952,10 @@ impl<'rt> Ops<'rt> {
     /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4
     /// in seed 002's layout, or MLX's affine format) and `A` an untyped
     /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
-    /// (f32 or f16), accumulated in f32. The INT4 decode kernel (M up to
+    /// (f32 or f16), accumulated in f32. Weights in fragment order take
+    /// `qmatmul_fragments` up to `qmatmul_fragments::DECODE_ROWS` rows (unless
+    /// [`Options::gemm_tile`] or [`Options::stages`] asks for the tensor-core
+    /// GEMM) and the GEMM above. The INT4 decode kernel (M up to
     /// `QMATMUL_DECODE_ROWS`) sums each packed word's products in f16 four
     /// at a time before widening them (`qmatmul::f16_product_error`),
     /// finite for |a| ≤ 16376.
@@ -959,6 +964,9 @@ impl<'rt> Ops<'rt> {
         self.check_qmatmul_inputs(a, w, m)?;
         if let Some(biases) = &w.biases {
             return self.launch_affine(a, w, biases, m, out);
+        }
+        if w.layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize && self.options.gemm_tile.is_none() && self.options.stages.is_none() {
+            return self.launch_fragments_decode(a, w, m, out);
         }
         if !qmatmul_takes_decode_kernel(m, &self.options) || w.layout != QuantLayout::Rows {
             return self.launch_qgemm(a, w, m, out);
@@ -1173,6 +1181,16 @@ impl<'rt> Ops<'rt> {
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out)
+    }
+
+    /// [`Ops::qmatmul`]'s decode row on fragment-ordered weights
+    /// (`qmatmul_fragments`, up to `qmatmul_fragments::DECODE_ROWS` rows):
+    /// its tile for the device's compute units, [`Options::threads`] and
+    /// [`Options::k_splits`] where given, splits summed by the reduction.
+    fn launch_fragments_decode(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
+        let min_tiles = 2 * self.gpu_compute_units();
+        let plan = qmatmul_fragments::plan(w.format, out, [m, w.n, w.k, w.group], self.options.threads, self.options.k_splits, min_tiles)?;
+        self.launch_packed("qmatmul", format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out)
     }
 
     /// Runs a tensor-core quantized kernel (`key` and `build` as for

@@ -722,7 +722,8 @@ enum QmatmulPath {
     Auto,
     /// `Ops::qmatmul_fused` (seed 002's fused kernel).
     Fused,
-    /// `Ops::qmatmul` on weights in fragment order (the tensor-core kernel at every M).
+    /// `Ops::qmatmul` on weights in fragment order (`qmatmul_fragments` up to
+    /// its rows, the tensor-core kernel above).
     Fragments,
 }
 
@@ -743,7 +744,7 @@ fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
     };
     let kernel = match path {
         QmatmulPath::Fused => ", seed 002's fused kernel (B dequantized per SIMD group through an 8×8 fragment)",
-        QmatmulPath::Fragments => ", the tensor-core kernel at every m",
+        QmatmulPath::Fragments => ", the decode row's tensor-core kernel up to 8 rows and the tensor-core GEMM above",
         QmatmulPath::Auto => "",
     };
     let default_shape: &[usize] = if path == QmatmulPath::Fragments { &[3, 96, 256] } else { &[3, 100, 256] };

@@ -58,7 +58,7 @@ use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_
 use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
 use enigma_kernels::library::quant::Format;
 use enigma_ir::QuantLayout;
-use enigma_kernels::library::{gemm, sgemm, DType};
+use enigma_kernels::library::{gemm, qmatmul_fragments, sgemm, DType};
 use enigma_runtime::Runtime;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -279,6 +279,14 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
+    if layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize {
+        // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
+        for threads in [128, 256, 512, 1024] {
+            let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));
+            let skip = over_max_threads(threads, limits).or_else(|| planned.and_then(|p| p.err()).map(|e| e.to_string()));
+            out.push((Choice { threads, ..Choice::default() }, skip));
+        }
+    }
     for tm in [16u32, 32, 64, 128].into_iter().filter(|&tm| tm == 16 || ((tm / 2) as usize) < m) {
         for tn in [64, 128, 256] {
             for tk in gemm::QGEMM_SLICE_DEPTHS.into_iter().filter(|&tk| layout == QuantLayout::Rows || tk == layout.unit().0) {

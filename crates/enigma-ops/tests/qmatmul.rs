@@ -3,7 +3,7 @@
 //! nibbles with `quant::fp4_value` / `int4_value`, checked against
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
-use enigma_kernels::library::{qmatmul, quant};
+use enigma_kernels::library::{qmatmul, qmatmul_fragments, quant};
 use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
@@ -67,7 +67,7 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
         // default; the fused one always) take value · scale rounded to f16:
         // one more rounding per weight. The decode kernel sums INT4 products
         // in f16, a few at a time.
-        let staged = if launches[0].kernel.starts_with("qgemm") { ElemType::F16.unit_roundoff() } else { qmatmul::f16_product_error(format) };
+        let staged = if launches[0].kernel.starts_with("qgemm") || launches[0].kernel.contains("_fragments") { ElemType::F16.unit_roundoff() } else { qmatmul::f16_product_error(format) };
         let bound = abs * (1e-6 + staged) + want[i].abs() * out.unit_roundoff() * 1.01 + 1e-7;
         assert!((got[i] - want[i]).abs() <= bound, "{format} {out} {m}x{n}x{k} g{group} {options:?}: C[{r}][{col}] = {} want {} (bound {bound})", got[i], want[i]);
     }
@@ -157,23 +157,33 @@ fn the_tensor_core_kernel_matches_the_reference() {
 /// Two K split counts of the tensor-core kernel through one pipeline cache:
 /// each runs its own kernel (the count is built into the kernel, not into
 /// its name).
-/// Weights in fragment order go to the tensor-core kernel's fragment-order
-/// form at every M (the decode kernel reads seed 002's words only): rows
-/// past M, N that the default 128 columns do not divide (the tile narrows,
-/// down to one 16-column unit per SIMD group), K split over threadgroups,
-/// both outputs; under the sanitizer (every launch's findings are empty).
+/// Weights in fragment order go to `qmatmul_fragments` up to its rows
+/// (one or two 16-column units per tile, the last tile of an odd count
+/// overlapping its neighbour, rows past M, K split over threadgroups and
+/// summed by the reduction) and to the tensor-core kernel's fragment-order
+/// form above them (N that the default 128 columns do not divide: the tile
+/// narrows, down to one unit per SIMD group; K split and summed in the
+/// kernel); both outputs, under the sanitizer (every launch's findings are
+/// empty).
 #[test]
 fn fragment_ordered_weights_match_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let cache = PipelineCache::default();
     for format in [QuantFormat::Int4, QuantFormat::Fp4] {
-        for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (16, 128, 128, 64, None), (5, 48, 192, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
+        for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (3, 16, 128, 64, None), (5, 48, 192, 64, None), (8, 48, 192, 64, Some(3)), (16, 128, 128, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
             for out in [ElemType::F32, ElemType::F16] {
-                // Split, the kernel sums its splits (asked for: the
-                // reduction is the default).
+                // The tensor-core kernel sums its splits (asked for: the
+                // reduction is the default); the decode row always reduces.
                 let split_sum = splits.map(|_| SplitSum::LastThreadgroup);
-                let options = Options { k_splits: splits, split_sum, ..Options::default() };
+                let options = Options { k_splits: splits, split_sum, sanitize: true, ..Options::default() };
                 let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
+                if m <= qmatmul_fragments::DECODE_ROWS as usize {
+                    let units = if n >= 32 { 2 } else { 1 };
+                    let out_name = if splits.is_some() { ElemType::F32 } else { out };
+                    assert!(kernels[0].starts_with(&format!("qmatmul_{format}_{out_name}_fragments_u{units}_")), "{m}x{n}x{k}: {kernels:?}");
+                    assert_eq!(kernels.len(), if splits.is_some() { 2 } else { 1 }, "{m}x{n}x{k}: {kernels:?}");
+                    continue;
+                }
                 assert!(kernels[0].starts_with("qgemm") && kernels[0].ends_with("_fragments"), "{m}x{n}x{k}: {kernels:?}");
                 // One dispatch, its tickets reused from the cache by the next call.
                 assert_eq!(splits.is_some(), kernels.len() == 1 && kernels[0].contains("_splitk_sum"), "{m}x{n}x{k}: {kernels:?}");
@@ -186,6 +196,9 @@ fn fragment_ordered_weights_match_the_reference() {
     let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 64]).unwrap();
     let err = enigma_ops::Ops::new(&rt).qmatmul(&a, &w, 1, ElemType::F32).unwrap_err().to_string();
+    assert!(err.contains("group = 32"), "{err}");
+    let a16 = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 16 * 64]).unwrap();
+    let err = enigma_ops::Ops::new(&rt).qmatmul(&a16, &w, 16, ElemType::F32).unwrap_err().to_string();
     assert!(err.contains("divide the group of 32"), "{err}");
     let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
@@ -223,18 +236,19 @@ fn summing_splits_in_the_kernel_needs_device_fences() {
     ops.qmatmul(&a, &w, 16, ElemType::F32).unwrap();
     let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
     assert!(names.len() == 2 && names[1].starts_with("gemm_splitk_reduce"), "{names:?}");
-    // With the fences, the default sums in the kernel at one row only.
+    // With the fences, the tensor-core kernel's default sums in the kernel
+    // at one row only.
     let rt = Runtime::new(Device::Sim).unwrap();
-    let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
     for (m, summed) in [(1, true), (16, false)] {
         let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
-        let c = ops.qmatmul(&a, &w, m, ElemType::F32).unwrap();
+        let c = ops.qmatmul_tiled(&a, &w, m, ElemType::F32).unwrap();
         let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
         assert_eq!(names.len() == 1 && names[0].contains("_splitk_sum"), summed, "m = {m}: {names:?}");
         // The same C as the reduction gives, bit for bit.
         let reduced = Options { k_splits: Some(2), split_sum: Some(SplitSum::Reduction), ..Options::default() };
-        let want = enigma_ops::Ops::new(&rt).with_options(reduced).qmatmul(&a, &w, m, ElemType::F32).unwrap();
+        let want = enigma_ops::Ops::new(&rt).with_options(reduced).qmatmul_tiled(&a, &w, m, ElemType::F32).unwrap();
         assert_eq!(download(&c, enigma_ir::Scalar::F32, m * 128).unwrap(), download(&want, enigma_ir::Scalar::F32, m * 128).unwrap(), "m = {m}");
     }
 }

@@ -12,6 +12,7 @@
 //! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
 //! | [`qgemm_fused`] | `C = A · dequant(B)` on SIMD-group matrices with seed 002's *fused* dequantization: A's slice in threadgroup memory, B dequantized per SIMD group through one 8×8 f16 staging fragment |
+//! | [`qmatmul_fragments`] | `C = A · dequant(B)` for decode sizes on fragment-ordered FP4/INT4 weights: B tiles decoded from 16-byte loads straight into the tensor cores' registers, K split over SIMD groups and threadgroups |
 //! | [`qmatmul_affine`] | `C = A · dequant(B)` for MLX's affine 4-bit format (`[N][K/8]` words, scale and bias per group): a SIMD group per 1, 2 or 4 columns, lanes striding along K with `uint4` loads, `simd_sum` |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
@@ -52,6 +53,7 @@ pub mod norm;
 pub mod qgemm_fused;
 pub mod qmatmul;
 pub mod qmatmul_affine;
+pub mod qmatmul_fragments;
 pub mod quant;
 pub mod reduce;
 pub mod scan;

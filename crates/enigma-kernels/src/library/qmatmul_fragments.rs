@@ -1,0 +1,306 @@
+//! Quantized matmul for decode sizes on fragment-ordered weights:
+//! `C[M, N] = A[M, K] · dequant(B)`, `A` in f16, `B` FP4 or INT4 in the
+//! tensor cores' fragment order ([`QuantLayout::Fragments`], from
+//! [`super::quant::QuantizedMatrix::packed_in`]) with f16 scales per group
+//! in seed 002's `[K/group][N]`, `C` in f32 or f16, f32 accumulation.
+//!
+//! The tensor-core GEMM ([`super::gemm::qgemm`]) takes the same words from
+//! 16 rows up; this kernel is its decode row (M ≤ 8 per threadgroup), so
+//! that one packing serves every M. It is built for the few instructions
+//! per weight a bandwidth-bound kernel can afford:
+//! * **Weights straight to registers.** A SIMD group's B tile is `units`
+//!   fragment units side by side (64 K values × 16 columns each, 512 bytes,
+//!   one 16-byte load per lane and unit), decoded by its load
+//!   ([`matrix_load_quantized`]: on CUDA a mask and an f16 pair operation
+//!   per two weights, the scale one pair multiply) into the registers the
+//!   tensor cores read. No threadgroup memory, no barrier on the weights'
+//!   path.
+//! * **The tensor cores do the products.** One 8 × 64 A tile times the
+//!   64 × `16·units` B tile per step, accumulated in f32: two `mma.sync`
+//!   per packed word on CUDA (half of their rows are A's zero padding),
+//!   where a scalar kernel spends eight fmas.
+//! * **A staged per SIMD group.** Each step the SIMD group copies its 8 × 64
+//!   A values (rows past M clamped to the last row, their results never
+//!   stored) into its own area of threadgroup memory, rows padded by
+//!   [`super::gemm::PAD`] so a fragment's rows fall in different banks, and
+//!   loads the A tile from there (`simdgroup_barrier` before and after).
+//! * **K split over SIMD groups and threadgroups.** The threadgroup's SIMD
+//!   groups share one column tile and take its K units round-robin; with K
+//!   split ([`qmatmul_fragments_splitk`]) the grid's z dimension numbers
+//!   the splits, each a contiguous run of K units, writing its f32 partial
+//!   product to slice `z` of a workspace `[splits][M][N]` that
+//!   `gemm::splitk_reduce` sums in order. The SIMD groups' partial tiles
+//!   meet in threadgroup memory (one barrier).
+//!
+//! A threadgroup computes 8 rows of `C` (more rows take more threadgroups
+//! along y) and `16·units` columns; where `units` does not divide N / 16
+//! the last column tile starts `units` units from the end (overlapping its
+//! neighbour, whose columns it does not store). N must be a multiple of
+//! 16, K of 64, and the group of 64 (one scale row per unit).
+//!
+//! Parameters: `a4` (`half4` view of `A`), `b` (the words), `scales`, `c`
+//! (with K split, the f32 workspace), and `m`, `n`, `k`, `group` by value.
+
+use super::quant::Format;
+use super::*;
+use enigma_ir::{Access, Kernel, MatrixType, QuantLayout, Type};
+
+/// Rows of C per threadgroup (one tensor-core fragment of rows).
+pub const ROWS: u32 = 8;
+/// K values per step (the fragment unit's rows).
+pub const UNIT_K: u32 = 64;
+/// Columns per fragment unit.
+pub const UNIT_N: u32 = 16;
+/// The unit counts a SIMD group's B tile may take.
+pub const UNITS: [u32; 3] = [1, 2, 4];
+
+/// `qmatmul_{format}_{out}_fragments_u{units}_t{threads}`.
+///
+/// # Panics
+/// When `format` is not FP4 or INT4, `units` not 1, 2 or 4, or `threads`
+/// not a multiple of 32 between 32 and 1024.
+pub fn qmatmul_fragments(format: Format, out: DType, units: u32, threads: u32) -> Kernel {
+    build(format, out, units, threads, false)
+}
+
+/// The first pass with K split over threadgroups (`threadgroups_per_grid.z`
+/// splits): `qmatmul_{format}_f32_fragments_u{units}_t{threads}_splitk`,
+/// writing slice `z` of the f32 workspace `[splits][M][N]` in `c`. Panics
+/// as [`qmatmul_fragments`].
+pub fn qmatmul_fragments_splitk(format: Format, units: u32, threads: u32) -> Kernel {
+    build(format, DType::F32, units, threads, true)
+}
+
+fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> Kernel {
+    let code = format.quant_code().unwrap_or_else(|| panic!("qmatmul_fragments takes fp4 or int4, not {format}"));
+    assert!(UNITS.contains(&units), "units must be 1, 2 or 4, got {units}");
+    assert!(check_threads("qmatmul_fragments", threads).is_ok(), "bad threadgroup size {threads}");
+    let simdgroups = threads / SIMD_WIDTH;
+    let tile_n = units * UNIT_N;
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_fragments_u{units}_t{threads}{}", if split { "_splitk" } else { "" }));
+    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer("b", Type::U32, Access::Read);
+    let scales = k.buffer("scales", Type::F16, Access::Read);
+    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let n = k.value("n", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let group = k.value("group", Type::U32);
+    // A's staging, [simdgroup][row][64 + PAD] f16 as half4s.
+    let lda = UNIT_K + gemm::PAD;
+    let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F16, 4), simdgroups * ROWS * lda / 4);
+    let partials = k.threadgroup_array("partials", Type::F32, simdgroups * ROWS * tile_n);
+    let a_tile = MatrixType::new(Scalar::F16, ROWS as u8, UNIT_K as u8);
+    let b_tile = MatrixType::new(Scalar::F16, UNIT_K as u8, tile_n as u8);
+    let acc_tile = MatrixType::new(Scalar::F32, ROWS as u8, tile_n as u8);
+
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let tile = k.let_("tile", threadgroup_position_in_grid().x());
+    let row0 = k.let_("row0", threadgroup_position_in_grid().y() * ROWS);
+    let units_n = k.let_("units_n", n / UNIT_N);
+    // The tile's first unit: the last tile starts `units` from the end.
+    let unit0 = k.let_("unit0", min(tile * units, units_n - units));
+    let k4 = k.let_("k4", kk / 4u32);
+    let k_units = k.let_("k_units", kk / UNIT_K);
+    let last_row = k.let_("last_row", m - 1u32);
+    let word_stride = k.let_("word_stride", n * 8u32);
+    let (split_index, begin, end) = if split {
+        let splits = k.let_("splits", threadgroups_per_grid().z());
+        let z = k.let_("split", threadgroup_position_in_grid().z());
+        let per_split = k.let_("per_split", k_units / splits);
+        let extra = k.let_("extra", k_units % splits);
+        let begin = k.let_("u_begin", z * per_split + min(z, extra));
+        let end = k.let_("u_end", begin + per_split + select(0u32, 1u32, z.lt(extra)));
+        (Some(z), begin, end)
+    } else {
+        (None, k.let_("u_begin", 0u32), k_units)
+    };
+    let stage_base = k.let_("stage_base", sg * (ROWS * lda));
+    let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
+    // Lane `lane` copies half4s `lane + 32·i` of the 8 × 16 the step's A tile holds.
+    let copies = ROWS * UNIT_K / 4 / SIMD_WIDTH;
+    let sources: Vec<(Ex, Ex)> = (0..copies)
+        .map(|i| {
+            let idx = k.let_(&format!("idx{i}"), lane + i * SIMD_WIDTH);
+            let row = k.let_(&format!("arow{i}"), idx / (UNIT_K / 4));
+            let quad = k.let_(&format!("aquad{i}"), idx % (UNIT_K / 4));
+            let from = k.let_(&format!("afrom{i}"), min(row0 + row, last_row) * k4 + quad);
+            let to = k.let_(&format!("ato{i}"), (stage_base + row * lda) / 4u32 + quad);
+            (from, to)
+        })
+        .collect();
+    k.for_range("r", begin + sg, end, simdgroups, |k, r| {
+        // The weights' loads first, so that A's copy does not hold them back.
+        let words_at = r * word_stride + unit0 * (UNIT_K * UNIT_N / 8);
+        let scales_at = (r * UNIT_K / group) * n + unit0 * UNIT_N;
+        let mb = k.let_("mb", matrix_load_quantized(b_tile, code, QuantLayout::Fragments, b, words_at, word_stride, scales, scales_at));
+        for (i, (from, to)) in sources.iter().enumerate() {
+            let v = k.let_(&format!("a{i}"), a4.get(*from + r * (UNIT_K / 4)));
+            k.store(stage.at(*to), v);
+        }
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+        let ma = k.let_("ma", matrix_load(a_tile, stage, stage_base, lda, false));
+        k.assign(acc, matrix_multiply_accumulate(ma, mb, acc.get()));
+        // Every lane has read the staged A before the next step overwrites it.
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+    });
+
+    // The SIMD groups' partial tiles: [simdgroup][row][column].
+    k.matrix_store(acc.get(), partials, sg * (ROWS * tile_n), tile_n, false);
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let first_col = k.let_("first_col", tile * tile_n);
+    k.for_range("o", thread_index_in_threadgroup(), ROWS * tile_n, threads, |k, o| {
+        let total = k.var("total", f(0.0));
+        for s in 0..simdgroups {
+            k.assign(total, total.get() + partials.get(o + s * (ROWS * tile_n)));
+        }
+        let row = k.let_("row", row0 + o / tile_n);
+        let col = k.let_("col", unit0 * UNIT_N + o % tile_n);
+        let at = match split_index {
+            Some(z) => (z * m + row) * n + col,
+            None => row * n + col,
+        };
+        k.if_(row.lt(m).and(col.ge(first_col)), |k| store_f32(k, c, at, total.get()));
+    });
+    finish(k)
+}
+
+/// The most rows `enigma_ops::Ops::qmatmul` gives this kernel (fragment-
+/// ordered weights; the tensor-core GEMM above). On an H100 at seed 002's
+/// four shapes it took 9.4–17.6 µs at M = 1, 4 and 8 alike against the
+/// GEMM's 12.8–22.1, and 27.6 against 19.9 µs at M = 16 (`BENCHMARKS.md`).
+pub const DECODE_ROWS: u32 = ROWS;
+
+/// A planned [`qmatmul_fragments`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragmentsPlan {
+    pub format: Format,
+    pub out: DType,
+    /// Fragment units (16 columns each) per column tile.
+    pub units: u32,
+    pub threads: u32,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub group: u32,
+    /// K split over this many threadgroups (grid z); above 1 the kernel is
+    /// [`qmatmul_fragments_splitk`], its slices summed by `gemm::splitk_reduce`.
+    pub splits: u32,
+    pub dispatch: Dispatch,
+}
+
+impl FragmentsPlan {
+    /// The kernel: [`qmatmul_fragments`], or [`qmatmul_fragments_splitk`] with K split.
+    pub fn kernel(&self) -> Kernel {
+        if self.splits > 1 {
+            qmatmul_fragments_splitk(self.format, self.units, self.threads)
+        } else {
+            qmatmul_fragments(self.format, self.out, self.units, self.threads)
+        }
+    }
+}
+
+/// Threadgroup memory of a kernel: the staged A (`[S][8][64 + PAD]` f16)
+/// and the SIMD groups' partial tiles (`[S][8][16·units]` f32).
+pub fn threadgroup_bytes(units: u32, threads: u32) -> u64 {
+    let simdgroups = (threads / SIMD_WIDTH) as u64;
+    simdgroups * (ROWS * (UNIT_K + gemm::PAD)) as u64 * 2 + simdgroups * (ROWS * units * UNIT_N) as u64 * 4
+}
+
+/// Plans [`qmatmul_fragments`] for `C[M, N] = A[M, K] · dequant(B)` with
+/// `group` K values per scale. The default tile is two units (32 columns,
+/// 256 threads) where that still gives `min_tiles` column tiles (on a GPU
+/// two per compute unit), else one unit with 512 threads, so that a narrow
+/// N keeps more SIMD groups per tile: on an H100 at M = 1, N = K = 4096,
+/// 9.5 µs against 12.0, and at N = 11008 17.2 against 20.5 µs the other way
+/// round. `threads` replaces the default's (with one unit where two would
+/// not fit threadgroup memory); `splits` (default 1: split in
+/// two or three, every shape measured slower) splits K over threadgroups.
+pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: Option<u32>, splits: Option<u32>, min_tiles: u32) -> Result<FragmentsPlan, ShapeError> {
+    let name = format!("qmatmul_{format}_{out}_fragments");
+    if format.quant_code().is_none() {
+        return Err(ShapeError::new(name, format!("fragment order holds fp4 or int4 codes, not {format}")));
+    }
+    let [m32, n32, k32] = super::qmatmul::check_problem(&name, out, m, n, k, group)?;
+    let problems: Vec<String> = [
+        (!n32.is_multiple_of(UNIT_N)).then(|| format!("n a multiple of {UNIT_N} (n = {n})")),
+        (!k32.is_multiple_of(UNIT_K)).then(|| format!("k a multiple of {UNIT_K} (k = {k})")),
+        (!group.is_multiple_of(UNIT_K as usize)).then(|| format!("groups of at least {UNIT_K} K values, one scale row per unit (group = {group})")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !problems.is_empty() {
+        return Err(ShapeError::new(name, format!("fragment-ordered weights take {}", problems.join(", "))));
+    }
+    let units_n = n32 / UNIT_N;
+    let wide = units_n >= 2 && units_n / 2 >= min_tiles;
+    let t = check_threads(&name, threads.unwrap_or(if wide { 256 } else { 512 }))?;
+    let units = if wide && threadgroup_bytes(2, t) <= MAX_THREADGROUP_MEMORY { 2 } else { 1 };
+    let bytes = threadgroup_bytes(units, t);
+    if bytes > MAX_THREADGROUP_MEMORY {
+        return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY}")));
+    }
+    let k_units = k32 / UNIT_K;
+    let max_splits = k_units.min(gemm::MAX_SPLITS);
+    let splits = match splits {
+        Some(s) if !(1..=max_splits).contains(&s) => {
+            return Err(ShapeError::new(name, format!("{s} K splits; between 1 and {max_splits} (the {k_units} units of {UNIT_K} K values, at most {})", gemm::MAX_SPLITS)))
+        }
+        Some(s) => s,
+        None => 1,
+    };
+    if splits > 1 {
+        to_u32(&name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
+    }
+    Ok(FragmentsPlan {
+        format,
+        out,
+        units,
+        threads: t,
+        m: m32,
+        n: n32,
+        k: k32,
+        group: group as u32,
+        splits,
+        dispatch: Dispatch::threadgroups([units_n.div_ceil(units), m32.div_ceil(ROWS), splits], t),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the plan counts as threadgroup memory is what the kernel declares.
+    #[test]
+    fn the_plan_counts_the_kernels_threadgroup_memory() {
+        for (units, threads) in [(1, 512), (2, 256), (4, 128)] {
+            let kernel = qmatmul_fragments(Format::Int4, DType::F16, units, threads);
+            let declared: u64 = kernel.threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+            assert_eq!(declared, threadgroup_bytes(units, threads), "u{units} t{threads}");
+        }
+    }
+
+    #[test]
+    fn the_plan_picks_the_tile_and_refuses_what_the_layout_cannot_hold() {
+        let p = |n, min_tiles| plan(Format::Int4, DType::F16, [1, n, 4096, 128], None, None, min_tiles).unwrap();
+        // N = 11008 on 132 compute units: 344 two-unit tiles ≥ 264.
+        assert_eq!((p(11008, 264).units, p(11008, 264).threads, p(11008, 264).dispatch.size), (2, 256, [344, 1, 1]));
+        // N = 4096: 128 two-unit tiles would be too few.
+        assert_eq!((p(4096, 264).units, p(4096, 264).threads, p(4096, 264).dispatch.size), (1, 512, [256, 1, 1]));
+        // 48 columns: three units, the second tile overlapping the first.
+        assert_eq!(p(48, 0).dispatch.size, [2, 1, 1]);
+        let err = |shape: [usize; 4], format| plan(format, DType::F16, shape, None, None, 0).unwrap_err().to_string();
+        assert!(err([1, 40, 128, 128], Format::Int4).contains("n a multiple of 16 (n = 40)"), "{}", err([1, 40, 128, 128], Format::Int4));
+        assert!(err([1, 32, 96, 32], Format::Fp4).contains("k a multiple of 64 (k = 96)"));
+        assert!(err([1, 32, 128, 32], Format::Int4).contains("group = 32"));
+        assert!(err([1, 32, 128, 64], Format::MlxAffine).contains("not mlx_affine"));
+        let split = plan(Format::Int4, DType::F16, [1, 32, 128, 64], None, Some(3), 0).unwrap_err().to_string();
+        assert!(split.contains("3 K splits; between 1 and 2"), "{split}");
+        // 512 threads of two-unit tiles would not fit: one unit.
+        assert_eq!(plan(Format::Int4, DType::F16, [1, 64, 128, 64], Some(512), None, 0).unwrap().units, 1);
+        let memory = plan(Format::Int4, DType::F16, [1, 64, 128, 64], Some(1024), None, 0).unwrap_err().to_string();
+        assert!(memory.contains("threadgroup memory"), "{memory}");
+    }
+}
