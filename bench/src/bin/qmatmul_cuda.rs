@@ -224,12 +224,12 @@ fn main() {
             // Per element: the sum of |products| (for MLX's affine format
             // of |scale · code · a| + |bias · a|, which its kernel sums
             // apart), and the bound with no staging rounding; the
-            // tensor-core kernel adds one f16 rounding of each dequantized
+            // tensor-core kernels add one f16 rounding of each dequantized
             // weight (|products| · 2^-11), the decode kernel its f16
-            // partial sums (`qmatmul::f16_product_error`).
+            // partial sums (`qmatmul::kernel_product_error`).
             let abs_sums = q.abs_products(&a, m);
-            let bound = |i: usize, staged: bool| {
-                let staging = if staged { ElemType::F16.unit_roundoff() } else { qmatmul::f16_product_error(format) };
+            let bound = |i: usize, kernel: &str| {
+                let staging = qmatmul::kernel_product_error(kernel, format);
                 abs_sums[i] * (f32::EPSILON as f64 * levels + staging) + want[i].abs() * ElemType::F16.unit_roundoff() * 1.01 + ElemType::F16.underflow_error() * 1.01
             };
             let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
@@ -313,8 +313,7 @@ fn main() {
                 let splits = launch.dispatch.size[2];
                 let kernels: Vec<&str> = launches.iter().map(|l| l.kernel.as_str()).collect();
                 let got = download(&first, Scalar::F16, m * n).unwrap_or_else(|e| panic!("{e}"));
-                let staged = launch.kernel.starts_with("qgemm");
-                let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, staged)) || g.is_nan()).count();
+                let failures = got.iter().zip(&want).enumerate().filter(|(i, (g, w))| ((*g - *w).abs() > bound(*i, &launch.kernel)) || g.is_nan()).count();
                 let max_abs_error = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
                 // Held: each call in a batch the device starts only once the
                 // host has queued it (`Runtime::begin_held_batch`), so the

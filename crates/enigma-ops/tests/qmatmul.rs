@@ -67,7 +67,7 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
         // default; the fused one always) take value · scale rounded to f16:
         // one more rounding per weight. The decode kernel sums INT4 products
         // in f16, a few at a time.
-        let staged = if launches[0].kernel.starts_with("qgemm") || launches[0].kernel.contains("_fragments") { ElemType::F16.unit_roundoff() } else { qmatmul::f16_product_error(format) };
+        let staged = qmatmul::kernel_product_error(&launches[0].kernel, format);
         let bound = abs * (1e-6 + staged) + want[i].abs() * out.unit_roundoff() * 1.01 + 1e-7;
         assert!((got[i] - want[i]).abs() <= bound, "{format} {out} {m}x{n}x{k} g{group} {options:?}: C[{r}][{col}] = {} want {} (bound {bound})", got[i], want[i]);
     }

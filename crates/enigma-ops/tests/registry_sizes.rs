@@ -33,8 +33,11 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 // Seed 002's fused kernel at any M.
                 assert!(first_kernel(&auto).starts_with("qgemm_fused_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("qmatmul_fragments_") {
-                // Weights in fragment order: the tensor-core kernel at any M.
-                assert!(first_kernel(&auto).starts_with("qgemm_") && first_kernel(&auto).ends_with("_fragments"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+                // Weights in fragment order: the decode row up to its rows,
+                // the tensor-core GEMM above.
+                let decode = shape[0] <= enigma_kernels::library::qmatmul_fragments::DECODE_ROWS as usize;
+                let kernel = first_kernel(&auto);
+                assert!(if decode { kernel.starts_with("qmatmul_") && kernel.contains("_fragments_u") } else { kernel.starts_with("qgemm_") && kernel.ends_with("_fragments") }, "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");

@@ -147,6 +147,19 @@ pub fn f16_product_error(format: Format) -> f64 {
     }
 }
 
+/// The rounding the quantized matmul kernel named `kernel` adds beyond f32
+/// summation, relative to Σ|a · w|: the tensor-core kernels (`qgemm_*`,
+/// and `qmatmul_*_fragments_*`, [`super::qmatmul_fragments`]) round each
+/// weight times its scale to f16 (f16's unit roundoff), this decode kernel
+/// [`f16_product_error`].
+pub fn kernel_product_error(kernel: &str, format: Format) -> f64 {
+    if kernel.starts_with("qgemm") || kernel.contains("_fragments") {
+        DType::F16.unit_roundoff()
+    } else {
+        f16_product_error(format)
+    }
+}
+
 /// One SIMD group's staged A for a chunk: its 16-byte vectors and their
 /// type. INT4 stages f16 pairs, one `uint4` per row and word; FP4 f32, two
 /// `float4`s per row and word.
