@@ -360,9 +360,9 @@ def quantize(w, format="fp4", group=None, *, layout="rows"):
     With ``layout="fragments"`` (``"fp4"``, ``"int4"``) the same codes come
     in the tensor cores' fragment order, ``packed`` uint32 [K/64, 8·N] (units
     of 64 K values × 16 columns, 128 words each, a lane's four words
-    together), which :func:`qmatmul` reads with ``layout="fragments"``
-    through its tensor-core kernel at every M; K must be a multiple of 64
-    and N of 16.
+    together), which :func:`qmatmul` reads with ``layout="fragments"`` on
+    the tensor cores at every M (a decode kernel up to 8 rows, the GEMM's
+    tiles above); K must be a multiple of 64 and N of 16.
 
     K must be a multiple of 8 and of ``group`` (32, 64 or 128); a bad shape
     raises ``ValueError`` naming the numbers."""
