@@ -27,10 +27,11 @@
 //! M, once per tile of `--fused-tiles`: `auto` for seed 002 §9.1's tile for
 //! M, or `TMxTNxTK/ROWSxCOLS` such as the seed's `64x64x32/2x2`,
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
-//! or each count of `--splits`), and `fragments` (the separate kernel on the
-//! same weights packed in fragment order, `QuantizedWeights::upload_in`,
-//! through `Ops::qmatmul` at any M, with the tiles, stages and splits of
-//! `separate`). Each row names its `variant` (and for `separate`, `fused`
+//! or each count of `--splits`), and `fragments` (the same weights packed in
+//! fragment order, `QuantizedWeights::upload_in`, through `Ops::qmatmul`:
+//! up to 8 rows the decode row `qmatmul_fragments` with the splits of
+//! `--splits`, above them the separate kernel with the tiles, stages and
+//! splits of `separate`). Each row names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
 //! `--split-sum kernel` has the tensor-core kernels sum their K splits
 //! themselves (`Options::split_sum`, one dispatch) instead of the
@@ -128,11 +129,23 @@ struct Args {
 
 /// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
 fn tiles(flag: &str, value: &str) -> Vec<Option<GemmTile>> {
-    value.split(',').map(|t| if t.trim() == "auto" { None } else { Some(t.trim().parse().unwrap_or_else(|e| panic!("{flag}: {e}"))) }).collect()
+    value.split(',').map(|t| if t.trim() == "auto" { None } else { Some(t.trim().parse().unwrap_or_else(|e| usage_error(&format!("{flag}: {e}")))) }).collect()
 }
 
 fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
-    text.split(',').map(|p| p.trim().parse().unwrap_or_else(|_| panic!("{flag}: `{p}` is not a number"))).collect()
+    text.split(',').map(|p| p.trim().parse().unwrap_or_else(|_| usage_error(&format!("{flag}: `{p}` is not a number")))).collect()
+}
+
+/// The flags, for `--help` and after a bad command line.
+const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
+[--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments] \
+[--separate-tiles auto,TMxTNxTK/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel]
+(the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
+
+/// Prints `message` and the flags to stderr and exits with status 2.
+fn usage_error(message: &str) -> ! {
+    eprintln!("qmatmul_cuda: {message}\n{USAGE}");
+    std::process::exit(2)
 }
 
 fn parse_args() -> Args {
@@ -155,14 +168,18 @@ fn parse_args() -> Args {
         split_sum: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        std::process::exit(0);
+    }
     for pair in argv.chunks(2) {
-        let (flag, value) = (pair[0].as_str(), pair.get(1).map(String::as_str).unwrap_or_else(|| panic!("{} needs a value", pair[0])));
+        let (flag, value) = (pair[0].as_str(), pair.get(1).map(String::as_str).unwrap_or_else(|| usage_error(&format!("{} needs a value", pair[0]))));
         match flag {
             "--m" => a.m = list(flag, value),
             "--n" => a.n = list(flag, value)[0],
             "--k" => a.k = list(flag, value)[0],
             "--group" => a.group = list(flag, value)[0],
-            "--formats" => a.formats = value.split(',').map(|f| QuantFormat::parse(f).unwrap_or_else(|e| panic!("{e}"))).collect(),
+            "--formats" => a.formats = value.split(',').map(|f| QuantFormat::parse(f).unwrap_or_else(|e| usage_error(&e.to_string()))).collect(),
             "--threads" => a.threads = list(flag, value),
             "--cols" => a.cols = list(flag, value),
             "--words" => a.words = list(flag, value),
@@ -172,7 +189,7 @@ fn parse_args() -> Args {
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
                 if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments"].contains(&v.as_str())) {
-                    panic!("--variants: `{v}` is not decode, separate, fused or fragments");
+                    usage_error(&format!("--variants: `{v}` is not decode, separate, fused or fragments"));
                 }
             }
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
@@ -182,10 +199,10 @@ fn parse_args() -> Args {
                 a.split_sum = Some(match value {
                     "reduction" => SplitSum::Reduction,
                     "kernel" => SplitSum::LastThreadgroup,
-                    other => panic!("--split-sum: `{other}` is not reduction or kernel"),
+                    other => usage_error(&format!("--split-sum: `{other}` is not reduction or kernel")),
                 })
             }
-            other => panic!("unknown flag {other} (see the header of bench/src/bin/qmatmul_cuda.rs)"),
+            other => usage_error(&format!("unknown flag {other}")),
         }
     }
     a

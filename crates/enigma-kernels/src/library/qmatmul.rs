@@ -192,6 +192,21 @@ fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
     [decode(k, q, false, 0), decode(k, q, true, 1), decode(k, shifted, false, 2), decode(k, shifted, true, 3)]
 }
 
+/// With K split over the grid's `threadgroups_per_grid.z` threadgroups,
+/// split `z`'s run `[begin, end)` of `total` items along K (quantization
+/// groups, fragment units): contiguous, in order, the first `total %
+/// splits` splits one item more than the others. Returns `(z, begin, end)`,
+/// the bounds named `{item}_begin` and `{item}_end`.
+pub(super) fn split_run(k: &mut KernelBuilder, total: Ex, item: &str) -> (Ex, Ex, Ex) {
+    let splits = k.let_("splits", threadgroups_per_grid().z());
+    let z = k.let_("split", threadgroup_position_in_grid().z());
+    let per_split = k.let_("per_split", total / splits);
+    let extra = k.let_("extra", total % splits);
+    let begin = k.let_(&format!("{item}_begin"), z * per_split + min(z, extra));
+    let end = k.let_(&format!("{item}_end"), begin + per_split + select(0u32, 1u32, z.lt(extra)));
+    (z, begin, end)
+}
+
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
 /// group's packed words (`group_words`, by value) must be a multiple of
 /// `words`.
@@ -257,16 +272,10 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     // This SIMD group's staging area for A: [rows][words · 8] values.
     let stage_base = k.let_("stage_base", sg * stage_vecs);
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
-    // The SIMD group's first group and the end: with K split, split `z` of
-    // `splits` takes groups `[begin, end)`, the first `groups % splits`
-    // splits one group more than the others.
+    // The SIMD group's first group and the end: with K split, split `z`'s
+    // run of groups.
     let (split_index, g_start, g_end) = if split {
-        let splits = k.let_("splits", threadgroups_per_grid().z());
-        let z = k.let_("split", threadgroup_position_in_grid().z());
-        let per_split = k.let_("per_split", groups / splits);
-        let extra = k.let_("extra", groups % splits);
-        let begin = k.let_("g_begin", z * per_split + min(z, extra));
-        let end = k.let_("g_end", begin + per_split + select(0u32, 1u32, z.lt(extra)));
+        let (z, begin, end) = split_run(&mut k, groups, "g");
         (Some(z), begin + sg, end)
     } else {
         (None, sg, groups)

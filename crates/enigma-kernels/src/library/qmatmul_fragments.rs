@@ -106,12 +106,7 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
     let last_row = k.let_("last_row", m - 1u32);
     let word_stride = k.let_("word_stride", n * 8u32);
     let (split_index, begin, end) = if split {
-        let splits = k.let_("splits", threadgroups_per_grid().z());
-        let z = k.let_("split", threadgroup_position_in_grid().z());
-        let per_split = k.let_("per_split", k_units / splits);
-        let extra = k.let_("extra", k_units % splits);
-        let begin = k.let_("u_begin", z * per_split + min(z, extra));
-        let end = k.let_("u_end", begin + per_split + select(0u32, 1u32, z.lt(extra)));
+        let (z, begin, end) = super::qmatmul::split_run(&mut k, k_units, "u");
         (Some(z), begin, end)
     } else {
         (None, k.let_("u_begin", 0u32), k_units)
