@@ -66,7 +66,7 @@ pub fn qmatmul_fragments(format: Format, out: DType, units: u32, threads: u32) -
 /// The first pass with K split over threadgroups (`threadgroups_per_grid.z`
 /// splits): `qmatmul_{format}_f32_fragments_u{units}_t{threads}_splitk`,
 /// writing slice `z` of the f32 workspace `[splits][M][N]` in `c`. Panics
-/// as [`qmatmul_fragments`].
+/// as [`qmatmul_fragments()`].
 pub fn qmatmul_fragments_splitk(format: Format, units: u32, threads: u32) -> Kernel {
     build(format, DType::F32, units, threads, true)
 }
@@ -167,7 +167,7 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
 /// GEMM's 12.8–22.1, and 27.6 against 19.9 µs at M = 16 (`BENCHMARKS.md`).
 pub const DECODE_ROWS: u32 = ROWS;
 
-/// A planned [`qmatmul_fragments`].
+/// A planned [`qmatmul_fragments()`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragmentsPlan {
     pub format: Format,
@@ -186,7 +186,7 @@ pub struct FragmentsPlan {
 }
 
 impl FragmentsPlan {
-    /// The kernel: [`qmatmul_fragments`], or [`qmatmul_fragments_splitk`] with K split.
+    /// The kernel: [`qmatmul_fragments()`], or [`qmatmul_fragments_splitk`] with K split.
     pub fn kernel(&self) -> Kernel {
         if self.splits > 1 {
             qmatmul_fragments_splitk(self.format, self.units, self.threads)
@@ -203,7 +203,7 @@ pub fn threadgroup_bytes(units: u32, threads: u32) -> u64 {
     simdgroups * (ROWS * (UNIT_K + gemm::PAD)) as u64 * 2 + simdgroups * (ROWS * units * UNIT_N) as u64 * 4
 }
 
-/// Plans [`qmatmul_fragments`] for `C[M, N] = A[M, K] · dequant(B)` with
+/// Plans [`qmatmul_fragments()`] for `C[M, N] = A[M, K] · dequant(B)` with
 /// `group` K values per scale. The default tile is two units (32 columns,
 /// 256 threads) where that still gives `min_tiles` column tiles (on a GPU
 /// two per compute unit), else one unit with 512 threads, so that a narrow
