@@ -72,13 +72,14 @@ pub use enigma_kernels::library::gemm::SplitSum;
 pub use enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as QMATMUL_DECODE_ROWS;
 
 /// Whether [`Ops::qmatmul`] runs the decode kernel for `m` rows with
-/// `options` (seed 002's layout): up to [`QMATMUL_DECODE_ROWS`] rows, or at
-/// any M when the options ask for the decode kernel's own blocking (rows,
-/// columns per thread, packed words) or for no vector loads; else the
-/// tensor-core kernel.
+/// `options` (seed 002's layout): at any M when the options ask for the
+/// decode kernel's own blocking (rows, columns per thread, packed words) or
+/// for no vector loads; else up to [`QMATMUL_DECODE_ROWS`] rows unless they
+/// ask for K splits summed in the kernel, which the tensor-core kernel has
+/// and the decode kernel has not; else the tensor-core kernel.
 pub(crate) fn qmatmul_takes_decode_kernel(m: usize, options: &Options) -> bool {
     let decode_options = [options.rows_per_threadgroup, options.columns_per_thread, options.unroll].iter().any(Option::is_some) || options.vectorize == Some(false);
-    m <= QMATMUL_DECODE_ROWS as usize || decode_options
+    decode_options || (m <= QMATMUL_DECODE_ROWS as usize && options.split_sum != Some(SplitSum::LastThreadgroup))
 }
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
@@ -954,8 +955,9 @@ impl<'rt> Ops<'rt> {
     /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
     /// (f32 or f16), accumulated in f32. Weights in fragment order take
     /// `qmatmul_fragments` up to `qmatmul_fragments::DECODE_ROWS` rows (unless
-    /// [`Options::gemm_tile`] or [`Options::stages`] asks for the tensor-core
-    /// GEMM) and the GEMM above. The INT4 decode kernel (M up to
+    /// [`Options::gemm_tile`], [`Options::stages`] or splits summed in the
+    /// kernel, [`Options::split_sum`], ask for the tensor-core GEMM) and the
+    /// GEMM above. The INT4 decode kernel (M up to
     /// `QMATMUL_DECODE_ROWS`) sums each packed word's products in f16 four
     /// at a time before widening them (`qmatmul::f16_product_error`),
     /// finite for |a| ≤ 16376.
@@ -965,7 +967,10 @@ impl<'rt> Ops<'rt> {
         if let Some(biases) = &w.biases {
             return self.launch_affine(a, w, biases, m, out);
         }
-        if w.layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize && self.options.gemm_tile.is_none() && self.options.stages.is_none() {
+        // The GEMM's own options (a tile, stages, splits summed in the
+        // kernel) ask for the GEMM.
+        let gemm_asked = self.options.gemm_tile.is_some() || self.options.stages.is_some() || self.options.split_sum == Some(SplitSum::LastThreadgroup);
+        if w.layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked {
             return self.launch_fragments_decode(a, w, m, out);
         }
         if !qmatmul_takes_decode_kernel(m, &self.options) || w.layout != QuantLayout::Rows {

@@ -173,8 +173,10 @@ fn fragment_ordered_weights_match_the_reference() {
         for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (3, 16, 128, 64, None), (5, 48, 192, 64, None), (8, 48, 192, 64, Some(3)), (16, 128, 128, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
             for out in [ElemType::F32, ElemType::F16] {
                 // The tensor-core kernel sums its splits (asked for: the
-                // reduction is the default); the decode row always reduces.
-                let split_sum = splits.map(|_| SplitSum::LastThreadgroup);
+                // reduction is the default); the decode row reduces, so
+                // asking for the kernel's own sum there takes the GEMM
+                // (checked below).
+                let split_sum = splits.filter(|_| m > qmatmul_fragments::DECODE_ROWS as usize).map(|_| SplitSum::LastThreadgroup);
                 let options = Options { k_splits: splits, split_sum, sanitize: true, ..Options::default() };
                 let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
                 if m <= qmatmul_fragments::DECODE_ROWS as usize {
@@ -190,6 +192,11 @@ fn fragment_ordered_weights_match_the_reference() {
             }
         }
     }
+    // Asking for splits summed in the kernel at a decode row's M takes the
+    // GEMM, which has them.
+    let asked = Options { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), sanitize: true, ..Options::default() };
+    let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F16, [2, 128, 256], 128, &asked, Path::Fragments);
+    assert!(kernels.len() == 1 && kernels[0].starts_with("qgemm") && kernels[0].contains("_splitk_sum"), "{kernels:?}");
     // Group 32 is shallower than the layout's 64-deep units; the MLX format
     // and shapes off the units have no fragment order.
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(64 * 16, 3), 64, 16, 32).unwrap();
@@ -230,12 +237,16 @@ fn summing_splits_in_the_kernel_needs_device_fences() {
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
     let asked = Options { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..Options::default() };
-    let err = enigma_ops::Ops::new(&rt).with_options(asked).qmatmul(&a, &w, 16, ElemType::F32).unwrap_err().to_string();
+    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 16, ElemType::F32).unwrap_err().to_string();
     assert!(err.contains("device-scope fences") && err.contains("without device-scope fences"), "{err}");
     let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
     ops.qmatmul(&a, &w, 16, ElemType::F32).unwrap();
     let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
     assert!(names.len() == 2 && names[1].starts_with("gemm_splitk_reduce"), "{names:?}");
+    // At a decode kernel's M, asking for the kernel's own sum takes the
+    // tensor-core kernel, which has it (and so, here, the same refusal).
+    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 1, ElemType::F32).unwrap_err().to_string();
+    assert!(err.contains("without device-scope fences"), "{err}");
     // With the fences, the tensor-core kernel's default sums in the kernel
     // at one row only.
     let rt = Runtime::new(Device::Sim).unwrap();
