@@ -441,8 +441,10 @@ def qmatmul(a, packed, scales, format="fp4", out_dtype=np.float16, *, biases=Non
     fused kernel, B
     dequantized per SIMD group through one 8×8 fragment); the last two read
     ``"fp4"`` and ``"int4"`` only. Weights from ``quantize(...,
-    layout="fragments")`` take ``layout="fragments"``: the tensor-core
-    kernel at every M (``"fused"`` reads the rows layout only)."""
+    layout="fragments")`` take ``layout="fragments"``: the tensor cores at
+    every M, with ``"auto"`` a decode kernel up to 8 rows and the tiled
+    kernel above, with ``"separate"`` the tiled kernel (``"fused"`` reads
+    the rows layout only)."""
     if variant not in ("auto", "separate", "fused"):
         raise ValueError(f"qmatmul's variant is 'auto', 'separate' or 'fused', not {variant!r}")
     format = _format(format)

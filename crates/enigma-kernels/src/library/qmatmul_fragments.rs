@@ -4,8 +4,8 @@
 //! [`super::quant::QuantizedMatrix::packed_in`]) with f16 scales per group
 //! in seed 002's `[K/group][N]`, `C` in f32 or f16, f32 accumulation.
 //!
-//! The tensor-core GEMM ([`super::gemm::qgemm`]) takes the same words from
-//! 16 rows up; this kernel is its decode row (M ≤ 8 per threadgroup), so
+//! The tensor-core GEMM ([`super::gemm::qgemm`]) takes the same words above
+//! [`DECODE_ROWS`] rows; this kernel is its decode row (8 rows per threadgroup), so
 //! that one packing serves every M. It is built for the few instructions
 //! per weight a bandwidth-bound kernel can afford:
 //! * **Weights straight to registers.** A SIMD group's B tile is `units`
