@@ -96,7 +96,7 @@ impl QuantLayout {
 
     /// The rows and columns a tile (and a packed matrix) in this layout is a
     /// multiple of: 8 × 1 for rows, 64 × 16 for fragments.
-    pub fn unit(self) -> (u32, u32) {
+    pub const fn unit(self) -> (u32, u32) {
         match self {
             QuantLayout::Rows => (8, 1),
             QuantLayout::Fragments => (64, 16),

@@ -81,6 +81,15 @@ pub(crate) fn qmatmul_takes_decode_kernel(m: usize, options: &Options) -> bool {
     let decode_options = [options.rows_per_threadgroup, options.columns_per_thread, options.unroll].iter().any(Option::is_some) || options.vectorize == Some(false);
     decode_options || (m <= QMATMUL_DECODE_ROWS as usize && options.split_sum != Some(SplitSum::LastThreadgroup))
 }
+/// Whether [`Ops::qmatmul`] runs the decode row on weights in fragment order
+/// (`qmatmul_fragments`) for `m` rows with `options`: up to
+/// `qmatmul_fragments::DECODE_ROWS` rows, unless the options ask for the
+/// tensor-core GEMM's own features (a tile, stages, K splits summed in the
+/// kernel); else the GEMM.
+pub(crate) fn qmatmul_takes_fragment_decode_row(m: usize, options: &Options) -> bool {
+    let gemm_asked = options.gemm_tile.is_some() || options.stages.is_some() || options.split_sum == Some(SplitSum::LastThreadgroup);
+    m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked
+}
 pub use enigma_kernels::library::{DType as ElemType, ReduceOp as Reduction, ShapeError};
 pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 
@@ -967,10 +976,7 @@ impl<'rt> Ops<'rt> {
         if let Some(biases) = &w.biases {
             return self.launch_affine(a, w, biases, m, out);
         }
-        // The GEMM's own options (a tile, stages, splits summed in the
-        // kernel) ask for the GEMM.
-        let gemm_asked = self.options.gemm_tile.is_some() || self.options.stages.is_some() || self.options.split_sum == Some(SplitSum::LastThreadgroup);
-        if w.layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked {
+        if w.layout == QuantLayout::Fragments && qmatmul_takes_fragment_decode_row(m, &self.options) {
             return self.launch_fragments_decode(a, w, m, out);
         }
         if !qmatmul_takes_decode_kernel(m, &self.options) || w.layout != QuantLayout::Rows {

@@ -31,9 +31,11 @@
 //!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
 //!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
 //!   kernel's check (or the group, for a slice) refuses it.
-//! * **Fragment-order candidates** (`qmatmul_fragments_*`): the
-//!   tensor-core kernel's tiles with 64-deep slices at every M (the decode
-//!   kernel does not read that layout).
+//! * **Fragment-order candidates** (`qmatmul_fragments_*`): up to
+//!   `qmatmul_fragments::DECODE_ROWS` rows the decode row's threadgroup
+//!   sizes, and at every M the tensor-core kernel's tiles with 64-deep
+//!   slices (the decode kernel on seed 002's words does not read that
+//!   layout).
 //! * **Fused quantized candidates** (`qmatmul_fused_*`): seed 002's four
 //!   tiles (§9.1's choices over 4 SIMD groups), skipped where the device
 //!   cannot hold them.
@@ -279,7 +281,7 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
-    if layout == QuantLayout::Fragments && m <= qmatmul_fragments::DECODE_ROWS as usize {
+    if layout == QuantLayout::Fragments && crate::qmatmul_takes_fragment_decode_row(m, &Options::default()) {
         // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
         for threads in [128, 256, 512, 1024] {
             let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));

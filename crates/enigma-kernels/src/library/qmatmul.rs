@@ -586,6 +586,20 @@ pub(super) fn check_problem(name: &str, out: DType, m: usize, n: usize, k: usize
     Ok(dims)
 }
 
+/// Checks `splits`, a K split asked of a kernel whose K comes in `items`
+/// (`what` names them): 1 up to the items, at most `gemm::MAX_SPLITS`, and
+/// with more than one the `[splits][M][N]` workspace within u32.
+pub(super) fn check_k_splits(name: &str, splits: u32, items: u32, what: &str, m: usize, n: usize) -> Result<u32, ShapeError> {
+    let max_splits = items.min(super::gemm::MAX_SPLITS);
+    if !(1..=max_splits).contains(&splits) {
+        return Err(ShapeError::new(name, format!("{splits} K splits; between 1 and {max_splits} (the {items} {what}, at most {})", super::gemm::MAX_SPLITS)));
+    }
+    if splits > 1 {
+        to_u32(name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
+    }
+    Ok(splits)
+}
+
 /// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
 /// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
 /// choice).
@@ -634,17 +648,10 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
     let row_blocks = m32.div_ceil(rows);
     let groups = k32 / group as u32;
-    let max_splits = groups.min(super::gemm::MAX_SPLITS);
     let splits = match options.splits {
-        Some(s) if !(1..=max_splits).contains(&s) => {
-            return Err(ShapeError::new(name, format!("{s} K splits; between 1 and {max_splits} (the {groups} quantization groups of k = {k}, at most {})", super::gemm::MAX_SPLITS)))
-        }
-        Some(s) => s,
+        Some(s) => check_k_splits(&name, s, groups, &format!("quantization groups of k = {k}"), m, n)?,
         None => default_splits(tiles * row_blocks, groups, t / SIMD_WIDTH, options.compute_units),
     };
-    if splits > 1 {
-        to_u32(&name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
-    }
     Ok(QmatmulPlan {
         format,
         out,

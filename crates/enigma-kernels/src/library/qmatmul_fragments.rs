@@ -47,10 +47,10 @@ use enigma_ir::{Access, Kernel, MatrixType, QuantLayout, Type};
 
 /// Rows of C per threadgroup (one tensor-core fragment of rows).
 pub const ROWS: u32 = 8;
-/// K values per step (the fragment unit's rows).
-pub const UNIT_K: u32 = 64;
+/// K values per step (the fragment unit's rows, [`QuantLayout::unit`]).
+pub const UNIT_K: u32 = QuantLayout::Fragments.unit().0;
 /// Columns per fragment unit.
-pub const UNIT_N: u32 = 16;
+pub const UNIT_N: u32 = QuantLayout::Fragments.unit().1;
 /// The unit counts a SIMD group's B tile may take.
 pub const UNITS: [u32; 3] = [1, 2, 4];
 
@@ -237,18 +237,10 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
     if bytes > MAX_THREADGROUP_MEMORY {
         return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY}")));
     }
-    let k_units = k32 / UNIT_K;
-    let max_splits = k_units.min(gemm::MAX_SPLITS);
     let splits = match splits {
-        Some(s) if !(1..=max_splits).contains(&s) => {
-            return Err(ShapeError::new(name, format!("{s} K splits; between 1 and {max_splits} (the {k_units} units of {UNIT_K} K values, at most {})", gemm::MAX_SPLITS)))
-        }
-        Some(s) => s,
+        Some(s) => super::qmatmul::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
         None => 1,
     };
-    if splits > 1 {
-        to_u32(&name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
-    }
     Ok(FragmentsPlan {
         format,
         out,
