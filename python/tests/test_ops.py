@@ -151,3 +151,15 @@ def test_matmul_matches_numpy_at_awkward_shapes():
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0, atol=k * 1e-6 + 1e-6)
     with pytest.raises(ValueError, match="inner sizes must match"):
         enigma.ops.matmul(np.zeros((2, 3), np.float32), np.zeros((4, 2), np.float32), device="cpu")
+
+
+def test_matmul_takes_device_arrays_of_any_shape():
+    # Device arrays hold exactly their matrices' bytes: 67×45 f32 is 12060
+    # bytes, not a whole number of 16-byte vectors; 32×16 is.
+    rng = np.random.default_rng(8)
+    for (m, n, k), dtype in [((67, 101, 45), np.float32), ((32, 24, 16), np.float32), ((9, 20, 13), np.float16)]:
+        a = rng.integers(-6, 7, (m, k)).astype(dtype)
+        b = rng.integers(-5, 6, (k, n)).astype(dtype)
+        c = enigma.ops.matmul(enigma.asarray(a, device="cpu"), enigma.asarray(b, device="cpu"))
+        # Small integers: every product and sum is exact in f32.
+        np.testing.assert_array_equal(np.asarray(c), a.astype(np.float64) @ b.astype(np.float64))

@@ -441,6 +441,35 @@ impl<'rt> Ops<'rt> {
         }
     }
 
+    /// The buffer a GEMM-family kernel's vector parameter (`a4`, `b4`: the
+    /// 4-element vector view of the matrix `buf`, whose rows hold `row_len`
+    /// elements) is bound to. Those kernels read the view only for a matrix
+    /// whose rows are whole vectors (`row_len` a multiple of 4) and otherwise
+    /// load scalars (`library::gemm` and `library::sgemm`, module docs), so:
+    /// `buf` itself viewed as `vector` where that binds
+    /// ([`Buffer::viewed_as`]: typed buffers of the same scalar too); a
+    /// one-vector placeholder the kernel never reads where the rows are not
+    /// whole vectors; an error naming the sizes where they are but the
+    /// buffer's size is not a whole number of vectors (a buffer longer than
+    /// the matrix by an odd tail).
+    fn vector_view(&self, op: &str, what: &str, buf: &Buffer, vector: Type, row_len: usize) -> Result<Buffer, Error> {
+        if let Some(view) = buf.viewed_as(vector) {
+            return Ok(view);
+        }
+        if !row_len.is_multiple_of(4) {
+            return Ok(self.rt.buffer_bytes(vector.size_bytes() as usize)?);
+        }
+        Err(arg_err(
+            op,
+            format!(
+                "`{what}` ({} bytes{}) cannot be read as {vector}: its rows of {row_len} elements are loaded as vectors, which needs a buffer of the matrix's exact size or a multiple of {} bytes",
+                buf.len_bytes(),
+                buf.elem().map(|t| format!(" of {t}")).unwrap_or_default(),
+                vector.size_bytes()
+            ),
+        ))
+    }
+
     /// An untyped output of `elems` elements of `elem`, not zeroed: every
     /// element of every buffer the library allocates is written by its
     /// kernels before anything reads it (the sanitizer's coverage check in
@@ -762,6 +791,8 @@ impl<'rt> Ops<'rt> {
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
         let plan = self.matmul_plan(input, out, mu, nu, ku)?;
         let c = self.output(out.scalar(), m.saturating_mul(n))?;
+        let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
+        let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_split(
@@ -776,8 +807,8 @@ impl<'rt> Ops<'rt> {
                 ("k", Arg::u32(ku)),
                 ("alpha", Arg::f32(1.0)),
                 ("beta", Arg::f32(0.0)),
-                ("a4", Arg::from(a)),
-                ("b4", Arg::from(b)),
+                ("a4", Arg::from(&a4)),
+                ("b4", Arg::from(&b4)),
             ],
             &c,
             out,
@@ -1010,13 +1041,14 @@ impl<'rt> Ops<'rt> {
             }
         }
         let c = self.output(out.scalar(), m * w.n)?;
+        let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
         // The decode kernel's splits are always summed by the reduction.
         self.launch_split(
             format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
             || plan.kernel(),
             plan.dispatch,
             &[
-                ("a4", Arg::from(a)),
+                ("a4", Arg::from(&a4)),
                 ("b", Arg::from(&w.packed)),
                 ("b2", Arg::from(&w.packed)),
                 ("b4", Arg::from(&w.packed)),
@@ -1113,12 +1145,13 @@ impl<'rt> Ops<'rt> {
             return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
         }
         let c = self.output(out.scalar(), m * w.n)?;
+        let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
         self.launch(
             format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
             || plan.kernel(),
             plan.dispatch,
             &[
-                ("a4", Arg::from(a)),
+                ("a4", Arg::from(&a4)),
                 ("b", Arg::from(&w.packed)),
                 ("b2", Arg::from(&w.packed)),
                 ("b4", Arg::from(&w.packed)),
@@ -1211,13 +1244,14 @@ impl<'rt> Ops<'rt> {
     fn launch_packed(&self, op: &str, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, (splits, sum): (u32, SplitSum), a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
         let c = self.output(out.scalar(), m * w.n)?;
+        let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
         self.launch_split(
             key,
             build,
             dispatch,
             &[
                 ("a", Arg::from(a)),
-                ("a4", Arg::from(a)),
+                ("a4", Arg::from(&a4)),
                 ("b", Arg::from(&w.packed)),
                 ("scales", Arg::from(&w.scales)),
                 ("m", Arg::u32(mu)),

@@ -250,3 +250,47 @@ fn a_shared_pipeline_cache_serves_later_ops_on_the_same_runtime() {
     assert_eq!(y, [0.25; 4]);
     assert_eq!(cache.len(), kernels);
 }
+
+/// A matrix in a buffer of exactly its own bytes, untyped (as an
+/// `enigma.Array` of it holds it) or typed (as a framework's tensor is
+/// wrapped), of `elem`.
+fn exact_buffer(rt: &Runtime, elem: Scalar, values: &[f32], typed: bool) -> enigma_runtime::Buffer {
+    let padded = upload(rt, elem, values).unwrap().read_bytes().unwrap();
+    let bytes = &padded[..values.len() * elem.size_bytes() as usize];
+    if typed {
+        rt.buffer_from_bytes(Type::scalar(elem), bytes).unwrap()
+    } else {
+        let buf = rt.buffer_bytes(bytes.len()).unwrap();
+        buf.write_bytes(0, bytes).unwrap();
+        buf
+    }
+}
+
+#[test]
+fn matmul_takes_buffers_of_the_matrices_exact_size_typed_or_not() {
+    // 67×45 f32 is 12060 bytes, not a whole number of float4s; 8×16 is.
+    let rt = sim();
+    for (elem, (m, n, k)) in [(Scalar::F32, (67, 101, 45)), (Scalar::F32, (8, 12, 16)), (Scalar::F16, (9, 20, 13)), (Scalar::F16, (16, 8, 24))] {
+        // Small integers: every product and sum is exact in f32 (and f16 inputs).
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32) - 6.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32) - 5.0).collect();
+        let want: Vec<f64> = (0..m * n).map(|ij| (0..k).map(|p| f64::from(a[ij / n * k + p]) * f64::from(b[p * n + ij % n])).sum()).collect();
+        for typed in [false, true] {
+            let (ab, bb) = (exact_buffer(&rt, elem, &a, typed), exact_buffer(&rt, elem, &b, typed));
+            let ops = Ops::new(&rt).with_options(Options { elem: Some(elem), ..Options::default() });
+            let c = ops.matmul(&ab, &bb, m, n, k, enigma_ops::ElemType::F32).unwrap_or_else(|e| panic!("{elem} {m}x{n}x{k} typed={typed}: {e}"));
+            assert_eq!(download(&c, Scalar::F32, m * n).unwrap(), want, "{elem} {m}x{n}x{k} typed={typed}");
+        }
+    }
+}
+
+#[test]
+fn matmul_refuses_a_longer_buffer_it_cannot_read_as_vectors() {
+    // Rows of 16 elements are read as float4s; 16·16 + 1 floats are not a
+    // whole number of them.
+    let rt = sim();
+    let a = rt.buffer_bytes((16 * 16 + 1) * 4).unwrap();
+    let b = rt.buffer_bytes(16 * 16 * 4).unwrap();
+    let e = Ops::new(&rt).matmul(&a, &b, 16, 16, 16, enigma_ops::ElemType::F32).unwrap_err().to_string();
+    assert!(e.contains("matmul") && e.contains("1028 bytes") && e.contains("rows of 16 elements"), "{e}");
+}

@@ -402,6 +402,16 @@ impl Buffer {
         self.elem
     }
 
+    /// The same memory bound as elements of `view`, where that is sound: the
+    /// buffer is untyped or holds `view`'s scalar (an `f32` buffer viewed as
+    /// `f32x4`, as MSL reads a `float` buffer through a `float4` pointer), and
+    /// its size is a whole number of `view` elements. `None` otherwise. No
+    /// copy is made: writes through either buffer are seen through the other.
+    pub fn viewed_as(&self, view: Type) -> Option<Buffer> {
+        let same_scalar = self.elem.is_none_or(|t| t.elem() == view.elem());
+        (same_scalar && self.len_bytes().is_multiple_of(view.size_bytes() as usize)).then(|| Buffer { storage: Arc::clone(&self.storage), elem: Some(view) })
+    }
+
     pub fn read_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
         let len = self.len_bytes();
         let mut out = Vec::new();
