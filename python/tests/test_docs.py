@@ -8,7 +8,9 @@ raises, exits non-zero or prints to stderr.
 
 A block that needs a GPU is marked by the line ``<!-- gpu -->`` right above
 it; it runs when ``ENIGMA_TEST_DEVICE=cuda`` (the suite's switch for GPU
-machines) and is skipped with that reason otherwise. Rust blocks are run by
+machines) and is skipped with that reason otherwise. The ``enigma`` command
+lines of the shell blocks are checked against the CLI itself: each names a
+subcommand whose ``--help`` lists every option the line uses. Rust blocks are run by
 rustdoc (``crates/enigma/src/doc_tests.rs``); every fenced block names its
 language, so rustdoc never mistakes a shell or Python block for Rust.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +79,37 @@ def test_python_block_runs_as_pasted(text, gpu, tmp_path):
     script.write_text(text, encoding="utf-8")
     run = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and not run.stderr, f"exit {run.returncode}\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}"
+
+
+def enigma_binary():
+    """The CLI to check the shell blocks against: ``$ENIGMA_BIN``, ``enigma`` on
+    the PATH, or a build in ``target/`` (None when there is none)."""
+    for candidate in (os.environ.get("ENIGMA_BIN"), shutil.which("enigma"),
+                      ROOT / "target" / "release" / "enigma", ROOT / "target" / "debug" / "enigma"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+COMMAND_LINES = [
+    pytest.param(line, id=f"{path.relative_to(ROOT)}:{start}")
+    for path in PAGES
+    for lang, start, text, _ in code_blocks(path)
+    if lang == "sh"
+    for line in text.splitlines()
+    if line.startswith("enigma ")
+]
+
+
+@pytest.mark.parametrize("line", COMMAND_LINES)
+def test_enigma_command_lines_use_real_options(line):
+    binary = enigma_binary()
+    if binary is None:
+        pytest.skip("no enigma binary (cargo install --locked --path crates/enigma, or set ENIGMA_BIN)")
+    words = shlex.split(line.split("#")[0])
+    sub = words[1]
+    assert not sub.startswith("-"), f"`{line}` names no subcommand"
+    helped = subprocess.run([binary, sub, "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0, f"`enigma {sub} --help` failed: {helped.stderr}"
+    for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
+        assert option in helped.stdout, f"`{line}`: `enigma {sub}` has no option {option}"
