@@ -191,7 +191,7 @@ pub struct Options {
     pub gemm_tile: Option<GemmTile>,
     /// GEMM and the quantized tensor-core kernel: slices of K in flight in
     /// threadgroup memory, filled by asynchronous copies (1: staged through
-    /// registers; default: 3 where they fit, else 2 where those fit, none on
+    /// registers; default: `gemm::DEFAULT_STAGES` (4), else the most that fit down to 2, none on
     /// Metal).
     pub stages: Option<u32>,
     /// Fused attention decode: how many ways each head's keys are split

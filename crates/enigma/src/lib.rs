@@ -20,3 +20,4 @@ pub use enigma_ir as ir;
 pub use enigma_kernels as kernels;
 pub use enigma_ops as ops;
 pub use enigma_runtime::{Arg, Buffer, Device, DeviceInfo, Pipeline, Runtime, RuntimeError, SpecValues, Texture, TextureFormat};
+#[cfg(doctest)] pub mod doc_tests;
