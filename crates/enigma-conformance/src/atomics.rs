@@ -374,12 +374,15 @@ pub const LAST_SUM_THREADS: u32 = 64;
 
 /// The last threadgroup sums the others' partial results: every thread of
 /// each of [`LAST_SUM_GROUPS`] threadgroups writes `values[i]·3 + group` to
-/// `partials`, the threadgroup passes a barrier, and its thread 0 fences
-/// (`device_fence()`) and takes a ticket from `counter` with
-/// `atomic_fetch_add`; the threadgroup that draws the last ticket resets the
-/// counter, fences again, and writes each thread's sum over the groups to
-/// `out`. Without `fences` the same kernel has no `device_fence()`, and its
-/// reads of the other threadgroups' partials race (the sanitizer says so).
+/// `partials` and fences (`device_fence()`: every writer's stores are
+/// ordered before the ticket), the threadgroup passes a barrier, and its
+/// thread 0 takes a ticket from `counter` with `atomic_fetch_add`; the
+/// threadgroup that draws the last ticket resets the counter, and after a
+/// barrier each of its threads fences again (every reader is ordered after
+/// the ticket: on Metal, device memory is coherent only within a
+/// threadgroup unless fenced) and writes its sum over the groups to `out`.
+/// Without `fences` the same kernel has no `device_fence()`, and its reads
+/// of the other threadgroups' partials race (the sanitizer says so).
 pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
     let mut k = KernelBuilder::new("last_threadgroup_sums");
     let values = k.buffer("values", Type::U32, Access::Read);
@@ -391,23 +394,21 @@ pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
     let group = k.let_("group", threadgroup_position_in_grid().x());
     let at = k.let_("at", group * LAST_SUM_THREADS + lid);
     k.store(partials.at(at), values.get(at) * 3u32 + group);
+    if fences {
+        k.device_fence();
+    }
     k.threadgroup_barrier(MemFlags::Device);
     k.if_(lid.eq(0u32), |k| {
-        if fences {
-            k.device_fence();
-        }
         let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
         let is_last = k.let_("is_last", ticket.eq(LAST_SUM_GROUPS - 1));
-        k.if_(is_last, |k| {
-            k.atomic(AtomicOp::Exchange, counter.at(0u32), 0u32);
-            if fences {
-                k.device_fence();
-            }
-        });
+        k.if_(is_last, |k| k.atomic(AtomicOp::Exchange, counter.at(0u32), 0u32));
         k.store(last.at(0u32), select(0u32, 1u32, is_last));
     });
     k.threadgroup_barrier(MemFlags::Threadgroup);
     k.if_(last.get(0u32).ne(0u32), |k| {
+        if fences {
+            k.device_fence();
+        }
         let sum = k.var("sum", 0u32);
         k.for_range("g", 0u32, LAST_SUM_GROUPS, 1u32, |k, g| k.assign(sum, sum.get() + partials.get(g * LAST_SUM_THREADS + lid)));
         k.store(out.at(lid), sum.get());

@@ -162,6 +162,8 @@ pub enum ValidationErrorKind {
     WriteToReadOnly { buffer: String },
     #[error("atomic operations need i32 or u32 elements (f32 for add/sub/exchange); `{memory}` holds {elem}")]
     AtomicType { memory: String, elem: Type },
+    #[error("the {operand} of `{func}` must be the same in every lane of the SIMD group (MSL spec, Table 6.14), but it depends on {cause}; {fix}")]
+    NonUniformOperand { func: &'static str, operand: &'static str, cause: String, fix: &'static str },
     #[error("{barrier} is not reached by every thread of its {group}: it sits in control flow that depends on {cause}")]
     NonUniformBarrier { barrier: &'static str, group: &'static str, cause: String },
     #[error("threadgroup memory of {bytes} bytes exceeds the device limit of {limit} bytes")]
@@ -937,8 +939,18 @@ impl<'k> Validator<'k> {
         }
         let mut types = Vec::with_capacity(args.len());
         let mut uni = Uniformity::Threadgroup;
-        for a in args {
+        for (i, a) in args.iter().enumerate() {
             let (t, u) = self.expr(a, state)?;
+            if let Some((operand, fix)) = typing::simd_uniform_operand(func, i) {
+                if u > Uniformity::Simdgroup {
+                    return Err(self.err(ValidationErrorKind::NonUniformOperand {
+                        func: func.name(),
+                        operand,
+                        cause: THREAD_DEPENDENT.into(),
+                        fix,
+                    }));
+                }
+            }
             types.push(t);
             uni = uni.max(u);
         }
