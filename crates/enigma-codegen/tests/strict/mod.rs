@@ -12,9 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The shim's directory.
+/// The shim's directory (from this crate's tests or another crate's under
+/// `crates/`, which include this module by path).
 pub fn shim_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/msl_strict")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../enigma-codegen/tests/msl_strict")
 }
 
 /// Why the check cannot run here, or `None` when clang++ reads C++ for OpenCL
