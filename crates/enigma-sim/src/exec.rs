@@ -636,7 +636,9 @@ impl SimdGroup {
                 Inst::DeviceFence => {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                     if let Some(t) = san.as_deref_mut() {
-                        t.device_fence(env.tracker);
+                        for l in lanes_of(self.active) {
+                            t.device_fence(env.tracker, Who { simdgroup: self.index, lane: l as u32, pc }.thread());
+                        }
                     }
                 }
                 Inst::TexFence { tex } => {
@@ -802,11 +804,13 @@ impl SimdGroup {
         };
         t.device_access(mem, i, who, kind, value);
         let thread = who.thread();
-        if kind == AccessKind::Atomic {
-            t.atomic_update(env.tracker, param, i);
+        match kind {
+            AccessKind::Atomic => t.atomic_update(env.tracker, param, i),
+            AccessKind::Write if matches!(mem, MemRef::Buffer(_)) => t.device_write(thread),
+            _ => {}
         }
         if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, thread, who.pc, kind)) {
-            if !(kind == FindingKind::DeviceRace && t.ordered_after(other)) {
+            if !(kind == FindingKind::DeviceRace && t.ordered_after(other, thread)) {
                 t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
             }
         }
