@@ -18,7 +18,13 @@
 //!   `atomic_fetch_<op>_explicit` / `atomic_exchange_explicit` with
 //!   `memory_order_relaxed`. MSL has only a weak compare-and-exchange; the
 //!   IR's strong one is a small helper that retries while the failure was
-//!   spurious (the value seen still equals the expected one).
+//!   spurious (the value seen still equals the expected one). MSL has
+//!   `atomic_float` in device memory only, so f32 threadgroup atomics hold
+//!   their bits in an `atomic_uint`: add and sub are a compare-and-swap loop.
+//! * **Device fences**: MSL 3.2's `atomic_thread_fence(mem_flags::mem_device,
+//!   memory_order_seq_cst, thread_scope_device)`, and every buffer such a
+//!   kernel writes plainly is `coherent(device)`, without which device memory
+//!   is coherent only within a threadgroup.
 //! * **Threadgroup arrays**: `threadgroup T name[len];` at the top of the body.
 //! * **Specialisation constants** are function constants with a default:
 //!   `constant uint TILE [[function_constant(0)]];` and
@@ -33,23 +39,37 @@
 //!   hoisted into a `const` local first.
 //! * **Expressions**: C++ precedence with minimal parentheses; typed
 //!   literals (`1u`, `0.5f`, `0.5h`, `2l`, `bfloat(0.5f)`, `uchar(3)`);
-//!   conversions `float4(v)`; bitcasts `as_type<uint>(x)`; `fmod` for float
-//!   `%`; shift amounts masked to the bit width (`x << (n & 31u)`), as the IR
-//!   defines shifts; 8- and 16-bit arithmetic cut back to its type
-//!   (`uchar(a + b)`), because C++ computes it in `int` and the IR wraps.
+//!   conversions `float4(v)`, and from float to integer
+//!   `enigma_convert_<T>(x)` (NaN gives 0, out of range saturates, as in the
+//!   simulator; MSL leaves it undefined); bitcasts `as_type<uint>(x)`; `fmod`
+//!   for float `%`; shift amounts masked to the bit width (`x << (n & 31u)`),
+//!   as the IR defines shifts; 8- and 16-bit arithmetic cut back to its type
+//!   (`uchar(a + b)`), because C++ computes it in `int` and the IR wraps,
+//!   with products and left shifts computed in `uint` (where `int` could
+//!   overflow); 32- and 64-bit signed `+ - * <<` and negation through the
+//!   unsigned type.
 //! * **Functions** keep their MSL names (`fast::exp`, `simd_sum`, `select`);
-//!   `simd_ballot` is converted to `ulong`. `fast::` variants of `half` and
-//!   math on `bfloat` (which MSL lacks) are computed in `float`.
+//!   `simd_ballot` is converted to `ulong` with its undefined top 32 bits
+//!   cleared. `fast::` variants of `half` and math on `bfloat` (which MSL
+//!   lacks) are computed in `float`.
 //! * **Barriers**: `threadgroup_barrier(mem_flags::mem_threadgroup)`,
 //!   `simdgroup_barrier(...)`.
 //!
+//! # Versions
+//! `Options::language_version` is the MSL version the source is written for;
+//! [`needed_version`] is the one a kernel needs (3.2 with device fences,
+//! else 3.1) and [`Options::for_kernel`] picks it unless one is asked for.
+//!
 //! # What has been checked
-//! The generated sources are compared with golden files and compiled with
+//! The generated sources are compared with golden files, compiled with
 //! `g++ -fsyntax-only` against a shim header that declares the Metal types
-//! and functions the generator uses (`tests/shim/`). That is **not Apple's
-//! Metal compiler**: it checks syntax and C++ typing, not MSL's own rules,
-//! and no generated MSL has yet been compiled by `xcrun metal` or run on
-//! Apple hardware.
+//! and functions the generator uses (`tests/msl_shim/`), and compiled by clang
+//! in C++ for OpenCL mode against a stricter shim (`tests/msl_strict/`:
+//! distinct address spaces, `atomic_float` in device memory only, the SIMD
+//! functions' types, version-gated features), with the MSL of every library
+//! kernel and conformance case. That is **not Apple's Metal compiler**, and
+//! no generated MSL has yet been compiled by `xcrun metal` or run on Apple
+//! hardware; `docs/metal.md` lists what only those can check.
 
 use crate::dialect::{DResult, Dialect, KernelCx, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
