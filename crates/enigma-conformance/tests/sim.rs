@@ -47,3 +47,31 @@ fn the_sanitizer_follows_device_fences_and_reports_the_reads_without_them() {
         assert_eq!(race.variable.as_deref(), Some("partials"), "{fencing:?}: {err}");
     }
 }
+
+/// A shuffle that reads an inactive lane (here past the end of a partial
+/// SIMD group) is reported, and under the sanitizer the reading lane gets a
+/// poison value (an f32 NaN with payload 0xdead), not whatever the inactive
+/// lane's register held; the other lanes get their neighbours.
+#[test]
+fn reads_of_inactive_lanes_are_reported_and_poisoned() {
+    use enigma_ir::builder::*;
+    use enigma_ir::{Access, Type};
+    let mut k = KernelBuilder::new("shuffle_past_the_end");
+    let x = k.buffer("x", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.store(out.at(tid), simd_shuffle_down(x.get(tid), 1u32));
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let p = rt.pipeline(&k.finish().unwrap()).unwrap();
+    let values: Vec<f32> = (0..40).map(|i| i as f32).collect();
+    let (xb, ob) = (rt.buffer_from(&values).unwrap(), rt.buffer_zeroed::<f32>(40).unwrap());
+    let options = Options { sanitize: true, schedules: 0, ..Default::default() };
+    let err = rt.dispatch(&p, &[Arg::from(&xb), Arg::from(&ob)], Mode::Threads, [40, 1, 1], [64, 1, 1], &options).unwrap_err();
+    let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
+    assert!(findings.iter().any(|f| f.kind == FindingKind::InactiveLaneRead), "{err}");
+    let out = ob.to_vec::<f32>().unwrap();
+    assert_eq!(out[39].to_bits(), 0x7fc0_dead, "{out:?}");
+    for i in 32..39 {
+        assert_eq!(out[i], values[i + 1], "thread {i}");
+    }
+}

@@ -359,10 +359,17 @@ impl SimdGroup {
                 }
                 Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
                 Inst::Simd { func, ty, dst, a, b } => {
-                    if let Some(t) = san.as_deref_mut() {
-                        self.check_sources(func, b, pc, t);
+                    let poisoned = match san.as_deref_mut() {
+                        Some(t) => self.check_sources(func, b, pc, t),
+                        None => 0,
+                    };
+                    self.simd(func, ty, dst, a, b);
+                    // What an inactive lane gives is undefined on a GPU:
+                    // under the sanitizer, a poison value rather than
+                    // whatever its register holds.
+                    for l in lanes_of(poisoned) {
+                        self.regs[dst as usize][l] = poison(ty);
                     }
-                    self.simd(func, ty, dst, a, b)
                 }
                 Inst::Load { mem, elem, dst, index, index_ty } => {
                     let (words, len) = memory(env, tg_mem, mem);
@@ -868,11 +875,13 @@ impl SimdGroup {
         Ok(Some(i))
     }
 
-    /// Reports shuffles and broadcasts whose source lane is not active.
-    fn check_sources(&self, func: Intrinsic, b: Reg, pc: u32, t: &mut TgTracker) {
+    /// Reports shuffles and broadcasts whose source lane is not active (the
+    /// first such lane); the mask of the lanes that read one.
+    fn check_sources(&self, func: Intrinsic, b: Reg, pc: u32, t: &mut TgTracker) -> u32 {
         use Intrinsic::*;
         let y = &self.regs[b as usize];
         let active = self.active;
+        let mut poisoned = 0u32;
         for l in lanes_of(active) {
             let d = y[l] as usize;
             let source = match func {
@@ -884,11 +893,14 @@ impl SimdGroup {
             };
             if let Some(src) = source {
                 if src >= LANES || active & (1 << src) == 0 {
-                    t.inactive_lane(Who { simdgroup: self.index, lane: l as u32, pc }, src as u32);
-                    return;
+                    if poisoned == 0 {
+                        t.inactive_lane(Who { simdgroup: self.index, lane: l as u32, pc }, src as u32);
+                    }
+                    poisoned |= 1 << l;
                 }
             }
         }
+        poisoned
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1107,6 +1119,17 @@ impl SimdGroup {
             }
         }
         self.regs[dst as usize] = out;
+    }
+}
+
+/// The value the sanitizer gives a lane that read an inactive lane: a NaN
+/// with a payload for floats, `0xDEADBEEF…` cut to the type for integers.
+fn poison(ty: Scalar) -> u64 {
+    match ty {
+        Scalar::F32 => 0x7fc0_dead,
+        Scalar::F16 => 0x7ead,
+        Scalar::BF16 => 0x7fad,
+        _ => ops::norm(ty, 0xdead_beef_dead_beef),
     }
 }
 
