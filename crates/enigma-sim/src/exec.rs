@@ -359,15 +359,14 @@ impl SimdGroup {
                 }
                 Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
                 Inst::Simd { func, ty, dst, a, b } => {
-                    let poisoned = match san.as_deref_mut() {
-                        Some(t) => self.check_sources(func, b, pc, t),
-                        None => 0,
-                    };
+                    let poisoned = self.inactive_sources(func, b);
+                    if let (Some(t), Some((lane, source))) = (san.as_deref_mut(), poisoned.1) {
+                        t.inactive_lane(Who { simdgroup: self.index, lane, pc }, source);
+                    }
                     self.simd(func, ty, dst, a, b);
-                    // What an inactive lane gives is undefined on a GPU:
-                    // under the sanitizer, a poison value rather than
-                    // whatever its register holds.
-                    for l in lanes_of(poisoned) {
+                    // What an inactive lane gives is undefined on a GPU: a
+                    // poison value, rather than whatever its register holds.
+                    for l in lanes_of(poisoned.0) {
                         self.regs[dst as usize][l] = poison(ty);
                     }
                 }
@@ -875,32 +874,32 @@ impl SimdGroup {
         Ok(Some(i))
     }
 
-    /// Reports shuffles and broadcasts whose source lane is not active (the
-    /// first such lane); the mask of the lanes that read one.
-    fn check_sources(&self, func: Intrinsic, b: Reg, pc: u32, t: &mut TgTracker) -> u32 {
+    /// The lanes of a shuffle or broadcast whose source lane is not active,
+    /// with the first such (lane, source lane) for the sanitizer's report.
+    fn inactive_sources(&self, func: Intrinsic, b: Reg) -> (u32, Option<(u32, u32)>) {
         use Intrinsic::*;
+        if !matches!(func, SimdShuffle | SimdBroadcast | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor) {
+            return (0, None);
+        }
         let y = &self.regs[b as usize];
         let active = self.active;
-        let mut poisoned = 0u32;
+        let (mut poisoned, mut first) = (0u32, None);
         for l in lanes_of(active) {
             let d = y[l] as usize;
             let source = match func {
-                SimdShuffle | SimdBroadcast => Some(d),
                 SimdShuffleUp => l.checked_sub(d),
                 SimdShuffleDown => Some(l + d).filter(|s| *s < LANES),
                 SimdShuffleXor => Some(l ^ d),
-                _ => None,
+                _ => Some(d),
             };
             if let Some(src) = source {
                 if src >= LANES || active & (1 << src) == 0 {
-                    if poisoned == 0 {
-                        t.inactive_lane(Who { simdgroup: self.index, lane: l as u32, pc }, src as u32);
-                    }
+                    first = first.or(Some((l as u32, src as u32)));
                     poisoned |= 1 << l;
                 }
             }
         }
-        poisoned
+        (poisoned, first)
     }
 
     #[allow(clippy::too_many_arguments)]
