@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # Type-checks the macOS-only Metal backend (and the runtime that opens it)
 # for Apple silicon: `cargo check --target aarch64-apple-darwin`. This needs
-# only the target's standard library (`rustup target add aarch64-apple-darwin`),
-# no Apple SDK or linker, because `cargo check` does not link. It proves the
-# code matches objc2-metal's API; it does not run anything on a GPU.
-# Without the target installed it prints that it skipped, and why, and exits 0.
+# only the target's standard library, no Apple SDK or linker, because
+# `cargo check` does not link. It proves the code matches objc2-metal's API;
+# it does not run anything on a GPU.
+#
+# The target is installed with rustup when it is missing, so the check runs
+# every time. It is skipped (printing `check-metal: skipped: <reason>` and
+# exiting 0) only where the target cannot be had: no rustup, or rustup could
+# not install it (offline, say), with rustup's own words.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=aarch64-apple-darwin
 if ! command -v rustup >/dev/null 2>&1; then
-  echo "check-metal: skipped: rustup is not installed, so the $target target cannot be listed"
+  echo "check-metal: skipped: rustup is not installed, so the $target target cannot be installed"
   exit 0
 fi
-installed="$(rustup target list --installed)"
-if ! grep -qx "$target" <<<"$installed"; then
-  echo "check-metal: skipped: the $target target is not installed (rustup target add $target)"
-  exit 0
+if ! rustup target list --installed | grep -qx "$target"; then
+  echo "== rustup target add $target =="
+  if ! out="$(rustup target add "$target" 2>&1)"; then
+    echo "$out"
+    echo "check-metal: skipped: rustup could not install the $target target: $(tail -n 1 <<<"$out")"
+    exit 0
+  fi
 fi
 echo "== cargo check -p enigma-metal -p enigma-runtime --target $target --all-targets =="
 cargo check -p enigma-metal -p enigma-runtime --target "$target" --all-targets

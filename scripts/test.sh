@@ -10,6 +10,10 @@
 # and record one line each (enigma_conformance::skip) in the file that
 # ENIGMA_SKIP_LOG names; this script counts them by crate and reason. The
 # Metal type-check's own skip is counted too.
+#
+# The strict MSL check (enigma-codegen's tests/msl_strict.rs and
+# enigma-conformance's) needs clang 14 or later; where clang++ is missing this
+# script installs it with apt-get when it can (as root), else says why not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +30,14 @@ else
 fi
 echo "== cargo doc (workspace, warnings are errors: broken links) =="
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --exclude enigma-python --quiet
+echo "== clang for the strict MSL check =="
+if command -v clang++ >/dev/null 2>&1; then
+  clang++ --version | head -n 1
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y -qq clang >/dev/null || echo "strict MSL check: apt-get install clang failed; its tests will say they skipped"
+else
+  echo "strict MSL check: clang++ is not installed and cannot be installed here (needs root and apt-get); its tests will say they skipped"
+fi
 echo "== cargo test (workspace) =="
 cargo test --workspace --exclude enigma-python --all-features
 echo "== Metal backend type-check for aarch64-apple-darwin =="

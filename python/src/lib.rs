@@ -193,6 +193,9 @@ struct CompiledKernel {
     kernel: Kernel,
     info: KernelInfo,
     spec: SpecValues,
+    /// The MSL version asked for at compilation; `None`: the one the kernel
+    /// needs (`msl::needed_version`).
+    msl_version: Option<(u8, u8)>,
     /// Pipelines already made, by runtime id.
     pipelines: Mutex<Vec<(u64, Pipeline)>>,
 }
@@ -221,11 +224,19 @@ impl CompiledKernel {
     }
 
     /// Metal Shading Language for the kernel (specialisation constants stay
-    /// function constants, with their defaults).
+    /// function constants, with their defaults), for the MSL version asked
+    /// for at compilation or else the one the kernel needs.
     #[getter]
     fn msl(&self) -> PyResult<String> {
-        enigma_codegen::msl::write_string(&self.kernel, &self.info, &enigma_codegen::msl::Options::default())
-            .map_err(|e| CompileError::new_err(e.to_string()))
+        let options = enigma_codegen::msl::Options::for_kernel(&self.info, self.msl_version);
+        enigma_codegen::msl::write_string(&self.kernel, &self.info, &options).map_err(|e| CompileError::new_err(e.to_string()))
+    }
+
+    /// The MSL version `msl` is written for (`"3.2"`).
+    #[getter]
+    fn msl_version(&self) -> String {
+        let (major, minor) = enigma_codegen::msl::Options::for_kernel(&self.info, self.msl_version).language_version;
+        format!("{major}.{minor}")
     }
 
     /// CUDA C++ for the kernel, with this compilation's specialisation values.
@@ -295,10 +306,13 @@ impl CompiledKernel {
 }
 
 /// Parses the IR's JSON form, validates it with the default (Apple) limits,
-/// and fixes specialisation values: `spec` maps constant names to numbers.
+/// and fixes specialisation values: `spec` maps constant names to numbers;
+/// `msl_version` (`"3.2"`) is the MSL version `msl` is written for.
 #[pyfunction]
-#[pyo3(signature = (json, spec=None))]
-fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKernel> {
+#[pyo3(signature = (json, spec=None, msl_version=None))]
+fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>, msl_version: Option<&str>) -> PyResult<CompiledKernel> {
+    let msl_version =
+        msl_version.map(enigma_codegen::msl::parse_version).transpose().map_err(|e| CompileError::new_err(e.to_string()))?;
     let kernel: Kernel = enigma_ir::from_json(json)
         .map_err(|e| CompileError::new_err(format!("internal error: the front end produced IR that does not parse: {e}")))?;
     let info = validate(&kernel, &ValidationOptions::default()).map_err(|e| CompileError::new_err(validation_message(&e)))?;
@@ -319,7 +333,7 @@ fn compile(json: &str, spec: Option<&Bound<'_, PyDict>>) -> PyResult<CompiledKer
             values = values.with(&name, lit);
         }
     }
-    Ok(CompiledKernel { kernel, info, spec: values, pipelines: Mutex::new(Vec::new()) })
+    Ok(CompiledKernel { kernel, info, spec: values, msl_version, pipelines: Mutex::new(Vec::new()) })
 }
 
 /// The IR's JSON form of a kernel given in the IR's text form (what

@@ -259,12 +259,14 @@ pub(crate) trait Dialect {
     /// copies at once, which every kernel that waits for its copies before
     /// touching them cannot tell from a background copy.
     fn async_copy(&mut self, dst: Code, src: Code, _src_base: &str, elem: Type, count: u32, valid: Code) -> String {
-        let zero = format!("{}(0)", elem.msl_name());
+        // The source converted to a value of its type, so both arms of `?:`
+        // are values of one type in one (the thread) address space.
+        let ty = elem.msl_name();
         if count == 1 {
-            return format!("{} = ({}) ? {} : {zero}", dst.text, valid.text, src.text);
+            return format!("{} = ({}) ? {ty}({}) : {ty}(0)", dst.text, valid.text, src.text);
         }
         format!(
-            "for (uint enigma_e = 0; enigma_e < {count}; ++enigma_e) (&{})[enigma_e] = ({}) ? (&{})[enigma_e] : {zero}",
+            "for (uint enigma_e = 0; enigma_e < {count}; ++enigma_e) (&{})[enigma_e] = ({}) ? {ty}((&{})[enigma_e]) : {ty}(0)",
             dst.text, valid.text, src.text
         )
     }

@@ -22,7 +22,10 @@
 //! (`tests/shim/`) that declare the Metal and CUDA names the generators use.
 //! **g++ is neither Apple's Metal compiler nor NVRTC**: this checks syntax,
 //! name lookup and C++ typing of the generated code and its CUDA prelude, not
-//! the targets' own rules. See each module's documentation for what has been
+//! the targets' own rules. The MSL is also compiled by clang against a
+//! stricter shim that holds it to some of MSL's own rules (address spaces,
+//! atomic and SIMD-function types, versions; see [`msl`] and
+//! `docs/metal.md`). See each module's documentation for what has been
 //! compiled or run on real hardware.
 
 mod dialect;

@@ -18,7 +18,13 @@
 //!   `atomic_fetch_<op>_explicit` / `atomic_exchange_explicit` with
 //!   `memory_order_relaxed`. MSL has only a weak compare-and-exchange; the
 //!   IR's strong one is a small helper that retries while the failure was
-//!   spurious (the value seen still equals the expected one).
+//!   spurious (the value seen still equals the expected one). MSL has
+//!   `atomic_float` in device memory only, so f32 threadgroup atomics hold
+//!   their bits in an `atomic_uint`: add and sub are a compare-and-swap loop.
+//! * **Device fences**: MSL 3.2's `atomic_thread_fence(mem_flags::mem_device,
+//!   memory_order_seq_cst, thread_scope_device)`, and every buffer such a
+//!   kernel writes plainly is `coherent(device)`, without which device memory
+//!   is coherent only within a threadgroup.
 //! * **Threadgroup arrays**: `threadgroup T name[len];` at the top of the body.
 //! * **Specialisation constants** are function constants with a default:
 //!   `constant uint TILE [[function_constant(0)]];` and
@@ -33,23 +39,37 @@
 //!   hoisted into a `const` local first.
 //! * **Expressions**: C++ precedence with minimal parentheses; typed
 //!   literals (`1u`, `0.5f`, `0.5h`, `2l`, `bfloat(0.5f)`, `uchar(3)`);
-//!   conversions `float4(v)`; bitcasts `as_type<uint>(x)`; `fmod` for float
-//!   `%`; shift amounts masked to the bit width (`x << (n & 31u)`), as the IR
-//!   defines shifts; 8- and 16-bit arithmetic cut back to its type
-//!   (`uchar(a + b)`), because C++ computes it in `int` and the IR wraps.
+//!   conversions `float4(v)`, and from float to integer
+//!   `enigma_convert_<T>(x)` (NaN gives 0, out of range saturates, as in the
+//!   simulator; MSL leaves it undefined); bitcasts `as_type<uint>(x)`; `fmod`
+//!   for float `%`; shift amounts masked to the bit width (`x << (n & 31u)`),
+//!   as the IR defines shifts; 8- and 16-bit arithmetic cut back to its type
+//!   (`uchar(a + b)`), because C++ computes it in `int` and the IR wraps,
+//!   with products and left shifts computed in `uint` (where `int` could
+//!   overflow); 32- and 64-bit signed `+ - * <<` and negation through the
+//!   unsigned type.
 //! * **Functions** keep their MSL names (`fast::exp`, `simd_sum`, `select`);
-//!   `simd_ballot` is converted to `ulong`. `fast::` variants of `half` and
-//!   math on `bfloat` (which MSL lacks) are computed in `float`.
+//!   `simd_ballot` is converted to `ulong` with its undefined top 32 bits
+//!   cleared. `fast::` variants of `half` and math on `bfloat` (which MSL
+//!   lacks) are computed in `float`.
 //! * **Barriers**: `threadgroup_barrier(mem_flags::mem_threadgroup)`,
 //!   `simdgroup_barrier(...)`.
 //!
+//! # Versions
+//! `Options::language_version` is the MSL version the source is written for;
+//! [`needed_version`] is the one a kernel needs (3.2 with device fences,
+//! else 3.1) and [`Options::for_kernel`] picks it unless one is asked for.
+//!
 //! # What has been checked
-//! The generated sources are compared with golden files and compiled with
+//! The generated sources are compared with golden files, compiled with
 //! `g++ -fsyntax-only` against a shim header that declares the Metal types
-//! and functions the generator uses (`tests/shim/`). That is **not Apple's
-//! Metal compiler**: it checks syntax and C++ typing, not MSL's own rules,
-//! and no generated MSL has yet been compiled by `xcrun metal` or run on
-//! Apple hardware.
+//! and functions the generator uses (`tests/msl_shim/`), and compiled by clang
+//! in C++ for OpenCL mode against a stricter shim (`tests/msl_strict/`:
+//! distinct address spaces, `atomic_float` in device memory only, the SIMD
+//! functions' types, version-gated features), with the MSL of every library
+//! kernel and conformance case. That is **not Apple's Metal compiler**, and
+//! no generated MSL has yet been compiled by `xcrun metal` or run on Apple
+//! hardware; `docs/metal.md` lists what only those can check.
 
 use crate::dialect::{DResult, Dialect, KernelCx, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
@@ -79,8 +99,48 @@ impl Default for Options {
 }
 
 /// The MSL version whose `atomic_thread_fence` takes a thread scope, which
-/// `device_fence()` needs.
+/// `device_fence()` needs (and whose `coherent(device)` qualifier its
+/// buffers take).
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
+
+/// The MSL versions the generator writes: 3.0 (`atomic_float`), 3.1
+/// (`bfloat`, the default) and 3.2 (device-scope fences, `coherent(device)`).
+pub const VERSIONS: [(u8, u8); 3] = [(3, 0), (3, 1), (3, 2)];
+
+/// An MSL version asked for by name that the generator does not write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown MSL version `{text}`: the generator writes MSL 3.0, 3.1 and 3.2")]
+pub struct UnknownVersion {
+    pub text: String,
+}
+
+/// The version named `"3.2"` (one of [`VERSIONS`]).
+pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
+    let unknown = || UnknownVersion { text: text.to_string() };
+    let (major, minor) = text.trim().split_once('.').ok_or_else(unknown)?;
+    let version = (major.parse().map_err(|_| unknown())?, minor.parse().map_err(|_| unknown())?);
+    VERSIONS.contains(&version).then_some(version).ok_or_else(unknown)
+}
+
+/// The MSL version a kernel needs: 3.2 where it uses device fences, else the
+/// default, 3.1 (which every other construct compiles under).
+pub fn needed_version(info: &KernelInfo) -> (u8, u8) {
+    if info.features.contains(&enigma_ir::Feature::DeviceFence) {
+        DEVICE_FENCE_VERSION
+    } else {
+        Options::default().language_version
+    }
+}
+
+impl Options {
+    /// The options for `info`'s kernel: the version asked for, or else the
+    /// one the kernel needs ([`needed_version`]). A version asked for that
+    /// lacks a feature the kernel uses makes [`write_string`] fail, naming
+    /// both versions.
+    pub fn for_kernel(info: &KernelInfo, asked: Option<(u8, u8)>) -> Options {
+        Options { language_version: asked.unwrap_or_else(|| needed_version(info)), ..Options::default() }
+    }
+}
 
 /// The optional features a Metal device runs with source generated under
 /// `options`: every one, but device-scope fences only from MSL 3.2.
@@ -113,7 +173,14 @@ pub fn entry_point(kernel: &Kernel) -> String {
 pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Result<String, CodegenError> {
     let mut names = Names::new(kernel, MSL_RESERVED);
     let spec_values = kernel.spec_constants.iter().map(|s| names.fresh(&format!("{}_v", s.name))).collect();
-    let dialect = Msl { options: options.clone(), spec_values, cas_helpers: BTreeSet::new(), matrices: false };
+    let dialect = Msl {
+        options: options.clone(),
+        spec_values,
+        cas_helpers: BTreeSet::new(),
+        matrices: false,
+        float_atomic_helpers: BTreeSet::new(),
+        conversions: BTreeSet::new(),
+    };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
 }
@@ -126,17 +193,33 @@ struct Msl {
     cas_helpers: BTreeSet<(bool, TypeOrd)>,
     /// Whether the body uses SIMD-group matrices (the tile helpers).
     matrices: bool,
+    /// Compare-and-swap helpers for threadgroup f32 atomics: `add` or `sub`.
+    float_atomic_helpers: BTreeSet<&'static str>,
+    /// Saturating float-to-integer conversions needed: (integer scalar, width).
+    conversions: BTreeSet<TypeOrd>,
 }
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
 const TILES: &str = include_str!("tiles_msl.metal");
 
-fn atomic_type(elem: Type) -> &'static str {
+/// The atomic type a memory of `elem` is declared with. MSL has
+/// `atomic_float` in device memory only (spec §6.15.4: "Metal 3 supports the
+/// `atomic_float` for device memory only"), so threadgroup f32 atomics hold
+/// their bits in an `atomic_uint` ([`float_bits_atomic`]).
+fn atomic_type(mem: Memory, elem: Type) -> &'static str {
     match elem.elem() {
         Scalar::I32 => "atomic_int",
-        Scalar::F32 => "atomic_float",
+        Scalar::F32 if !float_bits_atomic(mem, elem) => "atomic_float",
         _ => "atomic_uint",
     }
+}
+
+/// Whether an atomic memory of `elem` holds f32 values as their bits in an
+/// `atomic_uint`: f32 in threadgroup memory. Loads and stores convert with
+/// `as_type`, exchange swaps the bits, and add/sub are a compare-and-swap
+/// loop on the bits (`enigma_atomic_fetch_add_float`).
+fn float_bits_atomic(mem: Memory, elem: Type) -> bool {
+    elem.elem() == Scalar::F32 && matches!(mem, Memory::Threadgroup(_))
 }
 
 impl Msl {
@@ -169,6 +252,26 @@ impl Dialect for Msl {
         self.matrices = true;
     }
 
+    /// `T(x)`, except float to integer, which MSL leaves undefined out of
+    /// range: `enigma_convert_<T>(x)` does what the simulator does.
+    fn cast(&mut self, to: Type, from: Type, arg: Code) -> Code {
+        if to.width() > 1 && from.width() == 1 && from.elem() != to.elem() {
+            let scalar = self.cast(Type::scalar(to.elem()), from, arg);
+            return Code::postfix(format!("{}({})", to.msl_name(), scalar.text));
+        }
+        if from.elem().is_float() && to.elem().is_int() {
+            self.conversions.insert(TypeOrd::of(Type::scalar(to.elem())));
+            self.conversions.insert(TypeOrd::of(to));
+            let arg = if from.elem() == Scalar::F32 {
+                arg
+            } else {
+                Code::postfix(format!("{}({})", from.with_elem(Scalar::F32).msl_name(), arg.text))
+            };
+            return Code::postfix(format!("enigma_convert_{}({})", to.msl_name(), arg.text));
+        }
+        Code::postfix(format!("{}({})", to.msl_name(), arg.text))
+    }
+
     fn spec(&self, id: SpecId, _name: &str) -> Code {
         Code::primary(self.spec_values.get(id.0 as usize).map_or("?", String::as_str))
     }
@@ -192,28 +295,56 @@ impl Dialect for Msl {
         }
         let name = if t0.elem() == Scalar::F32 { func.name() } else { precise_name(func) };
         Ok(match func {
-            SimdBallot => Code::postfix(format!("ulong(simd_ballot({}))", args_text(&args))),
+            // The top 32 bits of the vote are undefined on 32-wide SIMD
+            // groups (spec §6.9.2: "do not assume that the top bits are set
+            // to 0"); the IR's ballot has them zero.
+            SimdBallot => Code::binary(
+                format!("ulong(simd_ballot({})) & 0xfffffffful", args_text(&args)),
+                crate::writer::Prec::BitAnd,
+                enigma_ir::BinaryOp::BitAnd,
+            ),
             _ => Code::postfix(format!("{name}({})", args_text(&args))),
         })
     }
 
-    fn load(&mut self, _mem: Memory, _elem: Type, atomic: bool, place: Code) -> Code {
-        if atomic {
-            Code::postfix(format!("atomic_load_explicit(&{}, memory_order_relaxed)", place.text))
+    fn load(&mut self, mem: Memory, elem: Type, atomic: bool, place: Code) -> Code {
+        if !atomic {
+            return place;
+        }
+        let load = format!("atomic_load_explicit(&{}, memory_order_relaxed)", place.text);
+        if float_bits_atomic(mem, elem) {
+            Code::postfix(format!("as_type<float>({load})"))
         } else {
-            place
+            Code::postfix(load)
         }
     }
 
-    fn store(&mut self, _mem: Memory, _elem: Type, atomic: bool, place: Code, value: Code) -> String {
-        if atomic {
-            format!("atomic_store_explicit(&{}, {}, memory_order_relaxed)", place.text, value.text)
-        } else {
-            format!("{} = {}", place.text, value.text)
+    fn store(&mut self, mem: Memory, elem: Type, atomic: bool, place: Code, value: Code) -> String {
+        if !atomic {
+            return format!("{} = {}", place.text, value.text);
         }
+        let value = if float_bits_atomic(mem, elem) { format!("as_type<uint>({})", value.text) } else { value.text };
+        format!("atomic_store_explicit(&{}, {value}, memory_order_relaxed)", place.text)
     }
 
-    fn atomic(&mut self, op: AtomicOp, _mem: Memory, _elem: Type, place: Code, value: Code) -> DResult<Code> {
+    fn atomic(&mut self, op: AtomicOp, mem: Memory, elem: Type, place: Code, value: Code) -> DResult<Code> {
+        if float_bits_atomic(mem, elem) {
+            return Ok(match op {
+                AtomicOp::Add | AtomicOp::Sub => {
+                    let name = if op == AtomicOp::Add { "add" } else { "sub" };
+                    self.float_atomic_helpers.insert(name);
+                    Code::postfix(format!("enigma_atomic_fetch_{name}_float(&{}, {})", place.text, value.text))
+                }
+                AtomicOp::Exchange => Code::postfix(format!(
+                    "as_type<float>(atomic_exchange_explicit(&{}, as_type<uint>({}), memory_order_relaxed))",
+                    place.text, value.text
+                )),
+                // Validation allows only add, sub and exchange on f32.
+                op => {
+                    return Err(CodegenErrorKind::Malformed { detail: format!("atomic {} on f32 threadgroup memory", op.name()) })
+                }
+            });
+        }
         let func = match op {
             AtomicOp::Exchange => "atomic_exchange_explicit".to_string(),
             op => format!("atomic_fetch_{}_explicit", op.name()),
@@ -239,7 +370,7 @@ impl Dialect for Msl {
         if cx.types.iter().any(|t| t.get().elem() == Scalar::BF16) {
             self.check_version("bfloat", (3, 1))?;
         }
-        if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.elem() == Scalar::F32)) {
+        if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.elem() == Scalar::F32 && !float_bits_atomic(*m, t))) {
             self.check_version("atomic_float", (3, 0))?;
         }
         let mut out = String::from("#include <metal_stdlib>\n");
@@ -262,8 +393,23 @@ impl Dialect for Msl {
                  {{\n    {t} seen = expected;\n    \
                  while (!atomic_compare_exchange_weak_explicit(object, &seen, desired, memory_order_relaxed, memory_order_relaxed) && seen == expected) {{\n    }}\n    \
                  return seen;\n}}\n\n",
-                atomic = atomic_type(ty),
+                atomic = atomic_type(if *threadgroup { Memory::Threadgroup(enigma_ir::TgArrayId(0)) } else { Memory::Buffer(enigma_ir::ParamId(0)) }, ty),
             );
+        }
+        for name in &self.float_atomic_helpers {
+            let op = if *name == "add" { '+' } else { '-' };
+            let _ = write!(
+                out,
+                "// f32 {name} on threadgroup memory, which has no atomic_float: a\n\
+                 // compare-and-swap loop on the value's bits.\n\
+                 static inline float enigma_atomic_fetch_{name}_float(threadgroup atomic_uint* object, float operand)\n\
+                 {{\n    uint seen = atomic_load_explicit(object, memory_order_relaxed);\n    \
+                 while (!atomic_compare_exchange_weak_explicit(object, &seen, as_type<uint>(as_type<float>(seen) {op} operand), memory_order_relaxed, memory_order_relaxed)) {{\n    }}\n    \
+                 return as_type<float>(seen);\n}}\n\n",
+            );
+        }
+        for ty in &self.conversions {
+            write_conversion(&mut out, ty.get());
         }
         for (i, spec) in k.spec_constants.iter().enumerate() {
             let ty = spec.ty.msl_name();
@@ -283,6 +429,11 @@ impl Dialect for Msl {
             let _ = writeln!(out, "[[max_total_threads_per_threadgroup({n})]]");
         }
         let _ = writeln!(out, "kernel void {}(", cx.names.kernel);
+        // A kernel that hands device memory between threadgroups through
+        // device fences declares the buffers it writes `coherent(device)`:
+        // device memory is coherent only within a threadgroup otherwise
+        // (spec §4.8; the qualifier is MSL 3.2's, as is the fence).
+        let coherent = cx.info.features.contains(&enigma_ir::Feature::DeviceFence);
         let mut params = vec![];
         for (i, p) in k.params.iter().enumerate() {
             let id = enigma_ir::ParamId(i as u32);
@@ -292,7 +443,9 @@ impl Dialect for Msl {
                 ParamKind::Buffer { elem, access } => {
                     let atomic = cx.info.atomic_memories.contains(&Memory::Buffer(id));
                     if atomic {
-                        format!("device {}* {name} [[buffer({i})]]", atomic_type(elem))
+                        format!("device {}* {name} [[buffer({i})]]", atomic_type(Memory::Buffer(id), elem))
+                    } else if access != Access::Read && coherent {
+                        format!("coherent(device) device {}* {name} [[buffer({i})]]", elem.msl_name())
                     } else if access == Access::Read {
                         format!("device const {}* {name} [[buffer({i})]]", elem.msl_name())
                     } else {
@@ -313,7 +466,7 @@ impl Dialect for Msl {
         for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
             let id = enigma_ir::TgArrayId(i as u32);
             let elem = if cx.info.atomic_memories.contains(&Memory::Threadgroup(id)) {
-                atomic_type(arr.elem).to_string()
+                atomic_type(Memory::Threadgroup(id), arr.elem).to_string()
             } else {
                 arr.elem.msl_name()
             };
@@ -326,6 +479,48 @@ impl Dialect for Msl {
         push_indented(&mut out, &decls, 1);
         Ok(out)
     }
+}
+
+/// The saturating conversion from f32 (or a vector of f32) to `to`, as the
+/// simulator converts (`enigma_sim`'s `ops::convert`): NaN gives 0, values
+/// beyond the type's range its minimum or maximum, others truncate toward
+/// zero. MSL defines the plain conversion only in range.
+fn write_conversion(out: &mut String, to: Type) {
+    let s = to.elem();
+    let t = to.msl_name();
+    if to.width() > 1 {
+        let scalar = s.msl_name();
+        let parts: Vec<String> =
+            ["x", "y", "z", "w"][..to.width() as usize].iter().map(|c| format!("enigma_convert_{scalar}(x.{c})")).collect();
+        let _ = write!(
+            out,
+            "static inline {t} enigma_convert_{t}(float{w} x)\n{{\n    return {t}({});\n}}\n\n",
+            parts.join(", "),
+            w = to.width(),
+        );
+        return;
+    }
+    let bits = s.size_bytes() * 8;
+    let suffix = match bits {
+        64 => "l",
+        _ => "",
+    };
+    let (lo, lo_f, hi, hi_f) = if s.is_signed_int() {
+        let max = (1u128 << (bits - 1)) - 1;
+        // The minimum as `-max - 1`: the literal of its magnitude is out of range.
+        (format!("{t}(-{max}{suffix} - 1{suffix})"), format!("-{}.0f", max + 1), format!("{t}({max}{suffix})"), format!("{}.0f", max + 1))
+    } else {
+        let max = (1u128 << bits) - 1;
+        let suffix = if bits >= 32 { format!("u{suffix}") } else { String::new() };
+        (format!("{t}(0)"), "0.0f".to_string(), format!("{t}({max}{suffix})"), format!("{}.0f", max + 1))
+    };
+    let _ = write!(
+        out,
+        "// f32 to {t} as the simulator converts: NaN is 0, values beyond the\n\
+         // range saturate, others truncate toward zero.\n\
+         static inline {t} enigma_convert_{t}(float x)\n{{\n    \
+         return isnan(x) ? {t}(0) : x >= {hi_f} ? {hi} : x <= {lo_f} ? {lo} : {t}(x);\n}}\n\n",
+    );
 }
 
 fn builtin_type(b: Builtin) -> &'static str {

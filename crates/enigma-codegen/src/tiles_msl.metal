@@ -101,14 +101,8 @@ template <typename T, int R, int C, typename P> static inline void enigma_tile_s
     }
 }
 
-// A fragment's elements converted to U (f16 or bf16 inputs, f32 accumulators).
-template <typename U, typename T> static inline simdgroup_matrix<U, 8, 8> enigma_fragment_as(simdgroup_matrix<T, 8, 8> m) {
-    simdgroup_matrix<U, 8, 8> r;
-    r.thread_elements()[0] = U(m.thread_elements()[0]);
-    r.thread_elements()[1] = U(m.thread_elements()[1]);
-    return r;
-}
-
+// simdgroup_multiply_accumulate takes f16 or bf16 fragments with f32
+// accumulators as they are: no widening of the inputs.
 template <typename TA, int R, int K, int C, typename TC>
 static inline enigma_tile<TC, R, C> enigma_tile_mma(enigma_tile<TA, R, K> a, enigma_tile<TA, K, C> b, enigma_tile<TC, R, C> acc, uint lane) {
     enigma_tile<TC, R, C> d;
@@ -116,7 +110,7 @@ static inline enigma_tile<TC, R, C> enigma_tile_mma(enigma_tile<TA, R, K> a, eni
         for (int j = 0; j < C / 8; ++j) {
             simdgroup_matrix<TC, 8, 8> sum = acc.f[i][j];
             for (int k = 0; k < K / 8; ++k) {
-                simdgroup_multiply_accumulate(sum, enigma_fragment_as<TC>(a.f[i][k]), enigma_fragment_as<TC>(b.f[k][j]), sum);
+                simdgroup_multiply_accumulate(sum, a.f[i][k], b.f[k][j], sum);
             }
             d.f[i][j] = sum;
         }

@@ -700,8 +700,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             Expr::Unary { op, arg } => {
                 let a = self.expr(arg)?;
-                let code = Code::new(format!("{}{}", op.symbol(), a.code.unary_operand()), Prec::Unary);
                 let ty = a.ty;
+                // `-x` of the minimum overflows in C++; the IR's negation
+                // wraps, so 32- and 64-bit signed values negate as unsigned.
+                if *op == UnaryOp::Neg && wide_signed(ty) {
+                    let unsigned = ty.with_elem(unsigned_of(ty.elem()));
+                    self.types.insert(TypeOrd::of(unsigned));
+                    let u = self.dialect.cast(unsigned, ty, a.code);
+                    let negated = Code::new(format!("-{}", u.unary_operand()), Prec::Unary);
+                    return Ok(Val { code: self.dialect.cast(ty, unsigned, negated), ty });
+                }
+                let code = Code::new(format!("{}{}", op.symbol(), a.code.unary_operand()), Prec::Unary);
                 let code = if !top && is_narrow_int(ty) && *op != UnaryOp::Not { self.dialect.cast(ty, ty, code) } else { code };
                 Val { code, ty }
             }
@@ -802,8 +811,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
         // Signed overflow is undefined in C++ (and MSL), and compilers use
         // that; the IR's signed `+ - * <<` wrap, so 32- and 64-bit signed
         // operands go through their unsigned type and back.
-        if matches!(op, Add | Sub | Mul | Shl) && wide_signed(ty) {
-            let unsigned = ty.with_elem(unsigned_of(ty.elem()));
+        // 8- and 16-bit operands promote to `int`, where a product
+        // (`ushort(60000) * ushort(60000)`) or a left shift of a negative
+        // value is undefined too: those go through `uint`.
+        let narrow_through_uint = matches!(op, Mul | Shl) && is_narrow_int(ty);
+        if (matches!(op, Add | Sub | Mul | Shl) && wide_signed(ty)) || narrow_through_uint {
+            let unsigned = if narrow_through_uint { Type::U32 } else { ty.with_elem(unsigned_of(ty.elem())) };
             self.types.insert(TypeOrd::of(unsigned));
             let (lu, ru) = (self.dialect.cast(unsigned, l.ty, l.code), self.dialect.cast(unsigned, r_ty, r_code));
             let left = operand_text(&lu, op, prec, false);

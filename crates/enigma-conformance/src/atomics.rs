@@ -372,15 +372,29 @@ pub fn atomics_threadgroup(rt: &Runtime) -> CaseResult {
 pub const LAST_SUM_GROUPS: u32 = 37;
 pub const LAST_SUM_THREADS: u32 = 64;
 
+/// Where [`last_threadgroup_sums`] fences.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fencing {
+    /// No `device_fence()`: the reads of other threadgroups' partials race.
+    None,
+    /// Only thread 0 fences, around its ticket: enough where device memory
+    /// is coherent across threadgroups (CUDA), not on Metal, where each
+    /// writer's and each reader's own fence orders it (the sanitizer
+    /// follows Metal's rule and reports the reads).
+    ThreadZero,
+    /// Every thread fences after its write, and every thread of the last
+    /// threadgroup before its reads: the handoff Metal's coherence rules ask for.
+    EveryThread,
+}
+
 /// The last threadgroup sums the others' partial results: every thread of
 /// each of [`LAST_SUM_GROUPS`] threadgroups writes `values[i]·3 + group` to
-/// `partials`, the threadgroup passes a barrier, and its thread 0 fences
-/// (`device_fence()`) and takes a ticket from `counter` with
-/// `atomic_fetch_add`; the threadgroup that draws the last ticket resets the
-/// counter, fences again, and writes each thread's sum over the groups to
-/// `out`. Without `fences` the same kernel has no `device_fence()`, and its
-/// reads of the other threadgroups' partials race (the sanitizer says so).
-pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
+/// `partials`, the threadgroup passes a barrier, and its thread 0 takes a
+/// ticket from `counter` with `atomic_fetch_add`; the threadgroup that draws
+/// the last ticket resets the counter, and after a barrier each of its
+/// threads writes its sum over the groups to `out`. `fencing` says where
+/// `device_fence()`s order that handoff.
+pub fn last_threadgroup_sums(fencing: Fencing) -> Result<Kernel, String> {
     let mut k = KernelBuilder::new("last_threadgroup_sums");
     let values = k.buffer("values", Type::U32, Access::Read);
     let partials = k.buffer("partials", Type::U32, Access::ReadWrite);
@@ -391,16 +405,20 @@ pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
     let group = k.let_("group", threadgroup_position_in_grid().x());
     let at = k.let_("at", group * LAST_SUM_THREADS + lid);
     k.store(partials.at(at), values.get(at) * 3u32 + group);
+    let every = fencing == Fencing::EveryThread;
+    if every {
+        k.device_fence();
+    }
     k.threadgroup_barrier(MemFlags::Device);
     k.if_(lid.eq(0u32), |k| {
-        if fences {
+        if fencing == Fencing::ThreadZero {
             k.device_fence();
         }
         let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
         let is_last = k.let_("is_last", ticket.eq(LAST_SUM_GROUPS - 1));
         k.if_(is_last, |k| {
             k.atomic(AtomicOp::Exchange, counter.at(0u32), 0u32);
-            if fences {
+            if fencing == Fencing::ThreadZero {
                 k.device_fence();
             }
         });
@@ -408,6 +426,9 @@ pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
     });
     k.threadgroup_barrier(MemFlags::Threadgroup);
     k.if_(last.get(0u32).ne(0u32), |k| {
+        if every {
+            k.device_fence();
+        }
         let sum = k.var("sum", 0u32);
         k.for_range("g", 0u32, LAST_SUM_GROUPS, 1u32, |k, g| k.assign(sum, sum.get() + partials.get(g * LAST_SUM_THREADS + lid)));
         k.store(out.at(lid), sum.get());
@@ -421,7 +442,7 @@ pub fn last_threadgroup_sums(fences: bool) -> Result<Kernel, String> {
 /// must fail naming the feature.
 pub fn atomics_device_fence_last_threadgroup_sums(rt: &Runtime) -> CaseResult {
     seeded("atomics_device_fence_last_threadgroup_sums", |rng| {
-        let kernel = last_threadgroup_sums(true)?;
+        let kernel = last_threadgroup_sums(Fencing::EveryThread)?;
         if !rt.device().features.contains(&Feature::DeviceFence) {
             return match rt.pipeline(&kernel) {
                 Err(RuntimeError::Unsupported { feature: Feature::DeviceFence, .. }) => Ok(()),

@@ -11,7 +11,14 @@
 //! # Semantics (normative; the simulator is the reference)
 //! * SIMD groups have 32 lanes. SIMD-group functions act on the *active*
 //!   lanes of the caller's SIMD group: `simd_sum` inside `if (lane < 8)` sums
-//!   8 lanes. Reading an inactive lane with a shuffle is undefined.
+//!   8 lanes. Reading an inactive lane with a shuffle or broadcast is
+//!   undefined (the simulator gives a poison value — an f32 NaN with payload
+//!   `0xdead`, `0xDEADBEEF…` for integers — and its sanitizer reports it).
+//!   The delta of `simd_shuffle_up`/`down`, the mask of `simd_shuffle_xor`
+//!   and the lane of `simd_broadcast` are the same in every lane (MSL's rule;
+//!   validation checks it where control flow is uniform over the SIMD group).
+//!   `simd_ballot`'s upper 32 bits are zero. The SIMD-group functions take no
+//!   bool, i64 or u64.
 //! * `threadgroup_barrier` must be reached by every thread of the threadgroup;
 //!   `simdgroup_barrier` by every active lane of the SIMD group. Validation
 //!   rejects barriers in control flow that depends on per-thread values.

@@ -76,9 +76,12 @@ pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
 /// * float math: a float scalar or vector, every argument the same type;
 /// * `abs`, `min`, `max`, `clamp`: numeric, every argument the same type;
 /// * `select(a, b, c)`: `a` and `b` the same type, `c` bool of width 1 or theirs;
-/// * `popcount`, `clz`, `ctz`, `simd_and/or/xor`: integers;
-/// * `simd_sum/product/max/min`, prefix sums: numeric;
-/// * shuffles and `simd_broadcast`: a u32 (or u16) lane index or delta;
+/// * `popcount`, `clz`, `ctz`: integers;
+/// * the SIMD-group functions take the types MSL gives them (spec §6.9.2:
+///   not bool, not 64-bit integers): `simd_and/or/xor` 8- to 32-bit
+///   integers; `simd_sum/product/max/min` and prefix sums 8- to 32-bit
+///   integers and floats; shuffles and broadcasts any of those, with a u32
+///   (or u16) lane index or delta;
 /// * `simd_all`, `simd_any`: bool → bool; `simd_ballot`: bool → u64;
 ///   `simd_is_first()` → bool.
 pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
@@ -123,20 +126,34 @@ pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
             }
             t0
         }
-        Popcount | Clz | Ctz | SimdAnd | SimdOr | SimdXor => {
+        Popcount | Clz | Ctz => {
             if !t0.elem().is_int() {
                 return Err(arg_err(0, "an integer scalar or vector"));
             }
             t0
         }
-        SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
-            if !numeric(t0) {
-                return Err(arg_err(0, "a numeric scalar or vector"));
+        SimdAnd | SimdOr | SimdXor => {
+            if !t0.elem().is_int() || !simd_value(t0) {
+                return Err(arg_err(0, "an integer scalar or vector of 8 to 32 bits (MSL's SIMD-group functions exclude long and ulong)"));
             }
             t0
         }
-        SimdBroadcastFirst => t0,
+        SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum => {
+            if !numeric(t0) || !simd_value(t0) {
+                return Err(arg_err(0, "a numeric scalar or vector, not 64-bit (MSL's SIMD-group functions exclude long and ulong)"));
+            }
+            t0
+        }
+        SimdBroadcastFirst => {
+            if !simd_value(t0) {
+                return Err(arg_err(0, SIMD_VALUE));
+            }
+            t0
+        }
         SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor => {
+            if !simd_value(t0) {
+                return Err(arg_err(0, SIMD_VALUE));
+            }
             if types[1] != Type::U32 && types[1] != Type::scalar(Scalar::U16) {
                 return Err(arg_err(1, "u32 (or u16) lane index or delta"));
             }
@@ -155,6 +172,15 @@ pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
         SimdIsFirst => Type::BOOL,
         _ => unreachable!("every intrinsic is matched above"),
     })
+}
+
+/// What MSL's SIMD-group shuffles and broadcasts take (spec §6.9.2).
+const SIMD_VALUE: &str = "a scalar or vector of 8- to 32-bit integers or floats (MSL's SIMD-group functions exclude bool, long and ulong)";
+
+/// Whether MSL's SIMD-group functions take values of `ty`: neither bool nor
+/// 64-bit integers (spec §6.9.2).
+fn simd_value(ty: Type) -> bool {
+    !matches!(ty.elem(), Scalar::Bool | Scalar::I64 | Scalar::U64)
 }
 
 /// The scalar type that two differently typed scalar operands meet in,
@@ -184,6 +210,22 @@ pub fn usual_arithmetic(a: Scalar, b: Scalar) -> Scalar {
         _ if a.size_bytes() != b.size_bytes() => wider(a, b),
         _ if a.is_unsigned_int() => a,
         _ => b,
+    }
+}
+
+/// The operand of a SIMD-group function that must be the same in every
+/// lane of the SIMD group (MSL spec, Table 6.14), with the fix to name when
+/// it is not: `simd_shuffle_up`/`down`'s delta, `simd_shuffle_xor`'s mask,
+/// `simd_broadcast`'s lane. `None` for other arguments (`simd_shuffle`'s
+/// lane may differ per lane).
+pub fn simd_uniform_operand(func: Intrinsic, index: usize) -> Option<(&'static str, &'static str)> {
+    use Intrinsic::*;
+    const PER_LANE: &str = "compute it from values uniform over the SIMD group, or use `simd_shuffle(x, lane)`, whose lane may differ per lane";
+    match (func, index) {
+        (SimdShuffleUp | SimdShuffleDown, 1) => Some(("delta", PER_LANE)),
+        (SimdShuffleXor, 1) => Some(("mask", PER_LANE)),
+        (SimdBroadcast, 1) => Some(("lane", "compute it from values uniform over the SIMD group, or use `simd_shuffle(x, lane)` for a lane per lane")),
+        _ => None,
     }
 }
 

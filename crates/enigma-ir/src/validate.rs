@@ -162,6 +162,8 @@ pub enum ValidationErrorKind {
     WriteToReadOnly { buffer: String },
     #[error("atomic operations need i32 or u32 elements (f32 for add/sub/exchange); `{memory}` holds {elem}")]
     AtomicType { memory: String, elem: Type },
+    #[error("the {operand} of `{func}` must be the same in every lane of the SIMD group (MSL spec, Table 6.14), but it depends on {cause}; {fix}")]
+    NonUniformOperand { func: &'static str, operand: &'static str, cause: String, fix: &'static str },
     #[error("{barrier} is not reached by every thread of its {group}: it sits in control flow that depends on {cause}")]
     NonUniformBarrier { barrier: &'static str, group: &'static str, cause: String },
     #[error("threadgroup memory of {bytes} bytes exceeds the device limit of {limit} bytes")]
@@ -192,6 +194,7 @@ pub fn validate(kernel: &Kernel, options: &ValidationOptions) -> Result<KernelIn
         path: StmtPath::default(),
         source: None,
         check_barrier_uniformity: options.check_barrier_uniformity,
+        control: Uniformity::Threadgroup,
     };
     v.declarations(options)?;
     let mut state = FlowState::new(kernel);
@@ -230,6 +233,9 @@ struct Validator<'k> {
     path: StmtPath,
     source: Option<SourceLoc>,
     check_barrier_uniformity: bool,
+    /// How uniform the control flow reaching the statement being checked
+    /// is (its `Ctx::uniformity`), for the rules on expressions.
+    control: Uniformity,
 }
 
 #[derive(Clone, Copy)]
@@ -396,15 +402,17 @@ impl<'k> Validator<'k> {
     }
 
     fn block(&mut self, block: &Block, branch: Branch, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
-        let saved_source = self.source.clone();
+        let (saved_source, saved_control) = (self.source.clone(), self.control);
         for (i, stmt) in block.iter().enumerate() {
             self.path.0.push((branch, i as u32));
             self.source = stmt.loc.clone().or_else(|| saved_source.clone());
             let ctx = Ctx { uniformity: ctx.uniformity.max(state.exited).max(state.loop_exited), ..ctx };
+            self.control = ctx.uniformity;
             self.stmt(stmt, state, ctx)?;
             self.path.0.pop();
         }
         self.source = saved_source;
+        self.control = saved_control;
         Ok(())
     }
 
@@ -937,8 +945,22 @@ impl<'k> Validator<'k> {
         }
         let mut types = Vec::with_capacity(args.len());
         let mut uni = Uniformity::Threadgroup;
-        for a in args {
+        for (i, a) in args.iter().enumerate() {
             let (t, u) = self.expr(a, state)?;
+            // Under control flow that differs between lanes, a local
+            // assigned there counts as per-thread although the active lanes
+            // may agree on it; the rule holds where the flow is uniform over
+            // the SIMD group.
+            if let Some((operand, fix)) = typing::simd_uniform_operand(func, i) {
+                if u > Uniformity::Simdgroup && self.control <= Uniformity::Simdgroup {
+                    return Err(self.err(ValidationErrorKind::NonUniformOperand {
+                        func: func.name(),
+                        operand,
+                        cause: THREAD_DEPENDENT.into(),
+                        fix,
+                    }));
+                }
+            }
             types.push(t);
             uni = uni.max(u);
         }

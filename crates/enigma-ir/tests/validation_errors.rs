@@ -56,6 +56,8 @@ cases! {
         min_of_mixed_types,
         select_on_a_float_condition,
         shuffle_by_a_signed_lane,
+        simd_sum_of_a_64_bit_integer,
+        shuffle_of_a_bool,
         vector_component_of_another_type,
         a_subscript_checked_against_a_float_size,
     ],
@@ -91,6 +93,7 @@ cases! {
     NotAMemory => [indexing_a_by_value_parameter, indexing_a_texture],
     WriteToReadOnly => [storing_to_a_read_only_buffer, atomic_on_a_read_only_buffer],
     AtomicType => [atomic_add_on_f16, atomic_min_on_f32, compare_exchange_on_f32, atomic_on_a_vector_array],
+    NonUniformOperand => [shuffle_down_by_a_per_lane_delta, shuffle_xor_by_a_loaded_mask, broadcast_of_a_per_lane_lane],
     NonUniformBarrier => [
         threadgroup_barrier_under_a_thread_dependent_if,
         threadgroup_barrier_under_a_simdgroup_dependent_if,
@@ -1056,6 +1059,105 @@ fn atomic_on_a_vector_array() -> ValidationError {
     let line = line!() + 1;
     k.atomic(AtomicOp::Or, s.at(0u32), vector(vec_ty(Scalar::U32, 2), &[1u32.into()]));
     rejects(&built(k), K::AtomicType { memory: "s".into(), elem: vec_ty(Scalar::U32, 2) }, At::Built("body[0]", line))
+}
+
+/// MSL's SIMD-group functions exclude long and ulong (spec §6.9.2).
+fn simd_sum_of_a_64_bit_integer() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::U64, Access::ReadWrite);
+    let x = k.value("x", Type::U64);
+    let line = line!() + 1;
+    k.store(out.at(0u32), simd_sum(x));
+    rejects(
+        &built(k),
+        K::ArgumentType {
+            func: "simd_sum",
+            index: 0,
+            expected: "a numeric scalar or vector, not 64-bit (MSL's SIMD-group functions exclude long and ulong)".into(),
+            found: Type::U64,
+        },
+        At::Built("body[0]", line),
+    )
+}
+
+/// ... and bool (spec §6.9.2).
+fn shuffle_of_a_bool() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let x = k.value("x", Type::U32);
+    let line = line!() + 1;
+    k.store(out.at(0u32), select(0u32, 1u32, simd_shuffle_xor(x.eq(1u32), 1u32)));
+    rejects(
+        &built(k),
+        K::ArgumentType {
+            func: "simd_shuffle_xor",
+            index: 0,
+            expected: "a scalar or vector of 8- to 32-bit integers or floats (MSL's SIMD-group functions exclude bool, long and ulong)".into(),
+            found: Type::BOOL,
+        },
+        At::Built("body[0]", line),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// NonUniformOperand
+// ---------------------------------------------------------------------------
+
+const SHUFFLE_FIX: &str = "compute it from values uniform over the SIMD group, or use `simd_shuffle(x, lane)`, whose lane may differ per lane";
+
+/// The seed stencil's old edge case: a delta of 0 for the grid's last thread only.
+fn shuffle_down_by_a_per_lane_delta() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    // A delta uniform over the SIMD group is fine ...
+    k.store(out.at(tid), simd_shuffle_down(x, simdgroup_index_in_threadgroup()));
+    // ... one that differs per thread is not.
+    let delta = k.let_("delta", select(1u32, 0u32, tid.ge(63u32)));
+    let line = line!() + 1;
+    k.store(out.at(tid), simd_shuffle_down(x, delta));
+    rejects(
+        &built(k),
+        K::NonUniformOperand { func: "simd_shuffle_down", operand: "delta", cause: THREAD_CAUSE.into(), fix: SHUFFLE_FIX },
+        At::Built("body[3]", line),
+    )
+}
+
+fn shuffle_xor_by_a_loaded_mask() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let masks = k.buffer("masks", Type::U32, Access::Read);
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    // A load at a uniform index is uniform; one at a per-thread index is not.
+    k.store(out.at(1u32), simd_shuffle_xor(x, masks.get(0u32)));
+    let line = line!() + 1;
+    k.store(out.at(0u32), simd_shuffle_xor(x, masks.get(thread_position_in_grid().x())));
+    rejects(
+        &built(k),
+        K::NonUniformOperand { func: "simd_shuffle_xor", operand: "mask", cause: THREAD_CAUSE.into(), fix: SHUFFLE_FIX },
+        At::Built("body[1]", line),
+    )
+}
+
+fn broadcast_of_a_per_lane_lane() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    // A per-lane lane is what `simd_shuffle` is for.
+    k.store(out.at(1u32), simd_shuffle(x, thread_index_in_simdgroup() ^ 1u32));
+    let line = line!() + 1;
+    k.store(out.at(0u32), simd_broadcast(x, thread_index_in_simdgroup() / 2u32));
+    rejects(
+        &built(k),
+        K::NonUniformOperand {
+            func: "simd_broadcast",
+            operand: "lane",
+            cause: THREAD_CAUSE.into(),
+            fix: "compute it from values uniform over the SIMD group, or use `simd_shuffle(x, lane)` for a lane per lane",
+        },
+        At::Built("body[1]", line),
+    )
 }
 
 // ---------------------------------------------------------------------------

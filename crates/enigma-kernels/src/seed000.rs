@@ -116,20 +116,26 @@ pub fn prefix_sum() -> Kernel {
     finish(k)
 }
 
-/// Pattern 4: the 1-D stencil [0.25, 0.5, 0.25] through `simd_shuffle_up`
-/// and `simd_shuffle_down`. At the SIMD group's edges the shuffles return the
-/// lane's own value (as in Metal). The grid's last thread shuffles down by 0:
-/// when its SIMD group is partial the lane after it does not exist, and
-/// reading it would give an undefined value.
+/// Pattern 4: the 1-D stencil [0.25, 0.5, 0.25] through SIMD-group
+/// shuffles. At the SIMD group's edges a lane takes its own value (as
+/// `simd_shuffle_up` gives lane 0). The left neighbour is
+/// `simd_shuffle_up(x, 1)`: its delta is the same in every lane, as MSL
+/// requires, and the lane before an active lane is always active. The right
+/// neighbour is `simd_shuffle(x, lane)` from a per-lane source lane — the
+/// lane itself at lane 31 and at the grid's last thread, where the next lane
+/// of a partial SIMD group is inactive and reading it would be undefined;
+/// `simd_shuffle_down` cannot say that, because its delta must be uniform.
 pub fn shuffle_stencil() -> Kernel {
     let mut k = KernelBuilder::new("shuffle_stencil");
     let data = k.buffer("data", Type::F32, Access::Read);
     let out = k.buffer("out", Type::F32, Access::ReadWrite);
     let tid = k.let_("tid", thread_position_in_grid().x());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
     let my_val = k.let_("my_val", data.get(tid));
     let left = k.let_("left", simd_shuffle_up(my_val, 1u32));
-    let right_delta = k.let_("right_delta", select(1u32, 0u32, (tid + 1u32).ge(threads_per_grid().x())));
-    let right = k.let_("right", simd_shuffle_down(my_val, right_delta));
+    let at_edge = lane.eq(31u32).or((tid + 1u32).ge(threads_per_grid().x()));
+    let right_lane = k.let_("right_lane", select(lane + 1u32, lane, at_edge));
+    let right = k.let_("right", simd_shuffle(my_val, right_lane));
     k.store(out.at(tid), 0.25f32 * left + 0.5f32 * my_val + 0.25f32 * right);
     finish(k)
 }

@@ -123,11 +123,17 @@ impl MetalBackend {
                 simd_width: 32,
                 compute_units: mapping::compute_units(&name),
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
-                // Every feature: MSL 3.1's `bfloat`, which the generated code
-                // targets, SIMD-group matrices and 2D textures (MTLTextures
-                // made per dispatch); device-scope fences where the options
-                // ask for MSL 3.2.
-                features: msl::supported_features(&options.msl),
+                // MSL 3.1's `bfloat`, which the generated code targets, and
+                // 2D textures (MTLTextures made per dispatch) everywhere;
+                // SIMD-group matrices on Apple7 and Mac2 GPUs; device-scope
+                // fences on Apple silicon where the options ask for MSL 3.2.
+                features: mapping::device_features(
+                    &options.msl,
+                    mapping::GpuFamilies {
+                        apple7: device.supportsFamily(MTLGPUFamily::Apple7),
+                        mac2: device.supportsFamily(MTLGPUFamily::Mac2),
+                    },
+                ),
                 read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
                 name,
             };
@@ -451,6 +457,7 @@ impl Backend for MetalBackend {
         let entry_point = msl::entry_point(kernel);
         let values = spec.resolve(kernel);
         let pipeline = autoreleasepool(|_| self.pipeline(&kernel.name, &source, &entry_point, &values))?;
+        mapping::check_simd_width(&kernel.name, info, pipeline.threadExecutionWidth() as u32).map_err(backend_err)?;
         Ok(Box::new(MetalKernel {
             kernel: kernel.clone(),
             max_total_threads_per_threadgroup: pipeline.maxTotalThreadsPerThreadgroup() as u32,

@@ -5,7 +5,8 @@
 
 use enigma_backend::args::literal_bits;
 use enigma_backend::{ReadWriteTier, TextureDesc, TextureFormat};
-use enigma_ir::{Literal, Scalar, TextureAccess, Type};
+use enigma_ir::{Feature, KernelInfo, Literal, Scalar, TextureAccess, Type};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// The most threads one Metal threadgroup may have (Apple's documented
@@ -131,6 +132,49 @@ pub(crate) fn read_write_tier(raw: usize) -> ReadWriteTier {
     }
 }
 
+/// The Metal GPU families that decide which optional features a device
+/// runs (`supportsFamily:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GpuFamilies {
+    /// Apple7 or later: Apple silicon from the A14 and M1.
+    pub apple7: bool,
+    /// Mac2: the Intel and AMD GPUs of Macs that run Metal 3.
+    pub mac2: bool,
+}
+
+/// The optional features a device of `families` runs with source written
+/// under `options`: SIMD-group matrices on Apple7 and Mac2 GPUs; device-scope
+/// fences from MSL 3.2 on Apple silicon (Apple7); the rest everywhere.
+pub(crate) fn device_features(options: &enigma_codegen::msl::Options, families: GpuFamilies) -> BTreeSet<Feature> {
+    let mut features = enigma_codegen::msl::supported_features(options);
+    if !(families.apple7 || families.mac2) {
+        features.remove(&Feature::SimdgroupMatrix);
+    }
+    if !families.apple7 {
+        features.remove(&Feature::DeviceFence);
+    }
+    features
+}
+
+/// The SIMD-group width enigma's execution model has, which every kernel
+/// using SIMD-group functions or matrices assumes (threadgroup scratch of one
+/// slot per SIMD group, lane arithmetic, 32-bit ballots).
+pub(crate) const SIMD_WIDTH: u32 = 32;
+
+/// Refuses a pipeline whose `threadExecutionWidth` is not [`SIMD_WIDTH`]
+/// when its kernel uses SIMD groups (Intel and AMD Macs run 8 to 64 lanes),
+/// naming both widths.
+pub(crate) fn check_simd_width(kernel: &str, info: &KernelInfo, width: u32) -> Result<(), String> {
+    let uses_simd_groups = info.uses_simd_functions || info.features.contains(&Feature::SimdgroupMatrix);
+    if uses_simd_groups && width != SIMD_WIDTH {
+        return Err(format!(
+            "kernel `{kernel}` uses SIMD-group functions, which enigma defines on SIMD groups of {SIMD_WIDTH} lanes, \
+             but this GPU runs it {width} lanes wide (threadExecutionWidth)"
+        ));
+    }
+    Ok(())
+}
+
 /// `items` with each distinct address once, in address order: the order
 /// in which a dispatch takes its buffers' host-access locks, so that two
 /// dispatches sharing buffers cannot deadlock and a buffer passed twice is
@@ -145,6 +189,36 @@ pub(crate) fn distinct_by_address<T>(items: &[&T]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn features_follow_the_gpu_family() {
+        let msl_3_2 = enigma_codegen::msl::Options { language_version: (3, 2), ..Default::default() };
+        let m1 = device_features(&msl_3_2, GpuFamilies { apple7: true, mac2: false });
+        assert!(m1.contains(&Feature::SimdgroupMatrix) && m1.contains(&Feature::DeviceFence));
+        // An AMD Mac: matrices, no scoped fences.
+        let amd = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: true });
+        assert!(amd.contains(&Feature::SimdgroupMatrix) && !amd.contains(&Feature::DeviceFence));
+        // An A13: neither.
+        let a13 = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: false });
+        assert!(!a13.contains(&Feature::SimdgroupMatrix) && !a13.contains(&Feature::DeviceFence));
+        assert!(a13.contains(&Feature::Bfloat16) && a13.contains(&Feature::Texture2d));
+        // MSL 3.1 has no scoped fences anywhere.
+        let m1_3_1 = device_features(&enigma_codegen::msl::Options::default(), GpuFamilies { apple7: true, mac2: false });
+        assert!(!m1_3_1.contains(&Feature::DeviceFence));
+    }
+
+    #[test]
+    fn kernels_with_simd_groups_need_32_lanes() {
+        let simd = KernelInfo { uses_simd_functions: true, ..KernelInfo::default() };
+        assert_eq!(check_simd_width("reduce", &simd, 32), Ok(()));
+        let err = check_simd_width("reduce", &simd, 16).unwrap_err();
+        assert!(err.contains("`reduce`") && err.contains("32 lanes") && err.contains("16 lanes"), "{err}");
+        let mut matrices = KernelInfo::default();
+        matrices.features.insert(Feature::SimdgroupMatrix);
+        assert!(check_simd_width("gemm", &matrices, 64).is_err());
+        // A kernel without SIMD groups runs at any width.
+        assert_eq!(check_simd_width("scale", &KernelInfo::default(), 8), Ok(()));
+    }
 
     #[test]
     fn language_versions_match_metal_encoding() {

@@ -359,10 +359,16 @@ impl SimdGroup {
                 }
                 Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
                 Inst::Simd { func, ty, dst, a, b } => {
-                    if let Some(t) = san.as_deref_mut() {
-                        self.check_sources(func, b, pc, t);
+                    let poisoned = self.inactive_sources(func, b);
+                    if let (Some(t), Some((lane, source))) = (san.as_deref_mut(), poisoned.1) {
+                        t.inactive_lane(Who { simdgroup: self.index, lane, pc }, source);
                     }
-                    self.simd(func, ty, dst, a, b)
+                    self.simd(func, ty, dst, a, b);
+                    // What an inactive lane gives is undefined on a GPU: a
+                    // poison value, rather than whatever its register holds.
+                    for l in lanes_of(poisoned.0) {
+                        self.regs[dst as usize][l] = poison(ty);
+                    }
                 }
                 Inst::Load { mem, elem, dst, index, index_ty } => {
                     let (words, len) = memory(env, tg_mem, mem);
@@ -636,7 +642,9 @@ impl SimdGroup {
                 Inst::DeviceFence => {
                     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
                     if let Some(t) = san.as_deref_mut() {
-                        t.device_fence(env.tracker);
+                        for l in lanes_of(self.active) {
+                            t.device_fence(env.tracker, Who { simdgroup: self.index, lane: l as u32, pc }.thread());
+                        }
                     }
                 }
                 Inst::TexFence { tex } => {
@@ -802,11 +810,13 @@ impl SimdGroup {
         };
         t.device_access(mem, i, who, kind, value);
         let thread = who.thread();
-        if kind == AccessKind::Atomic {
-            t.atomic_update(env.tracker, param, i);
+        match kind {
+            AccessKind::Atomic => t.atomic_update(env.tracker, param, i),
+            AccessKind::Write if matches!(mem, MemRef::Buffer(_)) => t.device_write(thread),
+            _ => {}
         }
         if let Some((kind, other)) = env.tracker.and_then(|d| d.device_access(param, i, t.linear, thread, who.pc, kind)) {
-            if !(kind == FindingKind::DeviceRace && t.ordered_after(other)) {
+            if !(kind == FindingKind::DeviceRace && t.ordered_after(other, thread)) {
                 t.raw.push(crate::sanitizer::Raw { kind, mem: Some(mem), index: Some(i as u64), who, other: Some(other), subscript: None });
             }
         }
@@ -864,27 +874,32 @@ impl SimdGroup {
         Ok(Some(i))
     }
 
-    /// Reports shuffles and broadcasts whose source lane is not active.
-    fn check_sources(&self, func: Intrinsic, b: Reg, pc: u32, t: &mut TgTracker) {
+    /// The lanes of a shuffle or broadcast whose source lane is not active,
+    /// with the first such (lane, source lane) for the sanitizer's report.
+    fn inactive_sources(&self, func: Intrinsic, b: Reg) -> (u32, Option<(u32, u32)>) {
         use Intrinsic::*;
+        if !matches!(func, SimdShuffle | SimdBroadcast | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor) {
+            return (0, None);
+        }
         let y = &self.regs[b as usize];
         let active = self.active;
+        let (mut poisoned, mut first) = (0u32, None);
         for l in lanes_of(active) {
             let d = y[l] as usize;
             let source = match func {
-                SimdShuffle | SimdBroadcast => Some(d),
                 SimdShuffleUp => l.checked_sub(d),
                 SimdShuffleDown => Some(l + d).filter(|s| *s < LANES),
                 SimdShuffleXor => Some(l ^ d),
-                _ => None,
+                _ => Some(d),
             };
             if let Some(src) = source {
                 if src >= LANES || active & (1 << src) == 0 {
-                    t.inactive_lane(Who { simdgroup: self.index, lane: l as u32, pc }, src as u32);
-                    return;
+                    first = first.or(Some((l as u32, src as u32)));
+                    poisoned |= 1 << l;
                 }
             }
         }
+        (poisoned, first)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1103,6 +1118,17 @@ impl SimdGroup {
             }
         }
         self.regs[dst as usize] = out;
+    }
+}
+
+/// The value the sanitizer gives a lane that read an inactive lane: a NaN
+/// with a payload for floats, `0xDEADBEEF…` cut to the type for integers.
+fn poison(ty: Scalar) -> u64 {
+    match ty {
+        Scalar::F32 => 0x7fc0_dead,
+        Scalar::F16 => 0x7ead,
+        Scalar::BF16 => 0x7fad,
+        _ => ops::norm(ty, 0xdead_beef_dead_beef),
     }
 }
 

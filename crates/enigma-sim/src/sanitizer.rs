@@ -10,14 +10,20 @@
 //! * Device memory: each element remembers the threadgroup that wrote it and
 //!   the one(s) that read it; two threadgroups of one dispatch writing one
 //!   element, or one reading what another writes, is a device race — there is
-//!   no order between threadgroups — unless a device fence and an atomic
-//!   order them: a threadgroup that updates an atomic element after a
-//!   `device_fence()` releases its writes into it, and a threadgroup whose
-//!   `device_fence()` follows its own update of that element acquires them,
-//!   so its accesses to what they wrote are not races. (The rule releases
-//!   all of a threadgroup's writes, also those after its fence, and does
-//!   not ask for the barrier that orders the other threads' writes before
-//!   the fencing thread's: it can miss a race there, never invent one.)
+//!   no order between threadgroups — unless device fences and an atomic
+//!   order them, as Metal's coherence rules require (device memory is
+//!   coherent only within a threadgroup; MSL §4.8): a threadgroup that
+//!   updates an atomic element after a `device_fence()`, when every thread
+//!   of it that wrote device memory has fenced since its last write,
+//!   releases its writes into the element; and a *thread* whose
+//!   `device_fence()` follows its threadgroup's update of that element
+//!   acquires them, so its accesses to what they wrote are not races. One
+//!   fencing thread orders only itself: a writer that did not fence keeps
+//!   its threadgroup's writes unreleased, a reader that did not fence reads
+//!   them as races. (The rule releases all of a threadgroup's writes, also
+//!   those after the atomic update, and does not ask for the barrier that
+//!   orders the writers' fences before the update: it can miss a race
+//!   there, never invent one.)
 //!   Inside a threadgroup, the elements it
 //!   touches get the threadgroup-memory rules with the epochs of barriers
 //!   that order device memory (`mem_flags::mem_device`): two SIMD groups, or
@@ -197,11 +203,15 @@ pub struct TgTracker {
     in_flight: HashMap<(u32, usize), Who>,
     /// Whether a thread of the threadgroup has run a `device_fence()`.
     fenced: bool,
+    /// Threads (indices in the threadgroup) that wrote device memory since
+    /// their last `device_fence()`.
+    unfenced_writers: HashSet<u32>,
     /// Device elements (parameter, element) the threadgroup updated atomically.
     atomics: HashSet<(u32, usize), BuildHasherDefault<CellHasher>>,
-    /// Threadgroups (linear indices) whose writes are ordered before this
-    /// one's accesses: acquired at its fences through the atomics it updated.
-    acquired: HashSet<u64>,
+    /// Per thread (index in the threadgroup), the threadgroups (linear
+    /// indices) whose writes are ordered before its accesses: acquired at
+    /// its fences through the atomics its threadgroup updated.
+    acquired: HashMap<u32, HashSet<u64>>,
 }
 
 /// One thread's asynchronous copies: the open group, and the committed
@@ -242,42 +252,54 @@ impl TgTracker {
             async_groups: HashMap::default(),
             in_flight: HashMap::default(),
             fenced: false,
+            unfenced_writers: HashSet::new(),
             atomics: HashSet::default(),
-            acquired: HashSet::new(),
+            acquired: HashMap::default(),
         }
     }
 
-    /// A thread ran `device_fence()`: the threadgroup's later atomic
-    /// updates release its writes, and it acquires the writes released into
-    /// the atomic elements it has updated.
-    pub fn device_fence(&mut self, tracker: Option<&DispatchTracker>) {
+    /// Thread `thread` (index in the threadgroup) ran `device_fence()`: its
+    /// device writes so far are fenced, the threadgroup's later atomic
+    /// updates may release its writes, and the thread acquires the writes
+    /// released into the atomic elements its threadgroup has updated.
+    pub fn device_fence(&mut self, tracker: Option<&DispatchTracker>, thread: u32) {
         self.fenced = true;
+        self.unfenced_writers.remove(&thread);
         if let Some(d) = tracker {
             let released = d.released.lock().unwrap_or_else(|e| e.into_inner());
+            let mine = self.acquired.entry(thread).or_default();
             for e in &self.atomics {
-                self.acquired.extend(released.get(e).into_iter().flatten());
+                mine.extend(released.get(e).into_iter().flatten());
             }
         }
     }
 
+    /// Thread `thread` wrote device memory (not atomically).
+    pub fn device_write(&mut self, thread: u32) {
+        self.unfenced_writers.insert(thread);
+    }
+
     /// A thread updated element `index` of buffer `param` atomically (before
-    /// the update takes place): after a fence, that releases the
-    /// threadgroup's writes into the element.
+    /// the update takes place): after a fence, and with every writer of the
+    /// threadgroup fenced, that releases the threadgroup's writes into the
+    /// element.
     pub fn atomic_update(&mut self, tracker: Option<&DispatchTracker>, param: u32, index: usize) {
         self.atomics.insert((param, index));
-        if let (true, Some(d)) = (self.fenced, tracker) {
+        if let (true, true, Some(d)) = (self.fenced, self.unfenced_writers.is_empty(), tracker) {
             d.released.lock().unwrap_or_else(|e| e.into_inner()).entry((param, index)).or_default().insert(self.linear);
         }
     }
 
     /// Whether the access of another threadgroup `other` is ordered before
-    /// this threadgroup's (acquired through a fence and an atomic).
-    pub fn ordered_after(&self, other: Other) -> bool {
-        matches!(other, Other::Threadgroup { linear, .. } if self.acquired.contains(&linear))
+    /// the access of this threadgroup's thread `thread` (acquired through
+    /// its fence and an atomic).
+    pub fn ordered_after(&self, other: Other, thread: u32) -> bool {
+        matches!(other, Other::Threadgroup { linear, .. } if self.acquired.get(&thread).is_some_and(|a| a.contains(&linear)))
     }
 
     pub fn reset(&mut self, linear: u64, simdgroups: usize) {
         self.fenced = false;
+        self.unfenced_writers.clear();
         self.atomics.clear();
         self.acquired.clear();
         self.unfenced.clear();

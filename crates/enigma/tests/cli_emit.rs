@@ -111,3 +111,35 @@ fn every_name_is_listed_once_and_the_seed_second_pass_has_its_own() {
         assert!(names.contains(&case.name), "`{}` is a check target but not an emit name", case.name);
     }
 }
+
+/// A library kernel that hands partial results between threadgroups
+/// through device fences (the split-K GEMM whose last threadgroup sums).
+fn kernel_with_device_fences() -> String {
+    enigma_kernels::library::all_kernels()
+        .into_iter()
+        .find(|k| {
+            enigma_ir::validate(k, &enigma_ir::ValidationOptions::default())
+                .is_ok_and(|info| info.features.contains(&enigma_ir::Feature::DeviceFence))
+        })
+        .expect("a library kernel with device fences")
+        .name
+}
+
+#[test]
+fn msl_follows_the_version_a_kernel_needs_or_the_one_asked_for() {
+    let name = kernel_with_device_fences();
+    // By default the kernel gets MSL 3.2, which its fences need.
+    let msl = stdout(&["emit", &name]);
+    assert!(msl.contains("thread_scope_device") && msl.contains("coherent(device) device "), "{msl}");
+    assert_eq!(stdout(&["emit", "--msl-version", "3.2", &name]), msl);
+    // Asked for 3.1, it fails naming both versions.
+    let out = enigma(&["emit", "--msl-version", "3.1", &name]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("needs MSL 3.2") && err.contains("MSL 3.1"), "{err}");
+    // A kernel without fences is the same under 3.1 and 3.2.
+    assert_eq!(stdout(&["emit", "--msl-version", "3.1", "reduce_threadgroup"]), stdout(&["emit", "reduce_threadgroup"]));
+    // A version the generator does not write is refused, with the ones it does.
+    let out = enigma(&["emit", "--msl-version", "2.9", "reduce_threadgroup"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("unknown MSL version `2.9`") && err.contains("3.0, 3.1 and 3.2"), "{err}");
+}

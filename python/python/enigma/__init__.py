@@ -94,9 +94,12 @@ The kernel language (a subset of Python):
 * ``enigma.device_fence()`` orders this thread's device-memory accesses for
   every thread of the dispatch (CUDA's ``__threadfence()``, MSL 3.2's
   device-scoped ``atomic_thread_fence``). With an atomic it hands results
-  from one threadgroup to another: write, ``threadgroup_barrier``, then one
-  thread fences and takes a ticket with ``atomic_fetch_add``; the threadgroup
-  with the last ticket fences and, after a barrier, reads what all wrote.
+  from one threadgroup to another: every thread writes and fences,
+  ``threadgroup_barrier``, one thread takes a ticket with
+  ``atomic_fetch_add``; in the threadgroup with the last ticket, after a
+  barrier, every thread fences and reads what all wrote. (On Metal device
+  memory is coherent only within a threadgroup: one fencing thread orders
+  only itself, and the sanitizer reports such reads as races.)
 * Multi-dimensional indexing (row-major, like numpy's C order): a buffer
   declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
   (each size an int, or the name of a by-value parameter, a specialisation

@@ -42,7 +42,7 @@ class Kernel:
         self.fn = fn
         self.name = fn.__name__
         self._ir = None
-        self._compiled = {}  # specialisation values -> CompiledKernel
+        self._compiled = {}  # (MSL version, specialisation values) -> CompiledKernel
         functools.update_wrapper(self, fn)
 
     def ir_dict(self) -> dict:
@@ -173,8 +173,16 @@ class CompiledKernel:
 
     @property
     def msl(self) -> str:
-        """Metal Shading Language source (specialisation constants stay function constants)."""
+        """Metal Shading Language source (specialisation constants stay function constants),
+        for :attr:`msl_version`."""
         return self._native.msl
+
+    @property
+    def msl_version(self) -> str:
+        """The MSL version :attr:`msl` is written for (``"3.2"``): the one asked for with
+        ``enigma.compile(k, msl_version=...)``, else the one the kernel needs (3.2 where it
+        uses ``device_fence()``, else 3.1)."""
+        return self._native.msl_version
 
     @property
     def cuda(self) -> str:
@@ -250,16 +258,19 @@ class CompiledKernel:
                 mv[:] = results[p.index]
 
 
-def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the seed's name
+def compile(kern, spec=None, *, msl_version: str | None = None, **constants) -> CompiledKernel:  # noqa: A001 - the seed's name
     """Compiles a ``@enigma.kernel`` function: source → IR → validation.
 
     Specialisation constants declared with ``enigma.spec(name, type, default)``
     take values from ``spec`` (a dict) or keyword arguments:
-    ``enigma.compile(k, TILE=64)``. Raises :class:`enigma.CompileError`.
+    ``enigma.compile(k, TILE=64)``. ``msl_version`` (``"3.0"``, ``"3.1"`` or
+    ``"3.2"``) is the MSL version ``.msl`` is written for; by default the one
+    the kernel needs. Raises :class:`enigma.CompileError` (also for an MSL
+    version the generator does not write).
     """
     if isinstance(kern, CompiledKernel):
         if kern.source is None:
-            return compile_ir(kern.ir, spec, **constants)
+            return compile_ir(kern.ir, spec, msl_version=msl_version, **constants)
         kern = kern.source
     if not isinstance(kern, Kernel):
         if callable(kern) and hasattr(kern, "__code__"):
@@ -268,7 +279,7 @@ def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the
             raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
     values = _spec_values(spec, constants)
     try:
-        key = tuple(sorted((k, type(v).__name__, v) for k, v in values.items()))
+        key = (msl_version, tuple(sorted((k, type(v).__name__, v) for k, v in values.items())))
         hash(key)
     except TypeError:
         key = None  # unhashable values: compiled afresh, and rejected there
@@ -276,7 +287,7 @@ def compile(kern, spec=None, **constants) -> CompiledKernel:  # noqa: A001 - the
     if cached is not None:
         return cached
     ir = kern.ir_dict()
-    native = _enigma.compile(json.dumps(ir), values or None)
+    native = _enigma.compile(json.dumps(ir), values or None, msl_version)
     compiled = CompiledKernel(native, kern)
     if key is not None:
         kern._compiled[key] = compiled
@@ -294,8 +305,9 @@ def _spec_values(spec, constants):
     return {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in values.items()}
 
 
-def compile_ir(text: str, spec=None, **constants) -> CompiledKernel:
-    """Compiles a kernel given in the IR's text form (``CompiledKernel.ir``).
+def compile_ir(text: str, spec=None, *, msl_version: str | None = None, **constants) -> CompiledKernel:
+    """Compiles a kernel given in the IR's text form (``CompiledKernel.ir``);
+    ``spec``, ``msl_version`` and the keyword arguments as in :func:`compile`.
 
     Raises :class:`enigma.CompileError` for text that does not parse or a
     kernel that does not validate.
@@ -303,5 +315,5 @@ def compile_ir(text: str, spec=None, **constants) -> CompiledKernel:
     if not isinstance(text, str):
         raise TypeError(f"enigma.compile_ir takes the IR's text form (a str), not {type(text).__name__}")
     values = _spec_values(spec, constants)
-    native = _enigma.compile(_enigma.ir_text_to_json(text), values or None)
+    native = _enigma.compile(_enigma.ir_text_to_json(text), values or None, msl_version)
     return CompiledKernel(native, None)

@@ -438,10 +438,10 @@ impl Dialect for Cuda {
         }
         let name = self.scalar_name(to.elem());
         let from_float = matches!(from.elem(), Scalar::F32 | Scalar::F16 | Scalar::BF16);
-        if from_float && matches!(to.elem(), Scalar::I8 | Scalar::U8 | Scalar::I16 | Scalar::U16 | Scalar::I64 | Scalar::U64) {
-            // Saturating with NaN → 0, through `Convert` (a C cast wraps
-            // through int for narrow types and gives the minimum for NaN
-            // in 64 bits).
+        if from_float && to.elem().is_int() {
+            // Saturating with NaN → 0, through `Convert` (a C cast is
+            // undefined out of range: in practice it wraps through int for
+            // narrow types and gives the minimum for NaN in 64 bits).
             self.need(Helper::Convert);
             return Code::postfix(format!("enigma::convert<{name}>({})", arg.text));
         }

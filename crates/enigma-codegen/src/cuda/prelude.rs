@@ -131,6 +131,14 @@ template <> struct Convert<short, float> {
 template <> struct Convert<unsigned char, float> {
     static __device__ unsigned char run(float x) { return (unsigned char)::min(255u, __float2uint_rz(x)); }
 };
+// 32-bit conversions through the round-toward-zero intrinsics, which
+// saturate and give 0 for NaN (a C cast is undefined out of range).
+template <> struct Convert<int, float> {
+    static __device__ int run(float x) { return __float2int_rz(x); }
+};
+template <> struct Convert<unsigned int, float> {
+    static __device__ unsigned int run(float x) { return __float2uint_rz(x); }
+};
 // 64-bit conversions saturate in hardware, but NaN would give the minimum.
 template <> struct Convert<long long, float> {
     static __device__ long long run(float x) { return x != x ? 0ll : __float2ll_rz(x); }

@@ -383,7 +383,9 @@ pub fn device_fences() -> Kernel {
     finish(k)
 }
 
-/// Atomics on threadgroup memory: a histogram in shared memory.
+/// Atomics on threadgroup memory: a histogram in shared memory, and f32
+/// add, sub, exchange, store and load on threadgroup memory (MSL has no
+/// threadgroup `atomic_float`: a compare-and-swap loop on the bits).
 // `mine * 0u32` builds an IR expression that keeps the exchange's result in
 // use in the generated code; it is not arithmetic on the host.
 #[allow(clippy::erasing_op)]
@@ -391,16 +393,23 @@ pub fn atomics_threadgroup() -> Kernel {
     let mut k = KernelBuilder::new("atomics_threadgroup");
     let data = k.buffer("data", Type::U32, Access::Read);
     let hist = k.buffer("hist", Type::U32, Access::ReadWrite);
+    let sums = k.buffer("sums", Type::F32, Access::ReadWrite);
     let bins = k.threadgroup_array("bins", Type::U32, 16);
+    let fsum = k.threadgroup_array("fsum", Type::F32, 2);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     k.if_(lid.lt(16u32), |k| k.store(bins.at(lid), 0u32));
+    k.if_(lid.lt(2u32), |k| k.store(fsum.at(lid), 0.0f32));
     k.threadgroup_barrier(MemFlags::Threadgroup);
     k.atomic(AtomicOp::Add, bins.at(data.get(thread_position_in_grid().x()) % 16u32), 1u32);
     let mine = k.atomic_compare_exchange(bins.at(15u32), 7u32, 8u32);
+    k.atomic(AtomicOp::Add, fsum.at(0u32), 0.5f32);
+    k.atomic(AtomicOp::Sub, fsum.at(1u32), 0.25f32);
+    let old = k.atomic_fetch(AtomicOp::Exchange, fsum.at(1u32), 1.0f32);
     k.threadgroup_barrier(MemFlags::Threadgroup);
     k.if_(lid.lt(16u32), |k| {
         k.atomic(AtomicOp::Add, hist.at(lid), bins.get(lid) + mine * 0u32);
     });
+    k.if_(lid.lt(2u32), |k| k.store(sums.at(lid), fsum.get(lid) + old));
     finish(k)
 }
 

@@ -123,8 +123,8 @@ pub enum SplitSum {
     Reduction,
     /// The kernel: each threadgroup writes its partial tile to the f32
     /// workspace `ws`, and the last of a tile's threadgroups to finish (a
-    /// ticket per tile in `tickets`, taken with an atomic between two
-    /// `device_fence()`s) sums the tile's partials in split order into `c`,
+    /// ticket per tile in `tickets`, taken with an atomic after every
+    /// thread's `device_fence()`, each reader fencing again after it) sums the tile's partials in split order into `c`,
     /// with [`splitk_reduce`]'s arithmetic, and resets the ticket to 0.
     /// `tickets` holds one u32 per tile and batch, zero before the dispatch
     /// and zero after it. Needs [`enigma_ir::Feature::DeviceFence`].
@@ -591,6 +591,11 @@ impl SplitTile<'_> {
     fn sum_if_last(&self, k: &mut KernelBuilder) {
         let Self { cfg, c, ws, tickets, flag, m, n, m0, n0, batch, lid, scaling } = *self;
         let splits = cfg.splits;
+        // Every thread fences its partial tile's stores before the ticket,
+        // and every thread of the last threadgroup fences before it reads
+        // the others' (on Metal device memory is coherent only within a
+        // threadgroup unless fenced; one fencing thread orders only itself).
+        k.device_fence();
         k.threadgroup_barrier(MemFlags::Device);
         let grid = threadgroups_per_grid();
         let tg = threadgroup_position_in_grid();
@@ -602,18 +607,15 @@ impl SplitTile<'_> {
             k.store(flag.at(0u32), vector(flag_ty, &[x, zero, zero, zero]));
         };
         k.if_(lid.eq(0u32), |k| {
-            k.device_fence();
             let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
             let last = k.let_("split_last", ticket.eq(splits - 1));
-            k.if_(last, |k| {
-                k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32);
-                k.device_fence();
-            });
+            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
             one_hot(k, last);
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
         let is_last = flag.get(0u32).x().cast(Type::F32).ne(0.0f32);
         k.if_(is_last, |k| {
+            k.device_fence();
             let mn = k.let_("split_mn", m * n);
             // Each thread's elements of the tile, SUM_UNROLL at a time, and
             // every split of each: independent loads, all in flight at once.

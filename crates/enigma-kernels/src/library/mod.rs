@@ -493,6 +493,12 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
     }
+    // Split K summed by each tile's last threadgroup: the device-fence handoff.
+    out.push(gemm::gemm(&gemm::GemmConfig {
+        splits: 2,
+        split_sum: gemm::SplitSum::LastThreadgroup,
+        ..gemm::GemmConfig::new(DType::F16, DType::F32)
+    }));
     for output in DType::ALL {
         out.push(sgemm::sgemm(&sgemm::SgemmConfig::new(output)));
     }

@@ -9,6 +9,10 @@
 //! (`enigma emit --list` lists them all). Several kernels print one after the
 //! other (JSON: as an array). MSL and CUDA need a valid kernel: a validation
 //! error is the command's error; IR and JSON print any kernel.
+//!
+//! MSL is written for the version each kernel needs (3.2 where it uses
+//! device fences, else 3.1), or for the one `--msl-version` names; a version
+//! that lacks a feature the kernel uses is the command's error, naming both.
 
 use super::examples::{example_kernels, EXAMPLES};
 use anyhow::Context;
@@ -40,6 +44,14 @@ pub struct Args {
     /// List the names that can be emitted and exit.
     #[arg(long)]
     pub list: bool,
+    /// The MSL version to write (3.0, 3.1 or 3.2); by default the one each
+    /// kernel needs.
+    #[arg(long, value_parser = parse_msl_version)]
+    pub msl_version: Option<(u8, u8)>,
+}
+
+fn parse_msl_version(text: &str) -> Result<(u8, u8), String> {
+    enigma_codegen::msl::parse_version(text).map_err(|e| e.to_string())
 }
 
 /// Every kernel `emit` knows, under the name that selects it: the seeds'
@@ -71,12 +83,15 @@ fn resolve(name: &str) -> anyhow::Result<Vec<Kernel>> {
 }
 
 /// One kernel in `target`'s form.
-fn emit(kernel: &Kernel, target: Target) -> anyhow::Result<String> {
+fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>) -> anyhow::Result<String> {
     let name = &kernel.name;
     let info = || validate(kernel, &ValidationOptions::default()).with_context(|| format!("kernel `{name}` is not valid"));
     Ok(match target {
-        Target::Msl => enigma_codegen::msl::write_string(kernel, &info()?, &enigma_codegen::msl::Options::default())
-            .with_context(|| format!("generating MSL for `{name}`"))?,
+        Target::Msl => {
+            let info = info()?;
+            let options = enigma_codegen::msl::Options::for_kernel(&info, msl_version);
+            enigma_codegen::msl::write_string(kernel, &info, &options).with_context(|| format!("generating MSL for `{name}`"))?
+        }
         Target::Cuda => {
             enigma_codegen::cuda::write_string(kernel, &info()?, &enigma_codegen::cuda::Options::default())
                 .with_context(|| format!("generating CUDA C++ for `{name}`"))?
@@ -93,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         format!("examples: {}\nkernels:\n{}", EXAMPLES.join(", "), kernels.join("\n"))
     } else {
         let kernels = resolve(args.name.as_deref().unwrap_or_default())?;
-        let texts = kernels.iter().map(|k| emit(k, args.target)).collect::<anyhow::Result<Vec<String>>>()?;
+        let texts = kernels.iter().map(|k| emit(k, args.target, args.msl_version)).collect::<anyhow::Result<Vec<String>>>()?;
         match (args.target, &texts[..]) {
             (Target::Json, [one]) => one.clone(),
             (Target::Json, many) => format!("[\n{}\n]", many.join(",\n")),

@@ -1,0 +1,131 @@
+//! The strict MSL check (`enigma-codegen/tests/strict`: clang in C++ for
+//! OpenCL mode against a shim with Metal's address spaces, type rules and
+//! version gates) over the MSL of every kernel the conformance cases compile
+//! and of every kernel `enigma emit` knows (the seeds' and the library's),
+//! each written for the version it needs (`msl::Options::for_kernel`).
+//! The cases' kernels are recorded by running the portable cases on the
+//! simulator behind a backend that keeps what it compiles. Without a clang++
+//! that reads C++ for OpenCL the tests skip, saying why
+//! (`enigma_conformance::skip`, counted by `scripts/test.sh`).
+
+#[path = "../../enigma-codegen/tests/strict/mod.rs"]
+mod strict;
+
+use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DispatchGeometry, DispatchOptions, DispatchReport, RuntimeError, SpecValues};
+use enigma_codegen::msl;
+use enigma_ir::{validate, Kernel, KernelInfo, ValidationOptions};
+use enigma_runtime::Runtime;
+use enigma_sim::SimBackend;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The simulator, keeping every kernel it compiles.
+#[derive(Debug, Default)]
+struct Recording {
+    sim: SimBackend,
+    compiled: Mutex<Vec<(Kernel, KernelInfo)>>,
+}
+
+impl Backend for Recording {
+    fn info(&self) -> &DeviceInfo {
+        self.sim.info()
+    }
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn BufferStorage>, RuntimeError> {
+        self.sim.allocate(bytes)
+    }
+    fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
+        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).push((kernel.clone(), info.clone()));
+        self.sim.compile(kernel, info, spec)
+    }
+    fn dispatch(
+        &self,
+        kernel: &dyn CompiledKernel,
+        args: &[ArgValue<'_>],
+        geometry: &DispatchGeometry,
+        options: &DispatchOptions,
+    ) -> Result<DispatchReport, RuntimeError> {
+        self.sim.dispatch(kernel, args, geometry, options)
+    }
+}
+
+/// Writes each kernel's MSL for the version it needs and compiles it
+/// strictly; the failures, one per distinct source.
+fn strict_failures(tag: &str, kernels: &[(Kernel, KernelInfo)]) -> (usize, Vec<String>) {
+    let dir = strict::scratch_dir(tag);
+    let mut sources = BTreeMap::new();
+    let mut failures = vec![];
+    for (kernel, info) in kernels {
+        let options = msl::Options::for_kernel(info, None);
+        match msl::write_string(kernel, info, &options) {
+            Ok(text) => {
+                sources.entry(text).or_insert((kernel.name.clone(), options.language_version));
+            }
+            Err(e) => failures.push(format!("== {}\n{e}", kernel.name)),
+        }
+    }
+    // clang runs once per source, on every core.
+    let sources_list: Vec<(usize, &String, &(String, (u8, u8)))> = sources.iter().enumerate().map(|(i, (t, n))| (i, t, n)).collect();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let chunk = sources_list.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = sources_list
+            .chunks(chunk)
+            .map(|part| {
+                let dir = &dir;
+                scope.spawn(move || {
+                    part.iter()
+                        .filter_map(|(i, text, (name, version))| {
+                            strict::errors(dir, &format!("{i}_{name}"), text, *version)
+                                .map(|e| format!("== {name} (MSL {}.{})\n{e}", version.0, version.1))
+                        })
+                        .collect::<Vec<String>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            failures.extend(h.join().unwrap_or_else(|_| vec!["a clang worker panicked".into()]));
+        }
+    });
+    std::fs::remove_dir_all(&dir).ok();
+    (sources.len(), failures)
+}
+
+#[test]
+fn the_msl_of_every_conformance_case_passes_the_strict_check() {
+    if let Some(why) = strict::unavailable() {
+        enigma_conformance::skip("enigma-conformance", &why);
+        return;
+    }
+    let backend = Arc::new(Recording::default());
+    let rt = Runtime::with_backend(backend.clone());
+    for case in enigma_conformance::cases() {
+        // Whether the case passes is the conformance tests' business; this
+        // one wants what it compiles.
+        let _ = case.run_catching(&rt);
+    }
+    let kernels = std::mem::take(&mut *backend.compiled.lock().unwrap_or_else(|e| e.into_inner()));
+    assert!(kernels.len() >= 100, "only {} kernels compiled by the cases", kernels.len());
+    let (sources, failures) = strict_failures("cases", &kernels);
+    assert!(failures.is_empty(), "{} of {sources} sources fail:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn the_msl_of_every_library_kernel_passes_the_strict_check() {
+    if let Some(why) = strict::unavailable() {
+        enigma_conformance::skip("enigma-conformance", &why);
+        return;
+    }
+    let mut all = enigma_kernels::seed_kernels();
+    all.push(enigma_kernels::reduce::reduce_final_seed());
+    all.extend(enigma_kernels::library::all_kernels());
+    let kernels: Vec<(Kernel, KernelInfo)> = all
+        .into_iter()
+        .map(|k| {
+            let info = validate(&k, &ValidationOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+            (k, info)
+        })
+        .collect();
+    assert!(kernels.len() >= 200, "only {} library kernels", kernels.len());
+    let (sources, failures) = strict_failures("library", &kernels);
+    assert!(failures.is_empty(), "{} of {sources} sources fail:\n{}", failures.len(), failures.join("\n"));
+}
