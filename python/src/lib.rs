@@ -740,11 +740,25 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scalar_types, m)?)?;
     m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
     typing::register(m)?;
-    m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_relu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_silu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_gelu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_add, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_mul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_reduce_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_prefix_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_rms_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_layer_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_attention_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::library_qmatmul, m)?)?;
     m.add("QMATMUL_DECODE_ROWS", enigma_ops::QMATMUL_DECODE_ROWS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
