@@ -32,21 +32,39 @@ described in docs/language.md; each name here has its own docstring
 :class:`DeviceError`) and :class:`SanitizerError`.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
 from . import _enigma
 from . import _lang
-from . import fast
-from . import ops
-from ._compile import CompiledKernel, compile, compile_ir
-from ._devices import Texture, asarray, empty, synchronize
-from ._enigma import Array, CompileError, DeviceError, DispatchError, EnigmaError, SanitizerError
-from ._kernel import Kernel, kernel
-from ._lang import buffer, constant, sampler, texture2d
+from . import fast as fast
+from . import ops as ops
+from ._compile import CompiledKernel as CompiledKernel
+from ._compile import compile as compile
+from ._compile import compile_ir as compile_ir
+from ._devices import Texture as Texture
+from ._devices import asarray as asarray
+from ._devices import empty as empty
+from ._devices import synchronize as synchronize
+from ._enigma import Array as Array
+from ._enigma import CompileError as CompileError
+from ._enigma import DeviceError as DeviceError
+from ._enigma import DispatchError as DispatchError
+from ._enigma import EnigmaError as EnigmaError
+from ._enigma import SanitizerError as SanitizerError
+from ._kernel import Kernel as Kernel
+from ._kernel import kernel as kernel
+from ._lang import buffer as buffer
+from ._lang import constant as constant
+from ._lang import sampler as sampler
+from ._lang import texture2d as texture2d
 from ._language import *  # noqa: F403 - the kernel language's names, listed in its __all__
 from ._language import __all__ as _LANGUAGE_NAMES
-from ._runtime import MetalRuntime
+from ._runtime import MetalRuntime as MetalRuntime
 from ._types import PUBLIC_TYPES as _PUBLIC_TYPES
-from ._types import DType, MatrixType, simdgroup_matrix
-from .ops import tune
+from ._types import DType as DType
+from ._types import MatrixType as MatrixType
+from ._types import simdgroup_matrix as simdgroup_matrix
+from .ops import tune as tune
 
 __version__: str = _enigma.__version__
 
@@ -65,17 +83,19 @@ _NUMPY_NAMES = {
 }
 
 
-def __getattr__(name: str) -> object:
-    """``enigma.float32`` and other names enigma lacks: an AttributeError
-    that says what enigma calls it."""
-    if name in _NUMPY_NAMES:
-        hint = f"; the type is enigma.{_NUMPY_NAMES[name]}"
-    else:
-        import difflib
+# Type checkers do not see it, so they report a misspelt name.
+if not _TYPE_CHECKING:
+    def __getattr__(name: str) -> object:
+        """``enigma.float32`` and other names enigma lacks: an AttributeError
+        that says what enigma calls it."""
+        if name in _NUMPY_NAMES:
+            hint = f"; the type is enigma.{_NUMPY_NAMES[name]}"
+        else:
+            import difflib
 
-        close = difflib.get_close_matches(name, __all__, n=3)
-        hint = f"; did you mean {', '.join('enigma.' + c for c in close)}?" if close else ""
-    raise AttributeError(f"module 'enigma' has no attribute '{name}'{hint}")
+            close = difflib.get_close_matches(name, __all__, n=3)
+            hint = f"; did you mean {', '.join('enigma.' + c for c in close)}?" if close else ""
+        raise AttributeError(f"module 'enigma' has no attribute '{name}'{hint}")
 
 
 __all__ = sorted(
