@@ -32,7 +32,7 @@ described in docs/language.md; each name here has its own docstring
 :class:`DeviceError`) and :class:`SanitizerError`.
 """
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from . import _enigma
 from . import _lang
@@ -84,7 +84,7 @@ _NUMPY_NAMES = {
 
 
 # Type checkers do not see it, so they report a misspelt name.
-if not _TYPE_CHECKING:
+if not _typing.TYPE_CHECKING:
     def __getattr__(name: str) -> object:
         """``enigma.float32`` and other names enigma lacks: an AttributeError
         that says what enigma calls it."""

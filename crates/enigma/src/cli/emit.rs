@@ -5,8 +5,9 @@
 //! A name is an example of `enigma run` (`reduce`, `gemm`, …: every kernel it
 //! dispatches, in order), a kernel's own name (the seed kernels,
 //! `reduce_threadgroup`, `gemm_tiled`, …, `reduce_final_seed`, the seed's
-//! second pass as written, and the kernel library's variants, `enigma emit
-//! --list`), a library operation of `enigma run list` (`softmax_f32`, or
+//! second pass as written, and the kernel library's variants: `enigma emit
+//! --list`; where a library operation has the same name, `--by-kernel-name`),
+//! a library operation of `enigma run list` (`softmax_f32`, or
 //! `softmax --dtype f16`: the kernels it dispatches at its default shape or
 //! `--shape`, found by one run on the simulator), a variant that `enigma
 //! run` reports (`softmax_f32_vec4_c1`, found the same way), or a user's
@@ -54,6 +55,12 @@ pub struct Args {
     /// Library kernels: element type, f32 (default), f16 or bf16.
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Look the name up among kernels' own names only (the seed kernels and
+    /// the library's variants of --list), not as an example or a library
+    /// operation: `scale_f32` is the element-wise operation (its kernels
+    /// at the default shape), `--by-kernel-name scale_f32` its scalar kernel.
+    #[arg(long, conflicts_with_all = ["shape", "dtype"])]
+    pub by_kernel_name: bool,
     /// List the names that can be emitted and exit.
     #[arg(long)]
     pub list: bool,
@@ -71,6 +78,14 @@ fn named_kernels() -> Vec<(String, Kernel)> {
     kernels
 }
 
+/// The kernel whose own name is `name` (`--by-kernel-name`).
+fn by_kernel_name(name: &str) -> anyhow::Result<Vec<Kernel>> {
+    match named_kernels().into_iter().find(|(n, _)| n == name) {
+        Some((_, k)) => Ok(vec![k]),
+        None => anyhow::bail!("no kernel is named `{name}`; `enigma emit --list` lists their names"),
+    }
+}
+
 /// The kernels `name` stands for (see the module doc), in that order of
 /// lookup.
 fn resolve(name: &str, shape: Option<&str>, dtype: Option<&str>) -> anyhow::Result<Vec<Kernel>> {
@@ -85,12 +100,14 @@ fn resolve(name: &str, shape: Option<&str>, dtype: Option<&str>) -> anyhow::Resu
             Source::CompileError(message) => anyhow::bail!("{message}"),
         };
     }
+    // A library operation before a kernel's own name: `scale_f32` is the
+    // operation in `run`, `check`, `bench` and `tune`, so here too.
+    if let Some(entry) = library::find(name, dtype)? {
+        return library::dispatched_kernels(&entry, &library::shape(shape)?);
+    }
     let kernels = named_kernels();
     if let (Some((_, k)), false) = (kernels.iter().find(|(n, _)| n == name), library_options) {
         return Ok(vec![k.clone()]);
-    }
-    if let Some(entry) = library::find(name, dtype)? {
-        return library::dispatched_kernels(&entry, &library::shape(shape)?);
     }
     if !library_options {
         if let Some((_, kernel)) = library::find_variant(name)? {
@@ -129,7 +146,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             kernels.join("\n")
         )
     } else {
-        let kernels = resolve(args.name.as_deref().unwrap_or_default(), args.shape.as_deref(), args.dtype.as_deref())?;
+        let name = args.name.as_deref().unwrap_or_default();
+        let kernels = if args.by_kernel_name { by_kernel_name(name)? } else { resolve(name, args.shape.as_deref(), args.dtype.as_deref())? };
         let texts = kernels.iter().map(|k| emit(k, args.target)).collect::<anyhow::Result<Vec<String>>>()?;
         match (args.target, &texts[..]) {
             (Target::Json, [one]) => one.clone(),
