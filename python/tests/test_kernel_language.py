@@ -120,3 +120,19 @@ def test_the_simulator_has_one_name():
         rt = enigma.MetalRuntime(alias)
         assert rt.device == "sim"
         assert rt.native is enigma.MetalRuntime("sim").native  # one device, one native runtime
+
+
+def test_an_editor_completes_the_kernel_language_with_signatures():
+    jedi = pytest.importorskip("jedi", reason="jedi is not installed (python/build_and_test.sh installs the pinned version)")
+
+    def complete(text):
+        return {c.name: c for c in jedi.Script(f"import enigma\n{text}").complete(2, len(text))}
+
+    shuffles = complete("enigma.simd_shuffle")
+    assert set(shuffles) == {"simd_shuffle", "simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_xor"}
+    down = shuffles["simd_shuffle_down"]
+    assert [s.to_string() for s in down.get_signatures()] == ["simd_shuffle_down(x: Num, delta: Num) -> Value"]
+    assert "``x`` of lane ``i + delta``" in down.docstring()
+    assert set(complete("enigma.fast.exp")) == {"exp", "exp2"}
+    assert set(complete("enigma.float")) == {"float2", "float3", "float4"}
+    assert "position in the grid" in complete("enigma.thread_position_in_gr")["thread_position_in_grid"].docstring()
