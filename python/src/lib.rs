@@ -2,21 +2,21 @@
 //!
 //! The Python front end (`enigma/_frontend/`) turns a decorated function's
 //! AST into the IR's JSON form; this module parses and validates it
-//! ([`compile`]), prints it (text, MSL, CUDA), and runs it on a
-//! [`enigma_runtime::Runtime`] ([`Runtime::dispatch`]).
+//! (`compile`), prints it (text, MSL, CUDA), and runs it on a
+//! [`enigma_runtime::Runtime`] (`Runtime.dispatch`).
 //! The front end takes result types from the IR's typing rules, exposed
 //! here (`typing`: `binary_result_type`, `intrinsic_result_type`, …), and
 //! keeps no copy of them.
 //!
 //! Data crosses the boundary without Python copies: arrays are bound in
-//! Rust ([`array::bind`]) from `enigma.Array`s (device memory), from other
+//! Rust (`array::bind`) from `enigma.Array`s (device memory), from other
 //! libraries' CUDA memory through DLPack or `__cuda_array_interface__` (no
 //! copy), and from host memory through numpy's `__array_interface__` or
 //! DLPack (copied once into the device's memory, and back into the caller's
 //! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
 //! Python 3.9 has no buffer protocol) still serve bytes-like objects.
 //! Dispatches may go on a CUDA stream, queued without a wait. Textures are
-//! [`Texture`] objects made from bytes on a runtime ([`Runtime::texture`])
+//! `Texture` objects made from bytes on a runtime (`Runtime.texture`)
 //! and bound to `texture2d` parameters; the Python side converts numpy
 //! arrays of H×W(×C) channels.
 //!
