@@ -145,14 +145,14 @@ fn emit_and_check_take_a_kernel_of_a_python_file() {
     let file = scratch("user_kernels.py");
     std::fs::write(
         &file,
-        "import enigma\n\n@enigma.kernel\ndef double(x: enigma.f32, y: enigma.f32):\n    i = enigma.thread_position_in_grid\n    y[i] = x[i] * 2.0\n\n\
+        "import enigma\n\n@enigma.kernel\ndef twice(x: enigma.f32, y: enigma.f32):\n    i = enigma.thread_position_in_grid\n    y[i] = x[i] * 2.0\n\n\
          @enigma.kernel\ndef bad(x: enigma.f32):\n    x[0] = undefined_name\n\nif __name__ == \"__main__\":\n    raise SystemExit(\"not run by the CLI\")\n",
     )
     .unwrap();
-    let double = format!("{}::double", file.display());
+    let twice = format!("{}::twice", file.display());
     let Some(python) = python_with_enigma() else {
         // Without the package the CLI says how to get it.
-        let out = Command::new(env!("CARGO_BIN_EXE_enigma")).args(["emit", &double]).env("ENIGMA_PYTHON", "python3").output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_enigma")).args(["emit", &twice]).env("ENIGMA_PYTHON", "python3").output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("enigma Python package") || err.contains("python3"), "{err}");
@@ -160,12 +160,12 @@ fn emit_and_check_take_a_kernel_of_a_python_file() {
         return;
     };
     let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_enigma")).args(args).env("ENIGMA_PYTHON", &python).output().unwrap();
-    let out = run(&["emit", "--target", "msl", &double]);
+    let out = run(&["emit", "--target", "msl", &twice]);
     let msl = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(msl.contains("kernel void double("), "{msl}");
-    let out = run(&["check", &double]);
-    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("double — clean"));
+    assert!(msl.contains("kernel void twice("), "{msl}");
+    let out = run(&["check", &twice]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("twice — clean"));
     // A kernel that does not compile: the front end's message, with the line.
     let out = run(&["check", &format!("{}::bad", file.display())]);
     let report = String::from_utf8_lossy(&out.stdout);

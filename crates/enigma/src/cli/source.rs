@@ -10,7 +10,7 @@ use enigma_ir::Kernel;
 use std::path::Path;
 use std::process::Command;
 
-/// Prints the validated IR JSON of kernel `argv[2]` of Python file `argv[1]`;
+/// Prints the validated IR (its text form) of kernel `argv[2]` of Python file `argv[1]`;
 /// exits 3 with the message on a compile error, 2 on any other problem.
 const PYTHON_EXPORT: &str = r#"
 import runpy, sys
@@ -28,7 +28,7 @@ if not isinstance(kernel, enigma.Kernel):
     print(f"`{name}` {what}; the kernels of {path}: {', '.join(found) or 'none'}", file=sys.stderr)
     sys.exit(2)
 try:
-    print(enigma.compile(kernel).ir_json)
+    print(enigma.compile(kernel).ir)
 except enigma.CompileError as e:
     print(e, file=sys.stderr)
     sys.exit(3)
@@ -73,8 +73,8 @@ fn from_python(file: &str, kernel: &str) -> anyhow::Result<Source> {
     let stderr = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
     match out.status.code() {
         Some(0) => {
-            let json = String::from_utf8(out.stdout).context("the front end's IR is not UTF-8")?;
-            let kernel = enigma_ir::from_json(&json).with_context(|| format!("reading the IR of {file}::{kernel}"))?;
+            let text = String::from_utf8(out.stdout).context("the front end's IR is not UTF-8")?;
+            let kernel = enigma_ir::text::parse(&text).with_context(|| format!("reading the IR of {file}::{kernel}"))?;
             Ok(Source::Kernel(kernel))
         }
         Some(3) => Ok(Source::CompileError(stderr)),
