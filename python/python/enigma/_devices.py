@@ -9,13 +9,7 @@ other names for it, accepted wherever a device is named.
 from __future__ import annotations
 
 import numbers
-import sys
-from typing import Any, Dict, Iterable, List, Optional, Tuple
-
-if sys.version_info >= (3, 8):
-    from typing import Literal
-else:  # pragma: no cover
-    from typing_extensions import Literal
+from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple
 
 from . import _enigma
 

@@ -64,7 +64,7 @@ __all__ = [
 # ``__cuda_array_interface__`` or ``__array_interface__``).
 _ArrayT = _TypeVar("_ArrayT")
 # A numpy dtype, a numpy scalar type or a dtype's name.
-_DTypeLike = _Union[str, type, _np.dtype]  # type: ignore[type-arg]
+_DTypeLike = _Union[str, type, _np.dtype]
 # A CUDA stream: an int handle, or a torch or CuPy stream object.
 _Stream = _Any
 
@@ -591,7 +591,7 @@ def _layout(layout: str, format: str) -> str:
 
 
 def quantize(w: _Any, format: str = "fp4", *, group: _Optional[int] = None,
-             layout: str = "rows") -> _Tuple[_np.ndarray, ...]:  # type: ignore[type-arg]
+             layout: str = "rows") -> _Tuple[_np.ndarray, ...]:
     """Quantizes a [K, N] weight matrix (``C = A @ W``, K the reduction
     dimension) to 4 bits, per group of ``group`` K values of a column.
 
@@ -666,7 +666,7 @@ def _quant_shape(format: str, packed: _Any, scales: _Any, layout: str = "rows") 
 
 
 def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any = None,
-               layout: str = "rows") -> _np.ndarray:  # type: ignore[type-arg]
+               layout: str = "rows") -> _np.ndarray:
     """The float32 [K, N] matrix that the arrays of :func:`quantize` stand for.
 
     Args:
@@ -692,7 +692,7 @@ def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any 
 
 def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dtype: _DTypeLike = _np.float16,
             biases: _Any = None, variant: str = "auto", layout: str = "rows", rt: _Optional[_MetalRuntime] = None,
-            device: _DeviceName = "auto", threads: _Optional[int] = None) -> _np.ndarray:  # type: ignore[type-arg]
+            device: _DeviceName = "auto", threads: _Optional[int] = None) -> _np.ndarray:
     """``a @ dequantize(packed, scales, format, biases=biases)`` with the
     4-bit weights read by the GPU kernel, accumulated in float32.
 
