@@ -24,6 +24,10 @@ MIN_PYTHON=3.11
 MATURIN_VERSION=1.16.0
 PYTEST_VERSION=9.2.0
 NUMPY_VERSION=2.4.6
+# The type checker python/tests/test_typed_surface.py runs on a user's file,
+# and the completion library python/tests/test_kernel_language.py asks.
+MYPY_VERSION=2.4.1
+JEDI_VERSION=0.19.2
 
 if ! "$PYTHON" -c "import sys; sys.exit(0 if sys.version_info >= (${MIN_PYTHON/./, }) else 1)" 2>/dev/null; then
   echo "python/build_and_test.sh: needs Python >= $MIN_PYTHON for its pinned numpy $NUMPY_VERSION and pytest $PYTEST_VERSION;" \
@@ -48,7 +52,7 @@ trap on_exit EXIT
 echo "== python: fresh venv in $VENV ($("$PYTHON" --version)) =="
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "numpy==$NUMPY_VERSION"
+  "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "numpy==$NUMPY_VERSION" "mypy==$MYPY_VERSION" "jedi==$JEDI_VERSION"
 
 echo "== python: maturin build (abi3 wheel) =="
 "$VENV/bin/maturin" build --release -m python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS"

@@ -4,4 +4,7 @@
 # simulator), each checked against a CPU reference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo run --release -q -p enigma -- run all --device auto
+echo "== building the enigma command-line tool (release; the first build compiles the workspace, about two minutes) ==" >&2
+cargo build --release -p enigma
+echo "== enigma run all --device auto ==" >&2
+./target/release/enigma run all --device auto

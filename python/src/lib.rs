@@ -2,21 +2,21 @@
 //!
 //! The Python front end (`enigma/_frontend/`) turns a decorated function's
 //! AST into the IR's JSON form; this module parses and validates it
-//! ([`compile`]), prints it (text, MSL, CUDA), and runs it on a
-//! [`enigma_runtime::Runtime`] ([`Runtime::dispatch`]).
+//! (`compile`), prints it (text, MSL, CUDA), and runs it on a
+//! [`enigma_runtime::Runtime`] (`Runtime.dispatch`).
 //! The front end takes result types from the IR's typing rules, exposed
 //! here (`typing`: `binary_result_type`, `intrinsic_result_type`, …), and
 //! keeps no copy of them.
 //!
 //! Data crosses the boundary without Python copies: arrays are bound in
-//! Rust ([`array::bind`]) from `enigma.Array`s (device memory), from other
+//! Rust (`array::bind`) from `enigma.Array`s (device memory), from other
 //! libraries' CUDA memory through DLPack or `__cuda_array_interface__` (no
 //! copy), and from host memory through numpy's `__array_interface__` or
 //! DLPack (copied once into the device's memory, and back into the caller's
 //! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
 //! Python 3.9 has no buffer protocol) still serve bytes-like objects.
 //! Dispatches may go on a CUDA stream, queued without a wait. Textures are
-//! [`Texture`] objects made from bytes on a runtime ([`Runtime::texture`])
+//! `Texture` objects made from bytes on a runtime (`Runtime.texture`)
 //! and bound to `texture2d` parameters; the Python side converts numpy
 //! arrays of H×W(×C) channels.
 //!
@@ -754,11 +754,25 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scalar_types, m)?)?;
     m.add("IR_JSON_SCHEMA", enigma_ir::JSON_SCHEMA)?;
     typing::register(m)?;
-    m.add_function(wrap_pyfunction!(ops::library_call, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::library_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_scale, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_relu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_silu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_gelu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_add, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_mul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_reduce_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_prefix_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_rms_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_layer_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_attention_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::library_qmatmul, m)?)?;
     m.add("QMATMUL_DECODE_ROWS", enigma_ops::QMATMUL_DECODE_ROWS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

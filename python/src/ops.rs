@@ -1,9 +1,10 @@
-//! The kernel library (`enigma-ops`) for Python: `library_call` runs one
-//! operation on a runtime and returns its result as an `enigma.Array` in
-//! device memory (`enigma/ops.py` turns it into the caller's kind of array);
-//! `library_tune` runs the autotuner on a registry entry and returns its
-//! report as JSON (`enigma.tune`); `quant_quantize`, `quant_dequantize` and
-//! `library_qmatmul` are the 4-bit weight formats and the quantized matmul
+//! The kernel library (`enigma-ops`) for Python: one native function per
+//! operation (`op_softmax`, `op_rms_norm`, `op_sum`, …) runs it on a runtime
+//! and returns its result as an `enigma.Array` in device memory
+//! (`enigma/ops.py` turns it into the caller's kind of array); `op_tune`
+//! runs the autotuner on a registry entry and returns its report as JSON
+//! (`enigma.tune`); `quant_quantize`, `quant_dequantize` and `op_qmatmul`
+//! are the 4-bit weight formats and the quantized matmul
 //! (`enigma.ops.quantize`, `dequantize`, `qmatmul`).
 //!
 //! Inputs are bound like kernel arguments ([`array::bind`]): enigma arrays
@@ -13,7 +14,7 @@
 //! 16-byte aligned and whole vectors). Pipelines stay in the runtime's cache
 //! between calls.
 
-use crate::array::{self, Array, Staging, Want};
+use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
 use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
@@ -40,181 +41,277 @@ fn ops_err(py: Python<'_>, e: enigma_ops::Error) -> PyErr {
     }
 }
 
-/// Runs library operation `op` (`softmax`, `rms_norm`, `sum`, …) on
-/// `inputs` (arrays named `names`, of element types `types`; the operation's
-/// type is `elem`) with shape `dims` and scalar parameters `params` (factor,
-/// eps or scale), on `stream` when given (see `Runtime.dispatch`). Returns
-/// the output as an array of shape `out_shape`.
-#[pyfunction]
-#[pyo3(signature = (runtime, op, elem, inputs, types, names, dims, params, out_shape, threads=None, stream=None, dlpack_stream=None))]
+/// One library call: the runtime (on the caller's CUDA stream, if any), the
+/// operation's element type, its options and the arrays bound so far (kept
+/// alive until the operation has run).
+struct Call<'a> {
+    op: &'static str,
+    runtime: &'a Runtime,
+    rt: enigma_runtime::Runtime,
+    elem: Scalar,
+    threads: Option<u32>,
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+    bound: Vec<BoundArg>,
+}
+
+impl<'a> Call<'a> {
+    fn new(op: &'static str, runtime: &'a Runtime, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Call<'a>> {
+        let rt = match stream {
+            Some(s) => runtime.rt.on_stream(s),
+            None => runtime.rt.clone(),
+        };
+        Ok(Call { op, runtime, rt, elem: elem_of(elem)?, threads, stream, dlpack_stream, bound: vec![] })
+    }
+
+    /// Binds array `input` as the operation's `name`, which must hold exactly
+    /// `elements` values of `ty` (the call's element type when `None`): host
+    /// buffers are padded to 16 bytes on upload, so a length checked after
+    /// that would let a short array through.
+    fn input(&mut self, py: Python<'_>, name: &str, input: &Bound<'_, PyAny>, elements: usize, ty: Option<Scalar>) -> PyResult<Buffer> {
+        let scalar = ty.unwrap_or(self.elem);
+        let what = format!("{}: `{name}`", self.op);
+        let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: false, staging: Staging::Padded, what: &what };
+        let bound = array::bind(py, &self.rt, input, &want, self.dlpack_stream)?;
+        let size = scalar.size_bytes() as usize;
+        if bound.nbytes % size != 0 || bound.nbytes / size != elements {
+            return Err(PyValueError::new_err(format!("{}: `{name}` has {} elements of {scalar}; the shape needs {elements}", self.op, bound.nbytes / size)));
+        }
+        let buffer = bound.buffer.clone();
+        self.bound.push(bound);
+        Ok(buffer)
+    }
+
+    /// The operations object for this call: its threadgroup size and element
+    /// type, with the runtime's pipeline cache.
+    fn ops(&self) -> Ops<'_> {
+        Ops::new(&self.rt).with_options(Options { threads: self.threads, elem: Some(self.elem), ..Options::default() }).with_cache(self.runtime.ops_cache.clone())
+    }
+
+    /// The operation's result as an array of `shape` holding `out_elem`s.
+    fn output(&self, py: Python<'_>, out: Result<Buffer, enigma_ops::Error>, shape: Vec<usize>, out_elem: Scalar) -> PyResult<Array> {
+        let out = out.map_err(|e| ops_err(py, e))?;
+        let elements: usize = shape.iter().product();
+        if out.len_bytes() < elements * out_elem.size_bytes() as usize {
+            return Err(PyValueError::new_err(format!("{}: an output of shape {shape:?} needs {elements} {out_elem} elements; {} bytes were written", self.op, out.len_bytes())));
+        }
+        Ok(Array::new(out, self.rt.device().kind, shape, out_elem, self.stream))
+    }
+}
+
+/// The product of `dims`, or an error naming the operation when it overflows.
+fn product(op: &str, dims: &[usize]) -> PyResult<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| PyValueError::new_err(format!("{op}: the shape {dims:?} has too many elements")))
+}
+
+/// An element-wise operation of one array of `shape`.
 #[allow(clippy::too_many_arguments)]
-pub fn library_call(
+fn unary(py: Python<'_>, op: &'static str, kind: Elementwise, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, factor: f32, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new(op, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(op, &shape)?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().elementwise(kind, &x, None, n, factor);
+    call.output(py, out, shape, call.elem)
+}
+
+/// An element-wise operation of two arrays of `shape`.
+#[allow(clippy::too_many_arguments)]
+fn binary(py: Python<'_>, op: &'static str, kind: Elementwise, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new(op, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(op, &shape)?;
+    let a = call.input(py, "a", a, n, None)?;
+    let b = call.input(py, "b", b, n, None)?;
+    let out = call.ops().elementwise(kind, &a, Some(&b), n, 0.0);
+    call.output(py, out, shape, call.elem)
+}
+
+/// `x * factor` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, factor, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_scale(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, factor: f32, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "scale", Elementwise::Scale, runtime, x, shape, factor, elem, threads, stream, dlpack_stream)
+}
+
+/// `max(x, 0)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_relu(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "relu", Elementwise::Relu, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `x * sigmoid(x)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_silu(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "silu", Elementwise::Silu, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// GELU (tanh form) of `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_gelu(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "gelu", Elementwise::Gelu, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `a + b` for `a` and `b` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_add(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    binary(py, "add", Elementwise::Add, runtime, a, b, shape, elem, threads, stream, dlpack_stream)
+}
+
+/// `a * b` for `a` and `b` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_mul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    binary(py, "mul", Elementwise::Mul, runtime, a, b, shape, elem, threads, stream, dlpack_stream)
+}
+
+/// The reduction named `reduction` (`sum`, `max`, `min`).
+fn reduction(reduction: &str) -> PyResult<Reduction> {
+    match reduction {
+        "sum" => Ok(Reduction::Sum),
+        "max" => Ok(Reduction::Max),
+        "min" => Ok(Reduction::Min),
+        other => Err(PyValueError::new_err(format!("a reduction is sum, max or min, not {other:?}"))),
+    }
+}
+
+/// The `reduction` (`sum`, `max` or `min`) of the `n` elements of `x`: an
+/// f32 array of one element.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, n, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_reduce(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = self::reduction(reduction)?;
+    let mut call = Call::new("reduce", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().reduce(r, &x, n);
+    call.output(py, out, vec![1], Scalar::F32)
+}
+
+/// The `reduction` (`sum`, `max` or `min`) of each row of the `rows × d`
+/// array `x`: an f32 array of `rows` elements.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, rows, d, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_reduce_rows(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, rows: usize, d: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = self::reduction(reduction)?;
+    let mut call = Call::new("reduce_rows", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("reduce_rows", &[rows, d])?, None)?;
+    let out = call.ops().reduce_rows(r, &x, rows, d);
+    call.output(py, out, vec![rows], Scalar::F32)
+}
+
+/// Running sums of the `n` elements of `x`, inclusive or `exclusive`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, n, exclusive, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_prefix_sum(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n: usize, exclusive: bool, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("prefix_sum", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, n, None)?;
+    let kind = if exclusive { ScanKind::Exclusive } else { ScanKind::Inclusive };
+    let out = call.ops().prefix_sum(&x, n, kind);
+    call.output(py, out, vec![n], call.elem)
+}
+
+/// Softmax of each row of the `rows × d` array `x`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, rows, d, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_softmax(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, rows: usize, d: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("softmax", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("softmax", &[rows, d])?, None)?;
+    let out = call.ops().softmax(&x, rows, d);
+    call.output(py, out, vec![rows, d], call.elem)
+}
+
+/// RMSNorm of each row of the `rows × d` array `x` with a `d`-element `weight`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, weight, rows, d, eps, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_rms_norm(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, rows: usize, d: usize, eps: f32, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("rms_norm", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("rms_norm", &[rows, d])?, None)?;
+    let w = call.input(py, "weight", weight, d, None)?;
+    let out = call.ops().rms_norm(&x, &w, rows, d, eps);
+    call.output(py, out, vec![rows, d], call.elem)
+}
+
+/// LayerNorm of each row of the `rows × d` array `x` with `d`-element
+/// `weight` and `bias`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, weight, bias, rows, d, eps, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_layer_norm(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, weight: &Bound<'_, PyAny>, bias: &Bound<'_, PyAny>, rows: usize, d: usize, eps: f32, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("layer_norm", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("layer_norm", &[rows, d])?, None)?;
+    let w = call.input(py, "weight", weight, d, None)?;
+    let b = call.input(py, "bias", bias, d, None)?;
+    let out = call.ops().layer_norm(&x, &w, &b, rows, d, eps);
+    call.output(py, out, vec![rows, d], call.elem)
+}
+
+/// `w @ x` for the `m × k` matrix `w` and the f32 `k`-vector `x`: `m` f32 values.
+#[pyfunction]
+#[pyo3(signature = (runtime, w, x, m, k, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_gemv(py: Python<'_>, runtime: &Runtime, w: &Bound<'_, PyAny>, x: &Bound<'_, PyAny>, m: usize, k: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("gemv", runtime, elem, threads, stream, dlpack_stream)?;
+    let w = call.input(py, "w", w, product("gemv", &[m, k])?, None)?;
+    let x = call.input(py, "x", x, k, Some(Scalar::F32))?;
+    let out = call.ops().gemv(&w, &x, m, k);
+    call.output(py, out, vec![m], Scalar::F32)
+}
+
+/// `a @ b` for the row-major `m × k` and `k × n` matrices `a` and `b`:
+/// `m × n` f32 values.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_matmul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, m: usize, n: usize, k: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
+    let a = call.input(py, "a", a, product("matmul", &[m, k])?, None)?;
+    let b = call.input(py, "b", b, product("matmul", &[k, n])?, None)?;
+    let out = call.ops().matmul(&a, &b, m, n, k, ElemType::F32);
+    call.output(py, out, vec![m, n], Scalar::F32)
+}
+
+/// One decode step of attention for `q` `[heads, d]` and `k`, `v`
+/// `[heads, s, d]`: `[heads, d]`, in three dispatches or one `fused` kernel.
+#[pyfunction]
+#[pyo3(signature = (runtime, q, k, v, heads, s, d, scale, fused, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_attention_decode(
     py: Python<'_>,
     runtime: &Runtime,
-    op: &str,
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    heads: usize,
+    s: usize,
+    d: usize,
+    scale: f32,
+    fused: bool,
     elem: &str,
-    inputs: Vec<Bound<'_, PyAny>>,
-    types: Vec<String>,
-    names: Vec<String>,
-    dims: Vec<usize>,
-    params: Vec<f64>,
-    out_shape: Vec<usize>,
     threads: Option<u32>,
     stream: Option<u64>,
     dlpack_stream: Option<i64>,
 ) -> PyResult<Array> {
-    let rt = match stream {
-        Some(s) => runtime.rt.on_stream(s),
-        None => runtime.rt.clone(),
-    };
-    let rt = &rt;
-    let elem = elem_of(elem)?;
-    if types.len() != inputs.len() || names.len() != inputs.len() {
-        return Err(PyValueError::new_err(format!("{op}: {} arrays, {} types and {} names", inputs.len(), types.len(), names.len())));
-    }
-    let mut bound = Vec::with_capacity(inputs.len());
-    for ((input, ty), name) in inputs.iter().zip(&types).zip(&names) {
-        let scalar = elem_of(ty)?;
-        let what = format!("{op}: `{name}`");
-        let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: false, staging: Staging::Padded, what: &what };
-        bound.push(array::bind(py, rt, input, &want, dlpack_stream)?);
-    }
-    let lengths: Vec<(usize, Scalar)> = bound.iter().zip(&types).map(|(b, ty)| Ok((b.nbytes, elem_of(ty)?))).collect::<PyResult<_>>()?;
-    check_lengths(op, &lengths, &dims)?;
-    let buffers: Vec<Buffer> = bound.iter().map(|b| b.buffer.clone()).collect();
-    let need = |n_inputs: usize, n_dims: usize, n_params: usize| -> PyResult<()> {
-        if buffers.len() != n_inputs || dims.len() != n_dims || params.len() < n_params {
-            return Err(PyValueError::new_err(format!(
-                "{op} takes {n_inputs} arrays, {n_dims} dimensions and {n_params} parameters; got {}, {} and {}",
-                buffers.len(),
-                dims.len(),
-                params.len()
-            )));
-        }
-        Ok(())
-    };
-    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() }).with_cache(runtime.ops_cache.clone());
-    let param = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
-    // (result, number of output elements, output element type)
-    let (out, n_out, out_elem) = match op {
-        "scale" | "relu" | "silu" | "gelu" | "add" | "mul" => {
-            let binary = matches!(op, "add" | "mul");
-            need(if binary { 2 } else { 1 }, 1, usize::from(op == "scale"))?;
-            let kind = match op {
-                "scale" => Elementwise::Scale,
-                "relu" => Elementwise::Relu,
-                "silu" => Elementwise::Silu,
-                "gelu" => Elementwise::Gelu,
-                "add" => Elementwise::Add,
-                _ => Elementwise::Mul,
-            };
-            let out = ops.elementwise(kind, &buffers[0], buffers.get(1), dims[0], param(0));
-            (out, dims[0], elem)
-        }
-        "sum" | "max" | "min" => {
-            need(1, 1, 0)?;
-            let r = reduction(op);
-            (ops.reduce(r, &buffers[0], dims[0]), 1, Scalar::F32)
-        }
-        "sum_rows" | "max_rows" | "min_rows" => {
-            need(1, 2, 0)?;
-            let r = reduction(op.trim_end_matches("_rows"));
-            (ops.reduce_rows(r, &buffers[0], dims[0], dims[1]), dims[0], Scalar::F32)
-        }
-        "prefix_sum_inclusive" | "prefix_sum_exclusive" => {
-            need(1, 1, 0)?;
-            let kind = if op.ends_with("inclusive") { ScanKind::Inclusive } else { ScanKind::Exclusive };
-            (ops.prefix_sum(&buffers[0], dims[0], kind), dims[0], elem)
-        }
-        "softmax" => {
-            need(1, 2, 0)?;
-            (ops.softmax(&buffers[0], dims[0], dims[1]), dims[0] * dims[1], elem)
-        }
-        "rms_norm" => {
-            need(2, 2, 1)?;
-            (ops.rms_norm(&buffers[0], &buffers[1], dims[0], dims[1], param(0)), dims[0] * dims[1], elem)
-        }
-        "layer_norm" => {
-            need(3, 2, 1)?;
-            (ops.layer_norm(&buffers[0], &buffers[1], &buffers[2], dims[0], dims[1], param(0)), dims[0] * dims[1], elem)
-        }
-        "matmul" => {
-            need(2, 3, 0)?;
-            let (m, n, k) = (dims[0], dims[1], dims[2]);
-            (ops.matmul(&buffers[0], &buffers[1], m, n, k, ElemType::F32), m * n, Scalar::F32)
-        }
-        "gemv" => {
-            need(2, 2, 0)?;
-            (ops.gemv(&buffers[0], &buffers[1], dims[0], dims[1]), dims[0], Scalar::F32)
-        }
-        "attention_decode" | "attention_decode_fused" => {
-            need(3, 3, 1)?;
-            let (h, s, d) = (dims[0], dims[1], dims[2]);
-            let out = if op.ends_with("fused") {
-                ops.attention_decode_fused(&buffers[0], &buffers[1], &buffers[2], h, s, d, param(0))
-            } else {
-                ops.attention_decode(&buffers[0], &buffers[1], &buffers[2], h, s, d, param(0))
-            };
-            (out, h * d, elem)
-        }
-        other => return Err(PyValueError::new_err(format!("no library operation named `{other}`"))),
-    };
-    let out = out.map_err(|e| ops_err(py, e))?;
-    let elements: usize = out_shape.iter().product();
-    if elements != n_out || out.len_bytes() < n_out * out_elem.size_bytes() as usize {
-        return Err(PyValueError::new_err(format!(
-            "{op}: an output shape of {out_shape:?} for {n_out} elements ({} bytes written)",
-            out.len_bytes()
-        )));
-    }
-    Ok(Array::new(out, rt.device().kind, out_shape, out_elem, stream))
-}
-
-/// The inputs operation `op` takes for shape `dims`: each one's name, its
-/// element count and element type (`None`: the call's). `None` for an
-/// unknown operation or a shape whose sizes overflow.
-fn expected_inputs(op: &str, dims: &[usize]) -> Option<Vec<(&'static str, usize, Option<Scalar>)>> {
-    let dim = |i: usize| dims.get(i).copied();
-    let product = |n: usize| dims.iter().take(n).try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    Some(match op {
-        "add" | "mul" => vec![("a", dim(0)?, None), ("b", dim(0)?, None)],
-        "scale" | "relu" | "silu" | "gelu" | "sum" | "max" | "min" | "prefix_sum_inclusive" | "prefix_sum_exclusive" => vec![("x", dim(0)?, None)],
-        "sum_rows" | "max_rows" | "min_rows" | "softmax" => vec![("x", product(2)?, None)],
-        "rms_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None)],
-        "layer_norm" => vec![("x", product(2)?, None), ("weight", dim(1)?, None), ("bias", dim(1)?, None)],
-        "gemv" => vec![("w", product(2)?, None), ("x", dim(1)?, Some(Scalar::F32))],
-        "matmul" => vec![("a", dim(0)?.checked_mul(dim(2)?)?, None), ("b", dim(2)?.checked_mul(dim(1)?)?, None)],
-        "attention_decode" | "attention_decode_fused" => {
-            vec![("q", dim(0)?.checked_mul(dim(2)?)?, None), ("k", product(3)?, None), ("v", product(3)?, None)]
-        }
-        _ => return None,
-    })
-}
-
-/// Every input (its bytes of data and element type) must hold exactly the
-/// elements the shape asks for: host buffers are padded to 16 bytes on
-/// upload, so a length checked after that would let a short array through
-/// (its missing elements read as zeros).
-fn check_lengths(op: &str, inputs: &[(usize, Scalar)], dims: &[usize]) -> PyResult<()> {
-    let Some(expected) = expected_inputs(op, dims) else { return Ok(()) };
-    if expected.len() != inputs.len() {
-        return Ok(()); // the argument count is reported below, with the dimensions
-    }
-    for ((name, elements, _), &(bytes, ty)) in expected.iter().zip(inputs) {
-        let size = ty.size_bytes() as usize;
-        if bytes % size != 0 || bytes / size != *elements {
-            return Err(PyValueError::new_err(format!("{op}: `{name}` has {} elements of {ty}; the shape {dims:?} needs {elements}", bytes / size)));
-        }
-    }
-    Ok(())
-}
-
-fn reduction(name: &str) -> Reduction {
-    match name {
-        "max" => Reduction::Max,
-        "min" => Reduction::Min,
-        _ => Reduction::Sum,
-    }
+    let mut call = Call::new("attention_decode", runtime, elem, threads, stream, dlpack_stream)?;
+    let q = call.input(py, "q", q, product("attention_decode", &[heads, d])?, None)?;
+    let cache = product("attention_decode", &[heads, s, d])?;
+    let k = call.input(py, "k", k, cache, None)?;
+    let v = call.input(py, "v", v, cache, None)?;
+    let ops = call.ops();
+    let out = if fused { ops.attention_decode_fused(&q, &k, &v, heads, s, d, scale) } else { ops.attention_decode(&q, &k, &v, heads, s, d, scale) };
+    call.output(py, out, vec![heads, d], call.elem)
 }
 
 /// Tunes registry entry `name` at `shape` (empty: its default shape) on
@@ -222,7 +319,7 @@ fn reduction(name: &str) -> Reduction {
 /// (`null` when `record` is false).
 #[pyfunction]
 #[pyo3(signature = (runtime, name, shape, warmup, repeats, record))]
-pub fn library_tune(py: Python<'_>, runtime: &Runtime, name: &str, shape: Vec<usize>, warmup: usize, repeats: usize, record: bool) -> PyResult<String> {
+pub fn op_tune(py: Python<'_>, runtime: &Runtime, name: &str, shape: Vec<usize>, warmup: usize, repeats: usize, record: bool) -> PyResult<String> {
     let Some(entry) = enigma_ops::registry().into_iter().find(|e| e.name == name) else {
         return Err(PyValueError::new_err(format!("no library kernel named `{name}` (names are like softmax_f32, gemv_f16)")));
     };
@@ -312,7 +409,7 @@ pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, 
 #[pyfunction]
 #[pyo3(signature = (runtime, format, a, packed, scales, m, n, k, group, out, threads=None, biases=None, variant="auto", layout="rows"))]
 #[allow(clippy::too_many_arguments)]
-pub fn library_qmatmul<'py>(
+pub fn op_qmatmul<'py>(
     py: Python<'py>,
     runtime: &Runtime,
     format: &str,

@@ -216,6 +216,8 @@ pub struct Launch {
     pub kernel: String,
     pub dispatch: Dispatch,
     pub report: DispatchReport,
+    /// The pipeline dispatched (its kernel: [`Pipeline::kernel`]).
+    pub pipeline: Pipeline,
 }
 
 /// The GEMM kernel a matrix multiply runs: on SIMD-group matrices, or the
@@ -383,7 +385,7 @@ impl<'rt> Ops<'rt> {
         };
         let options = enigma_runtime::Options { sanitize: self.options.sanitize, ..Default::default() };
         let report = self.rt.dispatch(&pipeline, &args, mode, dispatch.size, dispatch.threads, &options)?;
-        self.launches.borrow_mut().push(Launch { kernel: name, dispatch, report });
+        self.launches.borrow_mut().push(Launch { kernel: name, dispatch, report, pipeline });
         Ok(())
     }
 

@@ -38,6 +38,9 @@ pub struct LaunchSummary {
     /// Sanitizer findings the dispatch reported without failing
     /// (warnings), as text.
     pub findings: Vec<String>,
+    /// The kernel dispatched, as built for this run (`enigma emit
+    /// <entry>` prints it).
+    pub ir: enigma_ir::Kernel,
 }
 
 impl LaunchSummary {
@@ -53,6 +56,7 @@ impl LaunchSummary {
             device_time: l.report.device_time,
             wall_time: l.report.wall_time,
             findings: l.report.findings.iter().map(|f| f.to_string()).collect(),
+            ir: l.pipeline.kernel().clone(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod cli {
     pub mod library;
     pub mod occupancy;
     pub mod run;
+    pub mod source;
     pub mod tiles;
     pub mod tune;
 }
@@ -34,9 +35,9 @@ enum Command {
     Run(cli::run::Args),
     /// Time library kernels (warm-up, then repeats): best and median time, achieved GB/s.
     Bench(cli::bench::Args),
-    /// Validate and sanitize an example, a library kernel or a corpus kernel (corpus/<name>); non-zero exit on findings.
+    /// Validate and sanitize an example, a library kernel or a corpus kernel (corpus/<name>), or validate your own (file.py::name, an IR file); non-zero exit on findings.
     Check(cli::check::Args),
-    /// Print a kernel (an example's or by name) as MSL, CUDA C++, IR text or IR JSON.
+    /// Print a kernel (an example's, a library kernel's, by name, or your own: file.py::name, an IR file) as MSL, CUDA C++, IR text or IR JSON.
     Emit(cli::emit::Args),
     /// Devices: the built-in catalogue (--catalog) and the devices this machine runs on.
     Info(cli::info::Args),

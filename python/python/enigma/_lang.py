@@ -1,8 +1,12 @@
-"""The kernel language's names: builtins, intrinsics and statements.
+"""The front end's tables of the kernel language: builtins, intrinsics and
+statements, and the annotations of parameters.
 
-Every object here is a marker that the front end (``_frontend/``) recognises
-when it reads a kernel's source; none of them computes anything when called
-from ordinary Python (they raise a ``TypeError`` saying so).
+Every builtin and intrinsic here is a marker that the front end
+(``_frontend/``) recognises when it reads a kernel's source; none of them
+computes anything when called from ordinary Python (they raise a
+``TypeError`` saying so). ``_language.py`` declares each of them for users,
+editors and type checkers (a function with a signature and a docstring
+that stands for its marker).
 """
 
 from __future__ import annotations

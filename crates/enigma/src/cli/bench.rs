@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         registry().into_iter().filter(|e| args.timing.dtype.as_deref().is_none() || args.timing.dtype.as_deref() == Some(e.elem.name())).collect()
     } else {
-        match library::find(&args.kernel, args.timing.dtype.as_deref())? {
+        match library::find_entry(&args.kernel, args.timing.dtype.as_deref())? {
             Some(e) => vec![e],
             None => anyhow::bail!("unknown kernel `{}`; see `enigma run list`", args.kernel),
         }

@@ -9,12 +9,18 @@
 //! kernel library of `enigma run list` by its names (`softmax_f16`, …: one
 //! checked run at the entry's default shape), and the buggy kernels of the
 //! sanitizer corpus as `corpus/<name>` (with `--fixed`, their fixed
-//! versions). Corpus kernels that validation rejects
+//! versions); a variant of the library that `enigma run` reports
+//! (`softmax_f32_vec4_c1`) checks the library kernel that dispatches it.
+//! A user's own kernel (`file.py::name`, or an IR file: `cli::source`) is
+//! compiled and validated; it is not dispatched, as `check` knows no
+//! arguments for it (run it under the sanitizer from Python with
+//! `enigma.MetalRuntime(sanitize=True)`). Corpus kernels that validation rejects
 //! (barriers in thread-dependent control flow) are reported as such and then
 //! run with barrier uniformity unchecked, to show what happens at run time.
 
 use super::examples::{self, Session, EXAMPLES};
 use super::library;
+use super::source::{self, Source};
 use anyhow::Context;
 use enigma_ir::{validate, Kernel, ValidationError, ValidationOptions};
 use enigma_runtime::{Device, Finding, Mode, Options, Runtime, RuntimeError};
@@ -26,7 +32,8 @@ pub struct Args {
     /// What to check: an example (reduce, scale, row_sum, prefix_sum, stencil,
     /// gemm), a seed kernel (e.g. gemm_tiled, reduce_final), a library kernel
     /// of `enigma run list` (e.g. softmax_f16), a corpus kernel
-    /// (corpus/<name>), or all (every example, seed and library kernel).
+    /// (corpus/<name>), a user's kernel (file.py::name, or an IR file), or
+    /// all (every example, seed and library kernel).
     #[arg(required_unless_present = "list")]
     pub target: Option<String>,
     /// For corpus/<name>: check the fixed version instead of the buggy one.
@@ -88,7 +95,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let example = EXAMPLES.iter().find(|e| **e == target).map(|e| Target::Example(e));
         let kernel = examples::library_case(&target).map(Target::Kernel);
         let op = enigma_ops::registry().into_iter().find(|e| e.name == target).map(Target::Op);
-        let found: Vec<Target> = example.into_iter().chain(kernel).chain(op).collect();
+        let mut found: Vec<Target> = example.into_iter().chain(kernel).chain(op).collect();
+        if found.is_empty() && source::is_user_kernel(&target) {
+            found.push(Target::User(target.clone(), source::load(&target)?));
+        }
+        if found.is_empty() {
+            if let Some((entry, _)) = library::find_variant(&target)? {
+                found.push(Target::Variant(target.clone(), entry));
+            }
+        }
         anyhow::ensure!(!found.is_empty(), "unknown target `{target}`; `enigma check --list` lists them");
         found
     };
@@ -128,6 +143,11 @@ enum Target {
     Op(enigma_ops::Entry),
     /// A corpus entry (its buggy version unless `--fixed`).
     Corpus(Entry),
+    /// A variant of the library (its kernel name), checked through the
+    /// library kernel that dispatches it.
+    Variant(String, enigma_ops::Entry),
+    /// A user's kernel (as named on the command line), validated.
+    User(String, Source),
 }
 
 impl Target {
@@ -137,6 +157,7 @@ impl Target {
             Target::Kernel(c) => c.name.to_string(),
             Target::Op(e) => e.name.clone(),
             Target::Corpus(e) => format!("corpus/{}", e.name),
+            Target::Variant(name, _) | Target::User(name, _) => name.clone(),
         }
     }
 }
@@ -165,6 +186,12 @@ fn check_target(rt: &Runtime, target: Target, args: &Args, options: &Options) ->
             })
         }
         Target::Op(entry) => check_op(rt, name, &entry),
+        Target::Variant(_, entry) => {
+            let mut report = check_op(rt, name, &entry)?;
+            report.about = format!("a kernel of library kernel `{}`, checked through it: {}", entry.name, report.about);
+            Ok(report)
+        }
+        Target::User(_, source) => Ok(check_user(name, source)),
         Target::Kernel(case) => {
             let kernel = (case.variant.kernel)();
             let launch = (case.variant.launch)();
@@ -233,6 +260,21 @@ fn check_op(rt: &Runtime, target: String, entry: &enigma_ops::Entry) -> anyhow::
         Err(e) => return Err(e.into()),
     }
     Ok(report)
+}
+
+/// A user's kernel: compiled and validated, not dispatched; a compile
+/// error (which includes the validator's) is its one finding.
+fn check_user(target: String, source: Source) -> Report {
+    let about = "your kernel, validated (not dispatched: run it with enigma.MetalRuntime(sanitize=True) for the sanitizer)".to_string();
+    match source {
+        Source::Kernel(kernel) => {
+            let validation = validate_all(std::slice::from_ref(&kernel));
+            Report { target, about, kernels: vec![kernel.name], validation, findings: vec![], notes: vec![] }
+        }
+        Source::CompileError(message) => {
+            Report { target, about, kernels: vec![], validation: vec![], findings: vec![], notes: vec![format!("does not compile: {message}")] }
+        }
+    }
 }
 
 fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {

@@ -3,18 +3,26 @@
 //! form.
 //!
 //! A name is an example of `enigma run` (`reduce`, `gemm`, …: every kernel it
-//! dispatches, in order) or a kernel's own name: the seed kernels
-//! (`reduce_threadgroup`, `gemm_tiled`, …, and `reduce_final_seed`, the
-//! seed's second pass as written) and every variant of the kernel library
-//! (`enigma emit --list` lists them all). Several kernels print one after the
-//! other (JSON: as an array). MSL and CUDA need a valid kernel: a validation
-//! error is the command's error; IR and JSON print any kernel.
+//! dispatches, in order), a kernel's own name (the seed kernels,
+//! `reduce_threadgroup`, `gemm_tiled`, …, `reduce_final_seed`, the seed's
+//! second pass as written, and the kernel library's variants: `enigma emit
+//! --list`; where a library operation has the same name, `--by-kernel-name`),
+//! a library operation of `enigma run list` (`softmax_f32`, or
+//! `softmax --dtype f16`: the kernels it dispatches at its default shape or
+//! `--shape`, found by one run on the simulator), a variant that `enigma
+//! run` reports (`softmax_f32_vec4_c1`, found the same way), or a user's
+//! kernel: `file.py::name` or an IR file (`cli::source`). Several kernels
+//! print one after the other (JSON: as an array). MSL and CUDA need a valid
+//! kernel: a validation error is the command's error; IR and JSON print any
+//! kernel.
 //!
 //! MSL is written for the version each kernel needs (3.2 where it uses
 //! device fences, else 3.1), or for the one `--msl-version` names; a version
 //! that lacks a feature the kernel uses is the command's error, naming both.
 
 use super::examples::{example_kernels, EXAMPLES};
+use super::library;
+use super::source::{self, Source};
 use anyhow::Context;
 use enigma_ir::{validate, Kernel, ValidationOptions};
 use std::io::Write;
@@ -37,10 +45,26 @@ pub struct Args {
     /// What to print.
     #[arg(long, value_enum, default_value = "msl")]
     pub target: Target,
-    /// An example (reduce, scale, row_sum, prefix_sum, stencil, gemm) or a
-    /// kernel name (see --list).
+    /// An example (reduce, scale, row_sum, prefix_sum, stencil, gemm), a
+    /// kernel name (see --list), a library kernel of `enigma run list`
+    /// (softmax_f32, or softmax --dtype f16) or a variant `enigma run`
+    /// reports, or a user's kernel: file.py::name or an IR file (.json:
+    /// JSON form; otherwise the text form).
     #[arg(required_unless_present = "list")]
     pub name: Option<String>,
+    /// Library kernels: the shape whose kernels to print, e.g. 64x4096
+    /// (default: the kernel's default shape).
+    #[arg(long)]
+    pub shape: Option<String>,
+    /// Library kernels: element type, f32 (default), f16 or bf16.
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Look the name up among kernels' own names only (the seed kernels and
+    /// the library's variants of --list), not as an example or a library
+    /// operation: `scale_f32` is the element-wise operation (its kernels
+    /// at the default shape), `--by-kernel-name scale_f32` its scalar kernel.
+    #[arg(long, conflicts_with_all = ["shape", "dtype"])]
+    pub by_kernel_name: bool,
     /// List the names that can be emitted and exit.
     #[arg(long)]
     pub list: bool,
@@ -66,20 +90,46 @@ fn named_kernels() -> Vec<(String, Kernel)> {
     kernels
 }
 
-/// The kernels `name` stands for.
-fn resolve(name: &str) -> anyhow::Result<Vec<Kernel>> {
+/// The kernel whose own name is `name` (`--by-kernel-name`).
+fn by_kernel_name(name: &str) -> anyhow::Result<Vec<Kernel>> {
+    match named_kernels().into_iter().find(|(n, _)| n == name) {
+        Some((_, k)) => Ok(vec![k]),
+        None => anyhow::bail!("no kernel is named `{name}`; `enigma emit --list` lists their names"),
+    }
+}
+
+/// The kernels `name` stands for (see the module doc), in that order of
+/// lookup.
+fn resolve(name: &str, shape: Option<&str>, dtype: Option<&str>) -> anyhow::Result<Vec<Kernel>> {
+    let library_options = shape.is_some() || dtype.is_some();
     let from_example = example_kernels(name);
-    if !from_example.is_empty() {
+    if !from_example.is_empty() && !library_options {
         return Ok(from_example);
     }
+    if source::is_user_kernel(name) {
+        return match source::load(name)? {
+            Source::Kernel(k) => Ok(vec![k]),
+            Source::CompileError(message) => anyhow::bail!("{message}"),
+        };
+    }
+    // A library operation before a kernel's own name: `scale_f32` is the
+    // operation in `run`, `check`, `bench` and `tune`, so here too.
+    if let Some(entry) = library::find(name, dtype)? {
+        return library::dispatched_kernels(&entry, &library::shape(shape)?);
+    }
     let kernels = named_kernels();
-    if let Some((_, k)) = kernels.iter().find(|(n, _)| n == name) {
+    if let (Some((_, k)), false) = (kernels.iter().find(|(n, _)| n == name), library_options) {
         return Ok(vec![k.clone()]);
+    }
+    if !library_options {
+        if let Some((_, kernel)) = library::find_variant(name)? {
+            return Ok(vec![kernel]);
+        }
     }
     let close: Vec<&str> =
         kernels.iter().map(|(n, _)| n.as_str()).filter(|n| n.contains(name) || name.contains(*n)).take(8).collect();
     let hint = if close.is_empty() { String::new() } else { format!(" (similar: {})", close.join(", ")) };
-    anyhow::bail!("unknown example or kernel `{name}`{hint}; `enigma emit --list` lists them")
+    anyhow::bail!("unknown example or kernel `{name}`{hint}; `enigma emit --list` and `enigma run list` list them")
 }
 
 /// One kernel in `target`'s form.
@@ -105,9 +155,14 @@ fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>) -> anyho
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = if args.list {
         let kernels: Vec<String> = named_kernels().into_iter().map(|(n, _)| format!("  {n}")).collect();
-        format!("examples: {}\nkernels:\n{}", EXAMPLES.join(", "), kernels.join("\n"))
+        format!(
+            "examples: {}\nkernels:\n{}\nlibrary operations (their kernels at a shape): `enigma run list`\nyour own: file.py::name, or an IR file (.json or text)",
+            EXAMPLES.join(", "),
+            kernels.join("\n")
+        )
     } else {
-        let kernels = resolve(args.name.as_deref().unwrap_or_default())?;
+        let name = args.name.as_deref().unwrap_or_default();
+        let kernels = if args.by_kernel_name { by_kernel_name(name)? } else { resolve(name, args.shape.as_deref(), args.dtype.as_deref())? };
         let texts = kernels.iter().map(|k| emit(k, args.target, args.msl_version)).collect::<anyhow::Result<Vec<String>>>()?;
         match (args.target, &texts[..]) {
             (Target::Json, [one]) => one.clone(),

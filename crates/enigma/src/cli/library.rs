@@ -1,11 +1,17 @@
 //! The kernel library as the CLI sees it: finding a registry entry of
-//! `enigma-ops` from a name and `--dtype`, the options shared by `enigma run
-//! <kernel>`, `enigma bench` and `enigma tune` (the timing flags of the last
-//! two: [`Timing`]), and the `enigma run list` table.
+//! `enigma-ops` from a name and `--dtype` ([`find`]), or from the name of a
+//! kernel it dispatches, a variant such as `softmax_f32_vec4_c1` that
+//! `enigma run` reports ([`find_entry`] takes either), the kernels an entry
+//! dispatches ([`dispatched_kernels`], for `enigma emit`), the options
+//! shared by `enigma run <kernel>`, `enigma bench` and `enigma tune` (the
+//! timing flags of the last two: [`Timing`]), and the `enigma run list`
+//! table. Every name that table prints works with `run`, `emit`, `check`,
+//! `bench` and `tune`.
 
 use anyhow::Context;
+use enigma_ir::Kernel;
 use enigma_ops::{registry, Entry, GemmTile, Options};
-use enigma_runtime::Runtime;
+use enigma_runtime::{Device, Runtime};
 use std::io::Write;
 
 /// The flags `enigma bench` and `enigma tune` share: where, at what shape
@@ -58,6 +64,55 @@ pub fn find(name: &str, dtype: Option<&str>) -> anyhow::Result<Option<Entry>> {
     let types: Vec<&str> = entries.iter().filter(|e| op_name(e) == name).map(|e| e.elem.name()).collect();
     if !types.is_empty() {
         anyhow::bail!("`{name}` has no {dtype} variant; types: {}", types.join(", "));
+    }
+    Ok(None)
+}
+
+/// The entry `name` names ([`find`]), else the entry that dispatches the
+/// kernel variant `name` at its default shape ([`find_variant`]), with a
+/// note on stderr saying which entry stands for the variant. `None` when
+/// neither matches.
+pub fn find_entry(name: &str, dtype: Option<&str>) -> anyhow::Result<Option<Entry>> {
+    if let Some(entry) = find(name, dtype)? {
+        return Ok(Some(entry));
+    }
+    let Some((entry, _)) = find_variant(name)? else { return Ok(None) };
+    eprintln!("`{name}` is a kernel of the library operation `{}`, which chooses it at its default shape; taking `{}`", entry.name, entry.name);
+    Ok(Some(entry))
+}
+
+/// The kernels `entry` dispatches at `shape` (empty: its default shape),
+/// in order, each once: found by one run on the simulator (without the
+/// sanitizer), as the library builds them for that shape.
+pub fn dispatched_kernels(entry: &Entry, shape: &[usize]) -> anyhow::Result<Vec<Kernel>> {
+    let rt = Runtime::new(Device::Sim)?;
+    let outcome = entry.run_with(&rt, shape, &Options::default()).with_context(|| format!("running `{}` to find its kernels", entry.name))?;
+    let mut kernels: Vec<Kernel> = vec![];
+    for launch in outcome.launches {
+        if !kernels.iter().any(|k| k.name == launch.ir.name) {
+            kernels.push(launch.ir);
+        }
+    }
+    Ok(kernels)
+}
+
+/// The registry entry that dispatches a kernel named `kernel` at its
+/// default shape, with that kernel: the entries that share a word of their
+/// name with `kernel` (`softmax`, `f32`, …) are run on the simulator, those
+/// sharing the most first (`softmax_f32` for `softmax_f32_vec4_c1`), until
+/// one dispatches it. `None` when none does (a name of no kernel, or a
+/// variant the library builds only at other shapes: `enigma emit <entry>
+/// --shape ...` prints those).
+pub fn find_variant(kernel: &str) -> anyhow::Result<Option<(Entry, Kernel)>> {
+    let words: Vec<&str> = kernel.split('_').collect();
+    let shared = |e: &Entry| e.name.split('_').filter(|w| words.contains(w)).count();
+    let prefix = |e: &Entry| e.name.chars().zip(kernel.chars()).take_while(|(a, b)| a == b).count();
+    let mut entries: Vec<Entry> = registry().into_iter().filter(|e| shared(e) > 0).collect();
+    entries.sort_by_key(|e| std::cmp::Reverse((shared(e), prefix(e))));
+    for entry in entries {
+        if let Some(k) = dispatched_kernels(&entry, &[])?.into_iter().find(|k| k.name == kernel) {
+            return Ok(Some((entry, k)));
+        }
     }
     Ok(None)
 }
@@ -147,7 +202,11 @@ fn list_text(json: bool) -> anyhow::Result<String> {
     for (r, e) in rows.iter().zip(&entries) {
         out += &line(r, &e.description);
     }
-    out += &format!("\n{} kernels. Run one: enigma run <kernel> [--shape RxC] [--dtype f16]; time one: enigma bench <kernel>.", entries.len());
+    out += &format!(
+        "\n{} kernels. Run one: enigma run <kernel> [--shape RxC] [--dtype f16]; its code: enigma emit <kernel>; \
+         sanitize it: enigma check <kernel>; time it: enigma bench <kernel>; tune it: enigma tune <kernel>.",
+        entries.len()
+    );
     Ok(out)
 }
 

@@ -65,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let (Some(example), false) = (example, library_options) {
         return run_examples(&args, &[example]);
     }
-    match library::find(&args.what, args.dtype.as_deref())? {
+    match library::find_entry(&args.what, args.dtype.as_deref())? {
         Some(entry) => run_kernel(&args, &entry),
         None => anyhow::bail!(
             "unknown example or kernel `{}`; examples: {}, all; kernels: `enigma run list`",

@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(entry) = library::find(&args.kernel, args.timing.dtype.as_deref())? else {
+    let Some(entry) = library::find_entry(&args.kernel, args.timing.dtype.as_deref())? else {
         anyhow::bail!("unknown kernel `{}`; see `enigma run list`", args.kernel);
     };
     let rt = Runtime::new(args.timing.device.parse::<Device>()?)?;

@@ -1,9 +1,9 @@
 """The Python front end: a decorated function's AST → enigma IR (JSON form).
 
 The kernel language is a subset of Python, read from the function's source
-(``inspect`` + ``ast``) — the function is never called. See the package
-docstring (``enigma/__init__.py``) for the language reference; this package
-implements it:
+(``inspect`` + ``ast``) — the function is never called. docs/language.md
+is the language reference, and ``enigma._language`` declares its names;
+this package implements it:
 
 * names: kernel locals (one IR local per Python name, with one type), buffer
   and by-value parameters, threadgroup arrays, specialisation constants;

@@ -147,6 +147,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
                 ann = eval(compile(ast.Expression(arg.annotation), self.file, "eval"), self.fn.__globals__, dict(self.closure))
             except Exception as e:  # noqa: BLE001 - report any evaluation failure
                 raise self.error(arg, f"cannot evaluate the annotation of `{name}`: {e}") from None
+        ann = _kernel_annotation(ann)
         index = len(self.params)
         ir_name = self._ir_name(name)
         if isinstance(ann, str):
@@ -210,6 +211,21 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         if obj is _py_builtins.bool:
             return bool_
         raise self.error(node, "expected a type: an enigma type (enigma.f32, enigma.half4) or its name (\"float\", \"half4\", \"u32\")")
+
+
+def _kernel_annotation(ann):
+    """What a parameter's annotation says to the front end: for
+    ``typing.Annotated[T, m...]`` (the spelling type checkers accept, e.g.
+    ``Annotated[enigma.u32, enigma.constant(enigma.u32)]``) the first
+    metadata ``m`` that is a kernel annotation, else ``T``; any other
+    annotation as it is."""
+    metadata = getattr(ann, "__metadata__", None)
+    if metadata is None:
+        return ann
+    for m in metadata:
+        if isinstance(m, (DType, BufferParam, ConstantParam, TextureParam)):
+            return m
+    return ann.__origin__
 
 
 def compile_function(fn) -> dict:

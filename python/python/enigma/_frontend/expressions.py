@@ -14,6 +14,7 @@ import types as _pytypes
 
 from .. import _enigma, _lang
 from .._lang import Builtin, Intrinsic
+from .._language import marker_of
 from .._types import DType, i32
 from .conversions import _default_type
 from .diagnostics import MAX_NESTING, _short, _TOO_DEEP, _UNSUPPORTED_EXPRS
@@ -154,6 +155,7 @@ class Expressions:
         return self._classify(obj, node)
 
     def _classify(self, obj, node):
+        obj = marker_of(obj)
         if isinstance(obj, bool):
             return untyped(obj)
         if isinstance(obj, numbers.Integral):

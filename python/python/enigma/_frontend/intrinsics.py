@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins as _py_builtins
 
 from .. import _enigma, _lang
+from .._kernel import Kernel
 from .._lang import Builtin, Intrinsic
 from .._types import DType, MatrixType, f32, i32, u32, bool_
 from .expressions import _COMPONENTS
@@ -51,8 +52,6 @@ class Intrinsics:
             return self._cast_call(i32, node)
         if obj is _py_builtins.range:
             raise self.error(node, "range() is only supported as `for i in range(...)`")
-        from .._kernel import Kernel  # local import: _kernel imports this module
-
         if isinstance(obj, Kernel):
             raise self.error(node, f"calling another kernel (`{obj.name}`) is not supported")
         name = getattr(obj, "__name__", repr(obj))

@@ -1,0 +1,290 @@
+"""Compiling: a kernel's source (or IR text) → validated IR → a
+:class:`CompiledKernel`.
+
+* :func:`compile` compiles a ``@enigma.kernel`` function through the Python
+  front end (``_frontend``) and the native validator.
+* :func:`compile_ir` compiles the IR's text form (what ``.ir`` prints) the
+  same way, for kernels written or edited as IR.
+* :class:`CompiledKernel` is a validated kernel with its specialisation
+  values, backed by the native ``_enigma.CompiledKernel`` (which keeps its
+  pipeline per device); it shows the IR text (``.ir``), the MSL (``.msl``)
+  and the CUDA C++ (``.cuda``), describes its parameters for
+  :class:`enigma.MetalRuntime`, and runs on arrays when called
+  (``compiled(a, out, n, grid=n, threads=256)``, through ``_launch``).
+  ``enigma.compile`` returns the same compiled kernel for the same kernel
+  and specialisation values.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import textwrap
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
+
+from . import _enigma
+from ._frontend import compile_function
+from ._kernel import Kernel
+from ._launch import launch
+from ._types import DType
+
+if TYPE_CHECKING:
+    from ._devices import DeviceName
+    from ._runtime import MetalRuntime
+
+CompileError = _enigma.CompileError
+DispatchError = _enigma.DispatchError
+
+
+def kernel_ir(kern: Kernel) -> Dict[str, Any]:
+    """The IR's JSON form of ``kern`` as a dict (compiled from the source once)."""
+    if kern.ir is None:
+        _reject_python_scalar_annotations(kern.fn)
+        kern.ir = compile_function(kern.fn)
+    return kern.ir
+
+
+# Python's scalar types as annotations, and what to write instead.
+_PYTHON_SCALARS = {"int": "i32", "float": "f32", "bool": "bool_"}
+
+
+def _reject_python_scalar_annotations(fn: Callable[..., Any]) -> None:
+    """``size: int`` (numba's spelling of a by-value int): a CompileError
+    saying to write ``size: enigma.constant(enigma.i32)``."""
+    code = fn.__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    for name in names:
+        ann = fn.__annotations__.get(name)
+        spelled = ann if isinstance(ann, str) else getattr(ann, "__name__", None) if ann in (int, float, bool) else None
+        if spelled not in _PYTHON_SCALARS:
+            continue
+        t = _PYTHON_SCALARS[spelled]
+        err = CompileError(
+            f"{code.co_filename}:{_param_line(fn, name)}: parameter `{name}: {spelled}`: Python's {spelled} is not a "
+            f"kernel type; write `{name}: enigma.constant(enigma.{t})` for a by-value {t} (or `{name}: enigma.{t}` "
+            f"for a device buffer of them) (in kernel `{fn.__name__}`)"
+        )
+        err.file = code.co_filename
+        err.line = _param_line(fn, name)
+        raise err
+
+
+def _param_line(fn: Callable[..., Any], name: str) -> int:
+    """The source line of parameter ``name`` (else of the ``def``)."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return fn.__code__.co_firstlineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.arg == name:
+            return first + node.lineno - 1
+    return fn.__code__.co_firstlineno
+
+
+class Param:
+    """One kernel parameter: a device buffer, a by-value scalar or a texture."""
+
+    __slots__ = ("index", "name", "kind", "type_name", "scalar", "width", "elem_bytes", "access")
+
+    def __init__(self, index: int, name: str, kind: str, type_name: str, scalar: str, width: int, elem_bytes: int,
+                 access: Optional[str]) -> None:
+        self.index = index
+        self.name = name
+        self.kind = kind  # "buffer", "value" or "texture"
+        self.type_name = type_name
+        self.scalar = scalar
+        self.width = width
+        self.elem_bytes = elem_bytes
+        self.access = access  # "read", "read_write" (buffers), a texture's access, or None
+
+    @property
+    def dtype(self) -> DType:
+        return DType(self.scalar, self.width)
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.kind == "buffer"
+
+    @property
+    def writable(self) -> bool:
+        return self.access == "read_write"
+
+    def __repr__(self) -> str:
+        extra = f", {self.access}" if self.access else ""
+        return f"Param({self.index}, {self.name!r}, {self.kind}, {self.type_name}{extra})"
+
+
+class CompiledKernel:
+    """A validated kernel, ready to run: what :func:`enigma.compile` returns."""
+
+    def __init__(self, native: Any, source: Optional[Kernel] = None) -> None:
+        self._native = native
+        #: The kernel it was compiled from (None for IR text).
+        self.source = source
+        #: The parameters, in order.
+        self.params: List[Param] = [Param(i, *p) for i, p in enumerate(native.params())]
+
+    @property
+    def native(self) -> Any:
+        """The native compiled kernel (``enigma._enigma.CompiledKernel``) a dispatch binds."""
+        return self._native
+
+    @property
+    def name(self) -> str:
+        """The kernel's name in the IR (the function's name)."""
+        return self._native.name
+
+    @property
+    def ir(self) -> str:
+        """The IR in its text form."""
+        return self._native.ir
+
+    @property
+    def ir_json(self) -> str:
+        """The IR in its JSON form (what the Python front end produced, validated)."""
+        return self._native.json
+
+    @property
+    def msl(self) -> str:
+        """Metal Shading Language source (specialisation constants stay function
+        constants), for :attr:`msl_version`."""
+        return self._native.msl
+
+    @property
+    def msl_version(self) -> str:
+        """The MSL version :attr:`msl` is written for (``"3.2"``): the one asked
+        for with ``enigma.compile(k, msl_version=...)``, else the one the kernel
+        needs (3.2 where it uses ``device_fence()``, else 3.1)."""
+        return self._native.msl_version
+
+    @property
+    def cuda(self) -> str:
+        """CUDA C++ source, with this compilation's specialisation values."""
+        return self._native.cuda
+
+    @property
+    def threadgroup_memory_bytes(self) -> int:
+        """Bytes of threadgroup memory the kernel declares."""
+        return self._native.threadgroup_memory_bytes
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        """The specialisation values in force, ``{name: value}``."""
+        return dict(self._native.spec)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.type_name}{' (value)' if p.kind == 'value' else ''}" for p in self.params)
+        return f"<enigma.CompiledKernel {self.name}({sig})>"
+
+    def __call__(self, *args: Any, grid: Any = None, threads: Any = (1, 1, 1), threadgroups: Any = None,
+                 rt: Optional[MetalRuntime] = None, device: Optional[DeviceName] = None, stream: Any = None,
+                 sanitize: Optional[bool] = None, max_loop_iterations: Optional[int] = None,
+                 timeout: Optional[float] = None) -> None:
+        """Runs the kernel on ``args``, one per parameter in order: arrays
+        (``enigma.Array``, numpy, torch, CuPy...) bound in place — what the
+        kernel writes lands in them — and numbers for by-value parameters.
+
+        Args:
+            args: one per parameter, in order.
+            grid: threads in the grid (``dispatchThreads``), 1 to 3 ints.
+            threads: threads per threadgroup, 1 to 3 ints.
+            threadgroups: threadgroups in the grid (``dispatchThreadgroups``),
+                instead of ``grid``.
+            rt: the :class:`enigma.MetalRuntime` to run on; with it, its
+                ``last_report`` is this dispatch's.
+            device: the device when ``rt`` is not given (``"auto"``,
+                ``"sim"``, also ``"cpu"``, ``"metal"``, ``"cuda"``); default:
+                the arrays' device (CUDA for CUDA tensors), else ``"auto"``.
+            stream: the CUDA stream (default: the tensors' current stream);
+                the dispatch is queued without waiting.
+            sanitize, max_loop_iterations, timeout: as for
+                :meth:`MetalRuntime.execute` (defaults: ``rt``'s settings,
+                else off).
+
+        Returns:
+            None: the results are in the arrays.
+        """
+        launch(self, args, grid=grid, threads=threads, threadgroups=threadgroups, rt=rt, device=device, stream=stream,
+               sanitize=sanitize, max_loop_iterations=max_loop_iterations, timeout=timeout)
+
+
+def compile(kern: Union[Kernel, CompiledKernel, Callable[..., Any]], spec: Optional[Mapping[str, Any]] = None,  # noqa: A001 - the seed's name
+            *, msl_version: Optional[str] = None, **constants: Any) -> CompiledKernel:
+    """Compiles a ``@enigma.kernel`` function: source → IR → validation.
+
+    Args:
+        kern: the kernel (a plain function is taken as one).
+        spec: values of the specialisation constants declared with
+            ``enigma.spec(name, type, default)``.
+        msl_version: the MSL version ``.msl`` is written for (``"3.0"``,
+            ``"3.1"`` or ``"3.2"``); default: the one the kernel needs.
+        constants: the same as keyword arguments: ``enigma.compile(k, TILE=64)``.
+
+    Returns:
+        the :class:`CompiledKernel` (the same one for the same kernel, values
+        and MSL version).
+
+    Raises:
+        enigma.CompileError: the source is not in the kernel language, or
+            the kernel does not validate.
+    """
+    if isinstance(kern, CompiledKernel):
+        if kern.source is None:
+            return compile_ir(kern.ir, spec, msl_version=msl_version, **constants)
+        kern = kern.source
+    if not isinstance(kern, Kernel):
+        if callable(kern) and hasattr(kern, "__code__"):
+            kern = Kernel(kern)
+        else:
+            raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
+    values = _spec_values(spec, constants)
+    try:
+        key = (msl_version, tuple(sorted((k, type(v).__name__, v) for k, v in values.items())))
+        hash(key)
+    except TypeError:
+        key = None  # unhashable values: compiled afresh, and rejected there
+    cached = kern.compiled.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    ir = kernel_ir(kern)
+    native = _enigma.compile(json.dumps(ir), values or None, msl_version)
+    compiled = CompiledKernel(native, kern)
+    if key is not None:
+        kern.compiled[key] = compiled
+    return compiled
+
+
+def _spec_values(spec: Optional[Mapping[str, Any]], constants: Mapping[str, Any]) -> Dict[str, Any]:
+    values = dict(spec or {})
+    overlap = set(values) & set(constants)
+    if overlap:
+        raise TypeError(f"specialisation constant(s) given twice: {', '.join(sorted(overlap))}")
+    values.update(constants)
+    # numpy scalars (np.bool_, np.int32, np.float32...) as the Python values
+    # they hold, so they are checked like any other value.
+    return {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in values.items()}
+
+
+def compile_ir(text: str, spec: Optional[Mapping[str, Any]] = None, *, msl_version: Optional[str] = None,
+               **constants: Any) -> CompiledKernel:
+    """Compiles a kernel given in the IR's text form (``CompiledKernel.ir``).
+
+    Args:
+        text: the IR text.
+        spec: values of its specialisation constants.
+        msl_version: the MSL version ``.msl`` is written for, as for :func:`compile`.
+        constants: the same as keyword arguments.
+
+    Returns:
+        the :class:`CompiledKernel`.
+
+    Raises:
+        enigma.CompileError: the text does not parse or the kernel does not validate.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"enigma.compile_ir takes the IR's text form (a str), not {type(text).__name__}")
+    values = _spec_values(spec, constants)
+    native = _enigma.compile(_enigma.ir_text_to_json(text), values or None, msl_version)
+    return CompiledKernel(native, None)

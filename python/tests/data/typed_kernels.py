@@ -1,0 +1,60 @@
+"""A user's file as a type checker sees it: kernels defined with enigma's
+annotations, compiled, launched and checked, and enigma.ops called.
+python/tests/test_typed_surface.py runs it, and runs `mypy --strict` on it."""
+
+from typing import Annotated
+
+import numpy as np
+import numpy.typing as npt
+
+import enigma
+import enigma.ops
+
+
+@enigma.kernel
+def scaled_add(
+    a: enigma.f32,
+    b: enigma.f32,
+    out: Annotated[enigma.f32, enigma.buffer(enigma.f32, access="read_write")],
+    n: Annotated[enigma.u32, enigma.constant(enigma.u32)],
+    factor: enigma.Constant[enigma.f32],
+) -> None:
+    i = enigma.thread_position_in_grid
+    if i < n:
+        out[i] = enigma.fma(a[i], factor, b[i])
+
+
+@enigma.kernel
+def row_sums(x: Annotated[enigma.f32, enigma.buffer(enigma.f32, shape=(None, 32))], sums: enigma.f32) -> None:
+    row = enigma.threadgroup_position_in_grid("x")
+    lane = enigma.thread_index_in_simdgroup()
+    total = enigma.simd_sum(x[row, lane])
+    if enigma.simd_is_first():
+        sums[row] = total + enigma.fast.exp(0.0) - 1.0
+
+
+def run() -> float:
+    """Runs both kernels and two library operations; the largest error
+    against numpy."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(100).astype(np.float32)
+    b = rng.standard_normal(100).astype(np.float32)
+    out = np.zeros(100, np.float32)
+    compiled: enigma.CompiledKernel = enigma.compile(scaled_add)
+    compiled(a, b, out, 100, 0.5, grid=128, threads=32, device="sim")
+    errors = [float(np.max(np.abs(out - (a * 0.5 + b))))]
+
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    rt = enigma.MetalRuntime("sim")
+    raw = rt.execute(enigma.compile(row_sums), inputs=[x], output_size=4 * 4, threadgroups=(4, 1, 1), threads=(32, 1, 1))
+    errors.append(float(np.max(np.abs(np.frombuffer(raw, np.float32) - x.sum(axis=1)))))
+
+    y: npt.NDArray[np.float32] = enigma.ops.softmax(x, rt=rt)
+    errors.append(float(np.max(np.abs(y - np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)))))
+    s = enigma.ops.rms_norm(x, np.ones(32, np.float32), eps=1e-5, device="sim")
+    errors.append(float(np.max(np.abs(s - x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5)))))
+    return max(errors)
+
+
+if __name__ == "__main__":
+    print(run())
