@@ -203,3 +203,139 @@ def test_execute_returns_mx_arrays_for_mx_inputs():
     out = rt.execute(enigma.compile(add_one), [x], output_size=64 * 4, grid=64, threads=32)
     assert isinstance(out, mx.array) and out.dtype == mx.float32
     np.testing.assert_array_equal(np.array(out), np.arange(64, dtype=np.float32) + 1)
+
+
+# --- export to MLX ---------------------------------------------------------------
+
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import enigma.mlx  # noqa: E402
+
+STRICT_SHIM = Path(__file__).resolve().parents[2] / "crates" / "enigma-codegen" / "tests" / "msl_strict"
+#: What MLX's own headers give a kernel's source before it (metal_stdlib, and
+#: the fixed-width type names its signatures use).
+MLX_PRELUDE = """#include <metal_stdlib>
+using namespace metal;
+typedef half float16_t;
+typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
+typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
+"""
+
+
+def strict_check(source, tmp_path, version=300):
+    """clang's errors for ``source`` under the strict MSL shim, or None.
+    Two spellings clang's OpenCL mode reads differently from Apple's
+    compiler: MLX's ``[[kernel]]`` attribute is the shim's ``kernel``
+    keyword (clang then treats the function as a kernel, where threadgroup
+    memory may be declared), except on a template, which OpenCL does not
+    allow as a kernel; and MLX's ``template [[host_name(...)]] [[kernel]]
+    decltype(...)`` instantiation is checked without its attributes."""
+    if shutil.which("clang++") is None:
+        pytest.skip("clang++ is not installed (apt-get install clang), so the strict MSL check did not run")
+    if not STRICT_SHIM.is_dir():
+        pytest.skip(f"the strict MSL shim is not at {STRICT_SHIM}")
+    if "\ntemplate <" not in source:
+        source = source.replace("[[kernel]] void", "kernel void")
+    source = re.sub(r'^template \[\[host_name\("[^"]*"\)\]\] \[\[kernel\]\] ', "template ", source, flags=re.M)
+    f = tmp_path / "mlx_kernel.metal"
+    f.write_text(MLX_PRELUDE + source)
+    r = subprocess.run(["clang++", "-x", "clcpp", "-cl-std=clc++2021", "-cl-no-stdinc", "-fsyntax-only",
+                        "-Wno-unknown-attributes", f"-DENIGMA_MSL_VERSION={version}", "-I", str(STRICT_SHIM), str(f)],
+                       capture_output=True, text=True)
+    return None if r.returncode == 0 else r.stderr
+
+
+@enigma.kernel
+def partial_sums(A: enigma.f32, PartialOut: enigma.f32):
+    scratch = enigma.threadgroup_alloc(enigma.f32, 32)
+    total = enigma.simd_sum(A[enigma.thread_position_in_grid.x])
+    lane = enigma.thread_index_in_simdgroup()
+    group = enigma.simdgroup_index_in_threadgroup()
+    with enigma.if_(lane == 0):
+        scratch[group] = total
+    enigma.barrier(mem_flags="mem_threadgroup")
+    with enigma.if_(enigma.thread_index_in_threadgroup() == 0):
+        s = scratch[0]
+        for i in range(1, enigma.simdgroups_per_threadgroup()):
+            s += scratch[i]
+        PartialOut[enigma.threadgroup_position_in_grid.x] = s
+
+
+@enigma.kernel
+def specialised(data: enigma.f16, out: enigma.f32, n: enigma.constant(enigma.u32)):
+    TILE = enigma.spec("TILE", enigma.u32, 4)
+    ALPHA = enigma.spec("ALPHA", enigma.f32, 0.5)
+    i = enigma.thread_position_in_grid.x
+    if i < n:
+        out[i] = enigma.f32(data[i]) * ALPHA + enigma.f32(TILE)
+
+
+@enigma.kernel
+def histogram(A: enigma.u32, Hist: enigma.u32):
+    enigma.atomic_add(Hist, A[enigma.thread_position_in_grid.x] % 16, 1)
+
+
+def test_export_splits_the_msl_as_mlx_assembles_it(tmp_path):
+    m = enigma.compile(partial_sums).to_mlx()
+    assert (m.input_names, m.output_names, m.template, m.atomic_outputs) == (["A"], ["PartialOut"], [], False)
+    source = m.assemble([("f32", (1024,))], ["f32"])
+    assert "const device float* A [[buffer(0)]]" in source and "device float* PartialOut [[buffer(1)]]" in source
+    assert "uint thread_index_in_simdgroup [[thread_index_in_simdgroup]]" in source
+    assert strict_check(source, tmp_path) is None
+    # A small input goes to the constant address space in MLX's signature.
+    assert strict_check(m.assemble([("f32", (4,))], ["f32"]), tmp_path) is None
+
+
+def test_export_makes_integer_constants_template_arguments(tmp_path):
+    m = enigma.compile(specialised, TILE=3, ALPHA=0.25).to_mlx()
+    assert m.template == [("TILE", 3)] and m.input_names == ["data", "n"]
+    assert "constant float ALPHA_v = 0.25f;" in m.header
+    source = m.assemble([("f16", (100,)), ("u32", ())], ["f32"], template=[("TILE", 7)])
+    assert "template <int TILE>" in source and "custom_kernel_specialised<7>" in source
+    assert strict_check(source, tmp_path) is None
+    with pytest.raises(enigma.mlx.ExportError, match="no integer or bool specialisation constant `ALPHA`"):
+        m.assemble([("f16", (100,)), ("u32", ())], ["f32"], template=[("ALPHA", 1)])
+
+
+def test_export_of_atomic_outputs(tmp_path):
+    m = enigma.compile(histogram).to_mlx()
+    assert m.atomic_outputs and m.output_names == ["Hist"]
+    assert strict_check(m.assemble([("u32", (256,))], ["u32"]), tmp_path) is None
+
+
+@enigma.kernel
+def vector_scale(A: enigma.float4, Out: enigma.float4):
+    i = enigma.thread_position_in_grid.x
+    Out[i] = A[i] * 2.0
+
+
+@enigma.kernel
+def invert_texture(src: enigma.texture2d(enigma.f32, access="read"), out: enigma.f32):
+    p = enigma.thread_position_in_grid
+    out[p.x] = 1.0 - src.read(p.xy).x
+
+
+def test_export_refuses_what_mlx_cannot_declare():
+    with pytest.raises(enigma.mlx.ExportError, match="buffer `A` \\(float4\\): MLX types a buffer by its array's scalar dtype"):
+        enigma.compile(vector_scale).to_mlx()
+    with pytest.raises(enigma.mlx.ExportError, match="take no textures"):
+        enigma.compile(invert_texture).to_mlx()
+
+
+def test_the_mlx_call_checks_dtypes_then_needs_mlx_metal():
+    m = enigma.compile(partial_sums).to_mlx()
+    with pytest.raises(enigma.mlx.ExportError, match="input `A`: the kernel reads f32, the array holds f16"):
+        m(inputs=[mx.ones((1024,), dtype=mx.float16)], grid=(1024, 1, 1), threadgroup=(256, 1, 1),
+          output_shapes=[(4,)], output_dtypes=[mx.float32])
+    x = mx.arange(1024, dtype=mx.float32)
+    try:
+        (out,) = m(inputs=[x], grid=(1024, 1, 1), threadgroup=(256, 1, 1), output_shapes=[(4,)], output_dtypes=[mx.float32])
+        mx.eval(out)
+    except RuntimeError as e:
+        if "No Metal back-end" in str(e):
+            pytest.skip(f"MLX says: {e}")
+        raise
+    np.testing.assert_array_equal(np.array(out), np.arange(1024, dtype=np.float64).reshape(4, 256).sum(axis=1))

@@ -29,6 +29,7 @@ from ._kernel import Kernel
 from . import _mlx
 from ._launch import check_mlx_grid, geometry, launch, mlx_arguments
 from ._types import DType
+from .mlx import MLXKernel, metal_kernel
 
 if TYPE_CHECKING:
     from ._devices import DeviceName
@@ -166,6 +167,16 @@ class CompiledKernel:
     def spec(self) -> Dict[str, Any]:
         """The specialisation values in force, ``{name: value}``."""
         return dict(self._native.spec)
+
+    def to_mlx(self) -> MLXKernel:
+        """This kernel as an ``mx.fast.metal_kernel`` for MLX programs on a
+        Mac (:func:`enigma.mlx.metal_kernel`): its MSL split into MLX's
+        header and body, called in MLX's convention.
+
+        Raises:
+            enigma.mlx.ExportError: a parameter MLX's signature cannot express.
+        """
+        return metal_kernel(self)
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type_name}{' (value)' if p.kind == 'value' else ''}" for p in self.params)
