@@ -28,6 +28,7 @@ NUMPY_VERSION=2.4.6
 # and the completion library python/tests/test_kernel_language.py asks.
 MYPY_VERSION=2.4.1
 JEDI_VERSION=0.19.2
+MLX_VERSION=0.32.4
 
 if ! "$PYTHON" -c "import sys; sys.exit(0 if sys.version_info >= (${MIN_PYTHON/./, }) else 1)" 2>/dev/null; then
   echo "python/build_and_test.sh: needs Python >= $MIN_PYTHON for its pinned numpy $NUMPY_VERSION and pytest $PYTEST_VERSION;" \
@@ -53,6 +54,11 @@ echo "== python: fresh venv in $VENV ($("$PYTHON" --version)) =="
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "numpy==$NUMPY_VERSION" "mypy==$MYPY_VERSION" "jedi==$JEDI_VERSION"
+# MLX's CPU build, for test_mlx.py (mx.array in and out, MLX's call
+# convention, the export to mx.fast.metal_kernel); without it those tests
+# say they skipped.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mlx[cpu]==$MLX_VERSION" \
+  || echo "python/build_and_test.sh: mlx[cpu]==$MLX_VERSION did not install; test_mlx.py will skip and say so"
 
 echo "== python: maturin build (abi3 wheel) =="
 "$VENV/bin/maturin" build --release -m python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS"

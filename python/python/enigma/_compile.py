@@ -21,13 +21,15 @@ import ast
 import inspect
 import json
 import textwrap
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _enigma
 from ._frontend import compile_function
 from ._kernel import Kernel
-from ._launch import launch
+from . import _mlx
+from ._launch import check_mlx_grid, geometry, launch, mlx_arguments
 from ._types import DType
+from .mlx import MLXKernel, metal_kernel
 
 if TYPE_CHECKING:
     from ._devices import DeviceName
@@ -174,6 +176,16 @@ class CompiledKernel:
         """The specialisation values in force, ``{name: value}``."""
         return dict(self._native.spec)
 
+    def to_mlx(self) -> MLXKernel:
+        """This kernel as an ``mx.fast.metal_kernel`` for MLX programs on a
+        Mac (:func:`enigma.mlx.metal_kernel`): its MSL split into MLX's
+        header and body, called in MLX's convention.
+
+        Raises:
+            enigma.mlx.ExportError: a parameter MLX's signature cannot express.
+        """
+        return metal_kernel(self)
+
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type_name}{' (value)' if p.kind == 'value' else ''}" for p in self.params)
         return f"<enigma.CompiledKernel {self.name}({sig})>"
@@ -181,10 +193,30 @@ class CompiledKernel:
     def __call__(self, *args: Any, grid: Any = None, threads: Any = (1, 1, 1), threadgroups: Any = None,
                  rt: Optional[MetalRuntime] = None, device: Optional[DeviceName] = None, stream: Any = None,
                  sanitize: Optional[bool] = None, max_loop_iterations: Optional[int] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, inputs: Optional[Sequence[Any]] = None, threadgroup: Any = None,
+                 output_shapes: Optional[Sequence[Any]] = None, output_dtypes: Optional[Sequence[Any]] = None,
+                 template: Optional[Sequence[Tuple[str, Any]]] = None, init_value: Any = None,
+                 verbose: bool = False) -> Optional[List[Any]]:
         """Runs the kernel on ``args``, one per parameter in order: arrays
         (``enigma.Array``, numpy, torch, CuPy...) bound in place — what the
         kernel writes lands in them — and numbers for by-value parameters.
+
+        Called with ``inputs=`` instead, it follows MLX's convention for
+        ``mx.fast.metal_kernel`` objects:
+        ``compiled(inputs=[...], grid=(...), threadgroup=(...),
+        output_shapes=[...], output_dtypes=[...])`` returns the list of
+        outputs. As MLX splits a kernel's parameters into input and output
+        names, the outputs are the buffers the kernel writes and the inputs
+        every other parameter, each in the kernel's order (a by-value
+        parameter may be a 0-d ``mx.array``, as MLX passes scalars); the
+        outputs are made here, filled with ``init_value`` where given.
+        ``grid`` counts threads, as in MLX (a grid that looks like a count
+        of threadgroups is warned about). ``template`` gives specialisation
+        constants as ``(name, value)`` pairs; the types come from the
+        kernel's annotations, so an MLX dtype there is refused. The outputs
+        are ``mx.array``s when an input is one, else numpy arrays; ``stream``
+        may be MLX's (ignored: the dispatch runs before the call returns).
+        ``verbose=True`` prints the kernel's MSL.
 
         Args:
             args: one per parameter, in order.
@@ -203,11 +235,64 @@ class CompiledKernel:
                 :meth:`MetalRuntime.execute` (defaults: ``rt``'s settings,
                 else off).
 
+            inputs, threadgroup, output_shapes, output_dtypes, template,
+                init_value, verbose: MLX's call convention (above).
+
         Returns:
-            None: the results are in the arrays.
+            None: the results are in the arrays; in MLX's convention, the
+            list of outputs.
         """
+        if inputs is not None:
+            return self._call_as_mlx(
+                args, inputs, grid=grid, threadgroup=threadgroup, threads=threads, threadgroups=threadgroups,
+                output_shapes=output_shapes, output_dtypes=output_dtypes, template=template, init_value=init_value,
+                verbose=verbose, rt=rt, device=device, stream=stream, sanitize=sanitize,
+                max_loop_iterations=max_loop_iterations, timeout=timeout,
+            )
         launch(self, args, grid=grid, threads=threads, threadgroups=threadgroups, rt=rt, device=device, stream=stream,
                sanitize=sanitize, max_loop_iterations=max_loop_iterations, timeout=timeout)
+        return None
+
+    def _call_as_mlx(self, args: Sequence[Any], inputs: Sequence[Any], *, grid: Any, threadgroup: Any, threads: Any,
+                     threadgroups: Any, output_shapes: Optional[Sequence[Any]], output_dtypes: Optional[Sequence[Any]],
+                     template: Optional[Sequence[Tuple[str, Any]]], init_value: Any, verbose: bool,
+                     rt: Optional[MetalRuntime], device: Optional[DeviceName], stream: Any, sanitize: Optional[bool],
+                     max_loop_iterations: Optional[int], timeout: Optional[float]) -> List[Any]:
+        """A call in MLX's convention (see :meth:`__call__`)."""
+        name = self.name
+        if args:
+            raise DispatchError(f"kernel `{name}`: give the arguments either positionally or as inputs= (MLX's convention), not both")
+        if threadgroups is not None or tuple(threads) != (1, 1, 1):
+            raise DispatchError(f"kernel `{name}`: in MLX's convention the launch is grid= (threads) and threadgroup=; threads= and threadgroups= are enigma's own call's")
+        if grid is None or threadgroup is None:
+            raise DispatchError(f"kernel `{name}`: MLX's convention needs grid= (threads in the grid) and threadgroup=")
+        if isinstance(inputs, (str, bytes)) or not hasattr(inputs, "__iter__"):
+            raise DispatchError(f"kernel `{name}`: inputs must be a list (one entry per input parameter)")
+        inputs = [_mlx.contiguous(x) if _mlx.is_mlx_array(x) else x for x in inputs]
+        compiled = self
+        if template:
+            values: Dict[str, Any] = {}
+            for entry in template:
+                key, value = entry
+                if _mlx.is_mlx_dtype(value) or isinstance(value, type):
+                    raise DispatchError(
+                        f"kernel `{name}`: template type `{key}`={value}: an enigma kernel's types come from its "
+                        f"annotations; template= gives specialisation constants (ints and bools) only"
+                    )
+                values[key] = value
+            compiled = compile(self, values)
+        if verbose:
+            print(compiled.msl)
+        arguments, outputs = mlx_arguments(compiled, inputs, output_shapes, output_dtypes, init_value)
+        size, tg = geometry(grid, "grid"), geometry(threadgroup, "threadgroup")
+        check_mlx_grid(name, size, tg, outputs)
+        launch(compiled, arguments, grid=tuple(size), threads=tuple(tg), rt=rt, device=device,
+               stream=None if _mlx.is_mlx_stream(stream) else stream, sanitize=sanitize,
+               max_loop_iterations=max_loop_iterations, timeout=timeout)
+        if not _mlx.any_mlx(inputs):
+            return outputs
+        written = [p for p in compiled.params if p.is_buffer and p.writable]
+        return [_mlx.from_host(host, p.scalar) for p, host in zip(written, outputs)]
 
 
 def compile(kern: Union[Kernel, CompiledKernel, Callable[..., Any]], spec: Optional[Mapping[str, Any]] = None,  # noqa: A001 - the seed's name

@@ -12,6 +12,8 @@ import numbers
 from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple
 
 from . import _enigma
+from ._mlx import dtype_name as mlx_dtype_name
+from ._mlx import is_mlx_dtype
 
 DispatchError = _enigma.DispatchError
 
@@ -217,9 +219,11 @@ def shape_list(shape: Any) -> List[int]:
 
 
 def dtype_name(dtype: Any) -> str:
-    """enigma's name for a dtype given as enigma's, numpy's or torch's."""
+    """enigma's name for a dtype given as enigma's, numpy's, torch's or MLX's."""
     if isinstance(dtype, str):
         name = dtype
+    elif is_mlx_dtype(dtype):
+        return mlx_dtype_name(dtype)
     elif type(dtype).__module__.startswith("torch"):
         name = str(dtype).replace("torch.", "")
     else:

@@ -15,7 +15,8 @@ import numbers
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from . import _enigma
-from ._devices import DeviceName, Texture, device_of, dispatch_stream, is_array, native_runtime
+from ._mlx import is_mlx_array
+from ._devices import DeviceName, Texture, device_of, dispatch_stream, dtype_name, is_array, native_runtime
 from ._types import FORMAT_NAMES, NUMPY_NAMES, scalar_of_format
 
 if TYPE_CHECKING:
@@ -280,3 +281,70 @@ def launch(compiled: CompiledKernel, args: Sequence[Any], *, grid: Any = None, t
     for p, mv in writeback:
         if p.writable:
             mv[:] = results[p.index]
+
+
+def mlx_arguments(compiled: CompiledKernel, inputs: Sequence[Any], output_shapes: Any, output_dtypes: Any,
+                  init_value: Any) -> Tuple[List[Any], List[Any]]:
+    """(one argument per parameter, the outputs) for a call in MLX's
+    convention. As ``mx.fast.metal_kernel`` splits its parameters into input
+    and output names, the outputs are the buffers the kernel writes and the
+    inputs every other parameter, each in the kernel's order; the outputs
+    are host arrays made here, shaped and typed by ``output_shapes`` and
+    ``output_dtypes`` (checked against the parameter's element type) and
+    filled with ``init_value`` where given."""
+    import numpy as np
+
+    name = compiled.name
+    params = compiled.params
+    in_params = [p for p in params if not (p.is_buffer and p.writable)]
+    out_params = [p for p in params if p.is_buffer and p.writable]
+    if len(inputs) != len(in_params):
+        raise DispatchError(
+            f"kernel `{name}` takes {len(in_params)} input(s) ({param_names(in_params)}; the buffers it writes, "
+            f"{param_names(out_params) or 'none'}, are its outputs); {len(inputs)} given"
+        )
+    shapes, dtypes = list(output_shapes or ()), list(output_dtypes or ())
+    if len(shapes) != len(out_params) or len(dtypes) != len(out_params):
+        raise DispatchError(
+            f"kernel `{name}` has {len(out_params)} output(s) ({param_names(out_params)}); output_shapes gives "
+            f"{len(shapes)} and output_dtypes {len(dtypes)}"
+        )
+    outs = []
+    for p, shape, dtype in zip(out_params, shapes, dtypes):
+        got = dtype_name(dtype)
+        if got != p.scalar:
+            raise DispatchError(f"kernel `{name}`, output `{p.name}`: the kernel writes {p.type_name} elements, output_dtypes gives {got}")
+        host_dtype = "uint16" if p.scalar == "bf16" else NUMPY_NAMES[p.scalar]
+        dims = tuple(int(d) for d in ((shape,) if isinstance(shape, numbers.Integral) else shape))
+        host = np.empty(dims, dtype=host_dtype) if init_value is None else np.full(dims, init_value, dtype=host_dtype)
+        if p.width > 1 and host.size % p.width:
+            raise DispatchError(f"kernel `{name}`, output `{p.name}`: {host.size} elements is not a whole number of {p.type_name} vectors")
+        outs.append(host)
+    given = iter([x.item() if is_mlx_array(x) and x.ndim == 0 else x for x in inputs])
+    made = iter(outs)
+    args = [next(made) if p.is_buffer and p.writable else next(given) for p in params]
+    return args, outs
+
+
+def check_mlx_grid(name: str, grid: Sequence[int], threadgroup: Sequence[int], outputs: Sequence[Any]) -> None:
+    """Warns where ``grid`` looks like a count of threadgroups: in MLX's
+    convention ``grid`` counts threads, so a grid smaller than its
+    threadgroup whose product with it is an output's size most likely meant
+    threadgroups, and would leave most of the output unwritten."""
+    total = 1
+    for g in grid:
+        total *= g
+    per_group = 1
+    for t in threadgroup:
+        per_group *= t
+    sizes = {o.size for o in outputs}
+    if total < per_group and total * per_group in sizes:
+        import warnings
+
+        warnings.warn(
+            f"kernel `{name}`: grid={tuple(grid)} launches {total} thread(s), fewer than one threadgroup of "
+            f"{tuple(threadgroup)}, and grid x threadgroup = {total * per_group} is an output's size: grid counts "
+            f"threads (dispatchThreads), as in MLX; for {total} threadgroups pass grid={total * per_group} "
+            f"(threads), or threadgroups={tuple(grid)} in enigma's own call",
+            stacklevel=4,
+        )

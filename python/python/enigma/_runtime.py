@@ -52,6 +52,7 @@ import threading
 from typing import Any, Dict, Optional
 
 from . import _enigma
+from . import _mlx
 from ._compile import CompiledKernel, compile as _compile
 from ._devices import DEVICES, DeviceName, Texture, asarray_on, dispatch_stream, empty_on, native_runtime, texture_format
 from ._kernel import Kernel
@@ -187,7 +188,9 @@ class MetalRuntime:
 
         Returns:
             the output's bytes (a list for several outputs, None for none); an
-            output given as device memory comes back as that object.
+            output given as device memory comes back as that object. When an
+            input is an ``mx.array``, each output made here comes back as a
+            1-D ``mx.array`` of the output's element type instead of bytes.
         """
         self.begin_dispatch()
         if isinstance(compiled, Kernel):
@@ -270,6 +273,9 @@ class MetalRuntime:
                 else:
                     r = init
             ret.append(r)
+        if _mlx.any_mlx(inputs):
+            ret = [_mlx.from_bytes(r, p.scalar) if isinstance(r, (bytes, bytearray, memoryview)) else r
+                   for p, r in zip(out_params, ret)]
         if not ret:
             return None
         return ret[0] if len(ret) == 1 else ret

@@ -18,6 +18,9 @@ and back); ``enigma.Array``s give ``enigma.Array``s on the same device, with
 no host copy; torch and CuPy CUDA tensors are read in place (DLPack) and
 give a tensor of the same library sharing enigma's output memory, computed
 on the library's current stream (or ``stream=``) without waiting.
+``mx.array``s (MLX) are read in place through DLPack (strided views made
+contiguous by MLX first) and give ``mx.array``s, each result copied once
+into MLX memory.
 
 Data types: float32, float16 and bfloat16 (numpy: pass bfloat16 data as a
 uint16 array of its bits with ``dtype="bf16"``; results come back the same
@@ -45,6 +48,7 @@ from typing import Union as _Union
 import numpy as _np
 
 from . import _enigma
+from . import _mlx
 from ._devices import DeviceName as _DeviceName
 from ._devices import device_of as _device_of
 from ._devices import dispatch_stream as _dispatch_stream
@@ -79,6 +83,8 @@ _NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "in
 def _array(a: _Any) -> _Any:
     """``a`` as an array: arrays of any library as they are (a host DLPack
     object without a shape as a numpy view of it), anything else through numpy."""
+    if _mlx.is_mlx_array(a):
+        return _mlx.contiguous(a)
     if hasattr(a, "__dlpack__") and not hasattr(a, "shape"):
         return _np.from_dlpack(a)
     if isinstance(a, _enigma.Array) or hasattr(a, "__dlpack__") or hasattr(a, "__cuda_array_interface__"):
@@ -117,6 +123,8 @@ def _like(template: _Any, out: _enigma.Array) -> _Any:
     """``out`` (an ``enigma.Array``) as ``template``'s kind of array."""
     if isinstance(template, _enigma.Array):
         return out
+    if _mlx.is_mlx_array(template):
+        return _mlx.from_host(out.numpy(), out.dtype)
     mod = type(template).__module__.split(".")[0]
     if mod == "numpy" or not hasattr(template, "__dlpack__"):
         return out.numpy()
@@ -129,6 +137,15 @@ def _like(template: _Any, out: _enigma.Array) -> _Any:
         if str(template.dtype) == "torch.bfloat16":
             return torch.from_numpy(host.view(_np.int16)).view(torch.bfloat16)
         return torch.from_numpy(host)
+    return host
+
+
+def _host_like(template: _Any, host: _Any) -> _Any:
+    """A host result (a numpy array) as an ``mx.array`` where ``template``
+    is one (the quantization functions, which work on host arrays), else as
+    it is."""
+    if _mlx.is_mlx_array(template):
+        return _mlx.from_host(host, _dtype_name(host.dtype))
     return host
 
 
@@ -620,7 +637,8 @@ def quantize(w: _Any, format: str = "fp4", *, group: _Optional[int] = None,
 
     Returns:
         ``(packed, scales)``, or ``(packed, scales, biases)`` for
-        ``"mlx_affine"``: numpy arrays. A bad shape raises ``ValueError``
+        ``"mlx_affine"``: numpy arrays (``mx.array``s for an ``mx.array``
+        ``w``). A bad shape raises ``ValueError``
         naming the numbers.
     """
     format = _format(format)
@@ -640,8 +658,8 @@ def quantize(w: _Any, format: str = "fp4", *, group: _Optional[int] = None,
     p = _np.frombuffer(packed, dtype=_np.uint32).reshape(shape_p).copy()
     s = _np.frombuffer(scales, dtype=_np.float16).reshape(shape_s).copy()
     if format == "mlx_affine":
-        return p, s, _np.frombuffer(biases, dtype=_np.float16).reshape(shape_s).copy()
-    return p, s
+        return _host_like(w, p), _host_like(w, s), _host_like(w, _np.frombuffer(biases, dtype=_np.float16).reshape(shape_s).copy())
+    return _host_like(w, p), _host_like(w, s)
 
 
 def _quant_shape(format: str, packed: _Any, scales: _Any, layout: str = "rows") -> _Tuple[int, int, int]:
@@ -677,7 +695,8 @@ def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any 
         layout: the packed words' layout, as given to :func:`quantize`.
 
     Returns:
-        the [K, N] float32 weights, a numpy array.
+        the [K, N] float32 weights, a numpy array (an ``mx.array`` for an
+        ``mx.array`` ``packed``).
     """
     format = _format(format)
     layout = _layout(layout, format)
@@ -687,7 +706,7 @@ def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any 
     b = b"" if biases is None else _np.ascontiguousarray(_np.asarray(biases, dtype=_np.float16)).tobytes()
     out = _enigma.quant_dequantize(format, k, n, group, _np.ascontiguousarray(packed).tobytes(),
                                    _np.ascontiguousarray(scales).tobytes(), b, layout)
-    return _np.frombuffer(out, dtype=_np.float32).reshape(k, n).copy()
+    return _host_like(packed, _np.frombuffer(out, dtype=_np.float32).reshape(k, n).copy())  # type: ignore[no-any-return]
 
 
 def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dtype: _DTypeLike = _np.float16,
@@ -725,7 +744,7 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
 
     Returns:
         the [M, N] product (an N-vector for a vector ``a``) as a numpy array
-        of ``out_dtype``.
+        of ``out_dtype`` (an ``mx.array`` for an ``mx.array`` ``a``).
     """
     if variant not in ("auto", "separate", "fused"):
         raise ValueError(f"qmatmul's variant is 'auto', 'separate' or 'fused', not {variant!r}")
@@ -755,7 +774,7 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
                               _np.ascontiguousarray(packed).tobytes(), _np.ascontiguousarray(scales).tobytes(),
                               m, n, k, group, out, threads, bias_bytes, variant, layout)
     c = _np.frombuffer(data, dtype=out_type).reshape(m, n).copy()
-    return c[0] if vector else c
+    return _host_like(a, c[0] if vector else c)
 
 
 # The most warm-up runs or repeats `tune` takes (the CLI's bound).
