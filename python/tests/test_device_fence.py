@@ -18,6 +18,7 @@ T = 32
 
 def make_kernel(fences):
     """``fences``: "every" thread, thread "zero" alone, or None."""
+    every, zero = fences == "every", fences == "zero"
 
     @enigma.kernel
     def last_sums(values: enigma.u32, partials: enigma.u32, counter: enigma.u32, out: enigma.u32):
@@ -25,19 +26,19 @@ def make_kernel(fences):
         lid = enigma.thread_index_in_threadgroup()
         group = enigma.threadgroup_position_in_grid("x")
         partials[group * T + lid] = values[group * T + lid] * 2 + group
-        if fences == "every":
+        if every:
             enigma.device_fence()
         enigma.barrier(mem_flags="mem_device")
         with enigma.if_(lid == 0):
-            if fences == "zero":
+            if zero:
                 enigma.device_fence()
             ticket = enigma.atomic_add(counter, 0, 1)
-            if fences == "zero":
+            if zero:
                 enigma.device_fence()
             last[0] = enigma.select(enigma.u32(0), enigma.u32(1), ticket == GROUPS - 1)
         enigma.barrier(mem_flags="mem_threadgroup")
         with enigma.if_(last[0] != 0):
-            if fences == "every":
+            if every:
                 enigma.device_fence()
             total = enigma.u32(0)
             for g in enigma.for_range(GROUPS):

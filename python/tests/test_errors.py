@@ -155,7 +155,7 @@ CASES = [
     (k_for_over_list, "only `for i in range(start, end[, step])`"),
     (k_bad_mem_flags, "unknown mem_flags 'mem_everything'"),
     (k_bad_axis, "the axis of enigma.thread_position_in_grid must be"),
-    (k_simd_and_float, "argument 0 of `simd_and` must be an integer scalar or vector, found f32"),
+    (k_simd_and_float, "argument 0 of `simd_and` must be an integer scalar or vector of 8 to 32 bits (MSL's SIMD-group functions exclude long and ulong), found f32"),
     (k_else_alone, "must come right after a `with enigma.if_"),
     (k_expression_statement, "has no effect"),
     (k_assign_param, "`A` is a buffer parameter; store to an element"),

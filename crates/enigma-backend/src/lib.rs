@@ -128,7 +128,8 @@ pub struct DispatchOptions {
     pub schedules: u32,
     /// The simulator's step budget: the most loop iterations one SIMD group
     /// may run before the dispatch fails with [`StopReason::StepBudget`]
-    /// (`None`: no budget). GPU backends ignore it.
+    /// (`None`: no budget, except under the sanitizer, which then takes the
+    /// simulator's `SANITIZER_LOOP_BUDGET`, 2^22). GPU backends ignore it.
     pub max_loop_iterations: Option<u64>,
     /// Wall-clock limit of a simulated dispatch ([`StopReason::Timeout`]).
     pub timeout: Option<Duration>,

@@ -206,10 +206,10 @@ const TILES: &str = include_str!("tiles_msl.metal");
 /// `atomic_float` in device memory only (spec §6.15.4: "Metal 3 supports the
 /// `atomic_float` for device memory only"), so threadgroup f32 atomics hold
 /// their bits in an `atomic_uint` ([`float_bits_atomic`]).
-fn atomic_type(mem: Memory, elem: Type) -> &'static str {
+fn atomic_type(threadgroup: bool, elem: Type) -> &'static str {
     match elem.elem() {
         Scalar::I32 => "atomic_int",
-        Scalar::F32 if !float_bits_atomic(mem, elem) => "atomic_float",
+        Scalar::F32 if !threadgroup => "atomic_float",
         _ => "atomic_uint",
     }
 }
@@ -393,7 +393,7 @@ impl Dialect for Msl {
                  {{\n    {t} seen = expected;\n    \
                  while (!atomic_compare_exchange_weak_explicit(object, &seen, desired, memory_order_relaxed, memory_order_relaxed) && seen == expected) {{\n    }}\n    \
                  return seen;\n}}\n\n",
-                atomic = atomic_type(if *threadgroup { Memory::Threadgroup(enigma_ir::TgArrayId(0)) } else { Memory::Buffer(enigma_ir::ParamId(0)) }, ty),
+                atomic = atomic_type(*threadgroup, ty),
             );
         }
         for name in &self.float_atomic_helpers {
@@ -443,7 +443,7 @@ impl Dialect for Msl {
                 ParamKind::Buffer { elem, access } => {
                     let atomic = cx.info.atomic_memories.contains(&Memory::Buffer(id));
                     if atomic {
-                        format!("device {}* {name} [[buffer({i})]]", atomic_type(Memory::Buffer(id), elem))
+                        format!("device {}* {name} [[buffer({i})]]", atomic_type(false, elem))
                     } else if access != Access::Read && coherent {
                         format!("coherent(device) device {}* {name} [[buffer({i})]]", elem.msl_name())
                     } else if access == Access::Read {
@@ -466,7 +466,7 @@ impl Dialect for Msl {
         for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
             let id = enigma_ir::TgArrayId(i as u32);
             let elem = if cx.info.atomic_memories.contains(&Memory::Threadgroup(id)) {
-                atomic_type(Memory::Threadgroup(id), arr.elem).to_string()
+                atomic_type(true, arr.elem).to_string()
             } else {
                 arr.elem.msl_name()
             };

@@ -48,35 +48,44 @@ impl Backend for Recording {
     }
 }
 
+/// One distinct MSL source: the first kernel that produced it, and its version.
+struct Source {
+    text: String,
+    kernel: String,
+    version: (u8, u8),
+}
+
 /// Writes each kernel's MSL for the version it needs and compiles it
-/// strictly; the failures, one per distinct source.
+/// strictly, once per distinct source, on every core: how many sources, and
+/// the failures.
 fn strict_failures(tag: &str, kernels: &[(Kernel, KernelInfo)]) -> (usize, Vec<String>) {
     let dir = strict::scratch_dir(tag);
-    let mut sources = BTreeMap::new();
+    let mut seen = BTreeMap::new();
     let mut failures = vec![];
     for (kernel, info) in kernels {
         let options = msl::Options::for_kernel(info, None);
         match msl::write_string(kernel, info, &options) {
             Ok(text) => {
-                sources.entry(text).or_insert((kernel.name.clone(), options.language_version));
+                seen.entry(text).or_insert((kernel.name.clone(), options.language_version));
             }
             Err(e) => failures.push(format!("== {}\n{e}", kernel.name)),
         }
     }
-    // clang runs once per source, on every core.
-    let sources_list: Vec<(usize, &String, &(String, (u8, u8)))> = sources.iter().enumerate().map(|(i, (t, n))| (i, t, n)).collect();
+    let sources: Vec<Source> = seen.into_iter().map(|(text, (kernel, version))| Source { text, kernel, version }).collect();
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let chunk = sources_list.len().div_ceil(workers).max(1);
+    let chunk = sources.len().div_ceil(workers).max(1);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = sources_list
+        let handles: Vec<_> = sources
             .chunks(chunk)
-            .map(|part| {
+            .enumerate()
+            .map(|(c, part)| {
                 let dir = &dir;
                 scope.spawn(move || {
                     part.iter()
-                        .filter_map(|(i, text, (name, version))| {
-                            strict::errors(dir, &format!("{i}_{name}"), text, *version)
-                                .map(|e| format!("== {name} (MSL {}.{})\n{e}", version.0, version.1))
+                        .enumerate()
+                        .filter_map(|(i, s)| {
+                            strict::errors(dir, &format!("{}_{}", c * chunk + i, s.kernel), &s.text, s.version)
+                                .map(|e| format!("== {} (MSL {}.{})\n{e}", s.kernel, s.version.0, s.version.1))
                         })
                         .collect::<Vec<String>>()
                 })

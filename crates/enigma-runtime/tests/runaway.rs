@@ -64,6 +64,19 @@ fn a_step_budget_stops_endless_loops_and_names_the_loop() {
     assert!(location.starts_with("the loop at body["), "{location}");
 }
 
+/// Under the sanitizer a dispatch that asks for no budget gets the
+/// simulator's default one: an endless loop stops, naming the loop.
+#[test]
+fn sanitized_dispatches_have_a_default_step_budget() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let out = rt.buffer_zeroed::<u32>(32).unwrap();
+    let p = rt.pipeline(&endless()).unwrap();
+    let options = Options { sanitize: true, schedules: 1, ..Default::default() };
+    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [32, 1, 1], [32, 1, 1], &options));
+    assert_eq!(reason, StopReason::StepBudget { budget: enigma_sim::SANITIZER_LOOP_BUDGET });
+    assert!(location.starts_with("the loop at body[1]"), "{location}");
+}
+
 #[test]
 fn loops_within_the_budget_run_to_the_end() {
     // The budget counts iterations of each SIMD group: exactly the budget is allowed.

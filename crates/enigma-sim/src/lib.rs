@@ -36,6 +36,13 @@ pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREAD
 /// dispatch never holds up another: neither another runtime's nor one on
 /// the same runtime from another thread (front ends share one runtime per
 /// device).
+/// The step budget of a sanitized dispatch that asks for none: loop
+/// iterations per SIMD group (a few seconds of sanitized simulation), so a
+/// loop that never ends stops with `StopReason::StepBudget`, naming the
+/// loop, instead of running until killed. Ask for more with
+/// `DispatchOptions::max_loop_iterations` where the work is real.
+pub const SANITIZER_LOOP_BUDGET: u64 = 1 << 22;
+
 #[derive(Debug)]
 pub struct SimBackend {
     info: DeviceInfo,
@@ -183,7 +190,7 @@ impl Backend for SimBackend {
             }
         }
         let limits = exec::Limits {
-            max_loop_iterations: options.max_loop_iterations,
+            max_loop_iterations: options.max_loop_iterations.or(options.sanitize.then_some(SANITIZER_LOOP_BUDGET)),
             deadline: options.timeout.map(|t| (start + t, t.as_secs_f64())),
             cancel: options.cancel.clone(),
         };
