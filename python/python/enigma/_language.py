@@ -749,7 +749,7 @@ def device_fence() -> None:
     ``atomic_thread_fence``). With an atomic it hands results from one
     threadgroup to another: every thread writes and fences,
     ``threadgroup_barrier``, one thread takes a ticket with
-    ``atomic_fetch_add``; in the threadgroup with the last ticket, after a
+    ``enigma.atomic_add``; in the threadgroup with the last ticket, after a
     barrier, every thread fences and reads what all wrote. (On Metal device
     memory is coherent only within a threadgroup: one fencing thread orders
     only itself, and the sanitizer reports such reads as races.)"""
