@@ -281,6 +281,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
         }
         match &stmt.kind {
+            StmtKind::Matmul2d { .. }
+            | StmtKind::CooperativeLoad { .. }
+            | StmtKind::CooperativeStore { .. }
+            | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeReduce { .. } => {
+                return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d" }));
+            }
             StmtKind::Assign { var, value } => {
                 let (ty, name) = self.local(*var)?;
                 if !self.declares_here() {
@@ -654,6 +661,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     fn expr_inner(&mut self, e: &Expr, top: bool) -> Result<Val, CodegenError> {
         let val = match e {
+            Expr::CooperativeCapacity { .. } | Expr::CooperativeValid { .. } | Expr::CooperativeElement { .. } | Expr::CooperativeCoord { .. } => {
+                return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "cooperative_tensor" }));
+            }
             Expr::Literal(lit) => Val { code: self.dialect.literal(lit), ty: Type::scalar(lit.ty) },
             Expr::Param(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
                 Some(ParamKind::Value { ty }) => Val { code: Code::primary(self.names.param(*p)), ty },
