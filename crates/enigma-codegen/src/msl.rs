@@ -82,6 +82,10 @@ impl Default for Options {
 /// `device_fence()` needs.
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 
+/// The MSL version of MetalPerformancePrimitives (`mpp::tensor_ops`),
+/// which cooperative tensor operations are written with.
+pub const MPP_VERSION: (u8, u8) = (4, 0);
+
 /// The optional features a Metal device runs with source generated under
 /// `options`: every one, but device-scope fences only from MSL 3.2.
 pub fn supported_features(options: &Options) -> std::collections::BTreeSet<enigma_ir::Feature> {
@@ -169,6 +173,10 @@ impl Dialect for Msl {
         self.matrices = true;
     }
 
+    fn cooperative_tensors(&self) -> DResult<()> {
+        self.check_version("cooperative tensor operations (MetalPerformancePrimitives' matmul2d)", MPP_VERSION)
+    }
+
     fn spec(&self, id: SpecId, _name: &str) -> Code {
         Code::primary(self.spec_values.get(id.0 as usize).map_or("?", String::as_str))
     }
@@ -246,7 +254,15 @@ impl Dialect for Msl {
         if self.matrices {
             out.push_str("#include <metal_simdgroup_matrix>\n");
         }
+        let cooperative = !k.cooperative_tensors.is_empty();
+        if cooperative {
+            out.push_str("#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n");
+        }
         out.push_str("using namespace metal;\n\n");
+        if cooperative {
+            out.push_str(cx.prologue);
+            out.push('\n');
+        }
         if self.matrices {
             out.push_str(TILES);
         }
