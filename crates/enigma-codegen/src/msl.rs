@@ -87,11 +87,15 @@ const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 pub const MPP_VERSION: (u8, u8) = (4, 0);
 
 /// The optional features a Metal device runs with source generated under
-/// `options`: every one, but device-scope fences only from MSL 3.2.
+/// `options`: every one, but device-scope fences only from MSL 3.2 and
+/// cooperative tensor operations only from MSL 4.0.
 pub fn supported_features(options: &Options) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = enigma_ir::capabilities::all_features();
     if options.language_version < DEVICE_FENCE_VERSION {
         features.remove(&enigma_ir::Feature::DeviceFence);
+    }
+    if options.language_version < MPP_VERSION {
+        features.remove(&enigma_ir::Feature::CooperativeTensors);
     }
     features
 }

@@ -61,6 +61,10 @@ fn older_msl_and_cuda_refuse_the_kernel_saying_why() {
     let (kernel, info) = gemm_tile();
     let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err();
     assert!(matches!(err.kind, CodegenErrorKind::LanguageVersion { needed: (4, 0), requested: (3, 1), .. }), "{err}");
+    assert!(info.features.contains(&enigma_ir::Feature::CooperativeTensors));
+    assert!(!msl::supported_features(&msl::Options::default()).contains(&enigma_ir::Feature::CooperativeTensors));
+    let v4 = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
+    assert!(msl::supported_features(&v4).contains(&enigma_ir::Feature::CooperativeTensors));
     let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
     assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
     assert!(err.to_string().contains("not generated for this target yet"), "{err}");

@@ -388,6 +388,9 @@ impl<'k> Validator<'k> {
                 }));
             }
         }
+        if !k.cooperative_tensors.is_empty() {
+            self.info.features.insert(crate::Feature::CooperativeTensors);
+        }
         for t in &k.cooperative_tensors {
             crate::cooperative::tensor(t).map_err(|problem| self.decl_err(ValidationErrorKind::Cooperative { op: "cooperative_tensor", problem }))?;
             self.note_type(Type::scalar(t.elem));

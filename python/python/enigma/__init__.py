@@ -123,6 +123,7 @@ from ._kernel import CompiledKernel, Kernel, compile, compile_ir, kernel
 from ._lang import BUILTINS as _BUILTINS
 from ._lang import INTRINSICS as _INTRINSICS
 from ._lang import buffer, constant, fast, sampler, texture2d
+from ._cooperative import PUBLIC as _COOPERATIVE
 from ._enigma import Array
 from ._runtime import MetalRuntime, Texture, asarray, empty, synchronize
 from . import ops
@@ -135,6 +136,7 @@ __version__ = _enigma.__version__
 globals().update(_PUBLIC_TYPES)
 globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
+globals().update(_COOPERATIVE)
 
 # numpy's (and torch's) names of the scalar types, for the error that
 # suggests enigma's.
@@ -161,5 +163,5 @@ __all__ = sorted(
     ["Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
      "empty", "fast", "kernel", "sampler", "simdgroup_matrix", "synchronize", "texture2d"]
-    + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS)
+    + list(_PUBLIC_TYPES) + list(_BUILTINS) + list(_INTRINSICS) + list(_COOPERATIVE)
 )
