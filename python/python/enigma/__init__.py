@@ -97,6 +97,16 @@ The kernel language (a subset of Python):
   from one threadgroup to another: write, ``threadgroup_barrier``, then one
   thread fences and takes a ticket with ``atomic_fetch_add``; the threadgroup
   with the last ticket fences and, after a barrier, reads what all wrote.
+* Cooperative tensor operations, Metal 4's ``matmul2d`` under
+  MetalPerformancePrimitives' names: ``op = enigma.matmul2d(
+  enigma.matmul2d_descriptor(64, 64, enigma.dynamic_extent),
+  enigma.execution_simdgroups(4))``, views ``enigma.tensor(A, (K, M))``
+  (extents innermost first; ``.slice(x, y)``), ``c =
+  op.get_destination_cooperative_tensor(a, b, enigma.f32)``, ``op.run(a, b,
+  c)``, ``c.store(view)``; a thread reaches its share of ``c`` through
+  ``c.get_capacity()``, ``c.is_valid_element(i)``, ``c[i]`` and
+  ``c.get_multidimensional_index(i)`` (column, row), never by assuming a
+  layout (the sanitizer checks). See docs/cooperative-tensors.md.
 * Multi-dimensional indexing (row-major, like numpy's C order): a buffer
   declared with a shape, ``out: enigma.buffer(enigma.f32, shape=("n", "m"))``
   (each size an int, or the name of a by-value parameter, a specialisation
