@@ -46,7 +46,36 @@ pub fn check_dispatch(
             return Err(RuntimeError::PartialSimdgroup { kernel: name(), threads, simd_width: device.simd_width });
         }
     }
+    check_cooperative_scope(kernel, &geometry, device.simd_width)?;
     Ok(geometry)
+}
+
+/// A kernel whose cooperative operations run at `execution_simdgroups(N)`
+/// needs every threadgroup (the edge ones of `dispatch_threads` too) to be
+/// exactly N whole SIMD groups.
+fn check_cooperative_scope(kernel: &Kernel, geometry: &DispatchGeometry, simd_width: u32) -> Result<(), RuntimeError> {
+    let scope = kernel.cooperative_tensors.iter().find_map(|t| match t.scope {
+        enigma_ir::ExecutionScope::Simdgroups(n) => Some(n),
+        enigma_ir::ExecutionScope::Simdgroup => None,
+    });
+    let Some(scope) = scope else { return Ok(()) };
+    let needed = scope as u64 * simd_width as u64;
+    let full = geometry.threads_per_threadgroup;
+    let edge = geometry.edge_threadgroup.unwrap_or(full);
+    for size in [full, edge] {
+        let threads = size.iter().map(|&v| v as u64).product::<u64>();
+        if threads != needed {
+            return Err(RuntimeError::CooperativeScope {
+                kernel: kernel.name.clone(),
+                scope,
+                needed,
+                threads,
+                simdgroups: threads.div_ceil(simd_width.max(1) as u64),
+                simd_width,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The size of a threadgroup of this dispatch that does not fill its SIMD
@@ -68,7 +97,7 @@ fn partial_simdgroup(geometry: &DispatchGeometry, simd_width: u32) -> Option<u64
 /// Whether the kernel uses SIMD-group matrices, whose operations need every
 /// lane of the SIMD group.
 fn uses_matrices(kernel: &Kernel) -> bool {
-    let mut found = kernel.locals.iter().any(|l| l.ty.is_matrix());
+    let mut found = kernel.locals.iter().any(|l| l.ty.is_matrix()) || !kernel.cooperative_tensors.is_empty();
     kernel.walk_exprs(|e| found |= matches!(e, enigma_ir::Expr::MatrixLoad { .. } | enigma_ir::Expr::MatrixLoadQuantized { .. } | enigma_ir::Expr::MatrixFill { .. }));
     found
 }

@@ -39,6 +39,8 @@ pub enum RuntimeError {
     Execution { kernel: String, message: String },
     #[error("kernel `{kernel}` uses SIMD-group matrices, which need whole SIMD groups, but this dispatch has a threadgroup of {threads} threads, not a multiple of {simd_width}")]
     PartialSimdgroup { kernel: String, threads: u64, simd_width: u32 },
+    #[error("kernel `{kernel}` runs cooperative operations at execution_simdgroups({scope}), which needs threadgroups of exactly {scope} SIMD groups ({needed} threads), but this dispatch has a threadgroup of {threads} threads ({simdgroups} SIMD groups of {simd_width})")]
+    CooperativeScope { kernel: String, scope: u32, needed: u64, threads: u64, simdgroups: u64, simd_width: u32 },
     #[error("kernel `{kernel}` uses {feature}; device `{device}` {supported}")]
     Unsupported { kernel: String, feature: enigma_ir::Feature, device: String, supported: String },
     #[error("device `{device}` is not available: {reason}")]

@@ -40,6 +40,9 @@ pub enum FindingKind {
     /// writing (before the `async_wait` retiring the copy, or before the
     /// barrier after it).
     AsyncCopyInFlight,
+    /// Results differ between layouts of a cooperative tensor: the kernel
+    /// assumes which thread holds which element, which no device promises.
+    LayoutDependence,
 }
 
 impl FindingKind {
@@ -57,6 +60,7 @@ impl FindingKind {
             FindingKind::OrderDependence => "order dependence",
             FindingKind::UnfencedTextureRead => "texture read without fence",
             FindingKind::AsyncCopyInFlight => "access during an asynchronous copy",
+            FindingKind::LayoutDependence => "cooperative tensor layout dependence",
         }
     }
 }

@@ -28,6 +28,9 @@ pub(crate) struct KernelCx<'a> {
     pub whole_builtins: &'a BTreeSet<BuiltinOrd>,
     /// Every type that appears in the kernel (parameters, arrays, locals, expressions).
     pub types: &'a BTreeSet<TypeOrd>,
+    /// Program-scope declarations the body needs before the kernel
+    /// (cooperative operations' descriptors).
+    pub prologue: &'a str,
 }
 
 /// Every sampler the kernel samples with, each once: by texture, then in
@@ -112,6 +115,12 @@ pub(crate) trait Dialect {
 
     /// Marks the matrix helpers as used (the prelude then defines them).
     fn use_matrices(&mut self);
+
+    /// Whether the dialect writes cooperative tensor operations
+    /// (MetalPerformancePrimitives' spelling); the error that says why not.
+    fn cooperative_tensors(&self) -> DResult<()> {
+        Err(CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d" })
+    }
 
     /// The byte alignment every threadgroup array is declared with (the
     /// first element's address is a multiple of it); 1 where the dialect

@@ -66,4 +66,7 @@ pub enum CodegenErrorKind {
     TooManySamplers { texture: String, count: usize, limit: usize },
     #[error("{what} is not supported for {ty} on this target")]
     Unsupported { what: String, ty: Type },
+    /// A cooperative tensor operation this generator does not write yet.
+    #[error("cooperative tensor operations (`{what}`) are not generated for this target yet; run the kernel on the simulator")]
+    CooperativeNotGenerated { what: &'static str },
 }

@@ -103,13 +103,18 @@ impl Default for Options {
 /// buffers take).
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 
+/// The MSL version of MetalPerformancePrimitives (`mpp::tensor_ops`),
+/// which cooperative tensor operations are written with.
+pub const MPP_VERSION: (u8, u8) = (4, 0);
+
 /// The MSL versions the generator writes: 3.0 (`atomic_float`), 3.1
-/// (`bfloat`, the default) and 3.2 (device-scope fences, `coherent(device)`).
-pub const VERSIONS: [(u8, u8); 3] = [(3, 0), (3, 1), (3, 2)];
+/// (`bfloat`, the default), 3.2 (device-scope fences, `coherent(device)`)
+/// and 4.0 (MetalPerformancePrimitives' cooperative tensor operations).
+pub const VERSIONS: [(u8, u8); 4] = [(3, 0), (3, 1), (3, 2), MPP_VERSION];
 
 /// An MSL version asked for by name that the generator does not write.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown MSL version `{text}`: the generator writes MSL 3.0, 3.1 and 3.2")]
+#[error("unknown MSL version `{text}`: the generator writes MSL 3.0, 3.1, 3.2 and 4.0")]
 pub struct UnknownVersion {
     pub text: String,
 }
@@ -122,10 +127,13 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
     VERSIONS.contains(&version).then_some(version).ok_or_else(unknown)
 }
 
-/// The MSL version a kernel needs: 3.2 where it uses device fences, else the
-/// default, 3.1 (which every other construct compiles under).
+/// The MSL version a kernel needs: 4.0 where it uses cooperative tensor
+/// operations, 3.2 where it uses device fences, else the default, 3.1
+/// (which every other construct compiles under).
 pub fn needed_version(info: &KernelInfo) -> (u8, u8) {
-    if info.features.contains(&enigma_ir::Feature::DeviceFence) {
+    if info.features.contains(&enigma_ir::Feature::CooperativeTensors) {
+        MPP_VERSION
+    } else if info.features.contains(&enigma_ir::Feature::DeviceFence) {
         DEVICE_FENCE_VERSION
     } else {
         Options::default().language_version
@@ -143,11 +151,15 @@ impl Options {
 }
 
 /// The optional features a Metal device runs with source generated under
-/// `options`: every one, but device-scope fences only from MSL 3.2.
+/// `options`: every one, but device-scope fences only from MSL 3.2 and
+/// cooperative tensor operations only from MSL 4.0.
 pub fn supported_features(options: &Options) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = enigma_ir::capabilities::all_features();
     if options.language_version < DEVICE_FENCE_VERSION {
         features.remove(&enigma_ir::Feature::DeviceFence);
+    }
+    if options.language_version < MPP_VERSION {
+        features.remove(&enigma_ir::Feature::CooperativeTensors);
     }
     features
 }
@@ -272,6 +284,10 @@ impl Dialect for Msl {
         Code::postfix(format!("{}({})", to.msl_name(), arg.text))
     }
 
+    fn cooperative_tensors(&self) -> DResult<()> {
+        self.check_version("cooperative tensor operations (MetalPerformancePrimitives' matmul2d)", MPP_VERSION)
+    }
+
     fn spec(&self, id: SpecId, _name: &str) -> Code {
         Code::primary(self.spec_values.get(id.0 as usize).map_or("?", String::as_str))
     }
@@ -377,7 +393,15 @@ impl Dialect for Msl {
         if self.matrices {
             out.push_str("#include <metal_simdgroup_matrix>\n");
         }
+        let cooperative = !k.cooperative_tensors.is_empty();
+        if cooperative {
+            out.push_str("#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n");
+        }
         out.push_str("using namespace metal;\n\n");
+        if cooperative {
+            out.push_str(cx.prologue);
+            out.push('\n');
+        }
         if self.matrices {
             out.push_str(TILES);
         }

@@ -18,6 +18,8 @@ use enigma_ir::{
     BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
+mod cooperative;
+
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -118,6 +120,8 @@ pub(crate) struct Writer<'k, D: Dialect> {
     /// Vector builtins read whole (not only component by component).
     whole_builtins: BTreeSet<BuiltinOrd>,
     types: BTreeSet<TypeOrd>,
+    /// Names and declarations of cooperative operations.
+    coop: cooperative::CoopNames,
 }
 
 /// A signed integer type of 32 or 64 bits (scalar or vector), whose
@@ -173,6 +177,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             builtins: BTreeSet::new(),
             whole_builtins: BTreeSet::new(),
             types,
+            coop: cooperative::CoopNames::default(),
         }
     }
 
@@ -196,6 +201,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// Writes the whole kernel: the dialect's head, the body, the closing brace.
     pub fn finish(mut self) -> Result<(String, D), CodegenError> {
         self.indent = 1;
+        self.cooperative_decls()?;
         let body = &self.kernel.body;
         self.block(body, Branch::Body)?;
         let body_text = std::mem::take(&mut self.out);
@@ -206,6 +212,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             builtins: &self.builtins,
             whole_builtins: &self.whole_builtins,
             types: &self.types,
+            prologue: &self.coop.prologue,
         };
         let head = self.dialect.head(&cx).map_err(|kind| CodegenError {
             kernel: self.kernel.name.clone(),
@@ -281,6 +288,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
         }
         match &stmt.kind {
+            StmtKind::Matmul2d { .. }
+            | StmtKind::CooperativeLoad { .. }
+            | StmtKind::CooperativeStore { .. }
+            | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind)?,
             StmtKind::Assign { var, value } => {
                 let (ty, name) = self.local(*var)?;
                 if !self.declares_here() {
@@ -654,6 +666,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     fn expr_inner(&mut self, e: &Expr, top: bool) -> Result<Val, CodegenError> {
         let val = match e {
+            Expr::CooperativeCapacity { .. } | Expr::CooperativeValid { .. } | Expr::CooperativeElement { .. } | Expr::CooperativeCoord { .. } => {
+                self.cooperative_expr(e)?
+            }
             Expr::Literal(lit) => Val { code: self.dialect.literal(lit), ty: Type::scalar(lit.ty) },
             Expr::Param(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
                 Some(ParamKind::Value { ty }) => Val { code: Code::primary(self.names.param(*p)), ty },

@@ -82,6 +82,7 @@ pub mod atomics;
 pub mod builtins;
 pub mod casts;
 pub mod control;
+pub mod cooperative;
 pub mod errors;
 pub mod kernels;
 pub mod matrices;
@@ -193,6 +194,7 @@ macro_rules! __with_cases {
             matrices::matrix_tile_64x64_four_simdgroups,
             matrices::matrix_per_lane_view,
             matrices::matrix_partial_simdgroup_refused,
+            cooperative::cooperative_gemm_tile_slots_and_row_sums,
             textures::texture_formats_round_trip,
             textures::texture_listing4_covers_1920_by_1080,
             textures::texture_sampling_every_filter_and_address_mode,

@@ -20,6 +20,9 @@
 //! are strong. Type errors are not reported by the operators: they surface in
 //! [`crate::validate()`], with the statement's Rust source line.
 
+mod cooperative;
+pub use cooperative::{CoopTensor, Left, Matmul2d, Tensor};
+
 use crate::ir::*;
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use std::cell::RefCell;

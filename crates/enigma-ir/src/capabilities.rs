@@ -27,10 +27,14 @@ pub enum Feature {
     /// Device-scope fences (`device_fence()`, [`crate::StmtKind::DeviceFence`]):
     /// the simulator and CUDA; Metal from MSL 3.2.
     DeviceFence,
+    /// Cooperative tensor operations ([`crate::cooperative`]): the
+    /// simulator; Metal from MSL 4.0 (MetalPerformancePrimitives). Not yet
+    /// CUDA, nor the `simdgroup_matrix` lowering for older Metal.
+    CooperativeTensors,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 4] = [Feature::Bfloat16, Feature::SimdgroupMatrix, Feature::Texture2d, Feature::DeviceFence];
+    pub const ALL: [Feature; 5] = [Feature::Bfloat16, Feature::SimdgroupMatrix, Feature::Texture2d, Feature::DeviceFence, Feature::CooperativeTensors];
 
     /// What the feature is, in the words of an error message.
     pub fn describe(self) -> &'static str {
@@ -39,6 +43,7 @@ impl Feature {
             Feature::SimdgroupMatrix => "SIMD-group matrices",
             Feature::Texture2d => "2D textures",
             Feature::DeviceFence => "device-scope fences",
+            Feature::CooperativeTensors => "cooperative tensor operations (matmul2d)",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
+use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, ReduceAxis, ReduceOp, TensorView};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,10 @@ pub struct Kernel {
     pub spec_constants: Vec<SpecConstant>,
     pub threadgroup_arrays: Vec<ThreadgroupArray>,
     pub locals: Vec<Local>,
+    /// Cooperative tensors (accumulators of [`StmtKind::Matmul2d`]); see
+    /// [`crate::cooperative`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooperative_tensors: Vec<CooperativeTensor>,
     pub body: Block,
 }
 
@@ -1026,6 +1031,21 @@ pub enum Expr {
     TextureSample { tex: ParamId, sampler: Sampler, uv: Box<Expr> },
     /// `tex.get_width()` / `tex.get_height()`: a u32, the same for every thread.
     TextureSize { tex: ParamId, dim: TextureDim },
+    /// `t.get_capacity()`: how many slots of cooperative tensor `t` each
+    /// thread of its scope holds (a u32, the same for every thread; it
+    /// differs between devices).
+    CooperativeCapacity { tensor: CoopId },
+    /// `t.is_valid_element(index)`: whether slot `index` (u32, below the
+    /// capacity) of the calling thread holds an element.
+    CooperativeValid { tensor: CoopId, index: Box<Expr> },
+    /// `t[index]`: the value in the calling thread's slot `index` (u32,
+    /// below the capacity), of the tensor's element type; a slot that holds
+    /// no element reads an unspecified value.
+    CooperativeElement { tensor: CoopId, index: Box<Expr> },
+    /// `t.get_multidimensional_index(index)[dim]`: coordinate `dim` of the
+    /// element in the calling thread's slot `index`, innermost first (dim 0
+    /// the column, 1 the row), a u32; unspecified for a slot without one.
+    CooperativeCoord { tensor: CoopId, index: Box<Expr>, dim: u8 },
 }
 
 /// A source position from a front end (Rust caller or Python file and line).
@@ -1133,6 +1153,25 @@ pub enum StmtKind {
     /// `async_wait(pending)`: waits until at most `pending` of this
     /// thread's committed groups are incomplete (the oldest complete first).
     AsyncWait { pending: u32 },
+    /// `matmul2d<desc, scope>.run(left, right, dest)`: the product of
+    /// [`crate::cooperative`] into cooperative tensor `dest` (m×n), issued by
+    /// every thread of `scope` together.
+    Matmul2d { desc: Matmul2dDescriptor, scope: ExecutionScope, left: Matmul2dLeft, right: Box<TensorView>, dest: CoopId },
+    /// `tensor.load(src)`: every element (r, c) of `tensor` from view
+    /// element (c, r) of `src` (zero outside its extents); by the whole scope.
+    CooperativeLoad { tensor: CoopId, src: Box<TensorView> },
+    /// `tensor.store(dst)`: every element (r, c) of `tensor` to view
+    /// element (c, r) of `dst` (none outside its extents); by the whole scope.
+    CooperativeStore { tensor: CoopId, dst: Box<TensorView> },
+    /// `tensor[index] = value`: the calling thread's slot `index` (u32,
+    /// below the capacity); writing a slot that holds no element changes
+    /// nothing the kernel can observe.
+    CooperativeSet { tensor: CoopId, index: Expr, value: Expr },
+    /// `reduce_rows(src, dest, op)` / `reduce_columns`: `dest` (m×1 for
+    /// rows, 1×n for columns, the same element type and scope) receives each
+    /// row's (column's) `op` over `src`, sums in f32 in index order; by the
+    /// whole scope.
+    CooperativeReduce { src: CoopId, dest: CoopId, axis: ReduceAxis, op: ReduceOp },
 }
 
 impl Kernel {
@@ -1144,6 +1183,7 @@ impl Kernel {
             spec_constants: vec![],
             threadgroup_arrays: vec![],
             locals: vec![],
+            cooperative_tensors: vec![],
             body: vec![],
         }
     }
@@ -1159,6 +1199,9 @@ impl Kernel {
     }
     pub fn spec(&self, id: SpecId) -> &SpecConstant {
         &self.spec_constants[id.0 as usize]
+    }
+    pub fn cooperative(&self, id: CoopId) -> &CooperativeTensor {
+        &self.cooperative_tensors[id.0 as usize]
     }
 
     /// The binding slot of parameter `id`: its index among the buffer and

@@ -72,6 +72,15 @@
 //!   thread writes its own texel `(gid % threads, gid / threads)` of the extra
 //!   output `tex_out` at the end. Off by default: only the simulator runs
 //!   textures yet.
+//! * **Cooperative tensors** (with `cooperative` and `floats`): a phase at
+//!   the top level multiplies two views of the extra input `coop_in` (f32
+//!   integers in [-16, 16]; extents that may stop short of the tile, so
+//!   zero fill is exercised) into an m×n f32 cooperative tensor of each
+//!   SIMD group (`execution_simdgroup`), maybe after loading it from
+//!   `coop_in` and accumulating, maybe then adding each slot's row through
+//!   `get_multidimensional_index`, and stores it to the SIMD group's region
+//!   of the extra output `coop_out`. Off by default: only the simulator runs
+//!   cooperative tensors yet.
 //! * **Loops terminate**: `for` loops have constant bounds (at most 4
 //!   iterations) and `while` loops count a local they never otherwise assign.
 //!
@@ -151,6 +160,9 @@ pub struct GenConfig {
     /// texture `tex_out` written at the end). Off by default, since only the
     /// simulator runs textures yet.
     pub textures: bool,
+    /// A cooperative-tensor phase may appear (see the module doc); needs
+    /// `floats`. Off by default, since only the simulator runs it yet.
+    pub cooperative: bool,
 }
 
 impl Default for GenConfig {
@@ -174,6 +186,7 @@ impl Default for GenConfig {
             matrices: true,
             async_copies: true,
             textures: false,
+            cooperative: false,
         }
     }
 }
@@ -525,6 +538,9 @@ impl<'c> Gen<'c> {
         }
         if self.cfg.textures && self.ch.chance(60) {
             self.texture_phase(&mut body, top);
+        }
+        if self.cfg.cooperative && self.cfg.floats && self.ch.chance(50) {
+            self.cooperative_phase(&mut body);
         }
         if self.cfg.async_copies && self.ch.chance(40) {
             self.async_phase(&mut body);
@@ -997,6 +1013,84 @@ impl<'c> Gen<'c> {
         let var = VarId(self.k.locals.len() as u32);
         self.k.locals.push(Local { name: format!("{name}{}", var.0), ty: Type::Matrix(ty) });
         var
+    }
+
+    /// The cooperative phase (see the module doc).
+    fn cooperative_phase(&mut self, body: &mut Block) {
+        use crate::cooperative::*;
+        // Room for the largest view: 32 rows of up to 35 elements.
+        const LEN: u32 = 1280;
+        let (m, n, k) = (self.ch.pick(&[8u32, 16, 32]), self.ch.pick(&[8u32, 16, 32]), self.ch.pick(&[8u32, 16]));
+        let input = self.input_buffer("coop_in".into(), Scalar::F32, LEN);
+        // A view of `x`×`y` (each maybe short of the tile) at a random
+        // offset, rows `x + pad` apart, inside `coop_in`.
+        let view = |g: &mut Gen<'_>, x: u32, y: u32| {
+            let (ex, ey) = (g.ch.range(x.saturating_sub(3).max(1), x), g.ch.range(y.saturating_sub(3).max(1), y));
+            let stride = ex + g.ch.below(4);
+            let extent = (ey - 1) * stride + ex;
+            let offset = g.ch.below((LEN - extent).min(128) + 1);
+            TensorView {
+                mem: Memory::Buffer(input),
+                offset: lit_u32(offset),
+                extents: [lit_u32(ex), lit_u32(ey)],
+                strides: [lit_u32(1), lit_u32(stride)],
+            }
+        };
+        let mut desc = Matmul2dDescriptor::new(m, n, Some(k));
+        desc.transpose_left = self.ch.chance(30);
+        desc.transpose_right = self.ch.chance(30);
+        let left = if desc.transpose_left { view(self, m, k) } else { view(self, k, m) };
+        let right = if desc.transpose_right { view(self, k, n) } else { view(self, n, k) };
+        let tensor = CoopId(self.k.cooperative_tensors.len() as u32);
+        let name = format!("coop{}", tensor.0);
+        self.k.cooperative_tensors.push(CooperativeTensor { name, elem: Scalar::F32, rows: m, cols: n, scope: ExecutionScope::Simdgroup });
+        if self.ch.chance(40) {
+            desc.mode = Matmul2dMode::MultiplyAccumulate;
+            let src = view(self, n, m);
+            body.push(stmt(StmtKind::CooperativeLoad { tensor, src: Box::new(src) }));
+        }
+        body.push(stmt(StmtKind::Matmul2d {
+            desc,
+            scope: ExecutionScope::Simdgroup,
+            left: Matmul2dLeft::Tensor(Box::new(left)),
+            right: Box::new(right),
+            dest: tensor,
+        }));
+        if self.ch.chance(50) {
+            // Not in the scope of scalar expressions: only the loop reads it.
+            let slot = VarId(self.k.locals.len() as u32);
+            self.k.locals.push(Local { name: format!("slot{}", slot.0), ty: Type::U32 });
+            let index = || Box::new(Expr::Var(slot));
+            let row = Expr::Cast { to: Type::F32, arg: Box::new(Expr::CooperativeCoord { tensor, index: index(), dim: 1 }) };
+            let set = stmt(StmtKind::CooperativeSet {
+                tensor,
+                index: Expr::Var(slot),
+                value: bin(BinaryOp::Add, Expr::CooperativeElement { tensor, index: index() }, row),
+            });
+            let guarded = stmt(StmtKind::If { cond: Expr::CooperativeValid { tensor, index: index() }, then_body: vec![set], else_body: vec![] });
+            body.push(stmt(StmtKind::For {
+                var: slot,
+                start: lit_u32(0),
+                end: Expr::CooperativeCapacity { tensor },
+                step: lit_u32(1),
+                body: vec![guarded],
+            }));
+        }
+        let output = ParamId(self.k.params.len() as u32);
+        self.k.params.push(Param { name: "coop_out".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::ReadWrite } });
+        self.args.push(CaseArg::Output { elem: Scalar::F32, len: self.total / 32 * m * n });
+        let simdgroup = bin(
+            BinaryOp::Add,
+            bin(BinaryOp::Mul, component(Builtin::ThreadgroupPositionInGrid, 0), Expr::Builtin(Builtin::SimdgroupsPerThreadgroup)),
+            Expr::Builtin(Builtin::SimdgroupIndexInThreadgroup),
+        );
+        let dst = TensorView {
+            mem: Memory::Buffer(output),
+            offset: bin(BinaryOp::Mul, simdgroup, lit_u32(m * n)),
+            extents: [lit_u32(n), lit_u32(m)],
+            strides: [lit_u32(1), lit_u32(n)],
+        };
+        body.push(stmt(StmtKind::CooperativeStore { tensor, dst: Box::new(dst) }));
     }
 
     /// The f32 product: two f32 8×8 tiles loaded into locals from the extra

@@ -61,6 +61,10 @@ pub struct KernelInfo {
     pub uses_simd_functions: bool,
     /// Optional features the kernel uses; a device must support each.
     pub features: BTreeSet<crate::Feature>,
+    /// The SIMD-group count N of the kernel's `execution_simdgroups(N)`
+    /// operations: a dispatch must give each threadgroup exactly N SIMD
+    /// groups of 32 threads (`enigma_backend::check_dispatch`).
+    pub cooperative_simdgroups: Option<u32>,
 }
 
 /// Where in a kernel an error was found.
@@ -148,6 +152,10 @@ pub enum ValidationErrorKind {
     AsyncCopy { problem: String },
     #[error("`{op}` needs every lane of the SIMD group, but it sits in control flow that depends on {cause}")]
     NonUniformMatrix { op: &'static str, cause: String },
+    #[error("`{op}`: {problem}")]
+    Cooperative { op: &'static str, problem: String },
+    #[error("`{op}` is issued by every thread of its scope ({scope}) together, but {cause}")]
+    NonUniformCooperative { op: &'static str, scope: crate::cooperative::ExecutionScope, cause: String },
     #[error("literal {value} does not fit in {ty}")]
     LiteralRange { value: String, ty: Scalar },
     #[error("local `{var}` may be read before it is assigned")]
@@ -332,7 +340,8 @@ impl<'k> Validator<'k> {
             .chain(k.params.iter().map(|p| p.name.as_str()))
             .chain(k.spec_constants.iter().map(|s| s.name.as_str()))
             .chain(k.threadgroup_arrays.iter().map(|t| t.name.as_str()))
-            .chain(k.locals.iter().map(|l| l.name.as_str()));
+            .chain(k.locals.iter().map(|l| l.name.as_str()))
+            .chain(k.cooperative_tensors.iter().map(|t| t.name.as_str()));
         for name in all_names {
             if !is_valid_identifier(name) || Builtin::from_name(name).is_some() {
                 return Err(self.decl_err(ValidationErrorKind::InvalidName { name: name.into() }));
@@ -384,6 +393,13 @@ impl<'k> Validator<'k> {
                     default: spec.default,
                 }));
             }
+        }
+        if !k.cooperative_tensors.is_empty() {
+            self.info.features.insert(crate::Feature::CooperativeTensors);
+        }
+        for t in &k.cooperative_tensors {
+            crate::cooperative::tensor(t).map_err(|problem| self.decl_err(ValidationErrorKind::Cooperative { op: "cooperative_tensor", problem }))?;
+            self.note_type(Type::scalar(t.elem));
         }
         for arr in &k.threadgroup_arrays {
             if arr.len == 0 {
@@ -551,6 +567,11 @@ impl<'k> Validator<'k> {
                 state.exited = state.exited.max(ctx.uniformity);
                 state.terminated = true;
             }
+            StmtKind::Matmul2d { .. }
+            | StmtKind::CooperativeLoad { .. }
+            | StmtKind::CooperativeStore { .. }
+            | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind, state, ctx)?,
             StmtKind::Barrier { scope, .. } => {
                 let (barrier, group, allowed) = match scope {
                     BarrierScope::Threadgroup => ("threadgroup_barrier", "threadgroup", Uniformity::Threadgroup),
@@ -891,6 +912,29 @@ impl<'k> Validator<'k> {
                 self.texture(*tex)?;
                 (Type::U32, Uniformity::Threadgroup)
             }
+            Expr::CooperativeCapacity { tensor } => {
+                self.coop(*tensor, "get_capacity")?;
+                (Type::U32, Uniformity::Threadgroup)
+            }
+            Expr::CooperativeValid { tensor, index } => {
+                self.coop(*tensor, "is_valid_element")?;
+                self.slot_index("is_valid_element", index, state)?;
+                (Type::BOOL, Uniformity::Thread)
+            }
+            Expr::CooperativeElement { tensor, index } => {
+                let t = self.coop(*tensor, "cooperative_tensor[]")?;
+                self.slot_index("cooperative_tensor[]", index, state)?;
+                (Type::scalar(t.elem), Uniformity::Thread)
+            }
+            Expr::CooperativeCoord { tensor, index, dim } => {
+                self.coop(*tensor, "get_multidimensional_index")?;
+                self.slot_index("get_multidimensional_index", index, state)?;
+                if *dim > 1 {
+                    let problem = format!("coordinate {dim} does not exist: a cooperative tensor has 2 (0 the column, 1 the row)");
+                    return Err(self.err(K::Cooperative { op: "get_multidimensional_index", problem }));
+                }
+                (Type::U32, Uniformity::Thread)
+            }
         };
         self.note_type(typed.0);
         Ok(typed)
@@ -969,6 +1013,181 @@ impl<'k> Validator<'k> {
         }
         let ty = typing::call(func, &types).map_err(|k| self.err(k))?;
         Ok((ty, typing::call_uniformity(func, uni)))
+    }
+}
+
+/// Cooperative operations ([`crate::cooperative`]).
+impl<'k> Validator<'k> {
+    /// Cooperative tensor `id`, which must exist.
+    fn coop(&self, id: crate::cooperative::CoopId, op: &'static str) -> Result<&'k crate::cooperative::CooperativeTensor, ValidationError> {
+        self.kernel.cooperative_tensors.get(id.0 as usize).ok_or_else(|| {
+            let _ = op;
+            self.err(ValidationErrorKind::DanglingId { what: "cooperative tensor", index: id.0, count: self.kernel.cooperative_tensors.len() })
+        })
+    }
+
+    /// A slot index: a u32.
+    fn slot_index(&mut self, op: &'static str, index: &Expr, state: &FlowState) -> Result<Uniformity, ValidationError> {
+        let (ty, uni) = self.expr(index, state)?;
+        if ty != Type::U32 {
+            return Err(self.err(ValidationErrorKind::Cooperative { op, problem: format!("a slot index must be u32, found {ty}") }));
+        }
+        Ok(uni)
+    }
+
+    /// A tensor view's memory and values: the element type (a scalar) and
+    /// how uniform its five values are.
+    fn view(&mut self, op: &'static str, view: &crate::cooperative::TensorView, write: bool, state: &FlowState) -> Result<(Scalar, Uniformity), ValidationError> {
+        let elem = self.memory_elem(view.mem, write)?;
+        if elem.is_vector() || elem.is_matrix() {
+            let problem = format!("`{}` holds {elem}; a tensor view takes memory of scalars", self.kernel.memory_name(view.mem));
+            return Err(self.err(ValidationErrorKind::Cooperative { op, problem }));
+        }
+        let mut uni = Uniformity::Threadgroup;
+        for (what, e) in ["offset", "x extent", "y extent", "x stride", "y stride"].into_iter().zip(view.exprs()) {
+            let (ty, u) = self.expr(e, state)?;
+            if ty != Type::U32 {
+                let problem = format!("the {what} of the view of `{}` is {ty}; it must be u32", self.kernel.memory_name(view.mem));
+                return Err(self.err(ValidationErrorKind::Cooperative { op, problem }));
+            }
+            uni = uni.max(u);
+        }
+        Ok((elem.elem(), uni))
+    }
+
+    /// Control flow and operands of a collective operation must be uniform
+    /// over `scope`.
+    fn scope_uniform(&self, op: &'static str, scope: crate::cooperative::ExecutionScope, flow: Uniformity, values: Uniformity) -> Result<(), ValidationError> {
+        let allowed = if scope.is_threadgroup() { Uniformity::Threadgroup } else { Uniformity::Simdgroup };
+        let cause = if flow > allowed {
+            match flow {
+                Uniformity::Simdgroup => "it sits in control flow that depends on a value that differs between SIMD groups",
+                _ => "it sits in control flow that depends on a value that differs between threads",
+            }
+        } else if values > allowed {
+            "a view's offset, extent or stride differs between its threads"
+        } else {
+            return Ok(());
+        };
+        if !self.check_barrier_uniformity {
+            return Ok(());
+        }
+        Err(self.err(ValidationErrorKind::NonUniformCooperative { op, scope, cause: cause.into() }))
+    }
+
+    /// Records a threadgroup-wide scope; every one in a kernel must agree.
+    fn note_scope(&mut self, op: &'static str, scope: crate::cooperative::ExecutionScope) -> Result<(), ValidationError> {
+        crate::cooperative::scope(scope).map_err(|problem| self.err(ValidationErrorKind::Cooperative { op, problem }))?;
+        if let crate::cooperative::ExecutionScope::Simdgroups(n) = scope {
+            match self.info.cooperative_simdgroups {
+                Some(m) if m != n => {
+                    let problem = format!("execution_simdgroups({n}) here, execution_simdgroups({m}) elsewhere; a threadgroup has one SIMD-group count");
+                    return Err(self.err(ValidationErrorKind::Cooperative { op, problem }));
+                }
+                _ => self.info.cooperative_simdgroups = Some(n),
+            }
+        }
+        Ok(())
+    }
+
+    fn cooperative_stmt(&mut self, stmt: &StmtKind, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
+        use crate::cooperative::{self as coop, Matmul2dLeft, ReduceAxis};
+        let problem = |op: &'static str, problem: String| ValidationErrorKind::Cooperative { op, problem };
+        match stmt {
+            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+                let op = "matmul2d";
+                coop::descriptor(desc).map_err(|p| self.err(problem(op, p)))?;
+                self.note_scope(op, *scope)?;
+                let d = self.coop(*dest, op)?;
+                if d.scope != *scope || (d.rows, d.cols) != (desc.m, desc.n) {
+                    let p = format!(
+                        "the destination `{}` is {} but the descriptor and scope make a cooperative_tensor<{}, {}, {}, {scope}>",
+                        d.name,
+                        d.type_text(),
+                        d.elem,
+                        desc.m,
+                        desc.n
+                    );
+                    return Err(self.err(problem(op, p)));
+                }
+                let (right_elem, mut uni) = self.view(op, right, false, state)?;
+                let left_elem = match left {
+                    Matmul2dLeft::Tensor(view) => {
+                        let (elem, u) = self.view(op, view, false, state)?;
+                        uni = uni.max(u);
+                        elem
+                    }
+                    Matmul2dLeft::Cooperative(id) => {
+                        let l = self.coop(*id, op)?;
+                        let k_ok = desc.k.is_none_or(|k| k == l.cols);
+                        if l.scope != *scope || l.rows != desc.m || !k_ok || desc.transpose_left || l.cols % 8 != 0 {
+                            let p = format!(
+                                "the left operand `{}` ({}) must be an m×k tensor of the same scope, k a multiple of 8, not transposed (descriptor {}×{}×{}{})",
+                                l.name,
+                                l.type_text(),
+                                desc.m,
+                                desc.n,
+                                desc.k.map_or("dynamic".to_string(), |k| k.to_string()),
+                                if desc.transpose_left { ", transpose_left" } else { "" }
+                            );
+                            return Err(self.err(problem(op, p)));
+                        }
+                        if *id == *dest {
+                            return Err(self.err(problem(op, format!("`{}` is both the left operand and the destination", l.name))));
+                        }
+                        l.elem
+                    }
+                };
+                coop::matmul2d_types(left_elem, right_elem, d.elem).map_err(|p| self.err(problem(op, p)))?;
+                self.scope_uniform(op, *scope, ctx.uniformity, uni)?;
+            }
+            StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
+                let store = matches!(stmt, StmtKind::CooperativeStore { .. });
+                let op = if store { "cooperative_tensor.store" } else { "cooperative_tensor.load" };
+                let t = self.coop(*tensor, op)?;
+                self.note_scope(op, t.scope)?;
+                let (elem, uni) = self.view(op, view, store, state)?;
+                if elem != t.elem {
+                    let p = format!("`{}` holds {} but `{}` holds {elem}", t.name, t.elem, self.kernel.memory_name(view.mem));
+                    return Err(self.err(problem(op, p)));
+                }
+                self.scope_uniform(op, t.scope, ctx.uniformity, uni)?;
+            }
+            StmtKind::CooperativeSet { tensor, index, value } => {
+                let t = self.coop(*tensor, "cooperative_tensor[]")?;
+                self.slot_index("cooperative_tensor[]", index, state)?;
+                let (ty, _) = self.expr(value, state)?;
+                if ty != Type::scalar(t.elem) {
+                    return Err(self.err(ValidationErrorKind::AssignType { target: format!("{}[]", t.name), expected: Type::scalar(t.elem), found: ty }));
+                }
+            }
+            StmtKind::CooperativeReduce { src, dest, axis, op: _ } => {
+                let op = axis.function();
+                let (s, d) = (self.coop(*src, op)?, self.coop(*dest, op)?);
+                self.note_scope(op, s.scope)?;
+                let shape = match axis {
+                    ReduceAxis::Rows => (s.rows, 1),
+                    ReduceAxis::Columns => (1, s.cols),
+                };
+                if d.scope != s.scope || d.elem != s.elem || (d.rows, d.cols) != shape || src == dest {
+                    let p = format!(
+                        "`{}` ({}) reduces into a cooperative_tensor<{}, {}, {}, {}>, not `{}` ({})",
+                        s.name,
+                        s.type_text(),
+                        s.elem,
+                        shape.0,
+                        shape.1,
+                        s.scope,
+                        d.name,
+                        d.type_text()
+                    );
+                    return Err(self.err(problem(op, p)));
+                }
+                self.scope_uniform(op, s.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 

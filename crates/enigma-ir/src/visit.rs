@@ -35,6 +35,8 @@ impl Expr {
             Expr::MatrixCoord { .. } | Expr::TextureSize { .. } => vec![],
             Expr::TextureRead { coord, .. } => vec![coord],
             Expr::TextureSample { uv, .. } => vec![uv],
+            Expr::CooperativeCapacity { .. } => vec![],
+            Expr::CooperativeValid { index, .. } | Expr::CooperativeElement { index, .. } | Expr::CooperativeCoord { index, .. } => vec![index],
         }
     }
 
@@ -70,7 +72,18 @@ impl StmtKind {
             StmtKind::MatrixStore { value, offset, stride, .. } => vec![value, offset, stride],
             StmtKind::TextureWrite { value, coord, .. } => vec![value, coord],
             StmtKind::AsyncCopy { dst_index, src_index, valid, .. } => vec![dst_index, src_index, valid],
-            StmtKind::Break
+            StmtKind::Matmul2d { left, right, .. } => {
+                let mut v: Vec<&Expr> = match left {
+                    crate::cooperative::Matmul2dLeft::Tensor(view) => view.exprs().to_vec(),
+                    crate::cooperative::Matmul2dLeft::Cooperative(_) => vec![],
+                };
+                v.extend(right.exprs());
+                v
+            }
+            StmtKind::CooperativeLoad { src: view, .. } | StmtKind::CooperativeStore { dst: view, .. } => view.exprs().to_vec(),
+            StmtKind::CooperativeSet { index, value, .. } => vec![index, value],
+            StmtKind::CooperativeReduce { .. }
+            | StmtKind::Break
             | StmtKind::Continue
             | StmtKind::Return
             | StmtKind::Barrier { .. }
@@ -257,5 +270,31 @@ mod tests {
         assert!(matches!(value, Expr::TextureSample { sampler, .. } if *sampler == s), "{value:?}");
         assert!(matches!(value.children()[..], [Expr::Var(_)]));
         assert!(kernel.body[2].kind.exprs().is_empty() && kernel.body[2].kind.blocks().is_empty());
+    }
+
+    #[test]
+    fn cooperative_operations_expose_their_view_values() {
+        use crate::cooperative::{CoopId, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, TensorView};
+        let n = |v: u32| Expr::Literal(Literal::u32(v));
+        let view = |base: u32| TensorView { mem: Memory::Buffer(ParamId(0)), offset: n(base), extents: [n(base + 1), n(base + 2)], strides: [n(base + 3), n(base + 4)] };
+        let run = StmtKind::Matmul2d {
+            desc: Matmul2dDescriptor::new(8, 8, None),
+            scope: ExecutionScope::Simdgroup,
+            left: Matmul2dLeft::Tensor(Box::new(view(0))),
+            right: Box::new(view(10)),
+            dest: CoopId(0),
+        };
+        assert_eq!(run.exprs(), [0, 1, 2, 3, 4, 10, 11, 12, 13, 14].map(n).iter().collect::<Vec<_>>());
+        let from_accumulator = StmtKind::Matmul2d {
+            desc: Matmul2dDescriptor::new(8, 8, Some(8)),
+            scope: ExecutionScope::Simdgroup,
+            left: Matmul2dLeft::Cooperative(CoopId(1)),
+            right: Box::new(view(10)),
+            dest: CoopId(0),
+        };
+        assert_eq!(from_accumulator.exprs().len(), 5);
+        let slot = Expr::CooperativeCoord { tensor: CoopId(0), index: Box::new(n(3)), dim: 1 };
+        assert_eq!(slot.children(), vec![&n(3)]);
+        assert_eq!(StmtKind::CooperativeSet { tensor: CoopId(0), index: n(1), value: n(2) }.exprs(), vec![&n(1), &n(2)]);
     }
 }

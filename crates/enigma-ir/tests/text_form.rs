@@ -211,6 +211,7 @@ fn every_construct() -> Kernel {
         ],
         threadgroup_arrays: vec![ThreadgroupArray { name: "scratch".into(), elem: Type::F32, len: 32 }],
         locals,
+        cooperative_tensors: vec![],
         body,
     }
 }

@@ -12,7 +12,7 @@
 use enigma_ir::builder::*;
 use enigma_ir::text::parse;
 use enigma_ir::{
-    validate, Access, AtomicOp, Expr, Intrinsic, Kernel, Literal, LiteralValue, Local, MemFlags, Memory,
+    validate, Access, AtomicOp, ExecutionScope, Expr, Intrinsic, Kernel, Literal, LiteralValue, Local, MemFlags, Memory,
     Param, ParamId, ParamKind, Scalar, SourceLoc, SpecConstant, Stmt, StmtKind, Type, ValidationError,
     ValidationErrorKind as K, ValidationOptions, VarId,
 };
@@ -145,6 +145,17 @@ cases! {
         async_copy_of_twelve_bytes,
         async_copy_with_a_u32_condition,
         async_wait_leaving_eight_groups,
+    ],
+    Cooperative => [
+        matmul2d_destination_of_another_shape,
+        matmul2d_of_f32_into_f16,
+        matmul2d_descriptor_side_not_a_multiple_of_8,
+        two_threadgroup_scopes_of_different_sizes,
+        cooperative_slot_index_of_i32,
+    ],
+    NonUniformCooperative => [
+        matmul2d_under_a_simdgroup_dependent_if,
+        cooperative_store_to_a_lane_dependent_view,
     ],
     NonUniformMatrix => [
         matrix_fill_under_a_lane_dependent_if,
@@ -1460,4 +1471,68 @@ fn matrix_filled_with_a_lane_dependent_value() -> ValidationError {
     );
     let cause = "a fill value that differs between lanes (the matrix is one value of the whole SIMD group)".to_string();
     rejects(&k, K::NonUniformMatrix { op: "make_filled_simdgroup_matrix", cause }, At::Path("body[0]"))
+}
+
+// ---------------------------------------------------------------------------
+// Cooperative, NonUniformCooperative
+// ---------------------------------------------------------------------------
+
+/// A text-form kernel around a 64×64 f32 accumulator of 4 SIMD groups,
+/// `body` its statements.
+fn gemm_tile(extra_decls: &str, body: &str) -> Kernel {
+    parsed(&format!(
+        "kernel k(A: device f16 read, B: device f16 read, C: device f32 read_write, K: u32) {{\n    \
+         cooperative c: cooperative_tensor<f32, 64, 64, simdgroups(4)>\n{extra_decls}{body}\n}}"
+    ))
+}
+
+const RUN: &str = "matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, false, false, multiply), simdgroups(4), \
+                   tensor(A, 0u32, K, 64u32, 1u32, K), tensor(B, 0u32, 64u32, K, 1u32, 64u32), c)";
+
+fn matmul2d_destination_of_another_shape() -> ValidationError {
+    let k = gemm_tile("", &RUN.replace("matmul2d_descriptor(64, 64", "matmul2d_descriptor(64, 32"));
+    let problem = "the destination `c` is cooperative_tensor<f32, 64, 64, simdgroups(4)> but the descriptor and scope make a \
+                   cooperative_tensor<f32, 64, 32, simdgroups(4)>"
+        .to_string();
+    rejects(&k, K::Cooperative { op: "matmul2d", problem }, At::Path("body[0]"))
+}
+
+fn matmul2d_of_f32_into_f16() -> ValidationError {
+    let k = parsed(&format!(
+        "kernel k(A: device f32 read, B: device f32 read, K: u32) {{\n    cooperative c: cooperative_tensor<f16, 64, 64, simdgroups(4)>\n    {RUN}\n}}"
+    ));
+    let problem = "f32 by f32 operands cannot accumulate into f16 (into f32, or into the inputs' type when both are f16 or both bf16)".to_string();
+    rejects(&k, K::Cooperative { op: "matmul2d", problem }, At::Path("body[0]"))
+}
+
+fn matmul2d_descriptor_side_not_a_multiple_of_8() -> ValidationError {
+    let k = gemm_tile("", &RUN.replace("dynamic_extent", "20"));
+    let problem = "the descriptor's k is 20; it must be a multiple of 8 from 8 to 256".to_string();
+    rejects(&k, K::Cooperative { op: "matmul2d", problem }, At::Path("body[0]"))
+}
+
+fn two_threadgroup_scopes_of_different_sizes() -> ValidationError {
+    let k = gemm_tile(
+        "    cooperative d: cooperative_tensor<f32, 64, 64, simdgroups(2)>\n",
+        &format!("    {RUN}\n    cooperative_store(d, tensor(C, 0u32, 64u32, 64u32, 1u32, 64u32))"),
+    );
+    let problem = "execution_simdgroups(2) here, execution_simdgroups(4) elsewhere; a threadgroup has one SIMD-group count".to_string();
+    rejects(&k, K::Cooperative { op: "cooperative_tensor.store", problem }, At::Path("body[1]"))
+}
+
+fn cooperative_slot_index_of_i32() -> ValidationError {
+    let k = gemm_tile("    var x: f32\n", "    x = c[0i32]");
+    rejects(&k, K::Cooperative { op: "cooperative_tensor[]", problem: "a slot index must be u32, found i32".into() }, At::Path("body[0]"))
+}
+
+fn matmul2d_under_a_simdgroup_dependent_if() -> ValidationError {
+    let k = gemm_tile("", &format!("    if (simdgroup_index_in_threadgroup < 2u32) {{\n        {RUN}\n    }}"));
+    let cause = "it sits in control flow that depends on a value that differs between SIMD groups".to_string();
+    rejects(&k, K::NonUniformCooperative { op: "matmul2d", scope: ExecutionScope::Simdgroups(4), cause }, At::Path("body[0].then[0]"))
+}
+
+fn cooperative_store_to_a_lane_dependent_view() -> ValidationError {
+    let k = gemm_tile("", "    cooperative_store(c, tensor(C, thread_index_in_simdgroup, 64u32, 64u32, 1u32, 64u32))");
+    let cause = "a view's offset, extent or stride differs between its threads".to_string();
+    rejects(&k, K::NonUniformCooperative { op: "cooperative_tensor.store", scope: ExecutionScope::Simdgroups(4), cause }, At::Path("body[0]"))
 }

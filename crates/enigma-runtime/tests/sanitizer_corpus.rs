@@ -162,6 +162,7 @@ corpus_tests! {
     tile_overrun,
     threadgroup_count_as_grid,
     rows_dispatched_as_threads,
+    cooperative_slots_by_index,
 }
 
 #[test]

@@ -134,6 +134,11 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             return Ok(());
         };
         let site = site(env, pc);
+        let collective = match env.program.code.get(pc as usize) {
+            Some(Inst::Collective { op, .. }) => Some(op.clone()),
+            _ => None,
+        };
+        let what = collective.as_ref().map_or("threadgroup_barrier", |op| op.name());
         let arrived: u32 = waiting.iter().map(|(_, _, a)| a.count_ones()).sum();
         let other_barrier = waiting.iter().find(|(_, p, _)| *p != pc);
         if other_barrier.is_some() || arrived != tg.threads() {
@@ -156,7 +161,7 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             }
             if let Some(&(_, other_pc, _)) = other_barrier {
                 return Err(Failure::Error(format!(
-                    "threads of threadgroup {} wait at different threadgroup barriers: {} and {}; every thread must reach the same barrier",
+                    "threads of threadgroup {} wait at different threadgroup barriers or cooperative operations: {} and {}; every thread must reach the same one",
                     fmt3(tg.position),
                     site,
                     self::site(env, other_pc)
@@ -174,12 +179,15 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
                 })
                 .unwrap_or_default();
             return Err(Failure::Error(format!(
-                "threadgroup_barrier at {site} reached by {arrived} of the {} threads of threadgroup {}{example}; a barrier must be reached by every thread of the threadgroup",
+                "{what} at {site} reached by {arrived} of the {} threads of threadgroup {}{example}; it must be reached by every thread of the threadgroup",
                 tg.threads(),
                 fmt3(tg.position),
             )));
         }
-        if let Some(t) = scratch.tracker.as_mut() {
+        if let Some(op) = collective {
+            let mut ctx = crate::cooperative::Ctx { env, tg_mem: &scratch.tg_mem, pc, san: scratch.tracker.as_mut() };
+            op.run(&mut ctx, sgs).map_err(|(i, f)| describe_fault(env, &tg, &sgs[i], &f))?;
+        } else if let Some(t) = scratch.tracker.as_mut() {
             t.epoch += 1;
             for e in t.simd_epochs.iter_mut() {
                 *e += 1;

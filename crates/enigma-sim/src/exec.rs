@@ -74,6 +74,15 @@ impl Limits {
 }
 
 impl<'a> Env<'a> {
+    /// The same dispatch running `program` (the kernel lowered with other
+    /// cooperative-tensor layouts).
+    pub fn with_program<'s>(&'s self, program: &'s Program) -> Env<'s>
+    where
+        'a: 's,
+    {
+        Env { program, ..self.with_tracker(self.tracker) }
+    }
+
     /// The same dispatch, observed by a sanitizer tracker.
     pub fn with_tracker<'s>(&self, tracker: Option<&'s DispatchTracker>) -> Env<'s>
     where
@@ -244,6 +253,11 @@ impl SimdGroup {
                 for (c, v) in values.iter().take(width).enumerate() {
                     self.regs[r + c][lane] = *v as u64;
                 }
+            }
+        }
+        for &(reg, count, bits) in &env.program.initial {
+            for r in reg..reg + count {
+                self.regs[r as usize] = [bits; LANES];
             }
         }
         for (param, reg) in &env.program.value_params {
@@ -583,6 +597,42 @@ impl SimdGroup {
                     }
                 }
                 Inst::LaneTable { dst, ref values } => self.regs[dst as usize] = **values,
+                Inst::CoopTable { dst, ref table, capacity, threadgroup, index, tensor } => {
+                    let first = if threadgroup { self.index as usize * LANES } else { 0 };
+                    for l in lanes_of(self.active) {
+                        let slot = self.regs[index as usize][l];
+                        if slot >= capacity as u64 {
+                            return Err(self.slot_fault(env, pc, l, slot, capacity, tensor));
+                        }
+                        self.regs[dst as usize][l] = table[(first + l) * capacity as usize + slot as usize];
+                    }
+                }
+                Inst::CoopGet { dst, base, capacity, index, tensor } => {
+                    for l in lanes_of(self.active) {
+                        let slot = self.regs[index as usize][l];
+                        if slot >= capacity as u64 {
+                            return Err(self.slot_fault(env, pc, l, slot, capacity, tensor));
+                        }
+                        self.regs[dst as usize][l] = self.regs[(base + slot as u32) as usize][l];
+                    }
+                }
+                Inst::CoopSet { base, capacity, index, src, tensor } => {
+                    for l in lanes_of(self.active) {
+                        let slot = self.regs[index as usize][l];
+                        if slot >= capacity as u64 {
+                            return Err(self.slot_fault(env, pc, l, slot, capacity, tensor));
+                        }
+                        self.regs[(base + slot as u32) as usize][l] = self.regs[src as usize][l];
+                    }
+                }
+                Inst::Collective { ref op, threadgroup } => {
+                    if threadgroup {
+                        return Ok(Stop::Barrier { pc, active: self.active });
+                    }
+                    let op = op.clone();
+                    let mut ctx = crate::cooperative::Ctx { env, tg_mem, pc, san: san.as_deref_mut() };
+                    op.run(&mut ctx, std::slice::from_mut(self)).map_err(|(_, f)| f)?;
+                }
                 Inst::WholeSimdgroup { op } => {
                     if self.active != u32::MAX {
                         let lane = (!self.active).trailing_zeros();
@@ -766,7 +816,7 @@ impl SimdGroup {
     /// with the sanitizer.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn checked_index(
+    pub(crate) fn checked_index(
         &self,
         env: &Env<'_>,
         pc: u32,
@@ -797,6 +847,13 @@ impl SimdGroup {
             }
         }
         Ok(Some(i))
+    }
+
+    /// A slot index past a cooperative tensor's capacity.
+    fn slot_fault(&self, env: &Env<'_>, pc: u32, lane: usize, slot: u64, capacity: u32, tensor: u32) -> Fault {
+        let name = env.program.coop_names.get(tensor as usize).cloned().unwrap_or_default();
+        let message = format!("slot {slot} of cooperative tensor `{name}` is past its capacity of {capacity} slots per thread (loop to get_capacity())");
+        Fault { pc, lane: lane as u32, message, stop: None }
     }
 
     /// Records a lane's access to element `i` of a buffer or texel `i` of a
@@ -1137,7 +1194,7 @@ fn env_name(env: &Env<'_>, mem: MemRef, _index: u32) -> String {
 }
 
 #[inline(always)]
-fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (MemView<'a>, usize) {
+pub(crate) fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (MemView<'a>, usize) {
     match mem {
         MemRef::Buffer(p) | MemRef::Texture(p) => {
             let (w, len) = env.buffers[p as usize].expect("validated and checked: loads, stores and texture accesses have memory");
@@ -1152,14 +1209,14 @@ fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (MemView<'a>,
 
 /// A memory seen from a base byte offset.
 #[derive(Clone, Copy)]
-struct MemView<'a> {
+pub(crate) struct MemView<'a> {
     words: &'a Words,
     base: usize,
 }
 
 impl MemView<'_> {
     #[inline(always)]
-    fn read(&self, offset: usize, ty: Scalar) -> u64 {
+    pub(crate) fn read(&self, offset: usize, ty: Scalar) -> u64 {
         self.words.read(self.base + offset, ty)
     }
     #[inline(always)]

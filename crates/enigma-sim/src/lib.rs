@@ -11,6 +11,7 @@
 //! dispatch's step budget, timeout or cancel flag
 //! ([`enigma_backend::DispatchOptions`]), with an error naming the loop.
 
+mod cooperative;
 mod dispatch;
 mod exec;
 pub mod memory;
@@ -118,6 +119,9 @@ impl SimBackend {
 pub struct SimKernel {
     kernel: Kernel,
     info: KernelInfo,
+    /// The specialisation values the program was lowered with.
+    spec: Vec<enigma_ir::Literal>,
+    /// Lowered with layout 0 of every cooperative tensor.
     program: program::Program,
 }
 
@@ -149,8 +153,10 @@ impl Backend for SimBackend {
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
-        let program = program::lower(kernel, &spec.resolve(kernel));
-        Ok(Box::new(SimKernel { kernel: kernel.clone(), info: info.clone(), program }))
+        let spec = spec.resolve(kernel);
+        let layouts = cooperative::Layout::all(&kernel.cooperative_tensors, &[]);
+        let program = program::lower(kernel, &spec, &layouts);
+        Ok(Box::new(SimKernel { kernel: kernel.clone(), info: info.clone(), spec, program }))
     }
 
     fn dispatch(
@@ -315,6 +321,23 @@ impl SimBackend {
             }
             first_results = Some(snapshot(buffers)?);
         }
+        if let Some(first) = first_results.as_ref().filter(|_| !findings.iter().any(|f| f.severity == Severity::Error)) {
+            // Each cooperative tensor in other layouts, the others in layout 0.
+            'tensors: for (t, tensor) in kernel.cooperative_tensors.iter().enumerate() {
+                for seed in 1..=cooperative::SANITIZER_LAYOUTS {
+                    let mut seeds = vec![0; kernel.cooperative_tensors.len()];
+                    seeds[t] = seed;
+                    let program = program::lower(kernel, &sim.spec, &cooperative::Layout::all(&kernel.cooperative_tensors, &seeds));
+                    restore(&inputs);
+                    dispatch::run_dispatch(kernel, &env.with_program(&program), geometry, 0)?;
+                    let results = snapshot(buffers)?;
+                    if let Some(f) = layout_finding(kernel, first, &results, &compared, &tensor.name, seed) {
+                        findings.push(f);
+                        continue 'tensors;
+                    }
+                }
+            }
+        }
         if let Some(first) = &first_results {
             restore(first);
         }
@@ -421,6 +444,40 @@ fn order_compared(kernel: &Kernel, info: &KernelInfo) -> Vec<bool> {
     (0..kernel.params.len())
         .map(|p| !uses_atomic_result && !info.atomic_memories.contains(&enigma_ir::Memory::Buffer(enigma_ir::ParamId(p as u32))))
         .collect()
+}
+
+/// The first element of a compared buffer that differs between layout 0
+/// and layout `seed` of cooperative tensor `tensor`.
+fn layout_finding(kernel: &Kernel, first: &[Option<Vec<u32>>], other: &[Option<Vec<u32>>], compared: &[bool], tensor: &str, seed: u32) -> Option<Finding> {
+    for (param, (a, b)) in first.iter().zip(other).enumerate() {
+        let (Some(a), Some(b), true) = (a, b, compared[param]) else { continue };
+        let Some(word) = a.iter().zip(b).position(|(x, y)| x != y) else { continue };
+        let name = kernel.params[param].name.clone();
+        let byte = word as u64 * 4 + ((a[word] ^ b[word]).trailing_zeros() / 8) as u64;
+        let elem_bytes = match kernel.params[param].kind {
+            enigma_ir::ParamKind::Buffer { elem, .. } => elem.size_bytes() as u64,
+            _ => 4,
+        };
+        let index = byte / elem_bytes.max(1);
+        return Some(Finding {
+            kind: FindingKind::LayoutDependence,
+            severity: Severity::Error,
+            kernel: kernel.name.clone(),
+            variable: Some(name.clone()),
+            index: Some(index),
+            first: None,
+            second: None,
+            message: format!(
+                "this result depends on the cooperative tensor's layout: `{name}` differs when cooperative tensor `{tensor}` is laid out another way (layout {seed}); first at element {index} (the 32-bit word at byte {}: {:#010x} vs {:#010x})",
+                word * 4,
+                a[word],
+                b[word]
+            ),
+            hint: format!("which thread holds which element of `{tensor}` is unspecified (it differs between GPUs): address its slots through get_multidimensional_index(i) and is_valid_element(i), or store it whole with store(), instead of assuming slot i of thread t is a fixed element"),
+            count: 1,
+        });
+    }
+    None
 }
 
 fn order_finding(

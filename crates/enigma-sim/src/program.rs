@@ -8,7 +8,9 @@
 //! (`If`/`Else`/`EndIf`, `LoopBegin`/`LoopTest`/`LoopContinue`/`LoopBack`/
 //! `LoopEnd`) whose jump targets are resolved here.
 
+use crate::cooperative::{Collective, Held, Layout, LeftOperand, ViewRegs};
 use enigma_ir::*;
+use std::sync::Arc;
 
 pub type Reg = u32;
 
@@ -96,6 +98,19 @@ pub enum Inst {
     DeviceFence,
     /// `dst = tex.get_width()` or `get_height()`.
     TexSize { tex: u32, dim: TextureDim, dst: Reg },
+    /// `dst = table[t·capacity + index]` on each active lane, `t` the
+    /// lane's thread in the scope of cooperative tensor `tensor` (its SIMD
+    /// group's first thread plus the lane with a threadgroup scope, the lane
+    /// alone with a SIMD-group one); `index` past the capacity is an error.
+    CoopTable { dst: Reg, table: Arc<[u64]>, capacity: u32, threadgroup: bool, index: Reg, tensor: u32 },
+    /// `dst = slot index` of cooperative tensor `tensor` (registers `base..`).
+    CoopGet { dst: Reg, base: Reg, capacity: u32, index: Reg, tensor: u32 },
+    /// `slot index = src` of cooperative tensor `tensor`.
+    CoopSet { base: Reg, capacity: u32, index: Reg, src: Reg, tensor: u32 },
+    /// An operation over a whole scope: with `threadgroup`, every SIMD group
+    /// stops here as at a barrier and the scheduler runs it once they all
+    /// have; otherwise the SIMD group runs it alone.
+    Collective { op: Arc<Collective>, threadgroup: bool },
 }
 
 /// A builtin component the program reads, and the register it lives in.
@@ -139,6 +154,11 @@ pub struct Program {
     pub tg_words: usize,
     /// Names of buffers, textures and threadgroup arrays, for messages.
     pub memory_names: std::collections::HashMap<MemRef, String>,
+    /// Names of the cooperative tensors, for messages.
+    pub coop_names: Vec<String>,
+    /// Registers a SIMD group sets when it starts: `count` registers from
+    /// `reg` to `bits` (cooperative tensors start unset).
+    pub initial: Vec<(Reg, u32, u64)>,
 }
 
 struct Lowering<'k> {
@@ -151,6 +171,9 @@ struct Lowering<'k> {
     builtins: Vec<BuiltinSlot>,
     value_params: Vec<(ParamId, Reg)>,
     local_regs: Vec<Reg>,
+    /// First register of each cooperative tensor, and its layout.
+    coop_regs: Vec<Reg>,
+    layouts: &'k [Arc<Layout>],
     next_fixed: Reg,
     temp_base: Reg,
     temp_top: Reg,
@@ -174,8 +197,9 @@ impl Operand {
     }
 }
 
-/// Lowers a kernel that passed validation, with its specialisation values.
-pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
+/// Lowers a kernel that passed validation, with its specialisation values
+/// and the layout of each of its cooperative tensors.
+pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Program {
     let mut l = Lowering {
         kernel,
         spec,
@@ -186,6 +210,8 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
         builtins: vec![],
         value_params: vec![],
         local_regs: vec![],
+        coop_regs: vec![],
+        layouts,
         next_fixed: 0,
         temp_base: 0,
         temp_top: 0,
@@ -206,6 +232,12 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
     for local in &kernel.locals {
         l.local_regs.push(l.next_fixed);
         l.next_fixed += local.ty.registers();
+    }
+    let mut initial = vec![];
+    for (t, layout) in kernel.cooperative_tensors.iter().zip(layouts) {
+        l.coop_regs.push(l.next_fixed);
+        initial.push((l.next_fixed, layout.capacity, crate::cooperative::unset_bits(t.elem)));
+        l.next_fixed += layout.capacity;
     }
     l.temp_base = l.next_fixed;
     l.temp_top = l.temp_base;
@@ -239,6 +271,8 @@ pub fn lower(kernel: &Kernel, spec: &[Literal]) -> Program {
         value_params: l.value_params,
         tg_offsets_words: offsets,
         tg_words: words,
+        coop_names: kernel.cooperative_tensors.iter().map(|t| t.name.clone()).collect(),
+        initial,
     }
 }
 
@@ -298,6 +332,11 @@ impl Lowering<'_> {
 
     fn stmt(&mut self, stmt: &Stmt, path: &mut StmtPath) {
         match &stmt.kind {
+            StmtKind::Matmul2d { .. }
+            | StmtKind::CooperativeLoad { .. }
+            | StmtKind::CooperativeStore { .. }
+            | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind),
             StmtKind::TextureFence { tex } => {
                 self.emit(Inst::TexFence { tex: tex.0 });
             }
@@ -451,6 +490,112 @@ impl Lowering<'_> {
         }
     }
 
+    /// `table`'s entry for each lane's slot `index` of cooperative tensor `tensor`.
+    fn coop_table(&mut self, tensor: u32, table: Arc<[u64]>, index: Reg) -> Reg {
+        let dst = self.temp(1);
+        let capacity = self.layouts[tensor as usize].capacity;
+        let threadgroup = self.kernel.cooperative_tensors[tensor as usize].scope.is_threadgroup();
+        self.emit(Inst::CoopTable { dst, table, capacity, threadgroup, index, tensor });
+        dst
+    }
+
+    /// A view's five values, each in a register of its own.
+    fn view_regs(&mut self, view: &TensorView) -> ViewRegs {
+        let [offset, ex, ey, sx, sy] = view.exprs().map(|e| self.snapshot(e).reg);
+        ViewRegs { mem: Self::mem(view.mem), elem: self.elem_of(view.mem).elem(), offset, extents: [ex, ey], strides: [sx, sy] }
+    }
+
+    fn held(&self, tensor: CoopId) -> Held {
+        let t = self.kernel.cooperative(tensor);
+        Held { base: self.coop_regs[tensor.0 as usize], elem: t.elem, layout: self.layouts[tensor.0 as usize].clone() }
+    }
+
+    /// `if (cond) { body }` as mask instructions.
+    fn guarded(&mut self, cond: Reg, body: impl FnOnce(&mut Self)) {
+        let if_pc = self.emit(Inst::If { cond, else_pc: 0 });
+        body(self);
+        let else_pc = self.emit(Inst::Else { end_pc: 0 });
+        let end_pc = self.emit(Inst::EndIf);
+        self.code[if_pc as usize] = Inst::If { cond, else_pc };
+        self.code[else_pc as usize] = Inst::Else { end_pc };
+    }
+
+    fn cooperative_stmt(&mut self, kind: &StmtKind) {
+        match kind {
+            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+                let left = match left {
+                    Matmul2dLeft::Tensor(view) => LeftOperand::View(self.view_regs(view)),
+                    Matmul2dLeft::Cooperative(id) => LeftOperand::Held(self.held(*id)),
+                };
+                let right = self.view_regs(right);
+                let op = Collective::Matmul { desc: *desc, left, right, dest: self.held(*dest) };
+                self.collective(op, *scope);
+            }
+            StmtKind::CooperativeReduce { src, dest, axis, op } => {
+                let scope = self.kernel.cooperative(*src).scope;
+                let op = Collective::Reduce { src: self.held(*src), dest: self.held(*dest), axis: *axis, op: *op };
+                self.collective(op, scope);
+            }
+            StmtKind::CooperativeSet { tensor, index, value } => {
+                let i = self.expr(index);
+                let v = self.expr(value);
+                let (base, capacity) = (self.coop_regs[tensor.0 as usize], self.layouts[tensor.0 as usize].capacity);
+                self.emit(Inst::CoopSet { base, capacity, index: i.reg, src: v.reg, tensor: tensor.0 });
+            }
+            StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
+                let store = matches!(kind, StmtKind::CooperativeStore { .. });
+                let scope = self.kernel.cooperative(*tensor).scope;
+                let v = self.view_regs(view);
+                let held = self.held(*tensor);
+                let layout = held.layout.clone();
+                if !scope.is_threadgroup() {
+                    self.emit(Inst::WholeSimdgroup { op: if store { "cooperative_tensor.store" } else { "cooperative_tensor.load" } });
+                }
+                let elem = Type::scalar(held.elem);
+                let (slot, zero, index, inside) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+                self.emit(Inst::Const { dst: zero, bits: 0 });
+                for i in 0..layout.capacity {
+                    self.emit(Inst::Const { dst: slot, bits: i as u64 });
+                    let valid = self.coop_table(tensor.0, layout.table(|at| at.is_some() as u64), slot);
+                    let row = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(r, _)| r) as u64), slot);
+                    let col = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(_, c)| c) as u64), slot);
+                    // Inside the view: valid, column < x extent, row < y extent.
+                    self.emit(Inst::Binary { op: BinaryOp::Lt, ty: Scalar::U32, dst: inside, a: col, b: v.extents[0] });
+                    self.emit(Inst::Binary { op: BinaryOp::And, ty: Scalar::Bool, dst: inside, a: inside, b: valid });
+                    let below = self.temp(1);
+                    self.emit(Inst::Binary { op: BinaryOp::Lt, ty: Scalar::U32, dst: below, a: row, b: v.extents[1] });
+                    self.emit(Inst::Binary { op: BinaryOp::And, ty: Scalar::Bool, dst: inside, a: inside, b: below });
+                    let reg = held.base + i;
+                    if !store {
+                        self.emit(Inst::Copy { dst: reg, src: zero });
+                    }
+                    self.guarded(inside, |l| {
+                        l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: col, b: v.strides[0] });
+                        let t = l.temp(1);
+                        l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: t, a: row, b: v.strides[1] });
+                        l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: t });
+                        l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: v.offset });
+                        if store {
+                            l.emit(Inst::Store { mem: v.mem, elem, src: reg, index, index_ty: Scalar::U32 });
+                        } else {
+                            l.emit(Inst::Load { mem: v.mem, elem, dst: reg, index, index_ty: Scalar::U32 });
+                        }
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A collective over `scope`.
+    fn collective(&mut self, op: Collective, scope: ExecutionScope) {
+        let threadgroup = scope.is_threadgroup();
+        if !threadgroup {
+            self.emit(Inst::WholeSimdgroup { op: op.name() });
+        }
+        self.emit(Inst::Collective { op: Arc::new(op), threadgroup });
+    }
+
     /// A register holding each lane's own value of `f(lane)`.
     fn lane_table(&mut self, f: impl Fn(u32) -> u64) -> Reg {
         let dst = self.temp(1);
@@ -524,6 +669,30 @@ impl Lowering<'_> {
 
     fn expr(&mut self, e: &Expr) -> Operand {
         match e {
+            Expr::CooperativeCapacity { tensor } => {
+                let dst = self.temp(1);
+                let capacity = self.layouts[tensor.0 as usize].capacity;
+                self.emit(Inst::Const { dst, bits: capacity as u64 });
+                Operand { reg: dst, ty: Type::U32 }
+            }
+            Expr::CooperativeValid { tensor, index } => {
+                let i = self.expr(index);
+                let table = self.layouts[tensor.0 as usize].table(|at| at.is_some() as u64);
+                Operand { reg: self.coop_table(tensor.0, table, i.reg), ty: Type::BOOL }
+            }
+            Expr::CooperativeCoord { tensor, index, dim } => {
+                let i = self.expr(index);
+                let dim = *dim;
+                let table = self.layouts[tensor.0 as usize].table(|at| at.map_or(0, |(r, c)| if dim == 0 { c } else { r }) as u64);
+                Operand { reg: self.coop_table(tensor.0, table, i.reg), ty: Type::U32 }
+            }
+            Expr::CooperativeElement { tensor, index } => {
+                let i = self.expr(index);
+                let dst = self.temp(1);
+                let (base, capacity) = (self.coop_regs[tensor.0 as usize], self.layouts[tensor.0 as usize].capacity);
+                self.emit(Inst::CoopGet { dst, base, capacity, index: i.reg, tensor: tensor.0 });
+                Operand { reg: dst, ty: Type::scalar(self.kernel.cooperative(*tensor).elem) }
+            }
             Expr::Literal(lit) => {
                 let dst = self.temp(1);
                 self.emit(Inst::Const { dst, bits: Self::literal_bits(*lit) });

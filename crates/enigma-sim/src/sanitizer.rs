@@ -894,7 +894,7 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
                 "bounds-check the index (e.g. `if (tid >= n) return;`) or dispatch fewer threads".into(),
             ),
         },
-        FindingKind::Coverage | FindingKind::OrderDependence => (String::new(), String::new()),
+        FindingKind::Coverage | FindingKind::OrderDependence | FindingKind::LayoutDependence => (String::new(), String::new()),
     };
     Finding {
         kind: r.kind,

@@ -92,11 +92,41 @@ proptest! {
     }
 
     #[test]
+    fn generated_kernels_with_cooperative_tensors_run_clean_under_the_sanitizer(case in arb_case(GenConfig { cooperative: true, ..GenConfig::default() })) {
+        let sanitized = run(&case, true).map_err(TestCaseError::fail)?;
+        let plain = run(&case, false).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(case.compare_outputs(&sanitized, &plain), Ok(()));
+    }
+
+    #[test]
     fn generated_kernels_with_textures_run_clean_under_the_sanitizer(case in arb_case(GenConfig { textures: true, ..GenConfig::default() })) {
         let sanitized = run(&case, true).map_err(TestCaseError::fail)?;
         let plain = run(&case, false).map_err(TestCaseError::fail)?;
         prop_assert_eq!(case.compare_outputs(&sanitized, &plain), Ok(()));
     }
+}
+
+/// The cooperative phase appears; every SIMD group computes the same
+/// product from the same views, so each one's region of `coop_out` holds
+/// the same tile (and most tiles are not all zeros).
+#[test]
+fn cooperative_cases_write_every_simdgroup_region_alike() {
+    let config = GenConfig { cooperative: true, ..GenConfig::default() };
+    let cases: Vec<KernelCase> = (0..40).map(|seed| testgen::case_with(&config, seed)).filter(|c| !c.kernel.cooperative_tensors.is_empty()).collect();
+    assert!(cases.len() >= 8, "{} of 40 cases have a cooperative phase", cases.len());
+    let mut nonzero = 0;
+    for case in &cases {
+        let t = &case.kernel.cooperative_tensors[0];
+        let tile = (t.rows * t.cols) as usize;
+        let out = case.kernel.params.iter().position(|p| p.name == "coop_out").unwrap();
+        let outputs = run(case, false).unwrap();
+        let region_of = case.args[..out].iter().filter(|a| matches!(a, CaseArg::Output { .. } | CaseArg::Texture { data: None, .. })).count();
+        let words = &outputs[region_of];
+        let first = &words[..tile];
+        assert!(words.chunks(tile).all(|r| r == first), "{}", enigma_ir::text::print(&case.kernel));
+        nonzero += first.iter().any(|&w| w != 0) as usize;
+    }
+    assert!(nonzero * 2 >= cases.len(), "{nonzero} of {} tiles are not all zeros", cases.len());
 }
 
 /// The texture phase appears and its output texture is written.

@@ -18,7 +18,7 @@
 use enigma_backend::args::f32_to_f16_bits as f32_to_f16;
 pub use enigma_backend::{DispatchMode as Mode, FindingKind};
 use enigma_ir::builder::*;
-use enigma_ir::{Access, AtomicOp, Kernel, Literal, MemFlags, Scalar, Type};
+use enigma_ir::{Access, AtomicOp, ExecutionScope, Kernel, Literal, Matmul2dDescriptor, MemFlags, Scalar, Type};
 use enigma_kernels::{reduce, seed000, test_data};
 
 /// One argument of a dispatch, in parameter order.
@@ -152,7 +152,7 @@ pub struct Variant {
 pub struct Entry {
     /// The name `enigma check corpus/<name>` takes.
     pub name: &'static str,
-    /// The bug class of the issue: (a) … (h).
+    /// The bug class: (a) … (i).
     pub class: &'static str,
     pub description: &'static str,
     pub buggy: Variant,
@@ -946,9 +946,38 @@ fn counter_snapshot_launch() -> Launch {
     Launch::threads(128, 64, vec![ArgSpec::zeros(Type::U32, 1), ArgSpec::zeros(Type::U32, 2)])
 }
 
+// ------------------------------------- (i) cooperative tensor layout ---
+
+/// One SIMD group's 32×32 product into a cooperative tensor, written out
+/// slot by slot: at each slot's coordinates (fixed), or at
+/// `lane·capacity + slot`, as if slot `i` of lane `l` were a fixed element.
+fn cooperative_slots(by_index: bool) -> Kernel {
+    let mut k = KernelBuilder::new("cooperative_slots");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(32, 32, Some(16)), ExecutionScope::Simdgroup);
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, &Tensor::new(a, [16u32, 32u32]), &Tensor::new(b, [32u32, 16u32]), acc);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    k.for_range("i", 0u32, acc.get_capacity(), 1u32, |k, i| {
+        k.if_(acc.is_valid_element(i), |k| {
+            let [col, row] = acc.get_multidimensional_index(i);
+            let at = if by_index { lane * acc.get_capacity() + i } else { row * 32u32 + col };
+            k.store(c.at(at), acc.get(i));
+        });
+    });
+    finish(k)
+}
+
+fn cooperative_slots_launch() -> Launch {
+    let values = |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 7 + seed) % 9) as f32 * 0.5 - 2.0).collect() };
+    Launch::threadgroups(1, 32, vec![ArgSpec::f16s(&values(32 * 16, 1)), ArgSpec::f16s(&values(16 * 32, 2)), ArgSpec::zeros(Type::F32, 32 * 32)])
+}
+
 // ------------------------------------------------------------ the corpus ---
 
-/// Every corpus entry, at least one per bug class (a)–(h).
+/// Every corpus entry, at least one per bug class (a)–(i).
 pub fn entries() -> Vec<Entry> {
     use FindingKind::*;
     vec![
@@ -1432,6 +1461,15 @@ pub fn entries() -> Vec<Entry> {
                 with: &[],
                 may: &[],
             },
+        },
+        Entry {
+            name: "cooperative_slots_by_index",
+            class: "(i) cooperative tensor layout assumed",
+            description: "a cooperative tensor written out as if slot i of lane l held element l·capacity + i, instead of at get_multidimensional_index(i)",
+            buggy: Variant { kernel: || cooperative_slots(true), launch: cooperative_slots_launch },
+            fixed: Variant { kernel: || cooperative_slots(false), launch: cooperative_slots_launch },
+            validation: Validation::Passes,
+            expected: || Expected { kind: LayoutDependence, variable: Some("C"), index: None, at: None, other: None, with: &[], may: &[] },
         },
     ]
 }

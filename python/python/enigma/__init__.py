@@ -26,7 +26,9 @@ out, grid=64, threads=32)``. :mod:`enigma.ops` runs the kernel library
 The kernel language — parameters and their annotations, statements,
 expressions, builtins, every function (``enigma.simd_sum``, ``enigma.exp``,
 ``enigma.fast.exp`` …), textures, threadgroup memory, atomics — is
-described in docs/language.md; each name here has its own docstring
+described in docs/language.md (cooperative tensor operations, Metal 4's
+``matmul2d`` under MetalPerformancePrimitives' names, in
+docs/cooperative-tensors.md); each name here has its own docstring
 (``help(enigma.simd_shuffle_down)``). Errors are all :class:`EnigmaError`:
 :class:`CompileError`, :class:`DispatchError` (with its subclass
 :class:`DeviceError`) and :class:`SanitizerError`.
@@ -39,6 +41,13 @@ from . import _lang
 from . import fast as fast
 from . import ops as ops
 from ._compile import CompiledKernel as CompiledKernel
+from ._cooperative import dynamic_extent as dynamic_extent
+from ._cooperative import execution_simdgroup as execution_simdgroup
+from ._cooperative import execution_simdgroups as execution_simdgroups
+from ._cooperative import matmul2d as matmul2d
+from ._cooperative import matmul2d_descriptor as matmul2d_descriptor
+from ._cooperative import PUBLIC as _COOPERATIVE
+from ._cooperative import tensor as tensor
 from ._compile import compile as compile
 from ._compile import compile_ir as compile_ir
 from ._devices import Texture as Texture
@@ -102,5 +111,5 @@ __all__ = sorted(
     {"Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
      "empty", "fast", "kernel", "ops", "sampler", "simdgroup_matrix", "synchronize", "texture2d", "tune"}
-    | set(_LANGUAGE_NAMES) | set(_PUBLIC_TYPES) | set(_lang.BUILTINS) | set(_lang.INTRINSICS)
+    | set(_LANGUAGE_NAMES) | set(_PUBLIC_TYPES) | set(_lang.BUILTINS) | set(_lang.INTRINSICS) | set(_COOPERATIVE)
 )

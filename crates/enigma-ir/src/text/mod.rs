@@ -34,6 +34,7 @@
 //! decl    := "spec" name ":" scalar "=" literal
 //!          | "threadgroup" name ":" type "[" len "]"
 //!          | "var" name ":" type
+//!          | "cooperative" name ":" "cooperative_tensor" "<" scalar "," rows "," cols "," scope ">"
 //! stmt    := ref "=" expr                      | ref "[" expr "]" "=" expr
 //!          | (ref "=")? "atomic_<op>" "(" ref "[" expr "]" "," expr ")"
 //!          | (ref "=")? "atomic_compare_exchange" "(" ref "[" expr "]" "," expr "," expr ")"
@@ -47,6 +48,14 @@
 //!          | "texture_fence" "(" ref ")"
 //!          | "async_copy" "(" ref "[" expr "]" "," ref "[" expr "]" "," n "," expr ")"   // (dst, src, count, valid)
 //!          | "async_commit" "(" ")" | "async_wait" "(" n ")"
+//!          | "matmul2d" "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination)
+//!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
+//!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
+//!          | ref "[" expr "]" "=" expr                 // a cooperative tensor's slot
+//! descriptor := "matmul2d_descriptor" "(" m "," n "," (k | "dynamic_extent") "," bool "," bool "," bool ","
+//!               ("multiply" | "multiply_accumulate") ")"   // transpose_left, transpose_right, relaxed_precision
+//! scope   := "simdgroup" | "simdgroups" "(" n ")"
+//! view    := "tensor" "(" ref "," expr "," expr "," expr "," expr "," expr ")"   // (memory, offset, x extent, y extent, x stride, y stride)
 //! expr    := unary (binop unary)?               // one operator per parenthesis level
 //! unary   := ("-" | "~" | "!") unary | primary ("." component)*
 //! primary := literal | ref | ref "[" expr "]" | builtin | "(" expr ")"
@@ -63,6 +72,8 @@
 //!          | "dim_check" "(" ref "," n "," expr "," expr ")"   // (memory, dimension, index, size)
 //!          | "texture_read" "(" ref "," expr ")" | ("get_width" | "get_height") "(" ref ")"
 //!          | "texture_sample" "(" ref "," sampler "," expr ")"
+//!          | "get_capacity" "(" ref ")" | "is_valid_element" "(" ref "," expr ")"
+//!          | "get_multidimensional_index" "(" ref "," expr "," n ")"   // n: 0 the column, 1 the row
 //! sampler := "sampler" "(" ("normalized" | "pixel") "," ("nearest" | "linear") ","
 //!            ("clamp_to_edge" | "clamp_to_zero" | "repeat" | "mirrored_repeat") ")"
 //! ```
@@ -155,6 +166,18 @@
 //!   `"nan"`, `"inf"`, `"-inf"`, `"nan:0x…"` (JSON has no numbers for them).
 //! * A statement is `{"kind":…, "loc":{"file","line"}}`; `loc` is left out
 //!   when unknown.
+//! * Cooperative tensors ([`crate::cooperative`]): the kernel's
+//!   `"cooperative_tensors":[{"name","elem","rows","cols","scope"}]` (left
+//!   out when empty; `scope` is `"simdgroup"` or `{"simdgroups":4}`), the
+//!   statements `matmul2d {desc: {m, n, k (null: dynamic), transpose_left,
+//!   transpose_right, relaxed_precision, mode}, scope, left: {"tensor": view}
+//!   or {"cooperative": id}, right: view, dest}`, `cooperative_load {tensor,
+//!   src}`, `cooperative_store {tensor, dst}`, `cooperative_set {tensor,
+//!   index, value}`, `cooperative_reduce {src, dest, axis, op}`, views
+//!   `{mem, offset, extents: [x, y], strides: [x, y]}`, and the expressions
+//!   `cooperative_capacity {tensor}`, `cooperative_valid {tensor, index}`,
+//!   `cooperative_element {tensor, index}`, `cooperative_coord {tensor,
+//!   index, dim}`.
 
 // Printing (`print`), reading (`lex` then `parse`) and the JSON form
 // (`json`). The printer quotes a name whenever the reader would take it for

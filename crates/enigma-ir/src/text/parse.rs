@@ -53,6 +53,7 @@ enum Entity {
     Spec(u32),
     Tg(u32),
     Local(u32),
+    Coop(u32),
 }
 
 impl Entity {
@@ -62,6 +63,7 @@ impl Entity {
             Entity::Spec(_) => "spec constant",
             Entity::Tg(_) => "threadgroup array",
             Entity::Local(_) => "local",
+            Entity::Coop(_) => "cooperative tensor",
         }
     }
 }
@@ -368,6 +370,23 @@ impl Parser {
                 self.expect_punct("]")?;
                 self.declare(&name, Entity::Tg(self.kernel.threadgroup_arrays.len() as u32), &at)?;
                 self.kernel.threadgroup_arrays.push(ThreadgroupArray { name, elem, len });
+            } else if self.at_decl("cooperative") {
+                self.bump();
+                let at = self.tok().clone();
+                let name = self.decl_name()?;
+                self.expect_punct(":")?;
+                self.expect_ident("cooperative_tensor")?;
+                self.expect_punct("<")?;
+                let elem = self.scalar()?;
+                self.expect_punct(",")?;
+                let rows = self.plain_u32("the rows")?;
+                self.expect_punct(",")?;
+                let cols = self.plain_u32("the columns")?;
+                self.expect_punct(",")?;
+                let scope = self.scope()?;
+                self.expect_punct(">")?;
+                self.declare(&name, Entity::Coop(self.kernel.cooperative_tensors.len() as u32), &at)?;
+                self.kernel.cooperative_tensors.push(crate::cooperative::CooperativeTensor { name, elem, rows, cols, scope });
             } else if self.at_decl("var") {
                 self.bump();
                 let at = self.tok().clone();
@@ -466,7 +485,12 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::Barrier { scope, flags })
                 }
-                "spec" | "threadgroup" | "var" if self.at_decl(&word) => {
+                "matmul2d" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns"
+                    if *self.peek_at(1) == Tok::Punct("(") =>
+                {
+                    Some(self.cooperative_stmt(&word)?)
+                }
+                "spec" | "threadgroup" | "var" | "cooperative" if self.at_decl(&word) => {
                     return Err(self.err(ParseErrorKind::Expected {
                         expected: "a statement (declarations come before the first statement)".into(),
                         found: format!("the declaration `{word}`"),
@@ -554,7 +578,14 @@ impl Parser {
             return Err(self.expected("a statement"));
         }
         let target = self.reference()?;
-        let kind = if self.eat_punct("[") {
+        let kind = if let (Entity::Coop(t), true) = (target, self.is_punct("[")) {
+            self.bump();
+            let index = self.expr()?;
+            self.expect_punct("]")?;
+            self.expect_punct("=")?;
+            let value = self.expr()?;
+            StmtKind::CooperativeSet { tensor: crate::cooperative::CoopId(t), index, value }
+        } else if self.eat_punct("[") {
             let mem = self.memory_of(target, &at)?;
             let index = self.expr()?;
             self.expect_punct("]")?;
@@ -699,7 +730,8 @@ impl Parser {
             "spec" => Entity::Spec,
             "tg" => Entity::Tg,
             "local" => Entity::Local,
-            _ => return Err(self.expected("`param`, `spec`, `tg` or `local` after `$`")),
+            "coop" => Entity::Coop,
+            _ => return Err(self.expected("`param`, `spec`, `tg`, `local` or `coop` after `$`")),
         };
         self.bump();
         self.expect_punct("(")?;
@@ -748,6 +780,12 @@ impl Parser {
 
     /// The value of a reference, or a load when `[` follows.
     fn entity_value(&mut self, e: Entity, at: &Token) -> PResult<Expr> {
+        if let (Entity::Coop(t), true) = (e, self.is_punct("[")) {
+            self.bump();
+            let index = Box::new(self.expr()?);
+            self.expect_punct("]")?;
+            return Ok(Expr::CooperativeElement { tensor: crate::cooperative::CoopId(t), index });
+        }
         if self.eat_punct("[") {
             let mem = self.memory_of(e, at)?;
             let index = self.expr()?;
@@ -758,6 +796,16 @@ impl Parser {
             Entity::Param(p) => Expr::Param(ParamId(p)),
             Entity::Spec(s) => Expr::Spec(SpecId(s)),
             Entity::Local(v) => Expr::Var(VarId(v)),
+            Entity::Coop(_) => {
+                return Err(self.err_at(
+                    at,
+                    ParseErrorKind::WrongKind {
+                        name: self.entity_name(at),
+                        what: "cooperative tensor",
+                        expected: "index it (`name[i]`) to read a slot",
+                    },
+                ))
+            }
             Entity::Tg(_) => {
                 return Err(self.err_at(
                     at,
@@ -942,6 +990,26 @@ impl Parser {
                         self.expect_punct(")")?;
                         Ok(Expr::DimCheck { mem, dim, index, size })
                     }
+                    ("get_capacity" | "is_valid_element" | "get_multidimensional_index", Tok::Punct("(")) => {
+                        self.bump();
+                        self.bump();
+                        let tensor = self.coop_arg()?;
+                        let e = if word == "get_capacity" {
+                            Expr::CooperativeCapacity { tensor }
+                        } else {
+                            self.expect_punct(",")?;
+                            let index = Box::new(self.expr()?);
+                            if word == "is_valid_element" {
+                                Expr::CooperativeValid { tensor, index }
+                            } else {
+                                self.expect_punct(",")?;
+                                let dim = self.small_index("a coordinate")?;
+                                Expr::CooperativeCoord { tensor, index, dim }
+                            }
+                        };
+                        self.expect_punct(")")?;
+                        Ok(e)
+                    }
                     ("texture_sample", Tok::Punct("(")) => {
                         self.bump();
                         self.bump();
@@ -1091,6 +1159,120 @@ impl Parser {
                 ParseErrorKind::WrongKind { name: self.entity_name(&at), what: other.what(), expected: "a texture parameter is expected here" },
             )),
         }
+    }
+
+    /// A cooperative tensor named as an argument.
+    fn coop_arg(&mut self) -> PResult<crate::cooperative::CoopId> {
+        let at = self.tok().clone();
+        match self.reference()? {
+            Entity::Coop(t) => Ok(crate::cooperative::CoopId(t)),
+            other => Err(self.err_at(
+                &at,
+                ParseErrorKind::WrongKind { name: self.entity_name(&at), what: other.what(), expected: "a cooperative tensor is expected here" },
+            )),
+        }
+    }
+
+    /// `simdgroup` or `simdgroups(n)`.
+    fn scope(&mut self) -> PResult<crate::cooperative::ExecutionScope> {
+        if self.eat_ident("simdgroup") {
+            return Ok(crate::cooperative::ExecutionScope::Simdgroup);
+        }
+        if !self.eat_ident("simdgroups") {
+            return Err(self.expected("`simdgroup` or `simdgroups(n)`"));
+        }
+        self.expect_punct("(")?;
+        let n = self.plain_u32("a SIMD-group count")?;
+        self.expect_punct(")")?;
+        Ok(crate::cooperative::ExecutionScope::Simdgroups(n))
+    }
+
+    /// `true` or `false`.
+    fn flag(&mut self) -> PResult<bool> {
+        if self.eat_ident("true") {
+            Ok(true)
+        } else if self.eat_ident("false") {
+            Ok(false)
+        } else {
+            Err(self.expected("`true` or `false`"))
+        }
+    }
+
+    /// `tensor(mem, offset, x extent, y extent, x stride, y stride)`.
+    fn view(&mut self) -> PResult<crate::cooperative::TensorView> {
+        self.expect_ident("tensor")?;
+        self.expect_punct("(")?;
+        let mem = self.memory_arg()?;
+        let mut e = Vec::with_capacity(5);
+        for _ in 0..5 {
+            self.expect_punct(",")?;
+            e.push(self.expr()?);
+        }
+        self.expect_punct(")")?;
+        let [offset, ex, ey, sx, sy]: [Expr; 5] = e.try_into().map_err(|_| self.expected("five view values"))?;
+        Ok(crate::cooperative::TensorView { mem, offset, extents: [ex, ey], strides: [sx, sy] })
+    }
+
+    /// A cooperative statement; its name is next.
+    fn cooperative_stmt(&mut self, word: &str) -> PResult<StmtKind> {
+        use crate::cooperative::*;
+        self.bump();
+        self.expect_punct("(")?;
+        let kind = match word {
+            "matmul2d" => {
+                self.expect_ident("matmul2d_descriptor")?;
+                self.expect_punct("(")?;
+                let m = self.plain_u32("m")?;
+                self.expect_punct(",")?;
+                let n = self.plain_u32("n")?;
+                self.expect_punct(",")?;
+                let k = if self.eat_ident("dynamic_extent") { None } else { Some(self.plain_u32("k or `dynamic_extent`")?) };
+                self.expect_punct(",")?;
+                let transpose_left = self.flag()?;
+                self.expect_punct(",")?;
+                let transpose_right = self.flag()?;
+                self.expect_punct(",")?;
+                let relaxed_precision = self.flag()?;
+                self.expect_punct(",")?;
+                let mode = self.named(Matmul2dMode::from_name, "`multiply` or `multiply_accumulate`")?;
+                self.expect_punct(")")?;
+                self.expect_punct(",")?;
+                let desc = Matmul2dDescriptor { m, n, k, transpose_left, transpose_right, relaxed_precision, mode };
+                let scope = self.scope()?;
+                self.expect_punct(",")?;
+                let left = if self.is_ident("tensor") && *self.peek_at(1) == Tok::Punct("(") {
+                    Matmul2dLeft::Tensor(Box::new(self.view()?))
+                } else {
+                    Matmul2dLeft::Cooperative(self.coop_arg()?)
+                };
+                self.expect_punct(",")?;
+                let right = Box::new(self.view()?);
+                self.expect_punct(",")?;
+                let dest = self.coop_arg()?;
+                StmtKind::Matmul2d { desc, scope, left, right, dest }
+            }
+            "cooperative_load" | "cooperative_store" => {
+                let tensor = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let view = Box::new(self.view()?);
+                if word == "cooperative_load" {
+                    StmtKind::CooperativeLoad { tensor, src: view }
+                } else {
+                    StmtKind::CooperativeStore { tensor, dst: view }
+                }
+            }
+            _ => {
+                let src = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let dest = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let op = self.named(ReduceOp::from_name, "`sum`, `max` or `min`")?;
+                let axis = if word == "reduce_rows" { ReduceAxis::Rows } else { ReduceAxis::Columns };
+                StmtKind::CooperativeReduce { src, dest, axis, op }
+            }
+        };
+        self.expect_punct(")")?;
+        Ok(kind)
     }
 
     /// A buffer or threadgroup array named as an argument.

@@ -69,6 +69,19 @@ const KEYWORDS: &[&str] = &[
     "texture_fence",
     "get_width",
     "get_height",
+    "cooperative",
+    "cooperative_tensor",
+    "matmul2d",
+    "matmul2d_descriptor",
+    "dynamic_extent",
+    "tensor",
+    "cooperative_load",
+    "cooperative_store",
+    "reduce_rows",
+    "reduce_columns",
+    "get_capacity",
+    "is_valid_element",
+    "get_multidimensional_index",
 ];
 
 fn is_plain_ident(s: &str) -> bool {
@@ -187,7 +200,10 @@ impl Printer<'_> {
         for l in &k.locals {
             let _ = writeln!(self.out, "    var {}: {}", quote_name(&l.name), l.ty);
         }
-        let decls = k.spec_constants.len() + k.threadgroup_arrays.len() + k.locals.len();
+        for t in &k.cooperative_tensors {
+            let _ = writeln!(self.out, "    cooperative {}: {}", quote_name(&t.name), t.type_text());
+        }
+        let decls = k.spec_constants.len() + k.threadgroup_arrays.len() + k.locals.len() + k.cooperative_tensors.len();
         if decls > 0 && !k.body.is_empty() {
             self.out.push('\n');
         }
@@ -223,6 +239,67 @@ impl Printer<'_> {
                 Some(a) => quote_name(&a.name).into_owned(),
                 None => format!("$tg({})", t.0),
             },
+        }
+    }
+
+    fn coop_ref(&self, id: crate::cooperative::CoopId) -> String {
+        match self.k.cooperative_tensors.get(id.0 as usize) {
+            Some(t) => quote_name(&t.name).into_owned(),
+            None => format!("$coop({})", id.0),
+        }
+    }
+
+    /// `tensor(mem, offset, x extent, y extent, x stride, y stride)`.
+    fn view(&mut self, view: &crate::cooperative::TensorView) {
+        let name = self.memory_ref(view.mem);
+        let _ = write!(self.out, "tensor({name}");
+        for e in view.exprs() {
+            self.out.push_str(", ");
+            self.expr(e);
+        }
+        self.out.push(')');
+    }
+
+    /// The statements of [`crate::cooperative`].
+    fn cooperative_stmt(&mut self, kind: &StmtKind) {
+        use crate::cooperative::Matmul2dLeft;
+        match kind {
+            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+                let k = desc.k.map_or("dynamic_extent".to_string(), |k| k.to_string());
+                let _ = write!(
+                    self.out,
+                    "matmul2d(matmul2d_descriptor({}, {}, {k}, {}, {}, {}, {}), {scope}, ",
+                    desc.m,
+                    desc.n,
+                    desc.transpose_left,
+                    desc.transpose_right,
+                    desc.relaxed_precision,
+                    desc.mode.name()
+                );
+                match left {
+                    Matmul2dLeft::Tensor(view) => self.view(view),
+                    Matmul2dLeft::Cooperative(id) => self.out.push_str(&self.coop_ref(*id)),
+                }
+                self.out.push_str(", ");
+                self.view(right);
+                let _ = write!(self.out, ", {})", self.coop_ref(*dest));
+            }
+            StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
+                let word = if matches!(kind, StmtKind::CooperativeLoad { .. }) { "cooperative_load" } else { "cooperative_store" };
+                let _ = write!(self.out, "{word}({}, ", self.coop_ref(*tensor));
+                self.view(view);
+                self.out.push(')');
+            }
+            StmtKind::CooperativeSet { tensor, index, value } => {
+                let _ = write!(self.out, "{}[", self.coop_ref(*tensor));
+                self.expr(index);
+                self.out.push_str("] = ");
+                self.expr(value);
+            }
+            StmtKind::CooperativeReduce { src, dest, axis, op } => {
+                let _ = write!(self.out, "{}({}, {}, {})", axis.function(), self.coop_ref(*src), self.coop_ref(*dest), op.name());
+            }
+            _ => {}
         }
     }
 
@@ -397,6 +474,11 @@ impl Printer<'_> {
                 };
                 let _ = write!(self.out, "{name}({})", flags.name());
             }
+            StmtKind::Matmul2d { .. }
+            | StmtKind::CooperativeLoad { .. }
+            | StmtKind::CooperativeStore { .. }
+            | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind),
         }
         self.loc(stmt);
         self.out.push('\n');
@@ -421,6 +503,24 @@ impl Printer<'_> {
 
     fn expr(&mut self, e: &Expr) {
         match e {
+            Expr::CooperativeCapacity { tensor } => {
+                let _ = write!(self.out, "get_capacity({})", self.coop_ref(*tensor));
+            }
+            Expr::CooperativeValid { tensor, index } => {
+                let _ = write!(self.out, "is_valid_element({}, ", self.coop_ref(*tensor));
+                self.expr(index);
+                self.out.push(')');
+            }
+            Expr::CooperativeElement { tensor, index } => {
+                let _ = write!(self.out, "{}[", self.coop_ref(*tensor));
+                self.expr(index);
+                self.out.push(']');
+            }
+            Expr::CooperativeCoord { tensor, index, dim } => {
+                let _ = write!(self.out, "get_multidimensional_index({}, ", self.coop_ref(*tensor));
+                self.expr(index);
+                let _ = write!(self.out, ", {dim})");
+            }
             Expr::MatrixFill { ty, value, diagonal } => {
                 let _ = write!(self.out, "{}<{ty}>(", if *diagonal { "simdgroup_diagonal" } else { "simdgroup_fill" });
                 self.expr(value);

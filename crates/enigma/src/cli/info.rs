@@ -36,8 +36,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let rows: Vec<Vec<String>> = runtime.iter().map(RuntimeDevice::row).collect();
         common::print_table(&["device", "name", "units", "SIMD", "max TG", "TG memory", "memory"], &rows);
         for d in &runtime {
-            if let Err(why) = &d.opened {
-                println!("{}: {why}", d.device);
+            match &d.opened {
+                Ok(i) => {
+                    let features: Vec<&str> = i.features.iter().map(|f| f.describe()).collect();
+                    println!("{}: runs {}", d.device, features.join(", "));
+                }
+                Err(why) => println!("{}: {why}", d.device),
             }
         }
         println!();
@@ -116,6 +120,7 @@ impl RuntimeDevice {
                 "max_threads_per_threadgroup": i.max_threads_per_threadgroup,
                 "max_threadgroup_memory_bytes": i.max_threadgroup_memory_bytes,
                 "memory_bytes": i.memory_bytes,
+                "features": i.features,
             }),
             Err(why) => serde_json::json!({ "device": self.device, "available": false, "reason": why }),
         }

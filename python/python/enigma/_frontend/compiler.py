@@ -14,6 +14,7 @@ from .. import _enigma, _lang
 from .._lang import BufferParam, ConstantParam, TextureParam
 from .._types import DType, f32, i32, bool_, parse_type
 from .conversions import Conversions
+from .cooperative import Cooperative
 from .diagnostics import CompileError, Diagnostics
 from .expressions import Expressions
 from .intrinsics import Intrinsics
@@ -24,7 +25,7 @@ from .textures import Textures
 from .values import MemRef, PyObj, ValueParamSym
 
 
-class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, Textures, Intrinsics):
+class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, Textures, Cooperative, Intrinsics):
     """Compiles one kernel function; each concern's methods come from its mixin."""
 
     def __init__(self, fn):
@@ -53,6 +54,8 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         self.spec_constants = []
         self.tg_arrays = []
         self.locals = []
+        self.coop_tensors = []
+        self.coop_name_hint = None  # the name a cooperative tensor being made is assigned to
         self.symbols = {}
         self.taken = set()
         self.written = set()
@@ -127,7 +130,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
                 if access == "read" and i in self.written:
                     raise self.error(fn_node, f"buffer `{p['name']}` is declared read-only but the kernel writes it")
                 p["kind"]["buffer"]["access"] = access
-        return {
+        ir = {
             "schema": _enigma.IR_JSON_SCHEMA,
             "name": self.kernel_ir_name,
             "params": self.params,
@@ -136,6 +139,9 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
             "locals": self.locals,
             "body": self.block,
         }
+        if self.coop_tensors:
+            ir["cooperative_tensors"] = self.coop_tensors
+        return ir
 
     def _param(self, arg, annotations):
         name = arg.arg

@@ -20,6 +20,7 @@ from .conversions import _default_type
 from .diagnostics import MAX_NESTING, _short, _TOO_DEEP, _UNSUPPORTED_EXPRS
 from .irjson import _binary, _call, _cast, _extract
 from .textures import TexRef
+from .cooperative import _METHODS as _COOPERATIVE_METHODS
 from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
 
 
@@ -56,7 +57,10 @@ class Expressions:
     """Lowers expressions to IR values."""
 
     def value(self, node) -> Val:
-        r = self.expr(node)
+        return self._value_of(self.expr(node), node)
+
+    def _value_of(self, r, node) -> Val:
+        """What ``node`` compiled to (``r``), which must be a value."""
         if isinstance(r, Val):
             return r
         if isinstance(r, MemRef):
@@ -138,8 +142,8 @@ class Expressions:
                     "(inside an if_ or a loop); assign it before that block to use it here",
                 )
             return Val({"var": sym.var}, sym.ty, decay=sym.decay)
-        if isinstance(sym, (MemRef, TexRef)):
-            return sym
+        if isinstance(sym, (MemRef, TexRef, PyObj, Val)):
+            return sym  # PyObj: a cooperative object bound to a name; Val: a map() parameter
         if isinstance(sym, ValueParamSym):
             return Val({"param": sym.index}, sym.ty)
         if isinstance(sym, SpecSym):
@@ -167,6 +171,8 @@ class Expressions:
     def _attribute(self, node):
         base = self.expr(node.value)
         attr = node.attr
+        if isinstance(base, PyObj) and type(base.obj) in _COOPERATIVE_METHODS:
+            return self._coop_attribute(base.obj, attr, node)
         if isinstance(base, PyObj):
             obj = base.obj
             if isinstance(obj, Builtin) and attr in ("x", "y", "z"):

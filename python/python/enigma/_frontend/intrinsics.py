@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import builtins as _py_builtins
 
-from .. import _enigma, _lang
+from .. import _cooperative, _enigma, _lang
 from .._kernel import Kernel
+from .cooperative import CoopMethod, is_compile_time
 from .._lang import Builtin, Intrinsic
 from .._types import DType, MatrixType, f32, i32, u32, bool_
 from .expressions import _COMPONENTS
@@ -27,6 +28,12 @@ class Intrinsics:
         obj = callee.obj
         if isinstance(obj, TexMethod):
             return self._texture_call(obj, node)
+        if isinstance(obj, CoopMethod):
+            return self._coop_method_call(obj, node)
+        if is_compile_time(obj):
+            return self._compile_time_call(obj, node)
+        if obj is _cooperative.tensor:
+            return self._tensor_call(node)
         if isinstance(obj, DType):
             return self._cast_call(obj, node)
         if isinstance(obj, MatrixType):

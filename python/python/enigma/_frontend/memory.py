@@ -14,6 +14,7 @@ from .. import _enigma
 from .._lang import Builtin
 from .._types import DType, bool_, u32, u64
 from .conversions import _default_type
+from .cooperative import CoopRef
 from .irjson import _extract, _lit
 from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
 
@@ -138,6 +139,8 @@ class Memory:
 
     def _subscript(self, node):
         base = self.expr(node.value)
+        if isinstance(base, PyObj) and isinstance(base.obj, CoopRef):
+            return self._coop_subscript(base.obj, node)
         if isinstance(base, MemRef):
             index = self._index(node.slice, base, node)
             return Val({"load": {"mem": base.mem, "index": index}}, base.elem)

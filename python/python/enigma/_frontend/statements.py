@@ -17,6 +17,7 @@ from .diagnostics import CompileError, MAX_NESTING, _TOO_DEEP, _UNSUPPORTED_STMT
 from .expressions import _BINOPS
 from .irjson import _lit
 from .textures import TexMethod, TexRef
+from .cooperative import COOPERATIVE_OBJECTS, CoopMethod, CoopRef
 from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
 
 
@@ -145,6 +146,8 @@ class Statements:
             if isinstance(callee, PyObj) and isinstance(callee.obj, TexMethod) and callee.obj.method == "fence":
                 self._bind(v, f"{callee.obj.tex.name}.fence", [], 0, prefix="")
                 return self.emit({"texture_fence": {"tex": callee.obj.tex.index}}, v)
+            if isinstance(callee, PyObj) and isinstance(callee.obj, CoopMethod):
+                return self._coop_method_stmt(callee.obj, v)
             if isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic):
                 name = callee.obj.name
                 if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier"):
@@ -170,8 +173,20 @@ class Statements:
             special = self._special_rhs(target.id, value_node)
             if special:
                 return
-            val = self.value(value_node)
+            self.coop_name_hint = target.id
+            try:
+                r = self.expr(value_node)
+            finally:
+                self.coop_name_hint = None
+            if isinstance(r, PyObj) and isinstance(r.obj, COOPERATIVE_OBJECTS):
+                if target.id in self.symbols and not isinstance(self.symbols[target.id], PyObj):
+                    raise self.error(node, f"`{target.id}` is already a kernel value; give the {type(r.obj).__name__} a name of its own")
+                self.symbols[target.id] = r
+                return
+            val = self._value_of(r, value_node)
             self._assign_name(target.id, val, node)
+        elif isinstance(target, ast.Subscript) and isinstance(self.expr(target.value), PyObj) and isinstance(self.expr(target.value).obj, CoopRef):
+            self._coop_set(self.expr(target.value).obj, target.slice, value_node, node)
         elif isinstance(target, ast.Subscript):
             mem = self.expr(target.value)
             if isinstance(mem, Val):

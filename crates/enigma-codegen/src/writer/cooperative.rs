@@ -1,0 +1,235 @@
+//! Cooperative tensor operations in the shared writer, spelt as Metal 4's
+//! MetalPerformancePrimitives: one `mpp::tensor_ops::matmul2d<descriptor,
+//! scope>` object per distinct descriptor and scope (the descriptors are
+//! program-scope constants the dialect's head writes), each cooperative
+//! tensor declared at the top of the body from the operation that first
+//! writes it (`get_destination_cooperative_tensor`, or the row/column
+//! reduction destination of its source's operation), and views as
+//! `metal::tensor<…, dextents<int32_t, 2>, tensor_inline>` made where they
+//! are used. A dialect that has no such spelling refuses the kernel
+//! ([`crate::dialect::Dialect::cooperative_tensors`]).
+
+use super::{Code, Val, Writer};
+use crate::dialect::Dialect;
+use crate::error::{CodegenError, CodegenErrorKind};
+use std::fmt::Write as _;
+use enigma_ir::{
+    CoopId, ExecutionScope, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type,
+};
+
+/// The names the cooperative code uses.
+#[derive(Debug, Default)]
+pub(crate) struct CoopNames {
+    /// Each distinct (descriptor, scope), with its object's name.
+    pub ops: Vec<(Matmul2dDescriptor, ExecutionScope, String)>,
+    /// Each cooperative tensor's name.
+    pub tensors: Vec<String>,
+    /// The names of the views a statement makes.
+    pub views: [String; 2],
+    /// Program-scope declarations (the descriptors) for the dialect's head.
+    pub prologue: String,
+}
+
+/// The MSL spelling of a descriptor.
+pub(crate) fn descriptor_text(d: &Matmul2dDescriptor) -> String {
+    let k = d.k.map_or("static_cast<int>(metal::dynamic_extent)".to_string(), |k| k.to_string());
+    let mode = match d.mode {
+        Matmul2dMode::Multiply => "multiply",
+        Matmul2dMode::MultiplyAccumulate => "multiply_accumulate",
+    };
+    format!(
+        "mpp::tensor_ops::matmul2d_descriptor({}, {}, {k}, {}, {}, {}, mpp::tensor_ops::matmul2d_descriptor::mode::{mode})",
+        d.m, d.n, d.transpose_left, d.transpose_right, d.relaxed_precision
+    )
+}
+
+impl<'k, D: Dialect> Writer<'k, D> {
+    fn coop_name(&self, id: CoopId) -> Result<String, CodegenError> {
+        self.coop.tensors.get(id.0 as usize).cloned().ok_or_else(|| self.malformed(format!("cooperative tensor {} does not exist", id.0)))
+    }
+
+    fn op_name(&self, desc: &Matmul2dDescriptor, scope: ExecutionScope) -> String {
+        self.coop.ops.iter().find(|(d, s, _)| d == desc && *s == scope).map_or_else(String::new, |(_, _, n)| n.clone())
+    }
+
+    /// `metal::tensor<device half, metal::dextents<int32_t, 2>, metal::tensor_inline>`.
+    fn view_type(&self, mem: Memory) -> Result<String, CodegenError> {
+        let elem = crate::msl::memory_elem(self.kernel, mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
+        let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
+        Ok(format!("metal::tensor<{space} {}, metal::dextents<int32_t, 2>, metal::tensor_inline>", elem.msl_name()))
+    }
+
+    /// The type a left operand has in the template arguments.
+    fn left_type(&self, left: &Matmul2dLeft) -> Result<String, CodegenError> {
+        match left {
+            Matmul2dLeft::Tensor(v) => self.view_type(v.mem),
+            Matmul2dLeft::Cooperative(id) => Ok(format!("decltype({})", self.coop_name(*id)?)),
+        }
+    }
+
+    /// Names the operations and tensors and writes the tensors'
+    /// declarations, in the order the body first writes them.
+    pub(super) fn cooperative_decls(&mut self) -> Result<(), CodegenError> {
+        let k = self.kernel;
+        if k.cooperative_tensors.is_empty() {
+            return Ok(());
+        }
+        self.lift(self.dialect.cooperative_tensors())?;
+        self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
+        self.coop.views = [self.names.fresh("mpp_left"), self.names.fresh("mpp_right")];
+        let mut stmts = vec![];
+        k.walk_stmts(|_, s| stmts.push(&s.kind));
+        for s in &stmts {
+            if let StmtKind::Matmul2d { desc, scope, .. } = s {
+                if !self.coop.ops.iter().any(|(d, sc, _)| d == desc && sc == scope) {
+                    let name = self.names.fresh(&format!("matmul{}", self.coop.ops.len()));
+                    self.coop.ops.push((*desc, *scope, name));
+                }
+            }
+        }
+        let ops = self.coop.ops.clone();
+        for (desc, scope, name) in &ops {
+            let _ = writeln!(self.coop.prologue, "constexpr constant mpp::tensor_ops::matmul2d_descriptor {name}_desc = {};", descriptor_text(desc));
+            self.line(&format!("mpp::tensor_ops::matmul2d<{name}_desc, {}> {name};", scope.msl_name()));
+        }
+        // (operation, left type, right type) of each tensor once known.
+        let mut origin: Vec<Option<(String, String, String)>> = vec![None; k.cooperative_tensors.len()];
+        self.line("// cooperative tensors (MetalPerformancePrimitives)");
+        for s in &stmts {
+            let (dest, decl) = match s {
+                StmtKind::Matmul2d { desc, scope, left, right, dest } if origin[dest.0 as usize].is_none() => {
+                    let o = (self.op_name(desc, *scope), self.left_type(left)?, self.view_type(right.mem)?);
+                    let elem = k.cooperative(*dest).elem.msl_name();
+                    let decl = format!("{}.get_destination_cooperative_tensor<{}, {}, {elem}>()", o.0, o.1, o.2);
+                    origin[dest.0 as usize] = Some(o);
+                    (*dest, decl)
+                }
+                StmtKind::CooperativeReduce { src, dest, axis, .. } if origin[dest.0 as usize].is_none() => {
+                    let Some(o) = origin[src.0 as usize].clone() else { continue };
+                    let which = match axis {
+                        ReduceAxis::Rows => "row",
+                        ReduceAxis::Columns => "column",
+                    };
+                    let elem = k.cooperative(*dest).elem.msl_name();
+                    let decl = format!("{}.get_{which}_reduction_destination_cooperative_tensor<{}, {}, {elem}>()", o.0, o.1, o.2);
+                    origin[dest.0 as usize] = Some(o);
+                    (*dest, decl)
+                }
+                _ => continue,
+            };
+            let name = self.coop_name(dest)?;
+            self.line(&format!("auto {name} = {decl};"));
+        }
+        if let Some(i) = origin.iter().position(Option::is_none) {
+            let t = &k.cooperative_tensors[i];
+            return Err(self.error(CodegenErrorKind::Unsupported {
+                what: format!("cooperative tensor `{}`, which no matmul2d or reduction writes first (MSL takes its type from one)", t.name),
+                ty: Type::scalar(t.elem),
+            }));
+        }
+        Ok(())
+    }
+
+    /// `metal::tensor<…>((device half*)A + offset, extents, strides)`.
+    fn view_code(&mut self, v: &TensorView) -> Result<String, CodegenError> {
+        let ty = self.view_type(v.mem)?;
+        let elem = crate::msl::memory_elem(self.kernel, v.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
+        let space = if matches!(v.mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
+        let base = match v.mem {
+            Memory::Buffer(p) => self.names.param(p).to_string(),
+            Memory::Threadgroup(t) => self.names.tg_array(t).to_string(),
+        };
+        let mut vals = vec![];
+        for e in v.exprs() {
+            vals.push(self.expr(e)?.code);
+        }
+        let int = |c: &Code| format!("int32_t({})", c.text);
+        Ok(format!(
+            "{ty}(({space} {}*){base} + {}, metal::dextents<int32_t, 2>({}, {}), metal::array<int32_t, 2>{{{}, {}}})",
+            elem.msl_name(),
+            vals[0].at_least(super::Prec::Additive),
+            int(&vals[1]),
+            int(&vals[2]),
+            int(&vals[3]),
+            int(&vals[4])
+        ))
+    }
+
+    pub(super) fn cooperative_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
+        match kind {
+            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+                let op = self.op_name(desc, *scope);
+                let [lname, rname] = self.coop.views.clone();
+                self.line("{");
+                self.indent += 1;
+                let left_arg = match left {
+                    Matmul2dLeft::Tensor(v) => {
+                        let code = self.view_code(v)?;
+                        self.line(&format!("auto {lname} = {code};"));
+                        lname
+                    }
+                    Matmul2dLeft::Cooperative(id) => self.coop_name(*id)?,
+                };
+                let code = self.view_code(right)?;
+                self.line(&format!("auto {rname} = {code};"));
+                let dest = self.coop_name(*dest)?;
+                self.line(&format!("{op}.run({left_arg}, {rname}, {dest});"));
+                self.indent -= 1;
+                self.line("}");
+            }
+            StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
+                let method = if matches!(kind, StmtKind::CooperativeLoad { .. }) { "load" } else { "store" };
+                let name = self.coop_name(*tensor)?;
+                let vname = self.coop.views[0].clone();
+                let code = self.view_code(view)?;
+                self.line("{");
+                self.indent += 1;
+                self.line(&format!("auto {vname} = {code};"));
+                self.line(&format!("{name}.{method}({vname});"));
+                self.indent -= 1;
+                self.line("}");
+            }
+            StmtKind::CooperativeSet { tensor, index, value } => {
+                let name = self.coop_name(*tensor)?;
+                let i = self.expr(index)?.code.text;
+                let v = self.top_expr(value)?.code.text;
+                self.line(&format!("{name}[{i}] = {v};"));
+            }
+            StmtKind::CooperativeReduce { src, dest, axis, op } => {
+                let elem = self.kernel.cooperative(*src).elem.msl_name();
+                let (s, d) = (self.coop_name(*src)?, self.coop_name(*dest)?);
+                let op = match op {
+                    ReduceOp::Sum => "sum",
+                    ReduceOp::Max => "max",
+                    ReduceOp::Min => "min",
+                };
+                self.line(&format!(
+                    "mpp::tensor_ops::{}({s}, {d}, mpp::tensor_ops::reduction_operation::{op}, mpp::tensor_ops::reduction_operation_identity<{elem}>::{op}_identity);",
+                    axis.function()
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        Ok(match e {
+            Expr::CooperativeCapacity { tensor } => Val { code: Code::postfix(format!("uint({}.get_capacity())", self.coop_name(*tensor)?)), ty: Type::U32 },
+            Expr::CooperativeValid { tensor, index } => {
+                let i = self.expr(index)?.code.text;
+                Val { code: Code::postfix(format!("{}.is_valid_element({i})", self.coop_name(*tensor)?)), ty: Type::BOOL }
+            }
+            Expr::CooperativeElement { tensor, index } => {
+                let i = self.expr(index)?.code.text;
+                let elem = self.kernel.cooperative(*tensor).elem;
+                Val { code: Code::postfix(format!("{}[{i}]", self.coop_name(*tensor)?)), ty: Type::scalar(elem) }
+            }
+            Expr::CooperativeCoord { tensor, index, dim } => {
+                let i = self.expr(index)?.code.text;
+                Val { code: Code::postfix(format!("uint({}.get_multidimensional_index({i})[{dim}])", self.coop_name(*tensor)?)), ty: Type::U32 }
+            }
+            _ => return Err(self.malformed("not a cooperative expression")),
+        })
+    }
+}

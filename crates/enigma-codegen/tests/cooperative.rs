@@ -1,0 +1,71 @@
+//! Cooperative tensor operations in generated code: MSL 4.0 writes them with
+//! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
+//! `cooperative_gemm_tile.msl`, which tests/msl_syntax.rs also checks with
+//! g++ against the shim's MPP declarations); older MSL and CUDA refuse the
+//! kernel with an error that says so.
+
+use enigma_codegen::{cuda, msl, CodegenErrorKind};
+use enigma_ir::text::parse;
+use enigma_ir::{validate, Kernel, KernelInfo};
+
+const GEMM_TILE: &str = "\
+kernel cooperative_gemm_tile(A: device f16 read, B: device f16 read, C: device f32 read_write, R: device f32 read_write, M: u32, N: u32, K: u32) {
+    threadgroup Bs: f16[2048]
+    var row: u32
+    var i: u32
+    cooperative c: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative d: cooperative_tensor<f32, 64, 32, simdgroups(4)>
+    cooperative rows: cooperative_tensor<f32, 64, 1, simdgroups(4)>
+
+    row = (threadgroup_position_in_grid.x * 64u32)
+    matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, false, false, multiply), simdgroups(4), tensor(A, (row * K), K, 64u32, 1u32, K), tensor(B, 0u32, N, K, 1u32, N), c)
+    for i in (0u32, get_capacity(c), 1u32) {
+        if (is_valid_element(c, i)) {
+            c[i] = max(c[i], cast<f32>(get_multidimensional_index(c, i, 0)))
+        }
+    }
+    matmul2d(matmul2d_descriptor(64, 32, 64, false, true, true, multiply_accumulate), simdgroups(4), c, tensor(Bs, 0u32, 64u32, 32u32, 1u32, 64u32), d)
+    reduce_rows(d, rows, max)
+    cooperative_store(c, tensor(C, (row * N), N, 64u32, 1u32, N))
+    cooperative_store(rows, tensor(R, row, 1u32, 64u32, 1u32, 1u32))
+}
+";
+
+fn gemm_tile() -> (Kernel, KernelInfo) {
+    let kernel = parse(GEMM_TILE).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    (kernel, info)
+}
+
+#[test]
+fn msl_4_writes_metal_performance_primitives() {
+    let (kernel, info) = gemm_tile();
+    let options = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
+    let metal = msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"));
+    for needle in [
+        "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>",
+        "mpp::tensor_ops::matmul2d<matmul0_desc, metal::execution_simdgroups<4>> matmul0;",
+        "auto c = matmul0.get_destination_cooperative_tensor<",
+        "matmul0.run(mpp_left, mpp_right, c);",
+        "matmul1.run(c, mpp_right, d);",
+        "auto rows = matmul1.get_row_reduction_destination_cooperative_tensor<decltype(c), ",
+        "mpp::tensor_ops::reduce_rows(d, rows, mpp::tensor_ops::reduction_operation::max, mpp::tensor_ops::reduction_operation_identity<float>::max_identity);",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    insta::assert_snapshot!("cooperative_gemm_tile.msl", metal);
+}
+
+#[test]
+fn older_msl_and_cuda_refuse_the_kernel_saying_why() {
+    let (kernel, info) = gemm_tile();
+    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::LanguageVersion { needed: (4, 0), requested: (3, 1), .. }), "{err}");
+    assert!(info.features.contains(&enigma_ir::Feature::CooperativeTensors));
+    assert!(!msl::supported_features(&msl::Options::default()).contains(&enigma_ir::Feature::CooperativeTensors));
+    let v4 = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
+    assert!(msl::supported_features(&v4).contains(&enigma_ir::Feature::CooperativeTensors));
+    let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
+    assert!(err.to_string().contains("not generated for this target yet"), "{err}");
+}

@@ -1,0 +1,325 @@
+//! Cooperative tensors in the simulator: their layouts and the operations
+//! that span the threads of a scope (the product and the reductions).
+//!
+//! A cooperative tensor's elements live in `capacity` registers of each
+//! thread of its scope; which slot of which thread holds which element is a
+//! [`Layout`]. The IR promises none, so the simulator builds its program
+//! for a given layout per tensor: layout 0 puts element `e` (row-major) in
+//! slot `e % capacity` of thread `e / capacity`, and every other seed is a
+//! seeded permutation of the slots. Plain runs use layout 0; the sanitizer
+//! reruns the dispatch with other layouts and reports outputs that change.
+//!
+//! Loads, stores and slot accesses are per-thread instructions (each thread
+//! reads its own slots' coordinates from a table), so the sanitizer sees
+//! their memory accesses as the thread's own. The product and the
+//! reductions need every thread's registers: a [`Collective`] runs once
+//! per scope, when its SIMD groups have all reached it (for a threadgroup
+//! scope, the scheduler holds each SIMD group there as at a barrier). Its
+//! memory reads are bounds-checked and recorded with the sanitizer as reads
+//! by the scope's threads in turn.
+
+use crate::exec::{memory, Fault, SimdGroup, LANES};
+use crate::memory::Words;
+use crate::ops;
+use crate::program::{MemRef, Reg};
+use crate::sanitizer::{AccessKind, TgTracker};
+use crate::exec::Env;
+use enigma_ir::{CooperativeTensor, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar};
+use std::sync::Arc;
+
+/// Layouts besides layout 0 the sanitizer runs each cooperative tensor in.
+pub const SANITIZER_LAYOUTS: u32 = 2;
+
+/// Where each element of a cooperative tensor lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub rows: u32,
+    pub cols: u32,
+    pub threads: u32,
+    pub capacity: u32,
+    /// The element (`r·cols + c`) in slot `thread·capacity + slot`, if any.
+    slot_elem: Vec<Option<u32>>,
+}
+
+impl Layout {
+    /// Layout `seed` of `tensor` (the kernel's tensor number `index`, so
+    /// that two tensors of one shape get different permutations).
+    pub fn new(tensor: &CooperativeTensor, index: u32, seed: u32) -> Layout {
+        let (threads, capacity) = (tensor.scope.threads(), tensor.capacity());
+        let elements = tensor.rows * tensor.cols;
+        let slots = (threads * capacity) as usize;
+        let mut order: Vec<u32> = (0..slots as u32).collect();
+        if seed > 0 {
+            let mut state = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            for i in (1..slots).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                order.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+        }
+        let slot_elem = order.into_iter().map(|e| (e < elements).then_some(e)).collect();
+        Layout { rows: tensor.rows, cols: tensor.cols, threads, capacity, slot_elem }
+    }
+
+    /// The layout of every tensor of a kernel: `seeds[i]` for tensor `i`.
+    pub fn all(tensors: &[CooperativeTensor], seeds: &[u32]) -> Vec<Arc<Layout>> {
+        tensors.iter().enumerate().map(|(i, t)| Arc::new(Layout::new(t, i as u32, seeds.get(i).copied().unwrap_or(0)))).collect()
+    }
+
+    /// The (row, column) of the element in `slot` of scope thread `thread`.
+    pub fn at(&self, thread: u32, slot: u32) -> Option<(u32, u32)> {
+        self.slot_elem.get((thread * self.capacity + slot) as usize).copied().flatten().map(|e| (e / self.cols, e % self.cols))
+    }
+
+    /// A table of `f(element at slot)` for every (thread, slot), indexed
+    /// `thread·capacity + slot`.
+    pub fn table(&self, f: impl Fn(Option<(u32, u32)>) -> u64) -> Arc<[u64]> {
+        (0..self.threads).flat_map(|t| (0..self.capacity).map(move |s| (t, s))).map(|(t, s)| f(self.at(t, s))).collect()
+    }
+
+    /// Every element's value (row-major) gathered from the scope's registers.
+    fn gather(&self, sgs: &[SimdGroup], base: Reg) -> Vec<u64> {
+        let mut out = vec![0u64; (self.rows * self.cols) as usize];
+        for (s, e) in self.slot_elem.iter().enumerate() {
+            if let Some(e) = e {
+                let (t, i) = (s as u32 / self.capacity, s as u32 % self.capacity);
+                out[*e as usize] = sgs[(t as usize) / LANES].regs[(base + i) as usize][(t as usize) % LANES];
+            }
+        }
+        out
+    }
+
+    /// Writes every element's value (row-major) to the scope's registers.
+    fn scatter(&self, sgs: &mut [SimdGroup], base: Reg, values: &[u64]) {
+        for (s, e) in self.slot_elem.iter().enumerate() {
+            if let Some(e) = e {
+                let (t, i) = (s as u32 / self.capacity, s as u32 % self.capacity);
+                sgs[(t as usize) / LANES].regs[(base + i) as usize][(t as usize) % LANES] = values[*e as usize];
+            }
+        }
+    }
+}
+
+/// A tensor view's registers (each a u32, the same on every thread).
+#[derive(Clone, Copy, Debug)]
+pub struct ViewRegs {
+    pub mem: MemRef,
+    pub elem: Scalar,
+    pub offset: Reg,
+    pub extents: [Reg; 2],
+    pub strides: [Reg; 2],
+}
+
+/// A cooperative tensor as an operand: its registers and layout.
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub base: Reg,
+    pub elem: Scalar,
+    pub layout: Arc<Layout>,
+}
+
+/// A product's left operand.
+#[derive(Clone, Debug)]
+pub enum LeftOperand {
+    View(ViewRegs),
+    Held(Held),
+}
+
+/// An operation over every thread of a scope at once.
+#[derive(Clone, Debug)]
+pub enum Collective {
+    Matmul { desc: Matmul2dDescriptor, left: LeftOperand, right: ViewRegs, dest: Held },
+    Reduce { src: Held, dest: Held, axis: ReduceAxis, op: ReduceOp },
+}
+
+/// The five values of a view, read from the first active lane of the
+/// scope's first SIMD group (validation makes them uniform).
+fn view_values(sgs: &[SimdGroup], v: &ViewRegs) -> [u64; 5] {
+    let sg = &sgs[0];
+    let lane = sg.active.trailing_zeros().min(LANES as u32 - 1) as usize;
+    [v.offset, v.extents[0], v.extents[1], v.strides[0], v.strides[1]].map(|r| sg.regs[r as usize][lane] as u32 as u64)
+}
+
+/// What a collective needs besides its operands.
+pub struct Ctx<'e, 'a, 't> {
+    pub env: &'e Env<'a>,
+    pub tg_mem: &'e Words,
+    pub pc: u32,
+    pub san: Option<&'t mut TgTracker>,
+}
+
+impl Ctx<'_, '_, '_> {
+    /// View element (x, y) as f32, zero outside the extents; the read is
+    /// scope thread `thread`'s (bounds-checked, seen by the sanitizer).
+    fn read(&mut self, sgs: &[SimdGroup], v: &ViewRegs, values: &[u64; 5], x: u64, y: u64, thread: u32) -> Result<f32, (usize, Fault)> {
+        let [offset, ex, ey, sx, sy] = *values;
+        if x >= ex || y >= ey {
+            return Ok(0.0);
+        }
+        let index = offset + x * sx + y * sy;
+        let (words, len) = memory(self.env, self.tg_mem, v.mem);
+        let stride = v.elem.size_bytes() as usize;
+        let sg_index = thread as usize / LANES;
+        let sg = &sgs[sg_index];
+        let lane = thread as usize % LANES;
+        let checked = sg
+            .checked_index(self.env, self.pc, lane, v.mem, index, Scalar::U64, len / stride, "read", &mut self.san, AccessKind::Read, 0)
+            .map_err(|f| (sg_index, f))?;
+        Ok(match checked {
+            Some(i) => ops::f32_of(v.elem, ops::norm(v.elem, words.read(i * stride, v.elem))),
+            None => 0.0,
+        })
+    }
+}
+
+impl Collective {
+    /// Runs the operation over `sgs`, the scope's SIMD groups in order; an
+    /// error names the SIMD group (its position in `sgs`) it happened in.
+    pub fn run(&self, ctx: &mut Ctx<'_, '_, '_>, sgs: &mut [SimdGroup]) -> Result<(), (usize, Fault)> {
+        match self {
+            Collective::Matmul { desc, left, right, dest } => {
+                let (m, n) = (desc.m as usize, desc.n as usize);
+                let threads = dest.layout.threads;
+                let (a, k) = match left {
+                    LeftOperand::View(v) => {
+                        let values = view_values(sgs, v);
+                        let k = desc.k.map_or(if desc.transpose_left { values[2] } else { values[1] }, u64::from) as usize;
+                        let mut a = vec![0f32; m * k];
+                        for r in 0..m {
+                            for kk in 0..k {
+                                let (x, y) = if desc.transpose_left { (r, kk) } else { (kk, r) };
+                                let e = r * k + kk;
+                                a[e] = ctx.read(sgs, v, &values, x as u64, y as u64, (e % threads as usize) as u32)?;
+                            }
+                        }
+                        (a, k)
+                    }
+                    LeftOperand::Held(h) => {
+                        let a = h.layout.gather(sgs, h.base).into_iter().map(|bits| ops::f32_of(h.elem, bits)).collect();
+                        (a, h.layout.cols as usize)
+                    }
+                };
+                let values = view_values(sgs, right);
+                let mut b = vec![0f32; k * n];
+                for kk in 0..k {
+                    for c in 0..n {
+                        let (x, y) = if desc.transpose_right { (kk, c) } else { (c, kk) };
+                        let e = kk * n + c;
+                        b[e] = ctx.read(sgs, right, &values, x as u64, y as u64, (e % threads as usize) as u32)?;
+                    }
+                }
+                let start: Vec<f32> = match desc.mode {
+                    Matmul2dMode::Multiply => vec![0.0; m * n],
+                    Matmul2dMode::MultiplyAccumulate => dest.layout.gather(sgs, dest.base).into_iter().map(|bits| ops::f32_of(dest.elem, bits)).collect(),
+                };
+                let mut out = vec![0u64; m * n];
+                for r in 0..m {
+                    for c in 0..n {
+                        let mut sum = start[r * n + c];
+                        for kk in 0..k {
+                            sum = a[r * k + kk].mul_add(b[kk * n + c], sum);
+                        }
+                        out[r * n + c] = ops::from_f32(dest.elem, sum);
+                    }
+                }
+                dest.layout.scatter(sgs, dest.base, &out);
+            }
+            Collective::Reduce { src, dest, axis, op } => {
+                let values = src.layout.gather(sgs, src.base);
+                let (rows, cols) = (src.layout.rows as usize, src.layout.cols as usize);
+                let (outer, inner) = match axis {
+                    ReduceAxis::Rows => (rows, cols),
+                    ReduceAxis::Columns => (cols, rows),
+                };
+                let at = |o: usize, i: usize| match axis {
+                    ReduceAxis::Rows => values[o * cols + i],
+                    ReduceAxis::Columns => values[i * cols + o],
+                };
+                let out: Vec<u64> = (0..outer).map(|o| reduce(src.elem, *op, (0..inner).map(|i| at(o, i)))).collect();
+                dest.layout.scatter(sgs, dest.base, &out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The MSL name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Collective::Matmul { .. } => "matmul2d",
+            Collective::Reduce { axis, .. } => axis.function(),
+        }
+    }
+}
+
+/// `op` over values of `elem` in order: floats in f32, integers wrapping.
+fn reduce(elem: Scalar, op: ReduceOp, values: impl Iterator<Item = u64>) -> u64 {
+    if elem.is_float() {
+        let mut acc: Option<f32> = None;
+        for v in values.map(|v| ops::f32_of(elem, v)) {
+            acc = Some(match (acc, op) {
+                (None, _) => v,
+                (Some(a), ReduceOp::Sum) => a + v,
+                (Some(a), ReduceOp::Max) => a.max(v),
+                (Some(a), ReduceOp::Min) => a.min(v),
+            });
+        }
+        return ops::from_f32(elem, acc.unwrap_or(0.0));
+    }
+    let signed = elem.is_signed_int();
+    let mut acc: Option<i64> = None;
+    for v in values.map(|v| if signed { v as i32 as i64 } else { v as u32 as i64 }) {
+        acc = Some(match (acc, op) {
+            (None, _) => v,
+            (Some(a), ReduceOp::Sum) => a.wrapping_add(v),
+            (Some(a), ReduceOp::Max) => a.max(v),
+            (Some(a), ReduceOp::Min) => a.min(v),
+        });
+    }
+    ops::norm(elem, acc.unwrap_or(0) as u64)
+}
+
+/// The bits a cooperative tensor's registers start with: NaN, or all ones
+/// for integers, so that a kernel reading a slot before writing it sees
+/// it.
+pub fn unset_bits(elem: Scalar) -> u64 {
+    if elem.is_float() {
+        ops::from_f32(elem, f32::NAN)
+    } else {
+        ops::norm(elem, u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::ExecutionScope;
+
+    fn tensor(rows: u32, cols: u32, scope: ExecutionScope) -> CooperativeTensor {
+        CooperativeTensor { name: "c".into(), elem: Scalar::F32, rows, cols, scope }
+    }
+
+    #[test]
+    fn every_layout_holds_each_element_once() {
+        for (rows, cols, scope) in [(64, 64, ExecutionScope::Simdgroups(4)), (8, 24, ExecutionScope::Simdgroup), (64, 1, ExecutionScope::Simdgroups(2))] {
+            let t = tensor(rows, cols, scope);
+            let mut previous: Vec<Layout> = vec![];
+            for seed in 0..=SANITIZER_LAYOUTS {
+                let l = Layout::new(&t, 0, seed);
+                let mut seen = vec![0u32; (rows * cols) as usize];
+                for th in 0..l.threads {
+                    for s in 0..l.capacity {
+                        if let Some((r, c)) = l.at(th, s) {
+                            seen[(r * cols + c) as usize] += 1;
+                        }
+                    }
+                }
+                assert!(seen.iter().all(|&n| n == 1), "{rows}×{cols} seed {seed}");
+                assert!(!previous.contains(&l), "{rows}×{cols}: seed {seed} repeats a layout");
+                previous.push(l);
+            }
+        }
+        let l = Layout::new(&tensor(64, 64, ExecutionScope::Simdgroups(4)), 0, 0);
+        assert_eq!((l.at(0, 0), l.at(0, 31), l.at(1, 0), l.at(127, 31)), (Some((0, 0)), Some((0, 31)), Some((0, 32)), Some((63, 63))));
+    }
+}

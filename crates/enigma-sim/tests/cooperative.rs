@@ -1,0 +1,266 @@
+//! Cooperative tensors on the simulator: products, loads, stores, slot
+//! access and reductions against plain-Rust references; the scope checked
+//! at dispatch; the sanitizer's layout check (a kernel that assumes which
+//! thread holds which element is reported, naming the kernel, the
+//! accumulator and the first differing element; the same kernel through
+//! `get_multidimensional_index` is clean).
+
+use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
+use enigma_ir::builder::*;
+use enigma_ir::{validate, Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_sim::SimBackend;
+
+/// A buffer's initial bytes.
+enum Data {
+    F16(Vec<f32>),
+    F32(Vec<f32>),
+    U32(u32),
+}
+
+impl Data {
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            Data::F16(v) => v.iter().flat_map(|x| f32_to_f16_bits(*x).to_le_bytes()).collect(),
+            Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::U32(v) => v.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+/// Runs `kernel` over `data` with `threads` threads in one threadgroup per
+/// entry of `groups`; the f32 buffers' contents afterwards, and the findings.
+fn run(kernel: &Kernel, data: &[Data], groups: u32, threads: u32, sanitize: bool) -> Result<(Vec<Vec<f32>>, Vec<Finding>), RuntimeError> {
+    let info = validate(kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let backend = SimBackend::new();
+    let compiled = backend.compile(kernel, &info, &SpecValues::default())?;
+    let mut storages = vec![];
+    for d in data {
+        let bytes = d.bytes();
+        if let Data::U32(_) = d {
+            storages.push(None);
+            continue;
+        }
+        let s = backend.allocate(bytes.len())?;
+        s.write(0, &bytes)?;
+        storages.push(Some(s));
+    }
+    let values: Vec<Vec<u8>> = data.iter().map(Data::bytes).collect();
+    let args: Vec<ArgValue<'_>> = storages
+        .iter()
+        .zip(&values)
+        .map(|(s, v)| match s {
+            Some(s) => ArgValue::Buffer { storage: s.as_ref(), elem: None },
+            None => {
+                let mut bytes = [0u8; 32];
+                bytes[..v.len()].copy_from_slice(v);
+                ArgValue::Value { ty: Type::U32, bytes }
+            }
+        })
+        .collect();
+    let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threadgroups, [groups, 1, 1], [threads, 1, 1])?;
+    let report = backend.dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, ..Default::default() })?;
+    let outputs = storages
+        .iter()
+        .zip(data)
+        .filter_map(|(s, d)| match (s, d) {
+            (Some(s), Data::F32(v)) => {
+                let mut bytes = vec![0u8; v.len() * 4];
+                s.read(0, &mut bytes).unwrap();
+                Some(bytes.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    Ok((outputs, report.findings))
+}
+
+/// Small integers (and halves), whose f16 products and f32 sums are exact.
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n).map(|i| (((i as u32).wrapping_mul(2654435761).wrapping_add(seed * 97) >> 7) % 9) as f32 * 0.5 - 2.0).collect()
+}
+
+/// `C (m×n, row-major, stride ldc) = A (m×k) · B (k×n)`, each sum in f32 in k order.
+fn reference(a: impl Fn(usize, usize) -> f32, b: impl Fn(usize, usize) -> f32, m: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for r in 0..m {
+        for col in 0..n {
+            let mut s = 0f32;
+            for kk in 0..k {
+                s = a(r, kk).mul_add(b(kk, col), s);
+            }
+            c[r * n + col] = s;
+        }
+    }
+    c
+}
+
+/// The kernel: a 64×64 by 64×K product over 4 SIMD groups,
+/// A (M×K) and B (K×N) row-major f16, C f32; threadgroup g takes rows
+/// 64·g.
+fn gemm_tile() -> Kernel {
+    let mut k = KernelBuilder::new("gemm_tile");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let (m, n, kk) = (k.value("M", Type::U32), k.value("N", Type::U32), k.value("K", Type::U32));
+    let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, None), ExecutionScope::Simdgroups(4));
+    let row = k.let_("row", threadgroup_position_in_grid().x() * 64u32);
+    let ta = Tensor::new(a, [kk, m]).slice(0u32, row);
+    let tb = Tensor::new(b, [n, kk]);
+    let acc = k.destination_cooperative_tensor(&op, "c", Scalar::F32);
+    k.matmul2d_run(&op, &ta, &tb, acc);
+    k.cooperative_store(acc, &Tensor::new(c, [n, m]).slice(0u32, row));
+    k.finish().unwrap()
+}
+
+#[test]
+fn the_gemm_tile_matches_the_reference_plain_and_sanitized() {
+    let (m, n, kdim) = (128, 64, 96);
+    let (a, b) = (data(m * kdim, 1), data(kdim * n, 2));
+    let want = reference(|r, k| a[r * kdim + k], |k, c| b[k * n + c], m, n, kdim);
+    let kernel = gemm_tile();
+    for sanitize in [false, true] {
+        let args = [Data::F16(a.clone()), Data::F16(b.clone()), Data::F32(vec![0.0; m * n]), Data::U32(m as u32), Data::U32(n as u32), Data::U32(kdim as u32)];
+        let (out, findings) = run(&kernel, &args, 2, 128, sanitize).unwrap();
+        assert_eq!(out[0], want, "sanitize {sanitize}");
+        assert!(findings.is_empty(), "{findings:#?}");
+    }
+}
+
+#[test]
+fn a_scope_that_does_not_match_the_threadgroup_is_refused_with_both_numbers() {
+    let args = [Data::F16(vec![0.0; 64 * 64]), Data::F16(vec![0.0; 64 * 64]), Data::F32(vec![0.0; 64 * 64]), Data::U32(64), Data::U32(64), Data::U32(64)];
+    let err = run(&gemm_tile(), &args, 1, 96, false).unwrap_err();
+    assert!(matches!(err, RuntimeError::CooperativeScope { scope: 4, needed: 128, threads: 96, simdgroups: 3, .. }), "{err}");
+    assert!(err.to_string().contains("execution_simdgroups(4)") && err.to_string().contains("96 threads (3 SIMD groups of 32)"), "{err}");
+}
+
+/// A 64×32 f32 accumulator of one SIMD group's product, written out slot
+/// by slot: `by_coordinates` places each slot's element at its
+/// coordinates; otherwise at `thread·capacity + slot`, as if slot `i` of
+/// thread `t` were a fixed element.
+fn slot_writer(by_coordinates: bool) -> Kernel {
+    let mut k = KernelBuilder::new(if by_coordinates { "slots_by_coordinates" } else { "slots_by_index" });
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(64, 32, Some(16)), ExecutionScope::Simdgroup);
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, &Tensor::new(a, [16u32, 64u32]), &Tensor::new(b, [32u32, 16u32]), acc);
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    k.for_range("i", 0u32, acc.get_capacity(), 1u32, |k, i| {
+        k.if_(acc.is_valid_element(i), |k| {
+            let [col, row] = acc.get_multidimensional_index(i);
+            let at = if by_coordinates { row * 32u32 + col } else { lane * acc.get_capacity() + i };
+            k.store(c.at(at), acc.get(i));
+        });
+    });
+    k.finish().unwrap()
+}
+
+#[test]
+fn the_sanitizer_reports_a_kernel_that_assumes_the_layout() {
+    let (a, b) = (data(64 * 16, 3), data(16 * 32, 4));
+    let want = reference(|r, k| a[r * 16 + k], |k, c| b[k * 32 + c], 64, 32, 16);
+    let args = || [Data::F16(a.clone()), Data::F16(b.clone()), Data::F32(vec![0.0; 64 * 32])];
+    let (out, findings) = run(&slot_writer(true), &args(), 1, 32, true).unwrap();
+    assert_eq!(out[0], want);
+    assert!(findings.is_empty(), "{findings:#?}");
+    let (_, findings) = run(&slot_writer(false), &args(), 1, 32, true).unwrap();
+    let f = findings.iter().find(|f| f.kind == FindingKind::LayoutDependence).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!((f.kernel.as_str(), f.variable.as_deref()), ("slots_by_index", Some("C")));
+    assert!(f.message.starts_with("this result depends on the cooperative tensor's layout: `C` differs when cooperative tensor `acc`"), "{f}");
+    assert!(f.message.contains(&format!("first at element {}", f.index.unwrap())), "{f}");
+}
+
+#[test]
+fn accumulate_reduce_and_reuse_match_the_reference() {
+    // D (64×32) = C0 + A·Bᵀ with A 64×32 transposed in memory (32×64) and B
+    // 32×32 read transposed; then E = D·F (D as the left operand, F 32×16);
+    // then row maxima of E and column sums of D.
+    let mut k = KernelBuilder::new("chain");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let f = k.buffer("F", Type::F16, Access::Read);
+    let c0 = k.buffer("C0", Type::F32, Access::Read);
+    let out_e = k.buffer("E", Type::F32, Access::ReadWrite);
+    let out_r = k.buffer("R", Type::F32, Access::ReadWrite);
+    let out_s = k.buffer("S", Type::F32, Access::ReadWrite);
+    let scope = ExecutionScope::Simdgroups(2);
+    let mut desc = Matmul2dDescriptor::new(64, 32, Some(32));
+    (desc.transpose_left, desc.transpose_right, desc.mode) = (true, true, Matmul2dMode::MultiplyAccumulate);
+    let first = Matmul2d::new(desc, scope);
+    let second = Matmul2d::new(Matmul2dDescriptor::new(64, 16, Some(32)), scope);
+    let d = k.destination_cooperative_tensor(&first, "d", Scalar::F32);
+    let e = k.destination_cooperative_tensor(&second, "e", Scalar::F32);
+    let rows = k.cooperative_tensor("rows", Scalar::F32, 64, 1, scope);
+    let cols = k.cooperative_tensor("cols", Scalar::F32, 1, 32, scope);
+    k.cooperative_load(d, &Tensor::new(c0, [32u32, 64u32]));
+    k.matmul2d_run(&first, &Tensor::new(a, [64u32, 32u32]), &Tensor::new(b, [32u32, 32u32]), d);
+    k.matmul2d_run(&second, d, &Tensor::new(f, [16u32, 32u32]), e);
+    k.cooperative_reduce(e, rows, ReduceAxis::Rows, ReduceOp::Max);
+    k.cooperative_reduce(d, cols, ReduceAxis::Columns, ReduceOp::Sum);
+    k.cooperative_store(e, &Tensor::new(out_e, [16u32, 64u32]));
+    k.cooperative_store(rows, &Tensor::new(out_r, [1u32, 64u32]));
+    k.cooperative_store(cols, &Tensor::new(out_s, [32u32, 1u32]));
+    let kernel = k.finish().unwrap();
+    let (a, b, fm, c0) = (data(32 * 64, 5), data(32 * 32, 6), data(32 * 16, 7), data(64 * 32, 8));
+    let mut d = reference(|r, kk| a[kk * 64 + r], |kk, c| b[c * 32 + kk], 64, 32, 32);
+    // multiply-accumulate starts each sum from C0's element
+    for r in 0..64 {
+        for c in 0..32 {
+            let mut s = c0[r * 32 + c];
+            for kk in 0..32 {
+                s = a[kk * 64 + r].mul_add(b[c * 32 + kk], s);
+            }
+            d[r * 32 + c] = s;
+        }
+    }
+    let e = reference(|r, kk| d[r * 32 + kk], |kk, c| fm[kk * 16 + c], 64, 16, 32);
+    let rows: Vec<f32> = (0..64).map(|r| e[r * 16..r * 16 + 16].iter().copied().fold(f32::MIN, f32::max)).collect();
+    let cols: Vec<f32> = (0..32).map(|c| (0..64).fold(0f32, |s, r| s + d[r * 32 + c])).collect();
+    for sanitize in [false, true] {
+        let args = [
+            Data::F16(a.clone()),
+            Data::F16(b.clone()),
+            Data::F16(fm.clone()),
+            Data::F32(c0.clone()),
+            Data::F32(vec![0.0; 64 * 16]),
+            Data::F32(vec![0.0; 64]),
+            Data::F32(vec![0.0; 32]),
+        ];
+        let (out, findings) = run(&kernel, &args, 1, 64, sanitize).unwrap();
+        assert_eq!((&out[1], &out[2], &out[3]), (&e, &rows, &cols), "sanitize {sanitize}");
+        assert!(findings.is_empty(), "{findings:#?}");
+    }
+    // f16 round trip of the helpers the data rely on.
+    assert_eq!(f16_bits_to_f32(f32_to_f16_bits(-1.5)), -1.5);
+}
+
+#[test]
+fn views_read_zero_outside_their_extents_and_slots_past_the_capacity_fail() {
+    // K = 20 of a dynamic-k 16×16 product: the 8 padding columns read zero;
+    // C's view is 16×10, so columns 10.. are never written.
+    let mut k = KernelBuilder::new("ragged");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(16, 16, None), ExecutionScope::Simdgroup);
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, &Tensor::new(a, [20u32, 16u32]), &Tensor::new(b, [16u32, 20u32]), acc);
+    k.cooperative_store(acc, &Tensor::new(c, [10u32, 16u32]).with_strides([Ex::from(1u32), Ex::from(16u32)]));
+    let kernel = k.finish().unwrap();
+    let (a, b) = (data(16 * 20, 9), data(20 * 16, 10));
+    let full = reference(|r, kk| a[r * 20 + kk], |kk, c| b[kk * 16 + c], 16, 16, 20);
+    let want: Vec<f32> = (0..256).map(|i| if i % 16 < 10 { full[i] } else { -7.0 }).collect();
+    let (out, _) = run(&kernel, &[Data::F16(a), Data::F16(b), Data::F32(vec![-7.0; 256])], 1, 32, false).unwrap();
+    assert_eq!(out[0], want);
+
+    let mut k = KernelBuilder::new("past_capacity");
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let t = k.cooperative_tensor("t", Scalar::F32, 16, 16, ExecutionScope::Simdgroup);
+    k.store(c.at(0u32), t.get(t.get_capacity()));
+    let err = run(&k.finish().unwrap(), &[Data::F32(vec![0.0; 4])], 1, 32, false).unwrap_err();
+    assert!(err.to_string().contains("slot 8 of cooperative tensor `t` is past its capacity of 8 slots per thread"), "{err}");
+}

@@ -1,0 +1,162 @@
+"""Cooperative tensor operations (Metal 4's matmul2d) in the Python DSL,
+spelt as in the issue and in MSL: the 4-SIMD-group f16 product against
+numpy on the simulator and under the sanitizer; the sanitizer's layout
+check (a kernel reading the accumulator by slot as if the layout were fixed
+is reported, the same kernel through get_multidimensional_index is clean);
+slot access, fill, map, reductions, slices and a destination as the next
+left operand; the scope checked at dispatch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import enigma
+
+DESC = enigma.matmul2d_descriptor(64, 64, enigma.dynamic_extent)      # m, n, k; transposes, relaxed precision, mode as MSL
+
+
+@enigma.kernel
+def gemm_tile(A: enigma.f16, B: enigma.f16, C: enigma.f32, M: enigma.u32, N: enigma.u32, K: enigma.u32):
+    op = enigma.matmul2d(DESC, enigma.execution_simdgroups(4))
+    a = enigma.tensor(A, (K, M))                # extents innermost first, as MSL's dextents
+    b = enigma.tensor(B, (N, K))
+    c = op.get_destination_cooperative_tensor(a, b, enigma.f32)
+    op.run(a, b, c)
+    c.store(enigma.tensor(C, (N, M)))
+
+
+def halves(rng, *shape):
+    """Multiples of 1/2 in [-4, 4]: f16 products and their f32 sums are exact."""
+    return (rng.integers(-8, 9, size=shape) / 2).astype(np.float32)
+
+
+def run_gemm(sanitize, k):
+    rng = np.random.default_rng(k)
+    a, b = halves(rng, 64, k), halves(rng, k, 64)
+    c = np.zeros(64 * 64, np.float32)
+    rt = enigma.MetalRuntime(device="cpu", sanitize=sanitize)
+    sizes = [np.array([64], np.uint32), np.array([64], np.uint32), np.array([k], np.uint32)]
+    rt.execute(enigma.compile(gemm_tile), inputs=[a.astype(np.float16), b.astype(np.float16), c] + sizes, grid=128, threads=128)
+    return c, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+@pytest.mark.parametrize("k", [64, 200])
+def test_the_issue_kernel_matches_numpy(sanitize, k):
+    got, want = run_gemm(sanitize, k)
+    np.testing.assert_array_equal(got.reshape(64, 64), want)
+
+
+ONE = enigma.matmul2d(enigma.matmul2d_descriptor(32, 32, 16), enigma.execution_simdgroup)
+
+
+@enigma.kernel
+def slots_by_index(A: enigma.f16, B: enigma.f16, C: enigma.f32):
+    """Writes slot i of lane l to C[l * capacity + i]: assumes a layout."""
+    a = enigma.tensor(A, (16, 32))
+    b = enigma.tensor(B, (32, 16))
+    c = ONE.get_destination_cooperative_tensor(a, b, enigma.f32)
+    ONE.run(a, b, c)
+    lane = enigma.thread_index_in_simdgroup()
+    for i in range(c.get_capacity()):
+        if c.is_valid_element(i):
+            C[lane * c.get_capacity() + i] = c[i]
+
+
+@enigma.kernel
+def slots_by_coordinates(A: enigma.f16, B: enigma.f16, C: enigma.f32):
+    """The same, each slot written where get_multidimensional_index says."""
+    a = enigma.tensor(A, (16, 32))
+    b = enigma.tensor(B, (32, 16))
+    c = ONE.get_destination_cooperative_tensor(a, b, enigma.f32)
+    ONE.run(a, b, c)
+    for i in range(c.get_capacity()):
+        if c.is_valid_element(i):
+            idx = c.get_multidimensional_index(i)
+            C[idx.y * 32 + idx.x] = c[i]
+
+
+def slot_inputs():
+    rng = np.random.default_rng(5)
+    a, b = halves(rng, 32, 16), halves(rng, 16, 32)
+    return a, b, (a.astype(np.float64) @ b).astype(np.float32)
+
+
+def test_reading_slots_by_index_is_reported_by_the_sanitizer():
+    a, b, _ = slot_inputs()
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    with pytest.raises(enigma.SanitizerError) as e:
+        rt.execute(enigma.compile(slots_by_index), inputs=[a.astype(np.float16), b.astype(np.float16)], output_size=32 * 32 * 4, grid=32, threads=32)
+    layout = [r for r in e.value.reports if str(r["kind"]) == "layout_dependence"]
+    assert layout, e.value.reports
+    assert layout[0]["kernel"] == "slots_by_index" and layout[0]["variable"] == "C"
+    assert "this result depends on the cooperative tensor's layout" in layout[0]["message"]
+    assert "cooperative tensor `c`" in layout[0]["message"]
+
+
+def test_reading_slots_by_their_coordinates_is_clean():
+    a, b, want = slot_inputs()
+    out = np.zeros(32 * 32, np.float32)
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    rt.execute(enigma.compile(slots_by_coordinates), inputs=[a.astype(np.float16), b.astype(np.float16)], outputs=[out], grid=32, threads=32)
+    np.testing.assert_array_equal(out.reshape(32, 32), want)
+
+
+SCOPE = enigma.execution_simdgroups(2)
+FIRST = enigma.matmul2d(enigma.matmul2d_descriptor(32, 32, 32, mode="multiply_accumulate"), SCOPE)
+SECOND = enigma.matmul2d(enigma.matmul2d_descriptor(32, 16, 32, transpose_right=True), SCOPE)
+
+
+@enigma.kernel
+def chain(A: enigma.f16, B: enigma.f16, F: enigma.f16, D: enigma.f32, E: enigma.f32, R: enigma.f32, S: enigma.f32):
+    """D = 1 + A[:, 8:40]·B, scaled by its coordinates; E = D·Fᵀ; R row maxima of E, S column sums of D."""
+    a = enigma.tensor(A, (48, 32)).slice(8, 0)
+    b = enigma.tensor(B, (32, 32))
+    d = FIRST.get_destination_cooperative_tensor(a, b, enigma.f32)
+    d.fill(1.0)
+    FIRST.run(a, b, d)
+    d.map(lambda v, col, row: v + enigma.f32(col) - enigma.f32(row) * 0.5)
+    e = SECOND.get_destination_cooperative_tensor(d, enigma.tensor(F, (32, 16)), enigma.f32)
+    SECOND.run(d, enigma.tensor(F, (32, 16)), e)
+    rows = e.reduce_rows("max")
+    cols = d.reduce_columns("sum")
+    d.store(enigma.tensor(D, (32, 32)))
+    e.store(enigma.tensor(E, (16, 32)))
+    rows.store(enigma.tensor(R, (1, 32)))
+    cols.store(enigma.tensor(S, (32, 1)))
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_fill_map_reductions_slices_and_reuse_match_numpy(sanitize):
+    rng = np.random.default_rng(7)
+    a, b, f = halves(rng, 32, 48), halves(rng, 32, 32), halves(rng, 16, 32)
+    rows_i, cols_i = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    d = 1 + a[:, 8:40].astype(np.float64) @ b + cols_i - rows_i * 0.5
+    e = d @ f.T.astype(np.float64)
+    outs = [np.zeros(32 * 32, np.float32), np.zeros(32 * 16, np.float32), np.zeros(32, np.float32), np.zeros(32, np.float32)]
+    rt = enigma.MetalRuntime(device="cpu", sanitize=sanitize)
+    rt.execute(enigma.compile(chain), inputs=[a.astype(np.float16), b.astype(np.float16), f.astype(np.float16)], outputs=outs, grid=64, threads=64)
+    np.testing.assert_array_equal(outs[0].reshape(32, 32), d.astype(np.float32))
+    np.testing.assert_array_equal(outs[1].reshape(32, 16), e.astype(np.float32))
+    np.testing.assert_array_equal(outs[2], e.max(axis=1).astype(np.float32))
+    np.testing.assert_array_equal(outs[3], d.sum(axis=0).astype(np.float32))
+
+
+def test_a_threadgroup_of_another_size_is_refused_with_both_numbers():
+    a = np.zeros(64 * 64, np.float16)
+    c = np.zeros(64 * 64, np.float32)
+    sizes = [np.array([64], np.uint32)] * 3
+    rt = enigma.MetalRuntime(device="cpu")
+    with pytest.raises(enigma.DispatchError, match=r"execution_simdgroups\(4\).*64 threads \(2 SIMD groups of 32\)"):
+        rt.execute(enigma.compile(gemm_tile), inputs=[a, a, c] + sizes, grid=64, threads=64)
+
+
+def test_the_names_outside_a_kernel():
+    d = enigma.matmul2d_descriptor(16, 32, 8, transpose_left=True, relaxed_precision=True, mode="multiply_accumulate")
+    assert d.ir() == {"m": 16, "n": 32, "k": 8, "transpose_left": True, "transpose_right": False, "relaxed_precision": True, "mode": "multiply_accumulate"}
+    assert repr(enigma.execution_simdgroups(4)) == "enigma.execution_simdgroups(4)"
+    with pytest.raises(ValueError):
+        enigma.execution_simdgroups(0)
+    with pytest.raises(ValueError):
+        enigma.matmul2d_descriptor(16, 16, mode="add")
