@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Type-checks the macOS-only Metal backend (and the runtime that opens it)
-# for Apple silicon: `cargo check --target aarch64-apple-darwin`. This needs
+# and the Python extension's macOS build for Apple silicon:
+# `cargo check --target aarch64-apple-darwin`. This needs
 # only the target's standard library, no Apple SDK or linker, because
 # `cargo check` does not link. It proves the code matches objc2-metal's API;
 # it does not run anything on a GPU.
@@ -26,3 +27,7 @@ if ! rustup target list --installed | grep -qx "$target"; then
 fi
 echo "== cargo check -p enigma-metal -p enigma-runtime --target $target --all-targets =="
 cargo check -p enigma-metal -p enigma-runtime --target "$target" --all-targets
+# The extension is an abi3 module (Python 3.9 and later), so PyO3 needs no
+# macOS Python to check it: the version it builds against is enough.
+echo "== cargo check -p enigma-python --target $target =="
+PYO3_CROSS_PYTHON_VERSION=3.9 cargo check -p enigma-python --target "$target"
