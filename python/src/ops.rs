@@ -16,7 +16,7 @@
 use crate::array::{self, Array, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
+use enigma_ops::{DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -141,7 +141,7 @@ pub fn library_call(
         "matmul" => {
             need(2, 3, 0)?;
             let (m, n, k) = (dims[0], dims[1], dims[2]);
-            (ops.matmul(&buffers[0], &buffers[1], m, n, k, ElemType::F32), m * n, Scalar::F32)
+            (ops.matmul(&buffers[0], &buffers[1], m, n, k, DType::F32), m * n, Scalar::F32)
         }
         "gemv" => {
             need(2, 2, 0)?;
@@ -209,11 +209,11 @@ fn check_lengths(op: &str, inputs: &[(usize, Scalar)], dims: &[usize]) -> PyResu
     Ok(())
 }
 
-fn reduction(name: &str) -> Reduction {
+fn reduction(name: &str) -> ReduceOp {
     match name {
-        "max" => Reduction::Max,
-        "min" => Reduction::Min,
-        _ => Reduction::Sum,
+        "max" => ReduceOp::Max,
+        "min" => ReduceOp::Min,
+        _ => ReduceOp::Sum,
     }
 }
 
@@ -335,8 +335,8 @@ pub fn library_qmatmul<'py>(
         return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate' or 'fused', not {variant:?}")));
     }
     let out = match out {
-        "f32" => ElemType::F32,
-        "f16" => ElemType::F16,
+        "f32" => DType::F32,
+        "f16" => DType::F16,
         other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
     };
     let layout = quant_layout(layout)?;

@@ -144,14 +144,14 @@ impl Entry {
     /// tuning cache's choice when the caller chose none of the tuned options.
     fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
-        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() && o.gemm_tile.is_none() {
+        if !crate::tune::Choice::is_set_in(&o) {
             if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
                 o = choice.apply(&o);
             }
         }
         o.elem = Some(self.elem);
         o.vectorize = o.vectorize.or(self.vectorize);
-        o.cache_rows = o.cache_rows.or(self.cache_rows);
+        o.rows.cache = o.rows.cache.or(self.cache_rows);
         Ops::new(rt).with_options(o)
     }
 
@@ -778,9 +778,9 @@ fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
             // many rows the tensor-core kernel stages each dequantized weight
             // in f16: one more rounding per product. MLX's affine kernel sums
             // scale · code · a and bias · a apart: their magnitudes bound it.
-            // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
+            // The decode kernel (M up to DECODE_ROWS) sums INT4 products in
             // f16 four at a time (`qmatmul::f16_product_error`).
-            let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases());
+            let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::DECODE_ROWS as usize && !format.has_biases());
             let staging = if tensor_cores {
                 DType::F16.unit_roundoff()
             } else {

@@ -27,7 +27,7 @@
 //! * **Quantized candidates** (`qmatmul_fp4`, `qmatmul_int4`): the decode
 //!   kernel's threadgroup sizes × packed words per loop iteration (with
 //!   words set `Ops::qmatmul` runs the decode kernel at any M) and, above
-//!   `QMATMUL_DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
+//!   `qmatmul::DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
 //!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
 //!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
 //!   kernel's check (or the group, for a slice) refuses it.
@@ -88,14 +88,27 @@ pub struct Choice {
 
 impl Choice {
     /// `base` with this choice's options set.
+    /// A candidate is tried on one entry, so `unroll` goes to every
+    /// family's field for it (loads in flight for the reductions and GEMV,
+    /// items for the prefix sums, words per iteration or per load for the
+    /// quantized decode kernels): the entry's own family reads it.
     pub fn apply(&self, base: &Options) -> Options {
-        Options {
-            threads: Some(self.threads),
-            unroll: self.unroll,
-            rows_per_simdgroup: self.rows_per_simdgroup,
-            gemm_tile: self.tile,
-            ..base.clone()
-        }
+        let mut o = base.clone();
+        o.threads = Some(self.threads);
+        o.reduce.loads = self.unroll;
+        o.gemv.loads = self.unroll;
+        o.scan.items = self.unroll;
+        o.qmatmul.words_per_iteration = self.unroll;
+        o.qmatmul.words_per_load = self.unroll;
+        o.gemv.rows_per_simdgroup = self.rows_per_simdgroup;
+        o.gemm.tile = self.tile;
+        o
+    }
+
+    /// Whether `options` set any of the options a choice sets.
+    pub fn is_set_in(options: &Options) -> bool {
+        let unroll = [options.reduce.loads, options.gemv.loads, options.scan.items, options.qmatmul.words_per_iteration, options.qmatmul.words_per_load];
+        options.threads.is_some() || unroll.iter().any(Option::is_some) || options.gemv.rows_per_simdgroup.is_some() || options.gemm.tile.is_some()
     }
 }
 
@@ -211,7 +224,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = packed.is_some() && !crate::qmatmul_takes_decode_kernel(shape.first().copied().unwrap_or(1), &choice.apply(&Options::default()));
+                let tiled = packed.is_some() && !crate::qmatmul::qmatmul_takes_decode_kernel(shape.first().copied().unwrap_or(1), &choice.apply(&Options::default()));
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -266,7 +279,7 @@ const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 
 /// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`), where
 /// `Ops::qmatmul` runs it (weights in `layout`: for seed 002's above
-/// `QMATMUL_DECODE_ROWS` rows, none at or below; for fragment order at
+/// `qmatmul::DECODE_ROWS` rows, none at or below; for fragment order at
 /// every M): 16 to 128 rows (no taller than needed: half the tile under M),
 /// 64, 128 or 256 columns, slices of 32 or 64 K values (64 in fragment
 /// order), over 4 or 8 SIMD groups, each with the reason it is skipped: over
@@ -276,12 +289,12 @@ const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let (m, n, k) = (dim(0), dim(1), dim(2));
-    if layout == QuantLayout::Rows && crate::qmatmul_takes_decode_kernel(m, &Options::default()) {
+    if layout == QuantLayout::Rows && crate::qmatmul::qmatmul_takes_decode_kernel(m, &Options::default()) {
         return vec![];
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
-    if layout == QuantLayout::Fragments && crate::qmatmul_takes_fragment_decode_row(m, &Options::default()) {
+    if layout == QuantLayout::Fragments && crate::qmatmul::qmatmul_takes_fragment_decode_row(m, &Options::default()) {
         // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
         for threads in [128, 256, 512, 1024] {
             let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));

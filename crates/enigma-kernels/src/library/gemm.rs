@@ -717,7 +717,7 @@ pub const FRAGMENT_ORDER_SIMDGROUP_TILE: u32 = 64 * 32;
 /// so that a word's 8 values are contiguous) and read it back with
 /// transposed matrix loads. A slice lies inside one quantization group
 /// (`tk` divides the group). For M above the decode kernel's
-/// [`super::qmatmul::TILED_ABOVE_ROWS`] rows.
+/// [`super::qmatmul::DECODE_ROWS`] rows.
 ///
 /// Parameters: `a, b, c, m, n, k, group, scales, a4` (`a4` the `half4`
 /// view of `a`; `b` the packed words; `group` K values per scale, a power of two that the slice depth divides: [`QgemmConfig::check_group`]).

@@ -80,7 +80,7 @@ pub const MAX_ROWS: u32 = 8;
 /// over threadgroups): on an H100, over seed 002's four shapes, it is the
 /// faster from M = 8 on (by 1.1–1.3×), and at M = 4 on two of the four;
 /// this kernel at M ≤ 4 (`BENCHMARKS.md`).
-pub const TILED_ABOVE_ROWS: u32 = 4;
+pub const DECODE_ROWS: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
