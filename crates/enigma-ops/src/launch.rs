@@ -3,7 +3,6 @@
 //! operation makes of its buffers.
 
 use crate::{arg_err, default_threads, Error, KernelType, Options};
-use enigma_analysis::tiles::ThreadgroupLimits;
 use enigma_ir::{Kernel, Scalar, Type};
 use enigma_kernels::library::{self as lib, DType, Dispatch};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime};
@@ -13,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 /// What one threadgroup may use on `device`: the limits GEMM tiles and
 /// tuned threadgroup sizes are checked against.
-pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> ThreadgroupLimits {
-    ThreadgroupLimits { max_threads: device.max_threads_per_threadgroup, max_memory_bytes: device.max_threadgroup_memory_bytes }
+pub fn threadgroup_limits(device: &enigma_runtime::DeviceInfo) -> crate::ThreadgroupLimits {
+    lib::select::limits(device)
 }
 
 /// One dispatch an [`Ops`] made, with the runtime's report.

@@ -88,10 +88,11 @@ mod threads;
 pub mod tune;
 
 pub use check::{CheckOutcome, Tolerance};
-pub use enigma_analysis::tiles::{select_gemm_tile, GemmTile, ThreadgroupLimits};
 pub use enigma_ir::QuantLayout;
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::gemm::SplitSum;
+pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectError};
+pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
 pub use enigma_kernels::library::scan::ScanKind;
@@ -99,7 +100,7 @@ pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;
 pub use host::{download, quantize, upload, upload_bytes};
 pub use launch::{threadgroup_limits, Launch, Ops, PipelineCache};
-pub use options::{AttentionOptions, GemmOptions, GemvOptions, Options, QmatmulOptions, ReduceOptions, RowOptions, ScanOptions};
+pub use options::{AttentionOptions, GemvOptions, Options, ReduceOptions, RowOptions, ScanOptions};
 pub use qmatmul::{dequantize_weights, quantize_weights, QuantizedWeights};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared, BENCH_HOLD};
 pub use threads::{default_threads, KernelType};
@@ -117,6 +118,15 @@ pub enum Error {
     /// A buffer that does not fit the operation (too small, wrong type).
     #[error("{op}: {message}")]
     Argument { op: String, message: String },
+}
+
+impl From<SelectError> for Error {
+    fn from(e: SelectError) -> Error {
+        match e {
+            SelectError::Shape(e) => Error::Shape(e),
+            SelectError::Argument { op, message } => Error::Argument { op, message },
+        }
+    }
 }
 
 fn arg_err(op: &str, message: impl Into<String>) -> Error {

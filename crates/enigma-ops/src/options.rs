@@ -1,11 +1,11 @@
 //! Per-call choices: the fields every operation reads (threads, element
 //! type, vector loads, the sanitizer) and one struct per kernel family for
-//! the choices only that family has. Every field has a default (`None`:
+//! the choices only that family has (the matrix families' are the
+//! kernel library's own, which their selections read). Every field has a default (`None`:
 //! the library's choice for the shape and the device).
 
-use enigma_analysis::tiles::GemmTile;
 use enigma_ir::Scalar;
-use enigma_kernels::library::gemm::SplitSum;
+use enigma_kernels::library::select::{GemmOptions, Overrides, QmatmulOptions};
 
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -48,6 +48,12 @@ impl Options {
     pub fn threads(threads: u32) -> Options {
         Options { threads: Some(threads), ..Options::default() }
     }
+
+    /// What the matrix families' selections (`gemm::select`,
+    /// `qmatmul::select`) read of these options.
+    pub fn overrides(&self) -> Overrides {
+        Overrides { threads: self.threads, vectorize: self.vectorize, gemm: self.gemm, qmatmul: self.qmatmul }
+    }
 }
 
 /// Choices of the row kernels (softmax, RMSNorm, LayerNorm).
@@ -81,70 +87,6 @@ pub struct GemvOptions {
     pub rows_per_simdgroup: Option<u32>,
     /// Loads in flight per thread.
     pub loads: Option<u32>,
-}
-
-/// Choices every matrix product shares.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GemmOptions {
-    /// The GEMM tile and its SIMD-group grid (default: the GEMM selection's
-    /// tile for the shape and the device, unless [`Options::threads`] is
-    /// set; the autotuner's choice in the registry). With
-    /// [`Options::threads`] too, the two must agree. For f32 inputs off
-    /// Metal a tile also chooses the SIMD-group kernel over the default
-    /// SIMT one ([`crate::Ops::matmul`]). [`crate::Ops::qmatmul_fused`]
-    /// takes its tile from here too (default: the fused kernel's tile for
-    /// M), and so does [`crate::Ops::qmatmul_tiled`] (and `qmatmul` above
-    /// the decode kernel's rows; slices of 32 or 64 K values, dividing the
-    /// group).
-    pub tile: Option<GemmTile>,
-    /// GEMM and the quantized tensor-core kernel: slices of K in flight in
-    /// threadgroup memory, filled by asynchronous copies (1: staged through
-    /// registers; default: 3 where they fit, else 2 where those fit, none on
-    /// Metal).
-    pub stages: Option<u32>,
-    /// GEMM and every quantized matmul kernel: how many ways K is split
-    /// over threadgroups (partial products in an f32 workspace, summed by a
-    /// second kernel in a fixed order; 1: one dispatch, no workspace).
-    /// Default: 1 on the simulator; on a GPU, for GEMM and the tensor-core
-    /// kernel enough for two threadgroups per compute unit where the output
-    /// has too few tiles, each split keeping at least 4 slices of K; for the
-    /// decode kernel `qmatmul::default_splits` (a split only where the grid
-    /// leaves compute units with fewer than 8 warps, whole quantization
-    /// groups per split). The decode kernel takes 1 up to K / group (at
-    /// most 64), dividing the groups or not; the kernel for MLX's affine
-    /// format only 1.
-    pub k_splits: Option<u32>,
-    /// The tensor-core GEMMs (matrix multiply, the quantized GEMM) with K
-    /// split: who sums the partial tiles. `Reduction`: a second dispatch.
-    /// `LastThreadgroup`: each tile's last threadgroup, in the kernel (one
-    /// dispatch; needs device-scope fences, an [`crate::Error::Argument`]
-    /// on a device without them). Default: the quantized GEMM's kernel at
-    /// one row where the device has the fences, the reduction otherwise
-    /// (`BENCHMARKS.md`, the quantized GEMM's split-K sums).
-    pub split_sum: Option<SplitSum>,
-}
-
-/// Choices of the quantized matmul's decode kernels.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QmatmulOptions {
-    /// Both decode kernels: rows of `C` per threadgroup (1 … 8; default
-    /// `min(M, 8)`).
-    pub rows_per_threadgroup: Option<u32>,
-    /// FP4/INT4 decode kernel: columns per thread (1, 2 or 4: `uint`,
-    /// `uint2`, `uint4` weight loads; default the widest that divides N
-    /// with `rows · columns ≤ 8` and, on a GPU, leaves at least two column
-    /// tiles per compute unit; [`Options::vectorize`] `Some(false)` means
-    /// 1).
-    pub columns_per_thread: Option<u32>,
-    /// FP4/INT4 decode kernel: packed words per loop iteration (4, 8 or 16).
-    pub words_per_iteration: Option<u32>,
-    /// MLX's affine format: the columns of each SIMD group, whose lanes all
-    /// work on each of them (1, 2 or 4; default as for
-    /// `columns_per_thread`).
-    pub columns_per_simdgroup: Option<u32>,
-    /// MLX's affine format: packed words per lane and load (1, 2 or 4;
-    /// [`Options::vectorize`] `Some(false)` means 1).
-    pub words_per_load: Option<u32>,
 }
 
 /// Choices of fused attention decode.

@@ -1,39 +1,20 @@
-//! The quantized matmul `C = A · dequant(B)` for 4-bit weights: the decode
-//! kernels, the tensor-core GEMM, the fused kernel, and the weights on the
-//! device ([`QuantizedWeights`]).
+//! The quantized matmul `C = A · dequant(B)` for 4-bit weights: the kernel
+//! [`qmatmul::select`] chooses (or the one a caller names), launched with
+//! its buffers, and the weights on the device ([`QuantizedWeights`]).
 
-use crate::{arg_err, host::upload_bytes, threadgroup_limits, Error, Ops, Options, QuantFormat, QuantLayout, SplitSum};
+use crate::{arg_err, host::upload_bytes, Error, Ops, QuantFormat, QuantLayout, SplitSum};
 use enigma_ir::{Kernel, Scalar};
+use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::{self, QuantizedMatrix};
-use enigma_kernels::library::{self as lib, gemm, qgemm_fused, qmatmul, qmatmul_affine, qmatmul_fragments, DType, Dispatch};
+use enigma_kernels::library::{self as lib, gemm, qgemm_fused, DType, Dispatch};
 use enigma_runtime::{Arg, Buffer, Runtime};
 
-/// Whether [`Ops::qmatmul`] runs the decode kernel for `m` rows with
-/// `options` (FP4/INT4 in their row layout): at any M when the options ask
-/// for the decode kernel's own blocking (rows, columns per thread, words
-/// per iteration) or for no vector loads; else up to
-/// [`qmatmul::DECODE_ROWS`] rows unless they ask for K splits summed in
-/// the kernel, which the tensor-core kernel has and the decode kernel has
-/// not; else the tensor-core kernel.
-pub(crate) fn qmatmul_takes_decode_kernel(m: usize, options: &Options) -> bool {
-    let q = &options.qmatmul;
-    let decode_options = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration].iter().any(Option::is_some) || options.vectorize == Some(false);
-    decode_options || (m <= qmatmul::DECODE_ROWS as usize && options.gemm.split_sum != Some(SplitSum::LastThreadgroup))
-}
-
-/// Whether [`Ops::qmatmul`] runs the decode row on weights in fragment order
-/// (`qmatmul_fragments`) for `m` rows with `options`: up to
-/// `qmatmul_fragments::DECODE_ROWS` rows, unless the options ask for the
-/// tensor-core GEMM's own features (a tile, stages, K splits summed in the
-/// kernel); else the GEMM.
-pub(crate) fn qmatmul_takes_fragment_decode_row(m: usize, options: &Options) -> bool {
-    let g = &options.gemm;
-    let gemm_asked = g.tile.is_some() || g.stages.is_some() || g.split_sum == Some(SplitSum::LastThreadgroup);
-    m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked
+/// The problem `qmatmul` solves for `m` rows of A times `w`.
+fn problem(w: &QuantizedWeights, m: usize, out: DType) -> QmatmulProblem {
+    QmatmulProblem { format: w.format, layout: w.layout, out, m, n: w.n, k: w.k, group: w.group }
 }
 
 impl Ops<'_> {
-
     /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4
     /// in seed 002's layout, or MLX's affine format) and `A` an untyped
     /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
@@ -42,74 +23,14 @@ impl Ops<'_> {
     /// [`GemmOptions::tile`], [`GemmOptions::stages`] or splits summed in the
     /// kernel, [`GemmOptions::split_sum`], ask for the tensor-core GEMM) and the
     /// GEMM above. The INT4 decode kernel (M up to
-    /// `QMATMUL_DECODE_ROWS`) sums each packed word's products in f16 four
+    /// `qmatmul::DECODE_ROWS`) sums each packed word's products in f16 four
     /// at a time before widening them (`qmatmul::f16_product_error`),
     /// finite for |a| ≤ 16376.
+    /// The kernel is [`qmatmul::select`]'s.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
-        let op = "qmatmul";
         self.check_qmatmul_inputs(a, w, m)?;
-        if let Some(biases) = &w.biases {
-            return self.launch_affine(a, w, biases, m, out);
-        }
-        if w.layout == QuantLayout::Fragments && qmatmul_takes_fragment_decode_row(m, &self.options) {
-            return self.launch_fragments_decode(a, w, m, out);
-        }
-        if !qmatmul_takes_decode_kernel(m, &self.options) || w.layout != QuantLayout::Rows {
-            return self.launch_qgemm(a, w, m, out);
-        }
-        let cols = match (self.options.qmatmul.columns_per_thread, self.options.vectorize) {
-            (Some(c), _) => Some(c),
-            (None, Some(false)) => Some(1),
-            (None, _) => None,
-        };
-        // On a GPU, default to enough column tiles for two threadgroups per
-        // compute unit, 16 SIMD groups per threadgroup where the columns
-        // give fewer (`qmatmul::default_threads`), and K split only where
-        // that still leaves units short of warps (`qmatmul::default_splits`);
-        // the simulator gains nothing from any of it.
-        let compute_units = self.gpu_compute_units();
-        let options = qmatmul::QmatmulOptions {
-            rows: self.options.qmatmul.rows_per_threadgroup,
-            cols,
-            words: self.options.qmatmul.words_per_iteration,
-            min_tiles: 2 * compute_units,
-            splits: self.options.gemm.k_splits,
-            compute_units,
-        };
-        let threads = self.options.threads.unwrap_or_else(|| qmatmul::default_threads(w.n, m, compute_units));
-        let plan = qmatmul::plan(w.format, out, m, w.n, w.k, w.group, threads, options)?;
-        if plan.cols > 1 {
-            let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);
-            if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
-                return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
-            }
-        }
-        let c = self.output(out.scalar(), m * w.n)?;
-        // The decode kernel's splits are always summed by the reduction.
-        self.launch_split(
-            format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
-            || plan.kernel(),
-            plan.dispatch,
-            &[
-                ("a4", Arg::from(a)),
-                ("b", Arg::from(&w.packed)),
-                ("b2", Arg::from(&w.packed)),
-                ("b4", Arg::from(&w.packed)),
-                ("scales", Arg::from(&w.scales)),
-                ("scales2", Arg::from(&w.scales)),
-                ("scales4", Arg::from(&w.scales)),
-                ("m", Arg::u32(plan.m)),
-                ("n", Arg::u32(plan.n)),
-                ("k", Arg::u32(plan.k)),
-                ("group_words", Arg::u32(plan.group_words())),
-            ],
-            &c,
-            out,
-            m * w.n,
-            plan.splits,
-            SplitSum::Reduction,
-        )?;
-        Ok(c)
+        let selection = qmatmul::select(&problem(w, m, out), self.rt.device(), &self.options.overrides())?;
+        self.launch_qmatmul(a, w, m, out, selection)
     }
 
     /// [`Ops::qmatmul`] on the tensor-core kernel whatever M: the GEMM's
@@ -117,7 +38,7 @@ impl Ops<'_> {
     /// threadgroup memory and each B tile decoded from them
     /// (`gemm::QgemmConfig`; at edge tiles each slice is dequantized into
     /// threadgroup memory instead), each weight rounded to f16 with its
-    /// scale. The tile is `select_gemm_tile`'s for M (or
+    /// scale. The tile is `gemm::select_tile`'s for M (or
     /// [`GemmOptions::tile`]) with slices of 64 K values where they divide
     /// the group, four stages where they fit ([`GemmOptions::stages`]).
     /// `qmatmul` takes it above `qmatmul::DECODE_ROWS` rows.
@@ -131,7 +52,8 @@ impl Ops<'_> {
                 format!("the tensor-core kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} ([N][K/8] with biases; K = {}, N = {}): use qmatmul", w.format, w.k, w.n),
             ));
         }
-        self.launch_qgemm(a, w, m, out)
+        let selection = qmatmul::select_kernel(QmatmulKernel::Tiled, &problem(w, m, out), self.rt.device(), &self.options.overrides())?;
+        self.launch_qmatmul(a, w, m, out, selection)
     }
 
     /// [`Ops::qmatmul`] on seed 002's *fused* kernel
@@ -154,59 +76,87 @@ impl Ops<'_> {
         if w.format.has_biases() {
             return Err(arg_err(op, format!("the fused kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not {} (K = {}, N = {}): use qmatmul", w.format, w.k, w.n)));
         }
-        let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
-        let cfg = match self.options.gemm.tile {
-            Some(tile) => qgemm_fused::FusedQgemmConfig::from_tile(w.format, out, tile),
-            None => qgemm_fused::FusedQgemmConfig::for_rows(w.format, out, mu),
-        };
-        self.check_tile_threads(op, cfg.tile())?;
-        let cfg = qgemm_fused::FusedQgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), ..cfg };
-        cfg.check(threadgroup_limits(self.rt.device()).max_memory_bytes)?;
-        // The key names every field (the split count is built into the
-        // kernel, not into its name).
-        self.launch_packed(op, format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
+        let selection = qmatmul::select_kernel(QmatmulKernel::Fused, &problem(w, m, out), self.rt.device(), &self.options.overrides())?;
+        self.launch_qmatmul(a, w, m, out, selection)
     }
 
-    /// `qmatmul` for MLX's affine format on checked inputs: the kernel
-    /// `qmatmul_affine`, row blocks of up to 8 along y for any M.
-    fn launch_affine(&self, a: &Buffer, w: &QuantizedWeights, biases: &Buffer, m: usize, out: DType) -> Result<Buffer, Error> {
+    /// Runs `selection` on checked inputs: C of `out`, through an f32
+    /// workspace where K is split (the decode kernels' splits, and the
+    /// fused kernel's, always summed by the reduction; the tensor-core
+    /// GEMM's as its configuration says). The decode kernels' vector loads
+    /// need untyped weight buffers of a multiple of the vector's size.
+    fn launch_qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType, selection: QmatmulSelection) -> Result<Buffer, Error> {
         let op = "qmatmul";
-        if let Some(s) = self.options.gemm.k_splits.filter(|&s| s != 1) {
-            return Err(arg_err(op, format!("{s} K splits asked for, but the kernel for {} splits K over the lanes of a SIMD group only (k_splits 1 or none)", w.format)));
+        let (mu, n) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?);
+        match selection {
+            QmatmulSelection::Decode(plan) => {
+                if plan.cols > 1 {
+                    let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);
+                    if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
+                        return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
+                    }
+                }
+                let c = self.output(out.scalar(), m * w.n)?;
+                // The decode kernel's splits are always summed by the reduction.
+                self.launch_split(
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
+                    || plan.kernel(),
+                    plan.dispatch,
+                    &[
+                        ("a4", Arg::from(a)),
+                        ("b", Arg::from(&w.packed)),
+                        ("b2", Arg::from(&w.packed)),
+                        ("b4", Arg::from(&w.packed)),
+                        ("scales", Arg::from(&w.scales)),
+                        ("scales2", Arg::from(&w.scales)),
+                        ("scales4", Arg::from(&w.scales)),
+                        ("m", Arg::u32(plan.m)),
+                        ("n", Arg::u32(plan.n)),
+                        ("k", Arg::u32(plan.k)),
+                        ("group_words", Arg::u32(plan.group_words())),
+                    ],
+                    &c,
+                    out,
+                    m * w.n,
+                    plan.splits,
+                    SplitSum::Reduction,
+                )?;
+                Ok(c)
+            }
+            QmatmulSelection::Affine(plan) => {
+                let biases = w.biases.as_ref().ok_or_else(|| arg_err(op, format!("{} weights need `biases`", w.format)))?;
+                if plan.words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * plan.words) as usize)) {
+                    return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
+                }
+                let c = self.output(out.scalar(), m * w.n)?;
+                self.launch(
+                    format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+                    || plan.kernel(),
+                    plan.dispatch,
+                    &[
+                        ("a4", Arg::from(a)),
+                        ("b", Arg::from(&w.packed)),
+                        ("b2", Arg::from(&w.packed)),
+                        ("b4", Arg::from(&w.packed)),
+                        ("scales", Arg::from(&w.scales)),
+                        ("biases", Arg::from(biases)),
+                        ("c", Arg::from(&c)),
+                        ("m", Arg::u32(plan.m)),
+                        ("n", Arg::u32(plan.n)),
+                        ("k", Arg::u32(plan.k)),
+                        ("group_shift", Arg::u32(plan.group_shift())),
+                    ],
+                )?;
+                Ok(c)
+            }
+            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
+            // The keys name every field: the split count is built into the
+            // kernel, not into its name.
+            QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out),
+            QmatmulSelection::Fused(cfg) => {
+                self.launch_packed("qmatmul_fused", format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
+            }
         }
-        let words = match (self.options.qmatmul.words_per_load, self.options.vectorize) {
-            (Some(u), _) => Some(u),
-            (None, Some(false)) => Some(1),
-            (None, _) => None,
-        };
-        // On a GPU, default to enough threadgroups for two per compute unit.
-        let min_tiles = 2 * self.gpu_compute_units();
-        let options = qmatmul_affine::AffineOptions { rows: self.options.qmatmul.rows_per_threadgroup, cols: self.options.qmatmul.columns_per_simdgroup, words, min_tiles };
-        let threads = self.options.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
-        let plan = qmatmul_affine::plan(out, m, w.n, w.k, w.group, threads, options)?;
-        if plan.words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * plan.words) as usize)) {
-            return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
-        }
-        let c = self.output(out.scalar(), m * w.n)?;
-        self.launch(
-            format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
-            || plan.kernel(),
-            plan.dispatch,
-            &[
-                ("a4", Arg::from(a)),
-                ("b", Arg::from(&w.packed)),
-                ("b2", Arg::from(&w.packed)),
-                ("b4", Arg::from(&w.packed)),
-                ("scales", Arg::from(&w.scales)),
-                ("biases", Arg::from(biases)),
-                ("c", Arg::from(&c)),
-                ("m", Arg::u32(plan.m)),
-                ("n", Arg::u32(plan.n)),
-                ("k", Arg::u32(plan.k)),
-                ("group_shift", Arg::u32(plan.group_shift())),
-            ],
-        )?;
-        Ok(c)
     }
 
     /// What both quantized matmuls require of their inputs: the format's
@@ -235,49 +185,6 @@ impl Ops<'_> {
         Ok(())
     }
 
-    /// The tensor-core kernel on checked inputs (K split where the output
-    /// has few tiles, then the reduction).
-    fn launch_qgemm(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
-        let op = "qmatmul";
-        let (mu, n, k) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?, lib::to_u32(op, "k", w.k)?);
-        let group = lib::to_u32(op, "group", w.group)?;
-        let max_memory = threadgroup_limits(self.rt.device()).max_memory_bytes;
-        let cfg = match self.options.gemm.tile {
-            Some(tile) => {
-                self.check_tile_threads(op, tile)?;
-                gemm::QgemmConfig::from_tile(w.format, out, tile)
-            }
-            None => gemm::QgemmConfig::for_rows(w.format, out, mu).deepened_for(group, max_memory),
-        };
-        let cfg = cfg.in_layout(w.layout, n);
-        let cfg = gemm::QgemmConfig { splits: self.k_splits(cfg.splits_for(mu, n, k, self.threadgroups_wanted())), split_sum: self.split_sum(op, self.qgemm_split_sum(mu))?, ..cfg };
-        let cfg = match self.options.gemm.stages {
-            Some(stages) => gemm::QgemmConfig { stages, ..cfg },
-            None => {
-                // The whole-tile kernel stages no dequantized slice, so
-                // where the shape takes it, more stages may fit.
-                let whole = gemm::QgemmConfig { stages: 2, ..cfg }.whole_tiles_for(mu, n, k);
-                let planned = if whole.whole_tiles { whole.pipelined_for(self.stage_memory()) } else { cfg.pipelined_for(self.stage_memory()) };
-                if planned.threadgroup_memory_bytes() <= self.stage_memory() { planned } else { cfg }
-            }
-        };
-        let cfg = cfg.whole_tiles_for(mu, n, k);
-        cfg.check(max_memory)?;
-        cfg.check_group(group)?;
-        // The key names every field: the split count is built into the
-        // kernel, not into its name.
-        self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out)
-    }
-
-    /// [`Ops::qmatmul`]'s decode row on fragment-ordered weights
-    /// (`qmatmul_fragments`, up to `qmatmul_fragments::DECODE_ROWS` rows):
-    /// its tile for the device's compute units, [`Options::threads`] and
-    /// [`GemmOptions::k_splits`] where given, splits summed by the reduction.
-    fn launch_fragments_decode(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
-        let min_tiles = 2 * self.gpu_compute_units();
-        let plan = qmatmul_fragments::plan(w.format, out, [m, w.n, w.k, w.group], self.options.threads, self.options.gemm.k_splits, min_tiles)?;
-        self.launch_packed("qmatmul", format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out)
-    }
 
     /// Runs a tensor-core quantized kernel (`key` and `build` as for
     /// `launch`) on `a` (`m` rows) and `w` with `splits` K splits: C of
@@ -383,3 +290,4 @@ pub fn quantize_weights(format: QuantFormat, w: &[f32], k: usize, n: usize, grou
 pub fn dequantize_weights(q: &QuantizedMatrix) -> Result<Vec<f32>, Error> {
     Ok(q.dequantize()?)
 }
+

@@ -12,7 +12,7 @@
 //!   reason; one the library rejects (e.g. too much threadgroup memory) is
 //!   skipped with the library's error.
 //! * **GEMM candidates** (`matmul_*`): the planner's staged configurations
-//!   ([`enigma_analysis::tiles::gemm_tiles`]: tiles of 64, 128 or 256 rows
+//!   ([`enigma_kernels::library::tile::gemm_tiles`]: tiles of 64, 128 or 256 rows
 //!   and columns, 16, 32 or 64 deep, 32 or 64 rows and columns per SIMD
 //!   group — 108), each with its own threadgroup size. One the device
 //!   cannot hold (threads, or threadgroup memory by `GemmConfig::check`
@@ -23,7 +23,7 @@
 //!   threadgroup sizes without a tile follow: off Metal, `Ops::matmul`'s
 //!   SIMT kernel with its blocks over that many threads. Without a tuned
 //!   choice, `Ops::matmul` takes the SIMT kernel for f32 off Metal, else
-//!   [`enigma_analysis::tiles::select_gemm_tile`]'s tile.
+//!   [`enigma_kernels::library::gemm::select_tile`]'s tile.
 //! * **Quantized candidates** (`qmatmul_fp4`, `qmatmul_int4`): the decode
 //!   kernel's threadgroup sizes × packed words per loop iteration (with
 //!   words set `Ops::qmatmul` runs the decode kernel at any M) and, above
@@ -56,7 +56,8 @@
 
 use crate::registry::Entry;
 use crate::{Error, Options};
-use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
+use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem};
+use enigma_kernels::library::tile::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
 use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
 use enigma_kernels::library::quant::Format;
 use enigma_ir::QuantLayout;
@@ -224,7 +225,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = packed.is_some() && !crate::qmatmul::qmatmul_takes_decode_kernel(shape.first().copied().unwrap_or(1), &choice.apply(&Options::default()));
+                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, shape.first().copied().unwrap_or(1), &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -274,6 +275,14 @@ fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> 
     (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
 }
 
+/// The kernel `Ops::qmatmul` runs for `m` rows of weights of `format` in
+/// `layout` with `options` (`qmatmul::kernel_for`, which reads neither the
+/// other dimensions nor the output type).
+fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, options: &Options) -> QmatmulKernel {
+    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 1, k: 1, group: 1 };
+    qmatmul::kernel_for(&problem, &options.overrides())
+}
+
 /// SIMD-group grids the tensor-core quantized kernel's candidates take.
 const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 
@@ -289,12 +298,12 @@ const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let (m, n, k) = (dim(0), dim(1), dim(2));
-    if layout == QuantLayout::Rows && crate::qmatmul::qmatmul_takes_decode_kernel(m, &Options::default()) {
+    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::Decode {
         return vec![];
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
-    if layout == QuantLayout::Fragments && crate::qmatmul::qmatmul_takes_fragment_decode_row(m, &Options::default()) {
+    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::FragmentsDecode {
         // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
         for threads in [128, 256, 512, 1024] {
             let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));

@@ -142,7 +142,7 @@ fn awkward_shapes_match_the_reference() {
 
 /// The untuned tile for `m` rows at the portable limits.
 fn small(input: DType, output: DType, m: u32) -> GemmConfig {
-    let tile = enigma_analysis::tiles::select_gemm_tile(m, 4096, 4096, input.size_bytes(), &enigma_analysis::tiles::ThreadgroupLimits::PORTABLE);
+    let tile = enigma_ops::library::gemm::select_tile(m, 4096, 4096, input.size_bytes(), &enigma_ops::ThreadgroupLimits::PORTABLE);
     GemmConfig::from_tile(tile, input, output)
 }
 

@@ -1,4 +1,4 @@
-//! `Ops::matmul`'s tile: `select_gemm_tile`'s default is a configuration the
+//! `Ops::matmul`'s tile: `select_tile`'s default is a configuration the
 //! GEMM's own check accepts on every device's limits at awkward shapes, a
 //! chosen tile (`GemmOptions::tile`) runs and matches the f64 reference on
 //! the simulator, options that disagree are refused, f32 inputs run the
@@ -7,7 +7,8 @@
 
 use enigma_kernels::library::gemm::{reference, GemmConfig};
 use enigma_kernels::library::DType;
-use enigma_ops::{download, quantize, select_gemm_tile, threadgroup_limits, upload, Error, GemmOptions, GemmTile, Ops, Options, ThreadgroupLimits};
+use enigma_ops::library::gemm::select_tile;
+use enigma_ops::{download, quantize, threadgroup_limits, upload, Error, GemmOptions, GemmTile, Ops, Options, ThreadgroupLimits};
 use enigma_runtime::{Device, Runtime};
 
 const AWKWARD: [u32; 6] = [1, 7, 33, 100, 1000, 4097];
@@ -31,7 +32,7 @@ fn the_default_tile_passes_the_gemm_check_at_awkward_shapes() {
             for m in AWKWARD {
                 for n in AWKWARD {
                     for k in AWKWARD {
-                        let tile = select_gemm_tile(m, n, k, input.size_bytes(), &limits);
+                        let tile = select_tile(m, n, k, input.size_bytes(), &limits);
                         let cfg = config(tile, input).pipelined_for(limits.max_memory_bytes);
                         cfg.check(limits.max_memory_bytes).unwrap_or_else(|e| panic!("{m}x{n}x{k} {input}: {tile}: {e}"));
                         assert!(cfg.threads() <= limits.max_threads);

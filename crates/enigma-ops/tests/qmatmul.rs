@@ -345,7 +345,8 @@ fn the_fused_kernel_matches_the_reference() {
 /// compiled kernel declares.
 #[test]
 fn the_planner_reports_what_the_fused_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, GemmTile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_ops::GemmTile;
     use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (tile, seed_bytes) in [("64x64x32/2x2", 4608), ("128x64x16/4x1", 4608), ("32x128x32/1x4", 2560), ("128x128x16/2x2", 4608)] {

@@ -57,8 +57,10 @@ pub mod qmatmul_fragments;
 pub mod quant;
 pub mod reduce;
 pub mod scan;
+pub mod select;
 pub mod sgemm;
 pub mod softmax;
+pub mod tile;
 
 pub use enigma_ir::limits::{
     MAX_THREADGROUP_MEMORY_BYTES as MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP as MAX_THREADS, SIMD_WIDTH,

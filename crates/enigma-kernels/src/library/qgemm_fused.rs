@@ -49,7 +49,8 @@
 use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, simdgroup_tiles, split_range, SPLIT_K_MAX_ROWS};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
-use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
+use super::tile::GemmTile;
+use enigma_analysis::tiles::{self, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Scalar, Type};
 
 /// K values per slice the kernel takes: each divides the smallest group

@@ -69,6 +69,9 @@ use super::quant::{Format, GROUPS, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
+mod select;
+pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+
 /// The packed words per loop iteration a kernel may take.
 pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
 /// Default packed words per loop iteration (fewer when a group has fewer).
@@ -97,7 +100,7 @@ pub(super) fn fp4_code_value(q: Ex) -> Ex {
     let mag = (q << 22u32) & 0x01C0_0000u32;
     let sign = (q << 28u32) & 0x8000_0000u32;
     // 0x3F000000 (0.5) = 252 · 2^22.
-    let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
+    let bits = enigma_ir::builder::select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
     (bits | sign).bitcast(Type::F32)
 }
 
@@ -203,7 +206,7 @@ pub(super) fn split_run(k: &mut KernelBuilder, total: Ex, item: &str) -> (Ex, Ex
     let per_split = k.let_("per_split", total / splits);
     let extra = k.let_("extra", total % splits);
     let begin = k.let_(&format!("{item}_begin"), z * per_split + min(z, extra));
-    let end = k.let_(&format!("{item}_end"), begin + per_split + select(0u32, 1u32, z.lt(extra)));
+    let end = k.let_(&format!("{item}_end"), begin + per_split + enigma_ir::builder::select(0u32, 1u32, z.lt(extra)));
     (z, begin, end)
 }
 
@@ -327,9 +330,9 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         // The next chunk: the next row of this group, or the next group's first.
         let pos1 = k.let_("pos1", pos.get() + 1u32);
         let group_done = k.let_("group_done", pos1.eq(per_group));
-        k.assign(pos, select(pos1, 0u32, group_done));
-        k.assign(g, select(g.get(), g.get() + simdgroups, group_done));
-        k.assign(w, select(w.get() + words, g.get() * group_words, group_done));
+        k.assign(pos, enigma_ir::builder::select(pos1, 0u32, group_done));
+        k.assign(g, enigma_ir::builder::select(g.get(), g.get() + simdgroups, group_done));
+        k.assign(w, enigma_ir::builder::select(w.get() + words, g.get() * group_words, group_done));
         let next = k.let_("next_row", min(w.get(), last_chunk));
         for (u, q) in q_next.iter().enumerate() {
             k.assign(*q, b.get((next + u as u32) * nv + colv));
@@ -504,7 +507,7 @@ impl QmatmulPlan {
 /// most `gemm::MAX_SPLITS`; default [`default_splits`] for
 /// `compute_units`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QmatmulOptions {
+pub struct DecodeOptions {
     pub rows: Option<u32>,
     pub cols: Option<u32>,
     pub words: Option<u32>,
@@ -604,7 +607,7 @@ pub(super) fn check_k_splits(name: &str, splits: u32, items: u32, what: &str, m:
 /// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
 /// choice).
 #[allow(clippy::too_many_arguments)]
-pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: QmatmulOptions) -> Result<QmatmulPlan, ShapeError> {
+pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: DecodeOptions) -> Result<QmatmulPlan, ShapeError> {
     let name = format!("qmatmul_{format}_{out}");
     if !matches!(format, Format::Fp4 | Format::Int4) {
         return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
@@ -718,21 +721,21 @@ mod tests {
 
     #[test]
     fn llama_mlp_shapes() {
-        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
         // 4 columns per thread, 128 per threadgroup: 86 tiles.
         assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
         assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
         // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
-        let gpu = QmatmulOptions { min_tiles: 264, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 264, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
-        let gpu = QmatmulOptions { min_tiles: 160, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 160, ..DecodeOptions::default() };
         assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
-        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
-        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, DecodeOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
     }
@@ -742,7 +745,7 @@ mod tests {
         // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
         // one-column tiles already give every unit work, so no split; at
         // N = 2048, 64 tiles want 3 splits for 192 threadgroups.
-        let gpu = QmatmulOptions { min_tiles: 264, compute_units: 132, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 264, compute_units: 132, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
         assert_eq!((p.cols, p.splits), (1, 1));
         let p = plan(Format::Int4, DType::F16, 1, 2048, 4096, 128, 256, gpu).unwrap();
@@ -781,11 +784,11 @@ mod tests {
         // The simulator (no compute units) keeps the default.
         assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
         // Unsplit (the simulator's default): today's kernel, no workspace.
-        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
         assert_eq!(p.splits, 1);
         assert_eq!(p.kernel(), qmatmul(Format::Fp4, DType::F32, 3, 1, 4, 64));
         // Asked for: any count up to the groups, dividing them or not.
-        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, QmatmulOptions { splits: Some(s), ..QmatmulOptions::default() });
+        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, DecodeOptions { splits: Some(s), ..DecodeOptions::default() });
         assert_eq!(split(2).unwrap().dispatch, Dispatch::threadgroups([2, 1, 2], 64));
         assert_eq!(split(3).unwrap().splits, 3);
         assert_eq!(split(0).unwrap_err().to_string(), "qmatmul_fp4_f16: 0 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
@@ -795,16 +798,16 @@ mod tests {
     #[test]
     fn bad_shapes_are_errors_with_the_numbers() {
         let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
-        let o = QmatmulOptions::default();
+        let o = DecodeOptions::default();
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
         assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
         assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
-        let cols = QmatmulOptions { cols: Some(4), ..o };
+        let cols = DecodeOptions { cols: Some(4), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
-        let words = QmatmulOptions { words: Some(16), ..o };
+        let words = DecodeOptions { words: Some(16), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
-        let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
+        let big = DecodeOptions { cols: Some(4), rows: Some(8), ..o };
         assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
         // Default rows shrink to fit: per row and SIMD group, 128 bytes of
         // partial sums and, for 8 words, 256 of staged A as f32 (FP4) or 128

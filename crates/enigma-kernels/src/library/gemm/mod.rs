@@ -43,7 +43,11 @@
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::qmatmul::{fp4_code_value, int4_value, nibble};
-use enigma_analysis::tiles::{select_gemm_tile, BStaging, GemmTile, ThreadgroupLimits};
+use super::tile::{GemmTile, ThreadgroupLimits};
+use enigma_analysis::tiles::BStaging;
+
+mod select;
+pub use select::{select, select_tile, GemmPlan, GemmProblem};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, AtomicOp, Kernel, MatrixType, MemFlags, QuantLayout, Type};
@@ -217,7 +221,7 @@ impl GemmConfig {
     }
 
     /// The configuration of a planner tile ([`GemmTile`]: the tuner's
-    /// candidates and `select_gemm_tile`'s choice), untransposed, unsplit.
+    /// candidates and `select_tile`'s choice), untransposed, unsplit.
     pub fn from_tile(tile: GemmTile, input: DType, output: DType) -> GemmConfig {
         let GemmTile { tm, tn, tk, sg_rows, sg_cols } = tile;
         GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..GemmConfig::new(input, output) }
@@ -597,7 +601,7 @@ impl SplitTile<'_> {
         let ticket_at = k.let_("ticket_at", (batch * grid.y() + tg.y()) * grid.x() + tg.x());
         let flag_ty = flag.elem();
         let one_hot = |k: &mut KernelBuilder, last: Ex| {
-            let x = select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
+            let x = enigma_ir::builder::select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
             let zero = Ex::from(0.0f32).cast(Type::scalar(flag_ty.elem()));
             k.store(flag.at(0u32), vector(flag_ty, &[x, zero, zero, zero]));
         };
@@ -754,10 +758,10 @@ pub struct QgemmConfig {
 }
 
 impl QgemmConfig {
-    /// The tile for `m` rows: `select_gemm_tile`'s for 16-bit inputs at
+    /// The tile for `m` rows: `select_tile`'s for 16-bit inputs at
     /// the portable limits (16, 32, 64 or 128 rows by 128 columns).
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
-        let tile = select_gemm_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
+        let tile = select_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
         let g = GemmConfig::from_tile(tile, DType::F16, output);
         QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
     }
@@ -1189,8 +1193,8 @@ fn split_suffix(splits: u32, sum: SplitSum) -> &'static str {
 pub(super) fn split_range(k: &mut KernelBuilder, kk: Ex, split: Ex, splits: u32, tk: u32) -> (Ex, Ex) {
     let k_chunk = k.let_("k_chunk", (kk + (splits * tk - 1)) / (splits * tk) * tk);
     // min(split · k_chunk, K) and min(k_begin + k_chunk, K).
-    let k_begin = k.let_("k_begin", select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
-    let k_end = k.let_("k_end", select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    let k_begin = k.let_("k_begin", enigma_ir::builder::select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
+    let k_end = k.let_("k_end", enigma_ir::builder::select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
     (k_begin, k_end)
 }
 
