@@ -11,6 +11,7 @@ use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::select::{GemmOptions, Overrides};
+use enigma_kernels::library::split::SplitSum;
 use enigma_kernels::library::DType;
 
 fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> DeviceInfo {
@@ -91,14 +92,14 @@ fn qmatmul_selection_by_rows_layout_and_device() {
 fn overrides_move_the_kernel_choice() {
     let problem = QmatmulProblem { format: Format::Int4, layout: QuantLayout::Rows, out: DType::F16, m: 2, n: 64, k: 256, group: 64 };
     assert_eq!(qmatmul::kernel_for(&problem, &Overrides::default()), QmatmulKernel::Decode);
-    let kernel_sum = Overrides { gemm: GemmOptions { split_sum: Some(gemm::SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
+    let kernel_sum = Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&problem, &kernel_sum), QmatmulKernel::Tiled);
     let big = QmatmulProblem { m: 64, ..problem };
     assert_eq!(qmatmul::kernel_for(&big, &Overrides::default()), QmatmulKernel::Tiled);
     assert_eq!(qmatmul::kernel_for(&big, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
     // Device-scope fences asked for on a device without them.
     let metal = devices()[2].1.clone();
-    let asked = Overrides { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(gemm::SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
+    let asked = Overrides { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
     let err = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 64, n: 64, k: 256 }, &metal, &asked).unwrap_err();
     assert!(err.to_string().starts_with("matmul: the kernel sums its K splits with device-scope fences, which Metal does not have"), "{err}");
 }

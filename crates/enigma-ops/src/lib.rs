@@ -86,11 +86,12 @@ mod scan;
 mod split;
 mod threads;
 pub mod tune;
+mod tuning_cache;
 
 pub use check::{CheckOutcome, Tolerance};
 pub use enigma_ir::QuantLayout;
 pub use enigma_kernels::library::elementwise::Elementwise;
-pub use enigma_kernels::library::gemm::SplitSum;
+pub use enigma_kernels::library::split::SplitSum;
 pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectError};
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};

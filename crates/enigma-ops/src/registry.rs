@@ -144,8 +144,8 @@ impl Entry {
     /// tuning cache's choice when the caller chose none of the tuned options.
     fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
-        if !crate::tune::Choice::is_set_in(&o) {
-            if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
+        if !crate::tuning_cache::Choice::is_set_in(&o) {
+            if let Some(choice) = crate::tuning_cache::cached_choice(&rt.device().name, &self.name, shape) {
                 o = choice.apply(&o);
             }
         }

@@ -3,7 +3,7 @@
 
 use crate::{Error, Ops, SplitSum};
 use enigma_ir::{Kernel, Scalar};
-use enigma_kernels::library::{self as lib, gemm, DType, Dispatch};
+use enigma_kernels::library::{self as lib, split, DType, Dispatch};
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -52,8 +52,8 @@ impl Ops<'_> {
         let (ws_name, c_name) = if width == 4 { ("ws4", "c4") } else { ("ws", "c") };
         self.launch(
             format!("gemm_splitk_reduce {out} {width}"),
-            || gemm::splitk_reduce(out, width),
-            gemm::splitk_reduce_dispatch(total),
+            || split::splitk_reduce(out, width),
+            split::splitk_reduce_dispatch(total),
             &[
                 (ws_name, Arg::from(ws)),
                 (c_name, Arg::from(c)),

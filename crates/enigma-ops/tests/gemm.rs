@@ -3,7 +3,8 @@
 //! f16/f32 outputs, alpha and beta, batches, and sanitizer-clean runs — the
 //! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
-use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig, SplitSum};
+use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
+use enigma_kernels::library::split::{splitk_reduce, splitk_reduce_dispatch, SplitSum};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};

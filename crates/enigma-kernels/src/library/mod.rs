@@ -60,6 +60,7 @@ pub mod scan;
 pub mod select;
 pub mod sgemm;
 pub mod softmax;
+pub mod split;
 pub mod tile;
 
 pub use enigma_ir::limits::{

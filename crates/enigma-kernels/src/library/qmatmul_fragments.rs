@@ -29,7 +29,7 @@
 //!   split ([`qmatmul_fragments_splitk`]) the grid's z dimension numbers
 //!   the splits, each a contiguous run of K units, writing its f32 partial
 //!   product to slice `z` of a workspace `[splits][M][N]` that
-//!   `gemm::splitk_reduce` sums in order. The SIMD groups' partial tiles
+//!   `split::splitk_reduce` sums in order. The SIMD groups' partial tiles
 //!   meet in threadgroup memory (one barrier).
 //!
 //! A threadgroup computes 8 rows of `C` (more rows take more threadgroups
@@ -106,7 +106,7 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
     let last_row = k.let_("last_row", m - 1u32);
     let word_stride = k.let_("word_stride", n * 8u32);
     let (split_index, begin, end) = if split {
-        let (z, begin, end) = super::qmatmul::split_run(&mut k, k_units, "u");
+        let (z, begin, end) = super::split::split_run(&mut k, k_units, "u");
         (Some(z), begin, end)
     } else {
         (None, k.let_("u_begin", 0u32), k_units)
@@ -180,7 +180,7 @@ pub struct FragmentsPlan {
     pub k: u32,
     pub group: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel is
-    /// [`qmatmul_fragments_splitk`], its slices summed by `gemm::splitk_reduce`.
+    /// [`qmatmul_fragments_splitk`], its slices summed by `split::splitk_reduce`.
     pub splits: u32,
     pub dispatch: Dispatch,
 }
@@ -217,7 +217,7 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
     if format.quant_code().is_none() {
         return Err(ShapeError::new(name, format!("fragment order holds fp4 or int4 codes, not {format}")));
     }
-    let [m32, n32, k32] = super::qmatmul::check_problem(&name, out, m, n, k, group)?;
+    let [m32, n32, k32] = super::quant::check_problem(&name, out, m, n, k, group)?;
     let problems: Vec<String> = [
         (!n32.is_multiple_of(UNIT_N)).then(|| format!("n a multiple of {UNIT_N} (n = {n})")),
         (!k32.is_multiple_of(UNIT_K)).then(|| format!("k a multiple of {UNIT_K} (k = {k})")),
@@ -238,7 +238,7 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
         return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY}")));
     }
     let splits = match splits {
-        Some(s) => super::qmatmul::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
+        Some(s) => super::split::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
         None => 1,
     };
     Ok(FragmentsPlan {

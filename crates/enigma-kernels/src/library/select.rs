@@ -3,7 +3,7 @@
 //! struct per family inside) and the device (`enigma_backend::DeviceInfo`,
 //! through the rules below), and their error ([`SelectError`]).
 
-use super::gemm::SplitSum;
+use super::split::SplitSum;
 use super::tile::{GemmTile, ThreadgroupLimits};
 use super::ShapeError;
 use enigma_backend::{DeviceInfo, DeviceKind};

@@ -34,12 +34,12 @@
 //! the simulator's SIMD-group multiply does, then `C = alpha·acc + beta·C`
 //! (C read only where beta is not zero); with K split, each threadgroup
 //! writes its partial sum to its own f32 slice of `c` for
-//! [`super::gemm::splitk_reduce`].
+//! [`super::split::splitk_reduce`].
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
-use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
+use super::split::{check_splits_and_memory, k_splits_for, split_range};
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -179,7 +179,7 @@ impl SgemmConfig {
 
     /// Checks the shape: blocks of 4 or 8, tile sides multiples of the
     /// blocks and of 4, a threadgroup size the library takes, 1 to 64 K
-    /// values per slice, 1 to [`super::gemm::MAX_SPLITS`] splits, and at most
+    /// values per slice, 1 to [`super::split::MAX_SPLITS`] splits, and at most
     /// `max_threadgroup_memory_bytes` of threadgroup memory (the device's;
     /// `u64::MAX` checks the shape alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {

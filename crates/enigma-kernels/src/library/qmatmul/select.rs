@@ -16,7 +16,8 @@
 //! named.
 
 use super::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
-use crate::library::gemm::{QgemmConfig, SplitSum};
+use crate::library::gemm::QgemmConfig;
+use crate::library::split::SplitSum;
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineOptions, AffinePlan};
 use crate::library::qmatmul_fragments::{self, FragmentsPlan};
