@@ -31,7 +31,10 @@ fn sweeps() -> Vec<(&'static str, String, Options)> {
     out
 }
 
+const USAGE: &str = "tuning_cuda [NAME-FILTER ...]\n  The library tuning sweeps on a CUDA GPU (threads, loads per thread, splits), timed through the registry; one JSON object.";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let filters: Vec<String> = std::env::args().skip(1).collect();
     let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let entries = registry();

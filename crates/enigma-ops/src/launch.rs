@@ -144,12 +144,8 @@ impl<'rt> Ops<'rt> {
             args.push(arg);
         }
         let name = kernel.name.clone();
-        let mode = match dispatch.mode {
-            lib::Mode::Threads => enigma_runtime::Mode::Threads,
-            lib::Mode::Threadgroups => enigma_runtime::Mode::Threadgroups,
-        };
         let options = enigma_runtime::Options { sanitize: self.options.sanitize, ..Default::default() };
-        let report = self.rt.dispatch(&pipeline, &args, mode, dispatch.size, dispatch.threads, &options)?;
+        let report = self.rt.dispatch(&pipeline, &args, dispatch.mode, dispatch.size, dispatch.threads, &options)?;
         self.launches.borrow_mut().push(Launch { kernel: name, dispatch, report });
         Ok(())
     }

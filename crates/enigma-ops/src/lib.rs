@@ -61,17 +61,16 @@
 //! `elementwise`, `reduce` (flat and per row), `scan` (prefix sums), `rows`
 //! (softmax and the norms), `gemv`, `gemm` (matrix multiply), `qmatmul`
 //! (4-bit weights), `attention`; `launch` holds [`Ops`] itself, the
-//! pipeline cache and the checks every operation shares, `split` the K-split
+//! pipeline cache and the checks every operation shares, `error` the
+//! error type, `split` the K-split
 //! launches the matrix products share, `options` the per-call choices (one
 //! struct per family), `host` the host-side conversions, `free` a function
 //! per operation.
 
-use enigma_kernels::library::ShapeError;
-use enigma_runtime::RuntimeError;
-
 mod attention;
 mod check;
 mod elementwise;
+mod error;
 mod free;
 mod gemm;
 mod gemv;
@@ -89,6 +88,8 @@ pub mod tune;
 mod tuning_cache;
 
 pub use check::{CheckOutcome, Tolerance};
+pub(crate) use error::arg_err;
+pub use error::Error;
 pub use enigma_ir::QuantLayout;
 pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::split::SplitSum;
@@ -105,31 +106,3 @@ pub use options::{AttentionOptions, GemvOptions, Options, ReduceOptions, RowOpti
 pub use qmatmul::{dequantize_weights, quantize_weights, QuantizedWeights};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared, BENCH_HOLD};
 pub use threads::{default_threads, KernelType};
-
-/// Everything that can go wrong in an operation.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Runtime(#[from] RuntimeError),
-    #[error(transparent)]
-    Shape(#[from] ShapeError),
-    /// A 4-bit weight shape or buffer the formats cannot take.
-    #[error(transparent)]
-    Quant(#[from] QuantError),
-    /// A buffer that does not fit the operation (too small, wrong type).
-    #[error("{op}: {message}")]
-    Argument { op: String, message: String },
-}
-
-impl From<SelectError> for Error {
-    fn from(e: SelectError) -> Error {
-        match e {
-            SelectError::Shape(e) => Error::Shape(e),
-            SelectError::Argument { op, message } => Error::Argument { op, message },
-        }
-    }
-}
-
-fn arg_err(op: &str, message: impl Into<String>) -> Error {
-    Error::Argument { op: op.to_string(), message: message.into() }
-}

@@ -45,8 +45,8 @@ impl LaunchSummary {
         LaunchSummary {
             kernel: l.kernel.clone(),
             mode: match l.dispatch.mode {
-                enigma_kernels::library::Mode::Threads => "threads",
-                enigma_kernels::library::Mode::Threadgroups => "threadgroups",
+                enigma_kernels::library::DispatchMode::Threads => "threads",
+                enigma_kernels::library::DispatchMode::Threadgroups => "threadgroups",
             },
             size: l.dispatch.size,
             threads: l.dispatch.threads,

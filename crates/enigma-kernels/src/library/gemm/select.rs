@@ -4,7 +4,7 @@
 //! for a problem on a device with the caller's overrides ([`select`]); the
 //! default tile per shape is [`select_tile`].
 
-use super::GemmConfig;
+use super::config::GemmConfig;
 use crate::library::split::SplitSum;
 use crate::library::select::{self, Overrides, SelectError};
 use crate::library::sgemm::SgemmConfig;
@@ -35,7 +35,7 @@ pub enum GemmPlan {
 impl GemmPlan {
     pub fn kernel(&self) -> Kernel {
         match self {
-            GemmPlan::Matrices(cfg) => super::gemm(cfg),
+            GemmPlan::Matrices(cfg) => super::kernel::gemm(cfg),
             GemmPlan::Simt(cfg) => crate::library::sgemm::sgemm(cfg),
         }
     }

@@ -8,14 +8,14 @@
 //! its `DECODE_ROWS`, unless the overrides ask for the tensor-core GEMM's
 //! own features (a tile, stages, K splits summed in the kernel), and the
 //! tensor-core GEMM (`gemm::qgemm`) above. FP4/INT4 in their row layout run
-//! the decode kernel (this module's parent) up to [`super::DECODE_ROWS`]
+//! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
 //! rows unless K splits summed in the kernel are asked for, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
 //! columns per thread, words per iteration) or for no vector loads; else
 //! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
 //! named.
 
-use super::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
+use super::decode::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
 use crate::library::gemm::QgemmConfig;
 use crate::library::split::SplitSum;
 use crate::library::qgemm_fused::FusedQgemmConfig;

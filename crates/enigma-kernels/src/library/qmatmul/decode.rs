@@ -1,0 +1,723 @@
+//! Quantized matmul for decode sizes: `C[M, N] = A[M, K] · dequant(B)`,
+//! `A` in f16, `B` 4-bit ([`Format::Fp4`] or [`Format::Int4`] in seed 002's
+//! `[K/8][N]` layout with f16 scales per group, see [`crate::library::quant`]), `C`
+//! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
+//!
+//! At these sizes the kernel is bound by reading `B` once, so it is built
+//! for bandwidth:
+//! * **Coalesced weights.** Each thread owns `cols` consecutive columns
+//!   (1, 2 or 4: one `uint` / `uint2` / `uint4` load per packed row, and the
+//!   same width of `half` scales); the 32 lanes of a SIMD group own
+//!   `32 · cols` consecutive columns, so each packed row of the tile is one
+//!   contiguous stretch of `128 · cols` bytes.
+//! * **Dequantised on the fly.** INT4 works in f16 pairs (`int4_eighths`):
+//!   the mask `0x000F000F` takes two nibbles of a word at once (nibbles `i`
+//!   and `i + 4`) into the mantissas of an f16 pair under the exponent of
+//!   1024, and one pair fma gives `(nibble − 8) / 8` exactly, so a pair of
+//!   weights costs one `LOP3` and one `HFMA2` on CUDA; a word's eight
+//!   products are four pair fmas with A staged as matching pairs, summed
+//!   in f16 four at a time ([`INT4_F16_TERMS`]: the rounding
+//!   [`f16_product_error`] bounds) and widened to f32 once per word. The
+//!   eighths keep those f16 sums finite for |a| ≤ 16376. FP4: a 16-entry
+//!   f32 table in threadgroup memory (filled once per threadgroup by bit
+//!   arithmetic that never forms a subnormal, which GPUs may flush); 16
+//!   entries in 16 banks, so a SIMD group's lookups never conflict, each
+//!   product exact in f32. Each group's products are summed unscaled, then
+//!   multiplied by the group's scale once.
+//! * **The next chunk's loads before this chunk's math.** A SIMD group
+//!   walks its chunks of `words` packed rows with the next chunk's weight
+//!   words, scale and A values already loading into registers, so two
+//!   chunks' loads are in flight; the last prefetch re-reads the last
+//!   chunk (every split has at least one group, so it is in bounds).
+//! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
+//!   column tile and take the quantization groups round-robin (SIMD group
+//!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
+//!   `S` times more threads than columns; the partial sums meet in
+//!   threadgroup memory (one barrier), laid out `[S][rows][cols][32 lanes]`
+//!   so that consecutive lanes write consecutive words.
+//! * **K split over threadgroups** ([`qmatmul_splitk`], `splits` > 1 in
+//!   the plan). A narrow grid (N = 11008 is 172 tiles of 64 columns for an
+//!   H100's 132 compute units) leaves few bytes in flight per unit; with K
+//!   split the grid's z dimension numbers the splits, and split `z` takes
+//!   its own contiguous run of whole quantization groups (the first
+//!   `groups % splits` one group more), shared by its SIMD groups as above.
+//!   Each writes its f32 partial product to slice `z` of a workspace
+//!   `[splits][M][N]`, and the GEMM's reduction kernel
+//!   (`split::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
+//!   `C` in f32 or f16: the result does not depend on scheduling.
+//!   [`default_splits`] is the default count; `splits = 1` is the single
+//!   dispatch of [`qmatmul()`], with no workspace.
+//! * `words` packed words (4, 8 or 16, dividing the group's) per chunk.
+//!   The chunk's `rows × 8·words` values of `A` are converted from f16 once
+//!   per SIMD group (INT4: regrouped into pairs, one `uint4` per row and
+//!   word; FP4: to f32) into the SIMD group's own staging area in
+//!   threadgroup memory (`simdgroup_barrier` before and after the reads),
+//!   and every lane reads them back at uniform addresses (broadcasts):
+//!   without it each lane would convert every value itself, 32 times the
+//!   conversions.
+//!
+//! A threadgroup computes `rows` rows of `C` (`rows` = M up to 8; more rows
+//! take more threadgroups along y, each reading `B` again, mostly from L2).
+//! Edge columns (N not a multiple of `32 · cols`) and edge rows are clamped
+//! for the loads, which stay in bounds, and never stored.
+//!
+//! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
+//! words), `scales` / `scales2` / `scales4`, `c` (with K split, the f32
+//! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
+
+use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
+use crate::library::split::{check_k_splits, split_run, MAX_SPLITS};
+use crate::library::*;
+use enigma_ir::{Access, Kernel, Type};
+
+
+/// The packed words per loop iteration a kernel may take.
+pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
+/// Default packed words per loop iteration (fewer when a group has fewer).
+pub const DEFAULT_WORDS: u32 = 8;
+/// Above this many rows `enigma_ops::Ops::qmatmul` takes the tensor-core
+/// kernel (`gemm::qgemm`, its B tiles decoded from staged words, K split
+/// over threadgroups): on an H100, over seed 002's four shapes, it is the
+/// faster from M = 8 on (by 1.1–1.3×), and at M = 4 on two of the four;
+/// this kernel at M ≤ 4 (`BENCHMARKS.md`).
+pub const DECODE_ROWS: u32 = 4;
+/// Default threads per threadgroup (8 SIMD groups splitting K).
+pub const DEFAULT_THREADS: u32 = 256;
+/// `rows · cols` the default keeps to (accumulators per thread, twice).
+const DEFAULT_REGISTER_TILE: u32 = 8;
+
+/// Bytes of the FP4 decoding table in threadgroup memory.
+pub const FP4_TABLE_BYTES: u64 = 16 * 4;
+
+/// Products per f16 partial sum in the INT4 kernel (a word's eight
+/// values, four per half of an f16 pair).
+pub const INT4_F16_TERMS: u32 = 4;
+
+/// The kernel's rounding beyond f32 summation, relative to Σ|a · w|: INT4
+/// forms and sums [`INT4_F16_TERMS`] products in f16 before widening them
+/// (γ₄ = 4u / (1 − 4u), u = f16's unit roundoff); FP4 forms each product
+/// exactly in f32 (0).
+pub fn f16_product_error(format: Format) -> f64 {
+    match format {
+        Format::Int4 => {
+            let nu = INT4_F16_TERMS as f64 * DType::F16.unit_roundoff();
+            nu / (1.0 - nu)
+        }
+        _ => 0.0,
+    }
+}
+
+/// The rounding the quantized matmul kernel named `kernel` adds beyond f32
+/// summation, relative to Σ|a · w|: the tensor-core kernels (`qgemm_*`,
+/// and `qmatmul_*_fragments_*`, [`crate::library::qmatmul_fragments`]) round each
+/// weight times its scale to f16 (f16's unit roundoff), this decode kernel
+/// [`f16_product_error`].
+pub fn kernel_product_error(kernel: &str, format: Format) -> f64 {
+    if kernel.starts_with("qgemm") || kernel.contains("_fragments") {
+        DType::F16.unit_roundoff()
+    } else {
+        f16_product_error(format)
+    }
+}
+
+/// One SIMD group's staged A for a chunk: its 16-byte vectors and their
+/// type. INT4 stages f16 pairs, one `uint4` per row and word; FP4 f32, two
+/// `float4`s per row and word.
+fn stage_layout(format: Format, rows: u32, words: u32) -> (u32, Type) {
+    if format == Format::Int4 {
+        (rows * words, Type::vector(Scalar::U32, 4))
+    } else {
+        (rows * words * 2, Type::vector(Scalar::F32, 4))
+    }
+}
+
+/// An f16 pair.
+const HALF2: Type = Type::vector(Scalar::F16, 2);
+
+/// The eight INT4 values of `q` (u32) as four f16 pairs in eighths,
+/// `(nibble − 8) / 8` exactly: pair `i` holds nibbles `i` and `i + 4`, so
+/// one mask serves both halves. A pair costs one and-or (each nibble left
+/// in place under the f16 exponent of 1024: `1024 + n` for nibbles 0 and 2,
+/// `1024 + 16n` for 1 and 3) and one fma (`x / 8 − 129`, `x / 128 − 9`);
+/// nibbles 2, 3, 6 and 7 come from `q >> 8`. Eighths keep four products
+/// of an f16 `a` summed in f16 finite up to |a| = 16376.
+fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
+    let shifted = k.let_(&format!("qs{name}"), q >> 8u32);
+    let pair = |bits: u32| Ex::from(bits).bitcast(HALF2);
+    let decode = |k: &mut KernelBuilder, word: Ex, upper: bool, i: usize| {
+        let (mask, step, offset) = if upper { (0x00F0_00F0u32, 0x2000_2000u32, 0xC880_C880u32) } else { (0x000F_000Fu32, 0x3000_3000, 0xD808_D808) };
+        let x = ((word & mask) | 0x6400_6400u32).bitcast(HALF2);
+        k.let_(&format!("v{name}_{i}"), fma(x, pair(step), pair(offset)))
+    };
+    [decode(k, q, false, 0), decode(k, q, true, 1), decode(k, shifted, false, 2), decode(k, shifted, true, 3)]
+}
+
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
+/// group's packed words (`group_words`, by value) must be a multiple of
+/// `words`.
+///
+/// # Panics
+/// When `format` is MLX's affine format (not in seed 002's layout), `rows`
+/// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
+/// `threads` not a multiple of 32 between 32 and 1024.
+pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, out, rows, cols, words, threads, false)
+}
+
+/// The first pass of the kernel with K split over threadgroups:
+/// `qmatmul_{format}_f32_r{rows}_c{cols}_u{words}_t{threads}_splitk`.
+/// Threadgroup `z` of the grid's `splits` (`threadgroups_per_grid.z`)
+/// takes its own contiguous run of quantization groups and writes its f32
+/// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
+/// `split::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
+pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, DType::F32, rows, cols, words, threads, true)
+}
+
+/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
+fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
+    assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
+    assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
+    assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
+    assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
+    assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
+    let simdgroups = threads / SIMD_WIDTH;
+    let cols_n = cols as usize;
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}", if split { "_splitk" } else { "" }));
+    let suffix = if cols == 1 { String::new() } else { cols.to_string() };
+    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
+    let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
+    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let n = k.value("n", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let group_words = k.value("group_words", Type::U32);
+    let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
+    let pairs = format == Format::Int4;
+    let (stage_vecs, stage_elem) = stage_layout(format, rows, words);
+    let stage = k.threadgroup_array("a_stage", stage_elem, simdgroups * stage_vecs);
+    let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
+    if let Some(table) = table {
+        let t = k.let_("t", thread_index_in_threadgroup());
+        k.if_(t.lt(16u32), |k| k.store(table.at(t), fp4_code_value(t)));
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    }
+
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let tile = k.let_("tile", threadgroup_position_in_grid().x());
+    let row0 = k.let_("row0", threadgroup_position_in_grid().y() * rows);
+    let nv = k.let_("nv", n / cols);
+    // This lane's column vector, clamped for the loads.
+    let colv = k.let_("colv", min(tile * SIMD_WIDTH + lane, nv - 1u32));
+    let k4 = k.let_("k4", kk / 4u32);
+    let groups = k.let_("groups", kk / (group_words * VALUES_PER_WORD as u32));
+    let last_row = k.let_("last_row", m - 1u32);
+    // This SIMD group's staging area for A: [rows][words · 8] values.
+    let stage_base = k.let_("stage_base", sg * stage_vecs);
+    let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
+    // The SIMD group's first group and the end: with K split, split `z`'s
+    // run of groups.
+    let (split_index, g_start, g_end) = if split {
+        let (z, begin, end) = split_run(&mut k, groups, "g");
+        (Some(z), begin + sg, end)
+    } else {
+        (None, sg, groups)
+    };
+
+    // The SIMD group walks its chunks of `words` packed rows: its groups
+    // g_start, g_start + S, … below g_end, `group_words / words` chunks to
+    // a group. The next chunk's weights, scale and A values are loaded into
+    // registers before the current chunk's math, so that two chunks' loads
+    // are in flight; a load past the last chunk re-reads it (in bounds).
+    let per_group = k.let_("chunks_per_group", group_words / words);
+    let last_chunk = k.let_("last_chunk", g_end * group_words - words);
+    let last_group = k.let_("last_group", g_end - 1u32);
+    let g = k.var("g", g_start);
+    let pos = k.var("pos", 0u32);
+    let w = k.var("w", g_start * group_words);
+    let passes = stage_vecs.div_ceil(SIMD_WIDTH);
+    let stage_idx: Vec<Ex> = (0..passes).map(|i| k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH)).collect();
+    // The A vectors (half4) lane `idx` of the SIMD group stages for the
+    // chunk at packed row `row`: INT4 two (word idx % words of row
+    // idx / words), FP4 one (float4 idx of the [rows][words · 2] area).
+    let a_sources = |idx: Ex, row: Ex| -> Vec<Ex> {
+        if pairs {
+            let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
+            vec![a4.get(src), a4.get(src + 1u32)]
+        } else {
+            let src = min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2);
+            vec![a4.get(src)]
+        }
+    };
+    let first = k.let_("first_row", min(w.get(), last_chunk));
+    let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
+    let a_next: Vec<Vec<Var>> = stage_idx
+        .iter()
+        .enumerate()
+        .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, v)| k.var(&format!("a_next{i}_{j}"), v)).collect())
+        .collect();
+    let s_next = k.var("s_next", scales.get(min(g.get(), last_group) * nv + colv));
+    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.while_(g.get().lt(g_end), |k| {
+        let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
+        let a_now: Vec<Vec<Ex>> = a_next
+            .iter()
+            .enumerate()
+            .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
+            .collect();
+        let s = k.let_("s", to_f32(s_next.get()));
+        // The next chunk: the next row of this group, or the next group's first.
+        let pos1 = k.let_("pos1", pos.get() + 1u32);
+        let group_done = k.let_("group_done", pos1.eq(per_group));
+        k.assign(pos, enigma_ir::builder::select(pos1, 0u32, group_done));
+        k.assign(g, enigma_ir::builder::select(g.get(), g.get() + simdgroups, group_done));
+        k.assign(w, enigma_ir::builder::select(w.get() + words, g.get() * group_words, group_done));
+        let next = k.let_("next_row", min(w.get(), last_chunk));
+        for (u, q) in q_next.iter().enumerate() {
+            k.assign(*q, b.get((next + u as u32) * nv + colv));
+        }
+        for (vars, &idx) in a_next.iter().zip(&stage_idx) {
+            for (var, v) in vars.iter().zip(a_sources(idx, next)) {
+                k.assign(*var, v);
+            }
+        }
+        k.assign(s_next, scales.get(min(g.get(), last_group) * nv + colv));
+        // The SIMD group converts the chunk's A values once, one vector per
+        // lane and pass, instead of every lane converting all of them.
+        for (i, (&idx, a)) in stage_idx.iter().zip(&a_now).enumerate() {
+            let convert = |k: &mut KernelBuilder| {
+                if pairs {
+                    // Word u's eight values as the pairs its decoded
+                    // weights come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
+                    let lo = k.let_(&format!("a_lo{i}"), a[0].bitcast(Type::vector(Scalar::U32, 2)));
+                    let hi = k.let_(&format!("a_hi{i}"), a[1].bitcast(Type::vector(Scalar::U32, 2)));
+                    let pair = |lo: Ex, hi: Ex, upper: bool| {
+                        if upper {
+                            (lo >> 16u32) | (hi & 0xFFFF_0000u32)
+                        } else {
+                            (lo & 0xFFFFu32) | (hi << 16u32)
+                        }
+                    };
+                    let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
+                    k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
+                } else {
+                    k.store(stage.at(stage_base + idx), a[0].cast(Type::vector(Scalar::F32, 4)));
+                }
+            };
+            if (i as u32 + 1) * SIMD_WIDTH <= stage_vecs {
+                convert(k);
+            } else {
+                k.if_(idx.lt(stage_vecs), convert);
+            }
+        }
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+        for (u, &q) in qs.iter().enumerate() {
+            let word_index = u as u32;
+            for cc in 0..cols_n {
+                let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
+                if pairs {
+                    // Uniform addresses: one broadcast read per row and word.
+                    let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + word_index))).collect();
+                    let v = int4_eighths(k, word, &format!("{u}_{cc}"));
+                    for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
+                        let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
+                        let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
+                        // Four products per half, summed in f16, then widened.
+                        let mut sum = half2(0) * v[0];
+                        for (i, &vi) in v.iter().enumerate().skip(1) {
+                            sum = fma(half2(i as u8), vi, sum);
+                        }
+                        let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
+                        k.assign(part_row[cc], part_row[cc].get() + sum.x() + sum.y());
+                    }
+                    continue;
+                }
+                let table = table.expect("fp4 has its table");
+                // Uniform addresses: one broadcast read per float4.
+                let a: Vec<[Ex; 2]> = (0..rows)
+                    .map(|r| {
+                        let at = stage_base + (r * words * 2 + word_index * 2);
+                        let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
+                        let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
+                        [lo, hi]
+                    })
+                    .collect();
+                for j in 0..VALUES_PER_WORD as u32 {
+                    let v = k.let_(&format!("v{u}_{cc}_{j}"), table.get(nibble(word, j)));
+                    for (a_row, part_row) in a.iter().zip(&part) {
+                        let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
+                        k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
+                    }
+                }
+            }
+        }
+        // Every lane has read the staged A before the next iteration overwrites it.
+        k.simdgroup_barrier(MemFlags::Threadgroup);
+        k.if_(group_done, |k| {
+            for cc in 0..cols_n {
+                let sc = if cols == 1 { s } else { s.component(cc as u8) };
+                // INT4's partial sums are in eighths of the codes' values.
+                let sc = if pairs { sc * f(8.0) } else { sc };
+                for (acc_row, part_row) in acc.iter().zip(&part) {
+                    k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
+                    k.assign(part_row[cc], f(0.0));
+                }
+            }
+        });
+    });
+
+    // Partials: [simdgroup][row][col][lane].
+    for (r, acc_row) in acc.iter().enumerate() {
+        for (cc, v) in acc_row.iter().enumerate() {
+            let slot = (sg * rows + r as u32) * cols + cc as u32;
+            k.store(partials.at(slot * SIMD_WIDTH + lane), v.get());
+        }
+    }
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let per_group = rows * cols * SIMD_WIDTH;
+    k.for_range("o", thread_index_in_threadgroup(), per_group, threads, |k, o| {
+        let total = k.var("total", f(0.0));
+        for s in 0..simdgroups {
+            k.assign(total, total.get() + partials.get(o + s * per_group));
+        }
+        let rc = k.let_("rc", o / SIMD_WIDTH);
+        let row = k.let_("row", row0 + rc / cols);
+        let col = k.let_("col", (tile * SIMD_WIDTH + o % SIMD_WIDTH) * cols + rc % cols);
+        // With K split, slice `split` of the [splits][M][N] workspace.
+        let at = match split_index {
+            Some(z) => (z * m + row) * n + col,
+            None => row * n + col,
+        };
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, at, total.get()));
+    });
+    finish(k)
+}
+
+/// A planned quantized matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QmatmulPlan {
+    pub format: Format,
+    pub out: DType,
+    pub rows: u32,
+    pub cols: u32,
+    /// Packed words per loop iteration.
+    pub words: u32,
+    pub threads: u32,
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub group: u32,
+    /// K split over this many threadgroups (grid z); above 1 the kernel is
+    /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
+    /// `split::splitk_reduce` to sum into `C`.
+    pub splits: u32,
+    pub dispatch: Dispatch,
+}
+
+impl QmatmulPlan {
+    /// The kernel: [`qmatmul()`], or [`qmatmul_splitk`] with K split.
+    pub fn kernel(&self) -> Kernel {
+        if self.splits > 1 {
+            qmatmul_splitk(self.format, self.rows, self.cols, self.words, self.threads)
+        } else {
+            qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
+        }
+    }
+
+    /// `group / 8`, the kernel's `group_words`.
+    pub fn group_words(&self) -> u32 {
+        self.group / VALUES_PER_WORD as u32
+    }
+
+    /// Bytes the kernel must move at least: `A` and `B` (codes and scales)
+    /// read once, `C` written once.
+    pub fn bytes(&self) -> u64 {
+        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
+        m * k * 2 + k * n / 2 + k / self.group as u64 * n * 2 + m * n * self.out.size_bytes() as u64
+    }
+}
+
+/// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
+/// `min(M, 8)`), columns per thread (1, 2, 4; default the widest that
+/// divides N with `rows · cols ≤ 8` and gives at least `min_tiles` column
+/// tiles, else 1), packed words per loop iteration (4, 8, 16, dividing
+/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
+/// and K splits over threadgroups (1 up to the quantization groups, at
+/// most `split::MAX_SPLITS`; default [`default_splits`] for
+/// `compute_units`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeOptions {
+    pub rows: Option<u32>,
+    pub cols: Option<u32>,
+    pub words: Option<u32>,
+    /// Column tiles (threadgroups along x) the default `cols` keeps to:
+    /// on a GPU about two per compute unit, so that a narrow N still fills
+    /// the GPU; 0 for no minimum.
+    pub min_tiles: u32,
+    /// How many ways K is split over threadgroups (1: one dispatch, no
+    /// workspace); `None` for [`default_splits`].
+    pub splits: Option<u32>,
+    /// The device's compute units, for [`default_splits`]; 0 (unknown, or
+    /// the simulator, which gains nothing from splitting) for no split.
+    pub compute_units: u32,
+}
+
+/// Warps per compute unit below which [`default_splits`] splits K over
+/// threadgroups: eight. A split costs a workspace and a second dispatch (the
+/// reduction), which on an H100 outweighed what it gave wherever the grid
+/// already had a few warps per unit: at M = 1, N = K = 4096, 128
+/// threadgroups of 512 threads took 10.1 µs unsplit and more split in two;
+/// at N = 11008, 344 of 256 threads 22.5 µs unsplit against 29.1, 39.2 and
+/// 33.9 µs split 2, 4 and 8 ways (BENCHMARKS.md).
+pub const MIN_WARPS_PER_UNIT: u32 = 8;
+
+/// The decode kernel's default threads per threadgroup for `m` rows and
+/// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
+/// a column tile's K) where one column per thread leaves fewer than two
+/// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
+/// column tile give a narrow grid more warps without a K split: on an H100
+/// at M = 1, N = K = 4096 (128 tiles), 10.1 µs at 512 threads against 19.4
+/// µs at 256 split in two; at N = 4096, K = 11008, 15.4 against 22.4 µs; at
+/// N = 11008 (344 tiles) 256 threads stay the faster (16.8 against 18.1).
+pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
+    let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS_PER_THREADGROUP as usize));
+    if compute_units > 0 && tiles < 2 * compute_units as usize {
+        2 * DEFAULT_THREADS
+    } else {
+        DEFAULT_THREADS
+    }
+}
+
+/// The default K split of the decode kernel, for a grid of `threadgroups`
+/// (column tiles × row blocks) over `groups` quantization groups, with
+/// `simdgroups` SIMD groups per threadgroup, on a device of
+/// `compute_units`: the fewest splits that give the grid at least
+/// [`MIN_WARPS_PER_UNIT`] warps per compute unit. At most
+/// `groups / simdgroups` splits, so that every SIMD group of a split keeps
+/// at least one whole group (a split of fewer groups than SIMD groups
+/// leaves some idle and still pays for the workspace), and at most
+/// `split::MAX_SPLITS`; 1 when `compute_units` is 0.
+pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_units: u32) -> u32 {
+    if compute_units == 0 {
+        return 1;
+    }
+    let wanted = (MIN_WARPS_PER_UNIT * compute_units).div_ceil(threadgroups.saturating_mul(simdgroups).max(1));
+    wanted.min(groups / simdgroups.max(1)).clamp(1, MAX_SPLITS)
+}
+
+/// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
+/// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
+/// choice).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: DecodeOptions) -> Result<QmatmulPlan, ShapeError> {
+    let name = format!("qmatmul_{format}_{out}");
+    if !matches!(format, Format::Fp4 | Format::Int4) {
+        return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
+    }
+    let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
+    let t = check_threads(&name, threads)?;
+    let group_words = (group / VALUES_PER_WORD) as u32;
+    let words = match options.words {
+        Some(w) if !WORDS_PER_ITERATION.contains(&w) || !group_words.is_multiple_of(w) => {
+            return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
+        }
+        Some(w) => w,
+        None => DEFAULT_WORDS.min(group_words),
+    };
+    // Default rows: up to 8, fewer where the partial sums (of one column
+    // per thread) and the staged A would not fit threadgroup memory.
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
+    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
+    if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
+        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
+    }
+    let cols = match options.cols {
+        Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
+        Some(c) if n32 % c != 0 => return Err(ShapeError::new(name, format!("{c} columns per thread need n % {c} == 0, n = {n}"))),
+        Some(c) => c,
+        None => [4, 2, 1]
+            .into_iter()
+            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
+            .unwrap_or(1),
+    };
+    let bytes = threadgroup_bytes(format, t, rows, cols, words);
+    if bytes > MAX_THREADGROUP_MEMORY {
+        return Err(ShapeError::new(
+            name,
+            format!(
+                "{t} threads × {rows} rows × {cols} columns × {words} words need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {MAX_THREADGROUP_MEMORY}",
+                if format == Format::Fp4 { ", FP4 table" } else { "" }
+            ),
+        ));
+    }
+    let tiles = (n32 / cols).div_ceil(SIMD_WIDTH);
+    let row_blocks = m32.div_ceil(rows);
+    let groups = k32 / group as u32;
+    let splits = match options.splits {
+        Some(s) => check_k_splits(&name, s, groups, &format!("quantization groups of k = {k}"), m, n)?,
+        None => default_splits(tiles * row_blocks, groups, t / SIMD_WIDTH, options.compute_units),
+    };
+    Ok(QmatmulPlan {
+        format,
+        out,
+        rows,
+        cols,
+        words,
+        threads: t,
+        m: m32,
+        n: n32,
+        k: k32,
+        group: group as u32,
+        splits,
+        dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
+    })
+}
+
+/// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
+/// f32), the staged A (`[S][rows][8·words]` f32) and, for FP4, the
+/// decoding table.
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
+    let simdgroups = (threads / SIMD_WIDTH) as u64;
+    let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
+    let (vecs, elem) = stage_layout(format, rows, words);
+    let stage = simdgroups * vecs as u64 * elem.size_bytes() as u64;
+    partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+}
+
+/// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
+/// weights `W` `[k, n]`, both row-major.
+pub fn reference(a: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0f64; m * n];
+    for r in 0..m {
+        for kk in 0..k {
+            let av = a[r * k + kk] as f64;
+            for col in 0..n {
+                c[r * n + col] += av * w[kk * n + col] as f64;
+            }
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use enigma_ir::{validate, ValidationOptions};
+
+    #[test]
+    fn every_variant_validates() {
+        for format in [Format::Fp4, Format::Int4] {
+            for out in [DType::F32, DType::F16] {
+                for rows in 1..=MAX_ROWS_PER_THREADGROUP {
+                    for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
+                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64)] {
+                            if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
+                                panic!("{}: {e}", kernel.name);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn llama_mlp_shapes() {
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
+        // 4 columns per thread, 128 per threadgroup: 86 tiles.
+        assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
+        // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
+        let gpu = DecodeOptions { min_tiles: 264, ..DecodeOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
+        let gpu = DecodeOptions { min_tiles: 160, ..DecodeOptions::default() };
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
+        assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
+        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols), (8, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, DecodeOptions::default()).unwrap();
+        assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+    }
+
+    #[test]
+    fn k_splits_over_threadgroups() {
+        // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
+        // one-column tiles already give every unit work, so no split; at
+        // N = 2048, 64 tiles want 3 splits for 192 threadgroups.
+        let gpu = DecodeOptions { min_tiles: 264, compute_units: 132, ..DecodeOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
+        assert_eq!((p.cols, p.splits), (1, 1));
+        let p = plan(Format::Int4, DType::F16, 1, 2048, 4096, 128, 256, gpu).unwrap();
+        assert_eq!((p.cols, p.splits), (1, 3));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([64, 1, 3], 256));
+        // The first pass writes the f32 workspace whatever C's type.
+        let kernel = p.kernel();
+        assert_eq!(kernel.name, "qmatmul_int4_f32_r1_c1_u8_t256_splitk");
+        let c = kernel.params.iter().find(|q| q.name == "c").map(|q| q.kind);
+        assert!(matches!(c, Some(enigma_ir::ParamKind::Buffer { elem: Type::F32, .. })), "{c:?}");
+        // 86 tiles on 132 units: 2 splits, capped at groups / SIMD groups.
+        assert_eq!((default_splits(86, 32, 8, 132), default_splits(20, 16, 8, 132)), (2, 2));
+        // Enough threadgroups already, too few groups, or no compute units: 1.
+        assert_eq!((default_splits(600, 32, 8, 132), default_splits(10, 7, 8, 132), default_splits(10, 32, 8, 0)), (1, 1, 1));
+        assert_eq!(default_splits(1, 4096, 1, 132), crate::library::split::MAX_SPLITS);
+        // 128 threadgroups of 16 SIMD groups: 15.5 warps per unit, no split.
+        assert_eq!(default_splits(128, 32, 16, 132), 1);
+    }
+
+    #[test]
+    fn the_plan_counts_the_threadgroup_memory_the_kernel_declares() {
+        for format in [Format::Int4, Format::Fp4] {
+            for (rows, cols, words, threads) in [(1, 1, 8, 256), (4, 2, 16, 512), (8, 1, 4, 128)] {
+                let declared: u64 = qmatmul(format, DType::F16, rows, cols, words, threads).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                assert_eq!(threadgroup_bytes(format, threads, rows, cols, words), declared, "{format} r{rows} c{cols} u{words} t{threads}");
+            }
+        }
+    }
+
+    #[test]
+    fn narrow_grids_take_more_simdgroups_per_threadgroup() {
+        // N = 4096: 128 column tiles, under two per unit of an H100.
+        assert_eq!(default_threads(4096, 1, 132), 512);
+        // N = 11008: 344 tiles.
+        assert_eq!(default_threads(11008, 4, 132), DEFAULT_THREADS);
+        // The simulator (no compute units) keeps the default.
+        assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
+        // Unsplit (the simulator's default): today's kernel, no workspace.
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
+        assert_eq!(p.splits, 1);
+        assert_eq!(p.kernel(), qmatmul(Format::Fp4, DType::F32, 3, 1, 4, 64));
+        // Asked for: any count up to the groups, dividing them or not.
+        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, DecodeOptions { splits: Some(s), ..DecodeOptions::default() });
+        assert_eq!(split(2).unwrap().dispatch, Dispatch::threadgroups([2, 1, 2], 64));
+        assert_eq!(split(3).unwrap().splits, 3);
+        assert_eq!(split(0).unwrap_err().to_string(), "qmatmul_fp4_f16: 0 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
+        assert!(split(4).unwrap_err().to_string().contains("4 K splits; between 1 and 3"));
+    }
+
+    #[test]
+    fn bad_shapes_are_errors_with_the_numbers() {
+        let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
+        let o = DecodeOptions::default();
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
+        assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
+        assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
+        let cols = DecodeOptions { cols: Some(4), ..o };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
+        let words = DecodeOptions { words: Some(16), ..o };
+        assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
+        let big = DecodeOptions { cols: Some(4), rows: Some(8), ..o };
+        assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
+        // Default rows shrink to fit: per row and SIMD group, 128 bytes of
+        // partial sums and, for 8 words, 256 of staged A as f32 (FP4) or 128
+        // as f16 pairs (INT4): FP4 5 rows at 512 threads, INT4 4 at 1024.
+        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().rows, 5);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 4);
+    }
+}
