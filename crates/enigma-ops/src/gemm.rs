@@ -12,15 +12,15 @@ impl Ops<'_> {
     /// `C = A · B` (row-major, `A` `m × k`, `B` `k × n`, both f16, bf16 or
     /// f32 of one type) with f32 accumulation; `C` is `m × n` of `out`.
     /// The kernel and its configuration are [`gemm::select`]'s: f32 inputs
-    /// without [`GemmOptions::tile`] run the SIMT kernel of
+    /// without [`GemmOptions::tile`](crate::GemmOptions::tile) run the SIMT kernel of
     /// [`enigma_kernels::library::sgemm`] except on Metal (whose f32
     /// SIMD-group matrices are native): its tile for the shape
     /// (`SgemmConfig::for_shape`: 128×128, 128×64 where 128×128 tiles leave
     /// compute units idle, or 16, 32 or 64 rows up to 64), 16 deep where
-    /// that fits the device (`SgemmConfig::deepened_for`), or with [`Options::threads`] its 8×8 blocks over that many threads
+    /// that fits the device (`SgemmConfig::deepened_for`), or with [`Options::threads`](crate::Options::threads) its 8×8 blocks over that many threads
     /// (`SgemmConfig::with_threads`). Otherwise the tiled SIMD-group-matrix
     /// kernel of [`enigma_kernels::library::gemm`] with
-    /// [`GemmOptions::tile`]; with only [`Options::threads`], the type's
+    /// [`GemmOptions::tile`](crate::GemmOptions::tile); with only [`Options::threads`](crate::Options::threads), the type's
     /// base tile (`GemmConfig::new`) split over `threads / 32` SIMD groups
     /// (`GemmConfig::with_threads`); else the tile [`gemm::select_tile`]
     /// gives the shape on this device. Pipelined, where the tile divides

@@ -17,11 +17,11 @@ fn problem(w: &QuantizedWeights, m: usize, out: DType) -> QmatmulProblem {
 impl Ops<'_> {
     /// `C[M, N] = A[M, K] · dequant(B)` for 4-bit weights `w` (FP4 or INT4
     /// in seed 002's layout, or MLX's affine format) and `A` an untyped
-    /// buffer of `m × K` f16 values ([`upload`]); `C` is `m × N` of `out`
+    /// buffer of `m × K` f16 values ([`upload`](crate::upload)); `C` is `m × N` of `out`
     /// (f32 or f16), accumulated in f32. Weights in fragment order take
     /// `qmatmul_fragments` up to `qmatmul_fragments::DECODE_ROWS` rows (unless
-    /// [`GemmOptions::tile`], [`GemmOptions::stages`] or splits summed in the
-    /// kernel, [`GemmOptions::split_sum`], ask for the tensor-core GEMM) and the
+    /// [`GemmOptions::tile`](crate::GemmOptions::tile), [`GemmOptions::stages`](crate::GemmOptions::stages) or splits summed in the
+    /// kernel, [`GemmOptions::split_sum`](crate::GemmOptions::split_sum), ask for the tensor-core GEMM) and the
     /// GEMM above. The INT4 decode kernel (M up to
     /// `qmatmul::DECODE_ROWS`) sums each packed word's products in f16 four
     /// at a time before widening them (`qmatmul::f16_product_error`),
@@ -39,8 +39,8 @@ impl Ops<'_> {
     /// (`gemm::QgemmConfig`; at edge tiles each slice is dequantized into
     /// threadgroup memory instead), each weight rounded to f16 with its
     /// scale. The tile is `gemm::select_tile`'s for M (or
-    /// [`GemmOptions::tile`]) with slices of 64 K values where they divide
-    /// the group, four stages where they fit ([`GemmOptions::stages`]).
+    /// [`GemmOptions::tile`](crate::GemmOptions::tile)) with slices of 64 K values where they divide
+    /// the group, four stages where they fit ([`GemmOptions::stages`](crate::GemmOptions::stages)).
     /// `qmatmul` takes it above `qmatmul::DECODE_ROWS` rows.
     /// It reads FP4/INT4 in seed 002's layout only: MLX's affine weights
     /// are an [`Error::Argument`] (`qmatmul` runs them at any M).
@@ -60,10 +60,10 @@ impl Ops<'_> {
     /// (`qgemm_fused::FusedQgemmConfig`): A's slice in threadgroup memory,
     /// B dequantized per SIMD group through one 8×8 f16 staging fragment
     /// (each weight rounded to f16, as [`Ops::qmatmul_tiled`] does). The
-    /// tile is [`GemmOptions::tile`] where given, else seed 002 §9.1's for
+    /// tile is [`GemmOptions::tile`](crate::GemmOptions::tile) where given, else seed 002 §9.1's for
     /// M over 4 SIMD groups; K is split as for `qmatmul_tiled`
-    /// ([`GemmOptions::k_splits`], on a GPU by default where the output has few
-    /// tiles). The threads are the tile's: an [`Options::threads`] that
+    /// ([`GemmOptions::k_splits`](crate::GemmOptions::k_splits), on a GPU by default where the output has few
+    /// tiles). The threads are the tile's: an [`Options::threads`](crate::Options::threads) that
     /// differs is an [`Error::Argument`], and so are MLX's affine weights
     /// (FP4/INT4 in seed 002's layout only). `qmatmul` never picks it by
     /// itself.

@@ -1,7 +1,7 @@
 //! K split over threadgroups, as every matrix kernel of the library does
 //! it: the most splits ([`MAX_SPLITS`]), how many a shape takes
 //! ([`k_splits_for`]), each split's run of K in kernel code
-//! ([`split_range`], [`split_run`]), the checks a split count and its
+//! (`split_range`, `split_run`), the checks a split count and its
 //! workspace get, who sums the partial products ([`SplitSum`]) and the
 //! reduction that sums them in a second dispatch ([`splitk_reduce`]).
 
@@ -14,10 +14,10 @@ pub const MAX_SPLITS: u32 = 64;
 /// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
 /// at least `threadgroups` threadgroups, each split keeping at least 4
 /// slices of K — for M up to `max_rows` only (the kernel's limit:
-/// [`SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
+/// [`super::gemm::SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
 /// rows the workspace's traffic costs more than the parallelism gains (on
 /// an H100, 1024³ split 5 ways took 67 µs against 51 µs unsplit;
-/// `BENCHMARKS.md`). The rule of every GEMM ([`GemmConfig::splits_for`],
+/// `BENCHMARKS.md`). The rule of every GEMM ([`super::gemm::GemmConfig::splits_for`],
 /// [`super::sgemm::SgemmConfig::splits_for`], the fused variant's).
 pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
     let (tm, tn, tk) = tile;

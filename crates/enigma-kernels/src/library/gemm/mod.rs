@@ -23,7 +23,7 @@
 //! `i + stages − 1` in flight while slice `i` is multiplied, one barrier per
 //! slice (`Stages::pipeline`); packed weights ([`QgemmConfig`]) arrive as
 //! raw words and scales, which each B tile's load decodes
-//! ([`matrix_load_quantized`]: on CUDA straight into the registers the
+//! (`matrix_load_quantized`: on CUDA straight into the registers the
 //! tensor cores read, no dequantized slice, no second barrier). The
 //! epilogue writes each lane's elements through the per-lane view, skipping
 //! those past M or N. Any M, N, K work.

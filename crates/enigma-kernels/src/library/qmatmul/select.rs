@@ -71,7 +71,7 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
     overrides.gemm.split_sum == Some(SplitSum::LastThreadgroup)
 }
 
-/// The kernel [`select`] runs for `problem` with `overrides` (the rule in
+/// The kernel [`select()`] runs for `problem` with `overrides` (the rule in
 /// the module doc).
 pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKernel {
     if problem.format.has_biases() {
