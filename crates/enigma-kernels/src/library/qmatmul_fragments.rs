@@ -162,9 +162,9 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
 }
 
 /// The most rows `enigma_ops::Ops::qmatmul` gives this kernel (fragment-
-/// ordered weights; the tensor-core GEMM above). On an H100 at seed 002's
-/// four shapes it took 9.4–17.6 µs at M = 1, 4 and 8 alike against the
-/// GEMM's 12.8–22.1, and 27.6 against 19.9 µs at M = 16 (`BENCHMARKS.md`).
+/// ordered weights; the tensor-core GEMM above): the faster of the two up
+/// to 8 rows over seed 002's four shapes, the slower at 16
+/// (`BENCHMARKS.md`, the fragment decode row).
 pub const DECODE_ROWS: u32 = ROWS;
 
 /// A planned [`qmatmul_fragments()`].
@@ -207,9 +207,8 @@ pub fn threadgroup_bytes(units: u32, threads: u32) -> u64 {
 /// `group` K values per scale. The default tile is two units (32 columns,
 /// 256 threads) where that still gives `min_tiles` column tiles (on a GPU
 /// two per compute unit), else one unit with 512 threads, so that a narrow
-/// N keeps more SIMD groups per tile: on an H100 at M = 1, N = K = 4096,
-/// 9.5 µs against 12.0, and at N = 11008 17.2 against 20.5 µs the other way
-/// round. `threads` replaces the default's (with one unit where two would
+/// N keeps more SIMD groups per tile (`BENCHMARKS.md`, the fragment decode
+/// row). `threads` replaces the default's (with one unit where two would
 /// not fit threadgroup memory); `splits` (default 1: split in
 /// two or three, every shape measured slower) splits K over threadgroups.
 pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: Option<u32>, splits: Option<u32>, min_tiles: u32) -> Result<FragmentsPlan, ShapeError> {

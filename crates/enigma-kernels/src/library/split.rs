@@ -15,9 +15,8 @@ pub const MAX_SPLITS: u32 = 64;
 /// at least `threadgroups` threadgroups, each split keeping at least 4
 /// slices of K — for M up to `max_rows` only (the kernel's limit:
 /// [`super::gemm::SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
-/// rows the workspace's traffic costs more than the parallelism gains (on
-/// an H100, 1024³ split 5 ways took 67 µs against 51 µs unsplit;
-/// `BENCHMARKS.md`). The rule of every GEMM ([`super::gemm::GemmConfig::splits_for`],
+/// rows the workspace's traffic costs more than the parallelism gains
+/// (`BENCHMARKS.md`, split-K and small-M tiles). The rule of every GEMM ([`super::gemm::GemmConfig::splits_for`],
 /// [`super::sgemm::SgemmConfig::splits_for`], the fused variant's).
 pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
     let (tm, tn, tk) = tile;

@@ -107,8 +107,8 @@ pub const GEMM_TILE_DEPTHS: [u32; 3] = [16, 32, 64];
 /// Sides of one SIMD group's accumulator tile the autotuner tries: at most
 /// 64 (the largest SIMD-group matrix); at least 32 to keep the search to
 /// 108 configurations. 16-wide tiles are valid too (not searched); 8-wide
-/// ones ran at about a third of the `mma.sync` rate on the H100
-/// (BENCHMARKS.md, "Register-resident tiles").
+/// ones are far below the tensor cores' rate (`BENCHMARKS.md`,
+/// register-resident tiles).
 pub const GEMM_SIMDGROUP_SIDES: [u32; 2] = [32, 64];
 
 /// Every staged GEMM configuration the autotuner considers, before any
@@ -133,38 +133,27 @@ pub fn gemm_tiles() -> Vec<GemmTile> {
 }
 
 /// The GEMM tile for an `m × n × k` problem with `elem_bytes`-byte inputs
-/// (2: f16 or bf16 on the tensor-core path, 4: f32) without tuning: seed
-/// 002 §9.1's `select_tile` idea (`enigma_analysis::tiles::select_tile`) — the tile follows M — with enigma's
-/// tiles. The rules, first match:
+/// (2: f16 or bf16 on the tensor-core path, 4: f32) without tuning: the
+/// tile follows M, as in seed 002 §9.1 (`enigma_analysis::tiles::select_tile`),
+/// with enigma's tiles. The rules, first match (each chosen by the
+/// measurements in `BENCHMARKS.md`'s GEMM tables, which say which shapes
+/// were timed):
 ///
-/// * **M ≤ 16 → 16×128×32 over 1×4** (16×32 per SIMD group): with K
-///   split over threadgroups (the ops layer's split-K), measured on an H100
-///   at 16×11008×4096 f16: 75.9 µs, 76 % of cuBLAS, against 653 µs for the
-///   128-row tile (BENCHMARKS.md, "Split-K and small-M tiles").
-/// * **M ≤ 32 → 32×128×32 over 1×4**: the same shape of tile between the
-///   two measured ones; not measured itself.
-/// * **M ≤ 64 → 64×128×32 over 2×2** (32×64 per SIMD group): with split-K,
-///   measured at 64×11008×4096 f16: 120.8 µs (43 % of cuBLAS) against
-///   662 µs for the 128-row tile.
+/// * **M ≤ 16 → 16×128×32 over 1×4** (16×32 per SIMD group), meant to run
+///   with K split over threadgroups where the output has few tiles;
+/// * **M ≤ 32 → 32×128×32 over 1×4** (the same shape of tile; not measured
+///   itself);
+/// * **M ≤ 64 → 64×128×32 over 2×2** (32×64 per SIMD group), with K split
+///   likewise;
 /// * **2-byte inputs, M and N from 2048, where two stages of it fit →
 ///   128×256×32 over 2×4** (64×64 per SIMD group, 8 of them): a
 ///   threadgroup reads a quarter less from L2 per product than with
-///   128×128, and at these shapes the tensor-core GEMM is bound by that
-///   traffic (measured on an H100 at f16 4096³: BENCHMARKS.md, "sixth
-///   session"). On devices with less threadgroup memory (Apple GPUs' 32
-///   KiB) the next rule.
-/// * **2-byte inputs otherwise → 128×128×32 over 2×2** (64×64 per SIMD group):
-///   measured fastest of six tiles at f16 4096³ on an H100 (BENCHMARKS.md,
-///   "GEMM 4096³": 1012 µs against 1016–1495 µs); bf16 within 1 %. Other
-///   shapes (1024³, 8192³, 4096×11008×4096, M = 128) were run with it, but
-///   no other tile was timed there. The seed's 128×64×16 for M ≤ 256 was
-///   not tried.
-/// * **4-byte inputs, M and N above 2048 → 128×64×32 over 2×2**: measured
-///   at f32 4096³ on an H100 at 27.7 TFLOP/s against 25.0 for 64×64×32
-///   (BENCHMARKS.md); only that shape was measured.
-/// * **4-byte inputs otherwise → 64×64×32 over 2×2**: the GEMM's f32
-///   default before tiles were chosen per shape; not measured against other
-///   tiles below 4096³.
+///   128×128, which bounds the tensor-core GEMM at these shapes; with less
+///   threadgroup memory (Apple GPUs' 32 KiB) the next rule;
+/// * **2-byte inputs otherwise → 128×128×32 over 2×2** (64×64 per SIMD
+///   group);
+/// * **4-byte inputs, M and N above 2048 → 128×64×32 over 2×2**;
+/// * **4-byte inputs otherwise → 64×64×32 over 2×2**.
 ///
 /// A rule's tile that does not fit `limits` gives way to the first of
 /// 64×64×32 over 2×2, 64×64×16 over 2×2 and 32×32×16 over 1×1 that does;

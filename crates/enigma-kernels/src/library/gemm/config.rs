@@ -17,11 +17,9 @@ pub const PAD: u32 = enigma_analysis::tiles::STAGED_PAD;
 
 /// The most rows of C for which the tensor-core GEMMs split K
 /// ([`GemmConfig::splits_for`], and through it the quantized GEMM's; the
-/// fused variant's). On an H100 at N = 11008, K = 4096 (`BENCHMARKS.md`,
-/// sixth session) the split paid at 32 rows (f16 GEMM 50.4 µs against 52.4
-/// unsplit, INT4 quantized 34.2 against 39.7) and no longer at 64 (56.5
-/// unsplit against 61.0; 56.7 against 55.3) or 128 (67.9 against 89.8;
-/// 84.9 against 87.4). The fused variant was not measured there. The SIMT
+/// fused variant's): up to 32 rows the split pays, from 64 it no longer
+/// does (`BENCHMARKS.md`, split-K over M; the fused variant was not
+/// measured there). The SIMT
 /// f32 GEMM has its own limit ([`crate::library::sgemm::SIMT_SPLIT_K_MAX_ROWS`]).
 pub const SPLIT_K_MAX_ROWS: u32 = 32;
 
@@ -38,10 +36,9 @@ pub(super) const COPY_BYTES: u32 = 16;
 pub const QGEMM_SLICE_DEPTHS: [u32; 2] = [32, 64];
 
 /// The stages [`GemmConfig::pipelined_for`] and [`QgemmConfig::pipelined_for`]
-/// aim for (fewer where they do not fit): on an H100 four were faster than
-/// three for every whole-tile GEMM measured (4096³ f16 on 128×256×32:
-/// 384 µs against 426; `BENCHMARKS.md`, sixth session), and the quantized
-/// GEMM ran the same with either.
+/// aim for (fewer where they do not fit): four were faster than three for
+/// every whole-tile GEMM measured, and the quantized GEMM ran the same with
+/// either (`BENCHMARKS.md`, GEMM stages).
 pub const DEFAULT_STAGES: u32 = 4;
 
 /// The most stages, from [`DEFAULT_STAGES`] down to two, whose threadgroup
@@ -87,21 +84,21 @@ pub struct GemmConfig {
     /// every threadgroup runs the pipeline over whole slices and stores its
     /// tile whole, with no edge paths compiled in. Kept separate because the
     /// edge paths cost the pipeline its speed when they are in the same
-    /// kernel, even unrun (on an H100, `BENCHMARKS.md`). A dispatch whose
+    /// kernel, even unrun (`BENCHMARKS.md`, whole tiles). A dispatch whose
     /// shape the tile does not divide leaves C untouched: plan through
     /// [`GemmConfig::whole_tiles_for`] (`Ops::matmul` does).
     pub whole_tiles: bool,
     /// With `whole_tiles`: M need not be a multiple of `tm` (A untransposed).
     /// A's rows past M are copied as zeros and the last row of tiles is
     /// stored element by element, rows past M skipped. A variant of its
-    /// own: the row tests cost the divided shapes 6 % at f16 4096³ on an
-    /// H100 (`BENCHMARKS.md`, sixth session).
+    /// own: the row tests slow the divided shapes down (`BENCHMARKS.md`,
+    /// whole tiles).
     pub ragged_rows: bool,
 }
 
 impl GemmConfig {
     /// The default tile for the input type: 128×128×32 over 2×2 SIMD groups
-    /// (64×64 each, the fastest of the sweep in `BENCHMARKS.md` on an H100)
+    /// (64×64 each, the fastest of the tile sweep in `BENCHMARKS.md`)
     /// for 16-bit inputs, 64×64×32 over 2×2 for f32 (whose slices take twice
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
@@ -300,9 +297,8 @@ pub const QGEMM_WIDE_SPLITS: u32 = 4;
 /// The largest SIMD-group tile (rows × columns) of the quantized GEMM on
 /// fragment-ordered weights ([`QgemmConfig::in_layout`]): its A tile
 /// (rows × 64), B tile (64 × columns) and f32 accumulators are live at
-/// once. On an H100 at M = 128, 11008×4096, 64×32 tiles (2×4 SIMD groups)
-/// took 80.2 µs INT4 and 86.1 µs FP4 against 87.8 and 100.4 µs for 64×64
-/// (2×2; `BENCHMARKS.md`, seventh session).
+/// once; 64×32 (2×4 SIMD groups) measured faster than 64×64 (2×2) at
+/// M = 128 (`BENCHMARKS.md`, quantized GEMM in fragment order).
 pub const FRAGMENT_ORDER_SIMDGROUP_TILE: u32 = 64 * 32;
 
 /// The quantized GEMM `C[M, N] = A[M, K] · dequant(B)` on the GEMM's tiles
@@ -369,8 +365,7 @@ impl QgemmConfig {
     /// The configuration with slices of 64 K values where they divide the
     /// group and two stages of them fit `max_threadgroup_memory_bytes` (the
     /// pipeline matters more), else unchanged: half the loop and barrier
-    /// overhead per weight (on an H100, 11008×4096 INT4: 33.0 → 29.6 µs at
-    /// M = 16, 80.1 → 63.3 µs at M = 64; `BENCHMARKS.md`).
+    /// overhead per weight (`BENCHMARKS.md`, slices of 64 K values).
     pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
         let deep = QgemmConfig { tk: QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1], ..self };
         let two_stages = QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes();
@@ -497,11 +492,9 @@ impl QgemmConfig {
     /// [`QGEMM_SPLIT_K_MAX_ROWS`] rows, where the tiles would fill at most
     /// half the `threadgroups / 2` compute units, the same rule at most
     /// [`QGEMM_WIDE_SPLITS`] ways. The weights are read once whatever M is,
-    /// so a grid of few tiles leaves most of the GPU idle: on an H100 at
-    /// 4096 columns (32 tiles) four splits took 64×4096×4096 INT4 from 52.8
-    /// to 28.4 µs and 128×4096×11008 from 168 to 62 µs, where at 86 and 96
-    /// tiles (N = 11008, 12288) splits were as often slower as faster
-    /// (`BENCHMARKS.md`, seventh session).
+    /// so a grid of few tiles leaves most of the GPU idle; where the tiles
+    /// fill more than half the units, splits were as often slower as faster
+    /// (`BENCHMARKS.md`, quantized GEMM split over M).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
         let tile = (self.tm, self.tn, self.tk);
         if m <= SPLIT_K_MAX_ROWS {
@@ -541,12 +534,11 @@ impl QgemmConfig {
 /// The most 32-bit registers per lane that double-buffered tiles of an odd
 /// number of K steps per slice may take, counting two sets of A and B tiles
 /// and the accumulator (two 16-bit or one 32-bit element a register):
-/// beyond it the kernel would spill or lose occupancy. On an H100 the
-/// quantized GEMM's 16 × 128 tile in fragment order (one 64-deep step per
-/// slice, 112 registers by this count) ran 16 × 11008 × 4096 INT4 in
-/// 13.0–13.3 µs double buffered against 13.6–13.7 µs (CuPy graph of the
-/// generated kernels; `BENCHMARKS.md`, eighth session); a 64 × 32 SIMD-group
-/// tile (256) keeps one buffer.
+/// beyond it the kernel would spill or lose occupancy. The quantized GEMM's
+/// 16 × 128 tile in fragment order (one 64-deep step per slice, 112
+/// registers by this count) gains from the second buffer
+/// (`BENCHMARKS.md`, double-buffered tiles); a 64 × 32 SIMD-group tile
+/// (256) keeps one buffer.
 pub const DOUBLE_BUFFER_REGISTERS: u32 = 128;
 
 /// The kernel names' mark of a K split: `_splitk`, `_splitk_sum` where the

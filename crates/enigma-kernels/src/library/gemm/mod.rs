@@ -33,10 +33,10 @@
 //! staging, its tile stored whole by one matrix store (alpha 1, beta 0, f32
 //! C) or element by element without bounds tests; where only M is not
 //! divided, its variant with [`GemmConfig::ragged_rows`] (A's rows past M
-//! copied as zeros, the last row of tiles stored row by row). On an H100 the edge
-//! paths' code made the same pipeline a fifth slower even where it never
-//! ran (the CUDA compiler scheduled and allocated the whole kernel at
-//! once; `BENCHMARKS.md`, sixth session).
+//! copied as zeros, the last row of tiles stored row by row). The edge
+//! paths' code slows the same pipeline down even where it never runs (the
+//! CUDA compiler schedules and allocates the whole kernel at once;
+//! `BENCHMARKS.md`, whole tiles).
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
 //! 4-element vector views of the same buffers as `a` and `b` (the batch

@@ -127,10 +127,9 @@ impl Stages<'_> {
     ///
     /// The loop body has no branch: the copies of slices past the last copy
     /// the last slice again (into stages no one reads any more), and after
-    /// the last slice the next-slice load reads the last stage again. On an
-    /// H100 the default 128×256×32 tile ran f16 4096³ in 382 µs this way
-    /// against 402 µs with the copies behind an `if` (at 64-deep slices it
-    /// went the other way, 400 against 380; `BENCHMARKS.md`, sixth session).
+    /// the last slice the next-slice load reads the last stage again (faster
+    /// than the copies behind an `if` for the default 32-deep slices:
+    /// `BENCHMARKS.md`, the pipelined GEMM).
     pub(super) fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
         let stages = cfg.stages;
@@ -295,8 +294,7 @@ pub(super) struct SliceCopies {
 /// The scales of a packed slice: the `cols` scales of its group, 8 per
 /// copy, from `[K / group][n]`; the group a power of two, its scale row
 /// `k0 >> group_shift` (a division by the run-time group in every slice's
-/// copies cost the quantized GEMM 4 % at 16×11008×4096 on an H100, the
-/// SIMD group that makes the copies arriving late at each barrier).
+/// copies makes the SIMD group that copies arrive late at each barrier).
 pub(super) struct ScaleCopies {
     pub(super) scales: Mem,
     pub(super) raw_scales: Mem,

@@ -77,9 +77,8 @@ pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
 pub const DEFAULT_WORDS: u32 = 8;
 /// Above this many rows `enigma_ops::Ops::qmatmul` takes the tensor-core
 /// kernel (`gemm::qgemm`, its B tiles decoded from staged words, K split
-/// over threadgroups): on an H100, over seed 002's four shapes, it is the
-/// faster from M = 8 on (by 1.1–1.3×), and at M = 4 on two of the four;
-/// this kernel at M ≤ 4 (`BENCHMARKS.md`).
+/// over threadgroups), measured the faster above it over seed 002's four
+/// shapes (`BENCHMARKS.md`, the quantized matmul over M).
 pub const DECODE_ROWS: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
@@ -467,21 +466,16 @@ pub struct DecodeOptions {
 
 /// Warps per compute unit below which [`default_splits`] splits K over
 /// threadgroups: eight. A split costs a workspace and a second dispatch (the
-/// reduction), which on an H100 outweighed what it gave wherever the grid
-/// already had a few warps per unit: at M = 1, N = K = 4096, 128
-/// threadgroups of 512 threads took 10.1 µs unsplit and more split in two;
-/// at N = 11008, 344 of 256 threads 22.5 µs unsplit against 29.1, 39.2 and
-/// 33.9 µs split 2, 4 and 8 ways (BENCHMARKS.md).
+/// reduction), which outweighed what it gave wherever the grid already had
+/// a few warps per unit (`BENCHMARKS.md`, the decode kernel's grid).
 pub const MIN_WARPS_PER_UNIT: u32 = 8;
 
 /// The decode kernel's default threads per threadgroup for `m` rows and
 /// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
 /// a column tile's K) where one column per thread leaves fewer than two
 /// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
-/// column tile give a narrow grid more warps without a K split: on an H100
-/// at M = 1, N = K = 4096 (128 tiles), 10.1 µs at 512 threads against 19.4
-/// µs at 256 split in two; at N = 4096, K = 11008, 15.4 against 22.4 µs; at
-/// N = 11008 (344 tiles) 256 threads stay the faster (16.8 against 18.1).
+/// column tile give a narrow grid more warps without a K split; a wide grid
+/// stays faster at 256 (`BENCHMARKS.md`, the decode kernel's grid).
 pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
     let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS_PER_THREADGROUP as usize));
     if compute_units > 0 && tiles < 2 * compute_units as usize {
