@@ -25,7 +25,6 @@ try:
 except ImportError:  # the table then has no Triton column
     triton = None
 
-H100_PEAK_TBS = 3.35
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
           "float": torch.float32, "half": torch.float16, "bfloat": torch.bfloat16,
           "i32": torch.int32, "int": torch.int32, "u32": torch.int32, "uint": torch.int32}
@@ -146,6 +145,21 @@ def torch_op(name, shape, dt):
     return None
 
 
+def peak_tbs():
+    """The device's DRAM bandwidth in TB/s and where it comes from: its
+    memory clock and bus width (double data rate) where torch reports them,
+    else a device-to-device copy of 1 GiB timed in this run."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz = getattr(props, "memory_clock_rate", 0)
+    bus_bits = getattr(props, "memory_bus_width", 0)
+    if clock_khz and bus_bits:
+        return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e12, "memory clock x bus width"
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    seconds = median_seconds(lambda: dst.copy_(src))
+    return 2 * src.numel() / seconds / 1e12, "a 1 GiB copy, measured"
+
+
 def main():
     binary, filters = sys.argv[1], sys.argv[2:]
     out = subprocess.run([binary, *filters], check=True, capture_output=True, text=True).stdout
@@ -155,6 +169,8 @@ def main():
         return
     print(f"device: {enigma['device']} (torch {torch.__version__}"
           f"{', triton ' + triton.__version__ if triton else ''})")
+    peak, source = peak_tbs()
+    print(f"peak DRAM bandwidth: {peak:.2f} TB/s ({source}); % peak is enigma's TB/s over it")
     header = f"{'kernel':<30}{'shape':<18}{'enigma':>10}{'TB/s':>7}{'torch':>10}{'% torch':>9}{'triton':>10}{'% triton':>9}{'% peak':>8}  check"
     print(header)
     results = []
@@ -174,7 +190,7 @@ def main():
         us = lambda t: f"{t * 1e6:8.1f}us" if t else f"{'-':>10}"
         check = "ok" if row["passed"] else f"FAILED ({row['failures']} elements)"
         print(f"{name:<30}{'x'.join(map(str, shape)):<18}{us(t_enigma)}{bw:7.3f}{us(t_torch)}{pct(t_torch)}"
-              f"{us(t_triton)}{pct(t_triton)}{100 * bw / H100_PEAK_TBS:7.1f}%  {check}")
+              f"{us(t_triton)}{pct(t_triton)}{100 * bw / peak:7.1f}%  {check}")
         results.append({**row, "torch_us": t_torch and t_torch * 1e6, "triton_us": t_triton and t_triton * 1e6})
     print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
     with open("library_vs_torch.json", "w") as f:

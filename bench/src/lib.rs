@@ -49,3 +49,12 @@ pub fn cuda_runtime_or_skip() -> Option<enigma_runtime::Runtime> {
         }
     }
 }
+
+/// Prints `usage` and exits with status 0 when the command line asks for
+/// help (`--help` or `-h` anywhere): every benchmark binary answers it.
+pub fn exit_if_help(usage: &str) {
+    if std::env::args().skip(1).any(|a| a == "--help" || a == "-h") {
+        println!("{usage}");
+        std::process::exit(0);
+    }
+}

@@ -773,7 +773,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
-    m.add("QMATMUL_DECODE_ROWS", enigma_ops::QMATMUL_DECODE_ROWS)?;
+    m.add("QMATMUL_DECODE_ROWS", enigma_ops::library::qmatmul::DECODE_ROWS)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

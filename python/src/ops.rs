@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{ElemType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, Reduction, ScanKind};
+use enigma_ops::{DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -174,11 +174,11 @@ pub fn op_mul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound
 }
 
 /// The reduction named `reduction` (`sum`, `max`, `min`).
-fn reduction(reduction: &str) -> PyResult<Reduction> {
+fn reduction(reduction: &str) -> PyResult<ReduceOp> {
     match reduction {
-        "sum" => Ok(Reduction::Sum),
-        "max" => Ok(Reduction::Max),
-        "min" => Ok(Reduction::Min),
+        "sum" => Ok(ReduceOp::Sum),
+        "max" => Ok(ReduceOp::Max),
+        "min" => Ok(ReduceOp::Min),
         other => Err(PyValueError::new_err(format!("a reduction is sum, max or min, not {other:?}"))),
     }
 }
@@ -279,7 +279,7 @@ pub fn op_matmul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bo
     let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
     let a = call.input(py, "a", a, product("matmul", &[m, k])?, None)?;
     let b = call.input(py, "b", b, product("matmul", &[k, n])?, None)?;
-    let out = call.ops().matmul(&a, &b, m, n, k, ElemType::F32);
+    let out = call.ops().matmul(&a, &b, m, n, k, DType::F32);
     call.output(py, out, vec![m, n], Scalar::F32)
 }
 
@@ -432,8 +432,8 @@ pub fn op_qmatmul<'py>(
         return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate' or 'fused', not {variant:?}")));
     }
     let out = match out {
-        "f32" => ElemType::F32,
-        "f16" => ElemType::F16,
+        "f32" => DType::F32,
+        "f16" => DType::F16,
         other => return Err(PyValueError::new_err(format!("qmatmul's output is f32 or f16, not {other}"))),
     };
     let layout = quant_layout(layout)?;

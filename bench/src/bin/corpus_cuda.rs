@@ -51,6 +51,7 @@ fn run(rt: &Runtime, e: &Entry, fixed: bool) -> Result<(Duration, Duration), Fai
 }
 
 fn main() -> ExitCode {
+    enigma_bench::exit_if_help(USAGE);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (name, fixed) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["list"] => {

@@ -16,7 +16,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+const USAGE: &str = "cuda_bench [LOG2_N]\n  The two-pass sum of 2^LOG2_N f32 (default 28) and the host overhead of one dispatch on a CUDA GPU; one JSON object (bench/cuda_vs_torch.py).";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let log2_n: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(28);
     let n = 1usize << log2_n;
     let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };

@@ -86,7 +86,10 @@ fn numbers(text: &str, sep: char) -> Vec<u32> {
     text.split(sep).map(|p| p.trim().parse().unwrap_or_else(|_| panic!("`{p}` in `{text}` is not a number"))).collect()
 }
 
+const USAGE: &str = "gemm_cuda [--dtypes f16,bf16,f32] [--shapes MxNxK,...] [--tiles TMxTNxTK/RxC,...] [--stages 1,2,3] [--repeats N] [--whole 1]\n  The library GEMM on a CUDA GPU, checked and timed; one JSON object (bench/gemm_vs_torch.py).";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let mut dtypes = vec![DType::F16, DType::BF16, DType::F32];
     let mut shapes = vec![[4096, 4096, 4096], [1024, 1024, 1024]];
     let mut tiles: Option<Vec<Tile>> = None;

@@ -8,7 +8,10 @@
 
 use enigma_ops::{registry, Options};
 
+const USAGE: &str = "library_cuda [NAME-FILTER ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape on a CUDA GPU; one JSON object (bench/library_vs_torch.py).";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let filters: Vec<String> = std::env::args().skip(1).collect();
     let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let mut rows = vec![];

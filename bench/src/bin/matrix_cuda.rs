@@ -34,7 +34,10 @@ fn kernel(elem: Scalar, rows: u8, cols: u8) -> Kernel {
     k.finish().unwrap_or_else(|e| panic!("{e}"))
 }
 
+const USAGE: &str = "matrix_cuda [ITERATIONS]\n  Multiply-accumulate throughput of register-resident SIMD-group matrices on a CUDA GPU (default 4096 iterations); one JSON object (bench/matrix_throughput.py).";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let iters: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4096);
     let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let mut rows = vec![];

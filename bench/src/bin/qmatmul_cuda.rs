@@ -68,7 +68,7 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::{qmatmul, qmatmul_affine};
-use enigma_ops::{download, upload, ElemType, GemmTile, Ops, Options, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
+use enigma_ops::{download, upload, DType, GemmOptions, GemmTile, Ops, Options, QmatmulOptions, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -233,7 +233,7 @@ fn main() {
         };
         for &m in &args.m {
             let mut a = enigma_kernels::test_data(m * k, 2 + m as u64);
-            enigma_ops::quantize(ElemType::F16, &mut a);
+            enigma_ops::quantize(DType::F16, &mut a);
             let ab = upload(&rt, Scalar::F16, &a).unwrap_or_else(|e| panic!("{e}"));
             eprintln!("{format} m={m}: f64 reference");
             let want = qmatmul::reference(&a, &w, m, n, k);
@@ -247,7 +247,7 @@ fn main() {
             let abs_sums = q.abs_products(&a, m);
             let bound = |i: usize, kernel: &str| {
                 let staging = qmatmul::kernel_product_error(kernel, format);
-                abs_sums[i] * (f32::EPSILON as f64 * levels + staging) + want[i].abs() * ElemType::F16.unit_roundoff() * 1.01 + ElemType::F16.underflow_error() * 1.01
+                abs_sums[i] * (f32::EPSILON as f64 * levels + staging) + want[i].abs() * DType::F16.unit_roundoff() * 1.01 + DType::F16.underflow_error() * 1.01
             };
             let bytes = (m * k * 2 + weight_bytes + m * n * 2) as u64;
             let mut configs = vec![];
@@ -290,9 +290,9 @@ fn main() {
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
-                    Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), columns_per_thread: Some(cols), unroll: Some(words), k_splits, ..Options::default() },
-                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm_tile, stages, k_splits, split_sum: args.split_sum, ..Options::default() },
-                    Run::Fused(gemm_tile, k_splits) => Options { gemm_tile, k_splits, ..Options::default() },
+                    Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum }, ..Options::default() },
+                    Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
@@ -310,9 +310,9 @@ fn main() {
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
-                    Run::Decode(_) | Run::Fragments(..) => ops.qmatmul(&ab, w, m, ElemType::F16),
-                    Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, ElemType::F16),
-                    Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, ElemType::F16),
+                    Run::Decode(_) | Run::Fragments(..) => ops.qmatmul(&ab, w, m, DType::F16),
+                    Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, DType::F16),
+                    Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, DType::F16),
                 };
                 let first = match call(&copies_of_run[0]) {
                     Ok(c) => c,

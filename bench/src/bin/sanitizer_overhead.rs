@@ -11,7 +11,10 @@ use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
 use enigma_bench::{pass1_data, time_plain_sum, time_runs as time};
 use std::time::Duration;
 
+const USAGE: &str = "sanitizer_overhead [N]\n  Seed-001 pass 1 over N floats (default 2^20) on the simulator, plain and under the sanitizer, beside a plain Rust loop.";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
     let data = pass1_data(n);
     let plain_loop = time_plain_sum(9, &data);

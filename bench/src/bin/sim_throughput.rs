@@ -12,7 +12,10 @@ use enigma_runtime::{Arg, Device, Runtime};
 use enigma_bench::{pass1_data, time_plain_sum, time_runs};
 use std::time::Duration;
 
+const USAGE: &str = "sim_throughput [N]\n  Simulator throughput on seed-001 pass 1 over N floats (default 2^24), beside a plain Rust loop.";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1 << 24);
     let data = pass1_data(n);
 

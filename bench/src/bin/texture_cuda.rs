@@ -63,7 +63,10 @@ fn size(text: &str) -> (u32, u32) {
     (w.parse().expect("a width"), h.parse().expect("a height"))
 }
 
+const USAGE: &str = "texture_cuda [--sizes WxH:WxH,...] [--repeats N]\n  examples/resize.py's bilinear resize on a CUDA GPU, checked and timed; one JSON object (bench/texture_vs_torch.py).";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let mut sizes = vec![((1920, 1080), (3840, 2160)), ((3840, 2160), (1920, 1080)), ((1024, 768), (1000, 333))];
     let mut repeats = 50;
     let argv: Vec<String> = std::env::args().skip(1).collect();

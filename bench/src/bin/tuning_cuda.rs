@@ -8,7 +8,7 @@
 //!
 //! Run on a CUDA machine: `tuning_cuda [name-filter ...]`.
 
-use enigma_ops::{registry, Options};
+use enigma_ops::{registry, AttentionOptions, Options, ScanOptions};
 use enigma_runtime::Runtime;
 
 /// The sweeps: an entry name and the options to time it with.
@@ -16,14 +16,14 @@ fn sweeps() -> Vec<(&'static str, String, Options)> {
     let mut out = vec![];
     for entry in ["prefix_sum_inclusive_f32"] {
         for (threads, items) in [(256, 1), (512, 2), (512, 4), (1024, 2)] {
-            let o = Options { threads: Some(threads), unroll: Some(items), ..Options::default() };
+            let o = Options { threads: Some(threads), scan: ScanOptions { items: Some(items) }, ..Options::default() };
             out.push((entry, format!("threads={threads} items={items}"), o));
         }
     }
     for entry in ["attention_decode_fused_f16", "attention_decode_fused_f32"] {
         for threads in [128, 256] {
             for splits in [17, 34, 68, 128] {
-                let o = Options { threads: Some(threads), attention_splits: Some(splits), ..Options::default() };
+                let o = Options { threads: Some(threads), attention: AttentionOptions { splits: Some(splits) }, ..Options::default() };
                 out.push((entry, format!("threads={threads} splits={splits}"), o));
             }
         }
@@ -31,7 +31,10 @@ fn sweeps() -> Vec<(&'static str, String, Options)> {
     out
 }
 
+const USAGE: &str = "tuning_cuda [NAME-FILTER ...]\n  The library tuning sweeps on a CUDA GPU (threads, loads per thread, splits), timed through the registry; one JSON object.";
+
 fn main() {
+    enigma_bench::exit_if_help(USAGE);
     let filters: Vec<String> = std::env::args().skip(1).collect();
     let Some(rt) = enigma_bench::cuda_runtime_or_skip() else { return };
     let entries = registry();

@@ -9,9 +9,10 @@
 //!   `dispatch_threadgroups`, waste of non-multiple-of-32 threadgroups, waves;
 //! * [`occupancy`](mod@occupancy) — threadgroups per core and seed 004's threadgroup-size
 //!   recommendations;
-//! * [`tiles`] — seed 002's quantized-GEMM tile planner and `select_tile`;
-//!   the library GEMM's configurations (`gemm_tiles`, the autotuner's
-//!   candidates) and its default per shape (`select_gemm_tile`);
+//! * [`tiles`] — seed 002's quantized-GEMM tile planner and `select_tile`,
+//!   and the staged GEMM's threadgroup-memory rule the library's kernels
+//!   declare by (`staged_slice_bytes`); the library's own tile policy lives
+//!   with its kernels (`enigma_kernels::library::gemm::select`);
 //! * `seed_tables` (cargo feature `seed-tables`, off for the backends) — every
 //!   table of seeds 002 and 004 recomputed from those
 //!   formulas next to the seed's printed figures, with the disagreements
@@ -35,6 +36,6 @@ pub use geometry::{
 };
 pub use occupancy::{occupancy, recommended_threadgroup_size, KernelKind, Occupancy, OccupancyError, ThreadgroupRecommendation};
 pub use tiles::{
-    gemm_tiles, plan_tile, select_gemm_tile, select_tile, Bound, GemmTile, ProblemSize, ThreadgroupLimits, TileConfig, TileError, TileReport, TileShape,
+    plan_tile, select_tile, Bound, ProblemSize, TileConfig, TileError, TileReport, TileShape,
     TileVariant, WeightFormat,
 };

@@ -126,7 +126,7 @@ fn the_msl_of_every_library_kernel_passes_the_strict_check() {
     }
     let mut all = enigma_kernels::seed_kernels();
     all.push(enigma_kernels::reduce::reduce_final_seed());
-    all.extend(enigma_kernels::library::all_kernels());
+    all.extend(enigma_kernels::library::variants::all_kernels());
     let kernels: Vec<(Kernel, KernelInfo)> = all
         .into_iter()
         .map(|k| {

@@ -11,7 +11,7 @@ use enigma_ir::{from_json, to_json, to_json_pretty, Kernel};
 fn shipped_kernels() -> Vec<Kernel> {
     let mut kernels = enigma_kernels::seed_kernels();
     kernels.push(enigma_kernels::reduce::reduce_final_seed());
-    kernels.extend(enigma_kernels::library::all_kernels());
+    kernels.extend(enigma_kernels::library::variants::all_kernels());
     for entry in enigma_testing::corpus::entries() {
         kernels.push((entry.buggy.kernel)());
         kernels.push((entry.fixed.kernel)());

@@ -48,8 +48,8 @@ impl LaunchSummary {
         LaunchSummary {
             kernel: l.kernel.clone(),
             mode: match l.dispatch.mode {
-                enigma_kernels::library::Mode::Threads => "threads",
-                enigma_kernels::library::Mode::Threadgroups => "threadgroups",
+                enigma_kernels::library::DispatchMode::Threads => "threads",
+                enigma_kernels::library::DispatchMode::Threadgroups => "threadgroups",
             },
             size: l.dispatch.size,
             threads: l.dispatch.threads,
@@ -148,14 +148,14 @@ impl Entry {
     /// tuning cache's choice when the caller chose none of the tuned options.
     fn ops<'rt>(&self, rt: &'rt Runtime, options: &Options, shape: &[usize]) -> Ops<'rt> {
         let mut o = options.clone();
-        if o.threads.is_none() && o.unroll.is_none() && o.rows_per_simdgroup.is_none() && o.gemm_tile.is_none() {
-            if let Some(choice) = crate::tune::cached_choice(&rt.device().name, &self.name, shape) {
+        if !crate::tuning_cache::Choice::is_set_in(&o) {
+            if let Some(choice) = crate::tuning_cache::cached_choice(&rt.device().name, &self.name, shape) {
                 o = choice.apply(&o);
             }
         }
         o.elem = Some(self.elem);
         o.vectorize = o.vectorize.or(self.vectorize);
-        o.cache_rows = o.cache_rows.or(self.cache_rows);
+        o.rows.cache = o.rows.cache.or(self.cache_rows);
         Ops::new(rt).with_options(o)
     }
 
@@ -437,7 +437,7 @@ fn matmul_entry(dtype: DType) -> Entry {
         DType::F32 => "off Metal a SIMT kernel (128×128 tiles or fewer rows for small M, 8×8 outputs per thread) unless a tile is given or tuned, else SIMD-group matrices",
         _ => "on SIMD-group matrices",
     };
-    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation {kernel} (the tile per shape: select_gemm_tile, or the tuned one)");
+    let description = format!("C = A·B, A [m, k] and B [k, n] in {dtype}, C f32, f32 accumulation {kernel} (the tile per shape: gemm::select_tile, or the tuned one)");
     entry(format!("matmul_{dtype}"), description, dtype.scalar(), &["m", "n", "k"], &[100, 70, 65], &[4096, 4096, 4096], move |rt, shape, seed| {
         let (m, n, k) = (shape[0], shape[1], shape[2]);
         let mut rng = TestRng::new(seed);
@@ -782,9 +782,9 @@ fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
             // many rows the tensor-core kernel stages each dequantized weight
             // in f16: one more rounding per product. MLX's affine kernel sums
             // scale · code · a and bias · a apart: their magnitudes bound it.
-            // The decode kernel (M up to TILED_ABOVE_ROWS) sums INT4 products in
+            // The decode kernel (M up to DECODE_ROWS) sums INT4 products in
             // f16 four at a time (`qmatmul::f16_product_error`).
-            let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::TILED_ABOVE_ROWS as usize && !format.has_biases());
+            let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::DECODE_ROWS as usize && !format.has_biases());
             let staging = if tensor_cores {
                 DType::F16.unit_roundoff()
             } else {

@@ -12,7 +12,7 @@
 //!   reason; one the library rejects (e.g. too much threadgroup memory) is
 //!   skipped with the library's error.
 //! * **GEMM candidates** (`matmul_*`): the planner's staged configurations
-//!   ([`enigma_analysis::tiles::gemm_tiles`]: tiles of 64, 128 or 256 rows
+//!   ([`enigma_kernels::library::tile::gemm_tiles`]: tiles of 64, 128 or 256 rows
 //!   and columns, 16, 32 or 64 deep, 32 or 64 rows and columns per SIMD
 //!   group — 108), each with its own threadgroup size. One the device
 //!   cannot hold (threads, or threadgroup memory by `GemmConfig::check`
@@ -23,11 +23,11 @@
 //!   threadgroup sizes without a tile follow: off Metal, `Ops::matmul`'s
 //!   SIMT kernel with its blocks over that many threads. Without a tuned
 //!   choice, `Ops::matmul` takes the SIMT kernel for f32 off Metal, else
-//!   [`enigma_analysis::tiles::select_gemm_tile`]'s tile.
+//!   [`enigma_kernels::library::gemm::select_tile`]'s tile.
 //! * **Quantized candidates** (`qmatmul_fp4`, `qmatmul_int4`): the decode
 //!   kernel's threadgroup sizes × packed words per loop iteration (with
 //!   words set `Ops::qmatmul` runs the decode kernel at any M) and, above
-//!   `QMATMUL_DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
+//!   `qmatmul::DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
 //!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
 //!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
 //!   kernel's check (or the group, for a slice) refuses it.
@@ -55,98 +55,18 @@
 //!   options; `ENIGMA_TUNE_CACHE=off` turns that off.
 
 use crate::registry::Entry;
+pub use crate::tuning_cache::{cache_path, cached_choice, read_cache, reset_loaded_cache, shape_class, store, CacheEntry, Choice, Outcome, Trial, TuneReport};
 use crate::{Error, Options};
-use enigma_analysis::tiles::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
+use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem};
+use enigma_kernels::library::tile::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
 use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
 use enigma_kernels::library::quant::Format;
 use enigma_ir::QuantLayout;
 use enigma_kernels::library::{gemm, qmatmul_fragments, sgemm, DType};
 use enigma_runtime::Runtime;
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
 /// Threadgroup sizes tried.
 pub const THREADS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
-
-/// Version of the cache file's format.
-const CACHE_VERSION: u32 = 1;
-
-/// The tuned options of one candidate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Choice {
-    pub threads: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unroll: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows_per_simdgroup: Option<u32>,
-    /// The matrix multiply's tile (`threads` is then its threads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tile: Option<GemmTile>,
-}
-
-impl Choice {
-    /// `base` with this choice's options set.
-    pub fn apply(&self, base: &Options) -> Options {
-        Options {
-            threads: Some(self.threads),
-            unroll: self.unroll,
-            rows_per_simdgroup: self.rows_per_simdgroup,
-            gemm_tile: self.tile,
-            ..base.clone()
-        }
-    }
-}
-
-impl std::fmt::Display for Choice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(t) = self.tile {
-            write!(f, "tile={t} ")?;
-        }
-        write!(f, "threads={}", self.threads)?;
-        if let Some(u) = self.unroll {
-            write!(f, " unroll={u}")?;
-        }
-        if let Some(r) = self.rows_per_simdgroup {
-            write!(f, " rows/simdgroup={r}")?;
-        }
-        Ok(())
-    }
-}
-
-/// What happened to one candidate.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Timed, and its output matched the reference.
-    Timed { median_us: f64, best_us: f64, gb_per_s: f64 },
-    /// Not run: over a limit, or rejected by the library.
-    Skipped { reason: String },
-    /// Ran, but its output did not match the reference.
-    Wrong { reason: String },
-}
-
-/// One candidate and its outcome.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Trial {
-    pub choice: Choice,
-    #[serde(flatten)]
-    pub outcome: Outcome,
-}
-
-/// The result of tuning one entry at one shape.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TuneReport {
-    pub kernel: String,
-    pub device: String,
-    pub shape: Vec<usize>,
-    pub shape_class: String,
-    /// Whether times are device times (else wall times).
-    pub device_timed: bool,
-    pub best: Option<Choice>,
-    pub trials: Vec<Trial>,
-}
 
 /// Warm-up runs and timed repeats per candidate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,11 +79,6 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings { warmup: 3, repeats: 10 }
     }
-}
-
-/// The shape class of `shape`: each dimension rounded up to a power of two.
-pub fn shape_class(shape: &[usize]) -> String {
-    shape.iter().map(|d| d.max(&1).next_power_of_two().to_string()).collect::<Vec<_>>().join("x")
 }
 
 /// Every candidate for `entry` at `shape` on a device whose threadgroups
@@ -211,7 +126,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = packed.is_some() && !crate::qmatmul_takes_decode_kernel(shape.first().copied().unwrap_or(1), &choice.apply(&Options::default()));
+                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, shape.first().copied().unwrap_or(1), &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -261,12 +176,20 @@ fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> 
     (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
 }
 
+/// The kernel `Ops::qmatmul` runs for `m` rows of weights of `format` in
+/// `layout` with `options` (`qmatmul::kernel_for`, which reads neither the
+/// other dimensions nor the output type).
+fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, options: &Options) -> QmatmulKernel {
+    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 1, k: 1, group: 1 };
+    qmatmul::kernel_for(&problem, &options.overrides())
+}
+
 /// SIMD-group grids the tensor-core quantized kernel's candidates take.
 const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 
 /// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`), where
 /// `Ops::qmatmul` runs it (weights in `layout`: for seed 002's above
-/// `QMATMUL_DECODE_ROWS` rows, none at or below; for fragment order at
+/// `qmatmul::DECODE_ROWS` rows, none at or below; for fragment order at
 /// every M): 16 to 128 rows (no taller than needed: half the tile under M),
 /// 64, 128 or 256 columns, slices of 32 or 64 K values (64 in fragment
 /// order), over 4 or 8 SIMD groups, each with the reason it is skipped: over
@@ -276,12 +199,12 @@ const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let (m, n, k) = (dim(0), dim(1), dim(2));
-    if layout == QuantLayout::Rows && crate::qmatmul_takes_decode_kernel(m, &Options::default()) {
+    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::Decode {
         return vec![];
     }
     let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
     let mut out = vec![];
-    if layout == QuantLayout::Fragments && crate::qmatmul_takes_fragment_decode_row(m, &Options::default()) {
+    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::FragmentsDecode {
         // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
         for threads in [128, 256, 512, 1024] {
             let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));
@@ -400,114 +323,3 @@ pub fn best_of(trials: &[Trial]) -> Option<Choice> {
         .map(|(_, c)| c)
 }
 
-/// One cached choice.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CacheEntry {
-    pub device: String,
-    pub kernel: String,
-    pub shape_class: String,
-    pub choice: Choice,
-    pub median_us: f64,
-    /// Seconds since 1970 when it was tuned.
-    pub tuned_at: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct CacheFile {
-    version: u32,
-    entries: Vec<CacheEntry>,
-}
-
-/// The cache file's path (see the module docs), or `None` without a home.
-pub fn cache_path() -> Option<PathBuf> {
-    let dir = if let Some(d) = std::env::var_os("ENIGMA_CACHE_DIR") {
-        PathBuf::from(d)
-    } else if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        PathBuf::from(d).join("enigma")
-    } else {
-        PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("enigma")
-    };
-    Some(dir.join("tune.json"))
-}
-
-/// Reads the cache at `path`: empty when missing; a warning (returned) and
-/// empty when unreadable or of another format.
-pub fn read_cache(path: &std::path::Path) -> (Vec<CacheEntry>, Option<String>) {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (vec![], None),
-        Err(e) => return (vec![], Some(format!("enigma: ignoring the tuning cache {}: {e}", path.display()))),
-    };
-    match serde_json::from_str::<CacheFile>(&text) {
-        Ok(f) if f.version == CACHE_VERSION => (f.entries, None),
-        Ok(f) => (vec![], Some(format!("enigma: ignoring the tuning cache {}: format version {} (this enigma reads {CACHE_VERSION})", path.display(), f.version))),
-        Err(e) => (vec![], Some(format!("enigma: ignoring the tuning cache {}: not a tuning cache ({e})", path.display()))),
-    }
-}
-
-/// Records `report`'s best choice in the cache at `path` (replacing the
-/// entry for the same device, kernel and shape class) and returns it.
-pub fn store(path: &std::path::Path, report: &TuneReport) -> Result<Option<CacheEntry>, std::io::Error> {
-    let Some(choice) = report.best else { return Ok(None) };
-    let median_us = report
-        .trials
-        .iter()
-        .find_map(|t| match t.outcome {
-            Outcome::Timed { median_us, .. } if t.choice == choice => Some(median_us),
-            _ => None,
-        })
-        .unwrap_or(0.0);
-    let entry = CacheEntry {
-        device: report.device.clone(),
-        kernel: report.kernel.clone(),
-        shape_class: report.shape_class.clone(),
-        choice,
-        median_us,
-        tuned_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs(),
-    };
-    let (mut entries, _) = read_cache(path);
-    entries.retain(|e| !(e.device == entry.device && e.kernel == entry.kernel && e.shape_class == entry.shape_class));
-    entries.push(entry.clone());
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let text = serde_json::to_string_pretty(&CacheFile { version: CACHE_VERSION, entries }).map_err(std::io::Error::other)?;
-    // Write then rename, so a reader never sees half a file.
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)?;
-    reset_loaded_cache();
-    Ok(Some(entry))
-}
-
-fn loaded() -> &'static Mutex<Option<Vec<CacheEntry>>> {
-    static CACHE: OnceLock<Mutex<Option<Vec<CacheEntry>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(None))
-}
-
-/// Forgets the cache read by [`cached_choice`], so the next call reads the
-/// file again (after [`store`], or when `ENIGMA_CACHE_DIR` changed).
-pub fn reset_loaded_cache() {
-    *loaded().lock().unwrap_or_else(|e| e.into_inner()) = None;
-}
-
-/// The cached choice for `kernel` at `shape` on `device`, unless
-/// `ENIGMA_TUNE_CACHE=off`. Reads the file on first use.
-pub fn cached_choice(device: &str, kernel: &str, shape: &[usize]) -> Option<Choice> {
-    if std::env::var("ENIGMA_TUNE_CACHE").is_ok_and(|v| v == "off" || v == "0") {
-        return None;
-    }
-    let mut guard = loaded().lock().unwrap_or_else(|e| e.into_inner());
-    let entries = guard.get_or_insert_with(|| match cache_path() {
-        Some(path) => {
-            let (entries, warning) = read_cache(&path);
-            if let Some(w) = warning {
-                eprintln!("{w}");
-            }
-            entries
-        }
-        None => vec![],
-    });
-    let class = shape_class(shape);
-    entries.iter().find(|e| e.device == device && e.kernel == kernel && e.shape_class == class).map(|e| e.choice)
-}

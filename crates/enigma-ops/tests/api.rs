@@ -2,7 +2,7 @@
 //! random registry data does not reach, and the typed errors.
 
 use enigma_ir::{Scalar, Type};
-use enigma_ops::{download, upload, CheckOutcome, Error, Ops, Options, Reduction, ScanKind, Tolerance};
+use enigma_ops::{download, upload, CheckOutcome, Error, GemvOptions, Ops, Options, ReduceOp, ReduceOptions, RowOptions, ScanKind, Tolerance};
 use enigma_runtime::{Device, Runtime};
 
 fn sim() -> Runtime {
@@ -47,7 +47,7 @@ fn softmax_is_stable_for_large_and_infinite_inputs() {
     let rt = sim();
     // exp(1000) overflows f32 (and f64): the maximum is subtracted first.
     for (cache, vectorize) in [(true, Some(false)), (false, Some(false)), (true, None), (false, None)] {
-        let options = Options { cache_rows: Some(cache), vectorize, ..Options::default() };
+        let options = Options { rows: RowOptions { cache: Some(cache) }, vectorize, ..Options::default() };
         let x = upload(&rt, Scalar::F32, &[1000.0, 1001.0, 1002.0, 1003.0, -1000.0, f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY]).unwrap();
         let y = download(&enigma_ops::softmax_with(&rt, &x, 2, 4, &options).unwrap(), Scalar::F32, 8).unwrap();
         let e: Vec<f64> = (0..4).map(|i| (i as f64 - 3.0).exp()).collect();
@@ -79,7 +79,7 @@ fn norms_by_hand_and_far_from_zero() {
     let zeros = vec![0.0f32; d];
     let want = enigma_kernels::library::norm::reference_layer(&values, &ones, &zeros, d, 1e-5);
     for cache in [true, false] {
-        let options = Options { cache_rows: Some(cache), ..Options::default() };
+        let options = Options { rows: RowOptions { cache: Some(cache) }, ..Options::default() };
         let (x, w, b) = (upload(&rt, Scalar::F32, &values).unwrap(), upload(&rt, Scalar::F32, &ones).unwrap(), upload(&rt, Scalar::F32, &zeros).unwrap());
         let y = download(&enigma_ops::layer_norm_with(&rt, &x, &w, &b, 1, d, 1e-5, &options).unwrap(), Scalar::F32, d).unwrap();
         close(&y, &want, 2e-3);
@@ -119,12 +119,12 @@ fn f16_and_bf16_buffers_round_once() {
     let x = upload(&rt, Scalar::BF16, &[3.0, -1.5, 0.0]).unwrap();
     let y = enigma_ops::scale_with(&rt, &x, 3, 0.5, &Options { elem: Some(Scalar::BF16), ..Options::default() }).unwrap();
     assert_eq!(download(&y, Scalar::BF16, 3).unwrap(), [1.5, -0.75, 0.0]);
-    // Reductions of f16 give f32 with f32 accumulation: 4096 · (1 + 2^-10)
+    // ReduceOps of f16 give f32 with f32 accumulation: 4096 · (1 + 2^-10)
     // is not representable in f16, but is in f32.
     let ones = upload(&rt, Scalar::F16, &vec![1.0 + 1.0 / 1024.0; 4096]).unwrap();
     let s = enigma_ops::sum_with(&rt, &ones, 4096, &Options { elem: Some(Scalar::F16), ..Options::default() }).unwrap();
     assert_eq!(s.to_vec::<f32>().unwrap(), [4100.0]);
-    let rows = enigma_ops::reduce_rows_with(&rt, Reduction::Max, &ones, 2, 2048, &Options { elem: Some(Scalar::F16), ..Options::default() }).unwrap();
+    let rows = enigma_ops::reduce_rows_with(&rt, ReduceOp::Max, &ones, 2, 2048, &Options { elem: Some(Scalar::F16), ..Options::default() }).unwrap();
     assert_eq!(rows.to_vec::<f32>().unwrap(), [1.0 + 1.0 / 1024.0; 2]);
 }
 
@@ -207,7 +207,7 @@ fn tuning_options_keep_results_and_run_clean() {
     let find = |name: &str| enigma_ops::registry().into_iter().find(|e| e.name == name).unwrap();
     let sum = find("sum_f16");
     for (max_threadgroups, unroll) in [(Some(1), Some(1)), (Some(3), Some(16)), (Some(5000), Some(2)), (None, Some(7))] {
-        let options = Options { max_threadgroups, unroll, threads: Some(32), sanitize: true, ..Options::default() };
+        let options = Options { reduce: ReduceOptions { max_threadgroups, loads: unroll }, threads: Some(32), sanitize: true, ..Options::default() };
         let o = sum.run_with(&rt, &[100_003], &options).unwrap();
         assert!(o.passed, "{o}");
         assert!(o.launches.iter().all(|l| l.findings.is_empty()), "{:?}", o.launches);
@@ -219,7 +219,7 @@ fn tuning_options_keep_results_and_run_clean() {
     let gemv = find("gemv_bf16");
     for rows in 1..=8 {
         for (shape, unroll) in [([37, 64], 1), ([5, 33], 3), ([130, 1000], 8)] {
-            let options = Options { rows_per_simdgroup: Some(rows), unroll: Some(unroll), sanitize: true, ..Options::default() };
+            let options = Options { gemv: GemvOptions { rows_per_simdgroup: Some(rows), loads: Some(unroll) }, sanitize: true, ..Options::default() };
             let o = gemv.run_with(&rt, &shape, &options).unwrap();
             assert!(o.passed, "{o}");
             assert!(o.launches.iter().all(|l| l.findings.is_empty()), "{:?}", o.launches);
@@ -227,9 +227,9 @@ fn tuning_options_keep_results_and_run_clean() {
             assert_eq!(o.launches[0].size[0] as usize, shape[0].div_ceil(8 * rows as usize), "{options:?}");
         }
     }
-    let e = gemv.run_with(&rt, &[5, 33], &Options { rows_per_simdgroup: Some(9), ..Options::default() }).unwrap_err();
+    let e = gemv.run_with(&rt, &[5, 33], &Options { gemv: GemvOptions { rows_per_simdgroup: Some(9), loads: None }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "gemv_bf16: rows per SIMD group (9) and unroll (2) must be between 1 and 8");
-    let e = sum.run_with(&rt, &[10], &Options { unroll: Some(0), ..Options::default() }).unwrap_err();
+    let e = sum.run_with(&rt, &[10], &Options { reduce: ReduceOptions { loads: Some(0), max_threadgroups: None }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "sum_reduce_f16: unroll 0 is not between 1 and 16");
 }
 
@@ -278,7 +278,7 @@ fn matmul_takes_buffers_of_the_matrices_exact_size_typed_or_not() {
         for typed in [false, true] {
             let (ab, bb) = (exact_buffer(&rt, elem, &a, typed), exact_buffer(&rt, elem, &b, typed));
             let ops = Ops::new(&rt).with_options(Options { elem: Some(elem), ..Options::default() });
-            let c = ops.matmul(&ab, &bb, m, n, k, enigma_ops::ElemType::F32).unwrap_or_else(|e| panic!("{elem} {m}x{n}x{k} typed={typed}: {e}"));
+            let c = ops.matmul(&ab, &bb, m, n, k, enigma_ops::DType::F32).unwrap_or_else(|e| panic!("{elem} {m}x{n}x{k} typed={typed}: {e}"));
             assert_eq!(download(&c, Scalar::F32, m * n).unwrap(), want, "{elem} {m}x{n}x{k} typed={typed}");
         }
     }
@@ -291,6 +291,6 @@ fn matmul_refuses_a_longer_buffer_it_cannot_read_as_vectors() {
     let rt = sim();
     let a = rt.buffer_bytes((16 * 16 + 1) * 4).unwrap();
     let b = rt.buffer_bytes(16 * 16 * 4).unwrap();
-    let e = Ops::new(&rt).matmul(&a, &b, 16, 16, 16, enigma_ops::ElemType::F32).unwrap_err().to_string();
+    let e = Ops::new(&rt).matmul(&a, &b, 16, 16, 16, enigma_ops::DType::F32).unwrap_err().to_string();
     assert!(e.contains("matmul") && e.contains("1028 bytes") && e.contains("rows of 16 elements"), "{e}");
 }

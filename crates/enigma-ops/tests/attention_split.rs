@@ -4,11 +4,11 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::attention;
-use enigma_ops::{download, quantize, upload, ElemType, Options};
+use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Options};
 use enigma_runtime::{Device, Runtime};
 
 
-fn check(rt: &Runtime, dtype: ElemType, h: usize, s: usize, d: usize, splits: u32, sanitize: bool) {
+fn check(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, sanitize: bool) {
     let mut q = enigma_kernels::test_data(h * d, 1);
     let mut k = enigma_kernels::test_data(h * s * d, 2);
     let mut v = enigma_kernels::test_data(h * s * d, 3);
@@ -19,7 +19,7 @@ fn check(rt: &Runtime, dtype: ElemType, h: usize, s: usize, d: usize, splits: u3
     let want = attention::reference(&q, &k, &v, h, s, d, scale);
     let elem = dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
-    let options = Options { attention_splits: Some(splits), elem: Some(elem), sanitize, ..Options::default() };
+    let options = Options { attention: AttentionOptions { splits: Some(splits) }, elem: Some(elem), sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
     let out = ops.attention_decode_fused(&qb, &kb, &vb, h, s, d, scale).unwrap_or_else(|e| panic!("h={h} s={s} d={d} splits={splits}: {e}"));
     let launches = ops.take_launches();
@@ -44,16 +44,16 @@ fn split_decode_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for (h, s, d) in [(1, 1, 128), (2, 37, 128), (3, 100, 33), (1, 1000, 64), (2, 65, 1024)] {
         for splits in [1, 2, 3, 7, 64] {
-            check(&rt, ElemType::F32, h, s, d, splits, false);
+            check(&rt, DType::F32, h, s, d, splits, false);
         }
     }
-    check(&rt, ElemType::F16, 2, 300, 128, 5, false);
-    check(&rt, ElemType::BF16, 2, 300, 128, 4, false);
+    check(&rt, DType::F16, 2, 300, 128, 5, false);
+    check(&rt, DType::BF16, 2, 300, 128, 4, false);
 }
 
 #[test]
 fn split_decode_is_sanitizer_clean() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    check(&rt, ElemType::F32, 2, 37, 128, 3, true);
-    check(&rt, ElemType::F16, 1, 200, 36, 4, true);
+    check(&rt, DType::F32, 2, 37, 128, 3, true);
+    check(&rt, DType::F16, 1, 200, 36, 4, true);
 }

@@ -3,7 +3,8 @@
 //! f16/f32 outputs, alpha and beta, batches, and sanitizer-clean runs — the
 //! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
-use enigma_kernels::library::gemm::{gemm, reference, splitk_reduce, splitk_reduce_dispatch, GemmConfig, SplitSum};
+use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
+use enigma_kernels::library::split::{splitk_reduce, splitk_reduce_dispatch, SplitSum};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
@@ -142,7 +143,7 @@ fn awkward_shapes_match_the_reference() {
 
 /// The untuned tile for `m` rows at the portable limits.
 fn small(input: DType, output: DType, m: u32) -> GemmConfig {
-    let tile = enigma_analysis::tiles::select_gemm_tile(m, 4096, 4096, input.size_bytes(), &enigma_analysis::tiles::ThreadgroupLimits::PORTABLE);
+    let tile = enigma_ops::library::gemm::select_tile(m, 4096, 4096, input.size_bytes(), &enigma_ops::ThreadgroupLimits::PORTABLE);
     GemmConfig::from_tile(tile, input, output)
 }
 

@@ -1,13 +1,14 @@
-//! `Ops::matmul`'s tile: `select_gemm_tile`'s default is a configuration the
+//! `Ops::matmul`'s tile: `select_tile`'s default is a configuration the
 //! GEMM's own check accepts on every device's limits at awkward shapes, a
-//! chosen tile (`Options::gemm_tile`) runs and matches the f64 reference on
+//! chosen tile (`GemmOptions::tile`) runs and matches the f64 reference on
 //! the simulator, options that disagree are refused, f32 inputs run the
 //! SIMT kernel unless a tile is asked for, and split counts sharing a
 //! pipeline cache each run their own kernel.
 
 use enigma_kernels::library::gemm::{reference, GemmConfig};
 use enigma_kernels::library::DType;
-use enigma_ops::{download, quantize, select_gemm_tile, threadgroup_limits, upload, Error, GemmTile, Ops, Options, ThreadgroupLimits};
+use enigma_ops::library::gemm::select_tile;
+use enigma_ops::{download, quantize, threadgroup_limits, upload, Error, GemmOptions, GemmTile, Ops, Options, ThreadgroupLimits};
 use enigma_runtime::{Device, Runtime};
 
 const AWKWARD: [u32; 6] = [1, 7, 33, 100, 1000, 4097];
@@ -31,7 +32,7 @@ fn the_default_tile_passes_the_gemm_check_at_awkward_shapes() {
             for m in AWKWARD {
                 for n in AWKWARD {
                     for k in AWKWARD {
-                        let tile = select_gemm_tile(m, n, k, input.size_bytes(), &limits);
+                        let tile = select_tile(m, n, k, input.size_bytes(), &limits);
                         let cfg = config(tile, input).pipelined_for(limits.max_memory_bytes);
                         cfg.check(limits.max_memory_bytes).unwrap_or_else(|e| panic!("{m}x{n}x{k} {input}: {tile}: {e}"));
                         assert!(cfg.threads() <= limits.max_threads);
@@ -70,12 +71,12 @@ fn a_chosen_tile_runs_and_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for (tile, input) in [("64x128x16/2x2", DType::F16), ("128x64x64/4x2", DType::BF16), ("64x64x32/1x2", DType::F32), ("32x128x32/1x4", DType::F16)] {
         let tile: GemmTile = tile.parse().unwrap();
-        let kernel = matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, input, 70, 130, 41);
+        let kernel = matmul(&rt, Options { gemm: GemmOptions { tile: Some(tile), ..GemmOptions::default() }, ..Options::default() }, input, 70, 130, 41);
         assert_eq!(kernel, on_sim(&rt, tile, input));
     }
     // A tile and the same threads is fine; the default at M = 7 is the 16-row tile.
     let tile = GemmTile::new(64, 64, 32, 2, 1);
-    assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), threads: Some(64), ..Options::default() }, DType::F16, 33, 7, 33), on_sim(&rt, tile, DType::F16));
+    assert_eq!(matmul(&rt, Options { gemm: GemmOptions { tile: Some(tile), ..GemmOptions::default() }, threads: Some(64), ..Options::default() }, DType::F16, 33, 7, 33), on_sim(&rt, tile, DType::F16));
     assert_eq!(matmul(&rt, Options::default(), DType::F16, 7, 100, 33), "gemm_f16_f32_16x128x32_sg1x4_s3");
 }
 
@@ -87,15 +88,15 @@ fn a_chosen_tile_runs_and_matches_the_reference() {
 fn divided_shapes_run_the_whole_tile_kernel() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let tile = GemmTile::new(64, 64, 32, 2, 2);
-    let chosen = Options { gemm_tile: Some(tile), ..Options::default() };
+    let chosen = Options { gemm: GemmOptions { tile: Some(tile), ..GemmOptions::default() }, ..Options::default() };
     let general = on_sim(&rt, tile, DType::F16);
     for (m, n, k, suffix) in [(128, 64, 96, "_whole"), (64, 128, 32, "_whole"), (130, 64, 96, "_whole_ragged"), (128, 72, 96, ""), (128, 64, 100, "")] {
         let kernel = matmul(&rt, chosen.clone(), DType::F16, m, n, k);
         assert_eq!(kernel, format!("{general}{suffix}"), "{m}x{n}x{k}");
     }
-    let split = matmul(&rt, Options { k_splits: Some(2), ..chosen.clone() }, DType::F16, 64, 64, 256);
+    let split = matmul(&rt, Options { gemm: GemmOptions { k_splits: Some(2), ..chosen.gemm }, ..chosen.clone() }, DType::F16, 64, 64, 256);
     assert!(split.contains("_splitk") && split.ends_with("_whole"), "{split}");
-    let registers = matmul(&rt, Options { stages: Some(1), ..chosen }, DType::F16, 128, 64, 96);
+    let registers = matmul(&rt, Options { gemm: GemmOptions { stages: Some(1), ..chosen.gemm }, ..chosen }, DType::F16, 128, 64, 96);
     assert_eq!(registers, config(tile, DType::F16).name());
 }
 
@@ -105,12 +106,12 @@ fn options_that_disagree_or_do_not_fit_are_refused() {
     let a = upload(&rt, enigma_ir::Scalar::F32, &[0.5; 64]).unwrap();
     let run = |options: Options| Ops::new(&rt).with_options(options).matmul(&a, &a, 8, 8, 8, DType::F32);
     let tile = GemmTile::new(64, 64, 32, 2, 2);
-    let err = run(Options { gemm_tile: Some(tile), threads: Some(256), ..Options::default() }).unwrap_err();
+    let err = run(Options { gemm: GemmOptions { tile: Some(tile), ..GemmOptions::default() }, threads: Some(256), ..Options::default() }).unwrap_err();
     assert!(matches!(&err, Error::Argument { message, .. } if message.contains("takes 128 threads, but the options ask for 256")), "{err}");
     // 128×128×64 f32 needs 71680 bytes, over the simulator's 32 KiB.
-    let err = run(Options { gemm_tile: Some(GemmTile::new(128, 128, 64, 2, 2)), ..Options::default() }).unwrap_err();
+    let err = run(Options { gemm: GemmOptions { tile: Some(GemmTile::new(128, 128, 64, 2, 2)), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
     assert!(matches!(&err, Error::Shape(_)) && err.to_string().contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
-    let err = run(Options { gemm_tile: Some(GemmTile::new(64, 64, 32, 3, 2)), ..Options::default() }).unwrap_err();
+    let err = run(Options { gemm: GemmOptions { tile: Some(GemmTile::new(64, 64, 32, 3, 2)), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
     assert!(err.to_string().contains("SIMD groups do not divide"), "{err}");
 }
 
@@ -127,10 +128,10 @@ fn f32_runs_the_simt_kernel_unless_a_tile_is_asked_for() {
     assert_eq!(matmul(&rt, Options::default(), DType::F32, 70, 130, 41), wide.deepened_for(rt.device().max_threadgroup_memory_bytes).name());
     assert_eq!(matmul(&rt, Options::threads(64), DType::F32, 33, 7, 100), "sgemm_f32_64x64x8_r8x8");
     // Few rows: a tile of 16, 32 or 64 rows.
-    assert_eq!(matmul(&rt, Options { k_splits: Some(3), ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x16_r4x8_splitk");
+    assert_eq!(matmul(&rt, Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, ..Options::default() }, DType::F32, 7, 33, 100), "sgemm_f32_16x128x16_r4x8_splitk");
     assert_eq!(matmul(&rt, Options::default(), DType::F32, 40, 130, 33), "sgemm_f32_64x128x16_r4x8");
     let tile = GemmTile::new(64, 64, 32, 2, 2);
-    assert_eq!(matmul(&rt, Options { gemm_tile: Some(tile), ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
+    assert_eq!(matmul(&rt, Options { gemm: GemmOptions { tile: Some(tile), ..GemmOptions::default() }, ..Options::default() }, DType::F32, 33, 7, 100), on_sim(&rt, tile, DType::F32));
 }
 
 /// Two split counts through one pipeline cache, for the SIMT and the
@@ -152,7 +153,7 @@ fn split_counts_sharing_a_cache_each_run_their_own_kernel() {
         let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
         let want = reference(&GemmConfig::new(input, DType::F32), &f(&a), &f(&b), &[], m, n, k, 1, 1.0, 0.0);
         for splits in [2, 3] {
-            let options = Options { k_splits: Some(splits), elem: Some(input.scalar()), ..Options::default() };
+            let options = Options { gemm: GemmOptions { k_splits: Some(splits), ..GemmOptions::default() }, elem: Some(input.scalar()), ..Options::default() };
             let ops = Ops::new(&rt).with_cache(cache.clone()).with_options(options);
             let got = download(&ops.matmul(&ab, &bb, m, n, k, DType::F32).unwrap(), enigma_ir::Scalar::F32, m * n).unwrap();
             let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);

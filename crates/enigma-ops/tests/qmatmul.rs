@@ -4,14 +4,14 @@
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
 use enigma_kernels::library::{qmatmul, qmatmul_fragments, quant};
-use enigma_ops::{download, upload, ElemType, Error, Options, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
+use enigma_ops::{download, upload, DType, Error, GemmOptions, Options, QmatmulOptions, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
 
 /// Runs `C = A · dequant(B)` and checks every element; returns the kernel name.
 #[allow(clippy::too_many_arguments)]
-fn check(rt: &Runtime, format: QuantFormat, out: ElemType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
+fn check(rt: &Runtime, format: QuantFormat, out: DType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
     run_check(rt, format, out, [m, n, k], group, options, false).remove(0)
 }
 
@@ -30,16 +30,16 @@ enum Path {
 
 /// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
 /// `tiled`; returns the name of every kernel dispatched, in order.
-fn run_check(rt: &Runtime, format: QuantFormat, out: ElemType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
+fn run_check(rt: &Runtime, format: QuantFormat, out: DType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
     let path = if tiled { Path::Tiled } else { Path::Auto };
     run_check_cached(rt, &PipelineCache::default(), format, out, shape, group, options, path)
 }
 
 /// [`run_check`] through the pipeline cache `cache`, calling `path`.
 #[allow(clippy::too_many_arguments)]
-fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options, path: Path) -> Vec<String> {
+fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: DType, [m, n, k]: [usize; 3], group: usize, options: &Options, path: Path) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
-    enigma_ops::quantize(ElemType::F16, &mut a);
+    enigma_ops::quantize(DType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
     let w = enigma_ops::dequantize_weights(&q).unwrap();
     let weights = match path {
@@ -80,7 +80,7 @@ fn awkward_shapes_match_the_reference() {
     let mut runs = 0;
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, group) in [(1, 1, 32, 32), (3, 7, 64, 64), (8, 33, 128, 128), (1, 100, 256, 64), (3, 100, 96, 32), (8, 7, 256, 128), (2, 12, 384, 128)] {
-            for out in [ElemType::F32, ElemType::F16] {
+            for out in [DType::F32, DType::F16] {
                 check(&rt, format, out, m, n, k, group, &Options::default());
                 runs += 1;
             }
@@ -93,21 +93,21 @@ fn awkward_shapes_match_the_reference() {
 /// decoded from threadgroup memory) at awkward M and N (N past the
 /// 128-column tile; K is a multiple of the group, so of the 32-value slice),
 /// every tile height, clean under the sanitizer; `qmatmul` takes it above
-/// `TILED_ABOVE_ROWS` rows.
+/// `DECODE_ROWS` rows.
 #[test]
 fn the_tensor_core_kernel_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let sanitize = Options { sanitize: true, ..Options::default() };
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, group, tile) in [(1, 7, 64, 32, "16x128"), (16, 130, 256, 128, "16x128"), (33, 36, 96, 32, "64x128"), (70, 20, 128, 64, "128x128")] {
-            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true).remove(0);
+            let name = run_check(&rt, format, DType::F16, [m, n, k], group, &sanitize, true).remove(0);
             assert!(name.starts_with(&format!("qgemm_{format}_f16_{tile}")), "{name}");
         }
-        let name = run_check(&rt, format, ElemType::F32, [24, 40, 160], 32, &Options::default(), true).remove(0);
+        let name = run_check(&rt, format, DType::F32, [24, 40, 160], 32, &Options::default(), true).remove(0);
         assert!(name.starts_with(&format!("qgemm_{format}_f32_32x128")), "{name}");
         // K split three ways (160 = 64 + 64 + 32), summed by a second kernel.
-        let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
-        let name = run_check(&rt, format, ElemType::F16, [5, 40, 160], 32, &split, true).remove(0);
+        let split = Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, sanitize: true, ..Options::default() };
+        let name = run_check(&rt, format, DType::F16, [5, 40, 160], 32, &split, true).remove(0);
         assert!(name.contains("_splitk"), "{name}");
         // Tiles inside the matrix along N (N a multiple of 8) pipeline, at
         // any M (A's rows past M copy zeros): A's slices, the packed words
@@ -117,10 +117,10 @@ fn the_tensor_core_kernel_matches_the_reference() {
         // and with K split.
         let pipelined = |name: &str| ["_s2", "_s3", "_s4"].iter().any(|s| ["", "_whole", "_whole_ragged"].iter().any(|w| name.ends_with(&format!("{s}{w}"))));
         for (m, n, k, group) in [(16, 256, 256, 128), (33, 136, 160, 32), (64, 128, 192, 64), (3, 128, 128, 32)] {
-            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, &sanitize, true).remove(0);
+            let name = run_check(&rt, format, DType::F16, [m, n, k], group, &sanitize, true).remove(0);
             assert!(pipelined(&name), "{name}");
         }
-        let name = run_check(&rt, format, ElemType::F32, [16, 256, 512], 64, &split, true).remove(0);
+        let name = run_check(&rt, format, DType::F32, [16, 256, 512], 64, &split, true).remove(0);
         assert!(name.contains("_splitk_s") && pipelined(&name), "{name}");
         // Shapes the tile divides take the whole-tile kernel (the pipeline
         // alone), f16 C element by element, f32 C (here a split's
@@ -129,24 +129,24 @@ fn the_tensor_core_kernel_matches_the_reference() {
         for (m, n, k, group, options, suffix) in
             [(16, 256, 256, 128, &sanitize, "_whole"), (16, 256, 512, 64, &split, "_whole"), (7, 256, 256, 128, &sanitize, "_whole_ragged"), (33, 136, 160, 32, &sanitize, "")]
         {
-            let name = run_check(&rt, format, ElemType::F16, [m, n, k], group, options, true).remove(0);
+            let name = run_check(&rt, format, DType::F16, [m, n, k], group, options, true).remove(0);
             let whole = name.find("_whole").map_or("", |at| &name[at..]);
             assert_eq!(whole, suffix, "{name}");
         }
         // Deeper slices (64 K values) where they divide the group: on
         // the pipeline (N = 256) and at an edge tile (N = 136), and split.
-        let deep = |tile: &str, splits| Options { gemm_tile: Some(tile.parse().unwrap()), k_splits: splits, sanitize: true, ..Options::default() };
+        let deep = |tile: &str, splits| Options { gemm: GemmOptions { tile: Some(tile.parse().unwrap()), k_splits: splits, ..GemmOptions::default() }, sanitize: true, ..Options::default() };
         for (tile, group, depth) in [("16x128x64/1x4", 64, "x64"), ("32x128x64/2x2", 128, "x64")] {
             for (m, n) in [(3, 256), (20, 136)] {
-                let name = run_check(&rt, format, ElemType::F16, [m, n, 512], group, &deep(tile, None), true).remove(0);
+                let name = run_check(&rt, format, DType::F16, [m, n, 512], group, &deep(tile, None), true).remove(0);
                 assert!(name.contains(depth), "{name}");
             }
-            let name = run_check(&rt, format, ElemType::F32, [5, 256, 512], group, &deep(tile, Some(2)), true).remove(0);
+            let name = run_check(&rt, format, DType::F32, [5, 256, 512], group, &deep(tile, Some(2)), true).remove(0);
             assert!(name.contains(depth) && name.contains("_splitk"), "{name}");
         }
-        let rows = qmatmul::TILED_ABOVE_ROWS as usize;
-        assert!(check(&rt, format, ElemType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
-        assert!(check(&rt, format, ElemType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));
+        let rows = qmatmul::DECODE_ROWS as usize;
+        assert!(check(&rt, format, DType::F16, rows + 1, 12, 64, 32, &Options::default()).starts_with("qgemm_"));
+        assert!(check(&rt, format, DType::F16, rows, 12, 64, 32, &Options::default()).starts_with("qmatmul_"));
     }
 }
 
@@ -171,17 +171,17 @@ fn fragment_ordered_weights_match_the_reference() {
     let cache = PipelineCache::default();
     for format in [QuantFormat::Int4, QuantFormat::Fp4] {
         for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (3, 16, 128, 64, None), (5, 48, 192, 64, None), (8, 48, 192, 64, Some(3)), (16, 128, 128, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
-            for out in [ElemType::F32, ElemType::F16] {
+            for out in [DType::F32, DType::F16] {
                 // The tensor-core kernel sums its splits (asked for: the
                 // reduction is the default); the decode row reduces, so
                 // asking for the kernel's own sum there takes the GEMM
                 // (checked below).
                 let split_sum = splits.filter(|_| m > qmatmul_fragments::DECODE_ROWS as usize).map(|_| SplitSum::LastThreadgroup);
-                let options = Options { k_splits: splits, split_sum, sanitize: true, ..Options::default() };
+                let options = Options { gemm: GemmOptions { k_splits: splits, split_sum, ..GemmOptions::default() }, sanitize: true, ..Options::default() };
                 let kernels = run_check_cached(&rt, &cache, format, out, [m, n, k], group, &options, Path::Fragments);
                 if m <= qmatmul_fragments::DECODE_ROWS as usize {
                     let units = if n >= 32 { 2 } else { 1 };
-                    let out_name = if splits.is_some() { ElemType::F32 } else { out };
+                    let out_name = if splits.is_some() { DType::F32 } else { out };
                     assert!(kernels[0].starts_with(&format!("qmatmul_{format}_{out_name}_fragments_u{units}_")), "{m}x{n}x{k}: {kernels:?}");
                     assert_eq!(kernels.len(), if splits.is_some() { 2 } else { 1 }, "{m}x{n}x{k}: {kernels:?}");
                     continue;
@@ -194,18 +194,18 @@ fn fragment_ordered_weights_match_the_reference() {
     }
     // Asking for splits summed in the kernel at a decode row's M takes the
     // GEMM, which has them.
-    let asked = Options { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), sanitize: true, ..Options::default() };
-    let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F16, [2, 128, 256], 128, &asked, Path::Fragments);
+    let asked = Options { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, sanitize: true, ..Options::default() };
+    let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, DType::F16, [2, 128, 256], 128, &asked, Path::Fragments);
     assert!(kernels.len() == 1 && kernels[0].starts_with("qgemm") && kernels[0].contains("_splitk_sum"), "{kernels:?}");
     // Group 32 is shallower than the layout's 64-deep units; the MLX format
     // and shapes off the units have no fragment order.
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(64 * 16, 3), 64, 16, 32).unwrap();
     let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 64]).unwrap();
-    let err = enigma_ops::Ops::new(&rt).qmatmul(&a, &w, 1, ElemType::F32).unwrap_err().to_string();
+    let err = enigma_ops::Ops::new(&rt).qmatmul(&a, &w, 1, DType::F32).unwrap_err().to_string();
     assert!(err.contains("group = 32"), "{err}");
     let a16 = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 16 * 64]).unwrap();
-    let err = enigma_ops::Ops::new(&rt).qmatmul(&a16, &w, 16, ElemType::F32).unwrap_err().to_string();
+    let err = enigma_ops::Ops::new(&rt).qmatmul(&a16, &w, 16, DType::F32).unwrap_err().to_string();
     assert!(err.contains("divide the group of 32"), "{err}");
     let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
@@ -218,7 +218,7 @@ fn fragment_ordered_weights_match_the_reference() {
     let direct = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, q.n, q.group], &words, &q.scales, &q.biases).unwrap();
     let via_matrix = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(3 * 128, 6)).unwrap();
-    let product = |w: &QuantizedWeights| download(&enigma_ops::Ops::new(&rt).qmatmul(&a, w, 3, ElemType::F32).unwrap(), enigma_ir::Scalar::F32, 3 * 32).unwrap();
+    let product = |w: &QuantizedWeights| download(&enigma_ops::Ops::new(&rt).qmatmul(&a, w, 3, DType::F32).unwrap(), enigma_ir::Scalar::F32, 3 * 32).unwrap();
     assert_eq!(product(&direct), product(&via_matrix));
     let short = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, q.n, q.group], &words[1..], &q.scales, &q.biases).unwrap_err().to_string();
     assert!(short.contains("packed") && short.contains(&(words.len() - 1).to_string()), "{short}");
@@ -236,16 +236,16 @@ fn summing_splits_in_the_kernel_needs_device_fences() {
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(256 * 128, 3), 256, 128, 128).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
-    let asked = Options { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..Options::default() };
-    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 16, ElemType::F32).unwrap_err().to_string();
+    let asked = Options { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Options::default() };
+    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 16, DType::F32).unwrap_err().to_string();
     assert!(err.contains("device-scope fences") && err.contains("without device-scope fences"), "{err}");
-    let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
-    ops.qmatmul(&a, &w, 16, ElemType::F32).unwrap();
+    let ops = enigma_ops::Ops::new(&rt).with_options(Options { gemm: GemmOptions { k_splits: Some(2), ..GemmOptions::default() }, ..Options::default() });
+    ops.qmatmul(&a, &w, 16, DType::F32).unwrap();
     let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
     assert!(names.len() == 2 && names[1].starts_with("gemm_splitk_reduce"), "{names:?}");
     // At a decode kernel's M, asking for the kernel's own sum takes the
     // tensor-core kernel, which has it (and so, here, the same refusal).
-    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 1, ElemType::F32).unwrap_err().to_string();
+    let err = enigma_ops::Ops::new(&rt).with_options(asked.clone()).qmatmul(&a, &w, 1, DType::F32).unwrap_err().to_string();
     assert!(err.contains("without device-scope fences"), "{err}");
     // With the fences, the tensor-core kernel's default sums in the kernel
     // at one row only.
@@ -253,13 +253,13 @@ fn summing_splits_in_the_kernel_needs_device_fences() {
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
     for (m, summed) in [(1, true), (16, false)] {
-        let ops = enigma_ops::Ops::new(&rt).with_options(Options { k_splits: Some(2), ..Options::default() });
-        let c = ops.qmatmul_tiled(&a, &w, m, ElemType::F32).unwrap();
+        let ops = enigma_ops::Ops::new(&rt).with_options(Options { gemm: GemmOptions { k_splits: Some(2), ..GemmOptions::default() }, ..Options::default() });
+        let c = ops.qmatmul_tiled(&a, &w, m, DType::F32).unwrap();
         let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
         assert_eq!(names.len() == 1 && names[0].contains("_splitk_sum"), summed, "m = {m}: {names:?}");
         // The same C as the reduction gives, bit for bit.
-        let reduced = Options { k_splits: Some(2), split_sum: Some(SplitSum::Reduction), ..Options::default() };
-        let want = enigma_ops::Ops::new(&rt).with_options(reduced).qmatmul_tiled(&a, &w, m, ElemType::F32).unwrap();
+        let reduced = Options { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::Reduction), ..GemmOptions::default() }, ..Options::default() };
+        let want = enigma_ops::Ops::new(&rt).with_options(reduced).qmatmul_tiled(&a, &w, m, DType::F32).unwrap();
         assert_eq!(download(&c, enigma_ir::Scalar::F32, m * 128).unwrap(), download(&want, enigma_ir::Scalar::F32, m * 128).unwrap(), "m = {m}");
     }
 }
@@ -269,8 +269,8 @@ fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let cache = PipelineCache::default();
     for splits in [2, 3] {
-        let options = Options { k_splits: Some(splits), ..Options::default() };
-        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, ElemType::F32, [9, 24, 384], 64, &options, Path::Tiled);
+        let options = Options { gemm: GemmOptions { k_splits: Some(splits), ..GemmOptions::default() }, ..Options::default() };
+        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, DType::F32, [9, 24, 384], 64, &options, Path::Tiled);
         assert!(kernels[0].starts_with("qgemm") && kernels[0].contains("splitk"), "{kernels:?}");
     }
 }
@@ -299,7 +299,7 @@ fn the_planner_reports_what_the_quantized_kernel_uses() {
 /// partial row tiles), N (8, 100, 136: past the tile, not a multiple of 8)
 /// and K (64, 192, groups of 32 and 64), both formats and outputs; the
 /// seed's four tiles (§9.1's for M, and the other two through
-/// `Options::gemm_tile`); under the sanitizer (its `simdgroup_barrier`s
+/// `GemmOptions::tile`); under the sanitizer (its `simdgroup_barrier`s
 /// between the staging fragment's writes and loads) and with K split over
 /// threadgroups.
 #[test]
@@ -309,25 +309,25 @@ fn the_fused_kernel_matches_the_reference() {
     let sanitize = Options { sanitize: true, ..Options::default() };
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, group, out, tile) in [
-            (1, 8, 64, 32, ElemType::F32, "32x128x32_sg1x4"),
-            (9, 100, 192, 64, ElemType::F16, "32x128x32_sg1x4"),
-            (33, 136, 64, 64, ElemType::F32, "64x64x32_sg2x2"),
-            (1, 136, 192, 32, ElemType::F16, "32x128x32_sg1x4"),
-            (33, 8, 192, 32, ElemType::F16, "64x64x32_sg2x2"),
+            (1, 8, 64, 32, DType::F32, "32x128x32_sg1x4"),
+            (9, 100, 192, 64, DType::F16, "32x128x32_sg1x4"),
+            (33, 136, 64, 64, DType::F32, "64x64x32_sg2x2"),
+            (1, 136, 192, 32, DType::F16, "32x128x32_sg1x4"),
+            (33, 8, 192, 32, DType::F16, "64x64x32_sg2x2"),
         ] {
             let names = fused(format, out, [m, n, k], group, &Options::default());
             assert_eq!(names, [format!("qgemm_fused_{format}_{out}_{tile}")]);
         }
         for (tile, name) in [("128x64x16/4x1", "128x64x16_sg4x1"), ("128x128x16/2x2", "128x128x16_sg2x2")] {
-            let options = Options { gemm_tile: Some(tile.parse().unwrap()), ..Options::default() };
-            let names = fused(format, ElemType::F32, [9, 100, 64], 32, &options);
+            let options = Options { gemm: GemmOptions { tile: Some(tile.parse().unwrap()), ..GemmOptions::default() }, ..Options::default() };
+            let names = fused(format, DType::F32, [9, 100, 64], 32, &options);
             assert_eq!(names, [format!("qgemm_fused_{format}_f32_{name}")]);
         }
-        let names = fused(format, ElemType::F16, [9, 100, 192], 64, &sanitize);
+        let names = fused(format, DType::F16, [9, 100, 192], 64, &sanitize);
         assert_eq!(names, [format!("qgemm_fused_{format}_f16_32x128x32_sg1x4")]);
         // K split three ways (6 slices of 32: two each), summed by a second kernel.
-        let split = Options { k_splits: Some(3), sanitize: true, ..Options::default() };
-        let names = fused(format, ElemType::F16, [33, 100, 192], 32, &split);
+        let split = Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, sanitize: true, ..Options::default() };
+        let names = fused(format, DType::F16, [33, 100, 192], 32, &split);
         // 33 × 100 outputs: the reduction takes four at a time.
         assert_eq!(names, [format!("qgemm_fused_{format}_f16_64x64x32_sg2x2_splitk"), "gemm_splitk_reduce_f16_v4".to_string()]);
     }
@@ -335,7 +335,7 @@ fn the_fused_kernel_matches_the_reference() {
     let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 8], 64, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
-    let e = enigma_ops::Ops::new(&rt).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::Ops::new(&rt).qmatmul_fused(&a, &w, 1, DType::F32).unwrap_err();
     assert!(matches!(e, Error::Argument { .. }) && e.to_string().contains("not mlx_affine"), "{e}");
 }
 
@@ -345,13 +345,14 @@ fn the_fused_kernel_matches_the_reference() {
 /// compiled kernel declares.
 #[test]
 fn the_planner_reports_what_the_fused_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, GemmTile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_ops::GemmTile;
     use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (tile, seed_bytes) in [("64x64x32/2x2", 4608), ("128x64x16/4x1", 4608), ("32x128x32/1x4", 2560), ("128x128x16/2x2", 4608)] {
         let tile: GemmTile = tile.parse().unwrap();
         for (format, weights) in [(QuantFormat::Fp4, WeightFormat::Fp4E2M1), (QuantFormat::Int4, WeightFormat::Int4U4B8)] {
-            let cfg = FusedQgemmConfig::from_tile(format, ElemType::F16, tile);
+            let cfg = FusedQgemmConfig::from_tile(format, DType::F16, tile);
             let planned = TileConfig {
                 simdgroups: cfg.simdgroups(),
                 sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
@@ -373,23 +374,23 @@ fn every_column_width_thread_count_and_row_block_agrees() {
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for cols in [1, 2, 4] {
             for threads in [32, 96, 256] {
-                let options = Options { columns_per_thread: Some(cols), threads: Some(threads), ..Options::default() };
-                let name = check(&rt, format, ElemType::F32, 2, 100, 256, 32, &options);
+                let options = Options { qmatmul: QmatmulOptions { columns_per_thread: Some(cols), ..QmatmulOptions::default() }, threads: Some(threads), ..Options::default() };
+                let name = check(&rt, format, DType::F32, 2, 100, 256, 32, &options);
                 assert!(name.ends_with(&format!("_c{cols}_u4_t{threads}")), "{name}");
             }
         }
-        let options = Options { rows_per_threadgroup: Some(4), ..Options::default() };
-        let name = check(&rt, format, ElemType::F16, 11, 36, 128, 64, &options);
+        let options = Options { qmatmul: QmatmulOptions { rows_per_threadgroup: Some(4), ..QmatmulOptions::default() }, ..Options::default() };
+        let name = check(&rt, format, DType::F16, 11, 36, 128, 64, &options);
         assert!(name.contains("_r4_c2_"), "{name}");
         // M = 16 asked for in blocks of 8 rows, one column per thread.
-        let name = check(&rt, format, ElemType::F16, 16, 20, 64, 32, &Options { rows_per_threadgroup: Some(8), ..Options::default() });
+        let name = check(&rt, format, DType::F16, 16, 20, 64, 32, &Options { qmatmul: QmatmulOptions { rows_per_threadgroup: Some(8), ..QmatmulOptions::default() }, ..Options::default() });
         assert!(name.contains("_r8_c1_"), "{name}");
         // No vectors: one column per thread.
-        let name = check(&rt, format, ElemType::F32, 1, 64, 64, 32, &Options { vectorize: Some(false), ..Options::default() });
+        let name = check(&rt, format, DType::F32, 1, 64, 64, 32, &Options { vectorize: Some(false), ..Options::default() });
         assert!(name.contains("_c1_"), "{name}");
         // Packed words per loop iteration: 4, 8 and 16 over groups of 128.
         for words in [4, 8, 16] {
-            let name = check(&rt, format, ElemType::F32, 3, 20, 256, 128, &Options { unroll: Some(words), ..Options::default() });
+            let name = check(&rt, format, DType::F32, 3, 20, 256, 128, &Options { qmatmul: QmatmulOptions { words_per_iteration: Some(words), ..QmatmulOptions::default() }, ..Options::default() });
             assert!(name.contains(&format!("_u{words}_")), "{name}");
         }
     }
@@ -408,10 +409,10 @@ fn k_split_over_threadgroups_matches_the_reference() {
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, group, cols, splits) in [(1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]), (3, 100, 256, 64, 4, &[2, 3]), (8, 7, 384, 128, 1, &[1, 2, 3]), (3, 36, 192, 64, 2, &[2])] {
             for &s in splits {
-                for out in [ElemType::F32, ElemType::F16] {
-                    let options = Options { k_splits: Some(s), threads: Some(64), columns_per_thread: Some(cols), unroll: Some(4), sanitize: true, ..Options::default() };
+                for out in [DType::F32, DType::F16] {
+                    let options = Options { gemm: GemmOptions { k_splits: Some(s), ..GemmOptions::default() }, threads: Some(64), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(4), ..QmatmulOptions::default() }, sanitize: true, ..Options::default() };
                     let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
-                    let first = format!("qmatmul_{format}_{}_r{m}_c{cols}_u4_t64", if s > 1 { ElemType::F32 } else { out });
+                    let first = format!("qmatmul_{format}_{}_r{m}_c{cols}_u4_t64", if s > 1 { DType::F32 } else { out });
                     if s == 1 {
                         assert_eq!(names, [first]);
                     } else {
@@ -426,15 +427,15 @@ fn k_split_over_threadgroups_matches_the_reference() {
     // Row blocks (y) and splits (z) together: M = 11 in blocks of 4 rows,
     // 3 groups of 64 in 3 splits.
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
-        let options = Options { k_splits: Some(3), rows_per_threadgroup: Some(4), threads: Some(64), sanitize: true, ..Options::default() };
-        let names = run_check(&rt, format, ElemType::F16, [11, 36, 192], 64, &options, false);
+        let options = Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, qmatmul: QmatmulOptions { rows_per_threadgroup: Some(4), ..QmatmulOptions::default() }, threads: Some(64), sanitize: true, ..Options::default() };
+        let names = run_check(&rt, format, DType::F16, [11, 36, 192], 64, &options, false);
         assert!(names[0].starts_with(&format!("qmatmul_{format}_f32_r4_")) && names[0].ends_with("_splitk"), "{names:?}");
     }
     // More splits than quantization groups: an error with the numbers.
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 96]).unwrap();
-    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { k_splits: Some(4), ..Options::default() }).unwrap_err();
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { gemm: GemmOptions { k_splits: Some(4), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
     assert!(matches!(e, Error::Shape(_)), "{e:?}");
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
 }
@@ -452,7 +453,7 @@ fn int4_decode_sums_stay_finite_at_the_documented_bound() {
     let weights = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &vec![16376.0f32; m * k]).unwrap();
     let ops = enigma_ops::Ops::new(&rt);
-    let c = ops.qmatmul(&a, &weights, m, ElemType::F32).unwrap();
+    let c = ops.qmatmul(&a, &weights, m, DType::F32).unwrap();
     assert!(ops.take_launches()[0].kernel.starts_with("qmatmul_int4"));
     let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
     assert!(got.iter().all(|&x| x == -8.0 * 16376.0 * k as f64), "{got:?}");
@@ -467,8 +468,8 @@ fn runs_clean_under_the_sanitizer() {
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         for (m, n, k, cols, words) in [(3, 33, 128, 1, 4), (1, 68, 64, 4, 4), (8, 10, 96, 2, 4), (2, 36, 256, 2, 16)] {
             let group = if words == 16 { 128 } else { 32 };
-            let options = Options { sanitize: true, threads: Some(64), columns_per_thread: Some(cols), unroll: Some(words), ..Options::default() };
-            check(&rt, format, ElemType::F32, m, n, k, group, &options);
+            let options = Options { sanitize: true, threads: Some(64), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), ..QmatmulOptions::default() }, ..Options::default() };
+            check(&rt, format, DType::F32, m, n, k, group, &options);
         }
     }
 }
@@ -479,18 +480,18 @@ fn errors_name_the_numbers() {
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
-    let e = enigma_ops::qmatmul(&rt, &a, &w, 2, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 2, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: `a` has 128 bytes, needs 256 (128 f16 elements)");
     let typed = rt.buffer_from(&[0.0f32; 64]).unwrap();
-    let e = enigma_ops::qmatmul(&rt, &typed, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &typed, &w, 1, DType::F32).unwrap_err();
     assert!(e.to_string().contains("typed buffer of f32"), "{e}");
-    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { columns_per_thread: Some(4), ..Options::default() }).unwrap_err();
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { qmatmul: QmatmulOptions { columns_per_thread: Some(4), ..QmatmulOptions::default() }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 columns per thread need n % 4 == 0, n = 10");
     let e = enigma_ops::quantize_weights(QuantFormat::Fp4, &[0.0; 40], 40, 1, 32).unwrap_err();
     assert!(matches!(e, Error::Quant(quant::QuantError::KNotMultipleOfGroup { k: 40, group: 32, .. })), "{e}");
     // The tensor-core kernel's slice must lie inside one group.
-    let deep = Options { gemm_tile: Some("16x128x64/1x4".parse().unwrap()), ..Options::default() };
-    let e = enigma_ops::Ops::new(&rt).with_options(deep).qmatmul_tiled(&a, &w, 1, ElemType::F32).unwrap_err();
+    let deep = Options { gemm: GemmOptions { tile: Some("16x128x64/1x4".parse().unwrap()), ..GemmOptions::default() }, ..Options::default() };
+    let e = enigma_ops::Ops::new(&rt).with_options(deep).qmatmul_tiled(&a, &w, 1, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qgemm_int4_f32_16x128x64_sg1x4_s2: slices of 64 K values must divide the group of 32");
 }
 
@@ -499,9 +500,9 @@ fn errors_name_the_numbers() {
 /// itself from the packed words, scales and biases (MLX's layout:
 /// `packed[n][k/8]`, K value `k` at bits `4·(k % 8)`; `scale · code +
 /// bias`); returns the name of every kernel dispatched.
-fn check_affine(rt: &Runtime, out: ElemType, [m, n, k]: [usize; 3], group: usize, options: &Options) -> Vec<String> {
+fn check_affine(rt: &Runtime, out: DType, [m, n, k]: [usize; 3], group: usize, options: &Options) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 5 + n * 11 + k) as u64);
-    enigma_ops::quantize(ElemType::F16, &mut a);
+    enigma_ops::quantize(DType::F16, &mut a);
     // Columns of different offsets, so that the biases matter.
     let raw: Vec<f32> = enigma_kernels::test_data(k * n, (k * 7 + n) as u64).iter().enumerate().map(|(i, &v)| v + (i % n) as f32 * 0.25).collect();
     let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &raw, k, n, group).unwrap();
@@ -542,19 +543,19 @@ fn check_affine(rt: &Runtime, out: ElemType, [m, n, k]: [usize; 3], group: usize
 /// MLX's affine format on its own kernel at awkward shapes: M = 1, 3, 8
 /// and 9 (two row blocks), N = 1, 7, 33, 100 (SIMD groups past N, a last
 /// partial group of columns), K = 64, 128, 192 with groups of 32, 64 and
-/// 128; one dispatch, also above `TILED_ABOVE_ROWS` rows.
+/// 128; one dispatch, also above `DECODE_ROWS` rows.
 #[test]
 fn mlx_affine_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let cases = [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64), (1, 100, 192, 32), (3, 33, 64, 64), (9, 7, 192, 64), (8, 1, 128, 32)];
     for (m, n, k, group) in cases {
-        for out in [ElemType::F32, ElemType::F16] {
+        for out in [DType::F32, DType::F16] {
             let names = check_affine(&rt, out, [m, n, k], group, &Options::default());
             assert_eq!(names.len(), 1, "{names:?}");
             assert!(names[0].starts_with(&format!("qmatmul_affine_{out}_r{}_", m.min(8))), "{names:?}");
         }
     }
-    let names = check_affine(&rt, ElemType::F16, [20, 12, 64], 32, &Options::default());
+    let names = check_affine(&rt, DType::F16, [20, 12, 64], 32, &Options::default());
     assert_eq!(names, ["qmatmul_affine_f16_r8_c1_w1_t256"]);
 }
 
@@ -566,14 +567,14 @@ fn mlx_affine_variants_run_clean_under_the_sanitizer() {
     for cols in [1, 2, 4] {
         for words in [1, 2, 4] {
             for threads in [32, 96] {
-                let options = Options { columns_per_thread: Some(cols), unroll: Some(words), threads: Some(threads), sanitize: true, ..Options::default() };
-                let names = check_affine(&rt, ElemType::F32, [2, 13, 128], 32, &options);
+                let options = Options { qmatmul: QmatmulOptions { columns_per_simdgroup: Some(cols), words_per_load: Some(words), ..QmatmulOptions::default() }, threads: Some(threads), sanitize: true, ..Options::default() };
+                let names = check_affine(&rt, DType::F32, [2, 13, 128], 32, &options);
                 assert_eq!(names, [format!("qmatmul_affine_f32_r2_c{cols}_w{words}_t{threads}")]);
             }
         }
     }
-    let options = Options { rows_per_threadgroup: Some(3), vectorize: Some(false), sanitize: true, ..Options::default() };
-    let names = check_affine(&rt, ElemType::F16, [7, 33, 192], 64, &options);
+    let options = Options { qmatmul: QmatmulOptions { rows_per_threadgroup: Some(3), ..QmatmulOptions::default() }, vectorize: Some(false), sanitize: true, ..Options::default() };
+    let names = check_affine(&rt, DType::F16, [7, 33, 192], 64, &options);
     assert_eq!(names, ["qmatmul_affine_f16_r3_c2_w1_t256"]);
 }
 
@@ -583,28 +584,28 @@ fn mlx_affine_errors_name_the_numbers() {
     let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
-    let e = enigma_ops::Ops::new(&rt).qmatmul_tiled(&a, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::Ops::new(&rt).qmatmul_tiled(&a, &w, 1, DType::F32).unwrap_err();
     assert!(matches!(e, Error::Argument { .. }), "{e:?}");
     assert_eq!(e.to_string(), "qmatmul_tiled: the tensor-core kernel reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine ([N][K/8] with biases; K = 64, N = 10): use qmatmul");
-    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { k_splits: Some(2), ..Options::default() }).unwrap_err();
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { gemm: GemmOptions { k_splits: Some(2), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: 2 K splits asked for, but the kernel for mlx_affine splits K over the lanes of a SIMD group only (k_splits 1 or none)");
-    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, ElemType::F32, &Options { unroll: Some(8), ..Options::default() }).unwrap_err();
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { qmatmul: QmatmulOptions { words_per_load: Some(8), ..QmatmulOptions::default() }, ..Options::default() }).unwrap_err();
     assert!(matches!(e, Error::Shape(_)), "{e:?}");
     assert_eq!(e.to_string(), "qmatmul_mlx_affine_f32: 8 packed words per lane and load must be 1, 2 or 4");
-    let e = enigma_ops::qmatmul(&rt, &a, &w, 2, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 2, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: `a` has 128 bytes, needs 256 (128 f16 elements)");
     // Biases short, missing, or given to a format without them.
     let short = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 8]).unwrap();
     let w = QuantizedWeights { biases: Some(short), ..w };
-    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: `biases` has 16 bytes, needs 40 (20 f16 elements)");
     let w = QuantizedWeights { biases: None, ..w };
-    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: mlx_affine weights need `biases` (20 f16 values: K = 64, N = 10, group 32)");
     let int4 = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let extra = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 20]).unwrap();
     let w = QuantizedWeights { biases: Some(extra), ..QuantizedWeights::upload(&rt, &int4).unwrap() };
-    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, ElemType::F32).unwrap_err();
+    let e = enigma_ops::qmatmul(&rt, &a, &w, 1, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: int4 weights have no biases, but `biases` is given");
 }
 
@@ -617,10 +618,10 @@ fn the_fused_kernel_refuses_threads_its_tile_does_not_take() {
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
     let ops = |threads| enigma_ops::Ops::new(&rt).with_options(Options { threads: Some(threads), ..Options::default() });
-    let e = ops(256).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap_err();
+    let e = ops(256).qmatmul_fused(&a, &w, 1, DType::F32).unwrap_err();
     assert!(matches!(e, Error::Argument { .. }), "{e:?}");
     assert_eq!(e.to_string(), "qmatmul_fused: the tile 32x128x32/1x4 takes 128 threads, but the options ask for 256");
-    let c = ops(128).qmatmul_fused(&a, &w, 1, ElemType::F32).unwrap();
+    let c = ops(128).qmatmul_fused(&a, &w, 1, DType::F32).unwrap();
     let got = download(&c, enigma_ir::Scalar::F32, 8).unwrap();
     let dq = enigma_ops::dequantize_weights(&q).unwrap();
     for (col, g) in got.iter().enumerate() {

@@ -2,7 +2,7 @@
 //! with the scalar kernels and with the vector kernels, against the f64 CPU
 //! reference each entry carries; row kernels also in their streaming form.
 
-use enigma_ops::{registry, Options};
+use enigma_ops::{registry, Options, RowOptions};
 use enigma_testing::library::{check, first_kernel, k_split_options, shapes, vector_shape, ROWS};
 use enigma_runtime::{Device, Runtime};
 
@@ -41,7 +41,7 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
-            } else if entry.name.starts_with("qmatmul_") && shape[0] > enigma_kernels::library::qmatmul::TILED_ABOVE_ROWS as usize {
+            } else if entry.name.starts_with("qmatmul_") && shape[0] > enigma_kernels::library::qmatmul::DECODE_ROWS as usize {
                 // Many rows: the tensor-core kernel.
                 assert!(first_kernel(&auto).starts_with("qgemm_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("qmatmul_") {
@@ -66,7 +66,7 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
 #[test]
 fn row_kernels_stream_long_rows_the_same() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let streaming = Options { cache_rows: Some(false), ..Options::default() };
+    let streaming = Options { rows: RowOptions { cache: Some(false) }, ..Options::default() };
     let row_kernels = registry().into_iter().filter(|e| ["softmax_", "rms_norm_", "layer_norm_"].iter().any(|p| e.name.starts_with(p)));
     let mut runs = 0;
     for entry in row_kernels {

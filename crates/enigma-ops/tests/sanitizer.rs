@@ -4,7 +4,7 @@
 //! unwritten output elements. Errors would fail the run; warnings are in
 //! the launch log and must be absent too.
 
-use enigma_ops::{registry, GemmTile, Options};
+use enigma_ops::{registry, GemmOptions, GemmTile, Options, RowOptions};
 use enigma_runtime::{Device, Runtime};
 
 #[test]
@@ -33,7 +33,7 @@ fn every_entry_runs_clean_under_the_sanitizer() {
                 Some(_) if entry.name.starts_with("qmatmul_fragments_") => (None, Some(GemmTile::new(16, 16, 64, 1, 1))),
                 _ => (threads, None),
             };
-            let options = Options { sanitize: true, vectorize, threads, cache_rows, gemm_tile, ..Options::default() };
+            let options = Options { sanitize: true, vectorize, threads, rows: RowOptions { cache: cache_rows }, gemm: GemmOptions { tile: gemm_tile, ..GemmOptions::default() }, ..Options::default() };
             let outcome = entry.run_with(&rt, &shape, &options).unwrap_or_else(|e| panic!("{} {shape:?} {options:?}: {e}", entry.name));
             assert!(outcome.passed, "{outcome}");
             assert!(!outcome.launches.is_empty(), "{outcome}");

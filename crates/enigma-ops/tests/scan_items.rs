@@ -4,7 +4,7 @@
 //! blocks and several levels of block totals — and under the sanitizer.
 
 use enigma_kernels::library::scan::MAX_SCAN_ITEMS;
-use enigma_ops::{registry, Options};
+use enigma_ops::{registry, Options, ScanOptions};
 use enigma_runtime::{Device, Runtime};
 
 /// One element, one SIMD group and one more, not a multiple of 4, and
@@ -24,7 +24,7 @@ fn every_load_count_matches_the_reference() {
         for items in 1..=MAX_SCAN_ITEMS {
             for threads in [32, 256] {
                 for n in SIZES {
-                    let options = Options { unroll: Some(items), threads: Some(threads), ..Options::default() };
+                    let options = Options { scan: ScanOptions { items: Some(items) }, threads: Some(threads), ..Options::default() };
                     let outcome = entry.run_with(&rt, &[n], &options).unwrap_or_else(|e| panic!("{} {n} {options:?}: {e}", entry.name));
                     assert!(outcome.passed, "{outcome}");
                     assert_eq!(outcome.checked, n, "{outcome}");
@@ -43,7 +43,7 @@ fn several_loads_per_thread_run_clean_under_the_sanitizer() {
     for entry in scan_entries() {
         for items in [2, 3, 8] {
             for vectorize in [Some(false), None] {
-                let options = Options { unroll: Some(items), threads: Some(32), vectorize, sanitize: true, ..Options::default() };
+                let options = Options { scan: ScanOptions { items: Some(items) }, threads: Some(32), vectorize, sanitize: true, ..Options::default() };
                 let outcome = entry.run_with(&rt, &[5001], &options).unwrap_or_else(|e| panic!("{} {options:?}: {e}", entry.name));
                 assert!(outcome.passed, "{outcome}");
                 assert!(outcome.launches.len() >= 3, "{outcome}");

@@ -304,7 +304,7 @@ fn tuning_the_matmul_picks_a_tile_that_the_registry_then_runs() {
     let best = fastest.tile.unwrap();
     tune::store(&tune::cache_path().unwrap(), &report).unwrap();
     // The registry's run of this shape class takes the tuned tile; another
-    // class takes select_gemm_tile's.
+    // class takes gemm::select_tile's.
     let tuned = e.run(&rt, &shape).unwrap();
     assert!(tuned.passed, "{tuned}");
     // Pipelined stages where they fit the simulator's threadgroup memory.

@@ -4,7 +4,7 @@
 //! simulator in `enigma-ops/tests/registry_sizes.rs`, a CUDA GPU in
 //! `enigma-cuda/tests/library.rs`.
 
-use enigma_ops::{CheckOutcome, Entry, Options};
+use enigma_ops::{CheckOutcome, Entry, GemmOptions, Options};
 use enigma_runtime::Runtime;
 
 /// Flat vectors: one element, around one SIMD group, not a multiple of 4,
@@ -110,5 +110,5 @@ pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
 pub fn k_split_options(entry: &Entry, shape: &[usize]) -> Option<Options> {
     let k = *shape.get(2)?;
     let group = enigma_kernels::library::quant::GROUPS.iter().rev().copied().find(|g| k % g == 0)?;
-    (entry.name.starts_with("qmatmul_") && entry.name != "qmatmul_mlx_affine" && k / group >= 2).then(|| Options { k_splits: Some(2), ..Options::default() })
+    (entry.name.starts_with("qmatmul_") && entry.name != "qmatmul_mlx_affine" && k / group >= 2).then(|| Options { gemm: GemmOptions { k_splits: Some(2), ..GemmOptions::default() }, ..Options::default() })
 }

@@ -55,7 +55,7 @@ fn json_reads_back_to_the_library_kernel() {
     let json = stdout(&["emit", "--target", "json", "gemm_tiled"]);
     assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::seed000::gemm_tiled());
     // A library variant, by its own name.
-    let softmax = enigma_kernels::library::all_kernels().into_iter().find(|k| k.name.starts_with("softmax")).unwrap();
+    let softmax = enigma_kernels::library::variants::all_kernels().into_iter().find(|k| k.name.starts_with("softmax")).unwrap();
     let json = stdout(&["emit", "--target", "json", &softmax.name]);
     assert_eq!(enigma_ir::from_json(&json).unwrap(), softmax);
 }
@@ -74,7 +74,7 @@ fn an_example_prints_every_kernel_it_dispatches() {
 fn list_names_examples_and_kernels() {
     let list = stdout(&["emit", "--list"]);
     assert!(list.starts_with("examples: reduce, scale, row_sum, prefix_sum, stencil, gemm\nkernels:\n"), "{list}");
-    for k in enigma_kernels::library::all_kernels().iter().chain(&enigma_kernels::seed_kernels()) {
+    for k in enigma_kernels::library::variants::all_kernels().iter().chain(&enigma_kernels::seed_kernels()) {
         assert!(list.contains(&format!("\n  {}\n", k.name)) || list.ends_with(&format!("\n  {}\n", k.name)), "{} not listed", k.name);
     }
 }
@@ -115,7 +115,7 @@ fn every_name_is_listed_once_and_the_seed_second_pass_has_its_own() {
 /// A library kernel that hands partial results between threadgroups
 /// through device fences (the split-K GEMM whose last threadgroup sums).
 fn kernel_with_device_fences() -> String {
-    enigma_kernels::library::all_kernels()
+    enigma_kernels::library::variants::all_kernels()
         .into_iter()
         .find(|k| {
             enigma_ir::validate(k, &enigma_ir::ValidationOptions::default())

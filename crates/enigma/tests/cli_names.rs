@@ -192,7 +192,7 @@ fn a_library_operation_wins_over_a_kernel_of_the_same_name() {
     let op = enigma_ir::from_json(&stdout(&["emit", "--target", "json", "scale_f32"])).unwrap();
     assert_eq!(op.name, dispatched("scale_f32")[0]);
     let scalar = enigma_ir::from_json(&stdout(&["emit", "--target", "json", "--by-kernel-name", "scale_f32"])).unwrap();
-    let want = enigma_kernels::library::all_kernels().into_iter().find(|k| k.name == "scale_f32").unwrap();
+    let want = enigma_kernels::library::variants::all_kernels().into_iter().find(|k| k.name == "scale_f32").unwrap();
     assert_eq!(scalar, want);
     assert_ne!(op, scalar);
 }

@@ -68,7 +68,7 @@ fn tuning_the_matmul_records_a_tile_that_run_then_uses() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["trials"].as_array().unwrap().len(), 108);
     let tile = &v["best"]["tile"];
-    let tile: enigma::analysis::tiles::GemmTile = serde_json::from_value(tile.clone()).unwrap();
+    let tile: enigma::ops::GemmTile = serde_json::from_value(tile.clone()).unwrap();
     // Pipelined stages where they fit the simulator's threadgroup memory.
     let config = enigma::kernels::library::gemm::GemmConfig::from_tile(tile, enigma::kernels::library::DType::F16, enigma::kernels::library::DType::F32);
     let limit = enigma::Runtime::new(enigma::Device::Sim).unwrap().device().max_threadgroup_memory_bytes;
@@ -80,7 +80,7 @@ fn tuning_the_matmul_records_a_tile_that_run_then_uses() {
     // --tile overrides the cache.
     let run = enigma(&["run", "matmul_f16", "--shape", "33x40x24", "--device", "sim", "--tile", "64x64x16/1x1", "--json"], &cache);
     let r: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
-    let small = enigma::analysis::tiles::GemmTile::new(64, 64, 16, 1, 1);
+    let small = enigma::ops::GemmTile::new(64, 64, 16, 1, 1);
     let small = enigma::kernels::library::gemm::GemmConfig::from_tile(small, enigma::kernels::library::DType::F16, enigma::kernels::library::DType::F32);
     assert_eq!(r["dispatches"][0]["kernel"].as_str(), Some(small.pipelined_for(limit).name().as_str()), "{r}");
     let bad = enigma(&["bench", "matmul_f16", "--device", "sim", "--tile", "64x64"], &cache);

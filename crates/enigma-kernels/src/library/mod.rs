@@ -57,8 +57,12 @@ pub mod qmatmul_fragments;
 pub mod quant;
 pub mod reduce;
 pub mod scan;
+pub mod select;
 pub mod sgemm;
 pub mod softmax;
+pub mod split;
+pub mod tile;
+pub mod variants;
 
 pub use enigma_ir::limits::{
     MAX_THREADGROUP_MEMORY_BYTES as MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP as MAX_THREADS, SIMD_WIDTH,
@@ -136,20 +140,15 @@ impl fmt::Display for DType {
     }
 }
 
-/// Metal's two dispatch modes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// `dispatchThreads`: `size` counts threads; edge threadgroups are partial.
-    Threads,
-    /// `dispatchThreadgroups`: `size` counts uniform threadgroups.
-    Threadgroups,
-}
+/// Metal's two dispatch modes: the one type the planner, the backends and
+/// the runtime share.
+pub use enigma_analysis::geometry::DispatchMode;
 
 /// How to dispatch a kernel: the mode, the grid size in that mode's unit,
 /// and the threads per threadgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dispatch {
-    pub mode: Mode,
+    pub mode: DispatchMode,
     pub size: [u32; 3],
     pub threads: [u32; 3],
 }
@@ -157,7 +156,7 @@ pub struct Dispatch {
 impl Dispatch {
     /// `dispatchThreadgroups(size, threads)` with a 1-D threadgroup.
     pub fn threadgroups(size: [u32; 3], threads: u32) -> Dispatch {
-        Dispatch { mode: Mode::Threadgroups, size, threads: [threads, 1, 1] }
+        Dispatch { mode: DispatchMode::Threadgroups, size, threads: [threads, 1, 1] }
     }
 }
 
@@ -460,144 +459,4 @@ pub const LOG2E: f64 = std::f64::consts::LOG2_E;
 /// the exponential turns into a 4e-5 relative error).
 pub(crate) fn exp_shifted(x: Ex, shift: Ex) -> Ex {
     exp2((x - shift) * LOG2E)
-}
-
-/// Every kernel variant of the library (all element types and vector
-/// widths, a representative cached size for row kernels), for validation
-/// and code-generation tests.
-pub fn all_kernels() -> Vec<Kernel> {
-    let mut out = vec![];
-    for dtype in DType::ALL {
-        for vec in [1u8, 4] {
-            for op in elementwise::Elementwise::ALL {
-                out.push(elementwise::elementwise(op, dtype, vec));
-            }
-            for op in ReduceOp::ALL {
-                out.push(reduce::reduce(op, dtype, vec, 4));
-                out.push(reduce::reduce_rows(op, dtype, vec));
-            }
-            for items in [0, 2] {
-                out.push(softmax::softmax(dtype, vec, items));
-                out.push(norm::rms_norm(dtype, vec, items));
-                out.push(norm::layer_norm(dtype, vec, items));
-            }
-            out.push(gemv::gemv(dtype, vec, 2, 2));
-            out.push(attention::scores(dtype, vec, 1));
-            out.push(attention::fused(dtype, vec, 1, 256, false));
-            out.push(attention::fused(dtype, vec, 1, 256, true));
-        }
-        out.push(attention::weighted_sum(dtype));
-        out.push(attention::combine(dtype));
-    }
-    for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
-        out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
-        out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
-    }
-    // Split K summed by each tile's last threadgroup: the device-fence handoff.
-    out.push(gemm::gemm(&gemm::GemmConfig {
-        splits: 2,
-        split_sum: gemm::SplitSum::LastThreadgroup,
-        ..gemm::GemmConfig::new(DType::F16, DType::F32)
-    }));
-    for output in DType::ALL {
-        out.push(sgemm::sgemm(&sgemm::SgemmConfig::new(output)));
-    }
-    out.push(sgemm::sgemm(&sgemm::SgemmConfig { trans_a: true, trans_b: true, splits: 2, tm: 64, rm: 4, tk: 16, ..sgemm::SgemmConfig::new(DType::F32) }));
-    for format in [quant::Format::Fp4, quant::Format::Int4] {
-        for out_dtype in [DType::F32, DType::F16] {
-            for cols in [1, 2, 4] {
-                out.push(qmatmul::qmatmul(format, out_dtype, 1, cols, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
-            }
-            out.push(qmatmul::qmatmul(format, out_dtype, 8, 1, 4, qmatmul::DEFAULT_THREADS));
-        }
-        out.push(qmatmul::qmatmul_splitk(format, 1, 2, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS));
-        out.push(qmatmul::qmatmul_splitk(format, 8, 1, 4, qmatmul::DEFAULT_THREADS));
-        out.push(qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig::for_rows(format, DType::F16, 1)));
-        out.push(qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig { splits: 2, ..qgemm_fused::FusedQgemmConfig::for_rows(format, DType::F32, 300) }));
-    }
-    for scalar in scan::SCAN_SCALARS {
-        for vec in [1u8, 4] {
-            for kind in [scan::ScanKind::Inclusive, scan::ScanKind::Exclusive] {
-                for pass in [scan::BlockPass::ScanAndTotal, scan::BlockPass::ScanWithOffset] {
-                    for items in [1, 4] {
-                        out.push(scan::scan_block(scalar, vec, kind, pass, items));
-                    }
-                }
-            }
-            for items in [1, 4] {
-                // The totals do not depend on the kind.
-                out.push(scan::scan_block(scalar, vec, scan::ScanKind::Inclusive, scan::BlockPass::TotalOnly, items));
-                out.push(scan::scan_add(scalar, vec, items));
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use enigma_ir::{validate, ValidationOptions};
-
-    #[test]
-    fn every_library_kernel_validates() {
-        let kernels = all_kernels();
-        assert!(kernels.len() > 100, "{} kernels", kernels.len());
-        let mut names = std::collections::HashSet::new();
-        for kernel in &kernels {
-            if let Err(e) = validate(kernel, &ValidationOptions::default()) {
-                panic!("{}: {e}", kernel.name);
-            }
-            assert!(names.insert(kernel.name.clone()), "duplicate kernel name {}", kernel.name);
-        }
-    }
-
-    #[test]
-    fn every_parameterisation_validates() {
-        // The plans reach every rows/unroll of GEMV (1..=8), unroll of the
-        // vector reduction (1..=16), register slots of attention (D ≤ 1024)
-        // and cached items of the row kernels (0..=8): the locals each
-        // builds must never clash with a parameter or each other.
-        let mut kernels = vec![];
-        for dtype in DType::ALL {
-            for vec in [1u8, 4] {
-                for rows in 1..=8 {
-                    for unroll in 1..=8 {
-                        kernels.push(gemv::gemv(dtype, vec, rows, unroll));
-                    }
-                }
-                for unroll in 1..=16 {
-                    kernels.extend(ReduceOp::ALL.map(|op| reduce::reduce(op, dtype, vec, unroll)));
-                }
-                for chunks in 1..=attention::chunks_for(1024, vec) {
-                    kernels.push(attention::scores(dtype, vec, chunks));
-                    let d = chunks * SIMD_WIDTH * vec as u32;
-                    let threads = attention::fused_threads_that_fit(d, vec).min(256);
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, false));
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, true));
-                }
-                for items in 0..=MAX_CACHED_ITEMS {
-                    kernels.extend([softmax::softmax(dtype, vec, items), norm::rms_norm(dtype, vec, items), norm::layer_norm(dtype, vec, items)]);
-                }
-            }
-        }
-        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27));
-        for kernel in &kernels {
-            if let Err(e) = validate(kernel, &ValidationOptions::default()) {
-                panic!("{}: {e}", kernel.name);
-            }
-        }
-    }
-
-    #[test]
-    fn threadgroup_sizes_and_widths_are_checked() {
-        assert!(check_threads("k", 100).is_err());
-        assert!(check_threads("k", 2048).is_err());
-        assert!(check_threads("k", 0).is_err());
-        assert_eq!(check_threads("k", 96), Ok(96));
-        assert_eq!(check_threads("k", 1024), Ok(1024));
-        let e = check_vec("softmax_f32", 2).unwrap_err();
-        assert_eq!(e.to_string(), "softmax_f32: vector width 2 is not 1 or 4");
-        assert!(check_vec("k", 4).is_ok());
-    }
 }

@@ -37,7 +37,7 @@
 //! K splits over threadgroups as in the GEMM ([`FusedQgemmConfig::splits`]):
 //! split `z` of the grid's third dimension takes its run of whole slices and
 //! writes its f32 partial product to slice `z` of `c`, a workspace of
-//! `splits · M · N` f32 that [`super::gemm::splitk_reduce`] sums into C.
+//! `splits · M · N` f32 that [`super::split::splitk_reduce`] sums into C.
 //!
 //! The A slice is not padded (the planner's fused rule has no padding), so
 //! the rows of an 8×8 fragment at a 32- or 64-byte stride share memory banks
@@ -46,10 +46,13 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{check_splits_and_memory, dequantized_halves, k_splits_for, simdgroup_tiles, split_range, SPLIT_K_MAX_ROWS};
+use super::gemm::{simdgroup_tiles, SPLIT_K_MAX_ROWS};
+use super::quant::dequantized_halves;
+use super::split::{check_splits_and_memory, k_splits_for, split_range};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
-use enigma_analysis::tiles::{self, GemmTile, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
+use super::tile::GemmTile;
+use enigma_analysis::tiles::{self, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Scalar, Type};
 
 /// K values per slice the kernel takes: each divides the smallest group
@@ -143,7 +146,7 @@ impl FusedQgemmConfig {
     /// Checks that the kernel can be built: FP4 or INT4 weights, SIMD groups
     /// dividing the tile into sub-tiles whose sides are multiples of 8 up to
     /// 64, `tk` one of [`SLICE_DEPTHS`], at most 1024 threads, 1 to
-    /// [`super::gemm::MAX_SPLITS`] K splits, and at most `max_threadgroup_memory_bytes`
+    /// [`super::split::MAX_SPLITS`] K splits, and at most `max_threadgroup_memory_bytes`
     /// of threadgroup memory (the device's; `u64::MAX` checks the shape
     /// alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {

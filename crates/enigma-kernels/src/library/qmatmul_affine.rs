@@ -37,7 +37,7 @@
 //! words as `uint` / `uint2` / `uint4`), `scales`, `biases`, `c`, and `m`,
 //! `n`, `k`, `group_shift` (log2 of the group size) by value.
 
-use super::qmatmul::{check_problem, nibble_minus, MAX_ROWS};
+use super::quant::{check_problem, nibble_minus, MAX_ROWS_PER_THREADGROUP};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
@@ -58,7 +58,7 @@ const DEFAULT_REGISTER_TILE: u32 = 8;
 /// When `rows` is not 1 … 8, `cols` not 1, 2 or 4, `words` not 1, 2 or 4,
 /// `out` is bf16, or `threads` is not a multiple of 32 between 32 and 1024.
 pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
+    assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
     assert!(LOAD_WORDS.contains(&words), "words must be 1, 2 or 4, got {words}");
     assert!(out != DType::BF16, "the output is f32 or f16");
@@ -225,9 +225,9 @@ pub fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32
     let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
     let t = check_threads(&name, threads)?;
     let simdgroups = t / SIMD_WIDTH;
-    let rows = options.rows.unwrap_or(m32.min(MAX_ROWS));
-    if !(1..=MAX_ROWS).contains(&rows) {
-        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
+    let rows = options.rows.unwrap_or(m32.min(MAX_ROWS_PER_THREADGROUP));
+    if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
+        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
     }
     let cols = match options.cols {
         Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per SIMD group ({c}) must be 1, 2 or 4"))),
@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn every_variant_validates() {
         for out in [DType::F32, DType::F16] {
-            for rows in 1..=MAX_ROWS {
+            for rows in 1..=MAX_ROWS_PER_THREADGROUP {
                 for cols in [1, 2, 4] {
                     for words in LOAD_WORDS {
                         let kernel = qmatmul_affine(out, rows, cols, words, 64);

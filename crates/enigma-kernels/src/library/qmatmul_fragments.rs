@@ -29,7 +29,7 @@
 //!   split ([`qmatmul_fragments_splitk`]) the grid's z dimension numbers
 //!   the splits, each a contiguous run of K units, writing its f32 partial
 //!   product to slice `z` of a workspace `[splits][M][N]` that
-//!   `gemm::splitk_reduce` sums in order. The SIMD groups' partial tiles
+//!   `split::splitk_reduce` sums in order. The SIMD groups' partial tiles
 //!   meet in threadgroup memory (one barrier).
 //!
 //! A threadgroup computes 8 rows of `C` (more rows take more threadgroups
@@ -106,7 +106,7 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
     let last_row = k.let_("last_row", m - 1u32);
     let word_stride = k.let_("word_stride", n * 8u32);
     let (split_index, begin, end) = if split {
-        let (z, begin, end) = super::qmatmul::split_run(&mut k, k_units, "u");
+        let (z, begin, end) = super::split::split_run(&mut k, k_units, "u");
         (Some(z), begin, end)
     } else {
         (None, k.let_("u_begin", 0u32), k_units)
@@ -162,9 +162,9 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
 }
 
 /// The most rows `enigma_ops::Ops::qmatmul` gives this kernel (fragment-
-/// ordered weights; the tensor-core GEMM above). On an H100 at seed 002's
-/// four shapes it took 9.4–17.6 µs at M = 1, 4 and 8 alike against the
-/// GEMM's 12.8–22.1, and 27.6 against 19.9 µs at M = 16 (`BENCHMARKS.md`).
+/// ordered weights; the tensor-core GEMM above): the faster of the two up
+/// to 8 rows over seed 002's four shapes, the slower at 16
+/// (`BENCHMARKS.md`, the fragment decode row).
 pub const DECODE_ROWS: u32 = ROWS;
 
 /// A planned [`qmatmul_fragments()`].
@@ -180,7 +180,7 @@ pub struct FragmentsPlan {
     pub k: u32,
     pub group: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel is
-    /// [`qmatmul_fragments_splitk`], its slices summed by `gemm::splitk_reduce`.
+    /// [`qmatmul_fragments_splitk`], its slices summed by `split::splitk_reduce`.
     pub splits: u32,
     pub dispatch: Dispatch,
 }
@@ -207,9 +207,8 @@ pub fn threadgroup_bytes(units: u32, threads: u32) -> u64 {
 /// `group` K values per scale. The default tile is two units (32 columns,
 /// 256 threads) where that still gives `min_tiles` column tiles (on a GPU
 /// two per compute unit), else one unit with 512 threads, so that a narrow
-/// N keeps more SIMD groups per tile: on an H100 at M = 1, N = K = 4096,
-/// 9.5 µs against 12.0, and at N = 11008 17.2 against 20.5 µs the other way
-/// round. `threads` replaces the default's (with one unit where two would
+/// N keeps more SIMD groups per tile (`BENCHMARKS.md`, the fragment decode
+/// row). `threads` replaces the default's (with one unit where two would
 /// not fit threadgroup memory); `splits` (default 1: split in
 /// two or three, every shape measured slower) splits K over threadgroups.
 pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: Option<u32>, splits: Option<u32>, min_tiles: u32) -> Result<FragmentsPlan, ShapeError> {
@@ -217,7 +216,7 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
     if format.quant_code().is_none() {
         return Err(ShapeError::new(name, format!("fragment order holds fp4 or int4 codes, not {format}")));
     }
-    let [m32, n32, k32] = super::qmatmul::check_problem(&name, out, m, n, k, group)?;
+    let [m32, n32, k32] = super::quant::check_problem(&name, out, m, n, k, group)?;
     let problems: Vec<String> = [
         (!n32.is_multiple_of(UNIT_N)).then(|| format!("n a multiple of {UNIT_N} (n = {n})")),
         (!k32.is_multiple_of(UNIT_K)).then(|| format!("k a multiple of {UNIT_K} (k = {k})")),
@@ -238,7 +237,7 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
         return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY}")));
     }
     let splits = match splits {
-        Some(s) => super::qmatmul::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
+        Some(s) => super::split::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
         None => 1,
     };
     Ok(FragmentsPlan {

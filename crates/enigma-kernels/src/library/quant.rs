@@ -60,7 +60,9 @@
 //! `K` must be a multiple of 8 and of the group, the group one of [`GROUPS`].
 
 use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_ir::{QuantCode, QuantLayout};
+use super::{f, nonzero, to_u32, DType, ShapeError};
+use enigma_ir::builder::{Ex, KernelBuilder};
+use enigma_ir::{QuantCode, QuantLayout, Type};
 use std::fmt;
 
 /// The group sizes (K values per scale) the formats take.
@@ -485,6 +487,93 @@ pub fn quantize(format: Format, w: &[f32], k: usize, n: usize, group: usize) -> 
         }
     }
     Ok(out)
+}
+
+// ----- decoding in kernel code -------------------------------------------
+
+/// The most rows of C one threadgroup of a decode kernel (`qmatmul`,
+/// `qmatmul_affine`) computes.
+pub const MAX_ROWS_PER_THREADGROUP: u32 = 8;
+
+/// The E2M1 value of code `q` (0 … 15, u32) as f32, by bit arithmetic: the
+/// magnitude bits (e1 e0 m) go to bits 22..=24 and the exponent is rebiased
+/// (+126); e = 0 gives 0 or 0.5 by a select, so no subnormal is formed; the
+/// sign goes to bit 31. Fills the kernel's 16-entry table.
+pub(crate) fn fp4_code_value(q: Ex) -> Ex {
+    let mag = (q << 22u32) & 0x01C0_0000u32;
+    let sign = (q << 28u32) & 0x8000_0000u32;
+    // 0x3F000000 (0.5) = 252 · 2^22.
+    let bits = enigma_ir::builder::select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
+    (bits | sign).bitcast(Type::F32)
+}
+
+/// Nibble `j` of `q` (u32).
+pub(crate) fn nibble(q: Ex, j: u32) -> Ex {
+    match j {
+        0 => q & 0xFu32,
+        7 => q >> 28u32,
+        _ => (q >> (4 * j)) & 0xFu32,
+    }
+}
+
+/// Nibble `j` of `q` minus `offset` as f32, exactly (for an `offset` the
+/// f32 `2^(23−4j') + offset` holds exactly), in one logic operation and one
+/// subtraction: the nibble, left in place at bits `4j'`, is the low
+/// mantissa of an f32 whose exponent is `23 − 4j'`, so the float is
+/// `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
+/// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
+pub(crate) fn nibble_minus(q: Ex, hi: Ex, j: u32, offset: f64) -> Ex {
+    let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
+    let e = 23 - 4 * jj;
+    let magic = (127 + e) << 23;
+    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + offset)
+}
+
+/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly
+/// ([`nibble_minus`] with offset 8).
+pub(crate) fn int4_nibble_value(q: Ex, hi: Ex, j: u32) -> Ex {
+    nibble_minus(q, hi, j, 8.0)
+}
+
+/// The checks every quantized matmul's plan makes of its problem: M, N, K
+/// not zero, `group` one of [`GROUPS`] dividing K, the matrices' element
+/// counts within u32, C in f32 or f16. M, N and K as u32.
+pub(crate) fn check_problem(name: &str, out: DType, m: usize, n: usize, k: usize, group: usize) -> Result<[u32; 3], ShapeError> {
+    nonzero(name, "m", m)?;
+    nonzero(name, "n", n)?;
+    nonzero(name, "k", k)?;
+    if !GROUPS.contains(&group) {
+        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
+    }
+    if !k.is_multiple_of(group) {
+        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
+    }
+    let dims = [to_u32(name, "m", m)?, to_u32(name, "n", n)?, to_u32(name, "k", k)?];
+    to_u32(name, "m × k", m.saturating_mul(k))?;
+    to_u32(name, "m × n", m.saturating_mul(n))?;
+    to_u32(name, "k × n", k.saturating_mul(n))?;
+    if out == DType::BF16 {
+        return Err(ShapeError::new(name, "the output is f32 or f16"));
+    }
+    Ok(dims)
+}
+
+/// The 8 values of packed `word` (seed 002's layout: nibble `j` is K value
+/// `j` of the word), each decoded as `format`, times `scale` (f32) and
+/// rounded to f16 — how both quantized GEMMs ([`QgemmConfig`] and
+/// [`super::qgemm_fused`]) dequantize a weight. `name` names the local
+/// holding the word's high bits.
+pub(crate) fn dequantized_halves(k: &mut KernelBuilder, name: &str, format: Format, word: Ex, scale: Ex) -> Vec<Ex> {
+    let hi = k.let_(&format!("{name}hi"), word >> 12u32);
+    (0..VALUES_PER_WORD as u32)
+        .map(|j| {
+            let v = match format {
+                Format::Fp4 => fp4_code_value(nibble(word, j)),
+                _ => int4_nibble_value(word, hi, j),
+            };
+            (v * scale).cast(Type::F16)
+        })
+        .collect()
 }
 
 #[cfg(test)]

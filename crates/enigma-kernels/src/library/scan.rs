@@ -73,10 +73,10 @@ pub enum BlockPass {
 pub const MAX_SCAN_ITEMS: u32 = 8;
 
 /// Loads per thread when the caller does not choose, and threads per
-/// threadgroup: blocks of 8192 elements with float4 loads. On the H100
-/// (2026-11-23, 2^26 f32) 512 × 4 ran 332 µs against 365 µs for seed
-/// 004's element-wise 256 threads with one load each, whose 65,536 blocks
-/// need two more small dispatches; 256 × 8 and 1024 × 4 were slower.
+/// threadgroup: blocks of 8192 elements with float4 loads, fewer blocks
+/// and so fewer small dispatches than the element-wise 256 threads with
+/// one load each (the fastest of the sizes tried: `BENCHMARKS.md`, prefix
+/// sum with several loads per thread).
 pub const DEFAULT_ITEMS: u32 = 4;
 /// See [`DEFAULT_ITEMS`].
 pub const DEFAULT_THREADS: u32 = 512;

@@ -34,20 +34,19 @@
 //! the simulator's SIMD-group multiply does, then `C = alpha·acc + beta·C`
 //! (C read only where beta is not zero); with K split, each threadgroup
 //! writes its partial sum to its own f32 slice of `c` for
-//! [`super::gemm::splitk_reduce`].
+//! [`super::split::splitk_reduce`].
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
-use super::gemm::{check_splits_and_memory, k_splits_for, split_range};
+use super::split::{check_splits_and_memory, k_splits_for, split_range};
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
 /// The most rows of C for which the SIMT GEMM splits K
-/// ([`SgemmConfig::splits_for`]). On an H100 at N = 11008, K = 4096
-/// (`BENCHMARKS.md`, sixth session) the split still paid at 64 rows (259 µs
-/// against 297 unsplit) and at 128 (364 against 516), where the tensor-core
-/// GEMMs no longer gain from it ([`super::gemm::SPLIT_K_MAX_ROWS`]).
+/// ([`SgemmConfig::splits_for`]): the split still pays at 128 rows, where
+/// the tensor-core GEMMs no longer gain from it
+/// ([`super::gemm::SPLIT_K_MAX_ROWS`]; `BENCHMARKS.md`, the SIMT f32 GEMM).
 pub const SIMT_SPLIT_K_MAX_ROWS: u32 = 128;
 
 /// Elements of each operand row one vector holds (`float4`).
@@ -60,8 +59,8 @@ pub const PAD: u32 = 1;
 pub const STAGES: u32 = 2;
 
 /// K values per slice [`SgemmConfig::deepened_for`] takes where two stages
-/// fit: on an H100 at 4096³ the 128×128 tile ran at 85 % of cuBLAS with 16
-/// against 80 % with 8 (`BENCHMARKS.md`).
+/// fit (the deeper slice measured faster: `BENCHMARKS.md`, the SIMT f32
+/// GEMM).
 pub const DEEP_TK: u32 = 16;
 
 /// The accepted sides of a thread's block of C (`rm`, `rn`).
@@ -119,8 +118,7 @@ impl SgemmConfig {
     /// The tile for an `m × n` output on a GPU of `compute_units`:
     /// [`SgemmConfig::for_rows`], except that above 64 rows, where 128×128
     /// tiles would leave compute units without one, 128×64 tiles (128
-    /// threads) — on an H100 at 1024³ (64 tiles of 128×128 for 132 units)
-    /// 91 µs against 128 µs.
+    /// threads; `BENCHMARKS.md`, the SIMT f32 GEMM).
     pub fn for_shape(output: DType, m: u32, n: u32, compute_units: u32) -> SgemmConfig {
         let cfg = SgemmConfig::for_rows(output, m);
         if m > 64 && m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn) < compute_units {
@@ -179,7 +177,7 @@ impl SgemmConfig {
 
     /// Checks the shape: blocks of 4 or 8, tile sides multiples of the
     /// blocks and of 4, a threadgroup size the library takes, 1 to 64 K
-    /// values per slice, 1 to [`super::gemm::MAX_SPLITS`] splits, and at most
+    /// values per slice, 1 to [`super::split::MAX_SPLITS`] splits, and at most
     /// `max_threadgroup_memory_bytes` of threadgroup memory (the device's;
     /// `u64::MAX` checks the shape alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {

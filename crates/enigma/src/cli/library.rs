@@ -10,7 +10,7 @@
 
 use anyhow::Context;
 use enigma_ir::Kernel;
-use enigma_ops::{registry, Entry, GemmTile, Options};
+use enigma_ops::{registry, Entry, GemmOptions, GemmTile, Options};
 use enigma_runtime::{Device, Runtime};
 use std::io::Write;
 
@@ -149,7 +149,7 @@ pub fn with_group(entry: &Entry, shape: Vec<usize>, group: Option<usize>) -> any
 
 /// Options from `--threads`, `--tile` and `--sanitize`.
 pub fn options(threads: Option<u32>, tile: Option<GemmTile>, sanitize: bool) -> Options {
-    Options { threads, gemm_tile: tile, sanitize, ..Options::default() }
+    Options { threads, gemm: GemmOptions { tile, ..GemmOptions::default() }, sanitize, ..Options::default() }
 }
 
 /// `kind: name` of the runtime's device.

@@ -1,6 +1,6 @@
 //! Quantized matmul for decode sizes: `C[M, N] = A[M, K] · dequant(B)`,
 //! `A` in f16, `B` 4-bit ([`Format::Fp4`] or [`Format::Int4`] in seed 002's
-//! `[K/8][N]` layout with f16 scales per group, see [`super::quant`]), `C`
+//! `[K/8][N]` layout with f16 scales per group, see [`crate::library::quant`]), `C`
 //! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
 //!
 //! At these sizes the kernel is bound by reading `B` once, so it is built
@@ -43,7 +43,7 @@
 //!   `groups % splits` one group more), shared by its SIMD groups as above.
 //!   Each writes its f32 partial product to slice `z` of a workspace
 //!   `[splits][M][N]`, and the GEMM's reduction kernel
-//!   (`gemm::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
+//!   (`split::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
 //!   `C` in f32 or f16: the result does not depend on scheduling.
 //!   [`default_splits`] is the default count; `splits = 1` is the single
 //!   dispatch of [`qmatmul()`], with no workspace.
@@ -65,22 +65,21 @@
 //! words), `scales` / `scales2` / `scales4`, `c` (with K split, the f32
 //! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
 
-use super::quant::{Format, GROUPS, VALUES_PER_WORD};
-use super::*;
+use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
+use crate::library::split::{check_k_splits, split_run, MAX_SPLITS};
+use crate::library::*;
 use enigma_ir::{Access, Kernel, Type};
+
 
 /// The packed words per loop iteration a kernel may take.
 pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
 /// Default packed words per loop iteration (fewer when a group has fewer).
 pub const DEFAULT_WORDS: u32 = 8;
-/// The largest `rows` (rows of `C` per threadgroup).
-pub const MAX_ROWS: u32 = 8;
 /// Above this many rows `enigma_ops::Ops::qmatmul` takes the tensor-core
 /// kernel (`gemm::qgemm`, its B tiles decoded from staged words, K split
-/// over threadgroups): on an H100, over seed 002's four shapes, it is the
-/// faster from M = 8 on (by 1.1–1.3×), and at M = 4 on two of the four;
-/// this kernel at M ≤ 4 (`BENCHMARKS.md`).
-pub const TILED_ABOVE_ROWS: u32 = 4;
+/// over threadgroups), measured the faster above it over seed 002's four
+/// shapes (`BENCHMARKS.md`, the quantized matmul over M).
+pub const DECODE_ROWS: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
@@ -88,46 +87,6 @@ const DEFAULT_REGISTER_TILE: u32 = 8;
 
 /// Bytes of the FP4 decoding table in threadgroup memory.
 pub const FP4_TABLE_BYTES: u64 = 16 * 4;
-
-/// The E2M1 value of code `q` (0 … 15, u32) as f32, by bit arithmetic: the
-/// magnitude bits (e1 e0 m) go to bits 22..=24 and the exponent is rebiased
-/// (+126); e = 0 gives 0 or 0.5 by a select, so no subnormal is formed; the
-/// sign goes to bit 31. Fills the kernel's 16-entry table.
-pub(super) fn fp4_code_value(q: Ex) -> Ex {
-    let mag = (q << 22u32) & 0x01C0_0000u32;
-    let sign = (q << 28u32) & 0x8000_0000u32;
-    // 0x3F000000 (0.5) = 252 · 2^22.
-    let bits = select(mag + 0x3F00_0000u32, mag * 252u32, mag.lt(0x0080_0000u32));
-    (bits | sign).bitcast(Type::F32)
-}
-
-/// Nibble `j` of `q` (u32).
-pub(super) fn nibble(q: Ex, j: u32) -> Ex {
-    match j {
-        0 => q & 0xFu32,
-        7 => q >> 28u32,
-        _ => (q >> (4 * j)) & 0xFu32,
-    }
-}
-
-/// Nibble `j` of `q` minus `offset` as f32, exactly (for an `offset` the
-/// f32 `2^(23−4j') + offset` holds exactly), in one logic operation and one
-/// subtraction: the nibble, left in place at bits `4j'`, is the low
-/// mantissa of an f32 whose exponent is `23 − 4j'`, so the float is
-/// `2^(23−4j') + nibble`. Nibbles 0 … 4 are read from `q` in place
-/// (`j' = j`), nibbles 5 … 7 from `hi = q >> 12` (`j' = j − 3`).
-pub(super) fn nibble_minus(q: Ex, hi: Ex, j: u32, offset: f64) -> Ex {
-    let (src, jj) = if j <= 4 { (q, j) } else { (hi, j - 3) };
-    let e = 23 - 4 * jj;
-    let magic = (127 + e) << 23;
-    ((src & (0xFu32 << (4 * jj))) | magic).bitcast(Type::F32) - f((1u32 << e) as f64 + offset)
-}
-
-/// The INT4 value (nibble − 8) of nibble `j` of `q` as f32, exactly
-/// ([`nibble_minus`] with offset 8).
-pub(super) fn int4_value(q: Ex, hi: Ex, j: u32) -> Ex {
-    nibble_minus(q, hi, j, 8.0)
-}
 
 /// Products per f16 partial sum in the INT4 kernel (a word's eight
 /// values, four per half of an f16 pair).
@@ -149,7 +108,7 @@ pub fn f16_product_error(format: Format) -> f64 {
 
 /// The rounding the quantized matmul kernel named `kernel` adds beyond f32
 /// summation, relative to Σ|a · w|: the tensor-core kernels (`qgemm_*`,
-/// and `qmatmul_*_fragments_*`, [`super::qmatmul_fragments`]) round each
+/// and `qmatmul_*_fragments_*`, [`crate::library::qmatmul_fragments`]) round each
 /// weight times its scale to f16 (f16's unit roundoff), this decode kernel
 /// [`f16_product_error`].
 pub fn kernel_product_error(kernel: &str, format: Format) -> f64 {
@@ -192,21 +151,6 @@ fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
     [decode(k, q, false, 0), decode(k, q, true, 1), decode(k, shifted, false, 2), decode(k, shifted, true, 3)]
 }
 
-/// With K split over the grid's `threadgroups_per_grid.z` threadgroups,
-/// split `z`'s run `[begin, end)` of `total` items along K (quantization
-/// groups, fragment units): contiguous, in order, the first `total %
-/// splits` splits one item more than the others. Returns `(z, begin, end)`,
-/// the bounds named `{item}_begin` and `{item}_end`.
-pub(super) fn split_run(k: &mut KernelBuilder, total: Ex, item: &str) -> (Ex, Ex, Ex) {
-    let splits = k.let_("splits", threadgroups_per_grid().z());
-    let z = k.let_("split", threadgroup_position_in_grid().z());
-    let per_split = k.let_("per_split", total / splits);
-    let extra = k.let_("extra", total % splits);
-    let begin = k.let_(&format!("{item}_begin"), z * per_split + min(z, extra));
-    let end = k.let_(&format!("{item}_end"), begin + per_split + select(0u32, 1u32, z.lt(extra)));
-    (z, begin, end)
-}
-
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
 /// group's packed words (`group_words`, by value) must be a multiple of
 /// `words`.
@@ -224,7 +168,7 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
 /// Threadgroup `z` of the grid's `splits` (`threadgroups_per_grid.z`)
 /// takes its own contiguous run of quantization groups and writes its f32
 /// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
-/// `gemm::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
+/// `split::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
 pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
     build(format, DType::F32, rows, cols, words, threads, true)
 }
@@ -232,7 +176,7 @@ pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads:
 /// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
 fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
-    assert!((1..=MAX_ROWS).contains(&rows), "rows must be 1 ..= 8, got {rows}");
+    assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
     assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
@@ -327,9 +271,9 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         // The next chunk: the next row of this group, or the next group's first.
         let pos1 = k.let_("pos1", pos.get() + 1u32);
         let group_done = k.let_("group_done", pos1.eq(per_group));
-        k.assign(pos, select(pos1, 0u32, group_done));
-        k.assign(g, select(g.get(), g.get() + simdgroups, group_done));
-        k.assign(w, select(w.get() + words, g.get() * group_words, group_done));
+        k.assign(pos, enigma_ir::builder::select(pos1, 0u32, group_done));
+        k.assign(g, enigma_ir::builder::select(g.get(), g.get() + simdgroups, group_done));
+        k.assign(w, enigma_ir::builder::select(w.get() + words, g.get() * group_words, group_done));
         let next = k.let_("next_row", min(w.get(), last_chunk));
         for (u, q) in q_next.iter().enumerate() {
             k.assign(*q, b.get((next + u as u32) * nv + colv));
@@ -467,7 +411,7 @@ pub struct QmatmulPlan {
     pub group: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel is
     /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
-    /// `gemm::splitk_reduce` to sum into `C`.
+    /// `split::splitk_reduce` to sum into `C`.
     pub splits: u32,
     pub dispatch: Dispatch,
 }
@@ -501,10 +445,10 @@ impl QmatmulPlan {
 /// tiles, else 1), packed words per loop iteration (4, 8, 16, dividing
 /// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
-/// most `gemm::MAX_SPLITS`; default [`default_splits`] for
+/// most `split::MAX_SPLITS`; default [`default_splits`] for
 /// `compute_units`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QmatmulOptions {
+pub struct DecodeOptions {
     pub rows: Option<u32>,
     pub cols: Option<u32>,
     pub words: Option<u32>,
@@ -522,23 +466,18 @@ pub struct QmatmulOptions {
 
 /// Warps per compute unit below which [`default_splits`] splits K over
 /// threadgroups: eight. A split costs a workspace and a second dispatch (the
-/// reduction), which on an H100 outweighed what it gave wherever the grid
-/// already had a few warps per unit: at M = 1, N = K = 4096, 128
-/// threadgroups of 512 threads took 10.1 µs unsplit and more split in two;
-/// at N = 11008, 344 of 256 threads 22.5 µs unsplit against 29.1, 39.2 and
-/// 33.9 µs split 2, 4 and 8 ways (BENCHMARKS.md).
+/// reduction), which outweighed what it gave wherever the grid already had
+/// a few warps per unit (`BENCHMARKS.md`, the decode kernel's grid).
 pub const MIN_WARPS_PER_UNIT: u32 = 8;
 
 /// The decode kernel's default threads per threadgroup for `m` rows and
 /// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
 /// a column tile's K) where one column per thread leaves fewer than two
 /// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
-/// column tile give a narrow grid more warps without a K split: on an H100
-/// at M = 1, N = K = 4096 (128 tiles), 10.1 µs at 512 threads against 19.4
-/// µs at 256 split in two; at N = 4096, K = 11008, 15.4 against 22.4 µs; at
-/// N = 11008 (344 tiles) 256 threads stay the faster (16.8 against 18.1).
+/// column tile give a narrow grid more warps without a K split; a wide grid
+/// stays faster at 256 (`BENCHMARKS.md`, the decode kernel's grid).
 pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
-    let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS as usize));
+    let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS_PER_THREADGROUP as usize));
     if compute_units > 0 && tiles < 2 * compute_units as usize {
         2 * DEFAULT_THREADS
     } else {
@@ -554,57 +493,20 @@ pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
 /// `groups / simdgroups` splits, so that every SIMD group of a split keeps
 /// at least one whole group (a split of fewer groups than SIMD groups
 /// leaves some idle and still pays for the workspace), and at most
-/// `gemm::MAX_SPLITS`; 1 when `compute_units` is 0.
+/// `split::MAX_SPLITS`; 1 when `compute_units` is 0.
 pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_units: u32) -> u32 {
     if compute_units == 0 {
         return 1;
     }
     let wanted = (MIN_WARPS_PER_UNIT * compute_units).div_ceil(threadgroups.saturating_mul(simdgroups).max(1));
-    wanted.min(groups / simdgroups.max(1)).clamp(1, super::gemm::MAX_SPLITS)
-}
-
-/// The checks every quantized matmul's plan makes of its problem: M, N, K
-/// not zero, `group` one of [`GROUPS`] dividing K, the matrices' element
-/// counts within u32, C in f32 or f16. M, N and K as u32.
-pub(super) fn check_problem(name: &str, out: DType, m: usize, n: usize, k: usize, group: usize) -> Result<[u32; 3], ShapeError> {
-    nonzero(name, "m", m)?;
-    nonzero(name, "n", n)?;
-    nonzero(name, "k", k)?;
-    if !GROUPS.contains(&group) {
-        return Err(ShapeError::new(name, format!("group size {group} is not 32, 64 or 128")));
-    }
-    if !k.is_multiple_of(group) {
-        return Err(ShapeError::new(name, format!("k = {k} is not a multiple of the group size {group}")));
-    }
-    let dims = [to_u32(name, "m", m)?, to_u32(name, "n", n)?, to_u32(name, "k", k)?];
-    to_u32(name, "m × k", m.saturating_mul(k))?;
-    to_u32(name, "m × n", m.saturating_mul(n))?;
-    to_u32(name, "k × n", k.saturating_mul(n))?;
-    if out == DType::BF16 {
-        return Err(ShapeError::new(name, "the output is f32 or f16"));
-    }
-    Ok(dims)
-}
-
-/// Checks `splits`, a K split asked of a kernel whose K comes in `items`
-/// (`what` names them): 1 up to the items, at most `gemm::MAX_SPLITS`, and
-/// with more than one the `[splits][M][N]` workspace within u32.
-pub(super) fn check_k_splits(name: &str, splits: u32, items: u32, what: &str, m: usize, n: usize) -> Result<u32, ShapeError> {
-    let max_splits = items.min(super::gemm::MAX_SPLITS);
-    if !(1..=max_splits).contains(&splits) {
-        return Err(ShapeError::new(name, format!("{splits} K splits; between 1 and {max_splits} (the {items} {what}, at most {})", super::gemm::MAX_SPLITS)));
-    }
-    if splits > 1 {
-        to_u32(name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
-    }
-    Ok(splits)
+    wanted.min(groups / simdgroups.max(1)).clamp(1, MAX_SPLITS)
 }
 
 /// Plans `C[M, N] = A[M, K] · dequant(B)` with `group` K values per scale
 /// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
 /// choice).
 #[allow(clippy::too_many_arguments)]
-pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: QmatmulOptions) -> Result<QmatmulPlan, ShapeError> {
+pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: DecodeOptions) -> Result<QmatmulPlan, ShapeError> {
     let name = format!("qmatmul_{format}_{out}");
     if !matches!(format, Format::Fp4 | Format::Int4) {
         return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
@@ -622,9 +524,9 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     // Default rows: up to 8, fewer where the partial sums (of one column
     // per thread) and the staged A would not fit threadgroup memory.
     let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
-    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
-    if !(1..=MAX_ROWS).contains(&rows) {
-        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS}")));
+    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
+    if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
+        return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
     }
     let cols = match options.cols {
         Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
@@ -703,7 +605,7 @@ mod tests {
     fn every_variant_validates() {
         for format in [Format::Fp4, Format::Int4] {
             for out in [DType::F32, DType::F16] {
-                for rows in 1..=MAX_ROWS {
+                for rows in 1..=MAX_ROWS_PER_THREADGROUP {
                     for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
                         for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64)] {
                             if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
@@ -718,21 +620,21 @@ mod tests {
 
     #[test]
     fn llama_mlp_shapes() {
-        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
         // 4 columns per thread, 128 per threadgroup: 86 tiles.
         assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
         assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
         // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
-        let gpu = QmatmulOptions { min_tiles: 264, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 264, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
-        let gpu = QmatmulOptions { min_tiles: 160, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 160, ..DecodeOptions::default() };
         assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
-        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
-        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, DecodeOptions::default()).unwrap();
         assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
     }
@@ -742,7 +644,7 @@ mod tests {
         // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
         // one-column tiles already give every unit work, so no split; at
         // N = 2048, 64 tiles want 3 splits for 192 threadgroups.
-        let gpu = QmatmulOptions { min_tiles: 264, compute_units: 132, ..QmatmulOptions::default() };
+        let gpu = DecodeOptions { min_tiles: 264, compute_units: 132, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
         assert_eq!((p.cols, p.splits), (1, 1));
         let p = plan(Format::Int4, DType::F16, 1, 2048, 4096, 128, 256, gpu).unwrap();
@@ -757,7 +659,7 @@ mod tests {
         assert_eq!((default_splits(86, 32, 8, 132), default_splits(20, 16, 8, 132)), (2, 2));
         // Enough threadgroups already, too few groups, or no compute units: 1.
         assert_eq!((default_splits(600, 32, 8, 132), default_splits(10, 7, 8, 132), default_splits(10, 32, 8, 0)), (1, 1, 1));
-        assert_eq!(default_splits(1, 4096, 1, 132), crate::library::gemm::MAX_SPLITS);
+        assert_eq!(default_splits(1, 4096, 1, 132), crate::library::split::MAX_SPLITS);
         // 128 threadgroups of 16 SIMD groups: 15.5 warps per unit, no split.
         assert_eq!(default_splits(128, 32, 16, 132), 1);
     }
@@ -781,11 +683,11 @@ mod tests {
         // The simulator (no compute units) keeps the default.
         assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
         // Unsplit (the simulator's default): today's kernel, no workspace.
-        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, QmatmulOptions::default()).unwrap();
+        let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
         assert_eq!(p.splits, 1);
         assert_eq!(p.kernel(), qmatmul(Format::Fp4, DType::F32, 3, 1, 4, 64));
         // Asked for: any count up to the groups, dividing them or not.
-        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, QmatmulOptions { splits: Some(s), ..QmatmulOptions::default() });
+        let split = |s| plan(Format::Fp4, DType::F16, 3, 33, 96, 32, 64, DecodeOptions { splits: Some(s), ..DecodeOptions::default() });
         assert_eq!(split(2).unwrap().dispatch, Dispatch::threadgroups([2, 1, 2], 64));
         assert_eq!(split(3).unwrap().splits, 3);
         assert_eq!(split(0).unwrap_err().to_string(), "qmatmul_fp4_f16: 0 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
@@ -795,16 +697,16 @@ mod tests {
     #[test]
     fn bad_shapes_are_errors_with_the_numbers() {
         let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
-        let o = QmatmulOptions::default();
+        let o = DecodeOptions::default();
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
         assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
         assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
-        let cols = QmatmulOptions { cols: Some(4), ..o };
+        let cols = DecodeOptions { cols: Some(4), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
-        let words = QmatmulOptions { words: Some(16), ..o };
+        let words = DecodeOptions { words: Some(16), ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
-        let big = QmatmulOptions { cols: Some(4), rows: Some(8), ..o };
+        let big = DecodeOptions { cols: Some(4), rows: Some(8), ..o };
         assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
         // Default rows shrink to fit: per row and SIMD group, 128 bytes of
         // partial sums and, for 8 words, 256 of staged A as f32 (FP4) or 128

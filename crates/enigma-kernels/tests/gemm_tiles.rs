@@ -1,9 +1,11 @@
 //! The library GEMM's tile set and its default per shape: the autotuner's
-//! 108 configurations, their text form, and `select_gemm_tile`'s rules and
+//! 108 configurations, their text form, and `select_tile`'s rules and
 //! fallbacks (that the kernel accepts its choices is tested in
 //! `enigma-ops/tests/gemm_select.rs`, beside the kernel's own check).
 
-use enigma_analysis::tiles::{gemm_tiles, select_gemm_tile, staged_slice_bytes, GemmTile, ThreadgroupLimits};
+use enigma_analysis::tiles::staged_slice_bytes;
+use enigma_kernels::library::gemm::select_tile;
+use enigma_kernels::library::tile::{gemm_tiles, GemmTile, ThreadgroupLimits};
 
 const METAL: ThreadgroupLimits = ThreadgroupLimits::PORTABLE;
 const CUDA: ThreadgroupLimits = ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 48 * 1024 };
@@ -49,7 +51,7 @@ fn tiles_print_and_parse_as_tm_x_tn_x_tk_over_the_grid() {
 
 #[test]
 fn the_default_tile_follows_m_and_the_input_width() {
-    let pick = |m, n, bytes| select_gemm_tile(m, n, 4096, bytes, &CUDA).to_string();
+    let pick = |m, n, bytes| select_tile(m, n, 4096, bytes, &CUDA).to_string();
     // Measured on the H100 (BENCHMARKS.md): 16-bit 128×128×32 over 2×2;
     // f32 at 4096³ 128×64×32 over 2×2.
     assert_eq!(pick(4096, 4096, 2), "128x128x32/2x2");
@@ -70,7 +72,7 @@ fn every_default_fits_its_device_and_small_devices_fall_back() {
         for &m in &shapes {
             for &n in &shapes {
                 for bytes in [2, 4] {
-                    let t = select_gemm_tile(m, n, 33, bytes, &limits);
+                    let t = select_tile(m, n, 33, bytes, &limits);
                     assert!(t.fits(bytes, &limits), "{m}x{n} with {bytes}-byte inputs: {t}");
                 }
             }
@@ -79,11 +81,11 @@ fn every_default_fits_its_device_and_small_devices_fall_back() {
     // A device with 16 KiB and 128 threads: the 16-bit 128×128×32
     // (18944 bytes) gives way to 64×64×32 over 2×2 (9728 bytes).
     let small = ThreadgroupLimits { max_threads: 128, max_memory_bytes: 16 * 1024 };
-    assert_eq!(select_gemm_tile(4096, 4096, 4096, 2, &small).to_string(), "64x64x32/2x2");
+    assert_eq!(select_tile(4096, 4096, 4096, 2, &small).to_string(), "64x64x32/2x2");
     // 64 threads: only one SIMD group fits, 32×32×16.
     let tiny = ThreadgroupLimits { max_threads: 64, max_memory_bytes: 16 * 1024 };
-    assert_eq!(select_gemm_tile(4096, 4096, 4096, 4, &tiny).to_string(), "32x32x16/1x1");
+    assert_eq!(select_tile(4096, 4096, 4096, 4, &tiny).to_string(), "32x32x16/1x1");
     // Nothing fits: the smallest is returned for the kernel's check to refuse.
     let none = ThreadgroupLimits { max_threads: 16, max_memory_bytes: 1024 };
-    assert_eq!(select_gemm_tile(5, 5, 5, 2, &none).to_string(), "32x32x16/1x1");
+    assert_eq!(select_tile(5, 5, 5, 2, &none).to_string(), "32x32x16/1x1");
 }

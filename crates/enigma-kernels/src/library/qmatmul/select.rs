@@ -1,0 +1,210 @@
+//! The quantized matmul family's one selection: which kernel computes
+//! `C = A · dequant(B)` for 4-bit weights ([`kernel_for`]) and its whole
+//! configuration ([`select`], or [`select_kernel`] for a kernel the caller
+//! names).
+//!
+//! The rule: MLX's affine format runs `qmatmul_affine` at any M. Weights in
+//! fragment order run the fragment decode row (`qmatmul_fragments`) up to
+//! its `DECODE_ROWS`, unless the overrides ask for the tensor-core GEMM's
+//! own features (a tile, stages, K splits summed in the kernel), and the
+//! tensor-core GEMM (`gemm::qgemm`) above. FP4/INT4 in their row layout run
+//! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
+//! rows unless K splits summed in the kernel are asked for, or at any M
+//! when the overrides ask for the decode kernel's own blocking (rows,
+//! columns per thread, words per iteration) or for no vector loads; else
+//! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
+//! named.
+
+use super::decode::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
+use crate::library::gemm::QgemmConfig;
+use crate::library::split::SplitSum;
+use crate::library::qgemm_fused::FusedQgemmConfig;
+use crate::library::qmatmul_affine::{self, AffineOptions, AffinePlan};
+use crate::library::qmatmul_fragments::{self, FragmentsPlan};
+use crate::library::quant::Format;
+use crate::library::select::{self, argument, Overrides, SelectError};
+use crate::library::{to_u32, DType};
+use enigma_backend::DeviceInfo;
+use enigma_ir::QuantLayout;
+
+/// A quantized matmul: `A` of `m × k` f16 values times `k × n` 4-bit
+/// weights of `format` in `layout`, `group` K values per scale; C of `out`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QmatmulProblem {
+    pub format: Format,
+    pub layout: QuantLayout,
+    pub out: DType,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub group: usize,
+}
+
+/// The kernels of the family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QmatmulKernel {
+    /// FP4/INT4 in their row layout, a few rows: the decode kernel.
+    Decode,
+    /// FP4/INT4 in fragment order, a few rows: `qmatmul_fragments`.
+    FragmentsDecode,
+    /// MLX's affine format at any M: `qmatmul_affine`.
+    Affine,
+    /// The tensor-core GEMM on B decoded from staged words: `gemm::qgemm`.
+    Tiled,
+    /// The fused variant of seed 002: `qgemm_fused` (only when named).
+    Fused,
+}
+
+/// One kernel of the family with its configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QmatmulSelection {
+    Decode(QmatmulPlan),
+    FragmentsDecode(FragmentsPlan),
+    Affine(AffinePlan),
+    Tiled(QgemmConfig),
+    Fused(FusedQgemmConfig),
+}
+
+/// Whether the overrides ask for the tensor-core GEMM's K splits summed in
+/// the kernel, which only it has.
+fn kernel_sum_asked(overrides: &Overrides) -> bool {
+    overrides.gemm.split_sum == Some(SplitSum::LastThreadgroup)
+}
+
+/// The kernel [`select()`] runs for `problem` with `overrides` (the rule in
+/// the module doc).
+pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKernel {
+    if problem.format.has_biases() {
+        return QmatmulKernel::Affine;
+    }
+    let m = problem.m;
+    if problem.layout == QuantLayout::Fragments {
+        let g = &overrides.gemm;
+        let gemm_asked = g.tile.is_some() || g.stages.is_some() || kernel_sum_asked(overrides);
+        return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked { QmatmulKernel::FragmentsDecode } else { QmatmulKernel::Tiled };
+    }
+    let q = &overrides.qmatmul;
+    let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration].iter().any(Option::is_some) || overrides.vectorize == Some(false);
+    if decode_asked || (m <= DECODE_ROWS as usize && !kernel_sum_asked(overrides)) {
+        QmatmulKernel::Decode
+    } else {
+        QmatmulKernel::Tiled
+    }
+}
+
+/// The kernel [`kernel_for`] names, configured for `problem` on `device`.
+pub fn select(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<QmatmulSelection, SelectError> {
+    select_kernel(kernel_for(problem, overrides), problem, device, overrides)
+}
+
+/// `kernel` configured for `problem` on `device`: the decode kernels their
+/// blocking for the device's compute units (on a GPU: enough column tiles
+/// for two threadgroups per compute unit, K split only where that still
+/// leaves units short of warps; the simulator gains nothing from either);
+/// the tensor-core GEMM [`QgemmConfig::for_rows`]'s tile deepened where the
+/// group allows, in the weights' layout, K split where the output has few
+/// tiles, stages where they fit (more where the whole-tile variant, which
+/// stages no dequantized slice, takes the shape), its splits summed in the
+/// kernel at one row where the device has device-scope fences; the fused
+/// kernel its tile for M. Overrides replace each default.
+pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<QmatmulSelection, SelectError> {
+    let QmatmulProblem { format, layout: _, out, m, n, k, group } = *problem;
+    let compute_units = select::gpu_compute_units(device);
+    let q = &overrides.qmatmul;
+    let g = &overrides.gemm;
+    Ok(match kernel {
+        QmatmulKernel::Decode => {
+            let cols = match (q.columns_per_thread, overrides.vectorize) {
+                (Some(c), _) => Some(c),
+                (None, Some(false)) => Some(1),
+                (None, _) => None,
+            };
+            let options = DecodeOptions { rows: q.rows_per_threadgroup, cols, words: q.words_per_iteration, min_tiles: 2 * compute_units, splits: g.k_splits, compute_units };
+            let threads = overrides.threads.unwrap_or_else(|| default_threads(n, m, compute_units));
+            QmatmulSelection::Decode(plan(format, out, m, n, k, group, threads, options)?)
+        }
+        QmatmulKernel::FragmentsDecode => {
+            QmatmulSelection::FragmentsDecode(qmatmul_fragments::plan(format, out, [m, n, k, group], overrides.threads, g.k_splits, 2 * compute_units)?)
+        }
+        QmatmulKernel::Affine => {
+            if let Some(s) = g.k_splits.filter(|&s| s != 1) {
+                return Err(argument("qmatmul", format!("{s} K splits asked for, but the kernel for {format} splits K over the lanes of a SIMD group only (k_splits 1 or none)")));
+            }
+            let words = match (q.words_per_load, overrides.vectorize) {
+                (Some(u), _) => Some(u),
+                (None, Some(false)) => Some(1),
+                (None, _) => None,
+            };
+            let options = AffineOptions { rows: q.rows_per_threadgroup, cols: q.columns_per_simdgroup, words, min_tiles: 2 * compute_units };
+            let threads = overrides.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
+            QmatmulSelection::Affine(qmatmul_affine::plan(out, m, n, k, group, threads, options)?)
+        }
+        QmatmulKernel::Tiled => QmatmulSelection::Tiled(select_tiled(problem, device, overrides)?),
+        QmatmulKernel::Fused => {
+            let op = "qmatmul_fused";
+            let (mu, n, k) = (to_u32(op, "m", m)?, to_u32(op, "n", n)?, to_u32(op, "k", k)?);
+            let cfg = match g.tile {
+                Some(tile) => FusedQgemmConfig::from_tile(format, out, tile),
+                None => FusedQgemmConfig::for_rows(format, out, mu),
+            };
+            select::check_tile_threads(op, cfg.tile(), overrides.threads)?;
+            let cfg = FusedQgemmConfig { splits: select::k_splits(device, g.k_splits, cfg.splits_for(mu, n, k, select::threadgroups_wanted(device))), ..cfg };
+            cfg.check(select::limits(device).max_memory_bytes)?;
+            QmatmulSelection::Fused(cfg)
+        }
+    })
+}
+
+/// Who sums the tensor-core GEMM's K splits by default at `m` rows: the
+/// kernel at one row where the device has device-scope fences, else the
+/// reduction (`BENCHMARKS.md`, the quantized GEMM's split-K sums: the
+/// kernel's own sum is the faster at one row and the slower at 16, whose
+/// last threadgroups sum sixteen times the elements).
+fn default_split_sum(device: &DeviceInfo, m: u32) -> SplitSum {
+    if m == 1 && select::has_device_fences(device) {
+        SplitSum::LastThreadgroup
+    } else {
+        SplitSum::Reduction
+    }
+}
+
+/// The tensor-core GEMM's configuration (see [`select_kernel`]).
+fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<QgemmConfig, SelectError> {
+    let op = "qmatmul";
+    let (mu, n, k) = (to_u32(op, "m", problem.m)?, to_u32(op, "n", problem.n)?, to_u32(op, "k", problem.k)?);
+    let group = to_u32(op, "group", problem.group)?;
+    let max_memory = select::limits(device).max_memory_bytes;
+    let stage_memory = select::stage_memory(device);
+    let g = &overrides.gemm;
+    let cfg = match g.tile {
+        Some(tile) => {
+            select::check_tile_threads(op, tile, overrides.threads)?;
+            QgemmConfig::from_tile(problem.format, problem.out, tile)
+        }
+        None => QgemmConfig::for_rows(problem.format, problem.out, mu).deepened_for(group, max_memory),
+    };
+    let cfg = cfg.in_layout(problem.layout, n);
+    let cfg = QgemmConfig {
+        splits: select::k_splits(device, g.k_splits, cfg.splits_for(mu, n, k, select::threadgroups_wanted(device))),
+        split_sum: select::split_sum(op, device, g.split_sum, default_split_sum(device, mu))?,
+        ..cfg
+    };
+    let cfg = match g.stages {
+        Some(stages) => QgemmConfig { stages, ..cfg },
+        None => {
+            // The whole-tile kernel stages no dequantized slice, so where
+            // the shape takes it, more stages may fit.
+            let whole = QgemmConfig { stages: 2, ..cfg }.whole_tiles_for(mu, n, k);
+            let planned = if whole.whole_tiles { whole.pipelined_for(stage_memory) } else { cfg.pipelined_for(stage_memory) };
+            if planned.threadgroup_memory_bytes() <= stage_memory {
+                planned
+            } else {
+                cfg
+            }
+        }
+    };
+    let cfg = cfg.whole_tiles_for(mu, n, k);
+    cfg.check(max_memory)?;
+    cfg.check_group(group)?;
+    Ok(cfg)
+}

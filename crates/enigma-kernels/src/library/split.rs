@@ -1,0 +1,144 @@
+//! K split over threadgroups, as every matrix kernel of the library does
+//! it: the most splits ([`MAX_SPLITS`]), how many a shape takes
+//! ([`k_splits_for`]), each split's run of K in kernel code
+//! (`split_range`, `split_run`), the checks a split count and its
+//! workspace get, who sums the partial products ([`SplitSum`]) and the
+//! reduction that sums them in a second dispatch ([`splitk_reduce`]).
+
+use super::*;
+use enigma_ir::{Access, Kernel, Type};
+
+/// The most ways K is split over threadgroups.
+pub const MAX_SPLITS: u32 = 64;
+
+/// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
+/// at least `threadgroups` threadgroups, each split keeping at least 4
+/// slices of K — for M up to `max_rows` only (the kernel's limit:
+/// [`super::gemm::SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
+/// rows the workspace's traffic costs more than the parallelism gains
+/// (`BENCHMARKS.md`, split-K and small-M tiles). The rule of every GEMM ([`super::gemm::GemmConfig::splits_for`],
+/// [`super::sgemm::SgemmConfig::splits_for`], the fused variant's).
+pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
+    let (tm, tn, tk) = tile;
+    if m > max_rows {
+        return 1;
+    }
+    let tiles = m.div_ceil(tm).max(1) * n.div_ceil(tn).max(1);
+    let wanted = threadgroups.div_ceil(tiles);
+    wanted.min(k / (4 * tk)).clamp(1, MAX_SPLITS)
+}
+
+/// Who sums a K-split product's partial tiles into C.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SplitSum {
+    /// A second dispatch, [`splitk_reduce`]: the kernel's `c` is the f32
+    /// workspace of partial tiles.
+    #[default]
+    Reduction,
+    /// The kernel: each threadgroup writes its partial tile to the f32
+    /// workspace `ws`, and the last of a tile's threadgroups to finish (a
+    /// ticket per tile in `tickets`, taken with an atomic after every
+    /// thread's `device_fence()`, each reader fencing again after it) sums the tile's partials in split order into `c`,
+    /// with [`splitk_reduce`]'s arithmetic, and resets the ticket to 0.
+    /// `tickets` holds one u32 per tile and batch, zero before the dispatch
+    /// and zero after it. Needs [`enigma_ir::Feature::DeviceFence`].
+    LastThreadgroup,
+}
+
+/// The stretch `[k_begin, k_end)` of K (`kk`) that split `split` of
+/// `splits` takes: whole slices of `tk`, `⌈K / (splits · tk)⌉` of them per
+/// split, cut at K (empty for a split past it).
+pub(crate) fn split_range(k: &mut KernelBuilder, kk: Ex, split: Ex, splits: u32, tk: u32) -> (Ex, Ex) {
+    let k_chunk = k.let_("k_chunk", (kk + (splits * tk - 1)) / (splits * tk) * tk);
+    // min(split · k_chunk, K) and min(k_begin + k_chunk, K).
+    let k_begin = k.let_("k_begin", enigma_ir::builder::select(kk, split * k_chunk, (split * k_chunk).lt(kk)));
+    let k_end = k.let_("k_end", enigma_ir::builder::select(kk, k_begin + k_chunk, (k_begin + k_chunk).lt(kk)));
+    (k_begin, k_end)
+}
+
+/// The last checks every GEMM configuration makes: 1 to [`MAX_SPLITS`] K
+/// splits, and at most `max_threadgroup_memory_bytes` of the `bytes` of
+/// threadgroup memory it declares.
+pub(crate) fn check_splits_and_memory(name: &str, splits: u32, bytes: u64, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
+    if !(1..=MAX_SPLITS).contains(&splits) {
+        return Err(ShapeError::new(name, format!("{splits} K splits; between 1 and {MAX_SPLITS}")));
+    }
+    if bytes > max_threadgroup_memory_bytes {
+        return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory (limit {max_threadgroup_memory_bytes})")));
+    }
+    Ok(())
+}
+
+/// The second pass of a split-K GEMM: `c(i) = alpha · Σ_s ws((b·splits + s)·mn
+/// + j) + beta · c(i)` for element `j` of batch `b` (`i = b·mn + j`), the
+/// splits summed in order, in f32; `c` in `output`'s type (read only where
+/// `beta` is not zero). One thread per `width` consecutive elements of C
+/// (1, or 4 with `ws` and `c` bound as 4-vectors: 16-byte loads of the
+/// workspace), named `gemm_splitk_reduce_{output}` and `…_v4`.
+///
+/// Parameters: `ws` (f32, or `ws4`), `c` (or `c4`), `mn` (`m · n`),
+/// `total` (`batch · m · n`), both counted in `width`s of elements,
+/// `splits`, `alpha`, `beta`.
+///
+/// # Panics
+/// When `width` is not 1 or 4.
+pub fn splitk_reduce(output: DType, width: u8) -> Kernel {
+    assert!(matches!(width, 1 | 4), "splitk_reduce takes 1 or 4 elements per thread, not {width}");
+    let (name, suffix) = if width == 1 { (String::new(), "") } else { (width.to_string(), "_v4") };
+    let mut k = KernelBuilder::new(format!("gemm_splitk_reduce_{output}{suffix}"));
+    let ws = k.buffer(&format!("ws{name}"), Type::vector(Scalar::F32, width), Access::Read);
+    let c = k.buffer(&format!("c{name}"), output.ty(width), Access::ReadWrite);
+    let mn = k.value("mn", Type::U32);
+    let total = k.value("total", Type::U32);
+    let splits = k.value("splits", Type::U32);
+    let alpha = k.value("alpha", Type::F32);
+    let beta = k.value("beta", Type::F32);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.if_(i.lt(total), |k| {
+        let base = k.let_("base", i / mn * splits * mn + i % mn);
+        let sum = k.var("sum", ws.get(base));
+        k.for_range("s", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(base + s * mn)));
+        let v = k.var("v", sum.get() * alpha);
+        k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
+        store_f32(k, c, i, v.get());
+    });
+    finish(k)
+}
+
+/// Threads per threadgroup of [`splitk_reduce`].
+pub const REDUCE_THREADS: u32 = 256;
+
+/// The dispatch of [`splitk_reduce`] over `total` threads (elements of C
+/// over the kernel's width).
+pub fn splitk_reduce_dispatch(total: u32) -> Dispatch {
+    Dispatch::threadgroups([total.div_ceil(REDUCE_THREADS), 1, 1], REDUCE_THREADS)
+}
+
+/// With K split over the grid's `threadgroups_per_grid.z` threadgroups,
+/// split `z`'s run `[begin, end)` of `total` items along K (quantization
+/// groups, fragment units): contiguous, in order, the first `total %
+/// splits` splits one item more than the others. Returns `(z, begin, end)`,
+/// the bounds named `{item}_begin` and `{item}_end`.
+pub(crate) fn split_run(k: &mut KernelBuilder, total: Ex, item: &str) -> (Ex, Ex, Ex) {
+    let splits = k.let_("splits", threadgroups_per_grid().z());
+    let z = k.let_("split", threadgroup_position_in_grid().z());
+    let per_split = k.let_("per_split", total / splits);
+    let extra = k.let_("extra", total % splits);
+    let begin = k.let_(&format!("{item}_begin"), z * per_split + min(z, extra));
+    let end = k.let_(&format!("{item}_end"), begin + per_split + enigma_ir::builder::select(0u32, 1u32, z.lt(extra)));
+    (z, begin, end)
+}
+
+/// Checks `splits`, a K split asked of a kernel whose K comes in `items`
+/// (`what` names them): 1 up to the items, at most [`MAX_SPLITS`], and
+/// with more than one the `[splits][M][N]` workspace within u32.
+pub(crate) fn check_k_splits(name: &str, splits: u32, items: u32, what: &str, m: usize, n: usize) -> Result<u32, ShapeError> {
+    let max_splits = items.min(MAX_SPLITS);
+    if !(1..=max_splits).contains(&splits) {
+        return Err(ShapeError::new(name, format!("{splits} K splits; between 1 and {max_splits} (the {items} {what}, at most {})", MAX_SPLITS)));
+    }
+    if splits > 1 {
+        to_u32(name, "splits × m × n", (splits as usize).saturating_mul(m).saturating_mul(n))?;
+    }
+    Ok(splits)
+}

@@ -1,0 +1,137 @@
+//! The matrix families' selections as tables: a problem on a device (the
+//! simulator, an H100-class CUDA GPU with device-scope fences, an Apple GPU
+//! with 32 KiB of threadgroup memory) with default overrides gives one
+//! kernel and configuration, named by the kernel it builds and its K splits
+//! (or the reason it is refused: Metal copies at once, so fragment-ordered
+//! weights, which need staged slices, do not run the GEMM there).
+
+use enigma_backend::{DeviceInfo, DeviceKind, ReadWriteTier};
+use enigma_ir::{Feature, QuantLayout};
+use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
+use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::quant::Format;
+use enigma_kernels::library::select::{GemmOptions, Overrides};
+use enigma_kernels::library::split::SplitSum;
+use enigma_kernels::library::DType;
+
+fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> DeviceInfo {
+    DeviceInfo {
+        kind,
+        name: format!("{kind:?}"),
+        max_threads_per_threadgroup: 1024,
+        max_threadgroup_memory_bytes: memory,
+        simd_width: 32,
+        compute_units,
+        memory_bytes: None,
+        features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
+        read_write_textures: ReadWriteTier::Tier2,
+    }
+}
+
+fn devices() -> [(&'static str, DeviceInfo); 3] {
+    [
+        ("sim", device(DeviceKind::Simulator, 2, 32 * 1024, true)),
+        ("cuda", device(DeviceKind::Cuda, 132, 227 * 1024, true)),
+        ("metal", device(DeviceKind::Metal, 40, 32 * 1024, false)),
+    ]
+}
+
+fn gemm_row(plan: &GemmPlan) -> String {
+    format!("{} splits={} sum={:?}", plan.kernel().name, plan.splits(), plan.split_sum())
+}
+
+fn qmatmul_row(selection: &QmatmulSelection) -> String {
+    match selection {
+        QmatmulSelection::Decode(p) => format!("{} splits={}", p.kernel().name, p.splits),
+        QmatmulSelection::FragmentsDecode(p) => format!("{} splits={}", p.kernel().name, p.splits),
+        QmatmulSelection::Affine(p) => p.kernel().name,
+        QmatmulSelection::Tiled(c) => format!("{} splits={} sum={:?}", gemm::qgemm(c).name, c.splits, c.split_sum),
+        QmatmulSelection::Fused(c) => format!("{} splits={}", enigma_kernels::library::qgemm_fused::qgemm_fused(c).name, c.splits),
+    }
+}
+
+#[test]
+fn gemm_selection_by_shape_and_device() {
+    let shapes = [(DType::F16, 16, 11008, 4096), (DType::F16, 4096, 4096, 4096), (DType::F32, 4096, 4096, 4096), (DType::F16, 70, 130, 41)];
+    let mut rows = vec![];
+    for (name, dev) in devices() {
+        for &(input, m, n, k) in &shapes {
+            let plan = gemm::select(&GemmProblem { input, output: DType::F32, m, n, k }, &dev, &Overrides::default()).unwrap();
+            rows.push(format!("{name} {input} {m}x{n}x{k}: {}", gemm_row(&plan)));
+        }
+    }
+    let expected: Vec<&str> = EXPECTED_GEMM.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows, expected, "\n{}", rows.join("\n"));
+}
+
+#[test]
+fn qmatmul_selection_by_rows_layout_and_device() {
+    let cases = [
+        (Format::Int4, QuantLayout::Rows, 1),
+        (Format::Int4, QuantLayout::Rows, 16),
+        (Format::Fp4, QuantLayout::Fragments, 1),
+        (Format::Fp4, QuantLayout::Fragments, 64),
+        (Format::MlxAffine, QuantLayout::Rows, 32),
+    ];
+    let mut rows = vec![];
+    for (name, dev) in devices() {
+        for &(format, layout, m) in &cases {
+            let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 11008, k: 4096, group: 128 };
+            let row = match qmatmul::select(&problem, &dev, &Overrides::default()) {
+                Ok(selection) => qmatmul_row(&selection),
+                Err(e) => format!("refused: {e}"),
+            };
+            rows.push(format!("{name} {format} {layout} m={m}: {row}"));
+        }
+    }
+    let expected: Vec<&str> = EXPECTED_QMATMUL.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows, expected, "\n{}", rows.join("\n"));
+}
+
+#[test]
+fn overrides_move_the_kernel_choice() {
+    let problem = QmatmulProblem { format: Format::Int4, layout: QuantLayout::Rows, out: DType::F16, m: 2, n: 64, k: 256, group: 64 };
+    assert_eq!(qmatmul::kernel_for(&problem, &Overrides::default()), QmatmulKernel::Decode);
+    let kernel_sum = Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
+    assert_eq!(qmatmul::kernel_for(&problem, &kernel_sum), QmatmulKernel::Tiled);
+    let big = QmatmulProblem { m: 64, ..problem };
+    assert_eq!(qmatmul::kernel_for(&big, &Overrides::default()), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&big, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
+    // Device-scope fences asked for on a device without them.
+    let metal = devices()[2].1.clone();
+    let asked = Overrides { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
+    let err = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 64, n: 64, k: 256 }, &metal, &asked).unwrap_err();
+    assert!(err.to_string().starts_with("matmul: the kernel sums its K splits with device-scope fences, which Metal does not have"), "{err}");
+}
+
+const EXPECTED_GEMM: &str = "
+    sim f16 16x11008x4096: gemm_f16_f32_16x128x32_sg1x4_s3_whole splits=1 sum=Reduction
+    sim f16 4096x4096x4096: gemm_f16_f32_128x128x32_sg2x2 splits=1 sum=Reduction
+    sim f32 4096x4096x4096: sgemm_f32_128x128x8_r8x8 splits=1 sum=Reduction
+    sim f16 70x130x41: gemm_f16_f32_128x128x32_sg2x2 splits=1 sum=Reduction
+    cuda f16 16x11008x4096: gemm_f16_f32_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
+    cuda f16 4096x4096x4096: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
+    cuda f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction
+    cuda f16 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
+    metal f16 16x11008x4096: gemm_f16_f32_16x128x32_sg1x4 splits=1 sum=Reduction
+    metal f16 4096x4096x4096: gemm_f16_f32_128x128x32_sg2x2 splits=1 sum=Reduction
+    metal f32 4096x4096x4096: gemm_f32_f32_128x64x32_sg2x2 splits=1 sum=Reduction
+    metal f16 70x130x41: gemm_f16_f32_128x128x32_sg2x2 splits=1 sum=Reduction
+";
+const EXPECTED_QMATMUL: &str = "
+    sim int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t256 splits=1
+    sim int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4_s4_whole splits=1 sum=Reduction
+    sim fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    sim fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s2_whole_fragments splits=1 sum=Reduction
+    sim mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+    cuda int4 rows m=1: qmatmul_int4_f16_r1_c1_u8_t256 splits=1
+    cuda int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction
+    cuda fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    cuda fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s4_whole_fragments splits=1 sum=Reduction
+    cuda mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+    metal int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t256 splits=1
+    metal int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4 splits=1 sum=Reduction
+    metal fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    metal fp4 fragments m=64: refused: qgemm_fp4_f16_64x128x64_sg2x2_fragments: fragment-ordered weights take 2 stages or more (not 1), the whole-tile kernel (a shape the tile divides along N and K)
+    metal mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+";

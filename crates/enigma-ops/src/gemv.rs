@@ -1,0 +1,37 @@
+//! GEMV: `y = W·x`.
+
+use crate::{Error, KernelType, Ops};
+use enigma_ir::{Scalar, Type};
+use enigma_kernels::library::gemv;
+use enigma_runtime::{Arg, Buffer};
+
+impl Ops<'_> {
+
+    /// `y = W·x` for `W` of `[m, k]` (f32, f16 or bf16) and f32 `x`: `m` f32.
+    pub fn gemv(&self, w: &Buffer, x: &Buffer, m: usize, k: usize) -> Result<Buffer, Error> {
+        let wdtype = self.dtype_of("gemv", w)?;
+        self.need("gemv", "w", w, m.saturating_mul(k), wdtype.scalar())?;
+        self.need("gemv", "x", x, k, Scalar::F32)?;
+        let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), k.is_multiple_of(4))?;
+        let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), k.is_multiple_of(4))?;
+        let options = gemv::GemvOptions { rows_per_simdgroup: self.options.gemv.rows_per_simdgroup, unroll: self.options.gemv.loads };
+        let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), self.threads(KernelType::MatVec), options)?;
+        let y = self.output(Scalar::F32, m)?;
+        self.launch(
+            format!("gemv {plan:?}"),
+            || plan.kernel(),
+            plan.dispatch,
+            &[
+                ("w", Arg::from(w)),
+                ("w4", Arg::from(w)),
+                ("x", Arg::from(x)),
+                ("x4", Arg::from(x)),
+                ("y", Arg::from(&y)),
+                ("m", Arg::u32(plan.m)),
+                ("k", Arg::u32(plan.k)),
+            ],
+        )?;
+        Ok(y)
+    }
+
+}

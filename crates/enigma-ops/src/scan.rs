@@ -1,0 +1,79 @@
+//! Prefix sums: block scans level by level, then the offsets added back.
+
+use crate::{Error, Ops};
+use enigma_ir::Type;
+use enigma_kernels::library::scan::{self, ScanKind};
+use enigma_runtime::{Arg, Buffer};
+
+impl Ops<'_> {
+
+    /// The inclusive or exclusive prefix sum of `n` elements (f32, i32 or
+    /// u32, sums in that type); `y` is padded to whole vectors when the
+    /// vector kernel runs.
+    pub fn prefix_sum(&self, x: &Buffer, n: usize, kind: ScanKind) -> Result<Buffer, Error> {
+        let name = format!("scan_{}", kind.name());
+        let elem = self.elem_of(&name, x)?;
+        self.need(&name, "x", x, n, elem)?;
+        let vec = self.vectorize(&name, &[x], Type::vector(elem, 4), true)?;
+        let items = self.options.scan.items.unwrap_or(scan::DEFAULT_ITEMS);
+        let threads = self.options.threads.unwrap_or(scan::DEFAULT_THREADS);
+        let plan = scan::plan(elem, kind, n, vec, threads, items)?;
+        let y = self.flat_output(elem, n, vec)?;
+        // Level i scans `input_i` into `output_i` and writes block totals,
+        // which are level i+1's input (scanned in place). Level 0, when it
+        // has more than one block, is a reduce-then-scan: its first pass
+        // only writes the totals, and its add-back is a second scan of
+        // the input with the offsets added (`BlockPass`).
+        let mut sums: Vec<Buffer> = vec![];
+        for level in &plan.levels {
+            sums.push(self.output(elem, level.blocks as usize)?);
+        }
+        let split_first = plan.levels[0].blocks > 1;
+        for (i, level) in plan.levels.iter().enumerate() {
+            let (input, output) = if i == 0 { (x, &y) } else { (&sums[i - 1], &sums[i - 1]) };
+            let pass = if i == 0 && split_first { scan::BlockPass::TotalOnly } else { scan::BlockPass::ScanAndTotal };
+            self.launch(
+                format!("scan_block {:?}", (elem, level.vec, level.kind, pass, plan.items)),
+                || scan::scan_block(elem, level.vec, level.kind, pass, plan.items),
+                level.scan,
+                &[
+                    ("x", Arg::from(input)),
+                    ("x4", Arg::from(input)),
+                    ("y", Arg::from(output)),
+                    ("y4", Arg::from(output)),
+                    ("block_sums", Arg::from(&sums[i])),
+                    ("n", Arg::u32(level.n)),
+                ],
+            )?;
+        }
+        for (i, level) in plan.levels.iter().enumerate().rev() {
+            let Some(add) = level.add else { continue };
+            if i == 0 {
+                let first = plan.levels[0];
+                self.launch(
+                    format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items)),
+                    || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items),
+                    first.scan,
+                    &[
+                        ("x", Arg::from(x)),
+                        ("x4", Arg::from(x)),
+                        ("y", Arg::from(&y)),
+                        ("y4", Arg::from(&y)),
+                        ("offsets", Arg::from(&sums[0])),
+                        ("n", Arg::u32(first.n)),
+                    ],
+                )?;
+            } else {
+                let output = &sums[i - 1];
+                self.launch(
+                    format!("scan_add {:?}", (elem, level.vec, plan.items)),
+                    || scan::scan_add(elem, level.vec, plan.items),
+                    add,
+                    &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
+                )?;
+            }
+        }
+        Ok(y)
+    }
+
+}

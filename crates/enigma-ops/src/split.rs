@@ -1,0 +1,69 @@
+//! The launch the matrix products share: a kernel whose K may be split
+//! over threadgroups (workspace, tickets, the reduction's second pass).
+
+use crate::{Error, Ops, SplitSum};
+use enigma_ir::{Kernel, Scalar};
+use enigma_kernels::library::{self as lib, split, DType, Dispatch};
+use enigma_runtime::{Arg, Buffer};
+
+impl Ops<'_> {
+    /// Runs a kernel whose C (`c`, `elements` of `out`) may be split over K
+    /// (`splits`, summed as `sum` says): unsplit it writes `c`; split, its
+    /// partial tiles go to an f32 workspace (`splits · elements`), which
+    /// either the kernel sums into `c` with a zeroed ticket per tile (as
+    /// many as the dispatch's threadgroups over the splits) or the
+    /// reduction's second dispatch does. `named` are the kernel's other
+    /// arguments.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_split(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)], c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
+        let mut args = named.to_vec();
+        if splits <= 1 {
+            args.push(("c", Arg::from(c)));
+            return self.launch(key, build, dispatch, &args);
+        }
+        let workspace = self.output(Scalar::F32, elements.saturating_mul(splits as usize))?;
+        if sum == SplitSum::Reduction {
+            args.push(("c", Arg::from(&workspace)));
+            self.launch(key, build, dispatch, &args)?;
+            return self.splitk_reduce(&workspace, c, out, splits, elements);
+        }
+        let [x, y, z] = dispatch.size;
+        let count = (x as usize) * (y as usize) * (z / splits) as usize;
+        let slot = (self.rt.stream(), count);
+        let cached = self.pipelines.lock().tickets.remove(&slot);
+        let tickets = match cached {
+            Some(t) => t,
+            None => self.rt.buffer_zeroed::<u32>(count)?,
+        };
+        args.extend([("c", Arg::from(c)), ("ws", Arg::from(&workspace)), ("tickets", Arg::from(&tickets))]);
+        // A dispatch that failed may have left tickets taken: those are dropped.
+        self.launch(key, build, dispatch, &args)?;
+        self.pipelines.lock().tickets.insert(slot, tickets);
+        Ok(())
+    }
+
+    /// The second pass of a split-K product: sums the workspace's slices
+    /// into `c` (alpha 1, beta 0), four elements per thread where `elements`
+    /// is a multiple of 4 (both are this library's untyped outputs, so
+    /// they bind as vectors).
+    fn splitk_reduce(&self, ws: &Buffer, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
+        let width: u8 = if elements.is_multiple_of(4) { 4 } else { 1 };
+        let total = lib::to_u32("matmul", "m·n", elements / width as usize)?;
+        let (ws_name, c_name) = if width == 4 { ("ws4", "c4") } else { ("ws", "c") };
+        self.launch(
+            format!("gemm_splitk_reduce {out} {width}"),
+            || split::splitk_reduce(out, width),
+            split::splitk_reduce_dispatch(total),
+            &[
+                (ws_name, Arg::from(ws)),
+                (c_name, Arg::from(c)),
+                ("mn", Arg::u32(total)),
+                ("total", Arg::u32(total)),
+                ("splits", Arg::u32(splits)),
+                ("alpha", Arg::f32(1.0)),
+                ("beta", Arg::f32(0.0)),
+            ],
+        )
+    }
+
+}
