@@ -161,7 +161,11 @@ impl Dialect for Msl {
     }
 
     fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String {
-        let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
+        let space = match mem {
+            Memory::Buffer(_) => "device",
+            Memory::Threadgroup(_) => "threadgroup",
+            Memory::Thread(_) => "thread",
+        };
         format!("(({space} const {}*){name})", self.scalar_name(s))
     }
 
@@ -319,6 +323,9 @@ impl Dialect for Msl {
             };
             let _ = writeln!(decls, "threadgroup {elem} {}[{}];", cx.names.tg_array(id), arr.len);
         }
+        for (i, arr) in k.thread_arrays.iter().enumerate() {
+            let _ = writeln!(decls, "thread {} {}[{}];", arr.elem.msl_name(), cx.names.thread_array(enigma_ir::ThreadArrayId(i as u32)), arr.len);
+        }
         for (i, s) in crate::dialect::kernel_samplers(cx.info).iter().enumerate() {
             let (c, f, a) = (s.coord.name(), s.filter.name(), s.address.name());
             let _ = writeln!(decls, "constexpr sampler enigma_sampler{i}(coord::{c}, filter::{f}, address::{a});");
@@ -344,6 +351,7 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
             ParamKind::Value { .. } | ParamKind::Texture { .. } => None,
         },
         Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
+        Memory::Thread(t) => Some(kernel.thread_arrays.get(t.0 as usize)?.elem),
     }
 }
 

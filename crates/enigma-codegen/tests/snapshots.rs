@@ -48,6 +48,7 @@ golden! {
     simdgroup_matrices => common::simdgroup_matrices(),
     quantized_matrices => common::quantized_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),
+    thread_arrays => common::thread_arrays(),
     textures => common::textures(),
     texture_sampling => common::texture_sampling(),
     seed003_listing4 => enigma_kernels::seed003::simple_kernel_function(),

@@ -1,4 +1,5 @@
-//! The kernel IR as plain data: parameters, threadgroup arrays, locals,
+//! The kernel IR as plain data: parameters, threadgroup arrays, per-thread
+//! arrays, locals,
 //! specialisation constants, expression trees and structured statements.
 //!
 //! Expressions are trees evaluated left to right, each sub-expression exactly
@@ -21,6 +22,9 @@ pub struct VarId(pub u32);
 /// Index of a threadgroup array in [`Kernel::threadgroup_arrays`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TgArrayId(pub u32);
+/// Index of a per-thread array in [`Kernel::thread_arrays`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ThreadArrayId(pub u32);
 /// Index of a specialisation constant in [`Kernel::spec_constants`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SpecId(pub u32);
@@ -32,6 +36,9 @@ pub struct Kernel {
     pub params: Vec<Param>,
     pub spec_constants: Vec<SpecConstant>,
     pub threadgroup_arrays: Vec<ThreadgroupArray>,
+    /// Arrays in the `thread` address space: each thread has its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_arrays: Vec<ThreadArray>,
     pub locals: Vec<Local>,
     pub body: Block,
 }
@@ -254,6 +261,26 @@ pub struct ThreadgroupArray {
 }
 
 impl ThreadgroupArray {
+    pub fn size_bytes(&self) -> u64 {
+        self.elem.size_bytes() as u64 * self.len as u64
+    }
+}
+
+/// `thread T name[len];`: an array every thread has its own copy of (MSL's
+/// `thread` address space, a CUDA local array). Its elements start
+/// uninitialised: reading one the thread has not written is undefined on a
+/// GPU, and the sanitizer reports it. Indexed by `Load` and `Store` like any
+/// memory; atomics, matrix loads and stores and asynchronous copies do not
+/// take it. Indexed only by constants (or by unrolled loop variables), a
+/// GPU compiler keeps it in registers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadArray {
+    pub name: String,
+    pub elem: Type,
+    pub len: u32,
+}
+
+impl ThreadArray {
     pub fn size_bytes(&self) -> u64 {
         self.elem.size_bytes() as u64 * self.len as u64
     }
@@ -872,12 +899,14 @@ pub enum BarrierScope {
     Simdgroup,
 }
 
-/// A memory that can be indexed: a device buffer or a threadgroup array.
+/// A memory that can be indexed: a device buffer, a threadgroup array or a
+/// per-thread array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Memory {
     Buffer(ParamId),
     Threadgroup(TgArrayId),
+    Thread(ThreadArrayId),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1077,7 +1106,19 @@ pub enum StmtKind {
     If { cond: Expr, then_body: Block, else_body: Block },
     /// `for (var = start; var < end; var += step)`. `end` and `step` are
     /// evaluated once, before the first iteration; `step` must be non-zero.
-    For { var: VarId, start: Expr, end: Expr, step: Expr, body: Block },
+    /// With `unroll`, the bounds and step are literals and the loop runs at
+    /// most [`crate::limits::MAX_UNROLLED_TRIPS`] times: backends unroll it
+    /// at compile time (`#pragma unroll`), so a per-thread array indexed by
+    /// `var` stays in registers; it runs as any loop does.
+    For {
+        var: VarId,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        body: Block,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unroll: bool,
+    },
     /// `while (cond) body` — `cond` is evaluated before every iteration.
     While { cond: Expr, body: Block },
     Break,
@@ -1143,6 +1184,7 @@ impl Kernel {
             params: vec![],
             spec_constants: vec![],
             threadgroup_arrays: vec![],
+            thread_arrays: vec![],
             locals: vec![],
             body: vec![],
         }
@@ -1156,6 +1198,9 @@ impl Kernel {
     }
     pub fn tg_array(&self, id: TgArrayId) -> &ThreadgroupArray {
         &self.threadgroup_arrays[id.0 as usize]
+    }
+    pub fn thread_array(&self, id: ThreadArrayId) -> &ThreadArray {
+        &self.thread_arrays[id.0 as usize]
     }
     pub fn spec(&self, id: SpecId) -> &SpecConstant {
         &self.spec_constants[id.0 as usize]
@@ -1176,6 +1221,7 @@ impl Kernel {
         match mem {
             Memory::Buffer(p) => &self.param(p).name,
             Memory::Threadgroup(t) => &self.tg_array(t).name,
+            Memory::Thread(t) => &self.thread_array(t).name,
         }
     }
 

@@ -688,6 +688,9 @@ impl Dialect for Cuda {
                 }
             }
         }
+        for (i, arr) in k.thread_arrays.iter().enumerate() {
+            let _ = writeln!(body, "{} {}[{}];", self.type_name(arr.elem), cx.names.thread_array(enigma_ir::ThreadArrayId(i as u32)), arr.len);
+        }
         body.push_str(
             "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
              if (!enigma_tg.in_grid()) {\n    return; // outside the grid, in a partial threadgroup at its edge\n}\n",

@@ -52,6 +52,7 @@ enum Entity {
     Param(u32),
     Spec(u32),
     Tg(u32),
+    Thread(u32),
     Local(u32),
 }
 
@@ -61,6 +62,7 @@ impl Entity {
             Entity::Param(_) => "parameter",
             Entity::Spec(_) => "spec constant",
             Entity::Tg(_) => "threadgroup array",
+            Entity::Thread(_) => "per-thread array",
             Entity::Local(_) => "local",
         }
     }
@@ -368,6 +370,17 @@ impl Parser {
                 self.expect_punct("]")?;
                 self.declare(&name, Entity::Tg(self.kernel.threadgroup_arrays.len() as u32), &at)?;
                 self.kernel.threadgroup_arrays.push(ThreadgroupArray { name, elem, len });
+            } else if self.at_decl("thread") {
+                self.bump();
+                let at = self.tok().clone();
+                let name = self.decl_name()?;
+                self.expect_punct(":")?;
+                let elem = self.ty()?;
+                self.expect_punct("[")?;
+                let len = self.plain_u32("the array length")?;
+                self.expect_punct("]")?;
+                self.declare(&name, Entity::Thread(self.kernel.thread_arrays.len() as u32), &at)?;
+                self.kernel.thread_arrays.push(ThreadArray { name, elem, len });
             } else if self.at_decl("var") {
                 self.bump();
                 let at = self.tok().clone();
@@ -440,8 +453,12 @@ impl Parser {
                     self.expect_punct(",")?;
                     let step = self.expr()?;
                     self.expect_punct(")")?;
+                    let unroll = self.is_ident("unroll");
+                    if unroll {
+                        self.bump();
+                    }
                     let (body, loc) = self.body()?;
-                    return Ok(Stmt { kind: StmtKind::For { var, start, end, step, body }, loc });
+                    return Ok(Stmt { kind: StmtKind::For { var, start, end, step, body, unroll }, loc });
                 }
                 "while" => {
                     self.bump();
@@ -692,14 +709,15 @@ impl Parser {
         self.expect_punct("$")?;
         let kind = match self.peek() {
             Tok::Ident(s) => s.clone(),
-            _ => return Err(self.expected("`param`, `spec`, `tg` or `local` after `$`")),
+            _ => return Err(self.expected("`param`, `spec`, `tg`, `thread` or `local` after `$`")),
         };
         let make: fn(u32) -> Entity = match kind.as_str() {
             "param" => Entity::Param,
             "spec" => Entity::Spec,
             "tg" => Entity::Tg,
+            "thread" => Entity::Thread,
             "local" => Entity::Local,
-            _ => return Err(self.expected("`param`, `spec`, `tg` or `local` after `$`")),
+            _ => return Err(self.expected("`param`, `spec`, `tg`, `thread` or `local` after `$`")),
         };
         self.bump();
         self.expect_punct("(")?;
@@ -735,12 +753,13 @@ impl Parser {
         match e {
             Entity::Param(p) => Ok(Memory::Buffer(ParamId(p))),
             Entity::Tg(t) => Ok(Memory::Threadgroup(TgArrayId(t))),
+            Entity::Thread(t) => Ok(Memory::Thread(ThreadArrayId(t))),
             other => Err(self.err_at(
                 at,
                 ParseErrorKind::WrongKind {
                     name: self.entity_name(at),
                     what: other.what(),
-                    expected: "only buffers and threadgroup arrays can be indexed",
+                    expected: "only buffers, threadgroup arrays and per-thread arrays can be indexed",
                 },
             )),
         }
@@ -758,12 +777,12 @@ impl Parser {
             Entity::Param(p) => Expr::Param(ParamId(p)),
             Entity::Spec(s) => Expr::Spec(SpecId(s)),
             Entity::Local(v) => Expr::Var(VarId(v)),
-            Entity::Tg(_) => {
+            e @ (Entity::Tg(_) | Entity::Thread(_)) => {
                 return Err(self.err_at(
                     at,
                     ParseErrorKind::WrongKind {
                         name: self.entity_name(at),
-                        what: "threadgroup array",
+                        what: e.what(),
                         expected: "index it (`name[i]`) to read an element",
                     },
                 ))
