@@ -49,6 +49,7 @@ macro_rules! cases {
 
 cases! {
     OperandTypes => [operand_types_of_an_addition, operand_types_of_a_vector_comparison],
+    MixedSignComparison => [comparing_a_signed_with_an_unsigned_index, comparing_signed_with_unsigned_vectors],
     InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value, a_texture_used_as_a_value],
     ArgumentCount => [exp_with_two_arguments],
     ArgumentType => [
@@ -1323,6 +1324,24 @@ fn unrolled_loop_of_too_many_trips() -> ValidationError {
     k.for_unrolled("i", 0u32, 1025u32, 1u32, |k, i| k.store(out.at(i), i));
     let problem = "it may run at most 1024 times, and this one runs 1025".to_string();
     rejects(&built(k), K::UnrollBound { var: "i".into(), problem }, At::Built("body[0]", line))
+}
+
+/// `iy < H` with `iy = -1`: C compares as unsigned, so it would be false.
+fn comparing_a_signed_with_an_unsigned_index() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let h = k.value("H", Type::U32);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let iy = k.let_("iy", thread_position_in_grid().y().cast(Type::I32) - 1i32);
+    let line = line!() + 1;
+    k.if_(iy.lt(h), |k| k.store(out.at(0u32), 1u32));
+    let err = rejects(&built(k), K::MixedSignComparison { op: "<", lhs: Type::I32, rhs: Type::U32 }, At::Built("body[1]", line));
+    assert!(err.to_string().contains("Convert one side explicitly"), "{err}");
+    err
+}
+
+fn comparing_signed_with_unsigned_vectors() -> ValidationError {
+    let k = parsed("kernel k(a: i32x2, b: u32x2, out: device bool read_write) {\n    out[0u32] = (a == b).x\n}");
+    rejects(&k, K::MixedSignComparison { op: "==", lhs: vec_ty(Scalar::I32, 2), rhs: vec_ty(Scalar::U32, 2) }, At::Path("body[0]"))
 }
 
 fn atomic_on_a_thread_array() -> ValidationError {

@@ -136,6 +136,11 @@ globals().update(_PUBLIC_TYPES)
 globals().update(_BUILTINS)
 globals().update(_INTRINSICS)
 
+#: Infinity and NaN as kernel constants (``x = -enigma.inf``); ``math.inf``,
+#: ``float("inf")`` and ``float("nan")`` are read the same way.
+inf = float("inf")
+nan = float("nan")
+
 # numpy's (and torch's) names of the scalar types, for the error that
 # suggests enigma's.
 _NUMPY_NAMES = {

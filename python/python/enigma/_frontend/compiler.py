@@ -52,6 +52,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         self.params = []
         self.spec_constants = []
         self.tg_arrays = []
+        self.thread_arrays = []
         self.locals = []
         self.symbols = {}
         self.taken = set()
@@ -127,7 +128,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
                 if access == "read" and i in self.written:
                     raise self.error(fn_node, f"buffer `{p['name']}` is declared read-only but the kernel writes it")
                 p["kind"]["buffer"]["access"] = access
-        return {
+        ir = {
             "schema": _enigma.IR_JSON_SCHEMA,
             "name": self.kernel_ir_name,
             "params": self.params,
@@ -136,6 +137,9 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
             "locals": self.locals,
             "body": self.block,
         }
+        if self.thread_arrays:
+            ir["thread_arrays"] = self.thread_arrays
+        return ir
 
     def _param(self, arg, annotations):
         name = arg.arg

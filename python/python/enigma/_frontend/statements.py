@@ -189,7 +189,8 @@ class Statements:
             raise self.error(node, f"assignment to {type(target).__name__} is not supported")
 
     def _special_rhs(self, name, value_node):
-        """``x = enigma.threadgroup_alloc(...)`` and ``x = enigma.spec(...)``."""
+        """``x = enigma.threadgroup_alloc(...)``, ``x = enigma.thread_array(...)``
+        and ``x = enigma.spec(...)``."""
         if not isinstance(value_node, ast.Call):
             return False
         try:
@@ -199,6 +200,9 @@ class Statements:
         if not (isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic)):
             return False
         kind = callee.obj.name
+        if kind == "thread_array":
+            self._thread_array(name, value_node)
+            return True
         if kind == "threadgroup_alloc":
             if name in self.symbols:
                 raise self.error(value_node, f"`{name}` is already defined; a threadgroup array needs a name of its own")
@@ -258,7 +262,7 @@ class Statements:
                 )
             val = conv
         elif isinstance(sym, MemRef):
-            raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else 'threadgroup array'}; store to an element (`{name}[i] = ...`)")
+            raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else sym.kind}; store to an element (`{name}[i] = ...`)")
         elif isinstance(sym, ValueParamSym):
             raise self.error(node, f"`{name}` is a by-value parameter; it cannot be assigned")
         elif isinstance(sym, TexRef):
@@ -355,10 +359,16 @@ class Statements:
             raise self.error(node, "the loop variable must be a plain name")
         it = node.iter
         callee = self.expr(it.func) if isinstance(it, ast.Call) else None
-        if not (isinstance(callee, PyObj) and (callee.obj is _py_builtins.range or (isinstance(callee.obj, Intrinsic) and callee.obj.name == "for_range"))):
-            raise self.error(node, "only `for i in range(start, end[, step])` (or enigma.for_range) loops are supported; iterating over a Python object is not")
-        args = self._range_args(it, "range")
-        self._for_loop(node.target.id, args, node.body, node)
+        ranges = ("for_range", "static_range")
+        if not (isinstance(callee, PyObj) and (callee.obj is _py_builtins.range or (isinstance(callee.obj, Intrinsic) and callee.obj.name in ranges))):
+            raise self.error(
+                node,
+                "only `for i in range(start, end[, step])` (or enigma.for_range, or enigma.static_range to unroll at compile time) "
+                "loops are supported; iterating over a Python object is not",
+            )
+        unroll = isinstance(callee.obj, Intrinsic) and callee.obj.name == "static_range"
+        args = self._range_args(it, "enigma.static_range" if unroll else "range")
+        self._for_loop(node.target.id, args, node.body, node, unroll)
 
     def _range_args(self, call, what):
         if call.keywords:
@@ -375,7 +385,7 @@ class Statements:
             raise self.error(call, f"the step of {what}() must be a positive integer (loops count up: `i < end`)")
         return start, end, step
 
-    def _for_loop(self, name, args, body, node):
+    def _for_loop(self, name, args, body, node, unroll=False):
         start, end, step = (self._decay(v) for v in args)
         sym = self.symbols.get(name)
         if sym is not None and not isinstance(sym, LocalSym):
@@ -407,7 +417,10 @@ class Statements:
         finally:
             self.loop_vars.pop()
             self.loop_depth -= 1
-        self.emit({"for": {"var": sym.var, "start": start_e, "end": end_e, "step": step_e, "body": body_block}}, node)
+        loop = {"var": sym.var, "start": start_e, "end": end_e, "step": step_e, "body": body_block}
+        if unroll:
+            loop["unroll"] = True  # the IR's validation explains bounds that are not constants
+        self.emit({"for": loop}, node)
         self.defined = None if before is None else set(before) - {name}
 
     def _while(self, node):

@@ -1,0 +1,192 @@
+"""The kernel language as kernel authors write it: per-thread arrays
+(``enigma.thread_array``), loops unrolled at compile time
+(``enigma.static_range``), and comparisons of signed with unsigned integers
+refused with the fix named.
+
+A register-tiled SGEMM (each thread a 4×4 tile of outputs in a per-thread
+array, its loops unrolled) matches numpy and runs clean under the
+sanitizer; per-thread arrays of vectors and with a 2-D shape hold each
+thread's own values; a read of an element the thread did not write is a
+sanitizer finding naming the array; a list literal, a static_range over a
+bound known only at run time and ``iy < H`` with ``iy: i32``, ``H: u32`` are
+CompileErrors that say what to write instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import enigma
+
+TM = 4  # outputs per thread along each side
+TILE = 16  # outputs per threadgroup along each side (4×4 threads)
+
+
+@pytest.fixture
+def clean():
+    """A sanitizing simulator runtime; after a test, its last report has no findings."""
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    yield rt
+    assert rt.last_report is not None and rt.last_report.get("findings") == [], rt.last_report
+
+
+@enigma.kernel
+def sgemm_register_tiled(
+    A: enigma.buffer(enigma.f32, shape=("M", "K")),
+    B: enigma.buffer(enigma.f32, shape=("K", "N")),
+    C: enigma.buffer(enigma.f32, shape=("M", "N")),
+    M: enigma.constant(enigma.u32),
+    N: enigma.constant(enigma.u32),
+    K: enigma.constant(enigma.u32),
+):
+    acc = enigma.thread_array(enigma.f32, (TM, TM))
+    a = enigma.thread_array(enigma.f32, TM)
+    b = enigma.thread_array(enigma.f32, TM)
+    row0 = (enigma.threadgroup_position_in_grid.y * 4 + enigma.thread_position_in_threadgroup.y) * TM
+    col0 = (enigma.threadgroup_position_in_grid.x * 4 + enigma.thread_position_in_threadgroup.x) * TM
+    for i in enigma.static_range(TM):
+        for j in enigma.static_range(TM):
+            acc[i, j] = 0.0
+    for k in range(K):
+        for i in enigma.static_range(TM):
+            a[i] = A[row0 + i, k] if row0 + i < M else 0.0
+            b[i] = B[k, col0 + i] if col0 + i < N else 0.0
+        for i in enigma.static_range(TM):
+            for j in enigma.static_range(TM):
+                acc[i, j] = enigma.fma(a[i], b[j], acc[i, j])
+    for i in enigma.static_range(TM):
+        for j in enigma.static_range(TM):
+            if row0 + i < M and col0 + j < N:
+                C[row0 + i, col0 + j] = acc[i, j]
+
+
+def test_a_register_tiled_sgemm_matches_numpy(clean):
+    M, N, K = 37, 29, 23
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    C = np.zeros((M, N), np.float32)
+    c = enigma.compile(sgemm_register_tiled)
+    c(A, B, C, M, N, K, threadgroups=(-(-N // TILE), -(-M // TILE)), threads=(4, 4), rt=clean)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-5)
+    msl = c.msl
+    assert "thread float acc[16];" in msl and "#pragma unroll" in msl, msl
+
+
+@enigma.kernel
+def per_thread_vectors(x: enigma.f32, out: enigma.float4, n: enigma.constant(enigma.u32)):
+    g = enigma.thread_position_in_grid.x
+    quads = enigma.thread_array(enigma.float4, 2)
+    grid = enigma.thread_array(enigma.i32, (3, 4))
+    for j in enigma.static_range(2):
+        quads[j] = enigma.float4(x[g] * (j + 1))
+    for r in enigma.static_range(3):
+        for c in enigma.static_range(4):
+            grid[r, c] = enigma.i32(g) * r - c
+    if g < n:
+        out[g] = quads[g % 2] + enigma.f32(grid[g % 3, g % 4])
+
+
+def test_per_thread_arrays_of_vectors_and_of_two_dimensions(clean):
+    n = 70
+    x = np.arange(n, dtype=np.float32) * 0.5
+    out = np.zeros((n, 4), np.float32)
+    enigma.compile(per_thread_vectors)(x, out, n, grid=(n,), threads=(32,), rt=clean)
+    g = np.arange(n)
+    want = x * (g % 2 + 1) + (g * (g % 3) - g % 4)
+    np.testing.assert_array_equal(out, np.repeat(want[:, None], 4, axis=1).astype(np.float32))
+
+
+@enigma.kernel
+def reads_an_unwritten_element(out: enigma.u32):
+    g = enigma.thread_position_in_grid.x
+    acc = enigma.thread_array(enigma.u32, 4)
+    for i in enigma.static_range(3):
+        acc[i] = g + i
+    out[g] = acc[3]
+
+
+def test_reading_an_unwritten_element_is_a_finding():
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    out = np.zeros(32, np.uint32)
+    with pytest.raises(enigma.SanitizerError) as e:
+        enigma.compile(reads_an_unwritten_element)(out, grid=(32,), threads=(32,), rt=rt)
+    report = e.value.reports[0]
+    assert str(report["kind"]) == "uninitialized_read" and report["variable"] == "acc", report
+    assert "before this thread wrote the element" in str(e.value)
+
+
+@enigma.kernel
+def a_list(out: enigma.f32):
+    acc = [0.0, 0.0]
+    out[0] = acc[0]
+
+
+def test_a_list_names_thread_array():
+    with pytest.raises(enigma.CompileError, match=r"a list is not supported in a kernel; .*enigma\.thread_array\(enigma\.f32, 8\)"):
+        enigma.compile(a_list)
+
+
+@enigma.kernel
+def unrolled_to_a_runtime_bound(out: enigma.u32, n: enigma.constant(enigma.u32)):
+    for i in enigma.static_range(n):
+        out[i] = i
+
+
+def test_static_range_needs_constant_bounds():
+    with pytest.raises(enigma.CompileError) as e:
+        enigma.compile(unrolled_to_a_runtime_bound)
+    message = str(e.value)
+    assert "unrolled at compile time (static_range)" in message and "its end must be a constant" in message, message
+    assert "test_language.py" in message, message
+
+
+@enigma.kernel
+def signed_against_unsigned(out: enigma.u32, H: enigma.constant(enigma.u32)):
+    iy = enigma.i32(enigma.thread_position_in_grid.y) - 1
+    if iy < H:
+        out[0] = 1
+
+
+def test_a_signed_unsigned_comparison_names_the_fix():
+    with pytest.raises(enigma.CompileError) as e:
+        enigma.compile(signed_against_unsigned)
+    message = str(e.value)
+    assert "compares a signed i32 with an unsigned u32" in message, message
+    assert "enigma.i32(n)" in message and "enigma.u32(i)" in message, message
+
+
+@enigma.kernel
+def clamp_to_infinities(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    if v > 100.0:
+        v = math.inf
+    if v < -100.0:
+        v = -enigma.inf
+    if v == 0.0:
+        v = float("nan")
+    if v == 1.0:
+        v = float("-inf")
+    out[g] = v
+
+
+def test_infinity_and_nan_literals(clean):
+    x = np.array([1e3, -1e3, 0.0, 1.0, 2.5], np.float32)
+    out = np.zeros_like(x)
+    enigma.compile(clamp_to_infinities)(x, out, grid=(5,), threads=(5,), rt=clean)
+    np.testing.assert_array_equal(out, np.array([np.inf, -np.inf, np.nan, -np.inf, 2.5], np.float32))
+    assert enigma.inf == float("inf") and enigma.nan != enigma.nan
+
+
+@enigma.kernel
+def float_of_a_word(out: enigma.f32):
+    out[0] = float("pi")
+
+
+def test_float_of_another_string_is_refused():
+    with pytest.raises(enigma.CompileError, match=r"only the strings \"inf\", \"-inf\" and \"nan\""):
+        enigma.compile(float_of_a_word)
