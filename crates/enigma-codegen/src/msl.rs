@@ -180,6 +180,10 @@ impl Dialect for Msl {
     fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
+        if matches!(func, Erf | Erfc | Log1p | Expm1) {
+            // Not in MSL's standard library, and enigma has no MSL version yet.
+            return Err(CodegenErrorKind::Unsupported { what: format!("`{}` (MSL's standard library has none; CUDA and the simulator have it)", func.name()), ty: t0 });
+        }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
         // MSL has no bfloat math: compute in float and round back.
         let via_float = t0.elem() == Scalar::BF16

@@ -38,6 +38,6 @@ fn the_msl_column_is_the_msl_name() {
     let rows = rows();
     for f in Intrinsic::ALL.iter().filter(|f| f.is_float_math()) {
         let cells = &rows[f.name()];
-        assert_eq!(cells[2], format!("`{}`", f.name()), "the MSL spelling of `{}`", f.name());
+        assert!(cells[2].starts_with(&format!("`{}`", f.name())), "the MSL spelling of `{}`: {}", f.name(), cells[2]);
     }
 }

@@ -645,6 +645,32 @@ pub enum Intrinsic {
     FastSin,
     FastCos,
     FastPow,
+    // More float math (MSL's standard library; `erf`, `erfc`, `log1p` and
+    // `expm1`, which MSL lacks, are CUDA's and the simulator's only).
+    Tan,
+    Sinh,
+    Cosh,
+    Asin,
+    Acos,
+    Atan,
+    Atan2,
+    Asinh,
+    Acosh,
+    Atanh,
+    Erf,
+    Erfc,
+    Log1p,
+    Expm1,
+    Round,
+    Trunc,
+    Rint,
+    Copysign,
+    Fmod,
+    Sign,
+    Saturate,
+    Mix,
+    Step,
+    Smoothstep,
     // Any numeric type.
     Abs,
     Min,
@@ -679,7 +705,7 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 50] = [
+    pub const ALL: [Intrinsic; 74] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -703,6 +729,30 @@ impl Intrinsic {
         Intrinsic::FastSin,
         Intrinsic::FastCos,
         Intrinsic::FastPow,
+        Intrinsic::Tan,
+        Intrinsic::Sinh,
+        Intrinsic::Cosh,
+        Intrinsic::Asin,
+        Intrinsic::Acos,
+        Intrinsic::Atan,
+        Intrinsic::Atan2,
+        Intrinsic::Asinh,
+        Intrinsic::Acosh,
+        Intrinsic::Atanh,
+        Intrinsic::Erf,
+        Intrinsic::Erfc,
+        Intrinsic::Log1p,
+        Intrinsic::Expm1,
+        Intrinsic::Round,
+        Intrinsic::Trunc,
+        Intrinsic::Rint,
+        Intrinsic::Copysign,
+        Intrinsic::Fmod,
+        Intrinsic::Sign,
+        Intrinsic::Saturate,
+        Intrinsic::Mix,
+        Intrinsic::Step,
+        Intrinsic::Smoothstep,
         Intrinsic::Abs,
         Intrinsic::Min,
         Intrinsic::Max,
@@ -759,6 +809,30 @@ impl Intrinsic {
             FastSin => "fast::sin",
             FastCos => "fast::cos",
             FastPow => "fast::pow",
+            Tan => "tan",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Asin => "asin",
+            Acos => "acos",
+            Atan => "atan",
+            Atan2 => "atan2",
+            Asinh => "asinh",
+            Acosh => "acosh",
+            Atanh => "atanh",
+            Erf => "erf",
+            Erfc => "erfc",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Round => "round",
+            Trunc => "trunc",
+            Rint => "rint",
+            Copysign => "copysign",
+            Fmod => "fmod",
+            Sign => "sign",
+            Saturate => "saturate",
+            Mix => "mix",
+            Step => "step",
+            Smoothstep => "smoothstep",
             Abs => "abs",
             Min => "min",
             Max => "max",
@@ -798,9 +872,9 @@ impl Intrinsic {
         use Intrinsic::*;
         match self {
             SimdIsFirst => 0,
-            Pow | FastPow | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
+            Pow | FastPow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
             | SimdShuffleDown | SimdShuffleXor => 2,
-            Fma | Clamp | Select => 3,
+            Fma | Mix | Smoothstep | Clamp | Select => 3,
             _ => 1,
         }
     }
@@ -837,6 +911,30 @@ impl Intrinsic {
                 | FastSin
                 | FastCos
                 | FastPow
+                | Tan
+                | Sinh
+                | Cosh
+                | Asin
+                | Acos
+                | Atan
+                | Atan2
+                | Asinh
+                | Acosh
+                | Atanh
+                | Erf
+                | Erfc
+                | Log1p
+                | Expm1
+                | Round
+                | Trunc
+                | Rint
+                | Copysign
+                | Fmod
+                | Sign
+                | Saturate
+                | Mix
+                | Step
+                | Smoothstep
         )
     }
 }

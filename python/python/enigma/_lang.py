@@ -207,7 +207,11 @@ BUILTINS = {n: Builtin(n, True) for n in VECTOR_BUILTINS}
 BUILTINS.update({n: Builtin(n, False) for n in SCALAR_BUILTINS})
 
 # name -> IR intrinsic tag (serde snake_case of the Rust variant)
-FLOAT_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "pow", "fma"]
+FLOAT_MATH = [
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "pow", "fma",
+    "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc", "log1p", "expm1",
+    "round", "trunc", "rint", "copysign", "fmod", "sign", "saturate", "mix", "step", "smoothstep",
+]
 FAST_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "pow"]
 NUMERIC = ["abs", "min", "max", "clamp", "select", "popcount", "clz", "ctz"]
 SIMD = [
