@@ -44,9 +44,12 @@ fn ops_err(py: Python<'_>, e: enigma_ops::Error) -> PyErr {
 /// `inputs` (arrays named `names`, of element types `types`; the operation's
 /// type is `elem`) with shape `dims` and scalar parameters `params` (factor,
 /// eps or scale), on `stream` when given (see `Runtime.dispatch`). Returns
-/// the output as an array of shape `out_shape`.
+/// the output as an array of shape `out_shape`, and with `sanitize` (every
+/// dispatch under the simulator's sanitizer) the report of the operation's
+/// dispatches together as JSON (`Runtime.dispatch`'s form: the times
+/// summed, the notes and findings of all).
 #[pyfunction]
-#[pyo3(signature = (runtime, op, elem, inputs, types, names, dims, params, out_shape, threads=None, stream=None, dlpack_stream=None))]
+#[pyo3(signature = (runtime, op, elem, inputs, types, names, dims, params, out_shape, threads=None, stream=None, dlpack_stream=None, sanitize=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn library_call(
     py: Python<'_>,
@@ -62,7 +65,8 @@ pub fn library_call(
     threads: Option<u32>,
     stream: Option<u64>,
     dlpack_stream: Option<i64>,
-) -> PyResult<Array> {
+    sanitize: bool,
+) -> PyResult<(Array, Option<String>)> {
     let rt = match stream {
         Some(s) => runtime.rt.on_stream(s),
         None => runtime.rt.clone(),
@@ -93,7 +97,7 @@ pub fn library_call(
         }
         Ok(())
     };
-    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), ..Options::default() }).with_cache(runtime.ops_cache.clone());
+    let ops = Ops::new(rt).with_options(Options { threads, elem: Some(elem), sanitize, ..Options::default() }).with_cache(runtime.ops_cache.clone());
     let param = |i: usize| params.get(i).copied().unwrap_or(0.0) as f32;
     // (result, number of output elements, output element type)
     let (out, n_out, out_elem) = match op {
@@ -167,7 +171,24 @@ pub fn library_call(
             out.len_bytes()
         )));
     }
-    Ok(Array::new(out, rt.device().kind, out_shape, out_elem, stream))
+    let report = if sanitize { Some(launches_report(ops.take_launches())?) } else { None };
+    Ok((Array::new(out, rt.device().kind, out_shape, out_elem, stream), report))
+}
+
+/// The reports of an operation's dispatches as one (JSON).
+fn launches_report(launches: Vec<enigma_ops::Launch>) -> PyResult<String> {
+    let mut all = enigma_runtime::DispatchReport::default();
+    for launch in launches {
+        let r = launch.report;
+        all.wall_time += r.wall_time;
+        all.device_time = match (all.device_time, r.device_time) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        all.notes.extend(r.notes);
+        all.findings.extend(r.findings);
+    }
+    serde_json::to_string(&all).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// The inputs operation `op` takes for shape `dims`: each one's name, its

@@ -190,3 +190,105 @@ def float_of_a_word(out: enigma.f32):
 def test_float_of_another_string_is_refused():
     with pytest.raises(enigma.CompileError, match=r"only the strings \"inf\", \"-inf\" and \"nan\""):
         enigma.compile(float_of_a_word)
+
+
+# ---------------------------------------------------------------------------
+# SIMD-group matrices in MSL's spelling: seed 002's fragment loop (§3.2, §7.2)
+# ---------------------------------------------------------------------------
+
+KT = 32  # the K depth of the tile
+
+
+@enigma.kernel
+def fragments_msl(A: enigma.f16, B: enigma.f16, C: enigma.f32):
+    """4 SIMD groups, each a 32×32 quarter of a 64×64 output tile in 8×8
+    fragments, A (64×KT) and B (KT×64) read at their fragments' origins
+    with out-parameter loads, as a Metal GEMM writes it."""
+    sg = enigma.simdgroup_index_in_threadgroup()
+    sg_row = sg // 2 * 32
+    sg_col = sg % 2 * 32
+    for m in enigma.static_range(4):
+        for n in enigma.static_range(4):
+            acc = enigma.simdgroup_matrix(enigma.f32, 8, 8)
+            a = enigma.simdgroup_matrix(enigma.f16, 8, 8)
+            b = enigma.simdgroup_matrix(enigma.f16, 8, 8)
+            acc = enigma.make_filled_simdgroup_matrix(enigma.simdgroup_float8x8, 0.0)
+            for k in range(0, KT, 8):
+                enigma.simdgroup_load(a, A, KT, (k, sg_row + m * 8))
+                enigma.simdgroup_load(b, B, 64, (sg_col + n * 8, k))
+                enigma.simdgroup_multiply_accumulate(acc, a, b, acc)
+            enigma.simdgroup_store(acc, C, 64, (sg_col + n * 8, sg_row + m * 8))
+
+
+@enigma.kernel
+def transposed_msl(A: enigma.f32, B: enigma.f32, C: enigma.f32):
+    """``simdgroup_multiply(d, a, b)`` with B loaded transposed, stored at an origin."""
+    a = enigma.simdgroup_matrix(enigma.f32, 8, 8)
+    b = enigma.simdgroup_matrix(enigma.f32, 8, 8)
+    d = enigma.simdgroup_matrix(enigma.f32, 8, 8)
+    enigma.simdgroup_load(a, A)
+    enigma.simdgroup_load(b, B, 8, (0, 0), True)
+    enigma.simdgroup_multiply(d, a, b)
+    enigma.simdgroup_store(d, C, 16, matrix_origin=(8, 0))
+
+
+def test_seed_002_fragment_loop_in_msl_spelling_matches_numpy(clean):
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-8, 9, size=(64, KT)) / 2).astype(np.float16)
+    b = (rng.integers(-8, 9, size=(KT, 64)) / 2).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    enigma.compile(fragments_msl)(a, b, c, grid=(128,), threads=(128,), rt=clean)
+    np.testing.assert_array_equal(c, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32))
+
+
+def test_msl_multiply_transposed_load_and_store_origin():
+    rng = np.random.default_rng(4)
+    a = (rng.integers(-8, 9, size=(8, 8)) / 2).astype(np.float32)
+    b = (rng.integers(-8, 9, size=(8, 8)) / 2).astype(np.float32)
+    c = np.full((8, 16), -1.0, np.float32)
+    enigma.compile(transposed_msl)(a, b, c, grid=(32,), threads=(32,), rt=enigma.MetalRuntime(device="cpu"))
+    np.testing.assert_array_equal(c[:, 8:], a @ b.T)
+    np.testing.assert_array_equal(c[:, :8], -1.0)
+
+
+@enigma.kernel
+def int_accumulator(x: enigma.f32, out: enigma.f32):
+    acc = 0
+    for i in range(4):
+        acc = acc + x[i]
+    out[0] = acc
+
+
+def test_an_int_accumulator_given_floats_names_the_float_literal():
+    with pytest.raises(enigma.CompileError, match=r"write a float literal \(`acc = 0\.0`\)"):
+        enigma.compile(int_accumulator)
+
+
+@enigma.kernel
+def write_only_texture(out: enigma.texture2d(enigma.f32, access="write")):
+    gid = enigma.thread_position_in_grid
+    if gid.x < out.get_width() and gid.y < out.get_height():
+        out.write(enigma.f32(gid.x + 10 * gid.y), (gid.x, gid.y))
+
+
+def test_a_texture_the_kernel_writes_may_be_given_in_outputs():
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    tex = rt.texture((3, 4), format="r32float")
+    got = rt.execute(enigma.compile(write_only_texture), outputs=[tex], grid=(4, 3), threads=(4, 3))
+    assert got is tex
+    want = np.arange(4)[None, :] + 10 * np.arange(3)[:, None]
+    np.testing.assert_array_equal(tex.numpy(), want.astype(np.float32))
+    assert rt.last_report["findings"] == []
+
+
+def test_library_ops_on_a_sanitizing_runtime_set_last_report():
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    x = np.arange(-300, 300, dtype=np.float32) / 7
+    out = enigma.ops.relu(x, rt=rt)
+    np.testing.assert_array_equal(np.asarray(out), np.maximum(x, 0))
+    assert rt.last_report is not None and rt.last_report["findings"] == [], rt.last_report
+    assert enigma.ops.sum(x, rt=rt) is not None
+    assert rt.last_report is not None and rt.last_report["findings"] == []
+    plain = enigma.MetalRuntime(device="cpu")
+    enigma.ops.relu(x, rt=plain)
+    assert plain.last_report is None  # not sanitizing: nothing checked, nothing reported

@@ -754,19 +754,23 @@ impl DispatchTracker {
         grouped.insert(key, (0, finding));
     }
 
-    /// All findings, errors first, in a stable order.
+    /// All findings, errors first, causes before what they cause (an
+    /// access out of bounds before the races and uninitialised reads it
+    /// may bring about), in a stable order.
     pub fn into_findings(self) -> Vec<Finding> {
         let grouped = self.grouped.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<(GroupKey, (u64, Finding))> = grouped.into_iter().collect();
-        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, *kind, *pc, *pc_b, mem.map(mem_order)));
+        let effect = |kind: FindingKind| kind != FindingKind::OutOfBounds;
+        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, effect(*kind), *kind, *pc, *pc_b, mem.map(mem_order)));
         v.into_iter().map(|(_, (_, f))| f).collect()
     }
 }
 
-fn mem_order(m: MemRef) -> (bool, u32) {
+fn mem_order(m: MemRef) -> (u8, u32) {
     match m {
-        MemRef::Buffer(p) | MemRef::Texture(p) => (false, p),
-        MemRef::Threadgroup(t) | MemRef::Thread(t) => (true, t),
+        MemRef::Buffer(p) | MemRef::Texture(p) => (0, p),
+        MemRef::Threadgroup(t) => (1, t),
+        MemRef::Thread(t) => (2, t),
     }
 }
 

@@ -3,7 +3,8 @@
 //! array), a subscript past its dimension likewise, and a read of an element
 //! the thread has not written is an uninitialised read — per thread: the
 //! element another thread wrote does not count, and a thread that writes
-//! each element before reading it gives no finding.
+//! each element before reading it gives no finding. Also: findings list an
+//! access out of bounds before the race beside it (cause first).
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
@@ -93,4 +94,18 @@ fn a_subscript_past_its_dimension_names_the_dimension() {
     let (findings, _) = dispatch(&kernel, &[32 * 4], 32, 32, true).unwrap();
     assert_eq!(findings.len(), 1, "{findings:#?}");
     assert!(findings[0].message.contains("index 5 of dimension 1, size 4"), "{}", findings[0]);
+}
+
+#[test]
+fn an_access_out_of_bounds_is_listed_before_the_race_beside_it() {
+    // Two threadgroups of 64 write out[lid + 1] into 64 elements: lane 63
+    // writes past the end, and both threadgroups write out[1..64].
+    let mut k = KernelBuilder::new("shifted");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.store(out.at(lid + 1u32), lid);
+    let (findings, _) = dispatch(&k.finish().unwrap(), &[64 * 4], 128, 64, true).unwrap();
+    let kinds: Vec<FindingKind> = findings.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&FindingKind::DeviceRace), "{findings:#?}");
+    assert_eq!(kinds[0], FindingKind::OutOfBounds, "{findings:#?}");
 }

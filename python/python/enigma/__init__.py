@@ -78,6 +78,25 @@ The kernel language (a subset of Python):
   the scalar ones called or not: ``enigma.thread_index_in_simdgroup()``.
 * Python numbers (literals and module-level constants) adapt to the other
   operand's type, as MSL literals do; alone they are ``int``/``float``.
+* ``acc = enigma.thread_array(enigma.f32, 8)`` (or a shape, ``(4, 4)``)
+  declares an array each thread has its own copy of (MSL's ``thread float
+  acc[8]``), indexed ``acc[i]`` or ``acc[i, j]``; its elements start
+  uninitialised (a read before the thread writes one is a sanitizer
+  finding). ``for i in enigma.static_range(8):`` is a loop unrolled at
+  compile time (constant bounds, ``#pragma unroll``), so a per-thread array
+  indexed by ``i`` stays in registers.
+* SIMD-group matrices in MSL's spelling: ``a = enigma.simdgroup_matrix(
+  enigma.f16, 8, 8)`` declares one in the kernel; ``enigma.simdgroup_load(a,
+  A, elements_per_row, (column, row), transpose_matrix)``,
+  ``enigma.simdgroup_store(c, C, elements_per_row, (column, row))``,
+  ``enigma.simdgroup_multiply(d, a, b)`` and
+  ``enigma.simdgroup_multiply_accumulate(d, a, b, c)`` fill them through
+  their first argument, as in Metal.
+* Comparing a signed with an unsigned integer (``i < n`` with ``i: i32``,
+  ``n: u32``) is refused: convert one side. ``math.inf``, ``float("inf")``,
+  ``float("nan")``, ``enigma.inf`` and ``enigma.nan`` are constants. The
+  functions, their types and each backend's spelling are listed in
+  ``docs/kernel-functions.md``.
 * ``scratch = enigma.threadgroup_alloc("float", 32)`` declares threadgroup
   memory; ``T = enigma.spec("T", enigma.u32, 32)`` a specialisation
   constant, set with ``enigma.compile(k, T=64)``.

@@ -150,8 +150,16 @@ def _call(op, arrays, names, dims, params=(), *, out_shape, dtype=None, rt=None,
         native = device_of(arrays)
     types = [elem if i < (typed or len(arrays)) else _kind(a) for i, a in enumerate(arrays)]
     handle, dl_stream = dispatch_stream(native, arrays, stream)
-    out = _enigma.library_call(native, op, elem, arrays, types, names, [int(d) for d in dims],
-                               [float(p) for p in params], [int(d) for d in out_shape], threads, handle, dl_stream)
+    # A sanitizing runtime checks the library's dispatches too, and its
+    # last_report is theirs.
+    sanitize = bool(rt is not None and rt.sanitize)
+    if rt is not None:
+        rt._reports.report = None
+    out, report = _enigma.library_call(native, op, elem, arrays, types, names, [int(d) for d in dims],
+                                       [float(p) for p in params], [int(d) for d in out_shape], threads, handle, dl_stream,
+                                       sanitize)
+    if report is not None:
+        rt._reports.report = json.loads(report)
     return _like(arrays[0], out)
 
 

@@ -19,12 +19,13 @@ from .expressions import Expressions
 from .intrinsics import Intrinsics
 from .matrices import Matrices
 from .memory import Memory
+from .msl_matrices import MslMatrices
 from .statements import Statements
 from .textures import Textures
 from .values import MemRef, PyObj, ValueParamSym
 
 
-class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, Textures, Intrinsics):
+class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, MslMatrices, Textures, Intrinsics):
     """Compiles one kernel function; each concern's methods come from its mixin."""
 
     def __init__(self, fn):

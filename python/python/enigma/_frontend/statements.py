@@ -152,6 +152,9 @@ class Statements:
                 if name.startswith("atomic_"):
                     self._atomic(name, v, want_result=False)
                     return
+                msl_form = ("simdgroup_load", "simdgroup_store", "simdgroup_multiply", "simdgroup_multiply_accumulate")
+                if name in msl_form and self._msl_matrix_stmt(name, v):
+                    return
                 if name == "simdgroup_store":
                     return self._matrix_store(v)
                 if name == "async_copy":
@@ -197,6 +200,9 @@ class Statements:
             callee = self.expr(value_node.func)
         except CompileError:
             return False
+        if self.is_matrix_declaration(callee):
+            self._matrix_declaration(name, value_node)
+            return True
         if not (isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic)):
             return False
         kind = callee.obj.name
@@ -254,11 +260,17 @@ class Statements:
         elif isinstance(sym, LocalSym):
             conv = self._materialize(val, sym.ty, node, strict=False)
             if conv is None:
+                literal_fix = ""
+                if not sym.ty.is_vector and sym.ty.is_int and not val.untyped and val.ty.is_float:
+                    literal_fix = (
+                        f"; if line {sym.line} starts `{name}` from an integer literal (`{name} = 0`), write a float literal "
+                        f"(`{name} = 0.0`) and it is a float from the start"
+                    )
                 raise self.error(
                     node,
                     f"`{name}` is {sym.ty} (first assigned at line {sym.line}) but this value is {val.ty}; "
                     f"a variable keeps one type — convert with enigma.{sym.ty.msl_name if sym.ty.is_vector else sym.ty.name}(...) "
-                    "or use another name",
+                    f"or use another name{literal_fix}",
                 )
             val = conv
         elif isinstance(sym, MemRef):
