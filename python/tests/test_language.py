@@ -292,3 +292,49 @@ def test_library_ops_on_a_sanitizing_runtime_set_last_report():
     plain = enigma.MetalRuntime(device="cpu")
     enigma.ops.relu(x, rt=plain)
     assert plain.last_report is None  # not sanitizing: nothing checked, nothing reported
+
+
+@enigma.kernel
+def gelu_erf(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    out[g] = 0.5 * v * (1.0 + enigma.erf(v * 0.7071067811865476))
+
+
+def test_gelu_in_the_erf_form_matches_an_f64_reference():
+    """torch's default GELU, computed in f32 as torch computes it: each result
+    within 2 ULP of the same formula evaluated in f32 around an f64 erf
+    (the formula itself cancels to 0 below x ≈ -5.5, in torch as here)."""
+    x = np.linspace(-6, 6, 1001, dtype=np.float32)
+    out = np.zeros_like(x)
+    enigma.compile(gelu_erf)(x, out, grid=(x.size,), threads=(64,), rt=enigma.MetalRuntime(device="cpu"))
+    erf = np.array([math.erf(float(v)) for v in x * np.float32(0.7071067811865476)], np.float32)
+    want = (np.float32(0.5) * x * (np.float32(1.0) + erf)).astype(np.float64)
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    err = np.abs(out.astype(np.float64) - want) / ulp
+    assert err.max() <= 2.0, (err.max(), x[err.argmax()])
+    exact = np.array([0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(out, exact, rtol=0, atol=4e-7 * 6)  # within the formula's cancellation
+
+
+@enigma.kernel
+def more_math(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    out[g * 6] = enigma.atan2(v, 2.0)
+    out[g * 6 + 1] = enigma.log1p(v * v)
+    out[g * 6 + 2] = enigma.rint(v)
+    out[g * 6 + 3] = enigma.smoothstep(-1.0, 1.0, v)
+    out[g * 6 + 4] = enigma.copysign(2.0, v)
+    out[g * 6 + 5] = enigma.fmod(v, 0.75)
+
+
+def test_more_math_functions_against_numpy():
+    x = np.linspace(-3, 3, 97, dtype=np.float32)
+    out = np.zeros(x.size * 6, np.float32)
+    enigma.compile(more_math)(x, out, grid=(x.size,), threads=(32,), rt=enigma.MetalRuntime(device="cpu"))
+    got = out.reshape(-1, 6)
+    x64 = x.astype(np.float64)
+    t = np.clip((x64 + 1) / 2, 0, 1)
+    want = np.stack([np.arctan2(x64, 2), np.log1p(x64 * x64), np.rint(x64), t * t * (3 - 2 * t), np.copysign(2, x64), np.fmod(x64, 0.75)], 1)
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=2.4e-7, atol=1e-7)
