@@ -760,8 +760,7 @@ impl DispatchTracker {
     pub fn into_findings(self) -> Vec<Finding> {
         let grouped = self.grouped.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<(GroupKey, (u64, Finding))> = grouped.into_iter().collect();
-        let effect = |kind: FindingKind| kind != FindingKind::OutOfBounds;
-        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, effect(*kind), *kind, *pc, *pc_b, mem.map(mem_order)));
+        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, kind.report_order(), *pc, *pc_b, mem.map(mem_order)));
         v.into_iter().map(|(_, (_, f))| f).collect()
     }
 }
