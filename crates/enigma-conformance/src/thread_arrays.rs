@@ -10,11 +10,11 @@ use enigma_ir::{Access, Scalar, Type};
 use enigma_runtime::{Arg, Runtime};
 use rand::Rng;
 
-/// Thread `g` of `n`: `acc[i] = x[8g + i]·(i + 1)` in a u32[8];
-/// `vecs[j] = float4(acc[j] + acc[j + 4])` in an f32x4[4]; `grid[r, c] =
-/// acc[(4r + c) % 8] - r·c` in an i32[3][4]. It writes `Σ_i acc[(3i + g) %
-/// 8]·(i + 1)`, `vecs[g % 4] + vecs[(g + 1) % 4]` with its lanes scaled by
-/// 1, 2, 3, 4, and `grid[g % 3, (g / 3) % 4]`.
+/// Thread `g` of `n`: `acc[i] = x[8g + i]·(i + 1)` in a `u32[8]`;
+/// `vecs[j] = float4(acc[j] + acc[j + 4])` in an `f32x4[4]`;
+/// `grid[r, c] = acc[(4r + c) % 8] - r·c` in an `i32[3][4]`. It writes
+/// `Σ_i acc[(3i + g) % 8]·(i + 1)`, `vecs[g % 4] + vecs[(g + 1) % 4]` with
+/// its lanes scaled by 1, 2, 3, 4, and `grid[g % 3, (g / 3) % 4]`.
 pub fn thread_arrays(rt: &Runtime) -> CaseResult {
     seeded("thread_arrays", |rng| {
         let mut k = KernelBuilder::new("thread_arrays");
