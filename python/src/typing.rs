@@ -75,6 +75,13 @@ pub fn intrinsic_arity(func: &str) -> PyResult<usize> {
     Ok(from_json_name::<Intrinsic>("intrinsic", func)?.arity())
 }
 
+/// Refuses a comparison `op` of a signed with an unsigned integer, before
+/// the usual conversions (`typing::mixed_sign_comparison`).
+#[pyfunction]
+pub fn check_comparison_signs(op: &str, a: &str, b: &str) -> PyResult<()> {
+    typing::mixed_sign_comparison(from_json_name("binary operator", op)?, ty(a)?, ty(b)?).map_err(|k| TypingError::new_err(k.to_string()))
+}
+
 /// The scalar type two differently typed scalars meet in
 /// (`typing::usual_arithmetic`).
 #[pyfunction]
@@ -200,6 +207,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(intrinsic_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(intrinsic_arity, m)?)?;
     m.add_function(wrap_pyfunction!(common_scalar_type, m)?)?;
+    m.add_function(wrap_pyfunction!(check_comparison_signs, m)?)?;
     m.add_function(wrap_pyfunction!(bitcast_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(extract_result_type, m)?)?;
     m.add_function(wrap_pyfunction!(dim_check_result_type, m)?)?;

@@ -222,7 +222,7 @@ def test_texture_creation_and_binding_errors(sim):
     with pytest.raises(enigma.DispatchError, match=r"shaped \(height, width, 4\)"):
         sim.texture(np.zeros((2, 2), np.uint8), format="rgba8unorm")
     k = enigma.compile(listing4)
-    with pytest.raises(enigma.DispatchError, match="needs a texture in inputs"):
+    with pytest.raises(enigma.DispatchError, match="needs a texture in inputs= or outputs="):
         sim.execute(k, inputs=[], output_size=16, grid=(2, 2, 1))
     with pytest.raises(enigma.DispatchError, match="expected an enigma texture"):
         sim.execute(k, inputs=[np.zeros(4, np.float32)], grid=(2, 2, 1))

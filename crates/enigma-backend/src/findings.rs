@@ -46,6 +46,13 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// Where a report lists findings of this kind among its errors (then
+    /// its warnings): causes first — an access out of bounds before the
+    /// races and uninitialised reads it may bring about — then by kind.
+    pub fn report_order(self) -> (bool, FindingKind) {
+        (self != FindingKind::OutOfBounds, self)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::ThreadgroupRace => "threadgroup race",

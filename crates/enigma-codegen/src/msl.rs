@@ -256,7 +256,11 @@ impl Dialect for Msl {
     }
 
     fn scalar_view(&self, mem: Memory, s: Scalar, name: &str) -> String {
-        let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
+        let space = match mem {
+            Memory::Buffer(_) => "device",
+            Memory::Threadgroup(_) => "threadgroup",
+            Memory::Thread(_) => "thread",
+        };
         format!("(({space} const {}*){name})", self.scalar_name(s))
     }
 
@@ -295,6 +299,10 @@ impl Dialect for Msl {
     fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
+        if matches!(func, Erf | Erfc | Log1p | Expm1) {
+            // Not in MSL's standard library, and enigma has no MSL version yet.
+            return Err(CodegenErrorKind::Unsupported { what: format!("`{}` (MSL's standard library has none; CUDA and the simulator have it)", func.name()), ty: t0 });
+        }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
         // MSL has no bfloat math: compute in float and round back.
         let via_float = t0.elem() == Scalar::BF16
@@ -496,6 +504,9 @@ impl Dialect for Msl {
             };
             let _ = writeln!(decls, "threadgroup {elem} {}[{}];", cx.names.tg_array(id), arr.len);
         }
+        for (i, arr) in k.thread_arrays.iter().enumerate() {
+            let _ = writeln!(decls, "thread {} {}[{}];", arr.elem.msl_name(), cx.names.thread_array(enigma_ir::ThreadArrayId(i as u32)), arr.len);
+        }
         for (i, s) in crate::dialect::kernel_samplers(cx.info).iter().enumerate() {
             let (c, f, a) = (s.coord.name(), s.filter.name(), s.address.name());
             let _ = writeln!(decls, "constexpr sampler enigma_sampler{i}(coord::{c}, filter::{f}, address::{a});");
@@ -563,6 +574,7 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
             ParamKind::Value { .. } | ParamKind::Texture { .. } => None,
         },
         Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
+        Memory::Thread(t) => Some(kernel.thread_arrays.get(t.0 as usize)?.elem),
     }
 }
 

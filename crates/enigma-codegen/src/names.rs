@@ -9,7 +9,7 @@
 //! it; when they do, the entry point differs from the IR name, which is why
 //! both modules say what the entry point is.
 
-use enigma_ir::{Builtin, Kernel, ParamId, SpecId, TgArrayId, VarId};
+use enigma_ir::{Builtin, Kernel, ParamId, SpecId, TgArrayId, ThreadArrayId, VarId};
 use std::collections::BTreeSet;
 
 /// Words of C++ and of the Metal/CUDA libraries that both generators avoid.
@@ -48,6 +48,7 @@ pub(crate) struct Names {
     pub params: Vec<String>,
     pub specs: Vec<String>,
     pub tg_arrays: Vec<String>,
+    pub thread_arrays: Vec<String>,
     pub locals: Vec<String>,
     used: BTreeSet<String>,
     reserved: &'static [&'static str],
@@ -60,6 +61,7 @@ impl Names {
             params: vec![],
             specs: vec![],
             tg_arrays: vec![],
+            thread_arrays: vec![],
             locals: vec![],
             used: BTreeSet::new(),
             reserved,
@@ -72,6 +74,7 @@ impl Names {
         names.params = kernel.params.iter().map(|p| names.fresh(&p.name)).collect();
         names.specs = kernel.spec_constants.iter().map(|s| names.fresh(&s.name)).collect();
         names.tg_arrays = kernel.threadgroup_arrays.iter().map(|t| names.fresh(&t.name)).collect();
+        names.thread_arrays = kernel.thread_arrays.iter().map(|t| names.fresh(&t.name)).collect();
         names.locals = kernel.locals.iter().map(|l| names.fresh(&l.name)).collect();
         names
     }
@@ -117,6 +120,9 @@ impl Names {
     }
     pub fn tg_array(&self, id: TgArrayId) -> &str {
         self.tg_arrays.get(id.0 as usize).map_or("?", String::as_str)
+    }
+    pub fn thread_array(&self, id: ThreadArrayId) -> &str {
+        self.thread_arrays.get(id.0 as usize).map_or("?", String::as_str)
     }
     pub fn local(&self, id: VarId) -> &str {
         self.locals.get(id.0 as usize).map_or("?", String::as_str)

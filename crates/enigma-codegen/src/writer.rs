@@ -161,6 +161,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         for t in &kernel.threadgroup_arrays {
             types.insert(TypeOrd::of(t.elem));
         }
+        for t in &kernel.thread_arrays {
+            types.insert(TypeOrd::of(t.elem));
+        }
         for l in &kernel.locals {
             types.insert(TypeOrd::of(l.ty));
         }
@@ -387,7 +390,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 }
             }
             StmtKind::If { cond, then_body, else_body } => self.if_stmt(cond, then_body, else_body, false)?,
-            StmtKind::For { var, start, end, step, body } => self.for_stmt(*var, start, end, step, body)?,
+            StmtKind::For { var, start, end, step, body, unroll } => self.for_stmt(*var, (start, end, step), body, *unroll)?,
             StmtKind::While { cond, body } => {
                 let cond = self.cond(cond)?;
                 self.line(&format!("while ({cond}) {{"));
@@ -458,7 +461,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(())
     }
 
-    fn for_stmt(&mut self, var: VarId, start: &Expr, end: &Expr, step: &Expr, body: &'k Block) -> Result<(), CodegenError> {
+    /// A `for` loop; `unroll` (constant bounds, which validation checked)
+    /// puts `#pragma unroll` before it, which MSL and CUDA C++ both take.
+    fn for_stmt(&mut self, var: VarId, (start, end, step): (&Expr, &Expr, &Expr), body: &'k Block, unroll: bool) -> Result<(), CodegenError> {
         let (ty, name) = self.local(var)?;
         let mut assigned = plan::assigned_in(body);
         assigned.insert(var);
@@ -483,6 +488,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
             format!("{name} = {}", start.code.text)
         };
         let increment = if step_is_one { format!("{name}++") } else { format!("{name} += {}", step.text) };
+        if unroll {
+            self.line("#pragma unroll");
+        }
         self.line(&format!("for ({init}; {name} < {}; {increment}) {{", end.at_least(Prec::Shift)));
         self.nested(body, Branch::Loop)?;
         self.line("}");
@@ -517,7 +525,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
     }
 
-    /// The name of a buffer or threadgroup array and its element type.
+    /// The name of a buffer, threadgroup array or per-thread array and its element type.
     fn memory(&self, mem: Memory) -> Result<(String, Type), CodegenError> {
         Ok(match mem {
             Memory::Buffer(p) => match self.kernel.params.get(p.0 as usize).map(|p| p.kind) {
@@ -527,6 +535,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
             Memory::Threadgroup(t) => match self.kernel.threadgroup_arrays.get(t.0 as usize) {
                 Some(arr) => (self.names.tg_array(t).to_string(), arr.elem),
                 None => return Err(self.malformed(format!("threadgroup array {} does not exist", t.0))),
+            },
+            Memory::Thread(t) => match self.kernel.thread_arrays.get(t.0 as usize) {
+                Some(arr) => (self.names.thread_array(t).to_string(), arr.elem),
+                None => return Err(self.malformed(format!("per-thread array {} does not exist", t.0))),
             },
         })
     }

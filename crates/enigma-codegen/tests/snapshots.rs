@@ -48,6 +48,7 @@ golden! {
     simdgroup_matrices => common::simdgroup_matrices(),
     quantized_matrices => common::quantized_matrices(),
     multi_dim_indexing => common::multi_dim_indexing(),
+    thread_arrays => common::thread_arrays(),
     textures => common::textures(),
     texture_sampling => common::texture_sampling(),
     seed003_listing4 => enigma_kernels::seed003::simple_kernel_function(),
@@ -112,4 +113,26 @@ fn big_threadgroup_memory_is_dynamic_shared_memory() {
     assert_eq!((source.static_shared_bytes, source.dynamic_shared_bytes), (0, 16384 + 12288 * 4));
     assert_eq!(source.dynamic_shared_bytes, cuda::shared_layout(&kernel).bytes);
     insta::assert_snapshot!("big_threadgroup_memory.cu", source.source);
+}
+
+/// `erf`, `erfc`, `log1p` and `expm1`: CUDA's math library has them (f32
+/// directly, other types through the prelude); MSL's standard library has
+/// not, so the MSL writer refuses them naming the function.
+#[test]
+fn functions_msl_lacks_are_cuda_only() {
+    use enigma_ir::builder::*;
+    use enigma_ir::{Access, Intrinsic, Scalar, Type};
+    for (func, cuda_f32) in [(Intrinsic::Erf, "erff"), (Intrinsic::Erfc, "erfcf"), (Intrinsic::Log1p, "log1pf"), (Intrinsic::Expm1, "expm1f")] {
+        let mut k = KernelBuilder::new("f");
+        let a = k.buffer("a", Type::F32, Access::ReadWrite);
+        let h = k.buffer("h", Type::vector(Scalar::F16, 2), Access::ReadWrite);
+        k.store(a.at(0u32), call(func, &[a.get(1u32)]));
+        k.store(h.at(0u32), call(func, &[h.get(1u32)]));
+        let (kernel, info) = validated(k.finish().unwrap());
+        let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap().source;
+        assert!(cuda.contains(&format!("a[0u] = {cuda_f32}(a[1u]);")), "{cuda}");
+        assert!(cuda.contains(&format!("enigma::{}(h[1u])", func.name())), "{cuda}");
+        let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
+        assert!(err.contains(&format!("`{}` (MSL's standard library has none", func.name())), "{err}");
+    }
 }

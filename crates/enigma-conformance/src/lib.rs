@@ -92,6 +92,7 @@ pub mod sim_only;
 pub mod simd;
 pub mod spec;
 pub mod textures;
+pub mod thread_arrays;
 pub mod vectors;
 
 pub use util::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, seed_for, CaseResult, SEED_ENV};
@@ -176,6 +177,7 @@ macro_rules! __with_cases {
             memory::threadgroup_memory_transpose,
             memory::multi_dim_transpose,
             memory::device_memory_barrier,
+            thread_arrays::thread_arrays,
             async_copy::async_copy_pipeline,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,

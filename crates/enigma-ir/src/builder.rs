@@ -294,7 +294,7 @@ impl Var {
     }
 }
 
-/// A device buffer or threadgroup array that can be indexed.
+/// A device buffer, threadgroup array or per-thread array that can be indexed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Mem {
     mem: Memory,
@@ -480,6 +480,18 @@ impl KernelBuilder {
         let id = TgArrayId(self.kernel.threadgroup_arrays.len() as u32);
         self.kernel.threadgroup_arrays.push(ThreadgroupArray { name: name.into(), elem, len });
         Mem { mem: Memory::Threadgroup(id), elem }
+    }
+
+    /// `thread T name[len];`: an array each thread has its own copy of,
+    /// its elements uninitialised until the thread writes them. Index it
+    /// like any memory (`acc.at(i)`, `acc.get(i)`; `at_dims` for a
+    /// multi-dimensional one); indexed by constants or by the variables of
+    /// [`KernelBuilder::for_unrolled`] loops, a GPU keeps it in registers.
+    pub fn thread_array(&mut self, name: &str, elem: impl Into<Type>, len: u32) -> Mem {
+        let elem = elem.into();
+        let id = ThreadArrayId(self.kernel.thread_arrays.len() as u32);
+        self.kernel.thread_arrays.push(ThreadArray { name: name.into(), elem, len });
+        Mem { mem: Memory::Thread(id), elem }
     }
 
     fn declare(&mut self, name: &str, ty: Type) -> Var {
@@ -683,7 +695,28 @@ impl KernelBuilder {
         let var = self.declare(name, start.ty);
         let (start, end, step) = (self.tree(start, loc), self.tree(end, loc), self.tree(step, loc));
         let body = self.nested(|k| body(k, var.get()));
-        self.push(StmtKind::For { var: var.id, start, end, step, body }, loc);
+        self.push(StmtKind::For { var: var.id, start, end, step, body, unroll: false }, loc);
+    }
+
+    /// `#pragma unroll` `for (T var = start; var < end; var += step) { body(var) }`:
+    /// a loop with constant bounds and step (Rust literals: `0u32`, `8u32`,
+    /// `1u32`) unrolled at compile time, so a per-thread array indexed by
+    /// `var` stays in registers. Validation refuses bounds known only at run
+    /// time, and more than [`crate::limits::MAX_UNROLLED_TRIPS`] iterations.
+    #[track_caller]
+    pub fn for_unrolled(
+        &mut self,
+        name: &str,
+        start: impl Into<Ex>,
+        end: impl Into<Ex>,
+        step: impl Into<Ex>,
+        body: impl FnOnce(&mut Self, Ex),
+    ) {
+        // `for_range` is `track_caller` too: the statement keeps this call's line.
+        self.for_range(name, start, end, step, body);
+        if let Some(Stmt { kind: StmtKind::For { unroll, .. }, .. }) = self.blocks.last_mut().and_then(|b| b.last_mut()) {
+            *unroll = true;
+        }
     }
 
     /// `while (cond) { body }`; `cond` is re-evaluated before every iteration.

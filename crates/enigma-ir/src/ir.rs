@@ -1,4 +1,5 @@
-//! The kernel IR as plain data: parameters, threadgroup arrays, locals,
+//! The kernel IR as plain data: parameters, threadgroup arrays, per-thread
+//! arrays, locals,
 //! specialisation constants, expression trees and structured statements.
 //!
 //! Expressions are trees evaluated left to right, each sub-expression exactly
@@ -22,6 +23,9 @@ pub struct VarId(pub u32);
 /// Index of a threadgroup array in [`Kernel::threadgroup_arrays`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TgArrayId(pub u32);
+/// Index of a per-thread array in [`Kernel::thread_arrays`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ThreadArrayId(pub u32);
 /// Index of a specialisation constant in [`Kernel::spec_constants`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SpecId(pub u32);
@@ -33,6 +37,9 @@ pub struct Kernel {
     pub params: Vec<Param>,
     pub spec_constants: Vec<SpecConstant>,
     pub threadgroup_arrays: Vec<ThreadgroupArray>,
+    /// Arrays in the `thread` address space: each thread has its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_arrays: Vec<ThreadArray>,
     pub locals: Vec<Local>,
     /// Cooperative tensors (accumulators of [`StmtKind::Matmul2d`]); see
     /// [`crate::cooperative`].
@@ -259,6 +266,26 @@ pub struct ThreadgroupArray {
 }
 
 impl ThreadgroupArray {
+    pub fn size_bytes(&self) -> u64 {
+        self.elem.size_bytes() as u64 * self.len as u64
+    }
+}
+
+/// `thread T name[len];`: an array every thread has its own copy of (MSL's
+/// `thread` address space, a CUDA local array). Its elements start
+/// uninitialised: reading one the thread has not written is undefined on a
+/// GPU, and the sanitizer reports it. Indexed by `Load` and `Store` like any
+/// memory; atomics, matrix loads and stores and asynchronous copies do not
+/// take it. Indexed only by constants (or by unrolled loop variables), a
+/// GPU compiler keeps it in registers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadArray {
+    pub name: String,
+    pub elem: Type,
+    pub len: u32,
+}
+
+impl ThreadArray {
     pub fn size_bytes(&self) -> u64 {
         self.elem.size_bytes() as u64 * self.len as u64
     }
@@ -623,6 +650,32 @@ pub enum Intrinsic {
     FastSin,
     FastCos,
     FastPow,
+    // More float math (MSL's standard library; `erf`, `erfc`, `log1p` and
+    // `expm1`, which MSL lacks, are CUDA's and the simulator's only).
+    Tan,
+    Sinh,
+    Cosh,
+    Asin,
+    Acos,
+    Atan,
+    Atan2,
+    Asinh,
+    Acosh,
+    Atanh,
+    Erf,
+    Erfc,
+    Log1p,
+    Expm1,
+    Round,
+    Trunc,
+    Rint,
+    Copysign,
+    Fmod,
+    Sign,
+    Saturate,
+    Mix,
+    Step,
+    Smoothstep,
     // Any numeric type.
     Abs,
     Min,
@@ -657,7 +710,7 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 50] = [
+    pub const ALL: [Intrinsic; 74] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -681,6 +734,30 @@ impl Intrinsic {
         Intrinsic::FastSin,
         Intrinsic::FastCos,
         Intrinsic::FastPow,
+        Intrinsic::Tan,
+        Intrinsic::Sinh,
+        Intrinsic::Cosh,
+        Intrinsic::Asin,
+        Intrinsic::Acos,
+        Intrinsic::Atan,
+        Intrinsic::Atan2,
+        Intrinsic::Asinh,
+        Intrinsic::Acosh,
+        Intrinsic::Atanh,
+        Intrinsic::Erf,
+        Intrinsic::Erfc,
+        Intrinsic::Log1p,
+        Intrinsic::Expm1,
+        Intrinsic::Round,
+        Intrinsic::Trunc,
+        Intrinsic::Rint,
+        Intrinsic::Copysign,
+        Intrinsic::Fmod,
+        Intrinsic::Sign,
+        Intrinsic::Saturate,
+        Intrinsic::Mix,
+        Intrinsic::Step,
+        Intrinsic::Smoothstep,
         Intrinsic::Abs,
         Intrinsic::Min,
         Intrinsic::Max,
@@ -737,6 +814,30 @@ impl Intrinsic {
             FastSin => "fast::sin",
             FastCos => "fast::cos",
             FastPow => "fast::pow",
+            Tan => "tan",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Asin => "asin",
+            Acos => "acos",
+            Atan => "atan",
+            Atan2 => "atan2",
+            Asinh => "asinh",
+            Acosh => "acosh",
+            Atanh => "atanh",
+            Erf => "erf",
+            Erfc => "erfc",
+            Log1p => "log1p",
+            Expm1 => "expm1",
+            Round => "round",
+            Trunc => "trunc",
+            Rint => "rint",
+            Copysign => "copysign",
+            Fmod => "fmod",
+            Sign => "sign",
+            Saturate => "saturate",
+            Mix => "mix",
+            Step => "step",
+            Smoothstep => "smoothstep",
             Abs => "abs",
             Min => "min",
             Max => "max",
@@ -776,9 +877,9 @@ impl Intrinsic {
         use Intrinsic::*;
         match self {
             SimdIsFirst => 0,
-            Pow | FastPow | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
+            Pow | FastPow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
             | SimdShuffleDown | SimdShuffleXor => 2,
-            Fma | Clamp | Select => 3,
+            Fma | Mix | Smoothstep | Clamp | Select => 3,
             _ => 1,
         }
     }
@@ -815,6 +916,30 @@ impl Intrinsic {
                 | FastSin
                 | FastCos
                 | FastPow
+                | Tan
+                | Sinh
+                | Cosh
+                | Asin
+                | Acos
+                | Atan
+                | Atan2
+                | Asinh
+                | Acosh
+                | Atanh
+                | Erf
+                | Erfc
+                | Log1p
+                | Expm1
+                | Round
+                | Trunc
+                | Rint
+                | Copysign
+                | Fmod
+                | Sign
+                | Saturate
+                | Mix
+                | Step
+                | Smoothstep
         )
     }
 }
@@ -877,12 +1002,14 @@ pub enum BarrierScope {
     Simdgroup,
 }
 
-/// A memory that can be indexed: a device buffer or a threadgroup array.
+/// A memory that can be indexed: a device buffer, a threadgroup array or a
+/// per-thread array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Memory {
     Buffer(ParamId),
     Threadgroup(TgArrayId),
+    Thread(ThreadArrayId),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -1097,7 +1224,19 @@ pub enum StmtKind {
     If { cond: Expr, then_body: Block, else_body: Block },
     /// `for (var = start; var < end; var += step)`. `end` and `step` are
     /// evaluated once, before the first iteration; `step` must be non-zero.
-    For { var: VarId, start: Expr, end: Expr, step: Expr, body: Block },
+    /// With `unroll`, the bounds and step are literals and the loop runs at
+    /// most [`crate::limits::MAX_UNROLLED_TRIPS`] times: backends unroll it
+    /// at compile time (`#pragma unroll`), so a per-thread array indexed by
+    /// `var` stays in registers; it runs as any loop does.
+    For {
+        var: VarId,
+        start: Expr,
+        end: Expr,
+        step: Expr,
+        body: Block,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unroll: bool,
+    },
     /// `while (cond) body` — `cond` is evaluated before every iteration.
     While { cond: Expr, body: Block },
     Break,
@@ -1182,6 +1321,7 @@ impl Kernel {
             params: vec![],
             spec_constants: vec![],
             threadgroup_arrays: vec![],
+            thread_arrays: vec![],
             locals: vec![],
             cooperative_tensors: vec![],
             body: vec![],
@@ -1196,6 +1336,9 @@ impl Kernel {
     }
     pub fn tg_array(&self, id: TgArrayId) -> &ThreadgroupArray {
         &self.threadgroup_arrays[id.0 as usize]
+    }
+    pub fn thread_array(&self, id: ThreadArrayId) -> &ThreadArray {
+        &self.thread_arrays[id.0 as usize]
     }
     pub fn spec(&self, id: SpecId) -> &SpecConstant {
         &self.spec_constants[id.0 as usize]
@@ -1219,6 +1362,7 @@ impl Kernel {
         match mem {
             Memory::Buffer(p) => &self.param(p).name,
             Memory::Threadgroup(t) => &self.tg_array(t).name,
+            Memory::Thread(t) => &self.thread_array(t).name,
         }
     }
 

@@ -14,6 +14,9 @@
 //! * [`ASYNC_COPY_BYTES`]: the sizes one asynchronous copy may move (those
 //!   of CUDA's `cp.async`); [`MAX_ASYNC_PENDING`]: the most committed groups
 //!   an `async_wait` may leave in flight.
+//! * [`MAX_UNROLLED_TRIPS`]: iterations a loop unrolled at compile time may run.
+//! * [`MAX_THREAD_ARRAY_BYTES`]: bytes of per-thread arrays one thread may
+//!   declare.
 
 /// Lanes per SIMD group.
 pub const SIMD_WIDTH: u32 = 32;
@@ -31,3 +34,13 @@ pub const MAX_TEXTURE_ARGUMENTS: u32 = 31;
 pub const ASYNC_COPY_BYTES: [u32; 3] = [4, 8, 16];
 /// The largest `pending` of an `async_wait` (copy pipelines use 1 or 2).
 pub const MAX_ASYNC_PENDING: u32 = 7;
+/// Bytes of per-thread arrays (`thread T name[N]`) one thread may declare:
+/// 16 KiB. A GPU keeps such arrays in registers only while they are small
+/// (an H100 thread has at most 255 32-bit registers, an Apple GPU thread
+/// fewer before occupancy falls); past that they live in memory private to
+/// the thread, and past this limit a kernel is almost surely a mistake.
+pub const MAX_THREAD_ARRAY_BYTES: u64 = 16 * 1024;
+/// Iterations of a loop unrolled at compile time (`static_range`): past a
+/// few hundred copies of its body, unrolling costs compile time and
+/// instruction cache for nothing.
+pub const MAX_UNROLLED_TRIPS: u64 = 1024;

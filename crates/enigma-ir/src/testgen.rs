@@ -81,8 +81,13 @@
 //!   `get_multidimensional_index`, and stores it to the SIMD group's region
 //!   of the extra output `coop_out`. Off by default: only the simulator runs
 //!   cooperative tensors yet.
+//! * **Per-thread arrays** (with `thread_arrays`): a phase at the top level
+//!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
+//!   unrolled at compile time, and from then on expressions may read it at
+//!   `(e % len)`, so no read is out of bounds or of an unwritten element.
 //! * **Loops terminate**: `for` loops have constant bounds (at most 4
-//!   iterations) and `while` loops count a local they never otherwise assign.
+//!   iterations; some are unrolled at compile time) and `while` loops count
+//!   a local they never otherwise assign.
 //!
 //! # Floats, and what two backends must agree on
 //!
@@ -163,6 +168,9 @@ pub struct GenConfig {
     /// A cooperative-tensor phase may appear (see the module doc); needs
     /// `floats`. Off by default, since only the simulator runs it yet.
     pub cooperative: bool,
+    /// A per-thread-array phase may appear (`ta`, filled in an unrolled
+    /// loop, then read by expressions).
+    pub thread_arrays: bool,
 }
 
 impl Default for GenConfig {
@@ -185,6 +193,7 @@ impl Default for GenConfig {
             divergent_simd: true,
             matrices: true,
             async_copies: true,
+            thread_arrays: true,
             textures: false,
             cooperative: false,
         }
@@ -483,6 +492,8 @@ struct Gen<'c> {
     specs: Vec<(SpecId, Scalar)>,
     tg: Vec<(TgArrayId, Scalar)>,
     tg_readable: bool,
+    /// Per-thread arrays every element of which is written: (array, element type, length).
+    thread_arrays: Vec<(ThreadArrayId, Scalar, u32)>,
     scope: Vec<Avail>,
     gid: VarId,
     tg_size: u32,
@@ -507,6 +518,7 @@ impl<'c> Gen<'c> {
             specs: vec![],
             tg: vec![],
             tg_readable: false,
+            thread_arrays: vec![],
             scope: vec![],
             gid: VarId(0),
             tg_size: 32,
@@ -544,6 +556,9 @@ impl<'c> Gen<'c> {
         }
         if self.cfg.async_copies && self.ch.chance(40) {
             self.async_phase(&mut body);
+        }
+        if self.cfg.thread_arrays && self.ch.chance(40) {
+            self.thread_array_phase(&mut body);
         }
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
@@ -779,6 +794,10 @@ impl<'c> Gen<'c> {
         let lit = |v: u32| if ty == Scalar::U32 { lit_u32(v) } else { lit_i32(v as i32) };
         let (start_e, end_e, step_e) = (lit(start), lit(end), lit(step));
         let exits = self.ch.chance(30);
+        // Loops that never exit early and step by one are unrolled at
+        // compile time (no choice of its own: the sequence of choices, and
+        // so every kernel a seed gives, stays as it was).
+        let unroll = !exits && step == 1;
         let saved = self.scope.len();
         let var = self.local("i", ty, false);
         let body = self.block(Ctx {
@@ -788,7 +807,7 @@ impl<'c> Gen<'c> {
             ..ctx
         });
         self.scope.truncate(saved);
-        out.push(stmt(StmtKind::For { var, start: start_e, end: end_e, step: step_e, body }));
+        out.push(stmt(StmtKind::For { var, start: start_e, end: end_e, step: step_e, body, unroll }));
     }
 
     fn while_loop(&mut self, out: &mut Block, ctx: Ctx) {
@@ -842,6 +861,25 @@ impl<'c> Gen<'c> {
         out.push(stmt(StmtKind::If { cond, then_body: body, else_body: vec![] }));
     }
 
+    /// A per-thread array `ta` of 2 to 8 elements, each written in an
+    /// unrolled loop (with a value that may depend on the loop variable),
+    /// then readable.
+    fn thread_array_phase(&mut self, body: &mut Block) {
+        let top = Ctx { depth: 0, full: true, loop_exits: false, return_ok: false, top: true };
+        let elem = self.elem_type();
+        let len = self.ch.range(2, 8);
+        let id = ThreadArrayId(self.k.thread_arrays.len() as u32);
+        self.k.thread_arrays.push(ThreadArray { name: "ta".into(), elem: elem.into(), len });
+        let saved = self.scope.len();
+        let i = self.local("i", Scalar::U32, false);
+        let (e, bound) = self.expr(elem, self.cfg.max_expr_depth, top);
+        let value = if elem == Scalar::F32 { clamp_float(e, bound) } else { e };
+        self.scope.truncate(saved);
+        let store = stmt(StmtKind::Store { mem: Memory::Thread(id), index: Expr::Var(i), value });
+        body.push(stmt(StmtKind::For { var: i, start: lit_u32(0), end: lit_u32(len), step: lit_u32(1), body: vec![store], unroll: true }));
+        self.thread_arrays.push((id, elem, len));
+    }
+
     /// Threadgroup arrays of one element per thread: written at
     /// `thread_index_in_threadgroup`, a barrier, then readable; or the same in
     /// a uniform loop that also reads between two barriers.
@@ -891,7 +929,7 @@ impl<'c> Gen<'c> {
         loop_body.push(stmt(StmtKind::Assign { var: acc, value: sum }));
         loop_body.push(barrier());
         self.scope.truncate(saved);
-        body.push(stmt(StmtKind::For { var: r, start: lit_u32(0), end: lit_u32(rounds), step: lit_u32(1), body: loop_body }));
+        body.push(stmt(StmtKind::For { var: r, start: lit_u32(0), end: lit_u32(rounds), step: lit_u32(1), body: loop_body, unroll: false }));
         self.tg_readable = true;
     }
 
@@ -1074,6 +1112,7 @@ impl<'c> Gen<'c> {
                 end: Expr::CooperativeCapacity { tensor },
                 step: lit_u32(1),
                 body: vec![guarded],
+                unroll: false,
             }));
         }
         let output = ParamId(self.k.params.len() as u32);
@@ -1325,6 +1364,7 @@ impl<'c> Gen<'c> {
             Spec(SpecId),
             Input(usize),
             Tg(TgArrayId),
+            Thread(ThreadArrayId, u32),
         }
         let mut leaves = vec![Leaf::Lit];
         if ty != Scalar::Bool && ty != Scalar::F32 {
@@ -1337,6 +1377,7 @@ impl<'c> Gen<'c> {
         if self.tg_readable {
             leaves.extend(self.tg.iter().filter(|t| t.1 == ty).map(|t| Leaf::Tg(t.0)));
         }
+        leaves.extend(self.thread_arrays.iter().filter(|t| t.1 == ty).map(|t| Leaf::Thread(t.0, t.2)));
         let float_bound = |b: f64| if ty == Scalar::F32 { b } else { 0.0 };
         match self.ch.pick(&leaves) {
             Leaf::Lit => self.literal(ty),
@@ -1356,6 +1397,10 @@ impl<'c> Gen<'c> {
             Leaf::Tg(id) => {
                 let index = self.tg_index(d.saturating_sub(1), ctx);
                 (Expr::Load { mem: Memory::Threadgroup(id), index: Box::new(index) }, float_bound(FLOAT_LOCAL_BOUND))
+            }
+            Leaf::Thread(id, len) => {
+                let index = self.index(len, d.saturating_sub(1), ctx);
+                (Expr::Load { mem: Memory::Thread(id), index: Box::new(index) }, float_bound(FLOAT_LOCAL_BOUND))
             }
         }
     }

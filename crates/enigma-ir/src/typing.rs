@@ -16,6 +16,9 @@
 //!   needs a non-bool element; bit operations integers or bool; shifts
 //!   integers; ordering comparisons a non-bool element; `&&`/`||` bool. The
 //!   result has the wider operand's shape; comparisons give bool (vectors).
+//!   A comparison of a signed with an unsigned integer is refused
+//!   ([`mixed_sign_comparison`]) before anything else: C would convert the
+//!   signed side, so `-1 < n` is false.
 //! * Implicit conversion (front ends only): [`usual_arithmetic`].
 //! * Intrinsics: see [`call`]. Casts keep the width or splat a scalar;
 //!   bitcasts keep the byte size and exclude bool.
@@ -48,10 +51,24 @@ pub fn unary(op: UnaryOp, ty: Type) -> Result<Type, K> {
     }
 }
 
+/// Refuses a comparison of a signed with an unsigned integer (scalars or
+/// vectors): converted as C converts them (the signed side to unsigned, the
+/// front ends' usual conversions), a negative value compares as a huge one.
+/// Both operands keep their own types here: a front end asks this before it
+/// converts them.
+pub fn mixed_sign_comparison(op: BinaryOp, lt: Type, rt: Type) -> Result<(), K> {
+    let (l, r) = (lt.elem(), rt.elem());
+    if op.is_comparison() && !lt.is_matrix() && !rt.is_matrix() && l.is_int() && r.is_int() && l.is_signed_int() != r.is_signed_int() {
+        return Err(K::MixedSignComparison { op: op.symbol(), lhs: lt, rhs: rt });
+    }
+    Ok(())
+}
+
 /// The type of `lhs op rhs`.
 pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
     not_matrix(op.symbol(), lt)?;
     not_matrix(op.symbol(), rt)?;
+    mixed_sign_comparison(op, lt, rt)?;
     let shape_ok = lt == rt || (lt.elem() == rt.elem() && (lt.width() == 1 || rt.width() == 1) && !op.is_comparison());
     if !shape_ok {
         return Err(K::OperandTypes { op: op.symbol(), lhs: lt, rhs: rt });

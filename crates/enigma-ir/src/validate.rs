@@ -102,6 +102,8 @@ pub struct ValidationError {
 pub enum ValidationErrorKind {
     #[error("operands of `{op}` have types {lhs} and {rhs}; they must match (or be a vector and a scalar of its element type)")]
     OperandTypes { op: &'static str, lhs: Type, rhs: Type },
+    #[error("`{op}` compares a signed {lhs} with an unsigned {rhs} (or the reverse); C would convert the signed side to unsigned, so a negative value compares as a huge one (`-1 < n` is false). Convert one side explicitly: to the signed type where the unsigned value fits in it (`i32(n)`), or to the unsigned type where the signed value is never negative (`u32(i)`)")]
+    MixedSignComparison { op: &'static str, lhs: Type, rhs: Type },
     #[error("`{op}` is not defined for {ty}")]
     InvalidOperand { op: String, ty: Type },
     #[error("`{func}` takes {expected} argument(s), {found} given")]
@@ -178,6 +180,12 @@ pub enum ValidationErrorKind {
     ThreadgroupMemoryLimit { bytes: u64, limit: u64 },
     #[error("threadgroup array `{name}` has length 0")]
     EmptyThreadgroupArray { name: String },
+    #[error("per-thread array `{name}` has length 0")]
+    EmptyThreadArray { name: String },
+    #[error("per-thread arrays of {bytes} bytes exceed the limit of {limit} bytes per thread (large per-thread arrays spill out of registers; stage data in threadgroup memory instead)")]
+    ThreadArrayLimit { bytes: u64, limit: u64 },
+    #[error("per-thread array `{array}` cannot be used by {op}: {op} takes device or threadgroup memory")]
+    ThreadArrayUse { array: String, op: &'static str },
     #[error("unknown builtin `{name}`")]
     UnknownBuiltin { name: String },
     #[error("unknown function `{name}`")]
@@ -188,6 +196,8 @@ pub enum ValidationErrorKind {
     InvalidName { name: String },
     #[error("specialisation constant `{name}` is {ty} but its default is {default:?}")]
     SpecDefault { name: String, ty: Scalar, default: Literal },
+    #[error("the loop over `{var}` is unrolled at compile time (static_range), so {problem}; write an ordinary loop (range) where the bounds are known only at run time")]
+    UnrollBound { var: String, problem: String },
     #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
     LoopVariable { var: String, ty: Type },
     #[error("the for loop over `{var}` has the constant step 0: it never ends once it starts (loops count up: `{var} < end`)")]
@@ -340,6 +350,7 @@ impl<'k> Validator<'k> {
             .chain(k.params.iter().map(|p| p.name.as_str()))
             .chain(k.spec_constants.iter().map(|s| s.name.as_str()))
             .chain(k.threadgroup_arrays.iter().map(|t| t.name.as_str()))
+            .chain(k.thread_arrays.iter().map(|t| t.name.as_str()))
             .chain(k.locals.iter().map(|l| l.name.as_str()))
             .chain(k.cooperative_tensors.iter().map(|t| t.name.as_str()));
         for name in all_names {
@@ -359,6 +370,7 @@ impl<'k> Validator<'k> {
                 ParamKind::Texture { .. } => None,
             })
             .chain(k.threadgroup_arrays.iter().map(|t| t.elem))
+            .chain(k.thread_arrays.iter().map(|t| t.elem))
             .chain(k.locals.iter().map(|l| l.ty));
         let places = k
             .params
@@ -369,7 +381,8 @@ impl<'k> Validator<'k> {
                 ParamKind::Value { ty } => Some((what, ty)),
                 ParamKind::Texture { .. } => None,
             })
-            .chain(k.threadgroup_arrays.iter().map(|t| (format!("threadgroup array `{}`", t.name), t.elem)));
+            .chain(k.threadgroup_arrays.iter().map(|t| (format!("threadgroup array `{}`", t.name), t.elem)))
+            .chain(k.thread_arrays.iter().map(|t| (format!("per-thread array `{}`", t.name), t.elem)));
         for (what, ty) in places {
             if ty.is_matrix() {
                 return Err(self.decl_err(ValidationErrorKind::MatrixPlace { what, ty }));
@@ -405,6 +418,15 @@ impl<'k> Validator<'k> {
             if arr.len == 0 {
                 return Err(self.decl_err(ValidationErrorKind::EmptyThreadgroupArray { name: arr.name.clone() }));
             }
+        }
+        for arr in &k.thread_arrays {
+            if arr.len == 0 {
+                return Err(self.decl_err(ValidationErrorKind::EmptyThreadArray { name: arr.name.clone() }));
+            }
+        }
+        let thread_bytes: u64 = k.thread_arrays.iter().map(ThreadArray::size_bytes).sum();
+        if thread_bytes > crate::limits::MAX_THREAD_ARRAY_BYTES {
+            return Err(self.decl_err(ValidationErrorKind::ThreadArrayLimit { bytes: thread_bytes, limit: crate::limits::MAX_THREAD_ARRAY_BYTES }));
         }
         let bytes = k.threadgroup_memory_bytes();
         if bytes > options.max_threadgroup_memory_bytes {
@@ -534,10 +556,14 @@ impl<'k> Validator<'k> {
                 then_state.join(&else_state);
                 *state = then_state;
             }
-            StmtKind::For { var, start, end, step, body } => {
+            StmtKind::For { var, start, end, step, body, unroll } => {
                 let local = self.var(*var)?;
                 if local.ty.is_vector() || !local.ty.elem().is_int() {
                     return Err(self.err(ValidationErrorKind::LoopVariable { var: local.name.clone(), ty: local.ty }));
+                }
+                if *unroll {
+                    unrolled_trips(start, end, step)
+                        .map_err(|problem| self.err(ValidationErrorKind::UnrollBound { var: local.name.clone(), problem }))?;
                 }
                 if matches!(step, Expr::Literal(Literal { value: LiteralValue::Int(0) | LiteralValue::UInt(0), .. })) {
                     return Err(self.err(ValidationErrorKind::LoopStep { var: local.name.clone() }));
@@ -741,7 +767,29 @@ impl<'k> Validator<'k> {
                     })?
                     .elem
             }
+            Memory::Thread(t) => {
+                self.kernel
+                    .thread_arrays
+                    .get(t.0 as usize)
+                    .ok_or_else(|| {
+                        self.err(ValidationErrorKind::DanglingId {
+                            what: "per-thread array",
+                            index: t.0,
+                            count: self.kernel.thread_arrays.len(),
+                        })
+                    })?
+                    .elem
+            }
         })
+    }
+
+    /// Refuses a per-thread array given to `op`, which takes device or
+    /// threadgroup memory only.
+    fn shared_memory(&self, mem: Memory, op: &'static str) -> Result<(), ValidationError> {
+        match mem {
+            Memory::Thread(_) => Err(self.err(ValidationErrorKind::ThreadArrayUse { array: self.kernel.memory_name(mem).into(), op })),
+            Memory::Buffer(_) | Memory::Threadgroup(_) => Ok(()),
+        }
     }
 
     /// Parameter `tex`, which must be a texture, with its texel type and access.
@@ -757,6 +805,7 @@ impl<'k> Validator<'k> {
 
     fn atomic_memory(&mut self, mem: Memory, index: &Expr, state: &FlowState, op: AtomicOp) -> Result<Type, ValidationError> {
         let (elem, _) = self.memory_access(mem, index, state, true)?;
+        self.shared_memory(mem, "an atomic operation")?;
         let ok = match elem {
             Type::I32 | Type::U32 => true,
             Type::F32 => matches!(op, AtomicOp::Add | AtomicOp::Sub | AtomicOp::Exchange),
@@ -808,7 +857,11 @@ impl<'k> Validator<'k> {
                 (local.ty, state.var_uniformity[v.0 as usize])
             }
             Expr::Builtin(b) => (b.ty(), b.uniformity()),
-            Expr::Load { mem, index } => self.memory_access(*mem, index, state, false)?,
+            Expr::Load { mem, index } => {
+                let (elem, uni) = self.memory_access(*mem, index, state, false)?;
+                // Each thread's array holds its own values.
+                (elem, if matches!(mem, Memory::Thread(_)) { Uniformity::Thread } else { uni })
+            }
             Expr::DimCheck { mem, index, size, .. } => {
                 self.memory_elem(*mem, false)?;
                 let (it, iu) = self.expr(index, state)?;
@@ -866,6 +919,8 @@ impl<'k> Validator<'k> {
             Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
                 let op = "simdgroup_load_quantized";
                 let (words_elem, scales_elem) = (self.memory_elem(*words, false)?, self.memory_elem(*scales, false)?);
+                self.shared_memory(*words, op)?;
+                self.shared_memory(*scales, op)?;
                 let mut uniformity = Uniformity::Threadgroup;
                 let mut index_types = [Type::U32; 3];
                 for (slot, (e, mem)) in index_types.iter_mut().zip([(offset, *words), (stride, *words), (scale_offset, *scales)]) {
@@ -963,6 +1018,7 @@ impl<'k> Validator<'k> {
         state: &FlowState,
     ) -> Result<(), ValidationError> {
         let elem = self.memory_elem(mem, op == "simdgroup_store")?;
+        self.shared_memory(mem, op)?;
         let (offset_ty, ou) = self.expr(offset, state)?;
         self.index_type(mem, offset_ty)?;
         let (stride_ty, su) = self.expr(stride, state)?;
@@ -1038,6 +1094,7 @@ impl<'k> Validator<'k> {
     /// A tensor view's memory and values: the element type (a scalar) and
     /// how uniform its five values are.
     fn view(&mut self, op: &'static str, view: &crate::cooperative::TensorView, write: bool, state: &FlowState) -> Result<(Scalar, Uniformity), ValidationError> {
+        self.shared_memory(view.mem, op)?;
         let elem = self.memory_elem(view.mem, write)?;
         if elem.is_vector() || elem.is_matrix() {
             let problem = format!("`{}` holds {elem}; a tensor view takes memory of scalars", self.kernel.memory_name(view.mem));
@@ -1197,6 +1254,26 @@ const THREAD_DEPENDENT: &str =
 
 /// The first operation in a statement that needs every lane of the SIMD
 /// group (matrix loads, stores, fills and multiplies), by its MSL name.
+/// The trip count of a loop unrolled at compile time, or why it has none:
+/// a bound or step that is not a literal, or more trips than
+/// [`crate::limits::MAX_UNROLLED_TRIPS`].
+pub fn unrolled_trips(start: &Expr, end: &Expr, step: &Expr) -> Result<u64, String> {
+    let constant = |e: &Expr, what: &str| match e {
+        Expr::Literal(lit) if !matches!(lit.value, LiteralValue::Float(_) | LiteralValue::Bool(_)) => Ok(lit.value.as_i64() as i128),
+        _ => Err(format!("its {what} must be a constant integer, and this one is computed at run time")),
+    };
+    let (start, end, step) = (constant(start, "start")?, constant(end, "end")?, constant(step, "step")?);
+    if step <= 0 {
+        return Err(format!("its step must be a positive constant, not {step}"));
+    }
+    let trips = if end > start { (end - start + step - 1) / step } else { 0 };
+    let limit = crate::limits::MAX_UNROLLED_TRIPS;
+    if trips > limit as i128 {
+        return Err(format!("it may run at most {limit} times, and this one runs {trips}"));
+    }
+    Ok(trips as u64)
+}
+
 fn collective_matrix_op(stmt: &StmtKind) -> Option<&'static str> {
     if matches!(stmt, StmtKind::MatrixStore { .. }) {
         return Some("simdgroup_store");

@@ -190,6 +190,7 @@ fn every_construct() -> Kernel {
             end: Expr::Spec(SpecId(0)),
             step: lit(Scalar::U32, LiteralValue::UInt(2)),
             body: vec![st(StmtKind::While { cond: var(3), body: inner })],
+            unroll: false,
         },
         "\"quoted\"",
         41,
@@ -210,6 +211,7 @@ fn every_construct() -> Kernel {
             SpecConstant { name: "EPS".into(), ty: Scalar::F32, default: Literal::f32(1e-6) },
         ],
         threadgroup_arrays: vec![ThreadgroupArray { name: "scratch".into(), elem: Type::F32, len: 32 }],
+        thread_arrays: vec![],
         locals,
         cooperative_tensors: vec![],
         body,
@@ -394,7 +396,7 @@ fn an_undeclared_name_is_named_where_it_is_used() {
     assert_eq!(err.kernel.as_deref(), Some("k"));
     assert_eq!(
         err.to_string(),
-        "kernel `k`, line 3, column 14: `y` is not declared: no parameter, spec constant, threadgroup array or local has that name, and no builtin"
+        "kernel `k`, line 3, column 14: `y` is not declared: no parameter, spec constant, threadgroup array, per-thread array or local has that name, and no builtin"
     );
 }
 
@@ -573,6 +575,37 @@ fn async_copies_print_and_parse_back() {
     }
     let json = to_json(&kernel);
     assert!(json.contains(r#""async_commit""#) && json.contains(r#"{"async_wait":{"pending":0}}"#), "{json}");
+}
+
+#[test]
+fn thread_arrays_and_unrolled_loops_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    let mut k = KernelBuilder::new("tiles");
+    let out = k.buffer("out", Type::vector(Scalar::F32, 4), Access::ReadWrite);
+    let acc = k.thread_array("acc", Type::vector(Scalar::F32, 4), 8);
+    let grid = k.thread_array("grid", Type::I32, 16);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.store(acc.at(3u32), out.get(tid));
+    k.store(grid.at_dims([1u32.into(), 2u32.into()], [4u32.into(), 4u32.into()]), 7i32);
+    k.for_unrolled("i", 0u32, 8u32, 1u32, |k, i| k.store(acc.at(i), out.get(i)));
+    k.store(out.at(tid), acc.get(3u32));
+    let kernel = k.finish().unwrap();
+    enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let text = assert_round_trips(&kernel);
+    for spelling in [
+        "thread acc: f32x4[8]",
+        "thread grid: i32[16]",
+        "acc[3u32] = out[tid]",
+        "dim_check(grid, 1, 2u32, 4u32)",
+        "for i in (0u32, 8u32, 1u32) unroll {",
+    ] {
+        assert!(text.contains(spelling), "`{spelling}` in\n{text}");
+    }
+    let json = to_json(&kernel);
+    assert!(json.contains(r#""thread_arrays":[{"name":"acc","elem":"f32x4","len":8}"#) && json.contains(r#"{"thread":0}"#), "{json}");
+    assert!(json.contains(r#""unroll":true"#), "{json}");
+    // A kernel without per-thread arrays leaves the field out, as before it existed.
+    assert!(!to_json(&enigma_ir::Kernel::empty("k")).contains("thread_arrays"));
 }
 
 #[test]

@@ -49,6 +49,7 @@ macro_rules! cases {
 
 cases! {
     OperandTypes => [operand_types_of_an_addition, operand_types_of_a_vector_comparison],
+    MixedSignComparison => [comparing_a_signed_with_an_unsigned_index, comparing_signed_with_unsigned_vectors],
     InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value, a_texture_used_as_a_value],
     ArgumentCount => [exp_with_two_arguments],
     ArgumentType => [
@@ -103,6 +104,9 @@ cases! {
     ],
     ThreadgroupMemoryLimit => [threadgroup_memory_over_32_kib, three_vectors_count_as_four, a_smaller_device_limit],
     EmptyThreadgroupArray => [threadgroup_array_of_length_zero],
+    EmptyThreadArray => [thread_array_of_length_zero],
+    ThreadArrayLimit => [thread_arrays_over_16_kib],
+    ThreadArrayUse => [atomic_on_a_thread_array, matrix_load_from_a_thread_array, matrix_store_into_a_thread_array],
     // Unreachable: `Expr::Builtin` holds the closed enum `Builtin`, and the
     // text and JSON readers reject unknown names themselves
     // (`ParseErrorKind::UnknownBuiltin`, a serde error); validation never
@@ -121,6 +125,7 @@ cases! {
     SpecDefault => [spec_default_of_another_type],
     LoopVariable => [float_loop_variable, vector_loop_variable],
     LoopStep => [loop_with_a_constant_zero_step],
+    UnrollBound => [unrolled_loop_to_a_runtime_bound, unrolled_loop_of_too_many_trips],
     TooManyParameters => [thirty_two_buffers],
     TooManyTextures => [thirty_two_textures],
     TextureTexel => [texture_of_u8_texels],
@@ -794,6 +799,7 @@ fn loop_variable_that_does_not_exist() -> ValidationError {
         end: u32_lit(4),
         step: u32_lit(1),
         body: vec![],
+        unroll: false,
     }));
     rejects(&kernel, K::DanglingId { what: "local", index: 0, count: 0 }, At::Path("body[0]"))
 }
@@ -1277,6 +1283,24 @@ fn threadgroup_array_of_length_zero() -> ValidationError {
     rejects(&built(k), K::EmptyThreadgroupArray { name: "s".into() }, At::Declarations)
 }
 
+fn thread_array_of_length_zero() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    k.thread_array("acc", Type::F32, 0);
+    rejects(&built(k), K::EmptyThreadArray { name: "acc".into() }, At::Declarations)
+}
+
+/// 16 KiB of per-thread arrays pass; one element more is over.
+fn thread_arrays_over_16_kib() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    k.thread_array("a", vec_ty(Scalar::F32, 4), 512);
+    k.thread_array("b", Type::F32, 2048);
+    assert!(validate(&built(k), &ValidationOptions::default()).is_ok());
+    let mut k = KernelBuilder::new("k");
+    k.thread_array("a", vec_ty(Scalar::F32, 4), 512);
+    k.thread_array("b", Type::F32, 2049);
+    rejects(&built(k), K::ThreadArrayLimit { bytes: 16388, limit: 16384 }, At::Declarations)
+}
+
 /// The text form rejects a duplicate itself (`ParseErrorKind::DuplicateName`).
 fn two_locals_with_one_name() -> ValidationError {
     let mut k = KernelBuilder::new("k");
@@ -1388,6 +1412,70 @@ fn matrix_store_into_memory_of_another_type() -> ValidationError {
     let k = parsed("kernel k(out: device f32 read_write) {\n    simdgroup_store(simdgroup_fill<mat8x8_f16>(1f16), out, 0u32, 8u32)\n}");
     let problem = "`out` holds f32; a mat8x8_f16 tile needs f16 elements".to_string();
     rejects(&k, K::MatrixOperands { op: "simdgroup_store", problem }, At::Path("body[0]"))
+}
+
+fn unrolled_loop_to_a_runtime_bound() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let n = k.value("n", Type::U32);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let line = line!() + 1;
+    k.for_unrolled("i", 0u32, n, 1u32, |k, i| k.store(out.at(i), i));
+    let problem = "its end must be a constant integer, and this one is computed at run time".to_string();
+    let err = rejects(&built(k), K::UnrollBound { var: "i".into(), problem }, At::Built("body[0]", line));
+    assert!(err.to_string().contains("write an ordinary loop (range)"), "{err}");
+    err
+}
+
+fn unrolled_loop_of_too_many_trips() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    k.for_unrolled("i", 0u32, 2048u32, 2u32, |k, i| k.store(out.at(i), i));
+    assert!(validate(&built(k), &ValidationOptions::default()).is_ok(), "1024 trips are allowed");
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let line = line!() + 1;
+    k.for_unrolled("i", 0u32, 1025u32, 1u32, |k, i| k.store(out.at(i), i));
+    let problem = "it may run at most 1024 times, and this one runs 1025".to_string();
+    rejects(&built(k), K::UnrollBound { var: "i".into(), problem }, At::Built("body[0]", line))
+}
+
+/// `iy < H` with `iy = -1`: C compares as unsigned, so it would be false.
+fn comparing_a_signed_with_an_unsigned_index() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let h = k.value("H", Type::U32);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let iy = k.let_("iy", thread_position_in_grid().y().cast(Type::I32) - 1i32);
+    let line = line!() + 1;
+    k.if_(iy.lt(h), |k| k.store(out.at(0u32), 1u32));
+    let err = rejects(&built(k), K::MixedSignComparison { op: "<", lhs: Type::I32, rhs: Type::U32 }, At::Built("body[1]", line));
+    assert!(err.to_string().contains("Convert one side explicitly"), "{err}");
+    err
+}
+
+fn comparing_signed_with_unsigned_vectors() -> ValidationError {
+    let k = parsed("kernel k(a: i32x2, b: u32x2, out: device bool read_write) {\n    out[0u32] = (a == b).x\n}");
+    rejects(&k, K::MixedSignComparison { op: "==", lhs: vec_ty(Scalar::I32, 2), rhs: vec_ty(Scalar::U32, 2) }, At::Path("body[0]"))
+}
+
+fn atomic_on_a_thread_array() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let acc = k.thread_array("acc", Type::U32, 4);
+    let line = line!() + 1;
+    k.atomic(AtomicOp::Add, acc.at(0u32), 1u32);
+    rejects(&built(k), K::ThreadArrayUse { array: "acc".into(), op: "an atomic operation" }, At::Built("body[0]", line))
+}
+
+fn matrix_load_from_a_thread_array() -> ValidationError {
+    let k = parsed(
+        "kernel k(out: device f32 read_write) {\n    thread t: f32[64]\n    var m: mat8x8_f32\n    \
+         m = simdgroup_load<mat8x8_f32>(t, 0u32, 8u32)\n}",
+    );
+    rejects(&k, K::ThreadArrayUse { array: "t".into(), op: "simdgroup_load" }, At::Path("body[0]"))
+}
+
+fn matrix_store_into_a_thread_array() -> ValidationError {
+    let k = parsed("kernel k(out: device f32 read_write) {\n    thread t: f32[64]\n    simdgroup_store(simdgroup_fill<mat8x8_f32>(1f32), t, 0u32, 8u32)\n}");
+    rejects(&k, K::ThreadArrayUse { array: "t".into(), op: "simdgroup_store" }, At::Path("body[0]"))
 }
 
 fn matrix_fill_under_a_lane_dependent_if() -> ValidationError {

@@ -52,7 +52,7 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
         .into_par_iter()
         .map_init(
             || Scratch {
-                simdgroups: (0..simdgroups).map(|_| SimdGroup::new(program.num_regs)).collect(),
+                simdgroups: (0..simdgroups).map(|_| SimdGroup::new(program.num_regs, program.thread_cells)).collect(),
                 tg_mem: Words::new(program.tg_words * 4, POISON_WORD),
                 tracker: env.tracker.map(|_| TgTracker::new(kernel)),
             },

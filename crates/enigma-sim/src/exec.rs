@@ -166,6 +166,8 @@ pub struct SimdGroup {
     frames: Vec<Frame>,
     /// Loop back-edges taken since [`SimdGroup::reset`].
     iterations: u64,
+    /// Per element of the per-thread arrays, the lanes that have written it.
+    thread_written: Vec<u32>,
 }
 
 #[inline(always)]
@@ -192,8 +194,9 @@ fn lanes_of(mask: u32) -> impl Iterator<Item = usize> {
 }
 
 impl SimdGroup {
-    pub fn new(num_regs: u32) -> SimdGroup {
+    pub fn new(num_regs: u32, thread_cells: u32) -> SimdGroup {
         SimdGroup {
+            thread_written: vec![0; thread_cells as usize],
             regs: vec![[0; LANES]; num_regs as usize],
             index: 0,
             launched: 0,
@@ -218,6 +221,13 @@ impl SimdGroup {
         self.pc = 0;
         self.frames.clear();
         self.iterations = 0;
+        // Per-thread arrays start unwritten; a read before a write (which
+        // the sanitizer reports) reads zeros, not another thread's data.
+        self.thread_written.fill(0);
+        for slot in &env.program.thread_arrays {
+            let regs = slot.reg as usize..(slot.reg + slot.len * slot.width) as usize;
+            self.regs[regs].fill([0; LANES]);
+        }
         let simdgroups = threads.div_ceil(LANES as u32);
         // Positions of the 32 lanes in the threadgroup, computed once.
         let mut local = [[0u32; 3]; LANES];
@@ -412,6 +422,8 @@ impl SimdGroup {
                         }
                     }
                 }
+                Inst::ThreadLoad { array, dst, index, index_ty } => self.thread_access(env, pc, array, dst, index, index_ty, false, &mut san)?,
+                Inst::ThreadStore { array, src, index, index_ty } => self.thread_access(env, pc, array, src, index, index_ty, true, &mut san)?,
                 Inst::DimCheck { mem, dim, index, index_ty, size, size_ty } => {
                     let value = |raw: u64, ty: Scalar| if ty.is_signed_int() { raw as i64 as i128 } else { raw as i128 };
                     let (idx, sizes) = (self.regs[index as usize], self.regs[size as usize]);
@@ -427,6 +439,7 @@ impl SimdGroup {
                                     MemRef::Buffer(p) => ("buffer", env_name(env, mem, p)),
                                     MemRef::Threadgroup(t) => ("threadgroup array", env_name(env, mem, t)),
                                     MemRef::Texture(t) => ("texture", env_name(env, mem, t)),
+                                    MemRef::Thread(t) => ("per-thread array", env_name(env, mem, t)),
                                 };
                                 let message = format!(
                                     "out-of-bounds subscript of {what} `{name}`: index {} of dimension {dim}, size {}",
@@ -844,6 +857,7 @@ impl SimdGroup {
             match mem {
                 MemRef::Threadgroup(array) => t.threadgroup_access(array, i, who, kind),
                 MemRef::Buffer(_) | MemRef::Texture(_) => self.track_device(env, t, mem, i, who, kind, value),
+                MemRef::Thread(_) => {}
             }
         }
         Ok(Some(i))
@@ -863,7 +877,7 @@ impl SimdGroup {
     fn track_device(&self, env: &Env<'_>, t: &mut TgTracker, mem: MemRef, i: usize, who: Who, kind: AccessKind, value: u64) {
         let param = match mem {
             MemRef::Buffer(p) | MemRef::Texture(p) => p,
-            MemRef::Threadgroup(_) => return,
+            MemRef::Threadgroup(_) | MemRef::Thread(_) => return,
         };
         t.device_access(mem, i, who, kind, value);
         let thread = who.thread();
@@ -931,6 +945,60 @@ impl SimdGroup {
         Ok(Some(i))
     }
 
+    /// A load (`store` false: registers `regs..` receive the element) or
+    /// store (`store` true: registers `regs..` hold the value) of per-thread
+    /// array `array` at each active lane's `index`. An index outside the
+    /// array fails the dispatch, or under the sanitizer is reported and the
+    /// lane skips the access; under the sanitizer a read of an element the
+    /// lane has not written is reported (the read gives zeros).
+    #[allow(clippy::too_many_arguments)]
+    fn thread_access(
+        &mut self,
+        env: &Env<'_>,
+        pc: u32,
+        array: u32,
+        regs: Reg,
+        index: Reg,
+        index_ty: Scalar,
+        store: bool,
+        san: &mut Option<&mut TgTracker>,
+    ) -> Result<(), Fault> {
+        let slot = env.program.thread_arrays[array as usize];
+        let idx = self.regs[index as usize];
+        let mem = MemRef::Thread(array);
+        if !store {
+            for c in 0..slot.width {
+                self.regs[(regs + c) as usize] = [0; LANES];
+            }
+        }
+        for l in lanes_of(self.active) {
+            let who = Who { simdgroup: self.index, lane: l as u32, pc };
+            let Some(i) = element_index(idx[l], index_ty, slot.len as usize) else {
+                match san.as_deref_mut() {
+                    Some(t) => {
+                        t.out_of_bounds(mem, idx[l], who);
+                        continue;
+                    }
+                    None => return Err(self.oob(env, pc, l, mem, idx[l], index_ty, slot.len as usize, if store { "write" } else { "read" })),
+                }
+            };
+            let cell = &mut self.thread_written[(slot.first_cell as usize) + i];
+            if store {
+                *cell |= 1 << l;
+            } else if *cell & (1 << l) == 0 {
+                if let Some(t) = san.as_deref_mut() {
+                    t.uninitialised_thread_read(array, i, who);
+                }
+            }
+            let element = slot.reg + i as u32 * slot.width;
+            for c in 0..slot.width {
+                let (from, to) = if store { (regs + c, element + c) } else { (element + c, regs + c) };
+                self.regs[to as usize][l] = self.regs[from as usize][l];
+            }
+        }
+        Ok(())
+    }
+
     /// The lanes of a shuffle or broadcast whose source lane is not active,
     /// with the first such (lane, source lane) for the sanitizer's report.
     fn inactive_sources(&self, func: Intrinsic, b: Reg) -> (u32, Option<(u32, u32)>) {
@@ -965,6 +1033,7 @@ impl SimdGroup {
             MemRef::Buffer(p) => format!("buffer `{}`", env_name(env, mem, p)),
             MemRef::Threadgroup(t) => format!("threadgroup array `{}`", env_name(env, mem, t)),
             MemRef::Texture(p) => format!("texture `{}`", env_name(env, mem, p)),
+            MemRef::Thread(t) => format!("per-thread array `{}`", env_name(env, mem, t)),
         };
         let index = if index_ty.is_signed_int() { (raw as i64).to_string() } else { raw.to_string() };
         Fault {
@@ -1204,6 +1273,10 @@ pub(crate) fn memory<'a>(env: &'a Env<'_>, tg_mem: &'a Words, mem: MemRef) -> (M
             let base = env.program.tg_offsets_words[t as usize] * 4;
             (MemView { words: tg_mem, base }, env.program.tg_lens_bytes[t as usize])
         }
+        // Per-thread arrays live in registers (`ThreadLoad`, `ThreadStore`);
+        // validation gives them to no other access. Seen as memory they are
+        // empty, so an access through this path is out of bounds, not a panic.
+        MemRef::Thread(_) => (MemView { words: tg_mem, base: 0 }, 0),
     }
 }
 

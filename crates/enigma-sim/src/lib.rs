@@ -346,7 +346,7 @@ impl SimBackend {
                 f.hint = format!("{cause}; {}", f.hint);
             }
         }
-        findings.sort_by_key(|f| (f.severity == Severity::Warning, f.kind));
+        findings.sort_by_key(|f| (f.severity == Severity::Warning, f.kind.report_order()));
         Ok(findings)
     }
 }

@@ -23,6 +23,20 @@ pub enum MemRef {
     Threadgroup(u32),
     /// Texture bound to parameter `n`.
     Texture(u32),
+    /// Per-thread array `n` (in registers: [`ThreadSlot`]).
+    Thread(u32),
+}
+
+/// Where a per-thread array lives: each element's components in
+/// consecutive registers from `reg`, element `i` at `reg + i·width`; its
+/// elements' written flags from cell `first_cell` of the SIMD group's
+/// written masks.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadSlot {
+    pub reg: Reg,
+    pub len: u32,
+    pub width: u32,
+    pub first_cell: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -48,6 +62,10 @@ pub enum Inst {
     /// `index` lies outside `0..size`: subscript `dim` of an access to `mem`.
     DimCheck { mem: MemRef, dim: u8, index: Reg, index_ty: Scalar, size: Reg, size_ty: Scalar },
     Store { mem: MemRef, elem: Type, src: Reg, index: Reg, index_ty: Scalar },
+    /// `dst.. = array[index]` of a per-thread array, on active lanes.
+    ThreadLoad { array: u32, dst: Reg, index: Reg, index_ty: Scalar },
+    /// `array[index] = src..` of a per-thread array, on active lanes.
+    ThreadStore { array: u32, src: Reg, index: Reg, index_ty: Scalar },
     Atomic { op: AtomicOp, mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, value: Reg, dst: Option<Reg> },
     CompareExchange { mem: MemRef, ty: Scalar, index: Reg, index_ty: Scalar, expected: Reg, desired: Reg, dst: Option<Reg> },
     If { cond: Reg, else_pc: u32 },
@@ -152,7 +170,11 @@ pub struct Program {
     /// Size in bytes of each threadgroup array.
     pub tg_lens_bytes: Vec<usize>,
     pub tg_words: usize,
-    /// Names of buffers, textures and threadgroup arrays, for messages.
+    /// Per-thread arrays, by index.
+    pub thread_arrays: Vec<ThreadSlot>,
+    /// Elements of all per-thread arrays together.
+    pub thread_cells: u32,
+    /// Names of buffers, textures, threadgroup and per-thread arrays, for messages.
     pub memory_names: std::collections::HashMap<MemRef, String>,
     /// Names of the cooperative tensors, for messages.
     pub coop_names: Vec<String>,
@@ -174,6 +196,7 @@ struct Lowering<'k> {
     /// First register of each cooperative tensor, and its layout.
     coop_regs: Vec<Reg>,
     layouts: &'k [Arc<Layout>],
+    thread_arrays: Vec<ThreadSlot>,
     next_fixed: Reg,
     temp_base: Reg,
     temp_top: Reg,
@@ -212,12 +235,14 @@ pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Prog
         local_regs: vec![],
         coop_regs: vec![],
         layouts,
+        thread_arrays: vec![],
         next_fixed: 0,
         temp_base: 0,
         temp_top: 0,
         max_reg: 0,
     };
-    // Fixed registers: the builtins the kernel reads, value parameters, locals.
+    // Fixed registers: the builtins the kernel reads, value parameters,
+    // locals, per-thread arrays.
     for b in used_builtins(kernel) {
         let reg = l.next_fixed;
         l.next_fixed += b.ty().width() as Reg;
@@ -239,6 +264,13 @@ pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Prog
         initial.push((l.next_fixed, layout.capacity, crate::cooperative::unset_bits(t.elem)));
         l.next_fixed += layout.capacity;
     }
+    let mut thread_cells = 0;
+    for arr in &kernel.thread_arrays {
+        let width = arr.elem.registers();
+        l.thread_arrays.push(ThreadSlot { reg: l.next_fixed, len: arr.len, width, first_cell: thread_cells });
+        l.next_fixed += arr.len * width;
+        thread_cells += arr.len;
+    }
     l.temp_base = l.next_fixed;
     l.temp_top = l.temp_base;
     l.max_reg = l.temp_base;
@@ -259,6 +291,7 @@ pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Prog
             (mem, p.name.clone())
         })
         .chain(kernel.threadgroup_arrays.iter().enumerate().map(|(i, t)| (MemRef::Threadgroup(i as u32), t.name.clone())))
+        .chain(kernel.thread_arrays.iter().enumerate().map(|(i, t)| (MemRef::Thread(i as u32), t.name.clone())))
         .collect();
     Program {
         tg_lens_bytes: kernel.threadgroup_arrays.iter().map(|t| t.size_bytes() as usize).collect(),
@@ -273,6 +306,8 @@ pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Prog
         tg_words: words,
         coop_names: kernel.cooperative_tensors.iter().map(|t| t.name.clone()).collect(),
         initial,
+        thread_arrays: l.thread_arrays,
+        thread_cells,
     }
 }
 
@@ -310,6 +345,7 @@ impl Lowering<'_> {
         match mem {
             Memory::Buffer(p) => MemRef::Buffer(p.0),
             Memory::Threadgroup(t) => MemRef::Threadgroup(t.0),
+            Memory::Thread(t) => MemRef::Thread(t.0),
         }
     }
 
@@ -321,6 +357,7 @@ impl Lowering<'_> {
                 ParamKind::Texture { texel, .. } => Type::vector(texel, 4),
             },
             Memory::Threadgroup(t) => self.kernel.tg_array(t).elem,
+            Memory::Thread(t) => self.kernel.thread_array(t).elem,
         }
     }
 
@@ -381,7 +418,10 @@ impl Lowering<'_> {
                 let i = self.expr(index);
                 let v = self.expr(value);
                 let elem = self.elem_of(*mem);
-                self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg, index: i.reg, index_ty: i.ty.elem() });
+                match *mem {
+                    Memory::Thread(t) => self.emit(Inst::ThreadStore { array: t.0, src: v.reg, index: i.reg, index_ty: i.ty.elem() }),
+                    _ => self.emit(Inst::Store { mem: Self::mem(*mem), elem, src: v.reg, index: i.reg, index_ty: i.ty.elem() }),
+                };
             }
             StmtKind::Atomic { op, mem, index, value, result } => {
                 let i = self.expr(index);
@@ -421,7 +461,7 @@ impl Lowering<'_> {
                 self.code[if_pc as usize] = Inst::If { cond: c.reg, else_pc };
                 self.code[else_pc as usize] = Inst::Else { end_pc };
             }
-            StmtKind::For { var, start, end, step, body } => {
+            StmtKind::For { var, start, end, step, body, .. } => {
                 let ty = self.kernel.local(*var).ty;
                 let var_reg = self.local_regs[var.0 as usize];
                 let s = self.expr(start);
@@ -722,7 +762,10 @@ impl Lowering<'_> {
                 let i = self.expr(index);
                 let elem = self.elem_of(*mem);
                 let dst = self.temp(elem.registers());
-                self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.elem() });
+                match *mem {
+                    Memory::Thread(t) => self.emit(Inst::ThreadLoad { array: t.0, dst, index: i.reg, index_ty: i.ty.elem() }),
+                    _ => self.emit(Inst::Load { mem: Self::mem(*mem), elem, dst, index: i.reg, index_ty: i.ty.elem() }),
+                };
                 Operand { reg: dst, ty: elem }
             }
             Expr::DimCheck { mem, dim, index, size } => {

@@ -38,6 +38,9 @@
 //!   one texel, or one writing what another reads, with no such barrier
 //!   between, is a race. A coordinate outside the texture is a finding with
 //!   the coordinate and the size.
+//! * Per-thread arrays: each element remembers which lanes wrote it; a read
+//!   of an element the thread has not written is an uninitialised read, an
+//!   index outside the array an out-of-bounds access.
 //! * Coverage: elements of written buffers, and texels of written textures,
 //!   that no thread wrote.
 //!
@@ -326,7 +329,7 @@ impl TgTracker {
         let (param, (epoch, simd_epoch)) = match mem {
             MemRef::Buffer(p) => (p, (self.device_epoch, self.simd_device_epochs[who.simdgroup as usize])),
             MemRef::Texture(p) => (p, (self.texture_epoch, self.simd_texture_epochs[who.simdgroup as usize])),
-            MemRef::Threadgroup(_) => return,
+            MemRef::Threadgroup(_) | MemRef::Thread(_) => return,
         };
         let same_thread = |a: Who| a.simdgroup == who.simdgroup && a.lane == who.lane;
         let c = *self.device.entry((param, index)).or_insert(DevCell {
@@ -528,6 +531,11 @@ impl TgTracker {
 
     pub fn out_of_bounds(&mut self, mem: MemRef, raw_index: u64, who: Who) {
         self.raw.push(Raw { kind: FindingKind::OutOfBounds, mem: Some(mem), index: Some(raw_index), who, other: None, subscript: None });
+    }
+
+    /// A lane read element `index` of per-thread array `array` before writing it.
+    pub fn uninitialised_thread_read(&mut self, array: u32, index: usize, who: Who) {
+        self.report(FindingKind::UninitializedRead, MemRef::Thread(array), index, who, None);
     }
 
     /// Records subscript `sub` of an access to `mem` outside its dimension.
@@ -768,19 +776,22 @@ impl DispatchTracker {
         grouped.insert(key, (0, finding));
     }
 
-    /// All findings, errors first, in a stable order.
+    /// All findings, errors first, causes before what they cause (an
+    /// access out of bounds before the races and uninitialised reads it
+    /// may bring about), in a stable order.
     pub fn into_findings(self) -> Vec<Finding> {
         let grouped = self.grouped.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<(GroupKey, (u64, Finding))> = grouped.into_iter().collect();
-        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, *kind, *pc, *pc_b, mem.map(mem_order)));
+        v.sort_by_key(|((kind, mem, pc, pc_b), (_, f))| (f.severity == Severity::Warning, kind.report_order(), *pc, *pc_b, mem.map(mem_order)));
         v.into_iter().map(|(_, (_, f))| f).collect()
     }
 }
 
-fn mem_order(m: MemRef) -> (bool, u32) {
+fn mem_order(m: MemRef) -> (u8, u32) {
     match m {
-        MemRef::Buffer(p) | MemRef::Texture(p) => (false, p),
-        MemRef::Threadgroup(t) => (true, t),
+        MemRef::Buffer(p) | MemRef::Texture(p) => (0, p),
+        MemRef::Threadgroup(t) => (1, t),
+        MemRef::Thread(t) => (2, t),
     }
 }
 
@@ -871,6 +882,10 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
         FindingKind::DeviceRace => (
             format!("two threadgroups of one dispatch access `{var}`, at least one writing (at {b} and {a}); threadgroups are unordered"),
             "give each threadgroup its own output elements, use an atomic, or split the work into two dispatches".into(),
+        ),
+        FindingKind::UninitializedRead if matches!(r.mem, Some(MemRef::Thread(_))) => (
+            format!("read of `{var}` at {a} before this thread wrote the element (per-thread arrays start uninitialised)"),
+            format!("write every element of `{var}` before reading it (e.g. fill it with zeros in a loop first), or guard the read at {a}"),
         ),
         FindingKind::UninitializedRead => (
             format!("read of `{var}` before any thread of this threadgroup wrote it (threadgroup memory starts uninitialised)"),

@@ -342,3 +342,21 @@ fn quantized_matrix_cases_match_a_reference() {
         }
     }
 }
+
+/// The per-thread-array phase appears, filled in an unrolled loop; such
+/// kernels run clean under the sanitizer (every element read was written),
+/// and what the array holds reaches the outputs in some of them.
+#[test]
+fn thread_array_cases_run_clean_and_unroll() {
+    let cases: Vec<KernelCase> = (0..48).map(testgen::case).filter(|c| !c.kernel.thread_arrays.is_empty()).collect();
+    assert!(cases.len() >= 8, "{} of 48 cases have a per-thread array", cases.len());
+    let mut read = 0;
+    for case in &cases {
+        let text = print(&case.kernel);
+        assert!(text.contains("thread ta: ") && text.contains(") unroll {"), "{text}");
+        read += text.contains("ta[(") as usize;
+        let sanitized = run(case, true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(case.compare_outputs(&sanitized, &run(case, false).unwrap()), Ok(()));
+    }
+    assert!(read > 0, "no case reads its per-thread array");
+}

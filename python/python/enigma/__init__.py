@@ -83,6 +83,11 @@ __version__: str = _enigma.__version__
 for _name, _marker in {**_PUBLIC_TYPES, **_lang.BUILTINS, **_lang.INTRINSICS}.items():
     globals().setdefault(_name, _marker)
 
+#: Infinity and NaN as kernel constants (``x = -enigma.inf``); ``math.inf``,
+#: ``float("inf")`` and ``float("nan")`` are read the same way.
+inf: float = float("inf")
+nan: float = float("nan")
+
 # numpy's (and torch's) names of the scalar types, for the error that
 # suggests enigma's.
 _NUMPY_NAMES = {
@@ -110,6 +115,6 @@ if not _typing.TYPE_CHECKING:
 __all__ = sorted(
     {"Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
-     "empty", "fast", "kernel", "ops", "sampler", "simdgroup_matrix", "synchronize", "texture2d", "tune"}
+     "empty", "fast", "inf", "kernel", "nan", "ops", "sampler", "simdgroup_matrix", "synchronize", "texture2d", "tune"}
     | set(_LANGUAGE_NAMES) | set(_PUBLIC_TYPES) | set(_lang.BUILTINS) | set(_lang.INTRINSICS) | set(_COOPERATIVE)
 )

@@ -211,7 +211,11 @@ BUILTINS = {n: Builtin(n, True) for n in VECTOR_BUILTINS}
 BUILTINS.update({n: Builtin(n, False) for n in SCALAR_BUILTINS})
 
 # name -> IR intrinsic tag (serde snake_case of the Rust variant)
-FLOAT_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "pow", "fma"]
+FLOAT_MATH = [
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "pow", "fma",
+    "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc", "log1p", "expm1",
+    "round", "trunc", "rint", "copysign", "fmod", "sign", "saturate", "mix", "step", "smoothstep",
+]
 FAST_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "pow"]
 NUMERIC = ["abs", "min", "max", "clamp", "select", "popcount", "clz", "ctz"]
 SIMD = [
@@ -232,6 +236,7 @@ STATEMENTS = [
     "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
     "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
     "async_copy", "async_commit", "async_wait", "device_fence",
+    "thread_array", "static_range",
 ]
 
 INTRINSICS = {}

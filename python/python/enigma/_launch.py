@@ -197,6 +197,9 @@ def output_args(name: str, out_params: Sequence[Param], output_size: Any, output
             raise DispatchError(f"kernel `{name}`: {len(out_params)} output(s) ({param_names(out_params)}), {len(outputs)} given in outputs=")
         result = []
         for p, o in zip(out_params, outputs):
+            if p.kind == "texture":
+                result.append((texture_arg(o, p, name), None))  # written in place
+                continue
             if is_array(o) and not hasattr(o, "__array_interface__"):
                 result.append((o, None))  # device memory or DLPack: bound in place
                 continue

@@ -207,11 +207,13 @@ class MetalRuntime:
             raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({param_names(params)}); {len(inputs)} inputs given")
         out_params = params[len(inputs):]
         for p in out_params:
-            if p.kind == "texture":
+            if p.kind == "texture" and outputs is None:
                 raise DispatchError(
-                    f"kernel `{name}`: texture `{p.name}` needs a texture in inputs (rt.texture(array, format=...)); "
+                    f"kernel `{name}`: texture `{p.name}` needs a texture in inputs= or outputs= (rt.texture(array, format=...)); "
                     f"textures are written in place, read them back with .numpy()"
                 )
+            if p.kind == "texture":
+                continue  # given in outputs=, written in place
             if p.is_buffer and not p.writable:
                 # The kernel never writes it, so it cannot be an output: an input is missing.
                 raise DispatchError(
@@ -244,6 +246,8 @@ class MetalRuntime:
             else:
                 args.append(scalar_arg(value, p, name))
 
+        if outputs is not None and hasattr(outputs, "__iter__") and not hasattr(outputs, "__array_interface__"):
+            outputs = list(outputs)
         outs = output_args(name, out_params, output_size, outputs)
         for p, (init, mv) in zip(out_params, outs):
             args.append(init)
@@ -262,7 +266,10 @@ class MetalRuntime:
         # back as None: its contents are what it started with. Device memory
         # also comes back as None: the output is the object itself.
         ret = []
-        for p in out_params:
+        for i, p in enumerate(out_params):
+            if p.kind == "texture":
+                ret.append(outputs[i])  # written in place: the texture given
+                continue
             r = results[p.index]
             if r is None:
                 init = args[p.index]

@@ -335,6 +335,25 @@ fn f32_function(func: Intrinsic) -> Option<&'static str> {
         FastSin => "__sinf",
         FastCos => "__cosf",
         FastPow => "__powf",
+        Tan => "tanf",
+        Sinh => "sinhf",
+        Cosh => "coshf",
+        Asin => "asinf",
+        Acos => "acosf",
+        Atan => "atanf",
+        Atan2 => "atan2f",
+        Asinh => "asinhf",
+        Acosh => "acoshf",
+        Atanh => "atanhf",
+        Erf => "erff",
+        Erfc => "erfcf",
+        Log1p => "log1pf",
+        Expm1 => "expm1f",
+        Round => "roundf",
+        Trunc => "truncf",
+        Rint => "rintf",
+        Copysign => "copysignf",
+        Fmod => "fmodf",
         Abs => "fabsf",
         Min => "fminf",
         Max => "fmaxf",
@@ -687,6 +706,9 @@ impl Dialect for Cuda {
                     let _ = writeln!(body, "{ty}* const {name} = reinterpret_cast<{ty}*>({DYNAMIC_SHARED} + {offset}); // [{}]", arr.len);
                 }
             }
+        }
+        for (i, arr) in k.thread_arrays.iter().enumerate() {
+            let _ = writeln!(body, "{} {}[{}];", self.type_name(arr.elem), cx.names.thread_array(enigma_ir::ThreadArrayId(i as u32)), arr.len);
         }
         body.push_str(
             "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\

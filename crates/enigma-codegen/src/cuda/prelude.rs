@@ -58,7 +58,7 @@ impl Helper {
     }
 }
 
-const INCLUSIVE_SUM: Helper = Helper::Simd(44, "simd_prefix_inclusive_sum");
+const INCLUSIVE_SUM: Helper = Helper::Simd(68, "simd_prefix_inclusive_sum");
 
 /// Adds `h` and what it needs to `set`.
 pub(crate) fn require(set: &mut BTreeSet<Helper>, h: Helper) {
@@ -343,6 +343,30 @@ fn f32_impl(name: &str) -> Option<(&'static str, usize)> {
         "pow" => ("powf({0}, {1})", 2),
         "fma" => ("fmaf({0}, {1}, {2})", 3),
         "fmod" => ("fmodf({0}, {1})", 2),
+        "tan" => ("tanf({0})", 1),
+        "sinh" => ("sinhf({0})", 1),
+        "cosh" => ("coshf({0})", 1),
+        "asin" => ("asinf({0})", 1),
+        "acos" => ("acosf({0})", 1),
+        "atan" => ("atanf({0})", 1),
+        "atan2" => ("atan2f({0}, {1})", 2),
+        "asinh" => ("asinhf({0})", 1),
+        "acosh" => ("acoshf({0})", 1),
+        "atanh" => ("atanhf({0})", 1),
+        "erf" => ("erff({0})", 1),
+        "erfc" => ("erfcf({0})", 1),
+        "log1p" => ("log1pf({0})", 1),
+        "expm1" => ("expm1f({0})", 1),
+        "round" => ("roundf({0})", 1),
+        "trunc" => ("truncf({0})", 1),
+        "rint" => ("rintf({0})", 1),
+        "copysign" => ("copysignf({0}, {1})", 2),
+        // MSL's sign: ±1, x itself for ±0, 0 for NaN.
+        "sign" => ("({0} > 0.0f ? 1.0f : {0} < 0.0f ? -1.0f : {0} == 0.0f ? {0} : 0.0f)", 1),
+        "saturate" => ("fminf(fmaxf({0}, 0.0f), 1.0f)", 1),
+        "mix" => ("({0} + ({1} - {0}) * {2})", 3),
+        "step" => ("({1} < {0} ? 0.0f : 1.0f)", 2),
+        "smoothstep" => ("enigma_smoothstep({0}, {1}, {2})", 3),
         "abs" => ("fabsf({0})", 1),
         "min" => ("fminf({0}, {1})", 2),
         "max" => ("fmaxf({0}, {1})", 2),
@@ -366,6 +390,11 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
         "min" => out.push_str("template <typename T> __device__ inline T min(T a, T b) { return b < a ? b : a; }\n"),
         "max" => out.push_str("template <typename T> __device__ inline T max(T a, T b) { return a < b ? b : a; }\n"),
         _ => {}
+    }
+    if name == "smoothstep" {
+        out.push_str(
+            "__device__ inline float enigma_smoothstep(float e0, float e1, float x) { float t = fminf(fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f); return t * t * (3.0f - 2.0f * t); }\n",
+        );
     }
     let plain: Vec<String> = params[..arity].iter().map(|p| p.to_string()).collect();
     let _ = writeln!(out, "__device__ inline float {name}({}) {{ return {}; }}", sig("float"), call(&plain));

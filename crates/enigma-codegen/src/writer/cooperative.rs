@@ -138,6 +138,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let base = match v.mem {
             Memory::Buffer(p) => self.names.param(p).to_string(),
             Memory::Threadgroup(t) => self.names.tg_array(t).to_string(),
+            Memory::Thread(_) => return Err(self.malformed("a tensor view of a per-thread array (validation refuses it)")),
         };
         let mut vals = vec![];
         for e in v.exprs() {

@@ -33,13 +33,14 @@
 //!          | name ":" "texture2d" "<" scalar "," ("read" | "write" | "read_write" | "sample") ">"
 //! decl    := "spec" name ":" scalar "=" literal
 //!          | "threadgroup" name ":" type "[" len "]"
+//!          | "thread" name ":" type "[" len "]"          // a per-thread array
 //!          | "var" name ":" type
 //!          | "cooperative" name ":" "cooperative_tensor" "<" scalar "," rows "," cols "," scope ">"
 //! stmt    := ref "=" expr                      | ref "[" expr "]" "=" expr
 //!          | (ref "=")? "atomic_<op>" "(" ref "[" expr "]" "," expr ")"
 //!          | (ref "=")? "atomic_compare_exchange" "(" ref "[" expr "]" "," expr "," expr ")"
 //!          | "if" "(" expr ")" "{" stmt* "}" ("else" ("{" stmt* "}" | if-stmt))?
-//!          | "for" ref "in" "(" expr "," expr "," expr ")" "{" stmt* "}"   // (start, end, step)
+//!          | "for" ref "in" "(" expr "," expr "," expr ")" "unroll"? "{" stmt* "}"   // (start, end, step)
 //!          | "while" "(" expr ")" "{" stmt* "}"
 //!          | "break" | "continue" | "return"
 //!          | ("threadgroup_barrier" | "simdgroup_barrier") "(" flag ("|" flag)* ")"
@@ -100,7 +101,8 @@
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted
 //!   string with Rust escapes (`"my name"`). A reference to an id the kernel
-//!   does not declare prints as `$param(3)`, `$spec(0)`, `$tg(1)`, `$local(7)`.
+//!   does not declare prints as `$param(3)`, `$spec(0)`, `$tg(1)`,
+//!   `$thread(2)`, `$local(7)`.
 //! * `dim_check(A, 1, j, m)` is `j`, checked as subscript 1 of a
 //!   multi-dimensional access to `A` whose dimension 1 has `m` elements
 //!   (`A[(dim_check(A, 0, i, n) * m) + dim_check(A, 1, j, m)]` is `A[i, j]`).
@@ -119,6 +121,8 @@
 //! * Binary expressions are fully parenthesised, `(a + b)`; unary ones too,
 //!   `(-x)`. The parser also accepts one unparenthesised operator where an
 //!   expression stands alone (`if (i < n)`, `x = a + b`, `A[i + 1u32]`).
+//! * `for i in (0u32, 8u32, 1u32) unroll { … }` is a loop unrolled at
+//!   compile time (JSON: `"unroll": true` in the `for`, left out when false).
 //! * Vector components: `.x .y .z .w`, or `.0` … `.3`.
 //! * A statement's source location prints as a trailing comment,
 //!   `// file.rs:12` (on the opening line of `if`/`for`/`while`), and parses
@@ -141,6 +145,7 @@
 //!            {"name":"n","kind":{"value":{"ty":"u32"}}}],
 //!  "spec_constants":[{"name":"TILE","ty":"u32","default":{"ty":"u32","value":{"u_int":32}}}],
 //!  "threadgroup_arrays":[{"name":"s","elem":"f32","len":32}],
+//!  "thread_arrays":[{"name":"acc","elem":"f32x4","len":8}],
 //!  "locals":[{"name":"x","ty":"f32"}],
 //!  "body":[{"kind":{"assign":{"var":0,"value":{"load":{"mem":{"buffer":0},"index":{"builtin":"thread_index_in_threadgroup"}}}}},
 //!           "loc":{"file":"k.py","line":3}},
@@ -154,13 +159,14 @@
 //! * Every enum is externally tagged with snake_case names: a unit variant is
 //!   a string (`"break"`, `"return"`, builtin names, `"add"`), a variant with
 //!   data is a one-key object (`{"binary":{"op":"add","lhs":…,"rhs":…}}`).
-//! * Ids (`ParamId`, `VarId`, `TgArrayId`, `SpecId`) are bare indices into
-//!   `params`, `locals`, `threadgroup_arrays`, `spec_constants`.
+//! * Ids (`ParamId`, `VarId`, `TgArrayId`, `ThreadArrayId`, `SpecId`) are
+//!   bare indices into `params`, `locals`, `threadgroup_arrays`,
+//!   `thread_arrays` (left out when empty), `spec_constants`.
 //! * Expressions: `literal`, `param`, `spec`, `var`, `builtin`, `load {mem,
 //!   index}`, `unary {op, arg}`, `binary {op, lhs, rhs}`, `call {func, args}`
 //!   (`func` is the intrinsic's variant name: `fast_exp`, `simd_sum`), `cast
 //!   {to, arg}`, `bitcast {to, arg}`, `vector {ty, components}`, `extract {arg,
-//!   index}`, `dim_check {mem, dim, index, size}`. Memories are `{"buffer":i}` or `{"threadgroup":i}`.
+//!   index}`, `dim_check {mem, dim, index, size}`. Memories are `{"buffer":i}`, `{"threadgroup":i}` or `{"thread":i}`.
 //! * Literals are `{"ty":"<scalar>","value":{"<kind>":v}}` with kinds `bool`,
 //!   `int`, `u_int`, `float`. A float is a JSON number, or one of the strings
 //!   `"nan"`, `"inf"`, `"-inf"`, `"nan:0x…"` (JSON has no numbers for them).
@@ -232,7 +238,7 @@ pub enum ParseErrorKind {
     UnknownBuiltin { name: String, suggestion: Option<&'static str> },
     #[error("unknown function `{name}`{}", did_you_mean(.suggestion))]
     UnknownFunction { name: String, suggestion: Option<&'static str> },
-    #[error("`{name}` is not declared: no parameter, spec constant, threadgroup array or local has that name, and no builtin")]
+    #[error("`{name}` is not declared: no parameter, spec constant, threadgroup array, per-thread array or local has that name, and no builtin")]
     UnknownName { name: String },
     #[error("unknown type `{name}`")]
     UnknownType { name: String },

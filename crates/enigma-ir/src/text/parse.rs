@@ -52,6 +52,7 @@ enum Entity {
     Param(u32),
     Spec(u32),
     Tg(u32),
+    Thread(u32),
     Local(u32),
     Coop(u32),
 }
@@ -62,6 +63,7 @@ impl Entity {
             Entity::Param(_) => "parameter",
             Entity::Spec(_) => "spec constant",
             Entity::Tg(_) => "threadgroup array",
+            Entity::Thread(_) => "per-thread array",
             Entity::Local(_) => "local",
             Entity::Coop(_) => "cooperative tensor",
         }
@@ -387,6 +389,17 @@ impl Parser {
                 self.expect_punct(">")?;
                 self.declare(&name, Entity::Coop(self.kernel.cooperative_tensors.len() as u32), &at)?;
                 self.kernel.cooperative_tensors.push(crate::cooperative::CooperativeTensor { name, elem, rows, cols, scope });
+            } else if self.at_decl("thread") {
+                self.bump();
+                let at = self.tok().clone();
+                let name = self.decl_name()?;
+                self.expect_punct(":")?;
+                let elem = self.ty()?;
+                self.expect_punct("[")?;
+                let len = self.plain_u32("the array length")?;
+                self.expect_punct("]")?;
+                self.declare(&name, Entity::Thread(self.kernel.thread_arrays.len() as u32), &at)?;
+                self.kernel.thread_arrays.push(ThreadArray { name, elem, len });
             } else if self.at_decl("var") {
                 self.bump();
                 let at = self.tok().clone();
@@ -459,8 +472,12 @@ impl Parser {
                     self.expect_punct(",")?;
                     let step = self.expr()?;
                     self.expect_punct(")")?;
+                    let unroll = self.is_ident("unroll");
+                    if unroll {
+                        self.bump();
+                    }
                     let (body, loc) = self.body()?;
-                    return Ok(Stmt { kind: StmtKind::For { var, start, end, step, body }, loc });
+                    return Ok(Stmt { kind: StmtKind::For { var, start, end, step, body, unroll }, loc });
                 }
                 "while" => {
                     self.bump();
@@ -723,15 +740,16 @@ impl Parser {
         self.expect_punct("$")?;
         let kind = match self.peek() {
             Tok::Ident(s) => s.clone(),
-            _ => return Err(self.expected("`param`, `spec`, `tg` or `local` after `$`")),
+            _ => return Err(self.expected("`param`, `spec`, `tg`, `thread` or `local` after `$`")),
         };
         let make: fn(u32) -> Entity = match kind.as_str() {
             "param" => Entity::Param,
             "spec" => Entity::Spec,
             "tg" => Entity::Tg,
+            "thread" => Entity::Thread,
             "local" => Entity::Local,
             "coop" => Entity::Coop,
-            _ => return Err(self.expected("`param`, `spec`, `tg`, `local` or `coop` after `$`")),
+            _ => return Err(self.expected("`param`, `spec`, `tg`, `thread`, `local` or `coop` after `$`")),
         };
         self.bump();
         self.expect_punct("(")?;
@@ -767,12 +785,13 @@ impl Parser {
         match e {
             Entity::Param(p) => Ok(Memory::Buffer(ParamId(p))),
             Entity::Tg(t) => Ok(Memory::Threadgroup(TgArrayId(t))),
+            Entity::Thread(t) => Ok(Memory::Thread(ThreadArrayId(t))),
             other => Err(self.err_at(
                 at,
                 ParseErrorKind::WrongKind {
                     name: self.entity_name(at),
                     what: other.what(),
-                    expected: "only buffers and threadgroup arrays can be indexed",
+                    expected: "only buffers, threadgroup arrays and per-thread arrays can be indexed",
                 },
             )),
         }
@@ -806,12 +825,12 @@ impl Parser {
                     },
                 ))
             }
-            Entity::Tg(_) => {
+            e @ (Entity::Tg(_) | Entity::Thread(_)) => {
                 return Err(self.err_at(
                     at,
                     ParseErrorKind::WrongKind {
                         name: self.entity_name(at),
-                        what: "threadgroup array",
+                        what: e.what(),
                         expected: "index it (`name[i]`) to read an element",
                     },
                 ))

@@ -29,6 +29,7 @@ const KEYWORDS: &[&str] = &[
     "read_write",
     "spec",
     "threadgroup",
+    "thread",
     "var",
     "if",
     "else",
@@ -197,13 +198,16 @@ impl Printer<'_> {
         for t in &k.threadgroup_arrays {
             let _ = writeln!(self.out, "    threadgroup {}: {}[{}]", quote_name(&t.name), t.elem, t.len);
         }
+        for t in &k.thread_arrays {
+            let _ = writeln!(self.out, "    thread {}: {}[{}]", quote_name(&t.name), t.elem, t.len);
+        }
         for l in &k.locals {
             let _ = writeln!(self.out, "    var {}: {}", quote_name(&l.name), l.ty);
         }
         for t in &k.cooperative_tensors {
             let _ = writeln!(self.out, "    cooperative {}: {}", quote_name(&t.name), t.type_text());
         }
-        let decls = k.spec_constants.len() + k.threadgroup_arrays.len() + k.locals.len() + k.cooperative_tensors.len();
+        let decls = k.spec_constants.len() + k.threadgroup_arrays.len() + k.thread_arrays.len() + k.locals.len() + k.cooperative_tensors.len();
         if decls > 0 && !k.body.is_empty() {
             self.out.push('\n');
         }
@@ -238,6 +242,10 @@ impl Printer<'_> {
             Memory::Threadgroup(t) => match self.k.threadgroup_arrays.get(t.0 as usize) {
                 Some(a) => quote_name(&a.name).into_owned(),
                 None => format!("$tg({})", t.0),
+            },
+            Memory::Thread(t) => match self.k.thread_arrays.get(t.0 as usize) {
+                Some(a) => quote_name(&a.name).into_owned(),
+                None => format!("$thread({})", t.0),
             },
         }
     }
@@ -444,7 +452,7 @@ impl Printer<'_> {
                 }
                 return self.close(depth);
             }
-            StmtKind::For { var, start, end, step, body } => {
+            StmtKind::For { var, start, end, step, body, unroll } => {
                 let name = self.local_ref(*var);
                 let _ = write!(self.out, "for {name} in (");
                 self.expr(start);
@@ -453,6 +461,9 @@ impl Printer<'_> {
                 self.out.push_str(", ");
                 self.expr(step);
                 self.out.push(')');
+                if *unroll {
+                    self.out.push_str(" unroll");
+                }
                 self.open(stmt);
                 self.block(body, depth + 1);
                 return self.close(depth);

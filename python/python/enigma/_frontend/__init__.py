@@ -28,6 +28,7 @@ The package splits the compiler by concern; :class:`KernelCompiler`
 * ``conversions`` — literal adaptation, conversions, operand unification;
 * ``memory`` — loads, stores, atomics, asynchronous copies, multi-dimensional subscripts;
 * ``matrices`` — SIMD-group matrices;
+* ``msl_matrices`` — SIMD-group matrices in MSL's out-parameter spelling;
 * ``textures`` — texture parameters and their methods;
 * ``intrinsics`` — builtins, type calls and the intrinsic functions;
 * ``values`` — what an expression denotes while compiling;

@@ -20,12 +20,13 @@ from .expressions import Expressions
 from .intrinsics import Intrinsics
 from .matrices import Matrices
 from .memory import Memory
+from .msl_matrices import MslMatrices
 from .statements import Statements
 from .textures import Textures
 from .values import MemRef, PyObj, ValueParamSym
 
 
-class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, Textures, Cooperative, Intrinsics):
+class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, MslMatrices, Textures, Cooperative, Intrinsics):
     """Compiles one kernel function; each concern's methods come from its mixin."""
 
     def __init__(self, fn):
@@ -53,6 +54,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         self.params = []
         self.spec_constants = []
         self.tg_arrays = []
+        self.thread_arrays = []
         self.locals = []
         self.coop_tensors = []
         self.coop_name_hint = None  # the name a cooperative tensor being made is assigned to
@@ -141,6 +143,8 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         }
         if self.coop_tensors:
             ir["cooperative_tensors"] = self.coop_tensors
+        if self.thread_arrays:
+            ir["thread_arrays"] = self.thread_arrays
         return ir
 
     def _param(self, arg, annotations):

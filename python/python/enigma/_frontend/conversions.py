@@ -42,7 +42,7 @@ def _ir_name(t):
 
 
 # Operators as Python spells them, for the IR rules' messages.
-_PY_SPELLING = {"`&&`": "`and`", "`||`": "`or`", "`!`": "`not`"}
+_PY_SPELLING = {"`&&`": "`and`", "`||`": "`or`", "`!`": "`not`", "(`i32(n)`)": "(`enigma.i32(n)`)", "(`u32(i)`)": "(`enigma.u32(i)`)"}
 
 
 def _default_type(value) -> DType:

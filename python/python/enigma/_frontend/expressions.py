@@ -64,7 +64,7 @@ class Expressions:
         if isinstance(r, Val):
             return r
         if isinstance(r, MemRef):
-            raise self.error(node, f"`{r.name}` is a {'buffer' if r.param is not None else 'threadgroup array'}; index it (`{r.name}[i]`) to read an element")
+            raise self.error(node, f"`{r.name}` is a {r.kind}; index it (`{r.name}[i]`) to read an element")
         if isinstance(r, TexRef):
             raise self.error(node, f"`{r.name}` is a texture; read a texel with `{r.name}.read(coord)`")
         obj = r.obj
@@ -125,6 +125,13 @@ class Expressions:
             return self._subscript(node)
         if isinstance(node, ast.Call):
             return self._call(node)
+        if isinstance(node, (ast.List, ast.ListComp)):
+            raise self.error(
+                node,
+                f"{_UNSUPPORTED_EXPRS[type(node)]} is not supported in a kernel; for an array of values per thread, declare one "
+                "(`acc = enigma.thread_array(enigma.f32, 8)`, then `acc[i] = 0.0`) and fill it in a loop "
+                "(`for i in enigma.static_range(8):`, unrolled, keeps it in registers)",
+            )
         if type(node) in _UNSUPPORTED_EXPRS:
             raise self.error(node, f"{_UNSUPPORTED_EXPRS[type(node)]} is not supported in a kernel")
         raise self.error(node, f"the expression `{type(node).__name__}` is not supported in a kernel")
@@ -243,6 +250,9 @@ class Expressions:
                 b = Val(_cast(b.expr, b.ty.with_scalar(a.ty.scalar)), b.ty.with_scalar(a.ty.scalar))
             ty = self._rule(node, _enigma.binary_result_type, op, a.ty, b.ty, hint=f" (`{sym}` shifts an integer by an integer amount)")
             return Val(_binary(op, a.expr, b.expr), ty)
+        if op in _CMPOPS.values() and not a.untyped and not b.untyped:
+            # Before the usual conversions turn a signed side unsigned.
+            self._check(node, _enigma.check_comparison_signs, op, self._decay(a).ty, self._decay(b).ty)
         a2, b2, ty = self._unify(a, b, node)
         if ty is None:
             return self._fold(op, a2.lit, b2.lit, node)

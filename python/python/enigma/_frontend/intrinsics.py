@@ -5,7 +5,9 @@ intrinsic functions (math, integer, SIMD-group), dispatched by name.
 
 from __future__ import annotations
 
+import ast
 import builtins as _py_builtins
+import math
 
 from .. import _cooperative, _enigma, _lang
 from .._kernel import Kernel
@@ -15,7 +17,7 @@ from .._types import DType, MatrixType, f32, i32, u32, bool_
 from .expressions import _COMPONENTS
 from .irjson import _call, _cast, _extract
 from .textures import TexMethod, TexRef
-from .values import MemRef, PyObj, Val
+from .values import MemRef, PyObj, Val, untyped
 
 
 class Intrinsics:
@@ -54,6 +56,8 @@ class Intrinsics:
         if obj in (_py_builtins.min, _py_builtins.max, _py_builtins.abs, _py_builtins.pow):
             return self._intrinsic(obj.__name__, node)
         if obj is _py_builtins.float:
+            if len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                return self._special_float(node.args[0].value, node)
             return self._cast_call(f32, node)
         if obj is _py_builtins.int:
             return self._cast_call(i32, node)
@@ -63,6 +67,21 @@ class Intrinsics:
             raise self.error(node, f"calling another kernel (`{obj.name}`) is not supported")
         name = getattr(obj, "__name__", repr(obj))
         raise self.error(node, f"calling the Python function `{name}` is not supported in a kernel (only enigma's functions, types and min/max/abs/pow)")
+
+    def _special_float(self, text, node):
+        """``float("inf")``, ``float("-inf")``, ``float("nan")``: the
+        constant, as Python reads the string (other strings are refused)."""
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or math.isfinite(value):
+            raise self.error(
+                node,
+                f"float({text!r}) in a kernel: only the strings \"inf\", \"-inf\" and \"nan\" are read at compile time "
+                "(also written math.inf, math.nan, enigma.inf, enigma.nan); write other numbers as literals",
+            )
+        return untyped(value)
 
     def _builtin(self, b, axis, node):
         if axis is None:
@@ -151,6 +170,10 @@ class Intrinsics:
             raise self.error(node, f"enigma.{name}(...) is a statement; it has no value")
         if name == "threadgroup_alloc":
             raise self.error(node, "enigma.threadgroup_alloc(...) must be assigned to a name: `scratch = enigma.threadgroup_alloc(\"float\", 32)`")
+        if name == "thread_array":
+            raise self.error(node, "enigma.thread_array(...) must be assigned to a name: `acc = enigma.thread_array(enigma.f32, 8)`")
+        if name == "static_range":
+            raise self.error(node, "enigma.static_range(...) is the iterable of a loop: `for i in enigma.static_range(8):`")
         if node.keywords:
             raise self.error(node, f"enigma.{name}(...) takes positional arguments only")
         tag = _lang.INTRINSIC_TAGS.get(name)

@@ -1,4 +1,4 @@
-"""Memory and indexing: threadgroup arrays, loads and stores, atomics,
+"""Memory and indexing: threadgroup and per-thread arrays, loads and stores, atomics,
 ``load_if``, asynchronous copies (``async_copy``, ``async_wait``), and
 subscripts — one flat index, or one per dimension of a shaped buffer or
 threadgroup array, each checked against its dimension (``dim_check``) and
@@ -39,14 +39,38 @@ def _slice_node(s):
 class Memory:
     """Lowers memory accesses and subscripts."""
 
-    def _tg_dimension(self, node, d, call):
-        """A threadgroup array's length (``d`` None) or the size of its
-        dimension ``d``: a positive int known at compile time."""
+    def _tg_dimension(self, node, d, call, array="threadgroup array"):
+        """A threadgroup (or per-thread) array's length (``d`` None) or the
+        size of its dimension ``d``: a positive int known at compile time."""
         v = self.value(node)
         if not v.untyped or not isinstance(v.lit, int) or isinstance(v.lit, bool) or v.lit <= 0:
-            what = "the length of a threadgroup array" if d is None else f"dimension {d} of a threadgroup array's shape"
+            what = f"the length of a {array}" if d is None else f"dimension {d} of a {array}'s shape"
             raise self.error(call, f"{what} must be a positive integer known at compile time")
         return v.lit
+
+    def _thread_array(self, name, call):
+        """``acc = enigma.thread_array(T, length)`` or ``(T, (R, C))``: an
+        array each thread has its own copy of (MSL's ``thread T acc[N]``)."""
+        if name in self.symbols:
+            raise self.error(call, f"`{name}` is already defined; a per-thread array needs a name of its own")
+        args = self._bind(call, "thread_array", ["type", "shape"], 2)
+        elem = self._type_arg(args["type"])
+        dims_node = args["shape"]
+        shape = None
+        if isinstance(dims_node, (ast.Tuple, ast.List)):
+            shape = tuple(self._tg_dimension(e, d, call, "per-thread array") for d, e in enumerate(dims_node.elts))
+            if not shape:
+                raise self.error(call, "the shape of a per-thread array needs at least one dimension")
+            length = 1
+            for e in shape:
+                length *= e
+        else:
+            length = self._tg_dimension(dims_node, None, call, "per-thread array")
+        if length > 0xFFFF_FFFF:
+            raise self.error(call, f"per-thread array `{name}` of {length} elements is far past the 16 KiB a thread may declare")
+        index = len(self.thread_arrays)
+        self.thread_arrays.append({"name": self._ir_name(name), "elem": elem.ir(), "len": length})
+        self.symbols[name] = MemRef({"thread": index}, elem, name, None, shape, call)
 
     def _store(self, mem, index, val, node):
         conv = self._materialize(val, mem.elem, node, strict=False)
@@ -113,7 +137,7 @@ class Memory:
         valid = self._decay(self.value(args["valid"])) if "valid" in args else untyped(True)
         valid_ty = (bool_ if isinstance(valid.lit, bool) else _default_type(valid.lit)) if valid.untyped else valid.ty
         self._check(
-            call, _enigma.async_copy_bytes, dst.name, dst.param is None, dst.elem, src.name, src.param is not None, src.elem, count, valid_ty
+            call, _enigma.async_copy_bytes, dst.name, "threadgroup" in dst.mem, dst.elem, src.name, src.param is not None, src.elem, count, valid_ty
         )
         valid_expr = _lit(valid.lit, bool_) if valid.untyped else valid.expr
         self.emit(
@@ -153,7 +177,7 @@ class Memory:
             i = self.value(_slice_node(node.slice))
             if i.untyped and isinstance(i.lit, int) and 0 <= i.lit < 3:
                 return self._builtin(base.obj, i.lit, node)
-        raise self.error(node, "only buffers, threadgroup arrays and vectors can be indexed")
+        raise self.error(node, "only buffers, threadgroup arrays, per-thread arrays and vectors can be indexed")
 
     def _index(self, slice_node, mem, node):
         """The flat index (IR) of ``mem[slice]``: one index, or one per
@@ -167,7 +191,9 @@ class Memory:
         if len(subs) > 1 and shape is None:
             kind = (
                 f"declare one: `{mem.name}: enigma.buffer({mem.elem!r}, shape=(\"n\", \"m\"))` with by-value n, m"
-                if mem.param is not None else f"allocate it with one: `enigma.threadgroup_alloc({mem.elem!r}, (R, C))`"
+                if mem.param is not None
+                else f"declare it with one: `enigma.thread_array({mem.elem!r}, (R, C))`" if "thread" in mem.mem
+                else f"allocate it with one: `enigma.threadgroup_alloc({mem.elem!r}, (R, C))`"
             )
             raise self.error(node, f"`{mem.name}` has no shape, so it takes one integer index, not {len(subs)}; to index it per dimension, {kind}")
         if shape is not None and len(subs) != len(shape) and not (len(subs) == 1 and len(shape) > 1):

@@ -155,6 +155,9 @@ class Statements:
                 if name.startswith("atomic_"):
                     self._atomic(name, v, want_result=False)
                     return
+                msl_form = ("simdgroup_load", "simdgroup_store", "simdgroup_multiply", "simdgroup_multiply_accumulate")
+                if name in msl_form and self._msl_matrix_stmt(name, v):
+                    return
                 if name == "simdgroup_store":
                     return self._matrix_store(v)
                 if name == "async_copy":
@@ -204,16 +207,23 @@ class Statements:
             raise self.error(node, f"assignment to {type(target).__name__} is not supported")
 
     def _special_rhs(self, name, value_node):
-        """``x = enigma.threadgroup_alloc(...)`` and ``x = enigma.spec(...)``."""
+        """``x = enigma.threadgroup_alloc(...)``, ``x = enigma.thread_array(...)``
+        and ``x = enigma.spec(...)``."""
         if not isinstance(value_node, ast.Call):
             return False
         try:
             callee = self.expr(value_node.func)
         except CompileError:
             return False
+        if self.is_matrix_declaration(callee):
+            self._matrix_declaration(name, value_node)
+            return True
         if not (isinstance(callee, PyObj) and isinstance(callee.obj, Intrinsic)):
             return False
         kind = callee.obj.name
+        if kind == "thread_array":
+            self._thread_array(name, value_node)
+            return True
         if kind == "threadgroup_alloc":
             if name in self.symbols:
                 raise self.error(value_node, f"`{name}` is already defined; a threadgroup array needs a name of its own")
@@ -265,15 +275,21 @@ class Statements:
         elif isinstance(sym, LocalSym):
             conv = self._materialize(val, sym.ty, node, strict=False)
             if conv is None:
+                literal_fix = ""
+                if not sym.ty.is_vector and sym.ty.is_int and not val.untyped and val.ty.is_float:
+                    literal_fix = (
+                        f"; if line {sym.line} starts `{name}` from an integer literal (`{name} = 0`), write a float literal "
+                        f"(`{name} = 0.0`) and it is a float from the start"
+                    )
                 raise self.error(
                     node,
                     f"`{name}` is {sym.ty} (first assigned at line {sym.line}) but this value is {val.ty}; "
                     f"a variable keeps one type — convert with enigma.{sym.ty.msl_name if sym.ty.is_vector else sym.ty.name}(...) "
-                    "or use another name",
+                    f"or use another name{literal_fix}",
                 )
             val = conv
         elif isinstance(sym, MemRef):
-            raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else 'threadgroup array'}; store to an element (`{name}[i] = ...`)")
+            raise self.error(node, f"`{name}` is a {'buffer parameter' if sym.param is not None else sym.kind}; store to an element (`{name}[i] = ...`)")
         elif isinstance(sym, ValueParamSym):
             raise self.error(node, f"`{name}` is a by-value parameter; it cannot be assigned")
         elif isinstance(sym, TexRef):
@@ -370,10 +386,16 @@ class Statements:
             raise self.error(node, "the loop variable must be a plain name")
         it = node.iter
         callee = self.expr(it.func) if isinstance(it, ast.Call) else None
-        if not (isinstance(callee, PyObj) and (callee.obj is _py_builtins.range or (isinstance(callee.obj, Intrinsic) and callee.obj.name == "for_range"))):
-            raise self.error(node, "only `for i in range(start, end[, step])` (or enigma.for_range) loops are supported; iterating over a Python object is not")
-        args = self._range_args(it, "range")
-        self._for_loop(node.target.id, args, node.body, node)
+        ranges = ("for_range", "static_range")
+        if not (isinstance(callee, PyObj) and (callee.obj is _py_builtins.range or (isinstance(callee.obj, Intrinsic) and callee.obj.name in ranges))):
+            raise self.error(
+                node,
+                "only `for i in range(start, end[, step])` (or enigma.for_range, or enigma.static_range to unroll at compile time) "
+                "loops are supported; iterating over a Python object is not",
+            )
+        unroll = isinstance(callee.obj, Intrinsic) and callee.obj.name == "static_range"
+        args = self._range_args(it, "enigma.static_range" if unroll else "range")
+        self._for_loop(node.target.id, args, node.body, node, unroll)
 
     def _range_args(self, call, what):
         if call.keywords:
@@ -390,7 +412,7 @@ class Statements:
             raise self.error(call, f"the step of {what}() must be a positive integer (loops count up: `i < end`)")
         return start, end, step
 
-    def _for_loop(self, name, args, body, node):
+    def _for_loop(self, name, args, body, node, unroll=False):
         start, end, step = (self._decay(v) for v in args)
         sym = self.symbols.get(name)
         if sym is not None and not isinstance(sym, LocalSym):
@@ -422,7 +444,10 @@ class Statements:
         finally:
             self.loop_vars.pop()
             self.loop_depth -= 1
-        self.emit({"for": {"var": sym.var, "start": start_e, "end": end_e, "step": step_e, "body": body_block}}, node)
+        loop = {"var": sym.var, "start": start_e, "end": end_e, "step": step_e, "body": body_block}
+        if unroll:
+            loop["unroll"] = True  # the IR's validation explains bounds that are not constants
+        self.emit({"for": loop}, node)
         self.defined = None if before is None else set(before) - {name}
 
     def _while(self, node):

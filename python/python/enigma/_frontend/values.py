@@ -39,19 +39,26 @@ class PyObj:
 
 
 class MemRef:
-    """A device buffer or threadgroup array, indexable; with a ``shape``
+    """A device buffer, threadgroup array or per-thread array, indexable; with a ``shape``
     (row-major; entries: ints, names of scalars, or None for an open first
     dimension), indexable with one subscript per dimension."""
 
     __slots__ = ("mem", "elem", "name", "param", "shape", "decl")
 
     def __init__(self, mem, elem, name, param=None, shape=None, decl=None):
-        self.mem = mem  # {"buffer": i} or {"threadgroup": i}
+        self.mem = mem  # {"buffer": i}, {"threadgroup": i} or {"thread": i}
         self.elem = elem
         self.name = name
         self.param = param  # parameter index for buffers
         self.shape = shape
         self.decl = decl  # the AST node that declared it (for messages)
+
+    @property
+    def kind(self) -> str:
+        """What the memory is, for messages."""
+        if self.param is not None:
+            return "buffer"
+        return "per-thread array" if "thread" in self.mem else "threadgroup array"
 
 
 class LocalSym:
