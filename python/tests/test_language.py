@@ -155,7 +155,7 @@ def test_a_signed_unsigned_comparison_names_the_fix():
     with pytest.raises(enigma.CompileError) as e:
         enigma.compile(signed_against_unsigned)
     message = str(e.value)
-    assert "compares a signed i32 with an unsigned u32" in message, message
+    assert "compares i32 with u32, one signed and one unsigned" in message, message
     assert "enigma.i32(n)" in message and "enigma.u32(i)" in message, message
 
 
@@ -279,6 +279,13 @@ def test_a_texture_the_kernel_writes_may_be_given_in_outputs():
     want = np.arange(4)[None, :] + 10 * np.arange(3)[:, None]
     np.testing.assert_array_equal(tex.numpy(), want.astype(np.float32))
     assert rt.last_report["findings"] == []
+
+
+@enigma.kernel
+def gelu_erf(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    out[g] = 0.5 * v * (1.0 + enigma.erf(v * 0.7071067811865476))
 
 
 def test_gelu_in_the_erf_form_matches_an_f64_reference():

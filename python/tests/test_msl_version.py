@@ -51,5 +51,5 @@ def test_other_kernels_default_to_3_1_and_take_the_version_asked_for():
 
 
 def test_an_unknown_version_is_a_compile_error():
-    with pytest.raises(enigma.CompileError, match=r"unknown MSL version `2\.9`.*3\.0, 3\.1 and 3\.2"):
+    with pytest.raises(enigma.CompileError, match=r"unknown MSL version `2\.9`.*3\.0, 3\.1, 3\.2 and 4\.0"):
         enigma.compile(scale, msl_version="2.9")

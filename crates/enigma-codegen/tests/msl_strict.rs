@@ -12,7 +12,8 @@ mod strict;
 use std::path::Path;
 
 /// The golden files written for MSL 3.2 (`snapshots.rs` writes them with
-/// `language_version: (3, 2)`); the others are written for the default, 3.1.
+/// `language_version: (3, 2)`); the cooperative ones (`cooperative__*`) for
+/// MSL 4.0; the others for the default, 3.1.
 const MSL_3_2_GOLDENS: &[&str] = &["device_fences"];
 
 fn goldens() -> Vec<(String, String)> {
@@ -34,7 +35,9 @@ fn goldens() -> Vec<(String, String)> {
 }
 
 fn version_of(name: &str) -> (u8, u8) {
-    if MSL_3_2_GOLDENS.contains(&name) {
+    if name.starts_with("cooperative__") {
+        enigma_codegen::msl::MPP_VERSION
+    } else if MSL_3_2_GOLDENS.contains(&name) {
         (3, 2)
     } else {
         (3, 1)

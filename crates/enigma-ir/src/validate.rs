@@ -102,7 +102,7 @@ pub struct ValidationError {
 pub enum ValidationErrorKind {
     #[error("operands of `{op}` have types {lhs} and {rhs}; they must match (or be a vector and a scalar of its element type)")]
     OperandTypes { op: &'static str, lhs: Type, rhs: Type },
-    #[error("`{op}` compares a signed {lhs} with an unsigned {rhs} (or the reverse); C would convert the signed side to unsigned, so a negative value compares as a huge one (`-1 < n` is false). Convert one side explicitly: to the signed type where the unsigned value fits in it (`i32(n)`), or to the unsigned type where the signed value is never negative (`u32(i)`)")]
+    #[error("`{op}` compares {lhs} with {rhs}, one signed and one unsigned; C would convert the signed side to unsigned, so a negative value compares as a huge one (`-1 < n` is false). Convert one side explicitly: to the signed type where the unsigned value fits in it (`i32(n)`), or to the unsigned type where the signed value is never negative (`u32(i)`)")]
     MixedSignComparison { op: &'static str, lhs: Type, rhs: Type },
     #[error("`{op}` is not defined for {ty}")]
     InvalidOperand { op: String, ty: Type },

@@ -873,6 +873,167 @@ def atomic_exchange(buffer: Any, index: Num, value: Num) -> Value:
 
 
 #: The names ``import enigma`` re-exports.
+@_declare
+def tan(x: Num) -> Value:
+    """The tangent of ``x`` (MSL ``tan``), float types."""
+    ...
+
+
+@_declare
+def sinh(x: Num) -> Value:
+    """The hyperbolic sine of ``x`` (MSL ``sinh``)."""
+    ...
+
+
+@_declare
+def cosh(x: Num) -> Value:
+    """The hyperbolic cosine of ``x`` (MSL ``cosh``)."""
+    ...
+
+
+@_declare
+def asin(x: Num) -> Value:
+    """The arc sine of ``x`` in radians (MSL ``asin``)."""
+    ...
+
+
+@_declare
+def acos(x: Num) -> Value:
+    """The arc cosine of ``x`` in radians (MSL ``acos``)."""
+    ...
+
+
+@_declare
+def atan(x: Num) -> Value:
+    """The arc tangent of ``x`` in radians (MSL ``atan``)."""
+    ...
+
+
+@_declare
+def atan2(y: Num, x: Num) -> Value:
+    """The angle of the point ``(x, y)``, in (-π, π] (MSL ``atan2``)."""
+    ...
+
+
+@_declare
+def asinh(x: Num) -> Value:
+    """The inverse hyperbolic sine of ``x`` (MSL ``asinh``)."""
+    ...
+
+
+@_declare
+def acosh(x: Num) -> Value:
+    """The inverse hyperbolic cosine of ``x`` (MSL ``acosh``)."""
+    ...
+
+
+@_declare
+def atanh(x: Num) -> Value:
+    """The inverse hyperbolic tangent of ``x`` (MSL ``atanh``)."""
+    ...
+
+
+@_declare
+def erf(x: Num) -> Value:
+    """The error function of ``x`` (CUDA ``erff``; MSL has none, so its generator refuses it; docs/kernel-functions.md gives the accuracy)."""
+    ...
+
+
+@_declare
+def erfc(x: Num) -> Value:
+    """The complementary error function ``1 - erf(x)`` without its cancellation (CUDA ``erfcf``; not in MSL)."""
+    ...
+
+
+@_declare
+def log1p(x: Num) -> Value:
+    """``log(1 + x)``, accurate for small ``x`` (CUDA ``log1pf``; not in MSL)."""
+    ...
+
+
+@_declare
+def expm1(x: Num) -> Value:
+    """``exp(x) - 1``, accurate for small ``x`` (CUDA ``expm1f``; not in MSL)."""
+    ...
+
+
+@_declare
+def round(x: Num) -> Value:
+    """``x`` rounded to the nearest integer, halves away from zero (MSL ``round``)."""
+    ...
+
+
+@_declare
+def trunc(x: Num) -> Value:
+    """``x`` rounded toward zero (MSL ``trunc``)."""
+    ...
+
+
+@_declare
+def rint(x: Num) -> Value:
+    """``x`` rounded to the nearest integer, halves to even (MSL ``rint``)."""
+    ...
+
+
+@_declare
+def copysign(x: Num, y: Num) -> Value:
+    """``|x|`` with the sign of ``y`` (MSL ``copysign``)."""
+    ...
+
+
+@_declare
+def fmod(x: Num, y: Num) -> Value:
+    """The remainder of ``x / y`` with the sign of ``x`` (MSL ``fmod``, as ``%`` on floats)."""
+    ...
+
+
+@_declare
+def sign(x: Num) -> Value:
+    """-1, 0 or 1 by the sign of ``x`` (MSL ``sign``; NaN gives 0)."""
+    ...
+
+
+@_declare
+def saturate(x: Num) -> Value:
+    """``x`` clamped to [0, 1] (MSL ``saturate``)."""
+    ...
+
+
+@_declare
+def mix(x: Num, y: Num, a: Num) -> Value:
+    """``x + (y - x) * a``, linear interpolation (MSL ``mix``)."""
+    ...
+
+
+@_declare
+def step(edge: Num, x: Num) -> Value:
+    """0 where ``x < edge``, else 1 (MSL ``step``)."""
+    ...
+
+
+@_declare
+def smoothstep(edge0: Num, edge1: Num, x: Num) -> Value:
+    """The Hermite step from 0 at ``edge0`` to 1 at ``edge1`` (MSL ``smoothstep``)."""
+    ...
+
+
+@_declare
+def thread_array(type: Any, shape: Any) -> Value:
+    """An array each thread has its own copy of (MSL's ``thread T name[N]``):
+    ``acc = enigma.thread_array(enigma.f32, 8)``, or a shape ``(4, 4)``
+    indexed ``acc[i, j]``; its elements start unset (reading one before the
+    thread writes it is a sanitizer finding)."""
+    ...
+
+
+@_declare
+def static_range(start: int, end: Optional[int] = None, step: int = 1) -> "range":
+    """``for i in enigma.static_range(8):`` loops as ``range`` does, unrolled at
+    compile time (constant bounds; ``#pragma unroll``), so a per-thread array
+    indexed by ``i`` stays in registers."""
+    ...
+
+
 __all__ = [
     'Value', 'Constant', 'thread_position_in_grid', 'thread_position_in_threadgroup',
     'threadgroup_position_in_grid', 'threads_per_threadgroup', 'threads_per_grid',
@@ -896,5 +1057,6 @@ __all__ = [
     'uchar2', 'uchar3', 'uchar4', 'ushort', 'ushort2', 'ushort3', 'ushort4', 'uint', 'uint2',
     'uint3', 'uint4', 'ulong', 'ulong2', 'ulong3', 'ulong4', 'half', 'half2', 'half3', 'half4',
     'bfloat', 'bfloat2', 'bfloat3', 'bfloat4', 'float2', 'float3', 'float4', 'simdgroup_half8x8',
-    'simdgroup_bfloat8x8', 'simdgroup_float8x8',
+    'simdgroup_bfloat8x8', 'simdgroup_float8x8', 'tan', 'sinh', 'cosh', 'asin', 'acos', 'atan', 'atan2', 'asinh', 'acosh', 'atanh', 'erf', 'erfc', 'log1p', 'expm1', 'round', 'trunc', 'rint', 'copysign', 'fmod', 'sign', 'saturate', 'mix', 'step', 'smoothstep',
+    'thread_array', 'static_range',
 ]

@@ -57,8 +57,15 @@ fn with_function_constants_initialised(msl: &str) -> String {
 }
 
 /// clang's errors for `msl` written for MSL `version`, or `None` when it
-/// compiles.
+/// compiles. Sources for MSL 4.0 (MetalPerformancePrimitives' cooperative
+/// tensor operations) are not compiled: the strict shim declares no
+/// `metal_tensor` or MPP, so they are checked by the g++ shim alone
+/// (`tests/msl_shim`); each is named on stderr.
 pub fn errors(dir: &Path, name: &str, msl: &str, version: (u8, u8)) -> Option<String> {
+    if version >= (4, 0) {
+        eprintln!("strict MSL check: `{name}` is MSL {}.{} (MetalPerformancePrimitives), which the strict shim does not declare; the g++ shim type-checks it", version.0, version.1);
+        return None;
+    }
     let file = dir.join(format!("{name}.metal"));
     std::fs::write(&file, with_function_constants_initialised(msl)).expect("write the source");
     let out = Command::new("clang++")
