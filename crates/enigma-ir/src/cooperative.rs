@@ -238,6 +238,31 @@ impl ReduceOp {
     pub fn from_name(name: &str) -> Option<ReduceOp> {
         ReduceOp::ALL.into_iter().find(|o| o.name() == name)
     }
+
+    /// The identity: 0, `-inf`, `+inf`.
+    pub fn identity(self) -> f64 {
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+        }
+    }
+
+    /// The f64 reference over `values`.
+    pub fn reference(self, values: impl IntoIterator<Item = f64>) -> f64 {
+        let it = values.into_iter();
+        match self {
+            ReduceOp::Sum => it.sum(),
+            ReduceOp::Max => it.fold(f64::NEG_INFINITY, f64::max),
+            ReduceOp::Min => it.fold(f64::INFINITY, f64::min),
+        }
+    }
+}
+
+impl std::fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl ReduceAxis {

@@ -318,35 +318,22 @@ pub(crate) fn finite_or_zero(x: Ex) -> Ex {
     select(x, f(0.0), x.eq(neg_inf()))
 }
 
-/// A reduction operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    Sum,
-    Max,
-    Min,
+/// A reduction operator: the IR's (`enigma_ir::cooperative::ReduceOp`), the
+/// one the cooperative tensors' row and column reductions take too.
+pub use enigma_ir::cooperative::ReduceOp;
+
+/// What each reduction operator is in the library's kernels: the builder
+/// expressions that combine two values, reduce a SIMD group, and reduce a
+/// vector's lanes.
+pub(crate) trait ReduceExprs {
+    fn combine(self, a: Ex, b: Ex) -> Ex;
+    fn simd(self, x: Ex) -> Ex;
+    /// Reduces a vector's lanes to a scalar.
+    fn horizontal(self, v: Ex) -> Ex;
 }
 
-impl ReduceOp {
-    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Max => "max",
-            ReduceOp::Min => "min",
-        }
-    }
-
-    /// The identity: 0, `-inf`, `+inf`.
-    pub fn identity(self) -> f64 {
-        match self {
-            ReduceOp::Sum => 0.0,
-            ReduceOp::Max => f64::NEG_INFINITY,
-            ReduceOp::Min => f64::INFINITY,
-        }
-    }
-
-    pub(crate) fn combine(self, a: Ex, b: Ex) -> Ex {
+impl ReduceExprs for ReduceOp {
+    fn combine(self, a: Ex, b: Ex) -> Ex {
         match self {
             ReduceOp::Sum => a + b,
             ReduceOp::Max => max(a, b),
@@ -354,7 +341,7 @@ impl ReduceOp {
         }
     }
 
-    pub(crate) fn simd(self, x: Ex) -> Ex {
+    fn simd(self, x: Ex) -> Ex {
         match self {
             ReduceOp::Sum => simd_sum(x),
             ReduceOp::Max => simd_max(x),
@@ -362,29 +349,12 @@ impl ReduceOp {
         }
     }
 
-    /// Reduces a vector's lanes to a scalar.
-    pub(crate) fn horizontal(self, v: Ex) -> Ex {
+    fn horizontal(self, v: Ex) -> Ex {
         match self {
             ReduceOp::Sum => hsum(v),
             ReduceOp::Max => hmax(v),
             ReduceOp::Min => hmin(v),
         }
-    }
-
-    /// The f64 reference over `values`.
-    pub fn reference(self, values: impl IntoIterator<Item = f64>) -> f64 {
-        let it = values.into_iter();
-        match self {
-            ReduceOp::Sum => it.sum(),
-            ReduceOp::Max => it.fold(f64::NEG_INFINITY, f64::max),
-            ReduceOp::Min => it.fold(f64::INFINITY, f64::min),
-        }
-    }
-}
-
-impl fmt::Display for ReduceOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
