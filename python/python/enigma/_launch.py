@@ -15,6 +15,7 @@ import numbers
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from . import _enigma
+from ._mlx import host_dtype as _mlx_host_dtype
 from ._mlx import is_mlx_array
 from ._devices import DeviceName, Texture, device_of, dispatch_stream, dtype_name, is_array, native_runtime
 from ._types import FORMAT_NAMES, NUMPY_NAMES, scalar_of_format
@@ -317,7 +318,7 @@ def mlx_arguments(compiled: CompiledKernel, inputs: Sequence[Any], output_shapes
         got = dtype_name(dtype)
         if got != p.scalar:
             raise DispatchError(f"kernel `{name}`, output `{p.name}`: the kernel writes {p.type_name} elements, output_dtypes gives {got}")
-        host_dtype = "uint16" if p.scalar == "bf16" else NUMPY_NAMES[p.scalar]
+        host_dtype = _mlx_host_dtype(p.scalar)
         dims = tuple(int(d) for d in ((shape,) if isinstance(shape, numbers.Integral) else shape))
         host = np.empty(dims, dtype=host_dtype) if init_value is None else np.full(dims, init_value, dtype=host_dtype)
         if p.width > 1 and host.size % p.width:

@@ -82,12 +82,17 @@ def from_host(host: Any, name: str) -> Any:
     return mx.array(host)
 
 
+def host_dtype(name: str) -> str:
+    """numpy's dtype for host data of enigma's dtype ``name`` (bfloat16 as
+    its uint16 bits)."""
+    return _NUMPY_HOST[name]
+
+
 def from_bytes(data: Any, name: str) -> Any:
     """A 1-D ``mx.array`` of enigma's dtype ``name`` holding the bytes ``data``."""
     import numpy as np
 
-    host = np.frombuffer(data, dtype="uint16" if name == "bf16" else _NUMPY_HOST[name])
-    return from_host(host, name)
+    return from_host(np.frombuffer(data, dtype=host_dtype(name)), name)
 
 
 def any_mlx(values: Any) -> bool:
