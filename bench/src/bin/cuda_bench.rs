@@ -7,7 +7,7 @@
 //! Run on a CUDA machine: `cuda_bench [log2_n]`.
 
 use enigma_ir::{Scalar, Type};
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::Arg;
 use std::time::{Duration, Instant};
 
@@ -26,22 +26,22 @@ fn main() {
     // Values in [0, 1): no cancellation, so the relative error measures the
     // summation (a zero-mean input would make any error look large).
     let data: Vec<f32> = (0..n).map(|i| ((i as u64 * 2654435761) % 1000) as f32 * 1e-3).collect();
-    let want = reduce::reference_sum(&data);
+    let want = two_pass_sum::reference_sum(&data);
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     let input = rt.buffer_from_bytes(Type::F32, &bytes).expect("input");
     let input4 = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &bytes).expect("input");
-    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).expect("pass 1");
-    let p1v = rt.pipeline(&reduce::reduce_threadgroup_vec4()).expect("pass 1 vec4");
-    let p2 = rt.pipeline(&reduce::reduce_final()).expect("pass 2");
+    let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).expect("pass 1");
+    let p1v = rt.pipeline(&two_pass_sum::reduce_threadgroup_vec4()).expect("pass 1 vec4");
+    let p2 = rt.pipeline(&two_pass_sum::reduce_final()).expect("pass 2");
     let cores = rt.device().compute_units;
     let result = rt.buffer_zeroed::<f32>(1).expect("result");
-    let pass2 = [reduce::PASS2_THREADS, 1, 1];
+    let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
 
     // Seed-style pass 1: one element per thread.
-    let groups = reduce::pass1_threadgroups(n as u32);
+    let groups = two_pass_sum::pass1_threadgroups(n as u32);
     let partial = rt.buffer_zeroed::<f32>(groups as usize).expect("partials");
     let seed_style = || -> (Duration, f32) {
-        let a = rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1]).expect("pass 1");
+        let a = rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1]).expect("pass 1");
         let b = rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).expect("pass 2");
         (a.device_time.unwrap_or_default() + b.device_time.unwrap_or_default(), result.to_vec::<f32>().expect("read")[0])
     };
@@ -50,7 +50,7 @@ fn main() {
     let partial4 = rt.buffer_zeroed::<f32>(groups4 as usize).expect("partials");
     let strided = || -> (Duration, f32) {
         let args = [Arg::from(&input4), Arg::from(&partial4), Arg::u32((n / 4) as u32)];
-        let a = rt.dispatch_threadgroups(&p1v, &args, [groups4, 1, 1], [reduce::PASS1_THREADS, 1, 1]).expect("pass 1");
+        let a = rt.dispatch_threadgroups(&p1v, &args, [groups4, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1]).expect("pass 1");
         let b = rt.dispatch_threads(&p2, &[Arg::from(&partial4), Arg::from(&result), Arg::u32(groups4)], pass2, pass2).expect("pass 2");
         (a.device_time.unwrap_or_default() + b.device_time.unwrap_or_default(), result.to_vec::<f32>().expect("read")[0])
     };

@@ -6,7 +6,7 @@
 //!
 //! Run: `cargo run --release -p enigma-bench --bin sanitizer_overhead [n]`
 
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
 use enigma_bench::{pass1_data, time_plain_sum, time_runs as time};
 use std::time::Duration;
@@ -21,13 +21,13 @@ fn main() {
 
     let rt = Runtime::new(Device::Sim).expect("the simulator is always available");
     let input = rt.buffer_from(&data).expect("allocation");
-    let groups = reduce::pass1_threadgroups(n as u32);
+    let groups = two_pass_sum::pass1_threadgroups(n as u32);
     let partial = rt.buffer_zeroed::<f32>(groups as usize).expect("allocation");
-    let pass1 = rt.pipeline(&reduce::reduce_threadgroup()).expect("pass 1 compiles");
+    let pass1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).expect("pass 1 compiles");
     let args = [Arg::from(&input), Arg::from(&partial)];
     let run = |options: &DispatchOptions| {
         let report = rt
-            .dispatch(&pass1, &args, Mode::Threads, [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1], options)
+            .dispatch(&pass1, &args, Mode::Threads, [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1], options)
             .expect("pass 1 runs clean");
         assert!(report.findings.is_empty(), "pass 1 is a correct kernel: {:?}", report.findings);
     };

@@ -7,7 +7,7 @@
 //! pass 1, which runs about 15 IR operations), compared with the plain loop's
 //! elements per second (one f32 add each).
 
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Device, Runtime};
 use enigma_bench::{pass1_data, time_plain_sum, time_runs};
 use std::time::Duration;
@@ -23,11 +23,11 @@ fn main() {
 
     let rt = Runtime::new(Device::Sim).expect("the simulator is always available");
     let input = rt.buffer_from(&data).expect("allocation");
-    let groups = reduce::pass1_threadgroups(n as u32);
+    let groups = two_pass_sum::pass1_threadgroups(n as u32);
     let partial = rt.buffer_zeroed::<f32>(groups as usize).expect("allocation");
-    let pass1 = rt.pipeline(&reduce::reduce_threadgroup()).expect("pass 1 compiles");
+    let pass1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).expect("pass 1 compiles");
     let (sim, _) = time_runs(3, || {
-        rt.dispatch_threads(&pass1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1])
+        rt.dispatch_threads(&pass1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1])
             .expect("pass 1 runs");
     });
 

@@ -1,8 +1,8 @@
 use enigma_ir::{validate, ValidationOptions};
 fn main() {
-    let mut kernels = enigma_kernels::seed000::all();
-    kernels.push(enigma_kernels::reduce::reduce_threadgroup());
-    kernels.push(enigma_kernels::reduce::reduce_final());
+    let mut kernels = enigma_kernels::dispatch_patterns::all();
+    kernels.push(enigma_kernels::two_pass_sum::reduce_threadgroup());
+    kernels.push(enigma_kernels::two_pass_sum::reduce_final());
     let which = std::env::args().nth(1).unwrap_or_default();
     for k in kernels {
         if !which.is_empty() && k.name != which { continue; }

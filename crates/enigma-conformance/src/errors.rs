@@ -10,7 +10,7 @@
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Intrinsic, Literal, MemFlags, Type};
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Runtime, RuntimeError, SpecValues};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -71,7 +71,7 @@ fn copy_kernel() -> Result<enigma_ir::Kernel, String> {
 /// error names 4096 and the pipeline's maximum (1024 on every enigma
 /// device); so do other shapes of 4096 threads. 1024 threads run.
 pub fn errors_threadgroup_too_large(rt: &Runtime) -> CaseResult {
-    let seed_pass2 = pipeline(rt, &reduce::reduce_final_seed())?;
+    let seed_pass2 = pipeline(rt, &two_pass_sum::reduce_final_seed())?;
     let max = seed_pass2.max_total_threads_per_threadgroup();
     ensure!(
         (1..=1024).contains(&max),
@@ -98,14 +98,14 @@ pub fn errors_threadgroup_too_large(rt: &Runtime) -> CaseResult {
         rt.dispatch_threads(&seed_pass2, &args, [2048, 1, 1], [2048, 1, 1])
     })?;
     // The valid pass 2 on the same partials runs.
-    let p = pipeline(rt, &reduce::reduce_final())?;
+    let p = pipeline(rt, &two_pass_sum::reduce_final())?;
     let data = upload(rt, &vec![0.5f32; 4096])?;
     groups(
         rt,
         &p,
         &[Arg::from(&data), Arg::from(&result), Arg::u32(4096)],
         [1, 1, 1],
-        [reduce::PASS2_THREADS, 1, 1],
+        [two_pass_sum::PASS2_THREADS, 1, 1],
     )?;
     let got = download::<f32>(&result)?[0];
     ensure!(

@@ -7,7 +7,7 @@
 //! `enigma_kernels::sum_tolerance` (a few ulps per summation level on Σ|x|).
 
 use crate::util::*;
-use enigma_kernels::{reduce, seed000};
+use enigma_kernels::{two_pass_sum, dispatch_patterns};
 use enigma_runtime::{Arg, Runtime};
 use rand::Rng;
 
@@ -24,7 +24,7 @@ pub fn seed000_scale(rt: &Runtime) -> CaseResult {
             .map(|&h| f32_to_f16(f16_to_f32(h) * factor))
             .collect();
         let buf = upload_f16(rt, &data)?;
-        let p = pipeline(rt, &seed000::scale())?;
+        let p = pipeline(rt, &dispatch_patterns::scale())?;
         threads(
             rt,
             &p,
@@ -37,7 +37,7 @@ pub fn seed000_scale(rt: &Runtime) -> CaseResult {
         })?;
 
         let buf = upload_f16(rt, &data)?;
-        let p = pipeline(rt, &seed000::safe_scale())?;
+        let p = pipeline(rt, &dispatch_patterns::safe_scale())?;
         let count = 900u32;
         groups(
             rt,
@@ -73,7 +73,7 @@ pub fn seed000_scale_vec4(rt: &Runtime) -> CaseResult {
         let half4 = enigma_ir::Type::vector(enigma_ir::Scalar::F16, 4);
         let bytes: Vec<u8> = data.iter().flat_map(|h| h.to_le_bytes()).collect();
         let buf = rt.buffer_from_bytes(half4, &bytes).ctx("allocating")?;
-        let p = pipeline(rt, &seed000::scale_vec4())?;
+        let p = pipeline(rt, &dispatch_patterns::scale_vec4())?;
         threads(
             rt,
             &p,
@@ -92,7 +92,7 @@ pub fn seed000_scale_vec4(rt: &Runtime) -> CaseResult {
 /// in every threadgroup, a partial last threadgroup).
 pub fn seed000_two_stage_reduction(rt: &Runtime) -> CaseResult {
     seeded("seed000_two_stage_reduction", |rng| {
-        let p = pipeline(rt, &seed000::two_stage_reduction())?;
+        let p = pipeline(rt, &dispatch_patterns::two_stage_reduction())?;
         for (n, tg) in [(1024usize, 256u32), (250, 100), (96, 96)] {
             let data: Vec<f32> = (0..n).map(|_| quarter(rng, 400)).collect();
             let db = upload(rt, &data)?;
@@ -128,7 +128,7 @@ pub fn seed000_two_stage_reduction(rt: &Runtime) -> CaseResult {
 /// quarter-multiples, then within `enigma_kernels::sum_tolerance` with random floats.
 pub fn seed000_row_sum(rt: &Runtime) -> CaseResult {
     seeded("seed000_row_sum", |rng| {
-        let p = pipeline(rt, &seed000::row_sum())?;
+        let p = pipeline(rt, &dispatch_patterns::row_sum())?;
         for (rows, cols, exact) in [
             (5usize, 1000usize, true),
             (3, 37, true),
@@ -165,7 +165,7 @@ pub fn seed000_row_sum(rt: &Runtime) -> CaseResult {
                         got[r]
                     );
                 } else {
-                    let (want, tol) = (reduce::reference_sum(row), enigma_kernels::sum_tolerance(row));
+                    let (want, tol) = (two_pass_sum::reference_sum(row), enigma_kernels::sum_tolerance(row));
                     ensure!(
                         (got[r] as f64 - want).abs() <= tol,
                         "row_sum {rows}×{cols}, row {r}: got {}, reference {want}, tolerance {tol:e}",
@@ -187,7 +187,7 @@ pub fn seed000_simd_broadcast(rt: &Runtime) -> CaseResult {
         let db = upload(rt, &data)?;
         let first = filled(rt, n, 0.0f32)?;
         let from_lane = filled(rt, n, 0.0f32)?;
-        let p = pipeline(rt, &seed000::simd_broadcast_pattern())?;
+        let p = pipeline(rt, &dispatch_patterns::simd_broadcast_pattern())?;
         threads(
             rt,
             &p,
@@ -223,7 +223,7 @@ pub fn seed000_simd_broadcast(rt: &Runtime) -> CaseResult {
 /// with a partial last threadgroup (8 lanes).
 pub fn seed000_prefix_sum(rt: &Runtime) -> CaseResult {
     seeded("seed000_prefix_sum", |rng| {
-        let p = pipeline(rt, &seed000::prefix_sum())?;
+        let p = pipeline(rt, &dispatch_patterns::prefix_sum())?;
         for (n, tg) in [(256usize, 128u32), (200, 64)] {
             let data: Vec<f32> = (0..n).map(|_| quarter(rng, 400)).collect();
             let db = upload(rt, &data)?;
@@ -262,7 +262,7 @@ pub fn seed000_shuffle_stencil(rt: &Runtime) -> CaseResult {
         let data: Vec<f32> = (0..n).map(|_| normal_f32(rng, -10, 10)).collect();
         let db = upload(rt, &data)?;
         let ob = filled(rt, n, 0.0f32)?;
-        let p = pipeline(rt, &seed000::shuffle_stencil())?;
+        let p = pipeline(rt, &dispatch_patterns::shuffle_stencil())?;
         threads(
             rt,
             &p,
@@ -290,7 +290,7 @@ pub fn seed000_shuffle_stencil(rt: &Runtime) -> CaseResult {
 /// and the result is the exact product rounded once to half.
 pub fn seed000_gemm_tiled(rt: &Runtime) -> CaseResult {
     seeded("seed000_gemm_tiled", |rng| {
-        let p = pipeline(rt, &seed000::gemm_tiled())?;
+        let p = pipeline(rt, &dispatch_patterns::gemm_tiled())?;
         for (m, n, k) in [
             (1usize, 1usize, 1usize),
             (5, 7, 3),
@@ -309,8 +309,8 @@ pub fn seed000_gemm_tiled(rt: &Runtime) -> CaseResult {
             let bb = upload_f16(rt, &b.iter().map(|&v| f32_to_f16(v)).collect::<Vec<_>>())?;
             let cb = upload_f16(rt, &vec![0x7e00; m * n])?;
             let tgs = [
-                (n as u32).div_ceil(seed000::GEMM_TN),
-                (m as u32).div_ceil(seed000::GEMM_TM),
+                (n as u32).div_ceil(dispatch_patterns::GEMM_TN),
+                (m as u32).div_ceil(dispatch_patterns::GEMM_TM),
                 1,
             ];
             let args = [
@@ -321,7 +321,7 @@ pub fn seed000_gemm_tiled(rt: &Runtime) -> CaseResult {
                 Arg::u32(n as u32),
                 Arg::u32(k as u32),
             ];
-            groups(rt, &p, &args, tgs, [seed000::GEMM_THREADS, 1, 1])?;
+            groups(rt, &p, &args, tgs, [dispatch_patterns::GEMM_THREADS, 1, 1])?;
             let want: Vec<u16> = (0..m * n)
                 .map(|idx| {
                     let (r, c) = (idx / n, idx % n);
@@ -346,15 +346,15 @@ pub fn seed000_gemm_tiled(rt: &Runtime) -> CaseResult {
 /// `dispatch_threads` over n elements in 256-thread threadgroups (the last
 /// one partial), pass 2 (`reduce_final`) as one 1024-thread threadgroup with
 /// the partial count as a value argument; for n = 1, 31, 33, 1000, 4097 and
-/// 2^20, against `reduce::reference_sum` within `enigma_kernels::sum_tolerance`. Each
+/// 2^20, against `two_pass_sum::reference_sum` within `enigma_kernels::sum_tolerance`. Each
 /// partial is checked too.
 pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
     seeded("seed001_reduction", |rng| {
-        let pass1 = pipeline(rt, &reduce::reduce_threadgroup())?;
-        let pass2 = pipeline(rt, &reduce::reduce_final())?;
+        let pass1 = pipeline(rt, &two_pass_sum::reduce_threadgroup())?;
+        let pass2 = pipeline(rt, &two_pass_sum::reduce_final())?;
         for n in [1usize, 31, 33, 1000, 4097, 1 << 20] {
             let data: Vec<f32> = (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
-            let groups_n = reduce::pass1_threadgroups(n as u32);
+            let groups_n = two_pass_sum::pass1_threadgroups(n as u32);
             let ab = upload(rt, &data)?;
             let partial = filled(rt, groups_n as usize, f32::NAN)?;
             let result = filled(rt, 1, f32::NAN)?;
@@ -363,12 +363,12 @@ pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
                 &pass1,
                 &[Arg::from(&ab), Arg::from(&partial)],
                 [n as u32, 1, 1],
-                [reduce::PASS1_THREADS, 1, 1],
+                [two_pass_sum::PASS1_THREADS, 1, 1],
             )?;
             let partials: Vec<f32> = download(&partial)?;
             for (g, &got) in partials.iter().enumerate() {
                 let chunk = &data[g * 256..((g + 1) * 256).min(n)];
-                let (want, tol) = (reduce::reference_sum(chunk), enigma_kernels::sum_tolerance(chunk));
+                let (want, tol) = (two_pass_sum::reference_sum(chunk), enigma_kernels::sum_tolerance(chunk));
                 ensure!(
                     (got as f64 - want).abs() <= tol,
                     "n = {n}: partial {g}: got {got}, reference {want}, tolerance {tol:e}"
@@ -379,10 +379,10 @@ pub fn seed001_reduction(rt: &Runtime) -> CaseResult {
                 &pass2,
                 &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups_n)],
                 [1, 1, 1],
-                [reduce::PASS2_THREADS, 1, 1],
+                [two_pass_sum::PASS2_THREADS, 1, 1],
             )?;
             let got = download::<f32>(&result)?[0] as f64;
-            let (want, tol) = (reduce::reference_sum(&data), enigma_kernels::sum_tolerance(&data));
+            let (want, tol) = (two_pass_sum::reference_sum(&data), enigma_kernels::sum_tolerance(&data));
             ensure!(
                 (got - want).abs() <= tol,
                 "n = {n}: sum {got}, reference {want}, tolerance {tol:e}"

@@ -128,14 +128,14 @@ pub fn texture_listing4_covers_1920_by_1080(rt: &Runtime) -> CaseResult {
     let (w, h) = (1920u32, 1080u32);
     require_textures(rt)?;
     for (bounds_check, threadgroups) in [(true, true), (false, false)] {
-        let kernel = enigma_kernels::seed003::listing4(bounds_check, true);
+        let kernel = enigma_kernels::texture_fill::fill_white(bounds_check, true);
         let p = pipeline(rt, &kernel)?;
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).ctx("creating the texture")?;
         let counts = filled(rt, (w * h) as usize, 0u32)?;
         let args = [Arg::from(&tex), Arg::from(&counts)];
-        let tg = enigma_kernels::seed003::THREADS_PER_THREADGROUP;
+        let tg = enigma_kernels::texture_fill::THREADS_PER_THREADGROUP;
         if threadgroups {
-            groups(rt, &p, &args, enigma_kernels::seed003::threadgroups(w, h), tg)?;
+            groups(rt, &p, &args, enigma_kernels::texture_fill::threadgroups(w, h), tg)?;
         } else {
             threads(rt, &p, &args, [w, h, 1], tg)?;
         }

@@ -4,7 +4,7 @@
 //! (recorded by `enigma_conformance::skip`, so `scripts/test.sh` counts it).
 
 use enigma_cuda::CudaBackend;
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Buffer, Device, DeviceKind, Pipeline, Runtime, RuntimeError};
 use std::sync::Arc;
 
@@ -50,7 +50,7 @@ fn device_reports_the_gpu_and_its_limits() {
 #[test]
 fn pipeline_limits_come_from_the_driver() {
     let Some(rt) = cuda() else { return };
-    let p = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     assert_eq!(p.thread_execution_width(), 32);
     assert!(p.max_total_threads_per_threadgroup() >= 256 && p.max_total_threads_per_threadgroup() <= 1024);
     // scratch: 32 floats of threadgroup memory.
@@ -62,20 +62,20 @@ fn seed001_two_pass_reduction_matches_the_f64_reference() {
     let Some(rt) = cuda() else { return };
     for n in [1usize, 33, 1000, 4097, 1 << 20, (1 << 20) + 3] {
         let a: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 256.0).collect();
-        let groups = reduce::pass1_threadgroups(n as u32);
+        let groups = two_pass_sum::pass1_threadgroups(n as u32);
         let input = rt.buffer_from(&a).unwrap();
         let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
         let result = rt.buffer_zeroed::<f32>(1).unwrap();
-        let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
-        let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+        let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
+        let p2 = rt.pipeline(&two_pass_sum::reduce_final()).unwrap();
         let r1 = rt
-            .dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [reduce::PASS1_THREADS, 1, 1])
+            .dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1])
             .unwrap();
         assert!(r1.device_time.is_some(), "CUDA events time each dispatch");
-        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
         rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
         let got = result.to_vec::<f32>().unwrap()[0] as f64;
-        let want = reduce::reference_sum(&a);
+        let want = two_pass_sum::reference_sum(&a);
         assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
@@ -83,7 +83,7 @@ fn seed001_two_pass_reduction_matches_the_f64_reference() {
 #[test]
 fn the_seeds_4096_thread_pass2_is_rejected_with_both_numbers() {
     let Some(rt) = cuda() else { return };
-    let p2 = rt.pipeline(&reduce::reduce_final_seed()).unwrap();
+    let p2 = rt.pipeline(&two_pass_sum::reduce_final_seed()).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4096).unwrap();
     let result = rt.buffer_zeroed::<f32>(1).unwrap();
     let err = rt
@@ -100,11 +100,11 @@ fn modules_are_cached_by_their_source() {
         Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
     };
     let rt = Runtime::with_backend(backend.clone());
-    rt.pipeline(&reduce::reduce_final()).unwrap();
+    rt.pipeline(&two_pass_sum::reduce_final()).unwrap();
     assert_eq!(backend.cached_modules(), 1);
-    rt.pipeline(&reduce::reduce_final()).unwrap();
+    rt.pipeline(&two_pass_sum::reduce_final()).unwrap();
     assert_eq!(backend.cached_modules(), 1, "the same source compiles once");
-    rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     assert_eq!(backend.cached_modules(), 2);
 }
 
@@ -123,13 +123,13 @@ impl TwoPassSum {
     fn new(rt: &Runtime) -> TwoPassSum {
         let n = (1usize << 20) + 5;
         let data: Vec<f32> = (0..n).map(|i| (i % 997) as f32 * 1e-3).collect();
-        let groups = reduce::pass1_threadgroups(n as u32);
+        let groups = two_pass_sum::pass1_threadgroups(n as u32);
         TwoPassSum {
             input: rt.buffer_from(&data).unwrap(),
             partial: rt.buffer_zeroed::<f32>(groups as usize).unwrap(),
             result: rt.buffer_zeroed::<f32>(1).unwrap(),
-            pass1: rt.pipeline(&reduce::reduce_threadgroup()).unwrap(),
-            pass2: rt.pipeline(&reduce::reduce_final()).unwrap(),
+            pass1: rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap(),
+            pass2: rt.pipeline(&two_pass_sum::reduce_final()).unwrap(),
             data,
             groups,
         }
@@ -138,8 +138,8 @@ impl TwoPassSum {
     /// Dispatches both passes; the first one's report.
     fn dispatch(&self, rt: &Runtime) -> enigma_runtime::DispatchReport {
         let grid = [self.data.len() as u32, 1, 1];
-        let r1 = rt.dispatch_threads(&self.pass1, &[Arg::from(&self.input), Arg::from(&self.partial)], grid, [reduce::PASS1_THREADS, 1, 1]).unwrap();
-        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        let r1 = rt.dispatch_threads(&self.pass1, &[Arg::from(&self.input), Arg::from(&self.partial)], grid, [two_pass_sum::PASS1_THREADS, 1, 1]).unwrap();
+        let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
         rt.dispatch_threads(&self.pass2, &[Arg::from(&self.partial), Arg::from(&self.result), Arg::u32(self.groups)], pass2, pass2).unwrap();
         r1
     }
@@ -147,7 +147,7 @@ impl TwoPassSum {
     /// The sum matches the f64 reference.
     fn check(&self) {
         let got = self.result.to_vec::<f32>().unwrap()[0] as f64;
-        let want = reduce::reference_sum(&self.data);
+        let want = two_pass_sum::reference_sum(&self.data);
         assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&self.data), "got {got}, want {want}");
     }
 }

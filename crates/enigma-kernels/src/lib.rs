@@ -1,13 +1,14 @@
-//! enigma's kernels, written in the builder DSL: the seed-000 teaching
-//! kernels ([`seed000`]), the seed-001 two-pass reduction ([`reduce`]) and
-//! seed 003's texture kernel ([`seed003`]).
+//! enigma's kernels, written in the builder DSL: the dispatch patterns of
+//! the execution-model guide ([`dispatch_patterns`]), the two-pass sum of
+//! the Python example ([`two_pass_sum`]), the white-texture fill
+//! ([`texture_fill`]) and the kernel library ([`library`]).
 //! Each kernel comes with the dispatch it expects and, where it computes
 //! something, a plain-Rust reference.
 
+pub mod dispatch_patterns;
 pub mod library;
-pub mod reduce;
-pub mod seed000;
-pub mod seed003;
+pub mod texture_fill;
+pub mod two_pass_sum;
 
 /// The one generator of test data: xorshift64 (shifts 13, 7, 17) from a
 /// seed spread by the golden-ratio multiplier. Behind [`test_data`] (the
@@ -65,10 +66,10 @@ pub fn sum_tolerance(values: &[f32]) -> f64 {
 /// Every named kernel of the seeds (seed-000 kernels, the reduction passes),
 /// for tools that look kernels up by name (`enigma emit`, `enigma check`).
 pub fn seed_kernels() -> Vec<enigma_ir::Kernel> {
-    let mut kernels = seed000::all();
-    kernels.push(reduce::reduce_threadgroup());
-    kernels.push(reduce::reduce_final());
-    kernels.push(reduce::reduce_threadgroup_vec4());
-    kernels.push(seed003::simple_kernel_function());
+    let mut kernels = dispatch_patterns::all();
+    kernels.push(two_pass_sum::reduce_threadgroup());
+    kernels.push(two_pass_sum::reduce_final());
+    kernels.push(two_pass_sum::reduce_threadgroup_vec4());
+    kernels.push(texture_fill::simple_kernel_function());
     kernels
 }

@@ -10,7 +10,7 @@ use enigma_ir::{from_json, to_json, to_json_pretty, Kernel};
 
 fn shipped_kernels() -> Vec<Kernel> {
     let mut kernels = enigma_kernels::seed_kernels();
-    kernels.push(enigma_kernels::reduce::reduce_final_seed());
+    kernels.push(enigma_kernels::two_pass_sum::reduce_final_seed());
     kernels.extend(enigma_kernels::library::variants::all_kernels());
     for entry in enigma_testing::corpus::entries() {
         kernels.push((entry.buggy.kernel)());
@@ -73,10 +73,10 @@ fn without_locations(mut kernel: Kernel) -> String {
 
 #[test]
 fn snapshot_reduce_threadgroup() {
-    insta::assert_snapshot!(without_locations(enigma_kernels::reduce::reduce_threadgroup()));
+    insta::assert_snapshot!(without_locations(enigma_kernels::two_pass_sum::reduce_threadgroup()));
 }
 
 #[test]
 fn snapshot_shuffle_stencil() {
-    insta::assert_snapshot!(without_locations(enigma_kernels::seed000::shuffle_stencil()));
+    insta::assert_snapshot!(without_locations(enigma_kernels::dispatch_patterns::shuffle_stencil()));
 }

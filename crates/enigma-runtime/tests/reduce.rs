@@ -1,20 +1,20 @@
 //! The seed-001 two-pass reduction on the default device, against the f64
 //! reference; and the seed's own pass 2 rejected with the numbers involved.
 
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Device, Runtime, RuntimeError};
 
 
 fn two_pass(rt: &Runtime, a: &[f32]) -> f32 {
     let n = a.len() as u32;
-    let groups = reduce::pass1_threadgroups(n);
+    let groups = two_pass_sum::pass1_threadgroups(n);
     let input = rt.buffer_from(a).unwrap();
     let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
     let result = rt.buffer_zeroed::<f32>(1).unwrap();
-    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
-    let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
-    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
-    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], [reduce::PASS2_THREADS, 1, 1], [reduce::PASS2_THREADS, 1, 1])
+    let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
+    let p2 = rt.pipeline(&two_pass_sum::reduce_final()).unwrap();
+    rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1]).unwrap();
+    rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], [two_pass_sum::PASS2_THREADS, 1, 1], [two_pass_sum::PASS2_THREADS, 1, 1])
         .unwrap();
     result.to_vec::<f32>().unwrap()[0]
 }
@@ -25,7 +25,7 @@ fn two_pass_reduction_matches_the_f64_reference_for_awkward_sizes() {
     for n in [1usize, 31, 33, 255, 256, 1000, 4097, 1 << 20] {
         let a = enigma_kernels::test_data(n, 7);
         let got = two_pass(&rt, &a) as f64;
-        let want = reduce::reference_sum(&a);
+        let want = two_pass_sum::reference_sum(&a);
         assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
@@ -36,11 +36,11 @@ fn pass1_partials_are_the_sums_of_each_threadgroup_slice() {
     let a = enigma_kernels::test_data(1000, 7);
     let input = rt.buffer_from(&a).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4).unwrap();
-    let p1 = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     rt.dispatch_threads(&p1, &[Arg::from(&input), Arg::from(&partial)], [1000, 1, 1], [256, 1, 1]).unwrap();
     let got = partial.to_vec::<f32>().unwrap();
     for (g, chunk) in a.chunks(256).enumerate() {
-        let want = reduce::reference_sum(chunk);
+        let want = two_pass_sum::reference_sum(chunk);
         assert!((got[g] as f64 - want).abs() <= enigma_kernels::sum_tolerance(chunk), "group {g}: {} vs {want}", got[g]);
     }
 }
@@ -50,7 +50,7 @@ fn the_seeds_second_pass_is_rejected_naming_4096_and_1024() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4096).unwrap();
     let result = rt.buffer_zeroed::<f32>(1).unwrap();
-    let p2 = rt.pipeline(&reduce::reduce_final_seed()).unwrap();
+    let p2 = rt.pipeline(&two_pass_sum::reduce_final_seed()).unwrap();
     assert_eq!(p2.max_total_threads_per_threadgroup(), 1024);
     let err = rt
         .dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result)], [4096, 1, 1], [4096, 1, 1])
@@ -70,14 +70,14 @@ fn strided_vec4_pass1_then_pass2_matches_the_reference() {
         let input = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &bytes).unwrap();
         let partial = rt.buffer_zeroed::<f32>(groups as usize).unwrap();
         let result = rt.buffer_zeroed::<f32>(1).unwrap();
-        let p1 = rt.pipeline(&reduce::reduce_threadgroup_vec4()).unwrap();
-        let p2 = rt.pipeline(&reduce::reduce_final()).unwrap();
+        let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup_vec4()).unwrap();
+        let p2 = rt.pipeline(&two_pass_sum::reduce_final()).unwrap();
         let args = [Arg::from(&input), Arg::from(&partial), Arg::u32((n / 4) as u32)];
-        rt.dispatch_threadgroups(&p1, &args, [groups, 1, 1], [reduce::PASS1_THREADS, 1, 1]).unwrap();
-        let pass2 = [reduce::PASS2_THREADS, 1, 1];
+        rt.dispatch_threadgroups(&p1, &args, [groups, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1]).unwrap();
+        let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
         rt.dispatch_threads(&p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2).unwrap();
         let got = result.to_vec::<f32>().unwrap()[0] as f64;
-        let want = reduce::reference_sum(&a);
+        let want = two_pass_sum::reference_sum(&a);
         assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "n = {n}: got {got}, want {want}");
     }
 }
@@ -91,7 +91,7 @@ fn a_batch_on_the_simulator_runs_each_dispatch_in_turn() {
     rt.begin_batch().unwrap();
     let got = two_pass(&rt, &a) as f64;
     assert_eq!(rt.end_batch().unwrap(), None);
-    let want = reduce::reference_sum(&a);
+    let want = two_pass_sum::reference_sum(&a);
     assert!((got - want).abs() <= enigma_kernels::sum_tolerance(&a), "got {got}, want {want}");
 }
 

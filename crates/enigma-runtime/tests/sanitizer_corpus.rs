@@ -175,9 +175,9 @@ fn every_library_kernel_runs_clean() {
         let findings = run_dispatch_outcome(&rt, &kernel, &(case.variant.launch)()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert!(findings.is_empty(), "{}:\n{}", case.name, show(&findings));
     }
-    // Every kernel of seed000::all() and the reduce passes is among them.
+    // Every kernel of dispatch_patterns::all() and the reduce passes is among them.
     names.sort();
-    let mut library: Vec<String> = enigma_kernels::seed000::all().into_iter().map(|k| k.name).collect();
+    let mut library: Vec<String> = enigma_kernels::dispatch_patterns::all().into_iter().map(|k| k.name).collect();
     library.extend(["reduce_threadgroup", "reduce_final"].map(String::from));
     for name in library {
         assert!(names.contains(&name), "library kernel `{name}` has no clean case");

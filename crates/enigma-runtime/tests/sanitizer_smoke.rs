@@ -4,7 +4,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
-use enigma_kernels::reduce;
+use enigma_kernels::two_pass_sum;
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError};
 
 fn sanitize() -> Options {
@@ -40,7 +40,7 @@ fn seed_reduction_is_clean_and_missing_barrier_is_a_threadgroup_race() {
     let input = rt.buffer_from(&data).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4).unwrap();
     let args = [Arg::from(&input), Arg::from(&partial)];
-    let good = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let good = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     let report = rt.dispatch(&good, &args, Mode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
     let fixed = rt.pipeline(&pass1(true)).unwrap();
@@ -62,7 +62,7 @@ fn truncated_dispatch_is_reported_as_coverage() {
     let data: Vec<f32> = vec![1.0; 1024];
     let input = rt.buffer_from(&data).unwrap();
     let partial = rt.buffer_zeroed::<f32>(4).unwrap();
-    let p = rt.pipeline(&reduce::reduce_threadgroup()).unwrap();
+    let p = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     // The grid given in threadgroups where threads were meant: 4 threads of one threadgroup run.
     let report = rt
         .dispatch(&p, &[Arg::from(&input), Arg::from(&partial)], Mode::Threads, [4, 1, 1], [256, 1, 1], &sanitize())

@@ -8,7 +8,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
-use enigma_kernels::seed003;
+use enigma_kernels::texture_fill;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, ReadWriteTier, Runtime, RuntimeError, Texture, TextureFormat};
 use std::sync::Arc;
@@ -275,7 +275,7 @@ fn read_write_textures_follow_the_devices_tier() {
     let out = rt.buffer_of_type(Type::vector(Scalar::F32, 4), 4).unwrap();
     let copy = rt.pipeline(&read_all(Scalar::F32)).unwrap();
     rt.dispatch_threads(&copy, &[Arg::from(&rgba), Arg::from(&out)], [2, 2, 1], [2, 2, 1]).unwrap();
-    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
+    let p = rt.pipeline(&texture_fill::fill_white(true, false)).unwrap();
     rt.dispatch_threads(&p, &[Arg::from(&rgba)], [2, 2, 1], [2, 2, 1]).unwrap();
     assert_eq!(rgba.to_vec::<u8>().unwrap(), [255; 16]);
 }
@@ -284,7 +284,7 @@ fn read_write_textures_follow_the_devices_tier() {
 fn a_write_outside_the_texture_names_it_with_the_coordinate_and_the_size() {
     let rt = sim();
     let tex = rt.texture(TextureFormat::R32Float, 10, 6).unwrap();
-    let p = rt.pipeline(&seed003::listing4(false, false)).unwrap();
+    let p = rt.pipeline(&texture_fill::fill_white(false, false)).unwrap();
     // 16×8 threads over a 10×6 texture, no bounds check.
     let err = rt.dispatch_threadgroups(&p, &[Arg::from(&tex)], [2, 1, 1], [8, 8, 1]).unwrap_err();
     let RuntimeError::Execution { message, .. } = &err else { panic!("{err}") };
@@ -469,7 +469,7 @@ fn integer_formats_cannot_be_sampled_linearly() {
 #[test]
 fn dispatch_checks_the_texture_against_the_parameter() {
     let rt = sim();
-    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
+    let p = rt.pipeline(&texture_fill::fill_white(true, false)).unwrap();
     let uint_tex = rt.texture(TextureFormat::R32Uint, 4, 4).unwrap();
     let err = rt.dispatch_threads(&p, &[Arg::from(&uint_tex)], [4, 4, 1], [4, 4, 1]).unwrap_err();
     assert!(matches!(err, RuntimeError::TextureFormat { texel: Scalar::F32, .. }), "{err}");
@@ -491,7 +491,7 @@ fn devices_without_textures_refuse_the_pipeline() {
     let mut info = sim().device().clone();
     info.features.remove(&enigma_ir::Feature::Texture2d);
     info.name = "a GPU without textures".into();
-    let kernel = seed003::listing4(true, false);
+    let kernel = texture_fill::fill_white(true, false);
     let ki = enigma_ir::validate(&kernel, &Default::default()).unwrap();
     let err = enigma_backend::check_features(&kernel, &ki, &info).unwrap_err();
     assert!(matches!(err, RuntimeError::Unsupported { feature: enigma_ir::Feature::Texture2d, .. }), "{err}");
@@ -508,18 +508,18 @@ fn devices_without_textures_refuse_the_pipeline() {
 fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     let rt = sim();
     let (w, h) = (1920u32, 1080u32);
-    let tg = seed003::THREADS_PER_THREADGROUP;
+    let tg = texture_fill::THREADS_PER_THREADGROUP;
     // 1080 / 16 = 67.5: the seed's rounding up gives 60×68 threadgroups.
-    let threadgroups = seed003::threadgroups(w, h);
+    let threadgroups = texture_fill::threadgroups(w, h);
     for (mode, size, bounds_check) in [(Mode::Threadgroups, threadgroups, true), (Mode::Threads, [w, h, 1], false)] {
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
-        let p = rt.pipeline(&seed003::listing4(bounds_check, false)).unwrap();
+        let p = rt.pipeline(&texture_fill::fill_white(bounds_check, false)).unwrap();
         let report = rt.dispatch(&p, &[Arg::from(&tex)], mode, size, tg, &sanitize()).unwrap();
         assert!(report.findings.is_empty(), "{mode:?}: {:?}", report.findings);
-        assert!(tex.read_bytes().unwrap() == seed003::reference_rgba8(w, h), "{mode:?}: every texel opaque white");
+        assert!(tex.read_bytes().unwrap() == texture_fill::reference_rgba8(w, h), "{mode:?}: every texel opaque white");
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
         let counts = rt.buffer_zeroed::<u32>((w * h) as usize).unwrap();
-        let p = rt.pipeline(&seed003::listing4(bounds_check, true)).unwrap();
+        let p = rt.pipeline(&texture_fill::fill_white(bounds_check, true)).unwrap();
         rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&counts)], mode, size, tg, &Options::default()).unwrap();
         let counts = counts.to_vec::<u32>().unwrap();
         assert!(counts.iter().all(|c| *c == 1), "{mode:?}: {} texels not written exactly once", counts.iter().filter(|c| **c != 1).count());
@@ -527,13 +527,13 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     // The two mistakes Listing 4 guards against: the rounded-up grid
     // without the bounds check writes outside; a grid too small leaves texels.
     let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
-    let p = rt.pipeline(&seed003::listing4(false, false)).unwrap();
+    let p = rt.pipeline(&texture_fill::fill_white(false, false)).unwrap();
     let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, threadgroups, tg, &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert_eq!(findings[0].kind, FindingKind::OutOfBounds, "{err}");
     assert_eq!(findings[0].count, (60 * 32 * 68 * 16 - w * h) as u64, "the rows past 1080, once each");
     assert!(findings[0].message.contains("(0, 1080), outside its 1920×1080 texels"), "{}", findings[0].message);
-    let p = rt.pipeline(&seed003::listing4(true, false)).unwrap();
+    let p = rt.pipeline(&texture_fill::fill_white(true, false)).unwrap();
     let report = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
     let coverage = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("a coverage warning");
     assert!(coverage.message.starts_with("15360 of the 2073600 texels of the 1920×1080 texture were never written"), "{}", coverage.message);

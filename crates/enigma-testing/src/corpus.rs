@@ -19,7 +19,7 @@ use enigma_backend::args::f32_to_f16_bits as f32_to_f16;
 pub use enigma_backend::{DispatchMode as Mode, FindingKind};
 use enigma_ir::builder::*;
 use enigma_ir::{Access, AtomicOp, ExecutionScope, Kernel, Literal, Matmul2dDescriptor, MemFlags, Scalar, Type};
-use enigma_kernels::{reduce, seed000, test_data};
+use enigma_kernels::{two_pass_sum, dispatch_patterns, test_data};
 
 /// One argument of a dispatch, in parameter order.
 #[derive(Clone, Debug, PartialEq)]
@@ -1449,8 +1449,8 @@ pub fn entries() -> Vec<Entry> {
             name: "rows_dispatched_as_threads",
             class: "(h) coverage",
             description: "seed 000's row_sum (one threadgroup per row) dispatched with dispatch_threads(rows): one partial threadgroup runs",
-            buggy: Variant { kernel: seed000::row_sum, launch: || row_sum_launch(Mode::Threads) },
-            fixed: Variant { kernel: seed000::row_sum, launch: || row_sum_launch(Mode::Threadgroups) },
+            buggy: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(Mode::Threads) },
+            fixed: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(Mode::Threadgroups) },
             validation: Validation::Passes,
             expected: || Expected {
                 kind: Coverage,
@@ -1490,19 +1490,19 @@ fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
 /// for; each must run with no sanitizer finding at all.
 pub fn library() -> Vec<Case> {
     vec![
-        case("scale", seed000::scale, || f16_launch(1000, Mode::Threads, 256, vec![ArgSpec::f32(0.5)])),
-        case("scale_vec4", seed000::scale_vec4, || {
+        case("scale", dispatch_patterns::scale, || f16_launch(1000, Mode::Threads, 256, vec![ArgSpec::f32(0.5)])),
+        case("scale_vec4", dispatch_patterns::scale_vec4, || {
             // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
             let half4 = Type::vector(Scalar::F16, 4);
             let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
             Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
         }),
-        case("row_sum", seed000::row_sum, || row_sum_launch(Mode::Threadgroups)),
-        case("two_stage_reduction", seed000::two_stage_reduction, || {
+        case("row_sum", dispatch_patterns::row_sum, || row_sum_launch(Mode::Threadgroups)),
+        case("two_stage_reduction", dispatch_patterns::two_stage_reduction, || {
             let n = 1000;
             Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
-        case("simd_broadcast_pattern", seed000::simd_broadcast_pattern, || {
+        case("simd_broadcast_pattern", dispatch_patterns::simd_broadcast_pattern, || {
             let n = 256;
             Launch::threads(
                 n,
@@ -1515,23 +1515,23 @@ pub fn library() -> Vec<Case> {
                 ],
             )
         }),
-        case("prefix_sum", seed000::prefix_sum, || {
+        case("prefix_sum", dispatch_patterns::prefix_sum, || {
             let n = 1000;
             Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 24)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
-        case("shuffle_stencil", seed000::shuffle_stencil, || {
+        case("shuffle_stencil", dispatch_patterns::shuffle_stencil, || {
             // Not a multiple of 32: the last SIMD group is partial.
             let n = 1000;
             Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 25)), ArgSpec::zeros(Type::F32, n as usize)])
         }),
-        case("gemm_tiled", seed000::gemm_tiled, || {
+        case("gemm_tiled", dispatch_patterns::gemm_tiled, || {
             let (m, n, k) = (96u32, 130u32, 40u32);
-            let grid = [n.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
+            let grid = [n.div_ceil(dispatch_patterns::GEMM_TN), m.div_ceil(dispatch_patterns::GEMM_TM), 1];
             let half = |len: u32, seed| ArgSpec::f16s(&test_data(len as usize, seed));
             Launch {
                 mode: Mode::Threadgroups,
                 size: grid,
-                threads_per_threadgroup: [seed000::GEMM_THREADS, 1, 1],
+                threads_per_threadgroup: [dispatch_patterns::GEMM_THREADS, 1, 1],
                 args: vec![
                     half(m * k, 26),
                     half(k * n, 27),
@@ -1542,26 +1542,26 @@ pub fn library() -> Vec<Case> {
                 ],
             }
         }),
-        case("safe_scale", seed000::safe_scale, || {
+        case("safe_scale", dispatch_patterns::safe_scale, || {
             f16_launch(1000, Mode::Threadgroups, 256, vec![ArgSpec::u32(1000), ArgSpec::f32(0.5)])
         }),
-        case("reduce_threadgroup", reduce::reduce_threadgroup, || {
+        case("reduce_threadgroup", two_pass_sum::reduce_threadgroup, || {
             let n = 1000;
             Launch::threads(
                 n,
-                reduce::PASS1_THREADS,
-                vec![ArgSpec::f32s(&test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, reduce::pass1_threadgroups(n) as usize)],
+                two_pass_sum::PASS1_THREADS,
+                vec![ArgSpec::f32s(&test_data(n as usize, 28)), ArgSpec::zeros(Type::F32, two_pass_sum::pass1_threadgroups(n) as usize)],
             )
         }),
-        case("reduce_final", reduce::reduce_final, || {
+        case("reduce_final", two_pass_sum::reduce_final, || {
             let partials = 1000;
             Launch::threads(
-                reduce::PASS2_THREADS,
-                reduce::PASS2_THREADS,
+                two_pass_sum::PASS2_THREADS,
+                two_pass_sum::PASS2_THREADS,
                 vec![ArgSpec::f32s(&test_data(partials, 29)), ArgSpec::zeros(Type::F32, 1), ArgSpec::u32(partials as u32)],
             )
         }),
-        case("reduce_final_seed", reduce::reduce_final_seed, || {
+        case("reduce_final_seed", two_pass_sum::reduce_final_seed, || {
             // The seed's pass 2 with a threadgroup it can have (256 threads, 8 SIMD groups).
             Launch::threads(256, 256, vec![ArgSpec::f32s(&test_data(256, 30)), ArgSpec::zeros(Type::F32, 1)])
         }),

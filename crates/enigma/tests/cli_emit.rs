@@ -47,13 +47,13 @@ fn cuda_of_the_reduction_is_an_extern_c_global_function() {
 fn ir_text_parses_back_to_the_library_kernel() {
     let text = stdout(&["emit", "--target", "ir", "reduce_threadgroup"]);
     let parsed = enigma_ir::text::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert_eq!(parsed, enigma_kernels::reduce::reduce_threadgroup());
+    assert_eq!(parsed, enigma_kernels::two_pass_sum::reduce_threadgroup());
 }
 
 #[test]
 fn json_reads_back_to_the_library_kernel() {
     let json = stdout(&["emit", "--target", "json", "gemm_tiled"]);
-    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::seed000::gemm_tiled());
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::dispatch_patterns::gemm_tiled());
     // A library variant, by its own name.
     let softmax = enigma_kernels::library::variants::all_kernels().into_iter().find(|k| k.name.starts_with("softmax")).unwrap();
     let json = stdout(&["emit", "--target", "json", &softmax.name]);
@@ -103,9 +103,9 @@ fn every_name_is_listed_once_and_the_seed_second_pass_has_its_own() {
     // The seed's second pass as written, under the name `check --list` uses.
     assert!(names.contains(&"reduce_final_seed"), "{list}");
     let json = stdout(&["emit", "--target", "json", "reduce_final_seed"]);
-    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::reduce::reduce_final_seed());
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::two_pass_sum::reduce_final_seed());
     let json = stdout(&["emit", "--target", "json", "reduce_final"]);
-    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::reduce::reduce_final());
+    assert_eq!(enigma_ir::from_json(&json).unwrap(), enigma_kernels::two_pass_sum::reduce_final());
     // Every seed kernel `check --list` names can be emitted by that name.
     for case in enigma_testing::corpus::library() {
         assert!(names.contains(&case.name), "`{}` is a check target but not an emit name", case.name);

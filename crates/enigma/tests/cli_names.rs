@@ -179,7 +179,7 @@ fn emit_and_check_take_a_kernel_of_a_python_file() {
 
 #[test]
 fn the_facade_re_exports_code_generation() {
-    let kernel = enigma::kernels::reduce::reduce_threadgroup();
+    let kernel = enigma::kernels::two_pass_sum::reduce_threadgroup();
     let info = enigma::ir::validate(&kernel, &enigma::ir::ValidationOptions::default()).unwrap();
     let cuda = enigma::codegen::cuda::write_string(&kernel, &info, &enigma::codegen::cuda::Options::default()).unwrap();
     assert!(cuda.source.contains("__global__ void reduce_threadgroup("));

@@ -688,10 +688,10 @@ pub fn texture_sampling() -> Kernel {
 
 /// The seed-000 kernels and the seed-001 reduction, from `enigma_kernels`.
 pub fn seed_kernels() -> Vec<Kernel> {
-    let mut kernels = enigma_kernels::seed000::all();
-    kernels.push(enigma_kernels::reduce::reduce_threadgroup());
-    kernels.push(enigma_kernels::reduce::reduce_final());
-    let mut seed_pass2 = enigma_kernels::reduce::reduce_final_seed();
+    let mut kernels = enigma_kernels::dispatch_patterns::all();
+    kernels.push(enigma_kernels::two_pass_sum::reduce_threadgroup());
+    kernels.push(enigma_kernels::two_pass_sum::reduce_final());
+    let mut seed_pass2 = enigma_kernels::two_pass_sum::reduce_final_seed();
     seed_pass2.name = "reduce_final_seed".into();
     kernels.push(seed_pass2);
     kernels

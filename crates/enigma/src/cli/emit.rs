@@ -85,7 +85,7 @@ fn parse_msl_version(text: &str) -> Result<(u8, u8), String> {
 /// name is listed once.
 fn named_kernels() -> Vec<(String, Kernel)> {
     let mut kernels: Vec<(String, Kernel)> = enigma_kernels::seed_kernels().into_iter().map(|k| (k.name.clone(), k)).collect();
-    kernels.push(("reduce_final_seed".to_string(), enigma_kernels::reduce::reduce_final_seed()));
+    kernels.push(("reduce_final_seed".to_string(), enigma_kernels::two_pass_sum::reduce_final_seed()));
     kernels.extend(enigma_kernels::library::variants::all_kernels().into_iter().map(|k| (k.name.clone(), k)));
     kernels
 }

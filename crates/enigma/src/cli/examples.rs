@@ -5,7 +5,7 @@
 //! options and the sanitizer findings collected so far.
 
 use enigma_ir::Kernel;
-use enigma_kernels::{reduce, seed000};
+use enigma_kernels::{two_pass_sum, dispatch_patterns};
 use enigma_runtime::{Arg, DispatchReport, Finding, Mode, Options, Pipeline, Runtime, RuntimeError};
 use enigma_testing::corpus::{self, Launch};
 use enigma_testing::harness;
@@ -62,12 +62,12 @@ impl<'a> Session<'a> {
 /// The kernels example `name` dispatches, in order.
 pub fn example_kernels(name: &str) -> Vec<Kernel> {
     match name {
-        "reduce" => vec![reduce::reduce_threadgroup(), reduce::reduce_final()],
-        "scale" => vec![seed000::scale()],
-        "row_sum" => vec![seed000::row_sum()],
-        "prefix_sum" => vec![seed000::prefix_sum()],
-        "stencil" => vec![seed000::shuffle_stencil()],
-        "gemm" => vec![seed000::gemm_tiled()],
+        "reduce" => vec![two_pass_sum::reduce_threadgroup(), two_pass_sum::reduce_final()],
+        "scale" => vec![dispatch_patterns::scale()],
+        "row_sum" => vec![dispatch_patterns::row_sum()],
+        "prefix_sum" => vec![dispatch_patterns::prefix_sum()],
+        "stencil" => vec![dispatch_patterns::shuffle_stencil()],
+        "gemm" => vec![dispatch_patterns::gemm_tiled()],
         _ => vec![],
     }
 }
@@ -112,17 +112,17 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
     Ok(match name {
         "reduce" => {
             let a = enigma_kernels::test_data(n as usize, 1);
-            let groups = reduce::pass1_threadgroups(n);
+            let groups = two_pass_sum::pass1_threadgroups(n);
             let input = rt.buffer_from(&a)?;
             let partial = rt.buffer_zeroed::<f32>(groups as usize)?;
             let result = rt.buffer_zeroed::<f32>(1)?;
-            let p1 = rt.pipeline(&reduce::reduce_threadgroup())?;
-            let p2 = rt.pipeline(&reduce::reduce_final())?;
-            s.dispatch(Mode::Threads, &p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [reduce::PASS1_THREADS, 1, 1])?;
-            let pass2 = [reduce::PASS2_THREADS, 1, 1];
+            let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup())?;
+            let p2 = rt.pipeline(&two_pass_sum::reduce_final())?;
+            s.dispatch(Mode::Threads, &p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1])?;
+            let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
             s.dispatch(Mode::Threads, &p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2)?;
             let got = result.to_vec::<f32>()?[0] as f64;
-            outcome(rt, name, n as u64, got, reduce::reference_sum(&a), enigma_kernels::sum_tolerance(&a))
+            outcome(rt, name, n as u64, got, two_pass_sum::reference_sum(&a), enigma_kernels::sum_tolerance(&a))
         }
         "scale" => {
             // f16 data: the reference rounds like the kernel (f32 multiply, one rounding to half).
@@ -130,7 +130,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let a = enigma_kernels::test_data(n as usize, 2);
             let halves: Vec<u16> = a.iter().map(|&x| f32_to_f16(x)).collect();
             let buf = rt.buffer_from_bytes(Type::F16, &halves.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<_>>())?;
-            let p = rt.pipeline(&seed000::scale())?;
+            let p = rt.pipeline(&dispatch_patterns::scale())?;
             s.dispatch(Mode::Threads, &p, &[Arg::from(&buf), Arg::f32(0.5)], [n, 1, 1], [256, 1, 1])?;
             let bytes = buf.read_bytes()?;
             let got: Vec<f32> = bytes.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect();
@@ -143,10 +143,10 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let m = enigma_kernels::test_data((rows * cols) as usize, 3);
             let matrix = rt.buffer_from(&m)?;
             let sums = rt.buffer_zeroed::<f32>(rows as usize)?;
-            let p = rt.pipeline(&seed000::row_sum())?;
+            let p = rt.pipeline(&dispatch_patterns::row_sum())?;
             s.dispatch(Mode::Threadgroups, &p, &[Arg::from(&matrix), Arg::from(&sums), Arg::u32(cols)], [rows, 1, 1], [256, 1, 1])?;
             let got = sums.to_vec::<f32>()?;
-            let want: Vec<f64> = m.chunks(cols as usize).map(reduce::reference_sum).collect();
+            let want: Vec<f64> = m.chunks(cols as usize).map(two_pass_sum::reference_sum).collect();
             let tol = enigma_kernels::sum_tolerance(&m[..cols as usize]) * 4.0;
             let (err, g, w) = max_error(&got, &want);
             Outcome { abs_error: err, ..outcome(rt, name, (rows * cols) as u64, g, w, tol) }.checked(err, tol)
@@ -155,7 +155,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let a = enigma_kernels::test_data(n as usize, 4);
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
-            let p = rt.pipeline(&seed000::prefix_sum())?;
+            let p = rt.pipeline(&dispatch_patterns::prefix_sum())?;
             s.dispatch(Mode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
             let got = out.to_vec::<f32>()?;
             let mut want = Vec::with_capacity(a.len());
@@ -174,7 +174,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let a = enigma_kernels::test_data(n as usize, 5);
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
-            let p = rt.pipeline(&seed000::shuffle_stencil())?;
+            let p = rt.pipeline(&dispatch_patterns::shuffle_stencil())?;
             s.dispatch(Mode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
             let got = out.to_vec::<f32>()?;
             let want: Vec<f64> = (0..a.len())
@@ -198,10 +198,10 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let bytes = |v: &[u16]| v.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<u8>>();
             let (ab, bb) = (rt.buffer_from_bytes(Type::F16, &bytes(&a))?, rt.buffer_from_bytes(Type::F16, &bytes(&b))?);
             let cb = rt.buffer_of_type(Type::F16, (m * nn) as usize)?;
-            let p = rt.pipeline(&seed000::gemm_tiled())?;
-            let grid = [nn.div_ceil(seed000::GEMM_TN), m.div_ceil(seed000::GEMM_TM), 1];
+            let p = rt.pipeline(&dispatch_patterns::gemm_tiled())?;
+            let grid = [nn.div_ceil(dispatch_patterns::GEMM_TN), m.div_ceil(dispatch_patterns::GEMM_TM), 1];
             let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m), Arg::u32(nn), Arg::u32(k)];
-            s.dispatch(Mode::Threadgroups, &p, &args, grid, [seed000::GEMM_THREADS, 1, 1])?;
+            s.dispatch(Mode::Threadgroups, &p, &args, grid, [dispatch_patterns::GEMM_THREADS, 1, 1])?;
             let got: Vec<f32> = cb.read_bytes()?.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect();
             let want: Vec<f64> = (0..m * nn)
                 .map(|e| {

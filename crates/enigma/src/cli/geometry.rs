@@ -9,14 +9,15 @@ use enigma_analysis::text::{dims, thousands};
 
 use super::common::{self, parse_dims};
 
-/// Dispatch mode on the command line.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// dispatch_threads: --grid is the grid in threads; edge threadgroups are
-    /// non-uniform.
-    Threads,
-    /// dispatch_threadgroups: --grid is the number of threadgroups.
-    Threadgroups,
+/// `--mode`'s parser: `threads` (dispatch_threads: --grid is the grid in
+/// threads; edge threadgroups are non-uniform) or `threadgroups`
+/// (dispatch_threadgroups: --grid is the number of threadgroups).
+fn dispatch_mode() -> impl clap::builder::TypedValueParser<Value = DispatchMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["threads", "threadgroups"]).map(|name| match name.as_str() {
+        "threads" => DispatchMode::Threads,
+        _ => DispatchMode::Threadgroups,
+    })
 }
 
 #[derive(clap::Args, Debug)]
@@ -28,9 +29,10 @@ pub struct Args {
     /// Threads per threadgroup: X[,Y[,Z]].
     #[arg(long, value_parser = parse_dims)]
     pub threads: [u32; 3],
-    /// Which dispatch call.
-    #[arg(long, value_enum, default_value_t = Mode::Threads)]
-    pub mode: Mode,
+    /// Which dispatch call: threads (--grid in threads, non-uniform edge
+    /// threadgroups) or threadgroups (--grid in threadgroups).
+    #[arg(long, value_parser = dispatch_mode(), default_value = "threads")]
+    pub mode: DispatchMode,
     /// Data extent to cover, one thread per element, instead of --grid: in
     /// threadgroups mode the threadgroup count is ceil(data / threads) and the
     /// report says whether the kernel must bounds-check.
@@ -47,10 +49,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let device = args.device.as_deref().map(common::device).transpose()?;
-    let mode = match args.mode {
-        Mode::Threads => DispatchMode::Threads,
-        Mode::Threadgroups => DispatchMode::Threadgroups,
-    };
+    let mode = args.mode;
     let (geo, cover) = match (args.grid, args.data, mode) {
         (_, Some(data), DispatchMode::Threadgroups) => {
             let plan = geometry::cover_with_threadgroups(data, args.threads, device.as_ref())?;

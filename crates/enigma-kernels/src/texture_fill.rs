@@ -13,7 +13,7 @@ use enigma_ir::{Access, AtomicOp, Kernel, Scalar, TextureAccess, Type};
 /// outputTexture.write(float4(1.0), position);
 /// ```
 pub fn simple_kernel_function() -> Kernel {
-    listing4(true, false)
+    fill_white(true, false)
 }
 
 /// Listing 4 with its bounds check (`bounds_check`) or without it (for a
@@ -21,7 +21,7 @@ pub fn simple_kernel_function() -> Kernel {
 /// `count_writes` a u32 buffer `counts` after the texture, where each
 /// thread adds 1 at its texel's row-major index — so a test can see every
 /// texel written exactly once.
-pub fn listing4(bounds_check: bool, count_writes: bool) -> Kernel {
+pub fn fill_white(bounds_check: bool, count_writes: bool) -> Kernel {
     let mut k = KernelBuilder::new(if count_writes { "simpleKernelFunction_counted" } else { "simpleKernelFunction" });
     let out = k.texture2d("outputTexture", Scalar::F32, TextureAccess::Write);
     let counts = count_writes.then(|| k.buffer("counts", Type::U32, Access::ReadWrite));
