@@ -1,8 +1,9 @@
 //! Cooperative tensor operations in generated code: MSL 4.0 writes them with
 //! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
-//! `cooperative_gemm_tile.msl`, which tests/msl_syntax.rs also checks with
-//! g++ against the shim's MPP declarations); older MSL and CUDA refuse the
-//! kernel with an error that says so.
+//! `cooperative_gemm_tile.msl`), older MSL on SIMD-group matrix fragments
+//! (`cooperative_gemm_tile_fragments.msl`); tests/msl_syntax.rs and
+//! tests/msl_strict.rs check both golden files against their shims. CUDA
+//! refuses the kernel with an error that says so.
 
 use enigma_codegen::{cuda, msl, CodegenErrorKind};
 use enigma_ir::text::parse;
@@ -57,14 +58,38 @@ fn msl_4_writes_metal_performance_primitives() {
 }
 
 #[test]
-fn older_msl_and_cuda_refuse_the_kernel_saying_why() {
+fn older_msl_writes_simdgroup_matrix_fragments() {
     let (kernel, info) = gemm_tile();
-    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::LanguageVersion { needed: (4, 0), requested: (3, 1), .. }), "{err}");
     assert!(info.features.contains(&enigma_ir::Feature::CooperativeTensors));
-    assert!(!msl::supported_features(&msl::Options::default()).contains(&enigma_ir::Feature::CooperativeTensors));
-    let v4 = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
-    assert!(msl::supported_features(&v4).contains(&enigma_ir::Feature::CooperativeTensors));
+    // Cooperative tensors no longer raise the version a kernel needs: the
+    // version asked for chooses the lowering.
+    assert_eq!(msl::needed_version(&info), (3, 1));
+    let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    for needle in [
+        "#include <metal_simdgroup_matrix>",
+        "enigma_coop_frag<float, 64, 64, 4> c;",
+        "enigma_coop_frag<float, 64, 32, 4> d;",
+        "enigma_coop_vec<float, 64, 1, 4> rows;",
+        "threadgroup float coop_scratch_f32[256];",
+        "enigma_coop_matmul<half, false, false, false>(mpp_left, mpp_right, c, mpp_left.x, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_matmul<float, false, true, true>(c, mpp_right, d, 64u, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_reduce<float, 1, true>(d, rows, -INFINITY, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_coord(c, i, 0, simdgroup_index_in_threadgroup, thread_index_in_simdgroup)",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    assert!(!metal.contains("MetalPerformancePrimitives.h") && !metal.contains("mpp::"), "{metal}");
+    insta::assert_snapshot!("cooperative_gemm_tile_fragments.msl", metal);
+    // Every version the generator writes lists the feature.
+    for version in msl::VERSIONS {
+        let options = msl::Options { language_version: version, ..msl::Options::default() };
+        assert!(msl::supported_features(&options).contains(&enigma_ir::Feature::CooperativeTensors), "{version:?}");
+    }
+}
+
+#[test]
+fn cuda_refuses_the_kernel_saying_why() {
+    let (kernel, info) = gemm_tile();
     let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
     assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
     assert!(err.to_string().contains("not generated for this target yet"), "{err}");
