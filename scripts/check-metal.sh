@@ -9,20 +9,30 @@
 # The target is installed with rustup when it is missing, so the check runs
 # every time. It is skipped (printing `check-metal: skipped: <reason>` and
 # exiting 0) only where the target cannot be had: no rustup, or rustup could
-# not install it (offline, say), with rustup's own words.
+# not install it (offline, say), with rustup's own words. Under CI (`CI` set
+# to `true` or `1`, as `.ci/run` sets it) a skip is a failure: it prints the
+# same reason and exits 1, so CI never passes without the check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=aarch64-apple-darwin
-if ! command -v rustup >/dev/null 2>&1; then
-  echo "check-metal: skipped: rustup is not installed, so the $target target cannot be installed"
+skip() {
+  echo "check-metal: skipped: $1"
+  case "${CI:-}" in
+    true | 1)
+      echo "check-metal: failed: CI=${CI} requires the Metal type-check, which could not run"
+      exit 1
+      ;;
+  esac
   exit 0
+}
+if ! command -v rustup >/dev/null 2>&1; then
+  skip "rustup is not installed, so the $target target cannot be installed"
 fi
 if ! rustup target list --installed | grep -qx "$target"; then
   echo "== rustup target add $target =="
   if ! out="$(rustup target add "$target" 2>&1)"; then
     echo "$out"
-    echo "check-metal: skipped: rustup could not install the $target target: $(tail -n 1 <<<"$out")"
-    exit 0
+    skip "rustup could not install the $target target: $(tail -n 1 <<<"$out")"
   fi
 fi
 echo "== cargo check -p enigma-metal -p enigma-runtime --target $target --all-targets =="

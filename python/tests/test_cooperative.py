@@ -160,3 +160,17 @@ def test_the_names_outside_a_kernel():
         enigma.execution_simdgroups(0)
     with pytest.raises(ValueError):
         enigma.matmul2d_descriptor(16, 16, mode="add")
+
+
+def test_the_msl_lowering_follows_the_version():
+    """Cooperative kernels need no particular MSL version: by default the
+    source is on SIMD-group matrices (every Apple GPU with them); MSL 4.0
+    writes MetalPerformancePrimitives."""
+    default = enigma.compile(gemm_tile)
+    assert default.msl_version == "3.1"
+    assert "enigma_coop_matmul<half, false, false, false>" in default.msl
+    assert "simdgroup_matrix" in default.msl and "mpp::" not in default.msl
+    metal4 = enigma.compile(gemm_tile, msl_version="4.0")
+    assert metal4.msl_version == "4.0"
+    assert "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>" in metal4.msl
+    assert "mpp::tensor_ops::matmul2d<" in metal4.msl and "enigma_coop_" not in metal4.msl

@@ -122,6 +122,13 @@ pub(crate) trait Dialect {
         Err(CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d" })
     }
 
+    /// Whether the dialect lowers cooperative tensors onto SIMD-group matrix
+    /// fragments (the `enigma_coop_*` helpers its head defines) rather than
+    /// spelling them as MetalPerformancePrimitives.
+    fn cooperative_fragments(&self) -> bool {
+        false
+    }
+
     /// The byte alignment every threadgroup array is declared with (the
     /// first element's address is a multiple of it); 1 where the dialect
     /// promises nothing beyond the element type's own.

@@ -54,11 +54,18 @@
 //!   lacks) are computed in `float`.
 //! * **Barriers**: `threadgroup_barrier(mem_flags::mem_threadgroup)`,
 //!   `simdgroup_barrier(...)`.
+//! * **Cooperative tensors**: from MSL 4.0, MetalPerformancePrimitives'
+//!   `mpp::tensor_ops::matmul2d` (`writer/cooperative.rs`); below it, on
+//!   `simdgroup_matrix<T, 8, 8>` fragments, each SIMD group of the scope
+//!   holding its own row bands, through the helpers of
+//!   `cooperative_msl.metal` (`writer/cooperative_fragments.rs`), so the
+//!   same kernel compiles for every Apple GPU with SIMD-group matrices.
 //!
 //! # Versions
 //! `Options::language_version` is the MSL version the source is written for;
 //! [`needed_version`] is the one a kernel needs (3.2 with device fences,
 //! else 3.1) and [`Options::for_kernel`] picks it unless one is asked for.
+//! Asking for 4.0 writes cooperative tensors with MetalPerformancePrimitives.
 //!
 //! # What has been checked
 //! The generated sources are compared with golden files, compiled with
@@ -104,7 +111,8 @@ impl Default for Options {
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 
 /// The MSL version of MetalPerformancePrimitives (`mpp::tensor_ops`),
-/// which cooperative tensor operations are written with.
+/// which cooperative tensor operations are written with from this version
+/// on (below it, on SIMD-group matrices).
 pub const MPP_VERSION: (u8, u8) = (4, 0);
 
 /// The MSL versions the generator writes: 3.0 (`atomic_float`), 3.1
@@ -127,13 +135,13 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
     VERSIONS.contains(&version).then_some(version).ok_or_else(unknown)
 }
 
-/// The MSL version a kernel needs: 4.0 where it uses cooperative tensor
-/// operations, 3.2 where it uses device fences, else the default, 3.1
-/// (which every other construct compiles under).
+/// The MSL version a kernel needs: 3.2 where it uses device fences, else
+/// the default, 3.1 (which every other construct compiles under).
+/// Cooperative tensor operations compile under any version: from
+/// [`MPP_VERSION`] they are written with MetalPerformancePrimitives, below
+/// it on SIMD-group matrices, so the version asked for chooses the lowering.
 pub fn needed_version(info: &KernelInfo) -> (u8, u8) {
-    if info.features.contains(&enigma_ir::Feature::CooperativeTensors) {
-        MPP_VERSION
-    } else if info.features.contains(&enigma_ir::Feature::DeviceFence) {
+    if info.features.contains(&enigma_ir::Feature::DeviceFence) {
         DEVICE_FENCE_VERSION
     } else {
         Options::default().language_version
@@ -151,15 +159,13 @@ impl Options {
 }
 
 /// The optional features a Metal device runs with source generated under
-/// `options`: every one, but device-scope fences only from MSL 3.2 and
-/// cooperative tensor operations only from MSL 4.0.
+/// `options`: every one, but device-scope fences only from MSL 3.2
+/// (cooperative tensor operations at every version: MetalPerformancePrimitives
+/// from 4.0, SIMD-group matrices below).
 pub fn supported_features(options: &Options) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = enigma_ir::capabilities::all_features();
     if options.language_version < DEVICE_FENCE_VERSION {
         features.remove(&enigma_ir::Feature::DeviceFence);
-    }
-    if options.language_version < MPP_VERSION {
-        features.remove(&enigma_ir::Feature::CooperativeTensors);
     }
     features
 }
@@ -213,6 +219,10 @@ struct Msl {
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
 const TILES: &str = include_str!("tiles_msl.metal");
+
+/// The cooperative tensors below MSL 4.0 (`enigma_coop_*` over
+/// `simdgroup_matrix`; they use the tile helpers' lane map).
+const COOPERATIVE_FRAGMENTS: &str = include_str!("cooperative_msl.metal");
 
 /// The atomic type a memory of `elem` is declared with. MSL has
 /// `atomic_float` in device memory only (spec §6.15.4: "Metal 3 supports the
@@ -289,7 +299,11 @@ impl Dialect for Msl {
     }
 
     fn cooperative_tensors(&self) -> DResult<()> {
-        self.check_version("cooperative tensor operations (MetalPerformancePrimitives' matmul2d)", MPP_VERSION)
+        Ok(())
+    }
+
+    fn cooperative_fragments(&self) -> bool {
+        self.options.language_version < MPP_VERSION
     }
 
     fn spec(&self, id: SpecId, _name: &str) -> Code {
@@ -391,7 +405,7 @@ impl Dialect for Msl {
 
     fn head(&mut self, cx: &KernelCx<'_>) -> DResult<String> {
         let k = cx.kernel;
-        if cx.types.iter().any(|t| t.get().elem() == Scalar::BF16) {
+        if cx.types.iter().any(|t| t.get().elem() == Scalar::BF16) || k.cooperative_tensors.iter().any(|t| t.elem == Scalar::BF16) {
             self.check_version("bfloat", (3, 1))?;
         }
         if cx.info.atomic_memories.iter().any(|m| memory_elem(k, *m).is_some_and(|t| t.elem() == Scalar::F32 && !float_bits_atomic(*m, t))) {
@@ -402,16 +416,21 @@ impl Dialect for Msl {
             out.push_str("#include <metal_simdgroup_matrix>\n");
         }
         let cooperative = !k.cooperative_tensors.is_empty();
-        if cooperative {
+        let mpp = cooperative && !self.cooperative_fragments();
+        if mpp {
             out.push_str("#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n");
         }
         out.push_str("using namespace metal;\n\n");
-        if cooperative {
+        if mpp {
             out.push_str(cx.prologue);
             out.push('\n');
         }
         if self.matrices {
             out.push_str(TILES);
+        }
+        if cooperative && !mpp {
+            out.push('\n');
+            out.push_str(COOPERATIVE_FRAGMENTS);
         }
         for (threadgroup, ty) in &self.cas_helpers {
             let ty = ty.get();

@@ -19,6 +19,7 @@ use enigma_ir::{
     Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 mod cooperative;
+mod cooperative_fragments;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

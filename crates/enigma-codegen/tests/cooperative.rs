@@ -1,8 +1,9 @@
 //! Cooperative tensor operations in generated code: MSL 4.0 writes them with
 //! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
-//! `cooperative_gemm_tile.msl`, which tests/msl_syntax.rs also checks with
-//! g++ against the shim's MPP declarations); older MSL and CUDA refuse the
-//! kernel with an error that says so.
+//! `cooperative_gemm_tile.msl`), older MSL on SIMD-group matrix fragments
+//! (`cooperative_gemm_tile_fragments.msl`); tests/msl_syntax.rs and
+//! tests/msl_strict.rs check both golden files against their shims. CUDA
+//! refuses the kernel with an error that says so.
 
 use enigma_codegen::{cuda, msl, CodegenErrorKind};
 use enigma_ir::text::parse;
@@ -57,15 +58,105 @@ fn msl_4_writes_metal_performance_primitives() {
 }
 
 #[test]
-fn older_msl_and_cuda_refuse_the_kernel_saying_why() {
+fn older_msl_writes_simdgroup_matrix_fragments() {
     let (kernel, info) = gemm_tile();
-    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::LanguageVersion { needed: (4, 0), requested: (3, 1), .. }), "{err}");
     assert!(info.features.contains(&enigma_ir::Feature::CooperativeTensors));
-    assert!(!msl::supported_features(&msl::Options::default()).contains(&enigma_ir::Feature::CooperativeTensors));
-    let v4 = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
-    assert!(msl::supported_features(&v4).contains(&enigma_ir::Feature::CooperativeTensors));
+    // Cooperative tensors no longer raise the version a kernel needs: the
+    // version asked for chooses the lowering.
+    assert_eq!(msl::needed_version(&info), (3, 1));
+    let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    for needle in [
+        "#include <metal_simdgroup_matrix>",
+        "enigma_coop_frag<float, 64, 64, 4> c;",
+        "enigma_coop_frag<float, 64, 32, 4> d;",
+        "enigma_coop_vec<float, 64, 1, 4> rows;",
+        "threadgroup float coop_scratch_f32[256];",
+        "enigma_coop_matmul<half, false, false, false>(mpp_left, mpp_right, c, mpp_left.x, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_matmul<float, false, true, true>(c, mpp_right, d, 64u, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_reduce<float, 1, true>(d, rows, -INFINITY, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_coord(c, i, 0, simdgroup_index_in_threadgroup, thread_index_in_simdgroup)",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    assert!(!metal.contains("MetalPerformancePrimitives.h") && !metal.contains("mpp::"), "{metal}");
+    insta::assert_snapshot!("cooperative_gemm_tile_fragments.msl", metal);
+    // Every version the generator writes lists the feature.
+    for version in msl::VERSIONS {
+        let options = msl::Options { language_version: version, ..msl::Options::default() };
+        assert!(msl::supported_features(&options).contains(&enigma_ir::Feature::CooperativeTensors), "{version:?}");
+    }
+}
+
+#[test]
+fn cuda_refuses_the_kernel_saying_why() {
+    let (kernel, info) = gemm_tile();
     let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
     assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
     assert!(err.to_string().contains("not generated for this target yet"), "{err}");
+}
+
+/// The fragment lowering's slot layout, compiled as C++ with g++ against
+/// the shim and run: for each tensor shape and scope, every element is in
+/// exactly one valid slot of one thread, within the tensor, and every
+/// valid slot's fragment or array entry exists.
+#[test]
+fn the_fragment_layout_holds_every_element_exactly_once() {
+    if !std::process::Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        println!("skipped: g++ is not installed, so the fragment layout is not run");
+        return;
+    }
+    let (kernel, info) = gemm_tile();
+    let text = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let start = text.find("// SIMD-group matrix tiles").expect("the tile helpers");
+    let end = text.find("kernel void").expect("the kernel");
+    let helpers = &text[start..end];
+    // (rows, cols, SIMD groups, fragments?) of each tensor checked.
+    let shapes: [(u32, u32, u32, bool); 8] = [
+        (64, 64, 4, true),
+        (64, 32, 4, true),
+        (8, 8, 1, true),
+        (24, 40, 4, true),
+        (256, 8, 32, true),
+        (64, 1, 4, false),
+        (1, 64, 1, false),
+        (5, 7, 2, false),
+    ];
+    let checks: Vec<String> = shapes
+        .iter()
+        .map(|(r, c, s, frag)| format!("    failures += check<enigma_coop_{}<float, {r}, {c}, {s}>, {r}, {c}, {s}, {frag}>();", if *frag { "frag" } else { "vec" }))
+        .collect();
+    let program = format!(
+        "#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\n#include <cstdio>\n#include <vector>\nusing namespace metal;\n{helpers}\n\
+         template <typename TENSOR, int R, int C, int S, bool FRAG> int check() {{\n    \
+             TENSOR t;\n    std::vector<int> seen(R * C, 0);\n    int bad = 0;\n    \
+             const uint entries = sizeof(t) / sizeof(float);\n    \
+             for (uint sg = 0; sg < S; ++sg) for (uint lane = 0; lane < 32; ++lane) for (uint i = 0; i < enigma_coop_capacity(t) + 2; ++i) {{\n        \
+                 if (!enigma_coop_valid(t, i, sg, lane)) continue;\n        \
+                 if (i >= enigma_coop_capacity(t) || (FRAG ? i / 2 >= entries / 2 : i >= entries)) bad++;\n        \
+                 uint r = enigma_coop_coord(t, i, 1, sg, lane), c = enigma_coop_coord(t, i, 0, sg, lane);\n        \
+                 if (r >= uint(R) || c >= uint(C)) {{ bad++; continue; }}\n        \
+                 seen[r * C + c]++;\n    }}\n    \
+             for (int e = 0; e < R * C; ++e) if (seen[e] != 1) bad++;\n    \
+             if (bad) printf(\"%dx%d over %d SIMD groups: %d problems\\n\", R, C, S, bad);\n    \
+             return bad;\n}}\n\
+         int main() {{\n    int failures = 0;\n{}\n    printf(\"failures %d\\n\", failures);\n    return 0;\n}}\n",
+        checks.join("\n")
+    );
+    let dir = std::env::temp_dir().join(format!("enigma-coop-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    std::fs::write(dir.join("layout.cpp"), &program).expect("write the program");
+    let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/msl_shim");
+    let built = std::process::Command::new("g++")
+        .args(["-std=c++17", "-O1", "-Wno-attributes", "-x", "c++", "-I"])
+        .arg(&shim)
+        .arg("-o")
+        .arg(dir.join("layout"))
+        .arg(dir.join("layout.cpp"))
+        .output()
+        .expect("run g++");
+    assert!(built.status.success(), "{}\n{program}", String::from_utf8_lossy(&built.stderr));
+    let run = std::process::Command::new(dir.join("layout")).output().expect("run the program");
+    std::fs::remove_dir_all(&dir).ok();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
 }

@@ -12,8 +12,8 @@ mod strict;
 use std::path::Path;
 
 /// The golden files written for MSL 3.2 (`snapshots.rs` writes them with
-/// `language_version: (3, 2)`); the cooperative ones (`cooperative__*`) for
-/// MSL 4.0; the others for the default, 3.1.
+/// `language_version: (3, 2)`); those that include MetalPerformancePrimitives
+/// for MSL 4.0; the others for the default, 3.1.
 const MSL_3_2_GOLDENS: &[&str] = &["device_fences"];
 
 fn goldens() -> Vec<(String, String)> {
@@ -34,8 +34,8 @@ fn goldens() -> Vec<(String, String)> {
     out
 }
 
-fn version_of(name: &str) -> (u8, u8) {
-    if name.starts_with("cooperative__") {
+fn version_of(name: &str, msl: &str) -> (u8, u8) {
+    if msl.contains("#include <MetalPerformancePrimitives/") {
         enigma_codegen::msl::MPP_VERSION
     } else if MSL_3_2_GOLDENS.contains(&name) {
         (3, 2)
@@ -55,7 +55,7 @@ fn every_msl_golden_file_passes_the_strict_check() {
     let dir = strict::scratch_dir("goldens");
     let failures: Vec<String> = goldens
         .iter()
-        .filter_map(|(name, msl)| strict::errors(&dir, name, msl, version_of(name)).map(|e| format!("== {name}\n{e}")))
+        .filter_map(|(name, msl)| strict::errors(&dir, name, msl, version_of(name, msl)).map(|e| format!("== {name}\n{e}")))
         .collect();
     std::fs::remove_dir_all(&dir).ok();
     assert!(failures.is_empty(), "{} of {} files fail:\n{}", failures.len(), goldens.len(), failures.join("\n"));
@@ -78,11 +78,15 @@ fn the_strict_check_rejects_each_class_of_error() {
     let atomics = golden("atomics_threadgroup");
     let fences = golden("device_fences");
     let casts = golden("casts");
+    let mpp = golden("cooperative__cooperative_gemm_tile");
+    assert_eq!(strict::errors(&dir, "mpp", &mpp, (4, 0)), None);
     assert_eq!(strict::errors(&dir, "reduce", &reduce, (3, 1)), None);
     assert_eq!(strict::errors(&dir, "atomics", &atomics, (3, 1)), None);
     assert_eq!(strict::errors(&dir, "fences", &fences, (3, 2)), None);
     assert!(atomics.contains("threadgroup atomic_uint fsum[2];"), "{atomics}");
-    let cases: [(&str, String, (u8, u8), &str); 7] = [
+    let threadgroup_view = "metal::tensor<threadgroup half, metal::dextents<int32_t, 2>, metal::tensor_inline>((threadgroup half*)Bs";
+    assert!(mpp.contains(threadgroup_view), "{mpp}");
+    let cases: [(&str, String, (u8, u8), &str); 10] = [
         // f32 atomics on threadgroup memory, as the generator wrote them before.
         (
             "threadgroup_atomic_float",
@@ -110,6 +114,17 @@ fn the_strict_check_rejects_each_class_of_error() {
         ("coherent_under_3_1", fences.replace("atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);", ""), (3, 1), "coherent"),
         // bfloat is MSL 3.1's.
         ("bfloat_under_3_0", casts.clone(), (3, 0), "bfloat"),
+        // MetalPerformancePrimitives is MSL 4.0's.
+        ("mpp_under_3_2", mpp.clone(), (3, 2), "needs MSL 4.0"),
+        // A view of device memory made from a threadgroup pointer.
+        ("mpp_view_address_space", mpp.replacen(threadgroup_view, &threadgroup_view.replacen("tensor<threadgroup", "tensor<device", 1), 1), (4, 0), "no matching constructor"),
+        // A reduction into a cooperative tensor of another element type.
+        (
+            "mpp_reduction_type",
+            mpp.replacen("tensor_inline>, float>();\n    uint row", "tensor_inline>, half>();\n    uint row", 1),
+            (4, 0),
+            "no matching function for call to 'reduce_rows'",
+        ),
     ];
     for (name, text, version, needle) in cases {
         let err = strict::errors(&dir, name, &text, version).unwrap_or_else(|| panic!("{name} passed the strict check:\n{text}"));

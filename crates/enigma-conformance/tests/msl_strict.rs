@@ -63,12 +63,20 @@ fn strict_failures(tag: &str, kernels: &[(Kernel, KernelInfo)]) -> (usize, Vec<S
     let mut seen = BTreeMap::new();
     let mut failures = vec![];
     for (kernel, info) in kernels {
-        let options = msl::Options::for_kernel(info, None);
-        match msl::write_string(kernel, info, &options) {
-            Ok(text) => {
-                seen.entry(text).or_insert((kernel.name.clone(), options.language_version));
+        // Cooperative tensors both ways: on SIMD-group matrices (the version
+        // the kernel needs) and with MetalPerformancePrimitives (MSL 4.0).
+        let mut versions = vec![None];
+        if info.features.contains(&enigma_ir::Feature::CooperativeTensors) {
+            versions.push(Some(msl::MPP_VERSION));
+        }
+        for version in versions {
+            let options = msl::Options::for_kernel(info, version);
+            match msl::write_string(kernel, info, &options) {
+                Ok(text) => {
+                    seen.entry(text).or_insert((kernel.name.clone(), options.language_version));
+                }
+                Err(e) => failures.push(format!("== {}\n{e}", kernel.name)),
             }
-            Err(e) => failures.push(format!("== {}\n{e}", kernel.name)),
         }
     }
     let sources: Vec<Source> = seen.into_iter().map(|(text, (kernel, version))| Source { text, kernel, version }).collect();

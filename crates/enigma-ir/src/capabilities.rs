@@ -28,8 +28,8 @@ pub enum Feature {
     /// the simulator and CUDA; Metal from MSL 3.2.
     DeviceFence,
     /// Cooperative tensor operations ([`crate::cooperative`]): the
-    /// simulator; Metal from MSL 4.0 (MetalPerformancePrimitives). Not yet
-    /// CUDA, nor the `simdgroup_matrix` lowering for older Metal.
+    /// simulator; Metal (MetalPerformancePrimitives from MSL 4.0,
+    /// `simdgroup_matrix` fragments below it). Not yet CUDA.
     CooperativeTensors,
 }
 

@@ -61,6 +61,10 @@ pub struct MetalBackend {
     queue: Retained<Queue>,
     info: DeviceInfo,
     options: MetalOptions,
+    /// Whether the device has Metal 4 (the Metal4 family on macOS 26 or
+    /// later): kernels with cooperative tensor operations are then written
+    /// for MSL 4.0, with MetalPerformancePrimitives.
+    metal4: bool,
     /// Whether `dispatchThreads` (non-uniform threadgroups) is supported:
     /// GPU families Apple4 and later, and Mac2.
     non_uniform_threadgroups: bool,
@@ -78,6 +82,7 @@ impl std::fmt::Debug for MetalBackend {
         f.debug_struct("MetalBackend")
             .field("info", &self.info)
             .field("options", &self.options)
+            .field("metal4", &self.metal4)
             .field("non_uniform_threadgroups", &self.non_uniform_threadgroups)
             .field("unified_memory", &self.unified_memory)
             .finish_non_exhaustive()
@@ -114,6 +119,9 @@ impl MetalBackend {
                 .ok_or_else(|| unavailable("no Metal device (MTLCreateSystemDefaultDevice returned nil)"))?;
             let queue = device.newCommandQueue().ok_or_else(|| unavailable("Metal could not create a command queue"))?;
             let name = device.name().to_string();
+            // MSL 4.0 and MetalPerformancePrimitives: the Metal4 family, on
+            // macOS 26 or later (older systems do not know the family).
+            let metal4 = objc2::available!(macos = 26.0) && device.supportsFamily(MTLGPUFamily::Metal4);
             let info = DeviceInfo {
                 kind: DeviceKind::Metal,
                 max_threads_per_threadgroup: mapping::device_max_threads(device.maxThreadsPerThreadgroup().width),
@@ -125,13 +133,15 @@ impl MetalBackend {
                 memory_bytes: Some(device.recommendedMaxWorkingSetSize()),
                 // MSL 3.1's `bfloat`, which the generated code targets, and
                 // 2D textures (MTLTextures made per dispatch) everywhere;
-                // SIMD-group matrices on Apple7 and Mac2 GPUs; device-scope
-                // fences on Apple silicon where the options ask for MSL 3.2.
+                // SIMD-group matrices and cooperative tensors on Apple7 and
+                // Mac2 GPUs; device-scope fences on Apple silicon where the
+                // options ask for MSL 3.2.
                 features: mapping::device_features(
                     &options.msl,
                     mapping::GpuFamilies {
                         apple7: device.supportsFamily(MTLGPUFamily::Apple7),
                         mac2: device.supportsFamily(MTLGPUFamily::Mac2),
+                        metal4,
                     },
                 ),
                 read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
@@ -145,6 +155,7 @@ impl MetalBackend {
                 queue,
                 info,
                 options,
+                metal4,
                 non_uniform_threadgroups,
                 unified_memory,
                 libraries: Mutex::new(HashMap::new()),
@@ -153,9 +164,10 @@ impl MetalBackend {
         })
     }
 
-    fn compile_options(&self) -> Retained<MTLCompileOptions> {
+    /// Compile options for source written for MSL `version`.
+    fn compile_options(&self, version: (u8, u8)) -> Retained<MTLCompileOptions> {
         let options = MTLCompileOptions::new();
-        options.setLanguageVersion(MTLLanguageVersion(mapping::language_version(self.options.msl.language_version)));
+        options.setLanguageVersion(MTLLanguageVersion(mapping::language_version(version)));
         if objc2::available!(macos = 15.0) {
             let (mode, functions) = if self.options.fast_math {
                 (MTLMathMode::Fast, MTLMathFloatingPointFunctions::Fast)
@@ -172,15 +184,15 @@ impl MetalBackend {
         options
     }
 
-    /// The library compiled from `source` (cached).
-    fn library(&self, kernel: &str, source: &str) -> Result<Retained<Library>, RuntimeError> {
+    /// The library compiled from `source`, written for MSL `version` (cached).
+    fn library(&self, kernel: &str, source: &str, version: (u8, u8)) -> Result<Retained<Library>, RuntimeError> {
         let mut libraries = lock(&self.libraries);
         if let Some(library) = libraries.get(source) {
             return Ok(library.clone());
         }
         let library = self
             .device
-            .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&self.compile_options()))
+            .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&self.compile_options(version)))
             .map_err(|e| backend_err(format!("kernel `{kernel}`: the Metal compiler rejected the generated MSL: {}", describe(&e))))?;
         libraries.insert(source.to_string(), library.clone());
         Ok(library)
@@ -189,12 +201,12 @@ impl MetalBackend {
     /// The pipeline state of `entry` in `source` with the function constants
     /// `values` (one per specialisation constant, in declaration order: the
     /// MSL declares constant `i` as `[[function_constant(i)]]`); cached.
-    fn pipeline(&self, kernel: &str, source: &str, entry: &str, values: &[Literal]) -> Result<Retained<PipelineState>, RuntimeError> {
+    fn pipeline(&self, kernel: &str, source: &str, version: (u8, u8), entry: &str, values: &[Literal]) -> Result<Retained<PipelineState>, RuntimeError> {
         let key = PipelineKey::new(source, values);
         if let Some(pipeline) = lock(&self.pipelines).get(&key) {
             return Ok(pipeline.clone());
         }
-        let library = self.library(kernel, source)?;
+        let library = self.library(kernel, source, version)?;
         let constants = MTLFunctionConstantValues::new();
         for (index, value) in values.iter().enumerate() {
             let (bytes, _len) = mapping::spec_constant_bytes(*value);
@@ -453,10 +465,11 @@ impl Backend for MetalBackend {
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
-        let source = msl::write_string(kernel, info, &self.options.msl).map_err(|e| backend_err(e.to_string()))?;
+        let options = mapping::kernel_msl_options(&self.options.msl, info, self.metal4);
+        let source = msl::write_string(kernel, info, &options).map_err(|e| backend_err(e.to_string()))?;
         let entry_point = msl::entry_point(kernel);
         let values = spec.resolve(kernel);
-        let pipeline = autoreleasepool(|_| self.pipeline(&kernel.name, &source, &entry_point, &values))?;
+        let pipeline = autoreleasepool(|_| self.pipeline(&kernel.name, &source, options.language_version, &entry_point, &values))?;
         mapping::check_simd_width(&kernel.name, info, pipeline.threadExecutionWidth() as u32).map_err(backend_err)?;
         Ok(Box::new(MetalKernel {
             kernel: kernel.clone(),

@@ -21,10 +21,17 @@
 //!   `DeviceInfo::read_write_textures` is `readWriteTextureSupport`'s tier
 //!   (tier 1 binds only r32float, r32uint and r32sint as `access::read_write`;
 //!   the shared dispatch checks refuse other formats there).
+//! * **Cooperative tensors**: listed on Apple7 and Mac2 GPUs (those with
+//!   SIMD-group matrices). On a device of the Metal4 family under macOS 26
+//!   or later a kernel with cooperative tensor operations is written for MSL
+//!   4.0 (MetalPerformancePrimitives' `matmul2d`) and compiled with
+//!   `languageVersion` 4.0; elsewhere for the backend's version, on
+//!   SIMD-group matrices (`mapping::kernel_msl_options`).
 //! * **Compilation**: the generated MSL is compiled with
 //!   `newLibraryWithSource:options:error:`, with `MTLCompileOptions`
-//!   `languageVersion` equal to the generator's `msl::Options::language_version`
-//!   (MSL 3.1 by default, so macOS 14 or later) and fast math **off**
+//!   `languageVersion` equal to the version the source was written for
+//!   (the generator's `msl::Options::language_version`, MSL 3.1 by default,
+//!   so macOS 14 or later; 4.0 for cooperative kernels on Metal 4) and fast math **off**
 //!   (`MTLMathModeSafe` and precise functions on macOS 15+,
 //!   `fastMathEnabled = NO` before), because enigma's semantics are IEEE
 //!   arithmetic with precise `metal::` math; kernels that want fast math

@@ -140,20 +140,42 @@ pub(crate) struct GpuFamilies {
     pub apple7: bool,
     /// Mac2: the Intel and AMD GPUs of Macs that run Metal 3.
     pub mac2: bool,
+    /// Metal4 on macOS 26 or later: MSL 4.0 and MetalPerformancePrimitives.
+    pub metal4: bool,
 }
 
 /// The optional features a device of `families` runs with source written
-/// under `options`: SIMD-group matrices on Apple7 and Mac2 GPUs; device-scope
-/// fences from MSL 3.2 on Apple silicon (Apple7); the rest everywhere.
+/// under `options`: SIMD-group matrices on Apple7 and Mac2 GPUs; cooperative
+/// tensor operations there too (on SIMD-group matrices below MSL 4.0, with
+/// MetalPerformancePrimitives on Metal 4 devices, and not at all where MSL
+/// 4.0 is asked for on a device without Metal 4); device-scope fences from
+/// MSL 3.2 on Apple silicon (Apple7); the rest everywhere.
 pub(crate) fn device_features(options: &enigma_codegen::msl::Options, families: GpuFamilies) -> BTreeSet<Feature> {
     let mut features = enigma_codegen::msl::supported_features(options);
     if !(families.apple7 || families.mac2) {
         features.remove(&Feature::SimdgroupMatrix);
+        features.remove(&Feature::CooperativeTensors);
+    }
+    if options.language_version >= enigma_codegen::msl::MPP_VERSION && !families.metal4 {
+        features.remove(&Feature::CooperativeTensors);
     }
     if !families.apple7 {
         features.remove(&Feature::DeviceFence);
     }
     features
+}
+
+/// The generator's options for one kernel: the backend's, with MSL 4.0
+/// (cooperative tensors written with MetalPerformancePrimitives) where the
+/// kernel has cooperative tensor operations and the device has Metal 4.
+/// The source is compiled under the version it is written for
+/// (`MTLCompileOptions.languageVersion`).
+pub(crate) fn kernel_msl_options(backend: &enigma_codegen::msl::Options, info: &KernelInfo, metal4: bool) -> enigma_codegen::msl::Options {
+    let mut options = backend.clone();
+    if metal4 && info.features.contains(&Feature::CooperativeTensors) && options.language_version < enigma_codegen::msl::MPP_VERSION {
+        options.language_version = enigma_codegen::msl::MPP_VERSION;
+    }
+    options
 }
 
 /// The SIMD-group width enigma's execution model has, which every kernel
@@ -165,7 +187,9 @@ pub(crate) const SIMD_WIDTH: u32 = 32;
 /// when its kernel uses SIMD groups (Intel and AMD Macs run 8 to 64 lanes),
 /// naming both widths.
 pub(crate) fn check_simd_width(kernel: &str, info: &KernelInfo, width: u32) -> Result<(), String> {
-    let uses_simd_groups = info.uses_simd_functions || info.features.contains(&Feature::SimdgroupMatrix);
+    let uses_simd_groups = info.uses_simd_functions
+        || info.features.contains(&Feature::SimdgroupMatrix)
+        || info.features.contains(&Feature::CooperativeTensors);
     if uses_simd_groups && width != SIMD_WIDTH {
         return Err(format!(
             "kernel `{kernel}` uses SIMD-group functions, which enigma defines on SIMD groups of {SIMD_WIDTH} lanes, \
@@ -193,18 +217,41 @@ mod tests {
     #[test]
     fn features_follow_the_gpu_family() {
         let msl_3_2 = enigma_codegen::msl::Options { language_version: (3, 2), ..Default::default() };
-        let m1 = device_features(&msl_3_2, GpuFamilies { apple7: true, mac2: false });
+        let m1 = device_features(&msl_3_2, GpuFamilies { apple7: true, mac2: false, metal4: false });
         assert!(m1.contains(&Feature::SimdgroupMatrix) && m1.contains(&Feature::DeviceFence));
-        // An AMD Mac: matrices, no scoped fences.
-        let amd = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: true });
+        // Cooperative tensors on SIMD-group matrices below MSL 4.0.
+        assert!(m1.contains(&Feature::CooperativeTensors));
+        // An AMD Mac: matrices and cooperative tensors, no scoped fences.
+        let amd = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: true, metal4: false });
         assert!(amd.contains(&Feature::SimdgroupMatrix) && !amd.contains(&Feature::DeviceFence));
-        // An A13: neither.
-        let a13 = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: false });
+        assert!(amd.contains(&Feature::CooperativeTensors));
+        // An A13: none of them.
+        let a13 = device_features(&msl_3_2, GpuFamilies { apple7: false, mac2: false, metal4: false });
         assert!(!a13.contains(&Feature::SimdgroupMatrix) && !a13.contains(&Feature::DeviceFence));
+        assert!(!a13.contains(&Feature::CooperativeTensors));
         assert!(a13.contains(&Feature::Bfloat16) && a13.contains(&Feature::Texture2d));
         // MSL 3.1 has no scoped fences anywhere.
-        let m1_3_1 = device_features(&enigma_codegen::msl::Options::default(), GpuFamilies { apple7: true, mac2: false });
+        let m1_3_1 = device_features(&enigma_codegen::msl::Options::default(), GpuFamilies { apple7: true, mac2: false, metal4: false });
         assert!(!m1_3_1.contains(&Feature::DeviceFence));
+        // MSL 4.0 asked for: cooperative tensors only on Metal 4 devices.
+        let msl_4 = enigma_codegen::msl::Options { language_version: enigma_codegen::msl::MPP_VERSION, ..Default::default() };
+        assert!(!device_features(&msl_4, GpuFamilies { apple7: true, mac2: false, metal4: false }).contains(&Feature::CooperativeTensors));
+        assert!(device_features(&msl_4, GpuFamilies { apple7: true, mac2: false, metal4: true }).contains(&Feature::CooperativeTensors));
+    }
+
+    #[test]
+    fn cooperative_kernels_ask_for_msl_4_on_metal_4_devices() {
+        let mut cooperative = KernelInfo::default();
+        cooperative.features.insert(Feature::CooperativeTensors);
+        let backend = enigma_codegen::msl::Options::default();
+        assert_eq!(kernel_msl_options(&backend, &cooperative, true).language_version, (4, 0));
+        assert_eq!(language_version(kernel_msl_options(&backend, &cooperative, true).language_version), 0x40000);
+        // Without Metal 4: the backend's version, so SIMD-group matrices.
+        assert_eq!(kernel_msl_options(&backend, &cooperative, false).language_version, (3, 1));
+        // Other kernels keep the backend's version on any device.
+        assert_eq!(kernel_msl_options(&backend, &KernelInfo::default(), true), backend);
+        // A cooperative kernel needs 32 lanes like other SIMD-group code.
+        assert!(check_simd_width("tile", &cooperative, 16).is_err());
     }
 
     #[test]

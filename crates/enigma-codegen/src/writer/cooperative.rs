@@ -7,7 +7,9 @@
 //! reduction destination of its source's operation), and views as
 //! `metal::tensor<…, dextents<int32_t, 2>, tensor_inline>` made where they
 //! are used. A dialect that has no such spelling refuses the kernel
-//! ([`crate::dialect::Dialect::cooperative_tensors`]).
+//! ([`crate::dialect::Dialect::cooperative_tensors`]); one that lowers them
+//! onto SIMD-group matrix fragments instead is written by
+//! `cooperative_fragments`.
 
 use super::{Code, Val, Writer};
 use crate::dialect::Dialect;
@@ -28,6 +30,8 @@ pub(crate) struct CoopNames {
     pub views: [String; 2],
     /// Program-scope declarations (the descriptors) for the dialect's head.
     pub prologue: String,
+    /// The fragment lowering's threadgroup scratch arrays, by accumulator type.
+    pub scratch: Vec<(enigma_ir::Scalar, String)>,
 }
 
 /// The MSL spelling of a descriptor.
@@ -44,7 +48,7 @@ pub(crate) fn descriptor_text(d: &Matmul2dDescriptor) -> String {
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
-    fn coop_name(&self, id: CoopId) -> Result<String, CodegenError> {
+    pub(super) fn coop_name(&self, id: CoopId) -> Result<String, CodegenError> {
         self.coop.tensors.get(id.0 as usize).cloned().ok_or_else(|| self.malformed(format!("cooperative tensor {} does not exist", id.0)))
     }
 
@@ -77,6 +81,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.lift(self.dialect.cooperative_tensors())?;
         self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
         self.coop.views = [self.names.fresh("mpp_left"), self.names.fresh("mpp_right")];
+        if self.dialect.cooperative_fragments() {
+            return self.fragment_decls();
+        }
         let mut stmts = vec![];
         k.walk_stmts(|_, s| stmts.push(&s.kind));
         for s in &stmts {
@@ -157,6 +164,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     pub(super) fn cooperative_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
+        if self.dialect.cooperative_fragments() {
+            return self.fragment_stmt(kind);
+        }
         match kind {
             StmtKind::Matmul2d { desc, scope, left, right, dest } => {
                 let op = self.op_name(desc, *scope);
@@ -215,6 +225,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        if self.dialect.cooperative_fragments() {
+            return self.fragment_expr(e);
+        }
         Ok(match e {
             Expr::CooperativeCapacity { tensor } => Val { code: Code::postfix(format!("uint({}.get_capacity())", self.coop_name(*tensor)?)), ty: Type::U32 },
             Expr::CooperativeValid { tensor, index } => {

@@ -1,0 +1,40 @@
+//! Random kernels with a cooperative-tensor phase (`enigma_ir::testgen`,
+//! `GenConfig::cooperative`): their MSL, on SIMD-group matrix fragments
+//! (the version each kernel needs) and with MetalPerformancePrimitives (MSL
+//! 4.0), passes the strict clang check (`tests/msl_strict/`, see `strict`).
+
+mod strict;
+
+use enigma_codegen::msl;
+use enigma_ir::testgen::{case_with, GenConfig};
+use enigma_ir::{validate, Feature};
+
+#[test]
+fn random_cooperative_kernels_pass_the_strict_check_both_ways() {
+    if let Some(why) = strict::unavailable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let config = GenConfig { cooperative: true, floats: true, ..GenConfig::default() };
+    let dir = strict::scratch_dir("cooperative-random");
+    let (mut cooperative, mut failures) = (0, vec![]);
+    for seed in 0..48u64 {
+        let kernel = case_with(&config, seed).kernel;
+        let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        if !info.features.contains(&Feature::CooperativeTensors) {
+            continue;
+        }
+        cooperative += 1;
+        for asked in [None, Some(msl::MPP_VERSION)] {
+            let options = msl::Options::for_kernel(&info, asked);
+            let text = msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let name = format!("seed{seed}_{}{}", options.language_version.0, options.language_version.1);
+            if let Some(e) = strict::errors(&dir, &name, &text, options.language_version) {
+                failures.push(format!("== seed {seed}, MSL {:?}\n{e}", options.language_version));
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(cooperative >= 8, "only {cooperative} of 48 random kernels have a cooperative phase");
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
