@@ -1,8 +1,12 @@
-//! Reductions: over a flat vector (one or two passes) and over each row.
+//! Reductions: over a flat vector (one or two passes), over each row, and
+//! over any axis of an array seen as `[outer, axis, inner]` (with the mean
+//! and the indices of the extremes).
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::{reduce, ReduceOp};
+use enigma_kernels::library::elementwise::{self, Elementwise};
+use enigma_kernels::library::reduce::AxisReduction;
+use enigma_kernels::library::{reduce, DType, ReduceOp};
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -56,4 +60,35 @@ impl Ops<'_> {
         Ok(out)
     }
 
+    /// `r` over the middle axis of `[outer, axis, inner]`: `outer · inner`
+    /// f32 values (i32 indices for argmax and argmin), in `[outer, inner]`
+    /// order. Sum, max and min over the last axis (`inner = 1`) take the
+    /// row kernels (the flat reduction for a single row); everything else
+    /// the axis kernel, one thread per column.
+    pub fn reduce_axis(&self, r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        let name = format!("{r}_axis");
+        let dtype = self.dtype_of(&name, x)?;
+        self.need(&name, "x", x, outer.saturating_mul(axis).saturating_mul(inner), dtype.scalar())?;
+        match r {
+            AxisReduction::Value(op) if inner == 1 && outer == 1 => return self.reduce(op, x, axis),
+            AxisReduction::Value(op) if inner == 1 => return self.reduce_rows(op, x, outer, axis),
+            _ => {}
+        }
+        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+        let out = self.output(r.output(), outer * inner)?;
+        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        Ok(out)
+    }
+
+    /// The mean over the middle axis of `[outer, axis, inner]`: the sum of
+    /// [`Ops::reduce_axis`] times `1 / axis`, `outer · inner` f32.
+    pub fn mean_axis(&self, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        let sum = self.reduce_axis(AxisReduction::Value(ReduceOp::Sum), x, outer, axis, inner)?;
+        let n = outer * inner;
+        let plan = elementwise::plan(Elementwise::Scale, DType::F32, n, 1, self.threads(KernelType::Elementwise))?;
+        let mean = self.output(Scalar::F32, n)?;
+        let factor = (1.0 / axis as f64) as f32;
+        self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(&sum)), ("y", Arg::from(&mean)), ("n", Arg::u32(plan.n)), ("factor", Arg::f32(factor))])?;
+        Ok(mean)
+    }
 }
