@@ -66,6 +66,8 @@ free_fns! {
     attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
     /// `C = A · B`, tiled on SIMD-group matrices.
     matmul / matmul_with(a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType);
+    /// `C[i] = A[i] · B[i]` over `batch` matrices, one dispatch.
+    matmul_batched / matmul_batched_with(a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType);
     /// `C = A · dequant(B)` for 4-bit weights.
     qmatmul / qmatmul_with(a: &Buffer, w: &QuantizedWeights, m: usize, out: DType);
 }
