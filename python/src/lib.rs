@@ -760,10 +760,12 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_gelu, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_add, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_mul, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::op_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_reduce_rows, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_prefix_sum, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::op_softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_reduce_axis, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_softmax_axis, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_scan_axis, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_matmul_batched, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;

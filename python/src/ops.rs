@@ -1,5 +1,5 @@
 //! The kernel library (`enigma-ops`) for Python: one native function per
-//! operation (`op_softmax`, `op_rms_norm`, `op_sum`, …) runs it on a runtime
+//! operation (`op_softmax_axis`, `op_rms_norm`, `op_reduce_axis`, …) runs it on a runtime
 //! and returns its result as an `enigma.Array` in device memory
 //! (`enigma/ops.py` turns it into the caller's kind of array); `op_tune`
 //! runs the autotuner on a registry entry and returns its report as JSON
@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -183,19 +183,6 @@ fn reduction(reduction: &str) -> PyResult<ReduceOp> {
     }
 }
 
-/// The `reduction` (`sum`, `max` or `min`) of the `n` elements of `x`: an
-/// f32 array of one element.
-#[pyfunction]
-#[pyo3(signature = (runtime, x, n, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn op_reduce(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
-    let r = self::reduction(reduction)?;
-    let mut call = Call::new("reduce", runtime, elem, threads, stream, dlpack_stream)?;
-    let x = call.input(py, "x", x, n, None)?;
-    let out = call.ops().reduce(r, &x, n);
-    call.output(py, out, vec![1], Scalar::F32)
-}
-
 /// The `reduction` (`sum`, `max` or `min`) of each row of the `rows × d`
 /// array `x`: an f32 array of `rows` elements.
 #[pyfunction]
@@ -221,16 +208,85 @@ pub fn op_prefix_sum(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n:
     call.output(py, out, vec![n], call.elem)
 }
 
-/// Softmax of each row of the `rows × d` array `x`.
-#[pyfunction]
-#[pyo3(signature = (runtime, x, rows, d, elem, threads=None, stream=None, dlpack_stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn op_softmax(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, rows: usize, d: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
-    let mut call = Call::new("softmax", runtime, elem, threads, stream, dlpack_stream)?;
-    let x = call.input(py, "x", x, product("softmax", &[rows, d])?, None)?;
-    let out = call.ops().softmax(&x, rows, d);
-    call.output(py, out, vec![rows, d], call.elem)
+// ----- Operations over one axis of `[outer, axis, inner]` (`dim=`) -----
+
+/// The reduction over an axis named `name`, or `None` for the mean.
+fn axis_reduction(name: &str) -> PyResult<Option<AxisReduction>> {
+    match name {
+        "sum" => Ok(Some(AxisReduction::Value(ReduceOp::Sum))),
+        "max" => Ok(Some(AxisReduction::Value(ReduceOp::Max))),
+        "min" => Ok(Some(AxisReduction::Value(ReduceOp::Min))),
+        "argmax" => Ok(Some(AxisReduction::ArgMax)),
+        "argmin" => Ok(Some(AxisReduction::ArgMin)),
+        "mean" => Ok(None),
+        other => Err(PyValueError::new_err(format!("a reduction over an axis is sum, mean, max, min, argmax or argmin, not {other:?}"))),
+    }
 }
+
+/// The `reduction` (`sum`, `mean`, `max`, `min`: f32; `argmax`, `argmin`:
+/// i32 indices) over the middle axis of `x` seen as `[outer, axis, inner]`:
+/// an array of `outer · inner` elements.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_reduce_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = axis_reduction(reduction)?;
+    let mut call = Call::new("reduce_axis", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("reduce_axis", &[outer, axis, inner])?, None)?;
+    let ops = call.ops();
+    let (out, out_elem) = match r {
+        Some(r) => (ops.reduce_axis(r, &x, outer, axis, inner), r.output()),
+        None => (ops.mean_axis(&x, outer, axis, inner), Scalar::F32),
+    };
+    call.output(py, out, vec![outer * inner], out_elem)
+}
+
+/// Softmax (log-softmax when `log`) over the middle axis of `x` seen as
+/// `[outer, axis, inner]`: an array of `x`'s size and type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, log, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_softmax_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, log: bool, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let op = if log { "log_softmax" } else { "softmax" };
+    let mut call = Call::new(op, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(op, &[outer, axis, inner])?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().softmax_axis(&x, outer, axis, inner, log);
+    call.output(py, out, vec![n], call.elem)
+}
+
+/// The running sum (`op` `"sum"`) or product (`"prod"`) over the middle
+/// axis of `x` seen as `[outer, axis, inner]`: an array of `x`'s size and type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, op, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_scan_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, op: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let (name, scan) = match op {
+        "sum" => ("cumsum", AxisScan::Sum),
+        "prod" => ("cumprod", AxisScan::Product),
+        other => return Err(PyValueError::new_err(format!("a running operation is sum or prod, not {other:?}"))),
+    };
+    let mut call = Call::new(name, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(name, &[outer, axis, inner])?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().scan_axis(scan, &x, outer, axis, inner);
+    call.output(py, out, vec![n], call.elem)
+}
+
+/// `a[i] @ b[i]` for `batch` consecutive row-major `m × k` and `k × n`
+/// matrices: `batch · m · n` f32 values, one dispatch.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, batch, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, batch: usize, m: usize, n: usize, k: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
+    let a = call.input(py, "a", a, product("matmul", &[batch, m, k])?, None)?;
+    let b = call.input(py, "b", b, product("matmul", &[batch, k, n])?, None)?;
+    let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, DType::F32);
+    call.output(py, out, vec![batch, m, n], Scalar::F32)
+}
+
+// ----- end of the operations over one axis -----
 
 /// RMSNorm of each row of the `rows × d` array `x` with a `d`-element `weight`.
 #[pyfunction]

@@ -61,6 +61,8 @@ __all__ = [
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
+    # torch's conventions: axes, batch dimensions, the operators torch users reach for
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -334,55 +336,254 @@ def gelu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntim
     return _unary("gelu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def _reduce(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-            threads: _Optional[int], stream: _Stream) -> _Any:
+# ----- Operations over axes (``dim=``, ``keepdim=``) -----------------------
+
+def _dims(op: str, shape: _Sequence[int], dim: _Any) -> _List[int]:
+    """``dim`` (None, an int or a sequence of ints, negative counting from
+    the end) as the sorted axes of ``shape`` it names, all axes for None; a
+    0-d array has the one axis 0 (also -1). Axes must be adjacent."""
+    nd = len(shape)
+    rank = nd if nd > 0 else 1
+    if dim is None:
+        return list(range(rank))
+    seq = list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    if not seq:
+        return list(range(rank))
+    axes = set()
+    for d in seq:
+        if isinstance(d, bool) or not isinstance(d, _numbers.Integral):
+            raise TypeError(f"{op}: dim must be an int or a tuple of ints, not {type(d).__name__} {d!r}")
+        if not -rank <= int(d) < rank:
+            raise IndexError(f"{op}: dim {d} is out of range for a {nd}-D array (expected {-rank} to {rank - 1})")
+        axes.add(int(d) % rank)
+    out = sorted(axes)
+    if out != list(range(out[0], out[-1] + 1)):
+        raise ValueError(f"{op}: dims {tuple(seq)} of a {nd}-D array are not adjacent; enigma.ops reduces over one run of "
+                         "adjacent axes (reduce twice, or make the axes adjacent first)")
+    return out
+
+
+def _split(shape: _Sequence[int], axes: _Sequence[int]) -> _Tuple[int, int, int]:
+    """``shape`` seen as ``[outer, axis, inner]`` around the adjacent ``axes``."""
+    dims = list(shape) or [1]
+    first, last = axes[0], axes[-1]
+    return _math.prod(dims[:first]), _math.prod(dims[first:last + 1]), _math.prod(dims[last + 1:])
+
+
+def _reduce_axes(op: str, x: _Any, dim: _Any, keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
+                 device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    """``op`` (sum, mean, max, min, argmax, argmin) over ``dim``."""
     a = _array(x)
+    shape = _shape(a)
+    axes = _dims(op, shape, dim)
+    outer, axis, inner = _split(shape, axes)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    n = _math.prod(_shape(a))
-    return _first(_like(a, _enigma.op_reduce(t.native, a, n, op, t.elem, **t.options())))
+    out = _enigma.op_reduce_axis(t.native, a, outer, axis, inner, op, t.elem, **t.options())
+    if dim is None and not keepdim:
+        return _first(_like(a, out))
+    if keepdim:
+        result = [1 if i in axes else d for i, d in enumerate(shape)]
+    else:
+        result = [d for i, d in enumerate(shape) if i not in axes]
+    return _like(a, out.reshape(result))
 
 
-def sum(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001 - the library's name
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The sum of all elements.
+def sum(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001 - the library's name
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The sum over ``dim``, as ``torch.sum``.
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x: the array (any shape; float32, float16 or bfloat16; C-contiguous).
+        dim: None (every element), an axis (negative counts from the end) or
+            a tuple of adjacent axes.
+        keepdim: keep the reduced axes, of size 1.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the sum in float32: a numpy scalar for a numpy ``x``, else a 0-d
-        array of ``x``'s kind.
+        the sums in float32 (torch keeps the input's type): for
+        ``dim=None`` a numpy scalar for a numpy ``x``, else a 0-d array of
+        ``x``'s kind; with ``dim``, ``x``'s shape without (or, with
+        ``keepdim``, with size 1 at) the reduced axes.
     """
-    return _reduce("sum", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("sum", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def max(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The largest element.
+def mean(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+         rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+         stream: _Stream = None) -> _ArrayT:
+    """The mean over ``dim``, as ``torch.mean``: the float32 sum times
+    ``1 / n``.
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x, dim, keepdim: as for :func:`sum`.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the largest element in float32, as for :func:`sum`.
+        the means in float32, shaped as for :func:`sum`.
     """
-    return _reduce("max", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("mean", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def min(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The smallest element.
+def max(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The largest element over ``dim``: the values of ``torch.amax``
+    (``torch.max(x, dim)`` also gives indices: see :func:`argmax`).
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x, dim, keepdim: as for :func:`sum`.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the smallest element in float32, as for :func:`sum`.
+        the maxima in float32, shaped as for :func:`sum`.
     """
-    return _reduce("min", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("max", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def min(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The smallest element over ``dim``: the values of ``torch.amin``.
+
+    Args:
+        x, dim, keepdim: as for :func:`sum`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the minima in float32, shaped as for :func:`sum`.
+    """
+    return _reduce_axes("min", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def _arg(op: str, x: _Any, dim: _Optional[int], keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
+         device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, _numbers.Integral)):
+        raise TypeError(f"{op}: dim must be an int or None, not {type(dim).__name__} {dim!r}")
+    return _reduce_axes(op, x, dim, keepdim, dtype, rt, device, threads, stream)
+
+
+def argmax(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+           rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+           stream: _Stream = None) -> _ArrayT:
+    """The index of the first largest element along ``dim``, as
+    ``torch.argmax`` (a NaN counts as the largest).
+
+    Args:
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        dim: the axis (negative counts from the end), or None: the index
+            into the flattened array.
+        keepdim: keep the axis, of size 1.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        int32 indices (torch gives int64), shaped as for :func:`sum`.
+    """
+    return _arg("argmax", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def argmin(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+           rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+           stream: _Stream = None) -> _ArrayT:
+    """The index of the first smallest element along ``dim``, as
+    ``torch.argmin`` (a NaN counts as the smallest).
+
+    Args:
+        x, dim, keepdim: as for :func:`argmax`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        int32 indices, shaped as for :func:`sum`.
+    """
+    return _arg("argmin", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def _one_dim(op: str, dim: _Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
+        raise TypeError(f"{op}: dim must be an int, not {type(dim).__name__} {dim!r}")
+    return int(dim)
+
+
+def _along(op: str, x: _Any, dim: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
+           threads: _Optional[int], stream: _Stream, call: _Any) -> _Any:
+    """An operation along one axis whose result has ``x``'s shape:
+    ``call(native, a, outer, axis, inner, elem, options)``."""
+    a = _array(x)
+    shape = _shape(a)
+    outer, axis, inner = _split(shape, _dims(op, shape, _one_dim(op, dim)))
+    t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    return _like(a, call(t.native, a, outer, axis, inner, t.elem, t.options()).reshape(shape))
+
+
+def cumsum(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Running sums along ``dim``, as ``torch.cumsum``.
+
+    Args:
+        x: the array (float32, float16, bfloat16, int32 or uint32;
+            C-contiguous). Floats accumulate in float32, each result rounded
+            once to ``x``'s type; integers in their own type (wrapping).
+        dim: the axis (negative counts from the end).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the running sums, of ``x``'s kind, shape and type (torch gives
+        int64 for integer inputs).
+    """
+    return _along("cumsum", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "sum", elem, **opts))
+
+
+def cumprod(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Running products along ``dim``, as ``torch.cumprod``.
+
+    Args:
+        x, dim: as for :func:`cumsum`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the running products, of ``x``'s kind, shape and type.
+    """
+    return _along("cumprod", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "prod", elem, **opts))
+
+
+def softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Softmax along ``dim``, as ``torch.softmax`` (numerically stable: the
+    maximum is subtracted first; a slice of only ``-inf`` gives NaN).
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16; C-contiguous).
+        dim: the axis (negative counts from the end; default the last, which
+            runs the row kernels; other axes run one thread per column).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the softmax, of ``x``'s kind, shape and type.
+    """
+    return _along("softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, False, elem, **opts))
+
+
+def log_softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+                device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``, as
+    ``torch.log_softmax``.
+
+    Args:
+        x, dim: as for :func:`softmax`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the log-probabilities, of ``x``'s kind, shape and type.
+    """
+    return _along("log_softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, True, elem, **opts))
+
+
+# ----- end of the operations over axes --------------------------------------
 
 
 def _reduce_rows(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
@@ -455,63 +656,113 @@ def prefix_sum(x: _ArrayT, *, exclusive: bool = False, dtype: _Optional[str] = N
     return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
-def softmax(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """Softmax of each row of a 2-D array (numerically stable: the row's
-    maximum is subtracted first).
+def _is_shape(v: _Any) -> bool:
+    """Whether ``v`` is a ``normalized_shape`` (an int or a sequence of
+    ints) rather than an array."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, _numbers.Integral):
+        return True
+    return isinstance(v, (tuple, list)) and all(isinstance(d, _numbers.Integral) and not isinstance(d, bool) for d in v)
+
+
+def _norm_rows(op: str, a: _Any, normalized_shape: _Any) -> _Tuple[int, int]:
+    """``(rows, d)`` of a norm over the trailing ``normalized_shape`` of
+    ``a`` (default: its last axis)."""
+    shape = _shape(a)
+    if not shape:
+        raise ValueError(f"{op} takes an array of at least 1 dimension, got a 0-d array")
+    if normalized_shape is None:
+        trailing = shape[-1:]
+    else:
+        trailing = [int(normalized_shape)] if isinstance(normalized_shape, _numbers.Integral) else [int(d) for d in normalized_shape]
+        if not trailing or len(trailing) > len(shape) or shape[len(shape) - len(trailing):] != trailing:
+            raise ValueError(f"{op}: normalized_shape {tuple(trailing)} is not the trailing shape of x {tuple(shape)}")
+    d = _math.prod(trailing)
+    return _math.prod(shape) // d if d else 0, d
+
+
+def _filled(elem: str, d: int, value: float) -> _np.ndarray:
+    """``d`` host values of ``value`` in element type ``elem`` (bfloat16 as
+    uint16 bits): a weight or bias left out."""
+    if elem == "bf16":
+        return _np.full(d, _np.float32(value).view(_np.uint32) >> 16, dtype=_np.uint16)
+    return _np.full(d, value, dtype=_NUMPY_NAMES[elem])
+
+
+def _norm_args(op: str, normalized_shape: _Any, weight: _Any, bias: _Any, has_bias: bool) -> _Tuple[_Any, _Any, _Any]:
+    """``(normalized_shape, weight, bias)`` from torch's order, or from the
+    older ``(x, weight[, bias])`` order, where the second argument is an array."""
+    if normalized_shape is None or _is_shape(normalized_shape):
+        return normalized_shape, weight, bias
+    if (bias if has_bias else weight) is not None:
+        raise TypeError(f"{op}: the second argument is an array (the weight), so the norm is over the last axis and "
+                        f"takes no further {'bias' if has_bias else 'weight'}; pass normalized_shape, weight= and bias= instead")
+    return None, normalized_shape, weight
+
+
+def rms_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, *, eps: float = 1e-5,
+             dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+             threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """RMSNorm over the trailing ``normalized_shape``, as
+    ``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x²) + eps) * weight``.
 
     Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        normalized_shape: the trailing axes normalised together (an int or a
+            tuple; default the last axis). An array here is the weight, over
+            the last axis (``rms_norm(x, weight)``).
+        weight: ``normalized_shape`` values of ``x``'s type (default ones).
+        eps: added to the mean square, a finite float32 (torch's default is
+            the type's epsilon; enigma's 1e-5).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the [rows, d] softmax, of ``x``'s kind and type.
+        the normalised array, of ``x``'s kind, shape and type.
     """
-    a, rows, d = _rows(x, "softmax")
-    t = _Target("softmax", [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(a, _enigma.op_softmax(t.native, a, rows, d, t.elem, **t.options()))  # type: ignore[no-any-return]
-
-
-def rms_norm(x: _ArrayT, weight: _Any, *, eps: float = 1e-5, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """RMSNorm of each row: ``x / sqrt(mean(x²) + eps) * weight``.
-
-    Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
-        weight: d values of ``x``'s type.
-        eps: added to the mean square, a finite float32.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
-
-    Returns:
-        the normalised [rows, d] array, of ``x``'s kind and type.
-    """
-    a, rows, d = _rows(x, "rms_norm")
-    w = _array(weight)
-    t = _Target("rms_norm", [a, w], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    normalized_shape, weight, _ = _norm_args("rms_norm", normalized_shape, weight, None, False)
+    a = _array(x)
+    rows, d = _norm_rows("rms_norm", a, normalized_shape)
+    given = [a] + ([_array(weight)] if weight is not None else [])
+    t = _Target("rms_norm", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    w = given[1] if weight is not None else _filled(t.elem, d, 1.0)
     e = _number("rms_norm", "eps", eps)
-    return _like(a, _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options()))  # type: ignore[no-any-return]
+    out = _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options())
+    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
-def layer_norm(x: _ArrayT, weight: _Any, bias: _Any, *, eps: float = 1e-5, dtype: _Optional[str] = None,
-               rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-               stream: _Stream = None) -> _ArrayT:
-    """LayerNorm of each row: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+def layer_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, bias: _Any = None, *, eps: float = 1e-5,
+               dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """LayerNorm over the trailing ``normalized_shape``, as
+    ``torch.nn.functional.layer_norm``:
+    ``(x - mean) / sqrt(var + eps) * weight + bias``.
 
     Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
-        weight: d values of ``x``'s type.
-        bias: d values of ``x``'s type.
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        normalized_shape: the trailing axes normalised together (an int or a
+            tuple; default the last axis). An array here is the weight, over
+            the last axis (``layer_norm(x, weight, bias)``).
+        weight: ``normalized_shape`` values of ``x``'s type (default ones).
+        bias: ``normalized_shape`` values of ``x``'s type (default zeros).
         eps: added to the variance, a finite float32.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the normalised [rows, d] array, of ``x``'s kind and type.
+        the normalised array, of ``x``'s kind, shape and type.
     """
-    a, rows, d = _rows(x, "layer_norm")
-    w, b = _array(weight), _array(bias)
-    t = _Target("layer_norm", [a, w, b], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    normalized_shape, weight, bias = _norm_args("layer_norm", normalized_shape, weight, bias, True)
+    a = _array(x)
+    rows, d = _norm_rows("layer_norm", a, normalized_shape)
+    w = _array(weight) if weight is not None else None
+    b = _array(bias) if bias is not None else None
+    given = [a] + [v for v in (w, b) if v is not None]
+    t = _Target("layer_norm", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     e = _number("layer_norm", "eps", eps)
-    return _like(a, _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options()))  # type: ignore[no-any-return]
+    w = w if w is not None else _filled(t.elem, d, 1.0)
+    b = b if b is not None else _filled(t.elem, d, 0.0)
+    out = _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options())
+    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
 def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
@@ -537,23 +788,71 @@ def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Me
 
 def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """Matrix product ``a @ b``: the tiled SIMD-group-matrix GEMM of the
-    kernel library, accumulated in float32.
+    """Matrix product ``a @ b`` with torch's shapes: the tiled
+    SIMD-group-matrix GEMM of the kernel library, accumulated in float32.
+
+    ``a`` is ``[..., m, k]`` and ``b`` ``[..., k, n]`` (row-major,
+    C-contiguous). A 1-D ``a`` is one row and a 1-D ``b`` one column (the
+    axis is dropped from the result, as in torch). Leading (batch)
+    dimensions: a 2-D ``b`` is applied to every matrix of ``a`` (one
+    product of ``a``'s rows, all batches together); otherwise ``a`` and
+    ``b`` must have the same batch dimensions, which run as one batched
+    dispatch. Batch dimensions that would broadcast against each other
+    (``[1, m, k] @ [4, k, n]``, ``[m, k] @ [4, k, n]``) are refused.
 
     Args:
-        a: a row-major [m, k] matrix (float32, float16 or bfloat16).
-        b: a row-major [k, n] matrix of ``a``'s type.
+        a: the left operand (float32, float16 or bfloat16).
+        b: the right operand, of ``a``'s type.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the [m, n] product in float32, of ``a``'s kind.
+        the product in float32 (torch keeps the input's type), of ``a``'s kind.
     """
-    x, m, k = _rows(a, "matmul")
-    y, k2, n = _rows(b, "matmul")
+    x, y = _array(a), _array(b)
+    xs, ys = _shape(x), _shape(y)
+    if not xs or not ys:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
+    row, column = len(xs) == 1, len(ys) == 1
+    if row:
+        xs = [1] + xs
+        x = x.reshape(xs)
+    if column:
+        ys = ys + [1]
+        y = y.reshape(ys)
+    m, k = xs[-2:]
+    k2, n = ys[-2:]
     if k2 != k:
-        raise ValueError(f"matmul: a is {m}x{k} but b is {k2}x{n}; the inner sizes must match")
+        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes ({k} and {k2}) must match")
+    batch_a, batch_b = xs[:-2], ys[:-2]
     t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(x, _enigma.op_matmul(t.native, x, y, m, n, k, t.elem, **t.options()))  # type: ignore[no-any-return]
+    if not batch_b:
+        out = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
+    elif batch_a == batch_b:
+        out = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
+    else:
+        raise ValueError(f"matmul: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
+                         "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
+    shape = batch_a + ([] if row else [m]) + ([] if column else [n])
+    return _like(x, out.reshape(shape))  # type: ignore[no-any-return]
+
+
+def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Batched matrix product, as ``torch.bmm``: ``[B, m, k] @ [B, k, n]``
+    in one dispatch, accumulated in float32.
+
+    Args:
+        a: ``[B, m, k]`` (float32, float16 or bfloat16; C-contiguous).
+        b: ``[B, k, n]`` of ``a``'s type.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the ``[B, m, n]`` products in float32, of ``a``'s kind.
+    """
+    x, y = _array(a), _array(b)
+    if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
+        raise ValueError(f"bmm takes a [B, m, k] and b [B, k, n] with the same B, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)  # type: ignore[no-any-return]
 
 
 def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: bool = False,
