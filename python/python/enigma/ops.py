@@ -822,7 +822,7 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     m, k = xs[-2:]
     k2, n = ys[-2:]
     if k2 != k:
-        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes ({k} and {k2}) must match")
+        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
     batch_a, batch_b = xs[:-2], ys[:-2]
     t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     if not batch_b:
