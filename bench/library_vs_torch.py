@@ -9,6 +9,13 @@ data of the same shape and type, with CUDA events, median of 20 after 5
 warm-ups, and prints a table with ratios. Usage:
 
     python3 bench/library_vs_torch.py path/to/library_cuda [name-filter ...]
+
+Then, where the ``enigma`` Python package is installed, a second table: the
+``enigma.ops`` calls that take torch's conventions (``dim=``, trailing
+``normalized_shape``, batch dimensions) on torch CUDA tensors beside the
+same torch calls, both timed held (``median_seconds(held=True)``: device
+time, the Python call queued while the GPU spins), each result checked
+against torch's.
 """
 import json
 import subprocess
@@ -194,6 +201,69 @@ def main():
         results.append({**row, "torch_us": t_torch and t_torch * 1e6, "triton_us": t_triton and t_triton * 1e6})
     print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
     with open("library_vs_torch.json", "w") as f:
+        json.dump(results, f, indent=1)
+    conventions(filters)
+
+
+def convention_rows(dt):
+    """(name, shape, enigma call, torch call) of the operations with torch's
+    conventions, on random CUDA tensors of ``dt``."""
+    import enigma.ops as ops
+
+    def rand(*s):
+        return torch.rand(*s, device="cuda", dtype=torch.float32).to(dt)
+    x3, rows, chans = rand(32, 1024, 1024), rand(8192, 8192), rand(32, 256, 1024)
+    a3, b3, w = rand(32, 1024, 1024), rand(32, 1024, 1024), rand(1024, 1024)
+    a_fold = rand(8, 512, 1024)
+    img, wn, bn = rand(64, 64, 32, 32), rand(32, 32), rand(32, 32)
+    small = (rand(4096, 4096) * 0.01 + 1).contiguous()
+    return [
+        ("sum dim=1", x3, lambda: ops.sum(x3, 1), lambda: torch.sum(x3, 1, dtype=torch.float32)),
+        ("mean dim=1", x3, lambda: ops.mean(x3, 1), lambda: torch.mean(x3, 1)),
+        ("max dim=1", x3, lambda: ops.max(x3, 1), lambda: torch.amax(x3, 1)),
+        ("argmax dim=1", x3, lambda: ops.argmax(x3, 1), lambda: torch.argmax(x3, 1)),
+        ("argmax dim=-1", rows, lambda: ops.argmax(rows, -1), lambda: torch.argmax(rows, -1)),
+        ("softmax dim=1", chans, lambda: ops.softmax(chans, 1), lambda: torch.softmax(chans, 1)),
+        ("log_softmax dim=-1", rows, lambda: ops.log_softmax(rows, -1), lambda: torch.log_softmax(rows, -1)),
+        ("log_softmax dim=1", chans, lambda: ops.log_softmax(chans, 1), lambda: torch.log_softmax(chans, 1)),
+        ("cumsum dim=-1", rows, lambda: ops.cumsum(rows, -1), lambda: torch.cumsum(rows, -1)),
+        ("cumsum dim=0", rows, lambda: ops.cumsum(rows, 0), lambda: torch.cumsum(rows, 0)),
+        ("cumprod dim=1", small, lambda: ops.cumprod(small, 1), lambda: torch.cumprod(small, 1)),
+        ("layer_norm (32, 32)", img, lambda: ops.layer_norm(img, (32, 32), wn, bn), lambda: F.layer_norm(img, (32, 32), wn, bn, 1e-5)),
+        ("rms_norm (32, 32)", img, lambda: ops.rms_norm(img, (32, 32), wn), lambda: F.rms_norm(img, (32, 32), wn, 1e-5)),
+        ("bmm", a3, lambda: ops.bmm(a3, b3), lambda: torch.bmm(a3, b3)),
+        ("matmul [8,512,1024]@[1024,1024]", a_fold, lambda: ops.matmul(a_fold, w), lambda: torch.matmul(a_fold, w)),
+    ]
+
+
+def conventions(filters):
+    """The second table (module docstring); skipped without ``enigma``."""
+    try:
+        import enigma.ops  # noqa: F401
+    except ImportError:
+        print("enigma.ops conventions: skipped (the enigma package is not installed)")
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"{'enigma.ops call':<34}{'dtype':<7}{'shape':<18}{'enigma':>10}{'torch':>10}{'% torch':>9}  check")
+    results = []
+    for name in ("f32", "f16", "bf16"):
+        dt = DTYPES[name]
+        for op, x, mine, theirs in convention_rows(dt):
+            if filters and not any(f in op for f in filters):
+                continue
+            got, want = mine(), theirs()
+            if got.dtype != want.dtype:
+                want = want.to(got.dtype)
+            tol = {"f32": 1e-3, "f16": 1e-2, "bf16": 5e-2}[name]
+            if op.startswith("cum") and name != "f32":
+                tol = 0.2  # torch accumulates half types in their own type
+            ok = torch.allclose(got.float(), want.float(), rtol=tol, atol=tol * (1 + float(want.float().abs().mean())))
+            t_mine, t_theirs = median_seconds(mine, held=True), median_seconds(theirs, held=True)
+            shape = "x".join(map(str, x.shape))
+            print(f"{op:<34}{name:<7}{shape:<18}{t_mine * 1e6:8.1f}us{t_theirs * 1e6:8.1f}us{100 * t_theirs / t_mine:8.1f}%  {'ok' if ok else 'DIFFERS'}")
+            results.append({"op": op, "dtype": name, "shape": list(x.shape), "enigma_us": t_mine * 1e6, "torch_us": t_theirs * 1e6, "agrees": ok})
+    print("(% torch: torch's time over enigma's; TF32 off. enigma's reductions give float32, argmax int32: compared as such)")
+    with open("ops_conventions_vs_torch.json", "w") as f:
         json.dump(results, f, indent=1)
 
 
