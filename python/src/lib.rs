@@ -758,6 +758,10 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_relu, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_silu, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_gelu, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_gelu_erf, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_sigmoid, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_exp, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_log, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_add, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_mul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_reduce_rows, m)?)?;

@@ -157,6 +157,38 @@ pub fn op_gelu(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: V
     unary(py, "gelu", Elementwise::Gelu, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
 }
 
+/// GELU (erf form) of `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_gelu_erf(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "gelu", Elementwise::GeluErf, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `1 / (1 + exp(-x))` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_sigmoid(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "sigmoid", Elementwise::Sigmoid, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `exp(x)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_exp(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "exp", Elementwise::Exp, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `log(x)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_log(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "log", Elementwise::Log, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
 /// `a + b` for `a` and `b` of `shape`.
 #[pyfunction]
 #[pyo3(signature = (runtime, a, b, shape, elem, threads=None, stream=None, dlpack_stream=None))]

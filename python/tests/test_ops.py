@@ -33,7 +33,7 @@ def test_elementwise_f32(rt, n):
     x = a.astype(np.float64)
     np.testing.assert_allclose(ops.silu(a, rt=rt), x / (1 + np.exp(-x)), rtol=1e-5, atol=1e-6)
     gelu = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-    np.testing.assert_allclose(ops.gelu(a, rt=rt), gelu, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.gelu(a, "tanh", rt=rt), gelu, rtol=1e-5, atol=1e-6)
 
 
 def test_elementwise_f16_keeps_its_type_and_shape(rt):

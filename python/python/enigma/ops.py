@@ -62,7 +62,7 @@ __all__ = [
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
     # torch's conventions: axes, batch dimensions, the operators torch users reach for
-    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm",
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -290,7 +290,8 @@ def _unary(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime]
            threads: _Optional[int], stream: _Stream) -> _Any:
     a = _array(x)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    native_op = {"relu": _enigma.op_relu, "silu": _enigma.op_silu, "gelu": _enigma.op_gelu}[op]
+    native_op = {"relu": _enigma.op_relu, "silu": _enigma.op_silu, "gelu": _enigma.op_gelu, "gelu_erf": _enigma.op_gelu_erf,
+                 "sigmoid": _enigma.op_sigmoid, "exp": _enigma.op_exp, "log": _enigma.op_log}[op]
     return _like(a, native_op(t.native, a, _shape(a), t.elem, **t.options()))
 
 
@@ -322,9 +323,29 @@ def silu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntim
     return _unary("silu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def gelu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+def gelu(x: _ArrayT, approximate: str = "none", *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
          device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """GELU in its tanh form, element-wise.
+    """GELU, element-wise, as ``torch.nn.functional.gelu``.
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        approximate: ``"none"``: ``0.5·x·(1 + erf(x/√2))`` (erfc by
+            Abramowitz and Stegun's rational approximation 7.1.26, absolute
+            error at most 1.5e-7, on every backend); ``"tanh"``:
+            ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate is 'none' or 'tanh', not {approximate!r}")
+    return _unary("gelu" if approximate == "tanh" else "gelu_erf", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def sigmoid(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``1 / (1 + exp(-x))``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
@@ -333,7 +354,35 @@ def gelu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntim
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("gelu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("sigmoid", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def exp(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``exp(x)``, element-wise.
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    return _unary("exp", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def log(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """The natural logarithm, element-wise (``-inf`` at 0, NaN below).
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    return _unary("log", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 # ----- Operations over axes (``dim=``, ``keepdim=``) -----------------------
