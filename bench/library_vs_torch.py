@@ -119,6 +119,13 @@ def torch_op(name, shape, dt):
     if base == "gelu":
         x = rand(*shape)
         return lambda: F.gelu(x, approximate="tanh")
+    if base == "gelu_erf":
+        x = rand(*shape)
+        return lambda: F.gelu(x)
+    if base in ("sigmoid", "exp", "log"):
+        x, y = rand(*shape), torch.empty(shape, device="cuda", dtype=dt)
+        f = {"sigmoid": torch.sigmoid, "exp": torch.exp, "log": torch.log}[base]
+        return lambda: f(x, out=y)
     if base in ("sum", "max", "min"):
         x = rand(*shape)
         f = {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[base]
@@ -217,6 +224,7 @@ def convention_rows(dt):
     a_fold = rand(8, 512, 1024)
     img, wn, bn = rand(64, 64, 32, 32), rand(32, 32), rand(32, 32)
     small = (rand(4096, 4096) * 0.01 + 1).contiguous()
+    col, vec = rand(8192, 1), rand(1024)
     return [
         ("sum dim=1", x3, lambda: ops.sum(x3, 1), lambda: torch.sum(x3, 1, dtype=torch.float32)),
         ("mean dim=1", x3, lambda: ops.mean(x3, 1), lambda: torch.mean(x3, 1)),
@@ -233,6 +241,8 @@ def convention_rows(dt):
         ("rms_norm (32, 32)", img, lambda: ops.rms_norm(img, (32, 32), wn), lambda: F.rms_norm(img, (32, 32), wn, 1e-5)),
         ("bmm", a3, lambda: ops.bmm(a3, b3), lambda: torch.bmm(a3, b3)),
         ("matmul [8,512,1024]@[1024,1024]", a_fold, lambda: ops.matmul(a_fold, w), lambda: torch.matmul(a_fold, w)),
+        ("mul [8192,8192]*[8192,1]", rows, lambda: ops.mul(rows, col), lambda: torch.mul(rows, col)),
+        ("add [32,1024,1024]+[1024]", x3, lambda: ops.add(x3, vec), lambda: torch.add(x3, vec)),
     ]
 
 

@@ -764,6 +764,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_log, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_add, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_mul, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_binary_broadcast, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_reduce_rows, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_prefix_sum, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_reduce_axis, m)?)?;

@@ -205,6 +205,27 @@ pub fn op_mul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound
     binary(py, "mul", Elementwise::Mul, runtime, a, b, shape, elem, threads, stream, dlpack_stream)
 }
 
+/// `a + b` (`op` `"add"`) or `a * b` (`"mul"`) for `a` of `a_shape` and `b`
+/// of `b_shape` broadcast as NumPy does: an array of the broadcast shape.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, a_shape, b_shape, op, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_binary_broadcast(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, a_shape: Vec<usize>, b_shape: Vec<usize>, op: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let (name, kind) = match op {
+        "add" => ("add", Elementwise::Add),
+        "mul" => ("mul", Elementwise::Mul),
+        other => return Err(PyValueError::new_err(format!("a broadcast operation is add or mul, not {other:?}"))),
+    };
+    let mut call = Call::new(name, runtime, elem, threads, stream, dlpack_stream)?;
+    let a = call.input(py, "a", a, product(name, &a_shape)?, None)?;
+    let b = call.input(py, "b", b, product(name, &b_shape)?, None)?;
+    let (out, shape) = match call.ops().elementwise_broadcast(kind, &a, &b, &a_shape, &b_shape) {
+        Ok((y, shape)) => (Ok(y), shape),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, shape, call.elem)
+}
+
 /// The reduction named `reduction` (`sum`, `max`, `min`).
 fn reduction(reduction: &str) -> PyResult<ReduceOp> {
     match reduction {

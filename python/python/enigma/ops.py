@@ -249,39 +249,44 @@ def scale(x: _ArrayT, factor: float, *, dtype: _Optional[str] = None, rt: _Optio
 def _binary(op: str, a: _Any, b: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
             threads: _Optional[int], stream: _Stream) -> _Any:
     a, b = _array(a), _array(b)
-    if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"{op}: shapes differ: {tuple(a.shape)} and {tuple(b.shape)}")
     t = _Target(op, [a, b], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    if _shape(a) != _shape(b):
+        # NumPy broadcasting; a shape pair that does not broadcast is refused there.
+        return _like(a, _enigma.op_binary_broadcast(t.native, a, b, _shape(a), _shape(b), op, t.elem, **t.options()))
     native_op = _enigma.op_add if op == "add" else _enigma.op_mul
     return _like(a, native_op(t.native, a, b, _shape(a), t.elem, **t.options()))
 
 
 def add(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """``a + b``, element-wise.
+    """``a + b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
-        a: the first array (float32, float16 or bfloat16).
-        b: the second array, of ``a``'s shape and type.
+        a: the first array (float32, float16 or bfloat16; C-contiguous).
+        b: the second array, of ``a``'s type; the two shapes broadcast
+            (aligned at the end, each dimension equal or 1).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        ``a + b``: an array of ``a``'s kind, shape and type.
+        ``a + b``: an array of ``a``'s kind and type, of the broadcast
+        shape.
     """
     return _binary("add", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 def mul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """``a * b``, element-wise.
+    """``a * b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
-        a: the first array (float32, float16 or bfloat16).
-        b: the second array, of ``a``'s shape and type.
+        a: the first array (float32, float16 or bfloat16; C-contiguous).
+        b: the second array, of ``a``'s type; the two shapes broadcast
+            (aligned at the end, each dimension equal or 1).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        ``a * b``: an array of ``a``'s kind, shape and type.
+        ``a * b``: an array of ``a``'s kind and type, of the broadcast
+        shape.
     """
     return _binary("mul", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 

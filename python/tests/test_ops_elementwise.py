@@ -1,0 +1,72 @@
+"""`enigma.ops`' element-wise operations as torch users call them: sigmoid,
+exp, log, GELU in both forms (`approximate="none" | "tanh"`), and add/mul
+with NumPy broadcasting, against float64 numpy references on the simulator
+(or ENIGMA_TEST_DEVICE)."""
+import math
+import os
+
+import numpy as np
+import pytest
+
+import enigma
+import enigma.ops as ops
+
+DEVICE = os.environ.get("ENIGMA_TEST_DEVICE", "cpu")
+ERF = np.vectorize(math.erf)
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return enigma.MetalRuntime(DEVICE)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 4097])
+def test_unary_operations_match_float64(rt, n):
+    x = np.random.default_rng(n).uniform(-6, 6, n).astype(np.float32)
+    v = x.astype(np.float64)
+    np.testing.assert_allclose(ops.sigmoid(x, rt=rt), 1 / (1 + np.exp(-v)), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(ops.exp(x, rt=rt), np.exp(v), rtol=2e-6)
+    pos = np.abs(x) + np.float32(1e-3)
+    np.testing.assert_allclose(ops.log(pos, rt=rt), np.log(pos.astype(np.float64)), rtol=2e-6, atol=1e-7)
+    # erfc to 1.5e-7 absolute: GELU within |x| · 1e-7 or so.
+    np.testing.assert_allclose(ops.gelu(x, rt=rt), 0.5 * v * (1 + ERF(v / math.sqrt(2))), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ops.gelu(x, approximate="none", rt=rt), ops.gelu(x, rt=rt))
+    tanh = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    np.testing.assert_allclose(ops.gelu(x, approximate="tanh", rt=rt), tanh, rtol=1e-5, atol=1e-6)
+
+
+def test_unary_operations_keep_half_types(rt):
+    x = np.random.default_rng(3).uniform(-3, 3, (5, 33)).astype(np.float16)
+    v = x.astype(np.float64)
+    for name, want in [("sigmoid", 1 / (1 + np.exp(-v))), ("exp", np.exp(v)), ("gelu", 0.5 * v * (1 + ERF(v / math.sqrt(2))))]:
+        got = getattr(ops, name)(x, rt=rt)
+        assert got.dtype == np.float16 and got.shape == x.shape
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3, err_msg=name)
+    assert np.isneginf(ops.log(np.zeros(3, np.float32), rt=rt)).all()
+    with pytest.raises(ValueError, match="approximate is 'none' or 'tanh'"):
+        ops.gelu(x, approximate="erf", rt=rt)
+
+
+@pytest.mark.parametrize("sa, sb", [((4, 1, 3), (5, 1)), ((7,), (1,)), ((2, 3, 1000), (1000,)), ((1,), (3, 1)),
+                                    ((), (2, 2)), ((6, 1), (1, 7)), ((1000, 1), (1000,))])
+def test_add_and_mul_broadcast_as_numpy(rt, sa, sb):
+    r = np.random.default_rng(len(sa) + len(sb))
+    a = r.uniform(-2, 2, sa).astype(np.float32)
+    b = r.uniform(-2, 2, sb).astype(np.float32)
+    np.testing.assert_array_equal(ops.add(a, b, rt=rt), a + b)
+    np.testing.assert_array_equal(ops.mul(a, b, rt=rt), a * b)
+    # Either order, and on device arrays.
+    got = ops.mul(enigma.asarray(np.ascontiguousarray(b), device=DEVICE), enigma.asarray(np.ascontiguousarray(a), device=DEVICE))
+    assert isinstance(got, enigma.Array) and got.shape == np.broadcast_shapes(sa, sb)
+    np.testing.assert_array_equal(got.numpy(), b * a)
+
+
+def test_diagonal_scaling_by_broadcast(rt):
+    # diag(d) @ B without a kernel of one's own: d[:, None] * B.
+    d = np.arange(1, 6, dtype=np.float16)
+    m = np.random.default_rng(9).uniform(-1, 1, (5, 9)).astype(np.float16)
+    got = ops.mul(d.reshape(5, 1), m, rt=rt)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, (d[:, None] * m).astype(np.float16))
+    with pytest.raises(enigma.DispatchError, match=r"shapes \[5, 9\] and \[5\] do not broadcast"):
+        ops.add(m, d, rt=rt)
