@@ -771,6 +771,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_softmax_axis, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_scan_axis, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_matmul_batched, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_cross_entropy, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;

@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, LossReduction, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -205,7 +205,7 @@ pub fn op_mul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound
     binary(py, "mul", Elementwise::Mul, runtime, a, b, shape, elem, threads, stream, dlpack_stream)
 }
 
-/// `a + b` (`op` `"add"`) or `a * b` (`"mul"`) for `a` of `a_shape` and `b`
+/// `a + b` (`op` `"add"`), `a * b` (`"mul"`) or `a / b` (`"div"`) for `a` of `a_shape` and `b`
 /// of `b_shape` broadcast as NumPy does: an array of the broadcast shape.
 #[pyfunction]
 #[pyo3(signature = (runtime, a, b, a_shape, b_shape, op, elem, threads=None, stream=None, dlpack_stream=None))]
@@ -214,7 +214,8 @@ pub fn op_binary_broadcast(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAn
     let (name, kind) = match op {
         "add" => ("add", Elementwise::Add),
         "mul" => ("mul", Elementwise::Mul),
-        other => return Err(PyValueError::new_err(format!("a broadcast operation is add or mul, not {other:?}"))),
+        "div" => ("div", Elementwise::Div),
+        other => return Err(PyValueError::new_err(format!("a broadcast operation is add, mul or div, not {other:?}"))),
     };
     let mut call = Call::new(name, runtime, elem, threads, stream, dlpack_stream)?;
     let a = call.input(py, "a", a, product(name, &a_shape)?, None)?;
@@ -337,6 +338,27 @@ pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>
     let b = call.input(py, "b", b, product("matmul", &[batch, k, n])?, None)?;
     let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, DType::F32);
     call.output(py, out, vec![batch, m, n], Scalar::F32)
+}
+
+/// Cross-entropy of logits `x` seen as `[outer, classes, inner]` against
+/// `outer · inner` i32 `target` classes: `reduction` `"none"` (`outer ·
+/// inner` f32 losses), `"sum"` or `"mean"` (one f32).
+#[pyfunction]
+#[pyo3(signature = (runtime, x, target, outer, classes, inner, ignore_index, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_cross_entropy(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, target: &Bound<'_, PyAny>, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = match reduction {
+        "none" => None,
+        "sum" => Some(LossReduction::Sum),
+        "mean" => Some(LossReduction::Mean),
+        other => return Err(PyValueError::new_err(format!("cross_entropy's reduction is 'none', 'sum' or 'mean', not {other:?}"))),
+    };
+    let mut call = Call::new("cross_entropy", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "input", x, product("cross_entropy", &[outer, classes, inner])?, None)?;
+    let t = call.input(py, "target", target, product("cross_entropy", &[outer, inner])?, Some(Scalar::I32))?;
+    let out = call.ops().cross_entropy(&x, &t, outer, classes, inner, ignore_index, r);
+    let shape = if r.is_none() { vec![outer * inner] } else { vec![1] };
+    call.output(py, out, shape, Scalar::F32)
 }
 
 // ----- end of the operations over one axis -----

@@ -70,3 +70,47 @@ def test_diagonal_scaling_by_broadcast(rt):
     np.testing.assert_array_equal(got, (d[:, None] * m).astype(np.float16))
     with pytest.raises(enigma.DispatchError, match=r"shapes \[5, 9\] and \[5\] do not broadcast"):
         ops.add(m, d, rt=rt)
+
+
+@pytest.mark.parametrize("sa, sb", [((3, 5), (3, 5)), ((4, 1, 3), (5, 1)), ((1000,), (1,))])
+def test_div_is_true_division_with_broadcasting(rt, sa, sb):
+    r = np.random.default_rng(17)
+    a = r.uniform(-4, 4, sa).astype(np.float32)
+    b = r.uniform(0.5, 4, sb).astype(np.float32)
+    np.testing.assert_allclose(ops.div(a, b, rt=rt), a.astype(np.float64) / b, rtol=1e-6)
+
+
+def log_softmax_ref(x, axis):
+    v = x.astype(np.float64)
+    m = v.max(axis, keepdims=True)
+    return v - m - np.log(np.exp(v - m).sum(axis, keepdims=True))
+
+
+@pytest.mark.parametrize("shape", [(4, 7), (3, 1000), (2, 5, 9), (7,)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_matches_numpy(rt, shape, reduction):
+    r = np.random.default_rng(len(shape))
+    x = r.uniform(-4, 4, shape).astype(np.float32)
+    axis = 0 if len(shape) == 1 else 1
+    classes = shape[axis]
+    tshape = shape[:axis] + shape[axis + 1:]
+    t = r.integers(0, classes, tshape).astype(np.int64)  # torch's index type, converted
+    if t.size > 2:
+        t.flat[1] = -100  # ignored
+    logp = log_softmax_ref(x, axis)
+    safe = np.where(t == -100, 0, t)
+    picked = np.take_along_axis(logp, np.expand_dims(safe, axis), axis).squeeze(axis)
+    losses = np.where(t == -100, 0.0, -picked)
+    want = {"none": losses, "sum": losses.sum(), "mean": losses.sum() / max(1, (t != -100).sum())}[reduction]
+    got = ops.cross_entropy(x, t, reduction=reduction, rt=rt)
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cross_entropy_refuses_bad_targets(rt):
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(ValueError, match=r"target has shape \(4,\)"):
+        ops.cross_entropy(x, np.zeros(4, np.int64), rt=rt)
+    with pytest.raises(TypeError, match="integer class indices"):
+        ops.cross_entropy(x, np.zeros(3, np.float32), rt=rt)
+    np.testing.assert_array_equal(ops.cross_entropy(x, np.array([4, 0, 1]), reduction="none", rt=rt), [np.inf, np.log(4), np.log(4)])

@@ -1,7 +1,7 @@
 //! One free function per operation (`enigma_ops::softmax(&rt, …)`) and its
 //! `_with` form taking [`Options`]: a fresh [`Ops`] for one call.
 
-use crate::{AxisReduction, AxisScan, DType, Error, Ops, Options, QuantizedWeights, ReduceOp, ScanKind};
+use crate::{AxisReduction, AxisScan, DType, Error, LossReduction, Ops, Options, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::{Buffer, Runtime};
 
 macro_rules! free_fns {
@@ -48,6 +48,8 @@ free_fns! {
     scan_axis / scan_axis_with(op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize);
     /// Softmax or log-softmax over the middle axis of `[outer, axis, inner]`.
     softmax_axis / softmax_axis_with(x: &Buffer, outer: usize, axis: usize, inner: usize, log_form: bool);
+    /// Cross-entropy of `[outer, classes, inner]` logits against i32 targets.
+    cross_entropy / cross_entropy_with(x: &Buffer, target: &Buffer, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: Option<LossReduction>);
     /// Row log-softmax.
     log_softmax / log_softmax_with(x: &Buffer, rows: usize, d: usize);
     /// Inclusive or exclusive prefix sum.

@@ -103,6 +103,7 @@ pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;
 pub use host::{download, quantize, upload, upload_bytes};
 pub use launch::{threadgroup_limits, Launch, Ops, PipelineCache};
+pub use reduce::LossReduction;
 pub use options::{AttentionOptions, GemvOptions, Options, ReduceOptions, RowOptions, ScanOptions};
 pub use qmatmul::{dequantize_weights, quantize_weights, QuantizedWeights};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared, BENCH_HOLD};

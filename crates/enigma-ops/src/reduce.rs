@@ -1,13 +1,22 @@
 //! Reductions: over a flat vector (one or two passes), over each row, and
 //! over any axis of an array seen as `[outer, axis, inner]` (with the mean
-//! and the indices of the extremes).
+//! and the indices of the extremes); the cross-entropy loss.
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::elementwise::{self, Elementwise};
+use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::reduce::AxisReduction;
-use enigma_kernels::library::{reduce, DType, ReduceOp};
+use enigma_kernels::library::{reduce, softmax, ReduceOp};
 use enigma_runtime::{Arg, Buffer};
+
+/// How [`Ops::cross_entropy`] reduces the per-target losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossReduction {
+    /// Their sum.
+    Sum,
+    /// Their sum over the targets not ignored.
+    Mean,
+}
 
 impl Ops<'_> {
 
@@ -84,11 +93,50 @@ impl Ops<'_> {
     /// [`Ops::reduce_axis`] times `1 / axis`, `outer · inner` f32.
     pub fn mean_axis(&self, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
         let sum = self.reduce_axis(AxisReduction::Value(ReduceOp::Sum), x, outer, axis, inner)?;
-        let n = outer * inner;
-        let plan = elementwise::plan(Elementwise::Scale, DType::F32, n, 1, self.threads(KernelType::Elementwise))?;
-        let mean = self.output(Scalar::F32, n)?;
         let factor = (1.0 / axis as f64) as f32;
-        self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(&sum)), ("y", Arg::from(&mean)), ("n", Arg::u32(plan.n)), ("factor", Arg::f32(factor))])?;
-        Ok(mean)
+        self.with_f32(|ops| ops.scale(&sum, outer * inner, factor))
+    }
+
+    /// Cross-entropy of `[outer, classes, inner]` logits (classes on the
+    /// middle axis) against `outer · inner` i32 target classes: log-softmax
+    /// over the classes, then each target's negative log-probability
+    /// (`library::softmax::nll_axis`: 0 where the target is
+    /// `ignore_index`, `+inf` outside `[0, classes)`), then per
+    /// `reduction`: `None` the `outer · inner` f32 losses, `Some(Sum)` their
+    /// sum, `Some(Mean)` their sum over the targets not ignored (one f32).
+    #[allow(clippy::too_many_arguments)]
+    pub fn cross_entropy(&self, x: &Buffer, target: &Buffer, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: Option<LossReduction>) -> Result<Buffer, Error> {
+        let name = "cross_entropy";
+        let dtype = self.dtype_of(name, x)?;
+        let n = outer.saturating_mul(inner);
+        self.need(name, "target", target, n, Scalar::I32)?;
+        let logp = self.softmax_axis(x, outer, classes, inner, true)?;
+        let plan = reduce::plan_axis(name, outer, classes, inner, self.threads(KernelType::Elementwise))?;
+        let loss = self.output(Scalar::F32, n)?;
+        let valid = self.output(Scalar::F32, n)?;
+        self.launch(
+            format!("nll_axis {dtype:?}"),
+            || softmax::nll_axis(dtype),
+            plan.dispatch,
+            &[
+                ("logp", Arg::from(&logp)),
+                ("target", Arg::from(target)),
+                ("loss", Arg::from(&loss)),
+                ("valid", Arg::from(&valid)),
+                ("ignore", Arg::i32(ignore_index)),
+                ("axis", Arg::u32(plan.axis)),
+                ("inner", Arg::u32(plan.inner)),
+                ("columns", Arg::u32(plan.columns)),
+            ],
+        )?;
+        self.with_f32(|ops| match reduction {
+            None => Ok(loss),
+            Some(LossReduction::Sum) => ops.sum(&loss, n),
+            Some(LossReduction::Mean) => {
+                let total = ops.sum(&loss, n)?;
+                let count = ops.sum(&valid, n)?;
+                ops.elementwise(Elementwise::Div, &total, Some(&count), 1, 1.0)
+            }
+        })
     }
 }

@@ -489,6 +489,7 @@ fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
         Elementwise::Scale => format!("y = x · 0.75 over {dtype}"),
         Elementwise::Add => format!("y = a + b over {dtype}"),
         Elementwise::Mul => format!("y = a · b over {dtype}"),
+        Elementwise::Div => format!("y = a / b over {dtype} (b in [0.5, 4))"),
         Elementwise::Relu => format!("y = max(x, 0) over {dtype}"),
         Elementwise::Silu => format!("y = x · sigmoid(x) over {dtype}"),
         Elementwise::Gelu => format!("GELU (tanh form) over {dtype}"),
@@ -504,7 +505,9 @@ fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
         let n = shape[0];
         let mut rng = TestRng::new(seed);
         let (x, xb) = input(rt, dtype, &mut rng, n, lo, hi)?;
-        let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, lo, hi)?) } else { None };
+        // A divisor away from 0.
+        let (b_lo, b_hi) = if op == Elementwise::Div { (0.5, 4.0) } else { (lo, hi) };
+        let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, b_lo, b_hi)?) } else { None };
         let want = elementwise::reference(op, &x, b.as_ref().map(|b| &b.0[..]), 0.75);
         let bb = b.map(|b| b.1);
         let reads = if op.is_binary() { 2 } else { 1 };

@@ -5,7 +5,7 @@
 //! element type, under the simulator's sanitizer.
 
 use enigma_ir::Scalar;
-use enigma_ops::{download, quantize, upload, AxisReduction, AxisScan, CheckOutcome, DType, Ops, Options, ReduceOp, Tolerance};
+use enigma_ops::{download, quantize, upload, AxisReduction, AxisScan, CheckOutcome, DType, LossReduction, Ops, Options, ReduceOp, Tolerance};
 use enigma_runtime::{Device, Runtime};
 
 /// `[outer, axis, inner]` shapes: the axis first (outer 1), in the middle,
@@ -187,4 +187,50 @@ fn axis_operations_refuse_bad_shapes_and_types() {
     let ints = Ops::new(&rt).with_options(sanitized(Scalar::I32));
     let err = ints.reduce_axis(AxisReduction::ArgMax, &x, 1, 12, 1).unwrap_err().to_string();
     assert!(err.contains("not f32, f16 or bf16"), "{err}");
+}
+
+#[test]
+fn cross_entropy_matches_an_f64_loop() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for dtype in DType::ALL {
+        let ops = Ops::new(&rt).with_options(sanitized(dtype.scalar()));
+        for [outer, classes, inner] in [[4, 7, 1], [3, 1000, 1], [2, 5, 9], [1, 1, 1]] {
+            let n = outer * inner;
+            let x = data(outer * classes * inner, dtype);
+            // Every class once in a while, and the ignored index -100.
+            let targets: Vec<i32> = (0..n).map(|i| if i % 5 == 3 { -100 } else { ((i * 13) % classes) as i32 }).collect();
+            let t = upload(&rt, Scalar::I32, &targets.iter().map(|&v| v as f32).collect::<Vec<_>>()).unwrap();
+            let xb = upload(&rt, dtype.scalar(), &x).unwrap();
+            let mut losses = vec![0.0; n];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let c = column(&x, [outer, classes, inner], o, i);
+                    let m = c.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let lse = m + c.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+                    let target = targets[o * inner + i];
+                    losses[o * inner + i] = if target < 0 { 0.0 } else { lse - c[target as usize] };
+                }
+            }
+            let counted = targets.iter().filter(|&&t| t >= 0).count() as f64;
+            let what = format!("cross_entropy {dtype} {outer}x{classes}x{inner}");
+            let tol = dtype.unit_roundoff() * 8.0 + 1e-5;
+            let got = download(&ops.cross_entropy(&xb, &t, outer, classes, inner, -100, None).unwrap(), Scalar::F32, n).unwrap();
+            check(&what, &got, &losses, tol);
+            let sum: f64 = losses.iter().sum();
+            let got = download(&ops.cross_entropy(&xb, &t, outer, classes, inner, -100, Some(LossReduction::Sum)).unwrap(), Scalar::F32, 1).unwrap();
+            check(&what, &got, &[sum], tol * n as f64);
+            let got = download(&ops.cross_entropy(&xb, &t, outer, classes, inner, -100, Some(LossReduction::Mean)).unwrap(), Scalar::F32, 1).unwrap();
+            if counted > 0.0 {
+                check(&what, &got, &[sum / counted], tol * n as f64);
+            } else {
+                assert!(got[0].is_nan(), "{what}: every target ignored gives 0/0, as in PyTorch: {got:?}");
+            }
+        }
+    }
+    // A target outside the classes gives +inf.
+    let ops = Ops::new(&rt).with_options(sanitized(Scalar::F32));
+    let x = upload(&rt, Scalar::F32, &[0.0; 6]).unwrap();
+    let t = upload(&rt, Scalar::I32, &[3.0, -1.0]).unwrap();
+    let got = download(&ops.cross_entropy(&x, &t, 2, 3, 1, -100, None).unwrap(), Scalar::F32, 2).unwrap();
+    assert_eq!(got, [f64::INFINITY, f64::INFINITY]);
 }

@@ -62,7 +62,7 @@ __all__ = [
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
     # torch's conventions: axes, batch dimensions, the operators torch users reach for
-    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log",
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -250,8 +250,9 @@ def _binary(op: str, a: _Any, b: _Any, dtype: _Optional[str], rt: _Optional[_Met
             threads: _Optional[int], stream: _Stream) -> _Any:
     a, b = _array(a), _array(b)
     t = _Target(op, [a, b], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    if _shape(a) != _shape(b):
-        # NumPy broadcasting; a shape pair that does not broadcast is refused there.
+    if _shape(a) != _shape(b) or op == "div":
+        # NumPy broadcasting (equal shapes run the flat kernels); a shape
+        # pair that does not broadcast is refused there.
         return _like(a, _enigma.op_binary_broadcast(t.native, a, b, _shape(a), _shape(b), op, t.elem, **t.options()))
     native_op = _enigma.op_add if op == "add" else _enigma.op_mul
     return _like(a, native_op(t.native, a, b, _shape(a), t.elem, **t.options()))
@@ -289,6 +290,21 @@ def mul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
         shape.
     """
     return _binary("mul", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def div(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``a / b``, element-wise, with NumPy broadcasting (torch's true division).
+
+    Args:
+        a: the dividend (float32, float16 or bfloat16; C-contiguous).
+        b: the divisor, of ``a``'s type; the shapes broadcast as for :func:`add`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``a / b``: an array of ``a``'s kind and type, of the broadcast shape.
+    """
+    return _binary("div", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 def _unary(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
@@ -635,6 +651,68 @@ def log_softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: 
     """
     return _along("log_softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
                   lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, True, elem, **opts))
+
+
+def _int32_targets(op: str, target: _Any) -> _Any:
+    """Class indices as int32: numpy and torch integer arrays converted
+    (torch's are int64), int32 arrays of any kind as they are."""
+    t = _array(target)
+    kind = _kind(t)
+    if kind == "i32":
+        return t
+    if kind not in ("i64", "u32", "i16", "u16", "i8", "u8"):
+        raise TypeError(f"{op}: target must hold integer class indices, not {t.dtype}")
+    if isinstance(t, _np.ndarray):
+        return t.astype(_np.int32)
+    if hasattr(t, "to") and type(t).__module__.split(".")[0] == "torch":
+        import torch
+        return t.to(torch.int32)
+    raise TypeError(f"{op}: target of {t.dtype} must be int32 here (convert it first)")
+
+
+def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, reduction: str = "mean",  # noqa: A002 - torch's name
+                  dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+                  threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Cross-entropy of logits against class indices, as
+    ``torch.nn.functional.cross_entropy`` (no class weights, no label
+    smoothing, no probability targets): log-softmax over the classes, the
+    negative log-probability of each target, then the reduction.
+
+    Args:
+        input: logits ``[N, C]``, ``[N, C, d1, …]`` (classes on axis 1) or
+            ``[C]`` (float32, float16 or bfloat16; C-contiguous).
+        target: class indices of ``input``'s shape without axis 1 (integers;
+            numpy and torch int64 converted to int32).
+        ignore_index: a target that contributes 0 and is not counted in the mean.
+        reduction: ``"mean"`` (over the targets not ignored; NaN when all
+            are), ``"sum"`` or ``"none"`` (the losses, of the target's shape).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        float32: a 0-d array (a numpy scalar for numpy input) or, with
+        ``"none"``, an array of the target's shape. A target outside
+        ``[0, C)`` gives ``+inf`` (torch raises).
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction is 'mean', 'sum' or 'none', not {reduction!r}")
+    x = _array(input)
+    shape = _shape(x)
+    if not shape:
+        raise ValueError("cross_entropy takes logits of at least 1 dimension, got a 0-d array")
+    classes_axis = 0 if len(shape) == 1 else 1
+    want = shape[:classes_axis] + shape[classes_axis + 1:]
+    t = _int32_targets("cross_entropy", target)
+    if _shape(t) != want:
+        raise ValueError(f"cross_entropy: target has shape {tuple(_shape(t))}; logits of shape {tuple(shape)} need {tuple(want)}")
+    outer, classes, inner = _split(shape, [classes_axis])
+    tg = _Target("cross_entropy", [x, t], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    ignore = int(ignore_index)
+    if not -2**31 <= ignore < 2**31:
+        raise ValueError(f"cross_entropy: ignore_index={ignore} is not an int32")
+    out = _enigma.op_cross_entropy(tg.native, x, t, outer, classes, inner, ignore, reduction, tg.elem, **tg.options())
+    if reduction == "none":
+        return _like(x, out.reshape(want))  # type: ignore[no-any-return]
+    return _first(_like(x, out))  # type: ignore[no-any-return]
 
 
 # ----- end of the operations over axes --------------------------------------

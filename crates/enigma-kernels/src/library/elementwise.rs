@@ -1,8 +1,8 @@
-//! Element-wise kernels: `scale`, `add`, `mul`, `relu`, `silu`, `gelu` (tanh
+//! Element-wise kernels: `scale`, `add`, `mul`, `div`, `relu`, `silu`, `gelu` (tanh
 //! form), `gelu_erf` (the erf form), `sigmoid`, `exp`, `log`, for f32, f16
 //! and bf16, with scalar or 4-wide vector loads.
 //!
-//! **Broadcasting** ([`broadcast_binary`]): `add` and `mul` of two arrays
+//! **Broadcasting** ([`broadcast_binary`]): `add`, `mul` and `div` of two arrays
 //! of NumPy-broadcast shapes, one thread per output element, which
 //! decomposes its index over the output's dimensions and reads each input
 //! at its own strides (0 along a broadcast dimension). Parameters: `a, b,
@@ -41,6 +41,8 @@ pub enum Elementwise {
     Add,
     /// `y = x · b`.
     Mul,
+    /// `y = x / b`.
+    Div,
     /// `y = max(x, 0)`.
     Relu,
     /// `y = x / (1 + exp(-x))`.
@@ -82,10 +84,11 @@ fn one_plus_erf(z: Ex) -> Ex {
 }
 
 impl Elementwise {
-    pub const ALL: [Elementwise; 10] = [
+    pub const ALL: [Elementwise; 11] = [
         Elementwise::Scale,
         Elementwise::Add,
         Elementwise::Mul,
+        Elementwise::Div,
         Elementwise::Relu,
         Elementwise::Silu,
         Elementwise::Gelu,
@@ -100,6 +103,7 @@ impl Elementwise {
             Elementwise::Scale => "scale",
             Elementwise::Add => "add",
             Elementwise::Mul => "mul",
+            Elementwise::Div => "div",
             Elementwise::Relu => "relu",
             Elementwise::Silu => "silu",
             Elementwise::Gelu => "gelu",
@@ -112,7 +116,7 @@ impl Elementwise {
 
     /// Whether the operation reads a second buffer `b`.
     pub fn is_binary(self) -> bool {
-        matches!(self, Elementwise::Add | Elementwise::Mul)
+        matches!(self, Elementwise::Add | Elementwise::Mul | Elementwise::Div)
     }
 
     /// Whether the operation takes the by-value `factor`.
@@ -127,6 +131,7 @@ impl Elementwise {
             Elementwise::Scale => a * factor.expect("scale takes a factor"),
             Elementwise::Add => a + b.expect("add is binary"),
             Elementwise::Mul => a * b.expect("mul is binary"),
+            Elementwise::Div => a / b.expect("div is binary"),
             Elementwise::Relu => max(a, splat(0.0, width)),
             Elementwise::Silu => a / (1.0 + exp(-a)),
             Elementwise::Gelu => 0.5 * a * (1.0 + tanh(GELU_C * (a + GELU_K * a * a * a))),
@@ -143,6 +148,7 @@ impl Elementwise {
             Elementwise::Scale => a * factor,
             Elementwise::Add => a + b,
             Elementwise::Mul => a * b,
+            Elementwise::Div => a / b,
             Elementwise::Relu => a.max(0.0),
             Elementwise::Silu => a / (1.0 + (-a).exp()),
             Elementwise::Gelu => 0.5 * a * (1.0 + (GELU_C * (a + GELU_K * a * a * a)).tanh()),

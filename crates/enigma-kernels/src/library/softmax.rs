@@ -22,9 +22,15 @@
 //! column (`reduce::axis_columns`), an online pass for `(M, L)` along the
 //! axis and a second pass that writes; parameters `x, y, axis, inner,
 //! columns`. For `inner = 1` the row kernels are the fast form.
+//!
+//! **Negative log-likelihood** ([`nll_axis`], cross-entropy's second
+//! step): per column, `-logp[class]` of its i32 target class, 0 where the
+//! target is the ignored index (and `valid` 0 there, else 1), `+inf` for a
+//! target outside `[0, classes)`. Parameters `logp, target, loss, valid,
+//! ignore, axis, inner, columns`.
 
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, Kernel, Scalar, Type};
 
 /// A row kernel's shape: element type, vector width, and the vector loads
 /// each thread keeps in registers (0 = stream the row).
@@ -172,6 +178,30 @@ pub fn softmax_axis(dtype: DType, log_form: bool) -> Kernel {
             let at = k.let_("at", col.base + j * col.stride);
             store_f32(k, y, at, value(load_f32(x, at)));
         });
+    });
+    finish(k)
+}
+
+/// The negative log-likelihood of each column's target over the middle
+/// (class) axis of `[outer, classes, inner]` log-probabilities:
+/// `nll_axis_{dtype}` (module docs).
+pub fn nll_axis(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("nll_axis_{dtype}"));
+    let logp = k.buffer("logp", dtype.ty(1), Access::Read);
+    let target = k.buffer("target", Type::I32, Access::Read);
+    let loss = k.buffer("loss", Type::F32, Access::ReadWrite);
+    let valid = k.buffer("valid", Type::F32, Access::ReadWrite);
+    let ignore = k.value("ignore", Type::I32);
+    let (col, classes) = super::reduce::axis_columns(&mut k);
+    k.if_(col.active, |k| {
+        let t = k.let_("t", target.get(col.column));
+        let skipped = k.let_("skipped", t.eq(ignore));
+        let in_range = k.let_("in_range", t.ge(lit(Scalar::I32, 0.0)).and(t.cast(Type::U32).lt(classes)));
+        // Out-of-range targets read class 0 and give +inf.
+        let class = k.let_("class_index", select(lit(Scalar::U32, 0.0), t.cast(Type::U32), in_range));
+        let value = k.let_("value", -load_f32(logp, col.base + class * col.stride));
+        k.store(loss.at(col.column), select(select(f(f64::INFINITY), value, in_range), f(0.0), skipped));
+        k.store(valid.at(col.column), select(f(1.0), f(0.0), skipped));
     });
     finish(k)
 }

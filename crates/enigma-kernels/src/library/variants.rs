@@ -10,8 +10,9 @@ use enigma_ir::Kernel;
 /// and code-generation tests.
 pub fn all_kernels() -> Vec<Kernel> {
     let mut out = vec![];
-    // The kernels over an axis of [outer, axis, inner], row log-softmax and
-    // the broadcast binary operations.
+    // The kernels over an axis of [outer, axis, inner] (with cross-entropy's
+    // negative log-likelihood), row log-softmax and the broadcast binary
+    // operations.
     for dtype in DType::ALL {
         for r in [reduce::AxisReduction::Value(ReduceOp::Sum), reduce::AxisReduction::Value(ReduceOp::Max), reduce::AxisReduction::ArgMax, reduce::AxisReduction::ArgMin] {
             out.push(reduce::reduce_axis(r, dtype));
@@ -22,6 +23,8 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(softmax::log_softmax(dtype, 1, 0));
         out.push(elementwise::broadcast_binary(elementwise::Elementwise::Add, dtype));
         out.push(elementwise::broadcast_binary(elementwise::Elementwise::Mul, dtype));
+        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Div, dtype));
+        out.push(softmax::nll_axis(dtype));
     }
     for scalar in scan::AXIS_SCAN_SCALARS {
         out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
