@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, LossReduction, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -359,6 +359,28 @@ pub fn op_cross_entropy(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>,
     let out = call.ops().cross_entropy(&x, &t, outer, classes, inner, ignore_index, r);
     let shape = if r.is_none() { vec![outer * inner] } else { vec![1] };
     call.output(py, out, shape, Scalar::F32)
+}
+
+/// 2-D pooling (`kind` `"max"`, `"avg"`, or `"avg_valid"`: the mean over
+/// the window's elements inside the plane) of `planes` NCHW planes of
+/// `size`: an array `[planes, oh, ow]` of `x`'s type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, planes, size, kernel, stride, padding, kind, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_pool2d(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, planes: usize, size: [usize; 2], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], kind: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let pool = match kind {
+        "max" => Pool::Max,
+        "avg" => Pool::Avg { count_pad: true },
+        "avg_valid" => Pool::Avg { count_pad: false },
+        other => return Err(PyValueError::new_err(format!("a pooling is max, avg or avg_valid, not {other:?}"))),
+    };
+    let mut call = Call::new(pool.name(), runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product(pool.name(), &[planes, size[0], size[1]])?, None)?;
+    let (out, shape) = match call.ops().pool2d(pool, &x, planes, size, kernel, stride, padding) {
+        Ok((y, [oh, ow])) => (Ok(y), vec![planes, oh, ow]),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, shape, call.elem)
 }
 
 // ----- end of the operations over one axis -----

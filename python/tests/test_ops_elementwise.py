@@ -113,4 +113,46 @@ def test_cross_entropy_refuses_bad_targets(rt):
         ops.cross_entropy(x, np.zeros(4, np.int64), rt=rt)
     with pytest.raises(TypeError, match="integer class indices"):
         ops.cross_entropy(x, np.zeros(3, np.float32), rt=rt)
-    np.testing.assert_array_equal(ops.cross_entropy(x, np.array([4, 0, 1]), reduction="none", rt=rt), [np.inf, np.log(4), np.log(4)])
+    np.testing.assert_allclose(ops.cross_entropy(x, np.array([4, 0, 1]), reduction="none", rt=rt), [np.inf, np.log(4), np.log(4)], rtol=1e-6)
+
+
+def pool_ref(x, k, s, p, kind):
+    """Pooling by a loop over windows, in float64, NCHW."""
+    *lead, h, w = x.shape
+    planes = x.reshape(-1, h, w).astype(np.float64)
+    oh, ow = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
+    out = np.empty((planes.shape[0], oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            y0, x0 = i * s[0] - p[0], j * s[1] - p[1]
+            win = planes[:, max(y0, 0):min(y0 + k[0], h), max(x0, 0):min(x0 + k[1], w)]
+            if kind == "max":
+                out[:, i, j] = win.max((1, 2))
+            elif kind == "avg":
+                out[:, i, j] = win.sum((1, 2)) / (k[0] * k[1])
+            else:
+                out[:, i, j] = win.mean((1, 2))
+    return out.reshape(*lead, oh, ow)
+
+
+@pytest.mark.parametrize("shape, k, s, p", [((2, 3, 7, 9), 2, None, 0), ((1, 2, 8, 8), 3, 1, 1), ((3, 13, 5), (3, 2), (2, 3), 1),
+                                           ((1, 1, 1, 1), 1, 1, 0), ((2, 4, 32, 33), (5, 4), (3, 2), 2)])
+def test_pooling_matches_a_loop(rt, shape, k, s, p):
+    x = np.random.default_rng(sum(shape)).uniform(-4, 4, shape).astype(np.float32)
+    pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    kk, pp = pair(k), pair(p)
+    ss = kk if s is None else pair(s)
+    np.testing.assert_allclose(ops.max_pool2d(x, k, s, p, rt=rt), pool_ref(x, kk, ss, pp, "max"), rtol=1e-6)
+    np.testing.assert_allclose(ops.avg_pool2d(x, k, s, p, rt=rt), pool_ref(x, kk, ss, pp, "avg"), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.avg_pool2d(x, k, s, p, count_include_pad=False, rt=rt), pool_ref(x, kk, ss, pp, "valid"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_pooling_refuses_bad_windows(rt):
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"takes \[N, C, H, W\] or \[C, H, W\]"):
+        ops.max_pool2d(x[0, 0], 2, rt=rt)
+    with pytest.raises(enigma.DispatchError, match="more than half the window"):
+        ops.max_pool2d(x, 2, 2, 2, rt=rt)
+    with pytest.raises(TypeError, match="kernel_size must be an int or a pair"):
+        ops.avg_pool2d(x, (2, 2, 2), rt=rt)

@@ -97,7 +97,7 @@ pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectErr
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
-pub use enigma_kernels::library::reduce::AxisReduction;
+pub use enigma_kernels::library::reduce::{AxisReduction, Pool};
 pub use enigma_kernels::library::scan::{AxisScan, ScanKind};
 pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;

@@ -1,12 +1,12 @@
 //! Reductions: over a flat vector (one or two passes), over each row, and
 //! over any axis of an array seen as `[outer, axis, inner]` (with the mean
-//! and the indices of the extremes); the cross-entropy loss.
+//! and the indices of the extremes); the cross-entropy loss; 2-D pooling.
 
-use crate::{Error, KernelType, Ops};
+use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Scalar;
 use enigma_kernels::library::elementwise::Elementwise;
-use enigma_kernels::library::reduce::AxisReduction;
-use enigma_kernels::library::{reduce, softmax, ReduceOp};
+use enigma_kernels::library::reduce::{AxisReduction, Pool};
+use enigma_kernels::library::{self as lib, reduce, softmax, ReduceOp};
 use enigma_runtime::{Arg, Buffer};
 
 /// How [`Ops::cross_entropy`] reduces the per-target losses.
@@ -138,5 +138,43 @@ impl Ops<'_> {
                 ops.elementwise(Elementwise::Div, &total, Some(&count), 1, 1.0)
             }
         })
+    }
+
+    /// 2-D pooling of `planes` NCHW planes of `[h, w]` (`size`): windows of
+    /// `kernel` (`[kh, kw]`), `stride` apart, the planes padded by
+    /// `padding` (at most half the window, as in PyTorch): the output
+    /// (`planes · oh · ow` of the input's type) and `[oh, ow]`, where
+    /// `oh = (h + 2·ph - kh) / sh + 1` (rounded down).
+    pub fn pool2d(&self, pool: Pool, x: &Buffer, planes: usize, size: [usize; 2], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<(Buffer, [usize; 2]), Error> {
+        let name = pool.name();
+        let dtype = self.dtype_of(name, x)?;
+        let mut out = [0usize; 2];
+        for i in 0..2 {
+            let axis = ["height", "width"][i];
+            if kernel[i] == 0 || stride[i] == 0 {
+                return Err(arg_err(name, format!("the window ({kernel:?}) and the stride ({stride:?}) must be at least 1 along the {axis}")));
+            }
+            if 2 * padding[i] > kernel[i] {
+                return Err(arg_err(name, format!("padding {padding:?} is more than half the window {kernel:?} along the {axis}")));
+            }
+            if size[i] + 2 * padding[i] < kernel[i] {
+                return Err(arg_err(name, format!("the window {kernel:?} is larger than the padded plane (size {size:?}, padding {padding:?}) along the {axis}")));
+            }
+            out[i] = (size[i] + 2 * padding[i] - kernel[i]) / stride[i] + 1;
+        }
+        self.need(name, "x", x, planes.saturating_mul(size[0]).saturating_mul(size[1]), dtype.scalar())?;
+        let total = planes.saturating_mul(out[0]).saturating_mul(out[1]);
+        lib::nonzero(name, "output elements", total)?;
+        let total32 = lib::to_u32(name, "output elements", total)?;
+        lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
+        let mut dims = vec![];
+        for v in [size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]] {
+            dims.push(lib::to_u32(name, "a dimension", v)?);
+        }
+        let dims = self.rt.buffer_from(&dims)?;
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), total)?;
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("dims", Arg::from(&dims)), ("total", Arg::u32(total32))])?;
+        Ok((y, out))
     }
 }

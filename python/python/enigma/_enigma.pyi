@@ -174,6 +174,9 @@ def op_matmul_batched(runtime: Runtime, a: Any, b: Any, batch: int, m: int, n: i
 def op_cross_entropy(runtime: Runtime, x: Any, target: Any, outer: int, classes: int, inner: int, ignore_index: int,
                      reduction: str, elem: str, threads: Optional[int] = None, stream: Optional[int] = None,
                      dlpack_stream: Optional[int] = None) -> Array: ...
+def op_pool2d(runtime: Runtime, x: Any, planes: int, size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], kind: str, elem: str, threads: Optional[int] = None, stream: Optional[int] = None,
+              dlpack_stream: Optional[int] = None) -> Array: ...
 def op_rms_norm(runtime: Runtime, x: Any, weight: Any, rows: int, d: int, eps: float, elem: str,
                 threads: Optional[int] = None, stream: Optional[int] = None, dlpack_stream: Optional[int] = None) -> Array: ...
 def op_layer_norm(runtime: Runtime, x: Any, weight: Any, bias: Any, rows: int, d: int, eps: float, elem: str,

@@ -62,7 +62,7 @@ __all__ = [
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
     # torch's conventions: axes, batch dimensions, the operators torch users reach for
-    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy",
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy", "max_pool2d", "avg_pool2d",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -713,6 +713,72 @@ def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, red
     if reduction == "none":
         return _like(x, out.reshape(want))  # type: ignore[no-any-return]
     return _first(_like(x, out))  # type: ignore[no-any-return]
+
+
+def _pair(op: str, what: str, v: _Any) -> _List[int]:
+    """An int or a pair of ints (height, width), checked non-negative."""
+    pair = [v, v] if isinstance(v, _numbers.Integral) and not isinstance(v, bool) else list(v) if isinstance(v, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(d, _numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in pair):
+        raise TypeError(f"{op}: {what} must be an int or a pair of ints (height, width), not {v!r}")
+    return [int(d) for d in pair]
+
+
+def _pool(op: str, kind: str, x: _Any, kernel_size: _Any, stride: _Any, padding: _Any, dtype: _Optional[str],
+          rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    a = _array(x)
+    shape = _shape(a)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"{op} takes [N, C, H, W] or [C, H, W], got shape {tuple(shape)}")
+    kernel = _pair(op, "kernel_size", kernel_size)
+    steps = kernel if stride is None else _pair(op, "stride", stride)
+    pad = _pair(op, "padding", padding)
+    t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    planes = _math.prod(shape[:-2])
+    out = _enigma.op_pool2d(t.native, a, planes, shape[-2:], kernel, steps, pad, kind, t.elem, **t.options())
+    return _like(a, out.reshape(shape[:-2] + list(out.shape[1:])))
+
+
+def max_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, *, dtype: _Optional[str] = None,
+               rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+               stream: _Stream = None) -> _ArrayT:
+    """The maximum of each window of each plane, as
+    ``torch.nn.functional.max_pool2d`` (no dilation, no ``ceil_mode``, no
+    indices).
+
+    Args:
+        x: ``[N, C, H, W]`` or ``[C, H, W]`` (float32, float16 or bfloat16;
+            C-contiguous).
+        kernel_size: the window, an int or (height, width).
+        stride: the step between windows (default the window).
+        padding: padding on each side (at most half the window); it never
+            wins a maximum.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``[..., (H + 2·padding - kernel) // stride + 1, …]`` of ``x``'s kind
+        and type.
+    """
+    return _pool("max_pool2d", "max", x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, count_include_pad: bool = True, *,
+               dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """The mean of each window of each plane, as
+    ``torch.nn.functional.avg_pool2d`` (no ``ceil_mode``, no
+    ``divisor_override``).
+
+    Args:
+        x, kernel_size, stride, padding: as for :func:`max_pool2d`.
+        count_include_pad: divide by the whole window (True) or by its
+            elements inside the plane.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the means, shaped as for :func:`max_pool2d`.
+    """
+    kind = "avg" if count_include_pad else "avg_valid"
+    return _pool("avg_pool2d", kind, x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 # ----- end of the operations over axes --------------------------------------

@@ -25,6 +25,9 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(elementwise::broadcast_binary(elementwise::Elementwise::Mul, dtype));
         out.push(elementwise::broadcast_binary(elementwise::Elementwise::Div, dtype));
         out.push(softmax::nll_axis(dtype));
+        for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
+            out.push(reduce::pool2d(pool, dtype));
+        }
     }
     for scalar in scan::AXIS_SCAN_SCALARS {
         out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
