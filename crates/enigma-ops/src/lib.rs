@@ -69,6 +69,7 @@
 
 mod attention;
 mod check;
+mod conv;
 mod elementwise;
 mod error;
 mod free;
@@ -88,6 +89,7 @@ pub mod tune;
 mod tuning_cache;
 
 pub use check::{CheckOutcome, Tolerance};
+pub use conv::Conv2d;
 pub(crate) use error::arg_err;
 pub use error::Error;
 pub use enigma_ir::QuantLayout;
