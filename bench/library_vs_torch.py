@@ -225,6 +225,8 @@ def convention_rows(dt):
     img, wn, bn = rand(64, 64, 32, 32), rand(32, 32), rand(32, 32)
     small = (rand(4096, 4096) * 0.01 + 1).contiguous()
     col, vec = rand(8192, 1), rand(1024)
+    labels = torch.randint(0, 8192, (8192,), device="cuda")
+    cw, cb, dw, pw = rand(64, 64, 3, 3) - 0.5, rand(64), rand(64, 1, 3, 3), rand(128, 64, 1, 1)
     return [
         ("sum dim=1", x3, lambda: ops.sum(x3, 1), lambda: torch.sum(x3, 1, dtype=torch.float32)),
         ("mean dim=1", x3, lambda: ops.mean(x3, 1), lambda: torch.mean(x3, 1)),
@@ -243,6 +245,13 @@ def convention_rows(dt):
         ("matmul [8,512,1024]@[1024,1024]", a_fold, lambda: ops.matmul(a_fold, w), lambda: torch.matmul(a_fold, w)),
         ("mul [8192,8192]*[8192,1]", rows, lambda: ops.mul(rows, col), lambda: torch.mul(rows, col)),
         ("add [32,1024,1024]+[1024]", x3, lambda: ops.add(x3, vec), lambda: torch.add(x3, vec)),
+        ("div [8192,8192]/[8192,1]", rows, lambda: ops.div(rows, col + 1), lambda: torch.div(rows, col + 1)),
+        ("cross_entropy [8192,8192]", rows, lambda: ops.cross_entropy(rows, labels), lambda: F.cross_entropy(rows, labels)),
+        ("max_pool2d 3 s2 p1", img, lambda: ops.max_pool2d(img, 3, 2, 1), lambda: F.max_pool2d(img, 3, 2, 1)),
+        ("avg_pool2d 2", img, lambda: ops.avg_pool2d(img, 2), lambda: F.avg_pool2d(img, 2)),
+        ("conv2d 64->64 3x3 p1", img, lambda: ops.conv2d(img, cw, cb, 1, 1), lambda: F.conv2d(img, cw, cb, 1, 1)),
+        ("conv2d depthwise 3x3 p1", img, lambda: ops.conv2d(img, dw, None, 1, 1, 1, 64), lambda: F.conv2d(img, dw, None, 1, 1, 1, 64)),
+        ("conv2d pointwise 64->128", img, lambda: ops.conv2d(img, pw), lambda: F.conv2d(img, pw)),
     ]
 
 
@@ -254,6 +263,7 @@ def conventions(filters):
         print("enigma.ops conventions: skipped (the enigma package is not installed)")
         return
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     print(f"{'enigma.ops call':<34}{'dtype':<7}{'shape':<18}{'enigma':>10}{'torch':>10}{'% torch':>9}  check")
     results = []
     for name in ("f32", "f16", "bf16"):
@@ -272,7 +282,7 @@ def conventions(filters):
             shape = "x".join(map(str, x.shape))
             print(f"{op:<34}{name:<7}{shape:<18}{t_mine * 1e6:8.1f}us{t_theirs * 1e6:8.1f}us{100 * t_theirs / t_mine:8.1f}%  {'ok' if ok else 'DIFFERS'}")
             results.append({"op": op, "dtype": name, "shape": list(x.shape), "enigma_us": t_mine * 1e6, "torch_us": t_theirs * 1e6, "agrees": ok})
-    print("(% torch: torch's time over enigma's; TF32 off. enigma's reductions give float32, argmax int32: compared as such)")
+    print("(% torch: torch's time over enigma's; TF32 off (cuDNN convolutions too). enigma's reductions give float32, argmax int32: compared as such)")
     with open("ops_conventions_vs_torch.json", "w") as f:
         json.dump(results, f, indent=1)
 

@@ -773,6 +773,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_matmul_batched, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_cross_entropy, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_pool2d, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_rms_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_layer_norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;

@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{AxisReduction, AxisScan, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -381,6 +381,48 @@ pub fn op_pool2d(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, planes
         Err(e) => (Err(e), vec![]),
     };
     call.output(py, out, shape, call.elem)
+}
+
+/// `conv2d(x, w) + bias` for NCHW `x` of `[batch, in_channels, size…]`,
+/// OIHW `w` of `out_channels` and an optional `bias`: an array `[batch,
+/// out_channels, oh, ow]` of `x`'s type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, w, bias, batch, in_channels, size, out_channels, kernel, stride, padding, dilation, groups, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_conv2d(
+    py: Python<'_>,
+    runtime: &Runtime,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    batch: usize,
+    in_channels: usize,
+    size: [usize; 2],
+    out_channels: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    elem: &str,
+    threads: Option<u32>,
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+) -> PyResult<Array> {
+    let shape = Conv2d { batch, in_channels, size, out_channels, kernel, stride, padding, dilation, groups };
+    let mut call = Call::new("conv2d", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "input", x, product("conv2d", &[batch, in_channels, size[0], size[1]])?, None)?;
+    let per_group = if groups > 0 { in_channels / groups } else { 0 };
+    let w = call.input(py, "weight", w, product("conv2d", &[out_channels, per_group, kernel[0], kernel[1]])?, None)?;
+    let b = match bias {
+        Some(b) => Some(call.input(py, "bias", b, out_channels, None)?),
+        None => None,
+    };
+    let (out, dims) = match call.ops().conv2d(&x, &w, b.as_ref(), &shape) {
+        Ok((y, [oh, ow])) => (Ok(y), vec![batch, out_channels, oh, ow]),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, dims, call.elem)
 }
 
 // ----- end of the operations over one axis -----

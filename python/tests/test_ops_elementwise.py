@@ -156,3 +156,57 @@ def test_pooling_refuses_bad_windows(rt):
         ops.max_pool2d(x, 2, 2, 2, rt=rt)
     with pytest.raises(TypeError, match="kernel_size must be an int or a pair"):
         ops.avg_pool2d(x, (2, 2, 2), rt=rt)
+
+
+def conv_ref(x, w, b, stride, padding, dilation, groups):
+    """conv2d by loops over the window in float64 (NCHW, OIHW)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c_in, h, wd = x.shape
+    c_out, per_group, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, c_out, oh, ow))
+    for co in range(c_out):
+        g = co // (c_out // groups)
+        for ky in range(kh):
+            for kx in range(kw):
+                ys, xs = ky * dilation[0], kx * dilation[1]
+                patch = xp[:, g * per_group:(g + 1) * per_group, ys:ys + stride[0] * oh:stride[0], xs:xs + stride[1] * ow:stride[1]]
+                out[:, co] += np.einsum("nchw,c->nhw", patch, w[co, :, ky, kx])
+    return out + (0 if b is None else b.astype(np.float64)[None, :, None, None])
+
+
+@pytest.mark.parametrize("xs, ws, stride, padding, dilation, groups", [
+    ((2, 3, 7, 9), (5, 3, 3, 3), 1, 1, 1, 1),
+    ((1, 3, 8, 8), (4, 3, 3, 2), (2, 3), (0, 2), 1, 1),
+    ((2, 4, 9, 7), (8, 1, 3, 3), 1, 1, 1, 4),      # depthwise (channel multiplier 2)
+    ((2, 6, 5, 5), (4, 6, 1, 1), 1, 0, 1, 1),      # pointwise
+    ((1, 6, 10, 10), (4, 3, 3, 3), 1, 2, 2, 2),    # grouped, dilated
+    ((3, 7, 7), (2, 3, 2, 2), 1, 0, 1, 1),         # one unbatched image
+])
+def test_conv2d_matches_a_loop(rt, xs, ws, stride, padding, dilation, groups):
+    r = np.random.default_rng(sum(xs))
+    x = r.uniform(-1, 1, xs).astype(np.float32)
+    w = r.uniform(-1, 1, ws).astype(np.float32)
+    b = r.uniform(-1, 1, ws[0]).astype(np.float32)
+    pair = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    batched = x if x.ndim == 4 else x[None]
+    for bias in (None, b):
+        want = conv_ref(batched, w, bias, pair(stride), pair(padding), pair(dilation), groups)
+        want = want if x.ndim == 4 else want[0]
+        got = ops.conv2d(x, w, bias, stride, padding, dilation, groups, rt=rt)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    h = ops.conv2d(x.astype(np.float16), w.astype(np.float16), b.astype(np.float16), stride, padding, dilation, groups, rt=rt)
+    assert h.dtype == np.float16
+    np.testing.assert_allclose(h, conv_ref(batched.astype(np.float16), w.astype(np.float16), b.astype(np.float16), pair(stride),
+                                           pair(padding), pair(dilation), groups).reshape(h.shape), rtol=2e-3, atol=2e-3)
+
+
+def test_conv2d_refuses_shapes_that_do_not_fit(rt):
+    x = np.zeros((1, 4, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="C_in / groups"):
+        ops.conv2d(x, np.zeros((2, 3, 3, 3), np.float32), rt=rt)
+    with pytest.raises(enigma.DispatchError, match="larger than the padded input"):
+        ops.conv2d(x, np.zeros((2, 4, 7, 3), np.float32), rt=rt)

@@ -177,6 +177,9 @@ def op_cross_entropy(runtime: Runtime, x: Any, target: Any, outer: int, classes:
 def op_pool2d(runtime: Runtime, x: Any, planes: int, size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
               padding: Sequence[int], kind: str, elem: str, threads: Optional[int] = None, stream: Optional[int] = None,
               dlpack_stream: Optional[int] = None) -> Array: ...
+def op_conv2d(runtime: Runtime, x: Any, w: Any, bias: Any, batch: int, in_channels: int, size: Sequence[int], out_channels: int,
+              kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], groups: int, elem: str,
+              threads: Optional[int] = None, stream: Optional[int] = None, dlpack_stream: Optional[int] = None) -> Array: ...
 def op_rms_norm(runtime: Runtime, x: Any, weight: Any, rows: int, d: int, eps: float, elem: str,
                 threads: Optional[int] = None, stream: Optional[int] = None, dlpack_stream: Optional[int] = None) -> Array: ...
 def op_layer_norm(runtime: Runtime, x: Any, weight: Any, bias: Any, rows: int, d: int, eps: float, elem: str,

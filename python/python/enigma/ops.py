@@ -62,7 +62,7 @@ __all__ = [
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
     # torch's conventions: axes, batch dimensions, the operators torch users reach for
-    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy", "max_pool2d", "avg_pool2d",
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy", "max_pool2d", "avg_pool2d", "conv2d",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -779,6 +779,48 @@ def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any
     """
     kind = "avg" if count_include_pad else "avg_valid"
     return _pool("avg_pool2d", kind, x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, padding: _Any = 0,  # noqa: A002 - torch's name
+           dilation: _Any = 1, groups: int = 1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``:
+    the direct kernel, one thread per output element, f32 accumulation.
+    Depthwise (``groups`` = input channels) and pointwise (a 1×1 weight)
+    convolutions are the same call.
+
+    Args:
+        input: ``[N, C_in, H, W]`` or ``[C_in, H, W]`` (float32, float16 or
+            bfloat16; C-contiguous).
+        weight: ``[C_out, C_in / groups, kH, kW]``, of ``input``'s type.
+        bias: ``C_out`` values of ``input``'s type, or None.
+        stride, padding, dilation: an int or (height, width) (``padding``
+            as zeros on each side; no ``"same"``/``"valid"`` strings).
+        groups: channel groups, dividing ``C_in`` and ``C_out``.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``[N, C_out, H_out, W_out]`` (``[C_out, …]`` for a 3-D input) of
+        ``input``'s kind and type; ``H_out = (H + 2·padding - dilation·(kH - 1) - 1) // stride + 1``.
+    """
+    x, w = _array(input), _array(weight)
+    xs, ws = _shape(x), _shape(w)
+    if len(xs) not in (3, 4) or len(ws) != 4:
+        raise ValueError(f"conv2d takes input [N, C_in, H, W] (or [C_in, H, W]) and weight [C_out, C_in/groups, kH, kW], "
+                         f"got shapes {tuple(xs)} and {tuple(ws)}")
+    unbatched = len(xs) == 3
+    n, c_in, h, wd = ([1] + xs) if unbatched else xs
+    if isinstance(groups, bool) or not isinstance(groups, _numbers.Integral) or groups < 1:
+        raise TypeError(f"conv2d: groups must be a positive int, not {groups!r}")
+    if c_in % int(groups) != 0 or ws[1] * int(groups) != c_in:
+        raise ValueError(f"conv2d: weight {tuple(ws)} does not fit input {tuple(xs)} with groups={groups} "
+                         f"(weight's second dimension must be C_in / groups = {c_in} / {groups})")
+    given = [x, w] + ([_array(bias)] if bias is not None else [])
+    t = _Target("conv2d", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    out = _enigma.op_conv2d(t.native, x, w, given[2] if bias is not None else None, n, c_in, [h, wd], ws[0], ws[2:],
+                            _pair("conv2d", "stride", stride), _pair("conv2d", "padding", padding),
+                            _pair("conv2d", "dilation", dilation), int(groups), t.elem, **t.options())
+    return _like(x, out.reshape(list(out.shape[1:]) if unbatched else list(out.shape)))  # type: ignore[no-any-return]
 
 
 # ----- end of the operations over axes --------------------------------------
