@@ -31,6 +31,13 @@ share one type (GEMV's vector is float32). Arithmetic is float32 inside.
 Arrays must be C-contiguous (numpy arrays are made so); a ``threads=``
 argument overrides the threadgroup size (default: seed 004's table for the
 kernel type).
+
+Shapes and names follow torch: ``dim=`` (negative allowed) and ``keepdim=``
+on the reductions, softmax/log_softmax, argmax/argmin, cumsum/cumprod; the
+norms over a trailing ``normalized_shape``; batch dimensions on
+:func:`matmul` and :func:`bmm`; NumPy broadcasting on add, mul and div;
+``cross_entropy``, pooling and ``conv2d`` with torch's arguments.
+``docs/library.md`` lists where enigma differs from torch.
 """
 import json as _json
 import math as _math
