@@ -9,6 +9,13 @@ data of the same shape and type, with CUDA events, median of 20 after 5
 warm-ups, and prints a table with ratios. Usage:
 
     python3 bench/library_vs_torch.py path/to/library_cuda [name-filter ...]
+
+Then, where the ``enigma`` Python package is installed, a second table: the
+``enigma.ops`` calls that take torch's conventions (``dim=``, trailing
+``normalized_shape``, batch dimensions) on torch CUDA tensors beside the
+same torch calls, both timed held (``median_seconds(held=True)``: device
+time, the Python call queued while the GPU spins), each result checked
+against torch's.
 """
 import json
 import subprocess
@@ -112,6 +119,13 @@ def torch_op(name, shape, dt):
     if base == "gelu":
         x = rand(*shape)
         return lambda: F.gelu(x, approximate="tanh")
+    if base == "gelu_erf":
+        x = rand(*shape)
+        return lambda: F.gelu(x)
+    if base in ("sigmoid", "exp", "log"):
+        x, y = rand(*shape), torch.empty(shape, device="cuda", dtype=dt)
+        f = {"sigmoid": torch.sigmoid, "exp": torch.exp, "log": torch.log}[base]
+        return lambda: f(x, out=y)
     if base in ("sum", "max", "min"):
         x = rand(*shape)
         f = {"sum": torch.sum, "max": torch.amax, "min": torch.amin}[base]
@@ -194,6 +208,82 @@ def main():
         results.append({**row, "torch_us": t_torch and t_torch * 1e6, "triton_us": t_triton and t_triton * 1e6})
     print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
     with open("library_vs_torch.json", "w") as f:
+        json.dump(results, f, indent=1)
+    conventions(filters)
+
+
+def convention_rows(dt):
+    """(name, shape, enigma call, torch call) of the operations with torch's
+    conventions, on random CUDA tensors of ``dt``."""
+    import enigma.ops as ops
+
+    def rand(*s):
+        return torch.rand(*s, device="cuda", dtype=torch.float32).to(dt)
+    x3, rows, chans = rand(32, 1024, 1024), rand(8192, 8192), rand(32, 256, 1024)
+    a3, b3, w = rand(32, 1024, 1024), rand(32, 1024, 1024), rand(1024, 1024)
+    a_fold = rand(8, 512, 1024)
+    img, wn, bn = rand(64, 64, 32, 32), rand(32, 32), rand(32, 32)
+    small = (rand(4096, 4096) * 0.01 + 1).contiguous()
+    col, vec = rand(8192, 1), rand(1024)
+    labels = torch.randint(0, 8192, (8192,), device="cuda")
+    cw, cb, dw, pw = rand(64, 64, 3, 3) - 0.5, rand(64), rand(64, 1, 3, 3), rand(128, 64, 1, 1)
+    return [
+        ("sum dim=1", x3, lambda: ops.sum(x3, 1), lambda: torch.sum(x3, 1, dtype=torch.float32)),
+        ("mean dim=1", x3, lambda: ops.mean(x3, 1), lambda: torch.mean(x3, 1)),
+        ("max dim=1", x3, lambda: ops.max(x3, 1), lambda: torch.amax(x3, 1)),
+        ("argmax dim=1", x3, lambda: ops.argmax(x3, 1), lambda: torch.argmax(x3, 1)),
+        ("argmax dim=-1", rows, lambda: ops.argmax(rows, -1), lambda: torch.argmax(rows, -1)),
+        ("softmax dim=1", chans, lambda: ops.softmax(chans, 1), lambda: torch.softmax(chans, 1)),
+        ("log_softmax dim=-1", rows, lambda: ops.log_softmax(rows, -1), lambda: torch.log_softmax(rows, -1)),
+        ("log_softmax dim=1", chans, lambda: ops.log_softmax(chans, 1), lambda: torch.log_softmax(chans, 1)),
+        ("cumsum dim=-1", rows, lambda: ops.cumsum(rows, -1), lambda: torch.cumsum(rows, -1)),
+        ("cumsum dim=0", rows, lambda: ops.cumsum(rows, 0), lambda: torch.cumsum(rows, 0)),
+        ("cumprod dim=1", small, lambda: ops.cumprod(small, 1), lambda: torch.cumprod(small, 1)),
+        ("layer_norm (32, 32)", img, lambda: ops.layer_norm(img, (32, 32), wn, bn), lambda: F.layer_norm(img, (32, 32), wn, bn, 1e-5)),
+        ("rms_norm (32, 32)", img, lambda: ops.rms_norm(img, (32, 32), wn), lambda: F.rms_norm(img, (32, 32), wn, 1e-5)),
+        ("bmm", a3, lambda: ops.bmm(a3, b3), lambda: torch.bmm(a3, b3)),
+        ("matmul [8,512,1024]@[1024,1024]", a_fold, lambda: ops.matmul(a_fold, w), lambda: torch.matmul(a_fold, w)),
+        ("mul [8192,8192]*[8192,1]", rows, lambda: ops.mul(rows, col), lambda: torch.mul(rows, col)),
+        ("add [32,1024,1024]+[1024]", x3, lambda: ops.add(x3, vec), lambda: torch.add(x3, vec)),
+        ("div [8192,8192]/[8192,1]", rows, lambda: ops.div(rows, col + 1), lambda: torch.div(rows, col + 1)),
+        ("cross_entropy [8192,8192]", rows, lambda: ops.cross_entropy(rows, labels), lambda: F.cross_entropy(rows, labels)),
+        ("max_pool2d 3 s2 p1", img, lambda: ops.max_pool2d(img, 3, 2, 1), lambda: F.max_pool2d(img, 3, 2, 1)),
+        ("avg_pool2d 2", img, lambda: ops.avg_pool2d(img, 2), lambda: F.avg_pool2d(img, 2)),
+        ("conv2d 64->64 3x3 p1", img, lambda: ops.conv2d(img, cw, cb, 1, 1), lambda: F.conv2d(img, cw, cb, 1, 1)),
+        ("conv2d depthwise 3x3 p1", img, lambda: ops.conv2d(img, dw, None, 1, 1, 1, 64), lambda: F.conv2d(img, dw, None, 1, 1, 1, 64)),
+        ("conv2d pointwise 64->128", img, lambda: ops.conv2d(img, pw), lambda: F.conv2d(img, pw)),
+    ]
+
+
+def conventions(filters):
+    """The second table (module docstring); skipped without ``enigma``."""
+    try:
+        import enigma.ops  # noqa: F401
+    except ImportError:
+        print("enigma.ops conventions: skipped (the enigma package is not installed)")
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"{'enigma.ops call':<34}{'dtype':<7}{'shape':<18}{'enigma':>10}{'torch':>10}{'% torch':>9}  check")
+    results = []
+    for name in ("f32", "f16", "bf16"):
+        dt = DTYPES[name]
+        for op, x, mine, theirs in convention_rows(dt):
+            if filters and not any(f in op for f in filters):
+                continue
+            got, want = mine(), theirs()
+            if got.dtype != want.dtype:
+                want = want.to(got.dtype)
+            tol = {"f32": 1e-3, "f16": 1e-2, "bf16": 5e-2}[name]
+            if op.startswith("cum") and name != "f32":
+                tol = 0.2  # torch accumulates half types in their own type
+            ok = torch.allclose(got.float(), want.float(), rtol=tol, atol=tol * (1 + float(want.float().abs().mean())))
+            t_mine, t_theirs = median_seconds(mine, held=True), median_seconds(theirs, held=True)
+            shape = "x".join(map(str, x.shape))
+            print(f"{op:<34}{name:<7}{shape:<18}{t_mine * 1e6:8.1f}us{t_theirs * 1e6:8.1f}us{100 * t_theirs / t_mine:8.1f}%  {'ok' if ok else 'DIFFERS'}")
+            results.append({"op": op, "dtype": name, "shape": list(x.shape), "enigma_us": t_mine * 1e6, "torch_us": t_theirs * 1e6, "agrees": ok})
+    print("(% torch: torch's time over enigma's; TF32 off (cuDNN convolutions too). enigma's reductions give float32, argmax int32: compared as such)")
+    with open("ops_conventions_vs_torch.json", "w") as f:
         json.dump(results, f, indent=1)
 
 

@@ -1,5 +1,5 @@
 //! The kernel library (`enigma-ops`) for Python: one native function per
-//! operation (`op_softmax`, `op_rms_norm`, `op_sum`, …) runs it on a runtime
+//! operation (`op_softmax_axis`, `op_rms_norm`, `op_reduce_axis`, …) runs it on a runtime
 //! and returns its result as an `enigma.Array` in device memory
 //! (`enigma/ops.py` turns it into the caller's kind of array); `op_tune`
 //! runs the autotuner on a registry entry and returns its report as JSON
@@ -17,7 +17,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{DType, Elementwise, Ops, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -157,6 +157,38 @@ pub fn op_gelu(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: V
     unary(py, "gelu", Elementwise::Gelu, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
 }
 
+/// GELU (erf form) of `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_gelu_erf(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "gelu", Elementwise::GeluErf, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `1 / (1 + exp(-x))` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_sigmoid(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "sigmoid", Elementwise::Sigmoid, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `exp(x)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_exp(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "exp", Elementwise::Exp, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
+/// `log(x)` for `x` of `shape`.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, shape, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_log(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, shape: Vec<usize>, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    unary(py, "log", Elementwise::Log, runtime, x, shape, 0.0, elem, threads, stream, dlpack_stream)
+}
+
 /// `a + b` for `a` and `b` of `shape`.
 #[pyfunction]
 #[pyo3(signature = (runtime, a, b, shape, elem, threads=None, stream=None, dlpack_stream=None))]
@@ -173,6 +205,28 @@ pub fn op_mul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound
     binary(py, "mul", Elementwise::Mul, runtime, a, b, shape, elem, threads, stream, dlpack_stream)
 }
 
+/// `a + b` (`op` `"add"`), `a * b` (`"mul"`) or `a / b` (`"div"`) for `a` of `a_shape` and `b`
+/// of `b_shape` broadcast as NumPy does: an array of the broadcast shape.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, a_shape, b_shape, op, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_binary_broadcast(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, a_shape: Vec<usize>, b_shape: Vec<usize>, op: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let (name, kind) = match op {
+        "add" => ("add", Elementwise::Add),
+        "mul" => ("mul", Elementwise::Mul),
+        "div" => ("div", Elementwise::Div),
+        other => return Err(PyValueError::new_err(format!("a broadcast operation is add, mul or div, not {other:?}"))),
+    };
+    let mut call = Call::new(name, runtime, elem, threads, stream, dlpack_stream)?;
+    let a = call.input(py, "a", a, product(name, &a_shape)?, None)?;
+    let b = call.input(py, "b", b, product(name, &b_shape)?, None)?;
+    let (out, shape) = match call.ops().elementwise_broadcast(kind, &a, &b, &a_shape, &b_shape) {
+        Ok((y, shape)) => (Ok(y), shape),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, shape, call.elem)
+}
+
 /// The reduction named `reduction` (`sum`, `max`, `min`).
 fn reduction(reduction: &str) -> PyResult<ReduceOp> {
     match reduction {
@@ -181,19 +235,6 @@ fn reduction(reduction: &str) -> PyResult<ReduceOp> {
         "min" => Ok(ReduceOp::Min),
         other => Err(PyValueError::new_err(format!("a reduction is sum, max or min, not {other:?}"))),
     }
-}
-
-/// The `reduction` (`sum`, `max` or `min`) of the `n` elements of `x`: an
-/// f32 array of one element.
-#[pyfunction]
-#[pyo3(signature = (runtime, x, n, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn op_reduce(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
-    let r = self::reduction(reduction)?;
-    let mut call = Call::new("reduce", runtime, elem, threads, stream, dlpack_stream)?;
-    let x = call.input(py, "x", x, n, None)?;
-    let out = call.ops().reduce(r, &x, n);
-    call.output(py, out, vec![1], Scalar::F32)
 }
 
 /// The `reduction` (`sum`, `max` or `min`) of each row of the `rows × d`
@@ -221,16 +262,170 @@ pub fn op_prefix_sum(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, n:
     call.output(py, out, vec![n], call.elem)
 }
 
-/// Softmax of each row of the `rows × d` array `x`.
-#[pyfunction]
-#[pyo3(signature = (runtime, x, rows, d, elem, threads=None, stream=None, dlpack_stream=None))]
-#[allow(clippy::too_many_arguments)]
-pub fn op_softmax(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, rows: usize, d: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
-    let mut call = Call::new("softmax", runtime, elem, threads, stream, dlpack_stream)?;
-    let x = call.input(py, "x", x, product("softmax", &[rows, d])?, None)?;
-    let out = call.ops().softmax(&x, rows, d);
-    call.output(py, out, vec![rows, d], call.elem)
+// ----- Operations over one axis of `[outer, axis, inner]` (`dim=`) -----
+
+/// The reduction over an axis named `name`, or `None` for the mean.
+fn axis_reduction(name: &str) -> PyResult<Option<AxisReduction>> {
+    match name {
+        "sum" => Ok(Some(AxisReduction::Value(ReduceOp::Sum))),
+        "max" => Ok(Some(AxisReduction::Value(ReduceOp::Max))),
+        "min" => Ok(Some(AxisReduction::Value(ReduceOp::Min))),
+        "argmax" => Ok(Some(AxisReduction::ArgMax)),
+        "argmin" => Ok(Some(AxisReduction::ArgMin)),
+        "mean" => Ok(None),
+        other => Err(PyValueError::new_err(format!("a reduction over an axis is sum, mean, max, min, argmax or argmin, not {other:?}"))),
+    }
 }
+
+/// The `reduction` (`sum`, `mean`, `max`, `min`: f32; `argmax`, `argmin`:
+/// i32 indices) over the middle axis of `x` seen as `[outer, axis, inner]`:
+/// an array of `outer · inner` elements.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_reduce_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = axis_reduction(reduction)?;
+    let mut call = Call::new("reduce_axis", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product("reduce_axis", &[outer, axis, inner])?, None)?;
+    let ops = call.ops();
+    let (out, out_elem) = match r {
+        Some(r) => (ops.reduce_axis(r, &x, outer, axis, inner), r.output()),
+        None => (ops.mean_axis(&x, outer, axis, inner), Scalar::F32),
+    };
+    call.output(py, out, vec![outer * inner], out_elem)
+}
+
+/// Softmax (log-softmax when `log`) over the middle axis of `x` seen as
+/// `[outer, axis, inner]`: an array of `x`'s size and type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, log, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_softmax_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, log: bool, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let op = if log { "log_softmax" } else { "softmax" };
+    let mut call = Call::new(op, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(op, &[outer, axis, inner])?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().softmax_axis(&x, outer, axis, inner, log);
+    call.output(py, out, vec![n], call.elem)
+}
+
+/// The running sum (`op` `"sum"`) or product (`"prod"`) over the middle
+/// axis of `x` seen as `[outer, axis, inner]`: an array of `x`'s size and type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, outer, axis, inner, op, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_scan_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, outer: usize, axis: usize, inner: usize, op: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let (name, scan) = match op {
+        "sum" => ("cumsum", AxisScan::Sum),
+        "prod" => ("cumprod", AxisScan::Product),
+        other => return Err(PyValueError::new_err(format!("a running operation is sum or prod, not {other:?}"))),
+    };
+    let mut call = Call::new(name, runtime, elem, threads, stream, dlpack_stream)?;
+    let n = product(name, &[outer, axis, inner])?;
+    let x = call.input(py, "x", x, n, None)?;
+    let out = call.ops().scan_axis(scan, &x, outer, axis, inner);
+    call.output(py, out, vec![n], call.elem)
+}
+
+/// `a[i] @ b[i]` for `batch` consecutive row-major `m × k` and `k × n`
+/// matrices: `batch · m · n` f32 values, one dispatch.
+#[pyfunction]
+#[pyo3(signature = (runtime, a, b, batch, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, batch: usize, m: usize, n: usize, k: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
+    let a = call.input(py, "a", a, product("matmul", &[batch, m, k])?, None)?;
+    let b = call.input(py, "b", b, product("matmul", &[batch, k, n])?, None)?;
+    let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, DType::F32);
+    call.output(py, out, vec![batch, m, n], Scalar::F32)
+}
+
+/// Cross-entropy of logits `x` seen as `[outer, classes, inner]` against
+/// `outer · inner` i32 `target` classes: `reduction` `"none"` (`outer ·
+/// inner` f32 losses), `"sum"` or `"mean"` (one f32).
+#[pyfunction]
+#[pyo3(signature = (runtime, x, target, outer, classes, inner, ignore_index, reduction, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_cross_entropy(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, target: &Bound<'_, PyAny>, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let r = match reduction {
+        "none" => None,
+        "sum" => Some(LossReduction::Sum),
+        "mean" => Some(LossReduction::Mean),
+        other => return Err(PyValueError::new_err(format!("cross_entropy's reduction is 'none', 'sum' or 'mean', not {other:?}"))),
+    };
+    let mut call = Call::new("cross_entropy", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "input", x, product("cross_entropy", &[outer, classes, inner])?, None)?;
+    let t = call.input(py, "target", target, product("cross_entropy", &[outer, inner])?, Some(Scalar::I32))?;
+    let out = call.ops().cross_entropy(&x, &t, outer, classes, inner, ignore_index, r);
+    let shape = if r.is_none() { vec![outer * inner] } else { vec![1] };
+    call.output(py, out, shape, Scalar::F32)
+}
+
+/// 2-D pooling (`kind` `"max"`, `"avg"`, or `"avg_valid"`: the mean over
+/// the window's elements inside the plane) of `planes` NCHW planes of
+/// `size`: an array `[planes, oh, ow]` of `x`'s type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, planes, size, kernel, stride, padding, kind, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_pool2d(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, planes: usize, size: [usize; 2], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2], kind: &str, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+    let pool = match kind {
+        "max" => Pool::Max,
+        "avg" => Pool::Avg { count_pad: true },
+        "avg_valid" => Pool::Avg { count_pad: false },
+        other => return Err(PyValueError::new_err(format!("a pooling is max, avg or avg_valid, not {other:?}"))),
+    };
+    let mut call = Call::new(pool.name(), runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "x", x, product(pool.name(), &[planes, size[0], size[1]])?, None)?;
+    let (out, shape) = match call.ops().pool2d(pool, &x, planes, size, kernel, stride, padding) {
+        Ok((y, [oh, ow])) => (Ok(y), vec![planes, oh, ow]),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, shape, call.elem)
+}
+
+/// `conv2d(x, w) + bias` for NCHW `x` of `[batch, in_channels, size…]`,
+/// OIHW `w` of `out_channels` and an optional `bias`: an array `[batch,
+/// out_channels, oh, ow]` of `x`'s type.
+#[pyfunction]
+#[pyo3(signature = (runtime, x, w, bias, batch, in_channels, size, out_channels, kernel, stride, padding, dilation, groups, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_conv2d(
+    py: Python<'_>,
+    runtime: &Runtime,
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    batch: usize,
+    in_channels: usize,
+    size: [usize; 2],
+    out_channels: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+    elem: &str,
+    threads: Option<u32>,
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+) -> PyResult<Array> {
+    let shape = Conv2d { batch, in_channels, size, out_channels, kernel, stride, padding, dilation, groups };
+    let mut call = Call::new("conv2d", runtime, elem, threads, stream, dlpack_stream)?;
+    let x = call.input(py, "input", x, product("conv2d", &[batch, in_channels, size[0], size[1]])?, None)?;
+    let per_group = if groups > 0 { in_channels / groups } else { 0 };
+    let w = call.input(py, "weight", w, product("conv2d", &[out_channels, per_group, kernel[0], kernel[1]])?, None)?;
+    let b = match bias {
+        Some(b) => Some(call.input(py, "bias", b, out_channels, None)?),
+        None => None,
+    };
+    let (out, dims) = match call.ops().conv2d(&x, &w, b.as_ref(), &shape) {
+        Ok((y, [oh, ow])) => (Ok(y), vec![batch, out_channels, oh, ow]),
+        Err(e) => (Err(e), vec![]),
+    };
+    call.output(py, out, dims, call.elem)
+}
+
+// ----- end of the operations over one axis -----
 
 /// RMSNorm of each row of the `rows × d` array `x` with a `d`-element `weight`.
 #[pyfunction]

@@ -57,7 +57,7 @@ def test_mypy_finds_mistakes_in_kernels_and_calls(tmp_path):
         def k(x: enigma.f32) -> None:
             x[0] = enigma.simd_shuffle_down(x[0])
 
-        enigma.ops.softmax(np.ones((2, 2), np.float32), None)
+        enigma.ops.softmax(np.ones((2, 2), np.float32), -1, None)
         enigma.ops.tune(3)
         enigma.MetalRuntime("gpu")
         enigma.no_such_intrinsic
@@ -104,8 +104,8 @@ def test_the_wheel_ships_py_typed_and_the_native_stub():
 
 def test_one_native_function_per_operation():
     assert not hasattr(_enigma, "library_call")
-    for op in ["scale", "add", "mul", "relu", "silu", "gelu", "reduce", "reduce_rows", "prefix_sum", "softmax",
-               "rms_norm", "layer_norm", "gemv", "matmul", "attention_decode", "qmatmul", "tune"]:
+    for op in ["scale", "add", "mul", "relu", "silu", "gelu", "reduce_axis", "reduce_rows", "prefix_sum", "softmax_axis",
+               "scan_axis", "rms_norm", "layer_norm", "gemv", "matmul", "matmul_batched", "attention_decode", "qmatmul", "tune"]:
         assert callable(getattr(_enigma, f"op_{op}")), op
 
 

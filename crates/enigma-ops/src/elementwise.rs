@@ -1,4 +1,5 @@
-//! Element-wise operations: `y = op(x[, b])` over a flat vector.
+//! Element-wise operations: `y = op(x[, b])` over a flat vector, and the
+//! binary ones over NumPy-broadcast shapes.
 
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise};
@@ -56,4 +57,45 @@ impl Ops<'_> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
     }
 
+    /// `y = op(a, b)` for a binary `op` and `a`, `b` of shapes `a_shape`,
+    /// `b_shape` broadcast as NumPy does: the output and its shape. Equal
+    /// shapes run [`Ops::elementwise`] (vector loads where they bind);
+    /// others one thread per output element reading each input at its
+    /// own strides.
+    pub fn elementwise_broadcast(&self, op: Elementwise, a: &Buffer, b: &Buffer, a_shape: &[usize], b_shape: &[usize]) -> Result<(Buffer, Vec<usize>), Error> {
+        let name = format!("{}_broadcast", op.name());
+        if !op.is_binary() {
+            return Err(arg_err(&name, format!("{op} is not a binary operation")));
+        }
+        let Some((shape, sa, sb)) = elementwise::broadcast_layout(a_shape, b_shape) else {
+            return Err(arg_err(&name, format!("shapes {a_shape:?} and {b_shape:?} do not broadcast (each dimension must match or be 1)")));
+        };
+        let n: usize = shape.iter().product();
+        if a_shape == b_shape {
+            return Ok((self.elementwise(op, a, Some(b), n, 1.0)?, shape));
+        }
+        let dtype = self.dtype_of(&name, a)?;
+        self.need(&name, "a", a, a_shape.iter().product(), dtype.scalar())?;
+        self.need(&name, "b", b, b_shape.iter().product(), dtype.scalar())?;
+        let n32 = enigma_kernels::library::to_u32(&name, "elements", n)?;
+        enigma_kernels::library::nonzero(&name, "elements", n)?;
+        let mut layout = Vec::with_capacity(3 * shape.len());
+        for v in shape.iter().chain(&sa).chain(&sb) {
+            layout.push(enigma_kernels::library::to_u32(&name, "a dimension", *v)?);
+        }
+        // A rank-0 broadcast (two scalars) still binds a layout buffer.
+        layout.push(0);
+        let layout = self.rt.buffer_from(&layout)?;
+        let threads = self.threads(KernelType::Elementwise);
+        let t = enigma_kernels::library::check_threads(&name, threads)?;
+        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
+        let y = self.output(dtype.scalar(), n)?;
+        self.launch(
+            format!("elementwise_broadcast {:?}", (op, dtype)),
+            || elementwise::broadcast_binary(op, dtype),
+            dispatch,
+            &[("a", Arg::from(a)), ("b", Arg::from(b)), ("y", Arg::from(&y)), ("layout", Arg::from(&layout)), ("rank", Arg::u32(shape.len() as u32)), ("n", Arg::u32(n32))],
+        )?;
+        Ok((y, shape))
+    }
 }

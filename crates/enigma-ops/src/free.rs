@@ -1,7 +1,7 @@
 //! One free function per operation (`enigma_ops::softmax(&rt, …)`) and its
 //! `_with` form taking [`Options`]: a fresh [`Ops`] for one call.
 
-use crate::{DType, Error, Ops, Options, QuantizedWeights, ReduceOp, ScanKind};
+use crate::{AxisReduction, AxisScan, DType, Error, LossReduction, Ops, Options, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::{Buffer, Runtime};
 
 macro_rules! free_fns {
@@ -40,6 +40,18 @@ free_fns! {
     min / min_with(x: &Buffer, n: usize);
     /// `op` over each row (`rows` f32).
     reduce_rows / reduce_rows_with(op: ReduceOp, x: &Buffer, rows: usize, d: usize);
+    /// `r` over the middle axis of `[outer, axis, inner]` (`outer · inner` results).
+    reduce_axis / reduce_axis_with(r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize);
+    /// The mean over the middle axis of `[outer, axis, inner]`.
+    mean_axis / mean_axis_with(x: &Buffer, outer: usize, axis: usize, inner: usize);
+    /// Cumulative sum or product over the middle axis of `[outer, axis, inner]`.
+    scan_axis / scan_axis_with(op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize);
+    /// Softmax or log-softmax over the middle axis of `[outer, axis, inner]`.
+    softmax_axis / softmax_axis_with(x: &Buffer, outer: usize, axis: usize, inner: usize, log_form: bool);
+    /// Cross-entropy of `[outer, classes, inner]` logits against i32 targets.
+    cross_entropy / cross_entropy_with(x: &Buffer, target: &Buffer, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: Option<LossReduction>);
+    /// Row log-softmax.
+    log_softmax / log_softmax_with(x: &Buffer, rows: usize, d: usize);
     /// Inclusive or exclusive prefix sum.
     prefix_sum / prefix_sum_with(x: &Buffer, n: usize, kind: ScanKind);
     /// Row softmax.
@@ -56,6 +68,8 @@ free_fns! {
     attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
     /// `C = A · B`, tiled on SIMD-group matrices.
     matmul / matmul_with(a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType);
+    /// `C[i] = A[i] · B[i]` over `batch` matrices, one dispatch.
+    matmul_batched / matmul_batched_with(a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType);
     /// `C = A · dequant(B)` for 4-bit weights.
     qmatmul / qmatmul_with(a: &Buffer, w: &QuantizedWeights, m: usize, out: DType);
 }

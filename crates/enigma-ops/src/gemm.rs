@@ -26,26 +26,45 @@ impl Ops<'_> {
     /// gives the shape on this device. Pipelined, where the tile divides
     /// the shape, it runs the whole-tile variant (`GemmConfig::whole_tiles`).
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
+        self.matmul_batched(a, b, 1, m, n, k, out)
+    }
+
+    /// `C[i] = A[i] · B[i]` for `i < batch`: [`Ops::matmul`] over
+    /// `batch` consecutive `m × k` and `k × n` matrices (`C` holds `batch`
+    /// consecutive `m × n` results), in one dispatch over the grid's third
+    /// dimension. With more than one matrix K is not split (the batch
+    /// gives the grid its threadgroups).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_batched(&self, a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         let op = "matmul";
-        let mut dims = [0u32; 3];
-        for (d, (what, v)) in dims.iter_mut().zip([("m", m), ("n", n), ("k", k)]) {
+        let mut dims = [0u32; 4];
+        for (d, (what, v)) in dims.iter_mut().zip([("m", m), ("n", n), ("k", k), ("batch", batch)]) {
             lib::nonzero(op, what, v)?;
             *d = lib::to_u32(op, what, v)?;
         }
+        for (what, v) in [("batch · m · k", m * k), ("batch · k · n", k * n), ("batch · m · n", m * n)] {
+            lib::to_u32(op, what, v.saturating_mul(batch))?;
+        }
         let input = self.dtype_of(op, a)?;
-        self.need(op, "a", a, m.saturating_mul(k), input.scalar())?;
-        self.need(op, "b", b, k.saturating_mul(n), input.scalar())?;
+        self.need(op, "a", a, batch * m * k, input.scalar())?;
+        self.need(op, "b", b, batch * k * n, input.scalar())?;
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
-        let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku }, self.rt.device(), &self.options.overrides())?;
-        let c = self.output(out.scalar(), m.saturating_mul(n))?;
+        let mut overrides = self.options.overrides();
+        if batch > 1 {
+            overrides.gemm.k_splits = Some(1);
+        }
+        let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku }, self.rt.device(), &overrides)?;
+        let c = self.output(out.scalar(), batch * m * n)?;
         let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
         let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;
+        let mut dispatch = plan.dispatch(mu, nu);
+        dispatch.size[2] *= batch as u32;
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_split(
             format!("matmul {plan:?}"),
             || plan.kernel(),
-            plan.dispatch(mu, nu),
+            dispatch,
             &[
                 ("a", Arg::from(a)),
                 ("b", Arg::from(b)),

@@ -103,6 +103,16 @@ impl<'rt> Ops<'rt> {
         std::mem::take(&mut self.launches.borrow_mut())
     }
 
+    /// Runs `f` on the same runtime, options and pipelines with f32 as the
+    /// element type of untyped buffers (for steps on this crate's f32
+    /// outputs), its dispatches logged here.
+    pub(crate) fn with_f32<T>(&self, f: impl FnOnce(&Ops<'rt>) -> Result<T, Error>) -> Result<T, Error> {
+        let sub = Ops { rt: self.rt, options: Options { elem: Some(Scalar::F32), ..self.options.clone() }, pipelines: self.pipelines.clone(), launches: RefCell::default() };
+        let out = f(&sub);
+        self.launches.borrow_mut().extend(sub.take_launches());
+        out
+    }
+
     /// The threadgroup size for a kernel type: [`Options::threads`], else
     /// the default of seed 004's table.
     pub(crate) fn threads(&self, kind: KernelType) -> u32 {

@@ -69,6 +69,7 @@
 
 mod attention;
 mod check;
+mod conv;
 mod elementwise;
 mod error;
 mod free;
@@ -88,6 +89,7 @@ pub mod tune;
 mod tuning_cache;
 
 pub use check::{CheckOutcome, Tolerance};
+pub use conv::Conv2d;
 pub(crate) use error::arg_err;
 pub use error::Error;
 pub use enigma_ir::QuantLayout;
@@ -97,11 +99,13 @@ pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectErr
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
-pub use enigma_kernels::library::scan::ScanKind;
+pub use enigma_kernels::library::reduce::{AxisReduction, Pool};
+pub use enigma_kernels::library::scan::{AxisScan, ScanKind};
 pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;
 pub use host::{download, quantize, upload, upload_bytes};
 pub use launch::{threadgroup_limits, Launch, Ops, PipelineCache};
+pub use reduce::LossReduction;
 pub use options::{AttentionOptions, GemvOptions, Options, ReduceOptions, RowOptions, ScanOptions};
 pub use qmatmul::{dequantize_weights, quantize_weights, QuantizedWeights};
 pub use registry::{parse_shape, registry, BenchOutcome, Entry, LaunchSummary, Prepared, BENCH_HOLD};

@@ -1,9 +1,22 @@
-//! Reductions: over a flat vector (one or two passes) and over each row.
+//! Reductions: over a flat vector (one or two passes), over each row, and
+//! over any axis of an array seen as `[outer, axis, inner]` (with the mean
+//! and the indices of the extremes); the cross-entropy loss; 2-D pooling.
 
-use crate::{Error, KernelType, Ops};
+use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::{reduce, ReduceOp};
+use enigma_kernels::library::elementwise::Elementwise;
+use enigma_kernels::library::reduce::{AxisReduction, Pool};
+use enigma_kernels::library::{self as lib, reduce, softmax, ReduceOp};
 use enigma_runtime::{Arg, Buffer};
+
+/// How [`Ops::cross_entropy`] reduces the per-target losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossReduction {
+    /// Their sum.
+    Sum,
+    /// Their sum over the targets not ignored.
+    Mean,
+}
 
 impl Ops<'_> {
 
@@ -56,4 +69,112 @@ impl Ops<'_> {
         Ok(out)
     }
 
+    /// `r` over the middle axis of `[outer, axis, inner]`: `outer · inner`
+    /// f32 values (i32 indices for argmax and argmin), in `[outer, inner]`
+    /// order. Sum, max and min over the last axis (`inner = 1`) take the
+    /// row kernels (the flat reduction for a single row); everything else
+    /// the axis kernel, one thread per column.
+    pub fn reduce_axis(&self, r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        let name = format!("{r}_axis");
+        let dtype = self.dtype_of(&name, x)?;
+        self.need(&name, "x", x, outer.saturating_mul(axis).saturating_mul(inner), dtype.scalar())?;
+        match r {
+            AxisReduction::Value(op) if inner == 1 && outer == 1 => return self.reduce(op, x, axis),
+            AxisReduction::Value(op) if inner == 1 => return self.reduce_rows(op, x, outer, axis),
+            _ => {}
+        }
+        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+        let out = self.output(r.output(), outer * inner)?;
+        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        Ok(out)
+    }
+
+    /// The mean over the middle axis of `[outer, axis, inner]`: the sum of
+    /// [`Ops::reduce_axis`] times `1 / axis`, `outer · inner` f32.
+    pub fn mean_axis(&self, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        let sum = self.reduce_axis(AxisReduction::Value(ReduceOp::Sum), x, outer, axis, inner)?;
+        let factor = (1.0 / axis as f64) as f32;
+        self.with_f32(|ops| ops.scale(&sum, outer * inner, factor))
+    }
+
+    /// Cross-entropy of `[outer, classes, inner]` logits (classes on the
+    /// middle axis) against `outer · inner` i32 target classes: log-softmax
+    /// over the classes, then each target's negative log-probability
+    /// (`library::softmax::nll_axis`: 0 where the target is
+    /// `ignore_index`, `+inf` outside `[0, classes)`), then per
+    /// `reduction`: `None` the `outer · inner` f32 losses, `Some(Sum)` their
+    /// sum, `Some(Mean)` their sum over the targets not ignored (one f32).
+    #[allow(clippy::too_many_arguments)]
+    pub fn cross_entropy(&self, x: &Buffer, target: &Buffer, outer: usize, classes: usize, inner: usize, ignore_index: i32, reduction: Option<LossReduction>) -> Result<Buffer, Error> {
+        let name = "cross_entropy";
+        let dtype = self.dtype_of(name, x)?;
+        let n = outer.saturating_mul(inner);
+        self.need(name, "target", target, n, Scalar::I32)?;
+        let logp = self.softmax_axis(x, outer, classes, inner, true)?;
+        let plan = reduce::plan_axis(name, outer, classes, inner, self.threads(KernelType::Elementwise))?;
+        let loss = self.output(Scalar::F32, n)?;
+        let valid = self.output(Scalar::F32, n)?;
+        self.launch(
+            format!("nll_axis {dtype:?}"),
+            || softmax::nll_axis(dtype),
+            plan.dispatch,
+            &[
+                ("logp", Arg::from(&logp)),
+                ("target", Arg::from(target)),
+                ("loss", Arg::from(&loss)),
+                ("valid", Arg::from(&valid)),
+                ("ignore", Arg::i32(ignore_index)),
+                ("axis", Arg::u32(plan.axis)),
+                ("inner", Arg::u32(plan.inner)),
+                ("columns", Arg::u32(plan.columns)),
+            ],
+        )?;
+        self.with_f32(|ops| match reduction {
+            None => Ok(loss),
+            Some(LossReduction::Sum) => ops.sum(&loss, n),
+            Some(LossReduction::Mean) => {
+                let total = ops.sum(&loss, n)?;
+                let count = ops.sum(&valid, n)?;
+                ops.elementwise(Elementwise::Div, &total, Some(&count), 1, 1.0)
+            }
+        })
+    }
+
+    /// 2-D pooling of `planes` NCHW planes of `[h, w]` (`size`): windows of
+    /// `kernel` (`[kh, kw]`), `stride` apart, the planes padded by
+    /// `padding` (at most half the window, as in PyTorch): the output
+    /// (`planes · oh · ow` of the input's type) and `[oh, ow]`, where
+    /// `oh = (h + 2·ph - kh) / sh + 1` (rounded down).
+    pub fn pool2d(&self, pool: Pool, x: &Buffer, planes: usize, size: [usize; 2], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<(Buffer, [usize; 2]), Error> {
+        let name = pool.name();
+        let dtype = self.dtype_of(name, x)?;
+        let mut out = [0usize; 2];
+        for i in 0..2 {
+            let axis = ["height", "width"][i];
+            if kernel[i] == 0 || stride[i] == 0 {
+                return Err(arg_err(name, format!("the window ({kernel:?}) and the stride ({stride:?}) must be at least 1 along the {axis}")));
+            }
+            if 2 * padding[i] > kernel[i] {
+                return Err(arg_err(name, format!("padding {padding:?} is more than half the window {kernel:?} along the {axis}")));
+            }
+            if size[i] + 2 * padding[i] < kernel[i] {
+                return Err(arg_err(name, format!("the window {kernel:?} is larger than the padded plane (size {size:?}, padding {padding:?}) along the {axis}")));
+            }
+            out[i] = (size[i] + 2 * padding[i] - kernel[i]) / stride[i] + 1;
+        }
+        self.need(name, "x", x, planes.saturating_mul(size[0]).saturating_mul(size[1]), dtype.scalar())?;
+        let total = planes.saturating_mul(out[0]).saturating_mul(out[1]);
+        lib::nonzero(name, "output elements", total)?;
+        let total32 = lib::to_u32(name, "output elements", total)?;
+        lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
+        let mut dims = vec![];
+        for v in [size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]] {
+            dims.push(lib::to_u32(name, "a dimension", v)?);
+        }
+        let dims = self.rt.buffer_from(&dims)?;
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), total)?;
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("dims", Arg::from(&dims)), ("total", Arg::u32(total32))])?;
+        Ok((y, out))
+    }
 }

@@ -489,16 +489,25 @@ fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
         Elementwise::Scale => format!("y = x · 0.75 over {dtype}"),
         Elementwise::Add => format!("y = a + b over {dtype}"),
         Elementwise::Mul => format!("y = a · b over {dtype}"),
+        Elementwise::Div => format!("y = a / b over {dtype} (b in [0.5, 4))"),
         Elementwise::Relu => format!("y = max(x, 0) over {dtype}"),
         Elementwise::Silu => format!("y = x · sigmoid(x) over {dtype}"),
         Elementwise::Gelu => format!("GELU (tanh form) over {dtype}"),
+        Elementwise::GeluErf => format!("GELU (erf form, erfc by Abramowitz and Stegun 7.1.26) over {dtype}"),
+        Elementwise::Sigmoid => format!("y = 1 / (1 + exp(-x)) over {dtype}"),
+        Elementwise::Exp => format!("y = exp(x) over {dtype}"),
+        Elementwise::Log => format!("y = log(x) over {dtype} (x in (0, 8))"),
     };
+    // The logarithm on its domain; the others around 0.
+    let (lo, hi) = if op == Elementwise::Log { (1e-3, 8.0) } else { (-4.0, 4.0) };
     let default = if force_vec4 { 65_536 } else { 65_539 };
     let mut e = entry(name, description, dtype.scalar(), &["n"], &[default], &[1 << 24], move |rt, shape, seed| {
         let n = shape[0];
         let mut rng = TestRng::new(seed);
-        let (x, xb) = input(rt, dtype, &mut rng, n, -4.0, 4.0)?;
-        let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, -4.0, 4.0)?) } else { None };
+        let (x, xb) = input(rt, dtype, &mut rng, n, lo, hi)?;
+        // A divisor away from 0.
+        let (b_lo, b_hi) = if op == Elementwise::Div { (0.5, 4.0) } else { (lo, hi) };
+        let b = if op.is_binary() { Some(input(rt, dtype, &mut rng, n, b_lo, b_hi)?) } else { None };
         let want = elementwise::reference(op, &x, b.as_ref().map(|b| &b.0[..]), 0.75);
         let bb = b.map(|b| b.1);
         let reads = if op.is_binary() { 2 } else { 1 };

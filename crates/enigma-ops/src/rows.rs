@@ -1,7 +1,8 @@
-//! Row kernels: softmax, RMSNorm and LayerNorm over each row of `[rows, d]`.
+//! Row kernels: softmax, log-softmax, RMSNorm and LayerNorm over each row
+//! of `[rows, d]`; softmax and log-softmax over any axis.
 
 use crate::{Error, KernelType, Ops};
-use enigma_kernels::library::{norm, softmax};
+use enigma_kernels::library::{norm, reduce, softmax};
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -29,6 +30,43 @@ impl Ops<'_> {
             plan.dispatch,
             &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(y)), ("y4", Arg::from(y)), ("d", Arg::u32(plan.d))],
         )
+    }
+
+    /// Log-softmax of each row of `[rows, d]`: `x - max - log Σ exp(x - max)`.
+    pub fn log_softmax(&self, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
+        let dtype = self.dtype_of("log_softmax", x)?;
+        self.need("log_softmax", "x", x, rows.saturating_mul(d), dtype.scalar())?;
+        let y = self.output(dtype.scalar(), rows * d)?;
+        let vec = self.vectorize("log_softmax", &[x, &y], dtype.ty(4), d.is_multiple_of(4))?;
+        let plan = softmax::plan_rows("log_softmax", dtype, rows, d, vec, self.row_options(d))?;
+        let c = plan.config;
+        self.launch(
+            format!("log_softmax {:?}", (c.dtype, c.vec, c.items)),
+            || softmax::log_softmax(c.dtype, c.vec, c.items),
+            plan.dispatch,
+            &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("d", Arg::u32(plan.d))],
+        )?;
+        Ok(y)
+    }
+
+    /// Softmax (or log-softmax, `log_form`) over the middle axis of
+    /// `[outer, axis, inner]`, an output of the input's shape and type:
+    /// the row kernels over the last axis (`inner = 1`), else one thread
+    /// per column.
+    pub fn softmax_axis(&self, x: &Buffer, outer: usize, axis: usize, inner: usize, log_form: bool) -> Result<Buffer, Error> {
+        match (inner, log_form) {
+            (1, false) => return self.softmax(x, outer, axis),
+            (1, true) => return self.log_softmax(x, outer, axis),
+            _ => {}
+        }
+        let name = if log_form { "log_softmax_axis" } else { "softmax_axis" };
+        let dtype = self.dtype_of(name, x)?;
+        let n = outer.saturating_mul(axis).saturating_mul(inner);
+        self.need(name, "x", x, n, dtype.scalar())?;
+        let plan = reduce::plan_axis(name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), n)?;
+        self.launch(format!("softmax_axis {:?}", (dtype, log_form)), || softmax::softmax_axis(dtype, log_form), plan.dispatch, &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        Ok(y)
     }
 
     /// RMSNorm of each row: `y = x · rsqrt(mean(x²) + eps) · w`.

@@ -1,8 +1,10 @@
-//! Prefix sums: block scans level by level, then the offsets added back.
+//! Prefix sums: block scans level by level, then the offsets added back;
+//! cumulative sums and products over any axis.
 
-use crate::{Error, Ops};
+use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Type;
-use enigma_kernels::library::scan::{self, ScanKind};
+use enigma_kernels::library::reduce;
+use enigma_kernels::library::scan::{self, AxisScan, ScanKind};
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -76,4 +78,25 @@ impl Ops<'_> {
         Ok(y)
     }
 
+    /// The inclusive running sum or product over the middle axis of
+    /// `[outer, axis, inner]` (f32, f16, bf16, i32, u32; floats accumulate
+    /// in f32), an output of the input's shape and type. A sum over one
+    /// whole vector (`outer = inner = 1`) of f32, i32 or u32 takes the
+    /// parallel prefix sum; everything else one thread per column.
+    pub fn scan_axis(&self, op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        let name = format!("{}_axis", op.name());
+        let elem = self.elem_of(&name, x)?;
+        if !scan::AXIS_SCAN_SCALARS.contains(&elem) {
+            return Err(arg_err(&name, format!("element type {elem} is not f32, f16, bf16, i32 or u32")));
+        }
+        let n = outer.saturating_mul(axis).saturating_mul(inner);
+        self.need(&name, "x", x, n, elem)?;
+        if op == AxisScan::Sum && outer == 1 && inner == 1 && scan::SCAN_SCALARS.contains(&elem) {
+            return self.prefix_sum(x, n, ScanKind::Inclusive);
+        }
+        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+        let y = self.output(elem, n)?;
+        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        Ok(y)
+    }
 }

@@ -31,6 +31,13 @@ share one type (GEMV's vector is float32). Arithmetic is float32 inside.
 Arrays must be C-contiguous (numpy arrays are made so); a ``threads=``
 argument overrides the threadgroup size (default: seed 004's table for the
 kernel type).
+
+Shapes and names follow torch: ``dim=`` (negative allowed) and ``keepdim=``
+on the reductions, softmax/log_softmax, argmax/argmin, cumsum/cumprod; the
+norms over a trailing ``normalized_shape``; batch dimensions on
+:func:`matmul` and :func:`bmm`; NumPy broadcasting on add, mul and div;
+``cross_entropy``, pooling and ``conv2d`` with torch's arguments.
+``docs/library.md`` lists where enigma differs from torch.
 """
 import json as _json
 import math as _math
@@ -61,6 +68,8 @@ __all__ = [
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
     "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
+    # torch's conventions: axes, batch dimensions, the operators torch users reach for
+    "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy", "max_pool2d", "avg_pool2d", "conv2d",
 ]
 
 # An array an operation takes and gives back in kind: an ``enigma.Array``, a
@@ -247,48 +256,70 @@ def scale(x: _ArrayT, factor: float, *, dtype: _Optional[str] = None, rt: _Optio
 def _binary(op: str, a: _Any, b: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
             threads: _Optional[int], stream: _Stream) -> _Any:
     a, b = _array(a), _array(b)
-    if tuple(a.shape) != tuple(b.shape):
-        raise ValueError(f"{op}: shapes differ: {tuple(a.shape)} and {tuple(b.shape)}")
     t = _Target(op, [a, b], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    if _shape(a) != _shape(b) or op == "div":
+        # NumPy broadcasting (equal shapes run the flat kernels); a shape
+        # pair that does not broadcast is refused there.
+        return _like(a, _enigma.op_binary_broadcast(t.native, a, b, _shape(a), _shape(b), op, t.elem, **t.options()))
     native_op = _enigma.op_add if op == "add" else _enigma.op_mul
     return _like(a, native_op(t.native, a, b, _shape(a), t.elem, **t.options()))
 
 
 def add(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """``a + b``, element-wise.
+    """``a + b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
-        a: the first array (float32, float16 or bfloat16).
-        b: the second array, of ``a``'s shape and type.
+        a: the first array (float32, float16 or bfloat16; C-contiguous).
+        b: the second array, of ``a``'s type; the two shapes broadcast
+            (aligned at the end, each dimension equal or 1).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        ``a + b``: an array of ``a``'s kind, shape and type.
+        ``a + b``: an array of ``a``'s kind and type, of the broadcast
+        shape.
     """
     return _binary("add", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 def mul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """``a * b``, element-wise.
+    """``a * b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
-        a: the first array (float32, float16 or bfloat16).
-        b: the second array, of ``a``'s shape and type.
+        a: the first array (float32, float16 or bfloat16; C-contiguous).
+        b: the second array, of ``a``'s type; the two shapes broadcast
+            (aligned at the end, each dimension equal or 1).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        ``a * b``: an array of ``a``'s kind, shape and type.
+        ``a * b``: an array of ``a``'s kind and type, of the broadcast
+        shape.
     """
     return _binary("mul", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def div(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``a / b``, element-wise, with NumPy broadcasting (torch's true division).
+
+    Args:
+        a: the dividend (float32, float16 or bfloat16; C-contiguous).
+        b: the divisor, of ``a``'s type; the shapes broadcast as for :func:`add`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``a / b``: an array of ``a``'s kind and type, of the broadcast shape.
+    """
+    return _binary("div", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
 def _unary(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
            threads: _Optional[int], stream: _Stream) -> _Any:
     a = _array(x)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    native_op = {"relu": _enigma.op_relu, "silu": _enigma.op_silu, "gelu": _enigma.op_gelu}[op]
+    native_op = {"relu": _enigma.op_relu, "silu": _enigma.op_silu, "gelu": _enigma.op_gelu, "gelu_erf": _enigma.op_gelu_erf,
+                 "sigmoid": _enigma.op_sigmoid, "exp": _enigma.op_exp, "log": _enigma.op_log}[op]
     return _like(a, native_op(t.native, a, _shape(a), t.elem, **t.options()))
 
 
@@ -320,9 +351,29 @@ def silu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntim
     return _unary("silu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def gelu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+def gelu(x: _ArrayT, approximate: str = "none", *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
          device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """GELU in its tanh form, element-wise.
+    """GELU, element-wise, as ``torch.nn.functional.gelu``.
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        approximate: ``"none"``: ``0.5·x·(1 + erf(x/√2))`` (erfc by
+            Abramowitz and Stegun's rational approximation 7.1.26, absolute
+            error at most 1.5e-7, on every backend); ``"tanh"``:
+            ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate is 'none' or 'tanh', not {approximate!r}")
+    return _unary("gelu" if approximate == "tanh" else "gelu_erf", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def sigmoid(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``1 / (1 + exp(-x))``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
@@ -331,58 +382,455 @@ def gelu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntim
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("gelu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("sigmoid", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def _reduce(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-            threads: _Optional[int], stream: _Stream) -> _Any:
+def exp(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``exp(x)``, element-wise.
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    return _unary("exp", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def log(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """The natural logarithm, element-wise (``-inf`` at 0, NaN below).
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        an array of ``x``'s kind, shape and type.
+    """
+    return _unary("log", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+# ----- Operations over axes (``dim=``, ``keepdim=``) -----------------------
+
+def _dims(op: str, shape: _Sequence[int], dim: _Any) -> _List[int]:
+    """``dim`` (None, an int or a sequence of ints, negative counting from
+    the end) as the sorted axes of ``shape`` it names, all axes for None; a
+    0-d array has the one axis 0 (also -1). Axes must be adjacent."""
+    nd = len(shape)
+    rank = nd if nd > 0 else 1
+    if dim is None:
+        return list(range(rank))
+    seq = list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    if not seq:
+        return list(range(rank))
+    axes = set()
+    for d in seq:
+        if isinstance(d, bool) or not isinstance(d, _numbers.Integral):
+            raise TypeError(f"{op}: dim must be an int or a tuple of ints, not {type(d).__name__} {d!r}")
+        if not -rank <= int(d) < rank:
+            raise IndexError(f"{op}: dim {d} is out of range for a {nd}-D array (expected {-rank} to {rank - 1})")
+        axes.add(int(d) % rank)
+    out = sorted(axes)
+    if out != list(range(out[0], out[-1] + 1)):
+        raise ValueError(f"{op}: dims {tuple(seq)} of a {nd}-D array are not adjacent; enigma.ops reduces over one run of "
+                         "adjacent axes (reduce twice, or make the axes adjacent first)")
+    return out
+
+
+def _split(shape: _Sequence[int], axes: _Sequence[int]) -> _Tuple[int, int, int]:
+    """``shape`` seen as ``[outer, axis, inner]`` around the adjacent ``axes``."""
+    dims = list(shape) or [1]
+    first, last = axes[0], axes[-1]
+    return _math.prod(dims[:first]), _math.prod(dims[first:last + 1]), _math.prod(dims[last + 1:])
+
+
+def _reduce_axes(op: str, x: _Any, dim: _Any, keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
+                 device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    """``op`` (sum, mean, max, min, argmax, argmin) over ``dim``."""
     a = _array(x)
+    shape = _shape(a)
+    axes = _dims(op, shape, dim)
+    outer, axis, inner = _split(shape, axes)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    n = _math.prod(_shape(a))
-    return _first(_like(a, _enigma.op_reduce(t.native, a, n, op, t.elem, **t.options())))
+    out = _enigma.op_reduce_axis(t.native, a, outer, axis, inner, op, t.elem, **t.options())
+    if dim is None and not keepdim:
+        return _first(_like(a, out))
+    if keepdim:
+        result = [1 if i in axes else d for i, d in enumerate(shape)]
+    else:
+        result = [d for i, d in enumerate(shape) if i not in axes]
+    return _like(a, out.reshape(result))
 
 
-def sum(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001 - the library's name
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The sum of all elements.
+def sum(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001 - the library's name
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The sum over ``dim``, as ``torch.sum``.
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x: the array (any shape; float32, float16 or bfloat16; C-contiguous).
+        dim: None (every element), an axis (negative counts from the end) or
+            a tuple of adjacent axes.
+        keepdim: keep the reduced axes, of size 1.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the sum in float32: a numpy scalar for a numpy ``x``, else a 0-d
-        array of ``x``'s kind.
+        the sums in float32 (torch keeps the input's type): for
+        ``dim=None`` a numpy scalar for a numpy ``x``, else a 0-d array of
+        ``x``'s kind; with ``dim``, ``x``'s shape without (or, with
+        ``keepdim``, with size 1 at) the reduced axes.
     """
-    return _reduce("sum", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("sum", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def max(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The largest element.
+def mean(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+         rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+         stream: _Stream = None) -> _ArrayT:
+    """The mean over ``dim``, as ``torch.mean``: the float32 sum times
+    ``1 / n``.
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x, dim, keepdim: as for :func:`sum`.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the largest element in float32, as for :func:`sum`.
+        the means in float32, shaped as for :func:`sum`.
     """
-    return _reduce("max", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("mean", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
 
 
-def min(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,  # noqa: A001
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """The smallest element.
+def max(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The largest element over ``dim``: the values of ``torch.amax``
+    (``torch.max(x, dim)`` also gives indices: see :func:`argmax`).
 
     Args:
-        x: the array (any shape; float32, float16 or bfloat16).
+        x, dim, keepdim: as for :func:`sum`.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the smallest element in float32, as for :func:`sum`.
+        the maxima in float32, shaped as for :func:`sum`.
     """
-    return _reduce("min", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("max", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def min(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
+        rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+        stream: _Stream = None) -> _ArrayT:
+    """The smallest element over ``dim``: the values of ``torch.amin``.
+
+    Args:
+        x, dim, keepdim: as for :func:`sum`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the minima in float32, shaped as for :func:`sum`.
+    """
+    return _reduce_axes("min", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def _arg(op: str, x: _Any, dim: _Optional[int], keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
+         device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, _numbers.Integral)):
+        raise TypeError(f"{op}: dim must be an int or None, not {type(dim).__name__} {dim!r}")
+    return _reduce_axes(op, x, dim, keepdim, dtype, rt, device, threads, stream)
+
+
+def argmax(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+           rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+           stream: _Stream = None) -> _ArrayT:
+    """The index of the first largest element along ``dim``, as
+    ``torch.argmax`` (a NaN counts as the largest).
+
+    Args:
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        dim: the axis (negative counts from the end), or None: the index
+            into the flattened array.
+        keepdim: keep the axis, of size 1.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        int32 indices (torch gives int64), shaped as for :func:`sum`.
+    """
+    return _arg("argmax", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def argmin(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
+           rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+           stream: _Stream = None) -> _ArrayT:
+    """The index of the first smallest element along ``dim``, as
+    ``torch.argmin`` (a NaN counts as the smallest).
+
+    Args:
+        x, dim, keepdim: as for :func:`argmax`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        int32 indices, shaped as for :func:`sum`.
+    """
+    return _arg("argmin", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def _one_dim(op: str, dim: _Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, _numbers.Integral):
+        raise TypeError(f"{op}: dim must be an int, not {type(dim).__name__} {dim!r}")
+    return int(dim)
+
+
+def _along(op: str, x: _Any, dim: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
+           threads: _Optional[int], stream: _Stream, call: _Any) -> _Any:
+    """An operation along one axis whose result has ``x``'s shape:
+    ``call(native, a, outer, axis, inner, elem, options)``."""
+    a = _array(x)
+    shape = _shape(a)
+    outer, axis, inner = _split(shape, _dims(op, shape, _one_dim(op, dim)))
+    t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    return _like(a, call(t.native, a, outer, axis, inner, t.elem, t.options()).reshape(shape))
+
+
+def cumsum(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Running sums along ``dim``, as ``torch.cumsum``.
+
+    Args:
+        x: the array (float32, float16, bfloat16, int32 or uint32;
+            C-contiguous). Floats accumulate in float32, each result rounded
+            once to ``x``'s type; integers in their own type (wrapping).
+        dim: the axis (negative counts from the end).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the running sums, of ``x``'s kind, shape and type (torch gives
+        int64 for integer inputs).
+    """
+    return _along("cumsum", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "sum", elem, **opts))
+
+
+def cumprod(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Running products along ``dim``, as ``torch.cumprod``.
+
+    Args:
+        x, dim: as for :func:`cumsum`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the running products, of ``x``'s kind, shape and type.
+    """
+    return _along("cumprod", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "prod", elem, **opts))
+
+
+def softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Softmax along ``dim``, as ``torch.softmax`` (numerically stable: the
+    maximum is subtracted first; a slice of only ``-inf`` gives NaN).
+
+    Args:
+        x: the array (any shape; float32, float16 or bfloat16; C-contiguous).
+        dim: the axis (negative counts from the end; default the last, which
+            runs the row kernels; other axes run one thread per column).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the softmax, of ``x``'s kind, shape and type.
+    """
+    return _along("softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, False, elem, **opts))
+
+
+def log_softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+                device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``, as
+    ``torch.log_softmax``.
+
+    Args:
+        x, dim: as for :func:`softmax`.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the log-probabilities, of ``x``'s kind, shape and type.
+    """
+    return _along("log_softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+                  lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, True, elem, **opts))
+
+
+def _int32_targets(op: str, target: _Any) -> _Any:
+    """Class indices as int32: numpy and torch integer arrays converted
+    (torch's are int64), int32 arrays of any kind as they are."""
+    t = _array(target)
+    kind = _kind(t)
+    if kind == "i32":
+        return t
+    if kind not in ("i64", "u32", "i16", "u16", "i8", "u8"):
+        raise TypeError(f"{op}: target must hold integer class indices, not {t.dtype}")
+    if isinstance(t, _np.ndarray):
+        return t.astype(_np.int32)
+    if hasattr(t, "to") and type(t).__module__.split(".")[0] == "torch":
+        import torch
+        return t.to(torch.int32)
+    raise TypeError(f"{op}: target of {t.dtype} must be int32 here (convert it first)")
+
+
+def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, reduction: str = "mean",  # noqa: A002 - torch's name
+                  dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+                  threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Cross-entropy of logits against class indices, as
+    ``torch.nn.functional.cross_entropy`` (no class weights, no label
+    smoothing, no probability targets): log-softmax over the classes, the
+    negative log-probability of each target, then the reduction.
+
+    Args:
+        input: logits ``[N, C]``, ``[N, C, d1, …]`` (classes on axis 1) or
+            ``[C]`` (float32, float16 or bfloat16; C-contiguous).
+        target: class indices of ``input``'s shape without axis 1 (integers;
+            numpy and torch int64 converted to int32).
+        ignore_index: a target that contributes 0 and is not counted in the mean.
+        reduction: ``"mean"`` (over the targets not ignored; NaN when all
+            are), ``"sum"`` or ``"none"`` (the losses, of the target's shape).
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        float32: a 0-d array (a numpy scalar for numpy input) or, with
+        ``"none"``, an array of the target's shape. A target outside
+        ``[0, C)`` gives ``+inf`` (torch raises).
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction is 'mean', 'sum' or 'none', not {reduction!r}")
+    x = _array(input)
+    shape = _shape(x)
+    if not shape:
+        raise ValueError("cross_entropy takes logits of at least 1 dimension, got a 0-d array")
+    classes_axis = 0 if len(shape) == 1 else 1
+    want = shape[:classes_axis] + shape[classes_axis + 1:]
+    t = _int32_targets("cross_entropy", target)
+    if _shape(t) != want:
+        raise ValueError(f"cross_entropy: target has shape {tuple(_shape(t))}; logits of shape {tuple(shape)} need {tuple(want)}")
+    outer, classes, inner = _split(shape, [classes_axis])
+    tg = _Target("cross_entropy", [x, t], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    ignore = int(ignore_index)
+    if not -2**31 <= ignore < 2**31:
+        raise ValueError(f"cross_entropy: ignore_index={ignore} is not an int32")
+    out = _enigma.op_cross_entropy(tg.native, x, t, outer, classes, inner, ignore, reduction, tg.elem, **tg.options())
+    if reduction == "none":
+        return _like(x, out.reshape(want))  # type: ignore[no-any-return]
+    return _first(_like(x, out))  # type: ignore[no-any-return]
+
+
+def _pair(op: str, what: str, v: _Any) -> _List[int]:
+    """An int or a pair of ints (height, width), checked non-negative."""
+    pair = [v, v] if isinstance(v, _numbers.Integral) and not isinstance(v, bool) else list(v) if isinstance(v, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(d, _numbers.Integral) and not isinstance(d, bool) and d >= 0 for d in pair):
+        raise TypeError(f"{op}: {what} must be an int or a pair of ints (height, width), not {v!r}")
+    return [int(d) for d in pair]
+
+
+def _pool(op: str, kind: str, x: _Any, kernel_size: _Any, stride: _Any, padding: _Any, dtype: _Optional[str],
+          rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+    a = _array(x)
+    shape = _shape(a)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"{op} takes [N, C, H, W] or [C, H, W], got shape {tuple(shape)}")
+    kernel = _pair(op, "kernel_size", kernel_size)
+    steps = kernel if stride is None else _pair(op, "stride", stride)
+    pad = _pair(op, "padding", padding)
+    t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    planes = _math.prod(shape[:-2])
+    out = _enigma.op_pool2d(t.native, a, planes, shape[-2:], kernel, steps, pad, kind, t.elem, **t.options())
+    return _like(a, out.reshape(shape[:-2] + list(out.shape[1:])))
+
+
+def max_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, *, dtype: _Optional[str] = None,
+               rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+               stream: _Stream = None) -> _ArrayT:
+    """The maximum of each window of each plane, as
+    ``torch.nn.functional.max_pool2d`` (no dilation, no ``ceil_mode``, no
+    indices).
+
+    Args:
+        x: ``[N, C, H, W]`` or ``[C, H, W]`` (float32, float16 or bfloat16;
+            C-contiguous).
+        kernel_size: the window, an int or (height, width).
+        stride: the step between windows (default the window).
+        padding: padding on each side (at most half the window); it never
+            wins a maximum.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``[..., (H + 2·padding - kernel) // stride + 1, …]`` of ``x``'s kind
+        and type.
+    """
+    return _pool("max_pool2d", "max", x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, count_include_pad: bool = True, *,
+               dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """The mean of each window of each plane, as
+    ``torch.nn.functional.avg_pool2d`` (no ``ceil_mode``, no
+    ``divisor_override``).
+
+    Args:
+        x, kernel_size, stride, padding: as for :func:`max_pool2d`.
+        count_include_pad: divide by the whole window (True) or by its
+            elements inside the plane.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the means, shaped as for :func:`max_pool2d`.
+    """
+    kind = "avg" if count_include_pad else "avg_valid"
+    return _pool("avg_pool2d", kind, x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+
+
+def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, padding: _Any = 0,  # noqa: A002 - torch's name
+           dilation: _Any = 1, groups: int = 1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``:
+    the direct kernel, one thread per output element, f32 accumulation.
+    Depthwise (``groups`` = input channels) and pointwise (a 1×1 weight)
+    convolutions are the same call.
+
+    Args:
+        input: ``[N, C_in, H, W]`` or ``[C_in, H, W]`` (float32, float16 or
+            bfloat16; C-contiguous).
+        weight: ``[C_out, C_in / groups, kH, kW]``, of ``input``'s type.
+        bias: ``C_out`` values of ``input``'s type, or None.
+        stride, padding, dilation: an int or (height, width) (``padding``
+            as zeros on each side; no ``"same"``/``"valid"`` strings).
+        groups: channel groups, dividing ``C_in`` and ``C_out``.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        ``[N, C_out, H_out, W_out]`` (``[C_out, …]`` for a 3-D input) of
+        ``input``'s kind and type; ``H_out = (H + 2·padding - dilation·(kH - 1) - 1) // stride + 1``.
+    """
+    x, w = _array(input), _array(weight)
+    xs, ws = _shape(x), _shape(w)
+    if len(xs) not in (3, 4) or len(ws) != 4:
+        raise ValueError(f"conv2d takes input [N, C_in, H, W] (or [C_in, H, W]) and weight [C_out, C_in/groups, kH, kW], "
+                         f"got shapes {tuple(xs)} and {tuple(ws)}")
+    unbatched = len(xs) == 3
+    n, c_in, h, wd = ([1] + xs) if unbatched else xs
+    if isinstance(groups, bool) or not isinstance(groups, _numbers.Integral) or groups < 1:
+        raise TypeError(f"conv2d: groups must be a positive int, not {groups!r}")
+    if c_in % int(groups) != 0 or ws[1] * int(groups) != c_in:
+        raise ValueError(f"conv2d: weight {tuple(ws)} does not fit input {tuple(xs)} with groups={groups} "
+                         f"(weight's second dimension must be C_in / groups = {c_in} / {groups})")
+    given = [x, w] + ([_array(bias)] if bias is not None else [])
+    t = _Target("conv2d", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    out = _enigma.op_conv2d(t.native, x, w, given[2] if bias is not None else None, n, c_in, [h, wd], ws[0], ws[2:],
+                            _pair("conv2d", "stride", stride), _pair("conv2d", "padding", padding),
+                            _pair("conv2d", "dilation", dilation), int(groups), t.elem, **t.options())
+    return _like(x, out.reshape(list(out.shape[1:]) if unbatched else list(out.shape)))  # type: ignore[no-any-return]
+
+
+# ----- end of the operations over axes --------------------------------------
 
 
 def _reduce_rows(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
@@ -455,63 +903,113 @@ def prefix_sum(x: _ArrayT, *, exclusive: bool = False, dtype: _Optional[str] = N
     return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
-def softmax(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """Softmax of each row of a 2-D array (numerically stable: the row's
-    maximum is subtracted first).
+def _is_shape(v: _Any) -> bool:
+    """Whether ``v`` is a ``normalized_shape`` (an int or a sequence of
+    ints) rather than an array."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, _numbers.Integral):
+        return True
+    return isinstance(v, (tuple, list)) and all(isinstance(d, _numbers.Integral) and not isinstance(d, bool) for d in v)
+
+
+def _norm_rows(op: str, a: _Any, normalized_shape: _Any) -> _Tuple[int, int]:
+    """``(rows, d)`` of a norm over the trailing ``normalized_shape`` of
+    ``a`` (default: its last axis)."""
+    shape = _shape(a)
+    if not shape:
+        raise ValueError(f"{op} takes an array of at least 1 dimension, got a 0-d array")
+    if normalized_shape is None:
+        trailing = shape[-1:]
+    else:
+        trailing = [int(normalized_shape)] if isinstance(normalized_shape, _numbers.Integral) else [int(d) for d in normalized_shape]
+        if not trailing or len(trailing) > len(shape) or shape[len(shape) - len(trailing):] != trailing:
+            raise ValueError(f"{op}: normalized_shape {tuple(trailing)} is not the trailing shape of x {tuple(shape)}")
+    d = _math.prod(trailing)
+    return _math.prod(shape) // d if d else 0, d
+
+
+def _filled(elem: str, d: int, value: float) -> _np.ndarray:
+    """``d`` host values of ``value`` in element type ``elem`` (bfloat16 as
+    uint16 bits): a weight or bias left out."""
+    if elem == "bf16":
+        return _np.full(d, _np.float32(value).view(_np.uint32) >> 16, dtype=_np.uint16)
+    return _np.full(d, value, dtype=_NUMPY_NAMES[elem])
+
+
+def _norm_args(op: str, normalized_shape: _Any, weight: _Any, bias: _Any, has_bias: bool) -> _Tuple[_Any, _Any, _Any]:
+    """``(normalized_shape, weight, bias)`` from torch's order, or from the
+    older ``(x, weight[, bias])`` order, where the second argument is an array."""
+    if normalized_shape is None or _is_shape(normalized_shape):
+        return normalized_shape, weight, bias
+    if (bias if has_bias else weight) is not None:
+        raise TypeError(f"{op}: the second argument is an array (the weight), so the norm is over the last axis and "
+                        f"takes no further {'bias' if has_bias else 'weight'}; pass normalized_shape, weight= and bias= instead")
+    return None, normalized_shape, weight
+
+
+def rms_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, *, eps: float = 1e-5,
+             dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+             threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """RMSNorm over the trailing ``normalized_shape``, as
+    ``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x²) + eps) * weight``.
 
     Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        normalized_shape: the trailing axes normalised together (an int or a
+            tuple; default the last axis). An array here is the weight, over
+            the last axis (``rms_norm(x, weight)``).
+        weight: ``normalized_shape`` values of ``x``'s type (default ones).
+        eps: added to the mean square, a finite float32 (torch's default is
+            the type's epsilon; enigma's 1e-5).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the [rows, d] softmax, of ``x``'s kind and type.
+        the normalised array, of ``x``'s kind, shape and type.
     """
-    a, rows, d = _rows(x, "softmax")
-    t = _Target("softmax", [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(a, _enigma.op_softmax(t.native, a, rows, d, t.elem, **t.options()))  # type: ignore[no-any-return]
-
-
-def rms_norm(x: _ArrayT, weight: _Any, *, eps: float = 1e-5, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """RMSNorm of each row: ``x / sqrt(mean(x²) + eps) * weight``.
-
-    Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
-        weight: d values of ``x``'s type.
-        eps: added to the mean square, a finite float32.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
-
-    Returns:
-        the normalised [rows, d] array, of ``x``'s kind and type.
-    """
-    a, rows, d = _rows(x, "rms_norm")
-    w = _array(weight)
-    t = _Target("rms_norm", [a, w], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    normalized_shape, weight, _ = _norm_args("rms_norm", normalized_shape, weight, None, False)
+    a = _array(x)
+    rows, d = _norm_rows("rms_norm", a, normalized_shape)
+    given = [a] + ([_array(weight)] if weight is not None else [])
+    t = _Target("rms_norm", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    w = given[1] if weight is not None else _filled(t.elem, d, 1.0)
     e = _number("rms_norm", "eps", eps)
-    return _like(a, _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options()))  # type: ignore[no-any-return]
+    out = _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options())
+    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
-def layer_norm(x: _ArrayT, weight: _Any, bias: _Any, *, eps: float = 1e-5, dtype: _Optional[str] = None,
-               rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-               stream: _Stream = None) -> _ArrayT:
-    """LayerNorm of each row: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+def layer_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, bias: _Any = None, *, eps: float = 1e-5,
+               dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """LayerNorm over the trailing ``normalized_shape``, as
+    ``torch.nn.functional.layer_norm``:
+    ``(x - mean) / sqrt(var + eps) * weight + bias``.
 
     Args:
-        x: a [rows, d] array (float32, float16 or bfloat16).
-        weight: d values of ``x``'s type.
-        bias: d values of ``x``'s type.
+        x: the array (float32, float16 or bfloat16; C-contiguous).
+        normalized_shape: the trailing axes normalised together (an int or a
+            tuple; default the last axis). An array here is the weight, over
+            the last axis (``layer_norm(x, weight, bias)``).
+        weight: ``normalized_shape`` values of ``x``'s type (default ones).
+        bias: ``normalized_shape`` values of ``x``'s type (default zeros).
         eps: added to the variance, a finite float32.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the normalised [rows, d] array, of ``x``'s kind and type.
+        the normalised array, of ``x``'s kind, shape and type.
     """
-    a, rows, d = _rows(x, "layer_norm")
-    w, b = _array(weight), _array(bias)
-    t = _Target("layer_norm", [a, w, b], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    normalized_shape, weight, bias = _norm_args("layer_norm", normalized_shape, weight, bias, True)
+    a = _array(x)
+    rows, d = _norm_rows("layer_norm", a, normalized_shape)
+    w = _array(weight) if weight is not None else None
+    b = _array(bias) if bias is not None else None
+    given = [a] + [v for v in (w, b) if v is not None]
+    t = _Target("layer_norm", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     e = _number("layer_norm", "eps", eps)
-    return _like(a, _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options()))  # type: ignore[no-any-return]
+    w = w if w is not None else _filled(t.elem, d, 1.0)
+    b = b if b is not None else _filled(t.elem, d, 0.0)
+    out = _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options())
+    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
 
 
 def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
@@ -537,23 +1035,71 @@ def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Me
 
 def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """Matrix product ``a @ b``: the tiled SIMD-group-matrix GEMM of the
-    kernel library, accumulated in float32.
+    """Matrix product ``a @ b`` with torch's shapes: the tiled
+    SIMD-group-matrix GEMM of the kernel library, accumulated in float32.
+
+    ``a`` is ``[..., m, k]`` and ``b`` ``[..., k, n]`` (row-major,
+    C-contiguous). A 1-D ``a`` is one row and a 1-D ``b`` one column (the
+    axis is dropped from the result, as in torch). Leading (batch)
+    dimensions: a 2-D ``b`` is applied to every matrix of ``a`` (one
+    product of ``a``'s rows, all batches together); otherwise ``a`` and
+    ``b`` must have the same batch dimensions, which run as one batched
+    dispatch. Batch dimensions that would broadcast against each other
+    (``[1, m, k] @ [4, k, n]``, ``[m, k] @ [4, k, n]``) are refused.
 
     Args:
-        a: a row-major [m, k] matrix (float32, float16 or bfloat16).
-        b: a row-major [k, n] matrix of ``a``'s type.
+        a: the left operand (float32, float16 or bfloat16).
+        b: the right operand, of ``a``'s type.
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the [m, n] product in float32, of ``a``'s kind.
+        the product in float32 (torch keeps the input's type), of ``a``'s kind.
     """
-    x, m, k = _rows(a, "matmul")
-    y, k2, n = _rows(b, "matmul")
+    x, y = _array(a), _array(b)
+    xs, ys = _shape(x), _shape(y)
+    if not xs or not ys:
+        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
+    row, column = len(xs) == 1, len(ys) == 1
+    if row:
+        xs = [1] + xs
+        x = x.reshape(xs)
+    if column:
+        ys = ys + [1]
+        y = y.reshape(ys)
+    m, k = xs[-2:]
+    k2, n = ys[-2:]
     if k2 != k:
-        raise ValueError(f"matmul: a is {m}x{k} but b is {k2}x{n}; the inner sizes must match")
+        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
+    batch_a, batch_b = xs[:-2], ys[:-2]
     t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(x, _enigma.op_matmul(t.native, x, y, m, n, k, t.elem, **t.options()))  # type: ignore[no-any-return]
+    if not batch_b:
+        out = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
+    elif batch_a == batch_b:
+        out = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
+    else:
+        raise ValueError(f"matmul: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
+                         "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
+    shape = batch_a + ([] if row else [m]) + ([] if column else [n])
+    return _like(x, out.reshape(shape))  # type: ignore[no-any-return]
+
+
+def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+    """Batched matrix product, as ``torch.bmm``: ``[B, m, k] @ [B, k, n]``
+    in one dispatch, accumulated in float32.
+
+    Args:
+        a: ``[B, m, k]`` (float32, float16 or bfloat16; C-contiguous).
+        b: ``[B, k, n]`` of ``a``'s type.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the ``[B, m, n]`` products in float32, of ``a``'s kind.
+    """
+    x, y = _array(a), _array(b)
+    if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
+        raise ValueError(f"bmm takes a [B, m, k] and b [B, k, n] with the same B, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)  # type: ignore[no-any-return]
 
 
 def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: bool = False,

@@ -46,6 +46,7 @@ use enigma_ir::{Kernel, MemFlags, Scalar, Type};
 use std::fmt;
 
 pub mod attention;
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemv;

@@ -14,6 +14,24 @@
 //! **Rows** ([`reduce_rows`]): one threadgroup per row, threads striding
 //! over the row (`float4` loads when `d % 4 == 0`); parameters
 //! `x (or x4), out, d`. Threadgroup size from seed 004's row-reduction rows.
+//!
+//! **Axis** ([`reduce_axis`]): the array seen as `[outer, axis, inner]`,
+//! reduced over its middle dimension: one thread per `(outer, inner)`
+//! column, which walks the axis serially with a stride of `inner` elements
+//! (consecutive threads read consecutive elements of a row of `inner`).
+//! Besides sum, max and min it gives the index of the first maximum or
+//! minimum (`argmax`, `argmin`, as i32; a NaN counts as the largest and
+//! as the smallest value, as in PyTorch). Parameters: `x, out, axis,
+//! inner, columns` (`columns = outer · inner`, the threads that work).
+//! [`AxisPlan`] and [`axis_columns`] are shared by the other kernels over
+//! an axis (softmax, cumulative sums and products).
+//!
+//! **Pooling** ([`pool2d`]): the maximum or mean of each `kh × kw` window
+//! of each `h × w` plane (NCHW), windows `sh`, `sw` apart, the planes
+//! padded by `ph`, `pw` (padding never wins a maximum; a mean divides by
+//! the whole window, or with `count_pad` false by its elements inside the
+//! plane). One thread per output element. Parameters: `x, y, dims, total`,
+//! `dims` a u32 buffer `[h, w, oh, ow, kh, kw, sh, sw, ph, pw]`.
 
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
@@ -185,6 +203,184 @@ pub fn plan_rows(op: ReduceOp, dtype: DType, rows: usize, d: usize, vec: u8, thr
     to_u32(&name, "rows × d", (rows as usize).saturating_mul(d))?;
     let t = check_threads(&name, threads)?;
     Ok(RowsPlan { op, dtype, vec, d: d32, dispatch: Dispatch::threadgroups([rows, 1, 1], t) })
+}
+
+/// What a reduction over an axis gives per column: the reduced value
+/// (f32), or the index (i32) of the first maximum or minimum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AxisReduction {
+    Value(ReduceOp),
+    ArgMax,
+    ArgMin,
+}
+
+impl AxisReduction {
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisReduction::Value(op) => op.name(),
+            AxisReduction::ArgMax => "argmax",
+            AxisReduction::ArgMin => "argmin",
+        }
+    }
+
+    /// The element type of the results: f32 values or i32 indices.
+    pub fn output(self) -> Scalar {
+        match self {
+            AxisReduction::Value(_) => Scalar::F32,
+            AxisReduction::ArgMax | AxisReduction::ArgMin => Scalar::I32,
+        }
+    }
+}
+
+impl fmt::Display for AxisReduction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The positions of a kernel over an axis: whether this thread has a
+/// column, the column's first element and the stride between its elements.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AxisColumn {
+    pub column: Ex,
+    pub active: Ex,
+    pub base: Ex,
+    pub stride: Ex,
+}
+
+/// Declares the by-value parameters `axis, inner, columns` and this
+/// thread's column of `[outer, axis, inner]`; returns the column and the
+/// axis length.
+pub(crate) fn axis_columns(k: &mut KernelBuilder) -> (AxisColumn, Ex) {
+    let axis = k.value("axis", Type::U32);
+    let inner = k.value("inner", Type::U32);
+    let columns = k.value("columns", Type::U32);
+    let column = k.let_("column", thread_position_in_grid().x());
+    let active = k.let_("active", column.lt(columns));
+    // Threads past the last column compute an address they never load.
+    let o = k.let_("o", column / inner);
+    let i = k.let_("i", column % inner);
+    let base = k.let_("base", o * axis * inner + i);
+    (AxisColumn { column, active, base, stride: inner }, axis)
+}
+
+/// Reduction over the middle axis of `[outer, axis, inner]`:
+/// `{sum,max,min,argmax,argmin}_axis_{dtype}`.
+pub fn reduce_axis(r: AxisReduction, dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("{}_axis_{}", r.name(), dtype));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let out = k.buffer("out", Type::scalar(r.output()), Access::ReadWrite);
+    let (col, axis) = axis_columns(&mut k);
+    k.if_(col.active, |k| match r {
+        AxisReduction::Value(op) => {
+            let acc = k.var("acc", f(op.identity()));
+            k.for_range("j", 0u32, axis, 1u32, |k, j| k.assign(acc, op.combine(acc.get(), load_f32(x, col.base + j * col.stride))));
+            k.store(out.at(col.column), acc.get());
+        }
+        AxisReduction::ArgMax | AxisReduction::ArgMin => {
+            let largest = r == AxisReduction::ArgMax;
+            let best = k.var("best", f(if largest { f64::NEG_INFINITY } else { f64::INFINITY }));
+            let index = k.var("index", lit(Scalar::U32, 0.0));
+            k.for_range("j", 0u32, axis, 1u32, |k, j| {
+                let v = k.let_("v", load_f32(x, col.base + j * col.stride));
+                let better = if largest { v.gt(best.get()) } else { v.lt(best.get()) };
+                // The first NaN wins over every number and stays.
+                let nan_first = v.ne(v).and(best.get().eq(best.get()));
+                k.if_(better.or(nan_first), |k| {
+                    k.assign(best, v);
+                    k.assign(index, j);
+                });
+            });
+            k.store(out.at(col.column), index.get().cast(Type::I32));
+        }
+    });
+    finish(k)
+}
+
+/// What a 2-D pooling window gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pool {
+    Max,
+    /// The mean; `count_pad`: padding counts in the divisor (PyTorch's
+    /// `count_include_pad`).
+    Avg { count_pad: bool },
+}
+
+impl Pool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pool::Max => "max_pool2d",
+            Pool::Avg { count_pad: true } => "avg_pool2d",
+            Pool::Avg { count_pad: false } => "avg_pool2d_valid",
+        }
+    }
+}
+
+/// 2-D pooling over NCHW planes: `{max_pool2d,avg_pool2d[_valid]}_{dtype}`
+/// (module docs).
+pub fn pool2d(pool: Pool, dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("{}_{}", pool.name(), dtype));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    let dims = k.buffer("dims", Type::U32, Access::Read);
+    let total = k.value("total", Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(total), |k| {
+        let names = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw"];
+        let d: Vec<Ex> = names.iter().enumerate().map(|(i, n)| k.let_(n, dims.get(lit(Scalar::U32, i as f64)))).collect();
+        let (h, w, oh, ow, kh, kw, sh, sw, ph, pw) = (d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]);
+        let ox = k.let_("ox", tid % ow);
+        let oy = k.let_("oy", tid / ow % oh);
+        let plane = k.let_("plane", tid / ow / oh);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let y0 = k.let_("y0", i32(oy * sh) - i32(ph));
+        let x0 = k.let_("x0", i32(ox * sw) - i32(pw));
+        let acc = k.var("acc", f(if pool == Pool::Max { f64::NEG_INFINITY } else { 0.0 }));
+        let inside = k.var("inside", lit(Scalar::U32, 0.0));
+        k.for_range("ky", 0u32, kh, 1u32, |k, ky| {
+            let iy = k.let_("iy", y0 + i32(ky));
+            k.for_range("kx", 0u32, kw, 1u32, |k, kx| {
+                let ix = k.let_("ix", x0 + i32(kx));
+                let zero = lit(Scalar::I32, 0.0);
+                let within = iy.ge(zero).and(iy.lt(i32(h))).and(ix.ge(zero)).and(ix.lt(i32(w)));
+                k.if_(within, |k| {
+                    let v = k.let_("v", load_f32(x, (plane * h + iy.cast(Type::U32)) * w + ix.cast(Type::U32)));
+                    k.assign(acc, if pool == Pool::Max { max(acc.get(), v) } else { acc.get() + v });
+                    k.assign(inside, inside.get() + 1u32);
+                });
+            });
+        });
+        let value = match pool {
+            Pool::Max => acc.get(),
+            Pool::Avg { count_pad: true } => acc.get() / (kh * kw).cast(Type::F32),
+            Pool::Avg { count_pad: false } => acc.get() / inside.get().cast(Type::F32),
+        };
+        store_f32(k, y, tid, value);
+    });
+    finish(k)
+}
+
+/// A planned kernel over the middle axis of `[outer, axis, inner]`: one
+/// thread per column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisPlan {
+    pub axis: u32,
+    pub inner: u32,
+    pub columns: u32,
+    pub dispatch: Dispatch,
+}
+
+/// Plans a kernel over the middle axis of `[outer, axis, inner]` with
+/// threadgroups of `threads`.
+pub fn plan_axis(kernel: &str, outer: usize, axis: usize, inner: usize, threads: u32) -> Result<AxisPlan, ShapeError> {
+    nonzero(kernel, "outer", outer)?;
+    nonzero(kernel, "axis", axis)?;
+    nonzero(kernel, "inner", inner)?;
+    let total = outer.checked_mul(axis).and_then(|v| v.checked_mul(inner)).unwrap_or(usize::MAX);
+    to_u32(kernel, "outer × axis × inner", total)?;
+    let t = check_threads(kernel, threads)?;
+    let columns = (outer * inner) as u32;
+    Ok(AxisPlan { axis: axis as u32, inner: inner as u32, columns, dispatch: Dispatch::threadgroups([columns.div_ceil(t), 1, 1], t) })
 }
 
 /// The f64 reference of a vector reduction.

@@ -28,8 +28,73 @@
 //! `ceil(n/4)` whole vectors: lanes past `n` are read as 0 and written with
 //! the running sum (buffer padding, not part of the result).
 
+//!
+//! **Over an axis** ([`scan_axis`]): cumulative sums or products over the
+//! middle axis of `[outer, axis, inner]` (PyTorch's `cumsum`, `cumprod`),
+//! one thread per `(outer, inner)` column walking the axis serially
+//! (`reduce::axis_columns`); f32, f16 and bf16 accumulate in f32 and round
+//! each result once, i32 and u32 accumulate in their own type (wrapping).
+//! Parameters `x, y, axis, inner, columns`.
+
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
+
+/// Element types [`scan_axis`] supports.
+pub const AXIS_SCAN_SCALARS: [Scalar; 5] = [Scalar::F32, Scalar::F16, Scalar::BF16, Scalar::I32, Scalar::U32];
+
+/// The running operation of [`scan_axis`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AxisScan {
+    /// `y[j] = x[0] + … + x[j]`.
+    Sum,
+    /// `y[j] = x[0] · … · x[j]`.
+    Product,
+}
+
+impl AxisScan {
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisScan::Sum => "cumsum",
+            AxisScan::Product => "cumprod",
+        }
+    }
+}
+
+/// The inclusive running sum or product over the middle axis of
+/// `[outer, axis, inner]`: `{cumsum,cumprod}_axis_{scalar}`.
+///
+/// # Panics
+/// When `scalar` is not one of [`AXIS_SCAN_SCALARS`].
+pub fn scan_axis(op: AxisScan, scalar: Scalar) -> Kernel {
+    assert!(AXIS_SCAN_SCALARS.contains(&scalar), "scan_axis takes f32, f16, bf16, i32 or u32, not {scalar}");
+    let float = scalar.is_float();
+    let acc_ty = if float { Scalar::F32 } else { scalar };
+    let mut k = KernelBuilder::new(format!("{}_axis_{}", op.name(), scalar.name()));
+    let x = k.buffer("x", Type::scalar(scalar), Access::Read);
+    let y = k.buffer("y", Type::scalar(scalar), Access::ReadWrite);
+    let (col, axis) = super::reduce::axis_columns(&mut k);
+    k.if_(col.active, |k| {
+        let identity = match op {
+            AxisScan::Sum => 0.0,
+            AxisScan::Product => 1.0,
+        };
+        let acc = k.var("acc", lit(acc_ty, identity));
+        k.for_range("j", 0u32, axis, 1u32, |k, j| {
+            let at = k.let_("at", col.base + j * col.stride);
+            let v = if float { load_f32(x, at) } else { x.get(at) };
+            k.assign(acc, match op {
+                AxisScan::Sum => acc.get() + v,
+                AxisScan::Product => acc.get() * v,
+            });
+            if float {
+                store_f32(k, y, at, acc.get());
+            } else {
+                k.store(y.at(at), acc.get());
+            }
+        });
+    });
+    finish(k)
+}
 
 /// Element types the scan supports.
 pub const SCAN_SCALARS: [Scalar; 3] = [Scalar::F32, Scalar::I32, Scalar::U32];

@@ -1,4 +1,5 @@
-//! Row softmax, numerically stable, one threadgroup per row.
+//! Row softmax and log-softmax, numerically stable, one threadgroup per
+//! row; and both over the middle axis of `[outer, axis, inner]`.
 //!
 //! Two forms, chosen by the row length ([`plan`]):
 //! * **cached** (`items > 0`): each thread loads its `items` (vector)
@@ -14,10 +15,22 @@
 //! Exponentials are `exp2((x - max) · log2 e)`. A row of only `-inf` gives NaN
 //! (0/0), as in PyTorch. Parameters: `x (or x4), y (or y4), d`, where `d`
 //! is the row length in elements (`d % 4 == 0` for the vector form); `y`
-//! may be `x` (in place).
+//! may be `x` (in place). Log-softmax ([`log_softmax`]) is the same kernel
+//! writing `x - M - log L` instead of `exp(x - M) / L`.
+//!
+//! **Over an axis** ([`softmax_axis`]): one thread per `(outer, inner)`
+//! column (`reduce::axis_columns`), an online pass for `(M, L)` along the
+//! axis and a second pass that writes; parameters `x, y, axis, inner,
+//! columns`. For `inner = 1` the row kernels are the fast form.
+//!
+//! **Negative log-likelihood** ([`nll_axis`], cross-entropy's second
+//! step): per column, `-logp[class]` of its i32 target class, 0 where the
+//! target is the ignored index (and `valid` 0 there, else 1), `+inf` for a
+//! target outside `[0, classes)`. Parameters `logp, target, loss, valid,
+//! ignore, axis, inner, columns`.
 
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, Kernel, Scalar, Type};
 
 /// A row kernel's shape: element type, vector width, and the vector loads
 /// each thread keeps in registers (0 = stream the row).
@@ -72,9 +85,30 @@ pub(crate) fn load_cached(k: &mut KernelBuilder, ctx: RowCtx, x: Mem, vec: u8, i
 /// # Panics
 /// When `vec` is not 1 or 4.
 pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
+    row_softmax(dtype, vec, items, false)
+}
+
+/// The log-softmax kernel `log_softmax_{dtype}[_vec4]_{c<items>|online}`.
+///
+/// # Panics
+/// When `vec` is not 1 or 4.
+pub fn log_softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
+    row_softmax(dtype, vec, items, true)
+}
+
+/// The value a softmax kernel writes for `x` (f32 lanes) given the shift
+/// (the maximum, or 0 for a row of `-inf`) and the sum of exponentials:
+/// `exp(x - shift) / l`, or `x - shift - log l` for log-softmax.
+fn softmax_value(k: &mut KernelBuilder, log_form: bool, shift: Ex, l: Ex) -> impl Fn(Ex) -> Ex {
+    let scale = if log_form { k.let_("log_l", log(l)) } else { k.let_("inv", 1.0f32 / l) };
+    move |x: Ex| if log_form { (x - shift) - scale } else { exp_shifted(x, shift) * scale }
+}
+
+fn row_softmax(dtype: DType, vec: u8, items: u32, log_form: bool) -> Kernel {
     assert_vec(vec);
     let cfg = RowConfig { dtype, vec, items };
-    let mut k = KernelBuilder::new(format!("softmax_{}", cfg.suffix()));
+    let prefix = if log_form { "log_softmax" } else { "softmax" };
+    let mut k = KernelBuilder::new(format!("{prefix}_{}", cfg.suffix()));
     let (xn, yn) = if vec == 4 { ("x4", "y4") } else { ("x", "y") };
     let x = k.buffer(xn, dtype.ty(vec), Access::Read);
     let y = k.buffer(yn, dtype.ty(vec), Access::ReadWrite);
@@ -95,9 +129,9 @@ pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
         let l = k.let_("l", l);
         let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m, l);
         let shift = k.let_("final_shift", finite_or_zero(total_max));
-        let inv = k.let_("inv", 1.0f32 / total_sum);
+        let value = softmax_value(&mut k, log_form, shift, total_sum);
         for &(v, idx) in &regs {
-            k.if_(idx.lt(ctx.dv), |k| store_f32(k, y, ctx.base + idx, exp_shifted(v.get(), shift) * inv));
+            k.if_(idx.lt(ctx.dv), |k| store_f32(k, y, ctx.base + idx, value(v.get())));
         }
     } else {
         let m = k.var("m", neg_inf());
@@ -111,12 +145,64 @@ pub fn softmax(dtype: DType, vec: u8, items: u32) -> Kernel {
         });
         let (total_max, total_sum) = threadgroup_max_sumexp(&mut k, "row", m.get(), l.get());
         let shift = k.let_("final_shift", finite_or_zero(total_max));
-        let inv = k.let_("inv", 1.0f32 / total_sum);
+        let value = softmax_value(&mut k, log_form, shift, total_sum);
         k.for_range("j2", ctx.tid, ctx.dv, ctx.tpg, |k, j| {
             let t = load_f32(x, ctx.base + j);
-            store_f32(k, y, ctx.base + j, exp_shifted(t, shift) * inv);
+            store_f32(k, y, ctx.base + j, value(t));
         });
     }
+    finish(k)
+}
+
+/// Softmax (or log-softmax, `log_form`) over the middle axis of
+/// `[outer, axis, inner]`: `{softmax,log_softmax}_axis_{dtype}`.
+pub fn softmax_axis(dtype: DType, log_form: bool) -> Kernel {
+    let prefix = if log_form { "log_softmax" } else { "softmax" };
+    let mut k = KernelBuilder::new(format!("{prefix}_axis_{dtype}"));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    let (col, axis) = super::reduce::axis_columns(&mut k);
+    k.if_(col.active, |k| {
+        let m = k.var("m", neg_inf());
+        let l = k.var("l", f(0.0));
+        k.for_range("j", 0u32, axis, 1u32, |k, j| {
+            let t = k.let_("t", load_f32(x, col.base + j * col.stride));
+            let m_new = k.let_("m_new", max(m.get(), t));
+            let shift = k.let_("shift", finite_or_zero(m_new));
+            k.assign(l, l.get() * exp_shifted(m.get(), shift) + exp_shifted(t, shift));
+            k.assign(m, m_new);
+        });
+        let shift = k.let_("final_shift", finite_or_zero(m.get()));
+        let value = softmax_value(k, log_form, shift, l.get());
+        k.for_range("j2", 0u32, axis, 1u32, |k, j| {
+            let at = k.let_("at", col.base + j * col.stride);
+            store_f32(k, y, at, value(load_f32(x, at)));
+        });
+    });
+    finish(k)
+}
+
+/// The negative log-likelihood of each column's target over the middle
+/// (class) axis of `[outer, classes, inner]` log-probabilities:
+/// `nll_axis_{dtype}` (module docs).
+pub fn nll_axis(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("nll_axis_{dtype}"));
+    let logp = k.buffer("logp", dtype.ty(1), Access::Read);
+    let target = k.buffer("target", Type::I32, Access::Read);
+    let loss = k.buffer("loss", Type::F32, Access::ReadWrite);
+    let valid = k.buffer("valid", Type::F32, Access::ReadWrite);
+    let ignore = k.value("ignore", Type::I32);
+    let (col, classes) = super::reduce::axis_columns(&mut k);
+    k.if_(col.active, |k| {
+        let t = k.let_("t", target.get(col.column));
+        let skipped = k.let_("skipped", t.eq(ignore));
+        let in_range = k.let_("in_range", t.ge(lit(Scalar::I32, 0.0)).and(t.cast(Type::U32).lt(classes)));
+        // Out-of-range targets read class 0 and give +inf.
+        let class = k.let_("class_index", select(lit(Scalar::U32, 0.0), t.cast(Type::U32), in_range));
+        let value = k.let_("value", -load_f32(logp, col.base + class * col.stride));
+        k.store(loss.at(col.column), select(select(f(f64::INFINITY), value, in_range), f(0.0), skipped));
+        k.store(valid.at(col.column), select(f(1.0), f(0.0), skipped));
+    });
     finish(k)
 }
 

@@ -10,6 +10,30 @@ use enigma_ir::Kernel;
 /// and code-generation tests.
 pub fn all_kernels() -> Vec<Kernel> {
     let mut out = vec![];
+    // The kernels over an axis of [outer, axis, inner] (with cross-entropy's
+    // negative log-likelihood), row log-softmax and the broadcast binary
+    // operations.
+    for dtype in DType::ALL {
+        for r in [reduce::AxisReduction::Value(ReduceOp::Sum), reduce::AxisReduction::Value(ReduceOp::Max), reduce::AxisReduction::ArgMax, reduce::AxisReduction::ArgMin] {
+            out.push(reduce::reduce_axis(r, dtype));
+        }
+        out.push(softmax::softmax_axis(dtype, false));
+        out.push(softmax::softmax_axis(dtype, true));
+        out.push(softmax::log_softmax(dtype, 4, 2));
+        out.push(softmax::log_softmax(dtype, 1, 0));
+        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Add, dtype));
+        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Mul, dtype));
+        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Div, dtype));
+        out.push(softmax::nll_axis(dtype));
+        out.push(conv::conv2d(dtype));
+        for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
+            out.push(reduce::pool2d(pool, dtype));
+        }
+    }
+    for scalar in scan::AXIS_SCAN_SCALARS {
+        out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
+        out.push(scan::scan_axis(scan::AxisScan::Product, scalar));
+    }
     for dtype in DType::ALL {
         for vec in [1u8, 4] {
             for op in elementwise::Elementwise::ALL {

@@ -1,0 +1,64 @@
+//! Direct 2-D convolution (PyTorch's `conv2d`: cross-correlation) over NCHW
+//! data with OIHW weights, `groups` (1: dense, `C_in`: depthwise) and an
+//! optional bias: one thread per output element, which sums its window
+//! over the input channels of its group in f32 and rounds once to the
+//! data's type. A 1×1 window is a pointwise convolution. No tensor cores,
+//! no tiling in threadgroup memory: the simple kernel every shape takes.
+//!
+//! Parameters: `x, w, bias, y, dims, has_bias, total`, `dims` a u32 buffer
+//! `[c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups]`
+//! (`bias` is read only when `has_bias` is 1).
+
+use super::*;
+use enigma_ir::{Access, Kernel, Scalar, Type};
+
+/// The names of the entries of the `dims` buffer, in order.
+pub const DIMS: [&str; 15] = ["c_in", "in_h", "in_w", "c_out", "out_h", "out_w", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups"];
+
+/// The direct convolution kernel `conv2d_{dtype}` (module docs).
+pub fn conv2d(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("conv2d_{dtype}"));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let wt = k.buffer("w", dtype.ty(1), Access::Read);
+    let bias = k.buffer("bias", dtype.ty(1), Access::Read);
+    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    let dims = k.buffer("dims", Type::U32, Access::Read);
+    let has_bias = k.value("has_bias", Type::U32);
+    let total = k.value("total", Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(total), |k| {
+        let d: Vec<Ex> = DIMS.iter().enumerate().map(|(i, n)| k.let_(n, dims.get(lit(Scalar::U32, i as f64)))).collect();
+        let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = d[..] else { unreachable!("15 dims") };
+        let ox = k.let_("ox", tid % ow);
+        let oy = k.let_("oy", tid / ow % oh);
+        let co = k.let_("co", tid / ow / oh % c_out);
+        let image = k.let_("image", tid / ow / oh / c_out);
+        let in_group = k.let_("in_group", c_in / groups);
+        let first = k.let_("first", co / (c_out / groups) * in_group);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let y0 = k.let_("y0", i32(oy * sh) - i32(ph));
+        let x0 = k.let_("x0", i32(ox * sw) - i32(pw));
+        let acc = k.var("acc", f(0.0));
+        k.if_(has_bias.eq(1u32), |k| k.assign(acc, load_f32(bias, co)));
+        k.for_range("ci", 0u32, in_group, 1u32, |k, ci| {
+            let plane = k.let_("plane", (image * c_in + first + ci) * h);
+            let taps = k.let_("taps", (co * in_group + ci) * kh);
+            k.for_range("ky", 0u32, kh, 1u32, |k, ky| {
+                let iy = k.let_("iy", y0 + i32(ky * dh));
+                k.if_(iy.ge(lit(Scalar::I32, 0.0)).and(iy.lt(i32(h))), |k| {
+                    let row = k.let_("row", (plane + iy.cast(Type::U32)) * w);
+                    let tap_row = k.let_("tap_row", (taps + ky) * kw);
+                    k.for_range("kx", 0u32, kw, 1u32, |k, kx| {
+                        let ix = k.let_("ix", x0 + i32(kx * dw));
+                        k.if_(ix.ge(lit(Scalar::I32, 0.0)).and(ix.lt(i32(w))), |k| {
+                            let product = load_f32(x, row + ix.cast(Type::U32)) * load_f32(wt, tap_row + kx);
+                            k.assign(acc, acc.get() + product);
+                        });
+                    });
+                });
+            });
+        });
+        store_f32(k, y, tid, acc.get());
+    });
+    finish(k)
+}

@@ -1,0 +1,100 @@
+//! 2-D convolution: the direct kernel of `library::conv`, dense, grouped,
+//! depthwise and pointwise alike.
+
+use crate::{arg_err, Error, KernelType, Ops};
+use enigma_kernels::library::{self as lib, conv};
+use enigma_runtime::{Arg, Buffer};
+
+/// The shape of a 2-D convolution (PyTorch's `conv2d` arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2d {
+    /// Images (N).
+    pub batch: usize,
+    pub in_channels: usize,
+    /// `[h, w]` of each input plane.
+    pub size: [usize; 2],
+    pub out_channels: usize,
+    /// `[kh, kw]`.
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    /// Channel groups: 1 dense, `in_channels` depthwise.
+    pub groups: usize,
+}
+
+impl Conv2d {
+    /// `[oh, ow]`: `(h + 2·ph - dh·(kh - 1) - 1) / sh + 1`, or an error
+    /// naming the numbers where a size, stride, dilation or the groups do
+    /// not fit.
+    pub fn output_size(&self) -> Result<[usize; 2], Error> {
+        let name = "conv2d";
+        let c = self;
+        if c.groups == 0 || c.in_channels % c.groups != 0 || c.out_channels % c.groups != 0 {
+            return Err(arg_err(name, format!("groups = {} must divide the input channels ({}) and the output channels ({})", c.groups, c.in_channels, c.out_channels)));
+        }
+        let mut out = [0; 2];
+        for i in 0..2 {
+            let axis = ["height", "width"][i];
+            if c.kernel[i] == 0 || c.stride[i] == 0 || c.dilation[i] == 0 {
+                return Err(arg_err(name, format!("the window {:?}, stride {:?} and dilation {:?} must be at least 1 along the {axis}", c.kernel, c.stride, c.dilation)));
+            }
+            let span = c.dilation[i] * (c.kernel[i] - 1) + 1;
+            if c.size[i] + 2 * c.padding[i] < span {
+                return Err(arg_err(name, format!("the dilated window ({span}) is larger than the padded input ({} + 2·{}) along the {axis}", c.size[i], c.padding[i])));
+            }
+            out[i] = (c.size[i] + 2 * c.padding[i] - span) / c.stride[i] + 1;
+        }
+        Ok(out)
+    }
+}
+
+impl Ops<'_> {
+
+    /// `y = conv2d(x, w) + bias` for NCHW `x` (`batch · in_channels · h ·
+    /// w`), OIHW `w` (`out_channels · in_channels / groups · kh · kw`) and
+    /// an optional bias of `out_channels`, all of one type: the output
+    /// (`batch · out_channels · oh · ow`, that type) and `[oh, ow]`.
+    pub fn conv2d(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, shape: &Conv2d) -> Result<(Buffer, [usize; 2]), Error> {
+        let name = "conv2d";
+        let [oh, ow] = shape.output_size()?;
+        let dtype = self.dtype_of(name, x)?;
+        let c = shape;
+        let inputs = c.batch * c.in_channels * c.size[0] * c.size[1];
+        let weights = c.out_channels * (c.in_channels / c.groups) * c.kernel[0] * c.kernel[1];
+        self.need(name, "x", x, inputs, dtype.scalar())?;
+        self.need(name, "w", w, weights, dtype.scalar())?;
+        if let Some(b) = bias {
+            self.need(name, "bias", b, c.out_channels, dtype.scalar())?;
+        }
+        let total = c.batch * c.out_channels * oh * ow;
+        lib::nonzero(name, "output elements", total)?;
+        let total32 = lib::to_u32(name, "output elements", total)?;
+        lib::to_u32(name, "input elements", inputs)?;
+        lib::to_u32(name, "weights", weights)?;
+        let values = [c.in_channels, c.size[0], c.size[1], c.out_channels, oh, ow, c.kernel[0], c.kernel[1], c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], c.groups];
+        let mut dims = Vec::with_capacity(conv::DIMS.len());
+        for (v, what) in values.into_iter().zip(conv::DIMS) {
+            dims.push(lib::to_u32(name, what, v)?);
+        }
+        let dims = self.rt.buffer_from(&dims)?;
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), total)?;
+        self.launch(
+            format!("conv2d {dtype:?}"),
+            || conv::conv2d(dtype),
+            lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t),
+            &[
+                ("x", Arg::from(x)),
+                ("w", Arg::from(w)),
+                // Without a bias the kernel never reads this binding.
+                ("bias", Arg::from(bias.unwrap_or(w))),
+                ("y", Arg::from(&y)),
+                ("dims", Arg::from(&dims)),
+                ("has_bias", Arg::u32(bias.is_some() as u32)),
+                ("total", Arg::u32(total32)),
+            ],
+        )?;
+        Ok((y, [oh, ow]))
+    }
+}

@@ -1,0 +1,95 @@
+//! Direct 2-D convolution (`Ops::conv2d`): dense, grouped, depthwise and
+//! pointwise, with padding, strides, dilation and an optional bias, against
+//! a plain f64 loop written here, for every element type, under the
+//! simulator's sanitizer.
+
+use enigma_ops::{download, quantize, upload, Conv2d, DType, Ops, Options};
+use enigma_runtime::{Device, Runtime};
+
+fn reference(x: &[f32], w: &[f32], bias: Option<&[f32]>, c: &Conv2d) -> Vec<f64> {
+    let [h, wd] = c.size;
+    let [kh, kw] = c.kernel;
+    let [oh, ow] = c.output_size().unwrap();
+    let in_group = c.in_channels / c.groups;
+    let out_group = c.out_channels / c.groups;
+    let mut out = vec![];
+    for n in 0..c.batch {
+        for co in 0..c.out_channels {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = bias.map_or(0.0, |b| b[co] as f64);
+                    for ci in 0..in_group {
+                        let channel = co / out_group * in_group + ci;
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let iy = (oy * c.stride[0] + ky * c.dilation[0]) as isize - c.padding[0] as isize;
+                                let ix = (ox * c.stride[1] + kx * c.dilation[1]) as isize - c.padding[1] as isize;
+                                if (0..h as isize).contains(&iy) && (0..wd as isize).contains(&ix) {
+                                    let xv = x[((n * c.in_channels + channel) * h + iy as usize) * wd + ix as usize] as f64;
+                                    acc += xv * w[((co * in_group + ci) * kh + ky) * kw + kx] as f64;
+                                }
+                            }
+                        }
+                    }
+                    out.push(acc);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn convolutions_match_an_f64_loop() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let base = Conv2d { batch: 2, in_channels: 3, size: [7, 9], out_channels: 5, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 };
+    let cases = [
+        base,
+        Conv2d { stride: [2, 3], padding: [0, 2], kernel: [3, 2], ..base },
+        Conv2d { dilation: [2, 1], padding: [2, 0], ..base },
+        // Depthwise, pointwise, grouped.
+        Conv2d { in_channels: 4, out_channels: 8, groups: 4, ..base },
+        Conv2d { kernel: [1, 1], padding: [0, 0], ..base },
+        Conv2d { in_channels: 6, out_channels: 4, groups: 2, batch: 1, size: [1, 1], kernel: [1, 1], padding: [0, 0], ..base },
+    ];
+    for dtype in DType::ALL {
+        let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), ..Options::default() });
+        for c in cases {
+            let n_x = c.batch * c.in_channels * c.size[0] * c.size[1];
+            let n_w = c.out_channels * c.in_channels / c.groups * c.kernel[0] * c.kernel[1];
+            let mut x: Vec<f32> = (0..n_x).map(|i| ((i * 29 + 3) % 19) as f32 * 0.25 - 2.25).collect();
+            let mut w: Vec<f32> = (0..n_w).map(|i| ((i * 11 + 5) % 13) as f32 * 0.125 - 0.75).collect();
+            let mut b: Vec<f32> = (0..c.out_channels).map(|i| i as f32 * 0.5 - 1.0).collect();
+            for v in [&mut x, &mut w, &mut b] {
+                quantize(dtype, v);
+            }
+            let (xb, wb, bb) = (upload(&rt, dtype.scalar(), &x).unwrap(), upload(&rt, dtype.scalar(), &w).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
+            for with_bias in [false, true] {
+                let want = reference(&x, &w, with_bias.then_some(&b[..]), &c);
+                let (y, out) = ops.conv2d(&xb, &wb, with_bias.then_some(&bb), &c).unwrap();
+                assert_eq!(out, c.output_size().unwrap());
+                let got = download(&y, dtype.scalar(), want.len()).unwrap();
+                for (i, (g, v)) in got.iter().zip(&want).enumerate() {
+                    // f32 sums of exact products, rounded once to the type.
+                    let tol = v.abs() * dtype.unit_roundoff() * 1.01 + 1e-5;
+                    assert!((g - v).abs() <= tol, "{dtype} {c:?} bias {with_bias} at {i}: {g} vs {v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn shapes_that_do_not_fit_are_refused() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let x = upload(&rt, enigma_ir::Scalar::F32, &[0.0; 64]).unwrap();
+    let c = Conv2d { batch: 1, in_channels: 3, size: [4, 4], out_channels: 4, kernel: [3, 3], stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 2 };
+    let err = Ops::new(&rt).conv2d(&x, &x, None, &c).unwrap_err().to_string();
+    assert!(err.contains("groups = 2 must divide"), "{err}");
+    let c = Conv2d { groups: 1, kernel: [5, 3], ..c };
+    let err = Ops::new(&rt).conv2d(&x, &x, None, &c).unwrap_err().to_string();
+    assert!(err.contains("larger than the padded input"), "{err}");
+    let c = Conv2d { kernel: [3, 3], in_channels: 8, ..c };
+    let err = Ops::new(&rt).conv2d(&x, &x, None, &c).unwrap_err().to_string();
+    assert!(err.contains("`x`") && err.contains("128 f32 elements"), "{err}");
+}
