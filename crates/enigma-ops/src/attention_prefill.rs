@@ -32,12 +32,22 @@ impl Ops<'_> {
         self.need(op, "k", k, shape.kv_len(), dtype.scalar())?;
         self.need(op, "v", v, shape.kv_len(), dtype.scalar())?;
         let limits = crate::threadgroup_limits(self.rt.device());
-        Ok(attention_prefill::plan(dtype, shape, mask, lse, limits.max_memory_bytes)?)
+        Ok(attention_prefill::plan(dtype, shape, mask, lse, self.options.attention.prefill_tile, limits.max_memory_bytes)?)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn prefill(&self, q: &Buffer, k: &Buffer, v: &Buffer, shape: PrefillShape, mask: Mask, scale: Option<f32>, lse: bool) -> Result<(Buffer, Option<Buffer>), Error> {
         let plan = self.attention_prefill_plan(q, k, v, shape, mask, lse)?;
+        self.attention_prefill_planned(&plan, q, k, v, scale)
+    }
+
+    /// Runs `plan` (from [`Ops::attention_prefill_plan`], its configuration
+    /// possibly changed: the benchmarks compare stage counts this way) on
+    /// buffers it was made for: the output, and the log-sum-exp when the
+    /// plan computes it.
+    pub fn attention_prefill_planned(&self, plan: &PrefillPlan, q: &Buffer, k: &Buffer, v: &Buffer, scale: Option<f32>) -> Result<(Buffer, Option<Buffer>), Error> {
+        let shape = plan.shape;
+        let lse = plan.config.lse;
         let scale = scale.unwrap_or(1.0 / (shape.d as f32).sqrt());
         if !scale.is_finite() {
             return Err(crate::arg_err("attention_prefill", format!("scale {scale} is not finite")));

@@ -99,7 +99,7 @@ pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
 pub use enigma_kernels::library::scan::ScanKind;
-pub use enigma_kernels::library::attention_prefill::{Mask, PrefillShape};
+pub use enigma_kernels::library::attention_prefill::{Mask, PrefillShape, PrefillTile};
 pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;
 pub use host::{download, quantize, upload, upload_bytes};

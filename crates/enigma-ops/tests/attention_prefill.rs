@@ -1,10 +1,11 @@
 //! Attention prefill against the f64 reference on the simulator: sequence
 //! lengths 1, 7, 100 and 1000, head dimensions 64 and 128, grouped-query
 //! heads (32 over 8), both causal alignments with `S_q ≠ S_kv` (rows that
-//! see no key included), f16 and bf16, the log-sum-exp; sanitizer clean.
+//! see no key included), f16 and bf16, the log-sum-exp, every tile (on a
+//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean.
 
-use enigma_kernels::library::attention_prefill::{self, Mask, PrefillShape};
-use enigma_ops::{download, quantize, upload, DType, Error, Options};
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillShape, PrefillTile};
+use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Error, Options};
 use enigma_runtime::{Device, Runtime};
 
 fn shape(batch: usize, heads: usize, kv_heads: usize, s_q: usize, s_kv: usize, d: usize) -> PrefillShape {
@@ -77,6 +78,56 @@ fn a_thousand_rows_match_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     check(&rt, DType::F16, shape(1, 1, 1, 1000, 1000, 64), Mask::None, false);
     check(&rt, DType::BF16, shape(1, 1, 1, 1000, 1000, 128), Mask::TopLeft, false);
+}
+
+/// The simulator with a CUDA GPU's threadgroup memory, where the prefill
+/// plans its large tile (or the one `tile` names).
+fn cuda_sized() -> Runtime {
+    Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)))
+}
+
+fn check_tile(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, tile: PrefillTile, sanitize: bool) {
+    let elem = dtype.scalar();
+    let data = |len, seed| {
+        let mut x = enigma_kernels::test_data(len, seed);
+        quantize(dtype, &mut x);
+        x
+    };
+    let (q, k, v) = (data(s.q_len(), 4), data(s.kv_len(), 5), data(s.kv_len(), 6));
+    let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, 0.125);
+    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
+    let attention = AttentionOptions { prefill_tile: Some(tile), ..Default::default() };
+    let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, attention, ..Options::default() });
+    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(0.125)).unwrap_or_else(|e| panic!("{tile:?} {s:?}: {e}"));
+    let launches = ops.take_launches();
+    assert!(launches[0].kernel.contains(&format!("_q{}_kv{}_", tile.block_q, tile.block_kv)), "{}", launches[0].kernel);
+    let got = download(&out, elem, s.q_len()).unwrap();
+    let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
+    let tol = 3.0 * dtype.unit_roundoff();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{tile:?} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
+    }
+    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
+        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
+        assert!(ok, "{tile:?} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
+    }
+}
+
+#[test]
+fn every_tile_matches_the_reference_with_cuda_sized_memory() {
+    let rt = cuda_sized();
+    // The default plan there is the large tile.
+    let s = shape(1, 2, 1, 150, 150, 128);
+    let (qb, kb, vb) = (upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.q_len()]).unwrap(), upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.kv_len()]).unwrap(), upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.kv_len()]).unwrap());
+    let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), ..Options::default() });
+    let plan = ops.attention_prefill_plan(&qb, &kb, &vb, s, Mask::None, false).unwrap();
+    assert_eq!((plan.config.tile, plan.config.stages), (PrefillTile::LARGE, 2));
+    for tile in [PrefillTile::LARGE, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile { block_q: 64, block_kv: 64 }] {
+        check_tile(&rt, DType::F16, shape(1, 2, 1, 150, 150, 128), Mask::TopLeft, tile, false);
+        check_tile(&rt, DType::BF16, shape(1, 2, 2, 37, 200, 64), Mask::BottomRight, tile, false);
+        check_tile(&rt, DType::F16, shape(1, 1, 1, 200, 70, 64), Mask::BottomRight, tile, false);
+    }
+    check_tile(&rt, DType::F16, shape(1, 2, 1, 300, 300, 128), Mask::None, PrefillTile::LARGE, true);
 }
 
 #[test]

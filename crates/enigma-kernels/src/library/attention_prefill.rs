@@ -6,18 +6,20 @@
 //! optionally the natural log-sum-exp of each row's scaled scores (f32,
 //! `[B, H, S_q]`).
 //!
-//! **Geometry.** One threadgroup per block of [`BLOCK_Q`] query rows of one
-//! head (grid `(ceil(S_q / 64), H, B)`, the last query block first so the
-//! longest causal blocks start early), [`SIMDGROUPS`] SIMD groups of 16 rows
-//! each. The Q block is staged once through threadgroup memory into
-//! SIMD-group matrices (16 × 64 tiles) that stay in registers. K and V are
-//! read in blocks of [`BLOCK_KV`] keys, staged in threadgroup memory by
-//! asynchronous copies (16 bytes each, zeros past `S_kv`), two stages
-//! deep where the device's threadgroup memory allows (one on the 32 KiB of
-//! Apple GPUs and the simulator at `D = 128`).
+//! **Geometry** ([`PrefillTile`]). One threadgroup per block of 64 or 128
+//! query rows of one head (grid `(ceil(S_q / block_q), H, B)`, the last
+//! query block first so the longest causal blocks start early), one SIMD
+//! group per 16 rows. The Q block is staged once through threadgroup
+//! memory into SIMD-group matrices (16 × 64 tiles) that stay in registers.
+//! K and V are read in blocks of 32 or 64 keys, staged in threadgroup
+//! memory by asynchronous copies (16 bytes each, zeros past `S_kv`), two
+//! stages deep where the device's threadgroup memory allows. [`plan`] takes
+//! [`PrefillTile::LARGE`] where it fits (CUDA GPUs) and
+//! [`PrefillTile::PORTABLE`] within the 32 KiB of Apple GPUs and the
+//! simulator.
 //!
 //! **One pass with an online softmax.** Per K/V block each SIMD group
-//! computes `S = Q·Kᵀ` (f32, 16 × 32) on SIMD-group matrices, stores it to
+//! computes `S = Q·Kᵀ` (f32, 16 × block_kv) on SIMD-group matrices, stores it to
 //! its own scratch tile, and two lanes per row find the row maximum, the
 //! weights `p = 2^(t − m)` (scores in the log2 domain, `t = s·scale·log2 e`,
 //! masked ones `−∞`), their sum and the factor `α = 2^(m_old − m_new)`; the
@@ -45,16 +47,34 @@
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 
-/// Query rows per threadgroup.
-pub const BLOCK_Q: u32 = 64;
 /// Query rows per SIMD group.
 pub const ROWS_PER_SIMDGROUP: u32 = 16;
-/// SIMD groups per threadgroup.
-pub const SIMDGROUPS: u32 = BLOCK_Q / ROWS_PER_SIMDGROUP;
-/// Threads per threadgroup.
-pub const THREADS: u32 = SIMDGROUPS * SIMD_WIDTH;
-/// Keys per K/V block.
-pub const BLOCK_KV: u32 = 32;
+
+/// The blocks one threadgroup works on: `block_q` query rows (64 or 128,
+/// a SIMD group per 16) against K/V blocks of `block_kv` keys (32 or 64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PrefillTile {
+    pub block_q: u32,
+    pub block_kv: u32,
+}
+
+impl PrefillTile {
+    /// 64 rows, blocks of 32 keys: fits 32 KiB of threadgroup memory.
+    pub const PORTABLE: PrefillTile = PrefillTile { block_q: 64, block_kv: 32 };
+    /// 128 rows, blocks of 64 keys: the default where it fits.
+    pub const LARGE: PrefillTile = PrefillTile { block_q: 128, block_kv: 64 };
+
+    pub fn simdgroups(&self) -> u32 {
+        self.block_q / ROWS_PER_SIMDGROUP
+    }
+    pub fn threads(&self) -> u32 {
+        self.simdgroups() * SIMD_WIDTH
+    }
+    /// Whether the kernel is built for it.
+    pub fn is_valid(&self) -> bool {
+        matches!(self.block_q, 64 | 128) && matches!(self.block_kv, 32 | 64)
+    }
+}
 /// The head dimensions the kernel is built for.
 pub const HEAD_DIMS: [u32; 2] = [64, 128];
 /// Columns of `D` per matrix tile.
@@ -145,28 +165,38 @@ pub struct PrefillConfig {
     pub lse: bool,
     /// K/V stages in threadgroup memory (1 or 2).
     pub stages: u32,
+    pub tile: PrefillTile,
 }
 
 impl PrefillConfig {
-    /// `attention_prefill_{dtype}_d{d}[_causal][_lse]_s{stages}`.
+    /// `attention_prefill_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}_s{stages}`.
     pub fn name(&self) -> String {
         format!(
-            "attention_prefill_{}_d{}{}{}_s{}",
+            "attention_prefill_{}_d{}{}{}_q{}_kv{}_s{}",
             self.dtype,
             self.d,
             if self.causal { "_causal" } else { "" },
             if self.lse { "_lse" } else { "" },
+            self.tile.block_q,
+            self.tile.block_kv,
             self.stages
         )
     }
 
-    /// Threadgroup memory of the kernel: the K/V stages, each SIMD group's
-    /// scores (f32) and weights (input type), and one f32 per row.
+    /// Rows of the staging array: the K/V stages, or the Q block staged
+    /// through it when that is larger.
+    fn staged_rows(&self) -> u32 {
+        (self.stages * 2 * self.tile.block_kv).max(self.tile.block_q)
+    }
+
+    /// Threadgroup memory of the kernel: the K/V stages (or the Q block),
+    /// each SIMD group's scores (f32) and weights (input type), and one f32
+    /// per row.
     pub fn memory_bytes(&self) -> u64 {
         let e = self.dtype.size_bytes() as u64;
-        let kv = self.stages as u64 * 2 * BLOCK_KV as u64 * (self.d + PAD) as u64 * e;
-        let tile = (BLOCK_Q * BLOCK_KV) as u64;
-        kv + tile * 4 + tile * e + BLOCK_Q as u64 * 4
+        let staged = self.staged_rows() as u64 * (self.d + PAD) as u64 * e;
+        let scores = (self.tile.block_q * self.tile.block_kv) as u64;
+        staged + scores * 4 + scores * e + self.tile.block_q as u64 * 4
     }
 }
 
@@ -177,7 +207,7 @@ pub struct PrefillPlan {
     pub config: PrefillConfig,
     pub mask: Mask,
     pub shape: PrefillShape,
-    /// `(ceil(S_q / 64), H, B)` threadgroups of [`THREADS`].
+    /// `(ceil(S_q / block_q), H, B)` threadgroups of `tile.threads()`.
     pub dispatch: Dispatch,
 }
 
@@ -193,9 +223,10 @@ impl PrefillPlan {
 }
 
 /// Plans the prefill of `shape` for a device whose threadgroups may use
-/// `max_memory_bytes` of threadgroup memory: two K/V stages where they fit,
-/// else one.
-pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, max_memory_bytes: u64) -> Result<PrefillPlan, ShapeError> {
+/// `max_memory_bytes` of threadgroup memory: `tile` (default
+/// [`PrefillTile::LARGE`], else [`PrefillTile::PORTABLE`], whichever fits
+/// first) with two K/V stages where they fit, else one.
+pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, tile: Option<PrefillTile>, max_memory_bytes: u64) -> Result<PrefillPlan, ShapeError> {
     let name = format!("attention_prefill_{dtype}");
     if dtype == DType::F32 {
         return Err(ShapeError::new(name, "f32 inputs are not supported (the SIMD-group matrix products take f16 or bf16)"));
@@ -212,17 +243,22 @@ pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, max_memory
     to_u32(&name, "batch × heads × s_q × d", shape.q_len())?;
     to_u32(&name, "batch × kv_heads × s_kv × d", shape.kv_len())?;
     // Row indices reach s_q + 64 and key indices s_kv + diag + 64.
-    to_u32(&name, "s_q + s_kv + 128", shape.s_q.saturating_add(shape.s_kv).saturating_add(2 * BLOCK_Q as usize))?;
+    to_u32(&name, "s_q + s_kv + 256", shape.s_q.saturating_add(shape.s_kv).saturating_add(256))?;
+    if let Some(t) = tile.filter(|t| !t.is_valid()) {
+        return Err(ShapeError::new(name, format!("{t:?} is not a tile the kernel is built for (block_q 64 or 128, block_kv 32 or 64)")));
+    }
+    let tiles = match tile {
+        Some(t) => vec![t],
+        None => vec![PrefillTile::LARGE, PrefillTile::PORTABLE],
+    };
     let d = shape.d as u32;
-    let mut config = PrefillConfig { dtype, d, causal: mask.is_causal(), lse, stages: 2 };
-    if config.memory_bytes() > max_memory_bytes {
-        config.stages = 1;
-    }
-    if config.memory_bytes() > max_memory_bytes {
-        return Err(ShapeError::new(name, format!("needs {} bytes of threadgroup memory (limit {max_memory_bytes})", config.memory_bytes())));
-    }
-    let grid = [shape.s_q.div_ceil(BLOCK_Q as usize) as u32, shape.heads as u32, shape.batch as u32];
-    Ok(PrefillPlan { config, mask, shape, dispatch: Dispatch::threadgroups(grid, THREADS) })
+    let candidates = tiles.iter().flat_map(|&tile| [2, 1].map(|stages| PrefillConfig { dtype, d, causal: mask.is_causal(), lse, stages, tile }));
+    let Some(config) = candidates.clone().find(|c| c.memory_bytes() <= max_memory_bytes) else {
+        let least = candidates.map(|c| c.memory_bytes()).min().unwrap_or(0);
+        return Err(ShapeError::new(name, format!("needs {least} bytes of threadgroup memory (limit {max_memory_bytes})")));
+    };
+    let grid = [shape.s_q.div_ceil(config.tile.block_q as usize) as u32, shape.heads as u32, shape.batch as u32];
+    Ok(PrefillPlan { config, mask, shape, dispatch: Dispatch::threadgroups(grid, config.tile.threads()) })
 }
 
 /// The kernel's buffers and sizes, as the helpers read them.
@@ -230,6 +266,7 @@ struct Binding {
     kv: Mem,
     ld: u32,
     lid: Ex,
+    threads: u32,
 }
 
 impl Binding {
@@ -240,9 +277,9 @@ impl Binding {
     fn copy_rows(&self, k: &mut KernelBuilder, tag: &str, src: Mem, base: Ex, first: Ex, limit: Ex, dst: Ex, rows: u32, d: u32) {
         let per_row = d / COPY;
         let copies = rows * per_row;
-        assert!(copies.is_multiple_of(THREADS), "{rows} rows of {d} split evenly over the threads");
-        for c in 0..copies / THREADS {
-            let idx = k.let_(&format!("{tag}_idx{c}"), self.lid + c * THREADS);
+        assert!(copies.is_multiple_of(self.threads), "{rows} rows of {d} split evenly over the threads");
+        for c in 0..copies / self.threads {
+            let idx = k.let_(&format!("{tag}_idx{c}"), self.lid + c * self.threads);
             let row = k.let_(&format!("{tag}_row{c}"), idx / per_row);
             let col = k.let_(&format!("{tag}_col{c}"), idx % per_row * COPY);
             let valid = k.let_(&format!("{tag}_valid{c}"), (first + row).lt(limit));
@@ -253,11 +290,11 @@ impl Binding {
     }
 }
 
-/// `S = Q·Kᵀ` (f32, 16 × [`BLOCK_KV`]) of one SIMD group's query tiles
+/// `S = Q·Kᵀ` (f32, 16 × `block_kv`) of one SIMD group's query tiles
 /// and the staged K block at `k_at`.
-fn scores_tile(q_tiles: &[Ex], kv: Mem, k_at: Ex, ld: u32, elem: enigma_ir::Scalar) -> Ex {
-    let kt = MatrixType::new(elem, CHUNK as u8, BLOCK_KV as u8);
-    let mut s = matrix_fill(MatrixType::new(enigma_ir::Scalar::F32, ROWS_PER_SIMDGROUP as u8, BLOCK_KV as u8), 0.0f32);
+fn scores_tile(q_tiles: &[Ex], kv: Mem, k_at: Ex, ld: u32, block_kv: u32, elem: enigma_ir::Scalar) -> Ex {
+    let kt = MatrixType::new(elem, CHUNK as u8, block_kv as u8);
+    let mut s = matrix_fill(MatrixType::new(enigma_ir::Scalar::F32, ROWS_PER_SIMDGROUP as u8, block_kv as u8), 0.0f32);
     for (c, &q) in q_tiles.iter().enumerate() {
         s = matrix_multiply_accumulate(q, matrix_load(kt, kv, k_at + c as u32 * CHUNK, ld, true), s);
     }
@@ -266,8 +303,9 @@ fn scores_tile(q_tiles: &[Ex], kv: Mem, k_at: Ex, ld: u32, elem: enigma_ir::Scal
 
 /// `P·V[:, chunk]` (f32, 16 × 64) for one SIMD group's weights `p` and the
 /// staged V block at `v_at`.
-fn weighted_values(p: Ex, kv: Mem, v_at: Ex, chunk: u32, ld: u32, elem: enigma_ir::Scalar) -> Ex {
-    let vt = MatrixType::new(elem, BLOCK_KV as u8, CHUNK as u8);
+#[allow(clippy::too_many_arguments)]
+fn weighted_values(p: Ex, kv: Mem, v_at: Ex, chunk: u32, ld: u32, block_kv: u32, elem: enigma_ir::Scalar) -> Ex {
+    let vt = MatrixType::new(elem, block_kv as u8, CHUNK as u8);
     let zero = matrix_fill(MatrixType::new(enigma_ir::Scalar::F32, ROWS_PER_SIMDGROUP as u8, CHUNK as u8), 0.0f32);
     matrix_multiply_accumulate(p, matrix_load(vt, kv, v_at + chunk * CHUNK, ld, false), zero)
 }
@@ -278,11 +316,13 @@ fn weighted_values(p: Ex, kv: Mem, v_at: Ex, chunk: u32, ld: u32, elem: enigma_i
 /// kernels, `diag` ([`Mask::diag`]).
 ///
 /// # Panics
-/// When `cfg.d` is not one of [`HEAD_DIMS`], the type is f32 or the stages
-/// are not 1 or 2 ([`plan`] checks all three).
+/// When `cfg.d` is not one of [`HEAD_DIMS`], the type is f32, the stages
+/// are not 1 or 2 or the tile is not one [`PrefillTile::is_valid`] accepts
+/// ([`plan`] checks all four).
 pub fn prefill(cfg: &PrefillConfig) -> Kernel {
-    assert!(HEAD_DIMS.contains(&cfg.d) && cfg.dtype != DType::F32 && (1..=2).contains(&cfg.stages), "unsupported {cfg:?}");
+    assert!(HEAD_DIMS.contains(&cfg.d) && cfg.dtype != DType::F32 && (1..=2).contains(&cfg.stages) && cfg.tile.is_valid(), "unsupported {cfg:?}");
     let (d, stages) = (cfg.d, cfg.stages);
+    let PrefillTile { block_q, block_kv } = cfg.tile;
     let ld = d + PAD;
     let chunks = d / CHUNK;
     let elem = cfg.dtype.scalar();
@@ -300,17 +340,17 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let group = k.value("group", Type::U32);
     let scale_log2 = k.value("scale_log2", Type::F32);
     let diag = cfg.causal.then(|| k.value("diag", Type::U32));
-    let kv = k.threadgroup_array("kv", cfg.dtype.ty(1), stages * 2 * BLOCK_KV * ld);
-    let tile = ROWS_PER_SIMDGROUP * BLOCK_KV;
-    let scores = k.threadgroup_array("scores", Type::F32, SIMDGROUPS * tile);
-    let probs = k.threadgroup_array("probs", cfg.dtype.ty(1), SIMDGROUPS * tile);
-    let row_scale = k.threadgroup_array("row_scale", Type::F32, BLOCK_Q);
+    let kv = k.threadgroup_array("kv", cfg.dtype.ty(1), cfg.staged_rows() * ld);
+    let tile = ROWS_PER_SIMDGROUP * block_kv;
+    let scores = k.threadgroup_array("scores", Type::F32, block_q * block_kv);
+    let probs = k.threadgroup_array("probs", cfg.dtype.ty(1), block_q * block_kv);
+    let row_scale = k.threadgroup_array("row_scale", Type::F32, block_q);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
-    let q0 = k.let_("q0", q_block * BLOCK_Q);
+    let q0 = k.let_("q0", q_block * block_q);
     let head = k.let_("head", tg.y());
     let batch = k.let_("batch", tg.z());
     let kv_heads = k.let_("kv_heads", heads / group);
@@ -320,15 +360,15 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let kv_end = match diag {
         None => s_kv,
         Some(diag) => {
-            let reach = k.let_("reach", q0 + BLOCK_Q + diag);
+            let reach = k.let_("reach", q0 + block_q + diag);
             k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
         }
     };
-    let blocks = k.let_("blocks", (kv_end + (BLOCK_KV - 1)) / BLOCK_KV);
-    let bind = Binding { kv, ld, lid };
+    let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
+    let bind = Binding { kv, ld, lid, threads: cfg.tile.threads() };
 
     // The Q block, through the K/V stages, into registers.
-    bind.copy_rows(k, "q", q, q_base, q0, s_q, Ex::from(0u32), BLOCK_Q, d);
+    bind.copy_rows(k, "q", q, q_base, q0, s_q, Ex::from(0u32), block_q, d);
     k.async_commit();
     k.async_wait(0);
     k.threadgroup_barrier(MemFlags::Threadgroup);
@@ -348,12 +388,12 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let half = k.let_("side", lane & 1u32);
     let q_row = k.let_("q_row", q0 + sg * ROWS_PER_SIMDGROUP + row);
     let my_tile = k.let_("my_tile", sg * tile);
-    let stage_len = 2 * BLOCK_KV * ld;
+    let stage_len = 2 * block_kv * ld;
     // `tag` keeps the names of each place that issues a block apart.
     let issue = |k: &mut KernelBuilder, tag: &str, block: Ex, stage: Ex| {
-        let first = k.let_(&format!("{tag}_first_key"), block * BLOCK_KV);
-        bind.copy_rows(k, &format!("{tag}_k"), keys, kv_base, first, s_kv, stage * stage_len, BLOCK_KV, d);
-        bind.copy_rows(k, &format!("{tag}_v"), values, kv_base, first, s_kv, stage * stage_len + BLOCK_KV * ld, BLOCK_KV, d);
+        let first = k.let_(&format!("{tag}_first_key"), block * block_kv);
+        bind.copy_rows(k, &format!("{tag}_k"), keys, kv_base, first, s_kv, stage * stage_len, block_kv, d);
+        bind.copy_rows(k, &format!("{tag}_v"), values, kv_base, first, s_kv, stage * stage_len + block_kv * ld, block_kv, d);
         k.async_commit();
     };
     k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
@@ -373,22 +413,22 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
         }
         k.threadgroup_barrier(MemFlags::Threadgroup);
         let k_at = k.let_("k_at", if stages == 2 { (block & 1u32) * stage_len } else { Ex::from(0u32) });
-        let v_at = k.let_("v_at", k_at + BLOCK_KV * ld);
-        let kv0 = k.let_("kv0", block * BLOCK_KV);
-        let s = k.let_("s", scores_tile(&q_tiles, kv, k_at, ld, elem));
-        k.matrix_store(s, scores, my_tile, BLOCK_KV, false);
+        let v_at = k.let_("v_at", k_at + block_kv * ld);
+        let kv0 = k.let_("kv0", block * block_kv);
+        let s = k.let_("s", scores_tile(&q_tiles, kv, k_at, ld, block_kv, elem));
+        k.matrix_store(s, scores, my_tile, block_kv, false);
         k.simdgroup_barrier(MemFlags::Threadgroup);
         // Lane pair (2r, 2r + 1) takes row r; for each step j the 16 rows
         // read 16 different column pairs (no two lanes in one bank).
-        let ts: Vec<Ex> = (0..BLOCK_KV / 2)
+        let ts: Vec<Ex> = (0..block_kv / 2)
             .map(|j| {
-                let col = k.let_(&format!("col{j}"), ((row + j) & (BLOCK_KV / 2 - 1)) * 2u32 + half);
+                let col = k.let_(&format!("col{j}"), ((row + j) & (block_kv / 2 - 1)) * 2u32 + half);
                 let key = kv0 + col;
                 let mut visible = key.lt(s_kv);
                 if let Some(diag) = diag {
                     visible = visible.and((key + s_q).le(q_row + diag));
                 }
-                let t = scores.get(my_tile + row * BLOCK_KV + col) * scale_log2;
+                let t = scores.get(my_tile + row * block_kv + col) * scale_log2;
                 k.let_(&format!("t{j}"), select(neg_inf(), t, visible))
             })
             .collect();
@@ -400,8 +440,8 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
         let mut sum: Option<Ex> = None;
         for (j, &t) in ts.iter().enumerate() {
             let p = k.let_(&format!("p{j}"), exp2(t - shift));
-            let col = ((row + j as u32) & (BLOCK_KV / 2 - 1)) * 2u32 + half;
-            store_f32(k, probs, my_tile + row * BLOCK_KV + col, p);
+            let col = ((row + j as u32) & (block_kv / 2 - 1)) * 2u32 + half;
+            store_f32(k, probs, my_tile + row * block_kv + col, p);
             sum = Some(sum.map_or(p, |s| s + p));
         }
         let sum = k.let_("row_sum", sum.expect("columns"));
@@ -409,11 +449,11 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
         k.assign(m, m_new);
         k.if_(half.eq(0u32), |k| k.store(row_scale.at(sg * ROWS_PER_SIMDGROUP + row), alpha));
         k.simdgroup_barrier(MemFlags::Threadgroup);
-        let p_tile = k.let_("p_tile", matrix_load(MatrixType::new(elem, ROWS_PER_SIMDGROUP as u8, BLOCK_KV as u8), probs, my_tile, BLOCK_KV, false));
+        let p_tile = k.let_("p_tile", matrix_load(MatrixType::new(elem, ROWS_PER_SIMDGROUP as u8, block_kv as u8), probs, my_tile, block_kv, false));
         let alphas: Vec<Ex> =
             (0..o_tile.per_lane() as u8).map(|i| k.let_(&format!("alpha{i}"), row_scale.get(sg * ROWS_PER_SIMDGROUP + matrix_coord(o_tile, i, false)))).collect();
         for (c, vars) in acc.iter().enumerate() {
-            let pv = k.let_(&format!("pv{c}"), weighted_values(p_tile, kv, v_at, c as u32, ld, elem));
+            let pv = k.let_(&format!("pv{c}"), weighted_values(p_tile, kv, v_at, c as u32, ld, block_kv, elem));
             for (i, var) in vars.iter().enumerate() {
                 k.assign(*var, fma(var.get(), alphas[i], thread_element(pv, i as u8)));
             }
@@ -497,24 +537,35 @@ mod tests {
     }
 
     #[test]
-    fn stages_follow_the_memory_limit() {
-        let p = plan(DType::F16, shape(100, 100, 128), Mask::None, false, MAX_THREADGROUP_MEMORY).unwrap();
-        assert_eq!(p.config.stages, 1);
+    fn tiles_and_stages_follow_the_memory_limit() {
+        let plan_at = |s, limit| plan(DType::F16, s, Mask::None, false, None, limit).unwrap();
+        // 32 KiB: the portable tile, one stage at D = 128.
+        let p = plan_at(shape(100, 100, 128), MAX_THREADGROUP_MEMORY);
+        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 1));
         assert!(p.config.memory_bytes() <= MAX_THREADGROUP_MEMORY);
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 4, 1], 128));
-        let p = plan(DType::F16, shape(100, 100, 128), Mask::None, false, 48 * 1024).unwrap();
-        assert_eq!(p.config.stages, 2);
-        // 2 stages × (K, V) × 32 rows × 136 × 2 bytes, 64 × 32 scores (f32)
-        // and weights (f16), 64 row factors.
-        assert_eq!(p.config.memory_bytes(), 34816 + 8192 + 4096 + 256);
-        let p = plan(DType::BF16, shape(1, 1, 64), Mask::TopLeft, true, MAX_THREADGROUP_MEMORY).unwrap();
-        assert_eq!(p.config.stages, 2);
-        assert_eq!(p.config.name(), "attention_prefill_bf16_d64_causal_lse_s2");
+        // 64 rows of 136 f16 staged (the Q block; one stage of K and V is
+        // as large), 64 × 32 scores (f32) and weights (f16), 64 row factors.
+        assert_eq!(p.config.memory_bytes(), 17408 + 8192 + 4096 + 256);
+        let p = plan_at(shape(1, 1, 64), MAX_THREADGROUP_MEMORY);
+        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
+        // A CUDA GPU's 227 KiB: the large tile, two stages.
+        let p = plan_at(shape(300, 300, 128), 227 * 1024);
+        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::LARGE, 2));
+        assert_eq!(p.config.memory_bytes(), 2 * 2 * 64 * 136 * 2 + 128 * 64 * (4 + 2) + 128 * 4);
+        assert_eq!(p.dispatch, Dispatch::threadgroups([3, 4, 1], 256));
+        let tile = PrefillTile { block_q: 128, block_kv: 32 };
+        let p = plan(DType::BF16, shape(1, 1, 64), Mask::TopLeft, true, Some(tile), 48 * 1024).unwrap();
+        assert_eq!(p.config.name(), "attention_prefill_bf16_d64_causal_lse_q128_kv32_s2");
+        let bad = plan(DType::F16, shape(1, 1, 64), Mask::None, false, Some(PrefillTile { block_q: 96, block_kv: 32 }), u64::MAX);
+        assert!(bad.unwrap_err().to_string().contains("is not a tile the kernel is built for"));
+        let small = plan(DType::F16, shape(1, 1, 128), Mask::None, false, Some(PrefillTile::LARGE), MAX_THREADGROUP_MEMORY);
+        assert!(small.unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
     }
 
     #[test]
     fn refuses_what_it_is_not_built_for() {
-        let err = |dtype, s: PrefillShape| plan(dtype, s, Mask::None, false, MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+        let err = |dtype, s: PrefillShape| plan(dtype, s, Mask::None, false, None, MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
         assert_eq!(err(DType::F16, shape(8, 8, 96)), "attention_prefill_f16: head dimension 96 is not supported (the kernel is built for [64, 128])");
         assert_eq!(
             err(DType::F16, PrefillShape { heads: 6, kv_heads: 4, ..shape(8, 8, 64) }),
@@ -545,8 +596,13 @@ mod tests {
     fn every_configuration_validates() {
         for dtype in [DType::F16, DType::BF16] {
             for d in HEAD_DIMS {
-                for (causal, lse, stages) in [(false, false, 1), (true, true, 2)] {
-                    let cfg = PrefillConfig { dtype, d, causal, lse, stages };
+                for (causal, lse, stages, tile) in [
+                    (false, false, 1, PrefillTile::PORTABLE),
+                    (true, true, 2, PrefillTile::LARGE),
+                    (true, false, 1, PrefillTile { block_q: 128, block_kv: 32 }),
+                    (false, true, 2, PrefillTile { block_q: 64, block_kv: 64 }),
+                ] {
+                    let cfg = PrefillConfig { dtype, d, causal, lse, stages, tile };
                     let kernel = prefill(&cfg);
                     let options = enigma_ir::ValidationOptions { max_threadgroup_memory_bytes: cfg.memory_bytes(), ..Default::default() };
                     let info = enigma_ir::validate(&kernel, &options).unwrap_or_else(|e| panic!("{}: {e:?}", kernel.name));

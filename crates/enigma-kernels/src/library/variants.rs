@@ -34,7 +34,8 @@ pub fn all_kernels() -> Vec<Kernel> {
     }
     // The prefill configurations the portable threadgroup memory takes.
     for (dtype, d, causal, lse, stages) in [(DType::F16, 64, false, false, 2), (DType::F16, 128, true, true, 1), (DType::BF16, 64, true, false, 2), (DType::BF16, 128, false, true, 1)] {
-        out.push(attention_prefill::prefill(&attention_prefill::PrefillConfig { dtype, d, causal, lse, stages }));
+        let tile = attention_prefill::PrefillTile::PORTABLE;
+        out.push(attention_prefill::prefill(&attention_prefill::PrefillConfig { dtype, d, causal, lse, stages, tile }));
     }
     for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
