@@ -7,18 +7,19 @@
 //! ```
 //! `bench` runs each shape in each type, not causal and causal (torch's
 //! top-left alignment; the B16 H16 S1024 D64 shape not causal only, unless
-//! shapes are given), checks 32 sampled rows against their f64 reference
-//! and times the dispatch (CUDA-event device time, median of the repeats
-//! after 3 warm-ups). `io` reads `DIR/cases.json` (`[{"name", "dtype",
+//! shapes are given) with the library's plan and, for f16, every tile of
+//! `TILES` at one and two stages, checks 32 sampled rows against their f64
+//! reference and times the dispatch (CUDA-event device time, median of the
+//! repeats after 3 warm-ups). `io` reads `DIR/cases.json` (`[{"name", "dtype",
 //! "shape": [b, h, hkv, sq, skv, d], "mask": "none" | "top_left" |
 //! "bottom_right", "scale"}]`) and each case's raw inputs `DIR/NAME.q`,
 //! `.k`, `.v` (little-endian, in the case's type), and writes `DIR/NAME.out`
 //! (the output, same type) and `DIR/NAME.lse` (f32), for the driver to
 //! compare with torch.
 
-use enigma_kernels::library::attention_prefill::{reference, Mask, PrefillShape};
+use enigma_kernels::library::attention_prefill::{reference, Mask, PrefillShape, PrefillTile};
 use enigma_kernels::library::DType;
-use enigma_ops::{download, quantize, upload, upload_bytes, Ops, Options};
+use enigma_ops::{download, quantize, upload, upload_bytes, AttentionOptions, Ops, Options};
 
 const USAGE: &str = "attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] | attention_cuda io DIR\n  Attention prefill on a CUDA GPU, checked and timed; one JSON object (bench/attention_vs_torch.py).";
 
@@ -70,6 +71,37 @@ fn io(rt: &enigma_runtime::Runtime, dir: &str) -> serde_json::Value {
     serde_json::json!({ "device": rt.device().name, "rows": rows })
 }
 
+/// The tiles the benchmark compares on f16.
+const TILES: [PrefillTile; 4] =
+    [PrefillTile::PORTABLE, PrefillTile { block_q: 64, block_kv: 64 }, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile::LARGE];
+
+/// 32 sampled rows of `got` against their f64 reference: how many elements
+/// are off by more than the simulator tests' bound, and the largest error.
+#[allow(clippy::too_many_arguments)]
+fn sampled_check(got: &[f64], qh: &[f32], kh: &[f32], vh: &[f32], s: PrefillShape, m: Mask, dt: DType) -> (usize, f64) {
+    let (mut failures, mut max_error) = (0usize, 0.0f64);
+    let group = s.heads / s.kv_heads;
+    for r in 0..32usize {
+        let (b, h) = ((r * 7) % s.batch, (r * 13) % s.heads);
+        let row = (r * 997 + 3) % s.s_q;
+        let q_at = ((b * s.heads + h) * s.s_q + row) * s.d;
+        let kv_at = ((b * s.kv_heads + h / group) * s.s_kv) * s.d;
+        // The row alone: the keys it sees (a prefix, for the top-left
+        // causal mask) with no mask.
+        let keys = if m.is_causal() { (row + 1).min(s.s_kv) } else { s.s_kv };
+        let one_row = PrefillShape { batch: 1, heads: 1, kv_heads: 1, s_q: 1, s_kv: keys, d: s.d };
+        let (want, _) = reference(&qh[q_at..q_at + s.d], &kh[kv_at..kv_at + keys * s.d], &vh[kv_at..kv_at + keys * s.d], one_row, Mask::None, 1.0 / (s.d as f32).sqrt());
+        for (c, w) in want.iter().enumerate() {
+            let error = (got[q_at + c] - w).abs();
+            max_error = max_error.max(error);
+            if error.is_nan() || error > 3.0 * dt.unit_roundoff() * (1.0 + w.abs()) {
+                failures += 1;
+            }
+        }
+    }
+    (failures, max_error)
+}
+
 fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
     let mut repeats = 10;
     let mut dtypes = vec![DType::F16, DType::BF16];
@@ -106,63 +138,62 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             };
             let (qh, kh, vh) = (data(s.q_len(), 1), data(s.kv_len(), 2), data(s.kv_len(), 3));
             let (q, k, v) = (upload(rt, dt.scalar(), &qh).unwrap(), upload(rt, dt.scalar(), &kh).unwrap(), upload(rt, dt.scalar(), &vh).unwrap());
-            let ops = ops(rt, dt);
-            let mut result = None;
-            let mut kernel = String::new();
-            let mut times: Vec<f64> = Vec::new();
-            for i in 0..3 + repeats {
-                match ops.attention_prefill(&q, &k, &v, s, *m, None) {
-                    Ok(out) => result = Some(out),
-                    Err(e) => {
-                        rows.push(serde_json::json!({ "dtype": dt.to_string(), "shape": dims, "causal": m.is_causal(), "error": e.to_string() }));
-                        break;
-                    }
-                }
-                let launches = ops.take_launches();
-                kernel = launches.iter().map(|l| l.kernel.clone()).collect::<Vec<_>>().join(" + ");
-                if i >= 3 {
-                    times.push(launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time).as_secs_f64()).sum());
-                }
-            }
-            let Some(out) = result.filter(|_| !times.is_empty()) else { continue };
-            times.sort_by(f64::total_cmp);
-            let t = times[times.len() / 2];
-            let flops = 4.0 * s.d as f64 * s.visible_pairs(*m) as f64;
-            // 32 sampled rows against their f64 reference: the largest error
-            // and how many elements are off by more than the simulator tests' bound.
-            let got = download(&out, dt.scalar(), s.q_len()).unwrap();
-            let (mut failures, mut max_error) = (0usize, 0.0f64);
-            let group = s.heads / s.kv_heads;
-            for r in 0..32usize {
-                let (b, h) = ((r * 7) % s.batch, (r * 13) % s.heads);
-                let row = (r * 997 + 3) % s.s_q;
-                let q_at = ((b * s.heads + h) * s.s_q + row) * s.d;
-                let kv_at = ((b * s.kv_heads + h / group) * s.s_kv) * s.d;
-                // The row alone: the keys it sees (a prefix, for the top-left
-                // causal mask) with no mask.
-                let keys = if m.is_causal() { (row + 1).min(s.s_kv) } else { s.s_kv };
-                let one_row = PrefillShape { batch: 1, heads: 1, kv_heads: 1, s_q: 1, s_kv: keys, d: s.d };
-                let (want, _) = reference(
-                    &qh[q_at..q_at + s.d],
-                    &kh[kv_at..kv_at + keys * s.d],
-                    &vh[kv_at..kv_at + keys * s.d],
-                    one_row,
-                    Mask::None,
-                    1.0 / (s.d as f32).sqrt(),
-                );
-                for (c, w) in want.iter().enumerate() {
-                    let error = (got[q_at + c] - w).abs();
-                    max_error = max_error.max(error);
-                    if error.is_nan() || error > 3.0 * dt.unit_roundoff() * (1.0 + w.abs()) {
-                        failures += 1;
+            let default_plan = ops(rt, dt).attention_prefill_plan(&q, &k, &v, s, *m, false).expect("a plan");
+            // The default plan, then (f16 only) every tile at each stage count
+            // that fits.
+            let mut plans = vec![default_plan];
+            if dt == DType::F16 {
+                for tile in TILES {
+                    let with_tile = Ops::new(rt).with_options(Options {
+                        elem: Some(dt.scalar()),
+                        attention: AttentionOptions { prefill_tile: Some(tile), ..Default::default() },
+                        ..Default::default()
+                    });
+                    let Ok(plan) = with_tile.attention_prefill_plan(&q, &k, &v, s, *m, false) else { continue };
+                    for stages in [2, 1] {
+                        let mut p = plan;
+                        p.config.stages = stages;
+                        if p.config.memory_bytes() <= rt.device().max_threadgroup_memory_bytes && !plans.contains(&p) {
+                            plans.push(p);
+                        }
                     }
                 }
             }
-            eprintln!("{kernel} {dims:?} causal={}: {:.1} us, {:.1} TFLOP/s, {failures} sampled elements off (max error {max_error:.2e})", m.is_causal(), t * 1e6, flops / t / 1e12);
-            rows.push(serde_json::json!({
-                "dtype": dt.to_string(), "shape": dims, "causal": m.is_causal(), "kernel": kernel,
-                "median_us": t * 1e6, "flops": flops, "tflops": flops / t / 1e12, "sampled_failures": failures, "max_abs_error": max_error,
-            }));
+            for plan in &plans {
+                let ops = ops(rt, dt);
+                let mut result = None;
+                let mut error = None;
+                let mut times: Vec<f64> = Vec::new();
+                for i in 0..3 + repeats {
+                    match ops.attention_prefill_planned(plan, &q, &k, &v, None) {
+                        Ok((out, _)) => result = Some(out),
+                        Err(e) => {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    let launches = ops.take_launches();
+                    if i >= 3 {
+                        times.push(launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time).as_secs_f64()).sum());
+                    }
+                }
+                let kernel = plan.config.name();
+                let (Some(out), None) = (result, &error) else {
+                    rows.push(serde_json::json!({ "dtype": dt.to_string(), "shape": dims, "causal": m.is_causal(), "kernel": kernel, "error": error }));
+                    continue;
+                };
+                times.sort_by(f64::total_cmp);
+                let t = times[times.len() / 2];
+                let flops = 4.0 * s.d as f64 * s.visible_pairs(*m) as f64;
+                let got = download(&out, dt.scalar(), s.q_len()).unwrap();
+                let (failures, max_error) = sampled_check(&got, &qh, &kh, &vh, s, *m, dt);
+                eprintln!("{kernel} {dims:?}: {:.1} us, {:.1} TFLOP/s, {failures} sampled elements off (max error {max_error:.2e})", t * 1e6, flops / t / 1e12);
+                rows.push(serde_json::json!({
+                    "dtype": dt.to_string(), "shape": dims, "causal": m.is_causal(), "kernel": kernel, "default": plan == &default_plan,
+                    "threadgroup_memory_bytes": plan.config.memory_bytes(),
+                    "median_us": t * 1e6, "flops": flops, "tflops": flops / t / 1e12, "sampled_failures": failures, "max_abs_error": max_error,
+                }));
+            }
         }
     }
     serde_json::json!({ "device": rt.device().name, "rows": rows })
