@@ -98,7 +98,7 @@ pub struct AttentionOptions {
     /// compute unit; 1 = one threadgroup per head).
     pub splits: Option<u32>,
     /// Prefill: the query and key blocks of a threadgroup (default: the
-    /// largest of `PrefillTile::LARGE` and `PrefillTile::PORTABLE` that
-    /// fits the device's threadgroup memory).
+    /// first of `PrefillTile::preferred(d)` that fits the device's
+    /// threadgroup memory).
     pub prefill_tile: Option<PrefillTile>,
 }

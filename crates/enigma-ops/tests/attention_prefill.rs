@@ -80,8 +80,8 @@ fn a_thousand_rows_match_the_reference() {
     check(&rt, DType::BF16, shape(1, 1, 1, 1000, 1000, 128), Mask::TopLeft, false);
 }
 
-/// The simulator with a CUDA GPU's threadgroup memory, where the prefill
-/// plans its large tile (or the one `tile` names).
+/// The simulator with a CUDA GPU's threadgroup memory, where every tile
+/// fits.
 fn cuda_sized() -> Runtime {
     Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)))
 }
@@ -116,18 +116,22 @@ fn check_tile(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, tile: Pre
 #[test]
 fn every_tile_matches_the_reference_with_cuda_sized_memory() {
     let rt = cuda_sized();
-    // The default plan there is the large tile.
-    let s = shape(1, 2, 1, 150, 150, 128);
-    let (qb, kb, vb) = (upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.q_len()]).unwrap(), upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.kv_len()]).unwrap(), upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; s.kv_len()]).unwrap());
+    // The default plans there: two stages, 64 keys per block at D = 64.
     let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), ..Options::default() });
-    let plan = ops.attention_prefill_plan(&qb, &kb, &vb, s, Mask::None, false).unwrap();
-    assert_eq!((plan.config.tile, plan.config.stages), (PrefillTile::LARGE, 2));
-    for tile in [PrefillTile::LARGE, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile { block_q: 64, block_kv: 64 }] {
+    for (d, tile) in [(128, PrefillTile::PORTABLE), (64, PrefillTile::WIDE)] {
+        let s = shape(1, 2, 1, 150, 150, d);
+        let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+        let plan = ops.attention_prefill_plan(&buf(s.q_len()), &buf(s.kv_len()), &buf(s.kv_len()), s, Mask::None, false).unwrap();
+        assert_eq!((plan.config.tile, plan.config.stages), (tile, 2));
+    }
+    let large = PrefillTile { block_q: 128, block_kv: 64 };
+    for tile in [large, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile::WIDE] {
         check_tile(&rt, DType::F16, shape(1, 2, 1, 150, 150, 128), Mask::TopLeft, tile, false);
         check_tile(&rt, DType::BF16, shape(1, 2, 2, 37, 200, 64), Mask::BottomRight, tile, false);
         check_tile(&rt, DType::F16, shape(1, 1, 1, 200, 70, 64), Mask::BottomRight, tile, false);
     }
-    check_tile(&rt, DType::F16, shape(1, 2, 1, 300, 300, 128), Mask::None, PrefillTile::LARGE, true);
+    check_tile(&rt, DType::F16, shape(1, 2, 1, 300, 300, 64), Mask::None, PrefillTile::WIDE, true);
+    check_tile(&rt, DType::F16, shape(1, 2, 1, 200, 200, 128), Mask::TopLeft, large, true);
 }
 
 #[test]

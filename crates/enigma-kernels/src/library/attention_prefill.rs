@@ -14,9 +14,11 @@
 //! K and V are read in blocks of 32 or 64 keys, staged in threadgroup
 //! memory by asynchronous copies (16 bytes each, zeros past `S_kv`), two
 //! stages deep where the device's threadgroup memory allows. [`plan`] takes
-//! [`PrefillTile::LARGE`] where it fits (CUDA GPUs) and
-//! [`PrefillTile::PORTABLE`] within the 32 KiB of Apple GPUs and the
-//! simulator.
+//! 64 rows against 64 keys at `D = 64` where that fits (CUDA GPUs), else 64
+//! rows against 32 keys ([`PrefillTile::PORTABLE`], within the 32 KiB of
+//! Apple GPUs and the simulator): on an H200 those were the fastest of the
+//! four tiles (BENCHMARKS.md); 128 rows need up to 116 KiB of threadgroup
+//! memory, which leaves one threadgroup per multiprocessor.
 //!
 //! **One pass with an online softmax.** Per K/V block each SIMD group
 //! computes `S = Q·Kᵀ` (f32, 16 × block_kv) on SIMD-group matrices, stores it to
@@ -61,8 +63,16 @@ pub struct PrefillTile {
 impl PrefillTile {
     /// 64 rows, blocks of 32 keys: fits 32 KiB of threadgroup memory.
     pub const PORTABLE: PrefillTile = PrefillTile { block_q: 64, block_kv: 32 };
-    /// 128 rows, blocks of 64 keys: the default where it fits.
-    pub const LARGE: PrefillTile = PrefillTile { block_q: 128, block_kv: 64 };
+    /// 64 rows, blocks of 64 keys.
+    pub const WIDE: PrefillTile = PrefillTile { block_q: 64, block_kv: 64 };
+
+    /// The tiles [`plan`] tries for head dimension `d`, best first.
+    pub fn preferred(d: u32) -> &'static [PrefillTile] {
+        match d {
+            64 => &[PrefillTile::WIDE, PrefillTile::PORTABLE],
+            _ => &[PrefillTile::PORTABLE],
+        }
+    }
 
     pub fn simdgroups(&self) -> u32 {
         self.block_q / ROWS_PER_SIMDGROUP
@@ -223,9 +233,9 @@ impl PrefillPlan {
 }
 
 /// Plans the prefill of `shape` for a device whose threadgroups may use
-/// `max_memory_bytes` of threadgroup memory: `tile` (default
-/// [`PrefillTile::LARGE`], else [`PrefillTile::PORTABLE`], whichever fits
-/// first) with two K/V stages where they fit, else one.
+/// `max_memory_bytes` of threadgroup memory: `tile` (default: the first of
+/// [`PrefillTile::preferred`] that fits) with two K/V stages where they
+/// fit, else one.
 pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, tile: Option<PrefillTile>, max_memory_bytes: u64) -> Result<PrefillPlan, ShapeError> {
     let name = format!("attention_prefill_{dtype}");
     if dtype == DType::F32 {
@@ -247,11 +257,11 @@ pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, tile: Opti
     if let Some(t) = tile.filter(|t| !t.is_valid()) {
         return Err(ShapeError::new(name, format!("{t:?} is not a tile the kernel is built for (block_q 64 or 128, block_kv 32 or 64)")));
     }
+    let d = shape.d as u32;
     let tiles = match tile {
         Some(t) => vec![t],
-        None => vec![PrefillTile::LARGE, PrefillTile::PORTABLE],
+        None => PrefillTile::preferred(d).to_vec(),
     };
-    let d = shape.d as u32;
     let candidates = tiles.iter().flat_map(|&tile| [2, 1].map(|stages| PrefillConfig { dtype, d, causal: mask.is_causal(), lse, stages, tile }));
     let Some(config) = candidates.clone().find(|c| c.memory_bytes() <= max_memory_bytes) else {
         let least = candidates.map(|c| c.memory_bytes()).min().unwrap_or(0);
@@ -549,9 +559,15 @@ mod tests {
         assert_eq!(p.config.memory_bytes(), 17408 + 8192 + 4096 + 256);
         let p = plan_at(shape(1, 1, 64), MAX_THREADGROUP_MEMORY);
         assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
-        // A CUDA GPU's 227 KiB: the large tile, two stages.
+        // A CUDA GPU's 227 KiB: two stages; 64 keys per block at D = 64.
         let p = plan_at(shape(300, 300, 128), 227 * 1024);
-        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::LARGE, 2));
+        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
+        let p = plan_at(shape(300, 300, 64), 227 * 1024);
+        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::WIDE, 2));
+        assert_eq!(p.config.memory_bytes(), 2 * 2 * 64 * 72 * 2 + 64 * 64 * (4 + 2) + 64 * 4);
+        assert_eq!(p.dispatch, Dispatch::threadgroups([5, 4, 1], 128));
+        let large = PrefillTile { block_q: 128, block_kv: 64 };
+        let p = plan(DType::F16, shape(300, 300, 128), Mask::None, false, Some(large), 227 * 1024).unwrap();
         assert_eq!(p.config.memory_bytes(), 2 * 2 * 64 * 136 * 2 + 128 * 64 * (4 + 2) + 128 * 4);
         assert_eq!(p.dispatch, Dispatch::threadgroups([3, 4, 1], 256));
         let tile = PrefillTile { block_q: 128, block_kv: 32 };
@@ -559,7 +575,7 @@ mod tests {
         assert_eq!(p.config.name(), "attention_prefill_bf16_d64_causal_lse_q128_kv32_s2");
         let bad = plan(DType::F16, shape(1, 1, 64), Mask::None, false, Some(PrefillTile { block_q: 96, block_kv: 32 }), u64::MAX);
         assert!(bad.unwrap_err().to_string().contains("is not a tile the kernel is built for"));
-        let small = plan(DType::F16, shape(1, 1, 128), Mask::None, false, Some(PrefillTile::LARGE), MAX_THREADGROUP_MEMORY);
+        let small = plan(DType::F16, shape(1, 1, 128), Mask::None, false, Some(large), MAX_THREADGROUP_MEMORY);
         assert!(small.unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
     }
 
@@ -598,9 +614,9 @@ mod tests {
             for d in HEAD_DIMS {
                 for (causal, lse, stages, tile) in [
                     (false, false, 1, PrefillTile::PORTABLE),
-                    (true, true, 2, PrefillTile::LARGE),
+                    (true, true, 2, PrefillTile { block_q: 128, block_kv: 64 }),
                     (true, false, 1, PrefillTile { block_q: 128, block_kv: 32 }),
-                    (false, true, 2, PrefillTile { block_q: 64, block_kv: 64 }),
+                    (false, true, 2, PrefillTile::WIDE),
                 ] {
                     let cfg = PrefillConfig { dtype, d, causal, lse, stages, tile };
                     let kernel = prefill(&cfg);
