@@ -589,8 +589,8 @@ def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = 
 _CAUSAL = {False: "none", True: "top_left", "top_left": "top_left", "bottom_right": "bottom_right"}
 
 
-def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, causal: _Union[bool, str] = False, scale: _Optional[float] = None,
-                                 return_lse: bool = False, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, *, causal: _Union[bool, str] = False, scale: _Optional[float] = None,
+                                 return_lse: bool = False, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
                                  device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
                                  stream: _Stream = None) -> _Any:
     """Attention over whole sequences (prefill), torch's layout:
