@@ -33,7 +33,7 @@
 //! tile's elements or its element type in registers, so `P` makes that
 //! round trip through threadgroup memory and the accumulator is kept
 //! outside the matrices; the steps that use the construct are the small
-//! helpers [`scores_tile`] and [`weighted_values`], which a move to the
+//! helpers `scores_tile` and `weighted_values`, which a move to the
 //! cooperative tensors (`matmul2d`, whose accumulators have row reductions
 //! and element maps) replaces.
 //!
