@@ -779,6 +779,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_gemv, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_matmul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_attention_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_attention_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;

@@ -509,6 +509,51 @@ pub fn op_attention_decode(
     call.output(py, out, vec![heads, d], call.elem)
 }
 
+/// Attention over whole sequences for `q` `[b, h, sq, d]` and `k`, `v`
+/// `[b, hkv, skv, d]` (`shape` is `(b, h, hkv, sq, skv, d)`), with `mask`
+/// `"none"`, `"top_left"` or `"bottom_right"`: the `[b, h, sq, d]` output,
+/// and with `lse` also the `[b, h, sq]` f32 log-sum-exp of each row.
+#[pyfunction]
+#[pyo3(signature = (runtime, q, k, v, shape, mask, scale, lse, elem, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_attention_prefill(
+    py: Python<'_>,
+    runtime: &Runtime,
+    q: &Bound<'_, PyAny>,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    shape: (usize, usize, usize, usize, usize, usize),
+    mask: &str,
+    scale: Option<f32>,
+    lse: bool,
+    elem: &str,
+    threads: Option<u32>,
+    stream: Option<u64>,
+    dlpack_stream: Option<i64>,
+) -> PyResult<(Array, Option<Array>)> {
+    let op = "scaled_dot_product_attention";
+    let (batch, heads, kv_heads, s_q, s_kv, d) = shape;
+    let mask = match mask {
+        "none" => enigma_ops::Mask::None,
+        "top_left" => enigma_ops::Mask::TopLeft,
+        "bottom_right" => enigma_ops::Mask::BottomRight,
+        other => return Err(PyValueError::new_err(format!("{op}: mask must be none, top_left or bottom_right, not {other:?}"))),
+    };
+    let shape = enigma_ops::PrefillShape { batch, heads, kv_heads, s_q, s_kv, d };
+    let mut call = Call::new(op, runtime, elem, threads, stream, dlpack_stream)?;
+    let q = call.input(py, "q", q, product(op, &[batch, heads, s_q, d])?, None)?;
+    let cache = product(op, &[batch, kv_heads, s_kv, d])?;
+    let k = call.input(py, "k", k, cache, None)?;
+    let v = call.input(py, "v", v, cache, None)?;
+    let out_shape = vec![batch, heads, s_q, d];
+    if !lse {
+        let out = call.ops().attention_prefill(&q, &k, &v, shape, mask, scale);
+        return Ok((call.output(py, out, out_shape, call.elem)?, None));
+    }
+    let (out, lse) = call.ops().attention_prefill_lse(&q, &k, &v, shape, mask, scale).map_err(|e| ops_err(py, e))?;
+    Ok((call.output(py, Ok(out), out_shape, call.elem)?, Some(call.output(py, Ok(lse), vec![batch, heads, s_q], Scalar::F32)?)))
+}
+
 /// Tunes registry entry `name` at `shape` (empty: its default shape) on
 /// `runtime`: the report as JSON, with the cache file it was recorded in
 /// (`null` when `record` is false).

@@ -1,7 +1,7 @@
 //! One free function per operation (`enigma_ops::softmax(&rt, …)`) and its
 //! `_with` form taking [`Options`]: a fresh [`Ops`] for one call.
 
-use crate::{AxisReduction, AxisScan, DType, Error, LossReduction, Ops, Options, QuantizedWeights, ReduceOp, ScanKind};
+use crate::{AxisReduction, AxisScan, DType, Error, LossReduction, Mask, Ops, Options, PrefillShape, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::{Buffer, Runtime};
 
 macro_rules! free_fns {
@@ -66,6 +66,8 @@ free_fns! {
     attention_decode / attention_decode_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
     /// Attention decode, fused.
     attention_decode_fused / attention_decode_fused_with(q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32);
+    /// Attention over a whole sequence (`softmax(Q·Kᵀ·scale + mask)·V`).
+    attention_prefill / attention_prefill_with(q: &Buffer, k: &Buffer, v: &Buffer, shape: PrefillShape, mask: Mask, scale: Option<f32>);
     /// `C = A · B`, tiled on SIMD-group matrices.
     matmul / matmul_with(a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType);
     /// `C[i] = A[i] · B[i]` over `batch` matrices, one dispatch.

@@ -60,7 +60,7 @@
 //! One module per kernel family, each adding its operations to [`Ops`]:
 //! `elementwise`, `reduce` (flat and per row), `scan` (prefix sums), `rows`
 //! (softmax and the norms), `gemv`, `gemm` (matrix multiply), `qmatmul`
-//! (4-bit weights), `attention`; `launch` holds [`Ops`] itself, the
+//! (4-bit weights), `attention` (decode), `attention_prefill` (whole sequences); `launch` holds [`Ops`] itself, the
 //! pipeline cache and the checks every operation shares, `error` the
 //! error type, `split` the K-split
 //! launches the matrix products share, `options` the per-call choices (one
@@ -68,6 +68,7 @@
 //! per operation.
 
 mod attention;
+mod attention_prefill;
 mod check;
 mod conv;
 mod elementwise;
@@ -99,6 +100,7 @@ pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectErr
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
+pub use enigma_kernels::library::attention_prefill::{Mask, PrefillShape, PrefillTile};
 pub use enigma_kernels::library::reduce::{AxisReduction, Pool};
 pub use enigma_kernels::library::scan::{AxisScan, ScanKind};
 pub use enigma_kernels::library::{DType, ReduceOp};

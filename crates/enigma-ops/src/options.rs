@@ -5,6 +5,7 @@
 //! the library's choice for the shape and the device).
 
 use enigma_ir::Scalar;
+use enigma_kernels::library::attention_prefill::PrefillTile;
 use enigma_kernels::library::select::{GemmOptions, Overrides, QmatmulOptions};
 
 /// Per-call choices; every field has a default.
@@ -89,11 +90,15 @@ pub struct GemvOptions {
     pub loads: Option<u32>,
 }
 
-/// Choices of fused attention decode.
+/// Choices of the attention kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AttentionOptions {
-    /// How many ways each head's keys are split over threadgroups (default:
-    /// enough for about four threadgroups per compute unit; 1 = one
-    /// threadgroup per head).
+    /// Fused decode: how many ways each head's keys are split over
+    /// threadgroups (default: enough for about four threadgroups per
+    /// compute unit; 1 = one threadgroup per head).
     pub splits: Option<u32>,
+    /// Prefill: the query and key blocks of a threadgroup (default: the
+    /// first of `PrefillTile::preferred(d)` that fits the device's
+    /// threadgroup memory).
+    pub prefill_tile: Option<PrefillTile>,
 }

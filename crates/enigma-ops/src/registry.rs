@@ -13,10 +13,10 @@
 
 use crate::check::Tolerance;
 use enigma_kernels::TestRng;
-use crate::{download, quantize, upload, CheckOutcome, Error, Ops, Options, QuantizedWeights};
+use crate::{download, quantize, upload, CheckOutcome, Error, Mask, Ops, Options, PrefillShape, QuantizedWeights};
 use enigma_ir::{QuantLayout, Scalar};
 use enigma_kernels::library::quant::{self, Format};
-use enigma_kernels::library::{attention, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
+use enigma_kernels::library::{attention, attention_prefill, elementwise, gemm, gemv, norm, qmatmul, reduce, scan, softmax, DType, ReduceOp};
 use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::scan::ScanKind;
 use enigma_runtime::{Buffer, DeviceKind, Runtime};
@@ -188,6 +188,10 @@ impl Entry {
             (["m", "n", "k"], &[m, n, k, ..]) => {
                 let (m, n, k) = (m as u128, n as u128, k as u128);
                 (m * k).max(k * n).max(m * n)
+            }
+            (names, &[b, h, hk, sq, skv, d, ..]) if names == PREFILL_DIMS => {
+                let (b, d) = (b as u128, d as u128);
+                (b * h as u128 * sq as u128 * d).max(b * hk as u128 * skv as u128 * d)
             }
             _ => shape.iter().map(|&s| s as u128).product(),
         }
@@ -418,6 +422,10 @@ pub fn registry() -> Vec<Entry> {
     for dtype in DType::ALL {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
+    }
+    for dtype in [DType::F16, DType::BF16] {
+        out.push(attention_prefill_entry(dtype, Mask::None));
+        out.push(attention_prefill_entry(dtype, Mask::TopLeft));
     }
     for format in Format::ALL {
         out.push(qmatmul_entry(format, QmatmulPath::Auto));
@@ -717,6 +725,40 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
             bytes: (2 * h * s * d + 2 * h * d) as u64 * size(dtype),
         })
     })
+}
+
+/// The dimensions of an attention prefill entry's shape.
+const PREFILL_DIMS: [&str; 6] = ["batch", "heads", "kv_heads", "s_q", "s_kv", "d"];
+
+fn attention_prefill_entry(dtype: DType, mask: Mask) -> Entry {
+    let (name, kind) = match mask {
+        Mask::None => (format!("attention_prefill_{dtype}"), ""),
+        _ => (format!("attention_prefill_causal_{dtype}"), ", causal (torch's is_causal: aligned to the top left)"),
+    };
+    let description = format!("attention over whole sequences in {dtype}{kind}: FlashAttention-2 structure on SIMD-group matrices, grouped-query heads");
+    entry(name, description, dtype.scalar(), &PREFILL_DIMS, &[1, 2, 1, 100, 100, 64], &[1, 8, 8, 1024, 1024, 128], move |rt, shape, seed| {
+        let shape = PrefillShape { batch: shape[0], heads: shape[1], kv_heads: shape[2], s_q: shape[3], s_kv: shape[4], d: shape[5] };
+        let mut rng = TestRng::new(seed);
+        let (q, qb) = input(rt, dtype, &mut rng, shape.q_len(), -1.0, 1.0)?;
+        let (k, kb) = input(rt, dtype, &mut rng, shape.kv_len(), -1.0, 1.0)?;
+        let (v, vb) = input(rt, dtype, &mut rng, shape.kv_len(), -1.0, 1.0)?;
+        let want = attention_prefill::reference(&q, &k, &v, shape, mask, 1.0 / (shape.d as f32).sqrt()).0;
+        Ok(Case {
+            run: Box::new(move |ops| ops.attention_prefill(&qb, &kb, &vb, shape, mask, None)),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| prefill_tolerance(dtype)),
+            bytes: (2 * shape.q_len() + 2 * shape.kv_len()) as u64 * size(dtype),
+        })
+    })
+}
+
+/// The tolerance of an attention prefill output whose values lie in
+/// [-1, 1]: the weights are rounded to `dtype` before `P·V` (at most one
+/// unit roundoff of the weighted sum, which is at most 1 in magnitude,
+/// twice for the sum of weights kept unrounded), and the output once.
+pub(crate) fn prefill_tolerance(dtype: DType) -> Tolerance {
+    rounded(dtype, 2.0 * dtype.unit_roundoff() + 1e-5, 1e-5)
 }
 
 /// The group size the registry quantizes with: the largest of 128, 64, 32

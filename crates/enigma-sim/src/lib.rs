@@ -87,6 +87,16 @@ impl SimBackend {
         self
     }
 
+    /// The simulator offering `bytes` of threadgroup memory to one
+    /// threadgroup (and saying so in its name) instead of Apple GPUs' 32
+    /// KiB, so that tests can run what a library plans for a device with
+    /// more (a CUDA GPU's 227 KiB); the simulator itself has no such limit.
+    pub fn with_threadgroup_memory(mut self, bytes: u64) -> SimBackend {
+        self.info.max_threadgroup_memory_bytes = bytes;
+        self.info.name = format!("{} posing as a GPU of {bytes} bytes of threadgroup memory", self.info.name);
+        self
+    }
+
     /// The simulator listing every optional feature but `feature` (and
     /// saying so in its name), so that tests can see what a device without
     /// it refuses; the simulator itself still runs it.

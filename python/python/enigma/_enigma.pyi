@@ -192,6 +192,9 @@ def op_matmul(runtime: Runtime, a: Any, b: Any, m: int, n: int, k: int, elem: st
 def op_attention_decode(runtime: Runtime, q: Any, k: Any, v: Any, heads: int, s: int, d: int, scale: float, fused: bool,
                         elem: str, threads: Optional[int] = None, stream: Optional[int] = None,
                         dlpack_stream: Optional[int] = None) -> Array: ...
+def op_attention_prefill(runtime: Runtime, q: Any, k: Any, v: Any, shape: Tuple[int, int, int, int, int, int], mask: str,
+                         scale: Optional[float], lse: bool, elem: str, threads: Optional[int] = None,
+                         stream: Optional[int] = None, dlpack_stream: Optional[int] = None) -> Tuple[Array, Optional[Array]]: ...
 def op_qmatmul(runtime: Runtime, format: str, a: bytes, packed: bytes, scales: bytes, m: int, n: int, k: int, group: int,
                out: str, threads: Optional[int] = None, biases: Optional[bytes] = None, variant: str = "auto",
                layout: str = "rows") -> bytes: ...

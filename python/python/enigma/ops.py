@@ -66,7 +66,7 @@ from ._runtime import MetalRuntime as _MetalRuntime
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
     "sum_rows", "max_rows", "min_rows", "prefix_sum", "softmax", "rms_norm",
-    "layer_norm", "gemv", "matmul", "attention_decode", "quantize", "dequantize", "qmatmul",
+    "layer_norm", "gemv", "matmul", "attention_decode", "scaled_dot_product_attention", "quantize", "dequantize", "qmatmul",
     "tune", "QMATMUL_DECODE_ROWS",
     # torch's conventions: axes, batch dimensions, the operators torch users reach for
     "mean", "argmax", "argmin", "cumsum", "cumprod", "log_softmax", "bmm", "sigmoid", "exp", "log", "div", "cross_entropy", "max_pool2d", "avg_pool2d", "conv2d",
@@ -1130,6 +1130,54 @@ def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = 
     t = _Target("attention_decode", [qa, ka, va], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     out = _enigma.op_attention_decode(t.native, qa, ka, va, h, s, d, factor, bool(fused), t.elem, **t.options())
     return _like(qa, out)  # type: ignore[no-any-return]
+
+
+_CAUSAL = {False: "none", True: "top_left", "top_left": "top_left", "bottom_right": "bottom_right"}
+
+
+def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, *, causal: _Union[bool, str] = False, scale: _Optional[float] = None,
+                                 return_lse: bool = False, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
+                                 device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
+                                 stream: _Stream = None) -> _Any:
+    """Attention over whole sequences (prefill), torch's layout:
+    ``softmax(q·kᵀ·scale + mask)·v`` in one FlashAttention-style kernel.
+
+    Args:
+        q: the queries, [B, H, S_q, D] (float16 or bfloat16), D 64 or 128.
+        k: the keys, [B, H_kv, S_kv, D], of ``q``'s type; H_kv divides H
+            (grouped-query attention: query head h reads key head h // (H / H_kv)).
+        v: the values, [B, H_kv, S_kv, D], of ``q``'s type.
+        causal: ``False``; ``True`` or ``"top_left"`` for torch's ``is_causal``
+            (key j is visible to query i when j <= i); ``"bottom_right"`` for
+            torch's ``causal_lower_right`` (j <= i + S_kv - S_q; a query that
+            sees no key gets zeros and a log-sum-exp of -inf).
+        scale: the factor on the scores; default 1/√D.
+        return_lse: also return each row's natural log-sum-exp of its scaled
+            visible scores, [B, H, S_q], float32.
+        dtype, rt, device, threads, stream: as for :func:`scale`.
+
+    Returns:
+        the [B, H, S_q, D] output, of ``q``'s kind and type; with
+        ``return_lse``, the pair ``(output, lse)``.
+    """
+    op = "scaled_dot_product_attention"
+    qa, ka, va = _array(q), _array(k), _array(v)
+    qs, ks, vs = tuple(qa.shape), tuple(ka.shape), tuple(va.shape)
+    if len(qs) != 4 or len(ks) != 4 or ks != vs or ks[0] != qs[0] or ks[3] != qs[3]:
+        raise ValueError(f"{op} takes q [B, H, S_q, D] and k, v [B, H_kv, S_kv, D]; got {qs}, {ks}, {vs}")
+    b, h, sq, d = (int(x) for x in qs)
+    hkv, skv = int(ks[1]), int(ks[2])
+    if 0 in (b, h, sq, d, hkv, skv):
+        raise ValueError(f"{op}: every dimension must be at least 1; got q {qs}, k and v {ks}")
+    if not isinstance(causal, (bool, str)) or causal not in _CAUSAL:
+        raise ValueError(f"{op}: causal must be False, True, 'top_left' or 'bottom_right', not {causal!r}")
+    factor = None if scale is None else _number(op, "scale", scale)
+    t = _Target(op, [qa, ka, va], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    out, lse = _enigma.op_attention_prefill(t.native, qa, ka, va, (b, h, hkv, sq, skv, d), _CAUSAL[causal], factor,
+                                            bool(return_lse), t.elem, **t.options())
+    if return_lse:
+        return _like(qa, out), _like(qa, lse)
+    return _like(qa, out)
 
 
 _QUANT_FORMATS = ("fp4", "int4", "mlx_affine")

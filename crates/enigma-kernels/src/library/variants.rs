@@ -56,6 +56,11 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype));
     }
+    // The prefill configurations the portable threadgroup memory takes.
+    for (dtype, d, causal, lse, stages) in [(DType::F16, 64, false, false, 2), (DType::F16, 128, true, true, 1), (DType::BF16, 64, true, false, 2), (DType::BF16, 128, false, true, 1)] {
+        let tile = attention_prefill::PrefillTile::PORTABLE;
+        out.push(attention_prefill::prefill(&attention_prefill::PrefillConfig { dtype, d, causal, lse, stages, tile }));
+    }
     for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));

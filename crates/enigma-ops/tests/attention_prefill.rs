@@ -1,0 +1,151 @@
+//! Attention prefill against the f64 reference on the simulator: sequence
+//! lengths 1, 7, 100 and 1000, head dimensions 64 and 128, grouped-query
+//! heads (32 over 8), both causal alignments with `S_q ≠ S_kv` (rows that
+//! see no key included), f16 and bf16, the log-sum-exp, every tile (on a
+//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean.
+
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillShape, PrefillTile};
+use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Error, Options};
+use enigma_runtime::{Device, Runtime};
+
+fn shape(batch: usize, heads: usize, kv_heads: usize, s_q: usize, s_kv: usize, d: usize) -> PrefillShape {
+    PrefillShape { batch, heads, kv_heads, s_q, s_kv, d }
+}
+
+fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool) {
+    let mut q = enigma_kernels::test_data(s.q_len(), 1);
+    let mut k = enigma_kernels::test_data(s.kv_len(), 2);
+    let mut v = enigma_kernels::test_data(s.kv_len(), 3);
+    for x in [&mut q, &mut k, &mut v] {
+        quantize(dtype, x);
+    }
+    // A scale above 1/√d makes the weights peakier than random data would.
+    let scale = 2.0 / (s.d as f32).sqrt();
+    let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, scale);
+    let elem = dtype.scalar();
+    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
+    let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, ..Options::default() });
+    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(scale)).unwrap_or_else(|e| panic!("{s:?} {mask:?}: {e}"));
+    let launches = ops.take_launches();
+    assert_eq!(launches.len(), 1);
+    assert_eq!(launches[0].dispatch.size, [s.s_q.div_ceil(64) as u32, s.heads as u32, s.batch as u32]);
+    let got = download(&out, elem, s.q_len()).unwrap();
+    let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
+    // The weights are rounded to the input type before P·V (see the
+    // registry's tolerance), the output once more.
+    let tol = 3.0 * dtype.unit_roundoff();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{dtype} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
+    }
+    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
+        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
+        assert!(ok, "{dtype} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
+    }
+}
+
+#[test]
+fn short_sequences_match_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for mask in [Mask::None, Mask::TopLeft] {
+        check(&rt, DType::F16, shape(1, 2, 1, 1, 1, 64), mask, false);
+        check(&rt, DType::F16, shape(2, 2, 2, 7, 7, 128), mask, false);
+        check(&rt, DType::BF16, shape(1, 2, 1, 7, 7, 64), mask, false);
+    }
+    // Grouped-query attention, 32 query heads over 8 key/value heads.
+    check(&rt, DType::F16, shape(1, 32, 8, 7, 7, 64), Mask::TopLeft, false);
+    check(&rt, DType::BF16, shape(1, 32, 8, 9, 9, 128), Mask::None, false);
+}
+
+#[test]
+fn unequal_lengths_follow_each_causal_alignment() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for mask in [Mask::None, Mask::TopLeft, Mask::BottomRight] {
+        check(&rt, DType::F16, shape(1, 2, 1, 37, 100, 64), mask, false);
+        // S_q > S_kv: bottom-right rows 0..63 see no key at all.
+        check(&rt, DType::F16, shape(1, 1, 1, 100, 37, 128), mask, false);
+    }
+}
+
+#[test]
+fn hundred_rows_are_sanitizer_clean() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    check(&rt, DType::F16, shape(1, 4, 2, 100, 100, 64), Mask::None, true);
+    check(&rt, DType::BF16, shape(1, 2, 1, 100, 100, 128), Mask::TopLeft, true);
+}
+
+#[test]
+fn a_thousand_rows_match_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    check(&rt, DType::F16, shape(1, 1, 1, 1000, 1000, 64), Mask::None, false);
+    check(&rt, DType::BF16, shape(1, 1, 1, 1000, 1000, 128), Mask::TopLeft, false);
+}
+
+/// The simulator with a CUDA GPU's threadgroup memory, where every tile
+/// fits.
+fn cuda_sized() -> Runtime {
+    Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)))
+}
+
+fn check_tile(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, tile: PrefillTile, sanitize: bool) {
+    let elem = dtype.scalar();
+    let data = |len, seed| {
+        let mut x = enigma_kernels::test_data(len, seed);
+        quantize(dtype, &mut x);
+        x
+    };
+    let (q, k, v) = (data(s.q_len(), 4), data(s.kv_len(), 5), data(s.kv_len(), 6));
+    let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, 0.125);
+    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
+    let attention = AttentionOptions { prefill_tile: Some(tile), ..Default::default() };
+    let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, attention, ..Options::default() });
+    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(0.125)).unwrap_or_else(|e| panic!("{tile:?} {s:?}: {e}"));
+    let launches = ops.take_launches();
+    assert!(launches[0].kernel.contains(&format!("_q{}_kv{}_", tile.block_q, tile.block_kv)), "{}", launches[0].kernel);
+    let got = download(&out, elem, s.q_len()).unwrap();
+    let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
+    let tol = 3.0 * dtype.unit_roundoff();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{tile:?} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
+    }
+    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
+        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
+        assert!(ok, "{tile:?} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
+    }
+}
+
+#[test]
+fn every_tile_matches_the_reference_with_cuda_sized_memory() {
+    let rt = cuda_sized();
+    // The default plans there: two stages, 64 keys per block at D = 64.
+    let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), ..Options::default() });
+    for (d, tile) in [(128, PrefillTile::PORTABLE), (64, PrefillTile::WIDE)] {
+        let s = shape(1, 2, 1, 150, 150, d);
+        let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+        let plan = ops.attention_prefill_plan(&buf(s.q_len()), &buf(s.kv_len()), &buf(s.kv_len()), s, Mask::None, false).unwrap();
+        assert_eq!((plan.config.tile, plan.config.stages), (tile, 2));
+    }
+    let large = PrefillTile { block_q: 128, block_kv: 64 };
+    for tile in [large, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile::WIDE] {
+        check_tile(&rt, DType::F16, shape(1, 2, 1, 150, 150, 128), Mask::TopLeft, tile, false);
+        check_tile(&rt, DType::BF16, shape(1, 2, 2, 37, 200, 64), Mask::BottomRight, tile, false);
+        check_tile(&rt, DType::F16, shape(1, 1, 1, 200, 70, 64), Mask::BottomRight, tile, false);
+    }
+    check_tile(&rt, DType::F16, shape(1, 2, 1, 300, 300, 64), Mask::None, PrefillTile::WIDE, true);
+    check_tile(&rt, DType::F16, shape(1, 2, 1, 200, 200, 128), Mask::TopLeft, large, true);
+}
+
+#[test]
+fn unsupported_shapes_are_typed_errors() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), ..Options::default() });
+    let buf = rt.buffer_bytes(2 * 96 * 4).unwrap();
+    let err = ops.attention_prefill(&buf, &buf, &buf, shape(1, 1, 1, 4, 4, 96), Mask::None, None).unwrap_err();
+    assert!(matches!(err, Error::Shape(_)), "{err:?}");
+    assert_eq!(err.to_string(), "attention_prefill_f16: head dimension 96 is not supported (the kernel is built for [64, 128])");
+    let small = rt.buffer_bytes(2 * 64).unwrap();
+    let err = ops.attention_prefill(&small, &small, &small, shape(1, 1, 1, 4, 4, 64), Mask::None, None).unwrap_err();
+    assert_eq!(err.to_string(), "attention_prefill: `q` has 128 bytes, needs 512 (256 f16 elements)");
+    let f32s = enigma_ops::Ops::new(&rt);
+    let err = f32s.attention_prefill(&buf, &buf, &buf, shape(1, 1, 1, 2, 2, 64), Mask::None, None).unwrap_err();
+    assert!(err.to_string().contains("f32 inputs are not supported"), "{err}");
+}
