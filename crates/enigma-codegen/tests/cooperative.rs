@@ -87,6 +87,51 @@ fn older_msl_writes_simdgroup_matrix_fragments() {
     }
 }
 
+/// One SIMD group's tensors: f16 inputs into an f16 destination, a column
+/// reduction (no threadgroup scratch for one SIMD group), a load before
+/// accumulating, slot writes; golden files below 4.0 and at 4.0, which the
+/// g++ and strict checks compile.
+const ONE_SIMDGROUP: &str = "\
+kernel cooperative_one_simdgroup(A: device f16 read, B: device f16 read, C: device f16 read_write, S: device f16 read_write) {
+    var i: u32
+    cooperative c: cooperative_tensor<f16, 16, 32, simdgroup>
+    cooperative s: cooperative_tensor<f16, 1, 32, simdgroup>
+
+    cooperative_load(c, tensor(C, 0u32, 32u32, 16u32, 1u32, 32u32))
+    matmul2d(matmul2d_descriptor(16, 32, 24, true, false, false, multiply_accumulate), simdgroup, tensor(A, 0u32, 16u32, 24u32, 1u32, 16u32), tensor(B, 0u32, 32u32, 24u32, 1u32, 32u32), c)
+    for i in (0u32, get_capacity(c), 1u32) {
+        if (is_valid_element(c, i)) {
+            c[i] = (c[i] * 2.0f16)
+        }
+    }
+    reduce_columns(c, s, sum)
+    cooperative_store(c, tensor(C, 0u32, 32u32, 16u32, 1u32, 32u32))
+    cooperative_store(s, tensor(S, 0u32, 32u32, 1u32, 1u32, 32u32))
+}
+";
+
+#[test]
+fn one_simdgroup_tensors_in_both_lowerings() {
+    let kernel = parse(ONE_SIMDGROUP).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let fragments = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    for needle in [
+        "enigma_coop_frag<half, 16, 32, 1> c;",
+        "enigma_coop_vec<half, 1, 32, 1> s;",
+        "enigma_coop_load(c, enigma_coop_view_of(C + 0u, 32u, 16u, 1u, 32u), 0u, thread_index_in_simdgroup);",
+        "enigma_coop_matmul<half, true, false, true>(mpp_left, mpp_right, c, 24u, 0u, thread_index_in_simdgroup);",
+        "enigma_coop_reduce<float, 0, false>(c, s, 0.0f, nullptr, 0u, thread_index_in_simdgroup);",
+    ] {
+        assert!(fragments.contains(needle), "missing {needle:?} in\n{fragments}");
+    }
+    assert!(!fragments.contains("threadgroup float coop_scratch"), "{fragments}");
+    insta::assert_snapshot!("cooperative_one_simdgroup_fragments.msl", fragments);
+    let options = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
+    let mpp = msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"));
+    assert!(mpp.contains("mpp::tensor_ops::matmul2d<matmul0_desc, metal::execution_simdgroup> matmul0;"), "{mpp}");
+    insta::assert_snapshot!("cooperative_one_simdgroup.msl", mpp);
+}
+
 #[test]
 fn cuda_refuses_the_kernel_saying_why() {
     let (kernel, info) = gemm_tile();
