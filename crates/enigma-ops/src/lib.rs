@@ -97,6 +97,8 @@ pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectErr
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
+pub use attention::{decode_shape, DecodeOutput};
+pub use enigma_kernels::library::attention::DecodeShape;
 pub use enigma_kernels::library::scan::ScanKind;
 pub use enigma_kernels::library::{DType, ReduceOp};
 pub use free::*;

@@ -96,4 +96,7 @@ pub struct AttentionOptions {
     /// enough for about four threadgroups per compute unit; 1 = one
     /// threadgroup per head).
     pub splits: Option<u32>,
+    /// Consecutive keys a SIMD group loads per step (default:
+    /// `attention::DEFAULT_KEYS_PER_STEP`).
+    pub keys_per_step: Option<u32>,
 }

@@ -418,6 +418,8 @@ pub fn registry() -> Vec<Entry> {
     for dtype in DType::ALL {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
+        out.push(attention_batch_entry(dtype, false));
+        out.push(attention_batch_entry(dtype, true));
     }
     for format in Format::ALL {
         out.push(qmatmul_entry(format, QmatmulPath::Auto));
@@ -706,6 +708,38 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
             want,
             tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
             bytes: (2 * h * s * d + 2 * h * d) as u64 * size(dtype),
+        })
+    })
+}
+
+/// The key count of sequence `b` of the registry's ragged decode: the
+/// whole cache for even `b`, 5/8 of it (at least 1) for odd `b`.
+fn ragged_len(b: usize, s_len: usize) -> u32 {
+    if b % 2 == 0 { s_len as u32 } else { (s_len * 5 / 8).max(1) as u32 }
+}
+
+fn attention_batch_entry(dtype: DType, ragged: bool) -> Entry {
+    let (name, lens) = if ragged { ("attention_decode_ragged", "per-sequence lengths (odd sequences 5/8 of the cache)") } else { ("attention_decode_batch", "whole sequences") };
+    let description = format!("attention decode of a batch over {dtype} K/V, grouped query heads, {lens}: one fused kernel per K/V head (online softmax), keys split over threadgroups for the GPU, then combined");
+    entry(format!("{name}_{dtype}"), description, dtype.scalar(), &["batch", "q_heads", "kv_heads", "s_len", "d"], &[3, 6, 2, 77, 40], &[1, 32, 8, 8192, 128], move |rt, shape, seed| {
+        let decode = crate::decode_shape(shape[0], shape[1], shape[2], shape[3], shape[4])?;
+        let (b, hq, hkv, s, d) = (shape[0], shape[1], shape[2], shape[3], shape[4]);
+        let mut rng = TestRng::new(seed);
+        let (q, qb) = input(rt, dtype, &mut rng, b * hq * d, -1.0, 1.0)?;
+        let (k, kb) = input(rt, dtype, &mut rng, b * hkv * s * d, -1.0, 1.0)?;
+        let (v, vb) = input(rt, dtype, &mut rng, b * hkv * s * d, -1.0, 1.0)?;
+        let lens: Option<Vec<u32>> = ragged.then(|| (0..b).map(|i| ragged_len(i, s)).collect());
+        let lens_buf = lens.as_ref().map(|l| crate::upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect())).transpose()?;
+        let scale = 1.0 / (d as f32).sqrt();
+        let want = attention::reference_batch(&q, &k, &v, &decode, lens.as_deref(), scale).0;
+        let abs = 2e-6 * (1.0 + (s as f64).log2());
+        let read: usize = lens.as_ref().map_or(b * s, |l| l.iter().map(|&x| x as usize).sum());
+        Ok(Case {
+            run: Box::new(move |ops| Ok(ops.attention_decode_batch(&qb, &kb, &vb, &decode, lens_buf.as_ref(), scale, false)?.out)),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
+            bytes: (2 * read * hkv * d + 2 * b * hq * d) as u64 * size(dtype),
         })
     })
 }

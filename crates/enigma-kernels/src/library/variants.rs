@@ -26,11 +26,16 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(gemv::gemv(dtype, vec, 2, 2));
             out.push(attention::scores(dtype, vec, 1));
-            out.push(attention::fused(dtype, vec, 1, 256, false));
-            out.push(attention::fused(dtype, vec, 1, 256, true));
+            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, group: 1, keys_per_step: 1, split: false, ragged: false, lse: false };
+            out.push(attention::fused(&fused));
+            out.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
+            // Grouped heads, several keys per step, sequence lengths, log-sum-exp.
+            out.push(attention::fused(&attention::FusedConfig { group: 4, keys_per_step: 4, ragged: true, lse: true, ..fused }));
+            out.push(attention::fused(&attention::FusedConfig { group: 4, keys_per_step: 2, ragged: true, split: true, ..fused }));
         }
         out.push(attention::weighted_sum(dtype));
-        out.push(attention::combine(dtype));
+        out.push(attention::combine(dtype, false));
+        out.push(attention::combine(dtype, true));
     }
     for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
@@ -115,9 +120,10 @@ mod tests {
                 for chunks in 1..=attention::chunks_for(1024, vec) {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
-                    let threads = attention::fused_threads_that_fit(d, vec).min(256);
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, false));
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, true));
+                    let threads = attention::fused_threads_that_fit(d, vec, 2).min(256);
+                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, group: 2, keys_per_step: 3, split: false, ragged: true, lse: true };
+                    kernels.push(attention::fused(&fused));
+                    kernels.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
                 }
                 for items in 0..=MAX_CACHED_ITEMS {
                     kernels.extend([softmax::softmax(dtype, vec, items), norm::rms_norm(dtype, vec, items), norm::layer_norm(dtype, vec, items)]);
