@@ -33,6 +33,9 @@ pub fn all_kernels() -> Vec<Kernel> {
             out.push(attention::fused(&attention::FusedConfig { group: 4, keys_per_step: 4, ragged: true, lse: true, ..fused }));
             out.push(attention::fused(&attention::FusedConfig { group: 4, keys_per_step: 2, ragged: true, split: true, ..fused }));
         }
+        if dtype != DType::F32 {
+            out.push(gemv::gemv(dtype, 8, 2, 2));
+        }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype, false));
         out.push(attention::combine(dtype, true));
@@ -130,7 +133,14 @@ mod tests {
                 }
             }
         }
-        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27));
+        for dtype in [DType::F16, DType::BF16] {
+            for rows in 1..=8 {
+                for unroll in 1..=8 {
+                    kernels.push(gemv::gemv(dtype, 8, rows, unroll));
+                }
+            }
+        }
+        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27) + 2 * 64);
         for kernel in &kernels {
             if let Err(e) = validate(kernel, &ValidationOptions::default()) {
                 panic!("{}: {e}", kernel.name);
