@@ -32,7 +32,8 @@ impl Ops<'_> {
         let mut threads = self.threads(KernelType::Attention);
         if fused && self.options.threads.is_none() {
             let group = if shape.kv_heads > 0 { (shape.q_heads / shape.kv_heads).max(1) } else { 1 };
-            threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, group));
+            let heads = self.options.attention.heads_per_threadgroup.unwrap_or(group).max(1);
+            threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, heads));
         }
         Ok(attention::plan(dtype, shape, vec, threads)?)
     }
@@ -88,7 +89,10 @@ impl Ops<'_> {
             self.need("attention_decode", "seq_lens", lens, shape.batch as usize, Scalar::U32)?;
         }
         let keys = self.options.attention.keys_per_step.unwrap_or(attention::DEFAULT_KEYS_PER_STEP);
-        let plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse);
+        let options = self.options.attention;
+        let heads = options.heads_per_threadgroup.unwrap_or(shape.group());
+        let prefetch = options.prefetch.unwrap_or(attention::DEFAULT_PREFETCH);
+        let plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
         plan.check_fused()?;
         let plan = plan.with_splits(self.attention_splits(&plan));
         let rows = shape.rows() as usize;
@@ -105,6 +109,7 @@ impl Ops<'_> {
             ("s_len", Arg::u32(shape.s_len)),
             ("d", Arg::u32(shape.d)),
             ("scale", Arg::f32(scale)),
+            ("group", Arg::u32(shape.group())),
         ];
         if let Some(lens) = seq_lens {
             args.push(("seq_lens", Arg::from(lens)));

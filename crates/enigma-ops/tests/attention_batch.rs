@@ -15,6 +15,9 @@ struct Case<'a> {
     lens: Option<&'a [u32]>,
     splits: u32,
     keys_per_step: u32,
+    /// Query heads per threadgroup (`None`: all of a K/V head's).
+    heads: Option<u32>,
+    prefetch: bool,
     sanitize: bool,
 }
 
@@ -36,15 +39,16 @@ fn check(rt: &Runtime, c: &Case) {
     let elem = c.dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
     let lens = c.lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
-    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step) };
+    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch) };
     let options = Options { attention, elem: Some(elem), sanitize: c.sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
-    let what = format!("{} {:?} lens {:?} splits {} keys/step {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step);
+    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch);
     let got = ops.attention_decode_batch(&qb, &kb, &vb, &shape, lens.as_ref(), scale, true).unwrap_or_else(|e| panic!("{what}: {e}"));
     let launches = ops.take_launches();
     let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
     let used = s.div_ceil(split_len) as u32;
-    assert_eq!(launches[0].dispatch.size, [used, hkv as u32, b as u32], "{what}");
+    let heads = c.heads.unwrap_or((hq / hkv) as u32);
+    assert_eq!(launches[0].dispatch.size, [used, hq as u32 / heads, b as u32], "{what}");
     assert_eq!(launches.len(), if used > 1 { 2 } else { 1 }, "{what}");
     let out = download(&got.out, elem, b * hq * d).unwrap();
     let tol = if c.dtype == DType::F32 { 2e-5 } else { 4e-3 };
@@ -71,19 +75,21 @@ fn grouped_ragged_decode_matches_the_reference() {
         ([2, 3, 3, 65, 33], None),
         ([1, 8, 2, 129, 128], None),
     ] {
-        for (splits, keys_per_step) in [(1, 1), (1, 4), (3, 3), (64, 4), (7, 2)] {
-            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, sanitize: false });
+        for (splits, keys_per_step, prefetch) in [(1, 1, false), (1, 4, true), (3, 3, false), (64, 4, true), (7, 2, true)] {
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, sanitize: false });
         }
+        // One query head per threadgroup.
+        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, sanitize: false });
     }
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, sanitize: false });
-    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, sanitize: false });
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, sanitize: false });
+    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, sanitize: false });
 }
 
 #[test]
 fn grouped_ragged_decode_is_sanitizer_clean() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, sanitize: true });
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, sanitize: true });
+    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, sanitize: true });
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, sanitize: true });
 }
 
 #[test]

@@ -195,14 +195,18 @@ pub struct FusedConfig {
     pub chunks: u32,
     /// Threads per threadgroup (the threadgroup arrays are sized for it).
     pub threads: u32,
-    /// Query heads per K/V head, all served by one threadgroup so that each
-    /// key and value row is read once.
-    pub group: u32,
+    /// Query heads per threadgroup, all reading one K/V head (a divisor of
+    /// the shape's query heads per K/V head; all of them: each key and
+    /// value row is read once).
+    pub heads: u32,
     /// Consecutive keys a SIMD group takes per loop step: their `K` and `V`
     /// loads are issued together, before any of them is used.
     pub keys_per_step: u32,
     /// Writes partial states for [`combine`] instead of `out`.
     pub split: bool,
+    /// Loads the next step's keys and values while this step's are used
+    /// (two steps' loads in flight per SIMD group).
+    pub prefetch: bool,
     /// Reads each sequence's key count from `seq_lens` (clamped to
     /// `s_len`) instead of using `s_len` for all.
     pub ragged: bool,
@@ -217,13 +221,14 @@ impl FusedConfig {
         let form = if self.split { "fused_split" } else { "fused" };
         let ragged = if self.ragged { "_ragged" } else { "" };
         let lse = if self.lse && !self.split { "_lse" } else { "" };
+        let prefetch = if self.prefetch { "_p" } else { "" };
         format!(
-            "attention_{form}_{}{}_c{}_t{}_g{}_k{}{ragged}{lse}",
+            "attention_{form}_{}{}_c{}_t{}_h{}_k{}{prefetch}{ragged}{lse}",
             self.dtype,
             vec_suffix(self.vec),
             self.chunks,
             self.threads,
-            self.group,
+            self.heads,
             self.keys_per_step
         )
     }
@@ -232,14 +237,15 @@ impl FusedConfig {
     /// maximum, its sum and its `D`-vector accumulator (whole slots).
     pub fn threadgroup_memory(&self) -> u64 {
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
-        4 * groups * self.group as u64 * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
+        4 * groups * self.heads as u64 * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
     }
 }
 
-/// `attention_fused…` ([`FusedConfig::name`]): the whole decode step of one
-/// K/V head (`y`) of one sequence (`z`) and its `group` query heads per
-/// threadgroup, grid `(1, kv_heads, batch)`; the split form (grid
-/// `(splits, kv_heads, batch)`) takes the `split_len` keys of split `x`.
+/// `attention_fused…` ([`FusedConfig::name`]): the whole decode step of
+/// `heads` consecutive query heads (block `y`) of one sequence (`z`), all
+/// reading one K/V head (query row `r` reads K/V sequence `r / group`),
+/// grid `(1, q_heads / heads, batch)`; the split form (grid `(splits,
+/// q_heads / heads, batch)`) takes the `split_len` keys of split `x`.
 ///
 /// SIMD groups take `keys_per_step` consecutive keys at a time; the 32 lanes
 /// read a key's `D` elements together, and each query head keeps a running
@@ -254,14 +260,15 @@ impl FusedConfig {
 /// of weights (0 when the split saw no key), `partial_acc[i·d ..]` its
 /// weighted sum of `V` rows. Parameters: `q, k, v` (`q4, k4, v4` for
 /// vectors), `out` (`lse`) or `partial_ml, partial_acc`, `seq_lens` when
-/// ragged, then `s_len, d, scale` (and `split_len`).
+/// ragged, then `s_len, d, scale, group` (query heads per K/V head; and
+/// `split_len`).
 ///
 /// # Panics
-/// When `vec` is not 1 or 4, or `group` or `keys_per_step` is 0.
+/// When `vec` is not 1 or 4, or `heads` or `keys_per_step` is 0.
 pub fn fused(c: &FusedConfig) -> Kernel {
     assert_vec(c.vec);
-    assert!(c.group >= 1 && c.keys_per_step >= 1, "group and keys_per_step must be at least 1");
-    let (vec, group, steps) = (c.vec, c.group, c.keys_per_step);
+    assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
+    let (vec, group, steps) = (c.vec, c.heads, c.keys_per_step);
     let mut kb = KernelBuilder::new(c.name());
     let k = &mut kb;
     let sfx = if vec == 4 { "4" } else { "" };
@@ -279,17 +286,18 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let s_len = k.value("s_len", Type::U32);
     let d = k.value("d", Type::U32);
     let scale = k.value("scale", Type::F32);
+    let kv_group = k.value("group", Type::U32);
     let split_len = if c.split { Some(k.value("split_len", Type::U32)) } else { None };
     let max_groups = c.threads.div_ceil(SIMD_WIDTH);
     let row_len = c.chunks * SIMD_WIDTH * vec as u32;
     let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups * group);
     let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups * group);
     let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * group * row_len);
-    let kv_head = k.let_("kv_head", threadgroup_position_in_grid().y());
+    let head_block = k.let_("head_block", threadgroup_position_in_grid().y());
     let batch = k.let_("batch", threadgroup_position_in_grid().z());
-    // The K/V sequence of this threadgroup and its first query row.
-    let kv_seq = k.let_("kv_seq", batch * threadgroups_per_grid().y() + kv_head);
-    let row0 = k.let_("row0", kv_seq * group);
+    // The first query row of this threadgroup and the K/V sequence it reads.
+    let row0 = k.let_("row0", (batch * threadgroups_per_grid().y() + head_block) * group);
+    let kv_seq = k.let_("kv_seq", row0 / kv_group);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -320,26 +328,58 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let ls: Vec<Var> = (0..group).map(|g| k.var(&format!("l{g}"), f(0.0))).collect();
     let accs: Vec<Vec<Var>> =
         (0..group).map(|g| (0..c.chunks).map(|i| k.var(&format!("acc{g}_{i}"), splat(0.0, vec))).collect()).collect();
-    k.for_range("s", first_key + sg * steps, end_key, nsg * steps, |k, s| {
-        // Every load of the step first: rows past the end re-read the last
-        // key and are masked out of the softmax.
-        let mut valid = vec![];
-        let mut bases = vec![];
-        for u in 0..steps {
-            let key = if u == 0 { s } else { k.let_(&format!("key{u}"), min(s + u, end_key - 1u32)) };
-            valid.push((u > 0).then(|| k.let_(&format!("live{u}"), (s + u).lt(end_key))));
-            bases.push(k.let_(&format!("row_base{u}"), (kv_seq * s_len + key) * dv));
-        }
-        let krows: Vec<Vec<Ex>> = bases
-            .iter()
+    // Step rows past the end re-read the last key (or key 0 of an empty
+    // range: in bounds) and are masked out of the softmax.
+    let last_key = k.let_("last_key", max(end_key, 1u32) - 1u32);
+    let load_step = |k: &mut KernelBuilder, at: Ex, tag: &str| -> Vec<(Vec<Ex>, Vec<Ex>)> {
+        (0..steps)
+            .map(|u| {
+                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(at + u, last_key)) * dv);
+                let kr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}k{u}_{i}"), keys.get(base + col))).collect();
+                let vr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}v{u}_{i}"), values.get(base + col))).collect();
+                (kr, vr)
+            })
+            .collect()
+    };
+    let first_step = k.let_("first_step", first_key + sg * steps);
+    let stride = k.let_("stride", nsg * steps);
+    // With prefetch, the registers that hold the next step's rows.
+    let ahead: Option<Vec<(Vec<Var>, Vec<Var>)>> = c.prefetch.then(|| {
+        load_step(k, first_step, "first_")
+            .into_iter()
             .enumerate()
-            .map(|(u, &b)| slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("k{u}_{i}"), load_f32(keys, b + col))).collect())
-            .collect();
-        let vrows: Vec<Vec<Ex>> = bases
-            .iter()
-            .enumerate()
-            .map(|(u, &b)| slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("v{u}_{i}"), load_f32(values, b + col))).collect())
-            .collect();
+            .map(|(u, (kr, vr))| {
+                let kv: Vec<Var> = kr.into_iter().enumerate().map(|(i, x)| k.var(&format!("next_k{u}_{i}"), x)).collect();
+                let vv: Vec<Var> = vr.into_iter().enumerate().map(|(i, x)| k.var(&format!("next_v{u}_{i}"), x)).collect();
+                (kv, vv)
+            })
+            .collect()
+    });
+    k.for_range("s", first_step, end_key, stride, |k, s| {
+        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match &ahead {
+            Some(ahead) => {
+                let current: Vec<(Vec<Ex>, Vec<Ex>)> = ahead
+                    .iter()
+                    .enumerate()
+                    .map(|(u, (kv, vv))| {
+                        let kr = kv.iter().enumerate().map(|(i, x)| k.let_(&format!("k{u}_{i}"), x.get())).collect();
+                        let vr = vv.iter().enumerate().map(|(i, x)| k.let_(&format!("v{u}_{i}"), x.get())).collect();
+                        (kr, vr)
+                    })
+                    .collect();
+                let next = k.let_("next_s", s + stride);
+                for ((kv, vv), (kr, vr)) in ahead.iter().zip(load_step(k, next, "n")) {
+                    for (var, x) in kv.iter().zip(kr).chain(vv.iter().zip(vr)) {
+                        k.assign(*var, x);
+                    }
+                }
+                current
+            }
+            None => load_step(k, s, ""),
+        };
+        let valid: Vec<Option<Ex>> = (0..steps).map(|u| (u > 0).then(|| k.let_(&format!("live{u}"), (s + u).lt(end_key)))).collect();
+        let krows: Vec<Vec<Ex>> = rows.iter().map(|(kr, _)| kr.iter().map(|&x| to_f32(x)).collect()).collect();
+        let vrows: Vec<Vec<Ex>> = rows.iter().map(|(_, vr)| vr.iter().map(|&x| to_f32(x)).collect()).collect();
         for g in 0..group as usize {
             let ts: Vec<Ex> = (0..steps as usize)
                 .map(|u| {
@@ -505,6 +545,11 @@ pub struct AttentionPlan {
     pub fused: Dispatch,
     /// Keys a SIMD group of the fused kernel loads per step.
     pub keys_per_step: u32,
+    /// Query heads per threadgroup of the fused kernel (a divisor of the
+    /// shape's query heads per K/V head).
+    pub heads_per_threadgroup: u32,
+    /// Whether the fused kernel loads the next step while using this one.
+    pub prefetch: bool,
     /// Whether the fused kernel reads per-sequence lengths.
     pub ragged: bool,
     /// Whether the fused form writes the log-sum-exp of each row.
@@ -535,8 +580,9 @@ impl AttentionPlan {
             vec: self.vec,
             chunks: self.chunks,
             threads: self.fused.threads[0],
-            group: self.shape.group(),
+            heads: self.heads_per_threadgroup,
             keys_per_step: self.keys_per_step,
+            prefetch: self.prefetch,
             split: self.splits > 1,
             ragged: self.ragged,
             lse: self.lse,
@@ -550,8 +596,8 @@ impl AttentionPlan {
     }
 
     /// This plan with the fused form's keys split `splits` ways (at most
-    /// one split per key): `(splits, kv_heads, batch)` threadgroups, then a
-    /// combine.
+    /// one split per key): `(splits, q_heads / heads_per_threadgroup,
+    /// batch)` threadgroups, then a combine.
     pub fn with_splits(mut self, splits: u32) -> AttentionPlan {
         let s_len = self.shape.s_len;
         let splits = splits.clamp(1, s_len);
@@ -559,8 +605,26 @@ impl AttentionPlan {
         // Splits of that length; trailing ones would be empty.
         self.splits = s_len.div_ceil(self.split_len);
         let t = self.fused.threads[0];
-        self.fused = Dispatch::threadgroups([self.splits, self.shape.kv_heads, self.shape.batch], t);
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / self.heads_per_threadgroup, self.shape.batch], t);
         self
+    }
+
+    /// This plan's fused kernel with `heads` query heads per threadgroup
+    /// (fewer than the query heads per K/V head: more threadgroups and
+    /// fewer registers, each K/V row read once per threadgroup that needs
+    /// it) and, with `prefetch`, the next step's loads issued before this
+    /// step's math. Call before [`AttentionPlan::with_splits`].
+    pub fn with_heads_per_threadgroup(mut self, heads: u32, prefetch: bool) -> Result<AttentionPlan, ShapeError> {
+        let group = self.shape.group();
+        if heads == 0 || !group.is_multiple_of(heads) {
+            let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
+            return Err(ShapeError::new(name, format!("{heads} query heads per threadgroup do not divide the {group} query heads per K/V head")));
+        }
+        self.heads_per_threadgroup = heads;
+        self.prefetch = prefetch;
+        let t = self.fused.threads[0];
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / heads, self.shape.batch], t);
+        Ok(self)
     }
 
     /// This plan's fused kernel with `keys` keys per SIMD-group step.
@@ -589,10 +653,10 @@ impl AttentionPlan {
         if bytes > MAX_THREADGROUP_MEMORY {
             let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
             let t = self.fused.threads[0];
-            let g = self.shape.group();
+            let h = self.heads_per_threadgroup;
             return Err(ShapeError::new(
                 name,
-                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({g} query heads per K/V head; limit {MAX_THREADGROUP_MEMORY})", self.shape.d),
+                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({h} query heads per threadgroup; limit {MAX_THREADGROUP_MEMORY})", self.shape.d),
             ));
         }
         Ok(())
@@ -616,10 +680,14 @@ pub const SEED_000_THREADS: u32 = 256;
 /// D = 128, 4 keys put 64 bytes of `K` and `V` loads in flight per lane.
 pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
 
+/// Whether the fused kernel prefetches its next step by default.
+pub const DEFAULT_PREFETCH: bool = false;
+
 /// Plans the decode of `shape` with threadgroups of `threads` for every
 /// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
 /// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
-/// no sequence lengths, no log-sum-exp.
+/// all query heads of a K/V head per threadgroup, no prefetch, no sequence
+/// lengths, no log-sum-exp.
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
     check_vec(&name, vec)?;
@@ -659,6 +727,8 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
         fused: Dispatch::threadgroups([1, kv_heads, batch], t),
         keys_per_step: DEFAULT_KEYS_PER_STEP,
+        heads_per_threadgroup: q_heads / kv_heads,
+        prefetch: false,
         ragged: false,
         lse: false,
         splits: 1,
@@ -672,7 +742,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
 /// multiprocessor, keeping at least 8 keys per SIMD group and step.
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
     let target = 4 * compute_units.max(1);
-    let threadgroups = plan.shape.kv_heads * plan.shape.batch;
+    let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = target.div_ceil(threadgroups.max(1));
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
     let by_keys = (plan.shape.s_len / (simdgroups * 8 * plan.keys_per_step)).max(1);
@@ -745,7 +815,7 @@ mod tests {
         assert_eq!(p.fused_threadgroup_memory(), 4 * 32 * (2 + 1024));
         assert_eq!(
             p.check_fused().unwrap_err().to_string(),
-            "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (1 query heads per K/V head; limit 32768)"
+            "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (1 query heads per threadgroup; limit 32768)"
         );
         assert_eq!(plan(DType::F32, &DecodeShape::heads(1, 1, 128), 4, 256).unwrap().fused_threadgroup_memory(), 4 * 8 * 130);
         assert_eq!(fused_threads_that_fit(1024, 4, 1), 224);
@@ -772,7 +842,15 @@ mod tests {
         let p = plan(DType::F16, &shape, 4, 256).unwrap();
         assert_eq!(p.fused, Dispatch::threadgroups([1, 8, 8], 256));
         assert_eq!(p.combine, Dispatch::threadgroups([256, 1, 1], 128));
-        assert_eq!(p.fused_config().group, 4);
+        assert_eq!(p.fused_config().heads, 4);
+        // One query head per threadgroup: four times the threadgroups.
+        let single = p.with_heads_per_threadgroup(1, true).unwrap();
+        assert_eq!(single.fused, Dispatch::threadgroups([1, 32, 8], 256));
+        assert_eq!(single.fused_config().name(), "attention_fused_f16_vec4_c1_t256_h1_k4_p");
+        assert_eq!(
+            p.with_heads_per_threadgroup(3, false).unwrap_err().to_string(),
+            "attention_fused_f16_vec4: 3 query heads per threadgroup do not divide the 4 query heads per K/V head"
+        );
         assert!(p.check_three_dispatch().is_err());
         // 132 multiprocessors: 528 threadgroups wanted over 64 K/V heads → 9
         // splits (456 keys each: 15 steps of 4 keys for each of 8 SIMD groups).
