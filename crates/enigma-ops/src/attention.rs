@@ -32,7 +32,7 @@ impl Ops<'_> {
         let mut threads = self.threads(KernelType::Attention);
         if fused && self.options.threads.is_none() {
             let group = if shape.kv_heads > 0 { (shape.q_heads / shape.kv_heads).max(1) } else { 1 };
-            let heads = self.options.attention.heads_per_threadgroup.unwrap_or(group).max(1);
+            let heads = self.options.attention.heads_per_threadgroup.unwrap_or(attention::default_heads_per_threadgroup(group)).max(1);
             threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, heads));
         }
         Ok(attention::plan(dtype, shape, vec, threads)?)
@@ -90,7 +90,7 @@ impl Ops<'_> {
         }
         let keys = self.options.attention.keys_per_step.unwrap_or(attention::DEFAULT_KEYS_PER_STEP);
         let options = self.options.attention;
-        let heads = options.heads_per_threadgroup.unwrap_or(shape.group());
+        let heads = options.heads_per_threadgroup.unwrap_or(plan.heads_per_threadgroup);
         let prefetch = options.prefetch.unwrap_or(attention::DEFAULT_PREFETCH);
         let plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
         plan.check_fused()?;

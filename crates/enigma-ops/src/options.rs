@@ -100,7 +100,7 @@ pub struct AttentionOptions {
     /// `attention::DEFAULT_KEYS_PER_STEP`).
     pub keys_per_step: Option<u32>,
     /// Query heads per threadgroup, a divisor of the query heads per K/V
-    /// head (default: all of them, so each K/V row is read once).
+    /// head (default: `attention::default_heads_per_threadgroup`).
     pub heads_per_threadgroup: Option<u32>,
     /// Whether each SIMD group loads its next step while using this one
     /// (default: `attention::DEFAULT_PREFETCH`).

@@ -47,7 +47,7 @@ fn check(rt: &Runtime, c: &Case) {
     let launches = ops.take_launches();
     let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
     let used = s.div_ceil(split_len) as u32;
-    let heads = c.heads.unwrap_or((hq / hkv) as u32);
+    let heads = c.heads.unwrap_or(attention::default_heads_per_threadgroup((hq / hkv) as u32));
     assert_eq!(launches[0].dispatch.size, [used, hq as u32 / heads, b as u32], "{what}");
     assert_eq!(launches.len(), if used > 1 { 2 } else { 1 }, "{what}");
     let out = download(&got.out, elem, b * hq * d).unwrap();

@@ -681,12 +681,27 @@ pub const SEED_000_THREADS: u32 = 256;
 pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
 
 /// Whether the fused kernel prefetches its next step by default.
-pub const DEFAULT_PREFETCH: bool = false;
+pub const DEFAULT_PREFETCH: bool = true;
+
+/// The most query heads a threadgroup of the fused kernel serves by
+/// default. Measured on an H200 (f16, D = 128, 32 query heads over 8 K/V
+/// heads, prefetch on): 2 heads per threadgroup ran batch 8 × 4096 keys in
+/// 94.6 µs and one sequence of 32768 in 110.1 µs, against 126.9 and 120.4
+/// with all 4 (whose registers allow two threadgroups per multiprocessor),
+/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode").
+pub const DEFAULT_MAX_HEADS_PER_THREADGROUP: u32 = 2;
+
+/// The default query heads per threadgroup for `group` query heads per K/V
+/// head: the largest divisor of `group` up to
+/// [`DEFAULT_MAX_HEADS_PER_THREADGROUP`].
+pub fn default_heads_per_threadgroup(group: u32) -> u32 {
+    (1..=DEFAULT_MAX_HEADS_PER_THREADGROUP.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
+}
 
 /// Plans the decode of `shape` with threadgroups of `threads` for every
 /// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
 /// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
-/// all query heads of a K/V head per threadgroup, no prefetch, no sequence
+/// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
 /// lengths, no log-sum-exp.
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
@@ -725,10 +740,10 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         scores: Dispatch::threadgroups([s_len.div_ceil(t), rows, 1], t),
         softmax,
         weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
-        fused: Dispatch::threadgroups([1, kv_heads, batch], t),
+        fused: Dispatch::threadgroups([1, q_heads / default_heads_per_threadgroup(q_heads / kv_heads), batch], t),
         keys_per_step: DEFAULT_KEYS_PER_STEP,
-        heads_per_threadgroup: q_heads / kv_heads,
-        prefetch: false,
+        heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
+        prefetch: DEFAULT_PREFETCH,
         ragged: false,
         lse: false,
         splits: 1,
@@ -829,9 +844,10 @@ mod tests {
         for (d, vec, group) in [(1024, 4, 1), (1000, 1, 1), (128, 4, 1), (33, 1, 1), (128, 4, 8), (256, 1, 3)] {
             let t = fused_threads_that_fit(d, vec, group);
             let shape = DecodeShape { batch: 1, q_heads: group, kv_heads: 1, s_len: 1, d };
-            assert!(plan(DType::F32, &shape, vec, t).unwrap().check_fused().is_ok());
+            let all_heads = |t| plan(DType::F32, &shape, vec, t).unwrap().with_heads_per_threadgroup(group, false).unwrap();
+            assert!(all_heads(t).check_fused().is_ok());
             if t < 1024 {
-                assert!(plan(DType::F32, &shape, vec, t + 32).unwrap().check_fused().is_err());
+                assert!(all_heads(t + 32).check_fused().is_err());
             }
         }
     }
@@ -840,10 +856,11 @@ mod tests {
     fn grouped_and_batched_geometry() {
         let shape = DecodeShape { batch: 8, q_heads: 32, kv_heads: 8, s_len: 4096, d: 128 };
         let p = plan(DType::F16, &shape, 4, 256).unwrap();
-        assert_eq!(p.fused, Dispatch::threadgroups([1, 8, 8], 256));
+        assert_eq!(p.fused, Dispatch::threadgroups([1, 16, 8], 256));
         assert_eq!(p.combine, Dispatch::threadgroups([256, 1, 1], 128));
-        assert_eq!(p.fused_config().heads, 4);
-        // One query head per threadgroup: four times the threadgroups.
+        assert_eq!(p.fused_config().heads, 2);
+        assert_eq!([1, 2, 3, 4, 6, 8].map(default_heads_per_threadgroup), [1, 2, 1, 2, 2, 2]);
+        // One query head per threadgroup: twice the threadgroups.
         let single = p.with_heads_per_threadgroup(1, true).unwrap();
         assert_eq!(single.fused, Dispatch::threadgroups([1, 32, 8], 256));
         assert_eq!(single.fused_config().name(), "attention_fused_f16_vec4_c1_t256_h1_k4_p");
@@ -852,11 +869,12 @@ mod tests {
             "attention_fused_f16_vec4: 3 query heads per threadgroup do not divide the 4 query heads per K/V head"
         );
         assert!(p.check_three_dispatch().is_err());
-        // 132 multiprocessors: 528 threadgroups wanted over 64 K/V heads → 9
-        // splits (456 keys each: 15 steps of 4 keys for each of 8 SIMD groups).
+        // 132 multiprocessors: 528 threadgroups wanted over 128 blocks of 2
+        // query heads → 5 splits (820 keys each: 26 steps of 4 keys for
+        // each of 8 SIMD groups).
         let split = p.with_splits(splits_for(&p, 132));
-        assert_eq!((split.splits, split.split_len), (9, 456));
-        assert_eq!(split.fused, Dispatch::threadgroups([9, 8, 8], 256));
+        assert_eq!((split.splits, split.split_len), (5, 820));
+        assert_eq!(split.fused, Dispatch::threadgroups([5, 16, 8], 256));
         // A short sequence stays whole: 8 keys per SIMD group and step.
         let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
         assert_eq!(splits_for(&short, 132), 1);

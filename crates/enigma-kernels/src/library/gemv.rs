@@ -29,6 +29,10 @@ use enigma_ir::{Access, Kernel, Scalar, Type};
 pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 /// Default loads in flight per row and iteration.
 pub const DEFAULT_UNROLL: u32 = 2;
+/// Default rows per SIMD group of the wide form: on an H200 at 11008×4096
+/// (f16 and bf16), 4 rows × 2 loads ran in 27.0 and 26.7 µs against 28.6
+/// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
+pub const WIDE_ROWS_PER_SIMDGROUP: u32 = 4;
 
 /// `gemv_{wdtype}[_vec4|_wide]_r{rows}_u{unroll}`: `vec` 1, 4, or 8 (the
 /// wide form, 16-bit weights only: `w8` is bound as `uint4` words of eight
@@ -165,7 +169,7 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: G
     let k32 = to_u32(&name, "k", k)?;
     to_u32(&name, "m × k", m.saturating_mul(k))?;
     let t = check_threads(&name, threads)?;
-    let rows = options.rows_per_simdgroup.unwrap_or(DEFAULT_ROWS_PER_SIMDGROUP);
+    let rows = options.rows_per_simdgroup.unwrap_or(if vec == 8 { WIDE_ROWS_PER_SIMDGROUP } else { DEFAULT_ROWS_PER_SIMDGROUP });
     let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
     if !(1..=8).contains(&rows) || !(1..=8).contains(&unroll) {
         return Err(ShapeError::new(name, format!("rows per SIMD group ({rows}) and unroll ({unroll}) must be between 1 and 8")));
@@ -191,7 +195,7 @@ mod tests {
         assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
         assert!(plan(DType::F16, 10, 6, 4, 256, GemvOptions::default()).is_err());
         assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), unroll: None }).is_err());
-        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r2_u2");
+        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2");
         assert_eq!(plan(DType::F16, 10, 12, 8, 256, GemvOptions::default()).unwrap_err().to_string(), "gemv_f16_wide: vector loads need k % 8 == 0, k = 12");
         assert!(plan(DType::F32, 10, 16, 8, 256, GemvOptions::default()).is_err());
     }
