@@ -13,8 +13,11 @@ use enigma_ops::{parse_shape, registry, AttentionOptions, GemvOptions, Options};
 
 const USAGE: &str = "library_cuda [--threads N] [--splits N] [--keys-per-step N] [--heads-per-threadgroup N] [--prefetch 0|1] [--gemv-rows N] [--gemv-loads N] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
 
+/// A name filter and the shape it asks for (`None`: the benchmark shape).
+type Filter = (String, Option<Vec<usize>>);
+
 /// The options the flags set, and the filters left.
-fn parse_args(args: Vec<String>) -> (Options, Vec<(String, Option<Vec<usize>>)>) {
+fn parse_args(args: Vec<String>) -> (Options, Vec<Filter>) {
     let mut options = Options::default();
     let mut filters = vec![];
     let mut it = args.into_iter();

@@ -31,7 +31,7 @@ impl Ops<'_> {
         let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d.is_multiple_of(4))?;
         let mut threads = self.threads(KernelType::Attention);
         if fused && self.options.threads.is_none() {
-            let group = if shape.kv_heads > 0 { (shape.q_heads / shape.kv_heads).max(1) } else { 1 };
+            let group = shape.q_heads.checked_div(shape.kv_heads).unwrap_or(1).max(1);
             let heads = self.options.attention.heads_per_threadgroup.unwrap_or(attention::default_heads_per_threadgroup(group)).max(1);
             threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, heads));
         }

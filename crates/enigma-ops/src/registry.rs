@@ -715,7 +715,7 @@ fn attention_entry(dtype: DType, fused: bool) -> Entry {
 /// The key count of sequence `b` of the registry's ragged decode: the
 /// whole cache for even `b`, 5/8 of it (at least 1) for odd `b`.
 fn ragged_len(b: usize, s_len: usize) -> u32 {
-    if b % 2 == 0 { s_len as u32 } else { (s_len * 5 / 8).max(1) as u32 }
+    if b.is_multiple_of(2) { s_len as u32 } else { (s_len * 5 / 8).max(1) as u32 }
 }
 
 fn attention_batch_entry(dtype: DType, ragged: bool) -> Entry {

@@ -62,13 +62,14 @@ fn slot(k: &mut KernelBuilder, lane: Ex, c: u32, dv: Ex) -> (Ex, Ex) {
 
 /// Loads row `row` of `q` into `chunks` registers per lane (0 past the
 /// row's end), multiplied by `factor`, as locals `{name}{c}`.
-fn load_q(k: &mut KernelBuilder, name: &str, q: Mem, row: Ex, slots: &[(Ex, Ex)], dv: Ex, vec: u8, factor: Ex) -> Vec<Ex> {
+fn load_q(k: &mut KernelBuilder, name: &str, q: Mem, row: Ex, slots: &[(Ex, Ex)], dv: Ex, factor: Ex) -> Vec<Ex> {
     slots
         .iter()
         .enumerate()
         .map(|(c, &(col, valid))| {
             let v = load_f32(q, row * dv + col) * factor;
-            k.let_(&format!("{name}{c}"), select(splat(0.0, vec), v, valid))
+            let width = v.ty().width();
+            k.let_(&format!("{name}{c}"), select(splat(0.0, width), v, valid))
         })
         .collect()
 }
@@ -104,7 +105,7 @@ pub fn scores(dtype: DType, vec: u8, chunks: u32) -> Kernel {
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
     let slots: Vec<(Ex, Ex)> = (0..chunks).map(|c| slot(k, lane, c, dv)).collect();
-    let qs = load_q(k, "qv", q, head, &slots, dv, vec, scale);
+    let qs = load_q(k, "qv", q, head, &slots, dv, scale);
     let key0 = k.let_("key0", threadgroup_position_in_grid().x() * threads_per_threadgroup().x() + sg * SIMD_WIDTH);
     let mine = k.var("mine", f(0.0));
     k.for_range("j", 0u32, SIMD_WIDTH, 1u32, |k, j| {
@@ -305,7 +306,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
     let seq_len = match seq_lens {
         Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
-        None => s_len.into(),
+        None => s_len,
     };
     // The keys of this threadgroup: all of its sequence's, or its split's.
     let (first_key, end_key) = match split_len {
@@ -321,7 +322,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let qs: Vec<Vec<Ex>> = (0..group)
         .map(|g| {
             let row = k.let_(&format!("qrow{g}"), row0 + g);
-            load_q(k, &format!("q{g}_"), q, row, &slots, dv, vec, qscale)
+            load_q(k, &format!("q{g}_"), q, row, &slots, dv, qscale)
         })
         .collect();
     let ms: Vec<Var> = (0..group).map(|g| k.var(&format!("m{g}"), neg_inf())).collect();
