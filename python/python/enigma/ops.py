@@ -574,9 +574,10 @@ def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = 
         scale: the factor on the scores; default 1/√D.
         fused: ``True`` runs one fused kernel (its keys split over
             threadgroups where the sequences are long for the GPU), ``False``
-            three dispatches (scores, softmax, weighted sum: one K/V head per
-            query head, whole sequences, no log-sum-exp only). Default: the
-            three dispatches where they can run, else the fused kernel.
+            three dispatches (scores, softmax, weighted sum), which take only
+            one sequence with one K/V head per query head, no ``seq_lens``
+            and no ``return_lse``. Default: the three dispatches where they
+            can run, else the fused kernel.
         seq_lens: per-sequence key counts ([B] integers, or one for a single
             sequence; each clamped to S): sequence ``b`` attends to its first
             ``seq_lens[b]`` keys. An empty sequence gives zeros (and a
