@@ -8,7 +8,9 @@ kernel written the way a Triton user would: one row or block per program) on
 data of the same shape and type, with CUDA events, median of 20 after 5
 warm-ups, and prints a table with ratios. Usage:
 
-    python3 bench/library_vs_torch.py path/to/library_cuda [name-filter ...]
+    python3 bench/library_vs_torch.py path/to/library_cuda [option ...] [name-filter[@shape] ...]
+
+(the options and filters are `library_cuda`'s).
 
 Then, where the ``enigma`` Python package is installed, a second table: the
 ``enigma.ops`` calls that take torch's conventions (``dim=``, trailing
@@ -156,6 +158,23 @@ def torch_op(name, shape, dt):
         h, s, d = shape
         q, k, v = rand(1, h, 1, d), rand(1, h, s, d), rand(1, h, s, d)
         return lambda: F.scaled_dot_product_attention(q, k, v)
+    if base in ("attention_decode_batch", "attention_decode_ragged"):
+        # Whole sequences for torch (the ragged entry's odd sequences are
+        # shorter in enigma's run); K/V copies spanning 200 MB, one per call
+        # in turn, as the registry's entry rotates its own, so that both
+        # read the cache from DRAM.
+        b, hq, hkv, s, d = shape
+        q = rand(b, hq, 1, d)
+        cache = 2 * b * hkv * s * d * q.element_size()
+        copies = max(1, min(64, -(-(200 << 20) // cache)))
+        kvs = [(rand(b, hkv, s, d), rand(b, hkv, s, d)) for _ in range(copies)]
+        turn = [0]
+
+        def run():
+            k, v = kvs[turn[0] % copies]
+            turn[0] += 1
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=hq != hkv)
+        return run
     return None
 
 
@@ -166,11 +185,12 @@ def peak_tbs():
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clock_khz = getattr(props, "memory_clock_rate", 0)
     bus_bits = getattr(props, "memory_bus_width", 0)
-    if clock_khz and bus_bits:
-        return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e12, "memory clock x bus width"
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     seconds = median_seconds(lambda: dst.copy_(src))
+    print(f"device-to-device copy of 1 GiB: {2 * src.numel() / seconds / 1e12:.2f} TB/s (read + write, measured)")
+    if clock_khz and bus_bits:
+        return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e12, "memory clock x bus width"
     return 2 * src.numel() / seconds / 1e12, "a 1 GiB copy, measured"
 
 

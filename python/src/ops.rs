@@ -478,10 +478,14 @@ pub fn op_matmul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bo
     call.output(py, out, vec![m, n], Scalar::F32)
 }
 
-/// One decode step of attention for `q` `[heads, d]` and `k`, `v`
-/// `[heads, s, d]`: `[heads, d]`, in three dispatches or one `fused` kernel.
+/// One decode step of attention for `q` `[batch, q_heads, d]` and `k`, `v`
+/// `[batch, kv_heads, s, d]` (`q_heads` a multiple of `kv_heads`):
+/// `[batch, q_heads, d]`, in three dispatches (one K/V head per query head,
+/// whole sequences, no log-sum-exp) or one `fused` kernel; `seq_lens`
+/// (u32 `[batch]`) gives each sequence's key count, and `return_lse` also
+/// returns the f32 log-sum-exp of each row (`[batch, q_heads]`).
 #[pyfunction]
-#[pyo3(signature = (runtime, q, k, v, heads, s, d, scale, fused, elem, threads=None, stream=None, dlpack_stream=None))]
+#[pyo3(signature = (runtime, q, k, v, batch, q_heads, kv_heads, s, d, scale, fused, elem, seq_lens=None, return_lse=false, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn op_attention_decode(
     py: Python<'_>,
@@ -489,24 +493,38 @@ pub fn op_attention_decode(
     q: &Bound<'_, PyAny>,
     k: &Bound<'_, PyAny>,
     v: &Bound<'_, PyAny>,
-    heads: usize,
+    batch: usize,
+    q_heads: usize,
+    kv_heads: usize,
     s: usize,
     d: usize,
     scale: f32,
     fused: bool,
     elem: &str,
+    seq_lens: Option<&Bound<'_, PyAny>>,
+    return_lse: bool,
     threads: Option<u32>,
     stream: Option<u64>,
     dlpack_stream: Option<i64>,
-) -> PyResult<Array> {
-    let mut call = Call::new("attention_decode", runtime, elem, threads, stream, dlpack_stream)?;
-    let q = call.input(py, "q", q, product("attention_decode", &[heads, d])?, None)?;
-    let cache = product("attention_decode", &[heads, s, d])?;
+) -> PyResult<(Array, Option<Array>)> {
+    const OP: &str = "attention_decode";
+    let mut call = Call::new(OP, runtime, elem, threads, stream, dlpack_stream)?;
+    let q = call.input(py, "q", q, product(OP, &[batch, q_heads, d])?, None)?;
+    let cache = product(OP, &[batch, kv_heads, s, d])?;
     let k = call.input(py, "k", k, cache, None)?;
     let v = call.input(py, "v", v, cache, None)?;
+    let lens = seq_lens.map(|l| call.input(py, "seq_lens", l, batch, Some(Scalar::U32))).transpose()?;
+    let shape = enigma_ops::decode_shape(batch, q_heads, kv_heads, s, d).map_err(|e| ops_err(py, e))?;
     let ops = call.ops();
-    let out = if fused { ops.attention_decode_fused(&q, &k, &v, heads, s, d, scale) } else { ops.attention_decode(&q, &k, &v, heads, s, d, scale) };
-    call.output(py, out, vec![heads, d], call.elem)
+    let out_shape = vec![batch, q_heads, d];
+    if !fused {
+        let out = ops.attention_decode(&q, &k, &v, batch * q_heads, s, d, scale);
+        return Ok((call.output(py, out, out_shape, call.elem)?, None));
+    }
+    let decoded = ops.attention_decode_batch(&q, &k, &v, &shape, lens.as_ref(), scale, return_lse).map_err(|e| ops_err(py, e))?;
+    let out = call.output(py, Ok(decoded.out), out_shape, call.elem)?;
+    let lse = decoded.lse.map(|l| call.output(py, Ok(l), vec![batch, q_heads], Scalar::F32)).transpose()?;
+    Ok((out, lse))
 }
 
 /// Attention over whole sequences for `q` `[b, h, sq, d]` and `k`, `v`

@@ -112,6 +112,51 @@ def test_attention_decode(rt, fused):
     np.testing.assert_allclose(ops.attention_decode(q, k, v, fused=fused, rt=rt), want, rtol=1e-4, atol=1e-5)
 
 
+def _decode_reference(q, k, v, lens):
+    """float64 outputs and log-sum-exps of a batch [B, Hq, D] over [B, Hkv, S, D]."""
+    b, hq, d = q.shape
+    group = hq // k.shape[1]
+    out = np.zeros((b, hq, d))
+    lse = np.full((b, hq), -np.inf)
+    for i in range(b):
+        for h in range(hq):
+            kk, vv = k[i, h // group, :lens[i]].astype(np.float64), v[i, h // group, :lens[i]].astype(np.float64)
+            if lens[i] == 0:
+                continue
+            scores = kk @ q[i, h].astype(np.float64) / math.sqrt(d)
+            m = scores.max()
+            e = np.exp(scores - m)
+            out[i, h] = e @ vv / e.sum()
+            lse[i, h] = m + math.log(e.sum())
+    return out, lse
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_attention_decode_grouped_batch_with_lengths(rt, dtype):
+    r = rng(12)
+    b, hq, hkv, s, d = 3, 6, 2, 41, 64
+    q = r.uniform(-1, 1, (b, hq, d)).astype(dtype)
+    k = r.uniform(-2, 2, (b, hkv, s, d)).astype(dtype)
+    v = r.uniform(-1, 1, (b, hkv, s, d)).astype(dtype)
+    lens = [41, 0, 17]
+    want, want_lse = _decode_reference(q, k, v, lens)
+    out, lse = ops.attention_decode(q, k, v, seq_lens=lens, return_lse=True, rt=rt)
+    assert out.shape == (b, hq, d) and out.dtype == dtype and lse.shape == (b, hq) and lse.dtype == np.float32
+    tol = 1e-4 if dtype == np.float32 else 3e-3
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+    assert np.all(np.isneginf(lse[1]))
+    np.testing.assert_allclose(lse[[0, 2]], want_lse[[0, 2]], rtol=1e-5, atol=1e-5)
+    # One sequence with grouped heads: q [Hq, D], k and v [Hkv, S, D].
+    single = ops.attention_decode(q[0], k[0], v[0], rt=rt)
+    np.testing.assert_allclose(single, want[0], rtol=tol, atol=tol)
+    with pytest.raises(ValueError, match="fused=True"):
+        ops.attention_decode(q[0], k[0], v[0], fused=False, rt=rt)
+    with pytest.raises(ValueError, match="seq_lens must be 3"):
+        ops.attention_decode(q, k, v, seq_lens=[1, 2], rt=rt)
+    with pytest.raises(ValueError, match="dividing"):
+        ops.attention_decode(q[:, :5], k, v, rt=rt)
+
+
 def test_bad_inputs_are_clear_errors(rt):
     x = np.zeros(8, np.float32)
     with pytest.raises(IndexError, match="dim 1 is out of range for a 1-D array"):

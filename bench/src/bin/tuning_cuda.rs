@@ -23,7 +23,7 @@ fn sweeps() -> Vec<(&'static str, String, Options)> {
     for entry in ["attention_decode_fused_f16", "attention_decode_fused_f32"] {
         for threads in [128, 256] {
             for splits in [17, 34, 68, 128] {
-                let o = Options { threads: Some(threads), attention: AttentionOptions { splits: Some(splits), ..Default::default() }, ..Options::default() };
+                let o = Options { threads: Some(threads), attention: AttentionOptions { splits: Some(splits), ..AttentionOptions::default() }, ..Options::default() };
                 out.push((entry, format!("threads={threads} splits={splits}"), o));
             }
         }

@@ -1,39 +1,53 @@
 //! Attention decode: three dispatches (scores, softmax, weighted sum) or
-//! one fused kernel, its keys optionally split over threadgroups.
+//! one fused kernel over a batch with grouped K/V heads, its keys
+//! optionally split over threadgroups (then combined).
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::attention;
+use enigma_kernels::library::attention::{self, DecodeShape};
 use enigma_runtime::{Arg, Buffer};
 
-impl Ops<'_> {
+/// The fused decode's results: `out` (`[batch, q_heads, d]` in the input's
+/// type) and, when asked for, `lse` (`[batch, q_heads]` f32: the natural
+/// log-sum-exp of each row's scaled scores, `-inf` for an empty sequence).
+#[derive(Debug)]
+pub struct DecodeOutput {
+    pub out: Buffer,
+    pub lse: Option<Buffer>,
+}
 
-    #[allow(clippy::too_many_arguments)]
+impl Ops<'_> {
     /// The plan of either form; the fused one takes fewer threads than the
     /// default where its state would not fit threadgroup memory (an
-    /// explicit [`Options::threads`] is kept, and checked).
-    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, fused: bool) -> Result<attention::AttentionPlan, Error> {
+    /// explicit [`crate::Options::threads`] is kept, and checked).
+    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, shape: &DecodeShape, fused: bool) -> Result<attention::AttentionPlan, Error> {
         let op = "attention_decode";
         let dtype = self.dtype_of(op, q)?;
-        self.need(op, "q", q, heads.saturating_mul(d), dtype.scalar())?;
-        self.need(op, "k", k, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
-        self.need(op, "v", v, heads.saturating_mul(s_len).saturating_mul(d), dtype.scalar())?;
+        let (b, hq, hkv, s, d) = (shape.batch as usize, shape.q_heads as usize, shape.kv_heads as usize, shape.s_len as usize, shape.d as usize);
+        self.need(op, "q", q, b.saturating_mul(hq).saturating_mul(d), dtype.scalar())?;
+        let cache = b.saturating_mul(hkv).saturating_mul(s).saturating_mul(d);
+        self.need(op, "k", k, cache, dtype.scalar())?;
+        self.need(op, "v", v, cache, dtype.scalar())?;
         let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d.is_multiple_of(4))?;
         let mut threads = self.threads(KernelType::Attention);
         if fused && self.options.threads.is_none() {
-            threads = threads.min(attention::fused_threads_that_fit(u32::try_from(d).unwrap_or(u32::MAX), vec));
+            let group = shape.q_heads.checked_div(shape.kv_heads).unwrap_or(1).max(1);
+            let heads = self.options.attention.heads_per_threadgroup.unwrap_or(attention::default_heads_per_threadgroup(group)).max(1);
+            threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, heads));
         }
-        Ok(attention::plan(dtype, heads, s_len, d, vec, threads)?)
+        Ok(attention::plan(dtype, shape, vec, threads)?)
     }
 
     /// Attention decode in seed 000's three dispatches (scores, softmax,
     /// weighted sum): `out` is `[heads, d]` in the input's type.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
-        let plan = self.attention_plan(q, k, v, heads, s_len, d, false)?;
+        let shape = decode_shape(1, heads, heads, s_len, d)?;
+        let plan = self.attention_plan(q, k, v, &shape, false)?;
+        plan.check_three_dispatch()?;
         let scores = self.output(Scalar::F32, heads * s_len)?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
-        let dims = [("s_len", Arg::u32(plan.s_len)), ("d", Arg::u32(plan.d)), ("scale", Arg::f32(scale))];
+        let dims = [("s_len", Arg::u32(shape.s_len)), ("d", Arg::u32(shape.d)), ("scale", Arg::f32(scale))];
         let mut args = vec![("q", Arg::from(q)), ("q4", Arg::from(q)), ("k", Arg::from(k)), ("k4", Arg::from(k)), ("scores", Arg::from(&scores))];
         args.extend(dims);
         self.launch(format!("attention_scores {:?}", (plan.dtype, plan.vec, plan.chunks)), || plan.scores_kernel(), plan.scores, &args)?;
@@ -43,13 +57,48 @@ impl Ops<'_> {
         Ok(out)
     }
 
-    /// Attention decode in one dispatch, one threadgroup per head.
+    /// Attention decode of one sequence with one K/V head per query head,
+    /// fused ([`Ops::attention_decode_batch`]).
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode_fused(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
-        let plan = self.attention_plan(q, k, v, heads, s_len, d, true)?;
+        let shape = decode_shape(1, heads, heads, s_len, d)?;
+        Ok(self.attention_decode_batch(q, k, v, &shape, None, scale, false)?.out)
+    }
+
+    /// Attention decode of a batch in one fused kernel, its keys split over
+    /// threadgroups (then combined) where the sequences are long for the
+    /// GPU ([`attention::splits_for`], or [`crate::AttentionOptions`]):
+    /// `q` is `[batch, q_heads, d]`, `k` and `v` `[batch, kv_heads, s_len,
+    /// d]` (query head `h` reads K/V head `h / (q_heads / kv_heads)`);
+    /// `seq_lens` (u32 `[batch]`, clamped to `s_len`) gives each
+    /// sequence's key count, else every sequence has `s_len`; `with_lse`
+    /// also returns each row's log-sum-exp.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_decode_batch(
+        &self,
+        q: &Buffer,
+        k: &Buffer,
+        v: &Buffer,
+        shape: &DecodeShape,
+        seq_lens: Option<&Buffer>,
+        scale: f32,
+        with_lse: bool,
+    ) -> Result<DecodeOutput, Error> {
+        let plan = self.attention_plan(q, k, v, shape, true)?;
+        if let Some(lens) = seq_lens {
+            self.need("attention_decode", "seq_lens", lens, shape.batch as usize, Scalar::U32)?;
+        }
+        let keys = self.options.attention.keys_per_step.unwrap_or(attention::DEFAULT_KEYS_PER_STEP);
+        let options = self.options.attention;
+        let heads = options.heads_per_threadgroup.unwrap_or(plan.heads_per_threadgroup);
+        let prefetch = options.prefetch.unwrap_or(attention::DEFAULT_PREFETCH);
+        let plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
         plan.check_fused()?;
         let plan = plan.with_splits(self.attention_splits(&plan));
-        let out = self.output(plan.dtype.scalar(), heads * d)?;
+        let rows = shape.rows() as usize;
+        let d = shape.d as usize;
+        let out = self.output(plan.dtype.scalar(), rows * d)?;
+        let lse = if with_lse { Some(self.output(Scalar::F32, rows)?) } else { None };
         let mut args = vec![
             ("q", Arg::from(q)),
             ("q4", Arg::from(q)),
@@ -57,35 +106,46 @@ impl Ops<'_> {
             ("k4", Arg::from(k)),
             ("v", Arg::from(v)),
             ("v4", Arg::from(v)),
-            ("s_len", Arg::u32(plan.s_len)),
-            ("d", Arg::u32(plan.d)),
+            ("s_len", Arg::u32(shape.s_len)),
+            ("d", Arg::u32(shape.d)),
             ("scale", Arg::f32(scale)),
+            ("group", Arg::u32(shape.group())),
         ];
+        if let Some(lens) = seq_lens {
+            args.push(("seq_lens", Arg::from(lens)));
+        }
+        let key = format!("attention_fused {:?}", plan.fused_config());
         if plan.splits == 1 {
             args.push(("out", Arg::from(&out)));
-            self.launch(fused_key(&plan), || plan.fused_kernel(), plan.fused, &args)?;
-            return Ok(out);
+            if let Some(lse) = &lse {
+                args.push(("lse", Arg::from(lse)));
+            }
+            self.launch(key, || plan.fused_kernel(), plan.fused, &args)?;
+            return Ok(DecodeOutput { out, lse });
         }
-        let parts = plan.heads as usize * plan.splits as usize;
+        let parts = rows * plan.splits as usize;
         let partial_ml = self.output(Scalar::F32, parts * 2)?;
         let partial_acc = self.output(Scalar::F32, parts * d)?;
         args.extend([("partial_ml", Arg::from(&partial_ml)), ("partial_acc", Arg::from(&partial_acc)), ("split_len", Arg::u32(plan.split_len))]);
-        self.launch(fused_key(&plan), || plan.fused_kernel(), plan.fused, &args)?;
-        let args = [
+        self.launch(key, || plan.fused_kernel(), plan.fused, &args)?;
+        let mut args = vec![
             ("partial_ml", Arg::from(&partial_ml)),
             ("partial_acc", Arg::from(&partial_acc)),
             ("out", Arg::from(&out)),
-            ("d", Arg::u32(plan.d)),
+            ("d", Arg::u32(shape.d)),
             ("splits", Arg::u32(plan.splits)),
         ];
-        self.launch(format!("attention_combine {:?}", plan.dtype), || plan.combine_kernel(), plan.combine, &args)?;
-        Ok(out)
+        if let Some(lse) = &lse {
+            args.push(("lse", Arg::from(lse)));
+        }
+        self.launch(format!("attention_combine {:?}", (plan.dtype, with_lse)), || plan.combine_kernel(), plan.combine, &args)?;
+        Ok(DecodeOutput { out, lse })
     }
 
-    /// How many ways the fused decode splits each head's keys:
-    /// [`AttentionOptions::splits`]; else, on a GPU, enough threadgroups
-    /// for about four per compute unit, keeping at least 8 keys per SIMD
-    /// group (the simulator gains nothing from splitting: 1).
+    /// How many ways the fused decode splits each K/V head's keys:
+    /// [`crate::AttentionOptions::splits`]; else, on a GPU,
+    /// [`attention::splits_for`] its multiprocessor count (the simulator
+    /// gains nothing from splitting: 1).
     fn attention_splits(&self, plan: &attention::AttentionPlan) -> u32 {
         if let Some(s) = self.options.attention.splits {
             return s.max(1);
@@ -93,15 +153,12 @@ impl Ops<'_> {
         if self.rt.device().kind == enigma_runtime::DeviceKind::Simulator {
             return 1;
         }
-        let target = 4 * self.rt.device().compute_units.max(1);
-        let by_occupancy = target.div_ceil(plan.heads.max(1));
-        let simdgroups = plan.fused.threads[0].div_ceil(32).max(1);
-        let by_keys = (plan.s_len / (simdgroups * 8)).max(1);
-        by_occupancy.min(by_keys)
+        attention::splits_for(plan, self.rt.device().compute_units)
     }
 }
 
-/// What determines the fused attention kernel of `plan`.
-fn fused_key(plan: &attention::AttentionPlan) -> String {
-    format!("attention_fused {:?}", (plan.dtype, plan.vec, plan.chunks, plan.fused.threads[0], plan.splits > 1))
+/// The shape of a decode from host sizes, each checked to fit 32 bits.
+pub fn decode_shape(batch: usize, q_heads: usize, kv_heads: usize, s_len: usize, d: usize) -> Result<DecodeShape, Error> {
+    let fit = |what: &str, v: usize| enigma_kernels::library::to_u32("attention_decode", what, v);
+    Ok(DecodeShape { batch: fit("batch", batch)?, q_heads: fit("q_heads", q_heads)?, kv_heads: fit("kv_heads", kv_heads)?, s_len: fit("s_len", s_len)?, d: fit("d", d)? })
 }

@@ -2,7 +2,7 @@
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::{Scalar, Type};
-use enigma_kernels::library::gemv;
+use enigma_kernels::library::{gemv, DType};
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -14,8 +14,12 @@ impl Ops<'_> {
         self.need("gemv", "x", x, k, Scalar::F32)?;
         let wvec = self.vectorize("gemv", &[w], wdtype.ty(4), k.is_multiple_of(4))?;
         let xvec = self.vectorize("gemv", &[x], Type::vector(Scalar::F32, 4), k.is_multiple_of(4))?;
+        // 16-bit weights in 16-byte words where vectors are in use and the
+        // rows are whole words.
+        let wide = wvec.min(xvec) == 4 && wdtype != DType::F32 && k.is_multiple_of(8) && w.len_bytes().is_multiple_of(16);
+        let vec = if wide { 8 } else { wvec.min(xvec) };
         let options = gemv::GemvOptions { rows_per_simdgroup: self.options.gemv.rows_per_simdgroup, unroll: self.options.gemv.loads };
-        let plan = gemv::plan(wdtype, m, k, wvec.min(xvec), self.threads(KernelType::MatVec), options)?;
+        let plan = gemv::plan(wdtype, m, k, vec, self.threads(KernelType::MatVec), options)?;
         let y = self.output(Scalar::F32, m)?;
         self.launch(
             format!("gemv {plan:?}"),
@@ -24,6 +28,7 @@ impl Ops<'_> {
             &[
                 ("w", Arg::from(w)),
                 ("w4", Arg::from(w)),
+                ("w8", Arg::from(w)),
                 ("x", Arg::from(x)),
                 ("x4", Arg::from(x)),
                 ("y", Arg::from(&y)),

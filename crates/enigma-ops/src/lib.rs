@@ -100,6 +100,8 @@ pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectErr
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
 pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
+pub use attention::{decode_shape, DecodeOutput};
+pub use enigma_kernels::library::attention::DecodeShape;
 pub use enigma_kernels::library::attention_prefill::{Mask, PrefillShape, PrefillTile};
 pub use enigma_kernels::library::reduce::{AxisReduction, Pool};
 pub use enigma_kernels::library::scan::{AxisScan, ScanKind};

@@ -101,4 +101,13 @@ pub struct AttentionOptions {
     /// first of `PrefillTile::preferred(d)` that fits the device's
     /// threadgroup memory).
     pub prefill_tile: Option<PrefillTile>,
+    /// Consecutive keys a SIMD group loads per step (default:
+    /// `attention::DEFAULT_KEYS_PER_STEP`).
+    pub keys_per_step: Option<u32>,
+    /// Query heads per threadgroup, a divisor of the query heads per K/V
+    /// head (default: `attention::default_heads_per_threadgroup`).
+    pub heads_per_threadgroup: Option<u32>,
+    /// Whether each SIMD group loads its next step while using this one
+    /// (default: `attention::DEFAULT_PREFETCH`).
+    pub prefetch: Option<bool>,
 }

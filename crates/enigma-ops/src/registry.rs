@@ -422,6 +422,8 @@ pub fn registry() -> Vec<Entry> {
     for dtype in DType::ALL {
         out.push(attention_entry(dtype, false));
         out.push(attention_entry(dtype, true));
+        out.push(attention_batch_entry(dtype, false));
+        out.push(attention_batch_entry(dtype, true));
     }
     for dtype in [DType::F16, DType::BF16] {
         out.push(attention_prefill_entry(dtype, Mask::None));
@@ -749,6 +751,52 @@ fn attention_prefill_entry(dtype: DType, mask: Mask) -> Entry {
             want,
             tol: Box::new(move |_| prefill_tolerance(dtype)),
             bytes: (2 * shape.q_len() + 2 * shape.kv_len()) as u64 * size(dtype),
+        })
+    })
+}
+
+/// The key count of sequence `b` of the registry's ragged decode: the
+/// whole cache for even `b`, 5/8 of it (at least 1) for odd `b`.
+fn ragged_len(b: usize, s_len: usize) -> u32 {
+    if b.is_multiple_of(2) { s_len as u32 } else { (s_len * 5 / 8).max(1) as u32 }
+}
+
+fn attention_batch_entry(dtype: DType, ragged: bool) -> Entry {
+    let (name, lens) = if ragged { ("attention_decode_ragged", "per-sequence lengths (odd sequences 5/8 of the cache)") } else { ("attention_decode_batch", "whole sequences") };
+    let description = format!("attention decode of a batch over {dtype} K/V, grouped query heads, {lens}: one fused kernel per K/V head (online softmax), keys split over threadgroups for the GPU, then combined; on a GPU each run reads the next of 200 MB of K/V copies");
+    entry(format!("{name}_{dtype}"), description, dtype.scalar(), &["batch", "q_heads", "kv_heads", "s_len", "d"], &[3, 6, 2, 77, 40], &[1, 32, 8, 8192, 128], move |rt, shape, seed| {
+        let decode = crate::decode_shape(shape[0], shape[1], shape[2], shape[3], shape[4])?;
+        let (b, hq, hkv, s, d) = (shape[0], shape[1], shape[2], shape[3], shape[4]);
+        let mut rng = TestRng::new(seed);
+        let (q, qb) = input(rt, dtype, &mut rng, b * hq * d, -1.0, 1.0)?;
+        let (k, kb) = input(rt, dtype, &mut rng, b * hkv * s * d, -1.0, 1.0)?;
+        let (v, vb) = input(rt, dtype, &mut rng, b * hkv * s * d, -1.0, 1.0)?;
+        // On a GPU, copies of K and V spanning four times a 50 MB L2, one
+        // pair per run in turn, so that timed runs read the cache from DRAM
+        // as a decode step does.
+        let cache_bytes = 2 * b * hkv * s * d * size(dtype) as usize;
+        let copies = if rt.device().kind == DeviceKind::Simulator { 1 } else { (200usize << 20).div_ceil(cache_bytes).clamp(1, 64) };
+        let mut caches = vec![(kb, vb)];
+        for _ in 1..copies {
+            caches.push((upload(rt, dtype.scalar(), &k)?, upload(rt, dtype.scalar(), &v)?));
+        }
+        let next = Cell::new(0usize);
+        let lens: Option<Vec<u32>> = ragged.then(|| (0..b).map(|i| ragged_len(i, s)).collect());
+        let lens_buf = lens.as_ref().map(|l| crate::upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect())).transpose()?;
+        let scale = 1.0 / (d as f32).sqrt();
+        let want = attention::reference_batch(&q, &k, &v, &decode, lens.as_deref(), scale).0;
+        let abs = 2e-6 * (1.0 + (s as f64).log2());
+        let read: usize = lens.as_ref().map_or(b * s, |l| l.iter().map(|&x| x as usize).sum());
+        Ok(Case {
+            run: Box::new(move |ops| {
+                let (kb, vb) = &caches[next.get() % caches.len()];
+                next.set(next.get() + 1);
+                Ok(ops.attention_decode_batch(&qb, kb, vb, &decode, lens_buf.as_ref(), scale, false)?.out)
+            }),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
+            bytes: (2 * read * hkv * d + 2 * b * hq * d) as u64 * size(dtype),
         })
     })
 }

@@ -161,7 +161,7 @@ fn errors_name_the_operation_and_the_numbers() {
     let wide = Options { threads: Some(1024), vectorize: Some(false), ..Options::default() };
     assert_eq!(
         msg(enigma_ops::attention_decode_fused_with(&rt, &buf, &buf, &buf, 1, s_len, d, 0.03, &wide).unwrap_err()),
-        "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (limit 32768)"
+        "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (1 query heads per threadgroup; limit 32768)"
     );
     let out = enigma_ops::attention_decode_with(&rt, &buf, &buf, &buf, 1, s_len, d, 0.03, &wide).unwrap();
     let want = enigma_kernels::library::attention::reference(&values[..d], &values, &values, 1, s_len, d, 0.03);

@@ -19,7 +19,7 @@ fn check(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, 
     let want = attention::reference(&q, &k, &v, h, s, d, scale);
     let elem = dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
-    let options = Options { attention: AttentionOptions { splits: Some(splits), ..Default::default() }, elem: Some(elem), sanitize, ..Options::default() };
+    let options = Options { attention: AttentionOptions { splits: Some(splits), ..AttentionOptions::default() }, elem: Some(elem), sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
     let out = ops.attention_decode_fused(&qb, &kb, &vb, h, s, d, scale).unwrap_or_else(|e| panic!("h={h} s={s} d={d} splits={splits}: {e}"));
     let launches = ops.take_launches();

@@ -47,6 +47,12 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             } else if entry.name.starts_with("qmatmul_") {
                 // Vector loads are columns per thread: 2 or 4 where N allows.
                 assert_eq!(!first_kernel(&auto).contains("_c1_"), shape[1] % 2 == 0 && shape[0] <= 4, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name == "gemv_f16" || entry.name == "gemv_bf16" {
+                // 16-bit weights: 16-byte words where rows are whole words,
+                // else four-element vectors where they are whole vectors.
+                let kernel = first_kernel(&auto);
+                let form = if shape[1] % 8 == 0 { "_wide" } else if vector_shape(&shape) { "_vec4" } else { "_r" };
+                assert!(kernel.starts_with(&format!("{}{form}", entry.name)), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else {
                 assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             }
@@ -94,6 +100,9 @@ fn threadgroup_overrides_give_the_same_results() {
             let shape = match entry.shape_names.len() {
                 1 => vec![70_001],
                 2 => vec![3, 2049],
+                // One query head per K/V head: 32 SIMD groups' states fit
+                // 32 KiB of threadgroup memory only for one head each.
+                5 => vec![2, 4, 4, 70, 128],
                 _ => vec![2, 70, 128],
             };
             let outcome = check(&rt, &entry, &shape, &Options::threads(threads));

@@ -18,6 +18,11 @@ pub const ROWS: [[usize; 2]; 6] = [[3, 1], [5, 33], [2, 1000], [1, 4097], [2, 40
 /// (vectors, fewer than 32 per row), 33 (scalar only) and the largest head
 /// dimension, 1024 (8 register slots per lane with vectors, 32 without).
 pub const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128], [2, 40, 36], [1, 7, 33], [1, 3, 1024]];
+
+/// Batched attention decode `[batch, q_heads, kv_heads, s_len, d]`: one of
+/// everything, grouped heads at odd lengths and dimensions, a dimension that
+/// is no multiple of 4, and a long sequence over one K/V head.
+pub const ATTENTION_BATCH: [[usize; 5]; 4] = [[1, 1, 1, 1, 1], [3, 6, 2, 77, 40], [2, 4, 4, 33, 7], [1, 8, 1, 300, 128]];
 /// Quantized matmul `[m, n, k]`: one column, odd widths and a partial tile,
 /// one group of 32 (k = 32, 96) or 64, eight rows and two blocks of 8.
 pub const QMATMUL: [[usize; 3]; 6] = [[1, 1, 32], [3, 7, 64], [8, 33, 128], [1, 100, 96], [16, 12, 256], [2, 130, 32]];
@@ -47,6 +52,7 @@ pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     match entry.shape_names.len() {
         1 => FLAT.iter().map(|&n| vec![n]).collect(),
         2 => ROWS.iter().map(|s| s.to_vec()).collect(),
+        5 => ATTENTION_BATCH.iter().map(|s| s.to_vec()).collect(),
         _ => ATTENTION.iter().map(|s| s.to_vec()).collect(),
     }
 }
@@ -74,6 +80,7 @@ pub fn check(rt: &Runtime, entry: &Entry, shape: &[usize], options: &Options) ->
         }
         n if n.starts_with("gemv_") => shape[0],
         n if n.starts_with("qmatmul_") || n.starts_with("matmul_") => shape[0] * shape[1],
+        n if n.starts_with("attention_decode_batch_") || n.starts_with("attention_decode_ragged_") => shape[0] * shape[1] * shape[4],
         n if n.starts_with("attention_") => shape[0] * shape[2],
         _ => shape.iter().product(),
     };

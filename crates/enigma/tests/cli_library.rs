@@ -50,6 +50,8 @@ fn every_kernel_runs_and_checks_out() {
             2 => "3x33",
             // Fragment order needs N a multiple of 16.
             _ if entry.name.starts_with("qmatmul_fragments") => "2x48x128",
+            // Batched attention decode: batch x q_heads x kv_heads x s_len x d.
+            5 => "2x4x2x40x128",
             _ => "2x40x128",
         };
         let v = json(&["run", &entry.name, "--device", "sim", "--shape", shape, "--json"]);

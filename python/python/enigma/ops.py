@@ -1102,34 +1102,75 @@ def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
     return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)  # type: ignore[no-any-return]
 
 
-def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: bool = False,
-                     dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-                     threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
-    """One decode step of attention: ``softmax(q·Kᵀ·scale)·V`` per head.
+def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: _Optional[bool] = None,
+                     seq_lens: _Any = None, return_lse: bool = False, dtype: _Optional[str] = None,
+                     rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
+                     threads: _Optional[int] = None, stream: _Stream = None) -> _Any:
+    """One decode step of attention: ``softmax(q·Kᵀ·scale)·V`` per query head.
+
+    One sequence (``q`` [Hq, D], ``k`` and ``v`` [Hkv, S, D]) or a batch
+    (``q`` [B, Hq, D], ``k`` and ``v`` [B, Hkv, S, D]). With fewer K/V heads
+    than query heads (grouped-query attention, ``Hq`` a multiple of
+    ``Hkv``), query head ``h`` reads K/V head ``h // (Hq // Hkv)``.
 
     Args:
-        q: the queries, [H, D] (float32, float16 or bfloat16).
-        k: the keys, [H, S, D], of ``q``'s type.
-        v: the values, [H, S, D], of ``q``'s type.
+        q: the queries (float32, float16 or bfloat16).
+        k: the keys, of ``q``'s type.
+        v: the values, of ``q``'s type.
         scale: the factor on the scores; default 1/√D.
-        fused: ``True`` runs one fused kernel instead of three dispatches
-            (scores, softmax, weighted sum).
+        fused: ``True`` runs one fused kernel (its keys split over
+            threadgroups where the sequences are long for the GPU), ``False``
+            three dispatches (scores, softmax, weighted sum), which take only
+            one sequence with one K/V head per query head, no ``seq_lens``
+            and no ``return_lse``. Default: the three dispatches where they
+            can run, else the fused kernel.
+        seq_lens: per-sequence key counts ([B] integers, or one for a single
+            sequence; each clamped to S): sequence ``b`` attends to its first
+            ``seq_lens[b]`` keys. An empty sequence gives zeros (and a
+            log-sum-exp of ``-inf``).
+        return_lse: also return the natural log-sum-exp of each row's scaled
+            scores (float32, ``q``'s shape without D).
         dtype, rt, device, threads, stream: as for :func:`scale`.
 
     Returns:
-        the [H, D] outputs, of ``q``'s kind and type.
+        the outputs, ``q``'s shape, kind and type; with ``return_lse``, the
+        pair ``(out, lse)``.
     """
     qa, ka, va = _array(q), _array(k), _array(v)
     qs, ks, vs = tuple(qa.shape), tuple(ka.shape), tuple(va.shape)
-    if len(qs) != 2 or len(ks) != 3 or ks != vs or ks[0] != qs[0] or ks[2] != qs[1]:
-        raise ValueError(f"attention_decode takes q [H, D] and k, v [H, S, D]; got {qs}, {ks}, {vs}")
-    h, s, d = (int(x) for x in ks)
-    if 0 in (h, s, d):
-        raise ValueError(f"attention_decode: H, S and D must be at least 1; got q {qs}, k and v {ks}")
+    single = len(qs) == 2
+    if not ((len(qs) == 2 and len(ks) == 3) or (len(qs) == 3 and len(ks) == 4)) or ks != vs:
+        raise ValueError(f"attention_decode takes q [Hq, D] with k, v [Hkv, S, D], or q [B, Hq, D] with k, v [B, Hkv, S, D]; got {qs}, {ks}, {vs}")
+    b, hq, d = (1, *qs) if single else qs
+    b_kv, hkv, s, d_kv = (1, *ks) if single else ks
+    b, hq, d, hkv, s = int(b), int(hq), int(d), int(hkv), int(s)
+    if 0 in (b, hq, d, hkv, s):
+        raise ValueError(f"attention_decode: every dimension must be at least 1; got q {qs}, k and v {ks}")
+    if b_kv != b or d_kv != d or hq % hkv != 0:
+        raise ValueError(f"attention_decode: k and v must have q's batch and D, and a number of heads dividing q's; got q {qs}, k and v {ks}")
+    three_ok = hq == hkv and b == 1 and seq_lens is None and not return_lse
+    if fused is None:
+        fused = not three_ok
+    if not fused and not three_ok:
+        raise ValueError("attention_decode: the three-dispatch form takes one sequence, one K/V head per query head, "
+                         "no seq_lens and no return_lse; pass fused=True")
+    lens = None
+    if seq_lens is not None:
+        lens = seq_lens if hasattr(seq_lens, "__dlpack__") or isinstance(seq_lens, _enigma.Array) else \
+            _np.atleast_1d(_np.asarray(seq_lens, dtype=_np.int64))
+        if isinstance(lens, _np.ndarray):
+            if lens.shape != (b,) or (lens < 0).any():
+                raise ValueError(f"attention_decode: seq_lens must be {b} non-negative integers; got {seq_lens!r}")
+            lens = _np.minimum(lens, s).astype(_np.uint32)
     factor = 1.0 / _math.sqrt(d) if scale is None else _number("attention_decode", "scale", scale)
     t = _Target("attention_decode", [qa, ka, va], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    out = _enigma.op_attention_decode(t.native, qa, ka, va, h, s, d, factor, bool(fused), t.elem, **t.options())
-    return _like(qa, out)  # type: ignore[no-any-return]
+    out, lse = _enigma.op_attention_decode(t.native, qa, ka, va, b, hq, hkv, s, d, factor, bool(fused), t.elem,
+                                           seq_lens=lens, return_lse=bool(return_lse), **t.options())
+    out = _like(qa, out.reshape(list(qs)))
+    if not return_lse:
+        return out
+    assert lse is not None
+    return out, _like(qa, lse.reshape(list(qs[:-1])))
 
 
 _CAUSAL = {False: "none", True: "top_left", "top_left": "top_left", "bottom_right": "bottom_right"}

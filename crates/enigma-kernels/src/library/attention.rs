@@ -1,8 +1,11 @@
-//! Attention decode (one query token): `out[h] = softmax(q[h]·K[h]ᵀ · scale) · V[h]`
-//! for `H` heads, `S` keys and head dimension `D`; `q` is `[H, D]`, `K` and
-//! `V` are `[H, S, D]`, all of one element type; `scale` is by value
-//! (usually `1/√D`); scores and weights are f32; `out` is `[H, D]` in the
-//! element type.
+//! Attention decode (one query token per sequence): `out[r] =
+//! softmax(q[r]·K[r]ᵀ · scale) · V[r]` for each query row `r` of a batch
+//! ([`DecodeShape`]): `batch` sequences of `q_heads` query heads over
+//! `kv_heads` K/V heads (grouped-query attention when fewer), `S` keys of
+//! head dimension `D`; `q` is `[batch, q_heads, D]`, `K` and `V` are
+//! `[batch, kv_heads, S, D]`, all of one element type; `scale` is by value
+//! (usually `1/√D`); scores and weights are f32; `out` is `[batch, q_heads,
+//! D]` in the element type.
 //!
 //! **Three dispatches, seed 000's geometry** (H = 32, S = 2048, D = 128:
 //! scores `(8, 32)`, softmax `(32, 1)`, weighted sum `(4, 32)` threadgroups
@@ -20,11 +23,21 @@
 //!    groups split the keys, and the partial sums meet in threadgroup
 //!    memory (one barrier).
 //!
-//! **Fused** ([`fused`], grid `(H, 1)`, one threadgroup per head): SIMD
-//! groups split the keys; each keeps a running maximum, a rescaled sum and
-//! a rescaled `D`-vector accumulator (online softmax), with `q` and the
-//! accumulator in registers, so scores never reach memory; the SIMD groups'
-//! states merge in threadgroup memory after one barrier.
+//! The three dispatches take one K/V head per query head and whole
+//! sequences (`H` = `batch · q_heads` rows).
+//!
+//! **Fused** ([`fused`], grid `(splits, kv_heads, batch)`, one threadgroup
+//! per K/V head serving all of its query heads, so each key is read once):
+//! SIMD groups split the keys, several consecutive keys per step with their
+//! loads issued together; each keeps, per query head, a running maximum, a
+//! rescaled sum and a rescaled `D`-vector accumulator (online softmax),
+//! with `q` and the accumulators in registers, so scores never reach
+//! memory; the SIMD groups' states merge in threadgroup memory after one
+//! barrier. It optionally reads per-sequence lengths (a ragged batch in a
+//! cache of `S` keys per sequence) and writes the log-sum-exp of each row.
+//! Long sequences split their keys over threadgroups ([`splits_for`]: from
+//! the sequence length and the GPU's multiprocessor count), then
+//! [`combine`] merges the splits.
 //!
 //! `D` is fixed when the kernel is built (`chunks = ceil(D / vec / 32)`
 //! register slots per lane, like a kernel templated on the head dimension);
@@ -47,15 +60,16 @@ fn slot(k: &mut KernelBuilder, lane: Ex, c: u32, dv: Ex) -> (Ex, Ex) {
     (clamped, valid)
 }
 
-/// Loads `q[head]` into `chunks` registers per lane (0 past the row's end),
-/// multiplied by `factor`.
-fn load_q(k: &mut KernelBuilder, q: Mem, head: Ex, slots: &[(Ex, Ex)], dv: Ex, vec: u8, factor: Ex) -> Vec<Ex> {
+/// Loads row `row` of `q` into `chunks` registers per lane (0 past the
+/// row's end), multiplied by `factor`, as locals `{name}{c}`.
+fn load_q(k: &mut KernelBuilder, name: &str, q: Mem, row: Ex, slots: &[(Ex, Ex)], dv: Ex, factor: Ex) -> Vec<Ex> {
     slots
         .iter()
         .enumerate()
         .map(|(c, &(col, valid))| {
-            let v = load_f32(q, head * dv + col) * factor;
-            k.let_(&format!("qv{c}"), select(splat(0.0, vec), v, valid))
+            let v = load_f32(q, row * dv + col) * factor;
+            let width = v.ty().width();
+            k.let_(&format!("{name}{c}"), select(splat(0.0, width), v, valid))
         })
         .collect()
 }
@@ -91,7 +105,7 @@ pub fn scores(dtype: DType, vec: u8, chunks: u32) -> Kernel {
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
     let slots: Vec<(Ex, Ex)> = (0..chunks).map(|c| slot(k, lane, c, dv)).collect();
-    let qs = load_q(k, q, head, &slots, dv, vec, scale);
+    let qs = load_q(k, "qv", q, head, &slots, dv, scale);
     let key0 = k.let_("key0", threadgroup_position_in_grid().x() * threads_per_threadgroup().x() + sg * SIMD_WIDTH);
     let mine = k.var("mine", f(0.0));
     k.for_range("j", 0u32, SIMD_WIDTH, 1u32, |k, j| {
@@ -140,149 +154,339 @@ pub fn weighted_sum(dtype: DType) -> Kernel {
     finish(kb)
 }
 
-/// `attention_fused_{dtype}[_vec4]_c{chunks}_t{threads}`: the whole decode
-/// step for one head per threadgroup of `threads` threads (the threadgroup
-/// arrays are sized for it). Parameters: `q, k, v, out, s_len, d, scale`
-/// (`q4, k4, v4` for vectors).
+/// The shape of a decode step: `batch` sequences, each with `q_heads` query
+/// heads over `kv_heads` K/V heads (`q_heads` a multiple of `kv_heads`;
+/// query head `h` reads K/V head `h / (q_heads / kv_heads)`), a cache of
+/// `s_len` keys per sequence (the stride of `K` and `V`; a ragged batch uses
+/// its first `seq_lens[b]` keys) and head dimension `d`. `q` and `out` are
+/// `[batch, q_heads, d]`, `K` and `V` `[batch, kv_heads, s_len, d]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DecodeShape {
+    pub batch: u32,
+    pub q_heads: u32,
+    pub kv_heads: u32,
+    pub s_len: u32,
+    pub d: u32,
+}
+
+impl DecodeShape {
+    /// One sequence of `heads` heads, one K/V head per query head.
+    pub fn heads(heads: u32, s_len: u32, d: u32) -> DecodeShape {
+        DecodeShape { batch: 1, q_heads: heads, kv_heads: heads, s_len, d }
+    }
+
+    /// Query heads per K/V head.
+    pub fn group(&self) -> u32 {
+        self.q_heads / self.kv_heads
+    }
+
+    /// Query rows of the whole batch (`batch · q_heads`).
+    pub fn rows(&self) -> u32 {
+        self.batch * self.q_heads
+    }
+}
+
+/// What one fused decode kernel is built for (its name says all of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FusedConfig {
+    pub dtype: DType,
+    /// 1, or 4 for `float4`-style loads.
+    pub vec: u8,
+    /// Register slots per lane ([`chunks_for`]).
+    pub chunks: u32,
+    /// Threads per threadgroup (the threadgroup arrays are sized for it).
+    pub threads: u32,
+    /// Query heads per threadgroup, all reading one K/V head (a divisor of
+    /// the shape's query heads per K/V head; all of them: each key and
+    /// value row is read once).
+    pub heads: u32,
+    /// Consecutive keys a SIMD group takes per loop step: their `K` and `V`
+    /// loads are issued together, before any of them is used.
+    pub keys_per_step: u32,
+    /// Writes partial states for [`combine`] instead of `out`.
+    pub split: bool,
+    /// Loads the next step's keys and values while this step's are used
+    /// (two steps' loads in flight per SIMD group).
+    pub prefetch: bool,
+    /// Reads each sequence's key count from `seq_lens` (clamped to
+    /// `s_len`) instead of using `s_len` for all.
+    pub ragged: bool,
+    /// Writes each row's natural log-sum-exp of the scaled scores to `lse`
+    /// (the whole-row form only: with a split, [`combine`] writes it).
+    pub lse: bool,
+}
+
+impl FusedConfig {
+    /// The kernel's name.
+    pub fn name(&self) -> String {
+        let form = if self.split { "fused_split" } else { "fused" };
+        let ragged = if self.ragged { "_ragged" } else { "" };
+        let lse = if self.lse && !self.split { "_lse" } else { "" };
+        let prefetch = if self.prefetch { "_p" } else { "" };
+        format!(
+            "attention_{form}_{}{}_c{}_t{}_h{}_k{}{prefetch}{ragged}{lse}",
+            self.dtype,
+            vec_suffix(self.vec),
+            self.chunks,
+            self.threads,
+            self.heads,
+            self.keys_per_step
+        )
+    }
+
+    /// Threadgroup memory: per SIMD group and query head of the group, its
+    /// maximum, its sum and its `D`-vector accumulator (whole slots).
+    pub fn threadgroup_memory(&self) -> u64 {
+        let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
+        4 * groups * self.heads as u64 * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
+    }
+}
+
+/// `attention_fused…` ([`FusedConfig::name`]): the whole decode step of
+/// `heads` consecutive query heads (block `y`) of one sequence (`z`), all
+/// reading one K/V head (query row `r` reads K/V sequence `r / group`),
+/// grid `(1, q_heads / heads, batch)`; the split form (grid `(splits,
+/// q_heads / heads, batch)`) takes the `split_len` keys of split `x`.
 ///
-/// With `split` (`attention_fused_split_…`, grid `(splits, H)`), each
-/// threadgroup takes the `split_len` keys of its split (`x`) of one head
-/// (`y`) and writes its unnormalised state instead of `out`: `partial_ml[2i]`
-/// the log2-domain shift its sums are relative to, `partial_ml[2i + 1]` its
-/// sum of weights, `partial_acc[i·d ..]` its weighted sum of `V` rows, for
-/// `i = head · splits + split`; [`combine`] merges them. Parameters: `q, k,
-/// v, partial_ml, partial_acc, s_len, d, scale, split_len`.
+/// SIMD groups take `keys_per_step` consecutive keys at a time; the 32 lanes
+/// read a key's `D` elements together, and each query head keeps a running
+/// maximum, a rescaled sum and a rescaled `D`-vector accumulator (online
+/// softmax, scores in the log2 domain) in registers; the SIMD groups'
+/// states merge in threadgroup memory after one barrier.
+///
+/// The whole-row form writes `out` (and `lse`); an empty sequence gives
+/// zeros (and `-inf`). The split form writes, for query row `r` (`b ·
+/// q_heads + h`) and split `x`, `i = r · splits + x`: `partial_ml[2i]` the
+/// log2-domain shift its sums are relative to, `partial_ml[2i + 1]` its sum
+/// of weights (0 when the split saw no key), `partial_acc[i·d ..]` its
+/// weighted sum of `V` rows. Parameters: `q, k, v` (`q4, k4, v4` for
+/// vectors), `out` (`lse`) or `partial_ml, partial_acc`, `seq_lens` when
+/// ragged, then `s_len, d, scale, group` (query heads per K/V head; and
+/// `split_len`).
 ///
 /// # Panics
-/// When `vec` is not 1 or 4.
-pub fn fused(dtype: DType, vec: u8, chunks: u32, threads: u32, split: bool) -> Kernel {
-    assert_vec(vec);
-    let form = if split { "fused_split" } else { "fused" };
-    let mut kb = KernelBuilder::new(format!("attention_{form}_{}{}_c{}_t{}", dtype, vec_suffix(vec), chunks, threads));
+/// When `vec` is not 1 or 4, or `heads` or `keys_per_step` is 0.
+pub fn fused(c: &FusedConfig) -> Kernel {
+    assert_vec(c.vec);
+    assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
+    let (vec, group, steps) = (c.vec, c.heads, c.keys_per_step);
+    let mut kb = KernelBuilder::new(c.name());
     let k = &mut kb;
     let sfx = if vec == 4 { "4" } else { "" };
-    let q = k.buffer(&format!("q{sfx}"), dtype.ty(vec), Access::Read);
-    let keys = k.buffer(&format!("k{sfx}"), dtype.ty(vec), Access::Read);
-    let values = k.buffer(&format!("v{sfx}"), dtype.ty(vec), Access::Read);
-    let (out, partials) = if split {
-        (None, Some((k.buffer("partial_ml", Type::F32, Access::ReadWrite), k.buffer("partial_acc", Type::F32, Access::ReadWrite))))
+    let q = k.buffer(&format!("q{sfx}"), c.dtype.ty(vec), Access::Read);
+    let keys = k.buffer(&format!("k{sfx}"), c.dtype.ty(vec), Access::Read);
+    let values = k.buffer(&format!("v{sfx}"), c.dtype.ty(vec), Access::Read);
+    let (out, lse, partials) = if c.split {
+        (None, None, Some((k.buffer("partial_ml", Type::F32, Access::ReadWrite), k.buffer("partial_acc", Type::F32, Access::ReadWrite))))
     } else {
-        (Some(k.buffer("out", dtype.ty(1), Access::ReadWrite)), None)
+        let out = k.buffer("out", c.dtype.ty(1), Access::ReadWrite);
+        let lse = c.lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
+        (Some(out), lse, None)
     };
+    let seq_lens = c.ragged.then(|| k.buffer("seq_lens", Type::U32, Access::Read));
     let s_len = k.value("s_len", Type::U32);
     let d = k.value("d", Type::U32);
     let scale = k.value("scale", Type::F32);
-    let split_len = if split { Some(k.value("split_len", Type::U32)) } else { None };
-    let max_groups = threads.div_ceil(SIMD_WIDTH);
-    let row_len = chunks * SIMD_WIDTH * vec as u32;
-    let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups);
-    let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups);
-    let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * row_len);
-    let head = k.let_("head", if split { threadgroup_position_in_grid().y() } else { threadgroup_position_in_grid().x() });
+    let kv_group = k.value("group", Type::U32);
+    let split_len = if c.split { Some(k.value("split_len", Type::U32)) } else { None };
+    let max_groups = c.threads.div_ceil(SIMD_WIDTH);
+    let row_len = c.chunks * SIMD_WIDTH * vec as u32;
+    let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups * group);
+    let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups * group);
+    let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * group * row_len);
+    let head_block = k.let_("head_block", threadgroup_position_in_grid().y());
+    let batch = k.let_("batch", threadgroup_position_in_grid().z());
+    // The first query row of this threadgroup and the K/V sequence it reads.
+    let row0 = k.let_("row0", (batch * threadgroups_per_grid().y() + head_block) * group);
+    let kv_seq = k.let_("kv_seq", row0 / kv_group);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let nsg = k.let_("nsg", simdgroups_per_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
-    // The keys of this threadgroup: all of them, or its split's.
+    let seq_len = match seq_lens {
+        Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
+        None => s_len,
+    };
+    // The keys of this threadgroup: all of its sequence's, or its split's.
     let (first_key, end_key) = match split_len {
         Some(len) => {
             let first = k.let_("first_key", threadgroup_position_in_grid().x() * len);
-            (first, k.let_("end_key", min(s_len, first + len)))
+            (first, k.let_("end_key", min(seq_len, first + len)))
         }
-        None => (k.let_("first_key", 0u32), s_len),
+        None => (k.let_("first_key", 0u32), seq_len),
     };
-    let slots: Vec<(Ex, Ex)> = (0..chunks).map(|c| slot(k, lane, c, dv)).collect();
+    let slots: Vec<(Ex, Ex)> = (0..c.chunks).map(|i| slot(k, lane, i, dv)).collect();
     // Scores in the log2 domain: q pre-multiplied by scale · log2(e).
     let qscale = k.let_("qscale", scale * LOG2E);
-    let qs = load_q(k, q, head, &slots, dv, vec, qscale);
-    let m = k.var("m", neg_inf());
-    let l = k.var("l", f(0.0));
-    let accs: Vec<Var> = (0..chunks).map(|c| k.var(&format!("acc{c}"), splat(0.0, vec))).collect();
-    k.for_range("s", first_key + sg, end_key, nsg, |k, s| {
-        let row_base = k.let_("row_base", (head * s_len + s) * dv);
-        let t = k.let_("t", simd_sum(lane_dot(keys, row_base, &slots, &qs)));
-        let m_new = k.let_("m_new", max(m.get(), t));
-        let shift = k.let_("shift", finite_or_zero(m_new));
-        let alpha = k.let_("alpha", exp2(m.get() - shift));
-        let p = k.let_("p", exp2(t - shift));
-        k.assign(l, fma(l.get(), alpha, p));
-        let alpha_lanes = if vec == 1 { alpha } else { vector(Type::vector(Scalar::F32, vec), &[alpha]) };
-        for (&(col, _), acc) in slots.iter().zip(&accs) {
-            k.assign(*acc, fma(acc.get(), alpha_lanes, p * load_f32(values, row_base + col)));
-        }
-        k.assign(m, m_new);
+    let qs: Vec<Vec<Ex>> = (0..group)
+        .map(|g| {
+            let row = k.let_(&format!("qrow{g}"), row0 + g);
+            load_q(k, &format!("q{g}_"), q, row, &slots, dv, qscale)
+        })
+        .collect();
+    let ms: Vec<Var> = (0..group).map(|g| k.var(&format!("m{g}"), neg_inf())).collect();
+    let ls: Vec<Var> = (0..group).map(|g| k.var(&format!("l{g}"), f(0.0))).collect();
+    let accs: Vec<Vec<Var>> =
+        (0..group).map(|g| (0..c.chunks).map(|i| k.var(&format!("acc{g}_{i}"), splat(0.0, vec))).collect()).collect();
+    // Step rows past the end re-read the last key (or key 0 of an empty
+    // range: in bounds) and are masked out of the softmax.
+    let last_key = k.let_("last_key", max(end_key, 1u32) - 1u32);
+    let load_step = |k: &mut KernelBuilder, at: Ex, tag: &str| -> Vec<(Vec<Ex>, Vec<Ex>)> {
+        (0..steps)
+            .map(|u| {
+                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(at + u, last_key)) * dv);
+                let kr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}k{u}_{i}"), keys.get(base + col))).collect();
+                let vr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}v{u}_{i}"), values.get(base + col))).collect();
+                (kr, vr)
+            })
+            .collect()
+    };
+    let first_step = k.let_("first_step", first_key + sg * steps);
+    let stride = k.let_("stride", nsg * steps);
+    // With prefetch, the registers that hold the next step's rows.
+    let ahead: Option<Vec<(Vec<Var>, Vec<Var>)>> = c.prefetch.then(|| {
+        load_step(k, first_step, "first_")
+            .into_iter()
+            .enumerate()
+            .map(|(u, (kr, vr))| {
+                let kv: Vec<Var> = kr.into_iter().enumerate().map(|(i, x)| k.var(&format!("next_k{u}_{i}"), x)).collect();
+                let vv: Vec<Var> = vr.into_iter().enumerate().map(|(i, x)| k.var(&format!("next_v{u}_{i}"), x)).collect();
+                (kv, vv)
+            })
+            .collect()
     });
-    k.if_(lane.eq(0u32), |k| {
-        k.store(tg_max.at(sg), m.get());
-        k.store(tg_sum.at(sg), l.get());
-    });
-    for (c, ((_, valid), acc)) in slots.iter().zip(&accs).enumerate() {
-        k.if_(*valid, |k| {
-            let at = sg * row_len + (lane + SIMD_WIDTH * c as u32) * vec as u32;
-            if vec == 1 {
-                k.store(tg_acc.at(at), acc.get());
-            } else {
-                for comp in 0..vec {
-                    k.store(tg_acc.at(at + comp as u32), acc.get().component(comp));
+    k.for_range("s", first_step, end_key, stride, |k, s| {
+        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match &ahead {
+            Some(ahead) => {
+                let current: Vec<(Vec<Ex>, Vec<Ex>)> = ahead
+                    .iter()
+                    .enumerate()
+                    .map(|(u, (kv, vv))| {
+                        let kr = kv.iter().enumerate().map(|(i, x)| k.let_(&format!("k{u}_{i}"), x.get())).collect();
+                        let vr = vv.iter().enumerate().map(|(i, x)| k.let_(&format!("v{u}_{i}"), x.get())).collect();
+                        (kr, vr)
+                    })
+                    .collect();
+                let next = k.let_("next_s", s + stride);
+                for ((kv, vv), (kr, vr)) in ahead.iter().zip(load_step(k, next, "n")) {
+                    for (var, x) in kv.iter().zip(kr).chain(vv.iter().zip(vr)) {
+                        k.assign(*var, x);
+                    }
                 }
+                current
             }
+            None => load_step(k, s, ""),
+        };
+        let valid: Vec<Option<Ex>> = (0..steps).map(|u| (u > 0).then(|| k.let_(&format!("live{u}"), (s + u).lt(end_key)))).collect();
+        let krows: Vec<Vec<Ex>> = rows.iter().map(|(kr, _)| kr.iter().map(|&x| to_f32(x)).collect()).collect();
+        let vrows: Vec<Vec<Ex>> = rows.iter().map(|(_, vr)| vr.iter().map(|&x| to_f32(x)).collect()).collect();
+        for g in 0..group as usize {
+            let ts: Vec<Ex> = (0..steps as usize)
+                .map(|u| {
+                    let dot = krows[u].iter().zip(&qs[g]).map(|(&kv, &qv)| hsum(qv * kv)).reduce(|a, b| a + b).expect("at least one slot");
+                    let t = simd_sum(dot);
+                    let t = match valid[u] {
+                        Some(live) => select(neg_inf(), t, live),
+                        None => t,
+                    };
+                    k.let_(&format!("t{g}_{u}"), t)
+                })
+                .collect();
+            let m_new = k.let_(&format!("m_new{g}"), ts.iter().fold(ms[g].get(), |a, &t| max(a, t)));
+            let shift = k.let_(&format!("shift{g}"), finite_or_zero(m_new));
+            let alpha = k.let_(&format!("alpha{g}"), exp2(ms[g].get() - shift));
+            let ps: Vec<Ex> = ts.iter().enumerate().map(|(u, &t)| k.let_(&format!("p{g}_{u}"), exp2(t - shift))).collect();
+            let p_sum = ps.iter().copied().reduce(|a, b| a + b).expect("at least one key");
+            k.assign(ls[g], fma(ls[g].get(), alpha, p_sum));
+            let alpha_lanes = if vec == 1 { alpha } else { vector(Type::vector(Scalar::F32, vec), &[alpha]) };
+            for (i, acc) in accs[g].iter().enumerate() {
+                let mut sum = acc.get() * alpha_lanes;
+                for (u, &p) in ps.iter().enumerate() {
+                    sum = fma(vrows[u][i], if vec == 1 { p } else { vector(Type::vector(Scalar::F32, vec), &[p]) }, sum);
+                }
+                k.assign(*acc, sum);
+            }
+            k.assign(ms[g], m_new);
+        }
+    });
+    for g in 0..group {
+        let at = k.let_(&format!("state{g}"), (g * max_groups) + sg);
+        k.if_(lane.eq(0u32), |k| {
+            k.store(tg_max.at(at), ms[g as usize].get());
+            k.store(tg_sum.at(at), ls[g as usize].get());
         });
+        for (i, ((_, valid), acc)) in slots.iter().zip(&accs[g as usize]).enumerate() {
+            k.if_(*valid, |k| {
+                let at = at * row_len + (lane + SIMD_WIDTH * i as u32) * vec as u32;
+                if vec == 1 {
+                    k.store(tg_acc.at(at), acc.get());
+                } else {
+                    for comp in 0..vec {
+                        k.store(tg_acc.at(at + comp as u32), acc.get().component(comp));
+                    }
+                }
+            });
+        }
     }
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    // Merge the SIMD groups' states; thread `tid` finishes dimensions tid, tid + T, ….
-    let big_m = k.var("big_m", neg_inf());
-    k.for_range("g", 0u32, nsg, 1u32, |k, g| k.assign(big_m, max(big_m.get(), tg_max.get(g))));
-    let shift = k.let_("merge_shift", finite_or_zero(big_m.get()));
-    let big_l = k.var("big_l", f(0.0));
-    k.for_range("g2", 0u32, nsg, 1u32, |k, g| k.assign(big_l, fma(tg_sum.get(g), exp2(tg_max.get(g) - shift), big_l.get())));
-    let merged = |k: &mut KernelBuilder, dim: Ex| -> Var {
+    // Merge the SIMD groups' states: thread `tid` finishes elements tid,
+    // tid + T, … of the group's `group · d` outputs.
+    k.for_range("e", tid, d * group, threads_per_threadgroup().x(), |k, e| {
+        let g = k.let_("g", e / d);
+        let dim = k.let_("dim", e % d);
+        let state0 = k.let_("merge_base", g * max_groups);
+        let big_m = k.var("big_m", neg_inf());
+        k.for_range("j", 0u32, nsg, 1u32, |k, j| k.assign(big_m, max(big_m.get(), tg_max.get(state0 + j))));
+        let shift = k.let_("merge_shift", finite_or_zero(big_m.get()));
+        let big_l = k.var("big_l", f(0.0));
         let o = k.var("o", f(0.0));
-        k.for_range("g3", 0u32, nsg, 1u32, |k, g| {
-            k.assign(o, fma(tg_acc.get(g * row_len + dim), exp2(tg_max.get(g) - shift), o.get()));
+        k.for_range("j2", 0u32, nsg, 1u32, |k, j| {
+            let w = k.let_("w", exp2(tg_max.get(state0 + j) - shift));
+            k.assign(big_l, fma(tg_sum.get(state0 + j), w, big_l.get()));
+            k.assign(o, fma(tg_acc.get((state0 + j) * row_len + dim), w, o.get()));
         });
-        o
-    };
-    match (out, partials) {
-        (Some(out), _) => {
-            let inv = k.let_("inv", 1.0f32 / big_l.get());
-            k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
-                let o = merged(k, dim);
-                store_f32(k, out, head * d + dim, o.get() * inv);
-            });
-        }
-        (None, Some((partial_ml, partial_acc))) => {
-            let part = k.let_("part", head * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
-            k.if_(tid.eq(0u32), |k| {
-                k.store(partial_ml.at(part * 2u32), shift);
-                k.store(partial_ml.at(part * 2u32 + 1u32), big_l.get());
-            });
-            k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
-                let o = merged(k, dim);
+        let row = k.let_("row", row0 + g);
+        match (out, partials) {
+            (Some(out), _) => {
+                let inv = k.let_("inv", select(f(0.0), 1.0f32 / big_l.get(), big_l.get().gt(0.0f32)));
+                store_f32(k, out, row * d + dim, o.get() * inv);
+                if let Some(lse) = lse {
+                    k.if_(dim.eq(0u32), |k| k.store(lse.at(row), (shift + log2(big_l.get())) * std::f64::consts::LN_2 as f32));
+                }
+            }
+            (None, Some((partial_ml, partial_acc))) => {
+                let part = k.let_("part", row * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
+                k.if_(dim.eq(0u32), |k| {
+                    k.store(partial_ml.at(part * 2u32), shift);
+                    k.store(partial_ml.at(part * 2u32 + 1u32), big_l.get());
+                });
                 k.store(partial_acc.at(part * d + dim), o.get());
-            });
+            }
+            (None, None) => unreachable!("the fused kernel writes its output or its partials"),
         }
-        (None, None) => unreachable!("the fused kernel writes its output or its partials"),
-    }
+    });
     finish(kb)
 }
 
-/// `attention_combine_{dtype}`: merges the partial states of
-/// [`fused`]'s split form into `out[h, :]`, one threadgroup per head
-/// (grid `(H, 1)`): with `M` the largest shift among the splits that saw
-/// keys, `out = Σ acc_i · 2^(m_i − M) / Σ l_i · 2^(m_i − M)`.
-/// Parameters: `partial_ml, partial_acc, out, d, splits`.
-pub fn combine(dtype: DType) -> Kernel {
-    let mut kb = KernelBuilder::new(format!("attention_combine_{dtype}"));
+/// `attention_combine_{dtype}[_lse]`: merges the partial states of
+/// [`fused`]'s split form into `out[r, :]`, one threadgroup per query row
+/// `r` (grid `(rows, 1)`): with `M` the largest shift among the splits that
+/// saw keys, `out = Σ acc_i · 2^(m_i − M) / Σ l_i · 2^(m_i − M)` (zeros when
+/// none did), and with `lse`, `lse[r] = ln 2 · (M + log2 Σ l_i · 2^(m_i − M))`.
+/// Parameters: `partial_ml, partial_acc, out` (`lse`), `d, splits`.
+pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
+    let mut kb = KernelBuilder::new(format!("attention_combine_{dtype}{}", if with_lse { "_lse" } else { "" }));
     let k = &mut kb;
     let partial_ml = k.buffer("partial_ml", Type::F32, Access::Read);
     let partial_acc = k.buffer("partial_acc", Type::F32, Access::Read);
     let out = k.buffer("out", dtype.ty(1), Access::ReadWrite);
+    let lse = with_lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
     let d = k.value("d", Type::U32);
     let splits = k.value("splits", Type::U32);
-    let head = k.let_("head", threadgroup_position_in_grid().x());
+    let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
-    let base = k.let_("base", head * splits);
+    let base = k.let_("base", row * splits);
     let big_m = k.var("big_m", neg_inf());
     k.for_range("i", 0u32, splits, 1u32, |k, i| {
         let seen = k.let_("seen", partial_ml.get((base + i) * 2u32 + 1u32).gt(0.0f32));
@@ -293,7 +497,10 @@ pub fn combine(dtype: DType) -> Kernel {
         let l = k.let_("l", partial_ml.get((base + i) * 2u32 + 1u32));
         k.if_(l.gt(0.0f32), |k| k.assign(big_l, fma(l, exp2(partial_ml.get((base + i) * 2u32) - big_m.get()), big_l.get())));
     });
-    let inv = k.let_("inv", 1.0f32 / big_l.get());
+    let inv = k.let_("inv", select(f(0.0), 1.0f32 / big_l.get(), big_l.get().gt(0.0f32)));
+    if let Some(lse) = lse {
+        k.if_(tid.eq(0u32), |k| k.store(lse.at(row), (big_m.get() + log2(big_l.get())) * std::f64::consts::LN_2 as f32));
+    }
     k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
         let o = k.var("o", f(0.0));
         k.for_range("i3", 0u32, splits, 1u32, |k, i| {
@@ -303,19 +510,20 @@ pub fn combine(dtype: DType) -> Kernel {
                 k.assign(o, fma(partial_acc.get((base + i) * d + dim), w, o.get()));
             });
         });
-        store_f32(k, out, head * d + dim, o.get() * inv);
+        store_f32(k, out, row * d + dim, o.get() * inv);
     });
     finish(kb)
 }
 
 /// The largest threadgroup (a multiple of 32, at most 1024) whose fused
-/// kernel keeps its per-SIMD-group state for head dimension `d` within
-/// [`MAX_THREADGROUP_MEMORY`]. The accumulators are whole register slots
-/// (32 elements, or 128 with `float4`): 1024 threads fit up to D = 224
-/// (128 with `float4`), 256 up to D = 992 (896); D = 1024 needs
-/// `8 · (2 + 1024) · 4 = 32832` bytes at 256 threads, so 224.
-pub fn fused_threads_that_fit(d: u32, vec: u8) -> u32 {
-    let per_group = 4 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
+/// kernel keeps its per-SIMD-group state for head dimension `d` and `group`
+/// query heads within [`MAX_THREADGROUP_MEMORY`]. The accumulators are
+/// whole register slots (32 elements, or 128 with `float4`): with one query
+/// head, 1024 threads fit up to D = 224 (128 with `float4`), 256 up to
+/// D = 992 (896); D = 1024 needs `8 · (2 + 1024) · 4 = 32832` bytes at 256
+/// threads, so 224.
+pub fn fused_threads_that_fit(d: u32, vec: u8, group: u32) -> u32 {
+    let per_group = 4 * group.max(1) as u64 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
     let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);
     groups as u32 * SIMD_WIDTH
 }
@@ -326,22 +534,32 @@ pub struct AttentionPlan {
     pub dtype: DType,
     pub vec: u8,
     pub chunks: u32,
-    pub heads: u32,
-    pub s_len: u32,
-    pub d: u32,
-    /// Scores: `(ceil(S/T), H)` threadgroups.
+    pub shape: DecodeShape,
+    /// Scores: `(ceil(S/T), rows)` threadgroups (one K/V head per query
+    /// head, whole sequences).
     pub scores: Dispatch,
-    /// Softmax over the `[H, S]` scores: `(H, 1)`.
+    /// Softmax over the `[rows, S]` scores: `(rows, 1)`.
     pub softmax: super::softmax::RowPlan,
-    /// Weighted sum: `(ceil(D/32), H)`.
+    /// Weighted sum: `(ceil(D/32), rows)`.
     pub weighted_sum: Dispatch,
-    /// Fused: `(H, 1)`, or `(splits, H)` when the keys are split.
+    /// Fused: `(splits, kv_heads, batch)`.
     pub fused: Dispatch,
-    /// Key splits of the fused form (1: one threadgroup per head).
+    /// Keys a SIMD group of the fused kernel loads per step.
+    pub keys_per_step: u32,
+    /// Query heads per threadgroup of the fused kernel (a divisor of the
+    /// shape's query heads per K/V head).
+    pub heads_per_threadgroup: u32,
+    /// Whether the fused kernel loads the next step while using this one.
+    pub prefetch: bool,
+    /// Whether the fused kernel reads per-sequence lengths.
+    pub ragged: bool,
+    /// Whether the fused form writes the log-sum-exp of each row.
+    pub lse: bool,
+    /// Key splits of the fused form (1: one threadgroup per K/V head).
     pub splits: u32,
     /// Keys per split.
     pub split_len: u32,
-    /// Merging the splits: `(H, 1)` (used when `splits > 1`).
+    /// Merging the splits: `(rows, 1)` (used when `splits > 1`).
     pub combine: Dispatch,
 }
 
@@ -356,34 +574,77 @@ impl AttentionPlan {
     pub fn weighted_sum_kernel(&self) -> Kernel {
         weighted_sum(self.dtype)
     }
+    /// What the fused kernel is built for.
+    pub fn fused_config(&self) -> FusedConfig {
+        FusedConfig {
+            dtype: self.dtype,
+            vec: self.vec,
+            chunks: self.chunks,
+            threads: self.fused.threads[0],
+            heads: self.heads_per_threadgroup,
+            keys_per_step: self.keys_per_step,
+            prefetch: self.prefetch,
+            split: self.splits > 1,
+            ragged: self.ragged,
+            lse: self.lse,
+        }
+    }
     pub fn fused_kernel(&self) -> Kernel {
-        fused(self.dtype, self.vec, self.chunks, self.fused.threads[0], self.splits > 1)
+        fused(&self.fused_config())
     }
     pub fn combine_kernel(&self) -> Kernel {
-        combine(self.dtype)
+        combine(self.dtype, self.lse)
     }
 
     /// This plan with the fused form's keys split `splits` ways (at most
-    /// one split per key): `(splits, H)` threadgroups, then a combine.
+    /// one split per key): `(splits, q_heads / heads_per_threadgroup,
+    /// batch)` threadgroups, then a combine.
     pub fn with_splits(mut self, splits: u32) -> AttentionPlan {
-        let splits = splits.clamp(1, self.s_len);
-        self.split_len = self.s_len.div_ceil(splits);
+        let s_len = self.shape.s_len;
+        let splits = splits.clamp(1, s_len);
+        self.split_len = s_len.div_ceil(splits);
         // Splits of that length; trailing ones would be empty.
-        self.splits = self.s_len.div_ceil(self.split_len);
+        self.splits = s_len.div_ceil(self.split_len);
         let t = self.fused.threads[0];
-        self.fused = if self.splits > 1 {
-            Dispatch::threadgroups([self.splits, self.heads, 1], t)
-        } else {
-            Dispatch::threadgroups([self.heads, 1, 1], t)
-        };
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / self.heads_per_threadgroup, self.shape.batch], t);
         self
     }
 
-    /// Threadgroup memory of the fused kernel: per SIMD group, its maximum,
-    /// its sum and its `D`-vector accumulator (padded to whole slots).
+    /// This plan's fused kernel with `heads` query heads per threadgroup
+    /// (fewer than the query heads per K/V head: more threadgroups and
+    /// fewer registers, each K/V row read once per threadgroup that needs
+    /// it) and, with `prefetch`, the next step's loads issued before this
+    /// step's math. Call before [`AttentionPlan::with_splits`].
+    pub fn with_heads_per_threadgroup(mut self, heads: u32, prefetch: bool) -> Result<AttentionPlan, ShapeError> {
+        let group = self.shape.group();
+        if heads == 0 || !group.is_multiple_of(heads) {
+            let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
+            return Err(ShapeError::new(name, format!("{heads} query heads per threadgroup do not divide the {group} query heads per K/V head")));
+        }
+        self.heads_per_threadgroup = heads;
+        self.prefetch = prefetch;
+        let t = self.fused.threads[0];
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / heads, self.shape.batch], t);
+        Ok(self)
+    }
+
+    /// This plan's fused kernel with `keys` keys per SIMD-group step.
+    pub fn with_keys_per_step(mut self, keys: u32) -> AttentionPlan {
+        self.keys_per_step = keys.max(1);
+        self
+    }
+
+    /// This plan's fused kernel reading per-sequence lengths (`ragged`)
+    /// and writing the log-sum-exp (`lse`).
+    pub fn with_outputs(mut self, ragged: bool, lse: bool) -> AttentionPlan {
+        self.ragged = ragged;
+        self.lse = lse;
+        self
+    }
+
+    /// Threadgroup memory of the fused kernel ([`FusedConfig::threadgroup_memory`]).
     pub fn fused_threadgroup_memory(&self) -> u64 {
-        let groups = self.fused.threads[0].div_ceil(SIMD_WIDTH) as u64;
-        4 * groups * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
+        self.fused_config().threadgroup_memory()
     }
 
     /// Checks that the fused kernel fits the 32 KiB of threadgroup memory
@@ -393,7 +654,21 @@ impl AttentionPlan {
         if bytes > MAX_THREADGROUP_MEMORY {
             let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
             let t = self.fused.threads[0];
-            return Err(ShapeError::new(name, format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} (limit {MAX_THREADGROUP_MEMORY})", self.d)));
+            let h = self.heads_per_threadgroup;
+            return Err(ShapeError::new(
+                name,
+                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({h} query heads per threadgroup; limit {MAX_THREADGROUP_MEMORY})", self.shape.d),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that the three-dispatch form can run this shape: one K/V head
+    /// per query head (it has no grouped or ragged form).
+    pub fn check_three_dispatch(&self) -> Result<(), ShapeError> {
+        if self.shape.group() != 1 || self.ragged {
+            let name = format!("attention_{}{}", self.dtype, vec_suffix(self.vec));
+            return Err(ShapeError::new(name, "the three-dispatch decode needs one K/V head per query head and whole sequences; the fused form takes grouped heads and sequence lengths"));
         }
         Ok(())
     }
@@ -402,32 +677,59 @@ impl AttentionPlan {
 /// Seed 000's threadgroup size for all three dispatches of the decode.
 pub const SEED_000_THREADS: u32 = 256;
 
-/// Plans the decode of `heads` heads over `s_len` keys of dimension `d`
-/// with threadgroups of `threads` for every dispatch (seed 000:
-/// [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
-pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
+/// The fused kernel's default keys per SIMD-group step: with f16 K/V and
+/// D = 128, 4 keys put 64 bytes of `K` and `V` loads in flight per lane.
+pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
+
+/// Whether the fused kernel prefetches its next step by default.
+pub const DEFAULT_PREFETCH: bool = true;
+
+/// The most query heads a threadgroup of the fused kernel serves by
+/// default. Measured on an H200 (f16, D = 128, 32 query heads over 8 K/V
+/// heads, prefetch on): 2 heads per threadgroup ran batch 8 × 4096 keys in
+/// 94.6 µs and one sequence of 32768 in 110.1 µs, against 126.9 and 120.4
+/// with all 4 (whose registers allow two threadgroups per multiprocessor),
+/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode").
+pub const DEFAULT_MAX_HEADS_PER_THREADGROUP: u32 = 2;
+
+/// The default query heads per threadgroup for `group` query heads per K/V
+/// head: the largest divisor of `group` up to
+/// [`DEFAULT_MAX_HEADS_PER_THREADGROUP`].
+pub fn default_heads_per_threadgroup(group: u32) -> u32 {
+    (1..=DEFAULT_MAX_HEADS_PER_THREADGROUP.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
+}
+
+/// Plans the decode of `shape` with threadgroups of `threads` for every
+/// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
+/// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
+/// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
+/// lengths, no log-sum-exp.
+pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
     check_vec(&name, vec)?;
-    nonzero(&name, "heads", heads)?;
-    nonzero(&name, "s_len", s_len)?;
-    nonzero(&name, "d", d)?;
+    let DecodeShape { batch, q_heads, kv_heads, s_len, d } = *shape;
+    for (what, v) in [("batch", batch), ("q_heads", q_heads), ("kv_heads", kv_heads), ("s_len", s_len), ("d", d)] {
+        nonzero(&name, what, v as usize)?;
+    }
+    if !q_heads.is_multiple_of(kv_heads) {
+        return Err(ShapeError::new(name, format!("q_heads = {q_heads} is not a multiple of kv_heads = {kv_heads}")));
+    }
     if vec == 4 && !d.is_multiple_of(4) {
         return Err(ShapeError::new(name, format!("vector loads need d % 4 == 0, d = {d}")));
     }
-    let h = to_u32(&name, "heads", heads)?;
-    let s = to_u32(&name, "s_len", s_len)?;
-    let d32 = to_u32(&name, "d", d)?;
-    to_u32(&name, "heads × s_len × d", heads.saturating_mul(s_len).saturating_mul(d))?;
-    if d32 > 1024 {
+    let rows = to_u32(&name, "batch × q_heads", batch as usize * q_heads as usize)?;
+    to_u32(&name, "batch × kv_heads × s_len × d", (batch as usize * kv_heads as usize).saturating_mul(s_len as usize).saturating_mul(d as usize))?;
+    to_u32(&name, "batch × q_heads × s_len", (rows as usize).saturating_mul(s_len as usize))?;
+    if d > 1024 {
         return Err(ShapeError::new(name, format!("head dimension {d} is above the library's 1024")));
     }
     let t = check_threads(&name, threads)?;
-    let chunks = chunks_for(d32, vec);
+    let chunks = chunks_for(d, vec);
     let softmax = super::softmax::plan_rows(
         "softmax",
         DType::F32,
-        heads,
-        s_len,
+        rows as usize,
+        s_len as usize,
         if s_len.is_multiple_of(4) { 4 } else { 1 },
         super::softmax::RowOptions::threads(t),
     )?;
@@ -435,41 +737,77 @@ pub fn plan(dtype: DType, heads: usize, s_len: usize, d: usize, vec: u8, threads
         dtype,
         vec,
         chunks,
-        heads: h,
-        s_len: s,
-        d: d32,
-        scores: Dispatch::threadgroups([s.div_ceil(t), h, 1], t),
+        shape: *shape,
+        scores: Dispatch::threadgroups([s_len.div_ceil(t), rows, 1], t),
         softmax,
-        weighted_sum: Dispatch::threadgroups([d32.div_ceil(SIMD_WIDTH), h, 1], t),
-        fused: Dispatch::threadgroups([h, 1, 1], t),
+        weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
+        fused: Dispatch::threadgroups([1, q_heads / default_heads_per_threadgroup(q_heads / kv_heads), batch], t),
+        keys_per_step: DEFAULT_KEYS_PER_STEP,
+        heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
+        prefetch: DEFAULT_PREFETCH,
+        ragged: false,
+        lse: false,
         splits: 1,
-        split_len: s,
-        combine: Dispatch::threadgroups([h, 1, 1], d32.next_multiple_of(SIMD_WIDTH).min(256)),
+        split_len: s_len,
+        combine: Dispatch::threadgroups([rows, 1, 1], d.next_multiple_of(SIMD_WIDTH).min(256)),
     })
 }
 
-/// The f64 reference: `out[h, :]` for every head.
-pub fn reference(q: &[f32], k: &[f32], v: &[f32], heads: usize, s_len: usize, d: usize, scale: f32) -> Vec<f64> {
-    let mut out = vec![0.0; heads * d];
-    for h in 0..heads {
-        let qh = &q[h * d..(h + 1) * d];
-        let scores: Vec<f64> = (0..s_len)
+/// How many ways the fused decode splits each K/V head's keys on a GPU of
+/// `compute_units` multiprocessors: enough threadgroups for about four per
+/// multiprocessor, keeping at least 8 keys per SIMD group and step.
+pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
+    let target = 4 * compute_units.max(1);
+    let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
+    let by_occupancy = target.div_ceil(threadgroups.max(1));
+    let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
+    let by_keys = (plan.shape.s_len / (simdgroups * 8 * plan.keys_per_step)).max(1);
+    by_occupancy.min(by_keys)
+}
+
+/// The f64 reference of a batch: `out` (`[batch, q_heads, d]`) and the
+/// natural log-sum-exp of each row's scaled scores (`-inf` for an empty
+/// sequence, whose output is zeros); sequence `b` uses its first
+/// `seq_lens[b]` keys (all `s_len` when `None`).
+pub fn reference_batch(q: &[f32], k: &[f32], v: &[f32], shape: &DecodeShape, seq_lens: Option<&[u32]>, scale: f32) -> (Vec<f64>, Vec<f64>) {
+    let (hq, hkv, s_len, d) = (shape.q_heads as usize, shape.kv_heads as usize, shape.s_len as usize, shape.d as usize);
+    let group = hq / hkv;
+    let rows = shape.batch as usize * hq;
+    let mut out = vec![0.0; rows * d];
+    let mut lse = vec![f64::NEG_INFINITY; rows];
+    for r in 0..rows {
+        let (b, h) = (r / hq, r % hq);
+        let len = seq_lens.map_or(s_len, |l| (l[b] as usize).min(s_len));
+        let seq = b * hkv + h / group;
+        let qh = &q[r * d..(r + 1) * d];
+        let scores: Vec<f64> = (0..len)
             .map(|s| {
-                let kr = &k[(h * s_len + s) * d..(h * s_len + s + 1) * d];
+                let kr = &k[(seq * s_len + s) * d..(seq * s_len + s + 1) * d];
                 qh.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64
             })
             .collect();
+        if scores.is_empty() {
+            continue;
+        }
         let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
         let total: f64 = e.iter().sum();
+        lse[r] = m + total.ln();
         for (s, &p) in e.iter().enumerate() {
-            let vr = &v[(h * s_len + s) * d..(h * s_len + s + 1) * d];
-            for (o, &vv) in out[h * d..(h + 1) * d].iter_mut().zip(vr) {
+            let vr = &v[(seq * s_len + s) * d..(seq * s_len + s + 1) * d];
+            for (o, &vv) in out[r * d..(r + 1) * d].iter_mut().zip(vr) {
                 *o += p / total * vv as f64;
             }
         }
     }
-    out
+    (out, lse)
+}
+
+/// The f64 reference of one sequence with one K/V head per query head:
+/// `out[h, :]` for every head.
+pub fn reference(q: &[f32], k: &[f32], v: &[f32], heads: usize, s_len: usize, d: usize, scale: f32) -> Vec<f64> {
+    let shape = DecodeShape::heads(heads as u32, s_len as u32, d as u32);
+    reference_batch(q, k, v, &shape, None, scale).0
 }
 
 #[cfg(test)]
@@ -478,36 +816,95 @@ mod tests {
 
     #[test]
     fn seed_000_geometry() {
-        let p = plan(DType::F32, 32, 2048, 128, 4, SEED_000_THREADS).unwrap();
+        let p = plan(DType::F32, &DecodeShape::heads(32, 2048, 128), 4, SEED_000_THREADS).unwrap();
         assert_eq!(p.scores, Dispatch::threadgroups([8, 32, 1], 256));
         assert_eq!(p.softmax.dispatch, Dispatch::threadgroups([32, 1, 1], 256));
         assert_eq!(p.weighted_sum, Dispatch::threadgroups([4, 32, 1], 256));
-        assert_eq!(p.fused, Dispatch::threadgroups([32, 1, 1], 256));
+        assert_eq!(p.fused, Dispatch::threadgroups([1, 32, 1], 256));
         assert_eq!(p.chunks, 1);
         assert_eq!(chunks_for(128, 1), 4);
         assert_eq!(chunks_for(129, 1), 5);
-        assert!(plan(DType::F32, 1, 1, 130, 4, 256).is_err());
+        assert!(plan(DType::F32, &DecodeShape::heads(1, 1, 130), 4, 256).is_err());
         // 32 SIMD groups × 1024 accumulators of 4 bytes: over 32 KiB for
         // the fused kernel only.
-        let p = plan(DType::F32, 1, 1, 1024, 1, 1024).unwrap();
+        let p = plan(DType::F32, &DecodeShape::heads(1, 1, 1024), 1, 1024).unwrap();
         assert_eq!(p.fused_threadgroup_memory(), 4 * 32 * (2 + 1024));
         assert_eq!(
             p.check_fused().unwrap_err().to_string(),
-            "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (limit 32768)"
+            "attention_fused_f32: needs 131328 bytes of threadgroup memory for 1024 threads and d = 1024 (1 query heads per threadgroup; limit 32768)"
         );
-        assert_eq!(plan(DType::F32, 1, 1, 128, 4, 256).unwrap().fused_threadgroup_memory(), 4 * 8 * 130);
-        assert_eq!(fused_threads_that_fit(1024, 4), 224);
-        assert_eq!(fused_threads_that_fit(1024, 1), 224);
-        assert_eq!((fused_threads_that_fit(992, 1), fused_threads_that_fit(993, 1)), (256, 224));
-        assert_eq!((fused_threads_that_fit(896, 4), fused_threads_that_fit(900, 4)), (288, 224));
-        assert_eq!((fused_threads_that_fit(224, 1), fused_threads_that_fit(225, 1)), (1024, 992));
-        assert_eq!(fused_threads_that_fit(128, 4), 1024);
-        for (d, vec) in [(1024, 4), (1000, 1), (128, 4), (33, 1)] {
-            let t = fused_threads_that_fit(d, vec);
-            assert!(plan(DType::F32, 1, 1, d as usize, vec, t).unwrap().check_fused().is_ok());
+        assert_eq!(plan(DType::F32, &DecodeShape::heads(1, 1, 128), 4, 256).unwrap().fused_threadgroup_memory(), 4 * 8 * 130);
+        assert_eq!(fused_threads_that_fit(1024, 4, 1), 224);
+        assert_eq!(fused_threads_that_fit(1024, 1, 1), 224);
+        assert_eq!((fused_threads_that_fit(992, 1, 1), fused_threads_that_fit(993, 1, 1)), (256, 224));
+        assert_eq!((fused_threads_that_fit(896, 4, 1), fused_threads_that_fit(900, 4, 1)), (288, 224));
+        assert_eq!((fused_threads_that_fit(224, 1, 1), fused_threads_that_fit(225, 1, 1)), (1024, 992));
+        assert_eq!(fused_threads_that_fit(128, 4, 1), 1024);
+        // Four query heads per K/V head: four states per SIMD group.
+        assert_eq!(fused_threads_that_fit(128, 4, 4), 480);
+        for (d, vec, group) in [(1024, 4, 1), (1000, 1, 1), (128, 4, 1), (33, 1, 1), (128, 4, 8), (256, 1, 3)] {
+            let t = fused_threads_that_fit(d, vec, group);
+            let shape = DecodeShape { batch: 1, q_heads: group, kv_heads: 1, s_len: 1, d };
+            let all_heads = |t| plan(DType::F32, &shape, vec, t).unwrap().with_heads_per_threadgroup(group, false).unwrap();
+            assert!(all_heads(t).check_fused().is_ok());
             if t < 1024 {
-                assert!(plan(DType::F32, 1, 1, d as usize, vec, t + 32).unwrap().check_fused().is_err());
+                assert!(all_heads(t + 32).check_fused().is_err());
             }
         }
+    }
+
+    #[test]
+    fn grouped_and_batched_geometry() {
+        let shape = DecodeShape { batch: 8, q_heads: 32, kv_heads: 8, s_len: 4096, d: 128 };
+        let p = plan(DType::F16, &shape, 4, 256).unwrap();
+        assert_eq!(p.fused, Dispatch::threadgroups([1, 16, 8], 256));
+        assert_eq!(p.combine, Dispatch::threadgroups([256, 1, 1], 128));
+        assert_eq!(p.fused_config().heads, 2);
+        assert_eq!([1, 2, 3, 4, 6, 8].map(default_heads_per_threadgroup), [1, 2, 1, 2, 2, 2]);
+        // One query head per threadgroup: twice the threadgroups.
+        let single = p.with_heads_per_threadgroup(1, true).unwrap();
+        assert_eq!(single.fused, Dispatch::threadgroups([1, 32, 8], 256));
+        assert_eq!(single.fused_config().name(), "attention_fused_f16_vec4_c1_t256_h1_k4_p");
+        assert_eq!(
+            p.with_heads_per_threadgroup(3, false).unwrap_err().to_string(),
+            "attention_fused_f16_vec4: 3 query heads per threadgroup do not divide the 4 query heads per K/V head"
+        );
+        assert!(p.check_three_dispatch().is_err());
+        // 132 multiprocessors: 528 threadgroups wanted over 128 blocks of 2
+        // query heads → 5 splits (820 keys each: 26 steps of 4 keys for
+        // each of 8 SIMD groups).
+        let split = p.with_splits(splits_for(&p, 132));
+        assert_eq!((split.splits, split.split_len), (5, 820));
+        assert_eq!(split.fused, Dispatch::threadgroups([5, 16, 8], 256));
+        // A short sequence stays whole: 8 keys per SIMD group and step.
+        let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
+        assert_eq!(splits_for(&short, 132), 1);
+        assert_eq!(
+            plan(DType::F16, &DecodeShape { kv_heads: 5, ..shape }, 4, 256).unwrap_err().to_string(),
+            "attention_f16_vec4: q_heads = 32 is not a multiple of kv_heads = 5"
+        );
+        assert!(plan(DType::F16, &DecodeShape { batch: 0, ..shape }, 4, 256).is_err());
+    }
+
+    #[test]
+    fn the_reference_groups_heads_and_honours_lengths() {
+        // Two sequences, two query heads over one K/V head, d = 1: the
+        // softmax of q·k over the first `len` keys, by hand.
+        let shape = DecodeShape { batch: 2, q_heads: 2, kv_heads: 1, s_len: 2, d: 1 };
+        let q = [1.0, 0.0, 2.0, 1.0];
+        let k = [0.0, 1.0, 1.0, 3.0];
+        let v = [10.0, 20.0, 5.0, 7.0];
+        let (out, lse) = reference_batch(&q, &k, &v, &shape, Some(&[2, 1]), 1.0);
+        let e = std::f64::consts::E;
+        assert!((out[0] - (10.0 + 20.0 * e) / (1.0 + e)).abs() < 1e-12);
+        assert!((out[1] - 15.0).abs() < 1e-12);
+        assert_eq!(&out[2..], &[5.0, 5.0]);
+        assert!((lse[0] - (1.0 + e).ln()).abs() < 1e-12);
+        assert!((lse[1] - 2f64.ln()).abs() < 1e-12);
+        assert!((lse[2] - 2.0).abs() < 1e-12 && (lse[3] - 1.0).abs() < 1e-12);
+        let (out, lse) = reference_batch(&q, &k, &v, &shape, Some(&[0, 5]), 1.0);
+        assert_eq!(&out[..2], &[0.0, 0.0]);
+        assert_eq!(lse[0], f64::NEG_INFINITY);
+        assert!((out[2] - (5.0 * e.powi(2) + 7.0 * e.powi(6)) / (e.powi(2) + e.powi(6))).abs() < 1e-9);
     }
 }

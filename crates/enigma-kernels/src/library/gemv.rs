@@ -5,7 +5,11 @@
 //! the rows together, lane `l` taking columns `l, l + 32, …` (as `float4` /
 //! `half4` when `k % 4 == 0`), so every load instruction of the SIMD group
 //! reads one contiguous stretch of a row, and every `x` load serves R rows.
-//! `unroll` loads per row are in flight per iteration. The row sums finish
+//! `unroll` loads per row are in flight per iteration. With f16 or bf16
+//! weights and `k % 8 == 0` the widest form (`vec` 8, `gemv_{dtype}_wide…`)
+//! reads 16 bytes per lane and load — eight weights as a `uint4`, unpacked
+//! in registers — so each load instruction of a SIMD group moves 512
+//! contiguous bytes of a row. The row sums finish
 //! with `simd_sum`; there is no threadgroup memory and no barrier. Row
 //! indices past `m` are clamped for the loads (always in bounds) and never
 //! stored.
@@ -16,53 +20,97 @@
 //! 256-thread threadgroups of seed 004 but gives each SIMD group R rows:
 //! `ceil(m / (8R))` threadgroups.
 //!
-//! Parameters: `w (or w4), x (or x4), y, m, k`.
+//! Parameters: `w (or w4, or w8 for the wide form), x (or x4), y, m, k`.
 
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, Kernel, Scalar, Type};
 
 /// Default rows per SIMD group.
 pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 /// Default loads in flight per row and iteration.
 pub const DEFAULT_UNROLL: u32 = 2;
+/// Default rows per SIMD group of the wide form: on an H200 at 11008×4096
+/// (f16 and bf16), 4 rows × 2 loads ran in 27.0 and 26.7 µs against 28.6
+/// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
+pub const WIDE_ROWS_PER_SIMDGROUP: u32 = 4;
 
-/// `gemv_{wdtype}[_vec4]_r{rows}_u{unroll}`.
+/// `gemv_{wdtype}[_vec4|_wide]_r{rows}_u{unroll}`: `vec` 1, 4, or 8 (the
+/// wide form, 16-bit weights only: `w8` is bound as `uint4` words of eight
+/// weights, `x4` as `float4`s).
 ///
 /// # Panics
-/// When `vec` is not 1 or 4, or `rows` or `unroll` is 0.
+/// When `vec` is not 1, 4 or 8, `vec` is 8 with f32 weights, or `rows` or
+/// `unroll` is 0.
 pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
-    assert_vec(vec);
+    let wide = vec == 8;
+    assert!(!wide || wdtype != DType::F32, "the wide GEMV reads 16-bit weights");
+    if !wide {
+        assert_vec(vec);
+    }
     assert!(rows >= 1 && unroll >= 1, "rows and unroll must be at least 1");
-    let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, vec_suffix(vec), rows, unroll));
-    let (wn, xn) = if vec == 4 { ("w4", "x4") } else { ("w", "x") };
-    let w = k.buffer(wn, wdtype.ty(vec), Access::Read);
-    let x = k.buffer(xn, Type::vector(enigma_ir::Scalar::F32, vec), Access::Read);
+    let form = if wide { "_wide" } else { vec_suffix(vec) };
+    let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, form, rows, unroll));
+    let (wn, xn) = match vec {
+        8 => ("w8", "x4"),
+        4 => ("w4", "x4"),
+        _ => ("w", "x"),
+    };
+    let w = k.buffer(wn, if wide { Type::vector(Scalar::U32, 4) } else { wdtype.ty(vec) }, Access::Read);
+    let xvec = vec.min(4);
+    let x = k.buffer(xn, Type::vector(Scalar::F32, xvec), Access::Read);
     let y = k.buffer("y", Type::F32, Access::ReadWrite);
     let m = k.value("m", Type::U32);
     let kk = k.value("k", Type::U32);
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let first = k.let_("first_row", (threadgroup_position_in_grid().x() * simdgroups_per_threadgroup() + sg) * rows);
-    let kv = k.let_("kv", if vec == 4 { kk / 4u32 } else { kk });
+    let kv = k.let_("kv", if vec > 1 { kk / vec as u32 } else { kk });
+    let pair = Type::vector(wdtype.scalar(), 2);
+    let f32x2 = Type::vector(Scalar::F32, 2);
+    let f32x4 = Type::vector(Scalar::F32, 4);
     // `first_row` is the same for the whole SIMD group: no divergence.
     k.if_(first.lt(m), |k| {
         let last = k.let_("last_row", m - 1u32);
         let bases: Vec<Ex> =
             (0..rows).map(|r| k.let_(&format!("base{r}"), min(first + r, last) * kv)).collect();
-        let accs: Vec<Var> = (0..rows).map(|r| k.var(&format!("acc{r}"), splat(0.0, vec))).collect();
+        let accs: Vec<Var> = (0..rows).map(|r| k.var(&format!("acc{r}"), splat(0.0, xvec))).collect();
         k.for_range("j", lane, kv, SIMD_WIDTH * unroll, |k, j| {
+            // Every load of the step first, none behind a branch: a column
+            // past the row's end re-reads the last one, and its products
+            // are left out of the sums.
+            let mut steps = vec![];
             for u in 0..unroll {
-                let body = |k: &mut KernelBuilder, col: Ex| {
-                    let xv = k.let_(&format!("xv{u}"), x.get(col));
-                    for (acc, base) in accs.iter().zip(&bases) {
-                        k.assign(*acc, fma(load_f32(w, *base + col), xv, acc.get()));
-                    }
-                };
-                if u == 0 {
-                    body(k, j);
+                let (col, live) = if u == 0 {
+                    (j, None)
                 } else {
-                    let col = k.let_(&format!("col{u}"), j + SIMD_WIDTH * u);
-                    k.if_(col.lt(kv), |k| body(k, col));
+                    let next = k.let_(&format!("next{u}"), j + SIMD_WIDTH * u);
+                    (k.let_(&format!("col{u}"), min(next, kv - 1u32)), Some(k.let_(&format!("live{u}"), next.lt(kv))))
+                };
+                let xs: Vec<Ex> = if wide {
+                    // Eight weights per word: `x` elements 8·col .. 8·col + 8.
+                    vec![k.let_(&format!("xa{u}"), x.get(col * 2u32)), k.let_(&format!("xb{u}"), x.get(col * 2u32 + 1u32))]
+                } else {
+                    vec![k.let_(&format!("xv{u}"), x.get(col))]
+                };
+                let ws: Vec<Ex> = bases.iter().enumerate().map(|(r, &base)| k.let_(&format!("w{u}_{r}"), w.get(base + col))).collect();
+                steps.push((live, xs, ws));
+            }
+            for (u, (live, xs, ws)) in steps.into_iter().enumerate() {
+                for (r, (acc, word)) in accs.iter().zip(ws).enumerate() {
+                    let sum = if wide {
+                        let halves: Vec<Ex> = (0..4u8)
+                            .map(|c| k.let_(&format!("pair{u}_{r}_{c}"), word.component(c).bitcast(pair).cast(f32x2)))
+                            .collect();
+                        let lo = vector(f32x4, &[halves[0].x(), halves[0].y(), halves[1].x(), halves[1].y()]);
+                        let hi = vector(f32x4, &[halves[2].x(), halves[2].y(), halves[3].x(), halves[3].y()]);
+                        fma(hi, xs[1], fma(lo, xs[0], acc.get()))
+                    } else {
+                        fma(to_f32(word), xs[0], acc.get())
+                    };
+                    k.assign(*acc, match live {
+                        Some(live) => select(acc.get(), sum, live),
+                        None => sum,
+                    });
                 }
             }
         });
@@ -101,20 +149,27 @@ pub struct GemvOptions {
 }
 
 /// Plans `y = W·x` for `W` of `[m, k]` in threadgroups of `threads`
-/// (seed 000's GEMV: 256); `vec` 4 needs `k % 4 == 0`.
+/// (seed 000's GEMV: 256); `vec` 4 needs `k % 4 == 0`, `vec` 8 (the wide
+/// form) 16-bit weights and `k % 8 == 0`.
 pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: GemvOptions) -> Result<GemvPlan, ShapeError> {
-    let name = format!("gemv_{wdtype}{}", vec_suffix(vec));
-    check_vec(&name, vec)?;
+    let name = format!("gemv_{wdtype}{}", if vec == 8 { "_wide" } else { vec_suffix(vec) });
+    if vec == 8 {
+        if wdtype == DType::F32 {
+            return Err(ShapeError::new(name, "the wide form reads 16-bit weights (f16, bf16)"));
+        }
+    } else {
+        check_vec(&name, vec)?;
+    }
     nonzero(&name, "m", m)?;
     nonzero(&name, "k", k)?;
-    if vec == 4 && !k.is_multiple_of(4) {
-        return Err(ShapeError::new(name, format!("vector loads need k % 4 == 0, k = {k}")));
+    if vec > 1 && !k.is_multiple_of(vec as usize) {
+        return Err(ShapeError::new(name, format!("vector loads need k % {vec} == 0, k = {k}")));
     }
     let m32 = to_u32(&name, "m", m)?;
     let k32 = to_u32(&name, "k", k)?;
     to_u32(&name, "m × k", m.saturating_mul(k))?;
     let t = check_threads(&name, threads)?;
-    let rows = options.rows_per_simdgroup.unwrap_or(DEFAULT_ROWS_PER_SIMDGROUP);
+    let rows = options.rows_per_simdgroup.unwrap_or(if vec == 8 { WIDE_ROWS_PER_SIMDGROUP } else { DEFAULT_ROWS_PER_SIMDGROUP });
     let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
     if !(1..=8).contains(&rows) || !(1..=8).contains(&unroll) {
         return Err(ShapeError::new(name, format!("rows per SIMD group ({rows}) and unroll ({unroll}) must be between 1 and 8")));
@@ -140,5 +195,8 @@ mod tests {
         assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
         assert!(plan(DType::F16, 10, 6, 4, 256, GemvOptions::default()).is_err());
         assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), unroll: None }).is_err());
+        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2");
+        assert_eq!(plan(DType::F16, 10, 12, 8, 256, GemvOptions::default()).unwrap_err().to_string(), "gemv_f16_wide: vector loads need k % 8 == 0, k = 12");
+        assert!(plan(DType::F32, 10, 16, 8, 256, GemvOptions::default()).is_err());
     }
 }

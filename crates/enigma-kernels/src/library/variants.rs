@@ -50,11 +50,19 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(gemv::gemv(dtype, vec, 2, 2));
             out.push(attention::scores(dtype, vec, 1));
-            out.push(attention::fused(dtype, vec, 1, 256, false));
-            out.push(attention::fused(dtype, vec, 1, 256, true));
+            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, keys_per_step: 1, prefetch: false, split: false, ragged: false, lse: false };
+            out.push(attention::fused(&fused));
+            out.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
+            // Grouped heads, several keys per step, sequence lengths, log-sum-exp.
+            out.push(attention::fused(&attention::FusedConfig { heads: 4, keys_per_step: 4, ragged: true, lse: true, ..fused }));
+            out.push(attention::fused(&attention::FusedConfig { heads: 4, keys_per_step: 2, prefetch: true, ragged: true, split: true, ..fused }));
+        }
+        if dtype != DType::F32 {
+            out.push(gemv::gemv(dtype, 8, 2, 2));
         }
         out.push(attention::weighted_sum(dtype));
-        out.push(attention::combine(dtype));
+        out.push(attention::combine(dtype, false));
+        out.push(attention::combine(dtype, true));
     }
     // The prefill configurations the portable threadgroup memory takes.
     for (dtype, d, causal, lse, stages) in [(DType::F16, 64, false, false, 2), (DType::F16, 128, true, true, 1), (DType::BF16, 64, true, false, 2), (DType::BF16, 128, false, true, 1)] {
@@ -144,16 +152,24 @@ mod tests {
                 for chunks in 1..=attention::chunks_for(1024, vec) {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
-                    let threads = attention::fused_threads_that_fit(d, vec).min(256);
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, false));
-                    kernels.push(attention::fused(dtype, vec, chunks, threads, true));
+                    let threads = attention::fused_threads_that_fit(d, vec, 2).min(256);
+                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, keys_per_step: 3, prefetch: false, split: false, ragged: true, lse: true };
+                    kernels.push(attention::fused(&fused));
+                    kernels.push(attention::fused(&attention::FusedConfig { split: true, prefetch: true, ..fused }));
                 }
                 for items in 0..=MAX_CACHED_ITEMS {
                     kernels.extend([softmax::softmax(dtype, vec, items), norm::rms_norm(dtype, vec, items), norm::layer_norm(dtype, vec, items)]);
                 }
             }
         }
-        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27));
+        for dtype in [DType::F16, DType::BF16] {
+            for rows in 1..=8 {
+                for unroll in 1..=8 {
+                    kernels.push(gemv::gemv(dtype, 8, rows, unroll));
+                }
+            }
+        }
+        assert_eq!(kernels.len(), 3 * (2 * 64 + 2 * 48 + (32 + 8) * 3 + 2 * 27) + 2 * 64);
         for kernel in &kernels {
             if let Err(e) = validate(kernel, &ValidationOptions::default()) {
                 panic!("{}: {e}", kernel.name);

@@ -1,0 +1,108 @@
+//! The fused attention decode of a batch — grouped query heads, per-sequence
+//! lengths (empty, short, clamped to the cache), log-sum-exp, keys split
+//! over threadgroups and several keys per step — against the f64
+//! reference on the simulator, in f32, f16 and bf16, and clean under the
+//! sanitizer.
+
+use enigma_kernels::library::attention;
+use enigma_ops::{decode_shape, download, quantize, upload, upload_bytes, AttentionOptions, DType, Options};
+use enigma_runtime::{Device, Runtime};
+
+struct Case<'a> {
+    dtype: DType,
+    /// batch, q_heads, kv_heads, s_len, d
+    shape: [usize; 5],
+    lens: Option<&'a [u32]>,
+    splits: u32,
+    keys_per_step: u32,
+    /// Query heads per threadgroup (`None`: all of a K/V head's).
+    heads: Option<u32>,
+    prefetch: bool,
+    sanitize: bool,
+}
+
+fn check(rt: &Runtime, c: &Case) {
+    let [b, hq, hkv, s, d] = c.shape;
+    let shape = decode_shape(b, hq, hkv, s, d).unwrap();
+    let mut q = enigma_kernels::test_data(b * hq * d, 1);
+    let mut k = enigma_kernels::test_data(b * hkv * s * d, 2);
+    let mut v = enigma_kernels::test_data(b * hkv * s * d, 3);
+    // Larger scores than the test data's [-1, 1] gives: a peaked softmax.
+    for x in k.iter_mut() {
+        *x *= 3.0;
+    }
+    for x in [&mut q, &mut k, &mut v] {
+        quantize(c.dtype, x);
+    }
+    let scale = 1.0 / (d as f32).sqrt();
+    let (want, want_lse) = attention::reference_batch(&q, &k, &v, &shape, c.lens, scale);
+    let elem = c.dtype.scalar();
+    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
+    let lens = c.lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
+    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), ..AttentionOptions::default() };
+    let options = Options { attention, elem: Some(elem), sanitize: c.sanitize, ..Options::default() };
+    let ops = enigma_ops::Ops::new(rt).with_options(options);
+    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch);
+    let got = ops.attention_decode_batch(&qb, &kb, &vb, &shape, lens.as_ref(), scale, true).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let launches = ops.take_launches();
+    let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
+    let used = s.div_ceil(split_len) as u32;
+    let heads = c.heads.unwrap_or(attention::default_heads_per_threadgroup((hq / hkv) as u32));
+    assert_eq!(launches[0].dispatch.size, [used, hq as u32 / heads, b as u32], "{what}");
+    assert_eq!(launches.len(), if used > 1 { 2 } else { 1 }, "{what}");
+    let out = download(&got.out, elem, b * hq * d).unwrap();
+    let tol = if c.dtype == DType::F32 { 2e-5 } else { 4e-3 };
+    for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: out[{i}] got {g}, want {w}");
+    }
+    let lse = download(got.lse.as_ref().expect("asked for"), enigma_ir::Scalar::F32, b * hq).unwrap();
+    for (i, (g, w)) in lse.iter().zip(&want_lse).enumerate() {
+        if w.is_infinite() {
+            assert_eq!(*g, f64::NEG_INFINITY, "{what}: lse[{i}] of an empty sequence");
+        } else {
+            assert!((g - w).abs() <= 2e-5 * (1.0 + w.abs()), "{what}: lse[{i}] got {g}, want {w}");
+        }
+    }
+}
+
+#[test]
+fn grouped_ragged_decode_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let ragged: &[u32] = &[77, 0, 1, 40, 500];
+    for (shape, lens) in [
+        ([1, 4, 1, 37, 40], None),
+        ([5, 6, 2, 77, 40], Some(ragged)),
+        ([2, 3, 3, 65, 33], None),
+        ([1, 8, 2, 129, 128], None),
+    ] {
+        for (splits, keys_per_step, prefetch) in [(1, 1, false), (1, 4, true), (3, 3, false), (64, 4, true), (7, 2, true)] {
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, sanitize: false });
+        }
+        // One query head per threadgroup.
+        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, sanitize: false });
+    }
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, sanitize: false });
+    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, sanitize: false });
+}
+
+#[test]
+fn grouped_ragged_decode_is_sanitizer_clean() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, sanitize: true });
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, sanitize: true });
+}
+
+#[test]
+fn shapes_the_decode_cannot_take_are_errors() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let buf = upload(&rt, enigma_ir::Scalar::F32, &vec![0.0; 4096]).unwrap();
+    let ops = enigma_ops::Ops::new(&rt);
+    let shape = decode_shape(1, 6, 4, 8, 32).unwrap();
+    let err = ops.attention_decode_batch(&buf, &buf, &buf, &shape, None, 1.0, false).unwrap_err().to_string();
+    assert_eq!(err, "attention_f32_vec4: q_heads = 6 is not a multiple of kv_heads = 4");
+    // Five sequences, four lengths (16 bytes).
+    let shape = decode_shape(5, 4, 2, 8, 32).unwrap();
+    let short = upload_bytes(&rt, vec![1; 16]).unwrap();
+    let err = ops.attention_decode_batch(&buf, &buf, &buf, &shape, Some(&short), 1.0, false).unwrap_err().to_string();
+    assert!(err.contains("`seq_lens` has 16 bytes, needs 20"), "{err}");
+}
