@@ -1,8 +1,11 @@
 //! Cooperative tensor operations in generated code: MSL 4.0 writes them with
 //! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
 //! `cooperative_gemm_tile.msl`, which tests/msl_syntax.rs also checks with
-//! g++ against the shim's MPP declarations); older MSL and CUDA refuse the
-//! kernel with an error that says so.
+//! g++ against the shim's MPP declarations); older MSL refuses the kernel
+//! with an error that says so. CUDA holds the tensors in registers: a
+//! product over swizzled threadgroup tiles runs on `wgmma` where the source
+//! targets sm_90a (golden file `cooperative_wgmma_gemm.cu`), on the scalar
+//! path elsewhere; reductions and a cooperative left operand are refused.
 
 use enigma_codegen::{cuda, msl, CodegenErrorKind};
 use enigma_ir::text::parse;
@@ -66,6 +69,102 @@ fn older_msl_and_cuda_refuse_the_kernel_saying_why() {
     let v4 = msl::Options { language_version: msl::MPP_VERSION, ..msl::Options::default() };
     assert!(msl::supported_features(&v4).contains(&enigma_ir::Feature::CooperativeTensors));
     let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d with a cooperative tensor as its left operand" }), "{err}");
     assert!(err.to_string().contains("not generated for this target yet"), "{err}");
+}
+
+/// A 64×64 f16 GEMM tile: A (M×K) and B (K×N) copied into threadgroup
+/// tiles of pitch 64, one `matmul2d` per 64-deep k tile.
+const WGMMA_GEMM: &str = "\
+kernel cooperative_wgmma_gemm(A: device f16 read, B: device f16 read, C: device f32 read_write, M: u32, N: u32, K: u32) {
+    threadgroup As: f16[4096]
+    threadgroup Bs: f16[4096]
+    var row0: u32
+    var col0: u32
+    var kt: u32
+    var i: u32
+    var r: u32
+    var cc: u32
+    cooperative c: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+
+    row0 = (threadgroup_position_in_grid.y * 64u32)
+    col0 = (threadgroup_position_in_grid.x * 64u32)
+    for i in (0u32, get_capacity(c), 1u32) {
+        c[i] = 0.0f32
+    }
+    for kt in (0u32, K, 64u32) {
+        for i in (thread_index_in_threadgroup, 512u32, 128u32) {
+            r = (i / 8u32)
+            cc = ((i % 8u32) * 8u32)
+            async_copy(As[((r * 64u32) + cc)], A[((((row0 + r) * K) + kt) + cc)], 8, ((row0 + r) < M))
+            async_copy(Bs[((r * 64u32) + cc)], B[((((kt + r) * N) + col0) + cc)], 8, ((col0 + cc) < N))
+        }
+        async_commit()
+        async_wait(0)
+        threadgroup_barrier(mem_threadgroup)
+        matmul2d(matmul2d_descriptor(64, 64, 64, false, false, false, multiply_accumulate), simdgroups(4), tensor(As, 0u32, 64u32, 64u32, 1u32, 64u32), tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), c)
+        threadgroup_barrier(mem_threadgroup)
+    }
+    cooperative_store(c, tensor(C, ((row0 * N) + col0), min(64u32, (N - col0)), min(64u32, (M - row0)), 1u32, N))
+}
+";
+
+fn wgmma_gemm() -> (Kernel, KernelInfo) {
+    let kernel = parse(WGMMA_GEMM).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    (kernel, info)
+}
+
+#[test]
+fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
+    let (kernel, info) = wgmma_gemm();
+    let source = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let cu = &source.source;
+    for needle in [
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+        // A K-major (no transpose), B MN-major (transposed).
+        "p, 1, 1, 0, 1;",
+        "__shared__ __align__(1024) __half As[4096];",
+        // Every access to a wgmma operand goes through the swizzle.
+        "As[enigma::swizzle128<64u, 64u>(",
+        "Bs[enigma::swizzle128<64u, 64u>(",
+        "enigma::async_proxy_fence();",
+        "enigma::wgmma_wait();",
+        // The run-time test, and the scalar path beside it.
+        "enigma_k % 16u == 0u",
+        "enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);",
+        "float c[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, wgmma accumulator",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    insta::assert_snapshot!("cooperative_wgmma_gemm.cu", source.source);
+
+    // Without sm_90a: the scalar path only, the arrays in their linear layout.
+    let plain = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
+    for absent in ["wgmma.mma_async", "As[enigma::swizzle128", "Bs[enigma::swizzle128"] {
+        assert!(!plain.contains(absent), "{absent:?} in\n{plain}");
+    }
+    assert!(plain.contains("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);"));
+    assert!(plain.contains("float c[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, linear layout"));
+}
+
+#[test]
+fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
+    // A pitch of 32 halves is not a whole 128-byte swizzle row.
+    let text = WGMMA_GEMM.replace("tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32)", "tensor(Bs, 0u32, 32u32, 64u32, 1u32, 32u32)").replace("cooperative_tensor<f32, 64, 64,", "cooperative_tensor<f32, 64, 32,").replace("64, 64, 64, false", "64, 32, 64, false");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(!cu.contains("wgmma.mma_async") && !cu.contains("s[enigma::swizzle128"), "{cu}");
+    assert!(cu.contains("linear layout"), "{cu}");
+}
+
+#[test]
+fn cuda_refuses_reductions_saying_which() {
+    let text = GEMM_TILE.replace("    matmul2d(matmul2d_descriptor(64, 32, 64, false, true, true, multiply_accumulate), simdgroups(4), c, tensor(Bs, 0u32, 64u32, 32u32, 1u32, 64u32), d)\n", "");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let err = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns" }), "{err}");
+    assert!(err.to_string().contains("cooperative_gemm_tile"), "{err}");
 }

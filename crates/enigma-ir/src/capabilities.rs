@@ -28,8 +28,10 @@ pub enum Feature {
     /// the simulator and CUDA; Metal from MSL 3.2.
     DeviceFence,
     /// Cooperative tensor operations ([`crate::cooperative`]): the
-    /// simulator; Metal from MSL 4.0 (MetalPerformancePrimitives). Not yet
-    /// CUDA, nor the `simdgroup_matrix` lowering for older Metal.
+    /// simulator; Metal from MSL 4.0 (MetalPerformancePrimitives); every
+    /// CUDA GPU (`wgmma` on sm_90a, a scalar path elsewhere; reductions and
+    /// a cooperative left operand not yet). Not yet the `simdgroup_matrix`
+    /// lowering for older Metal.
     CooperativeTensors,
 }
 

@@ -7,7 +7,8 @@
 //! reduction destination of its source's operation), and views as
 //! `metal::tensor<…, dextents<int32_t, 2>, tensor_inline>` made where they
 //! are used. A dialect that has no such spelling refuses the kernel
-//! ([`crate::dialect::Dialect::cooperative_tensors`]).
+//! ([`crate::dialect::Dialect::cooperative_tensors`]); one that holds the
+//! tensors in registers (CUDA) is written by `cooperative_registers`.
 
 use super::{Code, Val, Writer};
 use crate::dialect::Dialect;
@@ -26,8 +27,13 @@ pub(crate) struct CoopNames {
     pub tensors: Vec<String>,
     /// The names of the views a statement makes.
     pub views: [String; 2],
-    /// Program-scope declarations (the descriptors) for the dialect's head.
+    /// Program-scope declarations (the descriptors, or the `wgmma`
+    /// functions) for the dialect's head.
     pub prologue: String,
+    /// The layouts, when the dialect holds the tensors in registers.
+    pub registers: Option<crate::cuda::cooperative::Plan>,
+    /// The program-scope functions the prologue already has.
+    pub functions: std::collections::BTreeSet<String>,
 }
 
 /// The MSL spelling of a descriptor.
@@ -44,7 +50,7 @@ pub(crate) fn descriptor_text(d: &Matmul2dDescriptor) -> String {
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
-    fn coop_name(&self, id: CoopId) -> Result<String, CodegenError> {
+    pub(super) fn coop_name(&self, id: CoopId) -> Result<String, CodegenError> {
         self.coop.tensors.get(id.0 as usize).cloned().ok_or_else(|| self.malformed(format!("cooperative tensor {} does not exist", id.0)))
     }
 
@@ -75,6 +81,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
             return Ok(());
         }
         self.lift(self.dialect.cooperative_tensors())?;
+        if let Some(plan) = self.dialect.cooperative_registers().cloned() {
+            return self.register_decls(plan);
+        }
         self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
         self.coop.views = [self.names.fresh("mpp_left"), self.names.fresh("mpp_right")];
         let mut stmts = vec![];
@@ -157,6 +166,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     pub(super) fn cooperative_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
+        if self.coop.registers.is_some() {
+            return self.register_stmt(kind);
+        }
         match kind {
             StmtKind::Matmul2d { desc, scope, left, right, dest } => {
                 let op = self.op_name(desc, *scope);
@@ -215,6 +227,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        if self.coop.registers.is_some() {
+            return self.register_expr(e);
+        }
         Ok(match e {
             Expr::CooperativeCapacity { tensor } => Val { code: Code::postfix(format!("uint({}.get_capacity())", self.coop_name(*tensor)?)), ty: Type::U32 },
             Expr::CooperativeValid { tensor, index } => {
