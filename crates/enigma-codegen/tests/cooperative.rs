@@ -5,7 +5,8 @@
 //! with an error that says so. CUDA holds the tensors in registers: a
 //! product over swizzled threadgroup tiles runs on `wgmma` where the source
 //! targets sm_90a (golden file `cooperative_wgmma_gemm.cu`), on the scalar
-//! path elsewhere; reductions and a cooperative left operand are refused.
+//! path elsewhere; reductions go through shared memory; a cooperative left
+//! operand and reductions of SIMD-group-scope tensors are refused.
 
 use enigma_codegen::{cuda, msl, CodegenErrorKind};
 use enigma_ir::text::parse;
@@ -160,11 +161,20 @@ fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
 }
 
 #[test]
-fn cuda_refuses_reductions_saying_which() {
+fn cuda_reduces_through_shared_memory_and_refuses_simdgroup_scope_reductions() {
     let text = GEMM_TILE.replace("    matmul2d(matmul2d_descriptor(64, 32, 64, false, true, true, multiply_accumulate), simdgroups(4), c, tensor(Bs, 0u32, 64u32, 32u32, 1u32, 64u32), d)\n", "");
+    let text = text.replace("reduce_rows(d, rows, max)", "reduce_rows(c, rows, max)").replace("    cooperative d: cooperative_tensor<f32, 64, 32, simdgroups(4)>\n", "");
     let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
     let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
-    let err = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns" }), "{err}");
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in ["__shared__ float enigma_scratch[4096];", "enigma_acc = fmaxf(enigma_acc, enigma_v);", "rows[enigma_i] = (float)enigma_acc;"] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+
+    let one = text.replace("simdgroups(4)", "simdgroup");
+    let kernel = parse(&one).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }), "{err}");
     assert!(err.to_string().contains("cooperative_gemm_tile"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! Cooperative tensor products on CUDA: a tiled GEMM written with
-//! `matmul2d` over threadgroup tiles filled by asynchronous copies, in the
+//! `matmul2d` over threadgroup tiles filled by asynchronous copies, with
+//! row and column reductions of each tile's accumulator, in the
 //! forms that run on `wgmma` on sm_90a (K-major and MN-major operands, one
 //! and two warpgroups, f16 and bf16) and in forms that take the scalar path
 //! (a pitch `wgmma` cannot read, a dynamic k that is not a multiple of 16 at
@@ -33,7 +34,9 @@ const BK: u32 = 64;
 
 /// `C = A·B` (A M×K row-major; B K×N row-major, or N×K when `b_k_major`),
 /// each threadgroup one `bm×bn` tile of C, the k loop over 64-deep tiles
-/// copied into threadgroup memory 16 bytes at a time.
+/// copied into threadgroup memory 16 bytes at a time; then each tile's
+/// column sums (`S[tile row][N]`) and row maxima (`R[tile column][M]`,
+/// over the whole tile: columns past N hold zeros).
 fn gemm_kernel(t: Tile) -> Kernel {
     let Tile { elem, bm, bn, simdgroups, b_k_major, dynamic_k } = t;
     let threads = simdgroups * 32;
@@ -55,7 +58,7 @@ fn gemm_kernel(t: Tile) -> Kernel {
     let k = if dynamic_k { "dynamic_extent".to_string() } else { BK.to_string() };
     let kx = if dynamic_k { "min(64u32, (K - kt))" } else { "64u32" };
     let text = format!(
-        "kernel coop_gemm(A: device {elem} read, B: device {elem} read, C: device f32 read_write, M: u32, N: u32, K: u32) {{
+        "kernel coop_gemm(A: device {elem} read, B: device {elem} read, C: device f32 read_write, S: device f32 read_write, R: device f32 read_write, M: u32, N: u32, K: u32) {{
     threadgroup As: {elem}[{a_len}]
     threadgroup Bs: {elem}[{b_len}]
     var lid: u32
@@ -67,6 +70,8 @@ fn gemm_kernel(t: Tile) -> Kernel {
     var r: u32
     var cc: u32
     cooperative c: cooperative_tensor<f32, {bm}, {bn}, simdgroups({simdgroups})>
+    cooperative sums: cooperative_tensor<f32, 1, {bn}, simdgroups({simdgroups})>
+    cooperative maxes: cooperative_tensor<f32, {bm}, 1, simdgroups({simdgroups})>
 
     lid = thread_index_in_threadgroup
     row0 = (threadgroup_position_in_grid.y * {bm}u32)
@@ -91,6 +96,10 @@ fn gemm_kernel(t: Tile) -> Kernel {
         threadgroup_barrier(mem_threadgroup)
     }}
     cooperative_store(c, tensor(C, ((row0 * N) + col0), min({bn}u32, (N - col0)), min({bm}u32, (M - row0)), 1u32, N))
+    reduce_columns(c, sums, sum)
+    reduce_rows(c, maxes, max)
+    cooperative_store(sums, tensor(S, ((threadgroup_position_in_grid.y * N) + col0), min({bn}u32, (N - col0)), 1u32, 1u32, N))
+    cooperative_store(maxes, tensor(R, ((threadgroup_position_in_grid.x * M) + row0), 1u32, min({bm}u32, (M - row0)), 1u32, 1u32))
 }}
 ",
         a_len = bm * BK,
@@ -126,18 +135,38 @@ fn check(rt: &Runtime, t: Tile, (m, n, k): (u32, u32, u32)) {
             want[i * n as usize + j] = s;
         }
     }
+    let (tiles_x, tiles_y) = (n.div_ceil(t.bn) as usize, m.div_ceil(t.bm) as usize);
+    let (mu, nu, bm, bn) = (m as usize, n as usize, t.bm as usize, t.bn as usize);
+    let mut want_s = vec![0f32; tiles_y * nu];
+    for (ty, rows) in want_s.chunks_mut(nu).enumerate() {
+        for (j, s) in rows.iter_mut().enumerate() {
+            // In row order, as the reduction sums; rows past M are zeros.
+            *s = (ty * bm..((ty + 1) * bm).min(mu)).fold(0f32, |acc, i| acc + want[i * nu + j]);
+        }
+    }
+    let mut want_r = vec![0f32; tiles_x * mu];
+    for (tx, cols) in want_r.chunks_mut(mu).enumerate() {
+        for (i, r) in cols.iter_mut().enumerate() {
+            let last = if (tx + 1) * bn > nu { 0f32 } else { f32::NEG_INFINITY };
+            *r = (tx * bn..((tx + 1) * bn).min(nu)).fold(last, |acc, j| acc.max(want[i * nu + j]));
+        }
+    }
     let elem = if t.elem == "bf16" { Type::BF16 } else { Type::F16 };
     let ab = rt.buffer_from_bytes(elem, &bytes(t.elem, &a)).unwrap();
     let bb = rt.buffer_from_bytes(elem, &bytes(t.elem, &b)).unwrap();
     let cb = rt.buffer_from(&vec![f32::NAN; (m * n) as usize]).unwrap();
+    let sb = rt.buffer_from(&vec![f32::NAN; tiles_y * nu]).unwrap();
+    let rb = rt.buffer_from(&vec![f32::NAN; tiles_x * mu]).unwrap();
     let p = rt.pipeline(&kernel).unwrap_or_else(|e| panic!("{t:?}: {e}"));
     let groups = [n.div_ceil(t.bn), m.div_ceil(t.bm), 1];
-    rt.dispatch_threadgroups(&p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m), Arg::u32(n), Arg::u32(k)], groups, [t.simdgroups * 32, 1, 1])
+    rt.dispatch_threadgroups(&p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::from(&sb), Arg::from(&rb), Arg::u32(m), Arg::u32(n), Arg::u32(k)], groups, [t.simdgroups * 32, 1, 1])
         .unwrap_or_else(|e| panic!("{t:?}: {e}"));
     let got = cb.to_vec::<f32>().unwrap();
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g, w, "{t:?} at {m}×{n}×{k} on {:?}: C[{}][{}] is {g}, the reference {w}", rt.device().kind, i / n as usize, i % n as usize);
     }
+    assert_eq!(sb.to_vec::<f32>().unwrap(), want_s, "{t:?} at {m}×{n}×{k} on {:?}: column sums", rt.device().kind);
+    assert_eq!(rb.to_vec::<f32>().unwrap(), want_r, "{t:?} at {m}×{n}×{k} on {:?}: row maxima", rt.device().kind);
 }
 
 const F16_64: Tile = Tile { elem: "f16", bm: 64, bn: 64, simdgroups: 4, b_k_major: false, dynamic_k: false };

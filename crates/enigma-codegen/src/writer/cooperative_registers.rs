@@ -5,14 +5,17 @@
 //! stores move each thread's valid slots to and from their coordinates in
 //! the view, and a product runs on `wgmma` or on the scalar path (each
 //! thread sums its own elements with `fmaf` in k order, as the simulator
-//! does). Reductions and a cooperative tensor as a left operand need
-//! elements of other threads and are refused with a typed error.
+//! does). Row and column reductions of threadgroup-scope tensors go through
+//! a shared-memory scratch array of the source's size (static shared memory
+//! beyond the threadgroup arrays). A cooperative tensor as a left operand,
+//! and reductions of `execution_simdgroup` tensors, are refused with a
+//! typed error.
 
 use super::{Code, Val, Writer};
 use crate::cuda::cooperative::{Layout, Major, Plan, Swizzle, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::{CodegenError, CodegenErrorKind};
-use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// The names of a view's five values inside a product's or a load's block.
@@ -160,11 +163,74 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let v = self.top_expr(value)?.code.text;
                 self.line(&format!("{name}[{i}] = {v};"));
             }
-            StmtKind::CooperativeReduce { .. } => {
-                return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns" }));
-            }
+            StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A row or column reduction through shared memory: the scope writes
+    /// the source's elements to a scratch array in row-major order, then
+    /// each thread reduces the row or column of each of its destination
+    /// slots in index order, as the simulator does (floats in f32 from the
+    /// first element, integers wrapping). Barriers before and after keep
+    /// the scratch's uses apart.
+    fn reduce(&mut self, src: CoopId, dest: CoopId, axis: ReduceAxis, op: ReduceOp) -> Result<(), CodegenError> {
+        let s = self.kernel.cooperative(src);
+        if !s.scope.is_threadgroup() {
+            return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }));
+        }
+        let (rows, cols, elem) = (s.rows, s.cols, s.elem);
+        let (sl, dl) = (self.layout(src)?, self.layout(dest)?);
+        let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
+        let t = self.scope_thread(src);
+        let ty = Type::scalar(elem);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("__shared__ {} enigma_scratch[{}];", self.dialect.type_name(ty), rows * cols));
+        let (row, col) = sl.coords(&t, "enigma_i");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+        self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
+        self.line("}");
+        self.line(&format!("{barrier};"));
+        let (row, col) = dl.coords(&t, "enigma_i");
+        let (outer, inner, at) = match axis {
+            ReduceAxis::Rows => (row, cols, format!("enigma_o * {cols}u + enigma_j")),
+            ReduceAxis::Columns => (col, rows, format!("enigma_j * {cols}u + enigma_o")),
+        };
+        let float = elem.is_float();
+        let acc_ty = if float { Type::F32 } else { ty };
+        let read = self.dialect.cast(acc_ty, ty, Code::postfix(format!("enigma_scratch[{at}]"))).text;
+        let combine = match (op, float, elem.is_signed_int()) {
+            (ReduceOp::Sum, true, _) => "enigma_acc + enigma_v".to_string(),
+            (ReduceOp::Sum, false, true) => "(int)((uint)enigma_acc + (uint)enigma_v)".to_string(),
+            (ReduceOp::Sum, false, false) => "enigma_acc + enigma_v".to_string(),
+            (ReduceOp::Max, true, _) => "fmaxf(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Min, true, _) => "fminf(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Max, false, _) => "max(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Min, false, _) => "min(enigma_acc, enigma_v)".to_string(),
+        };
+        let acc_name = self.dialect.type_name(acc_ty);
+        let result = self.dialect.cast(ty, acc_ty, Code::primary("enigma_acc")).text;
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
+        self.indent += 1;
+        self.line(&format!("if (!({})) continue;", dl.valid(&t, "enigma_i")));
+        self.line(&format!("const uint enigma_o = {outer};"));
+        self.line("uint enigma_j = 0u;");
+        self.line(&format!("{acc_name} enigma_acc = {read};"));
+        self.line(&format!("for (enigma_j = 1u; enigma_j < {inner}u; ++enigma_j) {{"));
+        self.line(&format!("    const {acc_name} enigma_v = {read};"));
+        self.line(&format!("    enigma_acc = {combine};"));
+        self.line("}");
+        self.line(&format!("{dname}[enigma_i] = {result};"));
+        self.indent -= 1;
+        self.line("}");
+        self.line(&format!("{barrier};"));
+        self.indent -= 1;
+        self.line("}");
         Ok(())
     }
 
