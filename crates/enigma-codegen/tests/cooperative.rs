@@ -129,7 +129,8 @@ fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
         // Every access to a wgmma operand goes through the swizzle.
         "As[enigma::swizzle128<64u, 64u>(",
         "Bs[enigma::swizzle128<64u, 64u>(",
-        "enigma::async_proxy_fence();",
+        // Writes reach the async proxy: each thread fences before the kernel's barriers.
+        "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
         "enigma::wgmma_wait();",
         // The run-time test, and the scalar path beside it.
         "enigma_k % 16u == 0u",

@@ -665,6 +665,12 @@ impl Dialect for Cuda {
         match scope {
             // barrier.sync orders shared and global memory within the block,
             // which covers every mem_flags.
+            // In a kernel with wgmma products each thread first orders its
+            // shared-memory writes before the async proxy's reads, so that
+            // a product after the barrier reads what every thread wrote.
+            BarrierScope::Threadgroup if self.cooperative.swizzled.iter().any(Option::is_some) => {
+                "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            }
             BarrierScope::Threadgroup => "enigma::threadgroup_barrier(enigma_tg)".into(),
             BarrierScope::Simdgroup => "__syncwarp(__activemask())".into(),
         }

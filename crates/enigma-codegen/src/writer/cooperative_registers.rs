@@ -320,9 +320,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
         }
         let regs = p.n / 2;
+        // Other threads' writes reach this product through the kernel's
+        // barrier, before which each fenced them for the async proxy (the
+        // dialect's barrier); this thread's own writes are fenced here.
         self.line("enigma::async_proxy_fence();");
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
-        self.line(&format!("{barrier};"));
         if desc.mode == Matmul2dMode::Multiply {
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {name}[enigma_i] = 0.0f;", p.slices * regs));
