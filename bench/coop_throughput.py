@@ -4,11 +4,12 @@ torch's matmul, in the same run.
 The ``coop_cuda`` binary (kernels written in enigma's IR) times
 ``matmul2d(128, 256, 64)`` products on register-resident accumulators
 (two warpgroups per threadgroup, operands in threadgroup memory, 264
-threadgroups) and a 4096³ GEMM on them. This script times the same products
+threadgroups) and GEMMs on them (4096³ in one stage; 4096³ and 8192³ in
+three). This script times the same products
 issued by a hand-written loop (compiled here with CuPy/NVRTC for sm_90a:
 per iteration ``wgmma.fence``, four ``wgmma.mma_async m64n256k16`` per
-warpgroup, ``commit_group``, ``wait_group 0``) and ``torch.matmul`` at
-4096³. Times are CUDA-event device times, medians of 10 after warm-ups.
+warpgroup, ``commit_group``, ``wait_group 0``), ``torch.matmul`` (cuBLAS) and the plain Triton ``tl.dot``
+kernel of ``gemm_vs_torch.py`` at the GEMMs' sizes. Times are CUDA-event device times, medians of 10 after warm-ups.
 
 Usage::
 
@@ -85,11 +86,22 @@ def raw_tflops(ptx_type, iters):
     return 2.0 * 128 * 256 * 64 * iters * BLOCKS / t / 1e12
 
 
-def torch_tflops(dtype, n=4096):
-    try:
-        import torch
-    except ImportError:
+def triton_tflops(dtype, n):
+    """The plain Triton ``tl.dot`` kernel of ``gemm_vs_torch.py``, or None."""
+    import torch
+    from gemm_vs_torch import triton_matmul
+    run = triton_matmul()
+    if run is None:
         return None
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+    t = median_seconds(lambda: run(a, b, c))
+    return 2.0 * n ** 3 / t / 1e12
+
+
+def torch_tflops(dtype, n):
+    import torch
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
     for _ in range(3):
@@ -115,25 +127,25 @@ def main():
         print("cooperative benchmark skipped:", enigma["skipped"])
         return
     print(f"device: {enigma['device']}; {enigma['threadgroups']} threadgroups of 256 threads, {iters} products of 128x256x64 each")
+    import torch
     for elem in ("f16", "bf16"):
         raw = raw_tflops(elem, iters)
-        rows = {r["kind"]: r for r in enigma["rows"] if r["elem"] == elem}
-        coop = rows["throughput"]["tflops"]
+        rows = [r for r in enigma["rows"] if r["elem"] == elem]
+        coop = next(r for r in rows if r["kind"] == "throughput")["tflops"]
         print(f"\n{elem}: raw wgmma loop {raw:7.1f} TFLOP/s; matmul2d {coop:7.1f} TFLOP/s ({coop / raw * 100:5.1f} % of raw)")
-        gemm = rows["gemm"]
-        ref = torch_tflops(__import__("torch").float16 if elem == "f16" else __import__("torch").bfloat16) if _has_torch() else None
-        line = f"  GEMM 4096^3 on matmul2d: {gemm['seconds'] * 1e6:8.1f} us {gemm['tflops']:7.1f} TFLOP/s"
-        if ref:
-            line += f"; torch.matmul {ref:7.1f} TFLOP/s ({gemm['tflops'] / ref * 100:5.1f} %)"
-        print(line)
-
-
-def _has_torch():
-    try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        return False
+        dtype = torch.float16 if elem == "f16" else torch.bfloat16
+        for r in rows:
+            if r["kind"] == "throughput":
+                continue
+            ref = torch_tflops(dtype, r["n"])
+            tri = triton_tflops(dtype, r["n"])
+            us = lambda tf: 2.0 * r["n"] ** 3 / tf / 1e6  # noqa: E731
+            stages = "3 stages" if r["kind"] == "gemm3" else "1 stage"
+            line = (f"  GEMM {r['n']}^3 on matmul2d ({stages}): {r['seconds'] * 1e6:8.1f} us {r['tflops']:7.1f} TFLOP/s; "
+                    f"cuBLAS {us(ref):8.1f} us {ref:7.1f} ({r['tflops'] / ref * 100:5.1f} % of it)")
+            if tri:
+                line += f"; Triton tl.dot {us(tri):8.1f} us {tri:7.1f}"
+            print(line)
 
 
 if __name__ == "__main__":
