@@ -167,7 +167,7 @@ fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOpe
         _ => return None,
     };
     let pitch = literal_u32(&view.strides[1])?;
-    if literal_u32(&view.strides[0]) != Some(1) || pitch == 0 || pitch % PANEL != 0 || arr.len % (8 * pitch) != 0 {
+    if literal_u32(&view.strides[0]) != Some(1) || pitch == 0 || !pitch.is_multiple_of(PANEL) || !arr.len.is_multiple_of(8 * pitch) {
         return None;
     }
     Some((WgmmaOperand { array, pitch, major }, elem))
@@ -177,7 +177,7 @@ fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOpe
 fn candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
     let ExecutionScope::Simdgroups(n) = scope else { return None };
     let warpgroups = n / 4;
-    if n % 4 != 0 || kernel.cooperative(dest).elem != Scalar::F32 || desc.m % (SLICE_ROWS * warpgroups) != 0 || desc.k.is_some_and(|k| k % WGMMA_K != 0) {
+    if !n.is_multiple_of(4) || kernel.cooperative(dest).elem != Scalar::F32 || !desc.m.is_multiple_of(SLICE_ROWS * warpgroups) || desc.k.is_some_and(|k| !k.is_multiple_of(WGMMA_K)) {
         return None;
     }
     let Matmul2dLeft::Tensor(lv) = left else { return None };

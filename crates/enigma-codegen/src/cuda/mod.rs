@@ -199,7 +199,7 @@ pub struct Options {
     pub max_threads_per_threadgroup: Option<u32>,
     /// Whether the source is compiled for `sm_90a` (NVRTC's
     /// `--gpu-architecture=sm_90a`), so that cooperative products may run on
-    /// `wgmma` ([`cooperative`]); otherwise every product takes the scalar path.
+    /// `wgmma` (docs/cooperative-tensors.md); otherwise every product takes the scalar path.
     pub wgmma: bool,
 }
 
