@@ -162,6 +162,18 @@ fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
 }
 
 #[test]
+fn an_array_a_simdgroup_matrix_load_reads_keeps_the_linear_layout() {
+    let text = WGMMA_GEMM
+        .replace("    var cc: u32\n", "    var cc: u32\n    var m: mat8x8_f16\n")
+        .replace("        threadgroup_barrier(mem_threadgroup)\n        matmul2d", "        threadgroup_barrier(mem_threadgroup)\n        m = simdgroup_load<mat8x8_f16>(As, 0u32, 64u32)\n        matmul2d");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(cu.contains("enigma_tile_load"), "{cu}");
+    assert!(!cu.contains("wgmma.mma_async") && !cu.contains("s[enigma::swizzle128"), "{cu}");
+}
+
+#[test]
 fn cuda_reduces_through_shared_memory_and_refuses_simdgroup_scope_reductions() {
     let text = GEMM_TILE.replace("    matmul2d(matmul2d_descriptor(64, 32, 64, false, true, true, multiply_accumulate), simdgroups(4), c, tensor(Bs, 0u32, 64u32, 32u32, 1u32, 64u32), d)\n", "");
     let text = text.replace("reduce_rows(d, rows, max)", "reduce_rows(c, rows, max)").replace("    cooperative d: cooperative_tensor<f32, 64, 32, simdgroups(4)>\n", "");
