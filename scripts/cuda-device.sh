@@ -33,7 +33,7 @@ if command -v nvcc > /dev/null; then
   compiled=0
   for snap in crates/enigma-codegen/tests/snapshots/*.cu.snap; do
     awk 'n >= 2 { print } /^---$/ && n < 2 { n++ }' "$snap" > /tmp/golden.cu
-    if nvcc -std=c++17 -arch=sm_90 -c /tmp/golden.cu -o /tmp/golden.o 2> /tmp/golden.err; then
+    if nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -c /tmp/golden.cu -o /tmp/golden.o 2> /tmp/golden.err; then
       compiled=$((compiled + 1))
     else
       echo "nvcc rejected $snap:"; head -n 20 /tmp/golden.err; status=1

@@ -13,7 +13,7 @@ use crate::writer::{Code, Prec};
 use enigma_ir::MatrixType;
 use enigma_ir::{
     AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Scalar,
-    SpecId, TextureDim, Type,
+    SpecId, TextureDim, TgArrayId, Type,
 };
 use std::collections::BTreeSet;
 
@@ -127,6 +127,24 @@ pub(crate) trait Dialect {
     /// spelling them as MetalPerformancePrimitives.
     fn cooperative_fragments(&self) -> bool {
         false
+    }
+
+    /// The layouts of cooperative tensors held in per-thread registers (the
+    /// CUDA lowering, [`crate::cuda::cooperative`]); None for MSL's
+    /// MetalPerformancePrimitives spelling.
+    fn cooperative_registers(&self) -> Option<&crate::cuda::cooperative::Plan> {
+        None
+    }
+
+    /// Marks the register lowering's helpers as used (`wgmma` also the
+    /// warpgroup matrix multiply's).
+    fn use_cooperative_registers(&mut self, _wgmma: bool) {}
+
+    /// The element of threadgroup array `array` that holds its logical
+    /// element `index`: `index` itself unless the dialect gave the array
+    /// another physical layout.
+    fn threadgroup_index(&self, _array: TgArrayId, index: String) -> String {
+        index
     }
 
     /// The byte alignment every threadgroup array is declared with (the

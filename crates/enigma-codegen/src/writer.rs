@@ -20,6 +20,7 @@ use enigma_ir::{
 };
 mod cooperative;
 mod cooperative_fragments;
+mod cooperative_registers;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -521,9 +522,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// `name[index]`, the element type, and whether the memory is atomic.
     fn place(&mut self, mem: Memory, index: &Expr) -> Result<(Code, Type, bool), CodegenError> {
         let (name, elem) = self.memory(mem)?;
-        let index = self.expr(index)?;
+        let index = self.expr(index)?.code.text;
+        let index = match mem {
+            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, index),
+            _ => index,
+        };
         let atomic = self.info.atomic_memories.contains(&mem);
-        Ok((Code::postfix(format!("{name}[{}]", index.code.text)), elem, atomic))
+        Ok((Code::postfix(format!("{name}[{index}]")), elem, atomic))
     }
 
     /// The name of a buffer, threadgroup array or per-thread array and its element type.

@@ -3,7 +3,11 @@
 //! `cooperative_gemm_tile.msl`), older MSL on SIMD-group matrix fragments
 //! (`cooperative_gemm_tile_fragments.msl`); tests/msl_syntax.rs and
 //! tests/msl_strict.rs check both golden files against their shims. CUDA
-//! refuses the kernel with an error that says so.
+//! holds the tensors in registers: a product over swizzled threadgroup
+//! tiles runs on `wgmma` where the source targets sm_90a (golden file
+//! `cooperative_wgmma_gemm.cu`), on the scalar path elsewhere; reductions
+//! go through shared memory; a cooperative left operand and reductions of
+//! SIMD-group-scope tensors are refused.
 
 use enigma_codegen::{cuda, msl, CodegenErrorKind};
 use enigma_ir::text::parse;
@@ -136,7 +140,7 @@ fn one_simdgroup_tensors_in_both_lowerings() {
 fn cuda_refuses_the_kernel_saying_why() {
     let (kernel, info) = gemm_tile();
     let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { .. }), "{err}");
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d with a cooperative tensor as its left operand" }), "{err}");
     assert!(err.to_string().contains("not generated for this target yet"), "{err}");
 }
 
@@ -204,4 +208,122 @@ fn the_fragment_layout_holds_every_element_exactly_once() {
     std::fs::remove_dir_all(&dir).ok();
     let out = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
+}
+
+/// A 64×64 f16 GEMM tile: A (M×K) and B (K×N) copied into threadgroup
+/// tiles of pitch 64, one `matmul2d` per 64-deep k tile.
+const WGMMA_GEMM: &str = "\
+kernel cooperative_wgmma_gemm(A: device f16 read, B: device f16 read, C: device f32 read_write, M: u32, N: u32, K: u32) {
+    threadgroup As: f16[4096]
+    threadgroup Bs: f16[4096]
+    var row0: u32
+    var col0: u32
+    var kt: u32
+    var i: u32
+    var r: u32
+    var cc: u32
+    cooperative c: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+
+    row0 = (threadgroup_position_in_grid.y * 64u32)
+    col0 = (threadgroup_position_in_grid.x * 64u32)
+    for i in (0u32, get_capacity(c), 1u32) {
+        c[i] = 0.0f32
+    }
+    for kt in (0u32, K, 64u32) {
+        for i in (thread_index_in_threadgroup, 512u32, 128u32) {
+            r = (i / 8u32)
+            cc = ((i % 8u32) * 8u32)
+            async_copy(As[((r * 64u32) + cc)], A[((((row0 + r) * K) + kt) + cc)], 8, ((row0 + r) < M))
+            async_copy(Bs[((r * 64u32) + cc)], B[((((kt + r) * N) + col0) + cc)], 8, ((col0 + cc) < N))
+        }
+        async_commit()
+        async_wait(0)
+        threadgroup_barrier(mem_threadgroup)
+        matmul2d(matmul2d_descriptor(64, 64, 64, false, false, false, multiply_accumulate), simdgroups(4), tensor(As, 0u32, 64u32, 64u32, 1u32, 64u32), tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), c)
+        threadgroup_barrier(mem_threadgroup)
+    }
+    cooperative_store(c, tensor(C, ((row0 * N) + col0), min(64u32, (N - col0)), min(64u32, (M - row0)), 1u32, N))
+}
+";
+
+fn wgmma_gemm() -> (Kernel, KernelInfo) {
+    let kernel = parse(WGMMA_GEMM).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    (kernel, info)
+}
+
+#[test]
+fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
+    let (kernel, info) = wgmma_gemm();
+    let source = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let cu = &source.source;
+    for needle in [
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+        // A K-major (no transpose), B MN-major (transposed).
+        "p, 1, 1, 0, 1;",
+        "__shared__ __align__(1024) __half As[4096];",
+        // Every access to a wgmma operand goes through the swizzle.
+        "As[enigma::swizzle128<64u, 64u>(",
+        "Bs[enigma::swizzle128<64u, 64u>(",
+        // Writes reach the async proxy: each thread fences before the kernel's barriers.
+        "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
+        "enigma::wgmma_wait();",
+        // The run-time test, and the scalar path beside it.
+        "enigma_k % 16u == 0u",
+        "enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);",
+        "float c[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, wgmma accumulator",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    insta::assert_snapshot!("cooperative_wgmma_gemm.cu", source.source);
+
+    // Without sm_90a: the scalar path only, the arrays in their linear layout.
+    let plain = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
+    for absent in ["wgmma.mma_async", "As[enigma::swizzle128", "Bs[enigma::swizzle128"] {
+        assert!(!plain.contains(absent), "{absent:?} in\n{plain}");
+    }
+    assert!(plain.contains("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);"));
+    assert!(plain.contains("float c[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, linear layout"));
+}
+
+#[test]
+fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
+    // A pitch of 32 halves is not a whole 128-byte swizzle row.
+    let text = WGMMA_GEMM.replace("tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32)", "tensor(Bs, 0u32, 32u32, 64u32, 1u32, 32u32)").replace("cooperative_tensor<f32, 64, 64,", "cooperative_tensor<f32, 64, 32,").replace("64, 64, 64, false", "64, 32, 64, false");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(!cu.contains("wgmma.mma_async") && !cu.contains("s[enigma::swizzle128"), "{cu}");
+    assert!(cu.contains("linear layout"), "{cu}");
+}
+
+#[test]
+fn an_array_a_simdgroup_matrix_load_reads_keeps_the_linear_layout() {
+    let text = WGMMA_GEMM
+        .replace("    var cc: u32\n", "    var cc: u32\n    var m: mat8x8_f16\n")
+        .replace("        threadgroup_barrier(mem_threadgroup)\n        matmul2d", "        threadgroup_barrier(mem_threadgroup)\n        m = simdgroup_load<mat8x8_f16>(As, 0u32, 64u32)\n        matmul2d");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(cu.contains("enigma_tile_load"), "{cu}");
+    assert!(!cu.contains("wgmma.mma_async") && !cu.contains("s[enigma::swizzle128"), "{cu}");
+}
+
+#[test]
+fn cuda_reduces_through_shared_memory_and_refuses_simdgroup_scope_reductions() {
+    let text = GEMM_TILE.replace("    matmul2d(matmul2d_descriptor(64, 32, 64, false, true, true, multiply_accumulate), simdgroups(4), c, tensor(Bs, 0u32, 64u32, 32u32, 1u32, 64u32), d)\n", "");
+    let text = text.replace("reduce_rows(d, rows, max)", "reduce_rows(c, rows, max)").replace("    cooperative d: cooperative_tensor<f32, 64, 32, simdgroups(4)>\n", "");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in ["__shared__ float enigma_scratch[4096];", "enigma_acc = fmaxf(enigma_acc, enigma_v);", "rows[enigma_i] = (float)enigma_acc;"] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+
+    let one = text.replace("simdgroups(4)", "simdgroup");
+    let kernel = parse(&one).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }), "{err}");
+    assert!(err.to_string().contains("cooperative_gemm_tile"), "{err}");
 }

@@ -21,6 +21,9 @@ fn driver_err(what: &str, e: impl std::fmt::Debug) -> RuntimeError {
     RuntimeError::Backend { backend: "cuda", message: format!("{what}: {e:?}") }
 }
 
+/// The architecture whose code may use `wgmma`.
+const WGMMA_ARCH: &str = "sm_90a";
+
 /// The first CUDA GPU.
 pub struct CudaBackend {
     info: DeviceInfo,
@@ -89,10 +92,12 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
-/// Architectures NVRTC is asked to compile for, by compute capability.
+/// Architectures NVRTC is asked to compile for, by compute capability:
+/// Hopper (9.0) as `sm_90a`, whose architecture-specific instructions
+/// (`wgmma`) cooperative products use.
 fn arch_for(major: i32, minor: i32) -> &'static str {
     match (major, minor) {
-        (9, 0) => "sm_90",
+        (9, 0) => WGMMA_ARCH,
         (8, 9) => "sm_89",
         (8, 6) => "sm_86",
         (8, 0) => "sm_80",
@@ -627,7 +632,7 @@ impl Backend for CudaBackend {
         if bytes > self.info.max_threadgroup_memory_bytes {
             return Err(RuntimeError::ThreadgroupMemory { kernel: kernel.name.clone(), bytes, limit: self.info.max_threadgroup_memory_bytes });
         }
-        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), ..Default::default() };
+        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.arch == WGMMA_ARCH, ..Default::default() };
         let source = enigma_codegen::cuda::write_string(kernel, info, &options)
             .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
         let function = self.module_for(&source)?;
@@ -757,7 +762,9 @@ fn dispatch_notes(geometry: &DispatchGeometry, options: &DispatchOptions) -> Vec
 /// arithmetic needs 8.0 (Ampere) or later; SIMD-group matrices run on every
 /// GPU (tensor cores from 8.0, warp shuffles before); 2D textures on every
 /// GPU (CUDA arrays with surface and texture objects, see `texture`);
-/// device-scope fences (`__threadfence`) on every GPU.
+/// device-scope fences (`__threadfence`) on every GPU; cooperative tensor
+/// operations on every GPU (`wgmma` on sm_90a, the scalar path elsewhere;
+/// `enigma_codegen::cuda` refuses the forms it does not generate).
 fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     let mut features = std::collections::BTreeSet::new();
     if major >= 8 {
@@ -766,5 +773,6 @@ fn cuda_features(major: i32) -> std::collections::BTreeSet<enigma_ir::Feature> {
     features.insert(enigma_ir::Feature::SimdgroupMatrix);
     features.insert(enigma_ir::Feature::Texture2d);
     features.insert(enigma_ir::Feature::DeviceFence);
+    features.insert(enigma_ir::Feature::CooperativeTensors);
     features
 }

@@ -29,7 +29,9 @@ pub enum Feature {
     DeviceFence,
     /// Cooperative tensor operations ([`crate::cooperative`]): the
     /// simulator; Metal (MetalPerformancePrimitives from MSL 4.0,
-    /// `simdgroup_matrix` fragments below it). Not yet CUDA.
+    /// `simdgroup_matrix` fragments below it); every CUDA GPU (`wgmma` on
+    /// sm_90a, a scalar path elsewhere; reductions of SIMD-group-scope
+    /// tensors and a cooperative left operand not yet).
     CooperativeTensors,
 }
 

@@ -102,6 +102,7 @@
 //! documentation. The report of the change that added this module says what
 //! has additionally been compiled with NVRTC/nvcc and run on an NVIDIA GPU.
 
+pub(crate) mod cooperative;
 mod prelude;
 
 use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx};
@@ -153,14 +154,27 @@ pub struct SharedLayout {
 /// The shared-memory layout of `kernel`'s threadgroup arrays.
 pub fn shared_layout(kernel: &Kernel) -> SharedLayout {
     let mut layout = SharedLayout { offsets: Vec::with_capacity(kernel.threadgroup_arrays.len()), align: SHARED_ALIGN, bytes: 0 };
-    for arr in &kernel.threadgroup_arrays {
-        let align = SHARED_ALIGN.max(arr.elem.size_bytes() as u64);
+    for (arr, align) in kernel.threadgroup_arrays.iter().zip(array_aligns(kernel)) {
         let offset = layout.bytes.div_ceil(align) * align;
         layout.offsets.push(offset);
         layout.align = layout.align.max(align);
         layout.bytes = offset + arr.size_bytes();
     }
     layout
+}
+
+/// The alignment of each threadgroup array: 16 bytes or its element's
+/// size, whichever is larger, and 1024 bytes for an array that may be a
+/// `wgmma` operand (on sm_90a; [`cooperative`]'s swizzle atoms), whatever
+/// the target, so that the layout is one.
+fn array_aligns(kernel: &Kernel) -> Vec<u64> {
+    let wgmma = cooperative::Plan::new(kernel, true);
+    kernel
+        .threadgroup_arrays
+        .iter()
+        .zip(&wgmma.swizzled)
+        .map(|(arr, s)| if s.is_some() { cooperative::SWIZZLE_ALIGN } else { SHARED_ALIGN.max(arr.elem.size_bytes() as u64) })
+        .collect()
 }
 
 /// Texture objects one `enigma::texture2d` argument holds, one per sampler
@@ -183,6 +197,10 @@ pub struct Options {
     /// Writes `__launch_bounds__(n)` on the kernel (the largest threadgroup
     /// it will be launched with).
     pub max_threads_per_threadgroup: Option<u32>,
+    /// Whether the source is compiled for `sm_90a` (NVRTC's
+    /// `--gpu-architecture=sm_90a`), so that cooperative products may run on
+    /// `wgmma` (docs/cooperative-tensors.md); otherwise every product takes the scalar path.
+    pub wgmma: bool,
 }
 
 /// A generated CUDA kernel and what the runtime needs to launch it.
@@ -266,7 +284,8 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         }
     }
     let carved = dynamic.then_some(layout);
-    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved };
+    let cooperative = cooperative::Plan::new(kernel, options.wgmma);
+    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved, cooperative };
     let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
     Ok(CudaSource {
         source,
@@ -286,6 +305,8 @@ struct Cuda {
     /// The layout the threadgroup arrays are carved out of dynamic shared
     /// memory with, when they do not fit in static shared memory.
     carved: Option<SharedLayout>,
+    /// How cooperative tensors and `wgmma` operand arrays are laid out.
+    cooperative: cooperative::Plan,
 }
 
 /// The CUDA tile helpers (`enigma_tile<T, R, C>` in the tensor cores' lane map:
@@ -374,6 +395,28 @@ impl Dialect for Cuda {
     fn use_matrices(&mut self) {
         self.matrices = true;
         self.need(Helper::AndOr);
+    }
+
+    fn cooperative_tensors(&self) -> DResult<()> {
+        Ok(())
+    }
+
+    fn cooperative_registers(&self) -> Option<&cooperative::Plan> {
+        Some(&self.cooperative)
+    }
+
+    fn use_cooperative_registers(&mut self, wgmma: bool) {
+        self.need(Helper::CooperativeLayout);
+        if wgmma {
+            self.need(Helper::Wgmma);
+        }
+    }
+
+    fn threadgroup_index(&self, array: TgArrayId, index: String) -> String {
+        match self.cooperative.swizzled.get(array.0 as usize).copied().flatten() {
+            Some(s) => s.index_code(&index),
+            None => index,
+        }
     }
 
     fn threadgroup_array_align(&self) -> u64 {
@@ -622,6 +665,12 @@ impl Dialect for Cuda {
         match scope {
             // barrier.sync orders shared and global memory within the block,
             // which covers every mem_flags.
+            // In a kernel with wgmma products each thread first orders its
+            // shared-memory writes before the async proxy's reads, so that
+            // a product after the barrier reads what every thread wrote.
+            BarrierScope::Threadgroup if self.cooperative.swizzled.iter().any(Option::is_some) => {
+                "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            }
             BarrierScope::Threadgroup => "enigma::threadgroup_barrier(enigma_tg)".into(),
             BarrierScope::Simdgroup => "__syncwarp(__activemask())".into(),
         }
@@ -670,6 +719,7 @@ impl Dialect for Cuda {
         if self.matrices {
             out.push_str(TILES);
         }
+        out.push_str(cx.prologue);
 
         let launch_bounds = match self.options.max_threads_per_threadgroup {
             Some(n) => format!("__launch_bounds__({n}) "),
@@ -694,8 +744,10 @@ impl Dialect for Cuda {
         let mut body = String::new();
         match &self.carved {
             None => {
-                for (i, arr) in k.threadgroup_arrays.iter().enumerate() {
-                    let _ = writeln!(body, "__shared__ __align__({SHARED_ALIGN}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
+                for (i, (arr, align)) in k.threadgroup_arrays.iter().zip(array_aligns(k)).enumerate() {
+                    // A static array's element type aligns it; only a swizzled one needs more.
+                    let align = if align == cooperative::SWIZZLE_ALIGN { align } else { SHARED_ALIGN };
+                    let _ = writeln!(body, "__shared__ __align__({align}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
                 }
             }
             Some(layout) => {

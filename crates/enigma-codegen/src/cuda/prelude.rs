@@ -39,6 +39,13 @@ pub(crate) enum Helper {
     AsyncCopy,
     /// `and_or(a, b, c)`: `(a & b) | c` on 32-bit words in one `LOP3`.
     AndOr,
+    /// `swizzle128<P, R>(i)`, `wgmma_row`/`wgmma_col`: the physical layouts
+    /// of cooperative tensors and of `wgmma` operand arrays
+    /// (`super::cooperative`).
+    CooperativeLayout,
+    /// `wgmma_desc`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`,
+    /// `async_proxy_fence`: Hopper's warpgroup matrix multiply (sm_90a).
+    Wgmma,
 }
 
 impl Helper {
@@ -108,6 +115,8 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::Texture => out.push_str(TEXTURE),
             Helper::AsyncCopy => out.push_str(ASYNC_COPY),
             Helper::AndOr => out.push_str(AND_OR),
+            Helper::CooperativeLayout => out.push_str(COOPERATIVE_LAYOUT),
+            Helper::Wgmma => out.push_str(WGMMA),
         }
     }
     out.push_str(GEOMETRY);
@@ -428,6 +437,46 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
     }
     out.push('\n');
 }
+
+const COOPERATIVE_LAYOUT: &str = "// The 128-byte swizzle of a threadgroup array that wgmma reads (pitch P, R
+// rows): logical element i (row i / P, column i % P) lies in panel column / 64
+// (R rows of 64 elements each), its 16-byte chunk XORed with the row modulo 8.
+template <unsigned P, unsigned R> __device__ __forceinline__ unsigned swizzle128(unsigned i)
+{
+    const unsigned row = i / P, col = i % P;
+    return (col / 64u) * (R * 64u) + row * 64u + ((((col % 64u) / 8u) ^ (row % 8u)) * 8u) + (col % 8u);
+}
+// Row and column of slot i of thread t in wgmma's m64nN f32 accumulator,
+// S 64-row slices per warpgroup.
+template <unsigned S, unsigned N> __device__ __forceinline__ unsigned wgmma_row(unsigned t, unsigned i)
+{
+    const unsigned u = t % 128u, j = i % (N / 2u);
+    return (t / 128u) * 64u * S + (i / (N / 2u)) * 64u + 16u * (u / 32u) + (u % 32u) / 4u + 8u * ((j / 2u) % 2u);
+}
+template <unsigned N> __device__ __forceinline__ unsigned wgmma_col(unsigned t, unsigned i)
+{
+    const unsigned j = i % (N / 2u);
+    return 8u * (j / 4u) + 2u * (t % 4u) + j % 2u;
+}
+
+";
+
+const WGMMA: &str = "// wgmma (sm_90a): a shared-memory matrix descriptor in the 128-byte swizzle
+// (start address, leading and stride byte offsets, each in 16-byte units).
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* p, unsigned lead, unsigned stride)
+{
+    const unsigned a = unsigned(__cvta_generic_to_shared(p));
+    return (unsigned long long)((a & 0x3FFFFu) >> 4) | ((unsigned long long)((lead >> 4) & 0x3FFFu) << 16)
+        | ((unsigned long long)((stride >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+// Orders this thread's earlier shared-memory writes before reads of the async
+// proxy (wgmma's operand reads).
+__device__ __forceinline__ void async_proxy_fence() { asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }
+__device__ __forceinline__ void wgmma_wait() { asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\"); }
+
+";
 
 const AND_OR: &str = "// (a & b) | c in one LOP3 with every operand in a register: given two
 // immediates the compiler splits it into two instructions, one immediate each.

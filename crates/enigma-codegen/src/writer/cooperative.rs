@@ -9,7 +9,8 @@
 //! are used. A dialect that has no such spelling refuses the kernel
 //! ([`crate::dialect::Dialect::cooperative_tensors`]); one that lowers them
 //! onto SIMD-group matrix fragments instead is written by
-//! `cooperative_fragments`.
+//! `cooperative_fragments`, one that holds the tensors in registers (CUDA)
+//! by `cooperative_registers`.
 
 use super::{Code, Val, Writer};
 use crate::dialect::Dialect;
@@ -28,10 +29,15 @@ pub(crate) struct CoopNames {
     pub tensors: Vec<String>,
     /// The names of the views a statement makes.
     pub views: [String; 2],
-    /// Program-scope declarations (the descriptors) for the dialect's head.
+    /// Program-scope declarations (the descriptors, or the `wgmma`
+    /// functions) for the dialect's head.
     pub prologue: String,
     /// The fragment lowering's threadgroup scratch arrays, by accumulator type.
     pub scratch: Vec<(enigma_ir::Scalar, String)>,
+    /// The layouts, when the dialect holds the tensors in registers.
+    pub registers: Option<crate::cuda::cooperative::Plan>,
+    /// The program-scope functions the prologue already has.
+    pub functions: std::collections::BTreeSet<String>,
 }
 
 /// The MSL spelling of a descriptor.
@@ -79,6 +85,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
             return Ok(());
         }
         self.lift(self.dialect.cooperative_tensors())?;
+        if let Some(plan) = self.dialect.cooperative_registers().cloned() {
+            return self.register_decls(plan);
+        }
         self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
         self.coop.views = [self.names.fresh("mpp_left"), self.names.fresh("mpp_right")];
         if self.dialect.cooperative_fragments() {
@@ -167,6 +176,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if self.dialect.cooperative_fragments() {
             return self.fragment_stmt(kind);
         }
+        if self.coop.registers.is_some() {
+            return self.register_stmt(kind);
+        }
         match kind {
             StmtKind::Matmul2d { desc, scope, left, right, dest } => {
                 let op = self.op_name(desc, *scope);
@@ -227,6 +239,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
     pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
         if self.dialect.cooperative_fragments() {
             return self.fragment_expr(e);
+        }
+        if self.coop.registers.is_some() {
+            return self.register_expr(e);
         }
         Ok(match e {
             Expr::CooperativeCapacity { tensor } => Val { code: Code::postfix(format!("uint({}.get_capacity())", self.coop_name(*tensor)?)), ty: Type::U32 },

@@ -1,0 +1,342 @@
+//! How the CUDA generator holds cooperative tensors and which products it
+//! gives to Hopper's warpgroup matrix multiply (`wgmma.mma_async`).
+//!
+//! Every cooperative tensor is a per-thread register array of its capacity
+//! (`float c[32]`), in one of two [`Layout`]s: the accumulator fragments of
+//! `wgmma` for the destination of a product that qualifies (below), or a
+//! linear layout (element `slot · threads + thread`, row-major) for every
+//! other tensor. The kernel reaches the layout only through the slot
+//! interface, so either is Metal's semantics.
+//!
+//! A product runs on `wgmma` (m64nNk16, f32 accumulation) when the kernel is
+//! compiled for `sm_90a` ([`super::Options::wgmma`]) and, at generation time:
+//! * its scope is `execution_simdgroups(4·w)` (w warpgroups), m a multiple
+//!   of 64·w (warpgroup g takes rows `[g·m/w, (g+1)·m/w)` in 64-row slices),
+//!   its destination f32, a static k a multiple of 16;
+//! * both operands are views of threadgroup arrays of scalar f16 (or both
+//!   bf16) whose strides are the literals `1` and a pitch P that is a
+//!   multiple of 64, the array's length a multiple of 8·P, every wgmma view
+//!   of the array with the same pitch, and the array never read or written
+//!   by a SIMD-group matrix load or store;
+//!
+//! and, when it runs, the views cover the product (no element falls
+//! outside their extents), their first element starts an 8-row group and a
+//! 16-element (K-major) or 64-element (MN-major) column group, a dynamic k
+//! is a multiple of 16 and the k columns stay within a row of the array.
+//! When that run-time test fails the same product runs on the scalar path,
+//! as do products that do not qualify at generation time: each thread sums
+//! its own elements with `fmaf` in k order, exactly as the simulator does.
+//!
+//! **Threadgroup arrays that are `wgmma` operands change physical layout.**
+//! `wgmma` reads shared memory in a 128-byte swizzle: rows of 64 16-bit
+//! elements (panels), eight rows forming a 1024-byte atom whose 16-byte
+//! chunks are XORed with the row's index modulo 8. Such an array of pitch P
+//! and R = len / P rows stores logical element `i` (row `i / P`, column
+//! `i % P`) at `(col / 64)·R·64 + row·64 + ((col % 64 / 8) XOR (row % 8))·8 +
+//! col % 8` ([`Swizzle::physical`]), a bijection of the array's elements,
+//! and every access to the array — loads, stores, atomics, asynchronous
+//! copies (4, 8 or 16 bytes, aligned, so within one chunk), cooperative
+//! loads and stores — goes through it. Threadgroup memory is not visible
+//! outside the threadgroup, so no kernel can tell. The array is aligned to
+//! 1024 bytes ([`SWIZZLE_ALIGN`]).
+
+use enigma_ir::{CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, Scalar, StmtKind, TensorView, TgArrayId, Type};
+
+/// 16-bit elements in one 128-byte swizzle row (a panel's width).
+pub(crate) const PANEL: u32 = 64;
+/// The alignment of a swizzled array: one swizzle atom (8 rows of 128 bytes).
+pub(crate) const SWIZZLE_ALIGN: u64 = 1024;
+/// Rows of a warpgroup's `wgmma` slice.
+const SLICE_ROWS: u32 = 64;
+/// The k of one `wgmma` instruction for 16-bit inputs.
+pub(crate) const WGMMA_K: u32 = 16;
+
+/// The 128-byte swizzle of a threadgroup array of pitch `pitch` and `rows` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Swizzle {
+    pub pitch: u32,
+    pub rows: u32,
+}
+
+impl Swizzle {
+    /// The physical element of logical element `i` (the rule
+    /// `swizzle128` in the CUDA prelude implements).
+    #[cfg(test)]
+    pub fn physical(self, i: u32) -> u32 {
+        let (row, col) = (i / self.pitch, i % self.pitch);
+        (col / PANEL) * self.rows * PANEL + row * PANEL + (((col % PANEL) / 8) ^ (row % 8)) * 8 + col % 8
+    }
+
+    /// The CUDA expression of the physical element of the logical `index`.
+    pub fn index_code(self, index: &str) -> String {
+        format!("enigma::swizzle128<{}u, {}u>({index})", self.pitch, self.rows)
+    }
+}
+
+/// Which slot of which thread holds which element of a cooperative tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Element `slot · threads + thread`, in row-major order.
+    Linear { rows: u32, cols: u32, threads: u32 },
+    /// `wgmma`'s m64nN f32 accumulator fragments, `slices` 64-row slices
+    /// per warpgroup: slot `i` of thread `t` (warpgroup `g = t / 128`,
+    /// `u = t % 128`, slice `i / (N/2)`, `j = i % (N/2)`) is row
+    /// `g·64·slices + slice·64 + 16·(u / 32) + (u % 32) / 4 + 8·((j / 2) % 2)`,
+    /// column `8·(j / 4) + 2·(u % 4) + j % 2`.
+    Wgmma { slices: u32, cols: u32 },
+}
+
+impl Layout {
+    pub fn capacity(self) -> u32 {
+        match self {
+            Layout::Linear { rows, cols, threads } => (rows * cols).div_ceil(threads).max(1),
+            Layout::Wgmma { slices, cols } => slices * cols / 2,
+        }
+    }
+
+    /// The (row, column) expressions of slot `i` of thread `t` (both `uint`).
+    pub fn coords(self, t: &str, i: &str) -> (String, String) {
+        match self {
+            Layout::Linear { cols, threads, .. } => (format!("(({i}) * {threads}u + {t}) / {cols}u"), format!("(({i}) * {threads}u + {t}) % {cols}u")),
+            Layout::Wgmma { slices, cols } => (
+                format!("enigma::wgmma_row<{slices}u, {cols}u>({t}, {i})"),
+                format!("enigma::wgmma_col<{cols}u>({t}, {i})"),
+            ),
+        }
+    }
+
+    /// Whether slot `i` of thread `t` holds an element.
+    pub fn valid(self, t: &str, i: &str) -> String {
+        match self {
+            Layout::Linear { rows, cols, threads } if (rows * cols) % threads != 0 => format!("(({i}) * {threads}u + {t} < {}u)", rows * cols),
+            _ => "true".into(),
+        }
+    }
+}
+
+/// Where an operand's contiguous dimension lies: along k (K-major, `wgmma`'s
+/// default) or along m or n (MN-major, its transpose flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Major {
+    K,
+    Mn,
+}
+
+/// An operand `wgmma` reads: a threadgroup array of the given pitch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WgmmaOperand {
+    pub array: TgArrayId,
+    pub pitch: u32,
+    pub major: Major,
+}
+
+/// A product the generator gives to `wgmma`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WgmmaProduct {
+    pub warpgroups: u32,
+    pub slices: u32,
+    pub n: u32,
+    pub elem: Scalar,
+    pub left: WgmmaOperand,
+    pub right: WgmmaOperand,
+}
+
+/// The layouts of a kernel's cooperative tensors and threadgroup arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Plan {
+    pub swizzled: Vec<Option<Swizzle>>,
+    pub layouts: Vec<Layout>,
+}
+
+fn literal_u32(e: &Expr) -> Option<u32> {
+    match e {
+        Expr::Literal(l) if l.ty == Scalar::U32 => match l.value {
+            LiteralValue::UInt(u) => u32::try_from(u).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOperand, Scalar)> {
+    let Memory::Threadgroup(array) = view.mem else { return None };
+    let arr = kernel.threadgroup_arrays.get(array.0 as usize)?;
+    let elem = match arr.elem {
+        Type::F16 => Scalar::F16,
+        Type::BF16 => Scalar::BF16,
+        _ => return None,
+    };
+    let pitch = literal_u32(&view.strides[1])?;
+    if literal_u32(&view.strides[0]) != Some(1) || pitch == 0 || !pitch.is_multiple_of(PANEL) || !arr.len.is_multiple_of(8 * pitch) {
+        return None;
+    }
+    Some((WgmmaOperand { array, pitch, major }, elem))
+}
+
+/// The product as `wgmma` would run it, judged on the product alone.
+fn candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
+    let ExecutionScope::Simdgroups(n) = scope else { return None };
+    let warpgroups = n / 4;
+    if !n.is_multiple_of(4) || kernel.cooperative(dest).elem != Scalar::F32 || !desc.m.is_multiple_of(SLICE_ROWS * warpgroups) || desc.k.is_some_and(|k| !k.is_multiple_of(WGMMA_K)) {
+        return None;
+    }
+    let Matmul2dLeft::Tensor(lv) = left else { return None };
+    let (l, le) = operand(kernel, lv, if desc.transpose_left { Major::Mn } else { Major::K })?;
+    let (r, re) = operand(kernel, right, if desc.transpose_right { Major::K } else { Major::Mn })?;
+    (le == re).then_some(WgmmaProduct { warpgroups, slices: desc.m / (SLICE_ROWS * warpgroups), n: desc.n, elem: le, left: l, right: r })
+}
+
+impl Plan {
+    /// The layouts of `kernel`: `wgmma` ones only when `wgmma` is allowed.
+    pub fn new(kernel: &Kernel, wgmma: bool) -> Plan {
+        let mut plan = Plan {
+            swizzled: vec![None; kernel.threadgroup_arrays.len()],
+            layouts: kernel
+                .cooperative_tensors
+                .iter()
+                .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
+                .collect(),
+        };
+        if !wgmma || kernel.cooperative_tensors.is_empty() {
+            return plan;
+        }
+        let mut products = vec![];
+        kernel.walk_stmts(|_, s| {
+            if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
+                if let Some(p) = candidate(kernel, desc, *scope, left, right, *dest) {
+                    products.push((p, *dest));
+                }
+            }
+        });
+        // Arrays a SIMD-group matrix load or store reads in the linear layout.
+        let mut linear = vec![false; kernel.threadgroup_arrays.len()];
+        let mut mark = |m: &Memory| {
+            if let Memory::Threadgroup(t) = m {
+                linear[t.0 as usize] = true;
+            }
+        };
+        kernel.walk_exprs(|e| match e {
+            Expr::MatrixLoad { mem, .. } => mark(mem),
+            Expr::MatrixLoadQuantized { words, scales, .. } => {
+                mark(words);
+                mark(scales);
+            }
+            _ => {}
+        });
+        kernel.walk_stmts(|_, s| {
+            if let StmtKind::MatrixStore { mem, .. } = &s.kind {
+                mark(mem);
+            }
+        });
+        let mut pitch: Vec<Option<u32>> = vec![None; kernel.threadgroup_arrays.len()];
+        for (p, _) in &products {
+            for o in [p.left, p.right] {
+                let slot = &mut pitch[o.array.0 as usize];
+                match slot {
+                    Some(q) if *q != o.pitch => linear[o.array.0 as usize] = true,
+                    _ => *slot = Some(o.pitch),
+                }
+            }
+        }
+        for (p, dest) in &products {
+            if [p.left, p.right].iter().any(|o| linear[o.array.0 as usize]) {
+                continue;
+            }
+            for o in [p.left, p.right] {
+                let len = kernel.threadgroup_arrays[o.array.0 as usize].len;
+                plan.swizzled[o.array.0 as usize] = Some(Swizzle { pitch: o.pitch, rows: len / o.pitch });
+            }
+            plan.layouts[dest.0 as usize] = Layout::Wgmma { slices: p.slices, cols: p.n };
+        }
+        plan
+    }
+
+    /// The product as `wgmma` runs it, or None for the scalar path.
+    pub fn wgmma(&self, kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
+        let p = candidate(kernel, desc, scope, left, right, dest)?;
+        let swizzled = |o: WgmmaOperand| self.swizzled[o.array.0 as usize].is_some_and(|s| s.pitch == o.pitch);
+        (swizzled(p.left) && swizzled(p.right) && matches!(self.layouts[dest.0 as usize], Layout::Wgmma { .. })).then_some(p)
+    }
+}
+
+impl WgmmaProduct {
+    /// The name of the function that issues one m64nNk16 instruction of
+    /// this product, and that of the one that pins its accumulator
+    /// registers (so the compiler moves no access of them into the
+    /// asynchronous window).
+    pub fn function_names(&self) -> (String, String) {
+        let t = |m: Major| if m == Major::K { 'k' } else { 'm' };
+        (
+            format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, t(self.left.major), t(self.right.major)),
+            format!("enigma_wgmma_hold{}", self.n / 2),
+        )
+    }
+
+    /// The two functions of [`Self::function_names`].
+    pub fn functions(&self) -> [String; 2] {
+        let (issue, hold) = self.function_names();
+        let regs = self.n / 2;
+        let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+        let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
+        let trans = |m: Major| u32::from(m == Major::Mn);
+        let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
+        [
+            format!(
+                "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers.\n\
+                 __device__ __forceinline__ void {issue}(float* d, unsigned long long a, unsigned long long b)\n{{\n    \
+                 asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
+                 \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n        \
+                 : {outs}\n        : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
+                n = self.n,
+                a = regs,
+                b = regs + 1,
+                s = regs + 2,
+                ta = trans(self.left.major),
+                tb = trans(self.right.major),
+            ),
+            format!("__device__ __forceinline__ void {hold}(float* d)\n{{\n    asm volatile(\"\" : {outs} :: \"memory\");\n}}\n"),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_swizzle_is_a_bijection_that_keeps_16_byte_chunks_whole() {
+        for s in [Swizzle { pitch: 64, rows: 8 }, Swizzle { pitch: 128, rows: 16 }, Swizzle { pitch: 192, rows: 24 }] {
+            let n = s.pitch * s.rows;
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                let p = s.physical(i);
+                assert!(p < n && !seen[p as usize], "{s:?}: {i} -> {p}");
+                seen[p as usize] = true;
+                // 8 consecutive elements starting at a multiple of 8 stay consecutive.
+                if i % 8 != 0 {
+                    assert_eq!(p, s.physical(i - 1) + 1);
+                }
+            }
+        }
+        // Row 1's first chunk is the second chunk of its 128-byte row.
+        assert_eq!(Swizzle { pitch: 64, rows: 8 }.physical(64), 64 + 8);
+        // A 128-wide array keeps its second panel after all rows of the first.
+        assert_eq!(Swizzle { pitch: 128, rows: 16 }.physical(64), 16 * 64);
+    }
+
+    #[test]
+    fn wgmma_fragments_cover_the_tile_once() {
+        let layout = Layout::Wgmma { slices: 2, cols: 24 };
+        let (slices, cols, threads) = (2u32, 24u32, 256u32);
+        let mut seen = vec![0u32; (slices * 64 * 2 * cols) as usize];
+        for t in 0..threads {
+            for i in 0..layout.capacity() {
+                let (g, u, j) = (t / 128, t % 128, i % (cols / 2));
+                let row = g * 64 * slices + (i / (cols / 2)) * 64 + 16 * (u / 32) + (u % 32) / 4 + 8 * ((j / 2) % 2);
+                let col = 8 * (j / 4) + 2 * (u % 4) + j % 2;
+                seen[(row * cols + col) as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+    }
+}

@@ -1,0 +1,379 @@
+//! Cooperative tensors as per-thread register arrays: the CUDA generator's
+//! lowering ([`crate::cuda::cooperative`] says which layout each tensor
+//! takes and which products run on `wgmma`). Each tensor is an array of its
+//! capacity in every thread of its scope; slot accesses index it, loads and
+//! stores move each thread's valid slots to and from their coordinates in
+//! the view, and a product runs on `wgmma` or on the scalar path (each
+//! thread sums its own elements with `fmaf` in k order, as the simulator
+//! does). Row and column reductions of threadgroup-scope tensors go through
+//! a shared-memory scratch array of the source's size (static shared memory
+//! beyond the threadgroup arrays). A cooperative tensor as a left operand,
+//! and reductions of `execution_simdgroup` tensors, are refused with a
+//! typed error.
+
+use super::{Code, Val, Writer};
+use crate::cuda::cooperative::{Layout, Major, Plan, Swizzle, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::dialect::{BuiltinOrd, Dialect};
+use crate::error::{CodegenError, CodegenErrorKind};
+use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
+use std::fmt::Write as _;
+
+/// The names of a view's five values inside a product's or a load's block.
+struct ViewConsts {
+    array: &'static str,
+}
+
+impl ViewConsts {
+    fn off(&self) -> String {
+        format!("{}[0]", self.array)
+    }
+    fn extent(&self, d: usize) -> String {
+        format!("{}[{}]", self.array, 1 + d)
+    }
+    fn stride(&self, d: usize) -> String {
+        format!("{}[{}]", self.array, 3 + d)
+    }
+}
+
+impl<'k, D: Dialect> Writer<'k, D> {
+    fn coop_plan(&self) -> Result<&Plan, CodegenError> {
+        self.coop.registers.as_ref().ok_or_else(|| self.malformed("cooperative tensors in registers without a plan"))
+    }
+
+    fn layout(&self, id: CoopId) -> Result<Layout, CodegenError> {
+        self.coop_plan()?.layouts.get(id.0 as usize).copied().ok_or_else(|| self.malformed(format!("cooperative tensor {} does not exist", id.0)))
+    }
+
+    /// The thread's index within the scope of tensor `id`.
+    fn scope_thread(&mut self, id: CoopId) -> String {
+        let b = if self.kernel.cooperative(id).scope.is_threadgroup() { Builtin::ThreadIndexInThreadgroup } else { Builtin::ThreadIndexInSimdgroup };
+        self.builtins.insert(BuiltinOrd::of(b));
+        self.dialect.builtin(b).text
+    }
+
+    /// Declares every tensor as a register array of its capacity.
+    pub(super) fn register_decls(&mut self, plan: Plan) -> Result<(), CodegenError> {
+        let k = self.kernel;
+        self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
+        self.dialect.use_cooperative_registers(plan.swizzled.iter().any(Option::is_some));
+        self.line("// cooperative tensors, each thread's slots in registers");
+        for (i, (t, layout)) in k.cooperative_tensors.iter().zip(&plan.layouts).enumerate() {
+            let ty = self.dialect.type_name(Type::scalar(t.elem));
+            let name = self.coop.tensors[i].clone();
+            let what = match layout {
+                Layout::Linear { .. } => "linear layout".to_string(),
+                Layout::Wgmma { slices, .. } => format!("wgmma accumulator, {slices} slice(s) of 64 rows per warpgroup"),
+            };
+            self.line(&format!("{ty} {name}[{}]; // {}, {what}", layout.capacity(), t.type_text()));
+        }
+        self.coop.registers = Some(plan);
+        Ok(())
+    }
+
+    /// `{ off, ext_x, ext_y, stride_x, stride_y }` of a view, as a `uint[5]`.
+    fn view_values(&mut self, v: &TensorView, name: &'static str) -> Result<ViewConsts, CodegenError> {
+        let mut vals = vec![];
+        for e in v.exprs() {
+            vals.push(self.top_expr(e)?.code.text);
+        }
+        self.line(&format!("const uint {name}[5] = {{{}}};", vals.join(", ")));
+        Ok(ViewConsts { array: name })
+    }
+
+    /// The place of view element (x, y), through the array's physical layout.
+    fn view_place(&mut self, mem: Memory, c: &ViewConsts, x: &str, y: &str) -> Result<String, CodegenError> {
+        let (name, _) = self.memory(mem)?;
+        let index = format!("{} + ({x}) * {} + ({y}) * {}", c.off(), c.stride(0), c.stride(1));
+        let index = match mem {
+            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, index),
+            _ => index,
+        };
+        Ok(format!("{name}[{index}]"))
+    }
+
+    fn inside(c: &ViewConsts, x: &str, y: &str) -> String {
+        format!("{x} < {} && {y} < {}", c.extent(0), c.extent(1))
+    }
+
+    pub(super) fn register_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
+        match kind {
+            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+                let Matmul2dLeft::Tensor(lv) = left else {
+                    return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d with a cooperative tensor as its left operand" }));
+                };
+                let wgmma = self.coop_plan()?.wgmma(self.kernel, desc, *scope, left, right, *dest);
+                self.line("{");
+                self.indent += 1;
+                let a = self.view_values(lv, "enigma_a")?;
+                let b = self.view_values(right, "enigma_b")?;
+                let k = match desc.k {
+                    Some(k) => format!("{k}u"),
+                    None => a.extent(usize::from(desc.transpose_left)),
+                };
+                self.line(&format!("const uint enigma_k = {k};"));
+                match wgmma {
+                    Some(p) => {
+                        let test = Self::wgmma_test(&p, &a, &b);
+                        self.line(&format!("if ({test}) {{"));
+                        self.indent += 1;
+                        self.wgmma_product(&p, desc, *dest, (lv.mem, &a), (right.mem, &b))?;
+                        self.indent -= 1;
+                        self.line("} else {");
+                        self.indent += 1;
+                        self.scalar_product(desc, *dest, (lv.mem, &a), (right.mem, &b))?;
+                        self.indent -= 1;
+                        self.line("}");
+                    }
+                    None => self.scalar_product(desc, *dest, (lv.mem, &a), (right.mem, &b))?,
+                }
+                self.indent -= 1;
+                self.line("}");
+            }
+            StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
+                let load = matches!(kind, StmtKind::CooperativeLoad { .. });
+                let layout = self.layout(*tensor)?;
+                let name = self.coop_name(*tensor)?;
+                let t = self.scope_thread(*tensor);
+                self.line("{");
+                self.indent += 1;
+                let c = self.view_values(view, "enigma_v")?;
+                let (row, col) = layout.coords(&t, "enigma_i");
+                self.line("#pragma unroll");
+                self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", layout.capacity()));
+                self.indent += 1;
+                self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
+                self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+                let place = self.view_place(view.mem, &c, "enigma_c", "enigma_r")?;
+                let inside = Self::inside(&c, "enigma_c", "enigma_r");
+                if load {
+                    let elem = self.kernel.cooperative(*tensor).elem;
+                    let zero = self.dialect.cast(Type::scalar(elem), Type::U32, Code::primary("0u")).text;
+                    self.line(&format!("{name}[enigma_i] = ({inside}) ? {place} : {zero};"));
+                } else {
+                    self.line(&format!("if ({inside}) {place} = {name}[enigma_i];"));
+                }
+                self.indent -= 1;
+                self.line("}");
+                self.indent -= 1;
+                self.line("}");
+            }
+            StmtKind::CooperativeSet { tensor, index, value } => {
+                let name = self.coop_name(*tensor)?;
+                let i = self.top_expr(index)?.code.text;
+                let v = self.top_expr(value)?.code.text;
+                self.line(&format!("{name}[{i}] = {v};"));
+            }
+            StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A row or column reduction through shared memory: the scope writes
+    /// the source's elements to a scratch array in row-major order, then
+    /// each thread reduces the row or column of each of its destination
+    /// slots in index order, as the simulator does (floats in f32 from the
+    /// first element, integers wrapping). Barriers before and after keep
+    /// the scratch's uses apart.
+    fn reduce(&mut self, src: CoopId, dest: CoopId, axis: ReduceAxis, op: ReduceOp) -> Result<(), CodegenError> {
+        let s = self.kernel.cooperative(src);
+        if !s.scope.is_threadgroup() {
+            return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }));
+        }
+        let (rows, cols, elem) = (s.rows, s.cols, s.elem);
+        let (sl, dl) = (self.layout(src)?, self.layout(dest)?);
+        let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
+        let t = self.scope_thread(src);
+        let ty = Type::scalar(elem);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("__shared__ {} enigma_scratch[{}];", self.dialect.type_name(ty), rows * cols));
+        let (row, col) = sl.coords(&t, "enigma_i");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+        self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
+        self.line("}");
+        self.line(&format!("{barrier};"));
+        let (row, col) = dl.coords(&t, "enigma_i");
+        let (outer, inner, at) = match axis {
+            ReduceAxis::Rows => (row, cols, format!("enigma_o * {cols}u + enigma_j")),
+            ReduceAxis::Columns => (col, rows, format!("enigma_j * {cols}u + enigma_o")),
+        };
+        let float = elem.is_float();
+        let acc_ty = if float { Type::F32 } else { ty };
+        let read = self.dialect.cast(acc_ty, ty, Code::postfix(format!("enigma_scratch[{at}]"))).text;
+        let combine = match (op, float, elem.is_signed_int()) {
+            (ReduceOp::Sum, true, _) => "enigma_acc + enigma_v".to_string(),
+            (ReduceOp::Sum, false, true) => "(int)((uint)enigma_acc + (uint)enigma_v)".to_string(),
+            (ReduceOp::Sum, false, false) => "enigma_acc + enigma_v".to_string(),
+            (ReduceOp::Max, true, _) => "fmaxf(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Min, true, _) => "fminf(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Max, false, _) => "max(enigma_acc, enigma_v)".to_string(),
+            (ReduceOp::Min, false, _) => "min(enigma_acc, enigma_v)".to_string(),
+        };
+        let acc_name = self.dialect.type_name(acc_ty);
+        let result = self.dialect.cast(ty, acc_ty, Code::primary("enigma_acc")).text;
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
+        self.indent += 1;
+        self.line(&format!("if (!({})) continue;", dl.valid(&t, "enigma_i")));
+        self.line(&format!("const uint enigma_o = {outer};"));
+        self.line("uint enigma_j = 0u;");
+        self.line(&format!("{acc_name} enigma_acc = {read};"));
+        self.line(&format!("for (enigma_j = 1u; enigma_j < {inner}u; ++enigma_j) {{"));
+        self.line(&format!("    const {acc_name} enigma_v = {read};"));
+        self.line(&format!("    enigma_acc = {combine};"));
+        self.line("}");
+        self.line(&format!("{dname}[enigma_i] = {result};"));
+        self.indent -= 1;
+        self.line("}");
+        self.line(&format!("{barrier};"));
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// Each thread computes its own valid slots: `fmaf` over k in order,
+    /// from the slot's value (multiply-accumulate) or zero, in f32.
+    fn scalar_product(&mut self, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
+        let layout = self.layout(dest)?;
+        let name = self.coop_name(dest)?;
+        let t = self.scope_thread(dest);
+        let elem = Type::scalar(self.kernel.cooperative(dest).elem);
+        let (row, col) = layout.coords(&t, "enigma_i");
+        // Unrolled, so that the tensor's slots stay registers.
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", layout.capacity()));
+        self.indent += 1;
+        self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
+        self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+        let start = match desc.mode {
+            Matmul2dMode::Multiply => "0.0f".to_string(),
+            Matmul2dMode::MultiplyAccumulate => self.dialect.cast(Type::F32, elem, Code::postfix(format!("{name}[enigma_i]"))).text,
+        };
+        self.line(&format!("float enigma_acc = {start};"));
+        self.line("for (uint enigma_kk = 0u; enigma_kk < enigma_k; ++enigma_kk) {");
+        self.indent += 1;
+        let (ax, ay) = if desc.transpose_left { ("enigma_r", "enigma_kk") } else { ("enigma_kk", "enigma_r") };
+        let (bx, by) = if desc.transpose_right { ("enigma_kk", "enigma_c") } else { ("enigma_c", "enigma_kk") };
+        for (var, mem, c, x, y) in [("enigma_x", amem, a, ax, ay), ("enigma_y", bmem, b, bx, by)] {
+            let place = self.view_place(mem, c, x, y)?;
+            let (_, ty) = self.memory(mem)?;
+            let value = self.dialect.cast(Type::F32, ty, Code::postfix(place)).text;
+            self.line(&format!("const float {var} = ({}) ? {value} : 0.0f;", Self::inside(c, x, y)));
+        }
+        self.line("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);");
+        self.indent -= 1;
+        self.line("}");
+        let result = self.dialect.cast(elem, Type::F32, Code::primary("enigma_acc")).text;
+        self.line(&format!("{name}[enigma_i] = {result};"));
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The run-time test that the views suit `wgmma`: they cover the
+    /// product, start on a swizzle row group and column group, and k is a
+    /// multiple of 16 whose columns stay within a row.
+    fn wgmma_test(p: &WgmmaProduct, a: &ViewConsts, b: &ViewConsts) -> String {
+        let m = p.warpgroups * p.slices * 64;
+        let mut terms = vec![format!("enigma_k % {WGMMA_K}u == 0u")];
+        for (o, c, mn) in [(p.left, a, m), (p.right, b, p.n)] {
+            let pitch = o.pitch;
+            let (x, y, col_group) = match o.major {
+                Major::K => ("enigma_k".to_string(), format!("{mn}u"), WGMMA_K),
+                Major::Mn => (format!("{mn}u"), "enigma_k".to_string(), crate::cuda::cooperative::PANEL),
+            };
+            terms.push(format!("{} >= {x} && {} >= {y}", c.extent(0), c.extent(1)));
+            terms.push(format!("{} / {pitch}u % 8u == 0u && {} % {pitch}u % {col_group}u == 0u", c.off(), c.off()));
+            terms.push(format!("{} % {pitch}u + {x} <= {pitch}u", c.off()));
+        }
+        terms.join(" && ")
+    }
+
+    /// The descriptor of the 16-deep slice of operand `o` at k `kk` and
+    /// m or n offset `mn` (`wgmma_desc(&array[physical], lead, stride)`).
+    fn wgmma_descriptor(&mut self, o: &WgmmaOperand, mem: Memory, c: &ViewConsts, mn: &str) -> Result<String, CodegenError> {
+        let (x, y) = match o.major {
+            Major::K => ("enigma_kk", mn),
+            Major::Mn => (mn, "enigma_kk"),
+        };
+        let place = self.view_place(mem, c, x, y)?;
+        let swizzle = self.coop_plan()?.swizzled[o.array.0 as usize].unwrap_or(Swizzle { pitch: o.pitch, rows: 8 });
+        // K-major: 8-row groups 1024 bytes apart (the leading offset is
+        // unused); MN-major: panels `rows` 128-byte rows apart.
+        let lead = match o.major {
+            Major::K => 16,
+            Major::Mn => swizzle.rows * 128,
+        };
+        Ok(format!("enigma::wgmma_desc(&{place}, {lead}u, 1024u)"))
+    }
+
+    fn wgmma_product(&mut self, p: &WgmmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
+        let name = self.coop_name(dest)?;
+        let t = self.scope_thread(dest);
+        let (issue, hold) = p.function_names();
+        for (fname, text) in [issue.clone(), hold.clone()].into_iter().zip(p.functions()) {
+            if self.coop.functions.insert(fname) {
+                let _ = writeln!(self.coop.prologue, "{text}");
+            }
+        }
+        let regs = p.n / 2;
+        // Other threads' writes reach this product through the kernel's
+        // barrier, before which each fenced them for the async proxy (the
+        // dialect's barrier); this thread's own writes are fenced here.
+        self.line("enigma::async_proxy_fence();");
+        if desc.mode == Matmul2dMode::Multiply {
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {name}[enigma_i] = 0.0f;", p.slices * regs));
+        }
+        for s in 0..p.slices {
+            self.line(&format!("{hold}(&{name}[{}]);", s * regs));
+        }
+        self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
+        self.line("enigma::wgmma_fence();");
+        if desc.k.is_some() {
+            self.line("#pragma unroll");
+        }
+        self.line(&format!("for (uint enigma_kk = 0u; enigma_kk < enigma_k; enigma_kk += {WGMMA_K}u) {{"));
+        self.indent += 1;
+        let db = self.wgmma_descriptor(&p.right, bmem, b, "0u")?;
+        self.line(&format!("const unsigned long long enigma_db = {db};"));
+        for s in 0..p.slices {
+            let da = self.wgmma_descriptor(&p.left, amem, a, &format!("enigma_g + {}u", s * 64))?;
+            self.line(&format!("{issue}(&{name}[{}], {da}, enigma_db);", s * regs));
+        }
+        self.indent -= 1;
+        self.line("}");
+        self.line("enigma::wgmma_commit();");
+        self.line("enigma::wgmma_wait();");
+        for s in 0..p.slices {
+            self.line(&format!("{hold}(&{name}[{}]);", s * regs));
+        }
+        Ok(())
+    }
+
+    pub(super) fn register_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {
+        Ok(match e {
+            Expr::CooperativeCapacity { tensor } => Val { code: Code::primary(format!("{}u", self.layout(*tensor)?.capacity())), ty: Type::U32 },
+            Expr::CooperativeValid { tensor, index } => {
+                let i = self.expr(index)?.code.text;
+                let t = self.scope_thread(*tensor);
+                Val { code: Code::primary(format!("({})", self.layout(*tensor)?.valid(&t, &i))), ty: Type::BOOL }
+            }
+            Expr::CooperativeElement { tensor, index } => {
+                let i = self.top_expr(index)?.code.text;
+                let elem = self.kernel.cooperative(*tensor).elem;
+                Val { code: Code::postfix(format!("{}[{i}]", self.coop_name(*tensor)?)), ty: Type::scalar(elem) }
+            }
+            Expr::CooperativeCoord { tensor, index, dim } => {
+                let i = self.expr(index)?.code.text;
+                let t = self.scope_thread(*tensor);
+                let (row, col) = self.layout(*tensor)?.coords(&t, &i);
+                Val { code: Code::primary(format!("({})", if *dim == 0 { col } else { row })), ty: Type::U32 }
+            }
+            _ => return Err(self.malformed("not a cooperative expression")),
+        })
+    }
+}
