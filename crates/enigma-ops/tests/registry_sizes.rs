@@ -38,6 +38,9 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let decode = shape[0] <= enigma_kernels::library::qmatmul_fragments::DECODE_ROWS as usize;
                 let kernel = first_kernel(&auto);
                 assert!(if decode { kernel.starts_with("qmatmul_") && kernel.contains("_fragments_u") } else { kernel.starts_with("qgemm_") && kernel.ends_with("_fragments") }, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("attention_prefill_") {
+                // One kernel on SIMD-group matrices, no vector variant.
+                assert!(matches!(&auto.launches[..], [one] if one.kernel.starts_with("attention_prefill_")), "{auto}");
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
@@ -93,10 +96,11 @@ fn threadgroup_overrides_give_the_same_results() {
     // per row; 1024: whole threadgroups of 32 SIMD groups.
     // The fused quantized kernel's threads are its tile's (its variants are
     // the tiles the tuner tries), and so are the tensor-core kernel's on
-    // weights in fragment order, so they are not among them.
+    // weights in fragment order and the attention prefill's (a SIMD group
+    // per 16 query rows), so they are not among them.
     let rt = Runtime::new(Device::Sim).unwrap();
     for threads in [32, 64, 1024] {
-        for entry in registry().into_iter().filter(|e| !e.name.starts_with("qmatmul_fused_") && !e.name.starts_with("qmatmul_fragments_")) {
+        for entry in registry().into_iter().filter(|e| !["qmatmul_fused_", "qmatmul_fragments_", "attention_prefill_"].iter().any(|p| e.name.starts_with(p))) {
             let shape = match entry.shape_names.len() {
                 1 => vec![70_001],
                 2 => vec![3, 2049],

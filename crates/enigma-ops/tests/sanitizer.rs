@@ -21,6 +21,8 @@ fn every_entry_runs_clean_under_the_sanitizer() {
             _ if entry.name.starts_with("qmatmul_fragments_") => vec![2, 48, 128],
             // Batched attention decode: batch x q_heads x kv_heads x s_len x d.
             5 => vec![2, 4, 2, 40, 128],
+            // batch x heads x kv_heads x s_q x s_kv x d.
+            _ if entry.name.starts_with("attention_prefill_") => vec![1, 2, 1, 40, 33, 64],
             _ => vec![2, 40, 128],
         };
         // Scalar and vector kernels, 32-thread threadgroups, and the

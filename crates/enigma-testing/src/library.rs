@@ -37,11 +37,19 @@ pub const QMATMUL_FRAGMENTS: [[usize; 3]; 6] = [[1, 16, 64], [3, 48, 128], [8, 3
 /// every side, and more than one tile of K.
 pub const MATMUL: [[usize; 3]; 5] = [[1, 1, 1], [7, 7, 7], [33, 100, 7], [65, 64, 33], [2, 130, 100]];
 
+/// Attention prefill `[batch, heads, kv_heads, s_q, s_kv, d]`: one query and
+/// one key, a partial block each way, fewer queries than keys and more,
+/// grouped heads, both head dimensions.
+pub const ATTENTION_PREFILL: [[usize; 6]; 5] = [[1, 1, 1, 1, 1, 64], [2, 2, 1, 7, 40, 128], [1, 4, 2, 70, 33, 64], [1, 2, 2, 65, 65, 128], [1, 8, 2, 3, 100, 64]];
+
 /// The awkward shapes `entry` is checked at: by its operation (quantized
 /// and plain matrix multiply) or by the number of its shape dimensions.
 pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     if entry.name.starts_with("qmatmul_fragments_") {
         return QMATMUL_FRAGMENTS.iter().map(|s| s.to_vec()).collect();
+    }
+    if entry.name.starts_with("attention_prefill_") {
+        return ATTENTION_PREFILL.iter().map(|s| s.to_vec()).collect();
     }
     if entry.name.starts_with("qmatmul_") {
         return QMATMUL.iter().map(|s| s.to_vec()).collect();
@@ -81,6 +89,7 @@ pub fn check(rt: &Runtime, entry: &Entry, shape: &[usize], options: &Options) ->
         n if n.starts_with("gemv_") => shape[0],
         n if n.starts_with("qmatmul_") || n.starts_with("matmul_") => shape[0] * shape[1],
         n if n.starts_with("attention_decode_batch_") || n.starts_with("attention_decode_ragged_") => shape[0] * shape[1] * shape[4],
+        n if n.starts_with("attention_prefill_") => shape[0] * shape[1] * shape[3] * shape[5],
         n if n.starts_with("attention_") => shape[0] * shape[2],
         _ => shape.iter().product(),
     };

@@ -52,6 +52,8 @@ fn every_kernel_runs_and_checks_out() {
             _ if entry.name.starts_with("qmatmul_fragments") => "2x48x128",
             // Batched attention decode: batch x q_heads x kv_heads x s_len x d.
             5 => "2x4x2x40x128",
+            // batch x heads x kv_heads x s_q x s_kv x d.
+            6 => "1x2x1x40x33x64",
             _ => "2x40x128",
         };
         let v = json(&["run", &entry.name, "--device", "sim", "--shape", shape, "--json"]);
