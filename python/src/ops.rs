@@ -412,7 +412,7 @@ pub fn op_conv2d(
     let shape = Conv2d { batch, in_channels, size, out_channels, kernel, stride, padding, dilation, groups };
     let mut call = Call::new("conv2d", runtime, elem, threads, stream, dlpack_stream)?;
     let x = call.input(py, "input", x, product("conv2d", &[batch, in_channels, size[0], size[1]])?, None)?;
-    let per_group = if groups > 0 { in_channels / groups } else { 0 };
+    let per_group = in_channels.checked_div(groups).unwrap_or(0);
     let w = call.input(py, "weight", w, product("conv2d", &[out_channels, per_group, kernel[0], kernel[1]])?, None)?;
     let b = match bias {
         Some(b) => Some(call.input(py, "bias", b, out_channels, None)?),

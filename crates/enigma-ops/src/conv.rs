@@ -30,7 +30,7 @@ impl Conv2d {
     pub fn output_size(&self) -> Result<[usize; 2], Error> {
         let name = "conv2d";
         let c = self;
-        if c.groups == 0 || c.in_channels % c.groups != 0 || c.out_channels % c.groups != 0 {
+        if c.groups == 0 || !c.in_channels.is_multiple_of(c.groups) || !c.out_channels.is_multiple_of(c.groups) {
             return Err(arg_err(name, format!("groups = {} must divide the input channels ({}) and the output channels ({})", c.groups, c.in_channels, c.out_channels)));
         }
         let mut out = [0; 2];

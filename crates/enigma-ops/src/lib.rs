@@ -58,9 +58,12 @@
 //!
 //! # Layout
 //! One module per kernel family, each adding its operations to [`Ops`]:
-//! `elementwise`, `reduce` (flat and per row), `scan` (prefix sums), `rows`
-//! (softmax and the norms), `gemv`, `gemm` (matrix multiply), `qmatmul`
-//! (4-bit weights), `attention` (decode), `attention_prefill` (whole sequences); `launch` holds [`Ops`] itself, the
+//! `elementwise` (with broadcasting), `reduce` (flat, per row, over any
+//! axis; cross-entropy, 2-D pooling), `scan` (prefix sums, running sums and
+//! products over an axis), `rows` (softmax, log-softmax and the norms),
+//! `conv` (2-D convolution), `gemv`, `gemm` (matrix multiply, batched), `qmatmul`
+//! (4-bit weights), `attention` (decode), `attention_prefill` (whole
+//! sequences); `launch` holds [`Ops`] itself, the
 //! pipeline cache and the checks every operation shares, `error` the
 //! error type, `split` the K-split
 //! launches the matrix products share, `options` the per-call choices (one

@@ -145,6 +145,7 @@ impl Ops<'_> {
     /// `padding` (at most half the window, as in PyTorch): the output
     /// (`planes · oh · ow` of the input's type) and `[oh, ow]`, where
     /// `oh = (h + 2·ph - kh) / sh + 1` (rounded down).
+    #[allow(clippy::too_many_arguments)]
     pub fn pool2d(&self, pool: Pool, x: &Buffer, planes: usize, size: [usize; 2], kernel: [usize; 2], stride: [usize; 2], padding: [usize; 2]) -> Result<(Buffer, [usize; 2]), Error> {
         let name = pool.name();
         let dtype = self.dtype_of(name, x)?;

@@ -23,7 +23,7 @@
 //! minimum (`argmax`, `argmin`, as i32; a NaN counts as the largest and
 //! as the smallest value, as in PyTorch). Parameters: `x, out, axis,
 //! inner, columns` (`columns = outer · inner`, the threads that work).
-//! [`AxisPlan`] and [`axis_columns`] are shared by the other kernels over
+//! [`AxisPlan`] and `axis_columns` are shared by the other kernels over
 //! an axis (softmax, cumulative sums and products).
 //!
 //! **Pooling** ([`pool2d`]): the maximum or mean of each `kh × kw` window
