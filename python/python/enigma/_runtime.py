@@ -198,11 +198,15 @@ class MetalRuntime:
         if not isinstance(compiled, CompiledKernel):
             raise TypeError(f"execute runs what enigma.compile returns, not {type(compiled).__name__}")
         name = compiled.name
-        params = compiled.params
         if (isinstance(inputs, (bytes, bytearray, memoryview)) or not hasattr(inputs, "__iter__")
                 or hasattr(inputs, "__array_interface__")):
             raise DispatchError(f"kernel `{name}`: inputs must be a list (one entry per input parameter)")
         inputs = list(inputs)
+        if outputs is not None and hasattr(outputs, "__iter__") and not hasattr(outputs, "__array_interface__"):
+            outputs = list(outputs)
+        # Buffers that take their shapes from the arrays passed: the inputs, then outputs=.
+        compiled, sizes = compiled.for_arrays(inputs + (outputs if isinstance(outputs, list) else []))
+        params = compiled.params
         if len(inputs) > len(params):
             raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({param_names(params)}); {len(inputs)} inputs given")
         out_params = params[len(inputs):]
@@ -246,13 +250,12 @@ class MetalRuntime:
             else:
                 args.append(scalar_arg(value, p, name))
 
-        if outputs is not None and hasattr(outputs, "__iter__") and not hasattr(outputs, "__array_interface__"):
-            outputs = list(outputs)
         outs = output_args(name, out_params, output_size, outputs)
         for p, (init, mv) in zip(out_params, outs):
             args.append(init)
             if mv is not None:
                 writeback.append((p, mv))
+        args.extend(sizes)
 
         sanitize = self.sanitize if sanitize is None else bool(sanitize)
         budget = self.max_loop_iterations if max_loop_iterations is None else loop_budget(max_loop_iterations)
