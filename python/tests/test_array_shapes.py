@@ -207,3 +207,14 @@ def test_declared_shapes_read_the_same_way(clean):
     out = np.zeros((4, 3), np.float32)
     enigma.compile(fill)(out, 4, grid=4, threads=4, rt=clean)
     np.testing.assert_array_equal(out, np.add.outer(np.arange(4) * 10, np.arange(3)) + 10)
+
+
+def test_mlx_arrays_and_the_outputs_mlx_shapes_give_shapes():
+    mx = pytest.importorskip("mlx.core")
+    a = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
+    b = np.ones((5, 7), np.float32)
+    (out,) = enigma.compile(axpy_2d)(
+        inputs=[mx.array(a), mx.array(b)], grid=(7, 5, 1), threadgroup=(8, 8, 1), output_shapes=[(5, 7)],
+        output_dtypes=[mx.float32], device="cpu",
+    )
+    np.testing.assert_array_equal(np.array(out).reshape(5, 7), a + 2.0)
