@@ -771,6 +771,8 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_attention_decode, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::ops_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::ops_report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
     m.add("QMATMUL_DECODE_ROWS", enigma_ops::library::qmatmul::DECODE_ROWS)?;

@@ -304,6 +304,12 @@ impl Dialect for Msl {
             return Err(CodegenErrorKind::Unsupported { what: format!("`{}` (MSL's standard library has none; CUDA and the simulator have it)", func.name()), ty: t0 });
         }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
+        if func.is_classification() {
+            // MSL classifies half and float (scalars and vectors); bfloat goes through float, which keeps its class.
+            let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
+            let arg = if t0.elem() == Scalar::BF16 { self.cast(t0.with_elem(Scalar::F32), t0, arg) } else { arg };
+            return Ok(Code::postfix(format!("{}({})", func.name(), arg.text)));
+        }
         // MSL has no bfloat math: compute in float and round back.
         let via_float = t0.elem() == Scalar::BF16
             && (func.is_float_math() || matches!(func, Abs | Min | Max | Clamp | SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum));

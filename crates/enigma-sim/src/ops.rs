@@ -256,6 +256,18 @@ pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
     from_f32(ty, r)
 }
 
+/// `isnan`, `isinf` or `isfinite` of a float of type `ty`: 1 or 0 (a
+/// bool). Widening f16 and bf16 to f32 keeps their class.
+pub fn classify(f: Intrinsic, ty: Scalar, x: u64) -> u64 {
+    let x = f32_of(ty, x);
+    u64::from(match f {
+        Intrinsic::IsNan => x.is_nan(),
+        Intrinsic::IsInf => x.is_infinite(),
+        Intrinsic::IsFinite => x.is_finite(),
+        _ => unreachable!("classify called with {f:?}"),
+    })
+}
+
 /// `f` of `x` in f64, rounded once to f32.
 fn wide(x: f32, f: fn(f64) -> f64) -> f32 {
     f(x as f64) as f32

@@ -253,14 +253,18 @@ pub fn math_f32() -> Kernel {
             2 => vec![x, y],
             _ => vec![x, y, 1.0f32.into()],
         };
-        k.store(out.at(slot), call(func, &args));
+        let value = call(func, &args);
+        // A classification's bool, as 0.0 or 1.0.
+        let value = if func.is_classification() { select(0.0f32, 1.0f32, value) } else { value };
+        k.store(out.at(slot), value);
         slot += 1;
     }
     finish(k)
 }
 
 /// Math on `half`, `bfloat` and vectors; `abs/min/max/clamp` on integers;
-/// `popcount/clz/ctz`; `select`.
+/// `popcount/clz/ctz`; `select`; `isnan/isinf/isfinite` of half, bfloat and
+/// a vector.
 pub fn math_other_types() -> Kernel {
     let mut k = KernelBuilder::new("math_other_types");
     let h = k.buffer("h", Type::F16, Access::ReadWrite);
@@ -283,6 +287,8 @@ pub fn math_other_types() -> Kernel {
     let u = k.let_("u", uints.get(i));
     k.store(uints.at(i), abs(u) + clamp(u, 1u32, 9u32) + popcount(u) + clz(u) + ctz(u));
     k.store(uints.at(i + 1u32), select(u, u + 1u32, u.gt(5u32)));
+    k.store(uints.at(i + 2u32), select(0u32, 1u32, isnan(hx)) + select(0u32, 2u32, isinf(bx)) + select(0u32, 4u32, isfinite(hx)));
+    k.store(v.at(i + 1u32), select(vx, vector(vt(Scalar::F32, 4), &[0.0f32.into()]), isnan(vx) | isinf(vx)));
     let byte = k.let_("byte", bytes.get(i));
     k.store(bytes.at(i), popcount(byte) + clz(byte) + ctz(byte) + min(byte, byte));
     let l = k.let_("l", longs.get(i));
