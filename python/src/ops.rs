@@ -64,8 +64,9 @@ fn settle(ok: bool) {
 
 /// One report of `launches`, in the form of a kernel dispatch's: findings
 /// and notes in dispatch order, wall times added, device times added where
-/// every dispatch has one, and `kernels`, the kernels dispatched.
-fn merged_report(launches: &[enigma_ops::Launch]) -> Option<String> {
+/// every dispatch has one; with `kernels`, the kernels dispatched, and
+/// `sanitized`, whether the sanitizer checked them.
+fn merged_report(launches: &[enigma_ops::Launch], sanitized: bool) -> Option<String> {
     let mut merged = enigma_runtime::DispatchReport::default();
     let mut device_time = Some(std::time::Duration::ZERO);
     for l in launches {
@@ -77,6 +78,7 @@ fn merged_report(launches: &[enigma_ops::Launch]) -> Option<String> {
     merged.device_time = device_time.filter(|_| !launches.is_empty());
     let mut value = serde_json::to_value(&merged).ok()?;
     value["kernels"] = launches.iter().map(|l| l.kernel.clone()).collect();
+    value["sanitized"] = sanitized.into();
     Some(value.to_string())
 }
 
@@ -102,7 +104,7 @@ impl<'rt> Deref for Recorded<'rt> {
 
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
-        let report = merged_report(&self.0.take_launches());
+        let report = merged_report(&self.0.take_launches(), self.0.options().sanitize);
         PENDING.with(|p| *p.borrow_mut() = report);
     }
 }
