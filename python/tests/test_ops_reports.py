@@ -41,8 +41,8 @@ def test_a_failed_call_leaves_none_and_a_kernel_dispatch_reports_itself():
     rt = enigma.MetalRuntime(device="cpu", sanitize=True)
     enigma.ops.relu(np.float32([1.0]), rt=rt)
     assert rt.last_report is not None
-    with pytest.raises(ValueError):
-        enigma.ops.matmul(np.zeros((2, 3), np.float32), np.zeros((4, 2), np.float32), rt=rt)
+    with pytest.raises(enigma.DispatchError):
+        enigma.ops.relu(np.float32([1.0]), rt=rt, threads=33)  # refused: not a multiple of 32
     assert rt.last_report is None
 
     @enigma.kernel

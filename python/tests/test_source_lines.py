@@ -40,7 +40,8 @@ def test_a_race_names_the_lines_of_both_accesses():
     race = next(r for r in e.value.reports if r["kind"] == "threadgroup_race")
     for text in (race["message"], race["hint"]):
         assert write in text and read in text and "body[" not in text, text
-    assert race["hint"].startswith(f'add enigma.barrier(mem_flags="mem_threadgroup") between the access at {write} and the access at {read}'), race["hint"]
+    assert race["hint"].startswith(f"add threadgroup_barrier(mem_flags::mem_threadgroup) between the access at {write} and the access at {read}"), race["hint"]
+    assert f'add enigma.barrier(mem_flags="mem_threadgroup") between the access at {write}' in str(e.value)  # Python's spelling
     assert race["first"]["location"].startswith("body[")  # the IR position stays in the report's fields
 
 
@@ -50,15 +51,15 @@ def swaps_on_one_line(out: enigma.f32):
     i = enigma.thread_position_in_threadgroup.x
     t[i] = 1.0
     enigma.barrier(mem_flags="mem_threadgroup")
-    t[63 - i] = t[i] + 1.0  # both accesses
-    out[i] = t[i]
+    v = t[i]; t[63 - i] = v + 1.0  # noqa: E702 - both accesses
+    out[i] = v
 
 
 def test_two_accesses_on_one_line_are_told_apart():
     rt = enigma.MetalRuntime(device="cpu", sanitize=True)
     with pytest.raises(enigma.SanitizerError) as e:
         enigma.compile(swaps_on_one_line)(np.zeros(64, np.float32), grid=64, threads=64, rt=rt)
-    line = f"test_source_lines.py:{_line_of(swaps_on_one_line.fn, '# both accesses')}"
+    line = f"test_source_lines.py:{_line_of(swaps_on_one_line.fn, '- both accesses')}"
     race = next(r for r in e.value.reports if r["kind"] in ("threadgroup_race", "simdgroup_race"))
     assert f"{line} (body[" in race["hint"], race["hint"]
 

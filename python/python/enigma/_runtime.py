@@ -71,9 +71,9 @@ def begin_library_call(rt: Optional[MetalRuntime]) -> None:
     sanitizer where ``rt`` sanitizes, and its report becomes ``rt``'s
     :attr:`MetalRuntime.last_report` (None if it fails)."""
     settle_library_call()
-    _library_call.rt = rt
     if rt is not None:
         rt.begin_dispatch()
+    _library_call.rt = rt
     _enigma.ops_begin(bool(rt is not None and rt.sanitize))
 
 

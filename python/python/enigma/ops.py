@@ -187,9 +187,9 @@ class _Target:
 
     def __init__(self, op: str, arrays: _Sequence[_Any], *, typed: int, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
                  device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> None:
+        _begin_library_call(rt)
         self.threads = _threads(op, threads)
         self.elem = _elem(arrays[:typed], dtype)
-        _begin_library_call(rt)
         if rt is not None:
             self.native = rt.native
         elif device is not None:
