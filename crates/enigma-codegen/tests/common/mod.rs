@@ -296,6 +296,19 @@ pub fn math_other_types() -> Kernel {
     finish(k)
 }
 
+/// `erf` and `erfc` of f32, f16 and bf16 scalars (on MSL, enigma's helpers).
+pub fn erf_scalars() -> Kernel {
+    let mut k = KernelBuilder::new("erf_scalars");
+    let a = k.buffer("a", Type::F32, Access::ReadWrite);
+    let h = k.buffer("h", Type::F16, Access::ReadWrite);
+    let bf = k.buffer("bf", Type::BF16, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.store(a.at(i), call(Intrinsic::Erf, &[a.get(i)]) + call(Intrinsic::Erfc, &[a.get(i + 1u32)]));
+    k.store(h.at(i), call(Intrinsic::Erf, &[h.get(i)]) * call(Intrinsic::Erfc, &[h.get(i + 1u32)]));
+    k.store(bf.at(i), call(Intrinsic::Erfc, &[bf.get(i)]));
+    finish(k)
+}
+
 /// Every SIMD-group function, some inside a branch (partial SIMD group).
 pub fn simd_functions() -> Kernel {
     let mut k = KernelBuilder::new("simd_functions");
