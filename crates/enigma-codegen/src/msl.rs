@@ -192,7 +192,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         matrices: false,
         float_atomic_helpers: BTreeSet::new(),
         conversions: BTreeSet::new(),
-        erf_helpers: false,
+        math_helpers: BTreeSet::new(),
     };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
@@ -210,8 +210,8 @@ struct Msl {
     float_atomic_helpers: BTreeSet<&'static str>,
     /// Saturating float-to-integer conversions needed: (integer scalar, width).
     conversions: BTreeSet<TypeOrd>,
-    /// Whether the body calls erf or erfc (the helpers of `msl_math`).
-    erf_helpers: bool,
+    /// The functions MSL lacks that the body calls (`erf`, …: the helpers of `msl_math`).
+    math_helpers: BTreeSet<&'static str>,
 }
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
@@ -302,16 +302,12 @@ impl Dialect for Msl {
     fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
-        if matches!(func, Log1p | Expm1) {
-            // Not in MSL's standard library, and enigma has no MSL version yet.
-            return Err(CodegenErrorKind::Unsupported { what: format!("`{}` (MSL's standard library has none; CUDA and the simulator have it)", func.name()), ty: t0 });
-        }
-        if matches!(func, Erf | Erfc) {
+        if matches!(func, Erf | Erfc | Log1p | Expm1) {
             // Not in MSL's standard library: enigma's helpers (msl_math), on float scalars.
             if t0.width() != 1 {
                 return Err(CodegenErrorKind::Unsupported { what: format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars: apply it per component)", func.name()), ty: t0 });
             }
-            self.erf_helpers = true;
+            self.math_helpers.insert(func.name());
             let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
             let arg = if t0 == Type::F32 { arg } else { self.cast(Type::F32, t0, arg) };
             let inner = Code::postfix(format!("enigma_{}({})", func.name(), arg.text));
@@ -463,9 +459,7 @@ impl Dialect for Msl {
         for ty in &self.conversions {
             write_conversion(&mut out, ty.get());
         }
-        if self.erf_helpers {
-            out.push_str(&crate::msl_math::helpers());
-        }
+        out.push_str(&crate::msl_math::helpers(&self.math_helpers));
         for (i, spec) in k.spec_constants.iter().enumerate() {
             let ty = spec.ty.msl_name();
             let name = cx.names.spec(SpecId(i as u32));

@@ -1,10 +1,18 @@
-//! `erf` and `erfc` for MSL, whose standard library has neither: one
-//! formula, written here twice — as the MSL helpers the generator emits
-//! ([`helpers`]) and as the same f32 arithmetic in Rust ([`erf`], [`erfc`]),
-//! which enigma-sim's tests hold to an f64 reference (the accuracy
-//! docs/kernel-functions.md states: erf within 3 ULP, erfc within 6, with a
-//! correctly rounded `exp`; MSL's `precise::exp` adds its own error to the
-//! `exp(−x²)` factor).
+//! `erf`, `erfc`, `log1p` and `expm1` for MSL, whose standard library has
+//! none of them: each formula written here twice — as the MSL helpers the
+//! generator emits ([`helpers`]) and as the same f32 arithmetic in Rust
+//! ([`erf`], [`erfc`], [`log1p`], [`expm1`]), which enigma-sim's tests hold
+//! to an f64 reference (the accuracy docs/kernel-functions.md states: erf
+//! within 3 ULP, erfc within 6, log1p within 3, expm1 within 2, with a correctly
+//! rounded `exp` and `log`; MSL's `precise::exp` and `precise::log` add
+//! their own errors).
+//!
+//! log1p and expm1 avoid the cancellation of `log(1 + x)` and `exp(x) − 1`
+//! near 0 by series there, and are those expressions elsewhere:
+//!
+//! * `log1p`, `−1/3 < x < 1/2`: `2·atanh(s)` with `s = x / (2 + x)`
+//!   (`|s| < 1/5`), `s · Σ 2s²ᵏ/(2k + 1)` over seven terms;
+//! * `expm1`, `|x| < 1/2`: `x · Σ xᵏ/(k + 1)!` over eleven terms.
 //!
 //! * `|x| < ERF_SPLIT`: erf by its Maclaurin series, `x · Σ aₙ x²ⁿ` with
 //!   `aₙ = 2/√π · (−1)ⁿ / (n! (2n + 1))`, ten terms (the next is below
@@ -108,6 +116,33 @@ pub fn erfc(x: f32) -> f32 {
     }
 }
 
+/// `log1p`'s series coefficients, `2/(2k + 1)` for `k = 0…6`.
+fn log1p_series() -> [f32; 7] {
+    std::array::from_fn(|k| (2.0 / (2 * k + 1) as f64) as f32)
+}
+
+/// `expm1`'s series coefficients, `1/(k + 1)!` for `k = 0…10`.
+fn expm1_series() -> [f32; 11] {
+    std::array::from_fn(|k| (1.0 / (1..=k as u64 + 1).product::<u64>() as f64) as f32)
+}
+
+/// log1p of `x` by the MSL helper's formula, in f32.
+pub fn log1p(x: f32) -> f32 {
+    if x > -1.0 / 3.0 && x < 0.5 {
+        let s = x / (2.0 + x);
+        return s * horner(&log1p_series(), s * s);
+    }
+    (1.0 + x).ln()
+}
+
+/// expm1 of `x` by the MSL helper's formula, in f32.
+pub fn expm1(x: f32) -> f32 {
+    if x.abs() < 0.5 {
+        return x * horner(&expm1_series(), x);
+    }
+    x.exp() - 1.0
+}
+
 /// An f32 literal in MSL.
 fn lit(v: f32) -> String {
     format!("{v:?}f")
@@ -122,8 +157,38 @@ fn horner_msl(c: &[f32], v: &str) -> String {
     text
 }
 
+/// The MSL helpers for `functions` (`erf` and `erfc` come together):
+/// `enigma_erf(float)`, `enigma_erfc(float)`, `enigma_log1p(float)`,
+/// `enigma_expm1(float)`.
+pub(crate) fn helpers(functions: &std::collections::BTreeSet<&'static str>) -> String {
+    let mut out = String::new();
+    if functions.contains("erf") || functions.contains("erfc") {
+        out.push_str(&erf_helpers());
+    }
+    if functions.contains("log1p") {
+        let _ = write!(
+            out,
+            "// log1p, which MSL's standard library lacks (enigma's msl_math: within 3 ULP).\n\
+             static inline float enigma_log1p(float x)\n{{\n    if (x > {third} && x < 0.5f) {{\n        float s = x / (2.0f + x);\n        \
+             float v = s * s;\n        return s * {};\n    }}\n    return precise::log(1.0f + x);\n}}\n\n",
+            horner_msl(&log1p_series(), "v"),
+            third = lit(-1.0 / 3.0),
+        );
+    }
+    if functions.contains("expm1") {
+        let _ = write!(
+            out,
+            "// expm1, which MSL's standard library lacks (enigma's msl_math: within 2 ULP).\n\
+             static inline float enigma_expm1(float x)\n{{\n    if (abs(x) < 0.5f) {{\n        return x * {};\n    }}\n    \
+             return precise::exp(x) - 1.0f;\n}}\n\n",
+            horner_msl(&expm1_series(), "x"),
+        );
+    }
+    out
+}
+
 /// The MSL helpers `enigma_erf(float)` and `enigma_erfc(float)`.
-pub(crate) fn helpers() -> String {
+fn erf_helpers() -> String {
     let mut out = String::from("// erf and erfc, which MSL's standard library lacks (enigma's msl_math: erf within 3 ULP, erfc within 6).\n");
     let _ = write!(
         out,
@@ -132,11 +197,11 @@ pub(crate) fn helpers() -> String {
          static inline float enigma_erf_series(float x)\n{{\n    float v = x * x;\n    return x * {};\n}}\n\
          static inline float enigma_erfc_tail(float x)\n{{\n    if (x >= 10.0f) {{\n        return 0.0f;\n    }}\n    \
          float t = 1.0f / (1.0f + 0.5f * x);\n    return enigma_exp_neg_square(x) * {};\n}}\n\
-         static inline float enigma_erf(float x)\n{{\n    float a = fabs(x);\n    if (isnan(a)) {{\n        return x;\n    }}\n    \
+         static inline float enigma_erf(float x)\n{{\n    float a = abs(x);\n    if (isnan(a)) {{\n        return x;\n    }}\n    \
          if (a < {split}) {{\n        return enigma_erf_series(x);\n    }}\n    \
          return copysign(a >= 4.0f ? 1.0f : 1.0f - enigma_erfc_tail(a), x);\n}}\n\
          static inline float enigma_erfc(float x)\n{{\n    if (isnan(x)) {{\n        return x;\n    }}\n    \
-         if (fabs(x) < {tail}) {{\n        return 1.0f - enigma_erf_series(x);\n    }}\n    \
+         if (abs(x) < {tail}) {{\n        return 1.0f - enigma_erf_series(x);\n    }}\n    \
          return x > 0.0f ? enigma_erfc_tail(x) : 2.0f - enigma_erfc_tail(-x);\n}}\n\n",
         horner_msl(&SERIES, "v"),
         horner_msl(&TAIL, "t"),

@@ -37,7 +37,7 @@ golden! {
     builtins => common::builtins(),
     math_f32 => common::math_f32(),
     math_other_types => common::math_other_types(),
-    erf_scalars => common::erf_scalars(),
+    msl_helpers => common::msl_helpers(),
     simd_functions => common::simd_functions(),
     spec_constants => common::spec_constants(),
     atomics_device => common::atomics_device(),
@@ -118,8 +118,8 @@ fn big_threadgroup_memory_is_dynamic_shared_memory() {
 
 /// `erf`, `erfc`, `log1p` and `expm1`: CUDA's math library has them (f32
 /// directly, other types through the prelude); MSL's standard library has
-/// not: erf and erfc of scalars are enigma's helpers (`msl_math`), of a
-/// vector refused, and log1p and expm1 refused, each naming the function.
+/// not: of scalars they are enigma's helpers (`msl_math`, golden file
+/// `msl_helpers`), of a vector refused naming the function.
 #[test]
 fn functions_msl_lacks() {
     use enigma_ir::builder::*;
@@ -135,11 +135,6 @@ fn functions_msl_lacks() {
         assert!(cuda.contains(&format!("a[0u] = {cuda_f32}(a[1u]);")), "{cuda}");
         assert!(cuda.contains(&format!("enigma::{}(h[1u])", func.name())), "{cuda}");
         let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
-        let refusal = if matches!(func, Intrinsic::Erf | Intrinsic::Erfc) {
-            format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars", func.name())
-        } else {
-            format!("`{}` (MSL's standard library has none", func.name())
-        };
-        assert!(err.contains(&refusal), "{err}");
+        assert!(err.contains(&format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars", func.name())), "{err}");
     }
 }

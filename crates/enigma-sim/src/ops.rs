@@ -423,6 +423,27 @@ mod tests {
         assert!(msl_math::erf(f32::NAN).is_nan() && msl_math::erfc(f32::NAN).is_nan());
     }
 
+    /// The formulas of the MSL helpers for log1p and expm1 (in f32 with a
+    /// correctly rounded log and exp) against f64's `ln_1p` and `exp_m1`:
+    /// log1p within 3 ULP, expm1 within 2, as docs/kernel-functions.md
+    /// states, over every 997th f32 of their domains and the special values.
+    #[test]
+    fn the_msl_log1p_and_expm1_formulas_are_within_their_stated_ulps() {
+        use enigma_codegen::msl_math;
+        let mut xs: Vec<f32> = (0..=u32::MAX / 997).map(|i| f32::from_bits(i * 997)).filter(|x| x.is_finite()).collect();
+        xs.extend([0.0, -0.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.5, -1.0 / 3.0, 88.7, -103.0]);
+        let (mut worst_log1p, mut worst_expm1) = (0.0f64, 0.0f64);
+        for x in xs {
+            if x >= -1.0 {
+                worst_log1p = worst_log1p.max(ulps(msl_math::log1p(x), (x as f64).ln_1p()));
+            }
+            worst_expm1 = worst_expm1.max(ulps(msl_math::expm1(x), (x as f64).exp_m1()));
+        }
+        assert!(worst_log1p <= 3.0, "log1p: {worst_log1p} ULP");
+        assert!(worst_expm1 <= 2.0, "expm1: {worst_expm1} ULP");
+        assert!(msl_math::log1p(-2.0).is_nan() && msl_math::log1p(f32::NAN).is_nan() && msl_math::expm1(f32::NAN).is_nan());
+    }
+
     #[test]
     fn erf_and_erfc_match_known_values() {
         // Values of erf and erfc to 16 digits (Abramowitz & Stegun, table 7.1, and their complements).
