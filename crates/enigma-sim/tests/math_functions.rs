@@ -178,12 +178,12 @@ fn classification_matches_rusts() {
     let out = k.buffer("out", Type::U32, Access::ReadWrite);
     let g = k.let_("g", thread_position_in_grid().x());
     let x = k.let_("x", a.get(g));
-    let flags = |v: Ex| select(0u32, 1u32, isnan(v.clone())) + select(0u32, 2u32, isinf(v.clone())) + select(0u32, 4u32, isfinite(v));
-    k.store(out.at(g * 4u32), flags(x.clone()));
-    k.store(out.at(g * 4u32 + 1u32), flags(x.clone().cast(Type::scalar(Scalar::F16))));
-    k.store(out.at(g * 4u32 + 2u32), flags(x.clone().cast(Type::scalar(Scalar::BF16))));
+    let flags = |v: Ex| select(0u32, 1u32, isnan(v)) + select(0u32, 2u32, isinf(v)) + select(0u32, 4u32, isfinite(v));
+    k.store(out.at(g * 4u32), flags(x));
+    k.store(out.at(g * 4u32 + 1u32), flags(x.cast(Type::scalar(Scalar::F16))));
+    k.store(out.at(g * 4u32 + 2u32), flags(x.cast(Type::scalar(Scalar::BF16))));
     let pair = k.let_("pair", vector(Type::vector(Scalar::F32, 2), &[1.0f32.into(), x]));
-    let nan2 = k.let_("nan2", isnan(pair.clone()));
+    let nan2 = k.let_("nan2", isnan(pair));
     k.store(out.at(g * 4u32 + 3u32), select(0u32, 1u32, nan2.y()) + select(0u32, 2u32, isfinite(pair).x()));
     let kernel = k.finish().unwrap();
     let info = validate(&kernel, &ValidationOptions::default()).unwrap();
