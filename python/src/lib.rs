@@ -71,12 +71,11 @@ create_exception!(
     "The requested device is not available in this build or on this machine (a DispatchError, so `except enigma.DispatchError` catches it)."
 );
 
+/// A validation error as Python shows it: at the source line where the
+/// front end gave one (never an IR position then), else as Rust prints it.
 fn validation_message(e: &ValidationError) -> String {
     match &e.location.source {
-        Some(src) => match &e.location.path {
-            Some(path) => format!("{src}: kernel `{}`: {} (IR location {path})", e.kernel, e.kind),
-            None => format!("{src}: kernel `{}`: {}", e.kernel, e.kind),
-        },
+        Some(src) => format!("{src}: kernel `{}`: {}", e.kernel, e.kind),
         None => e.to_string(),
     }
 }
@@ -782,6 +781,8 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_attention_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::ops_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::ops_report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_dequantize, m)?)?;
     m.add("QMATMUL_DECODE_ROWS", enigma_ops::library::qmatmul::DECODE_ROWS)?;

@@ -13,6 +13,12 @@
 //! library may pick its vector (`float4`) kernels (CUDA tensors too, when
 //! 16-byte aligned and whole vectors). Pipelines stay in the runtime's cache
 //! between calls.
+//!
+//! `MetalRuntime.last_report` for library calls: `ops_begin(sanitize)` says
+//! whether the calling thread's next call runs under the sanitizer (its
+//! runtime's setting) and clears its report; a call that succeeds leaves
+//! the report of its dispatches (all of them: findings and notes in order,
+//! times added, the kernels' names) for `ops_report` on the same thread.
 
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
@@ -22,6 +28,86 @@ use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::cell::{Cell, RefCell};
+use std::ops::Deref;
+
+thread_local! {
+    /// Whether this thread's library calls run under the sanitizer.
+    static SANITIZE: Cell<bool> = const { Cell::new(false) };
+    /// The report of this thread's current call's dispatches, until it succeeds.
+    static PENDING: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The report of this thread's last library call, if it succeeded.
+    static REPORT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Starts a library call on this thread: under the sanitizer or not, with
+/// no report yet.
+#[pyfunction]
+pub fn ops_begin(sanitize: bool) {
+    SANITIZE.with(|s| s.set(sanitize));
+    PENDING.with(|p| p.take());
+    REPORT.with(|r| r.take());
+}
+
+/// The report (JSON) of this thread's last library call, once: `None` if it
+/// failed or made no dispatch.
+#[pyfunction]
+pub fn ops_report() -> Option<String> {
+    REPORT.with(|r| r.take())
+}
+
+/// Makes this thread's pending report its last call's (`ok`) or drops it.
+fn settle(ok: bool) {
+    let pending = PENDING.with(|p| p.take());
+    REPORT.with(|r| *r.borrow_mut() = if ok { pending } else { None });
+}
+
+/// One report of `launches`, in the form of a kernel dispatch's: findings
+/// and notes in dispatch order, wall times added, device times added where
+/// every dispatch has one; with `kernels`, the kernels dispatched, and
+/// `sanitized`, whether the sanitizer checked them.
+fn merged_report(launches: &[enigma_ops::Launch], sanitized: bool) -> Option<String> {
+    let mut merged = enigma_runtime::DispatchReport::default();
+    let mut device_time = Some(std::time::Duration::ZERO);
+    for l in launches {
+        merged.wall_time += l.report.wall_time;
+        device_time = device_time.zip(l.report.device_time).map(|(a, b)| a + b);
+        merged.notes.extend(l.report.notes.iter().cloned());
+        merged.findings.extend(l.report.findings.iter().cloned());
+    }
+    merged.device_time = device_time.filter(|_| !launches.is_empty());
+    let mut value = serde_json::to_value(&merged).ok()?;
+    value["kernels"] = launches.iter().map(|l| l.kernel.clone()).collect();
+    value["sanitized"] = sanitized.into();
+    Some(value.to_string())
+}
+
+/// The operations object of one library call: when dropped, the report of
+/// its dispatches waits for the call's outcome ([`settle`]).
+struct Recorded<'rt>(Ops<'rt>);
+
+impl<'rt> Recorded<'rt> {
+    /// `ops` under this thread's sanitizer setting.
+    fn new(ops: Ops<'rt>) -> Recorded<'rt> {
+        let options = Options { sanitize: SANITIZE.with(Cell::get), ..ops.options().clone() };
+        Recorded(ops.with_options(options))
+    }
+}
+
+impl<'rt> Deref for Recorded<'rt> {
+    type Target = Ops<'rt>;
+
+    fn deref(&self) -> &Ops<'rt> {
+        &self.0
+    }
+}
+
+impl Drop for Recorded<'_> {
+    fn drop(&mut self) {
+        let report = merged_report(&self.0.take_launches(), self.0.options().sanitize);
+        PENDING.with(|p| *p.borrow_mut() = report);
+    }
+}
 
 fn elem_of(name: &str) -> PyResult<Scalar> {
     match name {
@@ -84,12 +170,13 @@ impl<'a> Call<'a> {
 
     /// The operations object for this call: its threadgroup size and element
     /// type, with the runtime's pipeline cache.
-    fn ops(&self) -> Ops<'_> {
-        Ops::new(&self.rt).with_options(Options { threads: self.threads, elem: Some(self.elem), ..Options::default() }).with_cache(self.runtime.ops_cache.clone())
+    fn ops(&self) -> Recorded<'_> {
+        Recorded::new(Ops::new(&self.rt).with_options(Options { threads: self.threads, elem: Some(self.elem), ..Options::default() }).with_cache(self.runtime.ops_cache.clone()))
     }
 
     /// The operation's result as an array of `shape` holding `out_elem`s.
     fn output(&self, py: Python<'_>, out: Result<Buffer, enigma_ops::Error>, shape: Vec<usize>, out_elem: Scalar) -> PyResult<Array> {
+        settle(out.is_ok());
         let out = out.map_err(|e| ops_err(py, e))?;
         let elements: usize = shape.iter().product();
         if out.len_bytes() < elements * out_elem.size_bytes() as usize {
@@ -287,10 +374,12 @@ pub fn op_reduce_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, o
     let r = axis_reduction(reduction)?;
     let mut call = Call::new("reduce_axis", runtime, elem, threads, stream, dlpack_stream)?;
     let x = call.input(py, "x", x, product("reduce_axis", &[outer, axis, inner])?, None)?;
-    let ops = call.ops();
-    let (out, out_elem) = match r {
-        Some(r) => (ops.reduce_axis(r, &x, outer, axis, inner), r.output()),
-        None => (ops.mean_axis(&x, outer, axis, inner), Scalar::F32),
+    let (out, out_elem) = {
+        let ops = call.ops();
+        match r {
+            Some(r) => (ops.reduce_axis(r, &x, outer, axis, inner), r.output()),
+            None => (ops.mean_axis(&x, outer, axis, inner), Scalar::F32),
+        }
     };
     call.output(py, out, vec![outer * inner], out_elem)
 }
@@ -515,13 +604,14 @@ pub fn op_attention_decode(
     let v = call.input(py, "v", v, cache, None)?;
     let lens = seq_lens.map(|l| call.input(py, "seq_lens", l, batch, Some(Scalar::U32))).transpose()?;
     let shape = enigma_ops::decode_shape(batch, q_heads, kv_heads, s, d).map_err(|e| ops_err(py, e))?;
-    let ops = call.ops();
     let out_shape = vec![batch, q_heads, d];
     if !fused {
-        let out = ops.attention_decode(&q, &k, &v, batch * q_heads, s, d, scale);
+        let out = call.ops().attention_decode(&q, &k, &v, batch * q_heads, s, d, scale);
         return Ok((call.output(py, out, out_shape, call.elem)?, None));
     }
-    let decoded = ops.attention_decode_batch(&q, &k, &v, &shape, lens.as_ref(), scale, return_lse).map_err(|e| ops_err(py, e))?;
+    let decoded = call.ops().attention_decode_batch(&q, &k, &v, &shape, lens.as_ref(), scale, return_lse);
+    settle(decoded.is_ok());
+    let decoded = decoded.map_err(|e| ops_err(py, e))?;
     let out = call.output(py, Ok(decoded.out), out_shape, call.elem)?;
     let lse = decoded.lse.map(|l| call.output(py, Ok(l), vec![batch, q_heads], Scalar::F32)).transpose()?;
     Ok((out, lse))
@@ -568,7 +658,9 @@ pub fn op_attention_prefill(
         let out = call.ops().attention_prefill(&q, &k, &v, shape, mask, scale);
         return Ok((call.output(py, out, out_shape, call.elem)?, None));
     }
-    let (out, lse) = call.ops().attention_prefill_lse(&q, &k, &v, shape, mask, scale).map_err(|e| ops_err(py, e))?;
+    let result = call.ops().attention_prefill_lse(&q, &k, &v, shape, mask, scale);
+    settle(result.is_ok());
+    let (out, lse) = result.map_err(|e| ops_err(py, e))?;
     Ok((call.output(py, Ok(out), out_shape, call.elem)?, Some(call.output(py, Ok(lse), vec![batch, heads, s_q], Scalar::F32)?)))
 }
 
@@ -702,13 +794,16 @@ pub fn op_qmatmul<'py>(
         other => ops_err(py, other),
     })?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
-    let ops = Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone());
-    let c = match variant {
-        "separate" => ops.qmatmul_tiled(&a, &weights, m, out),
-        "fused" => ops.qmatmul_fused(&a, &weights, m, out),
-        _ => ops.qmatmul(&a, &weights, m, out),
-    }
-    .map_err(|e| ops_err(py, e))?;
+    let c = {
+        let ops = Recorded::new(Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone()));
+        match variant {
+            "separate" => ops.qmatmul_tiled(&a, &weights, m, out),
+            "fused" => ops.qmatmul_fused(&a, &weights, m, out),
+            _ => ops.qmatmul(&a, &weights, m, out),
+        }
+    };
+    settle(c.is_ok());
+    let c = c.map_err(|e| ops_err(py, e))?;
     let mut bytes = c.read_bytes().map_err(|e| runtime_err(py, e))?;
     bytes.truncate(m * n * out.size_bytes() as usize);
     Ok(PyBytes::new(py, &bytes))

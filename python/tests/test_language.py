@@ -325,3 +325,41 @@ def test_more_math_functions_against_numpy():
     t = np.clip((x64 + 1) / 2, 0, 1)
     want = np.stack([np.arctan2(x64, 2), np.log1p(x64 * x64), np.rint(x64), t * t * (3 - 2 * t), np.copysign(2, x64), np.fmod(x64, 0.75)], 1)
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=2.4e-7, atol=1e-7)
+
+
+@enigma.kernel
+def classify(x: enigma.f32, h: enigma.f16, flags: enigma.u32, quads: enigma.float4, quad_flags: enigma.u32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    flags[g * 2] = enigma.u32(enigma.isnan(v)) + 2 * enigma.u32(enigma.isinf(v)) + 4 * enigma.u32(enigma.isfinite(v))
+    w = h[g]
+    flags[g * 2 + 1] = enigma.u32(enigma.isnan(w)) + 2 * enigma.u32(enigma.isinf(w)) + 4 * enigma.u32(enigma.isfinite(w))
+    nan4 = enigma.isnan(quads[g])  # a bool4
+    quad_flags[g] = enigma.u32(nan4.x) + 2 * enigma.u32(nan4.y) + 4 * enigma.u32(nan4.z) + 8 * enigma.u32(nan4.w)
+
+
+def test_isnan_isinf_isfinite_against_numpy(clean):
+    x = np.float32([0.0, -0.0, 1.5, -3e38, 1e-40, np.inf, -np.inf, np.nan, -np.nan, 7.0, 65504.0, 7e4])
+    h = x.astype(np.float16)  # 7e4 overflows to inf in half
+    quads = np.stack([x, np.roll(x, 1), np.roll(x, 2), np.roll(x, 3)], axis=1).astype(np.float32)
+    flags = np.zeros(x.size * 2, np.uint32)
+    quad_flags = np.zeros(x.size, np.uint32)
+    c = enigma.compile(classify)
+    c(x, h, flags, quads, quad_flags, grid=x.size, threads=32, rt=clean)
+
+    def want(a):
+        return np.isnan(a) * 1 + np.isinf(a) * 2 + np.isfinite(a) * 4
+
+    np.testing.assert_array_equal(flags[0::2], want(x))
+    np.testing.assert_array_equal(flags[1::2], want(h))
+    np.testing.assert_array_equal(quad_flags, (np.isnan(quads) * [1, 2, 4, 8]).sum(axis=1))
+    assert "isnan(v)" in c.msl and "enigma::isnan(v)" in c.cuda
+
+
+def test_isnan_of_an_integer_is_a_compile_error():
+    @enigma.kernel
+    def not_a_float(out: enigma.u32):
+        out[0] = enigma.u32(enigma.isnan(out[1]))
+
+    with pytest.raises(enigma.CompileError, match=r"isnan.*float"):
+        enigma.compile(not_a_float)

@@ -279,8 +279,9 @@ def k_three_subscripts(out: Sq, size: enigma.constant(enigma.u32)):
     out[0, 1, 2] = 1.0  # offending
 
 
-def k_tuple_on_a_flat_buffer(out: enigma.f32):
-    out[0, 1] = 1.0  # offending
+def k_tuple_on_a_flat_threadgroup_array(out: enigma.f32):
+    s = enigma.threadgroup_alloc(enigma.f32, 16)
+    s[0, 1] = 1.0  # offending
 
 
 def k_tg_three_subscripts(out: enigma.f32):
@@ -319,7 +320,7 @@ def k_slice_in_a_subscript(out: Sq, size: enigma.constant(enigma.u32)):
 
 SUBSCRIPT_ERRORS = [
     (k_three_subscripts, r"`out` has 2 dimension\(s\) \(shape \(size, size\)\) but 3 indices were given; index it with 2 \(out\[i, j\]\) or with one flat index"),
-    (k_tuple_on_a_flat_buffer, r"`out` has no shape, so it takes one integer index, not 2; to index it per dimension, declare one: `out: enigma.buffer\(enigma.f32, shape=\(\"n\", \"m\"\)\)`"),
+    (k_tuple_on_a_flat_threadgroup_array, r"`s` has no shape, so it takes one integer index, not 2; to index it per dimension, allocate it with one: `enigma.threadgroup_alloc\(enigma.f32, \(R, C\)\)`"),
     (k_tg_three_subscripts, r"`s` has 2 dimension\(s\) \(shape \(4, 4\)\) but 3 indices were given"),
     (k_constant_out_of_range, r"index 4 of dimension 1 of `out` is out of bounds \(size 4\)"),
     (k_unknown_size, r"`rows` in the shape of `out` is not defined"),

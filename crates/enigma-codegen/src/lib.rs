@@ -36,5 +36,6 @@ mod writer;
 
 pub mod cuda;
 pub mod msl;
+pub mod msl_math;
 
 pub use error::{CodegenError, CodegenErrorKind, Target};

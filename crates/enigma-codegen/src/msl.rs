@@ -198,6 +198,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         matrices: false,
         float_atomic_helpers: BTreeSet::new(),
         conversions: BTreeSet::new(),
+        math_helpers: BTreeSet::new(),
     };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
@@ -215,6 +216,8 @@ struct Msl {
     float_atomic_helpers: BTreeSet<&'static str>,
     /// Saturating float-to-integer conversions needed: (integer scalar, width).
     conversions: BTreeSet<TypeOrd>,
+    /// The functions MSL lacks that the body calls (`erf`, …: the helpers of `msl_math`).
+    math_helpers: BTreeSet<&'static str>,
 }
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
@@ -314,10 +317,23 @@ impl Dialect for Msl {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         if matches!(func, Erf | Erfc | Log1p | Expm1) {
-            // Not in MSL's standard library, and enigma has no MSL version yet.
-            return Err(CodegenErrorKind::Unsupported { what: format!("`{}` (MSL's standard library has none; CUDA and the simulator have it)", func.name()), ty: t0 });
+            // Not in MSL's standard library: enigma's helpers (msl_math), on float scalars.
+            if t0.width() != 1 {
+                return Err(CodegenErrorKind::Unsupported { what: format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars: apply it per component)", func.name()), ty: t0 });
+            }
+            self.math_helpers.insert(func.name());
+            let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
+            let arg = if t0 == Type::F32 { arg } else { self.cast(Type::F32, t0, arg) };
+            let inner = Code::postfix(format!("enigma_{}({})", func.name(), arg.text));
+            return Ok(if t0 == Type::F32 { inner } else { self.cast(t0, Type::F32, inner) });
         }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
+        if func.is_classification() {
+            // MSL classifies half and float (scalars and vectors); bfloat goes through float, which keeps its class.
+            let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
+            let arg = if t0.elem() == Scalar::BF16 { self.cast(t0.with_elem(Scalar::F32), t0, arg) } else { arg };
+            return Ok(Code::postfix(format!("{}({})", func.name(), arg.text)));
+        }
         // MSL has no bfloat math: compute in float and round back.
         let via_float = t0.elem() == Scalar::BF16
             && (func.is_float_math() || matches!(func, Abs | Min | Max | Clamp | SimdSum | SimdProduct | SimdMax | SimdMin | SimdPrefixInclusiveSum | SimdPrefixExclusiveSum));
@@ -462,6 +478,7 @@ impl Dialect for Msl {
         for ty in &self.conversions {
             write_conversion(&mut out, ty.get());
         }
+        out.push_str(&crate::msl_math::helpers(&self.math_helpers));
         for (i, spec) in k.spec_constants.iter().enumerate() {
             let ty = spec.ty.msl_name();
             let name = cx.names.spec(SpecId(i as u32));

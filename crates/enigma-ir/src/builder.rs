@@ -836,6 +836,7 @@ intrinsic_fns! {
     fast_exp(x) => FastExp, fast_exp2(x) => FastExp2, fast_log(x) => FastLog,
     fast_log2(x) => FastLog2, fast_sqrt(x) => FastSqrt, fast_rsqrt(x) => FastRsqrt,
     fast_tanh(x) => FastTanh, fast_sin(x) => FastSin, fast_cos(x) => FastCos, fast_pow(x, y) => FastPow,
+    isnan(x) => IsNan, isinf(x) => IsInf, isfinite(x) => IsFinite,
     abs(x) => Abs, min(a, b) => Min, max(a, b) => Max, clamp(x, lo, hi) => Clamp,
     select(if_false, if_true, cond) => Select,
     popcount(x) => Popcount, clz(x) => Clz, ctz(x) => Ctz,

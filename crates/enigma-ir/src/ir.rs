@@ -676,6 +676,16 @@ pub enum Intrinsic {
     Mix,
     Step,
     Smoothstep,
+    // Classification of floats: a bool (or bool vector) per component.
+    /// `isnan(x)`: the component is a NaN.
+    #[serde(rename = "isnan")]
+    IsNan,
+    /// `isinf(x)`: the component is +∞ or −∞.
+    #[serde(rename = "isinf")]
+    IsInf,
+    /// `isfinite(x)`: the component is neither infinite nor a NaN.
+    #[serde(rename = "isfinite")]
+    IsFinite,
     // Any numeric type.
     Abs,
     Min,
@@ -710,7 +720,7 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 74] = [
+    pub const ALL: [Intrinsic; 77] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -758,6 +768,9 @@ impl Intrinsic {
         Intrinsic::Mix,
         Intrinsic::Step,
         Intrinsic::Smoothstep,
+        Intrinsic::IsNan,
+        Intrinsic::IsInf,
+        Intrinsic::IsFinite,
         Intrinsic::Abs,
         Intrinsic::Min,
         Intrinsic::Max,
@@ -838,6 +851,9 @@ impl Intrinsic {
             Mix => "mix",
             Step => "step",
             Smoothstep => "smoothstep",
+            IsNan => "isnan",
+            IsInf => "isinf",
+            IsFinite => "isfinite",
             Abs => "abs",
             Min => "min",
             Max => "max",
@@ -887,6 +903,11 @@ impl Intrinsic {
     /// A SIMD-group function: a collective over the active lanes.
     pub fn is_simd(self) -> bool {
         self.name().starts_with("simd_")
+    }
+
+    /// `isnan`, `isinf` or `isfinite`: a float's class, as bool components.
+    pub fn is_classification(self) -> bool {
+        matches!(self, Intrinsic::IsNan | Intrinsic::IsInf | Intrinsic::IsFinite)
     }
 
     /// A float-only math function (`exp`, `fast::sin`, …).

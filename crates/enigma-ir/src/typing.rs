@@ -91,6 +91,7 @@ pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
 
 /// The type of `func(args…)`:
 /// * float math: a float scalar or vector, every argument the same type;
+/// * `isnan`, `isinf`, `isfinite`: a float scalar or vector → bool of its width;
 /// * `abs`, `min`, `max`, `clamp`: numeric, every argument the same type;
 /// * `select(a, b, c)`: `a` and `b` the same type, `c` bool of width 1 or theirs;
 /// * `popcount`, `clz`, `ctz`: integers;
@@ -126,6 +127,12 @@ pub fn call(func: Intrinsic, types: &[Type]) -> Result<Type, K> {
             }
             same_as_first(1)?;
             t0
+        }
+        IsNan | IsInf | IsFinite => {
+            if !t0.elem().is_float() {
+                return Err(arg_err(0, "a float scalar or vector"));
+            }
+            t0.with_elem(Scalar::Bool)
         }
         Abs | Min | Max | Clamp => {
             if !numeric(t0) {

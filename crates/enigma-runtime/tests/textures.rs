@@ -398,11 +398,16 @@ fn a_read_after_a_write_needs_a_fence() {
         assert_eq!((f.kind, f.variable.as_deref(), f.count), (FindingKind::UnfencedTextureRead, Some("img"), 8), "{err}");
         let write_at = if again { "body[4]" } else { "body[2]" };
         let read_at = if again { "body[5]" } else { "body[3]" };
+        let (first, second) = (f.first.as_ref().expect("the read"), f.second.as_ref().expect("the write"));
+        assert_eq!((first.location.as_str(), second.location.as_str()), (read_at, write_at), "{err}");
+        // The message names the accesses by their source lines (the builder's, here).
+        let line = |r: &enigma_runtime::ThreadRef| r.source.as_deref().and_then(|s| s.rsplit('/').next()).unwrap_or_default().to_string();
         assert!(
-            f.message.contains(&format!("reads texel (0, 0) of read_write texture `img` at {read_at} after writing it at {write_at} with no fence() between")),
+            f.message.contains(&format!("reads texel (0, 0) of read_write texture `img` at {} after writing it at {} with no fence() between", line(first), line(second))),
             "{}",
             f.message
         );
+        assert!(line(first).starts_with("textures.rs:"), "{first:?}");
         assert!(f.hint.contains("call `img.fence()`"), "{}", f.hint);
     }
 }

@@ -1147,6 +1147,7 @@ impl SimdGroup {
                 }
                 Intrinsic::Popcount | Intrinsic::Clz | Intrinsic::Ctz => ops::bits(func, ty, vals[0]),
                 Intrinsic::Abs | Intrinsic::Min | Intrinsic::Max | Intrinsic::Clamp => ops::numeric(func, ty, &vals[..n]),
+                Intrinsic::IsNan | Intrinsic::IsInf | Intrinsic::IsFinite => ops::classify(func, ty, vals[0]),
                 _ => ops::float_math(func, ty, &vals[..n]),
             };
         }

@@ -256,6 +256,18 @@ pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
     from_f32(ty, r)
 }
 
+/// `isnan`, `isinf` or `isfinite` of a float of type `ty`: 1 or 0 (a
+/// bool). Widening f16 and bf16 to f32 keeps their class.
+pub fn classify(f: Intrinsic, ty: Scalar, x: u64) -> u64 {
+    let x = f32_of(ty, x);
+    u64::from(match f {
+        Intrinsic::IsNan => x.is_nan(),
+        Intrinsic::IsInf => x.is_infinite(),
+        Intrinsic::IsFinite => x.is_finite(),
+        _ => unreachable!("classify called with {f:?}"),
+    })
+}
+
 /// `f` of `x` in f64, rounded once to f32.
 fn wide(x: f32, f: fn(f64) -> f64) -> f32 {
     f(x as f64) as f32
@@ -379,6 +391,57 @@ mod tests {
         assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[a, b, c]), c);
         // Exact sums are unchanged.
         assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[h(3.0), h(-2.5), h(0.5)]), h(-7.0));
+    }
+
+    /// ULPs between `got` and the f32 rounding of `want`.
+    fn ulps(got: f32, want: f64) -> f64 {
+        let w = want as f32;
+        if w == got || (w.is_nan() && got.is_nan()) {
+            return 0.0;
+        }
+        let ulp = f32::from_bits(w.abs().to_bits() + 1) - w.abs();
+        (got as f64 - want).abs() / ulp as f64
+    }
+
+    /// The formula of the MSL helpers for erf and erfc (enigma-codegen's
+    /// `msl_math`, in f32 with a correctly rounded exp) against the f64
+    /// erf and erfc here: erf within 3 ULP, erfc within 6, as
+    /// docs/kernel-functions.md states, over every 997th f32 of [−12, 12]
+    /// and the special values.
+    #[test]
+    fn the_msl_erf_formula_is_within_its_stated_ulps() {
+        use enigma_codegen::msl_math;
+        let (mut worst_erf, mut worst_erfc) = (0.0f64, 0.0f64);
+        let mut xs: Vec<f32> = (0..=u32::MAX / 997).map(|i| f32::from_bits(i * 997)).filter(|x| x.abs() <= 12.0).flat_map(|x| [x, -x]).collect();
+        xs.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, msl_math::ERF_SPLIT, msl_math::ERFC_SPLIT, 4.0, 10.0]);
+        for x in xs {
+            worst_erf = worst_erf.max(ulps(msl_math::erf(x), erf(x as f64)));
+            worst_erfc = worst_erfc.max(ulps(msl_math::erfc(x), erfc(x as f64)));
+        }
+        assert!(worst_erf <= 3.0, "erf: {worst_erf} ULP");
+        assert!(worst_erfc <= 6.0, "erfc: {worst_erfc} ULP");
+        assert!(msl_math::erf(f32::NAN).is_nan() && msl_math::erfc(f32::NAN).is_nan());
+    }
+
+    /// The formulas of the MSL helpers for log1p and expm1 (in f32 with a
+    /// correctly rounded log and exp) against f64's `ln_1p` and `exp_m1`:
+    /// log1p within 3 ULP, expm1 within 2, as docs/kernel-functions.md
+    /// states, over every 997th f32 of their domains and the special values.
+    #[test]
+    fn the_msl_log1p_and_expm1_formulas_are_within_their_stated_ulps() {
+        use enigma_codegen::msl_math;
+        let mut xs: Vec<f32> = (0..=u32::MAX / 997).map(|i| f32::from_bits(i * 997)).filter(|x| x.is_finite()).collect();
+        xs.extend([0.0, -0.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.5, -1.0 / 3.0, 88.7, -103.0]);
+        let (mut worst_log1p, mut worst_expm1) = (0.0f64, 0.0f64);
+        for x in xs {
+            if x >= -1.0 {
+                worst_log1p = worst_log1p.max(ulps(msl_math::log1p(x), (x as f64).ln_1p()));
+            }
+            worst_expm1 = worst_expm1.max(ulps(msl_math::expm1(x), (x as f64).exp_m1()));
+        }
+        assert!(worst_log1p <= 3.0, "log1p: {worst_log1p} ULP");
+        assert!(worst_expm1 <= 2.0, "expm1: {worst_expm1} ULP");
+        assert!(msl_math::log1p(-2.0).is_nan() && msl_math::log1p(f32::NAN).is_nan() && msl_math::expm1(f32::NAN).is_nan());
     }
 
     #[test]

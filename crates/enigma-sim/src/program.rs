@@ -953,12 +953,14 @@ impl Lowering<'_> {
             return Operand { reg: dst, ty };
         }
         let dst = self.temp(ty.registers());
+        // A classification's result is bool: the instruction takes its argument's type.
+        let elem = if func.is_classification() { types[0].elem() } else { ty.elem() };
         for i in 0..ty.width() {
             let mut regs = [0; 3];
             for (slot, o) in regs.iter_mut().zip(&ops) {
                 *slot = o.comp(i);
             }
-            self.emit(Inst::Call { func, ty: ty.elem(), dst: dst + i as Reg, args: regs });
+            self.emit(Inst::Call { func, ty: elem, dst: dst + i as Reg, args: regs });
         }
         Operand { reg: dst, ty }
     }

@@ -802,6 +802,19 @@ fn site(program: &Program, pc: u32) -> (String, Option<String>) {
     }
 }
 
+/// Where an access is, as messages and hints name it: its source line
+/// (`kernel.py:12`, the file without its directories) where the front end
+/// gave one — with the IR location too when `other`'s access is another on
+/// the same line — else the IR location (`body[3].then[0]`).
+fn place(access: &ThreadRef, other: Option<&ThreadRef>) -> String {
+    let Some(source) = &access.source else { return access.location.clone() };
+    let short = source.rsplit(['/', '\\']).next().unwrap_or(source);
+    match other {
+        Some(o) if o.source.as_ref() == Some(source) && o.location != access.location => format!("{short} ({})", access.location),
+        _ => short.to_string(),
+    }
+}
+
 fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> ThreadRef {
     let linear = who.thread();
     let (location, source) = site(program, who.pc);
@@ -820,8 +833,8 @@ fn thread_ref(program: &Program, tg: &TgPlace, full: [u32; 3], who: Who) -> Thre
 fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDesc>], r: Raw, first: ThreadRef, second: Option<ThreadRef>) -> Finding {
     let variable = r.mem.and_then(|m| program.memory_names.get(&m).cloned());
     let var = variable.clone().unwrap_or_default();
-    let a = first.location.clone();
-    let b = second.as_ref().map(|s| s.location.clone()).unwrap_or_default();
+    let a = place(&first, second.as_ref());
+    let b = second.as_ref().map(|s| place(s, Some(&first))).unwrap_or_default();
     let device = matches!(r.mem, Some(MemRef::Buffer(_)));
     let texture = match r.mem {
         Some(MemRef::Texture(p)) => textures.get(p as usize).copied().flatten(),

@@ -162,3 +162,50 @@ fn mix_and_smoothstep_within_1_ulp() {
         t * t * (3.0 - 2.0 * t)
     }, 1.0);
 }
+
+/// `isnan`, `isinf` and `isfinite` of f32 values, of those values converted
+/// to f16 and bf16 (where the conversion keeps the value's class), and of a
+/// `float2` built from them, against Rust's classification.
+#[test]
+fn classification_matches_rusts() {
+    use enigma_ir::Scalar;
+    let plain = [0.0f32, -0.0, 1.5, -3.0, 100.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN];
+    let extremes = [f32::MAX, f32::MIN, f32::MIN_POSITIVE, 1e-40, 1e30];
+    let xs: Vec<f32> = plain.iter().chain(&extremes).copied().collect();
+    let n = xs.len();
+    let mut k = KernelBuilder::new("classify");
+    let a = k.buffer("a", Type::F32, Access::Read);
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let g = k.let_("g", thread_position_in_grid().x());
+    let x = k.let_("x", a.get(g));
+    let flags = |v: Ex| select(0u32, 1u32, isnan(v)) + select(0u32, 2u32, isinf(v)) + select(0u32, 4u32, isfinite(v));
+    k.store(out.at(g * 4u32), flags(x));
+    k.store(out.at(g * 4u32 + 1u32), flags(x.cast(Type::scalar(Scalar::F16))));
+    k.store(out.at(g * 4u32 + 2u32), flags(x.cast(Type::scalar(Scalar::BF16))));
+    let pair = k.let_("pair", vector(Type::vector(Scalar::F32, 2), &[1.0f32.into(), x]));
+    let nan2 = k.let_("nan2", isnan(pair));
+    k.store(out.at(g * 4u32 + 3u32), select(0u32, 1u32, nan2.y()) + select(0u32, 2u32, isfinite(pair).x()));
+    let kernel = k.finish().unwrap();
+    let info = validate(&kernel, &ValidationOptions::default()).unwrap();
+    let backend = SimBackend::new();
+    let compiled = backend.compile(&kernel, &info, &SpecValues::default()).unwrap();
+    let input = backend.allocate(n * 4).unwrap();
+    input.write(0, &xs.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let output = backend.allocate(n * 16).unwrap();
+    let bound = [ArgValue::Buffer { storage: input.as_ref(), elem: None }, ArgValue::Buffer { storage: output.as_ref(), elem: None }];
+    let geometry = enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &bound, DispatchMode::Threads, [n as u32, 1, 1], [32, 1, 1]).unwrap();
+    backend.dispatch(compiled.as_ref(), &bound, &geometry, &DispatchOptions::default()).unwrap();
+    let mut bytes = vec![0u8; n * 16];
+    output.read(0, &mut bytes).unwrap();
+    let got: Vec<u32> = bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let want = |v: f32| u32::from(v.is_nan()) + 2 * u32::from(v.is_infinite()) + 4 * u32::from(v.is_finite());
+    for (i, &v) in xs.iter().enumerate() {
+        assert_eq!(got[i * 4], want(v), "f32 {v}");
+        if i < plain.len() {
+            // Each of these is exactly representable (or keeps its class) in f16 and bf16.
+            assert_eq!(got[i * 4 + 1], want(v), "f16 {v}");
+            assert_eq!(got[i * 4 + 2], want(v), "bf16 {v}");
+        }
+        assert_eq!(got[i * 4 + 3], u32::from(v.is_nan()) + 2, "float2(1, {v})");
+    }
+}

@@ -20,11 +20,12 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import numbers
 import textwrap
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _enigma
-from ._frontend import compile_function
+from ._frontend import ArrayShape, compile_kernel
 from ._kernel import Kernel
 from . import _mlx
 from ._launch import check_mlx_grid, geometry, launch, mlx_arguments
@@ -40,11 +41,25 @@ DispatchError = _enigma.DispatchError
 
 
 def kernel_ir(kern: Kernel) -> Dict[str, Any]:
-    """The IR's JSON form of ``kern`` as a dict (compiled from the source once)."""
-    if kern.ir is None:
+    """The IR's JSON form of ``kern`` as a dict (compiled from the source
+    once; for arrays that give buffers their shapes, of the ranks the body
+    implies)."""
+    return _front_end(kern, None)[0]
+
+
+def _front_end(kern: Kernel, ranks: Optional[Mapping[str, int]]) -> Tuple[Dict[str, Any], Tuple[ArrayShape, ...]]:
+    """(the IR dict, the buffers that take their shapes from the arrays
+    passed) of ``kern`` for ``ranks`` ({parameter: rank}; None: the ranks
+    its body implies), compiled from the source once per ranks."""
+    key = None if ranks is None else tuple(sorted(ranks.items()))
+    done = kern.by_ranks.get(key)
+    if done is None:
         _reject_python_scalar_annotations(kern.fn)
-        kern.ir = compile_function(kern.fn)
-    return kern.ir
+        ir, shapes = compile_kernel(kern.fn, ranks)
+        done = kern.by_ranks[key] = (ir, tuple(shapes))
+        if key is None:
+            kern.ir = ir
+    return done
 
 
 # Python's scalar types as annotations, and what to write instead.
@@ -121,12 +136,34 @@ class Param:
 class CompiledKernel:
     """A validated kernel, ready to run: what :func:`enigma.compile` returns."""
 
-    def __init__(self, native: Any, source: Optional[Kernel] = None) -> None:
+    def __init__(self, native: Any, source: Optional[Kernel] = None, array_shapes: Sequence[ArrayShape] = (),
+                 msl_version: Optional[str] = None) -> None:
         self._native = native
         #: The kernel it was compiled from (None for IR text).
         self.source = source
-        #: The parameters, in order.
-        self.params: List[Param] = [Param(i, *p) for i, p in enumerate(native.params())]
+        #: The buffers that take their shapes from the arrays passed, with
+        #: the ranks compiled for; their sizes are by-value parameters after
+        #: :attr:`params`, which a dispatch fills from the arrays.
+        self.array_shapes: Tuple[ArrayShape, ...] = tuple(array_shapes)
+        self._msl_version_asked = msl_version
+        every = [Param(i, *p) for i, p in enumerate(native.params())]
+        #: The parameters a call passes, in order.
+        self.params: List[Param] = every[: len(every) - sum(a.rank for a in self.array_shapes)]
+
+    def for_arrays(self, args: Sequence[Any]) -> Tuple[CompiledKernel, List[int]]:
+        """(the compilation for the ranks of ``args``' arrays, the sizes a
+        dispatch passes after the arguments) where buffers take their shapes
+        from the arrays passed; (self, []) elsewhere. A kernel is compiled
+        once per rank, never per size."""
+        if not self.array_shapes:
+            return self, []
+        shapes = [_array_shape(args[a.param] if a.param < len(args) else None, a, self.name) for a in self.array_shapes]
+        compiled = self
+        if any(len(s) != a.rank for s, a in zip(shapes, self.array_shapes)):
+            assert self.source is not None  # only the front end gives buffers their shapes from arrays
+            ranks = {a.name: len(s) for s, a in zip(shapes, self.array_shapes)}
+            compiled = _compile_source(self.source, self.spec, self._msl_version_asked, ranks)
+        return compiled, [d for s in shapes for d in s]
 
     @property
     def native(self) -> Any:
@@ -324,21 +361,63 @@ def compile(kern: Union[Kernel, CompiledKernel, Callable[..., Any]], spec: Optio
             kern = Kernel(kern)
         else:
             raise TypeError(f"enigma.compile takes an @enigma.kernel function, not {type(kern).__name__}")
-    values = _spec_values(spec, constants)
+    return _compile_source(kern, _spec_values(spec, constants), msl_version, None)
+
+
+def _compile_source(kern: Kernel, values: Mapping[str, Any], msl_version: Optional[str],
+                    ranks: Optional[Mapping[str, int]]) -> CompiledKernel:
+    """``kern`` compiled with specialisation ``values`` for ``msl_version``
+    and, where buffers take their shapes from the arrays passed, for
+    ``ranks`` (None: the ranks its body implies); cached on ``kern``."""
     try:
-        key = (msl_version, tuple(sorted((k, type(v).__name__, v) for k, v in values.items())))
+        key = (msl_version, tuple(sorted((k, type(v).__name__, v) for k, v in values.items())),
+               None if ranks is None else tuple(sorted(ranks.items())))
         hash(key)
     except TypeError:
         key = None  # unhashable values: compiled afresh, and rejected there
     cached = kern.compiled.get(key) if key is not None else None
     if cached is not None:
         return cached
-    ir = kernel_ir(kern)
-    native = _enigma.compile(json.dumps(ir), values or None, msl_version)
-    compiled = CompiledKernel(native, kern)
+    ir, array_shapes = _front_end(kern, ranks)
+    native = _enigma.compile(json.dumps(ir), dict(values) or None, msl_version)
+    compiled = CompiledKernel(native, kern, array_shapes, msl_version)
     if key is not None:
         kern.compiled[key] = compiled
     return compiled
+
+
+def _size(d: Any) -> int:
+    """One entry of an array's shape as an int (a TypeError if it is not one)."""
+    if not isinstance(d, numbers.Integral) or isinstance(d, bool):
+        raise TypeError(d)
+    return int(d)
+
+
+def _array_shape(value: Any, a: ArrayShape, kernel_name: str) -> Tuple[int, ...]:
+    """The shape of ``value``, passed for buffer ``a`` that takes its shape
+    from the array passed: a tuple of sizes below 2**32."""
+    shape = getattr(value, "shape", None)
+    what = f"kernel `{kernel_name}`, buffer `{a.name}`"
+    if value is None:
+        raise DispatchError(
+            f"{what} takes its shape from the array passed, and none was given (an output sized by output_size= "
+            f"has no shape: pass the array in outputs=)"
+        )
+    try:
+        dims = None if shape is None or isinstance(shape, (str, bytes)) else tuple(_size(d) for d in shape)
+    except (TypeError, ValueError):
+        dims = None
+    if dims is None:
+        raise DispatchError(
+            f"{what} takes its shape from the array passed (the kernel indexes it per dimension or reads `{a.name}.shape`), "
+            f"but a {type(value).__name__} has no shape: pass an array (numpy, torch, enigma.Array, ...)"
+        )
+    if not dims:
+        raise DispatchError(f"{what}: the array passed has no dimensions (a 0-d array); pass an array of rank 1 or more")
+    big = [d for d in dims if not 0 <= d < (1 << 32)]
+    if big:
+        raise DispatchError(f"{what}: a dimension of {big[0]} elements does not fit the u32 the kernel reads sizes as (shape {dims})")
+    return dims
 
 
 def _spec_values(spec: Optional[Mapping[str, Any]], constants: Mapping[str, Any]) -> Dict[str, Any]:

@@ -3,7 +3,8 @@
 :class:`Kernel` wraps the decorated function. It keeps the function (which
 is never called), its IR once compiled (``enigma._compile`` compiles the
 source on first use, so names the kernel reads from its module may be
-defined after it) and its compilations by specialisation values.
+defined after it; once per rank of the arrays that give buffers their
+shapes) and its compilations by specialisation values and ranks.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ class Kernel:
             raise TypeError(f"@enigma.kernel decorates a Python function, not {type(fn).__name__}")
         self.fn = fn
         self.name: str = fn.__name__
-        #: The IR's JSON form as a dict, once compiled from the source.
+        #: The IR's JSON form as a dict, once compiled from the source (for
+        #: arrays passed for shapes, of the ranks its body implies).
         self.ir: Optional[Dict[str, Any]] = None
+        #: The front end's results by the ranks of the arrays that give
+        #: buffers their shapes: ``{ranks: (IR dict, ArrayShape records)}``.
+        self.by_ranks: Dict[Hashable, Any] = {}
         #: Compilations by specialisation values (``enigma.compile``'s cache).
         self.compiled: Dict[Hashable, Any] = {}
         functools.update_wrapper(self, fn)

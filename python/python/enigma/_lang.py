@@ -216,6 +216,8 @@ FLOAT_MATH = [
     "tan", "sinh", "cosh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc", "log1p", "expm1",
     "round", "trunc", "rint", "copysign", "fmod", "sign", "saturate", "mix", "step", "smoothstep",
 ]
+# isnan/isinf/isfinite: a float's class, a bool per component.
+CLASSIFICATION = ["isnan", "isinf", "isfinite"]
 FAST_MATH = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "pow"]
 NUMERIC = ["abs", "min", "max", "clamp", "select", "popcount", "clz", "ctz"]
 SIMD = [
@@ -240,7 +242,7 @@ STATEMENTS = [
 ]
 
 INTRINSICS = {}
-for _n in FLOAT_MATH + NUMERIC + SIMD + list(COMPARISONS) + STATEMENTS + MATRIX:
+for _n in FLOAT_MATH + CLASSIFICATION + NUMERIC + SIMD + list(COMPARISONS) + STATEMENTS + MATRIX:
     INTRINSICS[_n] = Intrinsic(_n)
 for _op in ATOMICS:
     INTRINSICS[f"atomic_{_op}"] = Intrinsic(f"atomic_{_op}")
@@ -259,7 +261,7 @@ class _FastNamespace:
 
 fast = _FastNamespace()
 
-INTRINSIC_TAGS = {n: n for n in FLOAT_MATH + NUMERIC + SIMD}
+INTRINSIC_TAGS = {n: n for n in FLOAT_MATH + CLASSIFICATION + NUMERIC + SIMD}
 INTRINSIC_TAGS.update({f"fast.{n}": f"fast_{n}" for n in FAST_MATH})
 
 MEM_FLAGS = {

@@ -934,26 +934,44 @@ def atanh(x: Num) -> Value:
 
 
 @_declare
+def isnan(x: Num) -> Value:
+    """Whether ``x`` is a NaN: a bool, or a bool vector of ``x``'s width (MSL ``isnan``)."""
+    ...
+
+
+@_declare
+def isinf(x: Num) -> Value:
+    """Whether ``x`` is +inf or -inf: a bool, or a bool vector of ``x``'s width (MSL ``isinf``)."""
+    ...
+
+
+@_declare
+def isfinite(x: Num) -> Value:
+    """Whether ``x`` is neither infinite nor a NaN: a bool, or a bool vector of ``x``'s width (MSL ``isfinite``)."""
+    ...
+
+
+@_declare
 def erf(x: Num) -> Value:
-    """The error function of ``x`` (CUDA ``erff``; MSL has none, so its generator refuses it; docs/kernel-functions.md gives the accuracy)."""
+    """The error function of ``x`` (CUDA ``erff``; on MSL, which has none, enigma's helper for scalars, within 3 ULP; docs/kernel-functions.md gives the accuracy)."""
     ...
 
 
 @_declare
 def erfc(x: Num) -> Value:
-    """The complementary error function ``1 - erf(x)`` without its cancellation (CUDA ``erfcf``; not in MSL)."""
+    """The complementary error function ``1 - erf(x)`` without its cancellation (CUDA ``erfcf``; on MSL enigma's helper for scalars, within 6 ULP)."""
     ...
 
 
 @_declare
 def log1p(x: Num) -> Value:
-    """``log(1 + x)``, accurate for small ``x`` (CUDA ``log1pf``; not in MSL)."""
+    """``log(1 + x)``, accurate for small ``x`` (CUDA ``log1pf``; on MSL enigma's helper for scalars, within 3 ULP)."""
     ...
 
 
 @_declare
 def expm1(x: Num) -> Value:
-    """``exp(x) - 1``, accurate for small ``x`` (CUDA ``expm1f``; not in MSL)."""
+    """``exp(x) - 1``, accurate for small ``x`` (CUDA ``expm1f``; on MSL enigma's helper for scalars, within 2 ULP)."""
     ...
 
 
@@ -1058,5 +1076,5 @@ __all__ = [
     'uint3', 'uint4', 'ulong', 'ulong2', 'ulong3', 'ulong4', 'half', 'half2', 'half3', 'half4',
     'bfloat', 'bfloat2', 'bfloat3', 'bfloat4', 'float2', 'float3', 'float4', 'simdgroup_half8x8',
     'simdgroup_bfloat8x8', 'simdgroup_float8x8', 'tan', 'sinh', 'cosh', 'asin', 'acos', 'atan', 'atan2', 'asinh', 'acosh', 'atanh', 'erf', 'erfc', 'log1p', 'expm1', 'round', 'trunc', 'rint', 'copysign', 'fmod', 'sign', 'saturate', 'mix', 'step', 'smoothstep',
-    'thread_array', 'static_range',
+    'thread_array', 'static_range', 'isnan', 'isinf', 'isfinite',
 ]

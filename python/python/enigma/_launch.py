@@ -246,9 +246,10 @@ def launch(compiled: CompiledKernel, args: Sequence[Any], *, grid: Any = None, t
     """Runs ``compiled`` once on ``args`` (one per parameter, in order):
     what :meth:`enigma.CompiledKernel.__call__` documents."""
     name = compiled.name
+    if len(args) != len(compiled.params):
+        raise DispatchError(f"kernel `{name}` takes {len(compiled.params)} argument(s) ({', '.join(p.name for p in compiled.params)}), {len(args)} given")
+    compiled, sizes = compiled.for_arrays(args)
     params = compiled.params
-    if len(args) != len(params):
-        raise DispatchError(f"kernel `{name}` takes {len(params)} argument(s) ({', '.join(p.name for p in params)}), {len(args)} given")
     if (grid is None) == (threadgroups is None):
         raise DispatchError(f"kernel `{name}`: give exactly one of grid= (threads, dispatchThreads) and threadgroups= (dispatchThreadgroups)")
     mode, size = ("threads", grid) if grid is not None else ("threadgroups", threadgroups)
@@ -278,6 +279,7 @@ def launch(compiled: CompiledKernel, args: Sequence[Any], *, grid: Any = None, t
             bound.append(data)
         else:
             bound.append(scalar_arg(value, p, name))
+    bound.extend(sizes)
     handle, dl_stream = dispatch_stream(native, args, stream)
     results, report = native.dispatch(compiled.native, bound, mode, size, tg, bool(sanitize), handle, dl_stream, budget, limit)
     if rt is not None:

@@ -61,6 +61,33 @@ from ._launch import buffer_arg, geometry, loop_budget, output_args, param_names
 DispatchError = _enigma.DispatchError
 
 
+# The runtime (or None) whose last_report awaits the report of the calling
+# thread's last enigma.ops call.
+_library_call = threading.local()
+
+
+def begin_library_call(rt: Optional[MetalRuntime]) -> None:
+    """Before an ``enigma.ops`` call on the calling thread: it runs under the
+    sanitizer where ``rt`` sanitizes, and its report becomes ``rt``'s
+    :attr:`MetalRuntime.last_report` (None if it fails)."""
+    settle_library_call()
+    if rt is not None:
+        rt.begin_dispatch()
+    _library_call.rt = rt
+    _enigma.ops_begin(bool(rt is not None and rt.sanitize))
+
+
+def settle_library_call() -> None:
+    """Gives the runtime of the calling thread's last ``enigma.ops`` call its report."""
+    rt = getattr(_library_call, "rt", None)
+    if rt is None:
+        return
+    _library_call.rt = None
+    report = _enigma.ops_report()
+    if report is not None:
+        rt.end_dispatch(json.loads(report))
+
+
 class MetalRuntime:
     """A device to run compiled kernels on.
 
@@ -90,6 +117,7 @@ class MetalRuntime:
 
     def begin_dispatch(self) -> None:
         """Clears the calling thread's :attr:`last_report` before a dispatch."""
+        settle_library_call()
         self._reports.report = None
 
     def end_dispatch(self, report: Dict[str, Any]) -> None:
@@ -101,7 +129,11 @@ class MetalRuntime:
         """The report (a dict: times, notes, sanitizer findings) of the last
         ``execute`` that *the calling thread* ran on this runtime, ``None``
         before one or after one that failed. Per thread, so threads sharing
-        a runtime each see their own dispatch's report."""
+        a runtime each see their own dispatch's report. Calls of
+        ``enigma.ops`` with ``rt=`` set it too (run under the sanitizer when
+        :attr:`sanitize` is set): one report for the call's dispatches, with
+        ``kernels``, the kernels it dispatched."""
+        settle_library_call()
         return getattr(self._reports, "report", None)
 
     @property
@@ -198,11 +230,15 @@ class MetalRuntime:
         if not isinstance(compiled, CompiledKernel):
             raise TypeError(f"execute runs what enigma.compile returns, not {type(compiled).__name__}")
         name = compiled.name
-        params = compiled.params
         if (isinstance(inputs, (bytes, bytearray, memoryview)) or not hasattr(inputs, "__iter__")
                 or hasattr(inputs, "__array_interface__")):
             raise DispatchError(f"kernel `{name}`: inputs must be a list (one entry per input parameter)")
         inputs = list(inputs)
+        if outputs is not None and hasattr(outputs, "__iter__") and not hasattr(outputs, "__array_interface__"):
+            outputs = list(outputs)
+        # Buffers that take their shapes from the arrays passed: the inputs, then outputs=.
+        compiled, sizes = compiled.for_arrays(inputs + (outputs if isinstance(outputs, list) else []))
+        params = compiled.params
         if len(inputs) > len(params):
             raise DispatchError(f"kernel `{name}` has {len(params)} parameter(s) ({param_names(params)}); {len(inputs)} inputs given")
         out_params = params[len(inputs):]
@@ -246,13 +282,12 @@ class MetalRuntime:
             else:
                 args.append(scalar_arg(value, p, name))
 
-        if outputs is not None and hasattr(outputs, "__iter__") and not hasattr(outputs, "__array_interface__"):
-            outputs = list(outputs)
         outs = output_args(name, out_params, output_size, outputs)
         for p, (init, mv) in zip(out_params, outs):
             args.append(init)
             if mv is not None:
                 writeback.append((p, mv))
+        args.extend(sizes)
 
         sanitize = self.sanitize if sanitize is None else bool(sanitize)
         budget = self.max_loop_iterations if max_loop_iterations is None else loop_budget(max_loop_iterations)

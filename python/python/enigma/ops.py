@@ -62,6 +62,7 @@ from ._devices import dispatch_stream as _dispatch_stream
 from ._devices import dtype_name as _dtype_name
 from ._devices import native_runtime as _native_runtime
 from ._runtime import MetalRuntime as _MetalRuntime
+from ._runtime import begin_library_call as _begin_library_call
 
 __all__ = [
     "scale", "add", "mul", "relu", "silu", "gelu", "sum", "max", "min",
@@ -195,6 +196,7 @@ class _Target:
 
     def __init__(self, op: str, arrays: _Sequence[_Any], *, typed: int, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
                  device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> None:
+        _begin_library_call(rt)
         self.threads = _threads(op, threads)
         self.elem = _elem(arrays[:typed], dtype)
         if rt is not None:
@@ -1405,6 +1407,7 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
     out = "f16" if out_type == _np.float16 else "f32"
     native = rt.native if rt is not None else _native_runtime(device)
     m = a2.shape[0]
+    _begin_library_call(rt)
     data = _enigma.op_qmatmul(native, format, _np.ascontiguousarray(a2, dtype=_np.float16).tobytes(),
                               _np.ascontiguousarray(packed).tobytes(), _np.ascontiguousarray(scales).tobytes(),
                               m, n, k, group, out, threads, bias_bytes, variant, layout)

@@ -65,7 +65,7 @@ impl Helper {
     }
 }
 
-const INCLUSIVE_SUM: Helper = Helper::Simd(68, "simd_prefix_inclusive_sum");
+const INCLUSIVE_SUM: Helper = Helper::Simd(71, "simd_prefix_inclusive_sum");
 
 /// Adds `h` and what it needs to `set`.
 pub(crate) fn require(set: &mut BTreeSet<Helper>, h: Helper) {
@@ -376,6 +376,11 @@ fn f32_impl(name: &str) -> Option<(&'static str, usize)> {
         "mix" => ("({0} + ({1} - {0}) * {2})", 3),
         "step" => ("({1} < {0} ? 0.0f : 1.0f)", 2),
         "smoothstep" => ("enigma_smoothstep({0}, {1}, {2})", 3),
+        // The classifications, on the bits' meaning (no library call):
+        // only a NaN is unequal to itself; 0x7f800000 is +∞.
+        "isnan" => ("({0} != {0})", 1),
+        "isinf" => ("(fabsf({0}) == __int_as_float(0x7f800000))", 1),
+        "isfinite" => ("(fabsf({0}) < __int_as_float(0x7f800000))", 1),
         "abs" => ("fabsf({0})", 1),
         "min" => ("fminf({0}, {1})", 2),
         "max" => ("fmaxf({0}, {1})", 2),
@@ -405,8 +410,11 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
             "__device__ inline float enigma_smoothstep(float e0, float e1, float x) { float t = fminf(fmaxf((x - e0) / (e1 - e0), 0.0f), 1.0f); return t * t * (3.0f - 2.0f * t); }\n",
         );
     }
+    // A classification returns bool (vec<bool, N>), every other function its argument's type.
+    let classify = matches!(name, "isnan" | "isinf" | "isfinite");
+    let ret = |ty: &str| if classify { "bool".to_string() } else { ty.to_string() };
     let plain: Vec<String> = params[..arity].iter().map(|p| p.to_string()).collect();
-    let _ = writeln!(out, "__device__ inline float {name}({}) {{ return {}; }}", sig("float"), call(&plain));
+    let _ = writeln!(out, "__device__ inline {} {name}({}) {{ return {}; }}", ret("float"), sig("float"), call(&plain));
     for (used, h) in [(cx.half, "__half"), (cx.bfloat, "__nv_bfloat16")] {
         if used && name == "fma" && h == "__half" {
             // One rounding, as the simulator's f16 fma (through f32 it would be two).
@@ -418,17 +426,18 @@ fn math(out: &mut String, name: &str, cx: &PreludeCx) {
             }
         } else if used {
             let widened: Vec<String> = params[..arity].iter().map(|p| format!("(float){p}")).collect();
-            let _ = writeln!(out, "__device__ inline {h} {name}({}) {{ return ({h}){}; }}", sig(h), call(&widened));
+            let _ = writeln!(out, "__device__ inline {} {name}({}) {{ return ({}){}; }}", ret(h), sig(h), ret(h), call(&widened));
         }
     }
     if cx.vectors {
         let vsig = params[..arity].iter().map(|p| format!("const vec<T, N>& {p}")).collect::<Vec<_>>().join(", ");
         let each = params[..arity].iter().map(|p| format!("{p}[i]")).collect::<Vec<_>>().join(", ");
+        let elem = ret("T");
         let _ = write!(
             out,
-            "template <typename T, int N> __device__ inline vec<T, N> {name}({vsig})
+            "template <typename T, int N> __device__ inline vec<{elem}, N> {name}({vsig})
 {{
-    vec<T, N> r;
+    vec<{elem}, N> r;
     for (int i = 0; i < N; ++i) r[i] = {name}({each});
     return r;
 }}

@@ -247,20 +247,24 @@ pub fn math_f32() -> Kernel {
     for func in Intrinsic::ALL {
         let args: Vec<Ex> = match func.arity() {
             _ if func.is_simd() || matches!(func, Intrinsic::Select | Intrinsic::Popcount | Intrinsic::Clz | Intrinsic::Ctz) => continue,
-            // MSL has none of these (tests/snapshots.rs checks its refusal).
+            // MSL has none of these: its helpers have a golden file of their own (msl_helpers).
             _ if matches!(func, Intrinsic::Erf | Intrinsic::Erfc | Intrinsic::Log1p | Intrinsic::Expm1) => continue,
             1 => vec![x],
             2 => vec![x, y],
             _ => vec![x, y, 1.0f32.into()],
         };
-        k.store(out.at(slot), call(func, &args));
+        let value = call(func, &args);
+        // A classification's bool, as 0.0 or 1.0.
+        let value = if func.is_classification() { select(0.0f32, 1.0f32, value) } else { value };
+        k.store(out.at(slot), value);
         slot += 1;
     }
     finish(k)
 }
 
 /// Math on `half`, `bfloat` and vectors; `abs/min/max/clamp` on integers;
-/// `popcount/clz/ctz`; `select`.
+/// `popcount/clz/ctz`; `select`; `isnan/isinf/isfinite` of half, bfloat and
+/// a vector.
 pub fn math_other_types() -> Kernel {
     let mut k = KernelBuilder::new("math_other_types");
     let h = k.buffer("h", Type::F16, Access::ReadWrite);
@@ -283,10 +287,27 @@ pub fn math_other_types() -> Kernel {
     let u = k.let_("u", uints.get(i));
     k.store(uints.at(i), abs(u) + clamp(u, 1u32, 9u32) + popcount(u) + clz(u) + ctz(u));
     k.store(uints.at(i + 1u32), select(u, u + 1u32, u.gt(5u32)));
+    k.store(uints.at(i + 2u32), select(0u32, 1u32, isnan(hx)) + select(0u32, 2u32, isinf(bx)) + select(0u32, 4u32, isfinite(hx)));
+    k.store(v.at(i + 1u32), select(vx, vector(vt(Scalar::F32, 4), &[0.0f32.into()]), isnan(vx) | isinf(vx)));
     let byte = k.let_("byte", bytes.get(i));
     k.store(bytes.at(i), popcount(byte) + clz(byte) + ctz(byte) + min(byte, byte));
     let l = k.let_("l", longs.get(i));
     k.store(longs.at(i), abs(l) + max(l, l) + popcount(l));
+    finish(k)
+}
+
+/// The functions MSL lacks (`erf`, `erfc`, `log1p`, `expm1`) of f32, f16
+/// and bf16 scalars: on MSL, enigma's helpers.
+pub fn msl_helpers() -> Kernel {
+    let mut k = KernelBuilder::new("msl_helpers");
+    let a = k.buffer("a", Type::F32, Access::ReadWrite);
+    let h = k.buffer("h", Type::F16, Access::ReadWrite);
+    let bf = k.buffer("bf", Type::BF16, Access::ReadWrite);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.store(a.at(i), call(Intrinsic::Erf, &[a.get(i)]) + call(Intrinsic::Erfc, &[a.get(i + 1u32)]));
+    k.store(a.at(i + 2u32), call(Intrinsic::Log1p, &[a.get(i)]) - call(Intrinsic::Expm1, &[a.get(i + 1u32)]));
+    k.store(h.at(i), call(Intrinsic::Erf, &[h.get(i)]) * call(Intrinsic::Log1p, &[h.get(i + 1u32)]));
+    k.store(bf.at(i), call(Intrinsic::Erfc, &[bf.get(i)]) + call(Intrinsic::Expm1, &[bf.get(i)]));
     finish(k)
 }
 

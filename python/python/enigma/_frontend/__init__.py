@@ -22,7 +22,10 @@ this package implements it:
 The package splits the compiler by concern; :class:`KernelCompiler`
 (``compiler``) is assembled from one mixin per module:
 
-* ``compiler`` — the entry point: source, parameters, the kernel's IR;
+* ``compiler`` — the entry point: source, parameters (buffers that take
+  their shapes from the arrays passed: one by-value ``u32`` per dimension
+  after the kernel's own parameters, the rank fixed per compilation), the
+  kernel's IR;
 * ``statements`` — statements and control flow, hoisted temporaries;
 * ``expressions`` — names, attributes, operators, constant folding;
 * ``conversions`` — literal adaptation, conversions, operand unification;
@@ -36,7 +39,7 @@ The package splits the compiler by concern; :class:`KernelCompiler`
 * ``diagnostics`` — ``CompileError``, the nesting limit, unsupported constructs.
 """
 
-from .compiler import KernelCompiler, compile_function
+from .compiler import ArrayShape, KernelCompiler, compile_function, compile_kernel
 from .diagnostics import MAX_NESTING, CompileError
 
-__all__ = ["CompileError", "KernelCompiler", "MAX_NESTING", "compile_function"]
+__all__ = ["ArrayShape", "CompileError", "KernelCompiler", "MAX_NESTING", "compile_function", "compile_kernel"]

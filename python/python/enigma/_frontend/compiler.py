@@ -9,17 +9,18 @@ import ast
 import builtins as _py_builtins
 import inspect
 import textwrap
+from typing import NamedTuple
 
 from .. import _enigma, _lang
 from .._lang import BufferParam, ConstantParam, TextureParam
-from .._types import DType, f32, i32, bool_, parse_type
+from .._types import DType, f32, i32, bool_, parse_type, u32
 from .conversions import Conversions
 from .cooperative import Cooperative
 from .diagnostics import CompileError, Diagnostics
 from .expressions import Expressions
 from .intrinsics import Intrinsics
 from .matrices import Matrices
-from .memory import Memory
+from .memory import Memory, _slice_node
 from .msl_matrices import MslMatrices
 from .statements import Statements
 from .textures import Textures
@@ -29,8 +30,10 @@ from .values import MemRef, PyObj, ValueParamSym
 class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, Matrices, MslMatrices, Textures, Cooperative, Intrinsics):
     """Compiles one kernel function; each concern's methods come from its mixin."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, ranks=None):
         self.fn = fn
+        self.ranks = dict(ranks or {})  # {parameter name: rank of the array passed}, for shapes from arrays
+        self.array_shapes = []  # ArrayShape per buffer parameter that takes its shape from the array passed
         self.depth = 0  # expressions and blocks being compiled, nested
         self.file = fn.__code__.co_filename
         self.kernel_name_py = fn.__name__
@@ -121,6 +124,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
         annotations = getattr(self.fn, "__annotations__", {})
         for arg in args.args:
             self._param(arg, annotations)
+        self._array_shape_params(fn_node)
         self._block(fn_node.body)
         for sym in list(self.symbols.values()):
             if isinstance(sym, MemRef) and sym.shape is not None:
@@ -167,7 +171,7 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
                 raise self.error(arg, str(e)) from None
         if isinstance(ann, DType):
             self.params.append({"name": ir_name, "kind": {"buffer": {"elem": ann.ir(), "access": "read"}}})
-            self.symbols[name] = MemRef({"buffer": index}, ann, name, index)
+            self.symbols[name] = MemRef({"buffer": index}, ann, name, index, None, arg)
         elif isinstance(ann, BufferParam):
             problem = None if ann.shape is None else _lang.shape_problem(ann.shape)
             if problem:
@@ -185,6 +189,39 @@ class KernelCompiler(Diagnostics, Statements, Expressions, Conversions, Memory, 
             self.symbols[name] = ValueParamSym(index, ann.dtype)
         else:
             raise self.error(arg, f"the annotation of `{name}` must be an enigma type (e.g. enigma.f32, enigma.half4) for a device buffer, or enigma.constant(T) for a by-value scalar; got {ann!r}")
+
+    def _array_shape_params(self, fn_node):
+        """Gives each buffer parameter declared without a shape that the body
+        indexes per dimension (``A[i, j]``) or whose ``A.shape`` it reads the
+        shape of the array passed: the rank in ``self.ranks`` (the array's),
+        else the one the body implies; each size a by-value ``u32``
+        parameter appended after the kernel's own, so one compilation serves
+        every size of that rank."""
+        implied = _implied_ranks(fn_node)
+        for arg in fn_node.args.args:
+            name = arg.arg
+            mem = self.symbols.get(name)
+            if name not in implied or not isinstance(mem, MemRef) or mem.param is None or mem.shape is not None:
+                continue
+            rank = implied[name]
+            rank = self.ranks.get(name, rank)
+            if mem.elem.is_vector:
+                raise self.error(
+                    mem.decl,
+                    f"buffer `{name}` of {mem.elem!r} takes its shape from the array passed, which is given for scalar "
+                    f"element types only; declare its shape (`enigma.buffer({mem.elem!r}, shape=(\"n\", \"m\"))`) or "
+                    f"pass a buffer of {mem.elem.scalar} elements",
+                )
+            if rank < 1:
+                raise self.error(mem.decl, f"buffer `{name}`: the array passed has no dimensions; pass an array of rank 1 or more")
+            sizes = []
+            for d in range(rank):
+                key = f"{name}.shape[{d}]"
+                self.symbols[key] = ValueParamSym(len(self.params), u32)
+                self.params.append({"name": self._ir_name(f"{name}_shape{d}"), "kind": {"value": {"ty": u32.ir()}}})
+                sizes.append(key)
+            mem.shape = tuple(sizes)
+            self.array_shapes.append(ArrayShape(mem.param, name, rank))
 
     def _bind(self, call, what, names, required, prefix="enigma."):
         """Binds a call's positional and keyword arguments to ``names``;
@@ -238,16 +275,59 @@ def _kernel_annotation(ann):
     return ann.__origin__
 
 
-def compile_function(fn) -> dict:
+class ArrayShape(NamedTuple):
+    """A buffer parameter that takes its shape from the array passed: its
+    index, its Python name and the rank the kernel was compiled for. Its
+    sizes are by-value ``u32`` parameters after the kernel's own, in the
+    order of these records, dimension by dimension."""
+
+    param: int
+    name: str
+    rank: int
+
+
+def _implied_ranks(fn_node):
+    """{name: the least rank the body implies} for each name the body
+    indexes per dimension (``A[i, j]``: 2) or reads the shape of
+    (``A.shape[1]``: 2, ``A.shape[-1]`` or ``A.ndim``: 1)."""
+    ranks = {}
+
+    def need(name, rank):
+        ranks[name] = max(ranks.get(name, 1), rank)
+
+    for node in ast.walk(fn_node):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            s = node.slice.value if type(node.slice).__name__ == "Index" else node.slice
+            need(node.value.id, len(s.elts) if isinstance(s, ast.Tuple) else 1) if isinstance(s, ast.Tuple) else None
+        elif isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim") and isinstance(node.value, ast.Name):
+            need(node.value.id, 1)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and isinstance(node.value.value, ast.Name):
+            s = _slice_node(node.slice)
+            if isinstance(s, ast.Constant) and isinstance(s.value, int) and not isinstance(s.value, bool) and s.value >= 0:
+                need(node.value.value.id, s.value + 1)
+    return ranks
+
+
+def compile_function(fn, ranks=None) -> dict:
     """The IR (as a JSON-able dict) of a kernel function.
 
     Only :class:`CompileError` leaves: anything else the front end trips on
     (a constant too large for a float, a construct it did not foresee)
     becomes one, naming the line it was compiling.
     """
-    compiler = KernelCompiler(fn)
+    return compile_kernel(fn, ranks)[0]
+
+
+def compile_kernel(fn, ranks=None):
+    """(the IR as a JSON-able dict, the :class:`ArrayShape` of each buffer
+    parameter that takes its shape from the array passed) of a kernel
+    function; ``ranks`` ({parameter name: rank}) gives those arrays' ranks,
+    else they are the ones the body implies. Raises as
+    :func:`compile_function`."""
+    compiler = KernelCompiler(fn, ranks)
     try:
-        return compiler.compile()
+        return compiler.compile(), compiler.array_shapes
     except CompileError:
         raise
     except (ArithmeticError, ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError) as e:

@@ -21,7 +21,7 @@ from .diagnostics import MAX_NESTING, _short, _TOO_DEEP, _UNSUPPORTED_EXPRS
 from .irjson import _binary, _call, _cast, _extract
 from .textures import TexRef
 from .cooperative import _METHODS as _COOPERATIVE_METHODS
-from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
+from .values import LocalSym, MemRef, PyObj, ShapeOf, SpecSym, untyped, Val, ValueParamSym
 
 
 def _c_div(a: int, b: int) -> int:
@@ -193,7 +193,11 @@ class Expressions:
             except AttributeError:
                 raise self.error(node, f"{getattr(obj, '__name__', type(obj).__name__)} has no attribute `{attr}`") from None
         if isinstance(base, MemRef):
-            raise self.error(node, f"`{base.name}` has no attribute `{attr}`")
+            if attr == "shape":
+                return PyObj(ShapeOf(base))
+            if attr == "ndim":
+                return untyped(len(self._shape_of(base, node)))
+            raise self.error(node, f"`{base.name}` has no attribute `{attr}` (a {base.kind} has `.shape` and `.ndim`)")
         if isinstance(base, TexRef):
             return self._texture_method(base, attr, node)
         v = base

@@ -190,7 +190,7 @@ class Intrinsics:
             ty = self._rule(node, _enigma.intrinsic_result_type, tag, [v.ty for v in vals], hint=hint)
             return Val(_call(tag, [v.expr for v in vals]), ty)
 
-        if base in _lang.FLOAT_MATH:
+        if base in _lang.FLOAT_MATH or base in _lang.CLASSIFICATION:
             vals, _ = self._unify_many(args, node, default_float=True)
             return call(vals, hint="; convert with enigma.f32(...)")
         if base in ("abs", "min", "max", "clamp"):

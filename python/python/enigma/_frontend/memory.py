@@ -16,7 +16,7 @@ from .._types import DType, bool_, u32, u64
 from .conversions import _default_type
 from .cooperative import CoopRef
 from .irjson import _extract, _lit
-from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
+from .values import LocalSym, MemRef, PyObj, ShapeOf, SpecSym, untyped, Val, ValueParamSym
 
 
 def _index_type(value: int) -> DType:
@@ -161,8 +161,48 @@ class Memory:
             raise self.error(call, f"`{what}` of enigma.{name} is a non-negative integer known at compile time, not {found}")
         return v.lit
 
+    def _shape_of(self, mem, node):
+        """``mem``'s shape (declared, or taken from the array passed)."""
+        if mem.shape is None:
+            how = (
+                "declare one (`enigma.thread_array(T, (R, C))`)" if "thread" in mem.mem
+                else "allocate it with one (`enigma.threadgroup_alloc(T, (R, C))`)"
+            )
+            raise self.error(node, f"`{mem.name}` has no shape; to read its sizes, {how}")
+        return mem.shape
+
+    def _shape_entry(self, shape_of, node):
+        """``A.shape[d]``: the size of dimension ``d`` (a constant, negative
+        from the end) — a constant, or the by-value parameter that carries
+        it."""
+        mem = shape_of.mem
+        shape = self._shape_of(mem, node)
+        d = self.value(_slice_node(node.slice))
+        rank = len(shape)
+        if not d.untyped or not isinstance(d.lit, int) or isinstance(d.lit, bool) or not -rank <= d.lit < rank:
+            found = f"a {d.ty} value" if not d.untyped else repr(d.lit)
+            raise self.error(node, f"`{mem.name}.shape` is indexed by a constant dimension, 0 to {rank - 1} (or -{rank} to -1), not {found}")
+        size = self._shape_size(mem, d.lit % rank, node)
+        if size is None:
+            raise self.error(node, f"the first dimension of `{mem.name}` is open (None in its shape); pass its size as a by-value parameter")
+        return size
+
+    def _unpack_shape(self, names, shape_of, node):
+        """``m, n = A.shape``: one name per dimension."""
+        mem = shape_of.mem
+        shape = self._shape_of(mem, node)
+        if len(names) != len(shape):
+            raise self.error(node, f"`{mem.name}` has {len(shape)} dimension(s) (shape {self._shape_text(shape)}); unpack its shape into {len(shape)} name(s), not {len(names)}")
+        for d, target in enumerate(names):
+            size = self._shape_size(mem, d, node)
+            if size is None:
+                raise self.error(node, f"the first dimension of `{mem.name}` is open (None in its shape); pass its size as a by-value parameter")
+            self._assign_name(target.id, size, node)
+
     def _subscript(self, node):
         base = self.expr(node.value)
+        if isinstance(base, PyObj) and isinstance(base.obj, ShapeOf):
+            return self._shape_entry(base.obj, node)
         if isinstance(base, PyObj) and isinstance(base.obj, CoopRef):
             return self._coop_subscript(base.obj, node)
         if isinstance(base, MemRef):
@@ -189,10 +229,9 @@ class Memory:
             raise self.error(node, f"`{mem.name}` is indexed one element at a time (no slices)")
         shape = mem.shape
         if len(subs) > 1 and shape is None:
+            # (A buffer parameter never gets here: without a declared shape it takes the array's.)
             kind = (
-                f"declare one: `{mem.name}: enigma.buffer({mem.elem!r}, shape=(\"n\", \"m\"))` with by-value n, m"
-                if mem.param is not None
-                else f"declare it with one: `enigma.thread_array({mem.elem!r}, (R, C))`" if "thread" in mem.mem
+                f"declare it with one: `enigma.thread_array({mem.elem!r}, (R, C))`" if "thread" in mem.mem
                 else f"allocate it with one: `enigma.threadgroup_alloc({mem.elem!r}, (R, C))`"
             )
             raise self.error(node, f"`{mem.name}` has no shape, so it takes one integer index, not {len(subs)}; to index it per dimension, {kind}")

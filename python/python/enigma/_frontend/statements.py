@@ -18,7 +18,7 @@ from .expressions import _BINOPS
 from .irjson import _lit
 from .textures import TexMethod, TexRef
 from .cooperative import COOPERATIVE_OBJECTS, CoopMethod, CoopRef
-from .values import LocalSym, MemRef, PyObj, SpecSym, untyped, Val, ValueParamSym
+from .values import LocalSym, MemRef, PyObj, ShapeOf, SpecSym, untyped, Val, ValueParamSym
 
 
 class _IfRecord:
@@ -200,7 +200,10 @@ class Statements:
             val = self.value(value_node)
             self._store(mem, index, val, node)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            raise self.error(node, "tuple unpacking is not supported; assign each name separately")
+            shape = self.expr(value_node) if isinstance(value_node, ast.Attribute) and value_node.attr == "shape" else None
+            if not (isinstance(shape, PyObj) and isinstance(shape.obj, ShapeOf)) or not all(isinstance(e, ast.Name) for e in target.elts):
+                raise self.error(node, "tuple unpacking is not supported (but `m, n = A.shape`); assign each name separately")
+            self._unpack_shape(target.elts, shape.obj, node)
         elif isinstance(target, ast.Attribute):
             raise self.error(node, f"assigning to an attribute (`.{target.attr}`) is not supported")
         else:

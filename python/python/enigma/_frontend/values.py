@@ -1,7 +1,7 @@
 """What a Python expression denotes while a kernel compiles: an IR value
 (:class:`Val`, typed or an untyped literal), a compile-time Python object
-(:class:`PyObj`), a memory (:class:`MemRef`), and the symbols kernel names
-are bound to.
+(:class:`PyObj`), a memory (:class:`MemRef`) and its ``.shape``
+(:class:`ShapeOf`), and the symbols kernel names are bound to.
 """
 
 from __future__ import annotations
@@ -59,6 +59,15 @@ class MemRef:
         if self.param is not None:
             return "buffer"
         return "per-thread array" if "thread" in self.mem else "threadgroup array"
+
+
+class ShapeOf:
+    """``A.shape``: the sizes of ``A``'s dimensions, read with a constant subscript."""
+
+    __slots__ = ("mem",)
+
+    def __init__(self, mem):
+        self.mem = mem
 
 
 class LocalSym:
