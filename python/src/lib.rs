@@ -28,7 +28,7 @@
 //! are checked and allocations are fallible.
 
 use enigma_ir::{validate, Access, Kernel, KernelInfo, Literal, LiteralValue, ParamKind, Scalar, Type, ValidationError, ValidationOptions};
-use enigma_runtime::{Arg, Buffer, Device, Mode, Options, Pipeline, RuntimeError, SpecValues, TextureFormat};
+use enigma_runtime::{Arg, Buffer, Device, DispatchMode, Options, Pipeline, RuntimeError, SpecValues, TextureFormat};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
@@ -497,8 +497,8 @@ impl Runtime {
             None => self.rt.clone(),
         };
         let mode = match mode {
-            "threads" => Mode::Threads,
-            "threadgroups" => Mode::Threadgroups,
+            "threads" => DispatchMode::Threads,
+            "threadgroups" => DispatchMode::Threadgroups,
             other => return Err(PyValueError::new_err(format!("mode must be \"threads\" or \"threadgroups\", not {other:?}"))),
         };
         let size = geometry(size, "grid")?;

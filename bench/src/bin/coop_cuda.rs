@@ -19,7 +19,7 @@
 
 use enigma_ir::text::parse;
 use enigma_ir::{Kernel, Literal, Scalar};
-use enigma_runtime::{Arg, Mode, Options, Pipeline, Runtime};
+use enigma_runtime::{Arg, DispatchMode, Options, Pipeline, Runtime};
 
 const THREADGROUPS: u32 = 132 * 2;
 
@@ -165,7 +165,7 @@ fn gemm3_kernel(elem: &str) -> Kernel {
 fn time(rt: &Runtime, p: &Pipeline, args: &[Arg<'_>], groups: [u32; 3]) -> f64 {
     let mut times: Vec<f64> = (0..13)
         .map(|_| {
-            let report = rt.dispatch(p, args, Mode::Threadgroups, groups, [256, 1, 1], &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+            let report = rt.dispatch(p, args, DispatchMode::Threadgroups, groups, [256, 1, 1], &Options::default()).unwrap_or_else(|e| panic!("{e}"));
             report.device_time.unwrap_or(report.wall_time).as_secs_f64()
         })
         .skip(3)

@@ -30,7 +30,7 @@ use enigma_kernels::library::gemm::{gemm, GemmConfig};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
-use enigma_runtime::{Arg, Mode, Options};
+use enigma_runtime::{Arg, DispatchMode, Options};
 use std::time::Duration;
 
 /// A tile: TM, TN, TK and the SIMD-group grid's rows and columns.
@@ -228,7 +228,7 @@ fn main() {
                     Arg::from(&bb),
                 ];
                 let d = cfg.dispatch(m, n);
-                let run = || rt.dispatch(&pipeline, &args, Mode::Threadgroups, d.size, d.threads, &Options::default());
+                let run = || rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, d.size, d.threads, &Options::default());
                 if let Err(e) = run() {
                     rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
                     continue;

@@ -13,7 +13,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Literal, MatrixType, Scalar, Type};
-use enigma_runtime::{Arg, Mode, Options};
+use enigma_runtime::{Arg, DispatchMode, Options};
 
 /// Threadgroups per dispatch and threads per threadgroup.
 const THREADGROUPS: u32 = 132 * 8;
@@ -52,7 +52,7 @@ fn main() {
             let args = [Arg::from(&src), Arg::from(&out), Arg::Value(Literal::u32(iters))];
             let mut times: Vec<f64> = (0..13)
                 .map(|_| {
-                    let report = rt.dispatch(&pipeline, &args, Mode::Threadgroups, [THREADGROUPS, 1, 1], [THREADS, 1, 1], &Options::default()).unwrap();
+                    let report = rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, [THREADGROUPS, 1, 1], [THREADS, 1, 1], &Options::default()).unwrap();
                     report.device_time.unwrap_or(report.wall_time).as_secs_f64()
                 })
                 .skip(3)

@@ -7,7 +7,7 @@
 //! Run: `cargo run --release -p enigma-bench --bin sanitizer_overhead [n]`
 
 use enigma_kernels::two_pass_sum;
-use enigma_runtime::{Arg, Device, Mode, Options as DispatchOptions, Runtime};
+use enigma_runtime::{Arg, Device, DispatchMode, Options as DispatchOptions, Runtime};
 use enigma_bench::{pass1_data, time_plain_sum, time_runs as time};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ fn main() {
     let args = [Arg::from(&input), Arg::from(&partial)];
     let run = |options: &DispatchOptions| {
         let report = rt
-            .dispatch(&pass1, &args, Mode::Threads, [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1], options)
+            .dispatch(&pass1, &args, DispatchMode::Threads, [n as u32, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1], options)
             .expect("pass 1 runs clean");
         assert!(report.findings.is_empty(), "pass 1 is a correct kernel: {:?}", report.findings);
     };

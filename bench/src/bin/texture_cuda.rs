@@ -16,7 +16,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
-use enigma_runtime::{Arg, Mode, Options, TextureFormat};
+use enigma_runtime::{Arg, DispatchMode, Options, TextureFormat};
 
 /// The resize kernel of `examples/resize.py`.
 fn resize() -> enigma_ir::Kernel {
@@ -107,7 +107,7 @@ fn main() {
         let mut wall = vec![];
         for i in 0..repeats + 3 {
             let report = rt
-                .dispatch(&pipeline, &[Arg::from(&src), Arg::from(&dst)], Mode::Threadgroups, groups, [16, 16, 1], &Options::default())
+                .dispatch(&pipeline, &[Arg::from(&src), Arg::from(&dst)], DispatchMode::Threadgroups, groups, [16, 16, 1], &Options::default())
                 .unwrap_or_else(|e| panic!("{e}"));
             if i >= 3 {
                 device.push(report.device_time.expect("CUDA times its launches").as_secs_f64());

@@ -14,7 +14,7 @@
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, AtomicOp, Builtin, MemFlags, Type};
-use enigma_runtime::{Arg, Mode, Runtime};
+use enigma_runtime::{Arg, DispatchMode, Runtime};
 
 /// Slots per thread in the scalar record: 6 `uint3` builtins × 3 + 5 scalars.
 const SLOTS: usize = 23;
@@ -64,10 +64,10 @@ fn builtins_kernel() -> Result<enigma_ir::Kernel, String> {
 
 /// The expected record of every thread of a dispatch, by linear position in
 /// the launched grid; and the launched grid's size.
-fn expected_records(mode: Mode, size: [u32; 3], tg: [u32; 3]) -> ([u32; 3], Vec<[u32; SLOTS]>) {
+fn expected_records(mode: DispatchMode, size: [u32; 3], tg: [u32; 3]) -> ([u32; 3], Vec<[u32; SLOTS]>) {
     let (grid, tgs) = match mode {
-        Mode::Threads => (size, [0, 1, 2].map(|a| size[a].div_ceil(tg[a]))),
-        Mode::Threadgroups => ([0, 1, 2].map(|a| size[a] * tg[a]), size),
+        DispatchMode::Threads => (size, [0, 1, 2].map(|a| size[a].div_ceil(tg[a]))),
+        DispatchMode::Threadgroups => ([0, 1, 2].map(|a| size[a] * tg[a]), size),
     };
     let n = (grid[0] * grid[1] * grid[2]) as usize;
     let mut out = vec![[0u32; SLOTS]; n];
@@ -78,8 +78,8 @@ fn expected_records(mode: Mode, size: [u32; 3], tg: [u32; 3]) -> ([u32; 3], Vec<
                 let group = [0, 1, 2].map(|a| p[a] / tg[a]);
                 let local = [0, 1, 2].map(|a| p[a] % tg[a]);
                 let actual = match mode {
-                    Mode::Threads => [0, 1, 2].map(|a| tg[a].min(grid[a] - group[a] * tg[a])),
-                    Mode::Threadgroups => tg,
+                    DispatchMode::Threads => [0, 1, 2].map(|a| tg[a].min(grid[a] - group[a] * tg[a])),
+                    DispatchMode::Threadgroups => tg,
                 };
                 let threads = actual[0] * actual[1] * actual[2];
                 let linear = local[0] + local[1] * actual[0] + local[2] * actual[0] * actual[1];
@@ -102,7 +102,7 @@ fn expected_records(mode: Mode, size: [u32; 3], tg: [u32; 3]) -> ([u32; 3], Vec<
     (grid, out)
 }
 
-fn check_builtins(rt: &Runtime, mode: Mode, geometries: &[([u32; 3], [u32; 3])]) -> CaseResult {
+fn check_builtins(rt: &Runtime, mode: DispatchMode, geometries: &[([u32; 3], [u32; 3])]) -> CaseResult {
     let kernel = builtins_kernel()?;
     let p = pipeline(rt, &kernel)?;
     for &(size, tg) in geometries {
@@ -121,8 +121,8 @@ fn check_builtins(rt: &Runtime, mode: Mode, geometries: &[([u32; 3], [u32; 3])])
             Arg::u32(grid[1]),
         ];
         match mode {
-            Mode::Threads => threads(rt, &p, &args, size, tg)?,
-            Mode::Threadgroups => groups(rt, &p, &args, size, tg)?,
+            DispatchMode::Threads => threads(rt, &p, &args, size, tg)?,
+            DispatchMode::Threadgroups => groups(rt, &p, &args, size, tg)?,
         }
         let what = format!("{mode:?} dispatch of {size:?} with threadgroup {tg:?}");
         let pos = |i: usize| {
@@ -166,7 +166,7 @@ fn check_builtins(rt: &Runtime, mode: Mode, geometries: &[([u32; 3], [u32; 3])])
 pub fn builtins_1d_threads(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threads,
+        DispatchMode::Threads,
         &[
             ([1000, 1, 1], [64, 1, 1]),
             ([250, 1, 1], [100, 1, 1]),
@@ -180,7 +180,7 @@ pub fn builtins_1d_threads(rt: &Runtime) -> CaseResult {
 pub fn builtins_2d_threads(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threads,
+        DispatchMode::Threads,
         &[
             ([100, 7, 1], [32, 4, 1]),
             ([37, 19, 1], [8, 8, 1]),
@@ -192,7 +192,7 @@ pub fn builtins_2d_threads(rt: &Runtime) -> CaseResult {
 pub fn builtins_3d_threads(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threads,
+        DispatchMode::Threads,
         &[
             ([10, 9, 7], [4, 4, 4]),
             ([5, 6, 7], [2, 3, 4]),
@@ -204,7 +204,7 @@ pub fn builtins_3d_threads(rt: &Runtime) -> CaseResult {
 pub fn builtins_1d_threadgroups(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threadgroups,
+        DispatchMode::Threadgroups,
         &[([3, 1, 1], [100, 1, 1]), ([2, 1, 1], [1024, 1, 1])],
     )
 }
@@ -212,7 +212,7 @@ pub fn builtins_1d_threadgroups(rt: &Runtime) -> CaseResult {
 pub fn builtins_2d_threadgroups(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threadgroups,
+        DispatchMode::Threadgroups,
         &[([4, 3, 1], [8, 4, 1]), ([2, 5, 1], [7, 9, 1])],
     )
 }
@@ -220,7 +220,7 @@ pub fn builtins_2d_threadgroups(rt: &Runtime) -> CaseResult {
 pub fn builtins_3d_threadgroups(rt: &Runtime) -> CaseResult {
     check_builtins(
         rt,
-        Mode::Threadgroups,
+        DispatchMode::Threadgroups,
         &[([2, 3, 2], [4, 2, 3]), ([3, 2, 2], [5, 5, 5])],
     )
 }
@@ -250,15 +250,15 @@ pub fn threadgroup_sizes(rt: &Runtime) -> CaseResult {
     let kernel = finish(k)?;
     let p = pipeline(rt, &kernel)?;
     for size in [1u32, 7, 31, 32, 33, 100, 1024] {
-        for mode in [Mode::Threads, Mode::Threadgroups] {
+        for mode in [DispatchMode::Threads, DispatchMode::Threadgroups] {
             let (grid, groups_n) = match mode {
-                Mode::Threads => (2 * size + size / 2 + 1, 0),
-                Mode::Threadgroups => (2 * size, 2),
+                DispatchMode::Threads => (2 * size + size / 2 + 1, 0),
+                DispatchMode::Threadgroups => (2 * size, 2),
             };
             let buf = filled(rt, grid as usize * 5, UNWRITTEN)?;
             match mode {
-                Mode::Threads => threads(rt, &p, &[Arg::from(&buf)], [grid, 1, 1], [size, 1, 1])?,
-                Mode::Threadgroups => {
+                DispatchMode::Threads => threads(rt, &p, &[Arg::from(&buf)], [grid, 1, 1], [size, 1, 1])?,
+                DispatchMode::Threadgroups => {
                     groups(rt, &p, &[Arg::from(&buf)], [groups_n, 1, 1], [size, 1, 1])?
                 }
             }

@@ -7,7 +7,7 @@
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, MemFlags, Scalar, Type};
-use enigma_runtime::{Arg, Mode, Runtime};
+use enigma_runtime::{Arg, DispatchMode, Runtime};
 use rand::Rng;
 
 /// Geometry helper: for a dispatch, the threads of each threadgroup by
@@ -21,10 +21,10 @@ struct Layout {
     members: Vec<Vec<usize>>,
 }
 
-fn layout(mode: Mode, size: [u32; 3], tg: [u32; 3]) -> Layout {
+fn layout(mode: DispatchMode, size: [u32; 3], tg: [u32; 3]) -> Layout {
     let (grid, tgs) = match mode {
-        Mode::Threads => (size, [0, 1, 2].map(|a| size[a].div_ceil(tg[a]))),
-        Mode::Threadgroups => ([0, 1, 2].map(|a| size[a] * tg[a]), size),
+        DispatchMode::Threads => (size, [0, 1, 2].map(|a| size[a].div_ceil(tg[a]))),
+        DispatchMode::Threadgroups => ([0, 1, 2].map(|a| size[a] * tg[a]), size),
     };
     let n = (grid[0] * grid[1] * grid[2]) as usize;
     let groups = (tgs[0] * tgs[1] * tgs[2]) as usize;
@@ -93,11 +93,11 @@ pub fn threadgroup_memory_neighbours(rt: &Runtime) -> CaseResult {
         k.store(out.at(gid * 4u32 + 3u32), r);
         let kernel = finish(k)?;
         let pl = pipeline(rt, &kernel)?;
-        let cases: [(Mode, [u32; 3], [u32; 3]); 4] = [
-            (Mode::Threads, [250, 1, 1], [100, 1, 1]),
-            (Mode::Threads, [37, 9, 1], [16, 4, 1]),
-            (Mode::Threadgroups, [3, 1, 1], [64, 1, 1]),
-            (Mode::Threadgroups, [2, 2, 1], [7, 5, 1]),
+        let cases: [(DispatchMode, [u32; 3], [u32; 3]); 4] = [
+            (DispatchMode::Threads, [250, 1, 1], [100, 1, 1]),
+            (DispatchMode::Threads, [37, 9, 1], [16, 4, 1]),
+            (DispatchMode::Threadgroups, [3, 1, 1], [64, 1, 1]),
+            (DispatchMode::Threadgroups, [2, 2, 1], [7, 5, 1]),
         ];
         for (mode, size, tg) in cases {
             let lay = layout(mode, size, tg);
@@ -107,8 +107,8 @@ pub fn threadgroup_memory_neighbours(rt: &Runtime) -> CaseResult {
             let ob = filled(rt, n * 4, 0xDEAD_BEEFu32)?;
             let args = [Arg::from(&ib), Arg::from(&ob), Arg::u32(lay.grid[0])];
             match mode {
-                Mode::Threads => threads(rt, &pl, &args, size, tg)?,
-                Mode::Threadgroups => groups(rt, &pl, &args, size, tg)?,
+                DispatchMode::Threads => threads(rt, &pl, &args, size, tg)?,
+                DispatchMode::Threadgroups => groups(rt, &pl, &args, size, tg)?,
             }
             let mut want = Vec::with_capacity(n * 4);
             for pi in 0..n {

@@ -2,7 +2,7 @@
 //! portable case and the simulator-only ones.
 
 use enigma_conformance::atomics::{last_threadgroup_sums, Fencing, LAST_SUM_GROUPS, LAST_SUM_THREADS};
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Device, FindingKind, DispatchMode, Options, Runtime, RuntimeError};
 
 /// Cases that fail today because of a simulator bug. A listed case's test
 /// passes while the case still fails (printing the failure) and fails once
@@ -32,7 +32,7 @@ fn the_sanitizer_follows_device_fences_and_reports_the_reads_without_them() {
         let p = rt.pipeline(&last_threadgroup_sums(fencing).unwrap()).unwrap();
         let options = Options { sanitize: true, schedules: 0, ..Default::default() };
         let args = [Arg::from(&v), Arg::from(&partials), Arg::from(&counter), Arg::from(&out)];
-        let report = rt.dispatch(&p, &args, Mode::Threadgroups, [LAST_SUM_GROUPS, 1, 1], [LAST_SUM_THREADS, 1, 1], &options);
+        let report = rt.dispatch(&p, &args, DispatchMode::Threadgroups, [LAST_SUM_GROUPS, 1, 1], [LAST_SUM_THREADS, 1, 1], &options);
         (report, out.to_vec::<u32>().unwrap())
     };
     let (report, out) = run(Fencing::EveryThread);
@@ -66,7 +66,7 @@ fn reads_of_inactive_lanes_are_reported_and_poisoned() {
     let values: Vec<f32> = (0..40).map(|i| i as f32).collect();
     let (xb, ob) = (rt.buffer_from(&values).unwrap(), rt.buffer_zeroed::<f32>(40).unwrap());
     let options = Options { sanitize: true, schedules: 0, ..Default::default() };
-    let err = rt.dispatch(&p, &[Arg::from(&xb), Arg::from(&ob)], Mode::Threads, [40, 1, 1], [64, 1, 1], &options).unwrap_err();
+    let err = rt.dispatch(&p, &[Arg::from(&xb), Arg::from(&ob)], DispatchMode::Threads, [40, 1, 1], [64, 1, 1], &options).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert!(findings.iter().any(|f| f.kind == FindingKind::InactiveLaneRead), "{err}");
     let out = ob.to_vec::<f32>().unwrap();

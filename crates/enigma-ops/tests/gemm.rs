@@ -85,7 +85,7 @@ fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, al
         args.extend([Arg::from(ws), Arg::from(t)]);
     }
     let options = enigma_runtime::Options { sanitize, ..Default::default() };
-    rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options)
+    rt.dispatch(&p, &args, enigma_runtime::DispatchMode::Threadgroups, d.size, d.threads, &options)
         .unwrap_or_else(|e| panic!("{} at {m}x{n}x{k}: {e}", kernel.name));
     if let Some(t) = &tickets {
         assert!(t.to_vec::<u32>().unwrap().iter().all(|&x| x == 0), "{}: the last threadgroups leave every ticket at 0", kernel.name);
@@ -97,7 +97,7 @@ fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, al
         let f32v = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
         let args = [Arg::from(ws), Arg::from(&bufs[2]), u32v((m * n) as u32), u32v(total), u32v(plan.splits), f32v(alpha), f32v(beta)];
         let d = splitk_reduce_dispatch(total);
-        rt.dispatch(&reduce, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &options).unwrap_or_else(|e| panic!("split-K reduction: {e}"));
+        rt.dispatch(&reduce, &args, enigma_runtime::DispatchMode::Threadgroups, d.size, d.threads, &options).unwrap_or_else(|e| panic!("split-K reduction: {e}"));
     }
     let f = |v: &[f32]| v.iter().map(|x| *x as f64).collect::<Vec<_>>();
     let (trans_a, trans_b) = plan.trans;
@@ -293,7 +293,7 @@ fn whole_tiles_match_the_reference() {
     let f = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
     let args = [Arg::from(&a), Arg::from(&b), Arg::from(&c), u(m), u(n), u(k), f(1.0), f(0.0), Arg::from(&a), Arg::from(&b)];
     let d = whole.dispatch(m as u32, n as u32, 1);
-    rt.dispatch(&p, &args, enigma_runtime::Mode::Threadgroups, d.size, d.threads, &Default::default()).unwrap();
+    rt.dispatch(&p, &args, enigma_runtime::DispatchMode::Threadgroups, d.size, d.threads, &Default::default()).unwrap();
     assert!(download(&c, enigma_ir::Scalar::F32, m * n).unwrap().iter().all(|&v| v == 7.0));
 }
 

@@ -56,7 +56,7 @@ fn the_sanitizer_flags_a_library_kernel_dispatched_short() {
     // these kernels: `relu_f32_vec4` over 1001 elements needs 251 float4
     // threads; one threadgroup of 128 leaves vectors 128..251 unwritten.
     use enigma_kernels::library::{elementwise, DType};
-    use enigma_runtime::{Arg, Mode};
+    use enigma_runtime::{Arg, DispatchMode};
     let rt = Runtime::new(Device::Sim).unwrap();
     let kernel = elementwise::elementwise(elementwise::Elementwise::Relu, DType::F32, 4);
     let pipeline = rt.pipeline(&kernel).unwrap();
@@ -64,12 +64,12 @@ fn the_sanitizer_flags_a_library_kernel_dispatched_short() {
     let y = rt.buffer_bytes(1004 * 4).unwrap();
     let options = enigma_runtime::Options { sanitize: true, ..Default::default() };
     let args = [Arg::from(&x), Arg::from(&y), Arg::u32(1001)];
-    let report = rt.dispatch(&pipeline, &args, Mode::Threadgroups, [1, 1, 1], [128, 1, 1], &options).unwrap();
+    let report = rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, [1, 1, 1], [128, 1, 1], &options).unwrap();
     let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
     assert_eq!(report.findings.len(), 1, "{text:?}");
     assert!(text[0].contains("coverage") && text[0].contains("123 of 251"), "{}", text[0]);
     // The full dispatch of the plan is clean.
     let plan = elementwise::plan(elementwise::Elementwise::Relu, DType::F32, 1001, 4, 128).unwrap();
-    let report = rt.dispatch(&pipeline, &args, Mode::Threadgroups, plan.dispatch.size, plan.dispatch.threads, &options).unwrap();
+    let report = rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, plan.dispatch.size, plan.dispatch.threads, &options).unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
 }

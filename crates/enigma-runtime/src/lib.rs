@@ -25,7 +25,7 @@
 //! assert_eq!(buf.to_vec::<u32>().unwrap(), vec![2, 3, 4]);
 //! ```
 
-use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchMode, DispatchOptions};
+use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchOptions};
 pub use enigma_backend::{
     DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
     TextureDesc, TextureFormat, ThreadRef,
@@ -346,7 +346,7 @@ pub fn check_host_memory(what: &str, bytes: u128) -> Result<(), RuntimeError> {
     probe.try_reserve_exact(len).map_err(|_| RuntimeError::allocation(what, bytes))
 }
 
-pub use enigma_backend::DispatchMode as Mode;
+pub use enigma_backend::DispatchMode;
 pub use enigma_backend::DispatchOptions as Options;
 
 /// `bytes` as a `usize`, or the allocation error naming a buffer of `elem`.

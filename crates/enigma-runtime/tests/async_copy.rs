@@ -7,7 +7,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Device, FindingKind, DispatchMode, Options, Runtime, RuntimeError};
 
 /// Each of 8 threads copies `count` f32 from `src[first + count·lid]` into
 /// threadgroup memory (zeros where `first + count·lid ≥ limit`), waits (or,
@@ -43,7 +43,7 @@ fn run(kernel: &Kernel, count: usize, first: u32, limit: u32, options: &Options)
     let out = rt.buffer_from(&vec![-1.0f32; 8 * count])?;
     let p = rt.pipeline(kernel)?;
     let args = [Arg::from(&src), Arg::from(&out), Arg::u32(first), Arg::u32(limit)];
-    let findings = match rt.dispatch(&p, &args, Mode::Threadgroups, [1, 1, 1], [8, 1, 1], options) {
+    let findings = match rt.dispatch(&p, &args, DispatchMode::Threadgroups, [1, 1, 1], [8, 1, 1], options) {
         Ok(report) => report.findings,
         Err(RuntimeError::Sanitizer { findings, .. }) => findings,
         Err(e) => return Err(e),

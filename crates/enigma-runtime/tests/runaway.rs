@@ -6,7 +6,7 @@
 #![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
 
 use enigma_ir::{builder::*, Access, Type};
-use enigma_runtime::{Arg, Device, Mode, Options, Runtime, RuntimeError, StopReason};
+use enigma_runtime::{Arg, Device, DispatchMode, Options, Runtime, RuntimeError, StopReason};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,13 +53,13 @@ fn a_step_budget_stops_endless_loops_and_names_the_loop() {
     for sanitize in [false, true] {
         let options = Options { sanitize, ..budget(1000) };
         let p = rt.pipeline(&endless()).unwrap();
-        let (reason, location, text) = stopped(rt.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [64, 1, 1], [32, 1, 1], &options));
+        let (reason, location, text) = stopped(rt.dispatch(&p, &[Arg::from(&out)], DispatchMode::Threads, [64, 1, 1], [32, 1, 1], &options));
         assert_eq!(reason, StopReason::StepBudget { budget: 1000 });
         assert!(location.starts_with("the loop at body[1]"), "{location}");
         assert!(text.contains("kernel `endless`") && text.contains("1000 loop iterations"), "{text}");
     }
     let p = rt.pipeline(&wrapping()).unwrap();
-    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out), Arg::u32(u32::MAX)], Mode::Threads, [1, 1, 1], [1, 1, 1], &budget(1 << 16)));
+    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out), Arg::u32(u32::MAX)], DispatchMode::Threads, [1, 1, 1], [1, 1, 1], &budget(1 << 16)));
     assert_eq!(reason, StopReason::StepBudget { budget: 1 << 16 });
     assert!(location.starts_with("the loop at body["), "{location}");
 }
@@ -72,7 +72,7 @@ fn sanitized_dispatches_have_a_default_step_budget() {
     let out = rt.buffer_zeroed::<u32>(32).unwrap();
     let p = rt.pipeline(&endless()).unwrap();
     let options = Options { sanitize: true, schedules: 1, ..Default::default() };
-    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [32, 1, 1], [32, 1, 1], &options));
+    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], DispatchMode::Threads, [32, 1, 1], [32, 1, 1], &options));
     assert_eq!(reason, StopReason::StepBudget { budget: enigma_sim::SANITIZER_LOOP_BUDGET });
     assert!(location.starts_with("the loop at body[1]"), "{location}");
 }
@@ -84,9 +84,9 @@ fn loops_within_the_budget_run_to_the_end() {
     let out = rt.buffer_zeroed::<u32>(1).unwrap();
     let p = rt.pipeline(&wrapping()).unwrap();
     // n = 100: i = 95 only, one iteration.
-    rt.dispatch(&p, &[Arg::from(&out), Arg::u32(100)], Mode::Threads, [1, 1, 1], [1, 1, 1], &budget(1)).unwrap();
+    rt.dispatch(&p, &[Arg::from(&out), Arg::u32(100)], DispatchMode::Threads, [1, 1, 1], [1, 1, 1], &budget(1)).unwrap();
     assert_eq!(out.to_vec::<u32>().unwrap(), vec![95]);
-    let (reason, ..) = stopped(rt.dispatch(&p, &[Arg::from(&out), Arg::u32(100)], Mode::Threads, [1, 1, 1], [1, 1, 1], &budget(0)));
+    let (reason, ..) = stopped(rt.dispatch(&p, &[Arg::from(&out), Arg::u32(100)], DispatchMode::Threads, [1, 1, 1], [1, 1, 1], &budget(0)));
     assert_eq!(reason, StopReason::StepBudget { budget: 0 });
 }
 
@@ -96,7 +96,7 @@ fn a_timeout_stops_an_endless_dispatch() {
     let out = rt.buffer_zeroed::<u32>(64).unwrap();
     let p = rt.pipeline(&endless()).unwrap();
     let options = Options { timeout: Some(Duration::from_millis(20)), ..Default::default() };
-    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [64, 1, 1], [32, 1, 1], &options));
+    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], DispatchMode::Threads, [64, 1, 1], [32, 1, 1], &options));
     assert_eq!(reason, StopReason::Timeout { seconds: 0.02 });
     assert!(location.contains("body[1]"), "{location}");
 }
@@ -108,7 +108,7 @@ fn a_raised_cancel_flag_interrupts_the_dispatch() {
     let p = rt.pipeline(&endless()).unwrap();
     let cancel = Arc::new(AtomicBool::new(true));
     let options = Options { cancel: Some(cancel), ..Default::default() };
-    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [64, 1, 1], [32, 1, 1], &options));
+    let (reason, location, _) = stopped(rt.dispatch(&p, &[Arg::from(&out)], DispatchMode::Threads, [64, 1, 1], [32, 1, 1], &options));
     assert_eq!(reason, StopReason::Interrupted);
     assert_eq!(location, "the start of threadgroup (0,0,0)");
 }
@@ -128,7 +128,7 @@ fn a_runaway_dispatch_does_not_block_another_runtime() {
             let out = a.buffer_zeroed::<u32>(4096).unwrap();
             let p = a.pipeline(&endless()).unwrap();
             let options = Options { cancel: Some(cancel), timeout: Some(Duration::from_secs(600)), ..Default::default() };
-            a.dispatch(&p, &[Arg::from(&out)], Mode::Threads, [4096, 1, 1], [64, 1, 1], &options).map(|_| ())
+            a.dispatch(&p, &[Arg::from(&out)], DispatchMode::Threads, [4096, 1, 1], [64, 1, 1], &options).map(|_| ())
         })
     };
     let mut k = KernelBuilder::new("add_one");

@@ -5,7 +5,7 @@
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 use enigma_kernels::two_pass_sum;
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Device, FindingKind, DispatchMode, Options, Runtime, RuntimeError};
 
 fn sanitize() -> Options {
     Options { sanitize: true, schedules: 0, ..Default::default() }
@@ -41,12 +41,12 @@ fn seed_reduction_is_clean_and_missing_barrier_is_a_threadgroup_race() {
     let partial = rt.buffer_zeroed::<f32>(4).unwrap();
     let args = [Arg::from(&input), Arg::from(&partial)];
     let good = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
-    let report = rt.dispatch(&good, &args, Mode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap();
+    let report = rt.dispatch(&good, &args, DispatchMode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap();
     assert!(report.findings.is_empty(), "{:?}", report.findings);
     let fixed = rt.pipeline(&pass1(true)).unwrap();
-    rt.dispatch(&fixed, &args, Mode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap();
+    rt.dispatch(&fixed, &args, DispatchMode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap();
     let buggy = rt.pipeline(&pass1(false)).unwrap();
-    let err = rt.dispatch(&buggy, &args, Mode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap_err();
+    let err = rt.dispatch(&buggy, &args, DispatchMode::Threads, [1024, 1, 1], [256, 1, 1], &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     let race = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{err}"));
     assert_eq!(race.variable.as_deref(), Some("scratch"));
@@ -65,7 +65,7 @@ fn truncated_dispatch_is_reported_as_coverage() {
     let p = rt.pipeline(&two_pass_sum::reduce_threadgroup()).unwrap();
     // The grid given in threadgroups where threads were meant: 4 threads of one threadgroup run.
     let report = rt
-        .dispatch(&p, &[Arg::from(&input), Arg::from(&partial)], Mode::Threads, [4, 1, 1], [256, 1, 1], &sanitize())
+        .dispatch(&p, &[Arg::from(&input), Arg::from(&partial)], DispatchMode::Threads, [4, 1, 1], [256, 1, 1], &sanitize())
         .unwrap();
     let cov = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("coverage warning");
     assert_eq!(cov.variable.as_deref(), Some("PartialOut"));
@@ -90,9 +90,9 @@ fn a_quantized_tile_load_past_its_words_is_out_of_bounds() {
     // Two packed rows of 8 columns at a stride of 9 need 17 words; 16 given.
     let (w, s, o) = (rt.buffer_zeroed::<u32>(16).unwrap(), rt.buffer_of_type(Type::F16, 8).unwrap(), rt.buffer_of_type(Type::F16, 128).unwrap());
     let args = [Arg::from(&w), Arg::from(&s), Arg::from(&o)];
-    let err = rt.dispatch(&p, &args, Mode::Threads, [32, 1, 1], [32, 1, 1], &Options::default()).unwrap_err();
+    let err = rt.dispatch(&p, &args, DispatchMode::Threads, [32, 1, 1], [32, 1, 1], &Options::default()).unwrap_err();
     assert!(err.to_string().contains("out-of-bounds read of buffer `words`[16]: it holds 16 elements"), "{err}");
-    let err = rt.dispatch(&p, &args, Mode::Threads, [32, 1, 1], [32, 1, 1], &sanitize()).unwrap_err();
+    let err = rt.dispatch(&p, &args, DispatchMode::Threads, [32, 1, 1], [32, 1, 1], &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert!(findings.iter().any(|f| f.kind == FindingKind::OutOfBounds && f.variable.as_deref() == Some("words")), "{err}");
 }

@@ -10,7 +10,7 @@ use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar, TextureAccess, Type};
 use enigma_kernels::texture_fill;
 use enigma_runtime::half::{f16_bits_to_f32, f32_to_f16_bits};
-use enigma_runtime::{Arg, Device, FindingKind, Mode, Options, ReadWriteTier, Runtime, RuntimeError, Texture, TextureFormat};
+use enigma_runtime::{Arg, Device, FindingKind, DispatchMode, Options, ReadWriteTier, Runtime, RuntimeError, Texture, TextureFormat};
 use std::sync::Arc;
 
 fn sim() -> Runtime {
@@ -49,7 +49,7 @@ fn write_all(texel: Scalar) -> Kernel {
 fn read_back(rt: &Runtime, tex: &Texture, texel: Scalar) -> Vec<u8> {
     let out = rt.buffer_of_type(Type::vector(texel, 4), (tex.width() * tex.height()) as usize).unwrap();
     let p = rt.pipeline(&read_all(texel)).unwrap();
-    rt.dispatch(&p, &[Arg::from(tex), Arg::from(&out)], Mode::Threads, [tex.width(), tex.height(), 1], [8, 4, 1], &sanitize()).unwrap();
+    rt.dispatch(&p, &[Arg::from(tex), Arg::from(&out)], DispatchMode::Threads, [tex.width(), tex.height(), 1], [8, 4, 1], &sanitize()).unwrap();
     out.read_bytes().unwrap()
 }
 
@@ -166,7 +166,7 @@ fn writes_of_every_float_format_clamp_and_round_as_metal_does() {
         let src = rt.buffer_from(&flat).unwrap();
         let p = rt.pipeline(&write_all(Scalar::F32)).unwrap();
         let src = rt.buffer_from_bytes(Type::vector(Scalar::F32, 4), &src.read_bytes().unwrap()).unwrap();
-        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&tex)], Mode::Threads, [8, 8, 1], [4, 4, 1], &sanitize()).unwrap();
+        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&tex)], DispatchMode::Threads, [8, 8, 1], [4, 4, 1], &sanitize()).unwrap();
         let got = tex.read_bytes().unwrap();
         let want: Vec<u8> = values.iter().flat_map(|v| reference_write(format, *v)).collect();
         if matches!(format, TextureFormat::R32Float | TextureFormat::Rgba32Float) {
@@ -193,7 +193,7 @@ fn integer_formats_hold_their_bits_and_read_missing_channels_as_0_0_1() {
         let src = rt.buffer_from_bytes(Type::vector(texel, 4), &values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
         let dst = rt.texture(format, 6, 4).unwrap();
         let p = rt.pipeline(&write_all(texel)).unwrap();
-        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&dst)], Mode::Threads, [6, 4, 1], [8, 8, 1], &sanitize()).unwrap();
+        rt.dispatch(&p, &[Arg::from(&src), Arg::from(&dst)], DispatchMode::Threads, [6, 4, 1], [8, 8, 1], &sanitize()).unwrap();
         let stored: Vec<u32> = dst.to_vec::<u32>().unwrap();
         assert_eq!(stored, data.iter().map(|v| v ^ 0xFFFF).collect::<Vec<u32>>(), "{format}");
     }
@@ -223,7 +223,7 @@ fn read_write_textures_and_the_size_queries() {
     let bytes = pattern(5 * 3 * 4);
     let tex = rt.texture_from_bytes(TextureFormat::Rgba8Unorm, 5, 3, &bytes).unwrap();
     let sizes = rt.buffer_zeroed::<u32>(2).unwrap();
-    rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&sizes)], Mode::Threadgroups, [1, 1, 1], [8, 4, 1], &sanitize()).unwrap();
+    rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&sizes)], DispatchMode::Threadgroups, [1, 1, 1], [8, 4, 1], &sanitize()).unwrap();
     assert_eq!(sizes.to_vec::<u32>().unwrap(), [5, 3]);
     // 1 - c/255 written back is (255 - c)/255, exactly 255 - c.
     assert_eq!(tex.to_vec::<u8>().unwrap(), bytes.iter().map(|c| 255 - c).collect::<Vec<u8>>());
@@ -289,7 +289,7 @@ fn a_write_outside_the_texture_names_it_with_the_coordinate_and_the_size() {
     let err = rt.dispatch_threadgroups(&p, &[Arg::from(&tex)], [2, 1, 1], [8, 8, 1]).unwrap_err();
     let RuntimeError::Execution { message, .. } = &err else { panic!("{err}") };
     assert!(message.contains("out-of-bounds write of texture `outputTexture` at (0, 6): it is 10×6 texels by thread (0,6,0)"), "{err}");
-    let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [2, 1, 1], [8, 8, 1], &sanitize()).unwrap_err();
+    let err = rt.dispatch(&p, &[Arg::from(&tex)], DispatchMode::Threadgroups, [2, 1, 1], [8, 8, 1], &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     let oob = findings.iter().find(|f| f.kind == FindingKind::OutOfBounds).unwrap_or_else(|| panic!("{err}"));
     assert_eq!(oob.variable.as_deref(), Some("outputTexture"));
@@ -310,7 +310,7 @@ fn two_threads_writing_one_texel_race() {
     let p = rt.pipeline(&k.finish().unwrap()).unwrap();
     let tex = rt.texture(TextureFormat::R32Uint, 32, 1).unwrap();
     for (tg, kind) in [(64, FindingKind::ThreadgroupRace), (32, FindingKind::DeviceRace)] {
-        let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threads, [64, 1, 1], [tg, 1, 1], &sanitize()).unwrap_err();
+        let err = rt.dispatch(&p, &[Arg::from(&tex)], DispatchMode::Threads, [64, 1, 1], [tg, 1, 1], &sanitize()).unwrap_err();
         let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
         let race = findings.iter().find(|f| f.kind == kind).unwrap_or_else(|| panic!("{kind:?}: {err}"));
         assert_eq!(race.variable.as_deref(), Some("out"));
@@ -324,7 +324,7 @@ fn two_threads_writing_one_texel_race() {
     let i = k.let_("i", thread_position_in_grid().x());
     k.texture_write(out, vector(Type::vector(Scalar::U32, 4), &[i]), uint2(i, lit(Scalar::U32, 0.0)));
     let own = rt.pipeline(&k.finish().unwrap()).unwrap();
-    rt.dispatch(&own, &[Arg::from(&wide)], Mode::Threads, [64, 1, 1], [64, 1, 1], &sanitize()).unwrap();
+    rt.dispatch(&own, &[Arg::from(&wide)], DispatchMode::Threads, [64, 1, 1], [64, 1, 1], &sanitize()).unwrap();
     assert_eq!(wide.to_vec::<u32>().unwrap(), (0..64).collect::<Vec<u32>>());
 }
 
@@ -345,7 +345,7 @@ fn only_a_mem_texture_barrier_orders_texture_accesses() {
         let p = rt.pipeline(&k.finish().unwrap()).unwrap();
         let tex = rt.texture(TextureFormat::R32Uint, 64, 1).unwrap();
         let out = rt.buffer_zeroed::<u32>(64).unwrap();
-        let result = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [64, 1, 1], [64, 1, 1], &sanitize());
+        let result = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], DispatchMode::Threads, [64, 1, 1], [64, 1, 1], &sanitize());
         if clean {
             result.unwrap();
             assert_eq!(out.to_vec::<u32>().unwrap(), (0..64).map(|i| (63 - i) * 10).collect::<Vec<u32>>());
@@ -387,11 +387,11 @@ fn a_read_after_a_write_needs_a_fence() {
     let out = rt.buffer_zeroed::<u32>(8).unwrap();
     let fenced = rt.pipeline(&write_then_read(true, false)).unwrap();
     let tex = rt.texture(TextureFormat::R32Uint, 8, 1).unwrap();
-    rt.dispatch(&fenced, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap();
+    rt.dispatch(&fenced, &[Arg::from(&tex), Arg::from(&out)], DispatchMode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap();
     assert_eq!(out.to_vec::<u32>().unwrap(), (1..=8).collect::<Vec<u32>>());
     for (fence, again) in [(false, false), (true, true)] {
         let p = rt.pipeline(&write_then_read(fence, again)).unwrap();
-        let err = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], Mode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap_err();
+        let err = rt.dispatch(&p, &[Arg::from(&tex), Arg::from(&out)], DispatchMode::Threads, [8, 1, 1], [8, 1, 1], &sanitize()).unwrap_err();
         let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
         assert_eq!(findings.len(), 1, "{err}");
         let f = &findings[0];
@@ -516,7 +516,7 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     let tg = texture_fill::THREADS_PER_THREADGROUP;
     // 1080 / 16 = 67.5: the seed's rounding up gives 60×68 threadgroups.
     let threadgroups = texture_fill::threadgroups(w, h);
-    for (mode, size, bounds_check) in [(Mode::Threadgroups, threadgroups, true), (Mode::Threads, [w, h, 1], false)] {
+    for (mode, size, bounds_check) in [(DispatchMode::Threadgroups, threadgroups, true), (DispatchMode::Threads, [w, h, 1], false)] {
         let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
         let p = rt.pipeline(&texture_fill::fill_white(bounds_check, false)).unwrap();
         let report = rt.dispatch(&p, &[Arg::from(&tex)], mode, size, tg, &sanitize()).unwrap();
@@ -533,13 +533,13 @@ fn seed_003_listing_4_covers_1920_by_1080_exactly() {
     // without the bounds check writes outside; a grid too small leaves texels.
     let tex = rt.texture(TextureFormat::Rgba8Unorm, w, h).unwrap();
     let p = rt.pipeline(&texture_fill::fill_white(false, false)).unwrap();
-    let err = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, threadgroups, tg, &sanitize()).unwrap_err();
+    let err = rt.dispatch(&p, &[Arg::from(&tex)], DispatchMode::Threadgroups, threadgroups, tg, &sanitize()).unwrap_err();
     let RuntimeError::Sanitizer { findings, .. } = &err else { panic!("{err}") };
     assert_eq!(findings[0].kind, FindingKind::OutOfBounds, "{err}");
     assert_eq!(findings[0].count, (60 * 32 * 68 * 16 - w * h) as u64, "the rows past 1080, once each");
     assert!(findings[0].message.contains("(0, 1080), outside its 1920×1080 texels"), "{}", findings[0].message);
     let p = rt.pipeline(&texture_fill::fill_white(true, false)).unwrap();
-    let report = rt.dispatch(&p, &[Arg::from(&tex)], Mode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
+    let report = rt.dispatch(&p, &[Arg::from(&tex)], DispatchMode::Threadgroups, [60, 67, 1], tg, &sanitize()).unwrap();
     let coverage = report.findings.iter().find(|f| f.kind == FindingKind::Coverage).expect("a coverage warning");
     assert!(coverage.message.starts_with("15360 of the 2073600 texels of the 1920×1080 texture were never written"), "{}", coverage.message);
     assert!(coverage.message.contains("(0, 1072) to (1919, 1079)"), "{}", coverage.message);

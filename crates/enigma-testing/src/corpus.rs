@@ -4,7 +4,7 @@
 //! with a sensible dispatch, which must run clean.
 //!
 //! Everything here is plain data over `enigma-ir` and the backend's
-//! vocabulary ([`FindingKind`], [`Mode`]): a consumer turns an [`ArgSpec`]
+//! vocabulary ([`FindingKind`], [`DispatchMode`]): a consumer turns an [`ArgSpec`]
 //! into a buffer or a value and a [`Launch`] into a dispatch
 //! ([`crate::harness`] does both). The consumers:
 //! `enigma-runtime/tests/sanitizer_corpus.rs`, `enigma check
@@ -16,7 +16,7 @@
 //! expectation follows the code when lines move.
 
 use enigma_backend::args::f32_to_f16_bits as f32_to_f16;
-pub use enigma_backend::{DispatchMode as Mode, FindingKind};
+pub use enigma_backend::{DispatchMode, FindingKind};
 use enigma_ir::builder::*;
 use enigma_ir::{Access, AtomicOp, ExecutionScope, Kernel, Literal, Matmul2dDescriptor, MemFlags, Scalar, Type};
 use enigma_kernels::{two_pass_sum, dispatch_patterns, test_data};
@@ -65,7 +65,7 @@ impl ArgSpec {
 /// arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
-    pub mode: Mode,
+    pub mode: DispatchMode,
     pub size: [u32; 3],
     pub threads_per_threadgroup: [u32; 3],
     pub args: Vec<ArgSpec>,
@@ -74,12 +74,12 @@ pub struct Launch {
 impl Launch {
     /// A 1-D `dispatchThreads`.
     pub fn threads(grid: u32, tg: u32, args: Vec<ArgSpec>) -> Launch {
-        Launch { mode: Mode::Threads, size: [grid, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+        Launch { mode: DispatchMode::Threads, size: [grid, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
     }
 
     /// A 1-D `dispatchThreadgroups`.
     pub fn threadgroups(groups: u32, tg: u32, args: Vec<ArgSpec>) -> Launch {
-        Launch { mode: Mode::Threadgroups, size: [groups, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+        Launch { mode: DispatchMode::Threadgroups, size: [groups, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
     }
 }
 
@@ -880,7 +880,7 @@ fn scale_all_launch(grid: u32) -> Launch {
 const ROWS: u32 = 64;
 const COLS: u32 = 100;
 
-fn row_sum_launch(mode: Mode) -> Launch {
+fn row_sum_launch(mode: DispatchMode) -> Launch {
     let args = vec![ArgSpec::f32s(&test_data((ROWS * COLS) as usize, 18)), ArgSpec::zeros(Type::F32, ROWS as usize), ArgSpec::u32(COLS)];
     Launch { mode, size: [ROWS, 1, 1], threads_per_threadgroup: [TG, 1, 1], args }
 }
@@ -1449,8 +1449,8 @@ pub fn entries() -> Vec<Entry> {
             name: "rows_dispatched_as_threads",
             class: "(h) coverage",
             description: "seed 000's row_sum (one threadgroup per row) dispatched with dispatch_threads(rows): one partial threadgroup runs",
-            buggy: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(Mode::Threads) },
-            fixed: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(Mode::Threadgroups) },
+            buggy: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(DispatchMode::Threads) },
+            fixed: Variant { kernel: dispatch_patterns::row_sum, launch: || row_sum_launch(DispatchMode::Threadgroups) },
             validation: Validation::Passes,
             expected: || Expected {
                 kind: Coverage,
@@ -1476,12 +1476,12 @@ pub fn entries() -> Vec<Entry> {
 
 // ------------------------------------------------------ the clean library ---
 
-fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
+fn f16_launch(n: u32, mode: DispatchMode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
     let mut args = vec![ArgSpec::f16s(&test_data(n as usize, 20))];
     args.extend(extra);
     let size = match mode {
-        Mode::Threads => n,
-        Mode::Threadgroups => n.div_ceil(tg),
+        DispatchMode::Threads => n,
+        DispatchMode::Threadgroups => n.div_ceil(tg),
     };
     Launch { mode, size: [size, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
 }
@@ -1490,14 +1490,14 @@ fn f16_launch(n: u32, mode: Mode, tg: u32, extra: Vec<ArgSpec>) -> Launch {
 /// for; each must run with no sanitizer finding at all.
 pub fn library() -> Vec<Case> {
     vec![
-        case("scale", dispatch_patterns::scale, || f16_launch(1000, Mode::Threads, 256, vec![ArgSpec::f32(0.5)])),
+        case("scale", dispatch_patterns::scale, || f16_launch(1000, DispatchMode::Threads, 256, vec![ArgSpec::f32(0.5)])),
         case("scale_vec4", dispatch_patterns::scale_vec4, || {
             // Seed 000: N = 4096 halves as half4 → 1024 threads, 4 threadgroups of 256.
             let half4 = Type::vector(Scalar::F16, 4);
             let ArgSpec::Buffer { bytes, .. } = ArgSpec::f16s(&test_data(4096, 21)) else { unreachable!("f16s makes a buffer") };
             Launch::threads(1024, 256, vec![ArgSpec::Buffer { elem: half4, bytes }, ArgSpec::f32(0.5)])
         }),
-        case("row_sum", dispatch_patterns::row_sum, || row_sum_launch(Mode::Threadgroups)),
+        case("row_sum", dispatch_patterns::row_sum, || row_sum_launch(DispatchMode::Threadgroups)),
         case("two_stage_reduction", dispatch_patterns::two_stage_reduction, || {
             let n = 1000;
             Launch::threads(n, 256, vec![ArgSpec::f32s(&test_data(n as usize, 22)), ArgSpec::zeros(Type::F32, n as usize)])
@@ -1529,7 +1529,7 @@ pub fn library() -> Vec<Case> {
             let grid = [n.div_ceil(dispatch_patterns::GEMM_TN), m.div_ceil(dispatch_patterns::GEMM_TM), 1];
             let half = |len: u32, seed| ArgSpec::f16s(&test_data(len as usize, seed));
             Launch {
-                mode: Mode::Threadgroups,
+                mode: DispatchMode::Threadgroups,
                 size: grid,
                 threads_per_threadgroup: [dispatch_patterns::GEMM_THREADS, 1, 1],
                 args: vec![
@@ -1543,7 +1543,7 @@ pub fn library() -> Vec<Case> {
             }
         }),
         case("safe_scale", dispatch_patterns::safe_scale, || {
-            f16_launch(1000, Mode::Threadgroups, 256, vec![ArgSpec::u32(1000), ArgSpec::f32(0.5)])
+            f16_launch(1000, DispatchMode::Threadgroups, 256, vec![ArgSpec::u32(1000), ArgSpec::f32(0.5)])
         }),
         case("reduce_threadgroup", two_pass_sum::reduce_threadgroup, || {
             let n = 1000;

@@ -23,7 +23,7 @@ use super::library;
 use super::source::{self, Source};
 use anyhow::Context;
 use enigma_ir::{validate, Kernel, ValidationError, ValidationOptions};
-use enigma_runtime::{Device, Finding, Mode, Options, Runtime, RuntimeError};
+use enigma_runtime::{Device, Finding, DispatchMode, Options, Runtime, RuntimeError};
 use enigma_testing::corpus::{self, Entry, Launch, Validation};
 use std::process::ExitCode;
 
@@ -284,8 +284,8 @@ fn validate_all(kernels: &[Kernel]) -> Vec<ValidationError> {
 fn describe(launch: &Launch) -> String {
     let dims = |d: [u32; 3]| d.iter().map(u32::to_string).collect::<Vec<_>>().join("×");
     let call = match launch.mode {
-        Mode::Threads => "dispatch_threads",
-        Mode::Threadgroups => "dispatch_threadgroups",
+        DispatchMode::Threads => "dispatch_threads",
+        DispatchMode::Threadgroups => "dispatch_threadgroups",
     };
     format!("{call}({}, {})", dims(launch.size), dims(launch.threads_per_threadgroup))
 }

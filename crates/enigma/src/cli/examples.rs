@@ -6,7 +6,7 @@
 
 use enigma_ir::Kernel;
 use enigma_kernels::{two_pass_sum, dispatch_patterns};
-use enigma_runtime::{Arg, DispatchReport, Finding, Mode, Options, Pipeline, Runtime, RuntimeError};
+use enigma_runtime::{Arg, DispatchReport, Finding, DispatchMode, Options, Pipeline, Runtime, RuntimeError};
 use enigma_testing::corpus::{self, Launch};
 use enigma_testing::harness;
 
@@ -43,7 +43,7 @@ impl<'a> Session<'a> {
     }
 
     /// One dispatch; its findings (errors and warnings) join `findings`.
-    pub fn dispatch(&mut self, mode: Mode, pipeline: &Pipeline, args: &[Arg<'_>], size: [u32; 3], tg: [u32; 3]) -> anyhow::Result<()> {
+    pub fn dispatch(&mut self, mode: DispatchMode, pipeline: &Pipeline, args: &[Arg<'_>], size: [u32; 3], tg: [u32; 3]) -> anyhow::Result<()> {
         self.collect(self.rt.dispatch(pipeline, args, mode, size, tg, &self.options))
     }
 
@@ -118,9 +118,9 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let result = rt.buffer_zeroed::<f32>(1)?;
             let p1 = rt.pipeline(&two_pass_sum::reduce_threadgroup())?;
             let p2 = rt.pipeline(&two_pass_sum::reduce_final())?;
-            s.dispatch(Mode::Threads, &p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1])?;
+            s.dispatch(DispatchMode::Threads, &p1, &[Arg::from(&input), Arg::from(&partial)], [n, 1, 1], [two_pass_sum::PASS1_THREADS, 1, 1])?;
             let pass2 = [two_pass_sum::PASS2_THREADS, 1, 1];
-            s.dispatch(Mode::Threads, &p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2)?;
+            s.dispatch(DispatchMode::Threads, &p2, &[Arg::from(&partial), Arg::from(&result), Arg::u32(groups)], pass2, pass2)?;
             let got = result.to_vec::<f32>()?[0] as f64;
             outcome(rt, name, n as u64, got, two_pass_sum::reference_sum(&a), enigma_kernels::sum_tolerance(&a))
         }
@@ -131,7 +131,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let halves: Vec<u16> = a.iter().map(|&x| f32_to_f16(x)).collect();
             let buf = rt.buffer_from_bytes(Type::F16, &halves.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<_>>())?;
             let p = rt.pipeline(&dispatch_patterns::scale())?;
-            s.dispatch(Mode::Threads, &p, &[Arg::from(&buf), Arg::f32(0.5)], [n, 1, 1], [256, 1, 1])?;
+            s.dispatch(DispatchMode::Threads, &p, &[Arg::from(&buf), Arg::f32(0.5)], [n, 1, 1], [256, 1, 1])?;
             let bytes = buf.read_bytes()?;
             let got: Vec<f32> = bytes.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect();
             let want: Vec<f64> = halves.iter().map(|&h| f16_to_f32(f32_to_f16(f16_to_f32(h) * 0.5)) as f64).collect();
@@ -144,7 +144,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let matrix = rt.buffer_from(&m)?;
             let sums = rt.buffer_zeroed::<f32>(rows as usize)?;
             let p = rt.pipeline(&dispatch_patterns::row_sum())?;
-            s.dispatch(Mode::Threadgroups, &p, &[Arg::from(&matrix), Arg::from(&sums), Arg::u32(cols)], [rows, 1, 1], [256, 1, 1])?;
+            s.dispatch(DispatchMode::Threadgroups, &p, &[Arg::from(&matrix), Arg::from(&sums), Arg::u32(cols)], [rows, 1, 1], [256, 1, 1])?;
             let got = sums.to_vec::<f32>()?;
             let want: Vec<f64> = m.chunks(cols as usize).map(two_pass_sum::reference_sum).collect();
             let tol = enigma_kernels::sum_tolerance(&m[..cols as usize]) * 4.0;
@@ -156,7 +156,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
             let p = rt.pipeline(&dispatch_patterns::prefix_sum())?;
-            s.dispatch(Mode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
+            s.dispatch(DispatchMode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
             let got = out.to_vec::<f32>()?;
             let mut want = Vec::with_capacity(a.len());
             for chunk in a.chunks(32) {
@@ -175,7 +175,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let input = rt.buffer_from(&a)?;
             let out = rt.buffer_zeroed::<f32>(n as usize)?;
             let p = rt.pipeline(&dispatch_patterns::shuffle_stencil())?;
-            s.dispatch(Mode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
+            s.dispatch(DispatchMode::Threads, &p, &[Arg::from(&input), Arg::from(&out)], [n, 1, 1], [256, 1, 1])?;
             let got = out.to_vec::<f32>()?;
             let want: Vec<f64> = (0..a.len())
                 .map(|i| {
@@ -201,7 +201,7 @@ pub fn run_example(s: &mut Session<'_>, name: &'static str, n: u32) -> anyhow::R
             let p = rt.pipeline(&dispatch_patterns::gemm_tiled())?;
             let grid = [nn.div_ceil(dispatch_patterns::GEMM_TN), m.div_ceil(dispatch_patterns::GEMM_TM), 1];
             let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m), Arg::u32(nn), Arg::u32(k)];
-            s.dispatch(Mode::Threadgroups, &p, &args, grid, [dispatch_patterns::GEMM_THREADS, 1, 1])?;
+            s.dispatch(DispatchMode::Threadgroups, &p, &args, grid, [dispatch_patterns::GEMM_THREADS, 1, 1])?;
             let got: Vec<f32> = cb.read_bytes()?.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect();
             let want: Vec<f64> = (0..m * nn)
                 .map(|e| {
