@@ -1,0 +1,242 @@
+//! The decode's plan: which form runs (three dispatches or fused), its
+//! threadgroup size, keys per step, heads per threadgroup and the split of
+//! the keys over threadgroups, checked against the shape and the device.
+
+use super::*;
+
+/// The three-dispatch decode, or the fused one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionPlan {
+    pub dtype: DType,
+    pub vec: u8,
+    pub chunks: u32,
+    pub shape: DecodeShape,
+    /// Scores: `(ceil(S/T), rows)` threadgroups (one K/V head per query
+    /// head, whole sequences).
+    pub scores: Dispatch,
+    /// Softmax over the `[rows, S]` scores: `(rows, 1)`.
+    pub softmax: super::softmax::RowPlan,
+    /// Weighted sum: `(ceil(D/32), rows)`.
+    pub weighted_sum: Dispatch,
+    /// Fused: `(splits, kv_heads, batch)`.
+    pub fused: Dispatch,
+    /// Keys a SIMD group of the fused kernel loads per step.
+    pub keys_per_step: u32,
+    /// Query heads per threadgroup of the fused kernel (a divisor of the
+    /// shape's query heads per K/V head).
+    pub heads_per_threadgroup: u32,
+    /// Whether the fused kernel loads the next step while using this one.
+    pub prefetch: bool,
+    /// Whether the fused kernel reads per-sequence lengths.
+    pub ragged: bool,
+    /// Whether the fused form writes the log-sum-exp of each row.
+    pub lse: bool,
+    /// Key splits of the fused form (1: one threadgroup per K/V head).
+    pub splits: u32,
+    /// Keys per split.
+    pub split_len: u32,
+    /// Merging the splits: `(rows, 1)` (used when `splits > 1`).
+    pub combine: Dispatch,
+}
+
+impl AttentionPlan {
+    pub fn scores_kernel(&self) -> Kernel {
+        scores(self.dtype, self.vec, self.chunks)
+    }
+    pub fn softmax_kernel(&self) -> Kernel {
+        let c = self.softmax.config;
+        super::softmax::softmax(c.dtype, c.vec, c.items)
+    }
+    pub fn weighted_sum_kernel(&self) -> Kernel {
+        weighted_sum(self.dtype)
+    }
+    /// What the fused kernel is built for.
+    pub fn fused_config(&self) -> FusedConfig {
+        FusedConfig {
+            dtype: self.dtype,
+            vec: self.vec,
+            chunks: self.chunks,
+            threads: self.fused.threads[0],
+            heads: self.heads_per_threadgroup,
+            keys_per_step: self.keys_per_step,
+            prefetch: self.prefetch,
+            split: self.splits > 1,
+            ragged: self.ragged,
+            lse: self.lse,
+        }
+    }
+    pub fn fused_kernel(&self) -> Kernel {
+        fused(&self.fused_config())
+    }
+    pub fn combine_kernel(&self) -> Kernel {
+        combine(self.dtype, self.lse)
+    }
+
+    /// This plan with the fused form's keys split `splits` ways (at most
+    /// one split per key): `(splits, q_heads / heads_per_threadgroup,
+    /// batch)` threadgroups, then a combine.
+    pub fn with_splits(mut self, splits: u32) -> AttentionPlan {
+        let s_len = self.shape.s_len;
+        let splits = splits.clamp(1, s_len);
+        self.split_len = s_len.div_ceil(splits);
+        // Splits of that length; trailing ones would be empty.
+        self.splits = s_len.div_ceil(self.split_len);
+        let t = self.fused.threads[0];
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / self.heads_per_threadgroup, self.shape.batch], t);
+        self
+    }
+
+    /// This plan's fused kernel with `heads` query heads per threadgroup
+    /// (fewer than the query heads per K/V head: more threadgroups and
+    /// fewer registers, each K/V row read once per threadgroup that needs
+    /// it) and, with `prefetch`, the next step's loads issued before this
+    /// step's math. Call before [`AttentionPlan::with_splits`].
+    pub fn with_heads_per_threadgroup(mut self, heads: u32, prefetch: bool) -> Result<AttentionPlan, ShapeError> {
+        let group = self.shape.group();
+        if heads == 0 || !group.is_multiple_of(heads) {
+            let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
+            return Err(ShapeError::new(name, format!("{heads} query heads per threadgroup do not divide the {group} query heads per K/V head")));
+        }
+        self.heads_per_threadgroup = heads;
+        self.prefetch = prefetch;
+        let t = self.fused.threads[0];
+        self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / heads, self.shape.batch], t);
+        Ok(self)
+    }
+
+    /// This plan's fused kernel with `keys` keys per SIMD-group step.
+    pub fn with_keys_per_step(mut self, keys: u32) -> AttentionPlan {
+        self.keys_per_step = keys.max(1);
+        self
+    }
+
+    /// This plan's fused kernel reading per-sequence lengths (`ragged`)
+    /// and writing the log-sum-exp (`lse`).
+    pub fn with_outputs(mut self, ragged: bool, lse: bool) -> AttentionPlan {
+        self.ragged = ragged;
+        self.lse = lse;
+        self
+    }
+
+    /// Threadgroup memory of the fused kernel ([`FusedConfig::threadgroup_memory`]).
+    pub fn fused_threadgroup_memory(&self) -> u64 {
+        self.fused_config().threadgroup_memory()
+    }
+
+    /// Checks that the fused kernel fits the 32 KiB of threadgroup memory
+    /// (the three-dispatch form has no such limit).
+    pub fn check_fused(&self) -> Result<(), ShapeError> {
+        let bytes = self.fused_threadgroup_memory();
+        if bytes > MAX_THREADGROUP_MEMORY {
+            let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
+            let t = self.fused.threads[0];
+            let h = self.heads_per_threadgroup;
+            return Err(ShapeError::new(
+                name,
+                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({h} query heads per threadgroup; limit {MAX_THREADGROUP_MEMORY})", self.shape.d),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that the three-dispatch form can run this shape: one K/V head
+    /// per query head (it has no grouped or ragged form).
+    pub fn check_three_dispatch(&self) -> Result<(), ShapeError> {
+        if self.shape.group() != 1 || self.ragged {
+            let name = format!("attention_{}{}", self.dtype, vec_suffix(self.vec));
+            return Err(ShapeError::new(name, "the three-dispatch decode needs one K/V head per query head and whole sequences; the fused form takes grouped heads and sequence lengths"));
+        }
+        Ok(())
+    }
+}
+
+/// Seed 000's threadgroup size for all three dispatches of the decode.
+pub const SEED_000_THREADS: u32 = 256;
+
+/// The fused kernel's default keys per SIMD-group step: with f16 K/V and
+/// D = 128, 4 keys put 64 bytes of `K` and `V` loads in flight per lane.
+pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
+
+/// Whether the fused kernel prefetches its next step by default.
+pub const DEFAULT_PREFETCH: bool = true;
+
+/// The most query heads a threadgroup of the fused kernel serves by
+/// default. Measured on an H200 (f16, D = 128, 32 query heads over 8 K/V
+/// heads, prefetch on): 2 heads per threadgroup ran batch 8 × 4096 keys in
+/// 94.6 µs and one sequence of 32768 in 110.1 µs, against 126.9 and 120.4
+/// with all 4 (whose registers allow two threadgroups per multiprocessor),
+/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode").
+pub const DEFAULT_MAX_HEADS_PER_THREADGROUP: u32 = 2;
+
+/// The default query heads per threadgroup for `group` query heads per K/V
+/// head: the largest divisor of `group` up to
+/// [`DEFAULT_MAX_HEADS_PER_THREADGROUP`].
+pub fn default_heads_per_threadgroup(group: u32) -> u32 {
+    (1..=DEFAULT_MAX_HEADS_PER_THREADGROUP.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
+}
+
+/// Plans the decode of `shape` with threadgroups of `threads` for every
+/// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
+/// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
+/// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
+/// lengths, no log-sum-exp.
+pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
+    let name = format!("attention_{dtype}{}", vec_suffix(vec));
+    check_vec(&name, vec)?;
+    let DecodeShape { batch, q_heads, kv_heads, s_len, d } = *shape;
+    for (what, v) in [("batch", batch), ("q_heads", q_heads), ("kv_heads", kv_heads), ("s_len", s_len), ("d", d)] {
+        nonzero(&name, what, v as usize)?;
+    }
+    if !q_heads.is_multiple_of(kv_heads) {
+        return Err(ShapeError::new(name, format!("q_heads = {q_heads} is not a multiple of kv_heads = {kv_heads}")));
+    }
+    if vec == 4 && !d.is_multiple_of(4) {
+        return Err(ShapeError::new(name, format!("vector loads need d % 4 == 0, d = {d}")));
+    }
+    let rows = to_u32(&name, "batch × q_heads", batch as usize * q_heads as usize)?;
+    to_u32(&name, "batch × kv_heads × s_len × d", (batch as usize * kv_heads as usize).saturating_mul(s_len as usize).saturating_mul(d as usize))?;
+    to_u32(&name, "batch × q_heads × s_len", (rows as usize).saturating_mul(s_len as usize))?;
+    if d > 1024 {
+        return Err(ShapeError::new(name, format!("head dimension {d} is above the library's 1024")));
+    }
+    let t = check_threads(&name, threads)?;
+    let chunks = chunks_for(d, vec);
+    let softmax = super::softmax::plan_rows(
+        "softmax",
+        DType::F32,
+        rows as usize,
+        s_len as usize,
+        if s_len.is_multiple_of(4) { 4 } else { 1 },
+        super::softmax::RowOptions::threads(t),
+    )?;
+    Ok(AttentionPlan {
+        dtype,
+        vec,
+        chunks,
+        shape: *shape,
+        scores: Dispatch::threadgroups([s_len.div_ceil(t), rows, 1], t),
+        softmax,
+        weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
+        fused: Dispatch::threadgroups([1, q_heads / default_heads_per_threadgroup(q_heads / kv_heads), batch], t),
+        keys_per_step: DEFAULT_KEYS_PER_STEP,
+        heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
+        prefetch: DEFAULT_PREFETCH,
+        ragged: false,
+        lse: false,
+        splits: 1,
+        split_len: s_len,
+        combine: Dispatch::threadgroups([rows, 1, 1], d.next_multiple_of(SIMD_WIDTH).min(256)),
+    })
+}
+
+/// How many ways the fused decode splits each K/V head's keys on a GPU of
+/// `compute_units` multiprocessors: enough threadgroups for about four per
+/// multiprocessor, keeping at least 8 keys per SIMD group and step.
+pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
+    let target = 4 * compute_units.max(1);
+    let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
+    let by_occupancy = target.div_ceil(threadgroups.max(1));
+    let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
+    let by_keys = (plan.shape.s_len / (simdgroups * 8 * plan.keys_per_step)).max(1);
+    by_occupancy.min(by_keys)
+}
