@@ -1486,7 +1486,7 @@ fn f16_launch(n: u32, mode: DispatchMode, tg: u32, extra: Vec<ArgSpec>) -> Launc
     Launch { mode, size: [size, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
 }
 
-/// Every kernel of [`seed000`] and [`reduce`] with a dispatch it is meant
+/// Every kernel of [`dispatch_patterns`] and [`two_pass_sum`] with a dispatch it is meant
 /// for; each must run with no sanitizer finding at all.
 pub fn library() -> Vec<Case> {
     vec![
