@@ -19,7 +19,8 @@
 //! have pitches that are multiples of 64, the product's m a multiple of
 //! 64 per warpgroup); elsewhere the backend's cooperative path.
 //!
-//! The epilogue walks the accumulator's slots by their coordinates:
+//! The epilogue walks the accumulator's slots (unrolled: on CUDA the
+//! accumulator stays in registers) by their coordinates:
 //! `alpha·acc + beta·C` (C read only where beta is not 0), rounded to C's
 //! type, skipping elements past M or N.
 //!
@@ -196,7 +197,18 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-    k.for_range("i", 0u32, acc.get_capacity(), 1u32, |k, i| k.cooperative_set(acc, i, 0.0f32));
+    // Every slot of the accumulator: the tile's elements per thread in a
+    // loop unrolled at compile time (a register array indexed by a loop
+    // that is not unrolled lives in local memory on CUDA), then any slots
+    // past them that the backend's capacity has.
+    let per_thread = tm * tn / threads;
+    // `body` takes the loop's name, which keeps its own names apart.
+    let each_slot = |k: &mut KernelBuilder, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, &str)| {
+        k.for_unrolled(name, 0u32, per_thread, 1u32, |k, i| body(k, i, name));
+        let rest = format!("{name}_rest");
+        k.for_range(&rest, per_thread, acc.get_capacity(), 1u32, |k, i| body(k, i, &rest));
+    };
+    each_slot(&mut k, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
     // Slice `t`'s copies into its stage, `t % stages`.
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex| {
@@ -221,14 +233,14 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
     });
 
-    k.for_range("slot", 0u32, acc.get_capacity(), 1u32, |k, slot| {
+    each_slot(&mut k, "slot", &|k, slot, tag| {
         k.if_(acc.is_valid_element(slot), |k| {
             let [col, row] = acc.get_multidimensional_index(slot);
-            let row = k.let_("row", m0 + row);
-            let col = k.let_("col", n0 + col);
+            let row = k.let_(&format!("{tag}_row"), m0 + row);
+            let col = k.let_(&format!("{tag}_col"), n0 + col);
             k.if_(row.lt(m).and(col.lt(n)), |k| {
-                let at = k.let_("at", c_base + row * n + col);
-                let v = k.var("v", alpha * acc.get(slot));
+                let at = k.let_(&format!("{tag}_at"), c_base + row * n + col);
+                let v = k.var(&format!("{tag}_v"), alpha * acc.get(slot));
                 k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
                 store_f32(k, c, at, v.get());
             });
