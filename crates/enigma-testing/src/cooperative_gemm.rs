@@ -65,7 +65,7 @@ pub fn check_matmul(rt: &Runtime, sanitize: bool) {
             let c = ops.matmul_batched(&upload(rt, dtype.scalar(), &a).unwrap(), &upload(rt, dtype.scalar(), &b).unwrap(), batch, m, n, k, DType::F32).unwrap();
             let kernel = ops.take_launches().remove(0).kernel;
             assert!(kernel.starts_with("gemm_coop_"), "{kernel}");
-            let got: Vec<f64> = download(&c, Scalar::F32, batch * m * n).unwrap().iter().map(|&x| x as f64).collect();
+            let got = download(&c, Scalar::F32, batch * m * n).unwrap();
             assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0), k, DType::F32);
         }
     }
@@ -86,7 +86,7 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
         let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
         let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32);
         rt.dispatch(&pipeline, &args, Mode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
-        let got: Vec<f64> = download(&cb, output.scalar(), batch * m * n).unwrap().iter().map(|&x| x as f64).collect();
+        let got = download(&cb, output.scalar(), batch * m * n).unwrap();
         assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64), k, output);
     }
 }
