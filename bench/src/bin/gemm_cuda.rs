@@ -23,10 +23,13 @@
 //! for its rows and K split over threadgroups where the output has few
 //! tiles, for f32 the SIMT kernel; the time is the sum of its dispatches).
 //! f32 also runs the SIMT kernel (`enigma_kernels::library::sgemm`) in the
-//! configurations of `SIMT_SWEEP`.
+//! configurations of `SIMT_SWEEP`; f16 and bf16 the GEMM on cooperative
+//! tensors (`enigma_kernels::library::gemm::cooperative`) in the
+//! configurations of `COOP_SWEEP` where the device runs them on `wgmma`
+//! and the shape has whole 16-byte copies.
 
 use enigma_ir::Literal;
-use enigma_kernels::library::gemm::{gemm, GemmConfig};
+use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, GemmConfig};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
@@ -44,11 +47,17 @@ const SWEEP: [Tile; 6] =
 /// default's 8×8 blocks over the threads (4×4 above 256).
 const SIMT_SWEEP: [(u32, u32); 5] = [(256, 8), (256, 16), (128, 8), (128, 16), (64, 8)];
 
-/// A kernel of the sweep: a SIMD-group tile or a SIMT configuration.
+/// Cooperative GEMM configurations tried for f16 and bf16: (tm, tn, tk,
+/// stages).
+const COOP_SWEEP: [(u32, u32, u32, u32); 2] = [(128, 256, 64, 3), (128, 256, 64, 4)];
+
+/// A kernel of the sweep: a SIMD-group tile, a SIMT configuration or a
+/// cooperative GEMM.
 #[derive(Clone, Copy, PartialEq)]
 enum Variant {
     Matrices(GemmConfig),
     Simt(SgemmConfig),
+    Cooperative(CoopGemmConfig),
 }
 
 impl Variant {
@@ -56,6 +65,7 @@ impl Variant {
         match self {
             Variant::Matrices(cfg) => cfg.name(),
             Variant::Simt(cfg) => cfg.name(),
+            Variant::Cooperative(cfg) => cfg.name(),
         }
     }
 
@@ -63,6 +73,7 @@ impl Variant {
         match self {
             Variant::Matrices(cfg) => gemm(cfg),
             Variant::Simt(cfg) => sgemm(cfg),
+            Variant::Cooperative(cfg) => gemm_cooperative(cfg),
         }
     }
 
@@ -70,6 +81,7 @@ impl Variant {
         match self {
             Variant::Matrices(cfg) => cfg.dispatch(m, n, 1),
             Variant::Simt(cfg) => cfg.dispatch(m, n, 1),
+            Variant::Cooperative(cfg) => cfg.dispatch(m, n, 1),
         }
     }
 
@@ -78,6 +90,7 @@ impl Variant {
         match self {
             Variant::Matrices(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
             Variant::Simt(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
+            Variant::Cooperative(cfg) => (cfg.threads(), cfg.memory_bytes()),
         }
     }
 }
@@ -131,6 +144,14 @@ fn main() {
                 let cfg = Variant::Matrices(GemmConfig { tm, tn, tk, sg_rows, sg_cols, stages, ..default });
                 if matches!(cfg, Variant::Matrices(c) if c.check(limit).is_ok()) && !configs.contains(&cfg) {
                     configs.push(cfg);
+                }
+            }
+        }
+        if dtype != DType::F32 && rt.device().wgmma {
+            for (tm, tn, tk, stages) in COOP_SWEEP {
+                let cfg = CoopGemmConfig { input: dtype, output: DType::F32, tm, tn, tk, stages };
+                if cfg.check(limit).is_ok() {
+                    configs.push(Variant::Cooperative(cfg));
                 }
             }
         }
@@ -207,6 +228,9 @@ fn main() {
                 }
             }
             for cfg in &runs {
+                if matches!(cfg, Variant::Cooperative(_)) && !CoopGemmConfig::takes(n, k) {
+                    continue;
+                }
                 let name = cfg.name();
                 let pipeline = match rt.pipeline(&cfg.kernel()) {
                     Ok(p) => p,
@@ -215,7 +239,7 @@ fn main() {
                         continue;
                     }
                 };
-                let args = [
+                let mut args = vec![
                     Arg::from(&ab),
                     Arg::from(&bb),
                     Arg::from(&cb),
@@ -224,9 +248,11 @@ fn main() {
                     Arg::Value(Literal::u32(k)),
                     Arg::Value(Literal::f32(1.0)),
                     Arg::Value(Literal::f32(0.0)),
-                    Arg::from(&ab),
-                    Arg::from(&bb),
                 ];
+                // The vector views of A and B (the cooperative kernel has none).
+                if !matches!(cfg, Variant::Cooperative(_)) {
+                    args.extend([Arg::from(&ab), Arg::from(&bb)]);
+                }
                 let d = cfg.dispatch(m, n);
                 let run = || rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, d.size, d.threads, &Options::default());
                 if let Err(e) = run() {

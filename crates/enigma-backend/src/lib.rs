@@ -63,6 +63,10 @@ pub struct DeviceInfo {
     pub memory_bytes: Option<u64>,
     /// The optional features this device supports (see [`enigma_ir::capabilities`]).
     pub features: std::collections::BTreeSet<enigma_ir::Feature>,
+    /// Whether cooperative tensor products run on warpgroup matrix
+    /// instructions (CUDA's `wgmma`: a GPU compiled for `sm_90a`); where
+    /// false they take the backend's general path.
+    pub wgmma: bool,
     /// The pixel formats this device can bind as `access::read_write`
     /// textures (Metal's `readWriteTextureSupport`; the simulator and CUDA
     /// allow every format).

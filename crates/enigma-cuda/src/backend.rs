@@ -139,6 +139,8 @@ impl CudaBackend {
             compute_units: attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
             features: cuda_features(major),
+            // Cooperative products compile to `wgmma` for `sm_90a` only.
+            wgmma: arch_for(major, minor) == WGMMA_ARCH,
             // Surfaces read and write every format enigma has.
             read_write_textures: ReadWriteTier::Tier2,
         };

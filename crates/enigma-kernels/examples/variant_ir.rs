@@ -26,6 +26,7 @@ fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> De
         compute_units,
         memory_bytes: None,
         features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
+        wgmma: false,
         read_write_textures: ReadWriteTier::Tier2,
     }
 }

@@ -3,7 +3,9 @@
 //! with 32 KiB of threadgroup memory) with default overrides gives one
 //! kernel and configuration, named by the kernel it builds and its K splits
 //! (or the reason it is refused: Metal copies at once, so fragment-ordered
-//! weights, which need staged slices, do not run the GEMM there).
+//! weights, which need staged slices, do not run the GEMM there); and
+//! where the GEMM on cooperative tensors is chosen (a GPU whose cooperative
+//! products are `wgmma`, not one that runs them on its general path).
 
 use enigma_backend::{DeviceInfo, DeviceKind, ReadWriteTier};
 use enigma_ir::{Feature, QuantLayout};
@@ -24,6 +26,7 @@ fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> De
         compute_units,
         memory_bytes: None,
         features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
+        wgmma: false,
         read_write_textures: ReadWriteTier::Tier2,
     }
 }
@@ -103,6 +106,58 @@ fn overrides_move_the_kernel_choice() {
     let err = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 64, n: 64, k: 256 }, &metal, &asked).unwrap_err();
     assert!(err.to_string().starts_with("matmul: the kernel sums its K splits with device-scope fences, which Metal does not have"), "{err}");
 }
+
+#[test]
+fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
+    let cooperative = |wgmma: bool| DeviceInfo {
+        wgmma,
+        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
+        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
+    };
+    let devices = [("sm_90a", cooperative(true)), ("sm_80", cooperative(false))];
+    let shapes = [
+        (DType::F16, DType::F32, 4096, 4096, 4096),
+        (DType::BF16, DType::BF16, 8192, 8192, 8192),
+        (DType::F16, DType::F16, 16, 11008, 4096),
+        (DType::F16, DType::F16, 128, 11008, 4096),
+        (DType::F16, DType::F16, 1024, 1024, 1024),
+        (DType::F16, DType::F32, 4096, 4096, 4100),
+        (DType::F32, DType::F32, 4096, 4096, 4096),
+        (DType::F16, DType::F32, 70, 130, 41),
+    ];
+    let mut rows = vec![];
+    for (name, dev) in &devices {
+        for &(input, output, m, n, k) in &shapes {
+            let plan = gemm::select(&GemmProblem { input, output, m, n, k }, dev, &Overrides::default()).unwrap();
+            rows.push(format!("{name} {input}->{output} {m}x{n}x{k}: {}", gemm_row(&plan)));
+        }
+    }
+    let never = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
+    let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 4096, n: 4096, k: 4096 }, &devices[0].1, &never).unwrap();
+    rows.push(format!("sm_90a never: {}", gemm_row(&plan)));
+    let expected: Vec<&str> = EXPECTED_COOPERATIVE.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows, expected, "\n{}", rows.join("\n"));
+}
+
+const EXPECTED_COOPERATIVE: &str = "
+    sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4 splits=1 sum=Reduction
+    sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4 splits=1 sum=Reduction
+    sm_90a f16->f16 16x11008x4096: gemm_f16_f16_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
+    sm_90a f16->f16 128x11008x4096: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_90a f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_90a f16->f32 4096x4096x4100: gemm_f16_f32_128x256x32_sg2x4_s4 splits=1 sum=Reduction
+    sm_90a f32->f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction
+    sm_90a f16->f32 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
+    sm_80 f16->f32 4096x4096x4096: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
+    sm_80 bf16->bf16 8192x8192x8192: gemm_bf16_bf16_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
+    sm_80 f16->f16 16x11008x4096: gemm_f16_f16_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
+    sm_80 f16->f16 128x11008x4096: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_80 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_80 f16->f32 4096x4096x4100: gemm_f16_f32_128x256x32_sg2x4_s4 splits=1 sum=Reduction
+    sm_80 f32->f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction
+    sm_80 f16->f32 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
+    sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
+";
 
 const EXPECTED_GEMM: &str = "
     sim f16 16x11008x4096: gemm_f16_f32_16x128x32_sg1x4_s3_whole splits=1 sum=Reduction

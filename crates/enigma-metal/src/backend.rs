@@ -145,6 +145,7 @@ impl MetalBackend {
                     },
                 ),
                 read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
+                wgmma: false,
                 name,
             };
             let non_uniform_threadgroups =

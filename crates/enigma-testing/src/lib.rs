@@ -12,6 +12,8 @@
 //!   references (`enigma_ops::Entry::run_with`) on awkward shapes, for the
 //!   simulator (`enigma-ops/tests/registry_sizes.rs`) and a CUDA GPU
 //!   (`enigma-cuda/tests/library.rs`).
+//! * [`cooperative_gemm`]: the GEMM on cooperative tensors checked on a
+//!   runtime (the simulator's and a CUDA GPU's tests).
 //!
 //! The one data generator (`enigma_kernels::test_data`,
 //! `enigma_kernels::TestRng`) and the one tolerance rule for sums
@@ -26,6 +28,7 @@
 //! `corpus_cuda` run the corpus. Nothing the simulator depends on depends on
 //! it.
 
+pub mod cooperative_gemm;
 pub mod corpus;
 pub mod harness;
 pub mod library;

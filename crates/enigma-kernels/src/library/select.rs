@@ -44,6 +44,13 @@ pub struct GemmOptions {
     /// row where the device has the fences, the reduction otherwise
     /// (`BENCHMARKS.md`, the quantized GEMM's split-K sums).
     pub split_sum: Option<SplitSum>,
+    /// GEMM: the kernel on cooperative tensors (`gemm::cooperative`).
+    /// `Some(true)`: that kernel on any device with cooperative tensors
+    /// (an error where the device, the types, the shape or the other
+    /// options do not allow it); `Some(false)`: never. Default: where the
+    /// device runs cooperative products on warpgroup matrix instructions
+    /// (`DeviceInfo::wgmma`) and the problem allows it (`gemm::select`).
+    pub cooperative: Option<bool>,
 }
 
 /// Choices of the quantized matmul's decode kernels.

@@ -73,6 +73,11 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
     }
+    // The GEMM on cooperative tensors in the tile that fits 32 KiB of
+    // threadgroup memory.
+    for (input, output) in [(DType::F16, DType::F16), (DType::BF16, DType::F32)] {
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2 }));
+    }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {
         splits: 2,

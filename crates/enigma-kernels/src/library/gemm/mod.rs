@@ -41,8 +41,13 @@
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
 //! 4-element vector views of the same buffers as `a` and `b` (the batch
 //! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
+//!
+//! On devices whose cooperative products run on warpgroup matrix
+//! instructions, [`select`] takes the GEMM on cooperative tensors instead
+//! ([`cooperative`]; the same parameters but `a4` and `b4`).
 
 mod config;
+pub mod cooperative;
 mod kernel;
 mod operand;
 mod select;
@@ -56,4 +61,5 @@ pub use config::{
 };
 pub use kernel::{gemm, qgemm};
 pub use crate::library::tile::select_tile;
+pub use cooperative::{gemm_cooperative, CoopGemmConfig};
 pub use select::{select, GemmPlan, GemmProblem};

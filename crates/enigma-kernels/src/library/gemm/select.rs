@@ -1,17 +1,19 @@
 //! The GEMM family's one selection: which kernel a matrix multiply runs
-//! (the SIMD-group-matrix GEMM or the SIMT f32 kernel) and its whole
+//! (the GEMM on cooperative tensors, the SIMD-group-matrix GEMM or the
+//! SIMT f32 kernel) and its whole
 //! configuration — tile, K splits, who sums them, stages, whole tiles —
 //! for a problem on a device with the caller's overrides ([`select`]); the
 //! default tile per shape is [`select_tile`].
 
 use super::config::GemmConfig;
+use super::cooperative::CoopGemmConfig;
 use crate::library::split::SplitSum;
 use crate::library::select::{self, Overrides, SelectError};
 use crate::library::sgemm::SgemmConfig;
 use crate::library::tile::select_tile;
 use crate::library::{DType, Dispatch};
 use enigma_backend::{DeviceInfo, DeviceKind};
-use enigma_ir::Kernel;
+use enigma_ir::{Feature, Kernel};
 
 /// A matrix multiply `C = A · B`: `m × k` times `k × n` of `input`, C of
 /// `output`.
@@ -24,10 +26,12 @@ pub struct GemmProblem {
     pub k: u32,
 }
 
-/// The kernel a matrix multiply runs: on SIMD-group matrices, or the SIMT
-/// f32 kernel. Both take the same parameters.
+/// The kernel a matrix multiply runs: on cooperative tensors, on
+/// SIMD-group matrices, or the SIMT f32 kernel. All take the parameters of
+/// the SIMD-group kernel (the cooperative one all but `a4` and `b4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmPlan {
+    Cooperative(CoopGemmConfig),
     Matrices(GemmConfig),
     Simt(SgemmConfig),
 }
@@ -35,32 +39,81 @@ pub enum GemmPlan {
 impl GemmPlan {
     pub fn kernel(&self) -> Kernel {
         match self {
+            GemmPlan::Cooperative(cfg) => super::cooperative::gemm_cooperative(cfg),
             GemmPlan::Matrices(cfg) => super::kernel::gemm(cfg),
             GemmPlan::Simt(cfg) => crate::library::sgemm::sgemm(cfg),
         }
     }
 
+    /// K splits: the cooperative kernel never splits.
     pub fn splits(&self) -> u32 {
         match self {
+            GemmPlan::Cooperative(_) => 1,
             GemmPlan::Matrices(cfg) => cfg.splits,
             GemmPlan::Simt(cfg) => cfg.splits,
         }
     }
 
-    /// Who sums the splits: the SIMT kernel always leaves them to the reduction.
+    /// Who sums the splits: the SIMT kernel always leaves them to the
+    /// reduction (the cooperative one has none to sum).
     pub fn split_sum(&self) -> SplitSum {
         match self {
             GemmPlan::Matrices(cfg) => cfg.split_sum,
-            GemmPlan::Simt(_) => SplitSum::Reduction,
+            GemmPlan::Cooperative(_) | GemmPlan::Simt(_) => SplitSum::Reduction,
         }
     }
 
     /// The dispatch for an `m × n` result.
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
         match self {
+            GemmPlan::Cooperative(cfg) => cfg.dispatch(m, n, 1),
             GemmPlan::Matrices(cfg) => cfg.dispatch(m, n, 1),
             GemmPlan::Simt(cfg) => cfg.dispatch(m, n, 1),
         }
+    }
+}
+
+/// The GEMM on cooperative tensors for `problem`, where it runs: asked
+/// for ([`GemmOptions::cooperative`](crate::library::select::GemmOptions::cooperative)
+/// `Some(true)`: an error where the device has no cooperative tensors,
+/// the inputs are not 16-bit, N or K is not a multiple of 8, the options
+/// fix a tile, a thread count or K splits, or no tile fits the device's
+/// threadgroup memory), or by default on a device whose cooperative
+/// products are warpgroup matrix instructions ([`DeviceInfo::wgmma`]) when
+/// all of that allows it and its tiles fill the compute units at least
+/// once (fewer output tiles run the SIMD-group kernel, which splits K).
+fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
+    let GemmProblem { input, output, m, n, k } = *problem;
+    let asked = &overrides.gemm;
+    let forced = match asked.cooperative {
+        Some(false) => return Ok(None),
+        Some(true) => true,
+        None if !device.wgmma => return Ok(None),
+        None => false,
+    };
+    let refusal = if !device.features.contains(&Feature::CooperativeTensors) {
+        Some(format!("{} has no cooperative tensors", device.name))
+    } else if !matches!(input, DType::F16 | DType::BF16) {
+        Some(format!("cooperative products take f16 or bf16 inputs, not {input}"))
+    } else if !CoopGemmConfig::takes(n, k) {
+        Some(format!("N = {n} and K = {k} must be multiples of 8 (16-byte copies)"))
+    } else if asked.tile.is_some() || overrides.threads.is_some() || asked.k_splits.is_some_and(|s| s > 1) || asked.split_sum.is_some() {
+        Some("a tile, a thread count, K splits and their sum are options of the SIMD-group kernel".to_string())
+    } else {
+        None
+    };
+    let cfg = match refusal {
+        Some(message) if forced => return Err(select::argument("matmul", format!("the GEMM on cooperative tensors: {message}"))),
+        Some(_) => return Ok(None),
+        None => CoopGemmConfig::for_memory(input, output, asked.stages, device.max_threadgroup_memory_bytes),
+    };
+    match cfg {
+        None if forced => Err(select::argument(
+            "matmul",
+            format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
+        )),
+        Some(cfg) if forced || m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn) >= device.compute_units => Ok(Some(cfg)),
+        _ => Ok(None),
     }
 }
 
@@ -75,8 +128,14 @@ impl GemmPlan {
 /// GPU), the splits summed by the reduction unless asked otherwise; stages
 /// where they fit (none on Metal); the whole-tile variant where the tile
 /// divides the shape. Every configuration is checked against the device's
-/// threadgroup memory.
+/// threadgroup memory. Before all of these, the GEMM on cooperative
+/// tensors where it runs (see `cooperative` in this module's source: by
+/// default on `sm_90a` GPUs for 16-bit inputs, N and K multiples of 8,
+/// and at least one output tile per compute unit).
 pub fn select(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<GemmPlan, SelectError> {
+    if let Some(cfg) = cooperative(problem, device, overrides)? {
+        return Ok(GemmPlan::Cooperative(cfg));
+    }
     let GemmProblem { input, output, m, n, k } = *problem;
     let limits = select::limits(device);
     let asked = &overrides.gemm;

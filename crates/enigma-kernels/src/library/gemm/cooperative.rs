@@ -1,0 +1,250 @@
+//! The GEMM on cooperative tensors: `C = alpha·A·B + beta·C`, row-major,
+//! f16 or bf16 inputs with f32 accumulation, C f16, bf16 or f32, batched
+//! over the grid's third dimension, any M; N and K multiples of 8 (the
+//! 16-byte copies below; [`super::select`] sends other shapes to the
+//! SIMD-group-matrix kernel).
+//!
+//! A threadgroup of `tm / 64` warpgroups (four SIMD groups each) computes
+//! a `tm × tn` tile of C into one cooperative tensor, by one
+//! `matmul2d(tm, tn, tk)` per slice of `tk` K values. The slices of A
+//! (`tm × tk`) and B (`tk × tn`) lie in threadgroup memory as they are
+//! stored, `stages` of each, filled by 16-byte asynchronous copies (zeros
+//! for rows past M and for K and N past the matrices, so the product
+//! needs no edge path): the copies of slice `t + stages − 1` are in flight
+//! while slice `t` is multiplied, one barrier per slice. That barrier also
+//! orders the overwrite of a stage after every thread's product that read
+//! it (the product returns complete: on CUDA it waits for its `wgmma`).
+//! On CUDA for `sm_90a` these products are Hopper's warpgroup matrix
+//! multiply (`enigma_codegen::cuda`'s cooperative lowering: both arrays
+//! have pitches that are multiples of 64, the product's m a multiple of
+//! 64 per warpgroup); elsewhere the backend's cooperative path.
+//!
+//! The epilogue walks the accumulator's slots (unrolled: on CUDA the
+//! accumulator stays in registers) by their coordinates:
+//! `alpha·acc + beta·C` (C read only where beta is not 0), rounded to C's
+//! type, skipping elements past M or N.
+//!
+//! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
+//! from the shapes: `m·k`, `k·n`, `m·n` elements).
+
+use super::config::{stages_that_fit, MAX_STAGES};
+use crate::library::*;
+use enigma_ir::builder::{Matmul2d, Tensor};
+use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, MemFlags, Scalar, Type};
+
+/// Rows of C one warpgroup (four SIMD groups) multiplies.
+pub const WARPGROUP_ROWS: u32 = 64;
+
+/// Elements of one asynchronous copy: 16 bytes of 16-bit values.
+pub const COPY_ELEMENTS: u32 = 8;
+
+/// The tiles [`CoopGemmConfig::for_memory`] tries, best first, as
+/// `(tm, tn, tk)`: 128 × 256 (two warpgroups, each `wgmma` m64n256k16),
+/// then 64 × 64, which fits 32 KiB of threadgroup memory in two stages.
+pub const COOP_TILES: [(u32, u32, u32); 2] = [(128, 256, 64), (64, 64, 64)];
+
+/// One cooperative GEMM kernel: types, tile and stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopGemmConfig {
+    pub input: DType,
+    pub output: DType,
+    pub tm: u32,
+    pub tn: u32,
+    pub tk: u32,
+    pub stages: u32,
+}
+
+impl CoopGemmConfig {
+    /// The first of [`COOP_TILES`] with the most stages (from
+    /// [`super::DEFAULT_STAGES`] down to 2) that fit `max_threadgroup_memory_bytes`,
+    /// or with `stages` asked, the first tile whose `stages` fit; `None`
+    /// where none fits.
+    pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
+        COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
+            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2 };
+            let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
+            let stages = match stages {
+                Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
+                None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
+            };
+            stages.map(|stages| CoopGemmConfig { stages, ..base })
+        })
+    }
+
+    /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
+    pub fn simdgroups(&self) -> u32 {
+        self.tm / WARPGROUP_ROWS * 4
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.simdgroups() * SIMD_WIDTH
+    }
+
+    /// Threadgroup memory: `stages` slices of A and of B.
+    pub fn memory_bytes(&self) -> u64 {
+        u64::from(self.stages) * u64::from(self.tm * self.tk + self.tk * self.tn) * u64::from(self.input.size_bytes())
+    }
+
+    pub fn name(&self) -> String {
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
+    }
+
+    /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
+    /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
+    /// slices), `tn` at most 256; 2 to [`MAX_STAGES`] stages; each slice's
+    /// copies split evenly over the threads; the stages within
+    /// `max_threadgroup_memory_bytes`.
+    pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
+        let name = self.name();
+        let err = |message: String| Err(ShapeError::new(&name, message));
+        if !matches!(self.input, DType::F16 | DType::BF16) {
+            return err(format!("cooperative products take f16 or bf16 inputs, not {}", self.input));
+        }
+        if !matches!(self.tm, 64 | 128) || !self.tn.is_multiple_of(64) || !(64..=256).contains(&self.tn) || self.tk == 0 || !self.tk.is_multiple_of(64) {
+            return err(format!("a {}×{}×{} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64", self.tm, self.tn, self.tk));
+        }
+        if !(2..=MAX_STAGES).contains(&self.stages) {
+            return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
+        }
+        let copies = |rows: u32, cols: u32| rows * cols / COPY_ELEMENTS;
+        if !copies(self.tm, self.tk).is_multiple_of(self.threads()) || !copies(self.tk, self.tn).is_multiple_of(self.threads()) {
+            return err(format!("the slices' 16-byte copies do not split evenly over {} threads", self.threads()));
+        }
+        if self.memory_bytes() > max_threadgroup_memory_bytes {
+            return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel takes an `m × n × k` problem: N and K whole
+    /// 16-byte copies.
+    pub fn takes(n: u32, k: u32) -> bool {
+        n.is_multiple_of(COPY_ELEMENTS) && k.is_multiple_of(COPY_ELEMENTS)
+    }
+
+    pub fn dispatch(&self, m: u32, n: u32, batch: u32) -> Dispatch {
+        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), batch], self.threads())
+    }
+}
+
+/// One operand's staged slices: the source buffer, the threadgroup array
+/// of `stages` slices of `rows × cols`, and where this threadgroup's slice
+/// `t` starts.
+struct Staging {
+    src: Mem,
+    staged: Mem,
+    rows: u32,
+    cols: u32,
+}
+
+impl Staging {
+    /// Starts the copies of one slice into stage `stage`: element (r, c) of
+    /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
+    /// zeros elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    fn issue(&self, k: &mut KernelBuilder, tag: &str, lid: Ex, threads: u32, stage: Ex, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        let per_row = self.cols / COPY_ELEMENTS;
+        let slice = self.rows * self.cols;
+        for i in 0..self.rows * per_row / threads {
+            let idx = k.let_(&format!("{tag}_idx{i}"), lid + i * threads);
+            let r = k.let_(&format!("{tag}_r{i}"), idx / per_row);
+            let c = k.let_(&format!("{tag}_c{i}"), idx % per_row * COPY_ELEMENTS);
+            let ok = k.let_(&format!("{tag}_ok{i}"), valid(r, c));
+            // An invalid copy reads nothing; its index stays in bounds anyway.
+            let from = select(Ex::from(0u32), origin + r * pitch + c, ok);
+            k.async_copy(self.staged.at(stage * slice + r * self.cols + c), self.src.at(from), COPY_ELEMENTS, ok);
+        }
+    }
+
+    /// Stage `stage` as a view for the product (x the column).
+    fn view(&self, stages: u32, stage: Ex) -> Tensor {
+        Tensor::new(self.staged, [self.cols, stages * self.rows]).slice(0u32, stage * self.rows)
+    }
+}
+
+/// The cooperative GEMM kernel of `cfg` (see the module doc).
+///
+/// # Panics
+/// When `cfg.check(u64::MAX)` fails: plan through [`super::select`] (the
+/// threadgroup memory is the device's to check).
+pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
+    if let Err(e) = cfg.check(u64::MAX) {
+        panic!("{e}");
+    }
+    let CoopGemmConfig { tm, tn, tk, stages, .. } = *cfg;
+    let threads = cfg.threads();
+    let mut k = KernelBuilder::new(cfg.name());
+    let a = k.buffer("a", cfg.input.ty(1), Access::Read);
+    let b = k.buffer("b", cfg.input.ty(1), Access::Read);
+    let c = k.buffer("c", cfg.output.ty(1), Access::ReadWrite);
+    let m = k.value("m", Type::U32);
+    let n = k.value("n", Type::U32);
+    let kk = k.value("k", Type::U32);
+    let alpha = k.value("alpha", Type::F32);
+    let beta = k.value("beta", Type::F32);
+    let a_ops = Staging { src: a, staged: k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk), rows: tm, cols: tk };
+    let b_ops = Staging { src: b, staged: k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn), rows: tk, cols: tn };
+    let tg = threadgroup_position_in_grid();
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let m0 = k.let_("m0", tg.y() * tm);
+    let n0 = k.let_("n0", tg.x() * tn);
+    let batch = k.let_("batch", tg.z());
+    let a_base = k.let_("a_base", batch * m * kk);
+    let b_base = k.let_("b_base", batch * kk * n);
+    let c_base = k.let_("c_base", batch * m * n);
+    let slices = k.let_("slices", (kk + (tk - 1)) / tk);
+
+    let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
+    let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    // Every slot of the accumulator: the tile's elements per thread in a
+    // loop unrolled at compile time (a register array indexed by a loop
+    // that is not unrolled lives in local memory on CUDA), then any slots
+    // past them that the backend's capacity has.
+    let per_thread = tm * tn / threads;
+    // `body` takes the loop's name, which keeps its own names apart.
+    let each_slot = |k: &mut KernelBuilder, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, &str)| {
+        k.for_unrolled(name, 0u32, per_thread, 1u32, |k, i| body(k, i, name));
+        let rest = format!("{name}_rest");
+        k.for_range(&rest, per_thread, acc.get_capacity(), 1u32, |k, i| body(k, i, &rest));
+    };
+    each_slot(&mut k, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
+
+    // Slice `t`'s copies into its stage, `t % stages`.
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex| {
+        let stage = k.let_(&format!("{tag}_stage"), t % stages);
+        let k0 = k.let_(&format!("{tag}_k0"), t * tk);
+        a_ops.issue(k, &format!("{tag}_a"), lid, threads, stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        b_ops.issue(k, &format!("{tag}_b"), lid, threads, stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
+    };
+    // Every iteration commits one group (empty past the last slice), so
+    // waiting for all but `stages − 2` leaves slice t complete.
+    for t in 0..stages - 1 {
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t)));
+        k.async_commit();
+    }
+    k.for_range("t", 0u32, slices, 1u32, |k, t| {
+        k.async_wait(stages - 2);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let ahead = k.let_("ahead", t + (stages - 1));
+        k.if_(ahead.lt(slices), |k| issue(k, "ahead", ahead));
+        k.async_commit();
+        let stage = k.let_("stage", t % stages);
+        k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
+    });
+
+    each_slot(&mut k, "slot", &|k, slot, tag| {
+        k.if_(acc.is_valid_element(slot), |k| {
+            let [col, row] = acc.get_multidimensional_index(slot);
+            let row = k.let_(&format!("{tag}_row"), m0 + row);
+            let col = k.let_(&format!("{tag}_col"), n0 + col);
+            k.if_(row.lt(m).and(col.lt(n)), |k| {
+                let at = k.let_(&format!("{tag}_at"), c_base + row * n + col);
+                let v = k.var(&format!("{tag}_v"), alpha * acc.get(slot));
+                k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
+                store_f32(k, c, at, v.get());
+            });
+        });
+    });
+    finish(k)
+}

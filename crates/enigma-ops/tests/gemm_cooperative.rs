@@ -1,0 +1,36 @@
+//! The GEMM on cooperative tensors (`gemm::cooperative`) on the simulator,
+//! under its sanitizer: `enigma_testing::cooperative_gemm`'s checks against
+//! an f64 loop (partial tiles along M, N and K, batches, alpha, beta,
+//! 16-bit outputs), the default choice there, and the options it refuses.
+
+use enigma_ir::Scalar;
+use enigma_ops::{upload, DType, Error, GemmOptions, Ops, Options};
+use enigma_runtime::{Device, Runtime};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, cooperative};
+
+#[test]
+fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
+    check_matmul(&Runtime::new(Device::Sim).unwrap(), true);
+}
+
+#[test]
+fn the_epilogue_scales_adds_c_and_rounds_to_the_output_type() {
+    check_epilogue(&Runtime::new(Device::Sim).unwrap(), true);
+}
+
+#[test]
+fn the_simulator_runs_the_simdgroup_kernel_unless_asked_and_refuses_what_the_kernel_cannot_take() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let ones = upload(&rt, Scalar::F16, &vec![1.0; 64 * 64]).unwrap();
+    let ops = Ops::new(&rt).with_options(Options { elem: Some(Scalar::F16), ..Options::default() });
+    ops.matmul(&ones, &ones, 64, 64, 64, DType::F32).unwrap();
+    let kernel = ops.take_launches().remove(0).kernel;
+    assert!(kernel.starts_with("gemm_f16"), "{kernel}");
+    let forced = Ops::new(&rt).with_options(Options { elem: Some(Scalar::F16), ..cooperative(false) });
+    // N = 60 is not whole 16-byte copies.
+    let err = forced.matmul(&ones, &ones, 64, 60, 64, DType::F32).unwrap_err();
+    assert!(matches!(err, Error::Argument { .. }) && err.to_string().contains("N = 60 and K = 64 must be multiples of 8"), "{err}");
+    let split = Ops::new(&rt).with_options(Options { elem: Some(Scalar::F16), gemm: GemmOptions { k_splits: Some(2), cooperative: Some(true), ..GemmOptions::default() }, ..Options::default() });
+    let err = split.matmul(&ones, &ones, 64, 64, 64, DType::F32).unwrap_err();
+    assert!(err.to_string().contains("options of the SIMD-group kernel"), "{err}");
+}

@@ -1,0 +1,92 @@
+//! The GEMM on cooperative tensors (`gemm::cooperative`) checked on a
+//! runtime against an f64 triple loop written here, for the simulator
+//! (`enigma-ops/tests/gemm_cooperative.rs`, under the sanitizer) and a CUDA
+//! GPU (`enigma-cuda/tests/gemm_cooperative.rs`, `wgmma` on sm_90a): through
+//! `Ops::matmul_batched`, asked for with `GemmOptions::cooperative`, at
+//! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
+//! and dispatched directly with alpha, beta and 16-bit outputs
+//! ([`check_epilogue`]).
+
+use enigma_ir::Scalar;
+use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
+use enigma_ops::{download, quantize, upload, DType, GemmOptions, Ops, Options};
+use enigma_runtime::{Arg, Mode, Runtime};
+
+/// Values in [-0.5, 0.5), rounded to `dtype`.
+fn values(n: usize, seed: usize, dtype: DType) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..n).map(|i| (((i + seed) * 2654435761) % 1021) as f32 / 1021.0 - 0.5).collect();
+    quantize(dtype, &mut x);
+    x
+}
+
+/// `alpha·A·B + beta·C` over `batch` matrices, in f64.
+#[allow(clippy::too_many_arguments)]
+fn product(a: &[f32], b: &[f32], c: &[f32], batch: usize, m: usize, n: usize, k: usize, alpha: f64, beta: f64) -> Vec<f64> {
+    let mut out = vec![0.0f64; batch * m * n];
+    for p in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|l| a[(p * m + i) * k + l] as f64 * b[(p * k + l) * n + j] as f64).sum();
+                let prior = if beta != 0.0 { beta * c[(p * m + i) * n + j] as f64 } else { 0.0 };
+                out[(p * m + i) * n + j] = alpha * dot + prior;
+            }
+        }
+    }
+    out
+}
+
+/// Options that ask for the cooperative GEMM (and the sanitizer where
+/// `sanitize`).
+pub fn cooperative(sanitize: bool) -> Options {
+    Options { sanitize, gemm: GemmOptions { cooperative: Some(true), ..GemmOptions::default() }, ..Options::default() }
+}
+
+/// Each element within `tol` (f32 accumulation of K products below 0.5),
+/// plus the output type's rounding.
+fn assert_close(what: &str, got: &[f64], want: &[f64], k: usize, out: DType) {
+    let rounding = match out {
+        DType::F32 => 0.0,
+        DType::F16 => 2f64.powi(-10),
+        DType::BF16 => 2f64.powi(-7),
+    };
+    let tol = 1e-6 * k as f64;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol + rounding * w.abs(), "{what}: element {i} is {g}, want {w}");
+    }
+}
+
+/// `Ops::matmul_batched` with the cooperative GEMM, f16 and bf16, f32 C.
+pub fn check_matmul(rt: &Runtime, sanitize: bool) {
+    for dtype in [DType::F16, DType::BF16] {
+        let ops = Ops::new(rt).with_options(Options { elem: Some(dtype.scalar()), ..cooperative(sanitize) });
+        for (batch, m, n, k) in [(1, 1, 8, 8), (1, 7, 72, 40), (1, 100, 136, 200), (1, 130, 64, 64), (3, 65, 24, 136), (1, 300, 520, 1000)] {
+            let a = values(batch * m * k, 1, dtype);
+            let b = values(batch * k * n, 7, dtype);
+            let c = ops.matmul_batched(&upload(rt, dtype.scalar(), &a).unwrap(), &upload(rt, dtype.scalar(), &b).unwrap(), batch, m, n, k, DType::F32).unwrap();
+            let kernel = ops.take_launches().remove(0).kernel;
+            assert!(kernel.starts_with("gemm_coop_"), "{kernel}");
+            let got = download(&c, Scalar::F32, batch * m * n).unwrap();
+            assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0), k, DType::F32);
+        }
+    }
+}
+
+/// The kernel dispatched with alpha 0.75, beta −1.5 and C of f16, bf16 and
+/// f32, two matrices of 70 × 80 × 72, in the tile [`CoopGemmConfig::for_memory`]
+/// gives the device.
+pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
+    let (batch, m, n, k) = (2usize, 70usize, 80usize, 72usize);
+    for (input, output) in [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)] {
+        let cfg = CoopGemmConfig::for_memory(input, output, None, rt.device().max_threadgroup_memory_bytes).expect("a tile that fits");
+        let pipeline = rt.pipeline(&gemm_cooperative(&cfg)).unwrap();
+        let (a, b, c0) = (values(batch * m * k, 3, input), values(batch * k * n, 5, input), values(batch * m * n, 9, output));
+        let up = |dtype: DType, v: &[f32]| upload(rt, dtype.scalar(), v).unwrap();
+        let (ab, bb, cb) = (up(input, &a), up(input, &b), up(output, &c0));
+        let (alpha, beta) = (0.75f32, -1.5f32);
+        let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
+        let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32);
+        rt.dispatch(&pipeline, &args, Mode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
+        let got = download(&cb, output.scalar(), batch * m * n).unwrap();
+        assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64), k, output);
+    }
+}
