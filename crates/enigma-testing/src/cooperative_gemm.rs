@@ -10,7 +10,7 @@
 use enigma_ir::Scalar;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
 use enigma_ops::{download, quantize, upload, DType, GemmOptions, Ops, Options};
-use enigma_runtime::{Arg, Mode, Runtime};
+use enigma_runtime::{Arg, DispatchMode, Runtime};
 
 /// Values in [-0.5, 0.5), rounded to `dtype`.
 fn values(n: usize, seed: usize, dtype: DType) -> Vec<f32> {
@@ -85,7 +85,7 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
         let (alpha, beta) = (0.75f32, -1.5f32);
         let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
         let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32);
-        rt.dispatch(&pipeline, &args, Mode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
+        rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
         let got = download(&cb, output.scalar(), batch * m * n).unwrap();
         assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64), k, output);
     }
