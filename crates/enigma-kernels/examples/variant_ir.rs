@@ -7,8 +7,12 @@
 //!
 //! `cargo run -p enigma-kernels --example variant_ir -- DIR`
 
-use enigma_backend::{DeviceInfo, DeviceKind, ReadWriteTier};
-use enigma_ir::{Feature, Kernel, QuantLayout};
+#[path = "../tests/devices/mod.rs"]
+mod devices;
+
+use devices::device;
+use enigma_backend::DeviceKind;
+use enigma_ir::{Kernel, QuantLayout};
 use enigma_kernels::library::gemm::{self, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
@@ -16,20 +20,6 @@ use enigma_kernels::library::select::{GemmOptions, Overrides};
 use enigma_kernels::library::{qgemm_fused, split, DType};
 use std::collections::BTreeMap;
 
-fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> DeviceInfo {
-    DeviceInfo {
-        kind,
-        name: format!("{kind:?}"),
-        max_threads_per_threadgroup: 1024,
-        max_threadgroup_memory_bytes: memory,
-        simd_width: 32,
-        compute_units,
-        memory_bytes: None,
-        features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
-        wgmma: false,
-        read_write_textures: ReadWriteTier::Tier2,
-    }
-}
 
 /// `text` without the source locations the printer appends to statements
 /// (`  // crates/…:line`): they name where the builder ran, which moving code

@@ -7,7 +7,10 @@
 //! where the GEMM on cooperative tensors is chosen (a GPU whose cooperative
 //! products are `wgmma`, not one that runs them on its general path).
 
-use enigma_backend::{DeviceInfo, DeviceKind, ReadWriteTier};
+mod devices;
+
+use devices::device;
+use enigma_backend::{DeviceInfo, DeviceKind};
 use enigma_ir::{Feature, QuantLayout};
 use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
@@ -16,20 +19,6 @@ use enigma_kernels::library::select::{GemmOptions, Overrides};
 use enigma_kernels::library::split::SplitSum;
 use enigma_kernels::library::DType;
 
-fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -> DeviceInfo {
-    DeviceInfo {
-        kind,
-        name: format!("{kind:?}"),
-        max_threads_per_threadgroup: 1024,
-        max_threadgroup_memory_bytes: memory,
-        simd_width: 32,
-        compute_units,
-        memory_bytes: None,
-        features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
-        wgmma: false,
-        read_write_textures: ReadWriteTier::Tier2,
-    }
-}
 
 fn devices() -> [(&'static str, DeviceInfo); 3] {
     [
