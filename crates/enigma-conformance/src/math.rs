@@ -391,8 +391,9 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
 }
 
 /// floor, ceil, fma (one rounding: `fma(a, b, -(a*b))` is the product's
-/// rounding error), abs, min, max, clamp and select on f32 — exact; and min,
-/// max, abs, fma on `float4` component by component.
+/// rounding error), abs, min, max, clamp, select and the classification
+/// (isnan, isinf, isfinite) on f32 — exact; and min, max, abs, fma on
+/// `float4` component by component.
 pub fn math_exact_float(rt: &Runtime) -> CaseResult {
     seeded("math_exact_float", |rng| {
         let mut a: Vec<f32> = vec![
@@ -478,6 +479,15 @@ pub fn math_exact_float(rt: &Runtime) -> CaseResult {
                 |x| abs(vector(F4, &[x[0], -x[0], x[1], x[2]])).y(),
                 &|i| a[i].abs(),
             ),
+            col("select(0, 1, isnan(a))", |x| select(lit(Scalar::F32, 0.0), lit(Scalar::F32, 1.0), isnan(x[0])), &|i| {
+                if a[i].is_nan() { 1.0 } else { 0.0 }
+            }),
+            col("select(0, 1, isinf(a))", |x| select(lit(Scalar::F32, 0.0), lit(Scalar::F32, 1.0), isinf(x[0])), &|i| {
+                if a[i].is_infinite() { 1.0 } else { 0.0 }
+            }),
+            col("select(0, 1, isfinite(a))", |x| select(lit(Scalar::F32, 0.0), lit(Scalar::F32, 1.0), isfinite(x[0])), &|i| {
+                if a[i].is_finite() { 1.0 } else { 0.0 }
+            }),
         ];
         run_table(
             rt,
