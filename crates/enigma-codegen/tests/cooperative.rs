@@ -327,3 +327,40 @@ fn cuda_reduces_through_shared_memory_and_refuses_simdgroup_scope_reductions() {
     assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }), "{err}");
     assert!(err.to_string().contains("cooperative_gemm_tile"), "{err}");
 }
+
+/// The lines of `cu` without their indentation.
+fn trimmed(cu: &str) -> Vec<&str> {
+    cu.lines().map(str::trim).collect()
+}
+
+#[test]
+fn wgmma_products_stay_in_flight_until_a_barrier_or_the_accumulator_needs_them() {
+    let (kernel, info) = wgmma_gemm();
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    let lines = trimmed(&cu);
+    let commit = lines.iter().position(|l| *l == "enigma::wgmma_commit();").expect("a commit");
+    assert_ne!(lines[commit + 1], "enigma::wgmma_wait();", "the product must not wait for itself:\n{cu}");
+    // Each barrier waits first; the store of the accumulator waits and pins its registers.
+    assert_eq!(cu.matches("enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);").count(), 2, "{cu}");
+    let store = lines.iter().position(|l| l.starts_with("const uint enigma_v[5]")).expect("the store");
+    assert_eq!(&lines[store - 3..store - 1], ["enigma::wgmma_wait();", "enigma_wgmma_hold32(&c[0]);"], "{cu}");
+}
+
+#[test]
+fn the_wait_for_a_product_goes_before_the_divergent_statement_that_reads_its_accumulator() {
+    // After the product, threads below 7 read the accumulator: the wait
+    // (which the whole warp must execute) goes before the `if`.
+    let text = WGMMA_GEMM.replace(
+        "c)\n        threadgroup_barrier(mem_threadgroup)\n    }",
+        "c)\n        if (thread_index_in_threadgroup < 7u32) {\n            C[thread_index_in_threadgroup] = c[0u32]\n        }\n        threadgroup_barrier(mem_threadgroup)\n    }",
+    );
+    assert_ne!(text, WGMMA_GEMM);
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    let lines = trimmed(&cu);
+    let branch = lines.iter().position(|l| l.starts_with("if (thread_index_in_threadgroup < 7u)")).unwrap_or_else(|| panic!("the branch in\n{cu}"));
+    assert_eq!(&lines[branch - 2..branch], ["enigma::wgmma_wait();", "enigma_wgmma_hold32(&c[0]);"], "{cu}");
+    assert!(!lines[branch..branch + 3].contains(&"enigma::wgmma_wait();"), "no wait inside the branch:\n{cu}");
+}
+

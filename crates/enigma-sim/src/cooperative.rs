@@ -16,7 +16,12 @@
 //! per scope, when its SIMD groups have all reached it (for a threadgroup
 //! scope, the scheduler holds each SIMD group there as at a barrier). Its
 //! memory reads are bounds-checked and recorded with the sanitizer as reads
-//! by the scope's threads in turn.
+//! by the scope's threads in turn, each element by two different threads
+//! ([`readers`]): the scope's SIMD groups may still be reading a product's
+//! operands when one of them has returned from it (on `wgmma` the product
+//! is in flight until the next barrier), so a write to an operand by any
+//! thread of the scope before the next barrier is a race, including one by
+//! a thread that was itself counted as a reader.
 
 use crate::exec::{memory, Fault, SimdGroup, LANES};
 use crate::memory::Words;
@@ -141,6 +146,13 @@ fn view_values(sgs: &[SimdGroup], v: &ViewRegs) -> [u64; 5] {
     [v.offset, v.extents[0], v.extents[1], v.strides[0], v.strides[1]].map(|r| sg.regs[r as usize][lane] as u32 as u64)
 }
 
+/// The two scope threads (of `threads`, at least 32) the sanitizer counts
+/// as readers of a product's operand element `e`.
+fn readers(e: usize, threads: u32) -> [u32; 2] {
+    let first = (e % threads as usize) as u32;
+    [first, (first + threads / 2) % threads]
+}
+
 /// What a collective needs besides its operands.
 pub struct Ctx<'e, 'a, 't> {
     pub env: &'e Env<'a>,
@@ -151,8 +163,8 @@ pub struct Ctx<'e, 'a, 't> {
 
 impl Ctx<'_, '_, '_> {
     /// View element (x, y) as f32, zero outside the extents; the read is
-    /// scope thread `thread`'s (bounds-checked, seen by the sanitizer).
-    fn read(&mut self, sgs: &[SimdGroup], v: &ViewRegs, values: &[u64; 5], x: u64, y: u64, thread: u32) -> Result<f32, (usize, Fault)> {
+    /// scope threads `threads`' (bounds-checked, seen by the sanitizer).
+    fn read(&mut self, sgs: &[SimdGroup], v: &ViewRegs, values: &[u64; 5], x: u64, y: u64, threads: [u32; 2]) -> Result<f32, (usize, Fault)> {
         let [offset, ex, ey, sx, sy] = *values;
         if x >= ex || y >= ey {
             return Ok(0.0);
@@ -160,12 +172,14 @@ impl Ctx<'_, '_, '_> {
         let index = offset + x * sx + y * sy;
         let (words, len) = memory(self.env, self.tg_mem, v.mem);
         let stride = v.elem.size_bytes() as usize;
-        let sg_index = thread as usize / LANES;
-        let sg = &sgs[sg_index];
-        let lane = thread as usize % LANES;
-        let checked = sg
-            .checked_index(self.env, self.pc, lane, v.mem, index, Scalar::U64, len / stride, "read", &mut self.san, AccessKind::Read, 0)
-            .map_err(|f| (sg_index, f))?;
+        let mut checked = None;
+        for thread in threads {
+            let sg_index = thread as usize / LANES;
+            let lane = thread as usize % LANES;
+            checked = sgs[sg_index]
+                .checked_index(self.env, self.pc, lane, v.mem, index, Scalar::U64, len / stride, "read", &mut self.san, AccessKind::Read, 0)
+                .map_err(|f| (sg_index, f))?;
+        }
         Ok(match checked {
             Some(i) => ops::f32_of(v.elem, ops::norm(v.elem, words.read(i * stride, v.elem))),
             None => 0.0,
@@ -190,7 +204,7 @@ impl Collective {
                             for kk in 0..k {
                                 let (x, y) = if desc.transpose_left { (r, kk) } else { (kk, r) };
                                 let e = r * k + kk;
-                                a[e] = ctx.read(sgs, v, &values, x as u64, y as u64, (e % threads as usize) as u32)?;
+                                a[e] = ctx.read(sgs, v, &values, x as u64, y as u64, readers(e, threads))?;
                             }
                         }
                         (a, k)
@@ -206,7 +220,7 @@ impl Collective {
                     for c in 0..n {
                         let (x, y) = if desc.transpose_right { (kk, c) } else { (c, kk) };
                         let e = kk * n + c;
-                        b[e] = ctx.read(sgs, right, &values, x as u64, y as u64, (e % threads as usize) as u32)?;
+                        b[e] = ctx.read(sgs, right, &values, x as u64, y as u64, readers(e, threads))?;
                     }
                 }
                 let start: Vec<f32> = match desc.mode {

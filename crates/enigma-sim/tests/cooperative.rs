@@ -264,3 +264,45 @@ fn views_read_zero_outside_their_extents_and_slots_past_the_capacity_fail() {
     let err = run(&k.finish().unwrap(), &[Data::F32(vec![0.0; 4])], 1, 32, false).unwrap_err();
     assert!(err.to_string().contains("slot 8 of cooperative tensor `t` is past its capacity of 8 slots per thread"), "{err}");
 }
+
+/// A 64×64×16 product over threadgroup tiles that thread `lid` then
+/// overwrites at `As[lid]` — after a barrier, or (`barrier` false) at once,
+/// while the scope's other SIMD groups may still be reading it.
+fn operand_rewriter(barrier: bool) -> Kernel {
+    let mut k = KernelBuilder::new(if barrier { "rewrite_after_barrier" } else { "rewrite_in_flight" });
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let ta = k.threadgroup_array("As", Type::F16, 64 * 16);
+    let tb = k.threadgroup_array("Bs", Type::F16, 16 * 64);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.for_range("i", lid, 1024u32, 128u32, |k, i| {
+        k.store(ta.at(i), a.at(i));
+        k.store(tb.at(i), b.at(i));
+    });
+    k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, Some(16)), ExecutionScope::Simdgroups(4));
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, &Tensor::new(ta, [16u32, 64u32]), &Tensor::new(tb, [64u32, 16u32]), acc);
+    if barrier {
+        k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
+    }
+    k.store(ta.at(lid), tb.at(lid).load());
+    k.cooperative_store(acc, &Tensor::new(c, [64u32, 64u32]));
+    k.finish().unwrap()
+}
+
+#[test]
+fn writing_a_products_operand_before_the_next_barrier_is_a_race_even_for_its_own_reader() {
+    // Thread `lid` is one of the two threads the product's read of
+    // As[lid] is counted for; the other is in another SIMD group.
+    let (a, b) = (data(64 * 16, 5), data(16 * 64, 6));
+    let want = reference(|r, k| a[r * 16 + k], |k, c| b[k * 64 + c], 64, 64, 16);
+    let args = || [Data::F16(a.clone()), Data::F16(b.clone()), Data::F32(vec![0.0; 64 * 64])];
+    let (out, findings) = run(&operand_rewriter(true), &args(), 1, 128, true).unwrap();
+    assert_eq!(out[0], want);
+    assert!(findings.is_empty(), "{findings:#?}");
+    let (_, findings) = run(&operand_rewriter(false), &args(), 1, 128, true).unwrap();
+    let race = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{findings:#?}"));
+    assert_eq!((race.kernel.as_str(), race.variable.as_deref()), ("rewrite_in_flight", Some("As")), "{race}");
+}

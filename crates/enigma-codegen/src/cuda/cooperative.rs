@@ -39,8 +39,30 @@
 //! loads and stores — goes through it. Threadgroup memory is not visible
 //! outside the threadgroup, so no kernel can tell. The array is aligned to
 //! 1024 bytes ([`SWIZZLE_ALIGN`]).
+//!
+//! **Products stay in flight until they are needed.** A `wgmma` product is
+//! issued and committed, not waited for: the generator waits
+//! (`wgmma.wait_group 0`) only before the next statement that reads or
+//! writes a `wgmma` accumulator's registers other than by another product
+//! ([`Plan::settles_before`]), and before every barrier. That is Metal's
+//! semantics for race-free kernels: no thread of the scope may write a
+//! product's operands before the scope's next barrier (the other SIMD
+//! groups may still be reading them; the simulator counts each operand
+//! element as read by two threads of the scope, so the sanitizer reports
+//! such a write), and the accumulator is only reached through those
+//! statements. The wait is `.aligned` (the whole warp executes it), so it is
+//! placed before a statement in uniform control flow: a block is uniform
+//! when it contains, at any depth, a product or a barrier (validation
+//! requires both to be reached uniformly, so every condition around them is
+//! uniform); within such a block the wait goes before the outermost
+//! statement that reaches an accumulator and holds no product or barrier.
+//! (No loop header or condition around a product reads an accumulator: its
+//! elements differ between threads, and validation refuses a product in
+//! control flow that depends on such a value.)
 
-use enigma_ir::{CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, Scalar, StmtKind, TensorView, TgArrayId, Type};
+use enigma_ir::visit::walk_block;
+use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
+use std::collections::HashSet;
 
 /// 16-bit elements in one 128-byte swizzle row (a panel's width).
 pub(crate) const PANEL: u32 = 64;
@@ -146,6 +168,9 @@ pub(crate) struct WgmmaProduct {
 pub(crate) struct Plan {
     pub swizzled: Vec<Option<Swizzle>>,
     pub layouts: Vec<Layout>,
+    /// The statements before which the generator waits for the products
+    /// in flight.
+    settle: HashSet<StmtPath>,
 }
 
 fn literal_u32(e: &Expr) -> Option<u32> {
@@ -196,6 +221,7 @@ impl Plan {
                 .iter()
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
+            settle: HashSet::new(),
         };
         if !wgmma || kernel.cooperative_tensors.is_empty() {
             return plan;
@@ -248,7 +274,29 @@ impl Plan {
             }
             plan.layouts[dest.0 as usize] = Layout::Wgmma { slices: p.slices, cols: p.n };
         }
+        if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
+            let mut settle = Settle { plan: &plan, at: HashSet::new() };
+            settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
+            plan.settle = settle.at;
+        }
         plan
+    }
+
+    /// Whether the generator waits for the products in flight before the
+    /// statement at `path`.
+    pub fn settles_before(&self, path: &StmtPath) -> bool {
+        self.settle.contains(path)
+    }
+
+    /// Whether the kernel has `wgmma` products (whose threadgroup arrays
+    /// are swizzled).
+    pub fn has_wgmma(&self) -> bool {
+        self.swizzled.iter().any(Option::is_some)
+    }
+
+    /// Whether tensor `id` is a `wgmma` accumulator.
+    pub fn is_wgmma(&self, id: CoopId) -> bool {
+        matches!(self.layouts.get(id.0 as usize), Some(Layout::Wgmma { .. }))
     }
 
     /// The product as `wgmma` runs it, or None for the scalar path.
@@ -259,43 +307,90 @@ impl Plan {
     }
 }
 
-impl WgmmaProduct {
-    /// The name of the function that issues one m64nNk16 instruction of
-    /// this product, and that of the one that pins its accumulator
-    /// registers (so the compiler moves no access of them into the
-    /// asynchronous window).
-    pub fn function_names(&self) -> (String, String) {
-        let t = |m: Major| if m == Major::K { 'k' } else { 'm' };
-        (
-            format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, t(self.left.major), t(self.right.major)),
-            format!("enigma_wgmma_hold{}", self.n / 2),
-        )
+/// The placement of the waits for products in flight (the module doc's
+/// rule), computed once over the kernel.
+struct Settle<'p> {
+    plan: &'p Plan,
+    at: HashSet<StmtPath>,
+}
+
+impl Settle<'_> {
+    /// Whether the statement itself (not its nested blocks) reads or
+    /// writes a `wgmma` accumulator's registers other than as a product's
+    /// destination.
+    fn reaches(&self, kind: &StmtKind) -> bool {
+        let own = match kind {
+            StmtKind::CooperativeLoad { tensor, .. } | StmtKind::CooperativeStore { tensor, .. } | StmtKind::CooperativeSet { tensor, .. } => self.plan.is_wgmma(*tensor),
+            StmtKind::CooperativeReduce { src, dest, .. } => self.plan.is_wgmma(*src) || self.plan.is_wgmma(*dest),
+            StmtKind::Matmul2d { left: Matmul2dLeft::Cooperative(id), .. } => self.plan.is_wgmma(*id),
+            _ => false,
+        };
+        own || kind.exprs().iter().any(|e| e.any(&mut |x| matches!(x, Expr::CooperativeElement { tensor, .. } if self.plan.is_wgmma(*tensor))))
     }
 
-    /// The two functions of [`Self::function_names`].
-    pub fn functions(&self) -> [String; 2] {
-        let (issue, hold) = self.function_names();
+    /// Whether `stmt` or a statement nested in it satisfies `pred`.
+    fn deep(stmt: &Stmt, pred: &mut impl FnMut(&StmtKind) -> bool) -> bool {
+        let mut found = pred(&stmt.kind);
+        for (branch, body) in stmt.kind.blocks() {
+            walk_block(body, branch, &mut StmtPath::default(), &mut |_, s| found |= pred(&s.kind));
+        }
+        found
+    }
+
+    /// Places the waits in `block`, a block in uniform control flow.
+    fn block(&mut self, block: &Block, branch: Branch, path: &mut StmtPath) {
+        for (i, stmt) in block.iter().enumerate() {
+            path.0.push((branch, i as u32));
+            if Self::deep(stmt, &mut |k| self.reaches(k)) {
+                let syncs = Self::deep(stmt, &mut |k| matches!(k, StmtKind::Matmul2d { .. } | StmtKind::Barrier { .. }));
+                if !syncs || self.reaches(&stmt.kind) {
+                    self.at.insert(path.clone());
+                }
+                if syncs {
+                    for (branch, body) in stmt.kind.blocks() {
+                        self.block(body, branch, path);
+                    }
+                }
+            }
+            path.0.pop();
+        }
+    }
+}
+
+/// The function that pins `regs` accumulator registers (so that the
+/// compiler moves no access of them across it), and its definition.
+pub(crate) fn hold_function(regs: u32) -> (String, String) {
+    let name = format!("enigma_wgmma_hold{regs}");
+    let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
+    let text = format!("__device__ __forceinline__ void {name}(float* d)\n{{\n    asm volatile(\"\" : {outs} :: \"memory\");\n}}\n");
+    (name, text)
+}
+
+impl WgmmaProduct {
+    /// The name of the function that issues one m64nNk16 instruction of
+    /// this product, and its definition.
+    pub fn issue_function(&self) -> (String, String) {
+        let t = |m: Major| if m == Major::K { 'k' } else { 'm' };
+        let name = format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, t(self.left.major), t(self.right.major));
         let regs = self.n / 2;
         let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
         let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
         let trans = |m: Major| u32::from(m == Major::Mn);
         let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
-        [
-            format!(
-                "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers.\n\
-                 __device__ __forceinline__ void {issue}(float* d, unsigned long long a, unsigned long long b)\n{{\n    \
-                 asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
-                 \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n        \
-                 : {outs}\n        : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
-                n = self.n,
-                a = regs,
-                b = regs + 1,
-                s = regs + 2,
-                ta = trans(self.left.major),
-                tb = trans(self.right.major),
-            ),
-            format!("__device__ __forceinline__ void {hold}(float* d)\n{{\n    asm volatile(\"\" : {outs} :: \"memory\");\n}}\n"),
-        ]
+        let text = format!(
+            "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers.\n\
+             __device__ __forceinline__ void {name}(float* d, unsigned long long a, unsigned long long b)\n{{\n    \
+             asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
+             \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n        \
+             : {outs}\n        : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
+            n = self.n,
+            a = regs,
+            b = regs + 1,
+            s = regs + 2,
+            ta = trans(self.left.major),
+            tb = trans(self.right.major),
+        );
+        (name, text)
     }
 }
 

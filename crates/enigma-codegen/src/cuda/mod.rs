@@ -668,10 +668,13 @@ impl Dialect for Cuda {
             // In a kernel with wgmma products each thread first orders its
             // shared-memory writes before the async proxy's reads, so that
             // a product after the barrier reads what every thread wrote.
-            BarrierScope::Threadgroup if self.cooperative.swizzled.iter().any(Option::is_some) => {
-                "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            // Products still in flight complete first: after the barrier
+            // another thread may write their operands.
+            BarrierScope::Threadgroup if self.cooperative.has_wgmma() => {
+                "enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
             }
             BarrierScope::Threadgroup => "enigma::threadgroup_barrier(enigma_tg)".into(),
+            BarrierScope::Simdgroup if self.cooperative.has_wgmma() => "enigma::wgmma_wait(); __syncwarp(__activemask())".into(),
             BarrierScope::Simdgroup => "__syncwarp(__activemask())".into(),
         }
     }

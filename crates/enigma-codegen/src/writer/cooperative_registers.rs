@@ -12,7 +12,7 @@
 //! typed error.
 
 use super::{Code, Val, Writer};
-use crate::cuda::cooperative::{Layout, Major, Plan, Swizzle, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, Layout, Major, Plan, Swizzle, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::{CodegenError, CodegenErrorKind};
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
@@ -55,7 +55,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     pub(super) fn register_decls(&mut self, plan: Plan) -> Result<(), CodegenError> {
         let k = self.kernel;
         self.coop.tensors = k.cooperative_tensors.iter().map(|t| self.names.fresh(&t.name)).collect();
-        self.dialect.use_cooperative_registers(plan.swizzled.iter().any(Option::is_some));
+        self.dialect.use_cooperative_registers(plan.has_wgmma());
         self.line("// cooperative tensors, each thread's slots in registers");
         for (i, (t, layout)) in k.cooperative_tensors.iter().zip(&plan.layouts).enumerate() {
             let ty = self.dialect.type_name(Type::scalar(t.elem));
@@ -241,6 +241,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let name = self.coop_name(dest)?;
         let t = self.scope_thread(dest);
         let elem = Type::scalar(self.kernel.cooperative(dest).elem);
+        if matches!(layout, Layout::Wgmma { .. }) {
+            // An earlier product into this accumulator may still be in flight.
+            self.settle_products()?;
+        }
         let (row, col) = layout.coords(&t, "enigma_i");
         // Unrolled, so that the tensor's slots stay registers.
         self.line("#pragma unroll");
@@ -310,27 +314,58 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(format!("enigma::wgmma_desc(&{place}, {lead}u, 1024u)"))
     }
 
+    /// Registers a program-scope function with the prologue once.
+    fn coop_function(&mut self, (name, text): (String, String)) {
+        if self.coop.functions.insert(name) {
+            let _ = writeln!(self.coop.prologue, "{text}");
+        }
+    }
+
+    /// Pins the registers of `wgmma` accumulator `id` (each 64-row slice).
+    fn hold(&mut self, id: CoopId) -> Result<(), CodegenError> {
+        let Layout::Wgmma { slices, cols } = self.layout(id)? else { return Ok(()) };
+        let (hold, text) = hold_function(cols / 2);
+        self.coop_function((hold.clone(), text));
+        let name = self.coop_name(id)?;
+        for s in 0..slices {
+            self.line(&format!("{hold}(&{name}[{}]);", s * cols / 2));
+        }
+        Ok(())
+    }
+
+    /// Waits for the products in flight and pins every `wgmma`
+    /// accumulator's registers after the wait.
+    pub(super) fn settle_products(&mut self) -> Result<(), CodegenError> {
+        self.line("enigma::wgmma_wait();");
+        for id in 0..self.kernel.cooperative_tensors.len() {
+            self.hold(CoopId(id as u32))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the statement at the writer's path waits for the products
+    /// in flight first ([`Plan::settles_before`]).
+    pub(super) fn settles_here(&self) -> bool {
+        self.coop.registers.as_ref().is_some_and(|p| p.settles_before(&self.path))
+    }
+
     fn wgmma_product(&mut self, p: &WgmmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
         let name = self.coop_name(dest)?;
         let t = self.scope_thread(dest);
-        let (issue, hold) = p.function_names();
-        for (fname, text) in [issue.clone(), hold.clone()].into_iter().zip(p.functions()) {
-            if self.coop.functions.insert(fname) {
-                let _ = writeln!(self.coop.prologue, "{text}");
-            }
-        }
+        let (issue, text) = p.issue_function();
+        self.coop_function((issue.clone(), text));
         let regs = p.n / 2;
         // Other threads' writes reach this product through the kernel's
         // barrier, before which each fenced them for the async proxy (the
         // dialect's barrier); this thread's own writes are fenced here.
         self.line("enigma::async_proxy_fence();");
         if desc.mode == Matmul2dMode::Multiply {
+            // A product into this accumulator may still be writing it.
+            self.settle_products()?;
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {name}[enigma_i] = 0.0f;", p.slices * regs));
         }
-        for s in 0..p.slices {
-            self.line(&format!("{hold}(&{name}[{}]);", s * regs));
-        }
+        self.hold(dest)?;
         self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
         self.line("enigma::wgmma_fence();");
         if desc.k.is_some() {
@@ -346,11 +381,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.indent -= 1;
         self.line("}");
+        // In flight until a barrier or an access of the accumulator waits
+        // for it (`crate::cuda::cooperative`'s module doc).
         self.line("enigma::wgmma_commit();");
-        self.line("enigma::wgmma_wait();");
-        for s in 0..p.slices {
-            self.line(&format!("{hold}(&{name}[{}]);", s * regs));
-        }
         Ok(())
     }
 

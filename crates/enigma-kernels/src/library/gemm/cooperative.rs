@@ -10,10 +10,13 @@
 //! (`tm × tk`) and B (`tk × tn`) lie in threadgroup memory as they are
 //! stored, `stages` of each, filled by 16-byte asynchronous copies (zeros
 //! for rows past M and for K and N past the matrices, so the product
-//! needs no edge path): the copies of slice `t + stages − 1` are in flight
-//! while slice `t` is multiplied, one barrier per slice. That barrier also
-//! orders the overwrite of a stage after every thread's product that read
-//! it (the product returns complete: on CUDA it waits for its `wgmma`).
+//! needs no edge path): each iteration starts the product of slice `t`,
+//! then the copies of slice `t + stages − 1` into the stage slice `t − 1`
+//! used, one barrier per slice. The barrier orders that overwrite after
+//! every thread's product of slice `t − 1` (no thread may write a
+//! product's operands before the scope's next barrier); on CUDA the
+//! product of slice `t` stays in flight while the copies are issued and
+//! the next slice's copies are awaited, and completes at the next barrier.
 //! On CUDA for `sm_90a` these products are Hopper's warpgroup matrix
 //! multiply (`enigma_codegen::cuda`'s cooperative lowering: both arrays
 //! have pitches that are multiples of 64, the product's m a multiple of
@@ -226,11 +229,13 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     k.for_range("t", 0u32, slices, 1u32, |k, t| {
         k.async_wait(stages - 2);
         k.threadgroup_barrier(MemFlags::Threadgroup);
+        let stage = k.let_("stage", t % stages);
+        k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
+        // Into the stage slice t − 1 used: its product is complete (the
+        // barrier above), while slice t's may still be running.
         let ahead = k.let_("ahead", t + (stages - 1));
         k.if_(ahead.lt(slices), |k| issue(k, "ahead", ahead));
         k.async_commit();
-        let stage = k.let_("stage", t % stages);
-        k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
     });
 
     each_slot(&mut k, "slot", &|k, slot, tag| {
