@@ -49,7 +49,7 @@ const SIMT_SWEEP: [(u32, u32); 5] = [(256, 8), (256, 16), (128, 8), (128, 16), (
 
 /// Cooperative GEMM configurations tried for f16 and bf16: (tm, tn, tk,
 /// stages).
-const COOP_SWEEP: [(u32, u32, u32, u32); 5] = [(128, 256, 64, 3), (128, 256, 64, 4), (128, 128, 64, 3), (128, 128, 64, 4), (64, 256, 64, 4)];
+const COOP_SWEEP: [(u32, u32, u32, u32); 4] = [(128, 256, 64, 3), (128, 256, 64, 4), (128, 256, 128, 2), (128, 128, 64, 3)];
 
 /// A kernel of the sweep: a SIMD-group tile, a SIMT configuration or a
 /// cooperative GEMM.

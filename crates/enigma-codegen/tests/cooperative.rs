@@ -137,11 +137,12 @@ fn one_simdgroup_tensors_in_both_lowerings() {
 }
 
 #[test]
-fn cuda_refuses_the_kernel_saying_why() {
+fn off_hopper_a_cooperative_left_operand_goes_through_shared_memory() {
     let (kernel, info) = gemm_tile();
-    let err = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d with a cooperative tensor as its left operand" }), "{err}");
-    assert!(err.to_string().contains("not generated for this target yet"), "{err}");
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in ["__shared__ float enigma_left[4096];", "const float enigma_x = (float)enigma_left[enigma_r * 64u + enigma_kk];"] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
 }
 
 /// The fragment lowering's slot layout, compiled as C++ with g++ against
@@ -364,3 +365,54 @@ fn the_wait_for_a_product_goes_before_the_divergent_statement_that_reads_its_acc
     assert!(!lines[branch..branch + 3].contains(&"enigma::wgmma_wait();"), "no wait inside the branch:\n{cu}");
 }
 
+
+/// S = A·B over threadgroup tiles, then O = S·V with S, the first
+/// product's accumulator, as the left operand.
+fn chained(relaxed: bool) -> String {
+    let text = format!(
+        "kernel chain(A: device f16 read, B: device f16 read, V: device f16 read, O: device f32 read_write) {{
+    threadgroup As: f16[4096]
+    threadgroup Bs: f16[4096]
+    threadgroup Vs: f16[4096]
+    cooperative s: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative o: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+
+    As[thread_index_in_threadgroup] = A[thread_index_in_threadgroup]
+    Bs[thread_index_in_threadgroup] = B[thread_index_in_threadgroup]
+    Vs[thread_index_in_threadgroup] = V[thread_index_in_threadgroup]
+    threadgroup_barrier(mem_threadgroup)
+    matmul2d(matmul2d_descriptor(64, 64, 64, false, false, false, multiply), simdgroups(4), tensor(As, 0u32, 64u32, 64u32, 1u32, 64u32), tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), s)
+    matmul2d(matmul2d_descriptor(64, 64, 64, false, false, {relaxed}, multiply), simdgroups(4), s, tensor(Vs, 0u32, 64u32, 64u32, 1u32, 64u32), o)
+    cooperative_store(o, tensor(O, 0u32, 64u32, 64u32, 1u32, 64u32))
+}}
+"
+    );
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source
+}
+
+#[test]
+fn an_accumulator_as_the_next_left_operand_runs_from_registers_under_relaxed_precision() {
+    let cu = chained(true);
+    for needle in [
+        // The second product reads its left operand from S's registers, rounded in pairs.
+        "enigma_wgmma_m64n64k16_f16_rm(&o[0], &s[0u + enigma_kk / 2u], enigma_db);",
+        "__floats2half2_rn(a[2 * i], a[2 * i + 1])",
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;",
+        // Its scalar path shuffles S within each quad of lanes.
+        "__shfl_sync(0xffffffffu, enigma_left[",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    let lines = trimmed(&cu);
+    // The first product is still in flight when the second reads S: the wait goes between.
+    let second = lines.iter().rposition(|l| *l == "const uint enigma_a[5] = {0u, 64u, 64u, 1u, 64u};").expect("the first product's view");
+    let read = lines.iter().position(|l| l.contains("_rm(&o[0]")).expect("the second product");
+    assert!(lines[second..read].contains(&"enigma::wgmma_wait();"), "{cu}");
+
+    // Exact precision: S stays f32, so the second product takes the scalar
+    // path, its destination in the linear layout, S through shared memory.
+    let exact = chained(false);
+    assert!(!exact.contains("_rm(") && exact.contains("__shared__ float enigma_left[4096];"), "{exact}");
+}

@@ -6,8 +6,12 @@
 //! (a pitch `wgmma` cannot read, a dynamic k that is not a multiple of 16 at
 //! the edge). Inputs are small integers, so every product is exact in f32
 //! and the simulator and the GPU must both match a plain-loop reference
-//! exactly. The simulator runs everywhere; the GPU part prints
-//! `skipped: <reason>` and passes when CUDA is unavailable.
+//! exactly. A second kernel chains two products, the first's accumulator
+//! the second's left operand (on sm_90a from registers: `wgmma` with A in
+//! registers, rounded to the input type under relaxed precision, exact
+//! here because every sum is an integer the type holds). The simulator
+//! runs everywhere; the GPU part prints `skipped: <reason>` and passes
+//! when CUDA is unavailable.
 
 use enigma_backend::args::f32_to_f16_bits;
 use enigma_cuda::CudaBackend;
@@ -188,11 +192,81 @@ fn cases() -> Vec<(Tile, (u32, u32, u32))> {
     ]
 }
 
+/// `O = (A·B)·V` for one `bm`-row block of A per threadgroup: A M×64,
+/// B 64×64 and V 64×64 row-major in `elem`; the product `S = A·B` is the
+/// next product's left operand (relaxed precision), over `simdgroups`.
+fn chained_kernel(elem: &str, bm: u32, simdgroups: u32) -> Kernel {
+    let threads = simdgroups * 32;
+    let text = format!(
+        "kernel coop_chain(A: device {elem} read, B: device {elem} read, V: device {elem} read, O: device f32 read_write, M: u32) {{
+    threadgroup As: {elem}[{a_len}]
+    threadgroup Bs: {elem}[4096]
+    threadgroup Vs: {elem}[4096]
+    var row0: u32
+    var i: u32
+    var r: u32
+    var cc: u32
+    cooperative s: cooperative_tensor<f32, {bm}, 64, simdgroups({simdgroups})>
+    cooperative o: cooperative_tensor<f32, {bm}, 64, simdgroups({simdgroups})>
+
+    row0 = (threadgroup_position_in_grid.x * {bm}u32)
+    for i in (thread_index_in_threadgroup, {a_pieces}u32, {threads}u32) {{
+        r = (i / 8u32)
+        cc = ((i % 8u32) * 8u32)
+        async_copy(As[((r * 64u32) + cc)], A[(((row0 + r) * 64u32) + cc)], 8, ((row0 + r) < M))
+    }}
+    for i in (thread_index_in_threadgroup, 512u32, {threads}u32) {{
+        r = (i / 8u32)
+        cc = ((i % 8u32) * 8u32)
+        async_copy(Bs[((r * 64u32) + cc)], B[((r * 64u32) + cc)], 8, true)
+        async_copy(Vs[((r * 64u32) + cc)], V[((r * 64u32) + cc)], 8, true)
+    }}
+    async_commit()
+    async_wait(0)
+    threadgroup_barrier(mem_threadgroup)
+    matmul2d(matmul2d_descriptor({bm}, 64, 64, false, false, false, multiply), simdgroups({simdgroups}), tensor(As, 0u32, 64u32, {bm}u32, 1u32, 64u32), tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), s)
+    matmul2d(matmul2d_descriptor({bm}, 64, 64, false, false, true, multiply), simdgroups({simdgroups}), s, tensor(Vs, 0u32, 64u32, 64u32, 1u32, 64u32), o)
+    cooperative_store(o, tensor(O, (row0 * 64u32), 64u32, min({bm}u32, (M - row0)), 1u32, 64u32))
+}}
+",
+        a_len = bm * 64,
+        a_pieces = bm * 64 / 8,
+    );
+    parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runs the chained kernel at M rows and compares O with a plain loop.
+fn check_chained(rt: &Runtime, elem: &str, bm: u32, simdgroups: u32, m: u32) {
+    let (a, b, v) = (values(m as usize * 64, 3), values(64 * 64, 4), values(64 * 64, 5));
+    let mut want = vec![0f32; m as usize * 64];
+    for i in 0..m as usize {
+        let srow: Vec<f32> = (0..64).map(|j| (0..64).fold(0f32, |acc, kk| acc + a[i * 64 + kk] * b[kk * 64 + j])).collect();
+        for j in 0..64 {
+            want[i * 64 + j] = (0..64).fold(0f32, |acc, kk| acc + srow[kk] * v[kk * 64 + j]);
+        }
+    }
+    let ty = if elem == "bf16" { Type::BF16 } else { Type::F16 };
+    let ab = rt.buffer_from_bytes(ty, &bytes(elem, &a)).unwrap();
+    let bb = rt.buffer_from_bytes(ty, &bytes(elem, &b)).unwrap();
+    let vb = rt.buffer_from_bytes(ty, &bytes(elem, &v)).unwrap();
+    let ob = rt.buffer_from(&vec![f32::NAN; m as usize * 64]).unwrap();
+    let p = rt.pipeline(&chained_kernel(elem, bm, simdgroups)).unwrap_or_else(|e| panic!("{e}"));
+    rt.dispatch_threadgroups(&p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&vb), Arg::from(&ob), Arg::u32(m)], [m.div_ceil(bm), 1, 1], [simdgroups * 32, 1, 1])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ob.to_vec::<f32>().unwrap(), want, "{elem} {bm} rows over {simdgroups} SIMD groups at M = {m} on {:?}", rt.device().kind);
+}
+
+/// The chained forms: one and two warpgroups, f16 and bf16, a partial last block.
+const CHAINED: [(&str, u32, u32, u32); 3] = [("f16", 64, 4, 100), ("bf16", 64, 4, 64), ("f16", 128, 8, 200)];
+
 #[test]
 fn the_simulator_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for (t, size) in cases() {
         check(&rt, t, size);
+    }
+    for (elem, bm, sg, m) in CHAINED {
+        check_chained(&rt, elem, bm, sg, m);
     }
 }
 
@@ -206,5 +280,8 @@ fn cuda_matches_the_reference() {
     assert!(rt.device().features.contains(&enigma_ir::Feature::CooperativeTensors));
     for (t, size) in cases() {
         check(&rt, t, size);
+    }
+    for (elem, bm, sg, m) in CHAINED {
+        check_chained(&rt, elem, bm, sg, m);
     }
 }

@@ -20,7 +20,13 @@
 //!   element computed in f32: starting from C's element (or 0) it adds
 //!   `A[r][k]·B[k][c]` for k = 0, 1, … in order, each a fused multiply-add,
 //!   then rounds once to the destination type. With `relaxed_precision` a
-//!   device may sum in another order or precision.
+//!   device may sum in another order or precision, and may round a
+//!   cooperative left operand to the right operand's type.
+//! * The scope's SIMD groups may still be reading a product's operands when
+//!   one of them has returned from it: no thread may write an operand
+//!   before the scope's next barrier (the simulator counts each element as
+//!   read by two threads of the scope, so the sanitizer reports such a
+//!   write as a race).
 //! * A view's element `(x, y)` (x the innermost coordinate) lies at
 //!   `offset + x·strides[0] + y·strides[1]` of its memory. A (m×k, row r,
 //!   column k) is view element `(k, r)`, or `(r, k)` with

@@ -13,11 +13,17 @@
 //! * its scope is `execution_simdgroups(4·w)` (w warpgroups), m a multiple
 //!   of 64·w (warpgroup g takes rows `[g·m/w, (g+1)·m/w)` in 64-row slices),
 //!   its destination f32, a static k a multiple of 16;
-//! * both operands are views of threadgroup arrays of scalar f16 (or both
-//!   bf16) whose strides are the literals `1` and a pitch P that is a
+//! * its right operand, and a left operand that is a view, are views of
+//!   threadgroup arrays of scalar f16 (or both bf16) whose strides are the
+//!   literals `1` and a pitch P that is a
 //!   multiple of 64, the array's length a multiple of 8·P, every wgmma view
 //!   of the array with the same pitch, and the array never read or written
 //!   by a SIMD-group matrix load or store;
+//! * or its left operand is a cooperative tensor already in the `wgmma`
+//!   accumulator layout with the product's rows (a previous product's f32
+//!   destination), k its columns, and the descriptor allows relaxed
+//!   precision: `wgmma` then reads it from registers ([`WgmmaLeft`]),
+//!   rounded to the right operand's type;
 //!
 //! and, when it runs, the views cover the product (no element falls
 //! outside their extents), their first element starts an 8-row group and a
@@ -152,6 +158,15 @@ pub(crate) struct WgmmaOperand {
     pub major: Major,
 }
 
+/// Where `wgmma` reads a product's left operand: a swizzled threadgroup
+/// array, or the registers of a cooperative tensor in the accumulator
+/// layout (a previous product's destination).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WgmmaLeft {
+    Shared(WgmmaOperand),
+    Registers(CoopId),
+}
+
 /// A product the generator gives to `wgmma`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WgmmaProduct {
@@ -159,8 +174,18 @@ pub(crate) struct WgmmaProduct {
     pub slices: u32,
     pub n: u32,
     pub elem: Scalar,
-    pub left: WgmmaOperand,
+    pub left: WgmmaLeft,
     pub right: WgmmaOperand,
+}
+
+impl WgmmaProduct {
+    /// The threadgroup arrays `wgmma` reads.
+    fn arrays(&self) -> Vec<WgmmaOperand> {
+        match self.left {
+            WgmmaLeft::Shared(l) => vec![l, self.right],
+            WgmmaLeft::Registers(_) => vec![self.right],
+        }
+    }
 }
 
 /// The layouts of a kernel's cooperative tensors and threadgroup arrays.
@@ -198,17 +223,31 @@ fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOpe
     Some((WgmmaOperand { array, pitch, major }, elem))
 }
 
-/// The product as `wgmma` would run it, judged on the product alone.
-fn candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
+/// The product as `wgmma` would run it, judged on the product and the
+/// layouts decided so far: a cooperative left operand must already be in
+/// the accumulator layout of the same rows, its columns the product's k,
+/// and (being f32) the descriptor must allow relaxed precision, under
+/// which it is rounded to the right operand's type.
+fn candidate(kernel: &Kernel, layouts: &[Layout], desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
     let ExecutionScope::Simdgroups(n) = scope else { return None };
     let warpgroups = n / 4;
     if !n.is_multiple_of(4) || kernel.cooperative(dest).elem != Scalar::F32 || !desc.m.is_multiple_of(SLICE_ROWS * warpgroups) || desc.k.is_some_and(|k| !k.is_multiple_of(WGMMA_K)) {
         return None;
     }
-    let Matmul2dLeft::Tensor(lv) = left else { return None };
-    let (l, le) = operand(kernel, lv, if desc.transpose_left { Major::Mn } else { Major::K })?;
+    let slices = desc.m / (SLICE_ROWS * warpgroups);
     let (r, re) = operand(kernel, right, if desc.transpose_right { Major::K } else { Major::Mn })?;
-    (le == re).then_some(WgmmaProduct { warpgroups, slices: desc.m / (SLICE_ROWS * warpgroups), n: desc.n, elem: le, left: l, right: r })
+    let left = match left {
+        Matmul2dLeft::Tensor(lv) => {
+            let (l, le) = operand(kernel, lv, if desc.transpose_left { Major::Mn } else { Major::K })?;
+            (le == re).then_some(WgmmaLeft::Shared(l))?
+        }
+        Matmul2dLeft::Cooperative(id) => {
+            let t = kernel.cooperative(*id);
+            let in_registers = layouts.get(id.0 as usize) == Some(&Layout::Wgmma { slices, cols: t.cols });
+            (in_registers && t.elem == Scalar::F32 && desc.relaxed_precision && t.cols.is_multiple_of(WGMMA_K)).then_some(WgmmaLeft::Registers(*id))?
+        }
+    };
+    Some(WgmmaProduct { warpgroups, slices, n: desc.n, elem: re, left, right: r })
 }
 
 impl Plan {
@@ -229,9 +268,7 @@ impl Plan {
         let mut products = vec![];
         kernel.walk_stmts(|_, s| {
             if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
-                if let Some(p) = candidate(kernel, desc, *scope, left, right, *dest) {
-                    products.push((p, *dest));
-                }
+                products.push((desc, *scope, left, right, *dest));
             }
         });
         // Arrays a SIMD-group matrix load or store reads in the linear layout.
@@ -254,25 +291,44 @@ impl Plan {
                 mark(mem);
             }
         });
+        // And arrays that products would read with two different pitches.
         let mut pitch: Vec<Option<u32>> = vec![None; kernel.threadgroup_arrays.len()];
-        for (p, _) in &products {
-            for o in [p.left, p.right] {
-                let slot = &mut pitch[o.array.0 as usize];
-                match slot {
-                    Some(q) if *q != o.pitch => linear[o.array.0 as usize] = true,
-                    _ => *slot = Some(o.pitch),
+        for (desc, _, left, right, _) in &products {
+            let mut views = vec![(*right, if desc.transpose_right { Major::K } else { Major::Mn })];
+            if let Matmul2dLeft::Tensor(lv) = left {
+                views.push((lv, if desc.transpose_left { Major::Mn } else { Major::K }));
+            }
+            for (view, major) in views {
+                if let Some((o, _)) = operand(kernel, view, major) {
+                    let slot = &mut pitch[o.array.0 as usize];
+                    match slot {
+                        Some(q) if *q != o.pitch => linear[o.array.0 as usize] = true,
+                        _ => *slot = Some(o.pitch),
+                    }
                 }
             }
         }
-        for (p, dest) in &products {
-            if [p.left, p.right].iter().any(|o| linear[o.array.0 as usize]) {
-                continue;
+        // A product whose left operand is another's destination qualifies
+        // once that destination has the accumulator layout: repeat until
+        // nothing changes.
+        loop {
+            let mut changed = false;
+            for (desc, scope, left, right, dest) in &products {
+                let Some(p) = candidate(kernel, &plan.layouts, desc, *scope, left, right, *dest) else { continue };
+                let layout = Layout::Wgmma { slices: p.slices, cols: p.n };
+                if plan.layouts[dest.0 as usize] == layout || p.arrays().iter().any(|o| linear[o.array.0 as usize]) {
+                    continue;
+                }
+                for o in p.arrays() {
+                    let len = kernel.threadgroup_arrays[o.array.0 as usize].len;
+                    plan.swizzled[o.array.0 as usize] = Some(Swizzle { pitch: o.pitch, rows: len / o.pitch });
+                }
+                plan.layouts[dest.0 as usize] = layout;
+                changed = true;
             }
-            for o in [p.left, p.right] {
-                let len = kernel.threadgroup_arrays[o.array.0 as usize].len;
-                plan.swizzled[o.array.0 as usize] = Some(Swizzle { pitch: o.pitch, rows: len / o.pitch });
+            if !changed {
+                break;
             }
-            plan.layouts[dest.0 as usize] = Layout::Wgmma { slices: p.slices, cols: p.n };
         }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
             let mut settle = Settle { plan: &plan, at: HashSet::new() };
@@ -301,9 +357,9 @@ impl Plan {
 
     /// The product as `wgmma` runs it, or None for the scalar path.
     pub fn wgmma(&self, kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
-        let p = candidate(kernel, desc, scope, left, right, dest)?;
-        let swizzled = |o: WgmmaOperand| self.swizzled[o.array.0 as usize].is_some_and(|s| s.pitch == o.pitch);
-        (swizzled(p.left) && swizzled(p.right) && matches!(self.layouts[dest.0 as usize], Layout::Wgmma { .. })).then_some(p)
+        let p = candidate(kernel, &self.layouts, desc, scope, left, right, dest)?;
+        let swizzled = |o: &WgmmaOperand| self.swizzled[o.array.0 as usize].is_some_and(|s| s.pitch == o.pitch);
+        (p.arrays().iter().all(swizzled) && matches!(self.layouts[dest.0 as usize], Layout::Wgmma { .. })).then_some(p)
     }
 }
 
@@ -368,28 +424,59 @@ pub(crate) fn hold_function(regs: u32) -> (String, String) {
 
 impl WgmmaProduct {
     /// The name of the function that issues one m64nNk16 instruction of
-    /// this product, and its definition.
+    /// this product, and its definition. With the left operand in
+    /// registers it takes the eight f32 slots of a 16-column block (the
+    /// m64k16 fragment `wgmma` reads from registers has the accumulator's
+    /// element order) and rounds them to the input type in pairs.
     pub fn issue_function(&self) -> (String, String) {
         let t = |m: Major| if m == Major::K { 'k' } else { 'm' };
-        let name = format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, t(self.left.major), t(self.right.major));
+        let left = match self.left {
+            WgmmaLeft::Shared(l) => t(l.major),
+            WgmmaLeft::Registers(_) => 'r',
+        };
+        let name = format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, left, t(self.right.major));
         let regs = self.n / 2;
         let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
         let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
         let trans = |m: Major| u32::from(m == Major::Mn);
         let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
-        let text = format!(
-            "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers.\n\
-             __device__ __forceinline__ void {name}(float* d, unsigned long long a, unsigned long long b)\n{{\n    \
-             asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
-             \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n        \
-             : {outs}\n        : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
-            n = self.n,
-            a = regs,
-            b = regs + 1,
-            s = regs + 2,
-            ta = trans(self.left.major),
-            tb = trans(self.right.major),
-        );
+        let tb = trans(self.right.major);
+        let n = self.n;
+        let text = match self.left {
+            WgmmaLeft::Shared(l) => format!(
+                "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers.\n\
+                 __device__ __forceinline__ void {name}(float* d, unsigned long long a, unsigned long long b)\n{{\n    \
+                 asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
+                 \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, %{a}, %{b}, p, 1, 1, {ta}, {tb};\\n}}\\n\"\n        \
+                 : {outs}\n        : \"l\"(a), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
+                a = regs,
+                b = regs + 1,
+                s = regs + 2,
+                ta = trans(l.major),
+            ),
+            WgmmaLeft::Registers(_) => {
+                let (pair, convert) = if self.elem == Scalar::BF16 { ("__nv_bfloat162", "__floats2bfloat162_rn") } else { ("__half2", "__floats2half2_rn") };
+                format!(
+                    "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers,\n\
+                     // the left operand's 16 columns from eight f32 registers, rounded to {ty}.\n\
+                     __device__ __forceinline__ void {name}(float* d, const float* a, unsigned long long b)\n{{\n    \
+                     unsigned r[4];\n    \
+                     for (int i = 0; i < 4; ++i) {{\n        \
+                     const {pair} h = {convert}(a[2 * i], a[2 * i + 1]);\n        \
+                     r[i] = *reinterpret_cast<const unsigned*>(&h);\n    \
+                     }}\n    \
+                     asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
+                     \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, p, 1, 1, {tb};\\n}}\\n\"\n        \
+                     : {outs}\n        : \"r\"(r[0]), \"r\"(r[1]), \"r\"(r[2]), \"r\"(r[3]), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
+                    a0 = regs,
+                    a1 = regs + 1,
+                    a2 = regs + 2,
+                    a3 = regs + 3,
+                    b = regs + 4,
+                    s = regs + 5,
+                )
+            }
+        };
         (name, text)
     }
 }

@@ -7,16 +7,23 @@
 //! thread sums its own elements with `fmaf` in k order, as the simulator
 //! does). Row and column reductions of threadgroup-scope tensors go through
 //! a shared-memory scratch array of the source's size (static shared memory
-//! beyond the threadgroup arrays). A cooperative tensor as a left operand,
-//! and reductions of `execution_simdgroup` tensors, are refused with a
-//! typed error.
+//! beyond the threadgroup arrays), as does a cooperative left operand on the
+//! scalar path unless its quads can shuffle it. Reductions of
+//! `execution_simdgroup` tensors are refused with a typed error.
 
 use super::{Code, Val, Writer};
-use crate::cuda::cooperative::{hold_function, Layout, Major, Plan, Swizzle, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, Layout, Major, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::{CodegenError, CodegenErrorKind};
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
+
+/// A product's left operand as the generator reads it: a view (its memory
+/// and values) or a cooperative tensor.
+enum Left {
+    View(Memory, ViewConsts),
+    Tensor(CoopId),
+}
 
 /// The names of a view's five values inside a product's or a load's block.
 struct ViewConsts {
@@ -98,17 +105,18 @@ impl<'k, D: Dialect> Writer<'k, D> {
     pub(super) fn register_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
         match kind {
             StmtKind::Matmul2d { desc, scope, left, right, dest } => {
-                let Matmul2dLeft::Tensor(lv) = left else {
-                    return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "matmul2d with a cooperative tensor as its left operand" }));
-                };
                 let wgmma = self.coop_plan()?.wgmma(self.kernel, desc, *scope, left, right, *dest);
                 self.line("{");
                 self.indent += 1;
-                let a = self.view_values(lv, "enigma_a")?;
+                let a = match left {
+                    Matmul2dLeft::Tensor(lv) => Left::View(lv.mem, self.view_values(lv, "enigma_a")?),
+                    Matmul2dLeft::Cooperative(id) => Left::Tensor(*id),
+                };
                 let b = self.view_values(right, "enigma_b")?;
-                let k = match desc.k {
-                    Some(k) => format!("{k}u"),
-                    None => a.extent(usize::from(desc.transpose_left)),
+                let k = match (desc.k, &a) {
+                    (Some(k), _) => format!("{k}u"),
+                    (None, Left::View(_, a)) => a.extent(usize::from(desc.transpose_left)),
+                    (None, Left::Tensor(id)) => format!("{}u", self.kernel.cooperative(*id).cols),
                 };
                 self.line(&format!("const uint enigma_k = {k};"));
                 match wgmma {
@@ -116,15 +124,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
                         let test = Self::wgmma_test(&p, &a, &b);
                         self.line(&format!("if ({test}) {{"));
                         self.indent += 1;
-                        self.wgmma_product(&p, desc, *dest, (lv.mem, &a), (right.mem, &b))?;
+                        self.wgmma_product(&p, desc, *dest, &a, (right.mem, &b))?;
                         self.indent -= 1;
                         self.line("} else {");
                         self.indent += 1;
-                        self.scalar_product(desc, *dest, (lv.mem, &a), (right.mem, &b))?;
+                        self.scalar_product(desc, *dest, &a, (right.mem, &b))?;
                         self.indent -= 1;
                         self.line("}");
                     }
-                    None => self.scalar_product(desc, *dest, (lv.mem, &a), (right.mem, &b))?,
+                    None => self.scalar_product(desc, *dest, &a, (right.mem, &b))?,
                 }
                 self.indent -= 1;
                 self.line("}");
@@ -235,8 +243,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     /// Each thread computes its own valid slots: `fmaf` over k in order,
-    /// from the slot's value (multiply-accumulate) or zero, in f32.
-    fn scalar_product(&mut self, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
+    /// from the slot's value (multiply-accumulate) or zero, in f32. A
+    /// cooperative left operand's elements are other threads' registers:
+    /// in the accumulator layout with the destination's rows, a thread's
+    /// rows are held by its own quad of lanes, which shuffles them
+    /// ([`Self::left_by_shuffle`]); otherwise the scope writes the tensor
+    /// to a shared-memory scratch array between two barriers.
+    fn scalar_product(&mut self, desc: &Matmul2dDescriptor, dest: CoopId, a: &Left, (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
         let layout = self.layout(dest)?;
         let name = self.coop_name(dest)?;
         let t = self.scope_thread(dest);
@@ -244,6 +257,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if matches!(layout, Layout::Wgmma { .. }) {
             // An earlier product into this accumulator may still be in flight.
             self.settle_products()?;
+        }
+        let shuffled = match a {
+            Left::Tensor(id) => Some(self.left_registers(*id, layout)?),
+            Left::View(..) => None,
+        };
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        if let (Left::Tensor(id), Some(false)) = (a, shuffled) {
+            self.left_to_scratch(*id)?;
         }
         let (row, col) = layout.coords(&t, "enigma_i");
         // Unrolled, so that the tensor's slots stay registers.
@@ -259,14 +280,29 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("float enigma_acc = {start};"));
         self.line("for (uint enigma_kk = 0u; enigma_kk < enigma_k; ++enigma_kk) {");
         self.indent += 1;
-        let (ax, ay) = if desc.transpose_left { ("enigma_r", "enigma_kk") } else { ("enigma_kk", "enigma_r") };
-        let (bx, by) = if desc.transpose_right { ("enigma_kk", "enigma_c") } else { ("enigma_c", "enigma_kk") };
-        for (var, mem, c, x, y) in [("enigma_x", amem, a, ax, ay), ("enigma_y", bmem, b, bx, by)] {
-            let place = self.view_place(mem, c, x, y)?;
-            let (_, ty) = self.memory(mem)?;
-            let value = self.dialect.cast(Type::F32, ty, Code::postfix(place)).text;
-            self.line(&format!("const float {var} = ({}) ? {value} : 0.0f;", Self::inside(c, x, y)));
+        match (a, shuffled) {
+            (Left::View(amem, ac), _) => {
+                let (ax, ay) = if desc.transpose_left { ("enigma_r", "enigma_kk") } else { ("enigma_kk", "enigma_r") };
+                self.view_operand("enigma_x", *amem, ac, ax, ay)?;
+            }
+            (Left::Tensor(id), Some(true)) => {
+                let Layout::Wgmma { cols, .. } = layout else { return Err(self.malformed("a shuffled left operand needs the accumulator layout")) };
+                let k = self.kernel.cooperative(*id).cols;
+                // Slot of the left operand's row-half and slice at column kk, in
+                // the lane of this thread's quad that holds column kk.
+                self.line(&format!(
+                    "const float enigma_x = __shfl_sync(0xffffffffu, enigma_left[enigma_i / {half}u * {kh}u + 4u * (enigma_kk / 8u) + 2u * ((enigma_i % {half}u) / 2u % 2u) + enigma_kk % 2u], ({t}) % 32u / 4u * 4u + enigma_kk % 8u / 2u);",
+                    half = cols / 2,
+                    kh = k / 2,
+                ));
+            }
+            (Left::Tensor(id), _) => {
+                let k = self.kernel.cooperative(*id).cols;
+                self.line(&format!("const float enigma_x = (float)enigma_left[enigma_r * {k}u + enigma_kk];"));
+            }
         }
+        let (bx, by) = if desc.transpose_right { ("enigma_kk", "enigma_c") } else { ("enigma_c", "enigma_kk") };
+        self.view_operand("enigma_y", bmem, b, bx, by)?;
         self.line("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);");
         self.indent -= 1;
         self.line("}");
@@ -274,16 +310,70 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("{name}[enigma_i] = {result};"));
         self.indent -= 1;
         self.line("}");
+        if shuffled == Some(false) {
+            // Before the scratch array is written again.
+            self.line(&format!("{barrier};"));
+        }
+        Ok(())
+    }
+
+    /// `const float {var} = view element (x, y) as f32, zero outside it`.
+    fn view_operand(&mut self, var: &str, mem: Memory, c: &ViewConsts, x: &str, y: &str) -> Result<(), CodegenError> {
+        let place = self.view_place(mem, c, x, y)?;
+        let (_, ty) = self.memory(mem)?;
+        let value = self.dialect.cast(Type::F32, ty, Code::postfix(place)).text;
+        self.line(&format!("const float {var} = ({}) ? {value} : 0.0f;", Self::inside(c, x, y)));
+        Ok(())
+    }
+
+    /// Prepares cooperative left operand `id` for the scalar path of a
+    /// product into a tensor of layout `dest`: true when the quads can
+    /// shuffle it (both in the accumulator layout of the same rows; the
+    /// slots are copied to `enigma_left`, a per-thread array indexed at run
+    /// time), false when it goes through shared memory.
+    fn left_registers(&mut self, id: CoopId, dest: Layout) -> Result<bool, CodegenError> {
+        let left = self.layout(id)?;
+        let shuffle = matches!((left, dest), (Layout::Wgmma { slices: ls, .. }, Layout::Wgmma { slices: ds, .. }) if ls == ds);
+        if shuffle {
+            let name = self.coop_name(id)?;
+            let ty = self.dialect.type_name(Type::scalar(self.kernel.cooperative(id).elem));
+            self.line(&format!("{ty} enigma_left[{}];", left.capacity()));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) enigma_left[enigma_q] = {name}[enigma_q];", left.capacity()));
+        }
+        Ok(shuffle)
+    }
+
+    /// Writes cooperative tensor `id` to `enigma_left`, a shared-memory
+    /// array in row-major order, and waits for the whole scope.
+    fn left_to_scratch(&mut self, id: CoopId) -> Result<(), CodegenError> {
+        let t = self.kernel.cooperative(id);
+        let (layout, name) = (self.layout(id)?, self.coop_name(id)?);
+        let ty = self.dialect.type_name(Type::scalar(t.elem));
+        let th = self.scope_thread(id);
+        let (row, col) = layout.coords(&th, "enigma_q");
+        self.line(&format!("__shared__ {ty} enigma_left[{}];", t.rows * t.cols));
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", layout.capacity()));
+        self.line(&format!("    if ({}) enigma_left[({row}) * {}u + ({col})] = {name}[enigma_q];", layout.valid(&th, "enigma_q"), t.cols));
+        self.line("}");
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        self.line(&format!("{barrier};"));
         Ok(())
     }
 
     /// The run-time test that the views suit `wgmma`: they cover the
     /// product, start on a swizzle row group and column group, and k is a
     /// multiple of 16 whose columns stay within a row.
-    fn wgmma_test(p: &WgmmaProduct, a: &ViewConsts, b: &ViewConsts) -> String {
+    fn wgmma_test(p: &WgmmaProduct, a: &Left, b: &ViewConsts) -> String {
         let m = p.warpgroups * p.slices * 64;
         let mut terms = vec![format!("enigma_k % {WGMMA_K}u == 0u")];
-        for (o, c, mn) in [(p.left, a, m), (p.right, b, p.n)] {
+        let mut views = vec![];
+        if let (WgmmaLeft::Shared(l), Left::View(_, a)) = (p.left, a) {
+            views.push((l, a, m));
+        }
+        views.push((p.right, b, p.n));
+        for (o, c, mn) in views {
             let pitch = o.pitch;
             let (x, y, col_group) = match o.major {
                 Major::K => ("enigma_k".to_string(), format!("{mn}u"), WGMMA_K),
@@ -349,7 +439,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.coop.registers.as_ref().is_some_and(|p| p.settles_before(&self.path))
     }
 
-    fn wgmma_product(&mut self, p: &WgmmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
+    fn wgmma_product(&mut self, p: &WgmmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, a: &Left, (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
         let name = self.coop_name(dest)?;
         let t = self.scope_thread(dest);
         let (issue, text) = p.issue_function();
@@ -368,7 +458,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.hold(dest)?;
         self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
         self.line("enigma::wgmma_fence();");
-        if desc.k.is_some() {
+        // Unrolled where k is static (a left operand in registers is
+        // indexed by it).
+        if desc.k.is_some() || matches!(p.left, WgmmaLeft::Registers(_)) {
             self.line("#pragma unroll");
         }
         self.line(&format!("for (uint enigma_kk = 0u; enigma_kk < enigma_k; enigma_kk += {WGMMA_K}u) {{"));
@@ -376,7 +468,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let db = self.wgmma_descriptor(&p.right, bmem, b, "0u")?;
         self.line(&format!("const unsigned long long enigma_db = {db};"));
         for s in 0..p.slices {
-            let da = self.wgmma_descriptor(&p.left, amem, a, &format!("enigma_g + {}u", s * 64))?;
+            let da = match (p.left, a) {
+                (WgmmaLeft::Shared(l), Left::View(amem, ac)) => self.wgmma_descriptor(&l, *amem, ac, &format!("enigma_g + {}u", s * 64))?,
+                (WgmmaLeft::Registers(id), Left::Tensor(_)) => {
+                    // Slice s's slots of the 16 columns at kk: 8 per column block.
+                    let k = self.kernel.cooperative(id).cols;
+                    format!("&{}[{}u + enigma_kk / 2u]", self.coop_name(id)?, s * k / 2)
+                }
+                _ => return Err(self.malformed("a wgmma left operand that does not match the product")),
+            };
             self.line(&format!("{issue}(&{name}[{}], {da}, enigma_db);", s * regs));
         }
         self.indent -= 1;
