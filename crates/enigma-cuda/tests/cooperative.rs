@@ -11,7 +11,8 @@
 //! registers, rounded to the input type under relaxed precision, exact
 //! here because every sum is an integer the type holds). The simulator
 //! runs everywhere; the GPU part prints `skipped: <reason>` and passes
-//! when CUDA is unavailable.
+//! when CUDA is unavailable. A third kernel gives each SIMD group its own
+//! product and reduces it along both axes.
 
 use enigma_backend::args::f32_to_f16_bits;
 use enigma_cuda::CudaBackend;
@@ -256,6 +257,49 @@ fn check_chained(rt: &Runtime, elem: &str, bm: u32, simdgroups: u32, m: u32) {
     assert_eq!(ob.to_vec::<f32>().unwrap(), want, "{elem} {bm} rows over {simdgroups} SIMD groups at M = {m} on {:?}", rt.device().kind);
 }
 
+/// Each SIMD group on its own (`execution_simdgroup`): group g multiplies
+/// rows `32·g…` of A (M×16) by B (16×16), then reduces its 32×16
+/// accumulator along rows (sums) and columns (maxima); on CUDA the
+/// reductions gather with shuffles.
+fn simdgroup_kernel() -> Kernel {
+    let text = "kernel coop_one_simdgroup(A: device f16 read, B: device f16 read, C: device f32 read_write, S: device f32 read_write, X: device f32 read_write) {
+    var row0: u32
+    cooperative c: cooperative_tensor<f32, 32, 16, simdgroup>
+    cooperative sums: cooperative_tensor<f32, 32, 1, simdgroup>
+    cooperative maxes: cooperative_tensor<f32, 1, 16, simdgroup>
+
+    row0 = (((threadgroup_position_in_grid.x * simdgroups_per_threadgroup) + simdgroup_index_in_threadgroup) * 32u32)
+    matmul2d(matmul2d_descriptor(32, 16, 16, false, false, false, multiply), simdgroup, tensor(A, (row0 * 16u32), 16u32, 32u32, 1u32, 16u32), tensor(B, 0u32, 16u32, 16u32, 1u32, 16u32), c)
+    reduce_rows(c, sums, sum)
+    reduce_columns(c, maxes, max)
+    cooperative_store(c, tensor(C, (row0 * 16u32), 16u32, 32u32, 1u32, 16u32))
+    cooperative_store(sums, tensor(S, row0, 1u32, 32u32, 1u32, 1u32))
+    cooperative_store(maxes, tensor(X, ((row0 / 32u32) * 16u32), 16u32, 1u32, 1u32, 16u32))
+}
+";
+    parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// Runs [`simdgroup_kernel`] over `groups` SIMD groups (two per threadgroup).
+fn check_simdgroup(rt: &Runtime, groups: u32) {
+    let m = groups as usize * 32;
+    let (a, b) = (values(m * 16, 6), values(16 * 16, 7));
+    let c: Vec<f32> = (0..m * 16).map(|e| (0..16).fold(0f32, |acc, kk| acc + a[e / 16 * 16 + kk] * b[kk * 16 + e % 16])).collect();
+    let sums: Vec<f32> = (0..m).map(|r| (0..16).fold(0f32, |acc, j| acc + c[r * 16 + j])).collect();
+    let maxes: Vec<f32> = (0..groups as usize * 16).map(|e| (0..32).fold(f32::NEG_INFINITY, |acc, r| acc.max(c[(e / 16 * 32 + r) * 16 + e % 16]))).collect();
+    let ab = rt.buffer_from_bytes(Type::F16, &bytes("f16", &a)).unwrap();
+    let bb = rt.buffer_from_bytes(Type::F16, &bytes("f16", &b)).unwrap();
+    let cb = rt.buffer_from(&vec![f32::NAN; m * 16]).unwrap();
+    let sb = rt.buffer_from(&vec![f32::NAN; m]).unwrap();
+    let xb = rt.buffer_from(&vec![f32::NAN; groups as usize * 16]).unwrap();
+    let p = rt.pipeline(&simdgroup_kernel()).unwrap_or_else(|e| panic!("{e}"));
+    rt.dispatch_threadgroups(&p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::from(&sb), Arg::from(&xb)], [groups / 2, 1, 1], [64, 1, 1]).unwrap_or_else(|e| panic!("{e}"));
+    let kind = rt.device().kind;
+    assert_eq!(cb.to_vec::<f32>().unwrap(), c, "products on {kind:?}");
+    assert_eq!(sb.to_vec::<f32>().unwrap(), sums, "row sums on {kind:?}");
+    assert_eq!(xb.to_vec::<f32>().unwrap(), maxes, "column maxima on {kind:?}");
+}
+
 /// The chained forms: one and two warpgroups, f16 and bf16, a partial last block.
 const CHAINED: [(&str, u32, u32, u32); 3] = [("f16", 64, 4, 100), ("bf16", 64, 4, 64), ("f16", 128, 8, 200)];
 
@@ -268,6 +312,7 @@ fn the_simulator_matches_the_reference() {
     for (elem, bm, sg, m) in CHAINED {
         check_chained(&rt, elem, bm, sg, m);
     }
+    check_simdgroup(&rt, 4);
 }
 
 #[test]
@@ -284,4 +329,5 @@ fn cuda_matches_the_reference() {
     for (elem, bm, sg, m) in CHAINED {
         check_chained(&rt, elem, bm, sg, m);
     }
+    check_simdgroup(&rt, 4);
 }

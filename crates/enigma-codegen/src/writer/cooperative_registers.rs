@@ -8,13 +8,13 @@
 //! does). Row and column reductions of threadgroup-scope tensors go through
 //! a shared-memory scratch array of the source's size (static shared memory
 //! beyond the threadgroup arrays), as does a cooperative left operand on the
-//! scalar path unless its quads can shuffle it. Reductions of
-//! `execution_simdgroup` tensors are refused with a typed error.
+//! scalar path unless its quads can shuffle it; a SIMD group's own tensor
+//! is reduced with shuffles.
 
 use super::{Code, Val, Writer};
 use crate::cuda::cooperative::{hold_function, Layout, Major, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect};
-use crate::error::{CodegenError, CodegenErrorKind};
+use crate::error::CodegenError;
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
@@ -177,32 +177,47 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(())
     }
 
-    /// A row or column reduction through shared memory: the scope writes
-    /// the source's elements to a scratch array in row-major order, then
-    /// each thread reduces the row or column of each of its destination
-    /// slots in index order, as the simulator does (floats in f32 from the
-    /// first element, integers wrapping). Barriers before and after keep
-    /// the scratch's uses apart.
+    /// A row or column reduction: each thread reduces the row or column of
+    /// each of its destination slots in index order, as the simulator does
+    /// (floats in f32 from the first element, integers wrapping). A
+    /// threadgroup-scope source goes through shared memory (the scope
+    /// writes its elements to a scratch array in row-major order; barriers
+    /// before and after keep the scratch's uses apart); a SIMD group's own
+    /// tensor (the linear layout over 32 lanes) is gathered with shuffles,
+    /// every lane running every step so that the warp stays converged.
     fn reduce(&mut self, src: CoopId, dest: CoopId, axis: ReduceAxis, op: ReduceOp) -> Result<(), CodegenError> {
         let s = self.kernel.cooperative(src);
-        if !s.scope.is_threadgroup() {
-            return Err(self.error(CodegenErrorKind::CooperativeNotGenerated { what: "reduce_rows and reduce_columns of an execution_simdgroup tensor" }));
-        }
         let (rows, cols, elem) = (s.rows, s.cols, s.elem);
         let (sl, dl) = (self.layout(src)?, self.layout(dest)?);
         let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
         let t = self.scope_thread(src);
         let ty = Type::scalar(elem);
+        let threadgroup = s.scope.is_threadgroup();
         let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
         self.line("{");
         self.indent += 1;
-        self.line(&format!("__shared__ {} enigma_scratch[{}];", self.dialect.type_name(ty), rows * cols));
-        let (row, col) = sl.coords(&t, "enigma_i");
-        self.line("#pragma unroll");
-        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
-        self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
-        self.line("}");
-        self.line(&format!("{barrier};"));
+        if threadgroup {
+            self.line(&format!("__shared__ {} enigma_scratch[{}];", self.dialect.type_name(ty), rows * cols));
+            let (row, col) = sl.coords(&t, "enigma_i");
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+            self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
+            self.line("}");
+            self.line(&format!("{barrier};"));
+        } else {
+            let Layout::Linear { threads: 32, .. } = sl else { return Err(self.malformed("a SIMD group's cooperative tensor outside the linear layout")) };
+            // Element e is slot e / 32 of lane e % 32: every lane offers
+            // each of its slots in turn and keeps the one it asked for.
+            self.line(&format!("auto enigma_gather = [&](uint enigma_e) -> {} {{", self.dialect.type_name(ty)));
+            self.line(&format!("    {} enigma_w = {sname}[0];", self.dialect.type_name(ty)));
+            self.line("    #pragma unroll");
+            self.line(&format!("    for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", sl.capacity()));
+            self.line(&format!("        const {} enigma_x = __shfl_sync(0xffffffffu, {sname}[enigma_q], enigma_e % 32u);", self.dialect.type_name(ty)));
+            self.line("        if (enigma_q == enigma_e / 32u) enigma_w = enigma_x;");
+            self.line("    }");
+            self.line("    return enigma_w;");
+            self.line("};");
+        }
         let (row, col) = dl.coords(&t, "enigma_i");
         let (outer, inner, at) = match axis {
             ReduceAxis::Rows => (row, cols, format!("enigma_o * {cols}u + enigma_j")),
@@ -210,7 +225,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
         };
         let float = elem.is_float();
         let acc_ty = if float { Type::F32 } else { ty };
-        let read = self.dialect.cast(acc_ty, ty, Code::postfix(format!("enigma_scratch[{at}]"))).text;
+        let source = if threadgroup { format!("enigma_scratch[{at}]") } else { format!("enigma_gather({at})") };
+        let read = self.dialect.cast(acc_ty, ty, Code::postfix(source)).text;
         let combine = match (op, float, elem.is_signed_int()) {
             (ReduceOp::Sum, true, _) => "enigma_acc + enigma_v".to_string(),
             (ReduceOp::Sum, false, true) => "(int)((uint)enigma_acc + (uint)enigma_v)".to_string(),
@@ -225,7 +241,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line("#pragma unroll");
         self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
         self.indent += 1;
-        self.line(&format!("if (!({})) continue;", dl.valid(&t, "enigma_i")));
+        let valid = dl.valid(&t, "enigma_i");
+        if threadgroup {
+            self.line(&format!("if (!({valid})) continue;"));
+        }
         self.line(&format!("const uint enigma_o = {outer};"));
         self.line("uint enigma_j = 0u;");
         self.line(&format!("{acc_name} enigma_acc = {read};"));
@@ -233,10 +252,16 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("    const {acc_name} enigma_v = {read};"));
         self.line(&format!("    enigma_acc = {combine};"));
         self.line("}");
-        self.line(&format!("{dname}[enigma_i] = {result};"));
+        if threadgroup {
+            self.line(&format!("{dname}[enigma_i] = {result};"));
+        } else {
+            self.line(&format!("if ({valid}) {dname}[enigma_i] = {result};"));
+        }
         self.indent -= 1;
         self.line("}");
-        self.line(&format!("{barrier};"));
+        if threadgroup {
+            self.line(&format!("{barrier};"));
+        }
         self.indent -= 1;
         self.line("}");
         Ok(())
@@ -247,7 +272,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// cooperative left operand's elements are other threads' registers:
     /// in the accumulator layout with the destination's rows, a thread's
     /// rows are held by its own quad of lanes, which shuffles them
-    /// ([`Self::left_by_shuffle`]); otherwise the scope writes the tensor
+    /// ([`Self::left_registers`]); otherwise the scope writes the tensor
     /// to a shared-memory scratch array between two barriers.
     fn scalar_product(&mut self, desc: &Matmul2dDescriptor, dest: CoopId, a: &Left, (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
         let layout = self.layout(dest)?;
