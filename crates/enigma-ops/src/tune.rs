@@ -222,7 +222,7 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits
                     // Fragment order may narrow the tile (to divide N, or to
                     // its SIMD-group budget): the candidate is the tile that
                     // runs, once.
-                    let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
+                    let tile = cfg.tile();
                     if out.iter().any(|(ch, _): &(Choice, Option<String>)| ch.tile == Some(tile)) {
                         continue;
                     }
@@ -246,7 +246,7 @@ fn fused_candidates(format: Format, limits: &ThreadgroupLimits) -> Vec<(Choice, 
         .into_iter()
         .map(|m| {
             let cfg = FusedQgemmConfig::for_rows(format, DType::F16, m);
-            let tile = cfg.tile();
+            let tile = cfg.tile;
             let skip = over_max_threads(tile.threads(), limits).or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()));
             (Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip)
         })

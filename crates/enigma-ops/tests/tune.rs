@@ -243,7 +243,7 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
                     continue;
                 };
                 assert_eq!(choice.threads, tile.threads());
-                let cfg = GemmConfig { tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, ..GemmConfig::new(input, DType::F32) };
+                let cfg = GemmConfig::from_tile(tile, input, DType::F32);
                 // Skipped exactly when the GEMM's own check (with the
                 // device's limit) or the thread limit refuses it.
                 let refused = cfg.check(limits.max_memory_bytes).is_err() || tile.threads() > limits.max_threads;
@@ -271,13 +271,13 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
     // (declared by the compiled kernel) and the SIMD-group grid.
     for cfg in runnable_f16 {
         let planned = TileConfig {
-            simdgroups: cfg.sg_rows * cfg.sg_cols,
-            sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
-            ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
+            simdgroups: cfg.tile.sg_rows * cfg.tile.sg_cols,
+            sg_grid: Some([cfg.tile.sg_rows, cfg.tile.sg_cols]),
+            ..TileConfig::new(TileShape::new(cfg.tile.tm, cfg.tile.tn, cfg.tile.tk), TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &planner_device, None).unwrap();
         let declared: u64 = gemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-        assert_eq!((report.tg_memory_bytes, report.partition.grid), (declared, [cfg.sg_rows, cfg.sg_cols]), "{}", cfg.name());
+        assert_eq!((report.tg_memory_bytes, report.partition.grid), (declared, [cfg.tile.sg_rows, cfg.tile.sg_cols]), "{}", cfg.name());
     }
     // Tiles twice the shape's size are skipped: at 33×40×24 only 64×64
     // tiles 16 or 32 deep run.

@@ -27,11 +27,11 @@ pub fn gemm(cfg: &GemmConfig) -> Kernel {
 /// The kernel of `cfg` named `name`: B of the input type, or with `packed`
 /// 4-bit weights in a layout of packed words (see [`QgemmConfig`]).
 pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, QuantLayout)>) -> Kernel {
-    let (sm, sn) = (cfg.tm / cfg.sg_rows, cfg.tn / cfg.sg_cols);
+    let (sm, sn) = (cfg.tile.tm / cfg.tile.sg_rows, cfg.tile.tn / cfg.tile.sg_cols);
     // Fragment-ordered weights decode a whole slice's B tile at once (its
     // 64-row unit), so A's tile spans the slice too.
     let step = match packed {
-        Some((_, QuantLayout::Fragments)) => cfg.tk,
+        Some((_, QuantLayout::Fragments)) => cfg.tile.tk,
         _ => cfg.k_step(),
     };
     let elem = cfg.input.scalar();
@@ -92,8 +92,8 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-    let m0 = k.let_("m0", tg.y() * cfg.tm);
-    let n0 = k.let_("n0", tg.x() * cfg.tn);
+    let m0 = k.let_("m0", tg.y() * cfg.tile.tm);
+    let n0 = k.let_("n0", tg.x() * cfg.tile.tn);
     // With K split, z numbers (batch, split) pairs; this threadgroup takes
     // the split's stretch of K, whole slices, and writes its partial
     // product to its own f32 slice of `c` (alpha and beta wait for the
@@ -101,9 +101,9 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
     let batch = k.let_("batch", tg.z() / splits);
     let split = k.let_("split", tg.z() % splits);
     let c_base = k.let_("c_base", tg.z() * m * n);
-    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tk);
-    let sg_m = k.let_("sg_m", sg / cfg.sg_cols * sm);
-    let sg_n = k.let_("sg_n", sg % cfg.sg_cols * sn);
+    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tile.tk);
+    let sg_m = k.let_("sg_m", sg / cfg.tile.sg_cols * sm);
+    let sg_n = k.let_("sg_n", sg % cfg.tile.sg_cols * sn);
     // The operands as stored: (rows, columns) of the matrix, the origin of
     // this threadgroup's slices along the axis that is not K.
     let a_op = Operand {
@@ -132,19 +132,19 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
     let stages = Stages { cfg, ops: [a_op, b_op], lid, sg_m, sg_n, a_tile, b_tile, step };
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
     let split_tile = summed.map(|(ws, tickets)| SplitTile { cfg, c, ws, tickets, flag: a_s, m, n, m0, n0, batch, lid, scaling });
-    if cfg.whole_tiles {
+    if cfg.edges.whole_tiles() {
         // Only shapes the tile divides; any other would read past the
         // matrices, so it is left alone (the planner never sends one).
-        let rows = if cfg.ragged_rows { Ex::from(true) } else { (m % cfg.tm).eq(0u32) };
-        let divides = rows.and((n % cfg.tn).eq(0u32)).and((kk % cfg.tk).eq(0u32));
+        let rows = if cfg.edges == Edges::RaggedRows { Ex::from(true) } else { (m % cfg.tile.tm).eq(0u32) };
+        let divides = rows.and((n % cfg.tile.tn).eq(0u32)).and((kk % cfg.tile.tk).eq(0u32));
         k.if_(divides, |k| {
             k.if_(k_end.gt(k_begin), |k| stages.pipeline(k, acc, k_begin, k_end));
             let c_is_f32 = splits > 1 || cfg.output == DType::F32;
             let at = c_base + (m0 + sg_m) * n + n0 + sg_n;
             let own_scaling = scaling.filter(|_| splits == 1);
             let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, None);
-            match cfg.ragged_rows {
-                true => k.if_else((m0 + cfg.tm).le(m), whole, |k| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((m0 + sg_m, m)))),
+            match cfg.edges == Edges::RaggedRows {
+                true => k.if_else((m0 + cfg.tile.tm).le(m), whole, |k| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((m0 + sg_m, m)))),
                 false => whole(k),
             }
             if let Some(tile) = &split_tile {
@@ -158,7 +158,7 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
     // vector-aligned rows, runs its whole K slices on vector loads and only
     // a last partial slice (K not a multiple of tk) element by element. Two
     // separate loops, so no register is written by both kinds of load.
-    let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tk * cfg.tk);
+    let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tile.tk * cfg.tile.tk);
     let interior = stages.ops.iter().map(|op| op.inside_across_k()).reduce(|x, y| x.and(y)).expect("two operands");
     let through_registers = |k: &mut KernelBuilder| {
         k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
@@ -266,13 +266,13 @@ impl SplitTile<'_> {
             let mn = k.let_("split_mn", m * n);
             // Each thread's elements of the tile, SUM_UNROLL at a time, and
             // every split of each: independent loads, all in flight at once.
-            let per_thread = cfg.tm * cfg.tn / cfg.threads();
+            let per_thread = cfg.tile.tm * cfg.tile.tn / cfg.threads();
             let unroll = per_thread.min(SUM_UNROLL);
             k.for_range("split_it", 0u32, per_thread / unroll, 1u32, |k, it| {
                 for u in 0..unroll {
                     let e = k.let_(&format!("split_e{u}"), (it * unroll + u) * cfg.threads() + lid);
-                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tn);
-                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tn);
+                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tile.tn);
+                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tile.tn);
                     k.if_(row.lt(m).and(col.lt(n)), |k| {
                         let i = k.let_(&format!("split_i{u}"), batch * mn + row * n + col);
                         let base = k.let_(&format!("split_base{u}"), batch * splits * mn + row * n + col);
@@ -348,5 +348,5 @@ pub fn qgemm(cfg: &QgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    build(&cfg.gemm(), cfg.name(), Some((cfg.format, cfg.layout)))
+    build(&cfg.gemm, cfg.name(), Some((cfg.format, cfg.layout)))
 }
