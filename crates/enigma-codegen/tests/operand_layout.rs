@@ -40,7 +40,7 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
         let cu = source(qgemm(&cfg));
         let b_loads = cu.matches("enigma_tile_load_b<").count() + cu.matches("enigma_tile_load_qb<").count();
         assert_eq!(cu.matches("enigma_tile_load<").count(), b_loads, "{}", cfg.name());
-        assert_eq!(cu.contains("enigma_tile_load_qb<"), cfg.stages > 1, "{}", cfg.name());
+        assert_eq!(cu.contains("enigma_tile_load_qb<"), cfg.gemm.stages > 1, "{}", cfg.name());
     }
     let fused = FusedQgemmConfig::for_rows(Format::Int4, DType::F16, 16);
     assert!(source(qgemm_fused(&fused)).contains("enigma_tile_load_b<"), "{}", fused.name());
