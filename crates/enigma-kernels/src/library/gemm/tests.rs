@@ -77,3 +77,19 @@ fn qgemm_memory_is_what_the_kernel_declares() {
     assert!(big.check(32 * 1024).unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
     assert_eq!(QgemmConfig::for_rows(Format::Fp4, DType::F16, 128).pipelined_for(32 * 1024).gemm.stages, 1);
 }
+
+/// The quantized GEMM stages through f16 A untransposed and B transposed:
+/// a staging GEMM of other operands is refused with what it has; the
+/// names mark each kind of edge handling.
+#[test]
+fn qgemm_staging_and_edges_are_checked_and_named() {
+    let cfg = QgemmConfig::for_rows(Format::Int4, DType::F16, 64).with_stages(2);
+    assert!(cfg.check(u64::MAX).is_ok());
+    let untransposed = cfg.with_gemm(|g| GemmConfig { trans_b: false, ..g });
+    let err = untransposed.check(u64::MAX).unwrap_err().to_string();
+    assert!(err.contains("stages f16 A untransposed and B transposed (not f16 A, B untransposed)"), "{err}");
+    let f32_a = cfg.with_gemm(|g| GemmConfig { input: DType::F32, ..g });
+    assert!(f32_a.check(u64::MAX).unwrap_err().to_string().contains("(not f32 A, B transposed)"));
+    let names: Vec<String> = [Edges::Checked, Edges::WholeTiles, Edges::RaggedRows].into_iter().map(|edges| cfg.with_gemm(|g| GemmConfig { edges, ..g }).name()).collect();
+    assert_eq!(names, ["qgemm_int4_f16_64x128_sg2x2_s2", "qgemm_int4_f16_64x128_sg2x2_s2_whole", "qgemm_int4_f16_64x128_sg2x2_s2_whole_ragged"]);
+}
