@@ -13,7 +13,7 @@
 //!           [--whole 1]
 //! ```
 //! `--whole 1` also runs each pipelined tile as its whole-tile kernel
-//! (`GemmConfig::whole_tiles`) on the shapes it divides.
+//! (`Edges::WholeTiles`) on the shapes it divides.
 //! `--stages` lists the stage counts each tile runs with (default 1 and 2:
 //! staging through registers, and two stages filled by asynchronous
 //! copies); counts whose threadgroup memory does not fit are skipped.
@@ -30,6 +30,7 @@
 
 use enigma_ir::Literal;
 use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, GemmConfig};
+use enigma_kernels::library::tile::GemmTile;
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
@@ -141,7 +142,7 @@ fn main() {
         let mut configs = vec![Variant::Matrices(default)];
         for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
             for &stages in &stage_counts {
-                let cfg = Variant::Matrices(GemmConfig { tm, tn, tk, sg_rows, sg_cols, stages, ..default });
+                let cfg = Variant::Matrices(GemmConfig { tile: GemmTile::new(tm, tn, tk, sg_rows, sg_cols), stages, ..default });
                 if matches!(cfg, Variant::Matrices(c) if c.check(limit).is_ok()) && !configs.contains(&cfg) {
                     configs.push(cfg);
                 }

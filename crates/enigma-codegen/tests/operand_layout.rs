@@ -9,7 +9,7 @@
 
 use enigma_codegen::cuda;
 use enigma_ir::{validate, Kernel, ValidationOptions};
-use enigma_kernels::library::gemm::{gemm, qgemm, GemmConfig, QgemmConfig};
+use enigma_kernels::library::gemm::{gemm, qgemm, Edges, GemmConfig, QgemmConfig};
 use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::DType;
@@ -25,8 +25,8 @@ fn source(kernel: Kernel) -> String {
 #[test]
 fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
     for input in [DType::F16, DType::BF16] {
-        for (stages, whole_tiles) in [(1, false), (2, false), (2, true)] {
-            let cfg = GemmConfig { stages, whole_tiles, ..GemmConfig::new(input, DType::F32) };
+        for (stages, edges) in [(1, Edges::Checked), (2, Edges::Checked), (2, Edges::WholeTiles)] {
+            let cfg = GemmConfig { stages, edges, ..GemmConfig::new(input, DType::F32) };
             let cu = source(gemm(&cfg));
             // One A and one B tile per K step of every multiply loop.
             let (a_loads, b_loads) = (cu.matches("enigma_tile_load<").count(), cu.matches("enigma_tile_load_b<").count());
@@ -36,11 +36,11 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
     // The quantized GEMM's pipelined loop decodes its B tiles from the
     // staged words (`enigma_tile_load_qb`), its other loops load them from
     // the dequantized slice.
-    for cfg in [QgemmConfig::for_rows(Format::Int4, DType::F16, 16), QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F32, 64) }] {
+    for cfg in [QgemmConfig::for_rows(Format::Int4, DType::F16, 16), QgemmConfig::for_rows(Format::Fp4, DType::F32, 64).with_stages(2)] {
         let cu = source(qgemm(&cfg));
         let b_loads = cu.matches("enigma_tile_load_b<").count() + cu.matches("enigma_tile_load_qb<").count();
         assert_eq!(cu.matches("enigma_tile_load<").count(), b_loads, "{}", cfg.name());
-        assert_eq!(cu.contains("enigma_tile_load_qb<"), cfg.stages > 1, "{}", cfg.name());
+        assert_eq!(cu.contains("enigma_tile_load_qb<"), cfg.gemm.stages > 1, "{}", cfg.name());
     }
     let fused = FusedQgemmConfig::for_rows(Format::Int4, DType::F16, 16);
     assert!(source(qgemm_fused(&fused)).contains("enigma_tile_load_b<"), "{}", fused.name());
@@ -52,8 +52,8 @@ fn sixteen_bit_gemms_load_b_operands_in_the_mma_layout() {
 /// rows are what guarantees it.
 #[test]
 fn gemm_tile_loads_are_proven_aligned() {
-    for (stages, whole_tiles) in [(1, false), (2, false), (2, true)] {
-        let cfg = GemmConfig { stages, whole_tiles, ..GemmConfig::new(DType::F16, DType::F32) };
+    for (stages, edges) in [(1, Edges::Checked), (2, Edges::Checked), (2, Edges::WholeTiles)] {
+        let cfg = GemmConfig { stages, edges, ..GemmConfig::new(DType::F16, DType::F32) };
         let cu = source(gemm(&cfg));
         let proven = cu.matches(", true>(").count();
         let loads = cu.matches("enigma_tile_load<__half").count() + cu.matches("enigma_tile_load_b<__half").count();
@@ -91,7 +91,7 @@ fn int4_decode_uses_one_lop3_per_pair_and_half2_arithmetic() {
 #[test]
 fn the_whole_tile_gemm_has_no_edge_paths() {
     let general = GemmConfig { stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
-    let whole = source(gemm(&GemmConfig { whole_tiles: true, ..general }));
+    let whole = source(gemm(&GemmConfig { edges: Edges::WholeTiles, ..general }));
     let loops = |cu: &str| cu.matches("for (uint ").count();
     assert_eq!(loops(&whole), 1, "{whole}");
     assert!(loops(&source(gemm(&general))) > 1);

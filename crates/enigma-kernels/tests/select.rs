@@ -37,7 +37,7 @@ fn qmatmul_row(selection: &QmatmulSelection) -> String {
         QmatmulSelection::Decode(p) => format!("{} splits={}", p.kernel().name, p.splits),
         QmatmulSelection::FragmentsDecode(p) => format!("{} splits={}", p.kernel().name, p.splits),
         QmatmulSelection::Affine(p) => p.kernel().name,
-        QmatmulSelection::Tiled(c) => format!("{} splits={} sum={:?}", gemm::qgemm(c).name, c.splits, c.split_sum),
+        QmatmulSelection::Tiled(c) => format!("{} splits={} sum={:?}", gemm::qgemm(c).name, c.gemm.splits, c.gemm.split_sum),
         QmatmulSelection::Fused(c) => format!("{} splits={}", enigma_kernels::library::qgemm_fused::qgemm_fused(c).name, c.splits),
     }
 }

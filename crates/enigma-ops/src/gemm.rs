@@ -24,7 +24,7 @@ impl Ops<'_> {
     /// base tile (`GemmConfig::new`) split over `threads / 32` SIMD groups
     /// (`GemmConfig::with_threads`); else the tile [`gemm::select_tile`]
     /// gives the shape on this device. Pipelined, where the tile divides
-    /// the shape, it runs the whole-tile variant (`GemmConfig::whole_tiles`).
+    /// the shape, it runs the whole-tile variant (`gemm::Edges::WholeTiles`).
     pub fn matmul(&self, a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
         self.matmul_batched(a, b, 1, m, n, k, out)
     }

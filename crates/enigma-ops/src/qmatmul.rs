@@ -154,7 +154,7 @@ impl Ops<'_> {
             QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
             // The keys name every field: the split count is built into the
             // kernel, not into its name.
-            QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out),
+            QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),
             QmatmulSelection::Fused(cfg) => {
                 self.launch_packed("qmatmul_fused", format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
             }

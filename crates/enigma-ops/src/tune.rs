@@ -15,9 +15,9 @@
 //!   ([`enigma_kernels::library::tile::gemm_tiles`]: tiles of 64, 128 or 256 rows
 //!   and columns, 16, 32 or 64 deep, 32 or 64 rows and columns per SIMD
 //!   group — 108), each with its own threadgroup size. One the device
-//!   cannot hold (threads, or threadgroup memory by `GemmConfig::check`
-//!   with the device's limit: 227 KiB on an H100, 32 KiB on Apple GPUs) is
-//!   skipped with the reason; so is one with a side at least twice the
+//!   cannot hold (threads, or refused by `gemm::select` given the tile:
+//!   threadgroup memory by the GEMM's check with the device's limit,
+//!   227 KiB on an H100, 32 KiB on Apple GPUs) is skipped with the reason; so is one with a side at least twice the
 //!   shape's (half the tile already covers it: the same threadgroups, more
 //!   padding), which keeps small shapes quick to tune. For f32 inputs the
 //!   threadgroup sizes without a tile follow: off Metal, `Ops::matmul`'s
@@ -29,8 +29,9 @@
 //!   words set `Ops::qmatmul` runs the decode kernel at any M) and, above
 //!   `qmatmul::DECODE_ROWS` rows, the tensor-core kernel's tiles (16 to 128
 //!   rows, no taller than the rows need; 64, 128 or 256 columns; slices of
-//!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or the
-//!   kernel's check (or the group, for a slice) refuses it.
+//!   32 or 64; 4 or 8 SIMD groups), each skipped where the device or
+//!   `qmatmul::select_kernel` given the tile (the kernel's check, the
+//!   group for a slice) refuses it.
 //! * **Fragment-order candidates** (`qmatmul_fragments_*`): up to
 //!   `qmatmul_fragments::DECODE_ROWS` rows the decode row's threadgroup
 //!   sizes, and at every M the tensor-core kernel's tiles with 64-deep
@@ -38,7 +39,11 @@
 //!   layout).
 //! * **Fused quantized candidates** (`qmatmul_fused_*`): seed 002's four
 //!   tiles (§9.1's choices over 4 SIMD groups), skipped where the device
-//!   cannot hold them.
+//!   cannot hold them (`qmatmul::select_kernel` given the tile).
+//! * **One selection**: every matrix candidate is judged, and run, as
+//!   its family's selection makes it from the candidate given as
+//!   overrides; the tuner holds no rule of its own about which
+//!   configuration a tile becomes.
 //! * **Timing**: seed 004's loop through [`Entry::bench`] (the inputs and
 //!   their reference made once for all candidates): warm-up runs, then
 //!   repeats; the median device time (CUDA events, Metal GPU time) or
@@ -57,13 +62,15 @@
 use crate::registry::Entry;
 pub use crate::tuning_cache::{cache_path, cached_choice, read_cache, reset_loaded_cache, shape_class, store, CacheEntry, Choice, Outcome, Trial, TuneReport};
 use crate::{Error, Options};
-use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem};
+use enigma_kernels::library::gemm::GemmProblem;
+use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::select::{self, Overrides, SelectError};
 use enigma_kernels::library::tile::{gemm_tiles, GemmTile, ThreadgroupLimits, GEMM_TILE_DEPTHS, GEMM_TILE_SIDES};
 use enigma_kernels::library::qgemm_fused::FusedQgemmConfig;
 use enigma_kernels::library::quant::Format;
 use enigma_ir::QuantLayout;
-use enigma_kernels::library::{gemm, qmatmul_fragments, sgemm, DType};
-use enigma_runtime::Runtime;
+use enigma_kernels::library::{gemm, DType};
+use enigma_runtime::{DeviceInfo, Runtime};
 
 /// Threadgroup sizes tried.
 pub const THREADS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
@@ -81,18 +88,22 @@ impl Default for Settings {
     }
 }
 
-/// Every candidate for `entry` at `shape` on a device whose threadgroups
-/// have `limits`, each with the reason it is skipped, if it is.
-pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+/// Every candidate for `entry` at `shape` on `device`, each with the reason
+/// it is skipped, if it is. A matrix kernel's candidate is refused where
+/// its family's selection (`gemm::select`, `qmatmul::select_kernel`), given
+/// the candidate as overrides, refuses it: the configuration timed is the
+/// one the selection makes of it.
+pub fn candidates(entry: &Entry, shape: &[usize], device: &DeviceInfo) -> Vec<(Choice, Option<String>)> {
     let name = entry.name.as_str();
+    let limits = &select::limits(device);
     if let Some(input) = DType::from_scalar(entry.elem).filter(|_| name.starts_with("matmul_")) {
-        return gemm_candidates(input, shape, limits);
+        return gemm_candidates(input, shape, device);
     }
     if let Some(format) = name.strip_prefix("qmatmul_fused_").and_then(|f| Format::parse(f).ok()) {
-        return fused_candidates(format, limits);
+        return fused_candidates(format, shape, device);
     }
     if let Some(format) = name.strip_prefix("qmatmul_fragments_").and_then(|f| Format::parse(f).ok()) {
-        return qgemm_candidates(format, QuantLayout::Fragments, shape, limits);
+        return qgemm_candidates(format, QuantLayout::Fragments, shape, device);
     }
     let flat_reduction = ["sum_", "max_", "min_"].iter().any(|p| name.starts_with(p)) && !name.contains("_rows_");
     let gemv = name.starts_with("gemv_");
@@ -120,7 +131,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     // Seed 002's layout: above the decode kernel's rows, the tensor-core kernel.
     let packed = name.strip_prefix("qmatmul_").and_then(|f| Format::parse(f).ok()).filter(|f| !f.has_biases());
     if let Some(format) = packed {
-        out.extend(qgemm_candidates(format, QuantLayout::Rows, shape, limits));
+        out.extend(qgemm_candidates(format, QuantLayout::Rows, shape, device));
     }
     for &threads in &THREADS {
         for &unroll in &unrolls {
@@ -139,32 +150,47 @@ pub fn candidates(entry: &Entry, shape: &[usize], limits: &ThreadgroupLimits) ->
     out
 }
 
+/// Why `overrides` cannot run: the error of `select` (a family's selection
+/// given them), if it refuses.
+fn refusal<T>(selected: Result<T, SelectError>) -> Option<String> {
+    selected.err().map(|e| e.to_string())
+}
+
+/// The candidate `choice` as the overrides a selection takes.
+fn overrides_of(choice: &Choice) -> Overrides {
+    choice.apply(&Options::default()).overrides()
+}
+
 /// The GEMM tiles for `input` at `shape` (`[m, n, k]`), each with the
-/// reason it is skipped: over the device's threads or threadgroup memory
-/// (the GEMM's own check), or a side at least twice the shape's. For f32,
-/// then [`THREADS`] without a tile: the SIMT kernel's blocks over that
-/// many threads where `Ops::matmul` runs it (off Metal), skipped where its
-/// check refuses them.
-fn gemm_candidates(input: DType, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+/// reason it is skipped: over the device's threads, a side at least twice
+/// the shape's, or refused by `gemm::select` with the tile (the GEMM's own
+/// check against the device's threadgroup memory). For f32, then
+/// [`THREADS`] without a tile: where `Ops::matmul` runs the SIMT kernel
+/// (off Metal) its blocks over that many threads, skipped where the
+/// selection refuses them.
+fn gemm_candidates(input: DType, shape: &[usize], device: &DeviceInfo) -> Vec<(Choice, Option<String>)> {
+    let limits = &select::limits(device);
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
+    let problem = GemmProblem { input, output: DType::F32, m: dim(0) as u32, n: dim(1) as u32, k: dim(2) as u32 };
+    let selected = |choice: &Choice| refusal(gemm::select(&problem, device, &overrides_of(choice)));
     let simt = THREADS.iter().filter(|_| input == DType::F32).map(|&threads| {
-        let skip = over_max_threads(threads, limits).or_else(|| {
-            sgemm::SgemmConfig::new(DType::F32).with_threads(threads).and_then(|c| c.check(limits.max_memory_bytes)).err().map(|e| e.to_string())
-        });
-        (Choice { threads, ..Choice::default() }, skip)
+        let choice = Choice { threads, ..Choice::default() };
+        let skip = over_max_threads(threads, limits).or_else(|| selected(&choice));
+        (choice, skip)
     });
     gemm_tiles()
         .into_iter()
         .map(|tile| {
             let threads = tile.threads();
+            let choice = Choice { threads, tile: Some(tile), ..Choice::default() };
             // A side above the smallest tried whose half covers the shape.
             let oversized = [(tile.tm, GEMM_TILE_SIDES[0], dim(0), "rows"), (tile.tn, GEMM_TILE_SIDES[0], dim(1), "columns"), (tile.tk, GEMM_TILE_DEPTHS[0], dim(2), "K values")]
                 .into_iter()
                 .find(|&(side, least, d, _)| side > least && (side / 2) as usize >= d);
             let skip = over_max_threads(threads, limits)
                 .or_else(|| oversized.map(|(side, _, d, what)| format!("a side of {side} for {d} {what}: half the tile covers them")))
-                .or_else(|| gemm::GemmConfig::from_tile(tile, input, DType::F32).check(limits.max_memory_bytes).err().map(|e| e.to_string()));
-            (Choice { threads, tile: Some(tile), ..Choice::default() }, skip)
+                .or_else(|| selected(&choice));
+            (choice, skip)
         })
         .chain(simt)
         .collect()
@@ -187,48 +213,56 @@ fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, options: &Optio
 /// SIMD-group grids the tensor-core quantized kernel's candidates take.
 const QGEMM_GRIDS: [(u32, u32); 5] = [(1, 4), (2, 2), (1, 8), (2, 4), (4, 2)];
 
-/// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`), where
-/// `Ops::qmatmul` runs it (weights in `layout`: for seed 002's above
-/// `qmatmul::DECODE_ROWS` rows, none at or below; for fragment order at
-/// every M): 16 to 128 rows (no taller than needed: half the tile under M),
-/// 64, 128 or 256 columns, slices of 32 or 64 K values (64 in fragment
-/// order), over 4 or 8 SIMD groups, each with the reason it is skipped: over
-/// the device's threads, the kernel's own check (its partition, threadgroup
-/// memory at the device's limit, fragment order's whole tiles), or a slice
-/// not dividing the registry's group for K.
-fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+/// The tensor-core quantized kernel's tiles for `shape` (`[m, n, k]`,
+/// the registry's group for K), where `Ops::qmatmul` runs it (weights in
+/// `layout`: for seed 002's above `qmatmul::DECODE_ROWS` rows, none at or
+/// below; for fragment order at every M): 16 to 128 rows (no taller than
+/// needed: half the tile under M), 64, 128 or 256 columns, slices of 32 or
+/// 64 K values (64 in fragment order), over 4 or 8 SIMD groups. Each is the
+/// tile `qmatmul::select_kernel` makes of it (fragment order may narrow
+/// it), once, with the reason it is skipped: over the device's threads, or
+/// refused by the selection (its partition, threadgroup memory at the
+/// device's limit, fragment order's whole tiles, a slice not dividing the
+/// group). Up to the fragment decode row's rows, its threadgroup sizes
+/// first.
+fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], device: &DeviceInfo) -> Vec<(Choice, Option<String>)> {
+    let limits = &select::limits(device);
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let (m, n, k) = (dim(0), dim(1), dim(2));
-    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::Decode {
+    let kernel = qmatmul_kernel(format, layout, m, &Options::default());
+    if kernel == QmatmulKernel::Decode {
         return vec![];
     }
-    let group = shape.get(3).copied().or_else(|| crate::registry::registry_group("qmatmul", k).ok());
+    let group = shape.get(3).copied().map_or_else(|| crate::registry::registry_group("qmatmul", k), Ok);
+    let select_with = |kernel: QmatmulKernel, choice: &Choice| match &group {
+        Ok(group) => qmatmul::select_kernel(kernel, &QmatmulProblem { format, layout, out: DType::F16, m, n, k, group: *group }, device, &overrides_of(choice)).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     let mut out = vec![];
-    if qmatmul_kernel(format, layout, m, &Options::default()) == QmatmulKernel::FragmentsDecode {
+    if kernel == QmatmulKernel::FragmentsDecode {
         // The decode row's threadgroup sizes (a tile below runs the GEMM instead).
         for threads in [128, 256, 512, 1024] {
-            let planned = group.map(|g| qmatmul_fragments::plan(format, DType::F16, [m, n, k, g], Some(threads), None, 0));
-            let skip = over_max_threads(threads, limits).or_else(|| planned.and_then(|p| p.err()).map(|e| e.to_string()));
-            out.push((Choice { threads, ..Choice::default() }, skip));
+            let choice = Choice { threads, ..Choice::default() };
+            let skip = over_max_threads(threads, limits).or_else(|| select_with(QmatmulKernel::FragmentsDecode, &choice).err());
+            out.push((choice, skip));
         }
     }
     for tm in [16u32, 32, 64, 128].into_iter().filter(|&tm| tm == 16 || ((tm / 2) as usize) < m) {
         for tn in [64, 128, 256] {
             for tk in gemm::QGEMM_SLICE_DEPTHS.into_iter().filter(|&tk| layout == QuantLayout::Rows || tk == layout.unit().0) {
                 for (sg_rows, sg_cols) in QGEMM_GRIDS {
-                    let tile = GemmTile::new(tm, tn, tk, sg_rows, sg_cols);
-                    let cfg = gemm::QgemmConfig::from_tile(format, DType::F16, tile).in_layout(layout, n as u32).pipelined_for(limits.max_memory_bytes);
-                    let cfg = if layout == QuantLayout::Rows { cfg } else { cfg.whole_tiles_for(m as u32, n as u32, k as u32) };
-                    // Fragment order may narrow the tile (to divide N, or to
-                    // its SIMD-group budget): the candidate is the tile that
-                    // runs, once.
-                    let tile = GemmTile::new(cfg.tm, cfg.tn, cfg.tk, cfg.sg_rows, cfg.sg_cols);
+                    let asked = GemmTile::new(tm, tn, tk, sg_rows, sg_cols);
+                    let selected = select_with(QmatmulKernel::Tiled, &Choice { threads: asked.threads(), tile: Some(asked), ..Choice::default() });
+                    // The tile that runs: the selection's, where it takes the
+                    // asked one (fragment order may narrow it), once.
+                    let tile = match &selected {
+                        Ok(QmatmulSelection::Tiled(cfg)) => cfg.tile(),
+                        _ => asked,
+                    };
                     if out.iter().any(|(ch, _): &(Choice, Option<String>)| ch.tile == Some(tile)) {
                         continue;
                     }
-                    let skip = over_max_threads(tile.threads(), limits)
-                        .or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()))
-                        .or_else(|| group.and_then(|g| cfg.check_group(g as u32).err()).map(|e| e.to_string()));
+                    let skip = over_max_threads(tile.threads(), limits).or_else(|| selected.err());
                     out.push((Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip));
                 }
             }
@@ -238,17 +272,22 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], limits
 }
 
 /// Seed 002's four tiles for the fused quantized kernel (§9.1's choices,
-/// each over 4 SIMD groups), each with the reason it is skipped: over the
-/// device's threads or threadgroup memory (the kernel's own check).
-fn fused_candidates(format: Format, limits: &ThreadgroupLimits) -> Vec<(Choice, Option<String>)> {
+/// each over 4 SIMD groups) at `shape` (`[m, n, k]`), each with the reason
+/// it is skipped: over the device's threads, or refused by
+/// `qmatmul::select_kernel` (the kernel's own check against the device's
+/// threadgroup memory).
+fn fused_candidates(format: Format, shape: &[usize], device: &DeviceInfo) -> Vec<(Choice, Option<String>)> {
+    let limits = &select::limits(device);
+    let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
+    let problem = QmatmulProblem { format, layout: QuantLayout::Rows, out: DType::F16, m: dim(0), n: dim(1), k: dim(2), group: shape.get(3).copied().unwrap_or(32) };
     // One M from each of §9.1's row ranges.
     [1, 64, 256, 1024]
         .into_iter()
         .map(|m| {
-            let cfg = FusedQgemmConfig::for_rows(format, DType::F16, m);
-            let tile = cfg.tile();
-            let skip = over_max_threads(tile.threads(), limits).or_else(|| cfg.check(limits.max_memory_bytes).err().map(|e| e.to_string()));
-            (Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() }, skip)
+            let tile = FusedQgemmConfig::for_rows(format, DType::F16, m).tile;
+            let choice = Choice { threads: tile.threads(), tile: Some(tile), ..Choice::default() };
+            let skip = over_max_threads(tile.threads(), limits).or_else(|| refusal(qmatmul::select_kernel(QmatmulKernel::Fused, &problem, device, &overrides_of(&choice))));
+            (choice, skip)
         })
         .collect()
 }
@@ -263,7 +302,7 @@ pub fn tune(
     progress: &mut dyn FnMut(usize, usize, &Choice),
 ) -> Result<TuneReport, Error> {
     let shape: Vec<usize> = if shape.is_empty() { entry.default_shape.clone() } else { shape.to_vec() };
-    let candidates = candidates(entry, &shape, &crate::threadgroup_limits(rt.device()));
+    let candidates = candidates(entry, &shape, rt.device());
     let prepared = entry.prepare(rt, &shape)?;
     let total = candidates.len();
     let mut trials = vec![];

@@ -3,7 +3,8 @@
 //! f16/f32 outputs, alpha and beta, batches, and sanitizer-clean runs — the
 //! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
-use enigma_kernels::library::gemm::{gemm, reference, GemmConfig};
+use enigma_kernels::library::gemm::{gemm, reference, Edges, GemmConfig};
+use enigma_kernels::library::tile::GemmTile;
 use enigma_kernels::library::split::{splitk_reduce, splitk_reduce_dispatch, SplitSum};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
@@ -159,7 +160,7 @@ fn split_k_matches_the_reference() {
         check(&rt, &GemmConfig { splits: 4, ..GemmConfig::new(input, DType::F32) }, 130, 70, 257, 1, 1.0, 0.0, false);
         check(&rt, &GemmConfig { splits: 2, ..small(input, input, 16) }, 16, 40, 128, 2, 0.5, -2.0, true);
     }
-    assert_eq!(small(DType::F16, DType::F32, 16).tm, 16);
+    assert_eq!(small(DType::F16, DType::F32, 16).tile.tm, 16);
     // 86 tiles of 128 columns at M = 16 want 4 splits for 264 threadgroups.
     assert_eq!(small(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
 }
@@ -173,7 +174,7 @@ fn split_k_matches_the_reference() {
 #[test]
 fn split_k_summed_by_the_last_threadgroup_matches_the_reduction() {
     let rt = runtime();
-    let pipelined = GemmConfig { tm: 64, tn: 64, sg_rows: 1, sg_cols: 2, stages: 2, ..GemmConfig::new(DType::F16, DType::F16) };
+    let pipelined = GemmConfig { tile: GemmTile::new(64, 64, 32, 1, 2), stages: 2, ..GemmConfig::new(DType::F16, DType::F16) };
     let cases = [
         (GemmConfig { splits: 3, ..small(DType::F16, DType::F32, 7) }, (7, 33, 100, 1), (1.0, 0.0)),
         (GemmConfig { splits: 2, ..small(DType::F16, DType::F16, 16) }, (16, 40, 128, 2), (0.5, -2.0)),
@@ -218,7 +219,7 @@ fn pipelined_stages_match_the_reference() {
         // Three stages within the simulator's 32 KiB.
         let (tm, tn, sg_cols) = if input == DType::F32 { (32, 32, 1) } else { (64, 64, 2) };
         for stages in [2, 3] {
-            let cfg = GemmConfig { tm, tn, sg_rows: 1, sg_cols, stages, ..GemmConfig::new(input, DType::F32) };
+            let cfg = GemmConfig { tile: GemmTile::new(tm, tn, 32, 1, sg_cols), stages, ..GemmConfig::new(input, DType::F32) };
             for (m, n, k) in [(64, 64, 32), (64, 128, 64), (128, 136, 96), (70, 130, 104), (64, 64, 36), (33, 72, 200)] {
                 check(&rt, &cfg, m, n, k, 1, 1.0, 0.0, true);
             }
@@ -248,9 +249,9 @@ fn whole_tiles_match_the_reference() {
     for input in [DType::F16, DType::F32] {
         let (tm, tn, sg_cols) = if input == DType::F32 { (32, 32, 1) } else { (64, 64, 2) };
         for (stages, tk) in [(2, 32), (3, 16), (3, 32)] {
-            let base = GemmConfig { tm, tn, tk, sg_rows: 1, sg_cols, stages, ..GemmConfig::new(input, DType::F32) };
+            let base = GemmConfig { tile: GemmTile::new(tm, tn, tk, 1, sg_cols), stages, ..GemmConfig::new(input, DType::F32) };
             let whole = base.whole_tiles_for(128, 64, 96);
-            assert!(whole.whole_tiles && whole.name().ends_with("_whole"), "{}", whole.name());
+            assert!(whole.edges == Edges::WholeTiles && whole.name().ends_with("_whole"), "{}", whole.name());
             for (m, n, k) in [(tm as usize, tn as usize, tk as usize), (128, 64, 96), (64, 128, 32 * 7)] {
                 check(&rt, &whole, m, n, k, 1, 1.0, 0.0, true);
             }
@@ -260,10 +261,10 @@ fn whole_tiles_match_the_reference() {
         }
         // Rows past M (A untransposed): the ragged variant, its A rows
         // zero-filled and its last row of tiles stored row by row.
-        let base = GemmConfig { tm, tn, sg_rows: 1, sg_cols, stages: 2, ..GemmConfig::new(input, DType::F32) };
+        let base = GemmConfig { tile: GemmTile::new(tm, tn, 32, 1, sg_cols), stages: 2, ..GemmConfig::new(input, DType::F32) };
         let ragged = base.whole_tiles_for(tm + 8, tn, 64);
-        assert!(ragged.whole_tiles && ragged.ragged_rows && ragged.name().ends_with("_whole_ragged"), "{}", ragged.name());
-        assert!(!base.whole_tiles_for(tm, tn, 64).ragged_rows);
+        assert!(ragged.edges == Edges::RaggedRows && ragged.name().ends_with("_whole_ragged"), "{}", ragged.name());
+        assert_eq!(base.whole_tiles_for(tm, tn, 64).edges, Edges::WholeTiles);
         for (m, n, k) in [(tm as usize + 8, tn as usize, 64), (1, 2 * tn as usize, 96), (3 * tm as usize - 5, tn as usize, 32)] {
             check(&rt, &ragged, m, n, k, 1, 1.0, 0.0, true);
         }
@@ -272,18 +273,18 @@ fn whole_tiles_match_the_reference() {
         // Not divided along N or K, or rows past M with A transposed: the
         // plan keeps the general kernel.
         for (m, n, k) in [(tm, tn + 8, 64), (tm, tn, 40)] {
-            assert!(!base.whole_tiles_for(m, n, k).whole_tiles, "{m}x{n}x{k}");
+            assert_eq!(base.whole_tiles_for(m, n, k).edges, Edges::Checked, "{m}x{n}x{k}");
         }
-        assert!(!GemmConfig { trans_a: true, ..base }.whole_tiles_for(tm + 8, tn, 64).whole_tiles);
+        assert_eq!(GemmConfig { trans_a: true, ..base }.whole_tiles_for(tm + 8, tn, 64).edges, Edges::Checked);
         assert!(GemmConfig { trans_a: true, ..ragged }.check(u64::MAX).is_err());
         // Not pipelined: no whole-tile kernel, and asking for one is an error.
         let registers = GemmConfig { stages: 1, ..base };
-        assert!(!registers.whole_tiles_for(128, 128, 64).whole_tiles);
-        let err = GemmConfig { whole_tiles: true, ..registers }.check(u64::MAX).unwrap_err().to_string();
+        assert_eq!(registers.whole_tiles_for(128, 128, 64).edges, Edges::Checked);
+        let err = GemmConfig { edges: Edges::WholeTiles, ..registers }.check(u64::MAX).unwrap_err().to_string();
         assert!(err.contains("2 stages or more"), "{err}");
     }
     // Given a shape it does not divide, the kernel leaves C as it was.
-    let whole = GemmConfig { tm: 64, tn: 64, sg_rows: 1, sg_cols: 2, stages: 2, whole_tiles: true, ..GemmConfig::new(DType::F16, DType::F32) };
+    let whole = GemmConfig { tile: GemmTile::new(64, 64, 32, 1, 2), stages: 2, edges: Edges::WholeTiles, ..GemmConfig::new(DType::F16, DType::F32) };
     let p = rt.pipeline(&gemm(&whole)).unwrap();
     let (m, n, k) = (64usize, 64usize, 40usize);
     let a = upload(&rt, enigma_ir::Scalar::F16, &vec![1.0; m * k]).unwrap();
@@ -302,7 +303,7 @@ fn transposes_types_alpha_beta_and_batches() {
     let rt = runtime();
     for (input, output) in [(DType::F32, DType::F32), (DType::BF16, DType::BF16), (DType::F16, DType::F16)] {
         for (trans_a, trans_b) in [(true, false), (false, true), (true, true)] {
-            let cfg = GemmConfig { trans_a, trans_b, tm: 32, tn: 64, sg_rows: 1, ..GemmConfig::new(input, output) };
+            let cfg = GemmConfig { trans_a, trans_b, tile: GemmTile::new(32, 64, 32, 1, 2), ..GemmConfig::new(input, output) };
             check(&rt, &cfg, 37, 70, 41, 2, 0.5, -2.0, false);
         }
     }
@@ -405,20 +406,20 @@ fn simt_split_k_and_the_sanitizer() {
 fn the_planner_reports_what_the_kernel_uses() {
     use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
-    let pipelined = GemmConfig { tm: 64, tn: 64, stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
-    let whole = GemmConfig { whole_tiles: true, ..pipelined };
+    let pipelined = GemmConfig { tile: GemmTile::new(64, 64, 32, 2, 2), stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
+    let whole = GemmConfig { edges: Edges::WholeTiles, ..pipelined };
     for cfg in [GemmConfig::new(DType::F16, DType::F32), GemmConfig::new(DType::BF16, DType::F32), pipelined, whole] {
         let planned = TileConfig {
-            simdgroups: cfg.sg_rows * cfg.sg_cols,
-            sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
+            simdgroups: cfg.tile.sg_rows * cfg.tile.sg_cols,
+            sg_grid: Some([cfg.tile.sg_rows, cfg.tile.sg_cols]),
             stages: cfg.stages,
-            ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
+            ..TileConfig::new(TileShape::new(cfg.tile.tm, cfg.tile.tn, cfg.tile.tk), TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &device, None).unwrap();
         let kernel = gemm(&cfg);
         let declared: u64 = kernel.threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
         assert_eq!((report.tg_memory_bytes, cfg.threadgroup_memory_bytes()), (declared, declared), "{}", kernel.name);
-        assert_eq!(report.partition.grid, [cfg.sg_rows, cfg.sg_cols]);
+        assert_eq!(report.partition.grid, [cfg.tile.sg_rows, cfg.tile.sg_cols]);
         assert_eq!(report.threads_per_threadgroup, cfg.threads());
         // Accumulator 8×8 fragments per SIMD group: the kernel's f32 tile holds
         // 2 elements per lane per fragment.

@@ -281,13 +281,13 @@ fn the_planner_reports_what_the_quantized_kernel_uses() {
     use enigma_kernels::library::gemm::{qgemm, QgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
-        let cfg = QgemmConfig { stages, ..QgemmConfig::for_rows(enigma_kernels::library::quant::Format::Int4, enigma_kernels::library::DType::F16, rows) };
-        let g = cfg.gemm();
+        let cfg = QgemmConfig::for_rows(enigma_kernels::library::quant::Format::Int4, enigma_kernels::library::DType::F16, rows).with_stages(stages);
+        let t = cfg.tile();
         let planned = TileConfig {
-            simdgroups: g.sg_rows * g.sg_cols,
-            sg_grid: Some([g.sg_rows, g.sg_cols]),
+            simdgroups: t.sg_rows * t.sg_cols,
+            sg_grid: Some([t.sg_rows, t.sg_cols]),
             stages,
-            ..TileConfig::new(TileShape::new(g.tm, g.tn, g.tk), TileVariant::Staged, WeightFormat::Int4U4B8)
+            ..TileConfig::new(TileShape::new(t.tm, t.tn, t.tk), TileVariant::Staged, WeightFormat::Int4U4B8)
         };
         let report = plan_tile(&planned, &device, None).unwrap();
         let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
@@ -355,8 +355,8 @@ fn the_planner_reports_what_the_fused_kernel_uses() {
             let cfg = FusedQgemmConfig::from_tile(format, DType::F16, tile);
             let planned = TileConfig {
                 simdgroups: cfg.simdgroups(),
-                sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
-                ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Fused, weights)
+                sg_grid: Some([tile.sg_rows, tile.sg_cols]),
+                ..TileConfig::new(TileShape::new(tile.tm, tile.tn, tile.tk), TileVariant::Fused, weights)
             };
             let report = plan_tile(&planned, &device, None).unwrap();
             let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();

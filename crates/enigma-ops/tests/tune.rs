@@ -3,17 +3,23 @@
 //! registry picking up a cached choice. Tests that touch the cache share the
 //! process-wide `ENIGMA_CACHE_DIR`, so they take a lock.
 
-use enigma_ops::{registry, GemmTile, ThreadgroupLimits};
+use enigma_ops::{registry, GemmTile};
 use enigma_ops::tune::{self, Choice, Outcome, Settings};
-use enigma_runtime::{Device, Runtime};
+use enigma_runtime::{Device, DeviceInfo, Runtime};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 static ENV: Mutex<()> = Mutex::new(());
 
-/// Limits of a device with `max_threads` per threadgroup and 32 KiB.
-fn limits(max_threads: u32) -> ThreadgroupLimits {
-    ThreadgroupLimits { max_threads, max_memory_bytes: 32 * 1024 }
+/// The simulator with `max_threads` per threadgroup and `memory` bytes of
+/// threadgroup memory.
+fn device_with(max_threads: u32, memory: u64) -> DeviceInfo {
+    DeviceInfo { max_threads_per_threadgroup: max_threads, max_threadgroup_memory_bytes: memory, ..Runtime::new(Device::Sim).unwrap().device().clone() }
+}
+
+/// The simulator with `max_threads` per threadgroup and 32 KiB.
+fn limits(max_threads: u32) -> DeviceInfo {
+    device_with(max_threads, 32 * 1024)
 }
 
 fn entry(name: &str) -> enigma_ops::Entry {
@@ -212,13 +218,13 @@ fn a_bad_cache_file_is_ignored_with_a_warning() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The threadgroup limits of the simulator and Apple GPUs (32 KiB) and of a
-/// CUDA GPU's static shared memory (48 KiB; with dynamic shared memory a
-/// CUDA device reports its opt-in limit, 227 KiB on an H100).
-const DEVICES: [(&str, ThreadgroupLimits); 2] = [
-    ("32 KiB (Metal, simulator)", ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 32 * 1024 }),
-    ("48 KiB (CUDA)", ThreadgroupLimits { max_threads: 1024, max_memory_bytes: 48 * 1024 }),
-];
+/// Devices with the threadgroup memory of the simulator and Apple GPUs
+/// (32 KiB) and of a CUDA GPU's static shared memory (48 KiB; with dynamic
+/// shared memory a CUDA device reports its opt-in limit, 227 KiB on an
+/// H100).
+fn devices() -> [(&'static str, DeviceInfo); 2] {
+    [("32 KiB (Metal, simulator)", device_with(1024, 32 * 1024)), ("48 KiB (CUDA)", device_with(1024, 48 * 1024))]
+}
 
 #[test]
 fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
@@ -228,9 +234,10 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
     use enigma_kernels::library::DType;
     let planner_device = enigma_analysis::catalog::find("m4-max").unwrap();
     let mut runnable_f16 = vec![];
-    for (label, limits) in DEVICES {
+    for (label, device) in devices() {
+        let limits = enigma_ops::threadgroup_limits(&device);
         for (name, input) in [("matmul_f16", DType::F16), ("matmul_bf16", DType::BF16), ("matmul_f32", DType::F32)] {
-            let c = tune::candidates(&entry(name), &[4096, 4096, 4096], &limits);
+            let c = tune::candidates(&entry(name), &[4096, 4096, 4096], &device);
             // f32 also tries the SIMT kernel at every threadgroup size.
             let simt = if input == DType::F32 { tune::THREADS.len() } else { 0 };
             assert_eq!(c.len(), 108 + simt, "{name}");
@@ -243,7 +250,7 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
                     continue;
                 };
                 assert_eq!(choice.threads, tile.threads());
-                let cfg = GemmConfig { tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, ..GemmConfig::new(input, DType::F32) };
+                let cfg = GemmConfig::from_tile(tile, input, DType::F32);
                 // Skipped exactly when the GEMM's own check (with the
                 // device's limit) or the thread limit refuses it.
                 let refused = cfg.check(limits.max_memory_bytes).is_err() || tile.threads() > limits.max_threads;
@@ -261,27 +268,27 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
     }
     // 48 KiB holds tiles that 32 KiB does not: 128×128×64 f16 needs
     // 128 × (64 + 8) + 64 × (128 + 8) halves = 35840 bytes.
-    let deep = |limits: &ThreadgroupLimits| {
-        let c = tune::candidates(&entry("matmul_f16"), &[4096, 4096, 4096], limits);
+    let deep = |device: &DeviceInfo| {
+        let c = tune::candidates(&entry("matmul_f16"), &[4096, 4096, 4096], device);
         c.into_iter().find(|(ch, _)| ch.tile.map(|t| t.to_string()).as_deref() == Some("128x128x64/2x2")).unwrap().1
     };
-    assert!(deep(&DEVICES[0].1).unwrap().contains("needs 35840 bytes of threadgroup memory (limit 32768)"));
-    assert_eq!(deep(&DEVICES[1].1), None);
+    assert!(deep(&devices()[0].1).unwrap().contains("needs 35840 bytes of threadgroup memory (limit 32768)"));
+    assert_eq!(deep(&devices()[1].1), None);
     // The planner's staged figures are the kernel's: threadgroup memory
     // (declared by the compiled kernel) and the SIMD-group grid.
     for cfg in runnable_f16 {
         let planned = TileConfig {
-            simdgroups: cfg.sg_rows * cfg.sg_cols,
-            sg_grid: Some([cfg.sg_rows, cfg.sg_cols]),
-            ..TileConfig::new(TileShape::new(cfg.tm, cfg.tn, cfg.tk), TileVariant::Staged, WeightFormat::Fp16)
+            simdgroups: cfg.tile.sg_rows * cfg.tile.sg_cols,
+            sg_grid: Some([cfg.tile.sg_rows, cfg.tile.sg_cols]),
+            ..TileConfig::new(TileShape::new(cfg.tile.tm, cfg.tile.tn, cfg.tile.tk), TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &planner_device, None).unwrap();
         let declared: u64 = gemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-        assert_eq!((report.tg_memory_bytes, report.partition.grid), (declared, [cfg.sg_rows, cfg.sg_cols]), "{}", cfg.name());
+        assert_eq!((report.tg_memory_bytes, report.partition.grid), (declared, [cfg.tile.sg_rows, cfg.tile.sg_cols]), "{}", cfg.name());
     }
     // Tiles twice the shape's size are skipped: at 33×40×24 only 64×64
     // tiles 16 or 32 deep run.
-    let small = tune::candidates(&entry("matmul_f16"), &[33, 40, 24], &DEVICES[0].1);
+    let small = tune::candidates(&entry("matmul_f16"), &[33, 40, 24], &devices()[0].1);
     let run: Vec<String> = small.iter().filter(|(_, s)| s.is_none()).map(|(c, _)| c.tile.unwrap().to_string()).collect();
     assert_eq!(run, ["64x64x16/1x1", "64x64x16/1x2", "64x64x16/2x1", "64x64x16/2x2", "64x64x32/1x1", "64x64x32/1x2", "64x64x32/2x1", "64x64x32/2x2"]);
     let (_, why) = small.iter().find(|(c, _)| c.tile.unwrap().to_string() == "128x64x16/2x1").unwrap();

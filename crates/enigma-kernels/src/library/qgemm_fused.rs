@@ -71,17 +71,9 @@ pub struct FusedQgemmConfig {
     pub format: Format,
     /// C's type: f32 or f16 (with K split, the partial products are f32).
     pub output: DType,
-    /// Rows of C per threadgroup.
-    pub tm: u32,
-    /// Columns of C per threadgroup.
-    pub tn: u32,
-    /// K values per slice of A in threadgroup memory (one of
-    /// [`SLICE_DEPTHS`]).
-    pub tk: u32,
-    /// SIMD groups along M.
-    pub sg_rows: u32,
-    /// SIMD groups along N.
-    pub sg_cols: u32,
+    /// The tile of C per threadgroup (its `tk`: K values per slice of A in
+    /// threadgroup memory, one of [`SLICE_DEPTHS`]) and its SIMD-group grid.
+    pub tile: GemmTile,
     /// K split over this many threadgroups (1: none), as
     /// [`super::gemm::GemmConfig::splits`].
     pub splits: u32,
@@ -100,24 +92,17 @@ impl FusedQgemmConfig {
 
     /// The configuration of `tile` (its shape and SIMD-group grid), unsplit.
     pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> FusedQgemmConfig {
-        let GemmTile { tm, tn, tk, sg_rows, sg_cols } = tile;
-        FusedQgemmConfig { format, output, tm, tn, tk, sg_rows, sg_cols, splits: 1 }
-    }
-
-    /// The planner's tile this configuration runs (shape and SIMD-group
-    /// grid), as [`FusedQgemmConfig::from_tile`] takes it.
-    pub fn tile(&self) -> GemmTile {
-        GemmTile::new(self.tm, self.tn, self.tk, self.sg_rows, self.sg_cols)
+        FusedQgemmConfig { format, output, tile, splits: 1 }
     }
 
     /// SIMD groups per threadgroup.
     pub fn simdgroups(&self) -> u32 {
-        self.sg_rows.saturating_mul(self.sg_cols)
+        self.tile.sg_rows.saturating_mul(self.tile.sg_cols)
     }
 
     /// Threads per threadgroup: 32 per SIMD group.
     pub fn threads(&self) -> u32 {
-        SIMD_WIDTH.saturating_mul(self.simdgroups())
+        self.tile.threads()
     }
 
     /// The planner's name for the weight format.
@@ -133,14 +118,14 @@ impl FusedQgemmConfig {
     /// slice, `tm · tk · 2` bytes, and one 8×8 f16 staging fragment per SIMD
     /// group, [`STAGING_BYTES_PER_SIMDGROUP`] each.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        let (a, b) = tiles::threadgroup_memory(TileShape::new(self.tm, self.tn, self.tk), TileVariant::Fused, self.weights(), self.simdgroups(), 1);
+        let (a, b) = tiles::threadgroup_memory(TileShape::new(self.tile.tm, self.tile.tn, self.tile.tk), TileVariant::Fused, self.weights(), self.simdgroups(), 1);
         a.saturating_add(b)
     }
 
     /// K splits for an `m × n × k` product on this tile that give at least
     /// `threadgroups` threadgroups (the GEMM's rule, [`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
+        k_splits_for((self.tile.tm, self.tile.tn, self.tile.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// Checks that the kernel can be built: FP4 or INT4 weights, SIMD groups
@@ -154,13 +139,13 @@ impl FusedQgemmConfig {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(name, format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        let (sm, sn) = simdgroup_tiles(&name, (self.tm, self.tn), (self.sg_rows, self.sg_cols))?;
+        let (sm, sn) = simdgroup_tiles(&name, (self.tile.tm, self.tile.tn), (self.tile.sg_rows, self.tile.sg_cols))?;
         let side = |v: u32| v > 0 && v.is_multiple_of(FRAGMENT) && v <= MatrixType::MAX_SIDE as u32;
         if !(side(sm) && side(sn)) {
             return Err(ShapeError::new(name, format!("SIMD-group tiles of {sm}×{sn} must have sides that are multiples of 8 up to 64")));
         }
-        if !SLICE_DEPTHS.contains(&self.tk) {
-            return Err(ShapeError::new(name, format!("a K slice of {} values; one of {SLICE_DEPTHS:?} (dividing every group size)", self.tk)));
+        if !SLICE_DEPTHS.contains(&self.tile.tk) {
+            return Err(ShapeError::new(name, format!("a K slice of {} values; one of {SLICE_DEPTHS:?} (dividing every group size)", self.tile.tk)));
         }
         check_threads(&name, self.threads())?;
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
@@ -169,13 +154,13 @@ impl FusedQgemmConfig {
     /// `qgemm_fused_{format}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_splitk]`.
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
-        format!("qgemm_fused_{}_{}_{}x{}x{}_sg{}x{}{split}", self.format, self.output, self.tm, self.tn, self.tk, self.sg_rows, self.sg_cols)
+        format!("qgemm_fused_{}_{}_{}x{}x{}_sg{}x{}{split}", self.format, self.output, self.tile.tm, self.tile.tn, self.tile.tk, self.tile.sg_rows, self.tile.sg_cols)
     }
 
     /// The dispatch for an `m × n` result: tiles along N (x) and M (y),
     /// the K splits along z.
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), self.splits.max(1)], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tile.tn), m.div_ceil(self.tile.tm), self.splits.max(1)], self.threads())
     }
 }
 
@@ -187,7 +172,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let (sm, sn, tk) = (cfg.tm / cfg.sg_rows, cfg.tn / cfg.sg_cols, cfg.tk);
+    let (sm, sn, tk) = (cfg.tile.tm / cfg.tile.sg_rows, cfg.tile.tn / cfg.tile.sg_cols, cfg.tile.tk);
     let (steps, blocks) = (tk / FRAGMENT, sn / FRAGMENT);
     let a_tile = MatrixType::new(Scalar::F16, sm as u8, FRAGMENT as u8);
     let b_frag = MatrixType::new(Scalar::F16, FRAGMENT as u8, FRAGMENT as u8);
@@ -206,7 +191,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     let n = k.value("n", Type::U32);
     let kk = k.value("k", Type::U32);
     let group = k.value("group", Type::U32);
-    let a_slice = k.threadgroup_array("a_slice", half4, cfg.tm * tk / VEC);
+    let a_slice = k.threadgroup_array("a_slice", half4, cfg.tile.tm * tk / VEC);
     let frag_vecs = (STAGING_BYTES_PER_SIMDGROUP / u64::from(2 * VEC)) as u32;
     let staging = k.threadgroup_array("b_staging", half4, cfg.simdgroups() * frag_vecs);
 
@@ -214,10 +199,10 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
-    let m0 = k.let_("m0", tg.y() * cfg.tm);
-    let n0 = k.let_("n0", tg.x() * cfg.tn);
-    let sg_m = k.let_("sg_m", sg / cfg.sg_cols * sm);
-    let sg_n = k.let_("sg_n", sg % cfg.sg_cols * sn);
+    let m0 = k.let_("m0", tg.y() * cfg.tile.tm);
+    let n0 = k.let_("n0", tg.x() * cfg.tile.tn);
+    let sg_m = k.let_("sg_m", sg / cfg.tile.sg_cols * sm);
+    let sg_n = k.let_("sg_n", sg % cfg.tile.sg_cols * sn);
     // Split z takes whole slices [k_begin, k_end) and its own slice of `c`.
     let split = tg.z();
     let c_base = k.let_("c_base", split * m * n);
@@ -228,7 +213,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     // This SIMD group's staging fragment, in elements and in half4s.
     let frag = k.let_("frag", sg * frag_vecs);
 
-    let a_slot = SliceLoad { a4, a_slice, m, kk, m0, lid, threads, tk, units: cfg.tm * tk / VEC };
+    let a_slot = SliceLoad { a4, a_slice, m, kk, m0, lid, threads, tk, units: cfg.tile.tm * tk / VEC };
     let held = a_slot.registers(&mut k);
     let words: [Vec<Var>; 2] = ["cur", "next"].map(|t| (0..steps * blocks).map(|i| k.var(&format!("{t}_word{i}"), 0u32)).collect());
     let slice_scales: [Vec<Var>; 2] = ["cur", "next"].map(|t| (0..blocks).map(|ni| k.var(&format!("{t}_scale{ni}"), 0.0f32)).collect());
@@ -371,8 +356,8 @@ mod tests {
         }
         // §9.1's table, on the planner's grids.
         let grid = |m| {
-            let c = FusedQgemmConfig::for_rows(Format::Int4, DType::F32, m);
-            (c.tm, c.tn, c.tk, c.sg_rows, c.sg_cols)
+            let GemmTile { tm, tn, tk, sg_rows, sg_cols } = FusedQgemmConfig::for_rows(Format::Int4, DType::F32, m).tile;
+            (tm, tn, tk, sg_rows, sg_cols)
         };
         assert_eq!([grid(1), grid(40), grid(200), grid(300)], [(32, 128, 32, 1, 4), (64, 64, 32, 2, 2), (128, 64, 16, 4, 1), (128, 128, 16, 2, 2)]);
     }
@@ -384,9 +369,9 @@ mod tests {
         assert_eq!(FusedQgemmConfig { splits: 3, ..cfg }.name(), "qgemm_fused_int4_f16_64x64x32_sg2x2_splitk");
         assert_eq!(FusedQgemmConfig { splits: 3, ..cfg }.dispatch(100, 65).size, [2, 2, 3]);
         let err = |c: FusedQgemmConfig, max: u64| c.check(max).unwrap_err().to_string();
-        assert!(err(FusedQgemmConfig { tk: 64, ..cfg }, u64::MAX).contains("a K slice of 64 values; one of [8, 16, 32]"));
-        assert!(err(FusedQgemmConfig { sg_rows: 3, ..cfg }, u64::MAX).contains("3×2 SIMD groups do not divide a 64×64 tile"));
-        assert!(err(FusedQgemmConfig { tn: 256, sg_cols: 2, ..cfg }, u64::MAX).contains("SIMD-group tiles of 32×128"));
+        assert!(err(FusedQgemmConfig { tile: GemmTile { tk: 64, ..cfg.tile }, ..cfg }, u64::MAX).contains("a K slice of 64 values; one of [8, 16, 32]"));
+        assert!(err(FusedQgemmConfig { tile: GemmTile { sg_rows: 3, ..cfg.tile }, ..cfg }, u64::MAX).contains("3×2 SIMD groups do not divide a 64×64 tile"));
+        assert!(err(FusedQgemmConfig { tile: GemmTile { tn: 256, sg_cols: 2, ..cfg.tile }, ..cfg }, u64::MAX).contains("SIMD-group tiles of 32×128"));
         assert!(err(FusedQgemmConfig { splits: 65, ..cfg }, u64::MAX).contains("65 K splits; between 1 and 64"));
         assert!(err(FusedQgemmConfig { format: Format::MlxAffine, ..cfg }, u64::MAX).contains("not mlx_affine"));
         // 64 × 32 halves and 4 fragments of 128 bytes.

@@ -71,7 +71,7 @@ pub fn all_kernels() -> Vec<Kernel> {
     }
     for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32)] {
         out.push(gemm::gemm(&gemm::GemmConfig::new(input, output)));
-        out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tm: 32, tn: 64, sg_rows: 1, ..gemm::GemmConfig::new(input, output) }));
+        out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tile: tile::GemmTile::new(32, 64, 32, 1, 2), ..gemm::GemmConfig::new(input, output) }));
     }
     // The GEMM on cooperative tensors in the tile that fits 32 KiB of
     // threadgroup memory.

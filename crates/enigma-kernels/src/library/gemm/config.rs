@@ -30,7 +30,7 @@ pub(super) const VEC: u32 = 4;
 /// (`cp.async`'s largest).
 pub(super) const COPY_BYTES: u32 = 16;
 
-/// K values per slice the quantized GEMM takes ([`QgemmConfig::tk`]): 32
+/// K values per slice the quantized GEMM takes (its tile's `tk`): 32
 /// divides every group size, 64 the larger two (the GEMM's slices are at
 /// most 64 deep).
 pub const QGEMM_SLICE_DEPTHS: [u32; 2] = [32, 64];
@@ -53,16 +53,55 @@ pub(super) fn stages_that_fit(bytes: impl Fn(u32) -> u64, max_threadgroup_memory
 /// allows at most [`enigma_ir::limits::MAX_ASYNC_PENDING`].
 pub const MAX_STAGES: u32 = enigma_ir::limits::MAX_ASYNC_PENDING + 2;
 
+/// Which shapes a GEMM kernel takes, and so which edge paths it compiles
+/// in. The whole-tile kernels are kept apart from the general one because
+/// the edge paths cost the pipeline its speed when they are in the same
+/// kernel, even unrun (`BENCHMARKS.md`, whole tiles).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Edges {
+    /// Any `m × n × k`: tiles at the matrices' edges take bounds-checked
+    /// paths (the general kernel).
+    #[default]
+    Checked,
+    /// Only shapes the tile divides ([`GemmConfig::whole_tiles_for`]): every
+    /// threadgroup runs the pipeline over whole slices and stores its tile
+    /// whole, with no edge paths compiled in. Pipelined (two stages or
+    /// more). A dispatch whose shape the tile does not divide leaves C
+    /// untouched: plan through [`GemmConfig::whole_tiles_for`] (`gemm::select`
+    /// does).
+    WholeTiles,
+    /// [`Edges::WholeTiles`] for shapes whose M need not be a multiple of
+    /// `tm` (A untransposed): A's rows past M are copied as zeros and the
+    /// last row of tiles is stored element by element, rows past M skipped.
+    /// A variant of its own: the row tests slow the divided shapes down
+    /// (`BENCHMARKS.md`, whole tiles).
+    RaggedRows,
+}
+
+impl Edges {
+    /// Whether the kernel is a whole-tile one (either variant).
+    pub fn whole_tiles(self) -> bool {
+        !matches!(self, Edges::Checked)
+    }
+
+    /// The kernel names' mark: `_whole`, `_whole_ragged`, nothing for the
+    /// general kernel.
+    pub(super) fn suffix(self) -> &'static str {
+        match self {
+            Edges::Checked => "",
+            Edges::WholeTiles => "_whole",
+            Edges::RaggedRows => "_whole_ragged",
+        }
+    }
+}
+
 /// One GEMM kernel's shape and types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
     pub input: DType,
     pub output: DType,
-    pub tm: u32,
-    pub tn: u32,
-    pub tk: u32,
-    pub sg_rows: u32,
-    pub sg_cols: u32,
+    /// The tile of C per threadgroup and its SIMD-group grid.
+    pub tile: GemmTile,
     pub trans_a: bool,
     pub trans_b: bool,
     /// K split over this many threadgroups per tile (1: none). With more,
@@ -80,20 +119,9 @@ pub struct GemmConfig {
     /// matrices with rows of whole 16-byte copies; elsewhere it stages
     /// through registers). [`GemmConfig::pipelined_for`] picks it.
     pub stages: u32,
-    /// A kernel for shapes the tile divides ([`GemmConfig::whole_tiles_for`]):
-    /// every threadgroup runs the pipeline over whole slices and stores its
-    /// tile whole, with no edge paths compiled in. Kept separate because the
-    /// edge paths cost the pipeline its speed when they are in the same
-    /// kernel, even unrun (`BENCHMARKS.md`, whole tiles). A dispatch whose
-    /// shape the tile does not divide leaves C untouched: plan through
-    /// [`GemmConfig::whole_tiles_for`] (`Ops::matmul` does).
-    pub whole_tiles: bool,
-    /// With `whole_tiles`: M need not be a multiple of `tm` (A untransposed).
-    /// A's rows past M are copied as zeros and the last row of tiles is
-    /// stored element by element, rows past M skipped. A variant of its
-    /// own: the row tests slow the divided shapes down (`BENCHMARKS.md`,
-    /// whole tiles).
-    pub ragged_rows: bool,
+    /// Which shapes the kernel takes: any, or only those the tile divides
+    /// (along M too, or not: [`Edges`]).
+    pub edges: Edges,
 }
 
 impl GemmConfig {
@@ -102,23 +130,25 @@ impl GemmConfig {
     /// for 16-bit inputs, 64×64×32 over 2×2 for f32 (whose slices take twice
     /// the threadgroup memory).
     pub fn new(input: DType, output: DType) -> GemmConfig {
-        let tm = if input == DType::F32 { 64 } else { 128 };
-        GemmConfig { input, output, tm, tn: tm, tk: 32, sg_rows: 2, sg_cols: 2, trans_a: false, trans_b: false, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false }
+        let side = if input == DType::F32 { 64 } else { 128 };
+        let tile = GemmTile::new(side, side, 32, 2, 2);
+        GemmConfig { input, output, tile, trans_a: false, trans_b: false, splits: 1, split_sum: SplitSum::Reduction, stages: 1, edges: Edges::Checked }
     }
 
-    /// This configuration as the whole-tile kernel ([`GemmConfig::whole_tiles`])
+    /// This configuration as the whole-tile kernel ([`Edges::WholeTiles`])
     /// where an `m × n × k` product allows it: pipelined (two or more
     /// stages) and `n`, `k` multiples of `tn`, `tk` — which also makes every
     /// slice's rows whole 16-byte copies inside the matrices — and `m` a
-    /// multiple of `tm`, or (A untransposed) with [`GemmConfig::ragged_rows`].
+    /// multiple of `tm`, or (A untransposed) [`Edges::RaggedRows`].
     /// Otherwise unchanged.
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> GemmConfig {
-        let rows_divide = m.is_multiple_of(self.tm);
-        let fits = self.stages >= 2 && (rows_divide || !self.trans_a) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk);
-        if self.whole_tiles || !fits {
+        let GemmTile { tm, tn, tk, .. } = self.tile;
+        let rows_divide = m.is_multiple_of(tm);
+        let fits = self.stages >= 2 && (rows_divide || !self.trans_a) && n.is_multiple_of(tn) && k.is_multiple_of(tk);
+        if self.edges.whole_tiles() || !fits {
             return self;
         }
-        GemmConfig { whole_tiles: true, ragged_rows: !rows_divide, ..self }
+        GemmConfig { edges: if rows_divide { Edges::WholeTiles } else { Edges::RaggedRows }, ..self }
     }
 
     /// The configuration with [`DEFAULT_STAGES`] stages filled by
@@ -141,13 +171,12 @@ impl GemmConfig {
     /// The configuration of a planner tile ([`GemmTile`]: the tuner's
     /// candidates and `select_tile`'s choice), untransposed, unsplit.
     pub fn from_tile(tile: GemmTile, input: DType, output: DType) -> GemmConfig {
-        let GemmTile { tm, tn, tk, sg_rows, sg_cols } = tile;
-        GemmConfig { tm, tn, tk, sg_rows, sg_cols, ..GemmConfig::new(input, output) }
+        GemmConfig { tile, ..GemmConfig::new(input, output) }
     }
 
     /// K splits for an `m × n × k` product on this tile ([`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
+        k_splits_for((self.tile.tm, self.tile.tn, self.tile.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them
@@ -161,19 +190,20 @@ impl GemmConfig {
         let sg_cols = 1 << (groups.trailing_zeros() / 2);
         let sg_rows = groups / sg_cols;
         let side = MatrixType::MAX_SIDE as u32;
-        let cfg = GemmConfig { sg_rows, sg_cols, tm: self.tm.min(side * sg_rows), tn: self.tn.min(side * sg_cols), ..self };
+        let tile = GemmTile { sg_rows, sg_cols, tm: self.tile.tm.min(side * sg_rows), tn: self.tile.tn.min(side * sg_cols), ..self.tile };
+        let cfg = GemmConfig { tile, ..self };
         cfg.check(u64::MAX)?;
         Ok(cfg)
     }
 
     pub fn threads(&self) -> u32 {
-        SIMD_WIDTH * self.sg_rows * self.sg_cols
+        self.tile.threads()
     }
 
     /// The staged slices of A and B as stored: (rows, columns) each.
     pub(super) fn slices(&self) -> [(u32, u32); 2] {
-        let a = if self.trans_a { (self.tk, self.tm) } else { (self.tm, self.tk) };
-        let b = if self.trans_b { (self.tn, self.tk) } else { (self.tk, self.tn) };
+        let a = if self.trans_a { (self.tile.tk, self.tile.tm) } else { (self.tile.tm, self.tile.tk) };
+        let b = if self.trans_b { (self.tile.tn, self.tile.tk) } else { (self.tile.tk, self.tile.tn) };
         [a, b]
     }
 
@@ -188,7 +218,7 @@ impl GemmConfig {
     /// whole-tile kernel decodes every B tile from the staged words, with no
     /// dequantized slice; the general kernel keeps one for its edge tiles.
     pub(super) fn packed_staging(&self) -> BStaging {
-        BStaging::Packed { dequantized_slice: !self.whole_tiles }
+        BStaging::Packed { dequantized_slice: !self.edges.whole_tiles() }
     }
 
     /// Threadgroup memory with B of values or of 4-bit words as `b_staging`
@@ -204,18 +234,18 @@ impl GemmConfig {
     /// Per stage of a pipelined kernel with packed weights: the slice's
     /// words (`tk / 8` rows of `tn`, as in memory) and its `tn` scales.
     pub(super) fn packed_stage_elems(&self) -> (u32, u32) {
-        (self.tk / VALUES_PER_WORD as u32 * self.tn, self.tn)
+        (self.tile.tk / VALUES_PER_WORD as u32 * self.tile.tn, self.tile.tn)
     }
 
     /// f32 accumulator elements each lane holds.
     pub fn accumulators_per_lane(&self) -> u32 {
-        (self.tm / self.sg_rows) * (self.tn / self.sg_cols) / SIMD_WIDTH
+        (self.tile.tm / self.tile.sg_rows) * (self.tile.tn / self.tile.sg_cols) / SIMD_WIDTH
     }
 
     /// The K extent of one matrix multiply: 16 (the tensor cores' step) where
     /// `tk` allows, else 8.
     pub(super) fn k_step(&self) -> u32 {
-        if self.tk.is_multiple_of(16) {
+        if self.tile.tk.is_multiple_of(16) {
             16
         } else {
             8
@@ -231,21 +261,21 @@ impl GemmConfig {
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v.is_multiple_of(8) && v <= 64;
-        let (sm, sn) = simdgroup_tiles(&name, (self.tm, self.tn), (self.sg_rows, self.sg_cols))?;
-        if !(side(sm) && side(sn) && side(self.tk)) {
+        let (sm, sn) = simdgroup_tiles(&name, (self.tile.tm, self.tile.tn), (self.tile.sg_rows, self.tile.sg_cols))?;
+        if !(side(sm) && side(sn) && side(self.tile.tk)) {
             return Err(ShapeError::new(
                 name,
-                format!("SIMD-group tiles of {sm}×{sn} and a K step of {} must be multiples of 8 up to 64", self.tk),
+                format!("SIMD-group tiles of {sm}×{sn} and a K step of {} must be multiples of 8 up to 64", self.tile.tk),
             ));
         }
         check_threads(&name, self.threads())?;
         if !(1..=MAX_STAGES).contains(&self.stages) {
             return Err(ShapeError::new(name, format!("{} stages; between 1 and {MAX_STAGES}", self.stages)));
         }
-        if self.whole_tiles && self.stages < 2 {
+        if self.edges.whole_tiles() && self.stages < 2 {
             return Err(ShapeError::new(name, "the whole-tile kernel is pipelined: it takes 2 stages or more".to_string()));
         }
-        if self.ragged_rows && (!self.whole_tiles || self.trans_a) {
+        if self.edges == Edges::RaggedRows && self.trans_a {
             return Err(ShapeError::new(name, "ragged rows are a variant of the whole-tile kernel with A untransposed".to_string()));
         }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
@@ -257,32 +287,22 @@ impl GemmConfig {
             "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
             self.input,
             self.output,
-            self.tm,
-            self.tn,
-            self.tk,
-            self.sg_rows,
-            self.sg_cols,
+            self.tile.tm,
+            self.tile.tn,
+            self.tile.tk,
+            self.tile.sg_rows,
+            self.tile.sg_cols,
             if self.trans_a { "_ta" } else { "" },
             if self.trans_b { "_tb" } else { "" },
             split_suffix(self.splits, self.split_sum),
             if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
-            self.whole_tiles_suffix()
+            self.edges.suffix()
         )
-    }
-
-    /// The names' mark of the whole-tile kernel: `_whole`, `_whole_ragged`
-    /// for its ragged-rows variant, nothing for the general kernel.
-    pub(super) fn whole_tiles_suffix(&self) -> &'static str {
-        match (self.whole_tiles, self.ragged_rows) {
-            (true, true) => "_whole_ragged",
-            (true, false) => "_whole",
-            _ => "",
-        }
     }
 
     /// The dispatch for an `m × n` result, `batch` times (times the splits).
     pub fn dispatch(&self, m: u32, n: u32, batch: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), batch * self.splits.max(1)], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tile.tn), m.div_ceil(self.tile.tm), batch * self.splits.max(1)], self.threads())
     }
 }
 
@@ -318,48 +338,52 @@ pub const FRAGMENT_ORDER_SIMDGROUP_TILE: u32 = 64 * 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QgemmConfig {
     pub format: Format,
-    pub output: DType,
-    pub tm: u32,
-    pub tn: u32,
-    /// K values per slice: one of [`QGEMM_SLICE_DEPTHS`], dividing the group.
-    pub tk: u32,
-    pub sg_rows: u32,
-    pub sg_cols: u32,
-    /// K split over threadgroups, as [`GemmConfig::splits`].
-    pub splits: u32,
-    /// As [`GemmConfig::split_sum`].
-    pub split_sum: SplitSum,
-    /// As [`GemmConfig::stages`]: with 2 or more, A's slices, the packed
-    /// words and their scales go to threadgroup memory by asynchronous
-    /// copies, and each B tile is decoded from the staged words by its
-    /// load (the dequantized slice then serves only edge tiles).
-    pub stages: u32,
-    /// As [`GemmConfig::whole_tiles`]: the pipeline alone, for shapes the
-    /// tile divides ([`QgemmConfig::whole_tiles_for`]).
-    pub whole_tiles: bool,
-    /// As [`GemmConfig::ragged_rows`].
-    pub ragged_rows: bool,
     /// How the packed words lie: seed 002's `[K/8][N]`, or fragment order
     /// ([`QuantLayout::Fragments`], from [`crate::library::quant::QuantizedMatrix::packed_in`]),
     /// which the pipelined whole-tile kernel alone takes: 64-deep slices,
     /// each SIMD group's B tile (64 × a multiple of 16) decoded at once from
     /// 16-byte loads of the staged words.
     pub layout: QuantLayout,
+    /// The GEMM that stages the slices: f16 A, B read transposed
+    /// ([`QgemmConfig::check`] holds it to that), its tile `tk` one of
+    /// [`QGEMM_SLICE_DEPTHS`] dividing the group, and its stages, K splits,
+    /// their sum, edges and output type the quantized kernel's. With 2
+    /// stages or more, A's slices, the packed words and their scales go to
+    /// threadgroup memory by asynchronous copies, and each B tile is
+    /// decoded from the staged words by its load (the dequantized slice
+    /// then serves only edge tiles).
+    pub gemm: GemmConfig,
 }
 
 impl QgemmConfig {
-    /// The tile for `m` rows: `select_tile`'s for 16-bit inputs at
-    /// the portable limits (16, 32, 64 or 128 rows by 128 columns).
-    pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
-        let tile = select_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
-        let g = GemmConfig::from_tile(tile, DType::F16, output);
-        QgemmConfig { format, output, tm: g.tm, tn: g.tn, tk: QGEMM_SLICE_DEPTHS[0], sg_rows: g.sg_rows, sg_cols: g.sg_cols, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
+    /// The configuration of a planner tile (its `tm × tn × tk` and
+    /// SIMD-group grid), seed 002's layout, unsplit and unpipelined.
+    pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
+        let gemm = GemmConfig { trans_b: true, ..GemmConfig::from_tile(tile, DType::F16, output) };
+        QgemmConfig { format, layout: QuantLayout::Rows, gemm }
     }
 
-    /// The configuration of a planner tile (its `tm × tn × tk` and
-    /// SIMD-group grid), unsplit and unpipelined.
-    pub fn from_tile(format: Format, output: DType, tile: GemmTile) -> QgemmConfig {
-        QgemmConfig { format, output, tm: tile.tm, tn: tile.tn, tk: tile.tk, sg_rows: tile.sg_rows, sg_cols: tile.sg_cols, splits: 1, split_sum: SplitSum::Reduction, stages: 1, whole_tiles: false, ragged_rows: false, layout: QuantLayout::Rows }
+    /// The tile for `m` rows: `select_tile`'s for 16-bit inputs at
+    /// the portable limits (16, 32, 64 or 128 rows by 128 columns), slices
+    /// of the first of [`QGEMM_SLICE_DEPTHS`].
+    pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
+        let tile = select_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
+        QgemmConfig::from_tile(format, output, GemmTile { tk: QGEMM_SLICE_DEPTHS[0], ..tile })
+    }
+
+    /// The tile's shape and SIMD-group grid.
+    pub fn tile(&self) -> GemmTile {
+        self.gemm.tile
+    }
+
+    /// This configuration with its GEMM's parts changed by `change`.
+    pub fn with_gemm(self, change: impl FnOnce(GemmConfig) -> GemmConfig) -> QgemmConfig {
+        QgemmConfig { gemm: change(self.gemm), ..self }
+    }
+
+    /// This configuration with `stages` stages.
+    pub fn with_stages(self, stages: u32) -> QgemmConfig {
+        self.with_gemm(|g| GemmConfig { stages, ..g })
     }
 
     /// The configuration with slices of 64 K values where they divide the
@@ -367,9 +391,10 @@ impl QgemmConfig {
     /// pipeline matters more), else unchanged: half the loop and barrier
     /// overhead per weight (`BENCHMARKS.md`, slices of 64 K values).
     pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
-        let deep = QgemmConfig { tk: QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1], ..self };
-        let two_stages = QgemmConfig { stages: 2, ..deep }.threadgroup_memory_bytes();
-        if group.is_multiple_of(deep.tk) && two_stages <= max_threadgroup_memory_bytes {
+        let depth = QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1];
+        let deep = self.with_gemm(|g| GemmConfig { tile: GemmTile { tk: depth, ..g.tile }, ..g });
+        let two_stages = deep.with_stages(2).threadgroup_memory_bytes();
+        if group.is_multiple_of(depth) && two_stages <= max_threadgroup_memory_bytes {
             deep
         } else {
             self
@@ -379,8 +404,9 @@ impl QgemmConfig {
     /// Checks that the kernel takes groups of `group` K values: the slice
     /// lies inside one group.
     pub fn check_group(&self, group: u32) -> Result<(), ShapeError> {
-        if group == 0 || !group.is_multiple_of(self.tk) {
-            return Err(ShapeError::new(self.name(), format!("slices of {} K values must divide the group of {group}", self.tk)));
+        let tk = self.gemm.tile.tk;
+        if group == 0 || !group.is_multiple_of(tk) {
+            return Err(ShapeError::new(self.name(), format!("slices of {tk} K values must divide the group of {group}")));
         }
         if !group.is_power_of_two() {
             return Err(ShapeError::new(self.name(), format!("the group of {group} K values is not a power of two (the pipelined kernel finds a slice's scales by a shift)")));
@@ -388,44 +414,28 @@ impl QgemmConfig {
         Ok(())
     }
 
-    /// The GEMM configuration that stages its slices: f16 A, B read
-    /// transposed, `tk` K values per slice.
-    pub fn gemm(&self) -> GemmConfig {
-        GemmConfig {
-            input: DType::F16,
-            output: self.output,
-            tm: self.tm,
-            tn: self.tn,
-            tk: self.tk,
-            sg_rows: self.sg_rows,
-            sg_cols: self.sg_cols,
-            trans_a: false,
-            trans_b: true,
-            splits: self.splits,
-            split_sum: self.split_sum,
-            stages: self.stages,
-            whole_tiles: self.whole_tiles,
-            ragged_rows: self.ragged_rows,
-        }
-    }
-
-    /// Checks the tile (as [`GemmConfig::check`]), the format, and the
-    /// threadgroup memory against `max_threadgroup_memory_bytes` (the
-    /// device's; `u64::MAX` checks the shape alone).
+    /// Checks the tile (as [`GemmConfig::check`]), the format, the staging
+    /// GEMM's operands (f16 A, B transposed), and the threadgroup memory
+    /// against `max_threadgroup_memory_bytes` (the device's; `u64::MAX`
+    /// checks the shape alone).
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
+        let g = &self.gemm;
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(self.name(), format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        if !QGEMM_SLICE_DEPTHS.contains(&self.tk) {
-            return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", self.tk)));
+        if g.input != DType::F16 || g.trans_a || !g.trans_b {
+            return Err(ShapeError::new(self.name(), format!("stages f16 A untransposed and B transposed (not {} A{}, B{})", g.input, if g.trans_a { " transposed" } else { "" }, if g.trans_b { " transposed" } else { " untransposed" })));
+        }
+        if !QGEMM_SLICE_DEPTHS.contains(&g.tile.tk) {
+            return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", g.tile.tk)));
         }
         if self.layout == QuantLayout::Fragments {
-            let ((unit_rows, unit_cols), sn) = (self.layout.unit(), self.tn / self.sg_cols.max(1));
+            let ((unit_rows, unit_cols), sn) = (self.layout.unit(), g.tile.tn / g.tile.sg_cols.max(1));
             let problems: Vec<String> = [
-                (self.tk != unit_rows).then(|| format!("slices of {unit_rows} K values (not {})", self.tk)),
+                (g.tile.tk != unit_rows).then(|| format!("slices of {unit_rows} K values (not {})", g.tile.tk)),
                 (!sn.is_multiple_of(unit_cols)).then(|| format!("SIMD-group tiles a multiple of {unit_cols} columns wide (not {sn})")),
-                (self.stages < 2).then(|| format!("2 stages or more (not {})", self.stages)),
-                (!self.whole_tiles).then(|| "the whole-tile kernel (a shape the tile divides along N and K)".to_string()),
+                (g.stages < 2).then(|| format!("2 stages or more (not {})", g.stages)),
+                (!g.edges.whole_tiles()).then(|| "the whole-tile kernel (a shape the tile divides along N and K)".to_string()),
             ]
             .into_iter()
             .flatten()
@@ -434,24 +444,23 @@ impl QgemmConfig {
                 return Err(ShapeError::new(self.name(), format!("fragment-ordered weights take {}", problems.join(", "))));
             }
         }
-        self.gemm().check(u64::MAX)?;
-        check_splits_and_memory(&self.name(), self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
+        g.check(u64::MAX)?;
+        check_splits_and_memory(&self.name(), g.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// Threadgroup memory: A's slices, the general kernel's dequantized B
     /// slice (the whole-tile kernel decodes from the staged words and has
     /// none), and with stages the packed words and scales of each stage.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        let g = self.gemm();
-        g.memory_bytes(g.packed_staging())
+        self.gemm.memory_bytes(self.gemm.packed_staging())
     }
 
     /// [`DEFAULT_STAGES`] pipelined stages where they fit
     /// `max_threadgroup_memory_bytes`, else two where those fit, else
     /// unchanged (as [`GemmConfig::pipelined_for`]).
     pub fn pipelined_for(self, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
-        let stages = stages_that_fit(|stages| QgemmConfig { stages, ..self }.threadgroup_memory_bytes(), max_threadgroup_memory_bytes);
-        QgemmConfig { stages: stages.unwrap_or(self.stages), ..self }
+        let stages = stages_that_fit(|stages| self.with_stages(stages).threadgroup_memory_bytes(), max_threadgroup_memory_bytes);
+        self.with_stages(stages.unwrap_or(self.gemm.stages))
     }
 
     /// This configuration reading weights packed in `layout`: unchanged for
@@ -468,23 +477,23 @@ impl QgemmConfig {
             return QgemmConfig { layout, ..self };
         }
         let (unit_rows, unit_cols) = layout.unit();
-        let mut cfg = QgemmConfig { layout, tk: unit_rows, ..self };
-        while !n.is_multiple_of(cfg.tn) && cfg.tn > unit_cols {
-            cfg.tn /= 2;
-            if cfg.tn / cfg.sg_cols < unit_cols && cfg.sg_cols > 1 {
-                cfg.sg_cols /= 2;
+        let mut tile = GemmTile { tk: unit_rows, ..self.gemm.tile };
+        while !n.is_multiple_of(tile.tn) && tile.tn > unit_cols {
+            tile.tn /= 2;
+            if tile.tn / tile.sg_cols < unit_cols && tile.sg_cols > 1 {
+                tile.sg_cols /= 2;
             }
         }
-        while (cfg.tm / cfg.sg_rows) * (cfg.tn / cfg.sg_cols) > FRAGMENT_ORDER_SIMDGROUP_TILE {
-            if cfg.tn / cfg.sg_cols >= 2 * unit_cols {
-                cfg.sg_cols *= 2;
-            } else if cfg.tm / cfg.sg_rows > 16 {
-                cfg.sg_rows *= 2;
+        while (tile.tm / tile.sg_rows) * (tile.tn / tile.sg_cols) > FRAGMENT_ORDER_SIMDGROUP_TILE {
+            if tile.tn / tile.sg_cols >= 2 * unit_cols {
+                tile.sg_cols *= 2;
+            } else if tile.tm / tile.sg_rows > 16 {
+                tile.sg_rows *= 2;
             } else {
                 break;
             }
         }
-        cfg
+        QgemmConfig { layout, ..self.with_gemm(|g| GemmConfig { tile, ..g }) }
     }
 
     /// K splits for an `m × n × k` product: the GEMM's rule
@@ -496,38 +505,39 @@ impl QgemmConfig {
     /// fill more than half the units, splits were as often slower as faster
     /// (`BENCHMARKS.md`, quantized GEMM split over M).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        let tile = (self.tm, self.tn, self.tk);
+        let GemmTile { tm, tn, tk, .. } = self.gemm.tile;
         if m <= SPLIT_K_MAX_ROWS {
-            return k_splits_for(tile, m, n, k, threadgroups, SPLIT_K_MAX_ROWS);
+            return k_splits_for((tm, tn, tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS);
         }
-        let tiles = m.div_ceil(self.tm).max(1) * n.div_ceil(self.tn).max(1);
+        let tiles = m.div_ceil(tm).max(1) * n.div_ceil(tn).max(1);
         if tiles.saturating_mul(4) > threadgroups {
             return 1;
         }
-        k_splits_for(tile, m, n, k, threadgroups, QGEMM_SPLIT_K_MAX_ROWS).min(QGEMM_WIDE_SPLITS)
+        k_splits_for((tm, tn, tk), m, n, k, threadgroups, QGEMM_SPLIT_K_MAX_ROWS).min(QGEMM_WIDE_SPLITS)
     }
 
     /// This configuration as the whole-tile kernel where an `m × n × k`
     /// product allows it (the rule of [`GemmConfig::whole_tiles_for`]).
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> QgemmConfig {
-        let g = self.gemm().whole_tiles_for(m, n, k);
-        QgemmConfig { whole_tiles: g.whole_tiles, ragged_rows: g.ragged_rows, ..self }
+        self.with_gemm(|g| g.whole_tiles_for(m, n, k))
     }
 
     /// `qgemm_{format}_{out}_{tm}x{tn}[x{tk}]_sg{r}x{c}[_splitk[_sum]][_s{stages}][_whole[_ragged]][_fragments]`
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
-        let split = split_suffix(self.splits, self.split_sum);
-        let stages = if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() };
-        let depth = if self.tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{}", self.tk) };
-        let whole = self.gemm().whole_tiles_suffix();
+        let g = &self.gemm;
+        let GemmTile { tm, tn, tk, sg_rows, sg_cols } = g.tile;
+        let split = split_suffix(g.splits, g.split_sum);
+        let stages = if g.stages > 1 { format!("_s{}", g.stages) } else { String::new() };
+        let depth = if tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{tk}") };
+        let whole = g.edges.suffix();
         let layout = if self.layout == QuantLayout::Fragments { "_fragments" } else { "" };
-        format!("qgemm_{}_{}_{}x{}{depth}_sg{}x{}{split}{stages}{whole}{layout}", self.format, self.output, self.tm, self.tn, self.sg_rows, self.sg_cols)
+        format!("qgemm_{}_{}_{tm}x{tn}{depth}_sg{sg_rows}x{sg_cols}{split}{stages}{whole}{layout}", self.format, g.output)
     }
 
     /// The dispatch for an `m × n` result.
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
-        self.gemm().dispatch(m, n, 1)
+        self.gemm.dispatch(m, n, 1)
     }
 }
 

@@ -28,11 +28,11 @@
 //! epilogue writes each lane's elements through the per-lane view, skipping
 //! those past M or N. Any M, N, K work.
 //!
-//! Where the tile divides the shape, [`GemmConfig::whole_tiles`] builds a
+//! Where the tile divides the shape, [`Edges::WholeTiles`] builds a
 //! second kernel that is the pipeline alone: no edge paths, no register
 //! staging, its tile stored whole by one matrix store (alpha 1, beta 0, f32
 //! C) or element by element without bounds tests; where only M is not
-//! divided, its variant with [`GemmConfig::ragged_rows`] (A's rows past M
+//! divided, its variant [`Edges::RaggedRows`] (A's rows past M
 //! copied as zeros, the last row of tiles stored row by row). The edge
 //! paths' code slows the same pipeline down even where it never runs (the
 //! CUDA compiler schedules and allocates the whole kernel at once;
@@ -56,7 +56,7 @@ mod tests;
 
 pub(crate) use config::simdgroup_tiles;
 pub use config::{
-    reference, GemmConfig, QgemmConfig, DEFAULT_STAGES, DOUBLE_BUFFER_REGISTERS, FRAGMENT_ORDER_SIMDGROUP_TILE, MAX_STAGES, PAD, QGEMM_SLICE_DEPTHS,
+    reference, Edges, GemmConfig, QgemmConfig, DEFAULT_STAGES, DOUBLE_BUFFER_REGISTERS, FRAGMENT_ORDER_SIMDGROUP_TILE, MAX_STAGES, PAD, QGEMM_SLICE_DEPTHS,
     QGEMM_SPLIT_K_MAX_ROWS, QGEMM_WIDE_SPLITS, SPLIT_K_MAX_ROWS,
 };
 pub use kernel::{gemm, qgemm};

@@ -3,26 +3,27 @@
 use super::config::*;
 use super::kernel::*;
 use crate::library::quant::Format;
+use crate::library::tile::GemmTile;
 use crate::library::*;
 use enigma_ir::QuantLayout;
 
 #[test]
 fn configurations_are_checked_with_the_numbers() {
     assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY).is_ok());
-    let too_big = GemmConfig { tm: 128, tn: 128, tk: 64, sg_rows: 2, sg_cols: 2, ..GemmConfig::new(DType::F32, DType::F32) };
+    let too_big = GemmConfig { tile: GemmTile::new(128, 128, 64, 2, 2), ..GemmConfig::new(DType::F32, DType::F32) };
     let err = too_big.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
     // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
     assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
-    let odd = GemmConfig { sg_rows: 3, ..GemmConfig::new(DType::F16, DType::F16) };
+    let odd = GemmConfig { tile: GemmTile::new(128, 128, 32, 3, 2), ..GemmConfig::new(DType::F16, DType::F16) };
     assert!(odd.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
     let cfg = GemmConfig::new(DType::F16, DType::F32);
     // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
     assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
     assert_eq!(cfg.dispatch(100, 33, 2).size, [1, 1, 2]);
-    let split = |t| cfg.with_threads(t).map(|c| (c.sg_rows, c.sg_cols));
+    let split = |t| cfg.with_threads(t).map(|c| (c.tile.sg_rows, c.tile.sg_cols));
     assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));
     // One SIMD group holds at most a 64×64 tile.
-    assert_eq!(cfg.with_threads(32).map(|c| (c.tm, c.tn)), Ok((64, 64)));
+    assert_eq!(cfg.with_threads(32).map(|c| (c.tile.tm, c.tile.tn)), Ok((64, 64)));
     assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
 }
 
@@ -31,7 +32,7 @@ fn configurations_are_checked_with_the_numbers() {
 #[test]
 fn qgemm_splits_narrow_grids_up_to_128_rows() {
     let at = |m: u32, n: u32, k: u32| QgemmConfig::for_rows(Format::Int4, DType::F16, m).splits_for(m, n, k, 264);
-    assert_eq!(at(16, 11008, 4096), QgemmConfig::for_rows(Format::Int4, DType::F16, 16).gemm().splits_for(16, 11008, 4096, 264));
+    assert_eq!(at(16, 11008, 4096), QgemmConfig::for_rows(Format::Int4, DType::F16, 16).gemm.splits_for(16, 11008, 4096, 264));
     assert_eq!(at(64, 4096, 4096), 4);
     assert_eq!(at(128, 4096, 11008), 4);
     assert_eq!(at(64, 11008, 4096), 1);
@@ -43,9 +44,9 @@ fn qgemm_splits_narrow_grids_up_to_128_rows() {
 #[test]
 fn fragment_order_narrows_tiles_to_fit_n_and_its_registers() {
     let wide = QgemmConfig::for_rows(Format::Int4, DType::F16, 128).in_layout(QuantLayout::Fragments, 11008);
-    assert_eq!((wide.tm, wide.tn, wide.tk, wide.sg_rows, wide.sg_cols), (128, 128, 64, 2, 4));
+    assert_eq!(wide.tile(), GemmTile::new(128, 128, 64, 2, 4));
     let narrow = QgemmConfig::for_rows(Format::Int4, DType::F16, 16).in_layout(QuantLayout::Fragments, 48);
-    assert_eq!((narrow.tn, narrow.sg_cols), (16, 1));
+    assert_eq!((narrow.tile().tn, narrow.tile().sg_cols), (16, 1));
 }
 
 /// The quantized GEMM declares the threadgroup memory its configuration
@@ -53,7 +54,7 @@ fn fragment_order_narrows_tiles_to_fit_n_and_its_registers() {
 #[test]
 fn qgemm_memory_is_what_the_kernel_declares() {
     for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
-        let cfg = QgemmConfig { stages, ..QgemmConfig::for_rows(Format::Int4, DType::F16, rows) };
+        let cfg = QgemmConfig::for_rows(Format::Int4, DType::F16, rows).with_stages(stages);
         for cfg in [cfg, cfg.whole_tiles_for(rows, 128, 128), cfg.in_layout(QuantLayout::Fragments, 128).whole_tiles_for(rows, 128, 128)] {
             if cfg.check(u64::MAX).is_err() {
                 continue;
@@ -64,15 +65,31 @@ fn qgemm_memory_is_what_the_kernel_declares() {
     }
     // The whole-tile kernel has no dequantized slice: 64 rows, two
     // stages of A (64 × 40 halves), words and scales.
-    let whole = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 64) }.whole_tiles_for(64, 128, 128);
-    assert!(whole.whole_tiles);
+    let whole = QgemmConfig::for_rows(Format::Fp4, DType::F16, 64).with_stages(2).whole_tiles_for(64, 128, 128);
+    assert_eq!(whole.gemm.edges, Edges::WholeTiles);
     assert_eq!(whole.threadgroup_memory_bytes(), 2 * 64 * 40 * 2 + 2 * (512 * 4 + 128 * 2));
     // 64 rows, two stages: A 2 × 64 × 40 halves, B 128 × 40 halves, and
     // per stage 4 × 128 words and 128 scales.
-    let cfg = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 64) };
+    let cfg = QgemmConfig::for_rows(Format::Fp4, DType::F16, 64).with_stages(2);
     assert_eq!(cfg.threadgroup_memory_bytes(), 2 * 64 * 40 * 2 + 128 * 40 * 2 + 2 * (512 * 4 + 128 * 2));
     assert!(cfg.check(32 * 1024).is_ok());
-    let big = QgemmConfig { stages: 2, ..QgemmConfig::for_rows(Format::Fp4, DType::F16, 128) };
+    let big = QgemmConfig::for_rows(Format::Fp4, DType::F16, 128).with_stages(2);
     assert!(big.check(32 * 1024).unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
-    assert_eq!(QgemmConfig::for_rows(Format::Fp4, DType::F16, 128).pipelined_for(32 * 1024).stages, 1);
+    assert_eq!(QgemmConfig::for_rows(Format::Fp4, DType::F16, 128).pipelined_for(32 * 1024).gemm.stages, 1);
+}
+
+/// The quantized GEMM stages through f16 A untransposed and B transposed:
+/// a staging GEMM of other operands is refused with what it has; the
+/// names mark each kind of edge handling.
+#[test]
+fn qgemm_staging_and_edges_are_checked_and_named() {
+    let cfg = QgemmConfig::for_rows(Format::Int4, DType::F16, 64).with_stages(2);
+    assert!(cfg.check(u64::MAX).is_ok());
+    let untransposed = cfg.with_gemm(|g| GemmConfig { trans_b: false, ..g });
+    let err = untransposed.check(u64::MAX).unwrap_err().to_string();
+    assert!(err.contains("stages f16 A untransposed and B transposed (not f16 A, B untransposed)"), "{err}");
+    let f32_a = cfg.with_gemm(|g| GemmConfig { input: DType::F32, ..g });
+    assert!(f32_a.check(u64::MAX).unwrap_err().to_string().contains("(not f32 A, B transposed)"));
+    let names: Vec<String> = [Edges::Checked, Edges::WholeTiles, Edges::RaggedRows].into_iter().map(|edges| cfg.with_gemm(|g| GemmConfig { edges, ..g }).name()).collect();
+    assert_eq!(names, ["qgemm_int4_f16_64x128_sg2x2_s2", "qgemm_int4_f16_64x128_sg2x2_s2_whole", "qgemm_int4_f16_64x128_sg2x2_s2_whole_ragged"]);
 }

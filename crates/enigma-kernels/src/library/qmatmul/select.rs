@@ -16,7 +16,7 @@
 //! named.
 
 use super::decode::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
-use crate::library::gemm::QgemmConfig;
+use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineOptions, AffinePlan};
@@ -147,7 +147,7 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
                 Some(tile) => FusedQgemmConfig::from_tile(format, out, tile),
                 None => FusedQgemmConfig::for_rows(format, out, mu),
             };
-            select::check_tile_threads(op, cfg.tile(), overrides.threads)?;
+            select::check_tile_threads(op, cfg.tile, overrides.threads)?;
             let cfg = FusedQgemmConfig { splits: select::k_splits(device, g.k_splits, cfg.splits_for(mu, n, k, select::threadgroups_wanted(device))), ..cfg };
             cfg.check(select::limits(device).max_memory_bytes)?;
             QmatmulSelection::Fused(cfg)
@@ -184,18 +184,16 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
         None => QgemmConfig::for_rows(problem.format, problem.out, mu).deepened_for(group, max_memory),
     };
     let cfg = cfg.in_layout(problem.layout, n);
-    let cfg = QgemmConfig {
-        splits: select::k_splits(device, g.k_splits, cfg.splits_for(mu, n, k, select::threadgroups_wanted(device))),
-        split_sum: select::split_sum(op, device, g.split_sum, default_split_sum(device, mu))?,
-        ..cfg
-    };
+    let splits = select::k_splits(device, g.k_splits, cfg.splits_for(mu, n, k, select::threadgroups_wanted(device)));
+    let split_sum = select::split_sum(op, device, g.split_sum, default_split_sum(device, mu))?;
+    let cfg = cfg.with_gemm(|gemm| GemmConfig { splits, split_sum, ..gemm });
     let cfg = match g.stages {
-        Some(stages) => QgemmConfig { stages, ..cfg },
+        Some(stages) => cfg.with_stages(stages),
         None => {
             // The whole-tile kernel stages no dequantized slice, so where
             // the shape takes it, more stages may fit.
-            let whole = QgemmConfig { stages: 2, ..cfg }.whole_tiles_for(mu, n, k);
-            let planned = if whole.whole_tiles { whole.pipelined_for(stage_memory) } else { cfg.pipelined_for(stage_memory) };
+            let whole = cfg.with_stages(2).whole_tiles_for(mu, n, k);
+            let planned = if whole.gemm.edges.whole_tiles() { whole.pipelined_for(stage_memory) } else { cfg.pipelined_for(stage_memory) };
             if planned.threadgroup_memory_bytes() <= stage_memory {
                 planned
             } else {
