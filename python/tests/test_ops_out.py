@@ -305,3 +305,34 @@ def test_torch_cpu_tensors_as_out():
         ops.relu(x, device="cpu", out=torch.zeros((5, 7), dtype=torch.float64))
     with pytest.raises(TypeError, match="out is a numpy array, but the result is a torch tensor on cpu"):
         ops.relu(x, device="cpu", out=np.zeros((5, 7), np.float32))
+
+
+def test_torch_cuda_tensors_as_out():
+    torch = pytest.importorskip("torch", reason="torch is not installed (CI does not install it)")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    x = torch.randn(64, 1000, device="cuda")
+    out = torch.full_like(x, SENTINEL)
+    assert ops.softmax(x, -1, out=out) is out
+    torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    xb = x.to(torch.bfloat16)
+    outb = torch.empty_like(xb)
+    assert ops.relu(xb, out=outb) is outb
+    assert torch.equal(outb, torch.relu(xb))
+    # On a side stream: the copy into out is ordered after the operation there.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ops.exp(x, out=out)
+    side.synchronize()
+    torch.testing.assert_close(out, torch.exp(x))
+    # A float16 view at an offset that is not 16-byte aligned, odd sizes.
+    xh = torch.randn(7, 13, device="cuda", dtype=torch.float16)[1:]
+    outh = torch.full((6, 13), 3.0, device="cuda", dtype=torch.float16)
+    assert ops.sigmoid(xh, out=outh) is outh
+    torch.testing.assert_close(outh, torch.sigmoid(xh), rtol=2e-3, atol=2e-3)
+    sums = torch.empty(64, device="cuda")
+    assert ops.sum(x, 1, out=sums) is sums
+    torch.testing.assert_close(sums, x.sum(1), rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="out is a torch tensor on cpu, but the result is a torch tensor on DLPack device 2:0"):
+        ops.relu(x, out=torch.empty(64, 1000))

@@ -88,6 +88,7 @@ QMATMUL_DECODE_ROWS: int = _enigma.QMATMUL_DECODE_ROWS
 
 _DTYPES = ("f32", "f16", "bf16", "i32", "u32")
 _NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "int32", "u32": "uint32"}
+_TYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "u32": "uint32"}
 
 
 def _array(a: _Any) -> _Any:
@@ -261,7 +262,7 @@ def _write_out(op: str, template: _Any, result: _enigma.Array, out: _Any, t: "_T
         raise ValueError(f"{op}: out has shape {tuple(out.shape)}, the result has shape {shape}")
     have = _kind(out)
     if have != kind and not (kind == "bf16" and have == "u16" and isinstance(out, _np.ndarray)):
-        raise TypeError(f"{op}: out holds {out.dtype}, the result is {_NUMPY_NAMES.get(kind, kind)} ({kind}); "
+        raise TypeError(f"{op}: out holds {out.dtype}, the result is {_TYPE_NAMES.get(kind, kind)} ({kind}); "
                         "enigma does not cast into out")
     if isinstance(out, _np.ndarray) and not out.flags.writeable:
         raise ValueError(f"{op}: out is read-only")

@@ -121,7 +121,7 @@ def _binary(name: str):
     real.__name__ = name
 
     def fake(a, b):
-        return a.new_empty(torch.broadcast_shapes(a.shape, b.shape), memory_format=torch.contiguous_format)
+        return a.new_empty(torch.broadcast_shapes(a.shape, b.shape))
     return _register(name, fake, real)
 
 
