@@ -12,6 +12,10 @@ warm-ups, and prints a table with ratios. Usage:
 
 (the options and filters are `library_cuda`'s).
 
+With ``--ops`` among the arguments, only the second table below runs, its
+rows filtered by the filters given (all rows without any); with
+``--library``, only the first.
+
 Then, where the ``enigma`` Python package is installed, a second table: the
 ``enigma.ops`` calls that take torch's conventions (``dim=``, trailing
 ``normalized_shape``, batch dimensions) on torch CUDA tensors beside the
@@ -195,7 +199,10 @@ def peak_tbs():
 
 
 def main():
-    binary, filters = sys.argv[1], sys.argv[2:]
+    binary, filters = sys.argv[1], [a for a in sys.argv[2:] if a not in ("--ops", "--library")]
+    if "--ops" in sys.argv[2:]:
+        conventions(filters)
+        return
     out = subprocess.run([binary, *filters], check=True, capture_output=True, text=True).stdout
     enigma = json.loads(out)
     if "skipped" in enigma:
@@ -229,7 +236,8 @@ def main():
     print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
     with open("library_vs_torch.json", "w") as f:
         json.dump(results, f, indent=1)
-    conventions(filters)
+    if "--library" not in sys.argv[2:]:
+        conventions(filters)
 
 
 def convention_rows(dt):
