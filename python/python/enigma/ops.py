@@ -36,7 +36,10 @@ Shapes and names follow torch: ``dim=`` (negative allowed) and ``keepdim=``
 on the reductions, softmax/log_softmax, argmax/argmin, cumsum/cumprod; the
 norms over a trailing ``normalized_shape``; batch dimensions on
 :func:`matmul` and :func:`bmm`; NumPy broadcasting on add, mul and div;
-``cross_entropy``, pooling and ``conv2d`` with torch's arguments.
+``cross_entropy``, pooling and ``conv2d`` with torch's arguments;
+``out=`` on every operation (the result written into an array the caller
+gives, of its exact shape and type: see :func:`scale`). ``enigma.torch_ops``
+registers the operations as torch custom operators for ``torch.compile``.
 ``docs/library.md`` lists where enigma differs from torch.
 """
 import json as _json
