@@ -385,7 +385,7 @@ pub struct ArgRowsPlan {
 pub fn plan_arg_rows(kernel: &str, rows: usize, d: usize, threads: u32) -> Result<ArgRowsPlan, ShapeError> {
     nonzero(kernel, "rows", rows)?;
     nonzero(kernel, "d", d)?;
-    let total = rows.checked_mul(d).unwrap_or(usize::MAX);
+    let total = rows.saturating_mul(d);
     to_u32(kernel, "rows × d", total)?;
     let t = check_threads(kernel, threads)?;
     let t = 1u32 << t.ilog2();
