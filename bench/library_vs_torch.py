@@ -12,6 +12,10 @@ warm-ups, and prints a table with ratios. Usage:
 
 (the options and filters are `library_cuda`'s).
 
+With ``--ops`` among the arguments, only the second table below runs, its
+rows filtered by the filters given (all rows without any); with
+``--library``, only the first.
+
 Then, where the ``enigma`` Python package is installed, a second table: the
 ``enigma.ops`` calls that take torch's conventions (``dim=``, trailing
 ``normalized_shape``, batch dimensions) on torch CUDA tensors beside the
@@ -195,7 +199,10 @@ def peak_tbs():
 
 
 def main():
-    binary, filters = sys.argv[1], sys.argv[2:]
+    binary, filters = sys.argv[1], [a for a in sys.argv[2:] if a not in ("--ops", "--library")]
+    if "--ops" in sys.argv[2:]:
+        conventions(filters)
+        return
     out = subprocess.run([binary, *filters], check=True, capture_output=True, text=True).stdout
     enigma = json.loads(out)
     if "skipped" in enigma:
@@ -229,7 +236,8 @@ def main():
     print("(% torch and % triton: their time over enigma's, so above 100% means enigma is faster)")
     with open("library_vs_torch.json", "w") as f:
         json.dump(results, f, indent=1)
-    conventions(filters)
+    if "--library" not in sys.argv[2:]:
+        conventions(filters)
 
 
 def convention_rows(dt):
@@ -247,12 +255,18 @@ def convention_rows(dt):
     col, vec = rand(8192, 1), rand(1024)
     labels = torch.randint(0, 8192, (8192,), device="cuda")
     cw, cb, dw, pw = rand(64, 64, 3, 3) - 0.5, rand(64), rand(64, 1, 3, 3), rand(128, 64, 1, 1)
+    wd, bd = rand(8192), rand(8192)
+    flat, flat2, vec_long = rand(1 << 24), rand(1 << 24), rand(1 << 26) * 1e-3
+    pos = rows + 0.5
+    sq, sq2 = rand(4096, 4096), rand(4096, 4096)
     return [
         ("sum dim=1", x3, lambda: ops.sum(x3, 1), lambda: torch.sum(x3, 1, dtype=torch.float32)),
         ("mean dim=1", x3, lambda: ops.mean(x3, 1), lambda: torch.mean(x3, 1)),
         ("max dim=1", x3, lambda: ops.max(x3, 1), lambda: torch.amax(x3, 1)),
         ("argmax dim=1", x3, lambda: ops.argmax(x3, 1), lambda: torch.argmax(x3, 1)),
         ("argmax dim=-1", rows, lambda: ops.argmax(rows, -1), lambda: torch.argmax(rows, -1)),
+        ("argmin dim=1", x3, lambda: ops.argmin(x3, 1), lambda: torch.argmin(x3, 1)),
+        ("argmin dim=-1", rows, lambda: ops.argmin(rows, -1), lambda: torch.argmin(rows, -1)),
         ("softmax dim=1", chans, lambda: ops.softmax(chans, 1), lambda: torch.softmax(chans, 1)),
         ("log_softmax dim=-1", rows, lambda: ops.log_softmax(rows, -1), lambda: torch.log_softmax(rows, -1)),
         ("log_softmax dim=1", chans, lambda: ops.log_softmax(chans, 1), lambda: torch.log_softmax(chans, 1)),
@@ -269,9 +283,28 @@ def convention_rows(dt):
         ("cross_entropy [8192,8192]", rows, lambda: ops.cross_entropy(rows, labels), lambda: F.cross_entropy(rows, labels)),
         ("max_pool2d 3 s2 p1", img, lambda: ops.max_pool2d(img, 3, 2, 1), lambda: F.max_pool2d(img, 3, 2, 1)),
         ("avg_pool2d 2", img, lambda: ops.avg_pool2d(img, 2), lambda: F.avg_pool2d(img, 2)),
-        ("conv2d 64->64 3x3 p1", img, lambda: ops.conv2d(img, cw, cb, 1, 1), lambda: F.conv2d(img, cw, cb, 1, 1)),
-        ("conv2d depthwise 3x3 p1", img, lambda: ops.conv2d(img, dw, None, 1, 1, 1, 64), lambda: F.conv2d(img, dw, None, 1, 1, 1, 64)),
-        ("conv2d pointwise 64->128", img, lambda: ops.conv2d(img, pw), lambda: F.conv2d(img, pw)),
+        ("conv2d 64->64 3x3 p1 (cuDNN, TF32 off)", img, lambda: ops.conv2d(img, cw, cb, 1, 1), lambda: F.conv2d(img, cw, cb, 1, 1)),
+        ("conv2d depthwise 3x3 (cuDNN, TF32 off)", img, lambda: ops.conv2d(img, dw, None, 1, 1, 1, 64), lambda: F.conv2d(img, dw, None, 1, 1, 1, 64)),
+        ("conv2d pointwise 64->128 (cuDNN, TF32 off)", img, lambda: ops.conv2d(img, pw), lambda: F.conv2d(img, pw)),
+        # The element-wise operations added with torch's names, through enigma.ops.
+        ("sigmoid", rows, lambda: ops.sigmoid(rows), lambda: torch.sigmoid(rows)),
+        ("exp", rows, lambda: ops.exp(rows), lambda: torch.exp(rows)),
+        ("log", pos, lambda: ops.log(pos), lambda: torch.log(pos)),
+        ("gelu erf", rows, lambda: ops.gelu(rows), lambda: F.gelu(rows)),
+        ("gelu tanh", rows, lambda: ops.gelu(rows, "tanh"), lambda: F.gelu(rows, approximate="tanh")),
+        # Last-axis shapes of the operations that gained axes, batches or
+        # broadcasting, at the registry's benchmark shapes, so each sits
+        # beside its row kernel's figure in the first table ("before": the
+        # same kernel dispatched without the Python layer).
+        ("last axis: sum dim=-1", rows, lambda: ops.sum(rows, -1), lambda: torch.sum(rows, -1, dtype=torch.float32)),
+        ("last axis: max dim=-1", rows, lambda: ops.max(rows, -1), lambda: torch.amax(rows, -1)),
+        ("last axis: sum_rows (old form)", rows, lambda: ops.sum_rows(rows), lambda: torch.sum(rows, -1, dtype=torch.float32)),
+        ("last axis: softmax dim=-1", rows, lambda: ops.softmax(rows, -1), lambda: torch.softmax(rows, -1)),
+        ("last axis: rms_norm (8192,)", rows, lambda: ops.rms_norm(rows, (8192,), wd), lambda: F.rms_norm(rows, (8192,), wd, 1e-5)),
+        ("last axis: layer_norm (8192,)", rows, lambda: ops.layer_norm(rows, (8192,), wd, bd), lambda: F.layer_norm(rows, (8192,), wd, bd, 1e-5)),
+        ("last axis: add same shape", flat, lambda: ops.add(flat, flat2), lambda: torch.add(flat, flat2)),
+        ("last axis: matmul 2-D 4096", sq, lambda: ops.matmul(sq, sq2), lambda: torch.matmul(sq, sq2)),
+        ("last axis: cumsum 1-D", vec_long, lambda: ops.cumsum(vec_long, 0), lambda: torch.cumsum(vec_long, 0)),
     ]
 
 

@@ -781,6 +781,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::op_attention_prefill, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_qmatmul, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_tune, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_write_into, m)?)?;
     m.add_function(wrap_pyfunction!(ops::ops_begin, m)?)?;
     m.add_function(wrap_pyfunction!(ops::ops_report, m)?)?;
     m.add_function(wrap_pyfunction!(ops::quant_quantize, m)?)?;

@@ -429,6 +429,41 @@ pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>
     call.output(py, out, vec![batch, m, n], Scalar::F32)
 }
 
+// ----- `out=`: a result written into the caller's array -----------------
+
+/// Writes `result` (an operation's result, on `runtime`'s device) into
+/// `out`, the caller's array of the same element type and size: an
+/// `enigma.Array` or CUDA tensor by one device copy (`copy_{elem}`) on the
+/// call's stream, host memory (numpy, CPU tensors) by that copy into a
+/// staging buffer and back. Shape and kind are checked in `enigma/ops.py`;
+/// here the element type, device, contiguity, writability and byte count
+/// are. The call's report (`last_report`) stays the operation's.
+#[pyfunction]
+#[pyo3(signature = (runtime, result, out, op, threads=None, stream=None, dlpack_stream=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn op_write_into(py: Python<'_>, runtime: &Runtime, result: &Bound<'_, Array>, out: &Bound<'_, PyAny>, op: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<()> {
+    let result = result.get();
+    let rt = match stream {
+        Some(s) => runtime.rt.on_stream(s),
+        None => runtime.rt.clone(),
+    };
+    let scalar = result.scalar;
+    let elements = product(op, &result.shape)?;
+    let what = format!("{op}: `out`");
+    let want = Want { scalar, elem_bytes: scalar.size_bytes() as usize, writes: true, staging: Staging::Untyped, what: &what };
+    let bound = array::bind(py, &rt, out, &want, dlpack_stream)?;
+    let need = elements * scalar.size_bytes() as usize;
+    if bound.nbytes != need {
+        return Err(PyValueError::new_err(format!("{op}: `out` holds {} bytes; the result is {elements} {scalar} elements ({need} bytes)", bound.nbytes)));
+    }
+    let options = Options { threads, sanitize: SANITIZE.with(Cell::get), ..Options::default() };
+    let ops = Ops::new(&rt).with_options(options).with_cache(runtime.ops_cache.clone());
+    ops.copy_into(scalar, &result.buffer, &bound.buffer, elements).map_err(|e| ops_err(py, e))?;
+    bound.write_back().map_err(|e| runtime_err(py, *e))
+}
+
+// ----- end of `out=` -------------------------------------------------------
+
 /// Cross-entropy of logits `x` seen as `[outer, classes, inner]` against
 /// `outer · inner` i32 `target` classes: `reduction` `"none"` (`outer ·
 /// inner` f32 losses), `"sum"` or `"mean"` (one f32).

@@ -1,8 +1,10 @@
-//! Element-wise operations: `y = op(x[, b])` over a flat vector, and the
-//! binary ones over NumPy-broadcast shapes.
+//! Element-wise operations: `y = op(x[, b])` over a flat vector, the
+//! binary ones over NumPy-broadcast shapes, and the device copy that writes
+//! a result into memory the caller gave.
 
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise};
+use enigma_ir::Scalar;
 use enigma_runtime::{Arg, Buffer};
 
 impl Ops<'_> {
@@ -55,6 +57,24 @@ impl Ops<'_> {
     /// GELU, tanh form.
     pub fn gelu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
+    }
+
+    /// Copies the first `elems` elements of `elem` from `src` into `dst` on
+    /// the device, bit for bit (the kernel `copy_{elem}`, one thread per
+    /// element): a result written into a buffer the caller allocated. Both
+    /// buffers must hold `elems` elements of `elem` (untyped, or typed as
+    /// `elem`); no elements is no dispatch.
+    pub fn copy_into(&self, elem: Scalar, src: &Buffer, dst: &Buffer, elems: usize) -> Result<(), Error> {
+        let name = format!("copy_{}", elem.name());
+        self.need(&name, "src", src, elems, elem)?;
+        self.need(&name, "dst", dst, elems, elem)?;
+        if elems == 0 {
+            return Ok(());
+        }
+        let n = enigma_kernels::library::to_u32(&name, "elements", elems)?;
+        let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
+        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+        self.launch(format!("copy {elem:?}"), || elementwise::copy(elem), dispatch, &[("src", Arg::from(src)), ("dst", Arg::from(dst)), ("n", Arg::u32(n))])
     }
 
     /// `y = op(a, b)` for a binary `op` and `a`, `b` of shapes `a_shape`,

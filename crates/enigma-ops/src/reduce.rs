@@ -71,9 +71,10 @@ impl Ops<'_> {
 
     /// `r` over the middle axis of `[outer, axis, inner]`: `outer · inner`
     /// f32 values (i32 indices for argmax and argmin), in `[outer, inner]`
-    /// order. Sum, max and min over the last axis (`inner = 1`) take the
-    /// row kernels (the flat reduction for a single row); everything else
-    /// the axis kernel, one thread per column.
+    /// order. Over the last axis (`inner = 1`) sum, max and min take the
+    /// row kernels (the flat reduction for a single row), argmax and argmin
+    /// [`Ops::arg_rows`]; everything else the axis kernel, one thread per
+    /// column.
     pub fn reduce_axis(&self, r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
         let name = format!("{r}_axis");
         let dtype = self.dtype_of(&name, x)?;
@@ -81,11 +82,29 @@ impl Ops<'_> {
         match r {
             AxisReduction::Value(op) if inner == 1 && outer == 1 => return self.reduce(op, x, axis),
             AxisReduction::Value(op) if inner == 1 => return self.reduce_rows(op, x, outer, axis),
+            AxisReduction::ArgMax | AxisReduction::ArgMin if inner == 1 => return self.arg_rows(r, x, outer, axis),
             _ => {}
         }
         let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let out = self.output(r.output(), outer * inner)?;
         self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        Ok(out)
+    }
+
+    /// The index (i32) of the first maximum (`ArgMax`) or minimum
+    /// (`ArgMin`) of each row of `[rows, d]`, a NaN the extreme: one
+    /// threadgroup per row (`library::reduce::arg_rows`), of the row
+    /// reductions' size rounded down to a power of two.
+    pub fn arg_rows(&self, r: AxisReduction, x: &Buffer, rows: usize, d: usize) -> Result<Buffer, Error> {
+        let name = format!("{r}_rows");
+        if !matches!(r, AxisReduction::ArgMax | AxisReduction::ArgMin) {
+            return Err(arg_err(&name, format!("{r} is not argmax or argmin")));
+        }
+        let dtype = self.dtype_of(&name, x)?;
+        self.need(&name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
+        let plan = reduce::plan_arg_rows(&name, rows, d, self.threads(KernelType::RowReduction { d }))?;
+        let out = self.output(Scalar::I32, rows)?;
+        self.launch(format!("arg_rows {:?}", (r, dtype, plan.threads)), || reduce::arg_rows(r, dtype, plan.threads), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
         Ok(out)
     }
 

@@ -175,6 +175,50 @@ fn cumulative_sums_and_products_over_any_axis() {
     }
 }
 
+/// torch's argmax (`largest`) or argmin of one row: the first NaN if there
+/// is one, else the first index of the extreme.
+fn reference_arg(row: &[f32], largest: bool) -> f64 {
+    if let Some(i) = row.iter().position(|v| v.is_nan()) {
+        return i as f64;
+    }
+    let extreme = row.iter().copied().fold(if largest { f32::NEG_INFINITY } else { f32::INFINITY }, |a, b| if largest { a.max(b) } else { a.min(b) });
+    row.iter().position(|&v| v == extreme).unwrap() as f64
+}
+
+#[test]
+fn argmax_and_argmin_of_rows_across_threadgroup_sizes() {
+    // Over the last axis the row kernel runs: its threads' partial answers
+    // meet in a tree, so ties, NaNs and infinities must survive the tree
+    // at every threadgroup size (96 runs as 64) and row length.
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for dtype in DType::ALL {
+        for threads in [32, 96, 256] {
+            let ops = Ops::new(&rt).with_options(Options { threads: Some(threads), ..sanitized(dtype.scalar()) });
+            for d in [1usize, 5, 33, 1000, 4097] {
+                // Row 0: few distinct values (ties across threads); row 1:
+                // the same with NaNs at d/2 and d - 1; row 2: all -inf; row
+                // 3: the extremes only at the end.
+                let mut x: Vec<f32> = (0..d).map(|j| ((j * 37) % 5) as f32 - 2.0).collect();
+                let mut nans = x.clone();
+                nans[d / 2] = f32::NAN;
+                nans[d - 1] = f32::NAN;
+                x.extend(nans);
+                x.extend(std::iter::repeat_n(f32::NEG_INFINITY, d));
+                x.extend((0..d).map(|j| if j + 1 == d { 9.0 } else if j + 2 == d { -9.0 } else { 0.5 }));
+                quantize(dtype, &mut x);
+                let buf = upload(&rt, dtype.scalar(), &x).unwrap();
+                for (r, largest) in [(AxisReduction::ArgMax, true), (AxisReduction::ArgMin, false)] {
+                    let got = download(&ops.reduce_axis(r, &buf, 4, d, 1).unwrap(), Scalar::I32, 4).unwrap();
+                    let want: Vec<f64> = x.chunks(d).map(|row| reference_arg(row, largest)).collect();
+                    assert_eq!(got, want, "{r} {dtype} d={d} threads={threads}");
+                    let launches = ops.take_launches();
+                    assert!(launches.iter().all(|l| l.kernel.contains("_rows_") && l.report.findings.is_empty()), "{r} {dtype} d={d}: {:?}", launches.iter().map(|l| (&l.kernel, &l.report.findings)).collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn axis_operations_refuse_bad_shapes_and_types() {
     let rt = Runtime::new(Device::Sim).unwrap();

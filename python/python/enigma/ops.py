@@ -36,7 +36,10 @@ Shapes and names follow torch: ``dim=`` (negative allowed) and ``keepdim=``
 on the reductions, softmax/log_softmax, argmax/argmin, cumsum/cumprod; the
 norms over a trailing ``normalized_shape``; batch dimensions on
 :func:`matmul` and :func:`bmm`; NumPy broadcasting on add, mul and div;
-``cross_entropy``, pooling and ``conv2d`` with torch's arguments.
+``cross_entropy``, pooling and ``conv2d`` with torch's arguments;
+``out=`` on every operation (the result written into an array the caller
+gives, of its exact shape and type: see :func:`scale`). ``enigma.torch_ops``
+registers the operations as torch custom operators for ``torch.compile``.
 ``docs/library.md`` lists where enigma differs from torch.
 """
 import json as _json
@@ -88,6 +91,7 @@ QMATMUL_DECODE_ROWS: int = _enigma.QMATMUL_DECODE_ROWS
 
 _DTYPES = ("f32", "f16", "bf16", "i32", "u32")
 _NUMPY_NAMES = {"f32": "float32", "f16": "float16", "bf16": "uint16", "i32": "int32", "u32": "uint32"}
+_TYPE_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i32": "int32", "u32": "uint32"}
 
 
 def _array(a: _Any) -> _Any:
@@ -159,6 +163,26 @@ def _host_like(template: _Any, host: _Any) -> _Any:
     return host
 
 
+def _host_out(op: str, template: _Any, result: _np.ndarray, out: _Any) -> _Any:
+    """A host function's result (a numpy array) as :func:`_host_like`
+    gives it, or copied into ``out``, a writable numpy array of its shape
+    and dtype (returned)."""
+    if out is None:
+        return _host_like(template, result)
+    if _mlx.is_mlx_array(template):
+        raise TypeError(f"{op}: out= is not supported for mx.array inputs (MLX arrays are immutable); use the returned array")
+    if not isinstance(out, _np.ndarray):
+        raise TypeError(f"{op}: out must be a numpy array (the result is one), not {type(out).__module__}.{type(out).__name__}")
+    if out.shape != result.shape:
+        raise ValueError(f"{op}: out has shape {out.shape}, the result has shape {result.shape}")
+    if out.dtype != result.dtype:
+        raise TypeError(f"{op}: out holds {out.dtype}, the result is {result.dtype}; enigma does not cast into out")
+    if not out.flags.writeable:
+        raise ValueError(f"{op}: out is read-only")
+    _np.copyto(out, result)
+    return out
+
+
 def _threads(op: str, threads: _Optional[int]) -> _Optional[int]:
     """``threads=`` checked as the CLI checks ``--threads``."""
     if threads is None:
@@ -212,6 +236,53 @@ class _Target:
         return {"threads": self.threads, "stream": self.stream, "dlpack_stream": self.dlpack_stream}
 
 
+def _place(a: _Any) -> str:
+    """The kind of array ``a`` is and where it lives, as ``out=`` compares
+    them (and says them): ``"an enigma.Array on sim"``, ``"a numpy
+    array"``, ``"a torch tensor on cpu"``, ``"an mx.array"``…"""
+    if isinstance(a, _enigma.Array):
+        return f"an enigma.Array on {a.device}"
+    if _mlx.is_mlx_array(a):
+        return "an mx.array"
+    mod = type(a).__module__.split(".")[0]
+    if mod == "numpy" or not hasattr(a, "__dlpack__"):
+        return "a numpy array"
+    kind, index = a.__dlpack_device__()
+    return f"a {mod} tensor on " + ("cpu" if int(kind) == 1 else f"DLPack device {int(kind)}:{int(index)}")
+
+
+def _write_out(op: str, template: _Any, result: _enigma.Array, out: _Any, t: "_Target") -> _Any:
+    """``out=``: ``result`` written into ``out`` (returned), which must be
+    the kind of array the call would return (``template``'s kind, on its
+    device), C-contiguous and writable, of the result's shape and type."""
+    got, want = _place(out), _place(template)
+    if want == "an mx.array":
+        raise TypeError(f"{op}: out= is not supported for mx.array inputs (MLX arrays are immutable); use the returned array")
+    if got != want:
+        raise TypeError(f"{op}: out is {got}, but the result is {want}; pass an array of the kind and device the call returns")
+    shape, kind = tuple(result.shape), result.dtype
+    if tuple(int(d) for d in out.shape) != shape:
+        raise ValueError(f"{op}: out has shape {tuple(out.shape)}, the result has shape {shape}")
+    have = _kind(out)
+    if have != kind and not (kind == "bf16" and have == "u16" and isinstance(out, _np.ndarray)):
+        raise TypeError(f"{op}: out holds {out.dtype}, the result is {_TYPE_NAMES.get(kind, kind)} ({kind}); "
+                        "enigma does not cast into out")
+    if isinstance(out, _np.ndarray) and not out.flags.writeable:
+        raise ValueError(f"{op}: out is read-only")
+    _enigma.op_write_into(t.native, result, out, op, **t.options())
+    return out
+
+
+def _give(op: str, template: _Any, result: _enigma.Array, out: _Any, t: "_Target", scalar: bool = False) -> _Any:
+    """The call's result: ``result`` (an ``enigma.Array`` of the final
+    shape; of 1 element when ``scalar``) as ``template``'s kind of array
+    (its one element, for ``scalar``), or written into ``out``."""
+    if out is None:
+        like = _like(template, result)
+        return _first(like) if scalar else like
+    return _write_out(op, template, result.reshape([]) if scalar else result, out, t)
+
+
 def _first(result: _Any) -> _Any:
     """The one element of a 1-element result, kept as its kind of array (0-d)."""
     if isinstance(result, _enigma.Array):
@@ -231,7 +302,7 @@ def _shape(x: _Any) -> _List[int]:
 
 
 def scale(x: _ArrayT, factor: float, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-          device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+          device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``x * factor``, element-wise.
 
     Args:
@@ -245,116 +316,127 @@ def scale(x: _ArrayT, factor: float, *, dtype: _Optional[str] = None, rt: _Optio
             the arrays' device.
         threads: threads per threadgroup (a multiple of 32 up to 1024).
         stream: the CUDA stream (an int handle, a torch or CuPy stream).
+        out: an array to write the result into, returned instead of a new
+            one (torch's ``out=``): of the kind and on the device the call
+            would return (an ``enigma.Array``, a numpy array, a torch or
+            CuPy tensor), C-contiguous and writable, of the result's exact
+            shape and type (no casts, no broadcasting). The result is
+            computed in enigma's memory, then copied into ``out`` by one
+            device copy on the call's stream (through a staging buffer for
+            host memory). A mismatch raises ``TypeError`` (kind, device,
+            type) or ``ValueError`` (shape), a read-only or strided ``out``
+            ``DispatchError``, before anything is written.
 
     Returns:
-        ``x * factor``: an array of ``x``'s kind, shape and type.
+        ``x * factor``: an array of ``x``'s kind, shape and type (``out``
+        when given).
     """
     a = _array(x)
     t = _Target("scale", [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     f = _number("scale", "factor", factor)
-    return _like(a, _enigma.op_scale(t.native, a, _shape(a), f, t.elem, **t.options()))  # type: ignore[no-any-return]
+    return _give("scale", a, _enigma.op_scale(t.native, a, _shape(a), f, t.elem, **t.options()), out, t)  # type: ignore[no-any-return]
 
 
 def _binary(op: str, a: _Any, b: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-            threads: _Optional[int], stream: _Stream) -> _Any:
+            threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     a, b = _array(a), _array(b)
     t = _Target(op, [a, b], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     if _shape(a) != _shape(b) or op == "div":
         # NumPy broadcasting (equal shapes run the flat kernels); a shape
         # pair that does not broadcast is refused there.
-        return _like(a, _enigma.op_binary_broadcast(t.native, a, b, _shape(a), _shape(b), op, t.elem, **t.options()))
+        return _give(op, a, _enigma.op_binary_broadcast(t.native, a, b, _shape(a), _shape(b), op, t.elem, **t.options()), out, t)
     native_op = _enigma.op_add if op == "add" else _enigma.op_mul
-    return _like(a, native_op(t.native, a, b, _shape(a), t.elem, **t.options()))
+    return _give(op, a, native_op(t.native, a, b, _shape(a), t.elem, **t.options()), out, t)
 
 
 def add(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``a + b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
         a: the first array (float32, float16 or bfloat16; C-contiguous).
         b: the second array, of ``a``'s type; the two shapes broadcast
             (aligned at the end, each dimension equal or 1).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         ``a + b``: an array of ``a``'s kind and type, of the broadcast
         shape.
     """
-    return _binary("add", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _binary("add", a, b, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def mul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``a * b``, element-wise, with NumPy broadcasting (as torch).
 
     Args:
         a: the first array (float32, float16 or bfloat16; C-contiguous).
         b: the second array, of ``a``'s type; the two shapes broadcast
             (aligned at the end, each dimension equal or 1).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         ``a * b``: an array of ``a``'s kind and type, of the broadcast
         shape.
     """
-    return _binary("mul", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _binary("mul", a, b, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def div(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``a / b``, element-wise, with NumPy broadcasting (torch's true division).
 
     Args:
         a: the dividend (float32, float16 or bfloat16; C-contiguous).
         b: the divisor, of ``a``'s type; the shapes broadcast as for :func:`add`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         ``a / b``: an array of ``a``'s kind and type, of the broadcast shape.
     """
-    return _binary("div", a, b, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _binary("div", a, b, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def _unary(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-           threads: _Optional[int], stream: _Stream) -> _Any:
+           threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     a = _array(x)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     native_op = {"relu": _enigma.op_relu, "silu": _enigma.op_silu, "gelu": _enigma.op_gelu, "gelu_erf": _enigma.op_gelu_erf,
                  "sigmoid": _enigma.op_sigmoid, "exp": _enigma.op_exp, "log": _enigma.op_log}[op]
-    return _like(a, native_op(t.native, a, _shape(a), t.elem, **t.options()))
+    return _give(op, a, native_op(t.native, a, _shape(a), t.elem, **t.options()), out, t)
 
 
 def relu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``max(x, 0)``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("relu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("relu", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def silu(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``x * sigmoid(x)``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("silu", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("silu", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def gelu(x: _ArrayT, approximate: str = "none", *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """GELU, element-wise, as ``torch.nn.functional.gelu``.
 
     Args:
@@ -363,56 +445,56 @@ def gelu(x: _ArrayT, approximate: str = "none", *, dtype: _Optional[str] = None,
             Abramowitz and Stegun's rational approximation 7.1.26, absolute
             error at most 1.5e-7, on every backend); ``"tanh"``:
             ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate is 'none' or 'tanh', not {approximate!r}")
-    return _unary("gelu" if approximate == "tanh" else "gelu_erf", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("gelu" if approximate == "tanh" else "gelu_erf", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def sigmoid(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``1 / (1 + exp(-x))``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("sigmoid", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("sigmoid", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def exp(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``exp(x)``, element-wise.
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("exp", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("exp", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def log(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The natural logarithm, element-wise (``-inf`` at 0, NaN below).
 
     Args:
         x: the array (any shape; float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         an array of ``x``'s kind, shape and type.
     """
-    return _unary("log", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _unary("log", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 # ----- Operations over axes (``dim=``, ``keepdim=``) -----------------------
@@ -450,26 +532,26 @@ def _split(shape: _Sequence[int], axes: _Sequence[int]) -> _Tuple[int, int, int]
 
 
 def _reduce_axes(op: str, x: _Any, dim: _Any, keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
-                 device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+                 device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     """``op`` (sum, mean, max, min, argmax, argmin) over ``dim``."""
     a = _array(x)
     shape = _shape(a)
     axes = _dims(op, shape, dim)
     outer, axis, inner = _split(shape, axes)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    out = _enigma.op_reduce_axis(t.native, a, outer, axis, inner, op, t.elem, **t.options())
+    res = _enigma.op_reduce_axis(t.native, a, outer, axis, inner, op, t.elem, **t.options())
     if dim is None and not keepdim:
-        return _first(_like(a, out))
+        return _give(op, a, res, out, t, scalar=True)
     if keepdim:
         result = [1 if i in axes else d for i, d in enumerate(shape)]
     else:
         result = [d for i, d in enumerate(shape) if i not in axes]
-    return _like(a, out.reshape(result))
+    return _give(op, a, res.reshape(result), out, t)
 
 
 def sum(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001 - the library's name
         rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-        stream: _Stream = None) -> _ArrayT:
+        stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The sum over ``dim``, as ``torch.sum``.
 
     Args:
@@ -477,7 +559,7 @@ def sum(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional
         dim: None (every element), an axis (negative counts from the end) or
             a tuple of adjacent axes.
         keepdim: keep the reduced axes, of size 1.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the sums in float32 (torch keeps the input's type): for
@@ -485,66 +567,66 @@ def sum(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional
         ``x``'s kind; with ``dim``, ``x``'s shape without (or, with
         ``keepdim``, with size 1 at) the reduced axes.
     """
-    return _reduce_axes("sum", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("sum", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def mean(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
          rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-         stream: _Stream = None) -> _ArrayT:
+         stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The mean over ``dim``, as ``torch.mean``: the float32 sum times
     ``1 / n``.
 
     Args:
         x, dim, keepdim: as for :func:`sum`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the means in float32, shaped as for :func:`sum`.
     """
-    return _reduce_axes("mean", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("mean", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def max(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
         rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-        stream: _Stream = None) -> _ArrayT:
+        stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The largest element over ``dim``: the values of ``torch.amax``
     (``torch.max(x, dim)`` also gives indices: see :func:`argmax`).
 
     Args:
         x, dim, keepdim: as for :func:`sum`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the maxima in float32, shaped as for :func:`sum`.
     """
-    return _reduce_axes("max", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("max", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def min(x: _ArrayT, dim: _Any = None, keepdim: bool = False, *, dtype: _Optional[str] = None,  # noqa: A001
         rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-        stream: _Stream = None) -> _ArrayT:
+        stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The smallest element over ``dim``: the values of ``torch.amin``.
 
     Args:
         x, dim, keepdim: as for :func:`sum`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the minima in float32, shaped as for :func:`sum`.
     """
-    return _reduce_axes("min", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_axes("min", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def _arg(op: str, x: _Any, dim: _Optional[int], keepdim: bool, dtype: _Optional[str], rt: _Optional[_MetalRuntime],
-         device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+         device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, _numbers.Integral)):
         raise TypeError(f"{op}: dim must be an int or None, not {type(dim).__name__} {dim!r}")
-    return _reduce_axes(op, x, dim, keepdim, dtype, rt, device, threads, stream)
+    return _reduce_axes(op, x, dim, keepdim, dtype, rt, device, threads, stream, out)
 
 
 def argmax(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
            rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-           stream: _Stream = None) -> _ArrayT:
+           stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The index of the first largest element along ``dim``, as
     ``torch.argmax`` (a NaN counts as the largest).
 
@@ -553,28 +635,28 @@ def argmax(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dty
         dim: the axis (negative counts from the end), or None: the index
             into the flattened array.
         keepdim: keep the axis, of size 1.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         int32 indices (torch gives int64), shaped as for :func:`sum`.
     """
-    return _arg("argmax", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _arg("argmax", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def argmin(x: _ArrayT, dim: _Optional[int] = None, keepdim: bool = False, *, dtype: _Optional[str] = None,
            rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-           stream: _Stream = None) -> _ArrayT:
+           stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The index of the first smallest element along ``dim``, as
     ``torch.argmin`` (a NaN counts as the smallest).
 
     Args:
         x, dim, keepdim: as for :func:`argmax`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         int32 indices, shaped as for :func:`sum`.
     """
-    return _arg("argmin", x, dim, keepdim, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _arg("argmin", x, dim, keepdim, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def _one_dim(op: str, dim: _Any) -> int:
@@ -584,18 +666,18 @@ def _one_dim(op: str, dim: _Any) -> int:
 
 
 def _along(op: str, x: _Any, dim: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-           threads: _Optional[int], stream: _Stream, call: _Any) -> _Any:
+           threads: _Optional[int], stream: _Stream, out: _Any, call: _Any) -> _Any:
     """An operation along one axis whose result has ``x``'s shape:
     ``call(native, a, outer, axis, inner, elem, options)``."""
     a = _array(x)
     shape = _shape(a)
     outer, axis, inner = _split(shape, _dims(op, shape, _one_dim(op, dim)))
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(a, call(t.native, a, outer, axis, inner, t.elem, t.options()).reshape(shape))
+    return _give(op, a, call(t.native, a, outer, axis, inner, t.elem, t.options()).reshape(shape), out, t)
 
 
 def cumsum(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Running sums along ``dim``, as ``torch.cumsum``.
 
     Args:
@@ -603,33 +685,33 @@ def cumsum(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[
             C-contiguous). Floats accumulate in float32, each result rounded
             once to ``x``'s type; integers in their own type (wrapping).
         dim: the axis (negative counts from the end).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the running sums, of ``x``'s kind, shape and type (torch gives
         int64 for integer inputs).
     """
-    return _along("cumsum", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+    return _along("cumsum", x, dim, dtype, rt, device, threads, stream, out,  # type: ignore[no-any-return]
                   lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "sum", elem, **opts))
 
 
 def cumprod(x: _ArrayT, dim: int, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Running products along ``dim``, as ``torch.cumprod``.
 
     Args:
         x, dim: as for :func:`cumsum`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the running products, of ``x``'s kind, shape and type.
     """
-    return _along("cumprod", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+    return _along("cumprod", x, dim, dtype, rt, device, threads, stream, out,  # type: ignore[no-any-return]
                   lambda native, a, o, n, i, elem, opts: _enigma.op_scan_axis(native, a, o, n, i, "prod", elem, **opts))
 
 
 def softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Softmax along ``dim``, as ``torch.softmax`` (numerically stable: the
     maximum is subtracted first; a slice of only ``-inf`` gives NaN).
 
@@ -637,28 +719,28 @@ def softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Opt
         x: the array (any shape; float32, float16 or bfloat16; C-contiguous).
         dim: the axis (negative counts from the end; default the last, which
             runs the row kernels; other axes run one thread per column).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the softmax, of ``x``'s kind, shape and type.
     """
-    return _along("softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+    return _along("softmax", x, dim, dtype, rt, device, threads, stream, out,  # type: ignore[no-any-return]
                   lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, False, elem, **opts))
 
 
 def log_softmax(x: _ArrayT, dim: int = -1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-                device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+                device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """``x - max - log(sum(exp(x - max)))`` along ``dim``, as
     ``torch.log_softmax``.
 
     Args:
         x, dim: as for :func:`softmax`.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the log-probabilities, of ``x``'s kind, shape and type.
     """
-    return _along("log_softmax", x, dim, dtype, rt, device, threads, stream,  # type: ignore[no-any-return]
+    return _along("log_softmax", x, dim, dtype, rt, device, threads, stream, out,  # type: ignore[no-any-return]
                   lambda native, a, o, n, i, elem, opts: _enigma.op_softmax_axis(native, a, o, n, i, True, elem, **opts))
 
 
@@ -681,7 +763,7 @@ def _int32_targets(op: str, target: _Any) -> _Any:
 
 def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, reduction: str = "mean",  # noqa: A002 - torch's name
                   dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-                  threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+                  threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Cross-entropy of logits against class indices, as
     ``torch.nn.functional.cross_entropy`` (no class weights, no label
     smoothing, no probability targets): log-softmax over the classes, the
@@ -695,7 +777,7 @@ def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, red
         ignore_index: a target that contributes 0 and is not counted in the mean.
         reduction: ``"mean"`` (over the targets not ignored; NaN when all
             are), ``"sum"`` or ``"none"`` (the losses, of the target's shape).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         float32: a 0-d array (a numpy scalar for numpy input) or, with
@@ -718,10 +800,10 @@ def cross_entropy(input: _ArrayT, target: _Any, *, ignore_index: int = -100, red
     ignore = int(ignore_index)
     if not -2**31 <= ignore < 2**31:
         raise ValueError(f"cross_entropy: ignore_index={ignore} is not an int32")
-    out = _enigma.op_cross_entropy(tg.native, x, t, outer, classes, inner, ignore, reduction, tg.elem, **tg.options())
+    res = _enigma.op_cross_entropy(tg.native, x, t, outer, classes, inner, ignore, reduction, tg.elem, **tg.options())
     if reduction == "none":
-        return _like(x, out.reshape(want))  # type: ignore[no-any-return]
-    return _first(_like(x, out))  # type: ignore[no-any-return]
+        return _give("cross_entropy", x, res.reshape(want), out, tg)  # type: ignore[no-any-return]
+    return _give("cross_entropy", x, res, out, tg, scalar=True)  # type: ignore[no-any-return]
 
 
 def _pair(op: str, what: str, v: _Any) -> _List[int]:
@@ -733,7 +815,7 @@ def _pair(op: str, what: str, v: _Any) -> _List[int]:
 
 
 def _pool(op: str, kind: str, x: _Any, kernel_size: _Any, stride: _Any, padding: _Any, dtype: _Optional[str],
-          rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream) -> _Any:
+          rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName], threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     a = _array(x)
     shape = _shape(a)
     if len(shape) not in (3, 4):
@@ -743,13 +825,13 @@ def _pool(op: str, kind: str, x: _Any, kernel_size: _Any, stride: _Any, padding:
     pad = _pair(op, "padding", padding)
     t = _Target(op, [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     planes = _math.prod(shape[:-2])
-    out = _enigma.op_pool2d(t.native, a, planes, shape[-2:], kernel, steps, pad, kind, t.elem, **t.options())
-    return _like(a, out.reshape(shape[:-2] + list(out.shape[1:])))
+    res = _enigma.op_pool2d(t.native, a, planes, shape[-2:], kernel, steps, pad, kind, t.elem, **t.options())
+    return _give(op, a, res.reshape(shape[:-2] + list(res.shape[1:])), out, t)
 
 
 def max_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, *, dtype: _Optional[str] = None,
                rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-               stream: _Stream = None) -> _ArrayT:
+               stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The maximum of each window of each plane, as
     ``torch.nn.functional.max_pool2d`` (no dilation, no ``ceil_mode``, no
     indices).
@@ -761,18 +843,18 @@ def max_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any
         stride: the step between windows (default the window).
         padding: padding on each side (at most half the window); it never
             wins a maximum.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         ``[..., (H + 2·padding - kernel) // stride + 1, …]`` of ``x``'s kind
         and type.
     """
-    return _pool("max_pool2d", "max", x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _pool("max_pool2d", "max", x, kernel_size, stride, padding, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any = 0, count_include_pad: bool = True, *,
                dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+               threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The mean of each window of each plane, as
     ``torch.nn.functional.avg_pool2d`` (no ``ceil_mode``, no
     ``divisor_override``).
@@ -781,18 +863,18 @@ def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any
         x, kernel_size, stride, padding: as for :func:`max_pool2d`.
         count_include_pad: divide by the whole window (True) or by its
             elements inside the plane.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the means, shaped as for :func:`max_pool2d`.
     """
     kind = "avg" if count_include_pad else "avg_valid"
-    return _pool("avg_pool2d", kind, x, kernel_size, stride, padding, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _pool("avg_pool2d", kind, x, kernel_size, stride, padding, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, padding: _Any = 0,  # noqa: A002 - torch's name
            dilation: _Any = 1, groups: int = 1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``:
     the direct kernel, one thread per output element, f32 accumulation.
     Depthwise (``groups`` = input channels) and pointwise (a 1×1 weight)
@@ -806,7 +888,7 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
         stride, padding, dilation: an int or (height, width) (``padding``
             as zeros on each side; no ``"same"``/``"valid"`` strings).
         groups: channel groups, dividing ``C_in`` and ``C_out``.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         ``[N, C_out, H_out, W_out]`` (``[C_out, …]`` for a 3-D input) of
@@ -826,66 +908,66 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
                          f"(weight's second dimension must be C_in / groups = {c_in} / {groups})")
     given = [x, w] + ([_array(bias)] if bias is not None else [])
     t = _Target("conv2d", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    out = _enigma.op_conv2d(t.native, x, w, given[2] if bias is not None else None, n, c_in, [h, wd], ws[0], ws[2:],
+    res = _enigma.op_conv2d(t.native, x, w, given[2] if bias is not None else None, n, c_in, [h, wd], ws[0], ws[2:],
                             _pair("conv2d", "stride", stride), _pair("conv2d", "padding", padding),
                             _pair("conv2d", "dilation", dilation), int(groups), t.elem, **t.options())
-    return _like(x, out.reshape(list(out.shape[1:]) if unbatched else list(out.shape)))  # type: ignore[no-any-return]
+    return _give("conv2d", x, res.reshape(list(res.shape[1:]) if unbatched else list(res.shape)), out, t)  # type: ignore[no-any-return]
 
 
 # ----- end of the operations over axes --------------------------------------
 
 
 def _reduce_rows(op: str, x: _Any, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
-                 threads: _Optional[int], stream: _Stream) -> _Any:
+                 threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
     a, rows, d = _rows(x, f"{op}_rows")
     t = _Target(f"{op}_rows", [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(a, _enigma.op_reduce_rows(t.native, a, rows, d, op, t.elem, **t.options()))
+    return _give(f"{op}_rows", a, _enigma.op_reduce_rows(t.native, a, rows, d, op, t.elem, **t.options()), out, t)
 
 
 def sum_rows(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The sum of each row of a 2-D array.
 
     Args:
         x: a [rows, d] array (float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         a float32 array of ``rows`` sums, of ``x``'s kind.
     """
-    return _reduce_rows("sum", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_rows("sum", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def max_rows(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The largest element of each row of a 2-D array.
 
     Args:
         x: a [rows, d] array (float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         a float32 array of ``rows`` maxima, of ``x``'s kind.
     """
-    return _reduce_rows("max", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_rows("max", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def min_rows(x: _ArrayT, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+             device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """The smallest element of each row of a 2-D array.
 
     Args:
         x: a [rows, d] array (float32, float16 or bfloat16).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         a float32 array of ``rows`` minima, of ``x``'s kind.
     """
-    return _reduce_rows("min", x, dtype, rt, device, threads, stream)  # type: ignore[no-any-return]
+    return _reduce_rows("min", x, dtype, rt, device, threads, stream, out)  # type: ignore[no-any-return]
 
 
 def prefix_sum(x: _ArrayT, *, exclusive: bool = False, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-               device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+               device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Running sums of a vector.
 
     Args:
@@ -893,7 +975,7 @@ def prefix_sum(x: _ArrayT, *, exclusive: bool = False, dtype: _Optional[str] = N
             shape, read in order).
         exclusive: ``False``: ``y[i] = x[0] + … + x[i]``; ``True``:
             ``y[i] = x[0] + … + x[i-1]`` (``y[0] = 0``).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the running sums, of ``x``'s kind, shape and type.
@@ -901,8 +983,8 @@ def prefix_sum(x: _ArrayT, *, exclusive: bool = False, dtype: _Optional[str] = N
     a = _array(x)
     t = _Target("prefix_sum", [a], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     n = _math.prod(_shape(a))
-    out = _enigma.op_prefix_sum(t.native, a, n, bool(exclusive), t.elem, **t.options())
-    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
+    res = _enigma.op_prefix_sum(t.native, a, n, bool(exclusive), t.elem, **t.options())
+    return _give("prefix_sum", a, res.reshape(_shape(a)), out, t)  # type: ignore[no-any-return]
 
 
 def _is_shape(v: _Any) -> bool:
@@ -952,7 +1034,7 @@ def _norm_args(op: str, normalized_shape: _Any, weight: _Any, bias: _Any, has_bi
 
 def rms_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, *, eps: float = 1e-5,
              dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-             threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+             threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """RMSNorm over the trailing ``normalized_shape``, as
     ``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x²) + eps) * weight``.
 
@@ -964,7 +1046,7 @@ def rms_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, *, 
         weight: ``normalized_shape`` values of ``x``'s type (default ones).
         eps: added to the mean square, a finite float32 (torch's default is
             the type's epsilon; enigma's 1e-5).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the normalised array, of ``x``'s kind, shape and type.
@@ -976,13 +1058,13 @@ def rms_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, *, 
     t = _Target("rms_norm", given, typed=len(given), dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     w = given[1] if weight is not None else _filled(t.elem, d, 1.0)
     e = _number("rms_norm", "eps", eps)
-    out = _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options())
-    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
+    res = _enigma.op_rms_norm(t.native, a, w, rows, d, e, t.elem, **t.options())
+    return _give("rms_norm", a, res.reshape(_shape(a)), out, t)  # type: ignore[no-any-return]
 
 
 def layer_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, bias: _Any = None, *, eps: float = 1e-5,
                dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-               threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+               threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """LayerNorm over the trailing ``normalized_shape``, as
     ``torch.nn.functional.layer_norm``:
     ``(x - mean) / sqrt(var + eps) * weight + bias``.
@@ -995,7 +1077,7 @@ def layer_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, b
         weight: ``normalized_shape`` values of ``x``'s type (default ones).
         bias: ``normalized_shape`` values of ``x``'s type (default zeros).
         eps: added to the variance, a finite float32.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the normalised array, of ``x``'s kind, shape and type.
@@ -1010,18 +1092,18 @@ def layer_norm(x: _ArrayT, normalized_shape: _Any = None, weight: _Any = None, b
     e = _number("layer_norm", "eps", eps)
     w = w if w is not None else _filled(t.elem, d, 1.0)
     b = b if b is not None else _filled(t.elem, d, 0.0)
-    out = _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options())
-    return _like(a, out.reshape(_shape(a)))  # type: ignore[no-any-return]
+    res = _enigma.op_layer_norm(t.native, a, w, b, rows, d, e, t.elem, **t.options())
+    return _give("layer_norm", a, res.reshape(_shape(a)), out, t)  # type: ignore[no-any-return]
 
 
 def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Matrix-vector product ``w @ x``, accumulated in float32.
 
     Args:
         w: an [m, k] matrix (float32, float16 or bfloat16).
         x: k values, used as float32.
-        dtype, rt, device, threads, stream: as for :func:`scale` (``dtype``
+        dtype, rt, device, threads, stream, out: as for :func:`scale` (``dtype``
             is ``w``'s).
 
     Returns:
@@ -1032,11 +1114,11 @@ def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Me
     if tuple(v.shape) != (k,):
         raise ValueError(f"gemv: x must have shape ({k},) for w of shape {tuple(a.shape)}, got {tuple(v.shape)}")
     t = _Target("gemv", [a, v], typed=1, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    return _like(a, _enigma.op_gemv(t.native, a, v, m, k, t.elem, **t.options()))  # type: ignore[no-any-return]
+    return _give("gemv", a, _enigma.op_gemv(t.native, a, v, m, k, t.elem, **t.options()), out, t)  # type: ignore[no-any-return]
 
 
 def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+           device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Matrix product ``a @ b`` with torch's shapes: the tiled
     SIMD-group-matrix GEMM of the kernel library, accumulated in float32.
 
@@ -1052,7 +1134,7 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     Args:
         a: the left operand (float32, float16 or bfloat16).
         b: the right operand, of ``a``'s type.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the product in float32 (torch keeps the input's type), of ``a``'s kind.
@@ -1075,25 +1157,25 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     batch_a, batch_b = xs[:-2], ys[:-2]
     t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     if not batch_b:
-        out = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
+        res = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
     elif batch_a == batch_b:
-        out = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
+        res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
     else:
         raise ValueError(f"matmul: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
                          "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
     shape = batch_a + ([] if row else [m]) + ([] if column else [n])
-    return _like(x, out.reshape(shape))  # type: ignore[no-any-return]
+    return _give("matmul", x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
 
 
 def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
-        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None) -> _ArrayT:
+        device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Batched matrix product, as ``torch.bmm``: ``[B, m, k] @ [B, k, n]``
     in one dispatch, accumulated in float32.
 
     Args:
         a: ``[B, m, k]`` (float32, float16 or bfloat16; C-contiguous).
         b: ``[B, k, n]`` of ``a``'s type.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the ``[B, m, n]`` products in float32, of ``a``'s kind.
@@ -1101,13 +1183,13 @@ def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
     x, y = _array(a), _array(b)
     if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
         raise ValueError(f"bmm takes a [B, m, k] and b [B, k, n] with the same B, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
-    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)  # type: ignore[no-any-return]
+    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
 
 
 def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: _Optional[bool] = None,
                      seq_lens: _Any = None, return_lse: bool = False, dtype: _Optional[str] = None,
                      rt: _Optional[_MetalRuntime] = None, device: _Optional[_DeviceName] = None,
-                     threads: _Optional[int] = None, stream: _Stream = None) -> _Any:
+                     threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _Any:
     """One decode step of attention: ``softmax(q·Kᵀ·scale)·V`` per query head.
 
     One sequence (``q`` [Hq, D], ``k`` and ``v`` [Hkv, S, D]) or a batch
@@ -1132,7 +1214,7 @@ def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = 
             log-sum-exp of ``-inf``).
         return_lse: also return the natural log-sum-exp of each row's scaled
             scores (float32, ``q``'s shape without D).
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the outputs, ``q``'s shape, kind and type; with ``return_lse``, the
@@ -1166,13 +1248,13 @@ def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = 
             lens = _np.minimum(lens, s).astype(_np.uint32)
     factor = 1.0 / _math.sqrt(d) if scale is None else _number("attention_decode", "scale", scale)
     t = _Target("attention_decode", [qa, ka, va], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    out, lse = _enigma.op_attention_decode(t.native, qa, ka, va, b, hq, hkv, s, d, factor, bool(fused), t.elem,
+    res, lse = _enigma.op_attention_decode(t.native, qa, ka, va, b, hq, hkv, s, d, factor, bool(fused), t.elem,
                                            seq_lens=lens, return_lse=bool(return_lse), **t.options())
-    out = _like(qa, out.reshape(list(qs)))
+    result = _give("attention_decode", qa, res.reshape(list(qs)), out, t)
     if not return_lse:
-        return out
+        return result
     assert lse is not None
-    return out, _like(qa, lse.reshape(list(qs[:-1])))
+    return result, _like(qa, lse.reshape(list(qs[:-1])))
 
 
 _CAUSAL = {False: "none", True: "top_left", "top_left": "top_left", "bottom_right": "bottom_right"}
@@ -1181,7 +1263,7 @@ _CAUSAL = {False: "none", True: "top_left", "top_left": "top_left", "bottom_righ
 def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, *, causal: _Union[bool, str] = False, scale: _Optional[float] = None,
                                  return_lse: bool = False, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
                                  device: _Optional[_DeviceName] = None, threads: _Optional[int] = None,
-                                 stream: _Stream = None) -> _Any:
+                                 stream: _Stream = None, out: _Any = None) -> _Any:
     """Attention over whole sequences (prefill), torch's layout:
     ``softmax(q·kᵀ·scale + mask)·v`` in one FlashAttention-style kernel.
 
@@ -1197,7 +1279,7 @@ def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, *, causal: _Union
         scale: the factor on the scores; default 1/√D.
         return_lse: also return each row's natural log-sum-exp of its scaled
             visible scores, [B, H, S_q], float32.
-        dtype, rt, device, threads, stream: as for :func:`scale`.
+        dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
         the [B, H, S_q, D] output, of ``q``'s kind and type; with
@@ -1216,11 +1298,12 @@ def scaled_dot_product_attention(q: _ArrayT, k: _Any, v: _Any, *, causal: _Union
         raise ValueError(f"{op}: causal must be False, True, 'top_left' or 'bottom_right', not {causal!r}")
     factor = None if scale is None else _number(op, "scale", scale)
     t = _Target(op, [qa, ka, va], typed=3, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    out, lse = _enigma.op_attention_prefill(t.native, qa, ka, va, (b, h, hkv, sq, skv, d), _CAUSAL[causal], factor,
+    res, lse = _enigma.op_attention_prefill(t.native, qa, ka, va, (b, h, hkv, sq, skv, d), _CAUSAL[causal], factor,
                                             bool(return_lse), t.elem, **t.options())
+    result = _give(op, qa, res, out, t)
     if return_lse:
-        return _like(qa, out), _like(qa, lse)
-    return _like(qa, out)
+        return result, _like(qa, lse)
+    return result
 
 
 _QUANT_FORMATS = ("fp4", "int4", "mlx_affine")
@@ -1321,7 +1404,7 @@ def _quant_shape(format: str, packed: _Any, scales: _Any, layout: str = "rows") 
 
 
 def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any = None,
-               layout: str = "rows") -> _np.ndarray:
+               layout: str = "rows", out: _Any = None) -> _np.ndarray:
     """The float32 [K, N] matrix that the arrays of :func:`quantize` stand for.
 
     Args:
@@ -1330,6 +1413,8 @@ def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any 
         format: ``"fp4"``, ``"int4"`` or ``"mlx_affine"``, as quantized.
         biases: the float16 biases (``"mlx_affine"`` only, which needs them).
         layout: the packed words' layout, as given to :func:`quantize`.
+        out: a float32 [K, N] numpy array to write the weights into
+            (returned); not for ``mx.array`` input.
 
     Returns:
         the [K, N] float32 weights, a numpy array (an ``mx.array`` for an
@@ -1341,14 +1426,14 @@ def dequantize(packed: _Any, scales: _Any, format: str = "fp4", *, biases: _Any 
     if (biases is not None) != (format == "mlx_affine"):
         raise ValueError("biases go with format='mlx_affine' only, and it needs them")
     b = b"" if biases is None else _np.ascontiguousarray(_np.asarray(biases, dtype=_np.float16)).tobytes()
-    out = _enigma.quant_dequantize(format, k, n, group, _np.ascontiguousarray(packed).tobytes(),
-                                   _np.ascontiguousarray(scales).tobytes(), b, layout)
-    return _host_like(packed, _np.frombuffer(out, dtype=_np.float32).reshape(k, n).copy())  # type: ignore[no-any-return]
+    data = _enigma.quant_dequantize(format, k, n, group, _np.ascontiguousarray(packed).tobytes(),
+                                    _np.ascontiguousarray(scales).tobytes(), b, layout)
+    return _host_out("dequantize", packed, _np.frombuffer(data, dtype=_np.float32).reshape(k, n).copy(), out)  # type: ignore[no-any-return]
 
 
 def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dtype: _DTypeLike = _np.float16,
             biases: _Any = None, variant: str = "auto", layout: str = "rows", rt: _Optional[_MetalRuntime] = None,
-            device: _DeviceName = "auto", threads: _Optional[int] = None) -> _np.ndarray:
+            device: _DeviceName = "auto", threads: _Optional[int] = None, out: _Any = None) -> _np.ndarray:
     """``a @ dequantize(packed, scales, format, biases=biases)`` with the
     4-bit weights read by the GPU kernel, accumulated in float32.
 
@@ -1378,6 +1463,8 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
         rt: the :class:`enigma.MetalRuntime` to run on.
         device: the device when ``rt`` is not given (default ``"auto"``).
         threads: threads per threadgroup.
+        out: a numpy array of the result's shape and ``out_dtype`` to write
+            it into (returned); not for ``mx.array`` input.
 
     Returns:
         the [M, N] product (an N-vector for a vector ``a``) as a numpy array
@@ -1404,15 +1491,15 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
     out_type = _np.dtype(out_dtype)
     if out_type not in (_np.dtype(_np.float16), _np.dtype(_np.float32)):
         raise ValueError(f"qmatmul's out_dtype is float16 or float32, not {out_type}")
-    out = "f16" if out_type == _np.float16 else "f32"
+    out_name = "f16" if out_type == _np.float16 else "f32"
     native = rt.native if rt is not None else _native_runtime(device)
     m = a2.shape[0]
     _begin_library_call(rt)
     data = _enigma.op_qmatmul(native, format, _np.ascontiguousarray(a2, dtype=_np.float16).tobytes(),
                               _np.ascontiguousarray(packed).tobytes(), _np.ascontiguousarray(scales).tobytes(),
-                              m, n, k, group, out, threads, bias_bytes, variant, layout)
+                              m, n, k, group, out_name, threads, bias_bytes, variant, layout)
     c = _np.frombuffer(data, dtype=out_type).reshape(m, n).copy()
-    return _host_like(a, c[0] if vector else c)
+    return _host_out("qmatmul", a, c[0] if vector else c, out)
 
 
 # The most warm-up runs or repeats `tune` takes (the CLI's bound).

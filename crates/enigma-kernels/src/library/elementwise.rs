@@ -9,6 +9,9 @@
 //! y, layout, rank, n`; `layout` holds `rank` output dimensions, then `a`'s
 //! and `b`'s `rank` strides, as u32.
 //!
+//! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
+//! writes a result into memory the caller gave.
+//!
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
 //! alike: MSL has no `erf`.
@@ -241,6 +244,22 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType) -> Kernel {
             k.assign(at_b, at_b.get() + coord * layout.get(rank * 2u32 + d));
         });
         store_f32(k, y, tid, op.apply(load_f32(a, at_a.get()), Some(load_f32(b, at_b.get())), None));
+    });
+    finish(k)
+}
+
+/// `dst[i] = src[i]` for `i < n`, elements of `elem` moved without
+/// arithmetic (bit for bit, NaN payloads and integers alike): `copy_{elem}`,
+/// parameters `src, dst, n`, one thread per element. It writes a result
+/// into memory the caller gave (`out=`).
+pub fn copy(elem: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new(format!("copy_{}", elem.name()));
+    let src = k.buffer("src", Type::scalar(elem), Access::Read);
+    let dst = k.buffer("dst", Type::scalar(elem), Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(n), |k| {
+        k.store(dst.at(tid), src.get(tid));
     });
     finish(k)
 }

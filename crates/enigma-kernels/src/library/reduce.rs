@@ -26,6 +26,13 @@
 //! [`AxisPlan`] and `axis_columns` are shared by the other kernels over
 //! an axis (softmax, cumulative sums and products).
 //!
+//! **Argmax and argmin of rows** ([`arg_rows`]): over the last axis
+//! (`inner = 1`) the index search runs as the row reductions do, one
+//! threadgroup of `T` threads (a power of two) per row, each thread keeping
+//! the first extreme of its strided elements, then a tree over threadgroup
+//! memory that keeps the extreme of the lowest index (a NaN the extreme,
+//! the first NaN of the row). Parameters: `x, out, d`.
+//!
 //! **Pooling** ([`pool2d`]): the maximum or mean of each `kh × kw` window
 //! of each `h × w` plane (NCHW), windows `sh`, `sw` apart, the planes
 //! padded by `ph`, `pw` (padding never wins a maximum; a mean divides by
@@ -295,6 +302,95 @@ pub fn reduce_axis(r: AxisReduction, dtype: DType) -> Kernel {
         }
     });
     finish(k)
+}
+
+/// "No element yet": the index a thread of [`arg_rows`] holds before its first element.
+const NO_INDEX: f64 = u32::MAX as f64;
+
+/// Argmax or argmin of each row of `[rows, d]` with threadgroups of
+/// `threads` (a power of two, 32 to 1024): `{argmax,argmin}_rows_{dtype}_t{threads}`
+/// (module docs), `out[row]` the i32 index.
+///
+/// # Panics
+/// When `r` is not `ArgMax` or `ArgMin`, or `threads` is not a power of two
+/// from 32 to 1024.
+pub fn arg_rows(r: AxisReduction, dtype: DType, threads: u32) -> Kernel {
+    assert!(matches!(r, AxisReduction::ArgMax | AxisReduction::ArgMin), "{r} is not an index search");
+    assert!(threads.is_power_of_two() && (32..=1024).contains(&threads), "threads {threads} is not a power of two from 32 to 1024");
+    let largest = r == AxisReduction::ArgMax;
+    let mut k = KernelBuilder::new(format!("{}_rows_{}_t{threads}", r.name(), dtype));
+    let x = k.buffer("x", dtype.ty(1), Access::Read);
+    let out = k.buffer("out", Type::I32, Access::ReadWrite);
+    let d = k.value("d", Type::U32);
+    let row = k.let_("row", threadgroup_position_in_grid().x());
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let base = k.let_("base", row * d);
+    let none = lit(Scalar::U32, NO_INDEX);
+    let best = k.var("best", f(if largest { f64::NEG_INFINITY } else { f64::INFINITY }));
+    let index = k.var("index", none);
+    k.for_range("j", tid, d, threads, |k, j| {
+        let v = k.let_("v", load_f32(x, base + j));
+        let better = if largest { v.gt(best.get()) } else { v.lt(best.get()) };
+        // The first NaN wins over every number and stays.
+        let nan_first = v.ne(v).and(best.get().eq(best.get()));
+        k.if_(index.get().eq(none).or(better).or(nan_first), |k| {
+            k.assign(best, v);
+            k.assign(index, j);
+        });
+    });
+    let values = k.threadgroup_array("values", Type::F32, threads);
+    let indices = k.threadgroup_array("indices", Type::U32, threads);
+    k.store(values.at(tid), best.get());
+    k.store(indices.at(tid), index.get());
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let mut step = threads / 2;
+    while step >= 1 {
+        k.if_(tid.lt(step), |k| {
+            let (av, ai) = (k.let_(&format!("av{step}"), values.get(tid)), k.let_(&format!("ai{step}"), indices.get(tid)));
+            let (bv, bi) = (k.let_(&format!("bv{step}"), values.get(tid + step)), k.let_(&format!("bi{step}"), indices.get(tid + step)));
+            let earlier = bi.lt(ai);
+            let (a_num, b_num) = (av.eq(av), bv.eq(bv));
+            let b_value = if largest { bv.gt(av) } else { bv.lt(av) };
+            // b wins when it holds an element and a holds none, when it is
+            // the earlier NaN or a NaN against a number, or when both are
+            // numbers and it is the extreme (the earlier one on a tie).
+            let b_wins = bi.ne(none).and(
+                ai.eq(none)
+                    .or((!b_num).and(a_num.or(earlier)))
+                    .or(a_num.and(b_num).and(b_value.or(bv.eq(av).and(earlier)))),
+            );
+            k.if_(b_wins, |k| {
+                k.store(values.at(tid), bv);
+                k.store(indices.at(tid), bi);
+            });
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        step /= 2;
+    }
+    k.if_(tid.eq(0u32), |k| k.store(out.at(row), indices.get(0u32).cast(Type::I32)));
+    finish(k)
+}
+
+/// A planned [`arg_rows`] launch: one threadgroup per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgRowsPlan {
+    pub d: u32,
+    /// Threads per threadgroup: the power of two at or below the asked size.
+    pub threads: u32,
+    pub dispatch: Dispatch,
+}
+
+/// Plans [`arg_rows`] for `rows` rows of `d` with threadgroups of at most
+/// `threads` (rounded down to a power of two).
+pub fn plan_arg_rows(kernel: &str, rows: usize, d: usize, threads: u32) -> Result<ArgRowsPlan, ShapeError> {
+    nonzero(kernel, "rows", rows)?;
+    nonzero(kernel, "d", d)?;
+    let total = rows.saturating_mul(d);
+    to_u32(kernel, "rows × d", total)?;
+    let t = check_threads(kernel, threads)?;
+    let t = 1u32 << t.ilog2();
+    let rows = to_u32(kernel, "rows", rows)?;
+    Ok(ArgRowsPlan { d: d as u32, threads: t, dispatch: Dispatch::threadgroups([rows, 1, 1], t) })
 }
 
 /// What a 2-D pooling window gives.
