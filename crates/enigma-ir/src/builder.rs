@@ -584,6 +584,16 @@ impl KernelBuilder {
         self.push(StmtKind::AsyncWait { pending }, std::panic::Location::caller());
     }
 
+    /// `print(format, values...)`: this thread prints one line, `format`
+    /// with each `{}` replaced by the next value; see [`StmtKind::Print`].
+    /// Validation checks the format against the values.
+    #[track_caller]
+    pub fn print(&mut self, format: &str, values: &[Ex]) {
+        let loc = std::panic::Location::caller();
+        let args = values.iter().map(|v| self.tree(v.materialize(), loc)).collect();
+        self.push(StmtKind::Print { format: format.to_string(), args }, loc);
+    }
+
     /// `device_fence()`: see [`StmtKind::DeviceFence`].
     #[track_caller]
     pub fn device_fence(&mut self) {

@@ -1307,6 +1307,17 @@ pub enum StmtKind {
     /// On CUDA this is `cp.async` (sm_80 and later); MSL copies at once,
     /// which every kernel that keeps these rules cannot tell apart.
     AsyncCopy { dst: Memory, dst_index: Expr, src: Memory, src_index: Expr, count: u32, valid: Expr },
+    /// `print(format, args...)`: this thread prints one line, `format` with
+    /// each `{}` replaced by the next of `args` (`{{` and `}}` stand for
+    /// braces). `format` is printable ASCII; `args` are scalars, as many as
+    /// placeholders ([`crate::limits::MAX_PRINT_ARGS`] at most). Integers
+    /// print in decimal, floats as C's `%g`, bools as `true`/`false`. The
+    /// simulator tags each line with the thread's grid position and prints
+    /// a dispatch's lines after it, SIMD group by SIMD group in dispatch
+    /// order (at most [`crate::limits::MAX_PRINTED_LINES`], then a note of
+    /// how many more); CUDA is `printf`, MSL (3.2 and later)
+    /// `os_log_default.log`. Printing changes nothing the kernel computes.
+    Print { format: String, args: Vec<Expr> },
     /// `async_commit()`: closes this thread's open group of asynchronous
     /// copies (an empty group when it has none).
     AsyncCommit,
