@@ -110,6 +110,10 @@ impl Default for Options {
 /// buffers take).
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 
+/// The MSL version of shader logging (`os_log_default.log`, macOS 15 and
+/// iOS 18), which `print` is written with.
+const LOGGING_VERSION: (u8, u8) = (3, 2);
+
 /// The MSL version of MetalPerformancePrimitives (`mpp::tensor_ops`),
 /// which cooperative tensor operations are written with from this version
 /// on (below it, on SIMD-group matrices).
@@ -135,7 +139,8 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
     VERSIONS.contains(&version).then_some(version).ok_or_else(unknown)
 }
 
-/// The MSL version a kernel needs: 3.2 where it uses device fences, else
+/// The MSL version a kernel needs: 3.2 where it uses device fences or
+/// prints, else
 /// the default, 3.1 (which every other construct compiles under).
 /// Cooperative tensor operations compile under any version: from
 /// [`MPP_VERSION`] they are written with MetalPerformancePrimitives, below
@@ -143,6 +148,8 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
 pub fn needed_version(info: &KernelInfo) -> (u8, u8) {
     if info.features.contains(&enigma_ir::Feature::DeviceFence) {
         DEVICE_FENCE_VERSION
+    } else if info.prints {
+        LOGGING_VERSION
     } else {
         Options::default().language_version
     }
@@ -199,6 +206,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         float_atomic_helpers: BTreeSet::new(),
         conversions: BTreeSet::new(),
         math_helpers: BTreeSet::new(),
+        logging: false,
     };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
@@ -218,6 +226,8 @@ struct Msl {
     conversions: BTreeSet<TypeOrd>,
     /// The functions MSL lacks that the body calls (`erf`, …: the helpers of `msl_math`).
     math_helpers: BTreeSet<&'static str>,
+    /// Whether the body prints (`os_log_default`, `<metal_logging>`).
+    logging: bool,
 }
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
@@ -262,6 +272,19 @@ impl Msl {
 
 impl Dialect for Msl {
     const TARGET: Target = Target::Msl;
+
+    fn print(&mut self, format: &str, args: &[String]) -> DResult<String> {
+        self.check_version("print (shader logging: os_log_default.log, macOS 15 and iOS 18)", LOGGING_VERSION)?;
+        self.logging = true;
+        // Each call is one log message: no newline.
+        let args: String = args.iter().map(|a| format!(", {a}")).collect();
+        Ok(format!("os_log_default.log(\"{format}\"{args})"))
+    }
+
+    /// MSL has no double; its logging takes a float for `%g`.
+    fn print_float(&self, value: &str) -> String {
+        value.to_string()
+    }
 
     fn device_fence(&mut self) -> DResult<String> {
         self.check_version("device-scope fences (atomic_thread_fence with thread_scope_device)", DEVICE_FENCE_VERSION)?;
@@ -435,6 +458,9 @@ impl Dialect for Msl {
         let mpp = cooperative && !self.cooperative_fragments();
         if mpp {
             out.push_str("#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n");
+        }
+        if self.logging {
+            out.push_str("#include <metal_logging>\n");
         }
         out.push_str("using namespace metal;\n\n");
         if mpp {

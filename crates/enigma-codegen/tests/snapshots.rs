@@ -85,6 +85,22 @@ fn device_fences_need_msl_3_2() {
     assert!(msl::supported_features(&msl::Options { language_version: (3, 2), ..msl::Options::default() }).contains(&enigma_ir::Feature::DeviceFence));
 }
 
+/// `print`: CUDA's `printf`; MSL's shader logging (`os_log_default.log`),
+/// which MSL 3.2 brought, so that 3.1 refuses the kernel naming both
+/// versions, and a kernel that prints needs 3.2.
+#[test]
+fn printing_is_printf_and_shader_logging_from_msl_3_2() {
+    let (kernel, info) = validated(common::printing());
+    assert!(info.prints);
+    assert_eq!(msl::needed_version(&info), (3, 2));
+    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
+    assert!(err.contains("3.2") && err.contains("3.1") && err.contains("print (shader logging"), "{err}");
+    let metal = msl::write_string(&kernel, &info, &msl::Options::for_kernel(&info, None)).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("printing.msl", metal);
+    let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("printing.cu", cuda.source);
+}
+
 /// Options that change the output: the threadgroup-size attributes and CUDA
 /// specialisation values.
 #[test]

@@ -65,6 +65,8 @@ pub struct KernelInfo {
     /// operations: a dispatch must give each threadgroup exactly N SIMD
     /// groups of 32 threads (`enigma_backend::check_dispatch`).
     pub cooperative_simdgroups: Option<u32>,
+    /// Whether the kernel prints ([`crate::StmtKind::Print`]; MSL needs 3.2).
+    pub prints: bool,
 }
 
 /// Where in a kernel an error was found.
@@ -500,6 +502,7 @@ impl<'k> Validator<'k> {
                     types.push(self.expr(a, state)?.0);
                 }
                 typing::print(format, &types).map_err(|k| self.err(k))?;
+                self.info.prints = true;
             }
             StmtKind::AsyncWait { pending } => typing::async_wait(*pending).map_err(|k| self.err(k))?,
             StmtKind::DeviceFence => {

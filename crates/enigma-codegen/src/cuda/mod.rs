@@ -646,6 +646,11 @@ impl Dialect for Cuda {
         Ok("__threadfence()".into())
     }
 
+    fn print(&mut self, format: &str, args: &[String]) -> DResult<String> {
+        let args: String = args.iter().map(|a| format!(", {a}")).collect();
+        Ok(format!("printf(\"{format}\\n\"{args})"))
+    }
+
     fn texture_fence(&mut self, tex: &str) -> String {
         self.need(Helper::Texture);
         format!("enigma::texture_fence({tex})")

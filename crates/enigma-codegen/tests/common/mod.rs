@@ -406,6 +406,19 @@ pub fn device_fences() -> Kernel {
     finish(k)
 }
 
+/// `print` with a value of each kind: an unsigned and a signed integer,
+/// 64-bit ones, a float and an f16 (as f32), a bool, and text that needs
+/// escaping in C (`%`, a quote, a backslash) and braces.
+pub fn printing() -> Kernel {
+    let mut k = KernelBuilder::new("printing");
+    let x = k.buffer("x", Type::F16, Access::Read);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    let v = k.let_("v", x.at(tid).load());
+    k.print("tid {} v {} ({} as f32) {}", &[tid, v, v.cast(Type::F32), tid.cast(Type::I32) - 1i32]);
+    k.print("wide {} {} big {} 100% \"{{quoted}}\" \\", &[tid.cast(Type::scalar(Scalar::I64)), tid.cast(Type::scalar(Scalar::U64)), tid.gt(7u32)]);
+    finish(k)
+}
+
 /// Atomics on threadgroup memory: a histogram in shared memory, and f32
 /// add, sub, exchange, store and load on threadgroup memory (MSL has no
 /// threadgroup `atomic_float`: a compare-and-swap loop on the bits).
