@@ -340,15 +340,14 @@ impl Dialect for Msl {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         if matches!(func, Erf | Erfc | Log1p | Expm1) {
-            // Not in MSL's standard library: enigma's helpers (msl_math), on float scalars.
-            if t0.width() != 1 {
-                return Err(CodegenErrorKind::Unsupported { what: format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars: apply it per component)", func.name()), ty: t0 });
-            }
+            // Not in MSL's standard library: enigma's helpers (msl_math), on
+            // float scalars and vectors (half and bfloat through float).
             self.math_helpers.insert(func.name());
             let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
-            let arg = if t0 == Type::F32 { arg } else { self.cast(Type::F32, t0, arg) };
+            let float_ty = t0.with_elem(Scalar::F32);
+            let arg = if t0 == float_ty { arg } else { self.cast(float_ty, t0, arg) };
             let inner = Code::postfix(format!("enigma_{}({})", func.name(), arg.text));
-            return Ok(if t0 == Type::F32 { inner } else { self.cast(t0, Type::F32, inner) });
+            return Ok(if t0 == float_ty { inner } else { self.cast(t0, float_ty, inner) });
         }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
         if func.is_classification() {

@@ -135,8 +135,8 @@ fn big_threadgroup_memory_is_dynamic_shared_memory() {
 
 /// `erf`, `erfc`, `log1p` and `expm1`: CUDA's math library has them (f32
 /// directly, other types through the prelude); MSL's standard library has
-/// not: of scalars they are enigma's helpers (`msl_math`, golden file
-/// `msl_helpers`), of a vector refused naming the function.
+/// not: they are enigma's helpers (`msl_math`, golden file `msl_helpers`),
+/// a vector's component by component, half and bfloat through float.
 #[test]
 fn functions_msl_lacks() {
     use enigma_ir::builder::*;
@@ -151,7 +151,9 @@ fn functions_msl_lacks() {
         let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap().source;
         assert!(cuda.contains(&format!("a[0u] = {cuda_f32}(a[1u]);")), "{cuda}");
         assert!(cuda.contains(&format!("enigma::{}(h[1u])", func.name())), "{cuda}");
-        let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
-        assert!(err.contains(&format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars", func.name())), "{err}");
+        let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let name = func.name();
+        assert!(metal.contains(&format!("h[0u] = half2(enigma_{name}(float2(h[1u])));")), "{metal}");
+        assert!(metal.contains(&format!("static inline float2 enigma_{name}(float2 x)\n{{\n    return float2(enigma_{name}(x.x), enigma_{name}(x.y));\n}}")), "{metal}");
     }
 }

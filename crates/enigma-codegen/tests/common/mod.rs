@@ -308,6 +308,8 @@ pub fn msl_helpers() -> Kernel {
     k.store(a.at(i + 2u32), call(Intrinsic::Log1p, &[a.get(i)]) - call(Intrinsic::Expm1, &[a.get(i + 1u32)]));
     k.store(h.at(i), call(Intrinsic::Erf, &[h.get(i)]) * call(Intrinsic::Log1p, &[h.get(i + 1u32)]));
     k.store(bf.at(i), call(Intrinsic::Erfc, &[bf.get(i)]) + call(Intrinsic::Expm1, &[bf.get(i)]));
+    let v = k.buffer("v", Type::vector(Scalar::F32, 4), Access::ReadWrite);
+    k.store(v.at(i), call(Intrinsic::Erf, &[v.get(i)]) + call(Intrinsic::Log1p, &[v.get(i + 1u32)]));
     finish(k)
 }
 
