@@ -639,8 +639,8 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
     }
 }
 
-/// The name of a math function without the `fast::` namespace.
+/// The name of a math function without the `fast::` or `precise::`
+/// namespace (MSL's namespaces hold the float functions only).
 fn precise_name(func: Intrinsic) -> &'static str {
-    let name = func.name();
-    name.strip_prefix("fast::").unwrap_or(name)
+    func.plain_name()
 }
