@@ -6,7 +6,8 @@ report's notes); a sanitized dispatch prints once. The CUDA source calls
 ``printf``; MSL needs 3.2 (shader logging) and names the version otherwise.
 A format that does not match its values, a vector value, a format that is
 not a literal, and Python's own ``print`` are CompileErrors that say what
-to write.
+to write. On a CUDA GPU (skipped without one) each thread's line comes from
+``printf``, untagged, in the GPU's order.
 """
 
 from __future__ import annotations
@@ -25,10 +26,21 @@ def hello(x: enigma.f32, out: enigma.f32):
     out[i] = v
 
 
-def _run(capfd, n=64, threads=32, **kw):
+def _cuda_missing():
+    try:
+        enigma.MetalRuntime("cuda")
+    except enigma.DeviceError as e:
+        return f"enigma has no CUDA device here: {e}"
+    return None
+
+
+CUDA_MISSING = _cuda_missing()
+
+
+def _run(capfd, n=64, threads=32, device="cpu", **kw):
     x = np.linspace(-2.0, 2.0, n, dtype=np.float32)
     out = np.zeros_like(x)
-    rt = enigma.MetalRuntime(device="cpu", **kw)
+    rt = enigma.MetalRuntime(device=device, **kw)
     enigma.compile(hello)(x, out, grid=n, threads=threads, rt=rt)
     assert np.array_equal(out, x)
     return x, rt, capfd.readouterr().out.splitlines()
@@ -42,6 +54,13 @@ def test_each_thread_prints_a_tagged_line_in_dispatch_order(capfd):
     x, _, lines = _run(capfd, n=100, threads=40)
     want = [f"thread ({i},0,0): x[{i}] = {_g(x[i])} negative {'true' if x[i] < 0 else 'false'} {{braces}} {i - 3}" for i in range(100)]
     assert lines == want
+
+
+@pytest.mark.skipif(bool(CUDA_MISSING), reason=CUDA_MISSING or "")
+def test_on_cuda_each_thread_prints_its_line_with_printf(capfd):
+    x, _, lines = _run(capfd, n=100, threads=64, device="cuda")
+    want = [f"x[{i}] = {_g(x[i])} negative {'true' if x[i] < 0 else 'false'} {{braces}} {i - 3}" for i in range(100)]
+    assert sorted(lines) == sorted(want)
 
 
 def test_a_sanitized_dispatch_prints_once(capfd):
