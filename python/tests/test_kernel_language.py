@@ -48,8 +48,9 @@ def test_every_registered_intrinsic_is_declared():
     assert not unknown, f"declared but not registered in enigma._lang: {unknown}"
 
 
-def test_every_fast_function_is_declared():
-    functions, _, _ = _declared("fast.py")
+@pytest.mark.parametrize("module", ["fast.py", "precise.py"])
+def test_every_fast_and_precise_function_is_declared(module):
+    functions, _, _ = _declared(module)
     assert set(functions) == set(_lang.FAST_MATH), set(functions) ^ set(_lang.FAST_MATH)
 
 
@@ -77,7 +78,8 @@ def test_each_intrinsic_has_its_own_signature_and_docstring(name):
 
 
 def test_docstrings_are_distinct():
-    docs = [getattr(enigma, n).__doc__ for n in _lang.INTRINSICS] + [getattr(enigma.fast, n).__doc__ for n in _lang.FAST_MATH]
+    docs = [getattr(enigma, n).__doc__ for n in _lang.INTRINSICS]
+    docs += [getattr(ns, n).__doc__ for ns in (enigma.fast, enigma.precise) for n in _lang.FAST_MATH]
     assert len(set(docs)) == len(docs)
 
 

@@ -328,6 +328,54 @@ def test_more_math_functions_against_numpy():
 
 
 @enigma.kernel
+def precise_math(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    out[g * 5] = enigma.precise.sin(v)
+    out[g * 5 + 1] = enigma.precise.exp(v)
+    out[g * 5 + 2] = enigma.precise.log(v * v + 1.0)
+    out[g * 5 + 3] = enigma.precise.pow(v * v + 0.5, 1.5)
+    out[g * 5 + 4] = enigma.precise.rsqrt(v * v + 0.25)
+
+
+def _device_missing(device):
+    try:
+        enigma.MetalRuntime(device)
+    except enigma.DeviceError as e:
+        return f"enigma has no {device} device here: {e}"
+    return None
+
+
+# ULP bounds of sin, exp, log, pow and rsqrt: the simulator's (1, 2 for
+# rsqrt's two roundings); CUDA's library functions' (its programming guide:
+# sinf 2, expf 2, logf 1, powf 4, rsqrtf 2).
+PRECISE_BOUNDS = {"cpu": [1, 1, 1, 1, 2], "cuda": [2, 2, 1, 4, 2]}
+
+
+@pytest.mark.parametrize("device", sorted(PRECISE_BOUNDS))
+def test_precise_variants_against_an_f64_reference(device):
+    """Within each device's bounds of numpy's f64 functions, the operands'
+    own f32 rounding aside; MSL spells them ``precise::``."""
+    missing = _device_missing(device)
+    if missing:
+        pytest.skip(missing)
+    x = np.linspace(-8, 8, 257, dtype=np.float32)
+    out = np.zeros(x.size * 5, np.float32)
+    compiled = enigma.compile(precise_math)
+    compiled(x, out, grid=(x.size,), threads=(32,), rt=enigma.MetalRuntime(device=device))
+    got = out.reshape(-1, 5).astype(np.float64)
+    sq = (x * x).astype(np.float64)  # v * v, rounded to f32 as the kernel does
+    args = [x.astype(np.float64), x.astype(np.float64), (sq + 1.0).astype(np.float32), (sq + 0.5).astype(np.float32), (sq + 0.25).astype(np.float32)]
+    want = [np.sin(args[0]), np.exp(args[1]), np.log(args[2].astype(np.float64)), np.power(args[3].astype(np.float64), 1.5), 1.0 / np.sqrt(args[4].astype(np.float64))]
+    for col, (w, bound) in enumerate(zip(want, PRECISE_BOUNDS[device])):
+        ulp = np.spacing(np.abs(w).astype(np.float32)).astype(np.float64)
+        err = np.abs(got[:, col] - w) / ulp
+        assert err.max() <= bound, (col, err.max(), x[err.argmax()])
+    assert "precise::sin(v)" in compiled.msl and "precise::pow(" in compiled.msl
+    assert "sinf(v)" in compiled.cuda and "__sinf" not in compiled.cuda
+
+
+@enigma.kernel
 def classify(x: enigma.f32, h: enigma.f16, flags: enigma.u32, quads: enigma.float4, quad_flags: enigma.u32):
     g = enigma.thread_position_in_grid.x
     v = x[g]

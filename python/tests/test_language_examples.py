@@ -3,7 +3,8 @@ independent references:
 
 * the register-tiled SGEMM of ``examples/sgemm_register_tiled.py`` (8×8
   outputs per thread in a per-thread array, unrolled loops, 128×128 tiles
-  staged in threadgroup memory, shapes from the arrays) against numpy's
+  staged as ``float4``s in two stages of threadgroup memory, shapes from
+  the arrays) against numpy's
   float64 product, clean under the sanitizer, on sizes no tile divides;
 * GELU in the erf form, written as ``torch.nn.functional.gelu`` computes it
   (``x * 0.5 * (1 + erf(x / √2))`` in f32), against an f64 reference.
@@ -48,8 +49,8 @@ def test_the_8x8_register_tiled_sgemm_matches_numpy(m, n, k):
     want = a.astype(np.float64) @ b.astype(np.float64)
     bound = k * np.finfo(np.float32).eps * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
     assert (np.abs(c - want) <= bound).all(), np.abs(c - want).max()
-    # 8×8 accumulators per thread, their loops unrolled on both backends.
-    assert "float acc[64];" in compiled.cuda and "thread float acc[64];" in compiled.msl
+    # 8×8 accumulators per thread (16 float4s), their loops unrolled on both backends.
+    assert "float4 acc[16];" in compiled.cuda and "thread float4 acc[16];" in compiled.msl
     assert compiled.cuda.count("#pragma unroll") >= 8
 
 

@@ -290,9 +290,8 @@ def test_unary_operators_agree_with_the_ir_rule(op):
 
 
 def _intrinsic(name):
-    if name.startswith("fast."):
-        return getattr(enigma.fast, name[len("fast."):])
-    return getattr(enigma, name)
+    namespace, _, function = name.rpartition(".")
+    return getattr(getattr(enigma, namespace), function) if namespace else getattr(enigma, name)
 
 
 @pytest.mark.parametrize("name", sorted(enigma._lang.INTRINSIC_TAGS))

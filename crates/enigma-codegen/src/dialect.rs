@@ -320,6 +320,18 @@ pub(crate) trait Dialect {
     /// cannot say it.
     fn device_fence(&mut self) -> DResult<String>;
 
+    /// The statement (without `;`) that prints one line: `format` is the
+    /// body of a C string literal in `printf`'s language (escaped, without
+    /// its quotes or a newline) and `args` its arguments (`long long` for
+    /// `%lld`), or why the target cannot print.
+    fn print(&mut self, format: &str, args: &[String]) -> DResult<String>;
+
+    /// An f32 value as `print` passes it to `%g` (C's variadic calls take
+    /// a double).
+    fn print_float(&self, value: &str) -> String {
+        format!("(double)({value})")
+    }
+
     /// The statement (without `;`) of `tex.fence()`.
     fn texture_fence(&mut self, tex: &str) -> String {
         format!("{tex}.fence()")

@@ -110,6 +110,10 @@ impl Default for Options {
 /// buffers take).
 const DEVICE_FENCE_VERSION: (u8, u8) = (3, 2);
 
+/// The MSL version of shader logging (`os_log_default.log`, macOS 15 and
+/// iOS 18), which `print` is written with.
+const LOGGING_VERSION: (u8, u8) = (3, 2);
+
 /// The MSL version of MetalPerformancePrimitives (`mpp::tensor_ops`),
 /// which cooperative tensor operations are written with from this version
 /// on (below it, on SIMD-group matrices).
@@ -135,7 +139,8 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
     VERSIONS.contains(&version).then_some(version).ok_or_else(unknown)
 }
 
-/// The MSL version a kernel needs: 3.2 where it uses device fences, else
+/// The MSL version a kernel needs: 3.2 where it uses device fences or
+/// prints, else
 /// the default, 3.1 (which every other construct compiles under).
 /// Cooperative tensor operations compile under any version: from
 /// [`MPP_VERSION`] they are written with MetalPerformancePrimitives, below
@@ -143,6 +148,8 @@ pub fn parse_version(text: &str) -> Result<(u8, u8), UnknownVersion> {
 pub fn needed_version(info: &KernelInfo) -> (u8, u8) {
     if info.features.contains(&enigma_ir::Feature::DeviceFence) {
         DEVICE_FENCE_VERSION
+    } else if info.prints {
+        LOGGING_VERSION
     } else {
         Options::default().language_version
     }
@@ -199,6 +206,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         float_atomic_helpers: BTreeSet::new(),
         conversions: BTreeSet::new(),
         math_helpers: BTreeSet::new(),
+        logging: false,
     };
     let writer = Writer::new(kernel, info, names, dialect);
     Ok(writer.finish()?.0)
@@ -218,6 +226,8 @@ struct Msl {
     conversions: BTreeSet<TypeOrd>,
     /// The functions MSL lacks that the body calls (`erf`, …: the helpers of `msl_math`).
     math_helpers: BTreeSet<&'static str>,
+    /// Whether the body prints (`os_log_default`, `<metal_logging>`).
+    logging: bool,
 }
 
 /// The MSL tile helpers (`enigma_tile<T, R, C>` over `simdgroup_matrix`).
@@ -262,6 +272,19 @@ impl Msl {
 
 impl Dialect for Msl {
     const TARGET: Target = Target::Msl;
+
+    fn print(&mut self, format: &str, args: &[String]) -> DResult<String> {
+        self.check_version("print (shader logging: os_log_default.log, macOS 15 and iOS 18)", LOGGING_VERSION)?;
+        self.logging = true;
+        // Each call is one log message: no newline.
+        let args: String = args.iter().map(|a| format!(", {a}")).collect();
+        Ok(format!("os_log_default.log(\"{format}\"{args})"))
+    }
+
+    /// MSL has no double; its logging takes a float for `%g`.
+    fn print_float(&self, value: &str) -> String {
+        value.to_string()
+    }
 
     fn device_fence(&mut self) -> DResult<String> {
         self.check_version("device-scope fences (atomic_thread_fence with thread_scope_device)", DEVICE_FENCE_VERSION)?;
@@ -317,15 +340,14 @@ impl Dialect for Msl {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         if matches!(func, Erf | Erfc | Log1p | Expm1) {
-            // Not in MSL's standard library: enigma's helpers (msl_math), on float scalars.
-            if t0.width() != 1 {
-                return Err(CodegenErrorKind::Unsupported { what: format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars: apply it per component)", func.name()), ty: t0 });
-            }
+            // Not in MSL's standard library: enigma's helpers (msl_math), on
+            // float scalars and vectors (half and bfloat through float).
             self.math_helpers.insert(func.name());
             let arg = args.into_iter().next().unwrap_or_else(|| Code::primary("?"));
-            let arg = if t0 == Type::F32 { arg } else { self.cast(Type::F32, t0, arg) };
+            let float_ty = t0.with_elem(Scalar::F32);
+            let arg = if t0 == float_ty { arg } else { self.cast(float_ty, t0, arg) };
             let inner = Code::postfix(format!("enigma_{}({})", func.name(), arg.text));
-            return Ok(if t0 == Type::F32 { inner } else { self.cast(t0, Type::F32, inner) });
+            return Ok(if t0 == float_ty { inner } else { self.cast(t0, float_ty, inner) });
         }
         let args_text = |args: &[Code]| args.iter().map(|a| a.text.clone()).collect::<Vec<_>>().join(", ");
         if func.is_classification() {
@@ -435,6 +457,9 @@ impl Dialect for Msl {
         let mpp = cooperative && !self.cooperative_fragments();
         if mpp {
             out.push_str("#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n");
+        }
+        if self.logging {
+            out.push_str("#include <metal_logging>\n");
         }
         out.push_str("using namespace metal;\n\n");
         if mpp {
@@ -614,8 +639,8 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
     }
 }
 
-/// The name of a math function without the `fast::` namespace.
+/// The name of a math function without the `fast::` or `precise::`
+/// namespace (MSL's namespaces hold the float functions only).
 fn precise_name(func: Intrinsic) -> &'static str {
-    let name = func.name();
-    name.strip_prefix("fast::").unwrap_or(name)
+    func.plain_name()
 }

@@ -1,6 +1,7 @@
 //! `erf`, `erfc`, `log1p` and `expm1` for MSL, whose standard library has
 //! none of them: each formula written here twice — as the MSL helpers the
-//! generator emits (`helpers`) and as the same f32 arithmetic in Rust
+//! generator emits (`helpers`, for `float` and, component by component,
+//! `float2`…`float4`) and as the same f32 arithmetic in Rust
 //! ([`erf`], [`erfc`], [`log1p`], [`expm1`]), which enigma-sim's tests hold
 //! to an f64 reference (the accuracy docs/kernel-functions.md states: erf
 //! within 3 ULP, erfc within 6, log1p within 3, expm1 within 2, with a correctly
@@ -178,6 +179,14 @@ pub(crate) fn helpers(functions: &std::collections::BTreeSet<&'static str>) -> S
              return precise::exp(x) - 1.0f;\n}}\n\n",
             horner_msl(&expm1_series(), "x"),
         );
+    }
+    for name in ["erf", "erfc", "log1p", "expm1"].into_iter().filter(|n| functions.contains(n)) {
+        // The vectors' overloads, component by component.
+        for width in 2..=4 {
+            let components: Vec<String> = ["x", "y", "z", "w"][..width].iter().map(|c| format!("enigma_{name}(x.{c})")).collect();
+            let _ = writeln!(out, "static inline float{width} enigma_{name}(float{width} x)\n{{\n    return float{width}({});\n}}", components.join(", "));
+        }
+        out.push('\n');
     }
     out
 }

@@ -344,6 +344,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     self.line(&format!("{text};"));
                 }
             }
+            StmtKind::Print { format, args } => self.print_stmt(format, args)?,
             StmtKind::DeviceFence => {
                 let text = self.dialect.device_fence();
                 let text = self.lift(text)?;
@@ -499,6 +500,60 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("for ({init}; {name} < {}; {increment}) {{", end.at_least(Prec::Shift)));
         self.nested(body, Branch::Loop)?;
         self.line("}");
+        Ok(())
+    }
+
+    /// `print(format, args)` as a `printf`-style call: the format's text
+    /// escaped for a C string and for `%`, each value as its type prints
+    /// (`%d`/`%u` for integers of up to 32 bits, widened; `%lld`/`%llu`
+    /// for 64, `%g` for floats as f32, `%s` of `true`/`false` for bools).
+    fn print_stmt(&mut self, format: &str, args: &'k [Expr]) -> Result<(), CodegenError> {
+        use enigma_ir::print_format::Piece;
+        let pieces = enigma_ir::print_format::pieces(format).map_err(|e| self.error(CodegenErrorKind::Malformed { detail: e.to_string() }))?;
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            values.push(self.top_expr(a)?);
+        }
+        let mut text = String::new();
+        let mut out_args = Vec::with_capacity(values.len());
+        let mut values = values.into_iter();
+        for piece in &pieces {
+            match piece {
+                Piece::Text(t) => {
+                    for c in t.chars() {
+                        match c {
+                            '"' => text.push_str("\\\""),
+                            '\\' => text.push_str("\\\\"),
+                            '%' => text.push_str("%%"),
+                            c => text.push(c),
+                        }
+                    }
+                }
+                Piece::Value => {
+                    let Some(v) = values.next() else {
+                        return Err(self.error(CodegenErrorKind::Malformed { detail: format!("print({format:?}) has fewer values than placeholders") }));
+                    };
+                    let s = v.ty.elem();
+                    let (spec, arg) = match s {
+                        Scalar::Bool => ("%s", format!("({}) ? \"true\" : \"false\"", v.code.text)),
+                        s if s.is_float() => {
+                            let f = if s == Scalar::F32 { v.code } else { self.dialect.cast(Type::F32, v.ty, v.code) };
+                            ("%g", self.dialect.print_float(&f.text))
+                        }
+                        Scalar::I64 | Scalar::U64 => (if s == Scalar::I64 { "%lld" } else { "%llu" }, v.code.text),
+                        Scalar::I32 => ("%d", v.code.text),
+                        Scalar::U32 => ("%u", v.code.text),
+                        s if s.is_signed_int() => ("%d", self.dialect.cast(Type::I32, v.ty, v.code).text),
+                        _ => ("%u", self.dialect.cast(Type::U32, v.ty, v.code).text),
+                    };
+                    text.push_str(spec);
+                    out_args.push(arg);
+                }
+            }
+        }
+        let call = self.dialect.print(&text, &out_args);
+        let call = self.lift(call)?;
+        self.line(&format!("{call};"));
         Ok(())
     }
 

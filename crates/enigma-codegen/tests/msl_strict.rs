@@ -14,7 +14,7 @@ use std::path::Path;
 /// The golden files written for MSL 3.2 (`snapshots.rs` writes them with
 /// `language_version: (3, 2)`); those that include MetalPerformancePrimitives
 /// for MSL 4.0; the others for the default, 3.1.
-const MSL_3_2_GOLDENS: &[&str] = &["device_fences"];
+const MSL_3_2_GOLDENS: &[&str] = &["device_fences", "printing"];
 
 fn goldens() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");

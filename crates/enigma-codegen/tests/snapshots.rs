@@ -85,6 +85,22 @@ fn device_fences_need_msl_3_2() {
     assert!(msl::supported_features(&msl::Options { language_version: (3, 2), ..msl::Options::default() }).contains(&enigma_ir::Feature::DeviceFence));
 }
 
+/// `print`: CUDA's `printf`; MSL's shader logging (`os_log_default.log`),
+/// which MSL 3.2 brought, so that 3.1 refuses the kernel naming both
+/// versions, and a kernel that prints needs 3.2.
+#[test]
+fn printing_is_printf_and_shader_logging_from_msl_3_2() {
+    let (kernel, info) = validated(common::printing());
+    assert!(info.prints);
+    assert_eq!(msl::needed_version(&info), (3, 2));
+    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
+    assert!(err.contains("3.2") && err.contains("3.1") && err.contains("print (shader logging"), "{err}");
+    let metal = msl::write_string(&kernel, &info, &msl::Options::for_kernel(&info, None)).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("printing.msl", metal);
+    let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("printing.cu", cuda.source);
+}
+
 /// Options that change the output: the threadgroup-size attributes and CUDA
 /// specialisation values.
 #[test]
@@ -119,8 +135,8 @@ fn big_threadgroup_memory_is_dynamic_shared_memory() {
 
 /// `erf`, `erfc`, `log1p` and `expm1`: CUDA's math library has them (f32
 /// directly, other types through the prelude); MSL's standard library has
-/// not: of scalars they are enigma's helpers (`msl_math`, golden file
-/// `msl_helpers`), of a vector refused naming the function.
+/// not: they are enigma's helpers (`msl_math`, golden file `msl_helpers`),
+/// a vector's component by component, half and bfloat through float.
 #[test]
 fn functions_msl_lacks() {
     use enigma_ir::builder::*;
@@ -135,7 +151,9 @@ fn functions_msl_lacks() {
         let cuda = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap().source;
         assert!(cuda.contains(&format!("a[0u] = {cuda_f32}(a[1u]);")), "{cuda}");
         assert!(cuda.contains(&format!("enigma::{}(h[1u])", func.name())), "{cuda}");
-        let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
-        assert!(err.contains(&format!("`{}` of a vector on MSL (enigma's MSL helper takes scalars", func.name())), "{err}");
+        let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let name = func.name();
+        assert!(metal.contains(&format!("h[0u] = half2(enigma_{name}(float2(h[1u])));")), "{metal}");
+        assert!(metal.contains(&format!("static inline float2 enigma_{name}(float2 x)\n{{\n    return float2(enigma_{name}(x.x), enigma_{name}(x.y));\n}}")), "{metal}");
     }
 }

@@ -584,6 +584,16 @@ impl KernelBuilder {
         self.push(StmtKind::AsyncWait { pending }, std::panic::Location::caller());
     }
 
+    /// `print(format, values...)`: this thread prints one line, `format`
+    /// with each `{}` replaced by the next value; see [`StmtKind::Print`].
+    /// Validation checks the format against the values.
+    #[track_caller]
+    pub fn print(&mut self, format: &str, values: &[Ex]) {
+        let loc = std::panic::Location::caller();
+        let args = values.iter().map(|v| self.tree(v.materialize(), loc)).collect();
+        self.push(StmtKind::Print { format: format.to_string(), args }, loc);
+    }
+
     /// `device_fence()`: see [`StmtKind::DeviceFence`].
     #[track_caller]
     pub fn device_fence(&mut self) {
@@ -836,6 +846,10 @@ intrinsic_fns! {
     fast_exp(x) => FastExp, fast_exp2(x) => FastExp2, fast_log(x) => FastLog,
     fast_log2(x) => FastLog2, fast_sqrt(x) => FastSqrt, fast_rsqrt(x) => FastRsqrt,
     fast_tanh(x) => FastTanh, fast_sin(x) => FastSin, fast_cos(x) => FastCos, fast_pow(x, y) => FastPow,
+    precise_exp(x) => PreciseExp, precise_exp2(x) => PreciseExp2, precise_log(x) => PreciseLog,
+    precise_log2(x) => PreciseLog2, precise_sqrt(x) => PreciseSqrt, precise_rsqrt(x) => PreciseRsqrt,
+    precise_tanh(x) => PreciseTanh, precise_sin(x) => PreciseSin, precise_cos(x) => PreciseCos,
+    precise_pow(x, y) => PrecisePow,
     isnan(x) => IsNan, isinf(x) => IsInf, isfinite(x) => IsFinite,
     abs(x) => Abs, min(a, b) => Min, max(a, b) => Max, clamp(x, lo, hi) => Clamp,
     select(if_false, if_true, cond) => Select,

@@ -626,7 +626,9 @@ impl UnaryOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Intrinsic {
-    // Float math. `Fast*` are the `fast::` variants (lower precision allowed).
+    // Float math. `Fast*` are the `fast::` variants (lower precision
+    // allowed), `Precise*` the `precise::` ones (MSL's precise bounds
+    // whatever the compiler's fast-math setting).
     Exp,
     Exp2,
     Log,
@@ -650,6 +652,16 @@ pub enum Intrinsic {
     FastSin,
     FastCos,
     FastPow,
+    PreciseExp,
+    PreciseExp2,
+    PreciseLog,
+    PreciseLog2,
+    PreciseSqrt,
+    PreciseRsqrt,
+    PreciseTanh,
+    PreciseSin,
+    PreciseCos,
+    PrecisePow,
     // More float math (MSL's standard library; `erf`, `erfc`, `log1p` and
     // `expm1`, which MSL lacks, are CUDA's and the simulator's only).
     Tan,
@@ -720,7 +732,7 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 77] = [
+    pub const ALL: [Intrinsic; 87] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -744,6 +756,16 @@ impl Intrinsic {
         Intrinsic::FastSin,
         Intrinsic::FastCos,
         Intrinsic::FastPow,
+        Intrinsic::PreciseExp,
+        Intrinsic::PreciseExp2,
+        Intrinsic::PreciseLog,
+        Intrinsic::PreciseLog2,
+        Intrinsic::PreciseSqrt,
+        Intrinsic::PreciseRsqrt,
+        Intrinsic::PreciseTanh,
+        Intrinsic::PreciseSin,
+        Intrinsic::PreciseCos,
+        Intrinsic::PrecisePow,
         Intrinsic::Tan,
         Intrinsic::Sinh,
         Intrinsic::Cosh,
@@ -827,6 +849,16 @@ impl Intrinsic {
             FastSin => "fast::sin",
             FastCos => "fast::cos",
             FastPow => "fast::pow",
+            PreciseExp => "precise::exp",
+            PreciseExp2 => "precise::exp2",
+            PreciseLog => "precise::log",
+            PreciseLog2 => "precise::log2",
+            PreciseSqrt => "precise::sqrt",
+            PreciseRsqrt => "precise::rsqrt",
+            PreciseTanh => "precise::tanh",
+            PreciseSin => "precise::sin",
+            PreciseCos => "precise::cos",
+            PrecisePow => "precise::pow",
             Tan => "tan",
             Sinh => "sinh",
             Cosh => "cosh",
@@ -884,6 +916,13 @@ impl Intrinsic {
         }
     }
 
+    /// The function's name without MSL's `fast::` or `precise::` namespace
+    /// (`sin` for `fast::sin`).
+    pub fn plain_name(self) -> &'static str {
+        let name = self.name();
+        name.strip_prefix("fast::").or_else(|| name.strip_prefix("precise::")).unwrap_or(name)
+    }
+
     pub fn from_name(name: &str) -> Option<Intrinsic> {
         Intrinsic::ALL.into_iter().find(|i| i.name() == name)
     }
@@ -893,7 +932,7 @@ impl Intrinsic {
         use Intrinsic::*;
         match self {
             SimdIsFirst => 0,
-            Pow | FastPow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
+            Pow | FastPow | PrecisePow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
             | SimdShuffleDown | SimdShuffleXor => 2,
             Fma | Mix | Smoothstep | Clamp | Select => 3,
             _ => 1,
@@ -937,6 +976,16 @@ impl Intrinsic {
                 | FastSin
                 | FastCos
                 | FastPow
+                | PreciseExp
+                | PreciseExp2
+                | PreciseLog
+                | PreciseLog2
+                | PreciseSqrt
+                | PreciseRsqrt
+                | PreciseTanh
+                | PreciseSin
+                | PreciseCos
+                | PrecisePow
                 | Tan
                 | Sinh
                 | Cosh
@@ -1307,6 +1356,17 @@ pub enum StmtKind {
     /// On CUDA this is `cp.async` (sm_80 and later); MSL copies at once,
     /// which every kernel that keeps these rules cannot tell apart.
     AsyncCopy { dst: Memory, dst_index: Expr, src: Memory, src_index: Expr, count: u32, valid: Expr },
+    /// `print(format, args...)`: this thread prints one line, `format` with
+    /// each `{}` replaced by the next of `args` (`{{` and `}}` stand for
+    /// braces). `format` is printable ASCII; `args` are scalars, as many as
+    /// placeholders ([`crate::limits::MAX_PRINT_ARGS`] at most). Integers
+    /// print in decimal, floats as C's `%g`, bools as `true`/`false`. The
+    /// simulator tags each line with the thread's grid position and prints
+    /// a dispatch's lines after it, SIMD group by SIMD group in dispatch
+    /// order (at most [`crate::limits::MAX_PRINTED_LINES`], then a note of
+    /// how many more); CUDA is `printf`, MSL (3.2 and later)
+    /// `os_log_default.log`. Printing changes nothing the kernel computes.
+    Print { format: String, args: Vec<Expr> },
     /// `async_commit()`: closes this thread's open group of asynchronous
     /// copies (an empty group when it has none).
     AsyncCommit,

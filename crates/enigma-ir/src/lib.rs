@@ -57,6 +57,7 @@ pub mod capabilities;
 pub mod cooperative;
 pub mod ir;
 pub mod limits;
+pub mod print_format;
 #[cfg(feature = "testgen")]
 pub mod testgen;
 pub mod text;

@@ -17,6 +17,8 @@
 //! * [`MAX_UNROLLED_TRIPS`]: iterations a loop unrolled at compile time may run.
 //! * [`MAX_THREAD_ARRAY_BYTES`]: bytes of per-thread arrays one thread may
 //!   declare.
+//! * [`MAX_PRINT_ARGS`]: values one `print` may format;
+//!   [`MAX_PRINTED_LINES`]: lines the simulator prints for one dispatch.
 
 /// Lanes per SIMD group.
 pub const SIMD_WIDTH: u32 = 32;
@@ -44,3 +46,9 @@ pub const MAX_THREAD_ARRAY_BYTES: u64 = 16 * 1024;
 /// few hundred copies of its body, unrolling costs compile time and
 /// instruction cache for nothing.
 pub const MAX_UNROLLED_TRIPS: u64 = 1024;
+/// Values one `print` statement may format (CUDA's `printf` takes 32
+/// arguments, the format string among them).
+pub const MAX_PRINT_ARGS: usize = 16;
+/// Lines of `print` the simulator keeps for one dispatch, the first in
+/// dispatch order; it then notes how many more were printed.
+pub const MAX_PRINTED_LINES: usize = 4096;

@@ -1623,7 +1623,7 @@ impl<'c> Gen<'c> {
             return self.leaf(Scalar::Bool, 0, ctx).0;
         }
         let sub = d - 1;
-        match self.ch.below(7) {
+        match self.ch.below(8) {
             1 | 2 => {
                 let t = if self.cfg.floats && self.ch.chance(30) { Scalar::F32 } else { self.ch.pick(&INT_TYPES) };
                 let op = self.ch.pick(&CMP_OPS);
@@ -1641,6 +1641,18 @@ impl<'c> Gen<'c> {
                 call(f, vec![self.bool_expr(sub, ctx)])
             }
             6 if self.simd_here(ctx) => call(Intrinsic::SimdIsFirst, vec![]),
+            7 if self.cfg.floats => {
+                // isnan / isinf / isfinite of a float that a condition may
+                // replace with an infinity (a bounded value is finite), times
+                // 0 at times: NaN where it was infinite. (No NaN literal: a
+                // kernel holding one is not equal to itself.)
+                let f = self.ch.pick(&[Intrinsic::IsNan, Intrinsic::IsInf, Intrinsic::IsFinite]);
+                let (x, _) = self.float_expr(sub, ctx);
+                let infinity = lit_f32(self.ch.pick(&[f64::INFINITY, f64::NEG_INFINITY]));
+                let x = if self.ch.chance(50) { call(Intrinsic::Select, vec![x, infinity, self.bool_expr(sub, ctx)]) } else { x };
+                let x = if self.ch.chance(50) { bin(BinaryOp::Mul, x, lit_f32(0.0)) } else { x };
+                call(f, vec![x])
+            }
             _ => self.leaf(Scalar::Bool, d, ctx).0,
         }
     }

@@ -535,6 +535,25 @@ pub fn async_copy_memories(dst: &str, dst_is_threadgroup: bool, src: &str, src_i
     Ok(())
 }
 
+/// `print(format, args...)`: a format ([`crate::print_format`]) with one
+/// placeholder per value, at most [`crate::limits::MAX_PRINT_ARGS`] values,
+/// each a scalar.
+pub fn print(format: &str, args: &[Type]) -> Result<(), K> {
+    let problem = |problem: String| K::PrintFormat { format: format.to_string(), problem };
+    crate::print_format::pieces(format).map_err(|e| problem(e.to_string()))?;
+    let wanted = crate::print_format::placeholders(format);
+    if wanted != args.len() {
+        return Err(problem(format!("the format has {wanted} placeholder(s) `{{}}` but {} value(s) are given", args.len())));
+    }
+    if args.len() > crate::limits::MAX_PRINT_ARGS {
+        return Err(problem(format!("{} values; one print formats at most {}", args.len(), crate::limits::MAX_PRINT_ARGS)));
+    }
+    if let Some((i, ty)) = args.iter().enumerate().find(|(_, t)| !matches!(t, Type::Scalar(_))) {
+        return Err(problem(format!("value {i} is {ty}; print takes scalars (print a vector's components, `v.x`, one by one)")));
+    }
+    Ok(())
+}
+
 /// `async_wait(pending)`: at most [`crate::limits::MAX_ASYNC_PENDING`].
 pub fn async_wait(pending: u32) -> Result<(), K> {
     if pending > crate::limits::MAX_ASYNC_PENDING {

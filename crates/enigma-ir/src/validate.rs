@@ -65,6 +65,8 @@ pub struct KernelInfo {
     /// operations: a dispatch must give each threadgroup exactly N SIMD
     /// groups of 32 threads (`enigma_backend::check_dispatch`).
     pub cooperative_simdgroups: Option<u32>,
+    /// Whether the kernel prints ([`crate::StmtKind::Print`]; MSL needs 3.2).
+    pub prints: bool,
 }
 
 /// Where in a kernel an error was found.
@@ -198,6 +200,8 @@ pub enum ValidationErrorKind {
     SpecDefault { name: String, ty: Scalar, default: Literal },
     #[error("the loop over `{var}` is unrolled at compile time (static_range), so {problem}; write an ordinary loop (range) where the bounds are known only at run time")]
     UnrollBound { var: String, problem: String },
+    #[error("print({format:?}, ...): {problem}")]
+    PrintFormat { format: String, problem: String },
     #[error("the for-loop variable `{var}` must be a scalar integer, found {ty}")]
     LoopVariable { var: String, ty: Type },
     #[error("the for loop over `{var}` has the constant step 0: it never ends once it starts (loops count up: `{var} < end`)")]
@@ -492,6 +496,14 @@ impl<'k> Validator<'k> {
                 typing::async_copy(dst_elem, src_elem, *count, valid_ty).map_err(|k| self.err(k))?;
             }
             StmtKind::AsyncCommit => {}
+            StmtKind::Print { format, args } => {
+                let mut types = Vec::with_capacity(args.len());
+                for a in args {
+                    types.push(self.expr(a, state)?.0);
+                }
+                typing::print(format, &types).map_err(|k| self.err(k))?;
+                self.info.prints = true;
+            }
             StmtKind::AsyncWait { pending } => typing::async_wait(*pending).map_err(|k| self.err(k))?,
             StmtKind::DeviceFence => {
                 self.info.features.insert(crate::Feature::DeviceFence);

@@ -82,6 +82,7 @@ impl StmtKind {
             }
             StmtKind::CooperativeLoad { src: view, .. } | StmtKind::CooperativeStore { dst: view, .. } => view.exprs().to_vec(),
             StmtKind::CooperativeSet { index, value, .. } => vec![index, value],
+            StmtKind::Print { args, .. } => args.iter().collect(),
             StmtKind::CooperativeReduce { .. }
             | StmtKind::Break
             | StmtKind::Continue

@@ -139,9 +139,9 @@ fn case_is_deterministic_and_varied() {
     }
     let distinct: std::collections::HashSet<String> = kernels.iter().map(print).collect();
     assert!(distinct.len() >= 60, "{} distinct kernels of 64", distinct.len());
-    // Some use threadgroup memory, loops and SIMD-group functions.
+    // Some use threadgroup memory, loops, SIMD-group functions and the float classifications.
     let texts: Vec<String> = kernels.iter().map(print).collect();
-    for needle in ["threadgroup_barrier", "for ", "simd_", "while ", "dim_check("] {
+    for needle in ["threadgroup_barrier", "for ", "simd_", "while ", "dim_check(", "isnan(", "isinf(", "isfinite("] {
         assert!(texts.iter().any(|t| t.contains(needle)), "no kernel has {needle}");
     }
     for k in &kernels {

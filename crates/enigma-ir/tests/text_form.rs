@@ -624,6 +624,22 @@ fn device_fences_print_and_parse_back_and_are_a_feature() {
 }
 
 #[test]
+fn print_statements_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    let mut k = KernelBuilder::new("printing");
+    let x = k.buffer("x", Type::F32, Access::Read);
+    let i = k.let_("i", thread_position_in_grid().x());
+    k.print("x[{}] = {} \"{{quoted}}\"", &[i, x.at(i).load()]);
+    k.print("no values", &[]);
+    let kernel = k.finish().unwrap();
+    enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let text = assert_round_trips(&kernel);
+    assert!(text.contains(r#"print("x[{}] = {} \"{{quoted}}\"", i, x[i])"#), "{text}");
+    assert!(text.contains(r#"print("no values")"#), "{text}");
+    assert!(to_json(&kernel).contains(r#"{"print":{"format":"no values","args":[]}}"#), "{}", to_json(&kernel));
+}
+
+#[test]
 fn texture_constructs_print_and_parse_back() {
     use enigma_ir::builder::*;
     use enigma_ir::TextureAccess;

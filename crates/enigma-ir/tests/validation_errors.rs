@@ -49,6 +49,7 @@ macro_rules! cases {
 
 cases! {
     OperandTypes => [operand_types_of_an_addition, operand_types_of_a_vector_comparison],
+    PrintFormat => [print_with_a_value_too_few, print_of_a_vector, print_with_a_lone_brace],
     MixedSignComparison => [comparing_a_signed_with_an_unsigned_index, comparing_signed_with_unsigned_vectors],
     InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value, a_texture_used_as_a_value],
     ArgumentCount => [exp_with_two_arguments],
@@ -1412,6 +1413,26 @@ fn matrix_store_into_memory_of_another_type() -> ValidationError {
     let k = parsed("kernel k(out: device f32 read_write) {\n    simdgroup_store(simdgroup_fill<mat8x8_f16>(1f16), out, 0u32, 8u32)\n}");
     let problem = "`out` holds f32; a mat8x8_f16 tile needs f16 elements".to_string();
     rejects(&k, K::MatrixOperands { op: "simdgroup_store", problem }, At::Path("body[0]"))
+}
+
+fn print_with_a_value_too_few() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let line = line!() + 1;
+    k.print("{} and {}", &[thread_position_in_grid().x()]);
+    let problem = "the format has 2 placeholder(s) `{}` but 1 value(s) are given".to_string();
+    rejects(&built(k), K::PrintFormat { format: "{} and {}".into(), problem }, At::Built("body[0]", line))
+}
+
+fn print_of_a_vector() -> ValidationError {
+    let k = parsed("kernel k() {\n    print(\"at {}\", thread_position_in_grid)\n}");
+    let problem = "value 0 is u32x3; print takes scalars (print a vector's components, `v.x`, one by one)".to_string();
+    rejects(&k, K::PrintFormat { format: "at {}".into(), problem }, At::Path("body[0]"))
+}
+
+fn print_with_a_lone_brace() -> ValidationError {
+    let k = parsed("kernel k() {\n    print(\"{x}\")\n}");
+    let problem = "`{` at byte 0 is neither `{}`, `{{` nor `}}` (write `{{` or `}}` for a brace)".to_string();
+    rejects(&k, K::PrintFormat { format: "{x}".into(), problem }, At::Path("body[0]"))
 }
 
 fn unrolled_loop_to_a_runtime_bound() -> ValidationError {

@@ -62,6 +62,11 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
                     return Some(Failure::Stopped { reason, location: format!("the start of threadgroup {}", fmt3(place.position)) });
                 }
                 let result = run_threadgroup(env, place, linear, schedule, scratch);
+                if let Some(log) = env.print_log {
+                    let sgs = &mut scratch.simdgroups[..place.threads().div_ceil(LANES as u32) as usize];
+                    let dropped = sgs.iter().map(|sg| sg.unprinted).sum();
+                    log.add(linear, sgs.iter_mut().flat_map(|sg| std::mem::take(&mut sg.printed)).collect(), dropped);
+                }
                 if let (Some(dispatch), Some(t)) = (env.tracker, scratch.tracker.as_mut()) {
                     dispatch.collect(kernel, program, &place, linear, full, &place_of, &mut t.raw);
                 }

@@ -13,6 +13,7 @@
 use crate::memory::Words;
 use crate::sanitizer::{AccessKind, DispatchTracker, Subscript, TgTracker, Who};
 use crate::ops;
+use crate::print::PrintLog;
 use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_backend::texture::ChannelKind;
 use enigma_backend::{FindingKind, StopReason, TextureDesc};
@@ -43,6 +44,9 @@ pub struct Env<'a> {
     pub tracker: Option<&'a DispatchTracker>,
     /// When the dispatch must stop: step budget, deadline, cancel flag.
     pub limits: &'a Limits,
+    /// Where `print` lines go; `None` in the runs whose lines are not
+    /// shown (the sanitizer's later schedules).
+    pub print_log: Option<&'a PrintLog>,
 }
 
 /// The ways out of a dispatch that does not end by itself, checked at
@@ -98,7 +102,13 @@ impl<'a> Env<'a> {
             threadgroup_size: self.threadgroup_size,
             tracker,
             limits: self.limits,
+            print_log: self.print_log,
         }
+    }
+
+    /// The same dispatch, its `print` lines not shown.
+    pub fn quiet(&self) -> Env<'a> {
+        Env { print_log: None, ..self.with_tracker(self.tracker) }
     }
 }
 
@@ -168,6 +178,12 @@ pub struct SimdGroup {
     iterations: u64,
     /// Per element of the per-thread arrays, the lanes that have written it.
     thread_written: Vec<u32>,
+    /// The threadgroup this SIMD group is part of.
+    place: TgPlace,
+    /// Lines `print` made since [`SimdGroup::reset`], tagged, and how many
+    /// more it made past [`enigma_ir::limits::MAX_PRINTED_LINES`].
+    pub printed: Vec<String>,
+    pub unprinted: u64,
 }
 
 #[inline(always)]
@@ -206,6 +222,9 @@ impl SimdGroup {
             pc: 0,
             frames: Vec::with_capacity(8),
             iterations: 0,
+            place: TgPlace { position: [0; 3], size: [1; 3] },
+            printed: vec![],
+            unprinted: 0,
         }
     }
 
@@ -221,6 +240,9 @@ impl SimdGroup {
         self.pc = 0;
         self.frames.clear();
         self.iterations = 0;
+        self.place = *tg;
+        self.printed.clear();
+        self.unprinted = 0;
         // Per-thread arrays start unwritten; a read before a write (which
         // the sanitizer reports) reads zeros, not another thread's data.
         self.thread_written.fill(0);
@@ -699,6 +721,19 @@ impl SimdGroup {
                     if let Some(t) = san.as_deref_mut() {
                         for l in lanes_of(self.active) {
                             t.async_wait(Who { simdgroup: self.index, lane: l as u32, pc }, pending);
+                        }
+                    }
+                }
+                Inst::Print { ref pieces, ref args } => {
+                    if env.print_log.is_some() {
+                        for l in lanes_of(self.active) {
+                            if self.printed.len() >= enigma_ir::limits::MAX_PRINTED_LINES {
+                                self.unprinted += 1;
+                                continue;
+                            }
+                            let values: Vec<(Scalar, u64)> = args.iter().map(|&(r, ty)| (ty, self.regs[r as usize][l])).collect();
+                            let [x, y, z] = self.place.grid_position(self.index * LANES as u32 + l as u32, env.threadgroup_size);
+                            self.printed.push(format!("thread ({x},{y},{z}): {}", crate::print::render(&pieces[..], &values)));
                         }
                     }
                 }

@@ -16,6 +16,7 @@ mod dispatch;
 mod exec;
 pub mod memory;
 mod ops;
+mod print;
 mod program;
 mod sanitizer;
 
@@ -26,7 +27,7 @@ use enigma_backend::{
 use enigma_ir::{Kernel, KernelInfo};
 use memory::SimBuffer;
 use std::any::Any;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use enigma_ir::limits::{MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP};
@@ -49,6 +50,8 @@ pub struct SimBackend {
     info: DeviceInfo,
     /// Idle worker pools.
     pools: Mutex<Vec<rayon::ThreadPool>>,
+    /// Where the lines of `print` go: standard output, or these lines.
+    printed: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 impl Default for SimBackend {
@@ -75,7 +78,16 @@ impl SimBackend {
                 read_write_textures: ReadWriteTier::Tier2,
             },
             pools: Mutex::new(Vec::new()),
+            printed: None,
         }
+    }
+
+    /// The simulator appending the lines kernels `print` (and the note of
+    /// those left out) to `lines` instead of writing them to standard
+    /// output, for a program that shows them its own way, or a test.
+    pub fn printing_to(mut self, lines: Arc<Mutex<Vec<String>>>) -> SimBackend {
+        self.printed = Some(lines);
+        self
     }
 
     /// The simulator reporting read-write texture tier `tier` (and saying so
@@ -211,6 +223,7 @@ impl Backend for SimBackend {
             deadline: options.timeout.map(|t| (start + t, t.as_secs_f64())),
             cancel: options.cancel.clone(),
         };
+        let print_log = print::PrintLog::default();
         let env = exec::Env {
             program: &sim.program,
             buffers,
@@ -221,6 +234,7 @@ impl Backend for SimBackend {
             threadgroup_size: geometry.threads_per_threadgroup,
             tracker: None,
             limits: &limits,
+            print_log: Some(&print_log),
         };
         let findings = self.on_pool(|| {
             if options.sanitize {
@@ -228,8 +242,13 @@ impl Backend for SimBackend {
             } else {
                 dispatch::run_dispatch(&sim.kernel, &env, geometry, 0).map(|()| vec![])
             }
-        })??;
-        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings })
+        });
+        // The lines are shown when the dispatch fails too: they may say why.
+        let print_note = print_log.write_out(self.printed.as_deref());
+        let findings = findings??;
+        let mut notes = geometry.warnings.clone();
+        notes.extend(print_note);
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings })
     }
 }
 
@@ -284,7 +303,7 @@ impl SimBackend {
                 // plain and only their results are compared. A plain run
                 // stops at the first out-of-bounds access or divergent
                 // barrier, which the tracked run has already reported.
-                if let Err(e) = dispatch::run_dispatch(kernel, env, geometry, schedule) {
+                if let Err(e) = dispatch::run_dispatch(kernel, &env.quiet(), geometry, schedule) {
                     if findings.iter().any(|f| f.severity == Severity::Error) {
                         break;
                     }
@@ -340,7 +359,7 @@ impl SimBackend {
                     seeds[t] = seed;
                     let program = program::lower(kernel, &sim.spec, &cooperative::Layout::all(&kernel.cooperative_tensors, &seeds));
                     restore(&inputs);
-                    dispatch::run_dispatch(kernel, &env.with_program(&program), geometry, 0)?;
+                    dispatch::run_dispatch(kernel, &env.quiet().with_program(&program), geometry, 0)?;
                     let results = snapshot(buffers)?;
                     if let Some(f) = layout_finding(kernel, first, &results, &compared, &tensor.name, seed) {
                         findings.push(f);

@@ -198,18 +198,18 @@ pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
     let x = f32_of(ty, args[0]);
     let y = || f32_of(ty, args[1]);
     let r = match f {
-        Exp | FastExp => x.exp(),
-        Exp2 | FastExp2 => x.exp2(),
-        Log | FastLog => x.ln(),
-        Log2 | FastLog2 => x.log2(),
-        Sqrt | FastSqrt => x.sqrt(),
-        Rsqrt | FastRsqrt => 1.0 / x.sqrt(),
-        Tanh | FastTanh => x.tanh(),
-        Sin | FastSin => x.sin(),
-        Cos | FastCos => x.cos(),
+        Exp | FastExp | PreciseExp => x.exp(),
+        Exp2 | FastExp2 | PreciseExp2 => x.exp2(),
+        Log | FastLog | PreciseLog => x.ln(),
+        Log2 | FastLog2 | PreciseLog2 => x.log2(),
+        Sqrt | FastSqrt | PreciseSqrt => x.sqrt(),
+        Rsqrt | FastRsqrt | PreciseRsqrt => 1.0 / x.sqrt(),
+        Tanh | FastTanh | PreciseTanh => x.tanh(),
+        Sin | FastSin | PreciseSin => x.sin(),
+        Cos | FastCos | PreciseCos => x.cos(),
         Floor => x.floor(),
         Ceil => x.ceil(),
-        Pow | FastPow => x.powf(y()),
+        Pow | FastPow | PrecisePow => x.powf(y()),
         Fma => x.mul_add(y(), f32_of(ty, args[2])),
         // The functions beyond the first set are computed in f64 and
         // rounded once (f32's own asinh, acosh and atanh lose up to a dozen

@@ -110,6 +110,9 @@ pub enum Inst {
     AsyncWait { pending: u32 },
     /// `tex.fence()`: orders this thread's writes to the texture before its reads.
     TexFence { tex: u32 },
+    /// `print(format, args)`: each active lane renders a line from the
+    /// format's pieces and the values in `args` (see [`crate::print`]).
+    Print { pieces: Arc<[enigma_ir::print_format::Piece]>, args: Vec<(Reg, Scalar)> },
     /// `device_fence()`: a sequentially consistent fence between the
     /// simulator's memory accesses (relaxed atomics), so that with an atomic
     /// it orders one threadgroup's writes before another's reads.
@@ -379,6 +382,18 @@ impl Lowering<'_> {
             }
             StmtKind::DeviceFence => {
                 self.emit(Inst::DeviceFence);
+            }
+            StmtKind::Print { format, args } => {
+                // Validation parsed the format and matched the values to it.
+                let pieces: Arc<[_]> = enigma_ir::print_format::pieces(format).unwrap_or_default().into();
+                let args = args
+                    .iter()
+                    .map(|a| {
+                        let v = self.expr(a);
+                        (v.reg, v.ty.elem())
+                    })
+                    .collect();
+                self.emit(Inst::Print { pieces, args });
             }
             StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid } => {
                 let di = self.expr(dst_index);

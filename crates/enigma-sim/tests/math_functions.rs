@@ -3,7 +3,8 @@
 //! of the reference for the functions computed in f64 and rounded once
 //! (the inverse and hyperbolic functions, erf, erfc, log1p, expm1, mix,
 //! smoothstep), 2 ULP for tanh (f32's own); exact for round, trunc, rint,
-//! copysign, fmod, sign, saturate and step.
+//! copysign, fmod, sign, saturate and step; the `precise::` variants within
+//! 1 ULP (2 for rsqrt and tanh) and equal to the plain functions.
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, SpecValues};
 use enigma_ir::builder::*;
@@ -98,6 +99,32 @@ fn transcendental_functions_within_1_ulp() {
     let ys = spread(-3.0, 3.0, 61);
     let xs: Vec<f32> = (0..61).map(|i| if i % 2 == 0 { 1.5 } else { -0.75 }).collect();
     check(Atan2, &[ys, xs], |a| a[0].atan2(a[1]), 1.0);
+}
+
+/// The `precise::` variants: within 1 ULP of the f64 function (2 for
+/// `rsqrt`, two roundings, and `tanh`), and equal to the plain function.
+#[test]
+fn precise_functions_within_their_bounds() {
+    use Intrinsic::*;
+    let one: [(Intrinsic, Intrinsic, Domain, Reference, f64); 9] = [
+        (PreciseExp, Exp, (-80.0, 80.0), f64::exp, 1.0),
+        (PreciseExp2, Exp2, (-120.0, 120.0), f64::exp2, 1.0),
+        (PreciseLog, Log, (1e-30, 1e30), f64::ln, 1.0),
+        (PreciseLog2, Log2, (1e-30, 1e30), f64::log2, 1.0),
+        (PreciseSqrt, Sqrt, (0.0, 1e30), f64::sqrt, 1.0),
+        (PreciseRsqrt, Rsqrt, (1e-30, 1e30), |x| 1.0 / x.sqrt(), 2.0),
+        (PreciseTanh, Tanh, (-10.0, 10.0), f64::tanh, 2.0),
+        (PreciseSin, Sin, (-100.0, 100.0), f64::sin, 1.0),
+        (PreciseCos, Cos, (-100.0, 100.0), f64::cos, 1.0),
+    ];
+    for (f, plain, (lo, hi), r, bound) in one {
+        let xs = spread(lo, hi, 1001);
+        check(f, std::slice::from_ref(&xs), |x| r(x[0]), bound);
+        assert_eq!(run(f, std::slice::from_ref(&xs)), run(plain, &[xs]), "{} and {}", f.name(), plain.name());
+    }
+    let xs = spread(0.01, 20.0, 101);
+    let ys = spread(-8.0, 8.0, 101);
+    check(PrecisePow, &[xs, ys], |a| a[0].powf(a[1]), 1.0);
 }
 
 #[test]

@@ -25,7 +25,7 @@ out, grid=64, threads=32)``. :mod:`enigma.ops` runs the kernel library
 
 The kernel language — parameters and their annotations, statements,
 expressions, builtins, every function (``enigma.simd_sum``, ``enigma.exp``,
-``enigma.fast.exp`` …), textures, threadgroup memory, atomics — is
+``enigma.fast.exp``, ``enigma.precise.sin`` …), textures, threadgroup memory, atomics — is
 described in docs/language.md (cooperative tensor operations, Metal 4's
 ``matmul2d`` under MetalPerformancePrimitives' names, in
 docs/cooperative-tensors.md); each name here has its own docstring
@@ -40,6 +40,7 @@ from . import _enigma
 from . import _lang
 from . import fast as fast
 from . import ops as ops
+from . import precise as precise
 from ._compile import CompiledKernel as CompiledKernel
 from ._cooperative import dynamic_extent as dynamic_extent
 from ._cooperative import execution_simdgroup as execution_simdgroup
@@ -115,6 +116,6 @@ if not _typing.TYPE_CHECKING:
 __all__ = sorted(
     {"Array", "CompileError", "CompiledKernel", "DType", "DeviceError", "DispatchError", "EnigmaError", "Kernel",
      "MatrixType", "MetalRuntime", "SanitizerError", "Texture", "asarray", "buffer", "compile", "compile_ir", "constant",
-     "empty", "fast", "inf", "kernel", "nan", "ops", "sampler", "simdgroup_matrix", "synchronize", "texture2d", "tune"}
+     "empty", "fast", "inf", "kernel", "nan", "ops", "precise", "sampler", "simdgroup_matrix", "synchronize", "texture2d", "tune"}
     | set(_LANGUAGE_NAMES) | set(_PUBLIC_TYPES) | set(_lang.BUILTINS) | set(_lang.INTRINSICS) | set(_COOPERATIVE)
 )

@@ -195,7 +195,7 @@ class CompiledKernel:
     def msl_version(self) -> str:
         """The MSL version :attr:`msl` is written for (``"3.2"``): the one asked
         for with ``enigma.compile(k, msl_version=...)``, else the one the kernel
-        needs (3.2 where it uses ``device_fence()``, else 3.1)."""
+        needs (3.2 where it uses ``device_fence()`` or ``enigma.print``, else 3.1)."""
         return self._native.msl_version
 
     @property

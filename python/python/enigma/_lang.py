@@ -238,7 +238,7 @@ STATEMENTS = [
     "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
     "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
     "async_copy", "async_commit", "async_wait", "device_fence",
-    "thread_array", "static_range",
+    "thread_array", "static_range", "print",
 ]
 
 INTRINSICS = {}
@@ -261,8 +261,23 @@ class _FastNamespace:
 
 fast = _FastNamespace()
 
+
+class _PreciseNamespace:
+    """``enigma.precise.sin`` …: the ``precise::`` variants of the math functions."""
+
+    def __init__(self):
+        for n in FAST_MATH:
+            setattr(self, n, Intrinsic(f"precise.{n}"))
+
+    def __repr__(self):
+        return "<enigma.precise>"
+
+
+precise = _PreciseNamespace()
+
 INTRINSIC_TAGS = {n: n for n in FLOAT_MATH + CLASSIFICATION + NUMERIC + SIMD}
 INTRINSIC_TAGS.update({f"fast.{n}": f"fast_{n}" for n in FAST_MATH})
+INTRINSIC_TAGS.update({f"precise.{n}": f"precise_{n}" for n in FAST_MATH})
 
 MEM_FLAGS = {
     "mem_none": "none",

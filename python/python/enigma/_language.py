@@ -2,7 +2,8 @@
 can see them: every builtin, type and function a kernel may use, each with
 its signature and a docstring of its own. ``import enigma`` re-exports them
 all (``enigma.simd_sum``, ``enigma.f32``, ``enigma.thread_position_in_grid``);
-``enigma.fast`` holds the ``fast::`` math functions. docs/language.md is the
+``enigma.fast`` holds the ``fast::`` math functions, ``enigma.precise`` the
+``precise::`` ones. docs/language.md is the
 language reference.
 
 None of these computes anything in Python: a kernel's source is compiled
@@ -42,10 +43,11 @@ def _declare(fn: _F) -> _F:
     """The runtime object of the kernel-language function ``fn`` declares:
     a function of the same name, signature and docstring that raises
     ``TypeError`` when called from Python, and that the front end reads as
-    the marker registered under that name (``fast.exp`` for ``enigma.fast.exp``)."""
-    prefix = "fast." if fn.__module__.endswith(".fast") else ""
-    name = prefix + fn.__name__
-    marker = _lang.INTRINSICS.get(name) if not prefix else getattr(_lang.fast, fn.__name__, None)
+    the marker registered under that name (``fast.exp`` for ``enigma.fast.exp``,
+    ``precise.exp`` for ``enigma.precise.exp``)."""
+    namespace = next((ns for ns in ("fast", "precise") if fn.__module__.endswith("." + ns)), None)
+    name = f"{namespace}.{fn.__name__}" if namespace else fn.__name__
+    marker = getattr(getattr(_lang, namespace), fn.__name__, None) if namespace else _lang.INTRINSICS.get(name)
     if marker is None:
         raise RuntimeError(f"enigma.{name} is declared but the front end has no intrinsic of that name (enigma._lang)")
 
@@ -757,6 +759,20 @@ def device_fence() -> None:
 
 
 @_declare
+def print(format: str, *values: Num) -> None:
+    """Prints one line from this thread: ``format`` (a string literal) with
+    each ``{}`` replaced by the next of ``values`` (scalars; ``{{`` and
+    ``}}`` print braces). Integers print in decimal, floats as C's ``%g``,
+    bools as ``true``/``false``. On the simulator each line starts with the
+    thread's grid position, ``thread (x,y,z): ``, and a dispatch's lines
+    are written to standard output after it, SIMD group by SIMD group in
+    dispatch order — the first 4096, then a note of how many more. On CUDA
+    it is ``printf`` (lines appear when the GPU is synchronised); on Metal,
+    shader logging (``os_log_default.log``, MSL 3.2)."""
+    ...
+
+
+@_declare
 def simdgroup_load(type: Any, src: Any, offset: Num, elements_per_row: Num, transpose: bool = False) -> Value:
     """A SIMD-group matrix of ``type`` (:func:`enigma.simdgroup_matrix`) loaded
     from ``src`` (a buffer or threadgroup array) at ``offset``, rows
@@ -1076,5 +1092,5 @@ __all__ = [
     'uint3', 'uint4', 'ulong', 'ulong2', 'ulong3', 'ulong4', 'half', 'half2', 'half3', 'half4',
     'bfloat', 'bfloat2', 'bfloat3', 'bfloat4', 'float2', 'float3', 'float4', 'simdgroup_half8x8',
     'simdgroup_bfloat8x8', 'simdgroup_float8x8', 'tan', 'sinh', 'cosh', 'asin', 'acos', 'atan', 'atan2', 'asinh', 'acosh', 'atanh', 'erf', 'erfc', 'log1p', 'expm1', 'round', 'trunc', 'rint', 'copysign', 'fmod', 'sign', 'saturate', 'mix', 'step', 'smoothstep',
-    'thread_array', 'static_range', 'isnan', 'isinf', 'isfinite',
+    'thread_array', 'static_range', 'isnan', 'isinf', 'isfinite', 'print',
 ]

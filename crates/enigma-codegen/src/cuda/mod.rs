@@ -337,18 +337,18 @@ impl Cuda {
 fn f32_function(func: Intrinsic) -> Option<&'static str> {
     use Intrinsic::*;
     Some(match func {
-        Exp => "expf",
-        Exp2 | FastExp2 => "exp2f",
-        Log => "logf",
-        Log2 => "log2f",
-        Sqrt | FastSqrt => "sqrtf",
-        Rsqrt | FastRsqrt => "rsqrtf",
-        Tanh | FastTanh => "tanhf",
-        Sin => "sinf",
-        Cos => "cosf",
+        Exp | PreciseExp => "expf",
+        Exp2 | FastExp2 | PreciseExp2 => "exp2f",
+        Log | PreciseLog => "logf",
+        Log2 | PreciseLog2 => "log2f",
+        Sqrt | FastSqrt | PreciseSqrt => "sqrtf",
+        Rsqrt | FastRsqrt | PreciseRsqrt => "rsqrtf",
+        Tanh | FastTanh | PreciseTanh => "tanhf",
+        Sin | PreciseSin => "sinf",
+        Cos | PreciseCos => "cosf",
         Floor => "floorf",
         Ceil => "ceilf",
-        Pow => "powf",
+        Pow | PrecisePow => "powf",
         Fma => "fmaf",
         FastExp => "__expf",
         FastLog => "__logf",
@@ -550,7 +550,7 @@ impl Dialect for Cuda {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         let native_int = t0.width() == 1 && matches!(t0.elem(), Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64);
-        let precise = func.name().strip_prefix("fast::").unwrap_or(func.name());
+        let precise = enigma_ir::Intrinsic::plain_name(func);
         if func.is_simd() {
             let name: &'static str = func.name();
             return Ok(self.helper_call(Helper::Simd(intrinsic_index(func), name), name, &args));
@@ -644,6 +644,11 @@ impl Dialect for Cuda {
 
     fn device_fence(&mut self) -> DResult<String> {
         Ok("__threadfence()".into())
+    }
+
+    fn print(&mut self, format: &str, args: &[String]) -> DResult<String> {
+        let args: String = args.iter().map(|a| format!(", {a}")).collect();
+        Ok(format!("printf(\"{format}\\n\"{args})"))
     }
 
     fn texture_fence(&mut self, tex: &str) -> String {

@@ -65,7 +65,7 @@ impl Helper {
     }
 }
 
-const INCLUSIVE_SUM: Helper = Helper::Simd(71, "simd_prefix_inclusive_sum");
+const INCLUSIVE_SUM: Helper = Helper::Simd(81, "simd_prefix_inclusive_sum");
 
 /// Adds `h` and what it needs to `set`.
 pub(crate) fn require(set: &mut BTreeSet<Helper>, h: Helper) {

@@ -308,6 +308,8 @@ pub fn msl_helpers() -> Kernel {
     k.store(a.at(i + 2u32), call(Intrinsic::Log1p, &[a.get(i)]) - call(Intrinsic::Expm1, &[a.get(i + 1u32)]));
     k.store(h.at(i), call(Intrinsic::Erf, &[h.get(i)]) * call(Intrinsic::Log1p, &[h.get(i + 1u32)]));
     k.store(bf.at(i), call(Intrinsic::Erfc, &[bf.get(i)]) + call(Intrinsic::Expm1, &[bf.get(i)]));
+    let v = k.buffer("v", Type::vector(Scalar::F32, 4), Access::ReadWrite);
+    k.store(v.at(i), call(Intrinsic::Erf, &[v.get(i)]) + call(Intrinsic::Log1p, &[v.get(i + 1u32)]));
     finish(k)
 }
 
@@ -403,6 +405,19 @@ pub fn device_fences() -> Kernel {
     let ticket = k.atomic_fetch(AtomicOp::Add, counter.at(0u32), 1u32);
     k.device_fence();
     k.store(partials.at(tid), ticket);
+    finish(k)
+}
+
+/// `print` with a value of each kind: an unsigned and a signed integer,
+/// 64-bit ones, a float and an f16 (as f32), a bool, and text that needs
+/// escaping in C (`%`, a quote, a backslash) and braces.
+pub fn printing() -> Kernel {
+    let mut k = KernelBuilder::new("printing");
+    let x = k.buffer("x", Type::F16, Access::Read);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    let v = k.let_("v", x.at(tid).load());
+    k.print("tid {} v {} ({} as f32) {}", &[tid, v, v.cast(Type::F32), tid.cast(Type::I32) - 1i32]);
+    k.print("wide {} {} big {} 100% \"{{quoted}}\" \\", &[tid.cast(Type::scalar(Scalar::I64)), tid.cast(Type::scalar(Scalar::U64)), tid.gt(7u32)]);
     finish(k)
 }
 

@@ -49,6 +49,7 @@
 //!          | "texture_fence" "(" ref ")"
 //!          | "async_copy" "(" ref "[" expr "]" "," ref "[" expr "]" "," n "," expr ")"   // (dst, src, count, valid)
 //!          | "async_commit" "(" ")" | "async_wait" "(" n ")"
+//!          | "print" "(" quoted ("," expr)* ")"        // (format, values)
 //!          | "matmul2d" "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination)
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
 //!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
@@ -97,6 +98,8 @@
 //!   `async_copy(dst[i], src[j], count, valid)`, `async_commit()`,
 //!   `async_wait(pending)`; in JSON `async_copy {dst, dst_index, src,
 //!   src_index, count, valid}`, `"async_commit"` and `async_wait {pending}`.
+//! * `print("x = {}", x)`: the format string quoted (Rust's escapes), then
+//!   the values; in JSON `print {format, args}`.
 //!
 //! * Names are identifiers; a name that is not a plain ASCII identifier or
 //!   that collides with a keyword, a type or a builtin is written as a quoted

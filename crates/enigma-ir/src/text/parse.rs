@@ -546,6 +546,20 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::AsyncWait { pending })
                 }
+                "print" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let Tok::Quoted(format) = self.peek().clone() else {
+                        return Err(self.expected("a quoted format string"));
+                    };
+                    self.bump();
+                    let mut args = vec![];
+                    while self.eat_punct(",") {
+                        args.push(self.expr()?);
+                    }
+                    self.expect_punct(")")?;
+                    Some(StmtKind::Print { format, args })
+                }
                 "device_fence" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();

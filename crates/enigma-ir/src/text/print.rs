@@ -390,6 +390,14 @@ impl Printer<'_> {
                 let _ = write!(self.out, "async_wait({pending})");
             }
             StmtKind::DeviceFence => self.out.push_str("device_fence()"),
+            StmtKind::Print { format, args } => {
+                let _ = write!(self.out, "print({format:?}");
+                for a in args {
+                    self.out.push_str(", ");
+                    self.expr(a);
+                }
+                self.out.push(')');
+            }
             StmtKind::TextureFence { tex } => {
                 let name = self.param_ref(*tex);
                 let _ = write!(self.out, "texture_fence({name})");

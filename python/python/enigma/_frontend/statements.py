@@ -167,9 +167,37 @@ class Statements:
                     return self.emit(name, v)
                 if name == "async_wait":
                     return self._async_wait(v)
+                if name == "print":
+                    return self._print(v)
                 if name in ("if_", "elif_", "else_", "for_range"):
                     raise self.error(v, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
-        raise self.error(node, "this expression statement has no effect (only barriers, atomics, simdgroup_store, device_fence and the async_* statements can stand alone)")
+            if isinstance(callee, PyObj) and callee.obj is _py_builtins.print:
+                raise self.error(
+                    v,
+                    "Python's print does not run in a kernel; print from the kernel with a format and its values: "
+                    "`enigma.print(\"x = {} at {}\", x, i)` (each `{}` takes the next value)",
+                )
+        raise self.error(
+            node,
+            "this expression statement has no effect (only barriers, atomics, simdgroup_store, device_fence, enigma.print "
+            "and the async_* statements can stand alone)",
+        )
+
+    def _print(self, call):
+        """``enigma.print(format, *values)``: a constant format string with
+        ``{}`` for each value; the IR's validation checks the format against
+        the values (a count, scalars)."""
+        if call.keywords:
+            raise self.error(call, "enigma.print(...) takes positional arguments only: the format, then the values")
+        if not call.args or not (isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+            raise self.error(call, "enigma.print's first argument is its format, a string literal: `enigma.print(\"x = {}\", x)`")
+        args = []
+        for a in call.args[1:]:
+            v = self._decay(self.value(a))
+            if v.untyped:
+                v = self._materialize(v, _default_type(v.lit), a)
+            args.append(v.expr)
+        self.emit({"print": {"format": call.args[0].value, "args": args}}, call)
 
     def _assign(self, target, value_node, node):
         if isinstance(target, ast.Name):
