@@ -327,7 +327,7 @@ fn cuda_reduces_through_shared_memory_or_with_shuffles_in_one_simdgroup() {
     let cu = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
     // A SIMD group's tensor: gathered lane by lane, every lane in every step
     // (no `continue` before the shuffles), the result written where valid.
-    for needle in ["auto enigma_gather = [&](uint enigma_e) -> float {", "__shfl_sync(0xffffffffu, c[enigma_q], enigma_e % 32u);", "enigma_acc = fmaxf(enigma_acc, enigma_v);"] {
+    for needle in ["auto enigma_gather = [&](uint enigma_e) -> float {", "__shfl_sync(0xffffffffu, c[enigma_q], enigma_lane);", "enigma_acc = fmaxf(enigma_acc, enigma_v);"] {
         assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
     }
     let reduction = &cu[cu.find("auto enigma_gather").unwrap()..];
@@ -422,4 +422,19 @@ fn an_accumulator_as_the_next_left_operand_runs_from_registers_under_relaxed_pre
     // path, its destination in the linear layout, S through shared memory.
     let exact = chained(false);
     assert!(!exact.contains("_rm(") && exact.contains("__shared__ float enigma_left[4096];"), "{exact}");
+}
+
+#[test]
+fn off_hopper_products_run_on_mma_sync_fragments() {
+    let (kernel, info) = wgmma_gemm();
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { mma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in [
+        "float c[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, mma.sync accumulator, 16 rows per SIMD group",
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        "enigma_mma_m16n8k16_f16(&c[(enigma_rt * 8u + enigma_ct) * 4u], enigma_fa, enigma_fb[enigma_ct]);",
+        "enigma::mma_row<16u, 64u>(thread_index_in_threadgroup, enigma_i)",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("wgmma.mma_async") && !cu.contains("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);"), "{cu}");
 }

@@ -117,6 +117,7 @@ fn options_change_the_output() {
         spec_values: vec![enigma_ir::Literal::u32(64), enigma_ir::Literal::f32(2.0), enigma_ir::Literal::bool(false)],
         max_threads_per_threadgroup: Some(256),
         wgmma: false,
+        mma: false,
     };
     let source = cuda::write_string(&kernel, &info, &options).unwrap();
     insta::assert_snapshot!("spec_constants_options.cu", source.source);

@@ -93,6 +93,12 @@ impl std::fmt::Debug for CudaBackend {
 }
 
 /// Architectures NVRTC is asked to compile for, by compute capability:
+/// Whether `arch` (`sm_XY`, `sm_90a`) has `mma.sync` m16n8k16 with 16-bit
+/// inputs (compute capability 8.0 and later).
+fn has_mma_m16n8k16(arch: &str) -> bool {
+    arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().is_ok_and(|cc| cc >= 80)
+}
+
 /// Hopper (9.0) as `sm_90a`, whose architecture-specific instructions
 /// (`wgmma`) cooperative products use.
 fn arch_for(major: i32, minor: i32) -> &'static str {
@@ -634,7 +640,7 @@ impl Backend for CudaBackend {
         if bytes > self.info.max_threadgroup_memory_bytes {
             return Err(RuntimeError::ThreadgroupMemory { kernel: kernel.name.clone(), bytes, limit: self.info.max_threadgroup_memory_bytes });
         }
-        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.arch == WGMMA_ARCH, ..Default::default() };
+        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.arch == WGMMA_ARCH, mma: has_mma_m16n8k16(self.arch), ..Default::default() };
         let source = enigma_codegen::cuda::write_string(kernel, info, &options)
             .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
         let function = self.module_for(&source)?;

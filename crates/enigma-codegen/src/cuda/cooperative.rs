@@ -112,6 +112,12 @@ pub(crate) enum Layout {
     /// `g·64·slices + slice·64 + 16·(u / 32) + (u % 32) / 4 + 8·((j / 2) % 2)`,
     /// column `8·(j / 4) + 2·(u % 4) + j % 2`.
     Wgmma { slices: u32, cols: u32 },
+    /// `mma.sync`'s m16n8 f32 accumulator fragments: SIMD group `w` of the
+    /// scope owns rows `[w·band, (w+1)·band)` in 16×8 tiles, row-major
+    /// over the tiles; slot `i` of lane `l` (tile `i / 4`, `q = i % 4`) is
+    /// row `w·band + 16·(tile / (cols/8)) + l / 4 + 8·(q / 2)`, column
+    /// `8·(tile % (cols/8)) + 2·(l % 4) + q % 2`.
+    Mma { band: u32, cols: u32 },
 }
 
 impl Layout {
@@ -119,6 +125,7 @@ impl Layout {
         match self {
             Layout::Linear { rows, cols, threads } => (rows * cols).div_ceil(threads).max(1),
             Layout::Wgmma { slices, cols } => slices * cols / 2,
+            Layout::Mma { band, cols } => band * cols / 32,
         }
     }
 
@@ -130,6 +137,7 @@ impl Layout {
                 format!("enigma::wgmma_row<{slices}u, {cols}u>({t}, {i})"),
                 format!("enigma::wgmma_col<{cols}u>({t}, {i})"),
             ),
+            Layout::Mma { band, cols } => (format!("enigma::mma_row<{band}u, {cols}u>({t}, {i})"), format!("enigma::mma_col<{cols}u>({t}, {i})")),
         }
     }
 
@@ -138,6 +146,20 @@ impl Layout {
         match self {
             Layout::Linear { rows, cols, threads } if (rows * cols) % threads != 0 => format!("(({i}) * {threads}u + {t} < {}u)", rows * cols),
             _ => "true".into(),
+        }
+    }
+
+    /// The (thread, slot) expressions holding element (`r`, `c`) of a SIMD
+    /// group's own tensor (a one-SIMD-group scope), or None for a layout
+    /// no such tensor has.
+    pub fn owner(self, r: &str, c: &str) -> Option<(String, String)> {
+        match self {
+            Layout::Linear { cols, threads: 32, .. } => Some((format!("(({r}) * {cols}u + ({c})) % 32u"), format!("(({r}) * {cols}u + ({c})) / 32u"))),
+            Layout::Mma { cols, .. } => Some((
+                format!("(({r}) % 8u) * 4u + ({c}) % 8u / 2u"),
+                format!("((({r}) / 16u) * {}u + ({c}) / 8u) * 4u + ({r}) % 16u / 8u * 2u + ({c}) % 2u", cols / 8),
+            )),
+            _ => None,
         }
     }
 }
@@ -186,6 +208,64 @@ impl WgmmaProduct {
             WgmmaLeft::Registers(_) => vec![self.right],
         }
     }
+}
+
+/// A product the generator gives to `mma.sync` (m16n8k16, f32
+/// accumulation): SIMD group `w` of the scope computes rows
+/// `[w·band, (w+1)·band)` of the destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MmaProduct {
+    pub band: u32,
+    pub n: u32,
+    pub elem: Scalar,
+}
+
+impl MmaProduct {
+    /// The function that issues one m16n8k16 instruction into four
+    /// accumulator slots from packed fragments, and the one that packs two
+    /// f32 values (16-bit values read exactly) into a fragment register.
+    pub fn functions(&self) -> [(String, String); 2] {
+        let (ty, pair, convert) = if self.elem == Scalar::BF16 { ("bf16", "__nv_bfloat162", "__floats2bfloat162_rn") } else { ("f16", "__half2", "__floats2half2_rn") };
+        let issue = format!("enigma_mma_m16n8k16_{ty}");
+        let pack = format!("enigma_mma_pack_{ty}");
+        [
+            (
+                issue.clone(),
+                format!(
+                    "// One mma.sync m16n8k16 ({ty} in, f32 accumulate) into four accumulator slots.\n\
+                     __device__ __forceinline__ void {issue}(float* d, const unsigned* a, const unsigned* b)\n{{\n    \
+                     asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\"\n        \
+                     : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n        \
+                     : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}}\n"
+                ),
+            ),
+            (
+                pack.clone(),
+                format!(
+                    "__device__ __forceinline__ unsigned {pack}(float lo, float hi)\n{{\n    \
+                     const {pair} h = {convert}(lo, hi);\n    \
+                     return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
+                ),
+            ),
+        ]
+    }
+}
+
+/// The product as `mma.sync` runs it: 16-bit views (both f16 or both
+/// bf16) of device or threadgroup memory, a cooperative destination of
+/// f32 whose layout is free, m a multiple of 16 per SIMD group.
+fn mma_candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<MmaProduct> {
+    let warps = match scope {
+        ExecutionScope::Simdgroup => 1,
+        ExecutionScope::Simdgroups(n) => n,
+    };
+    let Matmul2dLeft::Tensor(lv) = left else { return None };
+    let elem = |v: &TensorView| match crate::msl::memory_elem(kernel, v.mem)? {
+        Type::Scalar(s @ (Scalar::F16 | Scalar::BF16)) => Some(s),
+        _ => None,
+    };
+    let (le, re) = (elem(lv)?, elem(right)?);
+    (le == re && kernel.cooperative(dest).elem == Scalar::F32 && desc.m.is_multiple_of(16 * warps)).then_some(MmaProduct { band: desc.m / warps, n: desc.n, elem: le })
 }
 
 /// The layouts of a kernel's cooperative tensors and threadgroup arrays.
@@ -251,8 +331,10 @@ fn candidate(kernel: &Kernel, layouts: &[Layout], desc: &Matmul2dDescriptor, sco
 }
 
 impl Plan {
-    /// The layouts of `kernel`: `wgmma` ones only when `wgmma` is allowed.
-    pub fn new(kernel: &Kernel, wgmma: bool) -> Plan {
+    /// The layouts of `kernel`: `wgmma` ones only when `wgmma` is allowed,
+    /// `mma.sync` ones (for destinations `wgmma` does not take) only when
+    /// `mma` is.
+    pub fn new(kernel: &Kernel, wgmma: bool, mma: bool) -> Plan {
         let mut plan = Plan {
             swizzled: vec![None; kernel.threadgroup_arrays.len()],
             layouts: kernel
@@ -262,9 +344,29 @@ impl Plan {
                 .collect(),
             settle: HashSet::new(),
         };
-        if !wgmma || kernel.cooperative_tensors.is_empty() {
+        if kernel.cooperative_tensors.is_empty() {
             return plan;
         }
+        if wgmma {
+            plan.plan_wgmma(kernel);
+        }
+        if mma {
+            kernel.walk_stmts(|_, s| {
+                if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
+                    if let Some(p) = mma_candidate(kernel, desc, *scope, left, right, *dest) {
+                        if matches!(plan.layouts[dest.0 as usize], Layout::Linear { .. }) {
+                            plan.layouts[dest.0 as usize] = Layout::Mma { band: p.band, cols: p.n };
+                        }
+                    }
+                }
+            });
+        }
+        plan
+    }
+
+    /// Gives `wgmma` the products it takes (the module doc's rules).
+    fn plan_wgmma(&mut self, kernel: &Kernel) {
+        let plan = self;
         let mut products = vec![];
         kernel.walk_stmts(|_, s| {
             if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
@@ -331,11 +433,16 @@ impl Plan {
             }
         }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
-            let mut settle = Settle { plan: &plan, at: HashSet::new() };
+            let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
             plan.settle = settle.at;
         }
-        plan
+    }
+
+    /// The product as `mma.sync` runs it, or None for the scalar path.
+    pub fn mma(&self, kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<MmaProduct> {
+        let p = mma_candidate(kernel, desc, scope, left, right, dest)?;
+        (self.layouts[dest.0 as usize] == Layout::Mma { band: p.band, cols: p.n }).then_some(p)
     }
 
     /// Whether the generator waits for the products in flight before the
@@ -520,5 +627,34 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&c| c == 1));
+    }
+
+    /// `mma_row`/`mma_col` of the prelude and [`Layout::owner`]'s inverse,
+    /// written out: every element of a 64×24 tensor over two SIMD groups
+    /// in exactly one slot, and (one SIMD group) each element's owner the
+    /// slot that holds it.
+    #[test]
+    fn mma_fragments_cover_the_tile_once_and_owner_inverts_them() {
+        for (warps, rows, cols) in [(2u32, 64u32, 24u32), (1, 32, 16)] {
+            let band = rows / warps;
+            let layout = Layout::Mma { band, cols };
+            let mut seen = vec![0u32; (rows * cols) as usize];
+            for t in 0..warps * 32 {
+                for i in 0..layout.capacity() {
+                    let (l, q) = (t % 32, i % 4);
+                    let row = (t / 32) * band + 16 * (i / 4 / (cols / 8)) + l / 4 + 8 * (q / 2);
+                    let col = 8 * (i / 4 % (cols / 8)) + 2 * (t % 4) + q % 2;
+                    seen[(row * cols + col) as usize] += 1;
+                    if warps == 1 {
+                        let lane = (row % 8) * 4 + col % 8 / 2;
+                        let slot = ((row / 16) * (cols / 8) + col / 8) * 4 + row % 16 / 8 * 2 + col % 2;
+                        assert_eq!((lane, slot), (t, i), "element ({row}, {col})");
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{warps} SIMD groups, {rows}×{cols}");
+        }
+        assert!(Layout::Mma { band: 32, cols: 16 }.owner("r", "c").is_some());
+        assert!(Layout::Wgmma { slices: 1, cols: 16 }.owner("r", "c").is_none());
     }
 }

@@ -168,7 +168,7 @@ pub fn shared_layout(kernel: &Kernel) -> SharedLayout {
 /// `wgmma` operand (on sm_90a; [`cooperative`]'s swizzle atoms), whatever
 /// the target, so that the layout is one.
 fn array_aligns(kernel: &Kernel) -> Vec<u64> {
-    let wgmma = cooperative::Plan::new(kernel, true);
+    let wgmma = cooperative::Plan::new(kernel, true, false);
     kernel
         .threadgroup_arrays
         .iter()
@@ -201,6 +201,10 @@ pub struct Options {
     /// `--gpu-architecture=sm_90a`), so that cooperative products may run on
     /// `wgmma` (docs/cooperative-tensors.md); otherwise every product takes the scalar path.
     pub wgmma: bool,
+    /// Whether the source is compiled for compute capability 8.0 or later,
+    /// so that cooperative products `wgmma` does not take may run on
+    /// `mma.sync` m16n8k16 (docs/cooperative-tensors.md).
+    pub mma: bool,
 }
 
 /// A generated CUDA kernel and what the runtime needs to launch it.
@@ -284,7 +288,7 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
         }
     }
     let carved = dynamic.then_some(layout);
-    let cooperative = cooperative::Plan::new(kernel, options.wgmma);
+    let cooperative = cooperative::Plan::new(kernel, options.wgmma, options.mma);
     let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved, cooperative };
     let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
     Ok(CudaSource {

@@ -467,6 +467,19 @@ template <unsigned N> __device__ __forceinline__ unsigned wgmma_col(unsigned t, 
     const unsigned j = i % (N / 2u);
     return 8u * (j / 4u) + 2u * (t % 4u) + j % 2u;
 }
+// Row and column of slot i of thread t in mma.sync's m16n8 f32 fragments:
+// SIMD group t / 32 owns rows [B·(t / 32), B·(t / 32 + 1)) in 16×8 tiles,
+// row-major over the tiles of an N-column tensor.
+template <unsigned B, unsigned N> __device__ __forceinline__ unsigned mma_row(unsigned t, unsigned i)
+{
+    const unsigned l = t % 32u, q = i % 4u;
+    return (t / 32u) * B + 16u * (i / 4u / (N / 8u)) + l / 4u + 8u * (q / 2u);
+}
+template <unsigned N> __device__ __forceinline__ unsigned mma_col(unsigned t, unsigned i)
+{
+    const unsigned q = i % 4u;
+    return 8u * (i / 4u % (N / 8u)) + 2u * (t % 4u) + q % 2u;
+}
 
 ";
 

@@ -12,7 +12,7 @@
 //! is reduced with shuffles.
 
 use super::{Code, Val, Writer};
-use crate::cuda::cooperative::{hold_function, Layout, Major, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
@@ -70,6 +70,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             let what = match layout {
                 Layout::Linear { .. } => "linear layout".to_string(),
                 Layout::Wgmma { slices, .. } => format!("wgmma accumulator, {slices} slice(s) of 64 rows per warpgroup"),
+                Layout::Mma { band, .. } => format!("mma.sync accumulator, {band} rows per SIMD group"),
             };
             self.line(&format!("{ty} {name}[{}]; // {}, {what}", layout.capacity(), t.type_text()));
         }
@@ -132,7 +133,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
                         self.indent -= 1;
                         self.line("}");
                     }
-                    None => self.scalar_product(desc, *dest, &a, (right.mem, &b))?,
+                    None => match (self.coop_plan()?.mma(self.kernel, desc, *scope, left, right, *dest), &a) {
+                        (Some(p), Left::View(amem, ac)) => self.mma_product(&p, desc, *dest, (*amem, ac), (right.mem, &b))?,
+                        _ => self.scalar_product(desc, *dest, &a, (right.mem, &b))?,
+                    },
                 }
                 self.indent -= 1;
                 self.line("}");
@@ -205,15 +209,18 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line("}");
             self.line(&format!("{barrier};"));
         } else {
-            let Layout::Linear { threads: 32, .. } = sl else { return Err(self.malformed("a SIMD group's cooperative tensor outside the linear layout")) };
-            // Element e is slot e / 32 of lane e % 32: every lane offers
-            // each of its slots in turn and keeps the one it asked for.
+            let Some((lane, slot)) = sl.owner(&format!("enigma_e / {cols}u"), &format!("enigma_e % {cols}u")) else {
+                return Err(self.malformed("a SIMD group's cooperative tensor in a layout of several SIMD groups"));
+            };
+            // Every lane offers each of its slots in turn and keeps the
+            // one that holds the element it asked for.
             self.line(&format!("auto enigma_gather = [&](uint enigma_e) -> {} {{", self.dialect.type_name(ty)));
             self.line(&format!("    {} enigma_w = {sname}[0];", self.dialect.type_name(ty)));
+            self.line(&format!("    const uint enigma_lane = {lane}, enigma_slot = {slot};"));
             self.line("    #pragma unroll");
             self.line(&format!("    for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", sl.capacity()));
-            self.line(&format!("        const {} enigma_x = __shfl_sync(0xffffffffu, {sname}[enigma_q], enigma_e % 32u);", self.dialect.type_name(ty)));
-            self.line("        if (enigma_q == enigma_e / 32u) enigma_w = enigma_x;");
+            self.line(&format!("        const {} enigma_x = __shfl_sync(0xffffffffu, {sname}[enigma_q], enigma_lane);", self.dialect.type_name(ty)));
+            self.line("        if (enigma_q == enigma_slot) enigma_w = enigma_x;");
             self.line("    }");
             self.line("    return enigma_w;");
             self.line("};");
@@ -339,6 +346,56 @@ impl<'k, D: Dialect> Writer<'k, D> {
             // Before the scratch array is written again.
             self.line(&format!("{barrier};"));
         }
+        Ok(())
+    }
+
+    /// The product on `mma.sync`: per 16-deep step each SIMD group packs
+    /// the B fragments of its `n/8` column tiles, then for each of its
+    /// 16-row tiles the A fragment, and issues one m16n8k16 per tile pair.
+    /// Operand elements are read through their views (zero outside the
+    /// extents and at k past the product's), exactly as 16-bit values.
+    fn mma_product(&mut self, p: &MmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, (amem, a): (Memory, &ViewConsts), (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
+        let name = self.coop_name(dest)?;
+        let t = self.scope_thread(dest);
+        let [(issue, issue_text), (pack, pack_text)] = p.functions();
+        self.coop_function((issue.clone(), issue_text));
+        self.coop_function((pack.clone(), pack_text));
+        let (row_tiles, col_tiles) = (p.band / 16, p.n / 8);
+        if desc.mode == Matmul2dMode::Multiply {
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {name}[enigma_i] = 0.0f;", row_tiles * col_tiles * 4));
+        }
+        self.line(&format!("const uint enigma_l = ({t}) % 32u, enigma_r0 = ({t}) / 32u * {}u;", p.band));
+        // Element (r, k) of A and (k, c) of B as f32, zero outside.
+        let (ax, ay) = if desc.transpose_left { ("enigma_r", "enigma_k2") } else { ("enigma_k2", "enigma_r") };
+        let (bx, by) = if desc.transpose_right { ("enigma_k2", "enigma_c") } else { ("enigma_c", "enigma_k2") };
+        for (fname, mem, c, x, y, args) in [("enigma_av", amem, a, ax, ay, "uint enigma_r, uint enigma_k2"), ("enigma_bv", bmem, b, bx, by, "uint enigma_k2, uint enigma_c")] {
+            let place = self.view_place(mem, c, x, y)?;
+            let (_, ty) = self.memory(mem)?;
+            let value = self.dialect.cast(Type::F32, ty, Code::postfix(place)).text;
+            self.line(&format!("auto {fname} = [&]({args}) -> float {{ return (enigma_k2 < enigma_k && {}) ? {value} : 0.0f; }};", Self::inside(c, x, y)));
+        }
+        self.line("for (uint enigma_kk = 0u; enigma_kk < enigma_k; enigma_kk += 16u) {");
+        self.indent += 1;
+        self.line("const uint enigma_kq = enigma_kk + 2u * (enigma_l % 4u);");
+        self.line(&format!("unsigned enigma_fb[{col_tiles}][2];"));
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_ct = 0u; enigma_ct < {col_tiles}u; ++enigma_ct) {{"));
+        self.line("    const uint enigma_n = 8u * enigma_ct + enigma_l / 4u;");
+        self.line(&format!("    enigma_fb[enigma_ct][0] = {pack}(enigma_bv(enigma_kq, enigma_n), enigma_bv(enigma_kq + 1u, enigma_n));"));
+        self.line(&format!("    enigma_fb[enigma_ct][1] = {pack}(enigma_bv(enigma_kq + 8u, enigma_n), enigma_bv(enigma_kq + 9u, enigma_n));"));
+        self.line("}");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_rt = 0u; enigma_rt < {row_tiles}u; ++enigma_rt) {{"));
+        self.indent += 1;
+        self.line("const uint enigma_m = enigma_r0 + 16u * enigma_rt + enigma_l / 4u;");
+        self.line(&format!("const unsigned enigma_fa[4] = {{{pack}(enigma_av(enigma_m, enigma_kq), enigma_av(enigma_m, enigma_kq + 1u)), {pack}(enigma_av(enigma_m + 8u, enigma_kq), enigma_av(enigma_m + 8u, enigma_kq + 1u)), {pack}(enigma_av(enigma_m, enigma_kq + 8u), enigma_av(enigma_m, enigma_kq + 9u)), {pack}(enigma_av(enigma_m + 8u, enigma_kq + 8u), enigma_av(enigma_m + 8u, enigma_kq + 9u))}};"));
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_ct = 0u; enigma_ct < {col_tiles}u; ++enigma_ct) {issue}(&{name}[(enigma_rt * {col_tiles}u + enigma_ct) * 4u], enigma_fa, enigma_fb[enigma_ct]);"));
+        self.indent -= 1;
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
         Ok(())
     }
 
