@@ -15,6 +15,8 @@
 //! DLPack (copied once into the device's memory, and back into the caller's
 //! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
 //! Python 3.9 has no buffer protocol) still serve bytes-like objects.
+//! Outputs come back as `memoryview`s, of the simulator's own memory where
+//! it is the host's (`output`): one host copy of an output at most.
 //! Dispatches may go on a CUDA stream, queued without a wait. Textures are
 //! `Texture` objects made from bytes on a runtime (`Runtime.texture`)
 //! and bound to `texture2d` parameters; the Python side converts numpy
@@ -43,6 +45,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 mod array;
 mod dlpack;
 mod ops;
+mod output;
 mod typing;
 
 create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
@@ -460,8 +463,10 @@ impl Runtime {
     /// `stream` queues the dispatch on that CUDA stream without waiting;
     /// `dlpack_stream` is what DLPack producers are told (see
     /// [`dlpack::from_dlpack`]). Returns the final contents of every
-    /// read-write buffer that came from the host (`None` for the others,
-    /// whose memory the caller holds) and the dispatch report as JSON.
+    /// read-write buffer that came from the host, as read-only
+    /// `memoryview`s of bytes (the simulator's own memory, no copy: see
+    /// [`output`]; `None` for the others, whose memory the caller holds),
+    /// and the dispatch report as JSON.
     ///
     /// On the simulator, `max_loop_iterations` (per SIMD group) and
     /// `timeout` (seconds) stop a dispatch that does not end, and Ctrl-C
@@ -482,7 +487,7 @@ impl Runtime {
         dlpack_stream: Option<i64>,
         max_loop_iterations: Option<u64>,
         timeout: Option<f64>,
-    ) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, String)> {
+    ) -> PyResult<(Vec<Option<Bound<'py, PyAny>>>, String)> {
         let timeout = timeout
             .map(|t| {
                 Duration::try_from_secs_f64(t)
@@ -652,21 +657,7 @@ impl Runtime {
             };
             match (param.kind, host) {
                 (ParamKind::Buffer { access: Access::ReadWrite, .. }, Some(b)) => {
-                    // Read straight into the result object: one copy of the
-                    // output on the host, and a failed allocation is a
-                    // `DispatchError` naming the size, like the device's.
-                    let len = b.len_bytes();
-                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(0, dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
-                        if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
-                            DispatchError::new_err(format!(
-                                "kernel `{}`, output `{}`: cannot allocate the result of {len} bytes: out of memory",
-                                kernel.name, param.name
-                            ))
-                        } else {
-                            e
-                        }
-                    })?;
-                    out.push(Some(bytes));
+                    out.push(Some(output::output_view(py, b, &kernel.name, &param.name)?));
                 }
                 _ => out.push(None),
             }
@@ -746,6 +737,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Runtime>()?;
     m.add_class::<array::Array>()?;
     m.add_class::<Texture>()?;
+    m.add_class::<output::OutputMemory>()?;
     m.add_function(wrap_pyfunction!(texture_formats, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;

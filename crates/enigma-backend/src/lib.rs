@@ -83,6 +83,16 @@ pub trait BufferStorage: Send + Sync + Debug {
     fn device_address(&self) -> Option<u64> {
         None
     }
+    /// The address of the buffer's bytes in this process's memory, where
+    /// the device's memory is host memory laid out byte for byte as kernels
+    /// see it (the simulator on a little-endian host): a front end may then
+    /// view the contents without copying them. `None` elsewhere. The address
+    /// stays valid while the storage lives; reading through it races with a
+    /// dispatch that writes the buffer, so views are for buffers no
+    /// dispatch uses any more.
+    fn host_address(&self) -> Option<u64> {
+        None
+    }
     /// Copies `data` into the buffer at `offset` (bounds already checked).
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError>;
     /// Copies from the buffer at `offset` into `out` (bounds already checked).

@@ -438,6 +438,16 @@ impl Buffer {
         self.storage.device_address()
     }
 
+    /// The address of the buffer's bytes in this process's memory, where
+    /// the device's memory is host memory laid out as kernels see it (the
+    /// simulator on a little-endian host); `None` elsewhere. Valid while any
+    /// clone of this buffer lives; a front end may hand out a view of a
+    /// buffer that no later dispatch writes (a finished dispatch's output)
+    /// instead of copying it.
+    pub fn host_address(&self) -> Option<u64> {
+        self.storage.host_address()
+    }
+
     /// The contents as elements of `T`.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, RuntimeError> {
         let bytes = self.read_bytes()?;
