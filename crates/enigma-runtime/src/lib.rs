@@ -27,7 +27,7 @@
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchOptions};
 pub use enigma_backend::{
-    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
+    CooperativeLowering, DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
     TextureDesc, TextureFormat, ThreadRef,
 };
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
