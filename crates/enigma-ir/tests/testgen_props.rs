@@ -65,7 +65,7 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn generated_kernels_validate_and_round_trip(kernel in arb_kernel(GenConfig { textures: true, cooperative: true, ..GenConfig::default() })) {
+    fn generated_kernels_validate_and_round_trip(kernel in arb_kernel(GenConfig { textures: true, ..GenConfig::default() })) {
         if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
             panic!("{e}\n{}", print(&kernel));
         }
