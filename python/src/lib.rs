@@ -241,13 +241,12 @@ impl CompiledKernel {
         format!("{major}.{minor}")
     }
 
-    /// CUDA C++ for the kernel, with this compilation's specialisation values.
+    /// CUDA C++ for the kernel, with this compilation's specialisation
+    /// values, for any architecture (cooperative products on the scalar
+    /// path; `Runtime.cuda_source` gives what a device compiles).
     #[getter]
     fn cuda(&self) -> PyResult<String> {
-        let options = enigma_codegen::cuda::Options { spec_values: self.spec.resolve(&self.kernel), ..Default::default() };
-        enigma_codegen::cuda::write_string(&self.kernel, &self.info, &options)
-            .map(|s| s.source)
-            .map_err(|e| CompileError::new_err(e.to_string()))
+        self.cuda_source(false)
     }
 
     /// Bytes of threadgroup memory the kernel declares.
@@ -371,6 +370,16 @@ fn is_valid_identifier(name: &str) -> bool {
     enigma_ir::validate::is_valid_identifier(name) && enigma_ir::Builtin::from_name(name).is_none()
 }
 
+impl CompiledKernel {
+    /// CUDA C++ for the kernel, cooperative products on `wgmma` where they qualify if `wgmma`.
+    fn cuda_source(&self, wgmma: bool) -> PyResult<String> {
+        let options = enigma_codegen::cuda::Options { spec_values: self.spec.resolve(&self.kernel), wgmma, ..Default::default() };
+        enigma_codegen::cuda::write_string(&self.kernel, &self.info, &options)
+            .map(|s| s.source)
+            .map_err(|e| CompileError::new_err(e.to_string()))
+    }
+}
+
 /// A device connection: `Runtime("auto" | "sim" | "cpu" | "metal" | "cuda")`,
 /// with the kernel library's pipelines made on it.
 #[pyclass(module = "enigma._enigma", frozen)]
@@ -429,6 +438,21 @@ impl Runtime {
         })?;
         let tex = self.rt.texture_from_bytes(format, width, height, data).map_err(|e| runtime_err(py, e))?;
         Ok(Texture { tex, device: self.rt.device().kind.name() })
+    }
+
+    /// The CUDA C++ this runtime's device compiles `compiled` to: with
+    /// cooperative products on `wgmma` where the device's cooperative
+    /// lowering is `wgmma` (sm_90a). A `DispatchError` on other devices.
+    fn cuda_source(&self, compiled: &CompiledKernel) -> PyResult<String> {
+        let device = self.rt.device();
+        if device.kind != enigma_runtime::DeviceKind::Cuda {
+            return Err(DispatchError::new_err(format!(
+                "kernel `{}`: the {} device does not compile CUDA (compiled.cuda is the source for any CUDA GPU)",
+                compiled.kernel.name,
+                device.kind.name()
+            )));
+        }
+        compiled.cuda_source(device.wgmma())
     }
 
     /// Waits for every dispatch queued on the device.
