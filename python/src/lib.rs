@@ -15,6 +15,8 @@
 //! DLPack (copied once into the device's memory, and back into the caller's
 //! array for parameters the kernel writes). Raw `bytes` (the stable ABI of
 //! Python 3.9 has no buffer protocol) still serve bytes-like objects.
+//! Outputs come back as `memoryview`s, of the simulator's own memory where
+//! it is the host's (`output`): one host copy of an output at most.
 //! Dispatches may go on a CUDA stream, queued without a wait. Textures are
 //! `Texture` objects made from bytes on a runtime (`Runtime.texture`)
 //! and bound to `texture2d` parameters; the Python side converts numpy
@@ -43,6 +45,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 mod array;
 mod dlpack;
 mod ops;
+mod output;
 mod typing;
 
 create_exception!(enigma, EnigmaError, PyException, "Base class of every error enigma raises.");
@@ -238,13 +241,12 @@ impl CompiledKernel {
         format!("{major}.{minor}")
     }
 
-    /// CUDA C++ for the kernel, with this compilation's specialisation values.
+    /// CUDA C++ for the kernel, with this compilation's specialisation
+    /// values, for any architecture (cooperative products on the scalar
+    /// path; `Runtime.cuda_source` gives what a device compiles).
     #[getter]
     fn cuda(&self) -> PyResult<String> {
-        let options = enigma_codegen::cuda::Options { spec_values: self.spec.resolve(&self.kernel), ..Default::default() };
-        enigma_codegen::cuda::write_string(&self.kernel, &self.info, &options)
-            .map(|s| s.source)
-            .map_err(|e| CompileError::new_err(e.to_string()))
+        self.cuda_source(false)
     }
 
     /// Bytes of threadgroup memory the kernel declares.
@@ -368,6 +370,16 @@ fn is_valid_identifier(name: &str) -> bool {
     enigma_ir::validate::is_valid_identifier(name) && enigma_ir::Builtin::from_name(name).is_none()
 }
 
+impl CompiledKernel {
+    /// CUDA C++ for the kernel, cooperative products on `wgmma` where they qualify if `wgmma`.
+    fn cuda_source(&self, wgmma: bool) -> PyResult<String> {
+        let options = enigma_codegen::cuda::Options { spec_values: self.spec.resolve(&self.kernel), wgmma, ..Default::default() };
+        enigma_codegen::cuda::write_string(&self.kernel, &self.info, &options)
+            .map(|s| s.source)
+            .map_err(|e| CompileError::new_err(e.to_string()))
+    }
+}
+
 /// A device connection: `Runtime("auto" | "sim" | "cpu" | "metal" | "cuda")`,
 /// with the kernel library's pipelines made on it.
 #[pyclass(module = "enigma._enigma", frozen)]
@@ -428,6 +440,21 @@ impl Runtime {
         Ok(Texture { tex, device: self.rt.device().kind.name() })
     }
 
+    /// The CUDA C++ this runtime's device compiles `compiled` to: with
+    /// cooperative products on `wgmma` where the device's cooperative
+    /// lowering is `wgmma` (sm_90a). A `DispatchError` on other devices.
+    fn cuda_source(&self, compiled: &CompiledKernel) -> PyResult<String> {
+        let device = self.rt.device();
+        if device.kind != enigma_runtime::DeviceKind::Cuda {
+            return Err(DispatchError::new_err(format!(
+                "kernel `{}`: the {} device does not compile CUDA (compiled.cuda is the source for any CUDA GPU)",
+                compiled.kernel.name,
+                device.kind.name()
+            )));
+        }
+        compiled.cuda_source(device.wgmma())
+    }
+
     /// Waits for every dispatch queued on the device.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         let rt = &self.rt;
@@ -460,8 +487,10 @@ impl Runtime {
     /// `stream` queues the dispatch on that CUDA stream without waiting;
     /// `dlpack_stream` is what DLPack producers are told (see
     /// [`dlpack::from_dlpack`]). Returns the final contents of every
-    /// read-write buffer that came from the host (`None` for the others,
-    /// whose memory the caller holds) and the dispatch report as JSON.
+    /// read-write buffer that came from the host, as read-only
+    /// `memoryview`s of bytes (the simulator's own memory, no copy: see
+    /// [`output`]; `None` for the others, whose memory the caller holds),
+    /// and the dispatch report as JSON.
     ///
     /// On the simulator, `max_loop_iterations` (per SIMD group) and
     /// `timeout` (seconds) stop a dispatch that does not end, and Ctrl-C
@@ -482,7 +511,7 @@ impl Runtime {
         dlpack_stream: Option<i64>,
         max_loop_iterations: Option<u64>,
         timeout: Option<f64>,
-    ) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, String)> {
+    ) -> PyResult<(Vec<Option<Bound<'py, PyAny>>>, String)> {
         let timeout = timeout
             .map(|t| {
                 Duration::try_from_secs_f64(t)
@@ -652,21 +681,7 @@ impl Runtime {
             };
             match (param.kind, host) {
                 (ParamKind::Buffer { access: Access::ReadWrite, .. }, Some(b)) => {
-                    // Read straight into the result object: one copy of the
-                    // output on the host, and a failed allocation is a
-                    // `DispatchError` naming the size, like the device's.
-                    let len = b.len_bytes();
-                    let bytes = PyBytes::new_with(py, len, |dst| b.read_into(0, dst).map_err(|e| runtime_err(py, e))).map_err(|e| {
-                        if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) {
-                            DispatchError::new_err(format!(
-                                "kernel `{}`, output `{}`: cannot allocate the result of {len} bytes: out of memory",
-                                kernel.name, param.name
-                            ))
-                        } else {
-                            e
-                        }
-                    })?;
-                    out.push(Some(bytes));
+                    out.push(Some(output::output_view(py, b, &kernel.name, &param.name)?));
                 }
                 _ => out.push(None),
             }
@@ -746,6 +761,7 @@ fn _enigma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Runtime>()?;
     m.add_class::<array::Array>()?;
     m.add_class::<Texture>()?;
+    m.add_class::<output::OutputMemory>()?;
     m.add_function(wrap_pyfunction!(texture_formats, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add_function(wrap_pyfunction!(is_valid_identifier, m)?)?;

@@ -164,7 +164,7 @@ def test_cuda_request_is_either_a_device_or_a_clear_error():
 def test_scalar_param_and_return_bytes(rt):
     a = np.arange(100, dtype=np.float32)
     out = rt.execute(enigma.compile(scale), inputs=[a, 2.5], output_size=400, grid=(100, 1, 1), threads=(32, 1, 1))
-    assert isinstance(out, bytes) and len(out) == 400
+    assert isinstance(out, memoryview) and out.readonly and len(out) == 400 and out.format == "B"
     np.testing.assert_array_equal(as_array(out, np.float32), a * np.float32(2.5))
     # numpy scalars work too
     out = rt.execute(enigma.compile(scale), inputs=[a, np.float32(-1)], output_size=400, grid=100, threads=32)

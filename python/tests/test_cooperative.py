@@ -8,6 +8,8 @@ left operand; the scope checked at dispatch."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,12 @@ def test_the_msl_lowering_follows_the_version():
     assert metal4.msl_version == "4.0"
     assert "#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>" in metal4.msl
     assert "mpp::tensor_ops::matmul2d<" in metal4.msl and "enigma_coop_" not in metal4.msl
+
+
+def test_the_device_source_and_lowering_are_the_runtimes():
+    rt = enigma.MetalRuntime(device="cpu")
+    assert json.loads(rt.native.info_json)["cooperative_lowering"] == "reference"
+    with pytest.raises(enigma.DispatchError, match="the sim device does not compile CUDA"):
+        rt.native.cuda_source(enigma.compile(gemm_tile).native)
+    # The portable source takes the scalar path: no wgmma without a device that has it.
+    assert "wgmma.mma_async" not in enigma.compile(gemm_tile).cuda

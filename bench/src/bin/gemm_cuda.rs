@@ -148,7 +148,7 @@ fn main() {
                 }
             }
         }
-        if dtype != DType::F32 && rt.device().wgmma {
+        if dtype != DType::F32 && rt.device().wgmma() {
             for (tm, tn, tk, stages) in COOP_SWEEP {
                 let cfg = CoopGemmConfig { input: dtype, output: DType::F32, tm, tn, tk, stages };
                 if cfg.check(limit).is_ok() {

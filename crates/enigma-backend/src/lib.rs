@@ -63,14 +63,67 @@ pub struct DeviceInfo {
     pub memory_bytes: Option<u64>,
     /// The optional features this device supports (see [`enigma_ir::capabilities`]).
     pub features: std::collections::BTreeSet<enigma_ir::Feature>,
-    /// Whether cooperative tensor products run on warpgroup matrix
-    /// instructions (CUDA's `wgmma`: a GPU compiled for `sm_90a`); where
-    /// false they take the backend's general path.
-    pub wgmma: bool,
+    /// How the backend lowers cooperative tensor operations on this device
+    /// (the choice it makes when it compiles a kernel); `None` where the
+    /// device does not run them.
+    pub cooperative_lowering: Option<CooperativeLowering>,
     /// The pixel formats this device can bind as `access::read_write`
     /// textures (Metal's `readWriteTextureSupport`; the simulator and CUDA
     /// allow every format).
     pub read_write_textures: ReadWriteTier,
+}
+
+impl DeviceInfo {
+    /// Whether cooperative tensor products run on warpgroup matrix
+    /// instructions (CUDA's `wgmma`: a GPU compiled for `sm_90a`).
+    pub fn wgmma(&self) -> bool {
+        self.cooperative_lowering == Some(CooperativeLowering::Wgmma)
+    }
+
+    /// Whether cooperative tensor products with 16-bit operands may run on
+    /// `mma.sync` (CUDA, compute capability 8.0 and later).
+    pub fn mma(&self) -> bool {
+        matches!(self.cooperative_lowering, Some(CooperativeLowering::Wgmma | CooperativeLowering::MmaSync))
+    }
+}
+
+/// How a device's backend runs cooperative tensor operations (`matmul2d`
+/// and the cooperative tensors it fills), as `enigma info` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CooperativeLowering {
+    /// The simulator's reference semantics (each element summed in f32 in k
+    /// order; under the sanitizer, several seeded layouts).
+    Reference,
+    /// Metal 4 (MSL 4.0): MetalPerformancePrimitives'
+    /// `mpp::tensor_ops::matmul2d` on `tensor` views and `cooperative_tensor`s.
+    MetalPerformancePrimitives,
+    /// Apple GPUs below Metal 4: `simdgroup_matrix` fragments (8×8 tiles).
+    SimdgroupMatrix,
+    /// CUDA on `sm_90a`: products that qualify issue `wgmma.mma_async`
+    /// (warpgroups of four warps), other 16-bit products `mma.sync`, the
+    /// rest the scalar path.
+    Wgmma,
+    /// CUDA on compute capability 8.0 and later without `wgmma`: 16-bit
+    /// products on `mma.sync` m16n8k16 fragments, the rest the scalar path.
+    MmaSync,
+    /// CUDA elsewhere: every thread sums its own elements with `fmaf` in
+    /// k order, in per-thread register arrays.
+    Scalar,
+}
+
+impl CooperativeLowering {
+    /// A short description for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CooperativeLowering::Reference => "the simulator's reference (f32 sums in k order; seeded layouts under the sanitizer)",
+            CooperativeLowering::MetalPerformancePrimitives => "MetalPerformancePrimitives matmul2d (Metal 4, MSL 4.0)",
+            CooperativeLowering::SimdgroupMatrix => "simdgroup_matrix fragments (below Metal 4)",
+            CooperativeLowering::Wgmma => "wgmma.mma_async on sm_90a for scopes of 4·k SIMD groups, mma.sync for other 16-bit products, the scalar path for the rest",
+            CooperativeLowering::MmaSync => "mma.sync m16n8k16 for 16-bit products, the scalar path for the rest",
+            CooperativeLowering::Scalar => "the scalar path (per-thread fmaf in k order)",
+        }
+    }
 }
 
 /// Device memory a backend can bind: memory it allocated and owns, or
@@ -81,6 +134,16 @@ pub trait BufferStorage: Send + Sync + Debug {
     /// whose memory has one that other libraries can use (a CUDA device
     /// pointer); `None` for simulated memory.
     fn device_address(&self) -> Option<u64> {
+        None
+    }
+    /// The address of the buffer's bytes in this process's memory, where
+    /// the device's memory is host memory laid out byte for byte as kernels
+    /// see it (the simulator on a little-endian host): a front end may then
+    /// view the contents without copying them. `None` elsewhere. The address
+    /// stays valid while the storage lives; reading through it races with a
+    /// dispatch that writes the buffer, so views are for buffers no
+    /// dispatch uses any more.
+    fn host_address(&self) -> Option<u64> {
         None
     }
     /// Copies `data` into the buffer at `offset` (bounds already checked).

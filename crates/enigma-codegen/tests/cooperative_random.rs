@@ -1,11 +1,13 @@
 //! Random kernels with a cooperative-tensor phase (`enigma_ir::testgen`,
-//! `GenConfig::cooperative`): their MSL, on SIMD-group matrix fragments
-//! (the version each kernel needs) and with MetalPerformancePrimitives (MSL
-//! 4.0), passes the strict clang check (`tests/msl_strict/`, see `strict`).
+//! `GenConfig::cooperative`, on by default): their MSL, on SIMD-group
+//! matrix fragments (the version each kernel needs) and with
+//! MetalPerformancePrimitives (MSL 4.0), passes the strict clang check
+//! (`tests/msl_strict/`, see `strict`), and the CUDA generator writes them
+//! for every architecture (the differential test runs them on a GPU).
 
 mod strict;
 
-use enigma_codegen::msl;
+use enigma_codegen::{cuda, msl};
 use enigma_ir::testgen::{case_with, GenConfig};
 use enigma_ir::{validate, Feature};
 
@@ -15,7 +17,7 @@ fn random_cooperative_kernels_pass_the_strict_check_both_ways() {
         println!("skipped: {why}");
         return;
     }
-    let config = GenConfig { cooperative: true, floats: true, ..GenConfig::default() };
+    let config = GenConfig::default();
     let dir = strict::scratch_dir("cooperative-random");
     let (mut cooperative, mut failures) = (0, vec![]);
     for seed in 0..48u64 {
@@ -36,5 +38,27 @@ fn random_cooperative_kernels_pass_the_strict_check_both_ways() {
     }
     std::fs::remove_dir_all(&dir).ok();
     assert!(cooperative >= 8, "only {cooperative} of 48 random kernels have a cooperative phase");
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn random_cooperative_kernels_are_written_for_cuda_with_and_without_wgmma() {
+    let (mut cooperative, mut failures) = (0, vec![]);
+    for seed in 0..64u64 {
+        let kernel = case_with(&GenConfig::default(), seed).kernel;
+        let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        if !info.features.contains(&Feature::CooperativeTensors) {
+            continue;
+        }
+        cooperative += 1;
+        for wgmma in [false, true] {
+            match cuda::write_string(&kernel, &info, &cuda::Options { wgmma, ..cuda::Options::default() }) {
+                Ok(source) if !source.source.contains("coop_out") => failures.push(format!("seed {seed}, wgmma {wgmma}: no coop_out in the source")),
+                Ok(_) => {}
+                Err(e) => failures.push(format!("seed {seed}, wgmma {wgmma}: {e}")),
+            }
+        }
+    }
+    assert!(cooperative >= 8, "only {cooperative} of 64 default random kernels have a cooperative phase");
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

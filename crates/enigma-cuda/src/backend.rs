@@ -3,7 +3,7 @@
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use enigma_backend::{
-    own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
+    own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, CooperativeLowering, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
     DispatchReport, ReadWriteTier, RuntimeError, SpecValues,
 };
 use enigma_codegen::cuda::{CudaSource, LaunchParam};
@@ -146,7 +146,11 @@ impl CudaBackend {
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
             features: cuda_features(major),
             // Cooperative products compile to `wgmma` for `sm_90a` only.
-            wgmma: arch_for(major, minor) == WGMMA_ARCH,
+            cooperative_lowering: Some(match arch_for(major, minor) {
+                WGMMA_ARCH => CooperativeLowering::Wgmma,
+                arch if has_mma_m16n8k16(arch) => CooperativeLowering::MmaSync,
+                _ => CooperativeLowering::Scalar,
+            }),
             // Surfaces read and write every format enigma has.
             read_write_textures: ReadWriteTier::Tier2,
         };
@@ -640,7 +644,7 @@ impl Backend for CudaBackend {
         if bytes > self.info.max_threadgroup_memory_bytes {
             return Err(RuntimeError::ThreadgroupMemory { kernel: kernel.name.clone(), bytes, limit: self.info.max_threadgroup_memory_bytes });
         }
-        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.arch == WGMMA_ARCH, mma: has_mma_m16n8k16(self.arch), ..Default::default() };
+        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.info.wgmma(), mma: self.info.mma(), ..Default::default() };
         let source = enigma_codegen::cuda::write_string(kernel, info, &options)
             .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
         let function = self.module_for(&source)?;

@@ -3,6 +3,9 @@
 //! float exactly representable (integers; multiples of 0.25 in quantized
 //! matrix products) and every sum exact, so the comparison is exact:
 //! integers bit for bit, floats by value (see the testgen module docs).
+//! The mixed configuration has every phase the generator turns on by
+//! default, cooperative-tensor products among them (about half of its
+//! kernels); the count is printed and must not be zero.
 //!
 //! `ENIGMA_DIFF_CASES` sets how many seeds run (default 300); a failure names
 //! its seed, and `ENIGMA_DIFF_SEED` runs that one alone. Without a CUDA
@@ -86,10 +89,11 @@ fn random_kernels_agree_between_the_simulator_and_cuda() {
         None => (0..cases).collect(),
     };
     let configs = [("mixed", GenConfig::default()), ("integer-only", GenConfig { floats: false, ..GenConfig::default() })];
-    let mut failures = vec![];
+    let (mut failures, mut cooperative) = (vec![], 0);
     for seed in &seeds {
         for (label, config) in &configs {
             let case = case_with(config, *seed);
+            cooperative += usize::from(!case.kernel.cooperative_tensors.is_empty());
             let outcome = run(&sim, &case).and_then(|want| {
                 let got = run(&cuda, &case)?;
                 case.compare_outputs(&want, &got)
@@ -99,6 +103,7 @@ fn random_kernels_agree_between_the_simulator_and_cuda() {
             }
         }
     }
-    println!("{} kernels compared, {} differ", seeds.len() * configs.len(), failures.len());
+    println!("{} kernels compared ({cooperative} with cooperative tensors), {} differ", seeds.len() * configs.len(), failures.len());
+    assert!(cooperative > 0 || seeds.len() < 8, "no kernel of {} seeds has a cooperative phase", seeds.len());
     assert!(failures.is_empty(), "{}", failures.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
 }

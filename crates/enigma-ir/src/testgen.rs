@@ -79,8 +79,8 @@
 //!   SIMD group (`execution_simdgroup`), maybe after loading it from
 //!   `coop_in` and accumulating, maybe then adding each slot's row through
 //!   `get_multidimensional_index`, and stores it to the SIMD group's region
-//!   of the extra output `coop_out`. Off by default: only the simulator runs
-//!   cooperative tensors yet.
+//!   of the extra output `coop_out`. On by default: the simulator, CUDA (the
+//!   scalar path; `wgmma` takes larger scopes) and both MSL lowerings run it.
 //! * **Per-thread arrays** (with `thread_arrays`): a phase at the top level
 //!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
 //!   unrolled at compile time, and from then on expressions may read it at
@@ -166,7 +166,7 @@ pub struct GenConfig {
     /// simulator runs textures yet.
     pub textures: bool,
     /// A cooperative-tensor phase may appear (see the module doc); needs
-    /// `floats`. Off by default, since only the simulator runs it yet.
+    /// `floats`.
     pub cooperative: bool,
     /// A per-thread-array phase may appear (`ta`, filled in an unrolled
     /// loop, then read by expressions).
@@ -195,7 +195,7 @@ impl Default for GenConfig {
             async_copies: true,
             thread_arrays: true,
             textures: false,
-            cooperative: false,
+            cooperative: true,
         }
     }
 }

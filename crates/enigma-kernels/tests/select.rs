@@ -10,7 +10,7 @@
 mod devices;
 
 use devices::device;
-use enigma_backend::{DeviceInfo, DeviceKind};
+use enigma_backend::{CooperativeLowering, DeviceInfo, DeviceKind};
 use enigma_ir::{Feature, QuantLayout};
 use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
@@ -99,7 +99,7 @@ fn overrides_move_the_kernel_choice() {
 #[test]
 fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     let cooperative = |wgmma: bool| DeviceInfo {
-        wgmma,
+        cooperative_lowering: Some(if wgmma { CooperativeLowering::Wgmma } else { CooperativeLowering::Scalar }),
         features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
         ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
     };

@@ -122,6 +122,12 @@ impl MetalBackend {
             // MSL 4.0 and MetalPerformancePrimitives: the Metal4 family, on
             // macOS 26 or later (older systems do not know the family).
             let metal4 = objc2::available!(macos = 26.0) && device.supportsFamily(MTLGPUFamily::Metal4);
+            let families = mapping::GpuFamilies {
+                apple7: device.supportsFamily(MTLGPUFamily::Apple7),
+                mac2: device.supportsFamily(MTLGPUFamily::Mac2),
+                metal4,
+            };
+            let features = mapping::device_features(&options.msl, families);
             let info = DeviceInfo {
                 kind: DeviceKind::Metal,
                 max_threads_per_threadgroup: mapping::device_max_threads(device.maxThreadsPerThreadgroup().width),
@@ -136,16 +142,9 @@ impl MetalBackend {
                 // SIMD-group matrices and cooperative tensors on Apple7 and
                 // Mac2 GPUs; device-scope fences on Apple silicon where the
                 // options ask for MSL 3.2.
-                features: mapping::device_features(
-                    &options.msl,
-                    mapping::GpuFamilies {
-                        apple7: device.supportsFamily(MTLGPUFamily::Apple7),
-                        mac2: device.supportsFamily(MTLGPUFamily::Mac2),
-                        metal4,
-                    },
-                ),
+                cooperative_lowering: mapping::cooperative_lowering(&features, families),
+                features,
                 read_write_textures: mapping::read_write_tier(device.readWriteTextureSupport().0),
-                wgmma: false,
                 name,
             };
             let non_uniform_threadgroups =

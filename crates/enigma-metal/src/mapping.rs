@@ -4,7 +4,7 @@
 //! while the library itself uses it only on macOS.
 
 use enigma_backend::args::literal_bits;
-use enigma_backend::{ReadWriteTier, TextureDesc, TextureFormat};
+use enigma_backend::{CooperativeLowering, ReadWriteTier, TextureDesc, TextureFormat};
 use enigma_ir::{Feature, KernelInfo, Literal, Scalar, TextureAccess, Type};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -165,6 +165,18 @@ pub(crate) fn device_features(options: &enigma_codegen::msl::Options, families: 
     features
 }
 
+/// How a device of `families` running `features` writes cooperative tensor
+/// operations: with MetalPerformancePrimitives on Metal 4 devices (where
+/// [`kernel_msl_options`] writes such a kernel for MSL 4.0), on
+/// `simdgroup_matrix` fragments below; `None` without the feature.
+pub(crate) fn cooperative_lowering(features: &BTreeSet<Feature>, families: GpuFamilies) -> Option<CooperativeLowering> {
+    features.contains(&Feature::CooperativeTensors).then_some(if families.metal4 {
+        CooperativeLowering::MetalPerformancePrimitives
+    } else {
+        CooperativeLowering::SimdgroupMatrix
+    })
+}
+
 /// The generator's options for one kernel: the backend's, with MSL 4.0
 /// (cooperative tensors written with MetalPerformancePrimitives) where the
 /// kernel has cooperative tensor operations and the device has Metal 4.
@@ -237,6 +249,13 @@ mod tests {
         let msl_4 = enigma_codegen::msl::Options { language_version: enigma_codegen::msl::MPP_VERSION, ..Default::default() };
         assert!(!device_features(&msl_4, GpuFamilies { apple7: true, mac2: false, metal4: false }).contains(&Feature::CooperativeTensors));
         assert!(device_features(&msl_4, GpuFamilies { apple7: true, mac2: false, metal4: true }).contains(&Feature::CooperativeTensors));
+        // The lowering each reports: MPP on Metal 4, fragments below, none on an A13.
+        let lowering = |options: &enigma_codegen::msl::Options, families| cooperative_lowering(&device_features(options, families), families);
+        assert_eq!(lowering(&msl_3_2, GpuFamilies { apple7: true, mac2: false, metal4: true }), Some(CooperativeLowering::MetalPerformancePrimitives));
+        assert_eq!(lowering(&msl_3_2, GpuFamilies { apple7: true, mac2: false, metal4: false }), Some(CooperativeLowering::SimdgroupMatrix));
+        assert_eq!(lowering(&msl_3_2, GpuFamilies { apple7: false, mac2: true, metal4: false }), Some(CooperativeLowering::SimdgroupMatrix));
+        assert_eq!(lowering(&msl_3_2, GpuFamilies { apple7: false, mac2: false, metal4: false }), None);
+        assert_eq!(lowering(&msl_4, GpuFamilies { apple7: true, mac2: false, metal4: false }), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@
 
 use enigma_backend::{ArgValue, Backend, BufferStorage, CompiledKernel, DispatchOptions};
 pub use enigma_backend::{
-    DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
+    CooperativeLowering, DeviceInfo, DeviceKind, DispatchGeometry, DispatchReport, Finding, FindingKind, ReadWriteTier, RuntimeError, Severity, SpecValues, StopReason,
     TextureDesc, TextureFormat, ThreadRef,
 };
 use enigma_ir::{validate, Kernel, Literal, Scalar, Type, ValidationOptions};
@@ -436,6 +436,16 @@ impl Buffer {
     /// libraries can use (a CUDA device pointer); `None` on the simulator.
     pub fn device_address(&self) -> Option<u64> {
         self.storage.device_address()
+    }
+
+    /// The address of the buffer's bytes in this process's memory, where
+    /// the device's memory is host memory laid out as kernels see it (the
+    /// simulator on a little-endian host); `None` elsewhere. Valid while any
+    /// clone of this buffer lives; a front end may hand out a view of a
+    /// buffer that no later dispatch writes (a finished dispatch's output)
+    /// instead of copying it.
+    pub fn host_address(&self) -> Option<u64> {
+        self.storage.host_address()
     }
 
     /// The contents as elements of `T`.

@@ -117,7 +117,7 @@ fn a_kernel_needing_a_feature_the_device_lacks_is_refused_naming_both() {
         compute_units: 40,
         memory_bytes: None,
         features: Default::default(),
-        wgmma: false,
+        cooperative_lowering: None,
         read_write_textures: ReadWriteTier::Tier2,
     };
     let err = check_features(&kernel, &info, &device).unwrap_err().to_string();

@@ -7,7 +7,8 @@
 //! flow) are checked twice: `Runtime::pipeline` must reject them with
 //! `NonUniformBarrier` at the barrier, and the simulator, given the kernel
 //! with barrier uniformity unchecked (`enigma_testing::harness::run_unvalidated`),
-//! must report the divergence at run time.
+//! must report the divergence at run time. Bugs the runtime refuses at
+//! dispatch (`corpus::refusals`) must fail with their message and no finding.
 
 #![allow(clippy::result_large_err)] // RuntimeError is the runtime's own error type, returned as is.
 
@@ -163,6 +164,26 @@ corpus_tests! {
     threadgroup_count_as_grid,
     rows_dispatched_as_threads,
     cooperative_slots_by_index,
+}
+
+/// Bugs the runtime refuses at dispatch (`corpus::refusals`): the buggy
+/// launch fails with the corpus's message, naming the kernel, and is no
+/// sanitizer finding; the fixed launch runs with no finding at all.
+#[test]
+fn every_refusal_is_refused_at_dispatch_and_its_fix_runs_clean() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let refusals = corpus::refusals();
+    assert!(refusals.iter().any(|r| r.name == "cooperative_scope_mismatch"));
+    for r in &refusals {
+        let kernel = (r.buggy.kernel)();
+        let err = run_dispatch_outcome(&rt, &kernel, &(r.buggy.launch)()).expect_err(r.name);
+        assert!(!matches!(err, RuntimeError::Sanitizer { .. }), "{}: {err}", r.name);
+        let text = err.to_string();
+        assert!(text.contains(&format!("kernel `{}` {}", kernel.name, r.message)), "{}: {text}", r.name);
+        let fixed = (r.fixed.kernel)();
+        let findings = run_dispatch_outcome(&rt, &fixed, &(r.fixed.launch)()).unwrap_or_else(|e| panic!("{} (fixed): {e}", r.name));
+        assert!(findings.is_empty(), "{} (fixed):\n{}", r.name, show(&findings));
+    }
 }
 
 #[test]

@@ -73,7 +73,7 @@ impl SimBackend {
                 compute_units: threads,
                 memory_bytes: None,
                 features: enigma_ir::capabilities::all_features(),
-                wgmma: false,
+                cooperative_lowering: Some(enigma_backend::CooperativeLowering::Reference),
                 // The simulator reads and writes every format.
                 read_write_textures: ReadWriteTier::Tier2,
             },

@@ -90,6 +90,13 @@ impl BufferStorage for SimBuffer {
         self.len_bytes
     }
 
+    /// The words' memory: on a little-endian host the word of byte offset
+    /// `4·w` holds bytes `4·w .. 4·w + 4` in order, so it is the buffer's
+    /// bytes as kernels see them.
+    fn host_address(&self) -> Option<u64> {
+        cfg!(target_endian = "little").then(|| self.words.0.as_ptr() as u64)
+    }
+
     fn write(&self, offset: usize, data: &[u8]) -> Result<(), RuntimeError> {
         check_range(offset, data.len(), self.len_bytes)?;
         let head = ((4 - offset % 4) % 4).min(data.len());

@@ -1,7 +1,9 @@
 //! The sanitizer corpus: small kernels with one classic GPU bug each, the
 //! fixed version of each, the dispatch that exposes the bug, and what the
-//! simulator's sanitizer must report — plus [`library`], every seed kernel
-//! with a sensible dispatch, which must run clean.
+//! simulator's sanitizer must report — plus [`refusals`], bugs the runtime
+//! refuses at dispatch before anything runs (a cooperative scope that is not
+//! the threadgroup's SIMD groups), and [`library`], every seed kernel with a
+//! sensible dispatch, which must run clean.
 //!
 //! Everything here is plain data over `enigma-ir` and the backend's
 //! vocabulary ([`FindingKind`], [`DispatchMode`]): a consumer turns an [`ArgSpec`]
@@ -975,6 +977,26 @@ fn cooperative_slots_launch() -> Launch {
     Launch::threadgroups(1, 32, vec![ArgSpec::f16s(&values(32 * 16, 1)), ArgSpec::f16s(&values(16 * 32, 2)), ArgSpec::zeros(Type::F32, 32 * 32)])
 }
 
+/// Four SIMD groups' 64×64 product (k = 16) of f16 tiles, stored: a
+/// `matmul2d` at `execution_simdgroups(4)`.
+fn cooperative_four_simdgroups() -> Kernel {
+    let mut k = KernelBuilder::new("cooperative_four_simdgroups");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let b = k.buffer("B", Type::F16, Access::Read);
+    let c = k.buffer("C", Type::F32, Access::ReadWrite);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, Some(16)), ExecutionScope::Simdgroups(4));
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, &Tensor::new(a, [16u32, 64u32]), &Tensor::new(b, [64u32, 16u32]), acc);
+    k.cooperative_store(acc, &Tensor::new(c, [64u32, 64u32]));
+    finish(k)
+}
+
+/// One threadgroup of `threads` threads for [`cooperative_four_simdgroups`].
+fn cooperative_four_launch(threads: u32) -> Launch {
+    let values = |n: usize, seed: usize| -> Vec<f32> { (0..n).map(|i| ((i * 5 + seed) % 9) as f32 * 0.5 - 2.0).collect() };
+    Launch::threadgroups(1, threads, vec![ArgSpec::f16s(&values(64 * 16, 1)), ArgSpec::f16s(&values(16 * 64, 2)), ArgSpec::zeros(Type::F32, 64 * 64)])
+}
+
 // ------------------------------------------------------------ the corpus ---
 
 /// Every corpus entry, at least one per bug class (a)–(i).
@@ -1484,6 +1506,32 @@ fn f16_launch(n: u32, mode: DispatchMode, tg: u32, extra: Vec<ArgSpec>) -> Launc
         DispatchMode::Threadgroups => n.div_ceil(tg),
     };
     Launch { mode, size: [size, 1, 1], threads_per_threadgroup: [tg, 1, 1], args }
+}
+
+/// A bug the runtime refuses before the kernel runs, on every backend (in
+/// `check_dispatch`), so that no sanitizer run ever sees it: the buggy
+/// launch must fail with an error containing [`Refusal::message`], the fixed
+/// one run clean.
+#[derive(Clone, Copy, Debug)]
+pub struct Refusal {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub buggy: Variant,
+    pub fixed: Variant,
+    /// What the runtime's error must say (both numbers).
+    pub message: &'static str,
+}
+
+/// Every refusal of the corpus.
+pub fn refusals() -> Vec<Refusal> {
+    vec![Refusal {
+        name: "cooperative_scope_mismatch",
+        description: "a matmul2d at execution_simdgroups(4) dispatched with threadgroups of two SIMD groups",
+        buggy: Variant { kernel: cooperative_four_simdgroups, launch: || cooperative_four_launch(64) },
+        fixed: Variant { kernel: cooperative_four_simdgroups, launch: || cooperative_four_launch(128) },
+        message: "runs cooperative operations at execution_simdgroups(4), which needs threadgroups of exactly 4 SIMD groups (128 threads), \
+                  but this dispatch has a threadgroup of 64 threads (2 SIMD groups of 32)",
+    }]
 }
 
 /// Every kernel of [`dispatch_patterns`] and [`two_pass_sum`] with a dispatch it is meant

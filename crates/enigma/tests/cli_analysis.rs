@@ -279,7 +279,8 @@ fn info_catalog() {
 }
 
 /// `enigma info` lists the simulator with its limits, and every GPU backend
-/// either with what it reports or with the reason it is unavailable.
+/// either with what it reports (the cooperative-tensor lowering its backend
+/// compiles with among it) or with the reason it is unavailable.
 #[test]
 fn info_lists_runtime_devices() {
     let v = json(&["info", "--json"]);
@@ -290,13 +291,19 @@ fn info_lists_runtime_devices() {
     assert_eq!(sim["available"], true);
     assert_eq!(u(&sim["max_threads_per_threadgroup"]), 1024);
     assert_eq!(u(&sim["simd_width"]), 32);
+    assert_eq!(sim["cooperative_lowering"], "reference");
     for d in &devices[1..] {
         if d["available"] == false {
             assert!(!d["reason"].as_str().unwrap().is_empty(), "{d}");
         } else {
             assert_eq!(u(&d["simd_width"]), 32, "{d}");
+            let lowerings: &[&str] = if d["device"] == "cuda" { &["wgmma", "scalar"] } else { &["metal_performance_primitives", "simdgroup_matrix"] };
+            assert!(lowerings.contains(&d["cooperative_lowering"].as_str().unwrap_or("none")), "{d}");
         }
     }
+    let out = enigma(&["info"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sim: cooperative tensors: the simulator's reference"), "{text}");
 }
 
 /// A reader that closes the pipe early (`enigma … | head`) ends the output

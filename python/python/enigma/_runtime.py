@@ -25,9 +25,12 @@ Rust and dispatches, on the CUDA stream ``_devices.dispatch_stream`` picks
 * ``grid`` counts threads (Metal's ``dispatchThreads``: edge threadgroups
   are partial); give ``threadgroups=`` instead of ``grid=`` for
   ``dispatchThreadgroups``. Sizes are 1 to 3 positive ints.
-* Returns the output's bytes (a list of them for several outputs, ``None``
-  for none); an output given in ``outputs=`` as device memory comes back
-  as that same object. A writable input buffer that the kernel writes is
+* Returns the output's bytes as a read-only ``memoryview`` (a list of them
+  for several outputs, ``None`` for none): on the simulator a view of the
+  simulator's own buffer, so a large output is in memory once; from a GPU
+  one host copy. ``np.frombuffer(out, np.float32)`` and ``np.asarray(out)``
+  view it without copying; ``bytes(out)`` copies it. An output given in
+  ``outputs=`` as device memory comes back as that same object. A writable input buffer that the kernel writes is
   updated in place, as it would be in GPU memory shared with the host.
 * A ``texture2d`` parameter takes a :class:`Texture` (``rt.texture(array,
   format="rgba8unorm")``) in ``inputs``; the kernel reads and writes it in
@@ -197,7 +200,7 @@ class MetalRuntime:
     def execute(self, compiled: Any, inputs: Any = (), output_size: Any = None, grid: Any = None, threads: Any = (1, 1, 1), *,
                 outputs: Any = None, threadgroups: Any = None, sanitize: Optional[bool] = None, stream: Any = None,
                 max_loop_iterations: Optional[int] = None, timeout: Optional[float] = None) -> Any:
-        """Runs ``compiled`` once and returns its output bytes (see the module doc).
+        """Runs ``compiled`` once and returns a view of its output bytes (see the module doc).
 
         On the simulator a dispatch that does not end is stopped by
         ``max_loop_iterations`` (loop iterations per SIMD group) or
@@ -219,8 +222,9 @@ class MetalRuntime:
             timeout: the simulator's time limit in seconds.
 
         Returns:
-            the output's bytes (a list for several outputs, None for none); an
-            output given as device memory comes back as that object. When an
+            a read-only ``memoryview`` of the output's bytes (a list for
+            several outputs, None for none), viewed by numpy without a copy;
+            an output given as device memory comes back as that object. When an
             input is an ``mx.array``, each output made here comes back as a
             1-D ``mx.array`` of the output's element type instead of bytes.
         """
@@ -309,9 +313,9 @@ class MetalRuntime:
             if r is None:
                 init = args[p.index]
                 if isinstance(init, int):
-                    r = bytes(init)
+                    r = memoryview(bytes(init))
                 elif hasattr(init, "__array_interface__") and not isinstance(init, _enigma.Array):
-                    r = memoryview(init).tobytes()
+                    r = memoryview(memoryview(init).tobytes())
                 else:
                     r = init
             ret.append(r)

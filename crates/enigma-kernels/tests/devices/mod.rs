@@ -15,7 +15,7 @@ pub fn device(kind: DeviceKind, compute_units: u32, memory: u64, fences: bool) -
         compute_units,
         memory_bytes: None,
         features: if fences { [Feature::DeviceFence].into_iter().collect() } else { Default::default() },
-        wgmma: false,
+        cooperative_lowering: None,
         read_write_textures: ReadWriteTier::Tier2,
     }
 }

@@ -1,6 +1,8 @@
 //! `enigma info`: the devices this machine can run on (the simulator, and
-//! each GPU backend with its limits or the reason it is unavailable), then
-//! the built-in device catalogue; `--catalog` prints the catalogue alone.
+//! each GPU backend with its limits, features and cooperative-tensor
+//! lowering — the one its backend compiles with — or the reason it is
+//! unavailable), then the built-in device catalogue; `--catalog` prints the
+//! catalogue alone.
 
 use std::process::ExitCode;
 
@@ -40,6 +42,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Ok(i) => {
                     let features: Vec<&str> = i.features.iter().map(|f| f.describe()).collect();
                     println!("{}: runs {}", d.device, features.join(", "));
+                    let lowering = i.cooperative_lowering.map_or("not run on this device", |l| l.describe());
+                    println!("{}: cooperative tensors: {lowering}", d.device);
                 }
                 Err(why) => println!("{}: {why}", d.device),
             }
@@ -121,6 +125,7 @@ impl RuntimeDevice {
                 "max_threadgroup_memory_bytes": i.max_threadgroup_memory_bytes,
                 "memory_bytes": i.memory_bytes,
                 "features": i.features,
+                "cooperative_lowering": i.cooperative_lowering,
             }),
             Err(why) => serde_json::json!({ "device": self.device, "available": false, "reason": why }),
         }

@@ -88,7 +88,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
     let forced = match asked.cooperative {
         Some(false) => return Ok(None),
         Some(true) => true,
-        None if !device.wgmma => return Ok(None),
+        None if !device.wgmma() => return Ok(None),
         None => false,
     };
     let refusal = if !device.features.contains(&Feature::CooperativeTensors) {
