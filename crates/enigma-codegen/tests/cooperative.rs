@@ -438,3 +438,25 @@ fn off_hopper_products_run_on_mma_sync_fragments() {
     }
     assert!(!cu.contains("wgmma.mma_async") && !cu.contains("enigma_acc = fmaf(enigma_x, enigma_y, enigma_acc);"), "{cu}");
 }
+
+#[test]
+fn a_pitch_bound_once_to_a_local_reaches_wgmma_and_one_assigned_twice_does_not() {
+    // The Python front end binds each view's strides to locals.
+    let bound = |second: &str| {
+        WGMMA_GEMM
+            .replace("    var i: u32\n", "    var i: u32\n    var pitch: u32\n")
+            .replace("    row0 = (threadgroup_position_in_grid.y * 64u32)\n", &format!("    pitch = 64u32\n{second}    row0 = (threadgroup_position_in_grid.y * 64u32)\n"))
+            .replace("tensor(As, 0u32, 64u32, 64u32, 1u32, 64u32)", "tensor(As, 0u32, 64u32, 64u32, 1u32, pitch)")
+    };
+    for (second, wgmma) in [("", true), ("    pitch = (pitch + 0u32)\n", false)] {
+        let text = bound(second);
+        let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+        assert_eq!(cu.contains("wgmma.mma_async"), wgmma, "{second:?}:\n{cu}");
+        if wgmma {
+            // Checked again at run time.
+            assert!(cu.contains("enigma_a[3] == 1u && enigma_a[4] == 64u"), "{cu}");
+        }
+    }
+}

@@ -15,7 +15,8 @@
 //!   its destination f32, a static k a multiple of 16;
 //! * its right operand, and a left operand that is a view, are views of
 //!   threadgroup arrays of scalar f16 (or both bf16) whose strides are the
-//!   literals `1` and a pitch P that is a
+//!   literals `1` and a pitch P (or locals the kernel assigns once from
+//!   such literals, as the Python front end binds them) that is a
 //!   multiple of 64, the array's length a multiple of 8·P, every wgmma view
 //!   of the array with the same pitch, and the array never read or written
 //!   by a SIMD-group matrix load or store;
@@ -278,12 +279,27 @@ pub(crate) struct Plan {
     settle: HashSet<StmtPath>,
 }
 
-fn literal_u32(e: &Expr) -> Option<u32> {
+/// The value of a u32 that is the same in every thread at generation
+/// time: a literal, or a local the kernel assigns once, from such a value
+/// (the Python front end binds a view's extents and strides to locals).
+fn literal_u32(kernel: &Kernel, e: &Expr) -> Option<u32> {
     match e {
         Expr::Literal(l) if l.ty == Scalar::U32 => match l.value {
             LiteralValue::UInt(u) => u32::try_from(u).ok(),
             _ => None,
         },
+        Expr::Var(v) => {
+            let mut assignments = vec![];
+            kernel.walk_stmts(|_, s| match &s.kind {
+                StmtKind::Assign { var, value } if var == v => assignments.push(Some(value)),
+                k if k.assigned() == Some(*v) => assignments.push(None),
+                _ => {}
+            });
+            match assignments.as_slice() {
+                [Some(value)] if !matches!(value, Expr::Var(_)) => literal_u32(kernel, value),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -296,8 +312,8 @@ fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOpe
         Type::BF16 => Scalar::BF16,
         _ => return None,
     };
-    let pitch = literal_u32(&view.strides[1])?;
-    if literal_u32(&view.strides[0]) != Some(1) || pitch == 0 || !pitch.is_multiple_of(PANEL) || !arr.len.is_multiple_of(8 * pitch) {
+    let pitch = literal_u32(kernel, &view.strides[1])?;
+    if literal_u32(kernel, &view.strides[0]) != Some(1) || pitch == 0 || !pitch.is_multiple_of(PANEL) || !arr.len.is_multiple_of(8 * pitch) {
         return None;
     }
     Some((WgmmaOperand { array, pitch, major }, elem))

@@ -444,9 +444,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(())
     }
 
-    /// The run-time test that the views suit `wgmma`: they cover the
-    /// product, start on a swizzle row group and column group, and k is a
-    /// multiple of 16 whose columns stay within a row.
+    /// The run-time test that the views suit `wgmma`: they have the pitch
+    /// their arrays are swizzled for, cover the product, start on a swizzle
+    /// row group and column group, and k is a multiple of 16 whose columns
+    /// stay within a row.
     fn wgmma_test(p: &WgmmaProduct, a: &Left, b: &ViewConsts) -> String {
         let m = p.warpgroups * p.slices * 64;
         let mut terms = vec![format!("enigma_k % {WGMMA_K}u == 0u")];
@@ -461,6 +462,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Major::K => ("enigma_k".to_string(), format!("{mn}u"), WGMMA_K),
                 Major::Mn => (format!("{mn}u"), "enigma_k".to_string(), crate::cuda::cooperative::PANEL),
             };
+            // The pitch the array is swizzled for (a literal, or a local
+            // assigned once: checked again here).
+            terms.push(format!("{} == 1u && {} == {pitch}u", c.stride(0), c.stride(1)));
             terms.push(format!("{} >= {x} && {} >= {y}", c.extent(0), c.extent(1)));
             terms.push(format!("{} / {pitch}u % 8u == 0u && {} % {pitch}u % {col_group}u == 0u", c.off(), c.off()));
             terms.push(format!("{} % {pitch}u + {x} <= {pitch}u", c.off()));
