@@ -1,8 +1,8 @@
 //! The fused attention decode of a batch — grouped query heads, per-sequence
 //! lengths (empty, short, clamped to the cache), log-sum-exp, keys split
-//! over threadgroups and several keys per step — against the f64
-//! reference on the simulator, in f32, f16 and bf16, and clean under the
-//! sanitizer.
+//! over threadgroups, several keys per step, 1 to 32 lanes per key and
+//! 16-byte words of f16/bf16 — against the f64 reference on the simulator,
+//! in f32, f16 and bf16, and clean under the sanitizer.
 
 use enigma_kernels::library::attention;
 use enigma_ops::{decode_shape, download, quantize, upload, upload_bytes, AttentionOptions, DType, Options};
@@ -18,6 +18,8 @@ struct Case<'a> {
     /// Query heads per threadgroup (`None`: all of a K/V head's).
     heads: Option<u32>,
     prefetch: bool,
+    /// Lanes per key (`None`: the default for the head dimension).
+    lanes: Option<u32>,
     sanitize: bool,
 }
 
@@ -39,10 +41,10 @@ fn check(rt: &Runtime, c: &Case) {
     let elem = c.dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
     let lens = c.lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
-    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), ..AttentionOptions::default() };
+    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), lanes_per_key: c.lanes, ..AttentionOptions::default() };
     let options = Options { attention, elem: Some(elem), sanitize: c.sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
-    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch);
+    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {} lanes {:?}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch, c.lanes);
     let got = ops.attention_decode_batch(&qb, &kb, &vb, &shape, lens.as_ref(), scale, true).unwrap_or_else(|e| panic!("{what}: {e}"));
     let launches = ops.take_launches();
     let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
@@ -76,20 +78,29 @@ fn grouped_ragged_decode_matches_the_reference() {
         ([1, 8, 2, 129, 128], None),
     ] {
         for (splits, keys_per_step, prefetch) in [(1, 1, false), (1, 4, true), (3, 3, false), (64, 4, true), (7, 2, true)] {
-            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, sanitize: false });
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, lanes: None, sanitize: false });
         }
         // One query head per threadgroup.
-        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, sanitize: false });
+        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, lanes: None, sanitize: false });
+        // Every lane count: a whole SIMD group per key down to one lane.
+        for (lanes, splits) in [(1, 1), (2, 3), (4, 1), (16, 2), (32, 1)] {
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step: 3, heads: None, prefetch: lanes % 4 == 0, lanes: Some(lanes), sanitize: false });
+        }
     }
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, sanitize: false });
-    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, sanitize: false });
+    // 16-byte words of eight halves with 1, 2 and 16 lanes per key (16,
+    // 8 and 1 slots per lane at D = 128).
+    for lanes in [1, 2, 16] {
+        check(&rt, &Case { dtype: DType::F16, shape: [1, 4, 2, 70, 128], lens: None, splits: 2, keys_per_step: 2, heads: None, prefetch: true, lanes: Some(lanes), sanitize: false });
+    }
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, lanes: None, sanitize: false });
+    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, lanes: None, sanitize: false });
 }
 
 #[test]
 fn grouped_ragged_decode_is_sanitizer_clean() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, sanitize: true });
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, sanitize: true });
+    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, lanes: Some(4), sanitize: true });
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, lanes: None, sanitize: true });
 }
 
 #[test]

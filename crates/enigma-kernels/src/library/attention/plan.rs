@@ -1,6 +1,7 @@
 //! The decode's plan: which form runs (three dispatches or fused), its
-//! threadgroup size, keys per step, heads per threadgroup and the split of
-//! the keys over threadgroups, checked against the shape and the device.
+//! threadgroup size, load width, lanes per key, keys per step, heads per
+//! threadgroup and the split of the keys over threadgroups, checked against
+//! the shape and the device.
 
 use super::*;
 
@@ -20,7 +21,12 @@ pub struct AttentionPlan {
     pub weighted_sum: Dispatch,
     /// Fused: `(splits, kv_heads, batch)`.
     pub fused: Dispatch,
-    /// Keys a SIMD group of the fused kernel loads per step.
+    /// Elements per load of the fused kernel: the plan's `vec`, or 8 (16-byte
+    /// words) for f16/bf16 with `vec` 4 and `D % 8 == 0`.
+    pub fused_vec: u8,
+    /// Lanes of the fused kernel that share one key ([`FusedConfig::lanes`]).
+    pub lanes_per_key: u32,
+    /// Keys each key group of the fused kernel loads per step.
     pub keys_per_step: u32,
     /// Query heads per threadgroup of the fused kernel (a divisor of the
     /// shape's query heads per K/V head).
@@ -54,10 +60,11 @@ impl AttentionPlan {
     pub fn fused_config(&self) -> FusedConfig {
         FusedConfig {
             dtype: self.dtype,
-            vec: self.vec,
-            chunks: self.chunks,
+            vec: self.fused_vec,
+            chunks: fused_chunks(self.shape.d, self.fused_vec, self.lanes_per_key),
             threads: self.fused.threads[0],
             heads: self.heads_per_threadgroup,
+            lanes: self.lanes_per_key,
             keys_per_step: self.keys_per_step,
             prefetch: self.prefetch,
             split: self.splits > 1,
@@ -104,9 +111,31 @@ impl AttentionPlan {
         Ok(self)
     }
 
-    /// This plan's fused kernel with `keys` keys per SIMD-group step.
+    /// This plan's fused kernel with `keys` keys per key group and step.
     pub fn with_keys_per_step(mut self, keys: u32) -> AttentionPlan {
         self.keys_per_step = keys.max(1);
+        self
+    }
+
+    /// This plan's fused kernel with `lanes` lanes per key (a power of two
+    /// up to 32).
+    pub fn with_lanes_per_key(mut self, lanes: u32) -> Result<AttentionPlan, ShapeError> {
+        if !lanes.is_power_of_two() || lanes > SIMD_WIDTH {
+            let name = format!("attention_fused_{}{}", self.dtype, fused_vec_suffix(self.fused_vec));
+            return Err(ShapeError::new(name, format!("{lanes} lanes per key is not a power of two up to 32")));
+        }
+        self.lanes_per_key = lanes;
+        Ok(self)
+    }
+
+    /// This plan's fused kernel on loads of the plan's `vec` only, not on
+    /// 16-byte words (for buffers whose sizes are no multiple of 16
+    /// bytes); the lanes per key follow the narrower loads' default.
+    pub fn without_wide_words(mut self) -> AttentionPlan {
+        if self.fused_vec == 8 {
+            self.fused_vec = self.vec;
+            self.lanes_per_key = default_lanes_per_key(self.shape.d, self.vec);
+        }
         self
     }
 
@@ -153,9 +182,34 @@ impl AttentionPlan {
 /// Seed 000's threadgroup size for all three dispatches of the decode.
 pub const SEED_000_THREADS: u32 = 256;
 
-/// The fused kernel's default keys per SIMD-group step: with f16 K/V and
-/// D = 128, 4 keys put 64 bytes of `K` and `V` loads in flight per lane.
-pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
+/// The fused kernel's default keys per key group and step: with f16 K/V,
+/// D = 128 and 8 lanes per key, 2 keys put 128 bytes of `K` and `V` loads
+/// in flight per lane (4 KiB per SIMD group), twice that with prefetch.
+pub const DEFAULT_KEYS_PER_STEP: u32 = 2;
+
+/// The most register slots per lane (loads of one `K` row) the default
+/// lanes per key leave to each lane.
+pub const DEFAULT_SLOTS_PER_LANE: u32 = 2;
+
+/// The default lanes per key of the fused kernel for head dimension `d`
+/// at load width `vec`: the fewest (a power of two up to 32) that leave
+/// each lane at most [`DEFAULT_SLOTS_PER_LANE`] loads of a row — 8 for
+/// f16 at D = 128 in 16-byte words, 16 for f32 in `float4`s, 32 (one key
+/// per SIMD group) from D = 64 · vec up.
+pub fn default_lanes_per_key(d: u32, vec: u8) -> u32 {
+    let loads = (d / vec as u32).max(1);
+    loads.div_ceil(DEFAULT_SLOTS_PER_LANE).next_power_of_two().min(SIMD_WIDTH)
+}
+
+/// The fused kernel's load width for a plan of `vec` (1 or 4): 16-byte
+/// words of 8 elements for f16/bf16 with `vec` 4 and `d % 8 == 0`.
+pub fn fused_vec_for(dtype: DType, d: u32, vec: u8) -> u8 {
+    if vec == 4 && dtype != DType::F32 && d.is_multiple_of(8) {
+        8
+    } else {
+        vec
+    }
+}
 
 /// Whether the fused kernel prefetches its next step by default.
 pub const DEFAULT_PREFETCH: bool = true;
@@ -177,7 +231,8 @@ pub fn default_heads_per_threadgroup(group: u32) -> u32 {
 
 /// Plans the decode of `shape` with threadgroups of `threads` for every
 /// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
-/// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
+/// The fused form starts whole-row (no split), on [`fused_vec_for`]'s
+/// loads, [`default_lanes_per_key`], [`DEFAULT_KEYS_PER_STEP`],
 /// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
 /// lengths, no log-sum-exp.
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
@@ -201,6 +256,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     }
     let t = check_threads(&name, threads)?;
     let chunks = chunks_for(d, vec);
+    let fused_vec = fused_vec_for(dtype, d, vec);
     let softmax = super::softmax::plan_rows(
         "softmax",
         DType::F32,
@@ -218,6 +274,8 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         softmax,
         weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
         fused: Dispatch::threadgroups([1, q_heads / default_heads_per_threadgroup(q_heads / kv_heads), batch], t),
+        fused_vec,
+        lanes_per_key: default_lanes_per_key(d, fused_vec),
         keys_per_step: DEFAULT_KEYS_PER_STEP,
         heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
         prefetch: DEFAULT_PREFETCH,
@@ -229,14 +287,21 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     })
 }
 
+/// Threadgroups per multiprocessor the fused decode's split aims for.
+pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
+
+/// The fewest loop steps a SIMD group of one split takes.
+pub const MIN_STEPS_PER_SPLIT: u32 = 2;
+
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
-/// `compute_units` multiprocessors: enough threadgroups for about four per
-/// multiprocessor, keeping at least 8 keys per SIMD group and step.
+/// `compute_units` multiprocessors: enough threadgroups for
+/// [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] per multiprocessor, keeping at
+/// least [`MIN_STEPS_PER_SPLIT`] steps per SIMD group.
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let target = 4 * compute_units.max(1);
+    let target = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = target.div_ceil(threadgroups.max(1));
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
-    let by_keys = (plan.shape.s_len / (simdgroups * 8 * plan.keys_per_step)).max(1);
+    let by_keys = (plan.shape.s_len / (simdgroups * plan.fused_config().keys_per_simdgroup_step() * MIN_STEPS_PER_SPLIT)).max(1);
     by_occupancy.min(by_keys)
 }
