@@ -41,7 +41,7 @@ pub struct AttentionPlan {
     pub splits: u32,
     /// Keys per split.
     pub split_len: u32,
-    /// Merging the splits: `(rows, 1)` (used when `splits > 1`).
+    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`).
     pub combine: Dispatch,
 }
 
@@ -283,7 +283,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         lse: false,
         splits: 1,
         split_len: s_len,
-        combine: Dispatch::threadgroups([rows, 1, 1], d.next_multiple_of(SIMD_WIDTH).min(256)),
+        combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
     })
 }
 
