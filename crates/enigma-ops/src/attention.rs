@@ -99,6 +99,10 @@ impl Ops<'_> {
         if let Some(lanes) = options.lanes_per_key {
             plan = plan.with_lanes_per_key(lanes)?;
         }
+        plan = plan.with_stages(options.stages.unwrap_or(attention::DEFAULT_STAGES))?;
+        if self.options.threads.is_none() {
+            plan = plan.fitting_threads();
+        }
         plan.check_fused()?;
         let plan = plan.with_splits(self.attention_splits(&plan));
         let rows = shape.rows() as usize;

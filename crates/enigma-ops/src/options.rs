@@ -107,6 +107,9 @@ pub struct AttentionOptions {
     /// Lanes of the fused decode that share one key, a power of two up to
     /// 32 (default: `attention::default_lanes_per_key`).
     pub lanes_per_key: Option<u32>,
+    /// Steps of the fused decode staged ahead by asynchronous copies (0:
+    /// loads into registers; default: `attention::DEFAULT_STAGES`).
+    pub stages: Option<u32>,
     /// Query heads per threadgroup, a divisor of the query heads per K/V
     /// head (default: `attention::default_heads_per_threadgroup`).
     pub heads_per_threadgroup: Option<u32>,

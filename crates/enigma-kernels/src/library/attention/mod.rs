@@ -214,9 +214,17 @@ pub struct FusedConfig {
     pub keys_per_step: u32,
     /// Writes partial states for [`combine`] instead of `out`.
     pub split: bool,
-    /// Loads the next step's keys and values while this step's are used
-    /// (two steps' loads in flight per SIMD group).
+    /// Loads the next step's keys and values into registers while this
+    /// step's are used (two steps' loads in flight per SIMD group; not
+    /// with `stages`).
     pub prefetch: bool,
+    /// With `stages ≥ 1`, each lane copies its own words of the next
+    /// `stages` steps' `K` and `V` rows into its part of threadgroup memory
+    /// by asynchronous copies (no registers held, no barrier: a lane reads
+    /// only what it copied) and reads a step's words back when its copies
+    /// are complete; 0 loads straight into registers. Needs loads of 4, 8
+    /// or 16 bytes.
+    pub stages: u32,
     /// Reads each sequence's key count from `seq_lens` (clamped to
     /// `s_len`) instead of using `s_len` for all.
     pub ragged: bool,
@@ -241,8 +249,9 @@ impl FusedConfig {
         let ragged = if self.ragged { "_ragged" } else { "" };
         let lse = if self.lse && !self.split { "_lse" } else { "" };
         let prefetch = if self.prefetch { "_p" } else { "" };
+        let stages = if self.stages > 0 { format!("_s{}", self.stages) } else { String::new() };
         format!(
-            "attention_{form}_{}{}_c{}_t{}_h{}_l{}_k{}{prefetch}{ragged}{lse}",
+            "attention_{form}_{}{}_c{}_t{}_h{}_l{}_k{}{prefetch}{stages}{ragged}{lse}",
             self.dtype,
             fused_vec_suffix(self.vec),
             self.chunks,
@@ -258,11 +267,20 @@ impl FusedConfig {
         SIMD_WIDTH / self.lanes * self.keys_per_step
     }
 
+    /// Words (loads of `vec` elements) each lane copies per step when
+    /// staged: its slots of `K` and `V` for each of its keys.
+    pub fn staged_words(&self) -> u32 {
+        self.keys_per_step * self.chunks * 2
+    }
+
     /// Threadgroup memory: per SIMD group and query head of the group, its
-    /// maximum, its sum and its `D`-vector accumulator (whole slots).
+    /// maximum, its sum and its `D`-vector accumulator (whole slots); with
+    /// `stages`, each thread's staged words of every stage.
     pub fn threadgroup_memory(&self) -> u64 {
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
-        4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64)
+        let states = 4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64);
+        let word_bytes = (self.vec as u32 * self.dtype.scalar().size_bytes()) as u64;
+        states + (self.stages * self.staged_words() * self.threads) as u64 * word_bytes
     }
 }
 
@@ -337,6 +355,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     assert!(c.vec == 1 || c.vec == 4 || (c.vec == 8 && c.dtype != DType::F32), "vector width must be 1, 4 or (16-bit types) 8, got {}", c.vec);
     assert!(c.lanes.is_power_of_two() && c.lanes <= SIMD_WIDTH, "lanes per key must be a power of two up to 32, got {}", c.lanes);
     assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
+    assert!(c.stages == 0 || !c.prefetch, "staged loads and register prefetch exclude each other");
     let (vec, group, steps, lanes) = (c.vec, c.heads, c.keys_per_step, c.lanes);
     let key_groups = SIMD_WIDTH / lanes;
     let mut kb = KernelBuilder::new(c.name());
@@ -446,6 +465,32 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let step_keys = key_groups * steps;
     let first_step = k.let_("first_step", first_key + sg * step_keys);
     let stride = k.let_("stride", nsg * step_keys);
+    // Staged: word `w` of stage `t` of this thread at `(t · words + w) ·
+    // threads + tid`, so a SIMD group's accesses to one word are contiguous.
+    let words = c.staged_words();
+    let staging = (c.stages > 0).then(|| k.threadgroup_array("staged", elem, c.stages * words * c.threads));
+    let staged_at = |stage: Ex, w: u32| (stage * words + w) * c.threads + tid;
+    // Starts the copies of the step at `at` into stage `stage`, one group.
+    let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
+        let staging = staging.expect("staged");
+        for u in 0..steps {
+            let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
+            let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
+            let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
+            for (i, &(col, _)) in slots.iter().enumerate() {
+                let w = (u * c.chunks + i as u32) * 2;
+                k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
+                k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+            }
+        }
+        k.async_commit();
+    };
+    let iteration = (c.stages > 0).then(|| {
+        for t in 0..c.stages {
+            issue(k, first_step + stride * t, Ex::from(t), &format!("first{t}_"));
+        }
+        k.var("iteration", Ex::from(0u32))
+    });
     // With prefetch, the registers that hold the next step's rows.
     let ahead: Option<Vec<(Vec<Var>, Vec<Var>)>> = c.prefetch.then(|| {
         load_step(k, first_step, "first_")
@@ -461,8 +506,24 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     // `s` is the same in every lane of a SIMD group: the shuffles inside
     // run with all 32 lanes.
     k.for_range("s", first_step, end_key, stride, |k, s| {
-        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match &ahead {
-            Some(ahead) => {
+        let stage = iteration.map(|it| k.let_("stage", it.get() % c.stages));
+        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match (&ahead, staging, stage) {
+            (_, Some(staging), Some(stage)) => {
+                // This step's group is complete when at most `stages - 1`
+                // newer ones are pending.
+                k.async_wait(c.stages - 1);
+                (0..steps)
+                    .map(|u| {
+                        let word = |k: &mut KernelBuilder, i: u32, side: u32, name: &str| {
+                            k.let_(&format!("{name}{u}_{i}"), staging.get(staged_at(stage, (u * c.chunks + i) * 2 + side)))
+                        };
+                        let kr = (0..c.chunks).map(|i| word(k, i, 0, "k")).collect();
+                        let vr = (0..c.chunks).map(|i| word(k, i, 1, "v")).collect();
+                        (kr, vr)
+                    })
+                    .collect()
+            }
+            (Some(ahead), _, _) => {
                 let current: Vec<(Vec<Ex>, Vec<Ex>)> = ahead
                     .iter()
                     .enumerate()
@@ -480,7 +541,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
                 }
                 current
             }
-            None => load_step(k, s, ""),
+            _ => load_step(k, s, ""),
         };
         let live: Vec<Ex> = (0..steps).map(|u| k.let_(&format!("live{u}"), (s + u * key_groups + key_group).lt(end_key))).collect();
         let krows: Vec<Vec<Vec<Ex>>> =
@@ -521,6 +582,11 @@ pub fn fused(c: &FusedConfig) -> Kernel {
                 }
             }
             k.assign(ms[g], m_new);
+        }
+        if let (Some(it), Some(stage)) = (iteration, stage) {
+            // The stage just read takes the step `stages` ahead.
+            issue(k, s + stride * c.stages, stage, "ahead_");
+            k.assign(it, it.get() + 1u32);
         }
     });
     // The key groups of each SIMD group merge their states: after the

@@ -33,6 +33,9 @@ pub struct AttentionPlan {
     pub heads_per_threadgroup: u32,
     /// Whether the fused kernel loads the next step while using this one.
     pub prefetch: bool,
+    /// Steps of the fused kernel staged ahead by asynchronous copies
+    /// ([`FusedConfig::stages`]; 0: loads into registers).
+    pub stages: u32,
     /// Whether the fused kernel reads per-sequence lengths.
     pub ragged: bool,
     /// Whether the fused form writes the log-sum-exp of each row.
@@ -66,7 +69,8 @@ impl AttentionPlan {
             heads: self.heads_per_threadgroup,
             lanes: self.lanes_per_key,
             keys_per_step: self.keys_per_step,
-            prefetch: self.prefetch,
+            prefetch: self.prefetch && self.stages == 0,
+            stages: self.stages,
             split: self.splits > 1,
             ragged: self.ragged,
             lse: self.lse,
@@ -128,6 +132,19 @@ impl AttentionPlan {
         Ok(self)
     }
 
+    /// This plan's fused kernel with `stages` steps staged ahead by
+    /// asynchronous copies (0: loads into registers, with or without the
+    /// plan's prefetch); the copies need loads of 4, 8 or 16 bytes.
+    pub fn with_stages(mut self, stages: u32) -> Result<AttentionPlan, ShapeError> {
+        let bytes = self.fused_vec as u32 * self.dtype.scalar().size_bytes();
+        if stages > 0 && bytes < 4 {
+            let name = format!("attention_fused_{}{}", self.dtype, fused_vec_suffix(self.fused_vec));
+            return Err(ShapeError::new(name, format!("staged loads copy 4, 8 or 16 bytes; a load of this kernel is {bytes} (d = {} is no multiple of 4)", self.shape.d)));
+        }
+        self.stages = stages;
+        Ok(self)
+    }
+
     /// This plan's fused kernel on loads of the plan's `vec` only, not on
     /// 16-byte words (for buffers whose sizes are no multiple of 16
     /// bytes); the lanes per key follow the narrower loads' default.
@@ -144,6 +161,19 @@ impl AttentionPlan {
     pub fn with_outputs(mut self, ragged: bool, lse: bool) -> AttentionPlan {
         self.ragged = ragged;
         self.lse = lse;
+        self
+    }
+
+    /// This plan's fused kernel with the most threads, up to its own, whose
+    /// threadgroup memory fits [`MAX_THREADGROUP_MEMORY`] (staged words
+    /// take memory per thread), at least 32. Call before
+    /// [`AttentionPlan::with_splits`].
+    pub fn fitting_threads(mut self) -> AttentionPlan {
+        let mut t = self.fused.threads[0];
+        while t > SIMD_WIDTH && self.fused_threadgroup_memory() > MAX_THREADGROUP_MEMORY {
+            t -= SIMD_WIDTH;
+            self.fused = Dispatch::threadgroups(self.fused.size, t);
+        }
         self
     }
 
@@ -210,6 +240,10 @@ pub fn fused_vec_for(dtype: DType, d: u32, vec: u8) -> u8 {
         vec
     }
 }
+
+/// Steps the fused kernel stages ahead by asynchronous copies by default
+/// (0: loads into registers).
+pub const DEFAULT_STAGES: u32 = 0;
 
 /// Whether the fused kernel prefetches its next step by default.
 pub const DEFAULT_PREFETCH: bool = true;
@@ -279,6 +313,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         keys_per_step: DEFAULT_KEYS_PER_STEP,
         heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
         prefetch: DEFAULT_PREFETCH,
+        stages: 0,
         ragged: false,
         lse: false,
         splits: 1,
