@@ -99,7 +99,8 @@ impl Ops<'_> {
         if let Some(lanes) = options.lanes_per_key {
             plan = plan.with_lanes_per_key(lanes)?;
         }
-        plan = plan.with_stages(options.stages.unwrap_or(attention::DEFAULT_STAGES))?;
+        let stages = options.stages.unwrap_or_else(|| attention::default_stages(&plan));
+        plan = plan.with_stages(stages)?;
         if self.options.threads.is_none() {
             plan = plan.fitting_threads();
         }

@@ -108,7 +108,7 @@ pub struct AttentionOptions {
     /// 32 (default: `attention::default_lanes_per_key`).
     pub lanes_per_key: Option<u32>,
     /// Steps of the fused decode staged ahead by asynchronous copies (0:
-    /// loads into registers; default: `attention::DEFAULT_STAGES`).
+    /// loads into registers; default: `attention::default_stages`).
     pub stages: Option<u32>,
     /// Query heads per threadgroup, a divisor of the query heads per K/V
     /// head (default: `attention::default_heads_per_threadgroup`).

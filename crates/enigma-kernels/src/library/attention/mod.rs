@@ -854,8 +854,18 @@ mod tests {
         let single = p.with_heads_per_threadgroup(1, true).unwrap();
         assert_eq!(single.fused, Dispatch::threadgroups([1, 32, 8], 256));
         // 16-byte words of eight halves, 8 lanes per key: 2 slots per lane.
-        assert_eq!(single.fused_config().name(), "attention_fused_f16_wide_c2_t256_h1_l8_k2_p");
-        assert_eq!(single.without_wide_words().fused_config().name(), "attention_fused_f16_vec4_c2_t256_h1_l16_k2_p");
+        assert_eq!(single.fused_config().name(), "attention_fused_f16_wide_c2_t256_h1_l8_k1_p");
+        assert_eq!(single.without_wide_words().fused_config().name(), "attention_fused_f16_vec4_c2_t256_h1_l16_k1_p");
+        // Staged: 3 stages of 4 words of 16 bytes per thread, 128 threads
+        // and their states fit 32 KiB; the prefetch into registers is off.
+        assert_eq!(default_stages(&single), 3);
+        let staged = single.with_stages(3).unwrap().fitting_threads();
+        assert_eq!(staged.fused_config().name(), "attention_fused_f16_wide_c2_t128_h1_l8_k1_s3");
+        assert_eq!(staged.fused_threadgroup_memory(), 4 * 4 * (2 + 128) + 3 * 4 * 128 * 16);
+        // D = 1024 in f32: 16 words per thread and step, registers instead.
+        let wide_head = plan(DType::F32, &DecodeShape::heads(1, 8, 1024), 4, 256).unwrap();
+        assert_eq!(default_stages(&wide_head), 0);
+        assert!(plan(DType::F16, &DecodeShape::heads(1, 8, 33), 1, 256).unwrap().with_stages(2).is_err());
         assert_eq!([1, 4, 8, 16, 32, 33, 64, 1024].map(|d| default_lanes_per_key(d, 1)), [1, 2, 4, 8, 16, 32, 32, 32]);
         assert_eq!(default_lanes_per_key(128, 8), 8);
         assert!(p.with_lanes_per_key(6).is_err() && p.with_lanes_per_key(64).is_err());

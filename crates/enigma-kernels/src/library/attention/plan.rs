@@ -213,9 +213,9 @@ impl AttentionPlan {
 pub const SEED_000_THREADS: u32 = 256;
 
 /// The fused kernel's default keys per key group and step: with f16 K/V,
-/// D = 128 and 8 lanes per key, 2 keys put 128 bytes of `K` and `V` loads
-/// in flight per lane (4 KiB per SIMD group), twice that with prefetch.
-pub const DEFAULT_KEYS_PER_STEP: u32 = 2;
+/// D = 128 and 8 lanes per key, one key is 64 bytes of `K` and `V` words
+/// per lane and step (2 KiB per SIMD group).
+pub const DEFAULT_KEYS_PER_STEP: u32 = 1;
 
 /// The most register slots per lane (loads of one `K` row) the default
 /// lanes per key leave to each lane.
@@ -242,8 +242,29 @@ pub fn fused_vec_for(dtype: DType, d: u32, vec: u8) -> u8 {
 }
 
 /// Steps the fused kernel stages ahead by asynchronous copies by default
-/// (0: loads into registers).
-pub const DEFAULT_STAGES: u32 = 0;
+/// (0: loads into registers): with the defaults above at D = 128 in f16,
+/// 3 stages are 192 bytes per lane, 24 KiB for 128 threads, and keep up to
+/// 3 steps' loads in flight per SIMD group without holding registers.
+pub const DEFAULT_STAGES: u32 = 3;
+
+/// The fewest threads per threadgroup the default staging keeps: where
+/// [`DEFAULT_STAGES`] would not fit that many, the kernel loads into
+/// registers.
+pub const MIN_STAGED_THREADS: u32 = 128;
+
+/// The default stages of `plan`'s fused kernel: [`DEFAULT_STAGES`] where
+/// its loads are 4 bytes or more and that many stages fit
+/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY`], else 0.
+pub fn default_stages(plan: &AttentionPlan) -> u32 {
+    let Ok(staged) = plan.with_stages(DEFAULT_STAGES) else { return 0 };
+    let mut config = staged.fused_config();
+    config.threads = config.threads.min(MIN_STAGED_THREADS);
+    if config.threadgroup_memory() <= MAX_THREADGROUP_MEMORY {
+        DEFAULT_STAGES
+    } else {
+        0
+    }
+}
 
 /// Whether the fused kernel prefetches its next step by default.
 pub const DEFAULT_PREFETCH: bool = true;
@@ -326,7 +347,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 
 /// The fewest loop steps a SIMD group of one split takes.
-pub const MIN_STEPS_PER_SPLIT: u32 = 2;
+pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
 /// `compute_units` multiprocessors: enough threadgroups for
