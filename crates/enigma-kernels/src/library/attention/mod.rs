@@ -856,12 +856,14 @@ mod tests {
         // 16-byte words of eight halves, 8 lanes per key: 2 slots per lane.
         assert_eq!(single.fused_config().name(), "attention_fused_f16_wide_c2_t256_h1_l8_k1_p");
         assert_eq!(single.without_wide_words().fused_config().name(), "attention_fused_f16_vec4_c2_t256_h1_l16_k1_p");
-        // Staged: 3 stages of 4 words of 16 bytes per thread, 128 threads
-        // and their states fit 32 KiB; the prefetch into registers is off.
-        assert_eq!(default_stages(&single), 3);
-        let staged = single.with_stages(3).unwrap().fitting_threads();
-        assert_eq!(staged.fused_config().name(), "attention_fused_f16_wide_c2_t128_h1_l8_k1_s3");
-        assert_eq!(staged.fused_threadgroup_memory(), 4 * 4 * (2 + 128) + 3 * 4 * 128 * 16);
+        // Staged: 4 stages of 4 words of 16 bytes per thread; 96 threads
+        // and their states fit 32 KiB (3 · 130 · 4 + 4 · 4 · 96 · 16 =
+        // 26136 bytes, 128 would need 34848); the prefetch into registers
+        // is off.
+        assert_eq!(default_stages(&single), 4);
+        let staged = single.with_stages(4).unwrap().fitting_threads();
+        assert_eq!(staged.fused_config().name(), "attention_fused_f16_wide_c2_t96_h1_l8_k1_s4");
+        assert_eq!(staged.fused_threadgroup_memory(), 3 * 4 * (2 + 128) + 4 * 4 * 96 * 16);
         // D = 1024 in f32: 16 words per thread and step, registers instead.
         let wide_head = plan(DType::F32, &DecodeShape::heads(1, 8, 1024), 4, 256).unwrap();
         assert_eq!(default_stages(&wide_head), 0);

@@ -243,14 +243,19 @@ pub fn fused_vec_for(dtype: DType, d: u32, vec: u8) -> u8 {
 
 /// Steps the fused kernel stages ahead by asynchronous copies by default
 /// (0: loads into registers): with the defaults above at D = 128 in f16,
-/// 3 stages are 192 bytes per lane, 24 KiB for 128 threads, and keep up to
-/// 3 steps' loads in flight per SIMD group without holding registers.
-pub const DEFAULT_STAGES: u32 = 3;
+/// 4 stages are 256 bytes per lane (96 threads fit 32 KiB) and keep up to
+/// 4 steps' loads in flight per SIMD group without holding registers.
+/// Measured on an H200 (f16, D = 128, 32 query heads over 8 K/V heads):
+/// 4 stages ran 8192 keys in 25.8 µs, 32768 in 58.9 and batch 8 × 4096 in
+/// 74.9, against 30.4, 77.4 and 65.9 with 3, 28.5, 65.3 and 76.2 with 2,
+/// and 33.9, 72.8 and 75.3 loading into registers with prefetch
+/// (BENCHMARKS.md, "Attention decode").
+pub const DEFAULT_STAGES: u32 = 4;
 
 /// The fewest threads per threadgroup the default staging keeps: where
 /// [`DEFAULT_STAGES`] would not fit that many, the kernel loads into
 /// registers.
-pub const MIN_STAGED_THREADS: u32 = 128;
+pub const MIN_STAGED_THREADS: u32 = 64;
 
 /// The default stages of `plan`'s fused kernel: [`DEFAULT_STAGES`] where
 /// its loads are 4 bytes or more and that many stages fit
@@ -274,7 +279,10 @@ pub const DEFAULT_PREFETCH: bool = true;
 /// heads, prefetch on): 2 heads per threadgroup ran batch 8 × 4096 keys in
 /// 94.6 µs and one sequence of 32768 in 110.1 µs, against 126.9 and 120.4
 /// with all 4 (whose registers allow two threadgroups per multiprocessor),
-/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode").
+/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode"). With
+/// lanes that own keys, 4 heads (loading into registers: their states and
+/// 3 stages do not fit 128 threads) ran 8192 keys in 40.8 µs against 30.4
+/// with 2 heads and 3 stages.
 pub const DEFAULT_MAX_HEADS_PER_THREADGROUP: u32 = 2;
 
 /// The default query heads per threadgroup for `group` query heads per K/V
