@@ -26,22 +26,28 @@
 //! The three dispatches take one K/V head per query head and whole
 //! sequences (`H` = `batch · q_heads` rows).
 //!
-//! **Fused** ([`fused`], grid `(splits, kv_heads, batch)`, one threadgroup
-//! per K/V head serving all of its query heads, so each key is read once):
-//! SIMD groups split the keys, several consecutive keys per step with their
-//! loads issued together; each keeps, per query head, a running maximum, a
-//! rescaled sum and a rescaled `D`-vector accumulator (online softmax),
-//! with `q` and the accumulators in registers, so scores never reach
-//! memory; the SIMD groups' states merge in threadgroup memory after one
-//! barrier. It optionally reads per-sequence lengths (a ragged batch in a
-//! cache of `S` keys per sequence) and writes the log-sum-exp of each row.
-//! Long sequences split their keys over threadgroups ([`splits_for`]: from
-//! the sequence length and the GPU's multiprocessor count), then
-//! [`combine`] merges the splits.
+//! **Fused** ([`fused`], grid `(splits, q_heads / heads, batch)`, a
+//! threadgroup per block of query heads that read one K/V head): lanes own
+//! keys. Each SIMD group splits into key groups of a few lanes; a key group
+//! scores its own keys, each lane multiplying its slots of the key with the
+//! query slots it keeps in registers, the dot product finishing with a few
+//! shuffles. Every lane keeps, per query head, a running maximum, a
+//! rescaled sum and its slots of a rescaled `V` accumulator (online
+//! softmax), so scores never reach memory; the key groups merge by
+//! shuffles, the SIMD groups in threadgroup memory after one barrier. `K`
+//! and `V` arrive in registers (with the next step's loads issued early) or
+//! staged several steps ahead by asynchronous copies into each lane's own
+//! part of threadgroup memory; f16 and bf16 rows are read as 16-byte words.
+//! It optionally reads per-sequence lengths (a ragged batch in a cache of
+//! `S` keys per sequence) and writes the log-sum-exp of each row. Long
+//! sequences split their keys over threadgroups ([`splits_for`]: from the
+//! sequence length and the GPU's multiprocessor count), then [`combine`]
+//! merges the splits.
 //!
-//! `D` is fixed when the kernel is built (`chunks = ceil(D / vec / 32)`
-//! register slots per lane, like a kernel templated on the head dimension);
-//! the vector forms need `D % 4 == 0`.
+//! `D` is fixed when the kernel is built (register slots per lane: `chunks
+//! = ceil(D / vec / 32)` for the scores, [`fused_chunks`] for the fused
+//! kernel, like a kernel templated on the head dimension); the vector forms
+//! need `D % 4 == 0`, the 16-byte words `D % 8 == 0`.
 
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -747,7 +753,9 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
 /// whole register slots (32 elements, or 128 with `float4`): with one query
 /// head, 1024 threads fit up to D = 224 (128 with `float4`), 256 up to
 /// D = 992 (896); D = 1024 needs `8 · (2 + 1024) · 4 = 32832` bytes at 256
-/// threads, so 224.
+/// threads, so 224. The slots of 32 lanes bound those of any lanes per key
+/// (fewer lanes round `D` up less); staged words take more memory per
+/// thread ([`AttentionPlan::fitting_threads`]).
 pub fn fused_threads_that_fit(d: u32, vec: u8, group: u32) -> u32 {
     let per_group = 4 * group.max(1) as u64 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
     let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);
