@@ -60,8 +60,8 @@ pub fn all_kernels() -> Vec<Kernel> {
         }
         if dtype != DType::F32 {
             out.push(gemv::gemv(dtype, 8, 2, 2));
-            // 16-byte words, D = 128: 8 lanes per key, 2 slots each.
-            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 256, heads: 4, lanes: 8, keys_per_step: 2, prefetch: false, stages: 2, split: true, ragged: true, lse: false };
+            // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
+            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false };
             out.push(attention::fused(&wide));
         }
         out.push(attention::weighted_sum(dtype));
