@@ -99,7 +99,7 @@ impl Ops<'_> {
         if let Some(lanes) = options.lanes_per_key {
             plan = plan.with_lanes_per_key(lanes)?;
         }
-        let stages = options.stages.unwrap_or_else(|| attention::default_stages(&plan));
+        let stages = options.stages.unwrap_or_else(|| attention::default_stages(&plan, self.options.threads.is_some()));
         plan = plan.with_stages(stages)?;
         if self.options.threads.is_none() {
             plan = plan.fitting_threads();

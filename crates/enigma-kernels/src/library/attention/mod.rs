@@ -356,12 +356,14 @@ fn shuffle_xor(x: Ex, mask: u32) -> Ex {
 ///
 /// # Panics
 /// When `vec` is not 1, 4 or 8 (8 with an f32 type), `lanes` is not a
-/// power of two up to 32, or `heads` or `keys_per_step` is 0.
+/// power of two up to 32, `heads` or `keys_per_step` is 0, or `stages` is
+/// not 0 with `prefetch` or with loads of fewer than 4 bytes.
 pub fn fused(c: &FusedConfig) -> Kernel {
     assert!(c.vec == 1 || c.vec == 4 || (c.vec == 8 && c.dtype != DType::F32), "vector width must be 1, 4 or (16-bit types) 8, got {}", c.vec);
     assert!(c.lanes.is_power_of_two() && c.lanes <= SIMD_WIDTH, "lanes per key must be a power of two up to 32, got {}", c.lanes);
     assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
     assert!(c.stages == 0 || !c.prefetch, "staged loads and register prefetch exclude each other");
+    assert!(c.stages == 0 || c.vec as u32 * c.dtype.scalar().size_bytes() >= 4, "staged copies move 4, 8 or 16 bytes");
     let (vec, group, steps, lanes) = (c.vec, c.heads, c.keys_per_step, c.lanes);
     let key_groups = SIMD_WIDTH / lanes;
     let mut kb = KernelBuilder::new(c.name());
@@ -868,13 +870,15 @@ mod tests {
         // and their states fit 32 KiB (3 · 130 · 4 + 4 · 4 · 96 · 16 =
         // 26136 bytes, 128 would need 34848); the prefetch into registers
         // is off.
-        assert_eq!(default_stages(&single), 4);
+        assert_eq!(default_stages(&single, false), 4);
+        // 256 threads kept: 4 stages would need 73 KiB.
+        assert_eq!(default_stages(&single, true), 0);
         let staged = single.with_stages(4).unwrap().fitting_threads();
         assert_eq!(staged.fused_config().name(), "attention_fused_f16_wide_c2_t96_h1_l8_k1_s4");
         assert_eq!(staged.fused_threadgroup_memory(), 3 * 4 * (2 + 128) + 4 * 4 * 96 * 16);
         // D = 1024 in f32: 16 words per thread and step, registers instead.
         let wide_head = plan(DType::F32, &DecodeShape::heads(1, 8, 1024), 4, 256).unwrap();
-        assert_eq!(default_stages(&wide_head), 0);
+        assert_eq!(default_stages(&wide_head, false), 0);
         assert!(plan(DType::F16, &DecodeShape::heads(1, 8, 33), 1, 256).unwrap().with_stages(2).is_err());
         assert_eq!([1, 4, 8, 16, 32, 33, 64, 1024].map(|d| default_lanes_per_key(d, 1)), [1, 2, 4, 8, 16, 32, 32, 32]);
         assert_eq!(default_lanes_per_key(128, 8), 8);

@@ -259,11 +259,15 @@ pub const MIN_STAGED_THREADS: u32 = 64;
 
 /// The default stages of `plan`'s fused kernel: [`DEFAULT_STAGES`] where
 /// its loads are 4 bytes or more and that many stages fit
-/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY`], else 0.
-pub fn default_stages(plan: &AttentionPlan) -> u32 {
+/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY`] (the plan's
+/// own threads when `keep_threads`: a threadgroup size the caller chose),
+/// else 0.
+pub fn default_stages(plan: &AttentionPlan, keep_threads: bool) -> u32 {
     let Ok(staged) = plan.with_stages(DEFAULT_STAGES) else { return 0 };
     let mut config = staged.fused_config();
-    config.threads = config.threads.min(MIN_STAGED_THREADS);
+    if !keep_threads {
+        config.threads = config.threads.min(MIN_STAGED_THREADS);
+    }
     if config.threadgroup_memory() <= MAX_THREADGROUP_MEMORY {
         DEFAULT_STAGES
     } else {
