@@ -92,7 +92,18 @@ impl Ops<'_> {
         let options = self.options.attention;
         let heads = options.heads_per_threadgroup.unwrap_or(plan.heads_per_threadgroup);
         let prefetch = options.prefetch.unwrap_or(attention::DEFAULT_PREFETCH);
-        let plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
+        let mut plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
+        if ![q, k, v].iter().all(|b| b.len_bytes().is_multiple_of(16)) {
+            plan = plan.without_wide_words();
+        }
+        if let Some(lanes) = options.lanes_per_key {
+            plan = plan.with_lanes_per_key(lanes)?;
+        }
+        let stages = options.stages.unwrap_or_else(|| attention::default_stages(&plan, self.options.threads.is_some()));
+        plan = plan.with_stages(stages)?;
+        if self.options.threads.is_none() {
+            plan = plan.fitting_threads();
+        }
         plan.check_fused()?;
         let plan = plan.with_splits(self.attention_splits(&plan));
         let rows = shape.rows() as usize;
@@ -106,6 +117,9 @@ impl Ops<'_> {
             ("k4", Arg::from(k)),
             ("v", Arg::from(v)),
             ("v4", Arg::from(v)),
+            ("q8", Arg::from(q)),
+            ("k8", Arg::from(k)),
+            ("v8", Arg::from(v)),
             ("s_len", Arg::u32(shape.s_len)),
             ("d", Arg::u32(shape.d)),
             ("scale", Arg::f32(scale)),

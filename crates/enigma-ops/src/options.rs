@@ -101,9 +101,15 @@ pub struct AttentionOptions {
     /// first of `PrefillTile::preferred(d)` that fits the device's
     /// threadgroup memory).
     pub prefill_tile: Option<PrefillTile>,
-    /// Consecutive keys a SIMD group loads per step (default:
-    /// `attention::DEFAULT_KEYS_PER_STEP`).
+    /// Keys each key group (the lanes that share a key) loads per step
+    /// (default: `attention::DEFAULT_KEYS_PER_STEP`).
     pub keys_per_step: Option<u32>,
+    /// Lanes of the fused decode that share one key, a power of two up to
+    /// 32 (default: `attention::default_lanes_per_key`).
+    pub lanes_per_key: Option<u32>,
+    /// Steps of the fused decode staged ahead by asynchronous copies (0:
+    /// loads into registers; default: `attention::default_stages`).
+    pub stages: Option<u32>,
     /// Query heads per threadgroup, a divisor of the query heads per K/V
     /// head (default: `attention::default_heads_per_threadgroup`).
     pub heads_per_threadgroup: Option<u32>,

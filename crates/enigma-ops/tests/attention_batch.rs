@@ -1,8 +1,8 @@
 //! The fused attention decode of a batch — grouped query heads, per-sequence
 //! lengths (empty, short, clamped to the cache), log-sum-exp, keys split
-//! over threadgroups and several keys per step — against the f64
-//! reference on the simulator, in f32, f16 and bf16, and clean under the
-//! sanitizer.
+//! over threadgroups, several keys per step, 1 to 32 lanes per key and
+//! 16-byte words of f16/bf16 — against the f64 reference on the simulator,
+//! in f32, f16 and bf16, and clean under the sanitizer.
 
 use enigma_kernels::library::attention;
 use enigma_ops::{decode_shape, download, quantize, upload, upload_bytes, AttentionOptions, DType, Options};
@@ -18,6 +18,10 @@ struct Case<'a> {
     /// Query heads per threadgroup (`None`: all of a K/V head's).
     heads: Option<u32>,
     prefetch: bool,
+    /// Lanes per key (`None`: the default for the head dimension).
+    lanes: Option<u32>,
+    /// Steps staged ahead by asynchronous copies (0: loads into registers).
+    stages: u32,
     sanitize: bool,
 }
 
@@ -39,10 +43,10 @@ fn check(rt: &Runtime, c: &Case) {
     let elem = c.dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
     let lens = c.lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
-    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), ..AttentionOptions::default() };
+    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), lanes_per_key: c.lanes, stages: Some(c.stages), ..AttentionOptions::default() };
     let options = Options { attention, elem: Some(elem), sanitize: c.sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
-    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch);
+    let what = format!("{} {:?} lens {:?} splits {} keys/step {} heads {:?} prefetch {} lanes {:?} stages {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch, c.lanes, c.stages);
     let got = ops.attention_decode_batch(&qb, &kb, &vb, &shape, lens.as_ref(), scale, true).unwrap_or_else(|e| panic!("{what}: {e}"));
     let launches = ops.take_launches();
     let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
@@ -76,20 +80,43 @@ fn grouped_ragged_decode_matches_the_reference() {
         ([1, 8, 2, 129, 128], None),
     ] {
         for (splits, keys_per_step, prefetch) in [(1, 1, false), (1, 4, true), (3, 3, false), (64, 4, true), (7, 2, true)] {
-            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, sanitize: false });
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step, heads: None, prefetch, lanes: None, stages: 0, sanitize: false });
         }
         // One query head per threadgroup.
-        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, sanitize: false });
+        check(&rt, &Case { dtype: DType::F32, shape, lens, splits: 2, keys_per_step: 2, heads: Some(1), prefetch: true, lanes: None, stages: 0, sanitize: false });
+        // Every lane count: a whole SIMD group per key down to one lane.
+        for (lanes, splits) in [(1, 1), (2, 3), (4, 1), (16, 2), (32, 1)] {
+            check(&rt, &Case { dtype: DType::F32, shape, lens, splits, keys_per_step: 3, heads: None, prefetch: lanes % 4 == 0, lanes: Some(lanes), stages: 0, sanitize: false });
+        }
     }
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, sanitize: false });
-    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, sanitize: false });
+    // 16-byte words of eight halves with 1, 2 and 16 lanes per key (16,
+    // 8 and 1 slots per lane at D = 128), in registers and staged.
+    // (Staged, one lane per key copies 16 words per key: one key per step
+    // and one stage fit.)
+    for (lanes, stages, keys_per_step) in [(1, 0, 2), (2, 0, 2), (16, 0, 2), (1, 1, 1), (2, 2, 1), (16, 2, 2)] {
+        check(&rt, &Case { dtype: DType::F16, shape: [1, 4, 2, 70, 128], lens: None, splits: 2, keys_per_step, heads: None, prefetch: true, lanes: Some(lanes), stages, sanitize: false });
+    }
+    // Staged by asynchronous copies: 4-byte (d = 33), 16-byte (float4s)
+    // and 8-byte (half4s of bf16 with d = 36) words, 1 to 4 stages, more
+    // stages than a split has steps.
+    for (dtype, shape, lens) in [(DType::F32, [2, 3, 3, 65, 33], None), (DType::F32, [5, 6, 2, 77, 40], Some(ragged)), (DType::BF16, [2, 4, 2, 45, 36], Some(&[45, 3][..]))] {
+        for (stages, splits, keys_per_step, lanes) in [(1, 1, 1, None), (2, 3, 2, Some(4)), (3, 64, 1, Some(8)), (4, 2, 3, Some(32))] {
+            check(&rt, &Case { dtype, shape, lens, splits, keys_per_step, heads: None, prefetch: false, lanes, stages, sanitize: false });
+        }
+    }
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 8, 2, 300, 128], lens: Some(&[300, 123]), splits: 5, keys_per_step: 4, heads: Some(2), prefetch: true, lanes: None, stages: 0, sanitize: false });
+    check(&rt, &Case { dtype: DType::BF16, shape: [2, 4, 1, 150, 64], lens: Some(&[1, 150]), splits: 1, keys_per_step: 4, heads: None, prefetch: false, lanes: None, stages: 0, sanitize: false });
 }
 
 #[test]
 fn grouped_ragged_decode_is_sanitizer_clean() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, sanitize: true });
-    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, sanitize: true });
+    check(&rt, &Case { dtype: DType::F32, shape: [3, 4, 2, 37, 36], lens: Some(&[37, 0, 20]), splits: 3, keys_per_step: 4, heads: None, prefetch: true, lanes: Some(4), stages: 0, sanitize: true });
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 6, 3, 50, 128], lens: Some(&[9, 50]), splits: 1, keys_per_step: 3, heads: Some(1), prefetch: false, lanes: None, stages: 0, sanitize: true });
+    // Staged: each lane reads back only the copies it made, after they
+    // complete, and reuses a stage only after reading it.
+    check(&rt, &Case { dtype: DType::F16, shape: [2, 4, 2, 90, 64], lens: Some(&[90, 17]), splits: 2, keys_per_step: 2, heads: None, prefetch: false, lanes: None, stages: 3, sanitize: true });
+    check(&rt, &Case { dtype: DType::F32, shape: [1, 2, 1, 40, 33], lens: None, splits: 1, keys_per_step: 1, heads: None, prefetch: false, lanes: Some(4), stages: 2, sanitize: true });
 }
 
 #[test]

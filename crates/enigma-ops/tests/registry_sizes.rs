@@ -50,6 +50,14 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             } else if entry.name.starts_with("qmatmul_") {
                 // Vector loads are columns per thread: 2 or 4 where N allows.
                 assert_eq!(!first_kernel(&auto).contains("_c1_"), shape[1] % 2 == 0 && shape[0] <= 4, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if ["attention_decode_fused_", "attention_decode_batch_", "attention_decode_ragged_"].iter().any(|p| entry.name.starts_with(p)) {
+                // The fused decode: 16-byte words of f16/bf16 where D is a
+                // multiple of 8, else four-element vectors where it is one of 4.
+                let kernel = first_kernel(&auto);
+                let d = *shape.last().unwrap();
+                let wide = entry.elem != enigma_ir::Scalar::F32 && d % 8 == 0;
+                assert_eq!(kernel.contains("_wide"), wide, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                assert_eq!(kernel.contains("_vec4"), !wide && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name == "gemv_f16" || entry.name == "gemv_bf16" {
                 // 16-bit weights: 16-byte words where rows are whole words,
                 // else four-element vectors where they are whole vectors.

@@ -74,10 +74,11 @@ fn attention_follows_seed_000() {
     };
     // ceil(2048 / 256) = 8 score threadgroups per head; one softmax
     // threadgroup per head; ceil(128 / 32) = 4 weighted-sum threadgroups;
-    // the fused kernel: one threadgroup per (split, K/V head, sequence).
+    // the fused kernel: one threadgroup per (split, K/V head, sequence), of
+    // the 96 threads whose 4 stages of staged K/V words fit 32 KiB.
     let tg = [256, 1, 1];
     assert_eq!(grids("attention_decode_f16"), [([8, 32, 1], tg), ([32, 1, 1], tg), ([4, 32, 1], tg)]);
-    assert_eq!(grids("attention_decode_fused_f16"), [([1, 32, 1], tg)]);
+    assert_eq!(grids("attention_decode_fused_f16"), [([1, 32, 1], [96, 1, 1])]);
     // D = 1024: the fused kernel's state for 8 SIMD groups is 32832 bytes,
     // over 32 KiB, so it takes 7; the three dispatches keep 256.
     assert_eq!(threads_of(&rt, "attention_decode_fused_f32", &[1, 3, 1024]), 224);

@@ -26,22 +26,28 @@
 //! The three dispatches take one K/V head per query head and whole
 //! sequences (`H` = `batch · q_heads` rows).
 //!
-//! **Fused** ([`fused`], grid `(splits, kv_heads, batch)`, one threadgroup
-//! per K/V head serving all of its query heads, so each key is read once):
-//! SIMD groups split the keys, several consecutive keys per step with their
-//! loads issued together; each keeps, per query head, a running maximum, a
-//! rescaled sum and a rescaled `D`-vector accumulator (online softmax),
-//! with `q` and the accumulators in registers, so scores never reach
-//! memory; the SIMD groups' states merge in threadgroup memory after one
-//! barrier. It optionally reads per-sequence lengths (a ragged batch in a
-//! cache of `S` keys per sequence) and writes the log-sum-exp of each row.
-//! Long sequences split their keys over threadgroups ([`splits_for`]: from
-//! the sequence length and the GPU's multiprocessor count), then
-//! [`combine`] merges the splits.
+//! **Fused** ([`fused`], grid `(splits, q_heads / heads, batch)`, a
+//! threadgroup per block of query heads that read one K/V head): lanes own
+//! keys. Each SIMD group splits into key groups of a few lanes; a key group
+//! scores its own keys, each lane multiplying its slots of the key with the
+//! query slots it keeps in registers, the dot product finishing with a few
+//! shuffles. Every lane keeps, per query head, a running maximum, a
+//! rescaled sum and its slots of a rescaled `V` accumulator (online
+//! softmax), so scores never reach memory; the key groups merge by
+//! shuffles, the SIMD groups in threadgroup memory after one barrier. `K`
+//! and `V` arrive in registers (with the next step's loads issued early) or
+//! staged several steps ahead by asynchronous copies into each lane's own
+//! part of threadgroup memory; f16 and bf16 rows are read as 16-byte words.
+//! It optionally reads per-sequence lengths (a ragged batch in a cache of
+//! `S` keys per sequence) and writes the log-sum-exp of each row. Long
+//! sequences split their keys over threadgroups ([`splits_for`]: from the
+//! sequence length and the GPU's multiprocessor count), then [`combine`]
+//! merges the splits.
 //!
-//! `D` is fixed when the kernel is built (`chunks = ceil(D / vec / 32)`
-//! register slots per lane, like a kernel templated on the head dimension);
-//! the vector forms need `D % 4 == 0`.
+//! `D` is fixed when the kernel is built (register slots per lane: `chunks
+//! = ceil(D / vec / 32)` for the scores, [`fused_chunks`] for the fused
+//! kernel, like a kernel templated on the head dimension); the vector forms
+//! need `D % 4 == 0`, the 16-byte words `D % 8 == 0`.
 
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -193,9 +199,10 @@ impl DecodeShape {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FusedConfig {
     pub dtype: DType,
-    /// 1, or 4 for `float4`-style loads.
+    /// Elements per load: 1, 4 (`float4`-style), or 8 (16-byte words of
+    /// eight f16/bf16 values, bound as `uint4`: `q8, k8, v8`).
     pub vec: u8,
-    /// Register slots per lane ([`chunks_for`]).
+    /// Register slots per lane ([`fused_chunks`]).
     pub chunks: u32,
     /// Threads per threadgroup (the threadgroup arrays are sized for it).
     pub threads: u32,
@@ -203,20 +210,42 @@ pub struct FusedConfig {
     /// the shape's query heads per K/V head; all of them: each key and
     /// value row is read once).
     pub heads: u32,
-    /// Consecutive keys a SIMD group takes per loop step: their `K` and `V`
-    /// loads are issued together, before any of them is used.
+    /// Lanes that share one key (a power of two up to 32): lane `l` holds
+    /// the slots `l % lanes + lanes · i` of the key's `D / vec` loads, and
+    /// the key's dot product finishes with `log2(lanes)` shuffles. A SIMD
+    /// group scores `32 / lanes` keys at once.
+    pub lanes: u32,
+    /// Keys each group of `lanes` lanes takes per loop step: their `K` and
+    /// `V` loads are issued together, before any of them is used.
     pub keys_per_step: u32,
     /// Writes partial states for [`combine`] instead of `out`.
     pub split: bool,
-    /// Loads the next step's keys and values while this step's are used
-    /// (two steps' loads in flight per SIMD group).
+    /// Loads the next step's keys and values into registers while this
+    /// step's are used (two steps' loads in flight per SIMD group; not
+    /// with `stages`).
     pub prefetch: bool,
+    /// With `stages ≥ 1`, each lane copies its own words of the next
+    /// `stages` steps' `K` and `V` rows into its part of threadgroup memory
+    /// by asynchronous copies (no registers held, no barrier: a lane reads
+    /// only what it copied) and reads a step's words back when its copies
+    /// are complete; 0 loads straight into registers. Needs loads of 4, 8
+    /// or 16 bytes.
+    pub stages: u32,
     /// Reads each sequence's key count from `seq_lens` (clamped to
     /// `s_len`) instead of using `s_len` for all.
     pub ragged: bool,
     /// Writes each row's natural log-sum-exp of the scaled scores to `lse`
     /// (the whole-row form only: with a split, [`combine`] writes it).
     pub lse: bool,
+}
+
+/// The suffix of a fused kernel's name for its load width.
+fn fused_vec_suffix(vec: u8) -> &'static str {
+    if vec == 8 {
+        "_wide"
+    } else {
+        vec_suffix(vec)
+    }
 }
 
 impl FusedConfig {
@@ -226,23 +255,76 @@ impl FusedConfig {
         let ragged = if self.ragged { "_ragged" } else { "" };
         let lse = if self.lse && !self.split { "_lse" } else { "" };
         let prefetch = if self.prefetch { "_p" } else { "" };
+        let stages = if self.stages > 0 { format!("_s{}", self.stages) } else { String::new() };
         format!(
-            "attention_{form}_{}{}_c{}_t{}_h{}_k{}{prefetch}{ragged}{lse}",
+            "attention_{form}_{}{}_c{}_t{}_h{}_l{}_k{}{prefetch}{stages}{ragged}{lse}",
             self.dtype,
-            vec_suffix(self.vec),
+            fused_vec_suffix(self.vec),
             self.chunks,
             self.threads,
             self.heads,
+            self.lanes,
             self.keys_per_step
         )
     }
 
+    /// Keys a SIMD group takes per loop step.
+    pub fn keys_per_simdgroup_step(&self) -> u32 {
+        SIMD_WIDTH / self.lanes * self.keys_per_step
+    }
+
+    /// Words (loads of `vec` elements) each lane copies per step when
+    /// staged: its slots of `K` and `V` for each of its keys.
+    pub fn staged_words(&self) -> u32 {
+        self.keys_per_step * self.chunks * 2
+    }
+
     /// Threadgroup memory: per SIMD group and query head of the group, its
-    /// maximum, its sum and its `D`-vector accumulator (whole slots).
+    /// maximum, its sum and its `D`-vector accumulator (whole slots); with
+    /// `stages`, each thread's staged words of every stage.
     pub fn threadgroup_memory(&self) -> u64 {
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
-        4 * groups * self.heads as u64 * (2 + (self.chunks * SIMD_WIDTH * self.vec as u32) as u64)
+        let states = 4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64);
+        let word_bytes = (self.vec as u32 * self.dtype.scalar().size_bytes()) as u64;
+        states + (self.stages * self.staged_words() * self.threads) as u64 * word_bytes
     }
+}
+
+/// Register slots per lane of the fused kernel: `ceil(D / vec / lanes)`.
+pub fn fused_chunks(d: u32, vec: u8, lanes: u32) -> u32 {
+    (d / vec as u32).div_ceil(lanes.max(1)).max(1)
+}
+
+/// The f32 values of one loaded element: itself (a scalar or a `float4`),
+/// or the two `float4`s of a 16-byte word of eight 16-bit values.
+fn widen(k: &mut KernelBuilder, dtype: DType, vec: u8, x: Ex, name: &str) -> Vec<Ex> {
+    if vec != 8 {
+        return vec![to_f32(x)];
+    }
+    let pair = Type::vector(dtype.scalar(), 2);
+    let f32x2 = Type::vector(Scalar::F32, 2);
+    let f32x4 = Type::vector(Scalar::F32, 4);
+    let h: Vec<Ex> = (0..4u8).map(|c| k.let_(&format!("{name}_{c}"), x.component(c).bitcast(pair).cast(f32x2))).collect();
+    vec![vector(f32x4, &[h[0].x(), h[0].y(), h[1].x(), h[1].y()]), vector(f32x4, &[h[2].x(), h[2].y(), h[3].x(), h[3].y()])]
+}
+
+/// A scalar as an f32 value of `width` lanes (for `fma` with vectors).
+fn lanes_of(x: Ex, width: u8) -> Ex {
+    if width == 1 {
+        x
+    } else {
+        vector(Type::vector(Scalar::F32, width), &[x])
+    }
+}
+
+/// `simd_shuffle_xor` of an f32 scalar or vector, component by component.
+fn shuffle_xor(x: Ex, mask: u32) -> Ex {
+    let width = x.ty().width();
+    if width == 1 {
+        return simd_shuffle_xor(x, mask);
+    }
+    let comps: Vec<Ex> = (0..width).map(|c| simd_shuffle_xor(x.component(c), mask)).collect();
+    vector(Type::vector(Scalar::F32, width), &comps)
 }
 
 /// `attention_fused…` ([`FusedConfig::name`]): the whole decode step of
@@ -251,11 +333,16 @@ impl FusedConfig {
 /// grid `(1, q_heads / heads, batch)`; the split form (grid `(splits,
 /// q_heads / heads, batch)`) takes the `split_len` keys of split `x`.
 ///
-/// SIMD groups take `keys_per_step` consecutive keys at a time; the 32 lanes
-/// read a key's `D` elements together, and each query head keeps a running
-/// maximum, a rescaled sum and a rescaled `D`-vector accumulator (online
-/// softmax, scores in the log2 domain) in registers; the SIMD groups'
-/// states merge in threadgroup memory after one barrier.
+/// Lanes own keys: a SIMD group splits into `32 / lanes` key groups of
+/// `lanes` lanes, and each key group scores its own keys (`keys_per_step`
+/// of them per step, their `K` and `V` loads issued together), each lane
+/// multiplying its slots of the key with the query slots it keeps in
+/// registers, the key's dot product finishing with `log2(lanes)` shuffles.
+/// Every lane keeps, per query head, a running maximum, a rescaled sum and
+/// a rescaled accumulator of its slots of `V` (online softmax, scores in
+/// the log2 domain); after the last key the key groups of a SIMD group
+/// merge their states with shuffles, and the SIMD groups theirs in
+/// threadgroup memory after one barrier.
 ///
 /// The whole-row form writes `out` (and `lse`); an empty sequence gives
 /// zeros (and `-inf`). The split form writes, for query row `r` (`b ·
@@ -263,22 +350,32 @@ impl FusedConfig {
 /// log2-domain shift its sums are relative to, `partial_ml[2i + 1]` its sum
 /// of weights (0 when the split saw no key), `partial_acc[i·d ..]` its
 /// weighted sum of `V` rows. Parameters: `q, k, v` (`q4, k4, v4` for
-/// vectors), `out` (`lse`) or `partial_ml, partial_acc`, `seq_lens` when
-/// ragged, then `s_len, d, scale, group` (query heads per K/V head; and
-/// `split_len`).
+/// `float4`s, `q8, k8, v8` for 16-byte words), `out` (`lse`) or
+/// `partial_ml, partial_acc`, `seq_lens` when ragged, then `s_len, d,
+/// scale, group` (query heads per K/V head; and `split_len`).
 ///
 /// # Panics
-/// When `vec` is not 1 or 4, or `heads` or `keys_per_step` is 0.
+/// When `vec` is not 1, 4 or 8 (8 with an f32 type), `lanes` is not a
+/// power of two up to 32, `heads` or `keys_per_step` is 0, or `stages` is
+/// not 0 with `prefetch` or with loads of fewer than 4 bytes.
 pub fn fused(c: &FusedConfig) -> Kernel {
-    assert_vec(c.vec);
+    assert!(c.vec == 1 || c.vec == 4 || (c.vec == 8 && c.dtype != DType::F32), "vector width must be 1, 4 or (16-bit types) 8, got {}", c.vec);
+    assert!(c.lanes.is_power_of_two() && c.lanes <= SIMD_WIDTH, "lanes per key must be a power of two up to 32, got {}", c.lanes);
     assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
-    let (vec, group, steps) = (c.vec, c.heads, c.keys_per_step);
+    assert!(c.stages == 0 || !c.prefetch, "staged loads and register prefetch exclude each other");
+    assert!(c.stages == 0 || c.vec as u32 * c.dtype.scalar().size_bytes() >= 4, "staged copies move 4, 8 or 16 bytes");
+    let (vec, group, steps, lanes) = (c.vec, c.heads, c.keys_per_step, c.lanes);
+    let key_groups = SIMD_WIDTH / lanes;
     let mut kb = KernelBuilder::new(c.name());
     let k = &mut kb;
-    let sfx = if vec == 4 { "4" } else { "" };
-    let q = k.buffer(&format!("q{sfx}"), c.dtype.ty(vec), Access::Read);
-    let keys = k.buffer(&format!("k{sfx}"), c.dtype.ty(vec), Access::Read);
-    let values = k.buffer(&format!("v{sfx}"), c.dtype.ty(vec), Access::Read);
+    let (sfx, elem) = match vec {
+        8 => ("8", Type::vector(Scalar::U32, 4)),
+        4 => ("4", c.dtype.ty(4)),
+        _ => ("", c.dtype.ty(1)),
+    };
+    let q = k.buffer(&format!("q{sfx}"), elem, Access::Read);
+    let keys = k.buffer(&format!("k{sfx}"), elem, Access::Read);
+    let values = k.buffer(&format!("v{sfx}"), elem, Access::Read);
     let (out, lse, partials) = if c.split {
         (None, None, Some((k.buffer("partial_ml", Type::F32, Access::ReadWrite), k.buffer("partial_acc", Type::F32, Access::ReadWrite))))
     } else {
@@ -293,7 +390,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let kv_group = k.value("group", Type::U32);
     let split_len = if c.split { Some(k.value("split_len", Type::U32)) } else { None };
     let max_groups = c.threads.div_ceil(SIMD_WIDTH);
-    let row_len = c.chunks * SIMD_WIDTH * vec as u32;
+    let row_len = c.chunks * lanes * vec as u32;
     let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups * group);
     let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups * group);
     let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * group * row_len);
@@ -304,9 +401,11 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let kv_seq = k.let_("kv_seq", row0 / kv_group);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sub = k.let_("sub", lane % lanes);
+    let key_group = k.let_("key_group", lane / lanes);
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let nsg = k.let_("nsg", simdgroups_per_threadgroup());
-    let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
+    let dv = k.let_("dv", d / vec as u32);
     let seq_len = match seq_lens {
         Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
         None => s_len,
@@ -319,34 +418,87 @@ pub fn fused(c: &FusedConfig) -> Kernel {
         }
         None => (k.let_("first_key", 0u32), seq_len),
     };
-    let slots: Vec<(Ex, Ex)> = (0..c.chunks).map(|i| slot(k, lane, i, dv)).collect();
-    // Scores in the log2 domain: q pre-multiplied by scale · log2(e).
-    let qscale = k.let_("qscale", scale * LOG2E);
-    let qs: Vec<Vec<Ex>> = (0..group)
-        .map(|g| {
-            let row = k.let_(&format!("qrow{g}"), row0 + g);
-            load_q(k, &format!("q{g}_"), q, row, &slots, dv, qscale)
+    // Slot `i` of this lane: load column `sub + lanes · i` of a row,
+    // clamped into the row so loads stay in bounds.
+    let slots: Vec<(Ex, Ex)> = (0..c.chunks)
+        .map(|i| {
+            let col = k.let_(&format!("col{i}"), sub + lanes * i);
+            let valid = k.let_(&format!("valid{i}"), col.lt(dv));
+            (k.let_(&format!("ccol{i}"), min(col, dv - 1u32)), valid)
         })
         .collect();
+    // Scores in the log2 domain: q pre-multiplied by scale · log2(e).
+    let qscale = k.let_("qscale", scale * LOG2E);
+    let qs: Vec<Vec<Vec<Ex>>> = (0..group)
+        .map(|g| {
+            let row = k.let_(&format!("qrow{g}"), row0 + g);
+            slots
+                .iter()
+                .enumerate()
+                .map(|(i, &(col, valid))| {
+                    let raw = q.get(row * dv + col);
+                    widen(k, c.dtype, vec, raw, &format!("qw{g}_{i}"))
+                        .into_iter()
+                        .enumerate()
+                        .map(|(p, x)| k.let_(&format!("q{g}_{i}_{p}"), select(splat(0.0, x.ty().width()), x * qscale, valid)))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let part_width = if vec == 1 { 1 } else { 4 };
+    let parts = if vec == 8 { 2 } else { 1 };
     let ms: Vec<Var> = (0..group).map(|g| k.var(&format!("m{g}"), neg_inf())).collect();
     let ls: Vec<Var> = (0..group).map(|g| k.var(&format!("l{g}"), f(0.0))).collect();
-    let accs: Vec<Vec<Var>> =
-        (0..group).map(|g| (0..c.chunks).map(|i| k.var(&format!("acc{g}_{i}"), splat(0.0, vec))).collect()).collect();
-    // Step rows past the end re-read the last key (or key 0 of an empty
-    // range: in bounds) and are masked out of the softmax.
+    let accs: Vec<Vec<Vec<Var>>> = (0..group)
+        .map(|g| (0..c.chunks).map(|i| (0..parts).map(|p| k.var(&format!("acc{g}_{i}_{p}"), splat(0.0, part_width))).collect()).collect())
+        .collect();
+    // Keys past the end re-read the last key (or key 0 of an empty range:
+    // in bounds) and are masked out of the softmax.
     let last_key = k.let_("last_key", max(end_key, 1u32) - 1u32);
+    // Key `u` of this lane's key group in the step that starts at `at`:
+    // `at + u · key_groups + key_group`, so each load instruction of the
+    // SIMD group reads `key_groups` consecutive rows.
     let load_step = |k: &mut KernelBuilder, at: Ex, tag: &str| -> Vec<(Vec<Ex>, Vec<Ex>)> {
         (0..steps)
             .map(|u| {
-                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(at + u, last_key)) * dv);
+                let key = min(at + u * key_groups + key_group, last_key);
+                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + key) * dv);
                 let kr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}k{u}_{i}"), keys.get(base + col))).collect();
                 let vr = slots.iter().enumerate().map(|(i, &(col, _))| k.let_(&format!("{tag}v{u}_{i}"), values.get(base + col))).collect();
                 (kr, vr)
             })
             .collect()
     };
-    let first_step = k.let_("first_step", first_key + sg * steps);
-    let stride = k.let_("stride", nsg * steps);
+    let step_keys = key_groups * steps;
+    let first_step = k.let_("first_step", first_key + sg * step_keys);
+    let stride = k.let_("stride", nsg * step_keys);
+    // Staged: word `w` of stage `t` of this thread at `(t · words + w) ·
+    // threads + tid`, so a SIMD group's accesses to one word are contiguous.
+    let words = c.staged_words();
+    let staging = (c.stages > 0).then(|| k.threadgroup_array("staged", elem, c.stages * words * c.threads));
+    let staged_at = |stage: Ex, w: u32| (stage * words + w) * c.threads + tid;
+    // Starts the copies of the step at `at` into stage `stage`, one group.
+    let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
+        let staging = staging.expect("staged");
+        for u in 0..steps {
+            let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
+            let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
+            let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
+            for (i, &(col, _)) in slots.iter().enumerate() {
+                let w = (u * c.chunks + i as u32) * 2;
+                k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
+                k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+            }
+        }
+        k.async_commit();
+    };
+    let iteration = (c.stages > 0).then(|| {
+        for t in 0..c.stages {
+            issue(k, first_step + stride * t, Ex::from(t), &format!("first{t}_"));
+        }
+        k.var("iteration", Ex::from(0u32))
+    });
     // With prefetch, the registers that hold the next step's rows.
     let ahead: Option<Vec<(Vec<Var>, Vec<Var>)>> = c.prefetch.then(|| {
         load_step(k, first_step, "first_")
@@ -359,9 +511,27 @@ pub fn fused(c: &FusedConfig) -> Kernel {
             })
             .collect()
     });
+    // `s` is the same in every lane of a SIMD group: the shuffles inside
+    // run with all 32 lanes.
     k.for_range("s", first_step, end_key, stride, |k, s| {
-        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match &ahead {
-            Some(ahead) => {
+        let stage = iteration.map(|it| k.let_("stage", it.get() % c.stages));
+        let rows: Vec<(Vec<Ex>, Vec<Ex>)> = match (&ahead, staging, stage) {
+            (_, Some(staging), Some(stage)) => {
+                // This step's group is complete when at most `stages - 1`
+                // newer ones are pending.
+                k.async_wait(c.stages - 1);
+                (0..steps)
+                    .map(|u| {
+                        let word = |k: &mut KernelBuilder, i: u32, side: u32, name: &str| {
+                            k.let_(&format!("{name}{u}_{i}"), staging.get(staged_at(stage, (u * c.chunks + i) * 2 + side)))
+                        };
+                        let kr = (0..c.chunks).map(|i| word(k, i, 0, "k")).collect();
+                        let vr = (0..c.chunks).map(|i| word(k, i, 1, "v")).collect();
+                        (kr, vr)
+                    })
+                    .collect()
+            }
+            (Some(ahead), _, _) => {
                 let current: Vec<(Vec<Ex>, Vec<Ex>)> = ahead
                     .iter()
                     .enumerate()
@@ -379,21 +549,29 @@ pub fn fused(c: &FusedConfig) -> Kernel {
                 }
                 current
             }
-            None => load_step(k, s, ""),
+            _ => load_step(k, s, ""),
         };
-        let valid: Vec<Option<Ex>> = (0..steps).map(|u| (u > 0).then(|| k.let_(&format!("live{u}"), (s + u).lt(end_key)))).collect();
-        let krows: Vec<Vec<Ex>> = rows.iter().map(|(kr, _)| kr.iter().map(|&x| to_f32(x)).collect()).collect();
-        let vrows: Vec<Vec<Ex>> = rows.iter().map(|(_, vr)| vr.iter().map(|&x| to_f32(x)).collect()).collect();
+        let live: Vec<Ex> = (0..steps).map(|u| k.let_(&format!("live{u}"), (s + u * key_groups + key_group).lt(end_key))).collect();
+        let krows: Vec<Vec<Vec<Ex>>> =
+            rows.iter().enumerate().map(|(u, (kr, _))| kr.iter().enumerate().map(|(i, &x)| widen(k, c.dtype, vec, x, &format!("kw{u}_{i}"))).collect()).collect();
+        let vrows: Vec<Vec<Vec<Ex>>> =
+            rows.iter().enumerate().map(|(u, (_, vr))| vr.iter().enumerate().map(|(i, &x)| widen(k, c.dtype, vec, x, &format!("vw{u}_{i}"))).collect()).collect();
         for g in 0..group as usize {
             let ts: Vec<Ex> = (0..steps as usize)
                 .map(|u| {
-                    let dot = krows[u].iter().zip(&qs[g]).map(|(&kv, &qv)| hsum(qv * kv)).reduce(|a, b| a + b).expect("at least one slot");
-                    let t = simd_sum(dot);
-                    let t = match valid[u] {
-                        Some(live) => select(neg_inf(), t, live),
-                        None => t,
-                    };
-                    k.let_(&format!("t{g}_{u}"), t)
+                    let dot = krows[u]
+                        .iter()
+                        .zip(&qs[g])
+                        .flat_map(|(kp, qp)| kp.iter().zip(qp).map(|(&kv, &qv)| hsum(qv * kv)))
+                        .reduce(|a, b| a + b)
+                        .expect("at least one slot");
+                    let mut dot = k.let_(&format!("dot{g}_{u}"), dot);
+                    let mut mask = 1;
+                    while mask < lanes {
+                        dot = k.let_(&format!("dot{g}_{u}_{mask}"), dot + simd_shuffle_xor(dot, mask));
+                        mask *= 2;
+                    }
+                    k.let_(&format!("t{g}_{u}"), select(neg_inf(), dot, live[u]))
                 })
                 .collect();
             let m_new = k.let_(&format!("m_new{g}"), ts.iter().fold(ms[g].get(), |a, &t| max(a, t)));
@@ -402,31 +580,65 @@ pub fn fused(c: &FusedConfig) -> Kernel {
             let ps: Vec<Ex> = ts.iter().enumerate().map(|(u, &t)| k.let_(&format!("p{g}_{u}"), exp2(t - shift))).collect();
             let p_sum = ps.iter().copied().reduce(|a, b| a + b).expect("at least one key");
             k.assign(ls[g], fma(ls[g].get(), alpha, p_sum));
-            let alpha_lanes = if vec == 1 { alpha } else { vector(Type::vector(Scalar::F32, vec), &[alpha]) };
-            for (i, acc) in accs[g].iter().enumerate() {
-                let mut sum = acc.get() * alpha_lanes;
-                for (u, &p) in ps.iter().enumerate() {
-                    sum = fma(vrows[u][i], if vec == 1 { p } else { vector(Type::vector(Scalar::F32, vec), &[p]) }, sum);
+            for (i, slot) in accs[g].iter().enumerate() {
+                for (p, acc) in slot.iter().enumerate() {
+                    let mut sum = acc.get() * lanes_of(alpha, part_width);
+                    for (u, &pu) in ps.iter().enumerate() {
+                        sum = fma(vrows[u][i][p], lanes_of(pu, part_width), sum);
+                    }
+                    k.assign(*acc, sum);
                 }
-                k.assign(*acc, sum);
             }
             k.assign(ms[g], m_new);
         }
+        if let (Some(it), Some(stage)) = (iteration, stage) {
+            // The stage just read takes the step `stages` ahead.
+            issue(k, s + stride * c.stages, stage, "ahead_");
+            k.assign(it, it.get() + 1u32);
+        }
     });
+    // The key groups of each SIMD group merge their states: after the
+    // butterfly every lane holds its SIMD group's state of its slots.
+    let mut mask = lanes;
+    while mask < SIMD_WIDTH {
+        for g in 0..group as usize {
+            let m_other = k.let_(&format!("m_other{g}_{mask}"), simd_shuffle_xor(ms[g].get(), mask));
+            let l_other = k.let_(&format!("l_other{g}_{mask}"), simd_shuffle_xor(ls[g].get(), mask));
+            let others: Vec<Vec<Ex>> = accs[g]
+                .iter()
+                .enumerate()
+                .map(|(i, slot)| slot.iter().enumerate().map(|(p, acc)| k.let_(&format!("acc_other{g}_{i}_{p}_{mask}"), shuffle_xor(acc.get(), mask))).collect())
+                .collect();
+            let m_new = k.let_(&format!("m_merged{g}_{mask}"), max(ms[g].get(), m_other));
+            let shift = k.let_(&format!("merge_shift{g}_{mask}"), finite_or_zero(m_new));
+            let mine = k.let_(&format!("w_mine{g}_{mask}"), exp2(ms[g].get() - shift));
+            let theirs = k.let_(&format!("w_theirs{g}_{mask}"), exp2(m_other - shift));
+            k.assign(ls[g], fma(ls[g].get(), mine, l_other * theirs));
+            for (slot, other) in accs[g].iter().zip(&others) {
+                for (acc, &o) in slot.iter().zip(other) {
+                    k.assign(*acc, fma(acc.get(), lanes_of(mine, part_width), o * lanes_of(theirs, part_width)));
+                }
+            }
+            k.assign(ms[g], m_new);
+        }
+        mask *= 2;
+    }
     for g in 0..group {
         let at = k.let_(&format!("state{g}"), (g * max_groups) + sg);
         k.if_(lane.eq(0u32), |k| {
             k.store(tg_max.at(at), ms[g as usize].get());
             k.store(tg_sum.at(at), ls[g as usize].get());
         });
-        for (i, ((_, valid), acc)) in slots.iter().zip(&accs[g as usize]).enumerate() {
-            k.if_(*valid, |k| {
-                let at = at * row_len + (lane + SIMD_WIDTH * i as u32) * vec as u32;
-                if vec == 1 {
-                    k.store(tg_acc.at(at), acc.get());
-                } else {
-                    for comp in 0..vec {
-                        k.store(tg_acc.at(at + comp as u32), acc.get().component(comp));
+        for (i, ((_, valid), slot)) in slots.iter().zip(&accs[g as usize]).enumerate() {
+            k.if_(key_group.eq(0u32).and(*valid), |k| {
+                let at = at * row_len + (sub + lanes * i as u32) * vec as u32;
+                for (p, acc) in slot.iter().enumerate() {
+                    if part_width == 1 {
+                        k.store(tg_acc.at(at), acc.get());
+                    } else {
+                        for comp in 0..4u8 {
+                            k.store(tg_acc.at(at + (4 * p as u32 + comp as u32)), acc.get().component(comp));
+                        }
                     }
                 }
             });
@@ -472,11 +684,17 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     finish(kb)
 }
 
+/// Threads per threadgroup of [`combine`]: 8 SIMD groups share the splits.
+pub const COMBINE_THREADS: u32 = 256;
+
 /// `attention_combine_{dtype}[_lse]`: merges the partial states of
-/// [`fused`]'s split form into `out[r, :]`, one threadgroup per query row
-/// `r` (grid `(rows, 1)`): with `M` the largest shift among the splits that
-/// saw keys, `out = Σ acc_i · 2^(m_i − M) / Σ l_i · 2^(m_i − M)` (zeros when
-/// none did), and with `lse`, `lse[r] = ln 2 · (M + log2 Σ l_i · 2^(m_i − M))`.
+/// [`fused`]'s split form into `out[r, :]`, grid `(rows, ceil(d / 32))`
+/// (threadgroup `(r, y)` finishes dimensions `32y ..` of row `r`): with
+/// `M` the largest shift among the splits that saw keys, `out = Σ acc_i ·
+/// 2^(m_i − M) / Σ l_i · 2^(m_i − M)` (zeros when none did), and with
+/// `lse`, `lse[r] = ln 2 · (M + log2 Σ l_i · 2^(m_i − M))`. The SIMD groups
+/// take every `nsg`-th split (lane `l` its dimension), so each thread's
+/// loads are few and independent; their sums meet in threadgroup memory.
 /// Parameters: `partial_ml, partial_acc, out` (`lse`), `d, splits`.
 pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
     let mut kb = KernelBuilder::new(format!("attention_combine_{dtype}{}", if with_lse { "_lse" } else { "" }));
@@ -487,33 +705,46 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
     let lse = with_lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
     let d = k.value("d", Type::U32);
     let splits = k.value("splits", Type::U32);
+    let max_groups = MAX_THREADS / SIMD_WIDTH;
+    let tg_o = k.threadgroup_array("group_o", Type::F32, max_groups * SIMD_WIDTH);
+    let tg_l = k.threadgroup_array("group_l", Type::F32, max_groups);
     let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let nsg = k.let_("nsg", simdgroups_per_threadgroup());
+    let dim = k.let_("dim", threadgroup_position_in_grid().y() * SIMD_WIDTH + lane);
+    let col = k.let_("col", min(dim, d - 1u32));
     let base = k.let_("base", row * splits);
-    let big_m = k.var("big_m", neg_inf());
-    k.for_range("i", 0u32, splits, 1u32, |k, i| {
+    let local_m = k.var("local_m", neg_inf());
+    k.for_range("i", tid, splits, threads_per_threadgroup().x(), |k, i| {
         let seen = k.let_("seen", partial_ml.get((base + i) * 2u32 + 1u32).gt(0.0f32));
-        k.if_(seen, |k| k.assign(big_m, max(big_m.get(), partial_ml.get((base + i) * 2u32))));
+        k.if_(seen, |k| k.assign(local_m, max(local_m.get(), partial_ml.get((base + i) * 2u32))));
     });
-    let big_l = k.var("big_l", f(0.0));
-    k.for_range("i2", 0u32, splits, 1u32, |k, i| {
-        let l = k.let_("l", partial_ml.get((base + i) * 2u32 + 1u32));
-        k.if_(l.gt(0.0f32), |k| k.assign(big_l, fma(l, exp2(partial_ml.get((base + i) * 2u32) - big_m.get()), big_l.get())));
+    let big_m = threadgroup_reduce(k, "split_max", &[(ReduceOp::Max, local_m.get())])[0];
+    let o = k.var("o", f(0.0));
+    let l = k.var("l", f(0.0));
+    k.for_range("i2", sg, splits, nsg, |k, i| {
+        let li = k.let_("li", partial_ml.get((base + i) * 2u32 + 1u32));
+        let w = k.let_("w", select(f(0.0), exp2(partial_ml.get((base + i) * 2u32) - big_m), li.gt(0.0f32)));
+        k.assign(l, fma(li, w, l.get()));
+        k.assign(o, fma(partial_acc.get((base + i) * d + col), w, o.get()));
     });
-    let inv = k.let_("inv", select(f(0.0), 1.0f32 / big_l.get(), big_l.get().gt(0.0f32)));
-    if let Some(lse) = lse {
-        k.if_(tid.eq(0u32), |k| k.store(lse.at(row), (big_m.get() + log2(big_l.get())) * std::f64::consts::LN_2 as f32));
-    }
-    k.for_range("dim", tid, d, threads_per_threadgroup().x(), |k, dim| {
-        let o = k.var("o", f(0.0));
-        k.for_range("i3", 0u32, splits, 1u32, |k, i| {
-            let l = k.let_("li", partial_ml.get((base + i) * 2u32 + 1u32));
-            k.if_(l.gt(0.0f32), |k| {
-                let w = exp2(partial_ml.get((base + i) * 2u32) - big_m.get());
-                k.assign(o, fma(partial_acc.get((base + i) * d + dim), w, o.get()));
-            });
+    k.store(tg_o.at(sg * SIMD_WIDTH + lane), o.get());
+    k.if_(lane.eq(0u32), |k| k.store(tg_l.at(sg), l.get()));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.if_(sg.eq(0u32), |k| {
+        let total_o = k.var("total_o", f(0.0));
+        let big_l = k.var("big_l", f(0.0));
+        k.for_range("j", 0u32, nsg, 1u32, |k, j| {
+            k.assign(total_o, total_o + tg_o.get(j * SIMD_WIDTH + lane));
+            k.assign(big_l, big_l + tg_l.get(j));
         });
-        store_f32(k, out, row * d + dim, o.get() * inv);
+        let inv = k.let_("inv", select(f(0.0), 1.0f32 / big_l.get(), big_l.get().gt(0.0f32)));
+        k.if_(dim.lt(d), |k| store_f32(k, out, row * d + dim, total_o.get() * inv));
+        if let Some(lse) = lse {
+            k.if_(dim.eq(0u32), |k| k.store(lse.at(row), (big_m + log2(big_l.get())) * std::f64::consts::LN_2 as f32));
+        }
     });
     finish(kb)
 }
@@ -524,7 +755,9 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
 /// whole register slots (32 elements, or 128 with `float4`): with one query
 /// head, 1024 threads fit up to D = 224 (128 with `float4`), 256 up to
 /// D = 992 (896); D = 1024 needs `8 · (2 + 1024) · 4 = 32832` bytes at 256
-/// threads, so 224.
+/// threads, so 224. The slots of 32 lanes bound those of any lanes per key
+/// (fewer lanes round `D` up less); staged words take more memory per
+/// thread ([`AttentionPlan::fitting_threads`]).
 pub fn fused_threads_that_fit(d: u32, vec: u8, group: u32) -> u32 {
     let per_group = 4 * group.max(1) as u64 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
     let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);
@@ -624,25 +857,45 @@ mod tests {
         let shape = DecodeShape { batch: 8, q_heads: 32, kv_heads: 8, s_len: 4096, d: 128 };
         let p = plan(DType::F16, &shape, 4, 256).unwrap();
         assert_eq!(p.fused, Dispatch::threadgroups([1, 16, 8], 256));
-        assert_eq!(p.combine, Dispatch::threadgroups([256, 1, 1], 128));
+        assert_eq!(p.combine, Dispatch::threadgroups([256, 4, 1], COMBINE_THREADS));
         assert_eq!(p.fused_config().heads, 2);
         assert_eq!([1, 2, 3, 4, 6, 8].map(default_heads_per_threadgroup), [1, 2, 1, 2, 2, 2]);
         // One query head per threadgroup: twice the threadgroups.
         let single = p.with_heads_per_threadgroup(1, true).unwrap();
         assert_eq!(single.fused, Dispatch::threadgroups([1, 32, 8], 256));
-        assert_eq!(single.fused_config().name(), "attention_fused_f16_vec4_c1_t256_h1_k4_p");
+        // 16-byte words of eight halves, 8 lanes per key: 2 slots per lane.
+        assert_eq!(single.fused_config().name(), "attention_fused_f16_wide_c2_t256_h1_l8_k1_p");
+        assert_eq!(single.without_wide_words().fused_config().name(), "attention_fused_f16_vec4_c2_t256_h1_l16_k1_p");
+        // Staged: 4 stages of 4 words of 16 bytes per thread; 96 threads
+        // and their states fit 32 KiB (3 · 130 · 4 + 4 · 4 · 96 · 16 =
+        // 26136 bytes, 128 would need 34848); the prefetch into registers
+        // is off.
+        assert_eq!(default_stages(&single, false), 4);
+        // 256 threads kept: 4 stages would need 73 KiB.
+        assert_eq!(default_stages(&single, true), 0);
+        let staged = single.with_stages(4).unwrap().fitting_threads();
+        assert_eq!(staged.fused_config().name(), "attention_fused_f16_wide_c2_t96_h1_l8_k1_s4");
+        assert_eq!(staged.fused_threadgroup_memory(), 3 * 4 * (2 + 128) + 4 * 4 * 96 * 16);
+        // D = 1024 in f32: 16 words per thread and step, registers instead.
+        let wide_head = plan(DType::F32, &DecodeShape::heads(1, 8, 1024), 4, 256).unwrap();
+        assert_eq!(default_stages(&wide_head, false), 0);
+        assert!(plan(DType::F16, &DecodeShape::heads(1, 8, 33), 1, 256).unwrap().with_stages(2).is_err());
+        assert_eq!([1, 4, 8, 16, 32, 33, 64, 1024].map(|d| default_lanes_per_key(d, 1)), [1, 2, 4, 8, 16, 32, 32, 32]);
+        assert_eq!(default_lanes_per_key(128, 8), 8);
+        assert!(p.with_lanes_per_key(6).is_err() && p.with_lanes_per_key(64).is_err());
         assert_eq!(
             p.with_heads_per_threadgroup(3, false).unwrap_err().to_string(),
             "attention_fused_f16_vec4: 3 query heads per threadgroup do not divide the 4 query heads per K/V head"
         );
         assert!(p.check_three_dispatch().is_err());
         // 132 multiprocessors: 528 threadgroups wanted over 128 blocks of 2
-        // query heads → 5 splits (820 keys each: 26 steps of 4 keys for
+        // query heads → 5 splits (820 keys each: 13 steps of 8 keys for
         // each of 8 SIMD groups).
         let split = p.with_splits(splits_for(&p, 132));
         assert_eq!((split.splits, split.split_len), (5, 820));
         assert_eq!(split.fused, Dispatch::threadgroups([5, 16, 8], 256));
-        // A short sequence stays whole: 8 keys per SIMD group and step.
+        // A short sequence stays whole: 8 SIMD groups of 8 keys per step
+        // take 128 keys in 2 steps.
         let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
         assert_eq!(splits_for(&short, 132), 1);
         assert_eq!(

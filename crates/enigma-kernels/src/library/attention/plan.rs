@@ -1,6 +1,7 @@
 //! The decode's plan: which form runs (three dispatches or fused), its
-//! threadgroup size, keys per step, heads per threadgroup and the split of
-//! the keys over threadgroups, checked against the shape and the device.
+//! threadgroup size, load width, lanes per key, keys per step, heads per
+//! threadgroup and the split of the keys over threadgroups, checked against
+//! the shape and the device.
 
 use super::*;
 
@@ -20,13 +21,21 @@ pub struct AttentionPlan {
     pub weighted_sum: Dispatch,
     /// Fused: `(splits, kv_heads, batch)`.
     pub fused: Dispatch,
-    /// Keys a SIMD group of the fused kernel loads per step.
+    /// Elements per load of the fused kernel: the plan's `vec`, or 8 (16-byte
+    /// words) for f16/bf16 with `vec` 4 and `D % 8 == 0`.
+    pub fused_vec: u8,
+    /// Lanes of the fused kernel that share one key ([`FusedConfig::lanes`]).
+    pub lanes_per_key: u32,
+    /// Keys each key group of the fused kernel loads per step.
     pub keys_per_step: u32,
     /// Query heads per threadgroup of the fused kernel (a divisor of the
     /// shape's query heads per K/V head).
     pub heads_per_threadgroup: u32,
     /// Whether the fused kernel loads the next step while using this one.
     pub prefetch: bool,
+    /// Steps of the fused kernel staged ahead by asynchronous copies
+    /// ([`FusedConfig::stages`]; 0: loads into registers).
+    pub stages: u32,
     /// Whether the fused kernel reads per-sequence lengths.
     pub ragged: bool,
     /// Whether the fused form writes the log-sum-exp of each row.
@@ -35,7 +44,7 @@ pub struct AttentionPlan {
     pub splits: u32,
     /// Keys per split.
     pub split_len: u32,
-    /// Merging the splits: `(rows, 1)` (used when `splits > 1`).
+    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`).
     pub combine: Dispatch,
 }
 
@@ -54,12 +63,14 @@ impl AttentionPlan {
     pub fn fused_config(&self) -> FusedConfig {
         FusedConfig {
             dtype: self.dtype,
-            vec: self.vec,
-            chunks: self.chunks,
+            vec: self.fused_vec,
+            chunks: fused_chunks(self.shape.d, self.fused_vec, self.lanes_per_key),
             threads: self.fused.threads[0],
             heads: self.heads_per_threadgroup,
+            lanes: self.lanes_per_key,
             keys_per_step: self.keys_per_step,
-            prefetch: self.prefetch,
+            prefetch: self.prefetch && self.stages == 0,
+            stages: self.stages,
             split: self.splits > 1,
             ragged: self.ragged,
             lse: self.lse,
@@ -104,9 +115,44 @@ impl AttentionPlan {
         Ok(self)
     }
 
-    /// This plan's fused kernel with `keys` keys per SIMD-group step.
+    /// This plan's fused kernel with `keys` keys per key group and step.
     pub fn with_keys_per_step(mut self, keys: u32) -> AttentionPlan {
         self.keys_per_step = keys.max(1);
+        self
+    }
+
+    /// This plan's fused kernel with `lanes` lanes per key (a power of two
+    /// up to 32).
+    pub fn with_lanes_per_key(mut self, lanes: u32) -> Result<AttentionPlan, ShapeError> {
+        if !lanes.is_power_of_two() || lanes > SIMD_WIDTH {
+            let name = format!("attention_fused_{}{}", self.dtype, fused_vec_suffix(self.fused_vec));
+            return Err(ShapeError::new(name, format!("{lanes} lanes per key is not a power of two up to 32")));
+        }
+        self.lanes_per_key = lanes;
+        Ok(self)
+    }
+
+    /// This plan's fused kernel with `stages` steps staged ahead by
+    /// asynchronous copies (0: loads into registers, with or without the
+    /// plan's prefetch); the copies need loads of 4, 8 or 16 bytes.
+    pub fn with_stages(mut self, stages: u32) -> Result<AttentionPlan, ShapeError> {
+        let bytes = self.fused_vec as u32 * self.dtype.scalar().size_bytes();
+        if stages > 0 && bytes < 4 {
+            let name = format!("attention_fused_{}{}", self.dtype, fused_vec_suffix(self.fused_vec));
+            return Err(ShapeError::new(name, format!("staged loads copy 4, 8 or 16 bytes; a load of this kernel is {bytes} (d = {} is no multiple of 4)", self.shape.d)));
+        }
+        self.stages = stages;
+        Ok(self)
+    }
+
+    /// This plan's fused kernel on loads of the plan's `vec` only, not on
+    /// 16-byte words (for buffers whose sizes are no multiple of 16
+    /// bytes); the lanes per key follow the narrower loads' default.
+    pub fn without_wide_words(mut self) -> AttentionPlan {
+        if self.fused_vec == 8 {
+            self.fused_vec = self.vec;
+            self.lanes_per_key = default_lanes_per_key(self.shape.d, self.vec);
+        }
         self
     }
 
@@ -115,6 +161,19 @@ impl AttentionPlan {
     pub fn with_outputs(mut self, ragged: bool, lse: bool) -> AttentionPlan {
         self.ragged = ragged;
         self.lse = lse;
+        self
+    }
+
+    /// This plan's fused kernel with the most threads, up to its own, whose
+    /// threadgroup memory fits [`MAX_THREADGROUP_MEMORY`] (staged words
+    /// take memory per thread), at least 32. Call before
+    /// [`AttentionPlan::with_splits`].
+    pub fn fitting_threads(mut self) -> AttentionPlan {
+        let mut t = self.fused.threads[0];
+        while t > SIMD_WIDTH && self.fused_threadgroup_memory() > MAX_THREADGROUP_MEMORY {
+            t -= SIMD_WIDTH;
+            self.fused = Dispatch::threadgroups(self.fused.size, t);
+        }
         self
     }
 
@@ -153,9 +212,68 @@ impl AttentionPlan {
 /// Seed 000's threadgroup size for all three dispatches of the decode.
 pub const SEED_000_THREADS: u32 = 256;
 
-/// The fused kernel's default keys per SIMD-group step: with f16 K/V and
-/// D = 128, 4 keys put 64 bytes of `K` and `V` loads in flight per lane.
-pub const DEFAULT_KEYS_PER_STEP: u32 = 4;
+/// The fused kernel's default keys per key group and step: with f16 K/V,
+/// D = 128 and 8 lanes per key, one key is 64 bytes of `K` and `V` words
+/// per lane and step (2 KiB per SIMD group).
+pub const DEFAULT_KEYS_PER_STEP: u32 = 1;
+
+/// The most register slots per lane (loads of one `K` row) the default
+/// lanes per key leave to each lane.
+pub const DEFAULT_SLOTS_PER_LANE: u32 = 2;
+
+/// The default lanes per key of the fused kernel for head dimension `d`
+/// at load width `vec`: the fewest (a power of two up to 32) that leave
+/// each lane at most [`DEFAULT_SLOTS_PER_LANE`] loads of a row — 8 for
+/// f16 at D = 128 in 16-byte words, 16 for f32 in `float4`s, 32 (one key
+/// per SIMD group) from D = 64 · vec up.
+pub fn default_lanes_per_key(d: u32, vec: u8) -> u32 {
+    let loads = (d / vec as u32).max(1);
+    loads.div_ceil(DEFAULT_SLOTS_PER_LANE).next_power_of_two().min(SIMD_WIDTH)
+}
+
+/// The fused kernel's load width for a plan of `vec` (1 or 4): 16-byte
+/// words of 8 elements for f16/bf16 with `vec` 4 and `d % 8 == 0`.
+pub fn fused_vec_for(dtype: DType, d: u32, vec: u8) -> u8 {
+    if vec == 4 && dtype != DType::F32 && d.is_multiple_of(8) {
+        8
+    } else {
+        vec
+    }
+}
+
+/// Steps the fused kernel stages ahead by asynchronous copies by default
+/// (0: loads into registers): with the defaults above at D = 128 in f16,
+/// 4 stages are 256 bytes per lane (96 threads fit 32 KiB) and keep up to
+/// 4 steps' loads in flight per SIMD group without holding registers.
+/// Measured on an H200 (f16, D = 128, 32 query heads over 8 K/V heads):
+/// 4 stages ran 8192 keys in 25.8 µs, 32768 in 58.9 and batch 8 × 4096 in
+/// 74.9, against 30.4, 77.4 and 65.9 with 3, 28.5, 65.3 and 76.2 with 2,
+/// and 33.9, 72.8 and 75.3 loading into registers with prefetch
+/// (BENCHMARKS.md, "Attention decode").
+pub const DEFAULT_STAGES: u32 = 4;
+
+/// The fewest threads per threadgroup the default staging keeps: where
+/// [`DEFAULT_STAGES`] would not fit that many, the kernel loads into
+/// registers.
+pub const MIN_STAGED_THREADS: u32 = 64;
+
+/// The default stages of `plan`'s fused kernel: [`DEFAULT_STAGES`] where
+/// its loads are 4 bytes or more and that many stages fit
+/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY`] (the plan's
+/// own threads when `keep_threads`: a threadgroup size the caller chose),
+/// else 0.
+pub fn default_stages(plan: &AttentionPlan, keep_threads: bool) -> u32 {
+    let Ok(staged) = plan.with_stages(DEFAULT_STAGES) else { return 0 };
+    let mut config = staged.fused_config();
+    if !keep_threads {
+        config.threads = config.threads.min(MIN_STAGED_THREADS);
+    }
+    if config.threadgroup_memory() <= MAX_THREADGROUP_MEMORY {
+        DEFAULT_STAGES
+    } else {
+        0
+    }
+}
 
 /// Whether the fused kernel prefetches its next step by default.
 pub const DEFAULT_PREFETCH: bool = true;
@@ -165,7 +283,10 @@ pub const DEFAULT_PREFETCH: bool = true;
 /// heads, prefetch on): 2 heads per threadgroup ran batch 8 × 4096 keys in
 /// 94.6 µs and one sequence of 32768 in 110.1 µs, against 126.9 and 120.4
 /// with all 4 (whose registers allow two threadgroups per multiprocessor),
-/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode").
+/// and 102.7 and 126.4 with one (BENCHMARKS.md, "Attention decode"). With
+/// lanes that own keys, 4 heads (loading into registers: their states and
+/// 3 stages do not fit 128 threads) ran 8192 keys in 40.8 µs against 30.4
+/// with 2 heads and 3 stages.
 pub const DEFAULT_MAX_HEADS_PER_THREADGROUP: u32 = 2;
 
 /// The default query heads per threadgroup for `group` query heads per K/V
@@ -177,7 +298,8 @@ pub fn default_heads_per_threadgroup(group: u32) -> u32 {
 
 /// Plans the decode of `shape` with threadgroups of `threads` for every
 /// dispatch (seed 000: [`SEED_000_THREADS`]); `vec` 4 needs `d % 4 == 0`.
-/// The fused form starts whole-row (no split), [`DEFAULT_KEYS_PER_STEP`],
+/// The fused form starts whole-row (no split), on [`fused_vec_for`]'s
+/// loads, [`default_lanes_per_key`], [`DEFAULT_KEYS_PER_STEP`],
 /// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
 /// lengths, no log-sum-exp.
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
@@ -201,6 +323,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     }
     let t = check_threads(&name, threads)?;
     let chunks = chunks_for(d, vec);
+    let fused_vec = fused_vec_for(dtype, d, vec);
     let softmax = super::softmax::plan_rows(
         "softmax",
         DType::F32,
@@ -218,25 +341,35 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         softmax,
         weighted_sum: Dispatch::threadgroups([d.div_ceil(SIMD_WIDTH), rows, 1], t),
         fused: Dispatch::threadgroups([1, q_heads / default_heads_per_threadgroup(q_heads / kv_heads), batch], t),
+        fused_vec,
+        lanes_per_key: default_lanes_per_key(d, fused_vec),
         keys_per_step: DEFAULT_KEYS_PER_STEP,
         heads_per_threadgroup: default_heads_per_threadgroup(q_heads / kv_heads),
         prefetch: DEFAULT_PREFETCH,
+        stages: 0,
         ragged: false,
         lse: false,
         splits: 1,
         split_len: s_len,
-        combine: Dispatch::threadgroups([rows, 1, 1], d.next_multiple_of(SIMD_WIDTH).min(256)),
+        combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
     })
 }
 
+/// Threadgroups per multiprocessor the fused decode's split aims for.
+pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
+
+/// The fewest loop steps a SIMD group of one split takes.
+pub const MIN_STEPS_PER_SPLIT: u32 = 4;
+
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
-/// `compute_units` multiprocessors: enough threadgroups for about four per
-/// multiprocessor, keeping at least 8 keys per SIMD group and step.
+/// `compute_units` multiprocessors: enough threadgroups for
+/// [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] per multiprocessor, keeping at
+/// least [`MIN_STEPS_PER_SPLIT`] steps per SIMD group.
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let target = 4 * compute_units.max(1);
+    let target = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = target.div_ceil(threadgroups.max(1));
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
-    let by_keys = (plan.shape.s_len / (simdgroups * 8 * plan.keys_per_step)).max(1);
+    let by_keys = (plan.shape.s_len / (simdgroups * plan.fused_config().keys_per_simdgroup_step() * MIN_STEPS_PER_SPLIT)).max(1);
     by_occupancy.min(by_keys)
 }
