@@ -114,7 +114,7 @@ def main():
     source = cuda.native.cuda_source(enigma.compile(gemm_tile_staged).native)
     check(failures, lowering == "wgmma", f"the device lowers cooperative products to wgmma (it reports {lowering})")
     check(failures, "wgmma.mma_async" in source,
-          "the staged kernel's CUDA contains wgmma.mma_async (the generator takes a product to wgmma only when each view's pitch is a literal)")
+          "the staged kernel's CUDA contains wgmma.mma_async (its views' pitches are locals the front end assigns once)")
     for k in (64, 256):
         got, want = staged_kernel(cuda, k)
         check(failures, np.array_equal(got, want), f"the staged kernel on CUDA, K = {k}: equal to numpy ({np.count_nonzero(got != want)} elements differ)")
