@@ -465,6 +465,16 @@ impl Backend for MetalBackend {
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
+        if info.prints {
+            // The MSL is written (`os_log`, MSL 3.2), but its lines reach
+            // the process only through an MTLLogState with a handler,
+            // which this backend does not set up: refuse rather than drop
+            // them.
+            return Err(backend_err(format!(
+                "kernel `{}` prints (enigma.print), and this Metal backend does not collect shader logs yet; run it on the simulator or CUDA to see its lines (`enigma emit` shows the MSL it would run)",
+                kernel.name
+            )));
+        }
         let options = mapping::kernel_msl_options(&self.options.msl, info, self.metal4);
         let source = msl::write_string(kernel, info, &options).map_err(|e| backend_err(e.to_string()))?;
         let entry_point = msl::entry_point(kernel);
