@@ -93,12 +93,6 @@ impl std::fmt::Debug for CudaBackend {
 }
 
 /// Architectures NVRTC is asked to compile for, by compute capability:
-/// Whether `arch` (`sm_XY`, `sm_90a`) has `mma.sync` m16n8k16 with 16-bit
-/// inputs (compute capability 8.0 and later).
-fn has_mma_m16n8k16(arch: &str) -> bool {
-    arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().is_ok_and(|cc| cc >= 80)
-}
-
 /// Hopper (9.0) as `sm_90a`, whose architecture-specific instructions
 /// (`wgmma`) cooperative products use.
 fn arch_for(major: i32, minor: i32) -> &'static str {
@@ -146,9 +140,10 @@ impl CudaBackend {
             memory_bytes: ctx.total_mem().ok().map(|m| m as u64),
             features: cuda_features(major),
             // Cooperative products compile to `wgmma` for `sm_90a` only.
-            cooperative_lowering: Some(match arch_for(major, minor) {
-                WGMMA_ARCH => CooperativeLowering::Wgmma,
-                arch if has_mma_m16n8k16(arch) => CooperativeLowering::MmaSync,
+            // What the generator may use on this architecture.
+            cooperative_lowering: Some(match enigma_codegen::cuda::Options::for_arch(arch_for(major, minor)) {
+                Some(o) if o.wgmma => CooperativeLowering::Wgmma,
+                Some(o) if o.mma => CooperativeLowering::MmaSync,
                 _ => CooperativeLowering::Scalar,
             }),
             // Surfaces read and write every format enigma has.

@@ -143,3 +143,17 @@ fn msl_follows_the_version_a_kernel_needs_or_the_one_asked_for() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("unknown MSL version `2.9`") && err.contains("3.0, 3.1, 3.2 and 4.0"), "{err}");
 }
+
+#[test]
+fn cuda_for_an_architecture_shows_the_cooperative_lowering_it_gets() {
+    let name = "gemm_coop_f16_f16_64x64x64_s2";
+    let hopper = stdout(&["emit", "--target", "cuda", "--cuda-arch", "sm_90a", "--by-kernel-name", name]);
+    assert!(hopper.contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), "{hopper}");
+    let ampere = stdout(&["emit", "--target", "cuda", "--cuda-arch", "sm_80", "--by-kernel-name", name]);
+    assert!(ampere.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") && !ampere.contains("wgmma.mma_async"), "{ampere}");
+    let any = stdout(&["emit", "--target", "cuda", "--by-kernel-name", name]);
+    assert!(!any.contains("wgmma.mma_async") && !any.contains("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0"), "{any}");
+    let bad = enigma(&["emit", "--target", "cuda", "--cuda-arch", "hopper", "--by-kernel-name", name]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("`hopper` is not a CUDA architecture; write it as NVRTC does, e.g. sm_80 or sm_90a"));
+}

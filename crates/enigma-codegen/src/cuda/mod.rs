@@ -207,6 +207,18 @@ pub struct Options {
     pub mma: bool,
 }
 
+impl Options {
+    /// The options for source compiled for `arch` (`sm_80`, `sm_90a`, …,
+    /// as NVRTC's `--gpu-architecture` names it): `wgmma` on `sm_90a` (the
+    /// architecture-specific Hopper target), `mma.sync` m16n8k16 from
+    /// compute capability 8.0; None for a name that is not `sm_` and a
+    /// compute capability.
+    pub fn for_arch(arch: &str) -> Option<Options> {
+        let cc: u32 = arch.strip_prefix("sm_")?.trim_end_matches('a').parse().ok()?;
+        Some(Options { wgmma: arch == "sm_90a", mma: cc >= 80, ..Options::default() })
+    }
+}
+
 /// A generated CUDA kernel and what the runtime needs to launch it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CudaSource {

@@ -19,6 +19,9 @@
 //! MSL is written for the version each kernel needs (3.2 where it uses
 //! device fences, else 3.1), or for the one `--msl-version` names; a version
 //! that lacks a feature the kernel uses is the command's error, naming both.
+//! CUDA is written for every GPU, or as the backend writes it for the
+//! architecture `--cuda-arch` names (`sm_90a`: cooperative products on
+//! `wgmma`).
 
 use super::examples::{example_kernels, EXAMPLES};
 use super::library;
@@ -72,6 +75,15 @@ pub struct Args {
     /// kernel needs.
     #[arg(long, value_parser = parse_msl_version)]
     pub msl_version: Option<(u8, u8)>,
+    /// CUDA: the architecture to write for, as the CUDA backend compiles
+    /// for it (`sm_80`, `sm_90a`, …): cooperative products on `mma.sync`
+    /// from sm_80, on `wgmma` for sm_90a; by default code for every GPU.
+    #[arg(long, value_parser = parse_cuda_arch)]
+    pub cuda_arch: Option<enigma_codegen::cuda::Options>,
+}
+
+fn parse_cuda_arch(text: &str) -> Result<enigma_codegen::cuda::Options, String> {
+    enigma_codegen::cuda::Options::for_arch(text).ok_or_else(|| format!("`{text}` is not a CUDA architecture; write it as NVRTC does, e.g. sm_80 or sm_90a"))
 }
 
 fn parse_msl_version(text: &str) -> Result<(u8, u8), String> {
@@ -133,7 +145,7 @@ fn resolve(name: &str, shape: Option<&str>, dtype: Option<&str>) -> anyhow::Resu
 }
 
 /// One kernel in `target`'s form.
-fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>) -> anyhow::Result<String> {
+fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>, cuda: &enigma_codegen::cuda::Options) -> anyhow::Result<String> {
     let name = &kernel.name;
     let info = || validate(kernel, &ValidationOptions::default()).with_context(|| format!("kernel `{name}` is not valid"));
     Ok(match target {
@@ -143,7 +155,7 @@ fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>) -> anyho
             enigma_codegen::msl::write_string(kernel, &info, &options).with_context(|| format!("generating MSL for `{name}`"))?
         }
         Target::Cuda => {
-            enigma_codegen::cuda::write_string(kernel, &info()?, &enigma_codegen::cuda::Options::default())
+            enigma_codegen::cuda::write_string(kernel, &info()?, cuda)
                 .with_context(|| format!("generating CUDA C++ for `{name}`"))?
                 .source
         }
@@ -163,7 +175,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         let name = args.name.as_deref().unwrap_or_default();
         let kernels = if args.by_kernel_name { by_kernel_name(name)? } else { resolve(name, args.shape.as_deref(), args.dtype.as_deref())? };
-        let texts = kernels.iter().map(|k| emit(k, args.target, args.msl_version)).collect::<anyhow::Result<Vec<String>>>()?;
+        let cuda = args.cuda_arch.clone().unwrap_or_default();
+        let texts = kernels.iter().map(|k| emit(k, args.target, args.msl_version, &cuda)).collect::<anyhow::Result<Vec<String>>>()?;
         match (args.target, &texts[..]) {
             (Target::Json, [one]) => one.clone(),
             (Target::Json, many) => format!("[\n{}\n]", many.join(",\n")),
