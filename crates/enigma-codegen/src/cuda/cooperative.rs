@@ -536,11 +536,17 @@ impl Settle<'_> {
     }
 }
 
+/// The inline-assembly operands `"+f"(d[0]), …` of `regs` accumulator
+/// registers, read and written.
+fn accumulator_operands(regs: u32) -> String {
+    (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ")
+}
+
 /// The function that pins `regs` accumulator registers (so that the
 /// compiler moves no access of them across it), and its definition.
 pub(crate) fn hold_function(regs: u32) -> (String, String) {
     let name = format!("enigma_wgmma_hold{regs}");
-    let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
+    let outs = accumulator_operands(regs);
     let text = format!("__device__ __forceinline__ void {name}(float* d)\n{{\n    asm volatile(\"\" : {outs} :: \"memory\");\n}}\n");
     (name, text)
 }
@@ -560,7 +566,7 @@ impl WgmmaProduct {
         let name = format!("enigma_wgmma_m64n{}k16_{}_{}{}", self.n, self.elem, left, t(self.right.major));
         let regs = self.n / 2;
         let list = (0..regs).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
-        let outs = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
+        let outs = accumulator_operands(regs);
         let trans = |m: Major| u32::from(m == Major::Mn);
         let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
         let tb = trans(self.right.major);
