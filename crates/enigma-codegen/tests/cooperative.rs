@@ -288,6 +288,25 @@ fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
 }
 
 #[test]
+fn overlapped_products_commit_at_each_barrier_and_wait_for_all_but_the_last_group() {
+    let text = WGMMA_GEMM.replace("matmul2d(", "matmul2d_overlapped(");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(enigma_ir::text::print(&kernel).contains("matmul2d_overlapped(matmul2d_descriptor("), "the text form keeps the release");
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(
+        cu.contains("enigma::wgmma_commit(); enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);"),
+        "the barrier closes the interval's group and waits for the earlier ones:\n{cu}"
+    );
+    // The product itself commits nothing: every commit on a line of its
+    // own is the wait before an accumulator access, which waits for all.
+    let lines: Vec<&str> = cu.lines().map(str::trim).collect();
+    let commits: Vec<usize> = (0..lines.len()).filter(|&i| lines[i] == "enigma::wgmma_commit();").collect();
+    assert!(!commits.is_empty() && commits.iter().all(|&i| lines.get(i + 1) == Some(&"enigma::wgmma_wait();")), "{cu}");
+    insta::assert_snapshot!("cooperative_wgmma_gemm_overlapped.cu", cu);
+}
+
+#[test]
 fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
     // A pitch of 32 halves is not a whole 128-byte swizzle row.
     let text = WGMMA_GEMM.replace("tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32)", "tensor(Bs, 0u32, 32u32, 64u32, 1u32, 32u32)").replace("cooperative_tensor<f32, 64, 64,", "cooperative_tensor<f32, 64, 32,").replace("64, 64, 64, false", "64, 32, 64, false");

@@ -204,6 +204,11 @@ pub struct TgTracker {
     /// Threadgroup elements (array, element) an asynchronous copy is still
     /// writing, with the lane and instruction that started it.
     in_flight: HashMap<(u32, usize), Who>,
+    /// Threadgroup elements (array, element) read by overlapped products
+    /// since the last threadgroup barrier, with the reader: the next barrier
+    /// records each read again in its new epoch
+    /// ([`TgTracker::threadgroup_barrier`]).
+    pub overlapped_reads: Vec<(u32, usize, Who)>,
     /// Whether a thread of the threadgroup has run a `device_fence()`.
     fenced: bool,
     /// Threads (indices in the threadgroup) that wrote device memory since
@@ -254,6 +259,7 @@ impl TgTracker {
             unfenced: HashMap::default(),
             async_groups: HashMap::default(),
             in_flight: HashMap::default(),
+            overlapped_reads: vec![],
             fenced: false,
             unfenced_writers: HashSet::new(),
             atomics: HashSet::default(),
@@ -308,6 +314,7 @@ impl TgTracker {
         self.unfenced.clear();
         self.async_groups.clear();
         self.in_flight.clear();
+        self.overlapped_reads.clear();
         self.cells.fill(Cell::default());
         self.epoch = 1;
         self.simd_epochs.clear();
@@ -320,6 +327,20 @@ impl TgTracker {
         self.simd_texture_epochs.clear();
         self.simd_texture_epochs.resize(simdgroups, 1);
         self.linear = linear;
+    }
+
+    /// A threadgroup barrier: a new epoch for threadgroup memory, in which
+    /// the reads of the overlapped products since the last barrier happen
+    /// again (those products may still be reading until the next one), so
+    /// that a write to their operands before then is a race.
+    pub fn threadgroup_barrier(&mut self) {
+        self.epoch += 1;
+        for e in self.simd_epochs.iter_mut() {
+            *e += 1;
+        }
+        for (array, index, who) in std::mem::take(&mut self.overlapped_reads) {
+            self.threadgroup_access(array, index, who, AccessKind::Read);
+        }
     }
 
     /// Records an access by one lane to element `index` of buffer (or texel

@@ -66,9 +66,20 @@
 //! (No loop header or condition around a product reads an accumulator: its
 //! elements differ between threads, and validation refuses a product in
 //! control flow that depends on such a value.)
+//!
+//! **Overlapped products stay in flight across one barrier.** When every
+//! `wgmma` product of the kernel releases its operands at the second
+//! barrier after it ([`OperandRelease::SecondBarrier`]), a product is not
+//! committed on its own: each threadgroup barrier commits the group of
+//! products issued since the previous one and waits until at most that
+//! group is pending (`wgmma.wait_group 1`), so every product issued before
+//! the previous barrier is complete — exactly the operands the IR lets a
+//! thread overwrite after this barrier. A software pipeline then keeps the
+//! tensor cores busy through its barriers. The waits before accumulator
+//! accesses commit first and wait for everything, as before.
 
 use enigma_ir::visit::walk_block;
-use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
+use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
 use std::collections::HashSet;
 
 /// 16-bit elements in one 128-byte swizzle row (a panel's width).
@@ -277,6 +288,11 @@ pub(crate) struct Plan {
     /// The statements before which the generator waits for the products
     /// in flight.
     settle: HashSet<StmtPath>,
+    /// Whether every `wgmma` product releases its operands at the second
+    /// barrier after it ([`OperandRelease::SecondBarrier`]): products are
+    /// then committed as one group per barrier interval, and a barrier
+    /// waits for all groups but the one it closes.
+    overlapped: bool,
 }
 
 /// The value of a u32 that is the same in every thread at generation
@@ -359,6 +375,7 @@ impl Plan {
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
             settle: HashSet::new(),
+            overlapped: false,
         };
         if kernel.cooperative_tensors.is_empty() {
             return plan;
@@ -368,7 +385,7 @@ impl Plan {
         }
         if mma {
             kernel.walk_stmts(|_, s| {
-                if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
+                if let StmtKind::Matmul2d { desc, scope, left, right, dest, .. } = &s.kind {
                     if let Some(p) = mma_candidate(kernel, desc, *scope, left, right, *dest) {
                         if matches!(plan.layouts[dest.0 as usize], Layout::Linear { .. }) {
                             plan.layouts[dest.0 as usize] = Layout::Mma { band: p.band, cols: p.n };
@@ -385,8 +402,8 @@ impl Plan {
         let plan = self;
         let mut products = vec![];
         kernel.walk_stmts(|_, s| {
-            if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
-                products.push((desc, *scope, left, right, *dest));
+            if let StmtKind::Matmul2d { desc, scope, left, right, dest, release } = &s.kind {
+                products.push((desc, *scope, left, right, *dest, *release));
             }
         });
         // Arrays a SIMD-group matrix load or store reads in the linear layout.
@@ -411,7 +428,7 @@ impl Plan {
         });
         // And arrays that products would read with two different pitches.
         let mut pitch: Vec<Option<u32>> = vec![None; kernel.threadgroup_arrays.len()];
-        for (desc, _, left, right, _) in &products {
+        for (desc, _, left, right, _, _) in &products {
             let mut views = vec![(*right, if desc.transpose_right { Major::K } else { Major::Mn })];
             if let Matmul2dLeft::Tensor(lv) = left {
                 views.push((lv, if desc.transpose_left { Major::Mn } else { Major::K }));
@@ -431,7 +448,7 @@ impl Plan {
         // nothing changes.
         loop {
             let mut changed = false;
-            for (desc, scope, left, right, dest) in &products {
+            for (desc, scope, left, right, dest, _) in &products {
                 let Some(p) = candidate(kernel, &plan.layouts, desc, *scope, left, right, *dest) else { continue };
                 let layout = Layout::Wgmma { slices: p.slices, cols: p.n };
                 if plan.layouts[dest.0 as usize] == layout || p.arrays().iter().any(|o| linear[o.array.0 as usize]) {
@@ -449,6 +466,7 @@ impl Plan {
             }
         }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
+            plan.overlapped = products.iter().filter(|p| plan.is_wgmma(p.4)).all(|p| p.5 == OperandRelease::SecondBarrier);
             let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
             plan.settle = settle.at;
@@ -471,6 +489,14 @@ impl Plan {
     /// are swizzled).
     pub fn has_wgmma(&self) -> bool {
         self.swizzled.iter().any(Option::is_some)
+    }
+
+    /// Whether the kernel's `wgmma` products are all overlapped
+    /// ([`Plan::overlapped`]'s field doc): each barrier then closes the
+    /// group of products issued since the last one and waits for the
+    /// earlier groups only.
+    pub fn products_overlap(&self) -> bool {
+        self.overlapped
     }
 
     /// Whether tensor `id` is a `wgmma` accumulator.

@@ -691,10 +691,17 @@ impl Dialect for Cuda {
             // a product after the barrier reads what every thread wrote.
             // Products still in flight complete first: after the barrier
             // another thread may write their operands.
+            // Overlapped products: the barrier closes the group of products
+            // issued since the last one and waits for the earlier groups
+            // (`cooperative`'s module doc).
+            BarrierScope::Threadgroup if self.cooperative.products_overlap() => {
+                "enigma::wgmma_commit(); enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            }
             BarrierScope::Threadgroup if self.cooperative.has_wgmma() => {
                 "enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
             }
             BarrierScope::Threadgroup => "enigma::threadgroup_barrier(enigma_tg)".into(),
+            BarrierScope::Simdgroup if self.cooperative.products_overlap() => "enigma::wgmma_commit(); enigma::wgmma_wait(); __syncwarp(__activemask())".into(),
             BarrierScope::Simdgroup if self.cooperative.has_wgmma() => "enigma::wgmma_wait(); __syncwarp(__activemask())".into(),
             BarrierScope::Simdgroup => "__syncwarp(__activemask())".into(),
         }

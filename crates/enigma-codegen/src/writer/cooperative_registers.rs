@@ -105,7 +105,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     pub(super) fn register_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
         match kind {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, .. } => {
                 let wgmma = self.coop_plan()?.wgmma(self.kernel, desc, *scope, left, right, *dest);
                 self.line("{");
                 self.indent += 1;
@@ -512,11 +512,19 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// Waits for the products in flight and pins every `wgmma`
     /// accumulator's registers after the wait.
     pub(super) fn settle_products(&mut self) -> Result<(), CodegenError> {
+        if self.overlapped_products() {
+            self.line("enigma::wgmma_commit();");
+        }
         self.line("enigma::wgmma_wait();");
         for id in 0..self.kernel.cooperative_tensors.len() {
             self.hold(CoopId(id as u32))?;
         }
         Ok(())
+    }
+
+    /// Whether the kernel's `wgmma` products are overlapped ([`Plan::products_overlap`]).
+    fn overlapped_products(&self) -> bool {
+        self.coop.registers.as_ref().is_some_and(|p| p.products_overlap())
     }
 
     /// Whether the statement at the writer's path waits for the products
@@ -568,8 +576,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.indent -= 1;
         self.line("}");
         // In flight until a barrier or an access of the accumulator waits
-        // for it (`crate::cuda::cooperative`'s module doc).
-        self.line("enigma::wgmma_commit();");
+        // for it (`crate::cuda::cooperative`'s module doc); overlapped
+        // products are committed by the barrier that closes their interval.
+        if !self.overlapped_products() {
+            self.line("enigma::wgmma_commit();");
+        }
         Ok(())
     }
 

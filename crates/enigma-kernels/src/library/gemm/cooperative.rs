@@ -10,13 +10,17 @@
 //! (`tm × tk`) and B (`tk × tn`) lie in threadgroup memory as they are
 //! stored, `stages` of each, filled by 16-byte asynchronous copies (zeros
 //! for rows past M and for K and N past the matrices, so the product
-//! needs no edge path): each iteration starts the product of slice `t`,
-//! then the copies of slice `t + stages − 1` into the stage slice `t − 1`
-//! used, one barrier per slice. The barrier orders that overwrite after
-//! every thread's product of slice `t − 1` (no thread may write a
-//! product's operands before the scope's next barrier); on CUDA the
-//! product of slice `t` stays in flight while the copies are issued and
-//! the next slice's copies are awaited, and completes at the next barrier.
+//! needs no edge path), one barrier per slice. With three or more stages
+//! the products are *overlapped* (`matmul2d_run_overlapped`: a product's
+//! operands are released at the second barrier after it): each iteration
+//! starts the product of slice `t`, then the copies of slice
+//! `t + stages − 2` into the stage slice `t − 2` used, which the barrier
+//! just passed released; on CUDA the products of slices `t − 1` and `t`
+//! stay in flight together through that barrier, so the tensor cores do
+//! not wait for it. With two stages (devices with little threadgroup
+//! memory) the products release their operands at the next barrier and
+//! the copies of slice `t + 1` go into the stage of slice `t − 1`. In both
+//! the copies run `stages − lag` slices ahead ([`CoopGemmConfig::lag`]).
 //! On CUDA for `sm_90a` these products are Hopper's warpgroup matrix
 //! multiply (`enigma_codegen::cuda`'s cooperative lowering: both arrays
 //! have pitches that are multiples of 64, the product's m a multiple of
@@ -72,6 +76,17 @@ impl CoopGemmConfig {
             };
             stages.map(|stages| CoopGemmConfig { stages, ..base })
         })
+    }
+
+    /// Barriers between a product and the reuse of its stage: 2 (overlapped
+    /// products) with three or more stages, else 1. The copies run
+    /// `stages − lag` slices ahead.
+    pub fn lag(&self) -> u32 {
+        if self.stages >= 3 {
+            2
+        } else {
+            1
+        }
     }
 
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
@@ -220,21 +235,30 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         a_ops.issue(k, &format!("{tag}_a"), lid, threads, stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
         b_ops.issue(k, &format!("{tag}_b"), lid, threads, stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
     };
-    // Every iteration commits one group (empty past the last slice), so
-    // waiting for all but `stages − 2` leaves slice t complete.
-    for t in 0..stages - 1 {
+    // The copies run `ahead` slices ahead. Every iteration commits one
+    // group (empty past the last slice), so waiting for all but
+    // `ahead − 1` leaves slice t complete.
+    let lag = cfg.lag();
+    let ahead = stages - lag;
+    for t in 0..ahead {
         k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t)));
         k.async_commit();
     }
     k.for_range("t", 0u32, slices, 1u32, |k, t| {
-        k.async_wait(stages - 2);
+        k.async_wait(ahead - 1);
         k.threadgroup_barrier(MemFlags::Threadgroup);
         let stage = k.let_("stage", t % stages);
-        k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
-        // Into the stage slice t − 1 used: its product is complete (the
-        // barrier above), while slice t's may still be running.
-        let ahead = k.let_("ahead", t + (stages - 1));
-        k.if_(ahead.lt(slices), |k| issue(k, "ahead", ahead));
+        let (left, right) = (a_ops.view(stages, stage), b_ops.view(stages, stage));
+        if lag == 2 {
+            k.matmul2d_run_overlapped(&op, &left, &right, acc);
+        } else {
+            k.matmul2d_run(&op, &left, &right, acc);
+        }
+        // Into the stage slice t − lag used, whose product released its
+        // operands at the barrier above; slice t's (and, overlapped,
+        // slice t − 1's) may still be running.
+        let next = k.let_("ahead", t + ahead);
+        k.if_(next.lt(slices), |k| issue(k, "ahead", next));
         k.async_commit();
     });
 
