@@ -288,22 +288,33 @@ fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
 }
 
 #[test]
-fn overlapped_products_commit_at_each_barrier_and_wait_for_all_but_the_last_group() {
+fn a_barrier_after_an_overlapped_product_on_every_path_leaves_that_product_in_flight() {
+    // The loop is `copy; barrier; product; barrier`: the second barrier
+    // follows a product on every path and waits for all groups but the
+    // newest; the first (reached from the loop's entry or its back edge,
+    // just after the second barrier) waits for everything.
     let text = WGMMA_GEMM.replace("matmul2d(", "matmul2d_overlapped(");
     let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
     assert!(enigma_ir::text::print(&kernel).contains("matmul2d_overlapped(matmul2d_descriptor("), "the text form keeps the release");
     let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
     let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
-    assert!(
-        cu.contains("enigma::wgmma_commit(); enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);"),
-        "the barrier closes the interval's group and waits for the earlier ones:\n{cu}"
+    let barriers: Vec<&str> = cu.lines().map(str::trim).filter(|l| l.ends_with("enigma::threadgroup_barrier(enigma_tg);")).collect();
+    assert_eq!(
+        barriers,
+        [
+            "enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
+            "enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
+        ],
+        "{cu}"
     );
-    // The product itself commits nothing: every commit on a line of its
-    // own is the wait before an accumulator access, which waits for all.
-    let lines: Vec<&str> = cu.lines().map(str::trim).collect();
-    let commits: Vec<usize> = (0..lines.len()).filter(|&i| lines[i] == "enigma::wgmma_commit();").collect();
-    assert!(!commits.is_empty() && commits.iter().all(|&i| lines.get(i + 1) == Some(&"enigma::wgmma_wait();")), "{cu}");
+    // Each product commits one group on either path (wgmma or the scalar fallback).
+    assert_eq!(cu.lines().filter(|l| l.trim() == "enigma::wgmma_commit();").count(), 2, "{cu}");
     insta::assert_snapshot!("cooperative_wgmma_gemm_overlapped.cu", cu);
+
+    // Without the overlap every barrier waits for everything.
+    let (kernel, info) = wgmma_gemm();
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(!cu.contains("wgmma_wait_all_but_last();"), "{cu}");
 }
 
 #[test]

@@ -69,14 +69,19 @@
 //!
 //! **Overlapped products stay in flight across one barrier.** When every
 //! `wgmma` product of the kernel releases its operands at the second
-//! barrier after it ([`OperandRelease::SecondBarrier`]), a product is not
-//! committed on its own: each threadgroup barrier commits the group of
-//! products issued since the previous one and waits until at most that
-//! group is pending (`wgmma.wait_group 1`), so every product issued before
-//! the previous barrier is complete — exactly the operands the IR lets a
-//! thread overwrite after this barrier. A software pipeline then keeps the
-//! tensor cores busy through its barriers. The waits before accumulator
-//! accesses commit first and wait for everything, as before.
+//! barrier after it ([`OperandRelease::SecondBarrier`]), a threadgroup
+//! barrier reached on no path where products were issued before the
+//! previous threadgroup barrier and none since waits only until at most
+//! one group is pending (`wgmma.wait_group 1`): the newest group, if any,
+//! is a product issued since the previous barrier (each product commits
+//! one group, its scalar fallback an empty one), so every product issued
+//! before that barrier is complete — exactly the operands the IR lets a
+//! thread overwrite after this one ([`Plan::leaves_one_group`]). Other
+//! barriers wait for everything. (Committing one group per barrier
+//! interval instead does not work: `ptxas` closes a group at the last
+//! `wgmma` of a product anyway and gives an empty commit a group of its
+//! own, so `wait_group 1` would wait for the product.) A software pipeline
+//! then keeps the tensor cores busy through its barriers.
 
 use enigma_ir::visit::walk_block;
 use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
@@ -288,11 +293,29 @@ pub(crate) struct Plan {
     /// The statements before which the generator waits for the products
     /// in flight.
     settle: HashSet<StmtPath>,
-    /// Whether every `wgmma` product releases its operands at the second
-    /// barrier after it ([`OperandRelease::SecondBarrier`]): products are
-    /// then committed as one group per barrier interval, and a barrier
-    /// waits for all groups but the one it closes.
-    overlapped: bool,
+    /// The threadgroup barriers that wait for all `wgmma` groups but the
+    /// newest ([`Plan::leaves_one_group`]); empty unless every `wgmma`
+    /// product releases its operands at the second barrier after it.
+    one_group_barriers: HashSet<StmtPath>,
+}
+
+/// Where a path stands with the `wgmma` groups, as bits (a set of states
+/// a point may be reached in): no product issued yet, the newest group
+/// issued since the last threadgroup barrier, or products issued but none
+/// since that barrier. `wait_group 1` at a barrier completes every product
+/// issued before the previous barrier unless the path is stale.
+struct GroupState;
+
+impl GroupState {
+    const FRESH: u8 = 1;
+    const SINCE: u8 = 2;
+    const STALE: u8 = 4;
+    const ALL: u8 = 7;
+
+    /// The states after a threadgroup barrier reached in `states`.
+    fn after_barrier(states: u8) -> u8 {
+        (states & GroupState::FRESH) | if states & (GroupState::SINCE | GroupState::STALE) != 0 { GroupState::STALE } else { 0 }
+    }
 }
 
 /// The value of a u32 that is the same in every thread at generation
@@ -375,7 +398,7 @@ impl Plan {
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
             settle: HashSet::new(),
-            overlapped: false,
+            one_group_barriers: HashSet::new(),
         };
         if kernel.cooperative_tensors.is_empty() {
             return plan;
@@ -466,7 +489,11 @@ impl Plan {
             }
         }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
-            plan.overlapped = products.iter().filter(|p| plan.is_wgmma(p.4)).all(|p| p.5 == OperandRelease::SecondBarrier);
+            if products.iter().filter(|p| plan.is_wgmma(p.4)).all(|p| p.5 == OperandRelease::SecondBarrier) {
+                let mut barriers = HashSet::new();
+                plan.group_states(&kernel.body, Branch::Body, &mut StmtPath::default(), GroupState::FRESH, &mut barriers);
+                plan.one_group_barriers = barriers;
+            }
             let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
             plan.settle = settle.at;
@@ -491,12 +518,53 @@ impl Plan {
         self.swizzled.iter().any(Option::is_some)
     }
 
-    /// Whether the kernel's `wgmma` products are all overlapped
-    /// ([`Plan::overlapped`]'s field doc): each barrier then closes the
-    /// group of products issued since the last one and waits for the
-    /// earlier groups only.
-    pub fn products_overlap(&self) -> bool {
-        self.overlapped
+    /// Whether the threadgroup barrier at `path` waits for every `wgmma`
+    /// group but the newest (the module doc's overlapped products): every
+    /// `wgmma` product of the kernel is overlapped and on every path from
+    /// the previous threadgroup barrier to this one where products were
+    /// issued before it, a product was issued since.
+    pub fn leaves_one_group(&self, path: &StmtPath) -> bool {
+        self.one_group_barriers.contains(path)
+    }
+
+    /// Walks `block`, entered in the states `entry` ([`GroupState`] bits),
+    /// adding to `barriers` the threadgroup barriers no path reaches in
+    /// [`GroupState::STALE`]; returns the states at the block's end. A
+    /// loop's body is entered in the states before the loop or at the
+    /// body's end (iterated to a fixed point), and the loop may run no
+    /// iteration; a body that breaks or continues makes every state
+    /// possible.
+    fn group_states(&self, block: &Block, branch: Branch, path: &mut StmtPath, entry: u8, barriers: &mut HashSet<StmtPath>) -> u8 {
+        let mut state = entry;
+        for (i, stmt) in block.iter().enumerate() {
+            path.0.push((branch, i as u32));
+            state = match &stmt.kind {
+                StmtKind::Barrier { scope: enigma_ir::BarrierScope::Threadgroup, .. } => {
+                    if state & GroupState::STALE == 0 {
+                        barriers.insert(path.clone());
+                    }
+                    GroupState::after_barrier(state)
+                }
+                StmtKind::Matmul2d { dest, .. } if self.is_wgmma(*dest) => GroupState::SINCE,
+                StmtKind::If { then_body, else_body, .. } => {
+                    self.group_states(then_body, Branch::Then, path, state, barriers) | self.group_states(else_body, Branch::Else, path, state, barriers)
+                }
+                StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
+                    let mut inner = if Settle::deep(stmt, &mut |k| matches!(k, StmtKind::Break | StmtKind::Continue)) { GroupState::ALL } else { state };
+                    loop {
+                        let next = inner | self.group_states(body, Branch::Loop, path, inner, &mut HashSet::new());
+                        if next == inner {
+                            break;
+                        }
+                        inner = next;
+                    }
+                    inner | self.group_states(body, Branch::Loop, path, inner, barriers)
+                }
+                _ => state,
+            };
+            path.0.pop();
+        }
+        state
     }
 
     /// Whether tensor `id` is a `wgmma` accumulator.

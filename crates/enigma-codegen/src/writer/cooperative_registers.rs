@@ -130,6 +130,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                         self.line("} else {");
                         self.indent += 1;
                         self.scalar_product(desc, *dest, &a, (right.mem, &b))?;
+                        // One group per product on either path, which the
+                        // barriers' `wait_group 1` counts on.
+                        self.line("enigma::wgmma_commit();");
                         self.indent -= 1;
                         self.line("}");
                     }
@@ -197,7 +200,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let t = self.scope_thread(src);
         let ty = Type::scalar(elem);
         let threadgroup = s.scope.is_threadgroup();
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         self.line("{");
         self.indent += 1;
         if threadgroup {
@@ -294,7 +297,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             Left::Tensor(id) => Some(self.left_registers(*id, layout)?),
             Left::View(..) => None,
         };
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         if let (Left::Tensor(id), Some(false)) = (a, shuffled) {
             self.left_to_scratch(*id)?;
         }
@@ -439,7 +442,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", layout.capacity()));
         self.line(&format!("    if ({}) enigma_left[({row}) * {}u + ({col})] = {name}[enigma_q];", layout.valid(&th, "enigma_q"), t.cols));
         self.line("}");
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         self.line(&format!("{barrier};"));
         Ok(())
     }
@@ -512,19 +515,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// Waits for the products in flight and pins every `wgmma`
     /// accumulator's registers after the wait.
     pub(super) fn settle_products(&mut self) -> Result<(), CodegenError> {
-        if self.overlapped_products() {
-            self.line("enigma::wgmma_commit();");
-        }
         self.line("enigma::wgmma_wait();");
         for id in 0..self.kernel.cooperative_tensors.len() {
             self.hold(CoopId(id as u32))?;
         }
         Ok(())
-    }
-
-    /// Whether the kernel's `wgmma` products are overlapped ([`Plan::products_overlap`]).
-    fn overlapped_products(&self) -> bool {
-        self.coop.registers.as_ref().is_some_and(|p| p.products_overlap())
     }
 
     /// Whether the statement at the writer's path waits for the products
@@ -576,11 +571,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.indent -= 1;
         self.line("}");
         // In flight until a barrier or an access of the accumulator waits
-        // for it (`crate::cuda::cooperative`'s module doc); overlapped
-        // products are committed by the barrier that closes their interval.
-        if !self.overlapped_products() {
-            self.line("enigma::wgmma_commit();");
-        }
+        // for it (`crate::cuda::cooperative`'s module doc).
+        self.line("enigma::wgmma_commit();");
         Ok(())
     }
 

@@ -146,31 +146,46 @@ impl CoopGemmConfig {
 }
 
 /// One operand's staged slices: the source buffer, the threadgroup array
-/// of `stages` slices of `rows × cols`, and where this threadgroup's slice
-/// `t` starts.
+/// of `stages` slices of `rows × cols`, and this thread's share of each
+/// slice's 16-byte copies: rows `row0 + i·row_step` (i below `copies`) at
+/// column `col`, the same in every slice, so that only the slice's origin
+/// changes from one to the next.
 struct Staging {
     src: Mem,
     staged: Mem,
     rows: u32,
     cols: u32,
+    row0: Ex,
+    col: Ex,
+    /// `row0·cols + col`: where this thread's first copy lands in a stage.
+    lane: Ex,
+    row_step: u32,
+    copies: u32,
 }
 
 impl Staging {
+    /// The staging of `rows × cols` slices of `src` into `staged`, this
+    /// thread (`lid` of `threads`) taking every `threads`-th copy.
+    fn new(k: &mut KernelBuilder, tag: &str, (src, staged): (Mem, Mem), (rows, cols): (u32, u32), lid: Ex, threads: u32) -> Staging {
+        let per_row = cols / COPY_ELEMENTS;
+        let row0 = k.let_(&format!("{tag}_row0"), lid / per_row);
+        let col = k.let_(&format!("{tag}_col"), lid % per_row * COPY_ELEMENTS);
+        let lane = k.let_(&format!("{tag}_lane"), row0 * cols + col);
+        Staging { src, staged, rows, cols, row0, col, lane, row_step: threads / per_row, copies: rows * per_row / threads }
+    }
+
     /// Starts the copies of one slice into stage `stage`: element (r, c) of
     /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
     /// zeros elsewhere.
-    #[allow(clippy::too_many_arguments)]
-    fn issue(&self, k: &mut KernelBuilder, tag: &str, lid: Ex, threads: u32, stage: Ex, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
-        let per_row = self.cols / COPY_ELEMENTS;
-        let slice = self.rows * self.cols;
-        for i in 0..self.rows * per_row / threads {
-            let idx = k.let_(&format!("{tag}_idx{i}"), lid + i * threads);
-            let r = k.let_(&format!("{tag}_r{i}"), idx / per_row);
-            let c = k.let_(&format!("{tag}_c{i}"), idx % per_row * COPY_ELEMENTS);
-            let ok = k.let_(&format!("{tag}_ok{i}"), valid(r, c));
+    fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        let first = k.let_(&format!("{tag}_first"), origin + self.row0 * pitch + self.col);
+        for i in 0..self.copies {
+            let step = i * self.row_step;
+            let ok = k.let_(&format!("{tag}_ok{i}"), valid(self.row0 + step, self.col));
             // An invalid copy reads nothing; its index stays in bounds anyway.
-            let from = select(Ex::from(0u32), origin + r * pitch + c, ok);
-            k.async_copy(self.staged.at(stage * slice + r * self.cols + c), self.src.at(from), COPY_ELEMENTS, ok);
+            let from = select(Ex::from(0u32), first + pitch * step, ok);
+            let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
+            k.async_copy(self.staged.at(to), self.src.at(from), COPY_ELEMENTS, ok);
         }
     }
 
@@ -200,10 +215,12 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let kk = k.value("k", Type::U32);
     let alpha = k.value("alpha", Type::F32);
     let beta = k.value("beta", Type::F32);
-    let a_ops = Staging { src: a, staged: k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk), rows: tm, cols: tk };
-    let b_ops = Staging { src: b, staged: k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn), rows: tk, cols: tn };
+    let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
+    let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
+    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), lid, threads);
+    let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), lid, threads);
     let m0 = k.let_("m0", tg.y() * tm);
     let n0 = k.let_("n0", tg.x() * tn);
     let batch = k.let_("batch", tg.z());
@@ -229,11 +246,11 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     each_slot(&mut k, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
     // Slice `t`'s copies into its stage, `t % stages`.
-    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex| {
-        let stage = k.let_(&format!("{tag}_stage"), t % stages);
+    // Slice `t`'s copies into stage `stage` (`t % stages`, a constant).
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), lid, threads, stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
-        b_ops.issue(k, &format!("{tag}_b"), lid, threads, stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
+        a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
     };
     // The copies run `ahead` slices ahead. Every iteration commits one
     // group (empty past the last slice), so waiting for all but
@@ -241,25 +258,31 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let lag = cfg.lag();
     let ahead = stages - lag;
     for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t)));
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t % stages));
         k.async_commit();
     }
-    k.for_range("t", 0u32, slices, 1u32, |k, t| {
-        k.async_wait(ahead - 1);
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let stage = k.let_("stage", t % stages);
-        let (left, right) = (a_ops.view(stages, stage), b_ops.view(stages, stage));
-        if lag == 2 {
-            k.matmul2d_run_overlapped(&op, &left, &right, acc);
-        } else {
-            k.matmul2d_run(&op, &left, &right, acc);
+    // Unrolled by `stages`, so that each slice's stage is a constant: the
+    // views' offsets and the products' run-time checks fold away.
+    k.for_range("round", 0u32, slices, stages, |k, round| {
+        for s in 0..stages {
+            let t = k.let_(&format!("t{s}"), round + s);
+            k.if_(t.lt(slices), |k| {
+                k.async_wait(ahead - 1);
+                k.threadgroup_barrier(MemFlags::Threadgroup);
+                let (left, right) = (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s)));
+                if lag == 2 {
+                    k.matmul2d_run_overlapped(&op, &left, &right, acc);
+                } else {
+                    k.matmul2d_run(&op, &left, &right, acc);
+                }
+                // Into the stage slice t − lag used, whose product released
+                // its operands at the barrier above; slice t's (and,
+                // overlapped, slice t − 1's) may still be running.
+                let next = k.let_(&format!("ahead{s}"), t + ahead);
+                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
+                k.async_commit();
+            });
         }
-        // Into the stage slice t − lag used, whose product released its
-        // operands at the barrier above; slice t's (and, overlapped,
-        // slice t − 1's) may still be running.
-        let next = k.let_("ahead", t + ahead);
-        k.if_(next.lt(slices), |k| issue(k, "ahead", next));
-        k.async_commit();
     });
 
     each_slot(&mut k, "slot", &|k, slot, tag| {
