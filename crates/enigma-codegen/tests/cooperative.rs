@@ -311,6 +311,19 @@ fn a_barrier_after_an_overlapped_product_on_every_path_leaves_that_product_in_fl
     assert_eq!(cu.lines().filter(|l| l.trim() == "enigma::wgmma_commit();").count(), 2, "{cu}");
     insta::assert_snapshot!("cooperative_wgmma_gemm_overlapped.cu", cu);
 
+    // A second barrier in a row is reached stale (the newest product was
+    // issued before the previous barrier): it waits for everything.
+    let doubled = text.replace(
+        ", c)\n        threadgroup_barrier(mem_threadgroup)\n",
+        ", c)\n        threadgroup_barrier(mem_threadgroup)\n        threadgroup_barrier(mem_threadgroup)\n",
+    );
+    assert_ne!(doubled, text);
+    let kernel = parse(&doubled).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    let waits: Vec<bool> = cu.lines().filter(|l| l.trim().ends_with("enigma::threadgroup_barrier(enigma_tg);")).map(|l| l.contains("wait_all_but_last")).collect();
+    assert_eq!(waits, [false, true, false], "{cu}");
+
     // Without the overlap every barrier waits for everything.
     let (kernel, info) = wgmma_gemm();
     let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
