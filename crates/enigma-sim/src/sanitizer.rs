@@ -857,6 +857,19 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
     let a = place(&first, second.as_ref());
     let b = second.as_ref().map(|s| place(s, Some(&first))).unwrap_or_default();
     let device = matches!(r.mem, Some(MemRef::Buffer(_)));
+    // The other access is an overlapped product's read (recorded again
+    // after the barrier that follows it).
+    let overlapped_product = |pc: u32| match program.code.get(pc as usize) {
+        Some(crate::program::Inst::Collective { op, .. }) => matches!(**op, crate::cooperative::Collective::Matmul { overlapped: true, .. }),
+        _ => false,
+    };
+    let against_overlapped = [r.other.and_then(|o| match o {
+        Other::Thread(w) => Some(w.pc),
+        Other::Threadgroup { .. } => None,
+    }), Some(r.who.pc)]
+    .into_iter()
+    .flatten()
+    .any(overlapped_product);
     let texture = match r.mem {
         Some(MemRef::Texture(p)) => textures.get(p as usize).copied().flatten(),
         _ => None,
@@ -902,6 +915,10 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
         FindingKind::MixedAtomic => (
             format!("`{var}` is updated atomically and also read or written plainly by another thread, with no barrier between (at {b} and {a}); the plain access races with the atomic"),
             "access the element only through atomics in this dispatch, or move the plain access to another dispatch".into(),
+        ),
+        FindingKind::ThreadgroupRace if against_overlapped => (
+            format!("`{var}` is written while the overlapped product (matmul2d_run_overlapped) may still read it: it reads its operands until the second threadgroup_barrier after it (at {b} and {a})"),
+            format!("write the product's operands only after the second threadgroup_barrier that follows it (refill the stage used two slices back), or run it with matmul2d_run, whose operands are free after the next barrier"),
         ),
         FindingKind::ThreadgroupRace => (
             format!("two SIMD groups access `{var}` with no threadgroup_barrier between (at {b} and {a})"),
