@@ -440,6 +440,43 @@ fn k_split_over_threadgroups_matches_the_reference() {
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
 }
 
+/// The decode kernel with chunks staged ahead by asynchronous copies
+/// (`QmatmulOptions::stages`), clean under the sanitizer: one to four
+/// stages, more stages than a SIMD group has chunks (K = 64 in groups of
+/// 32 over four SIMD groups: two of them have none), 1, 2 and 4 columns
+/// per thread, 4, 8 and 16 words per chunk over groups of 32, 64 and 128
+/// (each within the simulator's 32 KiB of threadgroup memory),
+/// M = 1, 3 and 8 (one row block of 8, a partial one), N past the column
+/// tile, f32 and f16 out, K split over threadgroups or not.
+#[test]
+fn staged_chunks_match_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        for (m, n, k, group, cols, words, threads, splits) in [
+            (1, 33, 64, 32, 1, 4, 128, 1),
+            (3, 100, 256, 64, 2, 8, 64, 1),
+            (8, 36, 384, 128, 1, 8, 64, 1),
+            (1, 70, 640, 128, 1, 16, 64, 2),
+            (3, 40, 192, 64, 4, 4, 64, 3),
+        ] {
+            for stages in 1..=4 {
+                let out = if stages % 2 == 0 { DType::F16 } else { DType::F32 };
+                let q = QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages: Some(stages), ..QmatmulOptions::default() };
+                let options = Options { gemm: GemmOptions { k_splits: Some(splits), ..GemmOptions::default() }, threads: Some(threads), qmatmul: q, sanitize: true, ..Options::default() };
+                let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
+                assert!(names[0].ends_with(&format!("_u{words}_t{threads}{}_s{stages}", if splits > 1 { "_splitk" } else { "" })), "{names:?}");
+            }
+        }
+    }
+    // Stages the threadgroup memory cannot hold: an error with the numbers.
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 128 * 64], 128, 64, 128).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 128]).unwrap();
+    let big = QmatmulOptions { columns_per_thread: Some(4), words_per_iteration: Some(16), stages: Some(8), ..QmatmulOptions::default() };
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { threads: Some(1024), qmatmul: big, ..Options::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul_int4_f32: 1024 threads × 1 rows × 4 columns × 16 words × 8 stages need 2252800 bytes of threadgroup memory (partial sums, staged A, stages), over 32768");
+}
+
 /// The INT4 decode kernel's f16 partial sums stay finite at the bound its
 /// docs give: |a| = 16376 times the most negative code (−8) in every
 /// position, four products per f16 sum, is −65504 in eighths, f16's

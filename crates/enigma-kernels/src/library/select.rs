@@ -74,6 +74,11 @@ pub struct QmatmulOptions {
     /// MLX's affine format: packed words per lane and load (1, 2 or 4;
     /// [`Overrides::vectorize`] `Some(false)` means 1).
     pub words_per_load: Option<u32>,
+    /// FP4/INT4 decode kernel: chunks of packed words staged ahead by
+    /// asynchronous copies into threadgroup memory (0: loads into
+    /// registers one chunk ahead; default `qmatmul::DEFAULT_STAGES` on
+    /// CUDA where they fit, else 0).
+    pub stages: Option<u32>,
 }
 
 /// What a caller of a matrix family's selection may fix; `None` leaves the

@@ -80,6 +80,11 @@ pub const DEFAULT_WORDS: u32 = 8;
 /// over threadgroups), measured the faster above it over seed 002's four
 /// shapes (`BENCHMARKS.md`, the quantized matmul over M).
 pub const DECODE_ROWS: u32 = 4;
+/// The most chunks [`qmatmul_staged`] stages ahead.
+pub const MAX_STAGES: u32 = 8;
+/// Chunks staged ahead by default where the device copies asynchronously
+/// (CUDA's `cp.async`; see [`default_stages`]).
+pub const DEFAULT_STAGES: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
@@ -153,14 +158,15 @@ fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
 
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
 /// group's packed words (`group_words`, by value) must be a multiple of
-/// `words`.
+/// `words`. Loads one chunk ahead into registers; [`qmatmul_staged`]
+/// stages several.
 ///
 /// # Panics
 /// When `format` is MLX's affine format (not in seed 002's layout), `rows`
 /// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
 /// `threads` not a multiple of 32 between 32 and 1024.
 pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, out, rows, cols, words, threads, false)
+    build(format, out, rows, cols, words, threads, false, 0)
 }
 
 /// The first pass of the kernel with K split over threadgroups:
@@ -170,19 +176,35 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
 /// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
 /// `split::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
 pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, DType::F32, rows, cols, words, threads, true)
+    build(format, DType::F32, rows, cols, words, threads, true, 0)
 }
 
-/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
-fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
+/// [`qmatmul()`] (or with `split`, [`qmatmul_splitk`]) with `stages`
+/// chunks staged ahead by asynchronous copies (named `…_s{stages}`): each
+/// lane copies its own weight words and A vectors of the chunk `stages`
+/// ahead into its own slots of threadgroup memory, so `stages` chunks'
+/// loads are in flight without holding registers; 0 is [`qmatmul()`]'s
+/// register prefetch. Panics as [`qmatmul()`], or when `stages` is above
+/// [`MAX_STAGES`].
+#[allow(clippy::too_many_arguments)]
+pub fn qmatmul_staged(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, stages: u32, split: bool) -> Kernel {
+    build(format, if split { DType::F32 } else { out }, rows, cols, words, threads, split, stages)
+}
+
+/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32);
+/// with `stages`, [`qmatmul_staged`]'s.
+#[allow(clippy::too_many_arguments)]
+fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool, stages: u32) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
     assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
     assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
+    assert!(stages <= MAX_STAGES, "stages must be 0 ..= {MAX_STAGES}, got {stages}");
     let simdgroups = threads / SIMD_WIDTH;
     let cols_n = cols as usize;
-    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}", if split { "_splitk" } else { "" }));
+    let staged_suffix = if stages > 0 { format!("_s{stages}") } else { String::new() };
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}{staged_suffix}", if split { "_splitk" } else { "" }));
     let suffix = if cols == 1 { String::new() } else { cols.to_string() };
     let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
     let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
@@ -227,9 +249,12 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
 
     // The SIMD group walks its chunks of `words` packed rows: its groups
     // g_start, g_start + S, … below g_end, `group_words / words` chunks to
-    // a group. The next chunk's weights, scale and A values are loaded into
-    // registers before the current chunk's math, so that two chunks' loads
-    // are in flight; a load past the last chunk re-reads it (in bounds).
+    // a group. Without stages the next chunk's weights and A values are
+    // loaded into registers before the current chunk's math, so that two
+    // chunks' loads are in flight; with stages, the copies of the chunk
+    // `stages` ahead are started after each chunk's math. A load past the
+    // last chunk re-reads it (in bounds); a copy past it is not made. The
+    // scales are read once per group, one group ahead.
     let per_group = k.let_("chunks_per_group", group_words / words);
     let last_chunk = k.let_("last_chunk", g_end * group_words - words);
     let last_group = k.let_("last_group", g_end - 1u32);
@@ -238,52 +263,117 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let w = k.var("w", g_start * group_words);
     let passes = stage_vecs.div_ceil(SIMD_WIDTH);
     let stage_idx: Vec<Ex> = (0..passes).map(|i| k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH)).collect();
-    // The A vectors (half4) lane `idx` of the SIMD group stages for the
-    // chunk at packed row `row`: INT4 two (word idx % words of row
-    // idx / words), FP4 one (float4 idx of the [rows][words · 2] area).
+    // The A vectors (half4, their indices in `a4`) lane `idx` of the SIMD
+    // group stages for the chunk at packed row `row`: INT4 two (word
+    // idx % words of row idx / words), FP4 one (float4 idx of the
+    // [rows][words · 2] area).
     let a_sources = |idx: Ex, row: Ex| -> Vec<Ex> {
         if pairs {
             let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
-            vec![a4.get(src), a4.get(src + 1u32)]
+            vec![src, src + 1u32]
         } else {
-            let src = min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2);
-            vec![a4.get(src)]
+            vec![min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2)]
         }
     };
-    let first = k.let_("first_row", min(w.get(), last_chunk));
-    let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
-    let a_next: Vec<Vec<Var>> = stage_idx
-        .iter()
-        .enumerate()
-        .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, v)| k.var(&format!("a_next{i}_{j}"), v)).collect())
-        .collect();
-    let s_next = k.var("s_next", scales.get(min(g.get(), last_group) * nv + colv));
-    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
-
-    k.while_(g.get().lt(g_end), |k| {
-        let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
-        let a_now: Vec<Vec<Ex>> = a_next
-            .iter()
-            .enumerate()
-            .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
-            .collect();
-        let s = k.let_("s", to_f32(s_next.get()));
-        // The next chunk: the next row of this group, or the next group's first.
-        let pos1 = k.let_("pos1", pos.get() + 1u32);
-        let group_done = k.let_("group_done", pos1.eq(per_group));
+    let a_per_pass = if pairs { 2 } else { 1 };
+    // Moves chunk position (g, pos, w) to the SIMD group's next chunk: the
+    // next of this group, or the next group's first; true when the group
+    // is done.
+    let advance = |k: &mut KernelBuilder, g: Var, pos: Var, w: Var, tag: &str| -> Ex {
+        let pos1 = k.let_(&format!("{tag}pos1"), pos.get() + 1u32);
+        let group_done = k.let_(&format!("{tag}group_done"), pos1.eq(per_group));
         k.assign(pos, enigma_ir::builder::select(pos1, 0u32, group_done));
         k.assign(g, enigma_ir::builder::select(g.get(), g.get() + simdgroups, group_done));
         k.assign(w, enigma_ir::builder::select(w.get() + words, g.get() * group_words, group_done));
-        let next = k.let_("next_row", min(w.get(), last_chunk));
-        for (u, q) in q_next.iter().enumerate() {
-            k.assign(*q, b.get((next + u as u32) * nv + colv));
+        group_done
+    };
+    // Staged: slot `j` of stage `t` of this thread at `(t · slots + j) ·
+    // threads + tid`, so that a SIMD group's accesses to one slot are
+    // contiguous; only the thread that copies a slot reads it.
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let b_staged = (stages > 0).then(|| k.threadgroup_array("b_staged", Type::vector(Scalar::U32, cols as u8), stages * words * threads));
+    let a_slots = passes * a_per_pass;
+    let a_staged = (stages > 0).then(|| k.threadgroup_array("a_staged", Type::vector(Scalar::F16, 4), stages * a_slots * threads));
+    let slot = move |stage: Ex, j: u32, slots: u32| (stage * slots + j) * threads + tid;
+    // The copy side's position: `stages` chunks ahead of the math's.
+    let copy_position = (stages > 0).then(|| (k.var("copy_g", g_start), k.var("copy_pos", 0u32), k.var("copy_w", g_start * group_words)));
+    // Starts the copies of the copy side's chunk into stage `stage` (one
+    // group of copies, empty past the last chunk) and moves the copy side on.
+    let issue = |k: &mut KernelBuilder, stage: Ex, tag: &str| {
+        let (b_staged, a_staged) = (b_staged.expect("staged"), a_staged.expect("staged"));
+        let (cg, cpos, cw) = copy_position.expect("staged");
+        let live = k.let_(&format!("{tag}live"), cg.get().lt(g_end));
+        let row = k.let_(&format!("{tag}row"), min(cw.get(), last_chunk));
+        for u in 0..words {
+            k.async_copy(b_staged.at(slot(stage, u, words)), b.at((row + u) * nv + colv), 1, live);
         }
-        for (vars, &idx) in a_next.iter().zip(&stage_idx) {
-            for (var, v) in vars.iter().zip(a_sources(idx, next)) {
-                k.assign(*var, v);
+        for (i, &idx) in stage_idx.iter().enumerate() {
+            let needed = if (i as u32 + 1) * SIMD_WIDTH <= stage_vecs { live } else { k.let_(&format!("{tag}needed{i}"), live.and(idx.lt(stage_vecs))) };
+            for (j, src) in a_sources(idx, row).into_iter().enumerate() {
+                k.async_copy(a_staged.at(slot(stage, i as u32 * a_per_pass + j as u32, a_slots)), a4.at(src), 1, needed);
             }
         }
-        k.assign(s_next, scales.get(min(g.get(), last_group) * nv + colv));
+        k.async_commit();
+        advance(k, cg, cpos, cw, tag);
+    };
+    let ring = (stages > 0).then(|| {
+        for t in 0..stages {
+            issue(&mut k, Ex::from(t), &format!("first{t}_"));
+        }
+        k.var("stage", 0u32)
+    });
+    // Without stages, the registers that hold the next chunk.
+    let registers = (stages == 0).then(|| {
+        let first = k.let_("first_row", min(w.get(), last_chunk));
+        let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
+        let a_next: Vec<Vec<Var>> = stage_idx
+            .iter()
+            .enumerate()
+            .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, src)| k.var(&format!("a_next{i}_{j}"), a4.get(src))).collect())
+            .collect();
+        (q_next, a_next)
+    });
+    let scale_at = |g: Ex| min(g, last_group) * nv + colv;
+    let s_now = k.var("s_now", scales.get(scale_at(g.get())));
+    let s_next = k.var("s_next", scales.get(scale_at(g.get() + simdgroups)));
+    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.while_(g.get().lt(g_end), |k| {
+        let (qs, a_now): (Vec<Ex>, Vec<Vec<Ex>>) = match (&registers, ring) {
+            (Some((q_next, a_next)), _) => {
+                let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
+                let a_now = a_next
+                    .iter()
+                    .enumerate()
+                    .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
+                    .collect();
+                (qs, a_now)
+            }
+            (None, Some(stage)) => {
+                let (b_staged, a_staged) = (b_staged.expect("staged"), a_staged.expect("staged"));
+                // This chunk's group of copies is complete when at most
+                // `stages - 1` newer ones are pending.
+                k.async_wait(stages - 1);
+                let qs = (0..words).map(|u| k.let_(&format!("q{u}"), b_staged.get(slot(stage.get(), u, words)))).collect();
+                let a_now = (0..passes)
+                    .map(|i| (0..a_per_pass).map(|j| k.let_(&format!("a_now{i}_{j}"), a_staged.get(slot(stage.get(), i * a_per_pass + j, a_slots)))).collect())
+                    .collect();
+                (qs, a_now)
+            }
+            (None, None) => unreachable!("registers or stages"),
+        };
+        let group_done = advance(k, g, pos, w, "");
+        if let Some((q_next, a_next)) = &registers {
+            let next = k.let_("next_row", min(w.get(), last_chunk));
+            for (u, q) in q_next.iter().enumerate() {
+                k.assign(*q, b.get((next + u as u32) * nv + colv));
+            }
+            for (vars, &idx) in a_next.iter().zip(&stage_idx) {
+                for (var, src) in vars.iter().zip(a_sources(idx, next)) {
+                    k.assign(*var, a4.get(src));
+                }
+            }
+        }
         // The SIMD group converts the chunk's A values once, one vector per
         // lane and pass, instead of every lane converting all of them.
         for (i, (&idx, a)) in stage_idx.iter().zip(&a_now).enumerate() {
@@ -356,6 +446,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         // Every lane has read the staged A before the next iteration overwrites it.
         k.simdgroup_barrier(MemFlags::Threadgroup);
         k.if_(group_done, |k| {
+            let s = k.let_("s", to_f32(s_now.get()));
             for cc in 0..cols_n {
                 let sc = if cols == 1 { s } else { s.component(cc as u8) };
                 // INT4's partial sums are in eighths of the codes' values.
@@ -365,7 +456,15 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
                     k.assign(part_row[cc], f(0.0));
                 }
             }
+            // `g` is now the next group, whose scale `s_next` holds.
+            k.assign(s_now, s_next.get());
+            k.assign(s_next, scales.get(scale_at(g.get() + simdgroups)));
         });
+        if let Some(stage) = ring {
+            // The stage just read takes the chunk `stages` ahead.
+            issue(k, stage.get(), "ahead_");
+            k.assign(stage, enigma_ir::builder::select(stage.get() + 1u32, 0u32, (stage.get() + 1u32).eq(stages)));
+        }
     });
 
     // Partials: [simdgroup][row][col][lane].
@@ -409,6 +508,9 @@ pub struct QmatmulPlan {
     pub n: u32,
     pub k: u32,
     pub group: u32,
+    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
+    /// the register prefetch of [`qmatmul()`]).
+    pub stages: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel is
     /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
     /// `split::splitk_reduce` to sum into `C`.
@@ -417,13 +519,10 @@ pub struct QmatmulPlan {
 }
 
 impl QmatmulPlan {
-    /// The kernel: [`qmatmul()`], or [`qmatmul_splitk`] with K split.
+    /// The kernel: [`qmatmul()`], [`qmatmul_splitk`] with K split, either
+    /// staged ([`qmatmul_staged`]) with stages.
     pub fn kernel(&self) -> Kernel {
-        if self.splits > 1 {
-            qmatmul_splitk(self.format, self.rows, self.cols, self.words, self.threads)
-        } else {
-            qmatmul(self.format, self.out, self.rows, self.cols, self.words, self.threads)
-        }
+        qmatmul_staged(self.format, self.out, self.rows, self.cols, self.words, self.threads, self.stages, self.splits > 1)
     }
 
     /// `group / 8`, the kernel's `group_words`.
@@ -446,7 +545,8 @@ impl QmatmulPlan {
 /// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
 /// most `split::MAX_SPLITS`; default [`default_splits`] for
-/// `compute_units`).
+/// `compute_units`) and chunks staged ahead (0 … [`MAX_STAGES`]; default
+/// [`default_stages`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeOptions {
     pub rows: Option<u32>,
@@ -462,6 +562,41 @@ pub struct DecodeOptions {
     /// The device's compute units, for [`default_splits`]; 0 (unknown, or
     /// the simulator, which gains nothing from splitting) for no split.
     pub compute_units: u32,
+    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
+    /// the register prefetch); `None` for [`default_stages`].
+    pub stages: Option<u32>,
+    /// Whether the device copies into threadgroup memory asynchronously
+    /// (CUDA), for [`default_stages`].
+    pub async_copies: bool,
+    /// The threadgroup memory a staged kernel may use (the device's; below
+    /// `MAX_THREADGROUP_MEMORY`, that limit, which every kernel keeps
+    /// without stages).
+    pub stage_memory: u64,
+}
+
+impl DecodeOptions {
+    /// The threadgroup memory a kernel with `stages` may use.
+    fn memory_limit(&self, stages: u32) -> u64 {
+        if stages > 0 {
+            self.stage_memory.max(MAX_THREADGROUP_MEMORY)
+        } else {
+            MAX_THREADGROUP_MEMORY
+        }
+    }
+}
+
+/// The decode kernel's default stages on a device that copies into
+/// threadgroup memory asynchronously (`async_copies`: CUDA) where they fit
+/// `stage_memory` beside the rest: [`DEFAULT_STAGES`], else 0 (the
+/// register prefetch; Metal's copies are made at once, so staging there
+/// only adds a trip through threadgroup memory).
+#[allow(clippy::too_many_arguments)]
+pub fn default_stages(async_copies: bool, stage_memory: u64, format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u32 {
+    if async_copies && threadgroup_bytes(format, threads, rows, cols, words, DEFAULT_STAGES) <= stage_memory {
+        DEFAULT_STAGES
+    } else {
+        0
+    }
 }
 
 /// Warps per compute unit below which [`default_splits`] splits K over
@@ -523,7 +658,13 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     };
     // Default rows: up to 8, fewer where the partial sums (of one column
     // per thread) and the staged A would not fit threadgroup memory.
-    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
+    if let Some(stages) = options.stages.filter(|&s| s > MAX_STAGES) {
+        return Err(ShapeError::new(name, format!("{stages} stages; between 0 and {MAX_STAGES}")));
+    }
+    // Rows and columns are chosen to fit the stages asked for (the default
+    // stages then fit what was chosen, or are 0).
+    let asked_stages = options.stages.unwrap_or(0);
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
     let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
@@ -537,13 +678,17 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
             .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
             .unwrap_or(1),
     };
-    let bytes = threadgroup_bytes(format, t, rows, cols, words);
-    if bytes > MAX_THREADGROUP_MEMORY {
+    let stages = options.stages.unwrap_or_else(|| default_stages(options.async_copies, options.stage_memory, format, t, rows, cols, words));
+    let bytes = threadgroup_bytes(format, t, rows, cols, words, stages);
+    let limit = options.memory_limit(stages);
+    if bytes > limit {
         return Err(ShapeError::new(
             name,
             format!(
-                "{t} threads × {rows} rows × {cols} columns × {words} words need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {MAX_THREADGROUP_MEMORY}",
-                if format == Format::Fp4 { ", FP4 table" } else { "" }
+                "{t} threads × {rows} rows × {cols} columns × {words} words{} need {bytes} bytes of threadgroup memory (partial sums, staged A{}{}), over {limit}",
+                if stages > 0 { format!(" × {stages} stages") } else { String::new() },
+                if stages > 0 { ", stages" } else { "" },
+                if format == Format::Fp4 { ", FP4 table" } else { "" },
             ),
         ));
     }
@@ -565,20 +710,25 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         n: n32,
         k: k32,
         group: group as u32,
+        stages,
         splits,
         dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
     })
 }
 
 /// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
-/// f32), the staged A (`[S][rows][8·words]` f32) and, for FP4, the
-/// decoding table.
-fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
+/// f32), the converted A (`[S][rows][8·words]` f32 or f16 pairs), for FP4
+/// the decoding table and with `stages` each thread's slots of every
+/// stage (`words` weight vectors of `4 · cols` bytes and the A vectors it
+/// copies, 8 bytes each).
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32, stages: u32) -> u64 {
     let simdgroups = (threads / SIMD_WIDTH) as u64;
     let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
     let (vecs, elem) = stage_layout(format, rows, words);
     let stage = simdgroups * vecs as u64 * elem.size_bytes() as u64;
-    partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+    let a_slots = vecs.div_ceil(SIMD_WIDTH) * if format == Format::Int4 { 2 } else { 1 };
+    let staged = stages as u64 * threads as u64 * (words as u64 * 4 * cols as u64 + a_slots as u64 * 8);
+    partials + stage + staged + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
 }
 
 /// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
@@ -668,8 +818,10 @@ mod tests {
     fn the_plan_counts_the_threadgroup_memory_the_kernel_declares() {
         for format in [Format::Int4, Format::Fp4] {
             for (rows, cols, words, threads) in [(1, 1, 8, 256), (4, 2, 16, 512), (8, 1, 4, 128)] {
-                let declared: u64 = qmatmul(format, DType::F16, rows, cols, words, threads).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-                assert_eq!(threadgroup_bytes(format, threads, rows, cols, words), declared, "{format} r{rows} c{cols} u{words} t{threads}");
+                for stages in [0, 3] {
+                    let declared: u64 = qmatmul_staged(format, DType::F16, rows, cols, words, threads, stages, false).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                    assert_eq!(threadgroup_bytes(format, threads, rows, cols, words, stages), declared, "{format} r{rows} c{cols} u{words} t{threads} s{stages}");
+                }
             }
         }
     }
