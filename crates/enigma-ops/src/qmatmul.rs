@@ -98,9 +98,8 @@ impl Ops<'_> {
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
-                // The decode kernel's splits are always summed by the reduction.
                 self.launch_split(
-                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.stages, (plan.splits > 1).then_some(plan.split_sum))),
                     || plan.kernel(),
                     plan.dispatch,
                     &[
@@ -120,7 +119,7 @@ impl Ops<'_> {
                     out,
                     m * w.n,
                     plan.splits,
-                    SplitSum::Reduction,
+                    plan.split_sum,
                 )?;
                 Ok(c)
             }

@@ -66,9 +66,9 @@
 //! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
 
 use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
-use crate::library::split::{check_k_splits, split_run, MAX_SPLITS};
+use crate::library::split::{check_k_splits, split_run, SplitSum, MAX_SPLITS};
 use crate::library::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, AtomicOp, Kernel, Type};
 
 
 /// The packed words per loop iteration a kernel may take.
@@ -82,9 +82,6 @@ pub const DEFAULT_WORDS: u32 = 8;
 pub const DECODE_ROWS: u32 = 4;
 /// The most chunks [`qmatmul_staged`] stages ahead.
 pub const MAX_STAGES: u32 = 8;
-/// Chunks staged ahead by default where the device copies asynchronously
-/// (CUDA's `cp.async`; see [`default_stages`]).
-pub const DEFAULT_STAGES: u32 = 4;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
@@ -166,7 +163,7 @@ fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
 /// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
 /// `threads` not a multiple of 32 between 32 and 1024.
 pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, out, rows, cols, words, threads, false, 0)
+    build(format, out, rows, cols, words, threads, None, 0)
 }
 
 /// The first pass of the kernel with K split over threadgroups:
@@ -176,25 +173,41 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
 /// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
 /// `split::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
 pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, DType::F32, rows, cols, words, threads, true, 0)
+    build(format, DType::F32, rows, cols, words, threads, Some(SplitSum::Reduction), 0)
 }
 
-/// [`qmatmul()`] (or with `split`, [`qmatmul_splitk`]) with `stages`
-/// chunks staged ahead by asynchronous copies (named `…_s{stages}`): each
-/// lane copies its own weight words and A vectors of the chunk `stages`
-/// ahead into its own slots of threadgroup memory, so `stages` chunks'
-/// loads are in flight without holding registers; 0 is [`qmatmul()`]'s
-/// register prefetch. Panics as [`qmatmul()`], or when `stages` is above
-/// [`MAX_STAGES`].
-#[allow(clippy::too_many_arguments)]
-pub fn qmatmul_staged(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, stages: u32, split: bool) -> Kernel {
-    build(format, if split { DType::F32 } else { out }, rows, cols, words, threads, split, stages)
+/// The kernel with K split over threadgroups that sums its splits itself
+/// ([`SplitSum::LastThreadgroup`]):
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}_splitk_sum`.
+/// Each threadgroup writes its partial product to slice `z` of the f32
+/// workspace `ws` (`[splits][M][N]`) as [`qmatmul_splitk`] does, fences,
+/// and takes its column tile's ticket (`tickets`, one u32 per threadgroup
+/// of a split, zero before and after the dispatch); the last of a tile's
+/// splits fences again, sums the tile's slices in split order into `c` of
+/// `out` with `split::splitk_reduce`'s arithmetic (so the same C) and
+/// resets the ticket: one dispatch. Needs device-scope fences. Panics as
+/// [`qmatmul()`].
+pub fn qmatmul_splitk_sum(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, out, rows, cols, words, threads, Some(SplitSum::LastThreadgroup), 0)
 }
 
-/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32);
-/// with `stages`, [`qmatmul_staged`]'s.
+/// [`qmatmul()`] (or with `split`, the K-split kernel whose splits `split`
+/// sums) with `stages` chunks staged ahead by asynchronous copies (named
+/// `…_s{stages}`): each lane copies its own weight words and A vectors of
+/// the chunk `stages` ahead into its own slots of threadgroup memory, so
+/// `stages` chunks' loads are in flight without holding registers; 0 is
+/// [`qmatmul()`]'s register prefetch. Panics as [`qmatmul()`], or when
+/// `stages` is above [`MAX_STAGES`].
 #[allow(clippy::too_many_arguments)]
-fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool, stages: u32) -> Kernel {
+pub fn qmatmul_staged(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, stages: u32, split: Option<SplitSum>) -> Kernel {
+    let out = if split == Some(SplitSum::Reduction) { DType::F32 } else { out };
+    build(format, out, rows, cols, words, threads, split, stages)
+}
+
+/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32) or
+/// [`qmatmul_splitk_sum`]'s; with `stages`, [`qmatmul_staged`]'s.
+#[allow(clippy::too_many_arguments)]
+fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: Option<SplitSum>, stages: u32) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
     assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
@@ -204,12 +217,19 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let simdgroups = threads / SIMD_WIDTH;
     let cols_n = cols as usize;
     let staged_suffix = if stages > 0 { format!("_s{stages}") } else { String::new() };
-    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}{staged_suffix}", if split { "_splitk" } else { "" }));
+    let split_suffix = match split {
+        None => "",
+        Some(SplitSum::Reduction) => "_splitk",
+        Some(SplitSum::LastThreadgroup) => "_splitk_sum",
+    };
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{split_suffix}{staged_suffix}"));
     let suffix = if cols == 1 { String::new() } else { cols.to_string() };
     let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
     let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
     let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
     let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    // Splits summed here: the workspace of partial products and the tickets.
+    let summed = (split == Some(SplitSum::LastThreadgroup)).then(|| (k.buffer("ws", Type::F32, Access::ReadWrite), k.buffer("tickets", Type::U32, Access::ReadWrite)));
     let m = k.value("m", Type::U32);
     let n = k.value("n", Type::U32);
     let kk = k.value("k", Type::U32);
@@ -240,7 +260,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
     // The SIMD group's first group and the end: with K split, split `z`'s
     // run of groups.
-    let (split_index, g_start, g_end) = if split {
+    let (split_index, g_start, g_end) = if split.is_some() {
         let (z, begin, end) = split_run(&mut k, groups, "g");
         (Some(z), begin + sg, end)
     } else {
@@ -489,8 +509,44 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             Some(z) => (z * m + row) * n + col,
             None => row * n + col,
         };
-        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, at, total.get()));
+        let dest = summed.map_or(c, |(ws, _)| ws);
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, dest, at, total.get()));
     });
+    if let Some((ws, tickets)) = summed {
+        // Every thread fences its stores to the workspace before the
+        // ticket, and every thread of the last threadgroup fences before it
+        // reads the others' (one fencing thread orders only itself).
+        k.device_fence();
+        k.threadgroup_barrier(MemFlags::Device);
+        let grid = threadgroups_per_grid();
+        let splits = grid.z();
+        let ticket_at = k.let_("ticket_at", threadgroup_position_in_grid().y() * grid.x() + tile);
+        // The partial sums are read: slot 0 tells the threadgroup whether
+        // it drew the last ticket.
+        k.if_(thread_index_in_threadgroup().eq(0u32), |k| {
+            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
+            let last = k.let_("split_last", ticket.eq(splits - 1u32));
+            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
+            k.store(partials.at(0u32), enigma_ir::builder::select(0.0f32, 1.0f32, last));
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.if_(partials.get(0u32).ne(0.0f32), |k| {
+            k.device_fence();
+            k.for_range("e", thread_index_in_threadgroup(), per_group, threads, |k, e| {
+                let rc = k.let_("sum_rc", e / SIMD_WIDTH);
+                let row = k.let_("sum_row", row0 + rc / cols);
+                let col = k.let_("sum_col", (tile * SIMD_WIDTH + e % SIMD_WIDTH) * cols + rc % cols);
+                k.if_(row.lt(m).and(col.lt(n)), |k| {
+                    let mn = k.let_("mn", m * n);
+                    let at = k.let_("sum_at", row * n + col);
+                    // The splits in order, as `split::splitk_reduce` sums them.
+                    let sum = k.var("split_sum", ws.get(at));
+                    k.for_range("sum_split", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(s * mn + at)));
+                    store_f32(k, c, at, sum.get());
+                });
+            });
+        });
+    }
     finish(k)
 }
 
@@ -513,16 +569,20 @@ pub struct QmatmulPlan {
     pub stages: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel is
     /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
-    /// `split::splitk_reduce` to sum into `C`.
+    /// `split::splitk_reduce` to sum into `C`, or with
+    /// [`SplitSum::LastThreadgroup`] [`qmatmul_splitk_sum`].
     pub splits: u32,
+    /// Who sums the K splits (when `splits` > 1).
+    pub split_sum: SplitSum,
     pub dispatch: Dispatch,
 }
 
 impl QmatmulPlan {
-    /// The kernel: [`qmatmul()`], [`qmatmul_splitk`] with K split, either
-    /// staged ([`qmatmul_staged`]) with stages.
+    /// The kernel: [`qmatmul()`], with K split [`qmatmul_splitk`] or
+    /// [`qmatmul_splitk_sum`], any of them staged ([`qmatmul_staged`]) with
+    /// stages.
     pub fn kernel(&self) -> Kernel {
-        qmatmul_staged(self.format, self.out, self.rows, self.cols, self.words, self.threads, self.stages, self.splits > 1)
+        qmatmul_staged(self.format, self.out, self.rows, self.cols, self.words, self.threads, self.stages, (self.splits > 1).then_some(self.split_sum))
     }
 
     /// `group / 8`, the kernel's `group_words`.
@@ -545,8 +605,8 @@ impl QmatmulPlan {
 /// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
 /// most `split::MAX_SPLITS`; default [`default_splits`] for
-/// `compute_units`) and chunks staged ahead (0 … [`MAX_STAGES`]; default
-/// [`default_stages`]).
+/// `compute_units`), who sums them (default the reduction) and chunks
+/// staged ahead (0 … [`MAX_STAGES`]; default 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeOptions {
     pub rows: Option<u32>,
@@ -562,12 +622,13 @@ pub struct DecodeOptions {
     /// The device's compute units, for [`default_splits`]; 0 (unknown, or
     /// the simulator, which gains nothing from splitting) for no split.
     pub compute_units: u32,
-    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
-    /// the register prefetch); `None` for [`default_stages`].
+    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]);
+    /// `None` for 0, the register prefetch, which ran faster on an H200 in
+    /// every configuration measured (`BENCHMARKS.md`, the quantized
+    /// matmul).
     pub stages: Option<u32>,
-    /// Whether the device copies into threadgroup memory asynchronously
-    /// (CUDA), for [`default_stages`].
-    pub async_copies: bool,
+    /// Who sums the K splits: `None` for the reduction's second dispatch.
+    pub split_sum: Option<SplitSum>,
     /// The threadgroup memory a staged kernel may use (the device's; below
     /// `MAX_THREADGROUP_MEMORY`, that limit, which every kernel keeps
     /// without stages).
@@ -582,20 +643,6 @@ impl DecodeOptions {
         } else {
             MAX_THREADGROUP_MEMORY
         }
-    }
-}
-
-/// The decode kernel's default stages on a device that copies into
-/// threadgroup memory asynchronously (`async_copies`: CUDA) where they fit
-/// `stage_memory` beside the rest: [`DEFAULT_STAGES`], else 0 (the
-/// register prefetch; Metal's copies are made at once, so staging there
-/// only adds a trip through threadgroup memory).
-#[allow(clippy::too_many_arguments)]
-pub fn default_stages(async_copies: bool, stage_memory: u64, format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u32 {
-    if async_copies && threadgroup_bytes(format, threads, rows, cols, words, DEFAULT_STAGES) <= stage_memory {
-        DEFAULT_STAGES
-    } else {
-        0
     }
 }
 
@@ -661,8 +708,6 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     if let Some(stages) = options.stages.filter(|&s| s > MAX_STAGES) {
         return Err(ShapeError::new(name, format!("{stages} stages; between 0 and {MAX_STAGES}")));
     }
-    // Rows and columns are chosen to fit the stages asked for (the default
-    // stages then fit what was chosen, or are 0).
     let asked_stages = options.stages.unwrap_or(0);
     let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
     let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
@@ -678,7 +723,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
             .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
             .unwrap_or(1),
     };
-    let stages = options.stages.unwrap_or_else(|| default_stages(options.async_copies, options.stage_memory, format, t, rows, cols, words));
+    let stages = asked_stages;
     let bytes = threadgroup_bytes(format, t, rows, cols, words, stages);
     let limit = options.memory_limit(stages);
     if bytes > limit {
@@ -712,6 +757,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         group: group as u32,
         stages,
         splits,
+        split_sum: options.split_sum.unwrap_or_default(),
         dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
     })
 }
@@ -757,7 +803,8 @@ mod tests {
             for out in [DType::F32, DType::F16] {
                 for rows in 1..=MAX_ROWS_PER_THREADGROUP {
                     for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
-                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64)] {
+                        let staged = qmatmul_staged(format, out, rows, cols, words, 64, 2, Some(SplitSum::LastThreadgroup));
+                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64), qmatmul_splitk_sum(format, out, rows, cols, words, 64), staged] {
                             if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
                                 panic!("{}: {e}", kernel.name);
                             }
@@ -819,7 +866,7 @@ mod tests {
         for format in [Format::Int4, Format::Fp4] {
             for (rows, cols, words, threads) in [(1, 1, 8, 256), (4, 2, 16, 512), (8, 1, 4, 128)] {
                 for stages in [0, 3] {
-                    let declared: u64 = qmatmul_staged(format, DType::F16, rows, cols, words, threads, stages, false).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                    let declared: u64 = qmatmul_staged(format, DType::F16, rows, cols, words, threads, stages, None).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
                     assert_eq!(threadgroup_bytes(format, threads, rows, cols, words, stages), declared, "{format} r{rows} c{cols} u{words} t{threads} s{stages}");
                 }
             }

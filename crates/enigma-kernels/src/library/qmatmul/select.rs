@@ -9,7 +9,7 @@
 //! own features (a tile, stages, K splits summed in the kernel), and the
 //! tensor-core GEMM (`gemm::qgemm`) above. FP4/INT4 in their row layout run
 //! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
-//! rows unless K splits summed in the kernel are asked for, or at any M
+//! rows, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
 //! columns per thread, words per iteration, stages) or for no vector loads; else
 //! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
@@ -24,7 +24,7 @@ use crate::library::qmatmul_fragments::{self, FragmentsPlan};
 use crate::library::quant::Format;
 use crate::library::select::{self, argument, Overrides, SelectError};
 use crate::library::{to_u32, DType};
-use enigma_backend::{DeviceInfo, DeviceKind};
+use enigma_backend::DeviceInfo;
 use enigma_ir::QuantLayout;
 
 /// A quantized matmul: `A` of `m × k` f16 values times `k × n` 4-bit
@@ -85,7 +85,7 @@ pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKer
     }
     let q = &overrides.qmatmul;
     let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
-    if decode_asked || (m <= DECODE_ROWS as usize && !kernel_sum_asked(overrides)) {
+    if decode_asked || m <= DECODE_ROWS as usize {
         QmatmulKernel::Decode
     } else {
         QmatmulKernel::Tiled
@@ -101,8 +101,8 @@ pub fn select(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrid
 /// blocking for the device's compute units (on a GPU: enough column tiles
 /// for two threadgroups per compute unit, K split only where that still
 /// leaves units short of warps; the simulator gains nothing from either),
-/// the FP4/INT4 one its chunks staged ahead where the device copies
-/// asynchronously (CUDA);
+/// the FP4/INT4 one's splits summed in the kernel where the device has
+/// device-scope fences (one dispatch), else by the reduction;
 /// the tensor-core GEMM [`QgemmConfig::for_rows`]'s tile deepened where the
 /// group allows, in the weights' layout, K split where the output has few
 /// tiles, stages where they fit (more where the whole-tile variant, which
@@ -121,8 +121,19 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
                 (None, Some(false)) => Some(1),
                 (None, _) => None,
             };
-            let async_copies = device.kind == DeviceKind::Cuda;
-            let options = DecodeOptions { rows: q.rows_per_threadgroup, cols, words: q.words_per_iteration, min_tiles: 2 * compute_units, splits: g.k_splits, compute_units, stages: q.stages, async_copies, stage_memory: select::stage_memory(device) };
+            let default_sum = if select::has_device_fences(device) { SplitSum::LastThreadgroup } else { SplitSum::Reduction };
+            let split_sum = select::split_sum("qmatmul", device, g.split_sum, default_sum)?;
+            let options = DecodeOptions {
+                rows: q.rows_per_threadgroup,
+                cols,
+                words: q.words_per_iteration,
+                min_tiles: 2 * compute_units,
+                splits: g.k_splits,
+                compute_units,
+                stages: q.stages,
+                split_sum: Some(split_sum),
+                stage_memory: select::stage_memory(device),
+            };
             let threads = overrides.threads.unwrap_or_else(|| default_threads(n, m, compute_units));
             QmatmulSelection::Decode(plan(format, out, m, n, k, group, threads, options)?)
         }
