@@ -81,9 +81,10 @@ impl Ops<'_> {
     }
 
     /// Runs `selection` on checked inputs: C of `out`, through an f32
-    /// workspace where K is split (the decode kernels' splits, and the
-    /// fused kernel's, always summed by the reduction; the tensor-core
-    /// GEMM's as its configuration says). The decode kernels' vector loads
+    /// workspace where K is split (the fragment decode row's and the fused
+    /// kernel's splits always summed by the reduction; the FP4/INT4 decode
+    /// kernel's as its plan says and the tensor-core GEMM's as its
+    /// configuration says). The decode kernels' vector loads
     /// need untyped weight buffers of a multiple of the vector's size.
     fn launch_qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType, selection: QmatmulSelection) -> Result<Buffer, Error> {
         let op = "qmatmul";

@@ -654,16 +654,32 @@ pub const MIN_WARPS_PER_UNIT: u32 = 8;
 
 /// The decode kernel's default threads per threadgroup for `m` rows and
 /// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
-/// a column tile's K) where one column per thread leaves fewer than two
-/// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
-/// column tile give a narrow grid more warps without a K split; a wide grid
-/// stays faster at 256 (`BENCHMARKS.md`, the decode kernel's grid).
+/// a column tile's K) at one row, or where one column per thread leaves
+/// fewer than two threadgroups per unit, else [`DEFAULT_THREADS`]. More
+/// SIMD groups per column tile give a narrow grid more warps without a K
+/// split; a wide grid of several rows stays faster at 256, one row (with
+/// [`default_min_tiles`]' wider columns) at 512 (`BENCHMARKS.md`, the
+/// decode kernel's grid).
 pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
     let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS_PER_THREADGROUP as usize));
-    if compute_units > 0 && tiles < 2 * compute_units as usize {
+    if compute_units > 0 && (m == 1 || tiles < 2 * compute_units as usize) {
         2 * DEFAULT_THREADS
     } else {
         DEFAULT_THREADS
+    }
+}
+
+/// The column tiles the decode kernel's default columns per thread keep
+/// to ([`DecodeOptions::min_tiles`]) at `m` rows on a device of
+/// `compute_units`: at one row half a tile per unit (so 4 columns per
+/// thread, 16-byte weight loads, from N = 64 · units up: the fewer
+/// instructions per weight outweigh the idle units on an H200), at more
+/// rows two per unit (`BENCHMARKS.md`, the decode kernel's grid).
+pub fn default_min_tiles(m: usize, compute_units: u32) -> u32 {
+    if m == 1 {
+        compute_units / 2
+    } else {
+        2 * compute_units
     }
 }
 
@@ -803,7 +819,7 @@ mod tests {
             for out in [DType::F32, DType::F16] {
                 for rows in 1..=MAX_ROWS_PER_THREADGROUP {
                     for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
-                        let staged = qmatmul_staged(format, out, rows, cols, words, 64, 2, Some(SplitSum::LastThreadgroup));
+                        let staged = qmatmul_staged(format, out, rows, 1, 4, 64, 2, Some(SplitSum::LastThreadgroup));
                         for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64), qmatmul_splitk_sum(format, out, rows, cols, words, 64), staged] {
                             if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
                                 panic!("{}: {e}", kernel.name);
@@ -881,6 +897,15 @@ mod tests {
         assert_eq!(default_threads(11008, 4, 132), DEFAULT_THREADS);
         // The simulator (no compute units) keeps the default.
         assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
+        // One row: 512 threads and, at N = 11008 on 132 units, 4 columns
+        // per thread (86 tiles, at least 66); at N = 4096 one (128 tiles:
+        // 4 and 2 columns leave 32 and 64).
+        assert_eq!((default_threads(11008, 1, 132), default_min_tiles(1, 132), default_min_tiles(2, 132)), (512, 66, 264));
+        let one_row = DecodeOptions { min_tiles: default_min_tiles(1, 132), compute_units: 132, ..DecodeOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 512, one_row).unwrap();
+        // 86 tiles of 16 SIMD groups: 10.4 warps per unit, no split.
+        assert_eq!((p.cols, p.splits), (4, 1));
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 4096, 4096, 128, 512, one_row).unwrap().cols, 1);
         // Unsplit (the simulator's default): today's kernel, no workspace.
         let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
         assert_eq!(p.splits, 1);

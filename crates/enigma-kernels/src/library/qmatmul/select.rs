@@ -15,7 +15,7 @@
 //! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
 //! named.
 
-use super::decode::{default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
+use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
 use crate::library::qgemm_fused::FusedQgemmConfig;
@@ -127,7 +127,7 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
                 rows: q.rows_per_threadgroup,
                 cols,
                 words: q.words_per_iteration,
-                min_tiles: 2 * compute_units,
+                min_tiles: default_min_tiles(m, compute_units),
                 splits: g.k_splits,
                 compute_units,
                 stages: q.stages,
