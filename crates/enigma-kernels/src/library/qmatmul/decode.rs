@@ -26,9 +26,15 @@
 //!   multiplied by the group's scale once.
 //! * **The next chunk's loads before this chunk's math.** A SIMD group
 //!   walks its chunks of `words` packed rows with the next chunk's weight
-//!   words, scale and A values already loading into registers, so two
-//!   chunks' loads are in flight; the last prefetch re-reads the last
-//!   chunk (every split has at least one group, so it is in bounds).
+//!   words and A values already loading into registers, so two chunks'
+//!   loads are in flight; the last prefetch re-reads the last chunk (every
+//!   split has at least one group, so it is in bounds). Scales are read
+//!   once per group, the next group's while this one is summed.
+//!   [`qmatmul_staged`] instead keeps `stages` chunks in flight by
+//!   asynchronous copies into each lane's own slots of threadgroup memory
+//!   (no registers held, no barrier: only the copying lane reads a slot);
+//!   the kernel is bound by its instructions rather than by loads in
+//!   flight, so that ran slower on an H200 and is not the default.
 //! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
 //!   column tile and take the quantization groups round-robin (SIMD group
 //!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
@@ -44,7 +50,10 @@
 //!   Each writes its f32 partial product to slice `z` of a workspace
 //!   `[splits][M][N]`, and the GEMM's reduction kernel
 //!   (`split::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
-//!   `C` in f32 or f16: the result does not depend on scheduling.
+//!   `C` in f32 or f16: the result does not depend on scheduling. Or
+//!   ([`qmatmul_splitk_sum`], where the device has device-scope fences)
+//!   the last threadgroup of each column tile to take its ticket sums the
+//!   slices in the same order itself: one dispatch, the same `C`.
 //!   [`default_splits`] is the default count; `splits = 1` is the single
 //!   dispatch of [`qmatmul()`], with no workspace.
 //! * `words` packed words (4, 8 or 16, dividing the group's) per chunk.
@@ -62,8 +71,10 @@
 //! for the loads, which stay in bounds, and never stored.
 //!
 //! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
-//! words), `scales` / `scales2` / `scales4`, `c` (with K split, the f32
-//! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
+//! words), `scales` / `scales2` / `scales4`, `c` (with K split summed by
+//! the reduction, the f32 workspace), with K split summed in the kernel
+//! `ws` (the workspace) and `tickets`, and `m`, `n`, `k`, `group_words`
+//! (= group / 8) by value.
 
 use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
 use crate::library::split::{check_k_splits, split_run, SplitSum, MAX_SPLITS};
@@ -648,8 +659,10 @@ impl DecodeOptions {
 
 /// Warps per compute unit below which [`default_splits`] splits K over
 /// threadgroups: eight. A split costs a workspace and a second dispatch (the
-/// reduction), which outweighed what it gave wherever the grid already had
-/// a few warps per unit (`BENCHMARKS.md`, the decode kernel's grid).
+/// reduction) or the last threadgroup's sum, which outweighed what it gave
+/// wherever the grid already had a few warps per unit, summed in the kernel
+/// too (`BENCHMARKS.md`, the decode kernel's grid and the quantized matmul
+/// on the H200).
 pub const MIN_WARPS_PER_UNIT: u32 = 8;
 
 /// The decode kernel's default threads per threadgroup for `m` rows and
