@@ -81,9 +81,10 @@ impl Ops<'_> {
     }
 
     /// Runs `selection` on checked inputs: C of `out`, through an f32
-    /// workspace where K is split (the decode kernels' splits, and the
-    /// fused kernel's, always summed by the reduction; the tensor-core
-    /// GEMM's as its configuration says). The decode kernels' vector loads
+    /// workspace where K is split (the fragment decode row's and the fused
+    /// kernel's splits always summed by the reduction; the FP4/INT4 decode
+    /// kernel's as its plan says and the tensor-core GEMM's as its
+    /// configuration says). The decode kernels' vector loads
     /// need untyped weight buffers of a multiple of the vector's size.
     fn launch_qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType, selection: QmatmulSelection) -> Result<Buffer, Error> {
         let op = "qmatmul";
@@ -98,9 +99,8 @@ impl Ops<'_> {
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
-                // The decode kernel's splits are always summed by the reduction.
                 self.launch_split(
-                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.stages, (plan.splits > 1).then_some(plan.split_sum))),
                     || plan.kernel(),
                     plan.dispatch,
                     &[
@@ -120,7 +120,7 @@ impl Ops<'_> {
                     out,
                     m * w.n,
                     plan.splits,
-                    SplitSum::Reduction,
+                    plan.split_sum,
                 )?;
                 Ok(c)
             }
