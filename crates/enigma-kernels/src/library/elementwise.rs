@@ -2,12 +2,22 @@
 //! form), `gelu_erf` (the erf form), `sigmoid`, `exp`, `log`, for f32, f16
 //! and bf16, with scalar or 4-wide vector loads.
 //!
-//! **Broadcasting** ([`broadcast_binary`]): `add`, `mul` and `div` of two arrays
-//! of NumPy-broadcast shapes, one thread per output element, which
-//! decomposes its index over the output's dimensions and reads each input
-//! at its own strides (0 along a broadcast dimension). Parameters: `a, b,
-//! y, layout, rank, n`; `layout` holds `rank` output dimensions, then `a`'s
-//! and `b`'s `rank` strides, as u32.
+//! **Broadcasting** ([`broadcast_binary`], [`plan_broadcast`]): `add`,
+//! `mul` and `div` of two arrays of NumPy-broadcast shapes. The plan drops
+//! dimensions of 1 and merges neighbours both inputs walk as one longer
+//! dimension ([`collapse_broadcast`]), which leaves the output as `[rows,
+//! inner]`: the innermost merged dimension and the rest. Along `inner`
+//! each input is either contiguous or one element splatted over the row
+//! ([`InnerAccess`]), so a row vector against a matrix (`[R, C] op [C]`),
+//! a column vector (`[R, C] op [R, 1]`) and a scalar all become one
+//! contiguous walk, with `float4`/`half4` loads and stores when `inner` is
+//! a multiple of 4. A threadgroup covers `tx` (a power of two) threads
+//! along a row and `threads / tx` rows; each thread loops over rows
+//! `row_step` apart and finds a row's start in each input by splitting the
+//! row index over the outer dimensions (no division with one outer
+//! dimension). Parameters: `a[4], b[4], y[4], layout, orank, rows, units,
+//! tx, col_blocks`; `layout` holds the `orank` outer dimensions, then
+//! `a`'s and `b`'s strides over them, as u32.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
 //! writes a result into memory the caller gave.
@@ -215,37 +225,192 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     finish(k)
 }
 
-/// `y = op(a, b)` of a binary `op` with broadcast inputs:
-/// `{op}_broadcast_{dtype}` (module docs).
+/// How a broadcast kernel reads one input along the output's innermost
+/// (collapsed) dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerAccess {
+    /// Consecutive elements (stride 1): vector loads where the row allows.
+    Contiguous,
+    /// One element for the whole row (stride 0), loaded once and splatted.
+    Splat,
+}
+
+impl InnerAccess {
+    fn letter(self) -> char {
+        match self {
+            InnerAccess::Contiguous => 'c',
+            InnerAccess::Splat => 's',
+        }
+    }
+}
+
+/// `y = op(a, b)` of a binary `op` with broadcast inputs over the output
+/// seen as `[rows, inner]`: `{op}_broadcast_{dtype}[_vec4]_{a}{b}`, `a`
+/// and `b` each `c` ([`InnerAccess::Contiguous`]) or `s`
+/// ([`InnerAccess::Splat`]) (module docs).
 ///
 /// # Panics
-/// When `op` is not binary.
-pub fn broadcast_binary(op: Elementwise, dtype: DType) -> Kernel {
+/// When `op` is not binary or `vec` is not 1 or 4.
+pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAccess; 2]) -> Kernel {
     assert!(op.is_binary(), "{op} is not a binary operation");
-    let mut k = KernelBuilder::new(format!("{}_broadcast_{}", op.name(), dtype));
-    let a = k.buffer("a", dtype.ty(1), Access::Read);
-    let b = k.buffer("b", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    assert_vec(vec);
+    let mut k = KernelBuilder::new(format!("{}_broadcast_{}{}_{}{}", op.name(), dtype, vec_suffix(vec), access[0].letter(), access[1].letter()));
+    let sfx = if vec == 4 { "4" } else { "" };
+    // A contiguous input is read through its vector view, a splatted one
+    // one element at a time.
+    let input = |k: &mut KernelBuilder, name: &str, a: InnerAccess| match a {
+        InnerAccess::Contiguous => k.buffer(&format!("{name}{sfx}"), dtype.ty(vec), Access::Read),
+        InnerAccess::Splat => k.buffer(name, dtype.ty(1), Access::Read),
+    };
+    let inputs = [input(&mut k, "a", access[0]), input(&mut k, "b", access[1])];
+    let y = k.buffer(&format!("y{sfx}"), dtype.ty(vec), Access::ReadWrite);
     let layout = k.buffer("layout", Type::U32, Access::Read);
-    let rank = k.value("rank", Type::U32);
-    let n = k.value("n", Type::U32);
-    let tid = k.let_("tid", thread_position_in_grid().x());
-    k.if_(tid.lt(n), |k| {
-        let rest = k.var("rest", tid);
-        let at_a = k.var("at_a", lit(Scalar::U32, 0.0));
-        let at_b = k.var("at_b", lit(Scalar::U32, 0.0));
-        k.for_range("i", 0u32, rank, 1u32, |k, i| {
-            // The dimensions from the last (fastest) to the first.
-            let d = k.let_("d", rank - 1u32 - i);
-            let size = k.let_("size", layout.get(d));
-            let coord = k.let_("coord", rest.get() % size);
-            k.assign(rest, rest.get() / size);
-            k.assign(at_a, at_a.get() + coord * layout.get(rank + d));
-            k.assign(at_b, at_b.get() + coord * layout.get(rank * 2u32 + d));
+    let orank = k.value("orank", Type::U32);
+    let rows = k.value("rows", Type::U32);
+    let units = k.value("units", Type::U32);
+    let tx = k.value("tx", Type::U32);
+    let col_blocks = k.value("col_blocks", Type::U32);
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let ty = k.let_("ty", threads_per_threadgroup().x() / tx);
+    let col = k.let_("col", (group % col_blocks) * tx + tid % tx);
+    let first_row = k.let_("first_row", (group / col_blocks) * ty + tid / tx);
+    let row_step = k.let_("row_step", (threadgroups_per_grid().x() / col_blocks) * ty);
+    k.if_(col.lt(units), |k| {
+        k.for_range("r", first_row, rows, row_step, |k, r| {
+            // The row's first element in each input: `r` decomposed over the
+            // outer dimensions, the last fastest; the first takes what is
+            // left, so one outer dimension costs no division.
+            let rest = k.var("rest", r);
+            let at = [k.var("at_a", lit(Scalar::U32, 0.0)), k.var("at_b", lit(Scalar::U32, 0.0))];
+            k.for_range("i", 1u32, orank, 1u32, |k, i| {
+                let d = k.let_("d", orank - i);
+                let size = k.let_("size", layout.get(d));
+                let coord = k.let_("coord", rest.get() % size);
+                k.assign(rest, rest.get() / size);
+                for (s, at) in at.iter().enumerate() {
+                    k.assign(*at, at.get() + coord * layout.get(orank * (s as u32 + 1) + d));
+                }
+            });
+            let mut values = vec![];
+            for (s, (&mem, &a)) in inputs.iter().zip(&access).enumerate() {
+                let start = k.let_(&format!("start{s}"), at[s].get() + rest.get() * layout.get(orank * (s as u32 + 1)));
+                values.push(match a {
+                    InnerAccess::Contiguous => load_f32(mem, start / vec as u32 + col),
+                    InnerAccess::Splat => {
+                        let v = k.let_(&format!("v{s}"), load_f32(mem, start));
+                        splat_ex(v, vec)
+                    }
+                });
+            }
+            store_f32(k, y, r * units + col, op.apply(values[0], Some(values[1]), None));
         });
-        store_f32(k, y, tid, op.apply(load_f32(a, at_a.get()), Some(load_f32(b, at_b.get())), None));
     });
     finish(k)
+}
+
+/// An f32 value splatted to `width` lanes (the value itself for 1).
+fn splat_ex(v: Ex, width: u8) -> Ex {
+    if width == 1 {
+        v
+    } else {
+        vector(Type::vector(Scalar::F32, width), &[v])
+    }
+}
+
+/// A planned [`broadcast_binary`] launch: the output seen as `[rows,
+/// inner]` after merging the dimensions both inputs walk alike, `tx`
+/// threads along a row (a power of two) and `threads / tx` rows per
+/// threadgroup, each thread looping over rows `row_step` apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BroadcastPlan {
+    pub op: Elementwise,
+    pub dtype: DType,
+    pub vec: u8,
+    pub access: [InnerAccess; 2],
+    /// The outer dimensions, then `a`'s and `b`'s strides over them (in
+    /// elements), as the kernel's `layout` buffer; one dimension of 1 when
+    /// there is none.
+    pub layout: Vec<u32>,
+    pub orank: u32,
+    pub rows: u32,
+    pub inner: u32,
+    /// Threads along a row: `inner / vec`.
+    pub units: u32,
+    pub tx: u32,
+    pub col_blocks: u32,
+    pub dispatch: Dispatch,
+}
+
+impl BroadcastPlan {
+    pub fn kernel(&self) -> Kernel {
+        broadcast_binary(self.op, self.dtype, self.vec, self.access)
+    }
+}
+
+/// The threads a broadcast launch aims at: past this, each thread loops
+/// over more rows instead of the grid growing.
+const BROADCAST_THREADS_IN_FLIGHT: u32 = 1 << 20;
+
+/// The broadcast shape of `a` and `b` merged to outer dimensions and one
+/// inner dimension: `(dims, a strides, b strides)`, innermost last.
+/// Dimensions of 1 drop out, and a dimension merges into the next when
+/// both inputs step over it as over one longer dimension (both
+/// contiguous, or both broadcast along both). `None` when the shapes do
+/// not broadcast.
+pub fn collapse_broadcast(a: &[usize], b: &[usize]) -> Option<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    let (shape, sa, sb) = broadcast_layout(a, b)?;
+    let mut dims: Vec<(usize, usize, usize)> = vec![];
+    for d in (0..shape.len()).rev() {
+        if shape[d] == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some((size, ta, tb)) if sa[d] == *ta * *size && sb[d] == *tb * *size => *size *= shape[d],
+            _ => dims.push((shape[d], sa[d], sb[d])),
+        }
+    }
+    dims.reverse();
+    Some((dims.iter().map(|d| d.0).collect(), dims.iter().map(|d| d.1).collect(), dims.iter().map(|d| d.2).collect()))
+}
+
+/// Plans `op` over `a` and `b` of NumPy-broadcast shapes with threadgroups
+/// of `threads`; `vector_ok` whether the buffers bind as 4-wide views
+/// (the plan takes them when the inner dimension is a multiple of 4).
+pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], threads: u32, vector_ok: bool) -> Result<BroadcastPlan, ShapeError> {
+    let name = format!("{}_broadcast", op.name());
+    let Some((dims, sa, sb)) = collapse_broadcast(a, b) else {
+        return Err(ShapeError::new(name, format!("shapes {a:?} and {b:?} do not broadcast (each dimension must match or be 1)")));
+    };
+    let t = check_threads(&name, threads)?;
+    let n: usize = dims.iter().product();
+    nonzero(&name, "elements", n)?;
+    to_u32(&name, "elements", n)?;
+    let (inner, ia, ib) = match (dims.last(), sa.last(), sb.last()) {
+        (Some(&d), Some(&x), Some(&y)) => (d, x, y),
+        // Every dimension is 1: one element.
+        _ => (1, 0, 0),
+    };
+    let access = [ia, ib].map(|s| if s == 1 { InnerAccess::Contiguous } else { InnerAccess::Splat });
+    let outer = dims.len().saturating_sub(1);
+    let mut layout = Vec::with_capacity(3 * outer.max(1));
+    if outer == 0 {
+        layout.extend([1, 0, 0]);
+    } else {
+        for v in dims[..outer].iter().chain(&sa[..outer]).chain(&sb[..outer]) {
+            layout.push(to_u32(&name, "a stride", *v)?);
+        }
+    }
+    let vec = if vector_ok && inner.is_multiple_of(4) { 4 } else { 1 };
+    let inner = inner as u32;
+    let units = inner / vec as u32;
+    let rows = (n / inner as usize) as u32;
+    let tx = units.next_power_of_two().min(t);
+    let ty = t / tx;
+    let col_blocks = units.div_ceil(tx);
+    let row_groups = rows.div_ceil(ty).min((BROADCAST_THREADS_IN_FLIGHT / t / col_blocks).max(1));
+    let groups = to_u32(&name, "threadgroups", col_blocks as usize * row_groups as usize)?;
+    Ok(BroadcastPlan { op, dtype, vec, access, layout, orank: outer.max(1) as u32, rows, inner, units, tx, col_blocks, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
 
 /// `dst[i] = src[i]` for `i < n`, elements of `elem` moved without
@@ -375,6 +540,24 @@ mod tests {
         let (shape, sa, sb) = broadcast_layout(&[], &[2, 2]).unwrap();
         assert_eq!((shape, sa, sb), (vec![2, 2], vec![0, 0], vec![2, 1]));
         assert!(broadcast_layout(&[3], &[4]).is_none());
+    }
+
+    #[test]
+    fn broadcasts_collapse_to_rows_and_an_inner_dimension() {
+        // [32, 1024, 1024] + [1024]: the two outer dimensions merge.
+        assert_eq!(collapse_broadcast(&[32, 1024, 1024], &[1024]).unwrap(), (vec![32768, 1024], vec![1024, 1], vec![0, 1]));
+        // A column vector: b splatted along the row.
+        assert_eq!(collapse_broadcast(&[8, 6], &[8, 1]).unwrap(), (vec![8, 6], vec![6, 1], vec![1, 0]));
+        // Dimensions of 1 drop out; equal shapes merge to one.
+        assert_eq!(collapse_broadcast(&[3, 1, 5], &[3, 1, 5]).unwrap(), (vec![15], vec![1], vec![1]));
+        assert_eq!(collapse_broadcast(&[1], &[1, 1]).unwrap(), (vec![], vec![], vec![]));
+        let p = plan_broadcast(Elementwise::Add, DType::F16, &[32, 1024, 1024], &[1024], 256, true).unwrap();
+        assert_eq!((p.vec, p.access, p.rows, p.units, p.tx, p.col_blocks), (4, [InnerAccess::Contiguous; 2], 32768, 256, 256, 1));
+        // 2^20 threads in flight: 4096 threadgroups, each thread 8 rows.
+        assert_eq!(p.dispatch, Dispatch::threadgroups([4096, 1, 1], 256));
+        let p = plan_broadcast(Elementwise::Mul, DType::F32, &[5, 3], &[5, 1], 256, true).unwrap();
+        assert_eq!((p.vec, p.access, p.units, p.tx, p.layout.clone()), (1, [InnerAccess::Contiguous, InnerAccess::Splat], 3, 4, vec![5, 3, 1]));
+        assert!(plan_broadcast(Elementwise::Add, DType::F32, &[3, 0], &[0], 256, true).is_err());
     }
 
     #[test]

@@ -21,9 +21,12 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(softmax::softmax_axis(dtype, true));
         out.push(softmax::log_softmax(dtype, 4, 2));
         out.push(softmax::log_softmax(dtype, 1, 0));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Add, dtype));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Mul, dtype));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Div, dtype));
+        for op in [elementwise::Elementwise::Add, elementwise::Elementwise::Mul, elementwise::Elementwise::Div] {
+            use elementwise::InnerAccess::{Contiguous, Splat};
+            for (vec, access) in [(1, [Contiguous, Splat]), (4, [Contiguous, Splat]), (4, [Splat, Contiguous]), (1, [Splat, Splat])] {
+                out.push(elementwise::broadcast_binary(op, dtype, vec, access));
+            }
+        }
         out.push(softmax::nll_axis(dtype));
         out.push(conv::conv2d(dtype));
         for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
