@@ -12,6 +12,12 @@ use enigma_runtime::{Device, Runtime};
 /// last (inner 1), of length 1, and long.
 const SHAPES: [[usize; 3]; 8] = [[1, 7, 1], [1, 1, 1], [3, 1000, 1], [1, 7, 13], [5, 7, 3], [2, 1, 9], [1, 1000, 3], [7, 33, 1]];
 
+/// Shapes of the reductions' kernels over a middle axis: rows of 4-wide
+/// vectors and not, blocks of columns with a partial last block, the axis
+/// split over threadgroups (with a second pass over the splits), and a
+/// thread per column (many columns of a short row).
+const REDUCTION_SHAPES: [[usize; 3]; 5] = [[3, 200, 40], [2, 1000, 37], [1, 1000, 64], [2, 9, 130], [2200, 2, 31]];
+
 fn sanitized(elem: Scalar) -> Options {
     Options { sanitize: true, elem: Some(elem), ..Options::default() }
 }
@@ -39,7 +45,7 @@ fn reductions_over_any_axis_match_f64_loops() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for dtype in DType::ALL {
         let ops = Ops::new(&rt).with_options(sanitized(dtype.scalar()));
-        for shape @ [outer, axis, inner] in SHAPES {
+        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(REDUCTION_SHAPES) {
             let x = data(outer * axis * inner, dtype);
             let buf = upload(&rt, dtype.scalar(), &x).unwrap();
             let columns: Vec<Vec<f64>> = (0..outer).flat_map(|o| (0..inner).map(move |i| (o, i))).map(|(o, i)| column(&x, shape, o, i)).collect();

@@ -16,6 +16,11 @@ pub fn all_kernels() -> Vec<Kernel> {
     for dtype in DType::ALL {
         for r in [reduce::AxisReduction::Value(ReduceOp::Sum), reduce::AxisReduction::Value(ReduceOp::Max), reduce::AxisReduction::ArgMax, reduce::AxisReduction::ArgMin] {
             out.push(reduce::reduce_axis(r, dtype));
+            let arg = !matches!(r, reduce::AxisReduction::Value(_));
+            let stages: &[(u8, bool, bool)] = if arg { &[(1, false, false), (4, false, true), (4, true, false)] } else { &[(1, false, false), (4, false, false)] };
+            for &(vec, of_partials, partial) in stages {
+                out.push(reduce::reduce_axis_blocks(&reduce::AxisBlocks { r, dtype, vec, threads: 256, of_partials, partial }));
+            }
         }
         out.push(softmax::softmax_axis(dtype, false));
         out.push(softmax::softmax_axis(dtype, true));
