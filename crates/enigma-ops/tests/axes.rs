@@ -12,6 +12,11 @@ use enigma_runtime::{Device, Runtime};
 /// last (inner 1), of length 1, and long.
 const SHAPES: [[usize; 3]; 8] = [[1, 7, 1], [1, 1, 1], [3, 1000, 1], [1, 7, 13], [5, 7, 3], [2, 1, 9], [1, 1000, 3], [7, 33, 1]];
 
+/// Shapes of the running sums' and products' row scan: rows of several
+/// chunks with 4-wide loads and without, short rows, and whole vectors of
+/// several blocks (the last one partial) for the blocked f16/bf16 sum.
+const SCAN_SHAPES: [[usize; 3]; 4] = [[2, 3000, 1], [3, 1001, 1], [1, 10001, 1], [1, 8192, 1]];
+
 /// Shapes of the reductions' kernels over a middle axis: rows of 4-wide
 /// vectors and not, blocks of columns with a partial last block, the axis
 /// split over threadgroups (with a second pass over the splits), and a
@@ -147,7 +152,7 @@ fn cumulative_sums_and_products_over_any_axis() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for elem in [Scalar::F32, Scalar::F16, Scalar::BF16, Scalar::I32, Scalar::U32] {
         let ops = Ops::new(&rt).with_options(sanitized(elem));
-        for shape @ [outer, axis, inner] in SHAPES {
+        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(SCAN_SHAPES) {
             let n = outer * axis * inner;
             // Small integers (exact sums), and factors near 1 for products.
             let x: Vec<f32> = (0..n).map(|i| ((i * 37 + 5) % 9) as f32).collect();

@@ -41,6 +41,13 @@ pub fn all_kernels() -> Vec<Kernel> {
     for scalar in scan::AXIS_SCAN_SCALARS {
         out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
         out.push(scan::scan_axis(scan::AxisScan::Product, scalar));
+        for op in [scan::AxisScan::Sum, scan::AxisScan::Product] {
+            out.push(scan::scan_rows(op, scalar, 1, 64, false));
+            out.push(scan::scan_rows(op, scalar, 4, 256, false));
+        }
+        if scalar.is_float() {
+            out.push(scan::scan_rows(scan::AxisScan::Sum, scalar, 4, 256, true));
+        }
     }
     for dtype in DType::ALL {
         for vec in [1u8, 4] {
