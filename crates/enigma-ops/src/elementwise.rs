@@ -23,12 +23,24 @@ impl Ops<'_> {
         let mut inputs = vec![x];
         inputs.extend(b.filter(|_| op.is_binary()));
         let vec = self.vectorize(name, &inputs, dtype.ty(4), true)?;
+        // Left to choose, 16-bit types move 8 elements per 16-byte access.
+        let vec = if vec == 4 && self.options.vectorize.is_none() && elementwise::packs(dtype, n) { 8 } else { vec };
         let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
         let y = self.flat_output(elem, n, vec)?;
         let mut args = vec![("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("n", Arg::u32(plan.n))];
         if let Some(b) = b {
             args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
         }
+        // The packed kernel reads and writes 16-byte words.
+        let words = enigma_ir::Type::vector(Scalar::U32, 4);
+        let packed: Vec<(&str, Buffer)> = if plan.vec == 8 {
+            let mut views = vec![("x8", x), ("y8", &y)];
+            views.extend(b.map(|b| ("b8", b)));
+            views.into_iter().map(|(name, buf)| Ok((name, self.vector_view(op.name(), name, buf, words, 8)?))).collect::<Result<_, Error>>()?
+        } else {
+            vec![]
+        };
+        args.extend(packed.iter().map(|(name, buf)| (*name, Arg::from(buf))));
         args.push(("factor", Arg::f32(factor)));
         self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &args)?;
         Ok(y)
@@ -105,22 +117,21 @@ impl Ops<'_> {
         let views = [a, b, &y].map(|buf| buf.viewed_as(vector));
         let vector_ok = self.options.vectorize != Some(false) && views.iter().all(Option::is_some);
         let plan = elementwise::plan_broadcast(op, dtype, a_shape, b_shape, self.threads(KernelType::Elementwise), vector_ok)?;
-        let layout = self.rt.buffer_from(&plan.layout)?;
+        let names: Vec<String> = (0..plan.layout.len()).map(|i| format!("l{i}")).collect();
         let mut args = vec![("a", Arg::from(a)), ("b", Arg::from(b)), ("y", Arg::from(&y))];
         for (name, view) in ["a4", "b4", "y4"].into_iter().zip(&views) {
             if let Some(view) = view {
                 args.push((name, Arg::from(view)));
             }
         }
+        args.extend(names.iter().zip(&plan.layout).map(|(name, &v)| (name.as_str(), Arg::u32(v))));
         args.extend([
-            ("layout", Arg::from(&layout)),
-            ("orank", Arg::u32(plan.orank)),
             ("rows", Arg::u32(plan.rows)),
             ("units", Arg::u32(plan.units)),
             ("tx", Arg::u32(plan.tx)),
             ("col_blocks", Arg::u32(plan.col_blocks)),
         ]);
-        self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access)), || plan.kernel(), plan.dispatch, &args)?;
+        self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access, plan.orank)), || plan.kernel(), plan.dispatch, &args)?;
         Ok((y, shape))
     }
 }

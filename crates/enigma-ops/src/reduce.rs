@@ -233,14 +233,13 @@ impl Ops<'_> {
         lib::nonzero(name, "output elements", total)?;
         let total32 = lib::to_u32(name, "output elements", total)?;
         lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
-        let mut dims = vec![];
-        for v in [size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]] {
-            dims.push(lib::to_u32(name, "a dimension", v)?);
-        }
-        let dims = self.rt.buffer_from(&dims)?;
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("dims", Arg::from(&dims)), ("total", Arg::u32(total32))])?;
+        let mut args = vec![("x", Arg::from(x)), ("y", Arg::from(&y)), ("total", Arg::u32(total32))];
+        for (what, v) in reduce::POOL_DIMS.into_iter().zip([size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]]) {
+            args.push((what, Arg::u32(lib::to_u32(name, "a dimension", v)?)));
+        }
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &args)?;
         Ok((y, out))
     }
 }

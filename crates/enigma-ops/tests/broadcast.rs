@@ -80,4 +80,8 @@ fn shapes_that_do_not_broadcast_are_refused() {
     assert!(err.contains("add_broadcast") && err.contains("[3, 4] and [3] do not broadcast"), "{err}");
     let err = Ops::new(&rt).elementwise_broadcast(Elementwise::Relu, &x, &x, &[3], &[3]).unwrap_err().to_string();
     assert!(err.contains("not a binary operation"), "{err}");
+    // Eight outer dimensions that no merge removes: more than the kernel takes.
+    let y = upload(&rt, Scalar::F32, &[1.0; 48]).unwrap();
+    let err = Ops::new(&rt).elementwise_broadcast(Elementwise::Add, &y, &y, &[2, 1, 2, 1, 2, 1, 2, 1, 3], &[1, 2, 1, 2, 1, 2, 1, 2, 3]).unwrap_err().to_string();
+    assert!(err.contains("8 outer dimensions") && err.contains("at most 6"), "{err}");
 }

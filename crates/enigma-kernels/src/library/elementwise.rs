@@ -15,9 +15,10 @@
 //! along a row and `threads / tx` rows; each thread loops over rows
 //! `row_step` apart and finds a row's start in each input by splitting the
 //! row index over the outer dimensions (no division with one outer
-//! dimension). Parameters: `a[4], b[4], y[4], layout, orank, rows, units,
-//! tx, col_blocks`; `layout` holds the `orank` outer dimensions, then
-//! `a`'s and `b`'s strides over them, as u32.
+//! dimension; at most [`MAX_OUTER_DIMS`], the kernel specialised to their
+//! number). Parameters: `a[4], b[4], y[4], rows, units, tx, col_blocks,
+//! l0, l1, …`; the `l`s are the outer dimensions, then `a`'s and `b`'s
+//! strides over them, by value.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
 //! writes a result into memory the caller gave.
@@ -37,6 +38,13 @@
 //! vector's and that holds `n` elements does). The padding lanes of `y` get
 //! the operation of the padding lanes of the inputs: they are not part of
 //! the result.
+//!
+//! Packed kernels (`vec = 8`, f16 and bf16 only, [`elementwise_packed`]):
+//! `x8, [b8,] y8, n, [factor]`, the buffers bound as `uint4`: thread
+//! `i < n/8` moves elements `8i … 8i+7` with one 16-byte load per input
+//! and one 16-byte store (a `half4` moves 8 bytes), each 32-bit word
+//! reinterpreted as a pair of elements. For `n % 8 == 0`; other lengths
+//! take the vector kernels.
 //!
 //! Dispatch: `dispatchThreadgroups(ceil(units / T), T)` with `units = n`
 //! (scalar) or `ceil(n/4)` (vector); `enigma-ops` takes `T = 256` (seed
@@ -225,6 +233,40 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     finish(k)
 }
 
+/// The kernel `{op}_{dtype}_vec8` for a 16-bit `dtype` (f16, bf16): eight
+/// elements per thread through one 16-byte load of each input and one
+/// 16-byte store (module docs). Parameters `x8, [b8,] y8, n, [factor]`,
+/// the buffers bound as `uint4`s; `n % 8 == 0`.
+///
+/// # Panics
+/// When `dtype` is f32.
+pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
+    assert!(dtype != DType::F32, "the packed kernels take f16 or bf16");
+    let words = Type::vector(Scalar::U32, 4);
+    let pair = dtype.ty(2);
+    let mut k = KernelBuilder::new(format!("{}_{}_vec8", op.name(), dtype));
+    let x = k.buffer("x8", words, Access::Read);
+    let b = op.is_binary().then(|| k.buffer("b8", words, Access::Read));
+    let y = k.buffer("y8", words, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let factor = op.has_factor().then(|| k.value("factor", Type::F32));
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(n / 8u32), |k| {
+        let xw = k.let_("xw", x.get(tid));
+        let bw = b.map(|b| k.let_("bw", b.get(tid)));
+        // Each 32-bit word holds two elements: unpacked to a float2,
+        // computed, rounded and packed back.
+        let mut out = vec![];
+        for c in 0..4u8 {
+            let a = k.let_(&format!("a{c}"), to_f32(xw.component(c).bitcast(pair)));
+            let bv = bw.map(|bw| to_f32(bw.component(c).bitcast(pair)));
+            out.push(k.let_(&format!("w{c}"), op.apply(a, bv, factor).cast(pair).bitcast(Type::U32)));
+        }
+        k.store(y.at(tid), vector(words, &out));
+    });
+    finish(k)
+}
+
 /// How a broadcast kernel reads one input along the output's innermost
 /// (collapsed) dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -251,10 +293,11 @@ impl InnerAccess {
 ///
 /// # Panics
 /// When `op` is not binary or `vec` is not 1 or 4.
-pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAccess; 2]) -> Kernel {
+pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAccess; 2], orank: u32) -> Kernel {
     assert!(op.is_binary(), "{op} is not a binary operation");
     assert_vec(vec);
-    let mut k = KernelBuilder::new(format!("{}_broadcast_{}{}_{}{}", op.name(), dtype, vec_suffix(vec), access[0].letter(), access[1].letter()));
+    assert!((1..=MAX_OUTER_DIMS).contains(&orank), "outer rank {orank} is not 1 to {MAX_OUTER_DIMS}");
+    let mut k = KernelBuilder::new(format!("{}_broadcast_{}{}_{}{}_o{orank}", op.name(), dtype, vec_suffix(vec), access[0].letter(), access[1].letter()));
     let sfx = if vec == 4 { "4" } else { "" };
     // A contiguous input is read through its vector view, a splatted one
     // one element at a time.
@@ -264,8 +307,9 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAc
     };
     let inputs = [input(&mut k, "a", access[0]), input(&mut k, "b", access[1])];
     let y = k.buffer(&format!("y{sfx}"), dtype.ty(vec), Access::ReadWrite);
-    let layout = k.buffer("layout", Type::U32, Access::Read);
-    let orank = k.value("orank", Type::U32);
+    // The outer dimensions (the first one's size is never needed), then
+    // each input's strides over them.
+    let layout: Vec<Ex> = (0..3 * orank).map(|i| k.value(&format!("l{i}"), Type::U32)).collect();
     let rows = k.value("rows", Type::U32);
     let units = k.value("units", Type::U32);
     let tx = k.value("tx", Type::U32);
@@ -281,20 +325,19 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAc
             // The row's first element in each input: `r` decomposed over the
             // outer dimensions, the last fastest; the first takes what is
             // left, so one outer dimension costs no division.
-            let rest = k.var("rest", r);
-            let at = [k.var("at_a", lit(Scalar::U32, 0.0)), k.var("at_b", lit(Scalar::U32, 0.0))];
-            k.for_range("i", 1u32, orank, 1u32, |k, i| {
-                let d = k.let_("d", orank - i);
-                let size = k.let_("size", layout.get(d));
-                let coord = k.let_("coord", rest.get() % size);
-                k.assign(rest, rest.get() / size);
-                for (s, at) in at.iter().enumerate() {
-                    k.assign(*at, at.get() + coord * layout.get(orank * (s as u32 + 1) + d));
+            let mut rest = r;
+            let mut at = [lit(Scalar::U32, 0.0), lit(Scalar::U32, 0.0)];
+            for d in (1..orank).rev() {
+                let size = layout[d as usize];
+                let coord = k.let_(&format!("coord{d}"), rest % size);
+                rest = k.let_(&format!("rest{d}"), rest / size);
+                for (s, at) in at.iter_mut().enumerate() {
+                    *at = *at + coord * layout[(orank * (s as u32 + 1) + d) as usize];
                 }
-            });
+            }
             let mut values = vec![];
             for (s, (&mem, &a)) in inputs.iter().zip(&access).enumerate() {
-                let start = k.let_(&format!("start{s}"), at[s].get() + rest.get() * layout.get(orank * (s as u32 + 1)));
+                let start = k.let_(&format!("start{s}"), at[s] + rest * layout[(orank * (s as u32 + 1)) as usize]);
                 values.push(match a {
                     InnerAccess::Contiguous => load_f32(mem, start / vec as u32 + col),
                     InnerAccess::Splat => {
@@ -329,8 +372,8 @@ pub struct BroadcastPlan {
     pub vec: u8,
     pub access: [InnerAccess; 2],
     /// The outer dimensions, then `a`'s and `b`'s strides over them (in
-    /// elements), as the kernel's `layout` buffer; one dimension of 1 when
-    /// there is none.
+    /// elements): the kernel's by-value `l0, l1, …`; one dimension of 1
+    /// when there is none.
     pub layout: Vec<u32>,
     pub orank: u32,
     pub rows: u32,
@@ -344,9 +387,12 @@ pub struct BroadcastPlan {
 
 impl BroadcastPlan {
     pub fn kernel(&self) -> Kernel {
-        broadcast_binary(self.op, self.dtype, self.vec, self.access)
+        broadcast_binary(self.op, self.dtype, self.vec, self.access, self.orank)
     }
 }
+
+/// The most outer dimensions a broadcast kernel takes (after merging).
+pub const MAX_OUTER_DIMS: u32 = 6;
 
 /// The threads a broadcast launch aims at: past this, each thread loops
 /// over more rows instead of the grid growing.
@@ -393,6 +439,9 @@ pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], t
     };
     let access = [ia, ib].map(|s| if s == 1 { InnerAccess::Contiguous } else { InnerAccess::Splat });
     let outer = dims.len().saturating_sub(1);
+    if outer > MAX_OUTER_DIMS as usize {
+        return Err(ShapeError::new(name, format!("shapes {a:?} and {b:?} broadcast over {outer} outer dimensions after merging those walked alike; at most {MAX_OUTER_DIMS} are supported")));
+    }
     let mut layout = Vec::with_capacity(3 * outer.max(1));
     if outer == 0 {
         layout.extend([1, 0, 0]);
@@ -468,13 +517,13 @@ pub fn scale_vec4(dtype: DType) -> Kernel {
     elementwise(Elementwise::Scale, dtype, 4)
 }
 
-/// Threads the kernel needs: one per element, or one per (last partial)
-/// `float4`.
+/// Threads the kernel needs: one per element, one per (last partial)
+/// `float4`, or one per 8 packed elements.
 pub fn units(n: u32, vec: u8) -> u32 {
-    if vec == 4 {
-        n.div_ceil(4)
-    } else {
-        n
+    match vec {
+        8 => n / 8,
+        4 => n.div_ceil(4),
+        _ => n,
     }
 }
 
@@ -490,20 +539,37 @@ pub struct ElementwisePlan {
 
 impl ElementwisePlan {
     pub fn kernel(&self) -> Kernel {
-        elementwise(self.op, self.dtype, self.vec)
+        if self.vec == 8 {
+            elementwise_packed(self.op, self.dtype)
+        } else {
+            elementwise(self.op, self.dtype, self.vec)
+        }
     }
 }
 
 /// The launch for `n` elements in threadgroups of `threads`; `vec` 4 when
-/// the caller can bind vector views.
+/// the caller can bind vector views, 8 for the packed kernel
+/// ([`elementwise_packed`]: f16 and bf16, `n % 8 == 0`).
 pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: u32) -> Result<ElementwisePlan, ShapeError> {
     let name = format!("{}_{}{}", op.name(), dtype, vec_suffix(vec));
-    check_vec(&name, vec)?;
+    if vec == 8 {
+        if !packs(dtype, n) {
+            return Err(ShapeError::new(format!("{}_{}_vec8", op.name(), dtype), format!("8 packed elements per thread need f16 or bf16 and a multiple of 8 elements, not {n} of {dtype}")));
+        }
+    } else {
+        check_vec(&name, vec)?;
+    }
     nonzero(&name, "n", n)?;
     let n = to_u32(&name, "n", n)?;
     let t = check_threads(&name, threads)?;
     let groups = units(n, vec).div_ceil(t);
     Ok(ElementwisePlan { op, dtype, vec, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+}
+
+/// Whether `n` elements of `dtype` can run the packed kernel
+/// ([`elementwise_packed`]).
+pub fn packs(dtype: DType, n: usize) -> bool {
+    dtype != DType::F32 && n.is_multiple_of(8)
 }
 
 /// The f64 reference (`b` only for binary operations).
@@ -531,6 +597,10 @@ mod tests {
         assert!(plan(Elementwise::Scale, DType::F16, 0, 4, 256).is_err());
         assert!(plan(Elementwise::Scale, DType::F16, 10, 1, 100).is_err());
         assert!(plan(Elementwise::Scale, DType::F16, 10, 2, 256).is_err());
+        // Packed: 8 halves per thread.
+        assert_eq!(plan(Elementwise::Sigmoid, DType::BF16, 4096, 8, 256).unwrap().dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+        assert!(plan(Elementwise::Sigmoid, DType::BF16, 4100, 8, 256).is_err());
+        assert!(plan(Elementwise::Sigmoid, DType::F32, 4096, 8, 256).is_err());
     }
 
     #[test]

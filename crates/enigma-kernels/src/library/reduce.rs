@@ -52,8 +52,8 @@
 //! of each `h × w` plane (NCHW), windows `sh`, `sw` apart, the planes
 //! padded by `ph`, `pw` (padding never wins a maximum; a mean divides by
 //! the whole window, or with `count_pad` false by its elements inside the
-//! plane). One thread per output element. Parameters: `x, y, dims, total`,
-//! `dims` a u32 buffer `[h, w, oh, ow, kh, kw, sh, sw, ph, pw]`.
+//! plane). One thread per output element. Parameters: `x, y, h, w, oh,
+//! ow, kh, kw, sh, sw, ph, pw, total`, the sizes by value.
 
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
@@ -662,19 +662,20 @@ impl Pool {
     }
 }
 
+/// The by-value size parameters of [`pool2d`], in order.
+pub const POOL_DIMS: [&str; 10] = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw"];
+
 /// 2-D pooling over NCHW planes: `{max_pool2d,avg_pool2d[_valid]}_{dtype}`
 /// (module docs).
 pub fn pool2d(pool: Pool, dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_{}", pool.name(), dtype));
     let x = k.buffer("x", dtype.ty(1), Access::Read);
     let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let dims = k.buffer("dims", Type::U32, Access::Read);
+    let d: Vec<Ex> = POOL_DIMS.iter().map(|n| k.value(n, Type::U32)).collect();
+    let (h, w, oh, ow, kh, kw, sh, sw, ph, pw) = (d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]);
     let total = k.value("total", Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
-        let names = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw"];
-        let d: Vec<Ex> = names.iter().enumerate().map(|(i, n)| k.let_(n, dims.get(lit(Scalar::U32, i as f64)))).collect();
-        let (h, w, oh, ow, kh, kw, sh, sw, ph, pw) = (d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]);
         let ox = k.let_("ox", tid % ow);
         let oy = k.let_("oy", tid / ow % oh);
         let plane = k.let_("plane", tid / ow / oh);

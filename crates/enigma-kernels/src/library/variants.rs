@@ -28,8 +28,8 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(softmax::log_softmax(dtype, 1, 0));
         for op in [elementwise::Elementwise::Add, elementwise::Elementwise::Mul, elementwise::Elementwise::Div] {
             use elementwise::InnerAccess::{Contiguous, Splat};
-            for (vec, access) in [(1, [Contiguous, Splat]), (4, [Contiguous, Splat]), (4, [Splat, Contiguous]), (1, [Splat, Splat])] {
-                out.push(elementwise::broadcast_binary(op, dtype, vec, access));
+            for (vec, access, orank) in [(1, [Contiguous, Splat], 1), (4, [Contiguous, Splat], 3), (4, [Splat, Contiguous], 1), (1, [Splat, Splat], 1)] {
+                out.push(elementwise::broadcast_binary(op, dtype, vec, access, orank));
             }
         }
         out.push(softmax::nll_axis(dtype));
@@ -53,6 +53,9 @@ pub fn all_kernels() -> Vec<Kernel> {
         for vec in [1u8, 4] {
             for op in elementwise::Elementwise::ALL {
                 out.push(elementwise::elementwise(op, dtype, vec));
+                if vec == 4 && dtype != DType::F32 {
+                    out.push(elementwise::elementwise_packed(op, dtype));
+                }
             }
             for op in ReduceOp::ALL {
                 out.push(reduce::reduce(op, dtype, vec, 4));
