@@ -17,7 +17,7 @@ fn packed_kernels_match_the_f64_reference() {
                 // The logarithm on its domain, a divisor away from 0.
                 let mut x: Vec<f32> = (0..n).map(|i| ((i * 37 + 11) % 101) as f32 / 101.0 * 8.0 - 4.0).collect();
                 if op == Elementwise::Log {
-                    x.iter_mut().for_each(|v| *v = *v + 4.01);
+                    x.iter_mut().for_each(|v| *v += 4.01);
                 }
                 let mut b: Vec<f32> = (0..n).map(|i| 0.5 + ((i * 13 + 5) % 29) as f32 / 8.0).collect();
                 quantize(dtype, &mut x);
