@@ -112,7 +112,7 @@ impl Ops<'_> {
             w.clone()
         } else {
             // Times 1: exact for every value, -0 and NaN included.
-            let ones = crate::upload(self.rt, dtype.scalar(), &vec![1.0; c.batch])?;
+            let ones = self.full(dtype, c.batch, 1.0)?;
             self.elementwise_broadcast(Elementwise::Mul, w, &ones, &[1, o, i], &[c.batch, 1, 1])?.0
         };
         let y = self.matmul_batched(&weights, x, c.batch, o, hw, i, dtype)?;

@@ -71,6 +71,19 @@ impl Ops<'_> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
     }
 
+    /// `n` elements of `dtype`, each `value` rounded once to it (the
+    /// kernel `fill_{dtype}`), made on the device.
+    pub(crate) fn full(&self, dtype: enigma_kernels::library::DType, n: usize, value: f32) -> Result<Buffer, Error> {
+        let name = format!("fill_{dtype}");
+        enigma_kernels::library::nonzero(&name, "elements", n)?;
+        let n32 = enigma_kernels::library::to_u32(&name, "elements", n)?;
+        let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), n)?;
+        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
+        self.launch(format!("fill {dtype:?}"), || elementwise::fill(dtype), dispatch, &[("y", Arg::from(&y)), ("n", Arg::u32(n32)), ("value", Arg::f32(value))])?;
+        Ok(y)
+    }
+
     /// Copies the first `elems` elements of `elem` from `src` into `dst` on
     /// the device, bit for bit (the kernel `copy_{elem}`, one thread per
     /// element): a result written into a buffer the caller allocated. Both
@@ -125,12 +138,7 @@ impl Ops<'_> {
             }
         }
         args.extend(names.iter().zip(&plan.layout).map(|(name, &v)| (name.as_str(), Arg::u32(v))));
-        args.extend([
-            ("rows", Arg::u32(plan.rows)),
-            ("units", Arg::u32(plan.units)),
-            ("tx", Arg::u32(plan.tx)),
-            ("col_blocks", Arg::u32(plan.col_blocks)),
-        ]);
+        args.extend([("units", Arg::u32(plan.units)), ("total", Arg::u32(plan.total))]);
         self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access, plan.orank)), || plan.kernel(), plan.dispatch, &args)?;
         Ok((y, shape))
     }

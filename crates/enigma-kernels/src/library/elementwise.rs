@@ -11,17 +11,16 @@
 //! ([`InnerAccess`]), so a row vector against a matrix (`[R, C] op [C]`),
 //! a column vector (`[R, C] op [R, 1]`) and a scalar all become one
 //! contiguous walk, with `float4`/`half4` loads and stores when `inner` is
-//! a multiple of 4. A threadgroup covers `tx` (a power of two) threads
-//! along a row and `threads / tx` rows; each thread loops over rows
-//! `row_step` apart and finds a row's start in each input by splitting the
-//! row index over the outer dimensions (no division with one outer
-//! dimension; at most [`MAX_OUTER_DIMS`], the kernel specialised to their
-//! number). Parameters: `a[4], b[4], y[4], rows, units, tx, col_blocks,
-//! l0, l1, …`; the `l`s are the outer dimensions, then `a`'s and `b`'s
-//! strides over them, by value.
+//! a multiple of 4. One thread per element (or vector) of the output, as
+//! in the flat kernels: it splits its index into row and column, and the
+//! row over the outer dimensions to find the row's start in each input
+//! (one division for the row, none more with one outer dimension; at most
+//! [`MAX_OUTER_DIMS`], the kernel specialised to their number).
+//! Parameters: `a[4], b[4], y[4], l0, l1, …, units, total`; the `l`s are
+//! the outer dimensions, then `a`'s and `b`'s strides over them, by value.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
-//! writes a result into memory the caller gave.
+//! writes a result into memory the caller gave; [`fill`] writes one value.
 //!
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
@@ -310,44 +309,37 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAc
     // The outer dimensions (the first one's size is never needed), then
     // each input's strides over them.
     let layout: Vec<Ex> = (0..3 * orank).map(|i| k.value(&format!("l{i}"), Type::U32)).collect();
-    let rows = k.value("rows", Type::U32);
     let units = k.value("units", Type::U32);
-    let tx = k.value("tx", Type::U32);
-    let col_blocks = k.value("col_blocks", Type::U32);
-    let tid = k.let_("tid", thread_index_in_threadgroup());
-    let group = k.let_("group", threadgroup_position_in_grid().x());
-    let ty = k.let_("ty", threads_per_threadgroup().x() / tx);
-    let col = k.let_("col", (group % col_blocks) * tx + tid % tx);
-    let first_row = k.let_("first_row", (group / col_blocks) * ty + tid / tx);
-    let row_step = k.let_("row_step", (threadgroups_per_grid().x() / col_blocks) * ty);
-    k.if_(col.lt(units), |k| {
-        k.for_range("r", first_row, rows, row_step, |k, r| {
-            // The row's first element in each input: `r` decomposed over the
-            // outer dimensions, the last fastest; the first takes what is
-            // left, so one outer dimension costs no division.
-            let mut rest = r;
-            let mut at = [lit(Scalar::U32, 0.0), lit(Scalar::U32, 0.0)];
-            for d in (1..orank).rev() {
-                let size = layout[d as usize];
-                let coord = k.let_(&format!("coord{d}"), rest % size);
-                rest = k.let_(&format!("rest{d}"), rest / size);
-                for (s, at) in at.iter_mut().enumerate() {
-                    *at = *at + coord * layout[(orank * (s as u32 + 1) + d) as usize];
+    let total = k.value("total", Type::U32);
+    let g = k.let_("g", thread_position_in_grid().x());
+    k.if_(g.lt(total), |k| {
+        let r = k.let_("r", g / units);
+        let col = k.let_("col", g - r * units);
+        // The row's first element in each input: `r` split over the outer
+        // dimensions, the last fastest; the first takes what is left, so one
+        // outer dimension costs no division.
+        let mut rest = r;
+        let mut at = [lit(Scalar::U32, 0.0), lit(Scalar::U32, 0.0)];
+        for d in (1..orank).rev() {
+            let size = layout[d as usize];
+            let coord = k.let_(&format!("coord{d}"), rest % size);
+            rest = k.let_(&format!("rest{d}"), rest / size);
+            for (s, at) in at.iter_mut().enumerate() {
+                *at = *at + coord * layout[(orank * (s as u32 + 1) + d) as usize];
+            }
+        }
+        let mut values = vec![];
+        for (s, (&mem, &a)) in inputs.iter().zip(&access).enumerate() {
+            let start = k.let_(&format!("start{s}"), at[s] + rest * layout[(orank * (s as u32 + 1)) as usize]);
+            values.push(match a {
+                InnerAccess::Contiguous => load_f32(mem, start / vec as u32 + col),
+                InnerAccess::Splat => {
+                    let v = k.let_(&format!("v{s}"), load_f32(mem, start));
+                    splat_ex(v, vec)
                 }
-            }
-            let mut values = vec![];
-            for (s, (&mem, &a)) in inputs.iter().zip(&access).enumerate() {
-                let start = k.let_(&format!("start{s}"), at[s] + rest * layout[(orank * (s as u32 + 1)) as usize]);
-                values.push(match a {
-                    InnerAccess::Contiguous => load_f32(mem, start / vec as u32 + col),
-                    InnerAccess::Splat => {
-                        let v = k.let_(&format!("v{s}"), load_f32(mem, start));
-                        splat_ex(v, vec)
-                    }
-                });
-            }
-            store_f32(k, y, r * units + col, op.apply(values[0], Some(values[1]), None));
-        });
+            });
+        }
+        store_f32(k, y, g, op.apply(values[0], Some(values[1]), None));
     });
     finish(k)
 }
@@ -362,9 +354,8 @@ fn splat_ex(v: Ex, width: u8) -> Ex {
 }
 
 /// A planned [`broadcast_binary`] launch: the output seen as `[rows,
-/// inner]` after merging the dimensions both inputs walk alike, `tx`
-/// threads along a row (a power of two) and `threads / tx` rows per
-/// threadgroup, each thread looping over rows `row_step` apart.
+/// inner]` after merging the dimensions both inputs walk alike, one thread
+/// per element or 4-wide vector of it (`units` per row).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BroadcastPlan {
     pub op: Elementwise,
@@ -378,10 +369,10 @@ pub struct BroadcastPlan {
     pub orank: u32,
     pub rows: u32,
     pub inner: u32,
-    /// Threads along a row: `inner / vec`.
+    /// Vectors (of `vec` elements) per row: `inner / vec`.
     pub units: u32,
-    pub tx: u32,
-    pub col_blocks: u32,
+    /// Threads that work: `rows · units`.
+    pub total: u32,
     pub dispatch: Dispatch,
 }
 
@@ -393,10 +384,6 @@ impl BroadcastPlan {
 
 /// The most outer dimensions a broadcast kernel takes (after merging).
 pub const MAX_OUTER_DIMS: u32 = 6;
-
-/// The threads a broadcast launch aims at: past this, each thread loops
-/// over more rows instead of the grid growing.
-const BROADCAST_THREADS_IN_FLIGHT: u32 = 1 << 20;
 
 /// The broadcast shape of `a` and `b` merged to outer dimensions and one
 /// inner dimension: `(dims, a strides, b strides)`, innermost last.
@@ -454,12 +441,8 @@ pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], t
     let inner = inner as u32;
     let units = inner / vec as u32;
     let rows = (n / inner as usize) as u32;
-    let tx = units.next_power_of_two().min(t);
-    let ty = t / tx;
-    let col_blocks = units.div_ceil(tx);
-    let row_groups = rows.div_ceil(ty).min((BROADCAST_THREADS_IN_FLIGHT / t / col_blocks).max(1));
-    let groups = to_u32(&name, "threadgroups", col_blocks as usize * row_groups as usize)?;
-    Ok(BroadcastPlan { op, dtype, vec, access, layout, orank: outer.max(1) as u32, rows, inner, units, tx, col_blocks, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+    let total = rows * units;
+    Ok(BroadcastPlan { op, dtype, vec, access, layout, orank: outer.max(1) as u32, rows, inner, units, total, dispatch: Dispatch::threadgroups([total.div_ceil(t), 1, 1], t) })
 }
 
 /// `dst[i] = src[i]` for `i < n`, elements of `elem` moved without
@@ -475,6 +458,18 @@ pub fn copy(elem: Scalar) -> Kernel {
     k.if_(tid.lt(n), |k| {
         k.store(dst.at(tid), src.get(tid));
     });
+    finish(k)
+}
+
+/// `y[i] = value` for `i < n`, `value` an f32 rounded once to `dtype`:
+/// `fill_{dtype}`, parameters `y, n, value`, one thread per element.
+pub fn fill(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("fill_{dtype}"));
+    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let value = k.value("value", Type::F32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(n), |k| store_f32(k, y, tid, value));
     finish(k)
 }
 
@@ -622,11 +617,10 @@ mod tests {
         assert_eq!(collapse_broadcast(&[3, 1, 5], &[3, 1, 5]).unwrap(), (vec![15], vec![1], vec![1]));
         assert_eq!(collapse_broadcast(&[1], &[1, 1]).unwrap(), (vec![], vec![], vec![]));
         let p = plan_broadcast(Elementwise::Add, DType::F16, &[32, 1024, 1024], &[1024], 256, true).unwrap();
-        assert_eq!((p.vec, p.access, p.rows, p.units, p.tx, p.col_blocks), (4, [InnerAccess::Contiguous; 2], 32768, 256, 256, 1));
-        // 2^20 threads in flight: 4096 threadgroups, each thread 8 rows.
-        assert_eq!(p.dispatch, Dispatch::threadgroups([4096, 1, 1], 256));
+        assert_eq!((p.vec, p.access, p.rows, p.units, p.orank), (4, [InnerAccess::Contiguous; 2], 32768, 256, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([32768, 1, 1], 256));
         let p = plan_broadcast(Elementwise::Mul, DType::F32, &[5, 3], &[5, 1], 256, true).unwrap();
-        assert_eq!((p.vec, p.access, p.units, p.tx, p.layout.clone()), (1, [InnerAccess::Contiguous, InnerAccess::Splat], 3, 4, vec![5, 3, 1]));
+        assert_eq!((p.vec, p.access, p.units, p.total, p.layout.clone()), (1, [InnerAccess::Contiguous, InnerAccess::Splat], 3, 15, vec![5, 3, 1]));
         assert!(plan_broadcast(Elementwise::Add, DType::F32, &[3, 0], &[0], 256, true).is_err());
     }
 
