@@ -128,7 +128,7 @@ impl Ops<'_> {
         let y = self.output(dtype.scalar(), n)?;
         let vector = dtype.ty(4);
         let views = [a, b, &y].map(|buf| buf.viewed_as(vector));
-        let vector_ok = self.options.vectorize != Some(false) && views.iter().all(Option::is_some);
+        let vector_ok = views.each_ref().map(|v| self.options.vectorize != Some(false) && v.is_some());
         let plan = elementwise::plan_broadcast(op, dtype, a_shape, b_shape, self.threads(KernelType::Elementwise), vector_ok)?;
         let names: Vec<String> = (0..plan.layout.len()).map(|i| format!("l{i}")).collect();
         let mut args = vec![("a", Arg::from(a)), ("b", Arg::from(b)), ("y", Arg::from(&y))];

@@ -408,9 +408,11 @@ pub fn collapse_broadcast(a: &[usize], b: &[usize]) -> Option<(Vec<usize>, Vec<u
 }
 
 /// Plans `op` over `a` and `b` of NumPy-broadcast shapes with threadgroups
-/// of `threads`; `vector_ok` whether the buffers bind as 4-wide views
-/// (the plan takes them when the inner dimension is a multiple of 4).
-pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], threads: u32, vector_ok: bool) -> Result<BroadcastPlan, ShapeError> {
+/// of `threads`; `vector_ok` whether `a`, `b` and the output bind as 4-wide
+/// views (the plan takes them when the inner dimension is a multiple of 4
+/// and every buffer read or written through a view binds: a splatted input
+/// is read one element at a time).
+pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], threads: u32, vector_ok: [bool; 3]) -> Result<BroadcastPlan, ShapeError> {
     let name = format!("{}_broadcast", op.name());
     let Some((dims, sa, sb)) = collapse_broadcast(a, b) else {
         return Err(ShapeError::new(name, format!("shapes {a:?} and {b:?} do not broadcast (each dimension must match or be 1)")));
@@ -437,7 +439,8 @@ pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], t
             layout.push(to_u32(&name, "a stride", *v)?);
         }
     }
-    let vec = if vector_ok && inner.is_multiple_of(4) { 4 } else { 1 };
+    let views = vector_ok[2] && access.iter().zip(vector_ok).all(|(&a, ok)| a == InnerAccess::Splat || ok);
+    let vec = if views && inner.is_multiple_of(4) { 4 } else { 1 };
     let inner = inner as u32;
     let units = inner / vec as u32;
     let rows = (n / inner as usize) as u32;
@@ -616,12 +619,15 @@ mod tests {
         // Dimensions of 1 drop out; equal shapes merge to one.
         assert_eq!(collapse_broadcast(&[3, 1, 5], &[3, 1, 5]).unwrap(), (vec![15], vec![1], vec![1]));
         assert_eq!(collapse_broadcast(&[1], &[1, 1]).unwrap(), (vec![], vec![], vec![]));
-        let p = plan_broadcast(Elementwise::Add, DType::F16, &[32, 1024, 1024], &[1024], 256, true).unwrap();
+        let p = plan_broadcast(Elementwise::Add, DType::F16, &[32, 1024, 1024], &[1024], 256, [true; 3]).unwrap();
         assert_eq!((p.vec, p.access, p.rows, p.units, p.orank), (4, [InnerAccess::Contiguous; 2], 32768, 256, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([32768, 1, 1], 256));
-        let p = plan_broadcast(Elementwise::Mul, DType::F32, &[5, 3], &[5, 1], 256, true).unwrap();
+        let p = plan_broadcast(Elementwise::Mul, DType::F32, &[5, 3], &[5, 1], 256, [true; 3]).unwrap();
+        // A splatted scalar needs no vector view.
+        assert_eq!(plan_broadcast(Elementwise::Mul, DType::F16, &[5, 8], &[1], 256, [true, false, true]).unwrap().vec, 4);
+        assert_eq!(plan_broadcast(Elementwise::Mul, DType::F16, &[5, 8], &[8], 256, [true, false, true]).unwrap().vec, 1);
         assert_eq!((p.vec, p.access, p.units, p.total, p.layout.clone()), (1, [InnerAccess::Contiguous, InnerAccess::Splat], 3, 15, vec![5, 3, 1]));
-        assert!(plan_broadcast(Elementwise::Add, DType::F32, &[3, 0], &[0], 256, true).is_err());
+        assert!(plan_broadcast(Elementwise::Add, DType::F32, &[3, 0], &[0], 256, [true; 3]).is_err());
     }
 
     #[test]
