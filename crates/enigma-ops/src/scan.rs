@@ -84,7 +84,7 @@ impl Ops<'_> {
     /// in f32), an output of the input's shape and type. A sum over one
     /// whole vector (`outer = inner = 1`) of f32, i32 or u32 takes the
     /// parallel prefix sum, of f16 or bf16 the blocked scan
-    /// ([`Ops::scan_blocked_f32`]); the last axis of long rows (or of
+    /// (blocks from f32 offsets, below); the last axis of long rows (or of
     /// rows too few to fill the GPU) a threadgroup per row
     /// (`library::scan::scan_rows`); everything else one thread per column.
     pub fn scan_axis(&self, op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
