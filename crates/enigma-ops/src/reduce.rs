@@ -85,10 +85,56 @@ impl Ops<'_> {
             AxisReduction::ArgMax | AxisReduction::ArgMin if inner == 1 => return self.arg_rows(r, x, outer, axis),
             _ => {}
         }
-        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let out = self.output(r.output(), outer * inner)?;
-        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        if !reduce::axis_by_blocks(outer, inner) {
+            let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+            self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+            return Ok(out);
+        }
+        let x4 = x.viewed_as(dtype.ty(4));
+        let vector_ok = self.options.vectorize != Some(false) && x4.is_some();
+        let plan = reduce::plan_axis_blocks(r, dtype, outer, axis, inner, self.threads(KernelType::Elementwise), vector_ok)?;
+        let Some(pass2) = plan.pass2 else {
+            self.axis_blocks_pass(&plan.pass1, x, None, &out, None)?;
+            return Ok(out);
+        };
+        let partials = outer * plan.pass1.splits as usize * inner;
+        let values = self.output(Scalar::F32, partials)?;
+        if pass2.kernel.of_partials {
+            let indices = self.output(Scalar::U32, partials)?;
+            self.axis_blocks_pass(&plan.pass1, x, None, &indices, Some(&values))?;
+            self.axis_blocks_pass(&pass2, &values, Some(&indices), &out, None)?;
+        } else {
+            self.axis_blocks_pass(&plan.pass1, x, None, &values, None)?;
+            self.axis_blocks_pass(&pass2, &values, None, &out, None)?;
+        }
         Ok(out)
+    }
+
+    /// One pass of a blocked axis reduction: `x` (and the indices `xi` of
+    /// a first pass) in, `out` (and the values `out_value` of a first pass
+    /// of an index search) out.
+    fn axis_blocks_pass(&self, pass: &reduce::AxisBlocksPass, x: &Buffer, xi: Option<&Buffer>, out: &Buffer, out_value: Option<&Buffer>) -> Result<(), Error> {
+        let vec = pass.kernel.vec;
+        let view = |b: &Buffer, ty: enigma_ir::Type| if vec == 4 { b.viewed_as(ty).unwrap_or_else(|| b.clone()) } else { b.clone() };
+        let x = view(x, pass.kernel.dtype.ty(vec));
+        let xi = xi.map(|xi| view(xi, enigma_ir::Type::vector(Scalar::U32, vec)));
+        let mut args = vec![
+            (if vec == 4 { "x4" } else { "x" }, Arg::from(&x)),
+            ("axis", Arg::u32(pass.axis)),
+            ("units", Arg::u32(pass.units)),
+            ("col_blocks", Arg::u32(pass.col_blocks)),
+            ("splits", Arg::u32(pass.splits)),
+            ("chunk", Arg::u32(pass.chunk)),
+        ];
+        if let Some(xi) = &xi {
+            args.push((if vec == 4 { "xi4" } else { "xi" }, Arg::from(xi)));
+        }
+        match out_value {
+            Some(v) => args.extend([("out_index", Arg::from(out)), ("out_value", Arg::from(v))]),
+            None => args.push(("out", Arg::from(out))),
+        }
+        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &args)
     }
 
     /// The index (i32) of the first maximum (`ArgMax`) or minimum
@@ -187,14 +233,13 @@ impl Ops<'_> {
         lib::nonzero(name, "output elements", total)?;
         let total32 = lib::to_u32(name, "output elements", total)?;
         lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
-        let mut dims = vec![];
-        for v in [size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]] {
-            dims.push(lib::to_u32(name, "a dimension", v)?);
-        }
-        let dims = self.rt.buffer_from(&dims)?;
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("dims", Arg::from(&dims)), ("total", Arg::u32(total32))])?;
+        let mut args = vec![("x", Arg::from(x)), ("y", Arg::from(&y)), ("total", Arg::u32(total32))];
+        for (what, v) in reduce::POOL_DIMS.into_iter().zip([size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]]) {
+            args.push((what, Arg::u32(lib::to_u32(name, "a dimension", v)?)));
+        }
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &args)?;
         Ok((y, out))
     }
 }
