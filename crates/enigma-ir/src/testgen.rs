@@ -444,7 +444,7 @@ fn bin(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
 }
 
 fn call(func: Intrinsic, args: Vec<Expr>) -> Expr {
-    Expr::Call { func, args }
+    Expr::Call { func, precision: Precision::Default, args }
 }
 
 fn cast(to: Scalar, arg: Expr) -> Expr {
