@@ -702,9 +702,15 @@ impl Backend for MetalBackend {
         })?;
 
         let mut notes = geometry.warnings.clone();
+        let mut printed = vec![];
         if let Some(collection) = collection {
             let (lines, note) = mapping::shown_log_lines(collection.finish());
-            self.write_printed(lines.into_iter().chain(note.clone()));
+            let lines = lines.into_iter().chain(note.clone());
+            if options.collect_printed {
+                printed.extend(lines);
+            } else {
+                self.write_printed(lines);
+            }
             notes.extend(note);
         }
         if options.sanitize {
@@ -713,7 +719,7 @@ impl Backend for MetalBackend {
                     .into(),
             );
         }
-        Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![] })
+        Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![], printed })
     }
 }
 
