@@ -1024,7 +1024,7 @@ mod tests {
         assert_eq!(fast::FUNCTIONS, Intrinsic::WITH_PRECISION_VARIANTS);
         assert_eq!(precise::FUNCTIONS, Intrinsic::WITH_PRECISION_VARIANTS);
         let x = Ex::from(1.0f32);
-        match precise::atan2(x.clone(), x).tree_or_poison() {
+        match precise::atan2(x, x).tree_or_poison() {
             Expr::Call { func: Intrinsic::Atan2, precision: Precision::Precise, args } => assert_eq!(args.len(), 2),
             other => panic!("{other:?}"),
         }

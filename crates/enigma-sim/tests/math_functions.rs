@@ -112,9 +112,12 @@ fn transcendental_functions_within_1_ulp() {
     check(Atan2, &[ys, xs], |a| a[0].atan2(a[1]), 1.0);
 }
 
+/// An f64 reference of any arity.
+type ReferenceOf = fn(&[f64]) -> f64;
+
 /// Inputs for a function of [`Intrinsic::WITH_PRECISION_VARIANTS`] over its
 /// domain, and its f64 reference.
-fn precision_case(f: Intrinsic) -> (Vec<Vec<f32>>, fn(&[f64]) -> f64) {
+fn precision_case(f: Intrinsic) -> (Vec<Vec<f32>>, ReferenceOf) {
     use Intrinsic::*;
     let one = |lo: f32, hi: f32| vec![spread(lo, hi, 1001)];
     let two = |lo: f32, hi: f32, lo2: f32, hi2: f32| vec![spread(lo, hi, 1001), spread(lo2, hi2, 1001).into_iter().rev().collect()];
