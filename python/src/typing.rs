@@ -10,7 +10,7 @@
 
 use crate::CompileError;
 use enigma_ir::typing;
-use enigma_ir::{BinaryOp, Intrinsic, Scalar, TextureAccess, Type, UnaryOp, ValidationErrorKind};
+use enigma_ir::{BinaryOp, Intrinsic, Precision, Scalar, TextureAccess, Type, UnaryOp, ValidationErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -33,7 +33,7 @@ fn scalar(name: &str) -> PyResult<Scalar> {
     }
 }
 
-/// An IR enum from its JSON name (`"bit_and"`, `"fast::exp"`).
+/// An IR enum from its JSON name (`"bit_and"`, `"exp"`, `"fast"`).
 fn from_json_name<T: serde::de::DeserializeOwned>(what: &str, name: &str) -> PyResult<T> {
     serde_json::from_value(serde_json::Value::String(name.into())).map_err(|_| PyValueError::new_err(format!("unknown {what} `{name}`")))
 }
@@ -61,12 +61,22 @@ pub fn unary_result_type(op: &str, arg: &str) -> PyResult<String> {
     result(typing::unary(from_json_name("unary operator", op)?, ty(arg)?))
 }
 
-/// The type of `func(args…)` (`typing::call`), arity included.
+/// The type of `precision`'s variant of `func(args…)` (`typing::call` and
+/// `typing::precision`), arity included.
 #[pyfunction]
-pub fn intrinsic_result_type(func: &str, arg_types: Vec<String>) -> PyResult<String> {
+#[pyo3(signature = (func, arg_types, precision = "default"))]
+pub fn intrinsic_result_type(func: &str, arg_types: Vec<String>, precision: &str) -> PyResult<String> {
     let func: Intrinsic = from_json_name("intrinsic", func)?;
+    let precision: Precision = from_json_name("precision", precision)?;
     let types = arg_types.iter().map(|t| ty(t)).collect::<PyResult<Vec<_>>>()?;
-    result(typing::call(func, &types))
+    result(typing::call(func, &types).and_then(|t| typing::precision(func, precision, &types).map(|()| t)))
+}
+
+/// The JSON names of the functions MSL offers in its `fast::` and
+/// `precise::` namespaces (`Intrinsic::WITH_PRECISION_VARIANTS`).
+#[pyfunction]
+pub fn precision_functions() -> Vec<String> {
+    Intrinsic::WITH_PRECISION_VARIANTS.into_iter().map(json_name).collect()
 }
 
 /// How many arguments an intrinsic takes.
@@ -222,5 +232,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(binary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(unary_ops, m)?)?;
     m.add_function(wrap_pyfunction!(intrinsics, m)?)?;
+    m.add_function(wrap_pyfunction!(precision_functions, m)?)?;
     Ok(())
 }

@@ -7,13 +7,16 @@ true facts.
 
 When a test here fails after an intrinsic was added to the front end's
 tables: declare it in python/python/enigma/_language.py (``@_declare``, a
-signature, a return type and a one-line docstring; ``fast::`` functions in
-enigma/fast.py) and add it to that module's ``__all__``.
+signature, a return type and a one-line docstring) and add it to that
+module's ``__all__``; enigma/fast.py and enigma/precise.py are generated
+(python/tools/precision_stubs.py).
 """
 
 import ast
 import inspect
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -51,7 +54,13 @@ def test_every_registered_intrinsic_is_declared():
 @pytest.mark.parametrize("module", ["fast.py", "precise.py"])
 def test_every_fast_and_precise_function_is_declared(module):
     functions, _, _ = _declared(module)
-    assert set(functions) == set(_lang.FAST_MATH), set(functions) ^ set(_lang.FAST_MATH)
+    assert set(functions) == set(_lang.PRECISION_MATH), set(functions) ^ set(_lang.PRECISION_MATH)
+
+
+def test_fast_and_precise_stubs_are_generated_from_the_irs_list():
+    tool = pathlib.Path(__file__).resolve().parents[1] / "tools" / "precision_stubs.py"
+    done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_every_builtin_and_type_is_declared():
@@ -79,7 +88,7 @@ def test_each_intrinsic_has_its_own_signature_and_docstring(name):
 
 def test_docstrings_are_distinct():
     docs = [getattr(enigma, n).__doc__ for n in _lang.INTRINSICS]
-    docs += [getattr(ns, n).__doc__ for ns in (enigma.fast, enigma.precise) for n in _lang.FAST_MATH]
+    docs += [getattr(ns, n).__doc__ for ns in (enigma.fast, enigma.precise) for n in _lang.PRECISION_MATH]
     assert len(set(docs)) == len(docs)
 
 

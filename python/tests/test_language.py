@@ -376,6 +376,44 @@ def test_precise_variants_against_an_f64_reference(device):
 
 
 @enigma.kernel
+def variant_math(x: enigma.f32, out: enigma.f32):
+    g = enigma.thread_position_in_grid.x
+    v = x[g]
+    out[g * 4] = enigma.precise.atan2(v, 1.5)
+    out[g * 4 + 1] = enigma.fast.tan(v)
+    out[g * 4 + 2] = enigma.precise.sqrt(v * v + 0.25)
+    out[g * 4 + 3] = enigma.fast.min(v, 0.5)
+
+
+def test_every_function_has_its_fast_and_precise_spelling():
+    """``enigma.fast.X`` and ``enigma.precise.X`` for functions beyond the
+    first ten: MSL's namespaces, CUDA's functions, and on the simulator the
+    precise ones within 1 ULP of numpy's f64 result, the fast ones equal to
+    the default ones."""
+    x = np.linspace(-1.4, 1.4, 129, dtype=np.float32)
+    out = np.zeros(x.size * 4, np.float32)
+    compiled = enigma.compile(variant_math)
+    compiled(x, out, grid=(x.size,), threads=(32,), rt=enigma.MetalRuntime(device="cpu"))
+    got = out.reshape(-1, 4).astype(np.float64)
+    x64 = x.astype(np.float64)
+    sq = (x * x + np.float32(0.25)).astype(np.float64)
+    for col, w in [(0, np.arctan2(x64, 1.5)), (1, np.tan(x64)), (2, np.sqrt(sq)), (3, np.minimum(x64, 0.5))]:
+        ulp = np.spacing(np.abs(w).astype(np.float32)).astype(np.float64)
+        assert (np.abs(got[:, col] - w) / ulp).max() <= 1, col
+    for text in ("precise::atan2(v, 1.5f)", "fast::tan(v)", "precise::sqrt(", "fast::min(v, 0.5f)"):
+        assert text in compiled.msl, text
+    assert "atan2f(v, 1.5f)" in compiled.cuda and "__tanf(v)" in compiled.cuda and "__fsqrt_rn(" in compiled.cuda
+
+
+def test_fast_and_precise_refuse_what_msl_lacks():
+    def fast_min_of_integers(a: enigma.i32):
+        a[0] = enigma.fast.min(a[0], a[1])
+
+    with pytest.raises(enigma.CompileError, match=r"`fast::min` takes float scalars and vectors, found i32"):
+        enigma.compile(enigma.kernel(fast_min_of_integers))
+
+
+@enigma.kernel
 def classify(x: enigma.f32, h: enigma.f16, flags: enigma.u32, quads: enigma.float4, quad_flags: enigma.u32):
     g = enigma.thread_position_in_grid.x
     v = x[g]

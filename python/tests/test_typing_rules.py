@@ -309,7 +309,7 @@ def test_intrinsics_agree_with_the_ir_rule(name):
         elif arity == 2 and name.startswith("simd_"):
             types[1] = "u32"
         types += ["u32"] * (3 - arity)
-        want, refusal = _rule(_enigma.intrinsic_result_type, tag, types[:arity])
+        want, refusal = _rule(_enigma.intrinsic_result_type, tag, types[:arity], enigma._lang.precision_of(name))
         _check(factory(f, *(_t(x) for x in types)), factory, want, refusal)
 
 

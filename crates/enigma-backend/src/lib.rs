@@ -203,6 +203,10 @@ pub struct DispatchOptions {
     /// Raised by another thread to stop a simulated dispatch
     /// ([`StopReason::Interrupted`]); the front ends raise it on Ctrl-C.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Return the lines the kernel prints (`print`) in
+    /// [`DispatchReport::printed`] instead of writing them to standard
+    /// output, for a program that compares or shows them its own way.
+    pub collect_printed: bool,
 }
 
 /// What a finished dispatch reports.
@@ -216,6 +220,12 @@ pub struct DispatchReport {
     pub notes: Vec<String>,
     /// Sanitizer findings (only when [`DispatchOptions::sanitize`] was set).
     pub findings: Vec<Finding>,
+    /// The lines the kernel printed, as the backend renders them (the
+    /// simulator's tagged with the thread's grid position, the GPUs'
+    /// untagged), and the note of those left out past the backend's bound:
+    /// only when [`DispatchOptions::collect_printed`] was set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub printed: Vec<String>,
 }
 
 /// A device that can run enigma kernels.

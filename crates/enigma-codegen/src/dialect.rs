@@ -12,7 +12,7 @@ use crate::names::Names;
 use crate::writer::{Code, Prec};
 use enigma_ir::MatrixType;
 use enigma_ir::{
-    AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Scalar,
+    AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Precision, Scalar,
     SpecId, TextureDim, TgArrayId, Type,
 };
 use std::collections::BTreeSet;
@@ -239,9 +239,9 @@ pub(crate) trait Dialect {
         Code::postfix(format!("fmod({}, {})", a.text, b.text))
     }
 
-    /// A call of an intrinsic; `types` are the argument types, `result` the
-    /// result type.
-    fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code>;
+    /// A call of `precision`'s variant of an intrinsic; `types` are the
+    /// argument types, `result` the result type.
+    fn call(&mut self, func: Intrinsic, precision: Precision, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code>;
 
     /// A builtin read in the body.
     fn builtin(&self, b: Builtin) -> Code {

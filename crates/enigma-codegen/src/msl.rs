@@ -48,10 +48,11 @@
 //!   with products and left shifts computed in `uint` (where `int` could
 //!   overflow); 32- and 64-bit signed `+ - * <<` and negation through the
 //!   unsigned type.
-//! * **Functions** keep their MSL names (`fast::exp`, `simd_sum`, `select`);
-//!   `simd_ballot` is converted to `ulong` with its undefined top 32 bits
-//!   cleared. `fast::` variants of `half` and math on `bfloat` (which MSL
-//!   lacks) are computed in `float`.
+//! * **Functions** keep their MSL names (`exp`, `fast::exp`, `precise::sin`,
+//!   `simd_sum`, `select`); `simd_ballot` is converted to `ulong` with its
+//!   undefined top 32 bits cleared. `fast::` and `precise::` variants of
+//!   `half` are the one `half` function MSL has; math on `bfloat` (which MSL
+//!   lacks) is computed in `float`.
 //! * **Barriers**: `threadgroup_barrier(mem_flags::mem_threadgroup)`,
 //!   `simdgroup_barrier(...)`.
 //! * **Cooperative tensors**: from MSL 4.0, MetalPerformancePrimitives'
@@ -83,7 +84,7 @@ use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
 use crate::writer::{push_indented, sorted_builtins, Code, Writer};
 use enigma_ir::{
-    Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, MemFlags, Memory, ParamKind, Scalar, SpecId,
+    Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, MemFlags, Memory, ParamKind, Precision, Scalar, SpecId,
     Type,
 };
 use std::collections::BTreeSet;
@@ -336,7 +337,7 @@ impl Dialect for Msl {
         Code::primary(self.spec_values.get(id.0 as usize).map_or("?", String::as_str))
     }
 
-    fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
+    fn call(&mut self, func: Intrinsic, precision: Precision, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         if matches!(func, Erf | Erfc | Log1p | Expm1) {
@@ -366,10 +367,12 @@ impl Dialect for Msl {
                 .zip(types)
                 .map(|(a, ty)| if ty.elem() == Scalar::BF16 { self.cast(ty.with_elem(Scalar::F32), *ty, a) } else { a })
                 .collect();
-            let inner = Code::postfix(format!("{}({})", precise_name(func), args_text(&converted)));
+            let inner = Code::postfix(format!("{}({})", func.name(), args_text(&converted)));
             return Ok(self.cast(result, float_ty, inner));
         }
-        let name = if t0.elem() == Scalar::F32 { func.name() } else { precise_name(func) };
+        // `metal::fast::f` and `metal::precise::f` exist for float alone
+        // (half has one variant of each function).
+        let name = if t0.elem() == Scalar::F32 { func.qualified_name(precision) } else { func.name().to_string() };
         Ok(match func {
             // The top 32 bits of the vote are undefined on 32-wide SIMD
             // groups (spec §6.9.2: "do not assume that the top bits are set
@@ -637,10 +640,4 @@ pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
         Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
         Memory::Thread(t) => Some(kernel.thread_arrays.get(t.0 as usize)?.elem),
     }
-}
-
-/// The name of a math function without the `fast::` or `precise::`
-/// namespace (MSL's namespaces hold the float functions only).
-fn precise_name(func: Intrinsic) -> &'static str {
-    func.plain_name()
 }

@@ -16,7 +16,7 @@ use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
     BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
-    Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
+    Precision, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 mod cooperative;
 mod cooperative_fragments;
@@ -806,7 +806,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Val { code, ty }
             }
             Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, top)?,
-            Expr::Call { func, args } => self.call(*func, args)?,
+            Expr::Call { func, precision, args } => self.call(*func, *precision, args)?,
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg)?;
                 if a.ty == *to {
@@ -944,7 +944,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(self.dialect.and_or(x.code, mask.code, bits.code).map(|code| Val { code, ty: Type::U32 }))
     }
 
-    fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Result<Val, CodegenError> {
+    fn call(&mut self, func: Intrinsic, precision: Precision, args: &[Expr]) -> Result<Val, CodegenError> {
         let mut codes = vec![];
         let mut types = vec![];
         for a in args {
@@ -956,7 +956,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             return Err(self.malformed(format!("`{}` takes {} argument(s)", func.name(), func.arity())));
         }
         let result = enigma_ir::typing::call(func, &types).map_err(|k| self.malformed(k.to_string()))?;
-        let code = self.dialect.call(func, &types, result, codes);
+        let code = self.dialect.call(func, precision, &types, result, codes);
         let code = self.lift(code)?;
         Ok(Val { code, ty: result })
     }

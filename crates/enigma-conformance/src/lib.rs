@@ -88,6 +88,7 @@ pub mod kernels;
 pub mod matrices;
 pub mod math;
 pub mod memory;
+pub mod printing;
 pub mod sim_only;
 pub mod simd;
 pub mod spec;
@@ -178,6 +179,7 @@ macro_rules! __with_cases {
             memory::multi_dim_transpose,
             memory::device_memory_barrier,
             thread_arrays::thread_arrays,
+            printing::print_lines,
             async_copy::async_copy_pipeline,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,

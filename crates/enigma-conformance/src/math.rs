@@ -296,7 +296,7 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
         let fns = vec![
             MathFn {
                 name: "fast::exp",
-                f: |x| fast_exp(x[0]),
+                f: |x| fast::exp(x[0]),
                 reference: |x| x[0].exp(),
                 inputs: vec![uniform(rng, N, -80.0, 80.0, &[0.0, 1.0])],
                 tol: Tol::UlpsGrowing {
@@ -306,7 +306,7 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
             },
             MathFn {
                 name: "fast::exp2",
-                f: |x| fast_exp2(x[0]),
+                f: |x| fast::exp2(x[0]),
                 reference: |x| x[0].exp2(),
                 inputs: vec![uniform(rng, N, -120.0, 120.0, &[0.0, 3.0])],
                 tol: Tol::UlpsGrowing {
@@ -316,7 +316,7 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
             },
             MathFn {
                 name: "fast::log",
-                f: |x| fast_log(x[0]),
+                f: |x| fast::log(x[0]),
                 reference: |x| x[0].ln(),
                 inputs: vec![positive(rng, N, -100, 100, &[1.0, 0.75, 1.5])],
                 tol: Tol::AbsNearOne {
@@ -326,7 +326,7 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
             },
             MathFn {
                 name: "fast::log2",
-                f: |x| fast_log2(x[0]),
+                f: |x| fast::log2(x[0]),
                 reference: |x| x[0].log2(),
                 inputs: vec![positive(rng, N, -100, 100, &[1.0, 0.75, 1.5])],
                 tol: Tol::AbsNearOne {
@@ -336,21 +336,21 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
             },
             MathFn {
                 name: "fast::sqrt",
-                f: |x| fast_sqrt(x[0]),
+                f: |x| fast::sqrt(x[0]),
                 reference: |x| x[0].sqrt(),
                 inputs: vec![positive(rng, N, -100, 100, &[4.0])],
                 tol: Tol::Ulps(4.0),
             },
             MathFn {
                 name: "fast::rsqrt",
-                f: |x| fast_rsqrt(x[0]),
+                f: |x| fast::rsqrt(x[0]),
                 reference: |x| 1.0 / x[0].sqrt(),
                 inputs: vec![positive(rng, N, -100, 100, &[4.0])],
                 tol: Tol::Ulps(3.0),
             },
             MathFn {
                 name: "fast::tanh",
-                f: |x| fast_tanh(x[0]),
+                f: |x| fast::tanh(x[0]),
                 reference: |x| x[0].tanh(),
                 inputs: vec![uniform(rng, N, -10.0, 10.0, &[0.0])],
                 tol: Tol::Rel {
@@ -360,21 +360,21 @@ pub fn math_fast(rt: &Runtime) -> CaseResult {
             },
             MathFn {
                 name: "fast::sin",
-                f: |x| fast_sin(x[0]),
+                f: |x| fast::sin(x[0]),
                 reference: |x| x[0].sin(),
                 inputs: vec![uniform(rng, N, -pi, pi, &[0.0])],
                 tol: Tol::Abs(2f64.powi(-13)),
             },
             MathFn {
                 name: "fast::cos",
-                f: |x| fast_cos(x[0]),
+                f: |x| fast::cos(x[0]),
                 reference: |x| x[0].cos(),
                 inputs: vec![uniform(rng, N, -pi, pi, &[0.0])],
                 tol: Tol::Abs(2f64.powi(-13)),
             },
             MathFn {
                 name: "fast::pow",
-                f: |x| fast_pow(x[0], x[1]),
+                f: |x| fast::pow(x[0], x[1]),
                 reference: |x| x[0].powf(x[1]),
                 inputs: vec![
                     positive(rng, N, -4, 4, &[2.0]),

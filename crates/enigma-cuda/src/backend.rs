@@ -7,6 +7,7 @@ use enigma_backend::{
     DispatchReport, ReadWriteTier, RuntimeError, SpecValues,
 };
 use enigma_codegen::cuda::{CudaSource, LaunchParam};
+use crate::printf_capture;
 use crate::texture::{TextureBinding, ARGUMENT_BYTES};
 use enigma_ir::{Kernel, KernelInfo, ParamId, ParamKind, Sampler};
 use std::collections::BTreeMap;
@@ -477,6 +478,8 @@ pub struct CudaKernel {
     /// The samplers each sampled texture parameter is sampled with, in the
     /// order of its texture objects in the argument.
     samplers: BTreeMap<ParamId, Vec<Sampler>>,
+    /// The kernel prints (`printf`).
+    prints: bool,
 }
 
 impl CudaKernel {
@@ -647,7 +650,7 @@ impl Backend for CudaBackend {
         let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let static_shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u64;
         let shared_bytes = static_shared + source.dynamic_shared_bytes;
-        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, shared_bytes, samplers: info.samplers.clone() }))
+        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, shared_bytes, samplers: info.samplers.clone(), prints: info.prints }))
     }
 
     fn dispatch(
@@ -681,9 +684,21 @@ impl Backend for CudaBackend {
             batch.dispatched = true;
             // SAFETY: after the launch, on its stream.
             unsafe { textures.copy_back(cuda) }?;
-            return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: geometry.warnings.clone(), findings: vec![] });
+            let mut notes = geometry.warnings.clone();
+            notes.extend(uncollected(cuda, options));
+            return Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![], printed: vec![] });
         }
         let timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
+        // The printf lines reach descriptor 1 by the synchronisation below.
+        let capture = if options.collect_printed && cuda.prints {
+            let capture = printf_capture::Capture::start().map_err(|e| RuntimeError::Execution {
+                kernel: cuda.kernel.name.clone(),
+                message: format!("could not capture the kernel's printf output: {e}"),
+            })?;
+            Some(capture)
+        } else {
+            None
+        };
         // SAFETY: the legacy stream of the bound context; the argument slots
         // outlive the synchronous wait below.
         let launched = unsafe {
@@ -695,6 +710,13 @@ impl Backend for CudaBackend {
         // SAFETY: both events were recorded on this stream and the end one has completed.
         let elapsed = unsafe { result::event::elapsed(timer.start, timer.end) };
         drop(timer);
+        let printed = match capture {
+            Some(capture) => capture.finish().map_err(|e| RuntimeError::Execution {
+                kernel: cuda.kernel.name.clone(),
+                message: format!("could not read the kernel's captured printf output: {e}"),
+            })?,
+            None => vec![],
+        };
         launched.map_err(|e| launch_error(cuda, e))?;
         // SAFETY: after the launch, on its stream.
         unsafe { textures.copy_back(cuda) }?;
@@ -703,6 +725,7 @@ impl Backend for CudaBackend {
             wall_time: start.elapsed(),
             notes: dispatch_notes(geometry, options),
             findings: vec![],
+            printed,
         })
     }
 
@@ -725,8 +748,22 @@ impl Backend for CudaBackend {
         let mut storage = launch_slots(cuda, args, &textures, geometry)?;
         unsafe { queue_launch(cuda, &mut storage, geometry, stream) }.map_err(|e| launch_error(cuda, e))?;
         unsafe { textures.copy_back(cuda) }?;
-        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes: dispatch_notes(geometry, options), findings: vec![] })
+        let mut notes = dispatch_notes(geometry, options);
+        notes.extend(uncollected(cuda, options));
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings: vec![], printed: vec![] })
     }
+}
+
+/// The note of a dispatch asked to collect the lines of a kernel that
+/// prints, queued in a batch or on a stream: its lines reach standard
+/// output when the work is synchronised, after the dispatch returns.
+fn uncollected(cuda: &CudaKernel, options: &DispatchOptions) -> Option<String> {
+    (options.collect_printed && cuda.prints).then(|| {
+        format!(
+            "kernel `{}` prints: in a batch or on a stream its printf lines are not collected; they reach standard output when the work is synchronised",
+            cuda.kernel.name
+        )
+    })
 }
 
 /// Queues `cuda` on `stream` with one argument slot per kernel parameter,

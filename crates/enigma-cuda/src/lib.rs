@@ -19,6 +19,7 @@
 //! are copied into CUDA arrays for each dispatch (see the `texture` module).
 
 mod backend;
+mod printf_capture;
 mod texture;
 
 pub use backend::{CudaBackend, CudaKernel};

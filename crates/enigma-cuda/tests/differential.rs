@@ -5,7 +5,10 @@
 //! integers bit for bit, floats by value (see the testgen module docs).
 //! The mixed configuration has every phase the generator turns on by
 //! default, cooperative-tensor products among them (about half of its
-//! kernels); the count is printed and must not be zero.
+//! kernels; the count is printed and must not be zero), and the print phase:
+//! the lines a kernel prints (collected through
+//! `DispatchOptions::collect_printed`) must agree as a multiset, the
+//! simulator's thread tags removed.
 //!
 //! `ENIGMA_DIFF_CASES` sets how many seeds run (default 300); a failure names
 //! its seed, and `ENIGMA_DIFF_SEED` runs that one alone. Without a CUDA
@@ -14,7 +17,7 @@
 
 use enigma_ir::testgen::{case_with, pack, CaseArg, GenConfig, KernelCase};
 use enigma_ir::{Type, ValidationOptions};
-use enigma_runtime::{Arg, Buffer, Device, Runtime, Texture, TextureFormat};
+use enigma_runtime::{Arg, Buffer, Device, DispatchMode, Options, Runtime, Texture, TextureFormat};
 
 /// A case's buffer or texture.
 enum Memory {
@@ -31,7 +34,9 @@ fn format(texel: enigma_ir::Scalar) -> TextureFormat {
     }
 }
 
-fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
+/// A case's outputs' words, and its printed lines sorted, without the
+/// simulator's `thread (x,y,z): ` tags.
+fn run(rt: &Runtime, case: &KernelCase) -> Result<(Vec<Vec<u32>>, Vec<String>), String> {
     enigma_ir::validate(&case.kernel, &ValidationOptions::default()).map_err(|e| e.to_string())?;
     let pipeline = rt.pipeline(&case.kernel).map_err(|e| e.to_string())?;
     let mut buffers: Vec<Option<Memory>> = vec![];
@@ -62,7 +67,14 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
             (_, None) => unreachable!("every buffer argument has a buffer"),
         })
         .collect();
-    rt.dispatch_threads(&pipeline, &args, case.grid, case.threads).map_err(|e| e.to_string())?;
+    let collect = Options { collect_printed: true, ..Default::default() };
+    let report = rt.dispatch(&pipeline, &args, DispatchMode::Threads, case.grid, case.threads, &collect).map_err(|e| e.to_string())?;
+    let mut lines: Vec<String> = report
+        .printed
+        .iter()
+        .map(|l| l.strip_prefix("thread (").and_then(|t| t.split_once("): ")).map_or(l.as_str(), |(_, text)| text).to_string())
+        .collect();
+    lines.sort();
     let mut outputs = vec![];
     for (arg, buf) in case.args.iter().zip(&buffers) {
         let bytes = match (arg, buf) {
@@ -73,7 +85,7 @@ fn run(rt: &Runtime, case: &KernelCase) -> Result<Vec<Vec<u32>>, String> {
         let bytes = bytes.map_err(|e| e.to_string())?;
         outputs.push(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
     }
-    Ok(outputs)
+    Ok((outputs, lines))
 }
 
 #[test]
@@ -88,14 +100,21 @@ fn random_kernels_agree_between_the_simulator_and_cuda() {
         Some(seed) => vec![seed],
         None => (0..cases).collect(),
     };
-    let configs = [("mixed", GenConfig::default()), ("integer-only", GenConfig { floats: false, ..GenConfig::default() })];
-    let (mut failures, mut cooperative) = (vec![], 0);
+    let configs = [
+        ("mixed", GenConfig { prints: true, ..GenConfig::default() }),
+        ("integer-only", GenConfig { floats: false, ..GenConfig::default() }),
+    ];
+    let (mut failures, mut cooperative, mut printing) = (vec![], 0, 0);
     for seed in &seeds {
         for (label, config) in &configs {
             let case = case_with(config, *seed);
             cooperative += usize::from(!case.kernel.cooperative_tensors.is_empty());
-            let outcome = run(&sim, &case).and_then(|want| {
-                let got = run(&cuda, &case)?;
+            let outcome = run(&sim, &case).and_then(|(want, want_lines)| {
+                let (got, lines) = run(&cuda, &case)?;
+                printing += usize::from(!want_lines.is_empty());
+                if lines != want_lines {
+                    return Err(format!("printed lines differ: CUDA {lines:?}, the simulator {want_lines:?}"));
+                }
                 case.compare_outputs(&want, &got)
             });
             if let Err(e) = outcome {
@@ -103,7 +122,11 @@ fn random_kernels_agree_between_the_simulator_and_cuda() {
             }
         }
     }
-    println!("{} kernels compared ({cooperative} with cooperative tensors), {} differ", seeds.len() * configs.len(), failures.len());
+    println!(
+        "{} kernels compared ({cooperative} with cooperative tensors, {printing} printing), {} differ",
+        seeds.len() * configs.len(),
+        failures.len()
+    );
     assert!(cooperative > 0 || seeds.len() < 8, "no kernel of {} seeds has a cooperative phase", seeds.len());
     assert!(failures.is_empty(), "{}", failures.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
 }

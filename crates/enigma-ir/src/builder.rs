@@ -811,6 +811,13 @@ builtin_fns! {
 /// Calls an intrinsic. Weak literal arguments take the type of the first
 /// strong argument (the lane index of shuffles is `u32`).
 pub fn call(func: Intrinsic, args: &[Ex]) -> Ex {
+    call_with(func, Precision::Default, args)
+}
+
+/// Calls `precision`'s variant of an intrinsic (MSL's `fast::` or
+/// `precise::` namespace; [`fast`] and [`precise`] spell it
+/// `precise::sin(x)`).
+pub fn call_with(func: Intrinsic, precision: Precision, args: &[Ex]) -> Ex {
     use Intrinsic::*;
     let lane_arg = matches!(func, SimdBroadcast | SimdShuffle | SimdShuffleUp | SimdShuffleDown | SimdShuffleXor);
     let anchor = args.iter().find(|a| !a.weak).map(|a| a.ty);
@@ -827,7 +834,7 @@ pub fn call(func: Intrinsic, args: &[Ex]) -> Ex {
     // An invalid call keeps its first argument's type; validation in
     // `finish` reports it with the location.
     let ty = crate::typing::call(func, &types).unwrap_or(types.first().copied().unwrap_or(Type::BOOL));
-    Ex::new(Expr::Call { func, args: args.iter().map(|a| a.tree_or_poison()).collect() }, ty)
+    Ex::new(Expr::Call { func, precision, args: args.iter().map(|a| a.tree_or_poison()).collect() }, ty)
 }
 
 macro_rules! intrinsic_fns {
@@ -839,17 +846,62 @@ macro_rules! intrinsic_fns {
     )*};
 }
 
+/// The functions of [`Intrinsic::WITH_PRECISION_VARIANTS`] in `$precision`'s
+/// variant, for the `fast` and `precise` modules (the test
+/// `precision_modules_follow_the_list` holds this list to the IR's).
+macro_rules! with_precision_variants {
+    ($precision:expr, $ns:literal) => {
+        precision_fns! { $precision, $ns;
+            exp(x) => Exp, exp2(x) => Exp2, log(x) => Log, log2(x) => Log2, sqrt(x) => Sqrt,
+            rsqrt(x) => Rsqrt, sin(x) => Sin, cos(x) => Cos, tan(x) => Tan, asin(x) => Asin,
+            acos(x) => Acos, atan(x) => Atan, atan2(y, x) => Atan2, sinh(x) => Sinh, cosh(x) => Cosh,
+            tanh(x) => Tanh, asinh(x) => Asinh, acosh(x) => Acosh, atanh(x) => Atanh, pow(x, y) => Pow,
+            floor(x) => Floor, ceil(x) => Ceil, round(x) => Round, trunc(x) => Trunc, rint(x) => Rint,
+            copysign(x, y) => Copysign, fmod(x, y) => Fmod, abs(x) => Abs, min(a, b) => Min,
+            max(a, b) => Max, clamp(x, lo, hi) => Clamp, saturate(x) => Saturate,
+        }
+    };
+}
+
+macro_rules! precision_fns {
+    ($precision:expr, $ns:literal; $($name:ident($($arg:ident),*) => $f:ident),* $(,)?) => {
+        /// The functions in this namespace, in [`Intrinsic::WITH_PRECISION_VARIANTS`]'s order.
+        pub const FUNCTIONS: &[Intrinsic] = &[$(Intrinsic::$f),*];
+        $(
+            #[doc = concat!("MSL's `", $ns, "::", stringify!($name), "`.")]
+            pub fn $name($($arg: impl Into<Ex>),*) -> Ex {
+                super::call_with(Intrinsic::$f, $precision, &[$($arg.into()),*])
+            }
+        )*
+    };
+}
+
+/// MSL's `fast::` variants (`fast::exp(x)`): lower precision allowed. See
+/// [`Precision::Fast`].
+pub mod fast {
+    use super::Ex;
+    use crate::ir::{Intrinsic, Precision};
+    with_precision_variants!(Precision::Fast, "fast");
+}
+
+/// MSL's `precise::` variants (`precise::sin(x)`): MSL's precise bounds
+/// whatever the fast-math setting. See [`Precision::Precise`].
+pub mod precise {
+    use super::Ex;
+    use crate::ir::{Intrinsic, Precision};
+    with_precision_variants!(Precision::Precise, "precise");
+}
+
 intrinsic_fns! {
     exp(x) => Exp, exp2(x) => Exp2, log(x) => Log, log2(x) => Log2, sqrt(x) => Sqrt,
     rsqrt(x) => Rsqrt, tanh(x) => Tanh, sin(x) => Sin, cos(x) => Cos, floor(x) => Floor,
     ceil(x) => Ceil, pow(x, y) => Pow, fma(a, b, c) => Fma,
-    fast_exp(x) => FastExp, fast_exp2(x) => FastExp2, fast_log(x) => FastLog,
-    fast_log2(x) => FastLog2, fast_sqrt(x) => FastSqrt, fast_rsqrt(x) => FastRsqrt,
-    fast_tanh(x) => FastTanh, fast_sin(x) => FastSin, fast_cos(x) => FastCos, fast_pow(x, y) => FastPow,
-    precise_exp(x) => PreciseExp, precise_exp2(x) => PreciseExp2, precise_log(x) => PreciseLog,
-    precise_log2(x) => PreciseLog2, precise_sqrt(x) => PreciseSqrt, precise_rsqrt(x) => PreciseRsqrt,
-    precise_tanh(x) => PreciseTanh, precise_sin(x) => PreciseSin, precise_cos(x) => PreciseCos,
-    precise_pow(x, y) => PrecisePow,
+    tan(x) => Tan, sinh(x) => Sinh, cosh(x) => Cosh, asin(x) => Asin, acos(x) => Acos,
+    atan(x) => Atan, atan2(y, x) => Atan2, asinh(x) => Asinh, acosh(x) => Acosh, atanh(x) => Atanh,
+    erf(x) => Erf, erfc(x) => Erfc, log1p(x) => Log1p, expm1(x) => Expm1, round(x) => Round,
+    trunc(x) => Trunc, rint(x) => Rint, copysign(x, y) => Copysign, fmod(x, y) => Fmod,
+    sign(x) => Sign, saturate(x) => Saturate, mix(x, y, a) => Mix, step(edge, x) => Step,
+    smoothstep(edge0, edge1, x) => Smoothstep,
     isnan(x) => IsNan, isinf(x) => IsInf, isfinite(x) => IsFinite,
     abs(x) => Abs, min(a, b) => Min, max(a, b) => Max, clamp(x, lo, hi) => Clamp,
     select(if_false, if_true, cond) => Select,
@@ -961,4 +1013,20 @@ pub fn dim_check(mem: Mem, dim: u8, index: impl Into<Ex>, size: impl Into<Ex>) -
     let (index, size) = (index.into(), size.into());
     let expr = Expr::DimCheck { mem: mem.mem, dim, index: Box::new(index.tree_or_poison()), size: Box::new(size.tree_or_poison()) };
     Ex::new(expr, index.ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precision_modules_follow_the_list() {
+        assert_eq!(fast::FUNCTIONS, Intrinsic::WITH_PRECISION_VARIANTS);
+        assert_eq!(precise::FUNCTIONS, Intrinsic::WITH_PRECISION_VARIANTS);
+        let x = Ex::from(1.0f32);
+        match precise::atan2(x, x).tree_or_poison() {
+            Expr::Call { func: Intrinsic::Atan2, precision: Precision::Precise, args } => assert_eq!(args.len(), 2),
+            other => panic!("{other:?}"),
+        }
+    }
 }

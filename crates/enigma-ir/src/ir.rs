@@ -626,9 +626,8 @@ impl UnaryOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Intrinsic {
-    // Float math. `Fast*` are the `fast::` variants (lower precision
-    // allowed), `Precise*` the `precise::` ones (MSL's precise bounds
-    // whatever the compiler's fast-math setting).
+    // Float math. A call picks MSL's `fast::` or `precise::` variant of a
+    // function that has them through its `Precision`.
     Exp,
     Exp2,
     Log,
@@ -642,26 +641,6 @@ pub enum Intrinsic {
     Ceil,
     Pow,
     Fma,
-    FastExp,
-    FastExp2,
-    FastLog,
-    FastLog2,
-    FastSqrt,
-    FastRsqrt,
-    FastTanh,
-    FastSin,
-    FastCos,
-    FastPow,
-    PreciseExp,
-    PreciseExp2,
-    PreciseLog,
-    PreciseLog2,
-    PreciseSqrt,
-    PreciseRsqrt,
-    PreciseTanh,
-    PreciseSin,
-    PreciseCos,
-    PrecisePow,
     // More float math (MSL's standard library; `erf`, `erfc`, `log1p` and
     // `expm1`, which MSL lacks, are CUDA's and the simulator's only).
     Tan,
@@ -732,7 +711,7 @@ pub enum Intrinsic {
 }
 
 impl Intrinsic {
-    pub const ALL: [Intrinsic; 87] = [
+    pub const ALL: [Intrinsic; 67] = [
         Intrinsic::Exp,
         Intrinsic::Exp2,
         Intrinsic::Log,
@@ -746,26 +725,6 @@ impl Intrinsic {
         Intrinsic::Ceil,
         Intrinsic::Pow,
         Intrinsic::Fma,
-        Intrinsic::FastExp,
-        Intrinsic::FastExp2,
-        Intrinsic::FastLog,
-        Intrinsic::FastLog2,
-        Intrinsic::FastSqrt,
-        Intrinsic::FastRsqrt,
-        Intrinsic::FastTanh,
-        Intrinsic::FastSin,
-        Intrinsic::FastCos,
-        Intrinsic::FastPow,
-        Intrinsic::PreciseExp,
-        Intrinsic::PreciseExp2,
-        Intrinsic::PreciseLog,
-        Intrinsic::PreciseLog2,
-        Intrinsic::PreciseSqrt,
-        Intrinsic::PreciseRsqrt,
-        Intrinsic::PreciseTanh,
-        Intrinsic::PreciseSin,
-        Intrinsic::PreciseCos,
-        Intrinsic::PrecisePow,
         Intrinsic::Tan,
         Intrinsic::Sinh,
         Intrinsic::Cosh,
@@ -822,7 +781,7 @@ impl Intrinsic {
         Intrinsic::SimdIsFirst,
     ];
 
-    /// The MSL function name (`fast::exp`, `simd_sum`, …), also the IR name.
+    /// The MSL function name (`exp`, `simd_sum`, …), also the IR name.
     pub fn name(self) -> &'static str {
         use Intrinsic::*;
         match self {
@@ -839,26 +798,6 @@ impl Intrinsic {
             Ceil => "ceil",
             Pow => "pow",
             Fma => "fma",
-            FastExp => "fast::exp",
-            FastExp2 => "fast::exp2",
-            FastLog => "fast::log",
-            FastLog2 => "fast::log2",
-            FastSqrt => "fast::sqrt",
-            FastRsqrt => "fast::rsqrt",
-            FastTanh => "fast::tanh",
-            FastSin => "fast::sin",
-            FastCos => "fast::cos",
-            FastPow => "fast::pow",
-            PreciseExp => "precise::exp",
-            PreciseExp2 => "precise::exp2",
-            PreciseLog => "precise::log",
-            PreciseLog2 => "precise::log2",
-            PreciseSqrt => "precise::sqrt",
-            PreciseRsqrt => "precise::rsqrt",
-            PreciseTanh => "precise::tanh",
-            PreciseSin => "precise::sin",
-            PreciseCos => "precise::cos",
-            PrecisePow => "precise::pow",
             Tan => "tan",
             Sinh => "sinh",
             Cosh => "cosh",
@@ -916,15 +855,64 @@ impl Intrinsic {
         }
     }
 
-    /// The function's name without MSL's `fast::` or `precise::` namespace
-    /// (`sin` for `fast::sin`).
-    pub fn plain_name(self) -> &'static str {
-        let name = self.name();
-        name.strip_prefix("fast::").or_else(|| name.strip_prefix("precise::")).unwrap_or(name)
-    }
-
     pub fn from_name(name: &str) -> Option<Intrinsic> {
         Intrinsic::ALL.into_iter().find(|i| i.name() == name)
+    }
+
+    /// The functions MSL also offers in its `fast::` and `precise::`
+    /// namespaces (MSL specification §6.5, the math functions, and §6.3's
+    /// `clamp` and `saturate`): the one list the builders, the front ends,
+    /// the stubs and the docs follow. On `float` (f32) the variants are
+    /// distinct; on `half` and `bfloat` MSL has one variant of each, which
+    /// all three precisions use (see [`crate::typing::precision`]).
+    pub const WITH_PRECISION_VARIANTS: [Intrinsic; 32] = [
+        Intrinsic::Exp,
+        Intrinsic::Exp2,
+        Intrinsic::Log,
+        Intrinsic::Log2,
+        Intrinsic::Sqrt,
+        Intrinsic::Rsqrt,
+        Intrinsic::Sin,
+        Intrinsic::Cos,
+        Intrinsic::Tan,
+        Intrinsic::Asin,
+        Intrinsic::Acos,
+        Intrinsic::Atan,
+        Intrinsic::Atan2,
+        Intrinsic::Sinh,
+        Intrinsic::Cosh,
+        Intrinsic::Tanh,
+        Intrinsic::Asinh,
+        Intrinsic::Acosh,
+        Intrinsic::Atanh,
+        Intrinsic::Pow,
+        Intrinsic::Floor,
+        Intrinsic::Ceil,
+        Intrinsic::Round,
+        Intrinsic::Trunc,
+        Intrinsic::Rint,
+        Intrinsic::Copysign,
+        Intrinsic::Fmod,
+        Intrinsic::Abs,
+        Intrinsic::Min,
+        Intrinsic::Max,
+        Intrinsic::Clamp,
+        Intrinsic::Saturate,
+    ];
+
+    /// MSL offers the function in its `fast::` and `precise::` namespaces
+    /// too ([`Intrinsic::WITH_PRECISION_VARIANTS`]).
+    pub fn has_precision_variants(self) -> bool {
+        Intrinsic::WITH_PRECISION_VARIANTS.contains(&self)
+    }
+
+    /// The function's name in `precision`'s namespace (`fast::sin`), also
+    /// the text form's spelling of the call.
+    pub fn qualified_name(self, precision: Precision) -> String {
+        match precision.namespace() {
+            Some(ns) => format!("{ns}::{}", self.name()),
+            None => self.name().to_string(),
+        }
     }
 
     /// Number of arguments.
@@ -932,7 +920,7 @@ impl Intrinsic {
         use Intrinsic::*;
         match self {
             SimdIsFirst => 0,
-            Pow | FastPow | PrecisePow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
+            Pow | Atan2 | Copysign | Fmod | Step | Min | Max | SimdBroadcast | SimdShuffle | SimdShuffleUp
             | SimdShuffleDown | SimdShuffleXor => 2,
             Fma | Mix | Smoothstep | Clamp | Select => 3,
             _ => 1,
@@ -966,26 +954,6 @@ impl Intrinsic {
                 | Ceil
                 | Pow
                 | Fma
-                | FastExp
-                | FastExp2
-                | FastLog
-                | FastLog2
-                | FastSqrt
-                | FastRsqrt
-                | FastTanh
-                | FastSin
-                | FastCos
-                | FastPow
-                | PreciseExp
-                | PreciseExp2
-                | PreciseLog
-                | PreciseLog2
-                | PreciseSqrt
-                | PreciseRsqrt
-                | PreciseTanh
-                | PreciseSin
-                | PreciseCos
-                | PrecisePow
                 | Tan
                 | Sinh
                 | Cosh
@@ -1011,6 +979,43 @@ impl Intrinsic {
                 | Step
                 | Smoothstep
         )
+    }
+}
+
+/// Which of MSL's variants of a float function a call names: the default
+/// one (`exp`, whose precision the compiler's fast-math setting picks), the
+/// `fast::` one (lower precision allowed) or the `precise::` one (MSL's
+/// precise bounds whatever the fast-math setting). Only the functions of
+/// [`Intrinsic::WITH_PRECISION_VARIANTS`] take one but the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    #[default]
+    Default,
+    Fast,
+    Precise,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 3] = [Precision::Default, Precision::Fast, Precision::Precise];
+
+    /// MSL's namespace of the variant: `fast` or `precise`; none for the
+    /// default.
+    pub fn namespace(self) -> Option<&'static str> {
+        match self {
+            Precision::Default => None,
+            Precision::Fast => Some("fast"),
+            Precision::Precise => Some("precise"),
+        }
+    }
+
+    pub fn from_namespace(namespace: &str) -> Option<Precision> {
+        Precision::ALL.into_iter().find(|p| p.namespace() == Some(namespace))
+    }
+
+    /// The default precision (left out of the JSON form).
+    pub fn is_default(&self) -> bool {
+        *self == Precision::Default
     }
 }
 
@@ -1152,7 +1157,14 @@ pub enum Expr {
     /// Both sides have the same type, or one is a vector and the other a scalar
     /// of the same scalar type (the scalar is splatted).
     Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
-    Call { func: Intrinsic, args: Vec<Expr> },
+    /// `func(args)`; `precision` picks MSL's `fast::` or `precise::`
+    /// variant of a function that has them.
+    Call {
+        func: Intrinsic,
+        #[serde(default, skip_serializing_if = "Precision::is_default")]
+        precision: Precision,
+        args: Vec<Expr>,
+    },
     /// Value conversion (`float(x)`, `half4(v)`).
     Cast { to: Type, arg: Box<Expr> },
     /// Reinterpretation of the bits (`as_type<uint>(x)`); sizes must match.

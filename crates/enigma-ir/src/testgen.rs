@@ -85,6 +85,10 @@
 //!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
 //!   unrolled at compile time, and from then on expressions may read it at
 //!   `(e % len)`, so no read is out of bounds or of an unwritten element.
+//! * **Printing** (with `prints`): a phase at the top level, before any
+//!   `return`, computes 1 to 3 values into locals, then threads with `gid % 61 == k` print
+//!   `p gid=<gid> <values…>` — a bounded number of lines (one per 61
+//!   threads) that two backends must agree on as a multiset.
 //! * **Loops terminate**: `for` loops have constant bounds (at most 4
 //!   iterations; some are unrolled at compile time) and `while` loops count
 //!   a local they never otherwise assign.
@@ -171,6 +175,10 @@ pub struct GenConfig {
     /// A per-thread-array phase may appear (`ta`, filled in an unrolled
     /// loop, then read by expressions).
     pub thread_arrays: bool,
+    /// A print phase may end the kernel (see the module doc). Off by
+    /// default (a dispatch's lines go to standard output unless collected);
+    /// the differential tests turn it on and compare the lines.
+    pub prints: bool,
 }
 
 impl Default for GenConfig {
@@ -196,6 +204,7 @@ impl Default for GenConfig {
             thread_arrays: true,
             textures: false,
             cooperative: true,
+            prints: false,
         }
     }
 }
@@ -444,7 +453,7 @@ fn bin(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
 }
 
 fn call(func: Intrinsic, args: Vec<Expr>) -> Expr {
-    Expr::Call { func, args }
+    Expr::Call { func, precision: Precision::Default, args }
 }
 
 fn cast(to: Scalar, arg: Expr) -> Expr {
@@ -454,6 +463,9 @@ fn cast(to: Scalar, arg: Expr) -> Expr {
 fn component(b: Builtin, index: u8) -> Expr {
     Expr::Extract { arg: Box::new(Expr::Builtin(b)), index }
 }
+
+/// The print phase's threads: one in this many prints.
+pub const PRINT_EVERY: u32 = 61;
 
 fn stmt(kind: StmtKind) -> Stmt {
     Stmt::new(kind)
@@ -560,6 +572,9 @@ impl<'c> Gen<'c> {
         if self.cfg.thread_arrays && self.ch.chance(40) {
             self.thread_array_phase(&mut body);
         }
+        if self.cfg.prints && self.ch.chance(50) {
+            self.print_phase(&mut body, top);
+        }
         self.stmts(&mut body, Ctx { return_ok: self.cfg.early_return, ..top }, 1);
         for o in self.outputs.clone() {
             for c in 0..o.per_thread {
@@ -577,6 +592,29 @@ impl<'c> Gen<'c> {
         }
         self.k.body = body;
         KernelCase { kernel: self.k, args: self.args, grid: [self.total, 1, 1], threads: [self.tg_size, 1, 1] }
+    }
+
+    /// The print phase, at the top level before any `return` (with prints
+    /// off it takes no choice, so every seed's kernel stays as it was): 1 to 3
+    /// values of random types computed into locals, then
+    /// `if (gid % 61 == k) print("p gid={} {} …", gid, values…)`, at most one
+    /// line per 61 threads. A float value is printed plus `0.0`, which turns
+    /// a `-0.0` (fast math may give one for a zero) into `0`.
+    fn print_phase(&mut self, body: &mut Block, top: Ctx) {
+        let k = self.ch.below(PRINT_EVERY);
+        let mut format = String::from("p gid={}");
+        let mut args = vec![Expr::Var(self.gid)];
+        for _ in 0..self.ch.range(1, 3) {
+            let ty = self.local_type();
+            let (value, _) = self.expr(ty, self.cfg.max_expr_depth, top);
+            let value = if ty == Scalar::F32 { bin(BinaryOp::Add, value, lit_f32(0.0)) } else { value };
+            let var = self.local("pv", ty, false);
+            body.push(stmt(StmtKind::Assign { var, value }));
+            format.push_str(" {}");
+            args.push(Expr::Var(var));
+        }
+        let cond = bin(BinaryOp::Eq, bin(BinaryOp::Rem, Expr::Var(self.gid), lit_u32(PRINT_EVERY)), lit_u32(k));
+        body.push(stmt(StmtKind::If { cond, then_body: vec![stmt(StmtKind::Print { format, args })], else_body: vec![] }));
     }
 
     /// `value` plus every top-level local (booleans as 0 or 1), so that each

@@ -31,7 +31,7 @@
 //!   [`texture_sample`];
 //!   a texture is not a value, so no operator takes one.
 
-use crate::ir::{BinaryOp, Intrinsic, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
+use crate::ir::{BinaryOp, Intrinsic, Precision, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use crate::validate::ValidationErrorKind as K;
 
@@ -87,6 +87,27 @@ pub fn binary(op: BinaryOp, lt: Type, rt: Type) -> Result<Type, K> {
         return Err(K::InvalidOperand { op: op.symbol().into(), ty: operand });
     }
     Ok(if op.is_comparison() { operand.with_elem(Scalar::Bool) } else { operand })
+}
+
+/// Whether `func` has a variant of `precision` for arguments of `types`
+/// (their types already checked by [`call`]): MSL's `fast::` and
+/// `precise::` namespaces hold the functions of
+/// [`Intrinsic::WITH_PRECISION_VARIANTS`] on float scalars and vectors
+/// (`abs`, `min`, `max` and `clamp` of integers have one variant). On
+/// `float` the variants differ; `half` (and `bfloat`, computed as float
+/// where MSL lacks it) have one, which every precision names.
+pub fn precision(func: Intrinsic, precision: Precision, types: &[Type]) -> Result<(), K> {
+    let Some(namespace) = precision.namespace() else {
+        return Ok(());
+    };
+    let problem = if !func.has_precision_variants() {
+        format!("MSL has no `fast::` or `precise::` variant of `{}`", func.name())
+    } else if let Some(t) = types.iter().find(|t| !t.elem().is_float()) {
+        format!("`{namespace}::{}` takes float scalars and vectors, found {t}", func.name())
+    } else {
+        return Ok(());
+    };
+    Err(K::PrecisionVariant { func: func.name(), namespace, problem })
 }
 
 /// The type of `func(args…)`:

@@ -112,6 +112,8 @@ pub enum ValidationErrorKind {
     ArgumentCount { func: &'static str, expected: usize, found: usize },
     #[error("argument {index} of `{func}` must be {expected}, found {found}")]
     ArgumentType { func: &'static str, index: usize, expected: String, found: Type },
+    #[error("`{namespace}::{func}` does not exist: {problem}; call `{func}`")]
+    PrecisionVariant { func: &'static str, namespace: &'static str, problem: String },
     #[error("index into `{memory}` must be a scalar integer, found {found}")]
     IndexType { memory: String, found: Type },
     #[error("`{target}` has type {expected} but the value assigned is {found}")]
@@ -890,7 +892,7 @@ impl<'k> Validator<'k> {
                 let (rt, ru) = self.expr(rhs, state)?;
                 (typing::binary(*op, lt, rt).map_err(|k| self.err(k))?, lu.max(ru))
             }
-            Expr::Call { func, args } => self.call(*func, args, state)?,
+            Expr::Call { func, precision, args } => self.call(*func, *precision, args, state)?,
             Expr::Cast { to, arg } => {
                 let (from, u) = self.expr(arg, state)?;
                 (typing::cast(from, *to).map_err(|k| self.err(k))?, u)
@@ -1051,7 +1053,7 @@ impl<'k> Validator<'k> {
         Ok(())
     }
 
-    fn call(&mut self, func: Intrinsic, args: &[Expr], state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
+    fn call(&mut self, func: Intrinsic, precision: Precision, args: &[Expr], state: &FlowState) -> Result<(Type, Uniformity), ValidationError> {
         if args.len() != func.arity() {
             return Err(self.err(ValidationErrorKind::ArgumentCount { func: func.name(), expected: func.arity(), found: args.len() }));
         }
@@ -1080,6 +1082,7 @@ impl<'k> Validator<'k> {
             self.info.uses_simd_functions = true;
         }
         let ty = typing::call(func, &types).map_err(|k| self.err(k))?;
+        typing::precision(func, precision, &types).map_err(|k| self.err(k))?;
         Ok((ty, typing::call_uniformity(func, uni)))
     }
 }

@@ -7,7 +7,7 @@
 use enigma_ir::text::{self, parse, print};
 use enigma_ir::{
     from_json, to_json, to_json_pretty, Access, AtomicOp, BarrierScope, BinaryOp, Builtin, Expr, Intrinsic, Kernel,
-    Literal, LiteralValue, Local, MemFlags, Memory, Param, ParamId, ParamKind, ParseErrorKind, Scalar, SourceLoc,
+    Literal, LiteralValue, Local, MemFlags, Memory, Param, ParamId, ParamKind, ParseErrorKind, Precision, Scalar, SourceLoc,
     SpecConstant, SpecId, Stmt, StmtKind, TgArrayId, ThreadgroupArray, Type, UnaryOp, VarId,
 };
 
@@ -101,7 +101,13 @@ fn every_construct() -> Kernel {
     });
     for func in Intrinsic::ALL {
         let args = (0..func.arity()).map(|k| if k % 2 == 0 { var(0) } else { var(1) }).collect();
-        lits.push(Expr::Call { func, args });
+        lits.push(Expr::Call { func, precision: Precision::Default, args });
+    }
+    for func in Intrinsic::WITH_PRECISION_VARIANTS {
+        for precision in [Precision::Fast, Precision::Precise] {
+            let args = (0..func.arity()).map(|k| if k % 2 == 0 { var(0) } else { var(1) }).collect();
+            lits.push(Expr::Call { func, precision, args });
+        }
     }
     for builtin in Builtin::ALL {
         lits.push(Expr::Builtin(builtin));
@@ -271,6 +277,8 @@ fn every_construct_round_trips_through_text_and_json() {
         "= bf16x2(x)",
         "= u8x0()",
         "= fast::pow(x, i)",
+        "= precise::atan2(x, i)",
+        "= fast::saturate(x)",
         "= simd_is_first()",
         "i = atomic_fetch_add(Out[i], i)",
         "    atomic_sub(Out[i], i)\n",
@@ -511,9 +519,27 @@ fn json_carries_its_schema_version_and_types_by_name() {
     assert!(json.contains("\"elem\":\"f32\""), "{json}");
     let old = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "\"schema\":1,", 1);
     let err = from_json(&old).unwrap_err();
-    assert!(err.message.contains(&format!("schema 1; this enigma reads IR JSON schema {} (and 2)", enigma_ir::JSON_SCHEMA)), "{}", err.message);
+    assert!(err.message.contains(&format!("schema 1; this enigma reads IR JSON schema {} (and 2, 3)", enigma_ir::JSON_SCHEMA)), "{}", err.message);
     let none = json.replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "", 1);
     assert!(from_json(&none).unwrap_err().message.contains("no \"schema\" field"));
+}
+
+/// Schemas 2 and 3 named the `fast::` and `precise::` variants as functions
+/// of their own; they read as schema 4's function and precision.
+#[test]
+fn json_of_schema_3_reads_fast_and_precise_functions() {
+    let kernel = every_construct();
+    let json = to_json(&kernel);
+    assert!(json.contains("{\"call\":{\"func\":\"pow\",\"precision\":\"fast\","), "{json}");
+    let v3 = json
+        .replacen(&format!("\"schema\":{},", enigma_ir::JSON_SCHEMA), "\"schema\":3,", 1)
+        .replace("\"func\":\"pow\",\"precision\":\"fast\"", "\"func\":\"fast_pow\"")
+        .replace("\"func\":\"sin\",\"precision\":\"precise\"", "\"func\":\"precise_sin\"");
+    assert!(v3.contains("\"fast_pow\"") && v3.contains("\"precise_sin\""), "{v3}");
+    assert_eq!(from_json(&v3).unwrap(), kernel);
+    // Schema 4 has no function of that name.
+    let err = from_json(&json.replace("\"func\":\"pow\",\"precision\":\"fast\"", "\"func\":\"fast_pow\"")).unwrap_err();
+    assert!(err.message.contains("unknown variant `fast_pow`"), "{}", err.message);
 }
 
 #[test]

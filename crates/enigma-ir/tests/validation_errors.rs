@@ -53,6 +53,7 @@ cases! {
     MixedSignComparison => [comparing_a_signed_with_an_unsigned_index, comparing_signed_with_unsigned_vectors],
     InvalidOperand => [negating_an_unsigned_integer, shifting_a_float, a_buffer_used_as_a_value, a_texture_used_as_a_value],
     ArgumentCount => [exp_with_two_arguments],
+    PrecisionVariant => [fast_fma, precise_min_of_integers],
     ArgumentType => [
         exp_of_an_integer,
         min_of_mixed_types,
@@ -340,6 +341,30 @@ fn exp_with_two_arguments() -> ValidationError {
     let line = line!() + 1;
     k.store(out.at(0u32), call(Intrinsic::Exp, &[x, x]));
     rejects(&built(k), K::ArgumentCount { func: "exp", expected: 1, found: 2 }, At::Built("body[0]", line))
+}
+
+/// MSL has no `fast::` variant of `fma`.
+fn fast_fma() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::F32, Access::ReadWrite);
+    let x = k.value("x", Type::F32);
+    let line = line!() + 1;
+    k.store(out.at(0u32), call_with(Intrinsic::Fma, enigma_ir::Precision::Fast, &[x, x, x]));
+    let problem = "MSL has no `fast::` or `precise::` variant of `fma`".into();
+    let err = rejects(&built(k), K::PrecisionVariant { func: "fma", namespace: "fast", problem }, At::Built("body[0]", line));
+    assert!(err.to_string().contains("`fast::fma` does not exist: MSL has no `fast::` or `precise::` variant of `fma`; call `fma`"), "{err}");
+    err
+}
+
+/// `precise::min` is a float function; integer `min` has one variant.
+fn precise_min_of_integers() -> ValidationError {
+    let mut k = KernelBuilder::new("k");
+    let out = k.buffer("out", Type::U32, Access::ReadWrite);
+    let n = k.value("n", Type::U32);
+    let line = line!() + 1;
+    k.store(out.at(0u32), precise::min(n, 3u32));
+    let problem = "`precise::min` takes float scalars and vectors, found u32".into();
+    rejects(&built(k), K::PrecisionVariant { func: "min", namespace: "precise", problem }, At::Built("body[0]", line))
 }
 
 fn exp_of_an_integer() -> ValidationError {

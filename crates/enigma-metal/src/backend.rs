@@ -4,6 +4,7 @@
 //! yet run on a Mac.
 
 use crate::mapping::{self, PipelineKey};
+use crate::shader_log::{Collection, ShaderLog};
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchMode,
     DispatchOptions, DispatchReport, RuntimeError, SpecValues, TextureDesc,
@@ -14,7 +15,7 @@ use objc2::rc::{autoreleasepool, Retained};
 use objc2::runtime::ProtocolObject;
 use objc2_foundation::{NSError, NSString};
 use objc2_metal::{
-    MTLBlitCommandEncoder, MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
+    MTLBlitCommandEncoder, MTLBuffer, MTLCommandBuffer, MTLCommandBufferDescriptor, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
     MTLCompileOptions, MTLComputeCommandEncoder, MTLComputePipelineState, MTLCreateSystemDefaultDevice, MTLDataType,
     MTLDevice, MTLFunctionConstantValues, MTLGPUFamily, MTLLanguageVersion, MTLLibrary, MTLMathFloatingPointFunctions,
     MTLMathMode, MTLOrigin, MTLPixelFormat, MTLRegion, MTLResourceOptions, MTLSize, MTLStorageMode, MTLTexture,
@@ -24,7 +25,8 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 // `MTLCreateSystemDefaultDevice` returns nil in a process that does not link
@@ -75,6 +77,11 @@ pub struct MetalBackend {
     libraries: Mutex<HashMap<String, Retained<Library>>>,
     /// Pipelines by generated source and specialisation values.
     pipelines: Mutex<HashMap<PipelineKey, Retained<PipelineState>>>,
+    /// The log state of dispatches of kernels that print, made on the first.
+    shader_log: Mutex<Option<Arc<ShaderLog>>>,
+    /// Where printed lines go instead of standard output
+    /// ([`MetalBackend::printing_to`]).
+    printed: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 impl std::fmt::Debug for MetalBackend {
@@ -160,14 +167,55 @@ impl MetalBackend {
                 unified_memory,
                 libraries: Mutex::new(HashMap::new()),
                 pipelines: Mutex::new(HashMap::new()),
+                shader_log: Mutex::new(None),
+                printed: None,
             })
         })
     }
 
-    /// Compile options for source written for MSL `version`.
-    fn compile_options(&self, version: (u8, u8)) -> Retained<MTLCompileOptions> {
+    /// The backend appending the lines kernels `print` (and the note of
+    /// those left out) to `lines` instead of writing them to standard
+    /// output, as `SimBackend::printing_to`.
+    pub fn printing_to(mut self, lines: Arc<Mutex<Vec<String>>>) -> MetalBackend {
+        self.printed = Some(lines);
+        self
+    }
+
+    /// The backend's log state (made on first use).
+    fn shader_log(&self) -> Result<Arc<ShaderLog>, String> {
+        let mut log = lock(&self.shader_log);
+        if let Some(log) = &*log {
+            return Ok(log.clone());
+        }
+        let made = Arc::new(autoreleasepool(|_| ShaderLog::new(&self.device))?);
+        *log = Some(made.clone());
+        Ok(made)
+    }
+
+    /// A dispatch's printed lines, to the sink of
+    /// [`MetalBackend::printing_to`] or to standard output.
+    fn write_printed(&self, lines: impl Iterator<Item = String>) {
+        match &self.printed {
+            Some(sink) => lock(sink).extend(lines),
+            None => {
+                let mut out = std::io::stdout().lock();
+                for line in lines {
+                    // A closed standard output loses the lines, as printf's would.
+                    let _ = writeln!(out, "{line}");
+                }
+                let _ = out.flush();
+            }
+        }
+    }
+
+    /// Compile options for source written for MSL `version`; `logging` for
+    /// a kernel that prints (`enableLogging`, macOS 15 and later).
+    fn compile_options(&self, version: (u8, u8), logging: bool) -> Retained<MTLCompileOptions> {
         let options = MTLCompileOptions::new();
         options.setLanguageVersion(MTLLanguageVersion(mapping::language_version(version)));
+        if logging && objc2::available!(macos = 15.0) {
+            options.setEnableLogging(true);
+        }
         if objc2::available!(macos = 15.0) {
             let (mode, functions) = if self.options.fast_math {
                 (MTLMathMode::Fast, MTLMathFloatingPointFunctions::Fast)
@@ -184,15 +232,17 @@ impl MetalBackend {
         options
     }
 
-    /// The library compiled from `source`, written for MSL `version` (cached).
-    fn library(&self, kernel: &str, source: &str, version: (u8, u8)) -> Result<Retained<Library>, RuntimeError> {
+    /// The library compiled from `source`, written for MSL `version`, with
+    /// shader logging where `logging` (cached by source: a kernel that
+    /// prints has source of its own).
+    fn library(&self, kernel: &str, source: &str, version: (u8, u8), logging: bool) -> Result<Retained<Library>, RuntimeError> {
         let mut libraries = lock(&self.libraries);
         if let Some(library) = libraries.get(source) {
             return Ok(library.clone());
         }
         let library = self
             .device
-            .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&self.compile_options(version)))
+            .newLibraryWithSource_options_error(&NSString::from_str(source), Some(&self.compile_options(version, logging)))
             .map_err(|e| backend_err(format!("kernel `{kernel}`: the Metal compiler rejected the generated MSL: {}", describe(&e))))?;
         libraries.insert(source.to_string(), library.clone());
         Ok(library)
@@ -201,12 +251,12 @@ impl MetalBackend {
     /// The pipeline state of `entry` in `source` with the function constants
     /// `values` (one per specialisation constant, in declaration order: the
     /// MSL declares constant `i` as `[[function_constant(i)]]`); cached.
-    fn pipeline(&self, kernel: &str, source: &str, version: (u8, u8), entry: &str, values: &[Literal]) -> Result<Retained<PipelineState>, RuntimeError> {
+    fn pipeline(&self, kernel: &str, source: &str, version: (u8, u8), logging: bool, entry: &str, values: &[Literal]) -> Result<Retained<PipelineState>, RuntimeError> {
         let key = PipelineKey::new(source, values);
         if let Some(pipeline) = lock(&self.pipelines).get(&key) {
             return Ok(pipeline.clone());
         }
-        let library = self.library(kernel, source, version)?;
+        let library = self.library(kernel, source, version, logging)?;
         let constants = MTLFunctionConstantValues::new();
         for (index, value) in values.iter().enumerate() {
             let (bytes, _len) = mapping::spec_constant_bytes(*value);
@@ -384,6 +434,8 @@ impl BufferStorage for MetalBuffer {
 /// A compute pipeline state and what Metal says about it.
 pub struct MetalKernel {
     kernel: Kernel,
+    /// The kernel prints: its dispatches collect shader logs.
+    prints: bool,
     source: String,
     entry_point: String,
     pipeline: Retained<PipelineState>,
@@ -465,13 +517,10 @@ impl Backend for MetalBackend {
     }
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
-        if info.prints {
-            // The MSL is written (`os_log`, MSL 3.2), but its lines reach
-            // the process only through an MTLLogState with a handler,
-            // which this backend does not set up: refuse rather than drop
-            // them.
+        if info.prints && !objc2::available!(macos = 15.0) {
+            // Shader logging (`MTLLogState`) is new in macOS 15.
             return Err(backend_err(format!(
-                "kernel `{}` prints (enigma.print), and this Metal backend does not collect shader logs yet; run it on the simulator or CUDA to see its lines (`enigma emit` shows the MSL it would run)",
+                "kernel `{}` prints (enigma.print), which Metal's shader logging serves from macOS 15 on; this system is older (run it on the simulator or CUDA to see its lines)",
                 kernel.name
             )));
         }
@@ -479,10 +528,12 @@ impl Backend for MetalBackend {
         let source = msl::write_string(kernel, info, &options).map_err(|e| backend_err(e.to_string()))?;
         let entry_point = msl::entry_point(kernel);
         let values = spec.resolve(kernel);
-        let pipeline = autoreleasepool(|_| self.pipeline(&kernel.name, &source, options.language_version, &entry_point, &values))?;
+        let pipeline =
+            autoreleasepool(|_| self.pipeline(&kernel.name, &source, options.language_version, info.prints, &entry_point, &values))?;
         mapping::check_simd_width(&kernel.name, info, pipeline.threadExecutionWidth() as u32).map_err(backend_err)?;
         Ok(Box::new(MetalKernel {
             kernel: kernel.clone(),
+            prints: info.prints,
             max_total_threads_per_threadgroup: pipeline.maxTotalThreadsPerThreadgroup() as u32,
             thread_execution_width: pipeline.threadExecutionWidth() as u32,
             static_threadgroup_memory_length: pipeline.staticThreadgroupMemoryLength() as u64,
@@ -537,6 +588,11 @@ impl Backend for MetalBackend {
         let _guards: Vec<MutexGuard<'_, ()>> =
             mapping::distinct_by_address(&buffers).into_iter().map(|i| lock(&buffers[i].host_access)).collect();
 
+        // A kernel that prints: the process's printing lock, then the log
+        // state its command buffer reports to.
+        let collection = metal.prints.then(Collection::start);
+        let shader_log = if metal.prints { Some(self.shader_log().map_err(execution)?) } else { None };
+
         let device_time = autoreleasepool(|_| {
             // The parameter's slot in its table: `[[buffer(n)]]` for buffers
             // and values, `[[texture(n)]]` for textures.
@@ -553,8 +609,15 @@ impl Backend for MetalBackend {
                     });
                 }
             }
-            let command_buffer =
-                self.queue.commandBuffer().ok_or_else(|| execution("Metal could not create a command buffer".into()))?;
+            let command_buffer = match &shader_log {
+                Some(log) => {
+                    let descriptor = MTLCommandBufferDescriptor::new();
+                    descriptor.setLogState(Some(&log.state));
+                    self.queue.commandBufferWithDescriptor(&descriptor)
+                }
+                None => self.queue.commandBuffer(),
+            }
+            .ok_or_else(|| execution("Metal could not create a command buffer".into()))?;
             let encoder = command_buffer
                 .computeCommandEncoder()
                 .ok_or_else(|| execution("Metal could not create a compute command encoder".into()))?;
@@ -639,13 +702,24 @@ impl Backend for MetalBackend {
         })?;
 
         let mut notes = geometry.warnings.clone();
+        let mut printed = vec![];
+        if let Some(collection) = collection {
+            let (lines, note) = mapping::shown_log_lines(collection.finish());
+            let lines = lines.into_iter().chain(note.clone());
+            if options.collect_printed {
+                printed.extend(lines);
+            } else {
+                self.write_printed(lines);
+            }
+            notes.extend(note);
+        }
         if options.sanitize {
             notes.push(
                 "the sanitizer runs on the simulator only; this Metal dispatch ran unchecked (Xcode's Metal validation and shader validation check on the GPU)"
                     .into(),
             );
         }
-        Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![] })
+        Ok(DispatchReport { device_time, wall_time: start.elapsed(), notes, findings: vec![], printed })
     }
 }
 

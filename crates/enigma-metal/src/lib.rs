@@ -77,6 +77,20 @@
 //!   tiers) are in `mapping`, unit-tested on every system.
 //!   The simulator's sanitizer does not run on Metal; a dispatch asked to
 //!   sanitize says so in its notes.
+//! * **Printing** (`enigma.print`, MSL 3.2's `os_log`; macOS 15 and later,
+//!   else the kernel is refused with an error naming macOS 15): a kernel
+//!   that prints is compiled with `MTLCompileOptions.enableLogging`; its
+//!   dispatch's command buffer comes from an `MTLCommandBufferDescriptor`
+//!   whose `logState` is the backend's `MTLLogState`
+//!   (`newLogStateWithDescriptor:error:`, its buffer sized for the 4096 lines
+//!   a dispatch shows) with a log handler added by `addLogHandler:`; once
+//!   the command buffer has completed, the handler's messages are written to
+//!   standard output (or to `MetalBackend::printing_to`'s sink), bounded as
+//!   the simulator bounds them, with a note past the bound. The handler is a
+//!   global block literal written by hand (`shader_log`), since objc2-metal's
+//!   `addLogHandler:` needs the `block2` crate. Dispatches of kernels that
+//!   print run one at a time in a process (the handler's buffer is
+//!   process-wide). Type-checked, not run on a Mac.
 //!
 //! # What has been checked — and what has not
 //! **Nothing in this crate has yet run on Apple hardware** — the texture
@@ -109,6 +123,8 @@ mod mapping;
 
 #[cfg(target_os = "macos")]
 mod backend;
+#[cfg(target_os = "macos")]
+mod shader_log;
 
 #[cfg(target_os = "macos")]
 pub use backend::{MetalBackend, MetalBuffer, MetalKernel, MetalOptions};

@@ -222,6 +222,30 @@ pub(crate) fn distinct_by_address<T>(items: &[&T]) -> Vec<usize> {
     order
 }
 
+/// Bytes a shader's log entry may take in the `MTLLogState`'s buffer
+/// (a line of `print`: its format and up to `MAX_PRINT_ARGS` values, with
+/// os_log's own framing).
+const LOG_BYTES_PER_LINE: usize = 256;
+
+/// The `MTLLogStateDescriptor.bufferSize` for a dispatch: room for the
+/// lines a dispatch shows (`MAX_PRINTED_LINES`), at least Metal's 1 KiB.
+pub(crate) fn log_buffer_bytes() -> usize {
+    (enigma_ir::limits::MAX_PRINTED_LINES * LOG_BYTES_PER_LINE).max(1024)
+}
+
+/// The lines a dispatch shows of those Metal's log handler received (its
+/// messages split at newlines, one `print` each): the first
+/// `MAX_PRINTED_LINES`, and a note of how many more there were.
+pub(crate) fn shown_log_lines(messages: Vec<String>) -> (Vec<String>, Option<String>) {
+    let limit = enigma_ir::limits::MAX_PRINTED_LINES;
+    let mut lines: Vec<String> =
+        messages.iter().flat_map(|m| m.strip_suffix('\n').unwrap_or(m).split('\n')).map(str::to_string).collect();
+    let more = lines.len().saturating_sub(limit);
+    lines.truncate(limit);
+    let note = (more > 0).then(|| format!("print: {more} more line(s) not shown (the Metal backend shows the first {limit} of a dispatch)"));
+    (lines, note)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +415,19 @@ mod tests {
         assert_eq!(order.len(), 2);
         let addrs: Vec<usize> = order.iter().map(|&i| items[i] as *const u8 as usize).collect();
         assert!(addrs[0] < addrs[1]);
+    }
+
+    #[test]
+    fn shader_log_lines_are_split_and_bounded() {
+        let limit = enigma_ir::limits::MAX_PRINTED_LINES;
+        let (lines, note) = shown_log_lines(vec!["a = 1\n".into(), "b\nc".into()]);
+        assert_eq!(lines, ["a = 1", "b", "c"]);
+        assert_eq!(note, None);
+        let many: Vec<String> = (0..limit + 3).map(|i| format!("line {i}")).collect();
+        let (lines, note) = shown_log_lines(many);
+        assert_eq!(lines.len(), limit);
+        assert_eq!(lines[limit - 1], format!("line {}", limit - 1));
+        assert_eq!(note.as_deref(), Some(format!("print: 3 more line(s) not shown (the Metal backend shows the first {limit} of a dispatch)").as_str()));
+        assert_eq!(log_buffer_bytes(), limit * 256);
     }
 }

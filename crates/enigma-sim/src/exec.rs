@@ -17,7 +17,7 @@ use crate::print::PrintLog;
 use crate::program::{Inst, MemRef, Program, Reg};
 use enigma_backend::texture::ChannelKind;
 use enigma_backend::{FindingKind, StopReason, TextureDesc};
-use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Scalar, TextureDim, Type};
+use enigma_ir::{AtomicOp, BarrierScope, BinaryOp, Builtin, Intrinsic, MatrixType, Precision, Scalar, TextureDim, Type};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
@@ -403,7 +403,7 @@ impl SimdGroup {
                         d[l] = ops::from_f32(Scalar::F16, value);
                     }
                 }
-                Inst::Call { func, ty, dst, args } => self.call(func, ty, dst, args),
+                Inst::Call { func, precision, ty, dst, args } => self.call(func, precision, ty, dst, args),
                 Inst::Simd { func, ty, dst, a, b } => {
                     let poisoned = self.inactive_sources(func, b);
                     if let (Some(t), Some((lane, source))) = (san.as_deref_mut(), poisoned.1) {
@@ -1166,7 +1166,7 @@ impl SimdGroup {
         }
     }
 
-    fn call(&mut self, func: Intrinsic, ty: Scalar, dst: Reg, args: [Reg; 3]) {
+    fn call(&mut self, func: Intrinsic, precision: Precision, ty: Scalar, dst: Reg, args: [Reg; 3]) {
         let n = func.arity();
         let a = args.map(|r| self.regs[r as usize]);
         let d = &mut self.regs[dst as usize];
@@ -1183,7 +1183,7 @@ impl SimdGroup {
                 Intrinsic::Popcount | Intrinsic::Clz | Intrinsic::Ctz => ops::bits(func, ty, vals[0]),
                 Intrinsic::Abs | Intrinsic::Min | Intrinsic::Max | Intrinsic::Clamp => ops::numeric(func, ty, &vals[..n]),
                 Intrinsic::IsNan | Intrinsic::IsInf | Intrinsic::IsFinite => ops::classify(func, ty, vals[0]),
-                _ => ops::float_math(func, ty, &vals[..n]),
+                _ => ops::float_math(func, precision, ty, &vals[..n]),
             };
         }
     }

@@ -243,12 +243,16 @@ impl Backend for SimBackend {
                 dispatch::run_dispatch(&sim.kernel, &env, geometry, 0).map(|()| vec![])
             }
         });
-        // The lines are shown when the dispatch fails too: they may say why.
-        let print_note = print_log.write_out(self.printed.as_deref());
+        // The lines are shown when the dispatch fails too: they may say why
+        // (collected ones only with a report, when it succeeds).
+        let collected = Mutex::new(Vec::new());
+        let sink = if options.collect_printed { Some(&collected) } else { self.printed.as_deref() };
+        let print_note = print_log.write_out(sink);
         let findings = findings??;
         let mut notes = geometry.warnings.clone();
         notes.extend(print_note);
-        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings })
+        let printed = collected.into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok(DispatchReport { device_time: None, wall_time: start.elapsed(), notes, findings, printed })
     }
 }
 

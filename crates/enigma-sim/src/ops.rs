@@ -5,7 +5,7 @@
 //! f16/bf16 round after every operation and integers wrap.
 
 use enigma_backend::args::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
-use enigma_ir::{BinaryOp, Intrinsic, Scalar, UnaryOp};
+use enigma_ir::{BinaryOp, Intrinsic, Precision, Scalar, UnaryOp};
 
 /// Brings raw bits into the canonical form of `ty`.
 #[inline(always)]
@@ -188,28 +188,37 @@ fn fma_f16(a: u64, b: u64, c: u64) -> u64 {
     from_f32(Scalar::F16, narrowed)
 }
 
-/// Float math functions (`exp`, `fast::sin`, …), computed in f32 (f64 for
-/// nothing: the GPU result is what the reference matches within tolerance).
-pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
+/// Float math functions (`exp`, `sin`, …) in `precision`'s variant: the
+/// default and `fast::` ones alike in f32 for the first set (`exp` … `pow`:
+/// the GPU result is what a reference matches within tolerance), in f64
+/// rounded once for the rest; the `precise::` ones all in f64 rounded once,
+/// the correctly rounded result but for rare double roundings.
+pub fn float_math(f: Intrinsic, precision: Precision, ty: Scalar, args: &[u64]) -> u64 {
     use Intrinsic::*;
     if f == Fma && ty == Scalar::F16 {
         return fma_f16(args[0], args[1], args[2]);
     }
     let x = f32_of(ty, args[0]);
     let y = || f32_of(ty, args[1]);
+    if precision == Precision::Precise {
+        if let Some(g) = precise_in_f64(f) {
+            let second = args.get(1).map_or(0.0, |&b| f32_of(ty, b) as f64);
+            return from_f32(ty, g(x as f64, second) as f32);
+        }
+    }
     let r = match f {
-        Exp | FastExp | PreciseExp => x.exp(),
-        Exp2 | FastExp2 | PreciseExp2 => x.exp2(),
-        Log | FastLog | PreciseLog => x.ln(),
-        Log2 | FastLog2 | PreciseLog2 => x.log2(),
-        Sqrt | FastSqrt | PreciseSqrt => x.sqrt(),
-        Rsqrt | FastRsqrt | PreciseRsqrt => 1.0 / x.sqrt(),
-        Tanh | FastTanh | PreciseTanh => x.tanh(),
-        Sin | FastSin | PreciseSin => x.sin(),
-        Cos | FastCos | PreciseCos => x.cos(),
+        Exp => x.exp(),
+        Exp2 => x.exp2(),
+        Log => x.ln(),
+        Log2 => x.log2(),
+        Sqrt => x.sqrt(),
+        Rsqrt => 1.0 / x.sqrt(),
+        Tanh => x.tanh(),
+        Sin => x.sin(),
+        Cos => x.cos(),
         Floor => x.floor(),
         Ceil => x.ceil(),
-        Pow | FastPow | PrecisePow => x.powf(y()),
+        Pow => x.powf(y()),
         Fma => x.mul_add(y(), f32_of(ty, args[2])),
         // The functions beyond the first set are computed in f64 and
         // rounded once (f32's own asinh, acosh and atanh lose up to a dozen
@@ -254,6 +263,25 @@ pub fn float_math(f: Intrinsic, ty: Scalar, args: &[u64]) -> u64 {
         _ => unreachable!("float_math called with {f:?}"),
     };
     from_f32(ty, r)
+}
+
+/// The f64 function of a `precise::` function the default variant computes
+/// in f32 (the others are computed in f64 or exact whatever the variant).
+fn precise_in_f64(f: Intrinsic) -> Option<fn(f64, f64) -> f64> {
+    use Intrinsic::*;
+    Some(match f {
+        Exp => |x, _| x.exp(),
+        Exp2 => |x, _| x.exp2(),
+        Log => |x, _| x.ln(),
+        Log2 => |x, _| x.log2(),
+        Sqrt => |x, _| x.sqrt(),
+        Rsqrt => |x, _| 1.0 / x.sqrt(),
+        Tanh => |x, _| x.tanh(),
+        Sin => |x, _| x.sin(),
+        Cos => |x, _| x.cos(),
+        Pow => f64::powf,
+        _ => return None,
+    })
 }
 
 /// `isnan`, `isinf` or `isfinite` of a float of type `ty`: 1 or 0 (a
@@ -388,9 +416,9 @@ mod tests {
         assert_eq!(f32_of(Scalar::F16, a) * f32_of(Scalar::F16, b), 2f32.powi(-11) - 2f32.powi(-25));
         let through_f32 = from_f32(Scalar::F16, f32_of(Scalar::F16, a).mul_add(f32_of(Scalar::F16, b), f32_of(Scalar::F16, c)));
         assert_eq!(through_f32, h(1.0 + 2f32.powi(-9)));
-        assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[a, b, c]), c);
+        assert_eq!(float_math(Intrinsic::Fma, Precision::Default, Scalar::F16, &[a, b, c]), c);
         // Exact sums are unchanged.
-        assert_eq!(float_math(Intrinsic::Fma, Scalar::F16, &[h(3.0), h(-2.5), h(0.5)]), h(-7.0));
+        assert_eq!(float_math(Intrinsic::Fma, Precision::Default, Scalar::F16, &[h(3.0), h(-2.5), h(0.5)]), h(-7.0));
     }
 
     /// ULPs between `got` and the f32 rounding of `want`.

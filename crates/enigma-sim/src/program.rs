@@ -54,7 +54,7 @@ pub enum Inst {
     /// quantized tile load's element).
     Dequant { code: QuantCode, dst: Reg, word: Reg, shift: Reg, scale: Reg },
     /// A per-component intrinsic (math, min/max, select, bit counts).
-    Call { func: Intrinsic, ty: Scalar, dst: Reg, args: [Reg; 3] },
+    Call { func: Intrinsic, precision: Precision, ty: Scalar, dst: Reg, args: [Reg; 3] },
     /// A SIMD-group function on one component.
     Simd { func: Intrinsic, ty: Scalar, dst: Reg, a: Reg, b: Reg },
     Load { mem: MemRef, elem: Type, dst: Reg, index: Reg, index_ty: Scalar },
@@ -705,7 +705,7 @@ impl Lowering<'_> {
         for k in 1..width {
             self.emit(Inst::Const { dst: c, bits: k as u64 });
             self.emit(Inst::Binary { op: BinaryOp::Eq, ty: Scalar::U32, dst: is_c, a: component, b: c });
-            self.emit(Inst::Call { func: Intrinsic::Select, ty: stored.elem(), dst, args: [dst, vector + k as Reg, is_c] });
+            self.emit(Inst::Call { func: Intrinsic::Select, precision: Precision::Default, ty: stored.elem(), dst, args: [dst, vector + k as Reg, is_c] });
         }
     }
 
@@ -810,7 +810,7 @@ impl Lowering<'_> {
                 }
                 Operand { reg: dst, ty }
             }
-            Expr::Call { func, args } => self.call(*func, args),
+            Expr::Call { func, precision, args } => self.call(*func, *precision, args),
             Expr::Cast { to, arg } => {
                 let a = self.expr(arg);
                 let dst = self.temp(to.registers());
@@ -849,7 +849,7 @@ impl Lowering<'_> {
                         let ty = *ty;
                         let on_diagonal = self.lane_table(move |lane| ty.reference_coord(lane, i).is_some_and(|(r, c)| r == c) as u64);
                         let args = [zero, v.reg, on_diagonal];
-                        self.emit(Inst::Call { func: Intrinsic::Select, ty: ty.elem(), dst: dst + i, args });
+                        self.emit(Inst::Call { func: Intrinsic::Select, precision: Precision::Default, ty: ty.elem(), dst: dst + i, args });
                     } else {
                         self.emit(Inst::Copy { dst: dst + i, src: v.reg });
                     }
@@ -950,7 +950,7 @@ impl Lowering<'_> {
         }
     }
 
-    fn call(&mut self, func: Intrinsic, args: &[Expr]) -> Operand {
+    fn call(&mut self, func: Intrinsic, precision: Precision, args: &[Expr]) -> Operand {
         let ops: Vec<Operand> = args.iter().map(|a| self.expr(a)).collect();
         let types: Vec<Type> = ops.iter().map(|o| o.ty).collect();
         // Validated IR: the rule holds; the fallback is never taken.
@@ -976,7 +976,7 @@ impl Lowering<'_> {
             for (slot, o) in regs.iter_mut().zip(&ops) {
                 *slot = o.comp(i);
             }
-            self.emit(Inst::Call { func, ty: elem, dst: dst + i as Reg, args: regs });
+            self.emit(Inst::Call { func, precision, ty: elem, dst: dst + i as Reg, args: regs });
         }
         Operand { reg: dst, ty }
     }

@@ -3,23 +3,30 @@
 //! of the reference for the functions computed in f64 and rounded once
 //! (the inverse and hyperbolic functions, erf, erfc, log1p, expm1, mix,
 //! smoothstep), 2 ULP for tanh (f32's own); exact for round, trunc, rint,
-//! copysign, fmod, sign, saturate and step; the `precise::` variants within
-//! 1 ULP (2 for rsqrt and tanh) and equal to the plain functions.
+//! copysign, fmod, sign, saturate and step; every `precise::` variant
+//! within 1 ULP (computed in f64 and rounded once: correctly rounded but for
+//! rare double roundings), every `fast::` variant equal to the default one
+//! (the simulator's documented choice).
 
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, SpecValues};
 use enigma_ir::builder::*;
-use enigma_ir::{validate, Access, Intrinsic, Type, ValidationOptions};
+use enigma_ir::{validate, Access, Intrinsic, Precision, Type, ValidationOptions};
 use enigma_sim::SimBackend;
 
 /// `out[i] = func(a[i], b[i], c[i])` (as many arguments as `func` takes) on the simulator.
 fn run(func: Intrinsic, args: &[Vec<f32>]) -> Vec<f32> {
+    run_with(func, Precision::Default, args)
+}
+
+/// [`run`] of `precision`'s variant of `func`.
+fn run_with(func: Intrinsic, precision: Precision, args: &[Vec<f32>]) -> Vec<f32> {
     let n = args[0].len();
     let mut k = KernelBuilder::new("math");
     let ins: Vec<_> = (0..func.arity()).map(|i| k.buffer(&format!("in{i}"), Type::F32, Access::Read)).collect();
     let out = k.buffer("out", Type::F32, Access::ReadWrite);
     let g = k.let_("g", thread_position_in_grid().x());
     let vals: Vec<Ex> = ins.iter().map(|m| m.get(g)).collect();
-    k.store(out.at(g), call(func, &vals));
+    k.store(out.at(g), call_with(func, precision, &vals));
     let kernel = k.finish().unwrap();
     let info = validate(&kernel, &ValidationOptions::default()).unwrap();
     let backend = SimBackend::new();
@@ -59,12 +66,16 @@ fn spread(lo: f32, hi: f32, count: usize) -> Vec<f32> {
 }
 
 fn check(func: Intrinsic, args: &[Vec<f32>], reference: impl Fn(&[f64]) -> f64, bound: f64) {
-    let got = run(func, args);
+    check_with(func, Precision::Default, args, reference, bound)
+}
+
+fn check_with(func: Intrinsic, precision: Precision, args: &[Vec<f32>], reference: impl Fn(&[f64]) -> f64, bound: f64) {
+    let got = run_with(func, precision, args);
     for (i, g) in got.iter().enumerate() {
         let xs: Vec<f64> = args.iter().map(|a| a[i] as f64).collect();
         let want = reference(&xs);
         let e = ulps(*g, want);
-        assert!(e <= bound, "{}({xs:?}) = {g}, the reference {want}: {e} ULP (bound {bound})", func.name());
+        assert!(e <= bound, "{}({xs:?}) = {g}, the reference {want}: {e} ULP (bound {bound})", func.qualified_name(precision));
     }
 }
 
@@ -101,30 +112,79 @@ fn transcendental_functions_within_1_ulp() {
     check(Atan2, &[ys, xs], |a| a[0].atan2(a[1]), 1.0);
 }
 
-/// The `precise::` variants: within 1 ULP of the f64 function (2 for
-/// `rsqrt`, two roundings, and `tanh`), and equal to the plain function.
-#[test]
-fn precise_functions_within_their_bounds() {
+/// An f64 reference of any arity.
+type ReferenceOf = fn(&[f64]) -> f64;
+
+/// Inputs for a function of [`Intrinsic::WITH_PRECISION_VARIANTS`] over its
+/// domain, and its f64 reference.
+fn precision_case(f: Intrinsic) -> (Vec<Vec<f32>>, ReferenceOf) {
     use Intrinsic::*;
-    let one: [(Intrinsic, Intrinsic, Domain, Reference, f64); 9] = [
-        (PreciseExp, Exp, (-80.0, 80.0), f64::exp, 1.0),
-        (PreciseExp2, Exp2, (-120.0, 120.0), f64::exp2, 1.0),
-        (PreciseLog, Log, (1e-30, 1e30), f64::ln, 1.0),
-        (PreciseLog2, Log2, (1e-30, 1e30), f64::log2, 1.0),
-        (PreciseSqrt, Sqrt, (0.0, 1e30), f64::sqrt, 1.0),
-        (PreciseRsqrt, Rsqrt, (1e-30, 1e30), |x| 1.0 / x.sqrt(), 2.0),
-        (PreciseTanh, Tanh, (-10.0, 10.0), f64::tanh, 2.0),
-        (PreciseSin, Sin, (-100.0, 100.0), f64::sin, 1.0),
-        (PreciseCos, Cos, (-100.0, 100.0), f64::cos, 1.0),
-    ];
-    for (f, plain, (lo, hi), r, bound) in one {
-        let xs = spread(lo, hi, 1001);
-        check(f, std::slice::from_ref(&xs), |x| r(x[0]), bound);
-        assert_eq!(run(f, std::slice::from_ref(&xs)), run(plain, &[xs]), "{} and {}", f.name(), plain.name());
+    let one = |lo: f32, hi: f32| vec![spread(lo, hi, 1001)];
+    let two = |lo: f32, hi: f32, lo2: f32, hi2: f32| vec![spread(lo, hi, 1001), spread(lo2, hi2, 1001).into_iter().rev().collect()];
+    match f {
+        Exp => (one(-80.0, 80.0), |x| x[0].exp()),
+        Exp2 => (one(-120.0, 120.0), |x| x[0].exp2()),
+        Log => (one(1e-30, 1e30), |x| x[0].ln()),
+        Log2 => (one(1e-30, 1e30), |x| x[0].log2()),
+        Sqrt => (one(0.0, 1e30), |x| x[0].sqrt()),
+        Rsqrt => (one(1e-30, 1e30), |x| 1.0 / x[0].sqrt()),
+        Sin => (one(-100.0, 100.0), |x| x[0].sin()),
+        Cos => (one(-100.0, 100.0), |x| x[0].cos()),
+        Tan => (one(-1.5, 1.5), |x| x[0].tan()),
+        Asin => (one(-1.0, 1.0), |x| x[0].asin()),
+        Acos => (one(-1.0, 1.0), |x| x[0].acos()),
+        Atan => (one(-50.0, 50.0), |x| x[0].atan()),
+        Atan2 => (two(-3.0, 3.0, -2.0, 2.5), |x| x[0].atan2(x[1])),
+        Sinh => (one(-10.0, 10.0), |x| x[0].sinh()),
+        Cosh => (one(-10.0, 10.0), |x| x[0].cosh()),
+        Tanh => (one(-10.0, 10.0), |x| x[0].tanh()),
+        Asinh => (one(-100.0, 100.0), |x| x[0].asinh()),
+        Acosh => (one(1.0, 100.0), |x| x[0].acosh()),
+        Atanh => (one(-0.99, 0.99), |x| x[0].atanh()),
+        Pow => (two(0.01, 20.0, -8.0, 8.0), |x| x[0].powf(x[1])),
+        Floor => (one(-20.0, 20.0), |x| x[0].floor()),
+        Ceil => (one(-20.0, 20.0), |x| x[0].ceil()),
+        Round => (one(-20.0, 20.0), |x| x[0].round()),
+        Trunc => (one(-20.0, 20.0), |x| x[0].trunc()),
+        Rint => (one(-20.0, 20.0), |x| x[0].round_ties_even()),
+        Copysign => (two(-5.0, 5.0, -3.0, 3.0), |x| x[0].copysign(x[1])),
+        Fmod => (two(-50.0, 50.0, 0.5, 7.0), |x| x[0] % x[1]),
+        Abs => (one(-5.0, 5.0), |x| x[0].abs()),
+        Min => (two(-5.0, 5.0, -3.0, 3.0), |x| x[0].min(x[1])),
+        Max => (two(-5.0, 5.0, -3.0, 3.0), |x| x[0].max(x[1])),
+        Clamp => (
+            vec![spread(-5.0, 5.0, 1001), vec![-1.0; 1001], vec![2.0; 1001]],
+            |x| x[0].clamp(x[1], x[2]),
+        ),
+        Saturate => (one(-2.0, 2.0), |x| x[0].clamp(0.0, 1.0)),
+        other => panic!("no inputs for {}", other.name()),
     }
-    let xs = spread(0.01, 20.0, 101);
-    let ys = spread(-8.0, 8.0, 101);
-    check(PrecisePow, &[xs, ys], |a| a[0].powf(a[1]), 1.0);
+}
+
+/// Every `precise::` variant: within 1 ULP of the f64 function (computed in
+/// f64 and rounded once); the exact functions exactly.
+#[test]
+fn every_precise_function_within_1_ulp() {
+    for f in Intrinsic::WITH_PRECISION_VARIANTS {
+        let (args, reference) = precision_case(f);
+        check_with(f, Precision::Precise, &args, reference, 1.0);
+    }
+}
+
+/// Every `fast::` variant computes what the default one does on the
+/// simulator (which documents it so).
+#[test]
+fn every_fast_function_equals_the_default_one() {
+    for f in Intrinsic::WITH_PRECISION_VARIANTS {
+        let (args, _) = precision_case(f);
+        let (fast, default) = (run_with(f, Precision::Fast, &args), run(f, &args));
+        assert_eq!(
+            fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            default.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{}",
+            f.qualified_name(Precision::Fast)
+        );
+    }
 }
 
 #[test]

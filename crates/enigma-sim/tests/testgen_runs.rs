@@ -15,6 +15,11 @@ use proptest::prelude::*;
 /// Runs `case` on the simulator; returns its outputs' 32-bit words, in
 /// output order, or the error (with the kernel's text).
 fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
+    run_with(case, &DispatchOptions { sanitize, schedules: 0, ..Default::default() }).map(|(outputs, _)| outputs)
+}
+
+/// [`run`] under `options`, with the lines the dispatch collected.
+fn run_with(case: &KernelCase, options: &DispatchOptions) -> Result<(Vec<Vec<u32>>, Vec<String>), String> {
     let kernel = &case.kernel;
     let show = |e: &dyn std::fmt::Display| format!("{e}\n{}", print(kernel));
     let info = validate(kernel, &ValidationOptions::default()).map_err(|e| show(&e))?;
@@ -57,7 +62,7 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
         enigma_backend::check_dispatch(backend.info(), compiled.as_ref(), &args, DispatchMode::Threads, case.grid, case.threads)
             .map_err(|e| show(&e))?;
     let report = backend
-        .dispatch(compiled.as_ref(), &args, &geometry, &DispatchOptions { sanitize, schedules: 0, ..Default::default() })
+        .dispatch(compiled.as_ref(), &args, &geometry, options)
         .map_err(|e| show(&e))?;
     // Output elements of threads that returned early stay unwritten (a
     // coverage warning, expected); anything else is a generator or simulator bug.
@@ -78,7 +83,44 @@ fn run(case: &KernelCase, sanitize: bool) -> Result<Vec<Vec<u32>>, String> {
             outputs.push(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
         }
     }
-    Ok(outputs)
+    Ok((outputs, report.printed))
+}
+
+/// The print phase (`GenConfig::prints`): about half the kernels print; each
+/// line is `p gid=<g> …` of a distinct thread, every `g` of a kernel the same
+/// modulo `PRINT_EVERY`, at most one line per `PRINT_EVERY` threads; a
+/// sanitized run prints the lines a plain one does and writes the same
+/// outputs.
+#[test]
+fn the_print_phase_prints_bounded_lines_that_runs_agree_on() {
+    let every = testgen::PRINT_EVERY;
+    let config = GenConfig { prints: true, ..GenConfig::default() };
+    let collect = |sanitize| DispatchOptions { sanitize, schedules: 0, collect_printed: true, ..Default::default() };
+    let mut printing = 0;
+    for seed in 0..80 {
+        let case = testgen::case_with(&config, seed);
+        let (outputs, mut lines) = run_with(&case, &collect(false)).unwrap();
+        let (sanitized_outputs, mut sanitized_lines) = run_with(&case, &collect(true)).unwrap();
+        lines.sort();
+        sanitized_lines.sort();
+        assert_eq!(lines, sanitized_lines, "seed {seed}");
+        assert_eq!(case.compare_outputs(&outputs, &sanitized_outputs), Ok(()));
+        let gids: Vec<u32> = lines
+            .iter()
+            .map(|l| {
+                let text = l.split_once("): ").map_or(l.as_str(), |(_, t)| t);
+                let gid = text.strip_prefix("p gid=").and_then(|t| t.split(' ').next()).and_then(|g| g.parse().ok());
+                gid.unwrap_or_else(|| panic!("seed {seed}: line {l:?}"))
+            })
+            .collect();
+        let mut distinct = gids.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), gids.len(), "seed {seed}: a thread printed twice");
+        assert!(gids.iter().all(|g| g % every == gids[0] % every), "seed {seed}: {gids:?}");
+        assert!(gids.len() as u32 <= case.grid[0].div_ceil(every), "seed {seed}");
+        printing += usize::from(!gids.is_empty());
+    }
+    assert!(printing >= 10, "only {printing} of 80 kernels printed");
 }
 
 proptest! {

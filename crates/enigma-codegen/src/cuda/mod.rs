@@ -80,8 +80,10 @@
 //! * **Specialisation constants** are fixed when the source is generated:
 //!   [`Options::spec_values`] overrides their defaults, and each becomes
 //!   a `const` at the top of the kernel body.
-//! * **Functions**: `f32` math calls CUDA's functions (`expf`, `__expf` for
-//!   `fast::exp`, `rsqrtf`, `fminf`, …); math on `half`, `bfloat` and
+//! * **Functions**: `f32` math calls CUDA's functions (`expf`, `rsqrtf`,
+//!   `fminf`, …): `fast::` variants the intrinsics CUDA has (`__expf`,
+//!   `__sinf`, …), `precise::` ones the full-precision functions and the
+//!   correctly rounded `__fsqrt_rn`, `__frsqrt_rn`; math on `half`, `bfloat` and
 //!   vectors, `select`, `popcount/clz/ctz` and every SIMD-group function call
 //!   a helper in `namespace enigma`, emitted in a prelude only when used.
 //!
@@ -112,7 +114,7 @@ use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
 use enigma_ir::validate::check_literal;
 use enigma_ir::{
     Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, MatrixType, MemFlags, Memory, ParamId,
-    ParamKind, Scalar, SpecId, TgArrayId, Type,
+    ParamKind, Precision, Scalar, SpecId, TgArrayId, Type,
 };
 use prelude::{Helper, PreludeCx};
 use std::collections::BTreeSet;
@@ -349,29 +351,39 @@ impl Cuda {
     }
 }
 
-/// The f32 CUDA function for a math intrinsic.
-fn f32_function(func: Intrinsic) -> Option<&'static str> {
+/// The f32 CUDA function for `precision`'s variant of a math intrinsic:
+/// `precise::` takes the correctly rounded `__fsqrt_rn` and `__frsqrt_rn`
+/// and CUDA's full-precision functions otherwise; `fast::` takes the
+/// intrinsics CUDA has (`__expf`, `__logf`, `__log2f`, `__sinf`, `__cosf`,
+/// `__tanf`, `__powf`) and the default function where it has none.
+fn f32_function(func: Intrinsic, precision: Precision) -> Option<&'static str> {
     use Intrinsic::*;
+    match (precision, func) {
+        (Precision::Precise, Sqrt) => return Some("__fsqrt_rn"),
+        (Precision::Precise, Rsqrt) => return Some("__frsqrt_rn"),
+        (Precision::Fast, Exp) => return Some("__expf"),
+        (Precision::Fast, Log) => return Some("__logf"),
+        (Precision::Fast, Log2) => return Some("__log2f"),
+        (Precision::Fast, Sin) => return Some("__sinf"),
+        (Precision::Fast, Cos) => return Some("__cosf"),
+        (Precision::Fast, Tan) => return Some("__tanf"),
+        (Precision::Fast, Pow) => return Some("__powf"),
+        _ => {}
+    }
     Some(match func {
-        Exp | PreciseExp => "expf",
-        Exp2 | FastExp2 | PreciseExp2 => "exp2f",
-        Log | PreciseLog => "logf",
-        Log2 | PreciseLog2 => "log2f",
-        Sqrt | FastSqrt | PreciseSqrt => "sqrtf",
-        Rsqrt | FastRsqrt | PreciseRsqrt => "rsqrtf",
-        Tanh | FastTanh | PreciseTanh => "tanhf",
-        Sin | PreciseSin => "sinf",
-        Cos | PreciseCos => "cosf",
+        Exp => "expf",
+        Exp2 => "exp2f",
+        Log => "logf",
+        Log2 => "log2f",
+        Sqrt => "sqrtf",
+        Rsqrt => "rsqrtf",
+        Tanh => "tanhf",
+        Sin => "sinf",
+        Cos => "cosf",
         Floor => "floorf",
         Ceil => "ceilf",
-        Pow | PrecisePow => "powf",
+        Pow => "powf",
         Fma => "fmaf",
-        FastExp => "__expf",
-        FastLog => "__logf",
-        FastLog2 => "__log2f",
-        FastSin => "__sinf",
-        FastCos => "__cosf",
-        FastPow => "__powf",
         Tan => "tanf",
         Sinh => "sinhf",
         Cosh => "coshf",
@@ -562,11 +574,11 @@ impl Dialect for Cuda {
         }
     }
 
-    fn call(&mut self, func: Intrinsic, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
+    fn call(&mut self, func: Intrinsic, precision: Precision, types: &[Type], result: Type, args: Vec<Code>) -> DResult<Code> {
         use Intrinsic::*;
         let t0 = types.first().copied().unwrap_or(result);
         let native_int = t0.width() == 1 && matches!(t0.elem(), Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64);
-        let precise = enigma_ir::Intrinsic::plain_name(func);
+        let name = func.name();
         if func.is_simd() {
             let name: &'static str = func.name();
             return Ok(self.helper_call(Helper::Simd(intrinsic_index(func), name), name, &args));
@@ -576,22 +588,25 @@ impl Dialect for Cuda {
                 Code::postfix(format!("fminf(fmaxf({}, {}), {})", args[0].text, args[1].text, args[2].text))
             }
             Clamp if native_int => Code::postfix(format!("min(max({}, {}), {})", args[0].text, args[1].text, args[2].text)),
-            Min | Max if native_int => Code::postfix(format!("{precise}({})", args_text(&args))),
+            Min | Max if native_int => Code::postfix(format!("{name}({})", args_text(&args))),
             Abs if native_int => match t0.elem() {
                 Scalar::I32 => Code::postfix(format!("abs({})", args[0].text)),
                 Scalar::I64 => Code::postfix(format!("llabs({})", args[0].text)),
                 _ => args[0].clone(), // |x| of an unsigned x
             },
-            f if t0 == Type::F32 && f32_function(f).is_some() => {
-                Code::postfix(format!("{}({})", f32_function(f).unwrap_or(precise), args_text(&args)))
+            f if t0 == Type::F32 && f32_function(f, precision).is_some() => {
+                Code::postfix(format!("{}({})", f32_function(f, precision).unwrap_or(name), args_text(&args)))
+            }
+            // A float vector in a variant with its own CUDA function.
+            f if t0.elem() == Scalar::F32 && f32_function(f, precision) != f32_function(f, Precision::Default) => {
+                let variant = format!("{}_{name}", precision.namespace().unwrap_or("default"));
+                self.need(Helper::MathVariant(intrinsic_index(f), precision));
+                Code::postfix(format!("enigma::{variant}({})", args_text(&args)))
             }
             Clamp => self.helper_call(Helper::Clamp, "clamp", &args),
             Select => self.helper_call(Helper::Select, "select", &args),
-            Popcount | Clz | Ctz => self.helper_call(Helper::Bits, precise, &args),
-            _ => {
-                let name: &'static str = precise;
-                self.helper_call(Helper::Math(name), name, &args)
-            }
+            Popcount | Clz | Ctz => self.helper_call(Helper::Bits, name, &args),
+            _ => self.helper_call(Helper::Math(name), name, &args),
         };
         Ok(code)
     }

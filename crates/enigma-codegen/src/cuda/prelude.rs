@@ -3,7 +3,7 @@
 //! (vector types, math on `half`, SIMD-group functions, …), each emitted
 //! only when needed, in a fixed order, inside `namespace enigma`.
 
-use enigma_ir::Scalar;
+use enigma_ir::{Intrinsic, Precision, Scalar};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -20,6 +20,11 @@ pub(crate) enum Helper {
     Vec,
     /// `enigma::<name>` overloads for a math function (by its MSL name).
     Math(&'static str),
+    /// `enigma::fast_<name>` or `enigma::precise_<name>`: the `float`
+    /// overloads (scalar and vector) of a variant whose CUDA function
+    /// differs from the default one's, by the function's index in
+    /// `Intrinsic::ALL`.
+    MathVariant(usize, Precision),
     /// `clamp`, after the `min` and `max` it calls.
     Clamp,
     Bits,
@@ -65,7 +70,7 @@ impl Helper {
     }
 }
 
-const INCLUSIVE_SUM: Helper = Helper::Simd(81, "simd_prefix_inclusive_sum");
+const INCLUSIVE_SUM: Helper = Helper::Simd(61, "simd_prefix_inclusive_sum");
 
 /// Adds `h` and what it needs to `set`.
 pub(crate) fn require(set: &mut BTreeSet<Helper>, h: Helper) {
@@ -94,6 +99,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::Convert => convert(out, cx),
             Helper::Vec => vec(out, cx),
             Helper::Math(name) => math(out, name, cx),
+            Helper::MathVariant(index, precision) => math_variant(out, Intrinsic::ALL[*index], *precision, cx),
             Helper::Clamp => out.push_str("template <typename T> __device__ inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }\n\n"),
             Helper::Bits => {
                 out.push_str(BITS);
@@ -386,6 +392,29 @@ fn f32_impl(name: &str) -> Option<(&'static str, usize)> {
         "max" => ("fmaxf({0}, {1})", 2),
         _ => return None,
     })
+}
+
+/// `enigma::<ns>_<name>` on `float` and its vectors: `precision`'s CUDA
+/// function ([`super::f32_function`]) on each component.
+fn math_variant(out: &mut String, func: Intrinsic, precision: Precision, cx: &PreludeCx) {
+    let (Some(ns), Some(f)) = (precision.namespace(), super::f32_function(func, precision)) else { return };
+    let name = format!("{ns}_{}", func.name());
+    let params = &["a", "b", "c"][..func.arity()];
+    let _ = writeln!(
+        out,
+        "__device__ inline float {name}({}) {{ return {f}({}); }}",
+        params.iter().map(|p| format!("float {p}")).collect::<Vec<_>>().join(", "),
+        params.join(", ")
+    );
+    if cx.vectors {
+        let vsig = params.iter().map(|p| format!("const vec<float, N>& {p}")).collect::<Vec<_>>().join(", ");
+        let each = params.iter().map(|p| format!("{p}[i]")).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(
+            out,
+            "template <int N> __device__ inline vec<float, N> {name}({vsig})\n{{\n    vec<float, N> r;\n    for (int i = 0; i < N; ++i) r[i] = {f}({each});\n    return r;\n}}"
+        );
+    }
+    out.push('\n');
 }
 
 fn math(out: &mut String, name: &str, cx: &PreludeCx) {

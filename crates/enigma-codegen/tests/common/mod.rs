@@ -6,7 +6,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::{
-    validate, Access, AtomicOp, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Scalar, Type,
+    validate, Access, AtomicOp, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Precision, Scalar, Type,
     ValidationOptions,
 };
 
@@ -235,7 +235,8 @@ pub fn builtins() -> Kernel {
     finish(k)
 }
 
-/// Every float math function on `f32`, including the `fast::` variants.
+/// Every float math function on `f32`, then every `fast::` and `precise::`
+/// variant.
 pub fn math_f32() -> Kernel {
     let mut k = KernelBuilder::new("math_f32");
     let a = k.buffer("a", Type::F32, Access::Read);
@@ -259,6 +260,13 @@ pub fn math_f32() -> Kernel {
         k.store(out.at(slot), value);
         slot += 1;
     }
+    for precision in [Precision::Fast, Precision::Precise] {
+        for func in Intrinsic::WITH_PRECISION_VARIANTS {
+            let args = [x, y, 1.0f32.into()];
+            k.store(out.at(slot), call_with(func, precision, &args[..func.arity()]));
+            slot += 1;
+        }
+    }
     finish(k)
 }
 
@@ -276,12 +284,12 @@ pub fn math_other_types() -> Kernel {
     let longs = k.buffer("longs", Type::I64, Access::ReadWrite);
     let i = k.let_("i", thread_position_in_grid().x());
     let hx = k.let_("hx", h.get(i));
-    k.store(h.at(i), exp(hx) + fast_exp(hx) + fma(hx, hx, lit(Scalar::F16, 0.5)) + pow(hx, lit(Scalar::F16, 2.0)));
+    k.store(h.at(i), exp(hx) + fast::exp(hx) + fma(hx, hx, lit(Scalar::F16, 0.5)) + pow(hx, lit(Scalar::F16, 2.0)));
     k.store(h.at(i + 1u32), clamp(abs(hx), lit(Scalar::F16, 0.0), lit(Scalar::F16, 1.0)) + min(hx, hx) % max(hx, hx));
     let bx = k.let_("bx", bf.get(i));
     k.store(bf.at(i), sqrt(bx) * rsqrt(bx) + max(bx, lit(Scalar::BF16, 0.25)));
     let vx = k.let_("vx", v.get(i));
-    k.store(v.at(i), tanh(vx) + fast_sin(vx) + min(vx, vector(vt(Scalar::F32, 4), &[0.0f32.into()])) + floor(vx) % ceil(vx));
+    k.store(v.at(i), tanh(vx) + fast::sin(vx) * precise::sqrt(vx) + min(vx, vector(vt(Scalar::F32, 4), &[0.0f32.into()])) + floor(vx) % ceil(vx));
     let s = k.let_("s", ints.get(i));
     k.store(ints.at(i), abs(s) + min(s, 3) + max(s, -3) + clamp(s, -1, 1));
     let u = k.let_("u", uints.get(i));

@@ -15,17 +15,20 @@ pub struct JsonError {
 }
 
 /// The version of the JSON form, written first as `"schema"` and checked on
-/// reading. Version 3 gives each quantized tile load its packed-word
-/// `"layout"`; version 2, which this reader also takes, had none (its loads
-/// read as `"rows"`, seed 002's layout, the only one it had), and spelled
-/// types as their IR names (`"f32x4"`) like version 3; version 1 spelled
-/// them as `{"scalar","width"}` objects. A reader of version 2 alone refuses
-/// version 3 (rather than reading a fragment-ordered load as rows).
-pub const JSON_SCHEMA: u32 = 3;
+/// reading. Version 4 names a call's function and its precision apart
+/// (`{"func":"exp","precision":"fast"}`, the precision left out when it is
+/// the default); versions 2 and 3, which this reader also takes, named the
+/// `fast::` and `precise::` variants as functions of their own
+/// (`"fast_exp"`, `"precise_sin"`), read as version 4's pair. Version 3 gave
+/// each quantized tile load its packed-word `"layout"`; version 2 had none
+/// (its loads read as `"rows"`, seed 002's layout, the only one it had), and
+/// spelled types as their IR names (`"f32x4"`) like versions 3 and 4;
+/// version 1 spelled them as `{"scalar","width"}` objects.
+pub const JSON_SCHEMA: u32 = 4;
 
 /// The versions [`from_json`] reads: [`JSON_SCHEMA`] and those whose
-/// documents it reads the same way.
-pub const READABLE_JSON_SCHEMAS: [u32; 2] = [2, JSON_SCHEMA];
+/// documents it reads the same way or translates.
+pub const READABLE_JSON_SCHEMAS: [u32; 3] = [2, 3, JSON_SCHEMA];
 
 #[derive(serde::Serialize)]
 struct Versioned<'a> {
@@ -78,10 +81,43 @@ pub fn from_json(json: &str) -> Result<Kernel, JsonError> {
         return Err(JsonError {
             line: 1,
             column: 1,
-            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA} (and {})", READABLE_JSON_SCHEMAS[0]),
+            message: format!("{found}; this enigma reads IR JSON schema {JSON_SCHEMA} (and 2, 3)"),
         });
     }
-    read_unbounded(json)
+    let direct = read_unbounded(json);
+    if header.schema == Some(JSON_SCHEMA) || direct.is_ok() {
+        return direct;
+    }
+    // An older document that calls a `fast_*` or `precise_*` function; any
+    // other error is reported where serde_json found it.
+    let mut document: serde_json::Value = read_unbounded(json)?;
+    split_precision_names(&mut document);
+    serde_json::from_value(document).or(direct)
+}
+
+/// Rewrites the calls of a version-2 or -3 document, which named a
+/// function's `fast::` and `precise::` variants as functions of their own
+/// (`"func":"fast_exp"`), into version 4's function and precision.
+fn split_precision_names(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(fields) => {
+            if let Some(Value::Object(call)) = fields.get_mut("call") {
+                let renamed = call.get("func").and_then(Value::as_str).and_then(|name| {
+                    ["fast", "precise"]
+                        .into_iter()
+                        .find_map(|ns| name.strip_prefix(ns).and_then(|rest| rest.strip_prefix('_')).map(|f| (ns, f.to_string())))
+                });
+                if let Some((namespace, func)) = renamed {
+                    call.insert("func".into(), Value::String(func));
+                    call.insert("precision".into(), Value::String(namespace.into()));
+                }
+            }
+            fields.values_mut().for_each(split_precision_names);
+        }
+        Value::Array(items) => items.iter_mut().for_each(split_precision_names),
+        _ => {}
+    }
 }
 
 /// Deserialises `json` without serde_json's recursion limit (its depth was

@@ -166,8 +166,10 @@
 //!   bare indices into `params`, `locals`, `threadgroup_arrays`,
 //!   `thread_arrays` (left out when empty), `spec_constants`.
 //! * Expressions: `literal`, `param`, `spec`, `var`, `builtin`, `load {mem,
-//!   index}`, `unary {op, arg}`, `binary {op, lhs, rhs}`, `call {func, args}`
-//!   (`func` is the intrinsic's variant name: `fast_exp`, `simd_sum`), `cast
+//!   index}`, `unary {op, arg}`, `binary {op, lhs, rhs}`, `call {func,
+//!   precision, args}` (`func` is the intrinsic's variant name: `exp`,
+//!   `simd_sum`; `precision` is `"fast"` or `"precise"`, left out for the
+//!   default), `cast
 //!   {to, arg}`, `bitcast {to, arg}`, `vector {ty, components}`, `extract {arg,
 //!   index}`, `dim_check {mem, dim, index, size}`. Memories are `{"buffer":i}`, `{"threadgroup":i}` or `{"thread":i}`.
 //! * Literals are `{"ty":"<scalar>","value":{"<kind>":v}}` with kinds `bool`,

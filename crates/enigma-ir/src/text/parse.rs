@@ -1329,9 +1329,11 @@ impl Parser {
             let components = self.call_args()?;
             return Ok(Expr::Vector { ty, components });
         }
-        if let Some(func) = Intrinsic::from_name(&name) {
+        let qualified = name.split_once("::").and_then(|(ns, f)| Some((Precision::from_namespace(ns)?, f)));
+        let (precision, plain) = qualified.unwrap_or((Precision::Default, name.as_str()));
+        if let Some(func) = Intrinsic::from_name(plain) {
             let args = self.call_args()?;
-            return Ok(Expr::Call { func, args });
+            return Ok(Expr::Call { func, precision, args });
         }
         if name.starts_with("atomic_") || name.ends_with("_barrier") {
             return Err(self.err_at(

@@ -646,8 +646,8 @@ impl Printer<'_> {
                 self.binary_inner(*op, lhs, rhs);
                 self.out.push(')');
             }
-            Expr::Call { func, args } => {
-                self.out.push_str(func.name());
+            Expr::Call { func, precision, args } => {
+                self.out.push_str(&func.qualified_name(*precision));
                 self.args(args);
             }
             Expr::Cast { to, arg } => {

@@ -186,7 +186,7 @@ class Expressions:
                 return self._builtin(obj, _COMPONENTS[attr], node)
             if isinstance(obj, (Intrinsic, DType)):
                 raise self.error(node, f"{obj!r} has no attribute `{attr}` in a kernel")
-            if not isinstance(obj, (_pytypes.ModuleType, _lang._FastNamespace, type)) and not hasattr(obj, "__dict__"):
+            if not isinstance(obj, (_pytypes.ModuleType, _lang._PrecisionNamespace, type)) and not hasattr(obj, "__dict__"):
                 raise self.error(node, f"attribute `{attr}` of a {type(obj).__name__} cannot be used in a kernel")
             try:
                 return self._classify(getattr(obj, attr), node)

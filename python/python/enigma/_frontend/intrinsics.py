@@ -185,12 +185,14 @@ class Intrinsics:
         if len(args) != arity:
             raise self.error(node, f"enigma.{name} takes {arity} argument(s), {len(args)} given")
 
+        precision = _lang.precision_of(name)
+
         def call(vals, hint=""):
             """The call on converted arguments; its type is the IR's rule."""
-            ty = self._rule(node, _enigma.intrinsic_result_type, tag, [v.ty for v in vals], hint=hint)
-            return Val(_call(tag, [v.expr for v in vals]), ty)
+            ty = self._rule(node, _enigma.intrinsic_result_type, tag, [v.ty for v in vals], precision, hint=hint)
+            return Val(_call(tag, [v.expr for v in vals], precision), ty)
 
-        if base in _lang.FLOAT_MATH or base in _lang.CLASSIFICATION:
+        if base in _lang.FLOAT_MATH or base in _lang.CLASSIFICATION or precision != "default":
             vals, _ = self._unify_many(args, node, default_float=True)
             return call(vals, hint="; convert with enigma.f32(...)")
         if base in ("abs", "min", "max", "clamp"):

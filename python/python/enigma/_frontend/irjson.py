@@ -53,5 +53,8 @@ def _binary(op, lhs, rhs):
     return {"binary": {"op": op, "lhs": lhs, "rhs": rhs}}
 
 
-def _call(func, args):
-    return {"call": {"func": func, "args": args}}
+def _call(func, args, precision="default"):
+    call = {"func": func, "args": args}
+    if precision != "default":
+        call["precision"] = precision
+    return {"call": call}
