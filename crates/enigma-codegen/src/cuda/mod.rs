@@ -759,6 +759,10 @@ impl Dialect for Cuda {
         if bfloat {
             out.push_str("#include <cuda_bf16.h>\n");
         }
+        if cx.info.prints {
+            // NVRTC declares printf itself; nvcc finds it in <cstdio>.
+            out.push_str("#if !defined(__CUDACC_RTC__)\n#include <cstdio>\n#endif\n");
+        }
         out.push_str("\ntypedef unsigned int uint;\n\n");
         prelude::write(&mut out, &self.helpers, &pcx);
         if self.matrices {
