@@ -186,6 +186,17 @@ pub struct Program {
     pub initial: Vec<(Reg, u32, u64)>,
 }
 
+impl Program {
+    /// Whether instruction `pc` is an overlapped product (its operand reads
+    /// are recorded again after the next barrier).
+    pub fn is_overlapped_product(&self, pc: u32) -> bool {
+        match self.code.get(pc as usize) {
+            Some(Inst::Collective { op, .. }) => matches!(**op, Collective::Matmul { overlapped: true, .. }),
+            _ => false,
+        }
+    }
+}
+
 struct Lowering<'k> {
     kernel: &'k Kernel,
     spec: &'k [Literal],

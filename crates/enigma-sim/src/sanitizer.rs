@@ -859,17 +859,13 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
     let device = matches!(r.mem, Some(MemRef::Buffer(_)));
     // The other access is an overlapped product's read (recorded again
     // after the barrier that follows it).
-    let overlapped_product = |pc: u32| match program.code.get(pc as usize) {
-        Some(crate::program::Inst::Collective { op, .. }) => matches!(**op, crate::cooperative::Collective::Matmul { overlapped: true, .. }),
-        _ => false,
-    };
     let against_overlapped = [r.other.and_then(|o| match o {
         Other::Thread(w) => Some(w.pc),
         Other::Threadgroup { .. } => None,
     }), Some(r.who.pc)]
     .into_iter()
     .flatten()
-    .any(overlapped_product);
+    .any(|pc| program.is_overlapped_product(pc));
     let texture = match r.mem {
         Some(MemRef::Texture(p)) => textures.get(p as usize).copied().flatten(),
         _ => None,
