@@ -914,7 +914,7 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
         ),
         FindingKind::ThreadgroupRace if against_overlapped => (
             format!("`{var}` is written while the overlapped product (matmul2d_run_overlapped) may still read it: it reads its operands until the second threadgroup_barrier after it (at {b} and {a})"),
-            format!("write the product's operands only after the second threadgroup_barrier that follows it (refill the stage used two slices back), or run it with matmul2d_run, whose operands are free after the next barrier"),
+            "write the product's operands only after the second threadgroup_barrier that follows it (refill the stage used two slices back), or run it with matmul2d_run, whose operands are free after the next barrier".into(),
         ),
         FindingKind::ThreadgroupRace => (
             format!("two SIMD groups access `{var}` with no threadgroup_barrier between (at {b} and {a})"),
