@@ -3,7 +3,7 @@
 
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::{self as lib, conv};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 /// The shape of a 2-D convolution (PyTorch's `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,16 +84,8 @@ impl Ops<'_> {
             format!("conv2d {dtype:?}"),
             || conv::conv2d(dtype),
             lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t),
-            &[
-                ("x", Arg::from(x)),
-                ("w", Arg::from(w)),
-                // Without a bias the kernel never reads this binding.
-                ("bias", Arg::from(bias.unwrap_or(w))),
-                ("y", Arg::from(&y)),
-                ("dims", Arg::from(&dims)),
-                ("has_bias", Arg::u32(bias.is_some() as u32)),
-                ("total", Arg::u32(total32)),
-            ],
+            // Without a bias the kernel never reads `bias`: `w` stands in.
+            &conv::ConvArgs { x, w, bias: bias.unwrap_or(w), y: &y, dims: &dims, has_bias: bias.is_some() as u32, total: total32 },
         )?;
         Ok((y, [oh, ow]))
     }

@@ -3,9 +3,9 @@
 //! a result into memory the caller gave.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_kernels::library::elementwise::{self, Elementwise};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs};
 use enigma_ir::Scalar;
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -25,11 +25,7 @@ impl Ops<'_> {
         let vec = self.vectorize(name, &inputs, dtype.ty(4), true)?;
         let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
         let y = self.flat_output(elem, n, vec)?;
-        let mut args = vec![("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("n", Arg::u32(plan.n))];
-        if let Some(b) = b {
-            args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
-        }
-        args.push(("factor", Arg::f32(factor)));
+        let args = ElementwiseArgs { x, x4: x, b, b4: b, y: &y, y4: &y, n: plan.n, factor };
         self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &args)?;
         Ok(y)
     }
@@ -74,7 +70,7 @@ impl Ops<'_> {
         let n = enigma_kernels::library::to_u32(&name, "elements", elems)?;
         let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
         let dispatch = enigma_kernels::library::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
-        self.launch(format!("copy {elem:?}"), || elementwise::copy(elem), dispatch, &[("src", Arg::from(src)), ("dst", Arg::from(dst)), ("n", Arg::u32(n))])
+        self.launch(format!("copy {elem:?}"), || elementwise::copy(elem), dispatch, &CopyArgs { src, dst, n })
     }
 
     /// `y = op(a, b)` for a binary `op` and `a`, `b` of shapes `a_shape`,
@@ -114,7 +110,7 @@ impl Ops<'_> {
             format!("elementwise_broadcast {:?}", (op, dtype)),
             || elementwise::broadcast_binary(op, dtype),
             dispatch,
-            &[("a", Arg::from(a)), ("b", Arg::from(b)), ("y", Arg::from(&y)), ("layout", Arg::from(&layout)), ("rank", Arg::u32(shape.len() as u32)), ("n", Arg::u32(n32))],
+            &BroadcastArgs { a, b, y: &y, layout: &layout, rank: shape.len() as u32, n: n32 },
         )?;
         Ok((y, shape))
     }

@@ -4,10 +4,12 @@
 
 use crate::{arg_err, host::upload_bytes, Error, Ops, QuantFormat, QuantLayout, SplitSum};
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::gemm::{self, MatrixArgs, PackedArgs};
+use enigma_kernels::library::qmatmul::{self, DecodeArgs, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::qmatmul_affine::AffineArgs;
 use enigma_kernels::library::quant::{self, QuantizedMatrix};
-use enigma_kernels::library::{self as lib, gemm, qgemm_fused, DType, Dispatch};
-use enigma_runtime::{Arg, Buffer, Runtime};
+use enigma_kernels::library::{self as lib, qgemm_fused, DType, Dispatch};
+use enigma_runtime::{Buffer, Runtime};
 
 /// The problem `qmatmul` solves for `m` rows of A times `w`.
 fn problem(w: &QuantizedWeights, m: usize, out: DType) -> QmatmulProblem {
@@ -103,19 +105,19 @@ impl Ops<'_> {
                     format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
                     || plan.kernel(),
                     plan.dispatch,
-                    &[
-                        ("a4", Arg::from(&a4)),
-                        ("b", Arg::from(&w.packed)),
-                        ("b2", Arg::from(&w.packed)),
-                        ("b4", Arg::from(&w.packed)),
-                        ("scales", Arg::from(&w.scales)),
-                        ("scales2", Arg::from(&w.scales)),
-                        ("scales4", Arg::from(&w.scales)),
-                        ("m", Arg::u32(plan.m)),
-                        ("n", Arg::u32(plan.n)),
-                        ("k", Arg::u32(plan.k)),
-                        ("group_words", Arg::u32(plan.group_words())),
-                    ],
+                    DecodeArgs {
+                        a4: &a4,
+                        b: &w.packed,
+                        b2: &w.packed,
+                        b4: &w.packed,
+                        scales: &w.scales,
+                        scales2: &w.scales,
+                        scales4: &w.scales,
+                        m: plan.m,
+                        n: plan.n,
+                        k: plan.k,
+                        group_words: plan.group_words(),
+                    },
                     &c,
                     out,
                     m * w.n,
@@ -135,19 +137,19 @@ impl Ops<'_> {
                     format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
                     || plan.kernel(),
                     plan.dispatch,
-                    &[
-                        ("a4", Arg::from(&a4)),
-                        ("b", Arg::from(&w.packed)),
-                        ("b2", Arg::from(&w.packed)),
-                        ("b4", Arg::from(&w.packed)),
-                        ("scales", Arg::from(&w.scales)),
-                        ("biases", Arg::from(biases)),
-                        ("c", Arg::from(&c)),
-                        ("m", Arg::u32(plan.m)),
-                        ("n", Arg::u32(plan.n)),
-                        ("k", Arg::u32(plan.k)),
-                        ("group_shift", Arg::u32(plan.group_shift())),
-                    ],
+                    &AffineArgs {
+                        a4: &a4,
+                        b: &w.packed,
+                        b2: &w.packed,
+                        b4: &w.packed,
+                        scales: &w.scales,
+                        biases,
+                        c: &c,
+                        m: plan.m,
+                        n: plan.n,
+                        k: plan.k,
+                        group_shift: plan.group_shift(),
+                    },
                 )?;
                 Ok(c)
             }
@@ -200,16 +202,7 @@ impl Ops<'_> {
             key,
             build,
             dispatch,
-            &[
-                ("a", Arg::from(a)),
-                ("a4", Arg::from(&a4)),
-                ("b", Arg::from(&w.packed)),
-                ("scales", Arg::from(&w.scales)),
-                ("m", Arg::u32(mu)),
-                ("n", Arg::u32(n)),
-                ("k", Arg::u32(k)),
-                ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
-            ],
+            (MatrixArgs { a, a4: &a4, b: &w.packed, m: mu, n, k }, PackedArgs { scales: &w.scales, group: lib::to_u32(op, "group", w.group)? }),
             &c,
             out,
             m * w.n,

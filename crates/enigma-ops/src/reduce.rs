@@ -5,9 +5,10 @@
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Scalar;
 use enigma_kernels::library::elementwise::Elementwise;
-use enigma_kernels::library::reduce::{AxisReduction, Pool};
+use enigma_kernels::library::reduce::{AxisReduceArgs, AxisReduction, Pool, PoolArgs, ReduceArgs, RowReduceArgs};
+use enigma_kernels::library::softmax::NllArgs;
 use enigma_kernels::library::{self as lib, reduce, softmax, ReduceOp};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 /// How [`Ops::cross_entropy`] reduces the per-target losses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +42,7 @@ impl Ops<'_> {
     }
 
     fn reduce_pass(&self, pass: &reduce::ReducePass, x: &Buffer, out: &Buffer) -> Result<(), Error> {
-        self.launch(format!("reduce {pass:?}"), || pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
+        self.launch(format!("reduce {pass:?}"), || pass.kernel(), pass.dispatch, &ReduceArgs { x, x4: x, out, n: pass.n })
     }
 
     /// Sum of `n` elements: one f32.
@@ -65,7 +66,7 @@ impl Ops<'_> {
         let vec = self.vectorize(&name, &[x], dtype.ty(4), d.is_multiple_of(4))?;
         let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::F32, rows)?;
-        self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &RowReduceArgs { x, x4: x, out: &out, d: plan.d })?;
         Ok(out)
     }
 
@@ -87,7 +88,7 @@ impl Ops<'_> {
         }
         let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let out = self.output(r.output(), outer * inner)?;
-        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &(AxisReduceArgs { x, out: &out }, plan.args()))?;
         Ok(out)
     }
 
@@ -104,7 +105,7 @@ impl Ops<'_> {
         self.need(&name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
         let plan = reduce::plan_arg_rows(&name, rows, d, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::I32, rows)?;
-        self.launch(format!("arg_rows {:?}", (r, dtype, plan.threads)), || reduce::arg_rows(r, dtype, plan.threads), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        self.launch(format!("arg_rows {:?}", (r, dtype, plan.threads)), || reduce::arg_rows(r, dtype, plan.threads), plan.dispatch, &RowReduceArgs { x, x4: x, out: &out, d: plan.d })?;
         Ok(out)
     }
 
@@ -137,16 +138,7 @@ impl Ops<'_> {
             format!("nll_axis {dtype:?}"),
             || softmax::nll_axis(dtype),
             plan.dispatch,
-            &[
-                ("logp", Arg::from(&logp)),
-                ("target", Arg::from(target)),
-                ("loss", Arg::from(&loss)),
-                ("valid", Arg::from(&valid)),
-                ("ignore", Arg::i32(ignore_index)),
-                ("axis", Arg::u32(plan.axis)),
-                ("inner", Arg::u32(plan.inner)),
-                ("columns", Arg::u32(plan.columns)),
-            ],
+            &(NllArgs { logp: &logp, target, loss: &loss, valid: &valid, ignore: ignore_index }, plan.args()),
         )?;
         self.with_f32(|ops| match reduction {
             None => Ok(loss),
@@ -194,7 +186,7 @@ impl Ops<'_> {
         let dims = self.rt.buffer_from(&dims)?;
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("dims", Arg::from(&dims)), ("total", Arg::u32(total32))])?;
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &PoolArgs { x, y: &y, dims: &dims, total: total32 })?;
         Ok((y, out))
     }
 }

@@ -3,9 +3,9 @@
 
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Type;
-use enigma_kernels::library::reduce;
-use enigma_kernels::library::scan::{self, AxisScan, ScanKind};
-use enigma_runtime::{Arg, Buffer};
+use enigma_kernels::library::reduce::{self, AxisRowArgs};
+use enigma_kernels::library::scan::{self, AxisScan, ScanArgs, ScanKind};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -38,14 +38,7 @@ impl Ops<'_> {
                 format!("scan_block {:?}", (elem, level.vec, level.kind, pass, plan.items)),
                 || scan::scan_block(elem, level.vec, level.kind, pass, plan.items),
                 level.scan,
-                &[
-                    ("x", Arg::from(input)),
-                    ("x4", Arg::from(input)),
-                    ("y", Arg::from(output)),
-                    ("y4", Arg::from(output)),
-                    ("block_sums", Arg::from(&sums[i])),
-                    ("n", Arg::u32(level.n)),
-                ],
+                &ScanArgs { x: Some(input), x4: Some(input), y: Some(output), y4: Some(output), block_sums: Some(&sums[i]), offsets: None, n: level.n },
             )?;
         }
         for (i, level) in plan.levels.iter().enumerate().rev() {
@@ -56,14 +49,7 @@ impl Ops<'_> {
                     format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items)),
                     || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items),
                     first.scan,
-                    &[
-                        ("x", Arg::from(x)),
-                        ("x4", Arg::from(x)),
-                        ("y", Arg::from(&y)),
-                        ("y4", Arg::from(&y)),
-                        ("offsets", Arg::from(&sums[0])),
-                        ("n", Arg::u32(first.n)),
-                    ],
+                    &ScanArgs { x: Some(x), x4: Some(x), y: Some(&y), y4: Some(&y), block_sums: None, offsets: Some(&sums[0]), n: first.n },
                 )?;
             } else {
                 let output = &sums[i - 1];
@@ -71,7 +57,7 @@ impl Ops<'_> {
                     format!("scan_add {:?}", (elem, level.vec, plan.items)),
                     || scan::scan_add(elem, level.vec, plan.items),
                     add,
-                    &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
+                    &ScanArgs { x: None, x4: None, y: Some(output), y4: Some(output), block_sums: None, offsets: Some(&sums[i]), n: level.n },
                 )?;
             }
         }
@@ -96,7 +82,7 @@ impl Ops<'_> {
         }
         let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let y = self.output(elem, n)?;
-        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
         Ok(y)
     }
 }

@@ -15,16 +15,31 @@ use enigma_ir::{Access, Kernel, Scalar, Type};
 /// The names of the entries of the `dims` buffer, in order.
 pub const DIMS: [&str; 15] = ["c_in", "in_h", "in_w", "c_out", "out_h", "out_w", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups"];
 
+crate::kernel_args! {
+    /// The arguments of [`conv2d`] (module docs; `bias` is read only where
+    /// `has_bias` is 1).
+    pub struct ConvArgs {
+        X x: buffer,
+        W w: buffer,
+        BIAS bias: buffer,
+        Y y: buffer,
+        DIMS dims: buffer,
+        HAS_BIAS has_bias: u32,
+        TOTAL total: u32,
+    }
+}
+
 /// The direct convolution kernel `conv2d_{dtype}` (module docs).
 pub fn conv2d(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("conv2d_{dtype}"));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let wt = k.buffer("w", dtype.ty(1), Access::Read);
-    let bias = k.buffer("bias", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let dims = k.buffer("dims", Type::U32, Access::Read);
-    let has_bias = k.value("has_bias", Type::U32);
-    let total = k.value("total", Type::U32);
+    type P = ConvArgs;
+    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
+    let bias = k.buffer(P::BIAS, dtype.ty(1), Access::Read);
+    let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
+    let dims = k.buffer(P::DIMS, Type::U32, Access::Read);
+    let has_bias = k.value(P::HAS_BIAS, Type::U32);
+    let total = k.value(P::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
         let d: Vec<Ex> = DIMS.iter().enumerate().map(|(i, n)| k.let_(n, dims.get(lit(Scalar::U32, i as f64)))).collect();

@@ -190,6 +190,44 @@ impl fmt::Display for Elementwise {
     }
 }
 
+crate::kernel_args! {
+    /// The arguments of [`elementwise`]'s kernels: the scalar kernels read
+    /// `x`, `b` and write `y`, the vector kernels the views `x4`, `b4`, `y4`
+    /// of the same buffers; `b`, `b4` for binary operations only, `factor`
+    /// for `Scale` only.
+    pub struct ElementwiseArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        B b: optional,
+        B4 b4: optional,
+        Y y: buffer,
+        Y4 y4: buffer,
+        N n: u32,
+        FACTOR factor: f32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`broadcast_binary`] (module docs).
+    pub struct BroadcastArgs {
+        A a: buffer,
+        B b: buffer,
+        Y y: buffer,
+        LAYOUT layout: buffer,
+        RANK rank: u32,
+        N n: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`copy`].
+    pub struct CopyArgs {
+        SRC src: buffer,
+        DST dst: buffer,
+        N n: u32,
+    }
+}
+
 /// The kernel `{op}_{dtype}[_vec4]`.
 ///
 /// # Panics
@@ -198,12 +236,13 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_{}{}", op.name(), dtype, vec_suffix(vec)));
     let ty = dtype.ty(vec);
-    let sfx = if vec == 4 { "4" } else { "" };
-    let x = k.buffer(&format!("x{sfx}"), ty, Access::Read);
-    let b = op.is_binary().then(|| k.buffer(&format!("b{sfx}"), ty, Access::Read));
-    let y = k.buffer(&format!("y{sfx}"), ty, Access::ReadWrite);
-    let n = k.value("n", Type::U32);
-    let factor = op.has_factor().then(|| k.value("factor", Type::F32));
+    type P = ElementwiseArgs;
+    let [xn, bn, yn] = if vec == 4 { [P::X4, P::B4, P::Y4] } else { [P::X, P::B, P::Y] };
+    let x = k.buffer(xn, ty, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(bn, ty, Access::Read));
+    let y = k.buffer(yn, ty, Access::ReadWrite);
+    let n = k.value(P::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
     let tid = k.let_("tid", thread_position_in_grid().x());
     // Vectors to process: ceil(n / 4), the last one possibly partial.
     let units = if vec == 4 { vec_units(&mut k, n) } else { n };
@@ -223,12 +262,13 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
 pub fn broadcast_binary(op: Elementwise, dtype: DType) -> Kernel {
     assert!(op.is_binary(), "{op} is not a binary operation");
     let mut k = KernelBuilder::new(format!("{}_broadcast_{}", op.name(), dtype));
-    let a = k.buffer("a", dtype.ty(1), Access::Read);
-    let b = k.buffer("b", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let layout = k.buffer("layout", Type::U32, Access::Read);
-    let rank = k.value("rank", Type::U32);
-    let n = k.value("n", Type::U32);
+    type P = BroadcastArgs;
+    let a = k.buffer(P::A, dtype.ty(1), Access::Read);
+    let b = k.buffer(P::B, dtype.ty(1), Access::Read);
+    let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
+    let layout = k.buffer(P::LAYOUT, Type::U32, Access::Read);
+    let rank = k.value(P::RANK, Type::U32);
+    let n = k.value(P::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n), |k| {
         let rest = k.var("rest", tid);
@@ -254,9 +294,9 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType) -> Kernel {
 /// into memory the caller gave (`out=`).
 pub fn copy(elem: Scalar) -> Kernel {
     let mut k = KernelBuilder::new(format!("copy_{}", elem.name()));
-    let src = k.buffer("src", Type::scalar(elem), Access::Read);
-    let dst = k.buffer("dst", Type::scalar(elem), Access::ReadWrite);
-    let n = k.value("n", Type::U32);
+    let src = k.buffer(CopyArgs::SRC, Type::scalar(elem), Access::Read);
+    let dst = k.buffer(CopyArgs::DST, Type::scalar(elem), Access::ReadWrite);
+    let n = k.value(CopyArgs::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n), |k| {
         k.store(dst.at(tid), src.get(tid));

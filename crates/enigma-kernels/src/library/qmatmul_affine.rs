@@ -50,6 +50,26 @@ pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per lane, twice).
 const DEFAULT_REGISTER_TILE: u32 = 8;
 
+crate::kernel_args! {
+    /// The arguments of [`qmatmul_affine`]: A's `half4` view, the packed
+    /// words read as vectors of `words` (`b`, `b2`, `b4`: views of one
+    /// buffer), the scales and biases, C, the shape, and `group_shift`
+    /// (log2 of the group).
+    pub struct AffineArgs {
+        A4 a4: buffer,
+        B b: buffer,
+        B2 b2: buffer,
+        B4 b4: buffer,
+        SCALES scales: buffer,
+        BIASES biases: buffer,
+        C c: buffer,
+        M m: u32,
+        N n: u32,
+        K k: u32,
+        GROUP_SHIFT group_shift: u32,
+    }
+}
+
 /// `qmatmul_affine_{out}_r{rows}_c{cols}_w{words}_t{threads}`: `rows` rows
 /// of `C` per threadgroup, `cols` columns per SIMD group, `words` packed
 /// words per lane and load.
@@ -66,16 +86,21 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
     let simdgroups = threads / SIMD_WIDTH;
     let chunk_values = words * VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(format!("qmatmul_affine_{out}_r{rows}_c{cols}_w{words}_t{threads}"));
-    let suffix = if words == 1 { String::new() } else { words.to_string() };
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, words as u8), Access::Read);
-    let scales = k.buffer("scales", Type::F16, Access::Read);
-    let biases = k.buffer("biases", Type::F16, Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group_shift = k.value("group_shift", Type::U32);
+    type P = AffineArgs;
+    let bn = match words {
+        1 => P::B,
+        2 => P::B2,
+        _ => P::B4,
+    };
+    let a4 = k.buffer(P::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(bn, Type::vector(Scalar::U32, words as u8), Access::Read);
+    let scales = k.buffer(P::SCALES, Type::F16, Access::Read);
+    let biases = k.buffer(P::BIASES, Type::F16, Access::Read);
+    let c = k.buffer(P::C, out.ty(1), Access::ReadWrite);
+    let m = k.value(P::M, Type::U32);
+    let n = k.value(P::N, Type::U32);
+    let kk = k.value(P::K, Type::U32);
+    let group_shift = k.value(P::GROUP_SHIFT, Type::U32);
 
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());

@@ -41,7 +41,9 @@
 //! Parameters: `a4` (`half4` view of `A`), `b` (the words), `scales`, `c`
 //! (with K split, the f32 workspace), and `m`, `n`, `k`, `group` by value.
 
+use super::gemm::{MatrixArgs, PackedArgs};
 use super::quant::Format;
+use super::split::SplitArgs;
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, QuantLayout, Type};
 
@@ -78,14 +80,14 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
     let simdgroups = threads / SIMD_WIDTH;
     let tile_n = units * UNIT_N;
     let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_fragments_u{units}_t{threads}{}", if split { "_splitk" } else { "" }));
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer("b", Type::U32, Access::Read);
-    let scales = k.buffer("scales", Type::F16, Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group = k.value("group", Type::U32);
+    let a4 = k.buffer(MatrixArgs::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
+    let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
+    let c = k.buffer(SplitArgs::C, out.ty(1), Access::ReadWrite);
+    let m = k.value(MatrixArgs::M, Type::U32);
+    let n = k.value(MatrixArgs::N, Type::U32);
+    let kk = k.value(MatrixArgs::K, Type::U32);
+    let group = k.value(PackedArgs::GROUP, Type::U32);
     // A's staging, [simdgroup][row][64 + PAD] f16 as half4s.
     let lda = UNIT_K + gemm::PAD;
     let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F16, 4), simdgroups * ROWS * lda / 4);

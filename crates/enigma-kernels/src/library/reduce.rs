@@ -48,6 +48,69 @@ pub const DEFAULT_UNROLL: u32 = 4;
 /// Default cap on pass-1 threadgroups (each then loops over its share).
 pub const DEFAULT_MAX_GROUPS: u32 = 1024;
 
+crate::kernel_args! {
+    /// The arguments of [`reduce`]'s passes: `x` (and its vector view `x4`
+    /// in the vector kernels), `n` elements, a partial per threadgroup in
+    /// `out`.
+    pub struct ReduceArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        OUT out: buffer,
+        N n: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`reduce_rows`] (`x` or its view `x4`) and
+    /// [`arg_rows`] (`x`): rows of `d` elements, one result per row in
+    /// `out`.
+    pub struct RowReduceArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        OUT out: buffer,
+        D d: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The column geometry every kernel over the middle axis of
+    /// `[outer, axis, inner]` declares (`axis_columns`), bound beside the
+    /// kernel's buffers.
+    pub struct AxisArgs(values) {
+        AXIS axis: u32,
+        INNER inner: u32,
+        COLUMNS columns: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of the kernels over the middle axis that read `x` and
+    /// write `y` (`softmax::softmax_axis`, `scan::scan_axis`), bound beside
+    /// [`AxisArgs`].
+    pub struct AxisRowArgs {
+        X x: buffer,
+        Y y: buffer,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of [`reduce_axis`] (with [`AxisArgs`]).
+    pub struct AxisReduceArgs {
+        X x: buffer,
+        OUT out: buffer,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`pool2d`].
+    pub struct PoolArgs {
+        X x: buffer,
+        Y y: buffer,
+        DIMS dims: buffer,
+        TOTAL total: u32,
+    }
+}
+
 /// Pass-1 / pass-2 kernel of the vector reduction: `{op}_reduce_{dtype}[_vec4][_u{unroll}]`.
 ///
 /// # Panics
@@ -57,10 +120,10 @@ pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
     assert!(unroll >= 1, "unroll must be at least 1");
     let unroll_suffix = if unroll > 1 { format!("_u{unroll}") } else { String::new() };
     let mut k = KernelBuilder::new(format!("{}_reduce_{}{}{}", op.name(), dtype, vec_suffix(vec), unroll_suffix));
-    let x4 = (vec == 4).then(|| k.buffer("x4", dtype.ty(4), Access::Read));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::F32, Access::ReadWrite);
-    let n = k.value("n", Type::U32);
+    let x4 = (vec == 4).then(|| k.buffer(ReduceArgs::X4, dtype.ty(4), Access::Read));
+    let x = k.buffer(ReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(ReduceArgs::OUT, Type::F32, Access::ReadWrite);
+    let n = k.value(ReduceArgs::N, Type::U32);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let group = k.let_("group", threadgroup_position_in_grid().x());
     let tpg = k.let_("tpg", threads_per_threadgroup().x());
@@ -100,9 +163,9 @@ pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
 pub fn reduce_rows(op: ReduceOp, dtype: DType, vec: u8) -> Kernel {
     assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec)));
-    let x = k.buffer(if vec == 4 { "x4" } else { "x" }, dtype.ty(vec), Access::Read);
-    let out = k.buffer("out", Type::F32, Access::ReadWrite);
-    let d = k.value("d", Type::U32);
+    let x = k.buffer(if vec == 4 { RowReduceArgs::X4 } else { RowReduceArgs::X }, dtype.ty(vec), Access::Read);
+    let out = k.buffer(RowReduceArgs::OUT, Type::F32, Access::ReadWrite);
+    let d = k.value(RowReduceArgs::D, Type::U32);
     let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
@@ -259,9 +322,9 @@ pub(crate) struct AxisColumn {
 /// thread's column of `[outer, axis, inner]`; returns the column and the
 /// axis length.
 pub(crate) fn axis_columns(k: &mut KernelBuilder) -> (AxisColumn, Ex) {
-    let axis = k.value("axis", Type::U32);
-    let inner = k.value("inner", Type::U32);
-    let columns = k.value("columns", Type::U32);
+    let axis = k.value(AxisArgs::AXIS, Type::U32);
+    let inner = k.value(AxisArgs::INNER, Type::U32);
+    let columns = k.value(AxisArgs::COLUMNS, Type::U32);
     let column = k.let_("column", thread_position_in_grid().x());
     let active = k.let_("active", column.lt(columns));
     // Threads past the last column compute an address they never load.
@@ -275,8 +338,8 @@ pub(crate) fn axis_columns(k: &mut KernelBuilder) -> (AxisColumn, Ex) {
 /// `{sum,max,min,argmax,argmin}_axis_{dtype}`.
 pub fn reduce_axis(r: AxisReduction, dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_axis_{}", r.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::scalar(r.output()), Access::ReadWrite);
+    let x = k.buffer(AxisReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(AxisReduceArgs::OUT, Type::scalar(r.output()), Access::ReadWrite);
     let (col, axis) = axis_columns(&mut k);
     k.if_(col.active, |k| match r {
         AxisReduction::Value(op) => {
@@ -319,9 +382,9 @@ pub fn arg_rows(r: AxisReduction, dtype: DType, threads: u32) -> Kernel {
     assert!(threads.is_power_of_two() && (32..=1024).contains(&threads), "threads {threads} is not a power of two from 32 to 1024");
     let largest = r == AxisReduction::ArgMax;
     let mut k = KernelBuilder::new(format!("{}_rows_{}_t{threads}", r.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::I32, Access::ReadWrite);
-    let d = k.value("d", Type::U32);
+    let x = k.buffer(RowReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(RowReduceArgs::OUT, Type::I32, Access::ReadWrite);
+    let d = k.value(RowReduceArgs::D, Type::U32);
     let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let base = k.let_("base", row * d);
@@ -416,10 +479,10 @@ impl Pool {
 /// (module docs).
 pub fn pool2d(pool: Pool, dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_{}", pool.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let dims = k.buffer("dims", Type::U32, Access::Read);
-    let total = k.value("total", Type::U32);
+    let x = k.buffer(PoolArgs::X, dtype.ty(1), Access::Read);
+    let y = k.buffer(PoolArgs::Y, dtype.ty(1), Access::ReadWrite);
+    let dims = k.buffer(PoolArgs::DIMS, Type::U32, Access::Read);
+    let total = k.value(PoolArgs::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
         let names = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw"];
@@ -464,6 +527,13 @@ pub struct AxisPlan {
     pub inner: u32,
     pub columns: u32,
     pub dispatch: Dispatch,
+}
+
+impl AxisPlan {
+    /// The column geometry the kernel is bound with.
+    pub fn args(&self) -> AxisArgs {
+        AxisArgs { axis: self.axis, inner: self.inner, columns: self.columns }
+    }
 }
 
 /// Plans a kernel over the middle axis of `[outer, axis, inner]` with

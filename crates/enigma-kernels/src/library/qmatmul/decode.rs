@@ -66,7 +66,7 @@
 //! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
 
 use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
-use crate::library::split::{check_k_splits, split_run, MAX_SPLITS};
+use crate::library::split::{check_k_splits, split_run, SplitArgs, MAX_SPLITS};
 use crate::library::*;
 use enigma_ir::{Access, Kernel, Type};
 
@@ -173,6 +173,27 @@ pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads:
     build(format, DType::F32, rows, cols, words, threads, true)
 }
 
+crate::kernel_args! {
+    /// The arguments of [`qmatmul()`] and [`qmatmul_splitk`] beside
+    /// `split::SplitArgs` (C): A's `half4` view, the packed words and
+    /// scales read as vectors of `cols` (`b`, `b2`, `b4` and `scales`,
+    /// `scales2`, `scales4` for 1, 2, 4 columns per thread: views of one
+    /// buffer each), the shape, and `group_words` words per group.
+    pub struct DecodeArgs {
+        A4 a4: buffer,
+        B b: buffer,
+        B2 b2: buffer,
+        B4 b4: buffer,
+        SCALES scales: buffer,
+        SCALES2 scales2: buffer,
+        SCALES4 scales4: buffer,
+        M m: u32,
+        N n: u32,
+        K k: u32,
+        GROUP_WORDS group_words: u32,
+    }
+}
+
 /// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
 fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
@@ -183,15 +204,20 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let simdgroups = threads / SIMD_WIDTH;
     let cols_n = cols as usize;
     let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}", if split { "_splitk" } else { "" }));
-    let suffix = if cols == 1 { String::new() } else { cols.to_string() };
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
-    let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group_words = k.value("group_words", Type::U32);
+    type P = DecodeArgs;
+    let (bn, sn) = match cols {
+        1 => (P::B, P::SCALES),
+        2 => (P::B2, P::SCALES2),
+        _ => (P::B4, P::SCALES4),
+    };
+    let a4 = k.buffer(P::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(bn, Type::vector(Scalar::U32, cols as u8), Access::Read);
+    let scales = k.buffer(sn, Type::vector(Scalar::F16, cols as u8), Access::Read);
+    let c = k.buffer(SplitArgs::C, out.ty(1), Access::ReadWrite);
+    let m = k.value(P::M, Type::U32);
+    let n = k.value(P::N, Type::U32);
+    let kk = k.value(P::K, Type::U32);
+    let group_words = k.value(P::GROUP_WORDS, Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
     let pairs = format == Format::Int4;
     let (stage_vecs, stage_elem) = stage_layout(format, rows, words);
