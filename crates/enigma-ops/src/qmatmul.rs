@@ -92,17 +92,18 @@ impl Ops<'_> {
         let (mu, n) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?);
         match selection {
             QmatmulSelection::Decode(plan) => {
-                if plan.cols > 1 {
-                    let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);
+                let cols = plan.blocking.cols;
+                if cols > 1 {
+                    let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * cols) as usize);
                     if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
-                        return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
+                        return Err(arg_err(op, format!("{cols} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread")));
                     }
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
                 // The decode kernel's splits are always summed by the reduction.
                 self.launch_split(
-                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.splits > 1)),
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)),
                     || plan.kernel(),
                     plan.dispatch,
                     DecodeArgs {
@@ -128,13 +129,14 @@ impl Ops<'_> {
             }
             QmatmulSelection::Affine(plan) => {
                 let biases = w.biases.as_ref().ok_or_else(|| arg_err(op, format!("{} weights need `biases`", w.format)))?;
-                if plan.words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * plan.words) as usize)) {
-                    return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
+                let words = plan.blocking.words;
+                if words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * words) as usize)) {
+                    return Err(arg_err(op, format!("{words} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", 4 * words)));
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
                 self.launch(
-                    format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+                    format!("qmatmul_affine {:?}", (plan.out, plan.blocking, plan.threads)),
                     || plan.kernel(),
                     plan.dispatch,
                     &AffineArgs {
@@ -153,7 +155,7 @@ impl Ops<'_> {
                 )?;
                 Ok(c)
             }
-            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
+            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("qmatmul_fragments {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
             // The keys name every field: the split count is built into the
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),

@@ -234,7 +234,7 @@ mod tests {
         // A kernel without the optional buffer does not ask for it.
         let bound = (TestArgs { x: "x", bias: None, n: 7 }, OutArgs { y: "y" }).bind(&kernel(false, None)).unwrap();
         assert_eq!(bound, [Bound::Buffer("x"), Bound::Buffer("y"), Bound::Value(Literal::u32(7))]);
-        assert_eq!(TestArgs::NAMES, ["x", "bias", "n"]);
+        assert_eq!((TestArgs::NAMES, OutArgs::NAMES), (&["x", "bias", "n"][..], &["y"][..]));
     }
 
     #[test]
