@@ -31,7 +31,7 @@
 //! from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::config::{stages_that_fit, MAX_STAGES};
-use super::{MatrixArgs, PlainArgs};
+use super::args::{MatrixArgs, PlainArgs};
 use crate::library::split::SplitArgs;
 use crate::library::*;
 use enigma_ir::builder::{Matmul2d, Tensor};

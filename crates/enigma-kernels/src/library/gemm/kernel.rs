@@ -8,7 +8,7 @@
 
 use super::operand::*;
 use super::config::*;
-use super::{MatrixArgs, PackedArgs, PlainArgs};
+use super::args::{MatrixArgs, PackedArgs, PlainArgs};
 use crate::library::quant::Format;
 use crate::library::split::*;
 use crate::library::*;

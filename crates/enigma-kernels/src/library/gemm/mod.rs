@@ -46,41 +46,7 @@
 //! instructions, [`select`] takes the GEMM on cooperative tensors instead
 //! ([`cooperative`]; the same parameters but `a4` and `b4`).
 
-crate::kernel_args! {
-    /// The operands and shape the library's matrix products declare (each
-    /// kernel its own subset: the fused and fragment kernels read A through
-    /// `a4` only), bound beside [`PlainArgs`] or [`PackedArgs`] and
-    /// `split::SplitArgs` (C).
-    pub struct MatrixArgs {
-        A a: buffer,
-        /// A's 4-element vector view.
-        A4 a4: buffer,
-        B b: buffer,
-        M m: u32,
-        N n: u32,
-        K k: u32,
-    }
-}
-
-crate::kernel_args! {
-    /// A product of B's values (this GEMM, the SIMT and the cooperative
-    /// kernels): B's vector view and `C = alpha·A·B + beta·C`'s scalars.
-    pub struct PlainArgs {
-        B4 b4: buffer,
-        ALPHA alpha: f32,
-        BETA beta: f32,
-    }
-}
-
-crate::kernel_args! {
-    /// A product of packed 4-bit B words ([`qgemm`], `qgemm_fused`,
-    /// `qmatmul_fragments`): the f16 scale per `group` K values.
-    pub struct PackedArgs {
-        SCALES scales: buffer,
-        GROUP group: u32,
-    }
-}
-
+mod args;
 mod config;
 pub mod cooperative;
 mod kernel;
@@ -89,6 +55,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
+pub use args::{MatrixArgs, PackedArgs, PlainArgs};
 pub(crate) use config::simdgroup_tiles;
 pub use config::{
     reference, Edges, GemmConfig, QgemmConfig, DEFAULT_STAGES, DOUBLE_BUFFER_REGISTERS, FRAGMENT_ORDER_SIMDGROUP_TILE, MAX_STAGES, PAD, QGEMM_SLICE_DEPTHS,
