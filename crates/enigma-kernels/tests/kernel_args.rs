@@ -45,6 +45,32 @@ fn family<'s>(label: &str, kernels: Vec<Kernel>, names: &[&[&str]], args: &impl 
     assert_eq!(used, declared, "{label}: the parameters its kernels declare and its arguments' fields");
 }
 
+/// The fused decode's arguments with every buffer given, each holding its
+/// name.
+fn fused_decode_args() -> FusedDecodeArgs<&'static str> {
+    FusedDecodeArgs {
+        q: "q",
+        q4: "q4",
+        q8: "q8",
+        k: "k",
+        k4: "k4",
+        k8: "k8",
+        v: "v",
+        v4: "v4",
+        v8: "v8",
+        out: Some("out"),
+        lse: Some("lse"),
+        partial_ml: Some("partial_ml"),
+        partial_acc: Some("partial_acc"),
+        seq_lens: Some("seq_lens"),
+        s_len: 1,
+        d: 1,
+        scale: 1.0,
+        group: 1,
+        split_len: 1,
+    }
+}
+
 #[test]
 fn every_family_binds_its_kernels_by_its_arguments() {
     let dtypes = DType::ALL;
@@ -134,28 +160,7 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
         attention::fused(&FusedConfig { vec: 4, ragged: true, lse: true, ..base }),
         attention::fused(&FusedConfig { vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, stages: 4, split: true, ..base }),
     ];
-    let args = FusedDecodeArgs {
-        q: "q",
-        q4: "q4",
-        q8: "q8",
-        k: "k",
-        k4: "k4",
-        k8: "k8",
-        v: "v",
-        v4: "v4",
-        v8: "v8",
-        out: Some("out"),
-        lse: Some("lse"),
-        partial_ml: Some("partial_ml"),
-        partial_acc: Some("partial_acc"),
-        seq_lens: Some("seq_lens"),
-        s_len: 1,
-        d: 1,
-        scale: 1.0,
-        group: 1,
-        split_len: 1,
-    };
-    family("fused decode", fused, &[FusedDecodeArgs::NAMES], &args);
+    family("fused decode", fused, &[FusedDecodeArgs::NAMES], &fused_decode_args());
     let combine = vec![attention::combine(DType::F16, false), attention::combine(DType::BF16, true)];
     family("combine", combine, &[CombineArgs::NAMES], &CombineArgs { partial_ml: "partial_ml", partial_acc: "partial_acc", out: "out", lse: Some("lse"), d: 1, splits: 2 });
     let prefill = [(false, false), (true, true)].map(|(causal, lse)| attention_prefill::prefill(&PrefillConfig { dtype: DType::F16, d: 64, causal, lse, stages: 2, tile: PrefillTile::PORTABLE })).to_vec();
@@ -168,27 +173,7 @@ fn a_launch_that_leaves_out_a_buffer_its_kernel_declares_is_refused() {
     // The fused decode's split form writes partial states; a launch filled
     // for the unsplit form has none for it.
     let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false };
-    let unsplit = FusedDecodeArgs {
-        q: "q",
-        q4: "q4",
-        q8: "q8",
-        k: "k",
-        k4: "k4",
-        k8: "k8",
-        v: "v",
-        v4: "v4",
-        v8: "v8",
-        out: Some("out"),
-        lse: None,
-        partial_ml: None,
-        partial_acc: None,
-        seq_lens: None,
-        s_len: 1,
-        d: 1,
-        scale: 1.0,
-        group: 1,
-        split_len: 1,
-    };
+    let unsplit = FusedDecodeArgs { lse: None, partial_ml: None, partial_acc: None, seq_lens: None, ..fused_decode_args() };
     let kernel = attention::fused(&base);
     let e = unsplit.bind(&kernel).unwrap_err();
     assert_eq!(e.param, "partial_ml");

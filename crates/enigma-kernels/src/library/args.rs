@@ -1,5 +1,5 @@
 //! Typed argument binding: each kernel family declares its parameters once,
-//! in a [`kernel_args!`] struct whose fields are the parameters of the
+//! in a [`kernel_args!`](crate::kernel_args) struct whose fields are the parameters of the
 //! family's kernels; the builders name their parameters by the struct's
 //! constants (`ElementwiseArgs::X4`) and a launcher fills the struct
 //! (`ElementwiseArgs { x4: buf, … }`), so no parameter name is written
@@ -46,7 +46,7 @@ pub struct BindError {
     pub reason: Unbound,
 }
 
-/// The arguments of a family's kernels (a [`kernel_args!`] struct, or a
+/// The arguments of a family's kernels (a [`kernel_args!`](crate::kernel_args) struct, or a
 /// pair of them) with buffers `&'s T`.
 pub trait KernelArgs<'s, T: ?Sized> {
     /// The type's name, for errors.

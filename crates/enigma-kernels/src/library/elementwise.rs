@@ -191,7 +191,7 @@ impl fmt::Display for Elementwise {
 }
 
 crate::kernel_args! {
-    /// The arguments of [`elementwise`]'s kernels: the scalar kernels read
+    /// The arguments of [`elementwise()`]'s kernels: the scalar kernels read
     /// `x`, `b` and write `y`, the vector kernels the views `x4`, `b4`, `y4`
     /// of the same buffers; `b`, `b4` for binary operations only, `factor`
     /// for `Scale` only.

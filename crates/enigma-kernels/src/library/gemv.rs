@@ -35,7 +35,7 @@ pub const DEFAULT_UNROLL: u32 = 2;
 pub const WIDE_ROWS_PER_SIMDGROUP: u32 = 4;
 
 crate::kernel_args! {
-    /// The arguments of [`gemv`]: the weights `w` (viewed as `w4`, or as
+    /// The arguments of [`gemv()`]: the weights `w` (viewed as `w4`, or as
     /// the wide form's `w8`), `x` (viewed as `x4` by the vector and wide
     /// forms), `y`, `m` rows of `k`.
     pub struct GemvArgs {

@@ -52,7 +52,7 @@ pub const DEFAULT_THREADS: u32 = 256;
 const DEFAULT_REGISTER_TILE: u32 = 8;
 
 crate::kernel_args! {
-    /// The arguments of [`qmatmul_affine`]: A's `half4` view, the packed
+    /// The arguments of [`qmatmul_affine()`]: A's `half4` view, the packed
     /// words read as vectors of `words` (`b`, `b2`, `b4`: views of one
     /// buffer), the scales and biases, C, the shape, and `group_shift`
     /// (log2 of the group).

@@ -49,7 +49,7 @@ pub const DEFAULT_UNROLL: u32 = 4;
 pub const DEFAULT_MAX_GROUPS: u32 = 1024;
 
 crate::kernel_args! {
-    /// The arguments of [`reduce`]'s passes: `x` (and its vector view `x4`
+    /// The arguments of [`reduce()`]'s passes: `x` (and its vector view `x4`
     /// in the vector kernels), `n` elements, a partial per threadgroup in
     /// `out`.
     pub struct ReduceArgs {

@@ -443,7 +443,8 @@ impl DecodePlan<RowBlocking> {
     }
 }
 
-/// Options of [`plan`]: the blocking ([`BlockingOptions`]; words per
+/// Options of the row decode's plan (`plan`, reached through
+/// `qmatmul::select`): the blocking ([`BlockingOptions`]; words per
 /// iteration default to [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
 /// most `split::MAX_SPLITS`; default [`default_splits`] for
