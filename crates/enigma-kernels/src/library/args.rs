@@ -1,6 +1,6 @@
-//! Typed argument binding: each kernel family declares its parameters once,
-//! in a [`kernel_args!`](crate::kernel_args) struct whose fields are the parameters of the
-//! family's kernels; the builders name their parameters by the struct's
+//! Typed argument binding: each kernel family declares its parameters
+//! once, in a [`kernel_args!`](crate::kernel_args) struct whose fields are
+//! the parameters of the family's kernels; the builders name their parameters by the struct's
 //! constants (`ElementwiseArgs::X4`) and a launcher fills the struct
 //! (`ElementwiseArgs { x4: buf, … }`), so no parameter name is written
 //! twice. [`KernelArgs::bind`] orders the fields as a kernel's parameters
@@ -46,8 +46,9 @@ pub struct BindError {
     pub reason: Unbound,
 }
 
-/// The arguments of a family's kernels (a [`kernel_args!`](crate::kernel_args) struct, or a
-/// pair of them) with buffers `&'s T`.
+/// The arguments of a family's kernels (a
+/// [`kernel_args!`](crate::kernel_args) struct, or a pair of them) with
+/// buffers `&'s T`.
 pub trait KernelArgs<'s, T: ?Sized> {
     /// The type's name, for errors.
     fn type_name(&self) -> String;
@@ -77,9 +78,7 @@ impl<'s, 'f: 's, T: ?Sized + 'f, First: KernelArgs<'f, T>, Second: KernelArgs<'s
     fn arg(&self, name: &str) -> Result<Bound<&'s T>, Unbound> {
         match self.0.arg(name) {
             Err(Unbound::NotAParameter) => self.1.arg(name),
-            Ok(Bound::Buffer(b)) => Ok(Bound::Buffer(b)),
-            Ok(Bound::Value(v)) => Ok(Bound::Value(v)),
-            Err(unbound) => Err(unbound),
+            found => found,
         }
     }
 }
@@ -112,9 +111,9 @@ impl ValueArg for f32 {
 /// `Option<B>`) or a by-value type (`u32`, `i32`, `f32`). It makes the
 /// struct (generic over the buffer type `B`, `()` by default, and bound
 /// where `B` is a reference; arguments that are all values are declared
-/// `pub struct Name(values)` and bind beside any buffers), a constant per parameter holding its name (the
-/// field's name), `NAMES` (all of them) and the [`KernelArgs`]
-/// implementation.
+/// `pub struct Name(values)` and bind beside any buffers), a constant per
+/// parameter holding its name (the field's name), `NAMES` (all of them)
+/// and the [`KernelArgs`] implementation.
 #[macro_export]
 macro_rules! kernel_args {
     (

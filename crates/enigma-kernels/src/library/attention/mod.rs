@@ -52,7 +52,9 @@
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
 
+mod args;
 mod plan;
+pub use args::*;
 pub use plan::*;
 
 /// Register slots per lane for a head dimension `d` at vector width `vec`.
@@ -91,31 +93,6 @@ fn lane_dot(k_mem: Mem, row_base: Ex, slots: &[(Ex, Ex)], qs: &[Ex]) -> Ex {
         dot = Some(dot.map_or(term, |d| d + term));
     }
     dot.expect("at least one slot")
-}
-
-crate::kernel_args! {
-    /// The arguments of [`scores`] (`q4`, `k4` the vector views of `q`, `k`).
-    pub struct ScoresArgs {
-        Q q: buffer,
-        Q4 q4: buffer,
-        K k: buffer,
-        K4 k4: buffer,
-        SCORES scores: buffer,
-        S_LEN s_len: u32,
-        D d: u32,
-        SCALE scale: f32,
-    }
-}
-
-crate::kernel_args! {
-    /// The arguments of [`weighted_sum`].
-    pub struct WeightedSumArgs {
-        W w: buffer,
-        V v: buffer,
-        OUT out: buffer,
-        S_LEN s_len: u32,
-        D d: u32,
-    }
 }
 
 /// `attention_scores_{dtype}[_vec4]_c{chunks}`: `scores[h, s] = scale · q[h]·K[h, s]`.
@@ -352,34 +329,6 @@ fn shuffle_xor(x: Ex, mask: u32) -> Ex {
     }
     let comps: Vec<Ex> = (0..width).map(|c| simd_shuffle_xor(x.component(c), mask)).collect();
     vector(Type::vector(Scalar::F32, width), &comps)
-}
-
-crate::kernel_args! {
-    /// The arguments of [`fused`]: Q, K and V (viewed as `q4`, `k4`, `v4`
-    /// by the vector kernels, as the 16-byte words `q8`, `k8`, `v8` by the
-    /// wide ones); `out` (and `lse`) unsplit, `partial_ml`, `partial_acc`
-    /// and `split_len` split; `seq_lens` for ragged batches.
-    pub struct FusedDecodeArgs {
-        Q q: buffer,
-        Q4 q4: buffer,
-        Q8 q8: buffer,
-        K k: buffer,
-        K4 k4: buffer,
-        K8 k8: buffer,
-        V v: buffer,
-        V4 v4: buffer,
-        V8 v8: buffer,
-        OUT out: optional,
-        LSE lse: optional,
-        PARTIAL_ML partial_ml: optional,
-        PARTIAL_ACC partial_acc: optional,
-        SEQ_LENS seq_lens: optional,
-        S_LEN s_len: u32,
-        D d: u32,
-        SCALE scale: f32,
-        GROUP group: u32,
-        SPLIT_LEN split_len: u32,
-    }
 }
 
 /// `attention_fused…` ([`FusedConfig::name`]): the whole decode step of
@@ -742,18 +691,6 @@ pub fn fused(c: &FusedConfig) -> Kernel {
 
 /// Threads per threadgroup of [`combine`]: 8 SIMD groups share the splits.
 pub const COMBINE_THREADS: u32 = 256;
-
-crate::kernel_args! {
-    /// The arguments of [`combine`] (`lse` with the log-sum-exp only).
-    pub struct CombineArgs {
-        PARTIAL_ML partial_ml: buffer,
-        PARTIAL_ACC partial_acc: buffer,
-        OUT out: buffer,
-        LSE lse: optional,
-        D d: u32,
-        SPLITS splits: u32,
-    }
-}
 
 /// `attention_combine_{dtype}[_lse]`: merges the partial states of
 /// [`fused`]'s split form into `out[r, :]`, grid `(rows, ceil(d / 32))`
