@@ -185,3 +185,59 @@ def test_the_device_source_and_lowering_are_the_runtimes():
         rt.native.cuda_source(enigma.compile(gemm_tile).native)
     # The portable source takes the scalar path: no wgmma without a device that has it.
     assert "wgmma.mma_async" not in enigma.compile(gemm_tile).cuda
+
+
+OVERLAPPED = enigma.matmul2d(enigma.matmul2d_descriptor(64, 64, 16), enigma.execution_simdgroups(4))
+
+
+@enigma.kernel
+def rewrite_after_one_barrier(A: enigma.f16, B: enigma.f16, C: enigma.f32):
+    """An overlapped product's operand overwritten after one barrier: a race."""
+    ta = enigma.threadgroup_alloc(enigma.f16, 1024)
+    tb = enigma.threadgroup_alloc(enigma.f16, 1024)
+    lid = enigma.thread_index_in_threadgroup()
+    for i in range(lid, 1024, 128):
+        ta[i] = A[i]
+        tb[i] = B[i]
+    enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+    a = enigma.tensor(ta, (16, 64))
+    b = enigma.tensor(tb, (64, 16))
+    c = OVERLAPPED.get_destination_cooperative_tensor(a, b, enigma.f32)
+    OVERLAPPED.run_overlapped(a, b, c)
+    enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+    ta[lid] = tb[lid]
+    c.store(enigma.tensor(C, (64, 64)))
+
+
+@enigma.kernel
+def rewrite_after_two_barriers(A: enigma.f16, B: enigma.f16, C: enigma.f32):
+    """The same write after the second barrier: the operands are free."""
+    ta = enigma.threadgroup_alloc(enigma.f16, 1024)
+    tb = enigma.threadgroup_alloc(enigma.f16, 1024)
+    lid = enigma.thread_index_in_threadgroup()
+    for i in range(lid, 1024, 128):
+        ta[i] = A[i]
+        tb[i] = B[i]
+    enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+    a = enigma.tensor(ta, (16, 64))
+    b = enigma.tensor(tb, (64, 16))
+    c = OVERLAPPED.get_destination_cooperative_tensor(a, b, enigma.f32)
+    OVERLAPPED.run_overlapped(a, b, c)
+    enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+    enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+    ta[lid] = tb[lid]
+    c.store(enigma.tensor(C, (64, 64)))
+
+
+def test_an_overlapped_product_keeps_its_operands_until_the_second_barrier():
+    rng = np.random.default_rng(3)
+    a, b = halves(rng, 64, 16), halves(rng, 16, 64)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    c = np.zeros(64 * 64, np.float32)
+    rt.execute(enigma.compile(rewrite_after_two_barriers), inputs=[a.astype(np.float16), b.astype(np.float16), c], grid=128, threads=128)
+    np.testing.assert_array_equal(c.reshape(64, 64), want)
+    assert "matmul2d_overlapped(" in enigma.compile(rewrite_after_two_barriers).ir
+    with pytest.raises(enigma.SanitizerError) as e:
+        rt.execute(enigma.compile(rewrite_after_one_barrier), inputs=[a.astype(np.float16), b.astype(np.float16), np.zeros(64 * 64, np.float32)], grid=128, threads=128)
+    assert "the overlapped product (matmul2d_run_overlapped) may still read it" in str(e.value)

@@ -16,7 +16,9 @@
 //! and how many ways K is split over threadgroups (`--splits`, each
 //! `Options::k_splits`: `auto` for the library's default,
 //! `qmatmul::default_splits`, or a count from 1 up to K / group; each row
-//! prints the count that ran as `splits`). Each configuration is first
+//! prints the count that ran as `splits`) and, for FP4/INT4, the chunks
+//! staged ahead by asynchronous copies (`--stages`, `QmatmulOptions::stages`:
+//! `auto` for the default, 0: the register prefetch). Each configuration is first
 //! checked against the f64 product of `A` and the dequantised weights.
 //!
 //! `--variants` picks the kernels: `decode` (the sweep above), `separate`
@@ -33,9 +35,10 @@
 //! `--splits`, above them the separate kernel with the tiles, stages and
 //! splits of `separate`). Each row names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
-//! `--split-sum kernel` has the tensor-core kernels sum their K splits
-//! themselves (`Options::split_sum`, one dispatch) instead of the
-//! reduction's second dispatch.
+//! `--split-sum kernel|reduction` has the kernels (the decode kernel's and
+//! the tensor-core ones') sum their K splits themselves
+//! (`Options::split_sum`, one dispatch) or leave them to the reduction's
+//! second dispatch; without it each takes its default.
 //! Times are medians of `repeats` CUDA-event device times of a call's
 //! dispatches (with K split, the kernel and the reduction) run back to back
 //! in a held batch (`Runtime::begin_held_batch`: the device starts them only
@@ -75,8 +78,9 @@ use std::time::Duration;
 const ROTATION_BYTES: usize = 200 << 20;
 
 /// One decode-kernel configuration of the sweep: threads, columns per
-/// thread, packed words per iteration, K splits asked for (`None`: auto).
-type Config = (u32, u32, u32, Option<u32>);
+/// thread, packed words per iteration, K splits asked for (`None`: auto),
+/// chunks staged ahead (`None`: auto).
+type Config = (u32, u32, u32, Option<u32>, Option<u32>);
 
 /// One timed run: a decode-kernel configuration, the separate tensor-core
 /// kernel, or the fused one on a tile (`None`: seed 002 §9.1's for M) with
@@ -256,7 +260,11 @@ fn main() {
                 for &cols in &args.cols {
                     let runs_words = |w: u32| if format.has_biases() { qmatmul_affine::LOAD_WORDS.contains(&w) } else { (group / 8) % w as usize == 0 };
                     for &words in args.words.iter().filter(|&&w| runs_words(w)) {
-                        configs.extend(args.splits.iter().map(|&splits| (threads, cols, words, splits)));
+                        // MLX's affine kernel has no stages.
+                        let stage_counts = if format.has_biases() { vec![None] } else { args.stages.clone() };
+                        for stages in stage_counts {
+                            configs.extend(args.splits.iter().map(|&splits| (threads, cols, words, splits, stages)));
+                        }
                     }
                 }
             }
@@ -290,13 +298,13 @@ fn main() {
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
-                    Run::Decode((threads, cols, words, k_splits)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
-                    Run::Decode(config) => config,
+                    Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
                 };
@@ -305,7 +313,7 @@ fn main() {
                 if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };

@@ -347,8 +347,10 @@ pub(crate) trait Dialect {
         Code::postfix(format!("{tex}.{}()", dim.method()))
     }
 
-    /// The statement (without `;`) of a barrier.
-    fn barrier(&mut self, scope: BarrierScope, flags: MemFlags) -> String;
+    /// The statement (without `;`) of a barrier; `at` is the path of the
+    /// IR statement being written (the barrier's own, or the statement a
+    /// writer lowers with barriers of its own).
+    fn barrier(&mut self, scope: BarrierScope, flags: MemFlags, at: &enigma_ir::StmtPath) -> String;
 
     // ---- the parts around the body -----------------------------------------
 

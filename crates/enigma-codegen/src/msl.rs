@@ -433,7 +433,7 @@ impl Dialect for Msl {
         Ok(Code::postfix(format!("enigma_compare_exchange(&{}, {}, {})", place.text, expected.text, desired.text)))
     }
 
-    fn barrier(&mut self, scope: BarrierScope, flags: MemFlags) -> String {
+    fn barrier(&mut self, scope: BarrierScope, flags: MemFlags, _at: &enigma_ir::StmtPath) -> String {
         let func = match scope {
             BarrierScope::Threadgroup => "threadgroup_barrier",
             BarrierScope::Simdgroup => "simdgroup_barrier",

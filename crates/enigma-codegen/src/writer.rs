@@ -407,7 +407,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             StmtKind::Continue => self.line("continue;"),
             StmtKind::Return => self.line("return;"),
             StmtKind::Barrier { scope, flags } => {
-                let text = self.dialect.barrier(*scope, *flags);
+                let text = self.dialect.barrier(*scope, *flags, &self.path);
                 self.line(&format!("{text};"));
             }
         }

@@ -288,6 +288,49 @@ fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
 }
 
 #[test]
+fn a_barrier_after_an_overlapped_product_on_every_path_leaves_that_product_in_flight() {
+    // The loop is `copy; barrier; product; barrier`: the second barrier
+    // follows a product on every path and waits for all groups but the
+    // newest; the first (reached from the loop's entry or its back edge,
+    // just after the second barrier) waits for everything.
+    let text = WGMMA_GEMM.replace("matmul2d(", "matmul2d_overlapped(");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(enigma_ir::text::print(&kernel).contains("matmul2d_overlapped(matmul2d_descriptor("), "the text form keeps the release");
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    let barriers: Vec<&str> = cu.lines().map(str::trim).filter(|l| l.ends_with("enigma::threadgroup_barrier(enigma_tg);")).collect();
+    assert_eq!(
+        barriers,
+        [
+            "enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
+            "enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg);",
+        ],
+        "{cu}"
+    );
+    // Each product commits one group on either path (wgmma or the scalar fallback).
+    assert_eq!(cu.lines().filter(|l| l.trim() == "enigma::wgmma_commit();").count(), 2, "{cu}");
+    insta::assert_snapshot!("cooperative_wgmma_gemm_overlapped.cu", cu);
+
+    // A second barrier in a row is reached stale (the newest product was
+    // issued before the previous barrier): it waits for everything.
+    let doubled = text.replace(
+        ", c)\n        threadgroup_barrier(mem_threadgroup)\n",
+        ", c)\n        threadgroup_barrier(mem_threadgroup)\n        threadgroup_barrier(mem_threadgroup)\n",
+    );
+    assert_ne!(doubled, text);
+    let kernel = parse(&doubled).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    let waits: Vec<bool> = cu.lines().filter(|l| l.trim().ends_with("enigma::threadgroup_barrier(enigma_tg);")).map(|l| l.contains("wait_all_but_last")).collect();
+    assert_eq!(waits, [false, true, false], "{cu}");
+
+    // Without the overlap every barrier waits for everything.
+    let (kernel, info) = wgmma_gemm();
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(!cu.contains("wgmma_wait_all_but_last();"), "{cu}");
+}
+
+#[test]
 fn a_pitch_wgmma_cannot_read_keeps_the_linear_layout_and_the_scalar_path() {
     // A pitch of 32 halves is not a whole 128-byte swizzle row.
     let text = WGMMA_GEMM.replace("tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32)", "tensor(Bs, 0u32, 32u32, 64u32, 1u32, 32u32)").replace("cooperative_tensor<f32, 64, 64,", "cooperative_tensor<f32, 64, 32,").replace("64, 64, 64, false", "64, 32, 64, false");

@@ -26,7 +26,13 @@
 //!   one of them has returned from it: no thread may write an operand
 //!   before the scope's next barrier (the simulator counts each element as
 //!   read by two threads of the scope, so the sanitizer reports such a
-//!   write as a race).
+//!   write as a race). A product run with [`OperandRelease::SecondBarrier`]
+//!   may keep reading its (threadgroup) operands across one threadgroup
+//!   barrier: no thread may write them before the second threadgroup
+//!   barrier after it (the simulator records the reads again just after
+//!   the next barrier). That lets a device keep products in flight across
+//!   the barrier of a software pipeline whose stages are reused two
+//!   barriers later.
 //! * A view's element `(x, y)` (x the innermost coordinate) lies at
 //!   `offset + x·strides[0] + y·strides[1]` of its memory. A (m×k, row r,
 //!   column k) is view element `(k, r)`, or `(r, k)` with
@@ -202,6 +208,26 @@ impl TensorView {
     /// The five expressions in evaluation order: offset, extents, strides.
     pub fn exprs(&self) -> [&Expr; 5] {
         [&self.offset, &self.extents[0], &self.extents[1], &self.strides[0], &self.strides[1]]
+    }
+}
+
+/// Until when a product may read its operands after the threads of its
+/// scope return from it (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperandRelease {
+    /// Until the scope's next barrier: a thread may write an operand after it.
+    #[default]
+    NextBarrier,
+    /// Until the second threadgroup barrier after the product; its views
+    /// must be of threadgroup memory.
+    SecondBarrier,
+}
+
+impl OperandRelease {
+    /// Whether this is the default, [`OperandRelease::NextBarrier`].
+    pub fn is_next_barrier(&self) -> bool {
+        *self == OperandRelease::NextBarrier
     }
 }
 

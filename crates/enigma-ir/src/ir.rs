@@ -8,7 +8,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, ReduceAxis, ReduceOp, TensorView};
+use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, OperandRelease, ReduceAxis, ReduceOp, TensorView};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
@@ -1375,8 +1375,17 @@ pub enum StmtKind {
     AsyncWait { pending: u32 },
     /// `matmul2d<desc, scope>.run(left, right, dest)`: the product of
     /// [`crate::cooperative`] into cooperative tensor `dest` (m×n), issued by
-    /// every thread of `scope` together.
-    Matmul2d { desc: Matmul2dDescriptor, scope: ExecutionScope, left: Matmul2dLeft, right: Box<TensorView>, dest: CoopId },
+    /// every thread of `scope` together; `release` says how long it may
+    /// keep reading its operands after they return from it.
+    Matmul2d {
+        desc: Matmul2dDescriptor,
+        scope: ExecutionScope,
+        left: Matmul2dLeft,
+        right: Box<TensorView>,
+        dest: CoopId,
+        #[serde(default, skip_serializing_if = "OperandRelease::is_next_barrier")]
+        release: OperandRelease,
+    },
     /// `tensor.load(src)`: every element (r, c) of `tensor` from view
     /// element (c, r) of `src` (zero outside its extents); by the whole scope.
     CooperativeLoad { tensor: CoopId, src: Box<TensorView> },

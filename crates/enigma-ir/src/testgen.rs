@@ -1093,6 +1093,7 @@ impl<'c> Gen<'c> {
             left: Matmul2dLeft::Tensor(Box::new(left)),
             right: Box::new(right),
             dest: tensor,
+            release: Default::default(),
         }));
         if self.ch.chance(50) {
             // Not in the scope of scalar expressions: only the loop reads it.

@@ -1160,10 +1160,10 @@ impl<'k> Validator<'k> {
     }
 
     fn cooperative_stmt(&mut self, stmt: &StmtKind, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
-        use crate::cooperative::{self as coop, Matmul2dLeft, ReduceAxis};
+        use crate::cooperative::{self as coop, Matmul2dLeft, OperandRelease, ReduceAxis};
         let problem = |op: &'static str, problem: String| ValidationErrorKind::Cooperative { op, problem };
         match stmt {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, release } => {
                 let op = "matmul2d";
                 coop::descriptor(desc).map_err(|p| self.err(problem(op, p)))?;
                 self.note_scope(op, *scope)?;
@@ -1208,6 +1208,20 @@ impl<'k> Validator<'k> {
                     }
                 };
                 coop::matmul2d_types(left_elem, right_elem, d.elem).map_err(|p| self.err(problem(op, p)))?;
+                let device_view = [Some(&**right), match left {
+                    Matmul2dLeft::Tensor(view) => Some(&**view),
+                    Matmul2dLeft::Cooperative(_) => None,
+                }]
+                .into_iter()
+                .flatten()
+                .find(|v| !matches!(v.mem, crate::Memory::Threadgroup(_)));
+                if let (OperandRelease::SecondBarrier, Some(v)) = (release, device_view) {
+                    let p = format!(
+                        "an overlapped product (operands released at the second barrier) reads threadgroup memory only, but `{}` is not a threadgroup array",
+                        self.kernel.memory_name(v.mem)
+                    );
+                    return Err(self.err(problem(op, p)));
+                }
                 self.scope_uniform(op, *scope, ctx.uniformity, uni)?;
             }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {

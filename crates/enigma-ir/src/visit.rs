@@ -284,6 +284,7 @@ mod tests {
             left: Matmul2dLeft::Tensor(Box::new(view(0))),
             right: Box::new(view(10)),
             dest: CoopId(0),
+            release: Default::default(),
         };
         assert_eq!(run.exprs(), [0, 1, 2, 3, 4, 10, 11, 12, 13, 14].map(n).iter().collect::<Vec<_>>());
         let from_accumulator = StmtKind::Matmul2d {
@@ -292,6 +293,7 @@ mod tests {
             left: Matmul2dLeft::Cooperative(CoopId(1)),
             right: Box::new(view(10)),
             dest: CoopId(0),
+            release: Default::default(),
         };
         assert_eq!(from_accumulator.exprs().len(), 5);
         let slot = Expr::CooperativeCoord { tensor: CoopId(0), index: Box::new(n(3)), dim: 1 };

@@ -83,9 +83,10 @@ impl Ops<'_> {
     }
 
     /// Runs `selection` on checked inputs: C of `out`, through an f32
-    /// workspace where K is split (the decode kernels' splits, and the
-    /// fused kernel's, always summed by the reduction; the tensor-core
-    /// GEMM's as its configuration says). The decode kernels' vector loads
+    /// workspace where K is split (the fragment decode row's and the fused
+    /// kernel's splits always summed by the reduction; the FP4/INT4 decode
+    /// kernel's as its plan says and the tensor-core GEMM's as its
+    /// configuration says). The decode kernels' vector loads
     /// need untyped weight buffers of a multiple of the vector's size.
     fn launch_qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType, selection: QmatmulSelection) -> Result<Buffer, Error> {
         let op = "qmatmul";
@@ -101,9 +102,8 @@ impl Ops<'_> {
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
-                // The decode kernel's splits are always summed by the reduction.
                 self.launch_split(
-                    format!("qmatmul {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)),
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.blocking, plan.threads, (plan.splits > 1).then_some(plan.split_sum))),
                     || plan.kernel(),
                     plan.dispatch,
                     DecodeArgs {
@@ -123,7 +123,7 @@ impl Ops<'_> {
                     out,
                     m * w.n,
                     plan.splits,
-                    SplitSum::Reduction,
+                    plan.split_sum,
                 )?;
                 Ok(c)
             }
@@ -155,7 +155,7 @@ impl Ops<'_> {
                 )?;
                 Ok(c)
             }
-            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("qmatmul_fragments {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
+            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("qmatmul_fragments {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)), || plan.kernel(), plan.dispatch, (plan.splits, plan.split_sum), a, w, m, out),
             // The keys name every field: the split count is built into the
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),

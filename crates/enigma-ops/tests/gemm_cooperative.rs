@@ -6,7 +6,7 @@
 use enigma_ir::Scalar;
 use enigma_ops::{upload, DType, Error, GemmOptions, Ops, Options};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, cooperative};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_pipeline_depths, cooperative};
 
 #[test]
 fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
@@ -16,6 +16,14 @@ fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
 #[test]
 fn the_epilogue_scales_adds_c_and_rounds_to_the_output_type() {
     check_epilogue(&Runtime::new(Device::Sim).unwrap(), true);
+}
+
+#[test]
+fn every_pipeline_depth_matches_an_f64_loop_and_overlapped_products_are_race_free() {
+    // Posing as a device of 227 KiB, where the 128 × 256 tile's three and
+    // four stages (overlapped products) fit.
+    let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_pipeline_depths(&rt, true);
 }
 
 #[test]

@@ -398,7 +398,9 @@ fn every_column_width_thread_count_and_row_block_agrees() {
 
 /// The decode kernel with K split over threadgroups (`Options::k_splits`),
 /// clean under the sanitizer: 1 is today's single dispatch; more write an
-/// f32 workspace that the GEMM's split-K reduction sums into C. Split
+/// f32 workspace that the GEMM's split-K reduction sums into C, or that
+/// the last threadgroup of each column tile sums in the kernel
+/// (`Options::split_sum`, the same C: compared exactly below). Split
 /// counts that divide the quantization groups and counts that do not (5
 /// groups in 2, 3 or 4 splits: the first splits take one group more), at N
 /// past the column tile, M = 1, 3 and 8, one to four columns per thread,
@@ -410,26 +412,34 @@ fn k_split_over_threadgroups_matches_the_reference() {
         for (m, n, k, group, cols, splits) in [(1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]), (3, 100, 256, 64, 4, &[2, 3]), (8, 7, 384, 128, 1, &[1, 2, 3]), (3, 36, 192, 64, 2, &[2])] {
             for &s in splits {
                 for out in [DType::F32, DType::F16] {
-                    let options = Options { gemm: GemmOptions { k_splits: Some(s), ..GemmOptions::default() }, threads: Some(64), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(4), ..QmatmulOptions::default() }, sanitize: true, ..Options::default() };
-                    let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
-                    let first = format!("qmatmul_{format}_{}_r{m}_c{cols}_u4_t64", if s > 1 { DType::F32 } else { out });
-                    if s == 1 {
-                        assert_eq!(names, [first]);
-                    } else {
-                        // Four outputs per thread where they come in fours.
-                        let width = if (m * n) % 4 == 0 { "_v4" } else { "" };
-                        assert_eq!(names, [format!("{first}_splitk"), format!("gemm_splitk_reduce_{out}{width}")]);
+                    for sum in [SplitSum::Reduction, SplitSum::LastThreadgroup] {
+                        let gemm = GemmOptions { k_splits: Some(s), split_sum: Some(sum), ..GemmOptions::default() };
+                        let options = Options { gemm, threads: Some(64), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(4), ..QmatmulOptions::default() }, sanitize: true, ..Options::default() };
+                        let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
+                        let first = format!("qmatmul_{format}_{}_r{m}_c{cols}_u4_t64", if s > 1 && sum == SplitSum::Reduction { DType::F32 } else { out });
+                        if s == 1 {
+                            assert_eq!(names, [first]);
+                        } else if sum == SplitSum::Reduction {
+                            // Four outputs per thread where they come in fours.
+                            let width = if (m * n) % 4 == 0 { "_v4" } else { "" };
+                            assert_eq!(names, [format!("{first}_splitk"), format!("gemm_splitk_reduce_{out}{width}")]);
+                        } else {
+                            // One dispatch: the last threadgroup of each tile sums.
+                            assert_eq!(names, [format!("{first}_splitk_sum")]);
+                        }
                     }
                 }
             }
         }
     }
     // Row blocks (y) and splits (z) together: M = 11 in blocks of 4 rows,
-    // 3 groups of 64 in 3 splits.
+    // 3 groups of 64 in 3 splits, summed by default in the kernel (the
+    // simulator has device-scope fences; tickets per tile and row block).
     for format in [QuantFormat::Fp4, QuantFormat::Int4] {
         let options = Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, qmatmul: QmatmulOptions { rows_per_threadgroup: Some(4), ..QmatmulOptions::default() }, threads: Some(64), sanitize: true, ..Options::default() };
         let names = run_check(&rt, format, DType::F16, [11, 36, 192], 64, &options, false);
-        assert!(names[0].starts_with(&format!("qmatmul_{format}_f32_r4_")) && names[0].ends_with("_splitk"), "{names:?}");
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names[0].starts_with(&format!("qmatmul_{format}_f16_r4_")) && names[0].ends_with("_splitk_sum"), "{names:?}");
     }
     // More splits than quantization groups: an error with the numbers.
     let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
@@ -438,6 +448,77 @@ fn k_split_over_threadgroups_matches_the_reference() {
     let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { gemm: GemmOptions { k_splits: Some(4), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
     assert!(matches!(e, Error::Shape(_)), "{e:?}");
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 K splits; between 1 and 3 (the 3 quantization groups of k = 96, at most 64)");
+}
+
+/// The decode kernel with chunks staged ahead by asynchronous copies
+/// (`QmatmulOptions::stages`), clean under the sanitizer: one to four
+/// stages, more stages than a SIMD group has chunks (K = 64 in groups of
+/// 32 over four SIMD groups: two of them have none), 1, 2 and 4 columns
+/// per thread, 4, 8 and 16 words per chunk over groups of 32, 64 and 128
+/// (each within the simulator's 32 KiB of threadgroup memory),
+/// M = 1, 3 and 8 (one row block of 8, a partial one), N past the column
+/// tile, f32 and f16 out, K split over threadgroups or not.
+#[test]
+fn staged_chunks_match_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+        for (m, n, k, group, cols, words, threads, splits) in [
+            (1, 33, 64, 32, 1, 4, 128, 1),
+            (3, 100, 256, 64, 2, 8, 64, 1),
+            (8, 36, 384, 128, 1, 8, 64, 1),
+            (1, 70, 640, 128, 1, 16, 64, 2),
+            (3, 40, 192, 64, 4, 4, 64, 3),
+        ] {
+            for stages in 1..=4 {
+                let (out, sum) = if stages % 2 == 0 { (DType::F16, SplitSum::LastThreadgroup) } else { (DType::F32, SplitSum::Reduction) };
+                let q = QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages: Some(stages), ..QmatmulOptions::default() };
+                let gemm = GemmOptions { k_splits: Some(splits), split_sum: Some(sum), ..GemmOptions::default() };
+                let options = Options { gemm, threads: Some(threads), qmatmul: q, sanitize: true, ..Options::default() };
+                let names = run_check(&rt, format, out, [m, n, k], group, &options, false);
+                let split = match (splits > 1, sum) {
+                    (false, _) => "",
+                    (true, SplitSum::Reduction) => "_splitk",
+                    (true, SplitSum::LastThreadgroup) => "_splitk_sum",
+                };
+                assert!(names[0].ends_with(&format!("_u{words}_t{threads}{split}_s{stages}")), "{names:?}");
+            }
+        }
+    }
+    // Stages the threadgroup memory cannot hold: an error with the numbers.
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 128 * 64], 128, 64, 128).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 128]).unwrap();
+    let big = QmatmulOptions { columns_per_thread: Some(4), words_per_iteration: Some(16), stages: Some(8), ..QmatmulOptions::default() };
+    let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { threads: Some(1024), qmatmul: big, ..Options::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "qmatmul_int4_f32: 1024 threads × 1 rows × 4 columns × 16 words × 8 stages need 2252800 bytes of threadgroup memory (partial sums, staged A, stages), over 32768");
+}
+
+/// The decode kernel's K splits summed in the kernel by each tile's last
+/// threadgroup give exactly the C of the reduction's second dispatch (the
+/// same f32 sums in split order), and the tickets are left at zero for the
+/// next call: three calls on one `Ops`, M = 3, 5 groups in 3 splits.
+#[test]
+fn splits_summed_in_the_kernel_equal_the_reduction() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let (m, n, k, group) = (3, 70, 320, 64);
+    let values: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0).collect();
+    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &values, k, n, group).unwrap();
+    let w = QuantizedWeights::upload(&rt, &q).unwrap();
+    let a_values: Vec<f32> = (0..m * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 8.0).collect();
+    let a = upload(&rt, enigma_ir::Scalar::F16, &a_values).unwrap();
+    let run = |ops: &enigma_ops::Ops, sum: SplitSum| {
+        let c = ops.qmatmul(&a, &w, m, DType::F32).unwrap();
+        let names: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+        assert_eq!(names.len(), if sum == SplitSum::Reduction { 2 } else { 1 }, "{names:?}");
+        download(&c, enigma_ir::Scalar::F32, m * n).unwrap()
+    };
+    let options = |sum| Options { gemm: GemmOptions { k_splits: Some(3), split_sum: Some(sum), ..GemmOptions::default() }, threads: Some(64), sanitize: true, ..Options::default() };
+    let reduced = run(&enigma_ops::Ops::new(&rt).with_options(options(SplitSum::Reduction)), SplitSum::Reduction);
+    let ops = enigma_ops::Ops::new(&rt).with_options(options(SplitSum::LastThreadgroup));
+    for _ in 0..3 {
+        let summed = run(&ops, SplitSum::LastThreadgroup);
+        assert!(summed.iter().zip(&reduced).all(|(x, y)| x.to_bits() == y.to_bits()), "{summed:?} {reduced:?}");
+    }
 }
 
 /// The INT4 decode kernel's f16 partial sums stay finite at the bound its

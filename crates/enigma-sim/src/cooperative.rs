@@ -27,7 +27,7 @@ use crate::exec::{memory, Fault, SimdGroup, LANES};
 use crate::memory::Words;
 use crate::ops;
 use crate::program::{MemRef, Reg};
-use crate::sanitizer::{AccessKind, TgTracker};
+use crate::sanitizer::{AccessKind, TgTracker, Who};
 use crate::exec::Env;
 use enigma_ir::{CooperativeTensor, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar};
 use std::sync::Arc;
@@ -134,7 +134,9 @@ pub enum LeftOperand {
 /// An operation over every thread of a scope at once.
 #[derive(Clone, Debug)]
 pub enum Collective {
-    Matmul { desc: Matmul2dDescriptor, left: LeftOperand, right: ViewRegs, dest: Held },
+    /// `overlapped`: the product's operands are released at the second
+    /// threadgroup barrier after it (their reads recorded again at the next).
+    Matmul { desc: Matmul2dDescriptor, left: LeftOperand, right: ViewRegs, dest: Held, overlapped: bool },
     Reduce { src: Held, dest: Held, axis: ReduceAxis, op: ReduceOp },
 }
 
@@ -159,6 +161,9 @@ pub struct Ctx<'e, 'a, 't> {
     pub tg_mem: &'e Words,
     pub pc: u32,
     pub san: Option<&'t mut TgTracker>,
+    /// Whether the reads are an overlapped product's (the sanitizer records
+    /// them again at the next barrier).
+    pub overlapped: bool,
 }
 
 impl Ctx<'_, '_, '_> {
@@ -179,6 +184,9 @@ impl Ctx<'_, '_, '_> {
             checked = sgs[sg_index]
                 .checked_index(self.env, self.pc, lane, v.mem, index, Scalar::U64, len / stride, "read", &mut self.san, AccessKind::Read, 0)
                 .map_err(|f| (sg_index, f))?;
+            if let (true, Some(t), MemRef::Threadgroup(array), Some(i)) = (self.overlapped, self.san.as_deref_mut(), v.mem, checked) {
+                t.overlapped_reads.push((array, i, Who { simdgroup: sg_index as u32, lane: lane as u32, pc: self.pc }));
+            }
         }
         Ok(match checked {
             Some(i) => ops::f32_of(v.elem, ops::norm(v.elem, words.read(i * stride, v.elem))),
@@ -192,7 +200,8 @@ impl Collective {
     /// error names the SIMD group (its position in `sgs`) it happened in.
     pub fn run(&self, ctx: &mut Ctx<'_, '_, '_>, sgs: &mut [SimdGroup]) -> Result<(), (usize, Fault)> {
         match self {
-            Collective::Matmul { desc, left, right, dest } => {
+            Collective::Matmul { desc, left, right, dest, overlapped } => {
+                ctx.overlapped = *overlapped;
                 let (m, n) = (desc.m as usize, desc.n as usize);
                 let threads = dest.layout.threads;
                 let (a, k) = match left {

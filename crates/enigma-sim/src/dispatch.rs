@@ -190,13 +190,10 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             )));
         }
         if let Some(op) = collective {
-            let mut ctx = crate::cooperative::Ctx { env, tg_mem: &scratch.tg_mem, pc, san: scratch.tracker.as_mut() };
+            let mut ctx = crate::cooperative::Ctx { env, tg_mem: &scratch.tg_mem, pc, san: scratch.tracker.as_mut(), overlapped: false };
             op.run(&mut ctx, sgs).map_err(|(i, f)| describe_fault(env, &tg, &sgs[i], &f))?;
         } else if let Some(t) = scratch.tracker.as_mut() {
-            t.epoch += 1;
-            for e in t.simd_epochs.iter_mut() {
-                *e += 1;
-            }
+            t.threadgroup_barrier();
             if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { device: true, .. })) {
                 t.device_epoch += 1;
                 for e in t.simd_device_epochs.iter_mut() {

@@ -577,13 +577,14 @@ impl Lowering<'_> {
 
     fn cooperative_stmt(&mut self, kind: &StmtKind) {
         match kind {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, release } => {
                 let left = match left {
                     Matmul2dLeft::Tensor(view) => LeftOperand::View(self.view_regs(view)),
                     Matmul2dLeft::Cooperative(id) => LeftOperand::Held(self.held(*id)),
                 };
                 let right = self.view_regs(right);
-                let op = Collective::Matmul { desc: *desc, left, right, dest: self.held(*dest) };
+                let overlapped = *release == OperandRelease::SecondBarrier;
+                let op = Collective::Matmul { desc: *desc, left, right, dest: self.held(*dest), overlapped };
                 self.collective(op, *scope);
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => {

@@ -204,6 +204,11 @@ pub struct TgTracker {
     /// Threadgroup elements (array, element) an asynchronous copy is still
     /// writing, with the lane and instruction that started it.
     in_flight: HashMap<(u32, usize), Who>,
+    /// Threadgroup elements (array, element) read by overlapped products
+    /// since the last threadgroup barrier, with the reader: the next barrier
+    /// records each read again in its new epoch
+    /// ([`TgTracker::threadgroup_barrier`]).
+    pub overlapped_reads: Vec<(u32, usize, Who)>,
     /// Whether a thread of the threadgroup has run a `device_fence()`.
     fenced: bool,
     /// Threads (indices in the threadgroup) that wrote device memory since
@@ -254,6 +259,7 @@ impl TgTracker {
             unfenced: HashMap::default(),
             async_groups: HashMap::default(),
             in_flight: HashMap::default(),
+            overlapped_reads: vec![],
             fenced: false,
             unfenced_writers: HashSet::new(),
             atomics: HashSet::default(),
@@ -308,6 +314,7 @@ impl TgTracker {
         self.unfenced.clear();
         self.async_groups.clear();
         self.in_flight.clear();
+        self.overlapped_reads.clear();
         self.cells.fill(Cell::default());
         self.epoch = 1;
         self.simd_epochs.clear();
@@ -320,6 +327,20 @@ impl TgTracker {
         self.simd_texture_epochs.clear();
         self.simd_texture_epochs.resize(simdgroups, 1);
         self.linear = linear;
+    }
+
+    /// A threadgroup barrier: a new epoch for threadgroup memory, in which
+    /// the reads of the overlapped products since the last barrier happen
+    /// again (those products may still be reading until the next one), so
+    /// that a write to their operands before then is a race.
+    pub fn threadgroup_barrier(&mut self) {
+        self.epoch += 1;
+        for e in self.simd_epochs.iter_mut() {
+            *e += 1;
+        }
+        for (array, index, who) in std::mem::take(&mut self.overlapped_reads) {
+            self.threadgroup_access(array, index, who, AccessKind::Read);
+        }
     }
 
     /// Records an access by one lane to element `index` of buffer (or texel
@@ -836,6 +857,19 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
     let a = place(&first, second.as_ref());
     let b = second.as_ref().map(|s| place(s, Some(&first))).unwrap_or_default();
     let device = matches!(r.mem, Some(MemRef::Buffer(_)));
+    // The other access is an overlapped product's read (recorded again
+    // after the barrier that follows it).
+    let overlapped_product = |pc: u32| match program.code.get(pc as usize) {
+        Some(crate::program::Inst::Collective { op, .. }) => matches!(**op, crate::cooperative::Collective::Matmul { overlapped: true, .. }),
+        _ => false,
+    };
+    let against_overlapped = [r.other.and_then(|o| match o {
+        Other::Thread(w) => Some(w.pc),
+        Other::Threadgroup { .. } => None,
+    }), Some(r.who.pc)]
+    .into_iter()
+    .flatten()
+    .any(overlapped_product);
     let texture = match r.mem {
         Some(MemRef::Texture(p)) => textures.get(p as usize).copied().flatten(),
         _ => None,
@@ -881,6 +915,10 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
         FindingKind::MixedAtomic => (
             format!("`{var}` is updated atomically and also read or written plainly by another thread, with no barrier between (at {b} and {a}); the plain access races with the atomic"),
             "access the element only through atomics in this dispatch, or move the plain access to another dispatch".into(),
+        ),
+        FindingKind::ThreadgroupRace if against_overlapped => (
+            format!("`{var}` is written while the overlapped product (matmul2d_run_overlapped) may still read it: it reads its operands until the second threadgroup_barrier after it (at {b} and {a})"),
+            format!("write the product's operands only after the second threadgroup_barrier that follows it (refill the stage used two slices back), or run it with matmul2d_run, whose operands are free after the next barrier"),
         ),
         FindingKind::ThreadgroupRace => (
             format!("two SIMD groups access `{var}` with no threadgroup_barrier between (at {b} and {a})"),

@@ -266,10 +266,12 @@ fn views_read_zero_outside_their_extents_and_slots_past_the_capacity_fail() {
 }
 
 /// A 64×64×16 product over threadgroup tiles that thread `lid` then
-/// overwrites at `As[lid]` — after a barrier, or (`barrier` false) at once,
-/// while the scope's other SIMD groups may still be reading it.
-fn operand_rewriter(barrier: bool) -> Kernel {
-    let mut k = KernelBuilder::new(if barrier { "rewrite_after_barrier" } else { "rewrite_in_flight" });
+/// overwrites at `As[lid]` after `barriers` threadgroup barriers (0: at
+/// once, while the scope's other SIMD groups may still be reading it);
+/// `overlapped` runs the product with its operands released at the second
+/// barrier.
+fn operand_rewriter(barriers: u32, overlapped: bool) -> Kernel {
+    let mut k = KernelBuilder::new(format!("rewrite_after_{barriers}{}", if overlapped { "_overlapped" } else { "" }));
     let a = k.buffer("A", Type::F16, Access::Read);
     let b = k.buffer("B", Type::F16, Access::Read);
     let c = k.buffer("C", Type::F32, Access::ReadWrite);
@@ -283,8 +285,13 @@ fn operand_rewriter(barrier: bool) -> Kernel {
     k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
     let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, Some(16)), ExecutionScope::Simdgroups(4));
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-    k.matmul2d_run(&op, &Tensor::new(ta, [16u32, 64u32]), &Tensor::new(tb, [64u32, 16u32]), acc);
-    if barrier {
+    let (left, right) = (Tensor::new(ta, [16u32, 64u32]), Tensor::new(tb, [64u32, 16u32]));
+    if overlapped {
+        k.matmul2d_run_overlapped(&op, &left, &right, acc);
+    } else {
+        k.matmul2d_run(&op, &left, &right, acc);
+    }
+    for _ in 0..barriers {
         k.threadgroup_barrier(enigma_ir::MemFlags::Threadgroup);
     }
     k.store(ta.at(lid), tb.at(lid).load());
@@ -293,16 +300,37 @@ fn operand_rewriter(barrier: bool) -> Kernel {
 }
 
 #[test]
-fn writing_a_products_operand_before_the_next_barrier_is_a_race_even_for_its_own_reader() {
+fn writing_a_products_operand_before_its_release_is_a_race_even_for_its_own_reader() {
     // Thread `lid` is one of the two threads the product's read of
     // As[lid] is counted for; the other is in another SIMD group.
     let (a, b) = (data(64 * 16, 5), data(16 * 64, 6));
     let want = reference(|r, k| a[r * 16 + k], |k, c| b[k * 64 + c], 64, 64, 16);
     let args = || [Data::F16(a.clone()), Data::F16(b.clone()), Data::F32(vec![0.0; 64 * 64])];
-    let (out, findings) = run(&operand_rewriter(true), &args(), 1, 128, true).unwrap();
-    assert_eq!(out[0], want);
-    assert!(findings.is_empty(), "{findings:#?}");
-    let (_, findings) = run(&operand_rewriter(false), &args(), 1, 128, true).unwrap();
-    let race = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{findings:#?}"));
-    assert_eq!((race.kernel.as_str(), race.variable.as_deref()), ("rewrite_in_flight", Some("As")), "{race}");
+    // (barriers before the write, overlapped, whether that is a race)
+    for (barriers, overlapped, race) in [(0, false, true), (1, false, false), (0, true, true), (1, true, true), (2, true, false)] {
+        let kernel = operand_rewriter(barriers, overlapped);
+        let (out, findings) = run(&kernel, &args(), 1, 128, true).unwrap();
+        assert_eq!(out[0], want, "{}", kernel.name);
+        if race {
+            let found = findings.iter().find(|f| f.kind == FindingKind::ThreadgroupRace).unwrap_or_else(|| panic!("{}: {findings:#?}", kernel.name));
+            assert_eq!((found.kernel.as_str(), found.variable.as_deref()), (kernel.name.as_str(), Some("As")), "{found}");
+            if overlapped && barriers == 1 {
+                assert!(found.message.contains("the overlapped product (matmul2d_run_overlapped) may still read it"), "{found}");
+            }
+        } else {
+            assert!(findings.is_empty(), "{}: {findings:#?}", kernel.name);
+        }
+    }
+}
+
+#[test]
+fn an_overlapped_product_of_device_memory_is_refused() {
+    let mut k = KernelBuilder::new("overlapped_device");
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let tb = k.threadgroup_array("Bs", Type::F16, 16 * 64);
+    let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, Some(16)), ExecutionScope::Simdgroups(4));
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run_overlapped(&op, &Tensor::new(a, [16u32, 64u32]), &Tensor::new(tb, [64u32, 16u32]), acc);
+    let err = validate(&k.finish().unwrap(), &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("an overlapped product (operands released at the second barrier) reads threadgroup memory only, but `A` is not a threadgroup array"), "{err}");
 }

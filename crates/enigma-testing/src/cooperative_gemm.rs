@@ -5,7 +5,7 @@
 //! `Ops::matmul_batched`, asked for with `GemmOptions::cooperative`, at
 //! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
 //! and dispatched directly with alpha, beta and 16-bit outputs
-//! ([`check_epilogue`]).
+//! ([`check_epilogue`]) and at each pipeline depth ([`check_pipeline_depths`]).
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
@@ -75,10 +75,34 @@ pub fn check_matmul(rt: &Runtime, sanitize: bool) {
 /// f32, two matrices of 70 × 80 × 72, in the tile [`CoopGemmConfig::for_memory`]
 /// gives the device.
 pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
-    let (batch, m, n, k) = (2usize, 70usize, 80usize, 72usize);
-    for (input, output) in [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)] {
-        let cfg = CoopGemmConfig::for_memory(input, output, None, rt.device().max_threadgroup_memory_bytes).expect("a tile that fits");
-        let pipeline = rt.pipeline(&gemm_cooperative(&cfg)).unwrap();
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let configs = [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)]
+        .map(|(input, output)| CoopGemmConfig::for_memory(input, output, None, max).expect("a tile that fits"));
+    check_configs(rt, sanitize, &configs, (2, 70, 80, 72));
+}
+
+/// Each tile of [`enigma_kernels::library::gemm::cooperative::COOP_TILES`]
+/// in two, three and four stages (those that fit the device), f16 in and
+/// f32 out, over 70 × 80 × 456 (eight slices of K, the last partial): the
+/// two-stage schedule and the overlapped one of three or more stages, each
+/// stage reused several times.
+pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let configs: Vec<CoopGemmConfig> = enigma_kernels::library::gemm::cooperative::COOP_TILES
+        .iter()
+        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages }))
+        .filter(|cfg| cfg.check(max).is_ok())
+        .collect();
+    assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
+    check_configs(rt, sanitize, &configs, (1, 70, 80, 456));
+}
+
+/// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products
+/// of `m × n × k`, against [`product`].
+fn check_configs(rt: &Runtime, sanitize: bool, configs: &[CoopGemmConfig], (batch, m, n, k): (usize, usize, usize, usize)) {
+    for cfg in configs {
+        let (input, output) = (cfg.input, cfg.output);
+        let pipeline = rt.pipeline(&gemm_cooperative(cfg)).unwrap();
         let (a, b, c0) = (values(batch * m * k, 3, input), values(batch * k * n, 5, input), values(batch * m * n, 9, output));
         let up = |dtype: DType, v: &[f32]| upload(rt, dtype.scalar(), v).unwrap();
         let (ab, bb, cb) = (up(input, &a), up(input, &b), up(output, &c0));

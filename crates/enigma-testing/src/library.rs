@@ -4,7 +4,7 @@
 //! simulator in `enigma-ops/tests/registry_sizes.rs`, a CUDA GPU in
 //! `enigma-cuda/tests/library.rs`.
 
-use enigma_ops::{CheckOutcome, Entry, GemmOptions, Options};
+use enigma_ops::{CheckOutcome, Entry, GemmOptions, Options, QmatmulOptions};
 use enigma_runtime::Runtime;
 
 /// Flat vectors: one element, around one SIMD group, not a multiple of 4,
@@ -105,7 +105,9 @@ pub fn first_kernel(outcome: &CheckOutcome) -> &str {
 /// The options every entry is checked with at `shape`: scalar kernels
 /// (except `scale_vec4` entries, which insist on vector loads), then the
 /// entry's own choice (vector loads where the shape allows), then
-/// [`k_split_options`] where there are some.
+/// [`k_split_options`] where there are some, then for the FP4/INT4 decode
+/// kernel two chunks staged ahead by asynchronous copies
+/// (`QmatmulOptions::stages`; by default it loads into registers).
 pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
     let mut sets = vec![];
     if !entry.name.starts_with("scale_vec4") {
@@ -113,6 +115,9 @@ pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
     }
     sets.push(Options::default());
     sets.extend(k_split_options(entry, shape));
+    if matches!(entry.name.as_str(), "qmatmul_fp4" | "qmatmul_int4") {
+        sets.push(Options { qmatmul: QmatmulOptions { stages: Some(2), ..QmatmulOptions::default() }, ..Options::default() });
+    }
     sets
 }
 

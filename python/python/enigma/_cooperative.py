@@ -91,8 +91,11 @@ def execution_simdgroups(n) -> ExecutionScope:
 
 
 class Matmul2d:
-    """``matmul2d<descriptor, scope>``: inside a kernel, ``op.run(a, b, c)``
-    and ``op.get_destination_cooperative_tensor(a, b, dtype)``."""
+    """``matmul2d<descriptor, scope>``: inside a kernel, ``op.run(a, b, c)``,
+    ``op.run_overlapped(a, b, c)`` (the operands, threadgroup views, stay
+    the product's until the second threadgroup barrier after it: for
+    pipelines that refill a stage two barriers later) and
+    ``op.get_destination_cooperative_tensor(a, b, dtype)``."""
 
     __slots__ = ("desc", "scope")
 

@@ -66,9 +66,25 @@
 //! (No loop header or condition around a product reads an accumulator: its
 //! elements differ between threads, and validation refuses a product in
 //! control flow that depends on such a value.)
+//!
+//! **Overlapped products stay in flight across one barrier.** When every
+//! `wgmma` product of the kernel releases its operands at the second
+//! barrier after it ([`OperandRelease::SecondBarrier`]), a threadgroup
+//! barrier reached on no path where products were issued before the
+//! previous threadgroup barrier and none since waits only until at most
+//! one group is pending (`wgmma.wait_group 1`): the newest group, if any,
+//! is a product issued since the previous barrier (each product commits
+//! one group, its scalar fallback an empty one), so every product issued
+//! before that barrier is complete — exactly the operands the IR lets a
+//! thread overwrite after this one ([`Plan::leaves_one_group`]). Other
+//! barriers wait for everything. (Committing one group per barrier
+//! interval instead does not work: `ptxas` closes a group at the last
+//! `wgmma` of a product anyway and gives an empty commit a group of its
+//! own, so `wait_group 1` would wait for the product.) A software pipeline
+//! then keeps the tensor cores busy through its barriers.
 
 use enigma_ir::visit::walk_block;
-use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
+use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
 use std::collections::HashSet;
 
 /// 16-bit elements in one 128-byte swizzle row (a panel's width).
@@ -277,6 +293,29 @@ pub(crate) struct Plan {
     /// The statements before which the generator waits for the products
     /// in flight.
     settle: HashSet<StmtPath>,
+    /// The threadgroup barriers that wait for all `wgmma` groups but the
+    /// newest ([`Plan::leaves_one_group`]); empty unless every `wgmma`
+    /// product releases its operands at the second barrier after it.
+    one_group_barriers: HashSet<StmtPath>,
+}
+
+/// Where a path stands with the `wgmma` groups, as bits (a set of states
+/// a point may be reached in): no product issued yet, the newest group
+/// issued since the last threadgroup barrier, or products issued but none
+/// since that barrier. `wait_group 1` at a barrier completes every product
+/// issued before the previous barrier unless the path is stale.
+struct GroupState;
+
+impl GroupState {
+    const FRESH: u8 = 1;
+    const SINCE: u8 = 2;
+    const STALE: u8 = 4;
+    const ALL: u8 = 7;
+
+    /// The states after a threadgroup barrier reached in `states`.
+    fn after_barrier(states: u8) -> u8 {
+        (states & GroupState::FRESH) | if states & (GroupState::SINCE | GroupState::STALE) != 0 { GroupState::STALE } else { 0 }
+    }
 }
 
 /// The value of a u32 that is the same in every thread at generation
@@ -359,6 +398,7 @@ impl Plan {
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
             settle: HashSet::new(),
+            one_group_barriers: HashSet::new(),
         };
         if kernel.cooperative_tensors.is_empty() {
             return plan;
@@ -368,7 +408,7 @@ impl Plan {
         }
         if mma {
             kernel.walk_stmts(|_, s| {
-                if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
+                if let StmtKind::Matmul2d { desc, scope, left, right, dest, .. } = &s.kind {
                     if let Some(p) = mma_candidate(kernel, desc, *scope, left, right, *dest) {
                         if matches!(plan.layouts[dest.0 as usize], Layout::Linear { .. }) {
                             plan.layouts[dest.0 as usize] = Layout::Mma { band: p.band, cols: p.n };
@@ -385,8 +425,8 @@ impl Plan {
         let plan = self;
         let mut products = vec![];
         kernel.walk_stmts(|_, s| {
-            if let StmtKind::Matmul2d { desc, scope, left, right, dest } = &s.kind {
-                products.push((desc, *scope, left, right, *dest));
+            if let StmtKind::Matmul2d { desc, scope, left, right, dest, release } = &s.kind {
+                products.push((desc, *scope, left, right, *dest, *release));
             }
         });
         // Arrays a SIMD-group matrix load or store reads in the linear layout.
@@ -411,7 +451,7 @@ impl Plan {
         });
         // And arrays that products would read with two different pitches.
         let mut pitch: Vec<Option<u32>> = vec![None; kernel.threadgroup_arrays.len()];
-        for (desc, _, left, right, _) in &products {
+        for (desc, _, left, right, _, _) in &products {
             let mut views = vec![(*right, if desc.transpose_right { Major::K } else { Major::Mn })];
             if let Matmul2dLeft::Tensor(lv) = left {
                 views.push((lv, if desc.transpose_left { Major::Mn } else { Major::K }));
@@ -431,7 +471,7 @@ impl Plan {
         // nothing changes.
         loop {
             let mut changed = false;
-            for (desc, scope, left, right, dest) in &products {
+            for (desc, scope, left, right, dest, _) in &products {
                 let Some(p) = candidate(kernel, &plan.layouts, desc, *scope, left, right, *dest) else { continue };
                 let layout = Layout::Wgmma { slices: p.slices, cols: p.n };
                 if plan.layouts[dest.0 as usize] == layout || p.arrays().iter().any(|o| linear[o.array.0 as usize]) {
@@ -449,6 +489,11 @@ impl Plan {
             }
         }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
+            if products.iter().filter(|p| plan.is_wgmma(p.4)).all(|p| p.5 == OperandRelease::SecondBarrier) {
+                let mut barriers = HashSet::new();
+                plan.group_states(&kernel.body, Branch::Body, &mut StmtPath::default(), GroupState::FRESH, &mut barriers);
+                plan.one_group_barriers = barriers;
+            }
             let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
             plan.settle = settle.at;
@@ -471,6 +516,55 @@ impl Plan {
     /// are swizzled).
     pub fn has_wgmma(&self) -> bool {
         self.swizzled.iter().any(Option::is_some)
+    }
+
+    /// Whether the threadgroup barrier at `path` waits for every `wgmma`
+    /// group but the newest (the module doc's overlapped products): every
+    /// `wgmma` product of the kernel is overlapped and on every path from
+    /// the previous threadgroup barrier to this one where products were
+    /// issued before it, a product was issued since.
+    pub fn leaves_one_group(&self, path: &StmtPath) -> bool {
+        self.one_group_barriers.contains(path)
+    }
+
+    /// Walks `block`, entered in the states `entry` ([`GroupState`] bits),
+    /// adding to `barriers` the threadgroup barriers no path reaches in
+    /// [`GroupState::STALE`]; returns the states at the block's end. A
+    /// loop's body is entered in the states before the loop or at the
+    /// body's end (iterated to a fixed point), and the loop may run no
+    /// iteration; a body that breaks or continues makes every state
+    /// possible.
+    fn group_states(&self, block: &Block, branch: Branch, path: &mut StmtPath, entry: u8, barriers: &mut HashSet<StmtPath>) -> u8 {
+        let mut state = entry;
+        for (i, stmt) in block.iter().enumerate() {
+            path.0.push((branch, i as u32));
+            state = match &stmt.kind {
+                StmtKind::Barrier { scope: enigma_ir::BarrierScope::Threadgroup, .. } => {
+                    if state & GroupState::STALE == 0 {
+                        barriers.insert(path.clone());
+                    }
+                    GroupState::after_barrier(state)
+                }
+                StmtKind::Matmul2d { dest, .. } if self.is_wgmma(*dest) => GroupState::SINCE,
+                StmtKind::If { then_body, else_body, .. } => {
+                    self.group_states(then_body, Branch::Then, path, state, barriers) | self.group_states(else_body, Branch::Else, path, state, barriers)
+                }
+                StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
+                    let mut inner = if Settle::deep(stmt, &mut |k| matches!(k, StmtKind::Break | StmtKind::Continue)) { GroupState::ALL } else { state };
+                    loop {
+                        let next = inner | self.group_states(body, Branch::Loop, path, inner, &mut HashSet::new());
+                        if next == inner {
+                            break;
+                        }
+                        inner = next;
+                    }
+                    inner | self.group_states(body, Branch::Loop, path, inner, barriers)
+                }
+                _ => state,
+            };
+            path.0.pop();
+        }
+        state
     }
 
     /// Whether tensor `id` is a `wgmma` accumulator.

@@ -682,7 +682,7 @@ impl Dialect for Cuda {
         format!("enigma::texture_write({tex}, {}, {})", value.text, coord.text)
     }
 
-    fn barrier(&mut self, scope: BarrierScope, _flags: MemFlags) -> String {
+    fn barrier(&mut self, scope: BarrierScope, _flags: MemFlags, at: &enigma_ir::StmtPath) -> String {
         match scope {
             // barrier.sync orders shared and global memory within the block,
             // which covers every mem_flags.
@@ -691,6 +691,12 @@ impl Dialect for Cuda {
             // a product after the barrier reads what every thread wrote.
             // Products still in flight complete first: after the barrier
             // another thread may write their operands.
+            // Overlapped products: the newest group, a product issued since
+            // the previous barrier, may stay in flight (`cooperative`'s
+            // module doc).
+            BarrierScope::Threadgroup if self.cooperative.leaves_one_group(at) => {
+                "enigma::wgmma_wait_all_but_last(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            }
             BarrierScope::Threadgroup if self.cooperative.has_wgmma() => {
                 "enigma::wgmma_wait(); enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
             }

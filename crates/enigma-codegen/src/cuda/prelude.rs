@@ -43,7 +43,7 @@ pub(crate) enum Helper {
     /// of cooperative tensors and of `wgmma` operand arrays
     /// (`super::cooperative`).
     CooperativeLayout,
-    /// `wgmma_desc`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`,
+    /// `wgmma_desc`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`, `wgmma_wait_all_but_last`,
     /// `async_proxy_fence`: Hopper's warpgroup matrix multiply (sm_90a).
     Wgmma,
 }
@@ -497,6 +497,8 @@ __device__ __forceinline__ void async_proxy_fence() { asm volatile(\"fence.proxy
 __device__ __forceinline__ void wgmma_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }
 __device__ __forceinline__ void wgmma_wait() { asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\"); }
+// Waits for every committed group but the most recent one.
+__device__ __forceinline__ void wgmma_wait_all_but_last() { asm volatile(\"wgmma.wait_group.sync.aligned 1;\\n\" ::: \"memory\"); }
 
 ";
 

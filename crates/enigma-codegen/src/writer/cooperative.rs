@@ -113,7 +113,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line("// cooperative tensors (MetalPerformancePrimitives)");
         for s in &stmts {
             let (dest, decl) = match s {
-                StmtKind::Matmul2d { desc, scope, left, right, dest } if origin[dest.0 as usize].is_none() => {
+                StmtKind::Matmul2d { desc, scope, left, right, dest, .. } if origin[dest.0 as usize].is_none() => {
                     let o = (self.op_name(desc, *scope), self.left_type(left)?, self.view_type(right.mem)?);
                     let elem = k.cooperative(*dest).elem.msl_name();
                     let decl = format!("{}.get_destination_cooperative_tensor<{}, {}, {elem}>()", o.0, o.1, o.2);
@@ -180,7 +180,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             return self.register_stmt(kind);
         }
         match kind {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, .. } => {
                 let op = self.op_name(desc, *scope);
                 let [lname, rname] = self.coop.views.clone();
                 self.line("{");

@@ -126,7 +126,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     pub(super) fn fragment_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
         match kind {
-            StmtKind::Matmul2d { desc, scope: _, left, right, dest } => {
+            StmtKind::Matmul2d { desc, left, right, dest, .. } => {
                 let [lname, rname] = self.coop.views.clone();
                 let right_elem = crate::msl::memory_elem(self.kernel, right.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?.elem();
                 self.line("{");

@@ -105,7 +105,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     pub(super) fn register_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
         match kind {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, .. } => {
                 let wgmma = self.coop_plan()?.wgmma(self.kernel, desc, *scope, left, right, *dest);
                 self.line("{");
                 self.indent += 1;
@@ -130,6 +130,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                         self.line("} else {");
                         self.indent += 1;
                         self.scalar_product(desc, *dest, &a, (right.mem, &b))?;
+                        // One group per product on either path, which the
+                        // barriers' `wait_group 1` counts on.
+                        self.line("enigma::wgmma_commit();");
                         self.indent -= 1;
                         self.line("}");
                     }
@@ -197,7 +200,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let t = self.scope_thread(src);
         let ty = Type::scalar(elem);
         let threadgroup = s.scope.is_threadgroup();
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         self.line("{");
         self.indent += 1;
         if threadgroup {
@@ -294,7 +297,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             Left::Tensor(id) => Some(self.left_registers(*id, layout)?),
             Left::View(..) => None,
         };
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         if let (Left::Tensor(id), Some(false)) = (a, shuffled) {
             self.left_to_scratch(*id)?;
         }
@@ -439,7 +442,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", layout.capacity()));
         self.line(&format!("    if ({}) enigma_left[({row}) * {}u + ({col})] = {name}[enigma_q];", layout.valid(&th, "enigma_q"), t.cols));
         self.line("}");
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         self.line(&format!("{barrier};"));
         Ok(())
     }

@@ -18,7 +18,7 @@
 //! ```
 
 use super::{Ex, KernelBuilder, Mem};
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, ReduceAxis, ReduceOp, TensorView};
+use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, OperandRelease, ReduceAxis, ReduceOp, TensorView};
 use crate::ir::{Expr, Literal, StmtKind};
 use crate::types::{Scalar, Type};
 
@@ -155,13 +155,27 @@ impl KernelBuilder {
     /// `op.run(left, right, dest)`.
     #[track_caller]
     pub fn matmul2d_run<'a>(&mut self, op: &Matmul2d, left: impl Into<Left<'a>>, right: &Tensor, dest: CoopTensor) {
+        self.matmul2d_run_releasing(op, left, right, dest, OperandRelease::NextBarrier);
+    }
+
+    /// `op.run(left, right, dest)`, the product free to read its
+    /// (threadgroup) operands until the second threadgroup barrier after it
+    /// ([`OperandRelease::SecondBarrier`]): for pipelines whose stages are
+    /// overwritten two barriers after their product.
+    #[track_caller]
+    pub fn matmul2d_run_overlapped<'a>(&mut self, op: &Matmul2d, left: impl Into<Left<'a>>, right: &Tensor, dest: CoopTensor) {
+        self.matmul2d_run_releasing(op, left, right, dest, OperandRelease::SecondBarrier);
+    }
+
+    #[track_caller]
+    fn matmul2d_run_releasing<'a>(&mut self, op: &Matmul2d, left: impl Into<Left<'a>>, right: &Tensor, dest: CoopTensor, release: OperandRelease) {
         let loc = std::panic::Location::caller();
         let left = match left.into() {
             Left::Tensor(t) => Matmul2dLeft::Tensor(Box::new(t.ir(self, loc))),
             Left::Cooperative(c) => Matmul2dLeft::Cooperative(c.id),
         };
         let right = Box::new(right.ir(self, loc));
-        self.push(StmtKind::Matmul2d { desc: op.desc, scope: op.scope, left, right, dest: dest.id }, loc);
+        self.push(StmtKind::Matmul2d { desc: op.desc, scope: op.scope, left, right, dest: dest.id, release }, loc);
     }
 
     /// `t.load(view)`.

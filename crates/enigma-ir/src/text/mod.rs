@@ -50,7 +50,7 @@
 //!          | "async_copy" "(" ref "[" expr "]" "," ref "[" expr "]" "," n "," expr ")"   // (dst, src, count, valid)
 //!          | "async_commit" "(" ")" | "async_wait" "(" n ")"
 //!          | "print" "(" quoted ("," expr)* ")"        // (format, values)
-//!          | "matmul2d" "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination)
+//!          | ("matmul2d" | "matmul2d_overlapped") "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination); overlapped: operands released at the second barrier
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
 //!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
 //!          | ref "[" expr "]" "=" expr                 // a cooperative tensor's slot

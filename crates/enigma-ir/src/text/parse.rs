@@ -502,7 +502,7 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::Barrier { scope, flags })
                 }
-                "matmul2d" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns"
+                "matmul2d" | "matmul2d_overlapped" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns"
                     if *self.peek_at(1) == Tok::Punct("(") =>
                 {
                     Some(self.cooperative_stmt(&word)?)
@@ -1252,7 +1252,7 @@ impl Parser {
         self.bump();
         self.expect_punct("(")?;
         let kind = match word {
-            "matmul2d" => {
+            "matmul2d" | "matmul2d_overlapped" => {
                 self.expect_ident("matmul2d_descriptor")?;
                 self.expect_punct("(")?;
                 let m = self.plain_u32("m")?;
@@ -1282,7 +1282,8 @@ impl Parser {
                 let right = Box::new(self.view()?);
                 self.expect_punct(",")?;
                 let dest = self.coop_arg()?;
-                StmtKind::Matmul2d { desc, scope, left, right, dest }
+                let release = if word == "matmul2d" { OperandRelease::NextBarrier } else { OperandRelease::SecondBarrier };
+                StmtKind::Matmul2d { desc, scope, left, right, dest, release }
             }
             "cooperative_load" | "cooperative_store" => {
                 let tensor = self.coop_arg()?;

@@ -73,6 +73,7 @@ const KEYWORDS: &[&str] = &[
     "cooperative",
     "cooperative_tensor",
     "matmul2d",
+    "matmul2d_overlapped",
     "matmul2d_descriptor",
     "dynamic_extent",
     "tensor",
@@ -270,13 +271,17 @@ impl Printer<'_> {
 
     /// The statements of [`crate::cooperative`].
     fn cooperative_stmt(&mut self, kind: &StmtKind) {
-        use crate::cooperative::Matmul2dLeft;
+        use crate::cooperative::{Matmul2dLeft, OperandRelease};
         match kind {
-            StmtKind::Matmul2d { desc, scope, left, right, dest } => {
+            StmtKind::Matmul2d { desc, scope, left, right, dest, release } => {
                 let k = desc.k.map_or("dynamic_extent".to_string(), |k| k.to_string());
+                let word = match release {
+                    OperandRelease::NextBarrier => "matmul2d",
+                    OperandRelease::SecondBarrier => "matmul2d_overlapped",
+                };
                 let _ = write!(
                     self.out,
-                    "matmul2d(matmul2d_descriptor({}, {}, {k}, {}, {}, {}, {}), {scope}, ",
+                    "{word}(matmul2d_descriptor({}, {}, {k}, {}, {}, {}, {}), {scope}, ",
                     desc.m,
                     desc.n,
                     desc.transpose_left,

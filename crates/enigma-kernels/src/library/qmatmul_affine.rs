@@ -40,6 +40,7 @@
 use super::quant::{check_problem, nibble_minus, MAX_ROWS_PER_THREADGROUP};
 use super::qmatmul::{BlockingOptions, DecodePlan};
 use super::quant::{Format, VALUES_PER_WORD};
+use super::split::SplitSum;
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
@@ -239,6 +240,7 @@ pub(crate) fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threa
         k: k32,
         group: group as u32,
         splits: 1,
+        split_sum: SplitSum::Reduction,
         dispatch: Dispatch::threadgroups([tiles, m32.div_ceil(rows), 1], t),
     })
 }

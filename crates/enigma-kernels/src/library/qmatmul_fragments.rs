@@ -44,7 +44,7 @@
 use super::gemm::{MatrixArgs, PackedArgs};
 use super::qmatmul::DecodePlan;
 use super::quant::Format;
-use super::split::SplitArgs;
+use super::split::{SplitArgs, SplitSum};
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, QuantLayout, Type};
 
@@ -242,6 +242,8 @@ pub(crate) fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], thr
         k: k32,
         group: group as u32,
         splits,
+        // Its splits are always summed by the reduction.
+        split_sum: SplitSum::Reduction,
         dispatch: Dispatch::threadgroups([units_n.div_ceil(units), m32.div_ceil(ROWS), splits], t),
     })
 }

@@ -36,13 +36,14 @@ pub struct GemmOptions {
     /// most 64), dividing the groups or not; the kernel for MLX's affine
     /// format only 1.
     pub k_splits: Option<u32>,
-    /// The tensor-core GEMMs (matrix multiply, the quantized GEMM) with K
-    /// split: who sums the partial tiles. `Reduction`: a second dispatch.
-    /// `LastThreadgroup`: each tile's last threadgroup, in the kernel (one
-    /// dispatch; needs device-scope fences, a [`SelectError::Argument`] on a
-    /// device without them). Default: the quantized GEMM's kernel at one
-    /// row where the device has the fences, the reduction otherwise
-    /// (`BENCHMARKS.md`, the quantized GEMM's split-K sums).
+    /// The tensor-core GEMMs (matrix multiply, the quantized GEMM) and the
+    /// FP4/INT4 decode kernel with K split: who sums the partial tiles.
+    /// `Reduction`: a second dispatch. `LastThreadgroup`: each tile's last
+    /// threadgroup, in the kernel (one dispatch; needs device-scope fences,
+    /// a [`SelectError::Argument`] on a device without them). Default where
+    /// the device has the fences: the decode kernel's own sum, and the
+    /// quantized GEMM's at one row; the reduction otherwise (`BENCHMARKS.md`,
+    /// the quantized GEMM's split-K sums).
     pub split_sum: Option<SplitSum>,
     /// GEMM: the kernel on cooperative tensors (`gemm::cooperative`).
     /// `Some(true)`: that kernel on any device with cooperative tensors
@@ -74,6 +75,10 @@ pub struct QmatmulOptions {
     /// MLX's affine format: packed words per lane and load (1, 2 or 4;
     /// [`Overrides::vectorize`] `Some(false)` means 1).
     pub words_per_load: Option<u32>,
+    /// FP4/INT4 decode kernel: chunks of packed words staged ahead by
+    /// asynchronous copies into threadgroup memory (default 0: loads into
+    /// registers one chunk ahead).
+    pub stages: Option<u32>,
 }
 
 /// What a caller of a matrix family's selection may fix; `None` leaves the

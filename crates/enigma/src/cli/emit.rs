@@ -144,10 +144,23 @@ fn resolve(name: &str, shape: Option<&str>, dtype: Option<&str>) -> anyhow::Resu
     anyhow::bail!("unknown example or kernel `{name}`{hint}; `enigma emit --list` and `enigma run list` list them")
 }
 
+/// The most shared memory a CUDA GPU lets one block opt in to (an H100's or
+/// H200's 227 KiB).
+const CUDA_MAX_SHARED_MEMORY_PER_BLOCK: u64 = 227 * 1024;
+
 /// One kernel in `target`'s form.
 fn emit(kernel: &Kernel, target: Target, msl_version: Option<(u8, u8)>, cuda: &enigma_codegen::cuda::Options) -> anyhow::Result<String> {
     let name = &kernel.name;
-    let info = || validate(kernel, &ValidationOptions::default()).with_context(|| format!("kernel `{name}` is not valid"));
+    // Threadgroup memory as the target offers it: Apple GPUs' 32 KiB for
+    // MSL; for CUDA the most any GPU lets one block opt in to (227 KiB,
+    // compute capability 9.0), since the source does not fix the GPU: the
+    // CUDA backend checks the device's own limit when it loads the kernel.
+    let max_threadgroup_memory_bytes = match target {
+        Target::Cuda => CUDA_MAX_SHARED_MEMORY_PER_BLOCK,
+        _ => ValidationOptions::default().max_threadgroup_memory_bytes,
+    };
+    let options = ValidationOptions { max_threadgroup_memory_bytes, ..ValidationOptions::default() };
+    let info = || validate(kernel, &options).with_context(|| format!("kernel `{name}` is not valid"));
     Ok(match target {
         Target::Msl => {
             let info = info()?;

@@ -50,11 +50,11 @@ class CoopMethod:
 
 
 _METHODS = {
-    Matmul2d: ("run", "get_destination_cooperative_tensor"),
+    Matmul2d: ("run", "run_overlapped", "get_destination_cooperative_tensor"),
     ViewObj: ("slice",),
     CoopRef: ("get_capacity", "is_valid_element", "get_multidimensional_index", "load", "store", "fill", "map", "reduce_rows", "reduce_columns"),
 }
-_STATEMENTS = ("run", "load", "store", "fill", "map")
+_STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map")
 _REDUCTIONS = ("sum", "max", "min")
 COOPERATIVE_OBJECTS = (Matmul2d, ViewObj, CoopRef, Matmul2dDescriptor, ExecutionScope)
 
@@ -214,12 +214,15 @@ class Cooperative:
     def _coop_method_stmt(self, m, node):
         """A method used as a statement."""
         obj, name = m.obj, m.method
-        if name == "run":
-            args = self._bind(node, "run", ["left", "right", "destination"], 3, prefix="")
+        if name in ("run", "run_overlapped"):
+            args = self._bind(node, name, ["left", "right", "destination"], 3, prefix="")
             left = self._left_arg(args["left"])
             right = self._view_arg(args["right"], "the right operand")
             dest = self._coop_arg(args["destination"], "the destination")
             run = {"desc": obj.desc.ir(), "scope": obj.scope.ir(), "left": left, "right": right.ir(), "dest": dest.index}
+            if name == "run_overlapped":
+                # Operands released at the second threadgroup barrier after it.
+                run["release"] = "second_barrier"
             return self.emit({"matmul2d": run}, node)
         if name in ("load", "store"):
             args = self._bind(node, name, ["tensor"], 1, prefix="")

@@ -10,13 +10,17 @@
 //! (`tm × tk`) and B (`tk × tn`) lie in threadgroup memory as they are
 //! stored, `stages` of each, filled by 16-byte asynchronous copies (zeros
 //! for rows past M and for K and N past the matrices, so the product
-//! needs no edge path): each iteration starts the product of slice `t`,
-//! then the copies of slice `t + stages − 1` into the stage slice `t − 1`
-//! used, one barrier per slice. The barrier orders that overwrite after
-//! every thread's product of slice `t − 1` (no thread may write a
-//! product's operands before the scope's next barrier); on CUDA the
-//! product of slice `t` stays in flight while the copies are issued and
-//! the next slice's copies are awaited, and completes at the next barrier.
+//! needs no edge path), one barrier per slice. With three or more stages
+//! the products are *overlapped* (`matmul2d_run_overlapped`: a product's
+//! operands are released at the second barrier after it): each iteration
+//! starts the product of slice `t`, then the copies of slice
+//! `t + stages − 2` into the stage slice `t − 2` used, which the barrier
+//! just passed released; on CUDA the products of slices `t − 1` and `t`
+//! stay in flight together through that barrier, so the tensor cores do
+//! not wait for it. With two stages (devices with little threadgroup
+//! memory) the products release their operands at the next barrier and
+//! the copies of slice `t + 1` go into the stage of slice `t − 1`. In both
+//! the copies run `stages − lag` slices ahead ([`CoopGemmConfig::lag`]).
 //! On CUDA for `sm_90a` these products are Hopper's warpgroup matrix
 //! multiply (`enigma_codegen::cuda`'s cooperative lowering: both arrays
 //! have pitches that are multiples of 64, the product's m a multiple of
@@ -76,6 +80,17 @@ impl CoopGemmConfig {
         })
     }
 
+    /// Barriers between a product and the reuse of its stage: 2 (overlapped
+    /// products) with three or more stages, else 1. The copies run
+    /// `stages − lag` slices ahead.
+    pub fn lag(&self) -> u32 {
+        if self.stages >= 3 {
+            2
+        } else {
+            1
+        }
+    }
+
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
     pub fn simdgroups(&self) -> u32 {
         self.tm / WARPGROUP_ROWS * 4
@@ -133,31 +148,46 @@ impl CoopGemmConfig {
 }
 
 /// One operand's staged slices: the source buffer, the threadgroup array
-/// of `stages` slices of `rows × cols`, and where this threadgroup's slice
-/// `t` starts.
+/// of `stages` slices of `rows × cols`, and this thread's share of each
+/// slice's 16-byte copies: rows `row0 + i·row_step` (i below `copies`) at
+/// column `col`, the same in every slice, so that only the slice's origin
+/// changes from one to the next.
 struct Staging {
     src: Mem,
     staged: Mem,
     rows: u32,
     cols: u32,
+    row0: Ex,
+    col: Ex,
+    /// `row0·cols + col`: where this thread's first copy lands in a stage.
+    lane: Ex,
+    row_step: u32,
+    copies: u32,
 }
 
 impl Staging {
+    /// The staging of `rows × cols` slices of `src` into `staged`, this
+    /// thread (`lid` of `threads`) taking every `threads`-th copy.
+    fn new(k: &mut KernelBuilder, tag: &str, (src, staged): (Mem, Mem), (rows, cols): (u32, u32), lid: Ex, threads: u32) -> Staging {
+        let per_row = cols / COPY_ELEMENTS;
+        let row0 = k.let_(&format!("{tag}_row0"), lid / per_row);
+        let col = k.let_(&format!("{tag}_col"), lid % per_row * COPY_ELEMENTS);
+        let lane = k.let_(&format!("{tag}_lane"), row0 * cols + col);
+        Staging { src, staged, rows, cols, row0, col, lane, row_step: threads / per_row, copies: rows * per_row / threads }
+    }
+
     /// Starts the copies of one slice into stage `stage`: element (r, c) of
     /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
     /// zeros elsewhere.
-    #[allow(clippy::too_many_arguments)]
-    fn issue(&self, k: &mut KernelBuilder, tag: &str, lid: Ex, threads: u32, stage: Ex, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
-        let per_row = self.cols / COPY_ELEMENTS;
-        let slice = self.rows * self.cols;
-        for i in 0..self.rows * per_row / threads {
-            let idx = k.let_(&format!("{tag}_idx{i}"), lid + i * threads);
-            let r = k.let_(&format!("{tag}_r{i}"), idx / per_row);
-            let c = k.let_(&format!("{tag}_c{i}"), idx % per_row * COPY_ELEMENTS);
-            let ok = k.let_(&format!("{tag}_ok{i}"), valid(r, c));
+    fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        let first = k.let_(&format!("{tag}_first"), origin + self.row0 * pitch + self.col);
+        for i in 0..self.copies {
+            let step = i * self.row_step;
+            let ok = k.let_(&format!("{tag}_ok{i}"), valid(self.row0 + step, self.col));
             // An invalid copy reads nothing; its index stays in bounds anyway.
-            let from = select(Ex::from(0u32), origin + r * pitch + c, ok);
-            k.async_copy(self.staged.at(stage * slice + r * self.cols + c), self.src.at(from), COPY_ELEMENTS, ok);
+            let from = select(Ex::from(0u32), first + pitch * step, ok);
+            let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
+            k.async_copy(self.staged.at(to), self.src.at(from), COPY_ELEMENTS, ok);
         }
     }
 
@@ -187,10 +217,12 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let kk = k.value(MatrixArgs::K, Type::U32);
     let alpha = k.value(PlainArgs::ALPHA, Type::F32);
     let beta = k.value(PlainArgs::BETA, Type::F32);
-    let a_ops = Staging { src: a, staged: k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk), rows: tm, cols: tk };
-    let b_ops = Staging { src: b, staged: k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn), rows: tk, cols: tn };
+    let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
+    let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
+    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), lid, threads);
+    let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), lid, threads);
     let m0 = k.let_("m0", tg.y() * tm);
     let n0 = k.let_("n0", tg.x() * tn);
     let batch = k.let_("batch", tg.z());
@@ -216,28 +248,43 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     each_slot(&mut k, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
     // Slice `t`'s copies into its stage, `t % stages`.
-    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex| {
-        let stage = k.let_(&format!("{tag}_stage"), t % stages);
+    // Slice `t`'s copies into stage `stage` (`t % stages`, a constant).
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), lid, threads, stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
-        b_ops.issue(k, &format!("{tag}_b"), lid, threads, stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
+        a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
     };
-    // Every iteration commits one group (empty past the last slice), so
-    // waiting for all but `stages − 2` leaves slice t complete.
-    for t in 0..stages - 1 {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t)));
+    // The copies run `ahead` slices ahead. Every iteration commits one
+    // group (empty past the last slice), so waiting for all but
+    // `ahead − 1` leaves slice t complete.
+    let lag = cfg.lag();
+    let ahead = stages - lag;
+    for t in 0..ahead {
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t % stages));
         k.async_commit();
     }
-    k.for_range("t", 0u32, slices, 1u32, |k, t| {
-        k.async_wait(stages - 2);
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let stage = k.let_("stage", t % stages);
-        k.matmul2d_run(&op, &a_ops.view(stages, stage), &b_ops.view(stages, stage), acc);
-        // Into the stage slice t − 1 used: its product is complete (the
-        // barrier above), while slice t's may still be running.
-        let ahead = k.let_("ahead", t + (stages - 1));
-        k.if_(ahead.lt(slices), |k| issue(k, "ahead", ahead));
-        k.async_commit();
+    // Unrolled by `stages`, so that each slice's stage is a constant: the
+    // views' offsets and the products' run-time checks fold away.
+    k.for_range("round", 0u32, slices, stages, |k, round| {
+        for s in 0..stages {
+            let t = k.let_(&format!("t{s}"), round + s);
+            k.if_(t.lt(slices), |k| {
+                k.async_wait(ahead - 1);
+                k.threadgroup_barrier(MemFlags::Threadgroup);
+                let (left, right) = (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s)));
+                if lag == 2 {
+                    k.matmul2d_run_overlapped(&op, &left, &right, acc);
+                } else {
+                    k.matmul2d_run(&op, &left, &right, acc);
+                }
+                // Into the stage slice t − lag used, whose product released
+                // its operands at the barrier above; slice t's (and,
+                // overlapped, slice t − 1's) may still be running.
+                let next = k.let_(&format!("ahead{s}"), t + ahead);
+                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
+                k.async_commit();
+            });
+        }
     });
 
     each_slot(&mut k, "slot", &|k, slot, tag| {

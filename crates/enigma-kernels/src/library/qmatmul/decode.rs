@@ -26,9 +26,15 @@
 //!   multiplied by the group's scale once.
 //! * **The next chunk's loads before this chunk's math.** A SIMD group
 //!   walks its chunks of `words` packed rows with the next chunk's weight
-//!   words, scale and A values already loading into registers, so two
-//!   chunks' loads are in flight; the last prefetch re-reads the last
-//!   chunk (every split has at least one group, so it is in bounds).
+//!   words and A values already loading into registers, so two chunks'
+//!   loads are in flight; the last prefetch re-reads the last chunk (every
+//!   split has at least one group, so it is in bounds). Scales are read
+//!   once per group, the next group's while this one is summed.
+//!   [`qmatmul_staged`] instead keeps `stages` chunks in flight by
+//!   asynchronous copies into each lane's own slots of threadgroup memory
+//!   (no registers held, no barrier: only the copying lane reads a slot);
+//!   the kernel is bound by its instructions rather than by loads in
+//!   flight, so that ran slower on an H200 and is not the default.
 //! * **K split over SIMD groups.** The threadgroup's SIMD groups share one
 //!   column tile and take the quantization groups round-robin (SIMD group
 //!   `s` takes groups `s, s + S, …`), so a wide-N matrix still gives the GPU
@@ -44,7 +50,10 @@
 //!   Each writes its f32 partial product to slice `z` of a workspace
 //!   `[splits][M][N]`, and the GEMM's reduction kernel
 //!   (`split::splitk_reduce`, alpha 1, beta 0) sums the slices in order into
-//!   `C` in f32 or f16: the result does not depend on scheduling.
+//!   `C` in f32 or f16: the result does not depend on scheduling. Or
+//!   ([`qmatmul_splitk_sum`], where the device has device-scope fences)
+//!   the last threadgroup of each column tile to take its ticket sums the
+//!   slices in the same order itself: one dispatch, the same `C`.
 //!   [`default_splits`] is the default count; `splits = 1` is the single
 //!   dispatch of [`qmatmul()`], with no workspace.
 //! * `words` packed words (4, 8 or 16, dividing the group's) per chunk.
@@ -62,14 +71,16 @@
 //! for the loads, which stay in bounds, and never stored.
 //!
 //! Parameters: `a4` (`half4` view of `A`), `b` / `b2` / `b4` (packed
-//! words), `scales` / `scales2` / `scales4`, `c` (with K split, the f32
-//! workspace), and `m`, `n`, `k`, `group_words` (= group / 8) by value.
+//! words), `scales` / `scales2` / `scales4`, `c` (with K split summed by
+//! the reduction, the f32 workspace), with K split summed in the kernel
+//! `ws` (the workspace) and `tickets`, and `m`, `n`, `k`, `group_words`
+//! (= group / 8) by value.
 
 use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
 use super::plan::{BlockingOptions, DecodePlan};
-use crate::library::split::{check_k_splits, split_run, SplitArgs, MAX_SPLITS};
+use crate::library::split::{check_k_splits, split_run, SplitArgs, SplitSum, MAX_SPLITS};
 use crate::library::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, AtomicOp, Kernel, Type};
 
 
 /// The packed words per loop iteration a kernel may take.
@@ -81,6 +92,8 @@ pub const DEFAULT_WORDS: u32 = 8;
 /// over threadgroups), measured the faster above it over seed 002's four
 /// shapes (`BENCHMARKS.md`, the quantized matmul over M).
 pub const DECODE_ROWS: u32 = 4;
+/// The most chunks [`qmatmul_staged`] stages ahead.
+pub const MAX_STAGES: u32 = 8;
 /// Default threads per threadgroup (8 SIMD groups splitting K).
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per thread, twice).
@@ -154,14 +167,15 @@ fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
 
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
 /// group's packed words (`group_words`, by value) must be a multiple of
-/// `words`.
+/// `words`. Loads one chunk ahead into registers; [`qmatmul_staged`]
+/// stages several.
 ///
 /// # Panics
 /// When `format` is MLX's affine format (not in seed 002's layout), `rows`
 /// is not 1 … 8, `cols` not 1, 2 or 4, `words` not 4, 8 or 16, or
 /// `threads` not a multiple of 32 between 32 and 1024.
 pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, out, rows, cols, words, threads, false)
+    build(format, out, rows, cols, words, threads, None, 0)
 }
 
 /// The first pass of the kernel with K split over threadgroups:
@@ -171,12 +185,13 @@ pub fn qmatmul(format: Format, out: DType, rows: u32, cols: u32, words: u32, thr
 /// partial product to slice `z` of `c`, the workspace `[splits][M][N]`;
 /// `split::splitk_reduce` sums the slices in order. Panics as [`qmatmul()`].
 pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
-    build(format, DType::F32, rows, cols, words, threads, true)
+    build(format, DType::F32, rows, cols, words, threads, Some(SplitSum::Reduction), 0)
 }
 
 crate::kernel_args! {
-    /// The arguments of [`qmatmul()`] and [`qmatmul_splitk`] beside
-    /// `split::SplitArgs` (C): A's `half4` view, the packed words and
+    /// The arguments of the row decode's kernels beside
+    /// `split::SplitArgs` (C, and with the splits summed in the kernel
+    /// the workspace and the tickets): A's `half4` view, the packed words and
     /// scales read as vectors of `cols` (`b`, `b2`, `b4` and `scales`,
     /// `scales2`, `scales4` for 1, 2, 4 columns per thread: views of one
     /// buffer each), the shape, and `group_words` words per group.
@@ -195,16 +210,53 @@ crate::kernel_args! {
     }
 }
 
-/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32).
-fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: bool) -> Kernel {
+/// The kernel with K split over threadgroups that sums its splits itself
+/// ([`SplitSum::LastThreadgroup`]):
+/// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}_splitk_sum`.
+/// Each threadgroup writes its partial product to slice `z` of the f32
+/// workspace `ws` (`[splits][M][N]`) as [`qmatmul_splitk`] does, fences,
+/// and takes its column tile's ticket (`tickets`, one u32 per threadgroup
+/// of a split, zero before and after the dispatch); the last of a tile's
+/// splits fences again, sums the tile's slices in split order into `c` of
+/// `out` with `split::splitk_reduce`'s arithmetic (so the same C) and
+/// resets the ticket: one dispatch. Needs device-scope fences. Panics as
+/// [`qmatmul()`].
+pub fn qmatmul_splitk_sum(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32) -> Kernel {
+    build(format, out, rows, cols, words, threads, Some(SplitSum::LastThreadgroup), 0)
+}
+
+/// [`qmatmul()`] (or with `split`, the K-split kernel whose splits `split`
+/// sums) with `stages` chunks staged ahead by asynchronous copies (named
+/// `…_s{stages}`): each lane copies its own weight words and A vectors of
+/// the chunk `stages` ahead into its own slots of threadgroup memory, so
+/// `stages` chunks' loads are in flight without holding registers; 0 is
+/// [`qmatmul()`]'s register prefetch. Panics as [`qmatmul()`], or when
+/// `stages` is above [`MAX_STAGES`].
+#[allow(clippy::too_many_arguments)]
+pub fn qmatmul_staged(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, stages: u32, split: Option<SplitSum>) -> Kernel {
+    let out = if split == Some(SplitSum::Reduction) { DType::F32 } else { out };
+    build(format, out, rows, cols, words, threads, split, stages)
+}
+
+/// The kernel; with `split`, [`qmatmul_splitk`]'s (`out` is then f32) or
+/// [`qmatmul_splitk_sum`]'s; with `stages`, [`qmatmul_staged`]'s.
+#[allow(clippy::too_many_arguments)]
+fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: u32, split: Option<SplitSum>, stages: u32) -> Kernel {
     assert!(matches!(format, Format::Fp4 | Format::Int4), "qmatmul takes fp4 or int4, not {format}");
     assert!((1..=MAX_ROWS_PER_THREADGROUP).contains(&rows), "rows must be 1 ..= 8, got {rows}");
     assert!(matches!(cols, 1 | 2 | 4), "cols must be 1, 2 or 4, got {cols}");
     assert!(WORDS_PER_ITERATION.contains(&words), "words must be 4, 8 or 16, got {words}");
     assert!(check_threads("qmatmul", threads).is_ok(), "bad threadgroup size {threads}");
+    assert!(stages <= MAX_STAGES, "stages must be 0 ..= {MAX_STAGES}, got {stages}");
     let simdgroups = threads / SIMD_WIDTH;
     let cols_n = cols as usize;
-    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{}", if split { "_splitk" } else { "" }));
+    let staged_suffix = if stages > 0 { format!("_s{stages}") } else { String::new() };
+    let split_suffix = match split {
+        None => "",
+        Some(SplitSum::Reduction) => "_splitk",
+        Some(SplitSum::LastThreadgroup) => "_splitk_sum",
+    };
+    let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{split_suffix}{staged_suffix}"));
     type P = DecodeArgs;
     let (bn, sn) = match cols {
         1 => (P::B, P::SCALES),
@@ -215,6 +267,8 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let b = k.buffer(bn, Type::vector(Scalar::U32, cols as u8), Access::Read);
     let scales = k.buffer(sn, Type::vector(Scalar::F16, cols as u8), Access::Read);
     let c = k.buffer(SplitArgs::C, out.ty(1), Access::ReadWrite);
+    // Splits summed here: the workspace of partial products and the tickets.
+    let summed = (split == Some(SplitSum::LastThreadgroup)).then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
     let m = k.value(P::M, Type::U32);
     let n = k.value(P::N, Type::U32);
     let kk = k.value(P::K, Type::U32);
@@ -245,7 +299,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let acc: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("acc{r}_{cc}"), f(0.0))).collect()).collect();
     // The SIMD group's first group and the end: with K split, split `z`'s
     // run of groups.
-    let (split_index, g_start, g_end) = if split {
+    let (split_index, g_start, g_end) = if split.is_some() {
         let (z, begin, end) = split_run(&mut k, groups, "g");
         (Some(z), begin + sg, end)
     } else {
@@ -254,9 +308,12 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
 
     // The SIMD group walks its chunks of `words` packed rows: its groups
     // g_start, g_start + S, … below g_end, `group_words / words` chunks to
-    // a group. The next chunk's weights, scale and A values are loaded into
-    // registers before the current chunk's math, so that two chunks' loads
-    // are in flight; a load past the last chunk re-reads it (in bounds).
+    // a group. Without stages the next chunk's weights and A values are
+    // loaded into registers before the current chunk's math, so that two
+    // chunks' loads are in flight; with stages, the copies of the chunk
+    // `stages` ahead are started after each chunk's math. A load past the
+    // last chunk re-reads it (in bounds); a copy past it is not made. The
+    // scales are read once per group, one group ahead.
     let per_group = k.let_("chunks_per_group", group_words / words);
     let last_chunk = k.let_("last_chunk", g_end * group_words - words);
     let last_group = k.let_("last_group", g_end - 1u32);
@@ -265,52 +322,117 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let w = k.var("w", g_start * group_words);
     let passes = stage_vecs.div_ceil(SIMD_WIDTH);
     let stage_idx: Vec<Ex> = (0..passes).map(|i| k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH)).collect();
-    // The A vectors (half4) lane `idx` of the SIMD group stages for the
-    // chunk at packed row `row`: INT4 two (word idx % words of row
-    // idx / words), FP4 one (float4 idx of the [rows][words · 2] area).
+    // The A vectors (half4, their indices in `a4`) lane `idx` of the SIMD
+    // group stages for the chunk at packed row `row`: INT4 two (word
+    // idx % words of row idx / words), FP4 one (float4 idx of the
+    // [rows][words · 2] area).
     let a_sources = |idx: Ex, row: Ex| -> Vec<Ex> {
         if pairs {
             let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
-            vec![a4.get(src), a4.get(src + 1u32)]
+            vec![src, src + 1u32]
         } else {
-            let src = min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2);
-            vec![a4.get(src)]
+            vec![min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2)]
         }
     };
-    let first = k.let_("first_row", min(w.get(), last_chunk));
-    let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
-    let a_next: Vec<Vec<Var>> = stage_idx
-        .iter()
-        .enumerate()
-        .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, v)| k.var(&format!("a_next{i}_{j}"), v)).collect())
-        .collect();
-    let s_next = k.var("s_next", scales.get(min(g.get(), last_group) * nv + colv));
-    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
-
-    k.while_(g.get().lt(g_end), |k| {
-        let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
-        let a_now: Vec<Vec<Ex>> = a_next
-            .iter()
-            .enumerate()
-            .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
-            .collect();
-        let s = k.let_("s", to_f32(s_next.get()));
-        // The next chunk: the next row of this group, or the next group's first.
-        let pos1 = k.let_("pos1", pos.get() + 1u32);
-        let group_done = k.let_("group_done", pos1.eq(per_group));
+    let a_per_pass = if pairs { 2 } else { 1 };
+    // Moves chunk position (g, pos, w) to the SIMD group's next chunk: the
+    // next of this group, or the next group's first; true when the group
+    // is done.
+    let advance = |k: &mut KernelBuilder, g: Var, pos: Var, w: Var, tag: &str| -> Ex {
+        let pos1 = k.let_(&format!("{tag}pos1"), pos.get() + 1u32);
+        let group_done = k.let_(&format!("{tag}group_done"), pos1.eq(per_group));
         k.assign(pos, enigma_ir::builder::select(pos1, 0u32, group_done));
         k.assign(g, enigma_ir::builder::select(g.get(), g.get() + simdgroups, group_done));
         k.assign(w, enigma_ir::builder::select(w.get() + words, g.get() * group_words, group_done));
-        let next = k.let_("next_row", min(w.get(), last_chunk));
-        for (u, q) in q_next.iter().enumerate() {
-            k.assign(*q, b.get((next + u as u32) * nv + colv));
+        group_done
+    };
+    // Staged: slot `j` of stage `t` of this thread at `(t · slots + j) ·
+    // threads + tid`, so that a SIMD group's accesses to one slot are
+    // contiguous; only the thread that copies a slot reads it.
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let b_staged = (stages > 0).then(|| k.threadgroup_array("b_staged", Type::vector(Scalar::U32, cols as u8), stages * words * threads));
+    let a_slots = passes * a_per_pass;
+    let a_staged = (stages > 0).then(|| k.threadgroup_array("a_staged", Type::vector(Scalar::F16, 4), stages * a_slots * threads));
+    let slot = move |stage: Ex, j: u32, slots: u32| (stage * slots + j) * threads + tid;
+    // The copy side's position: `stages` chunks ahead of the math's.
+    let copy_position = (stages > 0).then(|| (k.var("copy_g", g_start), k.var("copy_pos", 0u32), k.var("copy_w", g_start * group_words)));
+    // Starts the copies of the copy side's chunk into stage `stage` (one
+    // group of copies, empty past the last chunk) and moves the copy side on.
+    let issue = |k: &mut KernelBuilder, stage: Ex, tag: &str| {
+        let (b_staged, a_staged) = (b_staged.expect("staged"), a_staged.expect("staged"));
+        let (cg, cpos, cw) = copy_position.expect("staged");
+        let live = k.let_(&format!("{tag}live"), cg.get().lt(g_end));
+        let row = k.let_(&format!("{tag}row"), min(cw.get(), last_chunk));
+        for u in 0..words {
+            k.async_copy(b_staged.at(slot(stage, u, words)), b.at((row + u) * nv + colv), 1, live);
         }
-        for (vars, &idx) in a_next.iter().zip(&stage_idx) {
-            for (var, v) in vars.iter().zip(a_sources(idx, next)) {
-                k.assign(*var, v);
+        for (i, &idx) in stage_idx.iter().enumerate() {
+            let needed = if (i as u32 + 1) * SIMD_WIDTH <= stage_vecs { live } else { k.let_(&format!("{tag}needed{i}"), live.and(idx.lt(stage_vecs))) };
+            for (j, src) in a_sources(idx, row).into_iter().enumerate() {
+                k.async_copy(a_staged.at(slot(stage, i as u32 * a_per_pass + j as u32, a_slots)), a4.at(src), 1, needed);
             }
         }
-        k.assign(s_next, scales.get(min(g.get(), last_group) * nv + colv));
+        k.async_commit();
+        advance(k, cg, cpos, cw, tag);
+    };
+    let ring = (stages > 0).then(|| {
+        for t in 0..stages {
+            issue(&mut k, Ex::from(t), &format!("first{t}_"));
+        }
+        k.var("stage", 0u32)
+    });
+    // Without stages, the registers that hold the next chunk.
+    let registers = (stages == 0).then(|| {
+        let first = k.let_("first_row", min(w.get(), last_chunk));
+        let q_next: Vec<Var> = (0..words).map(|u| k.var(&format!("q_next{u}"), b.get((first + u) * nv + colv))).collect();
+        let a_next: Vec<Vec<Var>> = stage_idx
+            .iter()
+            .enumerate()
+            .map(|(i, &idx)| a_sources(idx, first).into_iter().enumerate().map(|(j, src)| k.var(&format!("a_next{i}_{j}"), a4.get(src))).collect())
+            .collect();
+        (q_next, a_next)
+    });
+    let scale_at = |g: Ex| min(g, last_group) * nv + colv;
+    let s_now = k.var("s_now", scales.get(scale_at(g.get())));
+    let s_next = k.var("s_next", scales.get(scale_at(g.get() + simdgroups)));
+    let part: Vec<Vec<Var>> = (0..rows).map(|r| (0..cols).map(|cc| k.var(&format!("part{r}_{cc}"), f(0.0))).collect()).collect();
+
+    k.while_(g.get().lt(g_end), |k| {
+        let (qs, a_now): (Vec<Ex>, Vec<Vec<Ex>>) = match (&registers, ring) {
+            (Some((q_next, a_next)), _) => {
+                let qs: Vec<Ex> = q_next.iter().enumerate().map(|(u, q)| k.let_(&format!("q{u}"), q.get())).collect();
+                let a_now = a_next
+                    .iter()
+                    .enumerate()
+                    .map(|(i, vs)| vs.iter().enumerate().map(|(j, v)| k.let_(&format!("a_now{i}_{j}"), v.get())).collect())
+                    .collect();
+                (qs, a_now)
+            }
+            (None, Some(stage)) => {
+                let (b_staged, a_staged) = (b_staged.expect("staged"), a_staged.expect("staged"));
+                // This chunk's group of copies is complete when at most
+                // `stages - 1` newer ones are pending.
+                k.async_wait(stages - 1);
+                let qs = (0..words).map(|u| k.let_(&format!("q{u}"), b_staged.get(slot(stage.get(), u, words)))).collect();
+                let a_now = (0..passes)
+                    .map(|i| (0..a_per_pass).map(|j| k.let_(&format!("a_now{i}_{j}"), a_staged.get(slot(stage.get(), i * a_per_pass + j, a_slots)))).collect())
+                    .collect();
+                (qs, a_now)
+            }
+            (None, None) => unreachable!("registers or stages"),
+        };
+        let group_done = advance(k, g, pos, w, "");
+        if let Some((q_next, a_next)) = &registers {
+            let next = k.let_("next_row", min(w.get(), last_chunk));
+            for (u, q) in q_next.iter().enumerate() {
+                k.assign(*q, b.get((next + u as u32) * nv + colv));
+            }
+            for (vars, &idx) in a_next.iter().zip(&stage_idx) {
+                for (var, src) in vars.iter().zip(a_sources(idx, next)) {
+                    k.assign(*var, a4.get(src));
+                }
+            }
+        }
         // The SIMD group converts the chunk's A values once, one vector per
         // lane and pass, instead of every lane converting all of them.
         for (i, (&idx, a)) in stage_idx.iter().zip(&a_now).enumerate() {
@@ -383,6 +505,7 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         // Every lane has read the staged A before the next iteration overwrites it.
         k.simdgroup_barrier(MemFlags::Threadgroup);
         k.if_(group_done, |k| {
+            let s = k.let_("s", to_f32(s_now.get()));
             for cc in 0..cols_n {
                 let sc = if cols == 1 { s } else { s.component(cc as u8) };
                 // INT4's partial sums are in eighths of the codes' values.
@@ -392,7 +515,15 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
                     k.assign(part_row[cc], f(0.0));
                 }
             }
+            // `g` is now the next group, whose scale `s_next` holds.
+            k.assign(s_now, s_next.get());
+            k.assign(s_next, scales.get(scale_at(g.get() + simdgroups)));
         });
+        if let Some(stage) = ring {
+            // The stage just read takes the chunk `stages` ahead.
+            issue(k, stage.get(), "ahead_");
+            k.assign(stage, enigma_ir::builder::select(stage.get() + 1u32, 0u32, (stage.get() + 1u32).eq(stages)));
+        }
     });
 
     // Partials: [simdgroup][row][col][lane].
@@ -417,29 +548,67 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             Some(z) => (z * m + row) * n + col,
             None => row * n + col,
         };
-        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, at, total.get()));
+        let dest = summed.map_or(c, |(ws, _)| ws);
+        k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, dest, at, total.get()));
     });
+    if let Some((ws, tickets)) = summed {
+        // Every thread fences its stores to the workspace before the
+        // ticket, and every thread of the last threadgroup fences before it
+        // reads the others' (one fencing thread orders only itself).
+        k.device_fence();
+        k.threadgroup_barrier(MemFlags::Device);
+        let grid = threadgroups_per_grid();
+        let splits = grid.z();
+        let ticket_at = k.let_("ticket_at", threadgroup_position_in_grid().y() * grid.x() + tile);
+        // The partial sums are read: slot 0 tells the threadgroup whether
+        // it drew the last ticket.
+        k.if_(thread_index_in_threadgroup().eq(0u32), |k| {
+            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
+            let last = k.let_("split_last", ticket.eq(splits - 1u32));
+            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
+            k.store(partials.at(0u32), enigma_ir::builder::select(0.0f32, 1.0f32, last));
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.if_(partials.get(0u32).ne(0.0f32), |k| {
+            k.device_fence();
+            k.for_range("e", thread_index_in_threadgroup(), per_group, threads, |k, e| {
+                let rc = k.let_("sum_rc", e / SIMD_WIDTH);
+                let row = k.let_("sum_row", row0 + rc / cols);
+                let col = k.let_("sum_col", (tile * SIMD_WIDTH + e % SIMD_WIDTH) * cols + rc % cols);
+                k.if_(row.lt(m).and(col.lt(n)), |k| {
+                    let mn = k.let_("mn", m * n);
+                    let at = k.let_("sum_at", row * n + col);
+                    // The splits in order, as `split::splitk_reduce` sums them.
+                    let sum = k.var("split_sum", ws.get(at));
+                    k.for_range("sum_split", 1u32, splits, 1u32, |k, s| k.assign(sum, sum.get() + ws.get(s * mn + at)));
+                    store_f32(k, c, at, sum.get());
+                });
+            });
+        });
+    }
     finish(k)
 }
 
 /// The row decode's blocking: `rows` of C per threadgroup, `cols` columns
-/// per thread, `words` packed words per loop iteration.
+/// per thread, `words` packed words per loop iteration, `stages` chunks
+/// staged ahead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowBlocking {
     pub rows: u32,
     pub cols: u32,
     pub words: u32,
+    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
+    /// the register prefetch of [`qmatmul()`]).
+    pub stages: u32,
 }
 
 impl DecodePlan<RowBlocking> {
-    /// The kernel: [`qmatmul()`], or [`qmatmul_splitk`] with K split.
+    /// The kernel: [`qmatmul()`], with K split [`qmatmul_splitk`] or
+    /// [`qmatmul_splitk_sum`] (as `split_sum` says), any of them staged
+    /// ([`qmatmul_staged`]) with stages.
     pub fn kernel(&self) -> Kernel {
-        let RowBlocking { rows, cols, words } = self.blocking;
-        if self.splits > 1 {
-            qmatmul_splitk(self.format, rows, cols, words, self.threads)
-        } else {
-            qmatmul(self.format, self.out, rows, cols, words, self.threads)
-        }
+        let RowBlocking { rows, cols, words, stages } = self.blocking;
+        qmatmul_staged(self.format, self.out, rows, cols, words, self.threads, stages, (self.splits > 1).then_some(self.split_sum))
     }
 }
 
@@ -448,7 +617,8 @@ impl DecodePlan<RowBlocking> {
 /// iteration default to [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
 /// most `split::MAX_SPLITS`; default [`default_splits`] for
-/// `compute_units`).
+/// `compute_units`), who sums them (default the reduction) and chunks
+/// staged ahead (0 … [`MAX_STAGES`]; default 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeOptions {
     pub blocking: BlockingOptions,
@@ -458,26 +628,66 @@ pub struct DecodeOptions {
     /// The device's compute units, for [`default_splits`]; 0 (unknown, or
     /// the simulator, which gains nothing from splitting) for no split.
     pub compute_units: u32,
+    /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]);
+    /// `None` for 0, the register prefetch, which ran faster on an H200 in
+    /// every configuration measured (`BENCHMARKS.md`, the quantized
+    /// matmul).
+    pub stages: Option<u32>,
+    /// Who sums the K splits: `None` for the reduction's second dispatch.
+    pub split_sum: Option<SplitSum>,
+    /// The threadgroup memory a staged kernel may use (the device's; below
+    /// `MAX_THREADGROUP_MEMORY`, that limit, which every kernel keeps
+    /// without stages).
+    pub stage_memory: u64,
+}
+
+impl DecodeOptions {
+    /// The threadgroup memory a kernel with `stages` may use.
+    fn memory_limit(&self, stages: u32) -> u64 {
+        if stages > 0 {
+            self.stage_memory.max(MAX_THREADGROUP_MEMORY)
+        } else {
+            MAX_THREADGROUP_MEMORY
+        }
+    }
 }
 
 /// Warps per compute unit below which [`default_splits`] splits K over
 /// threadgroups: eight. A split costs a workspace and a second dispatch (the
-/// reduction), which outweighed what it gave wherever the grid already had
-/// a few warps per unit (`BENCHMARKS.md`, the decode kernel's grid).
+/// reduction) or the last threadgroup's sum, which outweighed what it gave
+/// wherever the grid already had a few warps per unit, summed in the kernel
+/// too (`BENCHMARKS.md`, the decode kernel's grid and the quantized matmul
+/// on the H200).
 pub const MIN_WARPS_PER_UNIT: u32 = 8;
 
 /// The decode kernel's default threads per threadgroup for `m` rows and
 /// `n` columns on a device of `compute_units`: 512 (16 SIMD groups sharing
-/// a column tile's K) where one column per thread leaves fewer than two
-/// threadgroups per unit, else [`DEFAULT_THREADS`]. More SIMD groups per
-/// column tile give a narrow grid more warps without a K split; a wide grid
-/// stays faster at 256 (`BENCHMARKS.md`, the decode kernel's grid).
+/// a column tile's K) at one row, or where one column per thread leaves
+/// fewer than two threadgroups per unit, else [`DEFAULT_THREADS`]. More
+/// SIMD groups per column tile give a narrow grid more warps without a K
+/// split; a wide grid of several rows stays faster at 256, one row (with
+/// [`default_min_tiles`]' wider columns) at 512 (`BENCHMARKS.md`, the
+/// decode kernel's grid).
 pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
     let tiles = n.div_ceil(SIMD_WIDTH as usize).saturating_mul(m.div_ceil(MAX_ROWS_PER_THREADGROUP as usize));
-    if compute_units > 0 && tiles < 2 * compute_units as usize {
+    if compute_units > 0 && (m == 1 || tiles < 2 * compute_units as usize) {
         2 * DEFAULT_THREADS
     } else {
         DEFAULT_THREADS
+    }
+}
+
+/// The column tiles the decode kernel's default columns per thread keep
+/// to ([`BlockingOptions::min_tiles`]) at `m` rows on a device of
+/// `compute_units`: at one row half a tile per unit (so 4 columns per
+/// thread, 16-byte weight loads, from N = 64 · units up: the fewer
+/// instructions per weight outweigh the idle units on an H200), at more
+/// rows two per unit (`BENCHMARKS.md`, the decode kernel's grid).
+pub fn default_min_tiles(m: usize, compute_units: u32) -> u32 {
+    if m == 1 {
+        compute_units / 2
+    } else {
+        2 * compute_units
     }
 }
 
@@ -520,7 +730,11 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
     };
     // Default rows: up to 8, fewer where the partial sums (of one column
     // per thread) and the staged A would not fit threadgroup memory.
-    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words) <= MAX_THREADGROUP_MEMORY;
+    if let Some(stages) = options.stages.filter(|&s| s > MAX_STAGES) {
+        return Err(ShapeError::new(name, format!("{stages} stages; between 0 and {MAX_STAGES}")));
+    }
+    let asked_stages = options.stages.unwrap_or(0);
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
     let rows = blocking.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
@@ -534,13 +748,17 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
             .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= blocking.min_tiles)
             .unwrap_or(1),
     };
-    let bytes = threadgroup_bytes(format, t, rows, cols, words);
-    if bytes > MAX_THREADGROUP_MEMORY {
+    let stages = asked_stages;
+    let bytes = threadgroup_bytes(format, t, rows, cols, words, stages);
+    let limit = options.memory_limit(stages);
+    if bytes > limit {
         return Err(ShapeError::new(
             name,
             format!(
-                "{t} threads × {rows} rows × {cols} columns × {words} words need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {MAX_THREADGROUP_MEMORY}",
-                if format == Format::Fp4 { ", FP4 table" } else { "" }
+                "{t} threads × {rows} rows × {cols} columns × {words} words{} need {bytes} bytes of threadgroup memory (partial sums, staged A{}{}), over {limit}",
+                if stages > 0 { format!(" × {stages} stages") } else { String::new() },
+                if stages > 0 { ", stages" } else { "" },
+                if format == Format::Fp4 { ", FP4 table" } else { "" },
             ),
         ));
     }
@@ -554,26 +772,31 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
     Ok(DecodePlan {
         format,
         out,
-        blocking: RowBlocking { rows, cols, words },
+        blocking: RowBlocking { rows, cols, words, stages },
         threads: t,
         m: m32,
         n: n32,
         k: k32,
         group: group as u32,
         splits,
+        split_sum: options.split_sum.unwrap_or_default(),
         dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
     })
 }
 
 /// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
-/// f32), the staged A (`[S][rows][8·words]` f32) and, for FP4, the
-/// decoding table.
-fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32) -> u64 {
+/// f32), the converted A (`[S][rows][8·words]` f32 or f16 pairs), for FP4
+/// the decoding table and with `stages` each thread's slots of every
+/// stage (`words` weight vectors of `4 · cols` bytes and the A vectors it
+/// copies, 8 bytes each).
+fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32, stages: u32) -> u64 {
     let simdgroups = (threads / SIMD_WIDTH) as u64;
     let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
     let (vecs, elem) = stage_layout(format, rows, words);
     let stage = simdgroups * vecs as u64 * elem.size_bytes() as u64;
-    partials + stage + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+    let a_slots = vecs.div_ceil(SIMD_WIDTH) * if format == Format::Int4 { 2 } else { 1 };
+    let staged = stages as u64 * threads as u64 * (words as u64 * 4 * cols as u64 + a_slots as u64 * 8);
+    partials + stage + staged + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
 }
 
 /// The f64 reference: `C = A · W` for `A` `[m, k]` and the dequantised
@@ -602,7 +825,8 @@ mod tests {
             for out in [DType::F32, DType::F16] {
                 for rows in 1..=MAX_ROWS_PER_THREADGROUP {
                     for (cols, words) in [(1, 4), (2, 8), (4, 16)] {
-                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64)] {
+                        let staged = qmatmul_staged(format, out, rows, 1, 4, 64, 2, Some(SplitSum::LastThreadgroup));
+                        for kernel in [qmatmul(format, out, rows, cols, words, 64), qmatmul_splitk(format, rows, cols, words, 64), qmatmul_splitk_sum(format, out, rows, cols, words, 64), staged] {
                             if let Err(e) = validate(&kernel, &ValidationOptions::default()) {
                                 panic!("{}: {e}", kernel.name);
                             }
@@ -663,8 +887,10 @@ mod tests {
     fn the_plan_counts_the_threadgroup_memory_the_kernel_declares() {
         for format in [Format::Int4, Format::Fp4] {
             for (rows, cols, words, threads) in [(1, 1, 8, 256), (4, 2, 16, 512), (8, 1, 4, 128)] {
-                let declared: u64 = qmatmul(format, DType::F16, rows, cols, words, threads).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-                assert_eq!(threadgroup_bytes(format, threads, rows, cols, words), declared, "{format} r{rows} c{cols} u{words} t{threads}");
+                for stages in [0, 3] {
+                    let declared: u64 = qmatmul_staged(format, DType::F16, rows, cols, words, threads, stages, None).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                    assert_eq!(threadgroup_bytes(format, threads, rows, cols, words, stages), declared, "{format} r{rows} c{cols} u{words} t{threads} s{stages}");
+                }
             }
         }
     }
@@ -677,6 +903,15 @@ mod tests {
         assert_eq!(default_threads(11008, 4, 132), DEFAULT_THREADS);
         // The simulator (no compute units) keeps the default.
         assert_eq!(default_threads(64, 1, 0), DEFAULT_THREADS);
+        // One row: 512 threads and, at N = 11008 on 132 units, 4 columns
+        // per thread (86 tiles, at least 66); at N = 4096 one (128 tiles:
+        // 4 and 2 columns leave 32 and 64).
+        assert_eq!((default_threads(11008, 1, 132), default_min_tiles(1, 132), default_min_tiles(2, 132)), (512, 66, 264));
+        let one_row = DecodeOptions { blocking: BlockingOptions { min_tiles: default_min_tiles(1, 132), ..BlockingOptions::default() }, compute_units: 132, ..DecodeOptions::default() };
+        let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 512, one_row).unwrap();
+        // 86 tiles of 16 SIMD groups: 10.4 warps per unit, no split.
+        assert_eq!((p.blocking.cols, p.splits), (4, 1));
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 4096, 4096, 128, 512, one_row).unwrap().blocking.cols, 1);
         // Unsplit (the simulator's default): today's kernel, no workspace.
         let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
         assert_eq!(p.splits, 1);

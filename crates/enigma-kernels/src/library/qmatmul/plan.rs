@@ -1,11 +1,12 @@
 //! The plan the family's three decode kernels share ([`DecodePlan`]): the
-//! problem, the threads, the K splits and the dispatch, with the kernel's
+//! problem, the threads, the K splits (and who sums them) and the dispatch, with the kernel's
 //! own blocking beside them (the row decode's [`super::RowBlocking`], the
 //! fragment decode's `qmatmul_fragments::FragmentBlocking`, the affine
 //! kernel's `qmatmul_affine::AffineBlocking`); and the options the decode
 //! and affine kernels' blocking defaults take ([`BlockingOptions`]).
 
 use crate::library::quant::{Format, VALUES_PER_WORD};
+use crate::library::split::SplitSum;
 use crate::library::{DType, Dispatch};
 
 /// A planned decode-size quantized matmul `C[M, N] = A[M, K] · dequant(B)`
@@ -26,9 +27,13 @@ pub struct DecodePlan<B> {
     /// K values per scale (and bias).
     pub group: u32,
     /// K split over this many threadgroups (grid z); above 1 the kernel
-    /// writes `splits · M · N` f32 partial sums for `split::splitk_reduce`
-    /// to sum into C. The affine kernel is never split.
+    /// writes `splits · M · N` f32 partial sums, which `split_sum` says who
+    /// sums into C. The affine kernel is never split.
     pub splits: u32,
+    /// Who sums the K splits (when `splits` > 1): the reduction's second
+    /// dispatch (`split::splitk_reduce`), or for the row decode, where the
+    /// plan says so, the kernel's last threadgroup of each column tile.
+    pub split_sum: SplitSum,
     pub dispatch: Dispatch,
 }
 

@@ -9,13 +9,13 @@
 //! own features (a tile, stages, K splits summed in the kernel), and the
 //! tensor-core GEMM (`gemm::qgemm`) above. FP4/INT4 in their row layout run
 //! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
-//! rows unless K splits summed in the kernel are asked for, or at any M
+//! rows, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
-//! columns per thread, words per iteration) or for no vector loads; else
+//! columns per thread, words per iteration, stages) or for no vector loads; else
 //! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
 //! named.
 
-use super::decode::{default_threads, plan, DecodeOptions, RowBlocking, DECODE_ROWS};
+use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, RowBlocking, DECODE_ROWS};
 use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
@@ -85,8 +85,8 @@ pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKer
         return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked { QmatmulKernel::FragmentsDecode } else { QmatmulKernel::Tiled };
     }
     let q = &overrides.qmatmul;
-    let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration].iter().any(Option::is_some) || overrides.vectorize == Some(false);
-    if decode_asked || (m <= DECODE_ROWS as usize && !kernel_sum_asked(overrides)) {
+    let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
+    if decode_asked || m <= DECODE_ROWS as usize {
         QmatmulKernel::Decode
     } else {
         QmatmulKernel::Tiled
@@ -101,7 +101,9 @@ pub fn select(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrid
 /// `kernel` configured for `problem` on `device`: the decode kernels their
 /// blocking for the device's compute units (on a GPU: enough column tiles
 /// for two threadgroups per compute unit, K split only where that still
-/// leaves units short of warps; the simulator gains nothing from either);
+/// leaves units short of warps; the simulator gains nothing from either),
+/// the FP4/INT4 one's splits summed in the kernel where the device has
+/// device-scope fences (one dispatch), else by the reduction;
 /// the tensor-core GEMM [`QgemmConfig::for_rows`]'s tile deepened where the
 /// group allows, in the weights' layout, K split where the output has few
 /// tiles, stages where they fit (more where the whole-tile variant, which
@@ -120,8 +122,17 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
                 (None, Some(false)) => Some(1),
                 (None, _) => None,
             };
-            let blocking = BlockingOptions { rows: q.rows_per_threadgroup, cols, words: q.words_per_iteration, min_tiles: 2 * compute_units };
-            let options = DecodeOptions { blocking, splits: g.k_splits, compute_units };
+            let default_sum = if select::has_device_fences(device) { SplitSum::LastThreadgroup } else { SplitSum::Reduction };
+            let split_sum = select::split_sum("qmatmul", device, g.split_sum, default_sum)?;
+            let blocking = BlockingOptions { rows: q.rows_per_threadgroup, cols, words: q.words_per_iteration, min_tiles: default_min_tiles(m, compute_units) };
+            let options = DecodeOptions {
+                blocking,
+                splits: g.k_splits,
+                compute_units,
+                stages: q.stages,
+                split_sum: Some(split_sum),
+                stage_memory: select::stage_memory(device),
+            };
             let threads = overrides.threads.unwrap_or_else(|| default_threads(n, m, compute_units));
             QmatmulSelection::Decode(plan(format, out, m, n, k, group, threads, options)?)
         }
