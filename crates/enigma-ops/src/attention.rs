@@ -4,8 +4,8 @@
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::attention::{self, DecodeShape};
-use enigma_runtime::{Arg, Buffer};
+use enigma_kernels::library::attention::{self, CombineArgs, DecodeShape, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
+use enigma_runtime::Buffer;
 
 /// The fused decode's results: `out` (`[batch, q_heads, d]` in the input's
 /// type) and, when asked for, `lse` (`[batch, q_heads]` f32: the natural
@@ -47,12 +47,11 @@ impl Ops<'_> {
         plan.check_three_dispatch()?;
         let scores = self.output(Scalar::F32, heads * s_len)?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
-        let dims = [("s_len", Arg::u32(shape.s_len)), ("d", Arg::u32(shape.d)), ("scale", Arg::f32(scale))];
-        let mut args = vec![("q", Arg::from(q)), ("q4", Arg::from(q)), ("k", Arg::from(k)), ("k4", Arg::from(k)), ("scores", Arg::from(&scores))];
-        args.extend(dims);
+        let (s_len, d) = (shape.s_len, shape.d);
+        let args = ScoresArgs { q, q4: q, k, k4: k, scores: &scores, s_len, d, scale };
         self.launch(format!("attention_scores {:?}", (plan.dtype, plan.vec, plan.chunks)), || plan.scores_kernel(), plan.scores, &args)?;
         self.softmax_into(&plan.softmax, &scores, &scores)?;
-        let args = [("w", Arg::from(&scores)), ("v", Arg::from(v)), ("out", Arg::from(&out)), dims[0], dims[1]];
+        let args = WeightedSumArgs { w: &scores, v, out: &out, s_len, d };
         self.launch(format!("attention_weighted_sum {:?}", plan.dtype), || plan.weighted_sum_kernel(), plan.weighted_sum, &args)?;
         Ok(out)
     }
@@ -110,48 +109,38 @@ impl Ops<'_> {
         let d = shape.d as usize;
         let out = self.output(plan.dtype.scalar(), rows * d)?;
         let lse = if with_lse { Some(self.output(Scalar::F32, rows)?) } else { None };
-        let mut args = vec![
-            ("q", Arg::from(q)),
-            ("q4", Arg::from(q)),
-            ("k", Arg::from(k)),
-            ("k4", Arg::from(k)),
-            ("v", Arg::from(v)),
-            ("v4", Arg::from(v)),
-            ("q8", Arg::from(q)),
-            ("k8", Arg::from(k)),
-            ("v8", Arg::from(v)),
-            ("s_len", Arg::u32(shape.s_len)),
-            ("d", Arg::u32(shape.d)),
-            ("scale", Arg::f32(scale)),
-            ("group", Arg::u32(shape.group())),
-        ];
-        if let Some(lens) = seq_lens {
-            args.push(("seq_lens", Arg::from(lens)));
-        }
         let key = format!("attention_fused {:?}", plan.fused_config());
+        let args = FusedDecodeArgs {
+            q,
+            q4: q,
+            q8: q,
+            k,
+            k4: k,
+            k8: k,
+            v,
+            v4: v,
+            v8: v,
+            out: Some(&out),
+            lse: lse.as_ref(),
+            partial_ml: None,
+            partial_acc: None,
+            seq_lens,
+            s_len: shape.s_len,
+            d: shape.d,
+            scale,
+            group: shape.group(),
+            split_len: plan.split_len,
+        };
         if plan.splits == 1 {
-            args.push(("out", Arg::from(&out)));
-            if let Some(lse) = &lse {
-                args.push(("lse", Arg::from(lse)));
-            }
             self.launch(key, || plan.fused_kernel(), plan.fused, &args)?;
             return Ok(DecodeOutput { out, lse });
         }
         let parts = rows * plan.splits as usize;
         let partial_ml = self.output(Scalar::F32, parts * 2)?;
         let partial_acc = self.output(Scalar::F32, parts * d)?;
-        args.extend([("partial_ml", Arg::from(&partial_ml)), ("partial_acc", Arg::from(&partial_acc)), ("split_len", Arg::u32(plan.split_len))]);
-        self.launch(key, || plan.fused_kernel(), plan.fused, &args)?;
-        let mut args = vec![
-            ("partial_ml", Arg::from(&partial_ml)),
-            ("partial_acc", Arg::from(&partial_acc)),
-            ("out", Arg::from(&out)),
-            ("d", Arg::u32(shape.d)),
-            ("splits", Arg::u32(plan.splits)),
-        ];
-        if let Some(lse) = &lse {
-            args.push(("lse", Arg::from(lse)));
-        }
+        let split = FusedDecodeArgs { out: None, lse: None, partial_ml: Some(&partial_ml), partial_acc: Some(&partial_acc), ..args };
+        self.launch(key, || plan.fused_kernel(), plan.fused, &split)?;
+        let args = CombineArgs { partial_ml: &partial_ml, partial_acc: &partial_acc, out: &out, lse: lse.as_ref(), d: shape.d, splits: plan.splits };
         self.launch(format!("attention_combine {:?}", (plan.dtype, with_lse)), || plan.combine_kernel(), plan.combine, &args)?;
         Ok(DecodeOutput { out, lse })
     }

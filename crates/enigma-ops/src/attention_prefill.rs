@@ -4,8 +4,8 @@
 
 use crate::{Error, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::attention_prefill::{self, Mask, PrefillPlan, PrefillShape};
-use enigma_runtime::{Arg, Buffer};
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillArgs, PrefillPlan, PrefillShape};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
     /// `out = softmax(Q·Kᵀ·scale + mask)·V` for `q` `[batch, heads, s_q, d]`
@@ -54,21 +54,19 @@ impl Ops<'_> {
         }
         let out = self.output(plan.config.dtype.scalar(), shape.q_len())?;
         let lse = if lse { Some(self.output(Scalar::F32, shape.rows())?) } else { None };
-        let mut args = vec![
-            ("q", Arg::from(q)),
-            ("k", Arg::from(k)),
-            ("v", Arg::from(v)),
-            ("out", Arg::from(&out)),
-            ("s_q", Arg::u32(shape.s_q as u32)),
-            ("s_kv", Arg::u32(shape.s_kv as u32)),
-            ("heads", Arg::u32(shape.heads as u32)),
-            ("group", Arg::u32((shape.heads / shape.kv_heads) as u32)),
-            ("scale_log2", Arg::f32(scale * std::f32::consts::LOG2_E)),
-            ("diag", Arg::u32(plan.diag())),
-        ];
-        if let Some(lse) = &lse {
-            args.push(("lse", Arg::from(lse)));
-        }
+        let args = PrefillArgs {
+            q,
+            k,
+            v,
+            out: &out,
+            lse: lse.as_ref(),
+            s_q: shape.s_q as u32,
+            s_kv: shape.s_kv as u32,
+            heads: shape.heads as u32,
+            group: (shape.heads / shape.kv_heads) as u32,
+            scale_log2: scale * std::f32::consts::LOG2_E,
+            diag: plan.diag(),
+        };
         self.launch(format!("attention_prefill {:?}", plan.config), || plan.kernel(), plan.dispatch, &args)?;
         Ok((out, lse))
     }

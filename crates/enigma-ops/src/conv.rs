@@ -5,7 +5,7 @@
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::{self as lib, conv};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 /// The shape of a 2-D convolution (PyTorch's `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,26 +75,24 @@ impl Ops<'_> {
         lib::to_u32(name, "input elements", inputs)?;
         lib::to_u32(name, "weights", weights)?;
         let values = [c.in_channels, c.size[0], c.size[1], c.out_channels, oh, ow, c.kernel[0], c.kernel[1], c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], c.groups];
-        let mut dims = Vec::with_capacity(conv::DIMS.len());
-        for (v, what) in values.into_iter().zip(conv::DIMS) {
-            dims.push((what, Arg::u32(lib::to_u32(name, what, v)?)));
+        let mut dims = [0; 15];
+        for ((d, v), what) in dims.iter_mut().zip(values).zip(conv::ConvDims::NAMES) {
+            *d = lib::to_u32(name, what, v)?;
         }
+        let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups] = dims;
+        let dims = conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups };
         if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] && c.groups == 1 {
             return Ok((self.conv2d_pointwise(x, w, bias, c, dtype)?, [oh, ow]));
         }
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        let mut args = vec![
-            ("x", Arg::from(x)),
-            ("w", Arg::from(w)),
-            // Without a bias the kernel never reads this binding.
-            ("bias", Arg::from(bias.unwrap_or(w))),
-            ("y", Arg::from(&y)),
-            ("has_bias", Arg::u32(bias.is_some() as u32)),
-            ("total", Arg::u32(total32)),
-        ];
-        args.extend(dims);
-        self.launch(format!("conv2d {dtype:?}"), || conv::conv2d(dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &args)?;
+        self.launch(
+            format!("conv2d {dtype:?}"),
+            || conv::conv2d(dtype),
+            lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t),
+            // Without a bias the kernel never reads `bias`: `w` stands in.
+            &(conv::ConvArgs { x, w, bias: bias.unwrap_or(w), y: &y, has_bias: bias.is_some() as u32, total: total32 }, dims),
+        )?;
         Ok((y, [oh, ow]))
     }
 

@@ -3,9 +3,9 @@
 //! a result into memory the caller gave.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_kernels::library::elementwise::{self, Elementwise};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs, FillArgs};
 use enigma_ir::Scalar;
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -27,21 +27,12 @@ impl Ops<'_> {
         let vec = if vec == 4 && self.options.vectorize.is_none() && elementwise::packs(dtype, n) { 8 } else { vec };
         let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
         let y = self.flat_output(elem, n, vec)?;
-        let mut args = vec![("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("n", Arg::u32(plan.n))];
-        if let Some(b) = b {
-            args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
-        }
         // The packed kernel reads and writes 16-byte words.
         let words = enigma_ir::Type::vector(Scalar::U32, 4);
-        let packed: Vec<(&str, Buffer)> = if plan.vec == 8 {
-            let mut views = vec![("x8", x), ("y8", &y)];
-            views.extend(b.map(|b| ("b8", b)));
-            views.into_iter().map(|(name, buf)| Ok((name, self.vector_view(op.name(), name, buf, words, 8)?))).collect::<Result<_, Error>>()?
-        } else {
-            vec![]
-        };
-        args.extend(packed.iter().map(|(name, buf)| (*name, Arg::from(buf))));
-        args.push(("factor", Arg::f32(factor)));
+        let packed = |what: &str, buf: &Buffer| (plan.vec == 8).then(|| self.vector_view(op.name(), what, buf, words, 8)).transpose();
+        let (x8, y8) = (packed(ElementwiseArgs::X8, x)?, packed(ElementwiseArgs::Y8, &y)?);
+        let b8 = b.map(|b| packed(ElementwiseArgs::B8, b)).transpose()?.flatten();
+        let args = ElementwiseArgs { x, x4: x, x8: x8.as_ref(), b, b4: b, b8: b8.as_ref(), y: &y, y4: &y, y8: y8.as_ref(), n: plan.n, factor };
         self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &args)?;
         Ok(y)
     }
@@ -80,7 +71,7 @@ impl Ops<'_> {
         let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), n)?;
         let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
-        self.launch(format!("fill {dtype:?}"), || elementwise::fill(dtype), dispatch, &[("y", Arg::from(&y)), ("n", Arg::u32(n32)), ("value", Arg::f32(value))])?;
+        self.launch(format!("fill {dtype:?}"), || elementwise::fill(dtype), dispatch, &FillArgs { y: &y, n: n32, value })?;
         Ok(y)
     }
 
@@ -99,7 +90,7 @@ impl Ops<'_> {
         let n = enigma_kernels::library::to_u32(&name, "elements", elems)?;
         let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
         let dispatch = enigma_kernels::library::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
-        self.launch(format!("copy {elem:?}"), || elementwise::copy(elem), dispatch, &[("src", Arg::from(src)), ("dst", Arg::from(dst)), ("n", Arg::u32(n))])
+        self.launch(format!("copy {elem:?}"), || elementwise::copy(elem), dispatch, &CopyArgs { src, dst, n })
     }
 
     /// `y = op(a, b)` for a binary `op` and `a`, `b` of shapes `a_shape`,
@@ -127,19 +118,11 @@ impl Ops<'_> {
         self.need(&name, "b", b, nb, dtype.scalar())?;
         let y = self.output(dtype.scalar(), n)?;
         let vector = dtype.ty(4);
-        let views = [a, b, &y].map(|buf| buf.viewed_as(vector));
-        let vector_ok = views.each_ref().map(|v| self.options.vectorize != Some(false) && v.is_some());
+        let [a4, b4, y4] = [a, b, &y].map(|buf| buf.viewed_as(vector));
+        let vector_ok = [&a4, &b4, &y4].map(|v| self.options.vectorize != Some(false) && v.is_some());
         let plan = elementwise::plan_broadcast(op, dtype, a_shape, b_shape, self.threads(KernelType::Elementwise), vector_ok)?;
-        let names: Vec<String> = (0..plan.layout.len()).map(|i| format!("l{i}")).collect();
-        let mut args = vec![("a", Arg::from(a)), ("b", Arg::from(b)), ("y", Arg::from(&y))];
-        for (name, view) in ["a4", "b4", "y4"].into_iter().zip(&views) {
-            if let Some(view) = view {
-                args.push((name, Arg::from(view)));
-            }
-        }
-        args.extend(names.iter().zip(&plan.layout).map(|(name, &v)| (name.as_str(), Arg::u32(v))));
-        args.extend([("units", Arg::u32(plan.units)), ("total", Arg::u32(plan.total))]);
-        self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access, plan.orank)), || plan.kernel(), plan.dispatch, &args)?;
+        let args = BroadcastArgs { a, a4: a4.as_ref(), b, b4: b4.as_ref(), y: &y, y4: y4.as_ref(), units: plan.units, total: plan.total };
+        self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access, plan.orank)), || plan.kernel(), plan.dispatch, &(args, plan.layout_args()))?;
         Ok((y, shape))
     }
 }

@@ -3,9 +3,9 @@
 //! split over threadgroups where it says.
 
 use crate::{Error, Ops};
-use enigma_kernels::library::gemm::{self, GemmProblem};
+use enigma_kernels::library::gemm::{self, GemmProblem, MatrixArgs, PlainArgs};
 use enigma_kernels::library::{self as lib, DType};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -65,17 +65,7 @@ impl Ops<'_> {
             format!("matmul {plan:?}"),
             || plan.kernel(),
             dispatch,
-            &[
-                ("a", Arg::from(a)),
-                ("b", Arg::from(b)),
-                ("m", Arg::u32(mu)),
-                ("n", Arg::u32(nu)),
-                ("k", Arg::u32(ku)),
-                ("alpha", Arg::f32(1.0)),
-                ("beta", Arg::f32(0.0)),
-                ("a4", Arg::from(&a4)),
-                ("b4", Arg::from(&b4)),
-            ],
+            (MatrixArgs { a, a4: &a4, b, m: mu, n: nu, k: ku }, PlainArgs { b4: &b4, alpha: 1.0, beta: 0.0 }),
             &c,
             out,
             m * n,

@@ -2,8 +2,9 @@
 
 use crate::{Error, KernelType, Ops};
 use enigma_ir::{Scalar, Type};
-use enigma_kernels::library::{gemv, DType};
-use enigma_runtime::{Arg, Buffer};
+use enigma_kernels::library::gemv::{self, GemvArgs};
+use enigma_kernels::library::DType;
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -25,16 +26,7 @@ impl Ops<'_> {
             format!("gemv {plan:?}"),
             || plan.kernel(),
             plan.dispatch,
-            &[
-                ("w", Arg::from(w)),
-                ("w4", Arg::from(w)),
-                ("w8", Arg::from(w)),
-                ("x", Arg::from(x)),
-                ("x4", Arg::from(x)),
-                ("y", Arg::from(&y)),
-                ("m", Arg::u32(plan.m)),
-                ("k", Arg::u32(plan.k)),
-            ],
+            &GemvArgs { w, w4: w, w8: w, x, x4: x, y: &y, m: plan.m, k: plan.k },
         )?;
         Ok(y)
     }

@@ -4,6 +4,7 @@
 
 use crate::{arg_err, default_threads, Error, KernelType, Options};
 use enigma_ir::{Kernel, Scalar, Type};
+use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::{self as lib, DType, Dispatch};
 use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime};
 use std::cell::RefCell;
@@ -131,11 +132,12 @@ impl<'rt> Ops<'rt> {
         Ok(p)
     }
 
-    /// Dispatches the kernel `build` makes, binding its parameters by name
-    /// from `named`. `key` names the kernel by what determines it (the
-    /// builder and its arguments, in their `Debug` form), so a repeated
-    /// launch finds its pipeline without building the kernel again.
-    pub(crate) fn launch(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)]) -> Result<(), Error> {
+    /// Dispatches the kernel `build` makes, its parameters bound from its
+    /// family's arguments `args` ([`KernelArgs::bind`]). `key` names the
+    /// kernel by what determines it (the builder and its arguments, in
+    /// their `Debug` form), so a repeated launch finds its pipeline without
+    /// building the kernel again.
+    pub(crate) fn launch<'b>(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, args: &impl KernelArgs<'b, Buffer>) -> Result<(), Error> {
         let cached = self.pipelines.lock().by_key.get(&key).cloned();
         let pipeline = match cached {
             Some(p) => p,
@@ -146,15 +148,15 @@ impl<'rt> Ops<'rt> {
             }
         };
         let kernel = pipeline.kernel();
-        let mut args = Vec::with_capacity(kernel.params.len());
-        for p in &kernel.params {
-            let arg = named
-                .iter()
-                .find(|(n, _)| *n == p.name)
-                .map(|(_, a)| *a)
-                .ok_or_else(|| arg_err(&kernel.name, format!("no argument for parameter `{}`", p.name)))?;
-            args.push(arg);
-        }
+        let args: Vec<Arg<'_>> = args
+            .bind(kernel)
+            .map_err(|e| arg_err(&kernel.name, e.to_string()))?
+            .into_iter()
+            .map(|a| match a {
+                Bound::Buffer(b) => Arg::from(b),
+                Bound::Value(v) => Arg::Value(v),
+            })
+            .collect();
         let name = kernel.name.clone();
         let options = enigma_runtime::Options { sanitize: self.options.sanitize, ..Default::default() };
         let report = self.rt.dispatch(&pipeline, &args, dispatch.mode, dispatch.size, dispatch.threads, &options)?;

@@ -4,10 +4,12 @@
 
 use crate::{arg_err, host::upload_bytes, Error, Ops, QuantFormat, QuantLayout, SplitSum};
 use enigma_ir::{Kernel, Scalar, Type};
-use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::gemm::{self, MatrixArgs, PackedArgs};
+use enigma_kernels::library::qmatmul::{self, DecodeArgs, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+use enigma_kernels::library::qmatmul_affine::AffineArgs;
 use enigma_kernels::library::quant::{self, QuantizedMatrix};
-use enigma_kernels::library::{self as lib, gemm, qgemm_fused, DType, Dispatch};
-use enigma_runtime::{Arg, Buffer, Runtime};
+use enigma_kernels::library::{self as lib, qgemm_fused, DType, Dispatch};
+use enigma_runtime::{Buffer, Runtime};
 
 /// The problem `qmatmul` solves for `m` rows of A times `w`.
 fn problem(w: &QuantizedWeights, m: usize, out: DType) -> QmatmulProblem {
@@ -91,31 +93,32 @@ impl Ops<'_> {
         let (mu, n) = (lib::to_u32(op, "m", m)?, lib::to_u32(op, "n", w.n)?);
         match selection {
             QmatmulSelection::Decode(plan) => {
-                if plan.cols > 1 {
-                    let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * plan.cols) as usize);
+                let cols = plan.blocking.cols;
+                if cols > 1 {
+                    let bindable = |b: &Buffer, elem: u32| b.elem().is_none() && b.len_bytes().is_multiple_of((elem * cols) as usize);
                     if !bindable(&w.packed, 4) || !bindable(&w.scales, 2) {
-                        return Err(arg_err(op, format!("{} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread", plan.cols)));
+                        return Err(arg_err(op, format!("{cols} columns per thread read the weights as vectors, but `packed` or `scales` is typed or not a multiple of the vector size; upload them untyped (QuantizedWeights::upload) or ask for 1 column per thread")));
                     }
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
                 self.launch_split(
-                    format!("qmatmul {:?}", (plan.format, plan.out, plan.rows, plan.cols, plan.words, plan.threads, plan.stages, (plan.splits > 1).then_some(plan.split_sum))),
+                    format!("qmatmul {:?}", (plan.format, plan.out, plan.blocking, plan.threads, (plan.splits > 1).then_some(plan.split_sum))),
                     || plan.kernel(),
                     plan.dispatch,
-                    &[
-                        ("a4", Arg::from(&a4)),
-                        ("b", Arg::from(&w.packed)),
-                        ("b2", Arg::from(&w.packed)),
-                        ("b4", Arg::from(&w.packed)),
-                        ("scales", Arg::from(&w.scales)),
-                        ("scales2", Arg::from(&w.scales)),
-                        ("scales4", Arg::from(&w.scales)),
-                        ("m", Arg::u32(plan.m)),
-                        ("n", Arg::u32(plan.n)),
-                        ("k", Arg::u32(plan.k)),
-                        ("group_words", Arg::u32(plan.group_words())),
-                    ],
+                    DecodeArgs {
+                        a4: &a4,
+                        b: &w.packed,
+                        b2: &w.packed,
+                        b4: &w.packed,
+                        scales: &w.scales,
+                        scales2: &w.scales,
+                        scales4: &w.scales,
+                        m: plan.m,
+                        n: plan.n,
+                        k: plan.k,
+                        group_words: plan.group_words(),
+                    },
                     &c,
                     out,
                     m * w.n,
@@ -126,32 +129,33 @@ impl Ops<'_> {
             }
             QmatmulSelection::Affine(plan) => {
                 let biases = w.biases.as_ref().ok_or_else(|| arg_err(op, format!("{} weights need `biases`", w.format)))?;
-                if plan.words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * plan.words) as usize)) {
-                    return Err(arg_err(op, format!("{} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", plan.words, 4 * plan.words)));
+                let words = plan.blocking.words;
+                if words > 1 && (w.packed.elem().is_some() || !w.packed.len_bytes().is_multiple_of((4 * words) as usize)) {
+                    return Err(arg_err(op, format!("{words} packed words per load read the weights as vectors, but `packed` is typed or not a multiple of {} bytes; upload it untyped (QuantizedWeights::upload) or ask for 1 word per load", 4 * words)));
                 }
                 let c = self.output(out.scalar(), m * w.n)?;
                 let a4 = self.vector_view(op, "a", a, Type::vector(Scalar::F16, 4), w.k)?;
                 self.launch(
-                    format!("qmatmul_affine {:?}", (plan.out, plan.rows, plan.cols, plan.words, plan.threads)),
+                    format!("qmatmul_affine {:?}", (plan.out, plan.blocking, plan.threads)),
                     || plan.kernel(),
                     plan.dispatch,
-                    &[
-                        ("a4", Arg::from(&a4)),
-                        ("b", Arg::from(&w.packed)),
-                        ("b2", Arg::from(&w.packed)),
-                        ("b4", Arg::from(&w.packed)),
-                        ("scales", Arg::from(&w.scales)),
-                        ("biases", Arg::from(biases)),
-                        ("c", Arg::from(&c)),
-                        ("m", Arg::u32(plan.m)),
-                        ("n", Arg::u32(plan.n)),
-                        ("k", Arg::u32(plan.k)),
-                        ("group_shift", Arg::u32(plan.group_shift())),
-                    ],
+                    &AffineArgs {
+                        a4: &a4,
+                        b: &w.packed,
+                        b2: &w.packed,
+                        b4: &w.packed,
+                        scales: &w.scales,
+                        biases,
+                        c: &c,
+                        m: plan.m,
+                        n: plan.n,
+                        k: plan.k,
+                        group_shift: plan.group_shift(),
+                    },
                 )?;
                 Ok(c)
             }
-            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("{plan:?}"), || plan.kernel(), plan.dispatch, (plan.splits, SplitSum::Reduction), a, w, m, out),
+            QmatmulSelection::FragmentsDecode(plan) => self.launch_packed(op, format!("qmatmul_fragments {:?}", (plan.format, plan.out, plan.blocking, plan.threads, plan.splits > 1)), || plan.kernel(), plan.dispatch, (plan.splits, plan.split_sum), a, w, m, out),
             // The keys name every field: the split count is built into the
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),
@@ -200,16 +204,7 @@ impl Ops<'_> {
             key,
             build,
             dispatch,
-            &[
-                ("a", Arg::from(a)),
-                ("a4", Arg::from(&a4)),
-                ("b", Arg::from(&w.packed)),
-                ("scales", Arg::from(&w.scales)),
-                ("m", Arg::u32(mu)),
-                ("n", Arg::u32(n)),
-                ("k", Arg::u32(k)),
-                ("group", Arg::u32(lib::to_u32(op, "group", w.group)?)),
-            ],
+            (MatrixArgs { a, a4: &a4, b: &w.packed, m: mu, n, k }, PackedArgs { scales: &w.scales, group: lib::to_u32(op, "group", w.group)? }),
             &c,
             out,
             m * w.n,

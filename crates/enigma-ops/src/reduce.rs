@@ -5,9 +5,10 @@
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Scalar;
 use enigma_kernels::library::elementwise::Elementwise;
-use enigma_kernels::library::reduce::{AxisReduction, Pool};
+use enigma_kernels::library::reduce::{AxisBlocksArgs, AxisReduceArgs, AxisReduction, Pool, PoolArgs, PoolDims, ReduceArgs, RowReduceArgs};
+use enigma_kernels::library::softmax::NllArgs;
 use enigma_kernels::library::{self as lib, reduce, softmax, ReduceOp};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 /// How [`Ops::cross_entropy`] reduces the per-target losses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +42,7 @@ impl Ops<'_> {
     }
 
     fn reduce_pass(&self, pass: &reduce::ReducePass, x: &Buffer, out: &Buffer) -> Result<(), Error> {
-        self.launch(format!("reduce {pass:?}"), || pass.kernel(), pass.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(out)), ("n", Arg::u32(pass.n))])
+        self.launch(format!("reduce {pass:?}"), || pass.kernel(), pass.dispatch, &ReduceArgs { x, x4: x, out, n: pass.n })
     }
 
     /// Sum of `n` elements: one f32.
@@ -65,7 +66,7 @@ impl Ops<'_> {
         let vec = self.vectorize(&name, &[x], dtype.ty(4), d.is_multiple_of(4))?;
         let plan = reduce::plan_rows(op, dtype, rows, d, vec, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::F32, rows)?;
-        self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        self.launch(format!("reduce_rows {plan:?}"), || plan.kernel(), plan.dispatch, &RowReduceArgs { x, x4: x, out: &out, d: plan.d })?;
         Ok(out)
     }
 
@@ -88,7 +89,7 @@ impl Ops<'_> {
         let out = self.output(r.output(), outer * inner)?;
         if !reduce::axis_by_blocks(outer, inner) {
             let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
-            self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+            self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &(AxisReduceArgs { x, out: &out }, plan.args()))?;
             return Ok(out);
         }
         let x4 = x.viewed_as(dtype.ty(4));
@@ -119,22 +120,10 @@ impl Ops<'_> {
         let view = |b: &Buffer, ty: enigma_ir::Type| if vec == 4 { b.viewed_as(ty).unwrap_or_else(|| b.clone()) } else { b.clone() };
         let x = view(x, pass.kernel.dtype.ty(vec));
         let xi = xi.map(|xi| view(xi, enigma_ir::Type::vector(Scalar::U32, vec)));
-        let mut args = vec![
-            (if vec == 4 { "x4" } else { "x" }, Arg::from(&x)),
-            ("axis", Arg::u32(pass.axis)),
-            ("units", Arg::u32(pass.units)),
-            ("col_blocks", Arg::u32(pass.col_blocks)),
-            ("splits", Arg::u32(pass.splits)),
-            ("chunk", Arg::u32(pass.chunk)),
-        ];
-        if let Some(xi) = &xi {
-            args.push((if vec == 4 { "xi4" } else { "xi" }, Arg::from(xi)));
-        }
-        match out_value {
-            Some(v) => args.extend([("out_index", Arg::from(out)), ("out_value", Arg::from(v))]),
-            None => args.push(("out", Arg::from(out))),
-        }
-        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &args)
+        // The kernel reads `x` or its view `x4`, `xi` or `xi4`, as `vec` says;
+        // its output is `out`, or `out_index` beside `out_value`.
+        let args = AxisBlocksArgs { x: &x, x4: &x, xi: xi.as_ref(), xi4: xi.as_ref(), out, out_index: out, out_value };
+        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &(args, pass.args()))
     }
 
     /// The index (i32) of the first maximum (`ArgMax`) or minimum
@@ -150,7 +139,7 @@ impl Ops<'_> {
         self.need(&name, "x", x, rows.saturating_mul(d), dtype.scalar())?;
         let plan = reduce::plan_arg_rows(&name, rows, d, self.threads(KernelType::RowReduction { d }))?;
         let out = self.output(Scalar::I32, rows)?;
-        self.launch(format!("arg_rows {:?}", (r, dtype, plan.threads)), || reduce::arg_rows(r, dtype, plan.threads), plan.dispatch, &[("x", Arg::from(x)), ("out", Arg::from(&out)), ("d", Arg::u32(plan.d))])?;
+        self.launch(format!("arg_rows {:?}", (r, dtype, plan.threads)), || reduce::arg_rows(r, dtype, plan.threads), plan.dispatch, &RowReduceArgs { x, x4: x, out: &out, d: plan.d })?;
         Ok(out)
     }
 
@@ -183,16 +172,7 @@ impl Ops<'_> {
             format!("nll_axis {dtype:?}"),
             || softmax::nll_axis(dtype),
             plan.dispatch,
-            &[
-                ("logp", Arg::from(&logp)),
-                ("target", Arg::from(target)),
-                ("loss", Arg::from(&loss)),
-                ("valid", Arg::from(&valid)),
-                ("ignore", Arg::i32(ignore_index)),
-                ("axis", Arg::u32(plan.axis)),
-                ("inner", Arg::u32(plan.inner)),
-                ("columns", Arg::u32(plan.columns)),
-            ],
+            &(NllArgs { logp: &logp, target, loss: &loss, valid: &valid, ignore: ignore_index }, plan.args()),
         )?;
         self.with_f32(|ops| match reduction {
             None => Ok(loss),
@@ -235,11 +215,13 @@ impl Ops<'_> {
         lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        let mut args = vec![("x", Arg::from(x)), ("y", Arg::from(&y)), ("total", Arg::u32(total32))];
-        for (what, v) in reduce::POOL_DIMS.into_iter().zip([size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]]) {
-            args.push((what, Arg::u32(lib::to_u32(name, "a dimension", v)?)));
+        let mut dims = [0; 10];
+        for (d, v) in dims.iter_mut().zip([size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]]) {
+            *d = lib::to_u32(name, "a dimension", v)?;
         }
-        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &args)?;
+        let [h, w, oh, ow, kh, kw, sh, sw, ph, pw] = dims;
+        let dims = PoolDims { h, w, oh, ow, kh, kw, sh, sw, ph, pw };
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &(PoolArgs { x, y: &y, total: total32 }, dims))?;
         Ok((y, out))
     }
 }

@@ -2,8 +2,10 @@
 //! of `[rows, d]`; softmax and log-softmax over any axis.
 
 use crate::{Error, KernelType, Ops};
-use enigma_kernels::library::{norm, reduce, softmax};
-use enigma_runtime::{Arg, Buffer};
+use enigma_kernels::library::norm::{self, NormArgs};
+use enigma_kernels::library::reduce::{self, AxisRowArgs};
+use enigma_kernels::library::softmax::{self, RowArgs};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -28,7 +30,7 @@ impl Ops<'_> {
             format!("softmax {:?}", (c.dtype, c.vec, c.items)),
             || softmax::softmax(c.dtype, c.vec, c.items),
             plan.dispatch,
-            &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(y)), ("y4", Arg::from(y)), ("d", Arg::u32(plan.d))],
+            &RowArgs { x, x4: x, y, y4: y, d: plan.d },
         )
     }
 
@@ -44,7 +46,7 @@ impl Ops<'_> {
             format!("log_softmax {:?}", (c.dtype, c.vec, c.items)),
             || softmax::log_softmax(c.dtype, c.vec, c.items),
             plan.dispatch,
-            &[("x", Arg::from(x)), ("x4", Arg::from(x)), ("y", Arg::from(&y)), ("y4", Arg::from(&y)), ("d", Arg::u32(plan.d))],
+            &RowArgs { x, x4: x, y: &y, y4: &y, d: plan.d },
         )?;
         Ok(y)
     }
@@ -65,7 +67,7 @@ impl Ops<'_> {
         self.need(name, "x", x, n, dtype.scalar())?;
         let plan = reduce::plan_axis(name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), n)?;
-        self.launch(format!("softmax_axis {:?}", (dtype, log_form)), || softmax::softmax_axis(dtype, log_form), plan.dispatch, &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        self.launch(format!("softmax_axis {:?}", (dtype, log_form)), || softmax::softmax_axis(dtype, log_form), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
         Ok(y)
     }
 
@@ -96,19 +98,7 @@ impl Ops<'_> {
         let layer = b.is_some();
         let key = format!("norm {:?}", (layer, c.dtype, c.vec, c.items));
         let build = || if layer { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
-        let mut args = vec![
-            ("x", Arg::from(x)),
-            ("x4", Arg::from(x)),
-            ("w", Arg::from(w)),
-            ("w4", Arg::from(w)),
-            ("y", Arg::from(&y)),
-            ("y4", Arg::from(&y)),
-            ("d", Arg::u32(plan.d)),
-            ("eps", Arg::f32(eps)),
-        ];
-        if let Some(b) = b {
-            args.extend([("b", Arg::from(b)), ("b4", Arg::from(b))]);
-        }
+        let args = NormArgs { x, x4: x, w, w4: w, b, b4: b, y: &y, y4: &y, d: plan.d, eps };
         self.launch(key, build, plan.dispatch, &args)?;
         Ok(y)
     }

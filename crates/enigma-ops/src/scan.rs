@@ -2,11 +2,11 @@
 //! cumulative sums and products over any axis.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_ir::Type;
-use enigma_ir::Scalar;
-use enigma_kernels::library::{reduce, ReduceOp};
-use enigma_kernels::library::scan::{self, AxisScan, ScanKind};
-use enigma_runtime::{Arg, Buffer};
+use enigma_ir::{Scalar, Type};
+use enigma_kernels::library::reduce::{self, AxisRowArgs};
+use enigma_kernels::library::scan::{self, AxisScan, RowScanArgs, ScanArgs, ScanKind};
+use enigma_kernels::library::ReduceOp;
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
 
@@ -39,14 +39,7 @@ impl Ops<'_> {
                 format!("scan_block {:?}", (elem, level.vec, level.kind, pass, plan.items)),
                 || scan::scan_block(elem, level.vec, level.kind, pass, plan.items),
                 level.scan,
-                &[
-                    ("x", Arg::from(input)),
-                    ("x4", Arg::from(input)),
-                    ("y", Arg::from(output)),
-                    ("y4", Arg::from(output)),
-                    ("block_sums", Arg::from(&sums[i])),
-                    ("n", Arg::u32(level.n)),
-                ],
+                &ScanArgs { x: Some(input), x4: Some(input), y: Some(output), y4: Some(output), block_sums: Some(&sums[i]), offsets: None, n: level.n },
             )?;
         }
         for (i, level) in plan.levels.iter().enumerate().rev() {
@@ -57,14 +50,7 @@ impl Ops<'_> {
                     format!("scan_block {:?}", (elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items)),
                     || scan::scan_block(elem, first.vec, first.kind, scan::BlockPass::ScanWithOffset, plan.items),
                     first.scan,
-                    &[
-                        ("x", Arg::from(x)),
-                        ("x4", Arg::from(x)),
-                        ("y", Arg::from(&y)),
-                        ("y4", Arg::from(&y)),
-                        ("offsets", Arg::from(&sums[0])),
-                        ("n", Arg::u32(first.n)),
-                    ],
+                    &ScanArgs { x: Some(x), x4: Some(x), y: Some(&y), y4: Some(&y), block_sums: None, offsets: Some(&sums[0]), n: first.n },
                 )?;
             } else {
                 let output = &sums[i - 1];
@@ -72,7 +58,7 @@ impl Ops<'_> {
                     format!("scan_add {:?}", (elem, level.vec, plan.items)),
                     || scan::scan_add(elem, level.vec, plan.items),
                     add,
-                    &[("y", Arg::from(output)), ("y4", Arg::from(output)), ("offsets", Arg::from(&sums[i])), ("n", Arg::u32(level.n))],
+                    &ScanArgs { x: None, x4: None, y: Some(output), y4: Some(output), block_sums: None, offsets: Some(&sums[i]), n: level.n },
                 )?;
             }
         }
@@ -108,7 +94,7 @@ impl Ops<'_> {
             return Ok(y);
         }
         let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
-        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &[("x", Arg::from(x)), ("y", Arg::from(&y)), ("axis", Arg::u32(plan.axis)), ("inner", Arg::u32(plan.inner)), ("columns", Arg::u32(plan.columns))])?;
+        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
         Ok(y)
     }
 
@@ -135,13 +121,7 @@ impl Ops<'_> {
         let (x4, y4) = (x.viewed_as(vector), y.viewed_as(vector));
         let vector_ok = self.options.vectorize != Some(false) && x4.is_some() && y4.is_some();
         let plan = scan::plan_scan_rows(op, elem, n, d, self.threads(KernelType::RowReduction { d }), vector_ok, offsets.is_some())?;
-        let mut args = vec![("x", Arg::from(x)), ("y", Arg::from(y)), ("d", Arg::u32(plan.d)), ("n", Arg::u32(plan.n))];
-        if let (Some(x4), Some(y4)) = (&x4, &y4) {
-            args.extend([("x4", Arg::from(x4)), ("y4", Arg::from(y4))]);
-        }
-        if let Some(offsets) = offsets {
-            args.push(("offsets", Arg::from(offsets)));
-        }
+        let args = RowScanArgs { x, x4: x4.as_ref(), y, y4: y4.as_ref(), offsets, d: plan.d, n: plan.n };
         self.launch(format!("scan_rows {:?}", (plan.op, plan.scalar, plan.vec, plan.threads, plan.offsets)), || plan.kernel(), plan.dispatch, &args)
     }
 }

@@ -3,8 +3,10 @@
 
 use crate::{Error, Ops, SplitSum};
 use enigma_ir::{Kernel, Scalar};
+use enigma_kernels::library::args::KernelArgs;
+use enigma_kernels::library::split::{SplitArgs, SplitReduceArgs};
 use enigma_kernels::library::{self as lib, split, DType, Dispatch};
-use enigma_runtime::{Arg, Buffer};
+use enigma_runtime::Buffer;
 
 impl Ops<'_> {
     /// Runs a kernel whose C (`c`, `elements` of `out`) may be split over K
@@ -12,19 +14,16 @@ impl Ops<'_> {
     /// partial tiles go to an f32 workspace (`splits · elements`), which
     /// either the kernel sums into `c` with a zeroed ticket per tile (as
     /// many as the dispatch's threadgroups over the splits) or the
-    /// reduction's second dispatch does. `named` are the kernel's other
-    /// arguments.
+    /// reduction's second dispatch does. `args` are the kernel's other
+    /// arguments, bound beside [`SplitArgs`].
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_split(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, named: &[(&str, Arg<'_>)], c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
-        let mut args = named.to_vec();
+    pub(crate) fn launch_split<'b>(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, args: impl KernelArgs<'b, Buffer>, c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
         if splits <= 1 {
-            args.push(("c", Arg::from(c)));
-            return self.launch(key, build, dispatch, &args);
+            return self.launch(key, build, dispatch, &(args, SplitArgs { c, ws: None, tickets: None }));
         }
         let workspace = self.output(Scalar::F32, elements.saturating_mul(splits as usize))?;
         if sum == SplitSum::Reduction {
-            args.push(("c", Arg::from(&workspace)));
-            self.launch(key, build, dispatch, &args)?;
+            self.launch(key, build, dispatch, &(args, SplitArgs { c: &workspace, ws: None, tickets: None }))?;
             return self.splitk_reduce(&workspace, c, out, splits, elements);
         }
         let [x, y, z] = dispatch.size;
@@ -35,9 +34,8 @@ impl Ops<'_> {
             Some(t) => t,
             None => self.rt.buffer_zeroed::<u32>(count)?,
         };
-        args.extend([("c", Arg::from(c)), ("ws", Arg::from(&workspace)), ("tickets", Arg::from(&tickets))]);
         // A dispatch that failed may have left tickets taken: those are dropped.
-        self.launch(key, build, dispatch, &args)?;
+        self.launch(key, build, dispatch, &(args, SplitArgs { c, ws: Some(&workspace), tickets: Some(&tickets) }))?;
         self.pipelines.lock().tickets.insert(slot, tickets);
         Ok(())
     }
@@ -49,20 +47,11 @@ impl Ops<'_> {
     fn splitk_reduce(&self, ws: &Buffer, c: &Buffer, out: DType, splits: u32, elements: usize) -> Result<(), Error> {
         let width: u8 = if elements.is_multiple_of(4) { 4 } else { 1 };
         let total = lib::to_u32("matmul", "m·n", elements / width as usize)?;
-        let (ws_name, c_name) = if width == 4 { ("ws4", "c4") } else { ("ws", "c") };
         self.launch(
             format!("gemm_splitk_reduce {out} {width}"),
             || split::splitk_reduce(out, width),
             split::splitk_reduce_dispatch(total),
-            &[
-                (ws_name, Arg::from(ws)),
-                (c_name, Arg::from(c)),
-                ("mn", Arg::u32(total)),
-                ("total", Arg::u32(total)),
-                ("splits", Arg::u32(splits)),
-                ("alpha", Arg::f32(1.0)),
-                ("beta", Arg::f32(0.0)),
-            ],
+            &SplitReduceArgs { ws, ws4: ws, c, c4: c, mn: total, total, splits, alpha: 1.0, beta: 0.0 },
         )
     }
 

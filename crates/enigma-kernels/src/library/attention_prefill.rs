@@ -320,6 +320,24 @@ fn weighted_values(p: Ex, kv: Mem, v_at: Ex, chunk: u32, ld: u32, block_kv: u32,
     matrix_multiply_accumulate(p, matrix_load(vt, kv, v_at + chunk * CHUNK, ld, false), zero)
 }
 
+crate::kernel_args! {
+    /// The arguments of [`prefill`] (`lse` where the configuration asks for
+    /// it; `diag` is read by causal kernels only).
+    pub struct PrefillArgs {
+        Q q: buffer,
+        K k: buffer,
+        V v: buffer,
+        OUT out: buffer,
+        LSE lse: optional,
+        S_Q s_q: u32,
+        S_KV s_kv: u32,
+        HEADS heads: u32,
+        GROUP group: u32,
+        SCALE_LOG2 scale_log2: f32,
+        DIAG diag: u32,
+    }
+}
+
 /// The prefill kernel of `cfg` (see the module doc). Parameters: `q, k, v,
 /// out, [lse], s_q, s_kv, heads, group, scale_log2, [diag]`, with `group =
 /// heads / kv_heads`, `scale_log2 = scale · log2 e` and, for causal
@@ -339,17 +357,18 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let f32s = enigma_ir::Scalar::F32;
     let mut kb = KernelBuilder::new(cfg.name());
     let k = &mut kb;
-    let q = k.buffer("q", cfg.dtype.ty(1), Access::Read);
-    let keys = k.buffer("k", cfg.dtype.ty(1), Access::Read);
-    let values = k.buffer("v", cfg.dtype.ty(1), Access::Read);
-    let out = k.buffer("out", cfg.dtype.ty(1), Access::ReadWrite);
-    let lse = cfg.lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
-    let s_q = k.value("s_q", Type::U32);
-    let s_kv = k.value("s_kv", Type::U32);
-    let heads = k.value("heads", Type::U32);
-    let group = k.value("group", Type::U32);
-    let scale_log2 = k.value("scale_log2", Type::F32);
-    let diag = cfg.causal.then(|| k.value("diag", Type::U32));
+    type P = PrefillArgs;
+    let q = k.buffer(P::Q, cfg.dtype.ty(1), Access::Read);
+    let keys = k.buffer(P::K, cfg.dtype.ty(1), Access::Read);
+    let values = k.buffer(P::V, cfg.dtype.ty(1), Access::Read);
+    let out = k.buffer(P::OUT, cfg.dtype.ty(1), Access::ReadWrite);
+    let lse = cfg.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
+    let s_q = k.value(P::S_Q, Type::U32);
+    let s_kv = k.value(P::S_KV, Type::U32);
+    let heads = k.value(P::HEADS, Type::U32);
+    let group = k.value(P::GROUP, Type::U32);
+    let scale_log2 = k.value(P::SCALE_LOG2, Type::F32);
+    let diag = cfg.causal.then(|| k.value(P::DIAG, Type::U32));
     let kv = k.threadgroup_array("kv", cfg.dtype.ty(1), cfg.staged_rows() * ld);
     let tile = ROWS_PER_SIMDGROUP * block_kv;
     let scores = k.threadgroup_array("scores", Type::F32, block_q * block_kv);

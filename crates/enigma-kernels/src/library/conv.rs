@@ -13,20 +13,52 @@
 use super::*;
 use enigma_ir::{Access, Kernel, Scalar, Type};
 
-/// The by-value size parameters, in order.
-pub const DIMS: [&str; 15] = ["c_in", "in_h", "in_w", "c_out", "out_h", "out_w", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups"];
+crate::kernel_args! {
+    /// The buffers and counts of [`conv2d`] (module docs; `bias` is read
+    /// only where `has_bias` is 1), bound beside [`ConvDims`].
+    pub struct ConvArgs {
+        X x: buffer,
+        W w: buffer,
+        BIAS bias: buffer,
+        Y y: buffer,
+        HAS_BIAS has_bias: u32,
+        TOTAL total: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The sizes [`conv2d`] takes by value, in the kernel's order.
+    pub struct ConvDims(values) {
+        C_IN c_in: u32,
+        IN_H in_h: u32,
+        IN_W in_w: u32,
+        C_OUT c_out: u32,
+        OUT_H out_h: u32,
+        OUT_W out_w: u32,
+        KH kh: u32,
+        KW kw: u32,
+        SH sh: u32,
+        SW sw: u32,
+        PH ph: u32,
+        PW pw: u32,
+        DH dh: u32,
+        DW dw: u32,
+        GROUPS groups: u32,
+    }
+}
 
 /// The direct convolution kernel `conv2d_{dtype}` (module docs).
 pub fn conv2d(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("conv2d_{dtype}"));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let wt = k.buffer("w", dtype.ty(1), Access::Read);
-    let bias = k.buffer("bias", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let d: Vec<Ex> = DIMS.iter().map(|n| k.value(n, Type::U32)).collect();
+    type P = ConvArgs;
+    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
+    let bias = k.buffer(P::BIAS, dtype.ty(1), Access::Read);
+    let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
+    let d: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
     let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = d[..] else { unreachable!("15 dims") };
-    let has_bias = k.value("has_bias", Type::U32);
-    let total = k.value("total", Type::U32);
+    let has_bias = k.value(P::HAS_BIAS, Type::U32);
+    let total = k.value(P::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
         let ox = k.let_("ox", tid % ow);

@@ -50,7 +50,8 @@
 //! 004: element-wise 256–512).
 
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use super::args::{Bound, KernelArgs, Unbound};
+use enigma_ir::{Access, Kernel, Literal, Type};
 
 /// The element-wise operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -207,6 +208,88 @@ impl fmt::Display for Elementwise {
     }
 }
 
+crate::kernel_args! {
+    /// The arguments of [`elementwise()`]'s and [`elementwise_packed`]'s
+    /// kernels: the scalar kernels read `x`, `b` and write `y`, the vector
+    /// kernels the views `x4`, `b4`, `y4` of the same buffers, the packed
+    /// kernels their `uint4` views `x8`, `b8`, `y8`; `b`, `b4`, `b8` for
+    /// binary operations only, `factor` for `Scale` only.
+    pub struct ElementwiseArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        X8 x8: optional,
+        B b: optional,
+        B4 b4: optional,
+        B8 b8: optional,
+        Y y: buffer,
+        Y4 y4: buffer,
+        Y8 y8: optional,
+        N n: u32,
+        FACTOR factor: f32,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers and counts of [`broadcast_binary`] (module docs): an
+    /// input read along the row is bound through its vector view (`a4`,
+    /// `b4`) in the vector kernels, a splatted one as itself, the output
+    /// through `y4` in the vector kernels. Bound beside [`BroadcastLayout`].
+    pub struct BroadcastArgs {
+        A a: buffer,
+        A4 a4: optional,
+        B b: buffer,
+        B4 b4: optional,
+        Y y: buffer,
+        Y4 y4: optional,
+        UNITS units: u32,
+        TOTAL total: u32,
+    }
+}
+
+/// The layout [`broadcast_binary`] takes by value, `l0, l1, …`
+/// ([`BroadcastPlan::layout`]: the outer dimensions, then `a`'s and `b`'s
+/// strides over them); a kernel of outer rank `r` declares the first
+/// `3r`, the rest are 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BroadcastLayout(pub [u32; BroadcastLayout::LEN]);
+
+impl BroadcastLayout {
+    /// The most values a kernel declares (`3 · MAX_OUTER_DIMS`).
+    pub const LEN: usize = 3 * MAX_OUTER_DIMS as usize;
+    /// Every parameter name, in order.
+    pub const NAMES: [&'static str; BroadcastLayout::LEN] =
+        ["l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10", "l11", "l12", "l13", "l14", "l15", "l16", "l17"];
+}
+
+impl<'s, T: ?Sized> KernelArgs<'s, T> for BroadcastLayout {
+    fn type_name(&self) -> String {
+        "BroadcastLayout".to_string()
+    }
+
+    fn arg(&self, name: &str) -> Result<Bound<&'s T>, Unbound> {
+        let at = Self::NAMES.iter().position(|n| *n == name).ok_or(Unbound::NotAParameter)?;
+        Ok(Bound::Value(Literal::u32(self.0[at])))
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`copy`].
+    pub struct CopyArgs {
+        SRC src: buffer,
+        DST dst: buffer,
+        N n: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`fill`].
+    pub struct FillArgs {
+        Y y: buffer,
+        N n: u32,
+        VALUE value: f32,
+    }
+}
+
 /// The kernel `{op}_{dtype}[_vec4]`.
 ///
 /// # Panics
@@ -215,12 +298,13 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_{}{}", op.name(), dtype, vec_suffix(vec)));
     let ty = dtype.ty(vec);
-    let sfx = if vec == 4 { "4" } else { "" };
-    let x = k.buffer(&format!("x{sfx}"), ty, Access::Read);
-    let b = op.is_binary().then(|| k.buffer(&format!("b{sfx}"), ty, Access::Read));
-    let y = k.buffer(&format!("y{sfx}"), ty, Access::ReadWrite);
-    let n = k.value("n", Type::U32);
-    let factor = op.has_factor().then(|| k.value("factor", Type::F32));
+    type P = ElementwiseArgs;
+    let [xn, bn, yn] = if vec == 4 { [P::X4, P::B4, P::Y4] } else { [P::X, P::B, P::Y] };
+    let x = k.buffer(xn, ty, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(bn, ty, Access::Read));
+    let y = k.buffer(yn, ty, Access::ReadWrite);
+    let n = k.value(P::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
     let tid = k.let_("tid", thread_position_in_grid().x());
     // Vectors to process: ceil(n / 4), the last one possibly partial.
     let units = if vec == 4 { vec_units(&mut k, n) } else { n };
@@ -244,11 +328,12 @@ pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
     let words = Type::vector(Scalar::U32, 4);
     let pair = dtype.ty(2);
     let mut k = KernelBuilder::new(format!("{}_{}_vec8", op.name(), dtype));
-    let x = k.buffer("x8", words, Access::Read);
-    let b = op.is_binary().then(|| k.buffer("b8", words, Access::Read));
-    let y = k.buffer("y8", words, Access::ReadWrite);
-    let n = k.value("n", Type::U32);
-    let factor = op.has_factor().then(|| k.value("factor", Type::F32));
+    type P = ElementwiseArgs;
+    let x = k.buffer(P::X8, words, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(P::B8, words, Access::Read));
+    let y = k.buffer(P::Y8, words, Access::ReadWrite);
+    let n = k.value(P::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n / 8u32), |k| {
         let xw = k.let_("xw", x.get(tid));
@@ -297,20 +382,20 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAc
     assert_vec(vec);
     assert!((1..=MAX_OUTER_DIMS).contains(&orank), "outer rank {orank} is not 1 to {MAX_OUTER_DIMS}");
     let mut k = KernelBuilder::new(format!("{}_broadcast_{}{}_{}{}_o{orank}", op.name(), dtype, vec_suffix(vec), access[0].letter(), access[1].letter()));
-    let sfx = if vec == 4 { "4" } else { "" };
+    type P = BroadcastArgs;
     // A contiguous input is read through its vector view, a splatted one
     // one element at a time.
-    let input = |k: &mut KernelBuilder, name: &str, a: InnerAccess| match a {
-        InnerAccess::Contiguous => k.buffer(&format!("{name}{sfx}"), dtype.ty(vec), Access::Read),
+    let input = |k: &mut KernelBuilder, [name, view]: [&str; 2], a: InnerAccess| match a {
+        InnerAccess::Contiguous => k.buffer(if vec == 4 { view } else { name }, dtype.ty(vec), Access::Read),
         InnerAccess::Splat => k.buffer(name, dtype.ty(1), Access::Read),
     };
-    let inputs = [input(&mut k, "a", access[0]), input(&mut k, "b", access[1])];
-    let y = k.buffer(&format!("y{sfx}"), dtype.ty(vec), Access::ReadWrite);
+    let inputs = [input(&mut k, [P::A, P::A4], access[0]), input(&mut k, [P::B, P::B4], access[1])];
+    let y = k.buffer(if vec == 4 { P::Y4 } else { P::Y }, dtype.ty(vec), Access::ReadWrite);
     // The outer dimensions (the first one's size is never needed), then
     // each input's strides over them.
-    let layout: Vec<Ex> = (0..3 * orank).map(|i| k.value(&format!("l{i}"), Type::U32)).collect();
-    let units = k.value("units", Type::U32);
-    let total = k.value("total", Type::U32);
+    let layout: Vec<Ex> = BroadcastLayout::NAMES[..3 * orank as usize].iter().map(|n| k.value(n, Type::U32)).collect();
+    let units = k.value(P::UNITS, Type::U32);
+    let total = k.value(P::TOTAL, Type::U32);
     let g = k.let_("g", thread_position_in_grid().x());
     k.if_(g.lt(total), |k| {
         let r = k.let_("r", g / units);
@@ -379,6 +464,13 @@ pub struct BroadcastPlan {
 impl BroadcastPlan {
     pub fn kernel(&self) -> Kernel {
         broadcast_binary(self.op, self.dtype, self.vec, self.access, self.orank)
+    }
+
+    /// The layout the kernel is bound with.
+    pub fn layout_args(&self) -> BroadcastLayout {
+        let mut values = [0; BroadcastLayout::LEN];
+        values[..self.layout.len()].copy_from_slice(&self.layout);
+        BroadcastLayout(values)
     }
 }
 
@@ -454,9 +546,9 @@ pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], t
 /// into memory the caller gave (`out=`).
 pub fn copy(elem: Scalar) -> Kernel {
     let mut k = KernelBuilder::new(format!("copy_{}", elem.name()));
-    let src = k.buffer("src", Type::scalar(elem), Access::Read);
-    let dst = k.buffer("dst", Type::scalar(elem), Access::ReadWrite);
-    let n = k.value("n", Type::U32);
+    let src = k.buffer(CopyArgs::SRC, Type::scalar(elem), Access::Read);
+    let dst = k.buffer(CopyArgs::DST, Type::scalar(elem), Access::ReadWrite);
+    let n = k.value(CopyArgs::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n), |k| {
         k.store(dst.at(tid), src.get(tid));
@@ -468,9 +560,9 @@ pub fn copy(elem: Scalar) -> Kernel {
 /// `fill_{dtype}`, parameters `y, n, value`, one thread per element.
 pub fn fill(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("fill_{dtype}"));
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let n = k.value("n", Type::U32);
-    let value = k.value("value", Type::F32);
+    let y = k.buffer(FillArgs::Y, dtype.ty(1), Access::ReadWrite);
+    let n = k.value(FillArgs::N, Type::U32);
+    let value = k.value(FillArgs::VALUE, Type::F32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n), |k| store_f32(k, y, tid, value));
     finish(k)

@@ -34,6 +34,22 @@ pub const DEFAULT_UNROLL: u32 = 2;
 /// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
 pub const WIDE_ROWS_PER_SIMDGROUP: u32 = 4;
 
+crate::kernel_args! {
+    /// The arguments of [`gemv()`]: the weights `w` (viewed as `w4`, or as
+    /// the wide form's `w8`), `x` (viewed as `x4` by the vector and wide
+    /// forms), `y`, `m` rows of `k`.
+    pub struct GemvArgs {
+        W w: buffer,
+        W4 w4: buffer,
+        W8 w8: buffer,
+        X x: buffer,
+        X4 x4: buffer,
+        Y y: buffer,
+        M m: u32,
+        K k: u32,
+    }
+}
+
 /// `gemv_{wdtype}[_vec4|_wide]_r{rows}_u{unroll}`: `vec` 1, 4, or 8 (the
 /// wide form, 16-bit weights only: `w8` is bound as `uint4` words of eight
 /// weights, `x4` as `float4`s).
@@ -50,17 +66,18 @@ pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
     assert!(rows >= 1 && unroll >= 1, "rows and unroll must be at least 1");
     let form = if wide { "_wide" } else { vec_suffix(vec) };
     let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, form, rows, unroll));
+    type P = GemvArgs;
     let (wn, xn) = match vec {
-        8 => ("w8", "x4"),
-        4 => ("w4", "x4"),
-        _ => ("w", "x"),
+        8 => (P::W8, P::X4),
+        4 => (P::W4, P::X4),
+        _ => (P::W, P::X),
     };
     let w = k.buffer(wn, if wide { Type::vector(Scalar::U32, 4) } else { wdtype.ty(vec) }, Access::Read);
     let xvec = vec.min(4);
     let x = k.buffer(xn, Type::vector(Scalar::F32, xvec), Access::Read);
-    let y = k.buffer("y", Type::F32, Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let kk = k.value("k", Type::U32);
+    let y = k.buffer(P::Y, Type::F32, Access::ReadWrite);
+    let m = k.value(P::M, Type::U32);
+    let kk = k.value(P::K, Type::U32);
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let first = k.let_("first_row", (threadgroup_position_in_grid().x() * simdgroups_per_threadgroup() + sg) * rows);

@@ -46,6 +46,7 @@ use enigma_ir::builder::*;
 use enigma_ir::{Kernel, MemFlags, Scalar, Type};
 use std::fmt;
 
+pub mod args;
 pub mod attention;
 pub mod attention_prefill;
 pub mod conv;

@@ -18,14 +18,32 @@ use super::softmax::{load_cached, row_ctx, RowConfig};
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
+crate::kernel_args! {
+    /// The arguments of [`rms_norm`] and [`layer_norm`] (module docs); `b`,
+    /// `b4` for LayerNorm only.
+    pub struct NormArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        W w: buffer,
+        W4 w4: buffer,
+        B b: optional,
+        B4 b4: optional,
+        Y y: buffer,
+        Y4 y4: buffer,
+        D d: u32,
+        EPS eps: f32,
+    }
+}
+
 fn params(k: &mut KernelBuilder, dtype: DType, vec: u8, bias: bool) -> (Mem, Mem, Option<Mem>, Mem, Ex, Ex) {
-    let n = |s: &str| if vec == 4 { format!("{s}4") } else { s.to_string() };
-    let x = k.buffer(&n("x"), dtype.ty(vec), Access::Read);
-    let w = k.buffer(&n("w"), dtype.ty(vec), Access::Read);
-    let b = bias.then(|| k.buffer(&n("b"), dtype.ty(vec), Access::Read));
-    let y = k.buffer(&n("y"), dtype.ty(vec), Access::ReadWrite);
-    let d = k.value("d", Type::U32);
-    let eps = k.value("eps", Type::F32);
+    type P = NormArgs;
+    let [xn, wn, bn, yn] = if vec == 4 { [P::X4, P::W4, P::B4, P::Y4] } else { [P::X, P::W, P::B, P::Y] };
+    let x = k.buffer(xn, dtype.ty(vec), Access::Read);
+    let w = k.buffer(wn, dtype.ty(vec), Access::Read);
+    let b = bias.then(|| k.buffer(bn, dtype.ty(vec), Access::Read));
+    let y = k.buffer(yn, dtype.ty(vec), Access::ReadWrite);
+    let d = k.value(P::D, Type::U32);
+    let eps = k.value(P::EPS, Type::F32);
     (x, w, b, y, d, eps)
 }
 

@@ -46,9 +46,9 @@
 //! Parameters: `a4, b, scales, c, m, n, k, group` (`a4` the `half4` view of
 //! `A`; `b` the packed words; `group` K values per scale).
 
-use super::gemm::{simdgroup_tiles, SPLIT_K_MAX_ROWS};
+use super::gemm::{simdgroup_tiles, MatrixArgs, PackedArgs, SPLIT_K_MAX_ROWS};
 use super::quant::dequantized_halves;
-use super::split::{check_splits_and_memory, k_splits_for, split_range};
+use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use super::tile::GemmTile;
@@ -182,15 +182,15 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     let threads = cfg.threads();
 
     let mut k = KernelBuilder::new(cfg.name());
-    let a4 = k.buffer("a4", half4, Access::Read);
-    let b = k.buffer("b", Type::U32, Access::Read);
-    let scales = k.buffer("scales", Type::F16, Access::Read);
+    let a4 = k.buffer(MatrixArgs::A4, half4, Access::Read);
+    let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
+    let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
     // With K split, `c` is the f32 workspace of partial products.
-    let c = k.buffer("c", if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group = k.value("group", Type::U32);
+    let c = k.buffer(SplitArgs::C, if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
+    let m = k.value(MatrixArgs::M, Type::U32);
+    let n = k.value(MatrixArgs::N, Type::U32);
+    let kk = k.value(MatrixArgs::K, Type::U32);
+    let group = k.value(PackedArgs::GROUP, Type::U32);
     let a_slice = k.threadgroup_array("a_slice", half4, cfg.tile.tm * tk / VEC);
     let frag_vecs = (STAGING_BYTES_PER_SIMDGROUP / u64::from(2 * VEC)) as u32;
     let staging = k.threadgroup_array("b_staging", half4, cfg.simdgroups() * frag_vecs);

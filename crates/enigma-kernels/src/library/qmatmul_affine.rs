@@ -38,7 +38,9 @@
 //! `n`, `k`, `group_shift` (log2 of the group size) by value.
 
 use super::quant::{check_problem, nibble_minus, MAX_ROWS_PER_THREADGROUP};
+use super::qmatmul::{BlockingOptions, DecodePlan};
 use super::quant::{Format, VALUES_PER_WORD};
+use super::split::SplitSum;
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
@@ -49,6 +51,26 @@ pub const LOAD_WORDS: [u32; 3] = [1, 2, 4];
 pub const DEFAULT_THREADS: u32 = 256;
 /// `rows · cols` the default keeps to (accumulators per lane, twice).
 const DEFAULT_REGISTER_TILE: u32 = 8;
+
+crate::kernel_args! {
+    /// The arguments of [`qmatmul_affine()`]: A's `half4` view, the packed
+    /// words read as vectors of `words` (`b`, `b2`, `b4`: views of one
+    /// buffer), the scales and biases, C, the shape, and `group_shift`
+    /// (log2 of the group).
+    pub struct AffineArgs {
+        A4 a4: buffer,
+        B b: buffer,
+        B2 b2: buffer,
+        B4 b4: buffer,
+        SCALES scales: buffer,
+        BIASES biases: buffer,
+        C c: buffer,
+        M m: u32,
+        N n: u32,
+        K k: u32,
+        GROUP_SHIFT group_shift: u32,
+    }
+}
 
 /// `qmatmul_affine_{out}_r{rows}_c{cols}_w{words}_t{threads}`: `rows` rows
 /// of `C` per threadgroup, `cols` columns per SIMD group, `words` packed
@@ -66,16 +88,21 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
     let simdgroups = threads / SIMD_WIDTH;
     let chunk_values = words * VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(format!("qmatmul_affine_{out}_r{rows}_c{cols}_w{words}_t{threads}"));
-    let suffix = if words == 1 { String::new() } else { words.to_string() };
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, words as u8), Access::Read);
-    let scales = k.buffer("scales", Type::F16, Access::Read);
-    let biases = k.buffer("biases", Type::F16, Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group_shift = k.value("group_shift", Type::U32);
+    type P = AffineArgs;
+    let bn = match words {
+        1 => P::B,
+        2 => P::B2,
+        _ => P::B4,
+    };
+    let a4 = k.buffer(P::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(bn, Type::vector(Scalar::U32, words as u8), Access::Read);
+    let scales = k.buffer(P::SCALES, Type::F16, Access::Read);
+    let biases = k.buffer(P::BIASES, Type::F16, Access::Read);
+    let c = k.buffer(P::C, out.ty(1), Access::ReadWrite);
+    let m = k.value(P::M, Type::U32);
+    let n = k.value(P::N, Type::U32);
+    let kk = k.value(P::K, Type::U32);
+    let group_shift = k.value(P::GROUP_SHIFT, Type::U32);
 
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -161,66 +188,27 @@ pub fn qmatmul_affine(out: DType, rows: u32, cols: u32, words: u32, threads: u32
     finish(k)
 }
 
-/// A planned affine quantized matmul.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AffinePlan {
-    /// `C`'s element type (f32 or f16).
-    pub out: DType,
-    /// Rows of `C` per threadgroup.
+/// The affine kernel's blocking: `rows` of C per threadgroup, `cols`
+/// columns per SIMD group, `words` packed words per lane and load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AffineBlocking {
     pub rows: u32,
-    /// Columns of `C` per SIMD group.
     pub cols: u32,
-    /// Packed words per lane and load.
     pub words: u32,
-    /// Threads per threadgroup.
-    pub threads: u32,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    /// K values per scale and bias.
-    pub group: u32,
-    pub dispatch: Dispatch,
 }
 
-impl AffinePlan {
+impl DecodePlan<AffineBlocking> {
     /// The kernel, [`qmatmul_affine()`].
     pub fn kernel(&self) -> Kernel {
-        qmatmul_affine(self.out, self.rows, self.cols, self.words, self.threads)
+        let AffineBlocking { rows, cols, words } = self.blocking;
+        qmatmul_affine(self.out, rows, cols, words, self.threads)
     }
-
-    /// log2 of the group size, the kernel's `group_shift`.
-    pub fn group_shift(&self) -> u32 {
-        self.group.trailing_zeros()
-    }
-
-    /// Bytes the kernel must move at least: `A` and `B` (codes, scales and
-    /// biases) read once, `C` written once.
-    pub fn bytes(&self) -> u64 {
-        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
-        m * k * 2 + k * n / 2 + 2 * (k / self.group as u64 * n * 2) + m * n * self.out.size_bytes() as u64
-    }
-}
-
-/// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
-/// `min(M, 8)`), columns per SIMD group (1, 2, 4; default the widest with
-/// `rows · cols ≤ 8` that gives at least `min_tiles` threadgroups along N,
-/// else 1) and packed words per lane and load (1, 2, 4; default the widest
-/// that leaves every lane of a SIMD group a chunk of the column, else 1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AffineOptions {
-    pub rows: Option<u32>,
-    pub cols: Option<u32>,
-    pub words: Option<u32>,
-    /// Threadgroups along N the default `cols` keeps to: on a GPU about two
-    /// per compute unit, so that a narrow N still fills the GPU; 0 for no
-    /// minimum.
-    pub min_tiles: u32,
 }
 
 /// Plans `C[M, N] = A[M, K] · dequant(B)` for `B` in MLX's affine format
 /// with `group` K values per scale and bias, in threadgroups of `threads`
 /// ([`DEFAULT_THREADS`] is the library's choice).
-pub fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: AffineOptions) -> Result<AffinePlan, ShapeError> {
+pub(crate) fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: BlockingOptions) -> Result<DecodePlan<AffineBlocking>, ShapeError> {
     let name = format!("qmatmul_{}_{out}", Format::MlxAffine);
     let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
     let t = check_threads(&name, threads)?;
@@ -242,16 +230,17 @@ pub fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32
         None => [4, 2, 1].into_iter().find(|&w| chunks(w) >= SIMD_WIDTH).unwrap_or(1),
     };
     let tiles = n32.div_ceil(simdgroups * cols);
-    Ok(AffinePlan {
+    Ok(DecodePlan {
+        format: Format::MlxAffine,
         out,
-        rows,
-        cols,
-        words,
+        blocking: AffineBlocking { rows, cols, words },
         threads: t,
         m: m32,
         n: n32,
         k: k32,
         group: group as u32,
+        splits: 1,
+        split_sum: SplitSum::Reduction,
         dispatch: Dispatch::threadgroups([tiles, m32.div_ceil(rows), 1], t),
     })
 }
@@ -281,35 +270,35 @@ mod tests {
     fn llama_mlp_shapes() {
         // K = 4096: 128 chunks of uint4 per column, every lane busy; 4
         // columns per SIMD group, 32 per threadgroup: 344 threadgroups.
-        let p = plan(DType::F16, 1, 11008, 4096, 64, 256, AffineOptions::default()).unwrap();
-        assert_eq!((p.rows, p.cols, p.words, p.group_shift()), (1, 4, 4, 6));
+        let p = plan(DType::F16, 1, 11008, 4096, 64, 256, BlockingOptions::default()).unwrap();
+        assert_eq!((p.blocking.rows, p.blocking.cols, p.blocking.words, p.group_shift()), (1, 4, 4, 6));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
         assert_eq!(p.kernel().name, "qmatmul_affine_f16_r1_c4_w4_t256");
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 2 * (64 * 11008 * 2) + 11008 * 2);
         // At least 600 threadgroups: 2 columns per SIMD group (688).
-        let gpu = AffineOptions { min_tiles: 600, ..AffineOptions::default() };
-        assert_eq!(plan(DType::F16, 1, 11008, 4096, 64, 256, gpu).unwrap().cols, 2);
+        let gpu = BlockingOptions { min_tiles: 600, ..BlockingOptions::default() };
+        assert_eq!(plan(DType::F16, 1, 11008, 4096, 64, 256, gpu).unwrap().blocking.cols, 2);
         // 8 rows keep to one column per SIMD group; M = 20 takes 3 row blocks.
-        let p = plan(DType::F32, 20, 4096, 11008, 128, 256, AffineOptions::default()).unwrap();
-        assert_eq!((p.rows, p.cols), (8, 1));
+        let p = plan(DType::F32, 20, 4096, 11008, 128, 256, BlockingOptions::default()).unwrap();
+        assert_eq!((p.blocking.rows, p.blocking.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([512, 3, 1], 256));
         // Short K: narrower loads so that every lane has a chunk (K = 512:
         // 32 chunks of uint2), down to uint for K = 64 (8 chunks).
-        assert_eq!(plan(DType::F32, 1, 8, 512, 32, 256, AffineOptions::default()).unwrap().words, 2);
-        assert_eq!(plan(DType::F32, 1, 8, 64, 64, 256, AffineOptions::default()).unwrap().words, 1);
+        assert_eq!(plan(DType::F32, 1, 8, 512, 32, 256, BlockingOptions::default()).unwrap().blocking.words, 2);
+        assert_eq!(plan(DType::F32, 1, 8, 64, 64, 256, BlockingOptions::default()).unwrap().blocking.words, 1);
     }
 
     #[test]
     fn bad_shapes_are_errors_with_the_numbers() {
-        let e = |r: Result<AffinePlan, ShapeError>| r.unwrap_err().to_string();
-        let o = AffineOptions::default();
+        let e = |r: Result<DecodePlan<AffineBlocking>, ShapeError>| r.unwrap_err().to_string();
+        let o = BlockingOptions::default();
         assert_eq!(e(plan(DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_mlx_affine_f32: k = 96 is not a multiple of the group size 64");
         assert_eq!(e(plan(DType::F16, 1, 8, 96, 48, 256, o)), "qmatmul_mlx_affine_f16: group size 48 is not 32, 64 or 128");
         assert_eq!(e(plan(DType::F32, 1, 0, 64, 64, 256, o)), "qmatmul_mlx_affine_f32: n must be at least 1");
         assert_eq!(e(plan(DType::BF16, 1, 8, 64, 64, 256, o)), "qmatmul_mlx_affine_bf16: the output is f32 or f16");
         assert!(e(plan(DType::F32, 1, 8, 64, 64, 48, o)).contains("threadgroup size 48"));
-        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, AffineOptions { rows: Some(9), ..o })), "qmatmul_mlx_affine_f32: rows per threadgroup (9) must be between 1 and 8");
-        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, AffineOptions { cols: Some(3), ..o })), "qmatmul_mlx_affine_f32: columns per SIMD group (3) must be 1, 2 or 4");
-        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, AffineOptions { words: Some(8), ..o })), "qmatmul_mlx_affine_f32: 8 packed words per lane and load must be 1, 2 or 4");
+        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, BlockingOptions { rows: Some(9), ..o })), "qmatmul_mlx_affine_f32: rows per threadgroup (9) must be between 1 and 8");
+        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, BlockingOptions { cols: Some(3), ..o })), "qmatmul_mlx_affine_f32: columns per SIMD group (3) must be 1, 2 or 4");
+        assert_eq!(e(plan(DType::F32, 1, 8, 64, 64, 256, BlockingOptions { words: Some(8), ..o })), "qmatmul_mlx_affine_f32: 8 packed words per lane and load must be 1, 2 or 4");
     }
 }

@@ -41,7 +41,10 @@
 //! Parameters: `a4` (`half4` view of `A`), `b` (the words), `scales`, `c`
 //! (with K split, the f32 workspace), and `m`, `n`, `k`, `group` by value.
 
+use super::gemm::{MatrixArgs, PackedArgs};
+use super::qmatmul::DecodePlan;
 use super::quant::Format;
+use super::split::{SplitArgs, SplitSum};
 use super::*;
 use enigma_ir::{Access, Kernel, MatrixType, QuantLayout, Type};
 
@@ -78,14 +81,14 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
     let simdgroups = threads / SIMD_WIDTH;
     let tile_n = units * UNIT_N;
     let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_fragments_u{units}_t{threads}{}", if split { "_splitk" } else { "" }));
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer("b", Type::U32, Access::Read);
-    let scales = k.buffer("scales", Type::F16, Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group = k.value("group", Type::U32);
+    let a4 = k.buffer(MatrixArgs::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
+    let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
+    let c = k.buffer(SplitArgs::C, out.ty(1), Access::ReadWrite);
+    let m = k.value(MatrixArgs::M, Type::U32);
+    let n = k.value(MatrixArgs::N, Type::U32);
+    let kk = k.value(MatrixArgs::K, Type::U32);
+    let group = k.value(PackedArgs::GROUP, Type::U32);
     // A's staging, [simdgroup][row][64 + PAD] f16 as half4s.
     let lda = UNIT_K + gemm::PAD;
     let stage = k.threadgroup_array("a_stage", Type::vector(Scalar::F16, 4), simdgroups * ROWS * lda / 4);
@@ -167,31 +170,20 @@ fn build(format: Format, out: DType, units: u32, threads: u32, split: bool) -> K
 /// (`BENCHMARKS.md`, the fragment decode row).
 pub const DECODE_ROWS: u32 = ROWS;
 
-/// A planned [`qmatmul_fragments()`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FragmentsPlan {
-    pub format: Format,
-    pub out: DType,
-    /// Fragment units (16 columns each) per column tile.
+/// The fragment decode's blocking: `units` fragment units (16 columns
+/// each) per column tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FragmentBlocking {
     pub units: u32,
-    pub threads: u32,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    pub group: u32,
-    /// K split over this many threadgroups (grid z); above 1 the kernel is
-    /// [`qmatmul_fragments_splitk`], its slices summed by `split::splitk_reduce`.
-    pub splits: u32,
-    pub dispatch: Dispatch,
 }
 
-impl FragmentsPlan {
+impl DecodePlan<FragmentBlocking> {
     /// The kernel: [`qmatmul_fragments()`], or [`qmatmul_fragments_splitk`] with K split.
     pub fn kernel(&self) -> Kernel {
         if self.splits > 1 {
-            qmatmul_fragments_splitk(self.format, self.units, self.threads)
+            qmatmul_fragments_splitk(self.format, self.blocking.units, self.threads)
         } else {
-            qmatmul_fragments(self.format, self.out, self.units, self.threads)
+            qmatmul_fragments(self.format, self.out, self.blocking.units, self.threads)
         }
     }
 }
@@ -211,7 +203,7 @@ pub fn threadgroup_bytes(units: u32, threads: u32) -> u64 {
 /// row). `threads` replaces the default's (with one unit where two would
 /// not fit threadgroup memory); `splits` (default 1: split in
 /// two or three, every shape measured slower) splits K over threadgroups.
-pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: Option<u32>, splits: Option<u32>, min_tiles: u32) -> Result<FragmentsPlan, ShapeError> {
+pub(crate) fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: Option<u32>, splits: Option<u32>, min_tiles: u32) -> Result<DecodePlan<FragmentBlocking>, ShapeError> {
     let name = format!("qmatmul_{format}_{out}_fragments");
     if format.quant_code().is_none() {
         return Err(ShapeError::new(name, format!("fragment order holds fp4 or int4 codes, not {format}")));
@@ -240,16 +232,18 @@ pub fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], threads: O
         Some(s) => super::split::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,
         None => 1,
     };
-    Ok(FragmentsPlan {
+    Ok(DecodePlan {
         format,
         out,
-        units,
+        blocking: FragmentBlocking { units },
         threads: t,
         m: m32,
         n: n32,
         k: k32,
         group: group as u32,
         splits,
+        // Its splits are always summed by the reduction.
+        split_sum: SplitSum::Reduction,
         dispatch: Dispatch::threadgroups([units_n.div_ceil(units), m32.div_ceil(ROWS), splits], t),
     })
 }
@@ -272,9 +266,9 @@ mod tests {
     fn the_plan_picks_the_tile_and_refuses_what_the_layout_cannot_hold() {
         let p = |n, min_tiles| plan(Format::Int4, DType::F16, [1, n, 4096, 128], None, None, min_tiles).unwrap();
         // N = 11008 on 132 compute units: 344 two-unit tiles ≥ 264.
-        assert_eq!((p(11008, 264).units, p(11008, 264).threads, p(11008, 264).dispatch.size), (2, 256, [344, 1, 1]));
+        assert_eq!((p(11008, 264).blocking.units, p(11008, 264).threads, p(11008, 264).dispatch.size), (2, 256, [344, 1, 1]));
         // N = 4096: 128 two-unit tiles would be too few.
-        assert_eq!((p(4096, 264).units, p(4096, 264).threads, p(4096, 264).dispatch.size), (1, 512, [256, 1, 1]));
+        assert_eq!((p(4096, 264).blocking.units, p(4096, 264).threads, p(4096, 264).dispatch.size), (1, 512, [256, 1, 1]));
         // 48 columns: three units, the second tile overlapping the first.
         assert_eq!(p(48, 0).dispatch.size, [2, 1, 1]);
         let err = |shape: [usize; 4], format| plan(format, DType::F16, shape, None, None, 0).unwrap_err().to_string();
@@ -285,7 +279,7 @@ mod tests {
         let split = plan(Format::Int4, DType::F16, [1, 32, 128, 64], None, Some(3), 0).unwrap_err().to_string();
         assert!(split.contains("3 K splits; between 1 and 2"), "{split}");
         // 512 threads of two-unit tiles would not fit: one unit.
-        assert_eq!(plan(Format::Int4, DType::F16, [1, 64, 128, 64], Some(512), None, 0).unwrap().units, 1);
+        assert_eq!(plan(Format::Int4, DType::F16, [1, 64, 128, 64], Some(512), None, 0).unwrap().blocking.units, 1);
         let memory = plan(Format::Int4, DType::F16, [1, 64, 128, 64], Some(1024), None, 0).unwrap_err().to_string();
         assert!(memory.contains("threadgroup memory"), "{memory}");
     }

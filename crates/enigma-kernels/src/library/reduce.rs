@@ -63,6 +63,113 @@ pub const DEFAULT_UNROLL: u32 = 4;
 /// Default cap on pass-1 threadgroups (each then loops over its share).
 pub const DEFAULT_MAX_GROUPS: u32 = 1024;
 
+crate::kernel_args! {
+    /// The arguments of [`reduce()`]'s passes: `x` (and its vector view `x4`
+    /// in the vector kernels), `n` elements, a partial per threadgroup in
+    /// `out`.
+    pub struct ReduceArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        OUT out: buffer,
+        N n: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`reduce_rows`] (`x` or its view `x4`) and
+    /// [`arg_rows`] (`x`): rows of `d` elements, one result per row in
+    /// `out`.
+    pub struct RowReduceArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        OUT out: buffer,
+        D d: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The column geometry every kernel over the middle axis of
+    /// `[outer, axis, inner]` declares (`axis_columns`), bound beside the
+    /// kernel's buffers.
+    pub struct AxisArgs(values) {
+        AXIS axis: u32,
+        INNER inner: u32,
+        COLUMNS columns: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of the kernels over the middle axis that read `x` and
+    /// write `y` (`softmax::softmax_axis`, `scan::scan_axis`), bound beside
+    /// [`AxisArgs`].
+    pub struct AxisRowArgs {
+        X x: buffer,
+        Y y: buffer,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of [`reduce_axis`] (with [`AxisArgs`]).
+    pub struct AxisReduceArgs {
+        X x: buffer,
+        OUT out: buffer,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of [`reduce_axis_blocks`]: `x` (its view `x4` in the
+    /// vector kernels) and, in a second pass over a split index search's
+    /// partials, their indices `xi` (`xi4`); the result in `out`, or, in a
+    /// first pass of a split index search, the indices in `out_index` and
+    /// the values in `out_value`. Bound beside [`AxisBlocksDims`].
+    pub struct AxisBlocksArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        XI xi: optional,
+        XI4 xi4: optional,
+        OUT out: buffer,
+        OUT_INDEX out_index: buffer,
+        OUT_VALUE out_value: optional,
+    }
+}
+
+crate::kernel_args! {
+    /// The geometry [`reduce_axis_blocks`] takes by value
+    /// ([`AxisBlocksPass`]).
+    pub struct AxisBlocksDims(values) {
+        AXIS axis: u32,
+        UNITS units: u32,
+        COL_BLOCKS col_blocks: u32,
+        SPLITS splits: u32,
+        CHUNK chunk: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers and count of [`pool2d`], bound beside [`PoolDims`].
+    pub struct PoolArgs {
+        X x: buffer,
+        Y y: buffer,
+        TOTAL total: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The sizes [`pool2d`] takes by value, in the kernel's order.
+    pub struct PoolDims(values) {
+        H h: u32,
+        W w: u32,
+        OH oh: u32,
+        OW ow: u32,
+        KH kh: u32,
+        KW kw: u32,
+        SH sh: u32,
+        SW sw: u32,
+        PH ph: u32,
+        PW pw: u32,
+    }
+}
+
 /// Pass-1 / pass-2 kernel of the vector reduction: `{op}_reduce_{dtype}[_vec4][_u{unroll}]`.
 ///
 /// # Panics
@@ -72,10 +179,10 @@ pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
     assert!(unroll >= 1, "unroll must be at least 1");
     let unroll_suffix = if unroll > 1 { format!("_u{unroll}") } else { String::new() };
     let mut k = KernelBuilder::new(format!("{}_reduce_{}{}{}", op.name(), dtype, vec_suffix(vec), unroll_suffix));
-    let x4 = (vec == 4).then(|| k.buffer("x4", dtype.ty(4), Access::Read));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::F32, Access::ReadWrite);
-    let n = k.value("n", Type::U32);
+    let x4 = (vec == 4).then(|| k.buffer(ReduceArgs::X4, dtype.ty(4), Access::Read));
+    let x = k.buffer(ReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(ReduceArgs::OUT, Type::F32, Access::ReadWrite);
+    let n = k.value(ReduceArgs::N, Type::U32);
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let group = k.let_("group", threadgroup_position_in_grid().x());
     let tpg = k.let_("tpg", threads_per_threadgroup().x());
@@ -115,9 +222,9 @@ pub fn reduce(op: ReduceOp, dtype: DType, vec: u8, unroll: u32) -> Kernel {
 pub fn reduce_rows(op: ReduceOp, dtype: DType, vec: u8) -> Kernel {
     assert_vec(vec);
     let mut k = KernelBuilder::new(format!("{}_rows_{}{}", op.name(), dtype, vec_suffix(vec)));
-    let x = k.buffer(if vec == 4 { "x4" } else { "x" }, dtype.ty(vec), Access::Read);
-    let out = k.buffer("out", Type::F32, Access::ReadWrite);
-    let d = k.value("d", Type::U32);
+    let x = k.buffer(if vec == 4 { RowReduceArgs::X4 } else { RowReduceArgs::X }, dtype.ty(vec), Access::Read);
+    let out = k.buffer(RowReduceArgs::OUT, Type::F32, Access::ReadWrite);
+    let d = k.value(RowReduceArgs::D, Type::U32);
     let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let dv = k.let_("dv", if vec == 4 { d / 4u32 } else { d });
@@ -274,9 +381,9 @@ pub(crate) struct AxisColumn {
 /// thread's column of `[outer, axis, inner]`; returns the column and the
 /// axis length.
 pub(crate) fn axis_columns(k: &mut KernelBuilder) -> (AxisColumn, Ex) {
-    let axis = k.value("axis", Type::U32);
-    let inner = k.value("inner", Type::U32);
-    let columns = k.value("columns", Type::U32);
+    let axis = k.value(AxisArgs::AXIS, Type::U32);
+    let inner = k.value(AxisArgs::INNER, Type::U32);
+    let columns = k.value(AxisArgs::COLUMNS, Type::U32);
     let column = k.let_("column", thread_position_in_grid().x());
     let active = k.let_("active", column.lt(columns));
     // Threads past the last column compute an address they never load.
@@ -290,8 +397,8 @@ pub(crate) fn axis_columns(k: &mut KernelBuilder) -> (AxisColumn, Ex) {
 /// `{sum,max,min,argmax,argmin}_axis_{dtype}`.
 pub fn reduce_axis(r: AxisReduction, dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_axis_{}", r.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::scalar(r.output()), Access::ReadWrite);
+    let x = k.buffer(AxisReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(AxisReduceArgs::OUT, Type::scalar(r.output()), Access::ReadWrite);
     let (col, axis) = axis_columns(&mut k);
     k.if_(col.active, |k| match r {
         AxisReduction::Value(op) => {
@@ -334,9 +441,9 @@ pub fn arg_rows(r: AxisReduction, dtype: DType, threads: u32) -> Kernel {
     assert!(threads.is_power_of_two() && (32..=1024).contains(&threads), "threads {threads} is not a power of two from 32 to 1024");
     let largest = r == AxisReduction::ArgMax;
     let mut k = KernelBuilder::new(format!("{}_rows_{}_t{threads}", r.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", Type::I32, Access::ReadWrite);
-    let d = k.value("d", Type::U32);
+    let x = k.buffer(RowReduceArgs::X, dtype.ty(1), Access::Read);
+    let out = k.buffer(RowReduceArgs::OUT, Type::I32, Access::ReadWrite);
+    let d = k.value(RowReduceArgs::D, Type::U32);
     let row = k.let_("row", threadgroup_position_in_grid().x());
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let base = k.let_("base", row * d);
@@ -431,19 +538,21 @@ pub fn reduce_axis_blocks(b: &AxisBlocks) -> Kernel {
     let largest = r == AxisReduction::ArgMax;
     let name = format!("{}_axis_blocks_{}{}_t{threads}{}{}", r.name(), dtype, vec_suffix(vec), if of_partials { "_of_partials" } else { "" }, if partial { "_partial" } else { "" });
     let mut k = KernelBuilder::new(name);
-    let sfx = if vec == 4 { "4" } else { "" };
-    let x = k.buffer(&format!("x{sfx}"), dtype.ty(vec), Access::Read);
-    let xi = of_partials.then(|| k.buffer(&format!("xi{sfx}"), Type::vector(Scalar::U32, vec), Access::Read));
+    type P = AxisBlocksArgs;
+    type D = AxisBlocksDims;
+    let (xn, xin) = if vec == 4 { (P::X4, P::XI4) } else { (P::X, P::XI) };
+    let x = k.buffer(xn, dtype.ty(vec), Access::Read);
+    let xi = of_partials.then(|| k.buffer(xin, Type::vector(Scalar::U32, vec), Access::Read));
     let (out, out_value) = match r {
-        AxisReduction::Value(_) => (k.buffer("out", Type::F32, Access::ReadWrite), None),
-        _ if partial => (k.buffer("out_index", Type::U32, Access::ReadWrite), Some(k.buffer("out_value", Type::F32, Access::ReadWrite))),
-        _ => (k.buffer("out", Type::I32, Access::ReadWrite), None),
+        AxisReduction::Value(_) => (k.buffer(P::OUT, Type::F32, Access::ReadWrite), None),
+        _ if partial => (k.buffer(P::OUT_INDEX, Type::U32, Access::ReadWrite), Some(k.buffer(P::OUT_VALUE, Type::F32, Access::ReadWrite))),
+        _ => (k.buffer(P::OUT, Type::I32, Access::ReadWrite), None),
     };
-    let axis = k.value("axis", Type::U32);
-    let units = k.value("units", Type::U32);
-    let col_blocks = k.value("col_blocks", Type::U32);
-    let splits = k.value("splits", Type::U32);
-    let chunk = k.value("chunk", Type::U32);
+    let axis = k.value(D::AXIS, Type::U32);
+    let units = k.value(D::UNITS, Type::U32);
+    let col_blocks = k.value(D::COL_BLOCKS, Type::U32);
+    let splits = k.value(D::SPLITS, Type::U32);
+    let chunk = k.value(D::CHUNK, Type::U32);
     let simdgroups = threads / SIMD_WIDTH;
     let width = SIMD_WIDTH * vec as u32;
     let tid = k.let_("tid", thread_index_in_threadgroup());
@@ -557,6 +666,11 @@ impl AxisBlocksPass {
     pub fn kernel(&self) -> Kernel {
         reduce_axis_blocks(&self.kernel)
     }
+
+    /// The geometry the kernel is bound with.
+    pub fn args(&self) -> AxisBlocksDims {
+        AxisBlocksDims { axis: self.axis, units: self.units, col_blocks: self.col_blocks, splits: self.splits, chunk: self.chunk }
+    }
 }
 
 /// A blocked axis reduction: one pass, or a pass per split of the axis and
@@ -662,18 +776,15 @@ impl Pool {
     }
 }
 
-/// The by-value size parameters of [`pool2d`], in order.
-pub const POOL_DIMS: [&str; 10] = ["h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw"];
-
 /// 2-D pooling over NCHW planes: `{max_pool2d,avg_pool2d[_valid]}_{dtype}`
 /// (module docs).
 pub fn pool2d(pool: Pool, dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_{}", pool.name(), dtype));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
-    let d: Vec<Ex> = POOL_DIMS.iter().map(|n| k.value(n, Type::U32)).collect();
+    let x = k.buffer(PoolArgs::X, dtype.ty(1), Access::Read);
+    let y = k.buffer(PoolArgs::Y, dtype.ty(1), Access::ReadWrite);
+    let d: Vec<Ex> = PoolDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
     let (h, w, oh, ow, kh, kw, sh, sw, ph, pw) = (d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9]);
-    let total = k.value("total", Type::U32);
+    let total = k.value(PoolArgs::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
         let ox = k.let_("ox", tid % ow);
@@ -715,6 +826,13 @@ pub struct AxisPlan {
     pub inner: u32,
     pub columns: u32,
     pub dispatch: Dispatch,
+}
+
+impl AxisPlan {
+    /// The column geometry the kernel is bound with.
+    pub fn args(&self) -> AxisArgs {
+        AxisArgs { axis: self.axis, inner: self.inner, columns: self.columns }
+    }
 }
 
 /// Plans a kernel over the middle axis of `[outer, axis, inner]` with

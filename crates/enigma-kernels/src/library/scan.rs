@@ -83,8 +83,8 @@ pub fn scan_axis(op: AxisScan, scalar: Scalar) -> Kernel {
     let float = scalar.is_float();
     let acc_ty = if float { Scalar::F32 } else { scalar };
     let mut k = KernelBuilder::new(format!("{}_axis_{}", op.name(), scalar.name()));
-    let x = k.buffer("x", Type::scalar(scalar), Access::Read);
-    let y = k.buffer("y", Type::scalar(scalar), Access::ReadWrite);
+    let x = k.buffer(super::reduce::AxisRowArgs::X, Type::scalar(scalar), Access::Read);
+    let y = k.buffer(super::reduce::AxisRowArgs::Y, Type::scalar(scalar), Access::ReadWrite);
     let (col, axis) = super::reduce::axis_columns(&mut k);
     k.if_(col.active, |k| {
         let identity = match op {
@@ -109,6 +109,21 @@ pub fn scan_axis(op: AxisScan, scalar: Scalar) -> Kernel {
     finish(k)
 }
 
+crate::kernel_args! {
+    /// The arguments of [`scan_rows`]: `x`, `y` (their views `x4`, `y4` in
+    /// the vector kernels), rows of `d` of `n` elements, the rows' starting
+    /// totals `offsets` where the kernel takes them.
+    pub struct RowScanArgs {
+        X x: buffer,
+        X4 x4: optional,
+        Y y: buffer,
+        Y4 y4: optional,
+        OFFSETS offsets: optional,
+        D d: u32,
+        N n: u32,
+    }
+}
+
 /// The inclusive running sum or product along each row, a threadgroup per
 /// row: `{cumsum,cumprod}_rows_{scalar}[_vec4]_t{threads}[_offsets]` (module
 /// docs). `offsets` (sums only): each row `r > 0` starts from
@@ -127,12 +142,13 @@ pub fn scan_rows(op: AxisScan, scalar: Scalar, vec: u8, threads: u32, offsets: b
     let acc_ty = if float { Scalar::F32 } else { scalar };
     let name = format!("{}_rows_{}{}_t{threads}{}", op.name(), scalar.name(), vec_suffix(vec), if offsets { "_offsets" } else { "" });
     let mut k = KernelBuilder::new(name);
-    let sfx = if vec == 4 { "4" } else { "" };
-    let x = k.buffer(&format!("x{sfx}"), Type::vector(scalar, vec), Access::Read);
-    let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
-    let starts = offsets.then(|| k.buffer("offsets", Type::F32, Access::Read));
-    let d = k.value("d", Type::U32);
-    let n = k.value("n", Type::U32);
+    type P = RowScanArgs;
+    let (xn, yn) = if vec == 4 { (P::X4, P::Y4) } else { (P::X, P::Y) };
+    let x = k.buffer(xn, Type::vector(scalar, vec), Access::Read);
+    let y = k.buffer(yn, Type::vector(scalar, vec), Access::ReadWrite);
+    let starts = offsets.then(|| k.buffer(P::OFFSETS, Type::F32, Access::Read));
+    let d = k.value(P::D, Type::U32);
+    let n = k.value(P::N, Type::U32);
     let identity = lit(acc_ty, if op == AxisScan::Sum { 0.0 } else { 1.0 });
     let combine = |a: Ex, b: Ex| if op == AxisScan::Sum { a + b } else { a * b };
     let row = k.let_("row", threadgroup_position_in_grid().x());
@@ -319,6 +335,22 @@ fn items_suffix(items: u32) -> String {
     }
 }
 
+crate::kernel_args! {
+    /// The arguments of [`scan_block`]'s passes and [`scan_add`]: the
+    /// vector kernels read and write the views `x4`, `y4`; which of the
+    /// optional buffers a pass declares is [`BlockPass`]'s (`scan_add`
+    /// reads `y` and `offsets` only).
+    pub struct ScanArgs {
+        X x: optional,
+        X4 x4: optional,
+        Y y: optional,
+        Y4 y4: optional,
+        BLOCK_SUMS block_sums: optional,
+        OFFSETS offsets: optional,
+        N n: u32,
+    }
+}
+
 /// Step 1: `scan_{kind}_{scalar}[_vec4][_x<items>]`, or the reduce-then-scan
 /// passes (`scan_total_…`, `scan_{kind}_offset_…`), per [`BlockPass`].
 ///
@@ -343,12 +375,13 @@ pub fn scan_block(scalar: Scalar, vec: u8, kind: ScanKind, pass: BlockPass, item
         BlockPass::ScanWithOffset => format!("scan_{}_offset_{shape}", kind.name()),
     };
     let mut k = KernelBuilder::new(name);
-    let sfx = if vec == 4 { "4" } else { "" };
-    let x = k.buffer(&format!("x{sfx}"), Type::vector(scalar, vec), Access::Read);
-    let y = (pass != BlockPass::TotalOnly).then(|| k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite));
-    let block_sums = (pass != BlockPass::ScanWithOffset).then(|| k.buffer("block_sums", Type::scalar(scalar), Access::ReadWrite));
-    let offsets = (pass == BlockPass::ScanWithOffset).then(|| k.buffer("offsets", Type::scalar(scalar), Access::Read));
-    let n = k.value("n", Type::U32);
+    type P = ScanArgs;
+    let (xn, yn) = if vec == 4 { (P::X4, P::Y4) } else { (P::X, P::Y) };
+    let x = k.buffer(xn, Type::vector(scalar, vec), Access::Read);
+    let y = (pass != BlockPass::TotalOnly).then(|| k.buffer(yn, Type::vector(scalar, vec), Access::ReadWrite));
+    let block_sums = (pass != BlockPass::ScanWithOffset).then(|| k.buffer(P::BLOCK_SUMS, Type::scalar(scalar), Access::ReadWrite));
+    let offsets = (pass == BlockPass::ScanWithOffset).then(|| k.buffer(P::OFFSETS, Type::scalar(scalar), Access::Read));
+    let n = k.value(P::N, Type::U32);
     // One slot per SIMD group: the TotalOnly pass needs one sub-block's.
     let slots = if pass == BlockPass::TotalOnly { 1 } else { items };
     let partials = k.threadgroup_array("simd_totals", Type::scalar(scalar), SIMD_WIDTH * slots);
@@ -467,10 +500,10 @@ pub fn scan_add(scalar: Scalar, vec: u8, items: u32) -> Kernel {
     assert_vec(vec);
     assert!((1..=MAX_SCAN_ITEMS).contains(&items), "scan items {items} not in 1..={MAX_SCAN_ITEMS}");
     let mut k = KernelBuilder::new(format!("scan_add_{}{}{}", scalar, vec_suffix(vec), items_suffix(items)));
-    let sfx = if vec == 4 { "4" } else { "" };
-    let y = k.buffer(&format!("y{sfx}"), Type::vector(scalar, vec), Access::ReadWrite);
-    let offsets = k.buffer("offsets", Type::scalar(scalar), Access::Read);
-    let n = k.value("n", Type::U32);
+    type P = ScanArgs;
+    let y = k.buffer(if vec == 4 { P::Y4 } else { P::Y }, Type::vector(scalar, vec), Access::ReadWrite);
+    let offsets = k.buffer(P::OFFSETS, Type::scalar(scalar), Access::Read);
+    let n = k.value(P::N, Type::U32);
     let block = k.let_("block", threadgroup_position_in_grid().x());
     let tpg = k.let_("tpg", threads_per_threadgroup().x());
     let first = k.let_("first", block * tpg * items + thread_index_in_threadgroup());

@@ -39,7 +39,8 @@
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
-use super::split::{check_splits_and_memory, k_splits_for, split_range};
+use super::gemm::{MatrixArgs, PlainArgs};
+use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -342,17 +343,17 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
     let splits = cfg.splits.max(1);
     let f4 = DType::F32.ty(VEC as u8);
     let mut k = KernelBuilder::new(cfg.name());
-    let a = k.buffer("a", Type::F32, Access::Read);
-    let b = k.buffer("b", Type::F32, Access::Read);
+    let a = k.buffer(MatrixArgs::A, Type::F32, Access::Read);
+    let b = k.buffer(MatrixArgs::B, Type::F32, Access::Read);
     // With K split, `c` is the f32 workspace of partial sums.
-    let c = k.buffer("c", if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let alpha = k.value("alpha", Type::F32);
-    let beta = k.value("beta", Type::F32);
-    let a4 = k.buffer("a4", f4, Access::Read);
-    let b4 = k.buffer("b4", f4, Access::Read);
+    let c = k.buffer(SplitArgs::C, if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
+    let m = k.value(MatrixArgs::M, Type::U32);
+    let n = k.value(MatrixArgs::N, Type::U32);
+    let kk = k.value(MatrixArgs::K, Type::U32);
+    let alpha = k.value(PlainArgs::ALPHA, Type::F32);
+    let beta = k.value(PlainArgs::BETA, Type::F32);
+    let a4 = k.buffer(MatrixArgs::A4, f4, Access::Read);
+    let b4 = k.buffer(PlainArgs::B4, f4, Access::Read);
     let a_s = k.threadgroup_array("a_slice", f4, STAGES * cfg.tk * (cfg.tm / VEC + PAD));
     let b_s = k.threadgroup_array("b_slice", f4, STAGES * cfg.tk * (cfg.tn / VEC + PAD));
     let tg = threadgroup_position_in_grid();

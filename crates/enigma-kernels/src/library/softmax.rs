@@ -104,15 +104,39 @@ fn softmax_value(k: &mut KernelBuilder, log_form: bool, shift: Ex, l: Ex) -> imp
     move |x: Ex| if log_form { (x - shift) - scale } else { exp_shifted(x, shift) * scale }
 }
 
+crate::kernel_args! {
+    /// The arguments of the row softmax and log-softmax: rows of `d`
+    /// elements, the vector kernels reading the views `x4`, `y4`.
+    pub struct RowArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        Y y: buffer,
+        Y4 y4: buffer,
+        D d: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`nll_axis`] beside `reduce::AxisArgs`.
+    pub struct NllArgs {
+        LOGP logp: buffer,
+        TARGET target: buffer,
+        LOSS loss: buffer,
+        VALID valid: buffer,
+        IGNORE ignore: i32,
+    }
+}
+
 fn row_softmax(dtype: DType, vec: u8, items: u32, log_form: bool) -> Kernel {
     assert_vec(vec);
     let cfg = RowConfig { dtype, vec, items };
     let prefix = if log_form { "log_softmax" } else { "softmax" };
     let mut k = KernelBuilder::new(format!("{prefix}_{}", cfg.suffix()));
-    let (xn, yn) = if vec == 4 { ("x4", "y4") } else { ("x", "y") };
+    type P = RowArgs;
+    let (xn, yn) = if vec == 4 { (P::X4, P::Y4) } else { (P::X, P::Y) };
     let x = k.buffer(xn, dtype.ty(vec), Access::Read);
     let y = k.buffer(yn, dtype.ty(vec), Access::ReadWrite);
-    let d = k.value("d", Type::U32);
+    let d = k.value(P::D, Type::U32);
     let ctx = row_ctx(&mut k, d, vec);
     if items > 0 {
         let regs = load_cached(&mut k, ctx, x, vec, items, f64::NEG_INFINITY);
@@ -159,8 +183,8 @@ fn row_softmax(dtype: DType, vec: u8, items: u32, log_form: bool) -> Kernel {
 pub fn softmax_axis(dtype: DType, log_form: bool) -> Kernel {
     let prefix = if log_form { "log_softmax" } else { "softmax" };
     let mut k = KernelBuilder::new(format!("{prefix}_axis_{dtype}"));
-    let x = k.buffer("x", dtype.ty(1), Access::Read);
-    let y = k.buffer("y", dtype.ty(1), Access::ReadWrite);
+    let x = k.buffer(super::reduce::AxisRowArgs::X, dtype.ty(1), Access::Read);
+    let y = k.buffer(super::reduce::AxisRowArgs::Y, dtype.ty(1), Access::ReadWrite);
     let (col, axis) = super::reduce::axis_columns(&mut k);
     k.if_(col.active, |k| {
         let m = k.var("m", neg_inf());
@@ -187,11 +211,12 @@ pub fn softmax_axis(dtype: DType, log_form: bool) -> Kernel {
 /// `nll_axis_{dtype}` (module docs).
 pub fn nll_axis(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("nll_axis_{dtype}"));
-    let logp = k.buffer("logp", dtype.ty(1), Access::Read);
-    let target = k.buffer("target", Type::I32, Access::Read);
-    let loss = k.buffer("loss", Type::F32, Access::ReadWrite);
-    let valid = k.buffer("valid", Type::F32, Access::ReadWrite);
-    let ignore = k.value("ignore", Type::I32);
+    type P = NllArgs;
+    let logp = k.buffer(P::LOGP, dtype.ty(1), Access::Read);
+    let target = k.buffer(P::TARGET, Type::I32, Access::Read);
+    let loss = k.buffer(P::LOSS, Type::F32, Access::ReadWrite);
+    let valid = k.buffer(P::VALID, Type::F32, Access::ReadWrite);
+    let ignore = k.value(P::IGNORE, Type::I32);
     let (col, classes) = super::reduce::axis_columns(&mut k);
     k.if_(col.active, |k| {
         let t = k.let_("t", target.get(col.column));

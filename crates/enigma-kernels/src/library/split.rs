@@ -2,7 +2,8 @@
 //! it: the most splits ([`MAX_SPLITS`]), how many a shape takes
 //! ([`k_splits_for`]), each split's run of K in kernel code
 //! (`split_range`, `split_run`), the checks a split count and its
-//! workspace get, who sums the partial products ([`SplitSum`]) and the
+//! workspace get, who sums the partial products ([`SplitSum`]), the
+//! output arguments of a kernel that may be split ([`SplitArgs`]) and the
 //! reduction that sums them in a second dispatch ([`splitk_reduce`]).
 
 use super::*;
@@ -45,6 +46,34 @@ pub enum SplitSum {
     LastThreadgroup,
 }
 
+crate::kernel_args! {
+    /// The output of a matrix kernel whose K may be split, bound beside
+    /// the family's other arguments: `c` (C, or the f32 workspace of
+    /// partial tiles that [`splitk_reduce`] sums), and with
+    /// [`SplitSum::LastThreadgroup`] the workspace `ws` and the `tickets`.
+    pub struct SplitArgs {
+        C c: buffer,
+        WS ws: optional,
+        TICKETS tickets: optional,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`splitk_reduce`] (`ws4` and `c4` the 4-vector
+    /// views of `ws` and `c`).
+    pub struct SplitReduceArgs {
+        WS ws: buffer,
+        WS4 ws4: buffer,
+        C c: buffer,
+        C4 c4: buffer,
+        MN mn: u32,
+        TOTAL total: u32,
+        SPLITS splits: u32,
+        ALPHA alpha: f32,
+        BETA beta: f32,
+    }
+}
+
 /// The stretch `[k_begin, k_end)` of K (`kk`) that split `split` of
 /// `splits` takes: whole slices of `tk`, `⌈K / (splits · tk)⌉` of them per
 /// split, cut at K (empty for a split past it).
@@ -84,15 +113,16 @@ pub(crate) fn check_splits_and_memory(name: &str, splits: u32, bytes: u64, max_t
 /// When `width` is not 1 or 4.
 pub fn splitk_reduce(output: DType, width: u8) -> Kernel {
     assert!(matches!(width, 1 | 4), "splitk_reduce takes 1 or 4 elements per thread, not {width}");
-    let (name, suffix) = if width == 1 { (String::new(), "") } else { (width.to_string(), "_v4") };
+    type P = SplitReduceArgs;
+    let (ws_name, c_name, suffix) = if width == 1 { (P::WS, P::C, "") } else { (P::WS4, P::C4, "_v4") };
     let mut k = KernelBuilder::new(format!("gemm_splitk_reduce_{output}{suffix}"));
-    let ws = k.buffer(&format!("ws{name}"), Type::vector(Scalar::F32, width), Access::Read);
-    let c = k.buffer(&format!("c{name}"), output.ty(width), Access::ReadWrite);
-    let mn = k.value("mn", Type::U32);
-    let total = k.value("total", Type::U32);
-    let splits = k.value("splits", Type::U32);
-    let alpha = k.value("alpha", Type::F32);
-    let beta = k.value("beta", Type::F32);
+    let ws = k.buffer(ws_name, Type::vector(Scalar::F32, width), Access::Read);
+    let c = k.buffer(c_name, output.ty(width), Access::ReadWrite);
+    let mn = k.value(P::MN, Type::U32);
+    let total = k.value(P::TOTAL, Type::U32);
+    let splits = k.value(P::SPLITS, Type::U32);
+    let alpha = k.value(P::ALPHA, Type::F32);
+    let beta = k.value(P::BETA, Type::F32);
     let i = k.let_("i", thread_position_in_grid().x());
     k.if_(i.lt(total), |k| {
         let base = k.let_("base", i / mn * splits * mn + i % mn);

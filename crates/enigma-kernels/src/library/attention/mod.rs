@@ -52,7 +52,9 @@
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
 
+mod args;
 mod plan;
+pub use args::*;
 pub use plan::*;
 
 /// Register slots per lane for a head dimension `d` at vector width `vec`.
@@ -102,13 +104,14 @@ pub fn scores(dtype: DType, vec: u8, chunks: u32) -> Kernel {
     assert_vec(vec);
     let mut kb = KernelBuilder::new(format!("attention_scores_{}{}_c{}", dtype, vec_suffix(vec), chunks));
     let k = &mut kb;
-    let sfx = if vec == 4 { "4" } else { "" };
-    let q = k.buffer(&format!("q{sfx}"), dtype.ty(vec), Access::Read);
-    let keys = k.buffer(&format!("k{sfx}"), dtype.ty(vec), Access::Read);
-    let scores = k.buffer("scores", Type::F32, Access::ReadWrite);
-    let s_len = k.value("s_len", Type::U32);
-    let d = k.value("d", Type::U32);
-    let scale = k.value("scale", Type::F32);
+    type P = ScoresArgs;
+    let (qn, kn) = if vec == 4 { (P::Q4, P::K4) } else { (P::Q, P::K) };
+    let q = k.buffer(qn, dtype.ty(vec), Access::Read);
+    let keys = k.buffer(kn, dtype.ty(vec), Access::Read);
+    let scores = k.buffer(P::SCORES, Type::F32, Access::ReadWrite);
+    let s_len = k.value(P::S_LEN, Type::U32);
+    let d = k.value(P::D, Type::U32);
+    let scale = k.value(P::SCALE, Type::F32);
     let head = k.let_("head", threadgroup_position_in_grid().y());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -136,11 +139,12 @@ pub fn scores(dtype: DType, vec: u8, chunks: u32) -> Kernel {
 pub fn weighted_sum(dtype: DType) -> Kernel {
     let mut kb = KernelBuilder::new(format!("attention_weighted_sum_{dtype}"));
     let k = &mut kb;
-    let w = k.buffer("w", Type::F32, Access::Read);
-    let v = k.buffer("v", dtype.ty(1), Access::Read);
-    let out = k.buffer("out", dtype.ty(1), Access::ReadWrite);
-    let s_len = k.value("s_len", Type::U32);
-    let d = k.value("d", Type::U32);
+    type P = WeightedSumArgs;
+    let w = k.buffer(P::W, Type::F32, Access::Read);
+    let v = k.buffer(P::V, dtype.ty(1), Access::Read);
+    let out = k.buffer(P::OUT, dtype.ty(1), Access::ReadWrite);
+    let s_len = k.value(P::S_LEN, Type::U32);
+    let d = k.value(P::D, Type::U32);
     let partial = k.threadgroup_array("partial", Type::F32, SIMD_WIDTH * SIMD_WIDTH);
     let head = k.let_("head", threadgroup_position_in_grid().y());
     let lane = k.let_("lane", thread_index_in_simdgroup());
@@ -368,27 +372,28 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let key_groups = SIMD_WIDTH / lanes;
     let mut kb = KernelBuilder::new(c.name());
     let k = &mut kb;
-    let (sfx, elem) = match vec {
-        8 => ("8", Type::vector(Scalar::U32, 4)),
-        4 => ("4", c.dtype.ty(4)),
-        _ => ("", c.dtype.ty(1)),
+    type P = FusedDecodeArgs;
+    let ([qn, kn, vn], elem) = match vec {
+        8 => ([P::Q8, P::K8, P::V8], Type::vector(Scalar::U32, 4)),
+        4 => ([P::Q4, P::K4, P::V4], c.dtype.ty(4)),
+        _ => ([P::Q, P::K, P::V], c.dtype.ty(1)),
     };
-    let q = k.buffer(&format!("q{sfx}"), elem, Access::Read);
-    let keys = k.buffer(&format!("k{sfx}"), elem, Access::Read);
-    let values = k.buffer(&format!("v{sfx}"), elem, Access::Read);
+    let q = k.buffer(qn, elem, Access::Read);
+    let keys = k.buffer(kn, elem, Access::Read);
+    let values = k.buffer(vn, elem, Access::Read);
     let (out, lse, partials) = if c.split {
-        (None, None, Some((k.buffer("partial_ml", Type::F32, Access::ReadWrite), k.buffer("partial_acc", Type::F32, Access::ReadWrite))))
+        (None, None, Some((k.buffer(P::PARTIAL_ML, Type::F32, Access::ReadWrite), k.buffer(P::PARTIAL_ACC, Type::F32, Access::ReadWrite))))
     } else {
-        let out = k.buffer("out", c.dtype.ty(1), Access::ReadWrite);
-        let lse = c.lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
+        let out = k.buffer(P::OUT, c.dtype.ty(1), Access::ReadWrite);
+        let lse = c.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
         (Some(out), lse, None)
     };
-    let seq_lens = c.ragged.then(|| k.buffer("seq_lens", Type::U32, Access::Read));
-    let s_len = k.value("s_len", Type::U32);
-    let d = k.value("d", Type::U32);
-    let scale = k.value("scale", Type::F32);
-    let kv_group = k.value("group", Type::U32);
-    let split_len = if c.split { Some(k.value("split_len", Type::U32)) } else { None };
+    let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
+    let s_len = k.value(P::S_LEN, Type::U32);
+    let d = k.value(P::D, Type::U32);
+    let scale = k.value(P::SCALE, Type::F32);
+    let kv_group = k.value(P::GROUP, Type::U32);
+    let split_len = if c.split { Some(k.value(P::SPLIT_LEN, Type::U32)) } else { None };
     let max_groups = c.threads.div_ceil(SIMD_WIDTH);
     let row_len = c.chunks * lanes * vec as u32;
     let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups * group);
@@ -699,12 +704,13 @@ pub const COMBINE_THREADS: u32 = 256;
 pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
     let mut kb = KernelBuilder::new(format!("attention_combine_{dtype}{}", if with_lse { "_lse" } else { "" }));
     let k = &mut kb;
-    let partial_ml = k.buffer("partial_ml", Type::F32, Access::Read);
-    let partial_acc = k.buffer("partial_acc", Type::F32, Access::Read);
-    let out = k.buffer("out", dtype.ty(1), Access::ReadWrite);
-    let lse = with_lse.then(|| k.buffer("lse", Type::F32, Access::ReadWrite));
-    let d = k.value("d", Type::U32);
-    let splits = k.value("splits", Type::U32);
+    type P = CombineArgs;
+    let partial_ml = k.buffer(P::PARTIAL_ML, Type::F32, Access::Read);
+    let partial_acc = k.buffer(P::PARTIAL_ACC, Type::F32, Access::Read);
+    let out = k.buffer(P::OUT, dtype.ty(1), Access::ReadWrite);
+    let lse = with_lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
+    let d = k.value(P::D, Type::U32);
+    let splits = k.value(P::SPLITS, Type::U32);
     let max_groups = MAX_THREADS / SIMD_WIDTH;
     let tg_o = k.threadgroup_array("group_o", Type::F32, max_groups * SIMD_WIDTH);
     let tg_l = k.threadgroup_array("group_l", Type::F32, max_groups);

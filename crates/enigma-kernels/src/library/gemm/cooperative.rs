@@ -35,6 +35,8 @@
 //! from the shapes: `m·k`, `k·n`, `m·n` elements).
 
 use super::config::{stages_that_fit, MAX_STAGES};
+use super::args::{MatrixArgs, PlainArgs};
+use crate::library::split::SplitArgs;
 use crate::library::*;
 use enigma_ir::builder::{Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, MemFlags, Scalar, Type};
@@ -207,14 +209,14 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let CoopGemmConfig { tm, tn, tk, stages, .. } = *cfg;
     let threads = cfg.threads();
     let mut k = KernelBuilder::new(cfg.name());
-    let a = k.buffer("a", cfg.input.ty(1), Access::Read);
-    let b = k.buffer("b", cfg.input.ty(1), Access::Read);
-    let c = k.buffer("c", cfg.output.ty(1), Access::ReadWrite);
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let alpha = k.value("alpha", Type::F32);
-    let beta = k.value("beta", Type::F32);
+    let a = k.buffer(MatrixArgs::A, cfg.input.ty(1), Access::Read);
+    let b = k.buffer(MatrixArgs::B, cfg.input.ty(1), Access::Read);
+    let c = k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite);
+    let m = k.value(MatrixArgs::M, Type::U32);
+    let n = k.value(MatrixArgs::N, Type::U32);
+    let kk = k.value(MatrixArgs::K, Type::U32);
+    let alpha = k.value(PlainArgs::ALPHA, Type::F32);
+    let beta = k.value(PlainArgs::BETA, Type::F32);
     let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
     let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
     let tg = threadgroup_position_in_grid();

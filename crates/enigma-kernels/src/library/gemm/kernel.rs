@@ -8,6 +8,7 @@
 
 use super::operand::*;
 use super::config::*;
+use super::args::{MatrixArgs, PackedArgs, PlainArgs};
 use crate::library::quant::Format;
 use crate::library::split::*;
 use crate::library::*;
@@ -89,30 +90,30 @@ struct Parameters {
 impl Parameters {
     fn declare(k: &mut KernelBuilder, cfg: &GemmConfig, packed: Option<(Format, QuantLayout)>) -> Parameters {
         let splits = cfg.splits.max(1);
-        let a = k.buffer("a", cfg.input.ty(1), Access::Read);
+        let a = k.buffer(MatrixArgs::A, cfg.input.ty(1), Access::Read);
         let b = match packed {
-            None => k.buffer("b", cfg.input.ty(1), Access::Read),
-            Some(_) => k.buffer("b", Type::U32, Access::Read),
+            None => k.buffer(MatrixArgs::B, cfg.input.ty(1), Access::Read),
+            Some(_) => k.buffer(MatrixArgs::B, Type::U32, Access::Read),
         };
         let sums_here = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
-        let c = k.buffer("c", if splits > 1 && !sums_here { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
-        let m = k.value("m", Type::U32);
-        let n = k.value("n", Type::U32);
-        let kk = k.value("k", Type::U32);
+        let c = k.buffer(SplitArgs::C, if splits > 1 && !sums_here { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
+        let m = k.value(MatrixArgs::M, Type::U32);
+        let n = k.value(MatrixArgs::N, Type::U32);
+        let kk = k.value(MatrixArgs::K, Type::U32);
         let (scaling, packed_b) = match packed {
-            None => (Some((k.value("alpha", Type::F32), k.value("beta", Type::F32))), None),
+            None => (Some((k.value(PlainArgs::ALPHA, Type::F32), k.value(PlainArgs::BETA, Type::F32))), None),
             Some((format, layout)) => {
-                let group = k.value("group", Type::U32);
-                let scales = k.buffer("scales", Type::F16, Access::Read);
+                let group = k.value(PackedArgs::GROUP, Type::U32);
+                let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
                 (None, Some(Source::Packed { format, layout, words: b, scales, group }))
             }
         };
-        let a4 = k.buffer("a4", cfg.input.ty(VEC as u8), Access::Read);
+        let a4 = k.buffer(MatrixArgs::A4, cfg.input.ty(VEC as u8), Access::Read);
         let b = match packed_b {
             Some(source) => source,
-            None => Source::Values { scalar: b, vector: k.buffer("b4", cfg.input.ty(VEC as u8), Access::Read) },
+            None => Source::Values { scalar: b, vector: k.buffer(PlainArgs::B4, cfg.input.ty(VEC as u8), Access::Read) },
         };
-        let summed = sums_here.then(|| (k.buffer("ws", Type::F32, Access::ReadWrite), k.buffer("tickets", Type::U32, Access::ReadWrite)));
+        let summed = sums_here.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
         Parameters { a: Source::Values { scalar: a, vector: a4 }, b, c, m, n, k: kk, scaling, summed }
     }
 

@@ -46,6 +46,7 @@
 //! instructions, [`select`] takes the GEMM on cooperative tensors instead
 //! ([`cooperative`]; the same parameters but `a4` and `b4`).
 
+mod args;
 mod config;
 pub mod cooperative;
 mod kernel;
@@ -54,6 +55,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
+pub use args::{MatrixArgs, PackedArgs, PlainArgs};
 pub(crate) use config::simdgroup_tiles;
 pub use config::{
     reference, Edges, GemmConfig, QgemmConfig, DEFAULT_STAGES, DOUBLE_BUFFER_REGISTERS, FRAGMENT_ORDER_SIMDGROUP_TILE, MAX_STAGES, PAD, QGEMM_SLICE_DEPTHS,

@@ -77,7 +77,8 @@
 //! (= group / 8) by value.
 
 use crate::library::quant::{check_problem, fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
-use crate::library::split::{check_k_splits, split_run, SplitSum, MAX_SPLITS};
+use super::plan::{BlockingOptions, DecodePlan};
+use crate::library::split::{check_k_splits, split_run, SplitArgs, SplitSum, MAX_SPLITS};
 use crate::library::*;
 use enigma_ir::{Access, AtomicOp, Kernel, Type};
 
@@ -187,6 +188,28 @@ pub fn qmatmul_splitk(format: Format, rows: u32, cols: u32, words: u32, threads:
     build(format, DType::F32, rows, cols, words, threads, Some(SplitSum::Reduction), 0)
 }
 
+crate::kernel_args! {
+    /// The arguments of the row decode's kernels beside
+    /// `split::SplitArgs` (C, and with the splits summed in the kernel
+    /// the workspace and the tickets): A's `half4` view, the packed words and
+    /// scales read as vectors of `cols` (`b`, `b2`, `b4` and `scales`,
+    /// `scales2`, `scales4` for 1, 2, 4 columns per thread: views of one
+    /// buffer each), the shape, and `group_words` words per group.
+    pub struct DecodeArgs {
+        A4 a4: buffer,
+        B b: buffer,
+        B2 b2: buffer,
+        B4 b4: buffer,
+        SCALES scales: buffer,
+        SCALES2 scales2: buffer,
+        SCALES4 scales4: buffer,
+        M m: u32,
+        N n: u32,
+        K k: u32,
+        GROUP_WORDS group_words: u32,
+    }
+}
+
 /// The kernel with K split over threadgroups that sums its splits itself
 /// ([`SplitSum::LastThreadgroup`]):
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}_splitk_sum`.
@@ -234,17 +257,22 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         Some(SplitSum::LastThreadgroup) => "_splitk_sum",
     };
     let mut k = KernelBuilder::new(format!("qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}{split_suffix}{staged_suffix}"));
-    let suffix = if cols == 1 { String::new() } else { cols.to_string() };
-    let a4 = k.buffer("a4", Type::vector(Scalar::F16, 4), Access::Read);
-    let b = k.buffer(&format!("b{suffix}"), Type::vector(Scalar::U32, cols as u8), Access::Read);
-    let scales = k.buffer(&format!("scales{suffix}"), Type::vector(Scalar::F16, cols as u8), Access::Read);
-    let c = k.buffer("c", out.ty(1), Access::ReadWrite);
+    type P = DecodeArgs;
+    let (bn, sn) = match cols {
+        1 => (P::B, P::SCALES),
+        2 => (P::B2, P::SCALES2),
+        _ => (P::B4, P::SCALES4),
+    };
+    let a4 = k.buffer(P::A4, Type::vector(Scalar::F16, 4), Access::Read);
+    let b = k.buffer(bn, Type::vector(Scalar::U32, cols as u8), Access::Read);
+    let scales = k.buffer(sn, Type::vector(Scalar::F16, cols as u8), Access::Read);
+    let c = k.buffer(SplitArgs::C, out.ty(1), Access::ReadWrite);
     // Splits summed here: the workspace of partial products and the tickets.
-    let summed = (split == Some(SplitSum::LastThreadgroup)).then(|| (k.buffer("ws", Type::F32, Access::ReadWrite), k.buffer("tickets", Type::U32, Access::ReadWrite)));
-    let m = k.value("m", Type::U32);
-    let n = k.value("n", Type::U32);
-    let kk = k.value("k", Type::U32);
-    let group_words = k.value("group_words", Type::U32);
+    let summed = (split == Some(SplitSum::LastThreadgroup)).then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
+    let m = k.value(P::M, Type::U32);
+    let n = k.value(P::N, Type::U32);
+    let kk = k.value(P::K, Type::U32);
+    let group_words = k.value(P::GROUP_WORDS, Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
     let pairs = format == Format::Int4;
     let (stage_vecs, stage_elem) = stage_layout(format, rows, words);
@@ -561,72 +589,39 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     finish(k)
 }
 
-/// A planned quantized matmul.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QmatmulPlan {
-    pub format: Format,
-    pub out: DType,
+/// The row decode's blocking: `rows` of C per threadgroup, `cols` columns
+/// per thread, `words` packed words per loop iteration, `stages` chunks
+/// staged ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowBlocking {
     pub rows: u32,
     pub cols: u32,
-    /// Packed words per loop iteration.
     pub words: u32,
-    pub threads: u32,
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    pub group: u32,
     /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
     /// the register prefetch of [`qmatmul()`]).
     pub stages: u32,
-    /// K split over this many threadgroups (grid z); above 1 the kernel is
-    /// [`qmatmul_splitk`], writing `splits · M · N` f32 partial sums for
-    /// `split::splitk_reduce` to sum into `C`, or with
-    /// [`SplitSum::LastThreadgroup`] [`qmatmul_splitk_sum`].
-    pub splits: u32,
-    /// Who sums the K splits (when `splits` > 1).
-    pub split_sum: SplitSum,
-    pub dispatch: Dispatch,
 }
 
-impl QmatmulPlan {
+impl DecodePlan<RowBlocking> {
     /// The kernel: [`qmatmul()`], with K split [`qmatmul_splitk`] or
-    /// [`qmatmul_splitk_sum`], any of them staged ([`qmatmul_staged`]) with
-    /// stages.
+    /// [`qmatmul_splitk_sum`] (as `split_sum` says), any of them staged
+    /// ([`qmatmul_staged`]) with stages.
     pub fn kernel(&self) -> Kernel {
-        qmatmul_staged(self.format, self.out, self.rows, self.cols, self.words, self.threads, self.stages, (self.splits > 1).then_some(self.split_sum))
-    }
-
-    /// `group / 8`, the kernel's `group_words`.
-    pub fn group_words(&self) -> u32 {
-        self.group / VALUES_PER_WORD as u32
-    }
-
-    /// Bytes the kernel must move at least: `A` and `B` (codes and scales)
-    /// read once, `C` written once.
-    pub fn bytes(&self) -> u64 {
-        let (m, n, k) = (self.m as u64, self.n as u64, self.k as u64);
-        m * k * 2 + k * n / 2 + k / self.group as u64 * n * 2 + m * n * self.out.size_bytes() as u64
+        let RowBlocking { rows, cols, words, stages } = self.blocking;
+        qmatmul_staged(self.format, self.out, rows, cols, words, self.threads, stages, (self.splits > 1).then_some(self.split_sum))
     }
 }
 
-/// Options of [`plan`]: rows of `C` per threadgroup (1 … 8; default
-/// `min(M, 8)`), columns per thread (1, 2, 4; default the widest that
-/// divides N with `rows · cols ≤ 8` and gives at least `min_tiles` column
-/// tiles, else 1), packed words per loop iteration (4, 8, 16, dividing
-/// `group / 8`; default [`DEFAULT_WORDS`] or the group's words if fewer)
+/// Options of the row decode's plan (`plan`, reached through
+/// `qmatmul::select`): the blocking ([`BlockingOptions`]; words per
+/// iteration default to [`DEFAULT_WORDS`] or the group's words if fewer)
 /// and K splits over threadgroups (1 up to the quantization groups, at
 /// most `split::MAX_SPLITS`; default [`default_splits`] for
 /// `compute_units`), who sums them (default the reduction) and chunks
 /// staged ahead (0 … [`MAX_STAGES`]; default 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DecodeOptions {
-    pub rows: Option<u32>,
-    pub cols: Option<u32>,
-    pub words: Option<u32>,
-    /// Column tiles (threadgroups along x) the default `cols` keeps to:
-    /// on a GPU about two per compute unit, so that a narrow N still fills
-    /// the GPU; 0 for no minimum.
-    pub min_tiles: u32,
+    pub blocking: BlockingOptions,
     /// How many ways K is split over threadgroups (1: one dispatch, no
     /// workspace); `None` for [`default_splits`].
     pub splits: Option<u32>,
@@ -683,7 +678,7 @@ pub fn default_threads(n: usize, m: usize, compute_units: u32) -> u32 {
 }
 
 /// The column tiles the decode kernel's default columns per thread keep
-/// to ([`DecodeOptions::min_tiles`]) at `m` rows on a device of
+/// to ([`BlockingOptions::min_tiles`]) at `m` rows on a device of
 /// `compute_units`: at one row half a tile per unit (so 4 columns per
 /// thread, 16-byte weight loads, from N = 64 · units up: the fewer
 /// instructions per weight outweigh the idle units on an H200), at more
@@ -717,7 +712,8 @@ pub fn default_splits(threadgroups: u32, groups: u32, simdgroups: u32, compute_u
 /// in threadgroups of `threads` ([`DEFAULT_THREADS`] is the library's
 /// choice).
 #[allow(clippy::too_many_arguments)]
-pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: DecodeOptions) -> Result<QmatmulPlan, ShapeError> {
+pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usize, threads: u32, options: DecodeOptions) -> Result<DecodePlan<RowBlocking>, ShapeError> {
+    let blocking = options.blocking;
     let name = format!("qmatmul_{format}_{out}");
     if !matches!(format, Format::Fp4 | Format::Int4) {
         return Err(ShapeError::new(name, format!("the kernel reads fp4 or int4 in seed 002's layout, not {format}")));
@@ -725,7 +721,7 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     let [m32, n32, k32] = check_problem(&name, out, m, n, k, group)?;
     let t = check_threads(&name, threads)?;
     let group_words = (group / VALUES_PER_WORD) as u32;
-    let words = match options.words {
+    let words = match blocking.words {
         Some(w) if !WORDS_PER_ITERATION.contains(&w) || !group_words.is_multiple_of(w) => {
             return Err(ShapeError::new(name, format!("{w} packed words per iteration must be 4, 8 or 16 and divide the group's {group_words} words")))
         }
@@ -739,17 +735,17 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
     }
     let asked_stages = options.stages.unwrap_or(0);
     let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
-    let rows = options.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
+    let rows = blocking.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
     }
-    let cols = match options.cols {
+    let cols = match blocking.cols {
         Some(c) if !matches!(c, 1 | 2 | 4) => return Err(ShapeError::new(name, format!("columns per thread ({c}) must be 1, 2 or 4"))),
         Some(c) if n32 % c != 0 => return Err(ShapeError::new(name, format!("{c} columns per thread need n % {c} == 0, n = {n}"))),
         Some(c) => c,
         None => [4, 2, 1]
             .into_iter()
-            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= options.min_tiles)
+            .find(|&c| n32 % c == 0 && rows * c <= DEFAULT_REGISTER_TILE && fits(rows, c) && (n32 / c).div_ceil(SIMD_WIDTH) >= blocking.min_tiles)
             .unwrap_or(1),
     };
     let stages = asked_stages;
@@ -773,18 +769,15 @@ pub fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, group: usi
         Some(s) => check_k_splits(&name, s, groups, &format!("quantization groups of k = {k}"), m, n)?,
         None => default_splits(tiles * row_blocks, groups, t / SIMD_WIDTH, options.compute_units),
     };
-    Ok(QmatmulPlan {
+    Ok(DecodePlan {
         format,
         out,
-        rows,
-        cols,
-        words,
+        blocking: RowBlocking { rows, cols, words, stages },
         threads: t,
         m: m32,
         n: n32,
         k: k32,
         group: group as u32,
-        stages,
         splits,
         split_sum: options.split_sum.unwrap_or_default(),
         dispatch: Dispatch::threadgroups([tiles, row_blocks, splits], t),
@@ -848,20 +841,20 @@ mod tests {
     fn llama_mlp_shapes() {
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
         // 4 columns per thread, 128 per threadgroup: 86 tiles.
-        assert_eq!((p.rows, p.cols, p.words), (1, 4, 8));
+        assert_eq!((p.blocking.rows, p.blocking.cols, p.blocking.words), (1, 4, 8));
         assert_eq!(p.dispatch, Dispatch::threadgroups([86, 1, 1], 256));
         // At least 264 tiles (two per compute unit of a 132-unit GPU): one column per thread.
-        let gpu = DecodeOptions { min_tiles: 264, ..DecodeOptions::default() };
+        let gpu = DecodeOptions { blocking: BlockingOptions { min_tiles: 264, ..BlockingOptions::default() }, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
-        let gpu = DecodeOptions { min_tiles: 160, ..DecodeOptions::default() };
-        assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().cols, 2);
+        let gpu = DecodeOptions { blocking: BlockingOptions { min_tiles: 160, ..BlockingOptions::default() }, ..DecodeOptions::default() };
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap().blocking.cols, 2);
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 32 * 11008 * 2 + 11008 * 2);
         let p = plan(Format::Fp4, DType::F32, 16, 11008, 4096, 128, 256, DecodeOptions::default()).unwrap();
-        assert_eq!((p.rows, p.cols), (8, 1));
+        assert_eq!((p.blocking.rows, p.blocking.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 2, 1], 256));
         let p = plan(Format::Fp4, DType::F32, 3, 33, 64, 32, 256, DecodeOptions::default()).unwrap();
-        assert_eq!((p.rows, p.cols, p.words), (3, 1, 4));
+        assert_eq!((p.blocking.rows, p.blocking.cols, p.blocking.words), (3, 1, 4));
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 1, 1], 256));
     }
 
@@ -870,11 +863,11 @@ mod tests {
         // On a 132-unit GPU at N = 11008, K = 4096, group 128, M = 1: 344
         // one-column tiles already give every unit work, so no split; at
         // N = 2048, 64 tiles want 3 splits for 192 threadgroups.
-        let gpu = DecodeOptions { min_tiles: 264, compute_units: 132, ..DecodeOptions::default() };
+        let gpu = DecodeOptions { blocking: BlockingOptions { min_tiles: 264, ..BlockingOptions::default() }, compute_units: 132, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 256, gpu).unwrap();
-        assert_eq!((p.cols, p.splits), (1, 1));
+        assert_eq!((p.blocking.cols, p.splits), (1, 1));
         let p = plan(Format::Int4, DType::F16, 1, 2048, 4096, 128, 256, gpu).unwrap();
-        assert_eq!((p.cols, p.splits), (1, 3));
+        assert_eq!((p.blocking.cols, p.splits), (1, 3));
         assert_eq!(p.dispatch, Dispatch::threadgroups([64, 1, 3], 256));
         // The first pass writes the f32 workspace whatever C's type.
         let kernel = p.kernel();
@@ -914,11 +907,11 @@ mod tests {
         // per thread (86 tiles, at least 66); at N = 4096 one (128 tiles:
         // 4 and 2 columns leave 32 and 64).
         assert_eq!((default_threads(11008, 1, 132), default_min_tiles(1, 132), default_min_tiles(2, 132)), (512, 66, 264));
-        let one_row = DecodeOptions { min_tiles: default_min_tiles(1, 132), compute_units: 132, ..DecodeOptions::default() };
+        let one_row = DecodeOptions { blocking: BlockingOptions { min_tiles: default_min_tiles(1, 132), ..BlockingOptions::default() }, compute_units: 132, ..DecodeOptions::default() };
         let p = plan(Format::Int4, DType::F16, 1, 11008, 4096, 128, 512, one_row).unwrap();
         // 86 tiles of 16 SIMD groups: 10.4 warps per unit, no split.
-        assert_eq!((p.cols, p.splits), (4, 1));
-        assert_eq!(plan(Format::Int4, DType::F16, 1, 4096, 4096, 128, 512, one_row).unwrap().cols, 1);
+        assert_eq!((p.blocking.cols, p.splits), (4, 1));
+        assert_eq!(plan(Format::Int4, DType::F16, 1, 4096, 4096, 128, 512, one_row).unwrap().blocking.cols, 1);
         // Unsplit (the simulator's default): today's kernel, no workspace.
         let p = plan(Format::Fp4, DType::F32, 3, 33, 96, 32, 64, DecodeOptions::default()).unwrap();
         assert_eq!(p.splits, 1);
@@ -933,22 +926,22 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors_with_the_numbers() {
-        let e = |r: Result<QmatmulPlan, ShapeError>| r.unwrap_err().to_string();
+        let e = |r: Result<DecodePlan<RowBlocking>, ShapeError>| r.unwrap_err().to_string();
         let o = DecodeOptions::default();
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 64, 256, o)), "qmatmul_int4_f32: k = 96 is not a multiple of the group size 64");
         assert_eq!(e(plan(Format::Int4, DType::F32, 1, 8, 96, 48, 256, o)), "qmatmul_int4_f32: group size 48 is not 32, 64 or 128");
         assert_eq!(e(plan(Format::Fp4, DType::F32, 0, 8, 64, 64, 256, o)), "qmatmul_fp4_f32: m must be at least 1");
         assert!(e(plan(Format::MlxAffine, DType::F32, 1, 8, 64, 64, 256, o)).contains("not mlx_affine"));
-        let cols = DecodeOptions { cols: Some(4), ..o };
+        let cols = DecodeOptions { blocking: BlockingOptions { cols: Some(4), ..o.blocking }, ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, cols)), "qmatmul_fp4_f32: 4 columns per thread need n % 4 == 0, n = 10");
-        let words = DecodeOptions { words: Some(16), ..o };
+        let words = DecodeOptions { blocking: BlockingOptions { words: Some(16), ..o.blocking }, ..o };
         assert_eq!(e(plan(Format::Fp4, DType::F32, 1, 10, 64, 64, 256, words)), "qmatmul_fp4_f32: 16 packed words per iteration must be 4, 8 or 16 and divide the group's 8 words");
-        let big = DecodeOptions { cols: Some(4), rows: Some(8), ..o };
+        let big = DecodeOptions { blocking: BlockingOptions { cols: Some(4), rows: Some(8), ..o.blocking }, ..o };
         assert!(e(plan(Format::Fp4, DType::F32, 8, 16, 64, 64, 1024, big)).contains("196672 bytes of threadgroup memory (partial sums, staged A, FP4 table)"));
         // Default rows shrink to fit: per row and SIMD group, 128 bytes of
         // partial sums and, for 8 words, 256 of staged A as f32 (FP4) or 128
         // as f16 pairs (INT4): FP4 5 rows at 512 threads, INT4 4 at 1024.
-        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().rows, 5);
-        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().rows, 4);
+        assert_eq!(plan(Format::Fp4, DType::F32, 16, 16, 64, 64, 512, o).unwrap().blocking.rows, 5);
+        assert_eq!(plan(Format::Int4, DType::F32, 16, 16, 64, 64, 1024, o).unwrap().blocking.rows, 4);
     }
 }

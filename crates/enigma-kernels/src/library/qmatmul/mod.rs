@@ -1,13 +1,16 @@
 //! The quantized matmul family `C = A · dequant(B)` for 4-bit weights: the
 //! decode kernel on FP4/INT4 in their row layout ([`decode`], re-exported
-//! here: [`qmatmul()`], [`plan`], …) and the family's one selection
+//! here: [`qmatmul()`], …), the plan its three decode kernels share
+//! ([`DecodePlan`]) and the family's one selection
 //! ([`select`]: which of the decode kernel, the fragment decode row
 //! (`qmatmul_fragments`), the affine kernel (`qmatmul_affine`), the
 //! tensor-core GEMM (`gemm::qgemm`) or the fused kernel (`qgemm_fused`)
 //! runs, and how).
 
 pub mod decode;
+mod plan;
 mod select;
 
 pub use decode::*;
+pub use plan::{BlockingOptions, DecodePlan};
 pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection};

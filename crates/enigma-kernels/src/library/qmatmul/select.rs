@@ -15,12 +15,13 @@
 //! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
 //! named.
 
-use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, QmatmulPlan, DECODE_ROWS};
+use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, RowBlocking, DECODE_ROWS};
+use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
 use crate::library::qgemm_fused::FusedQgemmConfig;
-use crate::library::qmatmul_affine::{self, AffineOptions, AffinePlan};
-use crate::library::qmatmul_fragments::{self, FragmentsPlan};
+use crate::library::qmatmul_affine::{self, AffineBlocking};
+use crate::library::qmatmul_fragments::{self, FragmentBlocking};
 use crate::library::quant::Format;
 use crate::library::select::{self, argument, Overrides, SelectError};
 use crate::library::{to_u32, DType};
@@ -58,9 +59,9 @@ pub enum QmatmulKernel {
 /// One kernel of the family with its configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QmatmulSelection {
-    Decode(QmatmulPlan),
-    FragmentsDecode(FragmentsPlan),
-    Affine(AffinePlan),
+    Decode(DecodePlan<RowBlocking>),
+    FragmentsDecode(DecodePlan<FragmentBlocking>),
+    Affine(DecodePlan<AffineBlocking>),
     Tiled(QgemmConfig),
     Fused(FusedQgemmConfig),
 }
@@ -123,11 +124,9 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
             };
             let default_sum = if select::has_device_fences(device) { SplitSum::LastThreadgroup } else { SplitSum::Reduction };
             let split_sum = select::split_sum("qmatmul", device, g.split_sum, default_sum)?;
+            let blocking = BlockingOptions { rows: q.rows_per_threadgroup, cols, words: q.words_per_iteration, min_tiles: default_min_tiles(m, compute_units) };
             let options = DecodeOptions {
-                rows: q.rows_per_threadgroup,
-                cols,
-                words: q.words_per_iteration,
-                min_tiles: default_min_tiles(m, compute_units),
+                blocking,
                 splits: g.k_splits,
                 compute_units,
                 stages: q.stages,
@@ -149,7 +148,7 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
                 (None, Some(false)) => Some(1),
                 (None, _) => None,
             };
-            let options = AffineOptions { rows: q.rows_per_threadgroup, cols: q.columns_per_simdgroup, words, min_tiles: 2 * compute_units };
+            let options = BlockingOptions { rows: q.rows_per_threadgroup, cols: q.columns_per_simdgroup, words, min_tiles: 2 * compute_units };
             let threads = overrides.threads.unwrap_or(qmatmul_affine::DEFAULT_THREADS);
             QmatmulSelection::Affine(qmatmul_affine::plan(out, m, n, k, group, threads, options)?)
         }

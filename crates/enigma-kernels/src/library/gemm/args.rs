@@ -1,0 +1,39 @@
+//! The arguments the library's matrix products declare
+//! ([`crate::kernel_args!`]): the operands and shape every one has
+//! ([`MatrixArgs`]), beside those of a product of values ([`PlainArgs`]) or
+//! of packed 4-bit weights ([`PackedArgs`]).
+
+crate::kernel_args! {
+    /// The operands and shape the library's matrix products declare (each
+    /// kernel its own subset: the fused and fragment kernels read A through
+    /// `a4` only), bound beside [`PlainArgs`] or [`PackedArgs`] and
+    /// `split::SplitArgs` (C).
+    pub struct MatrixArgs {
+        A a: buffer,
+        /// A's 4-element vector view.
+        A4 a4: buffer,
+        B b: buffer,
+        M m: u32,
+        N n: u32,
+        K k: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// A product of B's values (this GEMM, the SIMT and the cooperative
+    /// kernels): B's vector view and `C = alpha·A·B + beta·C`'s scalars.
+    pub struct PlainArgs {
+        B4 b4: buffer,
+        ALPHA alpha: f32,
+        BETA beta: f32,
+    }
+}
+
+crate::kernel_args! {
+    /// A product of packed 4-bit B words (`gemm::qgemm`, `qgemm_fused`,
+    /// `qmatmul_fragments`): the f16 scale per `group` K values.
+    pub struct PackedArgs {
+        SCALES scales: buffer,
+        GROUP group: u32,
+    }
+}
