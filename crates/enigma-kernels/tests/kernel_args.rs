@@ -6,20 +6,20 @@
 //! parameter under a name of its own, or a field no kernel reads, fails
 //! here; `enigma-ops`' registry tests bind every launcher on the simulator.
 
-use enigma_ir::Kernel;
+use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
-use enigma_kernels::library::conv::{self, ConvArgs};
-use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs};
+use enigma_kernels::library::conv::{self, ConvArgs, ConvDims};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, FillArgs, InnerAccess};
 use enigma_kernels::library::gemm::{self, GemmConfig, MatrixArgs, PackedArgs, PlainArgs, QgemmConfig};
 use enigma_kernels::library::gemv::{self, GemvArgs};
 use enigma_kernels::library::norm::{self, NormArgs};
 use enigma_kernels::library::qmatmul::{self, DecodeArgs};
 use enigma_kernels::library::qmatmul_affine::{self, AffineArgs};
 use enigma_kernels::library::quant::Format;
-use enigma_kernels::library::reduce::{self, AxisArgs, AxisReduceArgs, AxisReduction, AxisRowArgs, Pool, PoolArgs, ReduceArgs, RowReduceArgs};
-use enigma_kernels::library::scan::{self, AxisScan, BlockPass, ScanArgs, ScanKind};
+use enigma_kernels::library::reduce::{self, AxisArgs, AxisBlocks, AxisBlocksArgs, AxisBlocksDims, AxisReduceArgs, AxisReduction, AxisRowArgs, Pool, PoolArgs, PoolDims, ReduceArgs, RowReduceArgs};
+use enigma_kernels::library::scan::{self, AxisScan, BlockPass, RowScanArgs, ScanArgs, ScanKind};
 use enigma_kernels::library::softmax::{self, NllArgs, RowArgs};
 use enigma_kernels::library::split::{self, SplitArgs, SplitReduceArgs, SplitSum};
 use enigma_kernels::library::{qgemm_fused, qmatmul_fragments, sgemm, DType, ReduceOp};
@@ -79,11 +79,23 @@ fn every_family_binds_its_kernels_by_its_arguments() {
         for vec in [1, 4] {
             kernels.extend(Elementwise::ALL.map(|op| elementwise::elementwise(op, dtype, vec)));
         }
+        if dtype != DType::F32 {
+            kernels.extend(Elementwise::ALL.map(|op| elementwise::elementwise_packed(op, dtype)));
+        }
     }
-    let args = ElementwiseArgs { x: "x", x4: "x4", b: Some("b"), b4: Some("b4"), y: "y", y4: "y4", n: 1, factor: 2.0 };
+    let args = ElementwiseArgs { x: "x", x4: "x4", x8: Some("x8"), b: Some("b"), b4: Some("b4"), b8: Some("b8"), y: "y", y4: "y4", y8: Some("y8"), n: 1, factor: 2.0 };
     family("elementwise", kernels, &[ElementwiseArgs::NAMES], &args);
-    family("broadcast", vec![elementwise::broadcast_binary(Elementwise::Add, DType::F16)], &[BroadcastArgs::NAMES], &BroadcastArgs { a: "a", b: "b", y: "y", layout: "layout", rank: 1, n: 1 });
+    use InnerAccess::{Contiguous, Splat};
+    // Every view and every outer rank's layout values between them.
+    let broadcasts = vec![
+        elementwise::broadcast_binary(Elementwise::Add, DType::F16, 4, [Contiguous, Splat], 1),
+        elementwise::broadcast_binary(Elementwise::Mul, DType::F32, 1, [Splat, Contiguous], elementwise::MAX_OUTER_DIMS),
+        elementwise::broadcast_binary(Elementwise::Div, DType::BF16, 4, [Contiguous, Contiguous], 3),
+    ];
+    let args = BroadcastArgs { a: "a", a4: Some("a4"), b: "b", b4: Some("b4"), y: "y", y4: Some("y4"), units: 1, total: 1 };
+    family("broadcast", broadcasts, &[BroadcastArgs::NAMES, &BroadcastLayout::NAMES], &(args, BroadcastLayout([1; BroadcastLayout::LEN])));
     family("copy", vec![elementwise::copy(Scalar::U32)], &[CopyArgs::NAMES], &CopyArgs { src: "src", dst: "dst", n: 1 });
+    family("fill", vec![elementwise::fill(DType::BF16)], &[FillArgs::NAMES], &FillArgs { y: "y", n: 1, value: 0.5 });
 
     let reduce_kernels = [1, 4].into_iter().flat_map(|vec| ReduceOp::ALL.map(|op| reduce::reduce(op, DType::F32, vec, 4))).collect();
     family("reduce", reduce_kernels, &[ReduceArgs::NAMES], &ReduceArgs { x: "x", x4: "x4", out: "out", n: 1 });
@@ -96,8 +108,21 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     family("axis rows", axis_rows, &[AxisRowArgs::NAMES, AxisArgs::NAMES], &(AxisRowArgs { x: "x", y: "y" }, axis));
     let nll = NllArgs { logp: "logp", target: "target", loss: "loss", valid: "valid", ignore: -100 };
     family("nll", vec![softmax::nll_axis(DType::BF16)], &[NllArgs::NAMES, AxisArgs::NAMES], &(nll, axis));
-    family("pool", vec![reduce::pool2d(Pool::Max, DType::F32)], &[PoolArgs::NAMES], &PoolArgs { x: "x", y: "y", dims: "dims", total: 1 });
-    family("conv", vec![conv::conv2d(DType::F16)], &[ConvArgs::NAMES], &ConvArgs { x: "x", w: "w", bias: "bias", y: "y", dims: "dims", has_bias: 1, total: 1 });
+    let blocks = |r, vec, of_partials, partial| reduce::reduce_axis_blocks(&AxisBlocks { r, dtype: DType::F16, vec, threads: 128, of_partials, partial });
+    let axis_blocks = vec![
+        blocks(AxisReduction::Value(ReduceOp::Sum), 4, false, false),
+        blocks(AxisReduction::ArgMax, 1, false, true),
+        blocks(AxisReduction::ArgMax, 4, true, false),
+        blocks(AxisReduction::ArgMin, 1, true, false),
+    ];
+    let args = AxisBlocksArgs { x: "x", x4: "x4", xi: Some("xi"), xi4: Some("xi4"), out: "out", out_index: "out_index", out_value: Some("out_value") };
+    let dims = AxisBlocksDims { axis: 1, units: 1, col_blocks: 1, splits: 1, chunk: 1 };
+    family("blocked axis reductions", axis_blocks, &[AxisBlocksArgs::NAMES, AxisBlocksDims::NAMES], &(args, dims));
+    let dims = PoolDims { h: 1, w: 1, oh: 1, ow: 1, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0 };
+    family("pool", vec![reduce::pool2d(Pool::Max, DType::F32)], &[PoolArgs::NAMES, PoolDims::NAMES], &(PoolArgs { x: "x", y: "y", total: 1 }, dims));
+    let dims = ConvDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, groups: 1 };
+    let args = ConvArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 1, total: 1 };
+    family("conv", vec![conv::conv2d(DType::F16)], &[ConvArgs::NAMES, ConvDims::NAMES], &(args, dims));
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });
@@ -114,6 +139,9 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     }
     let args = ScanArgs { x: Some("x"), x4: Some("x4"), y: Some("y"), y4: Some("y4"), block_sums: Some("block_sums"), offsets: Some("offsets"), n: 1 };
     family("scans", scans, &[ScanArgs::NAMES], &args);
+    let row_scans = vec![scan::scan_rows(AxisScan::Sum, Scalar::F16, 4, 64, true), scan::scan_rows(AxisScan::Product, Scalar::I32, 1, 32, false)];
+    let args = RowScanArgs { x: "x", x4: Some("x4"), y: "y", y4: Some("y4"), offsets: Some("offsets"), d: 1, n: 1 };
+    family("row scans", row_scans, &[RowScanArgs::NAMES], &args);
 
     let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2), gemv::gemv(DType::F16, 4, 2, 2), gemv::gemv(DType::BF16, 8, 4, 1)];
     family("gemv", gemvs, &[GemvArgs::NAMES], &GemvArgs { w: "w", w4: "w4", w8: "w8", x: "x", x4: "x4", y: "y", m: 1, k: 1 });
@@ -166,6 +194,33 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
     let prefill = [(false, false), (true, true)].map(|(causal, lse)| attention_prefill::prefill(&PrefillConfig { dtype: DType::F16, d: 64, causal, lse, stages: 2, tile: PrefillTile::PORTABLE })).to_vec();
     let args = PrefillArgs { q: "q", k: "k", v: "v", out: "out", lse: Some("lse"), s_q: 1, s_kv: 1, heads: 1, group: 1, scale_log2: 1.0, diag: 0 };
     family("prefill", prefill, &[PrefillArgs::NAMES], &args);
+}
+
+#[test]
+fn values_bind_to_the_parameters_of_their_names() {
+    // A broadcast of outer rank 2 takes `l0 … l5`, each its own value.
+    let kernel = elementwise::broadcast_binary(Elementwise::Add, DType::F32, 1, [InnerAccess::Contiguous, InnerAccess::Splat], 2);
+    let layout = BroadcastLayout(std::array::from_fn(|i| 10 + i as u32));
+    let args = (BroadcastArgs { a: "a", a4: None, b: "b", b4: None, y: "y", y4: None, units: 7, total: 8 }, layout);
+    let bound = KernelArgs::<str>::bind(&args, &kernel).unwrap();
+    let values: Vec<(&str, Literal)> = kernel
+        .params
+        .iter()
+        .zip(bound)
+        .filter_map(|(p, a)| match a {
+            Bound::Value(v) => Some((p.name.as_str(), v)),
+            Bound::Buffer(_) => None,
+        })
+        .collect();
+    let layout_values = BroadcastLayout::NAMES[..6].iter().enumerate().map(|(i, n)| (*n, Literal::u32(10 + i as u32)));
+    let expected: Vec<(&str, Literal)> = layout_values.chain([(BroadcastArgs::UNITS, Literal::u32(7)), (BroadcastArgs::TOTAL, Literal::u32(8))]).collect();
+    assert_eq!(values, expected);
+    // The pool's sizes, in the kernel's order.
+    let dims = PoolDims { h: 1, w: 2, oh: 3, ow: 4, kh: 5, kw: 6, sh: 7, sw: 8, ph: 9, pw: 10 };
+    let bound = KernelArgs::<str>::bind(&(PoolArgs { x: "x", y: "y", total: 11 }, dims), &reduce::pool2d(Pool::Avg { count_pad: false }, DType::F16)).unwrap();
+    let values: Vec<Bound<&str>> = (1..=10).map(|v| Bound::Value(Literal::u32(v))).collect();
+    assert_eq!(bound[2..12], values[..]);
+    assert_eq!(bound[12], Bound::Value(Literal::u32(11)));
 }
 
 #[test]

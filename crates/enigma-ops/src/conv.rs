@@ -1,7 +1,9 @@
-//! 2-D convolution: the direct kernel of `library::conv`, dense, grouped,
-//! depthwise and pointwise alike.
+//! 2-D convolution: the direct kernel of `library::conv` (dense, grouped,
+//! depthwise), and a pointwise (1×1) convolution as a batched matrix
+//! product.
 
 use crate::{arg_err, Error, KernelType, Ops};
+use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::{self as lib, conv};
 use enigma_runtime::Buffer;
 
@@ -73,11 +75,15 @@ impl Ops<'_> {
         lib::to_u32(name, "input elements", inputs)?;
         lib::to_u32(name, "weights", weights)?;
         let values = [c.in_channels, c.size[0], c.size[1], c.out_channels, oh, ow, c.kernel[0], c.kernel[1], c.stride[0], c.stride[1], c.padding[0], c.padding[1], c.dilation[0], c.dilation[1], c.groups];
-        let mut dims = Vec::with_capacity(conv::DIMS.len());
-        for (v, what) in values.into_iter().zip(conv::DIMS) {
-            dims.push(lib::to_u32(name, what, v)?);
+        let mut dims = [0; 15];
+        for ((d, v), what) in dims.iter_mut().zip(values).zip(conv::ConvDims::NAMES) {
+            *d = lib::to_u32(name, what, v)?;
         }
-        let dims = self.rt.buffer_from(&dims)?;
+        let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups] = dims;
+        let dims = conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups };
+        if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] && c.groups == 1 {
+            return Ok((self.conv2d_pointwise(x, w, bias, c, dtype)?, [oh, ow]));
+        }
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
         self.launch(
@@ -85,8 +91,32 @@ impl Ops<'_> {
             || conv::conv2d(dtype),
             lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t),
             // Without a bias the kernel never reads `bias`: `w` stands in.
-            &conv::ConvArgs { x, w, bias: bias.unwrap_or(w), y: &y, dims: &dims, has_bias: bias.is_some() as u32, total: total32 },
+            &(conv::ConvArgs { x, w, bias: bias.unwrap_or(w), y: &y, has_bias: bias.is_some() as u32, total: total32 }, dims),
         )?;
         Ok((y, [oh, ow]))
+    }
+
+    /// A 1×1 convolution of stride 1, no padding and one group is a matrix
+    /// product per image, `Y[n] = W · X[n]` (`[out, in] · [in, h·w]`): one
+    /// batched [`Ops::matmul_batched`] over the images, `W` repeated for
+    /// each image (a broadcast of `batch · out · in` elements, small beside
+    /// the images: the batched GEMM reads consecutive matrices), f32
+    /// accumulation and the result rounded once to the input's type, then
+    /// the bias added per output channel (a broadcast add: with a bias, an
+    /// f16 or bf16 result is rounded twice, the direct kernel's once).
+    fn conv2d_pointwise(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType) -> Result<Buffer, Error> {
+        let (o, i, hw) = (c.out_channels, c.in_channels, c.size[0] * c.size[1]);
+        let weights = if c.batch == 1 {
+            w.clone()
+        } else {
+            // Times 1: exact for every value, -0 and NaN included.
+            let ones = self.full(dtype, c.batch, 1.0)?;
+            self.elementwise_broadcast(Elementwise::Mul, w, &ones, &[1, o, i], &[c.batch, 1, 1])?.0
+        };
+        let y = self.matmul_batched(&weights, x, c.batch, o, hw, i, dtype)?;
+        match bias {
+            None => Ok(y),
+            Some(b) => Ok(self.elementwise_broadcast(Elementwise::Add, &y, b, &[c.batch, o, hw], &[o, 1])?.0),
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! a result into memory the caller gave.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs, FillArgs};
 use enigma_ir::Scalar;
 use enigma_runtime::Buffer;
 
@@ -23,9 +23,16 @@ impl Ops<'_> {
         let mut inputs = vec![x];
         inputs.extend(b.filter(|_| op.is_binary()));
         let vec = self.vectorize(name, &inputs, dtype.ty(4), true)?;
+        // Left to choose, 16-bit types move 8 elements per 16-byte access.
+        let vec = if vec == 4 && self.options.vectorize.is_none() && elementwise::packs(dtype, n) { 8 } else { vec };
         let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
         let y = self.flat_output(elem, n, vec)?;
-        let args = ElementwiseArgs { x, x4: x, b, b4: b, y: &y, y4: &y, n: plan.n, factor };
+        // The packed kernel reads and writes 16-byte words.
+        let words = enigma_ir::Type::vector(Scalar::U32, 4);
+        let packed = |what: &str, buf: &Buffer| (plan.vec == 8).then(|| self.vector_view(op.name(), what, buf, words, 8)).transpose();
+        let (x8, y8) = (packed(ElementwiseArgs::X8, x)?, packed(ElementwiseArgs::Y8, &y)?);
+        let b8 = b.map(|b| packed(ElementwiseArgs::B8, b)).transpose()?.flatten();
+        let args = ElementwiseArgs { x, x4: x, x8: x8.as_ref(), b, b4: b, b8: b8.as_ref(), y: &y, y4: &y, y8: y8.as_ref(), n: plan.n, factor };
         self.launch(format!("elementwise {plan:?}"), || plan.kernel(), plan.dispatch, &args)?;
         Ok(y)
     }
@@ -55,6 +62,19 @@ impl Ops<'_> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
     }
 
+    /// `n` elements of `dtype`, each `value` rounded once to it (the
+    /// kernel `fill_{dtype}`), made on the device.
+    pub(crate) fn full(&self, dtype: enigma_kernels::library::DType, n: usize, value: f32) -> Result<Buffer, Error> {
+        let name = format!("fill_{dtype}");
+        enigma_kernels::library::nonzero(&name, "elements", n)?;
+        let n32 = enigma_kernels::library::to_u32(&name, "elements", n)?;
+        let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
+        let y = self.output(dtype.scalar(), n)?;
+        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
+        self.launch(format!("fill {dtype:?}"), || elementwise::fill(dtype), dispatch, &FillArgs { y: &y, n: n32, value })?;
+        Ok(y)
+    }
+
     /// Copies the first `elems` elements of `elem` from `src` into `dst` on
     /// the device, bit for bit (the kernel `copy_{elem}`, one thread per
     /// element): a result written into a buffer the caller allocated. Both
@@ -74,44 +94,35 @@ impl Ops<'_> {
     }
 
     /// `y = op(a, b)` for a binary `op` and `a`, `b` of shapes `a_shape`,
-    /// `b_shape` broadcast as NumPy does: the output and its shape. Equal
-    /// shapes run [`Ops::elementwise`] (vector loads where they bind);
-    /// others one thread per output element reading each input at its
-    /// own strides.
+    /// `b_shape` broadcast as NumPy does: the output and its shape. Shapes
+    /// that merge to one flat walk of both inputs (equal shapes) run
+    /// [`Ops::elementwise`]; others the broadcast kernel over the output
+    /// seen as `[rows, inner]` (`library::elementwise::plan_broadcast`:
+    /// a row or column vector against a matrix, a scalar, any rank), with
+    /// 4-wide loads and stores where the inner dimension is a multiple of 4.
     pub fn elementwise_broadcast(&self, op: Elementwise, a: &Buffer, b: &Buffer, a_shape: &[usize], b_shape: &[usize]) -> Result<(Buffer, Vec<usize>), Error> {
         let name = format!("{}_broadcast", op.name());
         if !op.is_binary() {
             return Err(arg_err(&name, format!("{op} is not a binary operation")));
         }
-        let Some((shape, sa, sb)) = elementwise::broadcast_layout(a_shape, b_shape) else {
+        let Some((shape, _, _)) = elementwise::broadcast_layout(a_shape, b_shape) else {
             return Err(arg_err(&name, format!("shapes {a_shape:?} and {b_shape:?} do not broadcast (each dimension must match or be 1)")));
         };
         let n: usize = shape.iter().product();
-        if a_shape == b_shape {
+        let (na, nb) = (a_shape.iter().product::<usize>(), b_shape.iter().product::<usize>());
+        if na == n && nb == n {
             return Ok((self.elementwise(op, a, Some(b), n, 1.0)?, shape));
         }
         let dtype = self.dtype_of(&name, a)?;
-        self.need(&name, "a", a, a_shape.iter().product(), dtype.scalar())?;
-        self.need(&name, "b", b, b_shape.iter().product(), dtype.scalar())?;
-        let n32 = enigma_kernels::library::to_u32(&name, "elements", n)?;
-        enigma_kernels::library::nonzero(&name, "elements", n)?;
-        let mut layout = Vec::with_capacity(3 * shape.len());
-        for v in shape.iter().chain(&sa).chain(&sb) {
-            layout.push(enigma_kernels::library::to_u32(&name, "a dimension", *v)?);
-        }
-        // A rank-0 broadcast (two scalars) still binds a layout buffer.
-        layout.push(0);
-        let layout = self.rt.buffer_from(&layout)?;
-        let threads = self.threads(KernelType::Elementwise);
-        let t = enigma_kernels::library::check_threads(&name, threads)?;
-        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
+        self.need(&name, "a", a, na, dtype.scalar())?;
+        self.need(&name, "b", b, nb, dtype.scalar())?;
         let y = self.output(dtype.scalar(), n)?;
-        self.launch(
-            format!("elementwise_broadcast {:?}", (op, dtype)),
-            || elementwise::broadcast_binary(op, dtype),
-            dispatch,
-            &BroadcastArgs { a, b, y: &y, layout: &layout, rank: shape.len() as u32, n: n32 },
-        )?;
+        let vector = dtype.ty(4);
+        let [a4, b4, y4] = [a, b, &y].map(|buf| buf.viewed_as(vector));
+        let vector_ok = [&a4, &b4, &y4].map(|v| self.options.vectorize != Some(false) && v.is_some());
+        let plan = elementwise::plan_broadcast(op, dtype, a_shape, b_shape, self.threads(KernelType::Elementwise), vector_ok)?;
+        let args = BroadcastArgs { a, a4: a4.as_ref(), b, b4: b4.as_ref(), y: &y, y4: y4.as_ref(), units: plan.units, total: plan.total };
+        self.launch(format!("elementwise_broadcast {:?}", (op, dtype, plan.vec, plan.access, plan.orank)), || plan.kernel(), plan.dispatch, &(args, plan.layout_args()))?;
         Ok((y, shape))
     }
 }

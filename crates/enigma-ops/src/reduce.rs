@@ -5,7 +5,7 @@
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_ir::Scalar;
 use enigma_kernels::library::elementwise::Elementwise;
-use enigma_kernels::library::reduce::{AxisReduceArgs, AxisReduction, Pool, PoolArgs, ReduceArgs, RowReduceArgs};
+use enigma_kernels::library::reduce::{AxisBlocksArgs, AxisReduceArgs, AxisReduction, Pool, PoolArgs, PoolDims, ReduceArgs, RowReduceArgs};
 use enigma_kernels::library::softmax::NllArgs;
 use enigma_kernels::library::{self as lib, reduce, softmax, ReduceOp};
 use enigma_runtime::Buffer;
@@ -86,10 +86,44 @@ impl Ops<'_> {
             AxisReduction::ArgMax | AxisReduction::ArgMin if inner == 1 => return self.arg_rows(r, x, outer, axis),
             _ => {}
         }
-        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         let out = self.output(r.output(), outer * inner)?;
-        self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &(AxisReduceArgs { x, out: &out }, plan.args()))?;
+        if !reduce::axis_by_blocks(outer, inner) {
+            let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+            self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &(AxisReduceArgs { x, out: &out }, plan.args()))?;
+            return Ok(out);
+        }
+        let x4 = x.viewed_as(dtype.ty(4));
+        let vector_ok = self.options.vectorize != Some(false) && x4.is_some();
+        let plan = reduce::plan_axis_blocks(r, dtype, outer, axis, inner, self.threads(KernelType::Elementwise), vector_ok)?;
+        let Some(pass2) = plan.pass2 else {
+            self.axis_blocks_pass(&plan.pass1, x, None, &out, None)?;
+            return Ok(out);
+        };
+        let partials = outer * plan.pass1.splits as usize * inner;
+        let values = self.output(Scalar::F32, partials)?;
+        if pass2.kernel.of_partials {
+            let indices = self.output(Scalar::U32, partials)?;
+            self.axis_blocks_pass(&plan.pass1, x, None, &indices, Some(&values))?;
+            self.axis_blocks_pass(&pass2, &values, Some(&indices), &out, None)?;
+        } else {
+            self.axis_blocks_pass(&plan.pass1, x, None, &values, None)?;
+            self.axis_blocks_pass(&pass2, &values, None, &out, None)?;
+        }
         Ok(out)
+    }
+
+    /// One pass of a blocked axis reduction: `x` (and the indices `xi` of
+    /// a first pass) in, `out` (and the values `out_value` of a first pass
+    /// of an index search) out.
+    fn axis_blocks_pass(&self, pass: &reduce::AxisBlocksPass, x: &Buffer, xi: Option<&Buffer>, out: &Buffer, out_value: Option<&Buffer>) -> Result<(), Error> {
+        let vec = pass.kernel.vec;
+        let view = |b: &Buffer, ty: enigma_ir::Type| if vec == 4 { b.viewed_as(ty).unwrap_or_else(|| b.clone()) } else { b.clone() };
+        let x = view(x, pass.kernel.dtype.ty(vec));
+        let xi = xi.map(|xi| view(xi, enigma_ir::Type::vector(Scalar::U32, vec)));
+        // The kernel reads `x` or its view `x4`, `xi` or `xi4`, as `vec` says;
+        // its output is `out`, or `out_index` beside `out_value`.
+        let args = AxisBlocksArgs { x: &x, x4: &x, xi: xi.as_ref(), xi4: xi.as_ref(), out, out_index: out, out_value };
+        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &(args, pass.args()))
     }
 
     /// The index (i32) of the first maximum (`ArgMax`) or minimum
@@ -179,14 +213,15 @@ impl Ops<'_> {
         lib::nonzero(name, "output elements", total)?;
         let total32 = lib::to_u32(name, "output elements", total)?;
         lib::to_u32(name, "input elements", planes.saturating_mul(size[0]).saturating_mul(size[1]))?;
-        let mut dims = vec![];
-        for v in [size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]] {
-            dims.push(lib::to_u32(name, "a dimension", v)?);
-        }
-        let dims = self.rt.buffer_from(&dims)?;
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
-        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &PoolArgs { x, y: &y, dims: &dims, total: total32 })?;
+        let mut dims = [0; 10];
+        for (d, v) in dims.iter_mut().zip([size[0], size[1], out[0], out[1], kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]]) {
+            *d = lib::to_u32(name, "a dimension", v)?;
+        }
+        let [h, w, oh, ow, kh, kw, sh, sw, ph, pw] = dims;
+        let dims = PoolDims { h, w, oh, ow, kh, kw, sh, sw, ph, pw };
+        self.launch(format!("pool2d {:?}", (pool, dtype)), || reduce::pool2d(pool, dtype), lib::Dispatch::threadgroups([total32.div_ceil(t), 1, 1], t), &(PoolArgs { x, y: &y, total: total32 }, dims))?;
         Ok((y, out))
     }
 }

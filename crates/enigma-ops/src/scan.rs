@@ -2,9 +2,10 @@
 //! cumulative sums and products over any axis.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_ir::Type;
+use enigma_ir::{Scalar, Type};
 use enigma_kernels::library::reduce::{self, AxisRowArgs};
-use enigma_kernels::library::scan::{self, AxisScan, ScanArgs, ScanKind};
+use enigma_kernels::library::scan::{self, AxisScan, RowScanArgs, ScanArgs, ScanKind};
+use enigma_kernels::library::ReduceOp;
 use enigma_runtime::Buffer;
 
 impl Ops<'_> {
@@ -68,7 +69,10 @@ impl Ops<'_> {
     /// `[outer, axis, inner]` (f32, f16, bf16, i32, u32; floats accumulate
     /// in f32), an output of the input's shape and type. A sum over one
     /// whole vector (`outer = inner = 1`) of f32, i32 or u32 takes the
-    /// parallel prefix sum; everything else one thread per column.
+    /// parallel prefix sum, of f16 or bf16 the blocked scan
+    /// (blocks from f32 offsets, below); the last axis of long rows (or of
+    /// rows too few to fill the GPU) a threadgroup per row
+    /// (`library::scan::scan_rows`); everything else one thread per column.
     pub fn scan_axis(&self, op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
         let name = format!("{}_axis", op.name());
         let elem = self.elem_of(&name, x)?;
@@ -77,12 +81,47 @@ impl Ops<'_> {
         }
         let n = outer.saturating_mul(axis).saturating_mul(inner);
         self.need(&name, "x", x, n, elem)?;
-        if op == AxisScan::Sum && outer == 1 && inner == 1 && scan::SCAN_SCALARS.contains(&elem) {
+        let whole = outer == 1 && inner == 1;
+        if op == AxisScan::Sum && whole && scan::SCAN_SCALARS.contains(&elem) {
             return self.prefix_sum(x, n, ScanKind::Inclusive);
         }
-        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
+        if op == AxisScan::Sum && whole && elem.is_float() && n > scan::SCAN_BLOCK {
+            return self.scan_blocked_f32(x, elem, n);
+        }
         let y = self.output(elem, n)?;
+        if scan::scan_by_rows(outer, axis, inner) {
+            self.scan_rows_into(op, x, &y, elem, n, axis, None)?;
+            return Ok(y);
+        }
+        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
         self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
         Ok(y)
+    }
+
+    /// The running sum of a whole f16 or bf16 vector of `n` elements, in
+    /// f32 throughout: blocks of `library::scan::SCAN_BLOCK` summed by the
+    /// row reduction (every block but the last), those totals scanned by
+    /// the f32 prefix sum, then each block scanned by the row scan from
+    /// the total of the blocks before it.
+    fn scan_blocked_f32(&self, x: &Buffer, elem: Scalar, n: usize) -> Result<Buffer, Error> {
+        let d = scan::SCAN_BLOCK;
+        let full = n.div_ceil(d) - 1;
+        let offsets = self.reduce_rows(ReduceOp::Sum, x, full, d)?;
+        let offsets = self.with_f32(|ops| ops.prefix_sum(&offsets, full, ScanKind::Inclusive))?;
+        let y = self.output(elem, n)?;
+        self.scan_rows_into(AxisScan::Sum, x, &y, elem, n, d, Some(&offsets))?;
+        Ok(y)
+    }
+
+    /// The row scan of `n` elements in rows of `d` into `y`, each row `r > 0`
+    /// starting from `offsets[r - 1]` where given.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_rows_into(&self, op: AxisScan, x: &Buffer, y: &Buffer, elem: Scalar, n: usize, d: usize, offsets: Option<&Buffer>) -> Result<(), Error> {
+        let vector = Type::vector(elem, 4);
+        let (x4, y4) = (x.viewed_as(vector), y.viewed_as(vector));
+        let vector_ok = self.options.vectorize != Some(false) && x4.is_some() && y4.is_some();
+        let plan = scan::plan_scan_rows(op, elem, n, d, self.threads(KernelType::RowReduction { d }), vector_ok, offsets.is_some())?;
+        let args = RowScanArgs { x, x4: x4.as_ref(), y, y4: y4.as_ref(), offsets, d: plan.d, n: plan.n };
+        self.launch(format!("scan_rows {:?}", (plan.op, plan.scalar, plan.vec, plan.threads, plan.offsets)), || plan.kernel(), plan.dispatch, &args)
     }
 }

@@ -12,6 +12,17 @@ use enigma_runtime::{Device, Runtime};
 /// last (inner 1), of length 1, and long.
 const SHAPES: [[usize; 3]; 8] = [[1, 7, 1], [1, 1, 1], [3, 1000, 1], [1, 7, 13], [5, 7, 3], [2, 1, 9], [1, 1000, 3], [7, 33, 1]];
 
+/// Shapes of the running sums' and products' row scan: rows of several
+/// chunks with 4-wide loads and without, short rows, and whole vectors of
+/// several blocks (the last one partial) for the blocked f16/bf16 sum.
+const SCAN_SHAPES: [[usize; 3]; 4] = [[2, 3000, 1], [3, 1001, 1], [1, 10001, 1], [1, 8192, 1]];
+
+/// Shapes of the reductions' kernels over a middle axis: rows of 4-wide
+/// vectors and not, blocks of columns with a partial last block, the axis
+/// split over threadgroups (with a second pass over the splits), and a
+/// thread per column (many columns of a short row).
+const REDUCTION_SHAPES: [[usize; 3]; 5] = [[3, 200, 40], [2, 1000, 37], [1, 1000, 64], [2, 9, 130], [2200, 2, 31]];
+
 fn sanitized(elem: Scalar) -> Options {
     Options { sanitize: true, elem: Some(elem), ..Options::default() }
 }
@@ -39,7 +50,7 @@ fn reductions_over_any_axis_match_f64_loops() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for dtype in DType::ALL {
         let ops = Ops::new(&rt).with_options(sanitized(dtype.scalar()));
-        for shape @ [outer, axis, inner] in SHAPES {
+        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(REDUCTION_SHAPES) {
             let x = data(outer * axis * inner, dtype);
             let buf = upload(&rt, dtype.scalar(), &x).unwrap();
             let columns: Vec<Vec<f64>> = (0..outer).flat_map(|o| (0..inner).map(move |i| (o, i))).map(|(o, i)| column(&x, shape, o, i)).collect();
@@ -141,7 +152,7 @@ fn cumulative_sums_and_products_over_any_axis() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for elem in [Scalar::F32, Scalar::F16, Scalar::BF16, Scalar::I32, Scalar::U32] {
         let ops = Ops::new(&rt).with_options(sanitized(elem));
-        for shape @ [outer, axis, inner] in SHAPES {
+        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(SCAN_SHAPES) {
             let n = outer * axis * inner;
             // Small integers (exact sums), and factors near 1 for products.
             let x: Vec<f32> = (0..n).map(|i| ((i * 37 + 5) % 9) as f32).collect();

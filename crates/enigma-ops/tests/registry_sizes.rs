@@ -2,7 +2,7 @@
 //! with the scalar kernels and with the vector kernels, against the f64 CPU
 //! reference each entry carries; row kernels also in their streaming form.
 
-use enigma_ops::{registry, Options, RowOptions};
+use enigma_ops::{registry, Elementwise, Options, RowOptions};
 use enigma_testing::library::{check, first_kernel, k_split_options, shapes, vector_shape, ROWS};
 use enigma_runtime::{Device, Runtime};
 
@@ -64,6 +64,14 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let kernel = first_kernel(&auto);
                 let form = if shape[1] % 8 == 0 { "_wide" } else if vector_shape(&shape) { "_vec4" } else { "_r" };
                 assert!(kernel.starts_with(&format!("{}{form}", entry.name)), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if Elementwise::ALL.iter().any(|op| entry.name == format!("{op}_f16") || entry.name == format!("{op}_bf16")) {
+                // 16-bit element-wise: 8 packed elements per 16-byte access
+                // where the length is a multiple of 8, else four-element
+                // vectors where it is one of 4.
+                let kernel = first_kernel(&auto);
+                let packed = shape[0] % 8 == 0;
+                assert_eq!(kernel.ends_with("_vec8"), packed, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                assert_eq!(kernel.contains("_vec4"), !packed && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else {
                 assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             }

@@ -878,7 +878,9 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
     """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``:
     the direct kernel, one thread per output element, f32 accumulation.
     Depthwise (``groups`` = input channels) and pointwise (a 1×1 weight)
-    convolutions are the same call.
+    convolutions are the same call; a pointwise one of stride 1, no padding
+    and one group runs as a batched matmul (f32 accumulation; with a bias,
+    a float16/bfloat16 result is rounded before the bias is added).
 
     Args:
         input: ``[N, C_in, H, W]`` or ``[C_in, H, W]`` (float32, float16 or

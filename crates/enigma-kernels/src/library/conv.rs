@@ -3,29 +3,47 @@
 //! optional bias: one thread per output element, which sums its window
 //! over the input channels of its group in f32 and rounds once to the
 //! data's type. A 1×1 window is a pointwise convolution. No tensor cores,
-//! no tiling in threadgroup memory: the simple kernel every shape takes.
+//! no tiling in threadgroup memory.
 //!
-//! Parameters: `x, w, bias, y, dims, has_bias, total`, `dims` a u32 buffer
-//! `[c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups]`
-//! (`bias` is read only when `has_bias` is 1).
+//! Parameters: `x, w, bias, y, c_in, in_h, in_w, c_out, out_h, out_w, kh,
+//! kw, sh, sw, ph, pw, dh, dw, groups, has_bias, total`, the sizes by value
+//! (`bias` is read only when `has_bias` is 1). `enigma-ops` runs a
+//! pointwise convolution of stride 1 as a batched matrix product instead.
 
 use super::*;
 use enigma_ir::{Access, Kernel, Scalar, Type};
 
-/// The names of the entries of the `dims` buffer, in order.
-pub const DIMS: [&str; 15] = ["c_in", "in_h", "in_w", "c_out", "out_h", "out_w", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "groups"];
-
 crate::kernel_args! {
-    /// The arguments of [`conv2d`] (module docs; `bias` is read only where
-    /// `has_bias` is 1).
+    /// The buffers and counts of [`conv2d`] (module docs; `bias` is read
+    /// only where `has_bias` is 1), bound beside [`ConvDims`].
     pub struct ConvArgs {
         X x: buffer,
         W w: buffer,
         BIAS bias: buffer,
         Y y: buffer,
-        DIMS dims: buffer,
         HAS_BIAS has_bias: u32,
         TOTAL total: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The sizes [`conv2d`] takes by value, in the kernel's order.
+    pub struct ConvDims(values) {
+        C_IN c_in: u32,
+        IN_H in_h: u32,
+        IN_W in_w: u32,
+        C_OUT c_out: u32,
+        OUT_H out_h: u32,
+        OUT_W out_w: u32,
+        KH kh: u32,
+        KW kw: u32,
+        SH sh: u32,
+        SW sw: u32,
+        PH ph: u32,
+        PW pw: u32,
+        DH dh: u32,
+        DW dw: u32,
+        GROUPS groups: u32,
     }
 }
 
@@ -37,13 +55,12 @@ pub fn conv2d(dtype: DType) -> Kernel {
     let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
     let bias = k.buffer(P::BIAS, dtype.ty(1), Access::Read);
     let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
-    let dims = k.buffer(P::DIMS, Type::U32, Access::Read);
+    let d: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
+    let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = d[..] else { unreachable!("15 dims") };
     let has_bias = k.value(P::HAS_BIAS, Type::U32);
     let total = k.value(P::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(total), |k| {
-        let d: Vec<Ex> = DIMS.iter().enumerate().map(|(i, n)| k.let_(n, dims.get(lit(Scalar::U32, i as f64)))).collect();
-        let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = d[..] else { unreachable!("15 dims") };
         let ox = k.let_("ox", tid % ow);
         let oy = k.let_("oy", tid / ow % oh);
         let co = k.let_("co", tid / ow / oh % c_out);

@@ -2,15 +2,25 @@
 //! form), `gelu_erf` (the erf form), `sigmoid`, `exp`, `log`, for f32, f16
 //! and bf16, with scalar or 4-wide vector loads.
 //!
-//! **Broadcasting** ([`broadcast_binary`]): `add`, `mul` and `div` of two arrays
-//! of NumPy-broadcast shapes, one thread per output element, which
-//! decomposes its index over the output's dimensions and reads each input
-//! at its own strides (0 along a broadcast dimension). Parameters: `a, b,
-//! y, layout, rank, n`; `layout` holds `rank` output dimensions, then `a`'s
-//! and `b`'s `rank` strides, as u32.
+//! **Broadcasting** ([`broadcast_binary`], [`plan_broadcast`]): `add`,
+//! `mul` and `div` of two arrays of NumPy-broadcast shapes. The plan drops
+//! dimensions of 1 and merges neighbours both inputs walk as one longer
+//! dimension ([`collapse_broadcast`]), which leaves the output as `[rows,
+//! inner]`: the innermost merged dimension and the rest. Along `inner`
+//! each input is either contiguous or one element splatted over the row
+//! ([`InnerAccess`]), so a row vector against a matrix (`[R, C] op [C]`),
+//! a column vector (`[R, C] op [R, 1]`) and a scalar all become one
+//! contiguous walk, with `float4`/`half4` loads and stores when `inner` is
+//! a multiple of 4. One thread per element (or vector) of the output, as
+//! in the flat kernels: it splits its index into row and column, and the
+//! row over the outer dimensions to find the row's start in each input
+//! (one division for the row, none more with one outer dimension; at most
+//! [`MAX_OUTER_DIMS`], the kernel specialised to their number).
+//! Parameters: `a[4], b[4], y[4], l0, l1, …, units, total`; the `l`s are
+//! the outer dimensions, then `a`'s and `b`'s strides over them, by value.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
-//! writes a result into memory the caller gave.
+//! writes a result into memory the caller gave; [`fill`] writes one value.
 //!
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
@@ -28,12 +38,20 @@
 //! the operation of the padding lanes of the inputs: they are not part of
 //! the result.
 //!
+//! Packed kernels (`vec = 8`, f16 and bf16 only, [`elementwise_packed`]):
+//! `x8, [b8,] y8, n, [factor]`, the buffers bound as `uint4`: thread
+//! `i < n/8` moves elements `8i … 8i+7` with one 16-byte load per input
+//! and one 16-byte store (a `half4` moves 8 bytes), each 32-bit word
+//! reinterpreted as a pair of elements. For `n % 8 == 0`; other lengths
+//! take the vector kernels.
+//!
 //! Dispatch: `dispatchThreadgroups(ceil(units / T), T)` with `units = n`
 //! (scalar) or `ceil(n/4)` (vector); `enigma-ops` takes `T = 256` (seed
 //! 004: element-wise 256–512).
 
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use super::args::{Bound, KernelArgs, Unbound};
+use enigma_ir::{Access, Kernel, Literal, Type};
 
 /// The element-wise operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -191,31 +209,66 @@ impl fmt::Display for Elementwise {
 }
 
 crate::kernel_args! {
-    /// The arguments of [`elementwise()`]'s kernels: the scalar kernels read
-    /// `x`, `b` and write `y`, the vector kernels the views `x4`, `b4`, `y4`
-    /// of the same buffers; `b`, `b4` for binary operations only, `factor`
-    /// for `Scale` only.
+    /// The arguments of [`elementwise()`]'s and [`elementwise_packed`]'s
+    /// kernels: the scalar kernels read `x`, `b` and write `y`, the vector
+    /// kernels the views `x4`, `b4`, `y4` of the same buffers, the packed
+    /// kernels their `uint4` views `x8`, `b8`, `y8`; `b`, `b4`, `b8` for
+    /// binary operations only, `factor` for `Scale` only.
     pub struct ElementwiseArgs {
         X x: buffer,
         X4 x4: buffer,
+        X8 x8: optional,
         B b: optional,
         B4 b4: optional,
+        B8 b8: optional,
         Y y: buffer,
         Y4 y4: buffer,
+        Y8 y8: optional,
         N n: u32,
         FACTOR factor: f32,
     }
 }
 
 crate::kernel_args! {
-    /// The arguments of [`broadcast_binary`] (module docs).
+    /// The buffers and counts of [`broadcast_binary`] (module docs): an
+    /// input read along the row is bound through its vector view (`a4`,
+    /// `b4`) in the vector kernels, a splatted one as itself, the output
+    /// through `y4` in the vector kernels. Bound beside [`BroadcastLayout`].
     pub struct BroadcastArgs {
         A a: buffer,
+        A4 a4: optional,
         B b: buffer,
+        B4 b4: optional,
         Y y: buffer,
-        LAYOUT layout: buffer,
-        RANK rank: u32,
-        N n: u32,
+        Y4 y4: optional,
+        UNITS units: u32,
+        TOTAL total: u32,
+    }
+}
+
+/// The layout [`broadcast_binary`] takes by value, `l0, l1, …`
+/// ([`BroadcastPlan::layout`]: the outer dimensions, then `a`'s and `b`'s
+/// strides over them); a kernel of outer rank `r` declares the first
+/// `3r`, the rest are 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BroadcastLayout(pub [u32; BroadcastLayout::LEN]);
+
+impl BroadcastLayout {
+    /// The most values a kernel declares (`3 · MAX_OUTER_DIMS`).
+    pub const LEN: usize = 3 * MAX_OUTER_DIMS as usize;
+    /// Every parameter name, in order.
+    pub const NAMES: [&'static str; BroadcastLayout::LEN] =
+        ["l0", "l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10", "l11", "l12", "l13", "l14", "l15", "l16", "l17"];
+}
+
+impl<'s, T: ?Sized> KernelArgs<'s, T> for BroadcastLayout {
+    fn type_name(&self) -> String {
+        "BroadcastLayout".to_string()
+    }
+
+    fn arg(&self, name: &str) -> Result<Bound<&'s T>, Unbound> {
+        let at = Self::NAMES.iter().position(|n| *n == name).ok_or(Unbound::NotAParameter)?;
+        Ok(Bound::Value(Literal::u32(self.0[at])))
     }
 }
 
@@ -225,6 +278,15 @@ crate::kernel_args! {
         SRC src: buffer,
         DST dst: buffer,
         N n: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The arguments of [`fill`].
+    pub struct FillArgs {
+        Y y: buffer,
+        N n: u32,
+        VALUE value: f32,
     }
 }
 
@@ -254,38 +316,228 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     finish(k)
 }
 
-/// `y = op(a, b)` of a binary `op` with broadcast inputs:
-/// `{op}_broadcast_{dtype}` (module docs).
+/// The kernel `{op}_{dtype}_vec8` for a 16-bit `dtype` (f16, bf16): eight
+/// elements per thread through one 16-byte load of each input and one
+/// 16-byte store (module docs). Parameters `x8, [b8,] y8, n, [factor]`,
+/// the buffers bound as `uint4`s; `n % 8 == 0`.
 ///
 /// # Panics
-/// When `op` is not binary.
-pub fn broadcast_binary(op: Elementwise, dtype: DType) -> Kernel {
-    assert!(op.is_binary(), "{op} is not a binary operation");
-    let mut k = KernelBuilder::new(format!("{}_broadcast_{}", op.name(), dtype));
-    type P = BroadcastArgs;
-    let a = k.buffer(P::A, dtype.ty(1), Access::Read);
-    let b = k.buffer(P::B, dtype.ty(1), Access::Read);
-    let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
-    let layout = k.buffer(P::LAYOUT, Type::U32, Access::Read);
-    let rank = k.value(P::RANK, Type::U32);
+/// When `dtype` is f32.
+pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
+    assert!(dtype != DType::F32, "the packed kernels take f16 or bf16");
+    let words = Type::vector(Scalar::U32, 4);
+    let pair = dtype.ty(2);
+    let mut k = KernelBuilder::new(format!("{}_{}_vec8", op.name(), dtype));
+    type P = ElementwiseArgs;
+    let x = k.buffer(P::X8, words, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(P::B8, words, Access::Read));
+    let y = k.buffer(P::Y8, words, Access::ReadWrite);
     let n = k.value(P::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
     let tid = k.let_("tid", thread_position_in_grid().x());
-    k.if_(tid.lt(n), |k| {
-        let rest = k.var("rest", tid);
-        let at_a = k.var("at_a", lit(Scalar::U32, 0.0));
-        let at_b = k.var("at_b", lit(Scalar::U32, 0.0));
-        k.for_range("i", 0u32, rank, 1u32, |k, i| {
-            // The dimensions from the last (fastest) to the first.
-            let d = k.let_("d", rank - 1u32 - i);
-            let size = k.let_("size", layout.get(d));
-            let coord = k.let_("coord", rest.get() % size);
-            k.assign(rest, rest.get() / size);
-            k.assign(at_a, at_a.get() + coord * layout.get(rank + d));
-            k.assign(at_b, at_b.get() + coord * layout.get(rank * 2u32 + d));
-        });
-        store_f32(k, y, tid, op.apply(load_f32(a, at_a.get()), Some(load_f32(b, at_b.get())), None));
+    k.if_(tid.lt(n / 8u32), |k| {
+        let xw = k.let_("xw", x.get(tid));
+        let bw = b.map(|b| k.let_("bw", b.get(tid)));
+        // Each 32-bit word holds two elements: unpacked to a float2,
+        // computed, rounded and packed back.
+        let mut out = vec![];
+        for c in 0..4u8 {
+            let a = k.let_(&format!("a{c}"), to_f32(xw.component(c).bitcast(pair)));
+            let bv = bw.map(|bw| to_f32(bw.component(c).bitcast(pair)));
+            out.push(k.let_(&format!("w{c}"), op.apply(a, bv, factor).cast(pair).bitcast(Type::U32)));
+        }
+        k.store(y.at(tid), vector(words, &out));
     });
     finish(k)
+}
+
+/// How a broadcast kernel reads one input along the output's innermost
+/// (collapsed) dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InnerAccess {
+    /// Consecutive elements (stride 1): vector loads where the row allows.
+    Contiguous,
+    /// One element for the whole row (stride 0), loaded once and splatted.
+    Splat,
+}
+
+impl InnerAccess {
+    fn letter(self) -> char {
+        match self {
+            InnerAccess::Contiguous => 'c',
+            InnerAccess::Splat => 's',
+        }
+    }
+}
+
+/// `y = op(a, b)` of a binary `op` with broadcast inputs over the output
+/// seen as `[rows, inner]`: `{op}_broadcast_{dtype}[_vec4]_{a}{b}`, `a`
+/// and `b` each `c` ([`InnerAccess::Contiguous`]) or `s`
+/// ([`InnerAccess::Splat`]) (module docs).
+///
+/// # Panics
+/// When `op` is not binary or `vec` is not 1 or 4.
+pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAccess; 2], orank: u32) -> Kernel {
+    assert!(op.is_binary(), "{op} is not a binary operation");
+    assert_vec(vec);
+    assert!((1..=MAX_OUTER_DIMS).contains(&orank), "outer rank {orank} is not 1 to {MAX_OUTER_DIMS}");
+    let mut k = KernelBuilder::new(format!("{}_broadcast_{}{}_{}{}_o{orank}", op.name(), dtype, vec_suffix(vec), access[0].letter(), access[1].letter()));
+    type P = BroadcastArgs;
+    // A contiguous input is read through its vector view, a splatted one
+    // one element at a time.
+    let input = |k: &mut KernelBuilder, [name, view]: [&str; 2], a: InnerAccess| match a {
+        InnerAccess::Contiguous => k.buffer(if vec == 4 { view } else { name }, dtype.ty(vec), Access::Read),
+        InnerAccess::Splat => k.buffer(name, dtype.ty(1), Access::Read),
+    };
+    let inputs = [input(&mut k, [P::A, P::A4], access[0]), input(&mut k, [P::B, P::B4], access[1])];
+    let y = k.buffer(if vec == 4 { P::Y4 } else { P::Y }, dtype.ty(vec), Access::ReadWrite);
+    // The outer dimensions (the first one's size is never needed), then
+    // each input's strides over them.
+    let layout: Vec<Ex> = BroadcastLayout::NAMES[..3 * orank as usize].iter().map(|n| k.value(n, Type::U32)).collect();
+    let units = k.value(P::UNITS, Type::U32);
+    let total = k.value(P::TOTAL, Type::U32);
+    let g = k.let_("g", thread_position_in_grid().x());
+    k.if_(g.lt(total), |k| {
+        let r = k.let_("r", g / units);
+        let col = k.let_("col", g - r * units);
+        // The row's first element in each input: `r` split over the outer
+        // dimensions, the last fastest; the first takes what is left, so one
+        // outer dimension costs no division.
+        let mut rest = r;
+        let mut at = [lit(Scalar::U32, 0.0), lit(Scalar::U32, 0.0)];
+        for d in (1..orank).rev() {
+            let size = layout[d as usize];
+            let coord = k.let_(&format!("coord{d}"), rest % size);
+            rest = k.let_(&format!("rest{d}"), rest / size);
+            for (s, at) in at.iter_mut().enumerate() {
+                *at = *at + coord * layout[(orank * (s as u32 + 1) + d) as usize];
+            }
+        }
+        let mut values = vec![];
+        for (s, (&mem, &a)) in inputs.iter().zip(&access).enumerate() {
+            let start = k.let_(&format!("start{s}"), at[s] + rest * layout[(orank * (s as u32 + 1)) as usize]);
+            values.push(match a {
+                InnerAccess::Contiguous => load_f32(mem, start / vec as u32 + col),
+                InnerAccess::Splat => {
+                    let v = k.let_(&format!("v{s}"), load_f32(mem, start));
+                    splat_ex(v, vec)
+                }
+            });
+        }
+        store_f32(k, y, g, op.apply(values[0], Some(values[1]), None));
+    });
+    finish(k)
+}
+
+/// An f32 value splatted to `width` lanes (the value itself for 1).
+fn splat_ex(v: Ex, width: u8) -> Ex {
+    if width == 1 {
+        v
+    } else {
+        vector(Type::vector(Scalar::F32, width), &[v])
+    }
+}
+
+/// A planned [`broadcast_binary`] launch: the output seen as `[rows,
+/// inner]` after merging the dimensions both inputs walk alike, one thread
+/// per element or 4-wide vector of it (`units` per row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BroadcastPlan {
+    pub op: Elementwise,
+    pub dtype: DType,
+    pub vec: u8,
+    pub access: [InnerAccess; 2],
+    /// The outer dimensions, then `a`'s and `b`'s strides over them (in
+    /// elements): the kernel's by-value `l0, l1, …`; one dimension of 1
+    /// when there is none.
+    pub layout: Vec<u32>,
+    pub orank: u32,
+    pub rows: u32,
+    pub inner: u32,
+    /// Vectors (of `vec` elements) per row: `inner / vec`.
+    pub units: u32,
+    /// Threads that work: `rows · units`.
+    pub total: u32,
+    pub dispatch: Dispatch,
+}
+
+impl BroadcastPlan {
+    pub fn kernel(&self) -> Kernel {
+        broadcast_binary(self.op, self.dtype, self.vec, self.access, self.orank)
+    }
+
+    /// The layout the kernel is bound with.
+    pub fn layout_args(&self) -> BroadcastLayout {
+        let mut values = [0; BroadcastLayout::LEN];
+        values[..self.layout.len()].copy_from_slice(&self.layout);
+        BroadcastLayout(values)
+    }
+}
+
+/// The most outer dimensions a broadcast kernel takes (after merging).
+pub const MAX_OUTER_DIMS: u32 = 6;
+
+/// The broadcast shape of `a` and `b` merged to outer dimensions and one
+/// inner dimension: `(dims, a strides, b strides)`, innermost last.
+/// Dimensions of 1 drop out, and a dimension merges into the next when
+/// both inputs step over it as over one longer dimension (both
+/// contiguous, or both broadcast along both). `None` when the shapes do
+/// not broadcast.
+pub fn collapse_broadcast(a: &[usize], b: &[usize]) -> Option<(Vec<usize>, Vec<usize>, Vec<usize>)> {
+    let (shape, sa, sb) = broadcast_layout(a, b)?;
+    let mut dims: Vec<(usize, usize, usize)> = vec![];
+    for d in (0..shape.len()).rev() {
+        if shape[d] == 1 {
+            continue;
+        }
+        match dims.last_mut() {
+            Some((size, ta, tb)) if sa[d] == *ta * *size && sb[d] == *tb * *size => *size *= shape[d],
+            _ => dims.push((shape[d], sa[d], sb[d])),
+        }
+    }
+    dims.reverse();
+    Some((dims.iter().map(|d| d.0).collect(), dims.iter().map(|d| d.1).collect(), dims.iter().map(|d| d.2).collect()))
+}
+
+/// Plans `op` over `a` and `b` of NumPy-broadcast shapes with threadgroups
+/// of `threads`; `vector_ok` whether `a`, `b` and the output bind as 4-wide
+/// views (the plan takes them when the inner dimension is a multiple of 4
+/// and every buffer read or written through a view binds: a splatted input
+/// is read one element at a time).
+pub fn plan_broadcast(op: Elementwise, dtype: DType, a: &[usize], b: &[usize], threads: u32, vector_ok: [bool; 3]) -> Result<BroadcastPlan, ShapeError> {
+    let name = format!("{}_broadcast", op.name());
+    let Some((dims, sa, sb)) = collapse_broadcast(a, b) else {
+        return Err(ShapeError::new(name, format!("shapes {a:?} and {b:?} do not broadcast (each dimension must match or be 1)")));
+    };
+    let t = check_threads(&name, threads)?;
+    let n: usize = dims.iter().product();
+    nonzero(&name, "elements", n)?;
+    to_u32(&name, "elements", n)?;
+    let (inner, ia, ib) = match (dims.last(), sa.last(), sb.last()) {
+        (Some(&d), Some(&x), Some(&y)) => (d, x, y),
+        // Every dimension is 1: one element.
+        _ => (1, 0, 0),
+    };
+    let access = [ia, ib].map(|s| if s == 1 { InnerAccess::Contiguous } else { InnerAccess::Splat });
+    let outer = dims.len().saturating_sub(1);
+    if outer > MAX_OUTER_DIMS as usize {
+        return Err(ShapeError::new(name, format!("shapes {a:?} and {b:?} broadcast over {outer} outer dimensions after merging those walked alike; at most {MAX_OUTER_DIMS} are supported")));
+    }
+    let mut layout = Vec::with_capacity(3 * outer.max(1));
+    if outer == 0 {
+        layout.extend([1, 0, 0]);
+    } else {
+        for v in dims[..outer].iter().chain(&sa[..outer]).chain(&sb[..outer]) {
+            layout.push(to_u32(&name, "a stride", *v)?);
+        }
+    }
+    let views = vector_ok[2] && access.iter().zip(vector_ok).all(|(&a, ok)| a == InnerAccess::Splat || ok);
+    let vec = if views && inner.is_multiple_of(4) { 4 } else { 1 };
+    let inner = inner as u32;
+    let units = inner / vec as u32;
+    let rows = (n / inner as usize) as u32;
+    let total = rows * units;
+    Ok(BroadcastPlan { op, dtype, vec, access, layout, orank: outer.max(1) as u32, rows, inner, units, total, dispatch: Dispatch::threadgroups([total.div_ceil(t), 1, 1], t) })
 }
 
 /// `dst[i] = src[i]` for `i < n`, elements of `elem` moved without
@@ -301,6 +553,18 @@ pub fn copy(elem: Scalar) -> Kernel {
     k.if_(tid.lt(n), |k| {
         k.store(dst.at(tid), src.get(tid));
     });
+    finish(k)
+}
+
+/// `y[i] = value` for `i < n`, `value` an f32 rounded once to `dtype`:
+/// `fill_{dtype}`, parameters `y, n, value`, one thread per element.
+pub fn fill(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("fill_{dtype}"));
+    let y = k.buffer(FillArgs::Y, dtype.ty(1), Access::ReadWrite);
+    let n = k.value(FillArgs::N, Type::U32);
+    let value = k.value(FillArgs::VALUE, Type::F32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(n), |k| store_f32(k, y, tid, value));
     finish(k)
 }
 
@@ -343,13 +607,13 @@ pub fn scale_vec4(dtype: DType) -> Kernel {
     elementwise(Elementwise::Scale, dtype, 4)
 }
 
-/// Threads the kernel needs: one per element, or one per (last partial)
-/// `float4`.
+/// Threads the kernel needs: one per element, one per (last partial)
+/// `float4`, or one per 8 packed elements.
 pub fn units(n: u32, vec: u8) -> u32 {
-    if vec == 4 {
-        n.div_ceil(4)
-    } else {
-        n
+    match vec {
+        8 => n / 8,
+        4 => n.div_ceil(4),
+        _ => n,
     }
 }
 
@@ -365,20 +629,37 @@ pub struct ElementwisePlan {
 
 impl ElementwisePlan {
     pub fn kernel(&self) -> Kernel {
-        elementwise(self.op, self.dtype, self.vec)
+        if self.vec == 8 {
+            elementwise_packed(self.op, self.dtype)
+        } else {
+            elementwise(self.op, self.dtype, self.vec)
+        }
     }
 }
 
 /// The launch for `n` elements in threadgroups of `threads`; `vec` 4 when
-/// the caller can bind vector views.
+/// the caller can bind vector views, 8 for the packed kernel
+/// ([`elementwise_packed`]: f16 and bf16, `n % 8 == 0`).
 pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: u32) -> Result<ElementwisePlan, ShapeError> {
     let name = format!("{}_{}{}", op.name(), dtype, vec_suffix(vec));
-    check_vec(&name, vec)?;
+    if vec == 8 {
+        if !packs(dtype, n) {
+            return Err(ShapeError::new(format!("{}_{}_vec8", op.name(), dtype), format!("8 packed elements per thread need f16 or bf16 and a multiple of 8 elements, not {n} of {dtype}")));
+        }
+    } else {
+        check_vec(&name, vec)?;
+    }
     nonzero(&name, "n", n)?;
     let n = to_u32(&name, "n", n)?;
     let t = check_threads(&name, threads)?;
     let groups = units(n, vec).div_ceil(t);
     Ok(ElementwisePlan { op, dtype, vec, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+}
+
+/// Whether `n` elements of `dtype` can run the packed kernel
+/// ([`elementwise_packed`]).
+pub fn packs(dtype: DType, n: usize) -> bool {
+    dtype != DType::F32 && n.is_multiple_of(8)
 }
 
 /// The f64 reference (`b` only for binary operations).
@@ -406,6 +687,10 @@ mod tests {
         assert!(plan(Elementwise::Scale, DType::F16, 0, 4, 256).is_err());
         assert!(plan(Elementwise::Scale, DType::F16, 10, 1, 100).is_err());
         assert!(plan(Elementwise::Scale, DType::F16, 10, 2, 256).is_err());
+        // Packed: 8 halves per thread.
+        assert_eq!(plan(Elementwise::Sigmoid, DType::BF16, 4096, 8, 256).unwrap().dispatch, Dispatch::threadgroups([2, 1, 1], 256));
+        assert!(plan(Elementwise::Sigmoid, DType::BF16, 4100, 8, 256).is_err());
+        assert!(plan(Elementwise::Sigmoid, DType::F32, 4096, 8, 256).is_err());
     }
 
     #[test]
@@ -415,6 +700,26 @@ mod tests {
         let (shape, sa, sb) = broadcast_layout(&[], &[2, 2]).unwrap();
         assert_eq!((shape, sa, sb), (vec![2, 2], vec![0, 0], vec![2, 1]));
         assert!(broadcast_layout(&[3], &[4]).is_none());
+    }
+
+    #[test]
+    fn broadcasts_collapse_to_rows_and_an_inner_dimension() {
+        // [32, 1024, 1024] + [1024]: the two outer dimensions merge.
+        assert_eq!(collapse_broadcast(&[32, 1024, 1024], &[1024]).unwrap(), (vec![32768, 1024], vec![1024, 1], vec![0, 1]));
+        // A column vector: b splatted along the row.
+        assert_eq!(collapse_broadcast(&[8, 6], &[8, 1]).unwrap(), (vec![8, 6], vec![6, 1], vec![1, 0]));
+        // Dimensions of 1 drop out; equal shapes merge to one.
+        assert_eq!(collapse_broadcast(&[3, 1, 5], &[3, 1, 5]).unwrap(), (vec![15], vec![1], vec![1]));
+        assert_eq!(collapse_broadcast(&[1], &[1, 1]).unwrap(), (vec![], vec![], vec![]));
+        let p = plan_broadcast(Elementwise::Add, DType::F16, &[32, 1024, 1024], &[1024], 256, [true; 3]).unwrap();
+        assert_eq!((p.vec, p.access, p.rows, p.units, p.orank), (4, [InnerAccess::Contiguous; 2], 32768, 256, 1));
+        assert_eq!(p.dispatch, Dispatch::threadgroups([32768, 1, 1], 256));
+        let p = plan_broadcast(Elementwise::Mul, DType::F32, &[5, 3], &[5, 1], 256, [true; 3]).unwrap();
+        // A splatted scalar needs no vector view.
+        assert_eq!(plan_broadcast(Elementwise::Mul, DType::F16, &[5, 8], &[1], 256, [true, false, true]).unwrap().vec, 4);
+        assert_eq!(plan_broadcast(Elementwise::Mul, DType::F16, &[5, 8], &[8], 256, [true, false, true]).unwrap().vec, 1);
+        assert_eq!((p.vec, p.access, p.units, p.total, p.layout.clone()), (1, [InnerAccess::Contiguous, InnerAccess::Splat], 3, 15, vec![5, 3, 1]));
+        assert!(plan_broadcast(Elementwise::Add, DType::F32, &[3, 0], &[0], 256, [true; 3]).is_err());
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //!
 //! | module | kernels |
 //! |---|---|
-//! | [`elementwise`] | scale, scale_vec4, add, mul, relu, silu, gelu (tanh form) |
-//! | [`reduce`] | sum / max / min over a vector of any length (two passes) and over rows |
-//! | [`scan`] | inclusive and exclusive prefix sums of any length (block scan, scan of block totals, add-back) |
+//! | [`elementwise`] | scale, add, mul, div, relu, silu, gelu, sigmoid, exp, log (scalar, 4-wide, and 8 packed f16/bf16 per 16-byte access); broadcast add/mul/div over `[rows, inner]` |
+//! | [`reduce`] | sum / max / min over a vector of any length (two passes), over rows, and over a middle axis by blocks of columns (the axis split over threadgroups where the blocks are few); argmax / argmin; pooling |
+//! | [`scan`] | inclusive and exclusive prefix sums of any length (block scan, scan of block totals, add-back); running sums and products along rows, a threadgroup per row |
 //! | [`softmax`] | row softmax: register-cached rows, or an online-maximum pass plus a normalisation pass |
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |

@@ -36,6 +36,19 @@
 //! each result once, i32 and u32 accumulate in their own type (wrapping).
 //! Parameters `x, y, axis, inner, columns`.
 
+//!
+//! **Rows** ([`scan_rows`], chosen by [`scan_by_rows`] over the last axis
+//! when rows are long or few): a threadgroup per row walks it in chunks of
+//! `T` loads (`float4`/`half4` when the row length is a multiple of 4):
+//! each thread scans its load's lanes, a SIMD-group scan of the thread
+//! totals (shuffles, so products scan as sums do), the SIMD-group totals
+//! through threadgroup memory, and the chunk's total carried into the
+//! next chunk. A whole f16/bf16 vector longer than [`SCAN_BLOCK`] runs as
+//! rows of that block, each starting from an f32 offset (`offsets`, the
+//! running total of the blocks before it, from the f32 prefix sum of their
+//! row sums): accumulation is f32 throughout, each result rounded once.
+//! Parameters: `x[4], y[4], [offsets,] d, n`.
+
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
 
@@ -94,6 +107,173 @@ pub fn scan_axis(op: AxisScan, scalar: Scalar) -> Kernel {
         });
     });
     finish(k)
+}
+
+crate::kernel_args! {
+    /// The arguments of [`scan_rows`]: `x`, `y` (their views `x4`, `y4` in
+    /// the vector kernels), rows of `d` of `n` elements, the rows' starting
+    /// totals `offsets` where the kernel takes them.
+    pub struct RowScanArgs {
+        X x: buffer,
+        X4 x4: optional,
+        Y y: buffer,
+        Y4 y4: optional,
+        OFFSETS offsets: optional,
+        D d: u32,
+        N n: u32,
+    }
+}
+
+/// The inclusive running sum or product along each row, a threadgroup per
+/// row: `{cumsum,cumprod}_rows_{scalar}[_vec4]_t{threads}[_offsets]` (module
+/// docs). `offsets` (sums only): each row `r > 0` starts from
+/// `offsets[r - 1]` (f32), the running total of the rows before it.
+///
+/// # Panics
+/// When `scalar` is not one of [`AXIS_SCAN_SCALARS`], `vec` is not 1 or 4,
+/// `threads` is not a multiple of 32 from 32 to 1024, or offsets are asked
+/// of a product or of an integer type.
+pub fn scan_rows(op: AxisScan, scalar: Scalar, vec: u8, threads: u32, offsets: bool) -> Kernel {
+    assert!(AXIS_SCAN_SCALARS.contains(&scalar), "scan_rows takes f32, f16, bf16, i32 or u32, not {scalar}");
+    assert_vec(vec);
+    assert!(threads.is_multiple_of(SIMD_WIDTH) && (SIMD_WIDTH..=MAX_THREADS).contains(&threads), "threads {threads} is not a multiple of 32 from 32 to 1024");
+    let float = scalar.is_float();
+    assert!(!offsets || (op == AxisScan::Sum && float), "row offsets are f32 running sums");
+    let acc_ty = if float { Scalar::F32 } else { scalar };
+    let name = format!("{}_rows_{}{}_t{threads}{}", op.name(), scalar.name(), vec_suffix(vec), if offsets { "_offsets" } else { "" });
+    let mut k = KernelBuilder::new(name);
+    type P = RowScanArgs;
+    let (xn, yn) = if vec == 4 { (P::X4, P::Y4) } else { (P::X, P::Y) };
+    let x = k.buffer(xn, Type::vector(scalar, vec), Access::Read);
+    let y = k.buffer(yn, Type::vector(scalar, vec), Access::ReadWrite);
+    let starts = offsets.then(|| k.buffer(P::OFFSETS, Type::F32, Access::Read));
+    let d = k.value(P::D, Type::U32);
+    let n = k.value(P::N, Type::U32);
+    let identity = lit(acc_ty, if op == AxisScan::Sum { 0.0 } else { 1.0 });
+    let combine = |a: Ex, b: Ex| if op == AxisScan::Sum { a + b } else { a * b };
+    let row = k.let_("row", threadgroup_position_in_grid().x());
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let simdgroups = threads / SIMD_WIDTH;
+    // Row `row` is elements [start, end) (the last row of a flat vector may
+    // be short); in vectors when `vec` is 4.
+    let start = k.let_("start", row * d);
+    let end = k.let_("end", min(n, start + d));
+    let (vstart, vend) = (k.let_("vstart", start / vec as u32), k.let_("vend", end / vec as u32));
+    let carry = k.var("carry", identity);
+    if let Some(starts) = starts {
+        k.if_(row.gt(0u32), |k| k.assign(carry, starts.get(row - 1u32)));
+    }
+    let totals = k.threadgroup_array("totals", Type::scalar(acc_ty), simdgroups);
+    k.for_range("chunk", vstart, vend, threads, |k, chunk| {
+        let at = k.let_("at", chunk + tid);
+        let inside = k.let_("inside", at.lt(vend));
+        // The thread's lanes scanned serially (identity past the row's end).
+        let v = k.var_uninit("v", Type::vector(acc_ty, vec));
+        k.if_else(
+            inside,
+            |k| k.assign(v, if float { load_f32(x, at) } else { x.get(at) }),
+            |k| k.assign(v, if vec == 1 { identity } else { vector(Type::vector(acc_ty, vec), &[identity]) }),
+        );
+        let mut lanes = vec![];
+        for c in 0..vec {
+            let e = if vec == 1 { v.get() } else { [v.get().x(), v.get().y(), v.get().z(), v.get().w()][c as usize] };
+            let running = if c == 0 { e } else { combine(lanes[c as usize - 1], e) };
+            lanes.push(k.let_(&format!("lane{c}"), running));
+        }
+        let own = lanes[vec as usize - 1];
+        // Inclusive scan of the thread totals within the SIMD group.
+        let incl = k.var("incl", own);
+        let mut delta = 1u32;
+        while delta < SIMD_WIDTH {
+            let up = k.let_(&format!("up{delta}"), simd_shuffle_up(incl.get(), lit(Scalar::U32, delta as f64)));
+            k.if_(lane.ge(delta), |k| k.assign(incl, combine(up, incl.get())));
+            delta *= 2;
+        }
+        let before_up = k.let_("before_up", simd_shuffle_up(incl.get(), lit(Scalar::U32, 1.0)));
+        let before = k.let_("before", select(before_up, identity, lane.eq(0u32)));
+        k.if_(lane.eq(SIMD_WIDTH - 1), |k| k.store(totals.at(sg), incl.get()));
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        // The SIMD groups before this one, and the whole chunk.
+        let prefix = k.var("prefix", carry.get());
+        let chunk_total = k.var("chunk_total", carry.get());
+        k.for_range("q", 0u32, simdgroups, 1u32, |k, q| {
+            let t = k.let_("t", totals.get(q));
+            k.if_(q.lt(sg), |k| k.assign(prefix, combine(prefix.get(), t)));
+            k.assign(chunk_total, combine(chunk_total.get(), t));
+        });
+        let base = k.let_("base", combine(prefix.get(), before));
+        k.if_(inside, |k| {
+            let parts: Vec<Ex> = lanes.iter().map(|&l| combine(base, l)).collect();
+            let out = if vec == 1 { parts[0] } else { vector(Type::vector(acc_ty, vec), &parts) };
+            if float {
+                store_f32(k, y, at, out);
+            } else {
+                k.store(y.at(at), out);
+            }
+        });
+        k.assign(carry, chunk_total.get());
+        // The totals are rewritten by the next chunk.
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+    });
+    finish(k)
+}
+
+/// A planned [`scan_rows`] launch: one threadgroup per row of `d` (the last
+/// row of `n` elements possibly shorter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsScanPlan {
+    pub op: AxisScan,
+    pub scalar: Scalar,
+    pub vec: u8,
+    pub threads: u32,
+    pub offsets: bool,
+    pub d: u32,
+    pub n: u32,
+    pub dispatch: Dispatch,
+}
+
+impl RowsScanPlan {
+    pub fn kernel(&self) -> Kernel {
+        scan_rows(self.op, self.scalar, self.vec, self.threads, self.offsets)
+    }
+}
+
+/// Whether a running sum or product over the middle axis of `[outer,
+/// axis, inner]` runs the row scan ([`scan_rows`]) rather than a thread
+/// per column: over the last axis (`inner = 1`), when rows are long or too
+/// few to fill the GPU one thread each.
+pub fn scan_by_rows(outer: usize, axis: usize, inner: usize) -> bool {
+    inner == 1 && (axis >= SCAN_ROWS_LONG || outer < SCAN_ROWS_FEW)
+}
+
+/// The block of a whole f16/bf16 vector's running sum: vectors longer than
+/// this are scanned in blocks of it, from the f32 running total of the
+/// blocks before (`enigma-ops`' blocked scan).
+pub const SCAN_BLOCK: usize = 4096;
+
+/// Rows at least this long take a threadgroup each.
+const SCAN_ROWS_LONG: usize = 128;
+/// Fewer rows than this leave the GPU idle at a thread each.
+const SCAN_ROWS_FEW: usize = 1 << 16;
+
+/// Plans [`scan_rows`] over `n` elements in rows of `d` with threadgroups
+/// of `threads`; `vector_ok` whether the buffers bind as 4-wide vectors
+/// (taken when `d` and `n` are multiples of 4); `offsets` for rows that
+/// start from the running sum of the rows before.
+pub fn plan_scan_rows(op: AxisScan, scalar: Scalar, n: usize, d: usize, threads: u32, vector_ok: bool, offsets: bool) -> Result<RowsScanPlan, ShapeError> {
+    let name = format!("{}_rows_{}", op.name(), scalar.name());
+    nonzero(&name, "n", n)?;
+    nonzero(&name, "d", d)?;
+    let n32 = to_u32(&name, "elements", n)?;
+    let t = check_threads(&name, threads)?;
+    // A row of fewer vectors than threads takes fewer threads.
+    let vec: u8 = if vector_ok && d.is_multiple_of(4) && n.is_multiple_of(4) { 4 } else { 1 };
+    let per_row = (d / vec as usize).div_ceil(SIMD_WIDTH as usize) * SIMD_WIDTH as usize;
+    let t = t.min(per_row as u32);
+    let rows = to_u32(&name, "rows", n.div_ceil(d))?;
+    Ok(RowsScanPlan { op, scalar, vec, threads: t, offsets, d: d as u32, n: n32, dispatch: Dispatch::threadgroups([rows, 1, 1], t) })
 }
 
 /// Element types the scan supports.
@@ -426,6 +606,18 @@ pub fn reference_u32(kind: ScanKind, x: &[u32]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_scans_take_a_threadgroup_per_row() {
+        let p = plan_scan_rows(AxisScan::Sum, Scalar::F16, 8192 * 8192, 8192, 256, true, false).unwrap();
+        assert_eq!((p.vec, p.threads, p.dispatch.size[0]), (4, 256, 8192));
+        // A short row takes fewer threads; a ragged one scalar loads.
+        let p = plan_scan_rows(AxisScan::Product, Scalar::F32, 231, 33, 256, true, false).unwrap();
+        assert_eq!((p.vec, p.threads, p.dispatch.size[0]), (1, 64, 7));
+        // The blocked vector: the last block short.
+        assert_eq!(plan_scan_rows(AxisScan::Sum, Scalar::BF16, 10001, SCAN_BLOCK, 256, true, true).unwrap().dispatch.size[0], 3);
+        assert!(scan_by_rows(8192, 8192, 1) && scan_by_rows(7, 3, 1) && !scan_by_rows(1 << 20, 7, 1) && !scan_by_rows(1, 8192, 3));
+    }
 
     #[test]
     fn levels_shrink_to_one_block() {

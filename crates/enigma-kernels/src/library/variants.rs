@@ -16,15 +16,24 @@ pub fn all_kernels() -> Vec<Kernel> {
     for dtype in DType::ALL {
         for r in [reduce::AxisReduction::Value(ReduceOp::Sum), reduce::AxisReduction::Value(ReduceOp::Max), reduce::AxisReduction::ArgMax, reduce::AxisReduction::ArgMin] {
             out.push(reduce::reduce_axis(r, dtype));
+            let arg = !matches!(r, reduce::AxisReduction::Value(_));
+            let stages: &[(u8, bool, bool)] = if arg { &[(1, false, false), (4, false, true), (4, true, false)] } else { &[(1, false, false), (4, false, false)] };
+            for &(vec, of_partials, partial) in stages {
+                out.push(reduce::reduce_axis_blocks(&reduce::AxisBlocks { r, dtype, vec, threads: 256, of_partials, partial }));
+            }
         }
         out.push(softmax::softmax_axis(dtype, false));
         out.push(softmax::softmax_axis(dtype, true));
         out.push(softmax::log_softmax(dtype, 4, 2));
         out.push(softmax::log_softmax(dtype, 1, 0));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Add, dtype));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Mul, dtype));
-        out.push(elementwise::broadcast_binary(elementwise::Elementwise::Div, dtype));
+        for op in [elementwise::Elementwise::Add, elementwise::Elementwise::Mul, elementwise::Elementwise::Div] {
+            use elementwise::InnerAccess::{Contiguous, Splat};
+            for (vec, access, orank) in [(1, [Contiguous, Splat], 1), (4, [Contiguous, Splat], 3), (4, [Splat, Contiguous], 1), (1, [Splat, Splat], 1)] {
+                out.push(elementwise::broadcast_binary(op, dtype, vec, access, orank));
+            }
+        }
         out.push(softmax::nll_axis(dtype));
+        out.push(elementwise::fill(dtype));
         out.push(conv::conv2d(dtype));
         for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
             out.push(reduce::pool2d(pool, dtype));
@@ -33,11 +42,21 @@ pub fn all_kernels() -> Vec<Kernel> {
     for scalar in scan::AXIS_SCAN_SCALARS {
         out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
         out.push(scan::scan_axis(scan::AxisScan::Product, scalar));
+        for op in [scan::AxisScan::Sum, scan::AxisScan::Product] {
+            out.push(scan::scan_rows(op, scalar, 1, 64, false));
+            out.push(scan::scan_rows(op, scalar, 4, 256, false));
+        }
+        if scalar.is_float() {
+            out.push(scan::scan_rows(scan::AxisScan::Sum, scalar, 4, 256, true));
+        }
     }
     for dtype in DType::ALL {
         for vec in [1u8, 4] {
             for op in elementwise::Elementwise::ALL {
                 out.push(elementwise::elementwise(op, dtype, vec));
+                if vec == 4 && dtype != DType::F32 {
+                    out.push(elementwise::elementwise_packed(op, dtype));
+                }
             }
             for op in ReduceOp::ALL {
                 out.push(reduce::reduce(op, dtype, vec, 4));

@@ -1,0 +1,39 @@
+//! The packed element-wise kernels (f16 and bf16, 8 elements per 16-byte
+//! access) against the f64 reference of each operation, under the
+//! simulator's sanitizer, and the choice between them and the vector
+//! kernels.
+
+use enigma_ops::{download, library::elementwise, quantize, upload, CheckOutcome, DType, Elementwise, Ops, Options, Tolerance};
+use enigma_runtime::{Device, Runtime};
+
+#[test]
+fn packed_kernels_match_the_f64_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    for dtype in [DType::F16, DType::BF16] {
+        let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), ..Options::default() });
+        // A multiple of 8 (packed) and one that is not (the vector kernel).
+        for n in [8usize, 2056, 2052] {
+            for op in Elementwise::ALL {
+                // The logarithm on its domain, a divisor away from 0.
+                let mut x: Vec<f32> = (0..n).map(|i| ((i * 37 + 11) % 101) as f32 / 101.0 * 8.0 - 4.0).collect();
+                if op == Elementwise::Log {
+                    x.iter_mut().for_each(|v| *v += 4.01);
+                }
+                let mut b: Vec<f32> = (0..n).map(|i| 0.5 + ((i * 13 + 5) % 29) as f32 / 8.0).collect();
+                quantize(dtype, &mut x);
+                quantize(dtype, &mut b);
+                let (xb, bb) = (upload(&rt, dtype.scalar(), &x).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
+                let y = ops.elementwise(op, &xb, op.is_binary().then_some(&bb), n, 0.75).unwrap();
+                let kernel = ops.take_launches().pop().unwrap().kernel;
+                let packed = n % 8 == 0;
+                assert_eq!(kernel.ends_with("_vec8"), packed, "{op} {dtype} n {n}: ran {kernel}");
+                let got = download(&y, dtype.scalar(), n).unwrap();
+                let want = elementwise::reference(op, &x, Some(&b), 0.75);
+                // Computed in f32 (erfc to 1.5e-7), rounded once to the type.
+                let tol = Tolerance::new(1e-6 + dtype.underflow_error() * 1.01, 2e-6 + dtype.unit_roundoff() * 1.01);
+                let outcome = CheckOutcome::compare(&format!("{op} {dtype} n {n}"), &[n], &got, &want, |_| tol);
+                assert!(outcome.passed, "{outcome}");
+            }
+        }
+    }
+}
