@@ -64,7 +64,7 @@ fn main() {
         for o in &overrides {
             for &(m, n, k) in &shapes {
                 for (input, output) in [(DType::F16, DType::F32), (DType::BF16, DType::BF16), (DType::F32, DType::F32), (DType::F16, DType::F16)] {
-                    if let Ok(plan) = gemm::select(&GemmProblem { input, output, m, n, k }, dev, o) {
+                    if let Ok(plan) = gemm::select(&GemmProblem { input, output, m, n, k, batch: 1 }, dev, o) {
                         add(plan.kernel());
                     }
                 }

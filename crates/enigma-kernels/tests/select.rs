@@ -48,7 +48,7 @@ fn gemm_selection_by_shape_and_device() {
     let mut rows = vec![];
     for (name, dev) in devices() {
         for &(input, m, n, k) in &shapes {
-            let plan = gemm::select(&GemmProblem { input, output: DType::F32, m, n, k }, &dev, &Overrides::default()).unwrap();
+            let plan = gemm::select(&GemmProblem { input, output: DType::F32, m, n, k, batch: 1 }, &dev, &Overrides::default()).unwrap();
             rows.push(format!("{name} {input} {m}x{n}x{k}: {}", gemm_row(&plan)));
         }
     }
@@ -93,7 +93,7 @@ fn overrides_move_the_kernel_choice() {
     // Device-scope fences asked for on a device without them.
     let metal = devices()[2].1.clone();
     let asked = Overrides { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
-    let err = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 64, n: 64, k: 256 }, &metal, &asked).unwrap_err();
+    let err = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 64, n: 64, k: 256, batch: 1 }, &metal, &asked).unwrap_err();
     assert!(err.to_string().starts_with("matmul: the kernel sums its K splits with device-scope fences, which Metal does not have"), "{err}");
 }
 
@@ -118,13 +118,18 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     let mut rows = vec![];
     for (name, dev) in &devices {
         for &(input, output, m, n, k) in &shapes {
-            let plan = gemm::select(&GemmProblem { input, output, m, n, k }, dev, &Overrides::default()).unwrap();
+            let plan = gemm::select(&GemmProblem { input, output, m, n, k, batch: 1 }, dev, &Overrides::default()).unwrap();
             rows.push(format!("{name} {input}->{output} {m}x{n}x{k}: {}", gemm_row(&plan)));
         }
     }
     let never = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
-    let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 4096, n: 4096, k: 4096 }, &devices[0].1, &never).unwrap();
+    let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 4096, n: 4096, k: 4096, batch: 1 }, &devices[0].1, &never).unwrap();
     rows.push(format!("sm_90a never: {}", gemm_row(&plan)));
+    // 32 tiles of 128 × 256 per product: the batch's 1024 fill the GPU.
+    for batch in [1, 32] {
+        let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m: 1024, n: 1024, k: 1024, batch }, &devices[0].1, &Overrides::default()).unwrap();
+        rows.push(format!("sm_90a batch {batch} f16->f16 1024x1024x1024: {}", gemm_row(&plan)));
+    }
     let expected: Vec<&str> = EXPECTED_COOPERATIVE.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     assert_eq!(rows, expected, "\n{}", rows.join("\n"));
 }
@@ -147,6 +152,8 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_80 f32->f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction
     sm_80 f16->f32 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
     sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
+    sm_90a batch 1 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4 splits=1 sum=Reduction
 ";
 
 const EXPECTED_GEMM: &str = "

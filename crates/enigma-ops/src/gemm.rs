@@ -53,7 +53,7 @@ impl Ops<'_> {
         if batch > 1 {
             overrides.gemm.k_splits = Some(1);
         }
-        let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku }, self.rt.device(), &overrides)?;
+        let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku, batch: batch as u32 }, self.rt.device(), &overrides)?;
         let c = self.output(out.scalar(), batch * m * n)?;
         let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
         let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;

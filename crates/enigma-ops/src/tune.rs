@@ -171,7 +171,7 @@ fn overrides_of(choice: &Choice) -> Overrides {
 fn gemm_candidates(input: DType, shape: &[usize], device: &DeviceInfo) -> Vec<(Choice, Option<String>)> {
     let limits = &select::limits(device);
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
-    let problem = GemmProblem { input, output: DType::F32, m: dim(0) as u32, n: dim(1) as u32, k: dim(2) as u32 };
+    let problem = GemmProblem { input, output: DType::F32, m: dim(0) as u32, n: dim(1) as u32, k: dim(2) as u32, batch: 1 };
     let selected = |choice: &Choice| refusal(gemm::select(&problem, device, &overrides_of(choice)));
     let simt = THREADS.iter().filter(|_| input == DType::F32).map(|&threads| {
         let choice = Choice { threads, ..Choice::default() };

@@ -16,7 +16,7 @@ use enigma_backend::{DeviceInfo, DeviceKind};
 use enigma_ir::{Feature, Kernel};
 
 /// A matrix multiply `C = A · B`: `m × k` times `k × n` of `input`, C of
-/// `output`.
+/// `output`, `batch` independent products at once (1: one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmProblem {
     pub input: DType,
@@ -24,6 +24,7 @@ pub struct GemmProblem {
     pub m: u32,
     pub n: u32,
     pub k: u32,
+    pub batch: u32,
 }
 
 /// The kernel a matrix multiply runs: on cooperative tensors, on
@@ -80,10 +81,11 @@ impl GemmPlan {
 /// fix a tile, a thread count or K splits, or no tile fits the device's
 /// threadgroup memory), or by default on a device whose cooperative
 /// products are warpgroup matrix instructions ([`DeviceInfo::wgmma`]) when
-/// all of that allows it and its tiles fill the compute units at least
-/// once (fewer output tiles run the SIMD-group kernel, which splits K).
+/// all of that allows it and its tiles, over all the batch's products,
+/// fill the compute units at least once (fewer output tiles run the
+/// SIMD-group kernel, which splits K).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
-    let GemmProblem { input, output, m, n, k } = *problem;
+    let GemmProblem { input, output, m, n, k, batch } = *problem;
     let asked = &overrides.gemm;
     let forced = match asked.cooperative {
         Some(false) => return Ok(None),
@@ -112,7 +114,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             "matmul",
             format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
         )),
-        Some(cfg) if forced || m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn) >= device.compute_units => Ok(Some(cfg)),
+        Some(cfg) if forced || u64::from(m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn)) * u64::from(batch) >= u64::from(device.compute_units) => Ok(Some(cfg)),
         _ => Ok(None),
     }
 }
@@ -136,7 +138,7 @@ pub fn select(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides)
     if let Some(cfg) = cooperative(problem, device, overrides)? {
         return Ok(GemmPlan::Cooperative(cfg));
     }
-    let GemmProblem { input, output, m, n, k } = *problem;
+    let GemmProblem { input, output, m, n, k, .. } = *problem;
     let limits = select::limits(device);
     let asked = &overrides.gemm;
     let wanted = select::threadgroups_wanted(device);
