@@ -64,6 +64,7 @@ pub mod text;
 pub mod types;
 pub mod typing;
 pub mod validate;
+pub mod validation_error;
 pub mod visit;
 
 pub use ir::*;
@@ -71,4 +72,5 @@ pub use capabilities::Feature;
 pub use cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, OperandRelease, ReduceAxis, ReduceOp, TensorView};
 pub use types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, READABLE_JSON_SCHEMAS, ParseError, ParseErrorKind};
-pub use validate::{validate, KernelInfo, Location, ValidationError, ValidationErrorKind, ValidationOptions};
+pub use validate::{validate, KernelInfo, ValidationOptions};
+pub use validation_error::{Location, ValidationError, ValidationErrorKind};

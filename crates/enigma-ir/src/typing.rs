@@ -1,5 +1,5 @@
 //! The IR's typing rules, written once: the result type of every operator,
-//! intrinsic, cast and vector operation, or the [`ValidationErrorKind`](crate::validate::ValidationErrorKind) that
+//! intrinsic, cast and vector operation, or the [`ValidationErrorKind`](crate::validation_error::ValidationErrorKind) that
 //! says why the operands are wrong.
 //!
 //! Validation applies them (adding the location); the builder applies them
@@ -33,7 +33,7 @@
 
 use crate::ir::{BinaryOp, Intrinsic, Precision, Sampler, SamplerCoord, TextureAccess, UnaryOp, Uniformity};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
-use crate::validate::ValidationErrorKind as K;
+use crate::validation_error::ValidationErrorKind as K;
 
 /// The type of `op arg`.
 pub fn unary(op: UnaryOp, ty: Type) -> Result<Type, K> {
