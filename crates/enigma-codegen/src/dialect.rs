@@ -17,6 +17,16 @@ use enigma_ir::{
 };
 use std::collections::BTreeSet;
 
+/// A threadgroup array's logical index as the writer prints it, and, where
+/// the index is `base + offset` with a literal offset and the writer has
+/// proved the sum does not wrap, the base's code and the offset apart (a
+/// dialect that maps indices to another physical layout may then map the
+/// base once and add the offset's image).
+pub(crate) struct TgIndex {
+    pub code: String,
+    pub split: Option<(String, u32)>,
+}
+
 /// What a dialect may consult while writing the parts around the body.
 pub(crate) struct KernelCx<'a> {
     pub kernel: &'a Kernel,
@@ -143,8 +153,8 @@ pub(crate) trait Dialect {
     /// The element of threadgroup array `array` that holds its logical
     /// element `index`: `index` itself unless the dialect gave the array
     /// another physical layout.
-    fn threadgroup_index(&self, _array: TgArrayId, index: String) -> String {
-        index
+    fn threadgroup_index(&self, _array: TgArrayId, index: TgIndex) -> String {
+        index.code
     }
 
     /// The byte alignment every threadgroup array is declared with (the

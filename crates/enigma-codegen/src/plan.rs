@@ -11,7 +11,8 @@
 //! statement. Validation guarantees definite assignment, so a local declared
 //! inside a loop body never needs a value from an earlier iteration.
 
-use enigma_ir::{BinaryOp, Block, Branch, Expr, Kernel, Literal, LiteralValue, Scalar, Stmt, StmtKind, StmtPath, VarId};
+use enigma_ir::limits::{MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH};
+use enigma_ir::{BinaryOp, Block, Branch, Builtin, Expr, Kernel, Literal, LiteralValue, Scalar, Stmt, StmtKind, StmtPath, Type, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub(crate) use enigma_ir::visit::assigned_in;
@@ -149,18 +150,24 @@ pub(crate) fn b_operands(kernel: &Kernel) -> HashSet<VarId> {
     (0..kernel.locals.len() as u32).map(VarId).filter(|v| !disqualified.contains(v)).collect()
 }
 
-/// What the code generator knows of the low bits of u32 index expressions:
-/// the expression each local assigned exactly once holds, and each `for`
-/// variable's start and step. [`KnownFactors::twos`] gives the power of two
-/// every value of an expression is a multiple of, which proves a matrix
-/// load's rows 16-byte aligned where the slice layout makes them so.
-pub(crate) struct KnownFactors<'k> {
+/// What the code generator knows of u32 index expressions: the expression
+/// each local assigned exactly once holds, and each `for` variable's start
+/// and step. [`KnownValues::twos`] gives the power of two every value of an
+/// expression is a multiple of, which proves a matrix load's rows 16-byte
+/// aligned where the slice layout makes them so; [`KnownValues::max`] an
+/// upper bound that holds without wrapping, which lets a swizzled index
+/// `base + offset` be computed as the swizzle of `base` plus a constant.
+pub(crate) struct KnownValues<'k> {
+    kernel: &'k Kernel,
     single: HashMap<VarId, &'k Expr>,
     loops: HashMap<VarId, (&'k Expr, &'k Expr)>,
 }
 
-impl<'k> KnownFactors<'k> {
-    pub(crate) fn new(kernel: &'k Kernel) -> KnownFactors<'k> {
+/// How deep [`KnownValues`] follows expressions and the locals they read.
+const MAX_DEPTH: u32 = 32;
+
+impl<'k> KnownValues<'k> {
+    pub(crate) fn new(kernel: &'k Kernel) -> KnownValues<'k> {
         let mut count: HashMap<VarId, u32> = HashMap::new();
         let (mut single, mut loops) = (HashMap::new(), HashMap::new());
         kernel.walk_stmts(|_, stmt| {
@@ -179,7 +186,7 @@ impl<'k> KnownFactors<'k> {
         });
         single.retain(|v, _| count.get(v) == Some(&1));
         loops.retain(|v, _| count.get(v) == Some(&1));
-        KnownFactors { single, loops }
+        KnownValues { kernel, single, loops }
     }
 
     /// `k` such that `2^k` divides every value of `e` in u32 arithmetic
@@ -189,7 +196,6 @@ impl<'k> KnownFactors<'k> {
     }
 
     fn twos_within(&self, e: &Expr, depth: u32) -> u32 {
-        const MAX_DEPTH: u32 = 32;
         if depth > MAX_DEPTH {
             return 0;
         }
@@ -213,6 +219,49 @@ impl<'k> KnownFactors<'k> {
                 _ => 0,
             },
             _ => 0,
+        }
+    }
+
+    /// The largest value a u32 expression `e` takes, where every step of
+    /// it is known not to wrap: literals, the thread's index builtins, the
+    /// locals assigned once, and `+`, `*`, `/`, `%`, `&`, `>>` of those
+    /// (`/`, `%` and `>>` by literals). `None` where nothing is known.
+    pub(crate) fn max(&self, e: &Expr) -> Option<u64> {
+        self.max_within(e, 0)
+    }
+
+    fn max_within(&self, e: &Expr, depth: u32) -> Option<u64> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let max = |e: &Expr| self.max_within(e, depth + 1);
+        let literal = |e: &Expr| match e {
+            Expr::Literal(Literal { ty: Scalar::U32, value: LiteralValue::UInt(v) }) => Some(*v),
+            _ => None,
+        };
+        let within_u32 = |v: u64| (v <= u64::from(u32::MAX)).then_some(v);
+        match e {
+            Expr::Literal(_) => literal(e),
+            Expr::Builtin(b) => match b {
+                Builtin::ThreadIndexInThreadgroup => Some(u64::from(MAX_THREADS_PER_THREADGROUP) - 1),
+                Builtin::ThreadIndexInSimdgroup => Some(u64::from(SIMD_WIDTH) - 1),
+                Builtin::SimdgroupIndexInThreadgroup => Some(u64::from(MAX_THREADS_PER_THREADGROUP / SIMD_WIDTH) - 1),
+                _ => None,
+            },
+            Expr::Var(v) if self.kernel.locals.get(v.0 as usize).is_some_and(|l| l.ty == Type::U32) => max(self.single.get(v)?),
+            Expr::Binary { op, lhs, rhs } => {
+                let (l, r) = (max(lhs), max(rhs));
+                match op {
+                    BinaryOp::Add => within_u32(l? + r?),
+                    BinaryOp::Mul => within_u32(l?.checked_mul(r?)?),
+                    BinaryOp::Div => literal(rhs).filter(|&d| d > 0).and_then(|d| Some(l? / d)),
+                    BinaryOp::Rem => literal(rhs).filter(|&d| d > 0).map(|d| l.map_or(d - 1, |l| l.min(d - 1))),
+                    BinaryOp::BitAnd => l.into_iter().chain(r).min(),
+                    BinaryOp::Shr => literal(rhs).filter(|&s| s < 32).and_then(|s| Some(l? >> s)),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 }
@@ -324,7 +373,7 @@ mod tests {
         let shifted = k.let_("shifted", (lane << 5u32) & 0xFFF0u32);
         k.store(out.at(shifted), 1u32);
         let kernel = k.finish().unwrap();
-        let factors = KnownFactors::new(&kernel);
+        let factors = KnownValues::new(&kernel);
         let var = |name: &str| Expr::Var(VarId(kernel.locals.iter().position(|l| l.name == name).unwrap() as u32));
         assert_eq!(factors.twos(&var("lane")), 0);
         assert_eq!(factors.twos(&var("row")), 3);
@@ -334,5 +383,37 @@ mod tests {
         let sum = Expr::Binary { op: BinaryOp::Add, lhs: Box::new(var("row")), rhs: Box::new(var("ks")) };
         assert_eq!(factors.twos(&sum), 3);
         assert_eq!(factors.twos(&Expr::Literal(Literal { ty: Scalar::U32, value: LiteralValue::UInt(0) })), 32);
+    }
+
+    #[test]
+    fn known_maxima_hold_without_wrapping_or_are_unknown() {
+        let mut k = KernelBuilder::new("k");
+        let out = k.buffer("out", Type::U32, Access::ReadWrite);
+        let n = k.value("n", Type::U32);
+        let lid = k.let_("lid", thread_index_in_threadgroup());
+        let row = k.let_("row", lid / 8u32);
+        let col = k.let_("col", lid % 8u32 * 8u32);
+        let lane = k.let_("lane", row * 64u32 + col);
+        let masked = k.let_("masked", n & 255u32);
+        let big = k.let_("big", lid * 0x0400_0000u32); // 1023 · 2^26 wraps
+        let scaled = k.let_("scaled", n * 2u32);
+        let twice = k.var("twice", 0u32);
+        k.assign(twice, 1u32);
+        k.store(out.at(lane + masked + big + scaled), twice.get());
+        let kernel = k.finish().unwrap();
+        let known = KnownValues::new(&kernel);
+        let var = |name: &str| Expr::Var(VarId(kernel.locals.iter().position(|l| l.name == name).unwrap() as u32));
+        assert_eq!(known.max(&var("lid")), Some(1023));
+        assert_eq!(known.max(&var("row")), Some(127));
+        assert_eq!(known.max(&var("col")), Some(56));
+        assert_eq!(known.max(&var("lane")), Some(127 * 64 + 56));
+        assert_eq!(known.max(&var("masked")), Some(255), "a mask bounds an unknown value");
+        assert_eq!(known.max(&var("big")), None, "the product may wrap");
+        assert_eq!(known.max(&var("scaled")), None, "a parameter is unknown");
+        assert_eq!(known.max(&var("twice")), None, "two assignments prove nothing");
+        // The bound is a bound: every thread's value lies at or below it.
+        for lid in 0..1024u32 {
+            assert!(u64::from(lid / 8 * 64 + lid % 8 * 8) <= known.max(&var("lane")).unwrap());
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! after every operation (C++ computes it in `int`), and `&&`/`||` that
 //! evaluate both sides when the right side calls a SIMD-group function.
 
-use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
+use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
@@ -114,7 +114,7 @@ pub(crate) struct Writer<'k, D: Dialect> {
     pub names: Names,
     pub dialect: D,
     plan: DeclPlan,
-    factors: plan::KnownFactors<'k>,
+    known: plan::KnownValues<'k>,
     path: StmtPath,
     out: String,
     indent: usize,
@@ -175,7 +175,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             names,
             dialect,
             plan: plan::plan_declarations(kernel),
-            factors: plan::KnownFactors::new(kernel),
+            known: plan::KnownValues::new(kernel),
             path: StmtPath::default(),
             out: String::new(),
             indent: 1,
@@ -580,13 +580,29 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// `name[index]`, the element type, and whether the memory is atomic.
     fn place(&mut self, mem: Memory, index: &Expr) -> Result<(Code, Type, bool), CodegenError> {
         let (name, elem) = self.memory(mem)?;
-        let index = self.expr(index)?.code.text;
+        let code = self.expr(index)?.code.text;
         let index = match mem {
-            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, index),
-            _ => index,
+            Memory::Threadgroup(t) => {
+                let split = self.constant_offset(index)?;
+                self.dialect.threadgroup_index(t, TgIndex { code, split })
+            }
+            _ => code,
         };
         let atomic = self.info.atomic_memories.contains(&mem);
         Ok((Code::postfix(format!("{name}[{index}]")), elem, atomic))
+    }
+
+    /// `index` as `base + offset` with a u32 literal offset where the sum
+    /// provably does not wrap ([`plan::KnownValues::max`]): the base's code
+    /// and the offset.
+    fn constant_offset(&mut self, index: &Expr) -> Result<Option<(String, u32)>, CodegenError> {
+        let Expr::Binary { op: BinaryOp::Add, lhs, rhs } = index else { return Ok(None) };
+        let Expr::Literal(Literal { ty: Scalar::U32, value: LiteralValue::UInt(offset) }) = **rhs else { return Ok(None) };
+        let Ok(offset) = u32::try_from(offset) else { return Ok(None) };
+        match self.known.max(lhs) {
+            Some(max) if max + u64::from(offset) <= u64::from(u32::MAX) => Ok(Some((self.expr(lhs)?.code.text, offset))),
+            _ => Ok(None),
+        }
     }
 
     /// The name of a buffer, threadgroup array or per-thread array and its element type.
@@ -635,8 +651,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let elem_twos = ty.elem().size_bytes().trailing_zeros();
         let aligned = matches!(mem, Memory::Threadgroup(_))
             && self.dialect.threadgroup_array_align().trailing_zeros() >= ROW_ALIGN_TWOS
-            && self.factors.twos(offset) + elem_twos >= ROW_ALIGN_TWOS
-            && self.factors.twos(stride) + elem_twos >= ROW_ALIGN_TWOS;
+            && self.known.twos(offset) + elem_twos >= ROW_ALIGN_TWOS
+            && self.known.twos(stride) + elem_twos >= ROW_ALIGN_TWOS;
         let pointer = self.scalar_pointer(mem, offset)?;
         let stride = self.top_expr(stride)?;
         let lane = self.lane();

@@ -503,3 +503,32 @@ fn a_pitch_bound_once_to_a_local_reaches_wgmma_and_one_assigned_twice_does_not()
         }
     }
 }
+
+#[test]
+fn a_swizzled_index_at_a_constant_whole_atom_offset_reuses_its_base_swizzle() {
+    // Each thread copies rows `lane / 64` and 16 rows further (two whole
+    // swizzle atoms of 8 rows: the base's swizzle plus a constant), 4 rows
+    // further (not an atom: swizzled whole) and at an offset from a
+    // parameter (unbounded: the sum may wrap, so swizzled whole).
+    let copies = "\
+        lane = (((thread_index_in_threadgroup % 128u32) / 8u32) * 64u32) + ((thread_index_in_threadgroup % 8u32) * 8u32)
+        async_copy(As[(lane + 0u32)], A[kt], 8, true)
+        async_copy(As[(lane + 1024u32)], A[kt], 8, true)
+        async_copy(As[(lane + 256u32)], A[kt], 8, true)
+        async_copy(Bs[(K + 512u32)], B[kt], 8, true)
+        async_commit()";
+    let start = WGMMA_GEMM.find("        for i in (thread_index_in_threadgroup").unwrap();
+    let end = WGMMA_GEMM.find("        async_commit()").unwrap() + "        async_commit()".len();
+    let text = format!("{}{copies}{}", &WGMMA_GEMM[..start], &WGMMA_GEMM[end..]).replace("    var cc: u32\n", "    var cc: u32\n    var lane: u32\n");
+    let kernel = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in [
+        "&As[(enigma::swizzle128<64u, 64u>(lane) + 0u)]",
+        "&As[(enigma::swizzle128<64u, 64u>(lane) + 1024u)]",
+        "&As[enigma::swizzle128<64u, 64u>(lane + 256u)]",
+        "&Bs[enigma::swizzle128<64u, 64u>(K + 512u)]",
+    ] {
+        assert!(cu.contains(needle), "{needle} missing in\n{cu}");
+    }
+}

@@ -83,6 +83,7 @@
 //! own, so `wait_group 1` would wait for the product.) A software pipeline
 //! then keeps the tensor cores busy through its barriers.
 
+use crate::dialect::TgIndex;
 use enigma_ir::visit::walk_block;
 use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
 use std::collections::HashSet;
@@ -105,16 +106,30 @@ pub(crate) struct Swizzle {
 
 impl Swizzle {
     /// The physical element of logical element `i` (the rule
-    /// `swizzle128` in the CUDA prelude implements).
-    #[cfg(test)]
+    /// `swizzle128` in the CUDA prelude implements), in u32 arithmetic as
+    /// the prelude computes it.
     pub fn physical(self, i: u32) -> u32 {
         let (row, col) = (i / self.pitch, i % self.pitch);
-        (col / PANEL) * self.rows * PANEL + row * PANEL + (((col % PANEL) / 8) ^ (row % 8)) * 8 + col % 8
+        ((col / PANEL).wrapping_mul(self.rows).wrapping_mul(PANEL))
+            .wrapping_add(row.wrapping_mul(PANEL))
+            .wrapping_add((((col % PANEL) / 8) ^ (row % 8)) * 8)
+            .wrapping_add(col % 8)
     }
 
     /// The CUDA expression of the physical element of the logical `index`.
-    pub fn index_code(self, index: &str) -> String {
-        format!("enigma::swizzle128<{}u, {}u>({index})", self.pitch, self.rows)
+    /// An offset of whole swizzle atoms (a multiple of 8 rows) moves only
+    /// the row, by the same amount for every base: where the writer has
+    /// split it off (the sum does not wrap), the base's swizzle plus the
+    /// offset's image, a constant — the base's swizzle is then shared by
+    /// every access at a constant distance from it, such as a pipeline's
+    /// copies into its stages.
+    pub fn index_code(self, index: TgIndex) -> String {
+        match index.split {
+            Some((base, offset)) if offset % (8 * self.pitch) == 0 => {
+                format!("(enigma::swizzle128<{}u, {}u>({base}) + {}u)", self.pitch, self.rows, self.physical(offset))
+            }
+            _ => format!("enigma::swizzle128<{}u, {}u>({})", self.pitch, self.rows, index.code),
+        }
     }
 }
 
@@ -727,6 +742,22 @@ mod tests {
         assert_eq!(Swizzle { pitch: 64, rows: 8 }.physical(64), 64 + 8);
         // A 128-wide array keeps its second panel after all rows of the first.
         assert_eq!(Swizzle { pitch: 128, rows: 16 }.physical(64), 16 * 64);
+    }
+
+    #[test]
+    fn a_whole_atom_offset_adds_a_constant_to_the_swizzle() {
+        for s in [Swizzle { pitch: 64, rows: 32 }, Swizzle { pitch: 256, rows: 256 }, Swizzle { pitch: 192, rows: 24 }] {
+            for offset in [8 * s.pitch, 24 * s.pitch, 16 * s.pitch * 7] {
+                for base in (0..s.pitch * 9).chain([u32::MAX - offset - 1, u32::MAX - offset]) {
+                    assert_eq!(s.physical(base + offset), s.physical(base).wrapping_add(s.physical(offset)), "{s:?} {base} + {offset}");
+                }
+            }
+            let split = |offset: u32| s.index_code(TgIndex { code: format!("x + {offset}u"), split: Some(("x".into(), offset)) });
+            let expect = format!("(enigma::swizzle128<{}u, {}u>(x) + {}u)", s.pitch, s.rows, s.physical(8 * s.pitch));
+            assert_eq!(split(8 * s.pitch), expect);
+            // Not a whole atom: the row's low bits change, so no split.
+            assert_eq!(split(4 * s.pitch), format!("enigma::swizzle128<{}u, {}u>(x + {}u)", s.pitch, s.rows, 4 * s.pitch));
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@
 pub(crate) mod cooperative;
 mod prelude;
 
-use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx};
+use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
 use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
@@ -440,10 +440,10 @@ impl Dialect for Cuda {
         }
     }
 
-    fn threadgroup_index(&self, array: TgArrayId, index: String) -> String {
+    fn threadgroup_index(&self, array: TgArrayId, index: TgIndex) -> String {
         match self.cooperative.swizzled.get(array.0 as usize).copied().flatten() {
-            Some(s) => s.index_code(&index),
-            None => index,
+            Some(s) => s.index_code(index),
+            None => index.code,
         }
     }
 

@@ -13,7 +13,7 @@
 
 use super::{Code, Val, Writer};
 use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
-use crate::dialect::{BuiltinOrd, Dialect};
+use crate::dialect::{BuiltinOrd, Dialect, TgIndex};
 use crate::error::CodegenError;
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
@@ -93,7 +93,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let (name, _) = self.memory(mem)?;
         let index = format!("{} + ({x}) * {} + ({y}) * {}", c.off(), c.stride(0), c.stride(1));
         let index = match mem {
-            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, index),
+            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, TgIndex { code: index, split: None }),
             _ => index,
         };
         Ok(format!("{name}[{index}]"))
