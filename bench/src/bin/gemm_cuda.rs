@@ -29,7 +29,7 @@
 //! and the shape has whole 16-byte copies.
 
 use enigma_ir::Literal;
-use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, Edges, GemmConfig};
+use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, GemmConfig};
 use enigma_kernels::library::tile::GemmTile;
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
@@ -150,7 +150,7 @@ fn main() {
         }
         if dtype != DType::F32 && rt.device().wgmma() {
             for (tm, tn, tk, stages) in COOP_SWEEP {
-                let cfg = CoopGemmConfig { input: dtype, output: DType::F32, tm, tn, tk, stages, edges: Edges::Checked };
+                let cfg = CoopGemmConfig { input: dtype, output: DType::F32, tm, tn, tk, stages };
                 if cfg.check(limit).is_ok() {
                     configs.push(Variant::Cooperative(cfg));
                 }
@@ -220,15 +220,16 @@ fn main() {
             let mut runs = configs.clone();
             if whole {
                 for cfg in &configs {
-                    match cfg {
-                        Variant::Matrices(c) if c.whole_tiles_for(m, n, k) != *c => runs.push(Variant::Matrices(c.whole_tiles_for(m, n, k))),
-                        Variant::Cooperative(c) if c.whole_tiles_for(m, n, k) != *c => runs.push(Variant::Cooperative(c.whole_tiles_for(m, n, k))),
-                        _ => {}
+                    if let Variant::Matrices(c) = cfg {
+                        let w = c.whole_tiles_for(m, n, k);
+                        if w != *c {
+                            runs.push(Variant::Matrices(w));
+                        }
                     }
                 }
             }
             for cfg in &runs {
-                if matches!(cfg, Variant::Cooperative(c) if !c.takes_shape(m, n, k)) {
+                if matches!(cfg, Variant::Cooperative(_)) && !CoopGemmConfig::takes(n, k) {
                     continue;
                 }
                 let name = cfg.name();

@@ -5,11 +5,10 @@
 //! `Ops::matmul_batched`, asked for with `GemmOptions::cooperative`, at
 //! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
 //! and dispatched directly with alpha, beta and 16-bit outputs
-//! ([`check_epilogue`]), at each pipeline depth ([`check_pipeline_depths`])
-//! and as the whole-tile variants ([`check_whole_tiles`]).
+//! ([`check_epilogue`]) and at each pipeline depth ([`check_pipeline_depths`]).
 
 use enigma_ir::Scalar;
-use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig, Edges};
+use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
 use enigma_ops::{download, quantize, upload, DType, GemmOptions, Ops, Options};
 use enigma_runtime::{Arg, DispatchMode, Runtime};
 
@@ -91,34 +90,11 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let configs: Vec<CoopGemmConfig> = enigma_kernels::library::gemm::cooperative::COOP_TILES
         .iter()
-        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages, edges: Edges::Checked }))
+        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages }))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
     check_configs(rt, sanitize, &configs, (1, 70, 80, 456));
-}
-
-/// Each tile of [`enigma_kernels::library::gemm::cooperative::COOP_TILES`]
-/// in two and three stages (those that fit the device) as its whole-tile
-/// variants ([`CoopGemmConfig::whole_tiles_for`]), f16 in and f32 out:
-/// [`Edges::WholeTiles`] over a shape the tile divides and
-/// [`Edges::RaggedRows`] over one with 5 rows fewer, three slices of K.
-pub fn check_whole_tiles(rt: &Runtime, sanitize: bool) {
-    let max = rt.device().max_threadgroup_memory_bytes;
-    for &(tm, tn, tk) in &enigma_kernels::library::gemm::cooperative::COOP_TILES {
-        for stages in [2, 3] {
-            let cfg = CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages, edges: Edges::Checked };
-            if cfg.check(max).is_err() {
-                continue;
-            }
-            for (m, edges) in [(2 * tm, Edges::WholeTiles), (2 * tm - 5, Edges::RaggedRows)] {
-                let whole = cfg.whole_tiles_for(m, tn, 3 * tk);
-                assert_eq!(whole.edges, edges, "{m}x{tn}x{}", 3 * tk);
-                assert!(whole.takes_shape(m, tn, 3 * tk) && !whole.takes_shape(m, tn + 8, 3 * tk));
-                check_configs(rt, sanitize, &[whole], (1, m as usize, tn as usize, 3 * tk as usize));
-            }
-        }
-    }
 }
 
 /// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products

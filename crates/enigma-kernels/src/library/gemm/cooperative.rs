@@ -26,14 +26,6 @@
 //! have pitches that are multiples of 64, the product's m a multiple of
 //! 64 per warpgroup); elsewhere the backend's cooperative path.
 //!
-//! **Edges** ([`Edges`]): the general kernel checks every copy against M,
-//! N and K and every store against M and N; where the tile divides N and K
-//! ([`CoopGemmConfig::whole_tiles_for`]) the whole-tile variants check
-//! only A's rows and the stored rows ([`Edges::RaggedRows`]) or nothing
-//! ([`Edges::WholeTiles`], M divided too): the checks and the selects they
-//! feed are most of a copy's instructions, and the copies are issued by
-//! the same threads that issue the products.
-//!
 //! The epilogue walks the accumulator's slots (unrolled: on CUDA the
 //! accumulator stays in registers) by their coordinates:
 //! `alpha·acc + beta·C` (C read only where beta is not 0), rounded to C's
@@ -42,7 +34,7 @@
 //! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
 //! from the shapes: `m·k`, `k·n`, `m·n` elements).
 
-use super::config::{stages_that_fit, Edges, MAX_STAGES};
+use super::config::{stages_that_fit, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
 use crate::library::split::SplitArgs;
 use crate::library::*;
@@ -60,7 +52,7 @@ pub const COPY_ELEMENTS: u32 = 8;
 /// then 64 × 64, which fits 32 KiB of threadgroup memory in two stages.
 pub const COOP_TILES: [(u32, u32, u32); 2] = [(128, 256, 64), (64, 64, 64)];
 
-/// One cooperative GEMM kernel: types, tile, stages and the shapes it takes.
+/// One cooperative GEMM kernel: types, tile and stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CoopGemmConfig {
     pub input: DType,
@@ -69,7 +61,6 @@ pub struct CoopGemmConfig {
     pub tn: u32,
     pub tk: u32,
     pub stages: u32,
-    pub edges: Edges,
 }
 
 impl CoopGemmConfig {
@@ -79,7 +70,7 @@ impl CoopGemmConfig {
     /// where none fits.
     pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
         COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
-            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, edges: Edges::Checked };
+            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2 };
             let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
             let stages = match stages {
                 Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
@@ -87,29 +78,6 @@ impl CoopGemmConfig {
             };
             stages.map(|stages| CoopGemmConfig { stages, ..base })
         })
-    }
-
-    /// This configuration as a whole-tile kernel where an `m × n × k`
-    /// product allows it: `n` and `k` multiples of `tn` and `tk`, and
-    /// [`Edges::WholeTiles`] where `tm` divides `m` too, else
-    /// [`Edges::RaggedRows`]. Otherwise unchanged.
-    pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> CoopGemmConfig {
-        if self.edges.whole_tiles() || !n.is_multiple_of(self.tn) || !k.is_multiple_of(self.tk) {
-            return self;
-        }
-        CoopGemmConfig { edges: if m.is_multiple_of(self.tm) { Edges::WholeTiles } else { Edges::RaggedRows }, ..self }
-    }
-
-    /// Whether the kernel takes an `m × n × k` problem whole: the
-    /// whole-tile variants only the shapes [`Self::whole_tiles_for`] gives
-    /// them, the general kernel any N and K multiples of 8 ([`Self::takes`]).
-    pub fn takes_shape(&self, m: u32, n: u32, k: u32) -> bool {
-        let divides = n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk);
-        match self.edges {
-            Edges::Checked => Self::takes(n, k),
-            Edges::RaggedRows => divides,
-            Edges::WholeTiles => divides && m.is_multiple_of(self.tm),
-        }
     }
 
     /// Barriers between a product and the reuse of its stage: 2 (overlapped
@@ -138,7 +106,7 @@ impl CoopGemmConfig {
     }
 
     pub fn name(&self) -> String {
-        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{}", self.input, self.output, self.tm, self.tn, self.tk, self.stages, self.edges.suffix())
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
@@ -210,21 +178,16 @@ impl Staging {
 
     /// Starts the copies of one slice into stage `stage`: element (r, c) of
     /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
-    /// zeros elsewhere (`None`: every copy is inside the matrix).
-    fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Option<Ex>) {
+    /// zeros elsewhere.
+    fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
         let first = k.let_(&format!("{tag}_first"), origin + self.row0 * pitch + self.col);
         for i in 0..self.copies {
             let step = i * self.row_step;
+            let ok = k.let_(&format!("{tag}_ok{i}"), valid(self.row0 + step, self.col));
+            // An invalid copy reads nothing; its index stays in bounds anyway.
+            let from = select(Ex::from(0u32), first + pitch * step, ok);
             let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
-            match valid(self.row0 + step, self.col) {
-                Some(valid) => {
-                    let ok = k.let_(&format!("{tag}_ok{i}"), valid);
-                    // An invalid copy reads nothing; its index stays in bounds anyway.
-                    let from = select(Ex::from(0u32), first + pitch * step, ok);
-                    k.async_copy(self.staged.at(to), self.src.at(from), COPY_ELEMENTS, ok);
-                }
-                None => k.async_copy(self.staged.at(to), self.src.at(first + pitch * step), COPY_ELEMENTS, true),
-            }
+            k.async_copy(self.staged.at(to), self.src.at(from), COPY_ELEMENTS, ok);
         }
     }
 
@@ -243,7 +206,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let CoopGemmConfig { tm, tn, tk, stages, edges, .. } = *cfg;
+    let CoopGemmConfig { tm, tn, tk, stages, .. } = *cfg;
     let threads = cfg.threads();
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, cfg.input.ty(1), Access::Read);
@@ -288,15 +251,8 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     // Slice `t`'s copies into stage `stage` (`t % stages`, a constant).
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| match edges {
-            Edges::Checked => Some((m0 + r).lt(m).and((k0 + c).lt(kk))),
-            Edges::RaggedRows => Some((m0 + r).lt(m)),
-            Edges::WholeTiles => None,
-        });
-        b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| match edges {
-            Edges::Checked => Some((k0 + r).lt(kk).and((n0 + c).lt(n))),
-            Edges::RaggedRows | Edges::WholeTiles => None,
-        });
+        a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
     };
     // The copies run `ahead` slices ahead. Every iteration commits one
     // group (empty past the last slice), so waiting for all but
@@ -336,17 +292,12 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
             let [col, row] = acc.get_multidimensional_index(slot);
             let row = k.let_(&format!("{tag}_row"), m0 + row);
             let col = k.let_(&format!("{tag}_col"), n0 + col);
-            let store = |k: &mut KernelBuilder| {
+            k.if_(row.lt(m).and(col.lt(n)), |k| {
                 let at = k.let_(&format!("{tag}_at"), c_base + row * n + col);
                 let v = k.var(&format!("{tag}_v"), alpha * acc.get(slot));
                 k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
                 store_f32(k, c, at, v.get());
-            };
-            match edges {
-                Edges::Checked => k.if_(row.lt(m).and(col.lt(n)), store),
-                Edges::RaggedRows => k.if_(row.lt(m), store),
-                Edges::WholeTiles => store(k),
-            }
+            });
         });
     });
     finish(k)

@@ -107,7 +107,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
     let cfg = match refusal {
         Some(message) if forced => return Err(select::argument("matmul", format!("the GEMM on cooperative tensors: {message}"))),
         Some(_) => return Ok(None),
-        None => CoopGemmConfig::for_memory(input, output, asked.stages, device.max_threadgroup_memory_bytes).map(|cfg| cfg.whole_tiles_for(m, n, k)),
+        None => CoopGemmConfig::for_memory(input, output, asked.stages, device.max_threadgroup_memory_bytes),
     };
     match cfg {
         None if forced => Err(select::argument(
