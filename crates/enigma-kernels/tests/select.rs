@@ -135,8 +135,8 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 }
 
 const EXPECTED_COOPERATIVE: &str = "
-    sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4 splits=1 sum=Reduction
-    sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4 splits=1 sum=Reduction
+    sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a f16->f16 16x11008x4096: gemm_f16_f16_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
     sm_90a f16->f16 128x11008x4096: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
     sm_90a f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
@@ -153,7 +153,7 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_80 f16->f32 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
     sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
-    sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4 splits=1 sum=Reduction
+    sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
 ";
 
 const EXPECTED_GEMM: &str = "

@@ -5,9 +5,11 @@
 //! `Ops::matmul_batched`, asked for with `GemmOptions::cooperative`, at
 //! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
 //! and dispatched directly with alpha, beta and 16-bit outputs
-//! ([`check_epilogue`]) and at each pipeline depth ([`check_pipeline_depths`]).
+//! ([`check_epilogue`]), at each pipeline depth ([`check_pipeline_depths`])
+//! and in each walk over the tiles ([`check_rasterisation`]).
 
 use enigma_ir::Scalar;
+use enigma_kernels::library::gemm::cooperative::DEFAULT_RASTER;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
 use enigma_ops::{download, quantize, upload, DType, GemmOptions, Ops, Options};
 use enigma_runtime::{Arg, DispatchMode, Runtime};
@@ -90,11 +92,20 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let configs: Vec<CoopGemmConfig> = enigma_kernels::library::gemm::cooperative::COOP_TILES
         .iter()
-        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages }))
+        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages, raster: DEFAULT_RASTER }))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
     check_configs(rt, sanitize, &configs, (1, 70, 80, 456));
+}
+
+/// The 64 × 64 tile walking C's 5 × 3 tiles (the last row partial) row by
+/// row and in bands of 2, 4 and 8 rows of tiles (the last band partial, or
+/// one band taller than the grid): every tile computed once, against the
+/// f64 loop.
+pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
+    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster });
+    check_configs(rt, sanitize, &configs, (2, 64 * 5 - 3, 64 * 3, 64));
 }
 
 /// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products

@@ -99,7 +99,7 @@ pub fn all_kernels() -> Vec<Kernel> {
     // The GEMM on cooperative tensors in the tile that fits 32 KiB of
     // threadgroup memory.
     for (input, output) in [(DType::F16, DType::F16), (DType::BF16, DType::F32)] {
-        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2 }));
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER }));
     }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {

@@ -26,6 +26,15 @@
 //! have pitches that are multiples of 64, the product's m a multiple of
 //! 64 per warpgroup); elsewhere the backend's cooperative path.
 //!
+//! **Rasterisation.** Threadgroups start in the order of their linear
+//! index (x fastest). Each takes the tile of C at its place in a walk that
+//! goes down `raster` rows of tiles before moving one tile column right
+//! (then the next band of `raster` rows): the threadgroups resident at
+//! once cover a block of about `raster` rows of tiles by a few columns,
+//! so the A rows and B columns they read are shared and stay in L2, where
+//! a row-major walk would read every column of B once per row of tiles.
+//! `raster` 1 is the row-major walk.
+//!
 //! The epilogue walks the accumulator's slots (unrolled: on CUDA the
 //! accumulator stays in registers) by their coordinates:
 //! `alpha·acc + beta·C` (C read only where beta is not 0), rounded to C's
@@ -52,7 +61,11 @@ pub const COPY_ELEMENTS: u32 = 8;
 /// then 64 × 64, which fits 32 KiB of threadgroup memory in two stages.
 pub const COOP_TILES: [(u32, u32, u32); 2] = [(128, 256, 64), (64, 64, 64)];
 
-/// One cooperative GEMM kernel: types, tile and stages.
+/// Rows of tiles in one band of the walk over C's tiles (see the module
+/// doc), [`CoopGemmConfig::for_memory`]'s choice.
+pub const DEFAULT_RASTER: u32 = 8;
+
+/// One cooperative GEMM kernel: types, tile, stages and the order of tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CoopGemmConfig {
     pub input: DType,
@@ -61,6 +74,8 @@ pub struct CoopGemmConfig {
     pub tn: u32,
     pub tk: u32,
     pub stages: u32,
+    /// Rows of tiles per band of the walk over C's tiles (1: row-major).
+    pub raster: u32,
 }
 
 impl CoopGemmConfig {
@@ -70,7 +85,7 @@ impl CoopGemmConfig {
     /// where none fits.
     pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
         COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
-            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2 };
+            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER };
             let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
             let stages = match stages {
                 Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
@@ -106,7 +121,8 @@ impl CoopGemmConfig {
     }
 
     pub fn name(&self) -> String {
-        format!("gemm_coop_{}_{}_{}x{}x{}_s{}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
+        let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
@@ -122,6 +138,9 @@ impl CoopGemmConfig {
         }
         if !matches!(self.tm, 64 | 128) || !self.tn.is_multiple_of(64) || !(64..=256).contains(&self.tn) || self.tk == 0 || !self.tk.is_multiple_of(64) {
             return err(format!("a {}×{}×{} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64", self.tm, self.tn, self.tk));
+        }
+        if self.raster == 0 {
+            return err("a walk over bands of 0 rows of tiles; raster is at least 1".to_string());
         }
         if !(2..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
@@ -197,6 +216,26 @@ impl Staging {
     }
 }
 
+/// This threadgroup's tile of C, `(row, column)` in tiles, in the walk
+/// over bands of `raster` rows of tiles (module doc) of the grid's
+/// `x × y` tiles.
+fn raster_walk(k: &mut KernelBuilder, raster: u32) -> (Ex, Ex) {
+    let tg = threadgroup_position_in_grid();
+    if raster == 1 {
+        return (tg.y(), tg.x());
+    }
+    let grid = threadgroups_per_grid();
+    let linear = k.let_("linear", tg.y() * grid.x() + tg.x());
+    let band_tiles = k.let_("band_tiles", grid.x() * raster);
+    let band = k.let_("band", linear / band_tiles);
+    let first_row = k.let_("first_row", band * raster);
+    let band_rows = k.let_("band_rows", min(grid.y() - first_row, Ex::from(raster)));
+    let in_band = k.let_("in_band", linear % band_tiles);
+    let row = k.let_("tile_row", first_row + in_band % band_rows);
+    let col = k.let_("tile_col", in_band / band_rows);
+    (row, col)
+}
+
 /// The cooperative GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
@@ -223,8 +262,9 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), lid, threads);
     let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), lid, threads);
-    let m0 = k.let_("m0", tg.y() * tm);
-    let n0 = k.let_("n0", tg.x() * tn);
+    let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
+    let m0 = k.let_("m0", tile_row * tm);
+    let n0 = k.let_("n0", tile_col * tn);
     let batch = k.let_("batch", tg.z());
     let a_base = k.let_("a_base", batch * m * kk);
     let b_base = k.let_("b_base", batch * kk * n);
