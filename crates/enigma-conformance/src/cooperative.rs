@@ -1,13 +1,15 @@
 //! Cooperative tensor operations (Metal 4's `matmul2d`): a product of 4
 //! SIMD groups with a dynamic k, each slot then moved by its column through
-//! `get_multidimensional_index`, row sums, stored whole. Inputs are small
-//! multiples of 1/2, so every sum is exact in f32 in any order: results are
-//! compared exactly with an f64 reference. A device without the feature
-//! must refuse the pipeline naming it.
+//! `get_multidimensional_index`, row sums, stored whole; and a pipeline of
+//! overlapped products over three threadgroup stages, each stage refilled
+//! by asynchronous copies right after the second barrier that follows its
+//! product. Inputs are small multiples of 1/2, so every sum is exact in f32
+//! in any order: results are compared exactly with an f64 reference. A
+//! device without the feature must refuse the pipeline naming it.
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, ExecutionScope, Feature, Matmul2dDescriptor, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{Access, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, ReduceOp, Scalar, Type};
 use enigma_runtime::{Arg, Runtime, RuntimeError};
 use rand::Rng;
 
@@ -36,16 +38,11 @@ pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
         k.cooperative_store(sums, &Tensor::new(r, [1u32, 64u32]));
         let kernel = finish(k)?;
         if !rt.device().features.contains(&Feature::CooperativeTensors) {
-            return match rt.pipeline(&kernel) {
-                Err(RuntimeError::Unsupported { feature: Feature::CooperativeTensors, .. }) => Ok(()),
-                other => Err(format!("a device without cooperative tensors made the pipeline anyway or failed otherwise: {:?}", other.map(|_| ()))),
-            };
+            return refused(rt, &kernel);
         }
         let p = pipeline(rt, &kernel)?;
-        let halves = |n: usize, rng: &mut rand::rngs::SmallRng| -> Vec<f32> { (0..n).map(|_| rng.gen_range(-8i32..=8) as f32 / 2.0).collect() };
         let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
-        let bits = |v: &[f32]| v.iter().map(|x| f32_to_f16(*x)).collect::<Vec<u16>>();
-        let (ab, bb) = (upload_f16(rt, &bits(&av))?, upload_f16(rt, &bits(&bv))?);
+        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
         let (cb, rb) = (filled(rt, 64 * 64, -1.0f32)?, filled(rt, 64, -1.0f32)?);
         let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::from(&rb), Arg::u32(K)];
         groups(rt, &p, &args, [1, 1, 1], [128, 1, 1])?;
@@ -60,5 +57,85 @@ pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
         let at = |i: usize| format!("row {}, column {}", i / 64, i % 64);
         check_f32_exact("the 64×64 tile", &download::<f32>(&cb)?, &want, at)?;
         check_f32_exact("the row sums", &download::<f32>(&rb)?, &sums, |i| format!("row {i}"))
+    })
+}
+
+/// Values in {−4, −3.5, …, 4}: products and their sums stay exact in f32.
+fn halves(n: usize, rng: &mut rand::rngs::SmallRng) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-8i32..=8) as f32 / 2.0).collect()
+}
+
+fn f16_bits(v: &[f32]) -> Vec<u16> {
+    v.iter().map(|x| f32_to_f16(*x)).collect()
+}
+
+/// A device without cooperative tensors refuses the pipeline, naming the feature.
+fn refused(rt: &Runtime, kernel: &Kernel) -> CaseResult {
+    match rt.pipeline(kernel) {
+        Err(RuntimeError::Unsupported { feature: Feature::CooperativeTensors, .. }) => Ok(()),
+        other => Err(format!("a device without cooperative tensors made the pipeline anyway or failed otherwise: {:?}", other.map(|_| ()))),
+    }
+}
+
+/// `C = A·B` (64 × K times K × 64) in slices of 32 K values through three
+/// threadgroup stages: slice `t + 1`'s copies go into the stage slice
+/// `t − 2` used, just after the barrier that releases that slice's
+/// overlapped product (its second), so two products may be in flight
+/// through each barrier. K = 160 reuses every stage.
+pub fn cooperative_overlapped_products_through_three_stages(rt: &Runtime) -> CaseResult {
+    seeded("cooperative_overlapped_products_through_three_stages", |rng| {
+        const K: u32 = 160;
+        const TK: u32 = 32;
+        const STAGES: u32 = 3;
+        let mut k = KernelBuilder::new("cooperative_overlapped_stages");
+        let a = k.buffer("A", Type::F16, Access::Read);
+        let b = k.buffer("B", Type::F16, Access::Read);
+        let c = k.buffer("C", Type::F32, Access::ReadWrite);
+        let kk = k.value("K", Type::U32);
+        let a_st = k.threadgroup_array("a_stages", Type::F16, STAGES * 64 * TK);
+        let b_st = k.threadgroup_array("b_stages", Type::F16, STAGES * TK * 64);
+        let lid = k.let_("lid", thread_index_in_threadgroup());
+        let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(64, 64, Some(TK)) };
+        let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(4));
+        let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+        k.for_range("i", 0u32, acc.get_capacity(), 1u32, |k, i| k.cooperative_set(acc, i, 0.0f32));
+        // 128 threads, two 16-byte copies of each operand per slice: A's
+        // 64 rows of 32 (4 copies a row), B's 32 rows of 64 (8 a row).
+        let issue = |k: &mut KernelBuilder, t: Ex| {
+            let stage = t % STAGES;
+            for half in 0..2u32 {
+                let copy = lid + half * 128;
+                let (ar, ac) = (copy / 4u32, copy % 4u32 * 8u32);
+                k.async_copy(a_st.at(stage * (64 * TK) + ar * TK + ac), a.at(ar * kk + t * TK + ac), 8, true);
+                let (br, bc) = (copy / 8u32, copy % 8u32 * 8u32);
+                k.async_copy(b_st.at(stage * (TK * 64) + br * 64u32 + bc), b.at((t * TK + br) * 64u32 + bc), 8, true);
+            }
+            k.async_commit();
+        };
+        issue(&mut k, Ex::from(0u32));
+        let slices = k.let_("slices", kk / TK);
+        k.for_range("t", 0u32, slices, 1u32, |k, t| {
+            k.async_wait(0);
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            let stage = t % STAGES;
+            let left = Tensor::new(a_st, [Ex::from(TK), Ex::from(STAGES * 64)]).slice(0u32, stage * 64u32);
+            let right = Tensor::new(b_st, [Ex::from(64u32), Ex::from(STAGES * TK)]).slice(0u32, stage * TK);
+            k.matmul2d_run_overlapped(&op, &left, &right, acc);
+            k.if_((t + 1u32).lt(slices), |k| issue(k, t + 1u32));
+        });
+        k.cooperative_store(acc, &Tensor::new(c, [64u32, 64u32]));
+        let kernel = finish(k)?;
+        if !rt.device().features.contains(&Feature::CooperativeTensors) {
+            return refused(rt, &kernel);
+        }
+        let p = pipeline(rt, &kernel)?;
+        let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
+        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+        let cb = filled(rt, 64 * 64, -1.0f32)?;
+        groups(rt, &p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(K)], [1, 1, 1], [128, 1, 1])?;
+        let want: Vec<f32> = (0..64 * 64)
+            .map(|i| (0..K as usize).map(|j| av[i / 64 * K as usize + j] as f64 * bv[j * 64 + i % 64] as f64).sum::<f64>() as f32)
+            .collect();
+        check_f32_exact("the 64×64 product", &download::<f32>(&cb)?, &want, |i| format!("row {}, column {}", i / 64, i % 64))
     })
 }

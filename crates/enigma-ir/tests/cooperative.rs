@@ -18,6 +18,7 @@ kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R:
 
     matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, true, false, multiply), simdgroups(4), tensor(A, 0u32, K, 64u32, 1u32, K), tensor(B, 0u32, K, 64u32, 1u32, K), c)
     matmul2d(matmul2d_descriptor(64, 32, 64, false, false, true, multiply_accumulate), simdgroups(4), c, tensor(T, (K * 2u32), 32u32, 64u32, 1u32, 32u32), d)
+    matmul2d_overlapped(matmul2d_descriptor(64, 32, 32, false, false, false, multiply_accumulate), simdgroups(4), tensor(T, 0u32, 32u32, 64u32, 1u32, 32u32), tensor(T, 2048u32, 32u32, 32u32, 1u32, 32u32), d)
     for i in (0u32, get_capacity(c), 1u32) {
         if (is_valid_element(c, i)) {
             x = c[i]
@@ -37,7 +38,11 @@ fn every_cooperative_form_round_trips_through_text_and_json() {
     let printed = print(&kernel);
     assert_eq!(printed, EVERY_FORM);
     assert_eq!(parse(&printed).unwrap(), kernel);
-    assert_eq!(from_json(&to_json(&kernel)).unwrap(), kernel);
+    let json = to_json(&kernel);
+    assert_eq!(from_json(&json).unwrap(), kernel);
+    // Only the overlapped product names its release; ordinary products keep the JSON they had.
+    assert_eq!(json.matches("\"release\"").count(), 1, "{json}");
+    assert!(json.contains("\"release\":\"second_barrier\""), "{json}");
     let d = &kernel.cooperative_tensors[3];
     assert_eq!((d.elem, d.rows, d.cols, d.scope), (Scalar::BF16, 16, 32, ExecutionScope::Simdgroup));
 }
