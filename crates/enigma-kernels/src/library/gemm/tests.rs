@@ -93,3 +93,23 @@ fn qgemm_staging_and_edges_are_checked_and_named() {
     let names: Vec<String> = [Edges::Checked, Edges::WholeTiles, Edges::RaggedRows].into_iter().map(|edges| cfg.with_gemm(|g| GemmConfig { edges, ..g }).name()).collect();
     assert_eq!(names, ["qgemm_int4_f16_64x128_sg2x2_s2", "qgemm_int4_f16_64x128_sg2x2_s2_whole", "qgemm_int4_f16_64x128_sg2x2_s2_whole_ragged"]);
 }
+
+/// The cooperative GEMM declares the threadgroup memory its configuration
+/// reports (what the selection checks against the device), at every tile,
+/// depth and walk.
+#[test]
+fn cooperative_memory_is_what_the_kernel_declares() {
+    use super::cooperative::{CoopGemmConfig, COOP_TILES};
+    for &(tm, tn, tk) in &COOP_TILES {
+        for stages in 2..=MAX_STAGES {
+            for raster in [1, 8] {
+                let cfg = CoopGemmConfig { input: DType::BF16, output: DType::F16, tm, tn, tk, stages, raster };
+                if cfg.check(u64::MAX).is_err() {
+                    continue;
+                }
+                let declared: u64 = super::gemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
+            }
+        }
+    }
+}
