@@ -277,7 +277,7 @@ fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
 
 #[test]
 fn the_planner_reports_what_the_quantized_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     use enigma_kernels::library::gemm::{qgemm, QgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
@@ -287,7 +287,7 @@ fn the_planner_reports_what_the_quantized_kernel_uses() {
             simdgroups: t.sg_rows * t.sg_cols,
             sg_grid: Some([t.sg_rows, t.sg_cols]),
             stages,
-            ..TileConfig::new(TileShape::new(t.tm, t.tn, t.tk), TileVariant::Staged, WeightFormat::Int4U4B8)
+            ..TileConfig::new(t.shape, TileVariant::Staged, WeightFormat::Int4U4B8)
         };
         let report = plan_tile(&planned, &device, None).unwrap();
         let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
@@ -345,7 +345,7 @@ fn the_fused_kernel_matches_the_reference() {
 /// compiled kernel declares.
 #[test]
 fn the_planner_reports_what_the_fused_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     use enigma_ops::GemmTile;
     use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
@@ -356,7 +356,7 @@ fn the_planner_reports_what_the_fused_kernel_uses() {
             let planned = TileConfig {
                 simdgroups: cfg.simdgroups(),
                 sg_grid: Some([tile.sg_rows, tile.sg_cols]),
-                ..TileConfig::new(TileShape::new(tile.tm, tile.tn, tile.tk), TileVariant::Fused, weights)
+                ..TileConfig::new(tile.shape, TileVariant::Fused, weights)
             };
             let report = plan_tile(&planned, &device, None).unwrap();
             let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();

@@ -23,7 +23,7 @@ fn configurations_are_checked_with_the_numbers() {
     let split = |t| cfg.with_threads(t).map(|c| (c.tile.sg_rows, c.tile.sg_cols));
     assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));
     // One SIMD group holds at most a 64×64 tile.
-    assert_eq!(cfg.with_threads(32).map(|c| (c.tile.tm, c.tile.tn)), Ok((64, 64)));
+    assert_eq!(cfg.with_threads(32).map(|c| (c.tile.shape.m, c.tile.shape.n)), Ok((64, 64)));
     assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
 }
 
@@ -46,7 +46,7 @@ fn fragment_order_narrows_tiles_to_fit_n_and_its_registers() {
     let wide = QgemmConfig::for_rows(Format::Int4, DType::F16, 128).in_layout(QuantLayout::Fragments, 11008);
     assert_eq!(wide.tile(), GemmTile::new(128, 128, 64, 2, 4));
     let narrow = QgemmConfig::for_rows(Format::Int4, DType::F16, 16).in_layout(QuantLayout::Fragments, 48);
-    assert_eq!((narrow.tile().tn, narrow.tile().sg_cols), (16, 1));
+    assert_eq!((narrow.tile().shape.n, narrow.tile().sg_cols), (16, 1));
 }
 
 /// The quantized GEMM declares the threadgroup memory its configuration
