@@ -351,7 +351,7 @@ mod tests {
         for (tile, seed_bytes) in [((64, 64, 32, 2, 2), 4608), ((128, 64, 16, 4, 1), 4608), ((32, 128, 32, 1, 4), 2560), ((128, 128, 16, 2, 2), 4608)] {
             let (tm, tn, tk, r, c) = tile;
             let cfg = FusedQgemmConfig::from_tile(Format::Fp4, DType::F16, GemmTile::new(tm, tn, tk, r, c));
-            assert!(cfg.check(MAX_THREADGROUP_MEMORY).is_ok(), "{}", cfg.name());
+            assert!(cfg.check(MAX_THREADGROUP_MEMORY_BYTES).is_ok(), "{}", cfg.name());
             let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
             assert_eq!((cfg.threadgroup_memory_bytes(), declared), (seed_bytes, seed_bytes), "{}", cfg.name());
         }

@@ -472,13 +472,13 @@ mod tests {
         let cfg = SgemmConfig::new(DType::F32);
         // 2 stages × 8 rows × (33 + 33) float4s.
         assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes()), (256, 2 * 8 * 66 * 16));
-        assert!(cfg.check(MAX_THREADGROUP_MEMORY).is_ok());
+        assert!(cfg.check(MAX_THREADGROUP_MEMORY_BYTES).is_ok());
         let declared: u64 = sgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
         assert_eq!(declared, cfg.threadgroup_memory_bytes());
         assert_eq!(cfg.name(), "sgemm_f32_128x128x8_r8x8");
         assert_eq!(cfg.dispatch(129, 100, 2).size, [1, 2, 2]);
         let deep = SgemmConfig { tile: TileShape { k: 32, ..cfg.tile }, ..cfg };
-        let err = deep.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+        let err = deep.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string();
         assert!(err.contains("needs 67584 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = SgemmConfig { rm: 6, ..cfg };
         assert!(odd.check(u64::MAX).unwrap_err().to_string().contains("a 6×8 block per thread"));

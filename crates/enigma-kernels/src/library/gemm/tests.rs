@@ -9,13 +9,13 @@ use enigma_ir::QuantLayout;
 
 #[test]
 fn configurations_are_checked_with_the_numbers() {
-    assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY).is_ok());
+    assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY_BYTES).is_ok());
     let too_big = GemmConfig { tile: GemmTile::new(128, 128, 64, 2, 2), ..GemmConfig::new(DType::F32, DType::F32) };
-    let err = too_big.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+    let err = too_big.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string();
     // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
     assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
     let odd = GemmConfig { tile: GemmTile::new(128, 128, 32, 3, 2), ..GemmConfig::new(DType::F16, DType::F16) };
-    assert!(odd.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
+    assert!(odd.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
     let cfg = GemmConfig::new(DType::F16, DType::F32);
     // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
     assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
