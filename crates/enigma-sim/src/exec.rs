@@ -1,5 +1,5 @@
 //! The SIMD-group interpreter: runs one SIMD group's 32 lanes in lockstep
-//! over the [`Program`], with an active-lane mask, until it reaches a
+//! over the [`Program`](crate::program::Program), with an active-lane mask, until it reaches a
 //! threadgroup barrier or finishes.
 //!
 //! Control flow is a stack of mask frames. An `If` frame remembers the lanes
