@@ -23,7 +23,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantFormat, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -744,7 +744,7 @@ fn quant_layout(name: &str) -> PyResult<QuantLayout> {
 /// A quantized matrix from packed words in `layout` (back in the format's
 /// own layout, checked), scales and biases as bytes.
 #[allow(clippy::too_many_arguments)]
-fn quantized_matrix(format: QuantFormat, layout: QuantLayout, k: usize, n: usize, group: usize, packed: &[u8], scales: &[u8], biases: &[u8]) -> PyResult<QuantizedMatrix> {
+fn quantized_matrix(format: enigma_ops::quant::Format, layout: QuantLayout, k: usize, n: usize, group: usize, packed: &[u8], scales: &[u8], biases: &[u8]) -> PyResult<QuantizedMatrix> {
     let words = match layout {
         QuantLayout::Rows => words(packed),
         _ => enigma_ops::quant::unpack_layout(format, layout, k, n, &words(packed)).map_err(quant_err)?,
@@ -758,7 +758,7 @@ fn quantized_matrix(format: QuantFormat, layout: QuantLayout, k: usize, n: usize
 #[pyfunction]
 #[pyo3(signature = (format, w, k, n, group, layout="rows"))]
 pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, n: usize, group: usize, layout: &str) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let format = enigma_ops::quant::Format::parse(format).map_err(quant_err)?;
     let layout = quant_layout(layout)?;
     if w.len() % 4 != 0 {
         return Err(PyValueError::new_err(format!("w has {} bytes, not whole float32 values", w.len())));
@@ -777,7 +777,7 @@ pub fn quant_quantize<'py>(py: Python<'py>, format: &str, w: Vec<u8>, k: usize, 
 #[pyo3(signature = (format, k, n, group, packed, scales, biases, layout="rows"))]
 #[allow(clippy::too_many_arguments)]
 pub fn quant_dequantize<'py>(py: Python<'py>, format: &str, k: usize, n: usize, group: usize, packed: Vec<u8>, scales: Vec<u8>, biases: Vec<u8>, layout: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let format = enigma_ops::quant::Format::parse(format).map_err(quant_err)?;
     let q = quantized_matrix(format, quant_layout(layout)?, k, n, group, &packed, &scales, &biases)?;
     let w = q.dequantize().map_err(quant_err)?;
     let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -812,7 +812,7 @@ pub fn op_qmatmul<'py>(
     layout: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rt = &runtime.rt;
-    let format = QuantFormat::parse(format).map_err(quant_err)?;
+    let format = enigma_ops::quant::Format::parse(format).map_err(quant_err)?;
     if !matches!(variant, "auto" | "separate" | "fused") {
         return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate' or 'fused', not {variant:?}")));
     }

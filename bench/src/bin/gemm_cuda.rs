@@ -32,7 +32,7 @@
 
 use enigma_ir::Literal;
 use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, GemmConfig};
-use enigma_kernels::library::tile::GemmTile;
+use enigma_kernels::library::tile::{GemmTile, TileShape};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
 use enigma_ops::{download, quantize, upload};
@@ -163,7 +163,7 @@ fn main() {
         }
         if dtype == DType::F32 {
             for (threads, tk) in SIMT_SWEEP {
-                let cfg = SgemmConfig::new(DType::F32).with_threads(threads).map(|c| SgemmConfig { tk, ..c });
+                let cfg = SgemmConfig::new(DType::F32).with_threads(threads).map(|c| SgemmConfig { tile: TileShape { k: tk, ..c.tile }, ..c });
                 if let Ok(cfg) = cfg.and_then(|c| c.check(limit).map(|()| c)) {
                     configs.push(Variant::Simt(cfg));
                 }

@@ -71,7 +71,7 @@
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::{qmatmul, qmatmul_affine};
-use enigma_ops::{download, upload, DType, GemmOptions, GemmTile, Ops, Options, QmatmulOptions, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
+use enigma_ops::{download, quant, upload, DType, GemmOptions, GemmTile, Ops, Options, QmatmulOptions, QuantLayout, QuantizedWeights, SplitSum};
 use std::time::Duration;
 
 /// The bytes the copies of the weights must span together (4 × 50 MB).
@@ -111,7 +111,7 @@ struct Args {
     n: usize,
     k: usize,
     group: usize,
-    formats: Vec<QuantFormat>,
+    formats: Vec<quant::Format>,
     threads: Vec<u32>,
     cols: Vec<u32>,
     words: Vec<u32>,
@@ -158,7 +158,7 @@ fn parse_args() -> Args {
         n: 11008,
         k: 4096,
         group: 128,
-        formats: vec![QuantFormat::Fp4, QuantFormat::Int4],
+        formats: vec![quant::Format::Fp4, quant::Format::Int4],
         threads: vec![128, 256, 512, 1024],
         cols: vec![1, 2, 4],
         words: vec![4, 8, 16],
@@ -183,7 +183,7 @@ fn parse_args() -> Args {
             "--n" => a.n = list(flag, value)[0],
             "--k" => a.k = list(flag, value)[0],
             "--group" => a.group = list(flag, value)[0],
-            "--formats" => a.formats = value.split(',').map(|f| QuantFormat::parse(f).unwrap_or_else(|e| usage_error(&e.to_string()))).collect(),
+            "--formats" => a.formats = value.split(',').map(|f| quant::Format::parse(f).unwrap_or_else(|e| usage_error(&e.to_string()))).collect(),
             "--threads" => a.threads = list(flag, value),
             "--cols" => a.cols = list(flag, value),
             "--words" => a.words = list(flag, value),

@@ -9,7 +9,7 @@
 
 use crate::error::{CodegenErrorKind, Target};
 use crate::names::Names;
-use crate::writer::{Code, Prec};
+use crate::code::{Code, Prec};
 use enigma_ir::MatrixType;
 use enigma_ir::{
     AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Precision, Scalar,

@@ -28,6 +28,7 @@
 //! `docs/metal.md`). See each module's documentation for what has been
 //! compiled or run on real hardware.
 
+mod code;
 mod dialect;
 mod error;
 mod names;

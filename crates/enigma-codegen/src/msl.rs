@@ -82,7 +82,9 @@
 use crate::dialect::{DResult, Dialect, KernelCx, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
-use crate::writer::{push_indented, sorted_builtins, Code, Writer};
+use crate::code::{Code, Prec};
+use crate::plan::memory_elem;
+use crate::writer::{push_indented, sorted_builtins, Writer};
 use enigma_ir::{
     Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, MemFlags, Memory, ParamKind, Precision, Scalar, SpecId,
     Type,
@@ -379,7 +381,7 @@ impl Dialect for Msl {
             // to 0"); the IR's ballot has them zero.
             SimdBallot => Code::binary(
                 format!("ulong(simd_ballot({})) & 0xfffffffful", args_text(&args)),
-                crate::writer::Prec::BitAnd,
+                Prec::BitAnd,
                 enigma_ir::BinaryOp::BitAnd,
             ),
             _ => Code::postfix(format!("{name}({})", args_text(&args))),
@@ -627,17 +629,5 @@ fn builtin_type(b: Builtin) -> &'static str {
         "uint3"
     } else {
         "uint"
-    }
-}
-
-/// The element type of a memory.
-pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
-    match mem {
-        Memory::Buffer(p) => match kernel.params.get(p.0 as usize)?.kind {
-            ParamKind::Buffer { elem, .. } => Some(elem),
-            ParamKind::Value { .. } | ParamKind::Texture { .. } => None,
-        },
-        Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
-        Memory::Thread(t) => Some(kernel.thread_arrays.get(t.0 as usize)?.elem),
     }
 }

@@ -1,6 +1,7 @@
 //! Facts the writer needs before it prints a statement: where each local is
 //! declared, which loop bounds must be hoisted, and which matrix locals only
-//! ever feed the B side of products.
+//! ever feed the B side of products; and the element type of a memory
+//! ([`memory_elem`]), which the MSL and CUDA writers both read.
 //!
 //! A local is declared in the innermost block that holds every reference to
 //! it, just before the first statement of that block that refers to it. When
@@ -12,7 +13,7 @@
 //! inside a loop body never needs a value from an earlier iteration.
 
 use enigma_ir::limits::{MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH};
-use enigma_ir::{BinaryOp, Block, Branch, Builtin, Expr, Kernel, Literal, LiteralValue, Scalar, Stmt, StmtKind, StmtPath, Type, VarId};
+use enigma_ir::{BinaryOp, Block, Branch, Builtin, Expr, Kernel, Literal, LiteralValue, Memory, ParamKind, Scalar, Stmt, StmtKind, StmtPath, Type, VarId};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub(crate) use enigma_ir::visit::assigned_in;
@@ -301,6 +302,18 @@ pub(crate) fn is_loop_invariant(e: &Expr, assigned: &BTreeSet<VarId>) -> bool {
 /// on which lanes evaluate it, so it must not sit where C++ may skip it).
 pub(crate) fn calls_simd(e: &Expr) -> bool {
     e.any(&mut |x| matches!(x, Expr::Call { func, .. } if func.is_simd()))
+}
+
+/// The element type of a memory.
+pub(crate) fn memory_elem(kernel: &Kernel, mem: Memory) -> Option<Type> {
+    match mem {
+        Memory::Buffer(p) => match kernel.params.get(p.0 as usize)?.kind {
+            ParamKind::Buffer { elem, .. } => Some(elem),
+            ParamKind::Value { .. } | ParamKind::Texture { .. } => None,
+        },
+        Memory::Threadgroup(t) => Some(kernel.threadgroup_arrays.get(t.0 as usize)?.elem),
+        Memory::Thread(t) => Some(kernel.thread_arrays.get(t.0 as usize)?.elem),
+    }
 }
 
 #[cfg(test)]

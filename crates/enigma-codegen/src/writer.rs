@@ -10,12 +10,13 @@
 //! after every operation (C++ computes it in `int`), and `&&`/`||` that
 //! evaluate both sides when the right side calls a SIMD-group function.
 
+use crate::code::{Code, Prec};
 use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Scalar, Block, Branch, Builtin, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
+    BinaryOp, Scalar, Block, Branch, Builtin, ExecutionScope, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Matmul2dDescriptor, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
     Precision, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 mod cooperative;
@@ -25,87 +26,30 @@ mod cooperative_registers;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-/// C++ operator precedence, loosest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Prec {
-    LogicalOr,
-    LogicalAnd,
-    BitOr,
-    BitXor,
-    BitAnd,
-    Equality,
-    Relational,
-    Shift,
-    Additive,
-    Multiplicative,
-    Unary,
-    Postfix,
-    Primary,
-}
-
-impl Prec {
-    fn of(op: BinaryOp) -> Prec {
-        use BinaryOp::*;
-        match op {
-            Add | Sub => Prec::Additive,
-            Mul | Div | Rem => Prec::Multiplicative,
-            Shl | Shr => Prec::Shift,
-            Lt | Le | Gt | Ge => Prec::Relational,
-            Eq | Ne => Prec::Equality,
-            BitAnd => Prec::BitAnd,
-            BitXor => Prec::BitXor,
-            BitOr => Prec::BitOr,
-            And => Prec::LogicalAnd,
-            Or => Prec::LogicalOr,
-        }
-    }
-}
-
-/// A piece of expression text with the precedence of its outermost operator.
-#[derive(Clone, Debug)]
-pub(crate) struct Code {
-    pub text: String,
-    pub prec: Prec,
-    /// The outermost binary operator, for the clarity parentheses.
-    pub op: Option<BinaryOp>,
-}
-
-impl Code {
-    pub fn new(text: impl Into<String>, prec: Prec) -> Code {
-        Code { text: text.into(), prec, op: None }
-    }
-    pub fn primary(text: impl Into<String>) -> Code {
-        Code::new(text, Prec::Primary)
-    }
-    pub fn postfix(text: impl Into<String>) -> Code {
-        Code::new(text, Prec::Postfix)
-    }
-    pub fn binary(text: impl Into<String>, prec: Prec, op: BinaryOp) -> Code {
-        Code { text: text.into(), prec, op: Some(op) }
-    }
-    /// The text, parenthesised unless it binds at least as tightly as `prec`.
-    pub fn at_least(&self, prec: Prec) -> String {
-        if self.prec < prec {
-            format!("({})", self.text)
-        } else {
-            self.text.clone()
-        }
-    }
-    /// As an operand of a prefix operator or a C-style cast: a nested
-    /// prefix expression is parenthesised too (`-(-x)`, never `--x`).
-    pub fn unary_operand(&self) -> String {
-        if self.prec <= Prec::Unary {
-            format!("({})", self.text)
-        } else {
-            self.text.clone()
-        }
-    }
-}
-
 /// An expression's code and IR type.
 struct Val {
     code: Code,
     ty: Type,
+}
+
+/// The names the cooperative code uses.
+#[derive(Debug, Default)]
+pub(crate) struct CoopNames {
+    /// Each distinct (descriptor, scope), with its object's name.
+    pub ops: Vec<(Matmul2dDescriptor, ExecutionScope, String)>,
+    /// Each cooperative tensor's name.
+    pub tensors: Vec<String>,
+    /// The names of the views a statement makes.
+    pub views: [String; 2],
+    /// Program-scope declarations (the descriptors, or the `wgmma`
+    /// functions) for the dialect's head.
+    pub prologue: String,
+    /// The fragment lowering's threadgroup scratch arrays, by accumulator type.
+    pub scratch: Vec<(enigma_ir::Scalar, String)>,
+    /// The layouts, when the dialect holds the tensors in registers.
+    pub registers: Option<crate::cuda::cooperative::Plan>,
+    /// The program-scope functions the prologue already has.
+    pub functions: std::collections::BTreeSet<String>,
 }
 
 pub(crate) struct Writer<'k, D: Dialect> {
@@ -123,7 +67,7 @@ pub(crate) struct Writer<'k, D: Dialect> {
     whole_builtins: BTreeSet<BuiltinOrd>,
     types: BTreeSet<TypeOrd>,
     /// Names and declarations of cooperative operations.
-    coop: cooperative::CoopNames,
+    coop: CoopNames,
 }
 
 /// A signed integer type of 32 or 64 bits (scalar or vector), whose
@@ -182,7 +126,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             builtins: BTreeSet::new(),
             whole_builtins: BTreeSet::new(),
             types,
-            coop: cooperative::CoopNames::default(),
+            coop: CoopNames::default(),
         }
     }
 
@@ -643,7 +587,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// Where the code generator proves every row 16-byte aligned — threadgroup
     /// memory whose arrays the dialect declares 16-byte aligned
     /// ([`Dialect::threadgroup_array_align`]), the offset and the stride
-    /// multiples of 16 bytes ([`plan::KnownFactors`]) — the helper is told
+    /// multiples of 16 bytes ([`plan::KnownValues`]) — the helper is told
     /// so (`helper<T, R, C, true>`) and skips its run-time test.
     fn matrix_load(&mut self, helper: &str, ty: MatrixType, mem: Memory, offset: &Expr, stride: &Expr, transpose: bool) -> Result<Val, CodegenError> {
         // The helpers' ALIGNED promise: rows on 16-byte boundaries.

@@ -5,7 +5,7 @@
 //! A [`Matmul2dDescriptor`] fixes the product's shape (m, n and a static or
 //! dynamic k), both transposes, the precision and the mode; an
 //! [`ExecutionScope`] says who issues it: one SIMD group, or all N SIMD
-//! groups of the threadgroup together. Operands are [`TensorView`]s of
+//! groups of the threadgroup together. Operands are [`crate::TensorView`]s of
 //! device or threadgroup memory (extents innermost first, as MSL's
 //! `dextents`), the destination a [`CooperativeTensor`]: an m×n accumulator
 //! held in the registers of the scope's threads in an *unspecified* layout.
@@ -51,7 +51,6 @@
 //!   sanitizer runs such a dispatch under several layouts and reports any
 //!   difference.
 
-use crate::ir::{Expr, Memory};
 use crate::types::Scalar;
 use serde::{Deserialize, Serialize};
 
@@ -191,26 +190,6 @@ impl CooperativeTensor {
     }
 }
 
-/// `tensor<…, dextents<int32_t, 2>, tensor_inline>(mem + offset, extents,
-/// strides)`: a 2-D view of a memory; all five values u32, uniform over
-/// the scope that uses the view.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TensorView {
-    pub mem: Memory,
-    pub offset: Expr,
-    /// Innermost first: `[x extent, y extent]`.
-    pub extents: [Expr; 2],
-    /// Elements between neighbours along x and along y.
-    pub strides: [Expr; 2],
-}
-
-impl TensorView {
-    /// The five expressions in evaluation order: offset, extents, strides.
-    pub fn exprs(&self) -> [&Expr; 5] {
-        [&self.offset, &self.extents[0], &self.extents[1], &self.strides[0], &self.strides[1]]
-    }
-}
-
 /// Until when a product may read its operands after the threads of its
 /// scope return from it (see the module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -229,15 +208,6 @@ impl OperandRelease {
     pub fn is_next_barrier(&self) -> bool {
         *self == OperandRelease::NextBarrier
     }
-}
-
-/// A product's left operand: a view, or a cooperative tensor (a previous
-/// destination).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Matmul2dLeft {
-    Tensor(Box<TensorView>),
-    Cooperative(CoopId),
 }
 
 /// What a reduction reduces along: `rows` gives one value per row (an m×1

@@ -8,7 +8,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, OperandRelease, ReduceAxis, ReduceOp, TensorView};
+use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
@@ -1511,4 +1511,33 @@ impl std::fmt::Display for StmtPath {
         }
         Ok(())
     }
+}
+
+/// `tensor<…, dextents<int32_t, 2>, tensor_inline>(mem + offset, extents,
+/// strides)`: a 2-D view of a memory; all five values u32, uniform over
+/// the scope that uses the view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorView {
+    pub mem: Memory,
+    pub offset: Expr,
+    /// Innermost first: `[x extent, y extent]`.
+    pub extents: [Expr; 2],
+    /// Elements between neighbours along x and along y.
+    pub strides: [Expr; 2],
+}
+
+impl TensorView {
+    /// The five expressions in evaluation order: offset, extents, strides.
+    pub fn exprs(&self) -> [&Expr; 5] {
+        [&self.offset, &self.extents[0], &self.extents[1], &self.strides[0], &self.strides[1]]
+    }
+}
+
+/// A product's left operand: a view, or a cooperative tensor (a previous
+/// destination).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Matmul2dLeft {
+    Tensor(Box<TensorView>),
+    Cooperative(CoopId),
 }

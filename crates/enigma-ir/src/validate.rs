@@ -967,7 +967,7 @@ impl<'k> Validator<'k> {
 
     /// A tensor view's memory and values: the element type (a scalar) and
     /// how uniform its five values are.
-    fn view(&mut self, op: &'static str, view: &crate::cooperative::TensorView, write: bool, state: &FlowState) -> Result<(Scalar, Uniformity), ValidationError> {
+    fn view(&mut self, op: &'static str, view: &crate::ir::TensorView, write: bool, state: &FlowState) -> Result<(Scalar, Uniformity), ValidationError> {
         self.shared_memory(view.mem, op)?;
         let elem = self.memory_elem(view.mem, write)?;
         if elem.is_vector() || elem.is_matrix() {
@@ -1022,7 +1022,8 @@ impl<'k> Validator<'k> {
     }
 
     fn cooperative_stmt(&mut self, stmt: &StmtKind, state: &mut FlowState, ctx: Ctx) -> Result<(), ValidationError> {
-        use crate::cooperative::{self as coop, Matmul2dLeft, OperandRelease, ReduceAxis};
+        use crate::cooperative::{self as coop, OperandRelease, ReduceAxis};
+        use crate::ir::Matmul2dLeft;
         let problem = |op: &'static str, problem: String| ValidationErrorKind::Cooperative { op, problem };
         match stmt {
             StmtKind::Matmul2d { desc, scope, left, right, dest, release } => {

@@ -74,8 +74,8 @@ impl StmtKind {
             StmtKind::AsyncCopy { dst_index, src_index, valid, .. } => vec![dst_index, src_index, valid],
             StmtKind::Matmul2d { left, right, .. } => {
                 let mut v: Vec<&Expr> = match left {
-                    crate::cooperative::Matmul2dLeft::Tensor(view) => view.exprs().to_vec(),
-                    crate::cooperative::Matmul2dLeft::Cooperative(_) => vec![],
+                    crate::ir::Matmul2dLeft::Tensor(view) => view.exprs().to_vec(),
+                    crate::ir::Matmul2dLeft::Cooperative(_) => vec![],
                 };
                 v.extend(right.exprs());
                 v
@@ -275,7 +275,8 @@ mod tests {
 
     #[test]
     fn cooperative_operations_expose_their_view_values() {
-        use crate::cooperative::{CoopId, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, TensorView};
+        use crate::cooperative::{CoopId, ExecutionScope, Matmul2dDescriptor};
+        use crate::ir::{Matmul2dLeft, TensorView};
         let n = |v: u32| Expr::Literal(Literal::u32(v));
         let view = |base: u32| TensorView { mem: Memory::Buffer(ParamId(0)), offset: n(base), extents: [n(base + 1), n(base + 2)], strides: [n(base + 3), n(base + 4)] };
         let run = StmtKind::Matmul2d {

@@ -17,8 +17,8 @@ fn the_tuners_tiles_are_108_distinct_configurations_of_32_or_64_per_simdgroup() 
     let distinct: std::collections::HashSet<GemmTile> = tiles.iter().copied().collect();
     assert_eq!(distinct.len(), 108);
     for t in &tiles {
-        assert!([64, 128, 256].contains(&t.tm) && [64, 128, 256].contains(&t.tn) && [16, 32, 64].contains(&t.tk), "{t}");
-        for side in [t.tm / t.sg_rows, t.tn / t.sg_cols] {
+        assert!([64, 128, 256].contains(&t.shape.m) && [64, 128, 256].contains(&t.shape.n) && [16, 32, 64].contains(&t.shape.k), "{t}");
+        for side in [t.shape.m / t.sg_rows, t.shape.n / t.sg_cols] {
             assert!(side == 32 || side == 64, "{t}");
         }
         assert_eq!(t.threads(), 32 * t.sg_rows * t.sg_cols);

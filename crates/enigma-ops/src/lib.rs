@@ -101,7 +101,7 @@ pub use enigma_kernels::library::elementwise::Elementwise;
 pub use enigma_kernels::library::split::SplitSum;
 pub use enigma_kernels::library::select::{GemmOptions, QmatmulOptions, SelectError};
 pub use enigma_kernels::library::tile::{GemmTile, ThreadgroupLimits};
-pub use enigma_kernels::library::quant::{self, Format as QuantFormat, QuantError, QuantizedMatrix};
+pub use enigma_kernels::library::quant::{self, QuantError, QuantizedMatrix};
 pub use enigma_kernels::library;
 pub use attention::{decode_shape, DecodeOutput};
 pub use enigma_kernels::library::attention::DecodeShape;

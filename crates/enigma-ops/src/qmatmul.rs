@@ -2,7 +2,7 @@
 //! [`qmatmul::select`] chooses (or the one a caller names), launched with
 //! its buffers, and the weights on the device ([`QuantizedWeights`]).
 
-use crate::{arg_err, host::upload_bytes, Error, Ops, QuantFormat, QuantLayout, SplitSum};
+use crate::{arg_err, host::upload_bytes, Error, Ops, QuantLayout, SplitSum};
 use enigma_ir::{Kernel, Scalar, Type};
 use enigma_kernels::library::gemm::{self, MatrixArgs, PackedArgs};
 use enigma_kernels::library::qmatmul::{self, DecodeArgs, QmatmulKernel, QmatmulProblem, QmatmulSelection};
@@ -226,7 +226,7 @@ impl Ops<'_> {
 /// read them as vectors).
 #[derive(Debug)]
 pub struct QuantizedWeights {
-    pub format: QuantFormat,
+    pub format: quant::Format,
     pub k: usize,
     pub n: usize,
     pub group: usize,
@@ -268,7 +268,7 @@ impl QuantizedWeights {
     /// `k × n` matrix in groups of `group`: checked (the shape, the layout's
     /// units, each part's length) but not reordered, so no host pass over
     /// the words.
-    pub fn upload_words(rt: &Runtime, format: QuantFormat, layout: QuantLayout, [k, n, group]: [usize; 3], words: &[u32], scales: &[u16], biases: &[u16]) -> Result<QuantizedWeights, Error> {
+    pub fn upload_words(rt: &Runtime, format: quant::Format, layout: QuantLayout, [k, n, group]: [usize; 3], words: &[u32], scales: &[u16], biases: &[u16]) -> Result<QuantizedWeights, Error> {
         quant::check_parts(format, k, n, group, [words.len(), scales.len(), biases.len()])?;
         quant::check_layout(format, layout, k, n)?;
         let halves = |v: &[u16]| upload_bytes(rt, v.iter().flat_map(|s| s.to_le_bytes()).collect());
@@ -280,7 +280,7 @@ impl QuantizedWeights {
 
 /// Quantizes the `k × n` row-major f32 matrix `w` to `format` with `group`
 /// K values per scale (host side; see [`enigma_kernels::library::quant`]).
-pub fn quantize_weights(format: QuantFormat, w: &[f32], k: usize, n: usize, group: usize) -> Result<QuantizedMatrix, Error> {
+pub fn quantize_weights(format: quant::Format, w: &[f32], k: usize, n: usize, group: usize) -> Result<QuantizedMatrix, Error> {
     Ok(quant::quantize(format, w, k, n, group)?)
 }
 

@@ -184,7 +184,7 @@ fn gemm_candidates(input: DType, shape: &[usize], device: &DeviceInfo) -> Vec<(C
             let threads = tile.threads();
             let choice = Choice { threads, tile: Some(tile), ..Choice::default() };
             // A side above the smallest tried whose half covers the shape.
-            let oversized = [(tile.tm, GEMM_TILE_SIDES[0], dim(0), "rows"), (tile.tn, GEMM_TILE_SIDES[0], dim(1), "columns"), (tile.tk, GEMM_TILE_DEPTHS[0], dim(2), "K values")]
+            let oversized = [(tile.shape.m, GEMM_TILE_SIDES[0], dim(0), "rows"), (tile.shape.n, GEMM_TILE_SIDES[0], dim(1), "columns"), (tile.shape.k, GEMM_TILE_DEPTHS[0], dim(2), "K values")]
                 .into_iter()
                 .find(|&(side, least, d, _)| side > least && (side / 2) as usize >= d);
             let skip = over_max_threads(threads, limits)

@@ -4,7 +4,7 @@
 //! SIMD-group kernel (`GemmConfig`) and the SIMT f32 kernel (`SgemmConfig`).
 
 use enigma_kernels::library::gemm::{gemm, reference, Edges, GemmConfig};
-use enigma_kernels::library::tile::GemmTile;
+use enigma_kernels::library::tile::{GemmTile, TileShape};
 use enigma_kernels::library::split::{splitk_reduce, splitk_reduce_dispatch, SplitSum};
 use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
 use enigma_kernels::library::{DType, Dispatch};
@@ -160,7 +160,7 @@ fn split_k_matches_the_reference() {
         check(&rt, &GemmConfig { splits: 4, ..GemmConfig::new(input, DType::F32) }, 130, 70, 257, 1, 1.0, 0.0, false);
         check(&rt, &GemmConfig { splits: 2, ..small(input, input, 16) }, 16, 40, 128, 2, 0.5, -2.0, true);
     }
-    assert_eq!(small(DType::F16, DType::F32, 16).tile.tm, 16);
+    assert_eq!(small(DType::F16, DType::F32, 16).tile.shape.m, 16);
     // 86 tiles of 128 columns at M = 16 want 4 splits for 264 threadgroups.
     assert_eq!(small(DType::F16, DType::F32, 16).splits_for(16, 11008, 4096, 264), 4);
 }
@@ -318,7 +318,7 @@ fn runs_clean_under_the_sanitizer() {
 /// A smaller SIMT tile (64×64 over 64 threads, 16 deep) that keeps the
 /// simulator quick and puts several tiles on the awkward shapes.
 fn small_simt(output: DType) -> SgemmConfig {
-    SgemmConfig::new(output).with_threads(64).map(|c| SgemmConfig { tk: 16, ..c }).unwrap()
+    SgemmConfig::new(output).with_threads(64).map(|c| SgemmConfig { tile: TileShape { k: 16, ..c.tile }, ..c }).unwrap()
 }
 
 /// The SIMT f32 GEMM: awkward shapes (one element, partial tiles along
@@ -360,8 +360,8 @@ fn simt_configurations_off_the_default_match_the_reference() {
     let configs = [
         base.with_threads(32).unwrap(),
         base.with_threads(1024).unwrap(),
-        SgemmConfig { tk: 4, ..base },
-        SgemmConfig { tk: 12, tn: 64, rm: 4, rn: 4, ..base },
+        SgemmConfig { tile: TileShape { k: 4, ..base.tile }, ..base },
+        SgemmConfig { tile: TileShape { n: 64, k: 12, ..base.tile }, rm: 4, rn: 4, ..base },
     ];
     for cfg in configs {
         for (trans_a, trans_b) in [(false, false), (true, true)] {
@@ -404,7 +404,7 @@ fn simt_split_k_and_the_sanitizer() {
 /// accumulator fragments, threads) is what the compiled kernel declares.
 #[test]
 fn the_planner_reports_what_the_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     let pipelined = GemmConfig { tile: GemmTile::new(64, 64, 32, 2, 2), stages: 2, ..GemmConfig::new(DType::F16, DType::F32) };
     let whole = GemmConfig { edges: Edges::WholeTiles, ..pipelined };
@@ -413,7 +413,7 @@ fn the_planner_reports_what_the_kernel_uses() {
             simdgroups: cfg.tile.sg_rows * cfg.tile.sg_cols,
             sg_grid: Some([cfg.tile.sg_rows, cfg.tile.sg_cols]),
             stages: cfg.stages,
-            ..TileConfig::new(TileShape::new(cfg.tile.tm, cfg.tile.tn, cfg.tile.tk), TileVariant::Staged, WeightFormat::Fp16)
+            ..TileConfig::new(cfg.tile.shape, TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &device, None).unwrap();
         let kernel = gemm(&cfg);

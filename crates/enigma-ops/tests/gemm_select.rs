@@ -167,14 +167,15 @@ fn split_counts_sharing_a_cache_each_run_their_own_kernel() {
 #[test]
 fn the_simt_tile_fits_the_grid_and_the_memory() {
     use enigma_kernels::library::sgemm::SgemmConfig;
+    use enigma_kernels::library::tile::TileShape;
     let tile = |m, n| {
         let c = SgemmConfig::for_shape(DType::F32, m, n, 132);
-        (c.tm, c.tn)
+        (c.tile.m, c.tile.n)
     };
     assert_eq!(tile(4096, 4096), (128, 128));
     assert_eq!(tile(1024, 1024), (128, 64), "64 tiles of 128×128 for 132 units");
     assert_eq!(tile(16, 1024), (16, 128), "few rows keep their own tile");
     let base = SgemmConfig::new(DType::F32);
-    assert_eq!(base.deepened_for(48 * 1024).tk, 16);
-    assert_eq!(base.deepened_for(32 * 1024).tk, 8, "{} bytes at 16 deep", SgemmConfig { tk: 16, ..base }.threadgroup_memory_bytes());
+    assert_eq!(base.deepened_for(48 * 1024).tile.k, 16);
+    assert_eq!(base.deepened_for(32 * 1024).tile.k, 8, "{} bytes at 16 deep", SgemmConfig { tile: TileShape { k: 16, ..base.tile }, ..base }.threadgroup_memory_bytes());
 }

@@ -4,14 +4,14 @@
 //! hand-written tables; the kernel decodes them with bit tricks of its own).
 
 use enigma_kernels::library::{qmatmul, qmatmul_fragments, quant};
-use enigma_ops::{download, upload, DType, Error, GemmOptions, Options, QmatmulOptions, PipelineCache, QuantFormat, QuantLayout, QuantizedWeights, SplitSum};
+use enigma_ops::{download, upload, DType, Error, GemmOptions, Options, QmatmulOptions, PipelineCache, QuantLayout, QuantizedWeights, SplitSum};
 use enigma_runtime::half::f16_bits_to_f32;
 use enigma_runtime::{Device, Runtime};
 
 
 /// Runs `C = A · dequant(B)` and checks every element; returns the kernel name.
 #[allow(clippy::too_many_arguments)]
-fn check(rt: &Runtime, format: QuantFormat, out: DType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
+fn check(rt: &Runtime, format: quant::Format, out: DType, m: usize, n: usize, k: usize, group: usize, options: &Options) -> String {
     run_check(rt, format, out, [m, n, k], group, options, false).remove(0)
 }
 
@@ -30,14 +30,14 @@ enum Path {
 
 /// [`check`] through `Ops::qmatmul_tiled` (the tensor-core kernel) when
 /// `tiled`; returns the name of every kernel dispatched, in order.
-fn run_check(rt: &Runtime, format: QuantFormat, out: DType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
+fn run_check(rt: &Runtime, format: quant::Format, out: DType, shape: [usize; 3], group: usize, options: &Options, tiled: bool) -> Vec<String> {
     let path = if tiled { Path::Tiled } else { Path::Auto };
     run_check_cached(rt, &PipelineCache::default(), format, out, shape, group, options, path)
 }
 
 /// [`run_check`] through the pipeline cache `cache`, calling `path`.
 #[allow(clippy::too_many_arguments)]
-fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, out: DType, [m, n, k]: [usize; 3], group: usize, options: &Options, path: Path) -> Vec<String> {
+fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: quant::Format, out: DType, [m, n, k]: [usize; 3], group: usize, options: &Options, path: Path) -> Vec<String> {
     let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
     enigma_ops::quantize(DType::F16, &mut a);
     let q = enigma_ops::quantize_weights(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
@@ -78,7 +78,7 @@ fn run_check_cached(rt: &Runtime, cache: &PipelineCache, format: QuantFormat, ou
 fn awkward_shapes_match_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let mut runs = 0;
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, group) in [(1, 1, 32, 32), (3, 7, 64, 64), (8, 33, 128, 128), (1, 100, 256, 64), (3, 100, 96, 32), (8, 7, 256, 128), (2, 12, 384, 128)] {
             for out in [DType::F32, DType::F16] {
                 check(&rt, format, out, m, n, k, group, &Options::default());
@@ -98,7 +98,7 @@ fn awkward_shapes_match_the_reference() {
 fn the_tensor_core_kernel_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let sanitize = Options { sanitize: true, ..Options::default() };
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, group, tile) in [(1, 7, 64, 32, "16x128"), (16, 130, 256, 128, "16x128"), (33, 36, 96, 32, "64x128"), (70, 20, 128, 64, "128x128")] {
             let name = run_check(&rt, format, DType::F16, [m, n, k], group, &sanitize, true).remove(0);
             assert!(name.starts_with(&format!("qgemm_{format}_f16_{tile}")), "{name}");
@@ -169,7 +169,7 @@ fn the_tensor_core_kernel_matches_the_reference() {
 fn fragment_ordered_weights_match_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let cache = PipelineCache::default();
-    for format in [QuantFormat::Int4, QuantFormat::Fp4] {
+    for format in [quant::Format::Int4, quant::Format::Fp4] {
         for (m, n, k, group, splits) in [(1, 128, 128, 128, None), (3, 16, 128, 64, None), (5, 48, 192, 64, None), (8, 48, 192, 64, Some(3)), (16, 128, 128, 64, None), (33, 64, 128, 128, None), (16, 256, 256, 128, Some(2))] {
             for out in [DType::F32, DType::F16] {
                 // The tensor-core kernel sums its splits (asked for: the
@@ -195,11 +195,11 @@ fn fragment_ordered_weights_match_the_reference() {
     // Asking for splits summed in the kernel at a decode row's M takes the
     // GEMM, which has them.
     let asked = Options { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, sanitize: true, ..Options::default() };
-    let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, DType::F16, [2, 128, 256], 128, &asked, Path::Fragments);
+    let kernels = run_check_cached(&rt, &cache, quant::Format::Int4, DType::F16, [2, 128, 256], 128, &asked, Path::Fragments);
     assert!(kernels.len() == 1 && kernels[0].starts_with("qgemm") && kernels[0].contains("_splitk_sum"), "{kernels:?}");
     // Group 32 is shallower than the layout's 64-deep units; the MLX format
     // and shapes off the units have no fragment order.
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(64 * 16, 3), 64, 16, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &enigma_kernels::test_data(64 * 16, 3), 64, 16, 32).unwrap();
     let w = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 64]).unwrap();
     let err = enigma_ops::Ops::new(&rt).qmatmul(&a, &w, 1, DType::F32).unwrap_err().to_string();
@@ -207,13 +207,13 @@ fn fragment_ordered_weights_match_the_reference() {
     let a16 = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 16 * 64]).unwrap();
     let err = enigma_ops::Ops::new(&rt).qmatmul(&a16, &w, 16, DType::F32).unwrap_err().to_string();
     assert!(err.contains("divide the group of 32"), "{err}");
-    let odd = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
+    let odd = enigma_ops::quantize_weights(quant::Format::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();
     assert!(err.contains("multiple of 64") && err.contains("K = 96"), "{err}");
     // Words already in fragment order go up as they are: the same product
     // as uploading the matrix; a part of the wrong length, or a shape off
     // the layout's units, is refused naming it.
-    let q = enigma_ops::quantize_weights(QuantFormat::Fp4, &enigma_kernels::test_data(128 * 32, 5), 128, 32, 64).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Fp4, &enigma_kernels::test_data(128 * 32, 5), 128, 32, 64).unwrap();
     let words = q.packed_in(QuantLayout::Fragments).unwrap();
     let direct = QuantizedWeights::upload_words(&rt, q.format, QuantLayout::Fragments, [q.k, q.n, q.group], &words, &q.scales, &q.biases).unwrap();
     let via_matrix = QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap();
@@ -233,7 +233,7 @@ fn fragment_ordered_weights_match_the_reference() {
 fn summing_splits_in_the_kernel_needs_device_fences() {
     let backend = enigma_sim::SimBackend::new().without_feature(enigma_ir::Feature::DeviceFence);
     let rt = Runtime::with_backend(std::sync::Arc::new(backend));
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &enigma_kernels::test_data(256 * 128, 3), 256, 128, 128).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &enigma_kernels::test_data(256 * 128, 3), 256, 128, 128).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &enigma_kernels::test_data(16 * 256, 4)).unwrap();
     let asked = Options { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Options::default() };
@@ -270,14 +270,14 @@ fn tensor_core_split_counts_sharing_a_cache_each_run_their_own_kernel() {
     let cache = PipelineCache::default();
     for splits in [2, 3] {
         let options = Options { gemm: GemmOptions { k_splits: Some(splits), ..GemmOptions::default() }, ..Options::default() };
-        let kernels = run_check_cached(&rt, &cache, QuantFormat::Int4, DType::F32, [9, 24, 384], 64, &options, Path::Tiled);
+        let kernels = run_check_cached(&rt, &cache, quant::Format::Int4, DType::F32, [9, 24, 384], 64, &options, Path::Tiled);
         assert!(kernels[0].starts_with("qgemm") && kernels[0].contains("splitk"), "{kernels:?}");
     }
 }
 
 #[test]
 fn the_planner_reports_what_the_quantized_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     use enigma_kernels::library::gemm::{qgemm, QgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (rows, stages) in [(16, 1), (16, 2), (64, 2), (128, 1)] {
@@ -287,7 +287,7 @@ fn the_planner_reports_what_the_quantized_kernel_uses() {
             simdgroups: t.sg_rows * t.sg_cols,
             sg_grid: Some([t.sg_rows, t.sg_cols]),
             stages,
-            ..TileConfig::new(TileShape::new(t.tm, t.tn, t.tk), TileVariant::Staged, WeightFormat::Int4U4B8)
+            ..TileConfig::new(t.shape, TileVariant::Staged, WeightFormat::Int4U4B8)
         };
         let report = plan_tile(&planned, &device, None).unwrap();
         let declared: u64 = qgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
@@ -307,7 +307,7 @@ fn the_fused_kernel_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let fused = |format, out, shape, group, options: &Options| run_check_cached(&rt, &PipelineCache::default(), format, out, shape, group, options, Path::Fused);
     let sanitize = Options { sanitize: true, ..Options::default() };
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, group, out, tile) in [
             (1, 8, 64, 32, DType::F32, "32x128x32_sg1x4"),
             (9, 100, 192, 64, DType::F16, "32x128x32_sg1x4"),
@@ -332,7 +332,7 @@ fn the_fused_kernel_matches_the_reference() {
         assert_eq!(names, [format!("qgemm_fused_{format}_f16_64x64x32_sg2x2_splitk"), "gemm_splitk_reduce_f16_v4".to_string()]);
     }
     // MLX's affine weights are not in seed 002's layout.
-    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 8], 64, 8, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::MlxAffine, &[0.5; 64 * 8], 64, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
     let e = enigma_ops::Ops::new(&rt).qmatmul_fused(&a, &w, 1, DType::F32).unwrap_err();
@@ -345,18 +345,18 @@ fn the_fused_kernel_matches_the_reference() {
 /// compiled kernel declares.
 #[test]
 fn the_planner_reports_what_the_fused_kernel_uses() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     use enigma_ops::GemmTile;
     use enigma_kernels::library::qgemm_fused::{qgemm_fused, FusedQgemmConfig};
     let device = enigma_analysis::catalog::find("m4-max").unwrap();
     for (tile, seed_bytes) in [("64x64x32/2x2", 4608), ("128x64x16/4x1", 4608), ("32x128x32/1x4", 2560), ("128x128x16/2x2", 4608)] {
         let tile: GemmTile = tile.parse().unwrap();
-        for (format, weights) in [(QuantFormat::Fp4, WeightFormat::Fp4E2M1), (QuantFormat::Int4, WeightFormat::Int4U4B8)] {
+        for (format, weights) in [(quant::Format::Fp4, WeightFormat::Fp4E2M1), (quant::Format::Int4, WeightFormat::Int4U4B8)] {
             let cfg = FusedQgemmConfig::from_tile(format, DType::F16, tile);
             let planned = TileConfig {
                 simdgroups: cfg.simdgroups(),
                 sg_grid: Some([tile.sg_rows, tile.sg_cols]),
-                ..TileConfig::new(TileShape::new(tile.tm, tile.tn, tile.tk), TileVariant::Fused, weights)
+                ..TileConfig::new(tile.shape, TileVariant::Fused, weights)
             };
             let report = plan_tile(&planned, &device, None).unwrap();
             let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
@@ -371,7 +371,7 @@ fn every_column_width_thread_count_and_row_block_agrees() {
     // N = 100 takes 1, 2 and 4 columns per thread (25 uint4 per row: one
     // partial tile); 32 threads leave one SIMD group to walk all of K; M = 11
     // in blocks of 4 rows ends in a partial block of 3.
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for cols in [1, 2, 4] {
             for threads in [32, 96, 256] {
                 let options = Options { qmatmul: QmatmulOptions { columns_per_thread: Some(cols), ..QmatmulOptions::default() }, threads: Some(threads), ..Options::default() };
@@ -408,7 +408,7 @@ fn every_column_width_thread_count_and_row_block_agrees() {
 #[test]
 fn k_split_over_threadgroups_matches_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, group, cols, splits) in [(1, 33, 160, 32, 1, &[1, 2, 3, 4, 5][..]), (3, 100, 256, 64, 4, &[2, 3]), (8, 7, 384, 128, 1, &[1, 2, 3]), (3, 36, 192, 64, 2, &[2])] {
             for &s in splits {
                 for out in [DType::F32, DType::F16] {
@@ -435,14 +435,14 @@ fn k_split_over_threadgroups_matches_the_reference() {
     // Row blocks (y) and splits (z) together: M = 11 in blocks of 4 rows,
     // 3 groups of 64 in 3 splits, summed by default in the kernel (the
     // simulator has device-scope fences; tickets per tile and row block).
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         let options = Options { gemm: GemmOptions { k_splits: Some(3), ..GemmOptions::default() }, qmatmul: QmatmulOptions { rows_per_threadgroup: Some(4), ..QmatmulOptions::default() }, threads: Some(64), sanitize: true, ..Options::default() };
         let names = run_check(&rt, format, DType::F16, [11, 36, 192], 64, &options, false);
         assert_eq!(names.len(), 1, "{names:?}");
         assert!(names[0].starts_with(&format!("qmatmul_{format}_f16_r4_")) && names[0].ends_with("_splitk_sum"), "{names:?}");
     }
     // More splits than quantization groups: an error with the numbers.
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &[0.5; 96 * 8], 96, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 96]).unwrap();
     let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { gemm: GemmOptions { k_splits: Some(4), ..GemmOptions::default() }, ..Options::default() }).unwrap_err();
@@ -461,7 +461,7 @@ fn k_split_over_threadgroups_matches_the_reference() {
 #[test]
 fn staged_chunks_match_the_reference() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, group, cols, words, threads, splits) in [
             (1, 33, 64, 32, 1, 4, 128, 1),
             (3, 100, 256, 64, 2, 8, 64, 1),
@@ -485,7 +485,7 @@ fn staged_chunks_match_the_reference() {
         }
     }
     // Stages the threadgroup memory cannot hold: an error with the numbers.
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 128 * 64], 128, 64, 128).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &[0.5; 128 * 64], 128, 64, 128).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 128]).unwrap();
     let big = QmatmulOptions { columns_per_thread: Some(4), words_per_iteration: Some(16), stages: Some(8), ..QmatmulOptions::default() };
@@ -502,7 +502,7 @@ fn splits_summed_in_the_kernel_equal_the_reduction() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let (m, n, k, group) = (3, 70, 320, 64);
     let values: Vec<f32> = (0..k * n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0).collect();
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &values, k, n, group).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &values, k, n, group).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a_values: Vec<f32> = (0..m * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 8.0).collect();
     let a = upload(&rt, enigma_ir::Scalar::F16, &a_values).unwrap();
@@ -530,7 +530,7 @@ fn int4_decode_sums_stay_finite_at_the_documented_bound() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let (m, n, k, group) = (1, 32, 256, 128);
     let one = 0x3C00u16; // f16 1.0
-    let q = quant::QuantizedMatrix::new(QuantFormat::Int4, k, n, group, vec![0; k / 8 * n], vec![one; k / group * n], vec![]).unwrap();
+    let q = quant::QuantizedMatrix::new(quant::Format::Int4, k, n, group, vec![0; k / 8 * n], vec![one; k / group * n], vec![]).unwrap();
     let weights = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &vec![16376.0f32; m * k]).unwrap();
     let ops = enigma_ops::Ops::new(&rt);
@@ -546,7 +546,7 @@ fn runs_clean_under_the_sanitizer() {
     // threadgroup memory, out-of-bounds loads at the edge tile, unwritten
     // outputs: none, under three SIMD-group schedules.
     let rt = Runtime::new(Device::Sim).unwrap();
-    for format in [QuantFormat::Fp4, QuantFormat::Int4] {
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
         for (m, n, k, cols, words) in [(3, 33, 128, 1, 4), (1, 68, 64, 4, 4), (8, 10, 96, 2, 4), (2, 36, 256, 2, 16)] {
             let group = if words == 16 { 128 } else { 32 };
             let options = Options { sanitize: true, threads: Some(64), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), ..QmatmulOptions::default() }, ..Options::default() };
@@ -558,7 +558,7 @@ fn runs_clean_under_the_sanitizer() {
 #[test]
 fn errors_name_the_numbers() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
     let e = enigma_ops::qmatmul(&rt, &a, &w, 2, DType::F32).unwrap_err();
@@ -568,7 +568,7 @@ fn errors_name_the_numbers() {
     assert!(e.to_string().contains("typed buffer of f32"), "{e}");
     let e = enigma_ops::qmatmul_with(&rt, &a, &w, 1, DType::F32, &Options { qmatmul: QmatmulOptions { columns_per_thread: Some(4), ..QmatmulOptions::default() }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul_int4_f32: 4 columns per thread need n % 4 == 0, n = 10");
-    let e = enigma_ops::quantize_weights(QuantFormat::Fp4, &[0.0; 40], 40, 1, 32).unwrap_err();
+    let e = enigma_ops::quantize_weights(quant::Format::Fp4, &[0.0; 40], 40, 1, 32).unwrap_err();
     assert!(matches!(e, Error::Quant(quant::QuantError::KNotMultipleOfGroup { k: 40, group: 32, .. })), "{e}");
     // The tensor-core kernel's slice must lie inside one group.
     let deep = Options { gemm: GemmOptions { tile: Some("16x128x64/1x4".parse().unwrap()), ..GemmOptions::default() }, ..Options::default() };
@@ -586,7 +586,7 @@ fn check_affine(rt: &Runtime, out: DType, [m, n, k]: [usize; 3], group: usize, o
     enigma_ops::quantize(DType::F16, &mut a);
     // Columns of different offsets, so that the biases matter.
     let raw: Vec<f32> = enigma_kernels::test_data(k * n, (k * 7 + n) as u64).iter().enumerate().map(|(i, &v)| v + (i % n) as f32 * 0.25).collect();
-    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &raw, k, n, group).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::MlxAffine, &raw, k, n, group).unwrap();
     let weights = QuantizedWeights::upload(rt, &q).unwrap();
     let ab = upload(rt, enigma_ir::Scalar::F16, &a).unwrap();
     let ops = enigma_ops::Ops::new(rt).with_options(options.clone());
@@ -662,7 +662,7 @@ fn mlx_affine_variants_run_clean_under_the_sanitizer() {
 #[test]
 fn mlx_affine_errors_name_the_numbers() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let q = enigma_ops::quantize_weights(QuantFormat::MlxAffine, &[0.5; 64 * 10], 64, 10, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::MlxAffine, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
     let e = enigma_ops::Ops::new(&rt).qmatmul_tiled(&a, &w, 1, DType::F32).unwrap_err();
@@ -683,7 +683,7 @@ fn mlx_affine_errors_name_the_numbers() {
     let w = QuantizedWeights { biases: None, ..w };
     let e = enigma_ops::qmatmul(&rt, &a, &w, 1, DType::F32).unwrap_err();
     assert_eq!(e.to_string(), "qmatmul: mlx_affine weights need `biases` (20 f16 values: K = 64, N = 10, group 32)");
-    let int4 = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
+    let int4 = enigma_ops::quantize_weights(quant::Format::Int4, &[0.5; 64 * 10], 64, 10, 32).unwrap();
     let extra = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 20]).unwrap();
     let w = QuantizedWeights { biases: Some(extra), ..QuantizedWeights::upload(&rt, &int4).unwrap() };
     let e = enigma_ops::qmatmul(&rt, &a, &w, 1, DType::F32).unwrap_err();
@@ -695,7 +695,7 @@ fn mlx_affine_errors_name_the_numbers() {
 #[test]
 fn the_fused_kernel_refuses_threads_its_tile_does_not_take() {
     let rt = Runtime::new(Device::Sim).unwrap();
-    let q = enigma_ops::quantize_weights(QuantFormat::Int4, &[0.5; 64 * 8], 64, 8, 32).unwrap();
+    let q = enigma_ops::quantize_weights(quant::Format::Int4, &[0.5; 64 * 8], 64, 8, 32).unwrap();
     let w = QuantizedWeights::upload(&rt, &q).unwrap();
     let a = upload(&rt, enigma_ir::Scalar::F16, &[1.0; 64]).unwrap();
     let ops = |threads| enigma_ops::Ops::new(&rt).with_options(Options { threads: Some(threads), ..Options::default() });

@@ -84,7 +84,7 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     let q16 = tune::candidates(&entry("qmatmul_int4"), &[16, 11008, 4096], &limits(1024));
     let runnable_tiles: Vec<GemmTile> = q16.iter().filter(|(_, skip)| skip.is_none()).filter_map(|(ch, _)| ch.tile).collect();
     assert!(runnable_tiles.contains(&GemmTile::new(16, 128, 64, 1, 4)), "{runnable_tiles:?}");
-    assert!(runnable_tiles.iter().all(|t| t.tm == 16), "16 rows take 16-row tiles: {runnable_tiles:?}");
+    assert!(runnable_tiles.iter().all(|t| t.shape.m == 16), "16 rows take 16-row tiles: {runnable_tiles:?}");
     assert!(q.iter().all(|(ch, _)| ch.tile.is_none()));
     assert!(q16.iter().filter(|(ch, _)| ch.tile.is_none() && ch.unroll.is_none()).all(|(_, skip)| skip.is_some()));
     // Weights in fragment order: up to 8 rows the decode row's threadgroup
@@ -96,9 +96,9 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     assert!(runnable.contains(&GemmTile::new(16, 128, 64, 1, 4)), "{runnable:?}");
     let decode: Vec<(u32, bool)> = frag.iter().filter(|(ch, _)| ch.tile.is_none()).map(|(ch, skip)| (ch.threads, skip.is_none())).collect();
     assert_eq!(decode, [(128, true), (256, true), (512, true), (1024, false)], "{frag:?}");
-    assert!(frag.iter().all(|(ch, _)| ch.tile.is_none_or(|t| t.tk == 64)), "{frag:?}");
+    assert!(frag.iter().all(|(ch, _)| ch.tile.is_none_or(|t| t.shape.k == 64)), "{frag:?}");
     let frag16 = tune::candidates(&entry("qmatmul_fragments_int4"), &[16, 11008, 4096], &limits(1024));
-    assert!(frag16.iter().all(|(ch, _)| ch.tile.is_some_and(|t| t.tk == 64)), "{frag16:?}");
+    assert!(frag16.iter().all(|(ch, _)| ch.tile.is_some_and(|t| t.shape.k == 64)), "{frag16:?}");
     // MLX's affine kernel takes threadgroup sizes at any M: none skipped for it.
     let affine16 = tune::candidates(&entry("qmatmul_mlx_affine"), &[16, 64, 256], &limits(1024));
     assert!(affine16.iter().any(|(ch, skip)| ch.unroll.is_none() && skip.is_none()), "{affine16:?}");
@@ -228,7 +228,7 @@ fn devices() -> [(&'static str, DeviceInfo); 2] {
 
 #[test]
 fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
-    use enigma_analysis::tiles::{plan_tile, TileConfig, TileShape, TileVariant, WeightFormat};
+    use enigma_analysis::tiles::{plan_tile, TileConfig, TileVariant, WeightFormat};
     use enigma_kernels::library::gemm::{gemm, GemmConfig};
     use enigma_kernels::library::sgemm::SgemmConfig;
     use enigma_kernels::library::DType;
@@ -280,7 +280,7 @@ fn gemm_candidates_are_the_planners_tiles_that_fit_the_device() {
         let planned = TileConfig {
             simdgroups: cfg.tile.sg_rows * cfg.tile.sg_cols,
             sg_grid: Some([cfg.tile.sg_rows, cfg.tile.sg_cols]),
-            ..TileConfig::new(TileShape::new(cfg.tile.tm, cfg.tile.tn, cfg.tile.tk), TileVariant::Staged, WeightFormat::Fp16)
+            ..TileConfig::new(cfg.tile.shape, TileVariant::Staged, WeightFormat::Fp16)
         };
         let report = plan_tile(&planned, &planner_device, None).unwrap();
         let declared: u64 = gemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
@@ -372,6 +372,6 @@ fn tuning_the_fused_quantized_matmul_tries_seed_002s_tiles() {
     tune::store(&tune::cache_path().unwrap(), &report).unwrap();
     let run = e.run(&rt, &shape).unwrap();
     assert!(run.passed, "{run}");
-    assert!(run.launches[0].kernel.starts_with(&format!("qgemm_fused_int4_f16_{}x{}x{}_sg{}x{}", best.tm, best.tn, best.tk, best.sg_rows, best.sg_cols)), "{}", run.launches[0].kernel);
+    assert!(run.launches[0].kernel.starts_with(&format!("qgemm_fused_int4_f16_{}x{}x{}_sg{}x{}", best.shape.m, best.shape.n, best.shape.k, best.sg_rows, best.sg_cols)), "{}", run.launches[0].kernel);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -8,7 +8,8 @@
 //! seeded order in each schedule (schedule 0 in index order, 1 reversed, then
 //! shuffled), and results that differ between schedules are reported.
 
-use crate::exec::{Env, Fault, SimdGroup, Stop, TgPlace, LANES};
+use crate::geometry::{TgPlace, LANES};
+use crate::state::{Env, Fault, SimdGroup, Stop};
 use crate::memory::{Words, POISON_WORD};
 use crate::program::Inst;
 use crate::sanitizer::{TgTracker, Who};

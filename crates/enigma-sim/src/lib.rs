@@ -14,11 +14,14 @@
 mod cooperative;
 mod dispatch;
 mod exec;
+mod geometry;
+mod layout;
 pub mod memory;
 mod ops;
 mod print;
 mod program;
 mod sanitizer;
+mod state;
 
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
@@ -177,7 +180,7 @@ impl Backend for SimBackend {
 
     fn compile(&self, kernel: &Kernel, info: &KernelInfo, spec: &SpecValues) -> Result<Box<dyn CompiledKernel>, RuntimeError> {
         let spec = spec.resolve(kernel);
-        let layouts = cooperative::Layout::all(&kernel.cooperative_tensors, &[]);
+        let layouts = layout::Layout::all(&kernel.cooperative_tensors, &[]);
         let program = program::lower(kernel, &spec, &layouts);
         Ok(Box::new(SimKernel { kernel: kernel.clone(), info: info.clone(), spec, program }))
     }
@@ -218,13 +221,13 @@ impl Backend for SimBackend {
                 }
             }
         }
-        let limits = exec::Limits {
+        let limits = state::Limits {
             max_loop_iterations: options.max_loop_iterations.or(options.sanitize.then_some(SANITIZER_LOOP_BUDGET)),
             deadline: options.timeout.map(|t| (start + t, t.as_secs_f64())),
             cancel: options.cancel.clone(),
         };
         let print_log = print::PrintLog::default();
-        let env = exec::Env {
+        let env = state::Env {
             program: &sim.program,
             buffers,
             textures,
@@ -262,7 +265,7 @@ impl SimBackend {
     fn sanitized(
         &self,
         sim: &SimKernel,
-        env: &exec::Env<'_>,
+        env: &state::Env<'_>,
         geometry: &DispatchGeometry,
         options: &DispatchOptions,
     ) -> Result<Vec<Finding>, RuntimeError> {
@@ -358,10 +361,10 @@ impl SimBackend {
         if let Some(first) = first_results.as_ref().filter(|_| !findings.iter().any(|f| f.severity == Severity::Error)) {
             // Each cooperative tensor in other layouts, the others in layout 0.
             'tensors: for (t, tensor) in kernel.cooperative_tensors.iter().enumerate() {
-                for seed in 1..=cooperative::SANITIZER_LAYOUTS {
+                for seed in 1..=layout::SANITIZER_LAYOUTS {
                     let mut seeds = vec![0; kernel.cooperative_tensors.len()];
                     seeds[t] = seed;
-                    let program = program::lower(kernel, &sim.spec, &cooperative::Layout::all(&kernel.cooperative_tensors, &seeds));
+                    let program = program::lower(kernel, &sim.spec, &layout::Layout::all(&kernel.cooperative_tensors, &seeds));
                     restore(&inputs);
                     dispatch::run_dispatch(kernel, &env.quiet().with_program(&program), geometry, 0)?;
                     let results = snapshot(buffers)?;

@@ -8,7 +8,7 @@
 //! (`If`/`Else`/`EndIf`, `LoopBegin`/`LoopTest`/`LoopContinue`/`LoopBack`/
 //! `LoopEnd`) whose jump targets are resolved here.
 
-use crate::cooperative::{Collective, Held, Layout, LeftOperand, ViewRegs};
+use crate::layout::{unset_bits, Layout};
 use enigma_ir::*;
 use std::sync::Arc;
 
@@ -275,7 +275,7 @@ pub fn lower(kernel: &Kernel, spec: &[Literal], layouts: &[Arc<Layout>]) -> Prog
     let mut initial = vec![];
     for (t, layout) in kernel.cooperative_tensors.iter().zip(layouts) {
         l.coop_regs.push(l.next_fixed);
-        initial.push((l.next_fixed, layout.capacity, crate::cooperative::unset_bits(t.elem)));
+        initial.push((l.next_fixed, layout.capacity, unset_bits(t.elem)));
         l.next_fixed += layout.capacity;
     }
     let mut thread_cells = 0;
@@ -1002,4 +1002,38 @@ fn used_builtins(kernel: &Kernel) -> Vec<Builtin> {
         }
     });
     Builtin::ALL.into_iter().filter(|b| used.contains(b)).collect()
+}
+
+/// A tensor view's registers (each a u32, the same on every thread).
+#[derive(Clone, Copy, Debug)]
+pub struct ViewRegs {
+    pub mem: MemRef,
+    pub elem: Scalar,
+    pub offset: Reg,
+    pub extents: [Reg; 2],
+    pub strides: [Reg; 2],
+}
+
+/// A cooperative tensor as an operand: its registers and layout.
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub base: Reg,
+    pub elem: Scalar,
+    pub layout: Arc<Layout>,
+}
+
+/// A product's left operand.
+#[derive(Clone, Debug)]
+pub enum LeftOperand {
+    View(ViewRegs),
+    Held(Held),
+}
+
+/// An operation over every thread of a scope at once.
+#[derive(Clone, Debug)]
+pub enum Collective {
+    /// `overlapped`: the product's operands are released at the second
+    /// threadgroup barrier after it (their reads recorded again at the next).
+    Matmul { desc: Matmul2dDescriptor, left: LeftOperand, right: ViewRegs, dest: Held, overlapped: bool },
+    Reduce { src: Held, dest: Held, axis: ReduceAxis, op: ReduceOp },
 }

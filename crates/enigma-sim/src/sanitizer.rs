@@ -47,7 +47,7 @@
 //! Findings are grouped by (kind, variable, both instructions) so one bug
 //! yields one finding with a count.
 
-use crate::exec::{TgPlace, LANES};
+use crate::geometry::{TgPlace, LANES};
 use crate::memory::try_filled;
 use crate::program::{MemRef, Program};
 use enigma_backend::{Finding, FindingKind, RuntimeError, Severity, TextureDesc, ThreadRef};

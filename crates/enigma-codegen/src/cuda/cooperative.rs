@@ -292,7 +292,7 @@ fn mma_candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionSco
         ExecutionScope::Simdgroups(n) => n,
     };
     let Matmul2dLeft::Tensor(lv) = left else { return None };
-    let elem = |v: &TensorView| match crate::msl::memory_elem(kernel, v.mem)? {
+    let elem = |v: &TensorView| match crate::plan::memory_elem(kernel, v.mem)? {
         Type::Scalar(s @ (Scalar::F16 | Scalar::BF16)) => Some(s),
         _ => None,
     };

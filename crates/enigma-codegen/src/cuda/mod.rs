@@ -110,7 +110,8 @@ mod prelude;
 use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
-use crate::writer::{push_indented, sorted_builtins, Code, Prec, Writer};
+use crate::code::{Code, Prec};
+use crate::writer::{push_indented, sorted_builtins, Writer};
 use enigma_ir::validate::check_literal;
 use enigma_ir::{
     Access, AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, MatrixType, MemFlags, Memory, ParamId,

@@ -12,33 +12,14 @@
 //! `cooperative_fragments`, one that holds the tensors in registers (CUDA)
 //! by `cooperative_registers`.
 
-use super::{Code, Val, Writer};
+use super::{Val, Writer};
+use crate::code::Code;
 use crate::dialect::Dialect;
 use crate::error::{CodegenError, CodegenErrorKind};
 use std::fmt::Write as _;
 use enigma_ir::{
     CoopId, ExecutionScope, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type,
 };
-
-/// The names the cooperative code uses.
-#[derive(Debug, Default)]
-pub(crate) struct CoopNames {
-    /// Each distinct (descriptor, scope), with its object's name.
-    pub ops: Vec<(Matmul2dDescriptor, ExecutionScope, String)>,
-    /// Each cooperative tensor's name.
-    pub tensors: Vec<String>,
-    /// The names of the views a statement makes.
-    pub views: [String; 2],
-    /// Program-scope declarations (the descriptors, or the `wgmma`
-    /// functions) for the dialect's head.
-    pub prologue: String,
-    /// The fragment lowering's threadgroup scratch arrays, by accumulator type.
-    pub scratch: Vec<(enigma_ir::Scalar, String)>,
-    /// The layouts, when the dialect holds the tensors in registers.
-    pub registers: Option<crate::cuda::cooperative::Plan>,
-    /// The program-scope functions the prologue already has.
-    pub functions: std::collections::BTreeSet<String>,
-}
 
 /// The MSL spelling of a descriptor.
 pub(crate) fn descriptor_text(d: &Matmul2dDescriptor) -> String {
@@ -64,7 +45,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// `metal::tensor<device half, metal::dextents<int32_t, 2>, metal::tensor_inline>`.
     fn view_type(&self, mem: Memory) -> Result<String, CodegenError> {
-        let elem = crate::msl::memory_elem(self.kernel, mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
+        let elem = crate::plan::memory_elem(self.kernel, mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
         let space = if matches!(mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
         Ok(format!("metal::tensor<{space} {}, metal::dextents<int32_t, 2>, metal::tensor_inline>", elem.msl_name()))
     }
@@ -149,7 +130,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// `metal::tensor<…>((device half*)A + offset, extents, strides)`.
     fn view_code(&mut self, v: &TensorView) -> Result<String, CodegenError> {
         let ty = self.view_type(v.mem)?;
-        let elem = crate::msl::memory_elem(self.kernel, v.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
+        let elem = crate::plan::memory_elem(self.kernel, v.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
         let space = if matches!(v.mem, Memory::Threadgroup(_)) { "threadgroup" } else { "device" };
         let base = match v.mem {
             Memory::Buffer(p) => self.names.param(p).to_string(),

@@ -12,7 +12,8 @@
 //! lane. A reduction over several SIMD groups meets in a threadgroup
 //! scratch array declared at the top of the body.
 
-use super::{Code, Val, Writer};
+use super::{Val, Writer};
+use crate::code::Code;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
 use enigma_ir::{Builtin, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
@@ -128,14 +129,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
         match kind {
             StmtKind::Matmul2d { desc, left, right, dest, .. } => {
                 let [lname, rname] = self.coop.views.clone();
-                let right_elem = crate::msl::memory_elem(self.kernel, right.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?.elem();
+                let right_elem = crate::plan::memory_elem(self.kernel, right.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?.elem();
                 self.line("{");
                 self.indent += 1;
                 let (left_arg, left_elem, k) = match left {
                     Matmul2dLeft::Tensor(v) => {
                         let code = self.fragment_view(v)?;
                         self.line(&format!("auto {lname} = {code};"));
-                        let elem = crate::msl::memory_elem(self.kernel, v.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?.elem();
+                        let elem = crate::plan::memory_elem(self.kernel, v.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?.elem();
                         // A dynamic k is the left view's k extent.
                         let k = desc.k.map_or_else(|| format!("{lname}.{}", if desc.transpose_left { "y" } else { "x" }), |k| format!("{k}u"));
                         (lname, elem, k)

@@ -11,7 +11,8 @@
 //! scalar path unless its quads can shuffle it; a SIMD group's own tensor
 //! is reduced with shuffles.
 
-use super::{Code, Val, Writer};
+use super::{Val, Writer};
+use crate::code::Code;
 use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::dialect::{BuiltinOrd, Dialect, TgIndex};
 use crate::error::CodegenError;

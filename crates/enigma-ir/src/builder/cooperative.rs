@@ -18,7 +18,8 @@
 //! ```
 
 use super::{Ex, KernelBuilder, Mem};
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dLeft, OperandRelease, ReduceAxis, ReduceOp, TensorView};
+use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
+use crate::ir::{Matmul2dLeft, TensorView};
 use crate::ir::{Expr, Literal, StmtKind};
 use crate::types::{Scalar, Type};
 

@@ -1232,7 +1232,7 @@ impl Parser {
     }
 
     /// `tensor(mem, offset, x extent, y extent, x stride, y stride)`.
-    fn view(&mut self) -> PResult<crate::cooperative::TensorView> {
+    fn view(&mut self) -> PResult<crate::ir::TensorView> {
         self.expect_ident("tensor")?;
         self.expect_punct("(")?;
         let mem = self.memory_arg()?;
@@ -1243,7 +1243,7 @@ impl Parser {
         }
         self.expect_punct(")")?;
         let [offset, ex, ey, sx, sy]: [Expr; 5] = e.try_into().map_err(|_| self.expected("five view values"))?;
-        Ok(crate::cooperative::TensorView { mem, offset, extents: [ex, ey], strides: [sx, sy] })
+        Ok(crate::ir::TensorView { mem, offset, extents: [ex, ey], strides: [sx, sy] })
     }
 
     /// A cooperative statement; its name is next.

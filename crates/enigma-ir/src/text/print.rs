@@ -259,7 +259,7 @@ impl Printer<'_> {
     }
 
     /// `tensor(mem, offset, x extent, y extent, x stride, y stride)`.
-    fn view(&mut self, view: &crate::cooperative::TensorView) {
+    fn view(&mut self, view: &crate::ir::TensorView) {
         let name = self.memory_ref(view.mem);
         let _ = write!(self.out, "tensor({name}");
         for e in view.exprs() {
@@ -271,7 +271,8 @@ impl Printer<'_> {
 
     /// The statements of [`crate::cooperative`].
     fn cooperative_stmt(&mut self, kind: &StmtKind) {
-        use crate::cooperative::{Matmul2dLeft, OperandRelease};
+        use crate::cooperative::OperandRelease;
+        use crate::ir::Matmul2dLeft;
         match kind {
             StmtKind::Matmul2d { desc, scope, left, right, dest, release } => {
                 let k = desc.k.map_or("dynamic_extent".to_string(), |k| k.to_string());

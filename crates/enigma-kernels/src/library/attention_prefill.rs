@@ -569,14 +569,14 @@ mod tests {
     fn tiles_and_stages_follow_the_memory_limit() {
         let plan_at = |s, limit| plan(DType::F16, s, Mask::None, false, None, limit).unwrap();
         // 32 KiB: the portable tile, one stage at D = 128.
-        let p = plan_at(shape(100, 100, 128), MAX_THREADGROUP_MEMORY);
+        let p = plan_at(shape(100, 100, 128), MAX_THREADGROUP_MEMORY_BYTES);
         assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 1));
-        assert!(p.config.memory_bytes() <= MAX_THREADGROUP_MEMORY);
+        assert!(p.config.memory_bytes() <= MAX_THREADGROUP_MEMORY_BYTES);
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 4, 1], 128));
         // 64 rows of 136 f16 staged (the Q block; one stage of K and V is
         // as large), 64 × 32 scores (f32) and weights (f16), 64 row factors.
         assert_eq!(p.config.memory_bytes(), 17408 + 8192 + 4096 + 256);
-        let p = plan_at(shape(1, 1, 64), MAX_THREADGROUP_MEMORY);
+        let p = plan_at(shape(1, 1, 64), MAX_THREADGROUP_MEMORY_BYTES);
         assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
         // A CUDA GPU's 227 KiB: two stages; 64 keys per block at D = 64.
         let p = plan_at(shape(300, 300, 128), 227 * 1024);
@@ -594,13 +594,13 @@ mod tests {
         assert_eq!(p.config.name(), "attention_prefill_bf16_d64_causal_lse_q128_kv32_s2");
         let bad = plan(DType::F16, shape(1, 1, 64), Mask::None, false, Some(PrefillTile { block_q: 96, block_kv: 32 }), u64::MAX);
         assert!(bad.unwrap_err().to_string().contains("is not a tile the kernel is built for"));
-        let small = plan(DType::F16, shape(1, 1, 128), Mask::None, false, Some(large), MAX_THREADGROUP_MEMORY);
+        let small = plan(DType::F16, shape(1, 1, 128), Mask::None, false, Some(large), MAX_THREADGROUP_MEMORY_BYTES);
         assert!(small.unwrap_err().to_string().contains("bytes of threadgroup memory (limit 32768)"));
     }
 
     #[test]
     fn refuses_what_it_is_not_built_for() {
-        let err = |dtype, s: PrefillShape| plan(dtype, s, Mask::None, false, None, MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+        let err = |dtype, s: PrefillShape| plan(dtype, s, Mask::None, false, None, MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string();
         assert_eq!(err(DType::F16, shape(8, 8, 96)), "attention_prefill_f16: head dimension 96 is not supported (the kernel is built for [64, 128])");
         assert_eq!(
             err(DType::F16, PrefillShape { heads: 6, kv_heads: 4, ..shape(8, 8, 64) }),

@@ -69,7 +69,7 @@ pub mod tile;
 pub mod variants;
 
 pub use enigma_ir::limits::{
-    MAX_THREADGROUP_MEMORY_BYTES as MAX_THREADGROUP_MEMORY, MAX_THREADS_PER_THREADGROUP as MAX_THREADS, SIMD_WIDTH,
+    MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_THREADGROUP, SIMD_WIDTH,
 };
 /// The most vector loads a row kernel keeps in registers per thread before
 /// it switches to streaming the row twice (32 floats per thread with `float4`).
@@ -191,10 +191,10 @@ impl std::error::Error for ShapeError {}
 /// defaults it to seed 004's table (through `enigma-analysis`), seed 000's
 /// geometry for GEMV and attention.
 pub fn check_threads(kernel: &str, threads: u32) -> Result<u32, ShapeError> {
-    if threads == 0 || threads > MAX_THREADS || !threads.is_multiple_of(SIMD_WIDTH) {
+    if threads == 0 || threads > MAX_THREADS_PER_THREADGROUP || !threads.is_multiple_of(SIMD_WIDTH) {
         return Err(ShapeError::new(
             kernel,
-            format!("threadgroup size {threads} is not a multiple of 32 between 32 and {MAX_THREADS} (the library's reductions need whole SIMD groups)"),
+            format!("threadgroup size {threads} is not a multiple of 32 between 32 and {MAX_THREADS_PER_THREADGROUP} (the library's reductions need whole SIMD groups)"),
         ));
     }
     Ok(threads)

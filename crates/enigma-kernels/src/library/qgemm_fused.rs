@@ -52,7 +52,7 @@ use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs
 use super::quant::{Format, VALUES_PER_WORD};
 use super::*;
 use super::tile::GemmTile;
-use enigma_analysis::tiles::{self, TileShape, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
+use enigma_analysis::tiles::{self, TileVariant, WeightFormat, FRAGMENT, STAGING_BYTES_PER_SIMDGROUP};
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Scalar, Type};
 
 /// K values per slice the kernel takes: each divides the smallest group
@@ -118,14 +118,14 @@ impl FusedQgemmConfig {
     /// slice, `tm · tk · 2` bytes, and one 8×8 f16 staging fragment per SIMD
     /// group, [`STAGING_BYTES_PER_SIMDGROUP`] each.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
-        let (a, b) = tiles::threadgroup_memory(TileShape::new(self.tile.tm, self.tile.tn, self.tile.tk), TileVariant::Fused, self.weights(), self.simdgroups(), 1);
+        let (a, b) = tiles::threadgroup_memory(self.tile.shape, TileVariant::Fused, self.weights(), self.simdgroups(), 1);
         a.saturating_add(b)
     }
 
     /// K splits for an `m × n × k` product on this tile that give at least
     /// `threadgroups` threadgroups (the GEMM's rule, [`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tile.tm, self.tile.tn, self.tile.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
+        k_splits_for(self.tile.shape, m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// Checks that the kernel can be built: FP4 or INT4 weights, SIMD groups
@@ -139,13 +139,13 @@ impl FusedQgemmConfig {
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
             return Err(ShapeError::new(name, format!("takes fp4 or int4 weights in seed 002's layout, not {}", self.format)));
         }
-        let (sm, sn) = simdgroup_tiles(&name, (self.tile.tm, self.tile.tn), (self.tile.sg_rows, self.tile.sg_cols))?;
+        let (sm, sn) = simdgroup_tiles(&name, (self.tile.shape.m, self.tile.shape.n), (self.tile.sg_rows, self.tile.sg_cols))?;
         let side = |v: u32| v > 0 && v.is_multiple_of(FRAGMENT) && v <= MatrixType::MAX_SIDE as u32;
         if !(side(sm) && side(sn)) {
             return Err(ShapeError::new(name, format!("SIMD-group tiles of {sm}×{sn} must have sides that are multiples of 8 up to 64")));
         }
-        if !SLICE_DEPTHS.contains(&self.tile.tk) {
-            return Err(ShapeError::new(name, format!("a K slice of {} values; one of {SLICE_DEPTHS:?} (dividing every group size)", self.tile.tk)));
+        if !SLICE_DEPTHS.contains(&self.tile.shape.k) {
+            return Err(ShapeError::new(name, format!("a K slice of {} values; one of {SLICE_DEPTHS:?} (dividing every group size)", self.tile.shape.k)));
         }
         check_threads(&name, self.threads())?;
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
@@ -154,13 +154,13 @@ impl FusedQgemmConfig {
     /// `qgemm_fused_{format}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_splitk]`.
     pub fn name(&self) -> String {
         let split = if self.splits > 1 { "_splitk" } else { "" };
-        format!("qgemm_fused_{}_{}_{}x{}x{}_sg{}x{}{split}", self.format, self.output, self.tile.tm, self.tile.tn, self.tile.tk, self.tile.sg_rows, self.tile.sg_cols)
+        format!("qgemm_fused_{}_{}_{}x{}x{}_sg{}x{}{split}", self.format, self.output, self.tile.shape.m, self.tile.shape.n, self.tile.shape.k, self.tile.sg_rows, self.tile.sg_cols)
     }
 
     /// The dispatch for an `m × n` result: tiles along N (x) and M (y),
     /// the K splits along z.
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tile.tn), m.div_ceil(self.tile.tm), self.splits.max(1)], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tile.shape.n), m.div_ceil(self.tile.shape.m), self.splits.max(1)], self.threads())
     }
 }
 
@@ -172,7 +172,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let (sm, sn, tk) = (cfg.tile.tm / cfg.tile.sg_rows, cfg.tile.tn / cfg.tile.sg_cols, cfg.tile.tk);
+    let (sm, sn, tk) = (cfg.tile.shape.m / cfg.tile.sg_rows, cfg.tile.shape.n / cfg.tile.sg_cols, cfg.tile.shape.k);
     let (steps, blocks) = (tk / FRAGMENT, sn / FRAGMENT);
     let a_tile = MatrixType::new(Scalar::F16, sm as u8, FRAGMENT as u8);
     let b_frag = MatrixType::new(Scalar::F16, FRAGMENT as u8, FRAGMENT as u8);
@@ -191,7 +191,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     let n = k.value(MatrixArgs::N, Type::U32);
     let kk = k.value(MatrixArgs::K, Type::U32);
     let group = k.value(PackedArgs::GROUP, Type::U32);
-    let a_slice = k.threadgroup_array("a_slice", half4, cfg.tile.tm * tk / VEC);
+    let a_slice = k.threadgroup_array("a_slice", half4, cfg.tile.shape.m * tk / VEC);
     let frag_vecs = (STAGING_BYTES_PER_SIMDGROUP / u64::from(2 * VEC)) as u32;
     let staging = k.threadgroup_array("b_staging", half4, cfg.simdgroups() * frag_vecs);
 
@@ -199,8 +199,8 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
-    let m0 = k.let_("m0", tg.y() * cfg.tile.tm);
-    let n0 = k.let_("n0", tg.x() * cfg.tile.tn);
+    let m0 = k.let_("m0", tg.y() * cfg.tile.shape.m);
+    let n0 = k.let_("n0", tg.x() * cfg.tile.shape.n);
     let sg_m = k.let_("sg_m", sg / cfg.tile.sg_cols * sm);
     let sg_n = k.let_("sg_n", sg % cfg.tile.sg_cols * sn);
     // Split z takes whole slices [k_begin, k_end) and its own slice of `c`.
@@ -213,7 +213,7 @@ pub fn qgemm_fused(cfg: &FusedQgemmConfig) -> Kernel {
     // This SIMD group's staging fragment, in elements and in half4s.
     let frag = k.let_("frag", sg * frag_vecs);
 
-    let a_slot = SliceLoad { a4, a_slice, m, kk, m0, lid, threads, tk, units: cfg.tile.tm * tk / VEC };
+    let a_slot = SliceLoad { a4, a_slice, m, kk, m0, lid, threads, tk, units: cfg.tile.shape.m * tk / VEC };
     let held = a_slot.registers(&mut k);
     let words: [Vec<Var>; 2] = ["cur", "next"].map(|t| (0..steps * blocks).map(|i| k.var(&format!("{t}_word{i}"), 0u32)).collect());
     let slice_scales: [Vec<Var>; 2] = ["cur", "next"].map(|t| (0..blocks).map(|ni| k.var(&format!("{t}_scale{ni}"), 0.0f32)).collect());
@@ -341,6 +341,7 @@ impl SliceLoad {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::library::tile::TileShape;
 
     /// Seed 002's four configurations (§6, with the planner's SIMD-group
     /// grids) are accepted, and each kernel declares the threadgroup memory
@@ -350,13 +351,13 @@ mod tests {
         for (tile, seed_bytes) in [((64, 64, 32, 2, 2), 4608), ((128, 64, 16, 4, 1), 4608), ((32, 128, 32, 1, 4), 2560), ((128, 128, 16, 2, 2), 4608)] {
             let (tm, tn, tk, r, c) = tile;
             let cfg = FusedQgemmConfig::from_tile(Format::Fp4, DType::F16, GemmTile::new(tm, tn, tk, r, c));
-            assert!(cfg.check(MAX_THREADGROUP_MEMORY).is_ok(), "{}", cfg.name());
+            assert!(cfg.check(MAX_THREADGROUP_MEMORY_BYTES).is_ok(), "{}", cfg.name());
             let declared: u64 = qgemm_fused(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
             assert_eq!((cfg.threadgroup_memory_bytes(), declared), (seed_bytes, seed_bytes), "{}", cfg.name());
         }
         // §9.1's table, on the planner's grids.
         let grid = |m| {
-            let GemmTile { tm, tn, tk, sg_rows, sg_cols } = FusedQgemmConfig::for_rows(Format::Int4, DType::F32, m).tile;
+            let GemmTile { shape: TileShape { m: tm, n: tn, k: tk }, sg_rows, sg_cols } = FusedQgemmConfig::for_rows(Format::Int4, DType::F32, m).tile;
             (tm, tn, tk, sg_rows, sg_cols)
         };
         assert_eq!([grid(1), grid(40), grid(200), grid(300)], [(32, 128, 32, 1, 4), (64, 64, 32, 2, 2), (128, 64, 16, 4, 1), (128, 128, 16, 2, 2)]);
@@ -369,9 +370,9 @@ mod tests {
         assert_eq!(FusedQgemmConfig { splits: 3, ..cfg }.name(), "qgemm_fused_int4_f16_64x64x32_sg2x2_splitk");
         assert_eq!(FusedQgemmConfig { splits: 3, ..cfg }.dispatch(100, 65).size, [2, 2, 3]);
         let err = |c: FusedQgemmConfig, max: u64| c.check(max).unwrap_err().to_string();
-        assert!(err(FusedQgemmConfig { tile: GemmTile { tk: 64, ..cfg.tile }, ..cfg }, u64::MAX).contains("a K slice of 64 values; one of [8, 16, 32]"));
+        assert!(err(FusedQgemmConfig { tile: GemmTile { shape: TileShape { k: 64, ..cfg.tile.shape }, ..cfg.tile }, ..cfg }, u64::MAX).contains("a K slice of 64 values; one of [8, 16, 32]"));
         assert!(err(FusedQgemmConfig { tile: GemmTile { sg_rows: 3, ..cfg.tile }, ..cfg }, u64::MAX).contains("3×2 SIMD groups do not divide a 64×64 tile"));
-        assert!(err(FusedQgemmConfig { tile: GemmTile { tn: 256, sg_cols: 2, ..cfg.tile }, ..cfg }, u64::MAX).contains("SIMD-group tiles of 32×128"));
+        assert!(err(FusedQgemmConfig { tile: GemmTile { shape: TileShape { n: 256, ..cfg.tile.shape }, sg_cols: 2, ..cfg.tile }, ..cfg }, u64::MAX).contains("SIMD-group tiles of 32×128"));
         assert!(err(FusedQgemmConfig { splits: 65, ..cfg }, u64::MAX).contains("65 K splits; between 1 and 64"));
         assert!(err(FusedQgemmConfig { format: Format::MlxAffine, ..cfg }, u64::MAX).contains("not mlx_affine"));
         // 64 × 32 halves and 4 fragments of 128 bytes.

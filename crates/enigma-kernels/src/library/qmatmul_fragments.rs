@@ -223,10 +223,10 @@ pub(crate) fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], thr
     let units_n = n32 / UNIT_N;
     let wide = units_n >= 2 && units_n / 2 >= min_tiles;
     let t = check_threads(&name, threads.unwrap_or(if wide { 256 } else { 512 }))?;
-    let units = if wide && threadgroup_bytes(2, t) <= MAX_THREADGROUP_MEMORY { 2 } else { 1 };
+    let units = if wide && threadgroup_bytes(2, t) <= MAX_THREADGROUP_MEMORY_BYTES { 2 } else { 1 };
     let bytes = threadgroup_bytes(units, t);
-    if bytes > MAX_THREADGROUP_MEMORY {
-        return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY}")));
+    if bytes > MAX_THREADGROUP_MEMORY_BYTES {
+        return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY_BYTES}")));
     }
     let splits = match splits {
         Some(s) => super::split::check_k_splits(&name, s, k32 / UNIT_K, &format!("units of {UNIT_K} K values"), m, n)?,

@@ -295,7 +295,7 @@ pub fn plan(op: ReduceOp, dtype: DType, n: usize, vec: u8, threads: u32, options
     let groups = nv.div_ceil(t).clamp(1, max_groups);
     let pass1 = ReducePass { op, dtype, vec, unroll, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) };
     let pass2 = (groups > 1).then(|| {
-        let t2 = groups.div_ceil(SIMD_WIDTH).saturating_mul(SIMD_WIDTH).min(MAX_THREADS);
+        let t2 = groups.div_ceil(SIMD_WIDTH).saturating_mul(SIMD_WIDTH).min(MAX_THREADS_PER_THREADGROUP);
         ReducePass { op, dtype: DType::F32, vec: 1, unroll: 1, n: groups, dispatch: Dispatch::threadgroups([1, 1, 1], t2) }
     });
     Ok(ReducePlan { pass1, pass2 })
@@ -532,7 +532,7 @@ fn arg_b_wins(largest: bool, (av, ai): (Ex, Ex), (bv, bi): (Ex, Ex)) -> Ex {
 pub fn reduce_axis_blocks(b: &AxisBlocks) -> Kernel {
     let &AxisBlocks { r, dtype, vec, threads, of_partials, partial } = b;
     assert_vec(vec);
-    assert!(threads.is_multiple_of(SIMD_WIDTH) && (SIMD_WIDTH..=MAX_THREADS).contains(&threads), "threads {threads} is not a multiple of 32 from 32 to 1024");
+    assert!(threads.is_multiple_of(SIMD_WIDTH) && (SIMD_WIDTH..=MAX_THREADS_PER_THREADGROUP).contains(&threads), "threads {threads} is not a multiple of 32 from 32 to 1024");
     let arg = matches!(r, AxisReduction::ArgMax | AxisReduction::ArgMin);
     assert!(arg || !(of_partials || partial), "only an index search has split stages");
     let largest = r == AxisReduction::ArgMax;

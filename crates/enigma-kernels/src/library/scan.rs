@@ -136,7 +136,7 @@ crate::kernel_args! {
 pub fn scan_rows(op: AxisScan, scalar: Scalar, vec: u8, threads: u32, offsets: bool) -> Kernel {
     assert!(AXIS_SCAN_SCALARS.contains(&scalar), "scan_rows takes f32, f16, bf16, i32 or u32, not {scalar}");
     assert_vec(vec);
-    assert!(threads.is_multiple_of(SIMD_WIDTH) && (SIMD_WIDTH..=MAX_THREADS).contains(&threads), "threads {threads} is not a multiple of 32 from 32 to 1024");
+    assert!(threads.is_multiple_of(SIMD_WIDTH) && (SIMD_WIDTH..=MAX_THREADS_PER_THREADGROUP).contains(&threads), "threads {threads} is not a multiple of 32 from 32 to 1024");
     let float = scalar.is_float();
     assert!(!offsets || (op == AxisScan::Sum && float), "row offsets are f32 running sums");
     let acc_ty = if float { Scalar::F32 } else { scalar };

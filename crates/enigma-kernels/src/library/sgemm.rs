@@ -41,6 +41,7 @@
 
 use super::gemm::{MatrixArgs, PlainArgs};
 use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
+use super::tile::TileShape;
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Type};
 
@@ -78,12 +79,9 @@ pub const WIDE_BLOCK_THREADS: u32 = 256;
 pub struct SgemmConfig {
     /// C's element type (f32 accumulation, rounded once on the store).
     pub output: DType,
-    /// Rows of C per threadgroup.
-    pub tm: u32,
-    /// Columns of C per threadgroup.
-    pub tn: u32,
-    /// K values per staged slice.
-    pub tk: u32,
+    /// The tile of C per threadgroup (`m × n`) and the K values per staged
+    /// slice (`k`).
+    pub tile: TileShape,
     /// Rows of C per thread (4 or 8).
     pub rm: u32,
     /// Columns of C per thread (4 or 8).
@@ -101,7 +99,7 @@ pub struct SgemmConfig {
 impl SgemmConfig {
     /// The default: a 128×128 tile, 8 deep, 256 threads of 8×8 each.
     pub fn new(output: DType) -> SgemmConfig {
-        SgemmConfig { output, tm: 128, tn: 128, tk: 8, rm: 8, rn: 8, trans_a: false, trans_b: false, splits: 1 }
+        SgemmConfig { output, tile: TileShape::new(128, 128, 8), rm: 8, rn: 8, trans_a: false, trans_b: false, splits: 1 }
     }
 
     /// The tile for `m` rows: up to 64 rows, the fewest of 16, 32 or 64
@@ -111,7 +109,7 @@ impl SgemmConfig {
     pub fn for_rows(output: DType, m: u32) -> SgemmConfig {
         let base = SgemmConfig::new(output);
         match m {
-            0..=64 => SgemmConfig { tm: m.next_power_of_two().clamp(16, 64), rm: 4, ..base },
+            0..=64 => SgemmConfig { tile: TileShape { m: m.next_power_of_two().clamp(16, 64), ..base.tile }, rm: 4, ..base },
             _ => base,
         }
     }
@@ -122,8 +120,8 @@ impl SgemmConfig {
     /// threads; `BENCHMARKS.md`, the SIMT f32 GEMM).
     pub fn for_shape(output: DType, m: u32, n: u32, compute_units: u32) -> SgemmConfig {
         let cfg = SgemmConfig::for_rows(output, m);
-        if m > 64 && m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn) < compute_units {
-            return SgemmConfig { tn: 64, ..cfg };
+        if m > 64 && m.div_ceil(cfg.tile.m) * n.div_ceil(cfg.tile.n) < compute_units {
+            return SgemmConfig { tile: TileShape { n: 64, ..cfg.tile }, ..cfg };
         }
         cfg
     }
@@ -132,8 +130,8 @@ impl SgemmConfig {
     /// threadgroup memory then fits `max_threadgroup_memory_bytes`, else
     /// as it is.
     pub fn deepened_for(self, max_threadgroup_memory_bytes: u64) -> SgemmConfig {
-        let deep = SgemmConfig { tk: DEEP_TK, ..self };
-        if self.tk < DEEP_TK && deep.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
+        let deep = SgemmConfig { tile: TileShape { k: DEEP_TK, ..self.tile }, ..self };
+        if self.tile.k < DEEP_TK && deep.threadgroup_memory_bytes() <= max_threadgroup_memory_bytes {
             deep
         } else {
             self
@@ -152,14 +150,14 @@ impl SgemmConfig {
         }
         let (rm, rn) = if threads > WIDE_BLOCK_THREADS { (4, 4) } else { (self.rm, self.rn) };
         let cols = 1 << (threads.trailing_zeros() / 2);
-        let cfg = SgemmConfig { tm: threads / cols * rm, tn: cols * rn, rm, rn, ..self };
+        let cfg = SgemmConfig { tile: TileShape { m: threads / cols * rm, n: cols * rn, ..self.tile }, rm, rn, ..self };
         cfg.check(u64::MAX)?;
         Ok(cfg)
     }
 
     /// Threads per threadgroup: one per `rm × rn` block of the tile.
     pub fn threads(&self) -> u32 {
-        (self.tm / self.rm.max(1)) * (self.tn / self.rn.max(1))
+        (self.tile.m / self.rm.max(1)) * (self.tile.n / self.rn.max(1))
     }
 
     /// Threadgroup memory: [`STAGES`] slices of op(A) (`tk` rows of `tm`)
@@ -167,13 +165,13 @@ impl SgemmConfig {
     /// `float4`s.
     pub fn threadgroup_memory_bytes(&self) -> u64 {
         let row = |side: u32| (side / VEC + PAD) as u64 * 16;
-        STAGES as u64 * self.tk as u64 * (row(self.tm) + row(self.tn))
+        STAGES as u64 * self.tile.k as u64 * (row(self.tile.m) + row(self.tile.n))
     }
 
     /// K splits for an `m × n × k` product aiming at `threadgroups`
     /// threadgroups (the SIMD-group GEMM's rule, [`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tm, self.tn, self.tk), m, n, k, threadgroups, SIMT_SPLIT_K_MAX_ROWS)
+        k_splits_for(self.tile, m, n, k, threadgroups, SIMT_SPLIT_K_MAX_ROWS)
     }
 
     /// Checks the shape: blocks of 4 or 8, tile sides multiples of the
@@ -186,12 +184,12 @@ impl SgemmConfig {
         if !(BLOCK_SIDES.contains(&self.rm) && BLOCK_SIDES.contains(&self.rn)) {
             return Err(ShapeError::new(name, format!("a {}×{} block per thread; sides of 4 or 8", self.rm, self.rn)));
         }
-        if self.tm == 0 || self.tn == 0 || !self.tm.is_multiple_of(self.rm) || !self.tn.is_multiple_of(self.rn) {
-            return Err(ShapeError::new(name, format!("{}×{} blocks do not divide a {}×{} tile", self.rm, self.rn, self.tm, self.tn)));
+        if self.tile.m == 0 || self.tile.n == 0 || !self.tile.m.is_multiple_of(self.rm) || !self.tile.n.is_multiple_of(self.rn) {
+            return Err(ShapeError::new(name, format!("{}×{} blocks do not divide a {}×{} tile", self.rm, self.rn, self.tile.m, self.tile.n)));
         }
         check_threads(&name, self.threads())?;
-        if !(1..=64).contains(&self.tk) {
-            return Err(ShapeError::new(name, format!("{} K values per slice; between 1 and 64", self.tk)));
+        if !(1..=64).contains(&self.tile.k) {
+            return Err(ShapeError::new(name, format!("{} K values per slice; between 1 and 64", self.tile.k)));
         }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
@@ -201,9 +199,9 @@ impl SgemmConfig {
         format!(
             "sgemm_{}_{}x{}x{}_r{}x{}{}{}{}",
             self.output,
-            self.tm,
-            self.tn,
-            self.tk,
+            self.tile.m,
+            self.tile.n,
+            self.tile.k,
             self.rm,
             self.rn,
             if self.trans_a { "_ta" } else { "" },
@@ -214,7 +212,7 @@ impl SgemmConfig {
 
     /// The dispatch for an `m × n` result, `batch` times (times the splits).
     pub fn dispatch(&self, m: u32, n: u32, batch: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), batch * self.splits.max(1)], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tile.n), m.div_ceil(self.tile.m), batch * self.splits.max(1)], self.threads())
     }
 }
 
@@ -252,7 +250,7 @@ impl Operand {
 
     /// `float4`s per stage.
     fn stage_len(&self, cfg: &SgemmConfig) -> u32 {
-        cfg.tk * self.ld()
+        cfg.tile.k * self.ld()
     }
 
     /// This thread's `float4`s of each slice, dealt round-robin: along the
@@ -260,12 +258,12 @@ impl Operand {
     /// along the rows, else along K (consecutive threads, consecutive K of
     /// one row).
     fn slots(&self, k: &mut KernelBuilder, cfg: &SgemmConfig, lid: Ex) -> Vec<Slot> {
-        let count = cfg.tk * self.side / VEC;
+        let count = cfg.tile.k * self.side / VEC;
         let threads = cfg.threads();
         (0..count.div_ceil(threads))
             .map(|u| {
                 let j = k.let_(&format!("{}_j{u}", self.name), lid + u * threads);
-                let (kr, c) = if self.k_is_row { (j / (self.side / VEC), j % (self.side / VEC) * VEC) } else { (j % cfg.tk, j / cfg.tk * VEC) };
+                let (kr, c) = if self.k_is_row { (j / (self.side / VEC), j % (self.side / VEC) * VEC) } else { (j % cfg.tile.k, j / cfg.tile.k * VEC) };
                 let kr = k.let_(&format!("{}_kr{u}", self.name), kr);
                 let c = k.let_(&format!("{}_c{u}", self.name), c);
                 Slot { kr, c, valid: ((u + 1) * threads > count).then(|| j.lt(count)) }
@@ -354,22 +352,22 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
     let beta = k.value(PlainArgs::BETA, Type::F32);
     let a4 = k.buffer(MatrixArgs::A4, f4, Access::Read);
     let b4 = k.buffer(PlainArgs::B4, f4, Access::Read);
-    let a_s = k.threadgroup_array("a_slice", f4, STAGES * cfg.tk * (cfg.tm / VEC + PAD));
-    let b_s = k.threadgroup_array("b_slice", f4, STAGES * cfg.tk * (cfg.tn / VEC + PAD));
+    let a_s = k.threadgroup_array("a_slice", f4, STAGES * cfg.tile.k * (cfg.tile.m / VEC + PAD));
+    let b_s = k.threadgroup_array("b_slice", f4, STAGES * cfg.tile.k * (cfg.tile.n / VEC + PAD));
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let (threads_m, threads_n) = (cfg.tm / cfg.rm, cfg.tn / cfg.rn);
+    let (threads_m, threads_n) = (cfg.tile.m / cfg.rm, cfg.tile.n / cfg.rn);
     let tx = k.let_("tx", lid % threads_n);
     let ty = k.let_("ty", lid / threads_n);
-    let m0 = k.let_("m0", tg.y() * cfg.tm);
-    let n0 = k.let_("n0", tg.x() * cfg.tn);
+    let m0 = k.let_("m0", tg.y() * cfg.tile.m);
+    let n0 = k.let_("n0", tg.x() * cfg.tile.n);
     // With K split, z numbers (batch, split) pairs; a split takes whole
     // slices of K (as the SIMD-group GEMM).
     let batch = k.let_("batch", tg.z() / splits);
     let split = k.let_("split", tg.z() % splits);
     let c_base = k.let_("c_base", tg.z() * m * n);
-    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tk);
-    let slices = k.let_("slices", (k_end - k_begin + (cfg.tk - 1)) / cfg.tk);
+    let (k_begin, k_end) = split_range(&mut k, kk, split, splits, cfg.tile.k);
+    let slices = k.let_("slices", (k_end - k_begin + (cfg.tile.k - 1)) / cfg.tile.k);
     let ops = [
         Operand {
             name: "a",
@@ -380,7 +378,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
             rows: if cfg.trans_a { kk } else { m },
             cols: if cfg.trans_a { m } else { kk },
             origin: m0,
-            side: cfg.tm,
+            side: cfg.tile.m,
             k_is_row: cfg.trans_a,
         },
         Operand {
@@ -392,7 +390,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
             rows: if cfg.trans_b { n } else { kk },
             cols: if cfg.trans_b { kk } else { n },
             origin: n0,
-            side: cfg.tn,
+            side: cfg.tile.n,
             k_is_row: !cfg.trans_b,
         },
     ];
@@ -413,13 +411,13 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
             let more = next.lt(slices);
             k.if_(more, |k| {
                 for (i, op) in ops.iter().enumerate() {
-                    op.fetch(k, "next_", &slots[i], &held[i], k_begin + next * cfg.tk, vec_ok[i]);
+                    op.fetch(k, "next_", &slots[i], &held[i], k_begin + next * cfg.tile.k, vec_ok[i]);
                 }
             });
             let stage = k.let_("stage", s % STAGES);
             let a_at = k.let_("a_at", stage * ops[0].stage_len(cfg) + ty);
             let b_at = k.let_("b_at", stage * ops[1].stage_len(cfg) + tx);
-            for kr in 0..cfg.tk {
+            for kr in 0..cfg.tile.k {
                 // The thread's `float4`s of row kr: one per band of the tile.
                 let frag = |k: &mut KernelBuilder, op: &Operand, at: Ex, bands: u32, per_band: u32| -> Vec<Ex> {
                     (0..bands).map(|h| k.let_(&format!("{}_frag{kr}_{h}", op.name), op.staged.get(at + (kr * op.ld() + h * per_band)))).collect()
@@ -474,25 +472,25 @@ mod tests {
         let cfg = SgemmConfig::new(DType::F32);
         // 2 stages × 8 rows × (33 + 33) float4s.
         assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes()), (256, 2 * 8 * 66 * 16));
-        assert!(cfg.check(MAX_THREADGROUP_MEMORY).is_ok());
+        assert!(cfg.check(MAX_THREADGROUP_MEMORY_BYTES).is_ok());
         let declared: u64 = sgemm(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
         assert_eq!(declared, cfg.threadgroup_memory_bytes());
         assert_eq!(cfg.name(), "sgemm_f32_128x128x8_r8x8");
         assert_eq!(cfg.dispatch(129, 100, 2).size, [1, 2, 2]);
-        let deep = SgemmConfig { tk: 32, ..cfg };
-        let err = deep.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+        let deep = SgemmConfig { tile: TileShape { k: 32, ..cfg.tile }, ..cfg };
+        let err = deep.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string();
         assert!(err.contains("needs 67584 bytes of threadgroup memory (limit 32768)"), "{err}");
         let odd = SgemmConfig { rm: 6, ..cfg };
         assert!(odd.check(u64::MAX).unwrap_err().to_string().contains("a 6×8 block per thread"));
-        let ragged = SgemmConfig { tn: 100, ..cfg };
+        let ragged = SgemmConfig { tile: TileShape { n: 100, ..cfg.tile }, ..cfg };
         assert!(ragged.check(u64::MAX).unwrap_err().to_string().contains("8×8 blocks do not divide a 128×100 tile"));
-        let tiles = |t| cfg.with_threads(t).map(|c| (c.tm, c.tn));
+        let tiles = |t| cfg.with_threads(t).map(|c| (c.tile.m, c.tile.n));
         assert_eq!((tiles(256), tiles(128), tiles(64), tiles(32)), (Ok((128, 128)), Ok((128, 64)), Ok((64, 64)), Ok((64, 32))));
         let rows = |m| SgemmConfig::for_rows(DType::F32, m);
-        let small = [1, 16, 17, 33, 64, 65].map(|m| (rows(m).tm, rows(m).rm, rows(m).threads()));
+        let small = [1, 16, 17, 33, 64, 65].map(|m| (rows(m).tile.m, rows(m).rm, rows(m).threads()));
         assert_eq!(small, [(16, 4, 64), (16, 4, 64), (32, 4, 128), (64, 4, 256), (64, 4, 256), (128, 8, 256)]);
         let wide = cfg.with_threads(1024).unwrap();
-        assert_eq!((wide.tm, wide.tn, wide.rm, wide.rn, wide.threads()), (128, 128, 4, 4, 1024));
+        assert_eq!((wide.tile.m, wide.tile.n, wide.rm, wide.rn, wide.threads()), (128, 128, 4, 4, 1024));
         assert!(tiles(96).unwrap_err().to_string().contains("96 threads; the tile splits over a power of two"));
     }
 }

@@ -6,21 +6,22 @@
 //! output arguments of a kernel that may be split ([`SplitArgs`]) and the
 //! reduction that sums them in a second dispatch ([`splitk_reduce`]).
 
+use super::tile::TileShape;
 use super::*;
 use enigma_ir::{Access, Kernel, Type};
 
 /// The most ways K is split over threadgroups.
 pub const MAX_SPLITS: u32 = 64;
 
-/// K splits for an `m × n × k` product on `tile` (`tm, tn, tk`) that give
+/// K splits for an `m × n × k` product on `tile` that give
 /// at least `threadgroups` threadgroups, each split keeping at least 4
 /// slices of K — for M up to `max_rows` only (the kernel's limit:
 /// [`super::gemm::SPLIT_K_MAX_ROWS`], [`super::sgemm::SIMT_SPLIT_K_MAX_ROWS`]): with more
 /// rows the workspace's traffic costs more than the parallelism gains
 /// (`BENCHMARKS.md`, split-K and small-M tiles). The rule of every GEMM ([`super::gemm::GemmConfig::splits_for`],
 /// [`super::sgemm::SgemmConfig::splits_for`], the fused variant's).
-pub fn k_splits_for(tile: (u32, u32, u32), m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
-    let (tm, tn, tk) = tile;
+pub fn k_splits_for(tile: TileShape, m: u32, n: u32, k: u32, threadgroups: u32, max_rows: u32) -> u32 {
+    let TileShape { m: tm, n: tn, k: tk } = tile;
     if m > max_rows {
         return 1;
     }

@@ -1,9 +1,12 @@
-//! The tile every GEMM family of the library shares ([`GemmTile`]: `tm ×
-//! tn × tk` over `sg_rows × sg_cols` SIMD groups), the limits a tile must
-//! fit ([`ThreadgroupLimits`]), the tiles the autotuner tries
-//! ([`gemm_tiles`]) and the default tile per shape ([`select_tile`]).
+//! The tile every GEMM family of the library shares ([`TileShape`]: `m × n`
+//! outputs per threadgroup, `k` deep per slice; the SIMD-group GEMMs split it
+//! over a grid of SIMD groups, [`GemmTile`], the SIMT GEMM over threads in
+//! blocks), the limits a tile must fit ([`ThreadgroupLimits`]), the tiles
+//! the autotuner tries ([`gemm_tiles`]) and the default tile per shape
+//! ([`select_tile`]).
 
 use enigma_analysis::tiles::staged_slice_bytes;
+pub use enigma_analysis::tiles::TileShape;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -29,26 +32,48 @@ impl ThreadgroupLimits {
 }
 
 /// One configuration of enigma's staged GEMM (the planner's
-/// `TileVariant::Staged`, [`super::gemm`]), shared by the GEMM families: a `tm × tn` tile of C per threadgroup,
-/// `tk` deep per slice of K, split over `sg_rows × sg_cols` SIMD groups.
+/// `TileVariant::Staged`, [`super::gemm`]), shared by the SIMD-group GEMM
+/// families: a tile of C per threadgroup ([`TileShape`]: `m × n`, `k` deep
+/// per slice of K), split over `sg_rows × sg_cols` SIMD groups. Its
+/// serialized form (the tuning cache's) names the fields `tm, tn, tk,
+/// sg_rows, sg_cols`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "GemmTileFields", into = "GemmTileFields")]
 pub struct GemmTile {
-    /// Rows of C per threadgroup.
-    pub tm: u32,
-    /// Columns of C per threadgroup.
-    pub tn: u32,
-    /// K values per staged slice.
-    pub tk: u32,
+    /// The tile of C per threadgroup and its depth along K.
+    pub shape: TileShape,
     /// SIMD groups along M.
     pub sg_rows: u32,
     /// SIMD groups along N.
     pub sg_cols: u32,
 }
 
+/// [`GemmTile`]'s serialized form: its five numbers by name.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct GemmTileFields {
+    tm: u32,
+    tn: u32,
+    tk: u32,
+    sg_rows: u32,
+    sg_cols: u32,
+}
+
+impl From<GemmTileFields> for GemmTile {
+    fn from(f: GemmTileFields) -> GemmTile {
+        GemmTile::new(f.tm, f.tn, f.tk, f.sg_rows, f.sg_cols)
+    }
+}
+
+impl From<GemmTile> for GemmTileFields {
+    fn from(t: GemmTile) -> GemmTileFields {
+        GemmTileFields { tm: t.shape.m, tn: t.shape.n, tk: t.shape.k, sg_rows: t.sg_rows, sg_cols: t.sg_cols }
+    }
+}
+
 impl GemmTile {
     /// `tm × tn × tk` over `sg_rows × sg_cols` SIMD groups.
     pub const fn new(tm: u32, tn: u32, tk: u32, sg_rows: u32, sg_cols: u32) -> GemmTile {
-        GemmTile { tm, tn, tk, sg_rows, sg_cols }
+        GemmTile { shape: TileShape::new(tm, tn, tk), sg_rows, sg_cols }
     }
 
     /// Threads per threadgroup: 32 per SIMD group (saturating).
@@ -60,7 +85,8 @@ impl GemmTile {
     /// inputs: the `tm × tk` slice of A and the `tk × tn` slice of B, rows
     /// padded (`enigma_analysis::tiles::staged_slice_bytes`, the rule the kernel declares by).
     pub fn threadgroup_memory_bytes(&self, elem_bytes: u32) -> u64 {
-        staged_slice_bytes(self.tm, self.tk, elem_bytes).saturating_add(staged_slice_bytes(self.tk, self.tn, elem_bytes))
+        let TileShape { m, n, k } = self.shape;
+        staged_slice_bytes(m, k, elem_bytes).saturating_add(staged_slice_bytes(k, n, elem_bytes))
     }
 
     /// Whether the tile's threads and threadgroup memory (with
@@ -73,7 +99,7 @@ impl GemmTile {
 /// `128x128x32/2x2`: the tile, then the SIMD-group grid.
 impl std::fmt::Display for GemmTile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}x{}x{}/{}x{}", self.tm, self.tn, self.tk, self.sg_rows, self.sg_cols)
+        write!(f, "{}/{}x{}", self.shape, self.sg_rows, self.sg_cols)
     }
 }
 
@@ -94,7 +120,7 @@ impl std::str::FromStr for GemmTile {
         let numbers = |part: &str| part.split('x').map(|p| p.trim().parse::<u32>().map_err(|_| err())).collect::<Result<Vec<u32>, _>>();
         let (tile, grid) = text.split_once('/').ok_or_else(err)?;
         match (&numbers(tile)?[..], &numbers(grid)?[..]) {
-            (&[tm, tn, tk], &[sg_rows, sg_cols]) => Ok(GemmTile { tm, tn, tk, sg_rows, sg_cols }),
+            (&[tm, tn, tk], &[sg_rows, sg_cols]) => Ok(GemmTile::new(tm, tn, tk, sg_rows, sg_cols)),
             _ => Err(err()),
         }
     }

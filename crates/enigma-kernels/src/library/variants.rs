@@ -3,6 +3,7 @@
 //! code-generation tests print.
 
 use super::*;
+use super::tile::TileShape;
 use enigma_ir::Kernel;
 
 /// Every kernel variant of the library (all element types and vector
@@ -110,7 +111,7 @@ pub fn all_kernels() -> Vec<Kernel> {
     for output in DType::ALL {
         out.push(sgemm::sgemm(&sgemm::SgemmConfig::new(output)));
     }
-    out.push(sgemm::sgemm(&sgemm::SgemmConfig { trans_a: true, trans_b: true, splits: 2, tm: 64, rm: 4, tk: 16, ..sgemm::SgemmConfig::new(DType::F32) }));
+    out.push(sgemm::sgemm(&sgemm::SgemmConfig { trans_a: true, trans_b: true, splits: 2, tile: TileShape::new(64, 128, 16), rm: 4, ..sgemm::SgemmConfig::new(DType::F32) }));
     for format in [quant::Format::Fp4, quant::Format::Int4] {
         for out_dtype in [DType::F32, DType::F16] {
             for cols in [1, 2, 4] {

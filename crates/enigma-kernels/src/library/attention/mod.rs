@@ -711,7 +711,7 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
     let lse = with_lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
     let d = k.value(P::D, Type::U32);
     let splits = k.value(P::SPLITS, Type::U32);
-    let max_groups = MAX_THREADS / SIMD_WIDTH;
+    let max_groups = MAX_THREADS_PER_THREADGROUP / SIMD_WIDTH;
     let tg_o = k.threadgroup_array("group_o", Type::F32, max_groups * SIMD_WIDTH);
     let tg_l = k.threadgroup_array("group_l", Type::F32, max_groups);
     let row = k.let_("row", threadgroup_position_in_grid().x());
@@ -757,7 +757,7 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
 
 /// The largest threadgroup (a multiple of 32, at most 1024) whose fused
 /// kernel keeps its per-SIMD-group state for head dimension `d` and `group`
-/// query heads within [`MAX_THREADGROUP_MEMORY`]. The accumulators are
+/// query heads within [`MAX_THREADGROUP_MEMORY_BYTES`]. The accumulators are
 /// whole register slots (32 elements, or 128 with `float4`): with one query
 /// head, 1024 threads fit up to D = 224 (128 with `float4`), 256 up to
 /// D = 992 (896); D = 1024 needs `8 · (2 + 1024) · 4 = 32832` bytes at 256
@@ -766,7 +766,7 @@ pub fn combine(dtype: DType, with_lse: bool) -> Kernel {
 /// thread ([`AttentionPlan::fitting_threads`]).
 pub fn fused_threads_that_fit(d: u32, vec: u8, group: u32) -> u32 {
     let per_group = 4 * group.max(1) as u64 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
-    let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);
+    let groups = (MAX_THREADGROUP_MEMORY_BYTES / per_group).clamp(1, (MAX_THREADS_PER_THREADGROUP / SIMD_WIDTH) as u64);
     groups as u32 * SIMD_WIDTH
 }
 

@@ -165,12 +165,12 @@ impl AttentionPlan {
     }
 
     /// This plan's fused kernel with the most threads, up to its own, whose
-    /// threadgroup memory fits [`MAX_THREADGROUP_MEMORY`] (staged words
+    /// threadgroup memory fits [`MAX_THREADGROUP_MEMORY_BYTES`] (staged words
     /// take memory per thread), at least 32. Call before
     /// [`AttentionPlan::with_splits`].
     pub fn fitting_threads(mut self) -> AttentionPlan {
         let mut t = self.fused.threads[0];
-        while t > SIMD_WIDTH && self.fused_threadgroup_memory() > MAX_THREADGROUP_MEMORY {
+        while t > SIMD_WIDTH && self.fused_threadgroup_memory() > MAX_THREADGROUP_MEMORY_BYTES {
             t -= SIMD_WIDTH;
             self.fused = Dispatch::threadgroups(self.fused.size, t);
         }
@@ -186,13 +186,13 @@ impl AttentionPlan {
     /// (the three-dispatch form has no such limit).
     pub fn check_fused(&self) -> Result<(), ShapeError> {
         let bytes = self.fused_threadgroup_memory();
-        if bytes > MAX_THREADGROUP_MEMORY {
+        if bytes > MAX_THREADGROUP_MEMORY_BYTES {
             let name = format!("attention_fused_{}{}", self.dtype, vec_suffix(self.vec));
             let t = self.fused.threads[0];
             let h = self.heads_per_threadgroup;
             return Err(ShapeError::new(
                 name,
-                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({h} query heads per threadgroup; limit {MAX_THREADGROUP_MEMORY})", self.shape.d),
+                format!("needs {bytes} bytes of threadgroup memory for {t} threads and d = {} ({h} query heads per threadgroup; limit {MAX_THREADGROUP_MEMORY_BYTES})", self.shape.d),
             ));
         }
         Ok(())
@@ -259,7 +259,7 @@ pub const MIN_STAGED_THREADS: u32 = 64;
 
 /// The default stages of `plan`'s fused kernel: [`DEFAULT_STAGES`] where
 /// its loads are 4 bytes or more and that many stages fit
-/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY`] (the plan's
+/// [`MIN_STAGED_THREADS`] threads in [`MAX_THREADGROUP_MEMORY_BYTES`] (the plan's
 /// own threads when `keep_threads`: a threadgroup size the caller chose),
 /// else 0.
 pub fn default_stages(plan: &AttentionPlan, keep_threads: bool) -> u32 {
@@ -268,7 +268,7 @@ pub fn default_stages(plan: &AttentionPlan, keep_threads: bool) -> u32 {
     if !keep_threads {
         config.threads = config.threads.min(MIN_STAGED_THREADS);
     }
-    if config.threadgroup_memory() <= MAX_THREADGROUP_MEMORY {
+    if config.threadgroup_memory() <= MAX_THREADGROUP_MEMORY_BYTES {
         DEFAULT_STAGES
     } else {
         0

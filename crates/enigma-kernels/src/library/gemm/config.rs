@@ -5,7 +5,7 @@
 
 use crate::library::quant::{Format, VALUES_PER_WORD};
 use crate::library::split::*;
-use crate::library::tile::{GemmTile, ThreadgroupLimits};
+use crate::library::tile::{GemmTile, ThreadgroupLimits, TileShape};
 use crate::library::*;
 use enigma_analysis::tiles::BStaging;
 use crate::library::tile::select_tile;
@@ -142,7 +142,7 @@ impl GemmConfig {
     /// multiple of `tm`, or (A untransposed) [`Edges::RaggedRows`].
     /// Otherwise unchanged.
     pub fn whole_tiles_for(self, m: u32, n: u32, k: u32) -> GemmConfig {
-        let GemmTile { tm, tn, tk, .. } = self.tile;
+        let TileShape { m: tm, n: tn, k: tk } = self.tile.shape;
         let rows_divide = m.is_multiple_of(tm);
         let fits = self.stages >= 2 && (rows_divide || !self.trans_a) && n.is_multiple_of(tn) && k.is_multiple_of(tk);
         if self.edges.whole_tiles() || !fits {
@@ -176,7 +176,7 @@ impl GemmConfig {
 
     /// K splits for an `m × n × k` product on this tile ([`k_splits_for`]).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        k_splits_for((self.tile.tm, self.tile.tn, self.tile.tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
+        k_splits_for(self.tile.shape, m, n, k, threadgroups, SPLIT_K_MAX_ROWS)
     }
 
     /// The tile split over `threads / 32` SIMD groups: 1, 2, 4 … 32 of them
@@ -190,7 +190,8 @@ impl GemmConfig {
         let sg_cols = 1 << (groups.trailing_zeros() / 2);
         let sg_rows = groups / sg_cols;
         let side = MatrixType::MAX_SIDE as u32;
-        let tile = GemmTile { sg_rows, sg_cols, tm: self.tile.tm.min(side * sg_rows), tn: self.tile.tn.min(side * sg_cols), ..self.tile };
+        let shape = TileShape { m: self.tile.shape.m.min(side * sg_rows), n: self.tile.shape.n.min(side * sg_cols), ..self.tile.shape };
+        let tile = GemmTile { shape, sg_rows, sg_cols };
         let cfg = GemmConfig { tile, ..self };
         cfg.check(u64::MAX)?;
         Ok(cfg)
@@ -202,8 +203,8 @@ impl GemmConfig {
 
     /// The staged slices of A and B as stored: (rows, columns) each.
     pub(super) fn slices(&self) -> [(u32, u32); 2] {
-        let a = if self.trans_a { (self.tile.tk, self.tile.tm) } else { (self.tile.tm, self.tile.tk) };
-        let b = if self.trans_b { (self.tile.tn, self.tile.tk) } else { (self.tile.tk, self.tile.tn) };
+        let a = if self.trans_a { (self.tile.shape.k, self.tile.shape.m) } else { (self.tile.shape.m, self.tile.shape.k) };
+        let b = if self.trans_b { (self.tile.shape.n, self.tile.shape.k) } else { (self.tile.shape.k, self.tile.shape.n) };
         [a, b]
     }
 
@@ -234,18 +235,18 @@ impl GemmConfig {
     /// Per stage of a pipelined kernel with packed weights: the slice's
     /// words (`tk / 8` rows of `tn`, as in memory) and its `tn` scales.
     pub(super) fn packed_stage_elems(&self) -> (u32, u32) {
-        (self.tile.tk / VALUES_PER_WORD as u32 * self.tile.tn, self.tile.tn)
+        (self.tile.shape.k / VALUES_PER_WORD as u32 * self.tile.shape.n, self.tile.shape.n)
     }
 
     /// f32 accumulator elements each lane holds.
     pub fn accumulators_per_lane(&self) -> u32 {
-        (self.tile.tm / self.tile.sg_rows) * (self.tile.tn / self.tile.sg_cols) / SIMD_WIDTH
+        (self.tile.shape.m / self.tile.sg_rows) * (self.tile.shape.n / self.tile.sg_cols) / SIMD_WIDTH
     }
 
     /// The K extent of one matrix multiply: 16 (the tensor cores' step) where
     /// `tk` allows, else 8.
     pub(super) fn k_step(&self) -> u32 {
-        if self.tile.tk.is_multiple_of(16) {
+        if self.tile.shape.k.is_multiple_of(16) {
             16
         } else {
             8
@@ -261,11 +262,11 @@ impl GemmConfig {
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let side = |v: u32| v > 0 && v.is_multiple_of(8) && v <= 64;
-        let (sm, sn) = simdgroup_tiles(&name, (self.tile.tm, self.tile.tn), (self.tile.sg_rows, self.tile.sg_cols))?;
-        if !(side(sm) && side(sn) && side(self.tile.tk)) {
+        let (sm, sn) = simdgroup_tiles(&name, (self.tile.shape.m, self.tile.shape.n), (self.tile.sg_rows, self.tile.sg_cols))?;
+        if !(side(sm) && side(sn) && side(self.tile.shape.k)) {
             return Err(ShapeError::new(
                 name,
-                format!("SIMD-group tiles of {sm}×{sn} and a K step of {} must be multiples of 8 up to 64", self.tile.tk),
+                format!("SIMD-group tiles of {sm}×{sn} and a K step of {} must be multiples of 8 up to 64", self.tile.shape.k),
             ));
         }
         check_threads(&name, self.threads())?;
@@ -287,9 +288,9 @@ impl GemmConfig {
             "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
             self.input,
             self.output,
-            self.tile.tm,
-            self.tile.tn,
-            self.tile.tk,
+            self.tile.shape.m,
+            self.tile.shape.n,
+            self.tile.shape.k,
             self.tile.sg_rows,
             self.tile.sg_cols,
             if self.trans_a { "_ta" } else { "" },
@@ -302,7 +303,7 @@ impl GemmConfig {
 
     /// The dispatch for an `m × n` result, `batch` times (times the splits).
     pub fn dispatch(&self, m: u32, n: u32, batch: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tile.tn), m.div_ceil(self.tile.tm), batch * self.splits.max(1)], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tile.shape.n), m.div_ceil(self.tile.shape.m), batch * self.splits.max(1)], self.threads())
     }
 }
 
@@ -368,7 +369,7 @@ impl QgemmConfig {
     /// of the first of [`QGEMM_SLICE_DEPTHS`].
     pub fn for_rows(format: Format, output: DType, m: u32) -> QgemmConfig {
         let tile = select_tile(m, u32::MAX, 0, 2, &ThreadgroupLimits::PORTABLE);
-        QgemmConfig::from_tile(format, output, GemmTile { tk: QGEMM_SLICE_DEPTHS[0], ..tile })
+        QgemmConfig::from_tile(format, output, GemmTile { shape: TileShape { k: QGEMM_SLICE_DEPTHS[0], ..tile.shape }, ..tile })
     }
 
     /// The tile's shape and SIMD-group grid.
@@ -392,7 +393,7 @@ impl QgemmConfig {
     /// overhead per weight (`BENCHMARKS.md`, slices of 64 K values).
     pub fn deepened_for(self, group: u32, max_threadgroup_memory_bytes: u64) -> QgemmConfig {
         let depth = QGEMM_SLICE_DEPTHS[QGEMM_SLICE_DEPTHS.len() - 1];
-        let deep = self.with_gemm(|g| GemmConfig { tile: GemmTile { tk: depth, ..g.tile }, ..g });
+        let deep = self.with_gemm(|g| GemmConfig { tile: GemmTile { shape: TileShape { k: depth, ..g.tile.shape }, ..g.tile }, ..g });
         let two_stages = deep.with_stages(2).threadgroup_memory_bytes();
         if group.is_multiple_of(depth) && two_stages <= max_threadgroup_memory_bytes {
             deep
@@ -404,7 +405,7 @@ impl QgemmConfig {
     /// Checks that the kernel takes groups of `group` K values: the slice
     /// lies inside one group.
     pub fn check_group(&self, group: u32) -> Result<(), ShapeError> {
-        let tk = self.gemm.tile.tk;
+        let tk = self.gemm.tile.shape.k;
         if group == 0 || !group.is_multiple_of(tk) {
             return Err(ShapeError::new(self.name(), format!("slices of {tk} K values must divide the group of {group}")));
         }
@@ -426,13 +427,13 @@ impl QgemmConfig {
         if g.input != DType::F16 || g.trans_a || !g.trans_b {
             return Err(ShapeError::new(self.name(), format!("stages f16 A untransposed and B transposed (not {} A{}, B{})", g.input, if g.trans_a { " transposed" } else { "" }, if g.trans_b { " transposed" } else { " untransposed" })));
         }
-        if !QGEMM_SLICE_DEPTHS.contains(&g.tile.tk) {
-            return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", g.tile.tk)));
+        if !QGEMM_SLICE_DEPTHS.contains(&g.tile.shape.k) {
+            return Err(ShapeError::new(self.name(), format!("slices of {} K values; one of {QGEMM_SLICE_DEPTHS:?}", g.tile.shape.k)));
         }
         if self.layout == QuantLayout::Fragments {
-            let ((unit_rows, unit_cols), sn) = (self.layout.unit(), g.tile.tn / g.tile.sg_cols.max(1));
+            let ((unit_rows, unit_cols), sn) = (self.layout.unit(), g.tile.shape.n / g.tile.sg_cols.max(1));
             let problems: Vec<String> = [
-                (g.tile.tk != unit_rows).then(|| format!("slices of {unit_rows} K values (not {})", g.tile.tk)),
+                (g.tile.shape.k != unit_rows).then(|| format!("slices of {unit_rows} K values (not {})", g.tile.shape.k)),
                 (!sn.is_multiple_of(unit_cols)).then(|| format!("SIMD-group tiles a multiple of {unit_cols} columns wide (not {sn})")),
                 (g.stages < 2).then(|| format!("2 stages or more (not {})", g.stages)),
                 (!g.edges.whole_tiles()).then(|| "the whole-tile kernel (a shape the tile divides along N and K)".to_string()),
@@ -477,17 +478,17 @@ impl QgemmConfig {
             return QgemmConfig { layout, ..self };
         }
         let (unit_rows, unit_cols) = layout.unit();
-        let mut tile = GemmTile { tk: unit_rows, ..self.gemm.tile };
-        while !n.is_multiple_of(tile.tn) && tile.tn > unit_cols {
-            tile.tn /= 2;
-            if tile.tn / tile.sg_cols < unit_cols && tile.sg_cols > 1 {
+        let mut tile = GemmTile { shape: TileShape { k: unit_rows, ..self.gemm.tile.shape }, ..self.gemm.tile };
+        while !n.is_multiple_of(tile.shape.n) && tile.shape.n > unit_cols {
+            tile.shape.n /= 2;
+            if tile.shape.n / tile.sg_cols < unit_cols && tile.sg_cols > 1 {
                 tile.sg_cols /= 2;
             }
         }
-        while (tile.tm / tile.sg_rows) * (tile.tn / tile.sg_cols) > FRAGMENT_ORDER_SIMDGROUP_TILE {
-            if tile.tn / tile.sg_cols >= 2 * unit_cols {
+        while (tile.shape.m / tile.sg_rows) * (tile.shape.n / tile.sg_cols) > FRAGMENT_ORDER_SIMDGROUP_TILE {
+            if tile.shape.n / tile.sg_cols >= 2 * unit_cols {
                 tile.sg_cols *= 2;
-            } else if tile.tm / tile.sg_rows > 16 {
+            } else if tile.shape.m / tile.sg_rows > 16 {
                 tile.sg_rows *= 2;
             } else {
                 break;
@@ -505,15 +506,16 @@ impl QgemmConfig {
     /// fill more than half the units, splits were as often slower as faster
     /// (`BENCHMARKS.md`, quantized GEMM split over M).
     pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
-        let GemmTile { tm, tn, tk, .. } = self.gemm.tile;
+        let tile = self.gemm.tile.shape;
+        let TileShape { m: tm, n: tn, .. } = tile;
         if m <= SPLIT_K_MAX_ROWS {
-            return k_splits_for((tm, tn, tk), m, n, k, threadgroups, SPLIT_K_MAX_ROWS);
+            return k_splits_for(tile, m, n, k, threadgroups, SPLIT_K_MAX_ROWS);
         }
         let tiles = m.div_ceil(tm).max(1) * n.div_ceil(tn).max(1);
         if tiles.saturating_mul(4) > threadgroups {
             return 1;
         }
-        k_splits_for((tm, tn, tk), m, n, k, threadgroups, QGEMM_SPLIT_K_MAX_ROWS).min(QGEMM_WIDE_SPLITS)
+        k_splits_for(tile, m, n, k, threadgroups, QGEMM_SPLIT_K_MAX_ROWS).min(QGEMM_WIDE_SPLITS)
     }
 
     /// This configuration as the whole-tile kernel where an `m × n × k`
@@ -526,7 +528,7 @@ impl QgemmConfig {
     /// (`tk` named where it is not 32).
     pub fn name(&self) -> String {
         let g = &self.gemm;
-        let GemmTile { tm, tn, tk, sg_rows, sg_cols } = g.tile;
+        let GemmTile { shape: TileShape { m: tm, n: tn, k: tk }, sg_rows, sg_cols } = g.tile;
         let split = split_suffix(g.splits, g.split_sum);
         let stages = if g.stages > 1 { format!("_s{}", g.stages) } else { String::new() };
         let depth = if tk == QGEMM_SLICE_DEPTHS[0] { String::new() } else { format!("x{tk}") };

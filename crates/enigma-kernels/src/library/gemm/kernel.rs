@@ -180,12 +180,12 @@ impl Place {
         let tg = threadgroup_position_in_grid();
         let lid = k.let_("lid", thread_index_in_threadgroup());
         let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-        let m0 = k.let_("m0", tg.y() * cfg.tile.tm);
-        let n0 = k.let_("n0", tg.x() * cfg.tile.tn);
+        let m0 = k.let_("m0", tg.y() * cfg.tile.shape.m);
+        let n0 = k.let_("n0", tg.x() * cfg.tile.shape.n);
         let batch = k.let_("batch", tg.z() / splits);
         let split = k.let_("split", tg.z() % splits);
         let c_base = k.let_("c_base", tg.z() * params.m * params.n);
-        let (k_begin, k_end) = split_range(k, params.k, split, splits, cfg.tile.tk);
+        let (k_begin, k_end) = split_range(k, params.k, split, splits, cfg.tile.shape.k);
         let sg_m = k.let_("sg_m", sg / cfg.tile.sg_cols * sm);
         let sg_n = k.let_("sg_n", sg % cfg.tile.sg_cols * sn);
         Place { lid, m0, n0, batch, c_base, k_begin, k_end, sg_m, sg_n }
@@ -194,7 +194,7 @@ impl Place {
 
 /// Each SIMD group's share of the tile: `(tm / sg_rows, tn / sg_cols)`.
 fn simdgroup_tile(cfg: &GemmConfig) -> (u32, u32) {
-    (cfg.tile.tm / cfg.tile.sg_rows, cfg.tile.tn / cfg.tile.sg_cols)
+    (cfg.tile.shape.m / cfg.tile.sg_rows, cfg.tile.shape.n / cfg.tile.sg_cols)
 }
 
 /// A SIMD group's f32 accumulator tile.
@@ -210,7 +210,7 @@ fn accumulator_tile(cfg: &GemmConfig) -> MatrixType {
 fn operands<'a>(k: &mut KernelBuilder, cfg: &'a GemmConfig, packed: Option<(Format, QuantLayout)>, params: &Parameters, slices: &StagedSlices, place: &Place) -> Stages<'a> {
     let (sm, sn) = simdgroup_tile(cfg);
     let step = match packed {
-        Some((_, QuantLayout::Fragments)) => cfg.tile.tk,
+        Some((_, QuantLayout::Fragments)) => cfg.tile.shape.k,
         _ => cfg.k_step(),
     };
     let elem = cfg.input.scalar();
@@ -252,8 +252,8 @@ fn whole_tiles(k: &mut KernelBuilder, cfg: &GemmConfig, params: &Parameters, pla
     let (m, n, kk) = (params.m, params.n, params.k);
     let splits = cfg.splits.max(1);
     let ragged = cfg.edges == Edges::RaggedRows;
-    let rows = if ragged { Ex::from(true) } else { (m % cfg.tile.tm).eq(0u32) };
-    let divides = rows.and((n % cfg.tile.tn).eq(0u32)).and((kk % cfg.tile.tk).eq(0u32));
+    let rows = if ragged { Ex::from(true) } else { (m % cfg.tile.shape.m).eq(0u32) };
+    let divides = rows.and((n % cfg.tile.shape.n).eq(0u32)).and((kk % cfg.tile.shape.k).eq(0u32));
     k.if_(divides, |k| {
         k.if_(place.k_end.gt(place.k_begin), |k| stages.pipeline(k, acc, place.k_begin, place.k_end));
         let c_is_f32 = splits > 1 || cfg.output == DType::F32;
@@ -263,7 +263,7 @@ fn whole_tiles(k: &mut KernelBuilder, cfg: &GemmConfig, params: &Parameters, pla
         let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, None);
         if ragged {
             let last_rows = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((place.m0 + place.sg_m, m)));
-            k.if_else((place.m0 + cfg.tile.tm).le(m), whole, last_rows);
+            k.if_else((place.m0 + cfg.tile.shape.m).le(m), whole, last_rows);
         } else {
             whole(k);
         }
@@ -286,7 +286,7 @@ fn checked_main_loop(k: &mut KernelBuilder, cfg: &GemmConfig, stages: &Stages, p
     let (k_begin, k_end) = (place.k_begin, place.k_end);
     let threads = cfg.threads();
     let held: Vec<Vec<Var>> = stages.ops.iter().map(|op| op.registers(k, cfg, threads)).collect();
-    let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tile.tk * cfg.tile.tk);
+    let whole_end = k.let_("whole_end", k_begin + (k_end - k_begin) / cfg.tile.shape.k * cfg.tile.shape.k);
     let interior = stages.ops.iter().map(|op| op.inside_across_k()).reduce(|x, y| x.and(y)).expect("two operands");
     let through_registers = |k: &mut KernelBuilder| {
         k.if_(whole_end.gt(k_begin), |k| stages.run(k, "whole_", &held, acc, k_begin, whole_end, true));
@@ -396,13 +396,13 @@ impl SplitTile<'_> {
             let mn = k.let_("split_mn", m * n);
             // Each thread's elements of the tile, SUM_UNROLL at a time, and
             // every split of each: independent loads, all in flight at once.
-            let per_thread = cfg.tile.tm * cfg.tile.tn / cfg.threads();
+            let per_thread = cfg.tile.shape.m * cfg.tile.shape.n / cfg.threads();
             let unroll = per_thread.min(SUM_UNROLL);
             k.for_range("split_it", 0u32, per_thread / unroll, 1u32, |k, it| {
                 for u in 0..unroll {
                     let e = k.let_(&format!("split_e{u}"), (it * unroll + u) * cfg.threads() + lid);
-                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tile.tn);
-                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tile.tn);
+                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tile.shape.n);
+                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tile.shape.n);
                     k.if_(row.lt(m).and(col.lt(n)), |k| {
                         let i = k.let_(&format!("split_i{u}"), batch * mn + row * n + col);
                         let base = k.let_(&format!("split_base{u}"), batch * splits * mn + row * n + col);

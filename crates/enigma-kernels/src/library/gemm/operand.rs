@@ -35,8 +35,8 @@ impl Stages<'_> {
             op.commit(k, &format!("{tag}first_"), regs, from, lid, threads);
         }
         k.threadgroup_barrier(MemFlags::Threadgroup);
-        k.for_range(&format!("{tag}k0"), from, to, cfg.tile.tk, |k, k0| {
-            let next = k.let_(&format!("{tag}next"), k0 + cfg.tile.tk);
+        k.for_range(&format!("{tag}k0"), from, to, cfg.tile.shape.k, |k, k0| {
+            let next = k.let_(&format!("{tag}next"), k0 + cfg.tile.shape.k);
             k.if_(next.lt(to), |k| {
                 for (op, regs) in self.ops.iter().zip(held) {
                     op.fetch(k, &format!("{tag}next_"), cfg, regs, next, lid, threads, vector_loads);
@@ -58,7 +58,7 @@ impl Stages<'_> {
     /// Multiplies the staged slices (A's in `stage_a`, B's in `stage_b`, or
     /// stage 0) into `acc`, one K step (16 or 8) at a time.
     pub(super) fn multiply(&self, k: &mut KernelBuilder, tag: &str, acc: Var, stage_a: Option<Ex>, stage_b: Option<Ex>) {
-        for s in 0..self.cfg.tile.tk / self.step {
+        for s in 0..self.cfg.tile.shape.k / self.step {
             let (a_load, b_load) = self.step_tiles(s, stage_a, stage_b);
             let ma = k.let_(&format!("{tag}ma{s}"), a_load);
             let mb = k.let_(&format!("{tag}mb{s}"), b_load);
@@ -133,7 +133,7 @@ impl Stages<'_> {
     pub(super) fn pipeline(&self, k: &mut KernelBuilder, acc: Var, from: Ex, to: Ex) {
         let (cfg, threads, lid) = (self.cfg, self.cfg.threads(), self.lid);
         let stages = cfg.stages;
-        let slices = k.let_("pipe_slices", (to - from) / cfg.tile.tk);
+        let slices = k.let_("pipe_slices", (to - from) / cfg.tile.shape.k);
         let copies: Vec<SliceCopies> = self.ops.iter().map(|op| op.plan_copies(k, cfg, from, lid, threads)).collect();
         // Slices past the last copy the last one again, into stages no
         // one reads any more: the copies stay branch-free.
@@ -141,7 +141,7 @@ impl Stages<'_> {
         for p in 0..stages - 1 {
             let slice = k.let_(&format!("pipe_first{p}"), min(last, p));
             for c in &copies {
-                c.issue(k, &format!("pipe_first{p}_"), slice, p.into(), from, cfg.tile.tk);
+                c.issue(k, &format!("pipe_first{p}_"), slice, p.into(), from, cfg.tile.shape.k);
             }
             k.async_commit();
         }
@@ -150,11 +150,11 @@ impl Stages<'_> {
             let slice = k.let_("pipe_copied", min(ahead, last));
             let fill = k.let_("pipe_fill", ahead % stages);
             for c in &copies {
-                c.issue(k, "pipe_next_", slice, fill, from, cfg.tile.tk);
+                c.issue(k, "pipe_next_", slice, fill, from, cfg.tile.shape.k);
             }
             k.async_commit();
         };
-        let steps = cfg.tile.tk / self.step;
+        let steps = cfg.tile.shape.k / self.step;
         let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
         let registers_of = |t: MatrixType| t.per_lane() * t.elem().size_bytes() / 4;
         let registers = 2 * (registers_of(self.a_tile) + registers_of(self.b_tile)) + registers_of(acc_tile);
@@ -392,13 +392,13 @@ impl Operand {
         let name = format!("pipe_{}", self.name);
         let (src, dst, elems, advance, scales) = match (self.source, self.raw) {
             (Source::Values { vector, .. }, _) => {
-                let advance = if self.k_is_row { self.shape.1 * (cfg.tile.tk / VEC) } else { Ex::from(cfg.tile.tk / VEC) };
+                let advance = if self.k_is_row { self.shape.1 * (cfg.tile.shape.k / VEC) } else { Ex::from(cfg.tile.shape.k / VEC) };
                 (vector, self.staged, cfg.copy_elems(), advance, None)
             }
             (Source::Packed { words, layout, scales, group, .. }, Some((raw, raw_scales))) => {
                 let n = self.shape.0;
                 let group_shift = k.let_(&format!("{name}_group_shift"), ctz(group));
-                (words, raw, 4, n * layout.stride(1) * (cfg.tile.tk / layout.unit().0), Some(ScaleCopies { scales, raw_scales, group_shift, n, origin: self.origin, cols: cfg.tile.tn }))
+                (words, raw, 4, n * layout.stride(1) * (cfg.tile.shape.k / layout.unit().0), Some(ScaleCopies { scales, raw_scales, group_shift, n, origin: self.origin, cols: cfg.tile.shape.n }))
             }
             (Source::Packed { .. }, None) => unreachable!("a pipelined kernel declares the raw stages of packed weights"),
         };
@@ -407,7 +407,7 @@ impl Operand {
         // 8 · tn words in fragment order).
         let (rows, cols, ld, vec) = match self.source {
             Source::Values { .. } => (self.slice.0, self.slice.1, self.slice.1 + PAD, VEC),
-            Source::Packed { layout, .. } => (cfg.tile.tk / layout.unit().0, layout.stride(cfg.tile.tn), layout.stride(cfg.tile.tn), 1),
+            Source::Packed { layout, .. } => (cfg.tile.shape.k / layout.unit().0, layout.stride(cfg.tile.shape.n), layout.stride(cfg.tile.shape.n), 1),
         };
         let per_row = cols / elems;
         let count = rows * per_row;

@@ -9,13 +9,13 @@ use enigma_ir::QuantLayout;
 
 #[test]
 fn configurations_are_checked_with_the_numbers() {
-    assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY).is_ok());
+    assert!(GemmConfig::new(DType::F16, DType::F32).check(MAX_THREADGROUP_MEMORY_BYTES).is_ok());
     let too_big = GemmConfig { tile: GemmTile::new(128, 128, 64, 2, 2), ..GemmConfig::new(DType::F32, DType::F32) };
-    let err = too_big.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string();
+    let err = too_big.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string();
     // (128 × (64 + 8) + 64 × (128 + 8)) f32 elements.
     assert!(err.contains("needs 71680 bytes of threadgroup memory (limit 32768)"), "{err}");
     let odd = GemmConfig { tile: GemmTile::new(128, 128, 32, 3, 2), ..GemmConfig::new(DType::F16, DType::F16) };
-    assert!(odd.check(MAX_THREADGROUP_MEMORY).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
+    assert!(odd.check(MAX_THREADGROUP_MEMORY_BYTES).unwrap_err().to_string().contains("3×2 SIMD groups do not divide a 128×128 tile"));
     let cfg = GemmConfig::new(DType::F16, DType::F32);
     // 128 × (32 + 8) + 32 × (128 + 8) halves; a 64×64 f32 tile per SIMD group.
     assert_eq!((cfg.threads(), cfg.threadgroup_memory_bytes(), cfg.accumulators_per_lane()), (128, 18944, 128));
@@ -23,7 +23,7 @@ fn configurations_are_checked_with_the_numbers() {
     let split = |t| cfg.with_threads(t).map(|c| (c.tile.sg_rows, c.tile.sg_cols));
     assert_eq!((split(128), split(256), split(1024)), (Ok((2, 2)), Ok((4, 2)), Ok((8, 4))));
     // One SIMD group holds at most a 64×64 tile.
-    assert_eq!(cfg.with_threads(32).map(|c| (c.tile.tm, c.tile.tn)), Ok((64, 64)));
+    assert_eq!(cfg.with_threads(32).map(|c| (c.tile.shape.m, c.tile.shape.n)), Ok((64, 64)));
     assert!(split(96).unwrap_err().to_string().contains("96 threads are 3 SIMD groups"));
 }
 
@@ -46,7 +46,7 @@ fn fragment_order_narrows_tiles_to_fit_n_and_its_registers() {
     let wide = QgemmConfig::for_rows(Format::Int4, DType::F16, 128).in_layout(QuantLayout::Fragments, 11008);
     assert_eq!(wide.tile(), GemmTile::new(128, 128, 64, 2, 4));
     let narrow = QgemmConfig::for_rows(Format::Int4, DType::F16, 16).in_layout(QuantLayout::Fragments, 48);
-    assert_eq!((narrow.tile().tn, narrow.tile().sg_cols), (16, 1));
+    assert_eq!((narrow.tile().shape.n, narrow.tile().sg_cols), (16, 1));
 }
 
 /// The quantized GEMM declares the threadgroup memory its configuration

@@ -636,7 +636,7 @@ pub struct DecodeOptions {
     /// Who sums the K splits: `None` for the reduction's second dispatch.
     pub split_sum: Option<SplitSum>,
     /// The threadgroup memory a staged kernel may use (the device's; below
-    /// `MAX_THREADGROUP_MEMORY`, that limit, which every kernel keeps
+    /// `MAX_THREADGROUP_MEMORY_BYTES`, that limit, which every kernel keeps
     /// without stages).
     pub stage_memory: u64,
 }
@@ -645,9 +645,9 @@ impl DecodeOptions {
     /// The threadgroup memory a kernel with `stages` may use.
     fn memory_limit(&self, stages: u32) -> u64 {
         if stages > 0 {
-            self.stage_memory.max(MAX_THREADGROUP_MEMORY)
+            self.stage_memory.max(MAX_THREADGROUP_MEMORY_BYTES)
         } else {
-            MAX_THREADGROUP_MEMORY
+            MAX_THREADGROUP_MEMORY_BYTES
         }
     }
 }
