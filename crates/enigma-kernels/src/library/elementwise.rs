@@ -20,7 +20,8 @@
 //! the outer dimensions, then `a`'s and `b`'s strides over them, by value.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
-//! writes a result into memory the caller gave; [`fill`] writes one value.
+//! writes a result into memory the caller gave; [`repeat`] writes a buffer's
+//! first elements again and again (a convolution's weights once per image).
 //!
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
@@ -282,11 +283,12 @@ crate::kernel_args! {
 }
 
 crate::kernel_args! {
-    /// The arguments of [`fill`].
-    pub struct FillArgs {
-        Y y: buffer,
+    /// The arguments of [`repeat`].
+    pub struct RepeatArgs {
+        SRC src: buffer,
+        DST dst: buffer,
+        LEN len: u32,
         N n: u32,
-        VALUE value: f32,
     }
 }
 
@@ -556,15 +558,19 @@ pub fn copy(elem: Scalar) -> Kernel {
     finish(k)
 }
 
-/// `y[i] = value` for `i < n`, `value` an f32 rounded once to `dtype`:
-/// `fill_{dtype}`, parameters `y, n, value`, one thread per element.
-pub fn fill(dtype: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("fill_{dtype}"));
-    let y = k.buffer(FillArgs::Y, dtype.ty(1), Access::ReadWrite);
-    let n = k.value(FillArgs::N, Type::U32);
-    let value = k.value(FillArgs::VALUE, Type::F32);
+/// `dst[i] = src[i % len]` for `i < n`: the first `len` elements of `src`
+/// repeated one after another, bit for bit: `repeat_{elem}`, parameters
+/// `src, dst, len, n`, one thread per element.
+pub fn repeat(elem: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new(format!("repeat_{}", elem.name()));
+    let src = k.buffer(RepeatArgs::SRC, Type::scalar(elem), Access::Read);
+    let dst = k.buffer(RepeatArgs::DST, Type::scalar(elem), Access::ReadWrite);
+    let len = k.value(RepeatArgs::LEN, Type::U32);
+    let n = k.value(RepeatArgs::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
-    k.if_(tid.lt(n), |k| store_f32(k, y, tid, value));
+    k.if_(tid.lt(n), |k| {
+        k.store(dst.at(tid), src.get(tid % len));
+    });
     finish(k)
 }
 
