@@ -1,8 +1,9 @@
 //! 2-D convolution: dense and grouped convolutions as a batched matrix
 //! product over the unfolded input (`library::conv::im2col`, none for a
-//! pointwise one), depthwise ones (one input channel per group) and
-//! those whose unfolding would pass [`IM2COL_MAX_BYTES`] with the direct
-//! kernel of `library::conv`.
+//! pointwise one); depthwise ones (one input channel per group) by tiles
+//! staged in threadgroup memory (`library::conv::conv2d_depthwise`) where
+//! the window fits that kernel; the rest (and unfoldings that would pass
+//! [`IM2COL_MAX_BYTES`]) with the direct kernel of `library::conv`.
 
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise, RepeatArgs};
@@ -90,6 +91,18 @@ impl Ops<'_> {
         let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups] = dims;
         let dims = conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups };
         if let Some(y) = self.conv2d_gemm(x, w, bias, c, dtype, dims)? {
+            return Ok((y, [oh, ow]));
+        }
+        let window = |v: [usize; 2]| v.map(|v| v as u32);
+        let depthwise = conv::DepthwiseConfig { dtype, kernel: window(c.kernel), stride: window(c.stride), dilation: window(c.dilation) };
+        if c.in_channels == c.groups && depthwise.fits() {
+            let planes = lib::to_u32(name, "output planes", c.batch * c.out_channels)?;
+            let (dispatch, tiles, tiles_w) = depthwise.dispatch(planes, out_h, out_w);
+            lib::to_u32(name, "output tiles", planes as usize * tiles as usize)?;
+            let y = self.output(dtype.scalar(), total)?;
+            let args = conv::DepthwiseArgs { x, w, bias: bias.unwrap_or(w), y: &y, has_bias: bias.is_some() as u32 };
+            let dims = conv::DepthwiseDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, pw, tiles, tiles_w };
+            self.launch(format!("conv2d depthwise {depthwise:?}"), || conv::conv2d_depthwise(&depthwise), dispatch, &(args, dims))?;
             return Ok((y, [oh, ow]));
         }
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
