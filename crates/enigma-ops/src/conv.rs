@@ -142,7 +142,8 @@ impl Ops<'_> {
         let col = if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] {
             x.clone()
         } else {
-            let total = lib::to_u32(name, "unfolded input elements", unfolded)?;
+            lib::to_u32(name, "unfolded input elements", unfolded)?;
+            let total = lib::to_u32(name, "input channels' output pixels", c.batch * c.in_channels * pixels)?;
             let col = self.output(dtype.scalar(), unfolded)?;
             let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
             self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;

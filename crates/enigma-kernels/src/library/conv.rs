@@ -12,8 +12,9 @@
 //!   each image's windows as the columns of a `[c_in·kh·kw, out_h·out_w]`
 //!   matrix (the rows ordered as the weights' `[c_in, kh, kw]`, so a
 //!   group's rows are consecutive), zeros where a window reaches into the
-//!   padding. Parameters: `x, col, total` and the sizes of [`ConvDims`]
-//!   by value (`c_out` and `groups` unused).
+//!   padding; a thread per output pixel of each image's channel.
+//!   Parameters: `x, col, total` and the sizes of [`ConvDims`] by value
+//!   (`c_out` and `groups` unused).
 //!
 //! * [`conv2d_depthwise`], a depthwise convolution (one input channel per
 //!   group) by output tiles, the input under each tile staged in
@@ -123,10 +124,12 @@ pub fn conv2d(dtype: DType) -> Kernel {
     finish(k)
 }
 
-/// The unfolding kernel `im2col_{dtype}` (module docs): element `tid` of
-/// `col` (`[images, c_in, kh, kw, out_h, out_w]`, `total` elements) is
-/// the input under tap `(ky, kx)` of channel `ci`'s window at output
-/// `(oy, ox)`, or zero in the padding, moved bit for bit.
+/// The unfolding kernel `im2col_{dtype}` (module docs): `col` is
+/// `[images, c_in, kh, kw, out_h, out_w]`; thread `tid` (of `total` =
+/// `images · c_in · out_h · out_w`) takes output pixel `(oy, ox)` of one
+/// image's channel and writes its window's `kh · kw` taps (the input
+/// under each, or zero in the padding, moved bit for bit), so that
+/// consecutive threads write consecutive elements of each row.
 pub fn im2col(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("im2col_{dtype}"));
     type P = Im2colArgs;
@@ -138,19 +141,25 @@ pub fn im2col(dtype: DType) -> Kernel {
     k.if_(tid.lt(total), |k| {
         let pixels = k.let_("pixels", oh * ow);
         let pixel = k.let_("pixel", tid % pixels);
-        let row = k.let_("row", tid / pixels);
-        let kx = k.let_("kx", row % kw);
-        let ky = k.let_("ky", row / kw % kh);
         // The image's channel: `image · c_in + ci`.
-        let plane = k.let_("plane", row / kw / kh);
+        let plane = k.let_("plane", tid / pixels);
         let i32 = |e: Ex| e.cast(Type::I32);
-        let iy = k.let_("iy", i32(pixel / ow * sh + ky * dh) - i32(ph));
-        let ix = k.let_("ix", i32(pixel % ow * sw + kx * dw) - i32(pw));
-        let zero = lit(Scalar::I32, 0.0);
-        let inside = iy.ge(zero).and(iy.lt(i32(h))).and(ix.ge(zero)).and(ix.lt(i32(w)));
-        let v = k.var("v", lit(dtype.scalar(), 0.0));
-        k.if_(inside, |k| k.assign(v, x.get((plane * h + iy.cast(Type::U32)) * w + ix.cast(Type::U32))));
-        k.store(col.at(tid), v.get());
+        let y0 = k.let_("y0", i32(pixel / ow * sh) - i32(ph));
+        let x0 = k.let_("x0", i32(pixel % ow * sw) - i32(pw));
+        let source = k.let_("source", plane * h);
+        let first = k.let_("first", plane * kh * kw * pixels + pixel);
+        k.for_range("ky", 0u32, kh, 1u32, |k, ky| {
+            let iy = k.let_("iy", y0 + i32(ky * dh));
+            let zero = lit(Scalar::I32, 0.0);
+            let row_inside = k.let_("row_inside", iy.ge(zero).and(iy.lt(i32(h))));
+            let row = k.let_("row", (source + iy.cast(Type::U32)) * w);
+            k.for_range("kx", 0u32, kw, 1u32, |k, kx| {
+                let ix = k.let_("ix", x0 + i32(kx * dw));
+                let v = k.var("v", lit(dtype.scalar(), 0.0));
+                k.if_(row_inside.and(ix.ge(zero)).and(ix.lt(i32(w))), |k| k.assign(v, x.get(row + ix.cast(Type::U32))));
+                k.store(col.at(first + (ky * kw + kx) * pixels), v.get());
+            });
+        });
     });
     finish(k)
 }
