@@ -55,7 +55,7 @@ fn convolutions_match_an_f64_loop() {
         // Depthwise by tiles: a channel multiplier of 2, planes larger than
         // one tile (edges in both directions), a strided dilated window.
         Conv2d { in_channels: 2, out_channels: 4, groups: 2, size: [37, 45], ..base },
-        Conv2d { in_channels: 3, out_channels: 3, groups: 3, batch: 1, size: [40, 70], kernel: [5, 3], stride: [2, 3], dilation: [2, 1], padding: [3, 1], ..base },
+        Conv2d { batch: 1, in_channels: 3, size: [40, 70], out_channels: 3, kernel: [5, 3], stride: [2, 3], padding: [3, 1], dilation: [2, 1], groups: 3 },
         // A window of more taps than the tiled kernel holds: the direct kernel.
         Conv2d { in_channels: 2, out_channels: 2, groups: 2, batch: 1, size: [3, 52], kernel: [1, 50], padding: [1, 0], ..base },
         // Through the unfolding and the batched GEMM: groups of several
