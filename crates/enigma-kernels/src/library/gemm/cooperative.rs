@@ -64,24 +64,20 @@ pub struct CoopGemmConfig {
 }
 
 impl CoopGemmConfig {
-    /// The first of [`COOP_TILES`] that [`CoopGemmConfig::for_tile`] fits
-    /// into `max_threadgroup_memory_bytes`; `None` where none fits.
+    /// The first of [`COOP_TILES`] with the most stages (from
+    /// [`super::DEFAULT_STAGES`] down to 2) that fit `max_threadgroup_memory_bytes`,
+    /// or with `stages` asked, the first tile whose `stages` fit; `None`
+    /// where none fits.
     pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
-        COOP_TILES.iter().find_map(|&tile| CoopGemmConfig::for_tile(tile, input, output, stages, max_threadgroup_memory_bytes))
-    }
-
-    /// The tile `(tm, tn, tk)` with the most stages (from
-    /// [`super::DEFAULT_STAGES`] down to 2) that fit
-    /// `max_threadgroup_memory_bytes`, or with `stages` asked, those where
-    /// they fit; `None` where they do not.
-    pub fn for_tile((tm, tn, tk): (u32, u32, u32), input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
-        let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2 };
-        let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
-        let stages = match stages {
-            Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
-            None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
-        };
-        stages.map(|stages| CoopGemmConfig { stages, ..base })
+        COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
+            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2 };
+            let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
+            let stages = match stages {
+                Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
+                None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
+            };
+            stages.map(|stages| CoopGemmConfig { stages, ..base })
+        })
     }
 
     /// Barriers between a product and the reuse of its stage: 2 (overlapped

@@ -6,7 +6,7 @@
 //! default tile per shape is [`select_tile`].
 
 use super::config::GemmConfig;
-use super::cooperative::{CoopGemmConfig, COOP_TILES};
+use super::cooperative::CoopGemmConfig;
 use crate::library::split::SplitSum;
 use crate::library::select::{self, Overrides, SelectError};
 use crate::library::sgemm::SgemmConfig;
@@ -114,28 +114,9 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             "matmul",
             format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
         )),
-        Some(cfg) if forced || u64::from(m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn)) * u64::from(batch) >= u64::from(device.compute_units) => {
-            Ok(Some(small_tile_for(cfg, m, k, asked.stages, device.max_threadgroup_memory_bytes)))
-        }
+        Some(cfg) if forced || u64::from(m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn)) * u64::from(batch) >= u64::from(device.compute_units) => Ok(Some(cfg)),
         _ => Ok(None),
     }
-}
-
-/// The last (smallest) of [`COOP_TILES`] in place of `cfg`'s larger tile
-/// where the product is short (M at most the small tile's rows: most of a
-/// large tile's rows would be zeros) or shallow (K within two of the large
-/// tile's slices: a threadgroup's copies, product and epilogue then run
-/// one after another with little to overlap, and small tiles let several
-/// threadgroups share a compute unit), with the most stages that fit (or
-/// those asked); `cfg` where it is already that tile or the small one
-/// does not fit. Convolutions run such products (C_out rows, C_in·kh·kw
-/// deep).
-fn small_tile_for(cfg: CoopGemmConfig, m: u32, k: u32, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> CoopGemmConfig {
-    let (tm, tn, tk) = COOP_TILES[COOP_TILES.len() - 1];
-    if cfg.tm * cfg.tn <= tm * tn || (m > tm && k > 2 * cfg.tk) {
-        return cfg;
-    }
-    CoopGemmConfig::for_tile((tm, tn, tk), cfg.input, cfg.output, stages, max_threadgroup_memory_bytes).unwrap_or(cfg)
 }
 
 /// The GEMM for `problem` on `device`: f32 inputs without a tile asked for
@@ -152,8 +133,7 @@ fn small_tile_for(cfg: CoopGemmConfig, m: u32, k: u32, stages: Option<u32>, max_
 /// threadgroup memory. Before all of these, the GEMM on cooperative
 /// tensors where it runs (see `cooperative` in this module's source: by
 /// default on `sm_90a` GPUs for 16-bit inputs, N and K multiples of 8,
-/// and at least one output tile per compute unit; the small tile for short
-/// or shallow products: `small_tile_for`).
+/// and at least one output tile per compute unit).
 pub fn select(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<GemmPlan, SelectError> {
     if let Some(cfg) = cooperative(problem, device, overrides)? {
         return Ok(GemmPlan::Cooperative(cfg));
