@@ -124,3 +124,25 @@ def test_attention_prefill_and_grouped_decode():
     scores = torch.einsum("hd,hsd->hs", qd.float(), kd.float().repeat_interleave(4, dim=0)) / 8.0
     want = torch.einsum("hs,hsd->hd", scores.softmax(dim=-1), vd.float().repeat_interleave(4, dim=0))
     _close(ops.attention_decode(qd, kd, vd), want, rtol=2e-2, atol=2e-3)
+
+
+def test_half_precision_convolutions_and_activations():
+    """The 16-bit paths: dense and pointwise convolutions through the
+    unfolding and the GEMM on cooperative tensors (enough output tiles for
+    it), depthwise ones by tiles (a multiplier of 2, a stride), and the
+    activations' relaxed f32 math, each against float64 on the same
+    rounded inputs."""
+    import torch
+    F = torch.nn.functional
+    for dt, tol in ((torch.float16, 1e-2), (torch.bfloat16, 5e-2)):
+        x = _randn(64, 16, 32, 32, dtype=dt)
+        w = (_randn(32, 16, 3, 3, dtype=dt) * 0.2).to(dt)
+        bias = _randn(32, dtype=dt)
+        _close(ops.conv2d(x, w, bias, padding=1), F.conv2d(x.double(), w.double(), bias.double(), padding=1), rtol=tol, atol=tol)
+        pw = (_randn(24, 16, 1, 1, dtype=dt) * 0.3).to(dt)
+        _close(ops.conv2d(x, pw), F.conv2d(x.double(), pw.double()), rtol=tol, atol=tol)
+        dw = _randn(32, 1, 5, 5, dtype=dt)
+        _close(ops.conv2d(x, dw, None, 2, 2, 1, 16), F.conv2d(x.double(), dw.double(), None, 2, 2, 1, 16), rtol=tol, atol=tol)
+        a = _randn(4096, 40, dtype=dt) * 8
+        for mine, theirs in ((ops.gelu, F.gelu), (ops.sigmoid, torch.sigmoid), (lambda v: ops.gelu(v, "tanh"), lambda v: F.gelu(v, approximate="tanh"))):
+            _close(mine(a), theirs(a.double()), rtol=tol / 4, atol=tol / 100)

@@ -10,8 +10,8 @@ use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
-use enigma_kernels::library::conv::{self, ConvArgs, ConvDims};
-use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, FillArgs, InnerAccess};
+use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, Im2colArgs};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, InnerAccess, RepeatArgs};
 use enigma_kernels::library::gemm::{self, GemmConfig, MatrixArgs, PackedArgs, PlainArgs, QgemmConfig};
 use enigma_kernels::library::gemv::{self, GemvArgs};
 use enigma_kernels::library::norm::{self, NormArgs};
@@ -95,7 +95,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = BroadcastArgs { a: "a", a4: Some("a4"), b: "b", b4: Some("b4"), y: "y", y4: Some("y4"), units: 1, total: 1 };
     family("broadcast", broadcasts, &[BroadcastArgs::NAMES, &BroadcastLayout::NAMES], &(args, BroadcastLayout([1; BroadcastLayout::LEN])));
     family("copy", vec![elementwise::copy(Scalar::U32)], &[CopyArgs::NAMES], &CopyArgs { src: "src", dst: "dst", n: 1 });
-    family("fill", vec![elementwise::fill(DType::BF16)], &[FillArgs::NAMES], &FillArgs { y: "y", n: 1, value: 0.5 });
+    family("repeat", vec![elementwise::repeat(Scalar::BF16)], &[RepeatArgs::NAMES], &RepeatArgs { src: "src", dst: "dst", len: 3, n: 7 });
 
     let reduce_kernels = [1, 4].into_iter().flat_map(|vec| ReduceOp::ALL.map(|op| reduce::reduce(op, DType::F32, vec, 4))).collect();
     family("reduce", reduce_kernels, &[ReduceArgs::NAMES], &ReduceArgs { x: "x", x4: "x4", out: "out", n: 1 });
@@ -123,6 +123,11 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let dims = ConvDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, groups: 1 };
     let args = ConvArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 1, total: 1 };
     family("conv", vec![conv::conv2d(DType::F16)], &[ConvArgs::NAMES, ConvDims::NAMES], &(args, dims));
+    let depthwise = DepthwiseConfig { dtype: DType::F32, kernel: [3, 5], stride: [2, 1], dilation: [1, 2] };
+    let args = DepthwiseArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 0 };
+    let sizes = DepthwiseDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, pw: 0, tiles: 1, tiles_w: 1 };
+    family("depthwise", vec![conv::conv2d_depthwise(&depthwise)], &[DepthwiseArgs::NAMES, DepthwiseDims::NAMES], &(args, sizes));
+    family("im2col", vec![conv::im2col(DType::BF16)], &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", total: 1 }, dims));
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });

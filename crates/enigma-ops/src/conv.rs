@@ -1,11 +1,20 @@
-//! 2-D convolution: the direct kernel of `library::conv` (dense, grouped,
-//! depthwise), and a pointwise (1×1) convolution as a batched matrix
-//! product.
+//! 2-D convolution: dense and grouped convolutions as a batched matrix
+//! product over the unfolded input (`library::conv::im2col`, none for a
+//! pointwise one); depthwise ones (one input channel per group) by tiles
+//! staged in threadgroup memory (`library::conv::conv2d_depthwise`) where
+//! the window fits that kernel; the rest (and unfoldings that would pass
+//! [`IM2COL_MAX_BYTES`]) with the direct kernel of `library::conv`.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_kernels::library::elementwise::Elementwise;
+use enigma_kernels::library::elementwise::{self, Elementwise, RepeatArgs};
 use enigma_kernels::library::{self as lib, conv};
 use enigma_runtime::Buffer;
+
+/// The most bytes the unfolded input of one convolution may take: past
+/// them the convolution runs the direct kernel, which needs no scratch
+/// memory (1 GiB: 64 images of 64 channels at 32×32 under a 3×3 window
+/// take 75 MiB in f16).
+pub const IM2COL_MAX_BYTES: usize = 1 << 30;
 
 /// The shape of a 2-D convolution (PyTorch's `conv2d` arguments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +90,20 @@ impl Ops<'_> {
         }
         let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups] = dims;
         let dims = conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups };
-        if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] && c.groups == 1 {
-            return Ok((self.conv2d_pointwise(x, w, bias, c, dtype)?, [oh, ow]));
+        if let Some(y) = self.conv2d_gemm(x, w, bias, c, dtype, dims)? {
+            return Ok((y, [oh, ow]));
+        }
+        let window = |v: [usize; 2]| v.map(|v| v as u32);
+        let depthwise = conv::DepthwiseConfig { dtype, kernel: window(c.kernel), stride: window(c.stride), dilation: window(c.dilation) };
+        if c.in_channels == c.groups && depthwise.fits() {
+            let planes = lib::to_u32(name, "output planes", c.batch * c.out_channels)?;
+            let (dispatch, tiles, tiles_w) = depthwise.dispatch(planes, out_h, out_w);
+            lib::to_u32(name, "output tiles", planes as usize * tiles as usize)?;
+            let y = self.output(dtype.scalar(), total)?;
+            let args = conv::DepthwiseArgs { x, w, bias: bias.unwrap_or(w), y: &y, has_bias: bias.is_some() as u32 };
+            let dims = conv::DepthwiseDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, pw, tiles, tiles_w };
+            self.launch(format!("conv2d depthwise {depthwise:?}"), || conv::conv2d_depthwise(&depthwise), dispatch, &(args, dims))?;
+            return Ok((y, [oh, ow]));
         }
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
         let y = self.output(dtype.scalar(), total)?;
@@ -96,27 +117,53 @@ impl Ops<'_> {
         Ok((y, [oh, ow]))
     }
 
-    /// A 1×1 convolution of stride 1, no padding and one group is a matrix
-    /// product per image, `Y[n] = W · X[n]` (`[out, in] · [in, h·w]`): one
-    /// batched [`Ops::matmul_batched`] over the images, `W` repeated for
-    /// each image (a broadcast of `batch · out · in` elements, small beside
-    /// the images: the batched GEMM reads consecutive matrices), f32
-    /// accumulation and the result rounded once to the input's type, then
-    /// the bias added per output channel (a broadcast add: with a bias, an
-    /// f16 or bf16 result is rounded twice, the direct kernel's once).
-    fn conv2d_pointwise(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType) -> Result<Buffer, Error> {
-        let (o, i, hw) = (c.out_channels, c.in_channels, c.size[0] * c.size[1]);
+    /// A convolution whose groups take more than one input channel, as
+    /// one batched [`Ops::matmul_batched`] over images and groups: for
+    /// image `n` and group `g`, `Y[n, g] = W[g] · X[n, g]` (`[out/groups,
+    /// in/groups·kh·kw] · [in/groups·kh·kw, oh·ow]`), `X[n, g]` the group's
+    /// rows of the image's unfolding (`library::conv::im2col`; the input
+    /// itself for a 1×1 window of stride 1 without padding), the weights
+    /// repeated once per image (`library::elementwise::repeat`: the
+    /// batched GEMM reads consecutive matrices), f32 accumulation and the
+    /// result rounded once to the input's type, then the bias added per
+    /// output channel (a broadcast add: with a bias, an f16 or bf16 result
+    /// is rounded twice, the direct kernel's once). `None` for a
+    /// depthwise convolution and where the unfolding would pass
+    /// [`IM2COL_MAX_BYTES`].
+    fn conv2d_gemm(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType, dims: conv::ConvDims) -> Result<Option<Buffer>, Error> {
+        let name = "conv2d";
+        let in_group = c.in_channels / c.groups;
+        let (taps, pixels) = (c.kernel[0] * c.kernel[1], dims.out_h as usize * dims.out_w as usize);
+        let unfolded = c.batch * c.in_channels * taps * pixels;
+        if in_group == 1 || unfolded.saturating_mul(dtype.size_bytes() as usize) > IM2COL_MAX_BYTES {
+            return Ok(None);
+        }
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let col = if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] {
+            x.clone()
+        } else {
+            lib::to_u32(name, "unfolded input elements", unfolded)?;
+            let total = lib::to_u32(name, "input channels' output pixels", c.batch * c.in_channels * pixels)?;
+            let col = self.output(dtype.scalar(), unfolded)?;
+            let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+            self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+            col
+        };
         let weights = if c.batch == 1 {
             w.clone()
         } else {
-            // Times 1: exact for every value, -0 and NaN included.
-            let ones = self.full(dtype, c.batch, 1.0)?;
-            self.elementwise_broadcast(Elementwise::Mul, w, &ones, &[1, o, i], &[c.batch, 1, 1])?.0
+            let len = c.out_channels * in_group * taps;
+            let n = lib::to_u32(name, "repeated weights", len * c.batch)?;
+            let repeated = self.output(dtype.scalar(), len * c.batch)?;
+            let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+            let args = RepeatArgs { src: w, dst: &repeated, len: lib::to_u32(name, "weights", len)?, n };
+            self.launch(format!("repeat {dtype:?}"), || elementwise::repeat(dtype.scalar()), dispatch, &args)?;
+            repeated
         };
-        let y = self.matmul_batched(&weights, x, c.batch, o, hw, i, dtype)?;
+        let y = self.matmul_batched(&weights, &col, c.batch * c.groups, c.out_channels / c.groups, pixels, in_group * taps, dtype)?;
         match bias {
-            None => Ok(y),
-            Some(b) => Ok(self.elementwise_broadcast(Elementwise::Add, &y, b, &[c.batch, o, hw], &[o, 1])?.0),
+            None => Ok(Some(y)),
+            Some(b) => Ok(Some(self.elementwise_broadcast(Elementwise::Add, &y, b, &[c.batch, c.out_channels, pixels], &[c.out_channels, 1])?.0)),
         }
     }
 }

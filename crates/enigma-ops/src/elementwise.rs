@@ -3,7 +3,7 @@
 //! a result into memory the caller gave.
 
 use crate::{arg_err, Error, KernelType, Ops};
-use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs, FillArgs};
+use enigma_kernels::library::elementwise::{self, BroadcastArgs, CopyArgs, Elementwise, ElementwiseArgs};
 use enigma_ir::Scalar;
 use enigma_runtime::Buffer;
 
@@ -60,19 +60,6 @@ impl Ops<'_> {
     /// GELU, tanh form.
     pub fn gelu(&self, x: &Buffer, n: usize) -> Result<Buffer, Error> {
         self.elementwise(Elementwise::Gelu, x, None, n, 1.0)
-    }
-
-    /// `n` elements of `dtype`, each `value` rounded once to it (the
-    /// kernel `fill_{dtype}`), made on the device.
-    pub(crate) fn full(&self, dtype: enigma_kernels::library::DType, n: usize, value: f32) -> Result<Buffer, Error> {
-        let name = format!("fill_{dtype}");
-        enigma_kernels::library::nonzero(&name, "elements", n)?;
-        let n32 = enigma_kernels::library::to_u32(&name, "elements", n)?;
-        let t = enigma_kernels::library::check_threads(&name, self.threads(KernelType::Elementwise))?;
-        let y = self.output(dtype.scalar(), n)?;
-        let dispatch = enigma_kernels::library::Dispatch::threadgroups([n32.div_ceil(t), 1, 1], t);
-        self.launch(format!("fill {dtype:?}"), || elementwise::fill(dtype), dispatch, &FillArgs { y: &y, n: n32, value })?;
-        Ok(y)
     }
 
     /// Copies the first `elems` elements of `elem` from `src` into `dst` on

@@ -1,7 +1,8 @@
-//! Direct 2-D convolution (`Ops::conv2d`): dense, grouped, depthwise and
+//! 2-D convolution (`Ops::conv2d`): dense, grouped, depthwise and
 //! pointwise, with padding, strides, dilation and an optional bias, against
 //! a plain f64 loop written here, for every element type, under the
-//! simulator's sanitizer.
+//! simulator's sanitizer — the unfolding and batched GEMM (groups of more
+//! than one input channel) and the direct kernel (depthwise) alike.
 
 use enigma_ops::{download, quantize, upload, Conv2d, DType, Ops, Options};
 use enigma_runtime::{Device, Runtime};
@@ -51,6 +52,19 @@ fn convolutions_match_an_f64_loop() {
         Conv2d { in_channels: 4, out_channels: 8, groups: 4, ..base },
         Conv2d { kernel: [1, 1], padding: [0, 0], ..base },
         Conv2d { in_channels: 6, out_channels: 4, groups: 2, batch: 1, size: [1, 1], kernel: [1, 1], padding: [0, 0], ..base },
+        // Depthwise by tiles: a channel multiplier of 2, planes larger than
+        // one tile (edges in both directions), a strided dilated window.
+        Conv2d { in_channels: 2, out_channels: 4, groups: 2, size: [37, 45], ..base },
+        Conv2d { batch: 1, in_channels: 3, size: [40, 70], out_channels: 3, kernel: [5, 3], stride: [2, 3], padding: [3, 1], dilation: [2, 1], groups: 3 },
+        // A window of more taps than the tiled kernel holds: the direct kernel.
+        Conv2d { in_channels: 2, out_channels: 2, groups: 2, batch: 1, size: [3, 52], kernel: [1, 50], padding: [1, 0], ..base },
+        // Through the unfolding and the batched GEMM: groups of several
+        // channels, several images, a stride with padding and dilation,
+        // a pointwise convolution of groups over 3 images, a strided 1×1.
+        Conv2d { in_channels: 6, out_channels: 4, groups: 2, batch: 3, stride: [2, 1], dilation: [1, 2], padding: [1, 2], ..base },
+        Conv2d { in_channels: 8, out_channels: 6, groups: 2, batch: 3, kernel: [1, 1], padding: [0, 0], ..base },
+        Conv2d { in_channels: 16, out_channels: 9, kernel: [1, 1], stride: [2, 2], padding: [1, 0], size: [5, 8], ..base },
+        Conv2d { in_channels: 8, out_channels: 16, batch: 3, size: [4, 6], ..base },
     ];
     for dtype in DType::ALL {
         let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), ..Options::default() });

@@ -37,3 +37,29 @@ fn packed_kernels_match_the_f64_reference() {
         }
     }
 }
+
+/// The 16-bit kernels' relaxed math (`library::elementwise::Math`) far out
+/// on both sides, where `exp` overflows f32 and the reciprocal's argument
+/// is infinite: the f64 reference's values (zeros keeping their sign),
+/// not NaN.
+#[test]
+fn relaxed_math_keeps_the_tails() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let tails = [-60000.0f32, -1000.0, -100.0, -30.0, -12.0, -0.5, 0.5, 12.0, 30.0, 100.0, 1000.0, 60000.0];
+    for dtype in [DType::F16, DType::BF16] {
+        let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), ..Options::default() });
+        // Whole 16-byte groups: the packed kernel.
+        let mut x: Vec<f32> = tails.iter().cycle().take(16).copied().collect();
+        quantize(dtype, &mut x);
+        let xb = upload(&rt, dtype.scalar(), &x).unwrap();
+        for op in [Elementwise::Sigmoid, Elementwise::Silu, Elementwise::Gelu, Elementwise::GeluErf] {
+            let y = ops.elementwise(op, &xb, None, x.len(), 1.0).unwrap();
+            let got = download(&y, dtype.scalar(), x.len()).unwrap();
+            let want = elementwise::reference(op, &x, None, 1.0);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let tol = 1e-6 + dtype.underflow_error() * 1.01 + w.abs() * (2e-6 + dtype.unit_roundoff() * 1.01);
+                assert!((g - w).abs() <= tol && g.is_sign_negative() == w.is_sign_negative(), "{op} {dtype} at {} (x = {}): {g} vs {w}", i, x[i]);
+            }
+        }
+    }
+}

@@ -875,12 +875,16 @@ def avg_pool2d(x: _ArrayT, kernel_size: _Any, stride: _Any = None, padding: _Any
 def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, padding: _Any = 0,  # noqa: A002 - torch's name
            dilation: _Any = 1, groups: int = 1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
-    """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``:
-    the direct kernel, one thread per output element, f32 accumulation.
-    Depthwise (``groups`` = input channels) and pointwise (a 1×1 weight)
-    convolutions are the same call; a pointwise one of stride 1, no padding
-    and one group runs as a batched matmul (f32 accumulation; with a bias,
-    a float16/bfloat16 result is rounded before the bias is added).
+    """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``,
+    with f32 accumulation. Groups of more than one input channel (dense,
+    grouped, pointwise) run as the input unfolded (im2col, scratch memory of
+    ``N·C_in·kH·kW·H_out·W_out`` elements; none for a 1×1 window of stride 1
+    without padding) and one batched matmul over images and groups (with a
+    bias, a float16/bfloat16 result is rounded before the bias is added);
+    depthwise ones (``groups`` = input channels) by 32×32 output tiles whose
+    input is staged in threadgroup memory; the rest (windows past 49 taps,
+    unfoldings past 1 GiB) with the direct kernel, one thread per output
+    element. The docs' "Convolution" section says more.
 
     Args:
         input: ``[N, C_in, H, W]`` or ``[C_in, H, W]`` (float32, float16 or

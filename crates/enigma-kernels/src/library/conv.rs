@@ -1,17 +1,32 @@
-//! Direct 2-D convolution (PyTorch's `conv2d`: cross-correlation) over NCHW
-//! data with OIHW weights, `groups` (1: dense, `C_in`: depthwise) and an
-//! optional bias: one thread per output element, which sums its window
-//! over the input channels of its group in f32 and rounds once to the
-//! data's type. A 1×1 window is a pointwise convolution. No tensor cores,
-//! no tiling in threadgroup memory.
+//! 2-D convolution (PyTorch's `conv2d`: cross-correlation) over NCHW data
+//! with OIHW weights and `groups` (1: dense, `C_in`: depthwise):
 //!
-//! Parameters: `x, w, bias, y, c_in, in_h, in_w, c_out, out_h, out_w, kh,
-//! kw, sh, sw, ph, pw, dh, dw, groups, has_bias, total`, the sizes by value
-//! (`bias` is read only when `has_bias` is 1). `enigma-ops` runs a
-//! pointwise convolution of stride 1 as a batched matrix product instead.
+//! * [`conv2d`], the direct kernel with an optional bias: one thread per
+//!   output element, which sums its window over the input channels of its
+//!   group in f32 and rounds once to the data's type. No tensor cores, no
+//!   tiling in threadgroup memory. Parameters: `x, w, bias, y, c_in, in_h,
+//!   in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups,
+//!   has_bias, total`, the sizes by value (`bias` is read only when
+//!   `has_bias` is 1).
+//! * [`im2col`], the unfolding that makes a convolution a matrix product:
+//!   each image's windows as the columns of a `[c_in·kh·kw, out_h·out_w]`
+//!   matrix (the rows ordered as the weights' `[c_in, kh, kw]`, so a
+//!   group's rows are consecutive), zeros where a window reaches into the
+//!   padding; a thread per output pixel of each image's channel.
+//!   Parameters: `x, col, total` and the sizes of [`ConvDims`] by value
+//!   (`c_out` and `groups` unused).
+//!
+//! * [`conv2d_depthwise`], a depthwise convolution (one input channel per
+//!   group) by output tiles, the input under each tile staged in
+//!   threadgroup memory, the window fixed in the kernel.
+//!
+//! `enigma-ops` runs dense and grouped convolutions as [`im2col`] and a
+//! batched GEMM (a pointwise one of stride 1 without the unfolding),
+//! depthwise ones with [`conv2d_depthwise`] where the window fits it, and
+//! the rest with [`conv2d`].
 
 use super::*;
-use enigma_ir::{Access, Kernel, Scalar, Type};
+use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
 
 crate::kernel_args! {
     /// The buffers and counts of [`conv2d`] (module docs; `bias` is read
@@ -47,6 +62,21 @@ crate::kernel_args! {
     }
 }
 
+crate::kernel_args! {
+    /// The buffers and count of [`im2col`], bound beside [`ConvDims`].
+    pub struct Im2colArgs {
+        X x: buffer,
+        COL col: buffer,
+        TOTAL total: u32,
+    }
+}
+
+/// The sizes of [`ConvDims`] as the kernel's values, in their order.
+fn conv_dims(k: &mut KernelBuilder) -> [Ex; 15] {
+    let values: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
+    values.try_into().unwrap_or_else(|v: Vec<Ex>| unreachable!("ConvDims has 15 fields, not {}", v.len()))
+}
+
 /// The direct convolution kernel `conv2d_{dtype}` (module docs).
 pub fn conv2d(dtype: DType) -> Kernel {
     let mut k = KernelBuilder::new(format!("conv2d_{dtype}"));
@@ -55,8 +85,7 @@ pub fn conv2d(dtype: DType) -> Kernel {
     let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
     let bias = k.buffer(P::BIAS, dtype.ty(1), Access::Read);
     let y = k.buffer(P::Y, dtype.ty(1), Access::ReadWrite);
-    let d: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
-    let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = d[..] else { unreachable!("15 dims") };
+    let [c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, groups] = conv_dims(&mut k);
     let has_bias = k.value(P::HAS_BIAS, Type::U32);
     let total = k.value(P::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
@@ -92,5 +121,206 @@ pub fn conv2d(dtype: DType) -> Kernel {
         });
         store_f32(k, y, tid, acc.get());
     });
+    finish(k)
+}
+
+/// The unfolding kernel `im2col_{dtype}` (module docs): `col` is
+/// `[images, c_in, kh, kw, out_h, out_w]`; thread `tid` (of `total` =
+/// `images · c_in · out_h · out_w`) takes output pixel `(oy, ox)` of one
+/// image's channel and writes its window's `kh · kw` taps (the input
+/// under each, or zero in the padding, moved bit for bit), so that
+/// consecutive threads write consecutive elements of each row.
+pub fn im2col(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("im2col_{dtype}"));
+    type P = Im2colArgs;
+    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let col = k.buffer(P::COL, dtype.ty(1), Access::ReadWrite);
+    let [_, h, w, _, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, _] = conv_dims(&mut k);
+    let total = k.value(P::TOTAL, Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(total), |k| {
+        let pixels = k.let_("pixels", oh * ow);
+        let pixel = k.let_("pixel", tid % pixels);
+        // The image's channel: `image · c_in + ci`.
+        let plane = k.let_("plane", tid / pixels);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let y0 = k.let_("y0", i32(pixel / ow * sh) - i32(ph));
+        let x0 = k.let_("x0", i32(pixel % ow * sw) - i32(pw));
+        let source = k.let_("source", plane * h);
+        let first = k.let_("first", plane * kh * kw * pixels + pixel);
+        k.for_range("ky", 0u32, kh, 1u32, |k, ky| {
+            let iy = k.let_("iy", y0 + i32(ky * dh));
+            let zero = lit(Scalar::I32, 0.0);
+            let row_inside = k.let_("row_inside", iy.ge(zero).and(iy.lt(i32(h))));
+            let row = k.let_("row", (source + iy.cast(Type::U32)) * w);
+            k.for_range("kx", 0u32, kw, 1u32, |k, kx| {
+                let ix = k.let_("ix", x0 + i32(kx * dw));
+                let v = k.var("v", lit(dtype.scalar(), 0.0));
+                k.if_(row_inside.and(ix.ge(zero)).and(ix.lt(i32(w))), |k| k.assign(v, x.get(row + ix.cast(Type::U32))));
+                k.store(col.at(first + (ky * kw + kx) * pixels), v.get());
+            });
+        });
+    });
+    finish(k)
+}
+
+/// Output columns of one [`conv2d_depthwise`] tile: one per lane.
+pub const DEPTHWISE_TILE_W: u32 = 32;
+/// Output rows of one [`conv2d_depthwise`] tile.
+pub const DEPTHWISE_TILE_H: u32 = 32;
+/// Threads of one [`conv2d_depthwise`] threadgroup: 8 rows of lanes, each
+/// thread computing `DEPTHWISE_TILE_H / 8` outputs of one column.
+pub const DEPTHWISE_THREADS: u32 = 256;
+/// The most input elements (f32 in threadgroup memory: 32 KiB) one
+/// [`conv2d_depthwise`] tile stages.
+pub const DEPTHWISE_MAX_STAGED: u32 = 8192;
+/// The most taps (`kh·kw`) a [`conv2d_depthwise`] window has: each thread
+/// holds them in registers.
+pub const DEPTHWISE_MAX_TAPS: u32 = 49;
+
+/// A depthwise convolution's window, fixed in its [`conv2d_depthwise`]
+/// kernel: element type, `[kh, kw]`, stride and dilation (padding and
+/// sizes are values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DepthwiseConfig {
+    pub dtype: DType,
+    pub kernel: [u32; 2],
+    pub stride: [u32; 2],
+    pub dilation: [u32; 2],
+}
+
+impl DepthwiseConfig {
+    /// `[rows, cols]` of the input one output tile reads.
+    pub fn staged(&self) -> [u32; 2] {
+        let span = |i: usize, tile: u32| (tile - 1) * self.stride[i] + (self.kernel[i] - 1) * self.dilation[i] + 1;
+        [span(0, DEPTHWISE_TILE_H), span(1, DEPTHWISE_TILE_W)]
+    }
+
+    /// Whether the kernel takes this window: at least 1 along each axis,
+    /// at most [`DEPTHWISE_MAX_TAPS`] taps and a staged input of at most
+    /// [`DEPTHWISE_MAX_STAGED`] elements.
+    pub fn fits(&self) -> bool {
+        let positive = self.kernel.iter().chain(&self.stride).chain(&self.dilation).all(|v| (1..=DEPTHWISE_TILE_W).contains(v));
+        positive && self.kernel[0] * self.kernel[1] <= DEPTHWISE_MAX_TAPS && {
+            let [rows, cols] = self.staged();
+            rows * cols <= DEPTHWISE_MAX_STAGED
+        }
+    }
+
+    pub fn name(&self) -> String {
+        let [kh, kw] = self.kernel;
+        let [sh, sw] = self.stride;
+        let [dh, dw] = self.dilation;
+        format!("conv2d_depthwise_{}_k{kh}x{kw}_s{sh}x{sw}_d{dh}x{dw}", self.dtype)
+    }
+
+    /// Threadgroups over `planes` output planes (`images · c_out`) of
+    /// `[out_h, out_w]`: one per output tile, and the tiles per plane and
+    /// per row of tiles.
+    pub fn dispatch(&self, planes: u32, out_h: u32, out_w: u32) -> (Dispatch, u32, u32) {
+        let tiles_w = out_w.div_ceil(DEPTHWISE_TILE_W);
+        let tiles = out_h.div_ceil(DEPTHWISE_TILE_H) * tiles_w;
+        (Dispatch::threadgroups([planes * tiles, 1, 1], DEPTHWISE_THREADS), tiles, tiles_w)
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of [`conv2d_depthwise`] (`bias` read only where
+    /// `has_bias` is 1), bound beside [`DepthwiseDims`].
+    pub struct DepthwiseArgs {
+        X x: buffer,
+        W w: buffer,
+        BIAS bias: buffer,
+        Y y: buffer,
+        HAS_BIAS has_bias: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The sizes [`conv2d_depthwise`] takes by value: the planes', the
+    /// padding, and the output tiles per plane and per row of tiles
+    /// ([`DepthwiseConfig::dispatch`]).
+    pub struct DepthwiseDims(values) {
+        C_IN c_in: u32,
+        IN_H in_h: u32,
+        IN_W in_w: u32,
+        C_OUT c_out: u32,
+        OUT_H out_h: u32,
+        OUT_W out_w: u32,
+        PH ph: u32,
+        PW pw: u32,
+        TILES tiles: u32,
+        TILES_W tiles_w: u32,
+    }
+}
+
+/// The tiled depthwise convolution `cfg.name()`: one input channel per
+/// group (`c_out` a multiple of `c_in`, output channel `co` reading input
+/// channel `co / (c_out / c_in)`). A threadgroup computes a
+/// [`DEPTHWISE_TILE_H`] × [`DEPTHWISE_TILE_W`] tile of one output plane:
+/// it first stages the input under the tile (zeros in the padding) in
+/// threadgroup memory as f32, each input element loaded once, then each
+/// thread sums the window (taps unrolled, weights in registers) for its
+/// column's outputs in f32 and rounds once to the data's type.
+///
+/// # Panics
+/// When `cfg` does not [fit](DepthwiseConfig::fits).
+pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
+    assert!(cfg.fits(), "{}: the window does not fit the tiled kernel", cfg.name());
+    let mut k = KernelBuilder::new(cfg.name());
+    type P = DepthwiseArgs;
+    let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
+    let wt = k.buffer(P::W, cfg.dtype.ty(1), Access::Read);
+    let bias = k.buffer(P::BIAS, cfg.dtype.ty(1), Access::Read);
+    let y = k.buffer(P::Y, cfg.dtype.ty(1), Access::ReadWrite);
+    let has_bias = k.value(P::HAS_BIAS, Type::U32);
+    let d: Vec<Ex> = DepthwiseDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
+    let [c_in, h, w, c_out, oh, ow, ph, pw, tiles, tiles_w] = d[..] else { unreachable!("DepthwiseDims has 10 fields") };
+    let [kh, kw] = cfg.kernel;
+    let [sh, sw] = cfg.stride;
+    let [dh, dw] = cfg.dilation;
+    let [rows, cols] = cfg.staged();
+    let staged = k.threadgroup_array("staged", Type::F32, rows * cols);
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let plane = k.let_("plane", group / tiles);
+    let tile = k.let_("tile", group % tiles);
+    let oy0 = k.let_("oy0", tile / tiles_w * DEPTHWISE_TILE_H);
+    let ox0 = k.let_("ox0", tile % tiles_w * DEPTHWISE_TILE_W);
+    let co = k.let_("co", plane % c_out);
+    let channel = k.let_("channel", plane / c_out * c_in + co / (c_out / c_in));
+    let i32 = |e: Ex| e.cast(Type::I32);
+    let iy0 = k.let_("iy0", i32(oy0 * sh) - i32(ph));
+    let ix0 = k.let_("ix0", i32(ox0 * sw) - i32(pw));
+    k.for_range("i", lid, rows * cols, DEPTHWISE_THREADS, |k, i| {
+        let iy = k.let_("iy", iy0 + i32(i / cols));
+        let ix = k.let_("ix", ix0 + i32(i % cols));
+        let zero = lit(Scalar::I32, 0.0);
+        let inside = iy.ge(zero).and(iy.lt(i32(h))).and(ix.ge(zero)).and(ix.lt(i32(w)));
+        let v = k.var("v", f(0.0));
+        k.if_(inside, |k| k.assign(v, load_f32(x, (channel * h + iy.cast(Type::U32)) * w + ix.cast(Type::U32))));
+        k.store(staged.at(i), v.get());
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let taps: Vec<Ex> = (0..kh * kw).map(|t| k.let_(&format!("w{t}"), load_f32(wt, co * (kh * kw) + t))).collect();
+    let b = k.var("b", f(0.0));
+    k.if_(has_bias.eq(1u32), |k| k.assign(b, load_f32(bias, co)));
+    let tx = k.let_("tx", lid % DEPTHWISE_TILE_W);
+    let ty = k.let_("ty", lid / DEPTHWISE_TILE_W);
+    let ox = k.let_("ox", ox0 + tx);
+    let base = k.let_("base", ty * (sh * cols) + tx * sw);
+    let lanes_down = DEPTHWISE_THREADS / DEPTHWISE_TILE_W;
+    for j in 0..DEPTHWISE_TILE_H / lanes_down {
+        let oy = k.let_(&format!("out_row{j}"), oy0 + ty + j * lanes_down);
+        let mut acc = b.get();
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let at = base + (j * lanes_down * sh + ky * dh) * cols + kx * dw;
+                acc = acc + staged.get(at) * taps[(ky * kw + kx) as usize];
+            }
+        }
+        let acc = k.let_(&format!("acc{j}"), acc);
+        k.if_(oy.lt(oh).and(ox.lt(ow)), |k| store_f32(k, y, (plane * oh + oy) * ow + ox, acc));
+    }
     finish(k)
 }

@@ -20,11 +20,16 @@
 //! the outer dimensions, then `a`'s and `b`'s strides over them, by value.
 //!
 //! **Copies** ([`copy`]): `dst = src` for any scalar element type, which
-//! writes a result into memory the caller gave; [`fill`] writes one value.
+//! writes a result into memory the caller gave; [`repeat`] writes a buffer's
+//! first elements again and again (a convolution's weights once per image).
 //!
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
-//! alike: MSL has no `erf`.
+//! alike: MSL has no `erf`. Kernels whose results are f16 or bf16 evaluate
+//! `exp` and the reciprocals of `sigmoid`, `silu`, the GELUs' in the cheaper
+//! forms of [`Math::Relaxed`] (still in f32): their errors stay far below
+//! the result's rounding, and these operations were bound by arithmetic,
+//! not memory, at 8 elements a thread.
 //!
 //! Scalar kernels (`vec = 1`), parameters in binding order:
 //! `x, [b,] y, n, [factor]` — one thread per element, `if (tid < n)`.
@@ -91,17 +96,62 @@ const ERFC_P: f64 = 0.327_591_1;
 const ERFC_A: [f64; 5] = [0.254_829_592, -0.284_496_736, 1.421_413_741, -1.453_152_027, 1.061_405_429];
 
 /// `1 + erf(z)` on f32 lanes: `2 - erfc(|z|)` for `z ≥ 0`, `erfc(|z|)`
-/// below (accurate in absolute terms where it is small).
-fn one_plus_erf(z: Ex) -> Ex {
+/// below (accurate in absolute terms where it is small), in `math`.
+fn one_plus_erf(z: Ex, math: Math) -> Ex {
     let width = z.ty().width();
     let a = abs(z);
-    let t = 1.0 / (1.0 + ERFC_P * a);
+    let t = math.recip_from_one(1.0 + ERFC_P * a);
     let mut poly = splat(ERFC_A[4], width);
     for &c in ERFC_A[..4].iter().rev() {
         poly = poly * t + c;
     }
-    let erfc = poly * t * exp(-(a * a));
+    let erfc = poly * t * math.exp(-(a * a));
     select(erfc, 2.0 - erfc, z.ge(splat(0.0, width)))
+}
+
+/// How an element-wise operation evaluates its f32 functions: the
+/// accurate forms for an f32 result; for a result rounded to f16 or bf16,
+/// forms whose few-ULP f32 errors that rounding hides (its unit roundoff
+/// is 2^-11 or 2^-8), at a fraction of the instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Math {
+    /// `exp` and division as written.
+    Accurate,
+    /// `fast::exp` (CUDA's `__expf`), and `1/x` for `x ≥ 1` as
+    /// `rsqrt(x)²` (one special-function instruction and a product in
+    /// place of an IEEE division); `log` and `tanh` keep their accurate
+    /// forms (`fast::log`'s absolute error is up to a unit of f16 near 1),
+    /// GELU's tanh form is evaluated as `x·σ(2u)`, its identity.
+    Relaxed,
+}
+
+impl Math {
+    /// The math for results of `dtype`.
+    pub fn for_dtype(dtype: DType) -> Math {
+        if dtype == DType::F32 {
+            Math::Accurate
+        } else {
+            Math::Relaxed
+        }
+    }
+
+    fn exp(self, x: Ex) -> Ex {
+        match self {
+            Math::Accurate => exp(x),
+            Math::Relaxed => fast::exp(x),
+        }
+    }
+
+    /// `1 / x` for `x ≥ 1` (or +∞, or NaN).
+    fn recip_from_one(self, x: Ex) -> Ex {
+        match self {
+            Math::Accurate => 1.0 / x,
+            Math::Relaxed => {
+                let r = rsqrt(x);
+                r * r
+            }
+        }
+    }
 }
 
 impl Elementwise {
@@ -146,7 +196,7 @@ impl Elementwise {
     }
 
     /// The operation on f32 lanes (`a`, `b` of one width).
-    fn apply(self, a: Ex, b: Option<Ex>, factor: Option<Ex>) -> Ex {
+    fn apply(self, a: Ex, b: Option<Ex>, factor: Option<Ex>, math: Math) -> Ex {
         let width = a.ty().width();
         match self {
             Elementwise::Scale => a * factor.expect("scale takes a factor"),
@@ -154,11 +204,18 @@ impl Elementwise {
             Elementwise::Mul => a * b.expect("mul is binary"),
             Elementwise::Div => a / b.expect("div is binary"),
             Elementwise::Relu => max(a, splat(0.0, width)),
-            Elementwise::Silu => a / (1.0 + exp(-a)),
-            Elementwise::Gelu => 0.5 * a * (1.0 + tanh(GELU_C * (a + GELU_K * a * a * a))),
-            Elementwise::GeluErf => 0.5 * a * one_plus_erf(a * std::f64::consts::FRAC_1_SQRT_2),
-            Elementwise::Sigmoid => 1.0 / (1.0 + exp(-a)),
-            Elementwise::Exp => exp(a),
+            Elementwise::Silu => match math {
+                Math::Accurate => a / (1.0 + exp(-a)),
+                Math::Relaxed => a * math.recip_from_one(1.0 + math.exp(-a)),
+            },
+            Elementwise::Gelu => match math {
+                Math::Accurate => 0.5 * a * (1.0 + tanh(GELU_C * (a + GELU_K * a * a * a))),
+                // 0.5·(1 + tanh(u)) = σ(2u).
+                Math::Relaxed => a * math.recip_from_one(1.0 + math.exp(-2.0 * GELU_C * (a + GELU_K * a * a * a))),
+            },
+            Elementwise::GeluErf => 0.5 * a * one_plus_erf(a * std::f64::consts::FRAC_1_SQRT_2, math),
+            Elementwise::Sigmoid => math.recip_from_one(1.0 + math.exp(-a)),
+            Elementwise::Exp => math.exp(a),
             Elementwise::Log => log(a),
         }
     }
@@ -282,11 +339,12 @@ crate::kernel_args! {
 }
 
 crate::kernel_args! {
-    /// The arguments of [`fill`].
-    pub struct FillArgs {
-        Y y: buffer,
+    /// The arguments of [`repeat`].
+    pub struct RepeatArgs {
+        SRC src: buffer,
+        DST dst: buffer,
+        LEN len: u32,
         N n: u32,
-        VALUE value: f32,
     }
 }
 
@@ -311,7 +369,7 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     k.if_(tid.lt(units), |k| {
         let a = k.let_("a", load_f32(x, tid));
         let bv = b.map(|b| load_f32(b, tid));
-        store_f32(k, y, tid, op.apply(a, bv, factor));
+        store_f32(k, y, tid, op.apply(a, bv, factor, Math::for_dtype(dtype)));
     });
     finish(k)
 }
@@ -344,7 +402,7 @@ pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
         for c in 0..4u8 {
             let a = k.let_(&format!("a{c}"), to_f32(xw.component(c).bitcast(pair)));
             let bv = bw.map(|bw| to_f32(bw.component(c).bitcast(pair)));
-            out.push(k.let_(&format!("w{c}"), op.apply(a, bv, factor).cast(pair).bitcast(Type::U32)));
+            out.push(k.let_(&format!("w{c}"), op.apply(a, bv, factor, Math::for_dtype(dtype)).cast(pair).bitcast(Type::U32)));
         }
         k.store(y.at(tid), vector(words, &out));
     });
@@ -424,7 +482,7 @@ pub fn broadcast_binary(op: Elementwise, dtype: DType, vec: u8, access: [InnerAc
                 }
             });
         }
-        store_f32(k, y, g, op.apply(values[0], Some(values[1]), None));
+        store_f32(k, y, g, op.apply(values[0], Some(values[1]), None, Math::for_dtype(dtype)));
     });
     finish(k)
 }
@@ -556,15 +614,19 @@ pub fn copy(elem: Scalar) -> Kernel {
     finish(k)
 }
 
-/// `y[i] = value` for `i < n`, `value` an f32 rounded once to `dtype`:
-/// `fill_{dtype}`, parameters `y, n, value`, one thread per element.
-pub fn fill(dtype: DType) -> Kernel {
-    let mut k = KernelBuilder::new(format!("fill_{dtype}"));
-    let y = k.buffer(FillArgs::Y, dtype.ty(1), Access::ReadWrite);
-    let n = k.value(FillArgs::N, Type::U32);
-    let value = k.value(FillArgs::VALUE, Type::F32);
+/// `dst[i] = src[i % len]` for `i < n`: the first `len` elements of `src`
+/// repeated one after another, bit for bit: `repeat_{elem}`, parameters
+/// `src, dst, len, n`, one thread per element.
+pub fn repeat(elem: Scalar) -> Kernel {
+    let mut k = KernelBuilder::new(format!("repeat_{}", elem.name()));
+    let src = k.buffer(RepeatArgs::SRC, Type::scalar(elem), Access::Read);
+    let dst = k.buffer(RepeatArgs::DST, Type::scalar(elem), Access::ReadWrite);
+    let len = k.value(RepeatArgs::LEN, Type::U32);
+    let n = k.value(RepeatArgs::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
-    k.if_(tid.lt(n), |k| store_f32(k, y, tid, value));
+    k.if_(tid.lt(n), |k| {
+        k.store(dst.at(tid), src.get(tid % len));
+    });
     finish(k)
 }
 
