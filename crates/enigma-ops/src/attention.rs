@@ -2,8 +2,9 @@
 //! one fused kernel over a batch with grouped K/V heads, its keys
 //! optionally split over threadgroups (then combined).
 
-use crate::{Error, KernelType, Ops};
-use enigma_ir::Scalar;
+use crate::error::arg_err;
+use crate::{Error, KernelType, Ops, SplitSum};
+use enigma_ir::{Feature, Scalar};
 use enigma_kernels::library::attention::{self, CombineArgs, DecodeShape, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_runtime::Buffer;
 
@@ -65,8 +66,10 @@ impl Ops<'_> {
     }
 
     /// Attention decode of a batch in one fused kernel, its keys split over
-    /// threadgroups (then combined) where the sequences are long for the
-    /// GPU ([`attention::splits_for`], or [`crate::AttentionOptions`]):
+    /// threadgroups where the sequences are long for the GPU
+    /// ([`attention::splits_for`], or [`crate::AttentionOptions`]), the
+    /// splits merged by the kernel's last threadgroup of each head block
+    /// or by [`attention::combine`] (`AttentionOptions::split_sum`):
     /// `q` is `[batch, q_heads, d]`, `k` and `v` `[batch, kv_heads, s_len,
     /// d]` (query head `h` reads K/V head `h / (q_heads / kv_heads)`);
     /// `seq_lens` (u32 `[batch]`, clamped to `s_len`) gives each
@@ -104,7 +107,7 @@ impl Ops<'_> {
             plan = plan.fitting_threads();
         }
         plan.check_fused()?;
-        let plan = plan.with_splits(self.attention_splits(&plan));
+        let plan = plan.with_splits(self.attention_splits(&plan)).with_split_sum(self.attention_split_sum()?);
         let rows = shape.rows() as usize;
         let d = shape.d as usize;
         let out = self.output(plan.dtype.scalar(), rows * d)?;
@@ -125,6 +128,7 @@ impl Ops<'_> {
             partial_ml: None,
             partial_acc: None,
             seq_lens,
+            tickets: None,
             s_len: shape.s_len,
             d: shape.d,
             scale,
@@ -138,6 +142,11 @@ impl Ops<'_> {
         let parts = rows * plan.splits as usize;
         let partial_ml = self.output(Scalar::F32, parts * 2)?;
         let partial_acc = self.output(Scalar::F32, parts * d)?;
+        if plan.fused_config().merge {
+            let merged = FusedDecodeArgs { partial_ml: Some(&partial_ml), partial_acc: Some(&partial_acc), ..args };
+            self.with_tickets(plan.head_blocks() as usize, |tickets| self.launch(key, || plan.fused_kernel(), plan.fused, &FusedDecodeArgs { tickets: Some(tickets), ..merged }))?;
+            return Ok(DecodeOutput { out, lse });
+        }
         let split = FusedDecodeArgs { out: None, lse: None, partial_ml: Some(&partial_ml), partial_acc: Some(&partial_acc), ..args };
         self.launch(key, || plan.fused_kernel(), plan.fused, &split)?;
         let args = CombineArgs { partial_ml: &partial_ml, partial_acc: &partial_acc, out: &out, lse: lse.as_ref(), d: shape.d, splits: plan.splits };
@@ -157,6 +166,24 @@ impl Ops<'_> {
             return 1;
         }
         attention::splits_for(plan, self.rt.device().compute_units)
+    }
+}
+
+impl Ops<'_> {
+    /// Who merges the fused decode's splits:
+    /// [`crate::AttentionOptions::split_sum`], else the kernel where the
+    /// device has device-scope fences, else [`attention::combine`].
+    fn attention_split_sum(&self) -> Result<SplitSum, Error> {
+        let fences = self.rt.device().features.contains(&Feature::DeviceFence);
+        match self.options.attention.split_sum {
+            Some(SplitSum::LastThreadgroup) if !fences => Err(arg_err(
+                "attention_decode",
+                format!("the fused decode merges its splits with device-scope fences, which {} does not have (on Metal they need MSL 3.2); use split_sum Reduction", self.rt.device().name),
+            )),
+            Some(sum) => Ok(sum),
+            None if fences => Ok(SplitSum::LastThreadgroup),
+            None => Ok(SplitSum::Reduction),
+        }
     }
 }
 

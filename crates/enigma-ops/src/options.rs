@@ -7,6 +7,7 @@
 use enigma_ir::Scalar;
 use enigma_kernels::library::attention_prefill::PrefillTile;
 use enigma_kernels::library::select::{GemmOptions, Overrides, QmatmulOptions};
+use enigma_kernels::library::split::SplitSum;
 
 /// Per-call choices; every field has a default.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -116,4 +117,11 @@ pub struct AttentionOptions {
     /// Whether each SIMD group loads its next step while using this one
     /// (default: `attention::DEFAULT_PREFETCH`).
     pub prefetch: Option<bool>,
+    /// Fused decode with its keys split: who merges the splits.
+    /// `Reduction`: `attention::combine`, a second dispatch.
+    /// `LastThreadgroup`: the last threadgroup of each head block, in the
+    /// split kernel (one dispatch; needs device-scope fences, an
+    /// [`crate::Error::Argument`] on a device without them). Default: the
+    /// kernel where the device has the fences, else the combine.
+    pub split_sum: Option<SplitSum>,
 }

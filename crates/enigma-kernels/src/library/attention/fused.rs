@@ -2,6 +2,7 @@
 //! threadgroup memory and the threads that fit it.
 
 use super::*;
+use enigma_ir::AtomicOp;
 
 /// What one fused decode kernel is built for (its name says all of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,8 +44,16 @@ pub struct FusedConfig {
     /// `s_len`) instead of using `s_len` for all.
     pub ragged: bool,
     /// Writes each row's natural log-sum-exp of the scaled scores to `lse`
-    /// (the whole-row form only: with a split, [`combine`] writes it).
+    /// (the whole-row form and the merged split form; otherwise
+    /// [`combine`] writes it).
     pub lse: bool,
+    /// With `split`: the last threadgroup of each head block to finish
+    /// merges the splits' partial states into `out` (and `lse`), one
+    /// dispatch in all, instead of leaving them to [`combine`]
+    /// ([`SplitSum::LastThreadgroup`](crate::library::split::SplitSum::LastThreadgroup): a ticket per head block in
+    /// `tickets`, zero before the dispatch and after it; needs
+    /// [`enigma_ir::Feature::DeviceFence`]).
+    pub merge: bool,
 }
 
 /// The suffix of a fused kernel's name for its load width.
@@ -59,9 +68,13 @@ pub(super) fn fused_vec_suffix(vec: u8) -> &'static str {
 impl FusedConfig {
     /// The kernel's name.
     pub fn name(&self) -> String {
-        let form = if self.split { "fused_split" } else { "fused" };
+        let form = match (self.split, self.merge) {
+            (false, _) => "fused",
+            (true, false) => "fused_split",
+            (true, true) => "fused_merged",
+        };
         let ragged = if self.ragged { "_ragged" } else { "" };
-        let lse = if self.lse && !self.split { "_lse" } else { "" };
+        let lse = if self.lse && self.writes_out() { "_lse" } else { "" };
         let prefetch = if self.prefetch { "_p" } else { "" };
         let stages = if self.stages > 0 { format!("_s{}", self.stages) } else { String::new() };
         format!(
@@ -74,6 +87,12 @@ impl FusedConfig {
             self.lanes,
             self.keys_per_step
         )
+    }
+
+    /// Whether the kernel writes `out` (and `lse`): unsplit, or split with
+    /// the merge of its splits.
+    pub fn writes_out(&self) -> bool {
+        !self.split || self.merge
     }
 
     /// Keys a SIMD group takes per loop step.
@@ -94,7 +113,8 @@ impl FusedConfig {
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
         let states = 4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64);
         let word_bytes = (self.vec as u32 * self.dtype.scalar().size_bytes()) as u64;
-        states + (self.stages * self.staged_words() * self.threads) as u64 * word_bytes
+        let merge_flag = if self.split && self.merge { 4 } else { 0 };
+        states + (self.stages * self.staged_words() * self.threads) as u64 * word_bytes + merge_flag
     }
 }
 
@@ -185,12 +205,13 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let q = k.buffer(qn, elem, Access::Read);
     let keys = k.buffer(kn, elem, Access::Read);
     let values = k.buffer(vn, elem, Access::Read);
-    let (out, lse, partials) = if c.split {
-        (None, None, Some((k.buffer(P::PARTIAL_ML, Type::F32, Access::ReadWrite), k.buffer(P::PARTIAL_ACC, Type::F32, Access::ReadWrite))))
-    } else {
+    let partials = c.split.then(|| (k.buffer(P::PARTIAL_ML, Type::F32, Access::ReadWrite), k.buffer(P::PARTIAL_ACC, Type::F32, Access::ReadWrite)));
+    let tickets = (c.split && c.merge).then(|| k.buffer(P::TICKETS, Type::U32, Access::ReadWrite));
+    let (out, lse) = if c.writes_out() {
         let out = k.buffer(P::OUT, c.dtype.ty(1), Access::ReadWrite);
-        let lse = c.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
-        (Some(out), lse, None)
+        (Some(out), c.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite)))
+    } else {
+        (None, None)
     };
     let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
     let s_len = k.value(P::S_LEN, Type::U32);
@@ -454,43 +475,172 @@ pub fn fused(c: &FusedConfig) -> Kernel {
         }
     }
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    // Merge the SIMD groups' states: thread `tid` finishes elements tid,
-    // tid + T, … of the group's `group · d` outputs.
-    k.for_range("e", tid, d * group, threads_per_threadgroup().x(), |k, e| {
-        let g = k.let_("g", e / d);
-        let dim = k.let_("dim", e % d);
-        let state0 = k.let_("merge_base", g * max_groups);
-        let big_m = k.var("big_m", neg_inf());
-        k.for_range("j", 0u32, nsg, 1u32, |k, j| k.assign(big_m, max(big_m.get(), tg_max.get(state0 + j))));
-        let shift = k.let_("merge_shift", finite_or_zero(big_m.get()));
-        let big_l = k.var("big_l", f(0.0));
-        let o = k.var("o", f(0.0));
-        k.for_range("j2", 0u32, nsg, 1u32, |k, j| {
-            let w = k.let_("w", exp2(tg_max.get(state0 + j) - shift));
-            k.assign(big_l, fma(tg_sum.get(state0 + j), w, big_l.get()));
-            k.assign(o, fma(tg_acc.get((state0 + j) * row_len + dim), w, o.get()));
+    let states = GroupStates { max: tg_max, sum: tg_sum, acc: tg_acc, max_groups, row_len, group };
+    // The finished rows: `out` (and `lse`) from a row's merged state.
+    let write_out = |k: &mut KernelBuilder, row: Ex, dim: Ex, state: Merged| {
+        let out = out.expect("a form that writes out");
+        let inv = k.let_("inv", select(f(0.0), 1.0f32 / state.sum, state.sum.gt(0.0f32)));
+        store_f32(k, out, row * d + dim, state.acc * inv);
+        if let Some(lse) = lse {
+            k.if_(dim.eq(0u32), |k| k.store(lse.at(row), (state.shift + log2(state.sum)) * std::f64::consts::LN_2 as f32));
+        }
+    };
+    match partials {
+        None => merge_group_states(k, &states, row0, tid, nsg, d, "", &write_out),
+        Some((partial_ml, partial_acc)) => merge_group_states(k, &states, row0, tid, nsg, d, "", &|k: &mut KernelBuilder, row: Ex, dim: Ex, state: Merged| {
+            let part = k.let_("part", row * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
+            k.if_(dim.eq(0u32), |k| {
+                k.store(partial_ml.at(part * 2u32), state.shift);
+                k.store(partial_ml.at(part * 2u32 + 1u32), state.sum);
+            });
+            k.store(partial_acc.at(part * d + dim), state.acc);
+        }),
+    }
+    if let (Some(tickets), Some((partial_ml, partial_acc))) = (tickets, partials) {
+        // Every thread fences its stores of partials before the ticket, and
+        // every thread of the last threadgroup fences before it reads the
+        // others' (one fencing thread orders only itself).
+        k.device_fence();
+        k.threadgroup_barrier(MemFlags::Device);
+        let last_flag = k.threadgroup_array("last_flag", Type::U32, 1);
+        let splits = k.let_("splits", threadgroups_per_grid().x());
+        let ticket_at = k.let_("ticket_at", batch * threadgroups_per_grid().y() + head_block);
+        k.if_(tid.eq(0u32), |k| {
+            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
+            let last = k.let_("split_last", ticket.eq(splits - 1u32));
+            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
+            k.store(last_flag.at(0u32), select(0u32, 1u32, last));
         });
-        let row = k.let_("row", row0 + g);
-        match (out, partials) {
-            (Some(out), _) => {
-                let inv = k.let_("inv", select(f(0.0), 1.0f32 / big_l.get(), big_l.get().gt(0.0f32)));
-                store_f32(k, out, row * d + dim, o.get() * inv);
-                if let Some(lse) = lse {
-                    k.if_(dim.eq(0u32), |k| k.store(lse.at(row), (shift + log2(big_l.get())) * std::f64::consts::LN_2 as f32));
-                }
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let merging = k.let_("merging", last_flag.get(0u32).ne(0u32));
+        k.if_(merging, |k| {
+            k.device_fence();
+            merge_splits(k, &states, partial_ml, partial_acc, row0, splits, lane, sg, nsg, d);
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.if_(merging, |k| merge_group_states(k, &states, row0, tid, nsg, d, "final_", &write_out));
+    }
+    finish(kb)
+}
+
+/// The fused kernel's per-SIMD-group states in threadgroup memory: for
+/// query head `g` of the block and SIMD group `j`, at `g · max_groups +
+/// j`, the maximum (log2 domain), the sum of weights and an accumulator
+/// row of `row_len` (≥ `d`) elements.
+#[derive(Clone, Copy)]
+struct GroupStates {
+    max: Mem,
+    sum: Mem,
+    acc: Mem,
+    max_groups: u32,
+    row_len: u32,
+    group: u32,
+}
+
+/// One output element's merged state: the shift its sums are relative
+/// to, the sum of weights and the weighted sum of `V`.
+#[derive(Clone, Copy)]
+struct Merged {
+    shift: Ex,
+    sum: Ex,
+    acc: Ex,
+}
+
+/// Merges the SIMD groups' states of `states`: thread `tid` finishes
+/// elements `tid, tid + T, …` of the block's `group · d` outputs and hands
+/// each to `emit` with its row (`row0 + g`) and dimension.
+#[allow(clippy::too_many_arguments)]
+fn merge_group_states(k: &mut KernelBuilder, states: &GroupStates, row0: Ex, tid: Ex, nsg: Ex, d: Ex, tag: &str, emit: &dyn Fn(&mut KernelBuilder, Ex, Ex, Merged)) {
+    let s = *states;
+    k.for_range(&format!("{tag}e"), tid, d * s.group, threads_per_threadgroup().x(), |k, e| {
+        let g = k.let_(&format!("{tag}g"), e / d);
+        let dim = k.let_(&format!("{tag}dim"), e % d);
+        let state0 = k.let_(&format!("{tag}merge_base"), g * s.max_groups);
+        let big_m = k.var(&format!("{tag}big_m"), neg_inf());
+        k.for_range(&format!("{tag}j"), 0u32, nsg, 1u32, |k, j| k.assign(big_m, max(big_m.get(), s.max.get(state0 + j))));
+        let shift = k.let_(&format!("{tag}merge_shift"), finite_or_zero(big_m.get()));
+        let big_l = k.var(&format!("{tag}big_l"), f(0.0));
+        let o = k.var(&format!("{tag}o"), f(0.0));
+        k.for_range(&format!("{tag}j2"), 0u32, nsg, 1u32, |k, j| {
+            let w = k.let_(&format!("{tag}w"), exp2(s.max.get(state0 + j) - shift));
+            k.assign(big_l, fma(s.sum.get(state0 + j), w, big_l.get()));
+            k.assign(o, fma(s.acc.get((state0 + j) * s.row_len + dim), w, o.get()));
+        });
+        let row = k.let_(&format!("{tag}row"), row0 + g);
+        emit(k, row, dim, Merged { shift, sum: big_l.get(), acc: o.get() });
+    });
+}
+
+/// Loads per lane the merge of the splits aims to have in flight: the
+/// splits a SIMD group loads before it merges them are this over the
+/// lane's accumulator slots of all its query heads (1 to 4).
+pub const MERGE_LOADS_PER_LANE: u32 = 32;
+
+/// The last threadgroup's merge of the splits of its block's query rows
+/// into `states`: SIMD group `sg` takes splits `sg, sg + nsg, …` a few at
+/// a time (all their loads issued before they are merged) and lane `l`
+/// dimensions `l, l + 32, …`, keeping a running maximum, sum and
+/// accumulator per query head (a split that saw no key weighs nothing);
+/// each SIMD group's state goes to threadgroup memory for
+/// [`merge_group_states`].
+#[allow(clippy::too_many_arguments)]
+fn merge_splits(k: &mut KernelBuilder, states: &GroupStates, partial_ml: Mem, partial_acc: Mem, row0: Ex, splits: Ex, lane: Ex, sg: Ex, nsg: Ex, d: Ex) {
+    let s = *states;
+    let slots = s.row_len.div_ceil(SIMD_WIDTH);
+    let batch = (MERGE_LOADS_PER_LANE / (slots * s.group)).clamp(1, 4);
+    let dims: Vec<(Ex, Ex)> = (0..slots)
+        .map(|c| {
+            let dim = k.let_(&format!("merge_dim{c}"), lane + SIMD_WIDTH * c);
+            (k.let_(&format!("merge_col{c}"), min(dim, d - 1u32)), dim.lt(d))
+        })
+        .collect();
+    let ms: Vec<Var> = (0..s.group).map(|g| k.var(&format!("split_m{g}"), neg_inf())).collect();
+    let ls: Vec<Var> = (0..s.group).map(|g| k.var(&format!("split_l{g}"), f(0.0))).collect();
+    let accs: Vec<Vec<Var>> = (0..s.group).map(|g| (0..slots).map(|c| k.var(&format!("split_acc{g}_{c}"), f(0.0))).collect()).collect();
+    k.for_range("first_split", sg * batch, splits, nsg * batch, |k, first| {
+        // Every load of the batch first; a split past the end re-reads the
+        // last one and weighs nothing.
+        let loaded: Vec<Vec<(Ex, Ex, Vec<Ex>)>> = (0..batch)
+            .map(|b| {
+                let i = k.let_(&format!("split{b}"), first + b);
+                let seen_split = k.let_(&format!("in_range{b}"), i.lt(splits));
+                let at = min(i, splits - 1u32);
+                (0..s.group)
+                    .map(|g| {
+                        let part = k.let_(&format!("merge_part{b}_{g}"), (row0 + g) * splits + at);
+                        let m = k.let_(&format!("mi{b}_{g}"), partial_ml.get(part * 2u32));
+                        let l = k.let_(&format!("li{b}_{g}"), partial_ml.get(part * 2u32 + 1u32));
+                        let acc = dims.iter().enumerate().map(|(c, &(col, _))| k.let_(&format!("ai{b}_{g}_{c}"), partial_acc.get(part * d + col))).collect();
+                        let m = k.let_(&format!("mk{b}_{g}"), select(neg_inf(), m, seen_split.and(l.gt(0.0f32))));
+                        (m, l, acc)
+                    })
+                    .collect()
+            })
+            .collect();
+        for g in 0..s.group as usize {
+            let m_new = k.let_(&format!("split_m_new{g}"), loaded.iter().fold(ms[g].get(), |a, parts| max(a, parts[g].0)));
+            let shift = k.let_(&format!("split_shift{g}"), finite_or_zero(m_new));
+            let mine = k.let_(&format!("split_mine{g}"), exp2(ms[g].get() - shift));
+            let ws: Vec<Ex> = loaded.iter().enumerate().map(|(b, parts)| k.let_(&format!("split_w{b}_{g}"), exp2(parts[g].0 - shift))).collect();
+            let l = loaded.iter().zip(&ws).fold(ls[g].get() * mine, |a, (parts, &w)| fma(parts[g].1, w, a));
+            k.assign(ls[g], l);
+            for (c, acc) in accs[g].iter().enumerate() {
+                let sum = loaded.iter().zip(&ws).fold(acc.get() * mine, |a, (parts, &w)| fma(parts[g].2[c], w, a));
+                k.assign(*acc, sum);
             }
-            (None, Some((partial_ml, partial_acc))) => {
-                let part = k.let_("part", row * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
-                k.if_(dim.eq(0u32), |k| {
-                    k.store(partial_ml.at(part * 2u32), shift);
-                    k.store(partial_ml.at(part * 2u32 + 1u32), big_l.get());
-                });
-                k.store(partial_acc.at(part * d + dim), o.get());
-            }
-            (None, None) => unreachable!("the fused kernel writes its output or its partials"),
+            k.assign(ms[g], m_new);
         }
     });
-    finish(kb)
+    for g in 0..s.group {
+        let at = k.let_(&format!("split_state{g}"), g * s.max_groups + sg);
+        k.if_(lane.eq(0u32), |k| {
+            k.store(s.max.at(at), ms[g as usize].get());
+            k.store(s.sum.at(at), ls[g as usize].get());
+        });
+        for (c, &(col, valid)) in dims.iter().enumerate() {
+            k.if_(valid, |k| k.store(s.acc.at(at * s.row_len + col), accs[g as usize][c].get()));
+        }
+    }
 }
 
 /// The largest threadgroup (a multiple of 32, at most 1024) whose fused

@@ -4,6 +4,7 @@
 //! the shape and the device.
 
 use super::*;
+use crate::library::split::SplitSum;
 
 /// The three-dispatch decode, or the fused one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +45,12 @@ pub struct AttentionPlan {
     pub splits: u32,
     /// Keys per split.
     pub split_len: u32,
-    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`).
+    /// Who merges the splits (with `splits > 1`): [`combine`]'s second
+    /// dispatch (`Reduction`), or the last threadgroup of each head block
+    /// in the fused kernel (`LastThreadgroup`, [`FusedConfig::merge`]).
+    pub split_sum: SplitSum,
+    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`
+    /// and `split_sum` is `Reduction`).
     pub combine: Dispatch,
 }
 
@@ -74,6 +80,7 @@ impl AttentionPlan {
             split: self.splits > 1,
             ragged: self.ragged,
             lse: self.lse,
+            merge: self.splits > 1 && self.split_sum == SplitSum::LastThreadgroup,
         }
     }
     pub fn fused_kernel(&self) -> Kernel {
@@ -95,6 +102,18 @@ impl AttentionPlan {
         let t = self.fused.threads[0];
         self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / self.heads_per_threadgroup, self.shape.batch], t);
         self
+    }
+
+    /// This plan with its splits merged as `sum` says.
+    pub fn with_split_sum(mut self, sum: SplitSum) -> AttentionPlan {
+        self.split_sum = sum;
+        self
+    }
+
+    /// Head blocks of the fused kernel's grid (`q_heads / heads ·
+    /// batch`): one ticket each when the kernel merges its splits.
+    pub fn head_blocks(&self) -> u32 {
+        self.fused.size[1] * self.fused.size[2]
     }
 
     /// This plan's fused kernel with `heads` query heads per threadgroup
@@ -301,7 +320,7 @@ pub fn default_heads_per_threadgroup(group: u32) -> u32 {
 /// The fused form starts whole-row (no split), on [`fused_vec_for`]'s
 /// loads, [`default_lanes_per_key`], [`DEFAULT_KEYS_PER_STEP`],
 /// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
-/// lengths, no log-sum-exp.
+/// lengths, no log-sum-exp, splits merged by [`combine`].
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
     check_vec(&name, vec)?;
@@ -351,6 +370,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         lse: false,
         splits: 1,
         split_len: s_len,
+        split_sum: SplitSum::Reduction,
         combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
     })
 }

@@ -86,6 +86,16 @@ fn grouped_and_batched_geometry() {
     let split = p.with_splits(splits_for(&p, 132));
     assert_eq!((split.splits, split.split_len), (5, 820));
     assert_eq!(split.fused, Dispatch::threadgroups([5, 16, 8], 256));
+    // The splits merged by the combine by default; by the kernel's last
+    // threadgroup of each of the 128 head blocks when asked, which then
+    // writes `out` and `lse` itself.
+    assert!(!split.fused_config().merge && split.fused_config().name().starts_with("attention_fused_split_"));
+    let merged = split.with_split_sum(crate::library::split::SplitSum::LastThreadgroup).with_outputs(false, true);
+    assert_eq!(merged.head_blocks(), 128);
+    assert_eq!(merged.fused_config().name(), "attention_fused_merged_f16_wide_c2_t256_h2_l8_k1_p_lse");
+    assert_eq!(merged.fused_threadgroup_memory(), split.fused_threadgroup_memory() + 4);
+    // Unsplit, there is nothing to merge.
+    assert!(!p.with_split_sum(crate::library::split::SplitSum::LastThreadgroup).fused_config().merge);
     // A short sequence stays whole: 8 SIMD groups of 8 keys per step
     // take 128 keys in 2 steps.
     let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
