@@ -95,8 +95,9 @@ pub struct GemvOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AttentionOptions {
     /// Fused decode: how many ways each head's keys are split over
-    /// threadgroups (default: enough for about four threadgroups per
-    /// compute unit; 1 = one threadgroup per head).
+    /// threadgroups (default on a GPU: `attention::splits_for`, the most
+    /// that keep the grid within one wave of four threadgroups per compute
+    /// unit; 1 = one threadgroup per head).
     pub splits: Option<u32>,
     /// Prefill: the query and key blocks of a threadgroup (default: the
     /// first of `PrefillTile::preferred(d)` that fits the device's

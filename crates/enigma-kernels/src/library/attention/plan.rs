@@ -375,20 +375,28 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     })
 }
 
-/// Threadgroups per multiprocessor the fused decode's split aims for.
+/// Threadgroups per multiprocessor in one wave of the fused decode's
+/// split grid: the staged kernel's 96-thread threadgroups (f16, D = 128)
+/// run four at a time on an H200 multiprocessor, so its 132 take 528.
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 
 /// The fewest loop steps a SIMD group of one split takes.
 pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
-/// `compute_units` multiprocessors: enough threadgroups for
-/// [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] per multiprocessor, keeping at
-/// least [`MIN_STEPS_PER_SPLIT`] steps per SIMD group.
+/// `compute_units` multiprocessors: the most that keep the grid within one
+/// wave of [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] threadgroups per
+/// multiprocessor (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
+/// steps per SIMD group. A grid just past a whole wave leaves a tail that
+/// costs more than the shorter splits gain: on an H200 (f16, D = 128, 4
+/// stages) 32 heads × 2048 keys ran in 13.6 µs with 16 splits (512
+/// threadgroups) against 15.3 with 17 (544), and 8 sequences × 4096 keys
+/// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
+/// with 5 (640) (BENCHMARKS.md, "Attention decode").
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let target = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
+    let wave = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
-    let by_occupancy = target.div_ceil(threadgroups.max(1));
+    let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
     let by_keys = (plan.shape.s_len / (simdgroups * plan.fused_config().keys_per_simdgroup_step() * MIN_STEPS_PER_SPLIT)).max(1);
     by_occupancy.min(by_keys)

@@ -3,8 +3,6 @@
 
 use super::*;
 
-use super::*;
-
 #[test]
 fn seed_000_geometry() {
     let p = plan(DType::F32, &DecodeShape::heads(32, 2048, 128), 4, SEED_000_THREADS).unwrap();
@@ -80,12 +78,16 @@ fn grouped_and_batched_geometry() {
         "attention_fused_f16_vec4: 3 query heads per threadgroup do not divide the 4 query heads per K/V head"
     );
     assert!(p.check_three_dispatch().is_err());
-    // 132 multiprocessors: 528 threadgroups wanted over 128 blocks of 2
-    // query heads → 5 splits (820 keys each: 13 steps of 8 keys for
-    // each of 8 SIMD groups).
+    // 132 multiprocessors: one wave of 528 threadgroups over 128 blocks of
+    // 2 query heads → 4 splits (1024 keys each: 16 steps of 8 keys for
+    // each of 8 SIMD groups); 5 would take 640, past the wave.
     let split = p.with_splits(splits_for(&p, 132));
-    assert_eq!((split.splits, split.split_len), (5, 820));
-    assert_eq!(split.fused, Dispatch::threadgroups([5, 16, 8], 256));
+    assert_eq!((split.splits, split.split_len), (4, 1024));
+    assert_eq!(split.fused, Dispatch::threadgroups([4, 16, 8], 256));
+    // One sequence: 16 blocks take 33 splits (528 threadgroups); past one
+    // wave of blocks, one split.
+    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 1, s_len: 8192, ..shape }, 4, 256).unwrap(), 132), 33);
+    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 40, ..shape }, 4, 256).unwrap(), 132), 1);
     // The splits merged by the combine by default; by the kernel's last
     // threadgroup of each of the 128 head blocks when asked, which then
     // writes `out` and `lse` itself.
