@@ -76,12 +76,15 @@ pub fn all_kernels() -> Vec<Kernel> {
             // sequence lengths, log-sum-exp.
             out.push(attention::fused(&attention::FusedConfig { heads: 4, lanes: 8, keys_per_step: 4, ragged: true, lse: true, ..fused }));
             out.push(attention::fused(&attention::FusedConfig { heads: 4, lanes: 8, keys_per_step: 2, prefetch: true, ragged: true, split: true, ..fused }));
+            // The split form that merges its own splits.
+            out.push(attention::fused(&attention::FusedConfig { heads: 2, lanes: 8, split: true, merge: true, lse: true, ..fused }));
         }
         if dtype != DType::F32 {
             out.push(gemv::gemv(dtype, 8, 2, 2));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
             let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false };
             out.push(attention::fused(&wide));
+            out.push(attention::fused(&attention::FusedConfig { heads: 2, merge: true, lse: true, ..wide }));
         }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype, false));
