@@ -1,6 +1,8 @@
 //! The merge of the fused kernel's splits ([`combine`]).
 
 use super::*;
+// The IR's `select`, not the family's selection.
+use enigma_ir::builder::select;
 
 /// Threads per threadgroup of [`combine`]: 8 SIMD groups share the splits.
 pub const COMBINE_THREADS: u32 = 256;

@@ -2,6 +2,8 @@
 //! threadgroup memory and the threads that fit it.
 
 use super::*;
+// The IR's `select`, not the family's selection.
+use enigma_ir::builder::select;
 use enigma_ir::AtomicOp;
 
 /// What one fused decode kernel is built for (its name says all of it).

@@ -41,8 +41,11 @@
 //! It optionally reads per-sequence lengths (a ragged batch in a cache of
 //! `S` keys per sequence) and writes the log-sum-exp of each row. Long
 //! sequences split their keys over threadgroups ([`splits_for`]: from the
-//! sequence length and the GPU's multiprocessor count), then [`combine`]
-//! merges the splits.
+//! sequence length and the GPU's multiprocessor count); the last
+//! threadgroup of each head block merges the splits ([`FusedConfig::merge`],
+//! where the device has device-scope fences), or [`combine`] does.
+//! [`select`] chooses all of it for a problem, a device and the caller's
+//! overrides.
 //!
 //! `D` is fixed when the kernel is built (register slots per lane: `chunks
 //! = ceil(D / vec / 32)` for the scores, [`fused_chunks`] for the fused
@@ -57,11 +60,13 @@ mod args;
 mod combine;
 mod fused;
 mod plan;
+mod select;
 mod three_dispatch;
 pub use args::*;
 pub use combine::*;
 pub use fused::*;
 pub use plan::*;
+pub use select::{select, DecodeProblem};
 pub use three_dispatch::*;
 
 /// Register slots per lane for a head dimension `d` at vector width `vec`.

@@ -2,6 +2,8 @@
 //! [`weighted_sum`] (the softmax between them is the library's).
 
 use super::*;
+// The IR's `select`, not the family's selection.
+use enigma_ir::builder::select;
 
 /// Lane `lane`'s column of slot `c` (in vectors), clamped into the row so
 /// loads stay in bounds; `valid` says whether it is a real column.
