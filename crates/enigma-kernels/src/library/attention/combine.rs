@@ -1,14 +1,14 @@
 //! The merge of the fused kernel's splits ([`combine`]).
 
-use super::*;
-// The IR's `select`, not the family's selection.
-use enigma_ir::builder::select;
+use super::args::CombineArgs;
+use crate::library::*;
+use enigma_ir::{Access, Kernel, MemFlags, Type};
 
 /// Threads per threadgroup of [`combine`]: 8 SIMD groups share the splits.
 pub const COMBINE_THREADS: u32 = 256;
 
 /// `attention_combine_{dtype}[_lse]`: merges the partial states of
-/// [`fused`]'s split form into `out[r, :]`, grid `(rows, ceil(d / 32))`
+/// [`fused`](super::fused())'s split form into `out[r, :]`, grid `(rows, ceil(d / 32))`
 /// (threadgroup `(r, y)` finishes dimensions `32y ..` of row `r`): with
 /// `M` the largest shift among the splits that saw keys, `out = Σ acc_i ·
 /// 2^(m_i − M) / Σ l_i · 2^(m_i − M)` (zeros when none did), and with

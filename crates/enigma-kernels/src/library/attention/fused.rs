@@ -1,10 +1,10 @@
 //! The fused decode kernel ([`fused`]): its configuration, its name, its
 //! threadgroup memory and the threads that fit it.
 
-use super::*;
-// The IR's `select`, not the family's selection.
-use enigma_ir::builder::select;
-use enigma_ir::AtomicOp;
+use super::args::FusedDecodeArgs;
+use super::shape::chunks_for;
+use crate::library::*;
+use enigma_ir::{Access, AtomicOp, Kernel, MemFlags, Scalar, Type};
 
 /// What one fused decode kernel is built for (its name says all of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,7 +29,7 @@ pub struct FusedConfig {
     /// Keys each group of `lanes` lanes takes per loop step: their `K` and
     /// `V` loads are issued together, before any of them is used.
     pub keys_per_step: u32,
-    /// Writes partial states for [`combine`] instead of `out`.
+    /// Writes partial states for [`combine`](super::combine()) instead of `out`.
     pub split: bool,
     /// Loads the next step's keys and values into registers while this
     /// step's are used (two steps' loads in flight per SIMD group; not
@@ -47,11 +47,11 @@ pub struct FusedConfig {
     pub ragged: bool,
     /// Writes each row's natural log-sum-exp of the scaled scores to `lse`
     /// (the whole-row form and the merged split form; otherwise
-    /// [`combine`] writes it).
+    /// [`combine`](super::combine()) writes it).
     pub lse: bool,
     /// With `split`: the last threadgroup of each head block to finish
     /// merges the splits' partial states into `out` (and `lse`), one
-    /// dispatch in all, instead of leaving them to [`combine`]
+    /// dispatch in all, instead of leaving them to [`combine`](super::combine())
     /// ([`SplitSum::LastThreadgroup`](crate::library::split::SplitSum::LastThreadgroup): a ticket per head block in
     /// `tickets`, zero before the dispatch and after it; needs
     /// [`enigma_ir::Feature::DeviceFence`]).
@@ -653,7 +653,7 @@ fn merge_splits(k: &mut KernelBuilder, states: &GroupStates, partial_ml: Mem, pa
 /// D = 992 (896); D = 1024 needs `8 · (2 + 1024) · 4 = 32832` bytes at 256
 /// threads, so 224. The slots of 32 lanes bound those of any lanes per key
 /// (fewer lanes round `D` up less); staged words take more memory per
-/// thread ([`AttentionPlan::fitting_threads`]).
+/// thread ([`AttentionPlan::fitting_threads`](super::AttentionPlan::fitting_threads)).
 pub fn fused_threads_that_fit(d: u32, vec: u8, group: u32) -> u32 {
     let per_group = 4 * group.max(1) as u64 * (2 + (chunks_for(d, vec) * SIMD_WIDTH * vec as u32) as u64);
     let groups = (MAX_THREADGROUP_MEMORY / per_group).clamp(1, (MAX_THREADS / SIMD_WIDTH) as u64);

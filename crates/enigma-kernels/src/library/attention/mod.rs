@@ -52,104 +52,22 @@
 //! kernel, like a kernel templated on the head dimension); the vector forms
 //! need `D % 4 == 0`, the 16-byte words `D % 8 == 0`.
 
-
-use super::*;
-use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
-
 mod args;
 mod combine;
 mod fused;
 mod plan;
+mod reference;
 mod select;
+mod shape;
 mod three_dispatch;
 pub use args::*;
 pub use combine::*;
 pub use fused::*;
 pub use plan::*;
+pub use reference::*;
 pub use select::{select, DecodeProblem};
+pub use shape::*;
 pub use three_dispatch::*;
-
-/// Register slots per lane for a head dimension `d` at vector width `vec`.
-pub fn chunks_for(d: u32, vec: u8) -> u32 {
-    (d / vec as u32).div_ceil(SIMD_WIDTH).max(1)
-}
-
-/// The shape of a decode step: `batch` sequences, each with `q_heads` query
-/// heads over `kv_heads` K/V heads (`q_heads` a multiple of `kv_heads`;
-/// query head `h` reads K/V head `h / (q_heads / kv_heads)`), a cache of
-/// `s_len` keys per sequence (the stride of `K` and `V`; a ragged batch uses
-/// its first `seq_lens[b]` keys) and head dimension `d`. `q` and `out` are
-/// `[batch, q_heads, d]`, `K` and `V` `[batch, kv_heads, s_len, d]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DecodeShape {
-    pub batch: u32,
-    pub q_heads: u32,
-    pub kv_heads: u32,
-    pub s_len: u32,
-    pub d: u32,
-}
-
-impl DecodeShape {
-    /// One sequence of `heads` heads, one K/V head per query head.
-    pub fn heads(heads: u32, s_len: u32, d: u32) -> DecodeShape {
-        DecodeShape { batch: 1, q_heads: heads, kv_heads: heads, s_len, d }
-    }
-
-    /// Query heads per K/V head.
-    pub fn group(&self) -> u32 {
-        self.q_heads / self.kv_heads
-    }
-
-    /// Query rows of the whole batch (`batch · q_heads`).
-    pub fn rows(&self) -> u32 {
-        self.batch * self.q_heads
-    }
-}
-
-/// The f64 reference of a batch: `out` (`[batch, q_heads, d]`) and the
-/// natural log-sum-exp of each row's scaled scores (`-inf` for an empty
-/// sequence, whose output is zeros); sequence `b` uses its first
-/// `seq_lens[b]` keys (all `s_len` when `None`).
-pub fn reference_batch(q: &[f32], k: &[f32], v: &[f32], shape: &DecodeShape, seq_lens: Option<&[u32]>, scale: f32) -> (Vec<f64>, Vec<f64>) {
-    let (hq, hkv, s_len, d) = (shape.q_heads as usize, shape.kv_heads as usize, shape.s_len as usize, shape.d as usize);
-    let group = hq / hkv;
-    let rows = shape.batch as usize * hq;
-    let mut out = vec![0.0; rows * d];
-    let mut lse = vec![f64::NEG_INFINITY; rows];
-    for r in 0..rows {
-        let (b, h) = (r / hq, r % hq);
-        let len = seq_lens.map_or(s_len, |l| (l[b] as usize).min(s_len));
-        let seq = b * hkv + h / group;
-        let qh = &q[r * d..(r + 1) * d];
-        let scores: Vec<f64> = (0..len)
-            .map(|s| {
-                let kr = &k[(seq * s_len + s) * d..(seq * s_len + s + 1) * d];
-                qh.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() * scale as f64
-            })
-            .collect();
-        if scores.is_empty() {
-            continue;
-        }
-        let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let e: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let total: f64 = e.iter().sum();
-        lse[r] = m + total.ln();
-        for (s, &p) in e.iter().enumerate() {
-            let vr = &v[(seq * s_len + s) * d..(seq * s_len + s + 1) * d];
-            for (o, &vv) in out[r * d..(r + 1) * d].iter_mut().zip(vr) {
-                *o += p / total * vv as f64;
-            }
-        }
-    }
-    (out, lse)
-}
-
-/// The f64 reference of one sequence with one K/V head per query head:
-/// `out[h, :]` for every head.
-pub fn reference(q: &[f32], k: &[f32], v: &[f32], heads: usize, s_len: usize, d: usize, scale: f32) -> Vec<f64> {
-    let shape = DecodeShape::heads(heads as u32, s_len as u32, d as u32);
-    reference_batch(q, k, v, &shape, None, scale).0
-}
 
 #[cfg(test)]
 mod tests;

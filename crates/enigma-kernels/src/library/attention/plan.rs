@@ -3,8 +3,13 @@
 //! threadgroup and the split of the keys over threadgroups, checked against
 //! the shape and the device.
 
-use super::*;
+use super::combine::{combine, COMBINE_THREADS};
+use super::fused::{fused, fused_chunks, fused_vec_suffix, FusedConfig};
+use super::shape::{chunks_for, DecodeShape};
+use super::three_dispatch::{scores, weighted_sum};
 use crate::library::split::SplitSum;
+use crate::library::*;
+use enigma_ir::Kernel;
 
 /// The three-dispatch decode, or the fused one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,7 +22,7 @@ pub struct AttentionPlan {
     /// head, whole sequences).
     pub scores: Dispatch,
     /// Softmax over the `[rows, S]` scores: `(rows, 1)`.
-    pub softmax: super::softmax::RowPlan,
+    pub softmax: crate::library::softmax::RowPlan,
     /// Weighted sum: `(ceil(D/32), rows)`.
     pub weighted_sum: Dispatch,
     /// Fused: `(splits, kv_heads, batch)`.
@@ -60,7 +65,7 @@ impl AttentionPlan {
     }
     pub fn softmax_kernel(&self) -> Kernel {
         let c = self.softmax.config;
-        super::softmax::softmax(c.dtype, c.vec, c.items)
+        crate::library::softmax::softmax(c.dtype, c.vec, c.items)
     }
     pub fn weighted_sum_kernel(&self) -> Kernel {
         weighted_sum(self.dtype)
@@ -343,13 +348,13 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     let t = check_threads(&name, threads)?;
     let chunks = chunks_for(d, vec);
     let fused_vec = fused_vec_for(dtype, d, vec);
-    let softmax = super::softmax::plan_rows(
+    let softmax = crate::library::softmax::plan_rows(
         "softmax",
         DType::F32,
         rows as usize,
         s_len as usize,
         if s_len.is_multiple_of(4) { 4 } else { 1 },
-        super::softmax::RowOptions::threads(t),
+        crate::library::softmax::RowOptions::threads(t),
     )?;
     Ok(AttentionPlan {
         dtype,

@@ -6,9 +6,12 @@
 //! threadgroup, the stages, the split over the sequence
 //! ([`splits_for`], on a GPU) and who merges the splits.
 
-use super::*;
+use super::fused::fused_threads_that_fit;
+use super::plan::*;
+use super::shape::DecodeShape;
 use crate::library::select::{argument, has_device_fences, Overrides, SelectError};
 use crate::library::split::SplitSum;
+use crate::library::DType;
 use enigma_backend::{DeviceInfo, DeviceKind};
 
 /// A fused decode as the caller's buffers allow it.
@@ -22,9 +25,9 @@ pub struct DecodeProblem {
     /// Whether the sizes of `q`, `K` and `V` are multiples of 16 bytes, as
     /// 16-byte words of f16/bf16 need.
     pub whole_words: bool,
-    /// Per-sequence lengths are read ([`FusedConfig::ragged`]).
+    /// Per-sequence lengths are read ([`FusedConfig::ragged`](super::FusedConfig::ragged)).
     pub ragged: bool,
-    /// The log-sum-exp of each row is written ([`FusedConfig::lse`]).
+    /// The log-sum-exp of each row is written ([`FusedConfig::lse`](super::FusedConfig::lse)).
     pub lse: bool,
 }
 
@@ -36,7 +39,7 @@ pub struct DecodeProblem {
 /// otherwise; the keys split [`splits_for`] ways on a GPU (1 on the
 /// simulator, which gains nothing from splitting) and the splits merged by
 /// the kernel where the device has device-scope fences, else by
-/// [`combine`].
+/// [`combine`](super::combine()).
 pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides, default_threads: u32) -> Result<AttentionPlan, SelectError> {
     let DecodeProblem { dtype, shape, vec, whole_words, ragged, lse } = *problem;
     let asked = overrides.attention;

@@ -2,6 +2,7 @@
 //! against hand-computed softmaxes.
 
 use super::*;
+use crate::library::{DType, Dispatch};
 
 #[test]
 fn seed_000_geometry() {

@@ -1,9 +1,9 @@
 //! The three-dispatch decode's own kernels: [`scores`] and
 //! [`weighted_sum`] (the softmax between them is the library's).
 
-use super::*;
-// The IR's `select`, not the family's selection.
-use enigma_ir::builder::select;
+use super::args::{ScoresArgs, WeightedSumArgs};
+use crate::library::*;
+use enigma_ir::{Access, Kernel, MemFlags, Type};
 
 /// Lane `lane`'s column of slot `c` (in vectors), clamped into the row so
 /// loads stay in bounds; `valid` says whether it is a real column.
