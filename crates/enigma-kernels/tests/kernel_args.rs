@@ -63,6 +63,7 @@ fn fused_decode_args() -> FusedDecodeArgs<&'static str> {
         partial_ml: Some("partial_ml"),
         partial_acc: Some("partial_acc"),
         seq_lens: Some("seq_lens"),
+        tickets: Some("tickets"),
         s_len: 1,
         d: 1,
         scale: 1.0,
@@ -187,11 +188,12 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
 
     family("scores", [1, 4].map(|vec| attention::scores(DType::F16, vec, 1)).to_vec(), &[ScoresArgs::NAMES], &ScoresArgs { q: "q", q4: "q4", k: "k", k4: "k4", scores: "scores", s_len: 1, d: 1, scale: 1.0 });
     family("weighted sum", vec![attention::weighted_sum(DType::F32)], &[WeightedSumArgs::NAMES], &WeightedSumArgs { w: "w", v: "v", out: "out", s_len: 1, d: 1 });
-    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false };
+    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
     let fused = vec![
         attention::fused(&base),
         attention::fused(&FusedConfig { vec: 4, ragged: true, lse: true, ..base }),
         attention::fused(&FusedConfig { vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, stages: 4, split: true, ..base }),
+        attention::fused(&FusedConfig { vec: 8, chunks: 2, threads: 96, heads: 2, lanes: 8, stages: 4, split: true, merge: true, lse: true, ..base }),
     ];
     family("fused decode", fused, &[FusedDecodeArgs::NAMES], &fused_decode_args());
     let combine = vec![attention::combine(DType::F16, false), attention::combine(DType::BF16, true)];
@@ -232,12 +234,16 @@ fn values_bind_to_the_parameters_of_their_names() {
 fn a_launch_that_leaves_out_a_buffer_its_kernel_declares_is_refused() {
     // The fused decode's split form writes partial states; a launch filled
     // for the unsplit form has none for it.
-    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false };
-    let unsplit = FusedDecodeArgs { lse: None, partial_ml: None, partial_acc: None, seq_lens: None, ..fused_decode_args() };
+    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false, merge: false };
+    let unsplit = FusedDecodeArgs { lse: None, partial_ml: None, partial_acc: None, seq_lens: None, tickets: None, ..fused_decode_args() };
     let kernel = attention::fused(&base);
     let e = unsplit.bind(&kernel).unwrap_err();
     assert_eq!(e.param, "partial_ml");
     assert_eq!(e.to_string(), format!("kernel `{}`: parameter `partial_ml` is an optional buffer of FusedDecodeArgs that the launch left out", kernel.name));
+    // The split form that merges its own splits needs its tickets too.
+    let merged = attention::fused(&FusedConfig { merge: true, ..base });
+    let e = FusedDecodeArgs { tickets: None, ..fused_decode_args() }.bind(&merged).unwrap_err();
+    assert_eq!(e.param, "tickets");
     // A GEMM bound without its split output names the parameter it lacks.
     let e = MatrixArgs { a: "a", a4: "a4", b: "b", m: 1, n: 1, k: 1 }.bind(&gemm::gemm(&GemmConfig::new(DType::F16, DType::F16))).unwrap_err();
     assert_eq!((e.param.as_str(), e.args.as_str()), ("c", "MatrixArgs"));

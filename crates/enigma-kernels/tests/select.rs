@@ -4,7 +4,8 @@
 //! kernel and configuration, named by the kernel it builds and its K splits
 //! (or the reason it is refused: Metal copies at once, so fragment-ordered
 //! weights, which need staged slices, do not run the GEMM there); and
-//! where the GEMM on cooperative tensors is chosen (a GPU whose cooperative
+//! where the GEMM on cooperative tensors is chosen; and the fused attention
+//! decode's plan (its kernel, its splits and who merges them) (a GPU whose cooperative
 //! products are `wgmma`, not one that runs them on its general path).
 
 mod devices;
@@ -12,10 +13,11 @@ mod devices;
 use devices::device;
 use enigma_backend::{CooperativeLowering, DeviceInfo, DeviceKind};
 use enigma_ir::{Feature, QuantLayout};
+use enigma_kernels::library::attention::{self, DecodeProblem, DecodeShape};
 use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
-use enigma_kernels::library::select::{GemmOptions, Overrides};
+use enigma_kernels::library::select::{AttentionOptions, GemmOptions, Overrides};
 use enigma_kernels::library::split::SplitSum;
 use enigma_kernels::library::DType;
 
@@ -156,6 +158,44 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
 ";
 
+#[test]
+fn attention_decode_selection_by_shape_and_device() {
+    // (type, batch, q heads, K/V heads, keys, d, ragged + lse, vector loads)
+    let shapes = [
+        (DType::F16, 1, 32, 32, 2048, 128, false, 4),
+        (DType::F16, 1, 32, 8, 8192, 128, false, 4),
+        (DType::F16, 1, 32, 8, 32768, 128, false, 4),
+        (DType::F16, 8, 32, 8, 4096, 128, true, 4),
+        (DType::F16, 1, 32, 8, 512, 128, false, 4),
+        (DType::F32, 3, 6, 2, 77, 40, true, 4),
+        (DType::BF16, 2, 4, 4, 33, 7, false, 1),
+    ];
+    let mut rows = vec![];
+    for (name, dev) in devices() {
+        for &(dtype, batch, q_heads, kv_heads, s_len, d, outputs, vec) in &shapes {
+            let shape = DecodeShape { batch, q_heads, kv_heads, s_len, d };
+            let problem = DecodeProblem { dtype, shape, vec, whole_words: true, ragged: outputs, lse: outputs };
+            let plan = attention::select(&problem, &dev, &Overrides::default(), 256).unwrap();
+            let merge = if plan.splits > 1 { format!(" {:?}", plan.split_sum) } else { String::new() };
+            rows.push(format!("{name} {dtype} {batch}x{q_heads}/{kv_heads}x{s_len}x{d}: {} splits={}{merge}", plan.fused_config().name(), plan.splits));
+        }
+    }
+    let expected: Vec<&str> = EXPECTED_ATTENTION.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows, expected, "\n{}", rows.join("\n"));
+    // The caller's choices win, and the merge in the kernel needs fences.
+    let problem = DecodeProblem { dtype: DType::F16, shape: DecodeShape { batch: 1, q_heads: 32, kv_heads: 8, s_len: 8192, d: 128 }, vec: 4, whole_words: true, ragged: false, lse: false };
+    let [_, (_, cuda), (_, metal)] = devices();
+    let asked = |splits, split_sum| Overrides { attention: AttentionOptions { splits: Some(splits), split_sum: Some(split_sum), ..AttentionOptions::default() }, ..Overrides::default() };
+    let plan = attention::select(&problem, &cuda, &asked(7, SplitSum::Reduction), 256).unwrap();
+    assert_eq!((plan.splits, plan.split_sum, plan.fused_config().merge), (7, SplitSum::Reduction, false));
+    let plan = attention::select(&problem, &cuda, &Overrides { threads: Some(64), ..Overrides::default() }, 256).unwrap();
+    assert_eq!(plan.fused.threads[0], 64);
+    assert_eq!(
+        attention::select(&problem, &metal, &asked(2, SplitSum::LastThreadgroup), 256).unwrap_err().to_string(),
+        "attention_decode: the fused decode merges its splits with device-scope fences, which Metal does not have (on Metal they need MSL 3.2); use split_sum Reduction"
+    );
+}
+
 const EXPECTED_GEMM: &str = "
     sim f16 16x11008x4096: gemm_f16_f32_16x128x32_sg1x4_s3_whole splits=1 sum=Reduction
     sim f16 4096x4096x4096: gemm_f16_f32_128x128x32_sg2x2 splits=1 sum=Reduction
@@ -186,4 +226,27 @@ const EXPECTED_QMATMUL: &str = "
     metal fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
     metal fp4 fragments m=64: refused: qgemm_fp4_f16_64x128x64_sg2x2_fragments: fragment-ordered weights take 2 stages or more (not 1), the whole-tile kernel (a shape the tile divides along N and K)
     metal mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+";
+const EXPECTED_ATTENTION: &str = "
+    sim f16 1x32/32x2048x128: attention_fused_f16_wide_c2_t96_h1_l8_k1_s4 splits=1
+    sim f16 1x32/8x8192x128: attention_fused_f16_wide_c2_t96_h2_l8_k1_s4 splits=1
+    sim f16 1x32/8x32768x128: attention_fused_f16_wide_c2_t96_h2_l8_k1_s4 splits=1
+    sim f16 8x32/8x4096x128: attention_fused_f16_wide_c2_t96_h2_l8_k1_s4_ragged_lse splits=1
+    sim f16 1x32/8x512x128: attention_fused_f16_wide_c2_t96_h2_l8_k1_s4 splits=1
+    sim f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    sim bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
+    cuda f16 1x32/32x2048x128: attention_fused_merged_f16_wide_c2_t96_h1_l8_k1_s4 splits=16 LastThreadgroup
+    cuda f16 1x32/8x8192x128: attention_fused_merged_f16_wide_c2_t96_h2_l8_k1_s4 splits=33 LastThreadgroup
+    cuda f16 1x32/8x32768x128: attention_fused_merged_f16_wide_c2_t96_h2_l8_k1_s4 splits=33 LastThreadgroup
+    cuda f16 8x32/8x4096x128: attention_fused_merged_f16_wide_c2_t96_h2_l8_k1_s4_ragged_lse splits=4 LastThreadgroup
+    cuda f16 1x32/8x512x128: attention_fused_merged_f16_wide_c2_t96_h2_l8_k1_s4 splits=10 LastThreadgroup
+    cuda f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    cuda bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
+    metal f16 1x32/32x2048x128: attention_fused_split_f16_wide_c2_t96_h1_l8_k1_s4 splits=5 Reduction
+    metal f16 1x32/8x8192x128: attention_fused_split_f16_wide_c2_t96_h2_l8_k1_s4 splits=10 Reduction
+    metal f16 1x32/8x32768x128: attention_fused_split_f16_wide_c2_t96_h2_l8_k1_s4 splits=10 Reduction
+    metal f16 8x32/8x4096x128: attention_fused_f16_wide_c2_t96_h2_l8_k1_s4_ragged_lse splits=1
+    metal f16 1x32/8x512x128: attention_fused_split_f16_wide_c2_t96_h2_l8_k1_s4 splits=10 Reduction
+    metal f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    metal bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
 ";

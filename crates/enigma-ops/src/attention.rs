@@ -2,7 +2,7 @@
 //! one fused kernel over a batch with grouped K/V heads, its keys
 //! optionally split over threadgroups (then combined).
 
-use crate::{Error, KernelType, Ops};
+use crate::{DType, Error, KernelType, Ops};
 use enigma_ir::Scalar;
 use enigma_kernels::library::attention::{self, CombineArgs, DecodeShape, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_runtime::Buffer;
@@ -17,10 +17,9 @@ pub struct DecodeOutput {
 }
 
 impl Ops<'_> {
-    /// The plan of either form; the fused one takes fewer threads than the
-    /// default where its state would not fit threadgroup memory (an
-    /// explicit [`crate::Options::threads`] is kept, and checked).
-    fn attention_plan(&self, q: &Buffer, k: &Buffer, v: &Buffer, shape: &DecodeShape, fused: bool) -> Result<attention::AttentionPlan, Error> {
+    /// Checks the buffers of a decode of `shape`; their element type and
+    /// the load width they allow (4 or 1).
+    fn attention_inputs(&self, q: &Buffer, k: &Buffer, v: &Buffer, shape: &DecodeShape) -> Result<(DType, u8), Error> {
         let op = "attention_decode";
         let dtype = self.dtype_of(op, q)?;
         let (b, hq, hkv, s, d) = (shape.batch as usize, shape.q_heads as usize, shape.kv_heads as usize, shape.s_len as usize, shape.d as usize);
@@ -29,13 +28,7 @@ impl Ops<'_> {
         self.need(op, "k", k, cache, dtype.scalar())?;
         self.need(op, "v", v, cache, dtype.scalar())?;
         let vec = self.vectorize(op, &[q, k, v], dtype.ty(4), d.is_multiple_of(4))?;
-        let mut threads = self.threads(KernelType::Attention);
-        if fused && self.options.threads.is_none() {
-            let group = shape.q_heads.checked_div(shape.kv_heads).unwrap_or(1).max(1);
-            let heads = self.options.attention.heads_per_threadgroup.unwrap_or(attention::default_heads_per_threadgroup(group)).max(1);
-            threads = threads.min(attention::fused_threads_that_fit(shape.d, vec, heads));
-        }
-        Ok(attention::plan(dtype, shape, vec, threads)?)
+        Ok((dtype, vec))
     }
 
     /// Attention decode in seed 000's three dispatches (scores, softmax,
@@ -43,7 +36,8 @@ impl Ops<'_> {
     #[allow(clippy::too_many_arguments)]
     pub fn attention_decode(&self, q: &Buffer, k: &Buffer, v: &Buffer, heads: usize, s_len: usize, d: usize, scale: f32) -> Result<Buffer, Error> {
         let shape = decode_shape(1, heads, heads, s_len, d)?;
-        let plan = self.attention_plan(q, k, v, &shape, false)?;
+        let (dtype, vec) = self.attention_inputs(q, k, v, &shape)?;
+        let plan = attention::plan(dtype, &shape, vec, self.threads(KernelType::Attention))?;
         plan.check_three_dispatch()?;
         let scores = self.output(Scalar::F32, heads * s_len)?;
         let out = self.output(plan.dtype.scalar(), heads * d)?;
@@ -64,9 +58,12 @@ impl Ops<'_> {
         Ok(self.attention_decode_batch(q, k, v, &shape, None, scale, false)?.out)
     }
 
-    /// Attention decode of a batch in one fused kernel, its keys split over
-    /// threadgroups (then combined) where the sequences are long for the
-    /// GPU ([`attention::splits_for`], or [`crate::AttentionOptions`]):
+    /// Attention decode of a batch in one fused kernel as
+    /// [`attention::select`] plans it for the device and the options
+    /// ([`crate::AttentionOptions`]): its keys split over threadgroups
+    /// where the sequences are long for the GPU, the splits merged by the
+    /// kernel's last threadgroup of each head block or by
+    /// [`attention::combine`]:
     /// `q` is `[batch, q_heads, d]`, `k` and `v` `[batch, kv_heads, s_len,
     /// d]` (query head `h` reads K/V head `h / (q_heads / kv_heads)`);
     /// `seq_lens` (u32 `[batch]`, clamped to `s_len`) gives each
@@ -83,28 +80,13 @@ impl Ops<'_> {
         scale: f32,
         with_lse: bool,
     ) -> Result<DecodeOutput, Error> {
-        let plan = self.attention_plan(q, k, v, shape, true)?;
+        let (dtype, vec) = self.attention_inputs(q, k, v, shape)?;
+        let whole_words = [q, k, v].iter().all(|b| b.len_bytes().is_multiple_of(16));
+        let problem = attention::DecodeProblem { dtype, shape: *shape, vec, whole_words, ragged: seq_lens.is_some(), lse: with_lse };
+        let plan = attention::select(&problem, self.rt.device(), &self.options.overrides(), self.threads(KernelType::Attention))?;
         if let Some(lens) = seq_lens {
             self.need("attention_decode", "seq_lens", lens, shape.batch as usize, Scalar::U32)?;
         }
-        let keys = self.options.attention.keys_per_step.unwrap_or(attention::DEFAULT_KEYS_PER_STEP);
-        let options = self.options.attention;
-        let heads = options.heads_per_threadgroup.unwrap_or(plan.heads_per_threadgroup);
-        let prefetch = options.prefetch.unwrap_or(attention::DEFAULT_PREFETCH);
-        let mut plan = plan.with_keys_per_step(keys).with_outputs(seq_lens.is_some(), with_lse).with_heads_per_threadgroup(heads, prefetch)?;
-        if ![q, k, v].iter().all(|b| b.len_bytes().is_multiple_of(16)) {
-            plan = plan.without_wide_words();
-        }
-        if let Some(lanes) = options.lanes_per_key {
-            plan = plan.with_lanes_per_key(lanes)?;
-        }
-        let stages = options.stages.unwrap_or_else(|| attention::default_stages(&plan, self.options.threads.is_some()));
-        plan = plan.with_stages(stages)?;
-        if self.options.threads.is_none() {
-            plan = plan.fitting_threads();
-        }
-        plan.check_fused()?;
-        let plan = plan.with_splits(self.attention_splits(&plan));
         let rows = shape.rows() as usize;
         let d = shape.d as usize;
         let out = self.output(plan.dtype.scalar(), rows * d)?;
@@ -125,6 +107,7 @@ impl Ops<'_> {
             partial_ml: None,
             partial_acc: None,
             seq_lens,
+            tickets: None,
             s_len: shape.s_len,
             d: shape.d,
             scale,
@@ -138,25 +121,16 @@ impl Ops<'_> {
         let parts = rows * plan.splits as usize;
         let partial_ml = self.output(Scalar::F32, parts * 2)?;
         let partial_acc = self.output(Scalar::F32, parts * d)?;
+        if plan.fused_config().merge {
+            let merged = FusedDecodeArgs { partial_ml: Some(&partial_ml), partial_acc: Some(&partial_acc), ..args };
+            self.with_tickets(plan.head_blocks() as usize, |tickets| self.launch(key, || plan.fused_kernel(), plan.fused, &FusedDecodeArgs { tickets: Some(tickets), ..merged }))?;
+            return Ok(DecodeOutput { out, lse });
+        }
         let split = FusedDecodeArgs { out: None, lse: None, partial_ml: Some(&partial_ml), partial_acc: Some(&partial_acc), ..args };
         self.launch(key, || plan.fused_kernel(), plan.fused, &split)?;
         let args = CombineArgs { partial_ml: &partial_ml, partial_acc: &partial_acc, out: &out, lse: lse.as_ref(), d: shape.d, splits: plan.splits };
         self.launch(format!("attention_combine {:?}", (plan.dtype, with_lse)), || plan.combine_kernel(), plan.combine, &args)?;
         Ok(DecodeOutput { out, lse })
-    }
-
-    /// How many ways the fused decode splits each K/V head's keys:
-    /// [`crate::AttentionOptions::splits`]; else, on a GPU,
-    /// [`attention::splits_for`] its multiprocessor count (the simulator
-    /// gains nothing from splitting: 1).
-    fn attention_splits(&self, plan: &attention::AttentionPlan) -> u32 {
-        if let Some(s) = self.options.attention.splits {
-            return s.max(1);
-        }
-        if self.rt.device().kind == enigma_runtime::DeviceKind::Simulator {
-            return 1;
-        }
-        attention::splits_for(plan, self.rt.device().compute_units)
     }
 }
 

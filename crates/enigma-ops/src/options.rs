@@ -1,11 +1,11 @@
 //! Per-call choices: the fields every operation reads (threads, element
 //! type, vector loads, the sanitizer) and one struct per kernel family for
-//! the choices only that family has (the matrix families' are the
-//! kernel library's own, which their selections read). Every field has a default (`None`:
+//! the choices only that family has (the matrix families' and the
+//! attention's are the kernel library's own, which their selections read). Every field has a default (`None`:
 //! the library's choice for the shape and the device).
 
 use enigma_ir::Scalar;
-use enigma_kernels::library::attention_prefill::PrefillTile;
+pub use enigma_kernels::library::select::AttentionOptions;
 use enigma_kernels::library::select::{GemmOptions, Overrides, QmatmulOptions};
 
 /// Per-call choices; every field has a default.
@@ -50,10 +50,10 @@ impl Options {
         Options { threads: Some(threads), ..Options::default() }
     }
 
-    /// What the matrix families' selections (`gemm::select`,
-    /// `qmatmul::select`) read of these options.
+    /// What the families' selections (`gemm::select`, `qmatmul::select`,
+    /// `attention::select`) read of these options.
     pub fn overrides(&self) -> Overrides {
-        Overrides { threads: self.threads, vectorize: self.vectorize, gemm: self.gemm, qmatmul: self.qmatmul }
+        Overrides { threads: self.threads, vectorize: self.vectorize, gemm: self.gemm, qmatmul: self.qmatmul, attention: self.attention }
     }
 }
 
@@ -90,30 +90,3 @@ pub struct GemvOptions {
     pub loads: Option<u32>,
 }
 
-/// Choices of the attention kernels.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AttentionOptions {
-    /// Fused decode: how many ways each head's keys are split over
-    /// threadgroups (default: enough for about four threadgroups per
-    /// compute unit; 1 = one threadgroup per head).
-    pub splits: Option<u32>,
-    /// Prefill: the query and key blocks of a threadgroup (default: the
-    /// first of `PrefillTile::preferred(d)` that fits the device's
-    /// threadgroup memory).
-    pub prefill_tile: Option<PrefillTile>,
-    /// Keys each key group (the lanes that share a key) loads per step
-    /// (default: `attention::DEFAULT_KEYS_PER_STEP`).
-    pub keys_per_step: Option<u32>,
-    /// Lanes of the fused decode that share one key, a power of two up to
-    /// 32 (default: `attention::default_lanes_per_key`).
-    pub lanes_per_key: Option<u32>,
-    /// Steps of the fused decode staged ahead by asynchronous copies (0:
-    /// loads into registers; default: `attention::default_stages`).
-    pub stages: Option<u32>,
-    /// Query heads per threadgroup, a divisor of the query heads per K/V
-    /// head (default: `attention::default_heads_per_threadgroup`).
-    pub heads_per_threadgroup: Option<u32>,
-    /// Whether each SIMD group loads its next step while using this one
-    /// (default: `attention::DEFAULT_PREFETCH`).
-    pub prefetch: Option<bool>,
-}

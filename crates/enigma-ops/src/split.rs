@@ -1,5 +1,6 @@
 //! The launch the matrix products share: a kernel whose K may be split
-//! over threadgroups (workspace, tickets, the reduction's second pass).
+//! over threadgroups (workspace, tickets, the reduction's second pass),
+//! and the tickets of any kernel that merges its own splits.
 
 use crate::{Error, Ops, SplitSum};
 use enigma_ir::{Kernel, Scalar};
@@ -28,6 +29,13 @@ impl Ops<'_> {
         }
         let [x, y, z] = dispatch.size;
         let count = (x as usize) * (y as usize) * (z / splits) as usize;
+        self.with_tickets(count, |tickets| self.launch(key, build, dispatch, &(args, SplitArgs { c, ws: Some(&workspace), tickets: Some(tickets) })))
+    }
+
+    /// Runs `launch` with `count` zeroed u32 tickets for a kernel that
+    /// merges its own splits (each such dispatch leaves them at zero), kept
+    /// per stream and count for the next call.
+    pub(crate) fn with_tickets(&self, count: usize, launch: impl FnOnce(&Buffer) -> Result<(), Error>) -> Result<(), Error> {
         let slot = (self.rt.stream(), count);
         let cached = self.pipelines.lock().tickets.remove(&slot);
         let tickets = match cached {
@@ -35,7 +43,7 @@ impl Ops<'_> {
             None => self.rt.buffer_zeroed::<u32>(count)?,
         };
         // A dispatch that failed may have left tickets taken: those are dropped.
-        self.launch(key, build, dispatch, &(args, SplitArgs { c, ws: Some(&workspace), tickets: Some(&tickets) }))?;
+        launch(&tickets)?;
         self.pipelines.lock().tickets.insert(slot, tickets);
         Ok(())
     }

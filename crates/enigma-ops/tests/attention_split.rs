@@ -1,14 +1,23 @@
 //! The fused attention decode with its keys split over threadgroups (then
 //! combined) against the f64 reference, for awkward shapes and split
-//! counts, in f32 and f16, and clean under the sanitizer.
+//! counts, in f32 and f16, the splits merged by the combine and by the
+//! split kernel's last threadgroup, and clean under the sanitizer.
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::attention;
-use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Options};
+use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Options, SplitSum};
 use enigma_runtime::{Device, Runtime};
 
 
 fn check(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, sanitize: bool) {
+    for sum in [SplitSum::Reduction, SplitSum::LastThreadgroup] {
+        check_sum(rt, dtype, h, s, d, splits, sum, sanitize);
+    }
+}
+
+/// One run with the splits merged as `sum` says.
+#[allow(clippy::too_many_arguments)]
+fn check_sum(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, sum: SplitSum, sanitize: bool) {
     let mut q = enigma_kernels::test_data(h * d, 1);
     let mut k = enigma_kernels::test_data(h * s * d, 2);
     let mut v = enigma_kernels::test_data(h * s * d, 3);
@@ -19,15 +28,16 @@ fn check(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, 
     let want = attention::reference(&q, &k, &v, h, s, d, scale);
     let elem = dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
-    let options = Options { attention: AttentionOptions { splits: Some(splits), ..AttentionOptions::default() }, elem: Some(elem), sanitize, ..Options::default() };
+    let options = Options { attention: AttentionOptions { splits: Some(splits), split_sum: Some(sum), ..AttentionOptions::default() }, elem: Some(elem), sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
-    let out = ops.attention_decode_fused(&qb, &kb, &vb, h, s, d, scale).unwrap_or_else(|e| panic!("h={h} s={s} d={d} splits={splits}: {e}"));
+    let out = ops.attention_decode_fused(&qb, &kb, &vb, h, s, d, scale).unwrap_or_else(|e| panic!("h={h} s={s} d={d} splits={splits} {sum:?}: {e}"));
     let launches = ops.take_launches();
     let expected_splits = (splits as usize).clamp(1, s);
     let split_len = s.div_ceil(expected_splits);
     let used = s.div_ceil(split_len);
     if used > 1 {
-        assert_eq!(launches.len(), 2, "split form: fused + combine");
+        let dispatches = if sum == SplitSum::Reduction { 2 } else { 1 };
+        assert_eq!(launches.len(), dispatches, "split form, {sum:?}: {launches:?}");
         assert_eq!(launches[0].dispatch.size[..2], [used as u32, h as u32]);
     } else {
         assert_eq!(launches.len(), 1);
@@ -35,7 +45,7 @@ fn check(rt: &Runtime, dtype: DType, h: usize, s: usize, d: usize, splits: u32, 
     let got = download(&out, elem, h * d).unwrap();
     let tol = if elem == Scalar::F32 { 2e-5 } else { 2e-3 };
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "h={h} s={s} d={d} splits={splits} {dtype}: [{i}] got {g}, want {w}");
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "h={h} s={s} d={d} splits={splits} {sum:?} {dtype}: [{i}] got {g}, want {w}");
     }
 }
 

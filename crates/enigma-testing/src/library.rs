@@ -4,7 +4,7 @@
 //! simulator in `enigma-ops/tests/registry_sizes.rs`, a CUDA GPU in
 //! `enigma-cuda/tests/library.rs`.
 
-use enigma_ops::{CheckOutcome, Entry, GemmOptions, Options, QmatmulOptions};
+use enigma_ops::{AttentionOptions, CheckOutcome, Entry, GemmOptions, Options, QmatmulOptions, SplitSum};
 use enigma_runtime::Runtime;
 
 /// Flat vectors: one element, around one SIMD group, not a multiple of 4,
@@ -107,7 +107,9 @@ pub fn first_kernel(outcome: &CheckOutcome) -> &str {
 /// entry's own choice (vector loads where the shape allows), then
 /// [`k_split_options`] where there are some, then for the FP4/INT4 decode
 /// kernel two chunks staged ahead by asynchronous copies
-/// (`QmatmulOptions::stages`; by default it loads into registers).
+/// (`QmatmulOptions::stages`; by default it loads into registers), and for
+/// the fused attention decode its keys split three ways, merged by the
+/// combine and by the kernel ([`attention_split_options`]).
 pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
     let mut sets = vec![];
     if !entry.name.starts_with("scale_vec4") {
@@ -118,7 +120,24 @@ pub fn option_sets(entry: &Entry, shape: &[usize]) -> Vec<Options> {
     if matches!(entry.name.as_str(), "qmatmul_fp4" | "qmatmul_int4") {
         sets.push(Options { qmatmul: QmatmulOptions { stages: Some(2), ..QmatmulOptions::default() }, ..Options::default() });
     }
+    sets.extend(attention_split_options(entry));
     sets
+}
+
+/// For the fused attention decode (`attention_decode_fused_*`,
+/// `attention_decode_batch_*`, `attention_decode_ragged_*`), its keys split
+/// three ways (`AttentionOptions::splits`; by default a GPU splits only
+/// long sequences, and the simulator never), merged by the combine's
+/// second dispatch and by the split kernel's last threadgroup
+/// (`AttentionOptions::split_sum`).
+pub fn attention_split_options(entry: &Entry) -> Vec<Options> {
+    let fused = ["attention_decode_fused_", "attention_decode_batch_", "attention_decode_ragged_"].iter().any(|p| entry.name.starts_with(p));
+    if !fused {
+        return vec![];
+    }
+    [SplitSum::Reduction, SplitSum::LastThreadgroup]
+        .map(|sum| Options { attention: AttentionOptions { splits: Some(3), split_sum: Some(sum), ..AttentionOptions::default() }, ..Options::default() })
+        .to_vec()
 }
 
 /// For a quantized matmul `[m, n, k]` of at least two quantization groups

@@ -1,8 +1,9 @@
-//! What the matrix families' selections (`gemm::select`, `qmatmul::select`)
-//! read besides the problem: the caller's overrides ([`Overrides`], one
+//! What the families' selections (`gemm::select`, `qmatmul::select`,
+//! `attention::select`) read besides the problem: the caller's overrides ([`Overrides`], one
 //! struct per family inside) and the device (`enigma_backend::DeviceInfo`,
 //! through the rules below), and their error ([`SelectError`]).
 
+use super::attention_prefill::PrefillTile;
 use super::split::SplitSum;
 use super::tile::{GemmTile, ThreadgroupLimits};
 use super::ShapeError;
@@ -81,7 +82,43 @@ pub struct QmatmulOptions {
     pub stages: Option<u32>,
 }
 
-/// What a caller of a matrix family's selection may fix; `None` leaves the
+/// Choices of the attention kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttentionOptions {
+    /// Fused decode: how many ways each head's keys are split over
+    /// threadgroups (default on a GPU: `attention::splits_for`, the most
+    /// that keep the grid within one wave of four threadgroups per compute
+    /// unit; 1 = one threadgroup per head).
+    pub splits: Option<u32>,
+    /// Prefill: the query and key blocks of a threadgroup (default: the
+    /// first of `PrefillTile::preferred(d)` that fits the device's
+    /// threadgroup memory).
+    pub prefill_tile: Option<PrefillTile>,
+    /// Keys each key group (the lanes that share a key) loads per step
+    /// (default: `attention::DEFAULT_KEYS_PER_STEP`).
+    pub keys_per_step: Option<u32>,
+    /// Lanes of the fused decode that share one key, a power of two up to
+    /// 32 (default: `attention::default_lanes_per_key`).
+    pub lanes_per_key: Option<u32>,
+    /// Steps of the fused decode staged ahead by asynchronous copies (0:
+    /// loads into registers; default: `attention::default_stages`).
+    pub stages: Option<u32>,
+    /// Query heads per threadgroup, a divisor of the query heads per K/V
+    /// head (default: `attention::default_heads_per_threadgroup`).
+    pub heads_per_threadgroup: Option<u32>,
+    /// Whether each SIMD group loads its next step while using this one
+    /// (default: `attention::DEFAULT_PREFETCH`).
+    pub prefetch: Option<bool>,
+    /// Fused decode with its keys split: who merges the splits.
+    /// `Reduction`: `attention::combine`, a second dispatch.
+    /// `LastThreadgroup`: the last threadgroup of each head block, in the
+    /// split kernel (one dispatch; needs device-scope fences, an
+    /// [`SelectError::Argument`] on a device without them). Default: the
+    /// kernel where the device has the fences, else the combine.
+    pub split_sum: Option<SplitSum>,
+}
+
+/// What a caller of a family's selection may fix; `None` leaves the
 /// choice to the selection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Overrides {
@@ -92,6 +129,7 @@ pub struct Overrides {
     pub vectorize: Option<bool>,
     pub gemm: GemmOptions,
     pub qmatmul: QmatmulOptions,
+    pub attention: AttentionOptions,
 }
 
 /// Why a selection refused its inputs.

@@ -72,19 +72,22 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(gemv::gemv(dtype, vec, 2, 2));
             out.push(attention::scores(dtype, vec, 1));
-            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false };
+            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
             out.push(attention::fused(&fused));
             out.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
             // Grouped heads, keys shared by 8 lanes, several keys per step,
             // sequence lengths, log-sum-exp.
             out.push(attention::fused(&attention::FusedConfig { heads: 4, lanes: 8, keys_per_step: 4, ragged: true, lse: true, ..fused }));
             out.push(attention::fused(&attention::FusedConfig { heads: 4, lanes: 8, keys_per_step: 2, prefetch: true, ragged: true, split: true, ..fused }));
+            // The split form that merges its own splits.
+            out.push(attention::fused(&attention::FusedConfig { heads: 2, lanes: 8, split: true, merge: true, lse: true, ..fused }));
         }
         if dtype != DType::F32 {
             out.push(gemv::gemv(dtype, 8, 2, 2));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
-            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false };
+            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false };
             out.push(attention::fused(&wide));
+            out.push(attention::fused(&attention::FusedConfig { heads: 2, merge: true, lse: true, ..wide }));
         }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype, false));
@@ -184,7 +187,7 @@ mod tests {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
                     let threads = attention::fused_threads_that_fit(d, vec, 2).min(256);
-                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true };
+                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true, merge: false };
                     kernels.push(attention::fused(&fused));
                     kernels.push(attention::fused(&attention::FusedConfig { split: true, prefetch: true, ..fused }));
                     kernels.push(attention::fused(&attention::FusedConfig { lanes: 4, ..fused }));

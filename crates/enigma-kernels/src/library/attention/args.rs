@@ -32,7 +32,8 @@ crate::kernel_args! {
     /// The arguments of [`fused`](super::fused): Q, K and V (viewed as `q4`, `k4`, `v4`
     /// by the vector kernels, as the 16-byte words `q8`, `k8`, `v8` by the
     /// wide ones); `out` (and `lse`) unsplit, `partial_ml`, `partial_acc`
-    /// and `split_len` split; `seq_lens` for ragged batches.
+    /// and `split_len` split (with `out`, `lse` and `tickets` where the
+    /// kernel merges its splits); `seq_lens` for ragged batches.
     pub struct FusedDecodeArgs {
         Q q: buffer,
         Q4 q4: buffer,
@@ -48,6 +49,7 @@ crate::kernel_args! {
         PARTIAL_ML partial_ml: optional,
         PARTIAL_ACC partial_acc: optional,
         SEQ_LENS seq_lens: optional,
+        TICKETS tickets: optional,
         S_LEN s_len: u32,
         D d: u32,
         SCALE scale: f32,

@@ -3,7 +3,13 @@
 //! threadgroup and the split of the keys over threadgroups, checked against
 //! the shape and the device.
 
-use super::*;
+use super::combine::{combine, COMBINE_THREADS};
+use super::fused::{fused, fused_chunks, fused_vec_suffix, FusedConfig};
+use super::shape::{chunks_for, DecodeShape};
+use super::three_dispatch::{scores, weighted_sum};
+use crate::library::split::SplitSum;
+use crate::library::*;
+use enigma_ir::Kernel;
 
 /// The three-dispatch decode, or the fused one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,7 +22,7 @@ pub struct AttentionPlan {
     /// head, whole sequences).
     pub scores: Dispatch,
     /// Softmax over the `[rows, S]` scores: `(rows, 1)`.
-    pub softmax: super::softmax::RowPlan,
+    pub softmax: crate::library::softmax::RowPlan,
     /// Weighted sum: `(ceil(D/32), rows)`.
     pub weighted_sum: Dispatch,
     /// Fused: `(splits, kv_heads, batch)`.
@@ -44,7 +50,12 @@ pub struct AttentionPlan {
     pub splits: u32,
     /// Keys per split.
     pub split_len: u32,
-    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`).
+    /// Who merges the splits (with `splits > 1`): [`combine`]'s second
+    /// dispatch (`Reduction`), or the last threadgroup of each head block
+    /// in the fused kernel (`LastThreadgroup`, [`FusedConfig::merge`]).
+    pub split_sum: SplitSum,
+    /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`
+    /// and `split_sum` is `Reduction`).
     pub combine: Dispatch,
 }
 
@@ -54,7 +65,7 @@ impl AttentionPlan {
     }
     pub fn softmax_kernel(&self) -> Kernel {
         let c = self.softmax.config;
-        super::softmax::softmax(c.dtype, c.vec, c.items)
+        crate::library::softmax::softmax(c.dtype, c.vec, c.items)
     }
     pub fn weighted_sum_kernel(&self) -> Kernel {
         weighted_sum(self.dtype)
@@ -74,6 +85,7 @@ impl AttentionPlan {
             split: self.splits > 1,
             ragged: self.ragged,
             lse: self.lse,
+            merge: self.splits > 1 && self.split_sum == SplitSum::LastThreadgroup,
         }
     }
     pub fn fused_kernel(&self) -> Kernel {
@@ -95,6 +107,18 @@ impl AttentionPlan {
         let t = self.fused.threads[0];
         self.fused = Dispatch::threadgroups([self.splits, self.shape.q_heads / self.heads_per_threadgroup, self.shape.batch], t);
         self
+    }
+
+    /// This plan with its splits merged as `sum` says.
+    pub fn with_split_sum(mut self, sum: SplitSum) -> AttentionPlan {
+        self.split_sum = sum;
+        self
+    }
+
+    /// Head blocks of the fused kernel's grid (`q_heads / heads ·
+    /// batch`): one ticket each when the kernel merges its splits.
+    pub fn head_blocks(&self) -> u32 {
+        self.fused.size[1] * self.fused.size[2]
     }
 
     /// This plan's fused kernel with `heads` query heads per threadgroup
@@ -301,7 +325,7 @@ pub fn default_heads_per_threadgroup(group: u32) -> u32 {
 /// The fused form starts whole-row (no split), on [`fused_vec_for`]'s
 /// loads, [`default_lanes_per_key`], [`DEFAULT_KEYS_PER_STEP`],
 /// [`default_heads_per_threadgroup`], [`DEFAULT_PREFETCH`], no sequence
-/// lengths, no log-sum-exp.
+/// lengths, no log-sum-exp, splits merged by [`combine`].
 pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<AttentionPlan, ShapeError> {
     let name = format!("attention_{dtype}{}", vec_suffix(vec));
     check_vec(&name, vec)?;
@@ -324,13 +348,13 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
     let t = check_threads(&name, threads)?;
     let chunks = chunks_for(d, vec);
     let fused_vec = fused_vec_for(dtype, d, vec);
-    let softmax = super::softmax::plan_rows(
+    let softmax = crate::library::softmax::plan_rows(
         "softmax",
         DType::F32,
         rows as usize,
         s_len as usize,
         if s_len.is_multiple_of(4) { 4 } else { 1 },
-        super::softmax::RowOptions::threads(t),
+        crate::library::softmax::RowOptions::threads(t),
     )?;
     Ok(AttentionPlan {
         dtype,
@@ -351,24 +375,33 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         lse: false,
         splits: 1,
         split_len: s_len,
+        split_sum: SplitSum::Reduction,
         combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
     })
 }
 
-/// Threadgroups per multiprocessor the fused decode's split aims for.
+/// Threadgroups per multiprocessor in one wave of the fused decode's
+/// split grid: the staged kernel's 96-thread threadgroups (f16, D = 128)
+/// run four at a time on an H200 multiprocessor, so its 132 take 528.
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 
 /// The fewest loop steps a SIMD group of one split takes.
 pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
-/// `compute_units` multiprocessors: enough threadgroups for
-/// [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] per multiprocessor, keeping at
-/// least [`MIN_STEPS_PER_SPLIT`] steps per SIMD group.
+/// `compute_units` multiprocessors: the most that keep the grid within one
+/// wave of [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] threadgroups per
+/// multiprocessor (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
+/// steps per SIMD group. A grid just past a whole wave leaves a tail that
+/// costs more than the shorter splits gain: on an H200 (f16, D = 128, 4
+/// stages) 32 heads × 2048 keys ran in 13.6 µs with 16 splits (512
+/// threadgroups) against 15.3 with 17 (544), and 8 sequences × 4096 keys
+/// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
+/// with 5 (640) (BENCHMARKS.md, "Attention decode").
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let target = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
+    let wave = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
-    let by_occupancy = target.div_ceil(threadgroups.max(1));
+    let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
     let by_keys = (plan.shape.s_len / (simdgroups * plan.fused_config().keys_per_simdgroup_step() * MIN_STEPS_PER_SPLIT)).max(1);
     by_occupancy.min(by_keys)

@@ -1,0 +1,89 @@
+//! The fused decode's one selection ([`select`]): its whole plan for a
+//! problem on a device, from the caller's overrides
+//! ([`AttentionOptions`](crate::library::select::AttentionOptions)) and the
+//! defaults of [`super::plan`]: the threads that fit the state and the
+//! stages, the load width, lanes per key, keys per step, query heads per
+//! threadgroup, the stages, the split over the sequence
+//! ([`splits_for`], on a GPU) and who merges the splits.
+
+use super::fused::fused_threads_that_fit;
+use super::plan::*;
+use super::shape::DecodeShape;
+use crate::library::select::{argument, has_device_fences, Overrides, SelectError};
+use crate::library::split::SplitSum;
+use crate::library::DType;
+use enigma_backend::{DeviceInfo, DeviceKind};
+
+/// A fused decode as the caller's buffers allow it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeProblem {
+    pub dtype: DType,
+    pub shape: DecodeShape,
+    /// Elements per load the buffers allow: 4 (`float4`-style views of
+    /// `q`, `K` and `V`) or 1.
+    pub vec: u8,
+    /// Whether the sizes of `q`, `K` and `V` are multiples of 16 bytes, as
+    /// 16-byte words of f16/bf16 need.
+    pub whole_words: bool,
+    /// Per-sequence lengths are read ([`FusedConfig::ragged`](super::FusedConfig::ragged)).
+    pub ragged: bool,
+    /// The log-sum-exp of each row is written ([`FusedConfig::lse`](super::FusedConfig::lse)).
+    pub lse: bool,
+}
+
+/// The fused decode of `problem` on `device`: threadgroups of
+/// `overrides.threads` (kept, and checked), else of `default_threads`
+/// shrunk until the state ([`fused_threads_that_fit`]) and the stages
+/// ([`AttentionPlan::fitting_threads`]) fit; every choice of
+/// `overrides.attention` that is set, the defaults of [`super::plan`]
+/// otherwise; the keys split [`splits_for`] ways on a GPU (1 on the
+/// simulator, which gains nothing from splitting) and the splits merged by
+/// the kernel where the device has device-scope fences, else by
+/// [`combine`](super::combine()).
+pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides, default_threads: u32) -> Result<AttentionPlan, SelectError> {
+    let DecodeProblem { dtype, shape, vec, whole_words, ragged, lse } = *problem;
+    let asked = overrides.attention;
+    let group = shape.q_heads.checked_div(shape.kv_heads).unwrap_or(1).max(1);
+    let threads = match overrides.threads {
+        Some(t) => t,
+        None => {
+            let heads = asked.heads_per_threadgroup.unwrap_or(default_heads_per_threadgroup(group)).max(1);
+            default_threads.min(fused_threads_that_fit(shape.d, vec, heads))
+        }
+    };
+    let plan = plan(dtype, &shape, vec, threads)?;
+    let heads = asked.heads_per_threadgroup.unwrap_or(plan.heads_per_threadgroup);
+    let prefetch = asked.prefetch.unwrap_or(DEFAULT_PREFETCH);
+    let keys = asked.keys_per_step.unwrap_or(DEFAULT_KEYS_PER_STEP);
+    let mut plan = plan.with_keys_per_step(keys).with_outputs(ragged, lse).with_heads_per_threadgroup(heads, prefetch)?;
+    if !whole_words {
+        plan = plan.without_wide_words();
+    }
+    if let Some(lanes) = asked.lanes_per_key {
+        plan = plan.with_lanes_per_key(lanes)?;
+    }
+    let stages = asked.stages.unwrap_or_else(|| default_stages(&plan, overrides.threads.is_some()));
+    plan = plan.with_stages(stages)?;
+    if overrides.threads.is_none() {
+        plan = plan.fitting_threads();
+    }
+    plan.check_fused()?;
+    let splits = match (asked.splits, device.kind) {
+        (Some(s), _) => s.max(1),
+        (None, DeviceKind::Simulator) => 1,
+        (None, _) => splits_for(&plan, device.compute_units),
+    };
+    let fences = has_device_fences(device);
+    let sum = match asked.split_sum {
+        Some(SplitSum::LastThreadgroup) if !fences => {
+            return Err(argument(
+                "attention_decode",
+                format!("the fused decode merges its splits with device-scope fences, which {} does not have (on Metal they need MSL 3.2); use split_sum Reduction", device.name),
+            ))
+        }
+        Some(sum) => sum,
+        None if fences => SplitSum::LastThreadgroup,
+        None => SplitSum::Reduction,
+    };
+    Ok(plan.with_splits(splits).with_split_sum(sum))
+}
