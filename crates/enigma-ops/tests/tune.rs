@@ -172,6 +172,16 @@ fn the_cache_stores_one_choice_per_device_kernel_and_shape_class() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A tile in the cache file is its five numbers by name (`tm, tn, tk,
+/// sg_rows, sg_cols`, whatever the fields of `GemmTile` are), and reads back.
+#[test]
+fn a_cached_tile_is_its_five_numbers_by_name() {
+    let tile = GemmTile::new(128, 64, 32, 2, 2);
+    let text = serde_json::to_string(&tile).unwrap();
+    assert_eq!(text, r#"{"tm":128,"tn":64,"tk":32,"sg_rows":2,"sg_cols":2}"#);
+    assert_eq!(serde_json::from_str::<GemmTile>(&text).unwrap(), tile);
+}
+
 #[test]
 fn the_registry_runs_with_a_cached_choice_unless_told_otherwise() {
     let _lock = ENV.lock().unwrap_or_else(|e| e.into_inner());
