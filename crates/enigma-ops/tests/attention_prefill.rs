@@ -2,9 +2,11 @@
 //! lengths 1, 7, 100 and 1000, head dimensions 64 and 128, grouped-query
 //! heads (32 over 8), both causal alignments with `S_q ≠ S_kv` (rows that
 //! see no key included), f16 and bf16, the log-sum-exp, every tile (on a
-//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean.
+//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean. The
+//! kernel on cooperative tensors at the same awkward sizes, and the
+//! selection between the two.
 
-use enigma_kernels::library::attention_prefill::{self, Mask, PrefillShape, PrefillTile};
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillKernel, PrefillShape, PrefillTile};
 use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Error, Options};
 use enigma_runtime::{Device, Runtime};
 
@@ -31,15 +33,20 @@ fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool
     assert_eq!(launches[0].dispatch.size, [s.s_q.div_ceil(64) as u32, s.heads as u32, s.batch as u32]);
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    // The weights are rounded to the input type before P·V (see the
-    // registry's tolerance), the output once more.
+    compare(&format!("{dtype} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
+}
+
+/// The output and log-sum-exp against the f64 reference's. The weights are
+/// rounded to the input type before P·V (see the registry's tolerance),
+/// the output once more.
+fn compare(what: &str, dtype: DType, (got, want): (&[f64], &[f64]), (got_lse, want_lse): (&[f64], &[f64])) {
     let tol = 3.0 * dtype.unit_roundoff();
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{dtype} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: out[{i}] got {g}, want {w}");
     }
-    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
+    for (i, (g, w)) in got_lse.iter().zip(want_lse).enumerate() {
         let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
-        assert!(ok, "{dtype} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
+        assert!(ok, "{what}: lse[{i}] got {g}, want {w}");
     }
 }
 
@@ -103,14 +110,7 @@ fn check_tile(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, tile: Pre
     assert!(launches[0].kernel.contains(&format!("_q{}_kv{}_", tile.block_q, tile.block_kv)), "{}", launches[0].kernel);
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    let tol = 3.0 * dtype.unit_roundoff();
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{tile:?} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
-    }
-    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
-        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
-        assert!(ok, "{tile:?} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
-    }
+    compare(&format!("{tile:?} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
 }
 
 #[test]
@@ -122,7 +122,8 @@ fn every_tile_matches_the_reference_with_cuda_sized_memory() {
         let s = shape(1, 2, 1, 150, 150, d);
         let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
         let plan = ops.attention_prefill_plan(&buf(s.q_len()), &buf(s.kv_len()), &buf(s.kv_len()), s, Mask::None, false).unwrap();
-        assert_eq!((plan.config.tile, plan.config.stages), (tile, 2));
+        let PrefillKernel::Matrices(config) = plan.config else { panic!("{plan:?}") };
+        assert_eq!((config.tile, config.stages), (tile, 2));
     }
     let large = PrefillTile { block_q: 128, block_kv: 64 };
     for tile in [large, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile::WIDE] {
@@ -148,4 +149,79 @@ fn unsupported_shapes_are_typed_errors() {
     let f32s = enigma_ops::Ops::new(&rt);
     let err = f32s.attention_prefill(&buf, &buf, &buf, shape(1, 1, 1, 2, 2, 64), Mask::None, None).unwrap_err();
     assert!(err.to_string().contains("f32 inputs are not supported"), "{err}");
+}
+
+/// The kernel on cooperative tensors (asked for: the simulator's
+/// cooperative products are the reference semantics, not `wgmma`) against
+/// the f64 reference, on a simulator with a CUDA GPU's threadgroup memory.
+fn check_cooperative(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool) {
+    let elem = dtype.scalar();
+    let data = |len, seed| {
+        let mut x = enigma_kernels::test_data(len, seed);
+        quantize(dtype, &mut x);
+        x
+    };
+    let (q, k, v) = (data(s.q_len(), 7), data(s.kv_len(), 8), data(s.kv_len(), 9));
+    let scale = 2.0 / (s.d as f32).sqrt();
+    let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, scale);
+    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
+    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
+    let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, attention, ..Options::default() });
+    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(scale)).unwrap_or_else(|e| panic!("{s:?} {mask:?}: {e}"));
+    let launches = ops.take_launches();
+    assert!(launches[0].kernel.starts_with("attention_prefill_coop_"), "{}", launches[0].kernel);
+    let got = download(&out, elem, s.q_len()).unwrap();
+    let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
+    compare(&format!("{} {s:?} {mask:?}", launches[0].kernel), dtype, (&got, &want), (&got_lse, &want_lse));
+}
+
+#[test]
+fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
+    let rt = cuda_sized();
+    for mask in [Mask::None, Mask::TopLeft] {
+        check_cooperative(&rt, DType::F16, shape(1, 2, 1, 1, 1, 64), mask, false);
+        check_cooperative(&rt, DType::BF16, shape(2, 2, 2, 7, 7, 128), mask, false);
+    }
+    // Grouped-query attention, 32 query heads over 8 key/value heads.
+    check_cooperative(&rt, DType::F16, shape(1, 32, 8, 7, 7, 64), Mask::TopLeft, false);
+    check_cooperative(&rt, DType::BF16, shape(1, 32, 8, 9, 9, 128), Mask::None, false);
+    for mask in [Mask::None, Mask::TopLeft, Mask::BottomRight] {
+        check_cooperative(&rt, DType::F16, shape(1, 2, 1, 37, 100, 64), mask, false);
+        // S_q > S_kv: bottom-right rows 0..63 see no key at all.
+        check_cooperative(&rt, DType::BF16, shape(1, 1, 1, 100, 37, 128), mask, false);
+    }
+}
+
+#[test]
+fn cooperative_kernel_matches_a_thousand_rows_and_is_sanitizer_clean() {
+    let rt = cuda_sized();
+    check_cooperative(&rt, DType::F16, shape(1, 1, 1, 1000, 1000, 128), Mask::TopLeft, false);
+    check_cooperative(&rt, DType::BF16, shape(1, 1, 1, 1000, 1000, 64), Mask::None, false);
+    check_cooperative(&rt, DType::F16, shape(1, 2, 1, 100, 100, 64), Mask::BottomRight, true);
+    check_cooperative(&rt, DType::BF16, shape(1, 2, 2, 150, 200, 128), Mask::TopLeft, true);
+}
+
+#[test]
+fn the_selection_takes_the_cooperative_kernel_only_where_asked_or_on_wgmma() {
+    let rt = cuda_sized();
+    let s = shape(1, 2, 1, 100, 100, 128);
+    let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+    let (q, k, v) = (buf(s.q_len()), buf(s.kv_len()), buf(s.kv_len()));
+    let with = |attention| enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), attention, ..Options::default() });
+    // The simulator's cooperative products are not `wgmma`: by default the
+    // SIMD-group-matrix kernel.
+    let plan = with(AttentionOptions::default()).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap();
+    assert!(matches!(plan.config, PrefillKernel::Matrices(_)), "{plan:?}");
+    let plan = with(AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }).attention_prefill_plan(&q, &k, &v, s, Mask::None, true).unwrap();
+    assert_eq!(plan.config.name(), "attention_prefill_coop_f16_d128_lse_q128_kv64");
+    assert_eq!(plan.dispatch.size, [1, 2, 1]);
+    let tile = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile::WIDE), ..Default::default() };
+    let err = with(tile).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap_err();
+    assert_eq!(err.to_string(), "attention_prefill_coop_f16: a tile is an option of the SIMD-group-matrix kernel");
+    // 32 KiB of threadgroup memory: no block of the cooperative kernel fits.
+    let small = Runtime::new(Device::Sim).unwrap();
+    let ops = enigma_ops::Ops::new(&small).with_options(Options { elem: Some(enigma_ir::Scalar::F16), attention: AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }, ..Options::default() });
+    let b = |n: usize| upload(&small, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+    let err = ops.attention_prefill_plan(&b(s.q_len()), &b(s.kv_len()), &b(s.kv_len()), s, Mask::None, false).unwrap_err();
+    assert!(err.to_string().contains("bytes of threadgroup memory (limit 32768)"), "{err}");
 }
