@@ -151,56 +151,15 @@ fn unsupported_shapes_are_typed_errors() {
     assert!(err.to_string().contains("f32 inputs are not supported"), "{err}");
 }
 
-/// The kernel on cooperative tensors (asked for: the simulator's
-/// cooperative products are the reference semantics, not `wgmma`) against
-/// the f64 reference, on a simulator with a CUDA GPU's threadgroup memory.
-fn check_cooperative(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool) {
-    let elem = dtype.scalar();
-    let data = |len, seed| {
-        let mut x = enigma_kernels::test_data(len, seed);
-        quantize(dtype, &mut x);
-        x
-    };
-    let (q, k, v) = (data(s.q_len(), 7), data(s.kv_len(), 8), data(s.kv_len(), 9));
-    let scale = 2.0 / (s.d as f32).sqrt();
-    let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, scale);
-    let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
-    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
-    let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, attention, ..Options::default() });
-    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(scale)).unwrap_or_else(|e| panic!("{s:?} {mask:?}: {e}"));
-    let launches = ops.take_launches();
-    assert!(launches[0].kernel.starts_with("attention_prefill_coop_"), "{}", launches[0].kernel);
-    let got = download(&out, elem, s.q_len()).unwrap();
-    let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    compare(&format!("{} {s:?} {mask:?}", launches[0].kernel), dtype, (&got, &want), (&got_lse, &want_lse));
-}
-
+/// The kernel on cooperative tensors, asked for (the simulator's
+/// cooperative products are the reference semantics, not `wgmma`, so the
+/// selection does not take it by default), at the awkward sizes, on a
+/// simulator with a CUDA GPU's threadgroup memory; sanitizer clean.
 #[test]
 fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
-    let rt = cuda_sized();
-    for mask in [Mask::None, Mask::TopLeft] {
-        check_cooperative(&rt, DType::F16, shape(1, 2, 1, 1, 1, 64), mask, false);
-        check_cooperative(&rt, DType::BF16, shape(2, 2, 2, 7, 7, 128), mask, false);
-    }
-    // Grouped-query attention, 32 query heads over 8 key/value heads.
-    check_cooperative(&rt, DType::F16, shape(1, 32, 8, 7, 7, 64), Mask::TopLeft, false);
-    check_cooperative(&rt, DType::BF16, shape(1, 32, 8, 9, 9, 128), Mask::None, false);
-    for mask in [Mask::None, Mask::TopLeft, Mask::BottomRight] {
-        check_cooperative(&rt, DType::F16, shape(1, 2, 1, 37, 100, 64), mask, false);
-        // S_q > S_kv: bottom-right rows 0..63 see no key at all.
-        check_cooperative(&rt, DType::BF16, shape(1, 1, 1, 100, 37, 128), mask, false);
-    }
+    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
+    enigma_testing::attention_prefill::check_awkward_sizes(&cuda_sized(), attention, "attention_prefill_coop_", true);
 }
-
-#[test]
-fn cooperative_kernel_matches_a_thousand_rows_and_is_sanitizer_clean() {
-    let rt = cuda_sized();
-    check_cooperative(&rt, DType::F16, shape(1, 1, 1, 1000, 1000, 128), Mask::TopLeft, false);
-    check_cooperative(&rt, DType::BF16, shape(1, 1, 1, 1000, 1000, 64), Mask::None, false);
-    check_cooperative(&rt, DType::F16, shape(1, 2, 1, 100, 100, 64), Mask::BottomRight, true);
-    check_cooperative(&rt, DType::BF16, shape(1, 2, 2, 150, 200, 128), Mask::TopLeft, true);
-}
-
 #[test]
 fn the_selection_takes_the_cooperative_kernel_only_where_asked_or_on_wgmma() {
     let rt = cuda_sized();
