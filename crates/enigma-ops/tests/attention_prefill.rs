@@ -160,6 +160,33 @@ fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
     let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
     enigma_testing::attention_prefill::check_awkward_sizes(&cuda_sized(), attention, "attention_prefill_coop_", true);
 }
+
+/// The blocks other than the default (two warpgroups; 128 keys), each at
+/// two shapes with partial blocks, one under the sanitizer.
+#[test]
+fn every_cooperative_block_pair_matches_the_reference() {
+    let rt = cuda_sized();
+    for (block_q, block_kv) in [(128, 64), (128, 128), (64, 128)] {
+        let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
+        let suffix = format!("_q{block_q}_kv{block_kv}");
+        let name = enigma_testing::attention_prefill::check(&rt, DType::F16, shape(1, 4, 2, 150, 300, 64), Mask::BottomRight, attention, false);
+        assert!(name.ends_with(&suffix), "{name}");
+        let name = enigma_testing::attention_prefill::check(&rt, DType::BF16, shape(1, 2, 1, 130, 130, 128), Mask::TopLeft, attention, block_q == 128);
+        assert!(name.ends_with(&suffix), "{name}");
+    }
+}
+/// Negative and zero scales (the unmasked blocks fold the scale into the
+/// weights and take the row minimum where it is negative), masked blocks
+/// and unmasked ones in one row.
+#[test]
+fn cooperative_kernel_takes_any_scale() {
+    let rt = cuda_sized();
+    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
+    for (scale, mask) in [(-0.2, Mask::None), (-0.2, Mask::TopLeft), (0.0, Mask::BottomRight), (0.0, Mask::None)] {
+        enigma_testing::attention_prefill::check_scaled(&rt, DType::F16, shape(1, 2, 1, 150, 200, 64), mask, attention, false, scale);
+    }
+}
+
 #[test]
 fn the_selection_takes_the_cooperative_kernel_only_where_asked_or_on_wgmma() {
     let rt = cuda_sized();
@@ -172,11 +199,13 @@ fn the_selection_takes_the_cooperative_kernel_only_where_asked_or_on_wgmma() {
     let plan = with(AttentionOptions::default()).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap();
     assert!(matches!(plan.config, PrefillKernel::Matrices(_)), "{plan:?}");
     let plan = with(AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }).attention_prefill_plan(&q, &k, &v, s, Mask::None, true).unwrap();
-    assert_eq!(plan.config.name(), "attention_prefill_coop_f16_d128_lse_q128_kv64");
-    assert_eq!(plan.dispatch.size, [1, 2, 1]);
-    let tile = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile::WIDE), ..Default::default() };
-    let err = with(tile).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap_err();
-    assert_eq!(err.to_string(), "attention_prefill_coop_f16: a tile is an option of the SIMD-group-matrix kernel");
+    assert_eq!(plan.config.name(), "attention_prefill_coop_f16_d128_lse_q64_kv64");
+    assert_eq!(plan.dispatch.size, [2, 2, 1]);
+    let tile = |block_q, block_kv| AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
+    let plan = with(tile(128, 128)).attention_prefill_plan(&q, &k, &v, s, Mask::TopLeft, false).unwrap();
+    assert_eq!((plan.config.name(), plan.dispatch.size, plan.dispatch.threads), ("attention_prefill_coop_f16_d128_causal_q128_kv128".to_string(), [1, 2, 1], [256, 1, 1]));
+    let err = with(tile(64, 32)).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap_err();
+    assert_eq!(err.to_string(), "attention_prefill_coop_f16_d128_q64_kv32: blocks of 64 rows and 32 keys; each 64 or 128");
     // 32 KiB of threadgroup memory: no block of the cooperative kernel fits.
     let small = Runtime::new(Device::Sim).unwrap();
     let ops = enigma_ops::Ops::new(&small).with_options(Options { elem: Some(enigma_ir::Scalar::F16), attention: AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }, ..Options::default() });

@@ -23,6 +23,11 @@ pub fn shape(batch: usize, heads: usize, kv_heads: usize, s_q: usize, s_kv: usiz
 /// log-sum-exp with the f64 reference ([`compare`]) and returns the name
 /// of the kernel that ran.
 pub fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, attention: AttentionOptions, sanitize: bool) -> String {
+    check_scaled(rt, dtype, s, mask, attention, sanitize, 2.0 / (s.d as f32).sqrt())
+}
+
+/// [`check`] with the scale `scale` (negative or zero included).
+pub fn check_scaled(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, attention: AttentionOptions, sanitize: bool, scale: f32) -> String {
     let elem = dtype.scalar();
     let data = |len, seed| {
         let mut x = enigma_kernels::test_data(len, seed);
@@ -30,17 +35,16 @@ pub fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, attention:
         x
     };
     let (q, k, v) = (data(s.q_len(), 1), data(s.kv_len(), 2), data(s.kv_len(), 3));
-    let scale = 2.0 / (s.d as f32).sqrt();
     let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, scale);
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
     let ops = enigma_ops::Ops::new(rt).with_options(Options { elem: Some(elem), sanitize, attention, ..Options::default() });
-    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(scale)).unwrap_or_else(|e| panic!("{s:?} {mask:?}: {e}"));
+    let (out, lse) = ops.attention_prefill_lse(&qb, &kb, &vb, s, mask, Some(scale)).unwrap_or_else(|e| panic!("{s:?} {mask:?} scale {scale}: {e}"));
     let launches = ops.take_launches();
     assert_eq!(launches.len(), 1);
     let kernel = launches[0].kernel.clone();
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    compare(&format!("{kernel} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
+    compare(&format!("{kernel} {s:?} {mask:?} scale {scale}"), dtype, (&got, &want), (&got_lse, &want_lse));
     kernel
 }
 

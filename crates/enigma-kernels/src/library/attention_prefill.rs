@@ -292,7 +292,9 @@ impl PrefillPlan {
 /// The caller's choices of [`select_prefill`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefillChoice {
-    /// The SIMD-group-matrix kernel's blocks (that kernel only).
+    /// The blocks: of the SIMD-group-matrix kernel, or (with `cooperative`
+    /// `Some(true)`) of the kernel on cooperative tensors (64 or 128 rows
+    /// and keys).
     pub tile: Option<PrefillTile>,
     /// The kernel on cooperative tensors: `Some(true)` asks for it (an
     /// error where it cannot run), `Some(false)` refuses it, `None` takes
@@ -302,13 +304,14 @@ pub struct PrefillChoice {
 }
 
 /// The attention prefill family's one selection: the kernel on
-/// cooperative tensors where `choice` asks for it, or by default where
-/// the device runs cooperative products on `wgmma` and no tile of the
-/// SIMD-group-matrix kernel is asked for (its largest blocks that fit the
-/// device's threadgroup memory, [`CoopPrefillConfig::for_memory`]); else
-/// the kernel on SIMD-group matrices ([`plan`]). Asked for where it cannot
-/// run (no cooperative tensors, f32, a tile given, too little threadgroup
-/// memory), it is a typed error naming why.
+/// cooperative tensors where `choice` asks for it (with its tile, if one
+/// is given), or by default where the device runs cooperative products on
+/// `wgmma` and no tile is asked for (the first blocks of
+/// [`CoopPrefillConfig::preferred`] that fit the device's threadgroup
+/// memory); else the kernel on SIMD-group matrices ([`plan`]). Asked for
+/// where it cannot run (no cooperative tensors, f32, a tile it is not
+/// built for, too little threadgroup memory), it is a typed error naming
+/// why.
 pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, choice: PrefillChoice, device: &DeviceInfo) -> Result<PrefillPlan, ShapeError> {
     let memory = device.max_threadgroup_memory_bytes;
     let forced = match choice.cooperative {
@@ -327,15 +330,16 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
     // Checks the shape as the other kernel does (the same errors).
     plan(dtype, shape, mask, lse, None, u64::MAX)?;
     let name = format!("attention_prefill_coop_{dtype}");
-    let refusal = if !device.features.contains(&enigma_ir::Feature::CooperativeTensors) {
-        Some(format!("{} has no cooperative tensors", device.name))
-    } else if choice.tile.is_some() {
-        Some("a tile is an option of the SIMD-group-matrix kernel".to_string())
-    } else {
-        None
-    };
-    if let Some(message) = refusal {
-        return Err(ShapeError::new(name, message));
+    if !device.features.contains(&enigma_ir::Feature::CooperativeTensors) {
+        return Err(ShapeError::new(name, format!("{} has no cooperative tensors", device.name)));
+    }
+    if let Some(tile) = choice.tile {
+        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv };
+        config.check()?;
+        if config.memory_bytes() > memory {
+            return Err(ShapeError::new(config.name(), format!("needs {} bytes of threadgroup memory (limit {memory})", config.memory_bytes())));
+        }
+        return Ok(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) });
     }
     cooperative_plan(shape, mask, dtype, lse, memory).ok_or_else(|| {
         let least = CoopPrefillConfig::preferred(shape.d as u32).iter().map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv }.memory_bytes()).min().unwrap_or(0);

@@ -6,7 +6,7 @@
 //!
 //! **Geometry** ([`CoopPrefillConfig`]). One threadgroup per block of
 //! `block_q` query rows (64 or 128: one or two warpgroups of four SIMD
-//! groups, each owning 64 rows) of one head; grid `(ceil(S_q / block_q), H,
+//! groups, each owning 64 rows; by default 64) of one head; grid `(ceil(S_q / block_q), H,
 //! B)`, the last query block first so that the longest causal blocks start
 //! early. The Q block is copied once into threadgroup memory; K and V are
 //! read in blocks of `block_kv` keys (64 or 128), two stages of each in
@@ -20,14 +20,18 @@
 //! threadgroup's SIMD groups:
 //! 1. `S = Q·Kᵀ` (f32, `block_q × block_kv`): the K block as the right
 //!    operand with the transpose flag.
-//! 2. An element map over `S`'s slots, by each element's row and column:
-//!    `t = s·scale·log2 e`, `−∞` where the mask hides the key (only in
-//!    blocks that reach past `S_kv` or the causal diagonal).
-//! 3. `reduce_rows(S, max)`; per row (the reduction's slots, by their row)
-//!    the new running maximum `m` and the factor `α = 2^(m_old − m)`, kept
-//!    in threadgroup memory (one f32 per row), then a barrier.
+//! 2. In blocks that reach past `S_kv` or the causal diagonal, an element
+//!    map over `S`'s slots by each element's row and column: `t =
+//!    s·scale·log2 e`, or `−∞` where the mask hides the key. Other blocks
+//!    keep `s` and fold the scale into step 4's `exp2` (one fused
+//!    multiply-add per element).
+//! 3. `reduce_rows(S, max)` (`min` for an unmasked block under a negative
+//!    scale); per row (the reduction's slots, by their row) the new running
+//!    maximum `m` of `t` and the factor `α = 2^(m_old − m)`, kept in
+//!    threadgroup memory (one f32 per row), then a barrier.
 //! 4. Element maps: `p = 2^(t − m_row)` over `S`, `o·α_row` over `O` (each
-//!    reads its row's value from threadgroup memory).
+//!    reads its row's value from threadgroup memory; the second only in
+//!    threads one of whose rows has `α ≠ 1`, i.e. a new maximum).
 //! 5. `reduce_rows(S, sum)`; per row `l = l·α + Σp`.
 //! 6. `O += P·V` with `S` itself as the left operand (relaxed precision:
 //!    on `wgmma` the weights go from the accumulator's registers to the
@@ -66,10 +70,15 @@ pub struct CoopPrefillConfig {
 impl CoopPrefillConfig {
     /// The blocks [`CoopPrefillConfig::for_memory`] tries for head
     /// dimension `d`, best first, as `(block_q, block_kv)`.
+    ///
+    /// One warpgroup of 64 rows against 64 keys first: on an H200 it beat
+    /// two warpgroups (128 rows) by 10–15 % at both head dimensions, the
+    /// smaller threadgroups sharing each multiprocessor so that one's
+    /// softmax runs under another's products (BENCHMARKS.md).
     pub fn preferred(d: u32) -> &'static [(u32, u32)] {
         match d {
-            64 => &[(128, 128), (128, 64), (64, 64)],
-            _ => &[(128, 64), (64, 64)],
+            64 => &[(64, 64), (64, 128), (128, 128), (128, 64)],
+            _ => &[(64, 64), (128, 64)],
         }
     }
 
@@ -281,28 +290,31 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
             partial = partial.or((last_key + s_q).gt(q0 + diag));
         }
         let partial = k.let_("partial", partial);
-        let scale = |k: &mut KernelBuilder, masked: bool| {
-            let name = if masked { "masked" } else { "scaled" };
-            each_slot(k, s, s_per_thread, name, &|k, i, tag| {
-                let t = s.get(i) * scale_log2;
-                if masked {
-                    let [col, row] = s.get_multidimensional_index(i);
-                    let key = k.let_(&format!("{tag}_key"), kv0 + col);
-                    let mut visible = key.lt(s_kv);
-                    if let Some(diag) = diag {
-                        visible = visible.and((key + s_q).le(q0 + row + diag));
-                    }
-                    k.cooperative_set(s, i, select(neg_inf(), t, visible));
-                } else {
-                    k.cooperative_set(s, i, t);
+        // Blocks the mask reaches: `t = s·scale·log2 e` or `−∞`. Other
+        // blocks keep `s` and fold the scale into the weights' `exp2`
+        // (`factor` is 1 for the former, the scale for the latter); their
+        // largest `t` is the scale times the largest `s`, or the smallest
+        // where the scale is negative.
+        k.if_(partial, |k| {
+            each_slot(k, s, s_per_thread, "masked", &|k, i, tag| {
+                let [col, row] = s.get_multidimensional_index(i);
+                let key = k.let_(&format!("{tag}_key"), kv0 + col);
+                let mut visible = key.lt(s_kv);
+                if let Some(diag) = diag {
+                    visible = visible.and((key + s_q).le(q0 + row + diag));
                 }
+                k.cooperative_set(s, i, select(neg_inf(), s.get(i) * scale_log2, visible));
             });
-        };
-        k.if_else(partial, |k| scale(k, true), |k| scale(k, false));
-        k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max);
+        });
+        let factor = k.let_("factor", select(scale_log2, f(1.0), partial));
+        k.if_else(
+            partial.or(scale_log2.ge(0.0f32)),
+            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max),
+            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Min),
+        );
         each_row(k, block_max, "max_slot", &|k, i, row| {
             let old = k.let_("old_max", row_max.get(row));
-            let new = k.let_("new_max", max(old, block_max.get(i)));
+            let new = k.let_("new_max", max(old, block_max.get(i) * factor));
             k.store(row_scale.at(row), exp2(old - finite_or_zero(new)));
             k.store(row_max.at(row), new);
         });
@@ -310,11 +322,21 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
         each_slot(k, s, s_per_thread, "weight", &|k, i, tag| {
             let [_, row] = s.get_multidimensional_index(i);
             let shift = k.let_(&format!("{tag}_shift"), finite_or_zero(row_max.get(row)));
-            k.cooperative_set(s, i, exp2(s.get(i) - shift));
+            k.cooperative_set(s, i, exp2(fma(s.get(i), factor, -shift)));
         });
-        each_slot(k, o, o_per_thread, "rescale", &|k, i, _| {
+        // Only where a row of this thread's changed its maximum (rare after
+        // the first blocks): the factors of its rows are few distinct
+        // values, which a compiler loads once each.
+        let rescale = k.var("any_new_max", Ex::from(false));
+        each_slot(k, o, o_per_thread, "changed", &|k, i, _| {
             let [_, row] = o.get_multidimensional_index(i);
-            k.cooperative_set(o, i, o.get(i) * row_scale.get(row));
+            k.assign(rescale, rescale.get().or(row_scale.get(row).ne(1.0f32)));
+        });
+        k.if_(rescale.get(), |k| {
+            each_slot(k, o, o_per_thread, "rescale", &|k, i, _| {
+                let [_, row] = o.get_multidimensional_index(i);
+                k.cooperative_set(o, i, o.get(i) * row_scale.get(row));
+            });
         });
         k.cooperative_reduce(s, block_sum, ReduceAxis::Rows, ReduceOp::Sum);
         each_row(k, block_sum, "sum_slot", &|k, i, row| {
@@ -365,11 +387,13 @@ mod tests {
                 }
             }
         }
-        // 128 rows of 128 (f16), two stages of 64 keys of K and of V, 3 × 128 f32.
+        // 64 rows of 128 (f16), two stages of 64 keys of K and of V, 3 × 64 f32.
         let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
-        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (128, 64, (128 * 128 + 4 * 64 * 128) * 2 + 3 * 4 * 128));
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2 + 3 * 4 * 64));
         let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
-        assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (128, 128, 256));
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 64, 128));
+        let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
+        assert_eq!((two.simdgroups(), two.dispatch(300, 4, 2)), (8, Dispatch::threadgroups([3, 4, 2], 256)));
         assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 32 * 1024), None);
         let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64 };
         assert!(bad.check().unwrap_err().to_string().contains("head dimension 96"));
