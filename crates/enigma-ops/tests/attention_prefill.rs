@@ -161,12 +161,12 @@ fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
     enigma_testing::attention_prefill::check_awkward_sizes(&cuda_sized(), attention, "attention_prefill_coop_", true);
 }
 
-/// The blocks other than the default (two warpgroups; 128 keys), each at
+/// Every block pair (one and two warpgroups; 64 and 128 keys), each at
 /// two shapes with partial blocks, one under the sanitizer.
 #[test]
 fn every_cooperative_block_pair_matches_the_reference() {
     let rt = cuda_sized();
-    for (block_q, block_kv) in [(128, 64), (128, 128), (64, 128)] {
+    for (block_q, block_kv) in [(64, 64), (128, 64), (128, 128), (64, 128)] {
         let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
         let suffix = format!("_q{block_q}_kv{block_kv}");
         let name = enigma_testing::attention_prefill::check(&rt, DType::F16, shape(1, 4, 2, 150, 300, 64), Mask::BottomRight, attention, false);

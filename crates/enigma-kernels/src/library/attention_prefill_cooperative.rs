@@ -71,13 +71,14 @@ impl CoopPrefillConfig {
     /// The blocks [`CoopPrefillConfig::for_memory`] tries for head
     /// dimension `d`, best first, as `(block_q, block_kv)`.
     ///
-    /// One warpgroup of 64 rows against 64 keys first: on an H200 it beat
-    /// two warpgroups (128 rows) by 10–15 % at both head dimensions, the
-    /// smaller threadgroups sharing each multiprocessor so that one's
-    /// softmax runs under another's products (BENCHMARKS.md).
+    /// One warpgroup of 64 rows first: on an H200 it beat two warpgroups
+    /// (128 rows) by 10–35 %, the smaller threadgroups sharing each
+    /// multiprocessor so that one's softmax runs under another's products;
+    /// against 128 keys at D = 64 (10 % faster than 64 keys there) and 64
+    /// at D = 128 (BENCHMARKS.md).
     pub fn preferred(d: u32) -> &'static [(u32, u32)] {
         match d {
-            64 => &[(64, 64), (64, 128), (128, 128), (128, 64)],
+            64 => &[(64, 128), (64, 64), (128, 128), (128, 64)],
             _ => &[(64, 64), (128, 64)],
         }
     }
@@ -391,7 +392,7 @@ mod tests {
         let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
         assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2 + 3 * 4 * 64));
         let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
-        assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 64, 128));
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 128, 128));
         let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
         assert_eq!((two.simdgroups(), two.dispatch(300, 4, 2)), (8, Dispatch::threadgroups([3, 4, 2], 256)));
         assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 32 * 1024), None);
