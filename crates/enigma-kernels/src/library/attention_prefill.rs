@@ -40,7 +40,7 @@
 //! **Selection** ([`select_prefill`], the family's one place): the kernel on
 //! cooperative tensors where asked for or where the device runs
 //! cooperative products on `wgmma` (CUDA for `sm_90a`; on an H200 it ran
-//! 2.3–2.7× faster than this one), this one elsewhere ([`plan`] chooses its
+//! 2.5–2.8× faster than this one), this one elsewhere ([`plan`] chooses its
 //! tile and stages).
 //!
 //! **Masks.** Keys past `S_kv` and rows past `S_q` are masked. Causal
