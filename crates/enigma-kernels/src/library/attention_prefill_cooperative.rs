@@ -6,15 +6,16 @@
 //!
 //! **Geometry** ([`CoopPrefillConfig`]). One threadgroup per block of
 //! `block_q` query rows (64 or 128: one or two warpgroups of four SIMD
-//! groups, each owning 64 rows; by default 64) of one head; grid `(ceil(S_q / block_q), H,
-//! B)`, the last query block first so that the longest causal blocks start
-//! early. The Q block is copied once into threadgroup memory; K and V are
-//! read in blocks of `block_kv` keys (64 or 128), two stages of each in
-//! threadgroup memory, filled by 16-byte asynchronous copies (zeros past
-//! `S_kv`): after each block's barrier the copies of the next block start
-//! into the other stage, under the block's products. Every staged array has the
-//! head dimension as its pitch, so on CUDA for `sm_90a` every product is a
-//! warpgroup matrix multiply (`wgmma`, the arrays in its swizzled layout).
+//! groups, each owning 64 rows; by default 64) of one head; grid
+//! `(ceil(S_q / block_q), H, B)`, the last query block first so that the
+//! longest causal blocks start early. The Q block is copied once into
+//! threadgroup memory; K and V are read in blocks of `block_kv` keys (64 or
+//! 128), two stages of each in threadgroup memory, filled by 16-byte
+//! asynchronous copies (zeros past `S_kv`): after each block's barrier the
+//! copies of the next block start into the other stage, under the block's
+//! products. Every staged array has the head dimension as its pitch, so on
+//! CUDA for `sm_90a` every product is a warpgroup matrix multiply (`wgmma`,
+//! the arrays in its swizzled layout).
 //!
 //! **Per K/V block**, with `S` and `O` cooperative tensors over the
 //! threadgroup's SIMD groups:
@@ -212,7 +213,7 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let group = k.value(P::GROUP, Type::U32);
     let scale_log2 = k.value(P::SCALE_LOG2, Type::F32);
     let diag = cfg.causal.then(|| k.value(P::DIAG, Type::U32));
-    let q_block_mem = k.threadgroup_array("q_staged", elem, block_q * d);
+    let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
     let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
     let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
     let row_max = k.threadgroup_array("row_max", Type::F32, block_q);
@@ -248,14 +249,16 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     );
     let s = k.destination_cooperative_tensor(&scores_op, "scores", Scalar::F32);
     let o = k.destination_cooperative_tensor(&values_op, "acc", Scalar::F32);
+    // Each row's largest `t` of the block, as the largest `s` (the smallest
+    // under a negative scale) in blocks that fold the scale into `exp2`.
     let block_max = k.cooperative_tensor("block_max", Scalar::F32, block_q, 1, scope);
     let block_sum = k.cooperative_tensor("block_sum", Scalar::F32, block_q, 1, scope);
     let s_per_thread = block_q * block_kv / threads;
     let o_per_thread = block_q * d / threads;
 
-    // The Q block; the K/V copies of the first block join its group.
+    // The Q block; the first block's K/V copies join its group.
     let threads_of = (lid, threads);
-    copy_rows(k, "q", (q, q_block_mem), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
+    copy_rows(k, "q", (q, q_staged), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
     let issue = |k: &mut KernelBuilder, tag: &str, block: Ex, stage: Ex| {
         let first = k.let_(&format!("{tag}_first_key"), block * block_kv);
         let at = k.let_(&format!("{tag}_at"), stage * block_kv);
@@ -269,7 +272,7 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
         k.store(row_sum.at(lid), f(0.0));
     });
     each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
-    let q_view = Tensor::new(q_block_mem, [d, block_q]);
+    let q_view = Tensor::new(q_staged, [d, block_q]);
     let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
 
     k.for_range("block", 0u32, blocks, 1u32, |k, block| {
