@@ -2,26 +2,30 @@
 //! for `bench/attention_vs_torch.py`. Two modes, one JSON object printed:
 //!
 //! ```text
-//! attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16]
+//! attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all]
 //! attention_cuda io DIR
 //! ```
 //! `bench` runs each shape in each type, not causal and causal (torch's
 //! top-left alignment; the B16 H16 S1024 D64 shape not causal only, unless
-//! shapes are given) with the library's plan and, for f16, every tile of
-//! `TILES` at one and two stages, checks 32 sampled rows against their f64
-//! reference and times the dispatch (CUDA-event device time, median of the
-//! repeats after 3 warm-ups). `io` reads `DIR/cases.json` (`[{"name", "dtype",
+//! shapes are given) with the library's plan, the plan of the other kernel
+//! (on cooperative tensors or on SIMD-group matrices) and, for f16, every
+//! block pair of the kernel on cooperative tensors (on a `wgmma` GPU) and,
+//! with `--tiles all`, every tile of `TILES` at one and two stages; it
+//! checks 32 sampled rows against their f64 reference and times the
+//! dispatch (CUDA-event device time, median of the repeats after 3
+//! warm-ups). `io` reads `DIR/cases.json` (`[{"name", "dtype",
 //! "shape": [b, h, hkv, sq, skv, d], "mask": "none" | "top_left" |
 //! "bottom_right", "scale"}]`) and each case's raw inputs `DIR/NAME.q`,
 //! `.k`, `.v` (little-endian, in the case's type), and writes `DIR/NAME.out`
 //! (the output, same type) and `DIR/NAME.lse` (f32), for the driver to
 //! compare with torch.
 
-use enigma_kernels::library::attention_prefill::{reference, Mask, PrefillShape, PrefillTile};
+use enigma_kernels::library::attention_prefill::{reference, Mask, PrefillConfig, PrefillKernel, PrefillPlan, PrefillShape, PrefillTile};
+use enigma_kernels::library::attention_prefill_cooperative::CoopPrefillConfig;
 use enigma_kernels::library::DType;
 use enigma_ops::{download, quantize, upload, upload_bytes, AttentionOptions, Ops, Options};
 
-const USAGE: &str = "attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] | attention_cuda io DIR\n  Attention prefill on a CUDA GPU, checked and timed; one JSON object (bench/attention_vs_torch.py).";
+const USAGE: &str = "attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all] | attention_cuda io DIR\n  Attention prefill on a CUDA GPU, checked and timed; one JSON object (bench/attention_vs_torch.py).";
 
 fn dtype(name: &str) -> DType {
     DType::ALL.into_iter().find(|t| t.name() == name || (name == "f16" && *t == DType::F16)).unwrap_or_else(|| panic!("unknown type {name}"))
@@ -104,6 +108,7 @@ fn sampled_check(got: &[f64], qh: &[f32], kh: &[f32], vh: &[f32], s: PrefillShap
 
 fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
     let mut repeats = 10;
+    let mut every_tile = false;
     let mut dtypes = vec![DType::F16, DType::BF16];
     let mut cases: Vec<(Vec<usize>, Mask)> = vec![
         (vec![4, 32, 32, 4096, 4096, 128], Mask::TopLeft),
@@ -115,6 +120,7 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
         match pair[0].as_str() {
             "--repeats" => repeats = value.parse::<usize>().expect("a number").max(1),
             "--dtypes" => dtypes = value.split(',').map(dtype).collect(),
+            "--tiles" => every_tile = value == "all",
             "--shapes" => {
                 cases = value
                     .split(',')
@@ -139,10 +145,34 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             let (qh, kh, vh) = (data(s.q_len(), 1), data(s.kv_len(), 2), data(s.kv_len(), 3));
             let (q, k, v) = (upload(rt, dt.scalar(), &qh).unwrap(), upload(rt, dt.scalar(), &kh).unwrap(), upload(rt, dt.scalar(), &vh).unwrap());
             let default_plan = ops(rt, dt).attention_prefill_plan(&q, &k, &v, s, *m, false).expect("a plan");
-            // The default plan, then (f16 only) every tile at each stage count
-            // that fits.
+            // The default plan; the other kernel's (each selection's choice
+            // asked for); then (f16 only) every block pair of the kernel on
+            // cooperative tensors that fits and, with `--tiles`, every tile
+            // of the SIMD-group-matrix kernel at each stage count that fits.
             let mut plans = vec![default_plan];
-            if dt == DType::F16 {
+            for cooperative in [true, false] {
+                let asked = Ops::new(rt).with_options(Options {
+                    elem: Some(dt.scalar()),
+                    attention: AttentionOptions { prefill_cooperative: Some(cooperative), ..Default::default() },
+                    ..Default::default()
+                });
+                if let Ok(plan) = asked.attention_prefill_plan(&q, &k, &v, s, *m, false) {
+                    if !plans.contains(&plan) {
+                        plans.push(plan);
+                    }
+                }
+            }
+            let memory = rt.device().max_threadgroup_memory_bytes;
+            if dt == DType::F16 && rt.device().wgmma() {
+                for &(block_q, block_kv) in CoopPrefillConfig::preferred(s.d as u32) {
+                    let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv };
+                    let plan = PrefillPlan { config: PrefillKernel::Cooperative(config), mask: *m, shape: s, dispatch: config.dispatch(s.s_q, s.heads, s.batch) };
+                    if config.memory_bytes() <= memory && !plans.contains(&plan) {
+                        plans.push(plan);
+                    }
+                }
+            }
+            if dt == DType::F16 && every_tile {
                 for tile in TILES {
                     let with_tile = Ops::new(rt).with_options(Options {
                         elem: Some(dt.scalar()),
@@ -150,10 +180,10 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
                         ..Default::default()
                     });
                     let Ok(plan) = with_tile.attention_prefill_plan(&q, &k, &v, s, *m, false) else { continue };
+                    let Some(config) = plan.config.matrices() else { continue };
                     for stages in [2, 1] {
-                        let mut p = plan;
-                        p.config.stages = stages;
-                        if p.config.memory_bytes() <= rt.device().max_threadgroup_memory_bytes && !plans.contains(&p) {
+                        let p = PrefillPlan { config: PrefillKernel::Matrices(PrefillConfig { stages, ..config }), ..plan };
+                        if p.config.memory_bytes() <= memory && !plans.contains(&p) {
                             plans.push(p);
                         }
                     }

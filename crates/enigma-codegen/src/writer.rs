@@ -50,6 +50,10 @@ pub(crate) struct CoopNames {
     pub registers: Option<crate::cuda::cooperative::Plan>,
     /// The program-scope functions the prologue already has.
     pub functions: std::collections::BTreeSet<String>,
+    /// The register lowering's row reductions of `wgmma` accumulators, by
+    /// statement: the name of the kernel-scope variable that says which
+    /// half of the reduction's double-buffered shared array it writes next.
+    pub row_flips: std::collections::HashMap<enigma_ir::StmtPath, String>,
 }
 
 pub(crate) struct Writer<'k, D: Dialect> {

@@ -532,3 +532,52 @@ fn a_swizzled_index_at_a_constant_whole_atom_offset_reuses_its_base_swizzle() {
         assert!(cu.contains(needle), "{needle} missing in\n{cu}");
     }
 }
+
+#[test]
+fn row_reductions_of_a_wgmma_accumulator_combine_each_quad_with_shuffles() {
+    let text = "kernel rows(A: device f16 read, B: device f16 read, M: device f32 read_write, L: device f32 read_write) {
+    threadgroup As: f16[8192]
+    threadgroup Bs: f16[4096]
+    cooperative s: cooperative_tensor<f32, 128, 64, simdgroups(8)>
+    cooperative m: cooperative_tensor<f32, 128, 1, simdgroups(8)>
+    cooperative l: cooperative_tensor<f32, 128, 1, simdgroups(8)>
+
+    As[thread_index_in_threadgroup] = A[thread_index_in_threadgroup]
+    Bs[thread_index_in_threadgroup] = B[thread_index_in_threadgroup]
+    threadgroup_barrier(mem_threadgroup)
+    matmul2d(matmul2d_descriptor(128, 64, 64, false, false, false, multiply), simdgroups(8), tensor(As, 0u32, 64u32, 128u32, 1u32, 64u32), tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), s)
+    reduce_rows(s, m, max)
+    reduce_rows(s, l, sum)
+    cooperative_store(m, tensor(M, 0u32, 1u32, 128u32, 1u32, 1u32))
+    cooperative_store(l, tensor(L, 0u32, 1u32, 128u32, 1u32, 1u32))
+}
+";
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in [
+        "wgmma.mma_async.sync.aligned.m64n64k16",
+        // One value per row through shared memory, not the whole tensor, in
+        // two halves used in turn.
+        "uint enigma_flip0 = 0u;",
+        "uint enigma_flip1 = 0u;",
+        "__shared__ float enigma_row_halves[2][128];",
+        "float* enigma_rows = enigma_row_halves[enigma_flip0];",
+        "enigma_flip1 ^= 1u;",
+        // Each thread's two rows (one slice of 32 slots): slots 4q + {0, 1}, then 4q + {2, 3}.
+        "const uint enigma_s = enigma_h / 2u * 32u + enigma_h % 2u * 2u;",
+        "enigma_acc = fmaxf(enigma_acc, s[enigma_s + 4u * enigma_q + 1u]);",
+        "enigma_acc = fmaxf(enigma_acc, __shfl_xor_sync(0xffffffffu, enigma_acc, 2u));",
+        "enigma_acc = enigma_acc + __shfl_xor_sync(0xffffffffu, enigma_acc, 1u);",
+        "if ((thread_index_in_threadgroup) % 4u == 0u) enigma_rows[enigma::wgmma_row<1u, 64u>(thread_index_in_threadgroup, enigma_s)] = enigma_acc;",
+        "if (((enigma_i) * 256u + thread_index_in_threadgroup < 128u)) m[enigma_i] = enigma_rows[((enigma_i) * 256u + thread_index_in_threadgroup) / 1u];",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("enigma_scratch"), "{cu}");
+    // One barrier per reduction (between the writes and the reads), one before the product.
+    assert_eq!(cu.matches("enigma::threadgroup_barrier(enigma_tg);").count(), 3, "{cu}");
+    // Without wgmma the accumulator is linear and goes through the scratch array.
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(cu.contains("__shared__ float enigma_scratch[8192];") && !cu.contains("enigma_rows"), "{cu}");
+}

@@ -1,10 +1,11 @@
 //! Attention over a whole sequence (prefill): `softmax(Q·Kᵀ·scale + mask)·V`
-//! in one dispatch (`library::attention_prefill`), with the log-sum-exp of
-//! each row on request.
+//! in one dispatch (`library::attention_prefill`: the kernel on cooperative
+//! tensors where the device runs them on `wgmma`, else the one on SIMD-group
+//! matrices), with the log-sum-exp of each row on request.
 
 use crate::{Error, Ops};
 use enigma_ir::Scalar;
-use enigma_kernels::library::attention_prefill::{self, Mask, PrefillArgs, PrefillPlan, PrefillShape};
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillArgs, PrefillChoice, PrefillPlan, PrefillShape};
 use enigma_runtime::Buffer;
 
 impl Ops<'_> {
@@ -31,8 +32,8 @@ impl Ops<'_> {
         self.need(op, "q", q, shape.q_len(), dtype.scalar())?;
         self.need(op, "k", k, shape.kv_len(), dtype.scalar())?;
         self.need(op, "v", v, shape.kv_len(), dtype.scalar())?;
-        let limits = crate::threadgroup_limits(self.rt.device());
-        Ok(attention_prefill::plan(dtype, shape, mask, lse, self.options.attention.prefill_tile, limits.max_memory_bytes)?)
+        let choice = PrefillChoice { tile: self.options.attention.prefill_tile, cooperative: self.options.attention.prefill_cooperative };
+        Ok(attention_prefill::select_prefill(dtype, shape, mask, lse, choice, self.rt.device())?)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -47,12 +48,12 @@ impl Ops<'_> {
     /// plan computes it.
     pub fn attention_prefill_planned(&self, plan: &PrefillPlan, q: &Buffer, k: &Buffer, v: &Buffer, scale: Option<f32>) -> Result<(Buffer, Option<Buffer>), Error> {
         let shape = plan.shape;
-        let lse = plan.config.lse;
+        let lse = plan.config.lse();
         let scale = scale.unwrap_or(1.0 / (shape.d as f32).sqrt());
         if !scale.is_finite() {
             return Err(crate::arg_err("attention_prefill", format!("scale {scale} is not finite")));
         }
-        let out = self.output(plan.config.dtype.scalar(), shape.q_len())?;
+        let out = self.output(plan.config.dtype().scalar(), shape.q_len())?;
         let lse = if lse { Some(self.output(Scalar::F32, shape.rows())?) } else { None };
         let args = PrefillArgs {
             q,

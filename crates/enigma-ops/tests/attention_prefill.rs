@@ -2,9 +2,11 @@
 //! lengths 1, 7, 100 and 1000, head dimensions 64 and 128, grouped-query
 //! heads (32 over 8), both causal alignments with `S_q ≠ S_kv` (rows that
 //! see no key included), f16 and bf16, the log-sum-exp, every tile (on a
-//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean.
+//! simulator with a CUDA GPU's threadgroup memory); sanitizer clean. The
+//! kernel on cooperative tensors at the same awkward sizes, and the
+//! selection between the two.
 
-use enigma_kernels::library::attention_prefill::{self, Mask, PrefillShape, PrefillTile};
+use enigma_kernels::library::attention_prefill::{self, Mask, PrefillKernel, PrefillShape, PrefillTile};
 use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Error, Options};
 use enigma_runtime::{Device, Runtime};
 
@@ -31,15 +33,20 @@ fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool
     assert_eq!(launches[0].dispatch.size, [s.s_q.div_ceil(64) as u32, s.heads as u32, s.batch as u32]);
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    // The weights are rounded to the input type before P·V (see the
-    // registry's tolerance), the output once more.
+    compare(&format!("{dtype} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
+}
+
+/// The output and log-sum-exp against the f64 reference's. The weights are
+/// rounded to the input type before P·V (see the registry's tolerance),
+/// the output once more.
+fn compare(what: &str, dtype: DType, (got, want): (&[f64], &[f64]), (got_lse, want_lse): (&[f64], &[f64])) {
     let tol = 3.0 * dtype.unit_roundoff();
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{dtype} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: out[{i}] got {g}, want {w}");
     }
-    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
+    for (i, (g, w)) in got_lse.iter().zip(want_lse).enumerate() {
         let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
-        assert!(ok, "{dtype} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
+        assert!(ok, "{what}: lse[{i}] got {g}, want {w}");
     }
 }
 
@@ -103,14 +110,7 @@ fn check_tile(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, tile: Pre
     assert!(launches[0].kernel.contains(&format!("_q{}_kv{}_", tile.block_q, tile.block_kv)), "{}", launches[0].kernel);
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
-    let tol = 3.0 * dtype.unit_roundoff();
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{tile:?} {s:?} {mask:?}: out[{i}] got {g}, want {w}");
-    }
-    for (i, (g, w)) in got_lse.iter().zip(&want_lse).enumerate() {
-        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
-        assert!(ok, "{tile:?} {s:?} {mask:?}: lse[{i}] got {g}, want {w}");
-    }
+    compare(&format!("{tile:?} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
 }
 
 #[test]
@@ -122,7 +122,8 @@ fn every_tile_matches_the_reference_with_cuda_sized_memory() {
         let s = shape(1, 2, 1, 150, 150, d);
         let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
         let plan = ops.attention_prefill_plan(&buf(s.q_len()), &buf(s.kv_len()), &buf(s.kv_len()), s, Mask::None, false).unwrap();
-        assert_eq!((plan.config.tile, plan.config.stages), (tile, 2));
+        let PrefillKernel::Matrices(config) = plan.config else { panic!("{plan:?}") };
+        assert_eq!((config.tile, config.stages), (tile, 2));
     }
     let large = PrefillTile { block_q: 128, block_kv: 64 };
     for tile in [large, PrefillTile { block_q: 128, block_kv: 32 }, PrefillTile::WIDE] {
@@ -148,4 +149,67 @@ fn unsupported_shapes_are_typed_errors() {
     let f32s = enigma_ops::Ops::new(&rt);
     let err = f32s.attention_prefill(&buf, &buf, &buf, shape(1, 1, 1, 2, 2, 64), Mask::None, None).unwrap_err();
     assert!(err.to_string().contains("f32 inputs are not supported"), "{err}");
+}
+
+/// The kernel on cooperative tensors, asked for (the simulator's
+/// cooperative products are the reference semantics, not `wgmma`, so the
+/// selection does not take it by default), at the awkward sizes, on a
+/// simulator with a CUDA GPU's threadgroup memory; sanitizer clean.
+#[test]
+fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
+    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
+    enigma_testing::attention_prefill::check_awkward_sizes(&cuda_sized(), attention, "attention_prefill_coop_", true);
+}
+
+/// Every block pair (one and two warpgroups; 64 and 128 keys), each at
+/// two shapes with partial blocks, one under the sanitizer.
+#[test]
+fn every_cooperative_block_pair_matches_the_reference() {
+    let rt = cuda_sized();
+    for (block_q, block_kv) in [(64, 64), (128, 64), (128, 128), (64, 128)] {
+        let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
+        let suffix = format!("_q{block_q}_kv{block_kv}");
+        let name = enigma_testing::attention_prefill::check(&rt, DType::F16, shape(1, 4, 2, 150, 300, 64), Mask::BottomRight, attention, false);
+        assert!(name.ends_with(&suffix), "{name}");
+        let name = enigma_testing::attention_prefill::check(&rt, DType::BF16, shape(1, 2, 1, 130, 130, 128), Mask::TopLeft, attention, block_q == 128);
+        assert!(name.ends_with(&suffix), "{name}");
+    }
+}
+/// Negative and zero scales (the unmasked blocks fold the scale into the
+/// weights and take the row minimum where it is negative), masked blocks
+/// and unmasked ones in one row.
+#[test]
+fn cooperative_kernel_takes_any_scale() {
+    let rt = cuda_sized();
+    let attention = AttentionOptions { prefill_cooperative: Some(true), ..Default::default() };
+    for (scale, mask) in [(-0.2, Mask::None), (-0.2, Mask::TopLeft), (0.0, Mask::BottomRight), (0.0, Mask::None)] {
+        enigma_testing::attention_prefill::check_scaled(&rt, DType::F16, shape(1, 2, 1, 150, 200, 64), mask, attention, false, scale);
+    }
+}
+
+#[test]
+fn the_selection_takes_the_cooperative_kernel_only_where_asked_or_on_wgmma() {
+    let rt = cuda_sized();
+    let s = shape(1, 2, 1, 100, 100, 128);
+    let buf = |n: usize| upload(&rt, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+    let (q, k, v) = (buf(s.q_len()), buf(s.kv_len()), buf(s.kv_len()));
+    let with = |attention| enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(enigma_ir::Scalar::F16), attention, ..Options::default() });
+    // The simulator's cooperative products are not `wgmma`: by default the
+    // SIMD-group-matrix kernel.
+    let plan = with(AttentionOptions::default()).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap();
+    assert!(matches!(plan.config, PrefillKernel::Matrices(_)), "{plan:?}");
+    let plan = with(AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }).attention_prefill_plan(&q, &k, &v, s, Mask::None, true).unwrap();
+    assert_eq!(plan.config.name(), "attention_prefill_coop_f16_d128_lse_q64_kv64");
+    assert_eq!(plan.dispatch.size, [2, 2, 1]);
+    let tile = |block_q, block_kv| AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
+    let plan = with(tile(128, 128)).attention_prefill_plan(&q, &k, &v, s, Mask::TopLeft, false).unwrap();
+    assert_eq!((plan.config.name(), plan.dispatch.size, plan.dispatch.threads), ("attention_prefill_coop_f16_d128_causal_q128_kv128".to_string(), [1, 2, 1], [256, 1, 1]));
+    let err = with(tile(64, 32)).attention_prefill_plan(&q, &k, &v, s, Mask::None, false).unwrap_err();
+    assert_eq!(err.to_string(), "attention_prefill_coop_f16_d128_q64_kv32: blocks of 64 rows and 32 keys; each 64 or 128");
+    // 32 KiB of threadgroup memory: no block of the cooperative kernel fits.
+    let small = Runtime::new(Device::Sim).unwrap();
+    let ops = enigma_ops::Ops::new(&small).with_options(Options { elem: Some(enigma_ir::Scalar::F16), attention: AttentionOptions { prefill_cooperative: Some(true), ..Default::default() }, ..Options::default() });
+    let b = |n: usize| upload(&small, enigma_ir::Scalar::F16, &vec![0.5; n]).unwrap();
+    let err = ops.attention_prefill_plan(&b(s.q_len()), &b(s.kv_len()), &b(s.kv_len()), s, Mask::None, false).unwrap_err();
+    assert!(err.to_string().contains("bytes of threadgroup memory (limit 32768)"), "{err}");
 }

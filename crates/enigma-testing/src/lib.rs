@@ -14,6 +14,9 @@
 //!   (`enigma-cuda/tests/library.rs`).
 //! * [`cooperative_gemm`]: the GEMM on cooperative tensors checked on a
 //!   runtime (the simulator's and a CUDA GPU's tests).
+//! * [`attention_prefill`]: attention prefill checked on a runtime against
+//!   its f64 reference at awkward sizes (the simulator's and a CUDA GPU's
+//!   tests).
 //!
 //! The one data generator (`enigma_kernels::test_data`,
 //! `enigma_kernels::TestRng`) and the one tolerance rule for sums
@@ -28,6 +31,7 @@
 //! `corpus_cuda` run the corpus. Nothing the simulator depends on depends on
 //! it.
 
+pub mod attention_prefill;
 pub mod cooperative_gemm;
 pub mod corpus;
 pub mod harness;

@@ -5,9 +5,12 @@
 //! stores move each thread's valid slots to and from their coordinates in
 //! the view, and a product runs on `wgmma` or on the scalar path (each
 //! thread sums its own elements with `fmaf` in k order, as the simulator
-//! does). Row and column reductions of threadgroup-scope tensors go through
-//! a shared-memory scratch array of the source's size (static shared memory
-//! beyond the threadgroup arrays), as does a cooperative left operand on the
+//! does). Row reductions of a `wgmma` accumulator combine each row within
+//! its quad of lanes by shuffles and pass one value per row through shared
+//! memory; other row and column reductions of threadgroup-scope tensors go
+//! through a shared-memory scratch array of the source's size (static
+//! shared memory beyond the threadgroup arrays), as does a cooperative left
+//! operand on the
 //! scalar path unless its quads can shuffle it; a SIMD group's own tensor
 //! is reduced with shuffles.
 
@@ -74,6 +77,22 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Layout::Mma { band, .. } => format!("mma.sync accumulator, {band} rows per SIMD group"),
             };
             self.line(&format!("{ty} {name}[{}]; // {}, {what}", layout.capacity(), t.type_text()));
+        }
+        // Each row reduction of a `wgmma` accumulator alternates between the
+        // two halves of its shared array ([`Writer::reduce_wgmma_rows`]).
+        let mut flips = vec![];
+        k.walk_stmts(|path, s| {
+            if let StmtKind::CooperativeReduce { src, axis: ReduceAxis::Rows, .. } = &s.kind {
+                if matches!(plan.layouts.get(src.0 as usize), Some(Layout::Wgmma { .. })) {
+                    flips.push(path.clone());
+                }
+            }
+        });
+        for (n, path) in flips.into_iter().enumerate() {
+            // The generator's own prefix: no kernel name can take it.
+            let name = format!("enigma_flip{n}");
+            self.line(&format!("uint {name} = 0u; // the half of a row reduction's shared array written next"));
+            self.coop.row_flips.insert(path, name);
         }
         self.coop.registers = Some(plan);
         Ok(())
@@ -197,6 +216,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let s = self.kernel.cooperative(src);
         let (rows, cols, elem) = (s.rows, s.cols, s.elem);
         let (sl, dl) = (self.layout(src)?, self.layout(dest)?);
+        if let (Layout::Wgmma { slices, .. }, ReduceAxis::Rows) = (sl, axis) {
+            return self.reduce_wgmma_rows(src, dest, slices, op);
+        }
         let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
         let t = self.scope_thread(src);
         let ty = Type::scalar(elem);
@@ -273,6 +295,69 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if threadgroup {
             self.line(&format!("{barrier};"));
         }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// A row reduction of a `wgmma` accumulator (f32): each row's elements
+    /// lie in one quad of lanes (two rows per 64-row slice and thread), so
+    /// each thread combines its slots of each of its rows, the quad
+    /// combines its four partial values with `__shfl_xor_sync`, and lane 0
+    /// of the quad writes the row's value to a shared-memory array of one
+    /// value per row, from which, after a barrier, each thread reads its
+    /// destination slots. The array has two halves, used in turn (a
+    /// kernel-scope variable per statement says which): a thread writes a
+    /// half again only after the barrier of the next execution, which every
+    /// thread reaches after its reads of this one, so no barrier follows the
+    /// reads. A sum is in that order (each thread's slots from left to
+    /// right, then a tree over the quad), not in index order as in the
+    /// simulator; maxima and minima are the same in any order.
+    fn reduce_wgmma_rows(&mut self, src: CoopId, dest: CoopId, slices: u32, op: ReduceOp) -> Result<(), CodegenError> {
+        let s = self.kernel.cooperative(src);
+        let (rows, cols) = (s.rows, s.cols);
+        let dl = self.layout(dest)?;
+        let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
+        let t = self.scope_thread(src);
+        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
+        let combine = |a: &str, b: &str| match op {
+            ReduceOp::Sum => format!("{a} + {b}"),
+            ReduceOp::Max => format!("fmaxf({a}, {b})"),
+            ReduceOp::Min => format!("fminf({a}, {b})"),
+        };
+        let per_slice = cols / 2;
+        let Some(flip) = self.coop.row_flips.get(&self.path).cloned() else {
+            return Err(self.malformed("a row reduction of a wgmma accumulator without its buffer variable"));
+        };
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("__shared__ float enigma_row_halves[2][{rows}];"));
+        self.line(&format!("float* enigma_rows = enigma_row_halves[{flip}];"));
+        // Row h % 2 of slice h / 2: the slots 4q + 2(h % 2) + {0, 1} of the slice.
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_h = 0u; enigma_h < {}u; ++enigma_h) {{", 2 * slices));
+        self.indent += 1;
+        self.line(&format!("const uint enigma_s = enigma_h / 2u * {per_slice}u + enigma_h % 2u * 2u;"));
+        self.line(&format!("float enigma_acc = {sname}[enigma_s];"));
+        self.line(&format!("enigma_acc = {};", combine("enigma_acc", &format!("{sname}[enigma_s + 1u]"))));
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_q = 1u; enigma_q < {}u; ++enigma_q) {{", cols / 8));
+        self.line(&format!("    enigma_acc = {};", combine("enigma_acc", &format!("{sname}[enigma_s + 4u * enigma_q]"))));
+        self.line(&format!("    enigma_acc = {};", combine("enigma_acc", &format!("{sname}[enigma_s + 4u * enigma_q + 1u]"))));
+        self.line("}");
+        for lane in [1, 2] {
+            self.line(&format!("enigma_acc = {};", combine("enigma_acc", &format!("__shfl_xor_sync(0xffffffffu, enigma_acc, {lane}u)"))));
+        }
+        self.line(&format!("if (({t}) % 4u == 0u) enigma_rows[enigma::wgmma_row<{slices}u, {cols}u>({t}, enigma_s)] = enigma_acc;"));
+        self.indent -= 1;
+        self.line("}");
+        self.line(&format!("{barrier};"));
+        let (row, _) = dl.coords(&t, "enigma_i");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
+        self.line(&format!("    if ({}) {dname}[enigma_i] = enigma_rows[{row}];", dl.valid(&t, "enigma_i")));
+        self.line("}");
+        self.line(&format!("{flip} ^= 1u;"));
         self.indent -= 1;
         self.line("}");
         Ok(())

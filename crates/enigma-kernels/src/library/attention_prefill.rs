@@ -32,10 +32,16 @@
 //! block's `P·V`. The SIMD-group matrix construct has no way to change a
 //! tile's elements or its element type in registers, so `P` makes that
 //! round trip through threadgroup memory and the accumulator is kept
-//! outside the matrices; the steps that use the construct are the small
-//! helpers `scores_tile` and `weighted_values`, which a move to the
-//! cooperative tensors (`matmul2d`, whose accumulators have row reductions
-//! and element maps) replaces.
+//! outside the matrices. [`super::attention_prefill_cooperative`] is the
+//! same algorithm on cooperative tensors (`matmul2d`, whose accumulators
+//! have row reductions and element maps and are the next product's left
+//! operand), which keeps `S` and `P` in registers on `wgmma`.
+//!
+//! **Selection** ([`select_prefill`], the family's one place): the kernel on
+//! cooperative tensors where asked for or where the device runs
+//! cooperative products on `wgmma` (CUDA for `sm_90a`; on an H200 it ran
+//! 2.5–2.8× faster than this one), this one elsewhere ([`plan`] chooses its
+//! tile and stages).
 //!
 //! **Masks.** Keys past `S_kv` and rows past `S_q` are masked. Causal
 //! masks come in torch's two alignments ([`Mask`]): `TopLeft` (what torch's
@@ -46,7 +52,9 @@
 //! sees no key at all (bottom-right with `S_q > S_kv`) gets zeros and a
 //! log-sum-exp of `−∞`.
 
+use super::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
 use super::*;
+use enigma_backend::DeviceInfo;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 
 /// Query rows per SIMD group.
@@ -210,26 +218,146 @@ impl PrefillConfig {
     }
 }
 
+/// The kernel a prefill runs: on SIMD-group matrices ([`prefill`]) or on
+/// cooperative tensors ([`prefill_cooperative`]). Both take [`PrefillArgs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrefillKernel {
+    Matrices(PrefillConfig),
+    Cooperative(CoopPrefillConfig),
+}
+
+impl PrefillKernel {
+    pub fn name(&self) -> String {
+        match self {
+            PrefillKernel::Matrices(c) => c.name(),
+            PrefillKernel::Cooperative(c) => c.name(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            PrefillKernel::Matrices(c) => c.dtype,
+            PrefillKernel::Cooperative(c) => c.dtype,
+        }
+    }
+
+    /// Whether the kernel writes the log-sum-exp.
+    pub fn lse(&self) -> bool {
+        match self {
+            PrefillKernel::Matrices(c) => c.lse,
+            PrefillKernel::Cooperative(c) => c.lse,
+        }
+    }
+
+    pub fn memory_bytes(&self) -> u64 {
+        match self {
+            PrefillKernel::Matrices(c) => c.memory_bytes(),
+            PrefillKernel::Cooperative(c) => c.memory_bytes(),
+        }
+    }
+
+    /// The SIMD-group-matrix kernel's configuration, if it is that one.
+    pub fn matrices(&self) -> Option<PrefillConfig> {
+        match self {
+            PrefillKernel::Matrices(c) => Some(*c),
+            PrefillKernel::Cooperative(_) => None,
+        }
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        match self {
+            PrefillKernel::Matrices(c) => prefill(c),
+            PrefillKernel::Cooperative(c) => prefill_cooperative(c),
+        }
+    }
+}
+
 /// A planned prefill: the kernel's configuration, the sizes it binds and
 /// its dispatch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrefillPlan {
-    pub config: PrefillConfig,
+    pub config: PrefillKernel,
     pub mask: Mask,
     pub shape: PrefillShape,
-    /// `(ceil(S_q / block_q), H, B)` threadgroups of `tile.threads()`.
+    /// `(ceil(S_q / block_q), H, B)` threadgroups, `block_q / 16` SIMD
+    /// groups each.
     pub dispatch: Dispatch,
 }
 
 impl PrefillPlan {
     pub fn kernel(&self) -> Kernel {
-        prefill(&self.config)
+        self.config.kernel()
     }
 
     /// The kernel's `diag` (causal kernels only).
     pub fn diag(&self) -> u32 {
         self.mask.diag(self.shape.s_q as u32, self.shape.s_kv as u32)
     }
+}
+
+/// The caller's choices of [`select_prefill`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefillChoice {
+    /// The blocks: of the SIMD-group-matrix kernel, or (with `cooperative`
+    /// `Some(true)`) of the kernel on cooperative tensors (64 or 128 rows
+    /// and keys).
+    pub tile: Option<PrefillTile>,
+    /// The kernel on cooperative tensors: `Some(true)` asks for it (an
+    /// error where it cannot run), `Some(false)` refuses it, `None` takes
+    /// it where the device's cooperative products are warpgroup matrix
+    /// instructions ([`DeviceInfo::wgmma`]).
+    pub cooperative: Option<bool>,
+}
+
+/// The attention prefill family's one selection: the kernel on
+/// cooperative tensors where `choice` asks for it (with its tile, if one
+/// is given), or by default where the device runs cooperative products on
+/// `wgmma` and no tile is asked for (the first blocks of
+/// [`CoopPrefillConfig::preferred`] that fit the device's threadgroup
+/// memory); else the kernel on SIMD-group matrices ([`plan`]). Asked for
+/// where it cannot run (no cooperative tensors, f32, a tile it is not
+/// built for, too little threadgroup memory), it is a typed error naming
+/// why.
+pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, choice: PrefillChoice, device: &DeviceInfo) -> Result<PrefillPlan, ShapeError> {
+    let memory = device.max_threadgroup_memory_bytes;
+    let forced = match choice.cooperative {
+        Some(false) => false,
+        Some(true) => true,
+        None if !device.wgmma() || choice.tile.is_some() => false,
+        None => {
+            // The default: where the matrices' kernel would run, if it fits.
+            let planned = plan(dtype, shape, mask, lse, None, memory)?;
+            return Ok(cooperative_plan(planned.shape, mask, dtype, lse, memory).unwrap_or(planned));
+        }
+    };
+    if !forced {
+        return plan(dtype, shape, mask, lse, choice.tile, memory);
+    }
+    // Checks the shape as the other kernel does (the same errors).
+    plan(dtype, shape, mask, lse, None, u64::MAX)?;
+    let name = format!("attention_prefill_coop_{dtype}");
+    if !device.features.contains(&enigma_ir::Feature::CooperativeTensors) {
+        return Err(ShapeError::new(name, format!("{} has no cooperative tensors", device.name)));
+    }
+    if let Some(tile) = choice.tile {
+        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv };
+        config.check()?;
+        if config.memory_bytes() > memory {
+            return Err(ShapeError::new(config.name(), format!("needs {} bytes of threadgroup memory (limit {memory})", config.memory_bytes())));
+        }
+        return Ok(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) });
+    }
+    cooperative_plan(shape, mask, dtype, lse, memory).ok_or_else(|| {
+        let least = CoopPrefillConfig::preferred(shape.d as u32).iter().map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv }.memory_bytes()).min().unwrap_or(0);
+        ShapeError::new(name, format!("needs {least} bytes of threadgroup memory (limit {memory})"))
+    })
+}
+
+/// The plan of the kernel on cooperative tensors with the largest blocks
+/// that fit `memory` (a shape [`plan`] accepted).
+fn cooperative_plan(shape: PrefillShape, mask: Mask, dtype: DType, lse: bool, memory: u64) -> Option<PrefillPlan> {
+    let config = CoopPrefillConfig::for_memory(dtype, shape.d as u32, mask.is_causal(), lse, memory)?;
+    Some(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) })
 }
 
 /// Plans the prefill of `shape` for a device whose threadgroups may use
@@ -268,7 +396,7 @@ pub fn plan(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, tile: Opti
         return Err(ShapeError::new(name, format!("needs {least} bytes of threadgroup memory (limit {max_memory_bytes})")));
     };
     let grid = [shape.s_q.div_ceil(config.tile.block_q as usize) as u32, shape.heads as u32, shape.batch as u32];
-    Ok(PrefillPlan { config, mask, shape, dispatch: Dispatch::threadgroups(grid, config.tile.threads()) })
+    Ok(PrefillPlan { config: PrefillKernel::Matrices(config), mask, shape, dispatch: Dispatch::threadgroups(grid, config.tile.threads()) })
 }
 
 /// The kernel's buffers and sizes, as the helpers read them.
@@ -561,6 +689,10 @@ pub fn reference(q: &[f32], k: &[f32], v: &[f32], shape: PrefillShape, mask: Mas
 mod tests {
     use super::*;
 
+    fn m(p: &PrefillPlan) -> PrefillConfig {
+        p.config.matrices().expect("the SIMD-group-matrix kernel")
+    }
+
     fn shape(s_q: usize, s_kv: usize, d: usize) -> PrefillShape {
         PrefillShape { batch: 1, heads: 4, kv_heads: 2, s_q, s_kv, d }
     }
@@ -570,19 +702,19 @@ mod tests {
         let plan_at = |s, limit| plan(DType::F16, s, Mask::None, false, None, limit).unwrap();
         // 32 KiB: the portable tile, one stage at D = 128.
         let p = plan_at(shape(100, 100, 128), MAX_THREADGROUP_MEMORY_BYTES);
-        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 1));
+        assert_eq!((m(&p).tile, m(&p).stages), (PrefillTile::PORTABLE, 1));
         assert!(p.config.memory_bytes() <= MAX_THREADGROUP_MEMORY_BYTES);
         assert_eq!(p.dispatch, Dispatch::threadgroups([2, 4, 1], 128));
         // 64 rows of 136 f16 staged (the Q block; one stage of K and V is
         // as large), 64 × 32 scores (f32) and weights (f16), 64 row factors.
         assert_eq!(p.config.memory_bytes(), 17408 + 8192 + 4096 + 256);
         let p = plan_at(shape(1, 1, 64), MAX_THREADGROUP_MEMORY_BYTES);
-        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
+        assert_eq!((m(&p).tile, m(&p).stages), (PrefillTile::PORTABLE, 2));
         // A CUDA GPU's 227 KiB: two stages; 64 keys per block at D = 64.
         let p = plan_at(shape(300, 300, 128), 227 * 1024);
-        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::PORTABLE, 2));
+        assert_eq!((m(&p).tile, m(&p).stages), (PrefillTile::PORTABLE, 2));
         let p = plan_at(shape(300, 300, 64), 227 * 1024);
-        assert_eq!((p.config.tile, p.config.stages), (PrefillTile::WIDE, 2));
+        assert_eq!((m(&p).tile, m(&p).stages), (PrefillTile::WIDE, 2));
         assert_eq!(p.config.memory_bytes(), 2 * 2 * 64 * 72 * 2 + 64 * 64 * (4 + 2) + 64 * 4);
         assert_eq!(p.dispatch, Dispatch::threadgroups([5, 4, 1], 128));
         let large = PrefillTile { block_q: 128, block_kv: 64 };

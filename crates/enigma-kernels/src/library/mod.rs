@@ -9,7 +9,8 @@
 //! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
-//! | [`attention_prefill`] | attention over a whole sequence (FlashAttention-2 structure): Q blocks of 64 rows, K/V blocks staged by asynchronous copies, an online softmax, causal masks, grouped-query attention |
+//! | [`attention_prefill`] | attention over a whole sequence (FlashAttention-2 structure): Q blocks of 64 rows, K/V blocks staged by asynchronous copies, an online softmax, causal masks, grouped-query attention; its selection (`select_prefill`) |
+//! | [`attention_prefill_cooperative`] | the same on cooperative tensors (`matmul2d`: `wgmma` on Hopper), P kept in the accumulator as the left operand of P·V |
 //! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
 //! | [`qgemm_fused`] | `C = A · dequant(B)` on SIMD-group matrices with seed 002's *fused* dequantization: A's slice in threadgroup memory, B dequantized per SIMD group through one 8×8 f16 staging fragment |
@@ -49,6 +50,7 @@ use std::fmt;
 pub mod args;
 pub mod attention;
 pub mod attention_prefill;
+pub mod attention_prefill_cooperative;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;

@@ -94,6 +94,11 @@ pub struct AttentionOptions {
     /// first of `PrefillTile::preferred(d)` that fits the device's
     /// threadgroup memory).
     pub prefill_tile: Option<PrefillTile>,
+    /// Prefill on cooperative tensors: `Some(true)` asks for that kernel
+    /// (an error where it cannot run), `Some(false)` refuses it; default:
+    /// where the device's cooperative products run on `wgmma`
+    /// (`attention_prefill::select_prefill`).
+    pub prefill_cooperative: Option<bool>,
     /// Keys each key group (the lanes that share a key) loads per step
     /// (default: `attention::DEFAULT_KEYS_PER_STEP`).
     pub keys_per_step: Option<u32>,

@@ -1,0 +1,26 @@
+//! Attention prefill on CUDA GPU 0 against the f64 reference at awkward
+//! sizes (`enigma_testing::attention_prefill`): the kernel the selection
+//! gives (on cooperative tensors where the GPU runs them on `wgmma`, sm_90a)
+//! and the kernel on SIMD-group matrices.
+//! `cargo test -p enigma-cuda --test attention_prefill`.
+//!
+//! Without a CUDA driver, NVRTC or GPU the test prints `skipped: <reason>`
+//! and passes.
+
+use enigma_cuda::CudaBackend;
+use enigma_ops::AttentionOptions;
+use enigma_runtime::Runtime;
+use enigma_testing::attention_prefill::check_awkward_sizes;
+use std::sync::Arc;
+
+#[test]
+fn both_prefill_kernels_match_the_f64_reference_on_the_gpu() {
+    let rt = match CudaBackend::new() {
+        Ok(b) => Runtime::with_backend(Arc::new(b)),
+        Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
+    };
+    let default = if rt.device().wgmma() { "attention_prefill_coop_" } else { "attention_prefill_" };
+    check_awkward_sizes(&rt, AttentionOptions::default(), default, false);
+    let matrices = AttentionOptions { prefill_cooperative: Some(false), ..Default::default() };
+    check_awkward_sizes(&rt, matrices, "attention_prefill_", false);
+}

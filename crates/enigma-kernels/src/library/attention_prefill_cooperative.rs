@@ -1,0 +1,405 @@
+//! Attention over a whole sequence (prefill) on cooperative tensors
+//! (`matmul2d`), FlashAttention-2's structure: the same operation, masks,
+//! grouped-query heads, log-sum-exp and parameters ([`PrefillArgs`]) as
+//! [`super::attention_prefill`]'s kernel on SIMD-group matrices, which
+//! [`super::attention_prefill::select_prefill`] runs where this one does not.
+//!
+//! **Geometry** ([`CoopPrefillConfig`]). One threadgroup per block of
+//! `block_q` query rows (64 or 128: one or two warpgroups of four SIMD
+//! groups, each owning 64 rows; by default 64) of one head; grid
+//! `(ceil(S_q / block_q), H, B)`, the last query block first so that the
+//! longest causal blocks start early. The Q block is copied once into
+//! threadgroup memory; K and V are read in blocks of `block_kv` keys (64 or
+//! 128), two stages of each in threadgroup memory, filled by 16-byte
+//! asynchronous copies (zeros past `S_kv`): after each block's barrier the
+//! copies of the next block start into the other stage, under the block's
+//! products. Every staged array has the head dimension as its pitch, so on
+//! CUDA for `sm_90a` every product is a warpgroup matrix multiply (`wgmma`,
+//! the arrays in its swizzled layout).
+//!
+//! **Per K/V block**, with `S` and `O` cooperative tensors over the
+//! threadgroup's SIMD groups:
+//! 1. `S = Q·Kᵀ` (f32, `block_q × block_kv`): the K block as the right
+//!    operand with the transpose flag.
+//! 2. In blocks that reach past `S_kv` or the causal diagonal, an element
+//!    map over `S`'s slots by each element's row and column: `t =
+//!    s·scale·log2 e`, or `−∞` where the mask hides the key. Other blocks
+//!    keep `s` and fold the scale into step 4's `exp2` (one fused
+//!    multiply-add per element).
+//! 3. `reduce_rows(S, max)` (`min` for an unmasked block under a negative
+//!    scale); per row (the reduction's slots, by their row) the new running
+//!    maximum `m` of `t` and the factor `α = 2^(m_old − m)`, kept in
+//!    threadgroup memory (one f32 per row), then a barrier.
+//! 4. Element maps: `p = 2^(t − m_row)` over `S`, `o·α_row` over `O` (each
+//!    reads its row's value from threadgroup memory; the second only in
+//!    threads one of whose rows has `α ≠ 1`, i.e. a new maximum).
+//! 5. `reduce_rows(S, sum)`; per row `l = l·α + Σp`.
+//! 6. `O += P·V` with `S` itself as the left operand (relaxed precision:
+//!    on `wgmma` the weights go from the accumulator's registers to the
+//!    product's, rounded to the input type, never through memory).
+//!
+//! At the end each output element is `o / l_row` (zero for a row that saw no
+//! key), rounded to the input type, and the log-sum-exp `(m + log2 l)·ln 2`
+//! (`−∞` for such a row). The kernel reads no K/V block past the block's
+//! last visible key.
+
+use super::attention_prefill::{PrefillArgs, HEAD_DIMS};
+use super::*;
+use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
+use enigma_ir::{Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};
+
+/// Query rows of one warpgroup (four SIMD groups).
+pub const WARPGROUP_ROWS: u32 = 64;
+/// K/V stages in threadgroup memory.
+pub const STAGES: u32 = 2;
+/// Elements per asynchronous copy (16 bytes of a 16-bit type).
+const COPY: u32 = 8;
+
+/// One prefill kernel on cooperative tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopPrefillConfig {
+    pub dtype: DType,
+    pub d: u32,
+    pub causal: bool,
+    pub lse: bool,
+    /// Query rows per threadgroup: 64 or 128 (one or two warpgroups).
+    pub block_q: u32,
+    /// Keys per K/V block: 64 or 128.
+    pub block_kv: u32,
+}
+
+impl CoopPrefillConfig {
+    /// The blocks [`CoopPrefillConfig::for_memory`] tries for head
+    /// dimension `d`, best first, as `(block_q, block_kv)`.
+    ///
+    /// One warpgroup of 64 rows first: on an H200 it beat two warpgroups
+    /// (128 rows) by 10–35 %, the smaller threadgroups sharing each
+    /// multiprocessor so that one's softmax runs under another's products;
+    /// against 128 keys at D = 64 (10 % faster than 64 keys there) and 64
+    /// at D = 128 (BENCHMARKS.md).
+    pub fn preferred(d: u32) -> &'static [(u32, u32)] {
+        match d {
+            64 => &[(64, 128), (64, 64), (128, 128), (128, 64)],
+            _ => &[(64, 64), (128, 64)],
+        }
+    }
+
+    /// The first of [`CoopPrefillConfig::preferred`] whose threadgroup
+    /// memory fits `max_memory_bytes`.
+    pub fn for_memory(dtype: DType, d: u32, causal: bool, lse: bool, max_memory_bytes: u64) -> Option<CoopPrefillConfig> {
+        CoopPrefillConfig::preferred(d)
+            .iter()
+            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv })
+            .find(|c| c.memory_bytes() <= max_memory_bytes)
+    }
+
+    /// `attention_prefill_coop_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}`.
+    pub fn name(&self) -> String {
+        format!(
+            "attention_prefill_coop_{}_d{}{}{}_q{}_kv{}",
+            self.dtype,
+            self.d,
+            if self.causal { "_causal" } else { "" },
+            if self.lse { "_lse" } else { "" },
+            self.block_q,
+            self.block_kv
+        )
+    }
+
+    /// SIMD groups per threadgroup: four per 64 query rows.
+    pub fn simdgroups(&self) -> u32 {
+        self.block_q / WARPGROUP_ROWS * 4
+    }
+
+    pub fn threads(&self) -> u32 {
+        self.simdgroups() * SIMD_WIDTH
+    }
+
+    /// Threadgroup memory: the Q block, two stages of K and of V, and three
+    /// f32 per query row (running maximum, sum and rescale factor).
+    pub fn memory_bytes(&self) -> u64 {
+        let e = u64::from(self.dtype.size_bytes());
+        let staged = u64::from(self.block_q * self.d) + 2 * u64::from(STAGES * self.block_kv * self.d);
+        staged * e + 3 * 4 * u64::from(self.block_q)
+    }
+
+    /// Whether the kernel is built for it: f16 or bf16, `d` one of
+    /// [`HEAD_DIMS`], `block_q` 64 or 128, `block_kv` 64 or 128.
+    pub fn check(&self) -> Result<(), ShapeError> {
+        let err = |m: String| Err(ShapeError::new(self.name(), m));
+        if !matches!(self.dtype, DType::F16 | DType::BF16) {
+            return err(format!("cooperative products take f16 or bf16 inputs, not {}", self.dtype));
+        }
+        if !HEAD_DIMS.contains(&self.d) {
+            return err(format!("head dimension {} (the kernel is built for {HEAD_DIMS:?})", self.d));
+        }
+        if !matches!(self.block_q, 64 | 128) || !matches!(self.block_kv, 64 | 128) {
+            return err(format!("blocks of {} rows and {} keys; each 64 or 128", self.block_q, self.block_kv));
+        }
+        Ok(())
+    }
+
+    /// `(ceil(S_q / block_q), heads, batch)` threadgroups of
+    /// [`CoopPrefillConfig::threads`].
+    pub fn dispatch(&self, s_q: usize, heads: usize, batch: usize) -> Dispatch {
+        Dispatch::threadgroups([s_q.div_ceil(self.block_q as usize) as u32, heads as u32, batch as u32], self.threads())
+    }
+}
+
+/// Starts copying `rows` rows of `d` elements of `src` (row `first` on,
+/// from element `base`) into rows `at ..` of `dst` (pitch `d`), zeros for
+/// rows at or past `limit`; thread `lid` of `threads` takes every
+/// `threads`-th 16-byte copy.
+#[allow(clippy::too_many_arguments)]
+fn copy_rows(k: &mut KernelBuilder, tag: &str, (src, dst): (Mem, Mem), base: Ex, first: Ex, limit: Ex, at: Ex, rows: u32, d: u32, (lid, threads): (Ex, u32)) {
+    let per_row = d / COPY;
+    for c in 0..rows * per_row / threads {
+        let idx = k.let_(&format!("{tag}_idx{c}"), lid + c * threads);
+        let row = k.let_(&format!("{tag}_row{c}"), idx / per_row);
+        let col = k.let_(&format!("{tag}_col{c}"), idx % per_row * COPY);
+        let valid = k.let_(&format!("{tag}_valid{c}"), (first + row).lt(limit));
+        // An invalid copy reads nothing; its index stays in bounds anyway.
+        let src_row = select(Ex::from(0u32), first + row, valid);
+        k.async_copy(dst.at((at + row) * d + col), src.at(base + src_row * d + col), COPY, valid);
+    }
+}
+
+/// Runs `body(slot, name)` for every slot of `t`: the tile's elements per
+/// thread (`per_thread`) in a loop unrolled at compile time (on CUDA the
+/// register array stays in registers), then any slots past them that the
+/// backend's capacity has.
+fn each_slot(k: &mut KernelBuilder, t: CoopTensor, per_thread: u32, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, &str)) {
+    k.for_unrolled(name, 0u32, per_thread, 1u32, |k, i| body(k, i, name));
+    let rest = format!("{name}_rest");
+    k.for_range(&rest, per_thread, t.get_capacity(), 1u32, |k, i| body(k, i, &rest));
+}
+
+/// Runs `body(slot, row)` for every valid slot of a row reduction's
+/// destination `t`, `row` its row.
+fn each_row(k: &mut KernelBuilder, t: CoopTensor, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, Ex)) {
+    k.for_range(name, 0u32, t.get_capacity(), 1u32, |k, i| {
+        k.if_(t.is_valid_element(i), |k| {
+            let row = k.let_(&format!("{name}_row"), t.get_multidimensional_index(i)[1]);
+            body(k, i, row);
+        });
+    });
+}
+
+/// The prefill kernel of `cfg` (see the module doc). Parameters as
+/// [`super::attention_prefill::prefill`]'s: `q, k, v, out, [lse], s_q,
+/// s_kv, heads, group, scale_log2, [diag]`.
+///
+/// # Panics
+/// When `cfg.check()` fails ([`super::attention_prefill::select_prefill`] plans
+/// only configurations that pass).
+pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
+    if let Err(e) = cfg.check() {
+        panic!("{e}");
+    }
+    let CoopPrefillConfig { d, block_q, block_kv, .. } = *cfg;
+    let threads = cfg.threads();
+    let elem = cfg.dtype.ty(1);
+    let mut kb = KernelBuilder::new(cfg.name());
+    let k = &mut kb;
+    type P = PrefillArgs;
+    let q = k.buffer(P::Q, elem, Access::Read);
+    let keys = k.buffer(P::K, elem, Access::Read);
+    let values = k.buffer(P::V, elem, Access::Read);
+    let out = k.buffer(P::OUT, elem, Access::ReadWrite);
+    let lse = cfg.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
+    let s_q = k.value(P::S_Q, Type::U32);
+    let s_kv = k.value(P::S_KV, Type::U32);
+    let heads = k.value(P::HEADS, Type::U32);
+    let group = k.value(P::GROUP, Type::U32);
+    let scale_log2 = k.value(P::SCALE_LOG2, Type::F32);
+    let diag = cfg.causal.then(|| k.value(P::DIAG, Type::U32));
+    let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
+    let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
+    let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
+    let row_max = k.threadgroup_array("row_max", Type::F32, block_q);
+    let row_sum = k.threadgroup_array("row_sum", Type::F32, block_q);
+    let row_scale = k.threadgroup_array("row_scale", Type::F32, block_q);
+    let tg = threadgroup_position_in_grid();
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
+    let q0 = k.let_("q0", q_block * block_q);
+    let head = k.let_("head", tg.y());
+    let batch = k.let_("batch", tg.z());
+    let kv_heads = k.let_("kv_heads", heads / group);
+    let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
+    let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
+    // The keys this block sees: all, or up to the last row's diagonal.
+    let kv_end = match diag {
+        None => s_kv,
+        Some(diag) => {
+            let reach = k.let_("reach", q0 + block_q + diag);
+            k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
+        }
+    };
+    let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
+
+    let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
+    let scores_op = Matmul2d::new(
+        Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::Multiply, ..Matmul2dDescriptor::new(block_q, block_kv, Some(d)) },
+        scope,
+    );
+    let values_op = Matmul2d::new(
+        Matmul2dDescriptor { relaxed_precision: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(block_q, d, Some(block_kv)) },
+        scope,
+    );
+    let s = k.destination_cooperative_tensor(&scores_op, "scores", Scalar::F32);
+    let o = k.destination_cooperative_tensor(&values_op, "acc", Scalar::F32);
+    // Each row's largest `t` of the block, as the largest `s` (the smallest
+    // under a negative scale) in blocks that fold the scale into `exp2`.
+    let block_max = k.cooperative_tensor("block_max", Scalar::F32, block_q, 1, scope);
+    let block_sum = k.cooperative_tensor("block_sum", Scalar::F32, block_q, 1, scope);
+    let s_per_thread = block_q * block_kv / threads;
+    let o_per_thread = block_q * d / threads;
+
+    // The Q block; the first block's K/V copies join its group.
+    let threads_of = (lid, threads);
+    copy_rows(k, "q", (q, q_staged), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
+    let issue = |k: &mut KernelBuilder, tag: &str, block: Ex, stage: Ex| {
+        let first = k.let_(&format!("{tag}_first_key"), block * block_kv);
+        let at = k.let_(&format!("{tag}_at"), stage * block_kv);
+        copy_rows(k, &format!("{tag}_k"), (keys, k_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
+        copy_rows(k, &format!("{tag}_v"), (values, v_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
+    };
+    k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
+    k.async_commit();
+    k.if_(lid.lt(block_q), |k| {
+        k.store(row_max.at(lid), neg_inf());
+        k.store(row_sum.at(lid), f(0.0));
+    });
+    each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
+    let q_view = Tensor::new(q_staged, [d, block_q]);
+    let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
+
+    k.for_range("block", 0u32, blocks, 1u32, |k, block| {
+        // Block `block`'s K and V are in, and every product of the block
+        // before is done: the stage the copies below fill (that block's
+        // neighbour's) is free.
+        k.async_wait(0);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let next = k.let_("next", block + 1u32);
+        k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+        k.async_commit();
+        let stage = k.let_("stage", block & 1u32);
+        k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
+        let kv0 = k.let_("kv0", block * block_kv);
+        // Whether any key of the block is hidden from any row of it.
+        let last_key = kv0 + (block_kv - 1);
+        let mut partial = (kv0 + block_kv).gt(s_kv);
+        if let Some(diag) = diag {
+            partial = partial.or((last_key + s_q).gt(q0 + diag));
+        }
+        let partial = k.let_("partial", partial);
+        // Blocks the mask reaches: `t = s·scale·log2 e` or `−∞`. Other
+        // blocks keep `s` and fold the scale into the weights' `exp2`
+        // (`factor` is 1 for the former, the scale for the latter); their
+        // largest `t` is the scale times the largest `s`, or the smallest
+        // where the scale is negative.
+        k.if_(partial, |k| {
+            each_slot(k, s, s_per_thread, "masked", &|k, i, tag| {
+                let [col, row] = s.get_multidimensional_index(i);
+                let key = k.let_(&format!("{tag}_key"), kv0 + col);
+                let mut visible = key.lt(s_kv);
+                if let Some(diag) = diag {
+                    visible = visible.and((key + s_q).le(q0 + row + diag));
+                }
+                k.cooperative_set(s, i, select(neg_inf(), s.get(i) * scale_log2, visible));
+            });
+        });
+        let factor = k.let_("factor", select(scale_log2, f(1.0), partial));
+        k.if_else(
+            partial.or(scale_log2.ge(0.0f32)),
+            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max),
+            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Min),
+        );
+        each_row(k, block_max, "max_slot", &|k, i, row| {
+            let old = k.let_("old_max", row_max.get(row));
+            let new = k.let_("new_max", max(old, block_max.get(i) * factor));
+            k.store(row_scale.at(row), exp2(old - finite_or_zero(new)));
+            k.store(row_max.at(row), new);
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        each_slot(k, s, s_per_thread, "weight", &|k, i, tag| {
+            let [_, row] = s.get_multidimensional_index(i);
+            let shift = k.let_(&format!("{tag}_shift"), finite_or_zero(row_max.get(row)));
+            k.cooperative_set(s, i, exp2(fma(s.get(i), factor, -shift)));
+        });
+        // Only where a row of this thread's changed its maximum (rare after
+        // the first blocks): the factors of its rows are few distinct
+        // values, which a compiler loads once each.
+        let rescale = k.var("any_new_max", Ex::from(false));
+        each_slot(k, o, o_per_thread, "changed", &|k, i, _| {
+            let [_, row] = o.get_multidimensional_index(i);
+            k.assign(rescale, rescale.get().or(row_scale.get(row).ne(1.0f32)));
+        });
+        k.if_(rescale.get(), |k| {
+            each_slot(k, o, o_per_thread, "rescale", &|k, i, _| {
+                let [_, row] = o.get_multidimensional_index(i);
+                k.cooperative_set(o, i, o.get(i) * row_scale.get(row));
+            });
+        });
+        k.cooperative_reduce(s, block_sum, ReduceAxis::Rows, ReduceOp::Sum);
+        each_row(k, block_sum, "sum_slot", &|k, i, row| {
+            k.store(row_sum.at(row), fma(row_sum.get(row), row_scale.get(row), block_sum.get(i)));
+        });
+        k.matmul2d_run(&values_op, s, &stage_view(v_stages, stage), o);
+    });
+    // Nothing in flight (the Q block's copies where no key is visible);
+    // every row's sum, from whichever thread held it.
+    k.async_wait(0);
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+
+    // `o / l` per row (0 for a row that saw no key), and the log-sum-exp.
+    each_slot(k, o, o_per_thread, "store", &|k, i, tag| {
+        let [col, row] = o.get_multidimensional_index(i);
+        let at_row = k.let_(&format!("{tag}_row"), q0 + row);
+        k.if_(at_row.lt(s_q), |k| {
+            let l = k.let_(&format!("{tag}_l"), row_sum.get(row));
+            let inv = select(f(0.0), 1.0f32 / l, l.gt(0.0f32));
+            store_f32(k, out, q_base + at_row * d + col, o.get(i) * inv);
+        });
+    });
+    if let Some(lse) = lse {
+        let q_row = k.let_("lse_row", q0 + lid);
+        k.if_(lid.lt(block_q).and(q_row.lt(s_q)), |k| {
+            let l = k.let_("lse_l", row_sum.get(lid));
+            let value = select(neg_inf(), (row_max.get(lid) + log2(l)) * std::f64::consts::LN_2, l.gt(0.0f32));
+            k.store(lse.at((batch * heads + head) * s_q + q_row), value);
+        });
+    }
+    finish(kb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_configuration_validates_and_counts_its_memory() {
+        for dtype in [DType::F16, DType::BF16] {
+            for d in HEAD_DIMS {
+                for (causal, lse, block_q, block_kv) in [(false, false, 128, 64), (true, true, 64, 64), (true, false, 128, 128), (false, true, 64, 128)] {
+                    let cfg = CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv };
+                    let kernel = prefill_cooperative(&cfg);
+                    let options = enigma_ir::ValidationOptions { max_threadgroup_memory_bytes: cfg.memory_bytes(), ..Default::default() };
+                    let info = enigma_ir::validate(&kernel, &options).unwrap_or_else(|e| panic!("{}: {e:?}", kernel.name));
+                    assert_eq!(info.threadgroup_memory_bytes, cfg.memory_bytes(), "{}", kernel.name);
+                }
+            }
+        }
+        // 64 rows of 128 (f16), two stages of 64 keys of K and of V, 3 × 64 f32.
+        let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2 + 3 * 4 * 64));
+        let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 128, 128));
+        let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
+        assert_eq!((two.simdgroups(), two.dispatch(300, 4, 2)), (8, Dispatch::threadgroups([3, 4, 2], 256)));
+        assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 32 * 1024), None);
+        let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64 };
+        assert!(bad.check().unwrap_err().to_string().contains("head dimension 96"));
+    }
+}
