@@ -140,7 +140,7 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a f16->f16 16x11008x4096: gemm_f16_f16_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
-    sm_90a f16->f16 128x11008x4096: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
+    sm_90a f16->f16 128x11008x4096: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
     sm_90a f16->f32 4096x4096x4100: gemm_f16_f32_128x256x32_sg2x4_s4 splits=1 sum=Reduction
     sm_90a f32->f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction

@@ -81,9 +81,8 @@ impl GemmPlan {
 /// fix a tile, a thread count or K splits, or no tile fits the device's
 /// threadgroup memory), or by default on a device whose cooperative
 /// products are warpgroup matrix instructions ([`DeviceInfo::wgmma`]) when
-/// all of that allows it and its tiles, over all the batch's products,
-/// fill the compute units at least once (fewer output tiles run the
-/// SIMD-group kernel, which splits K).
+/// all of that allows it and the product is large enough for its tiles
+/// ([`fills_enough`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
     let GemmProblem { input, output, m, n, k, batch } = *problem;
     let asked = &overrides.gemm;
@@ -114,9 +113,24 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             "matmul",
             format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
         )),
-        Some(cfg) if forced || u64::from(m.div_ceil(cfg.tm) * n.div_ceil(cfg.tn)) * u64::from(batch) >= u64::from(device.compute_units) => Ok(Some(cfg)),
+        Some(cfg) if forced || fills_enough(&cfg, problem, device.compute_units) => Ok(Some(cfg)),
         _ => Ok(None),
     }
+}
+
+/// Whether the cooperative kernel's tiles suit `problem` on a GPU of
+/// `compute_units`: the tiles over all the batch's products fill the
+/// compute units at least once, or, with each product at least a tile's
+/// rows tall, a quarter of them. Smaller products run the SIMD-group
+/// kernel, which splits K. On the H200 (132 multiprocessors, 128 × 256
+/// tiles, f16): M = 128, N = 11008, K = 4096 (43 tiles) ran 67.2 µs
+/// cooperative against 75.3 µs on SIMD-group matrices; M = 64 at the same
+/// N and K (43 half-empty tiles) 60.6 against 55.7; 1024³ (32 tiles) 26.9
+/// against 27.8 (`BENCHMARKS.md`).
+fn fills_enough(cfg: &CoopGemmConfig, problem: &GemmProblem, compute_units: u32) -> bool {
+    let tiles = u64::from(problem.m.div_ceil(cfg.tm)) * u64::from(problem.n.div_ceil(cfg.tn)) * u64::from(problem.batch);
+    let units = u64::from(compute_units);
+    tiles >= units || (problem.m >= cfg.tm && 4 * tiles >= units)
 }
 
 /// The GEMM for `problem` on `device`: f32 inputs without a tile asked for
