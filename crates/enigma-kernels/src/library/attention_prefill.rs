@@ -57,6 +57,52 @@ use super::*;
 use enigma_backend::DeviceInfo;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
 
+/// Query heads and how many share one K/V head.
+pub(crate) struct Heads {
+    pub heads: Ex,
+    pub group: Ex,
+}
+
+/// The block of query rows this threadgroup owns and the keys it sees,
+/// as both prefill kernels take them from the grid: `(ceil(S_q /
+/// block_q), H, B)`, the last query block first.
+pub(crate) struct QueryBlock {
+    /// The block's first query row.
+    pub q0: Ex,
+    pub head: Ex,
+    pub batch: Ex,
+    /// Where the head's `Q` rows (and `out`'s) start.
+    pub q_base: Ex,
+    /// Where its K/V head's rows start.
+    pub kv_base: Ex,
+    /// K/V blocks of `block_kv` keys up to the last key the block sees:
+    /// all, or (causal, `diag` the diagonal's offset) its last row's
+    /// diagonal.
+    pub blocks: Ex,
+}
+
+impl QueryBlock {
+    pub(crate) fn new(k: &mut KernelBuilder, Heads { heads, group }: Heads, (s_q, s_kv, d): (Ex, Ex, Ex), diag: Option<Ex>, (block_q, block_kv): (u32, u32)) -> QueryBlock {
+        let tg = threadgroup_position_in_grid();
+        let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
+        let q0 = k.let_("q0", q_block * block_q);
+        let head = k.let_("head", tg.y());
+        let batch = k.let_("batch", tg.z());
+        let kv_heads = k.let_("kv_heads", heads / group);
+        let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
+        let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
+        let kv_end = match diag {
+            None => s_kv,
+            Some(diag) => {
+                let reach = k.let_("reach", q0 + block_q + diag);
+                k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
+            }
+        };
+        let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
+        QueryBlock { q0, head, batch, q_base, kv_base, blocks }
+    }
+}
+
 /// Query rows per SIMD group.
 pub const ROWS_PER_SIMDGROUP: u32 = 16;
 
@@ -502,26 +548,11 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let scores = k.threadgroup_array("scores", Type::F32, block_q * block_kv);
     let probs = k.threadgroup_array("probs", cfg.dtype.ty(1), block_q * block_kv);
     let row_scale = k.threadgroup_array("row_scale", Type::F32, block_q);
-    let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-    let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
-    let q0 = k.let_("q0", q_block * block_q);
-    let head = k.let_("head", tg.y());
-    let batch = k.let_("batch", tg.z());
-    let kv_heads = k.let_("kv_heads", heads / group);
-    let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
-    let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
-    // The keys this block sees: all, or up to the last row's diagonal.
-    let kv_end = match diag {
-        None => s_kv,
-        Some(diag) => {
-            let reach = k.let_("reach", q0 + block_q + diag);
-            k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
-        }
-    };
-    let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
+    let QueryBlock { q0, head, batch, q_base, kv_base, blocks } =
+        QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
     let bind = Binding { kv, ld, lid, threads: cfg.tile.threads() };
 
     // The Q block, through the K/V stages, into registers.

@@ -43,7 +43,7 @@
 //! (`−∞` for such a row). The kernel reads no K/V block past the block's
 //! last visible key.
 
-use super::attention_prefill::{PrefillArgs, HEAD_DIMS};
+use super::attention_prefill::{Heads, PrefillArgs, QueryBlock, HEAD_DIMS};
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};
@@ -219,24 +219,9 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let row_max = k.threadgroup_array("row_max", Type::F32, block_q);
     let row_sum = k.threadgroup_array("row_sum", Type::F32, block_q);
     let row_scale = k.threadgroup_array("row_scale", Type::F32, block_q);
-    let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
-    let q0 = k.let_("q0", q_block * block_q);
-    let head = k.let_("head", tg.y());
-    let batch = k.let_("batch", tg.z());
-    let kv_heads = k.let_("kv_heads", heads / group);
-    let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
-    let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
-    // The keys this block sees: all, or up to the last row's diagonal.
-    let kv_end = match diag {
-        None => s_kv,
-        Some(diag) => {
-            let reach = k.let_("reach", q0 + block_q + diag);
-            k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
-        }
-    };
-    let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
+    let QueryBlock { q0, head, batch, q_base, kv_base, blocks } =
+        QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
 
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
     let scores_op = Matmul2d::new(

@@ -84,7 +84,7 @@ impl GemmPlan {
 /// all of that allows it and the product is large enough for its tiles
 /// ([`fills_enough`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
-    let GemmProblem { input, output, m, n, k, batch } = *problem;
+    let GemmProblem { input, output, n, k, .. } = *problem;
     let asked = &overrides.gemm;
     let forced = match asked.cooperative {
         Some(false) => return Ok(None),
