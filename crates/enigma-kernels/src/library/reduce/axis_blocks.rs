@@ -229,7 +229,7 @@ const AXIS_MIN_ROWS_PER_SIMDGROUP: usize = 8;
 
 /// Whether a reduction over the middle axis of `[outer, axis, inner]`
 /// runs by blocks of columns ([`reduce_axis_blocks`]) rather than a thread
-/// per column ([`reduce_axis`]): when a row of `inner` fills a SIMD group,
+/// per column ([`reduce_axis`](super::reduce_axis)): when a row of `inner` fills a SIMD group,
 /// or when the columns are too few to fill the GPU one thread each.
 pub fn axis_by_blocks(outer: usize, inner: usize) -> bool {
     inner >= SIMD_WIDTH as usize || outer.saturating_mul(inner) < AXIS_FEW_COLUMNS

@@ -1,5 +1,7 @@
 //! Quantized matmul for decode sizes: `C[M, N] = A[M, K] · dequant(B)`,
-//! `A` in f16, `B` 4-bit ([`Format::Fp4`] or [`Format::Int4`] in seed 002's
+//! `A` in f16, `B` 4-bit
+//! ([`Format::Fp4`](crate::library::quant::Format::Fp4) or
+//! [`Format::Int4`](crate::library::quant::Format::Int4) in seed 002's
 //! `[K/8][N]` layout with f16 scales per group, see [`crate::library::quant`]), `C`
 //! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
 //!

@@ -32,13 +32,13 @@ pub struct RowBlocking {
     pub cols: u32,
     pub words: u32,
     /// Chunks staged ahead by asynchronous copies ([`qmatmul_staged`]; 0:
-    /// the register prefetch of [`qmatmul()`]).
+    /// the register prefetch of [`qmatmul()`](super::qmatmul)).
     pub stages: u32,
 }
 
 impl DecodePlan<RowBlocking> {
-    /// The kernel: [`qmatmul()`], with K split [`qmatmul_splitk`] or
-    /// [`qmatmul_splitk_sum`] (as `split_sum` says), any of them staged
+    /// The kernel: [`qmatmul()`](super::qmatmul), with K split [`qmatmul_splitk`](super::qmatmul_splitk) or
+    /// [`qmatmul_splitk_sum`](super::qmatmul_splitk_sum) (as `split_sum` says), any of them staged
     /// ([`qmatmul_staged`]) with stages.
     pub fn kernel(&self) -> Kernel {
         let RowBlocking { rows, cols, words, stages } = self.blocking;
