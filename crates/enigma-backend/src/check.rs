@@ -1,9 +1,11 @@
 //! Checks every backend runs before a dispatch: geometry, the pipeline's
 //! threadgroup limit, threadgroup memory, and the arguments against the
 //! kernel's parameters (a read_write texture's format against the device's
-//! [`crate::ReadWriteTier`] included); and, when a pipeline is made, the
-//! optional features the kernel uses against the device's.
+//! [`crate::ReadWriteTier`] and a texture's sides against Metal's limit
+//! included); and, when a pipeline is made, the optional features the kernel
+//! uses against the device's.
 
+use crate::texture::{TextureDesc, MAX_TEXTURE_SIDE};
 use crate::{ArgValue, CompiledKernel, DeviceInfo, RuntimeError, SpecValues};
 use enigma_analysis::geometry::{plan_dispatch, DispatchGeometry, DispatchMode};
 use enigma_ir::{Expr, Kernel, KernelInfo, ParamId, ParamKind, SamplerFilter, TextureAccess};
@@ -15,6 +17,21 @@ fn samples_linearly(kernel: &Kernel, tex: ParamId) -> bool {
         linear |= matches!(e, Expr::TextureSample { tex: t, sampler, .. } if *t == tex && sampler.filter == SamplerFilter::Linear)
     });
     linear
+}
+
+impl TextureDesc {
+    /// Checks that each side is 1 to [`MAX_TEXTURE_SIDE`] texels (when a
+    /// texture is made, and again by [`check_dispatch`]).
+    pub fn check_sides(&self) -> Result<(), RuntimeError> {
+        let (w, h) = (self.width, self.height);
+        if w == 0 || h == 0 || w > MAX_TEXTURE_SIDE || h > MAX_TEXTURE_SIDE {
+            return Err(RuntimeError::TextureSize {
+                desc: *self,
+                problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)"),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Checks a dispatch of `compiled` on `device` and returns its geometry.

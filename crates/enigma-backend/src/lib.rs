@@ -10,6 +10,7 @@ pub mod args;
 mod check;
 mod error;
 pub mod findings;
+pub mod half;
 pub mod texture;
 
 pub use args::{ArgValue, SpecValues};

@@ -22,7 +22,7 @@
 //! a backend's [`crate::BufferStorage`] of exactly `width · height ·
 //! bytes_per_texel()` bytes, described by a [`TextureDesc`].
 
-use crate::args::{f16_bits_to_f32, f32_to_f16_bits};
+use crate::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_ir::{Sampler, SamplerAddress, SamplerCoord, SamplerFilter, Scalar};
 use serde::Serialize;
 use std::fmt;
@@ -315,19 +315,6 @@ pub struct TextureDesc {
 pub const MAX_TEXTURE_SIDE: u32 = 16384;
 
 impl TextureDesc {
-    /// Checks that each side is 1 to [`MAX_TEXTURE_SIDE`] texels (when a
-    /// texture is made, and again by [`crate::check_dispatch`]).
-    pub fn check_sides(&self) -> Result<(), crate::RuntimeError> {
-        let (w, h) = (self.width, self.height);
-        if w == 0 || h == 0 || w > MAX_TEXTURE_SIDE || h > MAX_TEXTURE_SIDE {
-            return Err(crate::RuntimeError::TextureSize {
-                desc: *self,
-                problem: format!("each side must be 1 to {MAX_TEXTURE_SIDE} texels (Metal's limit for 2D textures)"),
-            });
-        }
-        Ok(())
-    }
-
     /// Texels in the texture.
     pub fn texels(&self) -> u64 {
         self.width as u64 * self.height as u64

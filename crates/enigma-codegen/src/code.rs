@@ -1,7 +1,8 @@
 //! Expression text as the C-family writer builds it: [`Code`], a piece of
 //! text with the [`Prec`]edence of its outermost operator, so that an
 //! operand is parenthesised only where C++ needs it (or where clarity
-//! does: mixed bitwise and shift operators).
+//! does: mixed bitwise and shift operators); and a threadgroup array's
+//! index as the writer prints it ([`TgIndex`]).
 
 use enigma_ir::BinaryOp;
 
@@ -80,4 +81,14 @@ impl Code {
             self.text.clone()
         }
     }
+}
+
+/// A threadgroup array's logical index as the writer prints it, and, where
+/// the index is `base + offset` with a literal offset and the writer has
+/// proved the sum does not wrap, the base's code and the offset apart (a
+/// dialect that maps indices to another physical layout may then map the
+/// base once and add the offset's image).
+pub(crate) struct TgIndex {
+    pub code: String,
+    pub split: Option<(String, u32)>,
 }

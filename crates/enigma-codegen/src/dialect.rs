@@ -9,23 +9,13 @@
 
 use crate::error::{CodegenErrorKind, Target};
 use crate::names::Names;
-use crate::code::{Code, Prec};
+use crate::code::{Code, Prec, TgIndex};
 use enigma_ir::MatrixType;
 use enigma_ir::{
     AtomicOp, BarrierScope, Builtin, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, MemFlags, Memory, Precision, Scalar,
     SpecId, TextureDim, TgArrayId, Type,
 };
 use std::collections::BTreeSet;
-
-/// A threadgroup array's logical index as the writer prints it, and, where
-/// the index is `base + offset` with a literal offset and the writer has
-/// proved the sum does not wrap, the base's code and the offset apart (a
-/// dialect that maps indices to another physical layout may then map the
-/// base once and add the offset's image).
-pub(crate) struct TgIndex {
-    pub code: String,
-    pub split: Option<(String, u32)>,
-}
 
 /// What a dialect may consult while writing the parts around the body.
 pub(crate) struct KernelCx<'a> {

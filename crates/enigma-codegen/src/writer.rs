@@ -10,8 +10,8 @@
 //! after every operation (C++ computes it in `int`), and `&&`/`||` that
 //! evaluate both sides when the right side calls a SIMD-group function.
 
-use crate::code::{Code, Prec};
-use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex, TypeOrd};
+use crate::code::{Code, Prec, TgIndex};
+use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};

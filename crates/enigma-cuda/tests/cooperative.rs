@@ -14,7 +14,7 @@
 //! when CUDA is unavailable. A third kernel gives each SIMD group its own
 //! product and reduces it along both axes.
 
-use enigma_backend::args::f32_to_f16_bits;
+use enigma_backend::half::f32_to_f16_bits;
 use enigma_cuda::CudaBackend;
 use enigma_ir::text::parse;
 use enigma_ir::{Kernel, Type};

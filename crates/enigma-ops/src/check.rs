@@ -1,5 +1,6 @@
 //! Comparing a kernel's output with its f64 reference.
 
+use crate::launch::LaunchSummary;
 use std::fmt;
 
 /// Element `i` passes when `|got - want| ≤ abs + rel · |want|`.
@@ -46,7 +47,7 @@ pub struct CheckOutcome {
     pub tolerance: Tolerance,
     pub passed: bool,
     /// The dispatches of the run.
-    pub launches: Vec<crate::LaunchSummary>,
+    pub launches: Vec<LaunchSummary>,
     /// Bytes the operation must move at least (inputs read once, outputs
     /// written once), for bandwidth figures.
     pub bytes: u64,

@@ -1,5 +1,6 @@
 //! [`Ops`]: the operations over one runtime, their options, the pipeline
-//! cache shared by every call, the launch of one kernel and the checks every
+//! cache shared by every call, the launch of one kernel (and its summary in
+//! a checked or timed run, [`LaunchSummary`]) and the checks every
 //! operation makes of its buffers.
 
 use crate::{arg_err, default_threads, Error, KernelType, Options};
@@ -10,6 +11,7 @@ use enigma_runtime::{Arg, Buffer, DispatchReport, Pipeline, Runtime};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// What one threadgroup may use on `device`: the limits GEMM tiles and
 /// tuned threadgroup sizes are checked against.
@@ -27,6 +29,42 @@ pub struct Launch {
     pub pipeline: Pipeline,
 }
 
+/// One dispatch of a checked or timed run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchSummary {
+    pub kernel: String,
+    /// `"threadgroups"` or `"threads"`.
+    pub mode: &'static str,
+    pub size: [u32; 3],
+    pub threads: [u32; 3],
+    /// Time on the device (GPU backends); `None` on the simulator.
+    pub device_time: Option<Duration>,
+    pub wall_time: Duration,
+    /// Sanitizer findings the dispatch reported without failing
+    /// (warnings), as text.
+    pub findings: Vec<String>,
+    /// The kernel dispatched, as built for this run (`enigma emit
+    /// <entry>` prints it).
+    pub ir: Kernel,
+}
+
+impl LaunchSummary {
+    pub(crate) fn from_launch(l: &Launch) -> LaunchSummary {
+        LaunchSummary {
+            kernel: l.kernel.clone(),
+            mode: match l.dispatch.mode {
+                lib::DispatchMode::Threads => "threads",
+                lib::DispatchMode::Threadgroups => "threadgroups",
+            },
+            size: l.dispatch.size,
+            threads: l.dispatch.threads,
+            device_time: l.report.device_time,
+            wall_time: l.report.wall_time,
+            findings: l.report.findings.iter().map(|f| f.to_string()).collect(),
+            ir: l.pipeline.kernel().clone(),
+        }
+    }
+}
 
 /// Pipelines made by [`Ops`], by kernel name and by what built each
 /// kernel (see `Ops::launch`). Clones share one cache, so it can outlive

@@ -595,5 +595,5 @@ pub mod texture {
 /// IEEE half and bfloat16 conversions (round to nearest even), for preparing
 /// and reading `f16`/`bf16` buffers.
 pub mod half {
-    pub use enigma_backend::args::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+    pub use enigma_backend::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 }

@@ -4,7 +4,7 @@
 //! computes in a wider type where needed and normalises back to its type, so
 //! f16/bf16 round after every operation and integers wrap.
 
-use enigma_backend::args::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
+use enigma_backend::half::{bf16_bits_to_f32, f16_bits_to_f32, f32_to_bf16_bits, f32_to_f16_bits};
 use enigma_ir::{BinaryOp, Intrinsic, Precision, Scalar, UnaryOp};
 
 /// Brings raw bits into the canonical form of `ty`.

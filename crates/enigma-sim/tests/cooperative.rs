@@ -5,7 +5,7 @@
 //! accumulator and the first differing element; the same kernel through
 //! `get_multidimensional_index` is clean).
 
-use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
 use enigma_ir::{validate, Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar, Type};

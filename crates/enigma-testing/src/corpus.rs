@@ -17,7 +17,7 @@
 //! marker comment, and [`Site::source`] finds its line in this file, so the
 //! expectation follows the code when lines move.
 
-use enigma_backend::args::f32_to_f16_bits as f32_to_f16;
+use enigma_backend::half::f32_to_f16_bits as f32_to_f16;
 pub use enigma_backend::{DispatchMode, FindingKind};
 use enigma_ir::builder::*;
 use enigma_ir::{Access, AtomicOp, ExecutionScope, Kernel, Literal, Matmul2dDescriptor, MemFlags, Scalar, Type};

@@ -29,12 +29,11 @@ from ._frontend import ArrayShape, compile_kernel
 from ._kernel import Kernel
 from . import _mlx
 from ._launch import check_mlx_grid, geometry, launch, mlx_arguments
-from ._types import DType
+from ._launch_types import DispatchRuntime, Param
 from .mlx import MLXKernel, metal_kernel
 
 if TYPE_CHECKING:
     from ._devices import DeviceName
-    from ._runtime import MetalRuntime
 
 CompileError = _enigma.CompileError
 DispatchError = _enigma.DispatchError
@@ -98,39 +97,6 @@ def _param_line(fn: Callable[..., Any], name: str) -> int:
         if isinstance(node, ast.arg) and node.arg == name:
             return first + node.lineno - 1
     return fn.__code__.co_firstlineno
-
-
-class Param:
-    """One kernel parameter: a device buffer, a by-value scalar or a texture."""
-
-    __slots__ = ("index", "name", "kind", "type_name", "scalar", "width", "elem_bytes", "access")
-
-    def __init__(self, index: int, name: str, kind: str, type_name: str, scalar: str, width: int, elem_bytes: int,
-                 access: Optional[str]) -> None:
-        self.index = index
-        self.name = name
-        self.kind = kind  # "buffer", "value" or "texture"
-        self.type_name = type_name
-        self.scalar = scalar
-        self.width = width
-        self.elem_bytes = elem_bytes
-        self.access = access  # "read", "read_write" (buffers), a texture's access, or None
-
-    @property
-    def dtype(self) -> DType:
-        return DType(self.scalar, self.width)
-
-    @property
-    def is_buffer(self) -> bool:
-        return self.kind == "buffer"
-
-    @property
-    def writable(self) -> bool:
-        return self.access == "read_write"
-
-    def __repr__(self) -> str:
-        extra = f", {self.access}" if self.access else ""
-        return f"Param({self.index}, {self.name!r}, {self.kind}, {self.type_name}{extra})"
 
 
 class CompiledKernel:
@@ -228,7 +194,7 @@ class CompiledKernel:
         return f"<enigma.CompiledKernel {self.name}({sig})>"
 
     def __call__(self, *args: Any, grid: Any = None, threads: Any = (1, 1, 1), threadgroups: Any = None,
-                 rt: Optional[MetalRuntime] = None, device: Optional[DeviceName] = None, stream: Any = None,
+                 rt: Optional[DispatchRuntime] = None, device: Optional[DeviceName] = None, stream: Any = None,
                  sanitize: Optional[bool] = None, max_loop_iterations: Optional[int] = None,
                  timeout: Optional[float] = None, inputs: Optional[Sequence[Any]] = None, threadgroup: Any = None,
                  output_shapes: Optional[Sequence[Any]] = None, output_dtypes: Optional[Sequence[Any]] = None,
@@ -293,7 +259,7 @@ class CompiledKernel:
     def _call_as_mlx(self, args: Sequence[Any], inputs: Sequence[Any], *, grid: Any, threadgroup: Any, threads: Any,
                      threadgroups: Any, output_shapes: Optional[Sequence[Any]], output_dtypes: Optional[Sequence[Any]],
                      template: Optional[Sequence[Tuple[str, Any]]], init_value: Any, verbose: bool,
-                     rt: Optional[MetalRuntime], device: Optional[DeviceName], stream: Any, sanitize: Optional[bool],
+                     rt: Optional[DispatchRuntime], device: Optional[DeviceName], stream: Any, sanitize: Optional[bool],
                      max_loop_iterations: Optional[int], timeout: Optional[float]) -> List[Any]:
         """A call in MLX's convention (see :meth:`__call__`)."""
         name = self.name

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import numbers
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _enigma
 from ._mlx import host_dtype as _mlx_host_dtype
@@ -20,9 +20,7 @@ from ._mlx import is_mlx_array
 from ._devices import DeviceName, Texture, device_of, dispatch_stream, dtype_name, is_array, native_runtime
 from ._types import FORMAT_NAMES, NUMPY_NAMES, scalar_of_format
 
-if TYPE_CHECKING:
-    from ._compile import CompiledKernel, Param
-    from ._runtime import MetalRuntime
+from ._launch_types import DispatchRuntime, LaunchableKernel, Param
 
 DispatchError = _enigma.DispatchError
 
@@ -239,8 +237,8 @@ def output_args(name: str, out_params: Sequence[Param], output_size: Any, output
     return result
 
 
-def launch(compiled: CompiledKernel, args: Sequence[Any], *, grid: Any = None, threads: Any = (1, 1, 1),
-           threadgroups: Any = None, rt: Optional[MetalRuntime] = None, device: Optional[DeviceName] = None,
+def launch(compiled: LaunchableKernel, args: Sequence[Any], *, grid: Any = None, threads: Any = (1, 1, 1),
+           threadgroups: Any = None, rt: Optional[DispatchRuntime] = None, device: Optional[DeviceName] = None,
            stream: Any = None, sanitize: Optional[bool] = None, max_loop_iterations: Optional[int] = None,
            timeout: Optional[float] = None) -> None:
     """Runs ``compiled`` once on ``args`` (one per parameter, in order):
@@ -289,7 +287,7 @@ def launch(compiled: CompiledKernel, args: Sequence[Any], *, grid: Any = None, t
             mv[:] = results[p.index]
 
 
-def mlx_arguments(compiled: CompiledKernel, inputs: Sequence[Any], output_shapes: Any, output_dtypes: Any,
+def mlx_arguments(compiled: LaunchableKernel, inputs: Sequence[Any], output_shapes: Any, output_dtypes: Any,
                   init_value: Any) -> Tuple[List[Any], List[Any]]:
     """(one argument per parameter, the outputs) for a call in MLX's
     convention. As ``mx.fast.metal_kernel`` splits its parameters into input

@@ -83,7 +83,7 @@
 //! own, so `wait_group 1` would wait for the product.) A software pipeline
 //! then keeps the tensor cores busy through its barriers.
 
-use crate::dialect::TgIndex;
+use crate::code::TgIndex;
 use enigma_ir::visit::walk_block;
 use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
 use std::collections::HashSet;

@@ -107,10 +107,10 @@
 pub(crate) mod cooperative;
 mod prelude;
 
-use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TgIndex};
+use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
-use crate::code::{Code, Prec};
+use crate::code::{Code, Prec, TgIndex};
 use crate::writer::{push_indented, sorted_builtins, Writer};
 use enigma_ir::validate::check_literal;
 use enigma_ir::{
@@ -352,65 +352,6 @@ impl Cuda {
     }
 }
 
-/// The f32 CUDA function for `precision`'s variant of a math intrinsic:
-/// `precise::` takes the correctly rounded `__fsqrt_rn` and `__frsqrt_rn`
-/// and CUDA's full-precision functions otherwise; `fast::` takes the
-/// intrinsics CUDA has (`__expf`, `__logf`, `__log2f`, `__sinf`, `__cosf`,
-/// `__tanf`, `__powf`) and the default function where it has none.
-fn f32_function(func: Intrinsic, precision: Precision) -> Option<&'static str> {
-    use Intrinsic::*;
-    match (precision, func) {
-        (Precision::Precise, Sqrt) => return Some("__fsqrt_rn"),
-        (Precision::Precise, Rsqrt) => return Some("__frsqrt_rn"),
-        (Precision::Fast, Exp) => return Some("__expf"),
-        (Precision::Fast, Log) => return Some("__logf"),
-        (Precision::Fast, Log2) => return Some("__log2f"),
-        (Precision::Fast, Sin) => return Some("__sinf"),
-        (Precision::Fast, Cos) => return Some("__cosf"),
-        (Precision::Fast, Tan) => return Some("__tanf"),
-        (Precision::Fast, Pow) => return Some("__powf"),
-        _ => {}
-    }
-    Some(match func {
-        Exp => "expf",
-        Exp2 => "exp2f",
-        Log => "logf",
-        Log2 => "log2f",
-        Sqrt => "sqrtf",
-        Rsqrt => "rsqrtf",
-        Tanh => "tanhf",
-        Sin => "sinf",
-        Cos => "cosf",
-        Floor => "floorf",
-        Ceil => "ceilf",
-        Pow => "powf",
-        Fma => "fmaf",
-        Tan => "tanf",
-        Sinh => "sinhf",
-        Cosh => "coshf",
-        Asin => "asinf",
-        Acos => "acosf",
-        Atan => "atanf",
-        Atan2 => "atan2f",
-        Asinh => "asinhf",
-        Acosh => "acoshf",
-        Atanh => "atanhf",
-        Erf => "erff",
-        Erfc => "erfcf",
-        Log1p => "log1pf",
-        Expm1 => "expm1f",
-        Round => "roundf",
-        Trunc => "truncf",
-        Rint => "rintf",
-        Copysign => "copysignf",
-        Fmod => "fmodf",
-        Abs => "fabsf",
-        Min => "fminf",
-        Max => "fmaxf",
-        _ => return None,
-    })
-}
-
 /// The position of an intrinsic in [`Intrinsic::ALL`] (the prelude's order).
 fn intrinsic_index(func: Intrinsic) -> usize {
     Intrinsic::ALL.iter().position(|f| *f == func).unwrap_or(0)
@@ -595,11 +536,11 @@ impl Dialect for Cuda {
                 Scalar::I64 => Code::postfix(format!("llabs({})", args[0].text)),
                 _ => args[0].clone(), // |x| of an unsigned x
             },
-            f if t0 == Type::F32 && f32_function(f, precision).is_some() => {
-                Code::postfix(format!("{}({})", f32_function(f, precision).unwrap_or(name), args_text(&args)))
+            f if t0 == Type::F32 && prelude::f32_function(f, precision).is_some() => {
+                Code::postfix(format!("{}({})", prelude::f32_function(f, precision).unwrap_or(name), args_text(&args)))
             }
             // A float vector in a variant with its own CUDA function.
-            f if t0.elem() == Scalar::F32 && f32_function(f, precision) != f32_function(f, Precision::Default) => {
+            f if t0.elem() == Scalar::F32 && prelude::f32_function(f, precision) != prelude::f32_function(f, Precision::Default) => {
                 let variant = format!("{}_{name}", precision.namespace().unwrap_or("default"));
                 self.need(Helper::MathVariant(intrinsic_index(f), precision));
                 Code::postfix(format!("enigma::{variant}({})", args_text(&args)))

@@ -395,9 +395,9 @@ fn f32_impl(name: &str) -> Option<(&'static str, usize)> {
 }
 
 /// `enigma::<ns>_<name>` on `float` and its vectors: `precision`'s CUDA
-/// function ([`super::f32_function`]) on each component.
+/// function ([`f32_function`]) on each component.
 fn math_variant(out: &mut String, func: Intrinsic, precision: Precision, cx: &PreludeCx) {
-    let (Some(ns), Some(f)) = (precision.namespace(), super::f32_function(func, precision)) else { return };
+    let (Some(ns), Some(f)) = (precision.namespace(), f32_function(func, precision)) else { return };
     let name = format!("{ns}_{}", func.name());
     let params = &["a", "b", "c"][..func.arity()];
     let _ = writeln!(
@@ -972,6 +972,65 @@ __device__ __forceinline__ void async_wait() {
 }
 
 "#;
+
+/// The f32 CUDA function for `precision`'s variant of a math intrinsic:
+/// `precise::` takes the correctly rounded `__fsqrt_rn` and `__frsqrt_rn`
+/// and CUDA's full-precision functions otherwise; `fast::` takes the
+/// intrinsics CUDA has (`__expf`, `__logf`, `__log2f`, `__sinf`, `__cosf`,
+/// `__tanf`, `__powf`) and the default function where it has none.
+pub(super) fn f32_function(func: Intrinsic, precision: Precision) -> Option<&'static str> {
+    use Intrinsic::*;
+    match (precision, func) {
+        (Precision::Precise, Sqrt) => return Some("__fsqrt_rn"),
+        (Precision::Precise, Rsqrt) => return Some("__frsqrt_rn"),
+        (Precision::Fast, Exp) => return Some("__expf"),
+        (Precision::Fast, Log) => return Some("__logf"),
+        (Precision::Fast, Log2) => return Some("__log2f"),
+        (Precision::Fast, Sin) => return Some("__sinf"),
+        (Precision::Fast, Cos) => return Some("__cosf"),
+        (Precision::Fast, Tan) => return Some("__tanf"),
+        (Precision::Fast, Pow) => return Some("__powf"),
+        _ => {}
+    }
+    Some(match func {
+        Exp => "expf",
+        Exp2 => "exp2f",
+        Log => "logf",
+        Log2 => "log2f",
+        Sqrt => "sqrtf",
+        Rsqrt => "rsqrtf",
+        Tanh => "tanhf",
+        Sin => "sinf",
+        Cos => "cosf",
+        Floor => "floorf",
+        Ceil => "ceilf",
+        Pow => "powf",
+        Fma => "fmaf",
+        Tan => "tanf",
+        Sinh => "sinhf",
+        Cosh => "coshf",
+        Asin => "asinf",
+        Acos => "acosf",
+        Atan => "atanf",
+        Atan2 => "atan2f",
+        Asinh => "asinhf",
+        Acosh => "acoshf",
+        Atanh => "atanhf",
+        Erf => "erff",
+        Erfc => "erfcf",
+        Log1p => "log1pf",
+        Expm1 => "expm1f",
+        Round => "roundf",
+        Trunc => "truncf",
+        Rint => "rintf",
+        Copysign => "copysignf",
+        Fmod => "fmodf",
+        Abs => "fabsf",
+        Min => "fminf",
+        Max => "fmaxf",
+        _ => return None,
+    })
+}
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,8 @@
 use super::{Val, Writer};
 use crate::code::Code;
 use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
-use crate::dialect::{BuiltinOrd, Dialect, TgIndex};
+use crate::code::TgIndex;
+use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
 use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;

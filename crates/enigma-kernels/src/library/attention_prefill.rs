@@ -53,55 +53,11 @@
 //! log-sum-exp of `−∞`.
 
 use super::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
+pub use super::attention_prefill_common::{PrefillArgs, HEAD_DIMS};
+use super::attention_prefill_common::{Heads, QueryBlock};
 use super::*;
 use enigma_backend::DeviceInfo;
 use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
-
-/// Query heads and how many share one K/V head.
-pub(crate) struct Heads {
-    pub heads: Ex,
-    pub group: Ex,
-}
-
-/// The block of query rows this threadgroup owns and the keys it sees,
-/// as both prefill kernels take them from the grid: `(ceil(S_q /
-/// block_q), H, B)`, the last query block first.
-pub(crate) struct QueryBlock {
-    /// The block's first query row.
-    pub q0: Ex,
-    pub head: Ex,
-    pub batch: Ex,
-    /// Where the head's `Q` rows (and `out`'s) start.
-    pub q_base: Ex,
-    /// Where its K/V head's rows start.
-    pub kv_base: Ex,
-    /// K/V blocks of `block_kv` keys up to the last key the block sees:
-    /// all, or (causal, `diag` the diagonal's offset) its last row's
-    /// diagonal.
-    pub blocks: Ex,
-}
-
-impl QueryBlock {
-    pub(crate) fn new(k: &mut KernelBuilder, Heads { heads, group }: Heads, (s_q, s_kv, d): (Ex, Ex, Ex), diag: Option<Ex>, (block_q, block_kv): (u32, u32)) -> QueryBlock {
-        let tg = threadgroup_position_in_grid();
-        let q_block = k.let_("q_block", threadgroups_per_grid().x() - 1u32 - tg.x());
-        let q0 = k.let_("q0", q_block * block_q);
-        let head = k.let_("head", tg.y());
-        let batch = k.let_("batch", tg.z());
-        let kv_heads = k.let_("kv_heads", heads / group);
-        let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
-        let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
-        let kv_end = match diag {
-            None => s_kv,
-            Some(diag) => {
-                let reach = k.let_("reach", q0 + block_q + diag);
-                k.let_("kv_end", min(s_kv, select(Ex::from(0u32), reach - s_q, reach.gt(s_q))))
-            }
-        };
-        let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
-        QueryBlock { q0, head, batch, q_base, kv_base, blocks }
-    }
-}
 
 /// Query rows per SIMD group.
 pub const ROWS_PER_SIMDGROUP: u32 = 16;
@@ -139,8 +95,6 @@ impl PrefillTile {
         matches!(self.block_q, 64 | 128) && matches!(self.block_kv, 32 | 64)
     }
 }
-/// The head dimensions the kernel is built for.
-pub const HEAD_DIMS: [u32; 2] = [64, 128];
 /// Columns of `D` per matrix tile.
 const CHUNK: u32 = 64;
 /// Padding of each staged K/V row (elements): 16 bytes, so rows start in
@@ -492,24 +446,6 @@ fn weighted_values(p: Ex, kv: Mem, v_at: Ex, chunk: u32, ld: u32, block_kv: u32,
     let vt = MatrixType::new(elem, block_kv as u8, CHUNK as u8);
     let zero = matrix_fill(MatrixType::new(enigma_ir::Scalar::F32, ROWS_PER_SIMDGROUP as u8, CHUNK as u8), 0.0f32);
     matrix_multiply_accumulate(p, matrix_load(vt, kv, v_at + chunk * CHUNK, ld, false), zero)
-}
-
-crate::kernel_args! {
-    /// The arguments of [`prefill`] (`lse` where the configuration asks for
-    /// it; `diag` is read by causal kernels only).
-    pub struct PrefillArgs {
-        Q q: buffer,
-        K k: buffer,
-        V v: buffer,
-        OUT out: buffer,
-        LSE lse: optional,
-        S_Q s_q: u32,
-        S_KV s_kv: u32,
-        HEADS heads: u32,
-        GROUP group: u32,
-        SCALE_LOG2 scale_log2: f32,
-        DIAG diag: u32,
-    }
 }
 
 /// The prefill kernel of `cfg` (see the module doc). Parameters: `q, k, v,

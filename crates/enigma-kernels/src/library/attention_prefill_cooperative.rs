@@ -43,7 +43,7 @@
 //! (`−∞` for such a row). The kernel reads no K/V block past the block's
 //! last visible key.
 
-use super::attention_prefill::{Heads, PrefillArgs, QueryBlock, HEAD_DIMS};
+use super::attention_prefill_common::{Heads, PrefillArgs, QueryBlock, HEAD_DIMS};
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};

@@ -50,6 +50,7 @@ use std::fmt;
 pub mod args;
 pub mod attention;
 pub mod attention_prefill;
+mod attention_prefill_common;
 pub mod attention_prefill_cooperative;
 pub mod conv;
 pub mod elementwise;

@@ -59,7 +59,7 @@
 //! Shapes are checked with typed errors ([`QuantError`]) naming the numbers:
 //! `K` must be a multiple of 8 and of the group, the group one of [`GROUPS`].
 
-use enigma_backend::args::{f16_bits_to_f32, f32_to_f16_bits};
+use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
 use super::{f, nonzero, to_u32, DType, ShapeError};
 use enigma_ir::builder::{Ex, KernelBuilder};
 use enigma_ir::{QuantCode, QuantLayout, Type};

@@ -1,7 +1,13 @@
 //! Registry entries of attention: decode (one sequence, batches with grouped
 //! heads and per-sequence lengths) and prefill.
 
-use super::*;
+use super::entry::{entry, input, rounded, size, Case, Entry, PREFILL_DIMS};
+use crate::check::Tolerance;
+use crate::{upload, Mask, PrefillShape};
+use enigma_kernels::library::{attention, attention_prefill, DType};
+use enigma_kernels::TestRng;
+use enigma_runtime::DeviceKind;
+use std::cell::Cell;
 
 pub(super) fn attention_entry(dtype: DType, fused: bool) -> Entry {
     let (name, description) = if fused {
@@ -33,9 +39,6 @@ pub(super) fn attention_entry(dtype: DType, fused: bool) -> Entry {
         })
     })
 }
-
-/// The dimensions of an attention prefill entry's shape.
-pub(super) const PREFILL_DIMS: [&str; 6] = ["batch", "heads", "kv_heads", "s_q", "s_kv", "d"];
 
 pub(super) fn attention_prefill_entry(dtype: DType, mask: Mask) -> Entry {
     let (name, kind) = match mask {

@@ -1,7 +1,15 @@
 //! Registry entries of the element-wise, reduction, scan, softmax and
 //! normalisation operations.
 
-use super::*;
+use super::entry::{entry, input, rounded, size, Case, Entry};
+use crate::check::Tolerance;
+use crate::upload;
+use enigma_ir::Scalar;
+use enigma_kernels::library::elementwise::Elementwise;
+use enigma_kernels::library::scan::ScanKind;
+use enigma_kernels::library::{elementwise, norm, reduce, scan, softmax, DType, ReduceOp};
+use enigma_kernels::TestRng;
+use enigma_runtime::Buffer;
 
 pub(super) fn elementwise_entry(op: Elementwise, dtype: DType, force_vec4: bool) -> Entry {
     let name = if force_vec4 { format!("scale_vec4_{dtype}") } else { format!("{op}_{dtype}") };
