@@ -54,10 +54,10 @@
 
 use super::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
 pub use super::attention_prefill_common::{PrefillArgs, HEAD_DIMS};
-use super::attention_prefill_common::{Heads, QueryBlock};
+use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock};
 use super::*;
 use enigma_backend::DeviceInfo;
-use enigma_ir::{Access, Kernel, MatrixType, MemFlags, Type};
+use enigma_ir::{Kernel, MatrixType, MemFlags, Type};
 
 /// Query rows per SIMD group.
 pub const ROWS_PER_SIMDGROUP: u32 = 16;
@@ -467,18 +467,7 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let f32s = enigma_ir::Scalar::F32;
     let mut kb = KernelBuilder::new(cfg.name());
     let k = &mut kb;
-    type P = PrefillArgs;
-    let q = k.buffer(P::Q, cfg.dtype.ty(1), Access::Read);
-    let keys = k.buffer(P::K, cfg.dtype.ty(1), Access::Read);
-    let values = k.buffer(P::V, cfg.dtype.ty(1), Access::Read);
-    let out = k.buffer(P::OUT, cfg.dtype.ty(1), Access::ReadWrite);
-    let lse = cfg.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
-    let s_q = k.value(P::S_Q, Type::U32);
-    let s_kv = k.value(P::S_KV, Type::U32);
-    let heads = k.value(P::HEADS, Type::U32);
-    let group = k.value(P::GROUP, Type::U32);
-    let scale_log2 = k.value(P::SCALE_LOG2, Type::F32);
-    let diag = cfg.causal.then(|| k.value(P::DIAG, Type::U32));
+    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag } = PrefillParams::declare(k, cfg.dtype.ty(1), cfg.lse, cfg.causal);
     let kv = k.threadgroup_array("kv", cfg.dtype.ty(1), cfg.staged_rows() * ld);
     let tile = ROWS_PER_SIMDGROUP * block_kv;
     let scores = k.threadgroup_array("scores", Type::F32, block_q * block_kv);

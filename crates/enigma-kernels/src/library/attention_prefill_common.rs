@@ -5,6 +5,7 @@
 //! keys it sees ([`QueryBlock`]).
 
 use super::*;
+use enigma_ir::{Access, Type};
 
 /// The head dimensions both prefill kernels are built for.
 pub const HEAD_DIMS: [u32; 2] = [64, 128];
@@ -27,6 +28,42 @@ crate::kernel_args! {
         GROUP group: u32,
         SCALE_LOG2 scale_log2: f32,
         DIAG diag: u32,
+    }
+}
+
+/// Both prefill kernels' parameters, declared in [`PrefillArgs`]' order:
+/// `q, k, v, out` of `elem`, the log-sum-exp where asked, the sizes, the
+/// scale, and the causal diagonal's offset where the mask is causal.
+pub(crate) struct PrefillParams {
+    pub q: Mem,
+    pub keys: Mem,
+    pub values: Mem,
+    pub out: Mem,
+    pub lse: Option<Mem>,
+    pub s_q: Ex,
+    pub s_kv: Ex,
+    pub heads: Ex,
+    pub group: Ex,
+    pub scale_log2: Ex,
+    pub diag: Option<Ex>,
+}
+
+impl PrefillParams {
+    pub(crate) fn declare(k: &mut KernelBuilder, elem: Type, lse: bool, causal: bool) -> PrefillParams {
+        type P = PrefillArgs;
+        PrefillParams {
+            q: k.buffer(P::Q, elem, Access::Read),
+            keys: k.buffer(P::K, elem, Access::Read),
+            values: k.buffer(P::V, elem, Access::Read),
+            out: k.buffer(P::OUT, elem, Access::ReadWrite),
+            lse: lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite)),
+            s_q: k.value(P::S_Q, Type::U32),
+            s_kv: k.value(P::S_KV, Type::U32),
+            heads: k.value(P::HEADS, Type::U32),
+            group: k.value(P::GROUP, Type::U32),
+            scale_log2: k.value(P::SCALE_LOG2, Type::F32),
+            diag: causal.then(|| k.value(P::DIAG, Type::U32)),
+        }
     }
 }
 

@@ -43,10 +43,10 @@
 //! (`−∞` for such a row). The kernel reads no K/V block past the block's
 //! last visible key.
 
-use super::attention_prefill_common::{Heads, PrefillArgs, QueryBlock, HEAD_DIMS};
+use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock, HEAD_DIMS};
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
-use enigma_ir::{Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};
+use enigma_ir::{ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};
 
 /// Query rows of one warpgroup (four SIMD groups).
 pub const WARPGROUP_ROWS: u32 = 64;
@@ -201,18 +201,7 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let elem = cfg.dtype.ty(1);
     let mut kb = KernelBuilder::new(cfg.name());
     let k = &mut kb;
-    type P = PrefillArgs;
-    let q = k.buffer(P::Q, elem, Access::Read);
-    let keys = k.buffer(P::K, elem, Access::Read);
-    let values = k.buffer(P::V, elem, Access::Read);
-    let out = k.buffer(P::OUT, elem, Access::ReadWrite);
-    let lse = cfg.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite));
-    let s_q = k.value(P::S_Q, Type::U32);
-    let s_kv = k.value(P::S_KV, Type::U32);
-    let heads = k.value(P::HEADS, Type::U32);
-    let group = k.value(P::GROUP, Type::U32);
-    let scale_log2 = k.value(P::SCALE_LOG2, Type::F32);
-    let diag = cfg.causal.then(|| k.value(P::DIAG, Type::U32));
+    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag } = PrefillParams::declare(k, elem, cfg.lse, cfg.causal);
     let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
     let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
     let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
