@@ -1,6 +1,6 @@
 //! Attention over a whole sequence (prefill) on cooperative tensors
 //! (`matmul2d`), FlashAttention-2's structure: the same operation, masks,
-//! grouped-query heads, log-sum-exp and parameters ([`PrefillArgs`]) as
+//! grouped-query heads, log-sum-exp and parameters ([`PrefillArgs`](super::attention_prefill_common::PrefillArgs)) as
 //! [`super::attention_prefill`]'s kernel on SIMD-group matrices, which
 //! [`super::attention_prefill::select_prefill`] runs where this one does not.
 //!
