@@ -79,7 +79,10 @@
 //!   SIMD group (`execution_simdgroup`), maybe after loading it from
 //!   `coop_in` and accumulating, maybe then adding each slot's row through
 //!   `get_multidimensional_index`, and stores it to the SIMD group's region
-//!   of the extra output `coop_out`. On by default: the simulator, CUDA (the
+//!   of the extra output `coop_out`. About a third of the products read a
+//!   threadgroup copy of `coop_in` (`coop_tg`) as overlapped products
+//!   (operands released at the second barrier after them), half of those
+//!   followed by two barriers and a write to the copy. On by default: the simulator, CUDA (the
 //!   scalar path; `wgmma` takes larger scopes) and both MSL lowerings run it.
 //! * **Per-thread arrays** (with `thread_arrays`): a phase at the top level
 //!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
@@ -1115,8 +1118,16 @@ impl<'c> Gen<'c> {
         let mut desc = Matmul2dDescriptor::new(m, n, Some(k));
         desc.transpose_left = self.ch.chance(30);
         desc.transpose_right = self.ch.chance(30);
-        let left = if desc.transpose_left { view(self, m, k) } else { view(self, k, m) };
-        let right = if desc.transpose_right { view(self, k, n) } else { view(self, n, k) };
+        let mut left = if desc.transpose_left { view(self, m, k) } else { view(self, k, m) };
+        let mut right = if desc.transpose_right { view(self, k, n) } else { view(self, n, k) };
+        let overlapped = self.ch.chance(35);
+        if overlapped {
+            // The operands from a threadgroup copy of `coop_in`, as an
+            // overlapped product must read them.
+            let staged = self.stage_in_threadgroup(body, input, LEN);
+            left.mem = staged;
+            right.mem = staged;
+        }
         let tensor = CoopId(self.k.cooperative_tensors.len() as u32);
         let name = format!("coop{}", tensor.0);
         self.k.cooperative_tensors.push(CooperativeTensor { name, elem: Scalar::F32, rows: m, cols: n, scope: ExecutionScope::Simdgroup });
@@ -1125,14 +1136,22 @@ impl<'c> Gen<'c> {
             let src = view(self, n, m);
             body.push(stmt(StmtKind::CooperativeLoad { tensor, src: Box::new(src) }));
         }
+        let operands = left.mem;
         body.push(stmt(StmtKind::Matmul2d {
             desc,
             scope: ExecutionScope::Simdgroup,
             left: Matmul2dLeft::Tensor(Box::new(left)),
             right: Box::new(right),
             dest: tensor,
-            release: Default::default(),
+            release: if overlapped { OperandRelease::SecondBarrier } else { OperandRelease::NextBarrier },
         }));
+        if overlapped && self.ch.chance(50) {
+            // The copy is free again at the second barrier after the product.
+            let barrier = || stmt(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::Threadgroup });
+            body.extend([barrier(), barrier()]);
+            let lid = Expr::Builtin(Builtin::ThreadIndexInThreadgroup);
+            body.push(stmt(StmtKind::Store { mem: operands, index: lid, value: lit_f32(0.0) }));
+        }
         if self.ch.chance(50) {
             // Not in the scope of scalar expressions: only the loop reads it.
             let slot = VarId(self.k.locals.len() as u32);
@@ -1169,6 +1188,32 @@ impl<'c> Gen<'c> {
             strides: [lit_u32(1), lit_u32(n)],
         };
         body.push(stmt(StmtKind::CooperativeStore { tensor, dst: Box::new(dst) }));
+    }
+
+    /// A threadgroup array `coop_tg` of `len` f32 holding `input`'s first
+    /// `len` elements: each thread copies every threads-per-threadgroup-th
+    /// element from its own index on, then a barrier.
+    fn stage_in_threadgroup(&mut self, body: &mut Block, input: ParamId, len: u32) -> Memory {
+        let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
+        self.k.threadgroup_arrays.push(ThreadgroupArray { name: "coop_tg".into(), elem: Type::F32, len });
+        let saved = self.scope.len();
+        let i = self.local("ci", Scalar::U32, false);
+        self.scope.truncate(saved);
+        let copy = stmt(StmtKind::Store {
+            mem: Memory::Threadgroup(id),
+            index: Expr::Var(i),
+            value: Expr::Load { mem: Memory::Buffer(input), index: Box::new(Expr::Var(i)) },
+        });
+        body.push(stmt(StmtKind::For {
+            var: i,
+            start: Expr::Builtin(Builtin::ThreadIndexInThreadgroup),
+            end: lit_u32(len),
+            step: lit_u32(self.tg_size),
+            body: vec![copy],
+            unroll: false,
+        }));
+        body.push(stmt(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::Threadgroup }));
+        Memory::Threadgroup(id)
     }
 
     /// The f32 product: two f32 8×8 tiles loaded into locals from the extra

@@ -164,6 +164,36 @@ fn cooperative_cases_write_every_simdgroup_region_alike() {
     assert!(nonzero * 2 >= cases.len(), "{nonzero} of {} tiles are not all zeros", cases.len());
 }
 
+/// Some cooperative phases read a threadgroup copy of `coop_in` as
+/// overlapped products: they run clean under the sanitizer (with the copy
+/// rewritten after the second barrier in some), and leave what the same
+/// product reading `coop_in` itself, released at the next barrier, leaves.
+#[test]
+fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
+    use enigma_ir::cooperative::OperandRelease;
+    use enigma_ir::{Matmul2dLeft, Memory, StmtKind};
+    let mut checked = 0;
+    for seed in 0..160 {
+        let case = testgen::case(seed);
+        let Some(at) = case.kernel.body.iter().position(|s| matches!(&s.kind, StmtKind::Matmul2d { release: OperandRelease::SecondBarrier, .. })) else {
+            continue;
+        };
+        let input = case.kernel.params.iter().position(|p| p.name == "coop_in").unwrap();
+        let mut direct = case.clone();
+        let StmtKind::Matmul2d { left: Matmul2dLeft::Tensor(left), right, release, .. } = &mut direct.kernel.body[at].kind else {
+            unreachable!("a product with a view on the left")
+        };
+        assert!(matches!(left.mem, Memory::Threadgroup(_)) && matches!(right.mem, Memory::Threadgroup(_)), "seed {seed}");
+        left.mem = Memory::Buffer(enigma_ir::ParamId(input as u32));
+        right.mem = Memory::Buffer(enigma_ir::ParamId(input as u32));
+        *release = OperandRelease::NextBarrier;
+        let overlapped = run(&case, true).unwrap();
+        assert_eq!(case.compare_outputs(&overlapped, &run(&direct, false).unwrap()), Ok(()), "seed {seed}\n{}", print(&case.kernel));
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} of 160 cases have an overlapped product");
+}
+
 /// The texture phase appears and its output texture is written.
 #[test]
 fn texture_cases_read_and_write_textures() {
