@@ -3,7 +3,8 @@
 //! This module owns [`DeviceSpec`], the device description every analysis in
 //! this crate takes, and the built-in catalogue of Apple silicon GPUs
 //! transcribed from the seeds (seed 004's chip tables, seed 000's M2 Ultra,
-//! seed 002's M4 Max throughput figure). Runtime backends build a
+//! seed 002's M4 Max throughput figure) and, for the M5, from Apple's
+//! announcement of it. Runtime backends build a
 //! [`DeviceSpec`] from what the driver reports (for CUDA: SMs as cores,
 //! shared memory per block and per SM, threads per SM …) so the same
 //! geometry and occupancy code applies to them.
@@ -202,6 +203,16 @@ impl DeviceSpec {
         Ok(())
     }
 
+    /// The two roofs of `flops` and `bytes` on this device, in seconds:
+    /// compute at its FP16 throughput (`None` where it is unknown, or where
+    /// `half` is false: the catalogue has no FP32 throughput) and memory at
+    /// its peak bandwidth (`None` where unknown).
+    pub fn roof_seconds(&self, flops: f64, bytes: f64, half: bool) -> (Option<f64>, Option<f64>) {
+        let compute = self.fp16_tflops.filter(|t| half && *t > 0.0).map(|t| flops / (t * 1e12));
+        let memory = self.memory_bandwidth_gb_s.filter(|b| *b > 0.0).map(|b| bytes / (b * 1e9));
+        (compute, memory)
+    }
+
     /// Peak FP16 FLOPs per byte of memory traffic (`fp16_tflops × 10^12 /
     /// (bandwidth × 10^9)`), when both are known. M4 Max: 32 TFLOPS / 546 GB/s
     /// = 58.6 (seed 002 §5.1: "roughly 59").
@@ -258,7 +269,7 @@ impl DeviceSpec {
 struct Entry {
     id: &'static str,
     chip: &'static str,
-    family: &'static str,
+    family: Option<&'static str>,
     cores: (u32, u32),
     bandwidth_gb_s: Option<f64>,
     fp16_tflops: Option<f64>,
@@ -273,7 +284,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m1",
         chip: "M1",
-        family: "Apple 7",
+        family: Some("Apple 7"),
         cores: (7, 8),
         bandwidth_gb_s: Some(68.0),
         fp16_tflops: None,
@@ -283,7 +294,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m2",
         chip: "M2",
-        family: "Apple 8",
+        family: Some("Apple 8"),
         cores: (8, 10),
         bandwidth_gb_s: Some(100.0),
         fp16_tflops: None,
@@ -293,7 +304,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m3",
         chip: "M3",
-        family: "Apple 9",
+        family: Some("Apple 9"),
         cores: (10, 10),
         bandwidth_gb_s: Some(100.0),
         fp16_tflops: None,
@@ -303,7 +314,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m4",
         chip: "M4",
-        family: "Apple 9+",
+        family: Some("Apple 9+"),
         cores: (10, 10),
         bandwidth_gb_s: Some(120.0),
         fp16_tflops: None,
@@ -313,7 +324,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m1-pro",
         chip: "M1 Pro",
-        family: "Apple 7",
+        family: Some("Apple 7"),
         cores: (14, 16),
         bandwidth_gb_s: Some(200.0),
         fp16_tflops: None,
@@ -327,7 +338,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m1-max",
         chip: "M1 Max",
-        family: "Apple 7",
+        family: Some("Apple 7"),
         cores: (24, 32),
         bandwidth_gb_s: Some(400.0),
         fp16_tflops: None,
@@ -340,7 +351,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m2-max",
         chip: "M2 Max",
-        family: "Apple 8",
+        family: Some("Apple 8"),
         cores: (30, 38),
         bandwidth_gb_s: Some(400.0),
         fp16_tflops: None,
@@ -353,7 +364,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m2-ultra",
         chip: "M2 Ultra",
-        family: "Apple 8",
+        family: Some("Apple 8"),
         cores: (76, 76),
         bandwidth_gb_s: None,
         fp16_tflops: None,
@@ -367,7 +378,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m3-max",
         chip: "M3 Max",
-        family: "Apple 9",
+        family: Some("Apple 9"),
         cores: (40, 40),
         bandwidth_gb_s: Some(400.0),
         fp16_tflops: None,
@@ -380,7 +391,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m4-pro",
         chip: "M4 Pro",
-        family: "Apple 9+",
+        family: Some("Apple 9+"),
         cores: (20, 20),
         bandwidth_gb_s: Some(273.0),
         fp16_tflops: None,
@@ -393,7 +404,7 @@ const ENTRIES: &[Entry] = &[
     Entry {
         id: "m4-max",
         chip: "M4 Max",
-        family: "Apple 9+",
+        family: Some("Apple 9+"),
         cores: (40, 40),
         bandwidth_gb_s: Some(546.0),
         fp16_tflops: Some(32.0),
@@ -404,13 +415,27 @@ const ENTRIES: &[Entry] = &[
             "family and bf16 of the M4 generation (seed 004 base-chip table)",
         ],
     },
+    Entry {
+        id: "m5",
+        chip: "M5",
+        family: None,
+        cores: (10, 10),
+        bandwidth_gb_s: Some(153.0),
+        fp16_tflops: None,
+        bf16: true,
+        sources: &[
+            "Apple's M5 announcement, October 2025 (10-core GPU with a neural accelerator in each core, 153 GB/s); \
+             Apple gives its AI compute only as 'over 4x M4', no FP16 figure, and no GPU family in that text",
+            "bf16 as every GPU since the M3 generation (seed 004 base-chip table)",
+        ],
+    },
 ];
 
 fn build(entry: &Entry) -> DeviceSpec {
     let mut spec = DeviceSpec::custom(format!("Apple {}", entry.chip), entry.cores.1);
     spec.id = entry.id.to_string();
     spec.vendor = "Apple".to_string();
-    spec.family = Some(entry.family.to_string());
+    spec.family = entry.family.map(str::to_string);
     spec.gpu_cores_min = entry.cores.0;
     spec.gpu_cores_max = entry.cores.1;
     spec.memory_bandwidth_gb_s = entry.bandwidth_gb_s;
@@ -425,7 +450,7 @@ fn build(entry: &Entry) -> DeviceSpec {
 }
 
 /// Every catalogue entry, default (largest) configuration, in seed 004's order
-/// with the M2 Ultra after the M2 Max.
+/// with the M2 Ultra after the M2 Max, then the M5.
 pub fn all() -> Vec<DeviceSpec> {
     ENTRIES.iter().map(build).collect()
 }

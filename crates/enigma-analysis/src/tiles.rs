@@ -728,10 +728,10 @@ pub fn plan_tile(config: &TileConfig, device: &DeviceSpec, problem: Option<Probl
             }
             let k_iterations = p.k.div_ceil(shape.k);
             let tile_iterations = total as f64 * f64::from(k_iterations);
-            let predicted = match (device.fp16_tflops, device.memory_bandwidth_gb_s) {
-                (Some(tflops), Some(gb_s)) if w.waves_exact > 0.0 => {
-                    let compute_seconds = tile_iterations * flops as f64 / (tflops * 1e12) * (w.waves as f64 / w.waves_exact);
-                    let memory_seconds = tile_iterations * (a_load + b_load + scale_load) / (gb_s * 1e9);
+            let roofs = device.roof_seconds(tile_iterations * flops as f64, tile_iterations * (a_load + b_load + scale_load), true);
+            let predicted = match roofs {
+                (Some(compute), Some(memory_seconds)) if w.waves_exact > 0.0 => {
+                    let compute_seconds = compute * (w.waves as f64 / w.waves_exact);
                     Some(Prediction { seconds: compute_seconds.max(memory_seconds), compute_seconds, memory_seconds })
                 }
                 _ => None,

@@ -39,7 +39,7 @@ fn seed004_pro_max_chips_and_seed000_m2_ultra() {
         assert_eq!((d.gpu_cores_min, d.gpu_cores_max), (min, max), "{id}");
         assert_eq!(d.memory_bandwidth_gb_s, bw, "{id}");
     }
-    assert_eq!(catalog::all().len(), 11);
+    assert_eq!(catalog::all().len(), 12);
 }
 
 #[test]
@@ -50,7 +50,7 @@ fn m4_max_matches_seed002_and_has_a_machine_balance() {
     let balance = d.machine_balance().unwrap();
     assert!((balance - 32e12 / 546e9).abs() < 1e-9);
     assert_eq!(format!("{balance:.0}"), "59"); // "roughly 59 FLOPs/byte"
-    // No other chip has a seed-given FP16 throughput.
+    // No other chip has an FP16 throughput (the M5's is not published).
     for other in catalog::all().into_iter().filter(|d| d.id != "m4-max") {
         assert_eq!(other.fp16_tflops, None, "{}", other.id);
         assert_eq!(other.machine_balance(), None);
@@ -134,4 +134,13 @@ fn specs_round_trip_through_json() {
         let back: DeviceSpec = serde_json::from_str(&s).unwrap();
         assert_eq!(back, d);
     }
+}
+
+#[test]
+fn m5_has_its_announced_bandwidth_and_no_fp16_throughput() {
+    let d = catalog::find("Apple M5").unwrap();
+    assert_eq!((d.id.as_str(), d.gpu_cores), ("m5", 10));
+    assert_eq!(d.memory_bandwidth_gb_s, Some(153.0));
+    assert_eq!((d.fp16_tflops, d.family.as_deref(), d.bf16), (None, None, Some(true)));
+    assert!(d.sources.iter().any(|s| s.contains("M5 announcement")), "{:?}", d.sources);
 }

@@ -13,6 +13,7 @@ mod cli {
     pub mod info;
     pub mod library;
     pub mod occupancy;
+    pub mod predict;
     pub mod run;
     pub mod source;
     pub mod tiles;
@@ -49,6 +50,8 @@ enum Command {
     Tune(cli::tune::Args),
     /// Quantized-GEMM tile planner (seed 002), or --seed-tables to check the seeds' tables.
     Tiles(cli::tiles::Args),
+    /// Roofline prediction of a library operation on catalogue devices (default: M4 Max and M5): a model, not a measurement.
+    Predict(cli::predict::Args),
 }
 
 /// `print!` panics when stdout is a pipe its reader closed (`enigma … |
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Geometry(args) => cli::geometry::run(args),
         Command::Occupancy(args) => cli::occupancy::run(args),
         Command::Tiles(args) => cli::tiles::run(args),
+        Command::Predict(args) => cli::predict::run(args),
         Command::Tune(args) => cli::tune::run(args),
     };
     match result {

@@ -1,5 +1,5 @@
 //! The analysis subcommands of the `enigma` binary (`geometry`, `tiles`,
-//! `occupancy`, `info`), run as a user would, with their JSON checked against
+//! `occupancy`, `info`, `predict`), run as a user would, with their JSON checked against
 //! numbers computed here from the seeds' formulas.
 
 use std::process::{Command, Output};
@@ -264,7 +264,7 @@ fn occupancy_errors() {
 fn info_catalog() {
     let v = json(&["info", "--catalog", "--json"]);
     let cat = v["catalog"].as_array().unwrap();
-    assert_eq!(cat.len(), 11);
+    assert_eq!(cat.len(), 12);
     let max = cat.iter().find(|d| d["id"] == "m4-max").unwrap();
     assert_eq!(u(&max["gpu_cores"]), 40);
     assert_eq!(f(&max["memory_bandwidth_gb_s"]), 546.0);
@@ -321,4 +321,40 @@ fn a_closed_stdout_is_not_a_panic() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+// -------------------------------------------------------------- predict ---
+
+#[test]
+fn predict_decode_on_the_m4_max_and_the_m5() {
+    let v = json(&["predict", "attention-decode", "--shape", "1,32,8,8192,128", "--json"]);
+    let all = v.as_array().unwrap();
+    assert_eq!(all.len(), 2);
+    // K and V of 8 heads × 8192 keys × 128, q and out of 32 heads, in f16.
+    let bytes = (2.0 * 8.0 * 8192.0 * 128.0 + 2.0 * 32.0 * 128.0) * 2.0;
+    for (p, device, gb_s) in [(&all[0], "Apple M4 Max", 546e9), (&all[1], "Apple M5", 153e9)] {
+        assert_eq!(p["device"], device);
+        assert!((f(&p["bytes"]) - bytes).abs() < 1e-6);
+        assert!((f(&p["memory_seconds"]) - bytes / gb_s).abs() < 1e-15);
+    }
+    assert_eq!(all[0]["roof"], "memory");
+    // The M5's FP16 throughput is not published: no compute roof.
+    assert!(all[1]["compute_seconds"].is_null() && all[1]["seconds"].is_null());
+    assert_eq!(all[1]["roof"], "unknown");
+}
+
+#[test]
+fn predict_refuses_bad_shapes_and_devices() {
+    for (args, needle) in [
+        (vec!["predict", "gemm", "--shape", "0,3,4"], "M = 0"),
+        (vec!["predict", "gemv", "--shape", "3,4,5"], "expected 2"),
+        (vec!["predict", "attention-decode", "--shape", "1,32,5,64,128"], "not a multiple"),
+        (vec!["predict", "qmatmul", "--shape", "1,64,100"], "must divide K"),
+        (vec!["predict", "gemv", "--shape", "8,8", "--devices", "h200"], "unknown device"),
+    ] {
+        let out = enigma(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

@@ -14,7 +14,7 @@ use enigma_runtime::{Device, Runtime};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Print only the built-in device catalogue (Apple M1–M4 from the seeds).
+    /// Print only the built-in device catalogue (Apple M1–M4 from the seeds, the M5 from its announcement).
     #[arg(long)]
     pub catalog: bool,
     /// Print JSON.
