@@ -550,6 +550,45 @@ fn decode_sums_stay_finite_at_the_documented_bound() {
     }
 }
 
+/// The decode kernel's bit decoding is exact for every code at every
+/// nibble of a word: word 0 of column `c` holds code `(c + j) % 16` at
+/// nibble `j`, so the 16 columns hold each code at each nibble; A's rows
+/// are one-hot at K = 0 … 3, then 4 … 7, so C is the decoded codes times
+/// the scale (1.5), exactly, against the host's decoding of each code.
+#[test]
+fn the_decode_kernel_decodes_every_code_at_every_nibble_exactly() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let (m, n, k, group) = (4, 16, 32, 32);
+    let scale = 0x3E00u16; // f16 1.5
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
+        let code = |col: usize, j: usize| ((col + j) % 16) as u32;
+        let mut packed = vec![0u32; k / 8 * n];
+        for (col, word) in packed.iter_mut().take(n).enumerate() {
+            *word = (0..8).map(|j| code(col, j) << (4 * j)).fold(0, |w, c| w | c);
+        }
+        let q = quant::QuantizedMatrix::new(format, k, n, group, packed, vec![scale; k / group * n], vec![]).unwrap();
+        let weights = QuantizedWeights::upload(&rt, &q).unwrap();
+        for first in [0, 4] {
+            let mut a = vec![0.0f32; m * k];
+            for r in 0..m {
+                a[r * k + first + r] = 1.0;
+            }
+            let ab = upload(&rt, enigma_ir::Scalar::F16, &a).unwrap();
+            let ops = enigma_ops::Ops::new(&rt).with_options(Options { sanitize: true, ..Options::default() });
+            let c = ops.qmatmul(&ab, &weights, m, DType::F32).unwrap();
+            assert!(ops.take_launches()[0].kernel.starts_with(&format!("qmatmul_{format}_f32")));
+            let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
+            for r in 0..m {
+                for col in 0..n {
+                    let c_code = code(col, first + r);
+                    let value = if format == quant::Format::Fp4 { quant::fp4_value(c_code) } else { quant::int4_value(c_code) };
+                    assert_eq!(got[r * n + col], value as f64 * 1.5, "{format}: code {c_code} at nibble {}", first + r);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn runs_clean_under_the_sanitizer() {
     // Races between the SIMD groups' partial sums, uninitialised reads of
