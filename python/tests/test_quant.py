@@ -96,10 +96,10 @@ def test_mlx_affine_layout():
 
 def decode_product_error(format):
     """The decode kernel's rounding beyond f32 sums, per unit of sum |a·w|:
-    INT4 sums four products in float16 (gamma_4 = 4u / (1 - 4u), u = 2^-11),
-    FP4 forms each exactly in float32 (Rust: qmatmul::f16_product_error)."""
-    nu = 4 * 2.0**-11
-    return nu / (1 - nu) if format == "int4" else 0.0
+    INT4 and FP4 sum sixteen products in float16 (gamma_16 = 16u / (1 - 16u),
+    u = 2^-11; Rust: qmatmul::f16_product_error)."""
+    nu = 16 * 2.0**-11
+    return nu / (1 - nu)
 
 
 @pytest.mark.parametrize("format", ["fp4", "int4"])
@@ -113,7 +113,7 @@ def test_qmatmul_matches_numpy(rt, format, m, n, k, group):
     bound = np.abs(a.astype(np.float64)) @ np.abs(decode(format, packed, scales).astype(np.float64))
     # Above the decode kernel's rows the tensor-core kernel rounds each
     # value · scale to float16 once (half a unit in the last place, 2^-11);
-    # the decode kernel sums INT4 products in float16 four at a time.
+    # the decode kernel sums products in float16 sixteen at a time.
     per_product = 1e-6 + (2.0**-11 if m > ops.QMATMUL_DECODE_ROWS else decode_product_error(format))
     c32 = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, rt=rt)
     assert c32.dtype == np.float32 and c32.shape == (m, n)

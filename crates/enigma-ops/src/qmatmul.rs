@@ -24,10 +24,10 @@ impl Ops<'_> {
     /// `qmatmul_fragments` up to `qmatmul_fragments::DECODE_ROWS` rows (unless
     /// [`GemmOptions::tile`](crate::GemmOptions::tile), [`GemmOptions::stages`](crate::GemmOptions::stages) or splits summed in the
     /// kernel, [`GemmOptions::split_sum`](crate::GemmOptions::split_sum), ask for the tensor-core GEMM) and the
-    /// GEMM above. The INT4 decode kernel (M up to
-    /// `qmatmul::DECODE_ROWS`) sums each packed word's products in f16 four
-    /// at a time before widening them (`qmatmul::f16_product_error`),
-    /// finite for |a| ≤ 16376.
+    /// GEMM above. The decode kernel (M up to `qmatmul::DECODE_ROWS`, FP4
+    /// and INT4) sums the products of `qmatmul::WORDS_PER_F16_SUM` packed
+    /// words in f16 before widening them (`qmatmul::f16_product_error`),
+    /// finite for |a| ≤ `qmatmul::MAX_ABS_A`.
     /// The kernel is [`qmatmul::select`]'s.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         self.check_qmatmul_inputs(a, w, m)?;

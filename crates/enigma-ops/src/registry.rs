@@ -244,8 +244,8 @@ fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
             // many rows the tensor-core kernel stages each dequantized weight
             // in f16: one more rounding per product. MLX's affine kernel sums
             // scale · code · a and bias · a apart: their magnitudes bound it.
-            // The decode kernel (M up to DECODE_ROWS) sums INT4 products in
-            // f16 four at a time (`qmatmul::f16_product_error`).
+            // The decode kernel (M up to DECODE_ROWS) sums products in f16
+            // sixteen at a time (`qmatmul::f16_product_error`).
             let tensor_cores = fused || path == QmatmulPath::Fragments || (m > qmatmul::DECODE_ROWS as usize && !format.has_biases());
             let staging = if tensor_cores {
                 DType::F16.unit_roundoff()

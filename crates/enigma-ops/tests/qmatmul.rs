@@ -521,23 +521,72 @@ fn splits_summed_in_the_kernel_equal_the_reduction() {
     }
 }
 
-/// The INT4 decode kernel's f16 partial sums stay finite at the bound its
-/// docs give: |a| = 16376 times the most negative code (−8) in every
-/// position, four products per f16 sum, is −65504 in eighths, f16's
-/// largest finite magnitude; the result is exact.
+/// The decode kernel's f16 partial sums stay finite at the bound its docs
+/// give (`qmatmul::MAX_ABS_A`): |a| = 4094 times the most negative code in
+/// every position, sixteen products per f16 sum. INT4 (−8, −1 in eighths)
+/// sums to −65504, f16's largest finite magnitude, and the result is
+/// exact; FP4 (−6, −0.75 in eighths) stays within the kernel's bound.
 #[test]
-fn int4_decode_sums_stay_finite_at_the_documented_bound() {
+fn decode_sums_stay_finite_at_the_documented_bound() {
     let rt = Runtime::new(Device::Sim).unwrap();
     let (m, n, k, group) = (1, 32, 256, 128);
+    let a_max = qmatmul::MAX_ABS_A;
+    assert_eq!(a_max, 4094.0);
     let one = 0x3C00u16; // f16 1.0
-    let q = quant::QuantizedMatrix::new(quant::Format::Int4, k, n, group, vec![0; k / 8 * n], vec![one; k / group * n], vec![]).unwrap();
-    let weights = QuantizedWeights::upload(&rt, &q).unwrap();
-    let a = upload(&rt, enigma_ir::Scalar::F16, &vec![16376.0f32; m * k]).unwrap();
-    let ops = enigma_ops::Ops::new(&rt);
-    let c = ops.qmatmul(&a, &weights, m, DType::F32).unwrap();
-    assert!(ops.take_launches()[0].kernel.starts_with("qmatmul_int4"));
-    let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
-    assert!(got.iter().all(|&x| x == -8.0 * 16376.0 * k as f64), "{got:?}");
+    for (format, word, code_value) in [(quant::Format::Int4, 0u32, -8.0), (quant::Format::Fp4, 0xFFFF_FFFF, -6.0)] {
+        let q = quant::QuantizedMatrix::new(format, k, n, group, vec![word; k / 8 * n], vec![one; k / group * n], vec![]).unwrap();
+        let weights = QuantizedWeights::upload(&rt, &q).unwrap();
+        let a = upload(&rt, enigma_ir::Scalar::F16, &vec![a_max as f32; m * k]).unwrap();
+        let ops = enigma_ops::Ops::new(&rt);
+        let c = ops.qmatmul(&a, &weights, m, DType::F32).unwrap();
+        assert!(ops.take_launches()[0].kernel.starts_with(&format!("qmatmul_{format}")));
+        let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
+        let want = code_value * a_max * k as f64;
+        let bound = want.abs() * qmatmul::f16_product_error(format);
+        assert!(got.iter().all(|&x| x.is_finite() && (x - want).abs() <= bound), "{format}: {got:?}, want {want} ± {bound}");
+        if format == quant::Format::Int4 {
+            assert!(got.iter().all(|&x| x == want), "{got:?}");
+        }
+    }
+}
+
+/// The decode kernel's bit decoding is exact for every code at every
+/// nibble of a word: word 0 of column `c` holds code `(c + j) % 16` at
+/// nibble `j`, so the 16 columns hold each code at each nibble; A's rows
+/// are one-hot at K = 0 … 3, then 4 … 7, so C is the decoded codes times
+/// the scale (1.5), exactly, against the host's decoding of each code.
+#[test]
+fn the_decode_kernel_decodes_every_code_at_every_nibble_exactly() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let (m, n, k, group) = (4, 16, 32, 32);
+    let scale = 0x3E00u16; // f16 1.5
+    for format in [quant::Format::Fp4, quant::Format::Int4] {
+        let code = |col: usize, j: usize| ((col + j) % 16) as u32;
+        let mut packed = vec![0u32; k / 8 * n];
+        for (col, word) in packed.iter_mut().take(n).enumerate() {
+            *word = (0..8).map(|j| code(col, j) << (4 * j)).fold(0, |w, c| w | c);
+        }
+        let q = quant::QuantizedMatrix::new(format, k, n, group, packed, vec![scale; k / group * n], vec![]).unwrap();
+        let weights = QuantizedWeights::upload(&rt, &q).unwrap();
+        for first in [0, 4] {
+            let mut a = vec![0.0f32; m * k];
+            for r in 0..m {
+                a[r * k + first + r] = 1.0;
+            }
+            let ab = upload(&rt, enigma_ir::Scalar::F16, &a).unwrap();
+            let ops = enigma_ops::Ops::new(&rt).with_options(Options { sanitize: true, ..Options::default() });
+            let c = ops.qmatmul(&ab, &weights, m, DType::F32).unwrap();
+            assert!(ops.take_launches()[0].kernel.starts_with(&format!("qmatmul_{format}_f32")));
+            let got = download(&c, enigma_ir::Scalar::F32, m * n).unwrap();
+            for r in 0..m {
+                for col in 0..n {
+                    let c_code = code(col, first + r);
+                    let value = if format == quant::Format::Fp4 { quant::fp4_value(c_code) } else { quant::int4_value(c_code) };
+                    assert_eq!(got[r * n + col], value as f64 * 1.5, "{format}: code {c_code} at nibble {}", first + r);
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -1454,8 +1454,9 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
         biases: the float16 biases of ``"mlx_affine"`` (only).
         variant: the kernel. ``"auto"``: the library's choice for M, the
             decode kernel up to :data:`QMATMUL_DECODE_ROWS` rows (for
-            ``"int4"`` it sums each packed word's products in float16 four
-            at a time before widening them, finite for |a| <= 16376), the
+            ``"int4"`` and ``"fp4"`` it sums the products of four packed
+            words in float16, sixteen per sum, before widening them, finite
+            for |a| <= 4094), the
             tensor-core kernel above. ``"separate"``: the tensor-core kernel,
             B tiles decoded from packed words staged in threadgroup memory,
             each weight rounded to float16 with its scale. ``"fused"``: seed

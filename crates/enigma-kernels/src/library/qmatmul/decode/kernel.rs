@@ -3,7 +3,7 @@
 //! the limits they are built within, the rounding they add beyond f32
 //! summation and their f64 reference.
 
-use crate::library::quant::{fp4_code_value, nibble, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
+use crate::library::quant::{Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
 use crate::library::split::{split_run, SplitArgs, SplitSum};
 use crate::library::*;
 use enigma_ir::{Access, AtomicOp, Kernel, Type};
@@ -12,21 +12,29 @@ use enigma_ir::{Access, AtomicOp, Kernel, Type};
 pub const WORDS_PER_ITERATION: [u32; 3] = [4, 8, 16];
 /// The most chunks [`qmatmul_staged`] stages ahead.
 pub const MAX_STAGES: u32 = 8;
-/// Bytes of the FP4 decoding table in threadgroup memory.
-pub const FP4_TABLE_BYTES: u64 = 16 * 4;
 
-/// Products per f16 partial sum in the INT4 kernel (a word's eight
-/// values, four per half of an f16 pair).
-pub const INT4_F16_TERMS: u32 = 4;
+/// Packed words whose products one f16 pair sums before it is widened to
+/// f32: each half of the pair takes [`F16_SUM_TERMS`] products in one fma
+/// chain.
+pub const WORDS_PER_F16_SUM: u32 = 4;
+/// Products per f16 partial sum in the kernel (four per half of a pair and
+/// word, over [`WORDS_PER_F16_SUM`] words).
+pub const F16_SUM_TERMS: u32 = 4 * WORDS_PER_F16_SUM;
+/// The largest |a| for which the kernel's f16 partial sums stay finite:
+/// each sums [`F16_SUM_TERMS`] products of weights decoded in eighths
+/// (|w| ≤ 1), below f16's largest finite value 65504.
+pub const MAX_ABS_A: f64 = 65504.0 / F16_SUM_TERMS as f64;
 
-/// The kernel's rounding beyond f32 summation, relative to Σ|a · w|: INT4
-/// forms and sums [`INT4_F16_TERMS`] products in f16 before widening them
-/// (γ₄ = 4u / (1 − 4u), u = f16's unit roundoff); FP4 forms each product
-/// exactly in f32 (0).
+/// The kernel's rounding beyond f32 summation, relative to Σ|a · w|, for
+/// FP4 and INT4 alike: each product of an f16 `a` and a weight decoded
+/// exactly in f16 eighths is formed and summed in f16, [`F16_SUM_TERMS`]
+/// to a sum, before the sum is widened (γ₁₆ = 16u / (1 − 16u), u = f16's
+/// unit roundoff); the widened sums, the scale and the rest are f32. 0 for
+/// formats the kernel does not read.
 pub fn f16_product_error(format: Format) -> f64 {
     match format {
-        Format::Int4 => {
-            let nu = INT4_F16_TERMS as f64 * DType::F16.unit_roundoff();
+        Format::Int4 | Format::Fp4 => {
+            let nu = F16_SUM_TERMS as f64 * DType::F16.unit_roundoff();
             nu / (1.0 - nu)
         }
         _ => 0.0,
@@ -46,36 +54,60 @@ pub fn kernel_product_error(kernel: &str, format: Format) -> f64 {
     }
 }
 
-/// One SIMD group's staged A for a chunk: its 16-byte vectors and their
-/// type. INT4 stages f16 pairs, one `uint4` per row and word; FP4 f32, two
-/// `float4`s per row and word.
-pub(super) fn stage_layout(format: Format, rows: u32, words: u32) -> (u32, Type) {
-    if format == Format::Int4 {
-        (rows * words, Type::vector(Scalar::U32, 4))
-    } else {
-        (rows * words * 2, Type::vector(Scalar::F32, 4))
-    }
+/// One SIMD group's staged A for a chunk: `rows · words` 16-byte vectors,
+/// each a row's eight values of one word as the four f16 pairs the decoded
+/// weights come in.
+pub(super) fn stage_layout(rows: u32, words: u32) -> (u32, Type) {
+    (rows * words, Type::vector(Scalar::U32, 4))
 }
 
 /// An f16 pair.
 const HALF2: Type = Type::vector(Scalar::F16, 2);
+
+/// An f16 pair of constant bits.
+fn half2_bits(bits: u32) -> Ex {
+    Ex::from(bits).bitcast(HALF2)
+}
 
 /// The eight INT4 values of `q` (u32) as four f16 pairs in eighths,
 /// `(nibble − 8) / 8` exactly: pair `i` holds nibbles `i` and `i + 4`, so
 /// one mask serves both halves. A pair costs one and-or (each nibble left
 /// in place under the f16 exponent of 1024: `1024 + n` for nibbles 0 and 2,
 /// `1024 + 16n` for 1 and 3) and one fma (`x / 8 − 129`, `x / 128 − 9`);
-/// nibbles 2, 3, 6 and 7 come from `q >> 8`. Eighths keep four products
-/// of an f16 `a` summed in f16 finite up to |a| = 16376.
+/// nibbles 2, 3, 6 and 7 come from `q >> 8`.
 fn int4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
     let shifted = k.let_(&format!("qs{name}"), q >> 8u32);
-    let pair = |bits: u32| Ex::from(bits).bitcast(HALF2);
     let decode = |k: &mut KernelBuilder, word: Ex, upper: bool, i: usize| {
         let (mask, step, offset) = if upper { (0x00F0_00F0u32, 0x2000_2000u32, 0xC880_C880u32) } else { (0x000F_000Fu32, 0x3000_3000, 0xD808_D808) };
         let x = ((word & mask) | 0x6400_6400u32).bitcast(HALF2);
-        k.let_(&format!("v{name}_{i}"), fma(x, pair(step), pair(offset)))
+        k.let_(&format!("v{name}_{i}"), fma(x, half2_bits(step), half2_bits(offset)))
     };
     [decode(k, q, false, 0), decode(k, q, true, 1), decode(k, shifted, false, 2), decode(k, shifted, true, 3)]
+}
+
+/// The eight FP4 (E2M1) values of `q` (u32) as four f16 pairs in eighths,
+/// exactly, in [`int4_eighths`]' order (pair `i`: nibbles `i` and
+/// `i + 4`). Each nibble `s e1 e0 m` is moved into f16 bits: `e1 e0 m` to
+/// bits 11 … 9 (the exponent's two low bits and the mantissa's top bit),
+/// `s` to bit 15, in both halves at once (two shifts and two logic
+/// operations a pair; nibbles 3 and 7 need one shift). That f16 is the
+/// value times 2⁻¹⁴ (for `e = 0` a subnormal, as E2M1's own `e = 0` codes
+/// are), so one pair multiply by 2¹¹ gives the value in eighths
+/// (0 … 0.75, all normal). This relies on the f16 pair multiply keeping
+/// subnormal inputs, as CUDA's half arithmetic does.
+fn fp4_eighths(k: &mut KernelBuilder, q: Ex, name: &str) -> [Ex; 4] {
+    // 2^11 as an f16 pair.
+    let to_eighths = half2_bits(0x6800_6800);
+    std::array::from_fn(|i| {
+        // Nibble i at bits 4i: `e1 e0 m` to 9 … 11 and the sign to 15.
+        let magnitude = match i {
+            3 => q >> 3u32,
+            _ => q << (9 - 4 * i as u32),
+        };
+        let sign = if i == 3 { q } else { q << (12 - 4 * i as u32) };
+        let bits = (magnitude & 0x0E00_0E00u32) | (sign & 0x8000_8000u32);
+        k.let_(&format!("v{name}_{i}"), bits.bitcast(HALF2) * to_eighths)
+    })
 }
 
 /// `qmatmul_{format}_{out}_r{rows}_c{cols}_u{words}_t{threads}`; the
@@ -187,15 +219,8 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let kk = k.value(P::K, Type::U32);
     let group_words = k.value(P::GROUP_WORDS, Type::U32);
     let partials = k.threadgroup_array("partials", Type::F32, simdgroups * rows * cols * SIMD_WIDTH);
-    let pairs = format == Format::Int4;
-    let (stage_vecs, stage_elem) = stage_layout(format, rows, words);
+    let (stage_vecs, stage_elem) = stage_layout(rows, words);
     let stage = k.threadgroup_array("a_stage", stage_elem, simdgroups * stage_vecs);
-    let table = (format == Format::Fp4).then(|| k.threadgroup_array("fp4_table", Type::F32, 16));
-    if let Some(table) = table {
-        let t = k.let_("t", thread_index_in_threadgroup());
-        k.if_(t.lt(16u32), |k| k.store(table.at(t), fp4_code_value(t)));
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-    }
 
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
@@ -235,19 +260,14 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
     let w = k.var("w", g_start * group_words);
     let passes = stage_vecs.div_ceil(SIMD_WIDTH);
     let stage_idx: Vec<Ex> = (0..passes).map(|i| k.let_(&format!("stage_idx{i}"), lane + i * SIMD_WIDTH)).collect();
-    // The A vectors (half4, their indices in `a4`) lane `idx` of the SIMD
-    // group stages for the chunk at packed row `row`: INT4 two (word
-    // idx % words of row idx / words), FP4 one (float4 idx of the
-    // [rows][words · 2] area).
+    // The two A vectors (half4, their indices in `a4`) lane `idx` of the
+    // SIMD group stages for the chunk at packed row `row`: word
+    // idx % words of row idx / words.
     let a_sources = |idx: Ex, row: Ex| -> Vec<Ex> {
-        if pairs {
-            let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
-            vec![src, src + 1u32]
-        } else {
-            vec![min(row0 + idx / (words * 2), last_row) * k4 + row * 2u32 + idx % (words * 2)]
-        }
+        let src = min(row0 + idx / words, last_row) * k4 + (row + idx % words) * 2u32;
+        vec![src, src + 1u32]
     };
-    let a_per_pass = if pairs { 2 } else { 1 };
+    let a_per_pass = 2;
     // Moves chunk position (g, pos, w) to the SIMD group's next chunk: the
     // next of this group, or the next group's first; true when the group
     // is done.
@@ -350,23 +370,19 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
         // lane and pass, instead of every lane converting all of them.
         for (i, (&idx, a)) in stage_idx.iter().zip(&a_now).enumerate() {
             let convert = |k: &mut KernelBuilder| {
-                if pairs {
-                    // Word u's eight values as the pairs its decoded
-                    // weights come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
-                    let lo = k.let_(&format!("a_lo{i}"), a[0].bitcast(Type::vector(Scalar::U32, 2)));
-                    let hi = k.let_(&format!("a_hi{i}"), a[1].bitcast(Type::vector(Scalar::U32, 2)));
-                    let pair = |lo: Ex, hi: Ex, upper: bool| {
-                        if upper {
-                            (lo >> 16u32) | (hi & 0xFFFF_0000u32)
-                        } else {
-                            (lo & 0xFFFFu32) | (hi << 16u32)
-                        }
-                    };
-                    let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
-                    k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
-                } else {
-                    k.store(stage.at(stage_base + idx), a[0].cast(Type::vector(Scalar::F32, 4)));
-                }
+                // Word u's eight values as the pairs its decoded weights
+                // come in: (a0, a4), (a1, a5), (a2, a6), (a3, a7).
+                let lo = k.let_(&format!("a_lo{i}"), a[0].bitcast(Type::vector(Scalar::U32, 2)));
+                let hi = k.let_(&format!("a_hi{i}"), a[1].bitcast(Type::vector(Scalar::U32, 2)));
+                let pair = |lo: Ex, hi: Ex, upper: bool| {
+                    if upper {
+                        (lo >> 16u32) | (hi & 0xFFFF_0000u32)
+                    } else {
+                        (lo & 0xFFFFu32) | (hi << 16u32)
+                    }
+                };
+                let four = [pair(lo.x(), hi.x(), false), pair(lo.x(), hi.x(), true), pair(lo.y(), hi.y(), false), pair(lo.y(), hi.y(), true)];
+                k.store(stage.at(stage_base + idx), vector(Type::vector(Scalar::U32, 4), &four));
             };
             if (i as u32 + 1) * SIMD_WIDTH <= stage_vecs {
                 convert(k);
@@ -375,42 +391,36 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             }
         }
         k.simdgroup_barrier(MemFlags::Threadgroup);
+        // Each row's and column's products, summed in an f16 pair over
+        // WORDS_PER_F16_SUM words (one fma chain), then widened into `part`.
+        let mut sums: Vec<Vec<Option<Ex>>> = vec![vec![None; cols_n]; rows as usize];
         for (u, &q) in qs.iter().enumerate() {
             let word_index = u as u32;
+            // Uniform addresses: one broadcast read per row and word,
+            // shared by the columns.
+            let a: Vec<Ex> = (0..rows).map(|r| k.let_(&format!("a{u}_{r}"), stage.get(stage_base + (r * words + word_index)))).collect();
             for cc in 0..cols_n {
                 let word = if cols == 1 { q } else { k.let_(&format!("q{u}_{cc}"), q.component(cc as u8)) };
-                if pairs {
-                    // Uniform addresses: one broadcast read per row and word.
-                    let a: Vec<Ex> = (0..rows).map(|r| stage.get(stage_base + (r * words + word_index))).collect();
-                    let v = int4_eighths(k, word, &format!("{u}_{cc}"));
-                    for (r, (a_row, part_row)) in a.into_iter().zip(&part).enumerate() {
-                        let a_row = k.let_(&format!("a{u}_{cc}_{r}"), a_row);
-                        let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
-                        // Four products per half, summed in f16, then widened.
-                        let mut sum = half2(0) * v[0];
-                        for (i, &vi) in v.iter().enumerate().skip(1) {
-                            sum = fma(half2(i as u8), vi, sum);
-                        }
-                        let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
-                        k.assign(part_row[cc], part_row[cc].get() + sum.x() + sum.y());
+                let v = match format {
+                    Format::Int4 => int4_eighths(k, word, &format!("{u}_{cc}")),
+                    _ => fp4_eighths(k, word, &format!("{u}_{cc}")),
+                };
+                for (r, (&a_row, part_row)) in a.iter().zip(&part).enumerate() {
+                    let half2 = |i: u8| a_row.component(i).bitcast(HALF2);
+                    let mut sum = match sums[r][cc] {
+                        Some(s) => fma(half2(0), v[0], s),
+                        None => half2(0) * v[0],
+                    };
+                    for (i, &vi) in v.iter().enumerate().skip(1) {
+                        sum = fma(half2(i as u8), vi, sum);
                     }
-                    continue;
-                }
-                let table = table.expect("fp4 has its table");
-                // Uniform addresses: one broadcast read per float4.
-                let a: Vec<[Ex; 2]> = (0..rows)
-                    .map(|r| {
-                        let at = stage_base + (r * words * 2 + word_index * 2);
-                        let lo = k.let_(&format!("a{u}_{cc}_{r}_lo"), stage.get(at));
-                        let hi = k.let_(&format!("a{u}_{cc}_{r}_hi"), stage.get(at + 1u32));
-                        [lo, hi]
-                    })
-                    .collect();
-                for j in 0..VALUES_PER_WORD as u32 {
-                    let v = k.let_(&format!("v{u}_{cc}_{j}"), table.get(nibble(word, j)));
-                    for (a_row, part_row) in a.iter().zip(&part) {
-                        let aj = a_row[(j / 4) as usize].component((j % 4) as u8);
-                        k.assign(part_row[cc], fma(aj, v, part_row[cc].get()));
+                    let sum = k.let_(&format!("s{u}_{cc}_{r}"), sum);
+                    if (word_index + 1).is_multiple_of(WORDS_PER_F16_SUM) {
+                        let wide = k.let_(&format!("w{u}_{cc}_{r}"), sum.cast(Type::vector(Scalar::F32, 2)));
+                        k.assign(part_row[cc], part_row[cc].get() + wide.x() + wide.y());
+                        sums[r][cc] = None;
+                    } else {
+                        sums[r][cc] = Some(sum);
                     }
                 }
             }
@@ -421,8 +431,8 @@ fn build(format: Format, out: DType, rows: u32, cols: u32, words: u32, threads: 
             let s = k.let_("s", to_f32(s_now.get()));
             for cc in 0..cols_n {
                 let sc = if cols == 1 { s } else { s.component(cc as u8) };
-                // INT4's partial sums are in eighths of the codes' values.
-                let sc = if pairs { sc * f(8.0) } else { sc };
+                // The partial sums are in eighths of the codes' values.
+                let sc = sc * f(8.0);
                 for (acc_row, part_row) in acc.iter().zip(&part) {
                     k.assign(acc_row[cc], fma(part_row[cc].get(), sc, acc_row[cc].get()));
                     k.assign(part_row[cc], f(0.0));

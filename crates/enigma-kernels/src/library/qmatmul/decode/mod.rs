@@ -3,7 +3,8 @@
 //! ([`Format::Fp4`](crate::library::quant::Format::Fp4) or
 //! [`Format::Int4`](crate::library::quant::Format::Int4) in seed 002's
 //! `[K/8][N]` layout with f16 scales per group, see [`crate::library::quant`]), `C`
-//! in f32 or f16, f32 accumulation. M = 1 … 8 is seed 002's "decode" row.
+//! in f32 or f16, products summed in f16 pairs a few words at a time and
+//! those sums in f32. M = 1 … 8 is seed 002's "decode" row.
 //!
 //! At these sizes the kernel is bound by reading `B` once, so it is built
 //! for bandwidth:
@@ -12,20 +13,21 @@
 //!   same width of `half` scales); the 32 lanes of a SIMD group own
 //!   `32 · cols` consecutive columns, so each packed row of the tile is one
 //!   contiguous stretch of `128 · cols` bytes.
-//! * **Dequantised on the fly.** INT4 works in f16 pairs (`int4_eighths`):
-//!   the mask `0x000F000F` takes two nibbles of a word at once (nibbles `i`
-//!   and `i + 4`) into the mantissas of an f16 pair under the exponent of
-//!   1024, and one pair fma gives `(nibble − 8) / 8` exactly, so a pair of
-//!   weights costs one `LOP3` and one `HFMA2` on CUDA; a word's eight
-//!   products are four pair fmas with A staged as matching pairs, summed
-//!   in f16 four at a time ([`INT4_F16_TERMS`]: the rounding
-//!   [`f16_product_error`] bounds) and widened to f32 once per word. The
-//!   eighths keep those f16 sums finite for |a| ≤ 16376. FP4: a 16-entry
-//!   f32 table in threadgroup memory (filled once per threadgroup by bit
-//!   arithmetic that never forms a subnormal, which GPUs may flush); 16
-//!   entries in 16 banks, so a SIMD group's lookups never conflict, each
-//!   product exact in f32. Each group's products are summed unscaled, then
-//!   multiplied by the group's scale once.
+//! * **Dequantised on the fly into f16 pairs, summed in f16 pairs.** Both
+//!   formats decode a word into four f16 pairs in eighths of their values
+//!   (pair `i`: nibbles `i` and `i + 4`, so one mask serves both halves of
+//!   a 32-bit word): INT4 (`int4_eighths`) by the exponent trick, the
+//!   nibble masked into the mantissa of 1024.0 and one pair fma giving
+//!   `(nibble − 8) / 8` exactly (one `LOP3` and one `HFMA2` a pair on
+//!   CUDA); FP4 E2M1 (`fp4_eighths`) by moving each nibble's `e1 e0 m` to
+//!   f16 bits 11 … 9 and its sign to bit 15 (shifts and logic operations)
+//!   and one pair multiply by 2¹¹, no table. A word's eight products are
+//!   four pair fmas with A staged as matching pairs; each row's and
+//!   column's pair sums [`WORDS_PER_F16_SUM`] words in one f16 fma chain
+//!   ([`F16_SUM_TERMS`] products per half: the rounding
+//!   [`f16_product_error`] bounds, finite for |a| ≤ [`MAX_ABS_A`]) before
+//!   it is widened to f32; each group's f32 sum is multiplied by the
+//!   group's scale (times 8) once.
 //! * **The next chunk's loads before this chunk's math.** A SIMD group
 //!   walks its chunks of `words` packed rows with the next chunk's weight
 //!   words and A values already loading into registers, so two chunks'
@@ -59,9 +61,9 @@
 //!   [`default_splits`] is the default count; `splits = 1` is the single
 //!   dispatch of [`qmatmul()`], with no workspace.
 //! * `words` packed words (4, 8 or 16, dividing the group's) per chunk.
-//!   The chunk's `rows × 8·words` values of `A` are converted from f16 once
-//!   per SIMD group (INT4: regrouped into pairs, one `uint4` per row and
-//!   word; FP4: to f32) into the SIMD group's own staging area in
+//!   The chunk's `rows × 8·words` values of `A` are regrouped into the
+//!   decoded weights' pairs once per SIMD group (one `uint4` per row and
+//!   word) into the SIMD group's own staging area in
 //!   threadgroup memory (`simdgroup_barrier` before and after the reads),
 //!   and every lane reads them back at uniform addresses (broadcasts):
 //!   without it each lane would convert every value itself, 32 times the
@@ -84,8 +86,8 @@ mod plan;
 mod tests;
 
 pub use kernel::{
-    f16_product_error, kernel_product_error, qmatmul, qmatmul_splitk, qmatmul_splitk_sum, qmatmul_staged, reference, DecodeArgs, FP4_TABLE_BYTES, INT4_F16_TERMS,
-    MAX_STAGES, WORDS_PER_ITERATION,
+    f16_product_error, kernel_product_error, qmatmul, qmatmul_splitk, qmatmul_splitk_sum, qmatmul_staged, reference, DecodeArgs, F16_SUM_TERMS, MAX_ABS_A, MAX_STAGES,
+    WORDS_PER_F16_SUM, WORDS_PER_ITERATION,
 };
 pub(crate) use plan::plan;
 pub use plan::{default_min_tiles, default_splits, default_threads, DecodeOptions, RowBlocking, DECODE_ROWS, DEFAULT_THREADS, DEFAULT_WORDS, MIN_WARPS_PER_UNIT};

@@ -3,7 +3,7 @@
 //! ([`default_threads`], [`default_min_tiles`], [`default_splits`]) and
 //! the threadgroup memory a blocking needs.
 
-use super::kernel::{qmatmul_staged, stage_layout, FP4_TABLE_BYTES, MAX_STAGES, WORDS_PER_ITERATION};
+use super::kernel::{qmatmul_staged, stage_layout, MAX_STAGES, WORDS_PER_ITERATION};
 use crate::library::qmatmul::plan::{BlockingOptions, DecodePlan};
 use crate::library::quant::{check_problem, Format, MAX_ROWS_PER_THREADGROUP, VALUES_PER_WORD};
 use crate::library::split::{check_k_splits, SplitSum, MAX_SPLITS};
@@ -168,7 +168,7 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
         return Err(ShapeError::new(name, format!("{stages} stages; between 0 and {MAX_STAGES}")));
     }
     let asked_stages = options.stages.unwrap_or(0);
-    let fits = |rows: u32, cols: u32| threadgroup_bytes(format, t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
+    let fits = |rows: u32, cols: u32| threadgroup_bytes(t, rows, cols, words, asked_stages) <= options.memory_limit(asked_stages);
     let rows = blocking.rows.unwrap_or_else(|| (1..=m32.min(MAX_ROWS_PER_THREADGROUP)).rev().find(|&r| fits(r, 1)).unwrap_or(1));
     if !(1..=MAX_ROWS_PER_THREADGROUP).contains(&rows) {
         return Err(ShapeError::new(name, format!("rows per threadgroup ({rows}) must be between 1 and {MAX_ROWS_PER_THREADGROUP}")));
@@ -183,16 +183,15 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
             .unwrap_or(1),
     };
     let stages = asked_stages;
-    let bytes = threadgroup_bytes(format, t, rows, cols, words, stages);
+    let bytes = threadgroup_bytes(t, rows, cols, words, stages);
     let limit = options.memory_limit(stages);
     if bytes > limit {
         return Err(ShapeError::new(
             name,
             format!(
-                "{t} threads × {rows} rows × {cols} columns × {words} words{} need {bytes} bytes of threadgroup memory (partial sums, staged A{}{}), over {limit}",
+                "{t} threads × {rows} rows × {cols} columns × {words} words{} need {bytes} bytes of threadgroup memory (partial sums, staged A{}), over {limit}",
                 if stages > 0 { format!(" × {stages} stages") } else { String::new() },
                 if stages > 0 { ", stages" } else { "" },
-                if format == Format::Fp4 { ", FP4 table" } else { "" },
             ),
         ));
     }
@@ -218,17 +217,17 @@ pub(crate) fn plan(format: Format, out: DType, m: usize, n: usize, k: usize, gro
     })
 }
 
-/// Threadgroup memory of a kernel: the partial sums (`[S][rows][cols][32]`
-/// f32), the converted A (`[S][rows][8·words]` f32 or f16 pairs), for FP4
-/// the decoding table and with `stages` each thread's slots of every
-/// stage (`words` weight vectors of `4 · cols` bytes and the A vectors it
-/// copies, 8 bytes each).
-pub(super) fn threadgroup_bytes(format: Format, threads: u32, rows: u32, cols: u32, words: u32, stages: u32) -> u64 {
+/// Threadgroup memory of a kernel (the same for FP4 and INT4): the partial
+/// sums (`[S][rows][cols][32]` f32), the converted A (`[S][rows][8·words]`
+/// f16 pairs) and with `stages` each thread's slots of every stage
+/// (`words` weight vectors of `4 · cols` bytes and the two A vectors per
+/// pass it copies, 8 bytes each).
+pub(super) fn threadgroup_bytes(threads: u32, rows: u32, cols: u32, words: u32, stages: u32) -> u64 {
     let simdgroups = (threads / SIMD_WIDTH) as u64;
     let partials = simdgroups * (rows * cols * SIMD_WIDTH) as u64 * 4;
-    let (vecs, elem) = stage_layout(format, rows, words);
+    let (vecs, elem) = stage_layout(rows, words);
     let stage = simdgroups * vecs as u64 * elem.size_bytes() as u64;
-    let a_slots = vecs.div_ceil(SIMD_WIDTH) * if format == Format::Int4 { 2 } else { 1 };
+    let a_slots = vecs.div_ceil(SIMD_WIDTH) * 2;
     let staged = stages as u64 * threads as u64 * (words as u64 * 4 * cols as u64 + a_slots as u64 * 8);
-    partials + stage + staged + if format == Format::Fp4 { FP4_TABLE_BYTES } else { 0 }
+    partials + stage + staged
 }
