@@ -25,7 +25,7 @@ into MLX memory.
 Data types: float32, float16 and bfloat16 (numpy: pass bfloat16 data as a
 uint16 array of its bits with ``dtype="bf16"``; results come back the same
 way; torch's bfloat16 is taken as it is), plus int32/uint32 for
-``prefix_sum``. Element-wise, softmax, norm and attention results have the
+``prefix_sum``. Element-wise, softmax, norm, matrix product and attention results have the
 input's type; reductions and GEMV give float32. All inputs of one call
 share one type (GEMV's vector is float32). Arithmetic is float32 inside.
 Arrays must be C-contiguous (numpy arrays are made so); a ``threads=``
@@ -1125,8 +1125,9 @@ def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Me
 
 def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
-    """Matrix product ``a @ b`` with torch's shapes: the tiled
-    SIMD-group-matrix GEMM of the kernel library, accumulated in float32.
+    """Matrix product ``a @ b`` with torch's shapes and types: the kernel
+    library's GEMM (its selection's kernel for the shape and device),
+    accumulated in float32 and rounded once to the inputs' type.
 
     ``a`` is ``[..., m, k]`` and ``b`` ``[..., k, n]`` (row-major,
     C-contiguous). A 1-D ``a`` is one row and a 1-D ``b`` one column (the
@@ -1143,7 +1144,8 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
         dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
-        the product in float32 (torch keeps the input's type), of ``a``'s kind.
+        the product in ``a``'s type (as torch's ``matmul``), of ``a``'s kind;
+        an ``out`` of another type is refused.
     """
     x, y = _array(a), _array(b)
     xs, ys = _shape(x), _shape(y)
@@ -1176,7 +1178,8 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
 def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Batched matrix product, as ``torch.bmm``: ``[B, m, k] @ [B, k, n]``
-    in one dispatch, accumulated in float32.
+    in one dispatch, accumulated in float32 and rounded once to the
+    inputs' type.
 
     Args:
         a: ``[B, m, k]`` (float32, float16 or bfloat16; C-contiguous).
@@ -1184,7 +1187,7 @@ def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
         dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
-        the ``[B, m, n]`` products in float32, of ``a``'s kind.
+        the ``[B, m, n]`` products in ``a``'s type, of ``a``'s kind.
     """
     x, y = _array(a), _array(b)
     if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
