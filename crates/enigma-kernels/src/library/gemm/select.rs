@@ -6,7 +6,8 @@
 //! default tile per shape is [`select_tile`].
 
 use super::config::GemmConfig;
-use super::cooperative::CoopGemmConfig;
+use super::config::DEFAULT_STAGES;
+use super::cooperative::{CoopGemmConfig, DEFAULT_RASTER, WARPGROUP_ROWS};
 use crate::library::split::SplitSum;
 use crate::library::select::{self, Overrides, SelectError};
 use crate::library::sgemm::SgemmConfig;
@@ -84,7 +85,7 @@ impl GemmPlan {
 /// all of that allows it and the product is large enough for its tiles
 /// ([`fills_enough`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
-    let GemmProblem { input, output, n, k, .. } = *problem;
+    let GemmProblem { input, n, k, .. } = *problem;
     let asked = &overrides.gemm;
     let forced = match asked.cooperative {
         Some(false) => return Ok(None),
@@ -106,7 +107,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
     let cfg = match refusal {
         Some(message) if forced => return Err(select::argument("matmul", format!("the GEMM on cooperative tensors: {message}"))),
         Some(_) => return Ok(None),
-        None => CoopGemmConfig::for_memory(input, output, asked.stages, device.max_threadgroup_memory_bytes),
+        None => cooperative_config(problem, asked.stages, device.max_threadgroup_memory_bytes),
     };
     match cfg {
         None if forced => Err(select::argument(
@@ -117,6 +118,39 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
         _ => Ok(None),
     }
 }
+
+/// The cooperative kernel's tile and stages for `problem`, from the
+/// H200's figures (`BENCHMARKS.md`, "Matrix multiply"): a product that is
+/// long along K (more than [`SHORT_K_SLICES`] slices of 64) takes the
+/// 128 × 256 tile in four stages (4096³: 262 µs); a short one the 128 ×
+/// 128 tile, whose threadgroup memory leaves room for a second threadgroup
+/// per multiprocessor, so that one's pipeline fill and epilogue overlap the
+/// other's products (1024³: 22.4 µs against 26.9), in no more stages than
+/// it has slices (at least two); products of at most 64 rows the 64-row
+/// tile of the same width (one warpgroup, no half-empty tiles). With
+/// `stages` asked, those stages. Where that does not fit
+/// `max_threadgroup_memory_bytes`, [`CoopGemmConfig::for_memory`]'s tile.
+fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
+    let GemmProblem { input, output, m, k, .. } = *problem;
+    let tk = 64;
+    let slices = k.div_ceil(tk);
+    let short = slices <= SHORT_K_SLICES;
+    let tm = if m <= WARPGROUP_ROWS { WARPGROUP_ROWS } else { 2 * WARPGROUP_ROWS };
+    let tn = if short { 128 } else { 256 };
+    let stages = asked.unwrap_or(if short { slices.clamp(2, SHORT_K_STAGES) } else { DEFAULT_STAGES });
+    let cfg = CoopGemmConfig { input, output, tm, tn, tk, stages, raster: DEFAULT_RASTER };
+    match cfg.check(max_threadgroup_memory_bytes) {
+        Ok(()) => Some(cfg),
+        Err(_) => CoopGemmConfig::for_memory(input, output, asked, max_threadgroup_memory_bytes),
+    }
+}
+
+/// The most slices of K (of 64) a product may have to count as short for
+/// [`cooperative_config`]: 1024 values (the 1024³ product's 16).
+const SHORT_K_SLICES: u32 = 16;
+
+/// The stages [`cooperative_config`] gives a short product at most.
+const SHORT_K_STAGES: u32 = 3;
 
 /// Whether the cooperative kernel's tiles suit `problem` on a GPU of
 /// `compute_units`: the tiles over all the batch's products fill the
