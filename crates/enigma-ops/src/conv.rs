@@ -121,7 +121,8 @@ impl Ops<'_> {
     /// one batched [`Ops::matmul_batched`] over images and groups: for
     /// image `n` and group `g`, `Y[n, g] = W[g] · X[n, g]` (`[out/groups,
     /// in/groups·kh·kw] · [in/groups·kh·kw, oh·ow]`), `X[n, g]` the group's
-    /// rows of the image's unfolding (`library::conv::im2col`; the input
+    /// rows of the image's unfolding (`library::conv::im2col`, by 16-byte
+    /// stores where the output rows are whole 16 bytes; the input
     /// itself for a 1×1 window of stride 1 without padding), the weights
     /// repeated once per image (`library::elementwise::repeat`: the
     /// batched GEMM reads consecutive matrices), f32 accumulation and the
@@ -145,8 +146,20 @@ impl Ops<'_> {
             lib::to_u32(name, "unfolded input elements", unfolded)?;
             let total = lib::to_u32(name, "input channels' output pixels", c.batch * c.in_channels * pixels)?;
             let col = self.output(dtype.scalar(), unfolded)?;
-            let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
-            self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+            let lanes = conv::im2col_lanes(dtype);
+            // Output rows of whole 16 bytes: one 16-byte store per tap and thread.
+            let words = if dims.out_w.is_multiple_of(lanes) { col.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)) } else { None };
+            match words {
+                Some(words) => {
+                    let total = total / lanes;
+                    let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+                    self.launch(format!("im2col packed {dtype:?}"), || conv::im2col_packed(dtype), dispatch, &(conv::Im2colArgs { x, col: &words, total }, dims))?;
+                }
+                None => {
+                    let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+                    self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+                }
+            }
             col
         };
         let weights = if c.batch == 1 {
