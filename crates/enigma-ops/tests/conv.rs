@@ -94,9 +94,17 @@ fn convolutions_match_an_f64_loop() {
                 // the output rows are whole 16 bytes.
                 let unfolds = c.groups < c.in_channels && (c.kernel, c.stride, c.padding) != ([1, 1], [1, 1], [0, 0]);
                 let kernels: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+                let per_word = 16 / dtype.size_bytes() as usize;
                 if unfolds {
-                    let packed = out[1].is_multiple_of(16 / dtype.size_bytes() as usize);
+                    let packed = out[1].is_multiple_of(per_word);
                     let want = format!("im2col_{dtype}{}", if packed { "_packed" } else { "" });
+                    assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
+                }
+                // The weights repeated per image, by 16-byte words where
+                // they are whole words.
+                if c.groups < c.in_channels && c.batch > 1 {
+                    let words = n_w.is_multiple_of(per_word);
+                    let want = if words { "repeat_words".to_string() } else { format!("repeat_{dtype}") };
                     assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
                 }
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();

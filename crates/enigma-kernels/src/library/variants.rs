@@ -43,6 +43,7 @@ pub fn all_kernels() -> Vec<Kernel> {
             out.push(reduce::pool2d(pool, dtype));
         }
     }
+    out.push(elementwise::repeat_words());
     for scalar in scan::AXIS_SCAN_SCALARS {
         out.push(scan::scan_axis(scan::AxisScan::Sum, scalar));
         out.push(scan::scan_axis(scan::AxisScan::Product, scalar));
