@@ -1147,10 +1147,16 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
         the product in ``a``'s type (as torch's ``matmul``), of ``a``'s kind;
         an ``out`` of another type is refused.
     """
+    return _product("matmul", a, b, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
+
+
+def _product(op: str, a: _Any, b: _Any, *, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
+             threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
+    """:func:`matmul` and :func:`bmm`, their errors naming ``op``."""
     x, y = _array(a), _array(b)
     xs, ys = _shape(x), _shape(y)
     if not xs or not ys:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
+        raise ValueError(f"{op}: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
     row, column = len(xs) == 1, len(ys) == 1
     if row:
         xs = [1] + xs
@@ -1161,18 +1167,18 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     m, k = xs[-2:]
     k2, n = ys[-2:]
     if k2 != k:
-        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
+        raise ValueError(f"{op}: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
     batch_a, batch_b = xs[:-2], ys[:-2]
-    t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    t = _Target(op, [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     if not batch_b:
         res = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
     elif batch_a == batch_b:
         res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
     else:
-        raise ValueError(f"matmul: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
+        raise ValueError(f"{op}: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
                          "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
     shape = batch_a + ([] if row else [m]) + ([] if column else [n])
-    return _give("matmul", x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
+    return _give(op, x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
 
 
 def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
@@ -1192,7 +1198,7 @@ def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
     x, y = _array(a), _array(b)
     if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
         raise ValueError(f"bmm takes a [B, m, k] and b [B, k, n] with the same B, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
-    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
+    return _product("bmm", x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
 
 
 def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: _Optional[bool] = None,
