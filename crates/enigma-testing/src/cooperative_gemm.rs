@@ -83,9 +83,9 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
     check_configs(rt, sanitize, &configs, (2, 70, 80, 72));
 }
 
-/// Each tile `gemm::select` may give (64 or 128 rows, 64, 128 or 256
-/// columns, 64 deep: those of
-/// [`enigma_kernels::library::gemm::cooperative::COOP_TILES`] among them)
+/// Every tile the kernel takes 64 deep (64 or 128 rows; 64, 128 or 256
+/// columns: those `gemm::select` gives among them, with
+/// [`enigma_kernels::library::gemm::cooperative::COOP_TILES`])
 /// in two, three and four stages (those that fit the device), f16 in and
 /// f32 out, over 70 × 80 × 456 (eight slices of K, the last partial): the
 /// two-stage schedule and the overlapped one of three or more stages, each
