@@ -186,6 +186,12 @@ impl<'a> Call<'a> {
     }
 }
 
+/// The type of a matrix product's inputs and result (f32, f16 or bf16):
+/// the result keeps the inputs' type, as torch's `matmul` does.
+fn matrix_type(elem: Scalar) -> PyResult<DType> {
+    DType::from_scalar(elem).ok_or_else(|| PyValueError::new_err(format!("matmul takes float32, float16 or bfloat16 matrices, not {elem}")))
+}
+
 /// The product of `dims`, or an error naming the operation when it overflows.
 fn product(op: &str, dims: &[usize]) -> PyResult<usize> {
     dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| PyValueError::new_err(format!("{op}: the shape {dims:?} has too many elements")))
@@ -417,7 +423,8 @@ pub fn op_scan_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, out
 }
 
 /// `a[i] @ b[i]` for `batch` consecutive row-major `m × k` and `k × n`
-/// matrices: `batch · m · n` f32 values, one dispatch.
+/// matrices: `batch · m · n` values of the inputs' type (accumulated in
+/// f32, as torch's `bmm`), one dispatch.
 #[pyfunction]
 #[pyo3(signature = (runtime, a, b, batch, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -425,8 +432,8 @@ pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>
     let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
     let a = call.input(py, "a", a, product("matmul", &[batch, m, k])?, None)?;
     let b = call.input(py, "b", b, product("matmul", &[batch, k, n])?, None)?;
-    let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, DType::F32);
-    call.output(py, out, vec![batch, m, n], Scalar::F32)
+    let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, matrix_type(call.elem)?);
+    call.output(py, out, vec![batch, m, n], call.elem)
 }
 
 // ----- `out=`: a result written into the caller's array -----------------
@@ -590,7 +597,7 @@ pub fn op_gemv(py: Python<'_>, runtime: &Runtime, w: &Bound<'_, PyAny>, x: &Boun
 }
 
 /// `a @ b` for the row-major `m × k` and `k × n` matrices `a` and `b`:
-/// `m × n` f32 values.
+/// `m × n` values of their type (accumulated in f32, as torch's `matmul`).
 #[pyfunction]
 #[pyo3(signature = (runtime, a, b, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -598,8 +605,8 @@ pub fn op_matmul(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bo
     let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
     let a = call.input(py, "a", a, product("matmul", &[m, k])?, None)?;
     let b = call.input(py, "b", b, product("matmul", &[k, n])?, None)?;
-    let out = call.ops().matmul(&a, &b, m, n, k, DType::F32);
-    call.output(py, out, vec![m, n], Scalar::F32)
+    let out = call.ops().matmul(&a, &b, m, n, k, matrix_type(call.elem)?);
+    call.output(py, out, vec![m, n], call.elem)
 }
 
 /// One decode step of attention for `q` `[batch, q_heads, d]` and `k`, `v`

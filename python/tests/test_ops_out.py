@@ -158,6 +158,10 @@ def test_products_into_out(rt):
     out = filled((3, 5, 45))
     assert ops.matmul(a, b[0], rt=rt, out=out) is out
     np.testing.assert_allclose(out, a.astype(np.float64) @ b[0].astype(np.float64), rtol=1e-4, atol=1e-4)
+    ha, hb = a.astype(np.float16), b[0].astype(np.float16)
+    out = filled((3, 5, 45), np.float16)
+    assert ops.matmul(ha, hb, rt=rt, out=out) is out
+    np.testing.assert_allclose(out.astype(np.float64), ha.astype(np.float64) @ hb.astype(np.float64), rtol=1e-3, atol=1e-2)
     w, x = data((33, 67), 13), data((67,), 14)
     out = filled((33,))
     assert ops.gemv(w, x, rt=rt, out=out) is out
@@ -259,6 +263,11 @@ def test_a_wrong_type_is_a_type_error_not_a_cast(rt):
         ops.argmax(x, 1, rt=rt, out=filled((4,)))
     with pytest.raises(TypeError, match="matmul: out holds float16, the result is float32"):
         ops.matmul(x, x.T.copy(), rt=rt, out=filled((4, 4), np.float16))
+    h = x.astype(np.float16)
+    out = filled((4, 4))
+    with pytest.raises(TypeError, match=r"bmm: out holds float32, the result is float16 \(f16\)"):
+        ops.bmm(h[None], h.T.copy()[None], rt=rt, out=out[None])
+    assert untouched(out)
 
 
 def test_another_kind_of_array_is_refused(rt):

@@ -90,6 +90,31 @@ def test_batched_matmul():
     b = _randn(3, 70, 129)
     _close(ops.matmul(a, b), a.double() @ b.double(), rtol=1e-4, atol=1e-4)
     _close(ops.bmm(a, b), a.double() @ b.double(), rtol=1e-4, atol=1e-4)
+    import torch
+    # Half inputs give a half result (f32 accumulation, one rounding), as
+    # torch's; on the H200 at these shapes the GEMM on cooperative tensors.
+    for dtype, tol in ((torch.float16, 2e-3), (torch.bfloat16, 1e-2)):
+        ha, hb = _randn(3, 65, 72, dtype=dtype), _randn(3, 72, 136, dtype=dtype)
+        want = ha.double() @ hb.double()
+        for got in (ops.bmm(ha, hb), ops.matmul(ha, hb[0]), ops.matmul(ha[0], hb[0])):
+            assert got.dtype == dtype, got.dtype
+        _close(ops.bmm(ha, hb), want, rtol=tol, atol=tol * 4)
+        _close(ops.matmul(ha, hb[1]), ha.double() @ hb[1].double(), rtol=tol, atol=tol * 4)
+
+
+def test_half_convolutions_through_the_unfolding():
+    import torch
+    F = torch.nn.functional
+    # Output rows of 16 (the unfolding by 16-byte stores), weights of whole
+    # 16-byte words (repeated a word at a time), a pointwise convolution
+    # (no unfolding): f32 accumulation, one rounding (two with the bias).
+    for dtype, tol in ((torch.float16, 4e-3), (torch.bfloat16, 3e-2)):
+        x, w, bias = _randn(3, 8, 12, 16, dtype=dtype), _randn(16, 8, 3, 3, dtype=dtype), _randn(16, dtype=dtype)
+        got = ops.conv2d(x, w, bias, padding=1)
+        assert got.dtype == dtype
+        _close(got, F.conv2d(x.double(), w.double(), bias.double(), padding=1), rtol=tol, atol=tol * 8)
+        pw = _randn(24, 8, 1, 1, dtype=dtype)
+        _close(ops.conv2d(x, pw), F.conv2d(x.double(), pw.double()), rtol=tol, atol=tol * 4)
 
 
 def test_convolution_pooling_and_cross_entropy():

@@ -10,8 +10,13 @@
 //! ```text
 //! gemm_cuda [--dtypes f16,bf16,f32] [--shapes 4096x4096x4096,1024x1024x1024]
 //!           [--tiles 128x128x32/2x4,128x256x32/2x4] [--stages 1,2,3] [--repeats 20]
-//!           [--whole 1] [--output f32|input]
+//!           [--whole 1] [--output f32|input] [--batch 1] [--coop 128x256x64/4,...]
 //! ```
+//! `--batch B` multiplies B independent products of each shape at once
+//! (`Ops::matmul_batched`; each kernel over the grid's third dimension, as
+//! `enigma.ops.bmm` runs them), the samples spread over the batch.
+//! `--coop` lists the cooperative configurations `TMxTNxTK/STAGES` run
+//! instead of `COOP_SWEEP` (bands of 8 rows of tiles).
 //! `--output input` writes C in the input type, as `torch.matmul` does
 //! (default f32).
 //! `--whole 1` also runs each pipelined tile as its whole-tile kernel
@@ -102,7 +107,7 @@ fn numbers(text: &str, sep: char) -> Vec<u32> {
     text.split(sep).map(|p| p.trim().parse().unwrap_or_else(|_| panic!("`{p}` in `{text}` is not a number"))).collect()
 }
 
-const USAGE: &str = "gemm_cuda [--dtypes f16,bf16,f32] [--shapes MxNxK,...] [--tiles TMxTNxTK/RxC,...] [--stages 1,2,3] [--repeats N] [--whole 1] [--output f32|input]\n  The library GEMM on a CUDA GPU, checked and timed; one JSON object (bench/gemm_vs_torch.py).";
+const USAGE: &str = "gemm_cuda [--dtypes f16,bf16,f32] [--shapes MxNxK,...] [--tiles TMxTNxTK/RxC,...] [--stages 1,2,3] [--repeats N] [--whole 1] [--output f32|input] [--batch B] [--coop TMxTNxTK/S,...]\n  The library GEMM on a CUDA GPU, checked and timed; one JSON object (bench/gemm_vs_torch.py).";
 
 fn main() {
     enigma_bench::exit_if_help(USAGE);
@@ -113,6 +118,8 @@ fn main() {
     let mut stage_counts = vec![1, 2];
     let mut whole = false;
     let mut output_is_input = false;
+    let mut batch = 1u32;
+    let mut coop: Vec<(u32, u32, u32, u32, u32)> = COOP_SWEEP.to_vec();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let value = pair.get(1).unwrap_or_else(|| panic!("{} needs a value", pair[0]));
@@ -135,6 +142,17 @@ fn main() {
             "--repeats" => repeats = numbers(value, ',')[0].max(1) as usize,
             "--whole" => whole = value == "1",
             "--output" => output_is_input = value == "input",
+            "--batch" => batch = numbers(value, ',')[0].max(1),
+            "--coop" => {
+                coop = value
+                    .split(',')
+                    .map(|t| {
+                        let (tile, stages) = t.split_once('/').expect("a cooperative configuration is TMxTNxTK/STAGES");
+                        let t = numbers(tile, 'x');
+                        (t[0], t[1], t[2], numbers(stages, ',')[0], 8)
+                    })
+                    .collect()
+            }
             other => panic!("unknown flag {other} (see the header of bench/src/bin/gemm_cuda.rs)"),
         }
     }
@@ -154,7 +172,7 @@ fn main() {
             }
         }
         if dtype != DType::F32 && rt.device().wgmma() {
-            for (tm, tn, tk, stages, raster) in COOP_SWEEP {
+            for &(tm, tn, tk, stages, raster) in &coop {
                 let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster };
                 if cfg.check(limit).is_ok() {
                     configs.push(Variant::Cooperative(cfg));
@@ -170,15 +188,15 @@ fn main() {
             }
         }
         for &[m, n, k] in &shapes {
-            let (mu, nu, ku) = (m as usize, n as usize, k as usize);
+            let (mu, nu, ku, bu) = (m as usize, n as usize, k as usize, batch as usize);
             let data = |len: usize, seed: u64| {
                 let mut v = enigma_kernels::test_data(len, seed);
                 quantize(dtype, &mut v);
                 v
             };
-            let (a, b) = (data(mu * ku, 1), data(ku * nu, 2));
+            let (a, b) = (data(bu * mu * ku, 1), data(bu * ku * nu, 2));
             let (ab, bb) = (upload(&rt, dtype.scalar(), &a).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
-            let cb = upload(&rt, output.scalar(), &vec![0.0; mu * nu]).unwrap();
+            let cb = upload(&rt, output.scalar(), &vec![0.0; bu * mu * nu]).unwrap();
             // 512 sampled elements against their f64 dot products: how many
             // are off by more than the GEMM tests' bound, and the largest error.
             let sampled = |got: &[f64]| {
@@ -189,9 +207,10 @@ fn main() {
                     state ^= state << 13;
                     state ^= state >> 7;
                     state ^= state << 17;
-                    let (i, j) = ((state % m as u64) as usize, ((state >> 32) % n as u64) as usize);
+                    let (i, j, l) = ((state % m as u64) as usize, ((state >> 32) % n as u64) as usize, ((state >> 16) % batch as u64) as usize);
+                    let (a, b) = (&a[l * mu * ku..], &b[l * ku * nu..]);
                     let want: f64 = (0..ku).map(|p| a[i * ku + p] as f64 * b[p * nu + j] as f64).sum();
-                    let error = (got[i * nu + j] - want).abs();
+                    let error = (got[l * mu * nu + i * nu + j] - want).abs();
                     max_error = max_error.max(error);
                     // The GEMM tests' bound, plus C's own rounding when it is 16-bit.
                     let rounding = if output == DType::F32 { 0.0 } else { want.abs() / 256.0 };
@@ -207,7 +226,7 @@ fn main() {
             let mut result = None;
             let mut times: Vec<f64> = (0..3 + repeats)
                 .map(|_| {
-                    result = Some(ops.matmul(&ab, &bb, mu, nu, ku, output).unwrap_or_else(|e| panic!("{e}")));
+                    result = Some(ops.matmul_batched(&ab, &bb, bu, mu, nu, ku, output).unwrap_or_else(|e| panic!("{e}")));
                     let launches = ops.take_launches();
                     plan = launches.iter().map(|l| l.kernel.clone()).collect::<Vec<_>>().join(" + ");
                     launches.iter().map(|l| l.report.device_time.unwrap_or(l.report.wall_time).as_secs_f64()).sum()
@@ -216,12 +235,12 @@ fn main() {
                 .collect();
             times.sort_by(f64::total_cmp);
             let t = times[times.len() / 2];
-            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e12;
-            let got = download(result.as_ref().expect("at least one run"), output.scalar(), mu * nu).unwrap();
+            let tflops = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t / 1e12;
+            let got = download(result.as_ref().expect("at least one run"), output.scalar(), bu * mu * nu).unwrap();
             let (failures, max_error) = sampled(&got);
-            eprintln!("ops.matmul ({plan}) {m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
+            eprintln!("ops.matmul ({plan}) {batch}x{m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
             rows.push(serde_json::json!({
-                "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": format!("ops.matmul: {plan}"), "default": false,
+                "dtype": dtype.to_string(), "shape": [m, n, k], "batch": batch, "kernel": format!("ops.matmul: {plan}"), "default": false,
                 "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
             }));
             let mut runs = configs.clone();
@@ -261,22 +280,23 @@ fn main() {
                 if !matches!(cfg, Variant::Cooperative(_)) {
                     args.extend([Arg::from(&ab), Arg::from(&bb)]);
                 }
-                let d = cfg.dispatch(m, n);
+                let mut d = cfg.dispatch(m, n);
+                d.size[2] *= batch;
                 let run = || rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, d.size, d.threads, &Options::default());
                 if let Err(e) = run() {
                     rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));
                     continue;
                 }
-                let got = download(&cb, output.scalar(), mu * nu).unwrap();
+                let got = download(&cb, output.scalar(), bu * mu * nu).unwrap();
                 let (failures, max_error) = sampled(&got);
                 let mut times: Vec<Duration> = (0..3 + repeats).map(|_| run().map(|r| r.device_time.unwrap_or(r.wall_time)).unwrap()).skip(3).collect();
                 times.sort();
                 let t = times[times.len() / 2].as_secs_f64();
-                let tflops = 2.0 * m as f64 * n as f64 * k as f64 / t / 1e12;
-                eprintln!("{name} {m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
+                let tflops = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t / 1e12;
+                eprintln!("{name} {batch}x{m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
                 let (threads, memory) = cfg.footprint();
                 rows.push(serde_json::json!({
-                    "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "default": *cfg == Variant::Matrices(default),
+                    "dtype": dtype.to_string(), "shape": [m, n, k], "batch": batch, "kernel": name, "default": *cfg == Variant::Matrices(default),
                     "threads": threads, "threadgroup_memory_bytes": memory,
                     "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
                 }));

@@ -128,7 +128,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = DepthwiseArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 0 };
     let sizes = DepthwiseDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, pw: 0, tiles: 1, tiles_w: 1 };
     family("depthwise", vec![conv::conv2d_depthwise(&depthwise)], &[DepthwiseArgs::NAMES, DepthwiseDims::NAMES], &(args, sizes));
-    family("im2col", vec![conv::im2col(DType::BF16)], &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", total: 1 }, dims));
+    family("im2col", vec![conv::im2col(DType::BF16), conv::im2col_packed(DType::F16), conv::im2col_packed(DType::F32)], &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", total: 1 }, dims));
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });

@@ -127,10 +127,18 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     let never = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F32, m: 4096, n: 4096, k: 4096, batch: 1 }, &devices[0].1, &never).unwrap();
     rows.push(format!("sm_90a never: {}", gemm_row(&plan)));
-    // 32 tiles of 128 × 256 per product: the batch's 1024 fill the GPU.
-    for batch in [1, 32] {
-        let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m: 1024, n: 1024, k: 1024, batch }, &devices[0].1, &Overrides::default()).unwrap();
-        rows.push(format!("sm_90a batch {batch} f16->f16 1024x1024x1024: {}", gemm_row(&plan)));
+    // Batched and short products (torch's bmm, a 2-D weight under a batched
+    // input, the convolutions' products) and products of at most 64 rows:
+    // the 64 × 128 tile for those, else 128 × 256, four stages.
+    for (batch, m, n, k) in [(1, 1024, 1024, 1024), (32, 1024, 1024, 1024), (1, 4096, 1024, 1024), (64, 64, 1024, 576), (64, 128, 1024, 64), (1, 64, 11008, 4096), (8, 512, 512, 2048)] {
+        let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m, n, k, batch }, &devices[0].1, &Overrides::default()).unwrap();
+        rows.push(format!("sm_90a batch {batch} f16->f16 {m}x{n}x{k}: {}", gemm_row(&plan)));
+    }
+    // Stages asked for are kept.
+    let asked = Overrides { gemm: GemmOptions { stages: Some(3), ..GemmOptions::default() }, ..Overrides::default() };
+    for m in [64, 1024] {
+        let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m, n: 1024, k: 1024, batch: 32 }, &devices[0].1, &asked).unwrap();
+        rows.push(format!("sm_90a stages 3 batch 32 f16->f16 {m}x1024x1024: {}", gemm_row(&plan)));
     }
     let expected: Vec<&str> = EXPECTED_COOPERATIVE.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     assert_eq!(rows, expected, "\n{}", rows.join("\n"));
@@ -156,6 +164,13 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
     sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 64 f16->f16 64x1024x576: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a stages 3 batch 32 f16->f16 64x1024x1024: gemm_coop_f16_f16_64x128x64_s3_r8 splits=1 sum=Reduction
+    sm_90a stages 3 batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s3_r8 splits=1 sum=Reduction
 ";
 
 #[test]

@@ -121,9 +121,11 @@ impl Ops<'_> {
     /// one batched [`Ops::matmul_batched`] over images and groups: for
     /// image `n` and group `g`, `Y[n, g] = W[g] · X[n, g]` (`[out/groups,
     /// in/groups·kh·kw] · [in/groups·kh·kw, oh·ow]`), `X[n, g]` the group's
-    /// rows of the image's unfolding (`library::conv::im2col`; the input
+    /// rows of the image's unfolding (`library::conv::im2col`, by 16-byte
+    /// stores where the output rows are whole 16 bytes; the input
     /// itself for a 1×1 window of stride 1 without padding), the weights
-    /// repeated once per image (`library::elementwise::repeat`: the
+    /// repeated once per image (`library::elementwise::repeat`, by 16-byte
+    /// words where the weights are whole words: the
     /// batched GEMM reads consecutive matrices), f32 accumulation and the
     /// result rounded once to the input's type, then the bias added per
     /// output channel (a broadcast add: with a bias, an f16 or bf16 result
@@ -145,8 +147,20 @@ impl Ops<'_> {
             lib::to_u32(name, "unfolded input elements", unfolded)?;
             let total = lib::to_u32(name, "input channels' output pixels", c.batch * c.in_channels * pixels)?;
             let col = self.output(dtype.scalar(), unfolded)?;
-            let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
-            self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+            let lanes = conv::im2col_lanes(dtype);
+            // Output rows of whole 16 bytes: one 16-byte store per tap and thread.
+            let words = if dims.out_w.is_multiple_of(lanes) { col.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)) } else { None };
+            match words {
+                Some(words) => {
+                    let total = total / lanes;
+                    let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+                    self.launch(format!("im2col packed {dtype:?}"), || conv::im2col_packed(dtype), dispatch, &(conv::Im2colArgs { x, col: &words, total }, dims))?;
+                }
+                None => {
+                    let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+                    self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+                }
+            }
             col
         };
         let weights = if c.batch == 1 {
@@ -155,9 +169,22 @@ impl Ops<'_> {
             let len = c.out_channels * in_group * taps;
             let n = lib::to_u32(name, "repeated weights", len * c.batch)?;
             let repeated = self.output(dtype.scalar(), len * c.batch)?;
-            let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
-            let args = RepeatArgs { src: w, dst: &repeated, len: lib::to_u32(name, "weights", len)?, n };
-            self.launch(format!("repeat {dtype:?}"), || elementwise::repeat(dtype.scalar()), dispatch, &args)?;
+            let len = lib::to_u32(name, "weights", len)?;
+            // Weights of whole 16-byte words are repeated a word at a time.
+            let per_word = 16 / dtype.size_bytes();
+            let word = enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4);
+            let words = if len.is_multiple_of(per_word) { w.viewed_as(word).zip(repeated.viewed_as(word)) } else { None };
+            match words {
+                Some((src, dst)) => {
+                    let n = n / per_word;
+                    let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+                    self.launch("repeat words".to_string(), elementwise::repeat_words, dispatch, &RepeatArgs { src: &src, dst: &dst, len: len / per_word, n })?;
+                }
+                None => {
+                    let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+                    self.launch(format!("repeat {dtype:?}"), || elementwise::repeat(dtype.scalar()), dispatch, &RepeatArgs { src: w, dst: &repeated, len, n })?;
+                }
+            }
             repeated
         };
         let y = self.matmul_batched(&weights, &col, c.batch * c.groups, c.out_channels / c.groups, pixels, in_group * taps, dtype)?;

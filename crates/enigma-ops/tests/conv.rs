@@ -1,8 +1,9 @@
 //! 2-D convolution (`Ops::conv2d`): dense, grouped, depthwise and
 //! pointwise, with padding, strides, dilation and an optional bias, against
 //! a plain f64 loop written here, for every element type, under the
-//! simulator's sanitizer — the unfolding and batched GEMM (groups of more
-//! than one input channel) and the direct kernel (depthwise) alike.
+//! simulator's sanitizer — the unfolding (by elements and by 16-byte
+//! stores) and batched GEMM (groups of more than one input channel) and
+//! the direct kernel (depthwise) alike.
 
 use enigma_ops::{download, quantize, upload, Conv2d, DType, Ops, Options};
 use enigma_runtime::{Device, Runtime};
@@ -65,6 +66,13 @@ fn convolutions_match_an_f64_loop() {
         Conv2d { in_channels: 8, out_channels: 6, groups: 2, batch: 3, kernel: [1, 1], padding: [0, 0], ..base },
         Conv2d { in_channels: 16, out_channels: 9, kernel: [1, 1], stride: [2, 2], padding: [1, 0], size: [5, 8], ..base },
         Conv2d { in_channels: 8, out_channels: 16, batch: 3, size: [4, 6], ..base },
+        // Output rows of whole 16 bytes: the unfolding by 16-byte stores
+        // (rows of 16 in every type, of 12 in f32 only), with padding on
+        // both sides, a stride and a dilation along the row.
+        Conv2d { in_channels: 4, out_channels: 6, batch: 2, size: [5, 16], ..base },
+        Conv2d { in_channels: 3, out_channels: 4, size: [6, 33], stride: [1, 2], padding: [1, 0], ..base },
+        Conv2d { in_channels: 6, out_channels: 4, groups: 2, size: [5, 16], kernel: [2, 3], dilation: [1, 2], padding: [0, 2], ..base },
+        Conv2d { in_channels: 2, out_channels: 3, size: [4, 12], ..base },
     ];
     for dtype in DType::ALL {
         let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), ..Options::default() });
@@ -82,6 +90,23 @@ fn convolutions_match_an_f64_loop() {
                 let want = reference(&x, &w, with_bias.then_some(&b[..]), &c);
                 let (y, out) = ops.conv2d(&xb, &wb, with_bias.then_some(&bb), &c).unwrap();
                 assert_eq!(out, c.output_size().unwrap());
+                // The unfolding, where there is one: by 16-byte stores where
+                // the output rows are whole 16 bytes.
+                let unfolds = c.groups < c.in_channels && (c.kernel, c.stride, c.padding) != ([1, 1], [1, 1], [0, 0]);
+                let kernels: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+                let per_word = 16 / dtype.size_bytes() as usize;
+                if unfolds {
+                    let packed = out[1].is_multiple_of(per_word);
+                    let want = format!("im2col_{dtype}{}", if packed { "_packed" } else { "" });
+                    assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
+                }
+                // The weights repeated per image, by 16-byte words where
+                // they are whole words.
+                if c.groups < c.in_channels && c.batch > 1 {
+                    let words = n_w.is_multiple_of(per_word);
+                    let want = if words { "repeat_words".to_string() } else { format!("repeat_{dtype}") };
+                    assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
+                }
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();
                 for (i, (g, v)) in got.iter().zip(&want).enumerate() {
                     // f32 sums of exact products, rounded once to the type.

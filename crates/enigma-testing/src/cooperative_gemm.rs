@@ -83,16 +83,19 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
     check_configs(rt, sanitize, &configs, (2, 70, 80, 72));
 }
 
-/// Each tile of [`enigma_kernels::library::gemm::cooperative::COOP_TILES`]
+/// Every tile the kernel takes 64 deep (64 or 128 rows; 64, 128 or 256
+/// columns: those `gemm::select` gives among them, with
+/// [`enigma_kernels::library::gemm::cooperative::COOP_TILES`])
 /// in two, three and four stages (those that fit the device), f16 in and
 /// f32 out, over 70 × 80 × 456 (eight slices of K, the last partial): the
 /// two-stage schedule and the overlapped one of three or more stages, each
 /// stage reused several times.
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let configs: Vec<CoopGemmConfig> = enigma_kernels::library::gemm::cooperative::COOP_TILES
-        .iter()
-        .flat_map(|&(tm, tn, tk)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk, stages, raster: DEFAULT_RASTER }))
+    let configs: Vec<CoopGemmConfig> = [64, 128]
+        .into_iter()
+        .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
+        .flat_map(|(tm, tn)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER }))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");

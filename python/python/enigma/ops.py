@@ -25,7 +25,7 @@ into MLX memory.
 Data types: float32, float16 and bfloat16 (numpy: pass bfloat16 data as a
 uint16 array of its bits with ``dtype="bf16"``; results come back the same
 way; torch's bfloat16 is taken as it is), plus int32/uint32 for
-``prefix_sum``. Element-wise, softmax, norm and attention results have the
+``prefix_sum``. Element-wise, softmax, norm, matrix product and attention results have the
 input's type; reductions and GEMV give float32. All inputs of one call
 share one type (GEMV's vector is float32). Arithmetic is float32 inside.
 Arrays must be C-contiguous (numpy arrays are made so); a ``threads=``
@@ -1125,8 +1125,9 @@ def gemv(w: _ArrayT, x: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Me
 
 def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
-    """Matrix product ``a @ b`` with torch's shapes: the tiled
-    SIMD-group-matrix GEMM of the kernel library, accumulated in float32.
+    """Matrix product ``a @ b`` with torch's shapes and types: the kernel
+    library's GEMM (its selection's kernel for the shape and device),
+    accumulated in float32 and rounded once to the inputs' type.
 
     ``a`` is ``[..., m, k]`` and ``b`` ``[..., k, n]`` (row-major,
     C-contiguous). A 1-D ``a`` is one row and a 1-D ``b`` one column (the
@@ -1143,12 +1144,19 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
         dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
-        the product in float32 (torch keeps the input's type), of ``a``'s kind.
+        the product in ``a``'s type (as torch's ``matmul``), of ``a``'s kind;
+        an ``out`` of another type is refused.
     """
+    return _product("matmul", a, b, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
+
+
+def _product(op: str, a: _Any, b: _Any, *, dtype: _Optional[str], rt: _Optional[_MetalRuntime], device: _Optional[_DeviceName],
+             threads: _Optional[int], stream: _Stream, out: _Any) -> _Any:
+    """:func:`matmul` and :func:`bmm`, their errors naming ``op``."""
     x, y = _array(a), _array(b)
     xs, ys = _shape(x), _shape(y)
     if not xs or not ys:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
+        raise ValueError(f"{op}: both operands need at least 1 dimension, got shapes {tuple(xs)} and {tuple(ys)}")
     row, column = len(xs) == 1, len(ys) == 1
     if row:
         xs = [1] + xs
@@ -1159,24 +1167,25 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     m, k = xs[-2:]
     k2, n = ys[-2:]
     if k2 != k:
-        raise ValueError(f"matmul: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
+        raise ValueError(f"{op}: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
     batch_a, batch_b = xs[:-2], ys[:-2]
-    t = _Target("matmul", [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
+    t = _Target(op, [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
     if not batch_b:
         res = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
     elif batch_a == batch_b:
         res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
     else:
-        raise ValueError(f"matmul: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
+        raise ValueError(f"{op}: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
                          "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
     shape = batch_a + ([] if row else [m]) + ([] if column else [n])
-    return _give("matmul", x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
+    return _give(op, x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
 
 
 def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
         device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """Batched matrix product, as ``torch.bmm``: ``[B, m, k] @ [B, k, n]``
-    in one dispatch, accumulated in float32.
+    in one dispatch, accumulated in float32 and rounded once to the
+    inputs' type.
 
     Args:
         a: ``[B, m, k]`` (float32, float16 or bfloat16; C-contiguous).
@@ -1184,12 +1193,12 @@ def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_Met
         dtype, rt, device, threads, stream, out: as for :func:`scale`.
 
     Returns:
-        the ``[B, m, n]`` products in float32, of ``a``'s kind.
+        the ``[B, m, n]`` products in ``a``'s type, of ``a``'s kind.
     """
     x, y = _array(a), _array(b)
     if len(x.shape) != 3 or len(y.shape) != 3 or int(x.shape[0]) != int(y.shape[0]):
         raise ValueError(f"bmm takes a [B, m, k] and b [B, k, n] with the same B, got shapes {tuple(x.shape)} and {tuple(y.shape)}")
-    return matmul(x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
+    return _product("bmm", x, y, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream, out=out)  # type: ignore[no-any-return]
 
 
 def attention_decode(q: _ArrayT, k: _Any, v: _Any, *, scale: _Optional[float] = None, fused: _Optional[bool] = None,

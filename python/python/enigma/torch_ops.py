@@ -22,8 +22,8 @@ made so first (``.contiguous()``). The operators are functional (each
 gives a new tensor and changes none); they have no autograd formula, so
 they serve inference graphs (a tensor that requires grad is refused by
 torch). Their semantics are :mod:`enigma.ops`'s, which differ from torch's
-where ``docs/library.md`` says: reductions and products give float32,
-argmax/argmin int32.
+where ``docs/library.md`` says: reductions give float32, argmax/argmin
+int32.
 
 The operators and their schemas (``List[int]`` arguments take lists):
 relu, silu, sigmoid, exp, log ``(x)``; gelu ``(x, approximate="none")``;
@@ -228,14 +228,14 @@ def _matmul_shape(a, b) -> List[int]:
     return batch + ([] if row else [a.shape[-2]]) + ([] if column else [b.shape[-1]])
 
 
-matmul = _register("matmul", lambda a, b: _f32(a, _matmul_shape(a, b)), _matmul)
+matmul = _register("matmul", lambda a, b: a.new_empty(_matmul_shape(a, b)), _matmul)
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _ops.bmm(_c(a), _c(b), device=_device("bmm", a, b))
 
 
-bmm = _register("bmm", lambda a, b: _f32(a, [a.shape[0], a.shape[1], b.shape[2]]), _bmm)
+bmm = _register("bmm", lambda a, b: a.new_empty([a.shape[0], a.shape[1], b.shape[2]]), _bmm)
 
 
 def _cross_entropy(input: torch.Tensor, target: torch.Tensor, ignore_index: int = -100,  # noqa: A002 - torch's name

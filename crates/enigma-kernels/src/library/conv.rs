@@ -14,7 +14,8 @@
 //!   group's rows are consecutive), zeros where a window reaches into the
 //!   padding; a thread per output pixel of each image's channel.
 //!   Parameters: `x, col, total` and the sizes of [`ConvDims`] by value
-//!   (`c_out` and `groups` unused).
+//!   (`c_out` and `groups` unused). [`im2col_packed`] is the same
+//!   unfolding by 16-byte stores, for output rows of whole 16 bytes.
 //!
 //! * [`conv2d_depthwise`], a depthwise convolution (one input channel per
 //!   group) by output tiles, the input under each tile staged in
@@ -63,7 +64,8 @@ crate::kernel_args! {
 }
 
 crate::kernel_args! {
-    /// The buffers and count of [`im2col`], bound beside [`ConvDims`].
+    /// The buffers and count of [`im2col`] and [`im2col_packed`] (whose
+    /// `col` is a `uint4` view), bound beside [`ConvDims`].
     pub struct Im2colArgs {
         X x: buffer,
         COL col: buffer,
@@ -158,6 +160,69 @@ pub fn im2col(dtype: DType) -> Kernel {
                 let v = k.var("v", lit(dtype.scalar(), 0.0));
                 k.if_(row_inside.and(ix.ge(zero)).and(ix.lt(i32(w))), |k| k.assign(v, x.get(row + ix.cast(Type::U32))));
                 k.store(col.at(first + (ky * kw + kx) * pixels), v.get());
+            });
+        });
+    });
+    finish(k)
+}
+
+/// The output pixels one [`im2col_packed`] thread takes: 16 bytes of
+/// `dtype` (4 f32 values, 8 f16 or bf16 ones).
+pub fn im2col_lanes(dtype: DType) -> u32 {
+    16 / dtype.size_bytes()
+}
+
+/// The unfolding `im2col_{dtype}_packed`: [`im2col`]'s result, each
+/// thread (of `total` = `images · c_in · out_h · out_w /`
+/// [`im2col_lanes`]) taking that many consecutive output pixels of one
+/// output row and writing each tap's values as one 16-byte store, so that
+/// a SIMD group stores 512 consecutive bytes where [`im2col`]'s stores
+/// 32 elements (64 bytes in f16), and the pixel's coordinates are divided
+/// out once per 16 bytes. `col` is bound as `uint4`s (the values moved bit
+/// for bit, two 16-bit values per word); `out_w` must be a multiple of the
+/// lanes (the caller's to check), so a thread's pixels share their row and
+/// its stores are aligned.
+pub fn im2col_packed(dtype: DType) -> Kernel {
+    let lanes = im2col_lanes(dtype);
+    let words = Type::vector(Scalar::U32, 4);
+    let mut k = KernelBuilder::new(format!("im2col_{dtype}_packed"));
+    type P = Im2colArgs;
+    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let col = k.buffer(P::COL, words, Access::ReadWrite);
+    let [_, h, w, _, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, _] = conv_dims(&mut k);
+    let total = k.value(P::TOTAL, Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(total), |k| {
+        // Packs per plane and per row of col.
+        let packs = k.let_("packs", oh * ow / lanes);
+        let pixel = k.let_("pixel", tid % packs * lanes);
+        let plane = k.let_("plane", tid / packs);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let y0 = k.let_("y0", i32(pixel / ow * sh) - i32(ph));
+        let x0 = k.let_("x0", i32(pixel % ow * sw) - i32(pw));
+        let source = k.let_("source", plane * h);
+        let first = k.let_("first", plane * kh * kw * packs + pixel / lanes);
+        k.for_range("ky", 0u32, kh, 1u32, |k, ky| {
+            let iy = k.let_("iy", y0 + i32(ky * dh));
+            let zero = lit(Scalar::I32, 0.0);
+            let row_inside = k.let_("row_inside", iy.ge(zero).and(iy.lt(i32(h))));
+            let row = k.let_("row", (source + iy.cast(Type::U32)) * w);
+            k.for_range("kx", 0u32, kw, 1u32, |k, kx| {
+                let tap_x = k.let_("tap_x", x0 + i32(kx * dw));
+                let values: Vec<Ex> = (0..lanes)
+                    .map(|j| {
+                        let ix = k.let_(&format!("ix{j}"), tap_x + i32(sw * j));
+                        let v = k.var(&format!("v{j}"), lit(dtype.scalar(), 0.0));
+                        k.if_(row_inside.and(ix.ge(zero)).and(ix.lt(i32(w))), |k| k.assign(v, x.get(row + ix.cast(Type::U32))));
+                        v.get()
+                    })
+                    .collect();
+                let packed: Vec<Ex> = if lanes == 4 {
+                    values.iter().map(|v| v.bitcast(Type::U32)).collect()
+                } else {
+                    values.chunks(2).map(|pair| vector(dtype.ty(2), pair).bitcast(Type::U32)).collect()
+                };
+                k.store(col.at(first + (ky * kw + kx) * packs), vector(words, &packed));
             });
         });
     });

@@ -618,9 +618,20 @@ pub fn copy(elem: Scalar) -> Kernel {
 /// repeated one after another, bit for bit: `repeat_{elem}`, parameters
 /// `src, dst, len, n`, one thread per element.
 pub fn repeat(elem: Scalar) -> Kernel {
-    let mut k = KernelBuilder::new(format!("repeat_{}", elem.name()));
-    let src = k.buffer(RepeatArgs::SRC, Type::scalar(elem), Access::Read);
-    let dst = k.buffer(RepeatArgs::DST, Type::scalar(elem), Access::ReadWrite);
+    repeat_of(Type::scalar(elem), elem.name())
+}
+
+/// [`repeat`] over 16-byte words (`uint4` views of the buffers, `len` and
+/// `n` counted in words): `repeat_words`, for data whose repeated run is a
+/// whole number of 16 bytes.
+pub fn repeat_words() -> Kernel {
+    repeat_of(Type::vector(Scalar::U32, 4), "words")
+}
+
+fn repeat_of(ty: Type, name: &str) -> Kernel {
+    let mut k = KernelBuilder::new(format!("repeat_{name}"));
+    let src = k.buffer(RepeatArgs::SRC, ty, Access::Read);
+    let dst = k.buffer(RepeatArgs::DST, ty, Access::ReadWrite);
     let len = k.value(RepeatArgs::LEN, Type::U32);
     let n = k.value(RepeatArgs::N, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());

@@ -6,7 +6,8 @@
 //! default tile per shape is [`select_tile`].
 
 use super::config::GemmConfig;
-use super::cooperative::CoopGemmConfig;
+use super::config::DEFAULT_STAGES;
+use super::cooperative::{CoopGemmConfig, DEFAULT_RASTER, WARPGROUP_ROWS};
 use crate::library::split::SplitSum;
 use crate::library::select::{self, Overrides, SelectError};
 use crate::library::sgemm::SgemmConfig;
@@ -84,7 +85,7 @@ impl GemmPlan {
 /// all of that allows it and the product is large enough for its tiles
 /// ([`fills_enough`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
-    let GemmProblem { input, output, n, k, .. } = *problem;
+    let GemmProblem { input, n, k, .. } = *problem;
     let asked = &overrides.gemm;
     let forced = match asked.cooperative {
         Some(false) => return Ok(None),
@@ -106,7 +107,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
     let cfg = match refusal {
         Some(message) if forced => return Err(select::argument("matmul", format!("the GEMM on cooperative tensors: {message}"))),
         Some(_) => return Ok(None),
-        None => CoopGemmConfig::for_memory(input, output, asked.stages, device.max_threadgroup_memory_bytes),
+        None => cooperative_config(problem, asked.stages, device.max_threadgroup_memory_bytes),
     };
     match cfg {
         None if forced => Err(select::argument(
@@ -118,15 +119,38 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
     }
 }
 
+/// The cooperative kernel's tile and stages for `problem`: products of at
+/// most 64 rows the 64 × 128 tile (one warpgroup, no half-empty tiles), in
+/// the stages asked for or four; taller ones (or where that does not fit
+/// `max_threadgroup_memory_bytes`) [`CoopGemmConfig::for_memory`]'s, the
+/// 128 × 256 tile in four stages on the H200. Measured there (f16, C f16,
+/// `gemm_cuda --batch`, `BENCHMARKS.md`): M = 64, N = 11008, K = 4096 ran
+/// 44.5 µs on 64 × 128 against 53.6 on 64 × 256, 61.2 on 128 × 256 and
+/// 55.7 on the SIMD-group kernel; 64 products of 64 × 1024 × 576 40.1
+/// against 41.6 on 128 × 256. Short products of more rows gain nothing
+/// from a smaller tile or fewer stages: 32 products of 1024³ ran 214.0 µs
+/// on 128 × 256 in four stages against 224.6–250.6 on 64 × 128 and
+/// 236.2–250.9 on 128 × 128 in two to four, 4096 × 1024 × 1024 34.4
+/// against 36.6–42.2 and 37.0–38.9, and 64 products of 128 × 1024 × 64
+/// (one slice of K) 36.3–40.1 on all of them.
+fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
+    let GemmProblem { input, output, m, .. } = *problem;
+    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER };
+    if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
+        return Some(short);
+    }
+    CoopGemmConfig::for_memory(input, output, asked, max_threadgroup_memory_bytes)
+}
+
 /// Whether the cooperative kernel's tiles suit `problem` on a GPU of
 /// `compute_units`: the tiles over all the batch's products fill the
 /// compute units at least once, or, with each product at least a tile's
 /// rows tall, a quarter of them. Smaller products run the SIMD-group
-/// kernel, which splits K. On the H200 (132 multiprocessors, 128 × 256
-/// tiles, f16): M = 128, N = 11008, K = 4096 (43 tiles) ran 67.2 µs
+/// kernel, which splits K. On the H200 (132 multiprocessors, f16): M =
+/// 128, N = 11008, K = 4096 (43 tiles of 128 × 256) ran 67.2 µs
 /// cooperative against 75.3 µs on SIMD-group matrices; M = 64 at the same
-/// N and K (43 half-empty tiles) 60.6 against 55.7; 1024³ (32 tiles) 26.9
-/// against 27.8 (`BENCHMARKS.md`).
+/// N and K (86 tiles of 64 × 128) 44.5 against 55.7; 1024³ (32 tiles of
+/// 128 × 256) 26.9 against 27.8 (`BENCHMARKS.md`).
 fn fills_enough(cfg: &CoopGemmConfig, problem: &GemmProblem, compute_units: u32) -> bool {
     let tiles = u64::from(problem.m.div_ceil(cfg.tm)) * u64::from(problem.n.div_ceil(cfg.tn)) * u64::from(problem.batch);
     let units = u64::from(compute_units);
