@@ -236,9 +236,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.line(&format!("{decl};"));
             }
         }
-        if self.settles_here() {
-            self.settle_products()?;
-        }
+        self.settle_here()?;
         match &stmt.kind {
             StmtKind::Matmul2d { .. }
             | StmtKind::CooperativeLoad { .. }

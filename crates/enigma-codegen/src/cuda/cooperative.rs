@@ -86,7 +86,7 @@
 use crate::code::TgIndex;
 use enigma_ir::visit::walk_block;
 use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// 16-bit elements in one 128-byte swizzle row (a panel's width).
 pub(crate) const PANEL: u32 = 64;
@@ -319,9 +319,10 @@ fn mma_candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionSco
 pub(crate) struct Plan {
     pub swizzled: Vec<Option<Swizzle>>,
     pub layouts: Vec<Layout>,
-    /// The statements before which the generator waits for the products
-    /// in flight.
-    settle: HashSet<StmtPath>,
+    /// The statements before which the generator waits for products in
+    /// flight, each with the number of `wgmma` groups that may stay
+    /// pending (0 or 1: [`Plan::wait_before`]).
+    waits: HashMap<StmtPath, u32>,
     /// The threadgroup barriers that wait for all `wgmma` groups but the
     /// newest ([`Plan::leaves_one_group`]); empty unless every `wgmma`
     /// product releases its operands at the second barrier after it.
@@ -426,7 +427,7 @@ impl Plan {
                 .iter()
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
-            settle: HashSet::new(),
+            waits: HashMap::new(),
             one_group_barriers: HashSet::new(),
         };
         if kernel.cooperative_tensors.is_empty() {
@@ -546,7 +547,11 @@ impl Plan {
             }
             let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
-            plan.settle = settle.at;
+            let at = settle.at;
+            let mut state = vec![Pending::DONE; kernel.cooperative_tensors.len()];
+            let mut waits = HashMap::new();
+            Pending { plan, at: &at }.block(&kernel.body, Branch::Body, &mut StmtPath::default(), &mut state, &mut Some(&mut waits));
+            plan.waits = waits;
         }
     }
 
@@ -556,10 +561,13 @@ impl Plan {
         (self.layouts[dest.0 as usize] == Layout::Mma { band: p.band, cols: p.n }).then_some(p)
     }
 
-    /// Whether the generator waits for the products in flight before the
-    /// statement at `path`.
-    pub fn settles_before(&self, path: &StmtPath) -> bool {
-        self.settle.contains(path)
+    /// Whether the generator waits for products in flight before the
+    /// statement at `path`, and if so how many `wgmma` groups may stay
+    /// pending (`wgmma.wait_group n`): the newest groups, which on every
+    /// path to the statement are products into accumulators it does not
+    /// reach.
+    pub fn wait_before(&self, path: &StmtPath) -> Option<u32> {
+        self.waits.get(path).copied()
     }
 
     /// Whether the kernel has `wgmma` products (whose threadgroup arrays
@@ -674,6 +682,140 @@ impl Settle<'_> {
                         self.block(body, branch, path);
                     }
                 }
+            }
+            path.0.pop();
+        }
+    }
+}
+
+/// Which products may still be in flight where (the module doc's
+/// "products in flight"): per cooperative tensor, how many `wgmma` groups
+/// were committed, on every path, after the newest product into it
+/// ([`Pending::DONE`] where none can be pending). Before a statement that
+/// needs accumulators (a [`Settle`] point, or a `multiply` product, which
+/// zeroes its destination) the wait may leave as many groups pending as the
+/// fewest committed after any of theirs; one at most, as the prelude's
+/// waits go.
+struct Pending<'p> {
+    plan: &'p Plan,
+    at: &'p HashSet<StmtPath>,
+}
+
+impl Pending<'_> {
+    const DONE: u32 = u32::MAX;
+
+    /// The accumulators statement `kind` or a statement nested in it
+    /// reaches other than as a product's destination, and a `multiply`
+    /// product's destination.
+    fn needs(&self, stmt: &Stmt) -> Vec<CoopId> {
+        let mut ids = vec![];
+        let mut note = |kind: &StmtKind| {
+            let mut add = |id: CoopId| {
+                if self.plan.is_wgmma(id) {
+                    ids.push(id);
+                }
+            };
+            match kind {
+                StmtKind::CooperativeLoad { tensor, .. } | StmtKind::CooperativeStore { tensor, .. } | StmtKind::CooperativeSet { tensor, .. } => add(*tensor),
+                StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => {
+                    add(*src);
+                    add(*dest);
+                }
+                StmtKind::Matmul2d { left, dest, desc, .. } => {
+                    if let Matmul2dLeft::Cooperative(id) = left {
+                        add(*id);
+                    }
+                    if desc.mode == enigma_ir::Matmul2dMode::Multiply {
+                        add(*dest);
+                    }
+                }
+                _ => {}
+            }
+            for e in kind.exprs() {
+                e.any(&mut |x| {
+                    if let Expr::CooperativeElement { tensor, .. } = x {
+                        add(*tensor);
+                    }
+                    false
+                });
+            }
+        };
+        Settle::deep(stmt, &mut |k| {
+            note(k);
+            false
+        });
+        ids
+    }
+
+    /// Every group complete but the newest `n`.
+    fn wait(state: &mut [u32], n: u32) {
+        for d in state.iter_mut().filter(|d| **d >= n) {
+            *d = Pending::DONE;
+        }
+    }
+
+    /// The states of two paths joined: the fewest groups after each.
+    fn meet(a: &mut [u32], b: &[u32]) {
+        for (x, y) in a.iter_mut().zip(b) {
+            *x = (*x).min(*y);
+        }
+    }
+
+    /// Walks `block` from `state`, recording the waits when `record` holds
+    /// the map (not during a loop's fixed-point iterations).
+    fn block(&self, block: &Block, branch: Branch, path: &mut StmtPath, state: &mut Vec<u32>, record: &mut Option<&mut HashMap<StmtPath, u32>>) {
+        for (i, stmt) in block.iter().enumerate() {
+            path.0.push((branch, i as u32));
+            let product_dest = matches!(&stmt.kind, StmtKind::Matmul2d { dest, desc, .. } if self.plan.is_wgmma(*dest) && desc.mode == enigma_ir::Matmul2dMode::Multiply);
+            if self.at.contains(path) || product_dest {
+                let need = self.needs(stmt).iter().map(|id| state[id.0 as usize]).min().unwrap_or(Pending::DONE);
+                if need != Pending::DONE {
+                    let n = need.min(1);
+                    if let Some(waits) = record.as_deref_mut() {
+                        waits.insert(path.clone(), n);
+                    }
+                    Pending::wait(state, n);
+                }
+            }
+            match &stmt.kind {
+                StmtKind::Barrier { scope: enigma_ir::BarrierScope::Threadgroup, .. } if self.plan.leaves_one_group(path) => Pending::wait(state, 1),
+                StmtKind::Barrier { .. } => Pending::wait(state, 0),
+                StmtKind::Matmul2d { dest, .. } if self.plan.is_wgmma(*dest) => {
+                    for d in state.iter_mut().filter(|d| **d != Pending::DONE) {
+                        *d += 1;
+                    }
+                    state[dest.0 as usize] = 0;
+                }
+                StmtKind::If { then_body, else_body, .. } => {
+                    let mut other = state.clone();
+                    self.block(then_body, Branch::Then, path, state, record);
+                    self.block(else_body, Branch::Else, path, &mut other, record);
+                    Pending::meet(state, &other);
+                }
+                StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
+                    if Settle::deep(stmt, &mut |k| matches!(k, StmtKind::Break | StmtKind::Continue)) {
+                        // Any product of the kernel may be the newest.
+                        for (id, d) in state.iter_mut().enumerate() {
+                            if self.plan.is_wgmma(CoopId(id as u32)) {
+                                *d = 0;
+                            }
+                        }
+                    }
+                    loop {
+                        let mut end = state.clone();
+                        self.block(body, Branch::Loop, path, &mut end, &mut None);
+                        let mut next = state.clone();
+                        Pending::meet(&mut next, &end);
+                        if next == *state {
+                            break;
+                        }
+                        *state = next;
+                    }
+                    let mut end = state.clone();
+                    self.block(body, Branch::Loop, path, &mut end, record);
+                    Pending::meet(state, &end);
+                }
+                _ => {}
             }
             path.0.pop();
         }
