@@ -2,11 +2,14 @@
 //! gives to Hopper's warpgroup matrix multiply (`wgmma.mma_async`).
 //!
 //! Every cooperative tensor is a per-thread register array of its capacity
-//! (`float c[32]`), in one of two [`Layout`]s: the accumulator fragments of
-//! `wgmma` for the destination of a product that qualifies (below), or a
-//! linear layout (element `slot · threads + thread`, row-major) for every
-//! other tensor. The kernel reaches the layout only through the slot
-//! interface, so either is Metal's semantics.
+//! (`float c[32]`), in one of the [`Layout`]s: the accumulator fragments of
+//! `wgmma` for the destination of a product that qualifies (below), the
+//! rows of such an accumulator for an f32 m×1 tensor beside it (its row
+//! reductions and `combine`s along its rows then stay in registers), those
+//! of `mma.sync` (`super::Options::mma`), or a linear layout (element
+//! `slot · threads + thread`, row-major) for every other tensor. The kernel
+//! reaches the layout only through the slot interface, so any is Metal's
+//! semantics.
 //!
 //! A product runs on `wgmma` (m64nNk16, f32 accumulation) when the kernel is
 //! compiled for `sm_90a` ([`super::Options::wgmma`]) and, at generation time:
@@ -48,10 +51,14 @@
 //! 1024 bytes ([`SWIZZLE_ALIGN`]).
 //!
 //! **Products stay in flight until they are needed.** A `wgmma` product is
-//! issued and committed, not waited for: the generator waits
-//! (`wgmma.wait_group 0`) only before the next statement that reads or
-//! writes a `wgmma` accumulator's registers other than by another product
-//! ([`Plan::settles_before`]), and before every barrier. That is Metal's
+//! issued and committed, not waited for: the generator waits only before
+//! the next statement that reads or writes a `wgmma` accumulator's
+//! registers other than by another product (or zeroes a `multiply`
+//! product's destination), and before every barrier; and there only for
+//! the groups that statement needs (`wgmma.wait_group n`, `n` the groups
+//! committed on every path since the newest product into any accumulator
+//! it reaches, at most 1; none where nothing can be pending:
+//! [`Plan::wait_before`]). That is Metal's
 //! semantics for race-free kernels: no thread of the scope may write a
 //! product's operands before the scope's next barrier (the other SIMD
 //! groups may still be reading them; the simulator counts each operand
