@@ -236,7 +236,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.line(&format!("{decl};"));
             }
         }
-        self.settle_here()?;
+        if self.settles_here() {
+            self.settle_products()?;
+        }
         match &stmt.kind {
             StmtKind::Matmul2d { .. }
             | StmtKind::CooperativeLoad { .. }

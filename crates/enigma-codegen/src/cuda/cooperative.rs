@@ -51,14 +51,10 @@
 //! 1024 bytes ([`SWIZZLE_ALIGN`]).
 //!
 //! **Products stay in flight until they are needed.** A `wgmma` product is
-//! issued and committed, not waited for: the generator waits only before
-//! the next statement that reads or writes a `wgmma` accumulator's
-//! registers other than by another product (or zeroes a `multiply`
-//! product's destination), and before every barrier; and there only for
-//! the groups that statement needs (`wgmma.wait_group n`, `n` the groups
-//! committed on every path since the newest product into any accumulator
-//! it reaches, at most 1; none where nothing can be pending:
-//! [`Plan::wait_before`]). That is Metal's
+//! issued and committed, not waited for: the generator waits
+//! (`wgmma.wait_group 0`) only before the next statement that reads or
+//! writes a `wgmma` accumulator's registers other than by another product
+//! ([`Plan::settles_before`]), and before every barrier. That is Metal's
 //! semantics for race-free kernels: no thread of the scope may write a
 //! product's operands before the scope's next barrier (the other SIMD
 //! groups may still be reading them; the simulator counts each operand
@@ -93,7 +89,7 @@
 use crate::code::TgIndex;
 use enigma_ir::visit::walk_block;
 use enigma_ir::{Block, Branch, CoopId, ExecutionScope, Expr, Kernel, LiteralValue, Matmul2dDescriptor, Matmul2dLeft, Memory, OperandRelease, Scalar, Stmt, StmtKind, StmtPath, TensorView, TgArrayId, Type};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// 16-bit elements in one 128-byte swizzle row (a panel's width).
 pub(crate) const PANEL: u32 = 64;
@@ -326,10 +322,9 @@ fn mma_candidate(kernel: &Kernel, desc: &Matmul2dDescriptor, scope: ExecutionSco
 pub(crate) struct Plan {
     pub swizzled: Vec<Option<Swizzle>>,
     pub layouts: Vec<Layout>,
-    /// The statements before which the generator waits for products in
-    /// flight, each with the number of `wgmma` groups that may stay
-    /// pending (0 or 1: [`Plan::wait_before`]).
-    waits: HashMap<StmtPath, u32>,
+    /// The statements before which the generator waits for the products
+    /// in flight.
+    settle: HashSet<StmtPath>,
     /// The threadgroup barriers that wait for all `wgmma` groups but the
     /// newest ([`Plan::leaves_one_group`]); empty unless every `wgmma`
     /// product releases its operands at the second barrier after it.
@@ -434,7 +429,7 @@ impl Plan {
                 .iter()
                 .map(|t| Layout::Linear { rows: t.rows, cols: t.cols, threads: t.scope.threads() })
                 .collect(),
-            waits: HashMap::new(),
+            settle: HashSet::new(),
             one_group_barriers: HashSet::new(),
         };
         if kernel.cooperative_tensors.is_empty() {
@@ -554,11 +549,7 @@ impl Plan {
             }
             let mut settle = Settle { plan, at: HashSet::new() };
             settle.block(&kernel.body, Branch::Body, &mut StmtPath::default());
-            let at = settle.at;
-            let mut state = vec![Pending::DONE; kernel.cooperative_tensors.len()];
-            let mut waits = HashMap::new();
-            Pending { plan, at: &at }.block(&kernel.body, Branch::Body, &mut StmtPath::default(), &mut state, &mut Some(&mut waits));
-            plan.waits = waits;
+            plan.settle = settle.at;
         }
     }
 
@@ -568,13 +559,10 @@ impl Plan {
         (self.layouts[dest.0 as usize] == Layout::Mma { band: p.band, cols: p.n }).then_some(p)
     }
 
-    /// Whether the generator waits for products in flight before the
-    /// statement at `path`, and if so how many `wgmma` groups may stay
-    /// pending (`wgmma.wait_group n`): the newest groups, which on every
-    /// path to the statement are products into accumulators it does not
-    /// reach.
-    pub fn wait_before(&self, path: &StmtPath) -> Option<u32> {
-        self.waits.get(path).copied()
+    /// Whether the generator waits for the products in flight before the
+    /// statement at `path`.
+    pub fn settles_before(&self, path: &StmtPath) -> bool {
+        self.settle.contains(path)
     }
 
     /// Whether the kernel has `wgmma` products (whose threadgroup arrays
@@ -689,140 +677,6 @@ impl Settle<'_> {
                         self.block(body, branch, path);
                     }
                 }
-            }
-            path.0.pop();
-        }
-    }
-}
-
-/// Which products may still be in flight where (the module doc's
-/// "products in flight"): per cooperative tensor, how many `wgmma` groups
-/// were committed, on every path, after the newest product into it
-/// ([`Pending::DONE`] where none can be pending). Before a statement that
-/// needs accumulators (a [`Settle`] point, or a `multiply` product, which
-/// zeroes its destination) the wait may leave as many groups pending as the
-/// fewest committed after any of theirs; one at most, as the prelude's
-/// waits go.
-struct Pending<'p> {
-    plan: &'p Plan,
-    at: &'p HashSet<StmtPath>,
-}
-
-impl Pending<'_> {
-    const DONE: u32 = u32::MAX;
-
-    /// The accumulators statement `kind` or a statement nested in it
-    /// reaches other than as a product's destination, and a `multiply`
-    /// product's destination.
-    fn needs(&self, stmt: &Stmt) -> Vec<CoopId> {
-        let mut ids = vec![];
-        let mut note = |kind: &StmtKind| {
-            let mut add = |id: CoopId| {
-                if self.plan.is_wgmma(id) {
-                    ids.push(id);
-                }
-            };
-            match kind {
-                StmtKind::CooperativeLoad { tensor, .. } | StmtKind::CooperativeStore { tensor, .. } | StmtKind::CooperativeSet { tensor, .. } => add(*tensor),
-                StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => {
-                    add(*src);
-                    add(*dest);
-                }
-                StmtKind::Matmul2d { left, dest, desc, .. } => {
-                    if let Matmul2dLeft::Cooperative(id) = left {
-                        add(*id);
-                    }
-                    if desc.mode == enigma_ir::Matmul2dMode::Multiply {
-                        add(*dest);
-                    }
-                }
-                _ => {}
-            }
-            for e in kind.exprs() {
-                e.any(&mut |x| {
-                    if let Expr::CooperativeElement { tensor, .. } = x {
-                        add(*tensor);
-                    }
-                    false
-                });
-            }
-        };
-        Settle::deep(stmt, &mut |k| {
-            note(k);
-            false
-        });
-        ids
-    }
-
-    /// Every group complete but the newest `n`.
-    fn wait(state: &mut [u32], n: u32) {
-        for d in state.iter_mut().filter(|d| **d >= n) {
-            *d = Pending::DONE;
-        }
-    }
-
-    /// The states of two paths joined: the fewest groups after each.
-    fn meet(a: &mut [u32], b: &[u32]) {
-        for (x, y) in a.iter_mut().zip(b) {
-            *x = (*x).min(*y);
-        }
-    }
-
-    /// Walks `block` from `state`, recording the waits when `record` holds
-    /// the map (not during a loop's fixed-point iterations).
-    fn block(&self, block: &Block, branch: Branch, path: &mut StmtPath, state: &mut Vec<u32>, record: &mut Option<&mut HashMap<StmtPath, u32>>) {
-        for (i, stmt) in block.iter().enumerate() {
-            path.0.push((branch, i as u32));
-            let product_dest = matches!(&stmt.kind, StmtKind::Matmul2d { dest, desc, .. } if self.plan.is_wgmma(*dest) && desc.mode == enigma_ir::Matmul2dMode::Multiply);
-            if self.at.contains(path) || product_dest {
-                let need = self.needs(stmt).iter().map(|id| state[id.0 as usize]).min().unwrap_or(Pending::DONE);
-                if need != Pending::DONE {
-                    let n = need.min(1);
-                    if let Some(waits) = record.as_deref_mut() {
-                        waits.insert(path.clone(), n);
-                    }
-                    Pending::wait(state, n);
-                }
-            }
-            match &stmt.kind {
-                StmtKind::Barrier { scope: enigma_ir::BarrierScope::Threadgroup, .. } if self.plan.leaves_one_group(path) => Pending::wait(state, 1),
-                StmtKind::Barrier { .. } => Pending::wait(state, 0),
-                StmtKind::Matmul2d { dest, .. } if self.plan.is_wgmma(*dest) => {
-                    for d in state.iter_mut().filter(|d| **d != Pending::DONE) {
-                        *d += 1;
-                    }
-                    state[dest.0 as usize] = 0;
-                }
-                StmtKind::If { then_body, else_body, .. } => {
-                    let mut other = state.clone();
-                    self.block(then_body, Branch::Then, path, state, record);
-                    self.block(else_body, Branch::Else, path, &mut other, record);
-                    Pending::meet(state, &other);
-                }
-                StmtKind::For { body, .. } | StmtKind::While { body, .. } => {
-                    if Settle::deep(stmt, &mut |k| matches!(k, StmtKind::Break | StmtKind::Continue)) {
-                        // Any product of the kernel may be the newest.
-                        for (id, d) in state.iter_mut().enumerate() {
-                            if self.plan.is_wgmma(CoopId(id as u32)) {
-                                *d = 0;
-                            }
-                        }
-                    }
-                    loop {
-                        let mut end = state.clone();
-                        self.block(body, Branch::Loop, path, &mut end, &mut None);
-                        let mut next = state.clone();
-                        Pending::meet(&mut next, &end);
-                        if next == *state {
-                            break;
-                        }
-                        *state = next;
-                    }
-                    let mut end = state.clone();
-                    self.block(body, Branch::Loop, path, &mut end, record);
-                    Pending::meet(state, &end);
-                }
-                _ => {}
             }
             path.0.pop();
         }

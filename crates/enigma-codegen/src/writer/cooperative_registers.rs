@@ -638,27 +638,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// Waits for the products in flight and pins every `wgmma`
     /// accumulator's registers after the wait.
     pub(super) fn settle_products(&mut self) -> Result<(), CodegenError> {
-        self.settle_products_but(0)
-    }
-
-    /// Waits for the products in flight but the newest `pending` groups
-    /// (0 or 1) and pins every `wgmma` accumulator's registers after the
-    /// wait.
-    fn settle_products_but(&mut self, pending: u32) -> Result<(), CodegenError> {
-        self.line(if pending == 0 { "enigma::wgmma_wait();" } else { "enigma::wgmma_wait_all_but_last();" });
+        self.line("enigma::wgmma_wait();");
         for id in 0..self.kernel.cooperative_tensors.len() {
             self.hold(CoopId(id as u32))?;
         }
         Ok(())
     }
 
-    /// The wait for products in flight before the statement at the
-    /// writer's path, if it needs one ([`Plan::wait_before`]).
-    pub(super) fn settle_here(&mut self) -> Result<(), CodegenError> {
-        match self.coop.registers.as_ref().and_then(|p| p.wait_before(&self.path)) {
-            Some(pending) => self.settle_products_but(pending),
-            None => Ok(()),
-        }
+    /// Whether the statement at the writer's path waits for the products
+    /// in flight first ([`Plan::settles_before`]).
+    pub(super) fn settles_here(&self) -> bool {
+        self.coop.registers.as_ref().is_some_and(|p| p.settles_before(&self.path))
     }
 
     fn wgmma_product(&mut self, p: &WgmmaProduct, desc: &Matmul2dDescriptor, dest: CoopId, a: &Left, (bmem, b): (Memory, &ViewConsts)) -> Result<(), CodegenError> {
@@ -672,8 +662,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
         // dialect's barrier); this thread's own writes are fenced here.
         self.line("enigma::async_proxy_fence();");
         if desc.mode == Matmul2dMode::Multiply {
-            // A product into this accumulator that may still be writing it
-            // was waited for before the statement ([`Plan::wait_before`]).
+            // A product into this accumulator may still be writing it.
+            self.settle_products()?;
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {name}[enigma_i] = 0.0f;", p.slices * regs));
         }

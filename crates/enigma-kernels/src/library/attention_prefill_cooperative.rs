@@ -10,37 +10,33 @@
 //! `(ceil(S_q / block_q), H, B)`, the last query block first so that the
 //! longest causal blocks start early. The Q block is copied once into
 //! threadgroup memory; K and V are read in blocks of `block_kv` keys (64 or
-//! 128), three stages of each in threadgroup memory, filled by 16-byte
-//! asynchronous copies (zeros past `S_kv`): after block j's barrier the
-//! copies of block j + 1 start into the stage of block j − 2, which no
-//! product reads any more. Every staged array has the head dimension as its
-//! pitch, so on CUDA for `sm_90a` every product is a warpgroup matrix
-//! multiply (`wgmma`, the arrays in its swizzled layout).
+//! 128), two stages of each in threadgroup memory, filled by 16-byte
+//! asynchronous copies (zeros past `S_kv`): after each block's barrier the
+//! copies of the next block start into the other stage, under the block's
+//! products. Every staged array has the head dimension as its pitch, so on
+//! CUDA for `sm_90a` every product is a warpgroup matrix multiply (`wgmma`,
+//! the arrays in its swizzled layout).
 //!
-//! **Per K/V block** j, with two score tensors `S` (alternating between
-//! blocks), the output accumulator `O` and the row state (running maximum
-//! `m`, sum `l`, factor `α`) in m×1 cooperative tensors, all over the
-//! threadgroup's SIMD groups:
-//! 1. `S_j = Q·K_jᵀ` (f32, `block_q × block_kv`: the K block as the right
-//!    operand with the transpose flag), then `O += P_{j−1}·V_{j−1}` (the
-//!    previous block's weights, the other score tensor, as the left
-//!    operand; relaxed precision: on `wgmma` the weights go from the
-//!    accumulator's registers to the product's, rounded to the input type,
-//!    never through memory). Both are in flight together; on CUDA the
-//!    softmax below waits only for the first (`wgmma.wait_group 1`).
-//! 2. `t = s·scale·log2 e` over `S_j`'s slots, or `−∞` where the mask hides
+//! **Per K/V block**, with `S` and `O` cooperative tensors and the row
+//! state (running maximum `m` of `t`, sum `l`, factor `α`) in m×1
+//! cooperative tensors, all over the threadgroup's SIMD groups:
+//! 1. `S = Q·Kᵀ` (f32, `block_q × block_kv`): the K block as the right
+//!    operand with the transpose flag.
+//! 2. `t = s·scale·log2 e` over `S`'s slots, or `−∞` where the mask hides
 //!    the key (tested only in blocks that reach past `S_kv` or the causal
 //!    diagonal, by each element's row and column).
-//! 3. `reduce_rows(S_j, max)`; `α = m`, `m = max(m, rowmax)`, `α = 2^(α − m)`
-//!    (`combine`s of the m×1 tensors).
-//! 4. `p = 2^(t − m_row)` (`combine` along the rows, then an element map),
-//!    `reduce_rows(S_j, sum)`, `l = l·α + Σp`, then `O = O·α_row`, which
-//!    waits for step 1's `P·V`.
+//! 3. `reduce_rows(S, max)`; `α = m`, `m = max(m, rowmax)`, `α = 2^(α − m)`
+//!    (`combine`s of the m×1 tensors; `m` starts at a finite value below
+//!    every `t`, so no `−∞ − (−∞)`).
+//! 4. `p = 2^(t − m_row)` (a `combine` along the rows, then an element
+//!    map), `O = O·α_row`, `reduce_rows(S, sum)`, `l = l·α + Σp`.
+//! 5. `O += P·V` with `S` itself as the left operand (relaxed precision:
+//!    on `wgmma` the weights go from the accumulator's registers to the
+//!    product's, rounded to the input type, never through memory).
 //!
-//! On CUDA the row state lives in the accumulator's rows' layout, so the
-//! reductions and combinations are quad shuffles in registers: one barrier
-//! per block (the copies'), none in the softmax. After the last block its
-//! `P·V`.
+//! On CUDA the m×1 tensors take the accumulator's rows' layout, so the
+//! reductions and combinations are quad shuffles in registers: the only
+//! barrier of a block is the copies' (none in the softmax).
 //!
 //! At the end each output element is `o / l_row` (zero for a row that saw no
 //! key), rounded to the input type, and the log-sum-exp `(m + log2 l)·ln 2`
@@ -54,9 +50,8 @@ use enigma_ir::{CombineOp, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dM
 
 /// Query rows of one warpgroup (four SIMD groups).
 pub const WARPGROUP_ROWS: u32 = 64;
-/// K/V stages in threadgroup memory: the block being read, the one
-/// before it (whose `P·V` may still run) and the one being copied.
-pub const STAGES: u32 = 3;
+/// K/V stages in threadgroup memory.
+pub const STAGES: u32 = 2;
 /// Elements per asynchronous copy (16 bytes of a 16-bit type).
 const COPY: u32 = 8;
 /// The running maximum of a row before its first visible key: below every
@@ -123,8 +118,8 @@ impl CoopPrefillConfig {
         self.simdgroups() * SIMD_WIDTH
     }
 
-    /// Threadgroup memory: the Q block and [`STAGES`] stages of K and of V
-    /// (the row state is in cooperative tensors).
+    /// Threadgroup memory: the Q block and two stages of K and of V (the
+    /// row state is in cooperative tensors).
     pub fn memory_bytes(&self) -> u64 {
         let e = u64::from(self.dtype.size_bytes());
         let staged = u64::from(self.block_q * self.d) + 2 * u64::from(STAGES * self.block_kv * self.d);
@@ -215,10 +210,7 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
         Matmul2dDescriptor { relaxed_precision: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(block_q, d, Some(block_kv)) },
         scope,
     );
-    // Two score tensors, alternating between blocks: one block's weights
-    // are the left operand of its `P·V` while the next block's scores
-    // arrive.
-    let s = [k.destination_cooperative_tensor(&scores_op, "scores_even", Scalar::F32), k.destination_cooperative_tensor(&scores_op, "scores_odd", Scalar::F32)];
+    let s = k.destination_cooperative_tensor(&scores_op, "scores", Scalar::F32);
     let o = k.destination_cooperative_tensor(&values_op, "acc", Scalar::F32);
     // One value per query row: the running maximum `m` of `t` and sum `l`,
     // the block's maximum (then the log-sum-exp), the block's sum (then
@@ -240,33 +232,39 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     };
     k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
     k.async_commit();
-    k.if_(blocks.gt(1u32), |k| issue(k, "second", Ex::from(1u32), Ex::from(1u32)));
-    k.async_commit();
     each_slot(k, run_max, 1, "init_max", &|k, i, _| k.cooperative_set(run_max, i, f(NO_MAXIMUM)));
     each_slot(k, run_sum, 1, "init_sum", &|k, i, _| k.cooperative_set(run_sum, i, 0.0f32));
     each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
     let q_view = Tensor::new(q_staged, [d, block_q]);
     let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
 
-    // Block `block`'s weights from its scores `s` (in place), the running
-    // maximum and sum, and `O` rescaled (`tag` names the locals).
-    let softmax = |k: &mut KernelBuilder, s: CoopTensor, block: Ex, tag: &str| {
-        let kv0 = k.let_(&format!("{tag}_kv0"), block * block_kv);
+    k.for_range("block", 0u32, blocks, 1u32, |k, block| {
+        // Block `block`'s K and V are in, and every product of the block
+        // before is done: the stage the copies below fill (that block's
+        // neighbour's) is free.
+        k.async_wait(0);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let next = k.let_("next", block + 1u32);
+        k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+        k.async_commit();
+        let stage = k.let_("stage", block & 1u32);
+        k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
+        let kv0 = k.let_("kv0", block * block_kv);
         // Whether any key of the block is hidden from any row of it.
         let last_key = kv0 + (block_kv - 1);
         let mut partial = (kv0 + block_kv).gt(s_kv);
         if let Some(diag) = diag {
             partial = partial.or((last_key + s_q).gt(q0 + diag));
         }
-        let partial = k.let_(&format!("{tag}_partial"), partial);
+        let partial = k.let_("partial", partial);
         // `t = s·scale·log2 e`, or `−∞` where the mask hides the key (only
         // blocks the mask reaches test it).
         k.if_else(
             partial,
             |k| {
-                each_slot(k, s, s_per_thread, &format!("{tag}_masked"), &|k, i, slot| {
+                each_slot(k, s, s_per_thread, "masked", &|k, i, tag| {
                     let [col, row] = s.get_multidimensional_index(i);
-                    let key = k.let_(&format!("{slot}_key"), kv0 + col);
+                    let key = k.let_(&format!("{tag}_key"), kv0 + col);
                     let mut visible = key.lt(s_kv);
                     if let Some(diag) = diag {
                         visible = visible.and((key + s_q).le(q0 + row + diag));
@@ -274,58 +272,22 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
                     k.cooperative_set(s, i, select(neg_inf(), s.get(i) * scale_log2, visible));
                 });
             },
-            |k| each_slot(k, s, s_per_thread, &format!("{tag}_scaled"), &|k, i, _| k.cooperative_set(s, i, s.get(i) * scale_log2)),
+            |k| each_slot(k, s, s_per_thread, "scaled", &|k, i, _| k.cooperative_set(s, i, s.get(i) * scale_log2)),
         );
         // The new running maximum and `α = 2^(m_old − m)` per row.
         k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max);
         k.cooperative_combine(alpha, run_max, CombineOp::Assign);
         k.cooperative_combine(run_max, block_max, CombineOp::Max);
         k.cooperative_combine(alpha, run_max, CombineOp::Sub);
-        each_slot(k, alpha, 1, &format!("{tag}_factor"), &|k, i, _| k.cooperative_set(alpha, i, exp2(alpha.get(i))));
-        // `p = 2^(t − m_row)`, `l = l·α + Σp`, `o·α_row` (last: the
-        // product into `O` may still be running until here).
+        each_slot(k, alpha, 1, "factor", &|k, i, _| k.cooperative_set(alpha, i, exp2(alpha.get(i))));
+        // `p = 2^(t − m_row)`, `o·α_row`, `l = l·α + Σp`.
         k.cooperative_combine(s, run_max, CombineOp::Sub);
-        each_slot(k, s, s_per_thread, &format!("{tag}_weight"), &|k, i, _| k.cooperative_set(s, i, exp2(s.get(i))));
+        each_slot(k, s, s_per_thread, "weight", &|k, i, _| k.cooperative_set(s, i, exp2(s.get(i))));
+        k.cooperative_combine(o, alpha, CombineOp::Mul);
         k.cooperative_reduce(s, block_sum, ReduceAxis::Rows, ReduceOp::Sum);
         k.cooperative_combine(run_sum, alpha, CombineOp::Mul);
         k.cooperative_combine(run_sum, block_sum, CombineOp::Add);
-        k.cooperative_combine(o, alpha, CombineOp::Mul);
-    };
-    // `O += P·V` of block `block`, `p` its weights.
-    let weigh_values = |k: &mut KernelBuilder, p: CoopTensor, block: Ex| {
-        k.matmul2d_run(&values_op, p, &stage_view(v_stages, block % STAGES), o);
-    };
-    // Block `block` (at least 1), with `prev` holding the previous block's
-    // weights: its K/V are in (and every thread is past the previous
-    // block), the next block's copies start into the stage two blocks back
-    // (no product reads it any more), then `S = Q·Kᵀ` into `cur` and the
-    // previous block's `P·V` are both issued before this block's softmax,
-    // which waits only for the former; `O`'s rescale waits for the latter.
-    let step = |k: &mut KernelBuilder, block: Ex, (cur, prev): (CoopTensor, CoopTensor), tag: &str| {
-        k.async_wait(0);
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let next = k.let_(&format!("{tag}_next"), block + 1u32);
-        k.if_(next.lt(blocks), |k| issue(k, &format!("{tag}_ahead"), next, next % STAGES));
-        k.async_commit();
-        k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, block % STAGES), cur);
-        weigh_values(k, prev, block - 1u32);
-        softmax(k, cur, block, tag);
-    };
-    k.if_(blocks.gt(0u32), |k| {
-        // The Q block and block 0 are in (block 1's copies may still run).
-        k.async_wait(1);
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, Ex::from(0u32)), s[0]);
-        softmax(k, s[0], Ex::from(0u32), "head");
-        // Two blocks per iteration, so that each score tensor is fixed.
-        k.for_range("pair", 1u32, blocks, 2u32, |k, pair| {
-            step(k, pair, (s[1], s[0]), "odd");
-            let even = k.let_("even", pair + 1u32);
-            k.if_(even.lt(blocks), |k| step(k, even, (s[0], s[1]), "even"));
-        });
-        // The last block's `P·V`.
-        let last = k.let_("last", blocks - 1u32);
-        k.if_else((last & 1u32).eq(1u32), |k| weigh_values(k, s[1], last), |k| weigh_values(k, s[0], last));
+        k.matmul2d_run(&values_op, s, &stage_view(v_stages, stage), o);
     });
     // Nothing in flight (the Q block's copies where no key is visible).
     k.async_wait(0);
@@ -377,9 +339,9 @@ mod tests {
                 }
             }
         }
-        // 64 rows of 128 (f16), three stages of 64 keys of K and of V.
+        // 64 rows of 128 (f16), two stages of 64 keys of K and of V.
         let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
-        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 6 * 64 * 128) * 2));
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2));
         let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
         assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 128, 128));
         let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
