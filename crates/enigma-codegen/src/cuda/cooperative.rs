@@ -814,6 +814,36 @@ mod tests {
         assert!(seen.iter().all(|&c| c == 1));
     }
 
+    /// The rows' layout, written out: slot h of every thread is the row of
+    /// the accumulator slots `4q + 2(h % 2)` of slice h / 2 in the same
+    /// thread, and the valid slots (the quads' first lanes) hold each row
+    /// once.
+    #[test]
+    fn the_rows_layout_follows_the_accumulator_and_owns_each_row_once() {
+        for (slices, warpgroups) in [(1u32, 1u32), (2, 1), (1, 2), (2, 2)] {
+            let (rows_layout, cols) = (Layout::WgmmaRows { slices }, 64u32);
+            assert_eq!(rows_layout.capacity(), 2 * slices);
+            let mut owned = vec![0u32; (warpgroups * slices * 64) as usize];
+            for t in 0..warpgroups * 128 {
+                let (g, u) = (t / 128, t % 128);
+                let acc_row = |i: u32| g * 64 * slices + (i / (cols / 2)) * 64 + 16 * (u / 32) + (u % 32) / 4 + 8 * ((i % (cols / 2) / 2) % 2);
+                for h in 0..rows_layout.capacity() {
+                    let row = g * 64 * slices + h / 2 * 64 + u / 32 * 16 + u % 32 / 4 + h % 2 * 8;
+                    for q in 0..cols / 8 {
+                        assert_eq!(row, acc_row(h / 2 * (cols / 2) + 4 * q + 2 * (h % 2)), "thread {t}, slot {h}");
+                    }
+                    if t % 4 == 0 {
+                        owned[row as usize] += 1;
+                    }
+                }
+            }
+            assert!(owned.iter().all(|&n| n == 1), "{slices} slice(s), {warpgroups} warpgroup(s)");
+        }
+        let (row, col) = Layout::WgmmaRows { slices: 2 }.coords("t", "i");
+        assert_eq!((row.as_str(), col.as_str()), ("((t) / 128u * 128u + (i) / 2u * 64u + (t) % 128u / 32u * 16u + (t) % 32u / 4u + (i) % 2u * 8u)", "0u"));
+        assert_eq!(Layout::WgmmaRows { slices: 1 }.valid("t", "i"), "((t) % 4u == 0u)");
+    }
+
     /// `mma_row`/`mma_col` of the prelude and [`Layout::owner`]'s inverse,
     /// written out: every element of a 64×24 tensor over two SIMD groups
     /// in exactly one slot, and (one SIMD group) each element's owner the
