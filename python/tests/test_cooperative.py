@@ -145,6 +145,46 @@ def test_fill_map_reductions_slices_and_reuse_match_numpy(sanitize):
     np.testing.assert_array_equal(outs[3], d.sum(axis=0).astype(np.float32))
 
 
+@enigma.kernel
+def online_rows(A: enigma.f16, B: enigma.f16, P: enigma.f32, L: enigma.f32):
+    """S = A·B; P = 2^(S - rowmax(S)); L = rowmax · 2 + rowsum(P), by combinations."""
+    s = FIRST.get_destination_cooperative_tensor(enigma.tensor(A, (32, 32)), enigma.tensor(B, (32, 32)), enigma.f32)
+    s.fill(0.0)
+    FIRST.run(enigma.tensor(A, (32, 32)), enigma.tensor(B, (32, 32)), s)
+    m = s.reduce_rows("max")
+    s.combine(m, "sub")
+    s.map(lambda v, col, row: enigma.exp2(v))
+    total = s.reduce_rows("sum")
+    total.combine(m, "add")
+    total.combine(m, "add")
+    s.store(enigma.tensor(P, (32, 32)))
+    total.store(enigma.tensor(L, (1, 32)))
+
+
+@pytest.mark.parametrize("sanitize", [False, True])
+def test_combinations_apply_row_values_by_coordinates(sanitize):
+    rng = np.random.default_rng(11)
+    a, b = halves(rng, 32, 32), halves(rng, 32, 32)
+    s = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float32)
+    m = s.max(axis=1, keepdims=True)
+    p = np.exp2(s - m)
+    outs = [np.zeros(32 * 32, np.float32), np.zeros(32, np.float32)]
+    rt = enigma.MetalRuntime(device="cpu", sanitize=sanitize)
+    rt.execute(enigma.compile(online_rows), inputs=[a.astype(np.float16), b.astype(np.float16)], outputs=outs, grid=64, threads=64)
+    np.testing.assert_allclose(outs[0].reshape(32, 32), p, rtol=1e-6)
+    np.testing.assert_allclose(outs[1], p.sum(axis=1) + 2 * m[:, 0], rtol=1e-5)
+
+
+def test_combine_names_its_operations():
+    def bad(A: enigma.f16, B: enigma.f16):
+        s = FIRST.get_destination_cooperative_tensor(enigma.tensor(A, (32, 32)), enigma.tensor(B, (32, 32)), enigma.f32)
+        m = s.reduce_rows("max")
+        s.combine(m, "div")
+
+    with pytest.raises(enigma.CompileError, match="combine takes one of 'assign', 'add', 'sub', 'mul', 'max', 'min', not 'div'"):
+        enigma.compile(enigma.kernel(bad))
+
+
 def test_a_threadgroup_of_another_size_is_refused_with_both_numbers():
     a = np.zeros(64 * 64, np.float16)
     c = np.zeros(64 * 64, np.float32)

@@ -2,7 +2,7 @@
 //! for `bench/attention_vs_torch.py`. Two modes, one JSON object printed:
 //!
 //! ```text
-//! attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all]
+//! attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all] [--plans default]
 //! attention_cuda io DIR
 //! ```
 //! `bench` runs each shape in each type, not causal and causal (torch's
@@ -10,7 +10,8 @@
 //! shapes are given) with the library's plan, the plan of the other kernel
 //! (on cooperative tensors or on SIMD-group matrices) and, for f16, every
 //! block pair of the kernel on cooperative tensors (on a `wgmma` GPU) and,
-//! with `--tiles all`, every tile of `TILES` at one and two stages; it
+//! with `--tiles all`, every tile of `TILES` at one and two stages
+//! (`--plans default`: the library's plan alone); it
 //! checks 32 sampled rows against their f64 reference and times the
 //! dispatch (CUDA-event device time, median of the repeats after 3
 //! warm-ups). `io` reads `DIR/cases.json` (`[{"name", "dtype",
@@ -25,7 +26,7 @@ use enigma_kernels::library::attention_prefill_cooperative::CoopPrefillConfig;
 use enigma_kernels::library::DType;
 use enigma_ops::{download, quantize, upload, upload_bytes, AttentionOptions, Ops, Options};
 
-const USAGE: &str = "attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all] | attention_cuda io DIR\n  Attention prefill on a CUDA GPU, checked and timed; one JSON object (bench/attention_vs_torch.py).";
+const USAGE: &str = "attention_cuda bench [--repeats N] [--shapes B/H/HKV/SQ/SKV/D,...] [--dtypes f16,bf16] [--tiles all] [--plans default] | attention_cuda io DIR\n  Attention prefill on a CUDA GPU, checked and timed; one JSON object (bench/attention_vs_torch.py).";
 
 fn dtype(name: &str) -> DType {
     DType::ALL.into_iter().find(|t| t.name() == name || (name == "f16" && *t == DType::F16)).unwrap_or_else(|| panic!("unknown type {name}"))
@@ -109,6 +110,7 @@ fn sampled_check(got: &[f64], qh: &[f32], kh: &[f32], vh: &[f32], s: PrefillShap
 fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
     let mut repeats = 10;
     let mut every_tile = false;
+    let mut only_default = false;
     let mut dtypes = vec![DType::F16, DType::BF16];
     let mut cases: Vec<(Vec<usize>, Mask)> = vec![
         (vec![4, 32, 32, 4096, 4096, 128], Mask::TopLeft),
@@ -121,6 +123,7 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             "--repeats" => repeats = value.parse::<usize>().expect("a number").max(1),
             "--dtypes" => dtypes = value.split(',').map(dtype).collect(),
             "--tiles" => every_tile = value == "all",
+            "--plans" => only_default = value == "default",
             "--shapes" => {
                 cases = value
                     .split(',')
@@ -150,7 +153,7 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             // cooperative tensors that fits and, with `--tiles`, every tile
             // of the SIMD-group-matrix kernel at each stage count that fits.
             let mut plans = vec![default_plan];
-            for cooperative in [true, false] {
+            for cooperative in [true, false].into_iter().filter(|_| !only_default) {
                 let asked = Ops::new(rt).with_options(Options {
                     elem: Some(dt.scalar()),
                     attention: AttentionOptions { prefill_cooperative: Some(cooperative), ..Default::default() },
@@ -163,7 +166,7 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
                 }
             }
             let memory = rt.device().max_threadgroup_memory_bytes;
-            if dt == DType::F16 && rt.device().wgmma() {
+            if dt == DType::F16 && rt.device().wgmma() && !only_default {
                 for &(block_q, block_kv) in CoopPrefillConfig::preferred(s.d as u32) {
                     let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv };
                     let plan = PrefillPlan { config: PrefillKernel::Cooperative(config), mask: *m, shape: s, dispatch: config.dispatch(s.s_q, s.heads, s.batch) };

@@ -50,10 +50,6 @@ pub(crate) struct CoopNames {
     pub registers: Option<crate::cuda::cooperative::Plan>,
     /// The program-scope functions the prologue already has.
     pub functions: std::collections::BTreeSet<String>,
-    /// The register lowering's row reductions of `wgmma` accumulators, by
-    /// statement: the name of the kernel-scope variable that says which
-    /// half of the reduction's double-buffered shared array it writes next.
-    pub row_flips: std::collections::HashMap<enigma_ir::StmtPath, String>,
 }
 
 pub(crate) struct Writer<'k, D: Dialect> {
@@ -248,7 +244,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
-            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind)?,
+            | StmtKind::CooperativeReduce { .. }
+            | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind)?,
             StmtKind::Assign { var, value } => {
                 let (ty, name) = self.local(*var)?;
                 if !self.declares_here() {

@@ -267,6 +267,49 @@ impl std::fmt::Display for ReduceOp {
     }
 }
 
+/// What [`crate::StmtKind::CooperativeCombine`] does with each element of
+/// its destination and the matching element of its source: `dest = op(dest,
+/// src)` in f32 (`assign` replaces it; `max`/`min` as `fmaxf`/`fminf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CombineOp {
+    Assign,
+    Add,
+    Sub,
+    Mul,
+    Max,
+    Min,
+}
+
+impl CombineOp {
+    pub const ALL: [CombineOp; 6] = [CombineOp::Assign, CombineOp::Add, CombineOp::Sub, CombineOp::Mul, CombineOp::Max, CombineOp::Min];
+    pub fn name(self) -> &'static str {
+        match self {
+            CombineOp::Assign => "assign",
+            CombineOp::Add => "add",
+            CombineOp::Sub => "sub",
+            CombineOp::Mul => "mul",
+            CombineOp::Max => "max",
+            CombineOp::Min => "min",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<CombineOp> {
+        CombineOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// `op(dest, src)` in f32, as every backend computes it.
+    pub fn apply(self, dest: f32, src: f32) -> f32 {
+        match self {
+            CombineOp::Assign => src,
+            CombineOp::Add => dest + src,
+            CombineOp::Sub => dest - src,
+            CombineOp::Mul => dest * src,
+            CombineOp::Max => dest.max(src),
+            CombineOp::Min => dest.min(src),
+        }
+    }
+}
+
 impl ReduceAxis {
     /// The MSL function (`reduce_rows`), also the IR name.
     pub fn function(self) -> &'static str {

@@ -8,7 +8,7 @@
 //! `While`, `Break`, `Continue`, `Return` — there are no gotos, so every
 //! backend prints it directly.
 
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
+use crate::cooperative::{CombineOp, CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
 use crate::types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 use serde::{Deserialize, Serialize};
 
@@ -1413,6 +1413,14 @@ pub enum StmtKind {
     /// row's (column's) `op` over `src`, sums in f32 in index order; by the
     /// whole scope.
     CooperativeReduce { src: CoopId, dest: CoopId, axis: ReduceAxis, op: ReduceOp },
+    /// `combine(dest, src, op)`: every element (r, c) of `dest` becomes
+    /// `op(dest(r, c), s)` in f32, `s` the element of `src` (both f32, one
+    /// scope) in its row and column when `src` has `dest`'s shape, in its
+    /// row when `src` is m×1 (a row reduction's shape: a per-row value
+    /// applied along the row), in its column when `src` is 1×n; by the
+    /// whole scope. Which threads hold the elements does not matter (unlike
+    /// slot arithmetic across two tensors).
+    CooperativeCombine { dest: CoopId, src: CoopId, op: CombineOp },
 }
 
 impl Kernel {

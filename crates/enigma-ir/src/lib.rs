@@ -69,7 +69,7 @@ pub mod visit;
 
 pub use ir::*;
 pub use capabilities::Feature;
-pub use cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, OperandRelease, ReduceAxis, ReduceOp};
+pub use cooperative::{CombineOp, CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, OperandRelease, ReduceAxis, ReduceOp};
 pub use types::{MatrixType, QuantCode, QuantLayout, Scalar, Type};
 pub use text::{from_json, to_json, to_json_pretty, JsonError, JSON_SCHEMA, READABLE_JSON_SCHEMAS, ParseError, ParseErrorKind};
 pub use validate::{validate, KernelInfo, ValidationOptions};

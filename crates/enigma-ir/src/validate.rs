@@ -470,7 +470,8 @@ impl<'k> Validator<'k> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
-            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind, state, ctx)?,
+            | StmtKind::CooperativeReduce { .. }
+            | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind, state, ctx)?,
             StmtKind::Barrier { scope, .. } => {
                 let (barrier, group, allowed) = match scope {
                     BarrierScope::Threadgroup => ("threadgroup_barrier", "threadgroup", Uniformity::Threadgroup),
@@ -1130,6 +1131,27 @@ impl<'k> Validator<'k> {
                     return Err(self.err(problem(op, p)));
                 }
                 self.scope_uniform(op, s.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+            }
+            StmtKind::CooperativeCombine { dest, src, op: _ } => {
+                let op = "combine";
+                let (d, s) = (self.coop(*dest, op)?, self.coop(*src, op)?);
+                self.note_scope(op, d.scope)?;
+                let fits = (s.rows, s.cols) == (d.rows, d.cols) || (s.rows, s.cols) == (d.rows, 1) || (s.rows, s.cols) == (1, d.cols);
+                if d.scope != s.scope || d.elem != Scalar::F32 || s.elem != Scalar::F32 || !fits {
+                    let p = format!(
+                        "`{}` ({}) takes an f32 source of its scope shaped {}×{}, {}×1 or 1×{}, not `{}` ({})",
+                        d.name,
+                        d.type_text(),
+                        d.rows,
+                        d.cols,
+                        d.rows,
+                        d.cols,
+                        s.name,
+                        s.type_text()
+                    );
+                    return Err(self.err(problem(op, p)));
+                }
+                self.scope_uniform(op, d.scope, ctx.uniformity, Uniformity::Threadgroup)?;
             }
             _ => {}
         }

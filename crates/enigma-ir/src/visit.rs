@@ -84,6 +84,7 @@ impl StmtKind {
             StmtKind::CooperativeSet { index, value, .. } => vec![index, value],
             StmtKind::Print { args, .. } => args.iter().collect(),
             StmtKind::CooperativeReduce { .. }
+            | StmtKind::CooperativeCombine { .. }
             | StmtKind::Break
             | StmtKind::Continue
             | StmtKind::Return

@@ -26,6 +26,8 @@ kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R:
         }
     }
     reduce_rows(c, rows, max)
+    combine(c, rows, sub)
+    combine(rows, rows, mul)
     reduce_columns(d, d, sum)
     cooperative_load(c, tensor(C, 0u32, 64u32, 64u32, 1u32, 64u32))
     cooperative_store(rows, tensor(R, 0u32, 1u32, 64u32, 1u32, 1u32))
@@ -55,6 +57,13 @@ fn validation_accepts_the_forms_and_names_the_scope() {
     assert_eq!(info.cooperative_simdgroups, Some(4));
     let err = validate(&parse(EVERY_FORM).unwrap(), &Default::default()).unwrap_err();
     assert!(err.to_string().contains("`d` (cooperative_tensor<f32, 64, 32, simdgroups(4)>) reduces into a cooperative_tensor<f32, 1, 32"), "{err}");
+    // `combine` takes a source of the destination's shape, m×1 or 1×n.
+    let text = text.replace("combine(rows, rows, mul)", "combine(c, d, add)");
+    let err = validate(&parse(&text).unwrap(), &Default::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("`c` (cooperative_tensor<f32, 64, 64, simdgroups(4)>) takes an f32 source of its scope shaped 64×64, 64×1 or 1×64, not `d` (cooperative_tensor<f32, 64, 32, simdgroups(4)>)"),
+        "{err}"
+    );
 }
 
 #[test]

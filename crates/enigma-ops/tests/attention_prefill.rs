@@ -175,9 +175,7 @@ fn every_cooperative_block_pair_matches_the_reference() {
         assert!(name.ends_with(&suffix), "{name}");
     }
 }
-/// Negative and zero scales (the unmasked blocks fold the scale into the
-/// weights and take the row minimum where it is negative), masked blocks
-/// and unmasked ones in one row.
+/// Negative and zero scales, masked blocks and unmasked ones in one row.
 #[test]
 fn cooperative_kernel_takes_any_scale() {
     let rt = cuda_sized();

@@ -179,6 +179,20 @@ impl Collective {
                 let out: Vec<u64> = (0..outer).map(|o| reduce(src.elem, *op, (0..inner).map(|i| at(o, i)))).collect();
                 dest.layout.scatter(sgs, dest.base, &out);
             }
+            Collective::Combine { dest, src, op } => {
+                let (d, s) = (dest.layout.gather(sgs, dest.base), src.layout.gather(sgs, src.base));
+                let (cols, src_rows, src_cols) = (dest.layout.cols as usize, src.layout.rows as usize, src.layout.cols as usize);
+                let out: Vec<u64> = d
+                    .iter()
+                    .enumerate()
+                    .map(|(e, &v)| {
+                        let (r, c) = (e / cols, e % cols);
+                        let at = if src_rows == 1 && src_cols == cols { c } else if src_cols == 1 { r } else { e };
+                        ops::from_f32(dest.elem, op.apply(ops::f32_of(dest.elem, v), ops::f32_of(src.elem, s[at])))
+                    })
+                    .collect();
+                dest.layout.scatter(sgs, dest.base, &out);
+            }
         }
         Ok(())
     }
@@ -188,6 +202,7 @@ impl Collective {
         match self {
             Collective::Matmul { .. } => "matmul2d",
             Collective::Reduce { axis, .. } => axis.function(),
+            Collective::Combine { .. } => "combine",
         }
     }
 }

@@ -387,7 +387,8 @@ impl Lowering<'_> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
-            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind),
+            | StmtKind::CooperativeReduce { .. }
+            | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind),
             StmtKind::TextureFence { tex } => {
                 self.emit(Inst::TexFence { tex: tex.0 });
             }
@@ -601,6 +602,11 @@ impl Lowering<'_> {
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
                 let scope = self.kernel.cooperative(*src).scope;
                 let op = Collective::Reduce { src: self.held(*src), dest: self.held(*dest), axis: *axis, op: *op };
+                self.collective(op, scope);
+            }
+            StmtKind::CooperativeCombine { dest, src, op } => {
+                let scope = self.kernel.cooperative(*dest).scope;
+                let op = Collective::Combine { dest: self.held(*dest), src: self.held(*src), op: *op };
                 self.collective(op, scope);
             }
             StmtKind::CooperativeSet { tensor, index, value } => {
@@ -1036,4 +1042,7 @@ pub enum Collective {
     /// threadgroup barrier after it (their reads recorded again at the next).
     Matmul { desc: Matmul2dDescriptor, left: LeftOperand, right: ViewRegs, dest: Held, overlapped: bool },
     Reduce { src: Held, dest: Held, axis: ReduceAxis, op: ReduceOp },
+    /// `dest = op(dest, src)` per element, `src` of `dest`'s shape or m×1
+    /// or 1×n (applied along rows or columns).
+    Combine { dest: Held, src: Held, op: CombineOp },
 }

@@ -8,7 +8,7 @@
 use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
-use enigma_ir::{validate, Access, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{validate, Access, CombineOp, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar, Type};
 use enigma_sim::SimBackend;
 
 /// A buffer's initial bytes.
@@ -333,4 +333,51 @@ fn an_overlapped_product_of_device_memory_is_refused() {
     k.matmul2d_run_overlapped(&op, &Tensor::new(a, [16u32, 64u32]), &Tensor::new(tb, [64u32, 16u32]), acc);
     let err = validate(&k.finish().unwrap(), &Default::default()).unwrap_err().to_string();
     assert!(err.contains("an overlapped product (operands released at the second barrier) reads threadgroup memory only, but `A` is not a threadgroup array"), "{err}");
+}
+
+/// `combine`: E (64×32, loaded) minus each row's maximum, times each
+/// column's value of a 1×32 tensor, then plus a same-shape tensor; and two
+/// per-row tensors combined (assign, mul, max, min) — against plain loops,
+/// in every layout the sanitizer tries.
+#[test]
+fn combinations_along_rows_columns_and_elements_match_the_reference() {
+    let mut k = KernelBuilder::new("combine");
+    let e_in = k.buffer("E", Type::F32, Access::Read);
+    let f_in = k.buffer("F", Type::F32, Access::Read);
+    let c_in = k.buffer("C", Type::F32, Access::Read);
+    let out_e = k.buffer("OE", Type::F32, Access::ReadWrite);
+    let out_r = k.buffer("OR", Type::F32, Access::ReadWrite);
+    let scope = ExecutionScope::Simdgroups(2);
+    let e = k.cooperative_tensor("e", Scalar::F32, 64, 32, scope);
+    let f = k.cooperative_tensor("f", Scalar::F32, 64, 32, scope);
+    let cols = k.cooperative_tensor("cols", Scalar::F32, 1, 32, scope);
+    let rows = k.cooperative_tensor("rows", Scalar::F32, 64, 1, scope);
+    let other = k.cooperative_tensor("other", Scalar::F32, 64, 1, scope);
+    k.cooperative_load(e, &Tensor::new(e_in, [32u32, 64u32]));
+    k.cooperative_load(f, &Tensor::new(f_in, [32u32, 64u32]));
+    k.cooperative_load(cols, &Tensor::new(c_in, [32u32, 1u32]));
+    k.cooperative_reduce(e, rows, ReduceAxis::Rows, ReduceOp::Max);
+    k.cooperative_combine(e, rows, CombineOp::Sub);
+    k.cooperative_combine(e, cols, CombineOp::Mul);
+    k.cooperative_combine(e, f, CombineOp::Add);
+    // other = min(max(rows · rows, rows), 10)
+    k.cooperative_combine(other, rows, CombineOp::Assign);
+    k.cooperative_combine(other, rows, CombineOp::Mul);
+    k.cooperative_combine(other, rows, CombineOp::Max);
+    k.cooperative_reduce(f, rows, ReduceAxis::Rows, ReduceOp::Min);
+    k.cooperative_combine(other, rows, CombineOp::Min);
+    k.cooperative_store(e, &Tensor::new(out_e, [32u32, 64u32]));
+    k.cooperative_store(other, &Tensor::new(out_r, [1u32, 64u32]));
+    let kernel = k.finish().unwrap();
+    let (ev, fv, cv) = (data(64 * 32, 11), data(64 * 32, 12), data(32, 13));
+    let row_max: Vec<f32> = (0..64).map(|r| ev[r * 32..r * 32 + 32].iter().copied().fold(f32::MIN, f32::max)).collect();
+    let row_min: Vec<f32> = (0..64).map(|r| fv[r * 32..r * 32 + 32].iter().copied().fold(f32::MAX, f32::min)).collect();
+    let want_e: Vec<f32> = (0..64 * 32).map(|i| (ev[i] - row_max[i / 32]) * cv[i % 32] + fv[i]).collect();
+    let want_r: Vec<f32> = (0..64).map(|r| (row_max[r] * row_max[r]).max(row_max[r]).min(row_min[r])).collect();
+    for sanitize in [false, true] {
+        let args = [Data::F32(ev.clone()), Data::F32(fv.clone()), Data::F32(cv.clone()), Data::F32(vec![0.0; 64 * 32]), Data::F32(vec![0.0; 64])];
+        let (out, findings) = run(&kernel, &args, 1, 64, sanitize).unwrap();
+        assert_eq!((&out[3], &out[4]), (&want_e, &want_r), "sanitize {sanitize}");
+        assert!(findings.is_empty(), "{findings:#?}");
+    }
 }

@@ -2,11 +2,14 @@
 //! gives to Hopper's warpgroup matrix multiply (`wgmma.mma_async`).
 //!
 //! Every cooperative tensor is a per-thread register array of its capacity
-//! (`float c[32]`), in one of two [`Layout`]s: the accumulator fragments of
-//! `wgmma` for the destination of a product that qualifies (below), or a
-//! linear layout (element `slot · threads + thread`, row-major) for every
-//! other tensor. The kernel reaches the layout only through the slot
-//! interface, so either is Metal's semantics.
+//! (`float c[32]`), in one of the [`Layout`]s: the accumulator fragments of
+//! `wgmma` for the destination of a product that qualifies (below), the
+//! rows of such an accumulator for an f32 m×1 tensor beside it (its row
+//! reductions and `combine`s along its rows then stay in registers), those
+//! of `mma.sync` (`super::Options::mma`), or a linear layout (element
+//! `slot · threads + thread`, row-major) for every other tensor. The kernel
+//! reaches the layout only through the slot interface, so any is Metal's
+//! semantics.
 //!
 //! A product runs on `wgmma` (m64nNk16, f32 accumulation) when the kernel is
 //! compiled for `sm_90a` ([`super::Options::wgmma`]) and, at generation time:
@@ -150,6 +153,14 @@ pub(crate) enum Layout {
     /// row `w·band + 16·(tile / (cols/8)) + l / 4 + 8·(q / 2)`, column
     /// `8·(tile % (cols/8)) + 2·(l % 4) + q % 2`.
     Mma { band: u32, cols: u32 },
+    /// One value per row of a `wgmma` accumulator of `slices` slices (an
+    /// m×1 tensor beside it, such as its row reduction's destination): slot
+    /// `h` of thread `t` is row `g·64·slices + (h / 2)·64 + 16·(u / 32) +
+    /// (u % 32) / 4 + 8·(h % 2)`, the row of the accumulator slots `4q + 2(h
+    /// % 2) + {0, 1}` of slice `h / 2` in the same thread. Each row lies in
+    /// the four lanes of a quad; the first holds the element (the slot is
+    /// valid there), the others may hold copies.
+    WgmmaRows { slices: u32 },
 }
 
 impl Layout {
@@ -158,6 +169,7 @@ impl Layout {
             Layout::Linear { rows, cols, threads } => (rows * cols).div_ceil(threads).max(1),
             Layout::Wgmma { slices, cols } => slices * cols / 2,
             Layout::Mma { band, cols } => band * cols / 32,
+            Layout::WgmmaRows { slices } => 2 * slices,
         }
     }
 
@@ -170,6 +182,10 @@ impl Layout {
                 format!("enigma::wgmma_col<{cols}u>({t}, {i})"),
             ),
             Layout::Mma { band, cols } => (format!("enigma::mma_row<{band}u, {cols}u>({t}, {i})"), format!("enigma::mma_col<{cols}u>({t}, {i})")),
+            Layout::WgmmaRows { slices } => (
+                format!("(({t}) / 128u * {}u + ({i}) / 2u * 64u + ({t}) % 128u / 32u * 16u + ({t}) % 32u / 4u + ({i}) % 2u * 8u)", 64 * slices),
+                "0u".into(),
+            ),
         }
     }
 
@@ -177,6 +193,7 @@ impl Layout {
     pub fn valid(self, t: &str, i: &str) -> String {
         match self {
             Layout::Linear { rows, cols, threads } if (rows * cols) % threads != 0 => format!("(({i}) * {threads}u + {t} < {}u)", rows * cols),
+            Layout::WgmmaRows { .. } => format!("(({t}) % 4u == 0u)"),
             _ => "true".into(),
         }
     }
@@ -420,6 +437,7 @@ impl Plan {
         }
         if wgmma {
             plan.plan_wgmma(kernel);
+            plan.plan_wgmma_rows(kernel);
         }
         if mma {
             kernel.walk_stmts(|_, s| {
@@ -433,6 +451,26 @@ impl Plan {
             });
         }
         plan
+    }
+
+    /// Gives each f32 m×1 tensor the rows of a `wgmma` accumulator of its
+    /// scope with m rows, if the kernel has one ([`Layout::WgmmaRows`]): its
+    /// row reductions and the combinations along its rows then stay in
+    /// registers.
+    fn plan_wgmma_rows(&mut self, kernel: &Kernel) {
+        let tensors = &kernel.cooperative_tensors;
+        for (i, t) in tensors.iter().enumerate() {
+            if t.cols != 1 || t.elem != Scalar::F32 {
+                continue;
+            }
+            let beside = tensors.iter().zip(&self.layouts).find_map(|(a, layout)| match layout {
+                Layout::Wgmma { slices, .. } if a.rows == t.rows && a.scope == t.scope => Some(*slices),
+                _ => None,
+            });
+            if let Some(slices) = beside {
+                self.layouts[i] = Layout::WgmmaRows { slices };
+            }
+        }
     }
 
     /// Gives `wgmma` the products it takes (the module doc's rules).
@@ -609,7 +647,7 @@ impl Settle<'_> {
     fn reaches(&self, kind: &StmtKind) -> bool {
         let own = match kind {
             StmtKind::CooperativeLoad { tensor, .. } | StmtKind::CooperativeStore { tensor, .. } | StmtKind::CooperativeSet { tensor, .. } => self.plan.is_wgmma(*tensor),
-            StmtKind::CooperativeReduce { src, dest, .. } => self.plan.is_wgmma(*src) || self.plan.is_wgmma(*dest),
+            StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => self.plan.is_wgmma(*src) || self.plan.is_wgmma(*dest),
             StmtKind::Matmul2d { left: Matmul2dLeft::Cooperative(id), .. } => self.plan.is_wgmma(*id),
             _ => false,
         };
@@ -774,6 +812,36 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&c| c == 1));
+    }
+
+    /// The rows' layout, written out: slot h of every thread is the row of
+    /// the accumulator slots `4q + 2(h % 2)` of slice h / 2 in the same
+    /// thread, and the valid slots (the quads' first lanes) hold each row
+    /// once.
+    #[test]
+    fn the_rows_layout_follows_the_accumulator_and_owns_each_row_once() {
+        for (slices, warpgroups) in [(1u32, 1u32), (2, 1), (1, 2), (2, 2)] {
+            let (rows_layout, cols) = (Layout::WgmmaRows { slices }, 64u32);
+            assert_eq!(rows_layout.capacity(), 2 * slices);
+            let mut owned = vec![0u32; (warpgroups * slices * 64) as usize];
+            for t in 0..warpgroups * 128 {
+                let (g, u) = (t / 128, t % 128);
+                let acc_row = |i: u32| g * 64 * slices + (i / (cols / 2)) * 64 + 16 * (u / 32) + (u % 32) / 4 + 8 * ((i % (cols / 2) / 2) % 2);
+                for h in 0..rows_layout.capacity() {
+                    let row = g * 64 * slices + h / 2 * 64 + u / 32 * 16 + u % 32 / 4 + h % 2 * 8;
+                    for q in 0..cols / 8 {
+                        assert_eq!(row, acc_row(h / 2 * (cols / 2) + 4 * q + 2 * (h % 2)), "thread {t}, slot {h}");
+                    }
+                    if t % 4 == 0 {
+                        owned[row as usize] += 1;
+                    }
+                }
+            }
+            assert!(owned.iter().all(|&n| n == 1), "{slices} slice(s), {warpgroups} warpgroup(s)");
+        }
+        let (row, col) = Layout::WgmmaRows { slices: 2 }.coords("t", "i");
+        assert_eq!((row.as_str(), col.as_str()), ("((t) / 128u * 128u + (i) / 2u * 64u + (t) % 128u / 32u * 16u + (t) % 32u / 4u + (i) % 2u * 8u)", "0u"));
+        assert_eq!(Layout::WgmmaRows { slices: 1 }.valid("t", "i"), "((t) % 4u == 0u)");
     }
 
     /// `mma_row`/`mma_col` of the prelude and [`Layout::owner`]'s inverse,

@@ -212,9 +212,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     axis.function()
                 ));
             }
+            StmtKind::CooperativeCombine { dest, .. } => return Err(self.combine_unsupported(*dest)),
             _ => {}
         }
         Ok(())
+    }
+
+    /// `combine` has no MSL lowering yet (either version): the kernel is
+    /// refused, naming the tensor.
+    pub(super) fn combine_unsupported(&self, dest: CoopId) -> CodegenError {
+        let t = self.kernel.cooperative(dest);
+        self.error(CodegenErrorKind::Unsupported { what: format!("`combine` into cooperative tensor `{}` (not lowered to MSL yet; the simulator and CUDA run it)", t.name), ty: Type::scalar(t.elem) })
     }
 
     pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {

@@ -193,6 +193,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     identity_text(*op, acc),
                 ));
             }
+            StmtKind::CooperativeCombine { dest, .. } => return Err(self.combine_unsupported(*dest)),
             _ => {}
         }
         Ok(())

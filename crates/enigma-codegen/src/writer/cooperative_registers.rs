@@ -20,7 +20,7 @@ use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, S
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{BarrierScope, Builtin, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// A product's left operand as the generator reads it: a view (its memory
@@ -76,24 +76,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 Layout::Linear { .. } => "linear layout".to_string(),
                 Layout::Wgmma { slices, .. } => format!("wgmma accumulator, {slices} slice(s) of 64 rows per warpgroup"),
                 Layout::Mma { band, .. } => format!("mma.sync accumulator, {band} rows per SIMD group"),
+                Layout::WgmmaRows { slices } => format!("the rows of a wgmma accumulator of {slices} slice(s)"),
             };
             self.line(&format!("{ty} {name}[{}]; // {}, {what}", layout.capacity(), t.type_text()));
-        }
-        // Each row reduction of a `wgmma` accumulator alternates between the
-        // two halves of its shared array ([`Writer::reduce_wgmma_rows`]).
-        let mut flips = vec![];
-        k.walk_stmts(|path, s| {
-            if let StmtKind::CooperativeReduce { src, axis: ReduceAxis::Rows, .. } = &s.kind {
-                if matches!(plan.layouts.get(src.0 as usize), Some(Layout::Wgmma { .. })) {
-                    flips.push(path.clone());
-                }
-            }
-        });
-        for (n, path) in flips.into_iter().enumerate() {
-            // The generator's own prefix: no kernel name can take it.
-            let name = format!("enigma_flip{n}");
-            self.line(&format!("uint {name} = 0u; // the half of a row reduction's shared array written next"));
-            self.coop.row_flips.insert(path, name);
         }
         self.coop.registers = Some(plan);
         Ok(())
@@ -200,6 +185,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.line(&format!("{name}[{i}] = {v};"));
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
+            StmtKind::CooperativeCombine { dest, src, op } => self.combine(*dest, *src, *op)?,
             _ => {}
         }
         Ok(())
@@ -301,40 +287,30 @@ impl<'k, D: Dialect> Writer<'k, D> {
         Ok(())
     }
 
-    /// A row reduction of a `wgmma` accumulator (f32): each row's elements
-    /// lie in one quad of lanes (two rows per 64-row slice and thread), so
-    /// each thread combines its slots of each of its rows, the quad
-    /// combines its four partial values with `__shfl_xor_sync`, and lane 0
-    /// of the quad writes the row's value to a shared-memory array of one
-    /// value per row, from which, after a barrier, each thread reads its
-    /// destination slots. The array has two halves, used in turn (a
-    /// kernel-scope variable per statement says which): a thread writes a
-    /// half again only after the barrier of the next execution, which every
-    /// thread reaches after its reads of this one, so no barrier follows the
-    /// reads. A sum is in that order (each thread's slots from left to
-    /// right, then a tree over the quad), not in index order as in the
-    /// simulator; maxima and minima are the same in any order.
+    /// A row reduction of a `wgmma` accumulator (f32) into a tensor in its
+    /// rows' layout ([`Layout::WgmmaRows`], which the plan gives every f32
+    /// m×1 tensor beside such an accumulator): each row's elements lie in
+    /// one quad of lanes (two rows per 64-row slice and thread), so each
+    /// thread combines its slots of each of its rows and the quad combines
+    /// its four partial values with `__shfl_xor_sync`, leaving the row's
+    /// value in every lane of the quad: registers only, no barrier. A sum is
+    /// in that order (each thread's slots from left to right, then a tree
+    /// over the quad), not in index order as in the simulator; maxima and
+    /// minima are the same in any order.
     fn reduce_wgmma_rows(&mut self, src: CoopId, dest: CoopId, slices: u32, op: ReduceOp) -> Result<(), CodegenError> {
-        let s = self.kernel.cooperative(src);
-        let (rows, cols) = (s.rows, s.cols);
-        let dl = self.layout(dest)?;
+        let cols = self.kernel.cooperative(src).cols;
+        if self.layout(dest)? != (Layout::WgmmaRows { slices }) {
+            return Err(self.malformed("a row reduction of a wgmma accumulator into a tensor not in its rows' layout"));
+        }
         let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
-        let t = self.scope_thread(src);
-        let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         let combine = |a: &str, b: &str| match op {
             ReduceOp::Sum => format!("{a} + {b}"),
             ReduceOp::Max => format!("fmaxf({a}, {b})"),
             ReduceOp::Min => format!("fminf({a}, {b})"),
         };
         let per_slice = cols / 2;
-        let Some(flip) = self.coop.row_flips.get(&self.path).cloned() else {
-            return Err(self.malformed("a row reduction of a wgmma accumulator without its buffer variable"));
-        };
-        self.line("{");
-        self.indent += 1;
-        self.line(&format!("__shared__ float enigma_row_halves[2][{rows}];"));
-        self.line(&format!("float* enigma_rows = enigma_row_halves[{flip}];"));
-        // Row h % 2 of slice h / 2: the slots 4q + 2(h % 2) + {0, 1} of the slice.
+        // Row h % 2 of slice h / 2 (slot h of the rows' layout): the slots
+        // 4q + 2(h % 2) + {0, 1} of the slice.
         self.line("#pragma unroll");
         self.line(&format!("for (uint enigma_h = 0u; enigma_h < {}u; ++enigma_h) {{", 2 * slices));
         self.indent += 1;
@@ -349,16 +325,76 @@ impl<'k, D: Dialect> Writer<'k, D> {
         for lane in [1, 2] {
             self.line(&format!("enigma_acc = {};", combine("enigma_acc", &format!("__shfl_xor_sync(0xffffffffu, enigma_acc, {lane}u)"))));
         }
-        self.line(&format!("if (({t}) % 4u == 0u) enigma_rows[enigma::wgmma_row<{slices}u, {cols}u>({t}, enigma_s)] = enigma_acc;"));
+        self.line(&format!("{dname}[enigma_h] = enigma_acc;"));
         self.indent -= 1;
         self.line("}");
-        self.line(&format!("{barrier};"));
-        let (row, _) = dl.coords(&t, "enigma_i");
-        self.line("#pragma unroll");
-        self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
-        self.line(&format!("    if ({}) {dname}[enigma_i] = enigma_rows[{row}];", dl.valid(&t, "enigma_i")));
-        self.line("}");
-        self.line(&format!("{flip} ^= 1u;"));
+        Ok(())
+    }
+
+    /// `combine(dest, src, op)`. Where slot i of both tensors is the same
+    /// element (one layout, one shape) each thread combines its slots; a
+    /// `wgmma` accumulator takes a per-row value in its rows' layout from
+    /// the first lane of its quad (`__shfl_sync`, every lane running it);
+    /// otherwise the scope writes `src` to a shared-memory scratch array
+    /// (row-major, its size) between two barriers and each thread reads the
+    /// element of each of its destination slots.
+    fn combine(&mut self, dest: CoopId, src: CoopId, op: CombineOp) -> Result<(), CodegenError> {
+        let (d, s) = (self.kernel.cooperative(dest), self.kernel.cooperative(src));
+        let (dl, sl) = (self.layout(dest)?, self.layout(src)?);
+        let (dname, sname) = (self.coop_name(dest)?, self.coop_name(src)?);
+        let apply = |x: &str| match op {
+            CombineOp::Assign => x.to_string(),
+            CombineOp::Add => format!("{dname}[enigma_i] + {x}"),
+            CombineOp::Sub => format!("{dname}[enigma_i] - {x}"),
+            CombineOp::Mul => format!("{dname}[enigma_i] * {x}"),
+            CombineOp::Max => format!("fmaxf({dname}[enigma_i], {x})"),
+            CombineOp::Min => format!("fminf({dname}[enigma_i], {x})"),
+        };
+        let t = self.scope_thread(dest);
+        self.line("{");
+        self.indent += 1;
+        if dl == sl && (s.rows, s.cols) == (d.rows, d.cols) {
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {dname}[enigma_i] = {};", dl.capacity(), apply(&format!("{sname}[enigma_i]"))));
+        } else if let (Layout::Wgmma { slices, cols }, Layout::WgmmaRows { slices: rs }, 1) = (dl, sl, s.cols) {
+            if slices != rs {
+                return Err(self.malformed("a per-row value in the rows of another accumulator shape"));
+            }
+            // The quad's first lane holds each row's element.
+            self.line(&format!("float enigma_row_value[{}];", 2 * slices));
+            self.line("#pragma unroll");
+            self.line(&format!(
+                "for (uint enigma_h = 0u; enigma_h < {}u; ++enigma_h) enigma_row_value[enigma_h] = __shfl_sync(0xffffffffu, {sname}[enigma_h], ({t}) % 32u / 4u * 4u);",
+                2 * slices
+            ));
+            let half = cols / 2;
+            self.line("#pragma unroll");
+            self.line(&format!(
+                "for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {dname}[enigma_i] = {};",
+                dl.capacity(),
+                apply(&format!("enigma_row_value[enigma_i / {half}u * 2u + enigma_i % {half}u / 2u % 2u]"))
+            ));
+        } else {
+            let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
+            let (row, col) = sl.coords(&t, "enigma_i");
+            self.line(&format!("__shared__ float enigma_scratch[{}];", s.rows * s.cols));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+            self.line(&format!("    if ({}) enigma_scratch[({row}) * {}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i"), s.cols));
+            self.line("}");
+            self.line(&format!("{barrier};"));
+            let (row, col) = dl.coords(&t, "enigma_i");
+            let at = match (s.rows, s.cols) {
+                (r, c) if (r, c) == (d.rows, d.cols) => format!("({row}) * {c}u + ({col})"),
+                (_, 1) => format!("({row})"),
+                _ => format!("({col})"),
+            };
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
+            self.line(&format!("    if ({}) {dname}[enigma_i] = {};", dl.valid(&t, "enigma_i"), apply(&format!("enigma_scratch[{at}]"))));
+            self.line("}");
+            self.line(&format!("{barrier};"));
+        }
         self.indent -= 1;
         self.line("}");
         Ok(())

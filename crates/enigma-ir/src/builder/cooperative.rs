@@ -18,7 +18,7 @@
 //! ```
 
 use super::{Ex, KernelBuilder, Mem};
-use crate::cooperative::{CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
+use crate::cooperative::{CombineOp, CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
 use crate::ir::{Matmul2dLeft, TensorView};
 use crate::ir::{Expr, Literal, StmtKind};
 use crate::types::{Scalar, Type};
@@ -209,5 +209,13 @@ impl KernelBuilder {
     pub fn cooperative_reduce(&mut self, src: CoopTensor, dest: CoopTensor, axis: ReduceAxis, op: ReduceOp) {
         let loc = std::panic::Location::caller();
         self.push(StmtKind::CooperativeReduce { src: src.id, dest: dest.id, axis, op }, loc);
+    }
+
+    /// `combine(dest, src, op)`: `dest = op(dest, src)` element by element,
+    /// `src` of `dest`'s shape or one value per row (m×1) or column (1×n).
+    #[track_caller]
+    pub fn cooperative_combine(&mut self, dest: CoopTensor, src: CoopTensor, op: CombineOp) {
+        let loc = std::panic::Location::caller();
+        self.push(StmtKind::CooperativeCombine { dest: dest.id, src: src.id, op }, loc);
     }
 }

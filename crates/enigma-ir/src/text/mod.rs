@@ -53,6 +53,7 @@
 //!          | ("matmul2d" | "matmul2d_overlapped") "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination); overlapped: operands released at the second barrier
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
 //!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
+//!          | "combine" "(" ref "," ref "," ("assign" | "add" | "sub" | "mul" | "max" | "min") ")"   // (destination, source, op)
 //!          | ref "[" expr "]" "=" expr                 // a cooperative tensor's slot
 //! descriptor := "matmul2d_descriptor" "(" m "," n "," (k | "dynamic_extent") "," bool "," bool "," bool ","
 //!               ("multiply" | "multiply_accumulate") ")"   // transpose_left, transpose_right, relaxed_precision

@@ -502,7 +502,7 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::Barrier { scope, flags })
                 }
-                "matmul2d" | "matmul2d_overlapped" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns"
+                "matmul2d" | "matmul2d_overlapped" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns" | "combine"
                     if *self.peek_at(1) == Tok::Punct("(") =>
                 {
                     Some(self.cooperative_stmt(&word)?)
@@ -1294,6 +1294,14 @@ impl Parser {
                 } else {
                     StmtKind::CooperativeStore { tensor, dst: view }
                 }
+            }
+            "combine" => {
+                let dest = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let src = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let op = self.named(CombineOp::from_name, "`assign`, `add`, `sub`, `mul`, `max` or `min`")?;
+                StmtKind::CooperativeCombine { dest, src, op }
             }
             _ => {
                 let src = self.coop_arg()?;

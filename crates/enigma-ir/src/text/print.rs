@@ -81,6 +81,7 @@ const KEYWORDS: &[&str] = &[
     "cooperative_store",
     "reduce_rows",
     "reduce_columns",
+    "combine",
     "get_capacity",
     "is_valid_element",
     "get_multidimensional_index",
@@ -313,6 +314,9 @@ impl Printer<'_> {
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
                 let _ = write!(self.out, "{}({}, {}, {})", axis.function(), self.coop_ref(*src), self.coop_ref(*dest), op.name());
             }
+            StmtKind::CooperativeCombine { dest, src, op } => {
+                let _ = write!(self.out, "combine({}, {}, {})", self.coop_ref(*dest), self.coop_ref(*src), op.name());
+            }
             _ => {}
         }
     }
@@ -503,7 +507,8 @@ impl Printer<'_> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
-            | StmtKind::CooperativeReduce { .. } => self.cooperative_stmt(&stmt.kind),
+            | StmtKind::CooperativeReduce { .. }
+            | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind),
         }
         self.loc(stmt);
         self.out.push('\n');

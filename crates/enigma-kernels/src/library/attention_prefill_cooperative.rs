@@ -17,26 +17,26 @@
 //! CUDA for `sm_90a` every product is a warpgroup matrix multiply (`wgmma`,
 //! the arrays in its swizzled layout).
 //!
-//! **Per K/V block**, with `S` and `O` cooperative tensors over the
-//! threadgroup's SIMD groups:
+//! **Per K/V block**, with `S` and `O` cooperative tensors and the row
+//! state (running maximum `m` of `t`, sum `l`, factor `α`) in m×1
+//! cooperative tensors, all over the threadgroup's SIMD groups:
 //! 1. `S = Q·Kᵀ` (f32, `block_q × block_kv`): the K block as the right
 //!    operand with the transpose flag.
-//! 2. In blocks that reach past `S_kv` or the causal diagonal, an element
-//!    map over `S`'s slots by each element's row and column: `t =
-//!    s·scale·log2 e`, or `−∞` where the mask hides the key. Other blocks
-//!    keep `s` and fold the scale into step 4's `exp2` (one fused
-//!    multiply-add per element).
-//! 3. `reduce_rows(S, max)` (`min` for an unmasked block under a negative
-//!    scale); per row (the reduction's slots, by their row) the new running
-//!    maximum `m` of `t` and the factor `α = 2^(m_old − m)`, kept in
-//!    threadgroup memory (one f32 per row), then a barrier.
-//! 4. Element maps: `p = 2^(t − m_row)` over `S`, `o·α_row` over `O` (each
-//!    reads its row's value from threadgroup memory; the second only in
-//!    threads one of whose rows has `α ≠ 1`, i.e. a new maximum).
-//! 5. `reduce_rows(S, sum)`; per row `l = l·α + Σp`.
-//! 6. `O += P·V` with `S` itself as the left operand (relaxed precision:
+//! 2. `t = s·scale·log2 e` over `S`'s slots, or `−∞` where the mask hides
+//!    the key (tested only in blocks that reach past `S_kv` or the causal
+//!    diagonal, by each element's row and column).
+//! 3. `reduce_rows(S, max)`; `α = m`, `m = max(m, rowmax)`, `α = 2^(α − m)`
+//!    (`combine`s of the m×1 tensors; `m` starts at a finite value below
+//!    every `t`, so no `−∞ − (−∞)`).
+//! 4. `p = 2^(t − m_row)` (a `combine` along the rows, then an element
+//!    map), `O = O·α_row`, `reduce_rows(S, sum)`, `l = l·α + Σp`.
+//! 5. `O += P·V` with `S` itself as the left operand (relaxed precision:
 //!    on `wgmma` the weights go from the accumulator's registers to the
 //!    product's, rounded to the input type, never through memory).
+//!
+//! On CUDA the m×1 tensors take the accumulator's rows' layout, so the
+//! reductions and combinations are quad shuffles in registers: the only
+//! barrier of a block is the copies' (none in the softmax).
 //!
 //! At the end each output element is `o / l_row` (zero for a row that saw no
 //! key), rounded to the input type, and the log-sum-exp `(m + log2 l)·ln 2`
@@ -46,7 +46,7 @@
 use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock, HEAD_DIMS};
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
-use enigma_ir::{ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, Type};
+use enigma_ir::{CombineOp, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis};
 
 /// Query rows of one warpgroup (four SIMD groups).
 pub const WARPGROUP_ROWS: u32 = 64;
@@ -54,6 +54,9 @@ pub const WARPGROUP_ROWS: u32 = 64;
 pub const STAGES: u32 = 2;
 /// Elements per asynchronous copy (16 bytes of a 16-bit type).
 const COPY: u32 = 8;
+/// The running maximum of a row before its first visible key: below every
+/// finite `t`, and finite, so that `m_old − m` is never `−∞ − (−∞)`.
+const NO_MAXIMUM: f64 = -1.0e30;
 
 /// One prefill kernel on cooperative tensors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,12 +118,12 @@ impl CoopPrefillConfig {
         self.simdgroups() * SIMD_WIDTH
     }
 
-    /// Threadgroup memory: the Q block, two stages of K and of V, and three
-    /// f32 per query row (running maximum, sum and rescale factor).
+    /// Threadgroup memory: the Q block and two stages of K and of V (the
+    /// row state is in cooperative tensors).
     pub fn memory_bytes(&self) -> u64 {
         let e = u64::from(self.dtype.size_bytes());
         let staged = u64::from(self.block_q * self.d) + 2 * u64::from(STAGES * self.block_kv * self.d);
-        staged * e + 3 * 4 * u64::from(self.block_q)
+        staged * e
     }
 
     /// Whether the kernel is built for it: f16 or bf16, `d` one of
@@ -174,17 +177,6 @@ fn each_slot(k: &mut KernelBuilder, t: CoopTensor, per_thread: u32, name: &str, 
     k.for_range(&rest, per_thread, t.get_capacity(), 1u32, |k, i| body(k, i, &rest));
 }
 
-/// Runs `body(slot, row)` for every valid slot of a row reduction's
-/// destination `t`, `row` its row.
-fn each_row(k: &mut KernelBuilder, t: CoopTensor, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, Ex)) {
-    k.for_range(name, 0u32, t.get_capacity(), 1u32, |k, i| {
-        k.if_(t.is_valid_element(i), |k| {
-            let row = k.let_(&format!("{name}_row"), t.get_multidimensional_index(i)[1]);
-            body(k, i, row);
-        });
-    });
-}
-
 /// The prefill kernel of `cfg` (see the module doc). Parameters as
 /// [`super::attention_prefill::prefill`]'s: `q, k, v, out, [lse], s_q,
 /// s_kv, heads, group, scale_log2, [diag]`.
@@ -205,9 +197,6 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
     let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
     let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
-    let row_max = k.threadgroup_array("row_max", Type::F32, block_q);
-    let row_sum = k.threadgroup_array("row_sum", Type::F32, block_q);
-    let row_scale = k.threadgroup_array("row_scale", Type::F32, block_q);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let QueryBlock { q0, head, batch, q_base, kv_base, blocks } =
         QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
@@ -223,10 +212,12 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     );
     let s = k.destination_cooperative_tensor(&scores_op, "scores", Scalar::F32);
     let o = k.destination_cooperative_tensor(&values_op, "acc", Scalar::F32);
-    // Each row's largest `t` of the block, as the largest `s` (the smallest
-    // under a negative scale) in blocks that fold the scale into `exp2`.
-    let block_max = k.cooperative_tensor("block_max", Scalar::F32, block_q, 1, scope);
-    let block_sum = k.cooperative_tensor("block_sum", Scalar::F32, block_q, 1, scope);
+    // One value per query row: the running maximum `m` of `t` and sum `l`,
+    // the block's maximum (then the log-sum-exp), the block's sum (then
+    // `1 / l`), and the rescale factor `α`.
+    let row = |k: &mut KernelBuilder, name: &str| k.cooperative_tensor(name, Scalar::F32, block_q, 1, scope);
+    let (run_max, run_sum) = (row(k, "row_max"), row(k, "row_sum"));
+    let (block_max, block_sum, alpha) = (row(k, "block_max"), row(k, "block_sum"), row(k, "row_scale"));
     let s_per_thread = block_q * block_kv / threads;
     let o_per_thread = block_q * d / threads;
 
@@ -241,10 +232,8 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     };
     k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
     k.async_commit();
-    k.if_(lid.lt(block_q), |k| {
-        k.store(row_max.at(lid), neg_inf());
-        k.store(row_sum.at(lid), f(0.0));
-    });
+    each_slot(k, run_max, 1, "init_max", &|k, i, _| k.cooperative_set(run_max, i, f(NO_MAXIMUM)));
+    each_slot(k, run_sum, 1, "init_sum", &|k, i, _| k.cooperative_set(run_sum, i, 0.0f32));
     each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
     let q_view = Tensor::new(q_staged, [d, block_q]);
     let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
@@ -268,81 +257,66 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
             partial = partial.or((last_key + s_q).gt(q0 + diag));
         }
         let partial = k.let_("partial", partial);
-        // Blocks the mask reaches: `t = s·scale·log2 e` or `−∞`. Other
-        // blocks keep `s` and fold the scale into the weights' `exp2`
-        // (`factor` is 1 for the former, the scale for the latter); their
-        // largest `t` is the scale times the largest `s`, or the smallest
-        // where the scale is negative.
-        k.if_(partial, |k| {
-            each_slot(k, s, s_per_thread, "masked", &|k, i, tag| {
-                let [col, row] = s.get_multidimensional_index(i);
-                let key = k.let_(&format!("{tag}_key"), kv0 + col);
-                let mut visible = key.lt(s_kv);
-                if let Some(diag) = diag {
-                    visible = visible.and((key + s_q).le(q0 + row + diag));
-                }
-                k.cooperative_set(s, i, select(neg_inf(), s.get(i) * scale_log2, visible));
-            });
-        });
-        let factor = k.let_("factor", select(scale_log2, f(1.0), partial));
+        // `t = s·scale·log2 e`, or `−∞` where the mask hides the key (only
+        // blocks the mask reaches test it).
         k.if_else(
-            partial.or(scale_log2.ge(0.0f32)),
-            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max),
-            |k| k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Min),
+            partial,
+            |k| {
+                each_slot(k, s, s_per_thread, "masked", &|k, i, tag| {
+                    let [col, row] = s.get_multidimensional_index(i);
+                    let key = k.let_(&format!("{tag}_key"), kv0 + col);
+                    let mut visible = key.lt(s_kv);
+                    if let Some(diag) = diag {
+                        visible = visible.and((key + s_q).le(q0 + row + diag));
+                    }
+                    k.cooperative_set(s, i, select(neg_inf(), s.get(i) * scale_log2, visible));
+                });
+            },
+            |k| each_slot(k, s, s_per_thread, "scaled", &|k, i, _| k.cooperative_set(s, i, s.get(i) * scale_log2)),
         );
-        each_row(k, block_max, "max_slot", &|k, i, row| {
-            let old = k.let_("old_max", row_max.get(row));
-            let new = k.let_("new_max", max(old, block_max.get(i) * factor));
-            k.store(row_scale.at(row), exp2(old - finite_or_zero(new)));
-            k.store(row_max.at(row), new);
-        });
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        each_slot(k, s, s_per_thread, "weight", &|k, i, tag| {
-            let [_, row] = s.get_multidimensional_index(i);
-            let shift = k.let_(&format!("{tag}_shift"), finite_or_zero(row_max.get(row)));
-            k.cooperative_set(s, i, exp2(fma(s.get(i), factor, -shift)));
-        });
-        // Only where a row of this thread's changed its maximum (rare after
-        // the first blocks): the factors of its rows are few distinct
-        // values, which a compiler loads once each.
-        let rescale = k.var("any_new_max", Ex::from(false));
-        each_slot(k, o, o_per_thread, "changed", &|k, i, _| {
-            let [_, row] = o.get_multidimensional_index(i);
-            k.assign(rescale, rescale.get().or(row_scale.get(row).ne(1.0f32)));
-        });
-        k.if_(rescale.get(), |k| {
-            each_slot(k, o, o_per_thread, "rescale", &|k, i, _| {
-                let [_, row] = o.get_multidimensional_index(i);
-                k.cooperative_set(o, i, o.get(i) * row_scale.get(row));
-            });
-        });
+        // The new running maximum and `α = 2^(m_old − m)` per row.
+        k.cooperative_reduce(s, block_max, ReduceAxis::Rows, ReduceOp::Max);
+        k.cooperative_combine(alpha, run_max, CombineOp::Assign);
+        k.cooperative_combine(run_max, block_max, CombineOp::Max);
+        k.cooperative_combine(alpha, run_max, CombineOp::Sub);
+        each_slot(k, alpha, 1, "factor", &|k, i, _| k.cooperative_set(alpha, i, exp2(alpha.get(i))));
+        // `p = 2^(t − m_row)`, `o·α_row`, `l = l·α + Σp`.
+        k.cooperative_combine(s, run_max, CombineOp::Sub);
+        each_slot(k, s, s_per_thread, "weight", &|k, i, _| k.cooperative_set(s, i, exp2(s.get(i))));
+        k.cooperative_combine(o, alpha, CombineOp::Mul);
         k.cooperative_reduce(s, block_sum, ReduceAxis::Rows, ReduceOp::Sum);
-        each_row(k, block_sum, "sum_slot", &|k, i, row| {
-            k.store(row_sum.at(row), fma(row_sum.get(row), row_scale.get(row), block_sum.get(i)));
-        });
+        k.cooperative_combine(run_sum, alpha, CombineOp::Mul);
+        k.cooperative_combine(run_sum, block_sum, CombineOp::Add);
         k.matmul2d_run(&values_op, s, &stage_view(v_stages, stage), o);
     });
-    // Nothing in flight (the Q block's copies where no key is visible);
-    // every row's sum, from whichever thread held it.
+    // Nothing in flight (the Q block's copies where no key is visible).
     k.async_wait(0);
-    k.threadgroup_barrier(MemFlags::Threadgroup);
 
-    // `o / l` per row (0 for a row that saw no key), and the log-sum-exp.
+    // `o / l` per row (0 for a row that saw no key).
+    k.cooperative_combine(block_sum, run_sum, CombineOp::Assign);
+    each_slot(k, block_sum, 1, "inverse", &|k, i, _| {
+        let l = block_sum.get(i);
+        k.cooperative_set(block_sum, i, select(f(0.0), 1.0f32 / l, l.gt(0.0f32)));
+    });
+    k.cooperative_combine(o, block_sum, CombineOp::Mul);
     each_slot(k, o, o_per_thread, "store", &|k, i, tag| {
         let [col, row] = o.get_multidimensional_index(i);
         let at_row = k.let_(&format!("{tag}_row"), q0 + row);
-        k.if_(at_row.lt(s_q), |k| {
-            let l = k.let_(&format!("{tag}_l"), row_sum.get(row));
-            let inv = select(f(0.0), 1.0f32 / l, l.gt(0.0f32));
-            store_f32(k, out, q_base + at_row * d + col, o.get(i) * inv);
-        });
+        k.if_(at_row.lt(s_q), |k| store_f32(k, out, q_base + at_row * d + col, o.get(i)));
     });
+    // The log-sum-exp `(m + log2 l)·ln 2` (`−∞` for a row that saw no key).
     if let Some(lse) = lse {
-        let q_row = k.let_("lse_row", q0 + lid);
-        k.if_(lid.lt(block_q).and(q_row.lt(s_q)), |k| {
-            let l = k.let_("lse_l", row_sum.get(lid));
-            let value = select(neg_inf(), (row_max.get(lid) + log2(l)) * std::f64::consts::LN_2, l.gt(0.0f32));
-            k.store(lse.at((batch * heads + head) * s_q + q_row), value);
+        k.cooperative_combine(block_max, run_sum, CombineOp::Assign);
+        each_slot(k, block_max, 1, "log_sum", &|k, i, _| {
+            let l = block_max.get(i);
+            k.cooperative_set(block_max, i, select(neg_inf(), log2(l), l.gt(0.0f32)));
+        });
+        k.cooperative_combine(block_max, run_max, CombineOp::Add);
+        each_slot(k, block_max, 1, "lse_slot", &|k, i, tag| {
+            let q_row = k.let_(&format!("{tag}_row"), q0 + block_max.get_multidimensional_index(i)[1]);
+            k.if_(block_max.is_valid_element(i).and(q_row.lt(s_q)), |k| {
+                k.store(lse.at((batch * heads + head) * s_q + q_row), block_max.get(i) * std::f64::consts::LN_2);
+            });
         });
     }
     finish(kb)
@@ -365,9 +339,9 @@ mod tests {
                 }
             }
         }
-        // 64 rows of 128 (f16), two stages of 64 keys of K and of V, 3 × 64 f32.
+        // 64 rows of 128 (f16), two stages of 64 keys of K and of V.
         let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
-        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2 + 3 * 4 * 64));
+        assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2));
         let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
         assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 128, 128));
         let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };

@@ -52,10 +52,11 @@ class CoopMethod:
 _METHODS = {
     Matmul2d: ("run", "run_overlapped", "get_destination_cooperative_tensor"),
     ViewObj: ("slice",),
-    CoopRef: ("get_capacity", "is_valid_element", "get_multidimensional_index", "load", "store", "fill", "map", "reduce_rows", "reduce_columns"),
+    CoopRef: ("get_capacity", "is_valid_element", "get_multidimensional_index", "load", "store", "fill", "map", "reduce_rows", "reduce_columns", "combine"),
 }
-_STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map")
+_STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map", "combine")
 _REDUCTIONS = ("sum", "max", "min")
+_COMBINATIONS = ("assign", "add", "sub", "mul", "max", "min")
 COOPERATIVE_OBJECTS = (Matmul2d, ViewObj, CoopRef, Matmul2dDescriptor, ExecutionScope)
 
 
@@ -239,6 +240,14 @@ class Cooperative:
                 raise self.error(node, f"`{obj.name}` holds {obj.elem}; convert the value (enigma.{obj.elem.name}(...))")
             value = self._hidden_value(v, node)
             return self._slot_loop(obj, node, lambda i: value)
+        if name == "combine":
+            # dest = op(dest, src) by coordinates; src of dest's shape, m×1 or 1×n.
+            args = self._bind(node, "combine", ["source", "op"], 2, prefix="")
+            src = self._coop_arg(args["source"], f"the source of `{obj.name}.combine`")
+            op = self._python_value(args["op"])
+            if op not in _COMBINATIONS:
+                raise self.error(node, f"combine takes one of {', '.join(repr(o) for o in _COMBINATIONS)}, not {op!r}")
+            return self.emit({"cooperative_combine": {"dest": obj.index, "src": src.index, "op": op}}, node)
         if name == "map":
             args = self._bind(node, "map", ["function"], 1, prefix="")
             fn = args["function"]
