@@ -188,7 +188,7 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
 
     family("scores", [1, 4].map(|vec| attention::scores(DType::F16, vec, 1)).to_vec(), &[ScoresArgs::NAMES], &ScoresArgs { q: "q", q4: "q4", k: "k", k4: "k4", scores: "scores", s_len: 1, d: 1, scale: 1.0 });
     family("weighted sum", vec![attention::weighted_sum(DType::F32)], &[WeightedSumArgs::NAMES], &WeightedSumArgs { w: "w", v: "v", out: "out", s_len: 1, d: 1 });
-    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
+    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
     let fused = vec![
         attention::fused(&base),
         attention::fused(&FusedConfig { vec: 4, ragged: true, lse: true, ..base }),
@@ -234,7 +234,7 @@ fn values_bind_to_the_parameters_of_their_names() {
 fn a_launch_that_leaves_out_a_buffer_its_kernel_declares_is_refused() {
     // The fused decode's split form writes partial states; a launch filled
     // for the unsplit form has none for it.
-    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false, merge: false };
+    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false, merge: false, matrices: None };
     let unsplit = FusedDecodeArgs { lse: None, partial_ml: None, partial_acc: None, seq_lens: None, tickets: None, ..fused_decode_args() };
     let kernel = attention::fused(&base);
     let e = unsplit.bind(&kernel).unwrap_err();

@@ -72,7 +72,7 @@ pub fn all_kernels() -> Vec<Kernel> {
             }
             out.push(gemv::gemv(dtype, vec, 2, 2));
             out.push(attention::scores(dtype, vec, 1));
-            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
+            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&fused));
             out.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
             // Grouped heads, keys shared by 8 lanes, several keys per step,
@@ -85,7 +85,7 @@ pub fn all_kernels() -> Vec<Kernel> {
         if dtype != DType::F32 {
             out.push(gemv::gemv(dtype, 8, 2, 2));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
-            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false };
+            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&wide));
             out.push(attention::fused(&attention::FusedConfig { heads: 2, merge: true, lse: true, ..wide }));
         }
@@ -187,7 +187,7 @@ mod tests {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
                     let threads = attention::fused_threads_that_fit(d, vec, 2).min(256);
-                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true, merge: false };
+                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true, merge: false, matrices: None };
                     kernels.push(attention::fused(&fused));
                     kernels.push(attention::fused(&attention::FusedConfig { split: true, prefetch: true, ..fused }));
                     kernels.push(attention::fused(&attention::FusedConfig { lanes: 4, ..fused }));

@@ -2,6 +2,7 @@
 //! threadgroup memory and the threads that fit it.
 
 use super::args::FusedDecodeArgs;
+use super::matrices::{fused_matrices, MatrixDecode};
 use super::shape::chunks_for;
 use crate::library::*;
 use enigma_ir::{Access, AtomicOp, Kernel, MemFlags, Scalar, Type};
@@ -56,6 +57,11 @@ pub struct FusedConfig {
     /// `tickets`, zero before the dispatch and after it; needs
     /// [`enigma_ir::Feature::DeviceFence`]).
     pub merge: bool,
+    /// The form on SIMD-group matrices ([`fused_matrices`]), of this head
+    /// dimension and keys per step; `vec`, `chunks`, `lanes`,
+    /// `keys_per_step` and `prefetch` then do not apply (its copies move
+    /// 16 bytes; `stages` is at least 1).
+    pub matrices: Option<MatrixDecode>,
 }
 
 /// The suffix of a fused kernel's name for its load width.
@@ -77,6 +83,9 @@ impl FusedConfig {
         };
         let ragged = if self.ragged { "_ragged" } else { "" };
         let lse = if self.lse && self.writes_out() { "_lse" } else { "" };
+        if let Some(m) = self.matrices {
+            return format!("attention_{form}_mma_{}_d{}_t{}_h{}_b{}_s{}{ragged}{lse}", self.dtype, m.d, self.threads, self.heads, m.block, self.stages);
+        }
         let prefetch = if self.prefetch { "_p" } else { "" };
         let stages = if self.stages > 0 { format!("_s{}", self.stages) } else { String::new() };
         format!(
@@ -99,7 +108,10 @@ impl FusedConfig {
 
     /// Keys a SIMD group takes per loop step.
     pub fn keys_per_simdgroup_step(&self) -> u32 {
-        SIMD_WIDTH / self.lanes * self.keys_per_step
+        match self.matrices {
+            Some(m) => m.block,
+            None => SIMD_WIDTH / self.lanes * self.keys_per_step,
+        }
     }
 
     /// Words (loads of `vec` elements) each lane copies per step when
@@ -110,8 +122,12 @@ impl FusedConfig {
 
     /// Threadgroup memory: per SIMD group and query head of the group, its
     /// maximum, its sum and its `D`-vector accumulator (whole slots); with
-    /// `stages`, each thread's staged words of every stage.
+    /// `stages`, each thread's staged words of every stage (the matrix
+    /// form: [`MatrixDecode::threadgroup_memory`]).
     pub fn threadgroup_memory(&self) -> u64 {
+        if let Some(m) = self.matrices {
+            return m.threadgroup_memory(self);
+        }
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
         let states = 4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64);
         let word_bytes = (self.vec as u32 * self.dtype.scalar().size_bytes()) as u64;
@@ -187,8 +203,12 @@ fn shuffle_xor(x: Ex, mask: u32) -> Ex {
 /// # Panics
 /// When `vec` is not 1, 4 or 8 (8 with an f32 type), `lanes` is not a
 /// power of two up to 32, `heads` or `keys_per_step` is 0, or `stages` is
-/// not 0 with `prefetch` or with loads of fewer than 4 bytes.
+/// not 0 with `prefetch` or with loads of fewer than 4 bytes; the matrix
+/// form ([`FusedConfig::matrices`]) as [`fused_matrices`] says.
 pub fn fused(c: &FusedConfig) -> Kernel {
+    if let Some(m) = c.matrices {
+        return fused_matrices(c, m);
+    }
     assert!(c.vec == 1 || c.vec == 4 || (c.vec == 8 && c.dtype != DType::F32), "vector width must be 1, 4 or (16-bit types) 8, got {}", c.vec);
     assert!(c.lanes.is_power_of_two() && c.lanes <= SIMD_WIDTH, "lanes per key must be a power of two up to 32, got {}", c.lanes);
     assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");

@@ -55,6 +55,7 @@
 mod args;
 mod combine;
 mod fused;
+mod matrices;
 mod plan;
 mod reference;
 mod select;
@@ -63,6 +64,7 @@ mod three_dispatch;
 pub use args::*;
 pub use combine::*;
 pub use fused::*;
+pub use matrices::*;
 pub use plan::*;
 pub use reference::*;
 pub use select::{select, DecodeProblem};

@@ -5,6 +5,7 @@
 
 use super::combine::{combine, COMBINE_THREADS};
 use super::fused::{fused, fused_chunks, fused_vec_suffix, FusedConfig};
+use super::matrices::{MatrixDecode, QUERY_COLUMNS};
 use super::shape::{chunks_for, DecodeShape};
 use super::three_dispatch::{scores, weighted_sum};
 use crate::library::split::SplitSum;
@@ -57,6 +58,9 @@ pub struct AttentionPlan {
     /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`
     /// and `split_sum` is `Reduction`).
     pub combine: Dispatch,
+    /// The fused kernel on SIMD-group matrices ([`FusedConfig::matrices`]),
+    /// or on lanes that own keys (`None`).
+    pub matrices: Option<MatrixDecode>,
 }
 
 impl AttentionPlan {
@@ -86,6 +90,7 @@ impl AttentionPlan {
             ragged: self.ragged,
             lse: self.lse,
             merge: self.splits > 1 && self.split_sum == SplitSum::LastThreadgroup,
+            matrices: self.matrices,
         }
     }
     pub fn fused_kernel(&self) -> Kernel {
@@ -167,6 +172,31 @@ impl AttentionPlan {
         }
         self.stages = stages;
         Ok(self)
+    }
+
+    /// This plan's fused kernel on SIMD-group matrices, each SIMD group
+    /// taking `block` keys per step (16 or 32; see [`MatrixDecode`]): f16
+    /// or bf16 with `d` a multiple of 16 up to 256 and at most
+    /// [`QUERY_COLUMNS`] query heads per threadgroup. Call after
+    /// [`AttentionPlan::with_heads_per_threadgroup`].
+    pub fn with_matrices(mut self, block: u32) -> Result<AttentionPlan, ShapeError> {
+        let name = format!("attention_fused_mma_{}", self.dtype);
+        if !MatrixDecode::fits(self.dtype, self.shape.d) {
+            return Err(ShapeError::new(name, format!("SIMD-group matrices take f16 or bf16 with d a multiple of 16 up to 256, not {} with d = {}", self.dtype, self.shape.d)));
+        }
+        if self.heads_per_threadgroup > QUERY_COLUMNS || !(block == 16 || block == 32) {
+            return Err(ShapeError::new(name, format!("{} query heads per threadgroup (at most {QUERY_COLUMNS}) and {block} keys per step (16 or 32)", self.heads_per_threadgroup)));
+        }
+        self.matrices = Some(MatrixDecode { d: self.shape.d, block });
+        self.fused_vec = 8;
+        Ok(self)
+    }
+
+    /// This plan's fused kernel with threadgroups of `threads`. Call before
+    /// [`AttentionPlan::with_splits`].
+    pub fn with_fused_threads(mut self, threads: u32) -> AttentionPlan {
+        self.fused = Dispatch::threadgroups(self.fused.size, threads);
+        self
     }
 
     /// This plan's fused kernel on loads of the plan's `vec` only, not on
@@ -377,6 +407,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         split_len: s_len,
         split_sum: SplitSum::Reduction,
         combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
+        matrices: None,
     })
 }
 
@@ -384,6 +415,30 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
 /// split grid: the staged kernel's 96-thread threadgroups (f16, D = 128)
 /// run four at a time on an H200 multiprocessor, so its 132 take 528.
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
+
+/// Threadgroups per multiprocessor in one wave of the matrix form's split
+/// grid: its default threadgroup ([`DEFAULT_MATRIX_THREADS`] threads,
+/// [`DEFAULT_MATRIX_STAGES`] stages, about 104 KiB at D = 128 in f16) runs
+/// two at a time in an H200 multiprocessor's 228 KiB.
+pub const MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 2;
+
+/// The matrix form's default threadgroup: 4 SIMD groups.
+pub const DEFAULT_MATRIX_THREADS: u32 = 128;
+
+/// The matrix form's default stages per SIMD group (fewer where the
+/// device's threadgroup memory does not hold them): 3 blocks of 16 keys
+/// of `K` and `V` ahead, 26 KiB per SIMD group at D = 128 in f16.
+pub const DEFAULT_MATRIX_STAGES: u32 = 3;
+
+/// The matrix form's default keys per SIMD group and step.
+pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
+
+/// The default query heads per threadgroup of the matrix form: the
+/// largest divisor of `group` up to [`QUERY_COLUMNS`] (each K/V row read
+/// once when the group has at most 8 query heads).
+pub fn default_matrix_heads(group: u32) -> u32 {
+    (1..=QUERY_COLUMNS.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
+}
 
 /// The fewest loop steps a SIMD group of one split takes.
 pub const MIN_STEPS_PER_SPLIT: u32 = 4;
@@ -399,7 +454,8 @@ pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 /// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
 /// with 5 (640) (BENCHMARKS.md, "Attention decode").
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let wave = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
+    let per_unit = if plan.matrices.is_some() { MATRIX_THREADGROUPS_PER_COMPUTE_UNIT } else { SPLIT_THREADGROUPS_PER_COMPUTE_UNIT };
+    let wave = per_unit * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
