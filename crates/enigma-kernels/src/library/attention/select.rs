@@ -41,7 +41,16 @@ pub struct DecodeProblem {
 /// the kernel where the device has device-scope fences, else by
 /// [`combine`](super::combine()).
 pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides, default_threads: u32) -> Result<AttentionPlan, SelectError> {
-    let plan = if uses_matrices(problem, device, overrides)? { matrix_plan(problem, device, overrides)? } else { lane_plan(problem, overrides, default_threads)? };
+    let plan = match uses_matrices(problem, device, overrides)? {
+        // Asked for: its errors are the caller's.
+        Some(true) => matrix_plan(problem, device, overrides)?,
+        // By default, where the caller's threads leave it room.
+        Some(false) => match matrix_plan(problem, device, overrides) {
+            Ok(plan) => plan,
+            Err(_) => lane_plan(problem, overrides, default_threads)?,
+        },
+        None => lane_plan(problem, overrides, default_threads)?,
+    };
     let asked = overrides.attention;
     let splits = match (asked.splits, device.kind) {
         (Some(s), _) => s.max(1),
@@ -63,14 +72,16 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
     Ok(plan.with_splits(splits).with_split_sum(sum))
 }
 
-/// Whether the fused decode of `problem` runs on SIMD-group matrices: as
+/// Whether the fused decode of `problem` runs on SIMD-group matrices
+/// (`Some(true)`: asked for; `Some(false)`: by default, where its plan
+/// fits the caller's threads), or on lanes (`None`): as
 /// `overrides.attention.matrices` says (asking for it where it cannot run
 /// is an error), else where it can run and the caller set none of the
 /// options of the lane form (lanes per key, keys per step, prefetch). It
 /// runs f16 and bf16 with `d` a multiple of 16 up to 256 on 16-byte
 /// aligned rows ([`MatrixDecode::fits`], vector loads, whole 16-byte
 /// words) on a device with SIMD-group matrices.
-fn uses_matrices(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<bool, SelectError> {
+fn uses_matrices(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<bool>, SelectError> {
     let asked = overrides.attention;
     let possible = MatrixDecode::fits(problem.dtype, problem.shape.d) && problem.vec == 4 && problem.whole_words && device.features.contains(&Feature::SimdgroupMatrix);
     match asked.matrices {
@@ -81,8 +92,9 @@ fn uses_matrices(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overr
                 problem.dtype, problem.shape.d, device.name
             ),
         )),
-        Some(m) => Ok(m),
-        None => Ok(possible && asked.lanes_per_key.is_none() && asked.keys_per_step.is_none() && asked.prefetch.is_none()),
+        Some(true) => Ok(Some(true)),
+        Some(false) => Ok(None),
+        None => Ok((possible && asked.lanes_per_key.is_none() && asked.keys_per_step.is_none() && asked.prefetch.is_none()).then_some(false)),
     }
 }
 
