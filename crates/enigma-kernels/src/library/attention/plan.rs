@@ -416,19 +416,33 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
 /// run four at a time on an H200 multiprocessor, so its 132 take 528.
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 
-/// Threadgroups per multiprocessor in one wave of the matrix form's split
-/// grid: its default threadgroup ([`DEFAULT_MATRIX_THREADS`] threads,
-/// [`DEFAULT_MATRIX_STAGES`] stages, about 104 KiB at D = 128 in f16) runs
-/// two at a time in an H200 multiprocessor's 228 KiB.
-pub const MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 2;
+/// The most threadgroups of the matrix form [`threadgroups_per_compute_unit`]
+/// counts on one multiprocessor (an H200's registers hold four of 128
+/// threads).
+pub const MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
+
+/// Threadgroups of `plan`'s fused kernel that run at once on a
+/// multiprocessor offering `memory` bytes of threadgroup memory: the
+/// lane form's [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`]; the matrix form's as
+/// many as its threadgroup memory allows, 1 to
+/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (two of the default 83 KiB
+/// at D = 128 in f16 in an H200's 227 KiB).
+pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
+    match plan.matrices {
+        None => SPLIT_THREADGROUPS_PER_COMPUTE_UNIT,
+        Some(_) => (memory / plan.fused_threadgroup_memory().max(1)).clamp(1, MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT as u64) as u32,
+    }
+}
 
 /// The matrix form's default threadgroup: 4 SIMD groups.
 pub const DEFAULT_MATRIX_THREADS: u32 = 128;
 
 /// The matrix form's default stages per SIMD group (fewer where the
-/// device's threadgroup memory does not hold them): 3 blocks of 16 keys
-/// of `K` and `V` ahead, 26 KiB per SIMD group at D = 128 in f16.
-pub const DEFAULT_MATRIX_STAGES: u32 = 3;
+/// device's threadgroup memory does not hold them): 2 blocks of 16 keys
+/// of `K` and `V` ahead, 17 KiB per SIMD group at D = 128 in f16, so
+/// that two threadgroups of [`DEFAULT_MATRIX_THREADS`] (83 KiB with their
+/// states) run on an H200 multiprocessor.
+pub const DEFAULT_MATRIX_STAGES: u32 = 2;
 
 /// The matrix form's default keys per SIMD group and step.
 pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
@@ -445,17 +459,16 @@ pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
 /// `compute_units` multiprocessors: the most that keep the grid within one
-/// wave of [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] threadgroups per
-/// multiprocessor (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
+/// wave of `per_unit` threadgroups per multiprocessor
+/// ([`threadgroups_per_compute_unit`]) (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
 /// steps per SIMD group. A grid just past a whole wave leaves a tail that
 /// costs more than the shorter splits gain: on an H200 (f16, D = 128, 4
 /// stages) 32 heads × 2048 keys ran in 13.6 µs with 16 splits (512
 /// threadgroups) against 15.3 with 17 (544), and 8 sequences × 4096 keys
 /// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
 /// with 5 (640) (BENCHMARKS.md, "Attention decode").
-pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let per_unit = if plan.matrices.is_some() { MATRIX_THREADGROUPS_PER_COMPUTE_UNIT } else { SPLIT_THREADGROUPS_PER_COMPUTE_UNIT };
-    let wave = per_unit * compute_units.max(1);
+pub fn splits_for(plan: &AttentionPlan, compute_units: u32, per_unit: u32) -> u32 {
+    let wave = per_unit.max(1) * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);

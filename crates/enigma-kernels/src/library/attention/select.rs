@@ -55,7 +55,7 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
     let splits = match (asked.splits, device.kind) {
         (Some(s), _) => s.max(1),
         (None, DeviceKind::Simulator) => 1,
-        (None, _) => splits_for(&plan, device.compute_units),
+        (None, _) => splits_for(&plan, device.compute_units, threadgroups_per_compute_unit(&plan, device.max_threadgroup_memory_bytes)),
     };
     let fences = has_device_fences(device);
     let sum = match asked.split_sum {
