@@ -82,17 +82,26 @@ impl MatrixDecode {
     }
 
     /// Threadgroup memory of the kernel `c` of this form: the stages of
-    /// every SIMD group, the query block, each SIMD group's scores,
-    /// weights and factors, the states of the merge (and its flag).
+    /// every SIMD group, each SIMD group's scores, weights (the query block
+    /// before the loop) and factors, the states of the merge (and its
+    /// flag).
     pub fn threadgroup_memory(&self, c: &FusedConfig) -> u64 {
         let warps = c.threads.div_ceil(SIMD_WIDTH) as u64;
         let elem = c.dtype.scalar().size_bytes() as u64;
         let staged = warps * c.stages as u64 * self.stage_len() as u64 * elem;
-        let queries = (QUERY_COLUMNS * self.row_stride()) as u64 * elem;
-        let per_block = warps * (self.block * QUERY_COLUMNS) as u64 * (4 + elem) + warps * QUERY_COLUMNS as u64 * 4;
+        let scores = warps * (self.block * QUERY_COLUMNS) as u64 * 4;
+        let probs = self.probs_len(warps as u32) as u64 * elem;
+        let alphas = warps * QUERY_COLUMNS as u64 * 4;
         let states = 4 * warps * c.heads as u64 * (2 + self.d as u64);
         let merge_flag = if c.split && c.merge { 4 } else { 0 };
-        staged + queries + per_block + states + merge_flag
+        staged + scores + probs + alphas + states + merge_flag
+    }
+
+    /// Elements of the weights' array for `warps` SIMD groups: a `block ×
+    /// 8` tile each, and room for the query block (`8 × d`) it holds
+    /// before the loop.
+    fn probs_len(&self, warps: u32) -> u32 {
+        (warps * self.block * QUERY_COLUMNS).max(QUERY_COLUMNS * self.d)
     }
 }
 
@@ -117,20 +126,21 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     let warps = c.threads.div_ceil(SIMD_WIDTH);
     let cols = QUERY_COLUMNS;
     let staged = k.threadgroup_array("staged", c.dtype.ty(1), warps * stages * m.stage_len());
-    let queries = k.threadgroup_array("queries", c.dtype.ty(1), cols * ld);
     let scores = k.threadgroup_array("scores", Type::F32, warps * block * cols);
-    let probs = k.threadgroup_array("probs", c.dtype.ty(1), warps * block * cols);
+    let probs = k.threadgroup_array("probs", c.dtype.ty(1), m.probs_len(warps));
     let alphas = k.threadgroup_array("alphas", Type::F32, warps * cols);
     let chunks = m.chunks();
 
-    // The query block: rows past `heads` are zeros.
+    // The query block, in the weights' array until the loop: rows past
+    // `heads` are zeros.
+    let queries = probs;
     let per_row = d / COPY;
     k.for_range("qcopy", tid, cols * per_row, threads_per_threadgroup().x(), |k, e| {
         let row = k.let_("qcopy_row", e / per_row);
         let col = k.let_("qcopy_col", e % per_row * COPY);
         let valid = k.let_("qcopy_valid", row.lt(heads));
         let src_row = select(Ex::from(0u32), row, valid);
-        k.async_copy(queries.at(row * ld + col), q.at((row0 + src_row) * d + col), COPY, valid);
+        k.async_copy(queries.at(row * d + col), q.at((row0 + src_row) * d + col), COPY, valid);
     });
     k.async_commit();
 
@@ -165,8 +175,10 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     let q_tiles: Vec<Ex> = chunks
         .iter()
         .enumerate()
-        .map(|(i, &(off, w))| k.let_(&format!("q_tile{i}"), matrix_load(MatrixType::new(elem, w as u8, cols as u8), queries, off, ld, true)))
+        .map(|(i, &(off, w))| k.let_(&format!("q_tile{i}"), matrix_load(MatrixType::new(elem, w as u8, cols as u8), queries, off, d, true)))
         .collect();
+    // Every SIMD group has its query tiles before any writes weights there.
+    k.threadgroup_barrier(MemFlags::Threadgroup);
 
     // Lane `4j + part` keeps query `j`'s state and takes keys `part, part
     // + 4, …` of each block in the softmax (32 lanes, 32 banks).

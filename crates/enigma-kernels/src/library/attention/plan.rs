@@ -425,7 +425,7 @@ pub const MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 /// multiprocessor offering `memory` bytes of threadgroup memory: the
 /// lane form's [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`]; the matrix form's as
 /// many as its threadgroup memory allows, 1 to
-/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (two of the default 83 KiB
+/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (one of the default 226 KiB
 /// at D = 128 in f16 in an H200's 227 KiB).
 pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
     match plan.matrices {
@@ -434,15 +434,21 @@ pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
     }
 }
 
-/// The matrix form's default threadgroup: 4 SIMD groups.
-pub const DEFAULT_MATRIX_THREADS: u32 = 128;
+/// The matrix form's default threadgroup: 8 SIMD groups. Measured on an
+/// H200 (f16, D = 128, 2 stages; 32 heads × 2048 keys, 32 query heads
+/// over 8 K/V heads at 8192 keys and 8 × 4096): 8 SIMD groups (one
+/// threadgroup per multiprocessor) ran 13.2, 17.9 and 41.4 µs, 4 (two per
+/// multiprocessor) 13.4, 21.0 and 43.4; 4 with 3 stages 13.8, 19.4 and
+/// 42.5, 3 and 2 with 3 stages 15.1, 24.1, 46.3 and 15.2, 29.7, 48.7
+/// (BENCHMARKS.md, "Attention decode"): fewer, fatter threadgroups split
+/// the keys fewer ways and spend less in their fixed start and merge.
+pub const DEFAULT_MATRIX_THREADS: u32 = 256;
 
 /// The matrix form's default stages per SIMD group (fewer where the
-/// device's threadgroup memory does not hold them): 2 blocks of 16 keys
-/// of `K` and `V` ahead, 17 KiB per SIMD group at D = 128 in f16, so
-/// that two threadgroups of [`DEFAULT_MATRIX_THREADS`] (83 KiB with their
-/// states) run on an H200 multiprocessor.
-pub const DEFAULT_MATRIX_STAGES: u32 = 2;
+/// device's threadgroup memory does not hold them): 3 blocks of 16 keys
+/// of `K` and `V` ahead, 26 KiB per SIMD group at D = 128 in f16; with
+/// [`DEFAULT_MATRIX_THREADS`] 226 KiB in all, within an H200's 227.
+pub const DEFAULT_MATRIX_STAGES: u32 = 3;
 
 /// The matrix form's default keys per SIMD group and step.
 pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
