@@ -149,7 +149,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = RowScanArgs { x: "x", x4: Some("x4"), y: "y", y4: Some("y4"), offsets: Some("offsets"), d: 1, n: 1 };
     family("row scans", row_scans, &[RowScanArgs::NAMES], &args);
 
-    let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2), gemv::gemv(DType::F16, 4, 2, 2), gemv::gemv(DType::BF16, 8, 4, 1)];
+    let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2, false), gemv::gemv(DType::F16, 4, 2, 2, true), gemv::gemv(DType::BF16, 8, 4, 1, true)];
     family("gemv", gemvs, &[GemvArgs::NAMES], &GemvArgs { w: "w", w4: "w4", w8: "w8", x: "x", x4: "x4", y: "y", m: 1, k: 1 });
 }
 

@@ -88,5 +88,8 @@ pub struct GemvOptions {
     pub rows_per_simdgroup: Option<u32>,
     /// Loads in flight per thread.
     pub loads: Option<u32>,
+    /// Each SIMD group starts its rows at its own column (`gemv::gemv`'s
+    /// `stagger`; default: no).
+    pub stagger: Option<bool>,
 }
 

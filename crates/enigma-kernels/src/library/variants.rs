@@ -70,7 +70,7 @@ pub fn all_kernels() -> Vec<Kernel> {
                 out.push(norm::rms_norm(dtype, vec, items));
                 out.push(norm::layer_norm(dtype, vec, items));
             }
-            out.push(gemv::gemv(dtype, vec, 2, 2));
+            out.push(gemv::gemv(dtype, vec, 2, 2, false));
             out.push(attention::scores(dtype, vec, 1));
             let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&fused));
@@ -83,7 +83,8 @@ pub fn all_kernels() -> Vec<Kernel> {
             out.push(attention::fused(&attention::FusedConfig { heads: 2, lanes: 8, split: true, merge: true, lse: true, ..fused }));
         }
         if dtype != DType::F32 {
-            out.push(gemv::gemv(dtype, 8, 2, 2));
+            out.push(gemv::gemv(dtype, 8, 2, 2, false));
+            out.push(gemv::gemv(dtype, 8, 4, 2, true));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
             let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&wide));
@@ -183,7 +184,7 @@ mod tests {
             for vec in [1u8, 4] {
                 for rows in 1..=8 {
                     for unroll in 1..=8 {
-                        kernels.push(gemv::gemv(dtype, vec, rows, unroll));
+                        kernels.push(gemv::gemv(dtype, vec, rows, unroll, false));
                     }
                 }
                 for unroll in 1..=16 {
@@ -212,7 +213,7 @@ mod tests {
         for dtype in [DType::F16, DType::BF16] {
             for rows in 1..=8 {
                 for unroll in 1..=8 {
-                    kernels.push(gemv::gemv(dtype, 8, rows, unroll));
+                    kernels.push(gemv::gemv(dtype, 8, rows, unroll, false));
                 }
             }
         }
