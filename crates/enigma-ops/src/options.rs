@@ -89,7 +89,8 @@ pub struct GemvOptions {
     /// Loads in flight per thread.
     pub loads: Option<u32>,
     /// Each SIMD group starts its rows at its own column (`gemv::gemv`'s
-    /// `stagger`; default: no).
+    /// `stagger`; default: the wide form of f16/bf16 weights,
+    /// `gemv::WIDE_STAGGER`).
     pub stagger: Option<bool>,
 }
 

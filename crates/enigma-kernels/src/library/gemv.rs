@@ -9,7 +9,11 @@
 //! weights and `k % 8 == 0` the widest form (`vec` 8, `gemv_{dtype}_wide…`)
 //! reads 16 bytes per lane and load — eight weights as a `uint4`, unpacked
 //! in registers — so each load instruction of a SIMD group moves 512
-//! contiguous bytes of a row. The row sums finish
+//! contiguous bytes of a row. Rows lie `k` elements apart (a power of two
+//! in the usual shapes), so SIMD groups that walk their rows in step read
+//! the same offsets at once; the wide form staggers them by default
+//! (`stagger`: SIMD group `g` starts at column `g · 32 · unroll` and wraps
+//! round). The row sums finish
 //! with `simd_sum`; there is no threadgroup memory and no barrier. Row
 //! indices past `m` are clamped for the loads (always in bounds) and never
 //! stored.
@@ -29,6 +33,12 @@ use enigma_ir::{Access, Kernel, Scalar, Type};
 pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 /// Default loads in flight per row and iteration.
 pub const DEFAULT_UNROLL: u32 = 2;
+/// Whether the wide form staggers its SIMD groups' walks by default
+/// ([`gemv()`]'s `stagger`): on an H200 at 11008×4096 the staggered walk
+/// ran f16 in 25.5 µs and bf16 in 25.4 against 27.0 and 27.0 in the same
+/// run (BENCHMARKS.md, "GEMV"). The narrower forms were not measured and
+/// walk every row from column 0.
+pub const WIDE_STAGGER: bool = true;
 /// Default rows per SIMD group of the wide form: on an H200 at 11008×4096
 /// (f16 and bf16), 4 rows × 2 loads ran in 27.0 and 26.7 µs against 28.6
 /// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
@@ -178,7 +188,8 @@ impl GemvPlan {
 pub struct GemvOptions {
     pub rows_per_simdgroup: Option<u32>,
     pub unroll: Option<u32>,
-    /// Each SIMD group starts at its own column (default: no).
+    /// Each SIMD group starts at its own column (default: the wide form,
+    /// [`WIDE_STAGGER`]).
     pub stagger: Option<bool>,
 }
 
@@ -210,7 +221,7 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: G
     }
     let rows_per_group = (t / SIMD_WIDTH) * rows;
     let groups = m32.div_ceil(rows_per_group);
-    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, stagger: options.stagger.unwrap_or(false), m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, stagger: options.stagger.unwrap_or(vec == 8 && WIDE_STAGGER), m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
 
 /// The f64 reference.
@@ -229,7 +240,8 @@ mod tests {
         assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
         assert!(plan(DType::F16, 10, 6, 4, 256, GemvOptions::default()).is_err());
         assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), ..GemvOptions::default() }).is_err());
-        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2");
+        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2_st");
+        assert_eq!(plan(DType::F16, 11008, 4096, 4, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_vec4_r2_u2");
         assert_eq!(plan(DType::F16, 10, 12, 8, 256, GemvOptions::default()).unwrap_err().to_string(), "gemv_f16_wide: vector loads need k % 8 == 0, k = 12");
         assert!(plan(DType::F32, 10, 16, 8, 256, GemvOptions::default()).is_err());
     }

@@ -425,7 +425,7 @@ pub const MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 /// multiprocessor offering `memory` bytes of threadgroup memory: the
 /// lane form's [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`]; the matrix form's as
 /// many as its threadgroup memory allows, 1 to
-/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (one of the default 226 KiB
+/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (one of the default 164 KiB
 /// at D = 128 in f16 in an H200's 227 KiB).
 pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
     match plan.matrices {
@@ -445,10 +445,13 @@ pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
 pub const DEFAULT_MATRIX_THREADS: u32 = 256;
 
 /// The matrix form's default stages per SIMD group (fewer where the
-/// device's threadgroup memory does not hold them): 3 blocks of 16 keys
-/// of `K` and `V` ahead, 26 KiB per SIMD group at D = 128 in f16; with
-/// [`DEFAULT_MATRIX_THREADS`] 226 KiB in all, within an H200's 227.
-pub const DEFAULT_MATRIX_STAGES: u32 = 3;
+/// device's threadgroup memory does not hold them): 2 blocks of 16 keys
+/// of `K` and `V` ahead, 17 KiB per SIMD group at D = 128 in f16 (164 KiB
+/// in all with [`DEFAULT_MATRIX_THREADS`]). Measured on an H200 (the
+/// shapes above and one sequence of 32768 keys, 8 SIMD groups): 2 stages
+/// ran 13.0, 17.8, 42.1 and 41.8 µs, 3 (226 KiB) 14.0, 18.4, 42.0 and
+/// 42.0.
+pub const DEFAULT_MATRIX_STAGES: u32 = 2;
 
 /// The matrix form's default keys per SIMD group and step.
 pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
