@@ -35,8 +35,16 @@ pub struct DecodeProblem {
 }
 
 /// The fused decode of `problem` on `device`: on SIMD-group matrices
-/// where it can run ([`uses_matrices`], [`matrix_plan`]), else on lanes
-/// that own keys ([`lane_plan`]); the keys split [`splits_for`] ways on a GPU (1 on the
+/// where they can run and the caller left them on
+/// ([`AttentionOptions::matrices`](crate::library::select::AttentionOptions::matrices):
+/// f16/bf16, `d` a multiple of 16 up to 256; [`DEFAULT_MATRIX_THREADS`]
+/// and [`DEFAULT_MATRIX_STAGES`] shrunk to the device's threadgroup
+/// memory), else on lanes that own keys (threadgroups of
+/// `overrides.threads`, else of `default_threads` shrunk until the state
+/// ([`fused_threads_that_fit`]) and the stages
+/// ([`AttentionPlan::fitting_threads`]) fit; the defaults of
+/// [`super::plan`] for every choice the caller left open); the keys split
+/// [`splits_for`] ways on a GPU (1 on the
 /// simulator, which gains nothing from splitting) and the splits merged by
 /// the kernel where the device has device-scope fences, else by
 /// [`combine`](super::combine()).
