@@ -89,10 +89,10 @@ pub fn all_kernels() -> Vec<Kernel> {
             let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&wide));
             out.push(attention::fused(&attention::FusedConfig { heads: 2, merge: true, lse: true, ..wide }));
-            // On SIMD-group matrices: 4 heads, 4 SIMD groups, 3 stages (the
-            // H200's default), merged splits; one head, D = 80 (a 16-wide
-            // chunk), blocks of 32 keys, ragged with the log-sum-exp.
-            let matrices = attention::FusedConfig { threads: 128, stages: 3, ragged: false, merge: true, matrices: Some(attention::MatrixDecode { d: 128, block: 16 }), ..wide };
+            // On SIMD-group matrices, within 32 KiB: 4 heads, 2 SIMD groups,
+            // one stage, merged splits; one head, D = 80 (a 16-wide chunk),
+            // blocks of 32 keys, ragged with the log-sum-exp.
+            let matrices = attention::FusedConfig { threads: 64, stages: 1, ragged: false, merge: true, matrices: Some(attention::MatrixDecode { d: 128, block: 16 }), ..wide };
             out.push(attention::fused(&matrices));
             out.push(attention::fused(&attention::FusedConfig { heads: 1, threads: 64, stages: 1, split: false, merge: false, ragged: true, lse: true, matrices: Some(attention::MatrixDecode { d: 80, block: 32 }), ..matrices }));
         }
