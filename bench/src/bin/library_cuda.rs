@@ -11,7 +11,7 @@
 
 use enigma_ops::{parse_shape, registry, AttentionOptions, GemvOptions, Options, SplitSum};
 
-const USAGE: &str = "library_cuda [--threads N] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--gemv-rows N] [--gemv-loads N] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
+const USAGE: &str = "library_cuda [--threads N] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--matrices 0|1] [--gemv-rows N] [--gemv-loads N] [--gemv-stagger 0|1] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
 
 /// A name filter and the shape it asks for (`None`: the benchmark shape).
 type Filter = (String, Option<Vec<usize>>);
@@ -33,6 +33,7 @@ fn parse_args(args: Vec<String>) -> (Options, Vec<Filter>) {
             "--lanes-per-key" => options.attention = AttentionOptions { lanes_per_key: Some(number("--lanes-per-key")), ..options.attention },
             "--stages" => options.attention = AttentionOptions { stages: Some(number("--stages")), ..options.attention },
             "--heads-per-threadgroup" => options.attention = AttentionOptions { heads_per_threadgroup: Some(number("--heads-per-threadgroup")), ..options.attention },
+            "--matrices" => options.attention = AttentionOptions { matrices: Some(number("--matrices") != 0), ..options.attention },
             "--prefetch" => options.attention = AttentionOptions { prefetch: Some(number("--prefetch") != 0), ..options.attention },
             "--split-sum" => {
                 let sum = match it.next().as_deref() {
@@ -43,6 +44,7 @@ fn parse_args(args: Vec<String>) -> (Options, Vec<Filter>) {
                 options.attention = AttentionOptions { split_sum: Some(sum), ..options.attention };
             }
             "--gemv-rows" => options.gemv = GemvOptions { rows_per_simdgroup: Some(number("--gemv-rows")), ..options.gemv },
+            "--gemv-stagger" => options.gemv = GemvOptions { stagger: Some(number("--gemv-stagger") != 0), ..options.gemv },
             "--gemv-loads" => options.gemv = GemvOptions { loads: Some(number("--gemv-loads")), ..options.gemv },
             _ => match arg.split_once('@') {
                 Some((name, shape)) => filters.push((name.to_string(), Some(parse_shape(shape).unwrap_or_else(|e| panic!("{e}"))))),

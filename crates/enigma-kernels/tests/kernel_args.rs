@@ -149,7 +149,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = RowScanArgs { x: "x", x4: Some("x4"), y: "y", y4: Some("y4"), offsets: Some("offsets"), d: 1, n: 1 };
     family("row scans", row_scans, &[RowScanArgs::NAMES], &args);
 
-    let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2), gemv::gemv(DType::F16, 4, 2, 2), gemv::gemv(DType::BF16, 8, 4, 1)];
+    let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2, false), gemv::gemv(DType::F16, 4, 2, 2, true), gemv::gemv(DType::BF16, 8, 4, 1, true)];
     family("gemv", gemvs, &[GemvArgs::NAMES], &GemvArgs { w: "w", w4: "w4", w8: "w8", x: "x", x4: "x4", y: "y", m: 1, k: 1 });
 }
 
@@ -188,7 +188,7 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
 
     family("scores", [1, 4].map(|vec| attention::scores(DType::F16, vec, 1)).to_vec(), &[ScoresArgs::NAMES], &ScoresArgs { q: "q", q4: "q4", k: "k", k4: "k4", scores: "scores", s_len: 1, d: 1, scale: 1.0 });
     family("weighted sum", vec![attention::weighted_sum(DType::F32)], &[WeightedSumArgs::NAMES], &WeightedSumArgs { w: "w", v: "v", out: "out", s_len: 1, d: 1 });
-    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
+    let base = FusedConfig { dtype: DType::F16, vec: 1, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
     let fused = vec![
         attention::fused(&base),
         attention::fused(&FusedConfig { vec: 4, ragged: true, lse: true, ..base }),
@@ -234,7 +234,7 @@ fn values_bind_to_the_parameters_of_their_names() {
 fn a_launch_that_leaves_out_a_buffer_its_kernel_declares_is_refused() {
     // The fused decode's split form writes partial states; a launch filled
     // for the unsplit form has none for it.
-    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false, merge: false };
+    let base = FusedConfig { dtype: DType::F32, vec: 1, chunks: 1, threads: 128, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: true, ragged: false, lse: false, merge: false, matrices: None };
     let unsplit = FusedDecodeArgs { lse: None, partial_ml: None, partial_acc: None, seq_lens: None, tickets: None, ..fused_decode_args() };
     let kernel = attention::fused(&base);
     let e = unsplit.bind(&kernel).unwrap_err();

@@ -186,7 +186,13 @@ fn attention_decode_selection_by_shape_and_device() {
         (DType::BF16, 2, 4, 4, 33, 7, false, 1),
     ];
     let mut rows = vec![];
-    for (name, dev) in devices() {
+    // The devices as they are here, and with SIMD-group matrices (`+mma`:
+    // the decode on them where it can run).
+    let with_matrices = devices().map(|(name, mut dev)| {
+        dev.features.insert(Feature::SimdgroupMatrix);
+        (format!("{name}+mma"), dev)
+    });
+    for (name, dev) in devices().map(|(name, dev)| (name.to_string(), dev)).into_iter().chain(with_matrices) {
         for &(dtype, batch, q_heads, kv_heads, s_len, d, outputs, vec) in &shapes {
             let shape = DecodeShape { batch, q_heads, kv_heads, s_len, d };
             let problem = DecodeProblem { dtype, shape, vec, whole_words: true, ragged: outputs, lse: outputs };
@@ -208,6 +214,19 @@ fn attention_decode_selection_by_shape_and_device() {
     assert_eq!(
         attention::select(&problem, &metal, &asked(2, SplitSum::LastThreadgroup), 256).unwrap_err().to_string(),
         "attention_decode: the fused decode merges its splits with device-scope fences, which Metal does not have (on Metal they need MSL 3.2); use split_sum Reduction"
+    );
+    // SIMD-group matrices: refused when asked to; an error asked for
+    // where they cannot run (f32); the lane form's own options choose it.
+    let mut mma = cuda.clone();
+    mma.features.insert(Feature::SimdgroupMatrix);
+    let matrices = |m| Overrides { attention: AttentionOptions { matrices: Some(m), ..AttentionOptions::default() }, ..Overrides::default() };
+    assert!(attention::select(&problem, &mma, &matrices(false), 256).unwrap().matrices.is_none());
+    assert!(attention::select(&problem, &mma, &matrices(true), 256).unwrap().matrices.is_some());
+    let lanes = Overrides { attention: AttentionOptions { lanes_per_key: Some(8), ..AttentionOptions::default() }, ..Overrides::default() };
+    assert!(attention::select(&problem, &mma, &lanes, 256).unwrap().matrices.is_none());
+    assert_eq!(
+        attention::select(&DecodeProblem { dtype: DType::F32, ..problem }, &mma, &matrices(true), 256).unwrap_err().to_string(),
+        "attention_decode: the decode on SIMD-group matrices takes f16 or bf16 with d a multiple of 16 up to 256, vector loads and buffers of whole 16-byte words on a device with SIMD-group matrices; this one is f32 with d = 128 on Cuda"
     );
 }
 
@@ -264,4 +283,25 @@ const EXPECTED_ATTENTION: &str = "
     metal f16 1x32/8x512x128: attention_fused_split_f16_wide_c2_t96_h2_l8_k1_s4 splits=10 Reduction
     metal f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
     metal bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
+    sim+mma f16 1x32/32x2048x128: attention_fused_mma_f16_d128_t96_h1_b16_s1 splits=1
+    sim+mma f16 1x32/8x8192x128: attention_fused_mma_f16_d128_t64_h4_b16_s1 splits=1
+    sim+mma f16 1x32/8x32768x128: attention_fused_mma_f16_d128_t64_h4_b16_s1 splits=1
+    sim+mma f16 8x32/8x4096x128: attention_fused_mma_f16_d128_t64_h4_b16_s1_ragged_lse splits=1
+    sim+mma f16 1x32/8x512x128: attention_fused_mma_f16_d128_t64_h4_b16_s1 splits=1
+    sim+mma f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    sim+mma bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
+    cuda+mma f16 1x32/32x2048x128: attention_fused_merged_mma_f16_d128_t256_h1_b16_s2 splits=4 LastThreadgroup
+    cuda+mma f16 1x32/8x8192x128: attention_fused_merged_mma_f16_d128_t256_h4_b16_s2 splits=16 LastThreadgroup
+    cuda+mma f16 1x32/8x32768x128: attention_fused_merged_mma_f16_d128_t256_h4_b16_s2 splits=16 LastThreadgroup
+    cuda+mma f16 8x32/8x4096x128: attention_fused_merged_mma_f16_d128_t256_h4_b16_s2_ragged_lse splits=2 LastThreadgroup
+    cuda+mma f16 1x32/8x512x128: attention_fused_mma_f16_d128_t256_h4_b16_s2 splits=1
+    cuda+mma f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    cuda+mma bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
+    metal+mma f16 1x32/32x2048x128: attention_fused_mma_f16_d128_t96_h1_b16_s1 splits=1
+    metal+mma f16 1x32/8x8192x128: attention_fused_split_mma_f16_d128_t64_h4_b16_s1 splits=5 Reduction
+    metal+mma f16 1x32/8x32768x128: attention_fused_split_mma_f16_d128_t64_h4_b16_s1 splits=5 Reduction
+    metal+mma f16 8x32/8x4096x128: attention_fused_mma_f16_d128_t64_h4_b16_s1_ragged_lse splits=1
+    metal+mma f16 1x32/8x512x128: attention_fused_split_mma_f16_d128_t64_h4_b16_s1 splits=4 Reduction
+    metal+mma f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
+    metal+mma bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
 ";

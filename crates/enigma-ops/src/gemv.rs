@@ -19,7 +19,7 @@ impl Ops<'_> {
         // rows are whole words.
         let wide = wvec.min(xvec) == 4 && wdtype != DType::F32 && k.is_multiple_of(8) && w.len_bytes().is_multiple_of(16);
         let vec = if wide { 8 } else { wvec.min(xvec) };
-        let options = gemv::GemvOptions { rows_per_simdgroup: self.options.gemv.rows_per_simdgroup, unroll: self.options.gemv.loads };
+        let options = gemv::GemvOptions { rows_per_simdgroup: self.options.gemv.rows_per_simdgroup, unroll: self.options.gemv.loads, stagger: self.options.gemv.stagger };
         let plan = gemv::plan(wdtype, m, k, vec, self.threads(KernelType::MatVec), options)?;
         let y = self.output(Scalar::F32, m)?;
         self.launch(

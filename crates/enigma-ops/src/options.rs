@@ -88,5 +88,9 @@ pub struct GemvOptions {
     pub rows_per_simdgroup: Option<u32>,
     /// Loads in flight per thread.
     pub loads: Option<u32>,
+    /// Each SIMD group starts its rows at its own column (`gemv::gemv`'s
+    /// `stagger`; default: the wide form of f16/bf16 weights,
+    /// `gemv::WIDE_STAGGER`).
+    pub stagger: Option<bool>,
 }
 

@@ -219,15 +219,16 @@ fn tuning_options_keep_results_and_run_clean() {
     let gemv = find("gemv_bf16");
     for rows in 1..=8 {
         for (shape, unroll) in [([37, 64], 1), ([5, 33], 3), ([130, 1000], 8)] {
-            let options = Options { gemv: GemvOptions { rows_per_simdgroup: Some(rows), loads: Some(unroll) }, sanitize: true, ..Options::default() };
+            let options = Options { gemv: GemvOptions { rows_per_simdgroup: Some(rows), loads: Some(unroll), stagger: Some(rows % 2 == 0) }, sanitize: true, ..Options::default() };
             let o = gemv.run_with(&rt, &shape, &options).unwrap();
             assert!(o.passed, "{o}");
             assert!(o.launches.iter().all(|l| l.findings.is_empty()), "{:?}", o.launches);
-            // 8 SIMD groups × `rows` rows per threadgroup.
+            // 8 SIMD groups × `rows` rows per threadgroup; even rows staggered.
             assert_eq!(o.launches[0].size[0] as usize, shape[0].div_ceil(8 * rows as usize), "{options:?}");
+            assert_eq!(o.launches[0].kernel.ends_with("_st"), rows % 2 == 0, "{options:?}");
         }
     }
-    let e = gemv.run_with(&rt, &[5, 33], &Options { gemv: GemvOptions { rows_per_simdgroup: Some(9), loads: None }, ..Options::default() }).unwrap_err();
+    let e = gemv.run_with(&rt, &[5, 33], &Options { gemv: GemvOptions { rows_per_simdgroup: Some(9), ..GemvOptions::default() }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "gemv_bf16: rows per SIMD group (9) and unroll (2) must be between 1 and 8");
     let e = sum.run_with(&rt, &[10], &Options { reduce: ReduceOptions { loads: Some(0), max_threadgroups: None }, ..Options::default() }).unwrap_err();
     assert_eq!(e.to_string(), "sum_reduce_f16: unroll 0 is not between 1 and 16");

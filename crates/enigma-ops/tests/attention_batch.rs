@@ -36,7 +36,20 @@ fn check(rt: &Runtime, c: &Case) {
 }
 
 fn check_sum(rt: &Runtime, c: &Case, sum: SplitSum) {
-    let [b, hq, hkv, s, d] = c.shape;
+    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), lanes_per_key: c.lanes, stages: Some(c.stages), split_sum: Some(sum), ..AttentionOptions::default() };
+    let what = format!("{} {:?} lens {:?} splits {} ({sum:?}) keys/step {} heads {:?} prefetch {} lanes {:?} stages {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch, c.lanes, c.stages);
+    let heads = c.heads.unwrap_or(attention::default_heads_per_threadgroup((c.shape[1] / c.shape[2]) as u32));
+    let kernel = run(rt, c.dtype, c.shape, c.lens, attention, heads, c.sanitize, &what);
+    assert!(!kernel.contains("_mma_"), "{what}: {kernel}");
+}
+
+/// Runs the decode of `shape` (`lens`) with `attention` against the f64
+/// reference: its grid (`heads` query heads per threadgroup), its
+/// dispatches, `out` and the log-sum-exp; returns the name of its first
+/// kernel.
+#[allow(clippy::too_many_arguments)]
+fn run(rt: &Runtime, dtype: DType, shape: [usize; 5], lens: Option<&[u32]>, attention: AttentionOptions, heads: u32, sanitize: bool, what: &str) -> String {
+    let [b, hq, hkv, s, d] = shape;
     let shape = decode_shape(b, hq, hkv, s, d).unwrap();
     let mut q = enigma_kernels::test_data(b * hq * d, 1);
     let mut k = enigma_kernels::test_data(b * hkv * s * d, 2);
@@ -46,26 +59,25 @@ fn check_sum(rt: &Runtime, c: &Case, sum: SplitSum) {
         *x *= 3.0;
     }
     for x in [&mut q, &mut k, &mut v] {
-        quantize(c.dtype, x);
+        quantize(dtype, x);
     }
     let scale = 1.0 / (d as f32).sqrt();
-    let (want, want_lse) = attention::reference_batch(&q, &k, &v, &shape, c.lens, scale);
-    let elem = c.dtype.scalar();
+    let (want, want_lse) = attention::reference_batch(&q, &k, &v, &shape, lens, scale);
+    let elem = dtype.scalar();
     let (qb, kb, vb) = (upload(rt, elem, &q).unwrap(), upload(rt, elem, &k).unwrap(), upload(rt, elem, &v).unwrap());
-    let lens = c.lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
-    let attention = AttentionOptions { splits: Some(c.splits), keys_per_step: Some(c.keys_per_step), heads_per_threadgroup: c.heads, prefetch: Some(c.prefetch), lanes_per_key: c.lanes, stages: Some(c.stages), split_sum: Some(sum), ..AttentionOptions::default() };
-    let options = Options { attention, elem: Some(elem), sanitize: c.sanitize, ..Options::default() };
+    let lens = lens.map(|l| upload_bytes(rt, l.iter().flat_map(|x| x.to_le_bytes()).collect()).unwrap());
+    let options = Options { attention, elem: Some(elem), sanitize, ..Options::default() };
     let ops = enigma_ops::Ops::new(rt).with_options(options);
-    let what = format!("{} {:?} lens {:?} splits {} ({sum:?}) keys/step {} heads {:?} prefetch {} lanes {:?} stages {}", c.dtype, c.shape, c.lens, c.splits, c.keys_per_step, c.heads, c.prefetch, c.lanes, c.stages);
     let got = ops.attention_decode_batch(&qb, &kb, &vb, &shape, lens.as_ref(), scale, true).unwrap_or_else(|e| panic!("{what}: {e}"));
     let launches = ops.take_launches();
-    let split_len = s.div_ceil((c.splits as usize).clamp(1, s));
+    let splits = attention.splits.unwrap_or(1);
+    let split_len = s.div_ceil((splits as usize).clamp(1, s));
     let used = s.div_ceil(split_len) as u32;
-    let heads = c.heads.unwrap_or(attention::default_heads_per_threadgroup((hq / hkv) as u32));
+    let sum = attention.split_sum.unwrap_or(SplitSum::Reduction);
     assert_eq!(launches[0].dispatch.size, [used, hq as u32 / heads, b as u32], "{what}");
     assert_eq!(launches.len(), if used > 1 && sum == SplitSum::Reduction { 2 } else { 1 }, "{what}");
     let out = download(&got.out, elem, b * hq * d).unwrap();
-    let tol = if c.dtype == DType::F32 { 2e-5 } else { 4e-3 };
+    let tol = if dtype == DType::F32 { 2e-5 } else { 4e-3 };
     for (i, (g, w)) in out.iter().zip(&want).enumerate() {
         assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: out[{i}] got {g}, want {w}");
     }
@@ -76,6 +88,23 @@ fn check_sum(rt: &Runtime, c: &Case, sum: SplitSum) {
         } else {
             assert!((g - w).abs() <= 2e-5 * (1.0 + w.abs()), "{what}: lse[{i}] got {g}, want {w}");
         }
+    }
+    launches[0].kernel.clone()
+}
+
+/// The decode on SIMD-group matrices of `shape` (`lens`), `splits` ways
+/// (merged by the combine and, split, by the kernel), with `heads` query
+/// heads per threadgroup (default: all of a K/V head's up to 8), `stages`
+/// (default: as many as fit), on `rt`; checks its kernel is the matrix form.
+#[allow(clippy::too_many_arguments)]
+fn check_matrices(rt: &Runtime, dtype: DType, shape: [usize; 5], lens: Option<&[u32]>, splits: u32, heads: Option<u32>, stages: Option<u32>, sanitize: bool) {
+    let sums: &[SplitSum] = if splits > 1 { &[SplitSum::Reduction, SplitSum::LastThreadgroup] } else { &[SplitSum::Reduction] };
+    for &sum in sums {
+        let attention = AttentionOptions { splits: Some(splits), heads_per_threadgroup: heads, stages, split_sum: Some(sum), matrices: Some(true), ..AttentionOptions::default() };
+        let what = format!("matrices {dtype} {shape:?} lens {lens:?} splits {splits} ({sum:?}) heads {heads:?} stages {stages:?} on {}", rt.device().name);
+        let h = heads.unwrap_or(attention::default_matrix_heads((shape[1] / shape[2]) as u32));
+        let kernel = run(rt, dtype, shape, lens, attention, h, sanitize, &what);
+        assert!(kernel.contains("_mma_"), "{what}: {kernel}");
     }
 }
 
@@ -127,6 +156,37 @@ fn grouped_ragged_decode_is_sanitizer_clean() {
     // complete, and reuses a stage only after reading it.
     check(&rt, &Case { dtype: DType::F16, shape: [2, 4, 2, 90, 64], lens: Some(&[90, 17]), splits: 2, keys_per_step: 2, heads: None, prefetch: false, lanes: None, stages: 3, sanitize: true });
     check(&rt, &Case { dtype: DType::F32, shape: [1, 2, 1, 40, 33], lens: None, splits: 1, keys_per_step: 1, heads: None, prefetch: false, lanes: Some(4), stages: 2, sanitize: true });
+}
+
+#[test]
+fn decode_on_matrices_matches_the_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let ragged: &[u32] = &[77, 0, 1, 40, 33];
+    // Grouped heads (4 and 8 per K/V head, 2 per threadgroup), one head per
+    // K/V head, ragged batches with an empty sequence, D = 16 to 256
+    // (256: two 64-wide chunks and more; 80: a 16-wide chunk), splits
+    // longer and shorter than a step, the simulator's 32 KiB (fewer SIMD
+    // groups and stages).
+    for dtype in [DType::F16, DType::BF16] {
+        check_matrices(&rt, dtype, [1, 8, 2, 129, 128], None, 3, None, None, false);
+        check_matrices(&rt, dtype, [5, 6, 2, 77, 64], Some(ragged), 4, None, None, false);
+        check_matrices(&rt, dtype, [2, 4, 4, 70, 80], None, 1, None, None, false);
+    }
+    check_matrices(&rt, DType::F16, [1, 16, 2, 50, 16], None, 2, None, None, false);
+    check_matrices(&rt, DType::F16, [2, 8, 2, 100, 128], Some(&[100, 45]), 2, Some(2), Some(1), false);
+    check_matrices(&rt, DType::BF16, [1, 2, 1, 40, 256], None, 1, None, None, false);
+    // A device with CUDA's 227 KiB: 4 SIMD groups, 3 stages.
+    let big = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_matrices(&big, DType::F16, [3, 8, 2, 300, 128], Some(&[300, 5, 211]), 2, None, None, false);
+    check_matrices(&big, DType::BF16, [1, 4, 1, 1000, 128], None, 3, None, None, false);
+}
+
+#[test]
+fn decode_on_matrices_is_sanitizer_clean() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    check_matrices(&rt, DType::F16, [2, 4, 2, 90, 64], Some(&[90, 17]), 2, None, Some(2), true);
+    let big = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_matrices(&big, DType::BF16, [1, 8, 2, 200, 128], None, 1, None, None, true);
 }
 
 #[test]

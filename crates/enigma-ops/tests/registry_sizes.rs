@@ -51,13 +51,20 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 // Vector loads are columns per thread: 2 or 4 where N allows.
                 assert_eq!(!first_kernel(&auto).contains("_c1_"), shape[1] % 2 == 0 && shape[0] <= 4, "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if ["attention_decode_fused_", "attention_decode_batch_", "attention_decode_ragged_"].iter().any(|p| entry.name.starts_with(p)) {
-                // The fused decode: 16-byte words of f16/bf16 where D is a
-                // multiple of 8, else four-element vectors where it is one of 4.
+                // The fused decode: on SIMD-group matrices for f16/bf16
+                // where D is a multiple of 16 up to 256; else 16-byte words
+                // of f16/bf16 where D is a multiple of 8, else four-element
+                // vectors where it is one of 4.
                 let kernel = first_kernel(&auto);
                 let d = *shape.last().unwrap();
-                let wide = entry.elem != enigma_ir::Scalar::F32 && d % 8 == 0;
-                assert_eq!(kernel.contains("_wide"), wide, "{} {shape:?}: {:?}", entry.name, auto.launches);
-                assert_eq!(kernel.contains("_vec4"), !wide && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
+                let sixteen_bit = entry.elem != enigma_ir::Scalar::F32;
+                let matrices = sixteen_bit && d % 16 == 0 && d <= 256;
+                assert_eq!(kernel.contains("_mma_"), matrices, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                if !matrices {
+                    let wide = sixteen_bit && d % 8 == 0;
+                    assert_eq!(kernel.contains("_wide"), wide, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                    assert_eq!(kernel.contains("_vec4"), !wide && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
+                }
             } else if entry.name == "gemv_f16" || entry.name == "gemv_bf16" {
                 // 16-bit weights: 16-byte words where rows are whole words,
                 // else four-element vectors where they are whole vectors.

@@ -21,8 +21,9 @@ pub const ATTENTION: [[usize; 3]; 6] = [[1, 1, 128], [2, 33, 128], [3, 300, 128]
 
 /// Batched attention decode `[batch, q_heads, kv_heads, s_len, d]`: one of
 /// everything, grouped heads at odd lengths and dimensions, a dimension that
-/// is no multiple of 4, and a long sequence over one K/V head.
-pub const ATTENTION_BATCH: [[usize; 5]; 4] = [[1, 1, 1, 1, 1], [3, 6, 2, 77, 40], [2, 4, 4, 33, 7], [1, 8, 1, 300, 128]];
+/// is no multiple of 4, a long sequence over one K/V head, and a batch of
+/// grouped heads at D = 64 (on SIMD-group matrices in f16/bf16).
+pub const ATTENTION_BATCH: [[usize; 5]; 5] = [[1, 1, 1, 1, 1], [3, 6, 2, 77, 40], [2, 4, 4, 33, 7], [1, 8, 1, 300, 128], [2, 8, 2, 45, 64]];
 /// Quantized matmul `[m, n, k]`: one column, odd widths and a partial tile,
 /// one group of 32 (k = 32, 96) or 64, eight rows and two blocks of 8.
 pub const QMATMUL: [[usize; 3]; 6] = [[1, 1, 32], [3, 7, 64], [8, 33, 128], [1, 100, 96], [16, 12, 256], [2, 130, 32]];

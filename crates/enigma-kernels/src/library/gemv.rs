@@ -9,7 +9,11 @@
 //! weights and `k % 8 == 0` the widest form (`vec` 8, `gemv_{dtype}_wide…`)
 //! reads 16 bytes per lane and load — eight weights as a `uint4`, unpacked
 //! in registers — so each load instruction of a SIMD group moves 512
-//! contiguous bytes of a row. The row sums finish
+//! contiguous bytes of a row. Rows lie `k` elements apart (a power of two
+//! in the usual shapes), so SIMD groups that walk their rows in step read
+//! the same offsets at once; the wide form staggers them by default
+//! (`stagger`: SIMD group `g` starts at column `g · 32 · unroll` and wraps
+//! round). The row sums finish
 //! with `simd_sum`; there is no threadgroup memory and no barrier. Row
 //! indices past `m` are clamped for the loads (always in bounds) and never
 //! stored.
@@ -29,6 +33,12 @@ use enigma_ir::{Access, Kernel, Scalar, Type};
 pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 /// Default loads in flight per row and iteration.
 pub const DEFAULT_UNROLL: u32 = 2;
+/// Whether the wide form staggers its SIMD groups' walks by default
+/// ([`gemv()`]'s `stagger`): on an H200 at 11008×4096 the staggered walk
+/// ran f16 in 25.5 µs and bf16 in 25.4 against 27.0 and 27.0 in the same
+/// run (BENCHMARKS.md, "GEMV"). The narrower forms were not measured and
+/// walk every row from column 0.
+pub const WIDE_STAGGER: bool = true;
 /// Default rows per SIMD group of the wide form: on an H200 at 11008×4096
 /// (f16 and bf16), 4 rows × 2 loads ran in 27.0 and 26.7 µs against 28.6
 /// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
@@ -50,14 +60,17 @@ crate::kernel_args! {
     }
 }
 
-/// `gemv_{wdtype}[_vec4|_wide]_r{rows}_u{unroll}`: `vec` 1, 4, or 8 (the
-/// wide form, 16-bit weights only: `w8` is bound as `uint4` words of eight
-/// weights, `x4` as `float4`s).
+/// `gemv_{wdtype}[_vec4|_wide]_r{rows}_u{unroll}[_st]`: `vec` 1, 4, or 8
+/// (the wide form, 16-bit weights only: `w8` is bound as `uint4` words of
+/// eight weights, `x4` as `float4`s). With `stagger` (`_st`) SIMD group
+/// `g` of the grid walks its rows from column `g · 32 · unroll` (modulo
+/// the row, wrapping round), so that the SIMD groups in flight read
+/// different offsets of rows whose starts lie a power of two apart.
 ///
 /// # Panics
 /// When `vec` is not 1, 4 or 8, `vec` is 8 with f32 weights, or `rows` or
 /// `unroll` is 0.
-pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
+pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32, stagger: bool) -> Kernel {
     let wide = vec == 8;
     assert!(!wide || wdtype != DType::F32, "the wide GEMV reads 16-bit weights");
     if !wide {
@@ -65,7 +78,7 @@ pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
     }
     assert!(rows >= 1 && unroll >= 1, "rows and unroll must be at least 1");
     let form = if wide { "_wide" } else { vec_suffix(vec) };
-    let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}", wdtype, form, rows, unroll));
+    let mut k = KernelBuilder::new(format!("gemv_{}{}_r{}_u{}{}", wdtype, form, rows, unroll, if stagger { "_st" } else { "" }));
     type P = GemvArgs;
     let (wn, xn) = match vec {
         8 => (P::W8, P::X4),
@@ -91,6 +104,15 @@ pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
         let bases: Vec<Ex> =
             (0..rows).map(|r| k.let_(&format!("base{r}"), min(first + r, last) * kv)).collect();
         let accs: Vec<Var> = (0..rows).map(|r| k.var(&format!("acc{r}"), splat(0.0, xvec))).collect();
+        let shift = stagger.then(|| k.let_("shift", first / rows * (SIMD_WIDTH * unroll) % kv));
+        // Column `col` of the walk, where the walk starts at `shift`.
+        let rotate = |k: &mut KernelBuilder, col: Ex, u: u32| match shift {
+            Some(shift) => {
+                let at = k.let_(&format!("shifted{u}"), col + shift);
+                k.let_(&format!("rotated{u}"), select(at - kv, at, at.lt(kv)))
+            }
+            None => col,
+        };
         k.for_range("j", lane, kv, SIMD_WIDTH * unroll, |k, j| {
             // Every load of the step first, none behind a branch: a column
             // past the row's end re-reads the last one, and its products
@@ -103,6 +125,7 @@ pub fn gemv(wdtype: DType, vec: u8, rows: u32, unroll: u32) -> Kernel {
                     let next = k.let_(&format!("next{u}"), j + SIMD_WIDTH * u);
                     (k.let_(&format!("col{u}"), min(next, kv - 1u32)), Some(k.let_(&format!("live{u}"), next.lt(kv))))
                 };
+                let col = rotate(k, col, u);
                 let xs: Vec<Ex> = if wide {
                     // Eight weights per word: `x` elements 8·col .. 8·col + 8.
                     vec![k.let_(&format!("xa{u}"), x.get(col * 2u32)), k.let_(&format!("xb{u}"), x.get(col * 2u32 + 1u32))]
@@ -147,6 +170,8 @@ pub struct GemvPlan {
     pub vec: u8,
     pub rows_per_simdgroup: u32,
     pub unroll: u32,
+    /// Each SIMD group starts at its own column ([`gemv()`]'s `stagger`).
+    pub stagger: bool,
     pub m: u32,
     pub k: u32,
     pub dispatch: Dispatch,
@@ -154,7 +179,7 @@ pub struct GemvPlan {
 
 impl GemvPlan {
     pub fn kernel(&self) -> Kernel {
-        gemv(self.wdtype, self.vec, self.rows_per_simdgroup, self.unroll)
+        gemv(self.wdtype, self.vec, self.rows_per_simdgroup, self.unroll, self.stagger)
     }
 }
 
@@ -163,6 +188,9 @@ impl GemvPlan {
 pub struct GemvOptions {
     pub rows_per_simdgroup: Option<u32>,
     pub unroll: Option<u32>,
+    /// Each SIMD group starts at its own column (default: the wide form,
+    /// [`WIDE_STAGGER`]).
+    pub stagger: Option<bool>,
 }
 
 /// Plans `y = W·x` for `W` of `[m, k]` in threadgroups of `threads`
@@ -193,7 +221,7 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: G
     }
     let rows_per_group = (t / SIMD_WIDTH) * rows;
     let groups = m32.div_ceil(rows_per_group);
-    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, stagger: options.stagger.unwrap_or(vec == 8 && WIDE_STAGGER), m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
 
 /// The f64 reference.
@@ -211,8 +239,9 @@ mod tests {
         let p = plan(DType::F16, 11008, 4096, 4, 256, GemvOptions::default()).unwrap();
         assert_eq!(p.dispatch, Dispatch::threadgroups([688, 1, 1], 256));
         assert!(plan(DType::F16, 10, 6, 4, 256, GemvOptions::default()).is_err());
-        assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), unroll: None }).is_err());
-        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2");
+        assert!(plan(DType::F16, 10, 8, 4, 256, GemvOptions { rows_per_simdgroup: Some(9), ..GemvOptions::default() }).is_err());
+        assert_eq!(plan(DType::F16, 11008, 4096, 8, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_wide_r4_u2_st");
+        assert_eq!(plan(DType::F16, 11008, 4096, 4, 256, GemvOptions::default()).unwrap().kernel().name, "gemv_f16_vec4_r2_u2");
         assert_eq!(plan(DType::F16, 10, 12, 8, 256, GemvOptions::default()).unwrap_err().to_string(), "gemv_f16_wide: vector loads need k % 8 == 0, k = 12");
         assert!(plan(DType::F32, 10, 16, 8, 256, GemvOptions::default()).is_err());
     }

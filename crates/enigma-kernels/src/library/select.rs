@@ -121,6 +121,13 @@ pub struct AttentionOptions {
     /// [`SelectError::Argument`] on a device without them). Default: the
     /// kernel where the device has the fences, else the combine.
     pub split_sum: Option<SplitSum>,
+    /// Fused decode on SIMD-group matrices (`attention::fused_matrices`):
+    /// `Some(true)` asks for it (an error where it cannot run), `Some(false)`
+    /// refuses it; default: where it can run (f16/bf16, `d` a multiple of
+    /// 16 up to 256, 16-byte aligned rows, a device with SIMD-group
+    /// matrices) unless `lanes_per_key`, `keys_per_step` or `prefetch`,
+    /// which only the form on lanes has, is set.
+    pub matrices: Option<bool>,
 }
 
 /// What a caller of a family's selection may fix; `None` leaves the

@@ -72,9 +72,9 @@ pub fn all_kernels() -> Vec<Kernel> {
                 out.push(norm::rms_norm(dtype, vec, items));
                 out.push(norm::layer_norm(dtype, vec, items));
             }
-            out.push(gemv::gemv(dtype, vec, 2, 2));
+            out.push(gemv::gemv(dtype, vec, 2, 2, false));
             out.push(attention::scores(dtype, vec, 1));
-            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false };
+            let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&fused));
             out.push(attention::fused(&attention::FusedConfig { split: true, ..fused }));
             // Grouped heads, keys shared by 8 lanes, several keys per step,
@@ -85,11 +85,18 @@ pub fn all_kernels() -> Vec<Kernel> {
             out.push(attention::fused(&attention::FusedConfig { heads: 2, lanes: 8, split: true, merge: true, lse: true, ..fused }));
         }
         if dtype != DType::F32 {
-            out.push(gemv::gemv(dtype, 8, 2, 2));
+            out.push(gemv::gemv(dtype, 8, 2, 2, false));
+            out.push(gemv::gemv(dtype, 8, 4, 2, true));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
-            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false };
+            let wide = attention::FusedConfig { dtype, vec: 8, chunks: 2, threads: 96, heads: 4, lanes: 8, keys_per_step: 1, prefetch: false, stages: 4, split: true, ragged: true, lse: false, merge: false, matrices: None };
             out.push(attention::fused(&wide));
             out.push(attention::fused(&attention::FusedConfig { heads: 2, merge: true, lse: true, ..wide }));
+            // On SIMD-group matrices, within 32 KiB: 4 heads, 2 SIMD groups,
+            // one stage, merged splits; one head, D = 80 (a 16-wide chunk),
+            // blocks of 32 keys, ragged with the log-sum-exp.
+            let matrices = attention::FusedConfig { threads: 64, stages: 1, ragged: false, merge: true, matrices: Some(attention::MatrixDecode { d: 128, block: 16 }), ..wide };
+            out.push(attention::fused(&matrices));
+            out.push(attention::fused(&attention::FusedConfig { heads: 1, threads: 64, stages: 1, split: false, merge: false, ragged: true, lse: true, matrices: Some(attention::MatrixDecode { d: 80, block: 32 }), ..matrices }));
         }
         out.push(attention::weighted_sum(dtype));
         out.push(attention::combine(dtype, false));
@@ -179,7 +186,7 @@ mod tests {
             for vec in [1u8, 4] {
                 for rows in 1..=8 {
                     for unroll in 1..=8 {
-                        kernels.push(gemv::gemv(dtype, vec, rows, unroll));
+                        kernels.push(gemv::gemv(dtype, vec, rows, unroll, false));
                     }
                 }
                 for unroll in 1..=16 {
@@ -189,7 +196,7 @@ mod tests {
                     kernels.push(attention::scores(dtype, vec, chunks));
                     let d = chunks * SIMD_WIDTH * vec as u32;
                     let threads = attention::fused_threads_that_fit(d, vec, 2).min(256);
-                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true, merge: false };
+                    let fused = attention::FusedConfig { dtype, vec, chunks, threads, heads: 2, lanes: 32, keys_per_step: 3, prefetch: false, stages: 0, split: false, ragged: true, lse: true, merge: false, matrices: None };
                     kernels.push(attention::fused(&fused));
                     kernels.push(attention::fused(&attention::FusedConfig { split: true, prefetch: true, ..fused }));
                     kernels.push(attention::fused(&attention::FusedConfig { lanes: 4, ..fused }));
@@ -208,7 +215,7 @@ mod tests {
         for dtype in [DType::F16, DType::BF16] {
             for rows in 1..=8 {
                 for unroll in 1..=8 {
-                    kernels.push(gemv::gemv(dtype, 8, rows, unroll));
+                    kernels.push(gemv::gemv(dtype, 8, rows, unroll, false));
                 }
             }
         }

@@ -34,7 +34,7 @@ pub(super) fn attention_entry(dtype: DType, fused: bool) -> Entry {
             }),
             out_elem: dtype.scalar(),
             want,
-            tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
+            tol: Box::new(move |_| decode_tolerance(dtype, abs)),
             bytes: (2 * h * s * d + 2 * h * d) as u64 * size(dtype),
         })
     })
@@ -103,10 +103,19 @@ pub(super) fn attention_batch_entry(dtype: DType, ragged: bool) -> Entry {
             }),
             out_elem: dtype.scalar(),
             want,
-            tol: Box::new(move |_| rounded(dtype, abs, 1e-5)),
+            tol: Box::new(move |_| decode_tolerance(dtype, abs)),
             bytes: (2 * read * hkv * d + 2 * b * hq * d) as u64 * size(dtype),
         })
     })
+}
+
+/// The tolerance of a decode output whose values lie in [-1, 1], `abs`
+/// for the f32 arithmetic: on SIMD-group matrices (f16 and bf16) the
+/// weights are rounded to `dtype` before `P·V`, as in the prefill
+/// ([`prefill_tolerance`]); the output is rounded once.
+fn decode_tolerance(dtype: DType, abs: f64) -> Tolerance {
+    let weights = if dtype == DType::F32 { 0.0 } else { 2.0 * dtype.unit_roundoff() };
+    rounded(dtype, abs + weights, 1e-5)
 }
 
 /// The tolerance of an attention prefill output whose values lie in

@@ -2,6 +2,7 @@
 //! threadgroup memory and the threads that fit it.
 
 use super::args::FusedDecodeArgs;
+use super::matrices::{fused_matrices, MatrixDecode};
 use super::shape::chunks_for;
 use crate::library::*;
 use enigma_ir::{Access, AtomicOp, Kernel, MemFlags, Scalar, Type};
@@ -56,6 +57,11 @@ pub struct FusedConfig {
     /// `tickets`, zero before the dispatch and after it; needs
     /// [`enigma_ir::Feature::DeviceFence`]).
     pub merge: bool,
+    /// The form on SIMD-group matrices ([`fused_matrices`]), of this head
+    /// dimension and keys per step; `vec`, `chunks`, `lanes`,
+    /// `keys_per_step` and `prefetch` then do not apply (its copies move
+    /// 16 bytes; `stages` is at least 1).
+    pub matrices: Option<MatrixDecode>,
 }
 
 /// The suffix of a fused kernel's name for its load width.
@@ -77,6 +83,9 @@ impl FusedConfig {
         };
         let ragged = if self.ragged { "_ragged" } else { "" };
         let lse = if self.lse && self.writes_out() { "_lse" } else { "" };
+        if let Some(m) = self.matrices {
+            return format!("attention_{form}_mma_{}_d{}_t{}_h{}_b{}_s{}{ragged}{lse}", self.dtype, m.d, self.threads, self.heads, m.block, self.stages);
+        }
         let prefetch = if self.prefetch { "_p" } else { "" };
         let stages = if self.stages > 0 { format!("_s{}", self.stages) } else { String::new() };
         format!(
@@ -99,7 +108,10 @@ impl FusedConfig {
 
     /// Keys a SIMD group takes per loop step.
     pub fn keys_per_simdgroup_step(&self) -> u32 {
-        SIMD_WIDTH / self.lanes * self.keys_per_step
+        match self.matrices {
+            Some(m) => m.block,
+            None => SIMD_WIDTH / self.lanes * self.keys_per_step,
+        }
     }
 
     /// Words (loads of `vec` elements) each lane copies per step when
@@ -110,8 +122,12 @@ impl FusedConfig {
 
     /// Threadgroup memory: per SIMD group and query head of the group, its
     /// maximum, its sum and its `D`-vector accumulator (whole slots); with
-    /// `stages`, each thread's staged words of every stage.
+    /// `stages`, each thread's staged words of every stage (the matrix
+    /// form: [`MatrixDecode::threadgroup_memory`]).
     pub fn threadgroup_memory(&self) -> u64 {
+        if let Some(m) = self.matrices {
+            return m.threadgroup_memory(self);
+        }
         let groups = self.threads.div_ceil(SIMD_WIDTH) as u64;
         let states = 4 * groups * self.heads as u64 * (2 + (self.chunks * self.lanes * self.vec as u32) as u64);
         let word_bytes = (self.vec as u32 * self.dtype.scalar().size_bytes()) as u64;
@@ -187,8 +203,12 @@ fn shuffle_xor(x: Ex, mask: u32) -> Ex {
 /// # Panics
 /// When `vec` is not 1, 4 or 8 (8 with an f32 type), `lanes` is not a
 /// power of two up to 32, `heads` or `keys_per_step` is 0, or `stages` is
-/// not 0 with `prefetch` or with loads of fewer than 4 bytes.
+/// not 0 with `prefetch` or with loads of fewer than 4 bytes; the matrix
+/// form ([`FusedConfig::matrices`]) as [`fused_matrices`] says.
 pub fn fused(c: &FusedConfig) -> Kernel {
+    if let Some(m) = c.matrices {
+        return fused_matrices(c, m);
+    }
     assert!(c.vec == 1 || c.vec == 4 || (c.vec == 8 && c.dtype != DType::F32), "vector width must be 1, 4 or (16-bit types) 8, got {}", c.vec);
     assert!(c.lanes.is_power_of_two() && c.lanes <= SIMD_WIDTH, "lanes per key must be a power of two up to 32, got {}", c.lanes);
     assert!(c.heads >= 1 && c.keys_per_step >= 1, "heads and keys_per_step must be at least 1");
@@ -204,52 +224,13 @@ pub fn fused(c: &FusedConfig) -> Kernel {
         4 => ([P::Q4, P::K4, P::V4], c.dtype.ty(4)),
         _ => ([P::Q, P::K, P::V], c.dtype.ty(1)),
     };
-    let q = k.buffer(qn, elem, Access::Read);
-    let keys = k.buffer(kn, elem, Access::Read);
-    let values = k.buffer(vn, elem, Access::Read);
-    let partials = c.split.then(|| (k.buffer(P::PARTIAL_ML, Type::F32, Access::ReadWrite), k.buffer(P::PARTIAL_ACC, Type::F32, Access::ReadWrite)));
-    let tickets = (c.split && c.merge).then(|| k.buffer(P::TICKETS, Type::U32, Access::ReadWrite));
-    let (out, lse) = if c.writes_out() {
-        let out = k.buffer(P::OUT, c.dtype.ty(1), Access::ReadWrite);
-        (Some(out), c.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite)))
-    } else {
-        (None, None)
-    };
-    let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
-    let s_len = k.value(P::S_LEN, Type::U32);
-    let d = k.value(P::D, Type::U32);
-    let scale = k.value(P::SCALE, Type::F32);
-    let kv_group = k.value(P::GROUP, Type::U32);
-    let split_len = if c.split { Some(k.value(P::SPLIT_LEN, Type::U32)) } else { None };
-    let max_groups = c.threads.div_ceil(SIMD_WIDTH);
     let row_len = c.chunks * lanes * vec as u32;
-    let tg_max = k.threadgroup_array("group_max", Type::F32, max_groups * group);
-    let tg_sum = k.threadgroup_array("group_sum", Type::F32, max_groups * group);
-    let tg_acc = k.threadgroup_array("group_acc", Type::F32, max_groups * group * row_len);
-    let head_block = k.let_("head_block", threadgroup_position_in_grid().y());
-    let batch = k.let_("batch", threadgroup_position_in_grid().z());
-    // The first query row of this threadgroup and the K/V sequence it reads.
-    let row0 = k.let_("row0", (batch * threadgroups_per_grid().y() + head_block) * group);
-    let kv_seq = k.let_("kv_seq", row0 / kv_group);
-    let tid = k.let_("tid", thread_index_in_threadgroup());
-    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let fr = frame(k, c, [qn, kn, vn], elem, row_len);
+    let Frame { q, keys, values, d, scale, s_len, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, .. } = fr;
+    let GroupStates { max: tg_max, sum: tg_sum, acc: tg_acc, max_groups, .. } = fr.states;
     let sub = k.let_("sub", lane % lanes);
     let key_group = k.let_("key_group", lane / lanes);
-    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-    let nsg = k.let_("nsg", simdgroups_per_threadgroup());
     let dv = k.let_("dv", d / vec as u32);
-    let seq_len = match seq_lens {
-        Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
-        None => s_len,
-    };
-    // The keys of this threadgroup: all of its sequence's, or its split's.
-    let (first_key, end_key) = match split_len {
-        Some(len) => {
-            let first = k.let_("first_key", threadgroup_position_in_grid().x() * len);
-            (first, k.let_("end_key", min(seq_len, first + len)))
-        }
-        None => (k.let_("first_key", 0u32), seq_len),
-    };
     // Slot `i` of this lane: load column `sub + lanes · i` of a row,
     // clamped into the row so loads stay in bounds.
     let slots: Vec<(Ex, Ex)> = (0..c.chunks)
@@ -476,8 +457,105 @@ pub fn fused(c: &FusedConfig) -> Kernel {
             });
         }
     }
+    write_results(k, &fr);
+    finish(kb)
+}
+
+/// What both fused kernels declare and compute before their loops: the
+/// parameters ([`FusedDecodeArgs`]; `q`, `K` and `V` under `names`, of
+/// element type `elem`), the per-SIMD-group states of `row_len` elements
+/// per row in threadgroup memory, this threadgroup's query rows, K/V
+/// sequence and keys.
+#[derive(Clone, Copy)]
+pub(super) struct Frame {
+    pub q: Mem,
+    pub keys: Mem,
+    pub values: Mem,
+    pub out: Option<Mem>,
+    pub lse: Option<Mem>,
+    /// `partial_ml`, `partial_acc` of the split forms.
+    pub partials: Option<(Mem, Mem)>,
+    pub tickets: Option<Mem>,
+    pub s_len: Ex,
+    pub d: Ex,
+    pub scale: Ex,
+    pub head_block: Ex,
+    pub batch: Ex,
+    /// The first query row of this threadgroup.
+    pub row0: Ex,
+    /// The K/V sequence its rows read (`batch · kv_heads + kv_head`).
+    pub kv_seq: Ex,
+    pub tid: Ex,
+    pub lane: Ex,
+    pub sg: Ex,
+    pub nsg: Ex,
+    /// The keys of this threadgroup: all of its sequence's, or its split's.
+    pub first_key: Ex,
+    pub end_key: Ex,
+    pub states: GroupStates,
+}
+
+/// Declares the parameters and the states of the fused kernel `c` and
+/// computes its [`Frame`].
+pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], elem: Type, row_len: u32) -> Frame {
+    type P = FusedDecodeArgs;
+    let group = c.heads;
+    let q = k.buffer(names[0], elem, Access::Read);
+    let keys = k.buffer(names[1], elem, Access::Read);
+    let values = k.buffer(names[2], elem, Access::Read);
+    let partials = c.split.then(|| (k.buffer(P::PARTIAL_ML, Type::F32, Access::ReadWrite), k.buffer(P::PARTIAL_ACC, Type::F32, Access::ReadWrite)));
+    let tickets = (c.split && c.merge).then(|| k.buffer(P::TICKETS, Type::U32, Access::ReadWrite));
+    let (out, lse) = if c.writes_out() {
+        let out = k.buffer(P::OUT, c.dtype.ty(1), Access::ReadWrite);
+        (Some(out), c.lse.then(|| k.buffer(P::LSE, Type::F32, Access::ReadWrite)))
+    } else {
+        (None, None)
+    };
+    let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
+    let s_len = k.value(P::S_LEN, Type::U32);
+    let d = k.value(P::D, Type::U32);
+    let scale = k.value(P::SCALE, Type::F32);
+    let kv_group = k.value(P::GROUP, Type::U32);
+    let split_len = if c.split { Some(k.value(P::SPLIT_LEN, Type::U32)) } else { None };
+    let max_groups = c.threads.div_ceil(SIMD_WIDTH);
+    let states = GroupStates {
+        max: k.threadgroup_array("group_max", Type::F32, max_groups * group),
+        sum: k.threadgroup_array("group_sum", Type::F32, max_groups * group),
+        acc: k.threadgroup_array("group_acc", Type::F32, max_groups * group * row_len),
+        max_groups,
+        row_len,
+        group,
+    };
+    let head_block = k.let_("head_block", threadgroup_position_in_grid().y());
+    let batch = k.let_("batch", threadgroup_position_in_grid().z());
+    // The first query row of this threadgroup and the K/V sequence it reads.
+    let row0 = k.let_("row0", (batch * threadgroups_per_grid().y() + head_block) * group);
+    let kv_seq = k.let_("kv_seq", row0 / kv_group);
+    let tid = k.let_("tid", thread_index_in_threadgroup());
+    let lane = k.let_("lane", thread_index_in_simdgroup());
+    let sg = k.let_("sg", simdgroup_index_in_threadgroup());
+    let nsg = k.let_("nsg", simdgroups_per_threadgroup());
+    let seq_len = match seq_lens {
+        Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
+        None => s_len,
+    };
+    let (first_key, end_key) = match split_len {
+        Some(len) => {
+            let first = k.let_("first_key", threadgroup_position_in_grid().x() * len);
+            (first, k.let_("end_key", min(seq_len, first + len)))
+        }
+        None => (k.let_("first_key", 0u32), seq_len),
+    };
+    Frame { q, keys, values, out, lse, partials, tickets, s_len, d, scale, head_block, batch, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, states }
+}
+
+/// Writes the results from the SIMD groups' states (every thread calls it
+/// after storing its own): the merged rows to `out` (and `lse`), or the
+/// split's partial state; where the kernel merges its splits, the last
+/// threadgroup of the head block merges them all into `out`.
+pub(super) fn write_results(k: &mut KernelBuilder, fr: &Frame) {
+    let Frame { out, lse, partials, tickets, d, row0, batch, head_block, tid, lane, sg, nsg, states, .. } = *fr;
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    let states = GroupStates { max: tg_max, sum: tg_sum, acc: tg_acc, max_groups, row_len, group };
     // The finished rows: `out` (and `lse`) from a row's merged state.
     let write_out = |k: &mut KernelBuilder, row: Ex, dim: Ex, state: Merged| {
         let out = out.expect("a form that writes out");
@@ -522,7 +600,6 @@ pub fn fused(c: &FusedConfig) -> Kernel {
         k.threadgroup_barrier(MemFlags::Threadgroup);
         k.if_(merging, |k| merge_group_states(k, &states, row0, tid, nsg, d, "final_", &write_out));
     }
-    finish(kb)
 }
 
 /// The fused kernel's per-SIMD-group states in threadgroup memory: for
@@ -530,13 +607,13 @@ pub fn fused(c: &FusedConfig) -> Kernel {
 /// j`, the maximum (log2 domain), the sum of weights and an accumulator
 /// row of `row_len` (≥ `d`) elements.
 #[derive(Clone, Copy)]
-struct GroupStates {
-    max: Mem,
-    sum: Mem,
-    acc: Mem,
-    max_groups: u32,
-    row_len: u32,
-    group: u32,
+pub(super) struct GroupStates {
+    pub max: Mem,
+    pub sum: Mem,
+    pub acc: Mem,
+    pub max_groups: u32,
+    pub row_len: u32,
+    pub group: u32,
 }
 
 /// One output element's merged state: the shift its sums are relative

@@ -47,6 +47,12 @@
 //! [`select`] chooses all of it for a problem, a device and the caller's
 //! overrides.
 //!
+//! **Fused, on SIMD-group matrices** ([`fused_matrices`], the default for
+//! f16 and bf16 where the device has them): the same grid, states, splits
+//! and merge, with all query heads of a K/V head in one threadgroup as the
+//! columns of a `Qᵀ` tile and each SIMD group's blocks of keys scored and
+//! summed as tile products (`Sᵀ = K·Qᵀ`, `Vᵀ·Pᵀ`).
+//!
 //! `D` is fixed when the kernel is built (register slots per lane: `chunks
 //! = ceil(D / vec / 32)` for the scores, [`fused_chunks`] for the fused
 //! kernel, like a kernel templated on the head dimension); the vector forms
@@ -55,6 +61,7 @@
 mod args;
 mod combine;
 mod fused;
+mod matrices;
 mod plan;
 mod reference;
 mod select;
@@ -63,6 +70,7 @@ mod three_dispatch;
 pub use args::*;
 pub use combine::*;
 pub use fused::*;
+pub use matrices::*;
 pub use plan::*;
 pub use reference::*;
 pub use select::{select, DecodeProblem};

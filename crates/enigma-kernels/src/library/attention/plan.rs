@@ -5,6 +5,7 @@
 
 use super::combine::{combine, COMBINE_THREADS};
 use super::fused::{fused, fused_chunks, fused_vec_suffix, FusedConfig};
+use super::matrices::{MatrixDecode, QUERY_COLUMNS};
 use super::shape::{chunks_for, DecodeShape};
 use super::three_dispatch::{scores, weighted_sum};
 use crate::library::split::SplitSum;
@@ -57,6 +58,9 @@ pub struct AttentionPlan {
     /// Merging the splits: `(rows, ceil(d / 32))` (used when `splits > 1`
     /// and `split_sum` is `Reduction`).
     pub combine: Dispatch,
+    /// The fused kernel on SIMD-group matrices ([`FusedConfig::matrices`]),
+    /// or on lanes that own keys (`None`).
+    pub matrices: Option<MatrixDecode>,
 }
 
 impl AttentionPlan {
@@ -86,6 +90,7 @@ impl AttentionPlan {
             ragged: self.ragged,
             lse: self.lse,
             merge: self.splits > 1 && self.split_sum == SplitSum::LastThreadgroup,
+            matrices: self.matrices,
         }
     }
     pub fn fused_kernel(&self) -> Kernel {
@@ -167,6 +172,31 @@ impl AttentionPlan {
         }
         self.stages = stages;
         Ok(self)
+    }
+
+    /// This plan's fused kernel on SIMD-group matrices, each SIMD group
+    /// taking `block` keys per step (16 or 32; see [`MatrixDecode`]): f16
+    /// or bf16 with `d` a multiple of 16 up to 256 and at most
+    /// [`QUERY_COLUMNS`] query heads per threadgroup. Call after
+    /// [`AttentionPlan::with_heads_per_threadgroup`].
+    pub fn with_matrices(mut self, block: u32) -> Result<AttentionPlan, ShapeError> {
+        let name = format!("attention_fused_mma_{}", self.dtype);
+        if !MatrixDecode::fits(self.dtype, self.shape.d) {
+            return Err(ShapeError::new(name, format!("SIMD-group matrices take f16 or bf16 with d a multiple of 16 up to 256, not {} with d = {}", self.dtype, self.shape.d)));
+        }
+        if self.heads_per_threadgroup > QUERY_COLUMNS || !(block == 16 || block == 32) {
+            return Err(ShapeError::new(name, format!("{} query heads per threadgroup (at most {QUERY_COLUMNS}) and {block} keys per step (16 or 32)", self.heads_per_threadgroup)));
+        }
+        self.matrices = Some(MatrixDecode { d: self.shape.d, block });
+        self.fused_vec = 8;
+        Ok(self)
+    }
+
+    /// This plan's fused kernel with threadgroups of `threads`. Call before
+    /// [`AttentionPlan::with_splits`].
+    pub fn with_fused_threads(mut self, threads: u32) -> AttentionPlan {
+        self.fused = Dispatch::threadgroups(self.fused.size, threads);
+        self
     }
 
     /// This plan's fused kernel on loads of the plan's `vec` only, not on
@@ -377,6 +407,7 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
         split_len: s_len,
         split_sum: SplitSum::Reduction,
         combine: Dispatch::threadgroups([rows, d.div_ceil(SIMD_WIDTH), 1], COMBINE_THREADS),
+        matrices: None,
     })
 }
 
@@ -385,21 +416,68 @@ pub fn plan(dtype: DType, shape: &DecodeShape, vec: u8, threads: u32) -> Result<
 /// run four at a time on an H200 multiprocessor, so its 132 take 528.
 pub const SPLIT_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
 
+/// The most threadgroups of the matrix form [`threadgroups_per_compute_unit`]
+/// counts on one multiprocessor (an H200's registers hold four of 128
+/// threads).
+pub const MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT: u32 = 4;
+
+/// Threadgroups of `plan`'s fused kernel that run at once on a
+/// multiprocessor offering `memory` bytes of threadgroup memory: the
+/// lane form's [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`]; the matrix form's as
+/// many as its threadgroup memory allows, 1 to
+/// [`MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT`] (one of the default 164 KiB
+/// at D = 128 in f16 in an H200's 227 KiB).
+pub fn threadgroups_per_compute_unit(plan: &AttentionPlan, memory: u64) -> u32 {
+    match plan.matrices {
+        None => SPLIT_THREADGROUPS_PER_COMPUTE_UNIT,
+        Some(_) => (memory / plan.fused_threadgroup_memory().max(1)).clamp(1, MAX_MATRIX_THREADGROUPS_PER_COMPUTE_UNIT as u64) as u32,
+    }
+}
+
+/// The matrix form's default threadgroup: 8 SIMD groups. Measured on an
+/// H200 (f16, D = 128, 2 stages; 32 heads × 2048 keys, 32 query heads
+/// over 8 K/V heads at 8192 keys and 8 × 4096): 8 SIMD groups (one
+/// threadgroup per multiprocessor) ran 13.2, 17.9 and 41.4 µs, 4 (two per
+/// multiprocessor) 13.4, 21.0 and 43.4; 4 with 3 stages 13.8, 19.4 and
+/// 42.5, 3 and 2 with 3 stages 15.1, 24.1, 46.3 and 15.2, 29.7, 48.7
+/// (BENCHMARKS.md, "Attention decode"): fewer, fatter threadgroups split
+/// the keys fewer ways and spend less in their fixed start and merge.
+pub const DEFAULT_MATRIX_THREADS: u32 = 256;
+
+/// The matrix form's default stages per SIMD group (fewer where the
+/// device's threadgroup memory does not hold them): 2 blocks of 16 keys
+/// of `K` and `V` ahead, 17 KiB per SIMD group at D = 128 in f16 (164 KiB
+/// in all with [`DEFAULT_MATRIX_THREADS`]). Measured on an H200 (the
+/// shapes above and one sequence of 32768 keys, 8 SIMD groups): 2 stages
+/// ran 13.0, 17.8, 42.1 and 41.8 µs, 3 (226 KiB) 14.0, 18.4, 42.0 and
+/// 42.0.
+pub const DEFAULT_MATRIX_STAGES: u32 = 2;
+
+/// The matrix form's default keys per SIMD group and step.
+pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
+
+/// The default query heads per threadgroup of the matrix form: the
+/// largest divisor of `group` up to [`QUERY_COLUMNS`] (each K/V row read
+/// once when the group has at most 8 query heads).
+pub fn default_matrix_heads(group: u32) -> u32 {
+    (1..=QUERY_COLUMNS.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
+}
+
 /// The fewest loop steps a SIMD group of one split takes.
 pub const MIN_STEPS_PER_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
 /// `compute_units` multiprocessors: the most that keep the grid within one
-/// wave of [`SPLIT_THREADGROUPS_PER_COMPUTE_UNIT`] threadgroups per
-/// multiprocessor (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
+/// wave of `per_unit` threadgroups per multiprocessor
+/// ([`threadgroups_per_compute_unit`]) (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
 /// steps per SIMD group. A grid just past a whole wave leaves a tail that
 /// costs more than the shorter splits gain: on an H200 (f16, D = 128, 4
 /// stages) 32 heads × 2048 keys ran in 13.6 µs with 16 splits (512
 /// threadgroups) against 15.3 with 17 (544), and 8 sequences × 4096 keys
 /// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
 /// with 5 (640) (BENCHMARKS.md, "Attention decode").
-pub fn splits_for(plan: &AttentionPlan, compute_units: u32) -> u32 {
-    let wave = SPLIT_THREADGROUPS_PER_COMPUTE_UNIT * compute_units.max(1);
+pub fn splits_for(plan: &AttentionPlan, compute_units: u32, per_unit: u32) -> u32 {
+    let wave = per_unit.max(1) * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);

@@ -82,13 +82,13 @@ fn grouped_and_batched_geometry() {
     // 132 multiprocessors: one wave of 528 threadgroups over 128 blocks of
     // 2 query heads → 4 splits (1024 keys each: 16 steps of 8 keys for
     // each of 8 SIMD groups); 5 would take 640, past the wave.
-    let split = p.with_splits(splits_for(&p, 132));
+    let split = p.with_splits(splits_for(&p, 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT));
     assert_eq!((split.splits, split.split_len), (4, 1024));
     assert_eq!(split.fused, Dispatch::threadgroups([4, 16, 8], 256));
     // One sequence: 16 blocks take 33 splits (528 threadgroups); past one
     // wave of blocks, one split.
-    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 1, s_len: 8192, ..shape }, 4, 256).unwrap(), 132), 33);
-    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 40, ..shape }, 4, 256).unwrap(), 132), 1);
+    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 1, s_len: 8192, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 33);
+    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 40, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 1);
     // The splits merged by the combine by default; by the kernel's last
     // threadgroup of each of the 128 head blocks when asked, which then
     // writes `out` and `lse` itself.
@@ -102,7 +102,7 @@ fn grouped_and_batched_geometry() {
     // A short sequence stays whole: 8 SIMD groups of 8 keys per step
     // take 128 keys in 2 steps.
     let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
-    assert_eq!(splits_for(&short, 132), 1);
+    assert_eq!(splits_for(&short, 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 1);
     assert_eq!(
         plan(DType::F16, &DecodeShape { kv_heads: 5, ..shape }, 4, 256).unwrap_err().to_string(),
         "attention_f16_vec4: q_heads = 32 is not a multiple of kv_heads = 5"
