@@ -151,7 +151,7 @@ impl CoopQgemmConfig {
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
     /// f32; `tm` 64 or 128, `tn` 64, 128 or 256, `tk` [`SLICE_DEPTH`];
     /// every copy of A's slice and of the words split evenly over the
-    /// threads, the scales' at most one each; 2 to [`MAX_STAGES`] stages;
+    /// threads, the scales' too or at most one each; 2 to [`MAX_STAGES`] stages;
     /// all within `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();

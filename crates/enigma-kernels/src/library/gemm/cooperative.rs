@@ -42,6 +42,10 @@
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
 //! from the shapes: `m·k`, `k·n`, `m·n` elements).
+//!
+//! The staging (`Staging`), the walk (`raster_walk`) and the loop over
+//! the accumulator's slots (`for_each_slot`) serve the quantized GEMM on
+//! cooperative tensors too (`library::qgemm_cooperative`).
 
 use super::config::{stages_that_fit, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
