@@ -33,7 +33,11 @@
 //! fragment order, `QuantizedWeights::upload_in`, through `Ops::qmatmul`:
 //! up to 8 rows the decode row `qmatmul_fragments` with the splits of
 //! `--splits`, above them the separate kernel with the tiles, stages and
-//! splits of `separate`). Each row names its `variant` (and for `separate`, `fused`
+//! splits of `separate`), and `coop` (the quantized GEMM on cooperative
+//! tensors, `qgemm_cooperative`, which `Ops::qmatmul` runs when
+//! `GemmOptions::cooperative` asks for it: at any M, its tile for M and
+//! the device, once per stage count of `--stages`, K unsplit). Each row
+//! names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
 //! `--split-sum kernel|reduction` has the kernels (the decode kernel's and
 //! the tensor-core ones') sum their K splits themselves
@@ -52,7 +56,7 @@
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
-//!              [--variants decode,separate] [--fused-tiles auto]
+//!              [--variants decode,separate,fused,fragments,coop] [--fused-tiles auto]
 //!              [--separate-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
 //! ```
 //!
@@ -61,6 +65,13 @@
 //!
 //! ```text
 //! qmatmul_cuda --m 16,64 --variants separate,fused --fused-tiles auto,64x64x32/2x2
+//! ```
+//!
+//! For example, the kernel on cooperative tensors beside the separate one
+//! at M = 16, 64 and 128:
+//!
+//! ```text
+//! qmatmul_cuda --m 16,64,128 --variants separate,coop
 //! ```
 //!
 //! For example, the split sweep at M = 1 on an H100:
@@ -92,6 +103,9 @@ enum Run {
     Fused(Option<GemmTile>, Option<u32>),
     /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
     Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
+    /// The quantized GEMM on cooperative tensors with stages asked for
+    /// (`None`: auto).
+    Coop(Option<u32>),
 }
 
 impl Run {
@@ -102,6 +116,7 @@ impl Run {
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
             Run::Fragments(..) => "fragments",
+            Run::Coop(_) => "coop",
         }
     }
 }
@@ -119,7 +134,7 @@ struct Args {
     splits: Vec<Option<u32>>,
     copies: Option<usize>,
     repeats: usize,
-    /// `decode`, `separate`, `fused`: the kernels timed.
+    /// `decode`, `separate`, `fused`, `fragments`, `coop`: the kernels timed.
     variants: Vec<String>,
     /// The fused kernel's tiles (`None`: `auto`).
     fused_tiles: Vec<Option<GemmTile>>,
@@ -142,7 +157,7 @@ fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
 
 /// The flags, for `--help` and after a bad command line.
 const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
-[--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments] \
+[--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop] \
 [--separate-tiles auto,TMxTNxTK/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel]
 (the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
 
@@ -192,8 +207,8 @@ fn parse_args() -> Args {
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
-                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments"].contains(&v.as_str())) {
-                    usage_error(&format!("--variants: `{v}` is not decode, separate, fused or fragments"));
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments", "coop"].contains(&v.as_str())) {
+                    usage_error(&format!("--variants: `{v}` is not decode, separate, fused, fragments or coop"));
                 }
             }
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
@@ -294,6 +309,9 @@ fn main() {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
                     }
                 }
+                if variant("coop") {
+                    runs.extend(args.stages.iter().map(|&stages| Run::Coop(stages)));
+                }
             }
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
@@ -301,24 +319,26 @@ fn main() {
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Coop(stages) => Options { gemm: GemmOptions { cooperative: Some(true), stages, ..GemmOptions::default() }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
+                    Run::Coop(_) => (0, 0, 0, Some(1)),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
                 if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(stages) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
-                    Run::Decode(_) | Run::Fragments(..) => ops.qmatmul(&ab, w, m, DType::F16),
+                    Run::Decode(_) | Run::Fragments(..) | Run::Coop(_) => ops.qmatmul(&ab, w, m, DType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, DType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, DType::F16),
                 };

@@ -3,7 +3,11 @@
 //! LayerNorm, reductions, scans, GEMV, matrix multiply, quantized matmul,
 //! attention, …) at the awkward shapes the simulator checks it at
 //! (`enigma_testing::library`), with scalar kernels, with the entry's own
-//! choice and, for the quantized matmul, with K split over threadgroups.
+//! choice and, for the quantized matmul, with K split over threadgroups;
+//! and the quantized GEMM on cooperative tensors, which no entry chooses by
+//! itself (`enigma_testing::cooperative_qgemm`: asked for through
+//! `Ops::qmatmul` at awkward shapes, every tile and depth that fits, every
+//! walk over the tiles; `wgmma` on sm_90a).
 //! `cargo test -p enigma-cuda --test library`; `ENIGMA_LIBRARY_FILTER` (comma-separated
 //! substrings of entry names) checks only the entries it names.
 //!
@@ -14,6 +18,7 @@
 use enigma_cuda::CudaBackend;
 use enigma_ops::registry;
 use enigma_runtime::Runtime;
+use enigma_testing::cooperative_qgemm;
 use enigma_testing::library::{check, option_sets, shapes};
 use std::sync::Arc;
 
@@ -42,4 +47,15 @@ fn every_library_kernel_matches_its_reference_on_the_gpu() {
     } else {
         assert!(runs > 0, "ENIGMA_LIBRARY_FILTER matched no entry");
     }
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_on_the_gpu() {
+    let rt = match CudaBackend::new() {
+        Ok(b) => Runtime::with_backend(Arc::new(b)),
+        Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
+    };
+    cooperative_qgemm::check_shapes(&rt, false);
+    cooperative_qgemm::check_pipeline_depths(&rt, false);
+    cooperative_qgemm::check_rasterisation(&rt, false);
 }

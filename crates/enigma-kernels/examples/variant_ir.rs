@@ -17,7 +17,7 @@ use enigma_kernels::library::gemm::{self, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::select::{GemmOptions, Overrides};
-use enigma_kernels::library::{qgemm_fused, split, DType};
+use enigma_kernels::library::{qgemm_cooperative, qgemm_fused, split, DType};
 use std::collections::BTreeMap;
 
 
@@ -84,6 +84,7 @@ fn main() {
                                     QmatmulSelection::Affine(p) => p.kernel(),
                                     QmatmulSelection::Tiled(c) => gemm::qgemm(&c),
                                     QmatmulSelection::Fused(c) => qgemm_fused::qgemm_fused(&c),
+                                    QmatmulSelection::Cooperative(c) => qgemm_cooperative::qgemm_cooperative(&c),
                                 });
                             }
                         }

@@ -22,7 +22,7 @@ use enigma_kernels::library::reduce::{self, AxisArgs, AxisBlocks, AxisBlocksArgs
 use enigma_kernels::library::scan::{self, AxisScan, BlockPass, RowScanArgs, ScanArgs, ScanKind};
 use enigma_kernels::library::softmax::{self, NllArgs, RowArgs};
 use enigma_kernels::library::split::{self, SplitArgs, SplitReduceArgs, SplitSum};
-use enigma_kernels::library::{qgemm_fused, qmatmul_fragments, sgemm, DType, ReduceOp};
+use enigma_kernels::library::{qgemm_cooperative, qgemm_fused, qmatmul_fragments, sgemm, DType, ReduceOp};
 use enigma_ir::Scalar;
 
 /// Checks one family: `kernels` bind through `args` (every parameter found,
@@ -170,6 +170,7 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
         gemm::qgemm(&QgemmConfig::for_rows(Format::Int4, DType::F16, 64)),
         qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig::for_rows(Format::Fp4, DType::F32, 16)),
         qmatmul_fragments::qmatmul_fragments(Format::Int4, DType::F16, 1, 128),
+        qgemm_cooperative::qgemm_cooperative(&qgemm_cooperative::CoopQgemmConfig { format: Format::Fp4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1 }),
     ];
     let args = ((matrix, PackedArgs { scales: "scales", group: 64 }), SplitArgs { ws: None, tickets: None, ..split });
     // No packed kernel sums its own splits.

@@ -41,6 +41,7 @@ fn qmatmul_row(selection: &QmatmulSelection) -> String {
         QmatmulSelection::Affine(p) => p.kernel().name,
         QmatmulSelection::Tiled(c) => format!("{} splits={} sum={:?}", gemm::qgemm(c).name, c.gemm.splits, c.gemm.split_sum),
         QmatmulSelection::Fused(c) => format!("{} splits={}", enigma_kernels::library::qgemm_fused::qgemm_fused(c).name, c.splits),
+        QmatmulSelection::Cooperative(c) => enigma_kernels::library::qgemm_cooperative::qgemm_cooperative(c).name,
     }
 }
 
@@ -143,6 +144,55 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     let expected: Vec<&str> = EXPECTED_COOPERATIVE.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     assert_eq!(rows, expected, "\n{}", rows.join("\n"));
 }
+
+/// The quantized GEMM on cooperative tensors runs only when asked for, on
+/// `wgmma` devices too (it has not been timed): its tile for M there, and
+/// clear refusals of what it cannot take.
+#[test]
+fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
+    let sm_90a = DeviceInfo {
+        cooperative_lowering: Some(CooperativeLowering::Wgmma),
+        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
+        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
+    };
+    let asked = Overrides { gemm: GemmOptions { cooperative: Some(true), ..GemmOptions::default() }, ..Overrides::default() };
+    let problem = |format, layout, m, n| QmatmulProblem { format, layout, out: DType::F16, m, n, k: 4096, group: 128 };
+    let mut rows = vec![];
+    for m in [1, 16, 64, 128, 4096] {
+        let p = problem(Format::Int4, QuantLayout::Rows, m, 11008);
+        let by_default = qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap());
+        rows.push(format!("m={m}: {} (default {by_default})", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
+    }
+    let metal = devices()[2].1.clone();
+    let metal4 = DeviceInfo { features: [Feature::CooperativeTensors].into_iter().collect(), ..metal.clone() };
+    let refusals = [
+        (problem(Format::MlxAffine, QuantLayout::Rows, 16, 11008), asked, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Fragments, 16, 11008), asked, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 100), asked, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { k_splits: Some(2), ..asked.gemm }, ..asked }, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), asked, &metal),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { stages: Some(4), ..asked.gemm }, ..asked }, &metal4),
+    ];
+    for (p, o, dev) in refusals {
+        rows.push(format!("refused: {}", qmatmul::select(&p, dev, &o).unwrap_err()));
+    }
+    let expected: Vec<&str> = EXPECTED_COOPERATIVE_QUANTIZED.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(rows, expected, "\n{}", rows.join("\n"));
+}
+
+const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
+    m=1: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
+    m=16: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
+    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qgemm_int4_f16_64x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=128: qgemm_coop_int4_f16_64x128x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=4096: qgemm_coop_int4_f16_128x256x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
+    refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
+    refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
+    refused: qmatmul: the quantized GEMM on cooperative tensors: a tile, a thread count, K splits and their sum are options of the SIMD-group kernels
+    refused: qmatmul: the quantized GEMM on cooperative tensors: Metal has no cooperative tensors
+    refused: qmatmul: the quantized GEMM on cooperative tensors: no tile fits 32768 bytes of threadgroup memory in 4 stages
+";
 
 const EXPECTED_COOPERATIVE: &str = "
     sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4_r8 splits=1 sum=Reduction

@@ -8,7 +8,7 @@ use enigma_kernels::library::gemm::{self, MatrixArgs, PackedArgs};
 use enigma_kernels::library::qmatmul::{self, DecodeArgs, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::qmatmul_affine::AffineArgs;
 use enigma_kernels::library::quant::{self, QuantizedMatrix};
-use enigma_kernels::library::{self as lib, qgemm_fused, DType, Dispatch};
+use enigma_kernels::library::{self as lib, qgemm_cooperative, qgemm_fused, DType, Dispatch};
 use enigma_runtime::{Buffer, Runtime};
 
 /// The problem `qmatmul` solves for `m` rows of A times `w`.
@@ -28,7 +28,14 @@ impl Ops<'_> {
     /// and INT4) sums the products of `qmatmul::WORDS_PER_F16_SUM` packed
     /// words in f16 before widening them (`qmatmul::f16_product_error`),
     /// finite for |a| ≤ `qmatmul::MAX_ABS_A`.
-    /// The kernel is [`qmatmul::select`]'s.
+    /// The kernel is [`qmatmul::select`]'s. With
+    /// [`GemmOptions::cooperative`](crate::GemmOptions::cooperative)
+    /// `Some(true)` it is the quantized GEMM on cooperative tensors
+    /// (`qgemm_cooperative`: A, the packed words and the scales staged by
+    /// asynchronous copies, the words decoded by the threads into an f16
+    /// slice that `matmul2d` multiplies; FP4/INT4 in seed 002's layout, N a
+    /// multiple of 8, K unsplit), at any M; never by default, as it has not
+    /// been timed on a GPU yet.
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         self.check_qmatmul_inputs(a, w, m)?;
         let selection = qmatmul::select(&problem(w, m, out), self.rt.device(), &self.options.overrides())?;
@@ -159,6 +166,9 @@ impl Ops<'_> {
             // The keys name every field: the split count is built into the
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),
+            QmatmulSelection::Cooperative(cfg) => {
+                self.launch_packed(op, format!("qgemm_coop {cfg:?}"), || qgemm_cooperative::qgemm_cooperative(&cfg), cfg.dispatch(mu, n), (1, SplitSum::Reduction), a, w, m, out)
+            }
             QmatmulSelection::Fused(cfg) => {
                 self.launch_packed("qmatmul_fused", format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
             }

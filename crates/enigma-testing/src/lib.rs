@@ -14,6 +14,8 @@
 //!   (`enigma-cuda/tests/library.rs`).
 //! * [`cooperative_gemm`]: the GEMM on cooperative tensors checked on a
 //!   runtime (the simulator's and a CUDA GPU's tests).
+//! * [`cooperative_qgemm`]: the quantized GEMM on cooperative tensors
+//!   checked on a runtime (the simulator's and a CUDA GPU's tests).
 //! * [`attention_prefill`]: attention prefill checked on a runtime against
 //!   its f64 reference at awkward sizes (the simulator's and a CUDA GPU's
 //!   tests).
@@ -33,6 +35,7 @@
 
 pub mod attention_prefill;
 pub mod cooperative_gemm;
+pub mod cooperative_qgemm;
 pub mod corpus;
 pub mod harness;
 pub mod library;

@@ -13,6 +13,7 @@
 //! | [`attention_prefill_cooperative`] | the same on cooperative tensors (`matmul2d`: `wgmma` on Hopper), P kept in the accumulator as the left operand of P·V |
 //! | [`sgemm`] | `C = alpha·op(A)·op(B) + beta·C` for f32 inputs on scalar `fma`s: 128×128 tiles (fewer rows for small M), 8×8 outputs per thread in registers, slices staged as `float4`s |
 //! | [`qmatmul`] | `C = A · dequant(B)` for decode sizes (M ≤ 8 per threadgroup): f16 `A`, FP4/INT4 `B`, K split over SIMD groups and, with an f32 workspace summed by the GEMM's split-K reduction, over threadgroups |
+//! | [`qgemm_cooperative`] | `C = A · dequant(B)` on cooperative tensors (`matmul2d`: `wgmma` on Hopper): A and B's FP4/INT4 words and scales staged by asynchronous copies, the words decoded by the threads into an f16 slice the product reads (not yet chosen by default) |
 //! | [`qgemm_fused`] | `C = A · dequant(B)` on SIMD-group matrices with seed 002's *fused* dequantization: A's slice in threadgroup memory, B dequantized per SIMD group through one 8×8 f16 staging fragment |
 //! | [`qmatmul_fragments`] | `C = A · dequant(B)` for decode sizes on fragment-ordered FP4/INT4 weights: B tiles decoded from 16-byte loads straight into the tensor cores' registers, K split over SIMD groups and threadgroups |
 //! | [`qmatmul_affine`] | `C = A · dequant(B)` for MLX's affine 4-bit format (`[N][K/8]` words, scale and bias per group): a SIMD group per 1, 2 or 4 columns, lanes striding along K with `uint4` loads, `simd_sum` |
@@ -57,6 +58,7 @@ pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod norm;
+pub mod qgemm_cooperative;
 pub mod qgemm_fused;
 pub mod qmatmul;
 pub mod qmatmul_affine;

@@ -52,6 +52,10 @@ pub struct GemmOptions {
     /// options do not allow it); `Some(false)`: never. Default: where the
     /// device runs cooperative products on warpgroup matrix instructions
     /// (`DeviceInfo::wgmma`) and the problem allows it (`gemm::select`).
+    /// The quantized matmul: `Some(true)` runs the quantized GEMM on
+    /// cooperative tensors (`qgemm_cooperative`) at any M (an error where
+    /// it cannot take the weights, the shape or the other options); never
+    /// by default, as it has not been timed on a GPU yet.
     pub cooperative: Option<bool>,
 }
 

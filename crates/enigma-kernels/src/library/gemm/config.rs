@@ -44,7 +44,7 @@ pub const DEFAULT_STAGES: u32 = 4;
 /// The most stages, from [`DEFAULT_STAGES`] down to two, whose threadgroup
 /// memory (`bytes(stages)`) fits `max_threadgroup_memory_bytes`: the one
 /// rule of both GEMMs' `pipelined_for`.
-pub(super) fn stages_that_fit(bytes: impl Fn(u32) -> u64, max_threadgroup_memory_bytes: u64) -> Option<u32> {
+pub(crate) fn stages_that_fit(bytes: impl Fn(u32) -> u64, max_threadgroup_memory_bytes: u64) -> Option<u32> {
     (2..=DEFAULT_STAGES).rev().find(|&stages| bytes(stages) <= max_threadgroup_memory_bytes)
 }
 

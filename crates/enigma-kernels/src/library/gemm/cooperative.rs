@@ -42,12 +42,16 @@
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
 //! from the shapes: `m·k`, `k·n`, `m·n` elements).
+//!
+//! The staging (`Staging`), the walk (`raster_walk`) and the loop over
+//! the accumulator's slots (`for_each_slot`) serve the quantized GEMM on
+//! cooperative tensors too (`library::qgemm_cooperative`).
 
 use super::config::{stages_that_fit, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
 use crate::library::split::SplitArgs;
 use crate::library::*;
-use enigma_ir::builder::{Matmul2d, Tensor};
+use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, MemFlags, Scalar, Type};
 
 /// Rows of C one warpgroup (four SIMD groups) multiplies.
@@ -168,10 +172,12 @@ impl CoopGemmConfig {
 
 /// One operand's staged slices: the source buffer, the threadgroup array
 /// of `stages` slices of `rows × cols`, and this thread's share of each
-/// slice's 16-byte copies: rows `row0 + i·row_step` (i below `copies`) at
-/// column `col`, the same in every slice, so that only the slice's origin
-/// changes from one to the next.
-struct Staging {
+/// slice's 16-byte copies of `per_copy` elements: rows `row0 + i·row_step`
+/// (i below `copies`) at column `col`, the same in every slice, so that
+/// only the slice's origin changes from one to the next. Where a slice
+/// has fewer copies than threads, the threads below their number
+/// (`guard`) take one each.
+pub(crate) struct Staging {
     src: Mem,
     staged: Mem,
     rows: u32,
@@ -182,23 +188,36 @@ struct Staging {
     lane: Ex,
     row_step: u32,
     copies: u32,
+    per_copy: u32,
+    guard: Option<Ex>,
 }
 
 impl Staging {
-    /// The staging of `rows × cols` slices of `src` into `staged`, this
-    /// thread (`lid` of `threads`) taking every `threads`-th copy.
-    fn new(k: &mut KernelBuilder, tag: &str, (src, staged): (Mem, Mem), (rows, cols): (u32, u32), lid: Ex, threads: u32) -> Staging {
-        let per_row = cols / COPY_ELEMENTS;
+    /// The staging of `rows × cols` slices of `src` into `staged`, 16
+    /// bytes (`per_copy` elements) a copy, this thread (`lid` of `threads`)
+    /// taking every `threads`-th copy.
+    pub(crate) fn new(k: &mut KernelBuilder, tag: &str, (src, staged): (Mem, Mem), (rows, cols): (u32, u32), per_copy: u32, lid: Ex, threads: u32) -> Staging {
+        let per_row = cols / per_copy;
         let row0 = k.let_(&format!("{tag}_row0"), lid / per_row);
-        let col = k.let_(&format!("{tag}_col"), lid % per_row * COPY_ELEMENTS);
+        let col = k.let_(&format!("{tag}_col"), lid % per_row * per_copy);
         let lane = k.let_(&format!("{tag}_lane"), row0 * cols + col);
-        Staging { src, staged, rows, cols, row0, col, lane, row_step: threads / per_row, copies: rows * per_row / threads }
+        let total = rows * per_row;
+        let (copies, guard) = if total < threads { (1, Some(lid.lt(total))) } else { (total / threads, None) };
+        Staging { src, staged, rows, cols, row0, col, lane, row_step: threads / per_row, copies, per_copy, guard }
     }
 
     /// Starts the copies of one slice into stage `stage`: element (r, c) of
     /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
     /// zeros elsewhere.
-    fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+    pub(crate) fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        match self.guard {
+            None => self.issue_copies(k, tag, stage, origin, pitch, &valid),
+            Some(guard) => k.if_(guard, |k| self.issue_copies(k, tag, stage, origin, pitch, &valid)),
+        }
+    }
+
+    /// [`Staging::issue`]'s copies, on a thread that has them.
+    fn issue_copies(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: &dyn Fn(Ex, Ex) -> Ex) {
         let first = k.let_(&format!("{tag}_first"), origin + self.row0 * pitch + self.col);
         for i in 0..self.copies {
             let step = i * self.row_step;
@@ -206,20 +225,32 @@ impl Staging {
             // An invalid copy reads nothing; its index stays in bounds anyway.
             let from = select(Ex::from(0u32), first + pitch * step, ok);
             let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
-            k.async_copy(self.staged.at(to), self.src.at(from), COPY_ELEMENTS, ok);
+            k.async_copy(self.staged.at(to), self.src.at(from), self.per_copy, ok);
         }
     }
 
     /// Stage `stage` as a view for the product (x the column).
-    fn view(&self, stages: u32, stage: Ex) -> Tensor {
+    pub(crate) fn view(&self, stages: u32, stage: Ex) -> Tensor {
         Tensor::new(self.staged, [self.cols, stages * self.rows]).slice(0u32, stage * self.rows)
     }
+}
+
+/// Runs `body` on every slot of the accumulator `acc` (`body` gets the
+/// loop's name, which keeps its own names apart): the tile's
+/// `per_thread` elements per thread in a loop unrolled at compile time (a
+/// register array indexed by a loop that is not unrolled lives in local
+/// memory on CUDA), then any slots past them that the backend's capacity
+/// has.
+pub(crate) fn for_each_slot(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, &str)) {
+    k.for_unrolled(name, 0u32, per_thread, 1u32, |k, i| body(k, i, name));
+    let rest = format!("{name}_rest");
+    k.for_range(&rest, per_thread, acc.get_capacity(), 1u32, |k, i| body(k, i, &rest));
 }
 
 /// This threadgroup's tile of C, `(row, column)` in tiles, in the walk
 /// over bands of `raster` rows of tiles (module doc) of the grid's
 /// `x × y` tiles.
-fn raster_walk(k: &mut KernelBuilder, raster: u32) -> (Ex, Ex) {
+pub(crate) fn raster_walk(k: &mut KernelBuilder, raster: u32) -> (Ex, Ex) {
     let tg = threadgroup_position_in_grid();
     if raster == 1 {
         return (tg.y(), tg.x());
@@ -260,8 +291,8 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), lid, threads);
-    let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), lid, threads);
+    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads);
+    let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), COPY_ELEMENTS, lid, threads);
     let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
     let m0 = k.let_("m0", tile_row * tm);
     let n0 = k.let_("n0", tile_col * tn);
@@ -274,20 +305,9 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-    // Every slot of the accumulator: the tile's elements per thread in a
-    // loop unrolled at compile time (a register array indexed by a loop
-    // that is not unrolled lives in local memory on CUDA), then any slots
-    // past them that the backend's capacity has.
     let per_thread = tm * tn / threads;
-    // `body` takes the loop's name, which keeps its own names apart.
-    let each_slot = |k: &mut KernelBuilder, name: &str, body: &dyn Fn(&mut KernelBuilder, Ex, &str)| {
-        k.for_unrolled(name, 0u32, per_thread, 1u32, |k, i| body(k, i, name));
-        let rest = format!("{name}_rest");
-        k.for_range(&rest, per_thread, acc.get_capacity(), 1u32, |k, i| body(k, i, &rest));
-    };
-    each_slot(&mut k, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
+    for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
-    // Slice `t`'s copies into its stage, `t % stages`.
     // Slice `t`'s copies into stage `stage` (`t % stages`, a constant).
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
@@ -327,7 +347,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         }
     });
 
-    each_slot(&mut k, "slot", &|k, slot, tag| {
+    for_each_slot(&mut k, acc, per_thread, "slot", &|k, slot, tag| {
         k.if_(acc.is_valid_element(slot), |k| {
             let [col, row] = acc.get_multidimensional_index(slot);
             let row = k.let_(&format!("{tag}_row"), m0 + row);

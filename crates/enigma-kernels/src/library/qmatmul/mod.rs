@@ -4,7 +4,8 @@
 //! ([`DecodePlan`]) and the family's one selection
 //! ([`select`]: which of the decode kernel, the fragment decode row
 //! (`qmatmul_fragments`), the affine kernel (`qmatmul_affine`), the
-//! tensor-core GEMM (`gemm::qgemm`) or the fused kernel (`qgemm_fused`)
+//! tensor-core GEMM (`gemm::qgemm`), the fused kernel (`qgemm_fused`) or,
+//! when asked for, the GEMM on cooperative tensors (`qgemm_cooperative`)
 //! runs, and how).
 
 pub mod decode;

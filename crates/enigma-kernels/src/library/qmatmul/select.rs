@@ -19,6 +19,7 @@ use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, Row
 use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
+use crate::library::qgemm_cooperative::CoopQgemmConfig;
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineBlocking};
 use crate::library::qmatmul_fragments::{self, FragmentBlocking};
@@ -26,7 +27,7 @@ use crate::library::quant::Format;
 use crate::library::select::{self, argument, Overrides, SelectError};
 use crate::library::{to_u32, DType};
 use enigma_backend::DeviceInfo;
-use enigma_ir::QuantLayout;
+use enigma_ir::{Feature, QuantLayout};
 
 /// A quantized matmul: `A` of `m × k` f16 values times `k × n` 4-bit
 /// weights of `format` in `layout`, `group` K values per scale; C of `out`.
@@ -54,6 +55,9 @@ pub enum QmatmulKernel {
     Tiled,
     /// The fused variant of seed 002: `qgemm_fused` (only when named).
     Fused,
+    /// FP4/INT4 in their row layout on cooperative tensors:
+    /// `qgemm_cooperative` (only when asked for).
+    Cooperative,
 }
 
 /// One kernel of the family with its configuration.
@@ -64,6 +68,7 @@ pub enum QmatmulSelection {
     Affine(DecodePlan<AffineBlocking>),
     Tiled(QgemmConfig),
     Fused(FusedQgemmConfig),
+    Cooperative(CoopQgemmConfig),
 }
 
 /// Whether the overrides ask for the tensor-core GEMM's K splits summed in
@@ -75,6 +80,9 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 /// The kernel [`select()`] runs for `problem` with `overrides` (the rule in
 /// the module doc).
 pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKernel {
+    if overrides.gemm.cooperative == Some(true) {
+        return QmatmulKernel::Cooperative;
+    }
     if problem.format.has_biases() {
         return QmatmulKernel::Affine;
     }
@@ -109,7 +117,9 @@ pub fn select(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrid
 /// tiles, stages where they fit (more where the whole-tile variant, which
 /// stages no dequantized slice, takes the shape), its splits summed in the
 /// kernel at one row where the device has device-scope fences; the fused
-/// kernel its tile for M. Overrides replace each default.
+/// kernel its tile for M; the kernel on cooperative tensors
+/// [`CoopQgemmConfig::for_problem`]'s tile and stages for the device (see
+/// `select_cooperative`). Overrides replace each default.
 pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<QmatmulSelection, SelectError> {
     let QmatmulProblem { format, layout: _, out, m, n, k, group } = *problem;
     let compute_units = select::gpu_compute_units(device);
@@ -153,6 +163,7 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
             QmatmulSelection::Affine(qmatmul_affine::plan(out, m, n, k, group, threads, options)?)
         }
         QmatmulKernel::Tiled => QmatmulSelection::Tiled(select_tiled(problem, device, overrides)?),
+        QmatmulKernel::Cooperative => QmatmulSelection::Cooperative(select_cooperative(problem, device, overrides)?),
         QmatmulKernel::Fused => {
             let op = "qmatmul_fused";
             let (mu, n, k) = (to_u32(op, "m", m)?, to_u32(op, "n", n)?, to_u32(op, "k", k)?);
@@ -217,5 +228,40 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
     let cfg = cfg.whole_tiles_for(mu, n, k);
     cfg.check(max_memory)?;
     cfg.check_group(group)?;
+    Ok(cfg)
+}
+
+/// The quantized GEMM on cooperative tensors for `problem` on `device`:
+/// [`CoopQgemmConfig::for_problem`]'s tile for the device's compute units
+/// (none on the simulator) with the most stages that fit its threadgroup
+/// memory ([`GemmOptions::stages`](crate::library::select::GemmOptions::stages)
+/// where asked). An error where the device has no cooperative tensors, the
+/// weights are not FP4/INT4 in seed 002's layout, N is not a multiple of
+/// 8, the overrides fix a tile, a thread count, K splits or their sum, or
+/// nothing fits.
+fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<CoopQgemmConfig, SelectError> {
+    let op = "qmatmul";
+    let refuse = |message: String| Err(argument(op, format!("the quantized GEMM on cooperative tensors: {message}")));
+    let (m, n) = (to_u32(op, "m", problem.m)?, to_u32(op, "n", problem.n)?);
+    let g = &overrides.gemm;
+    if !device.features.contains(&Feature::CooperativeTensors) {
+        return refuse(format!("{} has no cooperative tensors", device.name));
+    }
+    if problem.format.quant_code().is_none() || problem.layout != QuantLayout::Rows {
+        let given = if problem.format.has_biases() { problem.format.to_string() } else { format!("{} in the {} layout", problem.format, problem.layout) };
+        return refuse(format!("it reads fp4 or int4 in seed 002's [K/8][N] layout, not {given}"));
+    }
+    if !CoopQgemmConfig::takes(n) {
+        return refuse(format!("N = {n} must be a multiple of 8 (16-byte copies of the scales)"));
+    }
+    if g.tile.is_some() || overrides.threads.is_some() || g.k_splits.is_some_and(|s| s > 1) || g.split_sum.is_some() {
+        return refuse("a tile, a thread count, K splits and their sum are options of the SIMD-group kernels".to_string());
+    }
+    let max_memory = select::limits(device).max_memory_bytes;
+    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, (m, n), select::gpu_compute_units(device), g.stages, max_memory) else {
+        let stages = g.stages.map_or(String::new(), |s| format!(" in {s} stages"));
+        return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
+    };
+    cfg.check(max_memory)?;
     Ok(cfg)
 }

@@ -1,0 +1,120 @@
+//! The quantized GEMM on cooperative tensors (`qgemm_cooperative`) checked
+//! on a runtime against the f64 product of A and the host-dequantized
+//! weights (`qmatmul::reference`; the host decodes the codes by
+//! `quant::fp4_value` and `int4_value`, the kernel by bit arithmetic of its
+//! own), for the simulator (`enigma-ops/tests/qmatmul_cooperative.rs`,
+//! under the sanitizer, posing as a device of 227 KiB) and a CUDA GPU
+//! (`enigma-cuda/tests/library.rs`, `wgmma` on sm_90a): through
+//! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]); and
+//! every tile and pipeline depth that fits the device dispatched directly
+//! ([`check_pipeline_depths`]) in each walk over the tiles
+//! ([`check_rasterisation`]).
+
+use enigma_ir::Scalar;
+use enigma_kernels::library::qgemm_cooperative::{qgemm_cooperative, CoopQgemmConfig, COOP_QGEMM_TILES, SLICE_DEPTH};
+use enigma_kernels::library::quant::{self, Format};
+use enigma_kernels::library::{gemm::MAX_STAGES, qmatmul};
+use enigma_ops::{download, upload, DType, GemmOptions, Ops, Options, QuantizedWeights};
+use enigma_runtime::{Arg, Buffer, DispatchMode, Runtime};
+
+/// Options that ask for the quantized GEMM on cooperative tensors (and the
+/// sanitizer where `sanitize`).
+pub fn cooperative(sanitize: bool) -> Options {
+    Options { sanitize, gemm: GemmOptions { cooperative: Some(true), ..GemmOptions::default() }, ..Options::default() }
+}
+
+/// A problem's inputs: A (`m × k`, f16 values) and its buffer, the
+/// quantized weights and their dequantized values (`k × n`, f32).
+struct Inputs {
+    a: Vec<f32>,
+    a_buffer: Buffer,
+    weights: QuantizedWeights,
+    w: Vec<f32>,
+}
+
+fn inputs(rt: &Runtime, format: Format, [m, n, k, group]: [usize; 4]) -> Inputs {
+    let mut a = enigma_kernels::test_data(m * k, (m * 7 + n * 13 + k) as u64);
+    enigma_ops::quantize(DType::F16, &mut a);
+    let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
+    let w = q.dequantize().unwrap();
+    Inputs { a_buffer: upload(rt, Scalar::F16, &a).unwrap(), weights: QuantizedWeights::upload(rt, &q).unwrap(), a, w }
+}
+
+/// C against the f64 product: each weight is rounded to f16 with its scale
+/// (one rounding of `|a·w|` each), the sums are f32, C is rounded to `out`.
+fn assert_close(what: &str, got: &[f64], x: &Inputs, [m, n, k]: [usize; 3], out: DType) {
+    let want = qmatmul::reference(&x.a, &x.w, m, n, k);
+    for i in 0..m * n {
+        let (r, col) = (i / n, i % n);
+        let abs: f64 = (0..k).map(|kk| (x.a[r * k + kk] as f64 * x.w[kk * n + col] as f64).abs()).sum();
+        let bound = abs * (1e-6 + DType::F16.unit_roundoff()) + want[i].abs() * out.unit_roundoff() * 1.01 + 1e-7;
+        assert!((got[i] - want[i]).abs() <= bound, "{what}: C[{r}][{col}] = {} want {} (bound {bound})", got[i], want[i]);
+    }
+}
+
+/// `Ops::qmatmul` asked for the kernel, FP4 and INT4, at M = 1, 16, 17,
+/// 64, 100 and 128 (rows past M in every tile), N past the tile's columns
+/// (and below them), K not a multiple of the 64-deep slice (groups of 32
+/// with an odd number of them), each group size, C f16 (and f32 once):
+/// the tile the selection gives the device, clean under the sanitizer
+/// where `sanitize`.
+pub fn check_shapes(rt: &Runtime, sanitize: bool) {
+    let ops = Ops::new(rt).with_options(cooperative(sanitize));
+    let shapes = [[1, 8, 32, 32], [16, 72, 96, 32], [17, 264, 192, 64], [64, 136, 256, 128], [100, 200, 160, 32], [128, 328, 128, 128]];
+    for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
+        for format in [Format::Fp4, Format::Int4] {
+            let out = if i == 2 && format == Format::Int4 { DType::F32 } else { DType::F16 };
+            let x = inputs(rt, format, [m, n, k, group]);
+            let what = format!("{format} {out} {m}x{n}x{k} group {group}");
+            let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let launches = ops.take_launches();
+            assert_eq!(launches.len(), 1, "{what}");
+            assert!(launches[0].kernel.starts_with("qgemm_coop_"), "{what}: {}", launches[0].kernel);
+            assert!(launches[0].report.findings.is_empty(), "{what}: {:?}", launches[0].report.findings);
+            let got = download(&c, out.scalar(), m * n).unwrap();
+            assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
+        }
+    }
+}
+
+/// Each tile of [`COOP_QGEMM_TILES`] in two, three and four stages (those
+/// that fit the device): 70 × 136 × 448 INT4 in groups of 64, seven
+/// slices, each stage and decoded slice reused several times, the last
+/// row of tiles partial; the one-slice schedule of two stages and the
+/// overlapped one of three or more.
+pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let configs: Vec<CoopQgemmConfig> = COOP_QGEMM_TILES
+        .iter()
+        .flat_map(|&(tm, tn)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: 1 }))
+        .filter(|cfg| cfg.check(max).is_ok())
+        .collect();
+    assert!(configs.iter().any(|c| c.lag() == 2), "no configuration of two decoded slices fits {max} bytes");
+    check_configs(rt, sanitize, &configs, Format::Int4, [70, 136, 448, 64]);
+}
+
+/// The 64 × 64 tile in two stages walking C's 3 × 3 tiles (the last row
+/// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
+/// groups of 32: every tile computed once.
+pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster });
+    check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
+}
+
+/// `configs` dispatched on `format` weights of `[m, n, k, group]` into a C
+/// of NaNs, against the f64 product.
+fn check_configs(rt: &Runtime, sanitize: bool, configs: &[CoopQgemmConfig], format: Format, [m, n, k, group]: [usize; 4]) {
+    let x = inputs(rt, format, [m, n, k, group]);
+    for cfg in configs {
+        let pipeline = rt.pipeline(&qgemm_cooperative(cfg)).unwrap();
+        // NaN where the kernel would leave an element unwritten.
+        let c = upload(rt, cfg.output.scalar(), &vec![f32::NAN; m * n]).unwrap();
+        let (mu, nu) = (m as u32, n as u32);
+        let args = [Arg::from(&x.a_buffer), Arg::from(&x.weights.packed), Arg::from(&c), Arg::u32(mu), Arg::u32(nu), Arg::u32(k as u32), Arg::u32(group as u32), Arg::from(&x.weights.scales)];
+        let dispatch = cfg.dispatch(mu, nu);
+        let report = rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
+        assert!(report.findings.is_empty(), "{}: {:?}", cfg.name(), report.findings);
+        let got = download(&c, cfg.output.scalar(), m * n).unwrap();
+        assert_close(&format!("{} {format} {m}x{n}x{k} group {group}", cfg.name()), &got, &x, [m, n, k], cfg.output);
+    }
+}
