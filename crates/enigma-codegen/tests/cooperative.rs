@@ -624,3 +624,37 @@ fn combinations_along_a_wgmma_accumulators_rows_stay_in_registers() {
     let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
     assert!(err.contains("`combine` into cooperative tensor `n`"), "{err}");
 }
+
+/// `combine` of a SIMD group's own tensors on CUDA (each SIMD group holds
+/// its own, so no array of the threadgroup may carry them): the source
+/// element gathered by shuffles, every lane in every step, no shared
+/// scratch and no barrier.
+#[test]
+fn combinations_of_a_simdgroups_own_tensors_gather_by_shuffles() {
+    let text = "kernel own(A: device f32 read, B: device f32 read, C: device f32 read_write) {
+    cooperative s: cooperative_tensor<f32, 16, 16, simdgroup>
+    cooperative m: cooperative_tensor<f32, 16, 1, simdgroup>
+    cooperative c: cooperative_tensor<f32, 1, 16, simdgroup>
+
+    matmul2d(matmul2d_descriptor(16, 16, 8, false, false, false, multiply), simdgroup, tensor(A, 0u32, 8u32, 16u32, 1u32, 8u32), tensor(B, 0u32, 16u32, 8u32, 1u32, 16u32), s)
+    reduce_rows(s, m, max)
+    reduce_columns(s, c, sum)
+    combine(s, m, sub)
+    combine(s, c, add)
+    cooperative_store(s, tensor(C, 0u32, 16u32, 16u32, 1u32, 16u32))
+}
+";
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    for wgmma in [false, true] {
+        let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+        assert!(!cu.contains("__shared__") && !cu.contains("threadgroup_barrier(enigma_tg)"), "{cu}");
+        let combine = &cu[cu.rfind("auto enigma_gather").unwrap()..];
+        for needle in ["__shfl_sync(0xffffffffu, c[enigma_q], enigma_lane);", "const float enigma_s = enigma_gather(", "s[enigma_i] = s[enigma_i] + enigma_s;"] {
+            assert!(combine.contains(needle), "missing {needle:?} in\n{cu}");
+        }
+        // The gather runs before the slot's validity is tested.
+        let body = &combine[combine.find("const float enigma_s").unwrap()..];
+        assert!(body.find("enigma_gather(").unwrap() < body.find("if (").unwrap(), "{cu}");
+    }
+}

@@ -222,21 +222,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line("}");
             self.line(&format!("{barrier};"));
         } else {
-            let Some((lane, slot)) = sl.owner(&format!("enigma_e / {cols}u"), &format!("enigma_e % {cols}u")) else {
-                return Err(self.malformed("a SIMD group's cooperative tensor in a layout of several SIMD groups"));
-            };
-            // Every lane offers each of its slots in turn and keeps the
-            // one that holds the element it asked for.
-            self.line(&format!("auto enigma_gather = [&](uint enigma_e) -> {} {{", self.dialect.type_name(ty)));
-            self.line(&format!("    {} enigma_w = {sname}[0];", self.dialect.type_name(ty)));
-            self.line(&format!("    const uint enigma_lane = {lane}, enigma_slot = {slot};"));
-            self.line("    #pragma unroll");
-            self.line(&format!("    for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", sl.capacity()));
-            self.line(&format!("        const {} enigma_x = __shfl_sync(0xffffffffu, {sname}[enigma_q], enigma_lane);", self.dialect.type_name(ty)));
-            self.line("        if (enigma_q == enigma_slot) enigma_w = enigma_x;");
-            self.line("    }");
-            self.line("    return enigma_w;");
-            self.line("};");
+            self.simd_gather(sl, &sname, ty, cols)?;
         }
         let (row, col) = dl.coords(&t, "enigma_i");
         let (outer, inner, at) = match axis {
@@ -338,6 +324,29 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// otherwise the scope writes `src` to a shared-memory scratch array
     /// (row-major, its size) between two barriers and each thread reads the
     /// element of each of its destination slots.
+    /// Writes `enigma_gather(e)`: element `e` (row-major over `cols`
+    /// columns) of a SIMD group's own tensor `sname` in layout `sl`, for
+    /// every lane of the SIMD group at once. Every lane offers each of its
+    /// slots in turn and keeps the one that holds the element it asked for,
+    /// so all 32 lanes must run it.
+    fn simd_gather(&mut self, sl: Layout, sname: &str, ty: Type, cols: u32) -> Result<(), CodegenError> {
+        let Some((lane, slot)) = sl.owner(&format!("enigma_e / {cols}u"), &format!("enigma_e % {cols}u")) else {
+            return Err(self.malformed("a SIMD group's cooperative tensor in a layout of several SIMD groups"));
+        };
+        let name = self.dialect.type_name(ty);
+        self.line(&format!("auto enigma_gather = [&](uint enigma_e) -> {name} {{"));
+        self.line(&format!("    {name} enigma_w = {sname}[0];"));
+        self.line(&format!("    const uint enigma_lane = {lane}, enigma_slot = {slot};"));
+        self.line("    #pragma unroll");
+        self.line(&format!("    for (uint enigma_q = 0u; enigma_q < {}u; ++enigma_q) {{", sl.capacity()));
+        self.line(&format!("        const {name} enigma_x = __shfl_sync(0xffffffffu, {sname}[enigma_q], enigma_lane);"));
+        self.line("        if (enigma_q == enigma_slot) enigma_w = enigma_x;");
+        self.line("    }");
+        self.line("    return enigma_w;");
+        self.line("};");
+        Ok(())
+    }
+
     fn combine(&mut self, dest: CoopId, src: CoopId, op: CombineOp) -> Result<(), CodegenError> {
         let (d, s) = (self.kernel.cooperative(dest), self.kernel.cooperative(src));
         let (dl, sl) = (self.layout(dest)?, self.layout(src)?);
@@ -375,25 +384,43 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 apply(&format!("enigma_row_value[enigma_i / {half}u * 2u + enigma_i % {half}u / 2u % 2u]"))
             ));
         } else {
+            // The source element of each destination slot: through a
+            // threadgroup scratch array for a scope of several SIMD groups
+            // (barriers of the threadgroup around it), by shuffles for a
+            // SIMD group's own tensor (each SIMD group holds its own).
+            let threadgroup = s.scope.is_threadgroup();
             let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
-            let (row, col) = sl.coords(&t, "enigma_i");
-            self.line(&format!("__shared__ float enigma_scratch[{}];", s.rows * s.cols));
-            self.line("#pragma unroll");
-            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
-            self.line(&format!("    if ({}) enigma_scratch[({row}) * {}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i"), s.cols));
-            self.line("}");
-            self.line(&format!("{barrier};"));
+            if threadgroup {
+                let (row, col) = sl.coords(&t, "enigma_i");
+                self.line(&format!("__shared__ float enigma_scratch[{}];", s.rows * s.cols));
+                self.line("#pragma unroll");
+                self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+                self.line(&format!("    if ({}) enigma_scratch[({row}) * {}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i"), s.cols));
+                self.line("}");
+                self.line(&format!("{barrier};"));
+            } else {
+                self.simd_gather(sl, &sname, Type::F32, s.cols)?;
+            }
             let (row, col) = dl.coords(&t, "enigma_i");
             let at = match (s.rows, s.cols) {
                 (r, c) if (r, c) == (d.rows, d.cols) => format!("({row}) * {c}u + ({col})"),
                 (_, 1) => format!("({row})"),
                 _ => format!("({col})"),
             };
+            let source = if threadgroup { format!("enigma_scratch[{at}]") } else { format!("enigma_gather({at})") };
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
-            self.line(&format!("    if ({}) {dname}[enigma_i] = {};", dl.valid(&t, "enigma_i"), apply(&format!("enigma_scratch[{at}]"))));
+            if threadgroup {
+                self.line(&format!("    if ({}) {dname}[enigma_i] = {};", dl.valid(&t, "enigma_i"), apply(&source)));
+            } else {
+                // Every lane gathers, valid slot or not: the shuffles need all 32.
+                self.line(&format!("    const float enigma_s = {source};"));
+                self.line(&format!("    if ({}) {dname}[enigma_i] = {};", dl.valid(&t, "enigma_i"), apply("enigma_s")));
+            }
             self.line("}");
-            self.line(&format!("{barrier};"));
+            if threadgroup {
+                self.line(&format!("{barrier};"));
+            }
         }
         self.indent -= 1;
         self.line("}");
