@@ -620,7 +620,117 @@ fn combinations_along_a_wgmma_accumulators_rows_stay_in_registers() {
     assert_eq!(cu.matches("enigma::threadgroup_barrier(enigma_tg);").count(), 1, "{cu}");
     let cu = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
     assert!(cu.contains("__shared__ float enigma_scratch[64];") && cu.contains("s[enigma_i] = s[enigma_i] - enigma_scratch["), "{cu}");
-    // MSL has no lowering of `combine` yet: a typed refusal naming the tensor.
-    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
-    assert!(err.contains("`combine` into cooperative tensor `n`"), "{err}");
+}
+
+/// `combine` in both MSL lowerings, over four SIMD groups: a row maximum
+/// subtracted along the rows, a product of another descriptor (another
+/// MSL 4.0 type) added element by element, a column maximum multiplied
+/// along the columns, and two m×1 tensors of one type combined slot by
+/// slot (the second declared from its first writer, `combine`). Golden
+/// files `cooperative_combine*.msl`, which the g++ and strict checks
+/// compile.
+const COMBINE: &str = "\
+kernel cooperative_combine(A: device f16 read, B: device f16 read, C: device f32 read_write) {
+    cooperative s: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative o: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative m: cooperative_tensor<f32, 64, 1, simdgroups(4)>
+    cooperative n: cooperative_tensor<f32, 64, 1, simdgroups(4)>
+    cooperative k: cooperative_tensor<f32, 1, 64, simdgroups(4)>
+
+    matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, false, false, multiply), simdgroups(4), tensor(A, 0u32, 32u32, 64u32, 1u32, 32u32), tensor(B, 0u32, 64u32, 32u32, 1u32, 64u32), s)
+    matmul2d(matmul2d_descriptor(64, 64, 16, false, false, false, multiply), simdgroups(4), tensor(A, 0u32, 16u32, 64u32, 1u32, 32u32), tensor(B, 0u32, 64u32, 16u32, 1u32, 64u32), o)
+    reduce_rows(s, m, max)
+    combine(n, m, assign)
+    combine(n, m, add)
+    combine(s, n, sub)
+    combine(s, o, add)
+    reduce_columns(o, k, max)
+    combine(s, k, mul)
+    cooperative_store(s, tensor(C, 0u32, 64u32, 64u32, 1u32, 64u32))
+}
+";
+
+/// The same in one SIMD group: slot by slot for one type, through
+/// `simd_shuffle` otherwise (no threadgroup scratch, no barrier).
+const COMBINE_ONE_SIMDGROUP: &str = "\
+kernel cooperative_combine_one_simdgroup(A: device f16 read, B: device f16 read, C: device f32 read_write) {
+    cooperative s: cooperative_tensor<f32, 16, 32, simdgroup>
+    cooperative r: cooperative_tensor<f32, 16, 1, simdgroup>
+    cooperative c: cooperative_tensor<f32, 1, 32, simdgroup>
+
+    matmul2d(matmul2d_descriptor(16, 32, 16, false, false, false, multiply), simdgroup, tensor(A, 0u32, 16u32, 16u32, 1u32, 16u32), tensor(B, 0u32, 32u32, 16u32, 1u32, 32u32), s)
+    reduce_rows(s, r, max)
+    combine(s, r, sub)
+    reduce_columns(s, c, sum)
+    combine(s, c, min)
+    combine(s, s, add)
+    cooperative_store(s, tensor(C, 0u32, 32u32, 16u32, 1u32, 32u32))
+}
+";
+
+fn written(text: &str, version: (u8, u8)) -> String {
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let options = msl::Options { language_version: version, ..msl::Options::default() };
+    msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn msl_4_combines_through_a_scratch_view_or_slot_by_slot() {
+    let metal = written(COMBINE, msl::MPP_VERSION);
+    for needle in [
+        // n takes m's type from its first writer, so they go slot by slot.
+        "auto n = matmul0.get_row_reduction_destination_cooperative_tensor<",
+        "        n[enigma_i] = m[enigma_i];",
+        "        n[enigma_i] = n[enigma_i] + m[enigma_i];",
+        "threadgroup float coop_scratch_f32[4096];",
+        "auto mpp_left = metal::tensor<threadgroup float, metal::dextents<int32_t, 2>, metal::tensor_inline>(coop_scratch_f32, metal::dextents<int32_t, 2>(1, 64), metal::array<int32_t, 2>{1, 1});",
+        "        s[enigma_i] = s[enigma_i] - coop_scratch_f32[enigma_at[1]];",
+        "        s[enigma_i] = s[enigma_i] + coop_scratch_f32[enigma_at[1] * 64 + enigma_at[0]];",
+        "        s[enigma_i] = s[enigma_i] * coop_scratch_f32[enigma_at[0]];",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    // Three combinations through the scratch, each between two barriers.
+    assert_eq!(metal.matches("threadgroup_barrier(mem_flags::mem_threadgroup);").count(), 6, "{metal}");
+    insta::assert_snapshot!("cooperative_combine.msl", metal);
+    let one = written(COMBINE_ONE_SIMDGROUP, msl::MPP_VERSION);
+    for needle in [
+        "float enigma_source[16];",
+        "float enigma_source[32];",
+        "    int enigma_key = r.is_valid_element(enigma_j) ? int(enigma_at[1]) : -1;",
+        "        float enigma_v = simd_shuffle(enigma_value, enigma_lane);",
+        "        s[enigma_i] = min(s[enigma_i], enigma_source[enigma_at[0]]);",
+        "        s[enigma_i] = s[enigma_i] + s[enigma_i];",
+    ] {
+        assert!(one.contains(needle), "missing {needle:?} in\n{one}");
+    }
+    assert!(!one.contains("threadgroup_barrier") && !one.contains("coop_scratch"), "{one}");
+    insta::assert_snapshot!("cooperative_combine_one_simdgroup.msl", one);
+}
+
+#[test]
+fn older_msl_combines_slot_by_slot_through_scratch_or_with_shuffles() {
+    let metal = written(COMBINE, (3, 1));
+    for needle in [
+        "threadgroup float coop_scratch_f32[256];",
+        "enigma_coop_combine_slots<0>(n, m, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(n, m, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine<2>(s, n, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(s, o, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine<3>(s, k, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    insta::assert_snapshot!("cooperative_combine_fragments.msl", metal);
+    let one = written(COMBINE_ONE_SIMDGROUP, (3, 1));
+    for needle in [
+        "enigma_coop_combine<2>(s, r, nullptr, 0u, thread_index_in_simdgroup);",
+        "enigma_coop_combine<5>(s, c, nullptr, 0u, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(s, s, 0u, thread_index_in_simdgroup);",
+    ] {
+        assert!(one.contains(needle), "missing {needle:?} in\n{one}");
+    }
+    assert!(!one.contains("threadgroup float coop_scratch"), "{one}");
+    insta::assert_snapshot!("cooperative_combine_one_simdgroup_fragments.msl", one);
 }
