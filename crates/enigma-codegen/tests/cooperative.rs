@@ -1,8 +1,9 @@
 //! Cooperative tensor operations in generated code: MSL 4.0 writes them with
 //! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
 //! `cooperative_gemm_tile.msl`), older MSL on SIMD-group matrix fragments
-//! (`cooperative_gemm_tile_fragments.msl`); tests/msl_syntax.rs and
-//! tests/msl_strict.rs check both golden files against their shims. CUDA
+//! (`cooperative_gemm_tile_fragments.msl`); `combine` both ways, over four
+//! SIMD groups and one (`cooperative_combine*.msl`); tests/msl_syntax.rs
+//! and tests/msl_strict.rs check every golden file against their shims. CUDA
 //! holds the tensors in registers: a product over swizzled threadgroup
 //! tiles runs on `wgmma` where the source targets sm_90a (golden file
 //! `cooperative_wgmma_gemm.cu`), on the scalar path elsewhere; reductions
