@@ -241,9 +241,9 @@ static inline void enigma_coop_combine(thread DST& d, thread enigma_coop_vec<flo
         if (S > 1) {
             v = scratch[e];
         } else {
-            for (int j = 0; j < (SR * SC + 31) / 32; ++j) {
+            for (uint j = 0; j < enigma_coop_capacity(s); ++j) {
                 float shuffled = simd_shuffle(s.v[j], ushort(e % 32));
-                if (e / 32 == uint(j)) {
+                if (e / 32 == j) {
                     v = shuffled;
                 }
             }
