@@ -212,6 +212,95 @@ fn the_fragment_layout_holds_every_element_exactly_once() {
     assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
 }
 
+/// The fragment lowering's `combine` helpers, compiled as C++ with g++
+/// against the shim and run with one `std::thread` per thread of the
+/// scope: a threadgroup barrier is a `std::barrier` of them all and
+/// `simd_shuffle` exchanges through a shared board between two barriers
+/// (`max` and `min` on floats are defined for real: the shim's only type-check).
+/// Each destination element must become `op(dest, src)` with the source
+/// element of its row and column (same shape), its row (m×1) or its column
+/// (1×n), over several SIMD groups (scratch) and one (shuffles).
+#[test]
+fn the_fragment_combine_takes_each_elements_source_by_its_coordinates() {
+    if !std::process::Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        println!("skipped: g++ is not installed, so the fragment combine is not run");
+        return;
+    }
+    let text = written(COMBINE, (3, 1));
+    let start = text.find("// SIMD-group matrix tiles").expect("the tile helpers");
+    let end = text.find("kernel void").expect("the kernel");
+    let helpers = &text[start..end];
+    // (op, destination held as fragments?, rows, cols, source rows, source cols, SIMD groups)
+    let cases: [(u32, bool, u32, u32, u32, u32, u32); 9] = [
+        (2, true, 64, 64, 64, 1, 4),
+        (3, true, 64, 64, 1, 64, 4),
+        (1, true, 64, 64, 64, 64, 4),
+        (2, true, 16, 32, 16, 1, 1),
+        (5, true, 16, 32, 1, 32, 1),
+        (4, true, 24, 40, 24, 40, 1),
+        (0, false, 64, 1, 64, 1, 4),
+        (1, false, 64, 1, 1, 1, 4),
+        (3, false, 1, 40, 1, 40, 1),
+    ];
+    let checks: Vec<String> = cases
+        .iter()
+        .map(|(op, frag, r, c, sr, sc, s)| {
+            let d = format!("enigma_coop_{}<float, {r}, {c}, {s}>", if *frag { "frag" } else { "vec" });
+            format!("    failures += check<{op}, {d}, enigma_coop_vec<float, {sr}, {sc}, {s}>, {r}, {c}, {sr}, {sc}, {s}>();")
+        })
+        .collect();
+    let program = format!(
+        "#include <barrier>\n#include <thread>\n#include <vector>\n#include <cstdio>\n#include <type_traits>\n#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n\
+         static std::barrier<>* sync_point;\nstatic float board[32];\nstatic thread_local unsigned my_lane;\n\
+         static float shuffle(float x, ushort from) {{\n    board[my_lane] = x;\n    sync_point->arrive_and_wait();\n    \
+             float y = board[from];\n    sync_point->arrive_and_wait();\n    return y;\n}}\n\
+         static float max(float a, float b) {{ return a > b ? a : b; }}\nstatic float min(float a, float b) {{ return a < b ? a : b; }}\n\
+         #define threadgroup_barrier(flags) sync_point->arrive_and_wait()\n#define simd_shuffle(x, lane) shuffle(x, lane)\n\
+         {helpers}\n\
+         #undef thread\n\
+         static float scratch[4096];\n\
+         static float reference(int op, float d, float s) {{\n    \
+             switch (op) {{ case 0: return s; case 1: return d + s; case 2: return d - s; case 3: return d * s; case 4: return d > s ? d : s; default: return d < s ? d : s; }}\n}}\n\
+         template <int OP, typename D, typename SRC, int R, int C, int SR, int SC, int S> int check() {{\n    \
+             std::vector<float> out(R * C, -12345.0f);\n    std::barrier<> all(32 * S);\n    sync_point = &all;\n    \
+             std::vector<std::thread> threads;\n    \
+             for (uint t = 0; t < uint(32 * S); ++t) threads.emplace_back([&out, t] {{\n        \
+                 uint sg = t / 32, lane = t % 32;\n        my_lane = lane;\n        D d;\n        SRC s;\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(d); ++i) if (enigma_coop_valid(d, i, sg, lane))\n            \
+                     enigma_coop_at(d, i) = float(enigma_coop_coord(d, i, 1, sg, lane) * C + enigma_coop_coord(d, i, 0, sg, lane) + 1);\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(s); ++i) if (enigma_coop_valid(s, i, sg, lane))\n            \
+                     enigma_coop_at(s, i) = 0.5f * float(enigma_coop_coord(s, i, 1, sg, lane) * SC + enigma_coop_coord(s, i, 0, sg, lane)) + 3.0f;\n        \
+                 if constexpr (std::is_same<D, SRC>::value) enigma_coop_combine_slots<OP>(d, s, sg, lane);\n        \
+                 else enigma_coop_combine<OP>(d, s, scratch, sg, lane);\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(d); ++i) if (enigma_coop_valid(d, i, sg, lane))\n            \
+                     out[enigma_coop_coord(d, i, 1, sg, lane) * C + enigma_coop_coord(d, i, 0, sg, lane)] = enigma_coop_at(d, i);\n    \
+             }});\n    for (auto& th : threads) th.join();\n    int bad = 0;\n    \
+             for (int r = 0; r < R; ++r) for (int c = 0; c < C; ++c) {{\n        \
+                 int e = (SR == 1 ? 0 : r) * SC + (SC == 1 ? 0 : c);\n        \
+                 if (out[r * C + c] != reference(OP, float(r * C + c + 1), 0.5f * float(e) + 3.0f)) bad++;\n    }}\n    \
+             if (bad) printf(\"op %d, %dx%d from %dx%d over %d SIMD groups: %d wrong\\n\", OP, R, C, SR, SC, S, bad);\n    return bad;\n}}\n\
+         int main() {{\n    int failures = 0;\n{}\n    printf(\"failures %d\\n\", failures);\n    return 0;\n}}\n",
+        checks.join("\n")
+    );
+    let dir = std::env::temp_dir().join(format!("enigma-coop-combine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    std::fs::write(dir.join("combine.cpp"), &program).expect("write the program");
+    let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/msl_shim");
+    let built = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O1", "-pthread", "-Wno-attributes", "-x", "c++", "-I"])
+        .arg(&shim)
+        .arg("-o")
+        .arg(dir.join("combine"))
+        .arg(dir.join("combine.cpp"))
+        .output()
+        .expect("run g++");
+    assert!(built.status.success(), "{}\n{program}", String::from_utf8_lossy(&built.stderr));
+    let run = std::process::Command::new(dir.join("combine")).output().expect("run the program");
+    std::fs::remove_dir_all(&dir).ok();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
+}
+
 /// A 64×64 f16 GEMM tile: A (M×K) and B (K×N) copied into threadgroup
 /// tiles of pitch 64, one `matmul2d` per 64-deep k tile.
 const WGMMA_GEMM: &str = "\
