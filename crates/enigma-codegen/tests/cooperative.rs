@@ -246,7 +246,9 @@ fn the_fragment_combine_takes_each_elements_source_by_its_coordinates() {
         .iter()
         .map(|(op, frag, r, c, sr, sc, s)| {
             let d = format!("enigma_coop_{}<float, {r}, {c}, {s}>", if *frag { "frag" } else { "vec" });
-            format!("    failures += check<{op}, {d}, enigma_coop_vec<float, {sr}, {sc}, {s}>, {r}, {c}, {sr}, {sc}, {s}>();")
+            // A source of the destination's shape has its type, as in the writer.
+            let src = if (sr, sc) == (r, c) { d.clone() } else { format!("enigma_coop_vec<float, {sr}, {sc}, {s}>") };
+            format!("    failures += check<{op}, {d}, {src}, {r}, {c}, {sr}, {sc}, {s}>();")
         })
         .collect();
     let program = format!(
