@@ -203,3 +203,56 @@ static inline void enigma_coop_reduce(thread SRC& s, thread enigma_coop_vec<T, D
     }
 }
 
+
+// combine(d, s, OP) in float, OP 0 assign, 1 add, 2 sub, 3 mul, 4 max, 5 min.
+template <int OP> static inline float enigma_coop_combined(float d, float s) {
+    return OP == 0 ? s : OP == 1 ? d + s : OP == 2 ? d - s : OP == 3 ? d * s : OP == 4 ? max(d, s) : min(d, s);
+}
+// Two tensors of one shape and scope have one layout: slot i of each holds
+// the same element.
+template <int OP, typename TENSOR> static inline void enigma_coop_combine_slots(thread TENSOR& d, thread TENSOR& s, uint sg, uint lane) {
+    for (uint i = 0; i < enigma_coop_capacity(d); ++i) {
+        if (enigma_coop_valid(d, i, sg, lane)) {
+            enigma_coop_at(d, i) = enigma_coop_combined<OP>(enigma_coop_at(d, i), enigma_coop_at(s, i));
+        }
+    }
+}
+// Any other source is an m×1 value per row or a 1×n value per column, a
+// plain SR×SC array: slot i of d, at (r, c), takes source element e = (SR == 1 ? 0 : r)·SC +
+// (SC == 1 ? 0 : c). With S > 1 the scope writes the source to `scratch`
+// row-major between two threadgroup barriers; one SIMD group reads element
+// e from slot e / 32 of lane e % 32 with simd_shuffle, every lane running
+// every step.
+template <int OP, typename DST, int SR, int SC, int S>
+static inline void enigma_coop_combine(thread DST& d, thread enigma_coop_vec<float, SR, SC, S>& s, threadgroup float* scratch, uint sg, uint lane) {
+    if (S > 1) {
+        for (uint i = 0; i < enigma_coop_capacity(s); ++i) {
+            if (enigma_coop_valid(s, i, sg, lane)) {
+                scratch[i * uint(32 * S) + sg * 32 + lane] = s.v[i];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    for (uint i = 0; i < enigma_coop_capacity(d); ++i) {
+        bool valid = enigma_coop_valid(d, i, sg, lane);
+        uint r = enigma_coop_coord(d, i, 1, sg, lane), c = enigma_coop_coord(d, i, 0, sg, lane);
+        uint e = valid ? (SR == 1 ? 0u : r) * uint(SC) + (SC == 1 ? 0u : c) : 0u;
+        float v = 0.0f;
+        if (S > 1) {
+            v = scratch[e];
+        } else {
+            for (uint j = 0; j < enigma_coop_capacity(s); ++j) {
+                float shuffled = simd_shuffle(s.v[j], ushort(e % 32));
+                if (e / 32 == j) {
+                    v = shuffled;
+                }
+            }
+        }
+        if (valid) {
+            enigma_coop_at(d, i) = enigma_coop_combined<OP>(enigma_coop_at(d, i), v);
+        }
+    }
+    if (S > 1) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+}

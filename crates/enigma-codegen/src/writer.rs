@@ -44,8 +44,12 @@ pub(crate) struct CoopNames {
     /// Program-scope declarations (the descriptors, or the `wgmma`
     /// functions) for the dialect's head.
     pub prologue: String,
-    /// The fragment lowering's threadgroup scratch arrays, by accumulator type.
+    /// The MSL lowerings' threadgroup scratch arrays (reductions and
+    /// combinations over several SIMD groups), by element type.
     pub scratch: Vec<(enigma_ir::Scalar, String)>,
+    /// MSL 4.0: each cooperative tensor's declaring expression, whose C++
+    /// type (and so layout) it has.
+    pub decls: Vec<String>,
     /// The layouts, when the dialect holds the tensors in registers.
     pub registers: Option<crate::cuda::cooperative::Plan>,
     /// The program-scope functions the prologue already has.

@@ -1,8 +1,9 @@
 //! Cooperative tensor operations in generated code: MSL 4.0 writes them with
 //! MetalPerformancePrimitives (`mpp::tensor_ops::matmul2d`, golden file
 //! `cooperative_gemm_tile.msl`), older MSL on SIMD-group matrix fragments
-//! (`cooperative_gemm_tile_fragments.msl`); tests/msl_syntax.rs and
-//! tests/msl_strict.rs check both golden files against their shims. CUDA
+//! (`cooperative_gemm_tile_fragments.msl`); `combine` both ways, over four
+//! SIMD groups and one (`cooperative_combine*.msl`); tests/msl_syntax.rs
+//! and tests/msl_strict.rs check every golden file against their shims. CUDA
 //! holds the tensors in registers: a product over swizzled threadgroup
 //! tiles runs on `wgmma` where the source targets sm_90a (golden file
 //! `cooperative_wgmma_gemm.cu`), on the scalar path elsewhere; reductions
@@ -206,6 +207,97 @@ fn the_fragment_layout_holds_every_element_exactly_once() {
         .expect("run g++");
     assert!(built.status.success(), "{}\n{program}", String::from_utf8_lossy(&built.stderr));
     let run = std::process::Command::new(dir.join("layout")).output().expect("run the program");
+    std::fs::remove_dir_all(&dir).ok();
+    let out = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
+}
+
+/// The fragment lowering's `combine` helpers, compiled as C++ with g++
+/// against the shim and run with one `std::thread` per thread of the
+/// scope: a threadgroup barrier is a `std::barrier` of them all and
+/// `simd_shuffle` exchanges through a shared board between two barriers
+/// (`max` and `min` on floats are defined for real: the shim's only type-check).
+/// Each destination element must become `op(dest, src)` with the source
+/// element of its row and column (same shape), its row (m×1) or its column
+/// (1×n), over several SIMD groups (scratch) and one (shuffles).
+#[test]
+fn the_fragment_combine_takes_each_elements_source_by_its_coordinates() {
+    if !std::process::Command::new("g++").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        println!("skipped: g++ is not installed, so the fragment combine is not run");
+        return;
+    }
+    let text = written(COMBINE, (3, 1));
+    let start = text.find("// SIMD-group matrix tiles").expect("the tile helpers");
+    let end = text.find("kernel void").expect("the kernel");
+    let helpers = &text[start..end];
+    // (op, destination held as fragments?, rows, cols, source rows, source cols, SIMD groups)
+    let cases: [(u32, bool, u32, u32, u32, u32, u32); 9] = [
+        (2, true, 64, 64, 64, 1, 4),
+        (3, true, 64, 64, 1, 64, 4),
+        (1, true, 64, 64, 64, 64, 4),
+        (2, true, 16, 32, 16, 1, 1),
+        (5, true, 16, 32, 1, 32, 1),
+        (4, true, 24, 40, 24, 40, 1),
+        (0, false, 64, 1, 64, 1, 4),
+        (1, false, 64, 1, 1, 1, 4),
+        (3, false, 1, 40, 1, 40, 1),
+    ];
+    let checks: Vec<String> = cases
+        .iter()
+        .map(|(op, frag, r, c, sr, sc, s)| {
+            let d = format!("enigma_coop_{}<float, {r}, {c}, {s}>", if *frag { "frag" } else { "vec" });
+            // A source of the destination's shape has its type, as in the writer.
+            let src = if (sr, sc) == (r, c) { d.clone() } else { format!("enigma_coop_vec<float, {sr}, {sc}, {s}>") };
+            format!("    failures += check<{op}, {d}, {src}, {r}, {c}, {sr}, {sc}, {s}>();")
+        })
+        .collect();
+    let program = format!(
+        "#include <barrier>\n#include <thread>\n#include <vector>\n#include <cstdio>\n#include <type_traits>\n#include <metal_stdlib>\n#include <metal_simdgroup_matrix>\nusing namespace metal;\n\
+         static std::barrier<>* sync_point;\nstatic float board[32];\nstatic thread_local unsigned my_lane;\n\
+         static float shuffle(float x, ushort from) {{\n    board[my_lane] = x;\n    sync_point->arrive_and_wait();\n    \
+             float y = board[from];\n    sync_point->arrive_and_wait();\n    return y;\n}}\n\
+         static float max(float a, float b) {{ return a > b ? a : b; }}\nstatic float min(float a, float b) {{ return a < b ? a : b; }}\n\
+         #define threadgroup_barrier(flags) sync_point->arrive_and_wait()\n#define simd_shuffle(x, lane) shuffle(x, lane)\n\
+         {helpers}\n\
+         #undef thread\n\
+         static float scratch[4096];\n\
+         static float reference(int op, float d, float s) {{\n    \
+             switch (op) {{ case 0: return s; case 1: return d + s; case 2: return d - s; case 3: return d * s; case 4: return d > s ? d : s; default: return d < s ? d : s; }}\n}}\n\
+         template <int OP, typename D, typename SRC, int R, int C, int SR, int SC, int S> int check() {{\n    \
+             std::vector<float> out(R * C, -12345.0f);\n    std::barrier<> all(32 * S);\n    sync_point = &all;\n    \
+             std::vector<std::thread> threads;\n    \
+             for (uint t = 0; t < uint(32 * S); ++t) threads.emplace_back([&out, t] {{\n        \
+                 uint sg = t / 32, lane = t % 32;\n        my_lane = lane;\n        D d;\n        SRC s;\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(d); ++i) if (enigma_coop_valid(d, i, sg, lane))\n            \
+                     enigma_coop_at(d, i) = float(enigma_coop_coord(d, i, 1, sg, lane) * C + enigma_coop_coord(d, i, 0, sg, lane) + 1);\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(s); ++i) if (enigma_coop_valid(s, i, sg, lane))\n            \
+                     enigma_coop_at(s, i) = 0.5f * float(enigma_coop_coord(s, i, 1, sg, lane) * SC + enigma_coop_coord(s, i, 0, sg, lane)) + 3.0f;\n        \
+                 if constexpr (std::is_same<D, SRC>::value) enigma_coop_combine_slots<OP>(d, s, sg, lane);\n        \
+                 else enigma_coop_combine<OP>(d, s, scratch, sg, lane);\n        \
+                 for (uint i = 0; i < enigma_coop_capacity(d); ++i) if (enigma_coop_valid(d, i, sg, lane))\n            \
+                     out[enigma_coop_coord(d, i, 1, sg, lane) * C + enigma_coop_coord(d, i, 0, sg, lane)] = enigma_coop_at(d, i);\n    \
+             }});\n    for (auto& th : threads) th.join();\n    int bad = 0;\n    \
+             for (int r = 0; r < R; ++r) for (int c = 0; c < C; ++c) {{\n        \
+                 int e = (SR == 1 ? 0 : r) * SC + (SC == 1 ? 0 : c);\n        \
+                 if (out[r * C + c] != reference(OP, float(r * C + c + 1), 0.5f * float(e) + 3.0f)) bad++;\n    }}\n    \
+             if (bad) printf(\"op %d, %dx%d from %dx%d over %d SIMD groups: %d wrong\\n\", OP, R, C, SR, SC, S, bad);\n    return bad;\n}}\n\
+         int main() {{\n    int failures = 0;\n{}\n    printf(\"failures %d\\n\", failures);\n    return 0;\n}}\n",
+        checks.join("\n")
+    );
+    let dir = std::env::temp_dir().join(format!("enigma-coop-combine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    std::fs::write(dir.join("combine.cpp"), &program).expect("write the program");
+    let shim = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/msl_shim");
+    let built = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O1", "-pthread", "-Wno-attributes", "-x", "c++", "-I"])
+        .arg(&shim)
+        .arg("-o")
+        .arg(dir.join("combine"))
+        .arg(dir.join("combine.cpp"))
+        .output()
+        .expect("run g++");
+    assert!(built.status.success(), "{}\n{program}", String::from_utf8_lossy(&built.stderr));
+    let run = std::process::Command::new(dir.join("combine")).output().expect("run the program");
     std::fs::remove_dir_all(&dir).ok();
     let out = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(run.status.success() && out.ends_with("failures 0\n"), "{out}");
@@ -620,9 +712,119 @@ fn combinations_along_a_wgmma_accumulators_rows_stay_in_registers() {
     assert_eq!(cu.matches("enigma::threadgroup_barrier(enigma_tg);").count(), 1, "{cu}");
     let cu = cuda::write_string(&kernel, &info, &cuda::Options::default()).unwrap_or_else(|e| panic!("{e}")).source;
     assert!(cu.contains("__shared__ float enigma_scratch[64];") && cu.contains("s[enigma_i] = s[enigma_i] - enigma_scratch["), "{cu}");
-    // MSL has no lowering of `combine` yet: a typed refusal naming the tensor.
-    let err = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_err().to_string();
-    assert!(err.contains("`combine` into cooperative tensor `n`"), "{err}");
+}
+
+/// `combine` in both MSL lowerings, over four SIMD groups: a row maximum
+/// subtracted along the rows, a product of another descriptor (another
+/// MSL 4.0 type) added element by element, a column maximum multiplied
+/// along the columns, and two m×1 tensors of one type combined slot by
+/// slot (the second declared from its first writer, `combine`). Golden
+/// files `cooperative_combine*.msl`, which the g++ and strict checks
+/// compile.
+const COMBINE: &str = "\
+kernel cooperative_combine(A: device f16 read, B: device f16 read, C: device f32 read_write) {
+    cooperative s: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative o: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative m: cooperative_tensor<f32, 64, 1, simdgroups(4)>
+    cooperative n: cooperative_tensor<f32, 64, 1, simdgroups(4)>
+    cooperative k: cooperative_tensor<f32, 1, 64, simdgroups(4)>
+
+    matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, false, false, multiply), simdgroups(4), tensor(A, 0u32, 32u32, 64u32, 1u32, 32u32), tensor(B, 0u32, 64u32, 32u32, 1u32, 64u32), s)
+    matmul2d(matmul2d_descriptor(64, 64, 16, false, false, false, multiply), simdgroups(4), tensor(A, 0u32, 16u32, 64u32, 1u32, 32u32), tensor(B, 0u32, 64u32, 16u32, 1u32, 64u32), o)
+    reduce_rows(s, m, max)
+    combine(n, m, assign)
+    combine(n, m, add)
+    combine(s, n, sub)
+    combine(s, o, add)
+    reduce_columns(o, k, max)
+    combine(s, k, mul)
+    cooperative_store(s, tensor(C, 0u32, 64u32, 64u32, 1u32, 64u32))
+}
+";
+
+/// The same in one SIMD group: slot by slot for one type, through
+/// `simd_shuffle` otherwise (no threadgroup scratch, no barrier).
+const COMBINE_ONE_SIMDGROUP: &str = "\
+kernel cooperative_combine_one_simdgroup(A: device f16 read, B: device f16 read, C: device f32 read_write) {
+    cooperative s: cooperative_tensor<f32, 16, 32, simdgroup>
+    cooperative r: cooperative_tensor<f32, 16, 1, simdgroup>
+    cooperative c: cooperative_tensor<f32, 1, 32, simdgroup>
+
+    matmul2d(matmul2d_descriptor(16, 32, 16, false, false, false, multiply), simdgroup, tensor(A, 0u32, 16u32, 16u32, 1u32, 16u32), tensor(B, 0u32, 32u32, 16u32, 1u32, 32u32), s)
+    reduce_rows(s, r, max)
+    combine(s, r, sub)
+    reduce_columns(s, c, sum)
+    combine(s, c, min)
+    combine(s, s, add)
+    cooperative_store(s, tensor(C, 0u32, 32u32, 16u32, 1u32, 32u32))
+}
+";
+
+fn written(text: &str, version: (u8, u8)) -> String {
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let options = msl::Options { language_version: version, ..msl::Options::default() };
+    msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn msl_4_combines_through_a_scratch_view_or_slot_by_slot() {
+    let metal = written(COMBINE, msl::MPP_VERSION);
+    for needle in [
+        // n takes m's type from its first writer, so they go slot by slot.
+        "auto n = matmul0.get_row_reduction_destination_cooperative_tensor<",
+        "        n[enigma_i] = m[enigma_i];",
+        "        n[enigma_i] = n[enigma_i] + m[enigma_i];",
+        "threadgroup float coop_scratch_f32[4096];",
+        "auto mpp_left = metal::tensor<threadgroup float, metal::dextents<int32_t, 2>, metal::tensor_inline>(coop_scratch_f32, metal::dextents<int32_t, 2>(1, 64), metal::array<int32_t, 2>{1, 1});",
+        "        s[enigma_i] = s[enigma_i] - coop_scratch_f32[enigma_at[1]];",
+        "        s[enigma_i] = s[enigma_i] + coop_scratch_f32[enigma_at[1] * 64 + enigma_at[0]];",
+        "        s[enigma_i] = s[enigma_i] * coop_scratch_f32[enigma_at[0]];",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    // Three combinations through the scratch, each between two barriers.
+    assert_eq!(metal.matches("threadgroup_barrier(mem_flags::mem_threadgroup);").count(), 6, "{metal}");
+    insta::assert_snapshot!("cooperative_combine.msl", metal);
+    let one = written(COMBINE_ONE_SIMDGROUP, msl::MPP_VERSION);
+    for needle in [
+        "float enigma_source[16];",
+        "float enigma_source[32];",
+        "    int enigma_key = r.is_valid_element(enigma_j) ? int(enigma_at[1]) : -1;",
+        "        float enigma_v = simd_shuffle(enigma_value, enigma_lane);",
+        "        s[enigma_i] = min(s[enigma_i], enigma_source[enigma_at[0]]);",
+        "        s[enigma_i] = s[enigma_i] + s[enigma_i];",
+    ] {
+        assert!(one.contains(needle), "missing {needle:?} in\n{one}");
+    }
+    assert!(!one.contains("threadgroup_barrier") && !one.contains("coop_scratch"), "{one}");
+    insta::assert_snapshot!("cooperative_combine_one_simdgroup.msl", one);
+}
+
+#[test]
+fn older_msl_combines_slot_by_slot_through_scratch_or_with_shuffles() {
+    let metal = written(COMBINE, (3, 1));
+    for needle in [
+        "threadgroup float coop_scratch_f32[256];",
+        "enigma_coop_combine_slots<0>(n, m, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(n, m, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine<2>(s, n, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(s, o, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+        "enigma_coop_combine<3>(s, k, coop_scratch_f32, simdgroup_index_in_threadgroup, thread_index_in_simdgroup);",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    insta::assert_snapshot!("cooperative_combine_fragments.msl", metal);
+    let one = written(COMBINE_ONE_SIMDGROUP, (3, 1));
+    for needle in [
+        "enigma_coop_combine<2>(s, r, nullptr, 0u, thread_index_in_simdgroup);",
+        "enigma_coop_combine<5>(s, c, nullptr, 0u, thread_index_in_simdgroup);",
+        "enigma_coop_combine_slots<1>(s, s, 0u, thread_index_in_simdgroup);",
+    ] {
+        assert!(one.contains(needle), "missing {needle:?} in\n{one}");
+    }
+    assert!(!one.contains("threadgroup float coop_scratch"), "{one}");
+    insta::assert_snapshot!("cooperative_combine_one_simdgroup_fragments.msl", one);
 }
 
 /// `combine` of a SIMD group's own tensors on CUDA (each SIMD group holds

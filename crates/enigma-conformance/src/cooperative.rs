@@ -3,13 +3,16 @@
 //! `get_multidimensional_index`, row sums, stored whole; and a pipeline of
 //! overlapped products over three threadgroup stages, each stage refilled
 //! by asynchronous copies right after the second barrier that follows its
-//! product. Inputs are small multiples of 1/2, so every sum is exact in f32
-//! in any order: results are compared exactly with an f64 reference. A
-//! device without the feature must refuse the pipeline naming it.
+//! product; and `combine` along rows, along columns and element by element
+//! between tensors of two products. Inputs are small multiples of 1/2, so
+//! every sum is exact in f32 in any order: results are compared exactly
+//! with an f64 reference (and each combination, one f32 operation, with
+//! the same operation in a plain loop). A device without the feature must
+//! refuse the pipeline naming it.
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{Access, CombineOp, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, ReduceOp, Scalar, Type};
 use enigma_runtime::{Arg, Runtime, RuntimeError};
 use rand::Rng;
 
@@ -57,6 +60,56 @@ pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
         let at = |i: usize| format!("row {}, column {}", i / 64, i % 64);
         check_f32_exact("the 64×64 tile", &download::<f32>(&cb)?, &want, at)?;
         check_f32_exact("the row sums", &download::<f32>(&rb)?, &sums, |i| format!("row {i}"))
+    })
+}
+
+/// `acc = A·B` (64 × K times K × 64, k dynamic) and `other` the product of
+/// A's first 16 columns and B's first 16 rows (a static k: another
+/// descriptor, so another MSL 4.0 type); then `acc −= row maximum of acc`
+/// (m×1, along the rows), `acc += other` (element by element), `acc *=
+/// column maximum of other` (1×n, along the columns), stored whole.
+pub fn cooperative_combine_rows_columns_and_elements(rt: &Runtime) -> CaseResult {
+    seeded("cooperative_combine_rows_columns_and_elements", |rng| {
+        const K: u32 = 32;
+        const K2: u32 = 16;
+        let mut k = KernelBuilder::new("cooperative_combine");
+        let a = k.buffer("A", Type::F16, Access::Read);
+        let b = k.buffer("B", Type::F16, Access::Read);
+        let c = k.buffer("C", Type::F32, Access::ReadWrite);
+        let kk = k.value("K", Type::U32);
+        let scope = ExecutionScope::Simdgroups(4);
+        let op = Matmul2d::new(Matmul2dDescriptor::new(64, 64, None), scope);
+        let op2 = Matmul2d::new(Matmul2dDescriptor::new(64, 64, Some(K2)), scope);
+        let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+        let other = k.destination_cooperative_tensor(&op2, "other", Scalar::F32);
+        let row_max = k.cooperative_tensor("row_max", Scalar::F32, 64, 1, scope);
+        let col_max = k.cooperative_tensor("col_max", Scalar::F32, 1, 64, scope);
+        k.matmul2d_run(&op, &Tensor::new(a, [kk, Ex::from(64u32)]), &Tensor::new(b, [Ex::from(64u32), kk]), acc);
+        let a16 = Tensor::new(a, [K2, 64u32]).with_strides([Ex::from(1u32), kk]);
+        k.matmul2d_run(&op2, &a16, &Tensor::new(b, [64u32, K2]), other);
+        k.cooperative_reduce(acc, row_max, ReduceAxis::Rows, ReduceOp::Max);
+        k.cooperative_combine(acc, row_max, CombineOp::Sub);
+        k.cooperative_combine(acc, other, CombineOp::Add);
+        k.cooperative_reduce(other, col_max, ReduceAxis::Columns, ReduceOp::Max);
+        k.cooperative_combine(acc, col_max, CombineOp::Mul);
+        k.cooperative_store(acc, &Tensor::new(c, [64u32, 64u32]));
+        let kernel = finish(k)?;
+        if !rt.device().features.contains(&Feature::CooperativeTensors) {
+            return refused(rt, &kernel);
+        }
+        let p = pipeline(rt, &kernel)?;
+        let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
+        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+        let cb = filled(rt, 64 * 64, -1.0f32)?;
+        groups(rt, &p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(K)], [1, 1, 1], [128, 1, 1])?;
+        let product = |depth: usize| -> Vec<f32> {
+            (0..64 * 64).map(|i| (0..depth).map(|j| av[i / 64 * K as usize + j] as f64 * bv[j * 64 + i % 64] as f64).sum::<f64>() as f32).collect()
+        };
+        let (full, part) = (product(K as usize), product(K2 as usize));
+        let row_max: Vec<f32> = (0..64).map(|r| full[r * 64..r * 64 + 64].iter().copied().fold(f32::NEG_INFINITY, f32::max)).collect();
+        let col_max: Vec<f32> = (0..64).map(|col| (0..64).map(|r| part[r * 64 + col]).fold(f32::NEG_INFINITY, f32::max)).collect();
+        let want: Vec<f32> = (0..64 * 64).map(|i| (full[i] - row_max[i / 64] + part[i]) * col_max[i % 64]).collect();
+        check_f32_exact("the combined 64×64 tile", &download::<f32>(&cb)?, &want, |i| format!("row {}, column {}", i / 64, i % 64))
     })
 }
 

@@ -146,3 +146,37 @@ fn the_msl_of_every_library_kernel_passes_the_strict_check() {
     let (sources, failures) = strict_failures("library", &kernels);
     assert!(failures.is_empty(), "{} of {sources} sources fail:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// The attention prefill kernels on cooperative tensors, whose online
+/// softmax keeps its row state in m×1 tensors and applies it with
+/// `combine` (along rows and between the row tensors), both ways: one and
+/// two warpgroups, 64 and 128 keys, f16 and bf16, masked and with the
+/// log-sum-exp. Their staged K/V blocks need more threadgroup memory than
+/// an Apple GPU's 32 KiB, so they are validated against a larger limit:
+/// this checks the MSL's names and types, not that a Mac could run it.
+#[test]
+fn the_msl_of_the_cooperative_prefill_kernels_passes_the_strict_check() {
+    if let Some(why) = strict::unavailable() {
+        enigma_conformance::skip("enigma-conformance", &why);
+        return;
+    }
+    use enigma_kernels::library::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
+    use enigma_kernels::library::DType;
+    let configs = [
+        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: false, lse: false, block_q: 64, block_kv: 128 },
+        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 128, block_kv: 64 },
+        CoopPrefillConfig { dtype: DType::BF16, d: 128, causal: true, lse: false, block_q: 64, block_kv: 64 },
+    ];
+    let kernels: Vec<(Kernel, KernelInfo)> = configs
+        .iter()
+        .map(|c| {
+            let k = prefill_cooperative(c);
+            let options = ValidationOptions { max_threadgroup_memory_bytes: c.memory_bytes(), ..ValidationOptions::default() };
+            let info = validate(&k, &options).unwrap_or_else(|e| panic!("{e}"));
+            (k, info)
+        })
+        .collect();
+    let (sources, failures) = strict_failures("prefill", &kernels);
+    assert_eq!(sources, 2 * configs.len(), "one source per kernel and lowering");
+    assert!(failures.is_empty(), "{} of {sources} sources fail:\n{}", failures.len(), failures.join("\n"));
+}

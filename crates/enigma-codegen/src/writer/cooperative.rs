@@ -6,7 +6,13 @@
 //! writes it (`get_destination_cooperative_tensor`, or the row/column
 //! reduction destination of its source's operation), and views as
 //! `metal::tensor<…, dextents<int32_t, 2>, tensor_inline>` made where they
-//! are used. A dialect that has no such spelling refuses the kernel
+//! are used. `combine` of two tensors of one C++ type (one layout) goes
+//! slot by slot; any other source reaches each destination slot by its
+//! coordinates: over several SIMD groups the source is stored row-major to
+//! a threadgroup scratch array (a `metal::tensor` view of it) between two
+//! threadgroup barriers, and in one SIMD group each lane gathers the source
+//! into a private array with `simd_shuffle`. A dialect that has no such
+//! spelling refuses the kernel
 //! ([`crate::dialect::Dialect::cooperative_tensors`]); one that lowers them
 //! onto SIMD-group matrix fragments instead is written by
 //! `cooperative_fragments`, one that holds the tensors in registers (CUDA)
@@ -18,7 +24,7 @@ use crate::dialect::Dialect;
 use crate::error::{CodegenError, CodegenErrorKind};
 use std::fmt::Write as _;
 use enigma_ir::{
-    CoopId, ExecutionScope, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type,
+    CombineOp, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type,
 };
 
 /// The MSL spelling of a descriptor.
@@ -32,6 +38,34 @@ pub(crate) fn descriptor_text(d: &Matmul2dDescriptor) -> String {
         "mpp::tensor_ops::matmul2d_descriptor({}, {}, {k}, {}, {}, {}, mpp::tensor_ops::matmul2d_descriptor::mode::{mode})",
         d.m, d.n, d.transpose_left, d.transpose_right, d.relaxed_precision
     )
+}
+
+/// The most elements a one-SIMD-group `combine` gathers into each lane's
+/// private array (a reduction destination has at most 256).
+const MAX_GATHERED: u32 = 256;
+
+/// `op(dest, src)` in MSL, on f32 operands.
+fn combined_text(op: CombineOp, dest: &str, src: &str) -> String {
+    match op {
+        CombineOp::Assign => src.to_string(),
+        CombineOp::Add => format!("{dest} + {src}"),
+        CombineOp::Sub => format!("{dest} - {src}"),
+        CombineOp::Mul => format!("{dest} * {src}"),
+        CombineOp::Max => format!("max({dest}, {src})"),
+        CombineOp::Min => format!("min({dest}, {src})"),
+    }
+}
+
+/// The row-major index, in a `combine` source shaped like `src`, of the
+/// element a destination element at (`row`, `col`) takes: its row for an
+/// m×1 source, its column for a 1×n one.
+fn source_index(src: &CooperativeTensor, row: &str, col: &str) -> String {
+    match (src.rows, src.cols) {
+        (1, 1) => "0".into(),
+        (1, _) => col.into(),
+        (_, 1) => row.into(),
+        (_, cols) => format!("{row} * {cols} + {col}"),
+    }
 }
 
 impl<'k, D: Dialect> Writer<'k, D> {
@@ -89,8 +123,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
             let _ = writeln!(self.coop.prologue, "constexpr constant mpp::tensor_ops::matmul2d_descriptor {name}_desc = {};", descriptor_text(desc));
             self.line(&format!("mpp::tensor_ops::matmul2d<{name}_desc, {}> {name};", scope.msl_name()));
         }
-        // (operation, left type, right type) of each tensor once known.
+        // (operation, left type, right type) of each tensor once known, and
+        // its declaring expression.
         let mut origin: Vec<Option<(String, String, String)>> = vec![None; k.cooperative_tensors.len()];
+        let mut decls: Vec<String> = vec![String::new(); k.cooperative_tensors.len()];
         self.line("// cooperative tensors (MetalPerformancePrimitives)");
         for s in &stmts {
             let (dest, decl) = match s {
@@ -112,18 +148,120 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     origin[dest.0 as usize] = Some(o);
                     (*dest, decl)
                 }
+                // A combination into a tensor not yet written: the type of
+                // its source of the same shape.
+                StmtKind::CooperativeCombine { dest, src, .. } if origin[dest.0 as usize].is_none() => {
+                    let (d, t) = (k.cooperative(*dest), k.cooperative(*src));
+                    let Some(o) = origin[src.0 as usize].clone().filter(|_| (d.rows, d.cols) == (t.rows, t.cols)) else { continue };
+                    origin[dest.0 as usize] = Some(o);
+                    (*dest, decls[src.0 as usize].clone())
+                }
                 _ => continue,
             };
+            decls[dest.0 as usize].clone_from(&decl);
             let name = self.coop_name(dest)?;
             self.line(&format!("auto {name} = {decl};"));
         }
         if let Some(i) = origin.iter().position(Option::is_none) {
             let t = &k.cooperative_tensors[i];
             return Err(self.error(CodegenErrorKind::Unsupported {
-                what: format!("cooperative tensor `{}`, which no matmul2d or reduction writes first (MSL takes its type from one)", t.name),
+                what: format!("cooperative tensor `{}`, which no matmul2d, reduction or combination with a source of its shape writes first (MSL takes its type from one)", t.name),
                 ty: Type::scalar(t.elem),
             }));
         }
+        self.coop.decls = decls;
+        // The scratch array of the combinations over several SIMD groups
+        // that do not go slot by slot, as long as the largest source.
+        let mut len = 0;
+        k.walk_stmts(|_, s| {
+            if let StmtKind::CooperativeCombine { dest, src, .. } = &s.kind {
+                let t = k.cooperative(*src);
+                if t.scope.simdgroups() > 1 && !self.combines_slot_by_slot(*dest, *src) {
+                    len = len.max(t.rows * t.cols);
+                }
+            }
+        });
+        if len > 0 {
+            let name = self.names.fresh("coop_scratch_f32");
+            self.line(&format!("threadgroup float {name}[{len}];"));
+            self.coop.scratch.push((enigma_ir::Scalar::F32, name));
+        }
+        Ok(())
+    }
+
+    /// Whether `combine(dest, src)` may go slot by slot: the same shape
+    /// and the same declaring expression, so the same C++ type and layout.
+    fn combines_slot_by_slot(&self, dest: CoopId, src: CoopId) -> bool {
+        let (d, s) = (self.kernel.cooperative(dest), self.kernel.cooperative(src));
+        (d.rows, d.cols) == (s.rows, s.cols) && self.coop.decls.get(dest.0 as usize) == self.coop.decls.get(src.0 as usize)
+    }
+
+    /// `combine(dest, src, op)` with MetalPerformancePrimitives' tensors
+    /// (see the module documentation).
+    fn mpp_combine(&mut self, dest: CoopId, src: CoopId, op: CombineOp) -> Result<(), CodegenError> {
+        let (d, s) = (self.kernel.cooperative(dest), self.kernel.cooperative(src));
+        let (dn, sn) = (self.coop_name(dest)?, self.coop_name(src)?);
+        let slot = format!("{dn}[enigma_i]");
+        if self.combines_slot_by_slot(dest, src) {
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < uint({dn}.get_capacity()); ++enigma_i) {{"));
+            self.line(&format!("    if ({dn}.is_valid_element(enigma_i)) {{"));
+            self.line(&format!("        {slot} = {};", combined_text(op, &slot, &format!("{sn}[enigma_i]"))));
+            self.line("    }");
+            self.line("}");
+            return Ok(());
+        }
+        let several = s.scope.simdgroups() > 1;
+        self.line("{");
+        self.indent += 1;
+        let source = if several {
+            let scratch = self.coop.scratch.iter().find(|(t, _)| *t == enigma_ir::Scalar::F32).map(|(_, n)| n.clone()).ok_or_else(|| self.malformed("a combination without its scratch array"))?;
+            let view = self.coop.views[0].clone();
+            self.line(&format!(
+                "auto {view} = metal::tensor<threadgroup float, metal::dextents<int32_t, 2>, metal::tensor_inline>({scratch}, metal::dextents<int32_t, 2>({c}, {r}), metal::array<int32_t, 2>{{1, {c}}});",
+                r = s.rows,
+                c = s.cols
+            ));
+            self.line(&format!("{sn}.store({view});"));
+            self.line("threadgroup_barrier(mem_flags::mem_threadgroup);");
+            scratch
+        } else {
+            let len = s.rows * s.cols;
+            if len > MAX_GATHERED {
+                return Err(self.error(CodegenErrorKind::Unsupported {
+                    what: format!(
+                        "`combine` of `{}` into `{}` in one SIMD group: the source's {len} elements are more than the {MAX_GATHERED} each lane gathers, and the two tensors have different MSL types",
+                        s.name, d.name
+                    ),
+                    ty: Type::scalar(s.elem),
+                }));
+            }
+            self.line(&format!("float enigma_source[{len}];"));
+            self.line(&format!("for (uint enigma_j = 0u; enigma_j < uint({sn}.get_capacity()); ++enigma_j) {{"));
+            self.line(&format!("    auto enigma_at = {sn}.get_multidimensional_index(enigma_j);"));
+            self.line(&format!("    int enigma_key = {sn}.is_valid_element(enigma_j) ? int({}) : -1;", source_index(s, "enigma_at[1]", "enigma_at[0]")));
+            self.line(&format!("    float enigma_value = {sn}[enigma_j];"));
+            self.line("    for (ushort enigma_lane = 0; enigma_lane < 32; ++enigma_lane) {");
+            self.line("        int enigma_k = simd_shuffle(enigma_key, enigma_lane);");
+            self.line("        float enigma_v = simd_shuffle(enigma_value, enigma_lane);");
+            self.line("        if (enigma_k >= 0) {");
+            self.line("            enigma_source[enigma_k] = enigma_v;");
+            self.line("        }");
+            self.line("    }");
+            self.line("}");
+            "enigma_source".into()
+        };
+        self.line(&format!("for (uint enigma_i = 0u; enigma_i < uint({dn}.get_capacity()); ++enigma_i) {{"));
+        self.line(&format!("    if ({dn}.is_valid_element(enigma_i)) {{"));
+        self.line(&format!("        auto enigma_at = {dn}.get_multidimensional_index(enigma_i);"));
+        let element = format!("{source}[{}]", source_index(s, "enigma_at[1]", "enigma_at[0]"));
+        self.line(&format!("        {slot} = {};", combined_text(op, &slot, &element)));
+        self.line("    }");
+        self.line("}");
+        if several {
+            self.line("threadgroup_barrier(mem_flags::mem_threadgroup);");
+        }
+        self.indent -= 1;
+        self.line("}");
         Ok(())
     }
 
@@ -212,17 +350,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     axis.function()
                 ));
             }
-            StmtKind::CooperativeCombine { dest, .. } => return Err(self.combine_unsupported(*dest)),
+            StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
             _ => {}
         }
         Ok(())
-    }
-
-    /// `combine` has no MSL lowering yet (either version): the kernel is
-    /// refused, naming the tensor.
-    pub(super) fn combine_unsupported(&self, dest: CoopId) -> CodegenError {
-        let t = self.kernel.cooperative(dest);
-        self.error(CodegenErrorKind::Unsupported { what: format!("`combine` into cooperative tensor `{}` (not lowered to MSL yet; the simulator and CUDA run it)", t.name), ty: Type::scalar(t.elem) })
     }
 
     pub(super) fn cooperative_expr(&mut self, e: &Expr) -> Result<Val, CodegenError> {

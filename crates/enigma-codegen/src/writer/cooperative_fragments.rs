@@ -10,13 +10,16 @@
 //! `enigma_coop_view_of(pointer, x extent, y extent, x stride, y stride)`;
 //! each slot access passes the SIMD group's index in the scope and the
 //! lane. A reduction over several SIMD groups meets in a threadgroup
-//! scratch array declared at the top of the body.
+//! scratch array declared at the top of the body. `combine` of two tensors
+//! of one shape (hence one layout) goes slot by slot; a per-row or
+//! per-column source goes through the same scratch array over several SIMD
+//! groups, and through `simd_shuffle` in one.
 
 use super::{Val, Writer};
 use crate::code::Code;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{Builtin, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
+use enigma_ir::{Builtin, CombineOp, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
 
 /// Whether a tensor is held as fragments (`enigma_coop_frag`): both sides
 /// multiples of 8 and a type SIMD-group matrices hold.
@@ -47,6 +50,25 @@ fn identity_text(op: ReduceOp, acc: Scalar) -> &'static str {
         (ReduceOp::Max, _) => "int(-2147483647 - 1)",
         (ReduceOp::Min, _) => "2147483647",
     }
+}
+
+/// `OP` of `enigma_coop_combined`.
+fn combine_index(op: CombineOp) -> u32 {
+    match op {
+        CombineOp::Assign => 0,
+        CombineOp::Add => 1,
+        CombineOp::Sub => 2,
+        CombineOp::Mul => 3,
+        CombineOp::Max => 4,
+        CombineOp::Min => 5,
+    }
+}
+
+/// Whether `combine(dest, src)` reads its source element by element through
+/// the scope's threadgroup scratch: a per-row or per-column source (not
+/// `dest`'s shape) over several SIMD groups.
+fn combines_through_scratch(dest: &CooperativeTensor, src: &CooperativeTensor) -> bool {
+    (src.rows, src.cols) != (dest.rows, dest.cols) && dest.scope.simdgroups() > 1
 }
 
 fn op_index(op: ReduceOp) -> u32 {
@@ -87,20 +109,27 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line(&format!("{layout}<{}, {}, {}, {}> {name};", t.elem.msl_name(), t.rows, t.cols, t.scope.simdgroups()));
         }
         // One scratch array per accumulator type, as long as the longest
-        // reduction over several SIMD groups needs.
+        // reduction or combination over several SIMD groups needs.
         let mut scratch: Vec<(Scalar, u32)> = vec![];
-        k.walk_stmts(|_, s| {
-            if let StmtKind::CooperativeReduce { dest, .. } = &s.kind {
+        let mut need = |acc: Scalar, n: u32| match scratch.iter_mut().find(|(t, _)| *t == acc) {
+            Some((_, len)) => *len = (*len).max(n),
+            None => scratch.push((acc, n)),
+        };
+        k.walk_stmts(|_, s| match &s.kind {
+            StmtKind::CooperativeReduce { dest, .. } => {
                 let d = k.cooperative(*dest);
                 let n = d.scope.simdgroups();
                 if n > 1 {
-                    let acc = accumulator(d.elem);
-                    match scratch.iter_mut().find(|(t, _)| *t == acc) {
-                        Some((_, len)) => *len = (*len).max(n * d.rows * d.cols),
-                        None => scratch.push((acc, n * d.rows * d.cols)),
-                    }
+                    need(accumulator(d.elem), n * d.rows * d.cols);
                 }
             }
+            StmtKind::CooperativeCombine { dest, src, .. } => {
+                let s = k.cooperative(*src);
+                if combines_through_scratch(k.cooperative(*dest), s) {
+                    need(Scalar::F32, s.rows * s.cols);
+                }
+            }
+            _ => {}
         });
         for (acc, len) in scratch {
             let name = self.names.fresh(&format!("coop_scratch_{acc}"));
@@ -193,7 +222,25 @@ impl<'k, D: Dialect> Writer<'k, D> {
                     identity_text(*op, acc),
                 ));
             }
-            StmtKind::CooperativeCombine { dest, .. } => return Err(self.combine_unsupported(*dest)),
+            StmtKind::CooperativeCombine { dest, src, op } => {
+                let (d, s) = (self.kernel.cooperative(*dest), self.kernel.cooperative(*src));
+                let (dn, sn) = (self.coop_name(*dest)?, self.coop_name(*src)?);
+                let position = self.slot_position(*dest);
+                let op = combine_index(*op);
+                if (s.rows, s.cols) == (d.rows, d.cols) {
+                    self.line(&format!("enigma_coop_combine_slots<{op}>({dn}, {sn}, {position});"));
+                } else {
+                    if in_fragments(s) {
+                        return Err(self.malformed("a per-row or per-column combine source held as fragments"));
+                    }
+                    let scratch = if combines_through_scratch(d, s) {
+                        self.coop.scratch.iter().find(|(t, _)| *t == Scalar::F32).map(|(_, n)| n.clone()).ok_or_else(|| self.malformed("a combination without its scratch array"))?
+                    } else {
+                        "nullptr".into()
+                    };
+                    self.line(&format!("enigma_coop_combine<{op}>({dn}, {sn}, {scratch}, {position});"));
+                }
+            }
             _ => {}
         }
         Ok(())
