@@ -82,7 +82,9 @@
 //!   of the extra output `coop_out`. About a third of the products read a
 //!   threadgroup copy of `coop_in` (`coop_tg`) as overlapped products
 //!   (operands released at the second barrier after them), half of those
-//!   followed by two barriers and a write to the copy. On by default: the simulator, CUDA (the
+//!   followed by two barriers and a write to the copy; two in five reduce
+//!   the product along its rows or columns (sum, max or min) and `combine`
+//!   the result back into it (assign, add, sub, max or min). On by default: the simulator, CUDA (the
 //!   scalar path; `wgmma` takes larger scopes) and both MSL lowerings run it.
 //! * **Per-thread arrays** (with `thread_arrays`): a phase at the top level
 //!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
@@ -1145,6 +1147,20 @@ impl<'c> Gen<'c> {
             dest: tensor,
             release: if overlapped { OperandRelease::SecondBarrier } else { OperandRelease::NextBarrier },
         }));
+        if self.ch.chance(40) {
+            // A row or column reduction of the product, combined back into
+            // it by coordinates (every value an integer well below 2^24, so
+            // every backend agrees exactly).
+            let axis = self.ch.pick(&[ReduceAxis::Rows, ReduceAxis::Columns]);
+            let (rows, cols) = if axis == ReduceAxis::Rows { (m, 1) } else { (1, n) };
+            let reduced = CoopId(self.k.cooperative_tensors.len() as u32);
+            let name = format!("coop{}", reduced.0);
+            self.k.cooperative_tensors.push(CooperativeTensor { name, elem: Scalar::F32, rows, cols, scope: ExecutionScope::Simdgroup });
+            let op = self.ch.pick(&ReduceOp::ALL);
+            body.push(stmt(StmtKind::CooperativeReduce { src: tensor, dest: reduced, axis, op }));
+            let op = self.ch.pick(&[CombineOp::Assign, CombineOp::Add, CombineOp::Sub, CombineOp::Max, CombineOp::Min]);
+            body.push(stmt(StmtKind::CooperativeCombine { dest: tensor, src: reduced, op }));
+        }
         if overlapped && self.ch.chance(50) {
             // The copy is free again at the second barrier after the product.
             let barrier = || stmt(StmtKind::Barrier { scope: BarrierScope::Threadgroup, flags: MemFlags::Threadgroup });
