@@ -194,6 +194,29 @@ fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
     assert!(checked >= 8, "only {checked} of 160 cases have an overlapped product");
 }
 
+/// Some cooperative phases reduce their product and combine the result
+/// back into it; they run clean under the sanitizer, and the combined
+/// tensor differs from the plain product in most of them (the statements
+/// do something).
+#[test]
+fn reductions_combined_into_the_product_appear_and_run_clean() {
+    use enigma_ir::StmtKind;
+    let (mut seen, mut changed) = (0, 0);
+    for seed in 0..160 {
+        let case = testgen::case(seed);
+        let Some(at) = case.kernel.body.iter().position(|s| matches!(s.kind, StmtKind::CooperativeCombine { .. })) else {
+            continue;
+        };
+        let combined = run(&case, true).unwrap();
+        let mut plain = case.clone();
+        plain.kernel.body.remove(at);
+        changed += (case.compare_outputs(&combined, &run(&plain, false).unwrap()) != Ok(())) as usize;
+        seen += 1;
+    }
+    assert!(seen >= 8, "only {seen} of 160 cases combine a reduction into their product");
+    assert!(changed * 2 >= seen, "only {changed} of {seen} combines changed an output");
+}
+
 /// The texture phase appears and its output texture is written.
 #[test]
 fn texture_cases_read_and_write_textures() {
