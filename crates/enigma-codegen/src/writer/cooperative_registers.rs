@@ -206,24 +206,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if let (Layout::Wgmma { slices, .. }, ReduceAxis::Rows) = (sl, axis) {
             return self.reduce_wgmma_rows(src, dest, slices, op);
         }
-        let (sname, dname) = (self.coop_name(src)?, self.coop_name(dest)?);
+        let dname = self.coop_name(dest)?;
         let t = self.scope_thread(src);
         let ty = Type::scalar(elem);
-        let threadgroup = s.scope.is_threadgroup();
         let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
         self.line("{");
         self.indent += 1;
-        if threadgroup {
-            self.line(&format!("__shared__ {} enigma_scratch[{}];", self.dialect.type_name(ty), rows * cols));
-            let (row, col) = sl.coords(&t, "enigma_i");
-            self.line("#pragma unroll");
-            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
-            self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
-            self.line("}");
-            self.line(&format!("{barrier};"));
-        } else {
-            self.simd_gather(sl, &sname, ty, cols)?;
-        }
+        let threadgroup = self.readable_elements(src)?;
         let (row, col) = dl.coords(&t, "enigma_i");
         let (outer, inner, at) = match axis {
             ReduceAxis::Rows => (row, cols, format!("enigma_o * {cols}u + enigma_j")),
@@ -231,8 +220,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         };
         let float = elem.is_float();
         let acc_ty = if float { Type::F32 } else { ty };
-        let source = if threadgroup { format!("enigma_scratch[{at}]") } else { format!("enigma_gather({at})") };
-        let read = self.dialect.cast(acc_ty, ty, Code::postfix(source)).text;
+        let read = self.dialect.cast(acc_ty, ty, Code::postfix(element_read(threadgroup, &at))).text;
         let combine = match (op, float, elem.is_signed_int()) {
             (ReduceOp::Sum, true, _) => "enigma_acc + enigma_v".to_string(),
             (ReduceOp::Sum, false, true) => "(int)((uint)enigma_acc + (uint)enigma_v)".to_string(),
@@ -324,16 +312,35 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// otherwise the scope writes `src` to a shared-memory scratch array
     /// (row-major, its size) between two barriers and each thread reads the
     /// element of each of its destination slots.
-    /// Writes `enigma_gather(e)`: element `e` (row-major over `cols`
-    /// columns) of a SIMD group's own tensor `sname` in layout `sl`, for
-    /// every lane of the SIMD group at once. Every lane offers each of its
-    /// slots in turn and keeps the one that holds the element it asked for,
-    /// so all 32 lanes must run it.
-    fn simd_gather(&mut self, sl: Layout, sname: &str, ty: Type, cols: u32) -> Result<(), CodegenError> {
+    /// Makes every element of `src` readable by every thread of its scope,
+    /// by its row-major index `e` ([`element_read`]): for a scope of several
+    /// SIMD groups the scope writes its elements to a shared scratch array
+    /// `enigma_scratch` and a threadgroup barrier follows (another is owed
+    /// after the reads, before the scratch is reused); for a SIMD group's own
+    /// tensor (each SIMD group holds its own) `enigma_gather(e)`, where
+    /// every lane offers each of its slots in turn and keeps the one that
+    /// holds the element it asked for, so all 32 lanes must call it.
+    /// Returns whether the scratch array was used.
+    fn readable_elements(&mut self, src: CoopId) -> Result<bool, CodegenError> {
+        let s = self.kernel.cooperative(src);
+        let (cols, ty) = (s.cols, Type::scalar(s.elem));
+        let (sl, sname) = (self.layout(src)?, self.coop_name(src)?);
+        let name = self.dialect.type_name(ty);
+        if s.scope.is_threadgroup() {
+            let t = self.scope_thread(src);
+            let (row, col) = sl.coords(&t, "enigma_i");
+            self.line(&format!("__shared__ {name} enigma_scratch[{}];", s.rows * cols));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
+            self.line(&format!("    if ({}) enigma_scratch[({row}) * {cols}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i")));
+            self.line("}");
+            let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
+            self.line(&format!("{barrier};"));
+            return Ok(true);
+        }
         let Some((lane, slot)) = sl.owner(&format!("enigma_e / {cols}u"), &format!("enigma_e % {cols}u")) else {
             return Err(self.malformed("a SIMD group's cooperative tensor in a layout of several SIMD groups"));
         };
-        let name = self.dialect.type_name(ty);
         self.line(&format!("auto enigma_gather = [&](uint enigma_e) -> {name} {{"));
         self.line(&format!("    {name} enigma_w = {sname}[0];"));
         self.line(&format!("    const uint enigma_lane = {lane}, enigma_slot = {slot};"));
@@ -344,7 +351,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line("    }");
         self.line("    return enigma_w;");
         self.line("};");
-        Ok(())
+        Ok(false)
     }
 
     fn combine(&mut self, dest: CoopId, src: CoopId, op: CombineOp) -> Result<(), CodegenError> {
@@ -388,26 +395,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
             // threadgroup scratch array for a scope of several SIMD groups
             // (barriers of the threadgroup around it), by shuffles for a
             // SIMD group's own tensor (each SIMD group holds its own).
-            let threadgroup = s.scope.is_threadgroup();
             let barrier = self.dialect.barrier(BarrierScope::Threadgroup, MemFlags::Threadgroup, &self.path);
-            if threadgroup {
-                let (row, col) = sl.coords(&t, "enigma_i");
-                self.line(&format!("__shared__ float enigma_scratch[{}];", s.rows * s.cols));
-                self.line("#pragma unroll");
-                self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", sl.capacity()));
-                self.line(&format!("    if ({}) enigma_scratch[({row}) * {}u + ({col})] = {sname}[enigma_i];", sl.valid(&t, "enigma_i"), s.cols));
-                self.line("}");
-                self.line(&format!("{barrier};"));
-            } else {
-                self.simd_gather(sl, &sname, Type::F32, s.cols)?;
-            }
+            let threadgroup = self.readable_elements(src)?;
             let (row, col) = dl.coords(&t, "enigma_i");
             let at = match (s.rows, s.cols) {
                 (r, c) if (r, c) == (d.rows, d.cols) => format!("({row}) * {c}u + ({col})"),
                 (_, 1) => format!("({row})"),
                 _ => format!("({col})"),
             };
-            let source = if threadgroup { format!("enigma_scratch[{at}]") } else { format!("enigma_gather({at})") };
+            let source = element_read(threadgroup, &at);
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", dl.capacity()));
             if threadgroup {
@@ -747,5 +743,15 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             _ => return Err(self.malformed("not a cooperative expression")),
         })
+    }
+}
+
+/// Element `at` (row-major) of a source [`Writer::readable_elements`] made
+/// readable: from the scratch array when it used one, else by the gather.
+fn element_read(scratch: bool, at: &str) -> String {
+    if scratch {
+        format!("enigma_scratch[{at}]")
+    } else {
+        format!("enigma_gather({at})")
     }
 }
