@@ -51,8 +51,8 @@
 //! Parameters: `a, b, c, m, n, k, group, scales` (`b` the packed words,
 //! `group` K values per scale: 32, 64 or 128).
 
-use super::gemm::cooperative::{for_each_slot, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
-use super::gemm::{stages_that_fit, MatrixArgs, PackedArgs, MAX_STAGES};
+use super::gemm::cooperative::{for_each_slot, overlap_lag, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
+use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{dequantized_halves, Format, GROUPS, VALUES_PER_WORD};
 use super::split::SplitArgs;
 use super::*;
@@ -105,11 +105,7 @@ impl CoopQgemmConfig {
         tiles[first..].iter().find_map(|&(tm, tn)| {
             let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
-            let stages = match stages {
-                Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
-                None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
-            };
-            stages.map(|stages| CoopQgemmConfig { stages, ..base })
+            asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
     }
 
@@ -118,11 +114,7 @@ impl CoopQgemmConfig {
     /// product overlapping the next slice's decoding), else 1. The copies
     /// run `stages − lag` slices ahead.
     pub fn lag(&self) -> u32 {
-        if self.stages >= 3 {
-            2
-        } else {
-            1
-        }
+        overlap_lag(self.stages)
     }
 
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.

@@ -48,6 +48,16 @@ pub(crate) fn stages_that_fit(bytes: impl Fn(u32) -> u64, max_threadgroup_memory
     (2..=DEFAULT_STAGES).rev().find(|&stages| bytes(stages) <= max_threadgroup_memory_bytes)
 }
 
+/// `asked` stages where their threadgroup memory (`bytes(stages)`) fits
+/// `max_threadgroup_memory_bytes`, else `None`; without `asked`,
+/// [`stages_that_fit`]'s: the one rule of the cooperative GEMMs' choice.
+pub(crate) fn asked_or_fitting_stages(asked: Option<u32>, bytes: impl Fn(u32) -> u64, max_threadgroup_memory_bytes: u64) -> Option<u32> {
+    match asked {
+        Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
+        None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
+    }
+}
+
 /// The most slices of K a pipelined kernel keeps in threadgroup memory: it
 /// waits with `stages − 2` groups of copies still in flight, and the IR
 /// allows at most [`enigma_ir::limits::MAX_ASYNC_PENDING`].

@@ -47,7 +47,7 @@
 //! the accumulator's slots (`for_each_slot`) serve the quantized GEMM on
 //! cooperative tensors too (`library::qgemm_cooperative`).
 
-use super::config::{stages_that_fit, MAX_STAGES};
+use super::config::{asked_or_fitting_stages, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
 use crate::library::split::SplitArgs;
 use crate::library::*;
@@ -68,6 +68,17 @@ pub const COOP_TILES: [(u32, u32, u32); 2] = [(128, 256, 64), (64, 64, 64)];
 /// Rows of tiles in one band of the walk over C's tiles (see the module
 /// doc), [`CoopGemmConfig::for_memory`]'s choice.
 pub const DEFAULT_RASTER: u32 = 8;
+
+/// Barriers between a product and the reuse of its operands' stage in a
+/// pipeline of `stages`: 2 (overlapped products, released at the second
+/// barrier) with three or more stages, else 1 (released at the next).
+pub(crate) fn overlap_lag(stages: u32) -> u32 {
+    if stages >= 3 {
+        2
+    } else {
+        1
+    }
+}
 
 /// One cooperative GEMM kernel: types, tile, stages and the order of tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,11 +102,7 @@ impl CoopGemmConfig {
         COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
             let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER };
             let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
-            let stages = match stages {
-                Some(s) => Some(s).filter(|&s| bytes(s) <= max_threadgroup_memory_bytes),
-                None => stages_that_fit(bytes, max_threadgroup_memory_bytes),
-            };
-            stages.map(|stages| CoopGemmConfig { stages, ..base })
+            asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopGemmConfig { stages, ..base })
         })
     }
 
@@ -103,11 +110,7 @@ impl CoopGemmConfig {
     /// products) with three or more stages, else 1. The copies run
     /// `stages − lag` slices ahead.
     pub fn lag(&self) -> u32 {
-        if self.stages >= 3 {
-            2
-        } else {
-            1
-        }
+        overlap_lag(self.stages)
     }
 
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.

@@ -56,7 +56,7 @@ mod select;
 mod tests;
 
 pub use args::{MatrixArgs, PackedArgs, PlainArgs};
-pub(crate) use config::{simdgroup_tiles, stages_that_fit};
+pub(crate) use config::{asked_or_fitting_stages, simdgroup_tiles};
 pub use config::{
     reference, Edges, GemmConfig, QgemmConfig, DEFAULT_STAGES, DOUBLE_BUFFER_REGISTERS, FRAGMENT_ORDER_SIMDGROUP_TILE, MAX_STAGES, PAD, QGEMM_SLICE_DEPTHS,
     QGEMM_SPLIT_K_MAX_ROWS, QGEMM_WIDE_SPLITS, SPLIT_K_MAX_ROWS,
