@@ -9,6 +9,7 @@
 use enigma_kernels::library::attention_prefill::{self, Mask, PrefillKernel, PrefillShape, PrefillTile};
 use enigma_ops::{download, quantize, upload, AttentionOptions, DType, Error, Options};
 use enigma_runtime::{Device, Runtime};
+use enigma_testing::attention_prefill::compare;
 
 fn shape(batch: usize, heads: usize, kv_heads: usize, s_q: usize, s_kv: usize, d: usize) -> PrefillShape {
     PrefillShape { batch, heads, kv_heads, s_q, s_kv, d }
@@ -34,20 +35,6 @@ fn check(rt: &Runtime, dtype: DType, s: PrefillShape, mask: Mask, sanitize: bool
     let got = download(&out, elem, s.q_len()).unwrap();
     let got_lse = download(&lse, enigma_ir::Scalar::F32, s.rows()).unwrap();
     compare(&format!("{dtype} {s:?} {mask:?}"), dtype, (&got, &want), (&got_lse, &want_lse));
-}
-
-/// The output and log-sum-exp against the f64 reference's. The weights are
-/// rounded to the input type before P·V (see the registry's tolerance),
-/// the output once more.
-fn compare(what: &str, dtype: DType, (got, want): (&[f64], &[f64]), (got_lse, want_lse): (&[f64], &[f64])) {
-    let tol = 3.0 * dtype.unit_roundoff();
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: out[{i}] got {g}, want {w}");
-    }
-    for (i, (g, w)) in got_lse.iter().zip(want_lse).enumerate() {
-        let ok = if w.is_infinite() { g == w } else { (g - w).abs() <= 1e-4 * (1.0 + w.abs()) };
-        assert!(ok, "{what}: lse[{i}] got {g}, want {w}");
-    }
 }
 
 #[test]
