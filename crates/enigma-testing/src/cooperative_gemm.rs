@@ -8,7 +8,6 @@
 //! ([`check_epilogue`]), at each pipeline depth ([`check_pipeline_depths`])
 //! and in each walk over the tiles ([`check_rasterisation`]).
 
-use enigma_ir::Scalar;
 use enigma_kernels::library::gemm::cooperative::DEFAULT_RASTER;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
 use enigma_ops::{download, quantize, upload, DType, GemmOptions, Ops, Options};
@@ -57,18 +56,19 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], k: usize, out: DType) {
     }
 }
 
-/// `Ops::matmul_batched` with the cooperative GEMM, f16 and bf16, f32 C.
+/// `Ops::matmul_batched` with the cooperative GEMM, f16 and bf16, C in
+/// f32 and in the inputs' type (the epilogue through threadgroup memory).
 pub fn check_matmul(rt: &Runtime, sanitize: bool) {
-    for dtype in [DType::F16, DType::BF16] {
+    for (dtype, out) in [DType::F16, DType::BF16].into_iter().flat_map(|d| [(d, DType::F32), (d, d)]) {
         let ops = Ops::new(rt).with_options(Options { elem: Some(dtype.scalar()), ..cooperative(sanitize) });
         for (batch, m, n, k) in [(1, 1, 8, 8), (1, 7, 72, 40), (1, 100, 136, 200), (1, 130, 64, 64), (3, 65, 24, 136), (1, 300, 520, 1000)] {
             let a = values(batch * m * k, 1, dtype);
             let b = values(batch * k * n, 7, dtype);
-            let c = ops.matmul_batched(&upload(rt, dtype.scalar(), &a).unwrap(), &upload(rt, dtype.scalar(), &b).unwrap(), batch, m, n, k, DType::F32).unwrap();
+            let c = ops.matmul_batched(&upload(rt, dtype.scalar(), &a).unwrap(), &upload(rt, dtype.scalar(), &b).unwrap(), batch, m, n, k, out).unwrap();
             let kernel = ops.take_launches().remove(0).kernel;
             assert!(kernel.starts_with("gemm_coop_"), "{kernel}");
-            let got = download(&c, Scalar::F32, batch * m * n).unwrap();
-            assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0), k, DType::F32);
+            let got = download(&c, out.scalar(), batch * m * n).unwrap();
+            assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0), k, out);
         }
     }
 }
@@ -87,7 +87,8 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
 /// columns: those `gemm::select` gives among them, with
 /// [`enigma_kernels::library::gemm::cooperative::COOP_TILES`])
 /// in two, three and four stages (those that fit the device), f16 in and
-/// f32 out, over 70 × 80 × 456 (eight slices of K, the last partial): the
+/// f32 or f16 out (the epilogue element by element and through
+/// threadgroup memory), over 70 × 80 × 456 (eight slices of K, the last partial): the
 /// two-stage schedule and the overlapped one of three or more stages, each
 /// stage reused several times.
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
@@ -95,7 +96,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (2..=4).map(move |stages| CoopGemmConfig { input: DType::F16, output: DType::F32, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER }))
+        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");

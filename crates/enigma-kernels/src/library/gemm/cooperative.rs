@@ -35,13 +35,21 @@
 //! a row-major walk would read every column of B once per row of tiles.
 //! `raster` 1 is the row-major walk.
 //!
-//! The epilogue walks the accumulator's slots (unrolled: on CUDA the
-//! accumulator stays in registers) by their coordinates:
-//! `alpha·acc + beta·C` (C read only where beta is not 0), rounded to C's
-//! type, skipping elements past M or N.
+//! **The epilogue.** Where C has the inputs' 16-bit type
+//! ([`CoopGemmConfig::staged_epilogue`]) it goes through threadgroup
+//! memory ([`store_tile_staged`]): once every copy has landed and every
+//! product has released its operands, each thread writes its accumulator
+//! slots, `alpha·acc + beta·C` rounded to C's type, into the B stages
+//! (which hold the tile: `tm ≤ stages · tk`), and after a barrier the
+//! threads store the tile's rows as words of two values, consecutive
+//! threads taking consecutive words, so a SIMD group writes whole 128-byte
+//! stretches of a row. With f32 C each thread stores its slots where they
+//! lie ([`store_tile_direct`]). Both skip elements past M or N; C is read
+//! only where beta is not 0.
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
-//! from the shapes: `m·k`, `k·n`, `m·n` elements).
+//! from the shapes: `m·k`, `k·n`, `m·n` elements), `c` taken as `c_pairs`
+//! (C's `u32` words) by the epilogue through threadgroup memory.
 //!
 //! The staging (`Staging`), the walk (`raster_walk`) and the loop over
 //! the accumulator's slots (`for_each_slot`) serve the quantized GEMM on
@@ -125,6 +133,14 @@ impl CoopGemmConfig {
     /// Threadgroup memory: `stages` slices of A and of B.
     pub fn memory_bytes(&self) -> u64 {
         u64::from(self.stages) * u64::from(self.tm * self.tk + self.tk * self.tn) * u64::from(self.input.size_bytes())
+    }
+
+    /// Whether the epilogue goes through threadgroup memory
+    /// ([`store_tile_staged`]): C in the inputs' 16-bit type, whose tile
+    /// fits the B stages (`tm ≤ stages · tk`, which [`Self::check`]'s
+    /// tiles and stages always give). Its kernel takes C as `c_pairs`.
+    pub fn staged_epilogue(&self) -> bool {
+        self.output == self.input && self.tm <= self.stages * self.tk
     }
 
     pub fn name(&self) -> String {
@@ -270,6 +286,99 @@ pub(crate) fn raster_walk(k: &mut KernelBuilder, raster: u32) -> (Ex, Ex) {
     (row, col)
 }
 
+/// Where an epilogue writes the accumulator: C (`c`: its elements of
+/// `output`, or for [`store_tile_staged`] its `u32` words of two 16-bit
+/// values), the batch's first element `base`, the tile's first row and
+/// column `origin` in an `m × n` matrix (`size`), and `C = alpha·acc +
+/// beta·C`'s scalars (C read only where beta is not 0).
+pub(crate) struct TileTarget {
+    pub c: Mem,
+    pub output: DType,
+    pub base: Ex,
+    pub origin: (Ex, Ex),
+    pub size: (Ex, Ex),
+    pub alpha: Ex,
+    pub beta: Ex,
+}
+
+impl TileTarget {
+    /// Element (row, col) of the tile: its matrix row and column and
+    /// whether they lie inside C.
+    fn place(&self, k: &mut KernelBuilder, tag: &str, row: Ex, col: Ex) -> (Ex, Ex, Ex) {
+        let row = k.let_(&format!("{tag}_row"), self.origin.0 + row);
+        let col = k.let_(&format!("{tag}_col"), self.origin.1 + col);
+        (row, col, row.lt(self.size.0).and(col.lt(self.size.1)))
+    }
+}
+
+/// The epilogue element by element: each thread stores its accumulator
+/// slots at their coordinates, `alpha·acc + beta·C` rounded to C's type.
+pub(crate) fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget) {
+    for_each_slot(k, acc, per_thread, "slot", &|k, slot, tag| {
+        k.if_(acc.is_valid_element(slot), |k| {
+            let [col, row] = acc.get_multidimensional_index(slot);
+            let (row, col, inside) = out.place(k, tag, row, col);
+            k.if_(inside, |k| {
+                let at = k.let_(&format!("{tag}_at"), out.base + row * out.size.1 + col);
+                let v = k.var(&format!("{tag}_v"), out.alpha * acc.get(slot));
+                k.if_(out.beta.ne(0.0f32), |k| k.assign(v, v.get() + out.beta * load_f32(out.c, at)));
+                store_f32(k, out.c, at, v.get());
+            });
+        });
+    });
+}
+
+/// The epilogue through threadgroup memory, for 16-bit C with an even
+/// `n`: each thread writes its slots' `alpha·acc + beta·C` (rounded once to
+/// C's type) into the `tm × tn` tile `staging` (an array of C's type with
+/// the tile's pitch `tn`, free of other uses: the caller has waited for
+/// every copy and released every product's operands), then, after a
+/// barrier, the threads store the tile's rows as `u32` words of two
+/// values, consecutive threads taking consecutive words: a SIMD group
+/// writes 128 contiguous bytes of a row at once where the accumulator's
+/// own layout scatters a few bytes over many rows (on CUDA, `wgmma`'s
+/// fragments: 4 bytes of 8 rows a lane quadruple per store, each 32-byte
+/// sector written in several requests). `n` even keeps a word within a
+/// row.
+pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, tm, tn): (Mem, u32, u32), (lid, threads): (Ex, u32)) {
+    let pair = out.output.ty(2);
+    // C's word holding element `at` (even or odd), as two values.
+    let read_pair = |at: Ex| out.c.get(at / 2u32).bitcast(pair);
+    for_each_slot(k, acc, per_thread, "slot", &|k, slot, tag| {
+        k.if_(acc.is_valid_element(slot), |k| {
+            let [col, row] = acc.get_multidimensional_index(slot);
+            let v = k.var(&format!("{tag}_v"), out.alpha * acc.get(slot));
+            let (grow, gcol, inside) = out.place(k, tag, row, col);
+            k.if_(out.beta.ne(0.0f32).and(inside), |k| {
+                let at = k.let_(&format!("{tag}_at"), out.base + grow * out.size.1 + gcol);
+                let both = k.let_(&format!("{tag}_c"), read_pair(at));
+                let prior = select(both.x(), both.y(), (at % 2u32).eq(1u32));
+                k.assign(v, v.get() + out.beta * to_f32(prior));
+            });
+            store_f32(k, staging, row * tn + col, v.get());
+        });
+    });
+    // Device memory too: the words C's reads above took are written below
+    // by other threads.
+    k.threadgroup_barrier(MemFlags::DeviceAndThreadgroup);
+    let words_per_row = tn / 2;
+    let rounds = (tm * words_per_row).div_ceil(threads);
+    k.for_unrolled("word", 0u32, rounds, 1u32, |k, i| {
+        let tag = "word";
+        let w = k.let_(&format!("{tag}_index"), lid + i * threads);
+        k.if_(w.lt(tm * words_per_row), |k| {
+            let row = k.let_(&format!("{tag}_r"), w / words_per_row);
+            let col = k.let_(&format!("{tag}_c"), w % words_per_row * 2u32);
+            let (grow, gcol, inside) = out.place(k, tag, row, col);
+            k.if_(inside, |k| {
+                let first = row * tn + col;
+                let values = vector(pair, &[staging.get(first), staging.get(first + 1u32)]);
+                k.store(out.c.at((out.base + grow * out.size.1 + gcol) / 2u32), values.bitcast(Type::U32));
+            });
+        });
+    });
+}
+
 /// The cooperative GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
@@ -284,7 +393,8 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, cfg.input.ty(1), Access::Read);
     let b = k.buffer(MatrixArgs::B, cfg.input.ty(1), Access::Read);
-    let c = k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite);
+    let staged = cfg.staged_epilogue();
+    let c = if staged { k.buffer(SplitArgs::C_PAIRS, Type::U32, Access::ReadWrite) } else { k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite) };
     let m = k.value(MatrixArgs::M, Type::U32);
     let n = k.value(MatrixArgs::N, Type::U32);
     let kk = k.value(MatrixArgs::K, Type::U32);
@@ -350,18 +460,16 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         }
     });
 
-    for_each_slot(&mut k, acc, per_thread, "slot", &|k, slot, tag| {
-        k.if_(acc.is_valid_element(slot), |k| {
-            let [col, row] = acc.get_multidimensional_index(slot);
-            let row = k.let_(&format!("{tag}_row"), m0 + row);
-            let col = k.let_(&format!("{tag}_col"), n0 + col);
-            k.if_(row.lt(m).and(col.lt(n)), |k| {
-                let at = k.let_(&format!("{tag}_at"), c_base + row * n + col);
-                let v = k.var(&format!("{tag}_v"), alpha * acc.get(slot));
-                k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
-                store_f32(k, c, at, v.get());
-            });
-        });
-    });
+    let target = TileTarget { c, output: cfg.output, base: c_base, origin: (m0, n0), size: (m, n), alpha, beta };
+    if staged {
+        // Every product done and its operands released (the second
+        // barrier) before the B stages hold the tile.
+        k.async_wait(0);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        store_tile_staged(&mut k, acc, per_thread, &target, (b_slices, tm, tn), (lid, threads));
+    } else {
+        store_tile_direct(&mut k, acc, per_thread, &target);
+    }
     finish(k)
 }
