@@ -151,7 +151,8 @@ impl CoopGemmConfig {
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
     /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
     /// slices), `tn` at most 256; 2 to [`MAX_STAGES`] stages; each slice's
-    /// copies split evenly over the threads; the stages within
+    /// copies split evenly over the threads in whole rows
+    /// ([`Staging::splits_evenly`]: not 192 columns); the stages within
     /// `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
@@ -168,9 +169,8 @@ impl CoopGemmConfig {
         if !(2..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
         }
-        let copies = |rows: u32, cols: u32| rows * cols / COPY_ELEMENTS;
-        if !copies(self.tm, self.tk).is_multiple_of(self.threads()) || !copies(self.tk, self.tn).is_multiple_of(self.threads()) {
-            return err(format!("the slices' 16-byte copies do not split evenly over {} threads", self.threads()));
+        if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, self.threads()) || !Staging::splits_evenly((self.tk, self.tn), COPY_ELEMENTS, self.threads()) {
+            return err(format!("the slices' 16-byte copies do not split evenly over {} threads in whole rows", self.threads()));
         }
         if self.memory_bytes() > max_threadgroup_memory_bytes {
             return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
@@ -212,10 +212,22 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
+    /// Whether `threads` share a `rows × cols` slice's copies of
+    /// `per_copy` elements the way [`Staging::new`] lays them out: the
+    /// same number each, every thread at one column of the rows it takes
+    /// (`threads` a multiple of a row's copies, or fewer copies in all
+    /// than threads).
+    pub(crate) fn splits_evenly((rows, cols): (u32, u32), per_copy: u32, threads: u32) -> bool {
+        let per_row = cols / per_copy;
+        let total = rows * per_row;
+        cols.is_multiple_of(per_copy) && (total < threads || (total.is_multiple_of(threads) && threads.is_multiple_of(per_row)))
+    }
+
     /// The staging of `rows × cols` slices of `src` into `staged`, 16
     /// bytes (`per_copy` elements) a copy, this thread (`lid` of `threads`)
     /// taking every `threads`-th copy.
     pub(crate) fn new(k: &mut KernelBuilder, tag: &str, (src, staged): (Mem, Mem), (rows, cols): (u32, u32), per_copy: u32, lid: Ex, threads: u32) -> Staging {
+        debug_assert!(Self::splits_evenly((rows, cols), per_copy, threads), "{tag}: {rows}×{cols} in copies of {per_copy} over {threads} threads");
         let per_row = cols / per_copy;
         let row0 = k.let_(&format!("{tag}_row0"), lid / per_row);
         let col = k.let_(&format!("{tag}_col"), lid % per_row * per_copy);

@@ -113,3 +113,19 @@ fn cooperative_memory_is_what_the_kernel_declares() {
         }
     }
 }
+
+/// A tile whose slice rows do not divide the threads' copies is refused
+/// (its staging would give some rows two copies and others none): 192
+/// columns are 24 copies a row, which neither 128 nor 256 threads divide.
+#[test]
+fn cooperative_tiles_must_split_their_copies_in_whole_rows() {
+    use super::cooperative::CoopGemmConfig;
+    for tm in [64, 128] {
+        let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm, tn: 192, tk: 64, stages: 3, raster: 1 };
+        let e = cfg.check(u64::MAX).unwrap_err().to_string();
+        assert!(e.contains("in whole rows"), "{e}");
+        for tn in [64, 128, 256] {
+            assert!(CoopGemmConfig { tn, ..cfg }.check(u64::MAX).is_ok(), "{tm}x{tn}");
+        }
+    }
+}
