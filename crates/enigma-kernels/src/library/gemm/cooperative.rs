@@ -37,14 +37,14 @@
 //!
 //! **The epilogue.** Where C has the inputs' 16-bit type
 //! ([`CoopGemmConfig::staged_epilogue`]) it goes through threadgroup
-//! memory ([`store_tile_staged`]): once every copy has landed and every
+//! memory (`store_tile_staged`): once every copy has landed and every
 //! product has released its operands, each thread writes its accumulator
 //! slots, `alpha·acc + beta·C` rounded to C's type, into the B stages
 //! (which hold the tile: `tm ≤ stages · tk`), and after a barrier the
 //! threads store the tile's rows as words of two values, consecutive
 //! threads taking consecutive words, so a SIMD group writes whole 128-byte
 //! stretches of a row. With f32 C each thread stores its slots where they
-//! lie ([`store_tile_direct`]). Both skip elements past M or N; C is read
+//! lie (`store_tile_direct`). Both skip elements past M or N; C is read
 //! only where beta is not 0.
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
@@ -136,7 +136,7 @@ impl CoopGemmConfig {
     }
 
     /// Whether the epilogue goes through threadgroup memory
-    /// ([`store_tile_staged`]): C in the inputs' 16-bit type, whose tile
+    /// (`store_tile_staged`): C in the inputs' 16-bit type, whose tile
     /// fits the B stages (`tm ≤ stages · tk`, which [`Self::check`]'s
     /// tiles and stages always give). Its kernel takes C as `c_pairs`.
     pub fn staged_epilogue(&self) -> bool {
@@ -152,7 +152,7 @@ impl CoopGemmConfig {
     /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
     /// slices), `tn` at most 256; 2 to [`MAX_STAGES`] stages; each slice's
     /// copies split evenly over the threads in whole rows
-    /// ([`Staging::splits_evenly`]: not 192 columns); the stages within
+    /// (`Staging::splits_evenly`: not 192 columns); the stages within
     /// `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
@@ -299,7 +299,7 @@ pub(crate) fn raster_walk(k: &mut KernelBuilder, raster: u32) -> (Ex, Ex) {
 }
 
 /// Where an epilogue writes the accumulator: C (`c`: its elements of
-/// `output`, or for [`store_tile_staged`] its `u32` words of two 16-bit
+/// `output`, or for `store_tile_staged` its `u32` words of two 16-bit
 /// values), the batch's first element `base`, the tile's first row and
 /// column `origin` in an `m × n` matrix (`size`), and `C = alpha·acc +
 /// beta·C`'s scalars (C read only where beta is not 0).
