@@ -216,7 +216,7 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 64 f16->f16 64x1024x576: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
-    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_128x128x64_s2_r8 splits=1 sum=Reduction
+    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x64x64_s2_r8 splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a stages 3 batch 32 f16->f16 64x1024x1024: gemm_coop_f16_f16_64x128x64_s3_r8 splits=1 sum=Reduction

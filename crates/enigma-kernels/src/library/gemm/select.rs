@@ -122,16 +122,16 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
 /// The cooperative kernel's tile and stages for `problem`: products of at
 /// most 64 rows the 64 × 128 tile (one warpgroup, no half-empty tiles), in
 /// the stages asked for or four; products of one slice of K (`k ≤ 64`) the
-/// 128 × 128 tile in the stages asked for or two (a third of the
-/// threadgroup memory, so that threadgroups share a multiprocessor and one's
+/// 64 × 64 tile in the stages asked for or two (32 KiB of threadgroup
+/// memory, so that several threadgroups share a multiprocessor and one's
 /// copies overlap another's epilogue); the rest (or where those do not fit
 /// `max_threadgroup_memory_bytes`) [`CoopGemmConfig::for_memory`]'s, the
 /// 128 × 256 tile in four stages on the H200. Measured there (f16, C f16,
 /// the epilogue through threadgroup memory, `gemm_cuda --batch`,
 /// `BENCHMARKS.md`): M = 64, N = 11008, K = 4096 ran 43.8 µs on 64 × 128
-/// against 61.3 on 128 × 256; 64 products of 128 × 1024 × 64 23.3 on
-/// 128 × 128 in two stages against 26.8 on 128 × 256 in four and 28.4 on
-/// 64 × 128; 32 products of 1024³ 180.9 on 128 × 256 in four against
+/// against 61.3 on 128 × 256; 64 products of 128 × 1024 × 64 20.4 on
+/// 64 × 64 in two stages against 23.6 on 64 × 128, 23.3–23.9 on 128 × 128
+/// in two, 26.8 on 128 × 256 in four; 32 products of 1024³ 180.9 on 128 × 256 in four against
 /// 214.0 on 128 × 128 in two, and 4096 × 1024 × 1024 27.8 against 32.2 in
 /// three stages and 33.8 on 64 × 128.
 fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
@@ -140,7 +140,7 @@ fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }
-    let shallow = CoopGemmConfig { tm: 2 * WARPGROUP_ROWS, stages: asked.unwrap_or(2), ..short };
+    let shallow = CoopGemmConfig { tn: 64, stages: asked.unwrap_or(2), ..short };
     if k <= shallow.tk && shallow.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(shallow);
     }
