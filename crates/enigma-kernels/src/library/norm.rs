@@ -292,7 +292,8 @@ impl Lanes {
             return vec![reg];
         }
         let pair = self.dtype.ty(2);
-        (0..4u8).map(|c| k.let_(&format!("{name}_{c}"), to_f32(reg.component(c).bitcast(pair)))).collect()
+        let word = k.let_(name, reg);
+        (0..4u8).map(|c| k.let_(&format!("{name}_{c}"), to_f32(word.component(c).bitcast(pair)))).collect()
     }
 
     fn store(self, k: &mut KernelBuilder, mem: Mem, index: Ex, parts: &[Ex]) {
