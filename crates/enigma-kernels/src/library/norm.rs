@@ -323,6 +323,25 @@ fn lanes_sum(k: &mut KernelBuilder, name: &str, v: Ex, lanes: u32) -> Ex {
     k.let_(name, s)
 }
 
+/// One vector slot of a lane in the lanes form: the row's, the weight's and
+/// the bias's elements as f32 parts, the slot's vector index and whether
+/// it lies in the row.
+struct LaneItem {
+    xs: Vec<Ex>,
+    ws: Vec<Ex>,
+    bs: Option<Vec<Ex>>,
+    idx: Ex,
+    inside: Ex,
+}
+
+/// The sum of `terms` as a balanced tree (short dependency chains).
+fn pairwise_sum(mut terms: Vec<Ex>) -> Ex {
+    while terms.len() > 1 {
+        terms = terms.chunks(2).map(|pair| if let [a, b] = pair { *a + *b } else { pair[0] }).collect();
+    }
+    terms.pop().expect("at least one term")
+}
+
 /// The lanes form (module docs): `{rms_norm|layer_norm}_{dtype}[_vec4|_vec8]_l<lanes>_c<items>`,
 /// LayerNorm when `layer`. Lane `i` of row `r`'s group holds vectors `i,
 /// i + lanes, …`; threads of rows past `rows` take part in the
@@ -358,50 +377,56 @@ pub fn norm_lanes(c: LanesConfig, layer: bool) -> Kernel {
     let dv = k.let_("dv", d / c.vec as u32);
     let base = k.let_("base", min(row, rows - 1u32) * dv);
     let inv_d = k.let_("inv_d", 1.0f32 / d.cast(Type::F32));
-    // Registers: this lane's vectors, zero past the row's end.
+    // Registers: this lane's vectors of the row, the weight and the bias
+    // (all loaded before the reductions), zero past the row's end.
     let mut regs = vec![];
     for it in 0..c.items {
         let idx = k.let_(&format!("idx{it}"), lane + c.lanes * it);
         let inside = k.let_(&format!("inside{it}"), active.and(idx.lt(dv)));
-        let v = k.var(&format!("v{it}"), io.zero());
-        k.if_(inside, |k| k.assign(v, io.load(x, base + idx)));
-        let parts = io.parts(&mut k, &format!("x{it}"), v.get());
-        regs.push((parts, idx, inside));
+        let vx = k.var(&format!("vx{it}"), io.zero());
+        let vw = k.var(&format!("vw{it}"), io.zero());
+        let vb = b.map(|_| k.var(&format!("vb{it}"), io.zero()));
+        k.if_(inside, |k| {
+            k.assign(vx, io.load(x, base + idx));
+            k.assign(vw, io.load(w, idx));
+            if let (Some(vb), Some(b)) = (vb, b) {
+                k.assign(vb, io.load(b, idx));
+            }
+        });
+        let xs = io.parts(&mut k, &format!("x{it}"), vx.get());
+        let ws = io.parts(&mut k, &format!("w{it}"), vw.get());
+        let bs = vb.map(|vb| io.parts(&mut k, &format!("b{it}"), vb.get()));
+        regs.push(LaneItem { xs, ws, bs, idx, inside });
     }
-    let sum_of = |f: &dyn Fn(Ex) -> Ex| regs.iter().flat_map(|(parts, _, _)| parts.iter().map(|&p| hsum(f(p)))).reduce(|a, b| a + b).expect("items > 0");
+    let out = |k: &mut KernelBuilder, item: &LaneItem, value: &dyn Fn(usize, Ex) -> Ex| {
+        k.if_(item.inside, |k| {
+            let parts: Vec<Ex> = item.xs.iter().enumerate().map(|(j, &p)| value(j, p)).collect();
+            io.store(k, y, base + item.idx, &parts);
+        });
+    };
     if layer {
-        let total = lanes_sum(&mut k, "sum", sum_of(&|p| p), c.lanes);
+        let total = lanes_sum(&mut k, "sum", pairwise_sum(regs.iter().flat_map(|r| r.xs.iter().map(|&p| hsum(p))).collect()), c.lanes);
         let mean = k.let_("mean", total * inv_d);
         // Centred squares; slots past the row's end hold 0, so mask them.
-        let mut sq: Option<Ex> = None;
-        for (it, (parts, _, inside)) in regs.iter().enumerate() {
-            for (j, &p) in parts.iter().enumerate() {
+        let mut squares = vec![];
+        for (it, item) in regs.iter().enumerate() {
+            for (j, &p) in item.xs.iter().enumerate() {
                 let zero = splat(0.0, p.ty().width());
-                let centred = k.let_(&format!("c{it}_{j}"), select(zero, p - mean, *inside));
-                let term = hsum(centred * centred);
-                sq = Some(sq.map_or(term, |s| s + term));
+                let centred = k.let_(&format!("c{it}_{j}"), select(zero, p - mean, item.inside));
+                squares.push(hsum(centred * centred));
             }
         }
-        let var_sum = lanes_sum(&mut k, "sq", sq.expect("items > 0"), c.lanes);
+        let var_sum = lanes_sum(&mut k, "sq", pairwise_sum(squares), c.lanes);
         let rstd = k.let_("rstd", rsqrt(var_sum * inv_d + eps));
-        let b = b.expect("layer norm has a bias");
-        for (it, (parts, idx, inside)) in regs.iter().enumerate() {
-            k.if_(*inside, |k| {
-                let wp = io.parts(k, &format!("w{it}"), io.load(w, *idx));
-                let bp = io.parts(k, &format!("b{it}"), io.load(b, *idx));
-                let out: Vec<Ex> = parts.iter().zip(wp.iter().zip(&bp)).map(|(&p, (&wv, &bv))| fma((p - mean) * rstd, wv, bv)).collect();
-                io.store(k, y, base + *idx, &out);
-            });
+        for item in &regs {
+            let bs = item.bs.as_ref().expect("layer norm has a bias");
+            out(&mut k, item, &|j, p| fma((p - mean) * rstd, item.ws[j], bs[j]));
         }
     } else {
-        let ss = lanes_sum(&mut k, "ss", sum_of(&|p| p * p), c.lanes);
+        let ss = lanes_sum(&mut k, "ss", pairwise_sum(regs.iter().flat_map(|r| r.xs.iter().map(|&p| hsum(p * p))).collect()), c.lanes);
         let r = k.let_("r", rsqrt(ss * inv_d + eps));
-        for (it, (parts, idx, inside)) in regs.iter().enumerate() {
-            k.if_(*inside, |k| {
-                let wp = io.parts(k, &format!("w{it}"), io.load(w, *idx));
-                let out: Vec<Ex> = parts.iter().zip(&wp).map(|(&p, &wv)| p * r * wv).collect();
-                io.store(k, y, base + *idx, &out);
-            });
+        for item in &regs {
+            out(&mut k, item, &|j, p| p * r * item.ws[j]);
         }
     }
     finish(k)
