@@ -26,7 +26,7 @@ nvrtc="$(ls /usr/local/cuda/lib64/libnvrtc.so.13* 2>/dev/null | head -n 1)"
 export LD_LIBRARY_PATH="$(dirname "$nvrtc"):${LD_LIBRARY_PATH:-}"
 export CUDA_HOME=/usr/local/cuda
 status=0
-ENIGMA_LIBRARY_FILTER=rms_norm,layer_norm,log_ "$bins/library_test" --test-threads 1 2>&1 | tee "$logs/library_test.log" || status=1
+ENIGMA_LIBRARY_FILTER=rms_norm,layer_norm,log_ "$bins/library_test" every_library_kernel log_of_every_half_value --test-threads 1 2>&1 | tee "$logs/library_test.log" || status=1
 pip install -q --no-deps --target /tmp/enigma_pkg "$bins"/*.whl 2>&1 | tee "$logs/pip.log"
 (cd "$logs" && PYTHONPATH=/tmp/enigma_pkg python3 "$repo/bench/library_vs_torch.py" none --ops norm log) 2>&1 | tee "$logs/ops_norms_log.txt" || status=1
 exit $status
