@@ -249,8 +249,10 @@ pub fn plan(layer: bool, dtype: DType, rows: usize, d: usize, vec: u8, options: 
     }
     let threads = row_plan.dispatch.threads[0];
     let name = format!("{kernel}_{dtype}");
-    to_u32(&name, "rows × lanes", rows * lanes)?;
-    let groups = to_u32(&name, "threadgroups", rows.div_ceil(threads as usize / lanes))?;
+    let groups = rows.div_ceil(threads as usize / lanes);
+    // Thread positions in the grid are u32.
+    to_u32(&name, "threads in the grid", groups * threads as usize)?;
+    let groups = to_u32(&name, "threadgroups", groups)?;
     let config = LanesConfig { dtype, vec, lanes: lanes as u32, items: items as u32 };
     Ok(NormPlan { form: NormForm::Lanes(config), rows: row_plan.rows, d: row_plan.d, dispatch: Dispatch::threadgroups([groups, 1, 1], threads) })
 }
