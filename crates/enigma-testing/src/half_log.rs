@@ -1,5 +1,5 @@
-//! `log` of every finite positive float16 and bfloat16 value (and of 0,
-//! `+∞`, NaN and a negative value) through `Ops::elementwise` with scalar,
+//! `log` of every finite positive float16 and bfloat16 value (and of ±0,
+//! `+∞`, NaN and negative values) through `Ops::elementwise` with scalar,
 //! 4-wide and packed 16-byte kernels, each result against the f64 `ln` of
 //! its input within the element-wise bound (`1e-6 + underflow` absolute
 //! plus `2e-6 + unit roundoff` relative, the one `enigma-ops`' element-wise
@@ -11,7 +11,8 @@ use enigma_ops::{download, upload_bytes, DType, Elementwise, Ops, Options};
 use enigma_runtime::Runtime;
 
 /// The bits of the values checked in `dtype` (f16 or bf16): every finite
-/// positive one, then 0, `+∞`, a NaN and `-1`, then ones up to a multiple
+/// positive one, then ±0, `+∞`, a NaN, `-1` and the negative value of
+/// least magnitude, then ones up to a multiple
 /// of 8 elements (so the packed kernel can run).
 fn inputs(dtype: DType) -> Vec<u16> {
     // (largest finite, +∞, NaN, -1, 1)
@@ -20,7 +21,7 @@ fn inputs(dtype: DType) -> Vec<u16> {
         _ => (0x7f7f, 0x7f80, 0x7fc0, 0xbf80, 0x3f80),
     };
     let mut bits: Vec<u16> = (1..=last).collect();
-    bits.extend([0, inf, nan, minus_one]);
+    bits.extend([0, 0x8000, inf, nan, minus_one, 0x8001]);
     bits.resize(bits.len().div_ceil(8) * 8, one);
     bits
 }
@@ -45,7 +46,7 @@ pub fn check_log_of_every_half_value(rt: &Runtime, sanitize: bool) {
                 let ok = if v.is_finite() && v > 0.0 {
                     (g - want).abs() <= 1e-6 + dtype.underflow_error() * 1.01 + want.abs() * (2e-6 + dtype.unit_roundoff() * 1.01)
                 } else {
-                    // ln's own: −∞ at 0, +∞ at +∞, NaN below 0 and for NaN.
+                    // ln's own: −∞ at ±0, +∞ at +∞, NaN below 0 and for NaN.
                     g == want || (g.is_nan() && want.is_nan())
                 };
                 assert!(ok, "{kernel}: log({v:e}) = {g:e}, want {want:e}");

@@ -120,15 +120,18 @@ const SQRT_HALF_BITS: i64 = 0x3f35_04f3;
 /// `s = (m − 1)/(m + 1)`, `|s| ≤ 0.172`, as `2s·(1 + s²/3 + s⁴/5 + s⁶/7)`
 /// (the next term is below 10⁻⁷ of the sum), the reciprocal as
 /// `rsqrt(m + 1)²`; `log x = e·ln 2 + log m`. `m − 1` is exact, so `log x`
-/// keeps its relative accuracy near 1. 0 gives `−∞`, `+∞` itself, negative
+/// keeps its relative accuracy near 1. ±0 give `−∞`, `+∞` itself, negative
 /// values and NaN give NaN.
 fn log_reduced(x: Ex) -> Ex {
     const TWO_POW_23: f64 = 8_388_608.0;
-    let tiny = x.lt(f(f32::MIN_POSITIVE as f64));
-    let scaled = select(x, x * TWO_POW_23, tiny);
+    // The reduction works on |x| (whose bits are non-negative as an i32, so
+    // no integer step overflows); the sign is dealt with at the end.
+    let ax = abs(x);
+    let tiny = ax.lt(f(f32::MIN_POSITIVE as f64));
+    let scaled = select(ax, ax * TWO_POW_23, tiny);
     let bits = scaled.bitcast(Type::I32);
     let e_bits = (bits - lit(Scalar::I32, SQRT_HALF_BITS as f64)) >> lit(Scalar::I32, 23.0);
-    let m = (bits - (e_bits << lit(Scalar::I32, 23.0))).bitcast(Type::F32);
+    let m = (bits - e_bits * lit(Scalar::I32, TWO_POW_23)).bitcast(Type::F32);
     let e = e_bits.cast(Type::F32) - select(f(0.0), f(23.0), tiny);
     let r = rsqrt(m + 1.0);
     let s = (m - 1.0) * (r * r);
