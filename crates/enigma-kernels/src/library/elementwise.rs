@@ -26,7 +26,7 @@
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
 //! alike: MSL has no `erf`. Kernels whose results are f16 or bf16 evaluate
-//! `exp` and the reciprocals of `sigmoid`, `silu`, the GELUs' in the cheaper
+//! `exp`, `log` and the reciprocals of `sigmoid`, `silu`, the GELUs' in the cheaper
 //! forms of [`Math::Relaxed`] (still in f32): their errors stay far below
 //! the result's rounding, and these operations were bound by arithmetic,
 //! not memory, at 8 elements a thread.
@@ -109,39 +109,28 @@ fn one_plus_erf(z: Ex, math: Math) -> Ex {
     select(erfc, 2.0 - erfc, z.ge(splat(0.0, width)))
 }
 
-/// The bits of `√½` in f32: subtracted from a float's bits, the exponent
-/// field of the difference is that of the reduction to `[√½, √2)`.
-const SQRT_HALF_BITS: i64 = 0x3f35_04f3;
+/// Below this `|x − 1|`, [`log_relaxed`] takes the series.
+const LOG_SERIES_RADIUS: f64 = 0.125;
 
-/// The natural logarithm of one f32 `x` by a reduction and a short
-/// polynomial, accurate to about 3·10⁻⁷ relative (see `Math::Relaxed`):
-/// `x = 2^e · m` with `m` in `[√½, √2)` (the exponent taken from the bits,
-/// subnormal `x` scaled by 2²³ first), then `log m = 2·atanh(s)` with
-/// `s = (m − 1)/(m + 1)`, `|s| ≤ 0.172`, as `2s·(1 + s²/3 + s⁴/5 + s⁶/7)`
-/// (the next term is below 10⁻⁷ of the sum), the reciprocal as
-/// `rsqrt(m + 1)²`; `log x = e·ln 2 + log m`. `m − 1` is exact, so `log x`
-/// keeps its relative accuracy near 1. ±0 give `−∞`, `+∞` itself, negative
-/// values and NaN give NaN.
-fn log_reduced(x: Ex) -> Ex {
-    const TWO_POW_23: f64 = 8_388_608.0;
-    // The reduction works on |x| (whose bits are non-negative as an i32, so
-    // no integer step overflows); the sign is dealt with at the end.
-    let ax = abs(x);
-    let tiny = ax.lt(f(f32::MIN_POSITIVE as f64));
-    let scaled = select(ax, ax * TWO_POW_23, tiny);
-    let bits = scaled.bitcast(Type::I32);
-    let e_bits = (bits - lit(Scalar::I32, SQRT_HALF_BITS as f64)) >> lit(Scalar::I32, 23.0);
-    let m = (bits - e_bits * lit(Scalar::I32, TWO_POW_23)).bitcast(Type::F32);
-    let e = e_bits.cast(Type::F32) - select(f(0.0), f(23.0), tiny);
-    let r = rsqrt(m + 1.0);
-    let s = (m - 1.0) * (r * r);
-    let z = s * s;
-    let poly = fma(fma(fma(z, f(1.0 / 7.0), f(1.0 / 5.0)), z, f(1.0 / 3.0)), z, f(1.0));
-    let value = fma(e, f(std::f64::consts::LN_2), 2.0 * s * poly);
-    // Outside (0, +∞): NaN below 0 and for NaN, −∞ at 0, +∞ at +∞.
-    let positive = select(f(f64::NAN), value, x.gt(f(0.0)));
-    let zero = select(positive, f(f64::NEG_INFINITY), x.eq(f(0.0)));
-    select(zero, f(f64::INFINITY), x.eq(f(f64::INFINITY)))
+/// The natural logarithm of an f32 `x` for results rounded to f16 or
+/// bf16 (see `Math::Relaxed`): `fast::log2(x)·ln 2` (one special-function
+/// instruction: absolute error at most 2⁻²² in `[0.5, 2]` and 2 ulp
+/// elsewhere, by CUDA's and MSL's bounds for it) where `|x − 1| ≥ 1/8`, so
+/// `|log2 x| > 0.17` and its relative error stays below 1.5·10⁻⁶; nearer 1,
+/// where that absolute error would be a unit of f16, the series
+/// `log(1 + f) = f − f²/2 + f³/3 − … + f⁷/7` of the exact `f = x − 1`
+/// (its first omitted term is below 10⁻⁷ of the sum). The special values
+/// are the fast logarithm's: `−∞` at ±0, `+∞` at `+∞`, NaN below 0 and for
+/// NaN.
+fn log_relaxed(x: Ex) -> Ex {
+    let f1 = x - 1.0;
+    // q = 1 − f/2 + f²/3 − … + f⁶/7, by Horner's rule.
+    let mut q = f(1.0 / 7.0);
+    for n in (1..=6).rev() {
+        let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
+        q = fma(q, f1, f(sign / n as f64));
+    }
+    select(fast::log2(x) * std::f64::consts::LN_2, f1 * q, abs(f1).lt(f(LOG_SERIES_RADIUS)))
 }
 
 /// How an element-wise operation evaluates its f32 functions: the
@@ -154,11 +143,11 @@ pub enum Math {
     Accurate,
     /// `fast::exp` (CUDA's `__expf`), and `1/x` for `x ≥ 1` as
     /// `rsqrt(x)²` (one special-function instruction and a product in
-    /// place of an IEEE division); `log` by a reduction to `[√½, √2)` and
-    /// a polynomial of degree 3 in `s²` (`log_reduced`: relative error
-    /// about 3·10⁻⁷ everywhere, near 1 too, where `fast::log`'s absolute
-    /// error reaches a unit of f16); `tanh` keeps its accurate form; GELU's
-    /// tanh form is evaluated as `x·σ(2u)`, its identity.
+    /// place of an IEEE division); `log` as `fast::log2(x)·ln 2` except
+    /// within 1/8 of 1, where that function's absolute error reaches a unit
+    /// of f16 and a series of `x − 1` takes over ([`log_relaxed`]: relative
+    /// error below 1.5·10⁻⁶ everywhere); `tanh` keeps its accurate form;
+    /// GELU's tanh form is evaluated as `x·σ(2u)`, its identity.
     Relaxed,
 }
 
@@ -185,9 +174,9 @@ impl Math {
             Math::Relaxed => {
                 let width = x.ty().width();
                 if width == 1 {
-                    return log_reduced(x);
+                    return log_relaxed(x);
                 }
-                let lanes: Vec<Ex> = (0..width).map(|c| log_reduced(x.component(c))).collect();
+                let lanes: Vec<Ex> = (0..width).map(|c| log_relaxed(x.component(c))).collect();
                 vector(Type::vector(Scalar::F32, width), &lanes)
             }
         }
@@ -797,6 +786,25 @@ pub fn reference(op: Elementwise, x: &[f32], b: Option<&[f32]>, factor: f32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where [`log_relaxed`] takes the fast logarithm nearest 1 (`x = 1 ±
+    /// 1/8`), that function's worst absolute error (2⁻²² in log2, times
+    /// ln 2, and the product's rounding) stays within the non-rounding part
+    /// of the element-wise bound, `1e-6 + 2e-6·|log x|`; and the series'
+    /// first omitted term, `|f|⁸/8`, at `|f| = 1/8` is below 10⁻⁷ of the
+    /// result. (The simulator computes `fast::log2` exactly, so its tests
+    /// check the series and the switch, the GPU's the function itself.)
+    #[test]
+    fn the_log_switch_keeps_both_halves_within_the_bound() {
+        for x in [1.0 - LOG_SERIES_RADIUS, 1.0 + LOG_SERIES_RADIUS] {
+            let ln = f64::ln(x);
+            let fast_error = 2f64.powi(-22) * std::f64::consts::LN_2 + ln.abs() * 2f64.powi(-24);
+            assert!(fast_error <= 1e-6 + 2e-6 * ln.abs(), "x = {x}: {fast_error:e} against {:e}", 1e-6 + 2e-6 * ln.abs());
+            assert!(fast_error / ln.abs() < 1.5e-6, "x = {x}: relative {:e}", fast_error / ln.abs());
+            let omitted = LOG_SERIES_RADIUS.powi(8) / 8.0;
+            assert!(omitted / ln.abs() < 1e-7, "x = {x}: series {:e}", omitted / ln.abs());
+        }
+    }
 
     #[test]
     fn vector_plans_cover_the_tail_with_one_more_thread() {
