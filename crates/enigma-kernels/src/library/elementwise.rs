@@ -152,7 +152,7 @@ pub enum Math {
     /// `rsqrt(x)²` (one special-function instruction and a product in
     /// place of an IEEE division); `log` as `fast::log2(x)·ln 2` except
     /// within 1/8 of 1, where that function's absolute error reaches a unit
-    /// of f16 and a series of `x − 1` takes over ([`log_relaxed`]: relative
+    /// of f16 and a series of `x − 1` takes over (`log_relaxed`: relative
     /// error below 1.5·10⁻⁶ everywhere); `tanh` keeps its accurate form;
     /// GELU's tanh form is evaluated as `x·σ(2u)`, its identity.
     Relaxed,
