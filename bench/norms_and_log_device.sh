@@ -7,7 +7,8 @@
 #   (copy the newest target/release/deps/library-* that is not a .d file,
 #    stripped, as <folder>/library_test)
 #   bash python/build_and_test.sh   (copy target/python/wheels/*.whl into <folder>)
-#   bash bench/norms_and_log_device.sh devbin/norms
+#   bash bench/norms_and_log_device.sh devbin/norms   (from the repository root;
+#     the script may be run from a copy in <folder>)
 #
 # 1. The CUDA library test for the norm and log entries (every awkward shape
 #    of the registry, scalar and chosen kernels) and `log` of every finite
@@ -17,7 +18,10 @@
 #    (8192,), `log`, `log_softmax`), beside torch eager in the same run.
 # Logs go to $OUT (or ./norms-and-log-logs).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+if [ ! -f bench/library_vs_torch.py ]; then
+  echo "bench/norms_and_log_device.sh: run it from the repository root" >&2
+  exit 2
+fi
 repo="$(pwd)"
 bins="${1:-devbin/norms}"
 logs="${OUT:-norms-and-log-logs}"
