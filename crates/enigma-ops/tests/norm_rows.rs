@@ -94,4 +94,7 @@ fn the_plan_chooses_the_form_from_the_row_and_the_type() {
     // Words of 8 need 16-bit rows of a multiple of 8.
     assert!(norm::plan(false, DType::F32, 8, 64, 8, RowOptions::threads(256)).is_err());
     assert!(norm::plan(false, DType::F16, 8, 60, 8, RowOptions::threads(256)).is_err());
+    // Other widths are refused.
+    assert!(norm::plan(false, DType::F16, 8, 64, 16, RowOptions::threads(256)).is_err());
+    assert!(norm::plan(false, DType::F16, 8, 64, 2, RowOptions::threads(256)).is_err());
 }

@@ -16,11 +16,11 @@
 //!   a multiple of 8 move 16-byte words (8 elements, bound as `uint4`);
 //!   rows that are multiples of 4 move `float4` / `half4` vectors.
 //!
-//! * RMSNorm: `y = x · rsqrt(mean(x²) + eps) · w`. One reduction (one
-//!   barrier).
-//! * LayerNorm: `y = (x - mean) · rsqrt(var + eps) · w + b`. Cached: the
-//!   mean, then the centred sum of squares from registers (two barriers, one
-//!   read of the row). Streaming: sums of `x - K` and `(x - K)²` with the
+//! * RMSNorm: `y = x · rsqrt(mean(x²) + eps) · w`. One reduction (in the
+//!   threadgroup form, one barrier).
+//! * LayerNorm: `y = (x - mean) · rsqrt(var + eps) · w + b`. Cached (and in
+//!   the lanes form): the mean, then the centred sum of squares from
+//!   registers (two reductions, one read of the row). Streaming: sums of `x - K` and `(x - K)²` with the
 //!   shift `K = x[row, 0]` (the shifted-data variance, stable when `K` is
 //!   close to the mean) in one reduction, then the normalising pass.
 //!
@@ -237,8 +237,9 @@ pub fn plan(layer: bool, dtype: DType, rows: usize, d: usize, vec: u8, options: 
     if vec == 8 && (dtype == DType::F32 || !d.is_multiple_of(8)) {
         return Err(ShapeError::new(format!("{kernel}_{dtype}_vec8"), format!("16-byte words of 8 elements need f16 or bf16 rows whose length is a multiple of 8, not {d} of {dtype}")));
     }
-    // The threadgroup form checks the widths, sizes and threads for both.
-    let row_plan = plan_rows(kernel, dtype, rows, d, vec.min(4), options)?;
+    // The threadgroup form checks the widths (8 as 4), sizes and threads
+    // for both.
+    let row_plan = plan_rows(kernel, dtype, rows, d, if vec == 8 { 4 } else { vec }, options)?;
     let dv = d / vec as usize;
     let lanes = dv.next_power_of_two().min(SIMD_WIDTH as usize);
     let items = dv.div_ceil(lanes);
