@@ -7,7 +7,8 @@
 //! and the quantized GEMM on cooperative tensors, which no entry chooses by
 //! itself (`enigma_testing::cooperative_qgemm`: asked for through
 //! `Ops::qmatmul` at awkward shapes, every tile and depth that fits, every
-//! walk over the tiles; `wgmma` on sm_90a).
+//! walk over the tiles; `wgmma` on sm_90a); and `log` of every finite
+//! positive f16 and bf16 value (`enigma_testing::half_log`).
 //! `cargo test -p enigma-cuda --test library`; `ENIGMA_LIBRARY_FILTER` (comma-separated
 //! substrings of entry names) checks only the entries it names.
 //!
@@ -58,4 +59,13 @@ fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_on_the_gpu() 
     cooperative_qgemm::check_shapes(&rt, false);
     cooperative_qgemm::check_pipeline_depths(&rt, false);
     cooperative_qgemm::check_rasterisation(&rt, false);
+}
+
+#[test]
+fn log_of_every_half_value_is_within_the_bound_on_the_gpu() {
+    let rt = match CudaBackend::new() {
+        Ok(b) => Runtime::with_backend(Arc::new(b)),
+        Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
+    };
+    enigma_testing::half_log::check_log_of_every_half_value(&rt, false);
 }

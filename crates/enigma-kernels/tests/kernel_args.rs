@@ -132,8 +132,11 @@ fn every_family_binds_its_kernels_by_its_arguments() {
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });
-    let norms = [1, 4].into_iter().flat_map(|vec| [norm::rms_norm(DType::F32, vec, 2), norm::layer_norm(DType::F16, vec, 0)]).collect();
-    let args = NormArgs { x: "x", x4: "x4", w: "w", w4: "w4", b: Some("b"), b4: Some("b4"), y: "y", y4: "y4", d: 1, eps: 1e-5 };
+    let mut norms: Vec<_> = [1, 4].into_iter().flat_map(|vec| [norm::rms_norm(DType::F32, vec, 2), norm::layer_norm(DType::F16, vec, 0)]).collect();
+    for (dtype, vec) in [(DType::F32, 1), (DType::F16, 4), (DType::BF16, 8)] {
+        norms.extend([false, true].map(|layer| norm::norm_lanes(norm::LanesConfig { dtype, vec, lanes: 16, items: 2 }, layer)));
+    }
+    let args = NormArgs { x: "x", x4: "x4", x8: Some("x8"), w: "w", w4: "w4", w8: Some("w8"), b: Some("b"), b4: Some("b4"), b8: Some("b8"), y: "y", y4: "y4", y8: Some("y8"), d: 1, rows: 1, eps: 1e-5 };
     family("norms", norms, &[NormArgs::NAMES], &args);
 
     let mut scans = vec![];

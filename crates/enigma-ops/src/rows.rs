@@ -5,6 +5,8 @@ use crate::{Error, KernelType, Ops};
 use enigma_kernels::library::norm::{self, NormArgs};
 use enigma_kernels::library::reduce::{self, AxisRowArgs};
 use enigma_kernels::library::softmax::{self, RowArgs};
+use enigma_kernels::library::DType;
+use enigma_ir::{Scalar, Type};
 use enigma_runtime::Buffer;
 
 impl Ops<'_> {
@@ -93,12 +95,17 @@ impl Ops<'_> {
         let mut bufs = vec![x, w, &y];
         bufs.extend(b);
         let vec = self.vectorize(name, &bufs, dtype.ty(4), d.is_multiple_of(4))?;
-        let plan = softmax::plan_rows(name, dtype, rows, d, vec, self.row_options(d))?;
-        let c = plan.config;
+        // Left to choose, 16-bit rows that are whole 16-byte words may be
+        // read as such; the plan decides whether they are.
+        let words = Type::vector(Scalar::U32, 4);
+        let wide = vec == 4 && self.options.vectorize.is_none() && dtype != DType::F32 && d.is_multiple_of(8) && bufs.iter().all(|buf| buf.viewed_as(words).is_some());
         let layer = b.is_some();
-        let key = format!("norm {:?}", (layer, c.dtype, c.vec, c.items));
-        let build = || if layer { norm::layer_norm(c.dtype, c.vec, c.items) } else { norm::rms_norm(c.dtype, c.vec, c.items) };
-        let args = NormArgs { x, x4: x, w, w4: w, b, b4: b, y: &y, y4: &y, d: plan.d, eps };
+        let plan = norm::plan(layer, dtype, rows, d, if wide { 8 } else { vec }, self.row_options(d))?;
+        let view = |buf: &Buffer| (plan.vec() == 8).then(|| buf.viewed_as(words)).flatten();
+        let (x8, w8, y8, b8) = (view(x), view(w), view(&y), b.and_then(view));
+        let key = format!("norm {:?}", (layer, plan.form));
+        let build = || plan.kernel(layer);
+        let args = NormArgs { x, x4: x, x8: x8.as_ref(), w, w4: w, w8: w8.as_ref(), b, b4: b, b8: b8.as_ref(), y: &y, y4: &y, y8: y8.as_ref(), d: plan.d, rows: plan.rows, eps };
         self.launch(key, build, plan.dispatch, &args)?;
         Ok(y)
     }

@@ -63,3 +63,14 @@ fn relaxed_math_keeps_the_tails() {
         }
     }
 }
+
+/// The 16-bit kernels' `log` (`library::elementwise::Math::Relaxed`: the
+/// fast base-2 logarithm, a series within 1/8 of 1) on every finite
+/// positive f16 and bf16 value, subnormals and values next to 1 included,
+/// and at ±0, `+∞`, NaN and negative values, in the scalar, 4-wide and
+/// packed kernels.
+#[test]
+fn log_of_every_half_value_is_within_the_bound() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    enigma_testing::half_log::check_log_of_every_half_value(&rt, true);
+}

@@ -79,6 +79,14 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let packed = shape[0] % 8 == 0;
                 assert_eq!(kernel.ends_with("_vec8"), packed, "{} {shape:?}: {:?}", entry.name, auto.launches);
                 assert_eq!(kernel.contains("_vec4"), !packed && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if ["rms_norm_f16", "rms_norm_bf16", "layer_norm_f16", "layer_norm_bf16"].contains(&entry.name.as_str()) {
+                // 16-bit norms: rows short enough for lanes of a SIMD group
+                // read 16-byte words where they are whole words.
+                let kernel = first_kernel(&auto);
+                let d = shape[1];
+                let words = d % 8 == 0 && 2 * d <= enigma_kernels::library::norm::LANE_ROW_BYTES;
+                assert_eq!(kernel.contains("_vec8"), words, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                assert_eq!(kernel.contains("_vec4"), !words && vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else {
                 assert_eq!(first_kernel(&auto).contains("_vec4"), vector_shape(&shape), "{} {shape:?}: {:?}", entry.name, auto.launches);
             }

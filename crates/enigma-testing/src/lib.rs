@@ -16,6 +16,8 @@
 //!   runtime (the simulator's and a CUDA GPU's tests).
 //! * [`cooperative_qgemm`]: the quantized GEMM on cooperative tensors
 //!   checked on a runtime (the simulator's and a CUDA GPU's tests).
+//! * [`half_log`]: `log` of every finite positive f16 and bf16 value
+//!   against f64 `ln` (the simulator's and a CUDA GPU's tests).
 //! * [`attention_prefill`]: attention prefill checked on a runtime against
 //!   its f64 reference at awkward sizes (the simulator's and a CUDA GPU's
 //!   tests).
@@ -37,5 +39,6 @@ pub mod attention_prefill;
 pub mod cooperative_gemm;
 pub mod cooperative_qgemm;
 pub mod corpus;
+pub mod half_log;
 pub mod harness;
 pub mod library;

@@ -26,7 +26,7 @@
 //! `gelu_erf` evaluates `erfc` by Abramowitz and Stegun's rational
 //! approximation 7.1.26 (absolute error at most 1.5e-7), on every backend
 //! alike: MSL has no `erf`. Kernels whose results are f16 or bf16 evaluate
-//! `exp` and the reciprocals of `sigmoid`, `silu`, the GELUs' in the cheaper
+//! `exp`, `log` and the reciprocals of `sigmoid`, `silu`, the GELUs' in the cheaper
 //! forms of [`Math::Relaxed`] (still in f32): their errors stay far below
 //! the result's rounding, and these operations were bound by arithmetic,
 //! not memory, at 8 elements a thread.
@@ -109,6 +109,37 @@ fn one_plus_erf(z: Ex, math: Math) -> Ex {
     select(erfc, 2.0 - erfc, z.ge(splat(0.0, width)))
 }
 
+/// Below this `|x − 1|`, [`log_relaxed`] takes the series.
+const LOG_SERIES_RADIUS: f64 = 0.125;
+
+/// The natural logarithm of an f32 `x` for results rounded to f16 or
+/// bf16 (see `Math::Relaxed`): `fast::log2(x)·ln 2` (one special-function
+/// instruction; CUDA documents `__log2f`'s absolute error as at most 2⁻²²
+/// in `[0.5, 2]` and 2 ulp elsewhere) where `|x − 1| ≥ 1/8`, so
+/// `|log2 x| > 0.17` and its relative error stays below 1.5·10⁻⁶, with
+/// subnormal `x` (which it may flush to 0) scaled by 2²⁴ first; nearer 1,
+/// where that absolute error would be a unit of f16, the series
+/// `log(1 + f) = f − f²/2 + f³/3 − … + f⁷/7` of the exact `f = x − 1`
+/// (its first omitted term is below 10⁻⁷ of the sum). The special values
+/// are the fast logarithm's: `−∞` at ±0, `+∞` at `+∞`, NaN below 0 and for
+/// NaN.
+fn log_relaxed(x: Ex) -> Ex {
+    let f1 = x - 1.0;
+    // q = 1 − f/2 + f²/3 − … + f⁶/7, by Horner's rule.
+    let mut q = f(1.0 / 7.0);
+    for n in (1..=6).rev() {
+        let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
+        q = fma(q, f1, f(sign / n as f64));
+    }
+    // The fast function may flush subnormal inputs (bf16 has them): those
+    // are scaled by 2²⁴ first, the 24 taken off after.
+    let tiny = x.lt(f(f32::MIN_POSITIVE as f64));
+    let scaled = select(x, x * 16_777_216.0, tiny);
+    let unscale = select(f(0.0), f(-24.0 * std::f64::consts::LN_2), tiny);
+    let fast = fma(fast::log2(scaled), f(std::f64::consts::LN_2), unscale);
+    select(fast, f1 * q, abs(f1).lt(f(LOG_SERIES_RADIUS)))
+}
+
 /// How an element-wise operation evaluates its f32 functions: the
 /// accurate forms for an f32 result; for a result rounded to f16 or bf16,
 /// forms whose few-ULP f32 errors that rounding hides (its unit roundoff
@@ -119,8 +150,10 @@ pub enum Math {
     Accurate,
     /// `fast::exp` (CUDA's `__expf`), and `1/x` for `x ≥ 1` as
     /// `rsqrt(x)²` (one special-function instruction and a product in
-    /// place of an IEEE division); `log` and `tanh` keep their accurate
-    /// forms (`fast::log`'s absolute error is up to a unit of f16 near 1),
+    /// place of an IEEE division); `log` as `fast::log2(x)·ln 2` except
+    /// within 1/8 of 1, where that function's absolute error reaches a unit
+    /// of f16 and a series of `x − 1` takes over (`log_relaxed`: relative
+    /// error below 1.5·10⁻⁶ everywhere); `tanh` keeps its accurate form;
     /// GELU's tanh form is evaluated as `x·σ(2u)`, its identity.
     Relaxed,
 }
@@ -139,6 +172,20 @@ impl Math {
         match self {
             Math::Accurate => exp(x),
             Math::Relaxed => fast::exp(x),
+        }
+    }
+
+    fn log(self, x: Ex) -> Ex {
+        match self {
+            Math::Accurate => log(x),
+            Math::Relaxed => {
+                let width = x.ty().width();
+                if width == 1 {
+                    return log_relaxed(x);
+                }
+                let lanes: Vec<Ex> = (0..width).map(|c| log_relaxed(x.component(c))).collect();
+                vector(Type::vector(Scalar::F32, width), &lanes)
+            }
         }
     }
 
@@ -216,7 +263,7 @@ impl Elementwise {
             Elementwise::GeluErf => 0.5 * a * one_plus_erf(a * std::f64::consts::FRAC_1_SQRT_2, math),
             Elementwise::Sigmoid => math.recip_from_one(1.0 + math.exp(-a)),
             Elementwise::Exp => math.exp(a),
-            Elementwise::Log => log(a),
+            Elementwise::Log => math.log(a),
         }
     }
 
@@ -746,6 +793,25 @@ pub fn reference(op: Elementwise, x: &[f32], b: Option<&[f32]>, factor: f32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where [`log_relaxed`] takes the fast logarithm nearest 1 (`x = 1 ±
+    /// 1/8`), that function's worst absolute error (2⁻²² in log2, times
+    /// ln 2, and the product's rounding) stays within the non-rounding part
+    /// of the element-wise bound, `1e-6 + 2e-6·|log x|`; and the series'
+    /// first omitted term, `|f|⁸/8`, at `|f| = 1/8` is below 10⁻⁷ of the
+    /// result. (The simulator computes `fast::log2` exactly, so its tests
+    /// check the series and the switch, the GPU's the function itself.)
+    #[test]
+    fn the_log_switch_keeps_both_halves_within_the_bound() {
+        for x in [1.0 - LOG_SERIES_RADIUS, 1.0 + LOG_SERIES_RADIUS] {
+            let ln = f64::ln(x);
+            let fast_error = 2f64.powi(-22) * std::f64::consts::LN_2 + ln.abs() * 2f64.powi(-24);
+            assert!(fast_error <= 1e-6 + 2e-6 * ln.abs(), "x = {x}: {fast_error:e} against {:e}", 1e-6 + 2e-6 * ln.abs());
+            assert!(fast_error / ln.abs() < 1.5e-6, "x = {x}: relative {:e}", fast_error / ln.abs());
+            let omitted = LOG_SERIES_RADIUS.powi(8) / 8.0;
+            assert!(omitted / ln.abs() < 1e-7, "x = {x}: series {:e}", omitted / ln.abs());
+        }
+    }
 
     #[test]
     fn vector_plans_cover_the_tail_with_one_more_thread() {

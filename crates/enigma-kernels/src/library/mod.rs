@@ -6,7 +6,7 @@
 //! | [`reduce`] | sum / max / min over a vector of any length (two passes), over rows, and over a middle axis by blocks of columns (the axis split over threadgroups where the blocks are few); argmax / argmin; pooling |
 //! | [`scan`] | inclusive and exclusive prefix sums of any length (block scan, scan of block totals, add-back); running sums and products along rows, a threadgroup per row |
 //! | [`softmax`] | row softmax: register-cached rows, or an online-maximum pass plus a normalisation pass |
-//! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value |
+//! | [`norm`] | RMSNorm and LayerNorm over rows, with weight (and bias) and `eps` by value: a threadgroup per long row, or lanes of a SIMD group per short row (several rows to a SIMD group or threadgroup, shuffle reductions, 16-byte words of f16/bf16) |
 //! | [`gemv`] | `y = W·x` with f32/f16/bf16 weights and f32 accumulation, R rows per SIMD group |
 //! | [`attention`] | attention decode: scores, softmax, weighted sum (seed 000's geometry) and a fused kernel |
 //! | [`attention_prefill`] | attention over a whole sequence (FlashAttention-2 structure): Q blocks of 64 rows, K/V blocks staged by asynchronous copies, an online softmax, causal masks, grouped-query attention; its selection (`select_prefill`) |

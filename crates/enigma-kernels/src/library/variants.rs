@@ -72,6 +72,12 @@ pub fn all_kernels() -> Vec<Kernel> {
                 out.push(norm::rms_norm(dtype, vec, items));
                 out.push(norm::layer_norm(dtype, vec, items));
             }
+            // The lanes form: several rows to a SIMD group, and a whole one.
+            for (lanes, items) in [(8, 1), (32, 2)] {
+                for layer in [false, true] {
+                    out.push(norm::norm_lanes(norm::LanesConfig { dtype, vec, lanes, items }, layer));
+                }
+            }
             out.push(gemv::gemv(dtype, vec, 2, 2, false));
             out.push(attention::scores(dtype, vec, 1));
             let fused = attention::FusedConfig { dtype, vec, chunks: 1, threads: 256, heads: 1, lanes: 32, keys_per_step: 1, prefetch: false, stages: 0, split: false, ragged: false, lse: false, merge: false, matrices: None };
@@ -85,6 +91,9 @@ pub fn all_kernels() -> Vec<Kernel> {
             out.push(attention::fused(&attention::FusedConfig { heads: 2, lanes: 8, split: true, merge: true, lse: true, ..fused }));
         }
         if dtype != DType::F32 {
+            for layer in [false, true] {
+                out.push(norm::norm_lanes(norm::LanesConfig { dtype, vec: 8, lanes: 32, items: 4 }, layer));
+            }
             out.push(gemv::gemv(dtype, 8, 2, 2, false));
             out.push(gemv::gemv(dtype, 8, 4, 2, true));
             // 16-byte words, D = 128: 8 lanes per key, 2 slots each, 4 stages.
