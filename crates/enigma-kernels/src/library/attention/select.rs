@@ -60,11 +60,6 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
         None => lane_plan(problem, overrides, default_threads)?,
     };
     let asked = overrides.attention;
-    let splits = match (asked.splits, device.kind) {
-        (Some(s), _) => s.max(1),
-        (None, DeviceKind::Simulator) => 1,
-        (None, _) => splits_for(&plan, device.compute_units, threadgroups_per_compute_unit(&plan, device.max_threadgroup_memory_bytes)),
-    };
     let fences = has_device_fences(device);
     let sum = match asked.split_sum {
         Some(SplitSum::LastThreadgroup) if !fences => {
@@ -76,6 +71,11 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
         Some(sum) => sum,
         None if fences => SplitSum::LastThreadgroup,
         None => SplitSum::Reduction,
+    };
+    let splits = match (asked.splits, device.kind) {
+        (Some(s), _) => s.max(1),
+        (None, DeviceKind::Simulator) => 1,
+        (None, _) => splits_for(&plan, device.compute_units, threadgroups_per_compute_unit(&plan, device.max_threadgroup_memory_bytes), sum == SplitSum::LastThreadgroup),
     };
     Ok(plan.with_splits(splits).with_split_sum(sum))
 }
