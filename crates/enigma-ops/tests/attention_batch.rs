@@ -189,12 +189,12 @@ fn decode_on_matrices_in_blocks_of_32_keys_matches_the_reference() {
     // D = 80 (a 16-wide chunk) on the simulator's 32 KiB; sanitized once.
     let small = Runtime::new(Device::Sim).unwrap();
     let big = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
-    let cases: [(&Runtime, DType, [usize; 5], Option<&[u32]>, u32, bool); 5] = [
-        (&big, DType::F16, [3, 8, 2, 300, 128], Some(&[300, 0, 211]), 3, false),
+    let cases = [
+        (&big, DType::F16, [3, 8, 2, 300, 128], Some(&[300, 0, 211][..]), 3, false),
         (&big, DType::BF16, [1, 32, 8, 200, 128], None, 8, false),
         (&big, DType::F16, [1, 4, 1, 100, 128], None, 1, false),
-        (&small, DType::F16, [2, 4, 2, 70, 80], Some(&[70, 33]), 2, false),
-        (&big, DType::F16, [2, 4, 2, 90, 128], Some(&[90, 17]), 2, true),
+        (&small, DType::F16, [2, 4, 2, 70, 80], Some(&[70, 33][..]), 2, false),
+        (&big, DType::F16, [2, 4, 2, 90, 128], Some(&[90, 17][..]), 2, true),
     ];
     for (rt, dtype, shape, lens, splits, sanitize) in cases {
         let sums: &[SplitSum] = if splits > 1 { &[SplitSum::Reduction, SplitSum::LastThreadgroup] } else { &[SplitSum::Reduction] };
