@@ -182,6 +182,33 @@ fn decode_on_matrices_matches_the_reference() {
 }
 
 #[test]
+fn decode_on_matrices_in_blocks_of_32_keys_matches_the_reference() {
+    // 32 keys per SIMD group and step (`keys_per_step` with `matrices`):
+    // ragged with an empty sequence, split and merged by the kernel or the
+    // combine, a split shorter than a block, D = 128 on CUDA's 227 KiB and
+    // D = 80 (a 16-wide chunk) on the simulator's 32 KiB; sanitized once.
+    let small = Runtime::new(Device::Sim).unwrap();
+    let big = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    let cases = [
+        (&big, DType::F16, [3, 8, 2, 300, 128], Some(&[300, 0, 211][..]), 3, false),
+        (&big, DType::BF16, [1, 32, 8, 200, 128], None, 8, false),
+        (&big, DType::F16, [1, 4, 1, 100, 128], None, 1, false),
+        (&small, DType::F16, [2, 4, 2, 70, 80], Some(&[70, 33][..]), 2, false),
+        (&big, DType::F16, [2, 4, 2, 90, 128], Some(&[90, 17][..]), 2, true),
+    ];
+    for (rt, dtype, shape, lens, splits, sanitize) in cases {
+        let sums: &[SplitSum] = if splits > 1 { &[SplitSum::Reduction, SplitSum::LastThreadgroup] } else { &[SplitSum::Reduction] };
+        for &sum in sums {
+            let attention = AttentionOptions { splits: Some(splits), keys_per_step: Some(32), split_sum: Some(sum), matrices: Some(true), ..AttentionOptions::default() };
+            let what = format!("matrices, 32 keys per step, {dtype} {shape:?} lens {lens:?} splits {splits} ({sum:?}) on {}", rt.device().name);
+            let heads = attention::default_matrix_heads((shape[1] / shape[2]) as u32);
+            let kernel = run(rt, dtype, shape, lens, attention, heads, sanitize, &what);
+            assert!(kernel.contains("_mma_") && kernel.contains("_b32_"), "{what}: {kernel}");
+        }
+    }
+}
+
+#[test]
 fn decode_on_matrices_is_sanitizer_clean() {
     let rt = Runtime::new(Device::Sim).unwrap();
     check_matrices(&rt, DType::F16, [2, 4, 2, 90, 64], Some(&[90, 17]), 2, None, Some(2), true);

@@ -104,7 +104,9 @@ pub struct AttentionOptions {
     /// (`attention_prefill::select_prefill`).
     pub prefill_cooperative: Option<bool>,
     /// Keys each key group (the lanes that share a key) loads per step
-    /// (default: `attention::DEFAULT_KEYS_PER_STEP`).
+    /// (default: `attention::DEFAULT_KEYS_PER_STEP`); on SIMD-group
+    /// matrices (asked for with `matrices`), the keys each SIMD group takes
+    /// per step, 16 or 32 (default: `attention::DEFAULT_MATRIX_BLOCK`).
     pub keys_per_step: Option<u32>,
     /// Lanes of the fused decode that share one key, a power of two up to
     /// 32 (default: `attention::default_lanes_per_key`).

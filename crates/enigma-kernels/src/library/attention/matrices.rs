@@ -146,19 +146,28 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
 
     // Block `at` of this SIMD group's keys into stage `stage`: lane `l`
     // copies 16-byte words `l, l + 32, …` of the block's `K` and `V`
-    // rows, zeros for keys past the end.
+    // rows, zeros for keys past the end. A word's row and its offsets in
+    // the block and in the stage depend on the lane only: they are
+    // computed once, before the loop; a block adds its start to them.
     let my_stages = k.let_("my_stages", sg * (stages * m.stage_len()));
+    let kv_start = k.let_("kv_start", kv_seq * s_len * d);
+    let words: Vec<(Ex, Ex, Ex)> = (0..block * per_row / SIMD_WIDTH)
+        .map(|i| {
+            let idx = lane + i * SIMD_WIDTH;
+            let row = k.let_(&format!("word_row{i}"), idx / per_row);
+            let col = k.let_(&format!("word_col{i}"), idx % per_row * COPY);
+            (row, k.let_(&format!("word_src{i}"), row * d + col), k.let_(&format!("word_dst{i}"), row * ld + col))
+        })
+        .collect();
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
         let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
-        for i in 0..block * per_row / SIMD_WIDTH {
-            let idx = k.let_(&format!("{tag}idx{i}"), lane + i * SIMD_WIDTH);
-            let row = k.let_(&format!("{tag}row{i}"), idx / per_row);
-            let col = k.let_(&format!("{tag}col{i}"), idx % per_row * COPY);
-            let key = k.let_(&format!("{tag}key{i}"), at + row);
-            let valid = k.let_(&format!("{tag}live{i}"), key.lt(end_key));
-            // An invalid copy reads nothing; its index stays in bounds anyway.
-            let src = k.let_(&format!("{tag}src{i}"), (kv_seq * s_len + select(Ex::from(0u32), key, valid)) * d + col);
-            let dst = k.let_(&format!("{tag}dst{i}"), base + row * ld + col);
+        // Past the end the block's start stays at the end: an invalid copy
+        // reads nothing, and its index stays in bounds anyway.
+        let block_src = k.let_(&format!("{tag}block_src"), kv_start + min(at, end_key) * d);
+        for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
+            let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
+            let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
+            let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
             k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
             k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
         }

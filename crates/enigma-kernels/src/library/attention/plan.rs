@@ -453,7 +453,15 @@ pub const DEFAULT_MATRIX_THREADS: u32 = 256;
 /// 42.0.
 pub const DEFAULT_MATRIX_STAGES: u32 = 2;
 
-/// The matrix form's default keys per SIMD group and step.
+/// The matrix form's default keys per SIMD group and step. Measured on an
+/// H200 (f16, D = 128; µs for 32 heads × 2048 keys, 32 query heads over 8
+/// K/V heads at 8192 and 32768 keys, 8 × 4096 and 512 keys): 16 keys with 8
+/// SIMD groups and 2 stages ran 12.9, 17.8, 41.5, 41.0 and 10.2; 32 keys
+/// (whose stages of 8 SIMD groups do not fit) with 4 SIMD groups 13.3,
+/// 19.0, 42.7, 42.2 and 11.5, with 4 and 3 stages 14.4, 19.3, 43.3, 42.7
+/// and 11.7, with 6 14.4, 20.1, 44.9, 44.2 and 12.1: a block of 32 takes
+/// fewer instructions per key but leaves fewer SIMD groups to hide the
+/// copies' latency.
 pub const DEFAULT_MATRIX_BLOCK: u32 = 16;
 
 /// The default query heads per threadgroup of the matrix form: the
@@ -463,24 +471,35 @@ pub fn default_matrix_heads(group: u32) -> u32 {
     (1..=QUERY_COLUMNS.min(group.max(1))).rev().find(|h| group.is_multiple_of(*h)).unwrap_or(1)
 }
 
-/// The fewest loop steps a SIMD group of one split takes.
-pub const MIN_STEPS_PER_SPLIT: u32 = 4;
+/// The fewest loop steps each SIMD group of a split takes where a second
+/// dispatch merges the splits ([`splits_for`]).
+pub const MIN_STEPS_PER_COMBINED_SPLIT: u32 = 4;
 
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
 /// `compute_units` multiprocessors: the most that keep the grid within one
 /// wave of `per_unit` threadgroups per multiprocessor
-/// ([`threadgroups_per_compute_unit`]) (at least 1), keeping at least [`MIN_STEPS_PER_SPLIT`]
-/// steps per SIMD group. A grid just past a whole wave leaves a tail that
+/// ([`threadgroups_per_compute_unit`]) (at least 1), each split holding at
+/// least one step of one SIMD group's keys where the kernel merges its
+/// splits (`merged`), else [`MIN_STEPS_PER_COMBINED_SPLIT`] steps of every
+/// SIMD group (a short sequence stays whole rather than pay for the
+/// combine's dispatch). A grid just past a whole wave leaves a tail that
 /// costs more than the shorter splits gain: on an H200 (f16, D = 128, 4
 /// stages) 32 heads × 2048 keys ran in 13.6 µs with 16 splits (512
 /// threadgroups) against 15.3 with 17 (544), and 8 sequences × 4096 keys
 /// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
-/// with 5 (640) (BENCHMARKS.md, "Attention decode").
-pub fn splits_for(plan: &AttentionPlan, compute_units: u32, per_unit: u32) -> u32 {
+/// with 5 (640) (BENCHMARKS.md, "Attention decode"). Within the wave short
+/// contexts take more, shorter splits rather than leaving multiprocessors
+/// idle: 32 query heads over 8 K/V heads at 512 keys are 16 splits of 32
+/// keys (128 threadgroups), which ran 10.2 µs on an H200 against 10.3 with
+/// 4 splits and 10.6 unsplit (8 threadgroups of 4 steps per SIMD group):
+/// the time there is the launch, the first loads and the merges, not the
+/// steps (BENCHMARKS.md, "Attention decode").
+pub fn splits_for(plan: &AttentionPlan, compute_units: u32, per_unit: u32, merged: bool) -> u32 {
     let wave = per_unit.max(1) * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = (wave / threadgroups.max(1)).max(1);
-    let simdgroups = plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1);
-    let by_keys = (plan.shape.s_len / (simdgroups * plan.fused_config().keys_per_simdgroup_step() * MIN_STEPS_PER_SPLIT)).max(1);
+    let step = plan.fused_config().keys_per_simdgroup_step().max(1);
+    let least = if merged { step } else { plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1) * step * MIN_STEPS_PER_COMBINED_SPLIT };
+    let by_keys = (plan.shape.s_len / least).max(1);
     by_occupancy.min(by_keys)
 }

@@ -60,11 +60,6 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
         None => lane_plan(problem, overrides, default_threads)?,
     };
     let asked = overrides.attention;
-    let splits = match (asked.splits, device.kind) {
-        (Some(s), _) => s.max(1),
-        (None, DeviceKind::Simulator) => 1,
-        (None, _) => splits_for(&plan, device.compute_units, threadgroups_per_compute_unit(&plan, device.max_threadgroup_memory_bytes)),
-    };
     let fences = has_device_fences(device);
     let sum = match asked.split_sum {
         Some(SplitSum::LastThreadgroup) if !fences => {
@@ -76,6 +71,11 @@ pub fn select(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Override
         Some(sum) => sum,
         None if fences => SplitSum::LastThreadgroup,
         None => SplitSum::Reduction,
+    };
+    let splits = match (asked.splits, device.kind) {
+        (Some(s), _) => s.max(1),
+        (None, DeviceKind::Simulator) => 1,
+        (None, _) => splits_for(&plan, device.compute_units, threadgroups_per_compute_unit(&plan, device.max_threadgroup_memory_bytes), sum == SplitSum::LastThreadgroup),
     };
     Ok(plan.with_splits(splits).with_split_sum(sum))
 }
@@ -107,8 +107,9 @@ fn uses_matrices(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overr
 }
 
 /// The matrix form: `overrides.threads` (else [`DEFAULT_MATRIX_THREADS`]),
-/// the asked stages (else [`DEFAULT_MATRIX_STAGES`]) and query heads per
-/// threadgroup (else [`default_matrix_heads`]); where the device's
+/// the asked stages (else [`DEFAULT_MATRIX_STAGES`]), keys per SIMD group
+/// and step (`keys_per_step`, 16 or 32, else [`DEFAULT_MATRIX_BLOCK`]) and
+/// query heads per threadgroup (else [`default_matrix_heads`]); where the device's
 /// threadgroup memory does not hold them, fewer stages (down to 1), then
 /// fewer SIMD groups, among the choices the caller left open.
 fn matrix_plan(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<AttentionPlan, SelectError> {
@@ -116,7 +117,7 @@ fn matrix_plan(problem: &DecodeProblem, device: &DeviceInfo, overrides: &Overrid
     let asked = overrides.attention;
     let heads = asked.heads_per_threadgroup.unwrap_or(default_matrix_heads(shape.group()));
     let threads = overrides.threads.unwrap_or(DEFAULT_MATRIX_THREADS);
-    let mut plan = plan(dtype, &shape, vec, threads)?.with_outputs(ragged, lse).with_heads_per_threadgroup(heads, false)?.with_matrices(DEFAULT_MATRIX_BLOCK)?;
+    let mut plan = plan(dtype, &shape, vec, threads)?.with_outputs(ragged, lse).with_heads_per_threadgroup(heads, false)?.with_matrices(asked.keys_per_step.unwrap_or(DEFAULT_MATRIX_BLOCK))?;
     plan = plan.with_stages(asked.stages.unwrap_or(DEFAULT_MATRIX_STAGES).max(1))?;
     let limit = device.max_threadgroup_memory_bytes;
     while plan.fused_threadgroup_memory() > limit {

@@ -82,13 +82,15 @@ fn grouped_and_batched_geometry() {
     // 132 multiprocessors: one wave of 528 threadgroups over 128 blocks of
     // 2 query heads → 4 splits (1024 keys each: 16 steps of 8 keys for
     // each of 8 SIMD groups); 5 would take 640, past the wave.
-    let split = p.with_splits(splits_for(&p, 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT));
+    let split = p.with_splits(splits_for(&p, 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, false));
     assert_eq!((split.splits, split.split_len), (4, 1024));
     assert_eq!(split.fused, Dispatch::threadgroups([4, 16, 8], 256));
     // One sequence: 16 blocks take 33 splits (528 threadgroups); past one
     // wave of blocks, one split.
-    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 1, s_len: 8192, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 33);
-    assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 40, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 1);
+    for merged in [false, true] {
+        assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 1, s_len: 8192, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, merged), 33);
+        assert_eq!(splits_for(&plan(DType::F16, &DecodeShape { batch: 40, ..shape }, 4, 256).unwrap(), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, merged), 1);
+    }
     // The splits merged by the combine by default; by the kernel's last
     // threadgroup of each of the 128 head blocks when asked, which then
     // writes `out` and `lse` itself.
@@ -99,10 +101,22 @@ fn grouped_and_batched_geometry() {
     assert_eq!(merged.fused_threadgroup_memory(), split.fused_threadgroup_memory() + 4);
     // Unsplit, there is nothing to merge.
     assert!(!p.with_split_sum(crate::library::split::SplitSum::LastThreadgroup).fused_config().merge);
-    // A short sequence stays whole: 8 SIMD groups of 8 keys per step
-    // take 128 keys in 2 steps.
-    let short = plan(DType::F16, &DecodeShape { s_len: 128, ..shape }, 4, 256).unwrap();
-    assert_eq!(splits_for(&short, 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT), 1);
+    // Merged by the kernel, short sequences split as far as the wave
+    // allows (4 splits of 32 keys, 512 threadgroups), down to a step of one
+    // SIMD group (4 keys) per split; merged by the combine's dispatch, a
+    // split takes 4 steps of each of the 8 SIMD groups (128 keys), so those
+    // stay whole.
+    let short = |batch, s_len| plan(DType::F16, &DecodeShape { batch, s_len, ..shape }, 4, 256).unwrap();
+    assert_eq!(splits_for(&short(8, 128), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, true), 4);
+    assert_eq!(splits_for(&short(1, 8), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, true), 2);
+    assert_eq!(splits_for(&short(8, 128), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, false), 1);
+    assert_eq!(splits_for(&short(1, 512), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, false), 4);
+    // On SIMD-group matrices (one threadgroup per multiprocessor): 32 query
+    // heads over 8 K/V heads at 512 keys fill the 132 multiprocessors with
+    // 16 splits of 32 keys; at 8192 keys the same 16 splits are 512 keys
+    // each, and 8 sequences of 4096 keys (64 head blocks) take 2.
+    let gqa = |batch, s_len| plan(DType::F16, &DecodeShape { batch, q_heads: 32, kv_heads: 8, s_len, d: 128 }, 4, 256).unwrap().with_heads_per_threadgroup(4, false).unwrap().with_matrices(16).unwrap();
+    assert_eq!([(1, 512), (1, 8192), (8, 4096), (1, 16)].map(|(b, s)| splits_for(&gqa(b, s), 132, 1, true)), [16, 16, 2, 1]);
     assert_eq!(
         plan(DType::F16, &DecodeShape { kv_heads: 5, ..shape }, 4, 256).unwrap_err().to_string(),
         "attention_f16_vec4: q_heads = 32 is not a multiple of kv_heads = 5"
