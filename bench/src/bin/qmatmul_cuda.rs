@@ -36,7 +36,8 @@
 //! splits of `separate`), and `coop` (the quantized GEMM on cooperative
 //! tensors, `qgemm_cooperative`, which `Ops::qmatmul` runs when
 //! `GemmOptions::cooperative` asks for it: at any M, its tile for M and
-//! the device, once per stage count of `--stages`, K unsplit). Each row
+//! the device, once per stage count of `--stages` and split of
+//! `--splits`). Each row
 //! names its `variant` (and for `separate`, `fused`
 //! and `fragments` its `tile`).
 //! `--split-sum kernel|reduction` has the kernels (the decode kernel's and
@@ -103,9 +104,9 @@ enum Run {
     Fused(Option<GemmTile>, Option<u32>),
     /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
     Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
-    /// The quantized GEMM on cooperative tensors with stages asked for
-    /// (`None`: auto).
-    Coop(Option<u32>),
+    /// The quantized GEMM on cooperative tensors with stages and K splits
+    /// asked for (`None`: auto).
+    Coop(Option<u32>, Option<u32>),
 }
 
 impl Run {
@@ -116,7 +117,7 @@ impl Run {
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
             Run::Fragments(..) => "fragments",
-            Run::Coop(_) => "coop",
+            Run::Coop(..) => "coop",
         }
     }
 }
@@ -310,7 +311,9 @@ fn main() {
                     }
                 }
                 if variant("coop") {
-                    runs.extend(args.stages.iter().map(|&stages| Run::Coop(stages)));
+                    for &stages in &args.stages {
+                        runs.extend(args.splits.iter().map(|&splits| Run::Coop(stages, splits)));
+                    }
                 }
             }
             runs.extend(configs.into_iter().map(Run::Decode));
@@ -319,26 +322,26 @@ fn main() {
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
-                    Run::Coop(stages) => Options { gemm: GemmOptions { cooperative: Some(true), stages, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Coop(stages, k_splits) => Options { gemm: GemmOptions { cooperative: Some(true), stages, k_splits, ..GemmOptions::default() }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
-                    Run::Coop(_) => (0, 0, 0, Some(1)),
+                    Run::Coop(_, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
                 if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(stages) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(stages, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
-                    Run::Decode(_) | Run::Fragments(..) | Run::Coop(_) => ops.qmatmul(&ab, w, m, DType::F16),
+                    Run::Decode(_) | Run::Fragments(..) | Run::Coop(..) => ops.qmatmul(&ab, w, m, DType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, DType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, DType::F16),
                 };

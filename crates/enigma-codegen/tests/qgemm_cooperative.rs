@@ -17,7 +17,7 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
     let options = ValidationOptions { max_threadgroup_memory_bytes: 227 * 1024, ..ValidationOptions::default() };
     for &(tm, tn) in &COOP_QGEMM_TILES {
         for (format, output, stages) in [(Format::Int4, DType::F16, 4), (Format::Fp4, DType::F32, 2)] {
-            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8 };
+            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits: 1 };
             if cfg.check(u64::MAX).is_err() {
                 continue;
             }

@@ -54,7 +54,8 @@
 use super::gemm::cooperative::{for_each_slot, overlap_lag, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{dequantized_halves, Format, GROUPS, VALUES_PER_WORD};
-use super::split::SplitArgs;
+use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
+use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::{Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar};
@@ -69,6 +70,11 @@ pub const SLICE_DEPTH: u32 = 64;
 /// The tiles [`CoopQgemmConfig::for_problem`] tries, `(tm, tn)`, best
 /// first: the widest that still gives every compute unit a tile.
 pub const COOP_QGEMM_TILES: [(u32, u32); 5] = [(128, 256), (128, 128), (64, 256), (64, 128), (64, 64)];
+
+/// The most rows of C for which [`CoopQgemmConfig::splits_for`] splits K:
+/// above them the f32 workspace's traffic costs more than the threadgroups
+/// gain (`BENCHMARKS.md`, the quantized matmul).
+pub const COOP_SPLIT_K_MAX_ROWS: u32 = 64;
 
 /// Rows of scales a stage holds: the groups a slice can touch, at the
 /// smallest group.
@@ -88,6 +94,11 @@ pub struct CoopQgemmConfig {
     pub stages: u32,
     /// Rows of tiles per band of the walk over C's tiles (1: row-major).
     pub raster: u32,
+    /// K split over this many threadgroups along the grid's z (1: none):
+    /// split `z` takes its run of whole slices ([`split_range`]) and writes
+    /// its f32 partial product to slice `z` of `c`, the `splits · M · N`
+    /// workspace that [`super::split::splitk_reduce`] sums into C.
+    pub splits: u32,
 }
 
 impl CoopQgemmConfig {
@@ -103,7 +114,7 @@ impl CoopQgemmConfig {
         let fills = |&(tm, tn): &(u32, u32)| u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(compute_units);
         let first = tiles.iter().position(fills).unwrap_or(tiles.len() - 1);
         tiles[first..].iter().find_map(|&(tm, tn)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER, splits: 1 };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -135,9 +146,18 @@ impl CoopQgemmConfig {
         u64::from(self.stages) * stage + u64::from(self.lag()) * tk * tn * 2
     }
 
+    /// K splits for an `m × n × k` product on this tile that give at least
+    /// `threadgroups` threadgroups, for M up to [`COOP_SPLIT_K_MAX_ROWS`]
+    /// (the GEMM's rule, [`k_splits_for`]).
+    pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+        k_splits_for(TileShape { m: self.tm, n: self.tn, k: self.tk }, m, n, k, threadgroups, COOP_SPLIT_K_MAX_ROWS)
+    }
+
+    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}]`.
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
-        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
+        let split = if self.splits > 1 { format!("_splitk{}", self.splits) } else { String::new() };
+        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
@@ -173,7 +193,7 @@ impl CoopQgemmConfig {
         if self.memory_bytes() > max_threadgroup_memory_bytes {
             return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
         }
-        Ok(())
+        check_splits_and_memory(&name, self.splits, self.memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// Whether the kernel takes N columns: whole 16-byte copies of scales.
@@ -182,7 +202,7 @@ impl CoopQgemmConfig {
     }
 
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), 1], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), self.splits.max(1)], self.threads())
     }
 }
 
@@ -195,14 +215,15 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let CoopQgemmConfig { format, tm, tn, tk, stages, .. } = *cfg;
+    let CoopQgemmConfig { format, tm, tn, tk, stages, splits, .. } = *cfg;
     let threads = cfg.threads();
     let lag = cfg.lag();
     let word_rows = tk / VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, Type::F16, Access::Read);
     let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
-    let c = k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite);
+    // With K split, `c` is the f32 workspace of partial products.
+    let c = k.buffer(SplitArgs::C, if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
     let m = k.value(MatrixArgs::M, Type::U32);
     let n = k.value(MatrixArgs::N, Type::U32);
     let kk = k.value(MatrixArgs::K, Type::U32);
@@ -219,7 +240,16 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
     let m0 = k.let_("m0", tile_row * tm);
     let n0 = k.let_("n0", tile_col * tn);
-    let slices = k.let_("slices", (kk + (tk - 1)) / tk);
+    // This threadgroup's slices of K: `slices` of them from `first_slice`.
+    let (c_base, first_slice, slices) = if splits > 1 {
+        let split = k.let_("split", threadgroup_position_in_grid().z());
+        let c_base = k.let_("c_base", split * m * n);
+        let (k_begin, k_end) = split_range(&mut k, kk, split, splits, tk);
+        let first_slice = k.let_("first_slice", k_begin / tk);
+        (c_base, first_slice, k.let_("slices", (k_end - k_begin + (tk - 1)) / tk))
+    } else {
+        (Ex::from(0u32), Ex::from(0u32), k.let_("slices", (kk + (tk - 1)) / tk))
+    };
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
@@ -229,6 +259,17 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let dq_row = k.let_("dq_row", lid / tn);
     let dq_col = k.let_("dq_col", lid % tn);
     let dq_lane = k.let_("dq_lane", dq_row * (VALUES_PER_WORD as u32 * tn) + dq_col);
+    // Where value `j` of this thread's words lands in the decoded slice,
+    // per column step of its words (`i·threads % tn`): the 8 values of a
+    // word lie in 8 rows whose swizzles differ, while its words' rows, the
+    // stages and the decoded slices differ by whole swizzle atoms (8 rows),
+    // so every store is one of these bases plus a constant (one swizzle per
+    // base on CUDA, not one per store).
+    let words_per_thread = word_rows * tn / threads;
+    let col_steps: std::collections::BTreeSet<u32> = (0..words_per_thread).map(|i| i * threads % tn).collect();
+    let dq_at: Vec<Vec<(u32, Ex)>> = (0..VALUES_PER_WORD as u32)
+        .map(|j| col_steps.iter().map(|&cs| (cs, k.let_(&format!("dq_at{j}_{cs}"), dq_lane + (j * tn + cs)))).collect())
+        .collect();
 
     let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
@@ -238,6 +279,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
 
     // Slice `t`'s copies into stage `stage` (a constant).
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
+        let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
         a_ops.issue(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
         let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
@@ -248,7 +290,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // Decodes the words of the slice in stage `stage` into decoded slice
     // `slot` (both constants): each word's 8 values down its column.
     let decode = |k: &mut KernelBuilder, tag: &str, stage: u32, slot: u32| {
-        for i in 0..word_rows * tn / threads {
+        for i in 0..words_per_thread {
             let (row_step, col_step) = (i * threads / tn, i * threads % tn);
             let word = k.let_(&format!("{tag}_word{i}"), word_slices.get(lid + (stage * word_rows * tn + i * threads)));
             // The word's 8 K values lie in one group (8 divides every
@@ -259,9 +301,10 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let scale_at = scale_row * tn + dq_col + (stage * scale_rows(tk) * tn + col_step);
             let scale = k.let_(&format!("{tag}_scale{i}"), scale_slices.get(scale_at).cast(Type::F32));
             let values = dequantized_halves(k, &format!("{tag}_{i}"), format, word, scale);
-            let at = k.let_(&format!("{tag}_at{i}"), dq_lane + (slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn + col_step));
-            for (j, v) in values.into_iter().enumerate() {
-                k.store(b_slices.at(at + j as u32 * tn), v);
+            let offset = slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn;
+            for (bases, v) in dq_at.iter().zip(values) {
+                let base = bases.iter().find(|&&(cs, _)| cs == col_step).map(|&(_, b)| b).expect("a base per column step");
+                k.store(b_slices.at(base + offset), v);
             }
         }
     };
@@ -312,7 +355,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let [col, row] = acc.get_multidimensional_index(slot);
             let row = k.let_(&format!("{tag}_row"), m0 + row);
             let col = k.let_(&format!("{tag}_col"), n0 + col);
-            k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, row * n + col, acc.get(slot)));
+            k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, c_base + row * n + col, acc.get(slot)));
         });
     });
     finish(k)
@@ -329,7 +372,7 @@ mod tests {
     fn memory_is_what_the_kernel_declares() {
         for &(tm, tn) in &COOP_QGEMM_TILES {
             for stages in 2..=MAX_STAGES {
-                let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: DEFAULT_RASTER };
+                let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: DEFAULT_RASTER, splits: 1 };
                 if cfg.check(u64::MAX).is_err() {
                     continue;
                 }
@@ -353,7 +396,7 @@ mod tests {
         assert_eq!(plan(16, 0, h200), Some((64, 256, 4)));
         assert_eq!(plan(128, 0, 32 * 1024), Some((64, 64, 2)));
         assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (16, 64), 0, Some(3), 32 * 1024), None);
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1 };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1 };
         assert_eq!(cfg.memory_bytes(), 2 * (64 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2) + 64 * 64 * 2);
         let wide = CoopQgemmConfig { tm: 128, ..cfg };
         assert!(wide.check(u64::MAX).unwrap_err().to_string().contains("do not split evenly over 256 threads"));
