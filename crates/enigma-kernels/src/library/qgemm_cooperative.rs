@@ -36,7 +36,11 @@
 //! last slice. With two stages (a device with little threadgroup memory)
 //! one decoded slice: decode slice `t`, barrier, product `t`, the copies
 //! of slice `t + 1` having started before the decoding. The loop is
-//! unrolled so that every stage and decoded slice is a constant.
+//! unrolled over the decoded slices, so that each is a constant (the
+//! stores into it are a constant apart from a few swizzled bases); the
+//! stages are values (the copies into a stage and the product's view of it
+//! computed once per slice), as a loop unrolled over them too outgrows the
+//! instruction cache.
 //!
 //! The walk over C's tiles and the epilogue are the cooperative GEMM's
 //! ([`super::gemm::cooperative`]: bands of `raster` rows of tiles; the
@@ -278,28 +282,30 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
     // Slice `t`'s copies into stage `stage` (a constant).
-    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
         let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        a_ops.issue_into(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
         let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
-        word_ops.issue(k, &format!("{tag}_w"), stage, w0 * n + n0, n, |r, c| (w0 + r).lt(words_k).and((n0 + c).lt(n)));
+        word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * n + n0, n, |r, c| (w0 + r).lt(words_k).and((n0 + c).lt(n)));
         let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
-        scale_ops.issue(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and((n0 + c).lt(n)));
+        scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and((n0 + c).lt(n)));
     };
-    // Decodes the words of the slice in stage `stage` into decoded slice
-    // `slot` (both constants): each word's 8 values down its column.
-    let decode = |k: &mut KernelBuilder, tag: &str, stage: u32, slot: u32| {
+    // Decodes the words of the slice in stage `stage` (a value) into
+    // decoded slice `slot` (a constant): each word's 8 values down its
+    // column.
+    let decode = |k: &mut KernelBuilder, tag: &str, stage: Ex, slot: u32| {
+        let words_at = k.let_(&format!("{tag}_words"), lid + stage * (word_rows * tn));
+        let scales_at = k.let_(&format!("{tag}_scales"), dq_col + stage * (scale_rows(tk) * tn));
         for i in 0..words_per_thread {
             let (row_step, col_step) = (i * threads / tn, i * threads % tn);
-            let word = k.let_(&format!("{tag}_word{i}"), word_slices.get(lid + (stage * word_rows * tn + i * threads)));
+            let word = k.let_(&format!("{tag}_word{i}"), word_slices.get(words_at + i * threads));
             // The word's 8 K values lie in one group (8 divides every
             // group); its scale row within the stage, relative to the
             // slice's first group (`tk` is a multiple of a smaller group and
             // divides a larger one).
             let scale_row = ((dq_row + row_step) * VALUES_PER_WORD as u32) >> group_shift;
-            let scale_at = scale_row * tn + dq_col + (stage * scale_rows(tk) * tn + col_step);
-            let scale = k.let_(&format!("{tag}_scale{i}"), scale_slices.get(scale_at).cast(Type::F32));
+            let scale = k.let_(&format!("{tag}_scale{i}"), scale_slices.get(scale_row * tn + scales_at + col_step).cast(Type::F32));
             let values = dequantized_halves(k, &format!("{tag}_{i}"), format, word, scale);
             let offset = slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn;
             for (bases, v) in dq_at.iter().zip(values) {
@@ -308,7 +314,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             }
         }
     };
-    let left = |stage: u32| a_ops.view(stages, Ex::from(stage));
+    let left = |stage: Ex| a_ops.view(stages, stage);
     let right = |slot: u32| Tensor::new(b_slices, [tn, lag * tk]).slice(0u32, slot * tk);
 
     // The copies run `ahead` slices ahead. Every iteration commits one
@@ -316,35 +322,36 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // `ahead − 1` leaves slice t complete.
     let ahead = stages - lag;
     for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t));
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), Ex::from(t)));
         k.async_commit();
     }
     // Slices plus, with two decoded slices, the last product's iteration;
-    // unrolled by a multiple of the stages and the decoded slices, so that
-    // each is a constant.
+    // unrolled by the decoded slices, so that each is a constant (the
+    // stages are values: unrolled over them too, the loop's code outgrows
+    // the instruction cache).
     let iterations = k.let_("iterations", slices + (lag - 1));
-    let unroll = if stages.is_multiple_of(lag) { stages } else { stages * lag };
-    k.for_range("round", 0u32, iterations, unroll, |k, round| {
-        for s in 0..unroll {
+    k.for_range("round", 0u32, iterations, lag, |k, round| {
+        for s in 0..lag {
             let t = k.let_(&format!("t{s}"), round + s);
             k.if_(t.lt(iterations), |k| {
                 k.async_wait(ahead - 1);
                 k.threadgroup_barrier(MemFlags::Threadgroup);
+                let stage = k.let_(&format!("stage{s}"), t % stages);
                 if lag == 2 {
                     // Slice t − 1, decoded before the barrier above.
-                    let (stage, slot) = ((s + stages - 1) % stages, (s + 1) % 2);
-                    k.if_(t.ge(1u32), |k| k.matmul2d_run(&op, &left(stage), &right(slot), acc));
+                    let (previous, slot) = (k.let_(&format!("previous{s}"), (t + (stages - 1)) % stages), (s + 1) % 2);
+                    k.if_(t.ge(1u32), |k| k.matmul2d_run(&op, &left(previous), &right(slot), acc));
                 }
                 // Into the stage slice t − lag used, released at the barrier
                 // above (its product and its decoding both done by then).
                 let next = k.let_(&format!("ahead{s}"), t + ahead);
-                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
+                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, next % stages));
                 k.async_commit();
                 let slot = s % lag;
-                k.if_(t.lt(slices), |k| decode(k, &format!("dq{s}"), s % stages, slot));
+                k.if_(t.lt(slices), |k| decode(k, &format!("dq{s}"), stage, slot));
                 if lag == 1 {
                     k.threadgroup_barrier(MemFlags::Threadgroup);
-                    k.matmul2d_run(&op, &left(s % stages), &right(slot), acc);
+                    k.matmul2d_run(&op, &left(stage), &right(slot), acc);
                 }
             });
         }
