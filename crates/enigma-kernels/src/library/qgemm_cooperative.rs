@@ -113,8 +113,13 @@ impl CoopQgemmConfig {
     /// failing that the last, each with the most stages (from
     /// [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where asked)
     /// that fit; a narrower tile where none fit; `None` where nothing fits.
-    pub fn for_problem(format: Format, output: DType, (m, n): (u32, u32), compute_units: u32, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
-        let tiles: Vec<(u32, u32)> = COOP_QGEMM_TILES.iter().copied().filter(|&(tm, _)| tm == WARPGROUP_ROWS || m > WARPGROUP_ROWS).collect();
+    /// `tile` (`(tm, tn)`, one of [`COOP_QGEMM_TILES`]) where asked: that
+    /// tile only.
+    pub fn for_problem(format: Format, output: DType, (m, n): (u32, u32), compute_units: u32, (tile, stages): (Option<(u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
+        let tiles: Vec<(u32, u32)> = match tile {
+            Some(tile) => vec![tile],
+            None => COOP_QGEMM_TILES.iter().copied().filter(|&(tm, _)| tm == WARPGROUP_ROWS || m > WARPGROUP_ROWS).collect(),
+        };
         let fills = |&(tm, tn): &(u32, u32)| u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(compute_units);
         let first = tiles.iter().position(fills).unwrap_or(tiles.len() - 1);
         tiles[first..].iter().find_map(|&(tm, tn)| {
@@ -394,15 +399,17 @@ mod tests {
     /// the 64 × 64 tile in two stages; what does not fit is refused.
     #[test]
     fn tiles_fill_the_compute_units_and_fit_the_memory() {
-        let plan = |m: u32, units: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, (m, 11008), units, None, memory).map(|c| (c.tm, c.tn, c.stages));
+        let plan = |m: u32, units: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, (m, 11008), units, (None, None), memory).map(|c| (c.tm, c.tn, c.stages));
         let h200 = 227 * 1024;
+        let plan_tile = |m: u32, tile: (u32, u32)| CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (m, 11008), 132, (Some(tile), None), h200).map(|c| (c.tm, c.tn, c.stages));
         assert_eq!(plan(16, 132, h200), Some((64, 64, 4)));
         assert_eq!(plan(64, 132, h200), Some((64, 64, 4)));
         assert_eq!(plan(128, 132, h200), Some((64, 128, 4)));
         assert_eq!(plan(4096, 132, h200), Some((128, 256, 4)));
         assert_eq!(plan(16, 0, h200), Some((64, 256, 4)));
         assert_eq!(plan(128, 0, 32 * 1024), Some((64, 64, 2)));
-        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (16, 64), 0, Some(3), 32 * 1024), None);
+        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (16, 64), 0, (None, Some(3)), 32 * 1024), None);
+        assert_eq!(plan_tile(16, (128, 128)), Some((128, 128, 4)));
         let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1 };
         assert_eq!(cfg.memory_bytes(), 2 * (64 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2) + 64 * 64 * 2);
         let wide = CoopQgemmConfig { tm: 128, ..cfg };
