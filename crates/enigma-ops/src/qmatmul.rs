@@ -34,8 +34,9 @@ impl Ops<'_> {
     /// (`qgemm_cooperative`: A, the packed words and the scales staged by
     /// asynchronous copies, the words decoded by the threads into an f16
     /// slice that `matmul2d` multiplies; FP4/INT4 in seed 002's layout, N a
-    /// multiple of 8, K unsplit), at any M; never by default, as it has not
-    /// been timed on a GPU yet.
+    /// multiple of 8, K split where the output has few tiles), at any M;
+    /// never by default, as on the H200 it is no faster than the
+    /// tensor-core kernel at any M (`BENCHMARKS.md`).
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         self.check_qmatmul_inputs(a, w, m)?;
         let selection = qmatmul::select(&problem(w, m, out), self.rt.device(), &self.options.overrides())?;

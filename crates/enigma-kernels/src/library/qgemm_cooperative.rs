@@ -45,12 +45,19 @@
 //! The walk over C's tiles and the epilogue are the cooperative GEMM's
 //! ([`super::gemm::cooperative`]: bands of `raster` rows of tiles; the
 //! accumulator's slots by their coordinates, elements past M or N
-//! skipped). K is not split.
+//! skipped). K splits over the grid's z ([`CoopQgemmConfig::splits`]),
+//! each split's partial product f32 in a workspace that
+//! [`super::split::splitk_reduce`] sums.
 //!
 //! **Not chosen by default.** The family's selection runs it only when
 //! asked for ([`crate::library::select::GemmOptions::cooperative`]
-//! `Some(true)`): it has not been timed on a GPU yet, so nothing says it
-//! beats the SIMD-group-matrix quantized GEMM (`gemm::qgemm`) at any M.
+//! `Some(true)`): on the H200 it is slower than the SIMD-group-matrix
+//! quantized GEMM (`gemm::qgemm`) at M = 16 and 128 and level with it at
+//! M = 64 (`BENCHMARKS.md`, the quantized matmul on cooperative tensors).
+//! Its time hardly moves with the K split or the stages: it is bound by
+//! the threads' work per slice (the decoding and the staging of each
+//! slice, about as many instructions again), which one warpgroup per
+//! threadgroup and three threadgroups per compute unit do not hide.
 //!
 //! Parameters: `a, b, c, m, n, k, group, scales` (`b` the packed words,
 //! `group` K values per scale: 32, 64 or 128).
@@ -109,8 +116,10 @@ impl CoopQgemmConfig {
     /// The configuration for `m × n` outputs on a device of
     /// `compute_units` (0: no minimum) and `max_threadgroup_memory_bytes`:
     /// the first of [`COOP_QGEMM_TILES`] no taller than needed (128 rows
-    /// only above 64) whose tiles number at least the compute units, or
-    /// failing that the last, each with the most stages (from
+    /// only above 64) whose tiles number at least the compute units (half
+    /// of them for 128 rows, whose two warpgroups share each decoded slice:
+    /// at M = 128 on the H200, 128 × 128 takes 81 µs where 64 × 128 takes
+    /// 91–115 µs), or failing that the last, each with the most stages (from
     /// [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where asked)
     /// that fit; a narrower tile where none fit; `None` where nothing fits.
     /// `tile` (`(tm, tn)`, one of [`COOP_QGEMM_TILES`]) where asked: that
@@ -120,7 +129,10 @@ impl CoopQgemmConfig {
             Some(tile) => vec![tile],
             None => COOP_QGEMM_TILES.iter().copied().filter(|&(tm, _)| tm == WARPGROUP_ROWS || m > WARPGROUP_ROWS).collect(),
         };
-        let fills = |&(tm, tn): &(u32, u32)| u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(compute_units);
+        let fills = |&(tm, tn): &(u32, u32)| {
+            let wanted = if tm > WARPGROUP_ROWS { compute_units.div_ceil(2) } else { compute_units };
+            u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(wanted)
+        };
         let first = tiles.iter().position(fills).unwrap_or(tiles.len() - 1);
         tiles[first..].iter().find_map(|&(tm, tn)| {
             let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER, splits: 1 };
@@ -395,7 +407,8 @@ mod tests {
     }
 
     /// The tile and stages each device gets: the H200's 132 compute units
-    /// and 227 KiB at M = 16, 64 and 128 of N = 11008; 32 KiB (Metal) takes
+    /// and 227 KiB at M = 16, 64, 100 and 128 of N = 11008 (128 rows where
+    /// their tiles give half the compute units one, 64 where not); 32 KiB (Metal) takes
     /// the 64 × 64 tile in two stages; what does not fit is refused.
     #[test]
     fn tiles_fill_the_compute_units_and_fit_the_memory() {
@@ -404,7 +417,9 @@ mod tests {
         let plan_tile = |m: u32, tile: (u32, u32)| CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (m, 11008), 132, (Some(tile), None), h200).map(|c| (c.tm, c.tn, c.stages));
         assert_eq!(plan(16, 132, h200), Some((64, 64, 4)));
         assert_eq!(plan(64, 132, h200), Some((64, 64, 4)));
-        assert_eq!(plan(128, 132, h200), Some((64, 128, 4)));
+        assert_eq!(plan(128, 132, h200), Some((128, 128, 4)));
+        assert_eq!(plan(100, 132, h200), Some((128, 128, 4)));
+        assert_eq!(plan(128, 264, h200), Some((64, 64, 4)));
         assert_eq!(plan(4096, 132, h200), Some((128, 256, 4)));
         assert_eq!(plan(16, 0, h200), Some((64, 256, 4)));
         assert_eq!(plan(128, 0, 32 * 1024), Some((64, 64, 2)));
