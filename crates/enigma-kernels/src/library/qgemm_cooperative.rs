@@ -70,6 +70,7 @@ use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::{Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Packed words per 16-byte copy.
 pub const WORDS_PER_COPY: u32 = 4;
@@ -84,7 +85,8 @@ pub const COOP_QGEMM_TILES: [(u32, u32); 5] = [(128, 256), (128, 128), (64, 256)
 
 /// The most rows of C for which [`CoopQgemmConfig::splits_for`] splits K:
 /// above them the f32 workspace's traffic costs more than the threadgroups
-/// gain (`BENCHMARKS.md`, the quantized matmul).
+/// gain (on the H200 at M = 128, 128 × 128 tiles: 98 µs split 2 ways, 81
+/// unsplit; `BENCHMARKS.md`, the quantized matmul on cooperative tensors).
 pub const COOP_SPLIT_K_MAX_ROWS: u32 = 64;
 
 /// Rows of scales a stage holds: the groups a slice can touch, at the
@@ -287,8 +289,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // so every store is one of these bases plus a constant (one swizzle per
     // base on CUDA, not one per store).
     let words_per_thread = word_rows * tn / threads;
-    let col_steps: std::collections::BTreeSet<u32> = (0..words_per_thread).map(|i| i * threads % tn).collect();
-    let dq_at: Vec<Vec<(u32, Ex)>> = (0..VALUES_PER_WORD as u32)
+    let col_steps: BTreeSet<u32> = (0..words_per_thread).map(|i| i * threads % tn).collect();
+    let dq_at: Vec<BTreeMap<u32, Ex>> = (0..VALUES_PER_WORD as u32)
         .map(|j| col_steps.iter().map(|&cs| (cs, k.let_(&format!("dq_at{j}_{cs}"), dq_lane + (j * tn + cs)))).collect())
         .collect();
 
@@ -298,7 +300,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let per_thread = tm * tn / threads;
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
-    // Slice `t`'s copies into stage `stage` (a constant).
+    // Slice `t`'s copies (of this threadgroup's run of K) into stage
+    // `stage` (a value).
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
         let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
@@ -326,8 +329,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let values = dequantized_halves(k, &format!("{tag}_{i}"), format, word, scale);
             let offset = slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn;
             for (bases, v) in dq_at.iter().zip(values) {
-                let base = bases.iter().find(|&&(cs, _)| cs == col_step).map(|&(_, b)| b).expect("a base per column step");
-                k.store(b_slices.at(base + offset), v);
+                k.store(b_slices.at(bases[&col_step] + offset), v);
             }
         }
     };
