@@ -90,7 +90,7 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             for splits in [2, 3, 5] {
-                let out = if (i + splits as usize).is_multiple_of(2) { DType::F32 } else { DType::F16 };
+                let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
                 let options = cooperative(sanitize);
                 let ops = Ops::new(rt).with_options(Options { gemm: GemmOptions { k_splits: Some(splits), ..options.gemm }, ..options });
                 let x = inputs(rt, format, [m, n, k, group]);

@@ -108,7 +108,7 @@ pub struct CoopQgemmConfig {
     /// Rows of tiles per band of the walk over C's tiles (1: row-major).
     pub raster: u32,
     /// K split over this many threadgroups along the grid's z (1: none):
-    /// split `z` takes its run of whole slices ([`split_range`]) and writes
+    /// split `z` takes its run of whole slices (`split::split_range`) and writes
     /// its f32 partial product to slice `z` of `c`, the `splits · M · N`
     /// workspace that [`super::split::splitk_reduce`] sums into C.
     pub splits: u32,
