@@ -36,9 +36,9 @@
 //! splits of `separate`), and `coop` (the quantized GEMM on cooperative
 //! tensors, `qgemm_cooperative`, which `Ops::qmatmul` runs when
 //! `GemmOptions::cooperative` asks for it: at any M, its tile for M and
-//! the device, once per stage count of `--stages`, K unsplit). Each row
-//! names its `variant` (and for `separate`, `fused`
-//! and `fragments` its `tile`).
+//! the device or each of `--coop-tiles`, once per stage count of
+//! `--stages` and split of `--splits`). Each row names its `variant` (and
+//! for `separate`, `fused`, `fragments` and `coop` its `tile`).
 //! `--split-sum kernel|reduction` has the kernels (the decode kernel's and
 //! the tensor-core ones') sum their K splits themselves
 //! (`Options::split_sum`, one dispatch) or leave them to the reduction's
@@ -57,7 +57,7 @@
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
 //!              [--variants decode,separate,fused,fragments,coop] [--fused-tiles auto]
-//!              [--separate-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
+//!              [--separate-tiles auto] [--coop-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
 //! ```
 //!
 //! For example, the separate and the fused kernel at M = 16 and 64, the
@@ -103,9 +103,9 @@ enum Run {
     Fused(Option<GemmTile>, Option<u32>),
     /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
     Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
-    /// The quantized GEMM on cooperative tensors with stages asked for
-    /// (`None`: auto).
-    Coop(Option<u32>),
+    /// The quantized GEMM on cooperative tensors with the tile, stages and
+    /// K splits asked for (`None`: auto).
+    Coop(Option<GemmTile>, Option<u32>, Option<u32>),
 }
 
 impl Run {
@@ -116,7 +116,7 @@ impl Run {
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
             Run::Fragments(..) => "fragments",
-            Run::Coop(_) => "coop",
+            Run::Coop(..) => "coop",
         }
     }
 }
@@ -140,6 +140,8 @@ struct Args {
     fused_tiles: Vec<Option<GemmTile>>,
     /// The separate kernel's tiles (`None`: `auto`).
     separate_tiles: Vec<Option<GemmTile>>,
+    /// Tiles of the `coop` runs (`None`: the selection's).
+    coop_tiles: Vec<Option<GemmTile>>,
     /// The separate kernel's stage counts (`None`: `auto`).
     stages: Vec<Option<u32>>,
     /// Who sums the tensor-core kernels' K splits (`None`: the default).
@@ -158,7 +160,7 @@ fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
 /// The flags, for `--help` and after a bad command line.
 const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
 [--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop] \
-[--separate-tiles auto,TMxTNxTK/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel]
+[--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel]
 (the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
 
 /// Prints `message` and the flags to stderr and exits with status 2.
@@ -183,6 +185,7 @@ fn parse_args() -> Args {
         variants: vec!["decode".to_string(), "separate".to_string()],
         fused_tiles: vec![None],
         separate_tiles: vec![None],
+        coop_tiles: vec![None],
         stages: vec![None],
         split_sum: None,
     };
@@ -212,6 +215,7 @@ fn parse_args() -> Args {
                 }
             }
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
+            "--coop-tiles" => a.coop_tiles = tiles(flag, value),
             "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
             "--split-sum" => {
@@ -310,7 +314,11 @@ fn main() {
                     }
                 }
                 if variant("coop") {
-                    runs.extend(args.stages.iter().map(|&stages| Run::Coop(stages)));
+                    for &tile in &args.coop_tiles {
+                        for &stages in &args.stages {
+                            runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits)));
+                        }
+                    }
                 }
             }
             runs.extend(configs.into_iter().map(Run::Decode));
@@ -319,26 +327,26 @@ fn main() {
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
-                    Run::Coop(stages) => Options { gemm: GemmOptions { cooperative: Some(true), stages, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Coop(tile, stages, k_splits) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, ..GemmOptions::default() }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
-                    Run::Coop(_) => (0, 0, 0, Some(1)),
+                    Run::Coop(_, _, splits) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) | Run::Coop(tile, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(stages) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
-                    Run::Decode(_) | Run::Fragments(..) | Run::Coop(_) => ops.qmatmul(&ab, w, m, DType::F16),
+                    Run::Decode(_) | Run::Fragments(..) | Run::Coop(..) => ops.qmatmul(&ab, w, m, DType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, DType::F16),
                     Run::Fused(..) => ops.qmatmul_fused(&ab, w, m, DType::F16),
                 };

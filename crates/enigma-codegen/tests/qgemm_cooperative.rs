@@ -4,7 +4,8 @@
 //! staged slices and the decoded B slices in the 128-byte swizzle, and the
 //! staged words and scales, which only the threads read, stay linear. A
 //! change to the builder that lost the `wgmma` lowering (a pitch, a view,
-//! an access that keeps an operand linear) would fail no result test.
+//! an access that keeps an operand linear) would fail no result test. With
+//! K split too, and with stages that the loop indexes by value.
 
 use enigma_codegen::cuda;
 use enigma_ir::{validate, ValidationOptions};
@@ -16,8 +17,8 @@ use enigma_kernels::library::DType;
 fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
     let options = ValidationOptions { max_threadgroup_memory_bytes: 227 * 1024, ..ValidationOptions::default() };
     for &(tm, tn) in &COOP_QGEMM_TILES {
-        for (format, output, stages) in [(Format::Int4, DType::F16, 4), (Format::Fp4, DType::F32, 2)] {
-            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8 };
+        for (format, output, stages, splits) in [(Format::Int4, DType::F16, 4, 1), (Format::Fp4, DType::F32, 2, 1), (Format::Int4, DType::F16, 3, 3)] {
+            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits };
             if cfg.check(u64::MAX).is_err() {
                 continue;
             }

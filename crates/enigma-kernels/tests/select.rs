@@ -19,6 +19,7 @@ use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, Qmat
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::select::{AttentionOptions, GemmOptions, Overrides};
 use enigma_kernels::library::split::SplitSum;
+use enigma_kernels::library::tile::GemmTile;
 use enigma_kernels::library::DType;
 
 
@@ -146,8 +147,9 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 }
 
 /// The quantized GEMM on cooperative tensors runs only when asked for, on
-/// `wgmma` devices too (it has not been timed): its tile for M there, and
-/// clear refusals of what it cannot take.
+/// `wgmma` devices too: its tile for M there and K split below two
+/// threadgroups per compute unit, a tile and splits asked for, and clear
+/// refusals of what it cannot take.
 #[test]
 fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
     let sm_90a = DeviceInfo {
@@ -163,13 +165,16 @@ fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
         let by_default = qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap());
         rows.push(format!("m={m}: {} (default {by_default})", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
     }
+    let wide = Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 256, 64, 2, 2)), k_splits: Some(3), ..asked.gemm }, ..asked };
+    rows.push(format!("m=16 asked 64x256x64/2x2 in 3 splits: {}", qmatmul_row(&qmatmul::select(&problem(Format::Int4, QuantLayout::Rows, 16, 11008), &sm_90a, &wide).unwrap())));
     let metal = devices()[2].1.clone();
     let metal4 = DeviceInfo { features: [Feature::CooperativeTensors].into_iter().collect(), ..metal.clone() };
     let refusals = [
         (problem(Format::MlxAffine, QuantLayout::Rows, 16, 11008), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Fragments, 16, 11008), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 100), asked, &sm_90a),
-        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { k_splits: Some(2), ..asked.gemm }, ..asked }, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..asked.gemm }, ..asked }, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 32, 1, 4)), ..asked.gemm }, ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), asked, &metal),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { stages: Some(4), ..asked.gemm }, ..asked }, &metal4),
     ];
@@ -181,15 +186,17 @@ fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
 }
 
 const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
-    m=1: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
-    m=16: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
-    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8 (default qgemm_int4_f16_64x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=128: qgemm_coop_int4_f16_64x128x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=1: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
+    m=16: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
+    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qgemm_int4_f16_64x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=128: qgemm_coop_int4_f16_128x128x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
     m=4096: qgemm_coop_int4_f16_128x256x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=16 asked 64x256x64/2x2 in 3 splits: qgemm_coop_int4_f16_64x256x64_s4_r8_splitk3
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
-    refused: qmatmul: the quantized GEMM on cooperative tensors: a tile, a thread count, K splits and their sum are options of the SIMD-group kernels
+    refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count and K splits summed in the kernel are options of the SIMD-group kernels
+    refused: qmatmul: the quantized GEMM on cooperative tensors: a 64x128x32/1x4 tile; it takes 128x256x64, 128x128x64, 64x256x64, 64x128x64, 64x64x64 with tm / 16 SIMD groups
     refused: qmatmul: the quantized GEMM on cooperative tensors: Metal has no cooperative tensors
     refused: qmatmul: the quantized GEMM on cooperative tensors: no tile fits 32768 bytes of threadgroup memory in 4 stages
 ";

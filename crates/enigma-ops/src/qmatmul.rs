@@ -34,8 +34,9 @@ impl Ops<'_> {
     /// (`qgemm_cooperative`: A, the packed words and the scales staged by
     /// asynchronous copies, the words decoded by the threads into an f16
     /// slice that `matmul2d` multiplies; FP4/INT4 in seed 002's layout, N a
-    /// multiple of 8, K unsplit), at any M; never by default, as it has not
-    /// been timed on a GPU yet.
+    /// multiple of 8, K split where the output has few tiles), at any M;
+    /// never by default, as on the H200 it is no faster than the
+    /// tensor-core kernel at any M (`BENCHMARKS.md`).
     pub fn qmatmul(&self, a: &Buffer, w: &QuantizedWeights, m: usize, out: DType) -> Result<Buffer, Error> {
         self.check_qmatmul_inputs(a, w, m)?;
         let selection = qmatmul::select(&problem(w, m, out), self.rt.device(), &self.options.overrides())?;
@@ -167,7 +168,7 @@ impl Ops<'_> {
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),
             QmatmulSelection::Cooperative(cfg) => {
-                self.launch_packed(op, format!("qgemm_coop {cfg:?}"), || qgemm_cooperative::qgemm_cooperative(&cfg), cfg.dispatch(mu, n), (1, SplitSum::Reduction), a, w, m, out)
+                self.launch_packed(op, format!("qgemm_coop {cfg:?}"), || qgemm_cooperative::qgemm_cooperative(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
             }
             QmatmulSelection::Fused(cfg) => {
                 self.launch_packed("qmatmul_fused", format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)

@@ -2,15 +2,15 @@
 //! simulator, under its sanitizer, posing as a device of 227 KiB of
 //! threadgroup memory (where every tile and depth fits):
 //! `enigma_testing::cooperative_qgemm`'s checks against the f64 product
-//! (awkward M, N and K, every group size, FP4 and INT4, every tile and
-//! depth, every walk over the tiles), and that `qmatmul` never takes it
+//! (awkward M, N and K, every group size, FP4 and INT4, K split, every
+//! tile and depth, every walk over the tiles), and that `qmatmul` never takes it
 //! unasked.
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};
 use enigma_ops::{upload, DType, Ops, Options, QuantizedWeights};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_qgemm::{check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
+use enigma_testing::cooperative_qgemm::{check_k_splits, check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
 use std::sync::Arc;
 
 fn device_of_227_kib() -> Runtime {
@@ -20,6 +20,11 @@ fn device_of_227_kib() -> Runtime {
 #[test]
 fn qmatmul_asked_for_it_matches_the_f64_product_at_awkward_shapes() {
     check_shapes(&device_of_227_kib(), true);
+}
+
+#[test]
+fn qmatmul_with_k_split_matches_the_f64_product() {
+    check_k_splits(&device_of_227_kib(), true);
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! own), for the simulator (`enigma-ops/tests/qmatmul_cooperative.rs`,
 //! under the sanitizer, posing as a device of 227 KiB) and a CUDA GPU
 //! (`enigma-cuda/tests/library.rs`, `wgmma` on sm_90a): through
-//! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]); and
+//! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]) and
+//! with K split ([`check_k_splits`]); and
 //! every tile and pipeline depth that fits the device dispatched directly
 //! ([`check_pipeline_depths`]) in each walk over the tiles
 //! ([`check_rasterisation`]).
@@ -77,6 +78,38 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
     }
 }
 
+/// `Ops::qmatmul` asked for the kernel with K split 2, 3 and 5 ways
+/// (`GemmOptions::k_splits`), FP4 and INT4, C f16 and f32: at M = 1, 16
+/// and 5 (rows past M), N past the tile's columns, K of 7 slices in
+/// groups of 64 and 32 and of 6 in groups of 128 (runs of unequal length,
+/// empty splits at 5 ways), and K of 3 slices split 5 ways (two empty):
+/// two dispatches, the kernel writing its f32 partial products and the
+/// reduction summing them, clean under the sanitizer where `sanitize`.
+pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
+    let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 192, 32]];
+    for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
+        for format in [Format::Fp4, Format::Int4] {
+            for splits in [2, 3, 5] {
+                let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
+                let options = cooperative(sanitize);
+                let ops = Ops::new(rt).with_options(Options { gemm: GemmOptions { k_splits: Some(splits), ..options.gemm }, ..options });
+                let x = inputs(rt, format, [m, n, k, group]);
+                let what = format!("{format} {out} {m}x{n}x{k} group {group} in {splits} splits");
+                let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let launches = ops.take_launches();
+                assert_eq!(launches.len(), 2, "{what}");
+                assert!(launches[0].kernel.starts_with("qgemm_coop_") && launches[0].kernel.ends_with(&format!("_splitk{splits}")), "{what}: {}", launches[0].kernel);
+                assert!(launches[1].kernel.starts_with("gemm_splitk_reduce"), "{what}: {}", launches[1].kernel);
+                for l in &launches {
+                    assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+                }
+                let got = download(&c, out.scalar(), m * n).unwrap();
+                assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
+            }
+        }
+    }
+}
+
 /// Each tile of [`COOP_QGEMM_TILES`] in two, three and four stages (those
 /// that fit the device): 70 × 136 × 448 INT4 in groups of 64, seven
 /// slices, each stage and decoded slice reused several times, the last
@@ -86,7 +119,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let configs: Vec<CoopQgemmConfig> = COOP_QGEMM_TILES
         .iter()
-        .flat_map(|&(tm, tn)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: 1 }))
+        .flat_map(|&(tm, tn)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: 1, splits: 1 }))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no configuration of two decoded slices fits {max} bytes");
@@ -97,7 +130,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
 /// groups of 32: every tile computed once.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster });
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1 });
     check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
 }
 

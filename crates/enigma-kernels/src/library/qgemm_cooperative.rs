@@ -36,17 +36,28 @@
 //! last slice. With two stages (a device with little threadgroup memory)
 //! one decoded slice: decode slice `t`, barrier, product `t`, the copies
 //! of slice `t + 1` having started before the decoding. The loop is
-//! unrolled so that every stage and decoded slice is a constant.
+//! unrolled over the decoded slices, so that each is a constant (the
+//! stores into it are a constant apart from a few swizzled bases); the
+//! stages are values (the copies into a stage and the product's view of it
+//! computed once per slice), as a loop unrolled over them too outgrows the
+//! instruction cache.
 //!
 //! The walk over C's tiles and the epilogue are the cooperative GEMM's
 //! ([`super::gemm::cooperative`]: bands of `raster` rows of tiles; the
 //! accumulator's slots by their coordinates, elements past M or N
-//! skipped). K is not split.
+//! skipped). K splits over the grid's z ([`CoopQgemmConfig::splits`]),
+//! each split's partial product f32 in a workspace that
+//! [`super::split::splitk_reduce`] sums.
 //!
 //! **Not chosen by default.** The family's selection runs it only when
 //! asked for ([`crate::library::select::GemmOptions::cooperative`]
-//! `Some(true)`): it has not been timed on a GPU yet, so nothing says it
-//! beats the SIMD-group-matrix quantized GEMM (`gemm::qgemm`) at any M.
+//! `Some(true)`): on the H200 it is slower than the SIMD-group-matrix
+//! quantized GEMM (`gemm::qgemm`) at M = 16 and 128 and level with it at
+//! M = 64 (`BENCHMARKS.md`, the quantized matmul on cooperative tensors).
+//! Its time hardly moves with the K split or the stages: it is bound by
+//! the threads' work per slice (the decoding and the staging of each
+//! slice, about as many instructions again), which one warpgroup per
+//! threadgroup and three threadgroups per compute unit do not hide.
 //!
 //! Parameters: `a, b, c, m, n, k, group, scales` (`b` the packed words,
 //! `group` K values per scale: 32, 64 or 128).
@@ -54,10 +65,12 @@
 use super::gemm::cooperative::{for_each_slot, overlap_lag, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{dequantized_halves, Format, GROUPS, VALUES_PER_WORD};
-use super::split::SplitArgs;
+use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
+use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::{Matmul2d, Tensor};
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Packed words per 16-byte copy.
 pub const WORDS_PER_COPY: u32 = 4;
@@ -69,6 +82,12 @@ pub const SLICE_DEPTH: u32 = 64;
 /// The tiles [`CoopQgemmConfig::for_problem`] tries, `(tm, tn)`, best
 /// first: the widest that still gives every compute unit a tile.
 pub const COOP_QGEMM_TILES: [(u32, u32); 5] = [(128, 256), (128, 128), (64, 256), (64, 128), (64, 64)];
+
+/// The most rows of C for which [`CoopQgemmConfig::splits_for`] splits K:
+/// above them the f32 workspace's traffic costs more than the threadgroups
+/// gain (on the H200 at M = 128, 128 × 128 tiles: 98 µs split 2 ways, 81
+/// unsplit; `BENCHMARKS.md`, the quantized matmul on cooperative tensors).
+pub const COOP_SPLIT_K_MAX_ROWS: u32 = 64;
 
 /// Rows of scales a stage holds: the groups a slice can touch, at the
 /// smallest group.
@@ -88,22 +107,37 @@ pub struct CoopQgemmConfig {
     pub stages: u32,
     /// Rows of tiles per band of the walk over C's tiles (1: row-major).
     pub raster: u32,
+    /// K split over this many threadgroups along the grid's z (1: none):
+    /// split `z` takes its run of whole slices (`split::split_range`) and writes
+    /// its f32 partial product to slice `z` of `c`, the `splits · M · N`
+    /// workspace that [`super::split::splitk_reduce`] sums into C.
+    pub splits: u32,
 }
 
 impl CoopQgemmConfig {
     /// The configuration for `m × n` outputs on a device of
     /// `compute_units` (0: no minimum) and `max_threadgroup_memory_bytes`:
     /// the first of [`COOP_QGEMM_TILES`] no taller than needed (128 rows
-    /// only above 64) whose tiles number at least the compute units, or
-    /// failing that the last, each with the most stages (from
+    /// only above 64) whose tiles number at least the compute units (half
+    /// of them for 128 rows, whose two warpgroups share each decoded slice:
+    /// at M = 128 on the H200, 128 × 128 takes 81 µs where 64 × 128 takes
+    /// 91–115 µs), or failing that the last, each with the most stages (from
     /// [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where asked)
     /// that fit; a narrower tile where none fit; `None` where nothing fits.
-    pub fn for_problem(format: Format, output: DType, (m, n): (u32, u32), compute_units: u32, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
-        let tiles: Vec<(u32, u32)> = COOP_QGEMM_TILES.iter().copied().filter(|&(tm, _)| tm == WARPGROUP_ROWS || m > WARPGROUP_ROWS).collect();
-        let fills = |&(tm, tn): &(u32, u32)| u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(compute_units);
+    /// `tile` (`(tm, tn)`, one of [`COOP_QGEMM_TILES`]) where asked: that
+    /// tile only.
+    pub fn for_problem(format: Format, output: DType, (m, n): (u32, u32), compute_units: u32, (tile, stages): (Option<(u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
+        let tiles: Vec<(u32, u32)> = match tile {
+            Some(tile) => vec![tile],
+            None => COOP_QGEMM_TILES.iter().copied().filter(|&(tm, _)| tm == WARPGROUP_ROWS || m > WARPGROUP_ROWS).collect(),
+        };
+        let fills = |&(tm, tn): &(u32, u32)| {
+            let wanted = if tm > WARPGROUP_ROWS { compute_units.div_ceil(2) } else { compute_units };
+            u64::from(m.div_ceil(tm)) * u64::from(n.div_ceil(tn)) >= u64::from(wanted)
+        };
         let first = tiles.iter().position(fills).unwrap_or(tiles.len() - 1);
         tiles[first..].iter().find_map(|&(tm, tn)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER, splits: 1 };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -135,9 +169,18 @@ impl CoopQgemmConfig {
         u64::from(self.stages) * stage + u64::from(self.lag()) * tk * tn * 2
     }
 
+    /// K splits for an `m × n × k` product on this tile that give at least
+    /// `threadgroups` threadgroups, for M up to [`COOP_SPLIT_K_MAX_ROWS`]
+    /// (the GEMM's rule, [`k_splits_for`]).
+    pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+        k_splits_for(TileShape { m: self.tm, n: self.tn, k: self.tk }, m, n, k, threadgroups, COOP_SPLIT_K_MAX_ROWS)
+    }
+
+    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}]`.
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
-        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
+        let split = if self.splits > 1 { format!("_splitk{}", self.splits) } else { String::new() };
+        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
@@ -173,7 +216,7 @@ impl CoopQgemmConfig {
         if self.memory_bytes() > max_threadgroup_memory_bytes {
             return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
         }
-        Ok(())
+        check_splits_and_memory(&name, self.splits, self.memory_bytes(), max_threadgroup_memory_bytes)
     }
 
     /// Whether the kernel takes N columns: whole 16-byte copies of scales.
@@ -182,7 +225,7 @@ impl CoopQgemmConfig {
     }
 
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
-        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), 1], self.threads())
+        Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), self.splits.max(1)], self.threads())
     }
 }
 
@@ -195,14 +238,15 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let CoopQgemmConfig { format, tm, tn, tk, stages, .. } = *cfg;
+    let CoopQgemmConfig { format, tm, tn, tk, stages, splits, .. } = *cfg;
     let threads = cfg.threads();
     let lag = cfg.lag();
     let word_rows = tk / VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, Type::F16, Access::Read);
     let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
-    let c = k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite);
+    // With K split, `c` is the f32 workspace of partial products.
+    let c = k.buffer(SplitArgs::C, if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
     let m = k.value(MatrixArgs::M, Type::U32);
     let n = k.value(MatrixArgs::N, Type::U32);
     let kk = k.value(MatrixArgs::K, Type::U32);
@@ -219,7 +263,16 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
     let m0 = k.let_("m0", tile_row * tm);
     let n0 = k.let_("n0", tile_col * tn);
-    let slices = k.let_("slices", (kk + (tk - 1)) / tk);
+    // This threadgroup's slices of K: `slices` of them from `first_slice`.
+    let (c_base, first_slice, slices) = if splits > 1 {
+        let split = k.let_("split", threadgroup_position_in_grid().z());
+        let c_base = k.let_("c_base", split * m * n);
+        let (k_begin, k_end) = split_range(&mut k, kk, split, splits, tk);
+        let first_slice = k.let_("first_slice", k_begin / tk);
+        (c_base, first_slice, k.let_("slices", (k_end - k_begin + (tk - 1)) / tk))
+    } else {
+        (Ex::from(0u32), Ex::from(0u32), k.let_("slices", (kk + (tk - 1)) / tk))
+    };
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
@@ -229,6 +282,17 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let dq_row = k.let_("dq_row", lid / tn);
     let dq_col = k.let_("dq_col", lid % tn);
     let dq_lane = k.let_("dq_lane", dq_row * (VALUES_PER_WORD as u32 * tn) + dq_col);
+    // Where value `j` of this thread's words lands in the decoded slice,
+    // per column step of its words (`i·threads % tn`): the 8 values of a
+    // word lie in 8 rows whose swizzles differ, while its words' rows, the
+    // stages and the decoded slices differ by whole swizzle atoms (8 rows),
+    // so every store is one of these bases plus a constant (one swizzle per
+    // base on CUDA, not one per store).
+    let words_per_thread = word_rows * tn / threads;
+    let col_steps: BTreeSet<u32> = (0..words_per_thread).map(|i| i * threads % tn).collect();
+    let dq_at: Vec<BTreeMap<u32, Ex>> = (0..VALUES_PER_WORD as u32)
+        .map(|j| col_steps.iter().map(|&cs| (cs, k.let_(&format!("dq_at{j}_{cs}"), dq_lane + (j * tn + cs)))).collect())
+        .collect();
 
     let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
@@ -236,36 +300,40 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let per_thread = tm * tn / threads;
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
-    // Slice `t`'s copies into stage `stage` (a constant).
-    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
+    // Slice `t`'s copies (of this threadgroup's run of K) into stage
+    // `stage` (a value).
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
+        let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+        a_ops.issue_into(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
         let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
-        word_ops.issue(k, &format!("{tag}_w"), stage, w0 * n + n0, n, |r, c| (w0 + r).lt(words_k).and((n0 + c).lt(n)));
+        word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * n + n0, n, |r, c| (w0 + r).lt(words_k).and((n0 + c).lt(n)));
         let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
-        scale_ops.issue(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and((n0 + c).lt(n)));
+        scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and((n0 + c).lt(n)));
     };
-    // Decodes the words of the slice in stage `stage` into decoded slice
-    // `slot` (both constants): each word's 8 values down its column.
-    let decode = |k: &mut KernelBuilder, tag: &str, stage: u32, slot: u32| {
-        for i in 0..word_rows * tn / threads {
+    // Decodes the words of the slice in stage `stage` (a value) into
+    // decoded slice `slot` (a constant): each word's 8 values down its
+    // column.
+    let decode = |k: &mut KernelBuilder, tag: &str, stage: Ex, slot: u32| {
+        let words_at = k.let_(&format!("{tag}_words"), lid + stage * (word_rows * tn));
+        let scales_at = k.let_(&format!("{tag}_scales"), dq_col + stage * (scale_rows(tk) * tn));
+        for i in 0..words_per_thread {
             let (row_step, col_step) = (i * threads / tn, i * threads % tn);
-            let word = k.let_(&format!("{tag}_word{i}"), word_slices.get(lid + (stage * word_rows * tn + i * threads)));
+            let word = k.let_(&format!("{tag}_word{i}"), word_slices.get(words_at + i * threads));
             // The word's 8 K values lie in one group (8 divides every
             // group); its scale row within the stage, relative to the
             // slice's first group (`tk` is a multiple of a smaller group and
             // divides a larger one).
             let scale_row = ((dq_row + row_step) * VALUES_PER_WORD as u32) >> group_shift;
-            let scale_at = scale_row * tn + dq_col + (stage * scale_rows(tk) * tn + col_step);
-            let scale = k.let_(&format!("{tag}_scale{i}"), scale_slices.get(scale_at).cast(Type::F32));
+            let scale = k.let_(&format!("{tag}_scale{i}"), scale_slices.get(scale_row * tn + scales_at + col_step).cast(Type::F32));
             let values = dequantized_halves(k, &format!("{tag}_{i}"), format, word, scale);
-            let at = k.let_(&format!("{tag}_at{i}"), dq_lane + (slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn + col_step));
-            for (j, v) in values.into_iter().enumerate() {
-                k.store(b_slices.at(at + j as u32 * tn), v);
+            let offset = slot * tk * tn + row_step * VALUES_PER_WORD as u32 * tn;
+            for (bases, v) in dq_at.iter().zip(values) {
+                k.store(b_slices.at(bases[&col_step] + offset), v);
             }
         }
     };
-    let left = |stage: u32| a_ops.view(stages, Ex::from(stage));
+    let left = |stage: Ex| a_ops.view(stages, stage);
     let right = |slot: u32| Tensor::new(b_slices, [tn, lag * tk]).slice(0u32, slot * tk);
 
     // The copies run `ahead` slices ahead. Every iteration commits one
@@ -273,35 +341,36 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // `ahead − 1` leaves slice t complete.
     let ahead = stages - lag;
     for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t));
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), Ex::from(t)));
         k.async_commit();
     }
     // Slices plus, with two decoded slices, the last product's iteration;
-    // unrolled by a multiple of the stages and the decoded slices, so that
-    // each is a constant.
+    // unrolled by the decoded slices, so that each is a constant (the
+    // stages are values: unrolled over them too, the loop's code outgrows
+    // the instruction cache).
     let iterations = k.let_("iterations", slices + (lag - 1));
-    let unroll = if stages.is_multiple_of(lag) { stages } else { stages * lag };
-    k.for_range("round", 0u32, iterations, unroll, |k, round| {
-        for s in 0..unroll {
+    k.for_range("round", 0u32, iterations, lag, |k, round| {
+        for s in 0..lag {
             let t = k.let_(&format!("t{s}"), round + s);
             k.if_(t.lt(iterations), |k| {
                 k.async_wait(ahead - 1);
                 k.threadgroup_barrier(MemFlags::Threadgroup);
+                let stage = k.let_(&format!("stage{s}"), t % stages);
                 if lag == 2 {
                     // Slice t − 1, decoded before the barrier above.
-                    let (stage, slot) = ((s + stages - 1) % stages, (s + 1) % 2);
-                    k.if_(t.ge(1u32), |k| k.matmul2d_run(&op, &left(stage), &right(slot), acc));
+                    let (previous, slot) = (k.let_(&format!("previous{s}"), (t + (stages - 1)) % stages), (s + 1) % 2);
+                    k.if_(t.ge(1u32), |k| k.matmul2d_run(&op, &left(previous), &right(slot), acc));
                 }
                 // Into the stage slice t − lag used, released at the barrier
                 // above (its product and its decoding both done by then).
                 let next = k.let_(&format!("ahead{s}"), t + ahead);
-                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
+                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, next % stages));
                 k.async_commit();
                 let slot = s % lag;
-                k.if_(t.lt(slices), |k| decode(k, &format!("dq{s}"), s % stages, slot));
+                k.if_(t.lt(slices), |k| decode(k, &format!("dq{s}"), stage, slot));
                 if lag == 1 {
                     k.threadgroup_barrier(MemFlags::Threadgroup);
-                    k.matmul2d_run(&op, &left(s % stages), &right(slot), acc);
+                    k.matmul2d_run(&op, &left(stage), &right(slot), acc);
                 }
             });
         }
@@ -312,7 +381,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let [col, row] = acc.get_multidimensional_index(slot);
             let row = k.let_(&format!("{tag}_row"), m0 + row);
             let col = k.let_(&format!("{tag}_col"), n0 + col);
-            k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, row * n + col, acc.get(slot)));
+            k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, c_base + row * n + col, acc.get(slot)));
         });
     });
     finish(k)
@@ -329,7 +398,7 @@ mod tests {
     fn memory_is_what_the_kernel_declares() {
         for &(tm, tn) in &COOP_QGEMM_TILES {
             for stages in 2..=MAX_STAGES {
-                let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: DEFAULT_RASTER };
+                let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: DEFAULT_RASTER, splits: 1 };
                 if cfg.check(u64::MAX).is_err() {
                     continue;
                 }
@@ -340,20 +409,25 @@ mod tests {
     }
 
     /// The tile and stages each device gets: the H200's 132 compute units
-    /// and 227 KiB at M = 16, 64 and 128 of N = 11008; 32 KiB (Metal) takes
+    /// and 227 KiB at M = 16, 64, 100 and 128 of N = 11008 (128 rows where
+    /// their tiles give half the compute units one, 64 where not); 32 KiB (Metal) takes
     /// the 64 × 64 tile in two stages; what does not fit is refused.
     #[test]
     fn tiles_fill_the_compute_units_and_fit_the_memory() {
-        let plan = |m: u32, units: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, (m, 11008), units, None, memory).map(|c| (c.tm, c.tn, c.stages));
+        let plan = |m: u32, units: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, (m, 11008), units, (None, None), memory).map(|c| (c.tm, c.tn, c.stages));
         let h200 = 227 * 1024;
+        let plan_tile = |m: u32, tile: (u32, u32)| CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (m, 11008), 132, (Some(tile), None), h200).map(|c| (c.tm, c.tn, c.stages));
         assert_eq!(plan(16, 132, h200), Some((64, 64, 4)));
         assert_eq!(plan(64, 132, h200), Some((64, 64, 4)));
-        assert_eq!(plan(128, 132, h200), Some((64, 128, 4)));
+        assert_eq!(plan(128, 132, h200), Some((128, 128, 4)));
+        assert_eq!(plan(100, 132, h200), Some((128, 128, 4)));
+        assert_eq!(plan(128, 264, h200), Some((64, 64, 4)));
         assert_eq!(plan(4096, 132, h200), Some((128, 256, 4)));
         assert_eq!(plan(16, 0, h200), Some((64, 256, 4)));
         assert_eq!(plan(128, 0, 32 * 1024), Some((64, 64, 2)));
-        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (16, 64), 0, Some(3), 32 * 1024), None);
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1 };
+        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, (16, 64), 0, (None, Some(3)), 32 * 1024), None);
+        assert_eq!(plan_tile(16, (128, 128)), Some((128, 128, 4)));
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1 };
         assert_eq!(cfg.memory_bytes(), 2 * (64 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2) + 64 * 64 * 2);
         let wide = CoopQgemmConfig { tm: 128, ..cfg };
         assert!(wide.check(u64::MAX).unwrap_err().to_string().contains("do not split evenly over 256 threads"));

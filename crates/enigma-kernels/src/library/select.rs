@@ -18,7 +18,9 @@ pub struct GemmOptions {
     /// Metal a tile also chooses the SIMD-group kernel over the default SIMT
     /// one. The fused quantized kernel takes its tile from here too
     /// (default: its tile for M), and so does the quantized tensor-core
-    /// kernel (slices of 32 or 64 K values, dividing the group).
+    /// kernel (slices of 32 or 64 K values, dividing the group), and the
+    /// quantized GEMM on cooperative tensors (one of its tiles, 64 deep,
+    /// `tm / 16` SIMD groups in any grid).
     pub tile: Option<GemmTile>,
     /// GEMM and the quantized tensor-core kernel: slices of K in flight in
     /// threadgroup memory, filled by asynchronous copies (1: staged through
@@ -28,8 +30,9 @@ pub struct GemmOptions {
     /// GEMM and every quantized matmul kernel: how many ways K is split
     /// over threadgroups (partial products in an f32 workspace, summed by a
     /// second kernel in a fixed order; 1: one dispatch, no workspace).
-    /// Default: 1 on the simulator; on a GPU, for GEMM and the tensor-core
-    /// kernel enough for two threadgroups per compute unit where the output
+    /// Default: 1 on the simulator; on a GPU, for GEMM, the tensor-core
+    /// kernel and the quantized GEMM on cooperative tensors (up to 64 rows)
+    /// enough for two threadgroups per compute unit where the output
     /// has too few tiles, each split keeping at least 4 slices of K; for the
     /// decode kernel `qmatmul::default_splits` (a split only where the grid
     /// leaves compute units with fewer than 8 warps, whole quantization

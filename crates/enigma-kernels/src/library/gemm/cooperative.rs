@@ -241,21 +241,38 @@ impl Staging {
     /// the slice from `src[origin + r·pitch + c]` where `valid(r, c)`,
     /// zeros elsewhere.
     pub(crate) fn issue(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        let lane = self.lane;
+        self.issue_from(k, tag, (lane, stage * self.rows * self.cols), origin, pitch, &valid);
+    }
+
+    /// [`Staging::issue`] into the stage that the value `stage` names (a
+    /// pipeline whose loop is not unrolled over its stages): this thread's
+    /// first element of that stage computed once, each copy a constant
+    /// from it.
+    pub(crate) fn issue_into(&self, k: &mut KernelBuilder, tag: &str, stage: Ex, origin: Ex, pitch: Ex, valid: impl Fn(Ex, Ex) -> Ex) {
+        let stage_lane = k.let_(&format!("{tag}_to"), self.lane + stage * (self.rows * self.cols));
+        self.issue_from(k, tag, (stage_lane, 0), origin, pitch, &valid);
+    }
+
+    /// The copies of [`Staging::issue`] and [`Staging::issue_into`], the
+    /// `i`-th landing at `lane + (offset + i·row_step·cols)`, on the threads
+    /// that have them.
+    fn issue_from(&self, k: &mut KernelBuilder, tag: &str, to: (Ex, u32), origin: Ex, pitch: Ex, valid: &dyn Fn(Ex, Ex) -> Ex) {
         match self.guard {
-            None => self.issue_copies(k, tag, stage, origin, pitch, &valid),
-            Some(guard) => k.if_(guard, |k| self.issue_copies(k, tag, stage, origin, pitch, &valid)),
+            None => self.issue_copies(k, tag, to, origin, pitch, valid),
+            Some(guard) => k.if_(guard, |k| self.issue_copies(k, tag, to, origin, pitch, valid)),
         }
     }
 
-    /// [`Staging::issue`]'s copies, on a thread that has them.
-    fn issue_copies(&self, k: &mut KernelBuilder, tag: &str, stage: u32, origin: Ex, pitch: Ex, valid: &dyn Fn(Ex, Ex) -> Ex) {
+    /// [`Staging::issue_from`]'s copies, on a thread that has them.
+    fn issue_copies(&self, k: &mut KernelBuilder, tag: &str, (lane, offset): (Ex, u32), origin: Ex, pitch: Ex, valid: &dyn Fn(Ex, Ex) -> Ex) {
         let first = k.let_(&format!("{tag}_first"), origin + self.row0 * pitch + self.col);
         for i in 0..self.copies {
             let step = i * self.row_step;
             let ok = k.let_(&format!("{tag}_ok{i}"), valid(self.row0 + step, self.col));
             // An invalid copy reads nothing; its index stays in bounds anyway.
             let from = select(Ex::from(0u32), first + pitch * step, ok);
-            let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
+            let to = lane + (offset + step * self.cols);
             k.async_copy(self.staged.at(to), self.src.at(from), self.per_copy, ok);
         }
     }

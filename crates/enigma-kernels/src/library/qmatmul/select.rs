@@ -19,7 +19,8 @@ use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, Row
 use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
-use crate::library::qgemm_cooperative::CoopQgemmConfig;
+use crate::library::tile::TileShape;
+use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_TILES, SLICE_DEPTH};
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineBlocking};
 use crate::library::qmatmul_fragments::{self, FragmentBlocking};
@@ -233,12 +234,18 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 
 /// The quantized GEMM on cooperative tensors for `problem` on `device`:
 /// [`CoopQgemmConfig::for_problem`]'s tile for the device's compute units
-/// (none on the simulator) with the most stages that fit its threadgroup
+/// (none on the simulator; the tile asked for where one is) with the most stages that fit its threadgroup
 /// memory ([`GemmOptions::stages`](crate::library::select::GemmOptions::stages)
-/// where asked). An error where the device has no cooperative tensors, the
-/// weights are not FP4/INT4 in seed 002's layout, N is not a multiple of
-/// 8, the overrides fix a tile, a thread count, K splits or their sum, or
-/// nothing fits.
+/// where asked), K split where the output has too few tiles for two
+/// threadgroups per compute unit ([`CoopQgemmConfig::splits_for`];
+/// [`GemmOptions::k_splits`](crate::library::select::GemmOptions::k_splits)
+/// where asked), the splits summed by the reduction. An error where the
+/// device has no cooperative tensors, the weights are not FP4/INT4 in seed
+/// 002's layout, N is not a multiple of 8, the overrides fix a thread
+/// count, the splits' sum in the kernel or a tile not the kernel's
+/// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): one
+/// of [`COOP_QGEMM_TILES`], 64 deep, `tm / 16` SIMD groups), or nothing
+/// fits.
 fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<CoopQgemmConfig, SelectError> {
     let op = "qmatmul";
     let refuse = |message: String| Err(argument(op, format!("the quantized GEMM on cooperative tensors: {message}")));
@@ -254,14 +261,30 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     if !CoopQgemmConfig::takes(n) {
         return refuse(format!("N = {n} must be a multiple of 8 (16-byte copies of the scales)"));
     }
-    if g.tile.is_some() || overrides.threads.is_some() || g.k_splits.is_some_and(|s| s > 1) || g.split_sum.is_some() {
-        return refuse("a tile, a thread count, K splits and their sum are options of the SIMD-group kernels".to_string());
+    if overrides.threads.is_some() || kernel_sum_asked(overrides) {
+        return refuse("a thread count and K splits summed in the kernel are options of the SIMD-group kernels".to_string());
     }
+    // A tile asked for: one of the kernel's, 64 deep, its SIMD groups 4 per
+    // warpgroup of 64 rows in any grid.
+    let tile = match g.tile {
+        None => None,
+        Some(t) => {
+            let TileShape { m: tm, n: tn, k: tk } = t.shape;
+            if tk != SLICE_DEPTH || !COOP_QGEMM_TILES.contains(&(tm, tn)) || t.sg_rows * t.sg_cols != tm / 16 {
+                let tiles: Vec<String> = COOP_QGEMM_TILES.iter().map(|(tm, tn)| format!("{tm}x{tn}x{SLICE_DEPTH}")).collect();
+                return refuse(format!("a {t} tile; it takes {} with tm / 16 SIMD groups", tiles.join(", ")));
+            }
+            Some((tm, tn))
+        }
+    };
     let max_memory = select::limits(device).max_memory_bytes;
-    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, (m, n), select::gpu_compute_units(device), g.stages, max_memory) else {
+    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, (m, n), select::gpu_compute_units(device), (tile, g.stages), max_memory) else {
         let stages = g.stages.map_or(String::new(), |s| format!(" in {s} stages"));
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
+    let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
+    let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 2 * units));
+    let cfg = CoopQgemmConfig { splits, ..cfg };
     cfg.check(max_memory)?;
     Ok(cfg)
 }
