@@ -62,7 +62,7 @@
 //! Parameters: `a, b, c, m, n, k, group, scales` (`b` the packed words,
 //! `group` K values per scale: 32, 64 or 128).
 
-use super::gemm::cooperative::{for_each_slot, overlap_lag, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
+use super::gemm::cooperative::{for_each_slot, overlap_lag, raster_walk, store_tile_direct, Staging, TileTarget, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{dequantized_halves, Format, GROUPS, VALUES_PER_WORD};
 use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
@@ -186,7 +186,8 @@ impl CoopQgemmConfig {
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
     /// f32; `tm` 64 or 128, `tn` 64, 128 or 256, `tk` [`SLICE_DEPTH`];
     /// every copy of A's slice and of the words split evenly over the
-    /// threads, the scales' too or at most one each; 2 to [`MAX_STAGES`] stages;
+    /// threads in whole rows, the scales' too or at most one each
+    /// (`Staging::splits_evenly`); 2 to [`MAX_STAGES`] stages;
     /// all within `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
@@ -210,7 +211,10 @@ impl CoopQgemmConfig {
         let a_copies = self.tm * self.tk / COPY_ELEMENTS;
         let word_copies = self.tk / VALUES_PER_WORD as u32 * self.tn / WORDS_PER_COPY;
         let scale_copies = scale_rows(self.tk) * self.tn / COPY_ELEMENTS;
-        if !a_copies.is_multiple_of(threads) || !word_copies.is_multiple_of(threads) || (scale_copies > threads && !scale_copies.is_multiple_of(threads)) {
+        let whole = Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, threads)
+            && Staging::splits_evenly((self.tk / VALUES_PER_WORD as u32, self.tn), WORDS_PER_COPY, threads)
+            && Staging::splits_evenly((scale_rows(self.tk), self.tn), COPY_ELEMENTS, threads);
+        if !whole || (a_copies < threads) || (word_copies < threads) {
             return err(format!("the slices' {a_copies} copies of A, {word_copies} of words and {scale_copies} of scales do not split evenly over {threads} threads"));
         }
         if self.memory_bytes() > max_threadgroup_memory_bytes {
@@ -376,14 +380,9 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         }
     });
 
-    for_each_slot(&mut k, acc, per_thread, "slot", &|k, slot, tag| {
-        k.if_(acc.is_valid_element(slot), |k| {
-            let [col, row] = acc.get_multidimensional_index(slot);
-            let row = k.let_(&format!("{tag}_row"), m0 + row);
-            let col = k.let_(&format!("{tag}_col"), n0 + col);
-            k.if_(row.lt(m).and(col.lt(n)), |k| store_f32(k, c, c_base + row * n + col, acc.get(slot)));
-        });
-    });
+    let output = if splits > 1 { DType::F32 } else { cfg.output };
+    let target = TileTarget { c, output, base: c_base, origin: (m0, n0), size: (m, n), alpha: Ex::from(1.0f32), beta: Ex::from(0.0f32) };
+    store_tile_direct(&mut k, acc, per_thread, &target);
     finish(k)
 }
 

@@ -51,9 +51,9 @@
 //! from the shapes: `m·k`, `k·n`, `m·n` elements), `c` taken as `c_pairs`
 //! (C's `u32` words) by the epilogue through threadgroup memory.
 //!
-//! The staging (`Staging`), the walk (`raster_walk`) and the loop over
-//! the accumulator's slots (`for_each_slot`) serve the quantized GEMM on
-//! cooperative tensors too (`library::qgemm_cooperative`).
+//! The staging (`Staging`), the walk (`raster_walk`), the loop over the
+//! accumulator's slots (`for_each_slot`) and the direct epilogue
+//! (`store_tile_direct`) serve the quantized GEMM on cooperative tensors too (`library::qgemm_cooperative`).
 
 use super::config::{asked_or_fitting_stages, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
