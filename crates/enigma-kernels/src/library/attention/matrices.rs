@@ -159,37 +159,18 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
             (row, k.let_(&format!("word_src{i}"), row * d + col), k.let_(&format!("word_dst{i}"), row * ld + col))
         })
         .collect();
-    // A block wholly before the end copies without a test per word (most
-    // of them: the tests and the selects of invalid copies were a third of
-    // the loop's instructions on CUDA).
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
         let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
-        let whole = k.let_(&format!("{tag}whole"), (at + block).le(end_key));
-        k.if_else(
-            whole,
-            |k| {
-                let block_src = k.let_(&format!("{tag}whole_src"), kv_start + at * d);
-                for (i, &(_, src_off, dst_off)) in words.iter().enumerate() {
-                    let src = k.let_(&format!("{tag}wsrc{i}"), block_src + src_off);
-                    let dst = k.let_(&format!("{tag}wdst{i}"), base + dst_off);
-                    k.async_copy(staged.at(dst), keys.at(src), COPY, true);
-                    k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, true);
-                }
-            },
-            |k| {
-                // Past the end the block's start stays at the end: an
-                // invalid copy reads nothing, and its index stays in bounds
-                // anyway.
-                let block_src = k.let_(&format!("{tag}block_src"), kv_start + min(at, end_key) * d);
-                for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
-                    let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
-                    let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
-                    let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
-                    k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
-                    k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
-                }
-            },
-        );
+        // Past the end the block's start stays at the end: an invalid copy
+        // reads nothing, and its index stays in bounds anyway.
+        let block_src = k.let_(&format!("{tag}block_src"), kv_start + min(at, end_key) * d);
+        for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
+            let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
+            let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
+            let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
+            k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
+            k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
+        }
         k.async_commit();
     };
     let first_step = k.let_("first_step", first_key + sg * block);
