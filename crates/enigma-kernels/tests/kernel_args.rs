@@ -159,7 +159,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
 #[test]
 fn the_matrix_and_attention_families_bind_their_kernels() {
     let matrix = MatrixArgs { a: "a", a4: "a4", b: "b", m: 1, n: 1, k: 1 };
-    let split = SplitArgs { c: "c", c_pairs: Some("c_pairs"), ws: Some("ws"), tickets: Some("tickets") };
+    let split = SplitArgs { c: "c", c_words: Some("c_words"), ws: Some("ws"), tickets: Some("tickets") };
     let plain = vec![
         gemm::gemm(&GemmConfig::new(DType::F16, DType::F32)),
         gemm::gemm(&GemmConfig { splits: 2, split_sum: SplitSum::LastThreadgroup, ..GemmConfig::new(DType::BF16, DType::F32) }),
@@ -175,14 +175,14 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
         qmatmul_fragments::qmatmul_fragments(Format::Int4, DType::F16, 1, 128),
         qgemm_cooperative::qgemm_cooperative(&qgemm_cooperative::CoopQgemmConfig { format: Format::Fp4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1 }),
     ];
-    let args = ((matrix, PackedArgs { scales: "scales", group: 64 }), SplitArgs { c_pairs: None, ws: None, tickets: None, ..split });
+    let args = ((matrix, PackedArgs { scales: "scales", group: 64 }), SplitArgs { c_words: None, ws: None, tickets: None, ..split });
     // No packed kernel sums its own splits.
     let names: Vec<&str> = SplitArgs::NAMES.iter().copied().filter(|n| *n == SplitArgs::C).collect();
     family("packed products", packed, &[MatrixArgs::NAMES, PackedArgs::NAMES, &names], &args);
 
     let decode = [1, 2, 4].map(|cols| qmatmul::qmatmul(Format::Fp4, DType::F16, 1, cols, qmatmul::DEFAULT_WORDS, qmatmul::DEFAULT_THREADS)).to_vec();
     let args = DecodeArgs { a4: "a4", b: "b", b2: "b2", b4: "b4", scales: "scales", scales2: "scales2", scales4: "scales4", m: 1, n: 1, k: 1, group_words: 8 };
-    family("decode", decode, &[DecodeArgs::NAMES, &names], &(args, SplitArgs { c_pairs: None, ws: None, tickets: None, ..split }));
+    family("decode", decode, &[DecodeArgs::NAMES, &names], &(args, SplitArgs { c_words: None, ws: None, tickets: None, ..split }));
     let affine = [1, 2, 4].map(|words| qmatmul_affine::qmatmul_affine(DType::F32, 1, 1, words, 256)).to_vec();
     let args = AffineArgs { a4: "a4", b: "b", b2: "b2", b4: "b4", scales: "scales", biases: "biases", c: "c", m: 1, n: 1, k: 1, group_shift: 6 };
     family("affine", affine, &[AffineArgs::NAMES], &args);

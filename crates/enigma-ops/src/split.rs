@@ -20,16 +20,16 @@ impl Ops<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_split<'b>(&self, key: String, build: impl FnOnce() -> Kernel, dispatch: Dispatch, args: impl KernelArgs<'b, Buffer>, c: &Buffer, out: DType, elements: usize, splits: u32, sum: SplitSum) -> Result<(), Error> {
         if splits <= 1 {
-            return self.launch(key, build, dispatch, &(args, SplitArgs { c, c_pairs: Some(c), ws: None, tickets: None }));
+            return self.launch(key, build, dispatch, &(args, SplitArgs { c, c_words: Some(c), ws: None, tickets: None }));
         }
         let workspace = self.output(Scalar::F32, elements.saturating_mul(splits as usize))?;
         if sum == SplitSum::Reduction {
-            self.launch(key, build, dispatch, &(args, SplitArgs { c: &workspace, c_pairs: None, ws: None, tickets: None }))?;
+            self.launch(key, build, dispatch, &(args, SplitArgs { c: &workspace, c_words: None, ws: None, tickets: None }))?;
             return self.splitk_reduce(&workspace, c, out, splits, elements);
         }
         let [x, y, z] = dispatch.size;
         let count = (x as usize) * (y as usize) * (z / splits) as usize;
-        self.with_tickets(count, |tickets| self.launch(key, build, dispatch, &(args, SplitArgs { c, c_pairs: None, ws: Some(&workspace), tickets: Some(tickets) })))
+        self.with_tickets(count, |tickets| self.launch(key, build, dispatch, &(args, SplitArgs { c, c_words: None, ws: Some(&workspace), tickets: Some(tickets) })))
     }
 
     /// Runs `launch` with `count` zeroed u32 tickets for a kernel that

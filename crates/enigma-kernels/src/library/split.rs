@@ -52,12 +52,13 @@ crate::kernel_args! {
     /// the family's other arguments: `c` (C, or the f32 workspace of
     /// partial tiles that [`splitk_reduce`] sums), and with
     /// [`SplitSum::LastThreadgroup`] the workspace `ws` and the `tickets`;
-    /// `c_pairs` is C again, as `u32` words of two 16-bit values, which
-    /// the cooperative GEMM's epilogue through threadgroup memory writes
-    /// (`gemm::cooperative::store_tile_staged`) in place of `c`.
+    /// `c_words` is C again, as 16-byte `u32x4` words of eight 16-bit
+    /// values, which the cooperative GEMM's epilogue through threadgroup
+    /// memory writes (`gemm::cooperative::store_tile_staged`) in place of
+    /// `c`.
     pub struct SplitArgs {
         C c: buffer,
-        C_PAIRS c_pairs: optional,
+        C_WORDS c_words: optional,
         WS ws: optional,
         TICKETS tickets: optional,
     }
