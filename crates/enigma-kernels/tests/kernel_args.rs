@@ -117,7 +117,7 @@ fn every_family_binds_its_kernels_by_its_arguments() {
         blocks(AxisReduction::ArgMin, 1, true, false),
     ];
     let args = AxisBlocksArgs { x: "x", x4: "x4", xi: Some("xi"), xi4: Some("xi4"), out: "out", out_index: "out_index", out_value: Some("out_value") };
-    let dims = AxisBlocksDims { axis: 1, units: 1, col_blocks: 1, splits: 1, chunk: 1 };
+    let dims = AxisBlocksDims { axis: 1, units: 1, col_blocks: 1, splits: 1, chunk: 1, scale: 1.0 };
     family("blocked axis reductions", axis_blocks, &[AxisBlocksArgs::NAMES, AxisBlocksDims::NAMES], &(args, dims));
     let dims = PoolDims { h: 1, w: 1, oh: 1, ow: 1, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0 };
     family("pool", vec![reduce::pool2d(Pool::Max, DType::F32)], &[PoolArgs::NAMES, PoolDims::NAMES], &(PoolArgs { x: "x", y: "y", total: 1 }, dims));

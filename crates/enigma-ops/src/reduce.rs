@@ -77,45 +77,52 @@ impl Ops<'_> {
     /// [`Ops::arg_rows`]; everything else the axis kernel, one thread per
     /// column.
     pub fn reduce_axis(&self, r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
+        Ok(self.reduce_axis_scaled(r, x, outer, axis, inner, 1.0)?.0)
+    }
+
+    /// [`Ops::reduce_axis`], a reduction of values multiplied by `scale` as
+    /// it is written where the kernel takes a factor (the blocked
+    /// reductions over a middle axis): the result and whether it was.
+    fn reduce_axis_scaled(&self, r: AxisReduction, x: &Buffer, outer: usize, axis: usize, inner: usize, scale: f32) -> Result<(Buffer, bool), Error> {
         let name = format!("{r}_axis");
         let dtype = self.dtype_of(&name, x)?;
         self.need(&name, "x", x, outer.saturating_mul(axis).saturating_mul(inner), dtype.scalar())?;
         match r {
-            AxisReduction::Value(op) if inner == 1 && outer == 1 => return self.reduce(op, x, axis),
-            AxisReduction::Value(op) if inner == 1 => return self.reduce_rows(op, x, outer, axis),
-            AxisReduction::ArgMax | AxisReduction::ArgMin if inner == 1 => return self.arg_rows(r, x, outer, axis),
+            AxisReduction::Value(op) if inner == 1 && outer == 1 => return Ok((self.reduce(op, x, axis)?, false)),
+            AxisReduction::Value(op) if inner == 1 => return Ok((self.reduce_rows(op, x, outer, axis)?, false)),
+            AxisReduction::ArgMax | AxisReduction::ArgMin if inner == 1 => return Ok((self.arg_rows(r, x, outer, axis)?, false)),
             _ => {}
         }
         let out = self.output(r.output(), outer * inner)?;
         if !reduce::axis_by_blocks(outer, inner) {
             let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
             self.launch(format!("reduce_axis {:?}", (r, dtype)), || reduce::reduce_axis(r, dtype), plan.dispatch, &(AxisReduceArgs { x, out: &out }, plan.args()))?;
-            return Ok(out);
+            return Ok((out, false));
         }
         let x4 = x.viewed_as(dtype.ty(4));
         let vector_ok = self.options.vectorize != Some(false) && x4.is_some();
         let plan = reduce::plan_axis_blocks(r, dtype, outer, axis, inner, self.threads(KernelType::Elementwise), vector_ok)?;
         let Some(pass2) = plan.pass2 else {
-            self.axis_blocks_pass(&plan.pass1, x, None, &out, None)?;
-            return Ok(out);
+            self.axis_blocks_pass(&plan.pass1, x, None, &out, None, scale)?;
+            return Ok((out, true));
         };
         let partials = outer * plan.pass1.splits as usize * inner;
         let values = self.output(Scalar::F32, partials)?;
         if pass2.kernel.of_partials {
             let indices = self.output(Scalar::U32, partials)?;
-            self.axis_blocks_pass(&plan.pass1, x, None, &indices, Some(&values))?;
-            self.axis_blocks_pass(&pass2, &values, Some(&indices), &out, None)?;
+            self.axis_blocks_pass(&plan.pass1, x, None, &indices, Some(&values), 1.0)?;
+            self.axis_blocks_pass(&pass2, &values, Some(&indices), &out, None, scale)?;
         } else {
-            self.axis_blocks_pass(&plan.pass1, x, None, &values, None)?;
-            self.axis_blocks_pass(&pass2, &values, None, &out, None)?;
+            self.axis_blocks_pass(&plan.pass1, x, None, &values, None, 1.0)?;
+            self.axis_blocks_pass(&pass2, &values, None, &out, None, scale)?;
         }
-        Ok(out)
+        Ok((out, true))
     }
 
     /// One pass of a blocked axis reduction: `x` (and the indices `xi` of
     /// a first pass) in, `out` (and the values `out_value` of a first pass
     /// of an index search) out.
-    fn axis_blocks_pass(&self, pass: &reduce::AxisBlocksPass, x: &Buffer, xi: Option<&Buffer>, out: &Buffer, out_value: Option<&Buffer>) -> Result<(), Error> {
+    fn axis_blocks_pass(&self, pass: &reduce::AxisBlocksPass, x: &Buffer, xi: Option<&Buffer>, out: &Buffer, out_value: Option<&Buffer>, scale: f32) -> Result<(), Error> {
         let vec = pass.kernel.vec;
         let view = |b: &Buffer, ty: enigma_ir::Type| if vec == 4 { b.viewed_as(ty).unwrap_or_else(|| b.clone()) } else { b.clone() };
         let x = view(x, pass.kernel.dtype.ty(vec));
@@ -123,7 +130,7 @@ impl Ops<'_> {
         // The kernel reads `x` or its view `x4`, `xi` or `xi4`, as `vec` says;
         // its output is `out`, or `out_index` beside `out_value`.
         let args = AxisBlocksArgs { x: &x, x4: &x, xi: xi.as_ref(), xi4: xi.as_ref(), out, out_index: out, out_value };
-        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &(args, pass.args()))
+        self.launch(format!("reduce_axis_blocks {:?}", pass.kernel), || pass.kernel(), pass.dispatch, &(args, pass.args(scale)))
     }
 
     /// The index (i32) of the first maximum (`ArgMax`) or minimum
@@ -144,10 +151,15 @@ impl Ops<'_> {
     }
 
     /// The mean over the middle axis of `[outer, axis, inner]`: the sum of
-    /// [`Ops::reduce_axis`] times `1 / axis`, `outer · inner` f32.
+    /// [`Ops::reduce_axis`] times `1 / axis` (f32, rounded once more), `outer
+    /// · inner` f32. The blocked reductions multiply as they write their
+    /// last pass; the others are followed by a scale pass.
     pub fn mean_axis(&self, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
-        let sum = self.reduce_axis(AxisReduction::Value(ReduceOp::Sum), x, outer, axis, inner)?;
         let factor = (1.0 / axis as f64) as f32;
+        let (sum, scaled) = self.reduce_axis_scaled(AxisReduction::Value(ReduceOp::Sum), x, outer, axis, inner, factor)?;
+        if scaled {
+            return Ok(sum);
+        }
         self.with_f32(|ops| ops.scale(&sum, outer * inner, factor))
     }
 

@@ -25,13 +25,16 @@ crate::kernel_args! {
 
 crate::kernel_args! {
     /// The geometry [`reduce_axis_blocks`] takes by value
-    /// ([`AxisBlocksPass`]).
+    /// ([`AxisBlocksPass`]), and for a reduction of values the factor each
+    /// result is multiplied by as it is written (`scale`: 1 for a sum or an
+    /// extreme, `1 / axis` in the last pass of a mean).
     pub struct AxisBlocksDims(values) {
         AXIS axis: u32,
         UNITS units: u32,
         COL_BLOCKS col_blocks: u32,
         SPLITS splits: u32,
         CHUNK chunk: u32,
+        SCALE scale: f32,
     }
 }
 
@@ -93,6 +96,7 @@ pub fn reduce_axis_blocks(b: &AxisBlocks) -> Kernel {
     let col_blocks = k.value(D::COL_BLOCKS, Type::U32);
     let splits = k.value(D::SPLITS, Type::U32);
     let chunk = k.value(D::CHUNK, Type::U32);
+    let scale = matches!(r, AxisReduction::Value(_)).then(|| k.value(D::SCALE, Type::F32));
     let simdgroups = threads / SIMD_WIDTH;
     let width = SIMD_WIDTH * vec as u32;
     let tid = k.let_("tid", thread_index_in_threadgroup());
@@ -175,7 +179,7 @@ pub fn reduce_axis_blocks(b: &AxisBlocks) -> Kernel {
         k.if_(element.lt(inner), |k| {
             let dst = k.let_("dst", (o * splits + split) * inner + element);
             match (index, out_value) {
-                (None, _) => k.store(out.at(dst), best.get()),
+                (None, _) => k.store(out.at(dst), best.get() * scale.expect("a reduction of values has its scale")),
                 (Some(index), Some(out_value)) => {
                     k.store(out.at(dst), index.get());
                     k.store(out_value.at(dst), best.get());
@@ -207,9 +211,10 @@ impl AxisBlocksPass {
         reduce_axis_blocks(&self.kernel)
     }
 
-    /// The geometry the kernel is bound with.
-    pub fn args(&self) -> AxisBlocksDims {
-        AxisBlocksDims { axis: self.axis, units: self.units, col_blocks: self.col_blocks, splits: self.splits, chunk: self.chunk }
+    /// The geometry the kernel is bound with, its results multiplied by
+    /// `scale` (a reduction of values; ignored by an index search).
+    pub fn args(&self, scale: f32) -> AxisBlocksDims {
+        AxisBlocksDims { axis: self.axis, units: self.units, col_blocks: self.col_blocks, splits: self.splits, chunk: self.chunk, scale }
     }
 }
 
