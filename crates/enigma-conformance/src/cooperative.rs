@@ -13,7 +13,7 @@
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, CombineOp, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis, ReduceOp, Scalar, Type};
-use enigma_runtime::{Arg, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Buffer, Runtime, RuntimeError};
 use rand::Rng;
 
 pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
@@ -44,18 +44,12 @@ pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
             return refused(rt, &kernel);
         }
         let p = pipeline(rt, &kernel)?;
-        let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
-        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+        let (av, bv, ab, bb) = operands(rt, rng, K)?;
         let (cb, rb) = (filled(rt, 64 * 64, -1.0f32)?, filled(rt, 64, -1.0f32)?);
         let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::from(&rb), Arg::u32(K)];
         groups(rt, &p, &args, [1, 1, 1], [128, 1, 1])?;
-        let want: Vec<f32> = (0..64 * 64)
-            .map(|i| {
-                let (row, col) = (i / 64, i % 64);
-                let dot: f64 = (0..K as usize).map(|j| av[row * K as usize + j] as f64 * bv[j * 64 + col] as f64).sum();
-                (dot + col as f64) as f32
-            })
-            .collect();
+        // Exact: the product and the column are small multiples of 1/4.
+        let want: Vec<f32> = product64(&av, &bv, K, K).iter().enumerate().map(|(i, dot)| dot + (i % 64) as f32).collect();
         let sums: Vec<f32> = (0..64).map(|row| want[row * 64..row * 64 + 64].iter().map(|x| *x as f64).sum::<f64>() as f32).collect();
         let at = |i: usize| format!("row {}, column {}", i / 64, i % 64);
         check_f32_exact("the 64×64 tile", &download::<f32>(&cb)?, &want, at)?;
@@ -98,14 +92,10 @@ pub fn cooperative_combine_rows_columns_and_elements(rt: &Runtime) -> CaseResult
             return refused(rt, &kernel);
         }
         let p = pipeline(rt, &kernel)?;
-        let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
-        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+        let (av, bv, ab, bb) = operands(rt, rng, K)?;
         let cb = filled(rt, 64 * 64, -1.0f32)?;
         groups(rt, &p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(K)], [1, 1, 1], [128, 1, 1])?;
-        let product = |depth: usize| -> Vec<f32> {
-            (0..64 * 64).map(|i| (0..depth).map(|j| av[i / 64 * K as usize + j] as f64 * bv[j * 64 + i % 64] as f64).sum::<f64>() as f32).collect()
-        };
-        let (full, part) = (product(K as usize), product(K2 as usize));
+        let (full, part) = (product64(&av, &bv, K, K), product64(&av, &bv, K, K2));
         let row_max: Vec<f32> = (0..64).map(|r| full[r * 64..r * 64 + 64].iter().copied().fold(f32::NEG_INFINITY, f32::max)).collect();
         let col_max: Vec<f32> = (0..64).map(|col| (0..64).map(|r| part[r * 64 + col]).fold(f32::NEG_INFINITY, f32::max)).collect();
         let want: Vec<f32> = (0..64 * 64).map(|i| (full[i] - row_max[i / 64] + part[i]) * col_max[i % 64]).collect();
@@ -120,6 +110,20 @@ fn halves(n: usize, rng: &mut rand::rngs::SmallRng) -> Vec<f32> {
 
 fn f16_bits(v: &[f32]) -> Vec<u16> {
     v.iter().map(|x| f32_to_f16(*x)).collect()
+}
+
+/// A (64 × `k`) and B (`k` × 64) of [`halves`], row-major, and their f16
+/// buffers.
+fn operands(rt: &Runtime, rng: &mut rand::rngs::SmallRng, k: u32) -> Result<(Vec<f32>, Vec<f32>, Buffer, Buffer), String> {
+    let (av, bv) = (halves(64 * k as usize, rng), halves(k as usize * 64, rng));
+    let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+    Ok((av, bv, ab, bb))
+}
+
+/// The 64 × 64 product of A's first `depth` columns and B's first `depth`
+/// rows (A 64 × `k`, B `k` × 64, row-major), summed in f64.
+fn product64(av: &[f32], bv: &[f32], k: u32, depth: u32) -> Vec<f32> {
+    (0..64 * 64).map(|i| (0..depth as usize).map(|j| av[i / 64 * k as usize + j] as f64 * bv[j * 64 + i % 64] as f64).sum::<f64>() as f32).collect()
 }
 
 /// A device without cooperative tensors refuses the pipeline, naming the feature.
@@ -182,13 +186,10 @@ pub fn cooperative_overlapped_products_through_three_stages(rt: &Runtime) -> Cas
             return refused(rt, &kernel);
         }
         let p = pipeline(rt, &kernel)?;
-        let (av, bv) = (halves(64 * K as usize, rng), halves(K as usize * 64, rng));
-        let (ab, bb) = (upload_f16(rt, &f16_bits(&av))?, upload_f16(rt, &f16_bits(&bv))?);
+        let (av, bv, ab, bb) = operands(rt, rng, K)?;
         let cb = filled(rt, 64 * 64, -1.0f32)?;
         groups(rt, &p, &[Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(K)], [1, 1, 1], [128, 1, 1])?;
-        let want: Vec<f32> = (0..64 * 64)
-            .map(|i| (0..K as usize).map(|j| av[i / 64 * K as usize + j] as f64 * bv[j * 64 + i % 64] as f64).sum::<f64>() as f32)
-            .collect();
+        let want = product64(&av, &bv, K, K);
         check_f32_exact("the 64×64 product", &download::<f32>(&cb)?, &want, |i| format!("row {}, column {}", i / 64, i % 64))
     })
 }
