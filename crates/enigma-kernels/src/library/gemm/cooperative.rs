@@ -145,11 +145,11 @@ impl CoopGemmConfig {
     }
 
     /// Whether the epilogue goes through threadgroup memory
-    /// (`store_tile_staged`): C in the inputs' 16-bit type, whose tile
-    /// fits the B stages (`tm ≤ stages · tk`, which [`Self::check`]'s
-    /// tiles and stages always give). Its kernel takes C as `c_words`.
+    /// (`store_tile_staged`): C in the inputs' 16-bit type (its tile fits
+    /// the B stages, `tm ≤ stages · tk`, in every tile and stage count
+    /// [`Self::check`] takes). Its kernel takes C as `c_words`.
     pub fn staged_epilogue(&self) -> bool {
-        self.output == self.input && self.tm <= self.stages * self.tk
+        self.output == self.input
     }
 
     pub fn name(&self) -> String {
@@ -515,6 +515,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         k.async_wait(0);
         k.threadgroup_barrier(MemFlags::Threadgroup);
         k.threadgroup_barrier(MemFlags::Threadgroup);
+        debug_assert!(tm <= stages * tk, "{}: the tile does not fit the B stages", cfg.name());
         store_tile_staged(&mut k, acc, per_thread, &target, (b_slices, tm, tn), (lid, threads));
     } else {
         store_tile_direct(&mut k, acc, per_thread, &target);
