@@ -16,7 +16,8 @@
 //! (`Ops::matmul_batched`; each kernel over the grid's third dimension, as
 //! `enigma.ops.bmm` runs them), the samples spread over the batch.
 //! `--coop` lists the cooperative configurations `TMxTNxTK/STAGES` run
-//! instead of `COOP_SWEEP` (bands of 8 rows of tiles).
+//! instead of `COOP_SWEEP` (bands of 8 rows of tiles), `TMxTNxTK/STAGESp`
+//! the persistent kernel (one threadgroup per multiprocessor).
 //! `--output input` writes C in the input type, as `torch.matmul` does
 //! (default f32).
 //! `--whole 1` also runs each pipelined tile as its whole-tile kernel
@@ -55,9 +56,13 @@ const SWEEP: [Tile; 6] =
 /// default's 8×8 blocks over the threads (4×4 above 256).
 const SIMT_SWEEP: [(u32, u32); 5] = [(256, 8), (256, 16), (128, 8), (128, 16), (64, 8)];
 
-/// Cooperative GEMM configurations tried for f16 and bf16: (tm, tn, tk,
-/// stages).
-const COOP_SWEEP: [(u32, u32, u32, u32, u32); 6] = [(128, 256, 64, 4, 1), (128, 256, 64, 4, 8), (128, 256, 64, 4, 16), (128, 256, 64, 3, 8), (128, 256, 128, 2, 8), (128, 128, 64, 3, 8)];
+/// A cooperative configuration: tm, tn, tk, stages, rows of tiles per
+/// band, persistent.
+type Coop = (u32, u32, u32, u32, u32, bool);
+
+/// Cooperative GEMM configurations tried for f16 and bf16.
+const COOP_SWEEP: [Coop; 7] =
+    [(128, 256, 64, 4, 1, false), (128, 256, 64, 4, 8, false), (128, 256, 64, 4, 8, true), (128, 256, 64, 4, 16, false), (128, 256, 64, 3, 8, false), (128, 256, 128, 2, 8, false), (128, 128, 64, 3, 8, false)];
 
 /// A kernel of the sweep: a SIMD-group tile, a SIMT configuration or a
 /// cooperative GEMM.
@@ -85,11 +90,11 @@ impl Variant {
         }
     }
 
-    fn dispatch(&self, m: u32, n: u32) -> Dispatch {
+    fn dispatch(&self, m: u32, n: u32, batch: u32, compute_units: u32) -> Dispatch {
         match self {
-            Variant::Matrices(cfg) => cfg.dispatch(m, n, 1),
-            Variant::Simt(cfg) => cfg.dispatch(m, n, 1),
-            Variant::Cooperative(cfg) => cfg.dispatch(m, n, 1),
+            Variant::Matrices(cfg) => cfg.dispatch(m, n, batch),
+            Variant::Simt(cfg) => cfg.dispatch(m, n, batch),
+            Variant::Cooperative(cfg) => cfg.dispatch(m, n, batch, compute_units),
         }
     }
 
@@ -119,7 +124,7 @@ fn main() {
     let mut whole = false;
     let mut output_is_input = false;
     let mut batch = 1u32;
-    let mut coop: Vec<(u32, u32, u32, u32, u32)> = COOP_SWEEP.to_vec();
+    let mut coop: Vec<Coop> = COOP_SWEEP.to_vec();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let value = pair.get(1).unwrap_or_else(|| panic!("{} needs a value", pair[0]));
@@ -147,9 +152,10 @@ fn main() {
                 coop = value
                     .split(',')
                     .map(|t| {
-                        let (tile, stages) = t.split_once('/').expect("a cooperative configuration is TMxTNxTK/STAGES");
+                        let (tile, stages) = t.split_once('/').expect("a cooperative configuration is TMxTNxTK/STAGES[p]");
                         let t = numbers(tile, 'x');
-                        (t[0], t[1], t[2], numbers(stages, ',')[0], 8)
+                        let persistent = stages.ends_with('p');
+                        (t[0], t[1], t[2], numbers(stages.trim_end_matches('p'), ',')[0], 8, persistent)
                     })
                     .collect()
             }
@@ -172,8 +178,8 @@ fn main() {
             }
         }
         if dtype != DType::F32 && rt.device().wgmma() {
-            for &(tm, tn, tk, stages, raster) in &coop {
-                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster };
+            for &(tm, tn, tk, stages, raster, persistent) in &coop {
+                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent };
                 if cfg.check(limit).is_ok() {
                     configs.push(Variant::Cooperative(cfg));
                 }
@@ -276,12 +282,14 @@ fn main() {
                     Arg::Value(Literal::f32(1.0)),
                     Arg::Value(Literal::f32(0.0)),
                 ];
-                // The vector views of A and B (the cooperative kernel has none).
-                if !matches!(cfg, Variant::Cooperative(_)) {
-                    args.extend([Arg::from(&ab), Arg::from(&bb)]);
+                // The vector views of A and B (the cooperative kernel has
+                // none; the persistent one takes the batch's size).
+                match cfg {
+                    Variant::Cooperative(c) if c.persistent => args.push(Arg::Value(Literal::u32(batch))),
+                    Variant::Cooperative(_) => {}
+                    _ => args.extend([Arg::from(&ab), Arg::from(&bb)]),
                 }
-                let mut d = cfg.dispatch(m, n);
-                d.size[2] *= batch;
+                let d = cfg.dispatch(m, n, batch, rt.device().compute_units);
                 let run = || rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, d.size, d.threads, &Options::default());
                 if let Err(e) = run() {
                     rows.push(serde_json::json!({ "dtype": dtype.to_string(), "shape": [m, n, k], "kernel": name, "error": e.to_string() }));

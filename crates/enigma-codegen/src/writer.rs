@@ -16,7 +16,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
 use enigma_ir::{
-    BinaryOp, Scalar, Block, Branch, Builtin, ExecutionScope, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Matmul2dDescriptor, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
+    BarrierScope, BinaryOp, Scalar, Block, Branch, Builtin, ExecutionScope, Expr, Intrinsic, Kernel, KernelInfo, Literal, LiteralValue, Matmul2dDescriptor, MatrixType, Memory, ParamKind, QuantCode, QuantLayout,
     Precision, Stmt, StmtKind, StmtPath, Type, UnaryOp, VarId,
 };
 mod cooperative;
@@ -72,6 +72,9 @@ pub(crate) struct Writer<'k, D: Dialect> {
     types: BTreeSet<TypeOrd>,
     /// Names and declarations of cooperative operations.
     coop: CoopNames,
+    /// The statement before the one being written in its block (`None`
+    /// for a block's first).
+    previous: Option<&'k Stmt>,
 }
 
 /// A signed integer type of 32 or 64 bits (scalar or vector), whose
@@ -131,6 +134,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             whole_builtins: BTreeSet::new(),
             types,
             coop: CoopNames::default(),
+            previous: None,
         }
     }
 
@@ -192,6 +196,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     fn block(&mut self, block: &'k Block, branch: Branch) -> Result<(), CodegenError> {
         for (i, stmt) in block.iter().enumerate() {
             self.path.0.push((branch, i as u32));
+            self.previous = i.checked_sub(1).map(|p| &block[p]);
             self.stmt(stmt)?;
             self.path.0.pop();
         }
@@ -361,6 +366,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the statement being written directly follows a threadgroup
+    /// barrier in its block: every thread that runs it has just passed
+    /// that barrier, with nothing between.
+    pub(crate) fn follows_threadgroup_barrier(&self) -> bool {
+        matches!(self.previous, Some(Stmt { kind: StmtKind::Barrier { scope: BarrierScope::Threadgroup, .. }, .. }))
     }
 
     fn nested(&mut self, body: &'k Block, branch: Branch) -> Result<(), CodegenError> {

@@ -380,6 +380,27 @@ fn cuda_on_sm_90a_runs_the_product_on_wgmma_over_swizzled_tiles() {
 }
 
 #[test]
+fn a_product_fences_its_threads_own_writes_unless_a_barrier_directly_precedes_it() {
+    let fences_in_product = |text: &str| {
+        let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+        let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+        let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+        // The barrier's fence is on the barrier's line; the product's own
+        // stands alone.
+        cu.lines().filter(|l| l.trim() == "enigma::async_proxy_fence();").count()
+    };
+    // Barrier, then product: the barrier's fence covers the thread's writes.
+    assert_eq!(fences_in_product(WGMMA_GEMM), 0);
+    // A write of this thread between the barrier and the product: fenced there.
+    let written = WGMMA_GEMM.replace(
+        "        threadgroup_barrier(mem_threadgroup)\n        matmul2d(",
+        "        threadgroup_barrier(mem_threadgroup)\n        As[thread_index_in_threadgroup] = 0.0f16\n        matmul2d(",
+    );
+    assert_ne!(written, WGMMA_GEMM);
+    assert_eq!(fences_in_product(&written), 1);
+}
+
+#[test]
 fn a_barrier_after_an_overlapped_product_on_every_path_leaves_that_product_in_flight() {
     // The loop is `copy; barrier; product; barrier`: the second barrier
     // follows a product on every path and waits for all groups but the

@@ -7,7 +7,7 @@
 
 use enigma_cuda::CudaBackend;
 use enigma_runtime::Runtime;
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_pipeline_depths, check_rasterisation};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation};
 use std::sync::Arc;
 
 #[test]
@@ -20,4 +20,5 @@ fn the_cooperative_gemm_matches_an_f64_loop_on_the_gpu() {
     check_epilogue(&rt, false);
     check_pipeline_depths(&rt, false);
     check_rasterisation(&rt, false);
+    check_persistence(&rt, false);
 }

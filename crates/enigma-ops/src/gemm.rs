@@ -57,15 +57,14 @@ impl Ops<'_> {
         let c = self.output(out.scalar(), batch * m * n)?;
         let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
         let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;
-        let mut dispatch = plan.dispatch(mu, nu);
-        dispatch.size[2] *= batch as u32;
+        let dispatch = plan.dispatch(mu, nu, batch as u32, self.rt.device().compute_units);
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_split(
             format!("matmul {plan:?}"),
             || plan.kernel(),
             dispatch,
-            (MatrixArgs { a, a4: &a4, b, m: mu, n: nu, k: ku }, PlainArgs { b4: &b4, alpha: 1.0, beta: 0.0 }),
+            (MatrixArgs { a, a4: &a4, b, m: mu, n: nu, k: ku }, PlainArgs { b4: &b4, alpha: 1.0, beta: 0.0, batch: batch as u32 }),
             &c,
             out,
             m * n,

@@ -6,7 +6,7 @@
 use enigma_ir::Scalar;
 use enigma_ops::{upload, DType, Error, GemmOptions, Ops, Options};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_pipeline_depths, check_rasterisation, cooperative};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, cooperative};
 
 #[test]
 fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
@@ -29,6 +29,13 @@ fn every_pipeline_depth_matches_an_f64_loop_and_overlapped_products_are_race_fre
 #[test]
 fn every_walk_over_the_tiles_computes_each_tile_once() {
     check_rasterisation(&Runtime::new(Device::Sim).unwrap(), true);
+}
+
+#[test]
+fn the_persistent_kernel_computes_every_tile_once_and_its_prefetch_is_race_free() {
+    // Posing as a device of 227 KiB, where four stages of 128 rows fit.
+    let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_persistence(&rt, true);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
 //! and dispatched directly with alpha, beta and 16-bit outputs
 //! ([`check_epilogue`]), at each pipeline depth ([`check_pipeline_depths`])
-//! and in each walk over the tiles ([`check_rasterisation`]).
+//! and in each walk over the tiles ([`check_rasterisation`]), and the
+//! persistent kernel ([`check_persistence`]).
 
 use enigma_kernels::library::gemm::cooperative::DEFAULT_RASTER;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
@@ -96,7 +97,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER })))
+        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
@@ -108,8 +109,29 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// one band taller than the grid): every tile computed once, against the
 /// f64 loop.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster });
+    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false });
     check_configs(rt, sanitize, &configs, (2, 64 * 5 - 3, 64 * 3, 64));
+}
+
+/// Threadgroups the persistent kernels run on in [`check_persistence`]:
+/// fewer than the tiles, so that each walks several.
+const PERSISTENT_THREADGROUPS: u32 = 3;
+
+/// The persistent kernel (a few threadgroups walking every tile, the next
+/// tile's first slices copied while the epilogue runs) in two, three and
+/// four stages, C of f16 (staged past those slices) and f32, over two
+/// products of 187 × 136 × 200 (partial tiles along M, N and K; the walk
+/// crosses from one product to the next), in bands of 2 rows of tiles.
+pub fn check_persistence(rt: &Runtime, sanitize: bool) {
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true };
+    let configs: Vec<CoopGemmConfig> = [(64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
+        .into_iter()
+        .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, ..base })
+        .filter(|cfg| cfg.check(max).is_ok())
+        .collect();
+    assert!(configs.iter().any(|c| c.staged_epilogue() && c.stages == 4), "no persistent four-stage configuration fits {max} bytes");
+    check_configs(rt, sanitize, &configs, (2, 187, 136, 200));
 }
 
 /// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products
@@ -122,8 +144,11 @@ fn check_configs(rt: &Runtime, sanitize: bool, configs: &[CoopGemmConfig], (batc
         let up = |dtype: DType, v: &[f32]| upload(rt, dtype.scalar(), v).unwrap();
         let (ab, bb, cb) = (up(input, &a), up(input, &b), up(output, &c0));
         let (alpha, beta) = (0.75f32, -1.5f32);
-        let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
-        let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32);
+        let mut args = vec![Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
+        if cfg.persistent {
+            args.push(Arg::u32(batch as u32));
+        }
+        let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32, PERSISTENT_THREADGROUPS);
         rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
         let got = download(&cb, output.scalar(), batch * m * n).unwrap();
         assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64), k, output);

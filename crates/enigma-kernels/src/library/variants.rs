@@ -121,9 +121,9 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tile: tile::GemmTile::new(32, 64, 32, 1, 2), ..gemm::GemmConfig::new(input, output) }));
     }
     // The GEMM on cooperative tensors in the tile that fits 32 KiB of
-    // threadgroup memory.
-    for (input, output) in [(DType::F16, DType::F16), (DType::BF16, DType::F32)] {
-        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER }));
+    // threadgroup memory, a threadgroup per tile and persistent.
+    for (input, output, persistent) in [(DType::F16, DType::F16, false), (DType::BF16, DType::F32, false), (DType::F16, DType::F16, true)] {
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent }));
     }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {

@@ -21,11 +21,14 @@ crate::kernel_args! {
 
 crate::kernel_args! {
     /// A product of B's values (this GEMM, the SIMT and the cooperative
-    /// kernels): B's vector view and `C = alpha·A·B + beta·C`'s scalars.
+    /// kernels): B's vector view, `C = alpha·A·B + beta·C`'s scalars and
+    /// the number of products in the batch (which the persistent
+    /// cooperative kernel reads; the others take it from the grid).
     pub struct PlainArgs {
         B4 b4: buffer,
         ALPHA alpha: f32,
         BETA beta: f32,
+        BATCH batch: u32,
     }
 }
 

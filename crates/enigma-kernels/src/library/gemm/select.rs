@@ -65,12 +65,13 @@ impl GemmPlan {
         }
     }
 
-    /// The dispatch for an `m × n` result.
-    pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
+    /// The dispatch for `batch` results of `m × n` on a device of
+    /// `compute_units` (which a persistent cooperative kernel covers once).
+    pub fn dispatch(&self, m: u32, n: u32, batch: u32, compute_units: u32) -> Dispatch {
         match self {
-            GemmPlan::Cooperative(cfg) => cfg.dispatch(m, n, 1),
-            GemmPlan::Matrices(cfg) => cfg.dispatch(m, n, 1),
-            GemmPlan::Simt(cfg) => cfg.dispatch(m, n, 1),
+            GemmPlan::Cooperative(cfg) => cfg.dispatch(m, n, batch, compute_units),
+            GemmPlan::Matrices(cfg) => cfg.dispatch(m, n, batch),
+            GemmPlan::Simt(cfg) => cfg.dispatch(m, n, batch),
         }
     }
 }
@@ -136,7 +137,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
 /// three stages and 33.8 on 64 × 128.
 fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
     let GemmProblem { input, output, m, k, .. } = *problem;
-    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER };
+    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false };
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }
