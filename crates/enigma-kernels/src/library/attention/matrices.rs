@@ -120,7 +120,7 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     let k = &mut kb;
     type P = FusedDecodeArgs;
     let elem = c.dtype.scalar();
-    let fr = frame(k, c, [P::Q, P::K, P::V], c.dtype.ty(1), m.d);
+    let fr = frame(k, c, [P::Q, P::K, P::V], c.dtype.ty(1), m.d, Some(m.d));
     let Frame { q, keys, values, s_len, scale, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, states, .. } = fr;
     let (d, ld, block, stages, heads) = (m.d, m.row_stride(), m.block, c.stages, c.heads);
     let warps = c.threads.div_ceil(SIMD_WIDTH);
@@ -135,7 +135,7 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     // `heads` are zeros.
     let queries = probs;
     let per_row = d / COPY;
-    k.for_range("qcopy", tid, cols * per_row, threads_per_threadgroup().x(), |k, e| {
+    k.for_range("qcopy", tid, cols * per_row, c.threads, |k, e| {
         let row = k.let_("qcopy_row", e / per_row);
         let col = k.let_("qcopy_col", e % per_row * COPY);
         let valid = k.let_("qcopy_valid", row.lt(heads));
