@@ -292,18 +292,21 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let staging = (c.stages > 0).then(|| k.threadgroup_array("staged", elem, c.stages * words * c.threads));
     let staged_at = |stage: Ex, w: u32| (stage * words + w) * c.threads + tid;
     // Starts the copies of the step at `at` into stage `stage`, one group.
+    // A step at or past the end is never read: its group stays empty.
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
         let staging = staging.expect("staged");
-        for u in 0..steps {
-            let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
-            let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
-            let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
-            for (i, &(col, _)) in slots.iter().enumerate() {
-                let w = (u * c.chunks + i as u32) * 2;
-                k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
-                k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+        k.if_(at.lt(end_key), |k| {
+            for u in 0..steps {
+                let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
+                let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
+                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
+                for (i, &(col, _)) in slots.iter().enumerate() {
+                    let w = (u * c.chunks + i as u32) * 2;
+                    k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
+                    k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+                }
             }
-        }
+        });
         k.async_commit();
     };
     let iteration = (c.stages > 0).then(|| {

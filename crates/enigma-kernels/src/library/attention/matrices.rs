@@ -159,18 +159,22 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
             (row, k.let_(&format!("word_src{i}"), row * d + col), k.let_(&format!("word_dst{i}"), row * ld + col))
         })
         .collect();
+    // A block at or past the end is never read: no copies, an empty group
+    // (`at` is the same in every lane of a SIMD group).
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
-        let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
-        // Past the end the block's start stays at the end: an invalid copy
-        // reads nothing, and its index stays in bounds anyway.
-        let block_src = k.let_(&format!("{tag}block_src"), kv_start + min(at, end_key) * d);
-        for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
-            let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
-            let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
-            let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
-            k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
-            k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
-        }
+        k.if_(at.lt(end_key), |k| {
+            let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
+            let block_src = k.let_(&format!("{tag}block_src"), kv_start + at * d);
+            for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
+                // Rows past the end of the last block: zeros, nothing read
+                // (the index stays in bounds anyway).
+                let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
+                let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
+                let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
+                k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
+                k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
+            }
+        });
         k.async_commit();
     };
     let first_step = k.let_("first_step", first_key + sg * block);
