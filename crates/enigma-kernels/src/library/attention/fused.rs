@@ -483,6 +483,7 @@ pub(super) struct Frame {
     /// The head dimension: `fixed_d` where the kernel is built for one,
     /// else the parameter `d`.
     pub d: Ex,
+    /// The head dimension the kernel is built for (the matrix form), if any.
     pub fixed_d: Option<u32>,
     /// Threads per threadgroup (the kernel's own).
     pub threads: u32,
@@ -525,6 +526,7 @@ pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], el
     };
     let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
     let s_len = k.value(P::S_LEN, Type::U32);
+    // Declared in every form (the arguments bind it by name).
     let d_param = k.value(P::D, Type::U32);
     let d = fixed_d.map_or(d_param, Ex::from);
     let scale = k.value(P::SCALE, Type::F32);
@@ -653,8 +655,8 @@ struct Outputs {
 
 /// Merges the SIMD groups' states of `states`: each element of `outputs`
 /// reads the states of all `max_groups` SIMD groups at once (their loads
-/// issued before the math) and goes to `emit` with the names' prefix, its row (`row0 + g`)
-/// and dimension.
+/// issued before the math) and goes to `emit` with the prefix of its
+/// names, its row (`row0 + g`) and its dimension.
 fn merge_group_states(k: &mut KernelBuilder, states: &GroupStates, outputs: &Outputs, tag: &str, emit: &dyn Fn(&mut KernelBuilder, &str, Ex, Ex, Merged)) {
     let s = *states;
     let Outputs { row0, tid, threads, d, fixed_d } = *outputs;
