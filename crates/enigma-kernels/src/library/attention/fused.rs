@@ -225,7 +225,7 @@ pub fn fused(c: &FusedConfig) -> Kernel {
         _ => ([P::Q, P::K, P::V], c.dtype.ty(1)),
     };
     let row_len = c.chunks * lanes * vec as u32;
-    let fr = frame(k, c, [qn, kn, vn], elem, row_len);
+    let fr = frame(k, c, [qn, kn, vn], elem, row_len, None);
     let Frame { q, keys, values, d, scale, s_len, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, .. } = fr;
     let GroupStates { max: tg_max, sum: tg_sum, acc: tg_acc, max_groups, .. } = fr.states;
     let sub = k.let_("sub", lane % lanes);
@@ -292,18 +292,21 @@ pub fn fused(c: &FusedConfig) -> Kernel {
     let staging = (c.stages > 0).then(|| k.threadgroup_array("staged", elem, c.stages * words * c.threads));
     let staged_at = |stage: Ex, w: u32| (stage * words + w) * c.threads + tid;
     // Starts the copies of the step at `at` into stage `stage`, one group.
+    // A step at or past the end is never read: its group stays empty.
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
         let staging = staging.expect("staged");
-        for u in 0..steps {
-            let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
-            let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
-            let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
-            for (i, &(col, _)) in slots.iter().enumerate() {
-                let w = (u * c.chunks + i as u32) * 2;
-                k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
-                k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+        k.if_(at.lt(end_key), |k| {
+            for u in 0..steps {
+                let key = k.let_(&format!("{tag}key{u}"), at + u * key_groups + key_group);
+                let live = k.let_(&format!("{tag}in{u}"), key.lt(end_key));
+                let base = k.let_(&format!("{tag}base{u}"), (kv_seq * s_len + min(key, last_key)) * dv);
+                for (i, &(col, _)) in slots.iter().enumerate() {
+                    let w = (u * c.chunks + i as u32) * 2;
+                    k.async_copy(staging.at(staged_at(stage, w)), keys.at(base + col), 1, live);
+                    k.async_copy(staging.at(staged_at(stage, w + 1)), values.at(base + col), 1, live);
+                }
             }
-        }
+        });
         k.async_commit();
     };
     let iteration = (c.stages > 0).then(|| {
@@ -477,7 +480,13 @@ pub(super) struct Frame {
     pub partials: Option<(Mem, Mem)>,
     pub tickets: Option<Mem>,
     pub s_len: Ex,
+    /// The head dimension: `fixed_d` where the kernel is built for one,
+    /// else the parameter `d`.
     pub d: Ex,
+    /// The head dimension the kernel is built for (the matrix form), if any.
+    pub fixed_d: Option<u32>,
+    /// Threads per threadgroup (the kernel's own).
+    pub threads: u32,
     pub scale: Ex,
     pub head_block: Ex,
     pub batch: Ex,
@@ -488,6 +497,7 @@ pub(super) struct Frame {
     pub tid: Ex,
     pub lane: Ex,
     pub sg: Ex,
+    /// SIMD groups per threadgroup (a constant).
     pub nsg: Ex,
     /// The keys of this threadgroup: all of its sequence's, or its split's.
     pub first_key: Ex,
@@ -496,8 +506,11 @@ pub(super) struct Frame {
 }
 
 /// Declares the parameters and the states of the fused kernel `c` and
-/// computes its [`Frame`].
-pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], elem: Type, row_len: u32) -> Frame {
+/// computes its [`Frame`]. The SIMD groups per threadgroup are the
+/// kernel's own (`c.threads`, which its arrays are sized for), a constant;
+/// so is the head dimension where the kernel is built for one
+/// (`fixed_d`: the matrix form), the parameter `d` otherwise.
+pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], elem: Type, row_len: u32, fixed_d: Option<u32>) -> Frame {
     type P = FusedDecodeArgs;
     let group = c.heads;
     let q = k.buffer(names[0], elem, Access::Read);
@@ -513,7 +526,9 @@ pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], el
     };
     let seq_lens = c.ragged.then(|| k.buffer(P::SEQ_LENS, Type::U32, Access::Read));
     let s_len = k.value(P::S_LEN, Type::U32);
-    let d = k.value(P::D, Type::U32);
+    // Declared in every form (the arguments bind it by name).
+    let d_param = k.value(P::D, Type::U32);
+    let d = fixed_d.map_or(d_param, Ex::from);
     let scale = k.value(P::SCALE, Type::F32);
     let kv_group = k.value(P::GROUP, Type::U32);
     let split_len = if c.split { Some(k.value(P::SPLIT_LEN, Type::U32)) } else { None };
@@ -534,7 +549,7 @@ pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], el
     let tid = k.let_("tid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-    let nsg = k.let_("nsg", simdgroups_per_threadgroup());
+    let nsg = Ex::from(max_groups);
     let seq_len = match seq_lens {
         Some(lens) => k.let_("seq_len", min(lens.get(batch), s_len)),
         None => s_len,
@@ -546,7 +561,7 @@ pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], el
         }
         None => (k.let_("first_key", 0u32), seq_len),
     };
-    Frame { q, keys, values, out, lse, partials, tickets, s_len, d, scale, head_block, batch, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, states }
+    Frame { q, keys, values, out, lse, partials, tickets, s_len, d, fixed_d, threads: c.threads, scale, head_block, batch, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, states }
 }
 
 /// Writes the results from the SIMD groups' states (every thread calls it
@@ -555,20 +570,21 @@ pub(super) fn frame(k: &mut KernelBuilder, c: &FusedConfig, names: [&str; 3], el
 /// threadgroup of the head block merges them all into `out`.
 pub(super) fn write_results(k: &mut KernelBuilder, fr: &Frame) {
     let Frame { out, lse, partials, tickets, d, row0, batch, head_block, tid, lane, sg, nsg, states, .. } = *fr;
+    let outputs = Outputs { row0, tid, threads: fr.threads, d, fixed_d: fr.fixed_d };
     k.threadgroup_barrier(MemFlags::Threadgroup);
     // The finished rows: `out` (and `lse`) from a row's merged state.
-    let write_out = |k: &mut KernelBuilder, row: Ex, dim: Ex, state: Merged| {
+    let write_out = |k: &mut KernelBuilder, tag: &str, row: Ex, dim: Ex, state: Merged| {
         let out = out.expect("a form that writes out");
-        let inv = k.let_("inv", select(f(0.0), 1.0f32 / state.sum, state.sum.gt(0.0f32)));
+        let inv = k.let_(&format!("{tag}inv"), select(f(0.0), 1.0f32 / state.sum, state.sum.gt(0.0f32)));
         store_f32(k, out, row * d + dim, state.acc * inv);
         if let Some(lse) = lse {
             k.if_(dim.eq(0u32), |k| k.store(lse.at(row), (state.shift + log2(state.sum)) * std::f64::consts::LN_2 as f32));
         }
     };
     match partials {
-        None => merge_group_states(k, &states, row0, tid, nsg, d, "", &write_out),
-        Some((partial_ml, partial_acc)) => merge_group_states(k, &states, row0, tid, nsg, d, "", &|k: &mut KernelBuilder, row: Ex, dim: Ex, state: Merged| {
-            let part = k.let_("part", row * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
+        None => merge_group_states(k, &states, &outputs, "", &write_out),
+        Some((partial_ml, partial_acc)) => merge_group_states(k, &states, &outputs, "", &|k: &mut KernelBuilder, tag: &str, row: Ex, dim: Ex, state: Merged| {
+            let part = k.let_(&format!("{tag}part"), row * threadgroups_per_grid().x() + threadgroup_position_in_grid().x());
             k.if_(dim.eq(0u32), |k| {
                 k.store(partial_ml.at(part * 2u32), state.shift);
                 k.store(partial_ml.at(part * 2u32 + 1u32), state.sum);
@@ -598,7 +614,7 @@ pub(super) fn write_results(k: &mut KernelBuilder, fr: &Frame) {
             merge_splits(k, &states, partial_ml, partial_acc, row0, splits, lane, sg, nsg, d);
         });
         k.threadgroup_barrier(MemFlags::Threadgroup);
-        k.if_(merging, |k| merge_group_states(k, &states, row0, tid, nsg, d, "final_", &write_out));
+        k.if_(merging, |k| merge_group_states(k, &states, &outputs, "final_", &write_out));
     }
 }
 
@@ -625,29 +641,61 @@ struct Merged {
     acc: Ex,
 }
 
-/// Merges the SIMD groups' states of `states`: thread `tid` finishes
-/// elements `tid, tid + T, …` of the block's `group · d` outputs and hands
-/// each to `emit` with its row (`row0 + g`) and dimension.
-#[allow(clippy::too_many_arguments)]
-fn merge_group_states(k: &mut KernelBuilder, states: &GroupStates, row0: Ex, tid: Ex, nsg: Ex, d: Ex, tag: &str, emit: &dyn Fn(&mut KernelBuilder, Ex, Ex, Merged)) {
+/// Who finishes which of a head block's `group · d` outputs: thread `tid`
+/// of `threads` takes elements `tid, tid + threads, …`; with `fixed_d` (a
+/// head dimension known when the kernel is built) their loop is unrolled.
+#[derive(Clone, Copy)]
+struct Outputs {
+    row0: Ex,
+    tid: Ex,
+    threads: u32,
+    d: Ex,
+    fixed_d: Option<u32>,
+}
+
+/// Merges the SIMD groups' states of `states`: each element of `outputs`
+/// reads the states of all `max_groups` SIMD groups at once (their loads
+/// issued before the math) and goes to `emit` with the prefix of its
+/// names, its row (`row0 + g`) and its dimension.
+fn merge_group_states(k: &mut KernelBuilder, states: &GroupStates, outputs: &Outputs, tag: &str, emit: &dyn Fn(&mut KernelBuilder, &str, Ex, Ex, Merged)) {
     let s = *states;
-    k.for_range(&format!("{tag}e"), tid, d * s.group, threads_per_threadgroup().x(), |k, e| {
+    let Outputs { row0, tid, threads, d, fixed_d } = *outputs;
+    let merge = |k: &mut KernelBuilder, e: Ex, tag: &str| {
         let g = k.let_(&format!("{tag}g"), e / d);
         let dim = k.let_(&format!("{tag}dim"), e % d);
         let state0 = k.let_(&format!("{tag}merge_base"), g * s.max_groups);
-        let big_m = k.var(&format!("{tag}big_m"), neg_inf());
-        k.for_range(&format!("{tag}j"), 0u32, nsg, 1u32, |k, j| k.assign(big_m, max(big_m.get(), s.max.get(state0 + j))));
-        let shift = k.let_(&format!("{tag}merge_shift"), finite_or_zero(big_m.get()));
-        let big_l = k.var(&format!("{tag}big_l"), f(0.0));
-        let o = k.var(&format!("{tag}o"), f(0.0));
-        k.for_range(&format!("{tag}j2"), 0u32, nsg, 1u32, |k, j| {
-            let w = k.let_(&format!("{tag}w"), exp2(s.max.get(state0 + j) - shift));
-            k.assign(big_l, fma(s.sum.get(state0 + j), w, big_l.get()));
-            k.assign(o, fma(s.acc.get((state0 + j) * s.row_len + dim), w, o.get()));
-        });
+        let maxes: Vec<Ex> = (0..s.max_groups).map(|j| k.let_(&format!("{tag}group_max{j}"), s.max.get(state0 + j))).collect();
+        let big_m = k.let_(&format!("{tag}big_m"), maxes.iter().copied().reduce(max).expect("at least one SIMD group"));
+        let shift = k.let_(&format!("{tag}merge_shift"), finite_or_zero(big_m));
+        let weighted: Vec<(Ex, Ex)> = maxes
+            .iter()
+            .enumerate()
+            .map(|(j, &m)| {
+                let w = k.let_(&format!("{tag}group_w{j}"), exp2(m - shift));
+                let at = state0 + j as u32;
+                (s.sum.get(at) * w, s.acc.get(at * s.row_len + dim) * w)
+            })
+            .collect();
+        let big_l = k.let_(&format!("{tag}big_l"), weighted.iter().map(|p| p.0).reduce(|a, b| a + b).expect("at least one SIMD group"));
+        let o = k.let_(&format!("{tag}o"), weighted.iter().map(|p| p.1).reduce(|a, b| a + b).expect("at least one SIMD group"));
         let row = k.let_(&format!("{tag}row"), row0 + g);
-        emit(k, row, dim, Merged { shift, sum: big_l.get(), acc: o.get() });
-    });
+        emit(k, tag, row, dim, Merged { shift, sum: big_l, acc: o });
+    };
+    match fixed_d {
+        Some(fixed) => {
+            let total = fixed * s.group;
+            for i in 0..total.div_ceil(threads) {
+                let e = k.let_(&format!("{tag}e{i}"), tid + i * threads);
+                let tag = format!("{tag}e{i}_");
+                if (i + 1) * threads <= total {
+                    merge(k, e, &tag);
+                } else {
+                    k.if_(e.lt(total), |k| merge(k, e, &tag));
+                }
+            }
+        }
+        None => k.for_range(&format!("{tag}e"), tid, d * s.group, threads, |k, e| merge(k, e, tag)),
+    }
 }
 
 /// Loads per lane the merge of the splits aims to have in flight: the

@@ -120,7 +120,7 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     let k = &mut kb;
     type P = FusedDecodeArgs;
     let elem = c.dtype.scalar();
-    let fr = frame(k, c, [P::Q, P::K, P::V], c.dtype.ty(1), m.d);
+    let fr = frame(k, c, [P::Q, P::K, P::V], c.dtype.ty(1), m.d, Some(m.d));
     let Frame { q, keys, values, s_len, scale, row0, kv_seq, tid, lane, sg, nsg, first_key, end_key, states, .. } = fr;
     let (d, ld, block, stages, heads) = (m.d, m.row_stride(), m.block, c.stages, c.heads);
     let warps = c.threads.div_ceil(SIMD_WIDTH);
@@ -135,7 +135,7 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
     // `heads` are zeros.
     let queries = probs;
     let per_row = d / COPY;
-    k.for_range("qcopy", tid, cols * per_row, threads_per_threadgroup().x(), |k, e| {
+    k.for_range("qcopy", tid, cols * per_row, c.threads, |k, e| {
         let row = k.let_("qcopy_row", e / per_row);
         let col = k.let_("qcopy_col", e % per_row * COPY);
         let valid = k.let_("qcopy_valid", row.lt(heads));
@@ -159,18 +159,22 @@ pub fn fused_matrices(c: &FusedConfig, m: MatrixDecode) -> Kernel {
             (row, k.let_(&format!("word_src{i}"), row * d + col), k.let_(&format!("word_dst{i}"), row * ld + col))
         })
         .collect();
+    // A block at or past the end is never read: no copies, an empty group
+    // (`at` is the same in every lane of a SIMD group).
     let issue = |k: &mut KernelBuilder, at: Ex, stage: Ex, tag: &str| {
-        let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
-        // Past the end the block's start stays at the end: an invalid copy
-        // reads nothing, and its index stays in bounds anyway.
-        let block_src = k.let_(&format!("{tag}block_src"), kv_start + min(at, end_key) * d);
-        for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
-            let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
-            let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
-            let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
-            k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
-            k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
-        }
+        k.if_(at.lt(end_key), |k| {
+            let base = k.let_(&format!("{tag}stage_at"), my_stages + stage * m.stage_len());
+            let block_src = k.let_(&format!("{tag}block_src"), kv_start + at * d);
+            for (i, &(row, src_off, dst_off)) in words.iter().enumerate() {
+                // Rows past the end of the last block: zeros, nothing read
+                // (the index stays in bounds anyway).
+                let valid = k.let_(&format!("{tag}live{i}"), (at + row).lt(end_key));
+                let src = k.let_(&format!("{tag}src{i}"), select(kv_start, block_src + src_off, valid));
+                let dst = k.let_(&format!("{tag}dst{i}"), base + dst_off);
+                k.async_copy(staged.at(dst), keys.at(src), COPY, valid);
+                k.async_copy(staged.at(dst + block * ld), values.at(src), COPY, valid);
+            }
+        });
         k.async_commit();
     };
     let first_step = k.let_("first_step", first_key + sg * block);

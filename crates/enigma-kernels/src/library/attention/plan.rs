@@ -475,11 +475,23 @@ pub fn default_matrix_heads(group: u32) -> u32 {
 /// dispatch merges the splits ([`splits_for`]).
 pub const MIN_STEPS_PER_COMBINED_SPLIT: u32 = 4;
 
+/// The fewest SIMD-group steps of keys (blocks of 16 or 32) in a split of
+/// the matrix form where the kernel merges its splits ([`splits_for`]): at
+/// 512 keys, 32 query heads over 8 K/V heads, f16, D = 128 (8 head
+/// blocks) that is 8 splits of 64 keys, which ran 8.19 µs on an H200
+/// against 8.58 with 16 splits of 32 keys (two SIMD groups of 8 with keys)
+/// and 8.48 with 4, in one call (8.51 against 8.8 in a call before the
+/// kernel stopped copying past its keys; BENCHMARKS.md, "Attention
+/// decode"): twice the splits add more to the last threadgroup's merge
+/// than their shorter loops save.
+pub const MIN_MATRIX_STEPS_PER_MERGED_SPLIT: u32 = 4;
+
 /// How many ways the fused decode splits each K/V head's keys on a GPU of
 /// `compute_units` multiprocessors: the most that keep the grid within one
 /// wave of `per_unit` threadgroups per multiprocessor
 /// ([`threadgroups_per_compute_unit`]) (at least 1), each split holding at
-/// least one step of one SIMD group's keys where the kernel merges its
+/// least one step of one SIMD group's keys (the matrix form:
+/// [`MIN_MATRIX_STEPS_PER_MERGED_SPLIT`] steps) where the kernel merges its
 /// splits (`merged`), else [`MIN_STEPS_PER_COMBINED_SPLIT`] steps of every
 /// SIMD group (a short sequence stays whole rather than pay for the
 /// combine's dispatch). A grid just past a whole wave leaves a tail that
@@ -489,17 +501,18 @@ pub const MIN_STEPS_PER_COMBINED_SPLIT: u32 = 4;
 /// in 64.2 µs with 8 splits (1024 threadgroups, two waves) against 76.8
 /// with 5 (640) (BENCHMARKS.md, "Attention decode"). Within the wave short
 /// contexts take more, shorter splits rather than leaving multiprocessors
-/// idle: 32 query heads over 8 K/V heads at 512 keys are 16 splits of 32
-/// keys (128 threadgroups), which ran 10.2 µs on an H200 against 10.3 with
-/// 4 splits and 10.6 unsplit (8 threadgroups of 4 steps per SIMD group):
-/// the time there is the launch, the first loads and the merges, not the
-/// steps (BENCHMARKS.md, "Attention decode").
+/// idle: 32 query heads over 8 K/V heads at 512 keys are 8 splits of 64
+/// keys (64 threadgroups; see [`MIN_MATRIX_STEPS_PER_MERGED_SPLIT`]).
 pub fn splits_for(plan: &AttentionPlan, compute_units: u32, per_unit: u32, merged: bool) -> u32 {
     let wave = per_unit.max(1) * compute_units.max(1);
     let threadgroups = plan.shape.q_heads / plan.heads_per_threadgroup * plan.shape.batch;
     let by_occupancy = (wave / threadgroups.max(1)).max(1);
     let step = plan.fused_config().keys_per_simdgroup_step().max(1);
-    let least = if merged { step } else { plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1) * step * MIN_STEPS_PER_COMBINED_SPLIT };
+    let least = match (merged, plan.matrices) {
+        (true, Some(_)) => step * MIN_MATRIX_STEPS_PER_MERGED_SPLIT,
+        (true, None) => step,
+        (false, _) => plan.fused.threads[0].div_ceil(SIMD_WIDTH).max(1) * step * MIN_STEPS_PER_COMBINED_SPLIT,
+    };
     let by_keys = (plan.shape.s_len / least).max(1);
     by_occupancy.min(by_keys)
 }

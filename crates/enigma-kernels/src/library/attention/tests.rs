@@ -112,11 +112,12 @@ fn grouped_and_batched_geometry() {
     assert_eq!(splits_for(&short(8, 128), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, false), 1);
     assert_eq!(splits_for(&short(1, 512), 132, SPLIT_THREADGROUPS_PER_COMPUTE_UNIT, false), 4);
     // On SIMD-group matrices (one threadgroup per multiprocessor): 32 query
-    // heads over 8 K/V heads at 512 keys fill the 132 multiprocessors with
-    // 16 splits of 32 keys; at 8192 keys the same 16 splits are 512 keys
+    // heads over 8 K/V heads at 512 keys take 8 splits of 64 keys (4
+    // SIMD-group steps each; the wave would take 16); from 1024 keys they
+    // fill the 132 multiprocessors with 16 splits, at 8192 keys of 512 keys
     // each, and 8 sequences of 4096 keys (64 head blocks) take 2.
     let gqa = |batch, s_len| plan(DType::F16, &DecodeShape { batch, q_heads: 32, kv_heads: 8, s_len, d: 128 }, 4, 256).unwrap().with_heads_per_threadgroup(4, false).unwrap().with_matrices(16).unwrap();
-    assert_eq!([(1, 512), (1, 8192), (8, 4096), (1, 16)].map(|(b, s)| splits_for(&gqa(b, s), 132, 1, true)), [16, 16, 2, 1]);
+    assert_eq!([(1, 512), (1, 1024), (1, 8192), (8, 4096), (1, 100), (1, 16)].map(|(b, s)| splits_for(&gqa(b, s), 132, 1, true)), [8, 16, 16, 2, 1, 1]);
     assert_eq!(
         plan(DType::F16, &DecodeShape { kv_heads: 5, ..shape }, 4, 256).unwrap_err().to_string(),
         "attention_f16_vec4: q_heads = 32 is not a multiple of kv_heads = 5"
