@@ -61,13 +61,22 @@ def test_mypy_finds_mistakes_in_kernels_and_calls(tmp_path):
         enigma.ops.tune(3)
         enigma.MetalRuntime("gpu")
         enigma.no_such_intrinsic
+        OP = enigma.matmul2d(enigma.matmul2d_descriptor(32, 32, 16), enigma.execution_simdgroup)
+
+        @enigma.kernel
+        def j(a: enigma.f16, c: enigma.f32) -> None:
+            v = enigma.tensor(a, (16, 32))
+            t = OP.get_destination_cooperative_tensor(v, v, enigma.f32)
+            OP.run(v, t)
+            t.reduce_everything("sum")
     '''))
     r = _mypy(bad, tmp_path)
     out = r.stdout
     assert r.returncode == 1, out
     for line, what in [(8, 'Missing positional argument "delta"'), (10, "Too many positional arguments"),
                        (11, 'incompatible type "int"'), (12, 'incompatible type "Literal[\'gpu\']"'),
-                       (13, 'has no attribute "no_such_intrinsic"')]:
+                       (13, 'has no attribute "no_such_intrinsic"'), (20, 'in call to "run" of "Matmul2d"'),
+                       (21, 'has no attribute "reduce_everything"')]:
         assert any(l.startswith(f"bad.py:{line}:") and what in l for l in out.splitlines()), (line, what, out)
 
 

@@ -49,6 +49,8 @@ from ._cooperative import matmul2d as matmul2d
 from ._cooperative import matmul2d_descriptor as matmul2d_descriptor
 from ._cooperative import PUBLIC as _COOPERATIVE
 from ._cooperative import tensor as tensor
+from ._cooperative import CooperativeTensor as CooperativeTensor
+from ._cooperative import TensorView as TensorView
 from ._compile import compile as compile
 from ._compile import compile_ir as compile_ir
 from ._devices import Texture as Texture

@@ -9,7 +9,15 @@ into exist only inside a kernel; see ``docs/cooperative-tensors.md``.
 
 from __future__ import annotations
 
+from typing import Any, Callable, Optional, Tuple, Union
+
 from ._lang import Intrinsic
+from ._language import Num, Value
+
+
+def _inside_a_kernel(name: str) -> TypeError:
+    """The error of a kernel-only operation called from Python."""
+    return TypeError(f"{name} only has a meaning inside an @enigma.kernel function, which enigma compiles from its source")
 
 
 class _DynamicExtent:
@@ -57,7 +65,8 @@ class Matmul2dDescriptor:
                 f"transpose_right={self.transpose_right}, relaxed_precision={self.relaxed_precision}, mode={self.mode!r})")
 
 
-def matmul2d_descriptor(m, n, k=dynamic_extent, transpose_left=False, transpose_right=False, relaxed_precision=False, mode="multiply") -> Matmul2dDescriptor:
+def matmul2d_descriptor(m: int, n: int, k: Union[int, _DynamicExtent] = dynamic_extent, transpose_left: bool = False, transpose_right: bool = False,
+                        relaxed_precision: bool = False, mode: str = "multiply") -> Matmul2dDescriptor:
     """The descriptor of an m×n product over k (``enigma.dynamic_extent``:
     the left operand's k extent), as MSL's ``matmul2d_descriptor``."""
     return Matmul2dDescriptor(m, n, k, transpose_left, transpose_right, relaxed_precision, mode)
@@ -82,7 +91,7 @@ class ExecutionScope:
 execution_simdgroup = ExecutionScope(None)
 
 
-def execution_simdgroups(n) -> ExecutionScope:
+def execution_simdgroups(n: int) -> ExecutionScope:
     """The scope of ``n`` SIMD groups: the whole threadgroup, which must then
     have exactly ``n`` SIMD groups of 32 threads."""
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 32:
@@ -109,14 +118,113 @@ class Matmul2d:
     def __repr__(self):
         return f"enigma.matmul2d({self.desc!r}, {self.scope!r})"
 
+    # Inside a kernel the front end lowers these calls; the declarations
+    # give editors and type checkers their signatures.
 
-def matmul2d(desc, scope) -> Matmul2d:
+    def run(self, left: Union[TensorView, CooperativeTensor], right: TensorView, destination: CooperativeTensor) -> None:
+        """``destination (+)= left · right`` (the descriptor's mode): the
+        left operand a view or a cooperative tensor, the right a view."""
+        raise _inside_a_kernel("matmul2d.run")
+
+    def run_overlapped(self, left: Union[TensorView, CooperativeTensor], right: TensorView, destination: CooperativeTensor) -> None:
+        """:meth:`run`, whose threadgroup operands stay the product's until
+        the second threadgroup barrier after it (a pipeline that refills
+        the stage two barriers later), so that products overlap."""
+        raise _inside_a_kernel("matmul2d.run_overlapped")
+
+    def get_destination_cooperative_tensor(self, left: Union[TensorView, CooperativeTensor], right: TensorView, dtype: Any) -> CooperativeTensor:
+        """A new cooperative tensor of ``dtype`` shaped as this product's
+        destination (m × n, spread over the scope's threads)."""
+        raise _inside_a_kernel("matmul2d.get_destination_cooperative_tensor")
+
+
+def matmul2d(desc: Matmul2dDescriptor, scope: ExecutionScope) -> Matmul2d:
     """The operation ``matmul2d<desc, scope>``."""
     return Matmul2d(desc, scope)
 
 
-# Made only inside a kernel: a 2-D view of a buffer or threadgroup array.
-tensor = Intrinsic("tensor", "enigma.tensor(memory, (x extent, y extent), strides=(1, x extent)): a view, extents innermost first")
+class TensorView:
+    """What ``enigma.tensor(...)`` gives inside a kernel: a 2-D view of a
+    buffer or threadgroup array, extents innermost first. Declared for type
+    checkers; views exist only inside a kernel."""
+
+    __slots__ = ()
+
+    def slice(self, x: Num, y: Num) -> TensorView:
+        """The view from element (x, y) on, its extents shortened to match."""
+        raise _inside_a_kernel("tensor.slice")
+
+
+class CooperativeTensor:
+    """A cooperative tensor inside a kernel (from
+    ``matmul2d.get_destination_cooperative_tensor`` or a row or column
+    reduction): its elements spread over the scope's threads, each thread
+    holding its slots. ``t[i]`` reads and ``t[i] = v`` writes slot ``i``.
+    Declared for type checkers; these exist only inside a kernel."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index: Num) -> Value:
+        raise _inside_a_kernel("a cooperative tensor's slot")
+
+    def __setitem__(self, index: Num, value: Num) -> None:
+        raise _inside_a_kernel("a cooperative tensor's slot")
+
+    def get_capacity(self) -> Value:
+        """The number of slots each thread holds (u32)."""
+        raise _inside_a_kernel("get_capacity")
+
+    def is_valid_element(self, index: Num) -> Value:
+        """Whether slot ``index`` of this thread holds an element (bool)."""
+        raise _inside_a_kernel("is_valid_element")
+
+    def get_multidimensional_index(self, index: Num) -> Value:
+        """Slot ``index``'s coordinates as a ``uint2`` (column, row)."""
+        raise _inside_a_kernel("get_multidimensional_index")
+
+    def load(self, tensor: TensorView) -> None:
+        """Every element from the view (zeros past its extents)."""
+        raise _inside_a_kernel("load")
+
+    def store(self, tensor: TensorView) -> None:
+        """Every element into the view (none past its extents)."""
+        raise _inside_a_kernel("store")
+
+    def fill(self, value: Num) -> None:
+        """Every element set to ``value``."""
+        raise _inside_a_kernel("fill")
+
+    def map(self, function: Callable[[Value, Value, Value], Num]) -> None:
+        """Each element replaced by ``function(value, column, row)`` (a lambda)."""
+        raise _inside_a_kernel("map")
+
+    def reduce_rows(self, op: str) -> CooperativeTensor:
+        """A new m × 1 tensor: each row reduced by ``"sum"``, ``"max"`` or ``"min"``."""
+        raise _inside_a_kernel("reduce_rows")
+
+    def reduce_columns(self, op: str) -> CooperativeTensor:
+        """A new 1 × n tensor: each column reduced by ``"sum"``, ``"max"`` or ``"min"``."""
+        raise _inside_a_kernel("reduce_columns")
+
+    def combine(self, source: CooperativeTensor, op: str) -> None:
+        """Each element set to ``op(element, source's element at its
+        coordinates)``: ``source`` of this shape, m × 1 or 1 × n; ``op`` one
+        of ``"assign"``, ``"add"``, ``"sub"``, ``"mul"``, ``"max"``, ``"min"``."""
+        raise _inside_a_kernel("combine")
+
+
+# The front end's marker for `enigma.tensor`.
+TENSOR_INTRINSIC = Intrinsic("tensor", "enigma.tensor(memory, (x extent, y extent), strides=(1, x extent)): a view, extents innermost first")
+
+
+def tensor(memory: Any, extents: Tuple[Num, Num], strides: Optional[Tuple[Num, Num]] = None) -> TensorView:
+    """A 2-D view of a buffer parameter or threadgroup array of scalars,
+    extents innermost first (as MSL's ``dextents``), strides ``(1, x
+    extent)`` unless given. Only inside a kernel."""
+    raise _inside_a_kernel("enigma.tensor")
+
+
+tensor.__enigma_marker__ = TENSOR_INTRINSIC  # type: ignore[attr-defined]
 
 COMPILE_TIME = (matmul2d_descriptor, execution_simdgroups, matmul2d)
 PUBLIC = {

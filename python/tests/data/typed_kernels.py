@@ -33,9 +33,30 @@ def row_sums(x: Annotated[enigma.f32, enigma.buffer(enigma.f32, shape=(None, 32)
         sums[row] = total + enigma.fast.exp(0.0) - 1.0
 
 
+PRODUCT = enigma.matmul2d(enigma.matmul2d_descriptor(32, 32, 16), enigma.execution_simdgroup)
+
+
+@enigma.kernel
+def scaled_product(a_in: enigma.f16, b_in: enigma.f16, c_out: enigma.f32) -> None:
+    """32 × 32 = (32 × 16)(16 × 32) on cooperative tensors, each element
+    then scaled by (1 + its row), and 1 added along the diagonal."""
+    a = enigma.tensor(a_in, (16, 32))
+    b = enigma.tensor(b_in, (32, 16))
+    c = PRODUCT.get_destination_cooperative_tensor(a, b, enigma.f32)
+    PRODUCT.run(a, b, c)
+    c.map(lambda v, col, row: v * (enigma.f32(row) + 1.0))
+    for i in range(c.get_capacity()):
+        if c.is_valid_element(i):
+            at = c.get_multidimensional_index(i)
+            if at.x == at.y:
+                c[i] = c[i] + 1.0
+    c.store(enigma.tensor(c_out, (32, 32)))
+
+
 def run() -> float:
-    """Runs both kernels and two library operations; the largest error
-    against numpy."""
+    """Runs the three kernels (the last on cooperative tensors, under the
+    sanitizer) and two library operations; the largest error against
+    numpy (relative for the product)."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal(100).astype(np.float32)
     b = rng.standard_normal(100).astype(np.float32)
@@ -53,6 +74,12 @@ def run() -> float:
     errors.append(float(np.max(np.abs(y - np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)))))
     s = enigma.ops.rms_norm(x, np.ones(32, np.float32), eps=1e-5, device="sim")
     errors.append(float(np.max(np.abs(s - x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5)))))
+    a16 = rng.standard_normal((32, 16)).astype(np.float16)
+    b16 = rng.standard_normal((16, 32)).astype(np.float16)
+    c = np.zeros((32, 32), np.float32)
+    enigma.MetalRuntime("sim", sanitize=True).execute(enigma.compile(scaled_product), inputs=[a16, b16], outputs=[c], grid=32, threads=32)
+    want = (a16.astype(np.float64) @ b16.astype(np.float64)) * (np.arange(32)[:, None] + 1.0) + np.eye(32)
+    errors.append(float(np.max(np.abs(c - want)) / np.max(np.abs(want))))
     return max(errors)
 
 

@@ -34,7 +34,7 @@ class Intrinsics:
             return self._coop_method_call(obj, node)
         if is_compile_time(obj):
             return self._compile_time_call(obj, node)
-        if obj is _cooperative.tensor:
+        if obj is _cooperative.TENSOR_INTRINSIC:
             return self._tensor_call(node)
         if isinstance(obj, DType):
             return self._cast_call(obj, node)
