@@ -19,7 +19,7 @@ use enigma_kernels::library::qmatmul::{self, DecodeArgs};
 use enigma_kernels::library::qmatmul_affine::{self, AffineArgs};
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::reduce::{self, AxisArgs, AxisBlocks, AxisBlocksArgs, AxisBlocksDims, AxisReduceArgs, AxisReduction, AxisRowArgs, Pool, PoolArgs, PoolDims, ReduceArgs, RowReduceArgs};
-use enigma_kernels::library::scan::{self, AxisScan, BlockPass, RowScanArgs, ScanArgs, ScanKind};
+use enigma_kernels::library::scan::{self, AxisChunkArgs, AxisChunkDims, AxisScan, BlockPass, ChunkPass, RowScanArgs, ScanArgs, ScanKind};
 use enigma_kernels::library::softmax::{self, NllArgs, RowArgs};
 use enigma_kernels::library::split::{self, SplitArgs, SplitReduceArgs, SplitSum};
 use enigma_kernels::library::{qgemm_cooperative, qgemm_fused, qmatmul_fragments, sgemm, DType, ReduceOp};
@@ -151,6 +151,10 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let row_scans = vec![scan::scan_rows(AxisScan::Sum, Scalar::F16, 4, 64, true), scan::scan_rows(AxisScan::Product, Scalar::I32, 1, 32, false)];
     let args = RowScanArgs { x: "x", x4: Some("x4"), y: "y", y4: Some("y4"), offsets: Some("offsets"), d: 1, n: 1 };
     family("row scans", row_scans, &[RowScanArgs::NAMES], &args);
+    let chunk_scans = vec![scan::scan_axis_chunks(AxisScan::Sum, Scalar::BF16, 4, ChunkPass::Totals), scan::scan_axis_chunks(AxisScan::Product, Scalar::U32, 1, ChunkPass::Scan), scan::scan_axis_chunks(AxisScan::Sum, Scalar::F16, 4, ChunkPass::Scan)];
+    let args = AxisChunkArgs { x: "x", x4: "x4", y: Some("y"), y4: Some("y4"), totals: "totals", totals4: "totals4" };
+    let dims = AxisChunkDims { axis: 1, units: 1, col_blocks: 1, splits: 1, chunk: 1 };
+    family("chunk scans", chunk_scans, &[AxisChunkArgs::NAMES, AxisChunkDims::NAMES], &(args, dims));
 
     let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2, false), gemv::gemv(DType::F16, 4, 2, 2, true), gemv::gemv(DType::BF16, 8, 4, 1, true)];
     family("gemv", gemvs, &[GemvArgs::NAMES], &GemvArgs { w: "w", w4: "w4", w8: "w8", x: "x", x4: "x4", y: "y", m: 1, k: 1 });

@@ -54,6 +54,11 @@ pub fn all_kernels() -> Vec<Kernel> {
         if scalar.is_float() {
             out.push(scan::scan_rows(scan::AxisScan::Sum, scalar, 4, 256, true));
         }
+        for (op, vec) in [(scan::AxisScan::Sum, 4), (scan::AxisScan::Product, 1)] {
+            for pass in [scan::ChunkPass::Totals, scan::ChunkPass::Scan] {
+                out.push(scan::scan_axis_chunks(op, scalar, vec, pass));
+            }
+        }
     }
     for dtype in DType::ALL {
         for vec in [1u8, 4] {
