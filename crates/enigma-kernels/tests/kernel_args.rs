@@ -82,6 +82,8 @@ fn every_family_binds_its_kernels_by_its_arguments() {
         }
         if dtype != DType::F32 {
             kernels.extend(Elementwise::ALL.map(|op| elementwise::elementwise_packed(op, dtype)));
+        } else {
+            kernels.extend(Elementwise::ALL.map(elementwise::elementwise_pairs));
         }
     }
     let args = ElementwiseArgs { x: "x", x4: "x4", x8: Some("x8"), b: Some("b"), b4: Some("b4"), b8: Some("b8"), y: "y", y4: "y4", y8: Some("y8"), n: 1, factor: 2.0 };

@@ -67,6 +67,9 @@ pub fn all_kernels() -> Vec<Kernel> {
                 if vec == 4 && dtype != DType::F32 {
                     out.push(elementwise::elementwise_packed(op, dtype));
                 }
+                if vec == 4 && dtype == DType::F32 {
+                    out.push(elementwise::elementwise_pairs(op));
+                }
             }
             for op in ReduceOp::ALL {
                 out.push(reduce::reduce(op, dtype, vec, 4));
