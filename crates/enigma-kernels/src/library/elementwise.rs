@@ -456,6 +456,10 @@ pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
     finish(k)
 }
 
+/// The threadgroup size of [`elementwise_pairs`] when the caller does not
+/// choose one.
+pub const PAIRS_THREADS: u32 = 128;
+
 /// The kernel `{op}_f32_vec4_x2`: eight f32 elements per thread as two
 /// `float4`s of the vector kernels' views, `T` vectors apart (thread `t` of
 /// threadgroup `g` takes vectors `2gT + t` and `2gT + T + t`, so each load
