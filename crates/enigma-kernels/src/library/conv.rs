@@ -436,7 +436,7 @@ impl DepthwiseRows {
 
     /// Elements of one 16-byte word: 4 f32, 8 f16 or bf16.
     pub fn word_elems(&self) -> u32 {
-        16 / self.dtype.size_bytes() as u32
+        16 / self.dtype.size_bytes()
     }
 
     /// The threads over `planes` output planes of `[out_h, out_w]` (one per

@@ -864,9 +864,12 @@ mod tests {
 
     #[test]
     fn vector_plans_cover_the_tail_with_one_more_thread() {
-        assert_eq!(units(4096, 4), 1024);
-        assert_eq!(units(4097, 4), 1025);
-        assert_eq!(units(3, 4), 1);
+        assert_eq!(units(DType::F16, 4096, 4), 1024);
+        assert_eq!(units(DType::F32, 4097, 4), 1025);
+        assert_eq!(units(DType::BF16, 3, 4), 1);
+        // Two float4s a thread: 4097 f32 are 1025 vectors, 513 threads.
+        assert_eq!(units(DType::F32, 4097, 8), 513);
+        assert_eq!(units(DType::F16, 4096, 8), 512);
         let p = plan(Elementwise::Scale, DType::F16, 4096, 4, 256).unwrap();
         // Seed 000: N = 4096 half4 scale → 4 threadgroups of 256.
         assert_eq!(p.dispatch, Dispatch::threadgroups([4, 1, 1], 256));
