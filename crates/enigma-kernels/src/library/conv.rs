@@ -22,7 +22,7 @@
 //!   threadgroup memory, the window fixed in the kernel.
 //! * [`conv2d_depthwise_rows`], the same convolution of stride and
 //!   dilation 1 over rows of whole 16-byte words
-//!   ([`DepthwiseConfig::rows_fit`]): no threadgroup memory; a thread
+//!   ([`DepthwiseRows::of`]): no threadgroup memory; a thread
 //!   computes one 16-byte word of outputs (8 f16/bf16 or 4 f32) in each
 //!   of [`DEPTHWISE_ROWS`] consecutive output rows, from the input rows
 //!   under them, each loaded once as a 16-byte word plus the window's
