@@ -881,7 +881,9 @@ mod tests {
         // Packed: 8 halves per thread.
         assert_eq!(plan(Elementwise::Sigmoid, DType::BF16, 4096, 8, 256).unwrap().dispatch, Dispatch::threadgroups([2, 1, 1], 256));
         assert!(plan(Elementwise::Sigmoid, DType::BF16, 4100, 8, 256).is_err());
-        assert!(plan(Elementwise::Sigmoid, DType::F32, 4096, 8, 256).is_err());
+        // Two float4s of f32 per thread, any length: 4100 f32 are 1025
+        // vectors, 513 threads.
+        assert_eq!(plan(Elementwise::Sigmoid, DType::F32, 4100, 8, 128).unwrap().dispatch, Dispatch::threadgroups([5, 1, 1], 128));
     }
 
     #[test]
