@@ -126,10 +126,13 @@ impl Ops<'_> {
 
     /// A depthwise convolution of stride and dilation 1 over rows of whole
     /// 16-byte words by rows of words (`library::conv::conv2d_depthwise_rows`),
-    /// where it takes the window and the input binds as 16-byte words;
-    /// `None` otherwise.
+    /// where it takes the window and the input binds as 16-byte words,
+    /// unless the options ask for no vector loads; `None` otherwise.
     fn conv2d_depthwise_rows(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, cfg: &conv::DepthwiseConfig, dims: conv::ConvDims, total: usize) -> Result<Option<Buffer>, Error> {
         let name = "conv2d";
+        if self.options.vectorize == Some(false) {
+            return Ok(None);
+        }
         let conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, pw, .. } = dims;
         let Some(rows) = conv::DepthwiseRows::of(cfg, in_w, out_w, pw) else { return Ok(None) };
         let words = if cfg.dtype == lib::DType::F32 { enigma_ir::Type::vector(enigma_ir::Scalar::F32, 4) } else { enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4) };
