@@ -52,7 +52,7 @@
 //! col_blocks, splits, chunk`.
 
 //!
-//! **Rows** ([`scan_rows`], chosen by [`scan_by_rows`] over the last axis
+//! **Rows** ([`scan_rows`], chosen by [`plan_axis_scan`] over the last axis
 //! when rows are long or few): a threadgroup per row walks it in chunks of
 //! `T` loads (`float4`/`half4` when the row length is a multiple of 4):
 //! each thread scans its load's lanes, a SIMD-group scan of the thread
