@@ -143,6 +143,14 @@ def torch_op(name, shape, dt):
     if name.startswith("prefix_sum_"):
         x = rand(*shape)
         return lambda: torch.cumsum(x, 0)
+    if base in ("cumsum_axis", "cumprod_axis"):
+        x = rand(*shape)
+        f = torch.cumsum if base == "cumsum_axis" else torch.cumprod
+        return lambda: f(x, 1)
+    if base == "conv2d_depthwise":
+        b, c, h, w = shape
+        x, wt, bias = rand(b, c, h, w), rand(c, 1, 3, 3), rand(c)
+        return lambda: F.conv2d(x, wt, bias, 1, 1, 1, c)
     if base in ("softmax", "softmax_online"):
         x = rand(*shape)
         return lambda: torch.softmax(x, dim=1)

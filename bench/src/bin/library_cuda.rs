@@ -11,7 +11,7 @@
 
 use enigma_ops::{parse_shape, registry, AttentionOptions, GemvOptions, Options, SplitSum};
 
-const USAGE: &str = "library_cuda [--threads N] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--matrices 0|1] [--gemv-rows N] [--gemv-loads N] [--gemv-stagger 0|1] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
+const USAGE: &str = "library_cuda [--threads N] [--vectorize 0|1] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--matrices 0|1] [--gemv-rows N] [--gemv-loads N] [--gemv-stagger 0|1] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
 
 /// A name filter and the shape it asks for (`None`: the benchmark shape).
 type Filter = (String, Option<Vec<usize>>);
@@ -28,6 +28,7 @@ fn parse_args(args: Vec<String>) -> (Options, Vec<Filter>) {
         };
         match arg.as_str() {
             "--threads" => options.threads = Some(number("--threads")),
+            "--vectorize" => options.vectorize = Some(number("--vectorize") != 0),
             "--splits" => options.attention = AttentionOptions { splits: Some(number("--splits")), ..options.attention },
             "--keys-per-step" => options.attention = AttentionOptions { keys_per_step: Some(number("--keys-per-step")), ..options.attention },
             "--lanes-per-key" => options.attention = AttentionOptions { lanes_per_key: Some(number("--lanes-per-key")), ..options.attention },

@@ -10,7 +10,7 @@ use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
-use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, Im2colArgs};
+use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, DepthwiseRows, DepthwiseRowsArgs, DepthwiseRowsDims, Im2colArgs};
 use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, InnerAccess, RepeatArgs};
 use enigma_kernels::library::gemm::{self, GemmConfig, MatrixArgs, PackedArgs, PlainArgs, QgemmConfig};
 use enigma_kernels::library::gemv::{self, GemvArgs};
@@ -19,7 +19,7 @@ use enigma_kernels::library::qmatmul::{self, DecodeArgs};
 use enigma_kernels::library::qmatmul_affine::{self, AffineArgs};
 use enigma_kernels::library::quant::Format;
 use enigma_kernels::library::reduce::{self, AxisArgs, AxisBlocks, AxisBlocksArgs, AxisBlocksDims, AxisReduceArgs, AxisReduction, AxisRowArgs, Pool, PoolArgs, PoolDims, ReduceArgs, RowReduceArgs};
-use enigma_kernels::library::scan::{self, AxisScan, BlockPass, RowScanArgs, ScanArgs, ScanKind};
+use enigma_kernels::library::scan::{self, AxisChunkArgs, AxisChunkDims, AxisScan, BlockPass, ChunkPass, RowScanArgs, ScanArgs, ScanKind};
 use enigma_kernels::library::softmax::{self, NllArgs, RowArgs};
 use enigma_kernels::library::split::{self, SplitArgs, SplitReduceArgs, SplitSum};
 use enigma_kernels::library::{qgemm_cooperative, qgemm_fused, qmatmul_fragments, sgemm, DType, ReduceOp};
@@ -82,6 +82,8 @@ fn every_family_binds_its_kernels_by_its_arguments() {
         }
         if dtype != DType::F32 {
             kernels.extend(Elementwise::ALL.map(|op| elementwise::elementwise_packed(op, dtype)));
+        } else {
+            kernels.extend(Elementwise::ALL.map(elementwise::elementwise_pairs));
         }
     }
     let args = ElementwiseArgs { x: "x", x4: "x4", x8: Some("x8"), b: Some("b"), b4: Some("b4"), b8: Some("b8"), y: "y", y4: "y4", y8: Some("y8"), n: 1, factor: 2.0 };
@@ -128,6 +130,10 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = DepthwiseArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 0 };
     let sizes = DepthwiseDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, pw: 0, tiles: 1, tiles_w: 1 };
     family("depthwise", vec![conv::conv2d_depthwise(&depthwise)], &[DepthwiseArgs::NAMES, DepthwiseDims::NAMES], &(args, sizes));
+    let rows = vec![conv::conv2d_depthwise_rows(&DepthwiseRows { dtype: DType::BF16, kernel: [5, 3], pw: 2 }), conv::conv2d_depthwise_rows(&DepthwiseRows { dtype: DType::F32, kernel: [1, 1], pw: 0 })];
+    let args = DepthwiseRowsArgs { x: "x", x_words: "x_words", w: "w", bias: "bias", y_words: "y_words", has_bias: 0 };
+    let sizes = DepthwiseRowsDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, threads: 1 };
+    family("depthwise rows", rows, &[DepthwiseRowsArgs::NAMES, DepthwiseRowsDims::NAMES], &(args, sizes));
     family("im2col", vec![conv::im2col(DType::BF16), conv::im2col_packed(DType::F16), conv::im2col_packed(DType::F32)], &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", total: 1 }, dims));
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
@@ -151,6 +157,10 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let row_scans = vec![scan::scan_rows(AxisScan::Sum, Scalar::F16, 4, 64, true), scan::scan_rows(AxisScan::Product, Scalar::I32, 1, 32, false)];
     let args = RowScanArgs { x: "x", x4: Some("x4"), y: "y", y4: Some("y4"), offsets: Some("offsets"), d: 1, n: 1 };
     family("row scans", row_scans, &[RowScanArgs::NAMES], &args);
+    let chunk_scans = vec![scan::scan_axis_chunks(AxisScan::Sum, Scalar::BF16, 4, ChunkPass::Totals), scan::scan_axis_chunks(AxisScan::Product, Scalar::U32, 1, ChunkPass::Scan), scan::scan_axis_chunks(AxisScan::Sum, Scalar::F16, 4, ChunkPass::Scan)];
+    let args = AxisChunkArgs { x: "x", x4: "x4", y: Some("y"), y4: Some("y4"), totals: "totals", totals4: "totals4" };
+    let dims = AxisChunkDims { axis: 1, units: 1, col_blocks: 1, splits: 1, chunk: 1 };
+    family("chunk scans", chunk_scans, &[AxisChunkArgs::NAMES, AxisChunkDims::NAMES], &(args, dims));
 
     let gemvs = vec![gemv::gemv(DType::F32, 1, 2, 2, false), gemv::gemv(DType::F16, 4, 2, 2, true), gemv::gemv(DType::BF16, 8, 4, 1, true)];
     family("gemv", gemvs, &[GemvArgs::NAMES], &GemvArgs { w: "w", w4: "w4", w8: "w8", x: "x", x4: "x4", y: "y", m: 1, k: 1 });

@@ -1,8 +1,10 @@
 //! 2-D convolution: dense and grouped convolutions as a batched matrix
 //! product over the unfolded input (`library::conv::im2col`, none for a
-//! pointwise one); depthwise ones (one input channel per group) by tiles
-//! staged in threadgroup memory (`library::conv::conv2d_depthwise`) where
-//! the window fits that kernel; the rest (and unfoldings that would pass
+//! pointwise one); depthwise ones (one input channel per group) of stride
+//! and dilation 1 over rows of whole 16-byte words by rows of words
+//! (`library::conv::conv2d_depthwise_rows`), others by tiles staged in
+//! threadgroup memory (`library::conv::conv2d_depthwise`) where the window
+//! fits those kernels; the rest (and unfoldings that would pass
 //! [`IM2COL_MAX_BYTES`]) with the direct kernel of `library::conv`.
 
 use crate::{arg_err, Error, KernelType, Ops};
@@ -95,6 +97,11 @@ impl Ops<'_> {
         }
         let window = |v: [usize; 2]| v.map(|v| v as u32);
         let depthwise = conv::DepthwiseConfig { dtype, kernel: window(c.kernel), stride: window(c.stride), dilation: window(c.dilation) };
+        if c.in_channels == c.groups {
+            if let Some(y) = self.conv2d_depthwise_rows(x, w, bias, &depthwise, dims, total)? {
+                return Ok((y, [oh, ow]));
+            }
+        }
         if c.in_channels == c.groups && depthwise.fits() {
             let planes = lib::to_u32(name, "output planes", c.batch * c.out_channels)?;
             let (dispatch, tiles, tiles_w) = depthwise.dispatch(planes, out_h, out_w);
@@ -115,6 +122,30 @@ impl Ops<'_> {
             &(conv::ConvArgs { x, w, bias: bias.unwrap_or(w), y: &y, has_bias: bias.is_some() as u32, total: total32 }, dims),
         )?;
         Ok((y, [oh, ow]))
+    }
+
+    /// A depthwise convolution of stride and dilation 1 over rows of whole
+    /// 16-byte words by rows of words (`library::conv::conv2d_depthwise_rows`),
+    /// where it takes the window and the input binds as 16-byte words,
+    /// unless the options ask for no vector loads; `None` otherwise.
+    fn conv2d_depthwise_rows(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, cfg: &conv::DepthwiseConfig, dims: conv::ConvDims, total: usize) -> Result<Option<Buffer>, Error> {
+        let name = "conv2d";
+        if self.options.vectorize == Some(false) {
+            return Ok(None);
+        }
+        let conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, pw, .. } = dims;
+        let Some(rows) = conv::DepthwiseRows::of(cfg, in_w, out_w, pw) else { return Ok(None) };
+        let words = if cfg.dtype == lib::DType::F32 { enigma_ir::Type::vector(enigma_ir::Scalar::F32, 4) } else { enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4) };
+        let Some(x_words) = x.viewed_as(words) else { return Ok(None) };
+        let y = self.output(cfg.dtype.scalar(), total)?;
+        let y_words = y.viewed_as(words).ok_or_else(|| arg_err(name, format!("an output of {total} elements of {} does not bind as 16-byte words", cfg.dtype)))?;
+        let planes = total / (out_h as usize * out_w as usize);
+        let (threads, dispatch) = rows.dispatch(lib::to_u32(name, "output planes", planes)?, out_h, out_w);
+        let threads = lib::to_u32(name, "threads", threads as usize)?;
+        let args = conv::DepthwiseRowsArgs { x, x_words: &x_words, w, bias: bias.unwrap_or(w), y_words: &y_words, has_bias: bias.is_some() as u32 };
+        let dims = conv::DepthwiseRowsDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, threads };
+        self.launch(format!("conv2d depthwise rows {rows:?}"), || conv::conv2d_depthwise_rows(&rows), dispatch, &(args, dims))?;
+        Ok(Some(y))
     }
 
     /// A convolution whose groups take more than one input channel, as

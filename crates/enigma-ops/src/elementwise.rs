@@ -23,13 +23,16 @@ impl Ops<'_> {
         let mut inputs = vec![x];
         inputs.extend(b.filter(|_| op.is_binary()));
         let vec = self.vectorize(name, &inputs, dtype.ty(4), true)?;
-        // Left to choose, 16-bit types move 8 elements per 16-byte access.
+        // Left to choose, a thread takes 8 elements: 16-bit types in one
+        // 16-byte access, f32 in two `float4`s.
         let vec = if vec == 4 && self.options.vectorize.is_none() && elementwise::packs(dtype, n) { 8 } else { vec };
-        let plan = elementwise::plan(op, dtype, n, vec, self.threads(KernelType::Elementwise))?;
-        let y = self.flat_output(elem, n, vec)?;
+        let pairs = vec == 8 && elem == Scalar::F32;
+        let threads = if pairs { self.options.threads.unwrap_or(elementwise::PAIRS_THREADS) } else { self.threads(KernelType::Elementwise) };
+        let plan = elementwise::plan(op, dtype, n, vec, threads)?;
+        let y = self.flat_output(elem, n, if pairs { 4 } else { vec })?;
         // The packed kernel reads and writes 16-byte words.
         let words = enigma_ir::Type::vector(Scalar::U32, 4);
-        let packed = |what: &str, buf: &Buffer| (plan.vec == 8).then(|| self.vector_view(op.name(), what, buf, words, 8)).transpose();
+        let packed = |what: &str, buf: &Buffer| (plan.vec == 8 && !pairs).then(|| self.vector_view(op.name(), what, buf, words, 8)).transpose();
         let (x8, y8) = (packed(ElementwiseArgs::X8, x)?, packed(ElementwiseArgs::Y8, &y)?);
         let b8 = b.map(|b| packed(ElementwiseArgs::B8, b)).transpose()?.flatten();
         let args = ElementwiseArgs { x, x4: x, x8: x8.as_ref(), b, b4: b, b8: b8.as_ref(), y: &y, y4: &y, y8: y8.as_ref(), n: plan.n, factor };

@@ -12,19 +12,21 @@
 //! ```
 
 mod attention_entries;
+mod axes;
 mod entry;
 mod rows;
 
 pub use self::entry::{BenchOutcome, Entry, Prepared, BENCH_HOLD};
 use self::attention_entries::{attention_batch_entry, attention_entry, attention_prefill_entry};
 use self::entry::{entry, input, rounded, size, Case};
+use self::axes::{axis_scan_entry, depthwise_entry};
 use self::rows::{elementwise_entry, norm_entry, reduce_entry, rows_entry, scan_entry, softmax_entry};
 use crate::check::Tolerance;
 use crate::{Error, Mask, QuantizedWeights};
 use enigma_ir::{QuantLayout, Scalar};
 use enigma_kernels::library::elementwise::Elementwise;
 use enigma_kernels::library::quant::{self, Format};
-use enigma_kernels::library::scan::ScanKind;
+use enigma_kernels::library::scan::{AxisScan, ScanKind};
 use enigma_kernels::library::{gemm, gemv, qmatmul, scan, DType, ReduceOp};
 use enigma_kernels::TestRng;
 use enigma_runtime::DeviceKind;
@@ -93,6 +95,13 @@ pub fn registry() -> Vec<Entry> {
     }
     for dtype in DType::ALL {
         out.push(matmul_entry(dtype));
+    }
+    for dtype in DType::ALL {
+        out.push(axis_scan_entry(AxisScan::Sum, dtype));
+        out.push(axis_scan_entry(AxisScan::Product, dtype));
+    }
+    for dtype in DType::ALL {
+        out.push(depthwise_entry(dtype));
     }
     out
 }

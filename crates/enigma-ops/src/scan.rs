@@ -1,10 +1,10 @@
 //! Prefix sums: block scans level by level, then the offsets added back;
 //! cumulative sums and products over any axis.
 
-use crate::{arg_err, Error, KernelType, Ops};
+use crate::{Error, KernelType, Ops};
 use enigma_ir::{Scalar, Type};
-use enigma_kernels::library::reduce::{self, AxisRowArgs};
-use enigma_kernels::library::scan::{self, AxisScan, RowScanArgs, ScanArgs, ScanKind};
+use enigma_kernels::library::reduce::AxisRowArgs;
+use enigma_kernels::library::scan::{self, AxisChunkArgs, AxisScan, AxisScanPlan, ChunkPass, RowScanArgs, ScanArgs, ScanKind};
 use enigma_kernels::library::ReduceOp;
 use enigma_runtime::Buffer;
 
@@ -67,34 +67,48 @@ impl Ops<'_> {
 
     /// The inclusive running sum or product over the middle axis of
     /// `[outer, axis, inner]` (f32, f16, bf16, i32, u32; floats accumulate
-    /// in f32), an output of the input's shape and type. A sum over one
-    /// whole vector (`outer = inner = 1`) of f32, i32 or u32 takes the
-    /// parallel prefix sum, of f16 or bf16 the blocked scan
-    /// (blocks from f32 offsets, below); the last axis of long rows (or of
-    /// rows too few to fill the GPU) a threadgroup per row
-    /// (`library::scan::scan_rows`); everything else one thread per column.
+    /// in f32), an output of the input's shape and type, in the form
+    /// `library::scan::plan_axis_scan` chooses: a sum over one whole vector
+    /// of f32, i32 or u32 takes the parallel prefix sum, of f16 or bf16 the
+    /// blocked scan (blocks from f32 offsets, below); the last axis of long
+    /// rows (or of rows too few to fill the GPU) a threadgroup per row; an
+    /// axis whose columns are too few to fill the GPU a thread each runs by
+    /// chunks of the axis (a totals pass, then a scan pass from the chunks'
+    /// running totals); everything else one thread per column.
     pub fn scan_axis(&self, op: AxisScan, x: &Buffer, outer: usize, axis: usize, inner: usize) -> Result<Buffer, Error> {
         let name = format!("{}_axis", op.name());
         let elem = self.elem_of(&name, x)?;
-        if !scan::AXIS_SCAN_SCALARS.contains(&elem) {
-            return Err(arg_err(&name, format!("element type {elem} is not f32, f16, bf16, i32 or u32")));
-        }
         let n = outer.saturating_mul(axis).saturating_mul(inner);
         self.need(&name, "x", x, n, elem)?;
-        let whole = outer == 1 && inner == 1;
-        if op == AxisScan::Sum && whole && scan::SCAN_SCALARS.contains(&elem) {
-            return self.prefix_sum(x, n, ScanKind::Inclusive);
+        let vector_ok = self.options.vectorize != Some(false) && x.viewed_as(Type::vector(elem, 4)).is_some();
+        match scan::plan_axis_scan(op, elem, outer, axis, inner, self.threads(KernelType::Elementwise), vector_ok)? {
+            AxisScanPlan::PrefixSum => self.prefix_sum(x, n, ScanKind::Inclusive),
+            AxisScanPlan::Blocked => self.scan_blocked_f32(x, elem, n),
+            AxisScanPlan::Rows => {
+                let y = self.output(elem, n)?;
+                self.scan_rows_into(op, x, &y, elem, n, axis, None)?;
+                Ok(y)
+            }
+            AxisScanPlan::Columns(plan) => {
+                let y = self.output(elem, n)?;
+                self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
+                Ok(y)
+            }
+            AxisScanPlan::Chunks(plan) => self.scan_axis_chunks(&plan, x, n),
         }
-        if op == AxisScan::Sum && whole && elem.is_float() && n > scan::SCAN_BLOCK {
-            return self.scan_blocked_f32(x, elem, n);
+    }
+
+    /// The running sum or product over an axis by chunks: the chunks'
+    /// totals, then each chunk's scan from the totals of those before it.
+    fn scan_axis_chunks(&self, plan: &scan::AxisChunksPlan, x: &Buffer, n: usize) -> Result<Buffer, Error> {
+        let y = self.output(plan.scalar, n)?;
+        let totals = self.output(plan.totals_scalar(), plan.totals_len())?;
+        let view = |b: &Buffer, s: Scalar| if plan.vec == 4 { b.viewed_as(Type::vector(s, 4)).unwrap_or_else(|| b.clone()) } else { b.clone() };
+        let (x, y4, totals) = (view(x, plan.scalar), view(&y, plan.scalar), view(&totals, plan.totals_scalar()));
+        for pass in [ChunkPass::Totals, ChunkPass::Scan] {
+            let args = AxisChunkArgs { x: &x, x4: &x, y: Some(&y4), y4: Some(&y4), totals: &totals, totals4: &totals };
+            self.launch(format!("scan_axis_chunks {:?}", (plan.op, plan.scalar, plan.vec, pass)), || plan.kernel(pass), plan.dispatch, &(args, plan.args()))?;
         }
-        let y = self.output(elem, n)?;
-        if scan::scan_by_rows(outer, axis, inner) {
-            self.scan_rows_into(op, x, &y, elem, n, axis, None)?;
-            return Ok(y);
-        }
-        let plan = reduce::plan_axis(&name, outer, axis, inner, self.threads(KernelType::Elementwise))?;
-        self.launch(format!("scan_axis {:?}", (op, elem)), || scan::scan_axis(op, elem), plan.dispatch, &(AxisRowArgs { x, y: &y }, plan.args()))?;
         Ok(y)
     }
 

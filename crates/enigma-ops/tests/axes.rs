@@ -17,6 +17,12 @@ const SHAPES: [[usize; 3]; 8] = [[1, 7, 1], [1, 1, 1], [3, 1000, 1], [1, 7, 13],
 /// several blocks (the last one partial) for the blocked f16/bf16 sum.
 const SCAN_SHAPES: [[usize; 3]; 4] = [[2, 3000, 1], [3, 1001, 1], [1, 10001, 1], [1, 8192, 1]];
 
+/// Shapes of the running sums and products by chunks of the axis: 4-wide
+/// columns (a last chunk short, several outer slices), scalar columns of a
+/// row not a multiple of 4 or 8, an axis of two chunks, a row wider than a
+/// threadgroup (two threadgroups across it, the second partial).
+const CHUNK_SHAPES: [[usize; 3]; 5] = [[1, 1000, 8], [2, 257, 36], [1, 1000, 37], [3, 64, 5], [1, 70, 1100]];
+
 /// Shapes of the reductions' kernels over a middle axis: rows of 4-wide
 /// vectors and not, blocks of columns with a partial last block, the axis
 /// split over threadgroups (with a second pass over the splits), and a
@@ -152,7 +158,7 @@ fn cumulative_sums_and_products_over_any_axis() {
     let rt = Runtime::new(Device::Sim).unwrap();
     for elem in [Scalar::F32, Scalar::F16, Scalar::BF16, Scalar::I32, Scalar::U32] {
         let ops = Ops::new(&rt).with_options(sanitized(elem));
-        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(SCAN_SHAPES) {
+        for shape @ [outer, axis, inner] in SHAPES.into_iter().chain(SCAN_SHAPES).chain(CHUNK_SHAPES) {
             let n = outer * axis * inner;
             // Small integers (exact sums), and factors near 1 for products.
             let x: Vec<f32> = (0..n).map(|i| ((i * 37 + 5) % 9) as f32).collect();
@@ -181,6 +187,11 @@ fn cumulative_sums_and_products_over_any_axis() {
                     None => 0.0,
                 };
                 check(&format!("{} {elem} {shape:?}", op.name()), &got, &want, tol);
+                let launches = ops.take_launches();
+                assert!(launches.iter().all(|l| l.report.findings.is_empty()), "{} {elem} {shape:?}: {:?}", op.name(), launches.iter().map(|l| (&l.kernel, &l.report.findings)).collect::<Vec<_>>());
+                if CHUNK_SHAPES.contains(&shape) {
+                    assert!(launches.iter().any(|l| l.kernel.contains("_axis_chunks_scan_")), "{} {elem} {shape:?} ran {:?}", op.name(), launches.iter().map(|l| &l.kernel).collect::<Vec<_>>());
+                }
             }
         }
     }

@@ -2,8 +2,9 @@
 //! pointwise, with padding, strides, dilation and an optional bias, against
 //! a plain f64 loop written here, for every element type, under the
 //! simulator's sanitizer — the unfolding (by elements and by 16-byte
-//! stores) and batched GEMM (groups of more than one input channel) and
-//! the direct kernel (depthwise) alike.
+//! stores) and batched GEMM (groups of more than one input channel), the
+//! depthwise kernels (by rows of 16-byte words and by tiles) and the direct
+//! kernel alike.
 
 use enigma_ops::{download, quantize, upload, Conv2d, DType, Ops, Options};
 use enigma_runtime::{Device, Runtime};
@@ -57,6 +58,15 @@ fn convolutions_match_an_f64_loop() {
         // one tile (edges in both directions), a strided dilated window.
         Conv2d { in_channels: 2, out_channels: 4, groups: 2, size: [37, 45], ..base },
         Conv2d { batch: 1, in_channels: 3, size: [40, 70], out_channels: 3, kernel: [5, 3], stride: [2, 3], padding: [3, 1], dilation: [2, 1], groups: 3 },
+        // Depthwise by rows of 16-byte words: a last block of rows short,
+        // a channel multiplier of 2 with a taller window, a wide window
+        // (rows of 12: f32 only), a window without left padding (f32
+        // only), a 1×1 window.
+        Conv2d { in_channels: 4, out_channels: 4, groups: 4, size: [7, 16], ..base },
+        Conv2d { in_channels: 2, out_channels: 4, groups: 2, size: [9, 24], kernel: [5, 3], padding: [2, 1], ..base },
+        Conv2d { in_channels: 3, out_channels: 3, groups: 3, size: [5, 12], kernel: [3, 5], padding: [1, 2], ..base },
+        Conv2d { in_channels: 3, out_channels: 3, groups: 3, size: [6, 12], kernel: [2, 5], padding: [0, 0], ..base },
+        Conv2d { in_channels: 2, out_channels: 2, groups: 2, size: [3, 8], kernel: [1, 1], padding: [0, 0], ..base },
         // A window of more taps than the tiled kernel holds: the direct kernel.
         Conv2d { in_channels: 2, out_channels: 2, groups: 2, batch: 1, size: [3, 52], kernel: [1, 50], padding: [1, 0], ..base },
         // Through the unfolding and the batched GEMM: groups of several
@@ -93,7 +103,9 @@ fn convolutions_match_an_f64_loop() {
                 // The unfolding, where there is one: by 16-byte stores where
                 // the output rows are whole 16 bytes.
                 let unfolds = c.groups < c.in_channels && (c.kernel, c.stride, c.padding) != ([1, 1], [1, 1], [0, 0]);
-                let kernels: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+                let launches = ops.take_launches();
+                assert!(launches.iter().all(|l| l.report.findings.is_empty()), "{dtype} {c:?}: {:?}", launches.iter().map(|l| (&l.kernel, &l.report.findings)).collect::<Vec<_>>());
+                let kernels: Vec<String> = launches.into_iter().map(|l| l.kernel).collect();
                 let per_word = 16 / dtype.size_bytes() as usize;
                 if unfolds {
                     let packed = out[1].is_multiple_of(per_word);
@@ -107,6 +119,15 @@ fn convolutions_match_an_f64_loop() {
                     let want = if words { "repeat_words".to_string() } else { format!("repeat_{dtype}") };
                     assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
                 }
+                // Depthwise of stride and dilation 1 over rows of whole
+                // 16-byte words: by rows of words.
+                let by_rows = c.groups == c.in_channels
+                    && (c.stride, c.dilation) == ([1, 1], [1, 1])
+                    && c.kernel.iter().all(|&k| k <= 7)
+                    && c.padding[1] < c.kernel[1]
+                    && c.size[1].is_multiple_of(per_word)
+                    && out[1].is_multiple_of(per_word);
+                assert_eq!(kernels.iter().any(|k| k.starts_with("conv2d_depthwise_rows_")), by_rows, "{dtype} {c:?}: {kernels:?}");
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();
                 for (i, (g, v)) in got.iter().zip(&want).enumerate() {
                     // f32 sums of exact products, rounded once to the type.

@@ -1,7 +1,7 @@
-//! The packed element-wise kernels (f16 and bf16, 8 elements per 16-byte
-//! access) against the f64 reference of each operation, under the
-//! simulator's sanitizer, and the choice between them and the vector
-//! kernels.
+//! The element-wise kernels of 8 elements a thread (packed f16 and bf16, 8
+//! elements per 16-byte access; f32 as two `float4`s) against the f64
+//! reference of each operation, under the simulator's sanitizer, and the
+//! choice between them and the vector kernels.
 
 use enigma_ops::{download, library::elementwise, quantize, upload, CheckOutcome, DType, Elementwise, Ops, Options, Tolerance};
 use enigma_runtime::{Device, Runtime};
@@ -34,6 +34,40 @@ fn packed_kernels_match_the_f64_reference() {
                 let outcome = CheckOutcome::compare(&format!("{op} {dtype} n {n}"), &[n], &got, &want, |_| tol);
                 assert!(outcome.passed, "{outcome}");
             }
+        }
+    }
+}
+
+#[test]
+fn f32_pairs_of_vectors_match_the_vector_kernel_and_the_f64_reference() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let options = Options { sanitize: true, elem: Some(DType::F32.scalar()), threads: Some(64), ..Options::default() };
+    let pairs = Ops::new(&rt).with_options(options.clone());
+    let vectors = Ops::new(&rt).with_options(Options { vectorize: Some(true), ..options });
+    // One element; a partial vector; whole threadgroups of 128 vectors; a
+    // last threadgroup with its second vector out of range, and with one
+    // vector in it partial.
+    for n in [1usize, 7, 1024, 1030, 1290] {
+        for op in Elementwise::ALL {
+            let mut x: Vec<f32> = (0..n).map(|i| ((i * 37 + 11) % 101) as f32 / 101.0 * 8.0 - 4.0).collect();
+            if op == Elementwise::Log {
+                x.iter_mut().for_each(|v| *v += 4.01);
+            }
+            let b: Vec<f32> = (0..n).map(|i| 0.5 + ((i * 13 + 5) % 29) as f32 / 8.0).collect();
+            let (xb, bb) = (upload(&rt, DType::F32.scalar(), &x).unwrap(), upload(&rt, DType::F32.scalar(), &b).unwrap());
+            let run = |ops: &Ops<'_>| {
+                let y = ops.elementwise(op, &xb, op.is_binary().then_some(&bb), n, 0.75).unwrap();
+                let launch = ops.take_launches().pop().unwrap();
+                assert!(launch.report.findings.is_empty(), "{op} n {n}: {:?}", launch.report.findings);
+                (launch.kernel, download(&y, DType::F32.scalar(), n).unwrap())
+            };
+            let ((kernel, got), (vector_kernel, want_bits)) = (run(&pairs), run(&vectors));
+            assert!(kernel.ends_with("_f32_vec4_x2") && vector_kernel.ends_with("_f32_vec4"), "{op} n {n}: ran {kernel} and {vector_kernel}");
+            // The same f32 functions: the same bits.
+            assert!(got.iter().zip(&want_bits).all(|(g, w)| g.to_bits() == w.to_bits()), "{op} n {n}: {got:?} vs {want_bits:?}");
+            let want = elementwise::reference(op, &x, Some(&b), 0.75);
+            let outcome = CheckOutcome::compare(&format!("{op} f32 n {n}"), &[n], &got, &want, |_| Tolerance::new(1e-6, 2e-6));
+            assert!(outcome.passed, "{outcome}");
         }
     }
 }

@@ -41,6 +41,19 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
             } else if entry.name.starts_with("attention_prefill_") {
                 // One kernel on SIMD-group matrices, no vector variant.
                 assert!(matches!(&auto.launches[..], [one] if one.kernel.starts_with("attention_prefill_")), "{auto}");
+            } else if entry.name.starts_with("cumsum_axis_") || entry.name.starts_with("cumprod_axis_") {
+                // An axis of at least two chunks of 32 rows: by chunks (its
+                // totals pass first), 4-wide columns where the row is whole
+                // vectors; a shorter one a thread per column.
+                let kernel = first_kernel(&auto);
+                let chunks = shape[1] >= 64;
+                assert_eq!(kernel.contains("_axis_chunks_totals_"), chunks, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                assert_eq!(kernel.contains("_vec4"), chunks && shape[2] % 4 == 0, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("conv2d_depthwise_") {
+                // Rows of whole 16-byte words: by rows of words; else tiles.
+                let words = 16 / entry.elem.size_bytes() as usize;
+                let rows = shape[3] % words == 0;
+                assert_eq!(first_kernel(&auto).starts_with("conv2d_depthwise_rows_"), rows, "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");
@@ -132,13 +145,17 @@ fn threadgroup_overrides_give_the_same_results() {
     // The fused quantized kernel's threads are its tile's (its variants are
     // the tiles the tuner tries), and so are the tensor-core kernel's on
     // weights in fragment order and the attention prefill's (a SIMD group
-    // per 16 query rows), so they are not among them.
+    // per 16 query rows), and the depthwise convolution's are its tile's,
+    // so they are not among them.
     let rt = Runtime::new(Device::Sim).unwrap();
     for threads in [32, 64, 1024] {
-        for entry in registry().into_iter().filter(|e| !["qmatmul_fused_", "qmatmul_fragments_", "attention_prefill_"].iter().any(|p| e.name.starts_with(p))) {
+        for entry in registry().into_iter().filter(|e| !["qmatmul_fused_", "qmatmul_fragments_", "attention_prefill_", "conv2d_depthwise_"].iter().any(|p| e.name.starts_with(p))) {
             let shape = match entry.shape_names.len() {
                 1 => vec![70_001],
                 2 => vec![3, 2049],
+                // Running sums over an axis by chunks: a row of 1024 vectors,
+                // which takes threadgroups of up to 1024.
+                3 if entry.name.contains("_axis_") => vec![1, 64, 4096],
                 // One query head per K/V head: 32 SIMD groups' states fit
                 // 32 KiB of threadgroup memory only for one head each.
                 5 => vec![2, 4, 4, 70, 128],

@@ -19,6 +19,8 @@ fn every_entry_runs_clean_under_the_sanitizer() {
             2 => vec![3, 100],
             // Fragment order needs N a multiple of 16.
             _ if entry.name.starts_with("qmatmul_fragments_") => vec![2, 48, 128],
+            // Depthwise convolution: batch x channels x h x w.
+            4 => vec![2, 3, 5, 16],
             // Batched attention decode: batch x q_heads x kv_heads x s_len x d.
             5 => vec![2, 4, 2, 40, 128],
             // batch x heads x kv_heads x s_q x s_kv x d.

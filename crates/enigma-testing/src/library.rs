@@ -43,6 +43,19 @@ pub const MATMUL: [[usize; 3]; 5] = [[1, 1, 1], [7, 7, 7], [33, 100, 7], [65, 64
 /// grouped heads, both head dimensions.
 pub const ATTENTION_PREFILL: [[usize; 6]; 5] = [[1, 1, 1, 1, 1, 64], [2, 2, 1, 7, 40, 128], [1, 4, 2, 70, 33, 64], [1, 2, 2, 65, 65, 128], [1, 8, 2, 3, 100, 64]];
 
+/// Running sums and products over the middle axis `[outer, axis, inner]`:
+/// by chunks of the axis with 4-wide columns (a last chunk short, several
+/// outer slices, two threadgroups across a row), with scalar columns (a
+/// row not a multiple of 4), an axis of two chunks; a thread per column
+/// (an axis too short to cut).
+pub const AXIS_SCAN: [[usize; 3]; 6] = [[1, 1000, 8], [2, 257, 36], [1, 1000, 37], [3, 64, 5], [1, 70, 1100], [64, 7, 13]];
+
+/// Depthwise 3×3 convolution `[batch, channels, h, w]`: rows of whole
+/// 16-byte words in every type (a last block of rows short), in f32 only
+/// (rows of 12 and 20: the tiled kernel in f16/bf16), a plane wider than
+/// a tile, a single row.
+pub const DEPTHWISE: [[usize; 4]; 5] = [[2, 4, 7, 16], [1, 3, 5, 12], [2, 3, 10, 20], [1, 2, 40, 40], [1, 3, 1, 8]];
+
 /// The awkward shapes `entry` is checked at: by its operation (quantized
 /// and plain matrix multiply) or by the number of its shape dimensions.
 pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
@@ -57,6 +70,12 @@ pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     }
     if entry.name.starts_with("matmul_") {
         return MATMUL.iter().map(|s| s.to_vec()).collect();
+    }
+    if entry.name.starts_with("cumsum_axis_") || entry.name.starts_with("cumprod_axis_") {
+        return AXIS_SCAN.iter().map(|s| s.to_vec()).collect();
+    }
+    if entry.name.starts_with("conv2d_depthwise_") {
+        return DEPTHWISE.iter().map(|s| s.to_vec()).collect();
     }
     match entry.shape_names.len() {
         1 => FLAT.iter().map(|&n| vec![n]).collect(),

@@ -50,6 +50,8 @@ fn every_kernel_runs_and_checks_out() {
             2 => "3x33",
             // Fragment order needs N a multiple of 16.
             _ if entry.name.starts_with("qmatmul_fragments") => "2x48x128",
+            // Depthwise convolution: batch x channels x h x w.
+            4 => "2x3x5x16",
             // Batched attention decode: batch x q_heads x kv_heads x s_len x d.
             5 => "2x4x2x40x128",
             // batch x heads x kv_heads x s_q x s_kv x d.

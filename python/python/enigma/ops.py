@@ -881,8 +881,10 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
     ``N·C_in·kH·kW·H_out·W_out`` elements; none for a 1×1 window of stride 1
     without padding) and one batched matmul over images and groups (with a
     bias, a float16/bfloat16 result is rounded before the bias is added);
-    depthwise ones (``groups`` = input channels) by 32×32 output tiles whose
-    input is staged in threadgroup memory; the rest (windows past 49 taps,
+    depthwise ones (``groups`` = input channels) of stride and dilation 1
+    over rows of whole 16-byte words by rows of words (a thread per 16-byte
+    word of outputs in 4 rows), other depthwise ones by 32×32 output tiles
+    whose input is staged in threadgroup memory; the rest (windows past 49 taps,
     unfoldings past 1 GiB) with the direct kernel, one thread per output
     element. The docs' "Convolution" section says more.
 

@@ -20,11 +20,19 @@
 //! * [`conv2d_depthwise`], a depthwise convolution (one input channel per
 //!   group) by output tiles, the input under each tile staged in
 //!   threadgroup memory, the window fixed in the kernel.
+//! * [`conv2d_depthwise_rows`], the same convolution of stride and
+//!   dilation 1 over rows of whole 16-byte words
+//!   ([`DepthwiseRows::of`]): no threadgroup memory; a thread
+//!   computes one 16-byte word of outputs (8 f16/bf16 or 4 f32) in each
+//!   of [`DEPTHWISE_ROWS`] consecutive output rows, from the input rows
+//!   under them, each loaded once as a 16-byte word plus the window's
+//!   columns either side as single elements, all loads issued before the
+//!   sums.
 //!
 //! `enigma-ops` runs dense and grouped convolutions as [`im2col`] and a
 //! batched GEMM (a pointwise one of stride 1 without the unfolding),
-//! depthwise ones with [`conv2d_depthwise`] where the window fits it, and
-//! the rest with [`conv2d`].
+//! depthwise ones with [`conv2d_depthwise_rows`] or [`conv2d_depthwise`]
+//! where the window fits them, and the rest with [`conv2d`].
 
 use super::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -387,5 +395,185 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
         let acc = k.let_(&format!("acc{j}"), acc);
         k.if_(oy.lt(oh).and(ox.lt(ow)), |k| store_f32(k, y, (plane * oh + oy) * ow + ox, acc));
     }
+    finish(k)
+}
+
+/// Output rows a thread of [`conv2d_depthwise_rows`] computes.
+pub const DEPTHWISE_ROWS: u32 = 4;
+/// Threads of one [`conv2d_depthwise_rows`] threadgroup.
+pub const DEPTHWISE_ROWS_THREADS: u32 = 256;
+/// The widest window [`conv2d_depthwise_rows`] takes along each axis.
+pub const DEPTHWISE_ROWS_MAX_WINDOW: u32 = 7;
+
+/// A depthwise convolution of stride and dilation 1 by rows of 16-byte
+/// words ([`conv2d_depthwise_rows`]): the element type, `[kh, kw]` and the
+/// columns of padding `pw`, fixed in the kernel (the rows of padding are a
+/// value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DepthwiseRows {
+    pub dtype: DType,
+    pub kernel: [u32; 2],
+    pub pw: u32,
+}
+
+impl DepthwiseRows {
+    /// The rows form of `cfg` over input rows of `in_w` and output rows of
+    /// `out_w` with `pw` columns of padding, where it takes them: stride and
+    /// dilation 1, a window of at most [`DEPTHWISE_ROWS_MAX_WINDOW`] along
+    /// each axis, padding narrower than the window, and rows of whole
+    /// 16-byte words.
+    pub fn of(cfg: &DepthwiseConfig, in_w: u32, out_w: u32, pw: u32) -> Option<DepthwiseRows> {
+        let rows = DepthwiseRows { dtype: cfg.dtype, kernel: cfg.kernel, pw };
+        let words = rows.word_elems();
+        let fits = cfg.stride == [1, 1]
+            && cfg.dilation == [1, 1]
+            && cfg.kernel.iter().all(|k| (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(k))
+            && pw < cfg.kernel[1]
+            && in_w.is_multiple_of(words)
+            && out_w.is_multiple_of(words);
+        fits.then_some(rows)
+    }
+
+    /// Elements of one 16-byte word: 4 f32, 8 f16 or bf16.
+    pub fn word_elems(&self) -> u32 {
+        16 / self.dtype.size_bytes()
+    }
+
+    /// The threads over `planes` output planes of `[out_h, out_w]` (one per
+    /// output word of [`DEPTHWISE_ROWS`] rows), and their dispatch.
+    pub fn dispatch(&self, planes: u32, out_h: u32, out_w: u32) -> (u64, Dispatch) {
+        let threads = planes as u64 * out_h.div_ceil(DEPTHWISE_ROWS) as u64 * (out_w / self.word_elems()) as u64;
+        let groups = threads.div_ceil(DEPTHWISE_ROWS_THREADS as u64);
+        (threads, Dispatch::threadgroups([groups.min(u32::MAX as u64) as u32, 1, 1], DEPTHWISE_ROWS_THREADS))
+    }
+
+    pub fn name(&self) -> String {
+        let [kh, kw] = self.kernel;
+        format!("conv2d_depthwise_rows_{}_k{kh}x{kw}_pw{}", self.dtype, self.pw)
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers of [`conv2d_depthwise_rows`]: `x` read as elements and,
+    /// through its 16-byte view `x_words`, as words; `y` written through
+    /// its view `y_words`; `bias` read only where `has_bias` is 1. Bound
+    /// beside [`DepthwiseRowsDims`].
+    pub struct DepthwiseRowsArgs {
+        X x: buffer,
+        X_WORDS x_words: buffer,
+        W w: buffer,
+        BIAS bias: buffer,
+        Y_WORDS y_words: buffer,
+        HAS_BIAS has_bias: u32,
+    }
+}
+
+crate::kernel_args! {
+    /// The sizes [`conv2d_depthwise_rows`] takes by value: the planes', the
+    /// rows of padding, and the threads that work (`threads`).
+    pub struct DepthwiseRowsDims(values) {
+        C_IN c_in: u32,
+        IN_H in_h: u32,
+        IN_W in_w: u32,
+        C_OUT c_out: u32,
+        OUT_H out_h: u32,
+        OUT_W out_w: u32,
+        PH ph: u32,
+        THREADS threads: u32,
+    }
+}
+
+/// The depthwise convolution of stride and dilation 1 by rows of 16-byte
+/// words, `cfg.name()` (module docs): thread `t` takes word `t % words` of
+/// [`DEPTHWISE_ROWS`] consecutive output rows of one plane. It loads the
+/// `DEPTHWISE_ROWS + kh − 1` input rows under them (zeros outside the
+/// plane), each as the word above its outputs and the `pw` elements left
+/// of it and `kw − 1 − pw` right of it, then sums the windows in f32
+/// (weights in registers) and rounds once to the data's type, one 16-byte
+/// store per output row.
+///
+/// # Panics
+/// When the window is wider than [`DEPTHWISE_ROWS_MAX_WINDOW`] or `pw` is
+/// not narrower than it.
+pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
+    let [kh, kw] = cfg.kernel;
+    assert!((1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kh) && (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kw) && cfg.pw < kw, "{}: the window does not fit the rows kernel", cfg.name());
+    let mut k = KernelBuilder::new(cfg.name());
+    type P = DepthwiseRowsArgs;
+    let half = cfg.dtype != DType::F32;
+    let word_ty = if half { Type::vector(Scalar::U32, 4) } else { Type::vector(Scalar::F32, 4) };
+    let vec = cfg.word_elems();
+    let pw = cfg.pw;
+    let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
+    let xw = k.buffer(P::X_WORDS, word_ty, Access::Read);
+    let wt = k.buffer(P::W, cfg.dtype.ty(1), Access::Read);
+    let bias = k.buffer(P::BIAS, cfg.dtype.ty(1), Access::Read);
+    let yw = k.buffer(P::Y_WORDS, word_ty, Access::ReadWrite);
+    let has_bias = k.value(P::HAS_BIAS, Type::U32);
+    let d: Vec<Ex> = DepthwiseRowsDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
+    let [c_in, h, w, c_out, oh, ow, ph, threads] = d[..] else { unreachable!("DepthwiseRowsDims has 8 fields") };
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    let pair = cfg.dtype.ty(2);
+    k.if_(tid.lt(threads), |k| {
+        let words = k.let_("words", ow / vec);
+        let row_blocks = k.let_("row_blocks", (oh + (DEPTHWISE_ROWS - 1)) / DEPTHWISE_ROWS);
+        let word = k.let_("word", tid % words);
+        let rest = k.let_("rest", tid / words);
+        let oy0 = k.let_("oy0", rest % row_blocks * DEPTHWISE_ROWS);
+        let plane = k.let_("plane", rest / row_blocks);
+        let co = k.let_("co", plane % c_out);
+        let channel = k.let_("channel", plane / c_out * c_in + co / (c_out / c_in));
+        let ox = k.let_("ox", word * vec);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let zero = lit(Scalar::I32, 0.0);
+        // Input row r is plane row oy0 - ph + r; value c of it is column
+        // ox - pw + c: the word's elements for pw <= c < pw + vec, single
+        // elements (inside the plane) either side.
+        let span = vec + kw - 1;
+        let mut rows: Vec<Vec<Var>> = vec![];
+        for r in 0..DEPTHWISE_ROWS + kh - 1 {
+            let iy = k.let_(&format!("iy{r}"), i32(oy0 + r) - i32(ph));
+            let row_in = k.let_(&format!("row_in{r}"), iy.ge(zero).and(iy.lt(i32(h))));
+            let start = k.let_(&format!("start{r}"), (channel * h + select(lit(Scalar::U32, 0.0), iy.cast(Type::U32), row_in)) * w);
+            let vals: Vec<Var> = (0..span).map(|c| k.var(&format!("v{r}_{c}"), f(0.0))).collect();
+            k.if_(row_in, |k| {
+                let word_v = k.let_(&format!("word{r}"), xw.get(start / vec + word));
+                for j in 0..vec {
+                    let e = if half { to_f32(word_v.component((j / 2) as u8).bitcast(pair)).component((j % 2) as u8) } else { word_v.component(j as u8) };
+                    k.assign(vals[(pw + j) as usize], e);
+                }
+                for c in (0..pw).chain(pw + vec..span) {
+                    let col = k.let_(&format!("col{r}_{c}"), i32(ox + c) - i32(lit(Scalar::U32, pw as f64)));
+                    let inside = if c < pw { col.ge(zero) } else { col.lt(i32(w)) };
+                    k.if_(inside, |k| k.assign(vals[c as usize], load_f32(x, start + col.cast(Type::U32))));
+                }
+            });
+            rows.push(vals);
+        }
+        let taps: Vec<Ex> = (0..kh * kw).map(|t| k.let_(&format!("w{t}"), load_f32(wt, co * (kh * kw) + t))).collect();
+        let b = k.var("b", f(0.0));
+        k.if_(has_bias.eq(1u32), |k| k.assign(b, load_f32(bias, co)));
+        for o in 0..DEPTHWISE_ROWS {
+            let oy = k.let_(&format!("out_row{o}"), oy0 + o);
+            let outs: Vec<Ex> = (0..vec)
+                .map(|j| {
+                    let mut acc = b.get();
+                    for ky in 0..kh {
+                        for kx in 0..kw {
+                            acc = acc + rows[(o + ky) as usize][(j + kx) as usize].get() * taps[(ky * kw + kx) as usize];
+                        }
+                    }
+                    k.let_(&format!("acc{o}_{j}"), acc)
+                })
+                .collect();
+            let out = if half {
+                let packed: Vec<Ex> = (0..4).map(|q| vector(Type::vector(Scalar::F32, 2), &[outs[2 * q], outs[2 * q + 1]]).cast(pair).bitcast(Type::U32)).collect();
+                vector(word_ty, &packed)
+            } else {
+                vector(word_ty, &outs)
+            };
+            k.if_(oy.lt(oh), |k| k.store(yw.at((plane * oh + oy) * words + word), out));
+        }
+    });
     finish(k)
 }

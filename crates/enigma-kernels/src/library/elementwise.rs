@@ -456,6 +456,50 @@ pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
     finish(k)
 }
 
+/// The threadgroup size of [`elementwise_pairs`] when the caller does not
+/// choose one.
+pub const PAIRS_THREADS: u32 = 128;
+
+/// The kernel `{op}_f32_vec4_x2`: eight f32 elements per thread as two
+/// `float4`s of the vector kernels' views, `T` vectors apart (thread `t` of
+/// threadgroup `g` takes vectors `2gT + t` and `2gT + T + t`, so each load
+/// of a SIMD group stays contiguous), both loaded before either is
+/// computed: twice the bytes in flight of one vector a thread, which the
+/// accurate f32 functions' instructions otherwise leave the memory system
+/// short of. Parameters `x4, [b4,] y4, n, [factor]`; any `n`, padded as
+/// the vector kernels'.
+pub fn elementwise_pairs(op: Elementwise) -> Kernel {
+    let mut k = KernelBuilder::new(format!("{}_f32_vec4_x2", op.name()));
+    let ty = Type::vector(Scalar::F32, 4);
+    type P = ElementwiseArgs;
+    let x = k.buffer(P::X4, ty, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(P::B4, ty, Access::Read));
+    let y = k.buffer(P::Y4, ty, Access::ReadWrite);
+    let n = k.value(P::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
+    let units = vec_units(&mut k, n);
+    let tpg = k.let_("tpg", threads_per_threadgroup().x());
+    let first = k.let_("first", threadgroup_position_in_grid().x() * tpg * 2u32 + thread_index_in_threadgroup());
+    let at = [first, k.let_("second", first + tpg)];
+    let mut loaded = vec![];
+    for (i, &u) in at.iter().enumerate() {
+        let inside = k.let_(&format!("inside{i}"), u.lt(units));
+        let a = k.var(&format!("a{i}"), splat(0.0, 4));
+        let bv = b.map(|_| k.var(&format!("b{i}"), splat(0.0, 4)));
+        k.if_(inside, |k| {
+            k.assign(a, x.get(u));
+            if let (Some(b), Some(bv)) = (b, bv) {
+                k.assign(bv, b.get(u));
+            }
+        });
+        loaded.push((u, inside, a, bv));
+    }
+    for (u, inside, a, bv) in loaded {
+        k.if_(inside, |k| k.store(y.at(u), op.apply(a.get(), bv.map(|v| v.get()), factor, Math::Accurate)));
+    }
+    finish(k)
+}
+
 /// How a broadcast kernel reads one input along the output's innermost
 /// (collapsed) dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -728,9 +772,11 @@ pub fn scale_vec4(dtype: DType) -> Kernel {
 }
 
 /// Threads the kernel needs: one per element, one per (last partial)
-/// `float4`, or one per 8 packed elements.
-pub fn units(n: u32, vec: u8) -> u32 {
+/// `float4`, one per 8 packed elements, or one per two (last partial)
+/// `float4`s of f32.
+pub fn units(dtype: DType, n: u32, vec: u8) -> u32 {
     match vec {
+        8 if dtype == DType::F32 => n.div_ceil(4).div_ceil(2),
         8 => n / 8,
         4 => n.div_ceil(4),
         _ => n,
@@ -749,7 +795,9 @@ pub struct ElementwisePlan {
 
 impl ElementwisePlan {
     pub fn kernel(&self) -> Kernel {
-        if self.vec == 8 {
+        if self.vec == 8 && self.dtype == DType::F32 {
+            elementwise_pairs(self.op)
+        } else if self.vec == 8 {
             elementwise_packed(self.op, self.dtype)
         } else {
             elementwise(self.op, self.dtype, self.vec)
@@ -758,13 +806,13 @@ impl ElementwisePlan {
 }
 
 /// The launch for `n` elements in threadgroups of `threads`; `vec` 4 when
-/// the caller can bind vector views, 8 for the packed kernel
-/// ([`elementwise_packed`]: f16 and bf16, `n % 8 == 0`).
+/// the caller can bind vector views, 8 for eight elements a thread
+/// ([`packs`]: the packed kernel of f16 and bf16, two `float4`s of f32).
 pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: u32) -> Result<ElementwisePlan, ShapeError> {
     let name = format!("{}_{}{}", op.name(), dtype, vec_suffix(vec));
     if vec == 8 {
         if !packs(dtype, n) {
-            return Err(ShapeError::new(format!("{}_{}_vec8", op.name(), dtype), format!("8 packed elements per thread need f16 or bf16 and a multiple of 8 elements, not {n} of {dtype}")));
+            return Err(ShapeError::new(format!("{}_{}_vec8", op.name(), dtype), format!("8 elements per thread need f32, or f16 or bf16 and a multiple of 8 elements, not {n} of {dtype}")));
         }
     } else {
         check_vec(&name, vec)?;
@@ -772,14 +820,15 @@ pub fn plan(op: Elementwise, dtype: DType, n: usize, vec: u8, threads: u32) -> R
     nonzero(&name, "n", n)?;
     let n = to_u32(&name, "n", n)?;
     let t = check_threads(&name, threads)?;
-    let groups = units(n, vec).div_ceil(t);
+    let groups = units(dtype, n, vec).div_ceil(t);
     Ok(ElementwisePlan { op, dtype, vec, n, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
 
-/// Whether `n` elements of `dtype` can run the packed kernel
-/// ([`elementwise_packed`]).
+/// Whether `n` elements of `dtype` can run eight elements a thread: the
+/// packed kernel ([`elementwise_packed`], f16 and bf16, `n % 8 == 0`) or
+/// two `float4`s of f32 ([`elementwise_pairs`], any `n`).
 pub fn packs(dtype: DType, n: usize) -> bool {
-    dtype != DType::F32 && n.is_multiple_of(8)
+    dtype == DType::F32 || n.is_multiple_of(8)
 }
 
 /// The f64 reference (`b` only for binary operations).
@@ -815,9 +864,12 @@ mod tests {
 
     #[test]
     fn vector_plans_cover_the_tail_with_one_more_thread() {
-        assert_eq!(units(4096, 4), 1024);
-        assert_eq!(units(4097, 4), 1025);
-        assert_eq!(units(3, 4), 1);
+        assert_eq!(units(DType::F16, 4096, 4), 1024);
+        assert_eq!(units(DType::F32, 4097, 4), 1025);
+        assert_eq!(units(DType::BF16, 3, 4), 1);
+        // Two float4s a thread: 4097 f32 are 1025 vectors, 513 threads.
+        assert_eq!(units(DType::F32, 4097, 8), 513);
+        assert_eq!(units(DType::F16, 4096, 8), 512);
         let p = plan(Elementwise::Scale, DType::F16, 4096, 4, 256).unwrap();
         // Seed 000: N = 4096 half4 scale → 4 threadgroups of 256.
         assert_eq!(p.dispatch, Dispatch::threadgroups([4, 1, 1], 256));
@@ -829,7 +881,9 @@ mod tests {
         // Packed: 8 halves per thread.
         assert_eq!(plan(Elementwise::Sigmoid, DType::BF16, 4096, 8, 256).unwrap().dispatch, Dispatch::threadgroups([2, 1, 1], 256));
         assert!(plan(Elementwise::Sigmoid, DType::BF16, 4100, 8, 256).is_err());
-        assert!(plan(Elementwise::Sigmoid, DType::F32, 4096, 8, 256).is_err());
+        // Two float4s of f32 per thread, any length: 4100 f32 are 1025
+        // vectors, 513 threads.
+        assert_eq!(plan(Elementwise::Sigmoid, DType::F32, 4100, 8, 128).unwrap().dispatch, Dispatch::threadgroups([5, 1, 1], 128));
     }
 
     #[test]

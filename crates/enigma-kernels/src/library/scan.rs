@@ -37,7 +37,22 @@
 //! Parameters `x, y, axis, inner, columns`.
 
 //!
-//! **Rows** ([`scan_rows`], chosen by [`scan_by_rows`] over the last axis
+//! **Over an axis by chunks** ([`scan_axis_chunks`], chosen by
+//! [`plan_axis_scan`] when the columns are too few to fill the GPU a
+//! thread each): the axis is cut into `splits` chunks of `chunk` rows and a
+//! thread takes one column vector (`float4`/`half4` when `inner` is a
+//! multiple of 4) of one chunk, consecutive threads on consecutive vectors
+//! of a row (coalesced). A reduce-then-scan in two launches: the totals
+//! pass writes each chunk's total per column (`totals`, `[outer, splits,
+//! inner]` in the accumulation type); the scan pass starts each chunk from
+//! the running total of the chunks before it (read back from `totals`,
+//! which L2 holds) and walks its rows again, writing the results. Both
+//! keep [`AXIS_CHUNK_LOADS`] loads in flight per thread. Accumulation as
+//! in [`scan_axis`]. Parameters `x[4], [y[4],] totals[4], axis, units,
+//! col_blocks, splits, chunk`.
+
+//!
+//! **Rows** ([`scan_rows`], chosen by [`plan_axis_scan`] over the last axis
 //! when rows are long or few): a threadgroup per row walks it in chunks of
 //! `T` loads (`float4`/`half4` when the row length is a multiple of 4):
 //! each thread scans its load's lanes, a SIMD-group scan of the thread
@@ -50,6 +65,7 @@
 //! Parameters: `x[4], y[4], [offsets,] d, n`.
 
 use super::*;
+use super::reduce::{plan_axis, AxisPlan};
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
 
 /// Element types [`scan_axis`] supports.
@@ -107,6 +123,261 @@ pub fn scan_axis(op: AxisScan, scalar: Scalar) -> Kernel {
         });
     });
     finish(k)
+}
+
+crate::kernel_args! {
+    /// The buffers of [`scan_axis_chunks`]: `x` and `y` (their views `x4`,
+    /// `y4` in the vector kernels; the totals pass has no `y`) and the
+    /// chunks' totals `totals` (`totals4`), bound beside [`AxisChunkDims`].
+    pub struct AxisChunkArgs {
+        X x: buffer,
+        X4 x4: buffer,
+        Y y: optional,
+        Y4 y4: optional,
+        TOTALS totals: buffer,
+        TOTALS4 totals4: buffer,
+    }
+}
+
+crate::kernel_args! {
+    /// The geometry [`scan_axis_chunks`] takes by value: the axis length,
+    /// the vectors per row of `inner`, the threadgroups across a row, the
+    /// chunks of the axis and the rows of each.
+    pub struct AxisChunkDims(values) {
+        AXIS axis: u32,
+        UNITS units: u32,
+        COL_BLOCKS col_blocks: u32,
+        SPLITS splits: u32,
+        CHUNK chunk: u32,
+    }
+}
+
+/// The launches of a running sum or product over an axis by chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChunkPass {
+    /// Each chunk's total per column into `totals`.
+    Totals,
+    /// Each chunk's running results from the totals of the chunks before.
+    Scan,
+}
+
+/// The loads a thread of [`scan_axis_chunks`] issues before it combines
+/// any of them.
+pub const AXIS_CHUNK_LOADS: u32 = 8;
+
+/// One pass of the running sum or product over the middle axis of
+/// `[outer, axis, inner]` by chunks of the axis:
+/// `{cumsum,cumprod}_axis_chunks_{totals,scan}_{scalar}[_vec4]` (module
+/// docs).
+///
+/// # Panics
+/// When `scalar` is not one of [`AXIS_SCAN_SCALARS`] or `vec` is not 1 or 4.
+pub fn scan_axis_chunks(op: AxisScan, scalar: Scalar, vec: u8, pass: ChunkPass) -> Kernel {
+    assert!(AXIS_SCAN_SCALARS.contains(&scalar), "scan_axis_chunks takes f32, f16, bf16, i32 or u32, not {scalar}");
+    assert_vec(vec);
+    let float = scalar.is_float();
+    let acc_ty = if float { Scalar::F32 } else { scalar };
+    let pass_name = match pass {
+        ChunkPass::Totals => "totals",
+        ChunkPass::Scan => "scan",
+    };
+    let mut k = KernelBuilder::new(format!("{}_axis_chunks_{pass_name}_{}{}", op.name(), scalar.name(), vec_suffix(vec)));
+    type P = AxisChunkArgs;
+    type D = AxisChunkDims;
+    let (xn, yn, tn) = if vec == 4 { (P::X4, P::Y4, P::TOTALS4) } else { (P::X, P::Y, P::TOTALS) };
+    let x = k.buffer(xn, Type::vector(scalar, vec), Access::Read);
+    let y = (pass == ChunkPass::Scan).then(|| k.buffer(yn, Type::vector(scalar, vec), Access::ReadWrite));
+    let acc_vec = Type::vector(acc_ty, vec);
+    let totals = k.buffer(tn, acc_vec, if pass == ChunkPass::Totals { Access::ReadWrite } else { Access::Read });
+    let axis = k.value(D::AXIS, Type::U32);
+    let units = k.value(D::UNITS, Type::U32);
+    let col_blocks = k.value(D::COL_BLOCKS, Type::U32);
+    let splits = k.value(D::SPLITS, Type::U32);
+    let chunk = k.value(D::CHUNK, Type::U32);
+    let identity = {
+        let one = lit(acc_ty, if op == AxisScan::Sum { 0.0 } else { 1.0 });
+        if vec == 1 { one } else { vector(acc_vec, &[one]) }
+    };
+    let combine = |a: Ex, b: Ex| if op == AxisScan::Sum { a + b } else { a * b };
+    let load = |x: Mem, at: Ex| if float { load_f32(x, at) } else { x.get(at) };
+    // Threadgroup `group` is block `block` of the row's vectors, chunk
+    // `split` of the axis, outer index `o` (blocks fastest: neighbouring
+    // threadgroups read neighbouring memory).
+    let group = k.let_("group", threadgroup_position_in_grid().x());
+    let block = k.let_("block", group % col_blocks);
+    let rest = k.let_("rest", group / col_blocks);
+    let split = k.let_("split", rest % splits);
+    let o = k.let_("o", rest / splits);
+    let unit = k.let_("unit", block * threads_per_threadgroup().x() + thread_index_in_threadgroup());
+    k.if_(unit.lt(units), |k| {
+        let first = k.let_("first", split * chunk);
+        let end = k.let_("end", min(axis, first + chunk));
+        let acc = k.var("acc", identity);
+        if pass == ChunkPass::Scan {
+            // The running total of the chunks before this one: independent
+            // loads (L2), combined in order.
+            let chunk_base = k.let_("chunk_base", o * splits * units + unit);
+            k.for_range("s", 0u32, split, AXIS_CHUNK_LOADS, |k, s| {
+                let parts: Vec<Var> = (0..AXIS_CHUNK_LOADS)
+                    .map(|u| {
+                        let part = k.var(&format!("t{u}"), identity);
+                        let at = s + u;
+                        k.if_(at.lt(split), |k| k.assign(part, totals.get(chunk_base + at * units)));
+                        part
+                    })
+                    .collect();
+                for part in parts {
+                    k.assign(acc, combine(acc.get(), part.get()));
+                }
+            });
+        }
+        let row_base = k.let_("row_base", o * axis * units + unit);
+        k.for_range("j", first, end, AXIS_CHUNK_LOADS, |k, j| {
+            let loads: Vec<(Ex, Var)> = (0..AXIS_CHUNK_LOADS)
+                .map(|u| {
+                    let v = k.var(&format!("v{u}"), identity);
+                    let at = k.let_(&format!("at{u}"), row_base + (j + u) * units);
+                    let inside = k.let_(&format!("inside{u}"), (j + u).lt(end));
+                    k.if_(inside, |k| k.assign(v, load(x, at)));
+                    (inside, v)
+                })
+                .collect();
+            for (u, (inside, v)) in loads.into_iter().enumerate() {
+                k.assign(acc, combine(acc.get(), v.get()));
+                if let Some(y) = y {
+                    let at = row_base + (j + u as u32) * units;
+                    k.if_(inside, |k| {
+                        if float {
+                            store_f32(k, y, at, acc.get());
+                        } else {
+                            k.store(y.at(at), acc.get());
+                        }
+                    });
+                }
+            }
+        });
+        if pass == ChunkPass::Totals {
+            k.store(totals.at((o * splits + split) * units + unit), acc.get());
+        }
+    });
+    finish(k)
+}
+
+/// A planned running sum or product over an axis by chunks: the totals
+/// pass and the scan pass share the dispatch and the geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisChunksPlan {
+    pub op: AxisScan,
+    pub scalar: Scalar,
+    pub vec: u8,
+    pub outer: u32,
+    pub axis: u32,
+    pub units: u32,
+    pub col_blocks: u32,
+    pub splits: u32,
+    pub chunk: u32,
+    pub dispatch: Dispatch,
+}
+
+impl AxisChunksPlan {
+    pub fn kernel(&self, pass: ChunkPass) -> Kernel {
+        scan_axis_chunks(self.op, self.scalar, self.vec, pass)
+    }
+
+    pub fn args(&self) -> AxisChunkDims {
+        AxisChunkDims { axis: self.axis, units: self.units, col_blocks: self.col_blocks, splits: self.splits, chunk: self.chunk }
+    }
+
+    /// The element type of the chunks' totals: f32 for floats.
+    pub fn totals_scalar(&self) -> Scalar {
+        if self.scalar.is_float() {
+            Scalar::F32
+        } else {
+            self.scalar
+        }
+    }
+
+    /// Elements of the chunks' totals, `outer · splits · inner`.
+    pub fn totals_len(&self) -> usize {
+        self.outer as usize * self.splits as usize * self.units as usize * self.vec as usize
+    }
+}
+
+/// How a running sum or product over the middle axis of `[outer, axis,
+/// inner]` runs ([`plan_axis_scan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AxisScanPlan {
+    /// One whole f32, i32 or u32 vector summed: the parallel prefix sum
+    /// ([`plan`]).
+    PrefixSum,
+    /// One whole f16 or bf16 vector longer than [`SCAN_BLOCK`] summed: in
+    /// blocks from f32 offsets ([`scan_rows`] with offsets).
+    Blocked,
+    /// The last axis, rows long or few: a threadgroup per row
+    /// ([`plan_scan_rows`]).
+    Rows,
+    /// Columns enough to fill the GPU: a thread per column ([`scan_axis`]).
+    Columns(AxisPlan),
+    /// Columns too few: chunks of the axis ([`scan_axis_chunks`]).
+    Chunks(AxisChunksPlan),
+}
+
+/// The threads a running sum or product over a leading or middle axis
+/// aims at: below this, the axis is cut into chunks.
+const AXIS_SCAN_THREADS: usize = 1 << 17;
+/// The fewest rows of a chunk.
+const AXIS_MIN_CHUNK: usize = 32;
+
+/// Chooses how a running sum or product over the middle axis of `[outer,
+/// axis, inner]` of `scalar` runs, the column forms with threadgroups of
+/// `threads`; `vector_ok` whether the buffers bind as 4-wide vectors
+/// (taken by the chunks when `inner` is a multiple of 4).
+pub fn plan_axis_scan(op: AxisScan, scalar: Scalar, outer: usize, axis: usize, inner: usize, threads: u32, vector_ok: bool) -> Result<AxisScanPlan, ShapeError> {
+    let name = format!("{}_axis_{}", op.name(), scalar.name());
+    if !AXIS_SCAN_SCALARS.contains(&scalar) {
+        return Err(ShapeError::new(name, format!("element type {scalar} is not f32, f16, bf16, i32 or u32")));
+    }
+    nonzero(&name, "outer", outer)?;
+    nonzero(&name, "axis", axis)?;
+    nonzero(&name, "inner", inner)?;
+    let total = outer.checked_mul(axis).and_then(|v| v.checked_mul(inner)).unwrap_or(usize::MAX);
+    to_u32(&name, "outer × axis × inner", total)?;
+    let whole = outer == 1 && inner == 1;
+    if op == AxisScan::Sum && whole && SCAN_SCALARS.contains(&scalar) {
+        return Ok(AxisScanPlan::PrefixSum);
+    }
+    if op == AxisScan::Sum && whole && scalar.is_float() && total > SCAN_BLOCK {
+        return Ok(AxisScanPlan::Blocked);
+    }
+    if scan_by_rows(outer, axis, inner) {
+        return Ok(AxisScanPlan::Rows);
+    }
+    let t = check_threads(&name, threads)?;
+    let vec: u8 = if vector_ok && inner.is_multiple_of(4) { 4 } else { 1 };
+    let units = inner / vec as usize;
+    let columns = outer * units;
+    let splits = AXIS_SCAN_THREADS.div_ceil(columns).min(axis / AXIS_MIN_CHUNK).max(1);
+    if inner == 1 || splits == 1 {
+        return Ok(AxisScanPlan::Columns(plan_axis(&name, outer, axis, inner, t)?));
+    }
+    // Chunks of whole load groups; the splits that still have rows.
+    let chunk = axis.div_ceil(splits).next_multiple_of(AXIS_CHUNK_LOADS as usize);
+    let splits = axis.div_ceil(chunk);
+    let t = t.min(units.next_multiple_of(SIMD_WIDTH as usize) as u32);
+    let col_blocks = units.div_ceil(t as usize);
+    let groups = to_u32(&name, "threadgroups", col_blocks * splits * outer)?;
+    Ok(AxisScanPlan::Chunks(AxisChunksPlan {
+        op,
+        scalar,
+        vec,
+        outer: outer as u32,
+        axis: axis as u32,
+        units: units as u32,
+        col_blocks: col_blocks as u32,
+        splits: splits as u32,
+        chunk: chunk as u32,
+        dispatch: Dispatch::threadgroups([groups, 1, 1], t),
+    }))
 }
 
 crate::kernel_args! {
@@ -244,7 +515,7 @@ impl RowsScanPlan {
 /// axis, inner]` runs the row scan ([`scan_rows`]) rather than a thread
 /// per column: over the last axis (`inner = 1`), when rows are long or too
 /// few to fill the GPU one thread each.
-pub fn scan_by_rows(outer: usize, axis: usize, inner: usize) -> bool {
+fn scan_by_rows(outer: usize, axis: usize, inner: usize) -> bool {
     inner == 1 && (axis >= SCAN_ROWS_LONG || outer < SCAN_ROWS_FEW)
 }
 
@@ -617,6 +888,33 @@ mod tests {
         // The blocked vector: the last block short.
         assert_eq!(plan_scan_rows(AxisScan::Sum, Scalar::BF16, 10001, SCAN_BLOCK, 256, true, true).unwrap().dispatch.size[0], 3);
         assert!(scan_by_rows(8192, 8192, 1) && scan_by_rows(7, 3, 1) && !scan_by_rows(1 << 20, 7, 1) && !scan_by_rows(1, 8192, 3));
+    }
+
+    #[test]
+    fn an_axis_of_few_columns_runs_by_chunks() {
+        let chunks = |outer, axis, inner, vector_ok| match plan_axis_scan(AxisScan::Sum, Scalar::F32, outer, axis, inner, 256, vector_ok).unwrap() {
+            AxisScanPlan::Chunks(p) => p,
+            other => panic!("{outer}×{axis}×{inner}: {other:?}"),
+        };
+        // cumsum over dim 0 of 8192×8192: 2048 float4 columns, 64 chunks of
+        // 128 rows, 8 threadgroups across a row.
+        let p = chunks(1, 8192, 8192, true);
+        assert_eq!((p.vec, p.units, p.col_blocks, p.splits, p.chunk), (4, 2048, 8, 64, 128));
+        assert_eq!((p.dispatch.size[0], p.totals_len()), (512, 64 * 8192));
+        // A ragged row: scalar columns, a threadgroup of one SIMD group;
+        // chunks of whole load groups.
+        let p = chunks(1, 1000, 3, true);
+        assert_eq!((p.vec, p.units, p.splits, p.chunk, p.dispatch.threads[0]), (1, 3, 25, 40, 32));
+        assert_eq!(chunks(2, 1000, 36, false).vec, 1);
+        // Columns enough, or an axis too short to cut: a thread per column.
+        assert!(matches!(plan_axis_scan(AxisScan::Product, Scalar::F16, 1 << 10, 64, 1 << 10, 256, true).unwrap(), AxisScanPlan::Columns(_)));
+        assert!(matches!(plan_axis_scan(AxisScan::Sum, Scalar::F32, 1, 31, 8, 256, true).unwrap(), AxisScanPlan::Columns(_)));
+        // The whole-vector and row forms.
+        assert_eq!(plan_axis_scan(AxisScan::Sum, Scalar::I32, 1, 100, 1, 256, true).unwrap(), AxisScanPlan::PrefixSum);
+        assert_eq!(plan_axis_scan(AxisScan::Sum, Scalar::BF16, 1, 10_000, 1, 256, true).unwrap(), AxisScanPlan::Blocked);
+        assert_eq!(plan_axis_scan(AxisScan::Product, Scalar::BF16, 8, 10_000, 1, 256, true).unwrap(), AxisScanPlan::Rows);
+        assert!(plan_axis_scan(AxisScan::Sum, Scalar::I64, 2, 2, 2, 256, true).is_err());
+        assert!(plan_axis_scan(AxisScan::Sum, Scalar::F32, 2, 0, 2, 256, true).is_err());
     }
 
     #[test]

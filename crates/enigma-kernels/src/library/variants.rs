@@ -38,6 +38,7 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(conv::im2col(dtype));
         out.push(conv::im2col_packed(dtype));
         out.push(conv::conv2d_depthwise(&conv::DepthwiseConfig { dtype, kernel: [3, 3], stride: [1, 1], dilation: [1, 1] }));
+        out.push(conv::conv2d_depthwise_rows(&conv::DepthwiseRows { dtype, kernel: [3, 3], pw: 1 }));
         out.push(elementwise::repeat(dtype.scalar()));
         for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
             out.push(reduce::pool2d(pool, dtype));
@@ -54,6 +55,11 @@ pub fn all_kernels() -> Vec<Kernel> {
         if scalar.is_float() {
             out.push(scan::scan_rows(scan::AxisScan::Sum, scalar, 4, 256, true));
         }
+        for (op, vec) in [(scan::AxisScan::Sum, 4), (scan::AxisScan::Product, 1)] {
+            for pass in [scan::ChunkPass::Totals, scan::ChunkPass::Scan] {
+                out.push(scan::scan_axis_chunks(op, scalar, vec, pass));
+            }
+        }
     }
     for dtype in DType::ALL {
         for vec in [1u8, 4] {
@@ -61,6 +67,9 @@ pub fn all_kernels() -> Vec<Kernel> {
                 out.push(elementwise::elementwise(op, dtype, vec));
                 if vec == 4 && dtype != DType::F32 {
                     out.push(elementwise::elementwise_packed(op, dtype));
+                }
+                if vec == 4 && dtype == DType::F32 {
+                    out.push(elementwise::elementwise_pairs(op));
                 }
             }
             for op in ReduceOp::ALL {
