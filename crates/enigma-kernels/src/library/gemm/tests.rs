@@ -129,3 +129,25 @@ fn cooperative_tiles_must_split_their_copies_in_whole_rows() {
         }
     }
 }
+
+/// The persistent cooperative kernel: one threadgroup per compute unit up
+/// to the tiles of every product, on the grid's x alone; a configuration
+/// whose staged tile of C cannot sit past the next tile's first slices is
+/// refused; a threadgroup per tile keeps its grid of tiles by products.
+#[test]
+fn the_persistent_cooperative_kernel_covers_the_compute_units_once() {
+    use super::cooperative::CoopGemmConfig;
+    let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 128, tn: 256, tk: 64, stages: 4, raster: 8, persistent: true };
+    assert!(cfg.check(u64::MAX).is_ok());
+    // 4096² has 32 × 16 tiles; 3 products of 300 × 520 have 3 × 3 × 3.
+    assert_eq!(cfg.dispatch(4096, 4096, 1, 132).size, [132, 1, 1]);
+    assert_eq!(cfg.dispatch(300, 520, 3, 132).size, [27, 1, 1]);
+    assert_eq!(CoopGemmConfig { persistent: false, ..cfg }.dispatch(300, 520, 3, 132).size, [3, 3, 3]);
+    // Two stages of 64 rows hold the next tile's one slice and a 64-row
+    // tile of C, not a 128-row one; with f32 C nothing is staged.
+    let two = CoopGemmConfig { stages: 2, ..cfg };
+    let e = two.check(u64::MAX).unwrap_err().to_string();
+    assert!(e.contains("persistent"), "{e}");
+    assert!(CoopGemmConfig { tm: 64, ..two }.check(u64::MAX).is_ok());
+    assert!(CoopGemmConfig { output: DType::F32, ..two }.check(u64::MAX).is_ok());
+}
