@@ -11,13 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple, Union
 
-from ._lang import Intrinsic
+from ._lang import Intrinsic, outside_a_kernel
 from ._language import Num, Value
-
-
-def _inside_a_kernel(name: str) -> TypeError:
-    """The error of a kernel-only operation called from Python."""
-    return TypeError(f"{name} only has a meaning inside an @enigma.kernel function, which enigma compiles from its source")
 
 
 class _DynamicExtent:
@@ -124,18 +119,18 @@ class Matmul2d:
     def run(self, left: Union[TensorView, CooperativeTensor], right: TensorView, destination: CooperativeTensor) -> None:
         """``destination (+)= left · right`` (the descriptor's mode): the
         left operand a view or a cooperative tensor, the right a view."""
-        raise _inside_a_kernel("matmul2d.run")
+        raise outside_a_kernel("matmul2d.run(...)")
 
     def run_overlapped(self, left: Union[TensorView, CooperativeTensor], right: TensorView, destination: CooperativeTensor) -> None:
         """:meth:`run`, whose threadgroup operands stay the product's until
         the second threadgroup barrier after it (a pipeline that refills
         the stage two barriers later), so that products overlap."""
-        raise _inside_a_kernel("matmul2d.run_overlapped")
+        raise outside_a_kernel("matmul2d.run_overlapped(...)")
 
     def get_destination_cooperative_tensor(self, left: Union[TensorView, CooperativeTensor], right: TensorView, dtype: Any) -> CooperativeTensor:
         """A new cooperative tensor of ``dtype`` shaped as this product's
         destination (m × n, spread over the scope's threads)."""
-        raise _inside_a_kernel("matmul2d.get_destination_cooperative_tensor")
+        raise outside_a_kernel("matmul2d.get_destination_cooperative_tensor(...)")
 
 
 def matmul2d(desc: Matmul2dDescriptor, scope: ExecutionScope) -> Matmul2d:
@@ -152,7 +147,7 @@ class TensorView:
 
     def slice(self, x: Num, y: Num) -> TensorView:
         """The view from element (x, y) on, its extents shortened to match."""
-        raise _inside_a_kernel("tensor.slice")
+        raise outside_a_kernel("tensor.slice(...)")
 
 
 class CooperativeTensor:
@@ -165,52 +160,52 @@ class CooperativeTensor:
     __slots__ = ()
 
     def __getitem__(self, index: Num) -> Value:
-        raise _inside_a_kernel("a cooperative tensor's slot")
+        raise outside_a_kernel("a cooperative tensor's slot")
 
     def __setitem__(self, index: Num, value: Num) -> None:
-        raise _inside_a_kernel("a cooperative tensor's slot")
+        raise outside_a_kernel("a cooperative tensor's slot")
 
     def get_capacity(self) -> Value:
         """The number of slots each thread holds (u32)."""
-        raise _inside_a_kernel("get_capacity")
+        raise outside_a_kernel("get_capacity(...)")
 
     def is_valid_element(self, index: Num) -> Value:
         """Whether slot ``index`` of this thread holds an element (bool)."""
-        raise _inside_a_kernel("is_valid_element")
+        raise outside_a_kernel("is_valid_element(...)")
 
     def get_multidimensional_index(self, index: Num) -> Value:
         """Slot ``index``'s coordinates as a ``uint2`` (column, row)."""
-        raise _inside_a_kernel("get_multidimensional_index")
+        raise outside_a_kernel("get_multidimensional_index(...)")
 
     def load(self, tensor: TensorView) -> None:
         """Every element from the view (zeros past its extents)."""
-        raise _inside_a_kernel("load")
+        raise outside_a_kernel("load(...)")
 
     def store(self, tensor: TensorView) -> None:
         """Every element into the view (none past its extents)."""
-        raise _inside_a_kernel("store")
+        raise outside_a_kernel("store(...)")
 
     def fill(self, value: Num) -> None:
         """Every element set to ``value``."""
-        raise _inside_a_kernel("fill")
+        raise outside_a_kernel("fill(...)")
 
     def map(self, function: Callable[[Value, Value, Value], Num]) -> None:
         """Each element replaced by ``function(value, column, row)`` (a lambda)."""
-        raise _inside_a_kernel("map")
+        raise outside_a_kernel("map(...)")
 
     def reduce_rows(self, op: str) -> CooperativeTensor:
         """A new m × 1 tensor: each row reduced by ``"sum"``, ``"max"`` or ``"min"``."""
-        raise _inside_a_kernel("reduce_rows")
+        raise outside_a_kernel("reduce_rows(...)")
 
     def reduce_columns(self, op: str) -> CooperativeTensor:
         """A new 1 × n tensor: each column reduced by ``"sum"``, ``"max"`` or ``"min"``."""
-        raise _inside_a_kernel("reduce_columns")
+        raise outside_a_kernel("reduce_columns(...)")
 
     def combine(self, source: CooperativeTensor, op: str) -> None:
         """Each element set to ``op(element, source's element at its
         coordinates)``: ``source`` of this shape, m × 1 or 1 × n; ``op`` one
         of ``"assign"``, ``"add"``, ``"sub"``, ``"mul"``, ``"max"``, ``"min"``."""
-        raise _inside_a_kernel("combine")
+        raise outside_a_kernel("combine(...)")
 
 
 # The front end's marker for `enigma.tensor`.
@@ -221,7 +216,7 @@ def tensor(memory: Any, extents: Tuple[Num, Num], strides: Optional[Tuple[Num, N
     """A 2-D view of a buffer parameter or threadgroup array of scalars,
     extents innermost first (as MSL's ``dextents``), strides ``(1, x
     extent)`` unless given. Only inside a kernel."""
-    raise _inside_a_kernel("enigma.tensor")
+    raise outside_a_kernel("enigma.tensor(...)")
 
 
 tensor.__enigma_marker__ = TENSOR_INTRINSIC  # type: ignore[attr-defined]

@@ -15,6 +15,12 @@ from . import _enigma
 from ._types import DType, parse_type
 
 
+def outside_a_kernel(what: str) -> TypeError:
+    """The error of a kernel-language name (``what``, as the user wrote
+    it) used from Python."""
+    return TypeError(f"{what} only has a meaning inside an @enigma.kernel function, which enigma compiles from its source")
+
+
 class _Marker:
     """Base of the language's names: identity matters, calling outside a kernel is an error."""
 
@@ -28,10 +34,7 @@ class _Marker:
         return f"<enigma.{self.name}>"
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(
-            f"enigma.{self.name}(...) only has a meaning inside an @enigma.kernel function, "
-            "which enigma compiles from its source"
-        )
+        raise outside_a_kernel(f"enigma.{self.name}(...)")
 
 
 class Builtin(_Marker):
