@@ -327,6 +327,24 @@ crate::kernel_args! {
     }
 }
 
+/// Output plane `plane` (`image · c_out + co`) of a depthwise convolution:
+/// its output channel `co` and the input plane it reads, the image's
+/// channel `co / (c_out / c_in)`.
+fn depthwise_channels(k: &mut KernelBuilder, plane: Ex, c_in: Ex, c_out: Ex) -> (Ex, Ex) {
+    let co = k.let_("co", plane % c_out);
+    let channel = k.let_("channel", plane / c_out * c_in + co / (c_out / c_in));
+    (co, channel)
+}
+
+/// The `taps` weights of output channel `co` and its bias (0 unless
+/// `has_bias` is 1), in f32, in registers.
+fn depthwise_weights(k: &mut KernelBuilder, (wt, bias, has_bias): (Mem, Mem, Ex), co: Ex, taps: u32) -> (Vec<Ex>, Ex) {
+    let weights = (0..taps).map(|t| k.let_(&format!("w{t}"), load_f32(wt, co * taps + t))).collect();
+    let b = k.var("b", f(0.0));
+    k.if_(has_bias.eq(1u32), |k| k.assign(b, load_f32(bias, co)));
+    (weights, b.get())
+}
+
 /// The tiled depthwise convolution `cfg.name()`: one input channel per
 /// group (`c_out` a multiple of `c_in`, output channel `co` reading input
 /// channel `co / (c_out / c_in)`). A threadgroup computes a
@@ -360,8 +378,7 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
     let tile = k.let_("tile", group % tiles);
     let oy0 = k.let_("oy0", tile / tiles_w * DEPTHWISE_TILE_H);
     let ox0 = k.let_("ox0", tile % tiles_w * DEPTHWISE_TILE_W);
-    let co = k.let_("co", plane % c_out);
-    let channel = k.let_("channel", plane / c_out * c_in + co / (c_out / c_in));
+    let (co, channel) = depthwise_channels(&mut k, plane, c_in, c_out);
     let i32 = |e: Ex| e.cast(Type::I32);
     let iy0 = k.let_("iy0", i32(oy0 * sh) - i32(ph));
     let ix0 = k.let_("ix0", i32(ox0 * sw) - i32(pw));
@@ -375,9 +392,7 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
         k.store(staged.at(i), v.get());
     });
     k.threadgroup_barrier(MemFlags::Threadgroup);
-    let taps: Vec<Ex> = (0..kh * kw).map(|t| k.let_(&format!("w{t}"), load_f32(wt, co * (kh * kw) + t))).collect();
-    let b = k.var("b", f(0.0));
-    k.if_(has_bias.eq(1u32), |k| k.assign(b, load_f32(bias, co)));
+    let (taps, b) = depthwise_weights(&mut k, (wt, bias, has_bias), co, kh * kw);
     let tx = k.let_("tx", lid % DEPTHWISE_TILE_W);
     let ty = k.let_("ty", lid / DEPTHWISE_TILE_W);
     let ox = k.let_("ox", ox0 + tx);
@@ -385,7 +400,7 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
     let lanes_down = DEPTHWISE_THREADS / DEPTHWISE_TILE_W;
     for j in 0..DEPTHWISE_TILE_H / lanes_down {
         let oy = k.let_(&format!("out_row{j}"), oy0 + ty + j * lanes_down);
-        let mut acc = b.get();
+        let mut acc = b;
         for ky in 0..kh {
             for kx in 0..kw {
                 let at = base + (j * lanes_down * sh + ky * dh) * cols + kx * dw;
@@ -521,8 +536,7 @@ pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
         let rest = k.let_("rest", tid / words);
         let oy0 = k.let_("oy0", rest % row_blocks * DEPTHWISE_ROWS);
         let plane = k.let_("plane", rest / row_blocks);
-        let co = k.let_("co", plane % c_out);
-        let channel = k.let_("channel", plane / c_out * c_in + co / (c_out / c_in));
+        let (co, channel) = depthwise_channels(k, plane, c_in, c_out);
         let ox = k.let_("ox", word * vec);
         let i32 = |e: Ex| e.cast(Type::I32);
         let zero = lit(Scalar::I32, 0.0);
@@ -550,14 +564,12 @@ pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
             });
             rows.push(vals);
         }
-        let taps: Vec<Ex> = (0..kh * kw).map(|t| k.let_(&format!("w{t}"), load_f32(wt, co * (kh * kw) + t))).collect();
-        let b = k.var("b", f(0.0));
-        k.if_(has_bias.eq(1u32), |k| k.assign(b, load_f32(bias, co)));
+        let (taps, b) = depthwise_weights(k, (wt, bias, has_bias), co, kh * kw);
         for o in 0..DEPTHWISE_ROWS {
             let oy = k.let_(&format!("out_row{o}"), oy0 + o);
             let outs: Vec<Ex> = (0..vec)
                 .map(|j| {
-                    let mut acc = b.get();
+                    let mut acc = b;
                     for ky in 0..kh {
                         for kx in 0..kw {
                             acc = acc + rows[(o + ky) as usize][(j + kx) as usize].get() * taps[(ky * kw + kx) as usize];
