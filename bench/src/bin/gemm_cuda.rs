@@ -37,10 +37,10 @@
 //! and the shape has whole 16-byte copies.
 
 use enigma_ir::Literal;
-use enigma_kernels::library::gemm::{gemm, gemm_cooperative, CoopGemmConfig, GemmConfig};
+use enigma_kernels::library::gemm::{CoopGemmConfig, GemmConfig, GemmPlan};
 use enigma_kernels::library::tile::{GemmTile, TileShape};
-use enigma_kernels::library::sgemm::{sgemm, SgemmConfig};
-use enigma_kernels::library::{DType, Dispatch};
+use enigma_kernels::library::sgemm::SgemmConfig;
+use enigma_kernels::library::DType;
 use enigma_ops::{download, quantize, upload};
 use enigma_runtime::{Arg, DispatchMode, Options};
 use std::time::Duration;
@@ -64,47 +64,21 @@ type Coop = (u32, u32, u32, u32, u32, bool);
 const COOP_SWEEP: [Coop; 7] =
     [(128, 256, 64, 4, 1, false), (128, 256, 64, 4, 8, false), (128, 256, 64, 4, 8, true), (128, 256, 64, 4, 16, false), (128, 256, 64, 3, 8, false), (128, 256, 128, 2, 8, false), (128, 128, 64, 3, 8, false)];
 
-/// A kernel of the sweep: a SIMD-group tile, a SIMT configuration or a
-/// cooperative GEMM.
-#[derive(Clone, Copy, PartialEq)]
-enum Variant {
-    Matrices(GemmConfig),
-    Simt(SgemmConfig),
-    Cooperative(CoopGemmConfig),
+/// A kernel of the sweep's name: its configuration's.
+fn name(plan: &GemmPlan) -> String {
+    match plan {
+        GemmPlan::Matrices(cfg) => cfg.name(),
+        GemmPlan::Simt(cfg) => cfg.name(),
+        GemmPlan::Cooperative(cfg) => cfg.name(),
+    }
 }
 
-impl Variant {
-    fn name(&self) -> String {
-        match self {
-            Variant::Matrices(cfg) => cfg.name(),
-            Variant::Simt(cfg) => cfg.name(),
-            Variant::Cooperative(cfg) => cfg.name(),
-        }
-    }
-
-    fn kernel(&self) -> enigma_ir::Kernel {
-        match self {
-            Variant::Matrices(cfg) => gemm(cfg),
-            Variant::Simt(cfg) => sgemm(cfg),
-            Variant::Cooperative(cfg) => gemm_cooperative(cfg),
-        }
-    }
-
-    fn dispatch(&self, m: u32, n: u32, batch: u32, compute_units: u32) -> Dispatch {
-        match self {
-            Variant::Matrices(cfg) => cfg.dispatch(m, n, batch),
-            Variant::Simt(cfg) => cfg.dispatch(m, n, batch),
-            Variant::Cooperative(cfg) => cfg.dispatch(m, n, batch, compute_units),
-        }
-    }
-
-    /// Threads per threadgroup and threadgroup memory.
-    fn footprint(&self) -> (u32, u64) {
-        match self {
-            Variant::Matrices(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
-            Variant::Simt(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
-            Variant::Cooperative(cfg) => (cfg.threads(), cfg.memory_bytes()),
-        }
+/// A kernel of the sweep's threads per threadgroup and threadgroup memory.
+fn footprint(plan: &GemmPlan) -> (u32, u64) {
+    match plan {
+        GemmPlan::Matrices(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
+        GemmPlan::Simt(cfg) => (cfg.threads(), cfg.threadgroup_memory_bytes()),
+        GemmPlan::Cooperative(cfg) => (cfg.threads(), cfg.memory_bytes()),
     }
 }
 
@@ -168,11 +142,11 @@ fn main() {
         let output = if output_is_input { dtype } else { DType::F32 };
         let default = GemmConfig::new(dtype, output);
         let limit = rt.device().max_threadgroup_memory_bytes;
-        let mut configs = vec![Variant::Matrices(default)];
+        let mut configs = vec![GemmPlan::Matrices(default)];
         for &(tm, tn, tk, sg_rows, sg_cols) in tiles.as_deref().unwrap_or(&SWEEP) {
             for &stages in &stage_counts {
-                let cfg = Variant::Matrices(GemmConfig { tile: GemmTile::new(tm, tn, tk, sg_rows, sg_cols), stages, ..default });
-                if matches!(cfg, Variant::Matrices(c) if c.check(limit).is_ok()) && !configs.contains(&cfg) {
+                let cfg = GemmPlan::Matrices(GemmConfig { tile: GemmTile::new(tm, tn, tk, sg_rows, sg_cols), stages, ..default });
+                if matches!(cfg, GemmPlan::Matrices(c) if c.check(limit).is_ok()) && !configs.contains(&cfg) {
                     configs.push(cfg);
                 }
             }
@@ -181,7 +155,7 @@ fn main() {
             for &(tm, tn, tk, stages, raster, persistent) in &coop {
                 let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent };
                 if cfg.check(limit).is_ok() {
-                    configs.push(Variant::Cooperative(cfg));
+                    configs.push(GemmPlan::Cooperative(cfg));
                 }
             }
         }
@@ -189,7 +163,7 @@ fn main() {
             for (threads, tk) in SIMT_SWEEP {
                 let cfg = SgemmConfig::new(DType::F32).with_threads(threads).map(|c| SgemmConfig { tile: TileShape { k: tk, ..c.tile }, ..c });
                 if let Ok(cfg) = cfg.and_then(|c| c.check(limit).map(|()| c)) {
-                    configs.push(Variant::Simt(cfg));
+                    configs.push(GemmPlan::Simt(cfg));
                 }
             }
         }
@@ -252,19 +226,19 @@ fn main() {
             let mut runs = configs.clone();
             if whole {
                 for cfg in &configs {
-                    if let Variant::Matrices(c) = cfg {
+                    if let GemmPlan::Matrices(c) = cfg {
                         let w = c.whole_tiles_for(m, n, k);
                         if w != *c {
-                            runs.push(Variant::Matrices(w));
+                            runs.push(GemmPlan::Matrices(w));
                         }
                     }
                 }
             }
             for cfg in &runs {
-                if matches!(cfg, Variant::Cooperative(_)) && !CoopGemmConfig::takes(n, k) {
+                if matches!(cfg, GemmPlan::Cooperative(_)) && !CoopGemmConfig::takes(n, k) {
                     continue;
                 }
-                let name = cfg.name();
+                let name = name(cfg);
                 let pipeline = match rt.pipeline(&cfg.kernel()) {
                     Ok(p) => p,
                     Err(e) => {
@@ -285,8 +259,8 @@ fn main() {
                 // The vector views of A and B (the cooperative kernel has
                 // none; the persistent one takes the batch's size).
                 match cfg {
-                    Variant::Cooperative(c) if c.persistent => args.push(Arg::Value(Literal::u32(batch))),
-                    Variant::Cooperative(_) => {}
+                    GemmPlan::Cooperative(c) if c.persistent => args.push(Arg::Value(Literal::u32(batch))),
+                    GemmPlan::Cooperative(_) => {}
                     _ => args.extend([Arg::from(&ab), Arg::from(&bb)]),
                 }
                 let d = cfg.dispatch(m, n, batch, rt.device().compute_units);
@@ -302,9 +276,9 @@ fn main() {
                 let t = times[times.len() / 2].as_secs_f64();
                 let tflops = 2.0 * batch as f64 * m as f64 * n as f64 * k as f64 / t / 1e12;
                 eprintln!("{name} {batch}x{m}x{n}x{k}: {:.1} us, {tflops:.1} TFLOP/s, {failures} of 512 sampled elements off", t * 1e6);
-                let (threads, memory) = cfg.footprint();
+                let (threads, memory) = footprint(cfg);
                 rows.push(serde_json::json!({
-                    "dtype": dtype.to_string(), "shape": [m, n, k], "batch": batch, "kernel": name, "default": *cfg == Variant::Matrices(default),
+                    "dtype": dtype.to_string(), "shape": [m, n, k], "batch": batch, "kernel": name, "default": *cfg == GemmPlan::Matrices(default),
                     "threads": threads, "threadgroup_memory_bytes": memory,
                     "median_us": t * 1e6, "tflops": tflops, "sampled_failures": failures, "max_abs_error": max_error,
                 }));
