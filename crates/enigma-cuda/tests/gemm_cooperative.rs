@@ -7,7 +7,7 @@
 
 use enigma_cuda::CudaBackend;
 use enigma_runtime::Runtime;
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias};
 use std::sync::Arc;
 
 #[test]
@@ -18,6 +18,7 @@ fn the_cooperative_gemm_matches_an_f64_loop_on_the_gpu() {
     };
     check_matmul(&rt, false);
     check_epilogue(&rt, false);
+    check_shared_a_and_bias(&rt, false);
     check_pipeline_depths(&rt, false);
     check_rasterisation(&rt, false);
     check_persistence(&rt, false);

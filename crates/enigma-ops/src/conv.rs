@@ -7,6 +7,7 @@
 //! fits those kernels; the rest (and unfoldings that would pass
 //! [`IM2COL_MAX_BYTES`]) with the direct kernel of `library::conv`.
 
+use crate::gemm::Product;
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise, RepeatArgs};
 use enigma_kernels::library::{self as lib, conv};
@@ -149,18 +150,19 @@ impl Ops<'_> {
     }
 
     /// A convolution whose groups take more than one input channel, as
-    /// one batched [`Ops::matmul_batched`] over images and groups: for
+    /// one batched product ([`Product`]) over images and groups: for
     /// image `n` and group `g`, `Y[n, g] = W[g] · X[n, g]` (`[out/groups,
     /// in/groups·kh·kw] · [in/groups·kh·kw, oh·ow]`), `X[n, g]` the group's
     /// rows of the image's unfolding (`library::conv::im2col`, by 16-byte
     /// stores where the output rows are whole 16 bytes; the input
-    /// itself for a 1×1 window of stride 1 without padding), the weights
-    /// repeated once per image (`library::elementwise::repeat`, by 16-byte
-    /// words where the weights are whole words: the
-    /// batched GEMM reads consecutive matrices), f32 accumulation and the
-    /// result rounded once to the input's type, then the bias added per
-    /// output channel (a broadcast add: with a bias, an f16 or bf16 result
-    /// is rounded twice, the direct kernel's once). `None` for a
+    /// itself for a 1×1 window of stride 1 without padding), with f32
+    /// accumulation and the result rounded once to the input's type.
+    /// Without groups every image's product reads the one set of weights
+    /// (A's batch stride 0) and the bias per output channel is added
+    /// where the selected GEMM takes it in its epilogue (before the
+    /// rounding); with groups the weights are repeated per image
+    /// ([`Self::repeat_weights`]) and the bias is a broadcast add after
+    /// the product (an f16 or bf16 result then rounded twice). `None` for a
     /// depthwise convolution and where the unfolding would pass
     /// [`IM2COL_MAX_BYTES`].
     fn conv2d_gemm(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType, dims: conv::ConvDims) -> Result<Option<Buffer>, Error> {
@@ -194,34 +196,44 @@ impl Ops<'_> {
             }
             col
         };
-        let weights = if c.batch == 1 {
-            w.clone()
-        } else {
-            let len = c.out_channels * in_group * taps;
-            let n = lib::to_u32(name, "repeated weights", len * c.batch)?;
-            let repeated = self.output(dtype.scalar(), len * c.batch)?;
-            let len = lib::to_u32(name, "weights", len)?;
-            // Weights of whole 16-byte words are repeated a word at a time.
-            let per_word = 16 / dtype.size_bytes();
-            let word = enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4);
-            let words = if len.is_multiple_of(per_word) { w.viewed_as(word).zip(repeated.viewed_as(word)) } else { None };
-            match words {
-                Some((src, dst)) => {
-                    let n = n / per_word;
-                    let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
-                    self.launch("repeat words".to_string(), elementwise::repeat_words, dispatch, &RepeatArgs { src: &src, dst: &dst, len: len / per_word, n })?;
-                }
-                None => {
-                    let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
-                    self.launch(format!("repeat {dtype:?}"), || elementwise::repeat(dtype.scalar()), dispatch, &RepeatArgs { src: w, dst: &repeated, len, n })?;
-                }
-            }
-            repeated
-        };
-        let y = self.matmul_batched(&weights, &col, c.batch * c.groups, c.out_channels / c.groups, pixels, in_group * taps, dtype)?;
-        match bias {
+        // One set of weights for every image (A's batch stride 0), and the
+        // bias in the product's epilogue where the kernel takes it: both
+        // only without groups, whose weights and bias differ from one
+        // product of the batch to the next.
+        let (batch, shared) = if c.groups == 1 { (c.batch, true) } else { (c.batch * c.groups, false) };
+        let weights = if shared { w.clone() } else { self.repeat_weights(w, c, dtype)? };
+        let row_bias = bias.filter(|_| shared);
+        let y = self.product(&Product { a: &weights, b: &col, batch, m: c.out_channels / c.groups, n: pixels, k: in_group * taps, out: dtype, shared_a: shared, row_bias })?;
+        match bias.filter(|_| !shared) {
             None => Ok(Some(y)),
             Some(b) => Ok(Some(self.elementwise_broadcast(Elementwise::Add, &y, b, &[c.batch, c.out_channels, pixels], &[c.out_channels, 1])?.0)),
         }
+    }
+
+    /// Grouped weights repeated once per image (`library::elementwise::repeat`,
+    /// by 16-byte words where the weights are whole words): the batched
+    /// product over images and groups reads consecutive matrices.
+    fn repeat_weights(&self, w: &Buffer, c: &Conv2d, dtype: lib::DType) -> Result<Buffer, Error> {
+        let name = "conv2d";
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let len = c.out_channels * (c.in_channels / c.groups) * c.kernel[0] * c.kernel[1];
+        let n = lib::to_u32(name, "repeated weights", len * c.batch)?;
+        let repeated = self.output(dtype.scalar(), len * c.batch)?;
+        let len = lib::to_u32(name, "weights", len)?;
+        let per_word = 16 / dtype.size_bytes();
+        let word = enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4);
+        let words = if len.is_multiple_of(per_word) { w.viewed_as(word).zip(repeated.viewed_as(word)) } else { None };
+        match words {
+            Some((src, dst)) => {
+                let n = n / per_word;
+                let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+                self.launch("repeat words".to_string(), elementwise::repeat_words, dispatch, &RepeatArgs { src: &src, dst: &dst, len: len / per_word, n })?;
+            }
+            None => {
+                let dispatch = lib::Dispatch::threadgroups([n.div_ceil(t), 1, 1], t);
+                self.launch(format!("repeat {dtype:?}"), || elementwise::repeat(dtype.scalar()), dispatch, &RepeatArgs { src: w, dst: &repeated, len, n })?;
+            }
+        }
+        Ok(repeated)
     }
 }

@@ -2,7 +2,7 @@
 //! SIMD-group-matrix GEMM or, for f32 off Metal, the SIMT kernel), with K
 //! split over threadgroups where it says.
 
-use crate::{Error, Ops};
+use crate::{Elementwise, Error, Ops};
 use enigma_kernels::library::gemm::{self, GemmProblem, MatrixArgs, PlainArgs};
 use enigma_kernels::library::{self as lib, DType};
 use enigma_runtime::Buffer;
@@ -36,7 +36,16 @@ impl Ops<'_> {
     /// gives the grid its threadgroups).
     #[allow(clippy::too_many_arguments)]
     pub fn matmul_batched(&self, a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
+        self.product(&Product { a, b, batch, m, n, k, out, shared_a: false, row_bias: None })
+    }
+
+    /// The batched product `p` describes (see [`Product`]); the bias, where
+    /// there is one, in the GEMM's epilogue where the selected kernel
+    /// takes it ([`gemm::GemmPlan::with_row_bias`]) and C has the inputs'
+    /// type, else by a broadcast add after the product.
+    pub(crate) fn product(&self, p: &Product) -> Result<Buffer, Error> {
         let op = "matmul";
+        let Product { a, b, batch, m, n, k, out, shared_a, row_bias } = *p;
         let mut dims = [0u32; 4];
         for (d, (what, v)) in dims.iter_mut().zip([("m", m), ("n", n), ("k", k), ("batch", batch)]) {
             lib::nonzero(op, what, v)?;
@@ -46,31 +55,63 @@ impl Ops<'_> {
             lib::to_u32(op, what, v.saturating_mul(batch))?;
         }
         let input = self.dtype_of(op, a)?;
-        self.need(op, "a", a, batch * m * k, input.scalar())?;
+        let a_len = if shared_a { m * k } else { batch * m * k };
+        self.need(op, "a", a, a_len, input.scalar())?;
         self.need(op, "b", b, batch * k * n, input.scalar())?;
+        if let Some(bias) = row_bias {
+            self.need(op, "bias", bias, m, out.scalar())?;
+        }
         let (mu, nu, ku) = (m as u32, n as u32, k as u32);
         let mut overrides = self.options.overrides();
         if batch > 1 {
             overrides.gemm.k_splits = Some(1);
         }
         let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku, batch: batch as u32 }, self.rt.device(), &overrides)?;
+        let fused = row_bias.filter(|_| out == input).and_then(|bias| plan.with_row_bias().map(|plan| (plan, bias)));
+        let (plan, fused_bias) = match fused {
+            Some((plan, bias)) => (plan, Some(bias)),
+            None => (plan, None),
+        };
         let c = self.output(out.scalar(), batch * m * n)?;
         let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
         let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;
         let dispatch = plan.dispatch(mu, nu, batch as u32, self.rt.device().compute_units);
+        let a_stride = if shared_a { 0 } else { mu * ku };
         // The key names every field: the split count is built into the
         // kernel, not into its name.
         self.launch_split(
             format!("matmul {plan:?}"),
             || plan.kernel(),
             dispatch,
-            (MatrixArgs { a, a4: &a4, b, m: mu, n: nu, k: ku }, PlainArgs { b4: &b4, alpha: 1.0, beta: 0.0, batch: batch as u32 }),
+            (MatrixArgs { a, a4: &a4, b, m: mu, n: nu, k: ku }, PlainArgs { b4: &b4, alpha: 1.0, beta: 0.0, a_stride, batch: batch as u32, bias: fused_bias }),
             &c,
             out,
             m * n,
             plan.splits(),
             plan.split_sum(),
         )?;
-        Ok(c)
+        match row_bias.filter(|_| fused_bias.is_none()) {
+            Some(bias) => Ok(self.elementwise_broadcast(Elementwise::Add, &c, bias, &[batch, m, n], &[m, 1])?.0),
+            None => Ok(c),
+        }
     }
+}
+
+/// A batched product `C[i] = A[i] · B[i] + bias` for `i < batch`:
+/// `batch` consecutive `k × n` matrices B (`b`), `m × k` matrices A (`a`:
+/// `batch` consecutive ones, or with `shared_a` one for every product, as
+/// a convolution's weights), C `batch` consecutive `m × n` results of
+/// `out`, and an optional bias of `m` values of `out` added to each row
+/// of every result.
+#[derive(Clone, Copy)]
+pub(crate) struct Product<'a> {
+    pub a: &'a Buffer,
+    pub b: &'a Buffer,
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub out: DType,
+    pub shared_a: bool,
+    pub row_bias: Option<&'a Buffer>,
 }

@@ -112,12 +112,13 @@ fn convolutions_match_an_f64_loop() {
                     let want = format!("im2col_{dtype}{}", if packed { "_packed" } else { "" });
                     assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
                 }
-                // The weights repeated per image, by 16-byte words where
-                // they are whole words.
+                // Grouped weights repeated per image, by 16-byte words where
+                // they are whole words; without groups every image's
+                // product reads the one set (A's batch stride 0).
                 if c.groups < c.in_channels && c.batch > 1 {
                     let words = n_w.is_multiple_of(per_word);
                     let want = if words { "repeat_words".to_string() } else { format!("repeat_{dtype}") };
-                    assert!(kernels.contains(&want), "{dtype} {c:?}: {kernels:?}");
+                    assert_eq!(kernels.contains(&want), c.groups > 1, "{dtype} {c:?}: {kernels:?}");
                 }
                 // Depthwise of stride and dilation 1 over rows of whole
                 // 16-byte words: by rows of words.
@@ -152,4 +153,45 @@ fn shapes_that_do_not_fit_are_refused() {
     let c = Conv2d { kernel: [3, 3], in_channels: 8, ..c };
     let err = Ops::new(&rt).conv2d(&x, &x, None, &c).unwrap_err().to_string();
     assert!(err.contains("`x`") && err.contains("128 f32 elements"), "{err}");
+}
+
+/// Convolutions through the GEMM on cooperative tensors (asked for: the
+/// simulator's default is the SIMD-group kernel): without groups the bias
+/// goes into the product's epilogue (a `_bias` kernel, no broadcast add,
+/// no weights repeated), with groups it stays a broadcast add; against
+/// the f64 loop, one rounding to the type where the bias is fused.
+#[test]
+fn the_bias_of_a_convolution_without_groups_is_added_in_the_products_epilogue() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let base = Conv2d { batch: 3, in_channels: 8, size: [4, 6], out_channels: 16, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 };
+    let cases = [base, Conv2d { out_channels: 12, kernel: [1, 1], padding: [0, 0], size: [4, 4], ..base }, Conv2d { in_channels: 16, groups: 2, ..base }];
+    for dtype in [DType::F16, DType::BF16] {
+        let options = Options { sanitize: true, elem: Some(dtype.scalar()), gemm: enigma_ops::GemmOptions { cooperative: Some(true), ..Default::default() }, ..Options::default() };
+        let ops = Ops::new(&rt).with_options(options);
+        for c in cases {
+            let n_x = c.batch * c.in_channels * c.size[0] * c.size[1];
+            let n_w = c.out_channels * c.in_channels / c.groups * c.kernel[0] * c.kernel[1];
+            let mut x: Vec<f32> = (0..n_x).map(|i| ((i * 29 + 3) % 19) as f32 * 0.25 - 2.25).collect();
+            let mut w: Vec<f32> = (0..n_w).map(|i| ((i * 11 + 5) % 13) as f32 * 0.125 - 0.75).collect();
+            let mut b: Vec<f32> = (0..c.out_channels).map(|i| i as f32 * 0.375 - 1.5).collect();
+            for v in [&mut x, &mut w, &mut b] {
+                quantize(dtype, v);
+            }
+            let (xb, wb, bb) = (upload(&rt, dtype.scalar(), &x).unwrap(), upload(&rt, dtype.scalar(), &w).unwrap(), upload(&rt, dtype.scalar(), &b).unwrap());
+            let want = reference(&x, &w, Some(&b), &c);
+            let (y, _) = ops.conv2d(&xb, &wb, Some(&bb), &c).unwrap();
+            let launches = ops.take_launches();
+            assert!(launches.iter().all(|l| l.report.findings.is_empty()), "{dtype} {c:?}: {:?}", launches.iter().map(|l| (&l.kernel, &l.report.findings)).collect::<Vec<_>>());
+            let kernels: Vec<String> = launches.into_iter().map(|l| l.kernel).collect();
+            let fused = c.groups == 1;
+            assert_eq!(kernels.iter().any(|k| k.starts_with("gemm_coop_") && k.ends_with("_bias")), fused, "{dtype} {c:?}: {kernels:?}");
+            assert_eq!(kernels.iter().any(|k| k.starts_with("add_broadcast") || k.starts_with("repeat")), !fused, "{dtype} {c:?}: {kernels:?}");
+            let got = download(&y, dtype.scalar(), want.len()).unwrap();
+            for (i, (g, v)) in got.iter().zip(&want).enumerate() {
+                let rounds = if fused { 1.01 } else { 2.02 };
+                let tol = v.abs() * dtype.unit_roundoff() * rounds + 1e-5;
+                assert!((g - v).abs() <= tol, "{dtype} {c:?} at {i}: {g} vs {v}");
+            }
+        }
+    }
 }

@@ -78,7 +78,7 @@ fn run(rt: &Runtime, plan: &Plan, m: usize, n: usize, k: usize, batch: usize, al
     let c_arg = if plan.summed { &bufs[2] } else { workspace.as_ref().unwrap_or(&bufs[2]) };
     let mut args: Vec<Arg<'_>> = [&bufs[0], &bufs[1], c_arg].into_iter().map(Arg::from).collect();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
-    args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta))]);
+    args.extend([u(m), u(n), u(k), Arg::Value(enigma_ir::Literal::f32(alpha)), Arg::Value(enigma_ir::Literal::f32(beta)), u(m * k)]);
     // The vector views `a4` and `b4` of the same buffers.
     args.extend([Arg::from(&bufs[0]), Arg::from(&bufs[1])]);
     let tickets = plan.summed.then(|| rt.buffer_zeroed::<u32>((d.size[0] * d.size[1]) as usize * batch).unwrap());
@@ -292,7 +292,7 @@ fn whole_tiles_match_the_reference() {
     let c = upload(&rt, enigma_ir::Scalar::F32, &vec![7.0; m * n]).unwrap();
     let u = |v: usize| Arg::Value(enigma_ir::Literal::u32(v as u32));
     let f = |v: f32| Arg::Value(enigma_ir::Literal::f32(v));
-    let args = [Arg::from(&a), Arg::from(&b), Arg::from(&c), u(m), u(n), u(k), f(1.0), f(0.0), Arg::from(&a), Arg::from(&b)];
+    let args = [Arg::from(&a), Arg::from(&b), Arg::from(&c), u(m), u(n), u(k), f(1.0), f(0.0), u(m * k), Arg::from(&a), Arg::from(&b)];
     let d = whole.dispatch(m as u32, n as u32, 1);
     rt.dispatch(&p, &args, enigma_runtime::DispatchMode::Threadgroups, d.size, d.threads, &Default::default()).unwrap();
     assert!(download(&c, enigma_ir::Scalar::F32, m * n).unwrap().iter().all(|&v| v == 7.0));

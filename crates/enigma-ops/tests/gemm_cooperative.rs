@@ -6,7 +6,7 @@
 use enigma_ir::Scalar;
 use enigma_ops::{upload, DType, Error, GemmOptions, Ops, Options};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, cooperative};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias, cooperative};
 
 #[test]
 fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
@@ -16,6 +16,11 @@ fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
 #[test]
 fn the_epilogue_scales_adds_c_and_rounds_to_the_output_type() {
     check_epilogue(&Runtime::new(Device::Sim).unwrap(), true);
+}
+
+#[test]
+fn products_sharing_one_a_add_the_row_bias_before_rounding() {
+    check_shared_a_and_bias(&Runtime::new(Device::Sim).unwrap(), true);
 }
 
 #[test]

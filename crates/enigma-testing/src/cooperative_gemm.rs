@@ -5,7 +5,8 @@
 //! `Ops::matmul_batched`, asked for with `GemmOptions::cooperative`, at
 //! shapes that leave partial tiles along M, N and K ([`check_matmul`]);
 //! and dispatched directly with alpha, beta and 16-bit outputs
-//! ([`check_epilogue`]), at each pipeline depth ([`check_pipeline_depths`])
+//! ([`check_epilogue`]), with one A for every product and a row bias
+//! ([`check_shared_a_and_bias`]), at each pipeline depth ([`check_pipeline_depths`])
 //! and in each walk over the tiles ([`check_rasterisation`]), and the
 //! persistent kernel ([`check_persistence`]).
 
@@ -21,16 +22,27 @@ fn values(n: usize, seed: usize, dtype: DType) -> Vec<f32> {
     x
 }
 
-/// `alpha·A·B + beta·C` over `batch` matrices, in f64.
+/// How the products of a batch take A and a bias: `shared_a`, one A for
+/// every product (A's batch stride 0); `bias`, a value per row of C added
+/// to every product.
+#[derive(Clone, Copy, Default)]
+struct Extras<'a> {
+    shared_a: bool,
+    bias: Option<&'a [f32]>,
+}
+
+/// `alpha·A·B + beta·C (+ bias[row])` over `batch` matrices, in f64.
 #[allow(clippy::too_many_arguments)]
-fn product(a: &[f32], b: &[f32], c: &[f32], batch: usize, m: usize, n: usize, k: usize, alpha: f64, beta: f64) -> Vec<f64> {
+fn product(a: &[f32], b: &[f32], c: &[f32], batch: usize, m: usize, n: usize, k: usize, alpha: f64, beta: f64, extras: Extras) -> Vec<f64> {
     let mut out = vec![0.0f64; batch * m * n];
     for p in 0..batch {
+        let a0 = if extras.shared_a { 0 } else { p * m * k };
         for i in 0..m {
+            let bias = extras.bias.map_or(0.0, |bias| bias[i] as f64);
             for j in 0..n {
-                let dot: f64 = (0..k).map(|l| a[(p * m + i) * k + l] as f64 * b[(p * k + l) * n + j] as f64).sum();
+                let dot: f64 = (0..k).map(|l| a[a0 + i * k + l] as f64 * b[(p * k + l) * n + j] as f64).sum();
                 let prior = if beta != 0.0 { beta * c[(p * m + i) * n + j] as f64 } else { 0.0 };
-                out[(p * m + i) * n + j] = alpha * dot + prior;
+                out[(p * m + i) * n + j] = alpha * dot + prior + bias;
             }
         }
     }
@@ -69,7 +81,7 @@ pub fn check_matmul(rt: &Runtime, sanitize: bool) {
             let kernel = ops.take_launches().remove(0).kernel;
             assert!(kernel.starts_with("gemm_coop_"), "{kernel}");
             let got = download(&c, out.scalar(), batch * m * n).unwrap();
-            assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0), k, out);
+            assert_close(&format!("{kernel} batch {batch} {m}x{n}x{k}"), &got, &product(&a, &b, &[], batch, m, n, k, 1.0, 0.0, Extras::default()), k, out);
         }
     }
 }
@@ -82,6 +94,22 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
     let configs = [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)]
         .map(|(input, output)| CoopGemmConfig::for_memory(input, output, None, max).expect("a tile that fits"));
     check_configs(rt, sanitize, &configs, (2, 70, 80, 72));
+}
+
+/// Three products sharing one A (batch stride 0) with a bias per row of C
+/// added in the epilogue (`CoopGemmConfig::row_bias`), C of f16 (through
+/// threadgroup memory), bf16 and f32 (element by element), at 70 × 80 × 72
+/// (partial tiles along M and N, so that bias rows past M are never read:
+/// the bias buffer holds exactly M values).
+pub fn check_shared_a_and_bias(rt: &Runtime, sanitize: bool) {
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let configs = [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)]
+        .map(|(input, output)| CoopGemmConfig { row_bias: true, ..CoopGemmConfig::for_memory(input, output, None, max).expect("a tile that fits") });
+    for cfg in configs {
+        let bias = values(70, 11, cfg.input);
+        let bias_buffer = upload(rt, cfg.input.scalar(), &bias).unwrap();
+        run_config(rt, sanitize, &cfg, (3, 70, 80, 72), Extras { shared_a: true, bias: Some(&bias) }, Some(&bias_buffer));
+    }
 }
 
 /// Every tile the kernel takes 64 deep (64 or 128 rows; 64, 128 or 256
@@ -97,7 +125,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false })))
+        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
@@ -109,7 +137,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// one band taller than the grid): every tile computed once, against the
 /// f64 loop.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false });
+    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false, row_bias: false });
     check_configs(rt, sanitize, &configs, (2, 64 * 5 - 3, 64 * 3, 64));
 }
 
@@ -124,7 +152,7 @@ const PERSISTENT_THREADGROUPS: u32 = 3;
 /// crosses from one product to the next), in bands of 2 rows of tiles.
 pub fn check_persistence(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true };
+    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false };
     let configs: Vec<CoopGemmConfig> = [(64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
         .into_iter()
         .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, ..base })
@@ -136,21 +164,31 @@ pub fn check_persistence(rt: &Runtime, sanitize: bool) {
 
 /// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products
 /// of `m × n × k`, against [`product`].
-fn check_configs(rt: &Runtime, sanitize: bool, configs: &[CoopGemmConfig], (batch, m, n, k): (usize, usize, usize, usize)) {
+fn check_configs(rt: &Runtime, sanitize: bool, configs: &[CoopGemmConfig], shape: (usize, usize, usize, usize)) {
     for cfg in configs {
-        let (input, output) = (cfg.input, cfg.output);
-        let pipeline = rt.pipeline(&gemm_cooperative(cfg)).unwrap();
-        let (a, b, c0) = (values(batch * m * k, 3, input), values(batch * k * n, 5, input), values(batch * m * n, 9, output));
-        let up = |dtype: DType, v: &[f32]| upload(rt, dtype.scalar(), v).unwrap();
-        let (ab, bb, cb) = (up(input, &a), up(input, &b), up(output, &c0));
-        let (alpha, beta) = (0.75f32, -1.5f32);
-        let mut args = vec![Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta)];
-        if cfg.persistent {
-            args.push(Arg::u32(batch as u32));
-        }
-        let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32, PERSISTENT_THREADGROUPS);
-        rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
-        let got = download(&cb, output.scalar(), batch * m * n).unwrap();
-        assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64), k, output);
+        run_config(rt, sanitize, cfg, shape, Extras::default(), None);
     }
+}
+
+/// `cfg` dispatched with alpha 0.75 and beta −1.5 over `batch` products of
+/// `m × n × k` (A's stride 0 with `extras.shared_a`, `bias` bound as the
+/// row bias), against [`product`].
+fn run_config(rt: &Runtime, sanitize: bool, cfg: &CoopGemmConfig, (batch, m, n, k): (usize, usize, usize, usize), extras: Extras, bias: Option<&enigma_runtime::Buffer>) {
+    let (input, output) = (cfg.input, cfg.output);
+    let pipeline = rt.pipeline(&gemm_cooperative(cfg)).unwrap();
+    let a_len = if extras.shared_a { m * k } else { batch * m * k };
+    let (a, b, c0) = (values(a_len, 3, input), values(batch * k * n, 5, input), values(batch * m * n, 9, output));
+    let up = |dtype: DType, v: &[f32]| upload(rt, dtype.scalar(), v).unwrap();
+    let (ab, bb, cb) = (up(input, &a), up(input, &b), up(output, &c0));
+    let (alpha, beta) = (0.75f32, -1.5f32);
+    let a_stride = if extras.shared_a { 0 } else { (m * k) as u32 };
+    let mut args = vec![Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta), Arg::u32(a_stride)];
+    if cfg.persistent {
+        args.push(Arg::u32(batch as u32));
+    }
+    args.extend(bias.map(Arg::from));
+    let dispatch = cfg.dispatch(m as u32, n as u32, batch as u32, PERSISTENT_THREADGROUPS);
+    rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
+    let got = download(&cb, output.scalar(), batch * m * n).unwrap();
+    assert_close(&format!("{} {m}x{n}x{k}", cfg.name()), &got, &product(&a, &b, &c0, batch, m, n, k, alpha as f64, beta as f64, extras), k, output);
 }

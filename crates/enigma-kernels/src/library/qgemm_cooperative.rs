@@ -381,7 +381,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     });
 
     let output = if splits > 1 { DType::F32 } else { cfg.output };
-    let target = TileTarget { c, output, base: c_base, origin: (m0, n0), size: (m, n), alpha: Ex::from(1.0f32), beta: Ex::from(0.0f32) };
+    let target = TileTarget { c, output, base: c_base, origin: (m0, n0), size: (m, n), alpha: Ex::from(1.0f32), beta: Ex::from(0.0f32), bias: None };
     store_tile_direct(&mut k, acc, per_thread, &target);
     finish(k)
 }

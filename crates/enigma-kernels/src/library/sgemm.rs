@@ -36,7 +36,7 @@
 //! writes its partial sum to its own f32 slice of `c` for
 //! [`super::split::splitk_reduce`].
 //!
-//! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4`, as the SIMD-group
+//! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride, a4, b4`, as the SIMD-group
 //! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
 
 use super::gemm::{MatrixArgs, PlainArgs};
@@ -350,6 +350,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
     let kk = k.value(MatrixArgs::K, Type::U32);
     let alpha = k.value(PlainArgs::ALPHA, Type::F32);
     let beta = k.value(PlainArgs::BETA, Type::F32);
+    let a_stride = k.value(PlainArgs::A_STRIDE, Type::U32);
     let a4 = k.buffer(MatrixArgs::A4, f4, Access::Read);
     let b4 = k.buffer(PlainArgs::B4, f4, Access::Read);
     let a_s = k.threadgroup_array("a_slice", f4, STAGES * cfg.tile.k * (cfg.tile.m / VEC + PAD));
@@ -374,7 +375,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
             scalar: a,
             vector: a4,
             staged: a_s,
-            base: k.let_("a_base", batch * m * kk),
+            base: k.let_("a_base", batch * a_stride),
             rows: if cfg.trans_a { kk } else { m },
             cols: if cfg.trans_a { m } else { kk },
             origin: m0,

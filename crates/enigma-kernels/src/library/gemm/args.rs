@@ -21,14 +21,21 @@ crate::kernel_args! {
 
 crate::kernel_args! {
     /// A product of B's values (this GEMM, the SIMT and the cooperative
-    /// kernels): B's vector view, `C = alpha·A·B + beta·C`'s scalars and
-    /// the number of products in the batch (which the persistent
-    /// cooperative kernel reads; the others take it from the grid).
+    /// kernels): B's vector view, `C = alpha·A·B + beta·C`'s scalars, the
+    /// elements of A from one product of the batch to the next (`m·k` for
+    /// consecutive matrices, 0 for one A every product shares), the
+    /// number of products in the batch (which the persistent
+    /// cooperative kernel reads; the others take it from the grid) and,
+    /// for a cooperative kernel with a row bias
+    /// ([`super::CoopGemmConfig::row_bias`]), the `m` values of the
+    /// inputs' type added to C's rows.
     pub struct PlainArgs {
         B4 b4: buffer,
         ALPHA alpha: f32,
         BETA beta: f32,
+        A_STRIDE a_stride: u32,
         BATCH batch: u32,
+        BIAS bias: optional,
     }
 }
 

@@ -45,7 +45,9 @@
 //! consecutive threads taking consecutive words, so a SIMD group writes
 //! whole 512-byte stretches of C. With f32 C each thread stores its slots where they
 //! lie (`store_tile_direct`). Both skip elements past M or N; C is read
-//! only where beta is not 0.
+//! only where beta is not 0. With a row bias ([`CoopGemmConfig::row_bias`])
+//! each element gains `bias[row]` in f32 before its one rounding, where a
+//! separate broadcast add would read and write C again and round twice.
 //!
 //! **Persistence** (`CoopGemmConfig::persistent`, not chosen by
 //! [`super::select`]). One threadgroup per compute unit walks the tiles
@@ -61,11 +63,12 @@
 //! 1024³ 156.0 against 160.2: the fill and the epilogue are not what holds
 //! the kernel below cuBLAS, so the selection keeps a threadgroup per tile.
 //!
-//! Parameters: `a, b, c, m, n, k, alpha, beta` (the batch strides come
-//! from the shapes: `m·k`, `k·n`, `m·n` elements), `c` taken as `c_words`
-//! (C's 16-byte `u32x4` words) by the epilogue through threadgroup memory,
-//! and in a persistent kernel `batch` (the number of products; the others
-//! take it from the grid's third dimension).
+//! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride` (A's batch
+//! stride, 0 where the products share one A; B's and C's come from the
+//! shapes: `k·n` and `m·n` elements), `c` taken as `c_words` (C's 16-byte
+//! `u32x4` words) by the epilogue through threadgroup memory, in a
+//! persistent kernel `batch` (the number of products; the others take it
+//! from the grid's third dimension), and with a row bias `bias`.
 //!
 //! The staging (`Staging`), the walk (`raster_walk`), the loop over the
 //! accumulator's slots (`for_each_slot`) and the direct epilogue
@@ -127,6 +130,9 @@ pub struct CoopGemmConfig {
     /// One threadgroup per compute unit walking the tiles (module doc,
     /// "Persistence") rather than one threadgroup per tile.
     pub persistent: bool,
+    /// `bias[row]` added to each row of C before it is rounded (module
+    /// doc, "The epilogue"): a convolution's bias per output channel.
+    pub row_bias: bool,
 }
 
 impl CoopGemmConfig {
@@ -136,7 +142,7 @@ impl CoopGemmConfig {
     /// where none fits.
     pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
         COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
-            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false };
+            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false, row_bias: false };
             let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopGemmConfig { stages, ..base })
         })
@@ -198,7 +204,8 @@ impl CoopGemmConfig {
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
         let persistent = if self.persistent { "_p" } else { "" };
-        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
+        let bias = if self.row_bias { "_bias" } else { "" };
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}{bias}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
@@ -391,8 +398,9 @@ fn band_walk(k: &mut KernelBuilder, tag: &str, linear: Ex, (tiles_x, tiles_y): (
 /// Where an epilogue writes the accumulator: C (`c`: its elements of
 /// `output`, or for `store_tile_staged` its 16-byte `u32x4` words of eight 16-bit
 /// values), the batch's first element `base`, the tile's first row and
-/// column `origin` in an `m × n` matrix (`size`), and `C = alpha·acc +
-/// beta·C`'s scalars (C read only where beta is not 0).
+/// column `origin` in an `m × n` matrix (`size`), `C = alpha·acc +
+/// beta·C + bias[row]`'s scalars (C read only where beta is not 0) and
+/// row bias (read for rows inside C).
 pub(crate) struct TileTarget {
     pub c: Mem,
     pub output: DType,
@@ -401,6 +409,7 @@ pub(crate) struct TileTarget {
     pub size: (Ex, Ex),
     pub alpha: Ex,
     pub beta: Ex,
+    pub bias: Option<Mem>,
 }
 
 impl TileTarget {
@@ -410,6 +419,14 @@ impl TileTarget {
         let row = k.let_(&format!("{tag}_row"), self.origin.0 + row);
         let col = k.let_(&format!("{tag}_col"), self.origin.1 + col);
         (row, col, row.lt(self.size.0).and(col.lt(self.size.1)))
+    }
+
+    /// Adds the bias of matrix row `row` to `v`, where there is a bias
+    /// and the row lies inside C.
+    fn add_bias(&self, k: &mut KernelBuilder, v: Var, row: Ex) {
+        if let Some(bias) = self.bias {
+            k.if_(row.lt(self.size.0), |k| k.assign(v, v.get() + load_f32(bias, row)));
+        }
     }
 }
 
@@ -424,6 +441,7 @@ pub(crate) fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thre
                 let at = k.let_(&format!("{tag}_at"), out.base + row * out.size.1 + col);
                 let v = k.var(&format!("{tag}_v"), out.alpha * acc.get(slot));
                 k.if_(out.beta.ne(0.0f32), |k| k.assign(v, v.get() + out.beta * load_f32(out.c, at)));
+                out.add_bias(k, v, row);
                 store_f32(k, out.c, at, v.get());
             });
         });
@@ -467,6 +485,7 @@ pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thre
                 let prior = select(both.x(), both.y(), (at % 2u32).eq(1u32));
                 k.assign(v, v.get() + out.beta * to_f32(prior));
             });
+            out.add_bias(k, v, grow);
             store_f32(k, staging, row * tn + col + offset, v.get());
         });
     });
@@ -523,7 +542,9 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let kk = k.value(MatrixArgs::K, Type::U32);
     let alpha = k.value(PlainArgs::ALPHA, Type::F32);
     let beta = k.value(PlainArgs::BETA, Type::F32);
+    let a_stride = k.value(PlainArgs::A_STRIDE, Type::U32);
     let batches = cfg.persistent.then(|| k.value(PlainArgs::BATCH, Type::U32));
+    let bias = cfg.row_bias.then(|| k.buffer(PlainArgs::BIAS, cfg.input.ty(1), Access::Read));
     let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
     let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
     let tg = threadgroup_position_in_grid();
@@ -535,7 +556,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let place = |k: &mut KernelBuilder, tag: &str, batch: Ex, (row, col): (Ex, Ex)| TilePlace {
         m0: k.let_(&format!("{tag}_m0"), row * tm),
         n0: k.let_(&format!("{tag}_n0"), col * tn),
-        a_base: k.let_(&format!("{tag}_a_base"), batch * m * kk),
+        a_base: k.let_(&format!("{tag}_a_base"), batch * a_stride),
         b_base: k.let_(&format!("{tag}_b_base"), batch * kk * n),
         c_base: k.let_(&format!("{tag}_c_base"), batch * m * n),
     };
@@ -600,7 +621,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         k.threadgroup_barrier(MemFlags::Threadgroup);
     };
     let epilogue = |k: &mut KernelBuilder, at: TilePlace| {
-        let target = TileTarget { c, output: cfg.output, base: at.c_base, origin: (at.m0, at.n0), size: (m, n), alpha, beta };
+        let target = TileTarget { c, output: cfg.output, base: at.c_base, origin: (at.m0, at.n0), size: (m, n), alpha, beta, bias };
         if staged {
             debug_assert!(cfg.epilogue_offset() + tm * tn <= stages * tk * tn, "{}: the tile does not fit the B stages", cfg.name());
             store_tile_staged(k, acc, per_thread, &target, (b_slices, cfg.epilogue_offset(), tm, tn), (lid, threads));

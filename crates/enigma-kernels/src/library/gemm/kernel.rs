@@ -68,7 +68,7 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
 }
 
 /// The kernel's parameters, declared in their order: `a, b, c, m, n, k`,
-/// then `alpha, beta` (B of values) or `group, scales` (packed weights),
+/// then `alpha, beta, a_stride` (B of values) or `group, scales` (packed weights),
 /// `a4`, `b4` (B of values: the 4-element vector views of `a` and `b`),
 /// and with K splits summed in the kernel `ws, tickets`.
 struct Parameters {
@@ -82,6 +82,9 @@ struct Parameters {
     k: Ex,
     /// alpha and beta, where B holds values.
     scaling: Option<(Ex, Ex)>,
+    /// A's elements from one product of the batch to the next, where B
+    /// holds values (0: one A for every product); else `m·k`.
+    a_stride: Ex,
     /// With K splits summed in the kernel: the f32 workspace and the
     /// tiles' tickets.
     summed: Option<(Mem, Mem)>,
@@ -100,12 +103,12 @@ impl Parameters {
         let m = k.value(MatrixArgs::M, Type::U32);
         let n = k.value(MatrixArgs::N, Type::U32);
         let kk = k.value(MatrixArgs::K, Type::U32);
-        let (scaling, packed_b) = match packed {
-            None => (Some((k.value(PlainArgs::ALPHA, Type::F32), k.value(PlainArgs::BETA, Type::F32))), None),
+        let (scaling, a_stride, packed_b) = match packed {
+            None => (Some((k.value(PlainArgs::ALPHA, Type::F32), k.value(PlainArgs::BETA, Type::F32))), k.value(PlainArgs::A_STRIDE, Type::U32), None),
             Some((format, layout)) => {
                 let group = k.value(PackedArgs::GROUP, Type::U32);
                 let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
-                (None, Some(Source::Packed { format, layout, words: b, scales, group }))
+                (None, m * kk, Some(Source::Packed { format, layout, words: b, scales, group }))
             }
         };
         let a4 = k.buffer(MatrixArgs::A4, cfg.input.ty(VEC as u8), Access::Read);
@@ -114,7 +117,7 @@ impl Parameters {
             None => Source::Values { scalar: b, vector: k.buffer(PlainArgs::B4, cfg.input.ty(VEC as u8), Access::Read) },
         };
         let summed = sums_here.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
-        Parameters { a: Source::Values { scalar: a, vector: a4 }, b, c, m, n, k: kk, scaling, summed }
+        Parameters { a: Source::Values { scalar: a, vector: a4 }, b, c, m, n, k: kk, scaling, a_stride, summed }
     }
 
     /// Where the threadgroup's own product goes: C, or the workspace of its
@@ -220,7 +223,7 @@ fn operands<'a>(k: &mut KernelBuilder, cfg: &'a GemmConfig, packed: Option<(Form
         name: "a",
         source: params.a,
         staged: slices.a,
-        base: k.let_("a_base", place.batch * m * kk),
+        base: k.let_("a_base", place.batch * params.a_stride),
         shape: if cfg.trans_a { (kk, m) } else { (m, kk) },
         slice: a_slice,
         origin: place.m0,

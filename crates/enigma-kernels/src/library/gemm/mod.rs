@@ -38,9 +38,11 @@
 //! CUDA compiler schedules and allocates the whole kernel at once;
 //! `BENCHMARKS.md`, whole tiles).
 //!
-//! Parameters: `a, b, c, m, n, k, alpha, beta, a4, b4` — `a4` and `b4` are
-//! 4-element vector views of the same buffers as `a` and `b` (the batch
-//! strides come from the shapes: `m·k`, `k·n`, `m·n` elements).
+//! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride, a4, b4` — `a4`
+//! and `b4` are 4-element vector views of the same buffers as `a` and `b`;
+//! `a_stride` is A's batch stride (`m·k` for consecutive matrices, 0 where
+//! every product takes one A, as a convolution's weights), B's and C's
+//! come from the shapes (`k·n`, `m·n` elements).
 //!
 //! On devices whose cooperative products run on warpgroup matrix
 //! instructions, [`select`] takes the GEMM on cooperative tensors instead

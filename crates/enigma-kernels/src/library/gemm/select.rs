@@ -65,6 +65,17 @@ impl GemmPlan {
         }
     }
 
+    /// This plan adding a bias to each row of C in its epilogue, where its
+    /// kernel can (the cooperative one, `CoopGemmConfig::row_bias`);
+    /// `None` for the others, whose callers add the bias by a broadcast
+    /// add after the product.
+    pub fn with_row_bias(&self) -> Option<GemmPlan> {
+        match self {
+            GemmPlan::Cooperative(cfg) => Some(GemmPlan::Cooperative(CoopGemmConfig { row_bias: true, ..*cfg })),
+            GemmPlan::Matrices(_) | GemmPlan::Simt(_) => None,
+        }
+    }
+
     /// The dispatch for `batch` results of `m × n` on a device of
     /// `compute_units` (which a persistent cooperative kernel covers once).
     pub fn dispatch(&self, m: u32, n: u32, batch: u32, compute_units: u32) -> Dispatch {
@@ -137,7 +148,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
 /// three stages and 33.8 on 64 × 128.
 fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
     let GemmProblem { input, output, m, k, .. } = *problem;
-    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false };
+    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false, row_bias: false };
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }
