@@ -423,16 +423,18 @@ pub fn op_scan_axis(py: Python<'_>, runtime: &Runtime, x: &Bound<'_, PyAny>, out
 }
 
 /// `a[i] @ b[i]` for `batch` consecutive row-major `m × k` and `k × n`
-/// matrices: `batch · m · n` values of the inputs' type (accumulated in
-/// f32, as torch's `bmm`), one dispatch.
+/// matrices (with `shared_a`, one `m × k` matrix `a` for every `b[i]`):
+/// `batch · m · n` values of the inputs' type (accumulated in f32, as
+/// torch's `bmm`), one dispatch.
 #[pyfunction]
-#[pyo3(signature = (runtime, a, b, batch, m, n, k, elem, threads=None, stream=None, dlpack_stream=None))]
+#[pyo3(signature = (runtime, a, b, batch, m, n, k, elem, shared_a=false, threads=None, stream=None, dlpack_stream=None))]
 #[allow(clippy::too_many_arguments)]
-pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, batch: usize, m: usize, n: usize, k: usize, elem: &str, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
+pub fn op_matmul_batched(py: Python<'_>, runtime: &Runtime, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>, batch: usize, m: usize, n: usize, k: usize, elem: &str, shared_a: bool, threads: Option<u32>, stream: Option<u64>, dlpack_stream: Option<i64>) -> PyResult<Array> {
     let mut call = Call::new("matmul", runtime, elem, threads, stream, dlpack_stream)?;
-    let a = call.input(py, "a", a, product("matmul", &[batch, m, k])?, None)?;
+    let a_dims: &[usize] = if shared_a { &[m, k] } else { &[batch, m, k] };
+    let a = call.input(py, "a", a, product("matmul", a_dims)?, None)?;
     let b = call.input(py, "b", b, product("matmul", &[batch, k, n])?, None)?;
-    let out = call.ops().matmul_batched(&a, &b, batch, m, n, k, matrix_type(call.elem)?);
+    let out = if shared_a { call.ops().matmul_shared_a(&a, &b, batch, m, n, k, matrix_type(call.elem)?) } else { call.ops().matmul_batched(&a, &b, batch, m, n, k, matrix_type(call.elem)?) };
     call.output(py, out, vec![batch, m, n], call.elem)
 }
 

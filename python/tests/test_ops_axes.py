@@ -198,7 +198,10 @@ def matmul_ref(a, b):
 
 
 @pytest.mark.parametrize("sa, sb", [((3, 7, 5), (3, 5, 13)), ((2, 2, 67, 45), (2, 2, 45, 101)), ((4, 7, 5), (5, 3)),
-                                    ((5,), (5, 3)), ((2, 7, 5), (5,)), ((1, 1, 1), (1, 1, 1))])
+                                    ((5,), (5, 3)), ((2, 7, 5), (5,)), ((1, 1, 1), (1, 1, 1)),
+                                    # Broadcast batches: one a for every b, b of 1s, leading 1s.
+                                    ((7, 5), (4, 5, 13)), ((1, 67, 45), (2, 3, 45, 101)), ((5,), (3, 5, 2)),
+                                    ((4, 7, 5), (1, 5, 3)), ((3, 7, 5), (1, 3, 5, 2))])
 def test_matmul_with_batch_dimensions(rt, sa, sb):
     a, b = data(sa, 71) / 4, data(sb, 72) / 4
     want = matmul_ref(a, b)
@@ -221,7 +224,9 @@ def test_bmm_and_refused_batches(rt):
     np.testing.assert_allclose(h.astype(np.float64), matmul_ref(ha, hb), rtol=1e-3, atol=1e-3)
     with pytest.raises(ValueError, match="bmm takes"):
         ops.bmm(a, b[0], rt=rt)
-    with pytest.raises(ValueError, match="does not broadcast batch dimensions"):
-        ops.matmul(a[:1], b, rt=rt)
+    with pytest.raises(ValueError, match=r"both broadcast \(to \(2, 3\)\)"):
+        ops.matmul(data((2, 1, 7, 5), 85), data((1, 3, 5, 2), 86), rt=rt)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        ops.matmul(data((2, 7, 5), 85), b, rt=rt)
     with pytest.raises(ValueError, match="inner sizes"):
         ops.matmul(a, a, rt=rt)

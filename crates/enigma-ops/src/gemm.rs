@@ -39,6 +39,16 @@ impl Ops<'_> {
         self.product(&Product { a, b, batch, m, n, k, out, shared_a: false, row_bias: None })
     }
 
+    /// `C[i] = A · B[i]` for `i < batch`: one `m × k` matrix A for every
+    /// one of `batch` consecutive `k × n` matrices B (A's batch stride 0:
+    /// A is read in place, not repeated), as torch's `matmul` broadcasts
+    /// a 2-D left operand over a batched right one; otherwise as
+    /// [`Ops::matmul_batched`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_shared_a(&self, a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType) -> Result<Buffer, Error> {
+        self.product(&Product { a, b, batch, m, n, k, out, shared_a: true, row_bias: None })
+    }
+
     /// The batched product `p` describes (see [`Product`]); the bias, where
     /// there is one, in the GEMM's epilogue where the selected kernel
     /// takes it ([`gemm::GemmPlan::with_row_bias`]) and C has the inputs'

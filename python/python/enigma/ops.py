@@ -1134,11 +1134,14 @@ def matmul(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_
     ``a`` is ``[..., m, k]`` and ``b`` ``[..., k, n]`` (row-major,
     C-contiguous). A 1-D ``a`` is one row and a 1-D ``b`` one column (the
     axis is dropped from the result, as in torch). Leading (batch)
-    dimensions: a 2-D ``b`` is applied to every matrix of ``a`` (one
-    product of ``a``'s rows, all batches together); otherwise ``a`` and
-    ``b`` must have the same batch dimensions, which run as one batched
-    dispatch. Batch dimensions that would broadcast against each other
-    (``[1, m, k] @ [4, k, n]``, ``[m, k] @ [4, k, n]``) are refused.
+    dimensions broadcast as torch's: a ``b`` with no batch dimensions (or
+    only 1s) is applied to every matrix of ``a`` (one product of ``a``'s
+    rows, all batches together); an ``a`` with none (or only 1s) is read
+    in place by every product of ``b``'s batch (``[m, k] @ [4, k, n]``,
+    ``[1, m, k] @ [4, k, n]``: not repeated in memory); equal batch
+    dimensions (leading 1s aside) run as one batched dispatch. Batch
+    dimensions that both broadcast (``[2, 1, m, k] @ [1, 3, k, n]``) are
+    refused: expand one operand first.
 
     Args:
         a: the left operand (float32, float16 or bfloat16).
@@ -1171,16 +1174,37 @@ def _product(op: str, a: _Any, b: _Any, *, dtype: _Optional[str], rt: _Optional[
     if k2 != k:
         raise ValueError(f"{op}: a is {tuple(_shape(a))} and b is {tuple(_shape(b))}; the inner sizes must match ({k} and {k2})")
     batch_a, batch_b = xs[:-2], ys[:-2]
+    batch = _broadcast_batch(op, batch_a, batch_b)
     t = _Target(op, [x, y], typed=2, dtype=dtype, rt=rt, device=device, threads=threads, stream=stream)
-    if not batch_b:
+    one = lambda dims: all(d == 1 for d in dims)  # noqa: E731 - a one-line rule
+    if one(batch_b):
+        y = y.reshape([k, n])
         res = _enigma.op_matmul(t.native, x, y, _math.prod(batch_a) * m, n, k, t.elem, **t.options())
-    elif batch_a == batch_b:
-        res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch_a), m, n, k, t.elem, **t.options())
+    elif one(batch_a):
+        x = x.reshape([m, k])
+        res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch), m, n, k, t.elem, shared_a=True, **t.options())
+    elif _math.prod(batch_a) == _math.prod(batch) == _math.prod(batch_b):
+        res = _enigma.op_matmul_batched(t.native, x, y, _math.prod(batch), m, n, k, t.elem, **t.options())
     else:
-        raise ValueError(f"{op}: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} differ; enigma.ops.matmul "
-                         "takes equal batch dimensions or a 2-D b, and does not broadcast batch dimensions against each other")
-    shape = batch_a + ([] if row else [m]) + ([] if column else [n])
+        raise ValueError(f"{op}: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} both broadcast (to "
+                         f"{tuple(batch)}); enigma.ops.matmul broadcasts one operand's batch over the other's, not both: "
+                         "expand one of them first")
+    shape = batch + ([] if row else [m]) + ([] if column else [n])
     return _give(op, x, res.reshape(shape), out, t)  # type: ignore[no-any-return]
+
+
+def _broadcast_batch(op: str, batch_a: _List[int], batch_b: _List[int]) -> _List[int]:
+    """The batch dimensions ``batch_a`` and ``batch_b`` broadcast to
+    (NumPy's rule, as torch's ``matmul``), or a ValueError naming ``op``."""
+    width = len(batch_a) if len(batch_a) >= len(batch_b) else len(batch_b)
+    pa = [1] * (width - len(batch_a)) + list(batch_a)
+    pb = [1] * (width - len(batch_b)) + list(batch_b)
+    out = []
+    for da, db in zip(pa, pb):
+        if da != db and 1 not in (da, db):
+            raise ValueError(f"{op}: the batch dimensions of a {tuple(batch_a)} and b {tuple(batch_b)} do not broadcast")
+        out.append(da if db == 1 else db)
+    return out
 
 
 def bmm(a: _ArrayT, b: _Any, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
