@@ -153,7 +153,7 @@ fn main() {
         }
         if dtype != DType::F32 && rt.device().wgmma() {
             for &(tm, tn, tk, stages, raster, persistent) in &coop {
-                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent, row_bias: false };
+                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent, row_bias: false, staged: output == dtype };
                 if cfg.check(limit).is_ok() {
                     configs.push(GemmPlan::Cooperative(cfg));
                 }

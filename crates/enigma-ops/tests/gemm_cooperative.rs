@@ -16,11 +16,17 @@ fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
 #[test]
 fn the_epilogue_scales_adds_c_and_rounds_to_the_output_type() {
     check_epilogue(&Runtime::new(Device::Sim).unwrap(), true);
+    let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_epilogue(&rt, true);
 }
 
 #[test]
 fn products_sharing_one_a_add_the_row_bias_before_rounding() {
+    // In 32 KiB (C stored where it lies) and posing as a device of 227
+    // KiB (C staged in two rounds of 64 rows).
     check_shared_a_and_bias(&Runtime::new(Device::Sim).unwrap(), true);
+    let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_shared_a_and_bias(&rt, true);
 }
 
 #[test]

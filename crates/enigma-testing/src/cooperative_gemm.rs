@@ -125,7 +125,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false })))
+        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16 })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
@@ -137,7 +137,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// one band taller than the grid): every tile computed once, against the
 /// f64 loop.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false, row_bias: false });
+    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false, row_bias: false, staged: false });
     check_configs(rt, sanitize, &configs, (2, 64 * 5 - 3, 64 * 3, 64));
 }
 
@@ -152,13 +152,13 @@ const PERSISTENT_THREADGROUPS: u32 = 3;
 /// crosses from one product to the next), in bands of 2 rows of tiles.
 pub fn check_persistence(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false };
+    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false, staged: true };
     let configs: Vec<CoopGemmConfig> = [(64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
         .into_iter()
-        .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, ..base })
+        .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, staged: output == base.input, ..base })
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
-    assert!(configs.iter().any(|c| c.staged_epilogue() && c.stages == 4), "no persistent four-stage configuration fits {max} bytes");
+    assert!(configs.iter().any(|c| c.staged && c.stages == 4), "no persistent four-stage configuration fits {max} bytes");
     check_configs(rt, sanitize, &configs, (2, 187, 136, 200));
 }
 

@@ -133,7 +133,7 @@ pub fn all_kernels() -> Vec<Kernel> {
     // threadgroup memory, a threadgroup per tile and persistent, and with
     // a row bias.
     for (input, output, persistent, row_bias) in [(DType::F16, DType::F16, false, false), (DType::BF16, DType::F32, false, false), (DType::F16, DType::F16, true, false), (DType::BF16, DType::BF16, false, true)] {
-        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias }));
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias, staged: output == input }));
     }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {

@@ -35,16 +35,21 @@
 //! a row-major walk would read every column of B once per row of tiles.
 //! `raster` 1 is the row-major walk.
 //!
-//! **The epilogue.** Where C has the inputs' 16-bit type
-//! ([`CoopGemmConfig::staged_epilogue`]) it goes through threadgroup
-//! memory (`store_tile_staged`): once every copy has landed and every
-//! product has released its operands, each thread writes its accumulator
-//! slots, `alpha·acc + beta·C` rounded to C's type, into the B stages
-//! (which hold the tile: `tm ≤ stages · tk`), and after a barrier the
-//! threads store the tile's rows as 16-byte words of eight values,
-//! consecutive threads taking consecutive words, so a SIMD group writes
-//! whole 512-byte stretches of C. With f32 C each thread stores its slots where they
-//! lie (`store_tile_direct`). Both skip elements past M or N; C is read
+//! **The epilogue.** Where C has the inputs' 16-bit type and the device's
+//! threadgroup memory holds a staging array beside the stages
+//! ([`CoopGemmConfig::staged`]) it goes through that array
+//! (`store_tile_staged`, [`STAGING_ROWS`] rows of `tn` values and 16 bytes
+//! of padding): each thread writes its accumulator slots, `alpha·acc +
+//! beta·C` rounded to C's type, into the array, and after a barrier the
+//! threads store its rows as 16-byte words of eight values, consecutive
+//! threads taking consecutive words, so a SIMD group writes whole
+//! 512-byte stretches of C; a 128-row tile goes in two rounds of 64 rows.
+//! The array is its own, not the B stages, whose layout the `wgmma`
+//! lowering swizzles (every value's place would take a swizzle's
+//! arithmetic), and the padding keeps one store's rows in different
+//! banks. Otherwise (f32 C, or too little threadgroup memory) each thread
+//! stores its slots where they lie (`store_tile_direct`). Both skip
+//! elements past M or N; C is read
 //! only where beta is not 0. With a row bias ([`CoopGemmConfig::row_bias`])
 //! each element gains `bias[row]` in f32 before its one rounding, where a
 //! separate broadcast add would read and write C again and round twice.
@@ -54,14 +59,13 @@
 //! of every product of the batch (tile `i`: product `i / tiles`, then the
 //! band walk), `threadgroups_per_grid.x` apart. Once a tile's products are
 //! done it issues the next tile's first slices (into the stages they take
-//! in any tile) and then runs the epilogue, staging C past those stages
-//! (`tm ≤ (stages − ahead) · tk`, which [`CoopGemmConfig::check`] asks of a
-//! persistent configuration), so the copies land while the epilogue
-//! stores. Measured on an H200 (f16, C f16, 128 × 256 in four stages,
-//! CUDA-event medians in one run): 4096³ 228.3 µs against 227.3 one
-//! threadgroup per tile, 8192³ 1699.9 against 1674.2, 32 products of
-//! 1024³ 156.0 against 160.2: the fill and the epilogue are not what holds
-//! the kernel below cuBLAS, so the selection keeps a threadgroup per tile.
+//! in any tile) and then runs the epilogue, so the copies land while the
+//! epilogue stores. Measured on an H200 (f16, C f16, 128 × 256 in four
+//! stages, C staged in the B stages then, CUDA-event medians in one run):
+//! 4096³ 228.3 µs against 227.3 one threadgroup per tile, 8192³ 1699.9
+//! against 1674.2, 32 products of 1024³ 156.0 against 160.2: the fill and
+//! the epilogue are not what holds the kernel below cuBLAS, so the
+//! selection keeps a threadgroup per tile.
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride` (A's batch
 //! stride, 0 where the products share one A; B's and C's come from the
@@ -95,6 +99,15 @@ pub const COOP_TILES: [(u32, u32, u32); 2] = [(128, 256, 64), (64, 64, 64)];
 /// 16-bit values of C in each 16-byte word (`u32x4`) the epilogue through
 /// threadgroup memory stores.
 pub const EPILOGUE_WORD_VALUES: u32 = 8;
+
+/// Rows of C the staging array holds: one warpgroup's band, so that a
+/// 128-row tile is staged in two rounds (a whole 128 × 256 tile beside
+/// four stages would pass the H200's 227 KiB).
+pub const STAGING_ROWS: u32 = WARPGROUP_ROWS;
+
+/// Values past `tn` in each row of the staging array (16 bytes of 16-bit
+/// values): [`CoopGemmConfig::staging_pitch`].
+pub const STAGING_PAD: u32 = 8;
 
 /// The type of C's words in that epilogue (`c_words`).
 fn words_type() -> Type {
@@ -133,19 +146,35 @@ pub struct CoopGemmConfig {
     /// `bias[row]` added to each row of C before it is rounded (module
     /// doc, "The epilogue"): a convolution's bias per output channel.
     pub row_bias: bool,
+    /// C (of the inputs' 16-bit type) stored through its own staging array
+    /// in threadgroup memory (module doc, "The epilogue"); else each thread
+    /// stores its slots where they lie.
+    pub staged: bool,
 }
 
 impl CoopGemmConfig {
     /// The first of [`COOP_TILES`] with the most stages (from
     /// [`super::DEFAULT_STAGES`] down to 2) that fit `max_threadgroup_memory_bytes`,
-    /// or with `stages` asked, the first tile whose `stages` fit; `None`
-    /// where none fits.
+    /// or with `stages` asked, the first tile whose `stages` fit, C staged
+    /// where it is 16-bit ([`Self::staged`]); where nothing fits with the
+    /// staging array, the same without it (C stored where it lies); `None`
+    /// where none fits at all.
     pub fn for_memory(input: DType, output: DType, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
-        COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
-            let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false, row_bias: false };
-            let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
-            asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopGemmConfig { stages, ..base })
+        let staging = if output == input { [true, false].as_slice() } else { [false].as_slice() };
+        staging.iter().find_map(|&staged| {
+            COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
+                let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged };
+                let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
+                asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopGemmConfig { stages, ..base })
+            })
         })
+    }
+
+    /// A `tm × tn × tk` configuration of `stages` for `input` and `output`
+    /// in bands of [`DEFAULT_RASTER`] rows of tiles, a threadgroup per
+    /// tile, no row bias, C staged where it is 16-bit.
+    pub fn new(input: DType, output: DType, (tm, tn, tk): (u32, u32, u32), stages: u32) -> CoopGemmConfig {
+        CoopGemmConfig { input, output, tm, tn, tk, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input }
     }
 
     /// Barriers between a product and the reuse of its stage: 2 (overlapped
@@ -160,25 +189,6 @@ impl CoopGemmConfig {
         self.stages - self.lag()
     }
 
-    /// Whether the next tile's first [`Self::ahead`] slices fit beside the
-    /// staged tile of C: the tile (`tm × tn`, in the B stages past those
-    /// slices' stages) takes at most `stages − ahead` B stages. With f32 C
-    /// (no staging) always.
-    pub fn prefetches_over_epilogue(&self) -> bool {
-        !self.staged_epilogue() || self.tm <= (self.stages - self.ahead()) * self.tk
-    }
-
-    /// Where the staged tile of C starts in the B stages (elements): past
-    /// the stages of the next tile's first slices in a persistent kernel,
-    /// else at the start.
-    fn epilogue_offset(&self) -> u32 {
-        if self.persistent {
-            self.ahead() * self.tk * self.tn
-        } else {
-            0
-        }
-    }
-
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
     pub fn simdgroups(&self) -> u32 {
         self.tm / WARPGROUP_ROWS * 4
@@ -188,33 +198,36 @@ impl CoopGemmConfig {
         self.simdgroups() * SIMD_WIDTH
     }
 
-    /// Threadgroup memory: `stages` slices of A and of B.
+    /// Threadgroup memory: `stages` slices of A and of B, and where C is
+    /// staged its [`STAGING_ROWS`] rows of [`Self::staging_pitch`] values.
     pub fn memory_bytes(&self) -> u64 {
-        u64::from(self.stages) * u64::from(self.tm * self.tk + self.tk * self.tn) * u64::from(self.input.size_bytes())
+        let stages = u64::from(self.stages) * u64::from(self.tm * self.tk + self.tk * self.tn) * u64::from(self.input.size_bytes());
+        let staging = if self.staged { u64::from(STAGING_ROWS * self.staging_pitch()) * u64::from(self.output.size_bytes()) } else { 0 };
+        stages + staging
     }
 
-    /// Whether the epilogue goes through threadgroup memory
-    /// (`store_tile_staged`): C in the inputs' 16-bit type (its tile fits
-    /// the B stages, `tm ≤ stages · tk`, in every tile and stage count
-    /// [`Self::check`] takes). Its kernel takes C as `c_words`.
-    pub fn staged_epilogue(&self) -> bool {
-        self.output == self.input
+    /// The staging array's row pitch in values: `tn` and 16 bytes more, so
+    /// that the rows of one store of the accumulator's fragments fall in
+    /// different banks while each row stays whole 16-byte words.
+    pub fn staging_pitch(&self) -> u32 {
+        self.tn + STAGING_PAD
     }
 
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
         let persistent = if self.persistent { "_p" } else { "" };
         let bias = if self.row_bias { "_bias" } else { "" };
-        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}{bias}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
+        let direct = if !self.staged && self.output == self.input { "_direct" } else { "" };
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}{bias}{direct}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
     /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
     /// slices), `tn` at most 256; 2 to [`MAX_STAGES`] stages; each slice's
     /// copies split evenly over the threads in whole rows
-    /// (`Staging::splits_evenly`: not 192 columns); the stages within
-    /// `max_threadgroup_memory_bytes`; persistent only where
-    /// [`Self::prefetches_over_epilogue`].
+    /// (`Staging::splits_evenly`: not 192 columns); C staged only in the
+    /// inputs' type; the stages and the staging array within
+    /// `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let err = |message: String| Err(ShapeError::new(&name, message));
@@ -233,11 +246,12 @@ impl CoopGemmConfig {
         if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, self.threads()) || !Staging::splits_evenly((self.tk, self.tn), COPY_ELEMENTS, self.threads()) {
             return err(format!("the slices' 16-byte copies do not split evenly over {} threads in whole rows", self.threads()));
         }
-        if self.persistent && !self.prefetches_over_epilogue() {
-            return err(format!("a persistent kernel stages C's {}-row tile past the next tile's first {} slices: {} stages of {} rows do not hold both", self.tm, self.ahead(), self.stages, self.tk));
+        if self.staged && self.output != self.input {
+            return err(format!("C is staged through threadgroup memory in the inputs' type ({}), not {}", self.input, self.output));
         }
         if self.memory_bytes() > max_threadgroup_memory_bytes {
-            return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
+            let staging = if self.staged { " and the staging of C" } else { "" };
+            return err(format!("{} stages{staging} take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
         }
         Ok(())
     }
@@ -449,20 +463,24 @@ pub(crate) fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thre
 }
 
 /// The epilogue through threadgroup memory, for 16-bit C with `n` a
-/// multiple of 8: each thread writes its slots' `alpha·acc + beta·C`
-/// (rounded once to C's type) into the `tm × tn` tile at element `offset`
-/// of `staging` (an array of C's type; pitch `tn`; free of other uses: the caller
-/// has waited for every copy and released every product's operands), then,
-/// after a barrier, the threads store the tile's rows as 16-byte `u32x4`
-/// words of [`EPILOGUE_WORD_VALUES`] values, consecutive threads taking
+/// multiple of 8, in rounds of `rows` rows of the `tm × tn` tile: each
+/// thread writes the slots of the round's rows, `alpha·acc + beta·C (+
+/// bias)` rounded once to C's type, into `staging` (an array of C's type
+/// and row pitch `pitch`, used by nothing else), then, after a barrier,
+/// the threads store the round's rows as 16-byte `u32x4` words of
+/// [`EPILOGUE_WORD_VALUES`] values, consecutive threads taking
 /// consecutive words: a SIMD group writes 512 contiguous bytes at once
 /// where the accumulator's own layout scatters a few bytes over many rows
 /// (on CUDA, `wgmma`'s fragments: 4 bytes of 8 rows a lane quadruple per
 /// store, each 32-byte sector written in several requests). `n` a
 /// multiple of 8 keeps a word within a row. Measured on an H200 against
 /// words of two values (`u32`), the 16-byte words took 32 products of
-/// 1024³ from 180.5 to 162 µs and 4096³ from 243 to 231 µs.
-pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, offset, tm, tn): (Mem, u32, u32, u32), (lid, threads): (Ex, u32)) {
+/// 1024³ from 180.5 to 162 µs and 4096³ from 243 to 231 µs; the staging
+/// array of its own (not the B stages, which `wgmma`'s operand layout
+/// swizzles on CUDA: a swizzle computed for every value) took 64 products
+/// of 128 × 1024 × 64 on 128 × 128 tiles from 19.9 to 13.5 µs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, pitch, rows): (Mem, u32, u32), (tm, tn): (u32, u32), (lid, threads): (Ex, u32)) {
     let pair = out.output.ty(2);
     let per_word = EPILOGUE_WORD_VALUES;
     // The two values of C's word holding element `at` (even or odd).
@@ -473,41 +491,58 @@ pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thre
         let high = select(word.z(), word.w(), part.eq(3u32));
         select(low, high, part.ge(2u32)).bitcast(pair)
     };
-    for_each_slot(k, acc, per_thread, "slot", &|k, slot, tag| {
-        k.if_(acc.is_valid_element(slot), |k| {
-            let [col, row] = acc.get_multidimensional_index(slot);
-            let v = k.var(&format!("{tag}_v"), out.alpha * acc.get(slot));
-            let (grow, gcol, inside) = out.place(k, tag, row, col);
-            k.if_(out.beta.ne(0.0f32).and(inside), |k| {
-                let at = k.let_(&format!("{tag}_at"), out.base + grow * out.size.1 + gcol);
-                let both = read_pair(k, tag, at);
-                let both = k.let_(&format!("{tag}_c"), both);
-                let prior = select(both.x(), both.y(), (at % 2u32).eq(1u32));
-                k.assign(v, v.get() + out.beta * to_f32(prior));
-            });
-            out.add_bias(k, v, grow);
-            store_f32(k, staging, row * tn + col + offset, v.get());
-        });
-    });
-    // Device memory too: the words C's reads above took are written below
-    // by other threads.
-    k.threadgroup_barrier(MemFlags::DeviceAndThreadgroup);
-    let words_per_row = tn / per_word;
-    let rounds = (tm * words_per_row).div_ceil(threads);
-    k.for_unrolled("word", 0u32, rounds, 1u32, |k, i| {
-        let tag = "word";
-        let w = k.let_(&format!("{tag}_index"), lid + i * threads);
-        k.if_(w.lt(tm * words_per_row), |k| {
-            let row = k.let_(&format!("{tag}_r"), w / words_per_row);
-            let col = k.let_(&format!("{tag}_c"), w % words_per_row * per_word);
-            let (grow, gcol, inside) = out.place(k, tag, row, col);
-            k.if_(inside, |k| {
-                let first = k.let_(&format!("{tag}_first"), row * tn + col + offset);
-                let packed: Vec<Ex> = (0..per_word / 2).map(|j| vector(pair, &[staging.get(first + 2 * j), staging.get(first + (2 * j + 1))]).bitcast(Type::U32)).collect();
-                k.store(out.c.at((out.base + grow * out.size.1 + gcol) / per_word), vector(words_type(), &packed));
+    let rounds = tm.div_ceil(rows);
+    for round in 0..rounds {
+        let first_row = round * rows;
+        for_each_slot(k, acc, per_thread, &format!("slot{round}"), &|k, slot, tag| {
+            k.if_(acc.is_valid_element(slot), |k| {
+                let [col, row] = acc.get_multidimensional_index(slot);
+                let write = |k: &mut KernelBuilder| {
+                    let v = k.var(&format!("{tag}_v"), out.alpha * acc.get(slot));
+                    let (grow, gcol, inside) = out.place(k, tag, row, col);
+                    k.if_(out.beta.ne(0.0f32).and(inside), |k| {
+                        let at = k.let_(&format!("{tag}_at"), out.base + grow * out.size.1 + gcol);
+                        let both = read_pair(k, tag, at);
+                        let both = k.let_(&format!("{tag}_c"), both);
+                        let prior = select(both.x(), both.y(), (at % 2u32).eq(1u32));
+                        k.assign(v, v.get() + out.beta * to_f32(prior));
+                    });
+                    out.add_bias(k, v, grow);
+                    store_f32(k, staging, (row - first_row) * pitch + col, v.get());
+                };
+                if rounds == 1 {
+                    write(k);
+                } else {
+                    k.if_(row.ge(first_row).and(row.lt(first_row + rows)), write);
+                }
             });
         });
-    });
+        // Device memory too: the words C's reads above took are written below
+        // by other threads.
+        k.threadgroup_barrier(MemFlags::DeviceAndThreadgroup);
+        let words_per_row = tn / per_word;
+        let round_rows = rows.min(tm - first_row);
+        let steps = (round_rows * words_per_row).div_ceil(threads);
+        let tag = format!("word{round}");
+        k.for_unrolled(&tag, 0u32, steps, 1u32, |k, i| {
+            let w = k.let_(&format!("{tag}_index"), lid + i * threads);
+            k.if_(w.lt(round_rows * words_per_row), |k| {
+                let row = k.let_(&format!("{tag}_r"), w / words_per_row);
+                let col = k.let_(&format!("{tag}_c"), w % words_per_row * per_word);
+                let (grow, gcol, inside) = out.place(k, &tag, row + first_row, col);
+                k.if_(inside, |k| {
+                    let first = k.let_(&format!("{tag}_first"), row * pitch + col);
+                    let packed: Vec<Ex> = (0..per_word / 2).map(|j| vector(pair, &[staging.get(first + 2 * j), staging.get(first + (2 * j + 1))]).bitcast(Type::U32)).collect();
+                    k.store(out.c.at((out.base + grow * out.size.1 + gcol) / per_word), vector(words_type(), &packed));
+                });
+            });
+        });
+        // The next round (or the next tile's epilogue) writes the staging
+        // array again.
+        if round + 1 < rounds {
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+        }
+    }
 }
 
 /// Where one tile of C lies: its first row and column, and the first
@@ -535,7 +570,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, cfg.input.ty(1), Access::Read);
     let b = k.buffer(MatrixArgs::B, cfg.input.ty(1), Access::Read);
-    let staged = cfg.staged_epilogue();
+    let staged = cfg.staged;
     let c = if staged { k.buffer(SplitArgs::C_WORDS, words_type(), Access::ReadWrite) } else { k.buffer(SplitArgs::C, cfg.output.ty(1), Access::ReadWrite) };
     let m = k.value(MatrixArgs::M, Type::U32);
     let n = k.value(MatrixArgs::N, Type::U32);
@@ -547,6 +582,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let bias = cfg.row_bias.then(|| k.buffer(PlainArgs::BIAS, cfg.input.ty(1), Access::Read));
     let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
     let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
+    let c_staging = staged.then(|| k.threadgroup_array("c_staging", cfg.output.ty(1), STAGING_ROWS * cfg.staging_pitch()));
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads);
@@ -613,8 +649,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         });
     };
     // Every copy landed and every product done, its operands released (the
-    // second barrier): the stages are free for the next tile's first slices
-    // and the staged tile of C.
+    // second barrier): the stages are free for the next tile's first slices.
     let drain = |k: &mut KernelBuilder| {
         k.async_wait(0);
         k.threadgroup_barrier(MemFlags::Threadgroup);
@@ -622,11 +657,9 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     };
     let epilogue = |k: &mut KernelBuilder, at: TilePlace| {
         let target = TileTarget { c, output: cfg.output, base: at.c_base, origin: (at.m0, at.n0), size: (m, n), alpha, beta, bias };
-        if staged {
-            debug_assert!(cfg.epilogue_offset() + tm * tn <= stages * tk * tn, "{}: the tile does not fit the B stages", cfg.name());
-            store_tile_staged(k, acc, per_thread, &target, (b_slices, cfg.epilogue_offset(), tm, tn), (lid, threads));
-        } else {
-            store_tile_direct(k, acc, per_thread, &target);
+        match c_staging {
+            Some(staging) => store_tile_staged(k, acc, per_thread, &target, (staging, cfg.staging_pitch(), STAGING_ROWS), (tm, tn), (lid, threads)),
+            None => store_tile_direct(k, acc, per_thread, &target),
         }
     };
 
@@ -636,9 +669,6 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
             let here = place(&mut k, "tile", tg.z(), tile);
             prologue(&mut k, "first", here);
             products(&mut k, here);
-            if staged {
-                drain(&mut k);
-            }
             epilogue(&mut k, here);
         }
         Some(batches) => {
@@ -666,7 +696,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
                 products(k, here);
                 drain(k);
                 // The next tile's first slices land while this one's epilogue
-                // runs (in the B stages past them where C is staged).
+                // runs.
                 let next = k.let_("next", i + stride);
                 k.if_(next.lt(total), |k| {
                     let at = locate(k, "next", next);

@@ -148,7 +148,7 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
 /// three stages and 33.8 on 64 × 128.
 fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
     let GemmProblem { input, output, m, k, .. } = *problem;
-    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false, row_bias: false };
+    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input };
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }

@@ -103,7 +103,7 @@ fn cooperative_memory_is_what_the_kernel_declares() {
     for &(tm, tn, tk) in &COOP_TILES {
         for stages in 2..=MAX_STAGES {
             for raster in [1, 8] {
-                let cfg = CoopGemmConfig { input: DType::BF16, output: DType::F16, tm, tn, tk, stages, raster, persistent: false, row_bias: false };
+                let cfg = CoopGemmConfig { input: DType::BF16, output: DType::F16, tm, tn, tk, stages, raster, persistent: false, row_bias: false, staged: false };
                 if cfg.check(u64::MAX).is_err() {
                     continue;
                 }
@@ -121,7 +121,7 @@ fn cooperative_memory_is_what_the_kernel_declares() {
 fn cooperative_tiles_must_split_their_copies_in_whole_rows() {
     use super::cooperative::CoopGemmConfig;
     for tm in [64, 128] {
-        let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm, tn: 192, tk: 64, stages: 3, raster: 1, persistent: false, row_bias: false };
+        let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm, tn: 192, tk: 64, stages: 3, raster: 1, persistent: false, row_bias: false, staged: true };
         let e = cfg.check(u64::MAX).unwrap_err().to_string();
         assert!(e.contains("in whole rows"), "{e}");
         for tn in [64, 128, 256] {
@@ -131,23 +131,34 @@ fn cooperative_tiles_must_split_their_copies_in_whole_rows() {
 }
 
 /// The persistent cooperative kernel: one threadgroup per compute unit up
-/// to the tiles of every product, on the grid's x alone; a configuration
-/// whose staged tile of C cannot sit past the next tile's first slices is
-/// refused; a threadgroup per tile keeps its grid of tiles by products.
+/// to the tiles of every product, on the grid's x alone; a threadgroup
+/// per tile keeps its grid of tiles by products.
 #[test]
 fn the_persistent_cooperative_kernel_covers_the_compute_units_once() {
     use super::cooperative::CoopGemmConfig;
-    let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 128, tn: 256, tk: 64, stages: 4, raster: 8, persistent: true, row_bias: false };
+    let cfg = CoopGemmConfig { persistent: true, ..CoopGemmConfig::new(DType::F16, DType::F16, (128, 256, 64), 4) };
     assert!(cfg.check(u64::MAX).is_ok());
     // 4096² has 32 × 16 tiles; 3 products of 300 × 520 have 3 × 3 × 3.
     assert_eq!(cfg.dispatch(4096, 4096, 1, 132).size, [132, 1, 1]);
     assert_eq!(cfg.dispatch(300, 520, 3, 132).size, [27, 1, 1]);
     assert_eq!(CoopGemmConfig { persistent: false, ..cfg }.dispatch(300, 520, 3, 132).size, [3, 3, 3]);
-    // Two stages of 64 rows hold the next tile's one slice and a 64-row
-    // tile of C, not a 128-row one; with f32 C nothing is staged.
-    let two = CoopGemmConfig { stages: 2, ..cfg };
-    let e = two.check(u64::MAX).unwrap_err().to_string();
-    assert!(e.contains("persistent"), "{e}");
-    assert!(CoopGemmConfig { tm: 64, ..two }.check(u64::MAX).is_ok());
-    assert!(CoopGemmConfig { output: DType::F32, ..two }.check(u64::MAX).is_ok());
+}
+
+/// C is staged through its own array of 64 padded rows (two rounds for a
+/// 128-row tile) only in the inputs' type; the 128 × 256 tile in four
+/// stages fits the H200's 227 KiB with it, and where a device's memory
+/// does not hold the array beside the stages the selection stores C where
+/// it lies.
+#[test]
+fn the_staging_of_c_is_counted_and_dropped_where_it_does_not_fit() {
+    use super::cooperative::{CoopGemmConfig, STAGING_PAD, STAGING_ROWS};
+    let big = CoopGemmConfig::new(DType::F16, DType::F16, (128, 256, 64), 4);
+    assert_eq!(big.memory_bytes(), 4 * (128 * 64 + 64 * 256) * 2 + u64::from(STAGING_ROWS * (256 + STAGING_PAD)) * 2);
+    assert!(big.check(227 * 1024).is_ok());
+    let e = CoopGemmConfig { output: DType::F32, ..big }.check(u64::MAX).unwrap_err().to_string();
+    assert!(e.contains("staged through threadgroup memory in the inputs' type"), "{e}");
+    let small = CoopGemmConfig::for_memory(DType::F16, DType::F16, None, 32 * 1024).expect("a tile in 32 KiB");
+    assert!(!small.staged && small.name().ends_with("_direct"), "{}", small.name());
+    let roomy = CoopGemmConfig::for_memory(DType::F16, DType::F16, None, 227 * 1024).unwrap();
+    assert!(roomy.staged && (roomy.tm, roomy.tn, roomy.stages) == (128, 256, 4), "{}", roomy.name());
 }
