@@ -255,6 +255,8 @@ fn main() {
                     Arg::Value(Literal::u32(k)),
                     Arg::Value(Literal::f32(1.0)),
                     Arg::Value(Literal::f32(0.0)),
+                    // A's batch stride: consecutive matrices.
+                    Arg::Value(Literal::u32(m * k)),
                 ];
                 // The vector views of A and B (the cooperative kernel has
                 // none; the persistent one takes the batch's size).
