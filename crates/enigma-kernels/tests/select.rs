@@ -131,7 +131,8 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     rows.push(format!("sm_90a never: {}", gemm_row(&plan)));
     // Batched and short products (torch's bmm, a 2-D weight under a batched
     // input, the convolutions' products) and products of at most 64 rows:
-    // the 64 × 128 tile for those, else 128 × 256, four stages.
+    // the 64 × 128 tile for those, else 128 × 256, four stages, persistent
+    // where K is short and there are two tiles or more per compute unit.
     for (batch, m, n, k) in [(1, 1024, 1024, 1024), (32, 1024, 1024, 1024), (1, 4096, 1024, 1024), (64, 64, 1024, 576), (64, 128, 1024, 64), (1, 64, 11008, 4096), (8, 512, 512, 2048)] {
         let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m, n, k, batch }, &devices[0].1, &Overrides::default()).unwrap();
         rows.push(format!("sm_90a batch {batch} f16->f16 {m}x{n}x{k}: {}", gemm_row(&plan)));
@@ -220,14 +221,14 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_80 f16->f32 70x130x41: gemm_f16_f32_128x128x32_sg2x2_s4 splits=1 sum=Reduction
     sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
-    sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8_p splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 64 f16->f16 64x1024x576: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x64x64_s2_r8 splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a stages 3 batch 32 f16->f16 64x1024x1024: gemm_coop_f16_f16_64x128x64_s3_r8 splits=1 sum=Reduction
-    sm_90a stages 3 batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s3_r8 splits=1 sum=Reduction
+    sm_90a stages 3 batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s3_r8_p splits=1 sum=Reduction
 ";
 
 #[test]

@@ -54,18 +54,19 @@
 //! each element gains `bias[row]` in f32 before its one rounding, where a
 //! separate broadcast add would read and write C again and round twice.
 //!
-//! **Persistence** (`CoopGemmConfig::persistent`, not chosen by
-//! [`super::select`]). One threadgroup per compute unit walks the tiles
+//! **Persistence** (`CoopGemmConfig::persistent`, chosen by
+//! [`super::select`] for 128-row tiles of short products: `persists` in
+//! its source). One threadgroup per compute unit walks the tiles
 //! of every product of the batch (tile `i`: product `i / tiles`, then the
 //! band walk), `threadgroups_per_grid.x` apart. Once a tile's products are
 //! done it issues the next tile's first slices (into the stages they take
 //! in any tile) and then runs the epilogue, so the copies land while the
 //! epilogue stores. Measured on an H200 (f16, C f16, 128 × 256 in four
-//! stages, C staged in the B stages then, CUDA-event medians in one run):
-//! 4096³ 228.3 µs against 227.3 one threadgroup per tile, 8192³ 1699.9
-//! against 1674.2, 32 products of 1024³ 156.0 against 160.2: the fill and
-//! the epilogue are not what holds the kernel below cuBLAS, so the
-//! selection keeps a threadgroup per tile.
+//! stages, CUDA-event medians): with C staged in the B stages, 4096³
+//! 228.3 µs against 227.3 one threadgroup per tile, 8192³ 1699.9 against
+//! 1674.2 (no gain where K is long); with C in its own staging array, 32
+//! products of 1024³ 145.3 µs against 152.9, where each tile's 16 slices
+//! leave the fill and the epilogue a large share.
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride` (A's batch
 //! stride, 0 where the products share one A; B's and C's come from the

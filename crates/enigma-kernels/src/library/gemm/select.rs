@@ -126,9 +126,27 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             "matmul",
             format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
         )),
-        Some(cfg) if forced || fills_enough(&cfg, problem, device.compute_units) => Ok(Some(cfg)),
+        Some(cfg) if forced || fills_enough(&cfg, problem, device.compute_units) => Ok(Some(CoopGemmConfig { persistent: persists(&cfg, problem, device.compute_units), ..cfg })),
         _ => Ok(None),
     }
+}
+
+/// Most K values per product for which the persistent kernel is chosen.
+const PERSISTENT_MAX_K: u32 = 1024;
+
+/// Whether `cfg` runs persistent for `problem` on a GPU of
+/// `compute_units`: with 128-row tiles (two warpgroups), K of at most
+/// [`PERSISTENT_MAX_K`] (a tile's few slices leave the fill and the
+/// epilogue a large share of its time, which the next tile's copies then
+/// overlap) and at least two tiles per compute unit to walk. Measured on
+/// an H200 (f16, C f16, 128 × 256 in four stages, C through the staging
+/// array, `gemm_cuda`, two passes in one run, `BENCHMARKS.md`): 32
+/// products of 1024³ 145.3 / 147.1 µs persistent against 152.9 / 154.3 a
+/// threadgroup per tile; 4096³ 228.3 against 227.3 and 8192³ 1699.9
+/// against 1674.2 (C staged in the B stages then): no gain where K is long.
+fn persists(cfg: &CoopGemmConfig, problem: &GemmProblem, compute_units: u32) -> bool {
+    let tiles = u64::from(problem.m.div_ceil(cfg.tm)) * u64::from(problem.n.div_ceil(cfg.tn)) * u64::from(problem.batch);
+    cfg.tm == 2 * WARPGROUP_ROWS && problem.k <= PERSISTENT_MAX_K && tiles >= 2 * u64::from(compute_units)
 }
 
 /// The cooperative kernel's tile and stages for `problem`: products of at
