@@ -98,13 +98,14 @@ pub fn check_epilogue(rt: &Runtime, sanitize: bool) {
 
 /// Three products sharing one A (batch stride 0) with a bias per row of C
 /// added in the epilogue (`CoopGemmConfig::row_bias`), C of f16 (through
-/// threadgroup memory), bf16 and f32 (element by element), at 70 × 80 × 72
+/// threadgroup memory where it fits), bf16 and f32 (element by element),
+/// and the persistent kernel's walk over them, at 70 × 80 × 72
 /// (partial tiles along M and N, so that bias rows past M are never read:
 /// the bias buffer holds exactly M values).
 pub fn check_shared_a_and_bias(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let configs = [(DType::F16, DType::F16), (DType::BF16, DType::BF16), (DType::F16, DType::F32)]
-        .map(|(input, output)| CoopGemmConfig { row_bias: true, ..CoopGemmConfig::for_memory(input, output, None, max).expect("a tile that fits") });
+    let configs = [(DType::F16, DType::F16, false), (DType::BF16, DType::BF16, false), (DType::F16, DType::F32, false), (DType::F16, DType::F16, true)]
+        .map(|(input, output, persistent)| CoopGemmConfig { row_bias: true, persistent, ..CoopGemmConfig::for_memory(input, output, None, max).expect("a tile that fits") });
     for cfg in configs {
         let bias = values(70, 11, cfg.input);
         let bias_buffer = upload(rt, cfg.input.scalar(), &bias).unwrap();
