@@ -72,6 +72,8 @@ free_fns! {
     matmul / matmul_with(a: &Buffer, b: &Buffer, m: usize, n: usize, k: usize, out: DType);
     /// `C[i] = A[i] · B[i]` over `batch` matrices, one dispatch.
     matmul_batched / matmul_batched_with(a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType);
+    /// `C[i] = A · B[i]`: one A for every one of `batch` matrices B.
+    matmul_shared_a / matmul_shared_a_with(a: &Buffer, b: &Buffer, batch: usize, m: usize, n: usize, k: usize, out: DType);
     /// `C = A · dequant(B)` for 4-bit weights.
     qmatmul / qmatmul_with(a: &Buffer, w: &QuantizedWeights, m: usize, out: DType);
 }

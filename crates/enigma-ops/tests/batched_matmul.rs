@@ -1,5 +1,6 @@
 //! Batched matrix products (`Ops::matmul_batched`, one dispatch over the
-//! grid's third dimension) against an f64 triple loop written here, for
+//! grid's third dimension, and `Ops::matmul_shared_a`, one A for every
+//! product) against an f64 triple loop written here, for
 //! every input type, at shapes that leave partial tiles and at shapes of
 //! whole tiles, under the simulator's sanitizer.
 
@@ -35,6 +36,21 @@ fn batched_products_match_an_f64_loop() {
             let tol = 1e-6 * k as f64;
             let outcome = CheckOutcome::compare(&format!("matmul {dtype} batch {batch} {m}x{n}x{k}"), &[batch, m, n], &got, &want, |_| Tolerance::new(tol, tol));
             assert!(outcome.passed, "{outcome}");
+            // The first A for every product (A's batch stride 0): only `m·k`
+            // elements are read, so a buffer of exactly that many must do.
+            let shared = ops.matmul_shared_a(&upload(&rt, dtype.scalar(), &a[..m * k]).unwrap(), &upload(&rt, dtype.scalar(), &b).unwrap(), batch, m, n, k, DType::F32).unwrap();
+            let got = download(&shared, Scalar::F32, batch * m * n).unwrap();
+            let mut want = vec![0.0f64; batch * m * n];
+            for p in 0..batch {
+                for i in 0..m {
+                    for j in 0..n {
+                        want[(p * m + i) * n + j] = (0..k).map(|l| a[i * k + l] as f64 * b[(p * k + l) * n + j] as f64).sum();
+                    }
+                }
+            }
+            let outcome = CheckOutcome::compare(&format!("matmul_shared_a {dtype} batch {batch} {m}x{n}x{k}"), &[batch, m, n], &got, &want, |_| Tolerance::new(tol, tol));
+            assert!(outcome.passed, "{outcome}");
+            assert!(ops.take_launches().iter().all(|l| l.report.findings.is_empty()));
         }
     }
 }
