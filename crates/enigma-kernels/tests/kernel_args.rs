@@ -134,7 +134,9 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = DepthwiseRowsArgs { x: "x", x_words: "x_words", w: "w", bias: "bias", y_words: "y_words", has_bias: 0 };
     let sizes = DepthwiseRowsDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, threads: 1 };
     family("depthwise rows", rows, &[DepthwiseRowsArgs::NAMES, DepthwiseRowsDims::NAMES], &(args, sizes));
-    family("im2col", vec![conv::im2col(DType::BF16), conv::im2col_packed(DType::F16), conv::im2col_packed(DType::F32)], &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", total: 1 }, dims));
+    let rows = conv::Im2colRows { dtype: DType::F16, kernel: [3, 3], pw: 1 };
+    let unfoldings = vec![conv::im2col(DType::BF16), conv::im2col_packed(DType::F16), conv::im2col_packed(DType::F32), conv::im2col_rows(&rows)];
+    family("im2col", unfoldings, &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", x_words: Some("x_words"), total: 1 }, dims));
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });

@@ -181,17 +181,28 @@ impl Ops<'_> {
             let total = lib::to_u32(name, "input channels' output pixels", c.batch * c.in_channels * pixels)?;
             let col = self.output(dtype.scalar(), unfolded)?;
             let lanes = conv::im2col_lanes(dtype);
-            // Output rows of whole 16 bytes: one 16-byte store per tap and thread.
+            // Output rows of whole 16 bytes: one 16-byte store per tap and
+            // thread; of stride and dilation 1 over input rows of whole
+            // words, each input row read once as words.
             let words = if dims.out_w.is_multiple_of(lanes) { col.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)) } else { None };
-            match words {
-                Some(words) => {
+            // The window's sizes are checked against u32 with `dims`.
+            let window = |v: [usize; 2]| v.map(|v| v as u32);
+            let rows = conv::Im2colRows::of(dtype, window(c.kernel), (window(c.stride), window(c.dilation)), dims.pw, (dims.in_w, dims.out_w));
+            let by_rows = rows.zip(words.clone()).and_then(|(rows, words)| x.viewed_as(rows.x_word_type()).map(|x_words| (rows, words, x_words)));
+            match (by_rows, words) {
+                (Some((rows, words, x_words)), _) => {
                     let total = total / lanes;
                     let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
-                    self.launch(format!("im2col packed {dtype:?}"), || conv::im2col_packed(dtype), dispatch, &(conv::Im2colArgs { x, col: &words, total }, dims))?;
+                    self.launch(rows.name(), || conv::im2col_rows(&rows), dispatch, &(conv::Im2colArgs { x, col: &words, x_words: Some(&x_words), total }, dims))?;
                 }
-                None => {
+                (None, Some(words)) => {
+                    let total = total / lanes;
                     let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
-                    self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, total }, dims))?;
+                    self.launch(format!("im2col packed {dtype:?}"), || conv::im2col_packed(dtype), dispatch, &(conv::Im2colArgs { x, col: &words, x_words: None, total }, dims))?;
+                }
+                (None, None) => {
+                    let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+                    self.launch(format!("im2col {dtype:?}"), || conv::im2col(dtype), dispatch, &(conv::Im2colArgs { x, col: &col, x_words: None, total }, dims))?;
                 }
             }
             col

@@ -72,11 +72,13 @@ crate::kernel_args! {
 }
 
 crate::kernel_args! {
-    /// The buffers and count of [`im2col`] and [`im2col_packed`] (whose
-    /// `col` is a `uint4` view), bound beside [`ConvDims`].
+    /// The buffers and count of [`im2col`], [`im2col_packed`] and
+    /// [`im2col_rows`] (whose `col` is a `uint4` view, and which reads `x`
+    /// also as 16-byte words, `x_words`), bound beside [`ConvDims`].
     pub struct Im2colArgs {
         X x: buffer,
         COL col: buffer,
+        X_WORDS x_words: optional,
         TOTAL total: u32,
     }
 }
@@ -413,6 +415,159 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
     finish(k)
 }
 
+/// Elements of one 16-byte word of `dtype`: 4 f32, 8 f16 or bf16.
+fn word_elems(dtype: DType) -> u32 {
+    16 / dtype.size_bytes()
+}
+
+/// Whether a window of `kernel` with `(stride, dilation)` and `pw` columns
+/// of padding runs over rows of whole 16-byte words
+/// ([`conv2d_depthwise_rows`], [`im2col_rows`]): stride and dilation 1, a
+/// window of at most [`DEPTHWISE_ROWS_MAX_WINDOW`] along each axis,
+/// padding narrower than the window, and input and output rows (`in_w`,
+/// `out_w`) of whole words, so that the input word under each output word
+/// lies inside its row.
+fn by_rows_of_words(dtype: DType, kernel: [u32; 2], (stride, dilation): ([u32; 2], [u32; 2]), pw: u32, (in_w, out_w): (u32, u32)) -> bool {
+    let words = word_elems(dtype);
+    stride == [1, 1]
+        && dilation == [1, 1]
+        && kernel.iter().all(|k| (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(k))
+        && pw < kernel[1]
+        && in_w.is_multiple_of(words)
+        && out_w.is_multiple_of(words)
+}
+
+/// The 16-byte word type a rows kernel reads its input as (`x_words`):
+/// `uint4` of 16-bit pairs, or `float4`.
+fn row_word_type(dtype: DType) -> Type {
+    if dtype == DType::F32 {
+        Type::vector(Scalar::F32, 4)
+    } else {
+        Type::vector(Scalar::U32, 4)
+    }
+}
+
+/// One input row under a word of outputs at column `ox` (`word` of the
+/// row's 16-byte words), for a window `kw` wide with `pw` columns of
+/// padding: the `vec + kw − 1` values of input columns `ox − pw + c`,
+/// the word above the outputs (`xw` at `start / vec + word`) and single
+/// elements of `x` either side, zero outside the row (`w` wide) or where
+/// the row is outside the plane (`row_in` false; `start` is then any row's
+/// start). Each value as f32 (`as_f32`) or in the data's type.
+#[allow(clippy::too_many_arguments)]
+fn row_segment(k: &mut KernelBuilder, tag: &str, dtype: DType, (x, xw): (Mem, Mem), (start, word, ox, row_in): (Ex, Ex, Ex, Ex), (kw, pw, w): (u32, u32, Ex), as_f32: bool) -> Vec<Var> {
+    let vec = word_elems(dtype);
+    let half = dtype != DType::F32;
+    let pair = dtype.ty(2);
+    let i32 = |e: Ex| e.cast(Type::I32);
+    let zero = lit(Scalar::I32, 0.0);
+    let span = vec + kw - 1;
+    let ty = if as_f32 { Scalar::F32 } else { dtype.scalar() };
+    let vals: Vec<Var> = (0..span).map(|c| k.var(&format!("v{tag}_{c}"), lit(ty, 0.0))).collect();
+    k.if_(row_in, |k| {
+        let word_v = k.let_(&format!("word{tag}"), xw.get(start / vec + word));
+        for j in 0..vec {
+            let e = if half { word_v.component((j / 2) as u8).bitcast(pair).component((j % 2) as u8) } else { word_v.component(j as u8) };
+            k.assign(vals[(pw + j) as usize], if as_f32 { to_f32(e) } else { e });
+        }
+        for c in (0..pw).chain(pw + vec..span) {
+            let col = k.let_(&format!("col{tag}_{c}"), i32(ox + c) - i32(lit(Scalar::U32, pw as f64)));
+            let inside = if c < pw { col.ge(zero) } else { col.lt(i32(w)) };
+            let at = start + col.cast(Type::U32);
+            k.if_(inside, |k| k.assign(vals[c as usize], if as_f32 { load_f32(x, at) } else { x.get(at) }));
+        }
+    });
+    vals
+}
+
+/// An unfolding of stride and dilation 1 by rows of 16-byte words
+/// ([`im2col_rows`]): the element type, `[kh, kw]` and the columns of
+/// padding `pw`, fixed in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Im2colRows {
+    pub dtype: DType,
+    pub kernel: [u32; 2],
+    pub pw: u32,
+}
+
+impl Im2colRows {
+    /// The rows form of an unfolding of `kernel` with `(stride, dilation)`
+    /// over input rows of `in_w` and output rows of `out_w` with `pw`
+    /// columns of padding, where it takes them (the rule of
+    /// [`DepthwiseRows::of`]).
+    pub fn of(dtype: DType, kernel: [u32; 2], (stride, dilation): ([u32; 2], [u32; 2]), pw: u32, (in_w, out_w): (u32, u32)) -> Option<Im2colRows> {
+        by_rows_of_words(dtype, kernel, (stride, dilation), pw, (in_w, out_w)).then_some(Im2colRows { dtype, kernel, pw })
+    }
+
+    pub fn name(&self) -> String {
+        let [kh, kw] = self.kernel;
+        format!("im2col_{}_rows_k{kh}x{kw}_pw{}", self.dtype, self.pw)
+    }
+
+    /// The type `x_words` is bound as: `uint4` of 16-bit pairs, or
+    /// `float4`.
+    pub fn x_word_type(&self) -> Type {
+        row_word_type(self.dtype)
+    }
+}
+
+/// The unfolding [`im2col`] by rows of 16-byte words, for a window of
+/// stride and dilation 1 ([`Im2colRows::of`]): a thread per 16-byte word
+/// of output pixels of one output row of one image's channel (`total` of
+/// them, as [`im2col_packed`]) loads each of the `kh` input rows under it
+/// once, as the word above its pixels and the `kw − 1` columns either
+/// side (`row_segment`), and stores each tap's pixels as one 16-byte word
+/// cut from those values, where [`im2col_packed`] loads every tap's
+/// pixels one element at a time (`kh · kw · 8` loads for 16-bit data
+/// against `kh` words and `kh · (kw − 1)` elements here).
+///
+/// # Panics
+/// When the window is wider than [`DEPTHWISE_ROWS_MAX_WINDOW`] or `pw` is
+/// not narrower than it.
+pub fn im2col_rows(cfg: &Im2colRows) -> Kernel {
+    let [kh, kw] = cfg.kernel;
+    assert!((1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kh) && (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kw) && cfg.pw < kw, "{}: the window does not fit the rows kernel", cfg.name());
+    let mut k = KernelBuilder::new(cfg.name());
+    type P = Im2colArgs;
+    let words_ty = Type::vector(Scalar::U32, 4);
+    let vec = word_elems(cfg.dtype);
+    let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
+    let col = k.buffer(P::COL, words_ty, Access::ReadWrite);
+    let xw = k.buffer(P::X_WORDS, row_word_type(cfg.dtype), Access::Read);
+    let [_, h, w, _, oh, ow, _, _, _, _, ph, _, _, _, _] = conv_dims(&mut k);
+    let total = k.value(P::TOTAL, Type::U32);
+    let tid = k.let_("tid", thread_position_in_grid().x());
+    k.if_(tid.lt(total), |k| {
+        let words = k.let_("words", ow / vec);
+        let word = k.let_("word", tid % words);
+        let rest = k.let_("rest", tid / words);
+        let oy = k.let_("oy", rest % oh);
+        let plane = k.let_("plane", rest / oh);
+        let ox = k.let_("ox", word * vec);
+        // col's word of tap t: row `plane·kh·kw + t`, `oh·ow / vec` words a row.
+        let packs = k.let_("packs", oh * words);
+        let first = k.let_("first", plane * (kh * kw) * packs + oy * words + word);
+        let i32 = |e: Ex| e.cast(Type::I32);
+        let zero = lit(Scalar::I32, 0.0);
+        for ky in 0..kh {
+            let iy = k.let_(&format!("iy{ky}"), i32(oy + ky) - i32(ph));
+            let row_in = k.let_(&format!("row_in{ky}"), iy.ge(zero).and(iy.lt(i32(h))));
+            let start = k.let_(&format!("start{ky}"), (plane * h + select(lit(Scalar::U32, 0.0), iy.cast(Type::U32), row_in)) * w);
+            let vals = row_segment(k, &ky.to_string(), cfg.dtype, (x, xw), (start, word, ox, row_in), (kw, cfg.pw, w), false);
+            for kx in 0..kw {
+                let taps: Vec<Ex> = (0..vec).map(|j| vals[(kx + j) as usize].get()).collect();
+                let packed: Vec<Ex> = if cfg.dtype == DType::F32 {
+                    taps.iter().map(|v| v.bitcast(Type::U32)).collect()
+                } else {
+                    taps.chunks(2).map(|pair| vector(cfg.dtype.ty(2), pair).bitcast(Type::U32)).collect()
+                };
+                k.store(col.at(first + (ky * kw + kx) * packs), vector(words_ty, &packed));
+            }
+        }
+    });
+    finish(k)
+}
+
 /// Output rows a thread of [`conv2d_depthwise_rows`] computes.
 pub const DEPTHWISE_ROWS: u32 = 4;
 /// Threads of one [`conv2d_depthwise_rows`] threadgroup.
@@ -438,20 +593,13 @@ impl DepthwiseRows {
     /// each axis, padding narrower than the window, and rows of whole
     /// 16-byte words.
     pub fn of(cfg: &DepthwiseConfig, in_w: u32, out_w: u32, pw: u32) -> Option<DepthwiseRows> {
-        let rows = DepthwiseRows { dtype: cfg.dtype, kernel: cfg.kernel, pw };
-        let words = rows.word_elems();
-        let fits = cfg.stride == [1, 1]
-            && cfg.dilation == [1, 1]
-            && cfg.kernel.iter().all(|k| (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(k))
-            && pw < cfg.kernel[1]
-            && in_w.is_multiple_of(words)
-            && out_w.is_multiple_of(words);
-        fits.then_some(rows)
+        let fits = by_rows_of_words(cfg.dtype, cfg.kernel, (cfg.stride, cfg.dilation), pw, (in_w, out_w));
+        fits.then_some(DepthwiseRows { dtype: cfg.dtype, kernel: cfg.kernel, pw })
     }
 
     /// Elements of one 16-byte word: 4 f32, 8 f16 or bf16.
     pub fn word_elems(&self) -> u32 {
-        16 / self.dtype.size_bytes()
+        word_elems(self.dtype)
     }
 
     /// The threads over `planes` output planes of `[out_h, out_w]` (one per
@@ -516,9 +664,8 @@ pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
     let mut k = KernelBuilder::new(cfg.name());
     type P = DepthwiseRowsArgs;
     let half = cfg.dtype != DType::F32;
-    let word_ty = if half { Type::vector(Scalar::U32, 4) } else { Type::vector(Scalar::F32, 4) };
+    let word_ty = row_word_type(cfg.dtype);
     let vec = cfg.word_elems();
-    let pw = cfg.pw;
     let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
     let xw = k.buffer(P::X_WORDS, word_ty, Access::Read);
     let wt = k.buffer(P::W, cfg.dtype.ty(1), Access::Read);
@@ -540,29 +687,14 @@ pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
         let ox = k.let_("ox", word * vec);
         let i32 = |e: Ex| e.cast(Type::I32);
         let zero = lit(Scalar::I32, 0.0);
-        // Input row r is plane row oy0 - ph + r; value c of it is column
-        // ox - pw + c: the word's elements for pw <= c < pw + vec, single
-        // elements (inside the plane) either side.
-        let span = vec + kw - 1;
+        // Input row r is plane row oy0 - ph + r (`row_segment`: value c of
+        // it is column ox - pw + c).
         let mut rows: Vec<Vec<Var>> = vec![];
         for r in 0..DEPTHWISE_ROWS + kh - 1 {
             let iy = k.let_(&format!("iy{r}"), i32(oy0 + r) - i32(ph));
             let row_in = k.let_(&format!("row_in{r}"), iy.ge(zero).and(iy.lt(i32(h))));
             let start = k.let_(&format!("start{r}"), (channel * h + select(lit(Scalar::U32, 0.0), iy.cast(Type::U32), row_in)) * w);
-            let vals: Vec<Var> = (0..span).map(|c| k.var(&format!("v{r}_{c}"), f(0.0))).collect();
-            k.if_(row_in, |k| {
-                let word_v = k.let_(&format!("word{r}"), xw.get(start / vec + word));
-                for j in 0..vec {
-                    let e = if half { to_f32(word_v.component((j / 2) as u8).bitcast(pair)).component((j % 2) as u8) } else { word_v.component(j as u8) };
-                    k.assign(vals[(pw + j) as usize], e);
-                }
-                for c in (0..pw).chain(pw + vec..span) {
-                    let col = k.let_(&format!("col{r}_{c}"), i32(ox + c) - i32(lit(Scalar::U32, pw as f64)));
-                    let inside = if c < pw { col.ge(zero) } else { col.lt(i32(w)) };
-                    k.if_(inside, |k| k.assign(vals[c as usize], load_f32(x, start + col.cast(Type::U32))));
-                }
-            });
-            rows.push(vals);
+            rows.push(row_segment(k, &r.to_string(), cfg.dtype, (x, xw), (start, word, ox, row_in), (kw, cfg.pw, w), true));
         }
         let (taps, b) = depthwise_weights(k, (wt, bias, has_bias), co, kh * kw);
         for o in 0..DEPTHWISE_ROWS {
