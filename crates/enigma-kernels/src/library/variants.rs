@@ -37,6 +37,7 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(conv::conv2d(dtype));
         out.push(conv::im2col(dtype));
         out.push(conv::im2col_packed(dtype));
+        out.push(conv::im2col_rows(&conv::Im2colRows { dtype, kernel: [3, 3], pw: 1 }));
         out.push(conv::conv2d_depthwise(&conv::DepthwiseConfig { dtype, kernel: [3, 3], stride: [1, 1], dilation: [1, 1] }));
         out.push(conv::conv2d_depthwise_rows(&conv::DepthwiseRows { dtype, kernel: [3, 3], pw: 1 }));
         out.push(elementwise::repeat(dtype.scalar()));
@@ -130,10 +131,11 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(gemm::gemm(&gemm::GemmConfig { trans_a: true, trans_b: true, tile: tile::GemmTile::new(32, 64, 32, 1, 2), ..gemm::GemmConfig::new(input, output) }));
     }
     // The GEMM on cooperative tensors in the tile that fits 32 KiB of
-    // threadgroup memory, a threadgroup per tile and persistent, and with
-    // a row bias.
+    // threadgroup memory (C stored where it lies: its staging array does
+    // not fit beside the stages there), a threadgroup per tile and
+    // persistent, and with a row bias.
     for (input, output, persistent, row_bias) in [(DType::F16, DType::F16, false, false), (DType::BF16, DType::F32, false, false), (DType::F16, DType::F16, true, false), (DType::BF16, DType::BF16, false, true)] {
-        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias, staged: output == input }));
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias, staged: false }));
     }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {
