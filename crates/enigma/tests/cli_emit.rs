@@ -146,7 +146,7 @@ fn msl_follows_the_version_a_kernel_needs_or_the_one_asked_for() {
 
 #[test]
 fn cuda_for_an_architecture_shows_the_cooperative_lowering_it_gets() {
-    let name = "gemm_coop_f16_f16_64x64x64_s2_r8";
+    let name = "gemm_coop_f16_f16_64x64x64_s2_r8_direct";
     let hopper = stdout(&["emit", "--target", "cuda", "--cuda-arch", "sm_90a", "--by-kernel-name", name]);
     assert!(hopper.contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), "{hopper}");
     let ampere = stdout(&["emit", "--target", "cuda", "--cuda-arch", "sm_80", "--by-kernel-name", name]);
