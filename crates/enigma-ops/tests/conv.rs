@@ -166,6 +166,11 @@ fn convolutions_match_an_f64_loop() {
                     && c.size[1].is_multiple_of(per_word)
                     && out[1].is_multiple_of(per_word);
                 assert_eq!(kernels.iter().any(|k| k.starts_with("conv2d_depthwise_rows_")), by_rows, "{dtype} {c:?}: {kernels:?}");
+                // f32 without groups through the GEMM (the SIMT kernel,
+                // unsplit over several images): the bias in its epilogue.
+                if dtype == DType::F32 && with_bias && c.groups == 1 && c.in_channels > 1 && c.batch > 1 {
+                    assert!(kernels.iter().any(|k| k.starts_with("sgemm_") && k.ends_with("_bias")), "{c:?}: {kernels:?}");
+                }
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();
                 // f32 sums of exact products, rounded once to the type; twice
                 // where the bias is a broadcast add after the product (the

@@ -37,7 +37,8 @@
 //! [`super::split::splitk_reduce`].
 //!
 //! Parameters: `a, b, c, m, n, k, alpha, beta, a_stride, a4, b4`, as the SIMD-group
-//! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`).
+//! GEMM's (`a4`, `b4` the `float4` views of `a` and `b`), and with a row
+//! bias (`SgemmConfig::row_bias`) `bias`.
 
 use super::gemm::{MatrixArgs, PlainArgs};
 use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
@@ -94,12 +95,15 @@ pub struct SgemmConfig {
     /// [`super::gemm::GemmConfig::splits`] (partial sums in an f32
     /// workspace of `splits · M · N` per batch).
     pub splits: u32,
+    /// `bias[row]` (f32, `m` values) added to each row of C before it is
+    /// rounded, unsplit only: a convolution's bias per output channel.
+    pub row_bias: bool,
 }
 
 impl SgemmConfig {
     /// The default: a 128×128 tile, 8 deep, 256 threads of 8×8 each.
     pub fn new(output: DType) -> SgemmConfig {
-        SgemmConfig { output, tile: TileShape::new(128, 128, 8), rm: 8, rn: 8, trans_a: false, trans_b: false, splits: 1 }
+        SgemmConfig { output, tile: TileShape::new(128, 128, 8), rm: 8, rn: 8, trans_a: false, trans_b: false, splits: 1, row_bias: false }
     }
 
     /// The tile for `m` rows: up to 64 rows, the fewest of 16, 32 or 64
@@ -191,13 +195,16 @@ impl SgemmConfig {
         if !(1..=64).contains(&self.tile.k) {
             return Err(ShapeError::new(name, format!("{} K values per slice; between 1 and 64", self.tile.k)));
         }
+        if self.row_bias && self.splits > 1 {
+            return Err(ShapeError::new(name, format!("a row bias with {} K splits; the bias is added by an unsplit kernel's epilogue", self.splits)));
+        }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// `sgemm_{out}_{tm}x{tn}x{tk}_r{rm}x{rn}[_ta][_tb][_splitk]`.
+    /// `sgemm_{out}_{tm}x{tn}x{tk}_r{rm}x{rn}[_ta][_tb][_splitk][_bias]`.
     pub fn name(&self) -> String {
         format!(
-            "sgemm_{}_{}x{}x{}_r{}x{}{}{}{}",
+            "sgemm_{}_{}x{}x{}_r{}x{}{}{}{}{}",
             self.output,
             self.tile.m,
             self.tile.n,
@@ -206,7 +213,8 @@ impl SgemmConfig {
             self.rn,
             if self.trans_a { "_ta" } else { "" },
             if self.trans_b { "_tb" } else { "" },
-            if self.splits > 1 { "_splitk" } else { "" }
+            if self.splits > 1 { "_splitk" } else { "" },
+            if self.row_bias { "_bias" } else { "" }
         )
     }
 
@@ -352,6 +360,7 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
     let beta = k.value(PlainArgs::BETA, Type::F32);
     let a_stride = k.value(PlainArgs::A_STRIDE, Type::U32);
     let a4 = k.buffer(MatrixArgs::A4, f4, Access::Read);
+    let bias = cfg.row_bias.then(|| k.buffer(PlainArgs::BIAS, Type::F32, Access::Read));
     let b4 = k.buffer(PlainArgs::B4, f4, Access::Read);
     let a_s = k.threadgroup_array("a_slice", f4, STAGES * cfg.tile.k * (cfg.tile.m / VEC + PAD));
     let b_s = k.threadgroup_array("b_slice", f4, STAGES * cfg.tile.k * (cfg.tile.n / VEC + PAD));
@@ -457,6 +466,9 @@ pub fn sgemm(cfg: &SgemmConfig) -> Kernel {
                 }
                 let v = k.var(&format!("v{i}_{j}"), alpha * sum);
                 k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, at)));
+                if let Some(bias) = bias {
+                    k.assign(v, v.get() + bias.get(*row));
+                }
                 store_f32(k, c, at, v.get());
             });
         }

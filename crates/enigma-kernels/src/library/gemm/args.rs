@@ -26,9 +26,9 @@ crate::kernel_args! {
     /// consecutive matrices, 0 for one A every product shares), the
     /// number of products in the batch (which the persistent
     /// cooperative kernel reads; the others take it from the grid) and,
-    /// for a cooperative kernel with a row bias
-    /// ([`super::CoopGemmConfig::row_bias`]), the `m` values of the
-    /// inputs' type added to C's rows.
+    /// for a kernel with a row bias ([`super::CoopGemmConfig::row_bias`],
+    /// `SgemmConfig::row_bias`), the `m` values of the inputs' type added
+    /// to C's rows.
     pub struct PlainArgs {
         B4 b4: buffer,
         ALPHA alpha: f32,
