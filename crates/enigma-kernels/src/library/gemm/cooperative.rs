@@ -479,8 +479,8 @@ pub(crate) fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thre
 /// 1024³ from 180.5 to 162 µs and 4096³ from 243 to 231 µs; the staging
 /// array of its own (not the B stages, which `wgmma`'s operand layout
 /// swizzles on CUDA: a swizzle computed for every value) took 64 products
-/// of 128 × 1024 × 64 on 128 × 128 tiles from 19.9 to 13.5 µs.
-#[allow(clippy::too_many_arguments)]
+/// of 128 × 1024 × 64 on 64 × 64 tiles from 19.7–20.3 to 15.3–15.4 µs and
+/// 32 of 1024³ from 158.6–158.8 to 152.9–154.3 (`BENCHMARKS.md`).
 pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, pitch, rows): (Mem, u32, u32), (tm, tn): (u32, u32), (lid, threads): (Ex, u32)) {
     let pair = out.output.ty(2);
     let per_word = EPILOGUE_WORD_VALUES;
