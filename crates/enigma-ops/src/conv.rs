@@ -158,9 +158,10 @@ impl Ops<'_> {
     /// itself for a 1×1 window of stride 1 without padding), with f32
     /// accumulation and the result rounded once to the input's type.
     /// Without groups every image's product reads the one set of weights
-    /// (A's batch stride 0) and the bias per output channel is added
-    /// where the selected GEMM takes it in its epilogue (before the
-    /// rounding); with groups the weights are repeated per image
+    /// (A's batch stride 0) and the bias per output channel is added in
+    /// the GEMM's epilogue before the rounding (where the product is not
+    /// split over K: [`enigma_kernels::library::gemm::GemmPlan::with_row_bias`]);
+    /// with groups the weights are repeated per image
     /// ([`Self::repeat_weights`]) and the bias is a broadcast add after
     /// the product (an f16 or bf16 result then rounded twice). `None` for a
     /// depthwise convolution and where the unfolding would pass

@@ -166,17 +166,17 @@ fn convolutions_match_an_f64_loop() {
                     && c.size[1].is_multiple_of(per_word)
                     && out[1].is_multiple_of(per_word);
                 assert_eq!(kernels.iter().any(|k| k.starts_with("conv2d_depthwise_rows_")), by_rows, "{dtype} {c:?}: {kernels:?}");
-                // f32 without groups through the GEMM (the SIMT kernel,
-                // unsplit over several images): the bias in its epilogue.
-                if dtype == DType::F32 && with_bias && c.groups == 1 && c.in_channels > 1 && c.batch > 1 {
-                    assert!(kernels.iter().any(|k| k.starts_with("sgemm_") && k.ends_with("_bias")), "{c:?}: {kernels:?}");
+                // Without groups through the GEMM (unsplit over several
+                // images: the SIMT kernel for f32, on SIMD-group matrices for
+                // the half types): the bias in its epilogue.
+                if with_bias && c.groups == 1 && c.in_channels > 1 && c.batch > 1 {
+                    assert!(kernels.iter().any(|k| (k.starts_with("sgemm_") || k.starts_with("gemm_")) && k.ends_with("_bias")), "{dtype} {c:?}: {kernels:?}");
                 }
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();
                 // f32 sums of exact products, rounded once to the type; twice
-                // where the bias is a broadcast add after the product (the
-                // simulator's GEMM, on SIMD-group matrices, does not take it
-                // in its epilogue).
-                let roundings = if with_bias && c.groups < c.in_channels { 2.02 } else { 1.01 };
+                // where the bias is a broadcast add after the product (a
+                // grouped convolution through the GEMM).
+                let roundings = if with_bias && c.groups > 1 && c.groups < c.in_channels { 2.02 } else { 1.01 };
                 for (i, (g, v)) in got.iter().zip(&want).enumerate() {
                     let tol = v.abs() * dtype.unit_roundoff() * roundings + 1e-5;
                     assert!((g - v).abs() <= tol, "{dtype} {c:?} bias {with_bias} at {i}: {g} vs {v}");
@@ -228,6 +228,36 @@ fn the_bias_of_a_convolution_without_groups_is_added_in_the_products_epilogue() 
             for (i, (g, v)) in got.iter().zip(&want).enumerate() {
                 let rounds = if fused { 1.01 } else { 2.02 };
                 let tol = v.abs() * dtype.unit_roundoff() * rounds + 1e-5;
+                assert!((g - v).abs() <= tol, "{dtype} {c:?} at {i}: {g} vs {v}");
+            }
+        }
+    }
+}
+
+/// Convolutions whose products the SIMD-group GEMM's whole-tile kernels
+/// take (a 64 × 64 tile asked for, two stages: out channels, pixels and
+/// `C_in·kh·kw` multiples of the tile, and out channels not a multiple:
+/// the ragged rows): the bias in those kernels' epilogue, element by
+/// element, against the f64 loop with one rounding.
+#[test]
+fn the_whole_tile_kernels_add_the_bias_in_their_epilogue() {
+    let rt = Runtime::new(Device::Sim).unwrap();
+    let tile = enigma_ops::GemmTile::new(64, 64, 32, 2, 2);
+    let gemm = enigma_ops::GemmOptions { tile: Some(tile), stages: Some(2), ..Default::default() };
+    let base = Conv2d { batch: 2, in_channels: 64, size: [8, 8], out_channels: 64, kernel: [1, 1], stride: [1, 1], padding: [0, 0], dilation: [1, 1], groups: 1 };
+    for (c, suffix) in [(base, "_whole_bias"), (Conv2d { out_channels: 40, ..base }, "_whole_ragged_bias")] {
+        for dtype in [DType::F16, DType::BF16] {
+            let ops = Ops::new(&rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), gemm, ..Options::default() });
+            let Inputs { x, w, b, xb, wb, bb } = inputs(&rt, &c, dtype);
+            let want = reference(&x, &w, Some(&b), &c);
+            let (y, _) = ops.conv2d(&xb, &wb, Some(&bb), &c).unwrap();
+            let launches = ops.take_launches();
+            assert!(launches.iter().all(|l| l.report.findings.is_empty()));
+            let kernels: Vec<String> = launches.into_iter().map(|l| l.kernel).collect();
+            assert!(kernels.iter().any(|k| k.starts_with("gemm_") && k.ends_with(suffix)) && kernels.len() == 1, "{dtype} {c:?}: {kernels:?}");
+            let got = download(&y, dtype.scalar(), want.len()).unwrap();
+            for (i, (g, v)) in got.iter().zip(&want).enumerate() {
+                let tol = v.abs() * dtype.unit_roundoff() * 1.01 + 1e-5;
                 assert!((g - v).abs() <= tol, "{dtype} {c:?} at {i}: {g} vs {v}");
             }
         }

@@ -132,6 +132,10 @@ pub struct GemmConfig {
     /// Which shapes the kernel takes: any, or only those the tile divides
     /// (along M too, or not: [`Edges`]).
     pub edges: Edges,
+    /// `bias[row]` (`m` values of the inputs' type) added to each row of C
+    /// before it is rounded, unsplit only: a convolution's bias per output
+    /// channel.
+    pub row_bias: bool,
 }
 
 impl GemmConfig {
@@ -142,7 +146,7 @@ impl GemmConfig {
     pub fn new(input: DType, output: DType) -> GemmConfig {
         let side = if input == DType::F32 { 64 } else { 128 };
         let tile = GemmTile::new(side, side, 32, 2, 2);
-        GemmConfig { input, output, tile, trans_a: false, trans_b: false, splits: 1, split_sum: SplitSum::Reduction, stages: 1, edges: Edges::Checked }
+        GemmConfig { input, output, tile, trans_a: false, trans_b: false, splits: 1, split_sum: SplitSum::Reduction, stages: 1, edges: Edges::Checked, row_bias: false }
     }
 
     /// This configuration as the whole-tile kernel ([`Edges::WholeTiles`])
@@ -289,13 +293,16 @@ impl GemmConfig {
         if self.edges == Edges::RaggedRows && self.trans_a {
             return Err(ShapeError::new(name, "ragged rows are a variant of the whole-tile kernel with A untransposed".to_string()));
         }
+        if self.row_bias && self.splits > 1 {
+            return Err(ShapeError::new(name, format!("a row bias with {} K splits; the bias is added by an unsplit kernel's epilogue", self.splits)));
+        }
         check_splits_and_memory(&name, self.splits, self.threadgroup_memory_bytes(), max_threadgroup_memory_bytes)
     }
 
-    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk[_sum]][_s{stages}][_whole[_ragged]]`.
+    /// `gemm_{in}_{out}_{tm}x{tn}x{tk}_sg{r}x{c}[_ta][_tb][_splitk[_sum]][_s{stages}][_whole[_ragged]][_bias]`.
     pub fn name(&self) -> String {
         format!(
-            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}",
+            "gemm_{}_{}_{}x{}x{}_sg{}x{}{}{}{}{}{}{}",
             self.input,
             self.output,
             self.tile.shape.m,
@@ -307,7 +314,8 @@ impl GemmConfig {
             if self.trans_b { "_tb" } else { "" },
             split_suffix(self.splits, self.split_sum),
             if self.stages > 1 { format!("_s{}", self.stages) } else { String::new() },
-            self.edges.suffix()
+            self.edges.suffix(),
+            if self.row_bias { "_bias" } else { "" }
         )
     }
 

@@ -85,6 +85,9 @@ struct Parameters {
     /// A's elements from one product of the batch to the next, where B
     /// holds values (0: one A for every product); else `m·k`.
     a_stride: Ex,
+    /// The bias added to each row of C, with a row bias
+    /// ([`GemmConfig::row_bias`]).
+    bias: Option<Mem>,
     /// With K splits summed in the kernel: the f32 workspace and the
     /// tiles' tickets.
     summed: Option<(Mem, Mem)>,
@@ -117,7 +120,8 @@ impl Parameters {
             None => Source::Values { scalar: b, vector: k.buffer(PlainArgs::B4, cfg.input.ty(VEC as u8), Access::Read) },
         };
         let summed = sums_here.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
-        Parameters { a: Source::Values { scalar: a, vector: a4 }, b, c, m, n, k: kk, scaling, a_stride, summed }
+        let bias = (cfg.row_bias && packed.is_none()).then(|| k.buffer(PlainArgs::BIAS, cfg.input.ty(1), Access::Read));
+        Parameters { a: Source::Values { scalar: a, vector: a4 }, b, c, m, n, k: kk, scaling, a_stride, bias, summed }
     }
 
     /// Where the threadgroup's own product goes: C, or the workspace of its
@@ -263,9 +267,10 @@ fn whole_tiles(k: &mut KernelBuilder, cfg: &GemmConfig, params: &Parameters, pla
         let at = place.c_base + (place.m0 + place.sg_m) * n + place.n0 + place.sg_n;
         let own_scaling = params.scaling.filter(|_| splits == 1);
         let partial = params.partial();
-        let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, None);
+        let bias = params.bias.map(|b| (b, place.m0 + place.sg_m));
+        let whole = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, bias, None);
         if ragged {
-            let last_rows = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, Some((place.m0 + place.sg_m, m)));
+            let last_rows = |k: &mut KernelBuilder| store_whole_tile(k, acc, partial, c_is_f32, at, n, own_scaling, bias, Some((place.m0 + place.sg_m, m)));
             k.if_else((place.m0 + cfg.tile.shape.m).le(m), whole, last_rows);
         } else {
             whole(k);
@@ -333,6 +338,9 @@ fn checked_epilogue(k: &mut KernelBuilder, cfg: &GemmConfig, params: &Parameters
                 Some((alpha, beta)) => {
                     let v = k.var(&format!("v{i}"), alpha * thread_element(acc, i));
                     k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(params.c, at)));
+                    if let Some(bias) = params.bias {
+                        k.assign(v, v.get() + load_f32(bias, row));
+                    }
                     store_f32(k, params.c, at, v.get());
                 }
                 None => store_f32(k, partial, at, thread_element(acc, i)),
@@ -436,13 +444,14 @@ pub(super) const SUM_UNROLL: u32 = 8;
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
 /// C at `at` (row stride `n`), all of it inside C, or with `rows` = (the
 /// tile's first row, M) only its rows before M (the ragged variant's last
-/// row of tiles). With `rows`, `scaling` (alpha, beta) other than (1, 0)
-/// or C not f32 (`c_is_f32`: the output type, or a split's f32 workspace),
-/// element by element through the per-lane view (each `alpha · acc + beta ·
-/// C`, rounded to C's type); otherwise one matrix store, which the CUDA
-/// back end writes as pairs.
+/// row of tiles). With `rows`, a `bias` (the row bias and the tile's first
+/// row of C), `scaling` (alpha, beta) other than (1, 0) or C not f32
+/// (`c_is_f32`: the output type, or a split's f32 workspace), element by
+/// element through the per-lane view (each `alpha · acc + beta · C (+
+/// bias)`, rounded to C's type); otherwise one matrix store, which the
+/// CUDA back end writes as pairs.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>, rows: Option<(Ex, Ex)>) {
+pub(super) fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32: bool, at: Ex, n: Ex, scaling: Option<(Ex, Ex)>, bias: Option<(Mem, Ex)>, rows: Option<(Ex, Ex)>) {
     let acc_tile = acc.get().ty().as_matrix().expect("the accumulator is a tile");
     let tag = if rows.is_some() { "edge_" } else { "" };
     let by_element = |k: &mut KernelBuilder| {
@@ -454,6 +463,9 @@ pub(super) fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32
                     Some((alpha, beta)) => {
                         let v = k.var(&format!("{tag}v{i}"), alpha * thread_element(acc, i));
                         k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + beta * load_f32(c, to)));
+                        if let Some((bias, first)) = bias {
+                            k.assign(v, v.get() + load_f32(bias, first + row));
+                        }
                         store_f32(k, c, to, v.get());
                     }
                     None => store_f32(k, c, to, thread_element(acc, i)),
@@ -467,7 +479,7 @@ pub(super) fn store_whole_tile(k: &mut KernelBuilder, acc: Var, c: Mem, c_is_f32
     };
     let as_matrix = |k: &mut KernelBuilder| k.matrix_store(acc, c, at, n, false);
     match scaling {
-        _ if !c_is_f32 || rows.is_some() => by_element(k),
+        _ if !c_is_f32 || rows.is_some() || bias.is_some() => by_element(k),
         None => as_matrix(k),
         Some((alpha, beta)) => k.if_else(alpha.eq(1.0f32).and(beta.eq(0.0f32)), as_matrix, by_element),
     }

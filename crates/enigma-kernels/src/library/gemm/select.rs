@@ -65,14 +65,16 @@ impl GemmPlan {
         }
     }
 
-    /// This plan adding a bias to each row of C in its epilogue, where its
-    /// kernel can: the cooperative one (`CoopGemmConfig::row_bias`, a bias
-    /// of the inputs' type) and the SIMT one unsplit (`SgemmConfig::row_bias`,
-    /// f32); `None` for the others, whose callers add the bias by a
-    /// broadcast add after the product.
+    /// This plan adding a bias (of the inputs' type) to each row of C in
+    /// its epilogue, where its kernel can: the cooperative one
+    /// (`CoopGemmConfig::row_bias`), and the SIMD-group and SIMT ones
+    /// unsplit (`GemmConfig::row_bias`, `SgemmConfig::row_bias`); `None` for
+    /// a split product, whose caller adds the bias by a broadcast add after
+    /// it.
     pub fn with_row_bias(&self) -> Option<GemmPlan> {
         match self {
             GemmPlan::Cooperative(cfg) => Some(GemmPlan::Cooperative(CoopGemmConfig { row_bias: true, ..*cfg })),
+            GemmPlan::Matrices(cfg) if cfg.splits <= 1 => Some(GemmPlan::Matrices(GemmConfig { row_bias: true, ..*cfg })),
             GemmPlan::Simt(cfg) if cfg.splits <= 1 => Some(GemmPlan::Simt(SgemmConfig { row_bias: true, ..*cfg })),
             GemmPlan::Matrices(_) | GemmPlan::Simt(_) => None,
         }
