@@ -54,6 +54,18 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let words = 16 / entry.elem.size_bytes() as usize;
                 let rows = shape[3] % words == 0;
                 assert_eq!(first_kernel(&auto).starts_with("conv2d_depthwise_rows_"), rows, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("conv2d_") {
+                // The dense 3×3 convolution: its unfolding first, by rows of
+                // 16-byte words where the rows are whole words (one input
+                // channel is a depthwise convolution).
+                let words = 16 / entry.elem.size_bytes() as usize;
+                let kernel = first_kernel(&auto);
+                if shape[1] > 1 {
+                    assert!(kernel.starts_with("im2col_"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+                    assert_eq!(kernel.contains("_rows_"), shape[4] % words == 0, "{} {shape:?}: {:?}", entry.name, auto.launches);
+                } else {
+                    assert!(kernel.starts_with("conv2d_depthwise"), "{} {shape:?}: {:?}", entry.name, auto.launches);
+                }
             } else if entry.name.starts_with("matmul_") {
                 // The tiled kernel has no vector variant.
                 assert!(!first_kernel(&auto).contains("_vec4"), "{auto}");

@@ -111,6 +111,8 @@ pub fn check(rt: &Runtime, entry: &Entry, shape: &[usize], options: &Options) ->
         n if n.starts_with("attention_decode_batch_") || n.starts_with("attention_decode_ragged_") => shape[0] * shape[1] * shape[4],
         n if n.starts_with("attention_prefill_") => shape[0] * shape[1] * shape[3] * shape[5],
         n if n.starts_with("attention_") => shape[0] * shape[2],
+        // [batch, in_channels, out_channels, h, w] to [batch, out_channels, h, w].
+        n if n.starts_with("conv2d_") && !n.starts_with("conv2d_depthwise_") => shape[0] * shape[2] * shape[3] * shape[4],
         _ => shape.iter().product(),
     };
     assert_eq!(outcome.checked, elems, "{outcome}");

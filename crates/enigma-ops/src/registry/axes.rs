@@ -45,6 +45,58 @@ pub(super) fn axis_scan_entry(op: AxisScan, dtype: DType) -> Entry {
     })
 }
 
+/// `conv2d_{dtype}`: the dense 3×3 convolution of padding 1 with a bias
+/// over `[batch, in_channels, h, w]` (NCHW) to `out_channels`, f32
+/// accumulation: the unfolding and the batched GEMM with the bias in its
+/// epilogue, one rounding (the test shape's `in_channels · 9` is not a
+/// multiple of 8, so on `sm_90a` it runs the SIMD-group GEMM, the bench
+/// shape the GEMM on cooperative tensors).
+pub(super) fn dense_conv_entry(dtype: DType) -> Entry {
+    let description = format!("dense 3×3 conv2d, padding 1, with a bias, over [batch, in_channels, out_channels, h, w] {dtype} (f32 accumulation)");
+    entry(format!("conv2d_{dtype}"), description, dtype.scalar(), &["batch", "in_channels", "out_channels", "h", "w"], &[2, 3, 5, 10, 16], &[64, 64, 64, 32, 32], move |rt, shape, seed| {
+        let (batch, c_in, c_out, h, w) = (shape[0], shape[1], shape[2], shape[3], shape[4]);
+        let c = Conv2d { batch, in_channels: c_in, size: [h, w], out_channels: c_out, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 };
+        let mut rng = TestRng::new(seed);
+        let (x, xb) = input(rt, dtype, &mut rng, batch * c_in * h * w, -1.0, 1.0)?;
+        let (wt, wb) = input(rt, dtype, &mut rng, c_out * c_in * 9, -1.0, 1.0)?;
+        let (bias, bb) = input(rt, dtype, &mut rng, c_out, -1.0, 1.0)?;
+        let mut want = vec![];
+        let mut tols = vec![];
+        for image in 0..batch {
+            for co in 0..c_out {
+                for oy in 0..h {
+                    for ox in 0..w {
+                        let (mut acc, mut magnitude) = (bias[co] as f64, (bias[co] as f64).abs());
+                        for ci in 0..c_in {
+                            for ky in 0..3 {
+                                for kx in 0..3 {
+                                    let (iy, ix) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
+                                    if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                                        let p = x[((image * c_in + ci) * h + iy as usize) * w + ix as usize] as f64 * wt[(co * c_in + ci) * 9 + ky * 3 + kx] as f64;
+                                        acc += p;
+                                        magnitude += p.abs();
+                                    }
+                                }
+                            }
+                        }
+                        want.push(acc);
+                        // `c_in · 9 + 1` f32 terms, rounded once to the type.
+                        let terms = (c_in * 9 + 1) as f64;
+                        tols.push(Tolerance::new(magnitude * f32::EPSILON as f64 * terms + dtype.underflow_error() * 1.01, dtype.unit_roundoff() * 1.01));
+                    }
+                }
+            }
+        }
+        Ok(Case {
+            run: Box::new(move |ops| Ok(ops.conv2d(&xb, &wb, Some(&bb), &c)?.0)),
+            out_elem: dtype.scalar(),
+            want,
+            tol: Box::new(move |i| tols[i]),
+            bytes: (batch * (c_in + c_out) * h * w) as u64 * size(dtype),
+        })
+    })
+}
+
 /// `conv2d_depthwise_{dtype}`: the depthwise 3×3 convolution of padding 1
 /// with a bias over `[batch, channels, h, w]` (NCHW), f32 accumulation.
 pub(super) fn depthwise_entry(dtype: DType) -> Entry {
