@@ -213,7 +213,8 @@ impl Ops<'_> {
         // only without groups, whose weights and bias differ from one
         // product of the batch to the next.
         let (batch, shared) = if c.groups == 1 { (c.batch, true) } else { (c.batch * c.groups, false) };
-        let weights = if shared { w.clone() } else { self.repeat_weights(w, c, dtype)? };
+        // One image's groups read the weights as they lie.
+        let weights = if shared || c.batch == 1 { w.clone() } else { self.repeat_weights(w, c, dtype)? };
         let row_bias = bias.filter(|_| shared);
         let y = self.product(&Product { a: &weights, b: &col, batch, m: c.out_channels / c.groups, n: pixels, k: in_group * taps, out: dtype, shared_a: shared, row_bias })?;
         match bias.filter(|_| !shared) {
