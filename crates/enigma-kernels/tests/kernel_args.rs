@@ -10,7 +10,7 @@ use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
-use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, DepthwiseRows, DepthwiseRowsArgs, DepthwiseRowsDims, Im2colArgs};
+use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, DepthwiseRowsArgs, DepthwiseRowsDims, Im2colArgs};
 use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, InnerAccess, RepeatArgs};
 use enigma_kernels::library::gemm::{self, GemmConfig, MatrixArgs, PackedArgs, PlainArgs, QgemmConfig};
 use enigma_kernels::library::gemv::{self, GemvArgs};
@@ -130,11 +130,11 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     let args = DepthwiseArgs { x: "x", w: "w", bias: "bias", y: "y", has_bias: 0 };
     let sizes = DepthwiseDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, pw: 0, tiles: 1, tiles_w: 1 };
     family("depthwise", vec![conv::conv2d_depthwise(&depthwise)], &[DepthwiseArgs::NAMES, DepthwiseDims::NAMES], &(args, sizes));
-    let rows = vec![conv::conv2d_depthwise_rows(&DepthwiseRows { dtype: DType::BF16, kernel: [5, 3], pw: 2 }), conv::conv2d_depthwise_rows(&DepthwiseRows { dtype: DType::F32, kernel: [1, 1], pw: 0 })];
+    let rows = vec![conv::conv2d_depthwise_rows(&conv::RowWindow { dtype: DType::BF16, kernel: [5, 3], pw: 2 }), conv::conv2d_depthwise_rows(&conv::RowWindow { dtype: DType::F32, kernel: [1, 1], pw: 0 })];
     let args = DepthwiseRowsArgs { x: "x", x_words: "x_words", w: "w", bias: "bias", y_words: "y_words", has_bias: 0 };
     let sizes = DepthwiseRowsDims { c_in: 1, in_h: 1, in_w: 1, c_out: 1, out_h: 1, out_w: 1, ph: 0, threads: 1 };
     family("depthwise rows", rows, &[DepthwiseRowsArgs::NAMES, DepthwiseRowsDims::NAMES], &(args, sizes));
-    let rows = conv::Im2colRows { dtype: DType::F16, kernel: [3, 3], pw: 1 };
+    let rows = conv::RowWindow { dtype: DType::F16, kernel: [3, 3], pw: 1 };
     let unfoldings = vec![conv::im2col(DType::BF16), conv::im2col_packed(DType::F16), conv::im2col_packed(DType::F32), conv::im2col_rows(&rows)];
     family("im2col", unfoldings, &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", x_words: Some("x_words"), total: 1 }, dims));
 

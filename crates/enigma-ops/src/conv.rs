@@ -135,13 +135,13 @@ impl Ops<'_> {
             return Ok(None);
         }
         let conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, pw, .. } = dims;
-        let Some(rows) = conv::DepthwiseRows::of(cfg, in_w, out_w, pw) else { return Ok(None) };
-        let words = if cfg.dtype == lib::DType::F32 { enigma_ir::Type::vector(enigma_ir::Scalar::F32, 4) } else { enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4) };
+        let Some(rows) = conv::RowWindow::of(cfg.dtype, cfg.kernel, (cfg.stride, cfg.dilation), pw, (in_w, out_w)) else { return Ok(None) };
+        let words = rows.x_word_type();
         let Some(x_words) = x.viewed_as(words) else { return Ok(None) };
         let y = self.output(cfg.dtype.scalar(), total)?;
         let y_words = y.viewed_as(words).ok_or_else(|| arg_err(name, format!("an output of {total} elements of {} does not bind as 16-byte words", cfg.dtype)))?;
         let planes = total / (out_h as usize * out_w as usize);
-        let (threads, dispatch) = rows.dispatch(lib::to_u32(name, "output planes", planes)?, out_h, out_w);
+        let (threads, dispatch) = rows.depthwise_dispatch(lib::to_u32(name, "output planes", planes)?, out_h, out_w);
         let threads = lib::to_u32(name, "threads", threads as usize)?;
         let args = conv::DepthwiseRowsArgs { x, x_words: &x_words, w, bias: bias.unwrap_or(w), y_words: &y_words, has_bias: bias.is_some() as u32 };
         let dims = conv::DepthwiseRowsDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, threads };
@@ -188,13 +188,13 @@ impl Ops<'_> {
             let words = if dims.out_w.is_multiple_of(lanes) { col.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)) } else { None };
             // The window's sizes are checked against u32 with `dims`.
             let window = |v: [usize; 2]| v.map(|v| v as u32);
-            let rows = conv::Im2colRows::of(dtype, window(c.kernel), (window(c.stride), window(c.dilation)), dims.pw, (dims.in_w, dims.out_w));
+            let rows = conv::RowWindow::of(dtype, window(c.kernel), (window(c.stride), window(c.dilation)), dims.pw, (dims.in_w, dims.out_w));
             let by_rows = rows.zip(words.clone()).and_then(|(rows, words)| x.viewed_as(rows.x_word_type()).map(|x_words| (rows, words, x_words)));
             match (by_rows, words) {
                 (Some((rows, words, x_words)), _) => {
                     let total = total / lanes;
                     let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
-                    self.launch(rows.name(), || conv::im2col_rows(&rows), dispatch, &(conv::Im2colArgs { x, col: &words, x_words: Some(&x_words), total }, dims))?;
+                    self.launch(rows.im2col_name(), || conv::im2col_rows(&rows), dispatch, &(conv::Im2colArgs { x, col: &words, x_words: Some(&x_words), total }, dims))?;
                 }
                 (None, Some(words)) => {
                     let total = total / lanes;

@@ -22,7 +22,7 @@
 //!   threadgroup memory, the window fixed in the kernel.
 //! * [`conv2d_depthwise_rows`], the same convolution of stride and
 //!   dilation 1 over rows of whole 16-byte words
-//!   ([`DepthwiseRows::of`]): no threadgroup memory; a thread
+//!   ([`RowWindow::of`]): no threadgroup memory; a thread
 //!   computes one 16-byte word of outputs (8 f16/bf16 or 4 f32) in each
 //!   of [`DEPTHWISE_ROWS`] consecutive output rows, from the input rows
 //!   under them, each loaded once as a 16-byte word plus the window's
@@ -415,48 +415,16 @@ pub fn conv2d_depthwise(cfg: &DepthwiseConfig) -> Kernel {
     finish(k)
 }
 
-/// Elements of one 16-byte word of `dtype`: 4 f32, 8 f16 or bf16.
-fn word_elems(dtype: DType) -> u32 {
-    16 / dtype.size_bytes()
-}
-
-/// Whether a window of `kernel` with `(stride, dilation)` and `pw` columns
-/// of padding runs over rows of whole 16-byte words
-/// ([`conv2d_depthwise_rows`], [`im2col_rows`]): stride and dilation 1, a
-/// window of at most [`DEPTHWISE_ROWS_MAX_WINDOW`] along each axis,
-/// padding narrower than the window, and input and output rows (`in_w`,
-/// `out_w`) of whole words, so that the input word under each output word
-/// lies inside its row.
-fn by_rows_of_words(dtype: DType, kernel: [u32; 2], (stride, dilation): ([u32; 2], [u32; 2]), pw: u32, (in_w, out_w): (u32, u32)) -> bool {
-    let words = word_elems(dtype);
-    stride == [1, 1]
-        && dilation == [1, 1]
-        && kernel.iter().all(|k| (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(k))
-        && pw < kernel[1]
-        && in_w.is_multiple_of(words)
-        && out_w.is_multiple_of(words)
-}
-
-/// The 16-byte word type a rows kernel reads its input as (`x_words`):
-/// `uint4` of 16-bit pairs, or `float4`.
-fn row_word_type(dtype: DType) -> Type {
-    if dtype == DType::F32 {
-        Type::vector(Scalar::F32, 4)
-    } else {
-        Type::vector(Scalar::U32, 4)
-    }
-}
-
 /// One input row under a word of outputs at column `ox` (`word` of the
-/// row's 16-byte words), for a window `kw` wide with `pw` columns of
-/// padding: the `vec + kw − 1` values of input columns `ox − pw + c`,
+/// row's 16-byte words), for `window` (`kw` wide with `pw` columns of
+/// padding): the `vec + kw − 1` values of input columns `ox − pw + c`,
 /// the word above the outputs (`xw` at `start / vec + word`) and single
 /// elements of `x` either side, zero outside the row (`w` wide) or where
 /// the row is outside the plane (`row_in` false; `start` is then any row's
 /// start). Each value as f32 (`as_f32`) or in the data's type.
-#[allow(clippy::too_many_arguments)]
-fn row_segment(k: &mut KernelBuilder, tag: &str, dtype: DType, (x, xw): (Mem, Mem), (start, word, ox, row_in): (Ex, Ex, Ex, Ex), (kw, pw, w): (u32, u32, Ex), as_f32: bool) -> Vec<Var> {
-    let vec = word_elems(dtype);
+fn row_segment(k: &mut KernelBuilder, tag: &str, window: &RowWindow, (x, xw): (Mem, Mem), (start, word, ox, row_in): (Ex, Ex, Ex, Ex), w: Ex, as_f32: bool) -> Vec<Var> {
+    let RowWindow { dtype, kernel: [_, kw], pw } = *window;
+    let vec = window.word_elems();
     let half = dtype != DType::F32;
     let pair = dtype.ty(2);
     let i32 = |e: Ex| e.cast(Type::I32);
@@ -480,39 +448,85 @@ fn row_segment(k: &mut KernelBuilder, tag: &str, dtype: DType, (x, xw): (Mem, Me
     vals
 }
 
-/// An unfolding of stride and dilation 1 by rows of 16-byte words
-/// ([`im2col_rows`]): the element type, `[kh, kw]` and the columns of
-/// padding `pw`, fixed in the kernel.
+/// A window of stride and dilation 1 over rows of whole 16-byte words,
+/// fixed in a rows kernel ([`conv2d_depthwise_rows`], [`im2col_rows`]):
+/// the element type, `[kh, kw]` and the columns of padding `pw` (the rows
+/// of padding are a value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Im2colRows {
+pub struct RowWindow {
     pub dtype: DType,
     pub kernel: [u32; 2],
     pub pw: u32,
 }
 
-impl Im2colRows {
-    /// The rows form of an unfolding of `kernel` with `(stride, dilation)`
-    /// over input rows of `in_w` and output rows of `out_w` with `pw`
-    /// columns of padding, where it takes them (the rule of
-    /// [`DepthwiseRows::of`]).
-    pub fn of(dtype: DType, kernel: [u32; 2], (stride, dilation): ([u32; 2], [u32; 2]), pw: u32, (in_w, out_w): (u32, u32)) -> Option<Im2colRows> {
-        by_rows_of_words(dtype, kernel, (stride, dilation), pw, (in_w, out_w)).then_some(Im2colRows { dtype, kernel, pw })
+impl RowWindow {
+    /// The rows form of a window of `kernel` with `(stride, dilation)` and
+    /// `pw` columns of padding over input rows of `in_w` and output rows of
+    /// `out_w`, where the rows kernels take it: stride and dilation 1, a
+    /// window of at most [`DEPTHWISE_ROWS_MAX_WINDOW`] along each axis,
+    /// padding narrower than the window, and input and output rows of
+    /// whole words, so that the input word under each output word lies
+    /// inside its row.
+    pub fn of(dtype: DType, kernel: [u32; 2], (stride, dilation): ([u32; 2], [u32; 2]), pw: u32, (in_w, out_w): (u32, u32)) -> Option<RowWindow> {
+        let window = RowWindow { dtype, kernel, pw };
+        let words = window.word_elems();
+        let fits = stride == [1, 1] && dilation == [1, 1] && window.fits() && in_w.is_multiple_of(words) && out_w.is_multiple_of(words);
+        fits.then_some(window)
     }
 
-    pub fn name(&self) -> String {
+    /// Whether the rows kernels hold the window: at most
+    /// [`DEPTHWISE_ROWS_MAX_WINDOW`] along each axis, padding narrower than
+    /// it.
+    fn fits(&self) -> bool {
+        self.kernel.iter().all(|k| (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(k)) && self.pw < self.kernel[1]
+    }
+
+    /// Elements of one 16-byte word: 4 f32, 8 f16 or bf16.
+    pub fn word_elems(&self) -> u32 {
+        16 / self.dtype.size_bytes()
+    }
+
+    /// The type the rows kernels bind the input's 16-byte words as
+    /// (`x_words`): `uint4` of 16-bit pairs, or `float4`.
+    pub fn x_word_type(&self) -> Type {
+        if self.dtype == DType::F32 {
+            Type::vector(Scalar::F32, 4)
+        } else {
+            Type::vector(Scalar::U32, 4)
+        }
+    }
+
+    /// `im2col_{dtype}_rows_k{kh}x{kw}_pw{pw}`: [`im2col_rows`]'s name.
+    pub fn im2col_name(&self) -> String {
         let [kh, kw] = self.kernel;
         format!("im2col_{}_rows_k{kh}x{kw}_pw{}", self.dtype, self.pw)
     }
 
-    /// The type `x_words` is bound as: `uint4` of 16-bit pairs, or
-    /// `float4`.
-    pub fn x_word_type(&self) -> Type {
-        row_word_type(self.dtype)
+    /// `conv2d_depthwise_rows_{dtype}_k{kh}x{kw}_pw{pw}`:
+    /// [`conv2d_depthwise_rows`]'s name.
+    pub fn depthwise_name(&self) -> String {
+        let [kh, kw] = self.kernel;
+        format!("conv2d_depthwise_rows_{}_k{kh}x{kw}_pw{}", self.dtype, self.pw)
+    }
+
+    /// The threads of [`conv2d_depthwise_rows`] over `planes` output
+    /// planes of `[out_h, out_w]` (one per output word of
+    /// [`DEPTHWISE_ROWS`] rows), and their dispatch.
+    pub fn depthwise_dispatch(&self, planes: u32, out_h: u32, out_w: u32) -> (u64, Dispatch) {
+        let threads = planes as u64 * out_h.div_ceil(DEPTHWISE_ROWS) as u64 * (out_w / self.word_elems()) as u64;
+        let groups = threads.div_ceil(DEPTHWISE_ROWS_THREADS as u64);
+        (threads, Dispatch::threadgroups([groups.min(u32::MAX as u64) as u32, 1, 1], DEPTHWISE_ROWS_THREADS))
+    }
+
+    /// Panics, naming `kernel`, where the window does not fit the rows
+    /// kernels ([`Self::fits`]).
+    fn assert_fits(&self, kernel: &str) {
+        assert!(self.fits(), "{kernel}: the window does not fit the rows kernel");
     }
 }
 
 /// The unfolding [`im2col`] by rows of 16-byte words, for a window of
-/// stride and dilation 1 ([`Im2colRows::of`]): a thread per 16-byte word
+/// stride and dilation 1 ([`RowWindow::of`]): a thread per 16-byte word
 /// of output pixels of one output row of one image's channel (`total` of
 /// them, as [`im2col_packed`]) loads each of the `kh` input rows under it
 /// once, as the word above its pixels and the `kw − 1` columns either
@@ -524,16 +538,16 @@ impl Im2colRows {
 /// # Panics
 /// When the window is wider than [`DEPTHWISE_ROWS_MAX_WINDOW`] or `pw` is
 /// not narrower than it.
-pub fn im2col_rows(cfg: &Im2colRows) -> Kernel {
+pub fn im2col_rows(cfg: &RowWindow) -> Kernel {
     let [kh, kw] = cfg.kernel;
-    assert!((1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kh) && (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kw) && cfg.pw < kw, "{}: the window does not fit the rows kernel", cfg.name());
-    let mut k = KernelBuilder::new(cfg.name());
+    cfg.assert_fits(&cfg.im2col_name());
+    let mut k = KernelBuilder::new(cfg.im2col_name());
     type P = Im2colArgs;
     let words_ty = Type::vector(Scalar::U32, 4);
-    let vec = word_elems(cfg.dtype);
+    let vec = cfg.word_elems();
     let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
     let col = k.buffer(P::COL, words_ty, Access::ReadWrite);
-    let xw = k.buffer(P::X_WORDS, row_word_type(cfg.dtype), Access::Read);
+    let xw = k.buffer(P::X_WORDS, cfg.x_word_type(), Access::Read);
     let [_, h, w, _, oh, ow, _, _, _, _, ph, _, _, _, _] = conv_dims(&mut k);
     let total = k.value(P::TOTAL, Type::U32);
     let tid = k.let_("tid", thread_position_in_grid().x());
@@ -553,7 +567,7 @@ pub fn im2col_rows(cfg: &Im2colRows) -> Kernel {
             let iy = k.let_(&format!("iy{ky}"), i32(oy + ky) - i32(ph));
             let row_in = k.let_(&format!("row_in{ky}"), iy.ge(zero).and(iy.lt(i32(h))));
             let start = k.let_(&format!("start{ky}"), (plane * h + select(lit(Scalar::U32, 0.0), iy.cast(Type::U32), row_in)) * w);
-            let vals = row_segment(k, &ky.to_string(), cfg.dtype, (x, xw), (start, word, ox, row_in), (kw, cfg.pw, w), false);
+            let vals = row_segment(k, &ky.to_string(), cfg, (x, xw), (start, word, ox, row_in), w, false);
             for kx in 0..kw {
                 let taps: Vec<Ex> = (0..vec).map(|j| vals[(kx + j) as usize].get()).collect();
                 let packed: Vec<Ex> = if cfg.dtype == DType::F32 {
@@ -574,47 +588,6 @@ pub const DEPTHWISE_ROWS: u32 = 4;
 pub const DEPTHWISE_ROWS_THREADS: u32 = 256;
 /// The widest window [`conv2d_depthwise_rows`] takes along each axis.
 pub const DEPTHWISE_ROWS_MAX_WINDOW: u32 = 7;
-
-/// A depthwise convolution of stride and dilation 1 by rows of 16-byte
-/// words ([`conv2d_depthwise_rows`]): the element type, `[kh, kw]` and the
-/// columns of padding `pw`, fixed in the kernel (the rows of padding are a
-/// value).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DepthwiseRows {
-    pub dtype: DType,
-    pub kernel: [u32; 2],
-    pub pw: u32,
-}
-
-impl DepthwiseRows {
-    /// The rows form of `cfg` over input rows of `in_w` and output rows of
-    /// `out_w` with `pw` columns of padding, where it takes them: stride and
-    /// dilation 1, a window of at most [`DEPTHWISE_ROWS_MAX_WINDOW`] along
-    /// each axis, padding narrower than the window, and rows of whole
-    /// 16-byte words.
-    pub fn of(cfg: &DepthwiseConfig, in_w: u32, out_w: u32, pw: u32) -> Option<DepthwiseRows> {
-        let fits = by_rows_of_words(cfg.dtype, cfg.kernel, (cfg.stride, cfg.dilation), pw, (in_w, out_w));
-        fits.then_some(DepthwiseRows { dtype: cfg.dtype, kernel: cfg.kernel, pw })
-    }
-
-    /// Elements of one 16-byte word: 4 f32, 8 f16 or bf16.
-    pub fn word_elems(&self) -> u32 {
-        word_elems(self.dtype)
-    }
-
-    /// The threads over `planes` output planes of `[out_h, out_w]` (one per
-    /// output word of [`DEPTHWISE_ROWS`] rows), and their dispatch.
-    pub fn dispatch(&self, planes: u32, out_h: u32, out_w: u32) -> (u64, Dispatch) {
-        let threads = planes as u64 * out_h.div_ceil(DEPTHWISE_ROWS) as u64 * (out_w / self.word_elems()) as u64;
-        let groups = threads.div_ceil(DEPTHWISE_ROWS_THREADS as u64);
-        (threads, Dispatch::threadgroups([groups.min(u32::MAX as u64) as u32, 1, 1], DEPTHWISE_ROWS_THREADS))
-    }
-
-    pub fn name(&self) -> String {
-        let [kh, kw] = self.kernel;
-        format!("conv2d_depthwise_rows_{}_k{kh}x{kw}_pw{}", self.dtype, self.pw)
-    }
-}
 
 crate::kernel_args! {
     /// The buffers of [`conv2d_depthwise_rows`]: `x` read as elements and,
@@ -647,7 +620,7 @@ crate::kernel_args! {
 }
 
 /// The depthwise convolution of stride and dilation 1 by rows of 16-byte
-/// words, `cfg.name()` (module docs): thread `t` takes word `t % words` of
+/// words, `cfg.depthwise_name()` (module docs): thread `t` takes word `t % words` of
 /// [`DEPTHWISE_ROWS`] consecutive output rows of one plane. It loads the
 /// `DEPTHWISE_ROWS + kh − 1` input rows under them (zeros outside the
 /// plane), each as the word above its outputs and the `pw` elements left
@@ -658,13 +631,13 @@ crate::kernel_args! {
 /// # Panics
 /// When the window is wider than [`DEPTHWISE_ROWS_MAX_WINDOW`] or `pw` is
 /// not narrower than it.
-pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
+pub fn conv2d_depthwise_rows(cfg: &RowWindow) -> Kernel {
     let [kh, kw] = cfg.kernel;
-    assert!((1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kh) && (1..=DEPTHWISE_ROWS_MAX_WINDOW).contains(&kw) && cfg.pw < kw, "{}: the window does not fit the rows kernel", cfg.name());
-    let mut k = KernelBuilder::new(cfg.name());
+    cfg.assert_fits(&cfg.depthwise_name());
+    let mut k = KernelBuilder::new(cfg.depthwise_name());
     type P = DepthwiseRowsArgs;
     let half = cfg.dtype != DType::F32;
-    let word_ty = row_word_type(cfg.dtype);
+    let word_ty = cfg.x_word_type();
     let vec = cfg.word_elems();
     let x = k.buffer(P::X, cfg.dtype.ty(1), Access::Read);
     let xw = k.buffer(P::X_WORDS, word_ty, Access::Read);
@@ -694,7 +667,7 @@ pub fn conv2d_depthwise_rows(cfg: &DepthwiseRows) -> Kernel {
             let iy = k.let_(&format!("iy{r}"), i32(oy0 + r) - i32(ph));
             let row_in = k.let_(&format!("row_in{r}"), iy.ge(zero).and(iy.lt(i32(h))));
             let start = k.let_(&format!("start{r}"), (channel * h + select(lit(Scalar::U32, 0.0), iy.cast(Type::U32), row_in)) * w);
-            rows.push(row_segment(k, &r.to_string(), cfg.dtype, (x, xw), (start, word, ox, row_in), (kw, cfg.pw, w), true));
+            rows.push(row_segment(k, &r.to_string(), cfg, (x, xw), (start, word, ox, row_in), w, true));
         }
         let (taps, b) = depthwise_weights(k, (wt, bias, has_bias), co, kh * kw);
         for o in 0..DEPTHWISE_ROWS {

@@ -37,9 +37,9 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(conv::conv2d(dtype));
         out.push(conv::im2col(dtype));
         out.push(conv::im2col_packed(dtype));
-        out.push(conv::im2col_rows(&conv::Im2colRows { dtype, kernel: [3, 3], pw: 1 }));
+        out.push(conv::im2col_rows(&conv::RowWindow { dtype, kernel: [3, 3], pw: 1 }));
         out.push(conv::conv2d_depthwise(&conv::DepthwiseConfig { dtype, kernel: [3, 3], stride: [1, 1], dilation: [1, 1] }));
-        out.push(conv::conv2d_depthwise_rows(&conv::DepthwiseRows { dtype, kernel: [3, 3], pw: 1 }));
+        out.push(conv::conv2d_depthwise_rows(&conv::RowWindow { dtype, kernel: [3, 3], pw: 1 }));
         out.push(elementwise::repeat(dtype.scalar()));
         for pool in [reduce::Pool::Max, reduce::Pool::Avg { count_pad: true }, reduce::Pool::Avg { count_pad: false }] {
             out.push(reduce::pool2d(pool, dtype));
