@@ -395,6 +395,27 @@ crate::kernel_args! {
     }
 }
 
+/// The parameters an element-wise kernel declares, in their order: `x`,
+/// `b` (a binary operation's), `y` (all of one type), `n` and `factor`
+/// (where the operation has one).
+struct Operands {
+    x: Mem,
+    b: Option<Mem>,
+    y: Mem,
+    n: Ex,
+    factor: Option<Ex>,
+}
+
+/// Declares [`Operands`] for `op`, `x`, `b` and `y` named `names`.
+fn declare_operands(k: &mut KernelBuilder, op: Elementwise, [xn, bn, yn]: [&str; 3], ty: Type) -> Operands {
+    let x = k.buffer(xn, ty, Access::Read);
+    let b = op.is_binary().then(|| k.buffer(bn, ty, Access::Read));
+    let y = k.buffer(yn, ty, Access::ReadWrite);
+    let n = k.value(ElementwiseArgs::N, Type::U32);
+    let factor = op.has_factor().then(|| k.value(ElementwiseArgs::FACTOR, Type::F32));
+    Operands { x, b, y, n, factor }
+}
+
 /// The kernel `{op}_{dtype}[_vec4]`.
 ///
 /// # Panics
@@ -404,12 +425,8 @@ pub fn elementwise(op: Elementwise, dtype: DType, vec: u8) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_{}{}", op.name(), dtype, vec_suffix(vec)));
     let ty = dtype.ty(vec);
     type P = ElementwiseArgs;
-    let [xn, bn, yn] = if vec == 4 { [P::X4, P::B4, P::Y4] } else { [P::X, P::B, P::Y] };
-    let x = k.buffer(xn, ty, Access::Read);
-    let b = op.is_binary().then(|| k.buffer(bn, ty, Access::Read));
-    let y = k.buffer(yn, ty, Access::ReadWrite);
-    let n = k.value(P::N, Type::U32);
-    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
+    let names = if vec == 4 { [P::X4, P::B4, P::Y4] } else { [P::X, P::B, P::Y] };
+    let Operands { x, b, y, n, factor } = declare_operands(&mut k, op, names, ty);
     let tid = k.let_("tid", thread_position_in_grid().x());
     // Vectors to process: ceil(n / 4), the last one possibly partial.
     let units = if vec == 4 { vec_units(&mut k, n) } else { n };
@@ -434,11 +451,7 @@ pub fn elementwise_packed(op: Elementwise, dtype: DType) -> Kernel {
     let pair = dtype.ty(2);
     let mut k = KernelBuilder::new(format!("{}_{}_vec8", op.name(), dtype));
     type P = ElementwiseArgs;
-    let x = k.buffer(P::X8, words, Access::Read);
-    let b = op.is_binary().then(|| k.buffer(P::B8, words, Access::Read));
-    let y = k.buffer(P::Y8, words, Access::ReadWrite);
-    let n = k.value(P::N, Type::U32);
-    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
+    let Operands { x, b, y, n, factor } = declare_operands(&mut k, op, [P::X8, P::B8, P::Y8], words);
     let tid = k.let_("tid", thread_position_in_grid().x());
     k.if_(tid.lt(n / 8u32), |k| {
         let xw = k.let_("xw", x.get(tid));
@@ -472,11 +485,7 @@ pub fn elementwise_pairs(op: Elementwise) -> Kernel {
     let mut k = KernelBuilder::new(format!("{}_f32_vec4_x2", op.name()));
     let ty = Type::vector(Scalar::F32, 4);
     type P = ElementwiseArgs;
-    let x = k.buffer(P::X4, ty, Access::Read);
-    let b = op.is_binary().then(|| k.buffer(P::B4, ty, Access::Read));
-    let y = k.buffer(P::Y4, ty, Access::ReadWrite);
-    let n = k.value(P::N, Type::U32);
-    let factor = op.has_factor().then(|| k.value(P::FACTOR, Type::F32));
+    let Operands { x, b, y, n, factor } = declare_operands(&mut k, op, [P::X4, P::B4, P::Y4], ty);
     let units = vec_units(&mut k, n);
     let tpg = k.let_("tpg", threads_per_threadgroup().x());
     let first = k.let_("first", threadgroup_position_in_grid().x() * tpg * 2u32 + thread_index_in_threadgroup());
