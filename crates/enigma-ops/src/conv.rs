@@ -96,8 +96,7 @@ impl Ops<'_> {
         if let Some(y) = self.conv2d_gemm(x, w, bias, c, dtype, dims)? {
             return Ok((y, [oh, ow]));
         }
-        let window = |v: [usize; 2]| v.map(|v| v as u32);
-        let depthwise = conv::DepthwiseConfig { dtype, kernel: window(c.kernel), stride: window(c.stride), dilation: window(c.dilation) };
+        let depthwise = conv::DepthwiseConfig { dtype, kernel: [kh, kw], stride: [sh, sw], dilation: [dh, dw] };
         if c.in_channels == c.groups {
             if let Some(y) = self.conv2d_depthwise_rows(x, w, bias, &depthwise, dims, total)? {
                 return Ok((y, [oh, ow]));
@@ -186,9 +185,7 @@ impl Ops<'_> {
             // thread; of stride and dilation 1 over input rows of whole
             // words, each input row read once as words.
             let words = if dims.out_w.is_multiple_of(lanes) { col.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)) } else { None };
-            // The window's sizes are checked against u32 with `dims`.
-            let window = |v: [usize; 2]| v.map(|v| v as u32);
-            let rows = conv::RowWindow::of(dtype, window(c.kernel), (window(c.stride), window(c.dilation)), dims.pw, (dims.in_w, dims.out_w));
+            let rows = conv::RowWindow::of(dtype, [dims.kh, dims.kw], ([dims.sh, dims.sw], [dims.dh, dims.dw]), dims.pw, (dims.in_w, dims.out_w));
             let by_rows = rows.zip(words.clone()).and_then(|(rows, words)| x.viewed_as(rows.x_word_type()).map(|x_words| (rows, words, x_words)));
             match (by_rows, words) {
                 (Some((rows, words, x_words)), _) => {

@@ -77,11 +77,9 @@ impl Ops<'_> {
             overrides.gemm.k_splits = Some(1);
         }
         let plan = gemm::select(&GemmProblem { input, output: out, m: mu, n: nu, k: ku, batch: batch as u32 }, self.rt.device(), &overrides)?;
-        let fused = row_bias.filter(|_| out == input).and_then(|bias| plan.with_row_bias().map(|plan| (plan, bias)));
-        let (plan, fused_bias) = match fused {
-            Some((plan, bias)) => (plan, Some(bias)),
-            None => (plan, None),
-        };
+        let fused = row_bias.filter(|_| out == input).and_then(|_| plan.with_row_bias());
+        let fused_bias = fused.and(row_bias);
+        let plan = fused.unwrap_or(plan);
         let c = self.output(out.scalar(), batch * m * n)?;
         let a4 = self.vector_view(op, "a", a, input.ty(4), k)?;
         let b4 = self.vector_view(op, "b", b, input.ty(4), n)?;
