@@ -580,6 +580,40 @@ fn an_accumulator_as_the_next_left_operand_runs_from_registers_under_relaxed_pre
     assert!(!exact.contains("_rm(") && exact.contains("__shared__ float enigma_left[4096];"), "{exact}");
 }
 
+/// A left operand no product writes, filled by the threads through its
+/// slots (as dequantized weights are), takes the accumulator layout and is
+/// read from registers; its slots are set at their coordinates.
+#[test]
+fn a_left_operand_the_threads_fill_runs_from_registers() {
+    let text = "kernel filled(B: device f16 read, O: device f32 read_write) {
+    var i: u32
+    threadgroup Bs: f16[4096]
+    cooperative w: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+    cooperative o: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+
+    Bs[thread_index_in_threadgroup] = B[thread_index_in_threadgroup]
+    for i in (0u32, get_capacity(w), 1u32) {
+        w[i] = cast<f32>((get_multidimensional_index(w, i, 0) + get_multidimensional_index(w, i, 1)))
+    }
+    threadgroup_barrier(mem_threadgroup)
+    matmul2d(matmul2d_descriptor(64, 64, 64, false, false, true, multiply), simdgroups(4), w, tensor(Bs, 0u32, 64u32, 64u32, 1u32, 64u32), o)
+    cooperative_store(o, tensor(O, 0u32, 64u32, 64u32, 1u32, 64u32))
+}
+";
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    for needle in ["enigma_wgmma_m64n64k16_f16_rm(&o[0], &w[0u + enigma_kk / 2u], enigma_db);", "float w[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, wgmma accumulator"] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    // Without relaxed precision the product keeps the exact scalar path.
+    let exact = text.replace("false, false, true, multiply", "false, false, false, multiply");
+    let kernel = parse(&exact).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
+    assert!(!cu.contains("_rm(") && !cu.contains("wgmma.mma_async"), "{cu}");
+}
+
 #[test]
 fn off_hopper_products_run_on_mma_sync_fragments() {
     let (kernel, info) = wgmma_gemm();

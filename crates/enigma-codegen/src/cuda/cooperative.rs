@@ -23,11 +23,13 @@
 //!   multiple of 64, the array's length a multiple of 8·P, every wgmma view
 //!   of the array with the same pitch, and the array never read or written
 //!   by a SIMD-group matrix load or store;
-//! * or its left operand is a cooperative tensor already in the `wgmma`
-//!   accumulator layout with the product's rows (a previous product's f32
-//!   destination), k its columns, and the descriptor allows relaxed
-//!   precision: `wgmma` then reads it from registers ([`WgmmaLeft`]),
-//!   rounded to the right operand's type;
+//! * or its left operand is an f32 cooperative tensor of the scope with the
+//!   product's rows, k its columns, in the `wgmma` accumulator layout (a
+//!   previous product's destination) or taking it (a tensor no product
+//!   writes, which the threads fill through its slots, such as weights they
+//!   dequantize), and the descriptor allows relaxed precision: `wgmma` then
+//!   reads it from registers ([`WgmmaLeft`]), rounded to the right
+//!   operand's type;
 //!
 //! and, when it runs, the views cover the product (no element falls
 //! outside their extents), their first element starts an 8-row group and a
@@ -410,11 +412,25 @@ fn candidate(kernel: &Kernel, layouts: &[Layout], desc: &Matmul2dDescriptor, sco
         }
         Matmul2dLeft::Cooperative(id) => {
             let t = kernel.cooperative(*id);
-            let in_registers = layouts.get(id.0 as usize) == Some(&Layout::Wgmma { slices, cols: t.cols });
+            let layout = Layout::Wgmma { slices, cols: t.cols };
+            let in_registers = layouts.get(id.0 as usize) == Some(&layout) || (free_left(kernel, layouts, *id) && t.rows == desc.m && t.scope == scope);
             (in_registers && t.elem == Scalar::F32 && desc.relaxed_precision && t.cols.is_multiple_of(WGMMA_K)).then_some(WgmmaLeft::Registers(*id))?
         }
     };
     Some(WgmmaProduct { warpgroups, slices, n: desc.n, elem: re, left, right: r })
+}
+
+/// Whether cooperative tensor `id` may still take the accumulator layout
+/// as a left operand: its layout is undecided (linear) and no product
+/// writes it, so the kernel fills it only through its slots (a left
+/// operand computed by the threads, such as dequantized weights).
+fn free_left(kernel: &Kernel, layouts: &[Layout], id: CoopId) -> bool {
+    if !matches!(layouts.get(id.0 as usize), Some(Layout::Linear { .. })) {
+        return false;
+    }
+    let mut written = false;
+    kernel.walk_stmts(|_, s| written |= matches!(&s.kind, StmtKind::Matmul2d { dest, .. } if *dest == id));
+    !written
 }
 
 impl Plan {
@@ -535,6 +551,11 @@ impl Plan {
                     plan.swizzled[o.array.0 as usize] = Some(Swizzle { pitch: o.pitch, rows: len / o.pitch });
                 }
                 plan.layouts[dest.0 as usize] = layout;
+                // A left operand that only the threads fill takes the
+                // layout `wgmma` reads from registers.
+                if let WgmmaLeft::Registers(id) = p.left {
+                    plan.layouts[id.0 as usize] = Layout::Wgmma { slices: p.slices, cols: kernel.cooperative(id).cols };
+                }
                 changed = true;
             }
             if !changed {

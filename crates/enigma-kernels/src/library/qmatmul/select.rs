@@ -20,7 +20,7 @@ use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
 use crate::library::tile::TileShape;
-use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_TILES, SLICE_DEPTH};
+use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_COLUMNS, COOP_QGEMM_ROWS, SLICE_DEPTH};
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineBlocking};
 use crate::library::qmatmul_fragments::{self, FragmentBlocking};
@@ -233,8 +233,8 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 }
 
 /// The quantized GEMM on cooperative tensors for `problem` on `device`:
-/// [`CoopQgemmConfig::for_problem`]'s tile for the device's compute units
-/// (none on the simulator; the tile asked for where one is) with the most stages that fit its threadgroup
+/// [`CoopQgemmConfig::for_problem`]'s tile for M (the tile asked for where
+/// one is) with the most stages that fit its threadgroup
 /// memory ([`GemmOptions::stages`](crate::library::select::GemmOptions::stages)
 /// where asked), K split where the output has too few tiles for two
 /// threadgroups per compute unit ([`CoopQgemmConfig::splits_for`];
@@ -243,9 +243,9 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// device has no cooperative tensors, the weights are not FP4/INT4 in seed
 /// 002's layout, N is not a multiple of 8, the overrides fix a thread
 /// count, the splits' sum in the kernel or a tile not the kernel's
-/// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): one
-/// of [`COOP_QGEMM_TILES`], 64 deep, `tm / 16` SIMD groups), or nothing
-/// fits.
+/// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): `tm`
+/// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], 64 deep,
+/// `tn / 16` SIMD groups), or nothing fits.
 fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<CoopQgemmConfig, SelectError> {
     let op = "qmatmul";
     let refuse = |message: String| Err(argument(op, format!("the quantized GEMM on cooperative tensors: {message}")));
@@ -265,20 +265,19 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         return refuse("a thread count and K splits summed in the kernel are options of the SIMD-group kernels".to_string());
     }
     // A tile asked for: one of the kernel's, 64 deep, its SIMD groups 4 per
-    // warpgroup of 64 rows in any grid.
+    // warpgroup of 64 columns in any grid.
     let tile = match g.tile {
         None => None,
         Some(t) => {
             let TileShape { m: tm, n: tn, k: tk } = t.shape;
-            if tk != SLICE_DEPTH || !COOP_QGEMM_TILES.contains(&(tm, tn)) || t.sg_rows * t.sg_cols != tm / 16 {
-                let tiles: Vec<String> = COOP_QGEMM_TILES.iter().map(|(tm, tn)| format!("{tm}x{tn}x{SLICE_DEPTH}")).collect();
-                return refuse(format!("a {t} tile; it takes {} with tm / 16 SIMD groups", tiles.join(", ")));
+            if tk != SLICE_DEPTH || !COOP_QGEMM_ROWS.contains(&tm) || !COOP_QGEMM_COLUMNS.contains(&tn) || t.sg_rows * t.sg_cols != tn / 16 {
+                return refuse(format!("a {t} tile; it takes tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk {SLICE_DEPTH}, with tn / 16 SIMD groups"));
             }
             Some((tm, tn))
         }
     };
     let max_memory = select::limits(device).max_memory_bytes;
-    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, (m, n), select::gpu_compute_units(device), (tile, g.stages), max_memory) else {
+    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, m, (tile, g.stages), max_memory) else {
         let stages = g.stages.map_or(String::new(), |s| format!(" in {s} stages"));
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
