@@ -560,8 +560,8 @@ fn an_accumulator_as_the_next_left_operand_runs_from_registers_under_relaxed_pre
     let cu = chained(true);
     for needle in [
         // The second product reads its left operand from S's registers, rounded in pairs.
-        "enigma_wgmma_m64n64k16_f16_rm(&o[0], &s[0u + enigma_kk / 2u], enigma_db);",
-        "__floats2half2_rn(a[2 * i], a[2 * i + 1])",
+        "enigma_wgmma_m64n64k16_f16_rm(&o[0], &enigma_pairs[0u + enigma_kk / 4u], enigma_db);",
+        "const __half2 enigma_h = __floats2half2_rn(s[2u * enigma_q], s[2u * enigma_q + 1u]);",
         "{%32, %33, %34, %35}, %36, p, 1, 1, 1;",
         // Its scalar path shuffles S within each quad of lanes.
         "__shfl_sync(0xffffffffu, enigma_left[",
@@ -603,7 +603,7 @@ fn a_left_operand_the_threads_fill_runs_from_registers() {
     let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
     let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
     let cu = cuda::write_string(&kernel, &info, &cuda::Options { wgmma: true, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source;
-    for needle in ["enigma_wgmma_m64n64k16_f16_rm(&o[0], &w[0u + enigma_kk / 2u], enigma_db);", "float w[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, wgmma accumulator"] {
+    for needle in ["enigma_wgmma_m64n64k16_f16_rm(&o[0], &enigma_pairs[0u + enigma_kk / 4u], enigma_db);", "float w[32]; // cooperative_tensor<f32, 64, 64, simdgroups(4)>, wgmma accumulator"] {
         assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
     }
     // Without relaxed precision the product keeps the exact scalar path.

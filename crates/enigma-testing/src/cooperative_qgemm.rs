@@ -111,18 +111,24 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
 }
 
 /// Tiles of 8, 16, 64 and 128 rows over one and two warpgroups' columns,
-/// in two, three and four stages (those that fit the device): 70 × 136 ×
-/// 448 INT4 in groups of 64, seven slices, each stage reused several
-/// times, the last row and column of tiles partial.
+/// 64 and 128 deep, in two, three and four stages (those that fit the
+/// device): 70 × 136 × 448 INT4 in groups of 64 (seven slices of 64, three
+/// and a half of 128, which span two groups each), each stage reused
+/// several times, the last row and column of tiles partial; and a 128-deep
+/// slice of FP4 in groups of 32 (four scales a slice).
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let configs: Vec<CoopQgemmConfig> = [(8, 64), (16, 128), (64, 64), (128, 128)]
-        .into_iter()
-        .flat_map(|(tm, tn)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: 1, splits: 1 }))
-        .filter(|cfg| cfg.check(max).is_ok())
-        .collect();
-    assert!(configs.iter().any(|c| c.stages == 4), "no configuration of four stages fits {max} bytes");
-    check_configs(rt, sanitize, &configs, Format::Int4, [70, 136, 448, 64]);
+    let configs = |format: Format, tiles: &[(u32, u32, u32)]| -> Vec<CoopQgemmConfig> {
+        tiles
+            .iter()
+            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1 }))
+            .filter(|cfg| cfg.check(max).is_ok())
+            .collect()
+    };
+    let int4 = configs(Format::Int4, &[(8, 64, 64), (16, 128, 128), (64, 64, 64), (128, 128, 64), (16, 64, 128)]);
+    assert!(int4.iter().any(|c| c.stages == 4), "no configuration of four stages fits {max} bytes");
+    check_configs(rt, sanitize, &int4, Format::Int4, [70, 136, 448, 64]);
+    check_configs(rt, sanitize, &configs(Format::Fp4, &[(16, 64, 128)]), Format::Fp4, [20, 72, 384, 32]);
 }
 
 /// The 64 × 64 tile in two stages walking C's 3 × 3 tiles (the last row

@@ -751,28 +751,20 @@ impl WgmmaProduct {
                 s = regs + 2,
                 ta = trans(l.major),
             ),
-            WgmmaLeft::Registers(_) => {
-                let (pair, convert) = if self.elem == Scalar::BF16 { ("__nv_bfloat162", "__floats2bfloat162_rn") } else { ("__half2", "__floats2half2_rn") };
-                format!(
-                    "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers,\n\
-                     // the left operand's 16 columns from eight f32 registers, rounded to {ty}.\n\
-                     __device__ __forceinline__ void {name}(float* d, const float* a, unsigned long long b)\n{{\n    \
-                     unsigned r[4];\n    \
-                     for (int i = 0; i < 4; ++i) {{\n        \
-                     const {pair} h = {convert}(a[2 * i], a[2 * i + 1]);\n        \
-                     r[i] = *reinterpret_cast<const unsigned*>(&h);\n    \
-                     }}\n    \
-                     asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
-                     \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, p, 1, 1, {tb};\\n}}\\n\"\n        \
-                     : {outs}\n        : \"r\"(r[0]), \"r\"(r[1]), \"r\"(r[2]), \"r\"(r[3]), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
-                    a0 = regs,
-                    a1 = regs + 1,
-                    a2 = regs + 2,
-                    a3 = regs + 3,
-                    b = regs + 4,
-                    s = regs + 5,
-                )
-            }
+            WgmmaLeft::Registers(_) => format!(
+                "// One wgmma.mma_async m64n{n}k16 ({ty} in, f32 accumulate) into this thread's {regs} registers,\n\
+                 // the left operand's 16 columns from four registers of {ty} pairs.\n\
+                 __device__ __forceinline__ void {name}(float* d, const unsigned* a, unsigned long long b)\n{{\n    \
+                 asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{s}, 0;\\n\"\n        \
+                 \"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{list}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{b}, p, 1, 1, {tb};\\n}}\\n\"\n        \
+                 : {outs}\n        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(b), \"r\"(1) : \"memory\");\n}}\n",
+                a0 = regs,
+                a1 = regs + 1,
+                a2 = regs + 2,
+                a3 = regs + 3,
+                b = regs + 4,
+                s = regs + 5,
+            ),
         };
         (name, text)
     }

@@ -20,7 +20,7 @@ use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, S
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// A product's left operand as the generator reads it: a view (its memory
@@ -698,6 +698,20 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.hold(dest)?;
         self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
+        // A left operand in registers is rounded to pairs of the input type
+        // before the fence: `wgmma` requires its fragment registers written
+        // before `wgmma.fence`, and ptxas serialises every product whose
+        // fragment is written after it.
+        if let WgmmaLeft::Registers(id) = p.left {
+            let (left, pairs) = (self.coop_name(id)?, self.layout(id)?.capacity() / 2);
+            let (pair, convert) = if p.elem == Scalar::BF16 { ("__nv_bfloat162", "__floats2bfloat162_rn") } else { ("__half2", "__floats2half2_rn") };
+            self.line(&format!("unsigned enigma_pairs[{pairs}];"));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_q = 0u; enigma_q < {pairs}u; ++enigma_q) {{"));
+            self.line(&format!("    const {pair} enigma_h = {convert}({left}[2u * enigma_q], {left}[2u * enigma_q + 1u]);"));
+            self.line("    enigma_pairs[enigma_q] = *reinterpret_cast<const unsigned*>(&enigma_h);");
+            self.line("}");
+        }
         self.line("enigma::wgmma_fence();");
         // Unrolled where k is static (a left operand in registers is
         // indexed by it).
@@ -712,9 +726,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
             let da = match (p.left, a) {
                 (WgmmaLeft::Shared(l), Left::View(amem, ac)) => self.wgmma_descriptor(&l, *amem, ac, &format!("enigma_g + {}u", s * 64))?,
                 (WgmmaLeft::Registers(id), Left::Tensor(_)) => {
-                    // Slice s's slots of the 16 columns at kk: 8 per column block.
+                    // Slice s's slots of the 16 columns at kk: 8 per column
+                    // block, 4 pairs.
                     let k = self.kernel.cooperative(id).cols;
-                    format!("&{}[{}u + enigma_kk / 2u]", self.coop_name(id)?, s * k / 2)
+                    format!("&enigma_pairs[{}u + enigma_kk / 4u]", s * k / 4)
                 }
                 _ => return Err(self.malformed("a wgmma left operand that does not match the product")),
             };

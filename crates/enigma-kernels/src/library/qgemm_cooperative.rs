@@ -56,9 +56,13 @@ use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar
 /// Packed words per 16-byte copy.
 pub const WORDS_PER_COPY: u32 = 4;
 
-/// K values of every slice: a multiple of 64 (the staged A's pitch, which
-/// `wgmma` needs) dividing or divided by each group.
+/// K values of a slice by default: a multiple of 64 (the staged A's pitch,
+/// which `wgmma` needs) dividing or divided by each group.
 pub const SLICE_DEPTH: u32 = 64;
+
+/// The slice depths a tile may take: each a multiple of 64 dividing or
+/// divided by each group.
+pub const SLICE_DEPTHS: [u32; 2] = [SLICE_DEPTH, 128];
 
 /// The rows of C (of A) a tile may take: the product's width, from 8.
 pub const COOP_QGEMM_ROWS: [u32; 6] = [8, 16, 32, 64, 128, 256];
@@ -105,18 +109,19 @@ impl CoopQgemmConfig {
     /// `max_threadgroup_memory_bytes`: the first of [`COOP_QGEMM_ROWS`]
     /// holding them (256 above), 64 columns, with the most stages (from
     /// [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where asked)
-    /// that fit, or the widest narrower tile that fits; `tile` (`(tm, tn)`)
-    /// where asked (that tile only); `None` where nothing fits.
-    pub fn for_problem(format: Format, output: DType, m: u32, (tile, stages): (Option<(u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
-        let tiles: Vec<(u32, u32)> = match tile {
+    /// that fit, or the widest narrower tile that fits, [`SLICE_DEPTH`]
+    /// deep; `tile` (`(tm, tn, tk)`) where asked (that tile only); `None`
+    /// where nothing fits.
+    pub fn for_problem(format: Format, output: DType, m: u32, (tile, stages): (Option<(u32, u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
+        let tiles: Vec<(u32, u32, u32)> = match tile {
             Some(tile) => vec![tile],
             None => {
                 let widest = COOP_QGEMM_ROWS.into_iter().find(|&rows| rows >= m).unwrap_or(256);
-                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).map(|rows| (rows, WARPGROUP_ROWS)).collect()
+                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).map(|rows| (rows, WARPGROUP_ROWS, SLICE_DEPTH)).collect()
             }
         };
-        tiles.into_iter().find_map(|(tm, tn)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages: 2, raster: DEFAULT_RASTER, splits: 1 };
+        tiles.into_iter().find_map(|(tm, tn, tk)| {
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1 };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -155,7 +160,7 @@ impl CoopQgemmConfig {
 
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
     /// f32; `tm` one of [`COOP_QGEMM_ROWS`], `tn` one of
-    /// [`COOP_QGEMM_COLUMNS`], `tk` [`SLICE_DEPTH`]; 2 to [`MAX_STAGES`]
+    /// [`COOP_QGEMM_COLUMNS`], `tk` one of [`SLICE_DEPTHS`]; 2 to [`MAX_STAGES`]
     /// stages; all within `max_threadgroup_memory_bytes`. (Every such tile
     /// splits its copies evenly over the threads: `Staging::splits_evenly`.)
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
@@ -167,8 +172,8 @@ impl CoopQgemmConfig {
         if !matches!(self.output, DType::F16 | DType::F32) {
             return err(format!("writes C in f16 or f32, not {}", self.output));
         }
-        if !COOP_QGEMM_ROWS.contains(&self.tm) || !COOP_QGEMM_COLUMNS.contains(&self.tn) || self.tk != SLICE_DEPTH {
-            return err(format!("a {}×{}×{} tile; tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk {SLICE_DEPTH}", self.tm, self.tn, self.tk));
+        if !COOP_QGEMM_ROWS.contains(&self.tm) || !COOP_QGEMM_COLUMNS.contains(&self.tn) || !SLICE_DEPTHS.contains(&self.tk) {
+            return err(format!("a {}×{}×{} tile; tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk one of {SLICE_DEPTHS:?}", self.tm, self.tn, self.tk));
         }
         if self.raster == 0 {
             return err("a walk over bands of 0 rows of tiles; raster is at least 1".to_string());
@@ -189,14 +194,24 @@ impl CoopQgemmConfig {
     }
 }
 
-/// The weight in K value `col` (within the slice) of the word `word`, as
-/// f32: nibble `col % 8`, decoded as `format` by bit arithmetic (INT4: the
-/// nibble as the low mantissa of `2^23 + nibble`, less `2^23 + 8`, exact).
-fn decoded(format: Format, word: Ex, col: Ex) -> Ex {
-    let nibble = (word >> ((col & 7u32) * 4u32)) & 0xFu32;
+/// The weight in K value `col` (within the slice) of the word `word`
+/// times `scale` (f32, an f16 value), exactly: nibble `col % 8`, decoded
+/// as `format` by bit arithmetic. INT4 rotates the nibble to bits 13…16,
+/// the low mantissa of the f32 `1024 + nibble`, and takes `(1024 + nibble)
+/// · scale − 1032 · scale` in one fused multiply-add: both products hold in
+/// f32's 24 bits (11 by 11, and 8 by 11: 1032 = 129 · 8), so the result is
+/// `(nibble − 8) · scale` exactly.
+fn decoded(format: Format, word: Ex, col: Ex, scale: Ex) -> Ex {
+    let j = col & 7u32;
     match format {
-        Format::Fp4 => fp4_code_value(nibble),
-        _ => (nibble | 0x4B00_0000u32).bitcast(Type::F32) - f(8_388_616.0),
+        Format::Fp4 => fp4_code_value((word >> (j * 4u32)) & 0xFu32) * scale,
+        _ => {
+            // A right rotation by 4j − 13 (never 0).
+            let by = (j * 4u32 + 19u32) & 31u32;
+            let rotated = (word >> by) | (word << ((Ex::from(32u32) - by) & 31u32));
+            let x = ((rotated & 0x0001_E000u32) | 0x4480_0000u32).bitcast(Type::F32);
+            fma(x, scale, scale * -1032.0f32)
+        }
     }
 }
 
@@ -245,10 +260,10 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
-    // A slice (64 values, starting at a multiple of 64) lies in one group
-    // of 64 or 128 and spans two of 32: the scale row of K value `c` of the
-    // slice is `(c / 32) · halves`.
-    let halves = k.let_("halves", select(Ex::from(0u32), Ex::from(1u32), group.eq(GROUPS[0] as u32)));
+    // A slice starts at a multiple of its depth, so the scale row of its K
+    // value `c` (relative to the slice's first group) is `c / group`:
+    // `(c / 32) >> finer`, the first shift known for each slot.
+    let finer = k.let_("finer", group_shift - GROUPS[0].trailing_zeros());
 
     let desc = Matmul2dDescriptor { transpose_right: true, relaxed_precision: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
@@ -279,8 +294,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             k.if_(weights.is_valid_element(i), |k| {
                 let [col, row] = weights.get_multidimensional_index(i);
                 let word = k.let_(&format!("{tag}_word"), word_slices.get(words_at + (col >> 3u32) * tn + row));
-                let scale = scale_slices.get(scales_at + ((col >> 5u32) * halves) * tn + row).cast(Type::F32);
-                k.cooperative_set(weights, i, decoded(format, word, col) * scale);
+                let scale = scale_slices.get(scales_at + ((col >> GROUPS[0].trailing_zeros()) >> finer) * tn + row).cast(Type::F32);
+                k.cooperative_set(weights, i, decoded(format, word, col, scale));
             });
         });
     };
@@ -329,15 +344,12 @@ mod tests {
     /// depth.
     #[test]
     fn memory_is_what_the_kernel_declares() {
-        for tm in COOP_QGEMM_ROWS {
-            for tn in COOP_QGEMM_COLUMNS {
-                for stages in 2..=MAX_STAGES {
-                    let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk: SLICE_DEPTH, stages, raster: DEFAULT_RASTER, splits: 1 };
-                    cfg.check(u64::MAX).unwrap();
-                    let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-                    assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
-                }
-            }
+        let tiles = COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.into_iter().flat_map(move |tn| SLICE_DEPTHS.map(|tk| (tm, tn, tk))));
+        for ((tm, tn, tk), stages) in tiles.flat_map(|tile| (2..=MAX_STAGES).map(move |stages| (tile, stages))) {
+            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1 };
+            cfg.check(u64::MAX).unwrap();
+            let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+            assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
         }
     }
 
@@ -358,7 +370,7 @@ mod tests {
         assert_eq!(plan(4096, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(128, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(8, 4 * 1024), None);
-        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, (Some((64, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.stages)), Some((64, 128, 3)));
+        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
         let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1 };
         assert_eq!(cfg.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2));
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));

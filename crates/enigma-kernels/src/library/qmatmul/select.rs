@@ -20,7 +20,7 @@ use super::plan::{BlockingOptions, DecodePlan};
 use crate::library::gemm::{GemmConfig, QgemmConfig};
 use crate::library::split::SplitSum;
 use crate::library::tile::TileShape;
-use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_COLUMNS, COOP_QGEMM_ROWS, SLICE_DEPTH};
+use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_COLUMNS, COOP_QGEMM_ROWS, SLICE_DEPTHS};
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineBlocking};
 use crate::library::qmatmul_fragments::{self, FragmentBlocking};
@@ -244,8 +244,8 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// 002's layout, N is not a multiple of 8, the overrides fix a thread
 /// count, the splits' sum in the kernel or a tile not the kernel's
 /// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): `tm`
-/// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], 64 deep,
-/// `tn / 16` SIMD groups), or nothing fits.
+/// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], `tk` one
+/// of [`SLICE_DEPTHS`], `tn / 16` SIMD groups), or nothing fits.
 fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<CoopQgemmConfig, SelectError> {
     let op = "qmatmul";
     let refuse = |message: String| Err(argument(op, format!("the quantized GEMM on cooperative tensors: {message}")));
@@ -270,10 +270,10 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         None => None,
         Some(t) => {
             let TileShape { m: tm, n: tn, k: tk } = t.shape;
-            if tk != SLICE_DEPTH || !COOP_QGEMM_ROWS.contains(&tm) || !COOP_QGEMM_COLUMNS.contains(&tn) || t.sg_rows * t.sg_cols != tn / 16 {
-                return refuse(format!("a {t} tile; it takes tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk {SLICE_DEPTH}, with tn / 16 SIMD groups"));
+            if !SLICE_DEPTHS.contains(&tk) || !COOP_QGEMM_ROWS.contains(&tm) || !COOP_QGEMM_COLUMNS.contains(&tn) || t.sg_rows * t.sg_cols != tn / 16 {
+                return refuse(format!("a {t} tile; it takes tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk one of {SLICE_DEPTHS:?}, with tn / 16 SIMD groups"));
             }
-            Some((tm, tn))
+            Some((tm, tn, tk))
         }
     };
     let max_memory = select::limits(device).max_memory_bytes;
