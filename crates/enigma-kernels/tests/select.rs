@@ -87,13 +87,24 @@ fn qmatmul_selection_by_rows_layout_and_device() {
 #[test]
 fn overrides_move_the_kernel_choice() {
     let problem = QmatmulProblem { format: Format::Int4, layout: QuantLayout::Rows, out: DType::F16, m: 2, n: 64, k: 256, group: 64 };
-    assert_eq!(qmatmul::kernel_for(&problem, &Overrides::default()), QmatmulKernel::Decode);
+    let cuda = devices()[1].1.clone();
+    assert_eq!(qmatmul::kernel_for(&problem, &cuda, &Overrides::default()), QmatmulKernel::Decode);
     let kernel_sum = Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
     // The decode kernel sums its own K splits too, so asking for that keeps it.
-    assert_eq!(qmatmul::kernel_for(&problem, &kernel_sum), QmatmulKernel::Decode);
+    assert_eq!(qmatmul::kernel_for(&problem, &cuda, &kernel_sum), QmatmulKernel::Decode);
     let big = QmatmulProblem { m: 64, ..problem };
-    assert_eq!(qmatmul::kernel_for(&big, &Overrides::default()), QmatmulKernel::Tiled);
-    assert_eq!(qmatmul::kernel_for(&big, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
+    assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides::default()), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
+    // Where products are `wgmma`: the cooperative kernel at 64 to 128 rows,
+    // unless declined or an option of the tensor-core kernel is asked for.
+    let sm_90a = DeviceInfo { cooperative_lowering: Some(CooperativeLowering::Wgmma), ..cuda };
+    assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
+    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 63, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 129, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
+    let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
+    assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &kernel_sum), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { n: 60, ..big }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     // Device-scope fences asked for on a device without them.
     let metal = devices()[2].1.clone();
     let asked = Overrides { gemm: GemmOptions { k_splits: Some(2), split_sum: Some(SplitSum::LastThreadgroup), ..GemmOptions::default() }, ..Overrides::default() };
@@ -147,12 +158,12 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
     assert_eq!(rows, expected, "\n{}", rows.join("\n"));
 }
 
-/// The quantized GEMM on cooperative tensors runs only when asked for, on
-/// `wgmma` devices too: its tile for M there and K split below two
-/// threadgroups per compute unit, a tile and splits asked for, and clear
-/// refusals of what it cannot take.
+/// The quantized GEMM on cooperative tensors where asked for, and by
+/// default at 64 to 128 rows on `wgmma` devices: its tile for M and K split
+/// below three threadgroups per compute unit, a tile and splits asked
+/// for, and clear refusals of what it cannot take.
 #[test]
-fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
+fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_64_to_128_rows_on_wgmma() {
     let sm_90a = DeviceInfo {
         cooperative_lowering: Some(CooperativeLowering::Wgmma),
         features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
@@ -166,8 +177,8 @@ fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
         let by_default = qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap());
         rows.push(format!("m={m}: {} (default {by_default})", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
     }
-    let wide = Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 256, 64, 2, 2)), k_splits: Some(3), ..asked.gemm }, ..asked };
-    rows.push(format!("m=16 asked 64x256x64/2x2 in 3 splits: {}", qmatmul_row(&qmatmul::select(&problem(Format::Int4, QuantLayout::Rows, 16, 11008), &sm_90a, &wide).unwrap())));
+    let wide = Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 128, 2, 4)), k_splits: Some(3), ..asked.gemm }, ..asked };
+    rows.push(format!("m=16 asked 64x128x128/2x4 in 3 splits: {}", qmatmul_row(&qmatmul::select(&problem(Format::Int4, QuantLayout::Rows, 16, 11008), &sm_90a, &wide).unwrap())));
     let metal = devices()[2].1.clone();
     let metal4 = DeviceInfo { features: [Feature::CooperativeTensors].into_iter().collect(), ..metal.clone() };
     let refusals = [
@@ -177,7 +188,7 @@ fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..asked.gemm }, ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 32, 1, 4)), ..asked.gemm }, ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), asked, &metal),
-        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { stages: Some(4), ..asked.gemm }, ..asked }, &metal4),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { stages: Some(4), tile: Some(GemmTile::new(128, 64, 64, 1, 4)), ..asked.gemm }, ..asked }, &metal4),
     ];
     for (p, o, dev) in refusals {
         rows.push(format!("refused: {}", qmatmul::select(&p, dev, &o).unwrap_err()));
@@ -187,17 +198,17 @@ fn quantized_gemm_on_cooperative_tensors_only_when_asked() {
 }
 
 const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
-    m=1: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
-    m=16: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
-    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk2 (default qgemm_int4_f16_64x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=128: qgemm_coop_int4_f16_128x128x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=4096: qgemm_coop_int4_f16_128x256x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=16 asked 64x256x64/2x2 in 3 splits: qgemm_coop_int4_f16_64x256x64_s4_r8_splitk3
+    m=1: qgemm_coop_int4_f16_8x64x64_s4_r8_splitk3 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
+    m=16: qgemm_coop_int4_f16_16x64x64_s4_r8_splitk3 (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
+    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3 (default qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3)
+    m=128: qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3 (default qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3)
+    m=4096: qgemm_coop_int4_f16_256x64x64_s4_r8 (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
     refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count and K splits summed in the kernel are options of the SIMD-group kernels
-    refused: qmatmul: the quantized GEMM on cooperative tensors: a 64x128x32/1x4 tile; it takes 128x256x64, 128x128x64, 64x256x64, 64x128x64, 64x64x64 with tm / 16 SIMD groups
+    refused: qmatmul: the quantized GEMM on cooperative tensors: a 64x128x32/1x4 tile; it takes tm one of [8, 16, 32, 64, 128, 256], tn one of [64, 128], tk one of [64, 128], with tn / 16 SIMD groups
     refused: qmatmul: the quantized GEMM on cooperative tensors: Metal has no cooperative tensors
     refused: qmatmul: the quantized GEMM on cooperative tensors: no tile fits 32768 bytes of threadgroup memory in 4 stages
 ";

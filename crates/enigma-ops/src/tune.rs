@@ -137,7 +137,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], device: &DeviceInfo) -> Vec<(C
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, shape.first().copied().unwrap_or(1), &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
+                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, shape.first().copied().unwrap_or(1), device, &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -202,12 +202,12 @@ fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> 
     (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
 }
 
-/// The kernel `Ops::qmatmul` runs for `m` rows of weights of `format` in
-/// `layout` with `options` (`qmatmul::kernel_for`, which reads neither the
-/// other dimensions nor the output type).
-fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, options: &Options) -> QmatmulKernel {
-    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 1, k: 1, group: 1 };
-    qmatmul::kernel_for(&problem, &options.overrides())
+/// The kernel `Ops::qmatmul` runs on `device` for `m` rows of weights of
+/// `format` in `layout` with `options` (`qmatmul::kernel_for`, which reads
+/// neither K nor the output type, nor N beyond its being a multiple of 8).
+fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, device: &DeviceInfo, options: &Options) -> QmatmulKernel {
+    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 8, k: 1, group: 1 };
+    qmatmul::kernel_for(&problem, device, &options.overrides())
 }
 
 /// SIMD-group grids the tensor-core quantized kernel's candidates take.
@@ -229,8 +229,10 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], device
     let limits = &select::limits(device);
     let dim = |i: usize| shape.get(i).copied().unwrap_or(1);
     let (m, n, k) = (dim(0), dim(1), dim(2));
-    let kernel = qmatmul_kernel(format, layout, m, &Options::default());
-    if kernel == QmatmulKernel::Decode {
+    // The decode kernel takes threadgroup sizes, not tiles; the cooperative
+    // kernel's tiles are not tuned.
+    let kernel = qmatmul_kernel(format, layout, m, device, &Options::default());
+    if matches!(kernel, QmatmulKernel::Decode | QmatmulKernel::Cooperative) {
         return vec![];
     }
     let group = shape.get(3).copied().map_or_else(|| crate::registry::registry_group("qmatmul", k), Ok);

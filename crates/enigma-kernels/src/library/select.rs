@@ -57,8 +57,10 @@ pub struct GemmOptions {
     /// (`DeviceInfo::wgmma`) and the problem allows it (`gemm::select`).
     /// The quantized matmul: `Some(true)` runs the quantized GEMM on
     /// cooperative tensors (`qgemm_cooperative`) at any M (an error where
-    /// it cannot take the weights, the shape or the other options); never
-    /// by default, as it has not been timed on a GPU yet.
+    /// it cannot take the weights, the shape or the other options);
+    /// `Some(false)`: never. Default: at `qmatmul::COOPERATIVE_ROWS` rows
+    /// of seed 002's layout where the device's cooperative products
+    /// are `wgmma` (`qmatmul::kernel_for`).
     pub cooperative: Option<bool>,
 }
 

@@ -4,9 +4,8 @@
 //! ([`DecodePlan`]) and the family's one selection
 //! ([`select`]: which of the decode kernel, the fragment decode row
 //! (`qmatmul_fragments`), the affine kernel (`qmatmul_affine`), the
-//! tensor-core GEMM (`gemm::qgemm`), the fused kernel (`qgemm_fused`) or,
-//! when asked for, the GEMM on cooperative tensors (`qgemm_cooperative`)
-//! runs, and how).
+//! tensor-core GEMM (`gemm::qgemm`), the fused kernel (`qgemm_fused`) or
+//! the GEMM on cooperative tensors (`qgemm_cooperative`) runs, and how).
 
 pub mod decode;
 mod plan;
@@ -14,4 +13,4 @@ mod select;
 
 pub use decode::*;
 pub use plan::{BlockingOptions, DecodePlan};
-pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection};
+pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection, COOPERATIVE_ROWS};

@@ -12,8 +12,13 @@
 //! rows, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
 //! columns per thread, words per iteration, stages) or for no vector loads; else
-//! the tensor-core GEMM. The fused kernel (`qgemm_fused`) runs only when
-//! named.
+//! the GEMM on cooperative tensors (`qgemm_cooperative`) at
+//! [`COOPERATIVE_ROWS`] rows where the device's cooperative products are
+//! `wgmma` (unless a tile, a thread count or K splits summed in the kernel
+//! are asked for, which are the tensor-core GEMM's), and the tensor-core
+//! GEMM elsewhere. `GemmOptions::cooperative` `Some(true)` runs the
+//! cooperative one at any M, `Some(false)` never. The fused kernel
+//! (`qgemm_fused`) runs only when named.
 
 use super::decode::{default_min_tiles, default_threads, plan, DecodeOptions, RowBlocking, DECODE_ROWS};
 use super::plan::{BlockingOptions, DecodePlan};
@@ -78,9 +83,18 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
     overrides.gemm.split_sum == Some(SplitSum::LastThreadgroup)
 }
 
-/// The kernel [`select()`] runs for `problem` with `overrides` (the rule in
-/// the module doc).
-pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKernel {
+/// The rows of C for which [`kernel_for`] runs the quantized GEMM on
+/// cooperative tensors by default, where the device's cooperative products
+/// are `wgmma`: on the H200 at 64 and 128 rows of 11008 × 4096 INT4 it ran
+/// 36 and 47 µs against the tensor-core GEMM's 51 and 70, at 16 rows 28.9
+/// against 21.7 (`BENCHMARKS.md`, the quantized matmul on cooperative
+/// tensors). Above 128 rows (several tiles of rows, each decoding the
+/// weights again) it has not been timed.
+pub const COOPERATIVE_ROWS: std::ops::RangeInclusive<usize> = 64..=128;
+
+/// The kernel [`select()`] runs for `problem` on `device` with `overrides`
+/// (the rule in the module doc).
+pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> QmatmulKernel {
     if overrides.gemm.cooperative == Some(true) {
         return QmatmulKernel::Cooperative;
     }
@@ -95,8 +109,21 @@ pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKer
     }
     let q = &overrides.qmatmul;
     let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
+    let g = &overrides.gemm;
+    // The cooperative kernel by default: at `COOPERATIVE_ROWS` rows on
+    // `wgmma`, where it takes the weights and no option of the tensor-core
+    // kernel is asked for.
+    let cooperative = g.cooperative.is_none()
+        && device.wgmma()
+        && COOPERATIVE_ROWS.contains(&m)
+        && u32::try_from(problem.n).is_ok_and(CoopQgemmConfig::takes)
+        && g.tile.is_none()
+        && overrides.threads.is_none()
+        && !kernel_sum_asked(overrides);
     if decode_asked || m <= DECODE_ROWS as usize {
         QmatmulKernel::Decode
+    } else if cooperative {
+        QmatmulKernel::Cooperative
     } else {
         QmatmulKernel::Tiled
     }
@@ -104,7 +131,7 @@ pub fn kernel_for(problem: &QmatmulProblem, overrides: &Overrides) -> QmatmulKer
 
 /// The kernel [`kernel_for`] names, configured for `problem` on `device`.
 pub fn select(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<QmatmulSelection, SelectError> {
-    select_kernel(kernel_for(problem, overrides), problem, device, overrides)
+    select_kernel(kernel_for(problem, device, overrides), problem, device, overrides)
 }
 
 /// `kernel` configured for `problem` on `device`: the decode kernels their
@@ -236,8 +263,10 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// [`CoopQgemmConfig::for_problem`]'s tile for M (the tile asked for where
 /// one is) with the most stages that fit its threadgroup
 /// memory ([`GemmOptions::stages`](crate::library::select::GemmOptions::stages)
-/// where asked), K split where the output has too few tiles for two
-/// threadgroups per compute unit ([`CoopQgemmConfig::splits_for`];
+/// where asked), K split where the output has too few tiles for three
+/// threadgroups per compute unit ([`CoopQgemmConfig::splits_for`]: on the
+/// H200 at 16, 64 and 128 rows of 11008 × 4096, 3 splits ran 29, 36 and 47
+/// µs against 39, 45 and 66 with 2 or none and 38 at 16 rows with 4;
 /// [`GemmOptions::k_splits`](crate::library::select::GemmOptions::k_splits)
 /// where asked), the splits summed by the reduction. An error where the
 /// device has no cooperative tensors, the weights are not FP4/INT4 in seed
@@ -282,7 +311,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
-    let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 2 * units));
+    let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 3 * units));
     let cfg = CoopQgemmConfig { splits, ..cfg };
     cfg.check(max_memory)?;
     Ok(cfg)
