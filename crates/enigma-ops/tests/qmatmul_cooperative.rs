@@ -3,8 +3,8 @@
 //! threadgroup memory (where every tile and depth fits):
 //! `enigma_testing::cooperative_qgemm`'s checks against the f64 product
 //! (awkward M, N and K, every group size, FP4 and INT4, K split, every
-//! tile and depth, every walk over the tiles), and that `qmatmul` never takes it
-//! unasked.
+//! tile and depth, every walk over the tiles), and that `qmatmul` does not take
+//! it unasked on the simulator (its products are not `wgmma`).
 
 use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};

@@ -62,7 +62,8 @@ pub enum QmatmulKernel {
     /// The fused variant of seed 002: `qgemm_fused` (only when named).
     Fused,
     /// FP4/INT4 in their row layout on cooperative tensors:
-    /// `qgemm_cooperative` (only when asked for).
+    /// `qgemm_cooperative` (where asked for, and by default at
+    /// [`COOPERATIVE_ROWS`] rows where products are `wgmma`).
     Cooperative,
 }
 
