@@ -261,6 +261,16 @@ impl WgmmaProduct {
     }
 }
 
+/// The CUDA type of a pair of `elem` (f16 or bf16) and the function that
+/// rounds two f32 values to it.
+pub(crate) fn pair_of(elem: Scalar) -> (&'static str, &'static str) {
+    if elem == Scalar::BF16 {
+        ("__nv_bfloat162", "__floats2bfloat162_rn")
+    } else {
+        ("__half2", "__floats2half2_rn")
+    }
+}
+
 /// A product the generator gives to `mma.sync` (m16n8k16, f32
 /// accumulation): SIMD group `w` of the scope computes rows
 /// `[w·band, (w+1)·band)` of the destination.
@@ -276,7 +286,8 @@ impl MmaProduct {
     /// accumulator slots from packed fragments, and the one that packs two
     /// f32 values (16-bit values read exactly) into a fragment register.
     pub fn functions(&self) -> [(String, String); 2] {
-        let (ty, pair, convert) = if self.elem == Scalar::BF16 { ("bf16", "__nv_bfloat162", "__floats2bfloat162_rn") } else { ("f16", "__half2", "__floats2half2_rn") };
+        let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
+        let (pair, convert) = pair_of(self.elem);
         let issue = format!("enigma_mma_m16n8k16_{ty}");
         let pack = format!("enigma_mma_pack_{ty}");
         [

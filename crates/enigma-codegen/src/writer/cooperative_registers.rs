@@ -16,11 +16,11 @@
 
 use super::{Val, Writer};
 use crate::code::Code;
-use crate::cuda::cooperative::{hold_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, pair_of, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// A product's left operand as the generator reads it: a view (its memory
@@ -699,12 +699,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.hold(dest)?;
         self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
         // A left operand in registers is rounded to pairs of the input type
-        // before the fence: `wgmma` requires its fragment registers written
-        // before `wgmma.fence`, and ptxas serialises every product whose
-        // fragment is written after it.
+        // before the fence: PTX requires the registers of `wgmma`'s A
+        // fragment written before `wgmma.fence`.
         if let WgmmaLeft::Registers(id) = p.left {
             let (left, pairs) = (self.coop_name(id)?, self.layout(id)?.capacity() / 2);
-            let (pair, convert) = if p.elem == Scalar::BF16 { ("__nv_bfloat162", "__floats2bfloat162_rn") } else { ("__half2", "__floats2half2_rn") };
+            let (pair, convert) = pair_of(p.elem);
             self.line(&format!("unsigned enigma_pairs[{pairs}];"));
             self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_q = 0u; enigma_q < {pairs}u; ++enigma_q) {{"));
