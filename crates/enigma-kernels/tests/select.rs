@@ -95,11 +95,12 @@ fn overrides_move_the_kernel_choice() {
     let big = QmatmulProblem { m: 64, ..problem };
     assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides::default()), QmatmulKernel::Tiled);
     assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
-    // Where products are `wgmma`: the cooperative kernel at 64 to 128 rows,
+    // Where products are `wgmma`: the cooperative kernel at 33 to 128 rows,
     // unless declined or an option of the tensor-core kernel is asked for.
     let sm_90a = DeviceInfo { cooperative_lowering: Some(CooperativeLowering::Wgmma), ..cuda };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
-    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 63, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
+    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 33, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
+    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 32, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 129, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
@@ -159,11 +160,11 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 }
 
 /// The quantized GEMM on cooperative tensors where asked for, and by
-/// default at 64 to 128 rows on `wgmma` devices: its tile for M and K split
+/// default at 33 to 128 rows on `wgmma` devices: its tile for M and K split
 /// below three threadgroups per compute unit, a tile and splits asked
 /// for, and clear refusals of what it cannot take.
 #[test]
-fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_64_to_128_rows_on_wgmma() {
+fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_33_to_128_rows_on_wgmma() {
     let sm_90a = DeviceInfo {
         cooperative_lowering: Some(CooperativeLowering::Wgmma),
         features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),

@@ -86,12 +86,13 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 
 /// The rows of C for which [`kernel_for`] runs the quantized GEMM on
 /// cooperative tensors by default, where the device's cooperative products
-/// are `wgmma`: on the H200 at 64 and 128 rows of 11008 × 4096 INT4 it ran
-/// 36 and 47 µs against the tensor-core GEMM's 51 and 70, at 16 rows 28.9
-/// against 21.7 (`BENCHMARKS.md`, the quantized matmul on cooperative
-/// tensors). Above 128 rows (several tiles of rows, each decoding the
-/// weights again) it has not been timed.
-pub const COOPERATIVE_ROWS: std::ops::RangeInclusive<usize> = 64..=128;
+/// are `wgmma`: on the H200 at 48, 64 and 128 rows of 11008 × 4096 INT4 it
+/// ran 35, 36 and 47 µs against the tensor-core GEMM's 49, 51 and 70 (whose
+/// tiles above 32 rows no longer split K); at 16, 24 and 32 rows 28.6, 30.1
+/// and 30.5 against 21.7, 26.7 and 25.8 (`BENCHMARKS.md`, the quantized
+/// matmul on cooperative tensors). Above 128 rows (several tiles of rows,
+/// each decoding the weights again) it has not been timed.
+pub const COOPERATIVE_ROWS: std::ops::RangeInclusive<usize> = 33..=128;
 
 /// The kernel [`select()`] runs for `problem` on `device` with `overrides`
 /// (the rule in the module doc).
