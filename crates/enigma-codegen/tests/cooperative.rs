@@ -561,7 +561,8 @@ fn an_accumulator_as_the_next_left_operand_runs_from_registers_under_relaxed_pre
     for needle in [
         // The second product reads its left operand from S's registers, rounded in pairs.
         "enigma_wgmma_m64n64k16_f16_rm(&o[0], &enigma_pairs[0u + enigma_kk / 4u], enigma_db);",
-        "const __half2 enigma_h = __floats2half2_rn(s[2u * enigma_q], s[2u * enigma_q + 1u]);",
+        "enigma_pairs[enigma_q] = enigma_pack_f16(s[2u * enigma_q], s[2u * enigma_q + 1u]);",
+        "const __half2 h = __floats2half2_rn(lo, hi);",
         "{%32, %33, %34, %35}, %36, p, 1, 1, 1;",
         // Its scalar path shuffles S within each quad of lanes.
         "__shfl_sync(0xffffffffu, enigma_left[",

@@ -32,7 +32,7 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
             // the weights from registers, A K-major.
             let instruction = format!("wgmma.mma_async.sync.aligned.m64n{tm}k16.f32.f16.f16");
             assert!(cu.contains(&instruction), "{name}: no {instruction}");
-            assert!(cu.contains(&format!("enigma_wgmma_m64n{tm}k16_f16_rk(&acc[0], &enigma_pairs[")) && cu.contains("__floats2half2_rn(weights[2u * enigma_q]"), "{name}: the weights are not read from registers");
+            assert!(cu.contains(&format!("enigma_wgmma_m64n{tm}k16_f16_rk(&acc[0], &enigma_pairs[")) && cu.contains("enigma_pairs[enigma_q] = enigma_pack_f16(weights[2u * enigma_q], weights[2u * enigma_q + 1u]);"), "{name}: the weights are not read from registers");
             let swizzled = format!("a_slices[enigma::swizzle128<{SLICE_DEPTH}u, ");
             assert!(cu.contains(&swizzled), "{name}: A is not stored in the swizzle ({swizzled})");
             for linear in ["word_slices[enigma::swizzle128", "scale_slices[enigma::swizzle128"] {

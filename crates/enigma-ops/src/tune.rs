@@ -137,7 +137,7 @@ pub fn candidates(entry: &Entry, shape: &[usize], device: &DeviceInfo) -> Vec<(C
         for &unroll in &unrolls {
             for &rows_per_simdgroup in &rows {
                 let choice = Choice { threads, unroll, rows_per_simdgroup, tile: None };
-                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, shape.first().copied().unwrap_or(1), device, &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
+                let tiled = packed.is_some_and(|format| qmatmul_kernel(format, QuantLayout::Rows, (shape.first().copied().unwrap_or(1), shape.get(1).copied().unwrap_or(1)), device, &choice.apply(&Options::default())) == QmatmulKernel::Tiled);
                 let skip = over_max_threads(threads, limits)
                     .or_else(|| tiled.then(|| "above the decode kernel's rows the library runs the tensor-core kernel, which takes tiles, not a threadgroup size".to_string()))
                     .or_else(|| {
@@ -202,11 +202,11 @@ fn over_max_threads(threads: u32, limits: &ThreadgroupLimits) -> Option<String> 
     (threads > limits.max_threads).then(|| format!("{threads} threads exceed this device's maximum of {} per threadgroup", limits.max_threads))
 }
 
-/// The kernel `Ops::qmatmul` runs on `device` for `m` rows of weights of
-/// `format` in `layout` with `options` (`qmatmul::kernel_for`, which reads
-/// neither K nor the output type, nor N beyond its being a multiple of 8).
-fn qmatmul_kernel(format: Format, layout: QuantLayout, m: usize, device: &DeviceInfo, options: &Options) -> QmatmulKernel {
-    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n: 8, k: 1, group: 1 };
+/// The kernel `Ops::qmatmul` runs on `device` for `m × n` outputs from
+/// weights of `format` in `layout` with `options` (`qmatmul::kernel_for`,
+/// which reads neither K nor the output type).
+fn qmatmul_kernel(format: Format, layout: QuantLayout, (m, n): (usize, usize), device: &DeviceInfo, options: &Options) -> QmatmulKernel {
+    let problem = QmatmulProblem { format, layout, out: DType::F16, m, n, k: 1, group: 1 };
     qmatmul::kernel_for(&problem, device, &options.overrides())
 }
 
@@ -231,7 +231,7 @@ fn qgemm_candidates(format: Format, layout: QuantLayout, shape: &[usize], device
     let (m, n, k) = (dim(0), dim(1), dim(2));
     // The decode kernel takes threadgroup sizes, not tiles; the cooperative
     // kernel's tiles are not tuned.
-    let kernel = qmatmul_kernel(format, layout, m, device, &Options::default());
+    let kernel = qmatmul_kernel(format, layout, (m, n), device, &Options::default());
     if matches!(kernel, QmatmulKernel::Decode | QmatmulKernel::Cooperative) {
         return vec![];
     }

@@ -261,14 +261,19 @@ impl WgmmaProduct {
     }
 }
 
-/// The CUDA type of a pair of `elem` (f16 or bf16) and the function that
-/// rounds two f32 values to it.
-pub(crate) fn pair_of(elem: Scalar) -> (&'static str, &'static str) {
-    if elem == Scalar::BF16 {
-        ("__nv_bfloat162", "__floats2bfloat162_rn")
-    } else {
-        ("__half2", "__floats2half2_rn")
-    }
+/// The function that rounds two f32 values (16-bit values read exactly) to
+/// a pair of `elem` (f16 or bf16) in one register, `enigma_pack_{ty}(lo,
+/// hi)`, and its definition: how `mma.sync` fragments and a `wgmma` left
+/// operand in registers are packed.
+pub(crate) fn pack_function(elem: Scalar) -> (String, String) {
+    let (ty, pair, convert) = if elem == Scalar::BF16 { ("bf16", "__nv_bfloat162", "__floats2bfloat162_rn") } else { ("f16", "__half2", "__floats2half2_rn") };
+    let name = format!("enigma_pack_{ty}");
+    let text = format!(
+        "__device__ __forceinline__ unsigned {name}(float lo, float hi)\n{{\n    \
+         const {pair} h = {convert}(lo, hi);\n    \
+         return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
+    );
+    (name, text)
 }
 
 /// A product the generator gives to `mma.sync` (m16n8k16, f32
@@ -284,12 +289,10 @@ pub(crate) struct MmaProduct {
 impl MmaProduct {
     /// The function that issues one m16n8k16 instruction into four
     /// accumulator slots from packed fragments, and the one that packs two
-    /// f32 values (16-bit values read exactly) into a fragment register.
+    /// f32 values into a fragment register ([`pack_function`]).
     pub fn functions(&self) -> [(String, String); 2] {
         let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
-        let (pair, convert) = pair_of(self.elem);
         let issue = format!("enigma_mma_m16n8k16_{ty}");
-        let pack = format!("enigma_mma_pack_{ty}");
         [
             (
                 issue.clone(),
@@ -301,14 +304,7 @@ impl MmaProduct {
                      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}}\n"
                 ),
             ),
-            (
-                pack.clone(),
-                format!(
-                    "__device__ __forceinline__ unsigned {pack}(float lo, float hi)\n{{\n    \
-                     const {pair} h = {convert}(lo, hi);\n    \
-                     return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
-                ),
-            ),
+            pack_function(self.elem),
         ]
     }
 }

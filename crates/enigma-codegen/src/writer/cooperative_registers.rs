@@ -16,7 +16,7 @@
 
 use super::{Val, Writer};
 use crate::code::Code;
-use crate::cuda::cooperative::{hold_function, pair_of, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, pack_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
@@ -703,13 +703,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
         // fragment written before `wgmma.fence`.
         if let WgmmaLeft::Registers(id) = p.left {
             let (left, pairs) = (self.coop_name(id)?, self.layout(id)?.capacity() / 2);
-            let (pair, convert) = pair_of(p.elem);
+            let (pack, text) = pack_function(p.elem);
+            self.coop_function((pack.clone(), text));
             self.line(&format!("unsigned enigma_pairs[{pairs}];"));
             self.line("#pragma unroll");
-            self.line(&format!("for (uint enigma_q = 0u; enigma_q < {pairs}u; ++enigma_q) {{"));
-            self.line(&format!("    const {pair} enigma_h = {convert}({left}[2u * enigma_q], {left}[2u * enigma_q + 1u]);"));
-            self.line("    enigma_pairs[enigma_q] = *reinterpret_cast<const unsigned*>(&enigma_h);");
-            self.line("}");
+            self.line(&format!("for (uint enigma_q = 0u; enigma_q < {pairs}u; ++enigma_q) enigma_pairs[enigma_q] = {pack}({left}[2u * enigma_q], {left}[2u * enigma_q + 1u]);"));
         }
         self.line("enigma::wgmma_fence();");
         // Unrolled where k is static (a left operand in registers is

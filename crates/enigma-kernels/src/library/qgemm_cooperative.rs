@@ -173,7 +173,7 @@ impl CoopQgemmConfig {
         if !matches!(self.output, DType::F16 | DType::F32) {
             return err(format!("writes C in f16 or f32, not {}", self.output));
         }
-        if !COOP_QGEMM_ROWS.contains(&self.tm) || !COOP_QGEMM_COLUMNS.contains(&self.tn) || !SLICE_DEPTHS.contains(&self.tk) {
+        if !Self::has_tile(self.tm, self.tn, self.tk) {
             return err(format!("a {}×{}×{} tile; tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk one of {SLICE_DEPTHS:?}", self.tm, self.tn, self.tk));
         }
         if self.raster == 0 {
@@ -183,6 +183,13 @@ impl CoopQgemmConfig {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
         }
         check_splits_and_memory(&name, self.splits, self.memory_bytes(), max_threadgroup_memory_bytes)
+    }
+
+    /// Whether `tm × tn × tk` is one of the kernel's tiles: `tm` one of
+    /// [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], `tk` one of
+    /// [`SLICE_DEPTHS`].
+    pub fn has_tile(tm: u32, tn: u32, tk: u32) -> bool {
+        COOP_QGEMM_ROWS.contains(&tm) && COOP_QGEMM_COLUMNS.contains(&tn) && SLICE_DEPTHS.contains(&tk)
     }
 
     /// Whether the kernel takes N columns: whole 16-byte copies of scales.

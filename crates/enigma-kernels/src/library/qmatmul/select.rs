@@ -304,7 +304,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         None => None,
         Some(t) => {
             let TileShape { m: tm, n: tn, k: tk } = t.shape;
-            if !SLICE_DEPTHS.contains(&tk) || !COOP_QGEMM_ROWS.contains(&tm) || !COOP_QGEMM_COLUMNS.contains(&tn) || t.sg_rows * t.sg_cols != tn / 16 {
+            if !CoopQgemmConfig::has_tile(tm, tn, tk) || t.sg_rows * t.sg_cols != tn / 16 {
                 return refuse(format!("a {t} tile; it takes tm one of {COOP_QGEMM_ROWS:?}, tn one of {COOP_QGEMM_COLUMNS:?}, tk one of {SLICE_DEPTHS:?}, with tn / 16 SIMD groups"));
             }
             Some((tm, tn, tk))
