@@ -6,8 +6,8 @@
 //! only the threads read, stay linear. A change to the builder that lost
 //! the `wgmma` lowering (a pitch, a view, an access that keeps an operand
 //! linear, a weights tensor that is not the accumulator's layout) would
-//! fail no result test. With K split too, and with stages that the loop
-//! indexes by value.
+//! fail no result test. With K split too, with stages that the loop
+//! indexes by value, and in whole tiles (no bounds tests on the copies).
 
 use enigma_codegen::cuda;
 use enigma_ir::{validate, ValidationOptions};
@@ -20,7 +20,7 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
     let options = ValidationOptions { max_threadgroup_memory_bytes: 227 * 1024, ..ValidationOptions::default() };
     for (tm, tn) in COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.map(|tn| (tm, tn))) {
         for (format, output, stages, splits) in [(Format::Int4, DType::F16, 4, 1), (Format::Fp4, DType::F32, 2, 1), (Format::Int4, DType::F16, 3, 3)] {
-            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits };
+            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits, whole: splits == 1 && stages == 4 };
             if cfg.check(u64::MAX).is_err() {
                 continue;
             }
@@ -39,6 +39,8 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
                 assert!(!cu.contains(linear), "{name}: {linear}");
             }
             assert!(cu.contains("enigma::wgmma_wait();"), "{name}");
+            // Whole tiles test no copy of A's bounds.
+            assert_eq!(cu.contains("bool ahead_a_ok0 = true;"), cfg.whole, "{name}");
         }
     }
 }

@@ -56,12 +56,15 @@ fn assert_close(what: &str, got: &[f64], x: &Inputs, [m, n, k]: [usize; 3], out:
 /// `Ops::qmatmul` asked for the kernel, FP4 and INT4, at M = 1, 16, 17,
 /// 64, 100 and 128 (rows past M in every tile), N past the tile's columns
 /// (and below them), K not a multiple of the 64-deep slice (groups of 32
-/// with an odd number of them), each group size, C f16 (and f32 once):
-/// the tile the selection gives the device, clean under the sanitizer
-/// where `sanitize`.
+/// with an odd number of them), each group size, C f16 (and f32 once),
+/// and at two shapes the tile divides (the whole-tile kernel, which tests
+/// no copy's bounds; every other shape gets the kernel that does): the
+/// tile the selection gives the device, clean under the sanitizer where
+/// `sanitize`.
 pub fn check_shapes(rt: &Runtime, sanitize: bool) {
     let ops = Ops::new(rt).with_options(cooperative(sanitize));
-    let shapes = [[1, 8, 32, 32], [16, 72, 96, 32], [17, 264, 192, 64], [64, 136, 256, 128], [100, 200, 160, 32], [128, 328, 128, 128]];
+    let shapes = [[1, 8, 32, 32], [16, 72, 96, 32], [17, 264, 192, 64], [64, 136, 256, 128], [100, 200, 160, 32], [128, 328, 128, 128], [64, 128, 256, 128], [16, 64, 192, 32]];
+    let whole = |[m, n, k, _]: [usize; 4]| [[64, 128, 256], [16, 64, 192]].contains(&[m, n, k]);
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             let out = if i == 2 && format == Format::Int4 { DType::F32 } else { DType::F16 };
@@ -71,6 +74,7 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
             let launches = ops.take_launches();
             assert_eq!(launches.len(), 1, "{what}");
             assert!(launches[0].kernel.starts_with("qgemm_coop_"), "{what}: {}", launches[0].kernel);
+            assert_eq!(launches[0].kernel.ends_with("_whole"), whole([m, n, k, group]), "{what}: {}", launches[0].kernel);
             assert!(launches[0].report.findings.is_empty(), "{what}: {:?}", launches[0].report.findings);
             let got = download(&c, out.scalar(), m * n).unwrap();
             assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
@@ -82,11 +86,12 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// (`GemmOptions::k_splits`), FP4 and INT4, C f16 and f32: at M = 1, 16
 /// and 5 (rows past M), N past the tile's columns, K of 7 slices in
 /// groups of 64 and 32 and of 6 in groups of 128 (runs of unequal length,
-/// empty splits at 5 ways), and K of 3 slices split 5 ways (two empty):
-/// two dispatches, the kernel writing its f32 partial products and the
-/// reduction summing them, clean under the sanitizer where `sanitize`.
+/// empty splits at 5 ways), and K of 3 slices split 5 ways (two empty),
+/// the last two shapes in whole tiles: two dispatches, the kernel writing
+/// its f32 partial products and the reduction summing them, clean under
+/// the sanitizer where `sanitize`.
 pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
-    let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 192, 32]];
+    let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 192, 32], [16, 128, 448, 64]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             for splits in [2, 3, 5] {
@@ -98,7 +103,9 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
                 let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let launches = ops.take_launches();
                 assert_eq!(launches.len(), 2, "{what}");
-                assert!(launches[0].kernel.starts_with("qgemm_coop_") && launches[0].kernel.ends_with(&format!("_splitk{splits}")), "{what}: {}", launches[0].kernel);
+                let name = launches[0].kernel.strip_suffix("_whole").unwrap_or(&launches[0].kernel);
+                assert!(name.starts_with("qgemm_coop_") && name.ends_with(&format!("_splitk{splits}")), "{what}: {}", launches[0].kernel);
+                assert_eq!(name.len() < launches[0].kernel.len(), i >= 3, "{what}: {}", launches[0].kernel);
                 assert!(launches[1].kernel.starts_with("gemm_splitk_reduce"), "{what}: {}", launches[1].kernel);
                 for l in &launches {
                     assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
@@ -114,28 +121,33 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
 /// 64 and 128 deep, in two, three and four stages (those that fit the
 /// device): 70 × 136 × 448 INT4 in groups of 64 (seven slices of 64, three
 /// and a half of 128, which span two groups each), each stage reused
-/// several times, the last row and column of tiles partial; and a 128-deep
-/// slice of FP4 in groups of 32 (four scales a slice).
+/// several times, the last row and column of tiles partial; a 128-deep
+/// slice of FP4 in groups of 32 (four scales a slice); and whole tiles of
+/// 16 × 128 × 128 and 64 × 64 × 64 over 64 × 128 × 256 INT4 in groups of
+/// 128 (a stage's second row of scales past the last group).
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let configs = |format: Format, tiles: &[(u32, u32, u32)]| -> Vec<CoopQgemmConfig> {
+    let configs = |format: Format, tiles: &[(u32, u32, u32)], whole: bool| -> Vec<CoopQgemmConfig> {
         tiles
             .iter()
-            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1 }))
+            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, whole }))
             .filter(|cfg| cfg.check(max).is_ok())
             .collect()
     };
-    let int4 = configs(Format::Int4, &[(8, 64, 64), (16, 128, 128), (64, 64, 64), (128, 128, 64), (16, 64, 128)]);
+    let int4 = configs(Format::Int4, &[(8, 64, 64), (16, 128, 128), (64, 64, 64), (128, 128, 64), (16, 64, 128)], false);
     assert!(int4.iter().any(|c| c.stages == 4), "no configuration of four stages fits {max} bytes");
     check_configs(rt, sanitize, &int4, Format::Int4, [70, 136, 448, 64]);
-    check_configs(rt, sanitize, &configs(Format::Fp4, &[(16, 64, 128)]), Format::Fp4, [20, 72, 384, 32]);
+    check_configs(rt, sanitize, &configs(Format::Fp4, &[(16, 64, 128)], false), Format::Fp4, [20, 72, 384, 32]);
+    let whole = configs(Format::Int4, &[(16, 128, 128), (64, 64, 64)], true);
+    assert!(whole.iter().all(|c| *c == c.whole_for(64, 128, 256)));
+    check_configs(rt, sanitize, &whole, Format::Int4, [64, 128, 256, 128]);
 }
 
 /// The 64 × 64 tile in two stages walking C's 3 × 3 tiles (the last row
 /// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
 /// groups of 32: every tile computed once.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1 });
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, whole: false });
     check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
 }
 

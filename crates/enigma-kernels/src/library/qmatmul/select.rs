@@ -317,7 +317,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     };
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 3 * units));
-    let cfg = CoopQgemmConfig { splits, ..cfg };
+    let cfg = CoopQgemmConfig { splits, ..cfg }.whole_for(m, n, k);
     cfg.check(max_memory)?;
     Ok(cfg)
 }
