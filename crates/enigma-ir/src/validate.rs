@@ -470,6 +470,7 @@ impl<'k> Validator<'k> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeDequantize { .. }
             | StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind, state, ctx)?,
             StmtKind::Barrier { scope, .. } => {
@@ -1107,6 +1108,31 @@ impl<'k> Validator<'k> {
                 if ty != Type::scalar(t.elem) {
                     return Err(self.err(ValidationErrorKind::AssignType { target: format!("{}[]", t.name), expected: Type::scalar(t.elem), found: ty }));
                 }
+            }
+            StmtKind::CooperativeDequantize { tensor, code: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                let op = "cooperative_dequantize";
+                let t = self.coop(*tensor, op)?;
+                self.note_scope(op, t.scope)?;
+                if !matches!(t.elem, Scalar::F32 | Scalar::F16) {
+                    return Err(self.err(problem(op, format!("`{}` holds {}; dequantized weights fill an f32 or f16 tensor", t.name, t.elem))));
+                }
+                for (mem, what, expected) in [(*words, "packed words", Type::U32), (*scales, "scales", Type::F16)] {
+                    self.shared_memory(mem, op)?;
+                    let elem = self.memory_elem(mem, false)?;
+                    if elem != expected {
+                        let p = format!("the {what} `{}` hold {elem}, not {expected}", self.kernel.memory_name(mem));
+                        return Err(self.err(problem(op, p)));
+                    }
+                }
+                let mut uni = Uniformity::Threadgroup;
+                for (what, e) in [("word offset", offset), ("word stride", stride), ("scale offset", scale_offset), ("scale stride", scale_stride), ("group shift", group_shift)] {
+                    let (ty, u) = self.expr(e, state)?;
+                    if ty != Type::U32 {
+                        return Err(self.err(problem(op, format!("the {what} is {ty}; it must be u32"))));
+                    }
+                    uni = uni.max(u);
+                }
+                self.scope_uniform(op, t.scope, ctx.uniformity, uni)?;
             }
             StmtKind::CooperativeReduce { src, dest, axis, op: _ } => {
                 let op = axis.function();
