@@ -884,6 +884,28 @@ mod tests {
         assert_eq!(Layout::WgmmaRows { slices: 1 }.valid("t", "i"), "((t) % 4u == 0u)");
     }
 
+    /// `wgmma_row`/`wgmma_col` of the prelude, written out: slots `2q` and
+    /// `2q + 1` of a thread are columns `c` and `c + 1` of one row with `c`
+    /// even (nibbles `c % 8`, `c % 8 + 1` of one word, its byte `c % 8 / 2`),
+    /// which the dequantization's pair decode takes them to be.
+    #[test]
+    fn wgmma_slot_pairs_are_k_adjacent_columns_of_one_row() {
+        for (slices, cols) in [(1u32, 16u32), (1, 64), (2, 128), (4, 256)] {
+            let layout = Layout::Wgmma { slices, cols };
+            let coord = |t: u32, i: u32| {
+                let (u, j) = (t % 128, i % (cols / 2));
+                let row = (t / 128) * 64 * slices + (i / (cols / 2)) * 64 + 16 * (u / 32) + (u % 32) / 4 + 8 * ((j / 2) % 2);
+                (row, 8 * (j / 4) + 2 * (t % 4) + j % 2)
+            };
+            for t in 0..256 {
+                for q in 0..layout.capacity() / 2 {
+                    let ((r0, c0), (r1, c1)) = (coord(t, 2 * q), coord(t, 2 * q + 1));
+                    assert!(r0 == r1 && c0 % 2 == 0 && c1 == c0 + 1 && c0 % 8 / 2 == t % 4, "{slices} slice(s), {cols} columns: thread {t}, pair {q}");
+                }
+            }
+        }
+    }
+
     /// `mma_row`/`mma_col` of the prelude and [`Layout::owner`]'s inverse,
     /// written out: every element of a 64×24 tensor over two SIMD groups
     /// in exactly one slot, and (one SIMD group) each element's owner the
