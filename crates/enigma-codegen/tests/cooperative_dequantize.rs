@@ -1,6 +1,7 @@
 //! `cooperative_dequantize` in generated code. CUDA: a tensor in `wgmma`'s
 //! accumulator layout decodes its slot pairs at once (one word and one
-//! `enigma_q4_pair` per pair, an f16 tensor scaled by one `__hmul2`) and,
+//! `enigma_q4_pair` per pair, one scale unless the group shift is 0, an
+//! f16 tensor scaled by one `__hmul2`) and,
 //! holding the right operand's type, is `wgmma`'s left operand from
 //! registers without relaxed precision (golden file
 //! `cooperative_dequantize_wgmma.cu`); any other layout goes slot by slot,
@@ -57,6 +58,9 @@ fn in_the_wgmma_layout_pairs_decode_at_once_into_wgmmas_left_operand() {
         "for (uint enigma_p = 0u; enigma_p < 16u; ++enigma_p) {",
         "const __half2 enigma_pair = enigma_q4_pair<enigma_int4>(Ws[",
         "const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));",
+        // One scale per pair where the shift puts both columns in one group.
+        "if ((enigma_q[4] & 31u) != 0u) {",
+        ", enigma_s1 = enigma_s0;",
         // The f16 pairs are wgmma's A fragment as they are: no rounding.
         "enigma_pairs[enigma_q] = enigma_pair_f16(w[2u * enigma_q], w[2u * enigma_q + 1u]);",
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",

@@ -203,8 +203,6 @@ impl<'k, D: Dialect> Writer<'k, D> {
     fn dequantize(&mut self, id: CoopId, code: QuantCode, words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
         let layout = self.layout(id)?;
         let elem = self.kernel.cooperative(id).elem;
-        let name = self.coop_name(id)?;
-        let t = self.scope_thread(id);
         self.dialect.use_matrices();
         let code = match code {
             QuantCode::Int4 => "enigma_int4",
@@ -217,43 +215,66 @@ impl<'k, D: Dialect> Writer<'k, D> {
             texts.push(self.top_expr(e)?.code.text);
         }
         self.line(&format!("const uint enigma_q[5] = {{{}}};", texts.join(", ")));
-        let word_at = |c: &str| format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r");
-        let scale_at = |c: &str| format!("enigma_q[2] + (({c}) >> (enigma_q[4] & 31u)) * enigma_q[3] + enigma_r");
-        let to_elem = self.dialect.cast(Type::scalar(elem), Type::F32, Code::primary("enigma_v")).text;
-        let pairs = matches!(layout, Layout::Wgmma { .. }) && matches!(elem, Scalar::F16 | Scalar::F32);
-        self.line("#pragma unroll");
-        if pairs {
-            let (row, col) = layout.coords(&t, "2u * enigma_p");
-            self.line(&format!("for (uint enigma_p = 0u; enigma_p < {}u; ++enigma_p) {{", layout.capacity() / 2));
+        if matches!(layout, Layout::Wgmma { .. }) && matches!(elem, Scalar::F16 | Scalar::F32) {
+            // Both columns of a pair lie in one group unless the shift is 0
+            // (a uniform test): then one scale serves the pair.
+            self.line("if ((enigma_q[4] & 31u) != 0u) {");
             self.indent += 1;
-            self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
-            let word = self.memory_place(words, &word_at("enigma_c"))?;
-            let (first, second) = (self.memory_place(scales, &scale_at("enigma_c"))?, self.memory_place(scales, &scale_at("enigma_c + 1u"))?);
-            self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_c % 8u / 2u);"));
-            self.line(&format!("const __half enigma_s0 = {first};"));
-            self.line(&format!("const __half enigma_s1 = ((enigma_c + 1u) >> (enigma_q[4] & 31u)) == (enigma_c >> (enigma_q[4] & 31u)) ? enigma_s0 : {second};"));
-            if elem == Scalar::F16 {
-                self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
-                self.line(&format!("{name}[2u * enigma_p] = __low2half(enigma_h);"));
-                self.line(&format!("{name}[2u * enigma_p + 1u] = __high2half(enigma_h);"));
-            } else {
-                self.line(&format!("{name}[2u * enigma_p] = __low2float(enigma_pair) * __half2float(enigma_s0);"));
-                self.line(&format!("{name}[2u * enigma_p + 1u] = __high2float(enigma_pair) * __half2float(enigma_s1);"));
-            }
+            self.dequantize_pairs(id, layout, code, (words, scales), false)?;
+            self.indent -= 1;
+            self.line("} else {");
+            self.indent += 1;
+            self.dequantize_pairs(id, layout, code, (words, scales), true)?;
+            self.indent -= 1;
+            self.line("}");
         } else {
+            let name = self.coop_name(id)?;
+            let t = self.scope_thread(id);
+            let to_elem = self.dialect.cast(Type::scalar(elem), Type::F32, Code::primary("enigma_v")).text;
             let (row, col) = layout.coords(&t, "enigma_i");
+            self.line("#pragma unroll");
             self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", layout.capacity()));
             self.indent += 1;
             self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
             self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
-            let word = self.memory_place(words, &word_at("enigma_c"))?;
-            let scale = self.memory_place(scales, &scale_at("enigma_c"))?;
+            let word = self.memory_place(words, &word_index("enigma_c"))?;
+            let scale = self.memory_place(scales, &scale_index("enigma_c"))?;
             self.line(&format!("const uint enigma_code = {word} >> (enigma_c % 8u * 4u);"));
             self.line(&format!("const float enigma_v = __low2float(enigma_q4_pair<{code}>(enigma_code & 0xFu, 0u)) * __half2float({scale});"));
             self.line(&format!("{name}[enigma_i] = {to_elem};"));
+            self.indent -= 1;
+            self.line("}");
         }
         self.indent -= 1;
         self.line("}");
+        Ok(())
+    }
+
+    /// The pair loop of [`Writer::dequantize`] in the `wgmma` layout over
+    /// the `enigma_q` values: each pair's word loaded once and decoded by
+    /// `enigma_q4_pair`, its scale loaded once, or (`per_column`, a group
+    /// of one K value) each column's own.
+    fn dequantize_pairs(&mut self, id: CoopId, layout: Layout, code: &str, (words, scales): (Memory, Memory), per_column: bool) -> Result<(), CodegenError> {
+        let name = self.coop_name(id)?;
+        let t = self.scope_thread(id);
+        let (row, col) = layout.coords(&t, "2u * enigma_p");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_p = 0u; enigma_p < {}u; ++enigma_p) {{", layout.capacity() / 2));
+        self.indent += 1;
+        self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+        let word = self.memory_place(words, &word_index("enigma_c"))?;
+        self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_c % 8u / 2u);"));
+        let first = self.memory_place(scales, &scale_index("enigma_c"))?;
+        let second = if per_column { self.memory_place(scales, &scale_index("enigma_c + 1u"))? } else { "enigma_s0".to_string() };
+        self.line(&format!("const __half enigma_s0 = {first}, enigma_s1 = {second};"));
+        if self.kernel.cooperative(id).elem == Scalar::F16 {
+            self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
+            self.line(&format!("{name}[2u * enigma_p] = __low2half(enigma_h);"));
+            self.line(&format!("{name}[2u * enigma_p + 1u] = __high2half(enigma_h);"));
+        } else {
+            self.line(&format!("{name}[2u * enigma_p] = __low2float(enigma_pair) * __half2float(enigma_s0);"));
+            self.line(&format!("{name}[2u * enigma_p + 1u] = __high2float(enigma_pair) * __half2float(enigma_s1);"));
+        }
         self.indent -= 1;
         self.line("}");
         Ok(())
@@ -845,6 +866,19 @@ impl<'k, D: Dialect> Writer<'k, D> {
             _ => return Err(self.malformed("not a cooperative expression")),
         })
     }
+}
+
+/// The index of the packed word of column `c` of row `enigma_r` in a
+/// dequantization (`enigma_q`: the word offset and stride, the scale
+/// offset and stride, the group shift).
+fn word_index(c: &str) -> String {
+    format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r")
+}
+
+/// The index of the scale of column `c` of row `enigma_r` in a
+/// dequantization (its group: `c >> shift`, the shift mod 32 as the IR's).
+fn scale_index(c: &str) -> String {
+    format!("enigma_q[2] + (({c}) >> (enigma_q[4] & 31u)) * enigma_q[3] + enigma_r")
 }
 
 /// Element `at` (row-major) of a source [`Writer::readable_elements`] made
