@@ -948,6 +948,10 @@ impl<'k> Validator<'k> {
     }
 }
 
+/// What a tensor view's values are, in the message of one that differs
+/// between the threads of a scope.
+const VIEW_VALUES: &str = "a view's offset, extent or stride";
+
 /// Cooperative operations ([`crate::cooperative`]).
 impl<'k> Validator<'k> {
     /// Cooperative tensor `id`, which must exist.
@@ -989,8 +993,9 @@ impl<'k> Validator<'k> {
     }
 
     /// Control flow and operands of a collective operation must be uniform
-    /// over `scope`.
-    fn scope_uniform(&self, op: &'static str, scope: crate::cooperative::ExecutionScope, flow: Uniformity, values: Uniformity) -> Result<(), ValidationError> {
+    /// over `scope`; `values` is how uniform its operands are, `operands`
+    /// what they are (for the message).
+    fn scope_uniform(&self, op: &'static str, scope: crate::cooperative::ExecutionScope, flow: Uniformity, (values, operands): (Uniformity, &str)) -> Result<(), ValidationError> {
         let allowed = if scope.is_threadgroup() { Uniformity::Threadgroup } else { Uniformity::Simdgroup };
         let cause = if flow > allowed {
             match flow {
@@ -998,7 +1003,7 @@ impl<'k> Validator<'k> {
                 _ => "it sits in control flow that depends on a value that differs between threads",
             }
         } else if values > allowed {
-            "a view's offset, extent or stride differs between its threads"
+            &format!("{operands} differs between its threads")
         } else {
             return Ok(());
         };
@@ -1087,7 +1092,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, *scope, ctx.uniformity, uni)?;
+                self.scope_uniform(op, *scope, ctx.uniformity, (uni, VIEW_VALUES))?;
             }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
                 let store = matches!(stmt, StmtKind::CooperativeStore { .. });
@@ -1099,7 +1104,7 @@ impl<'k> Validator<'k> {
                     let p = format!("`{}` holds {} but `{}` holds {elem}", t.name, t.elem, self.kernel.memory_name(view.mem));
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, t.scope, ctx.uniformity, uni)?;
+                self.scope_uniform(op, t.scope, ctx.uniformity, (uni, VIEW_VALUES))?;
             }
             StmtKind::CooperativeSet { tensor, index, value } => {
                 let t = self.coop(*tensor, "cooperative_tensor[]")?;
@@ -1132,7 +1137,7 @@ impl<'k> Validator<'k> {
                     }
                     uni = uni.max(u);
                 }
-                self.scope_uniform(op, t.scope, ctx.uniformity, uni)?;
+                self.scope_uniform(op, t.scope, ctx.uniformity, (uni, "an offset, stride or group shift"))?;
             }
             StmtKind::CooperativeReduce { src, dest, axis, op: _ } => {
                 let op = axis.function();
@@ -1156,7 +1161,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, s.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+                self.scope_uniform(op, s.scope, ctx.uniformity, (Uniformity::Threadgroup, ""))?;
             }
             StmtKind::CooperativeCombine { dest, src, op: _ } => {
                 let op = "combine";
@@ -1177,7 +1182,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, d.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+                self.scope_uniform(op, d.scope, ctx.uniformity, (Uniformity::Threadgroup, ""))?;
             }
             _ => {}
         }

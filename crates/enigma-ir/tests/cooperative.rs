@@ -72,13 +72,14 @@ fn validation_accepts_the_forms_and_names_the_scope() {
 }
 
 #[test]
-fn validation_refuses_a_dequantization_of_the_wrong_types() {
+fn validation_refuses_a_dequantization_of_the_wrong_types_or_operands_that_differ_between_threads() {
     let text = EVERY_FORM.replace("    reduce_columns(d, d, sum)\n", "");
     for (from, to, message) in [
         ("cooperative w: cooperative_tensor<f16", "cooperative w: cooperative_tensor<i32", "`w` holds i32; dequantized weights fill an f32 or f16 tensor"),
         ("cooperative_dequantize_int4(w, W,", "cooperative_dequantize_int4(w, S,", "the packed words `S` hold f16, not u32"),
         ("TS, 64u32, 64u32, ctz(K))", "TW, 64u32, 64u32, ctz(K))", "the scales `TW` hold u32, not f16"),
         ("S, 0u32, 64u32, 5u32)", "S, 0u32, 64u32, 5i32)", "the group shift is i32; it must be u32"),
+        ("S, 0u32, 64u32, 5u32)", "S, thread_index_in_threadgroup, 64u32, 5u32)", "`cooperative_dequantize` is issued by every thread of its scope (simdgroups(4)) together, but an offset, stride or group shift differs between its threads"),
     ] {
         let bad = text.replace(from, to);
         let err = validate(&parse(&bad).unwrap_or_else(|e| panic!("{e}")), &Default::default()).unwrap_err();
