@@ -99,7 +99,7 @@ fn any_other_layout_decodes_slot_by_slot_rounding_the_exact_product_once() {
 fn msl_below_4_dequantizes_slot_by_slot_and_msl_4_refuses() {
     let (kernel, info) = kernel(DEQUANTIZED_PRODUCT);
     let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    let needle = "enigma_coop_dequantize<enigma_int4>(w, Ws + 0u, 64u, Ss + 0u, 64u, ctz(G), ";
+    let needle = "enigma_coop_dequantize<enigma_int4>(w, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), ";
     assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
     insta::assert_snapshot!("cooperative_dequantize_fragments.msl", metal);
     let options = msl::Options { language_version: (4, 0), ..msl::Options::default() };

@@ -19,7 +19,7 @@ use super::{Val, Writer};
 use crate::code::Code;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{Builtin, CombineOp, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dLeft, Matmul2dMode, Memory, QuantCode, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
+use enigma_ir::{Builtin, CombineOp, CoopId, CooperativeTensor, ExecutionScope, Expr, Matmul2dLeft, Matmul2dMode, Memory, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
 
 /// Whether a tensor is held as fragments (`enigma_coop_frag`): both sides
 /// multiples of 8 and a type SIMD-group matrices hold.
@@ -141,22 +141,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// `enigma_coop_view_of((device half*)A + offset, x, y, sx, sy)`.
     fn fragment_view(&mut self, v: &TensorView) -> Result<String, CodegenError> {
-        let base = self.fragment_pointer(v.mem, &v.offset)?;
-        let mut rest = vec![];
-        for e in &v.exprs()[1..] {
-            rest.push(self.expr(e)?.code.text);
-        }
-        Ok(format!("enigma_coop_view_of({base}, {})", rest.join(", ")))
-    }
-
-    /// A pointer to element `offset` of device or threadgroup memory `mem`.
-    fn fragment_pointer(&mut self, mem: Memory, offset: &Expr) -> Result<String, CodegenError> {
-        let base = match mem {
+        let base = match v.mem {
             Memory::Buffer(p) => self.names.param(p).to_string(),
             Memory::Threadgroup(t) => self.names.tg_array(t).to_string(),
-            Memory::Thread(_) => return Err(self.malformed("a per-thread array given to a cooperative operation (validation refuses it)")),
+            Memory::Thread(_) => return Err(self.malformed("a tensor view of a per-thread array (validation refuses it)")),
         };
-        Ok(format!("{base} + {}", self.expr(offset)?.code.at_least(super::Prec::Additive)))
+        let mut vals = vec![];
+        for e in v.exprs() {
+            vals.push(self.expr(e)?.code);
+        }
+        let rest: Vec<&str> = vals[1..].iter().map(|c| c.text.as_str()).collect();
+        Ok(format!("enigma_coop_view_of({base} + {}, {})", vals[0].at_least(super::Prec::Additive), rest.join(", ")))
     }
 
     pub(super) fn fragment_stmt(&mut self, kind: &'k StmtKind) -> Result<(), CodegenError> {
@@ -211,15 +206,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
             }
             StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
                 let name = self.coop_name(*tensor)?;
-                let words = self.fragment_pointer(*words, offset)?;
-                let scales = self.fragment_pointer(*scales, scale_offset)?;
+                let (words, scales) = (self.scalar_pointer(*words, offset)?, self.scalar_pointer(*scales, scale_offset)?);
                 let [stride, scale_stride, group_shift] = [stride, scale_stride, group_shift].map(|e| self.expr(e).map(|v| v.code.text));
                 let position = self.slot_position(*tensor);
-                let code = match code {
-                    QuantCode::Int4 => "enigma_int4",
-                    QuantCode::Fp4 => "enigma_fp4",
-                };
-                self.line(&format!("enigma_coop_dequantize<{code}>({name}, {words}, {}, {scales}, {}, {}, {position});", stride?, scale_stride?, group_shift?));
+                self.line(&format!("enigma_coop_dequantize<enigma_{code}>({name}, {words}, {}, {scales}, {}, {}, {position});", stride?, scale_stride?, group_shift?));
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
                 let d = self.kernel.cooperative(*dest);

@@ -204,10 +204,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let layout = self.layout(id)?;
         let elem = self.kernel.cooperative(id).elem;
         self.dialect.use_matrices();
-        let code = match code {
-            QuantCode::Int4 => "enigma_int4",
-            QuantCode::Fp4 => "enigma_fp4",
-        };
+        let code = format!("enigma_{code}");
         self.line("{");
         self.indent += 1;
         let mut texts = vec![];
@@ -220,11 +217,11 @@ impl<'k, D: Dialect> Writer<'k, D> {
             // (a uniform test): then one scale serves the pair.
             self.line("if ((enigma_q[4] & 31u) != 0u) {");
             self.indent += 1;
-            self.dequantize_pairs(id, layout, code, (words, scales), false)?;
+            self.dequantize_pairs(id, layout, &code, (words, scales), false)?;
             self.indent -= 1;
             self.line("} else {");
             self.indent += 1;
-            self.dequantize_pairs(id, layout, code, (words, scales), true)?;
+            self.dequantize_pairs(id, layout, &code, (words, scales), true)?;
             self.indent -= 1;
             self.line("}");
         } else {
