@@ -253,6 +253,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeDequantize { .. }
             | StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind)?,
             StmtKind::Assign { var, value } => {

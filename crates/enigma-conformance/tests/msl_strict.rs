@@ -57,10 +57,11 @@ struct Source {
 
 /// Kernels (by name prefix) whose MSL with MetalPerformancePrimitives is
 /// refused, and must be, naming the reason: the quantized GEMM on
-/// cooperative tensors fills its weights' tensor through its slots, and
-/// MetalPerformancePrimitives declares a cooperative tensor only from an
-/// operation that writes it (`docs/cooperative-tensors.md`, not done yet).
-const MPP_REFUSED: &[&str] = &["qgemm_coop_"];
+/// cooperative tensors and the conformance case of `cooperative_dequantize`
+/// fill their weights' tensor themselves, and MetalPerformancePrimitives
+/// declares a cooperative tensor only from an operation that writes it
+/// (`docs/cooperative-tensors.md`, not done yet).
+const MPP_REFUSED: &[&str] = &["qgemm_coop_", "cooperative_dequantize"];
 
 /// Writes each kernel's MSL for the version it needs and compiles it
 /// strictly, once per distinct source, on every core: how many sources, and

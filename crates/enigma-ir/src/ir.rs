@@ -1408,6 +1408,29 @@ pub enum StmtKind {
     /// below the capacity); writing a slot that holds no element changes
     /// nothing the kernel can observe.
     CooperativeSet { tensor: CoopId, index: Expr, value: Expr },
+    /// `cooperative_dequantize(tensor, code, words, …)`: every element
+    /// (r, c) of `tensor` (f32 or f16; its rows are the weights' N columns,
+    /// its columns K, the orientation of the left operand of
+    /// `Cᵀ = dequant(B)ᵀ · Aᵀ`) becomes
+    /// `code.value(nibble c % 8 of words[offset + (c / 8)·stride + r]) ·
+    /// scales[scale_offset + (c >> group_shift)·scale_stride + r]` — seed
+    /// 002's `[K/8][N]` words and `[K/group][N]` scales — the exact product
+    /// rounded once to the tensor's element type. `words` holds u32 and
+    /// `scales` f16 (device or threadgroup memory); the offsets, strides
+    /// and shift are u32, the same on every thread of the scope; by the
+    /// whole scope. Slots holding no element are unchanged. Each element's
+    /// word and scale read is a memory access like a `Load`.
+    CooperativeDequantize {
+        tensor: CoopId,
+        code: QuantCode,
+        words: Memory,
+        offset: Expr,
+        stride: Expr,
+        scales: Memory,
+        scale_offset: Expr,
+        scale_stride: Expr,
+        group_shift: Expr,
+    },
     /// `reduce_rows(src, dest, op)` / `reduce_columns`: `dest` (m×1 for
     /// rows, 1×n for columns, the same element type and scope) receives each
     /// row's (column's) `op` over `src`, sums in f32 in index order; by the

@@ -470,6 +470,7 @@ impl<'k> Validator<'k> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeDequantize { .. }
             | StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind, state, ctx)?,
             StmtKind::Barrier { scope, .. } => {
@@ -947,6 +948,10 @@ impl<'k> Validator<'k> {
     }
 }
 
+/// What a tensor view's values are, in the message of one that differs
+/// between the threads of a scope.
+const VIEW_VALUES: &str = "a view's offset, extent or stride";
+
 /// Cooperative operations ([`crate::cooperative`]).
 impl<'k> Validator<'k> {
     /// Cooperative tensor `id`, which must exist.
@@ -988,8 +993,9 @@ impl<'k> Validator<'k> {
     }
 
     /// Control flow and operands of a collective operation must be uniform
-    /// over `scope`.
-    fn scope_uniform(&self, op: &'static str, scope: crate::cooperative::ExecutionScope, flow: Uniformity, values: Uniformity) -> Result<(), ValidationError> {
+    /// over `scope`; `values` is how uniform its operands are, `operands`
+    /// what they are (for the message).
+    fn scope_uniform(&self, op: &'static str, scope: crate::cooperative::ExecutionScope, flow: Uniformity, (values, operands): (Uniformity, &str)) -> Result<(), ValidationError> {
         let allowed = if scope.is_threadgroup() { Uniformity::Threadgroup } else { Uniformity::Simdgroup };
         let cause = if flow > allowed {
             match flow {
@@ -997,7 +1003,7 @@ impl<'k> Validator<'k> {
                 _ => "it sits in control flow that depends on a value that differs between threads",
             }
         } else if values > allowed {
-            "a view's offset, extent or stride differs between its threads"
+            &format!("{operands} differs between its threads")
         } else {
             return Ok(());
         };
@@ -1086,7 +1092,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, *scope, ctx.uniformity, uni)?;
+                self.scope_uniform(op, *scope, ctx.uniformity, (uni, VIEW_VALUES))?;
             }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
                 let store = matches!(stmt, StmtKind::CooperativeStore { .. });
@@ -1098,7 +1104,7 @@ impl<'k> Validator<'k> {
                     let p = format!("`{}` holds {} but `{}` holds {elem}", t.name, t.elem, self.kernel.memory_name(view.mem));
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, t.scope, ctx.uniformity, uni)?;
+                self.scope_uniform(op, t.scope, ctx.uniformity, (uni, VIEW_VALUES))?;
             }
             StmtKind::CooperativeSet { tensor, index, value } => {
                 let t = self.coop(*tensor, "cooperative_tensor[]")?;
@@ -1107,6 +1113,31 @@ impl<'k> Validator<'k> {
                 if ty != Type::scalar(t.elem) {
                     return Err(self.err(ValidationErrorKind::AssignType { target: format!("{}[]", t.name), expected: Type::scalar(t.elem), found: ty }));
                 }
+            }
+            StmtKind::CooperativeDequantize { tensor, code: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                let op = "cooperative_dequantize";
+                let t = self.coop(*tensor, op)?;
+                self.note_scope(op, t.scope)?;
+                if !matches!(t.elem, Scalar::F32 | Scalar::F16) {
+                    return Err(self.err(problem(op, format!("`{}` holds {}; dequantized weights fill an f32 or f16 tensor", t.name, t.elem))));
+                }
+                for (mem, what, expected) in [(*words, "packed words", Type::U32), (*scales, "scales", Type::F16)] {
+                    self.shared_memory(mem, op)?;
+                    let elem = self.memory_elem(mem, false)?;
+                    if elem != expected {
+                        let p = format!("the {what} `{}` hold {elem}, not {expected}", self.kernel.memory_name(mem));
+                        return Err(self.err(problem(op, p)));
+                    }
+                }
+                let mut uni = Uniformity::Threadgroup;
+                for (what, e) in [("word offset", offset), ("word stride", stride), ("scale offset", scale_offset), ("scale stride", scale_stride), ("group shift", group_shift)] {
+                    let (ty, u) = self.expr(e, state)?;
+                    if ty != Type::U32 {
+                        return Err(self.err(problem(op, format!("the {what} is {ty}; it must be u32"))));
+                    }
+                    uni = uni.max(u);
+                }
+                self.scope_uniform(op, t.scope, ctx.uniformity, (uni, "an offset, stride or group shift"))?;
             }
             StmtKind::CooperativeReduce { src, dest, axis, op: _ } => {
                 let op = axis.function();
@@ -1130,7 +1161,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, s.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+                self.scope_uniform(op, s.scope, ctx.uniformity, (Uniformity::Threadgroup, ""))?;
             }
             StmtKind::CooperativeCombine { dest, src, op: _ } => {
                 let op = "combine";
@@ -1151,7 +1182,7 @@ impl<'k> Validator<'k> {
                     );
                     return Err(self.err(problem(op, p)));
                 }
-                self.scope_uniform(op, d.scope, ctx.uniformity, Uniformity::Threadgroup)?;
+                self.scope_uniform(op, d.scope, ctx.uniformity, (Uniformity::Threadgroup, ""))?;
             }
             _ => {}
         }

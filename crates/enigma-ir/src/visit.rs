@@ -82,6 +82,7 @@ impl StmtKind {
             }
             StmtKind::CooperativeLoad { src: view, .. } | StmtKind::CooperativeStore { dst: view, .. } => view.exprs().to_vec(),
             StmtKind::CooperativeSet { index, value, .. } => vec![index, value],
+            StmtKind::CooperativeDequantize { offset, stride, scale_offset, scale_stride, group_shift, .. } => vec![offset, stride, scale_offset, scale_stride, group_shift],
             StmtKind::Print { args, .. } => args.iter().collect(),
             StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. }
@@ -301,5 +302,17 @@ mod tests {
         let slot = Expr::CooperativeCoord { tensor: CoopId(0), index: Box::new(n(3)), dim: 1 };
         assert_eq!(slot.children(), vec![&n(3)]);
         assert_eq!(StmtKind::CooperativeSet { tensor: CoopId(0), index: n(1), value: n(2) }.exprs(), vec![&n(1), &n(2)]);
+        let dequantize = StmtKind::CooperativeDequantize {
+            tensor: CoopId(0),
+            code: crate::QuantCode::Int4,
+            words: crate::Memory::Buffer(crate::ParamId(0)),
+            offset: n(1),
+            stride: n(2),
+            scales: crate::Memory::Buffer(crate::ParamId(1)),
+            scale_offset: n(3),
+            scale_stride: n(4),
+            group_shift: n(5),
+        };
+        assert_eq!(dequantize.exprs(), vec![&n(1), &n(2), &n(3), &n(4), &n(5)]);
     }
 }

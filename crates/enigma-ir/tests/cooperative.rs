@@ -4,17 +4,20 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::text::{parse, print};
-use enigma_ir::{from_json, to_json, validate, Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{from_json, to_json, validate, Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, QuantCode, ReduceAxis, ReduceOp, Scalar, Type};
 
 const EVERY_FORM: &str = "\
-kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R: device f32 read_write, K: u32) {
+kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R: device f32 read_write, K: u32, W: device u32 read, S: device f16 read) {
     threadgroup T: f16[4096]
+    threadgroup TW: u32[512]
+    threadgroup TS: f16[128]
     var i: u32
     var x: f32
     cooperative c: cooperative_tensor<f32, 64, 64, simdgroups(4)>
     cooperative d: cooperative_tensor<f32, 64, 32, simdgroups(4)>
     cooperative rows: cooperative_tensor<f32, 64, 1, simdgroups(4)>
     cooperative one: cooperative_tensor<bf16, 16, 32, simdgroup>
+    cooperative w: cooperative_tensor<f16, 64, 64, simdgroups(4)>
 
     matmul2d(matmul2d_descriptor(64, 64, dynamic_extent, false, true, false, multiply), simdgroups(4), tensor(A, 0u32, K, 64u32, 1u32, K), tensor(B, 0u32, K, 64u32, 1u32, K), c)
     matmul2d(matmul2d_descriptor(64, 32, 64, false, false, true, multiply_accumulate), simdgroups(4), c, tensor(T, (K * 2u32), 32u32, 64u32, 1u32, 32u32), d)
@@ -31,6 +34,8 @@ kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R:
     reduce_columns(d, d, sum)
     cooperative_load(c, tensor(C, 0u32, 64u32, 64u32, 1u32, 64u32))
     cooperative_store(rows, tensor(R, 0u32, 1u32, 64u32, 1u32, 1u32))
+    cooperative_dequantize_int4(w, W, (K * 8u32), 64u32, S, 0u32, 64u32, 5u32)
+    cooperative_dequantize_fp4(w, TW, 0u32, 64u32, TS, 64u32, 64u32, ctz(K))
 }
 ";
 
@@ -64,6 +69,37 @@ fn validation_accepts_the_forms_and_names_the_scope() {
         err.to_string().contains("`c` (cooperative_tensor<f32, 64, 64, simdgroups(4)>) takes an f32 source of its scope shaped 64×64, 64×1 or 1×64, not `d` (cooperative_tensor<f32, 64, 32, simdgroups(4)>)"),
         "{err}"
     );
+}
+
+#[test]
+fn validation_refuses_a_dequantization_of_the_wrong_types_or_operands_that_differ_between_threads() {
+    let text = EVERY_FORM.replace("    reduce_columns(d, d, sum)\n", "");
+    for (from, to, message) in [
+        ("cooperative w: cooperative_tensor<f16", "cooperative w: cooperative_tensor<i32", "`w` holds i32; dequantized weights fill an f32 or f16 tensor"),
+        ("cooperative_dequantize_int4(w, W,", "cooperative_dequantize_int4(w, S,", "the packed words `S` hold f16, not u32"),
+        ("TS, 64u32, 64u32, ctz(K))", "TW, 64u32, 64u32, ctz(K))", "the scales `TW` hold u32, not f16"),
+        ("S, 0u32, 64u32, 5u32)", "S, 0u32, 64u32, 5i32)", "the group shift is i32; it must be u32"),
+        ("S, 0u32, 64u32, 5u32)", "S, thread_index_in_threadgroup, 64u32, 5u32)", "`cooperative_dequantize` is issued by every thread of its scope (simdgroups(4)) together, but an offset, stride or group shift differs between its threads"),
+    ] {
+        let bad = text.replace(from, to);
+        let err = validate(&parse(&bad).unwrap_or_else(|e| panic!("{e}")), &Default::default()).unwrap_err();
+        assert!(err.to_string().contains(message), "{err}");
+    }
+}
+
+#[test]
+fn the_builder_writes_a_dequantization() {
+    let mut k = KernelBuilder::new("dequantize");
+    let words = k.buffer("W", Type::U32, Access::Read);
+    let scales = k.buffer("S", Type::F16, Access::Read);
+    let n = k.value("N", Type::U32);
+    let w = k.cooperative_tensor("w", Scalar::F16, 64, 128, ExecutionScope::Simdgroups(4));
+    k.cooperative_dequantize(w, QuantCode::Int4, (words, 4u32, n), (scales, 0u32, n), 6u32);
+    let kernel = k.finish().unwrap();
+    validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let text = print(&kernel);
+    assert!(text.contains("    cooperative_dequantize_int4(w, W, 4u32, N, S, 0u32, N, 6u32)"), "{text}");
+    assert_eq!(parse(&text).unwrap(), kernel);
 }
 
 #[test]

@@ -233,12 +233,12 @@ impl SimdGroup {
                     }
                 }
                 Inst::Bitcast { from, to, dst, src } => self.bitcast(from, to, dst, src),
-                Inst::Dequant { code, dst, word, shift, scale } => {
+                Inst::Dequant { code, elem, dst, word, shift, scale } => {
                     let (w, sh, sc) = (self.regs[word as usize], self.regs[shift as usize], self.regs[scale as usize]);
                     let d = &mut self.regs[dst as usize];
                     for l in 0..LANES {
                         let value = code.value((w[l] as u32) >> (sh[l] as u32 & 31)) * ops::f32_of(Scalar::F16, sc[l]);
-                        d[l] = ops::from_f32(Scalar::F16, value);
+                        d[l] = ops::from_f32(elem, value);
                     }
                 }
                 Inst::Call { func, precision, ty, dst, args } => self.call(func, precision, ty, dst, args),

@@ -49,10 +49,11 @@ pub enum Inst {
     Convert { from: Scalar, to: Scalar, dst: Reg, a: Reg },
     /// Reinterprets `from` (in registers `src..`) as `to` (in `dst..`).
     Bitcast { from: Type, to: Type, dst: Reg, src: Reg },
-    /// `dst` (f16) = `code`'s value of the nibble at bit `shift` of `word`
-    /// times the f16 `scale`, the exact product rounded once to f16 (a
-    /// quantized tile load's element).
-    Dequant { code: QuantCode, dst: Reg, word: Reg, shift: Reg, scale: Reg },
+    /// `dst` (`elem`, a float type) = `code`'s value of the nibble at bit
+    /// `shift` of `word` times the f16 `scale`, the exact product rounded
+    /// once to `elem` (a quantized tile load's element, a dequantized
+    /// cooperative tensor's slot); on every lane.
+    Dequant { code: QuantCode, elem: Scalar, dst: Reg, word: Reg, shift: Reg, scale: Reg },
     /// A per-component intrinsic (math, min/max, select, bit counts).
     Call { func: Intrinsic, precision: Precision, ty: Scalar, dst: Reg, args: [Reg; 3] },
     /// A SIMD-group function on one component.
@@ -387,6 +388,7 @@ impl Lowering<'_> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeDequantize { .. }
             | StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind),
             StmtKind::TextureFence { tex } => {
@@ -615,6 +617,9 @@ impl Lowering<'_> {
                 let (base, capacity) = (self.coop_regs[tensor.0 as usize], self.layouts[tensor.0 as usize].capacity);
                 self.emit(Inst::CoopSet { base, capacity, index: i.reg, src: v.reg, tensor: tensor.0 });
             }
+            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                self.cooperative_dequantize(*tensor, *code, (*words, offset, stride), (*scales, scale_offset, scale_stride), group_shift);
+            }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
                 let store = matches!(kind, StmtKind::CooperativeStore { .. });
                 let scope = self.kernel.cooperative(*tensor).scope;
@@ -657,6 +662,53 @@ impl Lowering<'_> {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// `StmtKind::CooperativeDequantize`, slot by slot: each thread's valid
+    /// slot (r, c) loads its word and scale (each a `Load` the sanitizer
+    /// records) and decodes the nibble into the slot; invalid slots are
+    /// left as they are.
+    fn cooperative_dequantize(&mut self, tensor: CoopId, code: QuantCode, words: (Memory, &Expr, &Expr), scales: (Memory, &Expr, &Expr), group_shift: &Expr) {
+        let scope = self.kernel.cooperative(tensor).scope;
+        let [offset, stride, scale_offset, scale_stride, shift] = [words.1, words.2, scales.1, scales.2, group_shift].map(|e| self.snapshot(e).reg);
+        let held = self.held(tensor);
+        let layout = held.layout.clone();
+        if !scope.is_threadgroup() {
+            self.emit(Inst::WholeSimdgroup { op: "cooperative_dequantize" });
+        }
+        let (word_ty, scale_ty) = (self.elem_of(words.0), self.elem_of(scales.0));
+        let constant = |l: &mut Self, bits: u64| {
+            let dst = l.temp(1);
+            l.emit(Inst::Const { dst, bits });
+            dst
+        };
+        let (three, seven, four) = (constant(self, 3), constant(self, 7), constant(self, 4));
+        let (slot, index, word, scale, nibble_shift, value) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+        for i in 0..layout.capacity {
+            self.emit(Inst::Const { dst: slot, bits: i as u64 });
+            let valid = self.coop_table(tensor.0, layout.table(|at| at.is_some() as u64), slot);
+            let row = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(r, _)| r) as u64), slot);
+            let col = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(_, c)| c) as u64), slot);
+            self.guarded(valid, |l| {
+                // The word: offset + (c / 8)·stride + r.
+                l.emit(Inst::Binary { op: BinaryOp::Shr, ty: Scalar::U32, dst: index, a: col, b: three });
+                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: index, b: stride });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: row });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: offset });
+                l.scalar_of_memory(words.0, word_ty, index, word);
+                // The scale: scale_offset + (c >> group_shift)·scale_stride + r.
+                l.emit(Inst::Binary { op: BinaryOp::Shr, ty: Scalar::U32, dst: index, a: col, b: shift });
+                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: index, b: scale_stride });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: row });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: scale_offset });
+                l.scalar_of_memory(scales.0, scale_ty, index, scale);
+                // Nibble c % 8: bits 4·(c & 7) and up.
+                l.emit(Inst::Binary { op: BinaryOp::And, ty: Scalar::U32, dst: nibble_shift, a: col, b: seven });
+                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: nibble_shift, a: nibble_shift, b: four });
+                l.emit(Inst::Dequant { code, elem: held.elem, dst: value, word, shift: nibble_shift, scale });
+                l.emit(Inst::Copy { dst: held.base + i, src: value });
+            });
         }
     }
 
@@ -907,7 +959,7 @@ impl Lowering<'_> {
                     self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: so.reg, b: column });
                     self.scalar_of_memory(*scales, scale_ty, index, scale);
                     let shift = self.lane_table(move |lane| (4 * place(lane).2) as u64);
-                    self.emit(Inst::Dequant { code: *code, dst: dst + i, word, shift, scale });
+                    self.emit(Inst::Dequant { code: *code, elem: Scalar::F16, dst: dst + i, word, shift, scale });
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }
             }

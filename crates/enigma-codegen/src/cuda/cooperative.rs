@@ -23,13 +23,14 @@
 //!   multiple of 64, the array's length a multiple of 8·P, every wgmma view
 //!   of the array with the same pitch, and the array never read or written
 //!   by a SIMD-group matrix load or store;
-//! * or its left operand is an f32 cooperative tensor of the scope with the
+//! * or its left operand is a cooperative tensor of the scope with the
 //!   product's rows, k its columns, in the `wgmma` accumulator layout (a
 //!   previous product's destination) or taking it (a tensor no product
-//!   writes, which the threads fill through its slots, such as weights they
-//!   dequantize), and the descriptor allows relaxed precision: `wgmma` then
-//!   reads it from registers ([`WgmmaLeft`]), rounded to the right
-//!   operand's type;
+//!   writes, which the threads fill through its slots or dequantize into),
+//!   holding the right operand's 16-bit type, or f32 where the descriptor
+//!   allows relaxed precision: `wgmma` then reads it from registers
+//!   ([`WgmmaLeft`]), its slot pairs packed as they are or, from f32,
+//!   rounded to the right operand's type;
 //!
 //! and, when it runs, the views cover the product (no element falls
 //! outside their extents), their first element starts an 8-row group and a
@@ -261,6 +262,20 @@ impl WgmmaProduct {
     }
 }
 
+/// The function that packs two 16-bit values of `elem` (f16 or bf16) into
+/// one register, low first, `enigma_pair_{ty}(lo, hi)`, and its definition:
+/// how a 16-bit `wgmma` left operand in registers is packed.
+pub(crate) fn pair_function(elem: Scalar) -> (String, String) {
+    let (ty, scalar, pair, make) = if elem == Scalar::BF16 { ("bf16", "__nv_bfloat16", "__nv_bfloat162", "__halves2bfloat162") } else { ("f16", "__half", "__half2", "__halves2half2") };
+    let name = format!("enigma_pair_{ty}");
+    let text = format!(
+        "__device__ __forceinline__ unsigned {name}({scalar} lo, {scalar} hi)\n{{\n    \
+         const {pair} h = {make}(lo, hi);\n    \
+         return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
+    );
+    (name, text)
+}
+
 /// The function that rounds two f32 values (16-bit values read exactly) to
 /// a pair of `elem` (f16 or bf16) in one register, `enigma_pack_{ty}(lo,
 /// hi)`, and its definition: how `mma.sync` fragments and a `wgmma` left
@@ -402,8 +417,9 @@ fn operand(kernel: &Kernel, view: &TensorView, major: Major) -> Option<(WgmmaOpe
 /// The product as `wgmma` would run it, judged on the product and the
 /// layouts decided so far: a cooperative left operand must already be in
 /// the accumulator layout of the same rows, its columns the product's k,
-/// and (being f32) the descriptor must allow relaxed precision, under
-/// which it is rounded to the right operand's type.
+/// and either hold the right operand's 16-bit type (its pairs are what
+/// `wgmma` reads) or be f32 under a descriptor that allows relaxed
+/// precision, under which it is rounded to the right operand's type.
 fn candidate(kernel: &Kernel, layouts: &[Layout], desc: &Matmul2dDescriptor, scope: ExecutionScope, left: &Matmul2dLeft, right: &TensorView, dest: CoopId) -> Option<WgmmaProduct> {
     let ExecutionScope::Simdgroups(n) = scope else { return None };
     let warpgroups = n / 4;
@@ -421,7 +437,8 @@ fn candidate(kernel: &Kernel, layouts: &[Layout], desc: &Matmul2dDescriptor, sco
             let t = kernel.cooperative(*id);
             let layout = Layout::Wgmma { slices, cols: t.cols };
             let in_registers = layouts.get(id.0 as usize) == Some(&layout) || (free_left(kernel, layouts, *id) && t.rows == desc.m && t.scope == scope);
-            (in_registers && t.elem == Scalar::F32 && desc.relaxed_precision && t.cols.is_multiple_of(WGMMA_K)).then_some(WgmmaLeft::Registers(*id))?
+            let exact = t.elem == re || (t.elem == Scalar::F32 && desc.relaxed_precision);
+            (in_registers && exact && t.cols.is_multiple_of(WGMMA_K)).then_some(WgmmaLeft::Registers(*id))?
         }
     };
     Some(WgmmaProduct { warpgroups, slices, n: desc.n, elem: re, left, right: r })
@@ -674,7 +691,10 @@ impl Settle<'_> {
     /// destination.
     fn reaches(&self, kind: &StmtKind) -> bool {
         let own = match kind {
-            StmtKind::CooperativeLoad { tensor, .. } | StmtKind::CooperativeStore { tensor, .. } | StmtKind::CooperativeSet { tensor, .. } => self.plan.is_wgmma(*tensor),
+            StmtKind::CooperativeLoad { tensor, .. }
+            | StmtKind::CooperativeStore { tensor, .. }
+            | StmtKind::CooperativeSet { tensor, .. }
+            | StmtKind::CooperativeDequantize { tensor, .. } => self.plan.is_wgmma(*tensor),
             StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => self.plan.is_wgmma(*src) || self.plan.is_wgmma(*dest),
             StmtKind::Matmul2d { left: Matmul2dLeft::Cooperative(id), .. } => self.plan.is_wgmma(*id),
             _ => false,
@@ -862,6 +882,28 @@ mod tests {
         let (row, col) = Layout::WgmmaRows { slices: 2 }.coords("t", "i");
         assert_eq!((row.as_str(), col.as_str()), ("((t) / 128u * 128u + (i) / 2u * 64u + (t) % 128u / 32u * 16u + (t) % 32u / 4u + (i) % 2u * 8u)", "0u"));
         assert_eq!(Layout::WgmmaRows { slices: 1 }.valid("t", "i"), "((t) % 4u == 0u)");
+    }
+
+    /// `wgmma_row`/`wgmma_col` of the prelude, written out: slots `2q` and
+    /// `2q + 1` of a thread are columns `c` and `c + 1` of one row with `c`
+    /// even (nibbles `c % 8`, `c % 8 + 1` of one word, its byte `c % 8 / 2`),
+    /// which the dequantization's pair decode takes them to be.
+    #[test]
+    fn wgmma_slot_pairs_are_k_adjacent_columns_of_one_row() {
+        for (slices, cols) in [(1u32, 16u32), (1, 64), (2, 128), (4, 256)] {
+            let layout = Layout::Wgmma { slices, cols };
+            let coord = |t: u32, i: u32| {
+                let (u, j) = (t % 128, i % (cols / 2));
+                let row = (t / 128) * 64 * slices + (i / (cols / 2)) * 64 + 16 * (u / 32) + (u % 32) / 4 + 8 * ((j / 2) % 2);
+                (row, 8 * (j / 4) + 2 * (t % 4) + j % 2)
+            };
+            for t in 0..256 {
+                for q in 0..layout.capacity() / 2 {
+                    let ((r0, c0), (r1, c1)) = (coord(t, 2 * q), coord(t, 2 * q + 1));
+                    assert!(r0 == r1 && c0 % 2 == 0 && c1 == c0 + 1 && c0 % 8 / 2 == t % 4, "{slices} slice(s), {cols} columns: thread {t}, pair {q}");
+                }
+            }
+        }
     }
 
     /// `mma_row`/`mma_col` of the prelude and [`Layout::owner`]'s inverse,

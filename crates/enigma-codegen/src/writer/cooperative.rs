@@ -351,6 +351,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 ));
             }
             StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
+            StmtKind::CooperativeDequantize { tensor, .. } => {
+                let t = self.kernel.cooperative(*tensor);
+                return Err(self.error(CodegenErrorKind::Unsupported {
+                    what: format!("cooperative_dequantize into `{}` with MetalPerformancePrimitives (the SIMD-group-matrix lowering below MSL 4.0 takes it)", t.name),
+                    ty: Type::scalar(t.elem),
+                }));
+            }
             _ => {}
         }
         Ok(())

@@ -16,11 +16,11 @@
 
 use super::{Val, Writer};
 use crate::code::Code;
-use crate::cuda::cooperative::{hold_function, pack_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, pack_function, pair_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, ReduceAxis, ReduceOp, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, QuantCode, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// A product's left operand as the generator reads it: a view (its memory
@@ -96,13 +96,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
     /// The place of view element (x, y), through the array's physical layout.
     fn view_place(&mut self, mem: Memory, c: &ViewConsts, x: &str, y: &str) -> Result<String, CodegenError> {
-        let (name, _) = self.memory(mem)?;
-        let index = format!("{} + ({x}) * {} + ({y}) * {}", c.off(), c.stride(0), c.stride(1));
-        let index = match mem {
-            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, TgIndex { code: index, split: None }),
-            _ => index,
-        };
-        Ok(format!("{name}[{index}]"))
+        self.memory_place(mem, &format!("{} + ({x}) * {} + ({y}) * {}", c.off(), c.stride(0), c.stride(1)))
     }
 
     fn inside(c: &ViewConsts, x: &str, y: &str) -> String {
@@ -184,11 +178,113 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let v = self.top_expr(value)?.code.text;
                 self.line(&format!("{name}[{i}] = {v};"));
             }
+            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                self.dequantize(*tensor, *code, *words, *scales, [offset, stride, scale_offset, scale_stride, group_shift])?;
+            }
             StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
             StmtKind::CooperativeCombine { dest, src, op } => self.combine(*dest, *src, *op)?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// `cooperative_dequantize` into tensor `id`, each thread its own slots;
+    /// `values` are the word offset and stride, the scale offset and
+    /// stride and the group shift. The nibbles decode through the tile
+    /// helpers' `enigma_q4_pair` (the 4-bit codes' values in f16, exactly).
+    /// Generally slot by slot: the exact f32 product of the value and the
+    /// scale, rounded once to the tensor's type. In the `wgmma` accumulator
+    /// layout ([`Layout::Wgmma`]) slots `2q` and `2q + 1` are columns
+    /// `c, c + 1` of one row with `c` even, nibbles `c % 8` and `c % 8 + 1`
+    /// of one word (its byte `c % 8 / 2`): the pair is decoded at once, its
+    /// word loaded once and its scale once where both columns are in one
+    /// group, and an f16 tensor takes the pair times its scales with one
+    /// `__hmul2` (one rounding of each exact product).
+    fn dequantize(&mut self, id: CoopId, code: QuantCode, words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
+        let layout = self.layout(id)?;
+        let elem = self.kernel.cooperative(id).elem;
+        self.dialect.use_matrices();
+        let code = format!("enigma_{code}");
+        self.line("{");
+        self.indent += 1;
+        let mut texts = vec![];
+        for e in values {
+            texts.push(self.top_expr(e)?.code.text);
+        }
+        self.line(&format!("const uint enigma_q[5] = {{{}}};", texts.join(", ")));
+        if matches!(layout, Layout::Wgmma { .. }) && matches!(elem, Scalar::F16 | Scalar::F32) {
+            // Both columns of a pair lie in one group unless the shift is 0
+            // (a uniform test): then one scale serves the pair.
+            self.line("if ((enigma_q[4] & 31u) != 0u) {");
+            self.indent += 1;
+            self.dequantize_pairs(id, layout, &code, (words, scales), false)?;
+            self.indent -= 1;
+            self.line("} else {");
+            self.indent += 1;
+            self.dequantize_pairs(id, layout, &code, (words, scales), true)?;
+            self.indent -= 1;
+            self.line("}");
+        } else {
+            let name = self.coop_name(id)?;
+            let t = self.scope_thread(id);
+            let to_elem = self.dialect.cast(Type::scalar(elem), Type::F32, Code::primary("enigma_v")).text;
+            let (row, col) = layout.coords(&t, "enigma_i");
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_i = 0u; enigma_i < {}u; ++enigma_i) {{", layout.capacity()));
+            self.indent += 1;
+            self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
+            self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+            let word = self.memory_place(words, &word_index("enigma_c"))?;
+            let scale = self.memory_place(scales, &scale_index("enigma_c"))?;
+            self.line(&format!("const uint enigma_code = {word} >> (enigma_c % 8u * 4u);"));
+            self.line(&format!("const float enigma_v = __low2float(enigma_q4_pair<{code}>(enigma_code & 0xFu, 0u)) * __half2float({scale});"));
+            self.line(&format!("{name}[enigma_i] = {to_elem};"));
+            self.indent -= 1;
+            self.line("}");
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// The pair loop of [`Writer::dequantize`] in the `wgmma` layout over
+    /// the `enigma_q` values: each pair's word loaded once and decoded by
+    /// `enigma_q4_pair`, its scale loaded once, or (`per_column`, a group
+    /// of one K value) each column's own.
+    fn dequantize_pairs(&mut self, id: CoopId, layout: Layout, code: &str, (words, scales): (Memory, Memory), per_column: bool) -> Result<(), CodegenError> {
+        let name = self.coop_name(id)?;
+        let t = self.scope_thread(id);
+        let (row, col) = layout.coords(&t, "2u * enigma_p");
+        self.line("#pragma unroll");
+        self.line(&format!("for (uint enigma_p = 0u; enigma_p < {}u; ++enigma_p) {{", layout.capacity() / 2));
+        self.indent += 1;
+        self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+        let word = self.memory_place(words, &word_index("enigma_c"))?;
+        self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_c % 8u / 2u);"));
+        let first = self.memory_place(scales, &scale_index("enigma_c"))?;
+        let second = if per_column { self.memory_place(scales, &scale_index("enigma_c + 1u"))? } else { "enigma_s0".to_string() };
+        self.line(&format!("const __half enigma_s0 = {first}, enigma_s1 = {second};"));
+        if self.kernel.cooperative(id).elem == Scalar::F16 {
+            self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
+            self.line(&format!("{name}[2u * enigma_p] = __low2half(enigma_h);"));
+            self.line(&format!("{name}[2u * enigma_p + 1u] = __high2half(enigma_h);"));
+        } else {
+            self.line(&format!("{name}[2u * enigma_p] = __low2float(enigma_pair) * __half2float(enigma_s0);"));
+            self.line(&format!("{name}[2u * enigma_p + 1u] = __high2float(enigma_pair) * __half2float(enigma_s1);"));
+        }
+        self.indent -= 1;
+        self.line("}");
+        Ok(())
+    }
+
+    /// `mem[index]`, through a threadgroup array's physical layout.
+    fn memory_place(&mut self, mem: Memory, index: &str) -> Result<String, CodegenError> {
+        let (name, _) = self.memory(mem)?;
+        let index = match mem {
+            Memory::Threadgroup(t) => self.dialect.threadgroup_index(t, TgIndex { code: index.to_string(), split: None }),
+            _ => index.to_string(),
+        };
+        Ok(format!("{name}[{index}]"))
     }
 
     /// A row or column reduction: each thread reduces the row or column of
@@ -646,9 +742,14 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
     }
 
-    /// Pins the registers of `wgmma` accumulator `id` (each 64-row slice).
+    /// Pins the registers of `wgmma` accumulator `id` (each 64-row slice);
+    /// a 16-bit tensor in that layout is only ever a left operand, which
+    /// `wgmma` does not write.
     fn hold(&mut self, id: CoopId) -> Result<(), CodegenError> {
         let Layout::Wgmma { slices, cols } = self.layout(id)? else { return Ok(()) };
+        if self.kernel.cooperative(id).elem != Scalar::F32 {
+            return Ok(());
+        }
         let (hold, text) = hold_function(cols / 2);
         self.coop_function((hold.clone(), text));
         let name = self.coop_name(id)?;
@@ -698,12 +799,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.hold(dest)?;
         self.line(&format!("const uint enigma_g = ({t}) / 128u * {}u;", p.slices * 64));
-        // A left operand in registers is rounded to pairs of the input type
-        // before the fence: PTX requires the registers of `wgmma`'s A
-        // fragment written before `wgmma.fence`.
+        // A left operand in registers is packed to pairs of the input type
+        // (rounded from f32) before the fence: PTX requires the registers
+        // of `wgmma`'s A fragment written before `wgmma.fence`.
         if let WgmmaLeft::Registers(id) = p.left {
             let (left, pairs) = (self.coop_name(id)?, self.layout(id)?.capacity() / 2);
-            let (pack, text) = pack_function(p.elem);
+            let (pack, text) = if self.kernel.cooperative(id).elem == p.elem { pair_function(p.elem) } else { pack_function(p.elem) };
             self.coop_function((pack.clone(), text));
             self.line(&format!("unsigned enigma_pairs[{pairs}];"));
             self.line("#pragma unroll");
@@ -762,6 +863,19 @@ impl<'k, D: Dialect> Writer<'k, D> {
             _ => return Err(self.malformed("not a cooperative expression")),
         })
     }
+}
+
+/// The index of the packed word of column `c` of row `enigma_r` in a
+/// dequantization (`enigma_q`: the word offset and stride, the scale
+/// offset and stride, the group shift).
+fn word_index(c: &str) -> String {
+    format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r")
+}
+
+/// The index of the scale of column `c` of row `enigma_r` in a
+/// dequantization (its group: `c >> shift`, the shift mod 32 as the IR's).
+fn scale_index(c: &str) -> String {
+    format!("enigma_q[2] + (({c}) >> (enigma_q[4] & 31u)) * enigma_q[3] + enigma_r")
 }
 
 /// Element `at` (row-major) of a source [`Writer::readable_elements`] made

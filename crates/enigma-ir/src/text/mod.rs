@@ -53,6 +53,7 @@
 //!          | ("matmul2d" | "matmul2d_overlapped") "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination); overlapped: operands released at the second barrier
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
 //!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
+//!          | ("cooperative_dequantize_int4" | "cooperative_dequantize_fp4") "(" ref "," ref "," expr "," expr "," ref "," expr "," expr "," expr ")"   // (tensor, words, offset, stride, scales, scale offset, scale stride, group shift)
 //!          | "combine" "(" ref "," ref "," ("assign" | "add" | "sub" | "mul" | "max" | "min") ")"   // (destination, source, op)
 //!          | ref "[" expr "]" "=" expr                 // a cooperative tensor's slot
 //! descriptor := "matmul2d_descriptor" "(" m "," n "," (k | "dynamic_extent") "," bool "," bool "," bool ","
@@ -185,7 +186,9 @@
 //!   transpose_right, relaxed_precision, mode}, scope, left: {"tensor": view}
 //!   or {"cooperative": id}, right: view, dest}`, `cooperative_load {tensor,
 //!   src}`, `cooperative_store {tensor, dst}`, `cooperative_set {tensor,
-//!   index, value}`, `cooperative_reduce {src, dest, axis, op}`, views
+//!   index, value}`, `cooperative_dequantize {tensor, code, words, offset,
+//!   stride, scales, scale_offset, scale_stride, group_shift}`,
+//!   `cooperative_reduce {src, dest, axis, op}`, views
 //!   `{mem, offset, extents: [x, y], strides: [x, y]}`, and the expressions
 //!   `cooperative_capacity {tensor}`, `cooperative_valid {tensor, index}`,
 //!   `cooperative_element {tensor, index}`, `cooperative_coord {tensor,

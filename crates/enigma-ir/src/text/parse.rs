@@ -502,7 +502,15 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::Barrier { scope, flags })
                 }
-                "matmul2d" | "matmul2d_overlapped" | "cooperative_load" | "cooperative_store" | "reduce_rows" | "reduce_columns" | "combine"
+                "matmul2d"
+                | "matmul2d_overlapped"
+                | "cooperative_load"
+                | "cooperative_store"
+                | "cooperative_dequantize_int4"
+                | "cooperative_dequantize_fp4"
+                | "reduce_rows"
+                | "reduce_columns"
+                | "combine"
                     if *self.peek_at(1) == Tok::Punct("(") =>
                 {
                     Some(self.cooperative_stmt(&word)?)
@@ -1294,6 +1302,25 @@ impl Parser {
                 } else {
                     StmtKind::CooperativeStore { tensor, dst: view }
                 }
+            }
+            "cooperative_dequantize_int4" | "cooperative_dequantize_fp4" => {
+                let code = if word == "cooperative_dequantize_int4" { QuantCode::Int4 } else { QuantCode::Fp4 };
+                let tensor = self.coop_arg()?;
+                self.expect_punct(",")?;
+                let words = self.memory_arg()?;
+                self.expect_punct(",")?;
+                let offset = self.expr()?;
+                self.expect_punct(",")?;
+                let stride = self.expr()?;
+                self.expect_punct(",")?;
+                let scales = self.memory_arg()?;
+                self.expect_punct(",")?;
+                let scale_offset = self.expr()?;
+                self.expect_punct(",")?;
+                let scale_stride = self.expr()?;
+                self.expect_punct(",")?;
+                let group_shift = self.expr()?;
+                StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift }
             }
             "combine" => {
                 let dest = self.coop_arg()?;

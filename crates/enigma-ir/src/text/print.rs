@@ -79,6 +79,8 @@ const KEYWORDS: &[&str] = &[
     "tensor",
     "cooperative_load",
     "cooperative_store",
+    "cooperative_dequantize_int4",
+    "cooperative_dequantize_fp4",
     "reduce_rows",
     "reduce_columns",
     "combine",
@@ -311,6 +313,20 @@ impl Printer<'_> {
                 self.out.push_str("] = ");
                 self.expr(value);
             }
+            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
+                let _ = write!(self.out, "cooperative_dequantize_{code}({}, {words}, ", self.coop_ref(*tensor));
+                self.expr(offset);
+                self.out.push_str(", ");
+                self.expr(stride);
+                let _ = write!(self.out, ", {scales}, ");
+                self.expr(scale_offset);
+                self.out.push_str(", ");
+                self.expr(scale_stride);
+                self.out.push_str(", ");
+                self.expr(group_shift);
+                self.out.push(')');
+            }
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
                 let _ = write!(self.out, "{}({}, {}, {})", axis.function(), self.coop_ref(*src), self.coop_ref(*dest), op.name());
             }
@@ -507,6 +523,7 @@ impl Printer<'_> {
             | StmtKind::CooperativeLoad { .. }
             | StmtKind::CooperativeStore { .. }
             | StmtKind::CooperativeSet { .. }
+            | StmtKind::CooperativeDequantize { .. }
             | StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. } => self.cooperative_stmt(&stmt.kind),
         }

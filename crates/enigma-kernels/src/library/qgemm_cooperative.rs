@@ -10,22 +10,24 @@
 //! of B) as the `tn × tm` product of one `matmul2d(tn, tm, tk)` per slice
 //! of `tk` K values. The weights' side is always whole 64-row slices of the
 //! product, so a few rows of A cost a narrow product (`tm` from 8), not a
-//! 64-row one, and the threads decode each slice of weights straight into a
-//! cooperative tensor — the left operand, which on CUDA `wgmma` reads from
-//! registers (the accumulator's fragment layout: `relaxed_precision`
-//! rounds the f32 weights to f16, as every quantized GEMM rounds a weight
-//! times its scale) — with no decoded copy in threadgroup memory and no
-//! barrier between decoding and product.
+//! 64-row one, and the scope dequantizes each slice of weights straight
+//! into an f16 cooperative tensor (`cooperative_dequantize`: each weight
+//! times its scale rounded once to f16, as every quantized GEMM rounds
+//! it) — the left operand, which on CUDA `wgmma` reads from registers as
+//! it is (the accumulator's fragment layout, where each thread decodes two
+//! K-adjacent weights of one word with one f16-pair multiply by their
+//! scales) — with no decoded copy in threadgroup memory and no barrier
+//! between decoding and product.
 //!
 //! Per slice, 16-byte asynchronous copies bring A's `tm × tk` values (zeros
 //! past M and K), the slice's `tk / 8 × tn` packed words (as they lie in
 //! memory: a row of words is `tn` consecutive words) and the `tk / 32 × tn`
 //! scales of the groups the slice can touch into `stages` stages of
-//! threadgroup memory (zeros past N and K). After the slice's barrier each
-//! thread sets each slot of the weights' tensor from its coordinates (K
-//! value `c` of weight column `r`): nibble `c % 8` of word `(c / 8, r)`,
-//! decoded by bit arithmetic, times its group's scale, and the product
-//! multiplies it with the staged A (K-major, `transpose_right`). The copies
+//! threadgroup memory (zeros past N and K). After the slice's barrier the
+//! scope dequantizes the stage into the weights' tensor (K value `c` of
+//! weight column `r`: nibble `c % 8` of word `(c / 8, r)` times its group's
+//! scale), and the product multiplies it with the staged A (K-major,
+//! `transpose_right`). The copies
 //! run `stages − 1` slices ahead: the stage refilled after slice `t`'s
 //! barrier is slice `t − 1`'s, whose product and decoding that barrier
 //! ended.
@@ -47,7 +49,7 @@
 
 use super::gemm::cooperative::{for_each_slot, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
-use super::quant::{fp4_code_value, Format, GROUPS, VALUES_PER_WORD};
+use super::quant::{Format, GROUPS, VALUES_PER_WORD};
 use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
 use super::tile::TileShape;
 use super::*;
@@ -216,21 +218,6 @@ impl CoopQgemmConfig {
     }
 }
 
-/// The weight in K value `col` (within the slice) of the word `word`
-/// times `scale` (f32, an f16 value), exactly: nibble `col % 8`, decoded
-/// as `format` by bit arithmetic (INT4: the nibble as the low mantissa of
-/// the f32 `2^23 + nibble`, less `2^23 + 8`). On the H200 this shift, mask
-/// and subtraction ran 1.2× faster than rotating the nibble to bits 13…16
-/// for one fused multiply-add by the scale (M = 16: 28.7–28.9 µs against
-/// 35.5; `BENCHMARKS.md`).
-fn decoded(format: Format, word: Ex, col: Ex, scale: Ex) -> Ex {
-    let nibble = (word >> ((col & 7u32) * 4u32)) & 0xFu32;
-    match format {
-        Format::Fp4 => fp4_code_value(nibble) * scale,
-        _ => ((nibble | 0x4B00_0000u32).bitcast(Type::F32) - f(8_388_616.0)) * scale,
-    }
-}
-
 /// The quantized GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
@@ -241,6 +228,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         panic!("{e}");
     }
     let CoopQgemmConfig { format, tm, tn, tk, stages, splits, whole, .. } = *cfg;
+    let code = format.quant_code().expect("the check admits 4-bit codes only");
     let threads = cfg.threads();
     let word_rows = tk / VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(cfg.name());
@@ -276,18 +264,14 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
-    // A slice starts at a multiple of its depth, so the scale row of its K
-    // value `c` (relative to the slice's first group) is `c / group`:
-    // `(c / 32) >> finer`, the first shift known for each slot.
-    let finer = k.let_("finer", group_shift - GROUPS[0].trailing_zeros());
 
-    let desc = Matmul2dDescriptor { transpose_right: true, relaxed_precision: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
+    // The weights are f16, A's type: the product reads them as they are.
+    let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
     let op = Matmul2d::new(desc, scope);
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-    let weights = k.cooperative_tensor("weights", Scalar::F32, tn, tk, scope);
+    let weights = k.cooperative_tensor("weights", Scalar::F16, tn, tk, scope);
     let acc_per_thread = tn * tm / threads;
-    let weights_per_thread = tn * tk / threads;
     for_each_slot(&mut k, acc, acc_per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
     // Slice `t`'s copies (of this threadgroup's run of K) into stage
@@ -304,19 +288,16 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
         scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and(inside((n0 + c).lt(n))));
     };
-    // Sets every slot of the weights' tensor from the words and scales in
-    // stage `stage` (a value): K value `col` of weight column `row`.
+    // Dequantizes the weights' tensor from the words and scales in stage
+    // `stage` (a value): K value `c` of weight column `r` is nibble `c % 8`
+    // of the stage's word `(c / 8, r)` times its scale `(c >> group_shift,
+    // r)` — a slice starts at a multiple of its depth, which a group
+    // divides or which divides a group, so `c >> group_shift` is the group
+    // relative to the stage's first row of scales.
     let decode = |k: &mut KernelBuilder, stage: Ex| {
         let words_at = k.let_("words_at", stage * (word_rows * tn));
         let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
-        for_each_slot(k, weights, weights_per_thread, "dq", &|k, i, tag| {
-            k.if_(weights.is_valid_element(i), |k| {
-                let [col, row] = weights.get_multidimensional_index(i);
-                let word = k.let_(&format!("{tag}_word"), word_slices.get(words_at + (col >> 3u32) * tn + row));
-                let scale = scale_slices.get(scales_at + ((col >> GROUPS[0].trailing_zeros()) >> finer) * tn + row).cast(Type::F32);
-                k.cooperative_set(weights, i, decoded(format, word, col, scale));
-            });
-        });
+        k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
     };
     let right = |stage: Ex| a_ops.view(stages, stage);
 

@@ -1,0 +1,108 @@
+//! `cooperative_dequantize` in generated code. CUDA: a tensor in `wgmma`'s
+//! accumulator layout decodes its slot pairs at once (one word and one
+//! `enigma_q4_pair` per pair, one scale unless the group shift is 0, an
+//! f16 tensor scaled by one `__hmul2`) and,
+//! holding the right operand's type, is `wgmma`'s left operand from
+//! registers without relaxed precision (golden file
+//! `cooperative_dequantize_wgmma.cu`); any other layout goes slot by slot,
+//! the exact f32 product rounded once (`cooperative_dequantize_scalar.cu`).
+//! MSL below 4.0 calls `enigma_coop_dequantize` slot by slot
+//! (`cooperative_dequantize_fragments.msl`, which tests/msl_syntax.rs and
+//! tests/msl_strict.rs check against their shims); MSL 4.0 refuses it.
+
+use enigma_codegen::{cuda, msl, CodegenErrorKind};
+use enigma_ir::text::parse;
+use enigma_ir::{validate, Kernel, KernelInfo};
+
+/// Staged words and scales dequantized into an f16 tensor (the weights,
+/// 64 rows of N by 64 of K) that multiplies a staged f16 tile of A.
+const DEQUANTIZED_PRODUCT: &str = "\
+kernel dequantized_product(A: device f16 read, W: device u32 read, S: device f16 read, O: device f32 read_write, G: u32) {
+    var i: u32
+    threadgroup As: f16[4096]
+    threadgroup Ws: u32[512]
+    threadgroup Ss: f16[128]
+    cooperative w: cooperative_tensor<f16, 64, 64, simdgroups(4)>
+    cooperative o: cooperative_tensor<f32, 64, 64, simdgroups(4)>
+
+    for i in (thread_index_in_threadgroup, 4096u32, 128u32) {
+        As[i] = A[i]
+    }
+    for i in (thread_index_in_threadgroup, 512u32, 128u32) {
+        Ws[i] = W[i]
+    }
+    Ss[thread_index_in_threadgroup] = S[thread_index_in_threadgroup]
+    threadgroup_barrier(mem_threadgroup)
+    cooperative_dequantize_int4(w, Ws, 0u32, 64u32, Ss, 0u32, 64u32, ctz(G))
+    matmul2d(matmul2d_descriptor(64, 64, 64, false, true, false, multiply), simdgroups(4), w, tensor(As, 0u32, 64u32, 64u32, 1u32, 64u32), o)
+    cooperative_store(o, tensor(O, 0u32, 64u32, 64u32, 1u32, 64u32))
+}
+";
+
+fn kernel(text: &str) -> (Kernel, KernelInfo) {
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let info = validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    (kernel, info)
+}
+
+fn cuda_source(text: &str, wgmma: bool) -> String {
+    let (kernel, info) = kernel(text);
+    cuda::write_string(&kernel, &info, &cuda::Options { wgmma, ..cuda::Options::default() }).unwrap_or_else(|e| panic!("{e}")).source
+}
+
+#[test]
+fn in_the_wgmma_layout_pairs_decode_at_once_into_wgmmas_left_operand() {
+    let cu = cuda_source(DEQUANTIZED_PRODUCT, true);
+    for needle in [
+        "__half w[32]; // cooperative_tensor<f16, 64, 64, simdgroups(4)>, wgmma accumulator",
+        "for (uint enigma_p = 0u; enigma_p < 16u; ++enigma_p) {",
+        "const __half2 enigma_pair = enigma_q4_pair<enigma_int4>(Ws[",
+        "const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));",
+        // One scale per pair where the shift puts both columns in one group.
+        "if ((enigma_q[4] & 31u) != 0u) {",
+        ", enigma_s1 = enigma_s0;",
+        // The f16 pairs are wgmma's A fragment as they are: no rounding.
+        "enigma_pairs[enigma_q] = enigma_pair_f16(w[2u * enigma_q], w[2u * enigma_q + 1u]);",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("enigma_pack_f16("), "{cu}");
+    // The previous product reads the weights' registers: the statement
+    // that rewrites them waits for it.
+    let dequantize = cu.find("const uint enigma_q[5]").unwrap();
+    let barrier = cu[..dequantize].rfind("enigma::threadgroup_barrier(enigma_tg);").unwrap();
+    assert!(cu[barrier..dequantize].contains("\n    enigma::wgmma_wait();\n"), "{cu}");
+    insta::assert_snapshot!("cooperative_dequantize_wgmma.cu", cu);
+}
+
+#[test]
+fn any_other_layout_decodes_slot_by_slot_rounding_the_exact_product_once() {
+    let cu = cuda_source(DEQUANTIZED_PRODUCT, false);
+    for needle in [
+        "__half w[32]; // cooperative_tensor<f16, 64, 64, simdgroups(4)>, linear layout",
+        "const float enigma_v = __low2float(enigma_q4_pair<enigma_int4>(enigma_code & 0xFu, 0u)) * __half2float(Ss[",
+        "w[enigma_i] = (__half)enigma_v;",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("enigma_pair =") && !cu.contains("wgmma.mma_async"), "{cu}");
+    insta::assert_snapshot!("cooperative_dequantize_scalar.cu", cu);
+    // An f32 tensor in the wgmma layout decodes pairs too, each product exact in f32.
+    let f32_weights = DEQUANTIZED_PRODUCT.replace("cooperative_tensor<f16, 64, 64", "cooperative_tensor<f32, 64, 64").replace("false, true, false, multiply", "false, true, true, multiply");
+    let cu = cuda_source(&f32_weights, true);
+    let needle = "w[2u * enigma_p] = __low2float(enigma_pair) * __half2float(enigma_s0);";
+    assert!(cu.contains(needle) && cu.contains("enigma_pack_f16("), "missing {needle:?} in\n{cu}");
+}
+
+#[test]
+fn msl_below_4_dequantizes_slot_by_slot_and_msl_4_refuses() {
+    let (kernel, info) = kernel(DEQUANTIZED_PRODUCT);
+    let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let needle = "enigma_coop_dequantize<enigma_int4>(w, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), ";
+    assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    insta::assert_snapshot!("cooperative_dequantize_fragments.msl", metal);
+    let options = msl::Options { language_version: (4, 0), ..msl::Options::default() };
+    let err = msl::write_string(&kernel, &info, &options).unwrap_err();
+    assert!(matches!(err.kind, CodegenErrorKind::Unsupported { .. }), "{err}");
+}
