@@ -1,8 +1,9 @@
 //! The quantized GEMM on cooperative tensors (`qgemm_cooperative`) checked
 //! on a runtime against the f64 product of A and the host-dequantized
 //! weights (`qmatmul::reference`; the host decodes the codes by
-//! `quant::fp4_value` and `int4_value`, the kernel with
-//! `cooperative_dequantize`, both by `QuantCode::value`), for the simulator (`enigma-ops/tests/qmatmul_cooperative.rs`,
+//! `quant::fp4_value` and `int4_value`; the kernel FP4 with
+//! `cooperative_dequantize`, INT4 by bit arithmetic of its own), for the
+//! simulator (`enigma-ops/tests/qmatmul_cooperative.rs`,
 //! under the sanitizer, posing as a device of 227 KiB) and a CUDA GPU
 //! (`enigma-cuda/tests/library.rs`, `wgmma` on sm_90a): through
 //! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]) and
