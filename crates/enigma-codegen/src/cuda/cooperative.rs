@@ -262,30 +262,24 @@ impl WgmmaProduct {
     }
 }
 
-/// The function that packs two 16-bit values of `elem` (f16 or bf16) into
-/// one register, low first, `enigma_pair_{ty}(lo, hi)`, and its definition:
-/// how a 16-bit `wgmma` left operand in registers is packed.
-pub(crate) fn pair_function(elem: Scalar) -> (String, String) {
-    let (ty, scalar, pair, make) = if elem == Scalar::BF16 { ("bf16", "__nv_bfloat16", "__nv_bfloat162", "__halves2bfloat162") } else { ("f16", "__half", "__half2", "__halves2half2") };
-    let name = format!("enigma_pair_{ty}");
+/// The function that fills one register with a pair of `elem` (f16 or
+/// bf16), low first, and its definition: from two values of `from` =
+/// `elem` as they are, `enigma_pair_{ty}(lo, hi)`, or from two f32 values
+/// (16-bit values read exactly) rounded, `enigma_pack_{ty}(lo, hi)`. How
+/// `mma.sync` fragments and a `wgmma` left operand in registers are
+/// packed.
+pub(crate) fn pair_register_function(elem: Scalar, from: Scalar) -> (String, String) {
+    let bf16 = elem == Scalar::BF16;
+    let (ty, pair) = if bf16 { ("bf16", "__nv_bfloat162") } else { ("f16", "__half2") };
+    let (name, arg, make) = match (from == Scalar::F32, bf16) {
+        (true, true) => (format!("enigma_pack_{ty}"), "float", "__floats2bfloat162_rn"),
+        (true, false) => (format!("enigma_pack_{ty}"), "float", "__floats2half2_rn"),
+        (false, true) => (format!("enigma_pair_{ty}"), "__nv_bfloat16", "__halves2bfloat162"),
+        (false, false) => (format!("enigma_pair_{ty}"), "__half", "__halves2half2"),
+    };
     let text = format!(
-        "__device__ __forceinline__ unsigned {name}({scalar} lo, {scalar} hi)\n{{\n    \
+        "__device__ __forceinline__ unsigned {name}({arg} lo, {arg} hi)\n{{\n    \
          const {pair} h = {make}(lo, hi);\n    \
-         return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
-    );
-    (name, text)
-}
-
-/// The function that rounds two f32 values (16-bit values read exactly) to
-/// a pair of `elem` (f16 or bf16) in one register, `enigma_pack_{ty}(lo,
-/// hi)`, and its definition: how `mma.sync` fragments and a `wgmma` left
-/// operand in registers are packed.
-pub(crate) fn pack_function(elem: Scalar) -> (String, String) {
-    let (ty, pair, convert) = if elem == Scalar::BF16 { ("bf16", "__nv_bfloat162", "__floats2bfloat162_rn") } else { ("f16", "__half2", "__floats2half2_rn") };
-    let name = format!("enigma_pack_{ty}");
-    let text = format!(
-        "__device__ __forceinline__ unsigned {name}(float lo, float hi)\n{{\n    \
-         const {pair} h = {convert}(lo, hi);\n    \
          return *reinterpret_cast<const unsigned*>(&h);\n}}\n"
     );
     (name, text)
@@ -304,7 +298,7 @@ pub(crate) struct MmaProduct {
 impl MmaProduct {
     /// The function that issues one m16n8k16 instruction into four
     /// accumulator slots from packed fragments, and the one that packs two
-    /// f32 values into a fragment register ([`pack_function`]).
+    /// f32 values into a fragment register ([`pair_register_function`]).
     pub fn functions(&self) -> [(String, String); 2] {
         let ty = if self.elem == Scalar::BF16 { "bf16" } else { "f16" };
         let issue = format!("enigma_mma_m16n8k16_{ty}");
@@ -319,7 +313,7 @@ impl MmaProduct {
                      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n}}\n"
                 ),
             ),
-            pack_function(self.elem),
+            pair_register_function(self.elem, Scalar::F32),
         ]
     }
 }

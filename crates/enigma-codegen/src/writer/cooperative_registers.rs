@@ -16,7 +16,7 @@
 
 use super::{Val, Writer};
 use crate::code::Code;
-use crate::cuda::cooperative::{hold_function, pack_function, pair_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
+use crate::cuda::cooperative::{hold_function, pair_register_function, Layout, Major, MmaProduct, Plan, Swizzle, WgmmaLeft, WgmmaOperand, WgmmaProduct, WGMMA_K};
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
@@ -804,7 +804,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         // of `wgmma`'s A fragment written before `wgmma.fence`.
         if let WgmmaLeft::Registers(id) = p.left {
             let (left, pairs) = (self.coop_name(id)?, self.layout(id)?.capacity() / 2);
-            let (pack, text) = if self.kernel.cooperative(id).elem == p.elem { pair_function(p.elem) } else { pack_function(p.elem) };
+            let (pack, text) = pair_register_function(p.elem, self.kernel.cooperative(id).elem);
             self.coop_function((pack.clone(), text));
             self.line(&format!("unsigned enigma_pairs[{pairs}];"));
             self.line("#pragma unroll");

@@ -112,7 +112,8 @@ pub struct CoopQgemmConfig {
     /// Whole tiles: M a multiple of `tm`, N of `tn` and K of `tk`, so every
     /// copy of A and of the words lies inside its matrix and the kernel
     /// tests none of them (a variant of its own, `_whole`: on the H200 the
-    /// tests cost 3 µs of 31 at 64 rows of 11008 × 4096). Dispatch it only
+    /// tests cost 2.1 µs of 35.8 at 64 rows of 11008 × 4096 INT4,
+    /// `BENCHMARKS.md`). Dispatch it only
     /// where [`CoopQgemmConfig::whole_for`] sets it.
     pub whole: bool,
 }
@@ -332,13 +333,13 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
             return;
         }
+        // `(c / 32) >> finer` is `c >> group_shift` with the first shift
+        // known for each slot.
+        let finer = k.let_("finer", group_shift - GROUPS[0].trailing_zeros());
         for_each_slot(k, weights, weights_per_thread, "dq", &|k, i, tag| {
             k.if_(weights.is_valid_element(i), |k| {
                 let [col, row] = weights.get_multidimensional_index(i);
                 let word = k.let_(&format!("{tag}_word"), word_slices.get(words_at + (col >> 3u32) * tn + row));
-                // `(c / 32) >> finer` is `c >> group_shift` with the
-                // first shift known for each slot.
-                let finer = group_shift - GROUPS[0].trailing_zeros();
                 let scale = scale_slices.get(scales_at + ((col >> GROUPS[0].trailing_zeros()) >> finer) * tn + row).cast(Type::F32);
                 k.cooperative_set(weights, i, int4_weight(word, col, scale));
             });
