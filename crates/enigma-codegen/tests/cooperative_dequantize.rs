@@ -58,8 +58,14 @@ fn in_the_wgmma_layout_pairs_decode_at_once_into_wgmmas_left_operand() {
         "for (uint enigma_p = 0u; enigma_p < 16u; ++enigma_p) {",
         "const __half2 enigma_pair = enigma_q4_pair<enigma_int4>(Ws[",
         "const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));",
+        // The pairs' byte once per thread, not per pair.
+        "const uint enigma_byte = enigma::wgmma_col<64u>(",
+        ">(Ws[enigma_q[0] + (enigma_c) / 8u * enigma_q[1] + enigma_r], enigma_byte);",
+        // One scale per row where every column lies in the first group.
+        "if ((enigma_q[4] & 31u) >= 6u) {",
+        "const __half enigma_s0 = Ss[enigma_q[2] + 0u * enigma_q[3] + enigma_r], enigma_s1 = enigma_s0;",
         // One scale per pair where the shift puts both columns in one group.
-        "if ((enigma_q[4] & 31u) != 0u) {",
+        "} else if ((enigma_q[4] & 31u) != 0u) {",
         ", enigma_s1 = enigma_s0;",
         // The f16 pairs are wgmma's A fragment as they are: no rounding.
         "enigma_pairs[enigma_q] = enigma_pair_f16(w[2u * enigma_q], w[2u * enigma_q + 1u]);",

@@ -1,8 +1,8 @@
 //! The CUDA source of the quantized GEMM on cooperative tensors
 //! (`enigma_kernels::library::qgemm_cooperative`) for sm_90a: every
 //! product is `wgmma` (not the scalar path beside it only), its left
-//! operand the weights in registers (FP4 dequantized two at a time into
-//! f16 pairs, INT4 slot by slot in f32), its right one A's staged
+//! operand the weights in registers (dequantized two at a time into f16
+//! pairs), its right one A's staged
 //! slices in the 128-byte swizzle, and the staged words and scales, which
 //! only the threads read, stay linear. A change to the builder that lost
 //! the `wgmma` lowering (a pitch, a view, an access that keeps an operand
@@ -34,19 +34,15 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
             let instruction = format!("wgmma.mma_async.sync.aligned.m64n{tm}k16.f32.f16.f16");
             assert!(cu.contains(&instruction), "{name}: no {instruction}");
             assert!(cu.contains(&format!("enigma_wgmma_m64n{tm}k16_f16_rk(&acc[0], &enigma_pairs[")), "{name}: the weights are not read from registers");
-            if format == Format::Fp4 {
-                // FP4 weights are decoded two at a time (one word, one
-                // f16-pair multiply by the scales) into f16 pairs.
-                assert!(cu.contains("enigma_pairs[enigma_q] = enigma_pair_f16(weights[2u * enigma_q], weights[2u * enigma_q + 1u]);"), "{name}: not f16 pairs");
-                assert!(cu.contains("const __half2 enigma_pair = enigma_q4_pair<enigma_fp4>(word_slices["), "{name}: no pair decode");
-                assert!(cu.contains("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));"), "{name}: no f16-pair scaling");
-                assert!(cu.contains("__half weights[") && !cu.contains("float weights[") && !cu.contains("enigma_pack_f16("), "{name}: f32 weights");
-            } else {
-                // INT4 weights slot by slot in f32, rounded to f16 pairs by
-                // the product.
-                assert!(cu.contains("float weights[") && cu.contains("enigma_pairs[enigma_q] = enigma_pack_f16(weights[2u * enigma_q], weights[2u * enigma_q + 1u]);"), "{name}: not f32 weights packed by the product");
-                assert!(!cu.contains("enigma_q4_pair<enigma_int4>(word_slices["), "{name}: pair decode");
-            }
+            // The weights are decoded two at a time (one word, one f16-pair
+            // multiply by the scales) into f16 pairs, each row's scale
+            // loaded once where the slice lies in one group.
+            let code = if format == Format::Fp4 { "enigma_fp4" } else { "enigma_int4" };
+            assert!(cu.contains("enigma_pairs[enigma_q] = enigma_pair_f16(weights[2u * enigma_q], weights[2u * enigma_q + 1u]);"), "{name}: not f16 pairs");
+            assert!(cu.contains(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>(word_slices[")), "{name}: no pair decode");
+            assert!(cu.contains("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));"), "{name}: no f16-pair scaling");
+            assert!(cu.contains("if ((enigma_q[4] & 31u) >= 6u) {"), "{name}: no scale per row");
+            assert!(cu.contains("__half weights[") && !cu.contains("float weights[") && !cu.contains("enigma_pack_f16("), "{name}: f32 weights");
             let swizzled = format!("a_slices[enigma::swizzle128<{SLICE_DEPTH}u, ");
             assert!(cu.contains(&swizzled), "{name}: A is not stored in the swizzle ({swizzled})");
             for linear in ["word_slices[enigma::swizzle128", "scale_slices[enigma::swizzle128"] {

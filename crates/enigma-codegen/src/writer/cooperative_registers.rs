@@ -196,10 +196,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// scale, rounded once to the tensor's type. In the `wgmma` accumulator
     /// layout ([`Layout::Wgmma`]) slots `2q` and `2q + 1` are columns
     /// `c, c + 1` of one row with `c` even, nibbles `c % 8` and `c % 8 + 1`
-    /// of one word (its byte `c % 8 / 2`): the pair is decoded at once, its
+    /// of one word (its byte `c % 8 / 2`, which is `(t % 4)` for every pair
+    /// of thread `t`, so computed once): the pair is decoded at once, its
     /// word loaded once and its scale once where both columns are in one
     /// group, and an f16 tensor takes the pair times its scales with one
-    /// `__hmul2` (one rounding of each exact product).
+    /// `__hmul2` (one rounding of each exact product). Where the shift puts
+    /// every column of the tensor in its first group (`cols ≤ 2^shift`, a
+    /// uniform test) each row's scale is one load, whatever the pair.
     fn dequantize(&mut self, id: CoopId, code: QuantCode, words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
         let layout = self.layout(id)?;
         let elem = self.kernel.cooperative(id).elem;
@@ -212,16 +215,24 @@ impl<'k, D: Dialect> Writer<'k, D> {
             texts.push(self.top_expr(e)?.code.text);
         }
         self.line(&format!("const uint enigma_q[5] = {{{}}};", texts.join(", ")));
-        if matches!(layout, Layout::Wgmma { .. }) && matches!(elem, Scalar::F16 | Scalar::F32) {
-            // Both columns of a pair lie in one group unless the shift is 0
-            // (a uniform test): then one scale serves the pair.
-            self.line("if ((enigma_q[4] & 31u) != 0u) {");
+        if let (Layout::Wgmma { cols, .. }, Scalar::F16 | Scalar::F32) = (layout, elem) {
+            let t = self.scope_thread(id);
+            let (_, first_col) = layout.coords(&t, "0u");
+            self.line(&format!("const uint enigma_byte = {first_col} % 8u / 2u;"));
+            // Every column in the first group, both columns of each pair in
+            // one group (the shift is not 0), or each column its own group:
+            // uniform tests.
+            self.line(&format!("if ((enigma_q[4] & 31u) >= {}u) {{", cols.next_power_of_two().trailing_zeros()));
             self.indent += 1;
-            self.dequantize_pairs(id, layout, &code, (words, scales), false)?;
+            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::FirstGroup)?;
+            self.indent -= 1;
+            self.line("} else if ((enigma_q[4] & 31u) != 0u) {");
+            self.indent += 1;
+            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::OneGroup)?;
             self.indent -= 1;
             self.line("} else {");
             self.indent += 1;
-            self.dequantize_pairs(id, layout, &code, (words, scales), true)?;
+            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::PerColumn)?;
             self.indent -= 1;
             self.line("}");
         } else {
@@ -248,10 +259,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     /// The pair loop of [`Writer::dequantize`] in the `wgmma` layout over
-    /// the `enigma_q` values: each pair's word loaded once and decoded by
-    /// `enigma_q4_pair`, its scale loaded once, or (`per_column`, a group
-    /// of one K value) each column's own.
-    fn dequantize_pairs(&mut self, id: CoopId, layout: Layout, code: &str, (words, scales): (Memory, Memory), per_column: bool) -> Result<(), CodegenError> {
+    /// the `enigma_q` values and the pairs' byte `enigma_byte`: each pair's
+    /// word loaded once and decoded by `enigma_q4_pair`, its scale as
+    /// `scales` says.
+    fn dequantize_pairs(&mut self, id: CoopId, layout: Layout, code: &str, (words, scales): (Memory, Memory), pair_scales: PairScales) -> Result<(), CodegenError> {
         let name = self.coop_name(id)?;
         let t = self.scope_thread(id);
         let (row, col) = layout.coords(&t, "2u * enigma_p");
@@ -260,9 +271,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.indent += 1;
         self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
         let word = self.memory_place(words, &word_index("enigma_c"))?;
-        self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_c % 8u / 2u);"));
-        let first = self.memory_place(scales, &scale_index("enigma_c"))?;
-        let second = if per_column { self.memory_place(scales, &scale_index("enigma_c + 1u"))? } else { "enigma_s0".to_string() };
+        self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_byte);"));
+        let (first, second) = match pair_scales {
+            PairScales::FirstGroup => (self.memory_place(scales, &scale_index_of_group("0u"))?, "enigma_s0".to_string()),
+            PairScales::OneGroup => (self.memory_place(scales, &scale_index("enigma_c"))?, "enigma_s0".to_string()),
+            PairScales::PerColumn => (self.memory_place(scales, &scale_index("enigma_c"))?, self.memory_place(scales, &scale_index("enigma_c + 1u"))?),
+        };
         self.line(&format!("const __half enigma_s0 = {first}, enigma_s1 = {second};"));
         if self.kernel.cooperative(id).elem == Scalar::F16 {
             self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
@@ -875,7 +889,26 @@ fn word_index(c: &str) -> String {
 /// The index of the scale of column `c` of row `enigma_r` in a
 /// dequantization (its group: `c >> shift`, the shift mod 32 as the IR's).
 fn scale_index(c: &str) -> String {
-    format!("enigma_q[2] + (({c}) >> (enigma_q[4] & 31u)) * enigma_q[3] + enigma_r")
+    scale_index_of_group(&format!("(({c}) >> (enigma_q[4] & 31u))"))
+}
+
+/// The index of the scale of group `g` (relative to the scales' offset) of
+/// row `enigma_r` in a dequantization.
+fn scale_index_of_group(g: &str) -> String {
+    format!("enigma_q[2] + {g} * enigma_q[3] + enigma_r")
+}
+
+/// Where the pair loop of a dequantization in the `wgmma` layout takes its
+/// scales ([`Writer::dequantize`]).
+#[derive(Clone, Copy)]
+enum PairScales {
+    /// Every column of the tensor lies in the first group: one scale per
+    /// row.
+    FirstGroup,
+    /// Both columns of a pair lie in one group: one scale per pair.
+    OneGroup,
+    /// Each column is its own group (a shift of 0).
+    PerColumn,
 }
 
 /// Element `at` (row-major) of a source [`Writer::readable_elements`] made

@@ -13,15 +13,12 @@
 //! 64-row one, and each slice of weights goes straight into a cooperative
 //! tensor — the left operand, which on CUDA `wgmma` reads from registers
 //! (the accumulator's fragment layout) — with no decoded copy in
-//! threadgroup memory and no barrier between decoding and product. FP4
+//! threadgroup memory and no barrier between decoding and product. The
 //! weights are dequantized by the scope into an f16 tensor
 //! (`cooperative_dequantize`: each weight times its scale rounded once to
-//! f16; on `wgmma` each thread decodes two K-adjacent weights of one word
-//! with one f16-pair multiply by their scales); INT4 weights are set slot
-//! by slot in f32 and rounded to f16 by the product (`relaxed_precision`),
-//! which measured faster for INT4 (`dequantizes_in_pairs`). Either way
-//! each weight times its scale is rounded once to f16, as every quantized
-//! GEMM rounds it.
+//! f16, as every quantized GEMM rounds it; on `wgmma` each thread decodes
+//! two K-adjacent weights of one word with one f16-pair multiply by their
+//! scale).
 //!
 //! Per slice, 16-byte asynchronous copies bring A's `tm × tk` values (zeros
 //! past M and K), the slice's `tk / 8 × tn` packed words (as they lie in
@@ -223,29 +220,6 @@ impl CoopQgemmConfig {
     }
 }
 
-/// How the threads fill a slice's weights: FP4 by `cooperative_dequantize`
-/// into an f16 tensor (on `wgmma` two weights of one byte per f16-pair
-/// operation), INT4 slot by slot into an f32 tensor that the product rounds
-/// to f16 (`relaxed_precision`). Measured on the H200 (11008 × 4096, group
-/// 128, `BENCHMARKS.md`): the pair decode takes FP4 from 39.7, 47.0 and
-/// 57.0 µs to 32.8, 42.8 and 52.1 at 16, 64 and 128 rows, but INT4, whose
-/// slot decode is a shift, a mask and two f32 operations, from 33.7 and
-/// 46.1 µs to 35.4 and 53.8 at 64 and 128 rows.
-fn dequantizes_in_pairs(format: Format) -> bool {
-    format == Format::Fp4
-}
-
-/// The INT4 weight in K value `col` (within the slice) of the word `word`
-/// times `scale` (f32, an f16 value), exactly: nibble `col % 8` as the low
-/// mantissa of the f32 `2^23 + nibble`, less `2^23 + 8`. On the H200 this
-/// shift, mask and subtraction ran 1.2× faster than rotating the nibble to
-/// bits 13…16 for one fused multiply-add by the scale (M = 16: 28.7–28.9 µs
-/// against 35.5; `BENCHMARKS.md`).
-fn int4_weight(word: Ex, col: Ex, scale: Ex) -> Ex {
-    let nibble = (word >> ((col & 7u32) * 4u32)) & 0xFu32;
-    ((nibble | 0x4B00_0000u32).bitcast(Type::F32) - f(8_388_616.0)) * scale
-}
-
 /// The quantized GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
@@ -293,16 +267,12 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
 
-    // f16 weights, A's type, the product reads as they are; f32 ones it
-    // rounds to f16 (`relaxed_precision`), as every quantized GEMM rounds a
-    // weight times its scale.
-    let pairs = dequantizes_in_pairs(format);
-    let desc = Matmul2dDescriptor { transpose_right: true, relaxed_precision: !pairs, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
+    // The f16 weights, A's type, the product reads as they are.
+    let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
     let op = Matmul2d::new(desc, scope);
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-    let weights = k.cooperative_tensor("weights", if pairs { Scalar::F16 } else { Scalar::F32 }, tn, tk, scope);
-    let weights_per_thread = tn * tk / threads;
+    let weights = k.cooperative_tensor("weights", Scalar::F16, tn, tk, scope);
     let acc_per_thread = tn * tm / threads;
     for_each_slot(&mut k, acc, acc_per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
 
@@ -329,21 +299,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let decode = |k: &mut KernelBuilder, stage: Ex| {
         let words_at = k.let_("words_at", stage * (word_rows * tn));
         let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
-        if pairs {
-            k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
-            return;
-        }
-        // `(c / 32) >> finer` is `c >> group_shift` with the first shift
-        // known for each slot.
-        let finer = k.let_("finer", group_shift - GROUPS[0].trailing_zeros());
-        for_each_slot(k, weights, weights_per_thread, "dq", &|k, i, tag| {
-            k.if_(weights.is_valid_element(i), |k| {
-                let [col, row] = weights.get_multidimensional_index(i);
-                let word = k.let_(&format!("{tag}_word"), word_slices.get(words_at + (col >> 3u32) * tn + row));
-                let scale = scale_slices.get(scales_at + ((col >> GROUPS[0].trailing_zeros()) >> finer) * tn + row).cast(Type::F32);
-                k.cooperative_set(weights, i, int4_weight(word, col, scale));
-            });
-        });
+        k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
     };
     let right = |stage: Ex| a_ops.view(stages, stage);
 
