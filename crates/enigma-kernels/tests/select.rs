@@ -104,7 +104,8 @@ fn overrides_move_the_kernel_choice() {
     assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 129, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
-    assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &kernel_sum), QmatmulKernel::Tiled);
+    // The cooperative kernel sums its own K splits too.
+    assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &kernel_sum), QmatmulKernel::Cooperative);
     assert_eq!(qmatmul::kernel_for(&QmatmulProblem { n: 60, ..big }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     // Device-scope fences asked for on a device without them.
     let metal = devices()[2].1.clone();
@@ -186,10 +187,11 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_33_to_128_rows_on_wg
         (problem(Format::MlxAffine, QuantLayout::Rows, 16, 11008), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Fragments, 16, 11008), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 100), asked, &sm_90a),
-        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..asked.gemm }, ..asked }, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { threads: Some(256), ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 32, 1, 4)), ..asked.gemm }, ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), asked, &metal),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { stages: Some(4), tile: Some(GemmTile::new(128, 64, 64, 1, 4)), ..asked.gemm }, ..asked }, &metal4),
+        (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { split_sum: Some(SplitSum::LastThreadgroup), ..asked.gemm }, ..asked }, &metal4),
     ];
     for (p, o, dev) in refusals {
         rows.push(format!("refused: {}", qmatmul::select(&p, dev, &o).unwrap_err()));
@@ -199,19 +201,20 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_33_to_128_rows_on_wg
 }
 
 const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
-    m=1: qgemm_coop_int4_f16_8x64x64_s4_r8_splitk3 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
-    m=16: qgemm_coop_int4_f16_16x64x64_s4_r8_splitk3_whole (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
-    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3_whole (default qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3_whole)
-    m=128: qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3_whole (default qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3_whole)
+    m=1: qgemm_coop_int4_f16_8x64x64_s4_r8_splitk3_sum (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
+    m=16: qgemm_coop_int4_f16_16x64x64_s4_r8_splitk3_sum_whole (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
+    m=64: qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3_sum_whole (default qgemm_coop_int4_f16_64x64x64_s4_r8_splitk3_sum_whole)
+    m=128: qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3_sum_whole (default qgemm_coop_int4_f16_128x64x64_s4_r8_splitk3_sum_whole)
     m=4096: qgemm_coop_int4_f16_256x64x64_s4_r8_whole (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3
+    m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_sum
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
-    refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count and K splits summed in the kernel are options of the SIMD-group kernels
+    refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count is an option of the SIMD-group kernels
     refused: qmatmul: the quantized GEMM on cooperative tensors: a 64x128x32/1x4 tile; it takes tm one of [8, 16, 32, 64, 128, 256], tn one of [64, 128], tk one of [64, 128], with tn / 16 SIMD groups
     refused: qmatmul: the quantized GEMM on cooperative tensors: Metal has no cooperative tensors
     refused: qmatmul: the quantized GEMM on cooperative tensors: no tile fits 32768 bytes of threadgroup memory in 4 stages
+    refused: qmatmul: the kernel sums its K splits with device-scope fences, which Metal does not have (on Metal they need MSL 3.2); use the reduction (split_sum None or Reduction)
 ";
 
 const EXPECTED_COOPERATIVE: &str = "

@@ -168,7 +168,7 @@ impl Ops<'_> {
             // kernel, not into its name.
             QmatmulSelection::Tiled(cfg) => self.launch_packed(op, format!("qgemm {cfg:?}"), || gemm::qgemm(&cfg), cfg.dispatch(mu, n), (cfg.gemm.splits, cfg.gemm.split_sum), a, w, m, out),
             QmatmulSelection::Cooperative(cfg) => {
-                self.launch_packed(op, format!("qgemm_coop {cfg:?}"), || qgemm_cooperative::qgemm_cooperative(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)
+                self.launch_packed(op, format!("qgemm_coop {cfg:?}"), || qgemm_cooperative::qgemm_cooperative(&cfg), cfg.dispatch(mu, n), (cfg.splits, cfg.split_sum), a, w, m, out)
             }
             QmatmulSelection::Fused(cfg) => {
                 self.launch_packed("qmatmul_fused", format!("qgemm_fused {cfg:?}"), || qgemm_fused::qgemm_fused(&cfg), cfg.dispatch(mu, n), (cfg.splits, SplitSum::Reduction), a, w, m, out)

@@ -15,6 +15,7 @@
 use enigma_ir::Scalar;
 use enigma_kernels::library::qgemm_cooperative::{qgemm_cooperative, CoopQgemmConfig, SLICE_DEPTH};
 use enigma_kernels::library::quant::{self, Format};
+use enigma_kernels::library::split::SplitSum;
 use enigma_kernels::library::{gemm::MAX_STAGES, qmatmul};
 use enigma_ops::{download, upload, DType, GemmOptions, Ops, Options, QuantizedWeights};
 use enigma_runtime::{Arg, Buffer, DispatchMode, Runtime};
@@ -88,31 +89,43 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// and 5 (rows past M), N past the tile's columns, K of 7 slices in
 /// groups of 64 and 32 and of 6 in groups of 128 (runs of unequal length,
 /// empty splits at 5 ways), and K of 3 slices split 5 ways (two empty),
-/// the last two shapes in whole tiles: two dispatches, the kernel writing
-/// its f32 partial products and the reduction summing them, clean under
-/// the sanitizer where `sanitize`.
+/// the last two shapes in whole tiles; the splits summed by the reduction
+/// (two dispatches, the kernel writing its f32 partial products) and by
+/// the last threadgroup of each tile (one dispatch; run twice, so the
+/// tickets are back at zero after each), clean under the sanitizer where
+/// `sanitize`.
 pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
     let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 192, 32], [16, 128, 448, 64]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             for splits in [2, 3, 5] {
-                let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
-                let options = cooperative(sanitize);
-                let ops = Ops::new(rt).with_options(Options { gemm: GemmOptions { k_splits: Some(splits), ..options.gemm }, ..options });
-                let x = inputs(rt, format, [m, n, k, group]);
-                let what = format!("{format} {out} {m}x{n}x{k} group {group} in {splits} splits");
-                let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
-                let launches = ops.take_launches();
-                assert_eq!(launches.len(), 2, "{what}");
-                let name = launches[0].kernel.strip_suffix("_whole").unwrap_or(&launches[0].kernel);
-                assert!(name.starts_with("qgemm_coop_") && name.ends_with(&format!("_splitk{splits}")), "{what}: {}", launches[0].kernel);
-                assert_eq!(name.len() < launches[0].kernel.len(), i >= 3, "{what}: {}", launches[0].kernel);
-                assert!(launches[1].kernel.starts_with("gemm_splitk_reduce"), "{what}: {}", launches[1].kernel);
-                for l in &launches {
-                    assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+                for sum in [SplitSum::Reduction, SplitSum::LastThreadgroup] {
+                    let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
+                    let options = cooperative(sanitize);
+                    let ops = Ops::new(rt).with_options(Options { gemm: GemmOptions { k_splits: Some(splits), split_sum: Some(sum), ..options.gemm }, ..options });
+                    let x = inputs(rt, format, [m, n, k, group]);
+                    let what = format!("{format} {out} {m}x{n}x{k} group {group} in {splits} splits, {sum:?}");
+                    let calls = if sum == SplitSum::Reduction { 1 } else { 2 };
+                    for call in 0..calls {
+                        let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        let launches = ops.take_launches();
+                        let suffix = if sum == SplitSum::Reduction { format!("_splitk{splits}") } else { format!("_splitk{splits}_sum") };
+                        let name = launches[0].kernel.strip_suffix("_whole").unwrap_or(&launches[0].kernel);
+                        assert!(name.starts_with("qgemm_coop_") && name.ends_with(&suffix), "{what}: {}", launches[0].kernel);
+                        assert_eq!(name.len() < launches[0].kernel.len(), i >= 3, "{what}: {}", launches[0].kernel);
+                        if sum == SplitSum::Reduction {
+                            assert_eq!(launches.len(), 2, "{what}");
+                            assert!(launches[1].kernel.starts_with("gemm_splitk_reduce"), "{what}: {}", launches[1].kernel);
+                        } else {
+                            assert_eq!(launches.len(), 1, "{what}");
+                        }
+                        for l in &launches {
+                            assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+                        }
+                        let got = download(&c, out.scalar(), m * n).unwrap();
+                        assert_close(&format!("{} {what}, call {call}", launches[0].kernel), &got, &x, [m, n, k], out);
+                    }
                 }
-                let got = download(&c, out.scalar(), m * n).unwrap();
-                assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
             }
         }
     }
@@ -131,7 +144,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs = |format: Format, tiles: &[(u32, u32, u32)], whole: bool| -> Vec<CoopQgemmConfig> {
         tiles
             .iter()
-            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, whole }))
+            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole }))
             .filter(|cfg| cfg.check(max).is_ok())
             .collect()
     };
@@ -148,7 +161,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
 /// groups of 32: every tile computed once.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, whole: false });
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, split_sum: SplitSum::Reduction, whole: false });
     check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
 }
 

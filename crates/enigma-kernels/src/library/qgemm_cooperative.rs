@@ -38,7 +38,9 @@
 //! epilogue stores each slot at its coordinates, transposed (`tm` rows of
 //! C, elements past M or N skipped). K splits over the grid's z
 //! ([`CoopQgemmConfig::splits`]), each split's partial product f32 in a
-//! workspace that [`super::split::splitk_reduce`] sums.
+//! workspace that [`super::split::splitk_reduce`] sums or, with
+//! [`SplitSum::LastThreadgroup`], the last of a tile's threadgroups
+//! ([`SplitTile`]).
 //!
 //! **Chosen** by the family's selection (`qmatmul::kernel_for`) at
 //! `qmatmul::COOPERATIVE_ROWS` rows where the device's cooperative
@@ -51,7 +53,7 @@
 use super::gemm::cooperative::{for_each_slot, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{Format, GROUPS, VALUES_PER_WORD};
-use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs};
+use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs, SplitSum, SplitTile};
 use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::Matmul2d;
@@ -106,6 +108,10 @@ pub struct CoopQgemmConfig {
     /// its f32 partial product to slice `z` of `c`, the `splits · M · N`
     /// workspace that [`super::split::splitk_reduce`] sums into C.
     pub splits: u32,
+    /// Who sums the K splits' partial products: the reduction's second
+    /// dispatch (the kernel's `c` is then the f32 workspace), or the last
+    /// threadgroup of each tile (`c` is C, the workspace `ws`).
+    pub split_sum: SplitSum,
     /// Whole tiles: M a multiple of `tm`, N of `tn` and K of `tk`, so every
     /// copy of A and of the words lies inside its matrix and the kernel
     /// tests none of them (a variant of its own, `_whole`: on the H200 the
@@ -132,7 +138,7 @@ impl CoopQgemmConfig {
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, whole: false };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -169,10 +175,12 @@ impl CoopQgemmConfig {
         CoopQgemmConfig { whole: m.is_multiple_of(self.tm) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk), ..self }
     }
 
-    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}][_whole]`.
+    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}[_sum]][_whole]`
+    /// (`_sum`: the splits summed in the kernel).
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
-        let split = if self.splits > 1 { format!("_splitk{}", self.splits) } else { String::new() };
+        let sum = if self.split_sum == SplitSum::LastThreadgroup { "_sum" } else { "" };
+        let split = if self.splits > 1 { format!("_splitk{}{sum}", self.splits) } else { String::new() };
         let whole = if self.whole { "_whole" } else { "" };
         format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
@@ -230,19 +238,23 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         panic!("{e}");
     }
     let CoopQgemmConfig { format, tm, tn, tk, stages, splits, whole, .. } = *cfg;
+    let summed = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
     let code = format.quant_code().expect("the check admits 4-bit codes only");
     let threads = cfg.threads();
     let word_rows = tk / VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, Type::F16, Access::Read);
     let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
-    // With K split, `c` is the f32 workspace of partial products.
-    let c = k.buffer(SplitArgs::C, if splits > 1 { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
+    // With K split and summed by the reduction, `c` is the f32 workspace
+    // of partial products.
+    let c = k.buffer(SplitArgs::C, if splits > 1 && !summed { Type::F32 } else { cfg.output.ty(1) }, Access::ReadWrite);
     let m = k.value(MatrixArgs::M, Type::U32);
     let n = k.value(MatrixArgs::N, Type::U32);
     let kk = k.value(MatrixArgs::K, Type::U32);
     let group = k.value(PackedArgs::GROUP, Type::U32);
     let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
+    let ws_tickets = summed.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
+    let partial = ws_tickets.map_or(c, |(ws, _)| ws);
     let a_slices = k.threadgroup_array("a_slices", Type::F16, stages * tm * tk);
     let word_slices = k.threadgroup_array("word_slices", Type::U32, stages * word_rows * tn);
     let scale_slices = k.threadgroup_array("scale_slices", Type::F16, stages * scale_rows(tk) * tn);
@@ -331,9 +343,15 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         k.if_(acc.is_valid_element(slot), |k| {
             let [col, row] = acc.get_multidimensional_index(slot);
             let (crow, ccol) = (k.let_(&format!("{tag}_row"), m0 + col), k.let_(&format!("{tag}_col"), n0 + row));
-            k.if_(crow.lt(m).and(ccol.lt(n)), |k| store_f32(k, c, c_base + crow * n + ccol, acc.get(slot)));
+            k.if_(crow.lt(m).and(ccol.lt(n)), |k| store_f32(k, partial, c_base + crow * n + ccol, acc.get(slot)));
         });
     });
+    if let Some((ws, tickets)) = ws_tickets {
+        // A's stages are free: every product is done (the epilogue read
+        // the accumulator) and nothing is in flight.
+        let tile = SplitTile { splits, tile: (tm, tn), threads, c, ws, tickets, flag: a_slices, m, n, m0, n0, batch: Ex::from(0u32), lid, scaling: None };
+        tile.sum_if_last(&mut k);
+    }
     finish(k)
 }
 
@@ -348,7 +366,7 @@ mod tests {
     fn memory_is_what_the_kernel_declares() {
         let tiles = COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.into_iter().flat_map(move |tn| SLICE_DEPTHS.map(|tk| (tm, tn, tk))));
         for ((tm, tn, tk), stages) in tiles.flat_map(|tile| (2..=MAX_STAGES).map(move |stages| (tile, stages))) {
-            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, whole: stages % 2 == 0 };
+            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0 };
             cfg.check(u64::MAX).unwrap();
             let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
             assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
@@ -373,7 +391,7 @@ mod tests {
         assert_eq!(plan(128, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(8, 4 * 1024), None);
         assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, whole: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false };
         assert_eq!(cfg.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2));
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));
         assert!(CoopQgemmConfig { tm: 24, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("a 24×64×64 tile"));
@@ -387,7 +405,7 @@ mod tests {
     /// rows, columns and depth, named so.
     #[test]
     fn whole_tiles_where_the_tile_divides_the_shape() {
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, whole: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false };
         assert!(cfg.whole_for(32, 11008, 4096).whole);
         assert!(cfg.whole_for(32, 11008, 4096).name().ends_with("_whole"));
         for (m, n, k) in [(17, 11008, 4096), (32, 11000, 4096), (32, 11008, 4160), (1, 64, 128)] {

@@ -8,7 +8,7 @@
 
 use super::tile::TileShape;
 use super::*;
-use enigma_ir::{Access, Kernel, Type};
+use enigma_ir::{Access, AtomicOp, Kernel, MemFlags, Type};
 
 /// The most ways K is split over threadgroups.
 pub const MAX_SPLITS: u32 = 64;
@@ -178,3 +178,103 @@ pub(crate) fn check_k_splits(name: &str, splits: u32, items: u32, what: &str, m:
     }
     Ok(splits)
 }
+
+/// What the last threadgroup of a K-split tile needs to sum the splits
+/// ([`SplitSum::LastThreadgroup`]): the splits, the tile's rows and columns
+/// of C, the threadgroup's threads, the output `c`, the workspace `ws`, the
+/// `tickets`, a threadgroup array free once the slices are multiplied
+/// (`flag`: its first element, or its first vector's, tells the
+/// threadgroup whether it is the last), the shape, the tile's corner, the
+/// batch, the thread's index, and alpha and beta where the kernel has them.
+/// The tile is C's rows `m0 ..` and columns `n0 ..` (those inside M and N);
+/// split `s`'s partial tile lies in slice `s` of `ws` as C would
+/// (`(batch · splits + s) · m · n + row · n + col`).
+pub(crate) struct SplitTile {
+    pub(crate) splits: u32,
+    pub(crate) tile: (u32, u32),
+    pub(crate) threads: u32,
+    pub(crate) c: Mem,
+    pub(crate) ws: Mem,
+    pub(crate) tickets: Mem,
+    pub(crate) flag: Mem,
+    pub(crate) m: Ex,
+    pub(crate) n: Ex,
+    pub(crate) m0: Ex,
+    pub(crate) n0: Ex,
+    pub(crate) batch: Ex,
+    pub(crate) lid: Ex,
+    pub(crate) scaling: Option<(Ex, Ex)>,
+}
+
+impl SplitTile {
+    /// After every thread stored its part of the partial tile: thread 0
+    /// fences and takes the tile's ticket; the threadgroup that draws the
+    /// last one fences again, resets the ticket, and sums the splits' tiles
+    /// element by element in split order, as [`splitk_reduce`] does (the
+    /// same f32 operations, so the same C).
+    pub(crate) fn sum_if_last(&self, k: &mut KernelBuilder) {
+        let Self { splits, tile: (tile_m, tile_n), threads, c, ws, tickets, flag, m, n, m0, n0, batch, lid, scaling } = *self;
+        // Every thread fences its partial tile's stores before the ticket,
+        // and every thread of the last threadgroup fences before it reads
+        // the others' (on Metal device memory is coherent only within a
+        // threadgroup unless fenced; one fencing thread orders only itself).
+        k.device_fence();
+        k.threadgroup_barrier(MemFlags::Device);
+        let grid = threadgroups_per_grid();
+        let tg = threadgroup_position_in_grid();
+        let ticket_at = k.let_("ticket_at", (batch * grid.y() + tg.y()) * grid.x() + tg.x());
+        let flag_ty = flag.elem();
+        let one_hot = |k: &mut KernelBuilder, last: Ex| {
+            let x = enigma_ir::builder::select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
+            let zero = Ex::from(0.0f32).cast(Type::scalar(flag_ty.elem()));
+            let lanes: Vec<Ex> = std::iter::once(x).chain(std::iter::repeat_n(zero, usize::from(flag_ty.width()) - 1)).collect();
+            let value = if flag_ty.width() > 1 { vector(flag_ty, &lanes) } else { lanes[0].clone() };
+            k.store(flag.at(0u32), value);
+        };
+        k.if_(lid.eq(0u32), |k| {
+            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
+            let last = k.let_("split_last", ticket.eq(splits - 1));
+            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
+            one_hot(k, last);
+        });
+        k.threadgroup_barrier(MemFlags::Threadgroup);
+        let first = if flag_ty.width() > 1 { flag.get(0u32).x() } else { flag.get(0u32) };
+        let is_last = first.cast(Type::F32).ne(0.0f32);
+        k.if_(is_last, |k| {
+            k.device_fence();
+            let mn = k.let_("split_mn", m * n);
+            // Each thread's elements of the tile, SUM_UNROLL at a time, and
+            // every split of each: independent loads, all in flight at once.
+            let per_thread = tile_m * tile_n / threads;
+            let unroll = per_thread.min(SUM_UNROLL);
+            k.for_range("split_it", 0u32, per_thread / unroll, 1u32, |k, it| {
+                for u in 0..unroll {
+                    let e = k.let_(&format!("split_e{u}"), (it * unroll + u) * threads + lid);
+                    let row = k.let_(&format!("split_row{u}"), m0 + e / tile_n);
+                    let col = k.let_(&format!("split_col{u}"), n0 + e % tile_n);
+                    k.if_(row.lt(m).and(col.lt(n)), |k| {
+                        let i = k.let_(&format!("split_i{u}"), batch * mn + row * n + col);
+                        let base = k.let_(&format!("split_base{u}"), batch * splits * mn + row * n + col);
+                        let sum = k.var(&format!("split_sum{u}"), ws.get(base));
+                        for s in 1..splits {
+                            k.assign(sum, sum.get() + ws.get(base + mn * s));
+                        }
+                        match scaling {
+                            Some((alpha, beta)) => {
+                                let v = k.var(&format!("split_v{u}"), sum.get() * alpha);
+                                k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
+                                store_f32(k, c, i, v.get());
+                            }
+                            None => store_f32(k, c, i, sum.get()),
+                        }
+                    });
+                }
+            });
+        });
+    }
+}
+
+/// Elements of C each thread of a tile's last threadgroup sums per loop
+/// iteration ([`SplitSum::LastThreadgroup`]), their splits' loads all
+/// issued together.
+pub(crate) const SUM_UNROLL: u32 = 8;

@@ -13,7 +13,7 @@ use crate::library::quant::Format;
 use crate::library::split::*;
 use crate::library::*;
 use enigma_analysis::tiles::BStaging;
-use enigma_ir::{Access, AtomicOp, Kernel, MatrixType, MemFlags, QuantLayout, Type};
+use enigma_ir::{Access, Kernel, MatrixType, MemFlags, QuantLayout, Type};
 
 /// The GEMM kernel of `cfg` (see the module doc).
 ///
@@ -42,7 +42,9 @@ pub(super) fn build(cfg: &GemmConfig, name: String, packed: Option<(Format, Quan
     let stages = operands(&mut k, cfg, packed, &params, &slices, &place);
     let acc = k.var("acc", matrix_fill(accumulator_tile(cfg), 0.0f32));
     let split_tile = params.summed.map(|(ws, tickets)| SplitTile {
-        cfg,
+        splits: cfg.splits,
+        tile: (cfg.tile.shape.m, cfg.tile.shape.n),
+        threads: cfg.threads(),
         c: params.c,
         ws,
         tickets,
@@ -348,98 +350,6 @@ fn checked_epilogue(k: &mut KernelBuilder, cfg: &GemmConfig, params: &Parameters
         });
     }
 }
-
-/// What the last threadgroup of a K-split tile needs to sum the splits
-/// ([`SplitSum::LastThreadgroup`]): the output `c`, the workspace `ws`, the
-/// `tickets`, A's staged slices (`flag`: free once the slices are
-/// multiplied, its first vector tells the threadgroup whether it is the
-/// last), the shape, the tile's corner, the batch, the thread's index, and
-/// alpha and beta where the kernel has them.
-pub(super) struct SplitTile<'a> {
-    pub(super) cfg: &'a GemmConfig,
-    pub(super) c: Mem,
-    pub(super) ws: Mem,
-    pub(super) tickets: Mem,
-    pub(super) flag: Mem,
-    pub(super) m: Ex,
-    pub(super) n: Ex,
-    pub(super) m0: Ex,
-    pub(super) n0: Ex,
-    pub(super) batch: Ex,
-    pub(super) lid: Ex,
-    pub(super) scaling: Option<(Ex, Ex)>,
-}
-
-impl SplitTile<'_> {
-    /// After every thread stored its part of the partial tile: thread 0
-    /// fences and takes the tile's ticket; the threadgroup that draws the
-    /// last one fences again, resets the ticket, and sums the splits' tiles
-    /// element by element in split order, as [`splitk_reduce`] does (the
-    /// same f32 operations, so the same C).
-    pub(super) fn sum_if_last(&self, k: &mut KernelBuilder) {
-        let Self { cfg, c, ws, tickets, flag, m, n, m0, n0, batch, lid, scaling } = *self;
-        let splits = cfg.splits;
-        // Every thread fences its partial tile's stores before the ticket,
-        // and every thread of the last threadgroup fences before it reads
-        // the others' (on Metal device memory is coherent only within a
-        // threadgroup unless fenced; one fencing thread orders only itself).
-        k.device_fence();
-        k.threadgroup_barrier(MemFlags::Device);
-        let grid = threadgroups_per_grid();
-        let tg = threadgroup_position_in_grid();
-        let ticket_at = k.let_("ticket_at", (batch * grid.y() + tg.y()) * grid.x() + tg.x());
-        let flag_ty = flag.elem();
-        let one_hot = |k: &mut KernelBuilder, last: Ex| {
-            let x = enigma_ir::builder::select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
-            let zero = Ex::from(0.0f32).cast(Type::scalar(flag_ty.elem()));
-            k.store(flag.at(0u32), vector(flag_ty, &[x, zero, zero, zero]));
-        };
-        k.if_(lid.eq(0u32), |k| {
-            let ticket = k.atomic_fetch(AtomicOp::Add, tickets.at(ticket_at), 1u32);
-            let last = k.let_("split_last", ticket.eq(splits - 1));
-            k.if_(last, |k| k.atomic(AtomicOp::Exchange, tickets.at(ticket_at), 0u32));
-            one_hot(k, last);
-        });
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let is_last = flag.get(0u32).x().cast(Type::F32).ne(0.0f32);
-        k.if_(is_last, |k| {
-            k.device_fence();
-            let mn = k.let_("split_mn", m * n);
-            // Each thread's elements of the tile, SUM_UNROLL at a time, and
-            // every split of each: independent loads, all in flight at once.
-            let per_thread = cfg.tile.shape.m * cfg.tile.shape.n / cfg.threads();
-            let unroll = per_thread.min(SUM_UNROLL);
-            k.for_range("split_it", 0u32, per_thread / unroll, 1u32, |k, it| {
-                for u in 0..unroll {
-                    let e = k.let_(&format!("split_e{u}"), (it * unroll + u) * cfg.threads() + lid);
-                    let row = k.let_(&format!("split_row{u}"), m0 + e / cfg.tile.shape.n);
-                    let col = k.let_(&format!("split_col{u}"), n0 + e % cfg.tile.shape.n);
-                    k.if_(row.lt(m).and(col.lt(n)), |k| {
-                        let i = k.let_(&format!("split_i{u}"), batch * mn + row * n + col);
-                        let base = k.let_(&format!("split_base{u}"), batch * splits * mn + row * n + col);
-                        let sum = k.var(&format!("split_sum{u}"), ws.get(base));
-                        for s in 1..splits {
-                            k.assign(sum, sum.get() + ws.get(base + mn * s));
-                        }
-                        match scaling {
-                            Some((alpha, beta)) => {
-                                let v = k.var(&format!("split_v{u}"), sum.get() * alpha);
-                                k.if_(beta.ne(0.0f32), |k| k.assign(v, v.get() + load_f32(c, i) * beta));
-                                store_f32(k, c, i, v.get());
-                            }
-                            None => store_f32(k, c, i, sum.get()),
-                        }
-                    });
-                }
-            });
-        });
-    }
-}
-
-/// Elements of C each thread of a tile's last threadgroup sums per loop
-/// iteration ([`SplitSum::LastThreadgroup`]), their splits' loads all
-/// issued together.
-pub(super) const SUM_UNROLL: u32 = 8;
 
 /// The whole-tile kernel's epilogue: the SIMD group's accumulator tile to
 /// C at `at` (row stride `n`), all of it inside C, or with `rows` = (the

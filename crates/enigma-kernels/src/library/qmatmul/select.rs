@@ -78,8 +78,8 @@ pub enum QmatmulSelection {
     Cooperative(CoopQgemmConfig),
 }
 
-/// Whether the overrides ask for the tensor-core GEMM's K splits summed in
-/// the kernel, which only it has.
+/// Whether the overrides ask for K splits summed in the kernel, which in
+/// the fragment order takes the tensor-core GEMM.
 fn kernel_sum_asked(overrides: &Overrides) -> bool {
     overrides.gemm.split_sum == Some(SplitSum::LastThreadgroup)
 }
@@ -120,8 +120,7 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
         && COOPERATIVE_ROWS.contains(&m)
         && u32::try_from(problem.n).is_ok_and(CoopQgemmConfig::takes)
         && g.tile.is_none()
-        && overrides.threads.is_none()
-        && !kernel_sum_asked(overrides);
+        && overrides.threads.is_none();
     if decode_asked || m <= DECODE_ROWS as usize {
         QmatmulKernel::Decode
     } else if cooperative {
@@ -270,10 +269,13 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// H200 at 16, 64 and 128 rows of 11008 × 4096, 3 splits ran 29, 36 and 47
 /// µs against 39, 45 and 66 with 2 or none and 38 at 16 rows with 4;
 /// [`GemmOptions::k_splits`](crate::library::select::GemmOptions::k_splits)
-/// where asked), the splits summed by the reduction. An error where the
+/// where asked), the splits summed by the last threadgroup of each tile
+/// where the device has device-scope fences, else by the reduction
+/// ([`GemmOptions::split_sum`](crate::library::select::GemmOptions::split_sum)
+/// where asked). An error where the
 /// device has no cooperative tensors, the weights are not FP4/INT4 in seed
 /// 002's layout, N is not a multiple of 8, the overrides fix a thread
-/// count, the splits' sum in the kernel or a tile not the kernel's
+/// count, ask for the kernel's sum on a device without fences, or a tile not the kernel's
 /// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): `tm`
 /// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], `tk` one
 /// of [`SLICE_DEPTHS`], `tn / 16` SIMD groups), or nothing fits.
@@ -295,8 +297,8 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     if !CoopQgemmConfig::takes(n) {
         return refuse(format!("N = {n} must be a multiple of 8 (16-byte copies of the scales)"));
     }
-    if overrides.threads.is_some() || kernel_sum_asked(overrides) {
-        return refuse("a thread count and K splits summed in the kernel are options of the SIMD-group kernels".to_string());
+    if overrides.threads.is_some() {
+        return refuse("a thread count is an option of the SIMD-group kernels".to_string());
     }
     // A tile asked for: one of the kernel's, 64 deep, its SIMD groups 4 per
     // warpgroup of 64 columns in any grid.
@@ -317,7 +319,9 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     };
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 3 * units));
-    let cfg = CoopQgemmConfig { splits, ..cfg }.whole_for(m, n, k);
+    let default_sum = if select::has_device_fences(device) { SplitSum::LastThreadgroup } else { SplitSum::Reduction };
+    let split_sum = select::split_sum(op, device, g.split_sum, default_sum)?;
+    let cfg = CoopQgemmConfig { splits, split_sum, ..cfg }.whole_for(m, n, k);
     cfg.check(max_memory)?;
     Ok(cfg)
 }
