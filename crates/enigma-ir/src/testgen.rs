@@ -82,10 +82,16 @@
 //!   of the extra output `coop_out`. About a third of the products read a
 //!   threadgroup copy of `coop_in` (`coop_tg`) as overlapped products
 //!   (operands released at the second barrier after them), half of those
-//!   followed by two barriers and a write to the copy; two in five reduce
-//!   the product along its rows or columns (sum, max or min) and `combine`
-//!   the result back into it (assign, add, sub, max or min). On by default: the simulator, CUDA (the
-//!   scalar path; `wgmma` takes larger scopes) and both MSL lowerings run it.
+//!   followed by two barriers and a write to the copy; about three in ten
+//!   untransposed left operands are instead an m×k f32 or f16 cooperative
+//!   tensor filled by `cooperative_dequantize` (`int4` or `fp4`) from the
+//!   extra inputs `coop_words` and `coop_scales` (scales ±{0.5, 1, 2}),
+//!   each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`); two in
+//!   five reduce the product along its rows or columns (sum, max or min)
+//!   and `combine` the result back into it (assign, add, sub, max or min).
+//!   On by default: the simulator, CUDA (the scalar path; `wgmma` takes
+//!   larger scopes) and the SIMD-group-matrix MSL lowering run all of it,
+//!   MSL 4.0 (MetalPerformancePrimitives) all but the dequantization.
 //! * **Per-thread arrays** (with `thread_arrays`): a phase at the top level
 //!   declares one (`ta`, 2 to 8 elements), fills every element in a loop
 //!   unrolled at compile time, and from then on expressions may read it at
@@ -106,8 +112,10 @@
 //! literals integers in `[-8, 8]`, and the generator bounds the magnitude of
 //! every float sub-expression by [`FLOAT_EXACT_LIMIT`] (2^24; an operation
 //! that could exceed it becomes a `min`), so every intermediate float is an
-//! exactly representable integer (the quantized matrix product's tiles hold
-//! multiples of 0.25 and its sums stay within ±2^13: exact too). Fusing
+//! exactly representable integer (the quantized matrix product's tiles and
+//! the dequantized cooperative tensors hold multiples of 0.25, whose
+//! products, sums, reductions and combinations stay within ±2^19: exact
+//! too). Fusing
 //! `a * b + c` into an FMA, reordering a sum (fast math, SIMD reductions in
 //! any order) or flushing subnormals therefore cannot change a result: **outputs must match exactly** — integers
 //! bit for bit, floats by value (`-0.0 == 0.0`, since fast math may drop the
@@ -1118,7 +1126,12 @@ impl<'c> Gen<'c> {
             }
         };
         let mut desc = Matmul2dDescriptor::new(m, n, Some(k));
-        desc.transpose_left = self.ch.chance(30);
+        // One choice for the left operand: transposed (30 %), else in about
+        // three cases in ten a cooperative tensor of dequantized weights
+        // (filled below) instead of the view.
+        let left_form = self.ch.below(100);
+        desc.transpose_left = left_form >= 70;
+        let dequantized = left_form < 21;
         desc.transpose_right = self.ch.chance(30);
         let mut left = if desc.transpose_left { view(self, m, k) } else { view(self, k, m) };
         let mut right = if desc.transpose_right { view(self, k, n) } else { view(self, n, k) };
@@ -1126,7 +1139,7 @@ impl<'c> Gen<'c> {
         if overlapped {
             // The operands from a threadgroup copy of `coop_in`, as an
             // overlapped product must read them.
-            let staged = self.stage_in_threadgroup(body, input, LEN);
+            let staged = self.stage_in_threadgroup(body, input, Scalar::F32, LEN, "coop_tg");
             left.mem = staged;
             right.mem = staged;
         }
@@ -1139,10 +1152,15 @@ impl<'c> Gen<'c> {
             body.push(stmt(StmtKind::CooperativeLoad { tensor, src: Box::new(src) }));
         }
         let operands = left.mem;
+        let left = if dequantized {
+            Matmul2dLeft::Cooperative(self.dequantized_left(body, m, k))
+        } else {
+            Matmul2dLeft::Tensor(Box::new(left))
+        };
         body.push(stmt(StmtKind::Matmul2d {
             desc,
             scope: ExecutionScope::Simdgroup,
-            left: Matmul2dLeft::Tensor(Box::new(left)),
+            left,
             right: Box::new(right),
             dest: tensor,
             release: if overlapped { OperandRelease::SecondBarrier } else { OperandRelease::NextBarrier },
@@ -1206,12 +1224,64 @@ impl<'c> Gen<'c> {
         body.push(stmt(StmtKind::CooperativeStore { tensor, dst: Box::new(dst) }));
     }
 
-    /// A threadgroup array `coop_tg` of `len` f32 holding `input`'s first
+    /// The left operand of the cooperative phase's product as an m×k
+    /// cooperative tensor (f32 or f16) of 4-bit weights: `cooperative_dequantize`
+    /// (`int4` or `fp4`, a group shift from 1 to 4) from the extra inputs
+    /// `coop_words` (random u32) and `coop_scales` (f16 from ±{0.5, 1, 2}),
+    /// each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`), at
+    /// random in-bounds offsets and strides. Each weight times its scale is
+    /// a multiple of 0.25 within ±16, exact in f16, so with `coop_in`'s
+    /// integers every product and sum of the phase stays exact.
+    fn dequantized_left(&mut self, body: &mut Block, m: u32, k: u32) -> crate::cooperative::CoopId {
+        use crate::cooperative::*;
+        const WORDS: u32 = 96;
+        const SCALES: u32 = 288;
+        let code = self.ch.pick(&QuantCode::ALL);
+        let elem = self.ch.pick(&[Scalar::F32, Scalar::F16]);
+        let group_shift = self.ch.range(1, 4);
+        // Word row `c / 8` of weight row `r` is `words[offset + (c / 8)·stride + r]`,
+        // scale row `c >> group_shift` likewise.
+        let stride = self.ch.range(m, m + 8);
+        let offset = self.ch.below(WORDS - ((k / 8 - 1) * stride + m) + 1);
+        let scale_stride = self.ch.range(m, m + 4);
+        let scale_offset = self.ch.below(SCALES - (((k - 1) >> group_shift) * scale_stride + m) + 1);
+        let words = self.input_buffer("coop_words".into(), Scalar::U32, WORDS);
+        let scale_values = [-2.0f32, -1.0, -0.5, 0.5, 1.0, 2.0];
+        let data = (0..SCALES).map(|_| f16_bits(scale_values[(self.rng.next() % scale_values.len() as u64) as usize])).collect();
+        let scales = self.input_param("coop_scales".into(), Scalar::F16, data);
+        let words = if self.ch.chance(40) {
+            self.stage_in_threadgroup(body, words, Scalar::U32, WORDS, "coop_tgw")
+        } else {
+            Memory::Buffer(words)
+        };
+        let scales = if self.ch.chance(40) {
+            self.stage_in_threadgroup(body, scales, Scalar::F16, SCALES, "coop_tgs")
+        } else {
+            Memory::Buffer(scales)
+        };
+        let tensor = CoopId(self.k.cooperative_tensors.len() as u32);
+        let name = format!("coop{}", tensor.0);
+        self.k.cooperative_tensors.push(CooperativeTensor { name, elem, rows: m, cols: k, scope: ExecutionScope::Simdgroup });
+        body.push(stmt(StmtKind::CooperativeDequantize {
+            tensor,
+            code,
+            words,
+            offset: lit_u32(offset),
+            stride: lit_u32(stride),
+            scales,
+            scale_offset: lit_u32(scale_offset),
+            scale_stride: lit_u32(scale_stride),
+            group_shift: lit_u32(group_shift),
+        }));
+        tensor
+    }
+
+    /// A threadgroup array `name` of `len` `elem`s holding `input`'s first
     /// `len` elements: each thread copies every threads-per-threadgroup-th
     /// element from its own index on, then a barrier.
-    fn stage_in_threadgroup(&mut self, body: &mut Block, input: ParamId, len: u32) -> Memory {
+    fn stage_in_threadgroup(&mut self, body: &mut Block, input: ParamId, elem: Scalar, len: u32, name: &str) -> Memory {
         let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
-        self.k.threadgroup_arrays.push(ThreadgroupArray { name: "coop_tg".into(), elem: Type::F32, len });
+        self.k.threadgroup_arrays.push(ThreadgroupArray { name: name.into(), elem: elem.into(), len });
         let saved = self.scope.len();
         let i = self.local("ci", Scalar::U32, false);
         self.scope.truncate(saved);

@@ -180,11 +180,15 @@ fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
         };
         let input = case.kernel.params.iter().position(|p| p.name == "coop_in").unwrap();
         let mut direct = case.clone();
-        let StmtKind::Matmul2d { left: Matmul2dLeft::Tensor(left), right, release, .. } = &mut direct.kernel.body[at].kind else {
-            unreachable!("a product with a view on the left")
+        let StmtKind::Matmul2d { left, right, release, .. } = &mut direct.kernel.body[at].kind else {
+            unreachable!("a product")
         };
-        assert!(matches!(left.mem, Memory::Threadgroup(_)) && matches!(right.mem, Memory::Threadgroup(_)), "seed {seed}");
-        left.mem = Memory::Buffer(enigma_ir::ParamId(input as u32));
+        // A left operand may be a cooperative tensor of dequantized weights.
+        if let Matmul2dLeft::Tensor(left) = left {
+            assert!(matches!(left.mem, Memory::Threadgroup(_)), "seed {seed}");
+            left.mem = Memory::Buffer(enigma_ir::ParamId(input as u32));
+        }
+        assert!(matches!(right.mem, Memory::Threadgroup(_)), "seed {seed}");
         right.mem = Memory::Buffer(enigma_ir::ParamId(input as u32));
         *release = OperandRelease::NextBarrier;
         let overlapped = run(&case, true).unwrap();
@@ -192,6 +196,80 @@ fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
         checked += 1;
     }
     assert!(checked >= 8, "only {checked} of 160 cases have an overlapped product");
+}
+
+/// Some cooperative phases multiply a left operand dequantized from 4-bit
+/// weights (both codes, f32 and f16 tensors, words and scales in device
+/// and threadgroup memory); they run clean under the sanitizer and leave
+/// what the same product leaves with that operand read from a buffer of the
+/// weights decoded here (`QuantCode::value` times the scale, rounded to the
+/// tensor's type).
+#[test]
+fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
+    use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
+    use enigma_ir::cooperative::OperandRelease;
+    use enigma_ir::{Access, Expr, Literal, Matmul2dLeft, Memory, Param, ParamId, ParamKind, Scalar, StmtKind, TensorView, Type};
+    let literal = |e: &Expr| match e {
+        Expr::Literal(l) if l.ty == Scalar::U32 => l.value.as_i64() as u32,
+        other => panic!("not a u32 literal: {other:?}"),
+    };
+    let (mut seen, mut kinds) = (0, std::collections::BTreeSet::new());
+    for seed in 0..400 {
+        let case = testgen::case(seed);
+        let Some(at) = case.kernel.body.iter().position(|s| matches!(s.kind, StmtKind::CooperativeDequantize { .. })) else {
+            continue;
+        };
+        let StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } = &case.kernel.body[at].kind
+        else {
+            unreachable!()
+        };
+        // The data a memory holds: the input itself, or the input its
+        // threadgroup copy (`coop_tgw`, `coop_tgs`) was made from.
+        let data_of = |mem: &Memory, input: &str| {
+            let staged = matches!(mem, Memory::Threadgroup(_));
+            let p = case.kernel.params.iter().position(|p| p.name == input).unwrap();
+            let CaseArg::Input { data, .. } = &case.args[p] else { unreachable!("an input") };
+            (data.clone(), staged)
+        };
+        let (word_data, staged_words) = data_of(words, "coop_words");
+        let (scale_data, staged_scales) = data_of(scales, "coop_scales");
+        let t = case.kernel.cooperative(*tensor).clone();
+        let mut weights = vec![];
+        for r in 0..t.rows {
+            for c in 0..t.cols {
+                let word = word_data[(literal(offset) + (c / 8) * literal(stride) + r) as usize];
+                let scale = f16_bits_to_f32(scale_data[(literal(scale_offset) + (c >> literal(group_shift)) * literal(scale_stride) + r) as usize] as u16);
+                let exact = code.value(word >> (4 * (c % 8))) * scale;
+                let value = if t.elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact)) } else { exact };
+                weights.push(value.to_bits());
+            }
+        }
+        let mut direct = case.clone();
+        let weights_param = ParamId(direct.kernel.params.len() as u32);
+        direct.kernel.params.push(Param { name: "weights".into(), kind: ParamKind::Buffer { elem: Type::F32, access: Access::Read } });
+        direct.args.push(CaseArg::Input { elem: Scalar::F32, data: weights });
+        direct.kernel.body.remove(at);
+        let product = direct.kernel.body.iter_mut().find_map(|s| match &mut s.kind {
+            StmtKind::Matmul2d { left, release, .. } if *left == Matmul2dLeft::Cooperative(*tensor) => Some((left, release)),
+            _ => None,
+        });
+        let (left, release) = product.unwrap_or_else(|| panic!("seed {seed}: no product reads `{}`", t.name));
+        let lit = |v: u32| Expr::Literal(Literal::u32(v));
+        *left = Matmul2dLeft::Tensor(Box::new(TensorView {
+            mem: Memory::Buffer(weights_param),
+            offset: lit(0),
+            extents: [lit(t.cols), lit(t.rows)],
+            strides: [lit(1), lit(t.cols)],
+        }));
+        // A view from a buffer is released at the next barrier.
+        *release = OperandRelease::NextBarrier;
+        let dequantized = run(&case, true).unwrap();
+        assert_eq!(case.compare_outputs(&dequantized, &run(&direct, false).unwrap()), Ok(()), "seed {seed}\n{}", print(&case.kernel));
+        seen += 1;
+        kinds.insert((code.name(), t.elem.to_string(), staged_words, staged_scales));
+    }
+    assert!(seen >= 8, "only {seen} of 400 cases dequantize a left operand");
+    assert!(kinds.len() >= 8, "only these (code, type, staged words, staged scales) appeared: {kinds:?}");
 }
 
 /// Some cooperative phases reduce their product and combine the result

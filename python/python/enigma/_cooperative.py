@@ -98,8 +98,9 @@ class Matmul2d:
     """``matmul2d<descriptor, scope>``: inside a kernel, ``op.run(a, b, c)``,
     ``op.run_overlapped(a, b, c)`` (the operands, threadgroup views, stay
     the product's until the second threadgroup barrier after it: for
-    pipelines that refill a stage two barriers later) and
-    ``op.get_destination_cooperative_tensor(a, b, dtype)``."""
+    pipelines that refill a stage two barriers later),
+    ``op.get_destination_cooperative_tensor(a, b, dtype)`` and
+    ``op.get_left_input_cooperative_tensor(dtype)``."""
 
     __slots__ = ("desc", "scope")
 
@@ -132,6 +133,15 @@ class Matmul2d:
         destination (m × n, spread over the scope's threads)."""
         raise outside_a_kernel("matmul2d.get_destination_cooperative_tensor(...)")
 
+    def get_left_input_cooperative_tensor(self, dtype: Any) -> CooperativeTensor:
+        """A new cooperative tensor of ``dtype`` (f16, bf16 or f32) shaped as
+        this product's left operand (m × k, spread over the scope's
+        threads), which :meth:`run` takes as ``left``; its contents are
+        unspecified until written (:meth:`CooperativeTensor.dequantize`,
+        ``fill``, ``load``, slots). The descriptor needs a static k and
+        ``transpose_left=False``."""
+        raise outside_a_kernel("matmul2d.get_left_input_cooperative_tensor(...)")
+
 
 def matmul2d(desc: Matmul2dDescriptor, scope: ExecutionScope) -> Matmul2d:
     """The operation ``matmul2d<desc, scope>``."""
@@ -152,7 +162,8 @@ class TensorView:
 
 class CooperativeTensor:
     """A cooperative tensor inside a kernel (from
-    ``matmul2d.get_destination_cooperative_tensor`` or a row or column
+    ``matmul2d.get_destination_cooperative_tensor``,
+    ``matmul2d.get_left_input_cooperative_tensor`` or a row or column
     reduction): its elements spread over the scope's threads, each thread
     holding its slots. ``t[i]`` reads and ``t[i] = v`` writes slot ``i``.
     Declared for type checkers; these exist only inside a kernel."""
@@ -206,6 +217,23 @@ class CooperativeTensor:
         coordinates)``: ``source`` of this shape, m × 1 or 1 × n; ``op`` one
         of ``"assign"``, ``"add"``, ``"sub"``, ``"mul"``, ``"max"``, ``"min"``."""
         raise outside_a_kernel("combine(...)")
+
+    def dequantize(self, code: str, words: Any, word_offset: Num, word_stride: Num, scales: Any, scale_offset: Num, scale_stride: Num,
+                   group_shift: Num) -> None:
+        """Every element (row r, column c) of this f32 or f16 tensor set to a
+        4-bit weight times its group's scale, the exact product rounded
+        once to the tensor's type: the weight is nibble ``c % 8`` (bits
+        ``4·(c % 8)`` up) of ``words[word_offset + (c // 8) * word_stride +
+        r]`` decoded as ``code`` (``"int4"``: the nibble minus 8; ``"fp4"``:
+        E2M1, ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}), the scale
+        ``scales[scale_offset + (c >> group_shift) * scale_stride + r]``.
+        ``words`` (u32) and ``scales`` (f16) are buffers or threadgroup
+        arrays in seed 002's ``[K/8][N]`` and ``[K/group][N]`` layouts: the
+        tensor's rows are the weights' N columns and its columns K, so a
+        left input tensor holds the transposed weights of ``Cᵀ = Wᵀ · Aᵀ``.
+        The offsets, strides and shift are u32 and the same on every thread
+        of the scope, which calls this together."""
+        raise outside_a_kernel("dequantize(...)")
 
 
 # The front end's marker for `enigma.tensor`.

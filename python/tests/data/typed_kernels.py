@@ -53,10 +53,25 @@ def scaled_product(a_in: enigma.f16, b_in: enigma.f16, c_out: enigma.f32) -> Non
     c.store(enigma.tensor(c_out, (32, 32)))
 
 
+WEIGHTS = enigma.matmul2d(enigma.matmul2d_descriptor(32, 32, 32), enigma.execution_simdgroup)
+
+
+@enigma.kernel
+def dequantized_product(words: enigma.u32, scales: enigma.f16, b_in: enigma.f32, c_out: enigma.f32) -> None:
+    """(32 × 32 INT4 weights, one group of 32 per column, transposed) ×
+    (32 × 32): the weights dequantized into the product's left input."""
+    b = enigma.tensor(b_in, (32, 32))
+    w = WEIGHTS.get_left_input_cooperative_tensor(enigma.f32)
+    w.dequantize("int4", words, 0, 32, scales, 0, 32, 5)
+    c = WEIGHTS.get_destination_cooperative_tensor(w, b, enigma.f32)
+    WEIGHTS.run(w, b, c)
+    c.store(enigma.tensor(c_out, (32, 32)))
+
+
 def run() -> float:
-    """Runs the three kernels (the last on cooperative tensors, under the
-    sanitizer) and two library operations; the largest error against
-    numpy (relative for the product)."""
+    """Runs the four kernels (the last two on cooperative tensors, under
+    the sanitizer) and two library operations; the largest error against
+    numpy (relative for the products)."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal(100).astype(np.float32)
     b = rng.standard_normal(100).astype(np.float32)
@@ -79,6 +94,18 @@ def run() -> float:
     c = np.zeros((32, 32), np.float32)
     enigma.MetalRuntime("sim", sanitize=True).execute(enigma.compile(scaled_product), inputs=[a16, b16], outputs=[c], grid=32, threads=32)
     want = (a16.astype(np.float64) @ b16.astype(np.float64)) * (np.arange(32)[:, None] + 1.0) + np.eye(32)
+    errors.append(float(np.max(np.abs(c - want)) / np.max(np.abs(want))))
+
+    # Nibble k % 8 of word (k // 8) * 32 + n is weight (k, n), its value the nibble minus 8.
+    nibbles = rng.integers(0, 16, size=(32, 32)).astype(np.uint32)
+    words = np.zeros(4 * 32, np.uint32)
+    for k in range(32):
+        words[(k // 8) * 32:][:32] |= nibbles[k] << np.uint32(4 * (k % 8))
+    scales = rng.uniform(0.5, 2.0, 32).astype(np.float16)
+    right = rng.standard_normal((32, 32)).astype(np.float32)
+    enigma.MetalRuntime("sim", sanitize=True).execute(enigma.compile(dequantized_product), inputs=[words, scales, right], outputs=[c], grid=32, threads=32)
+    weights = (nibbles.astype(np.float64) - 8.0) * scales.astype(np.float64)
+    want = weights.T @ right.astype(np.float64)
     errors.append(float(np.max(np.abs(c - want)) / np.max(np.abs(want))))
     return max(errors)
 

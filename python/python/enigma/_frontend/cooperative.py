@@ -1,6 +1,8 @@
 """Cooperative tensor operations (MetalPerformancePrimitives' ``matmul2d``):
 the compile-time objects (descriptor, scope, operation), tensor views
-(``enigma.tensor``, ``slice``) and cooperative tensors with their methods.
+(``enigma.tensor``, ``slice``) and cooperative tensors with their methods,
+among them a product's left input filled with ``dequantize`` from 4-bit
+weights.
 
 A view's five values (offset, extents, strides) are copied into hidden
 locals where the view is made, so later assignments to the names they were
@@ -14,7 +16,7 @@ import ast
 
 from .. import _cooperative
 from .._cooperative import ExecutionScope, Matmul2d, Matmul2dDescriptor
-from .._types import DType, bool_, u32
+from .._types import DType, bool_, f16, u32
 from .irjson import _binary, _call, _lit
 from .values import MemRef, PyObj, Val
 
@@ -50,13 +52,18 @@ class CoopMethod:
 
 
 _METHODS = {
-    Matmul2d: ("run", "run_overlapped", "get_destination_cooperative_tensor"),
+    Matmul2d: ("run", "run_overlapped", "get_destination_cooperative_tensor", "get_left_input_cooperative_tensor"),
     ViewObj: ("slice",),
-    CoopRef: ("get_capacity", "is_valid_element", "get_multidimensional_index", "load", "store", "fill", "map", "reduce_rows", "reduce_columns", "combine"),
+    CoopRef: ("get_capacity", "is_valid_element", "get_multidimensional_index", "load", "store", "fill", "map", "reduce_rows", "reduce_columns", "combine",
+              "dequantize"),
 }
-_STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map", "combine")
+# What a message calls each, by its declared type (enigma._cooperative).
+_PUBLIC_NAMES = {Matmul2d: "enigma.matmul2d(...)", ViewObj: "enigma.TensorView", CoopRef: "enigma.CooperativeTensor"}
+_STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map", "combine", "dequantize")
 _REDUCTIONS = ("sum", "max", "min")
 _COMBINATIONS = ("assign", "add", "sub", "mul", "max", "min")
+_QUANT_CODES = ("int4", "fp4")
+_LEFT_INPUT_TYPES = ("f16", "bf16", "f32")
 COOPERATIVE_OBJECTS = (Matmul2d, ViewObj, CoopRef, Matmul2dDescriptor, ExecutionScope)
 
 
@@ -94,7 +101,7 @@ class Cooperative:
         r = self.expr(node)
         obj = r.obj if isinstance(r, PyObj) else None
         if not isinstance(obj, CoopRef):
-            raise self.error(node, f"{what} is a cooperative tensor (from get_destination_cooperative_tensor)")
+            raise self.error(node, f"{what} is a cooperative tensor (from get_destination_cooperative_tensor or get_left_input_cooperative_tensor)")
         return obj
 
     def _view_arg(self, node, what):
@@ -147,7 +154,7 @@ class Cooperative:
     def _coop_attribute(self, obj, attr, node):
         methods = _METHODS[type(obj)]
         if attr not in methods:
-            raise self.error(node, f"{type(obj).__name__} has no method `{attr}` in a kernel (it has {', '.join(methods)})")
+            raise self.error(node, f"{_PUBLIC_NAMES[type(obj)]} has no method `{attr}` in a kernel (it has {', '.join(methods)})")
         return PyObj(CoopMethod(obj, attr))
 
     def _coop_subscript(self, ref, node):
@@ -172,6 +179,8 @@ class Cooperative:
             self._view_arg(args["right"], "the right operand")
             elem = self._type_arg(args["dtype"])
             return PyObj(self._declare_coop(elem, obj.desc.m, obj.desc.n, obj.scope, node))
+        if name == "get_left_input_cooperative_tensor":
+            return PyObj(self._left_input(obj, node))
         if name == "slice":
             args = self._bind(node, "slice", ["x", "y"], 2, prefix="")
             x, y = (self._hidden_u32(self._u32_expr(args[a]), node) for a in ("x", "y"))
@@ -202,6 +211,56 @@ class Cooperative:
         axis = "rows" if name == "reduce_rows" else "columns"
         self.emit({"cooperative_reduce": {"src": obj.index, "dest": dest.index, "axis": axis, "op": op}}, node)
         return PyObj(dest)
+
+    def _left_input(self, op, node):
+        """``op.get_left_input_cooperative_tensor(dtype)``: a new m × k
+        tensor of ``op``'s scope that ``op.run`` takes as its left operand."""
+        what = "get_left_input_cooperative_tensor"
+        args = self._bind(node, what, ["dtype"], 1, prefix="")
+        elem = self._type_arg(args["dtype"])
+        if elem.name not in _LEFT_INPUT_TYPES:
+            raise self.error(node, f"{what} makes a tensor of f16, bf16 or f32 (a product's operand), not {elem}")
+        desc = op.desc
+        if desc.k is _cooperative.dynamic_extent:
+            raise self.error(node, f"{what} needs the descriptor's k: {desc!r} takes k from its left operand (enigma.dynamic_extent)")
+        if desc.transpose_left:
+            raise self.error(node, f"{what}: the left operand of a product with transpose_left=True is a view, not a cooperative tensor")
+        return self._declare_coop(elem, desc.m, desc.k, op.scope, node)
+
+    def _dequantize(self, ref, node):
+        """``t.dequantize(code, words, word_offset, word_stride, scales,
+        scale_offset, scale_stride, group_shift)``: element (r, c) of ``t``
+        becomes the 4-bit weight, nibble c % 8 of
+        ``words[word_offset + (c / 8) * word_stride + r]``, times
+        ``scales[scale_offset + (c >> group_shift) * scale_stride + r]``."""
+        what = f"{ref.name}.dequantize"
+        names = ["code", "words", "word_offset", "word_stride", "scales", "scale_offset", "scale_stride", "group_shift"]
+        args = self._bind(node, "dequantize", names, len(names), prefix=f"{ref.name}.")
+        if ref.elem.name not in ("f32", "f16"):
+            raise self.error(node, f"`{ref.name}` holds {ref.elem}; dequantized weights fill an f32 or f16 cooperative tensor")
+        given = self.expr(args["code"])
+        code = given.obj if isinstance(given, PyObj) else None
+        if isinstance(code, DType):
+            raise self.error(args["code"], f"the code of {what} is the string 'int4' or 'fp4', not the value type {code!r}")
+        if code not in _QUANT_CODES:
+            shown = repr(code) if isinstance(given, PyObj) else f"`{ast.unparse(args['code'])}`"
+            raise self.error(args["code"], f"the code of {what} is 'int4' or 'fp4' (a constant), not {shown}")
+
+        def memory(key, elem, holds):
+            mem = self.expr(args[key])
+            if not isinstance(mem, MemRef) or mem.kind == "per-thread array":
+                raise self.error(args[key], f"the {key} of {what} are a buffer or threadgroup array of {elem}")
+            if mem.elem != elem:
+                raise self.error(args[key], f"the {key} of {what} are {holds}, {elem}; `{mem.name}` holds {mem.elem}")
+            return mem.mem
+
+        words = memory("words", u32, "packed 4-bit weights, eight to a word")
+        scales = memory("scales", f16, "the groups' scales")
+        values = {key: self._u32_expr(args[key]) for key in ("word_offset", "word_stride", "scale_offset", "scale_stride", "group_shift")}
+        self.emit({"cooperative_dequantize": {
+            "tensor": ref.index, "code": code, "words": words, "offset": values["word_offset"], "stride": values["word_stride"],
+            "scales": scales, "scale_offset": values["scale_offset"], "scale_stride": values["scale_stride"], "group_shift": values["group_shift"],
+        }}, node)
 
     def _left_arg(self, node):
         r = self.expr(node)
@@ -248,6 +307,8 @@ class Cooperative:
             if op not in _COMBINATIONS:
                 raise self.error(node, f"combine takes one of {', '.join(repr(o) for o in _COMBINATIONS)}, not {op!r}")
             return self.emit({"cooperative_combine": {"dest": obj.index, "src": src.index, "op": op}}, node)
+        if name == "dequantize":
+            return self._dequantize(obj, node)
         if name == "map":
             args = self._bind(node, "map", ["function"], 1, prefix="")
             fn = args["function"]
