@@ -77,6 +77,19 @@ pub const COOP_QGEMM_ROWS: [u32; 6] = [8, 16, 32, 64, 128, 256];
 /// warpgroups of 64.
 pub const COOP_QGEMM_COLUMNS: [u32; 2] = [64, 128];
 
+/// The fewest rows of a tile that [`CoopQgemmConfig::for_problem`] gives
+/// two warpgroups' columns: each stage of A then serves 128 columns of
+/// weights, not 64. On the H200 (11008 × 4096 INT4, group 128, 3 K splits,
+/// `BENCHMARKS.md`) 128 × 128 ran 38.6 µs against 128 × 64's 43.2, and at
+/// 64 and 16 rows the wider tile gained nothing (30.7 against 30.6, 24.5
+/// against 24.0).
+pub const WIDE_TILE_ROWS: u32 = 128;
+
+/// SIMD groups per compute unit the K split aims for
+/// ([`CoopQgemmConfig::splits_for`]): three threadgroups of one warpgroup,
+/// or one and a half of two.
+pub const SIMDGROUPS_PER_COMPUTE_UNIT: u32 = 12;
+
 /// The most rows of C for which [`CoopQgemmConfig::splits_for`] splits K:
 /// on the H200, 128 rows of 11008 × 4096 ran 47 µs split 3 ways against 66
 /// unsplit; above them the f32 workspace's traffic grows with M.
@@ -124,17 +137,19 @@ pub struct CoopQgemmConfig {
 impl CoopQgemmConfig {
     /// The configuration for `m` rows of C within
     /// `max_threadgroup_memory_bytes`: the first of [`COOP_QGEMM_ROWS`]
-    /// holding them (256 above), 64 columns, with the most stages (from
-    /// [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where asked)
-    /// that fit, or the widest narrower tile that fits, [`SLICE_DEPTH`]
-    /// deep; `tile` (`(tm, tn, tk)`) where asked (that tile only); `None`
-    /// where nothing fits.
+    /// holding them (256 above), 128 columns from [`WIDE_TILE_ROWS`] rows
+    /// and 64 below (or 64 where 128 do not fit), with the most stages
+    /// (from [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where
+    /// asked) that fit, or the widest narrower tile that fits,
+    /// [`SLICE_DEPTH`] deep; `tile` (`(tm, tn, tk)`) where asked (that tile
+    /// only); `None` where nothing fits.
     pub fn for_problem(format: Format, output: DType, m: u32, (tile, stages): (Option<(u32, u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
         let tiles: Vec<(u32, u32, u32)> = match tile {
             Some(tile) => vec![tile],
             None => {
                 let widest = COOP_QGEMM_ROWS.into_iter().find(|&rows| rows >= m).unwrap_or(256);
-                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).map(|rows| (rows, WARPGROUP_ROWS, SLICE_DEPTH)).collect()
+                let columns = |rows: u32| if rows >= WIDE_TILE_ROWS { vec![2 * WARPGROUP_ROWS, WARPGROUP_ROWS] } else { vec![WARPGROUP_ROWS] };
+                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).flat_map(|rows| columns(rows).into_iter().map(move |tn| (rows, tn, SLICE_DEPTH))).collect()
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
@@ -162,9 +177,13 @@ impl CoopQgemmConfig {
     }
 
     /// K splits for an `m × n × k` product on this tile that give at least
-    /// `threadgroups` threadgroups, for M up to [`COOP_SPLIT_K_MAX_ROWS`]
-    /// (the GEMM's rule, [`k_splits_for`]).
-    pub fn splits_for(&self, m: u32, n: u32, k: u32, threadgroups: u32) -> u32 {
+    /// [`SIMDGROUPS_PER_COMPUTE_UNIT`] SIMD groups per compute unit of
+    /// `compute_units`, for M up to [`COOP_SPLIT_K_MAX_ROWS`] (the GEMM's
+    /// rule, [`k_splits_for`]). On the H200 at 16, 64 and 128 rows of 11008
+    /// × 4096 that is 3 splits, which measured faster than 2, 4 and 6 on
+    /// every default tile (`BENCHMARKS.md`).
+    pub fn splits_for(&self, m: u32, n: u32, k: u32, compute_units: u32) -> u32 {
+        let threadgroups = (SIMDGROUPS_PER_COMPUTE_UNIT * compute_units).div_ceil(self.simdgroups());
         k_splits_for(TileShape { m: self.tm, n: self.tn, k: self.tk }, m, n, k, threadgroups, COOP_SPLIT_K_MAX_ROWS)
     }
 
@@ -383,8 +402,11 @@ mod tests {
         assert_eq!(plan(1, h200), Some((8, 64, 4)));
         assert_eq!(plan(16, h200), Some((16, 64, 4)));
         assert_eq!(plan(17, h200), Some((32, 64, 4)));
-        assert_eq!(plan(100, h200), Some((128, 64, 4)));
-        assert_eq!(plan(4096, h200), Some((256, 64, 4)));
+        assert_eq!(plan(64, h200), Some((64, 64, 4)));
+        assert_eq!(plan(100, h200), Some((128, 128, 4)));
+        assert_eq!(plan(4096, h200), Some((256, 128, 4)));
+        // Where 128 columns do not fit, 64.
+        assert_eq!(plan(128, 40 * 1024), Some((128, 64, 2)));
         // 128 × 64 values of A are 16 KiB a stage: two stages do not fit
         // 32 KiB with the words, so 64 rows in three.
         assert_eq!(plan(4096, 32 * 1024), Some((64, 64, 3)));

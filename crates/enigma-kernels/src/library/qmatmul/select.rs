@@ -264,8 +264,8 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// [`CoopQgemmConfig::for_problem`]'s tile for M (the tile asked for where
 /// one is) with the most stages that fit its threadgroup
 /// memory ([`GemmOptions::stages`](crate::library::select::GemmOptions::stages)
-/// where asked), K split where the output has too few tiles for three
-/// threadgroups per compute unit ([`CoopQgemmConfig::splits_for`]: on the
+/// where asked), K split where the output has too few tiles for twelve
+/// SIMD groups per compute unit ([`CoopQgemmConfig::splits_for`]: on the
 /// H200 at 16, 64 and 128 rows of 11008 × 4096, 3 splits ran 29, 36 and 47
 /// µs against 39, 45 and 66 with 2 or none and 38 at 16 rows with 4;
 /// [`GemmOptions::k_splits`](crate::library::select::GemmOptions::k_splits)
@@ -321,7 +321,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
-    let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, 3 * units));
+    let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
     let cfg = CoopQgemmConfig { splits, split_sum, ..cfg }.whole_for(m, n, k);
     cfg.check(max_memory)?;
