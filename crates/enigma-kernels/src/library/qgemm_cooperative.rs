@@ -40,7 +40,7 @@
 //! ([`CoopQgemmConfig::splits`]), each split's partial product f32 in a
 //! workspace that [`super::split::splitk_reduce`] sums or, with
 //! [`SplitSum::LastThreadgroup`], the last of a tile's threadgroups
-//! ([`SplitTile`]).
+//! (`split::SplitTile`).
 //!
 //! **Chosen** by the family's selection (`qmatmul::kernel_for`) at
 //! `qmatmul::COOPERATIVE_ROWS` rows where the device's cooperative
