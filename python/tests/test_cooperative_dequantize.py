@@ -19,6 +19,7 @@ import pytest
 import enigma
 from enigma import _cooperative
 from enigma._frontend.cooperative import _METHODS, CoopRef, ViewObj
+from conftest import DEVICE
 
 N = K = 64  # the weights: K values for each of N output columns
 OP = enigma.matmul2d(enigma.matmul2d_descriptor(N, 64, K), enigma.execution_simdgroups(4))
@@ -125,7 +126,10 @@ def run(kernel, code, dtype, group, right, exact_scales, sanitize, seed):
     nibbles = rng.integers(0, 16, size=(K, N))
     scales, scale_values = scales_for(K // group, rng, exact_scales)
     c = np.full(N * 64, -7.0, np.float32)
-    rt = enigma.MetalRuntime(device="cpu", sanitize=sanitize)
+    # The sanitizer is the simulator's; otherwise the suite's device
+    # (ENIGMA_TEST_DEVICE: on sm_90a CUDA the pairs decode into wgmma's
+    # register operand).
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True) if sanitize else enigma.MetalRuntime(device=DEVICE)
     shift = np.array([group.bit_length() - 1], np.uint32)
     rt.execute(enigma.compile(kernel), inputs=[pack(nibbles), scales, right.astype(np.float16), c, shift], grid=128, threads=128)
     return c.reshape(N, 64), reference_weights(code, nibbles, scale_values, group, dtype)

@@ -51,7 +51,7 @@ fn qmatmul_takes_it_only_when_asked_and_names_what_it_refuses() {
     assert!(!kernel.starts_with("qgemm_coop"), "{kernel}");
     let asked = Ops::new(&rt).with_options(cooperative(false));
     asked.qmatmul(&a, &w, m, DType::F16).unwrap();
-    assert_eq!(asked.take_launches().remove(0).kernel, "qgemm_coop_int4_f16_16x64x64_s4_r8_whole");
+    assert_eq!(asked.take_launches().remove(0).kernel, "qgemm_coop_int4_f16_16x64x128_s3_r8_whole");
     let err = asked.qmatmul(&a, &w, m, DType::BF16).unwrap_err().to_string();
     assert!(err.contains("the output is f32 or f16") || err.contains("f16 or f32, not bf16"), "{err}");
     let narrow = quant::quantize(Format::Int4, &enigma_kernels::test_data(k * 60, 3), k, 60, 64).unwrap();

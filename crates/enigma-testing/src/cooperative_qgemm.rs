@@ -57,7 +57,7 @@ fn assert_close(what: &str, got: &[f64], x: &Inputs, [m, n, k]: [usize; 3], out:
 
 /// `Ops::qmatmul` asked for the kernel, FP4 and INT4, at M = 1, 16, 17,
 /// 64, 100 and 128 (rows past M in every tile), N past the tile's columns
-/// (and below them), K not a multiple of the 64-deep slice (groups of 32
+/// (and below them), K not a multiple of the slice (groups of 32
 /// with an odd number of them), each group size, C f16 (and f32 once),
 /// and at two shapes the tile divides (the whole-tile kernel, which tests
 /// no copy's bounds; every other shape gets the kernel that does): the
@@ -65,8 +65,8 @@ fn assert_close(what: &str, got: &[f64], x: &Inputs, [m, n, k]: [usize; 3], out:
 /// `sanitize`.
 pub fn check_shapes(rt: &Runtime, sanitize: bool) {
     let ops = Ops::new(rt).with_options(cooperative(sanitize));
-    let shapes = [[1, 8, 32, 32], [16, 72, 96, 32], [17, 264, 192, 64], [64, 136, 256, 128], [100, 200, 160, 32], [128, 328, 128, 128], [64, 128, 256, 128], [16, 64, 192, 32]];
-    let whole = |[m, n, k, _]: [usize; 4]| [[64, 128, 256], [16, 64, 192]].contains(&[m, n, k]);
+    let shapes = [[1, 8, 32, 32], [16, 72, 96, 32], [17, 264, 192, 64], [64, 136, 256, 128], [100, 200, 160, 32], [128, 328, 128, 128], [64, 128, 256, 128], [16, 64, 384, 32]];
+    let whole = |[m, n, k, _]: [usize; 4]| [[64, 128, 256], [16, 64, 384]].contains(&[m, n, k]);
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             let out = if i == 2 && format == Format::Int4 { DType::F32 } else { DType::F16 };
@@ -86,16 +86,16 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 
 /// `Ops::qmatmul` asked for the kernel with K split 2, 3 and 5 ways
 /// (`GemmOptions::k_splits`), FP4 and INT4, C f16 and f32: at M = 1, 16
-/// and 5 (rows past M), N past the tile's columns, K of 7 slices in
-/// groups of 64 and 32 and of 6 in groups of 128 (runs of unequal length,
-/// empty splits at 5 ways), and K of 3 slices split 5 ways (two empty),
-/// the last two shapes in whole tiles; the splits summed by the reduction
+/// and 5 (rows past M), N past the tile's columns, K of 448 in groups of
+/// 64 and 32 and of 384 in groups of 128 (runs of unequal length, empty
+/// splits at 5 ways), and K of 3 and 4 slices of 128 split 5 ways (empty
+/// splits), those two shapes in whole tiles; the splits summed by the reduction
 /// (two dispatches, the kernel writing its f32 partial products) and by
 /// the last threadgroup of each tile (one dispatch; run twice, so the
 /// tickets are back at zero after each), clean under the sanitizer where
 /// `sanitize`.
 pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
-    let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 192, 32], [16, 128, 448, 64]];
+    let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 384, 32], [16, 128, 512, 64]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             for splits in [2, 3, 5] {

@@ -85,6 +85,14 @@ pub const COOP_QGEMM_COLUMNS: [u32; 2] = [64, 128];
 /// against 24.0).
 pub const WIDE_TILE_ROWS: u32 = 128;
 
+/// Below [`WIDE_TILE_ROWS`] rows [`CoopQgemmConfig::for_problem`] takes
+/// slices of this depth (where they fit): half the barriers and waits per K
+/// value. On the H200 (11008 × 4096 INT4, group 128, 3 K splits, two calls,
+/// `BENCHMARKS.md`) 128-deep slices ran 22.3, 29.9–30.3 and 30.0–30.1 µs at
+/// 16, 48 and 64 rows against 64-deep ones' 23.7–23.9, 30.5–30.9 and
+/// 30.7; at 128 rows (on 128 columns) 42.2 against 38.3, so there 64.
+pub const NARROW_TILE_DEPTH: u32 = 128;
+
 /// SIMD groups per compute unit the K split aims for
 /// ([`CoopQgemmConfig::splits_for`]): three threadgroups of one warpgroup,
 /// or one and a half of two.
@@ -137,19 +145,23 @@ pub struct CoopQgemmConfig {
 impl CoopQgemmConfig {
     /// The configuration for `m` rows of C within
     /// `max_threadgroup_memory_bytes`: the first of [`COOP_QGEMM_ROWS`]
-    /// holding them (256 above), 128 columns from [`WIDE_TILE_ROWS`] rows
-    /// and 64 below (or 64 where 128 do not fit), with the most stages
-    /// (from [`super::gemm::DEFAULT_STAGES`] down to 2, or `stages` where
-    /// asked) that fit, or the widest narrower tile that fits,
-    /// [`SLICE_DEPTH`] deep; `tile` (`(tm, tn, tk)`) where asked (that tile
-    /// only); `None` where nothing fits.
+    /// holding them (256 above), from [`WIDE_TILE_ROWS`] rows 128 columns
+    /// [`SLICE_DEPTH`] deep and below them 64 columns [`NARROW_TILE_DEPTH`]
+    /// deep (or 64 columns, [`SLICE_DEPTH`] deep, where those do not fit),
+    /// with the most stages (from [`super::gemm::DEFAULT_STAGES`] down to
+    /// 2, or `stages` where asked) that fit, or the widest narrower tile
+    /// that fits; `tile` (`(tm, tn, tk)`) where asked (that tile only);
+    /// `None` where nothing fits.
     pub fn for_problem(format: Format, output: DType, m: u32, (tile, stages): (Option<(u32, u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
         let tiles: Vec<(u32, u32, u32)> = match tile {
             Some(tile) => vec![tile],
             None => {
                 let widest = COOP_QGEMM_ROWS.into_iter().find(|&rows| rows >= m).unwrap_or(256);
-                let columns = |rows: u32| if rows >= WIDE_TILE_ROWS { vec![2 * WARPGROUP_ROWS, WARPGROUP_ROWS] } else { vec![WARPGROUP_ROWS] };
-                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).flat_map(|rows| columns(rows).into_iter().map(move |tn| (rows, tn, SLICE_DEPTH))).collect()
+                let shapes = |rows: u32| {
+                    let first = if rows >= WIDE_TILE_ROWS { (2 * WARPGROUP_ROWS, SLICE_DEPTH) } else { (WARPGROUP_ROWS, NARROW_TILE_DEPTH) };
+                    [first, (WARPGROUP_ROWS, SLICE_DEPTH)].map(|(tn, tk)| (rows, tn, tk))
+                };
+                COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).flat_map(shapes).collect()
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
@@ -398,6 +410,7 @@ mod tests {
     #[test]
     fn tiles_hold_m_and_fit_the_memory() {
         let plan = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, (None, None), memory).map(|c| (c.tm, c.tn, c.stages));
+        let depth = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, (None, None), memory).map(|c| c.tk);
         let h200 = 227 * 1024;
         assert_eq!(plan(1, h200), Some((8, 64, 4)));
         assert_eq!(plan(16, h200), Some((16, 64, 4)));
@@ -405,6 +418,10 @@ mod tests {
         assert_eq!(plan(64, h200), Some((64, 64, 4)));
         assert_eq!(plan(100, h200), Some((128, 128, 4)));
         assert_eq!(plan(4096, h200), Some((256, 128, 4)));
+        assert_eq!([1, 16, 64, 100, 4096].map(|m| depth(m, h200)), [Some(128), Some(128), Some(128), Some(64), Some(64)]);
+        // 128-deep slices of 64 rows in two stages do not fit 32 KiB: 64
+        // deep in three.
+        assert_eq!(depth(64, 32 * 1024), Some(64));
         // Where 128 columns do not fit, 64.
         assert_eq!(plan(128, 40 * 1024), Some((128, 64, 2)));
         // 128 × 64 values of A are 16 KiB a stage: two stages do not fit
