@@ -228,7 +228,7 @@ impl SplitTile {
             let x = enigma_ir::builder::select(0.0f32, 1.0f32, last).cast(Type::scalar(flag_ty.elem()));
             let zero = Ex::from(0.0f32).cast(Type::scalar(flag_ty.elem()));
             let lanes: Vec<Ex> = std::iter::once(x).chain(std::iter::repeat_n(zero, usize::from(flag_ty.width()) - 1)).collect();
-            let value = if flag_ty.width() > 1 { vector(flag_ty, &lanes) } else { lanes[0].clone() };
+            let value = if flag_ty.width() > 1 { vector(flag_ty, &lanes) } else { lanes[0] };
             k.store(flag.at(0u32), value);
         };
         k.if_(lid.eq(0u32), |k| {
