@@ -10,22 +10,21 @@
 //! of B) as the `tn × tm` product of one `matmul2d(tn, tm, tk)` per slice
 //! of `tk` K values. The weights' side is always whole 64-row slices of the
 //! product, so a few rows of A cost a narrow product (`tm` from 8), not a
-//! 64-row one, and each slice of weights goes straight into a cooperative
-//! tensor — the left operand, which on CUDA `wgmma` reads from registers
-//! (the accumulator's fragment layout) — with no decoded copy in
-//! threadgroup memory and no barrier between decoding and product. The
-//! weights are dequantized by the scope into an f16 tensor
-//! (`cooperative_dequantize`: each weight times its scale rounded once to
-//! f16, as every quantized GEMM rounds it; on `wgmma` each thread decodes
-//! two K-adjacent weights of one word with one f16-pair multiply by their
-//! scale).
+//! 64-row one, and the scope dequantizes each slice of weights straight
+//! into an f16 cooperative tensor (`cooperative_dequantize`: each weight
+//! times its scale rounded once to f16, as every quantized GEMM rounds
+//! it) — the left operand, which on CUDA `wgmma` reads from registers as
+//! it is (the accumulator's fragment layout, where each thread decodes two
+//! K-adjacent weights of one word with one f16-pair multiply by their
+//! scales) — with no decoded copy in threadgroup memory and no barrier
+//! between decoding and product.
 //!
 //! Per slice, 16-byte asynchronous copies bring A's `tm × tk` values (zeros
 //! past M and K), the slice's `tk / 8 × tn` packed words (as they lie in
 //! memory: a row of words is `tn` consecutive words) and the `tk / 32 × tn`
 //! scales of the groups the slice can touch into `stages` stages of
 //! threadgroup memory (zeros past N and K). After the slice's barrier the
-//! stage is decoded into the weights' tensor (K value `c` of
+//! scope dequantizes the stage into the weights' tensor (K value `c` of
 //! weight column `r`: nibble `c % 8` of word `(c / 8, r)` times its group's
 //! scale), and the product multiplies it with the staged A (K-major,
 //! `transpose_right`). The copies
@@ -310,7 +309,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let groups = k.let_("groups", kk >> group_shift);
     let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
 
-    // The f16 weights, A's type, the product reads as they are.
+    // The weights are f16, A's type: the product reads them as they are.
     let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
     let op = Matmul2d::new(desc, scope);
