@@ -1346,12 +1346,14 @@ pub enum StmtKind {
     /// it against those after it for every thread of the dispatch (MSL's
     /// `atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst,
     /// thread_scope_device)`, MSL 3.2; CUDA's `__threadfence()`). With an
-    /// atomic it hands data from one threadgroup to another: a threadgroup
-    /// writes, passes a `threadgroup_barrier`, and one of its threads fences
-    /// and then updates an atomic; a thread of another threadgroup whose
-    /// atomic update sees that one fences, and after a barrier its
-    /// threadgroup reads what the first wrote. The sanitizer follows that
-    /// order ([`crate::Feature::DeviceFence`]).
+    /// atomic it hands data from one threadgroup to another: every thread
+    /// of a threadgroup that wrote fences, the threadgroup passes a
+    /// `threadgroup_barrier`, and one of its threads updates an atomic; in
+    /// another threadgroup whose atomic update sees that one, every thread
+    /// that reads fences after a barrier and then reads what the first
+    /// wrote. A fence orders only its own thread (Metal's coherence rule),
+    /// and the sanitizer follows that order: a writer or reader that did not
+    /// fence is a device race ([`crate::Feature::DeviceFence`]).
     DeviceFence,
     /// `async_copy(dst, dst_index, src, src_index, count, valid)`: this
     /// thread starts copying the `count` elements `src[src_index ..
