@@ -187,10 +187,11 @@ def test_the_text_form_and_both_sources_name_the_dequantization():
     assert "cooperative_dequantize_fp4(w, words, 3u32, 69u32, scales, 7u32, 66u32, " in compiled.ir
     assert "enigma_coop_dequantize" in compiled.msl
     assert "enigma_q4_pair" in compiled.cuda
-    # MetalPerformancePrimitives has no dequantization, nor a tensor first
-    # written by one: MSL 4.0 refuses the kernel, naming the tensor.
-    with pytest.raises(enigma.CompileError, match="cooperative tensor `w`"):
-        enigma.compile(from_device("int4", enigma.f16), msl_version="4.0").msl
+    # MetalPerformancePrimitives: the weights are the operation's left input
+    # tensor, filled slot by slot at each slot's coordinates.
+    mpp = enigma.compile(from_device("int4", enigma.f16), msl_version="4.0").msl
+    assert "auto w = " in mpp and ".get_left_input_cooperative_tensor<half, half, float>();" in mpp
+    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_value(enigma_int4, enigma_code)" in mpp
 
 
 def test_every_method_the_front_end_takes_is_declared_with_a_docstring():

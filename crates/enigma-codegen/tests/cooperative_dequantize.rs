@@ -7,10 +7,12 @@
 //! `cooperative_dequantize_wgmma.cu`); any other layout goes slot by slot,
 //! the exact f32 product rounded once (`cooperative_dequantize_scalar.cu`).
 //! MSL below 4.0 calls `enigma_coop_dequantize` slot by slot
-//! (`cooperative_dequantize_fragments.msl`, which tests/msl_syntax.rs and
-//! tests/msl_strict.rs check against their shims); MSL 4.0 refuses it.
+//! (`cooperative_dequantize_fragments.msl`); MSL 4.0 declares the weights
+//! as the operation's left input tensor and fills its slots at their
+//! coordinates (`cooperative_dequantize_mpp.msl`). tests/msl_syntax.rs and
+//! tests/msl_strict.rs check both against their shims.
 
-use enigma_codegen::{cuda, msl, CodegenErrorKind};
+use enigma_codegen::{cuda, msl};
 use enigma_ir::text::parse;
 use enigma_ir::{validate, Kernel, KernelInfo};
 
@@ -102,13 +104,34 @@ fn any_other_layout_decodes_slot_by_slot_rounding_the_exact_product_once() {
 }
 
 #[test]
-fn msl_below_4_dequantizes_slot_by_slot_and_msl_4_refuses() {
+fn msl_below_4_dequantizes_slot_by_slot_on_fragments() {
     let (kernel, info) = kernel(DEQUANTIZED_PRODUCT);
     let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
     let needle = "enigma_coop_dequantize<enigma_int4>(w, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), ";
     assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
     insta::assert_snapshot!("cooperative_dequantize_fragments.msl", metal);
+}
+
+#[test]
+fn msl_4_fills_the_left_input_tensor_slot_by_slot_at_its_coordinates() {
+    let (kernel, info) = kernel(DEQUANTIZED_PRODUCT);
     let options = msl::Options { language_version: (4, 0), ..msl::Options::default() };
-    let err = msl::write_string(&kernel, &info, &options).unwrap_err();
-    assert!(matches!(err.kind, CodegenErrorKind::Unsupported { .. }), "{err}");
+    let metal = msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"));
+    for needle in [
+        // Declared from the operation by the product's element types, before
+        // the destination, whose left operand type is the tensor's.
+        "auto w = matmul0.get_left_input_cooperative_tensor<half, half, float>();",
+        "auto o = matmul0.get_destination_cooperative_tensor<decltype(w), metal::tensor<threadgroup half, metal::dextents<int32_t, 2>, metal::tensor_inline>, float>();",
+        // Each valid slot at its coordinates: row r of N, K value c.
+        "auto enigma_at = w.get_multidimensional_index(enigma_i);",
+        "const uint enigma_r = uint(enigma_at[1]), enigma_c = uint(enigma_at[0]);",
+        "const uint enigma_code = (enigma_words[(enigma_c / 8u) * (64u) + enigma_r] >> (4u * (enigma_c % 8u))) & 0xFu;",
+        "const float enigma_v = enigma_q4_value(enigma_int4, enigma_code) * float(enigma_scales[(enigma_c >> enigma_shift) * (64u) + enigma_r]);",
+        "w[enigma_i] = half(enigma_v);",
+        "matmul0.run(w, mpp_right, o);",
+    ] {
+        assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    }
+    assert!(metal.find("auto w = ").unwrap() < metal.find("auto o = ").unwrap(), "{metal}");
+    insta::assert_snapshot!("cooperative_dequantize_mpp.msl", metal);
 }

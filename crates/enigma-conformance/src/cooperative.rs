@@ -14,7 +14,7 @@
 use crate::util::*;
 use enigma_ir::builder::*;
 use enigma_ir::{Access, CombineOp, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, QuantCode, ReduceAxis, ReduceOp, Scalar, Type};
-use enigma_runtime::{Arg, Buffer, CooperativeLowering, Runtime, RuntimeError};
+use enigma_runtime::{Arg, Buffer, Runtime, RuntimeError};
 use rand::Rng;
 
 pub fn cooperative_gemm_tile_slots_and_row_sums(rt: &Runtime) -> CaseResult {
@@ -139,14 +139,6 @@ pub fn cooperative_dequantize_into_a_left_operand(rt: &Runtime) -> CaseResult {
         let kernel = finish(k)?;
         if !rt.device().features.contains(&Feature::CooperativeTensors) {
             return refused(rt, &kernel);
-        }
-        // MetalPerformancePrimitives cannot declare a tensor that only the
-        // threads fill (docs/cooperative-tensors.md, not done yet).
-        if rt.device().cooperative_lowering == Some(CooperativeLowering::MetalPerformancePrimitives) {
-            return match rt.pipeline(&kernel) {
-                Err(e) if e.to_string().contains("cooperative tensor `w`") => Ok(()),
-                other => Err(format!("MetalPerformancePrimitives took a dequantized tensor or failed otherwise: {:?}", other.map(|_| ()))),
-            };
         }
         let p = pipeline(rt, &kernel)?;
         for shift in [5u32, 6, 0] {

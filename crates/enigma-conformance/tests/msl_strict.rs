@@ -55,14 +55,6 @@ struct Source {
     version: (u8, u8),
 }
 
-/// Kernels (by name prefix) whose MSL with MetalPerformancePrimitives is
-/// refused, and must be, naming the reason: the quantized GEMM on
-/// cooperative tensors and the conformance case of `cooperative_dequantize`
-/// fill their weights' tensor themselves, and MetalPerformancePrimitives
-/// declares a cooperative tensor only from an operation that writes it
-/// (`docs/cooperative-tensors.md`, not done yet).
-const MPP_REFUSED: &[&str] = &["qgemm_coop_", "cooperative_dequantize"];
-
 /// Writes each kernel's MSL for the version it needs and compiles it
 /// strictly, once per distinct source, on every core: how many sources, and
 /// the failures.
@@ -79,13 +71,10 @@ fn strict_failures(tag: &str, kernels: &[(Kernel, KernelInfo)]) -> (usize, Vec<S
         }
         for version in versions {
             let options = msl::Options::for_kernel(info, version);
-            let refused = version.is_some() && MPP_REFUSED.iter().any(|p| kernel.name.starts_with(p));
             match msl::write_string(kernel, info, &options) {
-                Ok(_) if refused => failures.push(format!("== {} writes MSL {:?} now: take it off MPP_REFUSED", kernel.name, version)),
                 Ok(text) => {
                     seen.entry(text).or_insert((kernel.name.clone(), options.language_version));
                 }
-                Err(e) if refused && e.to_string().contains("which no matmul2d, reduction or combination with a source of its shape writes first") => {}
                 Err(e) => failures.push(format!("== {}\n{e}", kernel.name)),
             }
         }

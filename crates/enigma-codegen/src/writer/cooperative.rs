@@ -4,14 +4,17 @@
 //! program-scope constants the dialect's head writes), each cooperative
 //! tensor declared at the top of the body from the operation that first
 //! writes it (`get_destination_cooperative_tensor`, or the row/column
-//! reduction destination of its source's operation), and views as
+//! reduction destination of its source's operation; a left operand that no
+//! product writes, which the threads fill, as the left input tensor of the
+//! operation that reads it, `get_left_input_cooperative_tensor`), and views as
 //! `metal::tensor<…, dextents<int32_t, 2>, tensor_inline>` made where they
 //! are used. `combine` of two tensors of one C++ type (one layout) goes
 //! slot by slot; any other source reaches each destination slot by its
 //! coordinates: over several SIMD groups the source is stored row-major to
 //! a threadgroup scratch array (a `metal::tensor` view of it) between two
 //! threadgroup barriers, and in one SIMD group each lane gathers the source
-//! into a private array with `simd_shuffle`. A dialect that has no such
+//! into a private array with `simd_shuffle`. `cooperative_dequantize`
+//! fills each valid slot at its coordinates. A dialect that has no such
 //! spelling refuses the kernel
 //! ([`crate::dialect::Dialect::cooperative_tensors`]); one that lowers them
 //! onto SIMD-group matrix fragments instead is written by
@@ -129,6 +132,21 @@ impl<'k, D: Dialect> Writer<'k, D> {
         let mut decls: Vec<String> = vec![String::new(); k.cooperative_tensors.len()];
         self.line("// cooperative tensors (MetalPerformancePrimitives)");
         for s in &stmts {
+            // A left operand that no product wrote first (the threads fill
+            // it through its slots or dequantize into it): the operation's
+            // left input tensor, of the element types of the product.
+            if let StmtKind::Matmul2d { desc, scope, left: Matmul2dLeft::Cooperative(id), right, dest, .. } = s {
+                if origin[id.0 as usize].is_none() {
+                    let op = self.op_name(desc, *scope);
+                    let right_elem = crate::plan::memory_elem(k, right.mem).ok_or_else(|| self.malformed("a view of a parameter that is not a buffer"))?;
+                    let (left_elem, dest_elem) = (k.cooperative(*id).elem.msl_name(), k.cooperative(*dest).elem.msl_name());
+                    let decl = format!("{op}.get_left_input_cooperative_tensor<{left_elem}, {}, {dest_elem}>()", right_elem.msl_name());
+                    origin[id.0 as usize] = Some((op, self.left_type(&Matmul2dLeft::Cooperative(*id))?, self.view_type(right.mem)?));
+                    decls[id.0 as usize].clone_from(&decl);
+                    let name = self.coop_name(*id)?;
+                    self.line(&format!("auto {name} = {decl};"));
+                }
+            }
             let (dest, decl) = match s {
                 StmtKind::Matmul2d { desc, scope, left, right, dest, .. } if origin[dest.0 as usize].is_none() => {
                     let o = (self.op_name(desc, *scope), self.left_type(left)?, self.view_type(right.mem)?);
@@ -165,7 +183,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         if let Some(i) = origin.iter().position(Option::is_none) {
             let t = &k.cooperative_tensors[i];
             return Err(self.error(CodegenErrorKind::Unsupported {
-                what: format!("cooperative tensor `{}`, which no matmul2d, reduction or combination with a source of its shape writes first (MSL takes its type from one)", t.name),
+                what: format!("cooperative tensor `{}`, which no matmul2d, reduction or combination with a source of its shape writes first and no matmul2d reads as its left operand (MSL takes its type from one)", t.name),
                 ty: Type::scalar(t.elem),
             }));
         }
@@ -351,12 +369,31 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 ));
             }
             StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
-            StmtKind::CooperativeDequantize { tensor, .. } => {
-                let t = self.kernel.cooperative(*tensor);
-                return Err(self.error(CodegenErrorKind::Unsupported {
-                    what: format!("cooperative_dequantize into `{}` with MetalPerformancePrimitives (the SIMD-group-matrix lowering below MSL 4.0 takes it)", t.name),
-                    ty: Type::scalar(t.elem),
-                }));
+            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                // Slot by slot at each slot's coordinates, as the simulator
+                // does; the nibble's value is the tile helpers' `enigma_q4_value`.
+                self.dialect.use_matrices();
+                let name = self.coop_name(*tensor)?;
+                let elem = self.kernel.cooperative(*tensor).elem.msl_name();
+                let (words, scales) = (self.scalar_pointer(*words, offset)?, self.scalar_pointer(*scales, scale_offset)?);
+                let [stride, scale_stride, group_shift] = [stride, scale_stride, group_shift].map(|e| self.expr(e).map(|v| v.code.text));
+                let (stride, scale_stride, group_shift) = (stride?, scale_stride?, group_shift?);
+                self.line("{");
+                self.indent += 1;
+                self.line(&format!("auto enigma_words = {words};"));
+                self.line(&format!("auto enigma_scales = {scales};"));
+                self.line(&format!("const uint enigma_shift = ({group_shift}) & 31u;"));
+                self.line(&format!("for (uint enigma_i = 0u; enigma_i < uint({name}.get_capacity()); ++enigma_i) {{"));
+                self.line(&format!("    if ({name}.is_valid_element(enigma_i)) {{"));
+                self.line(&format!("        auto enigma_at = {name}.get_multidimensional_index(enigma_i);"));
+                self.line("        const uint enigma_r = uint(enigma_at[1]), enigma_c = uint(enigma_at[0]);");
+                self.line(&format!("        const uint enigma_code = (enigma_words[(enigma_c / 8u) * ({stride}) + enigma_r] >> (4u * (enigma_c % 8u))) & 0xFu;"));
+                self.line(&format!("        const float enigma_v = enigma_q4_value(enigma_{code}, enigma_code) * float(enigma_scales[(enigma_c >> enigma_shift) * ({scale_stride}) + enigma_r]);"));
+                self.line(&format!("        {name}[enigma_i] = {elem}(enigma_v);"));
+                self.line("    }");
+                self.line("}");
+                self.indent -= 1;
+                self.line("}");
             }
             _ => {}
         }

@@ -28,10 +28,12 @@ template <typename T> struct reduction_operation_identity {
 struct destination_layout {};
 struct row_layout {};
 struct column_layout {};
+struct left_input_layout {};
 
 template <const matmul2d_descriptor& Descriptor, typename Scope> struct matmul2d {
     template <typename L, typename R, typename D> void run(L&, R&, D&) const {}
     template <typename L, typename R, typename E> metal::cooperative_tensor<E, metal::dextents<int32_t, 2>, destination_layout> get_destination_cooperative_tensor() const { return {}; }
+    template <typename LE, typename RE, typename E> metal::cooperative_tensor<LE, metal::dextents<int32_t, 2>, left_input_layout> get_left_input_cooperative_tensor() const { return {}; }
     template <typename L, typename R, typename E> metal::cooperative_tensor<E, metal::dextents<int32_t, 1>, row_layout> get_row_reduction_destination_cooperative_tensor() const { return {}; }
     template <typename L, typename R, typename E> metal::cooperative_tensor<E, metal::dextents<int32_t, 1>, column_layout> get_column_reduction_destination_cooperative_tensor() const { return {}; }
 };

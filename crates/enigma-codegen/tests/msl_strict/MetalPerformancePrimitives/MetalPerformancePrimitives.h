@@ -1,7 +1,7 @@
 // A stricter stand-in for Apple's MetalPerformancePrimitives (MSL 4.0), for
 // clang in C++ for OpenCL mode (see metal_stdlib here): the subset enigma's
-// MSL 4.0 uses — matmul2d with its descriptor and scope, the destination and
-// reduction-destination cooperative tensors, and reduce_rows/reduce_columns,
+// MSL 4.0 uses — matmul2d with its descriptor and scope, the destination,
+// left-input and reduction-destination cooperative tensors, and reduce_rows/reduce_columns,
 // whose source and destination hold the same element type. Operands of run
 // are tensor views or cooperative tensors, passed as thread references.
 // Written from the documented public signatures; not Apple's header.
@@ -39,6 +39,14 @@ template <const __constant matmul2d_descriptor& Descriptor, typename Scope> stru
     }
     template <typename L, typename R, typename E>
     metal::cooperative_tensor<E, metal::dextents<int32_t, 2>, enigma_layout<2>> get_destination_cooperative_tensor() const thread { return {}; }
+    // The left operand's tensor for the threads to fill, named by the
+    // product's element types (not its operands' types).
+    template <typename LE, typename RE, typename E>
+    metal::cooperative_tensor<LE, metal::dextents<int32_t, 2>, enigma_layout<3>> get_left_input_cooperative_tensor() const thread {
+        static_assert(!metal::enigma_is_tensor_view<LE>::value && !metal::enigma_is_cooperative<LE>::value, "get_left_input_cooperative_tensor: element types, not operand types");
+        static_assert(!metal::enigma_is_tensor_view<RE>::value && !metal::enigma_is_cooperative<RE>::value, "get_left_input_cooperative_tensor: element types, not operand types");
+        return {};
+    }
     template <typename L, typename R, typename E>
     metal::cooperative_tensor<E, metal::dextents<int32_t, 1>, enigma_layout<1>> get_row_reduction_destination_cooperative_tensor() const thread { return {}; }
     template <typename L, typename R, typename E>

@@ -32,7 +32,7 @@ use crate::library::qmatmul_fragments::{self, FragmentBlocking};
 use crate::library::quant::Format;
 use crate::library::select::{self, argument, Overrides, SelectError};
 use crate::library::{to_u32, DType};
-use enigma_backend::{CooperativeLowering, DeviceInfo};
+use enigma_backend::DeviceInfo;
 use enigma_ir::{Feature, QuantLayout};
 
 /// A quantized matmul: `A` of `m × k` f16 values times `k × n` 4-bit
@@ -289,9 +289,6 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     let g = &overrides.gemm;
     if !device.features.contains(&Feature::CooperativeTensors) {
         return refuse(format!("{} has no cooperative tensors", device.name));
-    }
-    if device.cooperative_lowering == Some(CooperativeLowering::MetalPerformancePrimitives) {
-        return refuse(format!("{} lowers cooperative tensors with MetalPerformancePrimitives, which cannot declare the weights' tensor the threads fill", device.name));
     }
     if problem.format.quant_code().is_none() || problem.layout != QuantLayout::Rows {
         let given = if problem.format.has_biases() { problem.format.to_string() } else { format!("{} in the {} layout", problem.format, problem.layout) };
