@@ -89,8 +89,8 @@ pub struct GemvOptions {
     /// Loads in flight per thread.
     pub loads: Option<u32>,
     /// Each SIMD group starts its rows at its own column (`gemv::gemv`'s
-    /// `stagger`; default: the wide form of f16/bf16 weights,
-    /// `gemv::WIDE_STAGGER`).
+    /// `stagger`; default: the forms that load 16 bytes per lane, f16/bf16
+    /// words of eight and f32 `float4`s, `gemv::WIDE_STAGGER`).
     pub stagger: Option<bool>,
 }
 

@@ -96,6 +96,13 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let kernel = first_kernel(&auto);
                 let form = if shape[1] % 8 == 0 { "_wide" } else if vector_shape(&shape) { "_vec4" } else { "_r" };
                 assert!(kernel.starts_with(&format!("{}{form}", entry.name)), "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name == "gemv_f32" {
+                // f32 weights: `float4`s (16 bytes a lane) walk 4 rows per
+                // SIMD group, staggered, where rows are whole vectors; else
+                // scalars from column 0, 2 rows.
+                let kernel = first_kernel(&auto);
+                let want = if vector_shape(&shape) { "gemv_f32_vec4_r4_u2_st" } else { "gemv_f32_r2_u2" };
+                assert_eq!(kernel, want, "{} {shape:?}", entry.name);
             } else if Elementwise::ALL.iter().any(|op| entry.name == format!("{op}_f16") || entry.name == format!("{op}_bf16")) {
                 // 16-bit element-wise: 8 packed elements per 16-byte access
                 // where the length is a multiple of 8, else four-element

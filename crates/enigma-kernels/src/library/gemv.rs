@@ -11,9 +11,10 @@
 //! in registers — so each load instruction of a SIMD group moves 512
 //! contiguous bytes of a row. Rows lie `k` elements apart (a power of two
 //! in the usual shapes), so SIMD groups that walk their rows in step read
-//! the same offsets at once; the wide form staggers them by default
-//! (`stagger`: SIMD group `g` starts at column `g · 32 · unroll` and wraps
-//! round). The row sums finish
+//! the same offsets at once; the forms that load 16 bytes per lane (the
+//! wide one, and f32 as `float4`) stagger them by default (`stagger`: SIMD
+//! group `g` starts at column `g · 32 · unroll` and wraps round) and take
+//! 4 rows per SIMD group. The row sums finish
 //! with `simd_sum`; there is no threadgroup memory and no barrier. Row
 //! indices past `m` are clamped for the loads (always in bounds) and never
 //! stored.
@@ -33,16 +34,25 @@ use enigma_ir::{Access, Kernel, Scalar, Type};
 pub const DEFAULT_ROWS_PER_SIMDGROUP: u32 = 2;
 /// Default loads in flight per row and iteration.
 pub const DEFAULT_UNROLL: u32 = 2;
-/// Whether the wide form staggers its SIMD groups' walks by default
-/// ([`gemv()`]'s `stagger`): on an H200 at 11008×4096 the staggered walk
-/// ran f16 in 25.5 µs and bf16 in 25.4 against 27.0 and 27.0 in the same
-/// run (BENCHMARKS.md, "GEMV"). The narrower forms were not measured and
-/// walk every row from column 0.
+/// Whether the forms that load 16 bytes per lane ([`loads_16_bytes`])
+/// stagger their SIMD groups' walks by default ([`gemv()`]'s `stagger`):
+/// on an H200 at 11008×4096 the staggered walk ran f16 in 25.5 µs and bf16
+/// in 25.4 against 27.0 and 27.0 in the same run, and f32 (4 rows × 2
+/// loads) in 44.6–45.1 µs against 45.3–45.4 (BENCHMARKS.md, "GEMV"). The
+/// narrower forms were not measured and walk every row from column 0.
 pub const WIDE_STAGGER: bool = true;
-/// Default rows per SIMD group of the wide form: on an H200 at 11008×4096
-/// (f16 and bf16), 4 rows × 2 loads ran in 27.0 and 26.7 µs against 28.6
-/// for 2 × 4 and 32.0 for 1 × 4 (BENCHMARKS.md, "GEMV").
+/// Default rows per SIMD group of the forms that load 16 bytes per lane:
+/// on an H200 at 11008×4096, 4 rows × 2 loads ran f16 and bf16 in 27.0 and
+/// 26.7 µs against 28.6 for 2 × 4 and 32.0 for 1 × 4, and f32 (staggered)
+/// in 44.6–45.1 µs against 48.4–48.5 for 2 × 2, 50.7–51.0 for 8 × 2 and
+/// 45.3 for 4 × 4 (BENCHMARKS.md, "GEMV").
 pub const WIDE_ROWS_PER_SIMDGROUP: u32 = 4;
+
+/// Whether the form of `wdtype` weights in loads of `vec` elements loads 16
+/// bytes per lane: f16/bf16 words of eight (`vec` 8) or f32 `float4`s.
+pub fn loads_16_bytes(wdtype: DType, vec: u8) -> bool {
+    wdtype.size_bytes() * u32::from(vec) == 16
+}
 
 crate::kernel_args! {
     /// The arguments of [`gemv()`]: the weights `w` (viewed as `w4`, or as
@@ -214,14 +224,15 @@ pub fn plan(wdtype: DType, m: usize, k: usize, vec: u8, threads: u32, options: G
     let k32 = to_u32(&name, "k", k)?;
     to_u32(&name, "m × k", m.saturating_mul(k))?;
     let t = check_threads(&name, threads)?;
-    let rows = options.rows_per_simdgroup.unwrap_or(if vec == 8 { WIDE_ROWS_PER_SIMDGROUP } else { DEFAULT_ROWS_PER_SIMDGROUP });
+    let wide = loads_16_bytes(wdtype, vec);
+    let rows = options.rows_per_simdgroup.unwrap_or(if wide { WIDE_ROWS_PER_SIMDGROUP } else { DEFAULT_ROWS_PER_SIMDGROUP });
     let unroll = options.unroll.unwrap_or(DEFAULT_UNROLL);
     if !(1..=8).contains(&rows) || !(1..=8).contains(&unroll) {
         return Err(ShapeError::new(name, format!("rows per SIMD group ({rows}) and unroll ({unroll}) must be between 1 and 8")));
     }
     let rows_per_group = (t / SIMD_WIDTH) * rows;
     let groups = m32.div_ceil(rows_per_group);
-    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, stagger: options.stagger.unwrap_or(vec == 8 && WIDE_STAGGER), m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
+    Ok(GemvPlan { wdtype, vec, rows_per_simdgroup: rows, unroll, stagger: options.stagger.unwrap_or(wide && WIDE_STAGGER), m: m32, k: k32, dispatch: Dispatch::threadgroups([groups, 1, 1], t) })
 }
 
 /// The f64 reference.
