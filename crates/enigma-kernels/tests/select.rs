@@ -95,13 +95,15 @@ fn overrides_move_the_kernel_choice() {
     let big = QmatmulProblem { m: 64, ..problem };
     assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides::default()), QmatmulKernel::Tiled);
     assert_eq!(qmatmul::kernel_for(&big, &cuda, &Overrides { vectorize: Some(false), ..Overrides::default() }), QmatmulKernel::Decode);
-    // Where products are `wgmma`: the cooperative kernel at 33 to 128 rows,
-    // unless declined or an option of the tensor-core kernel is asked for.
+    // Where products are `wgmma`: the cooperative kernel at 17 (INT4) or 5
+    // (FP4) to 128 rows, unless declined or an option of the tensor-core
+    // kernel is asked for.
     let sm_90a = DeviceInfo { cooperative_lowering: Some(CooperativeLowering::Wgmma), ..cuda };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
-    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 33, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
-    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 32, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
-    assert_eq!(qmatmul::kernel_for(&QmatmulProblem { m: 129, ..problem }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
+    let rows = |format: Format, m: usize| qmatmul::kernel_for(&QmatmulProblem { format, m, ..problem }, &sm_90a, &Overrides::default());
+    assert_eq!([16, 17, 128, 129].map(|m| rows(Format::Int4, m)), [QmatmulKernel::Tiled, QmatmulKernel::Cooperative, QmatmulKernel::Cooperative, QmatmulKernel::Tiled]);
+    assert_eq!([4, 5, 128, 129].map(|m| rows(Format::Fp4, m)), [QmatmulKernel::Decode, QmatmulKernel::Cooperative, QmatmulKernel::Cooperative, QmatmulKernel::Tiled]);
+    assert_eq!(rows(Format::MlxAffine, 64), QmatmulKernel::Affine);
     let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
     // The cooperative kernel sums its own K splits too.

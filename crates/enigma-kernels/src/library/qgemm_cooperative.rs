@@ -42,7 +42,7 @@
 //! (`split::SplitTile`).
 //!
 //! **Chosen** by the family's selection (`qmatmul::kernel_for`) at
-//! `qmatmul::COOPERATIVE_ROWS` rows where the device's cooperative
+//! `qmatmul::cooperative_rows` where the device's cooperative
 //! products are `wgmma`, and wherever asked for
 //! ([`crate::library::select::GemmOptions::cooperative`] `Some(true)`).
 //!

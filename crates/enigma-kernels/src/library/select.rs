@@ -58,7 +58,7 @@ pub struct GemmOptions {
     /// The quantized matmul: `Some(true)` runs the quantized GEMM on
     /// cooperative tensors (`qgemm_cooperative`) at any M (an error where
     /// it cannot take the weights, the shape or the other options);
-    /// `Some(false)`: never. Default: at `qmatmul::COOPERATIVE_ROWS` rows
+    /// `Some(false)`: never. Default: at `qmatmul::cooperative_rows` rows
     /// of seed 002's layout where the device's cooperative products
     /// are `wgmma` (`qmatmul::kernel_for`).
     pub cooperative: Option<bool>,

@@ -13,4 +13,4 @@ mod select;
 
 pub use decode::*;
 pub use plan::{BlockingOptions, DecodePlan};
-pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection, COOPERATIVE_ROWS};
+pub use select::{kernel_for, select, select_kernel, QmatmulKernel, QmatmulProblem, QmatmulSelection, cooperative_rows};

@@ -13,7 +13,7 @@
 //! when the overrides ask for the decode kernel's own blocking (rows,
 //! columns per thread, words per iteration, stages) or for no vector loads; else
 //! the GEMM on cooperative tensors (`qgemm_cooperative`) at
-//! [`COOPERATIVE_ROWS`] rows where the device's cooperative products are
+//! [`cooperative_rows`] where the device's cooperative products are
 //! `wgmma` (unless a tile, a thread count or K splits summed in the kernel
 //! are asked for, which are the tensor-core GEMM's), and the tensor-core
 //! GEMM elsewhere. `GemmOptions::cooperative` `Some(true)` runs the
@@ -63,7 +63,7 @@ pub enum QmatmulKernel {
     Fused,
     /// FP4/INT4 in their row layout on cooperative tensors:
     /// `qgemm_cooperative` (where asked for, and by default at
-    /// [`COOPERATIVE_ROWS`] rows where products are `wgmma`).
+    /// [`cooperative_rows`] where products are `wgmma`).
     Cooperative,
 }
 
@@ -85,14 +85,27 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 }
 
 /// The rows of C for which [`kernel_for`] runs the quantized GEMM on
-/// cooperative tensors by default, where the device's cooperative products
-/// are `wgmma`: on the H200 at 48, 64 and 128 rows of 11008 × 4096 INT4 it
-/// ran 35, 36 and 47 µs against the tensor-core GEMM's 49, 51 and 70 (whose
-/// tiles above 32 rows no longer split K); at 16, 24 and 32 rows 28.6, 30.1
-/// and 30.5 against 21.7, 26.7 and 25.8 (`BENCHMARKS.md`, the quantized
-/// matmul on cooperative tensors). Above 128 rows (several tiles of rows,
-/// each decoding the weights again) it has not been timed.
-pub const COOPERATIVE_ROWS: std::ops::RangeInclusive<usize> = 33..=128;
+/// cooperative tensors by default for `format`, where the device's
+/// cooperative products are `wgmma`: FP4 from 5 rows (past the decode
+/// kernel's [`DECODE_ROWS`]), INT4 from 17, to 128. On the H200 (11008 ×
+/// 4096, group 128, `BENCHMARKS.md`, the quantized matmul from 1 to 48
+/// rows) FP4 ran 28.5, 28.3, 29.2, 28.8, 31.5, 30.8 and 37.8 µs at 5, 8,
+/// 12, 16, 24, 32 and 48 rows against the tensor-core GEMM's 30.8, 31.2,
+/// 31.4, 30.4, 33.7, 32.4 and 65.6; INT4 24.1 and 24.2 at 24 and 32 rows
+/// against 26.4 and 25.8, but 22.4 and 22.3 at 16 and 12 against 21.7 and
+/// 21.9, and level at 8 (21.4 against 21.5), so INT4 keeps the tensor-core
+/// GEMM to 16 rows. At 48, 64 and 128 rows of INT4 it ran 30.2, 30.0 and
+/// 38.3 against 49.0, 51 and 70 (whose tiles above 32 rows no longer split
+/// K). Above 128 rows (several tiles of rows, each decoding the weights
+/// again) it has not been timed. `None` for MLX's affine format, which the
+/// kernel does not take.
+pub fn cooperative_rows(format: Format) -> Option<std::ops::RangeInclusive<usize>> {
+    match format {
+        Format::Fp4 => Some(DECODE_ROWS as usize + 1..=128),
+        Format::Int4 => Some(17..=128),
+        Format::MlxAffine => None,
+    }
+}
 
 /// The kernel [`select()`] runs for `problem` on `device` with `overrides`
 /// (the rule in the module doc).
@@ -112,12 +125,12 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
     let q = &overrides.qmatmul;
     let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
     let g = &overrides.gemm;
-    // The cooperative kernel by default: at `COOPERATIVE_ROWS` rows on
+    // The cooperative kernel by default: at `cooperative_rows` on
     // `wgmma`, where it takes the weights and no option of the tensor-core
     // kernel is asked for.
     let cooperative = g.cooperative.is_none()
         && device.wgmma()
-        && COOPERATIVE_ROWS.contains(&m)
+        && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
         && u32::try_from(problem.n).is_ok_and(CoopQgemmConfig::takes)
         && g.tile.is_none()
         && overrides.threads.is_none();
