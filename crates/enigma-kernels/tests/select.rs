@@ -167,7 +167,7 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 /// below three threadgroups per compute unit, a tile and splits asked
 /// for, and clear refusals of what it cannot take.
 #[test]
-fn quantized_gemm_on_cooperative_tensors_where_asked_and_at_33_to_128_rows_on_wgmma() {
+fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
     let sm_90a = DeviceInfo {
         cooperative_lowering: Some(CooperativeLowering::Wgmma),
         features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
