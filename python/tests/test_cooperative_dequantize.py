@@ -191,7 +191,7 @@ def test_the_text_form_and_both_sources_name_the_dequantization():
     # tensor, filled slot by slot at each slot's coordinates.
     mpp = enigma.compile(from_device("int4", enigma.f16), msl_version="4.0").msl
     assert "auto w = " in mpp and ".get_left_input_cooperative_tensor<half, half, float>();" in mpp
-    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_value(enigma_int4, enigma_code)" in mpp
+    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_weight(enigma_int4, " in mpp
 
 
 def test_every_method_the_front_end_takes_is_declared_with_a_docstring():

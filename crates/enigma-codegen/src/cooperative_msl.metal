@@ -93,17 +93,15 @@ template <typename TENSOR, typename P> static inline void enigma_coop_store(thre
     }
 }
 
-// cooperative_dequantize: element (r, c) becomes the CODE value of nibble
-// c % 8 of w[(c / 8) * stride + r] times s[(c >> shift) * scale_stride + r]
-// (seed 002's [K/8][N] words and [K/group][N] scales), the exact product
-// rounded once to the tensor's type; slots holding no element are unchanged.
+// cooperative_dequantize: element (r, c) becomes enigma_q4_weight (the tile
+// helpers'), the exact product rounded once to the tensor's type; slots
+// holding no element are unchanged.
 template <enigma_q4 CODE, typename TENSOR, typename W, typename S>
 static inline void enigma_coop_dequantize(thread TENSOR& t, W w, uint stride, S s, uint scale_stride, uint shift, uint sg, uint lane) {
     for (uint i = 0; i < enigma_coop_capacity(t); ++i) {
         if (enigma_coop_valid(t, i, sg, lane)) {
             uint r = enigma_coop_coord(t, i, 1, sg, lane), c = enigma_coop_coord(t, i, 0, sg, lane);
-            float v = enigma_q4_value(CODE, (w[(c / 8) * stride + r] >> (4 * (c % 8))) & 0xFu) * float(s[(c >> (shift & 31u)) * scale_stride + r]);
-            enigma_coop_at(t, i) = typename TENSOR::elem(v);
+            enigma_coop_at(t, i) = typename TENSOR::elem(enigma_q4_weight(CODE, w, stride, s, scale_stride, shift, r, c));
         }
     }
 }

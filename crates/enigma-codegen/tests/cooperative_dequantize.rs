@@ -122,12 +122,11 @@ fn msl_4_fills_the_left_input_tensor_slot_by_slot_at_its_coordinates() {
         // the destination, whose left operand type is the tensor's.
         "auto w = matmul0.get_left_input_cooperative_tensor<half, half, float>();",
         "auto o = matmul0.get_destination_cooperative_tensor<decltype(w), metal::tensor<threadgroup half, metal::dextents<int32_t, 2>, metal::tensor_inline>, float>();",
-        // Each valid slot at its coordinates: row r of N, K value c.
+        // Each valid slot at its coordinates: row r of N, K value c, the
+        // element the tile helpers' `enigma_q4_weight` (as below MSL 4.0).
         "auto enigma_at = w.get_multidimensional_index(enigma_i);",
-        "const uint enigma_r = uint(enigma_at[1]), enigma_c = uint(enigma_at[0]);",
-        "const uint enigma_code = (enigma_words[(enigma_c / 8u) * (64u) + enigma_r] >> (4u * (enigma_c % 8u))) & 0xFu;",
-        "const float enigma_v = enigma_q4_value(enigma_int4, enigma_code) * float(enigma_scales[(enigma_c >> enigma_shift) * (64u) + enigma_r]);",
-        "w[enigma_i] = half(enigma_v);",
+        "w[enigma_i] = half(enigma_q4_weight(enigma_int4, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0])));",
+        "static inline float enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {",
         "matmul0.run(w, mpp_right, o);",
     ] {
         assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");

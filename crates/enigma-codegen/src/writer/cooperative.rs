@@ -371,28 +371,20 @@ impl<'k, D: Dialect> Writer<'k, D> {
             StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
             StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
                 // Slot by slot at each slot's coordinates, as the simulator
-                // does; the nibble's value is the tile helpers' `enigma_q4_value`.
+                // does, each element the tile helpers' `enigma_q4_weight`.
                 self.dialect.use_matrices();
                 let name = self.coop_name(*tensor)?;
                 let elem = self.kernel.cooperative(*tensor).elem.msl_name();
                 let (words, scales) = (self.scalar_pointer(*words, offset)?, self.scalar_pointer(*scales, scale_offset)?);
                 let [stride, scale_stride, group_shift] = [stride, scale_stride, group_shift].map(|e| self.expr(e).map(|v| v.code.text));
                 let (stride, scale_stride, group_shift) = (stride?, scale_stride?, group_shift?);
-                self.line("{");
-                self.indent += 1;
-                self.line(&format!("auto enigma_words = {words};"));
-                self.line(&format!("auto enigma_scales = {scales};"));
-                self.line(&format!("const uint enigma_shift = ({group_shift}) & 31u;"));
                 self.line(&format!("for (uint enigma_i = 0u; enigma_i < uint({name}.get_capacity()); ++enigma_i) {{"));
                 self.line(&format!("    if ({name}.is_valid_element(enigma_i)) {{"));
                 self.line(&format!("        auto enigma_at = {name}.get_multidimensional_index(enigma_i);"));
-                self.line("        const uint enigma_r = uint(enigma_at[1]), enigma_c = uint(enigma_at[0]);");
-                self.line(&format!("        const uint enigma_code = (enigma_words[(enigma_c / 8u) * ({stride}) + enigma_r] >> (4u * (enigma_c % 8u))) & 0xFu;"));
-                self.line(&format!("        const float enigma_v = enigma_q4_value(enigma_{code}, enigma_code) * float(enigma_scales[(enigma_c >> enigma_shift) * ({scale_stride}) + enigma_r]);"));
-                self.line(&format!("        {name}[enigma_i] = {elem}(enigma_v);"));
+                self.line(&format!(
+                    "        {name}[enigma_i] = {elem}(enigma_q4_weight(enigma_{code}, {words}, {stride}, {scales}, {scale_stride}, {group_shift}, uint(enigma_at[1]), uint(enigma_at[0])));"
+                ));
                 self.line("    }");
-                self.line("}");
-                self.indent -= 1;
                 self.line("}");
             }
             _ => {}
