@@ -10,6 +10,7 @@
 use crate::gemm::Product;
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise, RepeatArgs};
+use enigma_kernels::library::conv_implicit::{self, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
 use enigma_kernels::library::{self as lib, conv};
 use enigma_runtime::Buffer;
 
@@ -93,6 +94,9 @@ impl Ops<'_> {
         }
         let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups] = dims;
         let dims = conv::ConvDims { c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, groups };
+        if let Some(y) = self.conv2d_implicit(x, w, bias, c, dtype, dims)? {
+            return Ok((y, [oh, ow]));
+        }
         if let Some(y) = self.conv2d_gemm(x, w, bias, c, dtype, dims)? {
             return Ok((y, [oh, ow]));
         }
@@ -145,6 +149,35 @@ impl Ops<'_> {
         let args = conv::DepthwiseRowsArgs { x, x_words: &x_words, w, bias: bias.unwrap_or(w), y_words: &y_words, has_bias: bias.is_some() as u32 };
         let dims = conv::DepthwiseRowsDims { c_in, in_h, in_w, c_out, out_h, out_w, ph, threads };
         self.launch(format!("conv2d depthwise rows {rows:?}"), || conv::conv2d_depthwise_rows(&rows), dispatch, &(args, dims))?;
+        Ok(Some(y))
+    }
+
+    /// A dense convolution as an implicit GEMM on cooperative tensors
+    /// (`library::conv_implicit`: the weights reordered by tap, then one
+    /// kernel that gathers the unfolding's slices into threadgroup memory
+    /// itself), where [`ImplicitConvConfig::select`] takes it; `None`
+    /// otherwise.
+    fn conv2d_implicit(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType, dims: conv::ConvDims) -> Result<Option<Buffer>, Error> {
+        let name = "conv2d";
+        let pixels = dims.out_h * dims.out_w;
+        let Some(cfg) = ImplicitConvConfig::select(dtype, (dims.c_in, dims.groups, pixels), bias.is_some(), self.rt.device(), &self.options.overrides()) else { return Ok(None) };
+        let taps = dims.kh * dims.kw;
+        let weights = c.out_channels * c.in_channels * taps as usize;
+        let total = lib::to_u32(name, "weights", weights)?;
+        let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
+        let by_tap = self.output(dtype.scalar(), weights)?;
+        let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
+        self.launch(format!("conv weights by tap {dtype:?}"), || conv_implicit::conv_weights_by_tap(dtype), dispatch, &WeightsByTapArgs { w, w_by_tap: &by_tap, taps, c_in: dims.c_in, total })?;
+        let outputs = c.batch * c.out_channels * pixels as usize;
+        let y = self.output(dtype.scalar(), outputs)?;
+        let words = if cfg.staged {
+            Some(y.viewed_as(enigma_ir::Type::vector(enigma_ir::Scalar::U32, 4)).ok_or_else(|| arg_err(name, format!("an output of {outputs} elements of {dtype} does not bind as 16-byte words")))?)
+        } else {
+            None
+        };
+        let images = lib::to_u32(name, "images", c.batch)?;
+        let args = ImplicitConvArgs { x, w: &by_tap, y: (!cfg.staged).then_some(&y), y_words: words.as_ref(), bias };
+        self.launch(format!("conv2d implicit {cfg:?}"), || cfg.kernel(), cfg.dispatch(dims.c_out, pixels, images), &(args, dims))?;
         Ok(Some(y))
     }
 

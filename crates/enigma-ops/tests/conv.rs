@@ -263,3 +263,58 @@ fn the_whole_tile_kernels_add_the_bias_in_their_epilogue() {
         }
     }
 }
+
+/// Dense convolutions of input channels a multiple of 64 as an implicit
+/// GEMM on cooperative tensors (asked for: the simulator's default is the
+/// unfolding and the GEMM): the weights reordered by tap, then one kernel
+/// that gathers the unfolding's slices itself, under the sanitizer, in
+/// two, three and four stages (products released at the next barrier, and
+/// overlapped). Output channels and pixels that fill no whole tile, more
+/// than one tile of each, a stride, a dilation, padding on one side only,
+/// a 1×1 window, two slices per tap; outputs of whole 16-byte words
+/// through the staging array and others element by element. Against the
+/// f64 loop with one rounding, the bias added before it. On a simulator
+/// posing as a GPU of 227 KiB of threadgroup memory (64 × 128 tiles), and
+/// on the simulator's own 32 KiB (64 × 64 tiles in two stages, the output
+/// element by element).
+#[test]
+fn dense_convolutions_of_64_channels_run_as_an_implicit_gemm() {
+    let big = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    let small = Runtime::new(Device::Sim).unwrap();
+    let base = Conv2d { batch: 2, in_channels: 64, size: [7, 9], out_channels: 24, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 };
+    let cases = [
+        (base, 3),
+        (Conv2d { batch: 1, size: [12, 12], out_channels: 70, ..base }, 4),
+        (Conv2d { size: [9, 8], stride: [2, 1], dilation: [1, 2], padding: [0, 2], kernel: [3, 2], ..base }, 2),
+        (Conv2d { in_channels: 128, size: [5, 16], out_channels: 8, kernel: [1, 1], stride: [1, 2], padding: [0, 0], ..base }, 3),
+        (Conv2d { in_channels: 128, size: [4, 4], out_channels: 16, kernel: [2, 2], padding: [1, 0], ..base }, 2),
+    ];
+    let runs = cases.iter().map(|&(c, stages)| (&big, c, Some(stages))).chain([(&small, base, None), (&small, cases[1].0, None)]);
+    for (rt, c, stages) in runs {
+        for dtype in [DType::F16, DType::BF16] {
+            let gemm = enigma_ops::GemmOptions { cooperative: Some(true), stages, ..Default::default() };
+            let ops = Ops::new(rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), gemm, ..Options::default() });
+            let Inputs { x, w, b, xb, wb, bb } = inputs(&rt, &c, dtype);
+            for with_bias in [false, true] {
+                let want = reference(&x, &w, with_bias.then_some(&b[..]), &c);
+                let (y, out) = ops.conv2d(&xb, &wb, with_bias.then_some(&bb), &c).unwrap();
+                assert_eq!(out, c.output_size().unwrap());
+                let launches = ops.take_launches();
+                assert!(launches.iter().all(|l| l.report.findings.is_empty()), "{dtype} {c:?}: {:?}", launches.iter().map(|l| (&l.kernel, &l.report.findings)).collect::<Vec<_>>());
+                let kernels: Vec<String> = launches.into_iter().map(|l| l.kernel).collect();
+                let big_memory = stages.is_some();
+                let staged = big_memory && (out[0] * out[1]).is_multiple_of(8);
+                let bias = if with_bias { "_bias" } else { "" };
+                let direct = if staged { "" } else { "_direct" };
+                let (tn, stages) = if big_memory { (128, stages.unwrap_or(0)) } else { (64, 2) };
+                let want_kernels = [format!("conv_weights_by_tap_{dtype}"), format!("conv2d_implicit_{dtype}_64x{tn}x64_s{stages}{bias}{direct}")];
+                assert_eq!(kernels, want_kernels, "{dtype} {c:?}");
+                let got = download(&y, dtype.scalar(), want.len()).unwrap();
+                for (i, (g, v)) in got.iter().zip(&want).enumerate() {
+                    let tol = v.abs() * dtype.unit_roundoff() * 1.01 + 1e-5;
+                    assert!((g - v).abs() <= tol, "{dtype} {c:?} bias {with_bias} at {i}: {g} vs {v}");
+                }
+            }
+        }
+    }
+}

@@ -54,6 +54,7 @@ pub mod attention_prefill;
 mod attention_prefill_common;
 pub mod attention_prefill_cooperative;
 pub mod conv;
+pub mod conv_implicit;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemv;

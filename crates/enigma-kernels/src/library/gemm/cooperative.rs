@@ -111,7 +111,7 @@ pub const STAGING_ROWS: u32 = WARPGROUP_ROWS;
 pub const STAGING_PAD: u32 = 8;
 
 /// The type of C's words in that epilogue (`c_words`).
-fn words_type() -> Type {
+pub(crate) fn words_type() -> Type {
     Type::vector(Scalar::U32, 4)
 }
 
@@ -122,7 +122,7 @@ pub const DEFAULT_RASTER: u32 = 8;
 /// Barriers between a product and the reuse of its operands' stage in a
 /// pipeline of `stages`: 2 (overlapped products, released at the second
 /// barrier) with three or more stages, else 1 (released at the next).
-fn overlap_lag(stages: u32) -> u32 {
+pub(crate) fn overlap_lag(stages: u32) -> u32 {
     if stages >= 3 {
         2
     } else {
@@ -416,15 +416,15 @@ fn band_walk(k: &mut KernelBuilder, tag: &str, linear: Ex, (tiles_x, tiles_y): (
 /// column `origin` in an `m × n` matrix (`size`), `C = alpha·acc +
 /// beta·C + bias[row]`'s scalars (C read only where beta is not 0) and
 /// row bias (read for rows inside C).
-struct TileTarget {
-    c: Mem,
-    output: DType,
-    base: Ex,
-    origin: (Ex, Ex),
-    size: (Ex, Ex),
-    alpha: Ex,
-    beta: Ex,
-    bias: Option<Mem>,
+pub(crate) struct TileTarget {
+    pub(crate) c: Mem,
+    pub(crate) output: DType,
+    pub(crate) base: Ex,
+    pub(crate) origin: (Ex, Ex),
+    pub(crate) size: (Ex, Ex),
+    pub(crate) alpha: Ex,
+    pub(crate) beta: Ex,
+    pub(crate) bias: Option<Mem>,
 }
 
 impl TileTarget {
@@ -447,7 +447,7 @@ impl TileTarget {
 
 /// The epilogue element by element: each thread stores its accumulator
 /// slots at their coordinates, `alpha·acc + beta·C` rounded to C's type.
-fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget) {
+pub(crate) fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget) {
     for_each_slot(k, acc, per_thread, "slot", &|k, slot, tag| {
         k.if_(acc.is_valid_element(slot), |k| {
             let [col, row] = acc.get_multidimensional_index(slot);
@@ -481,7 +481,7 @@ fn store_tile_direct(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, ou
 /// swizzles on CUDA: a swizzle computed for every value) took 64 products
 /// of 128 × 1024 × 64 on 64 × 64 tiles from 19.7–20.3 to 15.3–15.4 µs and
 /// 32 of 1024³ from 158.6–158.8 to 152.9–154.3 (`BENCHMARKS.md`).
-fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, pitch, rows): (Mem, u32, u32), (tm, tn): (u32, u32), (lid, threads): (Ex, u32)) {
+pub(crate) fn store_tile_staged(k: &mut KernelBuilder, acc: CoopTensor, per_thread: u32, out: &TileTarget, (staging, pitch, rows): (Mem, u32, u32), (tm, tn): (u32, u32), (lid, threads): (Ex, u32)) {
     let pair = out.output.ty(2);
     let per_word = EPILOGUE_WORD_VALUES;
     // The two values of C's word holding element `at` (even or odd).
