@@ -147,6 +147,11 @@ def torch_op(name, shape, dt):
         x = rand(*shape)
         f = torch.cumsum if base == "cumsum_axis" else torch.cumprod
         return lambda: f(x, 1)
+    if base in ("conv2d", "conv2d_pointwise"):
+        b, ci, co, h, w = shape
+        side, pad = (3, 1) if base == "conv2d" else (1, 0)
+        x, wt, bias = rand(b, ci, h, w), rand(co, ci, side, side), rand(co)
+        return lambda: F.conv2d(x, wt, bias, 1, pad)
     if base == "conv2d_depthwise":
         b, c, h, w = shape
         x, wt, bias = rand(b, c, h, w), rand(c, 1, 3, 3), rand(c)
@@ -211,6 +216,8 @@ def main():
     if "--ops" in sys.argv[2:]:
         conventions(filters)
         return
+    # cuDNN's convolutions in f32 without TF32, as the library computes them.
+    torch.backends.cudnn.allow_tf32 = False
     out = subprocess.run([binary, *filters], check=True, capture_output=True, text=True).stdout
     enigma = json.loads(out)
     if "skipped" in enigma:

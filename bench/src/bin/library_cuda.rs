@@ -11,7 +11,7 @@
 
 use enigma_ops::{parse_shape, registry, AttentionOptions, GemvOptions, Options, SplitSum};
 
-const USAGE: &str = "library_cuda [--threads N] [--vectorize 0|1] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--matrices 0|1] [--gemv-rows N] [--gemv-loads N] [--gemv-stagger 0|1] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
+const USAGE: &str = "library_cuda [--threads N] [--vectorize 0|1] [--splits N] [--keys-per-step N] [--lanes-per-key N] [--stages N] [--heads-per-threadgroup N] [--prefetch 0|1] [--split-sum combine|kernel] [--matrices 0|1] [--gemv-rows N] [--gemv-loads N] [--gemv-stagger 0|1] [--gemm-stages N] [--gemm-cooperative 0|1] [NAME-FILTER[@SHAPE] ...]\n  Every registry entry (or those whose name contains a filter) checked and timed at its benchmark shape (or the filter's SHAPE) on a CUDA GPU, with the options given; one JSON object (bench/library_vs_torch.py).";
 
 /// A name filter and the shape it asks for (`None`: the benchmark shape).
 type Filter = (String, Option<Vec<usize>>);
@@ -44,6 +44,8 @@ fn parse_args(args: Vec<String>) -> (Options, Vec<Filter>) {
                 };
                 options.attention = AttentionOptions { split_sum: Some(sum), ..options.attention };
             }
+            "--gemm-stages" => options.gemm.stages = Some(number("--gemm-stages")),
+            "--gemm-cooperative" => options.gemm.cooperative = Some(number("--gemm-cooperative") != 0),
             "--gemv-rows" => options.gemv = GemvOptions { rows_per_simdgroup: Some(number("--gemv-rows")), ..options.gemv },
             "--gemv-stagger" => options.gemv = GemvOptions { stagger: Some(number("--gemv-stagger") != 0), ..options.gemv },
             "--gemv-loads" => options.gemv = GemvOptions { loads: Some(number("--gemv-loads")), ..options.gemv },

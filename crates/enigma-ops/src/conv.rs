@@ -160,7 +160,8 @@ impl Ops<'_> {
     fn conv2d_implicit(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType, dims: conv::ConvDims) -> Result<Option<Buffer>, Error> {
         let name = "conv2d";
         let pixels = dims.out_h * dims.out_w;
-        let Some(cfg) = ImplicitConvConfig::select(dtype, (dims.c_in, dims.groups, pixels), bias.is_some(), self.rt.device(), &self.options.overrides()) else { return Ok(None) };
+        let plain = conv::is_plain_product([dims.kh, dims.kw], [dims.sh, dims.sw], [dims.ph, dims.pw]);
+        let Some(cfg) = ImplicitConvConfig::select(dtype, (dims.c_in, dims.groups, pixels), (plain, bias.is_some()), self.rt.device(), &self.options.overrides()) else { return Ok(None) };
         let taps = dims.kh * dims.kw;
         let weights = c.out_channels * c.in_channels * taps as usize;
         let total = lib::to_u32(name, "weights", weights)?;
@@ -207,7 +208,7 @@ impl Ops<'_> {
             return Ok(None);
         }
         let t = lib::check_threads(name, self.threads(KernelType::Elementwise))?;
-        let col = if c.kernel == [1, 1] && c.stride == [1, 1] && c.padding == [0, 0] {
+        let col = if conv::is_plain_product([dims.kh, dims.kw], [dims.sh, dims.sw], [dims.ph, dims.pw]) {
             x.clone()
         } else {
             lib::to_u32(name, "unfolded input elements", unfolded)?;

@@ -19,7 +19,7 @@ mod rows;
 pub use self::entry::{BenchOutcome, Entry, Prepared, BENCH_HOLD};
 use self::attention_entries::{attention_batch_entry, attention_entry, attention_prefill_entry};
 use self::entry::{entry, input, rounded, size, Case};
-use self::axes::{axis_scan_entry, dense_conv_entry, depthwise_entry};
+use self::axes::{axis_scan_entry, dense_conv_entry, depthwise_entry, DenseWindow};
 use self::rows::{elementwise_entry, norm_entry, reduce_entry, rows_entry, scan_entry, softmax_entry};
 use crate::check::Tolerance;
 use crate::{Error, Mask, QuantizedWeights};
@@ -102,7 +102,8 @@ pub fn registry() -> Vec<Entry> {
     }
     for dtype in DType::ALL {
         out.push(depthwise_entry(dtype));
-        out.push(dense_conv_entry(dtype));
+        out.push(dense_conv_entry(dtype, DenseWindow::Square3));
+        out.push(dense_conv_entry(dtype, DenseWindow::Pointwise));
     }
     out
 }

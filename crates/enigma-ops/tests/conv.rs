@@ -317,4 +317,13 @@ fn dense_convolutions_of_64_channels_run_as_an_implicit_gemm() {
             }
         }
     }
+    // A 1×1 window of stride 1 without padding is a plain product over the
+    // input as it lies: the GEMM, no gather.
+    let plain = Conv2d { kernel: [1, 1], padding: [0, 0], size: [4, 8], ..base };
+    let gemm = enigma_ops::GemmOptions { cooperative: Some(true), ..Default::default() };
+    let ops = Ops::new(&big).with_options(Options { elem: Some(DType::F16.scalar()), gemm, ..Options::default() });
+    let Inputs { xb, wb, .. } = inputs(&big, &plain, DType::F16);
+    ops.conv2d(&xb, &wb, None, &plain).unwrap();
+    let kernels: Vec<String> = ops.take_launches().into_iter().map(|l| l.kernel).collect();
+    assert!(kernels.len() == 1 && kernels[0].starts_with("gemm_coop_"), "{kernels:?}");
 }

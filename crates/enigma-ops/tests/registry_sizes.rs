@@ -54,6 +54,12 @@ fn every_entry_matches_its_reference_on_awkward_sizes() {
                 let words = 16 / entry.elem.size_bytes() as usize;
                 let rows = shape[3] % words == 0;
                 assert_eq!(first_kernel(&auto).starts_with("conv2d_depthwise_rows_"), rows, "{} {shape:?}: {:?}", entry.name, auto.launches);
+            } else if entry.name.starts_with("conv2d_pointwise_") {
+                // The pointwise convolution: a product over the input as it
+                // lies (one input channel is a depthwise convolution).
+                let kernel = first_kernel(&auto);
+                let want = if shape[1] > 1 { ["gemm_", "sgemm_"].iter().any(|p| kernel.starts_with(p)) } else { kernel.starts_with("conv2d_depthwise") };
+                assert!(want, "{} {shape:?}: {:?}", entry.name, auto.launches);
             } else if entry.name.starts_with("conv2d_") {
                 // The dense 3×3 convolution: its unfolding first, by rows of
                 // 16-byte words where the rows are whole words (one input

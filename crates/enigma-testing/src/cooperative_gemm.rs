@@ -116,17 +116,18 @@ pub fn check_shared_a_and_bias(rt: &Runtime, sanitize: bool) {
 /// Every tile the kernel takes 64 deep (64 or 128 rows; 64, 128 or 256
 /// columns: those `gemm::select` gives among them, with
 /// [`enigma_kernels::library::gemm::cooperative::COOP_TILES`])
-/// in two, three and four stages (those that fit the device), f16 in and
+/// in one to four stages (those that fit the device), f16 in and
 /// f32 or f16 out (the epilogue element by element and through
 /// threadgroup memory), over 70 × 80 × 456 (eight slices of K, the last partial): the
-/// two-stage schedule and the overlapped one of three or more stages, each
+/// one-stage schedule (each slice's copies after a barrier), the
+/// two-stage one and the overlapped one of three or more stages, each
 /// stage reused several times.
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (2..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16 })))
+        .flat_map(|(tm, tn)| (1..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16 })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
@@ -147,14 +148,14 @@ pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
 const PERSISTENT_THREADGROUPS: u32 = 3;
 
 /// The persistent kernel (a few threadgroups walking every tile, the next
-/// tile's first slices copied while the epilogue runs) in two, three and
-/// four stages, C of f16 (staged past those slices) and f32, over two
+/// tile's first slices copied while the epilogue runs) in one, two, three
+/// and four stages, C of f16 (staged past those slices) and f32, over two
 /// products of 187 × 136 × 200 (partial tiles along M, N and K; the walk
 /// crosses from one product to the next), in bands of 2 rows of tiles.
 pub fn check_persistence(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false, staged: true };
-    let configs: Vec<CoopGemmConfig> = [(64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
+    let configs: Vec<CoopGemmConfig> = [(64, 64, 1, DType::F16), (64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
         .into_iter()
         .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, staged: output == base.input, ..base })
         .filter(|cfg| cfg.check(max).is_ok())

@@ -56,6 +56,13 @@ pub const AXIS_SCAN: [[usize; 3]; 6] = [[1, 1000, 8], [2, 257, 36], [1, 1000, 37
 /// a tile, a single row.
 pub const DEPTHWISE: [[usize; 4]; 5] = [[2, 4, 7, 16], [1, 3, 5, 12], [2, 3, 10, 20], [1, 2, 40, 40], [1, 3, 1, 8]];
 
+/// Dense 3×3 convolution `[batch, in_channels, out_channels, h, w]`: a
+/// few channels (the unfolding and the GEMM), and 64 and 128 input
+/// channels (the implicit GEMM where the device's products are `wgmma`)
+/// with output channels and pixels that fill no whole tile, more than
+/// one tile of each.
+pub const CONV: [[usize; 5]; 4] = [[2, 3, 5, 10, 16], [2, 64, 24, 7, 9], [1, 128, 70, 12, 12], [3, 64, 64, 16, 16]];
+
 /// The awkward shapes `entry` is checked at: by its operation (quantized
 /// and plain matrix multiply) or by the number of its shape dimensions.
 pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
@@ -76,6 +83,9 @@ pub fn shapes(entry: &Entry) -> Vec<Vec<usize>> {
     }
     if entry.name.starts_with("conv2d_depthwise_") {
         return DEPTHWISE.iter().map(|s| s.to_vec()).collect();
+    }
+    if entry.name.starts_with("conv2d_") {
+        return CONV.iter().map(|s| s.to_vec()).collect();
     }
     match entry.shape_names.len() {
         1 => FLAT.iter().map(|&n| vec![n]).collect(),

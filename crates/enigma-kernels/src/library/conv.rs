@@ -83,6 +83,13 @@ crate::kernel_args! {
     }
 }
 
+/// Whether a convolution of this window, stride and padding is a plain
+/// matrix product over the input as it lies (a 1×1 window of stride 1
+/// without padding): no unfolding, no gather.
+pub fn is_plain_product(kernel: [u32; 2], stride: [u32; 2], padding: [u32; 2]) -> bool {
+    kernel == [1, 1] && stride == [1, 1] && padding == [0, 0]
+}
+
 /// The sizes of [`ConvDims`] as the kernel's values, in their order.
 fn conv_dims(k: &mut KernelBuilder) -> [Ex; 15] {
     let values: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();

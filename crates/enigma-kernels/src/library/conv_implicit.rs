@@ -99,8 +99,10 @@ impl ImplicitConvConfig {
     /// The configuration for a convolution of `c_in` input channels and
     /// `pixels` output pixels per image within
     /// `max_threadgroup_memory_bytes`: 64 output channels by 128 pixels,
-    /// then by 64, [`SLICE_DEPTH`] deep, each in four stages down to two
-    /// (`stages` where asked), the output staged where the pixels are a
+    /// then by 64, [`SLICE_DEPTH`] deep, each in two stages, else three or
+    /// four (`stages` where asked: on the H200, 64 images of 64 channels at
+    /// 32 × 32 under a 3×3 window took 38.0, 38.5 and 39.5 µs in two,
+    /// three and four, `BENCHMARKS.md`), the output staged where the pixels are a
     /// multiple of 8, then the same without the staging array; `None` where
     /// the data is not f16 or bf16, `c_in` is no multiple of the slice
     /// depth, or nothing fits (two stages of 64 × 64 take 32 KiB, an Apple
@@ -112,7 +114,7 @@ impl ImplicitConvConfig {
         let staging: &[bool] = if pixels.is_multiple_of(COPY_ELEMENTS) { &[true, false] } else { &[false] };
         let stage_counts: Vec<u32> = match stages {
             Some(s) => vec![s],
-            None => (2..=4).rev().collect(),
+            None => (2..=4).collect(),
         };
         staging.iter().find_map(|&staged| {
             [128, 64].into_iter().find_map(|tn| {
@@ -126,19 +128,23 @@ impl ImplicitConvConfig {
 
     /// The kernel a dense convolution (`groups` 1) of `dtype` with `c_in`
     /// input channels and `pixels` output pixels per image runs on
-    /// `device`, where it runs this one: by default on a device whose
+    /// `device`, where it runs this one: never for a plain product
+    /// (`plain`: [`super::conv::is_plain_product`], which the GEMM reads as
+    /// it lies with 16-byte copies: on the H200 64 images of 64 to 128
+    /// channels at 32 × 32 took 17.4 µs here against 10.9 in the GEMM,
+    /// `BENCHMARKS.md`); by default on a device whose
     /// cooperative products are warpgroup matrix instructions
     /// ([`DeviceInfo::wgmma`]), anywhere with cooperative tensors where
     /// [`GemmOptions::cooperative`](super::select::GemmOptions::cooperative)
     /// is `Some(true)`, never where it is `Some(false)`; the stages from
     /// the options. `None` sends the convolution to the unfolding and the
     /// GEMM.
-    pub fn select(dtype: DType, (c_in, groups, pixels): (u32, u32, u32), row_bias: bool, device: &DeviceInfo, overrides: &Overrides) -> Option<ImplicitConvConfig> {
+    pub fn select(dtype: DType, (c_in, groups, pixels): (u32, u32, u32), (plain, row_bias): (bool, bool), device: &DeviceInfo, overrides: &Overrides) -> Option<ImplicitConvConfig> {
         let wanted = match overrides.gemm.cooperative {
             Some(asked) => asked,
             None => device.wgmma(),
         };
-        if !wanted || groups != 1 || !device.features.contains(&enigma_ir::Feature::CooperativeTensors) {
+        if !wanted || plain || groups != 1 || !device.features.contains(&enigma_ir::Feature::CooperativeTensors) {
             return None;
         }
         ImplicitConvConfig::for_problem(dtype, c_in, pixels, row_bias, overrides.gemm.stages, device.max_threadgroup_memory_bytes)

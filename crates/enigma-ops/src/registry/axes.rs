@@ -45,20 +45,50 @@ pub(super) fn axis_scan_entry(op: AxisScan, dtype: DType) -> Entry {
     })
 }
 
-/// `conv2d_{dtype}`: the dense 3×3 convolution of padding 1 with a bias
-/// over `[batch, in_channels, h, w]` (NCHW) to `out_channels`, f32
-/// accumulation: the unfolding and the batched GEMM with the bias in its
-/// epilogue, one rounding (the test shape's `in_channels · 9` is not a
-/// multiple of 8, so on `sm_90a` it runs the SIMD-group GEMM, the bench
-/// shape the GEMM on cooperative tensors).
-pub(super) fn dense_conv_entry(dtype: DType) -> Entry {
-    let description = format!("dense 3×3 conv2d, padding 1, with a bias, over [batch, in_channels, out_channels, h, w] {dtype} (f32 accumulation)");
-    entry(format!("conv2d_{dtype}"), description, dtype.scalar(), &["batch", "in_channels", "out_channels", "h", "w"], &[2, 3, 5, 10, 16], &[64, 64, 64, 32, 32], move |rt, shape, seed| {
+/// The dense convolutions of the registry: a 3×3 window of padding 1, and
+/// a 1×1 one (pointwise) without padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DenseWindow {
+    Square3,
+    Pointwise,
+}
+
+impl DenseWindow {
+    /// `(window side, padding)`.
+    fn size(self) -> (usize, usize) {
+        match self {
+            DenseWindow::Square3 => (3, 1),
+            DenseWindow::Pointwise => (1, 0),
+        }
+    }
+}
+
+/// `conv2d_{dtype}` (the 3×3 window of padding 1) and
+/// `conv2d_pointwise_{dtype}` (1×1, no padding): a dense convolution with
+/// a bias over `[batch, in_channels, h, w]` (NCHW) to `out_channels`, f32
+/// accumulation, one rounding. The 3×3 one runs the unfolding and the
+/// batched GEMM with the bias in its epilogue (the test shape's
+/// `in_channels · 9` is not a multiple of 8, so on `sm_90a` it runs the
+/// SIMD-group GEMM), or where its input channels are a multiple of 64 on
+/// `sm_90a` (the bench shape) the implicit GEMM on cooperative tensors;
+/// the pointwise one the batched GEMM over the input as it lies.
+pub(super) fn dense_conv_entry(dtype: DType, window: DenseWindow) -> Entry {
+    let (side, pad) = window.size();
+    let (name, description) = match window {
+        DenseWindow::Square3 => (format!("conv2d_{dtype}"), format!("dense 3×3 conv2d, padding 1, with a bias, over [batch, in_channels, out_channels, h, w] {dtype} (f32 accumulation)")),
+        DenseWindow::Pointwise => (format!("conv2d_pointwise_{dtype}"), format!("pointwise (1×1) conv2d with a bias over [batch, in_channels, out_channels, h, w] {dtype} (f32 accumulation)")),
+    };
+    let bench: &[usize] = match window {
+        DenseWindow::Square3 => &[64, 64, 64, 32, 32],
+        DenseWindow::Pointwise => &[64, 64, 128, 32, 32],
+    };
+    entry(name, description, dtype.scalar(), &["batch", "in_channels", "out_channels", "h", "w"], &[2, 3, 5, 10, 16], bench, move |rt, shape, seed| {
         let (batch, c_in, c_out, h, w) = (shape[0], shape[1], shape[2], shape[3], shape[4]);
-        let c = Conv2d { batch, in_channels: c_in, size: [h, w], out_channels: c_out, kernel: [3, 3], stride: [1, 1], padding: [1, 1], dilation: [1, 1], groups: 1 };
+        let c = Conv2d { batch, in_channels: c_in, size: [h, w], out_channels: c_out, kernel: [side, side], stride: [1, 1], padding: [pad, pad], dilation: [1, 1], groups: 1 };
+        let taps = side * side;
         let mut rng = TestRng::new(seed);
         let (x, xb) = input(rt, dtype, &mut rng, batch * c_in * h * w, -1.0, 1.0)?;
-        let (wt, wb) = input(rt, dtype, &mut rng, c_out * c_in * 9, -1.0, 1.0)?;
+        let (wt, wb) = input(rt, dtype, &mut rng, c_out * c_in * taps, -1.0, 1.0)?;
         let (bias, bb) = input(rt, dtype, &mut rng, c_out, -1.0, 1.0)?;
         let mut want = vec![];
         let mut tols = vec![];
@@ -68,11 +98,11 @@ pub(super) fn dense_conv_entry(dtype: DType) -> Entry {
                     for ox in 0..w {
                         let (mut acc, mut magnitude) = (bias[co] as f64, (bias[co] as f64).abs());
                         for ci in 0..c_in {
-                            for ky in 0..3 {
-                                for kx in 0..3 {
-                                    let (iy, ix) = ((oy + ky) as isize - 1, (ox + kx) as isize - 1);
+                            for ky in 0..side {
+                                for kx in 0..side {
+                                    let (iy, ix) = ((oy + ky) as isize - pad as isize, (ox + kx) as isize - pad as isize);
                                     if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
-                                        let p = x[((image * c_in + ci) * h + iy as usize) * w + ix as usize] as f64 * wt[(co * c_in + ci) * 9 + ky * 3 + kx] as f64;
+                                        let p = x[((image * c_in + ci) * h + iy as usize) * w + ix as usize] as f64 * wt[(co * c_in + ci) * taps + ky * side + kx] as f64;
                                         acc += p;
                                         magnitude += p.abs();
                                     }
@@ -80,8 +110,8 @@ pub(super) fn dense_conv_entry(dtype: DType) -> Entry {
                             }
                         }
                         want.push(acc);
-                        // `c_in · 9 + 1` f32 terms, rounded once to the type.
-                        let terms = (c_in * 9 + 1) as f64;
+                        // `c_in · taps + 1` f32 terms, rounded once to the type.
+                        let terms = (c_in * taps + 1) as f64;
                         tols.push(Tolerance::new(magnitude * f32::EPSILON as f64 * terms + dtype.underflow_error() * 1.01, dtype.unit_roundoff() * 1.01));
                     }
                 }

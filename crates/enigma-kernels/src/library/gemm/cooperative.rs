@@ -21,6 +21,8 @@
 //! memory) the products release their operands at the next barrier and
 //! the copies of slice `t + 1` go into the stage of slice `t − 1`. In both
 //! the copies run `stages − lag` slices ahead ([`CoopGemmConfig::lag`]).
+//! With one stage (products of one slice of K, which need no second) the
+//! copies of slice `t + 1` wait for a barrier after slice `t`'s product.
 //! On CUDA for `sm_90a` these products are Hopper's warpgroup matrix
 //! multiply (`enigma_codegen::cuda`'s cooperative lowering: both arrays
 //! have pitches that are multiples of 64, the product's m a multiple of
@@ -185,9 +187,11 @@ impl CoopGemmConfig {
         overlap_lag(self.stages)
     }
 
-    /// Slices the copies run ahead of the products: `stages − lag`.
+    /// Slices the copies run ahead of the products: `stages − lag`, and 1
+    /// with one stage (whose next slice's copies wait for a barrier after
+    /// the product).
     pub fn ahead(&self) -> u32 {
-        self.stages - self.lag()
+        (self.stages - self.lag()).max(1)
     }
 
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
@@ -224,7 +228,7 @@ impl CoopGemmConfig {
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
     /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
-    /// slices), `tn` at most 256; 2 to [`MAX_STAGES`] stages; each slice's
+    /// slices), `tn` at most 256; 1 to [`MAX_STAGES`] stages; each slice's
     /// copies split evenly over the threads in whole rows
     /// (`Staging::splits_evenly`: not 192 columns); C staged only in the
     /// inputs' type; the stages and the staging array within
@@ -241,8 +245,8 @@ impl CoopGemmConfig {
         if self.raster == 0 {
             return err("a walk over bands of 0 rows of tiles; raster is at least 1".to_string());
         }
-        if !(2..=MAX_STAGES).contains(&self.stages) {
-            return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
+        if !(1..=MAX_STAGES).contains(&self.stages) {
+            return err(format!("{} stages; between 1 and {MAX_STAGES}", self.stages));
         }
         if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, self.threads()) || !Staging::splits_evenly((self.tk, self.tn), COPY_ELEMENTS, self.threads()) {
             return err(format!("the slices' 16-byte copies do not split evenly over {} threads in whole rows", self.threads()));
@@ -643,7 +647,14 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
                     // its operands at the barrier above; slice t's (and,
                     // overlapped, slice t − 1's) may still be running.
                     let next = k.let_(&format!("ahead{s}"), t + ahead);
-                    k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), at, next, (s + ahead) % stages));
+                    k.if_(next.lt(slices), |k| {
+                        // One stage: the product just started reads it
+                        // until the next barrier.
+                        if stages == 1 {
+                            k.threadgroup_barrier(MemFlags::Threadgroup);
+                        }
+                        issue(k, &format!("ahead{s}"), at, next, (s + ahead) % stages)
+                    });
                     k.async_commit();
                 });
             }

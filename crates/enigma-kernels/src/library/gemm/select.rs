@@ -156,9 +156,13 @@ fn persists(cfg: &CoopGemmConfig, problem: &GemmProblem, compute_units: u32) -> 
 /// The cooperative kernel's tile and stages for `problem`: products of at
 /// most 64 rows the 64 × 128 tile (one warpgroup, no half-empty tiles), in
 /// the stages asked for or four; products of one slice of K (`k ≤ 64`) the
-/// 64 × 64 tile in the stages asked for or two (32 KiB of threadgroup
-/// memory, so that several threadgroups share a multiprocessor and one's
-/// copies overlap another's epilogue); the rest (or where those do not fit
+/// 64 × 128 tile in the stages asked for or one (the one slice needs no
+/// second: 41 KiB of threadgroup memory with the staging array, so that
+/// several threadgroups share a multiprocessor and one's copies overlap
+/// another's epilogue; on the H200 64 products of 128 × 1024 × 64 with a
+/// row bias, three passes, ran 13.4–13.5 µs against 13.8–14.0 on 64 × 64
+/// in one stage, 15.1–15.3 in two, 15.7 on 64 × 128 in two and 15.0–15.2
+/// on 64 × 256, `BENCHMARKS.md`); the rest (or where those do not fit
 /// `max_threadgroup_memory_bytes`) [`CoopGemmConfig::for_memory`]'s, the
 /// 128 × 256 tile in four stages on the H200. Measured there (f16, C f16,
 /// the epilogue through threadgroup memory, `gemm_cuda --batch`,
@@ -174,7 +178,7 @@ fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }
-    let shallow = CoopGemmConfig { tn: 64, stages: asked.unwrap_or(2), ..short };
+    let shallow = CoopGemmConfig { tn: 128, stages: asked.unwrap_or(1), ..short };
     if k <= shallow.tk && shallow.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(shallow);
     }
