@@ -876,8 +876,13 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
            dilation: _Any = 1, groups: int = 1, *, dtype: _Optional[str] = None, rt: _Optional[_MetalRuntime] = None,
            device: _Optional[_DeviceName] = None, threads: _Optional[int] = None, stream: _Stream = None, out: _Any = None) -> _ArrayT:
     """2-D convolution (cross-correlation), as ``torch.nn.functional.conv2d``,
-    with f32 accumulation. Groups of more than one input channel (dense,
-    grouped, pointwise) run as the input unfolded (im2col, scratch memory of
+    with f32 accumulation. Dense float16/bfloat16 convolutions of input
+    channels a multiple of 64 (but a 1×1 window of stride 1 without padding)
+    run as an implicit GEMM on cooperative tensors on GPUs with warpgroup
+    matrix instructions (Hopper): the weights reordered by tap, then one
+    kernel that gathers the input's windows itself. Other groups of more
+    than one input channel (dense, grouped, pointwise) run as the input
+    unfolded (im2col, scratch memory of
     ``N·C_in·kH·kW·H_out·W_out`` elements; none for a 1×1 window of stride 1
     without padding) and one batched matmul over images and groups (with a
     bias, a float16/bfloat16 result is rounded before the bias is added);
