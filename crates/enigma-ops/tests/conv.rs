@@ -294,7 +294,7 @@ fn dense_convolutions_of_64_channels_run_as_an_implicit_gemm() {
         for dtype in [DType::F16, DType::BF16] {
             let gemm = enigma_ops::GemmOptions { cooperative: Some(true), stages, ..Default::default() };
             let ops = Ops::new(rt).with_options(Options { sanitize: true, elem: Some(dtype.scalar()), gemm, ..Options::default() });
-            let Inputs { x, w, b, xb, wb, bb } = inputs(&rt, &c, dtype);
+            let Inputs { x, w, b, xb, wb, bb } = inputs(rt, &c, dtype);
             for with_bias in [false, true] {
                 let want = reference(&x, &w, with_bias.then_some(&b[..]), &c);
                 let (y, out) = ops.conv2d(&xb, &wb, with_bias.then_some(&bb), &c).unwrap();

@@ -43,7 +43,7 @@
 use super::conv::ConvDims;
 use super::select::Overrides;
 use enigma_backend::DeviceInfo;
-use super::gemm::cooperative::{for_each_slot, overlap_lag, store_tile_direct, store_tile_staged, words_type, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
+use super::gemm::cooperative::{for_each_slot, overlap_lag, slice_product, store_tile_direct, store_tile_staged, words_type, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
 use super::gemm::MAX_STAGES;
 use super::*;
 use enigma_ir::builder::{Matmul2d, Tensor};
@@ -351,14 +351,7 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
         for s in 0..stages {
             let t = k.let_(&format!("t{s}"), round + s);
             k.if_(t.lt(slices), |k| {
-                k.async_wait(ahead - 1);
-                k.threadgroup_barrier(MemFlags::Threadgroup);
-                let (left, right) = (view(w_slices, (tk, tm), s), view(x_slices, (tn, tk), s));
-                if lag == 2 {
-                    k.matmul2d_run_overlapped(&op, &left, &right, acc);
-                } else {
-                    k.matmul2d_run(&op, &left, &right, acc);
-                }
+                slice_product(k, &op, (&view(w_slices, (tk, tm), s), &view(x_slices, (tn, tk), s)), acc, (ahead, lag));
                 let next = k.let_(&format!("ahead{s}"), t + ahead);
                 k.if_(next.lt(slices), |k| issue_w(k, &format!("ahead{s}"), next, (s + ahead) % stages));
                 k.async_commit();

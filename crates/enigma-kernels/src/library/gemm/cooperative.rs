@@ -376,6 +376,21 @@ impl Staging {
     }
 }
 
+/// One slice's step of a pipeline that runs its copies `ahead` slices
+/// ahead: the wait for the slice's copies (all but the `ahead − 1` newest
+/// groups), the barrier that makes every thread's writes to its stage
+/// visible, and its product into `acc` — overlapped (`lag` 2: its operands
+/// released at the second barrier after it) or not (released at the next).
+pub(crate) fn slice_product(k: &mut KernelBuilder, op: &Matmul2d, (left, right): (&Tensor, &Tensor), acc: CoopTensor, (ahead, lag): (u32, u32)) {
+    k.async_wait(ahead - 1);
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    if lag == 2 {
+        k.matmul2d_run_overlapped(op, left, right, acc);
+    } else {
+        k.matmul2d_run(op, left, right, acc);
+    }
+}
+
 /// Runs `body` on every slot of the accumulator `acc` (`body` gets the
 /// loop's name, which keeps its own names apart): the tile's
 /// `per_thread` elements per thread in a loop unrolled at compile time (a
@@ -635,14 +650,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
             for s in 0..stages {
                 let t = k.let_(&format!("t{s}"), round + s);
                 k.if_(t.lt(slices), |k| {
-                    k.async_wait(ahead - 1);
-                    k.threadgroup_barrier(MemFlags::Threadgroup);
-                    let (left, right) = (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s)));
-                    if lag == 2 {
-                        k.matmul2d_run_overlapped(&op, &left, &right, acc);
-                    } else {
-                        k.matmul2d_run(&op, &left, &right, acc);
-                    }
+                    slice_product(k, &op, (&a_ops.view(stages, Ex::from(s)), &b_ops.view(stages, Ex::from(s))), acc, (ahead, lag));
                     // Into the stage slice t − lag used, whose product released
                     // its operands at the barrier above; slice t's (and,
                     // overlapped, slice t − 1's) may still be running.
