@@ -10,7 +10,7 @@ use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
-use enigma_kernels::library::conv_implicit::{self, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
+use enigma_kernels::library::conv_implicit::{self, ChannelsLastArgs, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
 use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, DepthwiseRowsArgs, DepthwiseRowsDims, Im2colArgs};
 use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, InnerAccess, RepeatArgs};
 use enigma_kernels::library::gemm::{self, GemmConfig, MatrixArgs, PackedArgs, PlainArgs, QgemmConfig};
@@ -140,10 +140,12 @@ fn every_family_binds_its_kernels_by_its_arguments() {
     family("im2col", unfoldings, &[Im2colArgs::NAMES, ConvDims::NAMES], &(Im2colArgs { x: "x", col: "col", x_words: Some("x_words"), total: 1 }, dims));
     let implicit = [(DType::F16, true, true), (DType::BF16, false, false)]
         .map(|(dtype, row_bias, staged)| conv_implicit::conv2d_implicit(&ImplicitConvConfig { dtype, tm: 64, tn: 128, tk: 64, stages: 3, row_bias, staged }));
-    let args = ImplicitConvArgs { x: "x", w: "w", y: Some("y"), y_words: Some("y_words"), bias: Some("bias") };
+    let args = ImplicitConvArgs { x_last: "x_last", w: "w", y: Some("y"), y_words: Some("y_words"), bias: Some("bias") };
     family("implicit conv", implicit.to_vec(), &[ImplicitConvArgs::NAMES, ConvDims::NAMES], &(args, dims));
     let args = WeightsByTapArgs { w: "w", w_by_tap: "w_by_tap", taps: 9, c_in: 64, total: 1 };
     family("weights by tap", vec![conv_implicit::conv_weights_by_tap(DType::F16)], &[WeightsByTapArgs::NAMES], &args);
+    let args = ChannelsLastArgs { x: "x", x_last: "x_last", c_in: 64, pixels: 1 };
+    family("channels last", vec![conv_implicit::conv_input_channels_last(DType::BF16)], &[ChannelsLastArgs::NAMES], &args);
 
     let softmaxes = [1, 4].into_iter().flat_map(|vec| [softmax::softmax(DType::F32, vec, 2), softmax::log_softmax(DType::F16, vec, 0)]).collect();
     family("row softmax", softmaxes, &[RowArgs::NAMES], &RowArgs { x: "x", x4: "x4", y: "y", y4: "y4", d: 1 });

@@ -10,7 +10,7 @@
 use crate::gemm::Product;
 use crate::{arg_err, Error, KernelType, Ops};
 use enigma_kernels::library::elementwise::{self, Elementwise, RepeatArgs};
-use enigma_kernels::library::conv_implicit::{self, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
+use enigma_kernels::library::conv_implicit::{self, ChannelsLastArgs, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
 use enigma_kernels::library::{self as lib, conv};
 use enigma_runtime::Buffer;
 
@@ -153,10 +153,10 @@ impl Ops<'_> {
     }
 
     /// A dense convolution as an implicit GEMM on cooperative tensors
-    /// (`library::conv_implicit`: the weights reordered by tap, then one
-    /// kernel that gathers the unfolding's slices into threadgroup memory
-    /// itself), where [`ImplicitConvConfig::select`] takes it; `None`
-    /// otherwise.
+    /// (`library::conv_implicit`: the weights reordered by tap and the
+    /// input rewritten channels-last, then one kernel that copies the
+    /// unfolding's slices into threadgroup memory itself), where
+    /// [`ImplicitConvConfig::select`] takes it; `None` otherwise.
     fn conv2d_implicit(&self, x: &Buffer, w: &Buffer, bias: Option<&Buffer>, c: &Conv2d, dtype: lib::DType, dims: conv::ConvDims) -> Result<Option<Buffer>, Error> {
         let name = "conv2d";
         let pixels = dims.out_h * dims.out_w;
@@ -169,6 +169,12 @@ impl Ops<'_> {
         let by_tap = self.output(dtype.scalar(), weights)?;
         let dispatch = lib::Dispatch::threadgroups([total.div_ceil(t), 1, 1], t);
         self.launch(format!("conv weights by tap {dtype:?}"), || conv_implicit::conv_weights_by_tap(dtype), dispatch, &WeightsByTapArgs { w, w_by_tap: &by_tap, taps, c_in: dims.c_in, total })?;
+        let inputs = c.batch * c.in_channels * c.size[0] * c.size[1];
+        let x_last = self.output(dtype.scalar(), inputs)?;
+        let images = lib::to_u32(name, "images", c.batch)?;
+        let in_pixels = dims.in_h * dims.in_w;
+        let args = ChannelsLastArgs { x, x_last: &x_last, c_in: dims.c_in, pixels: in_pixels };
+        self.launch(format!("conv input channels last {dtype:?}"), || conv_implicit::conv_input_channels_last(dtype), conv_implicit::channels_last_dispatch(dims.c_in, in_pixels, images), &args)?;
         let outputs = c.batch * c.out_channels * pixels as usize;
         let y = self.output(dtype.scalar(), outputs)?;
         let words = if cfg.staged {
@@ -176,8 +182,7 @@ impl Ops<'_> {
         } else {
             None
         };
-        let images = lib::to_u32(name, "images", c.batch)?;
-        let args = ImplicitConvArgs { x, w: &by_tap, y: (!cfg.staged).then_some(&y), y_words: words.as_ref(), bias };
+        let args = ImplicitConvArgs { x_last: &x_last, w: &by_tap, y: (!cfg.staged).then_some(&y), y_words: words.as_ref(), bias };
         self.launch(format!("conv2d implicit {cfg:?}"), || cfg.kernel(), cfg.dispatch(dims.c_out, pixels, images), &(args, dims))?;
         Ok(Some(y))
     }

@@ -266,8 +266,9 @@ fn the_whole_tile_kernels_add_the_bias_in_their_epilogue() {
 
 /// Dense convolutions of input channels a multiple of 64 as an implicit
 /// GEMM on cooperative tensors (asked for: the simulator's default is the
-/// unfolding and the GEMM): the weights reordered by tap, then one kernel
-/// that gathers the unfolding's slices itself, under the sanitizer, in
+/// unfolding and the GEMM): the weights reordered by tap and the input
+/// rewritten channels-last, then one kernel that copies the unfolding's
+/// slices itself, under the sanitizer, in
 /// two, three and four stages (products released at the next barrier, and
 /// overlapped). Output channels and pixels that fill no whole tile, more
 /// than one tile of each, a stride, a dilation, padding on one side only,
@@ -307,7 +308,7 @@ fn dense_convolutions_of_64_channels_run_as_an_implicit_gemm() {
                 let bias = if with_bias { "_bias" } else { "" };
                 let direct = if staged { "" } else { "_direct" };
                 let (tn, stages) = if big_memory { (128, stages.unwrap_or(0)) } else { (64, 2) };
-                let want_kernels = [format!("conv_weights_by_tap_{dtype}"), format!("conv2d_implicit_{dtype}_64x{tn}x64_s{stages}{bias}{direct}")];
+                let want_kernels = [format!("conv_weights_by_tap_{dtype}"), format!("conv_input_channels_last_{dtype}"), format!("conv2d_implicit_{dtype}_64x{tn}x64_s{stages}{bias}{direct}")];
                 assert_eq!(kernels, want_kernels, "{dtype} {c:?}");
                 let got = download(&y, dtype.scalar(), want.len()).unwrap();
                 for (i, (g, v)) in got.iter().zip(&want).enumerate() {

@@ -879,8 +879,9 @@ def conv2d(input: _ArrayT, weight: _Any, bias: _Any = None, stride: _Any = 1, pa
     with f32 accumulation. Dense float16/bfloat16 convolutions of input
     channels a multiple of 64 (but a 1×1 window of stride 1 without padding)
     run as an implicit GEMM on cooperative tensors on GPUs with warpgroup
-    matrix instructions (Hopper): the weights reordered by tap, then one
-    kernel that gathers the input's windows itself. Other groups of more
+    matrix instructions (Hopper): the weights reordered by tap and the
+    input copied channels-last (scratch memory of the input's size), then
+    one kernel that stages the windows' rows itself. Other groups of more
     than one input channel (dense, grouped, pointwise) run as the input
     unfolded (im2col, scratch memory of
     ``N·C_in·kH·kW·H_out·W_out`` elements; none for a 1×1 window of stride 1

@@ -2,29 +2,29 @@
 //! each image, `Y = W · X̂` where `W` is the `c_out × K` matrix of weights
 //! (`K = kh·kw·c_in`) and `X̂` the `K × (oh·ow)` unfolding of the image
 //! that [`super::conv::im2col`] would write, which here is never written:
-//! each slice of it is gathered from the input into threadgroup memory by
-//! the threads that multiply it.
+//! each slice of it is copied from the input into threadgroup memory by
+//! 16-byte asynchronous copies, as a GEMM's operands are.
 //!
-//! **K ordered by tap.** Row `r` of `X̂` is tap `r / c_in` (`ky·kw + kx`)
-//! of input channel `r % c_in`, so the weights are taken reordered to
-//! `[c_out][kh][kw][c_in]` ([`conv_weights_by_tap`], a pass over the few
-//! weights). With `c_in` a multiple of the slice depth `tk`, every slice
-//! lies in one tap: its `tk` rows are consecutive channels of the input
-//! shifted by one `(ky, kx)`. A thread then finds an output pixel's input
-//! position and whether it lies in the padding once per slice, and each
-//! of its rows is one plane further on (`in_h·in_w` elements): one load,
-//! one store, no division per element. Consecutive threads take
-//! consecutive pixels, so a SIMD group reads consecutive input elements.
+//! **K ordered by tap, the input channels last.** Row `r` of `X̂` is tap
+//! `r / c_in` (`ky·kw + kx`) of input channel `r % c_in`, so the weights
+//! are taken reordered to `[c_out][kh][kw][c_in]` ([`conv_weights_by_tap`],
+//! a pass over the few weights) and the input rewritten channels-last,
+//! `[images][in_h][in_w][c_in]` ([`conv_input_channels_last`], one pass
+//! over it). With `c_in` a multiple of the slice depth `tk`, every slice
+//! lies in one tap, and its column for an output pixel is `tk`
+//! consecutive channels of one input pixel: 16-byte words in a row of the
+//! channels-last input. The slice is staged transposed, a row of `tk`
+//! channels per output pixel (`transpose_right`): each row is `tk / 8`
+//! copies from wherever the window puts that pixel, or zeros where it
+//! lies in the padding or past the output. A thread finds its rows'
+//! window origins once per tile and their input pixels once per slice.
 //!
 //! **The pipeline** is the cooperative GEMM's ([`super::gemm::cooperative`]):
-//! `stages` slices of W (`tm × tk`) filled by 16-byte asynchronous copies
-//! (zeros for rows past `c_out`) and of `X̂` (`tk × tn`), one
-//! `matmul2d(tm, tn, tk)` per slice into one cooperative accumulator, one
-//! barrier per slice, overlapped products with three or more stages. The
-//! copies of W run `stages − lag` slices ahead; the gather of slice
-//! `t + 1` follows the start of slice `t`'s product, into the stage that
-//! slice `t + 1 − stages` used (released by then: `stages > lag`), so the
-//! gather's loads overlap the tensor cores' work.
+//! `stages` slices of W (`tm × tk`, zeros for rows past `c_out`) and of the
+//! unfolding (`tn × tk`), one `matmul2d(tm, tn, tk)` per slice into one
+//! cooperative accumulator, one barrier per slice, the copies
+//! `stages − lag` slices ahead, overlapped products with three or more
+//! stages.
 //!
 //! **The epilogue** is the cooperative GEMM's too, with the bias per output
 //! channel added in f32 before the one rounding: through its staging array
@@ -36,17 +36,18 @@
 //! tiles, images)`, the pixel tiles fastest, so neighbouring threadgroups
 //! read overlapping input rows while they are in L2.
 //!
-//! Parameters: `x, w` (the weights by tap), `y` (as `y_words`, 16-byte
-//! words, where staged), `bias` (with [`ImplicitConvConfig::row_bias`]),
-//! and the sizes of [`ConvDims`] by value (`groups` unused: 1).
+//! Parameters: `x_last` (the channels-last input), `w` (the weights by
+//! tap), `y` (as `y_words`, 16-byte words, where staged), `bias` (with
+//! [`ImplicitConvConfig::row_bias`]), and the sizes of [`ConvDims`] by
+//! value (`groups` unused: 1).
 
 use super::conv::ConvDims;
 use super::select::Overrides;
 use enigma_backend::DeviceInfo;
 use super::gemm::cooperative::{for_each_slot, overlap_lag, slice_product, store_tile_direct, store_tile_staged, words_type, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
-use super::gemm::MAX_STAGES;
+use super::gemm::{DEFAULT_STAGES, MAX_STAGES};
 use super::*;
-use enigma_ir::builder::{Matmul2d, Tensor};
+use enigma_ir::builder::Matmul2d;
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode};
 
 crate::kernel_args! {
@@ -54,11 +55,21 @@ crate::kernel_args! {
     /// [`ConvDims`]: `y` as 16-byte words (`y_words`) where the kernel
     /// stages its output, `bias` where it adds one.
     pub struct ImplicitConvArgs {
-        X x: buffer,
+        X_LAST x_last: buffer,
         W w: buffer,
         Y y: optional,
         Y_WORDS y_words: optional,
         BIAS bias: optional,
+    }
+}
+
+crate::kernel_args! {
+    /// The buffers and sizes of [`conv_input_channels_last`].
+    pub struct ChannelsLastArgs {
+        X x: buffer,
+        X_LAST x_last: buffer,
+        C_IN c_in: u32,
+        PIXELS pixels: u32,
     }
 }
 
@@ -99,14 +110,13 @@ impl ImplicitConvConfig {
     /// The configuration for a convolution of `c_in` input channels and
     /// `pixels` output pixels per image within
     /// `max_threadgroup_memory_bytes`: 64 output channels by 128 pixels,
-    /// then by 64, [`SLICE_DEPTH`] deep, each in two stages, else three or
-    /// four (`stages` where asked: on the H200, 64 images of 64 channels at
-    /// 32 × 32 under a 3×3 window took 38.0, 38.5 and 39.5 µs in two,
-    /// three and four, `BENCHMARKS.md`), the output staged where the pixels are a
-    /// multiple of 8, then the same without the staging array; `None` where
-    /// the data is not f16 or bf16, `c_in` is no multiple of the slice
-    /// depth, or nothing fits (two stages of 64 × 64 take 32 KiB, an Apple
-    /// GPU's whole threadgroup memory, so there without the staging).
+    /// then by 64, [`SLICE_DEPTH`] deep, each in the most stages from
+    /// [`DEFAULT_STAGES`] down to two that fit (`stages` where asked), the
+    /// output staged where the pixels are a multiple of 8, then the same
+    /// without the staging array; `None` where the data is not f16 or
+    /// bf16, `c_in` is no multiple of the slice depth, or nothing fits (two
+    /// stages of 64 × 64 take 32 KiB, an Apple GPU's whole threadgroup
+    /// memory, so there without the staging).
     pub fn for_problem(dtype: DType, c_in: u32, pixels: u32, row_bias: bool, stages: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<ImplicitConvConfig> {
         if !matches!(dtype, DType::F16 | DType::BF16) || c_in == 0 || !c_in.is_multiple_of(SLICE_DEPTH) {
             return None;
@@ -114,7 +124,7 @@ impl ImplicitConvConfig {
         let staging: &[bool] = if pixels.is_multiple_of(COPY_ELEMENTS) { &[true, false] } else { &[false] };
         let stage_counts: Vec<u32> = match stages {
             Some(s) => vec![s],
-            None => (2..=4).collect(),
+            None => (2..=DEFAULT_STAGES).rev().collect(),
         };
         staging.iter().find_map(|&staged| {
             [128, 64].into_iter().find_map(|tn| {
@@ -130,8 +140,9 @@ impl ImplicitConvConfig {
     /// input channels and `pixels` output pixels per image runs on
     /// `device`, where it runs this one: never for a plain product
     /// (`plain`: [`super::conv::is_plain_product`], which the GEMM reads as
-    /// it lies with 16-byte copies: on the H200 64 images of 64 to 128
-    /// channels at 32 × 32 took 17.4 µs here against 10.9 in the GEMM,
+    /// it lies, with no copy of the input: on the H200 64 images of 64 to
+    /// 128 channels at 32 × 32 took 17.4 µs in a first form of this kernel
+    /// against 10.9 in the GEMM,
     /// `BENCHMARKS.md`); by default on a device whose
     /// cooperative products are warpgroup matrix instructions
     /// ([`DeviceInfo::wgmma`]), anywhere with cooperative tensors where
@@ -181,10 +192,9 @@ impl ImplicitConvConfig {
     }
 
     /// Whether the configuration makes a kernel: f16 or bf16; `tm` 64 or
-    /// 128; `tn` a multiple of 64 up to 256 that the threads' pixels
-    /// divide or that divides them; `tk` a multiple of 64; 2 to
-    /// [`MAX_STAGES`] stages; W's slices split evenly into 16-byte copies;
-    /// everything within `max_threadgroup_memory_bytes`.
+    /// 128; `tn` a multiple of 64 up to 256; `tk` a multiple of 64; 2 to
+    /// [`MAX_STAGES`] stages; both operands' slices split evenly into
+    /// 16-byte copies; everything within `max_threadgroup_memory_bytes`.
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let err = |message: String| Err(ShapeError::new(&name, message));
@@ -195,14 +205,11 @@ impl ImplicitConvConfig {
         if !matches!(self.tm, 64 | 128) || !self.tn.is_multiple_of(64) || !(64..=256).contains(&self.tn) || self.tk == 0 || !self.tk.is_multiple_of(64) {
             return err(format!("a {}×{}×{} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64", self.tm, self.tn, self.tk));
         }
-        if !(threads.is_multiple_of(self.tn) || self.tn.is_multiple_of(threads)) {
-            return err(format!("{} pixels per tile over {threads} threads", self.tn));
-        }
         if !(2..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
         }
-        if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, threads) {
-            return err(format!("the weights' 16-byte copies do not split evenly over {threads} threads"));
+        if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, threads) || !Staging::splits_evenly((self.tn, self.tk), COPY_ELEMENTS, threads) {
+            return err(format!("the slices' 16-byte copies do not split evenly over {threads} threads in whole rows"));
         }
         if self.memory_bytes() > max_threadgroup_memory_bytes {
             return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
@@ -250,6 +257,59 @@ pub fn conv_weights_by_tap(dtype: DType) -> Kernel {
     finish(k)
 }
 
+/// Threads of [`conv_input_channels_last`]'s threadgroups, and the side of
+/// its square tiles (channels by pixels).
+pub const CHANNELS_LAST_THREADS: u32 = 256;
+pub const CHANNELS_LAST_TILE: u32 = 64;
+
+/// The input `[images][c_in][pixels]` (NCHW) rewritten as
+/// `[images][pixels][c_in]` (NHWC, moved bit for bit):
+/// `conv_input_channels_last_{dtype}`. A threadgroup of
+/// [`CHANNELS_LAST_THREADS`] takes a tile of [`CHANNELS_LAST_TILE`]
+/// channels by as many pixels of one image (the grid `(pixel tiles,
+/// channel tiles, images)`): it reads the tile's rows of pixels (consecutive
+/// threads, consecutive pixels) into threadgroup memory and, after a
+/// barrier, writes its rows of channels (consecutive threads, consecutive
+/// channels); elements past `c_in` or `pixels` are skipped.
+pub fn conv_input_channels_last(dtype: DType) -> Kernel {
+    let mut k = KernelBuilder::new(format!("conv_input_channels_last_{dtype}"));
+    type P = ChannelsLastArgs;
+    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let last = k.buffer(P::X_LAST, dtype.ty(1), Access::ReadWrite);
+    let c_in = k.value(P::C_IN, Type::U32);
+    let pixels = k.value(P::PIXELS, Type::U32);
+    let side = CHANNELS_LAST_TILE;
+    // A row of the tile padded by two values, so that a column's values
+    // fall in different banks.
+    let pitch = side + 2;
+    let tile = k.threadgroup_array("tile", dtype.ty(1), side * pitch);
+    let tg = threadgroup_position_in_grid();
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let (p0, c0, image) = (k.let_("p0", tg.x() * side), k.let_("c0", tg.y() * side), tg.z());
+    let base = k.let_("base", image * c_in * pixels);
+    let lane = k.let_("lane", lid % side);
+    let row0 = k.let_("row0", lid / side);
+    let rows_per_pass = CHANNELS_LAST_THREADS / side;
+    k.for_unrolled("read", 0u32, side / rows_per_pass, 1u32, |k, i| {
+        let c = k.let_("read_c", row0 + i * rows_per_pass);
+        let inside = (c0 + c).lt(c_in).and((p0 + lane).lt(pixels));
+        k.if_(inside, |k| k.store(tile.at(c * pitch + lane), x.get(base + (c0 + c) * pixels + p0 + lane)));
+    });
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    k.for_unrolled("write", 0u32, side / rows_per_pass, 1u32, |k, i| {
+        let p = k.let_("write_p", row0 + i * rows_per_pass);
+        let inside = (p0 + p).lt(pixels).and((c0 + lane).lt(c_in));
+        k.if_(inside, |k| k.store(last.at(base + (p0 + p) * c_in + c0 + lane), tile.get(lane * pitch + p)));
+    });
+    finish(k)
+}
+
+/// The grid of [`conv_input_channels_last`] for `images` of `c_in`
+/// channels by `pixels`.
+pub fn channels_last_dispatch(c_in: u32, pixels: u32, images: u32) -> Dispatch {
+    Dispatch::threadgroups([pixels.div_ceil(CHANNELS_LAST_TILE), c_in.div_ceil(CHANNELS_LAST_TILE), images], CHANNELS_LAST_THREADS)
+}
+
 /// The implicit-GEMM convolution kernel of `cfg` (module docs).
 ///
 /// # Panics
@@ -263,14 +323,14 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     let threads = cfg.threads();
     let mut k = KernelBuilder::new(cfg.name());
     type P = ImplicitConvArgs;
-    let x = k.buffer(P::X, dtype.ty(1), Access::Read);
+    let x = k.buffer(P::X_LAST, dtype.ty(1), Access::Read);
     let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
     let y = if cfg.staged { k.buffer(P::Y_WORDS, words_type(), Access::ReadWrite) } else { k.buffer(P::Y, dtype.ty(1), Access::ReadWrite) };
     let bias = cfg.row_bias.then(|| k.buffer(P::BIAS, dtype.ty(1), Access::Read));
     let dims: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
     let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, _groups] = dims[..] else { unreachable!("ConvDims has 15 fields") };
     let w_slices = k.threadgroup_array("w_slices", dtype.ty(1), stages * tm * tk);
-    let x_slices = k.threadgroup_array("x_slices", dtype.ty(1), stages * tk * tn);
+    let x_slices = k.threadgroup_array("x_slices", dtype.ty(1), stages * tn * tk);
     let staging = cfg.staged.then(|| k.threadgroup_array("y_staging", dtype.ty(1), STAGING_ROWS * cfg.staging_pitch()));
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
@@ -278,89 +338,69 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     let taps = k.let_("taps", kh * kw);
     let kk = k.let_("kk", taps * c_in);
     let pixels = k.let_("pixels", out_h * out_w);
-    let plane = k.let_("plane", in_h * in_w);
     let slices = k.let_("slices", kk / tk);
     let w_ops = Staging::new(&mut k, "w", (wt, w_slices), (tm, tk), COPY_ELEMENTS, lid, threads);
-
-    // The gather's share of each thread: `cols` pixel columns
-    // `col0 + j·threads`, and rows `row0 + i·row_step` of each.
-    let (cols, row_step) = if tn >= threads { (tn / threads, 1) } else { (1, threads / tn) };
-    let rows = tk / row_step;
-    let row0 = k.let_("row0", lid / tn.min(threads));
-    let col0 = k.let_("first_column", lid % tn.min(threads));
+    // The unfolding's slices transposed: a row per output pixel, its `tk`
+    // channels of one tap (16-byte words of the channels-last input).
+    let x_ops = Staging::new(&mut k, "x", (x, x_slices), (tn, tk), COPY_ELEMENTS, lid, threads);
     let i32 = |e: Ex| e.cast(Type::I32);
-    // Per column: its pixel, whether it is one, and its window's origin.
-    let columns: Vec<(Ex, Ex, Ex, Ex)> = (0..cols)
-        .map(|j| {
-            let col = k.let_(&format!("column{j}"), col0 + j * threads);
-            let pixel = k.let_(&format!("pixel{j}"), n0 + col);
-            let y0 = k.let_(&format!("y0_{j}"), i32(pixel / out_w * sh) - i32(ph));
-            let x0 = k.let_(&format!("x0_{j}"), i32(pixel % out_w * sw) - i32(pw));
-            (col, pixel.lt(pixels), y0, x0)
+    // Per row this thread copies: whether its pixel is one and its
+    // window's origin.
+    let (row0, row_step, copies) = x_ops.rows_of_thread();
+    let origins: Vec<(Ex, Ex, Ex)> = (0..copies)
+        .map(|i| {
+            let pixel = k.let_(&format!("pixel{i}"), n0 + row0 + i * row_step);
+            let y0 = k.let_(&format!("y0_{i}"), i32(pixel / out_w * sh) - i32(ph));
+            let x0 = k.let_(&format!("x0_{i}"), i32(pixel % out_w * sw) - i32(pw));
+            (pixel.lt(pixels), y0, x0)
         })
         .collect();
-    let image_base = k.let_("image_base", image * c_in * plane);
+    let image_base = k.let_("image_base", image * in_h * in_w * c_in);
 
-    // Slice `t`'s rows of the unfolding into stage `stage`: every load
-    // first, then the stores.
-    let gather = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
+    // Slice `t`'s copies into stage `stage`: W's `tm × tk` (rows past
+    // `c_out` zero) and the unfolding's `tn × tk` (pixels past the output
+    // and windows over the padding zero).
+    let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
+        w_ops.issue(k, &format!("{tag}_w"), stage, m0 * kk + k0, kk, |r, _| (m0 + r).lt(c_out));
         let tap = k.let_(&format!("{tag}_tap"), k0 / c_in);
         let ci0 = k.let_(&format!("{tag}_ci0"), k0 % c_in);
         let dy = k.let_(&format!("{tag}_dy"), i32(tap / kw * dh));
         let dx = k.let_(&format!("{tag}_dx"), i32(tap % kw * dw));
         let zero = lit(Scalar::I32, 0.0);
-        let mut values = Vec::with_capacity((cols * rows) as usize);
-        for (j, &(col, is_pixel, y0, x0)) in columns.iter().enumerate() {
-            let iy = k.let_(&format!("{tag}_iy{j}"), y0 + dy);
-            let ix = k.let_(&format!("{tag}_ix{j}"), x0 + dx);
-            let inside = k.let_(&format!("{tag}_in{j}"), is_pixel.and(iy.ge(zero)).and(iy.lt(i32(in_h))).and(ix.ge(zero)).and(ix.lt(i32(in_w))));
-            // Outside the input (padding, or no pixel) the index stays in
-            // bounds and the value is zero.
-            let first = k.let_(&format!("{tag}_first{j}"), select(Ex::from(0u32), image_base + (ci0 + row0) * plane + iy.cast(Type::U32) * in_w + ix.cast(Type::U32), inside));
-            let step = k.let_(&format!("{tag}_step{j}"), select(Ex::from(0u32), plane * row_step, inside));
-            for i in 0..rows {
-                let v = k.let_(&format!("{tag}_v{j}_{i}"), select(lit(dtype.scalar(), 0.0), x.get(first + step * i), inside));
-                values.push((col, i, v));
-            }
-        }
-        let origin = stage * tk * tn;
-        for (col, i, v) in values {
-            k.store(x_slices.at((row0 + i * row_step) * tn + col + origin), v);
-        }
-    };
-    let issue_w = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: u32| {
-        let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        w_ops.issue(k, &format!("{tag}_w"), stage, m0 * kk + k0, kk, |r, _| (m0 + r).lt(c_out));
+        let row = |k: &mut KernelBuilder, i: u32, _: Ex| {
+            let (is_pixel, y0, x0) = origins[i as usize];
+            let iy = k.let_(&format!("{tag}_iy{i}"), y0 + dy);
+            let ix = k.let_(&format!("{tag}_ix{i}"), x0 + dx);
+            let inside = is_pixel.and(iy.ge(zero)).and(iy.lt(i32(in_h))).and(ix.ge(zero)).and(ix.lt(i32(in_w)));
+            (image_base + (iy.cast(Type::U32) * in_w + ix.cast(Type::U32)) * c_in + ci0, inside)
+        };
+        x_ops.issue_rows(k, &format!("{tag}_x"), stage, &row);
     };
 
-    let desc = Matmul2dDescriptor { mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
+    let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tm, tn, Some(tk)) };
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
     let per_thread = tm * tn / threads;
     let lag = overlap_lag(stages);
     let ahead = stages - lag;
     for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue_w(k, &format!("first{t}"), Ex::from(t), t % stages));
+        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t % stages));
         k.async_commit();
     }
-    gather(&mut k, "gather_first", Ex::from(0u32), 0);
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-    let view = |arr: Mem, (cols, rows): (u32, u32), s: u32| Tensor::new(arr, [cols, stages * rows]).slice(0u32, s * rows);
     k.for_range("round", 0u32, slices, stages, |k, round| {
         for s in 0..stages {
             let t = k.let_(&format!("t{s}"), round + s);
             k.if_(t.lt(slices), |k| {
-                slice_product(k, &op, (&view(w_slices, (tk, tm), s), &view(x_slices, (tn, tk), s)), acc, (ahead, lag));
+                slice_product(k, &op, (&w_ops.view(stages, Ex::from(s)), &x_ops.view(stages, Ex::from(s))), acc, (ahead, lag));
+                // Into the stage slice t − lag used, released at the barrier above.
                 let next = k.let_(&format!("ahead{s}"), t + ahead);
-                k.if_(next.lt(slices), |k| issue_w(k, &format!("ahead{s}"), next, (s + ahead) % stages));
+                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
                 k.async_commit();
-                let following = k.let_(&format!("following{s}"), t + 1u32);
-                k.if_(following.lt(slices), |k| gather(k, &format!("gather{s}"), following, (s + 1) % stages));
             });
         }
     });
-    k.async_wait(0);
     let target = TileTarget { c: y, output: dtype, base: image * c_out * pixels, origin: (m0, n0), size: (c_out, pixels), alpha: f(1.0), beta: f(0.0), bias };
     match staging {
         Some(staging) => store_tile_staged(&mut k, acc, per_thread, &target, (staging, cfg.staging_pitch(), STAGING_ROWS), (tm, tn), (lid, threads)),
@@ -368,4 +408,3 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     }
     finish(k)
 }
-

@@ -42,6 +42,7 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(conv::conv2d_depthwise_rows(&conv::RowWindow { dtype, kernel: [3, 3], pw: 1 }));
         if matches!(dtype, DType::F16 | DType::BF16) {
             out.push(conv_implicit::conv_weights_by_tap(dtype));
+            out.push(conv_implicit::conv_input_channels_last(dtype));
             out.push(conv_implicit::conv2d_implicit(&conv_implicit::ImplicitConvConfig { dtype, tm: 64, tn: 64, tk: 64, stages: 2, row_bias: true, staged: false }));
         }
         out.push(elementwise::repeat(dtype.scalar()));

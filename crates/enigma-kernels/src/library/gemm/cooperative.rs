@@ -370,6 +370,34 @@ impl Staging {
         }
     }
 
+    /// Starts the copies of one slice into stage `stage` whose rows lie
+    /// anywhere in `src`: row `r` from `src[start + c]` (`(start, valid) =
+    /// row(k, i, r)` for this thread's `i`-th copy, at row `r`), zeros where
+    /// not `valid`. A gather of rows, as a convolution's input rows are.
+    pub(crate) fn issue_rows(&self, k: &mut KernelBuilder, tag: &str, stage: u32, row: &dyn Fn(&mut KernelBuilder, u32, Ex) -> (Ex, Ex)) {
+        let copies = |k: &mut KernelBuilder| {
+            for i in 0..self.copies {
+                let step = i * self.row_step;
+                let (start, valid) = row(k, i, self.row0 + step);
+                let ok = k.let_(&format!("{tag}_ok{i}"), valid);
+                // An invalid copy reads nothing; its index stays in bounds anyway.
+                let from = select(Ex::from(0u32), start + self.col, ok);
+                let to = self.lane + (stage * self.rows * self.cols + step * self.cols);
+                k.async_copy(self.staged.at(to), self.src.at(from), self.per_copy, ok);
+            }
+        };
+        match self.guard {
+            None => copies(k),
+            Some(guard) => k.if_(guard, copies),
+        }
+    }
+
+    /// The rows of a slice this thread copies: `row0 + i·row_step` for `i`
+    /// below the copies.
+    pub(crate) fn rows_of_thread(&self) -> (Ex, u32, u32) {
+        (self.row0, self.row_step, self.copies)
+    }
+
     /// Stage `stage` as a view for the product (x the column).
     pub(crate) fn view(&self, stages: u32, stage: Ex) -> Tensor {
         Tensor::new(self.staged, [self.cols, stages * self.rows]).slice(0u32, stage * self.rows)
