@@ -44,7 +44,7 @@
 use super::conv::ConvDims;
 use super::select::Overrides;
 use enigma_backend::DeviceInfo;
-use super::gemm::cooperative::{for_each_slot, overlap_lag, slice_product, store_tile_direct, store_tile_staged, words_type, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
+use super::gemm::cooperative::{for_each_slot, store_tile_direct, store_tile_staged, words_type, SlicePipeline, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
 use super::gemm::{DEFAULT_STAGES, MAX_STAGES};
 use super::*;
 use enigma_ir::builder::Matmul2d;
@@ -382,25 +382,10 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     let op = Matmul2d::new(desc, ExecutionScope::Simdgroups(cfg.simdgroups()));
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
     let per_thread = tm * tn / threads;
-    let lag = overlap_lag(stages);
-    let ahead = stages - lag;
-    for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), t % stages));
-        k.async_commit();
-    }
+    let pipeline = SlicePipeline::new(stages);
+    pipeline.prologue(&mut k, "first", slices, &issue);
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-    k.for_range("round", 0u32, slices, stages, |k, round| {
-        for s in 0..stages {
-            let t = k.let_(&format!("t{s}"), round + s);
-            k.if_(t.lt(slices), |k| {
-                slice_product(k, &op, (&w_ops.view(stages, Ex::from(s)), &x_ops.view(stages, Ex::from(s))), acc, (ahead, lag));
-                // Into the stage slice t − lag used, released at the barrier above.
-                let next = k.let_(&format!("ahead{s}"), t + ahead);
-                k.if_(next.lt(slices), |k| issue(k, &format!("ahead{s}"), next, (s + ahead) % stages));
-                k.async_commit();
-            });
-        }
-    });
+    pipeline.run(&mut k, slices, (&op, acc), &|s| (w_ops.view(stages, Ex::from(s)), x_ops.view(stages, Ex::from(s))), &issue);
     let target = TileTarget { c: y, output: dtype, base: image * c_out * pixels, origin: (m0, n0), size: (c_out, pixels), alpha: f(1.0), beta: f(0.0), bias };
     match staging {
         Some(staging) => store_tile_staged(&mut k, acc, per_thread, &target, (staging, cfg.staging_pitch(), STAGING_ROWS), (tm, tn), (lid, threads)),

@@ -124,7 +124,7 @@ pub const DEFAULT_RASTER: u32 = 8;
 /// Barriers between a product and the reuse of its operands' stage in a
 /// pipeline of `stages`: 2 (overlapped products, released at the second
 /// barrier) with three or more stages, else 1 (released at the next).
-pub(crate) fn overlap_lag(stages: u32) -> u32 {
+fn overlap_lag(stages: u32) -> u32 {
     if stages >= 3 {
         2
     } else {
@@ -184,14 +184,14 @@ impl CoopGemmConfig {
     /// products) with three or more stages, else 1. The copies run
     /// `stages − lag` slices ahead.
     pub fn lag(&self) -> u32 {
-        overlap_lag(self.stages)
+        SlicePipeline::new(self.stages).lag
     }
 
     /// Slices the copies run ahead of the products: `stages − lag`, and 1
     /// with one stage (whose next slice's copies wait for a barrier after
     /// the product).
     pub fn ahead(&self) -> u32 {
-        (self.stages - self.lag()).max(1)
+        SlicePipeline::new(self.stages).ahead
     }
 
     /// SIMD groups per threadgroup: four per warpgroup of 64 rows.
@@ -404,18 +404,71 @@ impl Staging {
     }
 }
 
-/// One slice's step of a pipeline that runs its copies `ahead` slices
-/// ahead: the wait for the slice's copies (all but the `ahead − 1` newest
-/// groups), the barrier that makes every thread's writes to its stage
-/// visible, and its product into `acc` — overlapped (`lag` 2: its operands
-/// released at the second barrier after it) or not (released at the next).
-pub(crate) fn slice_product(k: &mut KernelBuilder, op: &Matmul2d, (left, right): (&Tensor, &Tensor), acc: CoopTensor, (ahead, lag): (u32, u32)) {
-    k.async_wait(ahead - 1);
-    k.threadgroup_barrier(MemFlags::Threadgroup);
-    if lag == 2 {
-        k.matmul2d_run_overlapped(op, left, right, acc);
-    } else {
-        k.matmul2d_run(op, left, right, acc);
+/// The software pipeline over a tile's slices of K: `stages` slices in
+/// threadgroup memory, the copies `ahead` slices ahead
+/// ([`CoopGemmConfig::ahead`]), each product releasing its operands `lag`
+/// barriers after it ([`CoopGemmConfig::lag`]: 2, overlapped, with three
+/// or more stages). Every iteration commits one group of copies (empty
+/// past the last slice), so waiting for all but `ahead − 1` groups leaves
+/// the slice to multiply complete. Shared by the cooperative GEMM and the
+/// implicit-GEMM convolution.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SlicePipeline {
+    pub(crate) stages: u32,
+    pub(crate) lag: u32,
+    pub(crate) ahead: u32,
+}
+
+impl SlicePipeline {
+    pub(crate) fn new(stages: u32) -> SlicePipeline {
+        let lag = overlap_lag(stages);
+        SlicePipeline { stages, lag, ahead: (stages - lag).max(1) }
+    }
+
+    /// The first `ahead` slices' copies, one group each: `issue(k, tag, t,
+    /// stage)` starts slice `t`'s copies into `stage`.
+    pub(crate) fn prologue(&self, k: &mut KernelBuilder, tag: &str, slices: Ex, issue: &dyn Fn(&mut KernelBuilder, &str, Ex, u32)) {
+        for t in 0..self.ahead {
+            k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("{tag}{t}"), Ex::from(t), t % self.stages));
+            k.async_commit();
+        }
+    }
+
+    /// The products of every slice into `acc` (its first slices' copies
+    /// issued by [`Self::prologue`]): for slice `t`, the wait for its
+    /// copies, the barrier that makes every thread's part of its stage
+    /// visible, its product of the stage's `views(stage)` (overlapped or
+    /// not), then the copies of slice `t + ahead` into the stage slice
+    /// `t − lag` used, which that barrier released (with one stage after a
+    /// barrier of their own: the product just started reads it until the
+    /// next). Unrolled by `stages`, so that each slice's stage is a
+    /// constant: the views' offsets and the products' run-time checks fold
+    /// away.
+    pub(crate) fn run(&self, k: &mut KernelBuilder, slices: Ex, (op, acc): (&Matmul2d, CoopTensor), views: &dyn Fn(u32) -> (Tensor, Tensor), issue: &dyn Fn(&mut KernelBuilder, &str, Ex, u32)) {
+        let SlicePipeline { stages, lag, ahead } = *self;
+        k.for_range("round", 0u32, slices, stages, |k, round| {
+            for s in 0..stages {
+                let t = k.let_(&format!("t{s}"), round + s);
+                k.if_(t.lt(slices), |k| {
+                    k.async_wait(ahead - 1);
+                    k.threadgroup_barrier(MemFlags::Threadgroup);
+                    let (left, right) = views(s);
+                    if lag == 2 {
+                        k.matmul2d_run_overlapped(op, &left, &right, acc);
+                    } else {
+                        k.matmul2d_run(op, &left, &right, acc);
+                    }
+                    let next = k.let_(&format!("ahead{s}"), t + ahead);
+                    k.if_(next.lt(slices), |k| {
+                        if stages == 1 {
+                            k.threadgroup_barrier(MemFlags::Threadgroup);
+                        }
+                        issue(k, &format!("ahead{s}"), next, (s + ahead) % stages)
+                    });
+                    k.async_commit();
+                });
+            }
+        });
     }
 }
 
@@ -657,44 +710,13 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
         b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
     };
-    // The copies run `ahead` slices ahead. Every iteration commits one
-    // group (empty past the last slice), so waiting for all but
-    // `ahead − 1` leaves slice t complete.
-    let lag = cfg.lag();
-    let ahead = cfg.ahead();
+    let pipeline = SlicePipeline::new(stages);
     // A tile's first `ahead` slices, one group each.
-    let prologue = |k: &mut KernelBuilder, tag: &str, at: TilePlace| {
-        for t in 0..ahead {
-            k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("{tag}{t}"), at, Ex::from(t), t % stages));
-            k.async_commit();
-        }
-    };
+    let prologue = |k: &mut KernelBuilder, tag: &str, at: TilePlace| pipeline.prologue(k, tag, slices, &|k, tag, t, stage| issue(k, tag, at, t, stage));
     // A tile's products into `acc`, its first slices' copies issued.
-    // Unrolled by `stages`, so that each slice's stage is a constant: the
-    // views' offsets and the products' run-time checks fold away.
     let products = |k: &mut KernelBuilder, at: TilePlace| {
         for_each_slot(k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-        k.for_range("round", 0u32, slices, stages, |k, round| {
-            for s in 0..stages {
-                let t = k.let_(&format!("t{s}"), round + s);
-                k.if_(t.lt(slices), |k| {
-                    slice_product(k, &op, (&a_ops.view(stages, Ex::from(s)), &b_ops.view(stages, Ex::from(s))), acc, (ahead, lag));
-                    // Into the stage slice t − lag used, whose product released
-                    // its operands at the barrier above; slice t's (and,
-                    // overlapped, slice t − 1's) may still be running.
-                    let next = k.let_(&format!("ahead{s}"), t + ahead);
-                    k.if_(next.lt(slices), |k| {
-                        // One stage: the product just started reads it
-                        // until the next barrier.
-                        if stages == 1 {
-                            k.threadgroup_barrier(MemFlags::Threadgroup);
-                        }
-                        issue(k, &format!("ahead{s}"), at, next, (s + ahead) % stages)
-                    });
-                    k.async_commit();
-                });
-            }
-        });
+        pipeline.run(k, slices, (&op, acc), &|s| (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s))), &|k, tag, t, stage| issue(k, tag, at, t, stage));
     };
     // Every copy landed and every product done, its operands released (the
     // second barrier): the stages are free for the next tile's first slices.
