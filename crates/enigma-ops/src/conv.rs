@@ -1,4 +1,8 @@
-//! 2-D convolution: dense and grouped convolutions as a batched matrix
+//! 2-D convolution: dense half-precision ones of input channels a multiple
+//! of 64 as an implicit GEMM on cooperative tensors where
+//! `library::conv_implicit::ImplicitConvConfig::select` takes them (the
+//! weights reordered by tap, the input copied channels-last, then one
+//! kernel); other dense and grouped convolutions as a batched matrix
 //! product over the unfolded input (`library::conv::im2col`, none for a
 //! pointwise one); depthwise ones (one input channel per group) of stride
 //! and dilation 1 over rows of whole 16-byte words by rows of words

@@ -29,8 +29,11 @@
 //!   columns either side as single elements, all loads issued before the
 //!   sums.
 //!
-//! `enigma-ops` runs dense and grouped convolutions as [`im2col`] and a
-//! batched GEMM (a pointwise one of stride 1 without the unfolding),
+//! `enigma-ops` runs dense half-precision convolutions of input channels a
+//! multiple of 64 as an implicit GEMM where the device's products are
+//! `wgmma` ([`super::conv_implicit`]), other dense and grouped
+//! convolutions as [`im2col`] and a batched GEMM (a pointwise one of
+//! stride 1 without the unfolding),
 //! depthwise ones with [`conv2d_depthwise_rows`] or [`conv2d_depthwise`]
 //! where the window fits them, and the rest with [`conv2d`].
 

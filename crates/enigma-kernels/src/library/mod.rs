@@ -17,6 +17,8 @@
 //! | [`qgemm_fused`] | `C = A · dequant(B)` on SIMD-group matrices with seed 002's *fused* dequantization: A's slice in threadgroup memory, B dequantized per SIMD group through one 8×8 f16 staging fragment |
 //! | [`qmatmul_fragments`] | `C = A · dequant(B)` for decode sizes on fragment-ordered FP4/INT4 weights: B tiles decoded from 16-byte loads straight into the tensor cores' registers, K split over SIMD groups and threadgroups |
 //! | [`qmatmul_affine`] | `C = A · dequant(B)` for MLX's affine 4-bit format (`[N][K/8]` words, scale and bias per group): a SIMD group per 1, 2 or 4 columns, lanes striding along K with `uint4` loads, `simd_sum` |
+//! | [`conv`] | 2-D convolution over NCHW: the direct kernel, the unfoldings (im2col) a batched GEMM multiplies, depthwise convolutions by rows of 16-byte words and by tiles |
+//! | [`conv_implicit`] | dense half-precision convolution as an implicit GEMM on cooperative tensors (`matmul2d`: `wgmma` on Hopper): the weights by tap, the input channels-last, the unfolding's slices staged by 16-byte asynchronous copies; its selection |
 //! | [`quant`] | 4-bit weight formats (FP4 E2M1, INT4 U4B8 in seed 002's layout; MLX's affine format): quantize / dequantize on the host |
 //!
 //! Every kernel is a Rust function returning a [`Kernel`], generic over the
