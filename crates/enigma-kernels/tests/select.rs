@@ -14,6 +14,7 @@ use devices::device;
 use enigma_backend::{CooperativeLowering, DeviceInfo, DeviceKind};
 use enigma_ir::{Feature, QuantLayout};
 use enigma_kernels::library::attention::{self, DecodeProblem, DecodeShape};
+use enigma_kernels::library::conv_implicit::ImplicitConvConfig;
 use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
@@ -241,7 +242,7 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8_p splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 64 f16->f16 64x1024x576: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
-    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x64x64_s2_r8 splits=1 sum=Reduction
+    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x128x64_s1_r8 splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
     sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
     sm_90a stages 3 batch 32 f16->f16 64x1024x1024: gemm_coop_f16_f16_64x128x64_s3_r8 splits=1 sum=Reduction
@@ -380,3 +381,57 @@ const EXPECTED_ATTENTION: &str = "
     metal+mma f32 3x6/2x77x40: attention_fused_f32_vec4_c2_t96_h1_l8_k1_s4_ragged_lse splits=1
     metal+mma bf16 2x4/4x33x7: attention_fused_bf16_c2_t256_h1_l4_k1_p splits=1
 ";
+
+/// Which dense convolutions run as the implicit GEMM, as a table: half
+/// types with input channels a multiple of 64 where products are `wgmma`
+/// (64 × 128 tiles in four stages, the output staged where the pixels are
+/// a multiple of 8), anywhere with cooperative tensors where asked (the
+/// simulator's 32 KiB: 64 × 64 in two stages, element by element), never
+/// for f32, other channel counts, groups, plain products, a device
+/// without `wgmma` by default, or where refused by the options.
+#[test]
+fn dense_convolutions_take_the_implicit_gemm_where_products_are_wgmma() {
+    let wgmma = DeviceInfo {
+        cooperative_lowering: Some(CooperativeLowering::Wgmma),
+        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
+        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
+    };
+    let sim = DeviceInfo {
+        cooperative_lowering: Some(CooperativeLowering::Reference),
+        features: [Feature::CooperativeTensors].into_iter().collect(),
+        ..device(DeviceKind::Simulator, 2, 32 * 1024, true)
+    };
+    let asked = |cooperative| Overrides { gemm: GemmOptions { cooperative: Some(cooperative), ..GemmOptions::default() }, ..Overrides::default() };
+    let none = Overrides::default();
+    // (label, type, (c_in, groups, pixels), plain, device, overrides)
+    let rows = [
+        ("wgmma f16 64 ch 1024 px", DType::F16, (64, 1, 1024), false, &wgmma, &none),
+        ("wgmma bf16 128 ch 63 px", DType::BF16, (128, 1, 63), false, &wgmma, &none),
+        ("wgmma f32", DType::F32, (64, 1, 1024), false, &wgmma, &none),
+        ("wgmma 96 ch", DType::F16, (96, 1, 1024), false, &wgmma, &none),
+        ("wgmma groups 2", DType::F16, (64, 2, 1024), false, &wgmma, &none),
+        ("wgmma plain product", DType::F16, (64, 1, 1024), true, &wgmma, &none),
+        ("wgmma refused", DType::F16, (64, 1, 1024), false, &wgmma, &asked(false)),
+        ("sim default", DType::F16, (64, 1, 1024), false, &sim, &none),
+        ("sim asked", DType::F16, (64, 1, 1024), false, &sim, &asked(true)),
+    ];
+    let got: Vec<String> = rows
+        .iter()
+        .map(|&(label, dtype, shape, plain, device, overrides)| {
+            let choice = ImplicitConvConfig::select(dtype, shape, (plain, true), device, overrides);
+            format!("{label}: {}", choice.map_or("unfolding and GEMM".to_string(), |c| c.name()))
+        })
+        .collect();
+    let want = [
+        "wgmma f16 64 ch 1024 px: conv2d_implicit_f16_64x128x64_s4_bias",
+        "wgmma bf16 128 ch 63 px: conv2d_implicit_bf16_64x128x64_s4_bias_direct",
+        "wgmma f32: unfolding and GEMM",
+        "wgmma 96 ch: unfolding and GEMM",
+        "wgmma groups 2: unfolding and GEMM",
+        "wgmma plain product: unfolding and GEMM",
+        "wgmma refused: unfolding and GEMM",
+        "sim default: unfolding and GEMM",
+        "sim asked: conv2d_implicit_f16_64x64x64_s2_bias_direct",
+    ];
+    assert_eq!(got, want);
+}
