@@ -32,6 +32,17 @@ fn devices() -> [(&'static str, DeviceInfo); 3] {
     ]
 }
 
+/// An H100-class CUDA GPU (132 compute units, 227 KiB of threadgroup
+/// memory, device-scope fences) whose cooperative products run as
+/// `lowering` says.
+fn cooperative_cuda(lowering: CooperativeLowering) -> DeviceInfo {
+    DeviceInfo {
+        cooperative_lowering: Some(lowering),
+        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
+        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
+    }
+}
+
 fn gemm_row(plan: &GemmPlan) -> String {
     format!("{} splits={} sum={:?}", plan.kernel().name, plan.splits(), plan.split_sum())
 }
@@ -119,12 +130,7 @@ fn overrides_move_the_kernel_choice() {
 
 #[test]
 fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
-    let cooperative = |wgmma: bool| DeviceInfo {
-        cooperative_lowering: Some(if wgmma { CooperativeLowering::Wgmma } else { CooperativeLowering::Scalar }),
-        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
-        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
-    };
-    let devices = [("sm_90a", cooperative(true)), ("sm_80", cooperative(false))];
+    let devices = [("sm_90a", cooperative_cuda(CooperativeLowering::Wgmma)), ("sm_80", cooperative_cuda(CooperativeLowering::Scalar))];
     let shapes = [
         (DType::F16, DType::F32, 4096, 4096, 4096),
         (DType::BF16, DType::BF16, 8192, 8192, 8192),
@@ -169,11 +175,7 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 /// for, and clear refusals of what it cannot take.
 #[test]
 fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
-    let sm_90a = DeviceInfo {
-        cooperative_lowering: Some(CooperativeLowering::Wgmma),
-        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
-        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
-    };
+    let sm_90a = cooperative_cuda(CooperativeLowering::Wgmma);
     let asked = Overrides { gemm: GemmOptions { cooperative: Some(true), ..GemmOptions::default() }, ..Overrides::default() };
     let problem = |format, layout, m, n| QmatmulProblem { format, layout, out: DType::F16, m, n, k: 4096, group: 128 };
     let mut rows = vec![];
@@ -391,11 +393,7 @@ const EXPECTED_ATTENTION: &str = "
 /// without `wgmma` by default, or where refused by the options.
 #[test]
 fn dense_convolutions_take_the_implicit_gemm_where_products_are_wgmma() {
-    let wgmma = DeviceInfo {
-        cooperative_lowering: Some(CooperativeLowering::Wgmma),
-        features: [Feature::DeviceFence, Feature::CooperativeTensors].into_iter().collect(),
-        ..device(DeviceKind::Cuda, 132, 227 * 1024, true)
-    };
+    let wgmma = cooperative_cuda(CooperativeLowering::Wgmma);
     let sim = DeviceInfo {
         cooperative_lowering: Some(CooperativeLowering::Reference),
         features: [Feature::CooperativeTensors].into_iter().collect(),

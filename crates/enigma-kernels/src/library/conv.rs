@@ -94,7 +94,7 @@ pub fn is_plain_product(kernel: [u32; 2], stride: [u32; 2], padding: [u32; 2]) -
 }
 
 /// The sizes of [`ConvDims`] as the kernel's values, in their order.
-fn conv_dims(k: &mut KernelBuilder) -> [Ex; 15] {
+pub(crate) fn conv_dims(k: &mut KernelBuilder) -> [Ex; 15] {
     let values: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
     values.try_into().unwrap_or_else(|v: Vec<Ex>| unreachable!("ConvDims has 15 fields, not {}", v.len()))
 }

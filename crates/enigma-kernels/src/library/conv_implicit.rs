@@ -38,13 +38,13 @@
 //!
 //! Parameters: `x_last` (the channels-last input), `w` (the weights by
 //! tap), `y` (as `y_words`, 16-byte words, where staged), `bias` (with
-//! [`ImplicitConvConfig::row_bias`]), and the sizes of [`ConvDims`] by
+//! [`ImplicitConvConfig::row_bias`]), and the sizes of [`ConvDims`](super::conv::ConvDims) by
 //! value (`groups` unused: 1).
 
-use super::conv::ConvDims;
+use super::conv::conv_dims;
 use super::select::Overrides;
 use enigma_backend::DeviceInfo;
-use super::gemm::cooperative::{for_each_slot, store_tile_direct, store_tile_staged, words_type, SlicePipeline, Staging, TileTarget, COPY_ELEMENTS, STAGING_PAD, STAGING_ROWS, WARPGROUP_ROWS};
+use super::gemm::cooperative::{check_tile, for_each_slot, staging_pitch, store_tile_direct, store_tile_staged, words_type, SlicePipeline, Staging, TileTarget, COPY_ELEMENTS, STAGING_ROWS, WARPGROUP_ROWS};
 use super::gemm::{DEFAULT_STAGES, MAX_STAGES};
 use super::*;
 use enigma_ir::builder::Matmul2d;
@@ -52,7 +52,7 @@ use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode};
 
 crate::kernel_args! {
     /// The buffers of [`conv2d_implicit`] (module docs), bound beside
-    /// [`ConvDims`]: `y` as 16-byte words (`y_words`) where the kernel
+    /// [`ConvDims`](super::conv::ConvDims): `y` as 16-byte words (`y_words`) where the kernel
     /// stages its output, `bias` where it adds one.
     pub struct ImplicitConvArgs {
         X_LAST x_last: buffer,
@@ -173,7 +173,7 @@ impl ImplicitConvConfig {
     /// The staging array's row pitch in values (the cooperative GEMM's:
     /// `tn` and 16 bytes).
     pub fn staging_pitch(&self) -> u32 {
-        self.tn + STAGING_PAD
+        staging_pitch(self.tn)
     }
 
     /// Threadgroup memory: `stages` slices of W and of the unfolding, and
@@ -202,9 +202,7 @@ impl ImplicitConvConfig {
             return err(format!("the implicit-GEMM convolution takes f16 or bf16 data, not {}", self.dtype));
         }
         let threads = self.threads();
-        if !matches!(self.tm, 64 | 128) || !self.tn.is_multiple_of(64) || !(64..=256).contains(&self.tn) || self.tk == 0 || !self.tk.is_multiple_of(64) {
-            return err(format!("a {}×{}×{} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64", self.tm, self.tn, self.tk));
-        }
+        check_tile((self.tm, self.tn, self.tk)).or_else(err)?;
         if !(2..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
         }
@@ -215,13 +213,6 @@ impl ImplicitConvConfig {
             return err(format!("{} stages take {} bytes of threadgroup memory; the device has {max_threadgroup_memory_bytes}", self.stages, self.memory_bytes()));
         }
         Ok(())
-    }
-
-    /// Whether the kernel takes a convolution: `c_in` a multiple of `tk`
-    /// (each slice one tap) and, staged, the output pixels per image a
-    /// multiple of 8.
-    pub fn takes(&self, c_in: u32, pixels: u32) -> bool {
-        c_in.is_multiple_of(self.tk) && (!self.staged || pixels.is_multiple_of(COPY_ELEMENTS))
     }
 
     /// The grid for `images` of `c_out` channels by `pixels`: a
@@ -327,8 +318,7 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     let wt = k.buffer(P::W, dtype.ty(1), Access::Read);
     let y = if cfg.staged { k.buffer(P::Y_WORDS, words_type(), Access::ReadWrite) } else { k.buffer(P::Y, dtype.ty(1), Access::ReadWrite) };
     let bias = cfg.row_bias.then(|| k.buffer(P::BIAS, dtype.ty(1), Access::Read));
-    let dims: Vec<Ex> = ConvDims::NAMES.iter().map(|n| k.value(n, Type::U32)).collect();
-    let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, _groups] = dims[..] else { unreachable!("ConvDims has 15 fields") };
+    let [c_in, in_h, in_w, c_out, out_h, out_w, kh, kw, sh, sw, ph, pw, dh, dw, _groups] = conv_dims(&mut k);
     let w_slices = k.threadgroup_array("w_slices", dtype.ty(1), stages * tm * tk);
     let x_slices = k.threadgroup_array("x_slices", dtype.ty(1), stages * tn * tk);
     let staging = cfg.staged.then(|| k.threadgroup_array("y_staging", dtype.ty(1), STAGING_ROWS * cfg.staging_pitch()));
@@ -368,7 +358,7 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
         let dy = k.let_(&format!("{tag}_dy"), i32(tap / kw * dh));
         let dx = k.let_(&format!("{tag}_dx"), i32(tap % kw * dw));
         let zero = lit(Scalar::I32, 0.0);
-        let row = |k: &mut KernelBuilder, i: u32, _: Ex| {
+        let row = |k: &mut KernelBuilder, i: u32| {
             let (is_pixel, y0, x0) = origins[i as usize];
             let iy = k.let_(&format!("{tag}_iy{i}"), y0 + dy);
             let ix = k.let_(&format!("{tag}_ix{i}"), x0 + dx);

@@ -112,6 +112,25 @@ pub const STAGING_ROWS: u32 = WARPGROUP_ROWS;
 /// values): [`CoopGemmConfig::staging_pitch`].
 pub const STAGING_PAD: u32 = 8;
 
+/// The row pitch in values of the epilogue's staging array for tiles `tn`
+/// wide: `tn` and [`STAGING_PAD`] (16 bytes of 16-bit values), so that the
+/// rows of one store of the accumulator's fragments fall in different
+/// banks while each row stays whole 16-byte words.
+pub(crate) fn staging_pitch(tn: u32) -> u32 {
+    tn + STAGING_PAD
+}
+
+/// Whether a `tm × tn × tk` tile suits the pipeline on cooperative
+/// tensors: `tm` 64 or 128 (one or two warpgroups); `tn` and `tk`
+/// multiples of 64 (the pitches of the staged slices, which `wgmma`
+/// needs), `tn` at most 256.
+pub(crate) fn check_tile((tm, tn, tk): (u32, u32, u32)) -> Result<(), String> {
+    if !matches!(tm, 64 | 128) || !tn.is_multiple_of(64) || !(64..=256).contains(&tn) || tk == 0 || !tk.is_multiple_of(64) {
+        return Err(format!("a {tm}×{tn}×{tk} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64"));
+    }
+    Ok(())
+}
+
 /// The type of C's words in that epilogue (`c_words`).
 pub(crate) fn words_type() -> Type {
     Type::vector(Scalar::U32, 4)
@@ -215,7 +234,7 @@ impl CoopGemmConfig {
     /// that the rows of one store of the accumulator's fragments fall in
     /// different banks while each row stays whole 16-byte words.
     pub fn staging_pitch(&self) -> u32 {
-        self.tn + STAGING_PAD
+        staging_pitch(self.tn)
     }
 
     pub fn name(&self) -> String {
@@ -239,9 +258,7 @@ impl CoopGemmConfig {
         if !matches!(self.input, DType::F16 | DType::BF16) {
             return err(format!("cooperative products take f16 or bf16 inputs, not {}", self.input));
         }
-        if !matches!(self.tm, 64 | 128) || !self.tn.is_multiple_of(64) || !(64..=256).contains(&self.tn) || self.tk == 0 || !self.tk.is_multiple_of(64) {
-            return err(format!("a {}×{}×{} tile; tm 64 or 128, tn a multiple of 64 up to 256, tk a multiple of 64", self.tm, self.tn, self.tk));
-        }
+        check_tile((self.tm, self.tn, self.tk)).or_else(err)?;
         if self.raster == 0 {
             return err("a walk over bands of 0 rows of tiles; raster is at least 1".to_string());
         }
@@ -371,14 +388,15 @@ impl Staging {
     }
 
     /// Starts the copies of one slice into stage `stage` whose rows lie
-    /// anywhere in `src`: row `r` from `src[start + c]` (`(start, valid) =
-    /// row(k, i, r)` for this thread's `i`-th copy, at row `r`), zeros where
-    /// not `valid`. A gather of rows, as a convolution's input rows are.
-    pub(crate) fn issue_rows(&self, k: &mut KernelBuilder, tag: &str, stage: u32, row: &dyn Fn(&mut KernelBuilder, u32, Ex) -> (Ex, Ex)) {
+    /// anywhere in `src`: this thread's `i`-th row (of
+    /// [`Self::rows_of_thread`]) from `src[start + c]`, where `(start,
+    /// valid) = row(k, i)`, zeros where not `valid`. A gather of rows, as a
+    /// convolution's input rows are.
+    pub(crate) fn issue_rows(&self, k: &mut KernelBuilder, tag: &str, stage: u32, row: &dyn Fn(&mut KernelBuilder, u32) -> (Ex, Ex)) {
         let copies = |k: &mut KernelBuilder| {
             for i in 0..self.copies {
                 let step = i * self.row_step;
-                let (start, valid) = row(k, i, self.row0 + step);
+                let (start, valid) = row(k, i);
                 let ok = k.let_(&format!("{tag}_ok{i}"), valid);
                 // An invalid copy reads nothing; its index stays in bounds anyway.
                 let from = select(Ex::from(0u32), start + self.col, ok);
