@@ -76,6 +76,20 @@ pub(crate) type DResult<T> = Result<T, CodegenErrorKind>;
 /// How a dialect holds a tile that only feeds the B side of products: its
 /// spelling and the helpers that load it (`Expr::MatrixLoad`,
 /// `Expr::MatrixLoadQuantized`).
+pub(crate) struct TileCopyCode<'a> {
+    pub kernel: &'a enigma_ir::Kernel,
+    pub copy: &'a enigma_ir::TileCopy,
+    pub barrier: String,
+    /// The destination's name, and its index's code (the first element).
+    pub dst: (String, String),
+    pub elem: Type,
+    /// Row and column of the box's first element (i32 code).
+    pub origin: [String; 2],
+    /// The copy by every thread of the threadgroup, element by element
+    /// (zeros outside the matrix), complete when issued.
+    pub threads_copy: String,
+}
+
 pub(crate) struct BOperandTile {
     pub spelling: String,
     pub load: &'static str,
@@ -286,6 +300,16 @@ pub(crate) trait Dialect {
     fn texture_sample(&mut self, tex: &str, _texel: Scalar, sampler: usize, _slot: usize, uv: Code) -> Code {
         Code::postfix(format!("{tex}.sample(enigma_sampler{sampler}, {})", uv.text))
     }
+
+    /// The statements of a `tile_copy` ([`TileCopyCode`]). The default is
+    /// the threads' copy, complete at the threadgroup barrier of
+    /// [`Dialect::tile_wait`].
+    fn tile_copy(&mut self, copy: &TileCopyCode<'_>) -> DResult<String> {
+        Ok(copy.threads_copy.clone())
+    }
+
+    /// The statement (without `;`) of `tile_wait(barrier)`.
+    fn tile_wait(&mut self, barrier: Code) -> String;
 
     /// The statement (without `;`) of an `async_copy` of `count` elements
     /// of `elem` from `src` (a place in the buffer whose pointer is

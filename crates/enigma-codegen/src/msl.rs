@@ -438,6 +438,12 @@ impl Dialect for Msl {
         Ok(Code::postfix(format!("enigma_compare_exchange(&{}, {}, {})", place.text, expected.text, desired.text)))
     }
 
+    /// The threads copied the box when it was issued: a barrier makes it
+    /// visible to all.
+    fn tile_wait(&mut self, _barrier: Code) -> String {
+        "threadgroup_barrier(mem_flags::mem_threadgroup)".into()
+    }
+
     fn barrier(&mut self, scope: BarrierScope, flags: MemFlags, _at: &enigma_ir::StmtPath) -> String {
         let func = match scope {
             BarrierScope::Threadgroup => "threadgroup_barrier",

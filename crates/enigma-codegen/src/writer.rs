@@ -11,7 +11,7 @@
 //! evaluate both sides when the right side calls a SIMD-group function.
 
 use crate::code::{Code, Prec, TgIndex};
-use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TypeOrd};
+use crate::dialect::{BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TileCopyCode, TypeOrd};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::names::Names;
 use crate::plan::{self, DeclPlan};
@@ -287,6 +287,12 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let (src_base, _) = self.memory(*src)?;
                 let valid = self.top_expr(valid)?;
                 let text = self.dialect.async_copy(dst_place, src_place, &src_base, elem, *count, valid.code);
+                self.line(&format!("{text};"));
+            }
+            StmtKind::TileCopy(copy) => self.tile_copy(copy)?,
+            StmtKind::TileWait { barrier } => {
+                let barrier = self.top_expr(barrier)?;
+                let text = self.dialect.tile_wait(barrier.code);
                 self.line(&format!("{text};"));
             }
             StmtKind::AsyncCommit => {
@@ -583,6 +589,39 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 None => return Err(self.malformed(format!("per-thread array {} does not exist", t.0))),
             },
         })
+    }
+
+    /// `tile_copy`: the operands' code and the threads' copy, element `e`
+    /// of the box by thread `e mod threads`, then the dialect's statements.
+    fn tile_copy(&mut self, copy: &enigma_ir::TileCopy) -> Result<(), CodegenError> {
+        let [barrier, dst_index, rows, cols, pitch, row, col] = copy.exprs().map(|e| self.top_expr(e).map(|v| v.code.text));
+        let (dst_index, rows, cols, pitch, row, col) = (dst_index?, rows?, cols?, pitch?, row?, col?);
+        let (dst_name, elem) = self.memory(copy.dst)?;
+        let (src_name, _) = self.memory(copy.src)?;
+        let Memory::Threadgroup(array) = copy.dst else { unreachable!("validated: a tile copy writes threadgroup memory") };
+        for b in [Builtin::ThreadIndexInThreadgroup, Builtin::ThreadsPerThreadgroup] {
+            self.builtins.insert(BuiltinOrd::of(b));
+        }
+        self.whole_builtins.insert(BuiltinOrd::of(Builtin::ThreadsPerThreadgroup));
+        let tid = self.dialect.builtin(Builtin::ThreadIndexInThreadgroup).text;
+        let size = self.dialect.builtin(Builtin::ThreadsPerThreadgroup).text;
+        let zero = self.dialect.literal(&Literal::u32(0).convert(elem.elem())).text;
+        let element = self.dialect.threadgroup_index(array, TgIndex { code: format!("({dst_index}) + enigma_e"), split: None });
+        let (box_rows, box_cols) = (copy.rows, copy.cols);
+        let threads_copy = format!(
+            "for (uint enigma_e = {tid}; enigma_e < {}u; enigma_e += {size}.x * {size}.y * {size}.z) {{\n    \
+             const uint enigma_r = uint({row}) + enigma_e / {box_cols}u, enigma_c = uint({col}) + enigma_e % {box_cols}u;\n    \
+             {dst_name}[{element}] = (enigma_r < ({rows}) && enigma_c < ({cols})) ? {src_name}[enigma_r * ({pitch}) + enigma_c] : {zero};\n\
+             }}",
+            box_rows * box_cols
+        );
+        let code = TileCopyCode { kernel: self.kernel, copy, barrier: barrier?, dst: (dst_name, dst_index), elem, origin: [row, col], threads_copy };
+        let text = self.dialect.tile_copy(&code);
+        let text = self.lift(text)?;
+        for line in text.lines() {
+            self.line(line);
+        }
+        Ok(())
     }
 
     /// The lane index, for the matrix helpers (each dialect's prelude maps

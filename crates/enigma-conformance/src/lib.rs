@@ -94,6 +94,7 @@ pub mod simd;
 pub mod spec;
 pub mod textures;
 pub mod thread_arrays;
+pub mod tile_copy;
 pub mod vectors;
 
 pub use util::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, seed_for, CaseResult, SEED_ENV};
@@ -181,6 +182,7 @@ macro_rules! __with_cases {
             thread_arrays::thread_arrays,
             printing::print_lines,
             async_copy::async_copy_pipeline,
+            tile_copy::tile_copy_pipeline,
             kernels::seed000_scale,
             kernels::seed000_scale_vec4,
             kernels::seed000_two_stage_reduction,

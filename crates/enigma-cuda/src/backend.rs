@@ -6,7 +6,8 @@ use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, CooperativeLowering, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,
     DispatchReport, ReadWriteTier, RuntimeError, SpecValues,
 };
-use enigma_codegen::cuda::{CudaSource, LaunchParam};
+use enigma_codegen::cuda::{CudaSource, LaunchParam, TENSOR_MAP_BYTES};
+use crate::tensor_map;
 use crate::printf_capture;
 use crate::texture::{TextureBinding, ARGUMENT_BYTES};
 use enigma_ir::{Kernel, KernelInfo, ParamId, ParamKind, Sampler};
@@ -262,8 +263,8 @@ fn cuda_include_paths() -> Vec<String> {
 /// allocation wrapped by [`Backend::wrap_device_memory`] (its owner frees it).
 #[derive(Debug)]
 pub struct CudaBuffer {
-    ptr: sys::CUdeviceptr,
-    len: usize,
+    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) len: usize,
     ownership: Ownership,
     ctx: Arc<CudaContext>,
 }
@@ -352,10 +353,15 @@ fn check_range(offset: usize, len: usize, size: usize) -> Result<(), RuntimeErro
     Ok(())
 }
 
-/// Bytes of one kernel-parameter slot: a by-value argument (32 bytes) or a
-/// texture argument ([`ARGUMENT_BYTES`]).
-const SLOT_BYTES: usize = 64;
-const _: () = assert!(ARGUMENT_BYTES <= SLOT_BYTES);
+/// Bytes of one kernel-parameter slot: a by-value argument (32 bytes), a
+/// texture argument ([`ARGUMENT_BYTES`]) or a tensor map
+/// ([`TENSOR_MAP_BYTES`]).
+const SLOT_BYTES: usize = 128;
+const _: () = assert!(ARGUMENT_BYTES <= SLOT_BYTES && TENSOR_MAP_BYTES <= SLOT_BYTES);
+
+/// One kernel parameter's bytes, aligned as a tensor map must be.
+#[repr(C, align(64))]
+struct Slot([u8; SLOT_BYTES]);
 
 /// The texture arguments of one dispatch, by argument index. Dropping it
 /// waits for `stream` (the copies and the kernel may still use the arrays),
@@ -424,14 +430,10 @@ impl Drop for Textures {
 
 /// The kernel parameters of one launch, one slot each: every argument (a
 /// device pointer, a by-value argument's bytes, or a texture argument made
-/// by `textures`), then the grid sizes the generated code asks for.
-fn launch_slots(
-    cuda: &CudaKernel,
-    args: &[ArgValue<'_>],
-    textures: &Textures,
-    geometry: &DispatchGeometry,
-) -> Result<Vec<[u8; SLOT_BYTES]>, RuntimeError> {
-    let mut storage: Vec<[u8; SLOT_BYTES]> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
+/// by `textures`), then the grid sizes and tensor maps the generated code
+/// asks for.
+fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], textures: &Textures, geometry: &DispatchGeometry) -> Result<Vec<Slot>, RuntimeError> {
+    let mut storage: Vec<Slot> = Vec::with_capacity(args.len() + cuda.source.launch_params.len());
     for (i, arg) in args.iter().enumerate() {
         let mut slot = [0u8; SLOT_BYTES];
         match arg {
@@ -450,7 +452,7 @@ fn launch_slots(
                 slot[..ARGUMENT_BYTES].copy_from_slice(&binding.argument());
             }
         }
-        storage.push(slot);
+        storage.push(Slot(slot));
     }
     for extra in &cuda.source.launch_params {
         let mut slot = [0u8; SLOT_BYTES];
@@ -458,9 +460,14 @@ fn launch_slots(
             LaunchParam::GridX => geometry.grid[0],
             LaunchParam::GridY => geometry.grid[1],
             LaunchParam::GridZ => geometry.grid[2],
+            LaunchParam::TensorMap(map) => {
+                slot[..TENSOR_MAP_BYTES].copy_from_slice(&tensor_map::encode(&cuda.kernel.name, map, args)?);
+                storage.push(Slot(slot));
+                continue;
+            }
         };
         slot[..4].copy_from_slice(&value.to_le_bytes());
-        storage.push(slot);
+        storage.push(Slot(slot));
     }
     Ok(storage)
 }
@@ -775,11 +782,11 @@ fn uncollected(cuda: &CudaKernel, options: &DispatchOptions) -> Option<String> {
 /// and the buffers the slots point at outlive the queued work.
 unsafe fn queue_launch(
     cuda: &CudaKernel,
-    storage: &mut [[u8; SLOT_BYTES]],
+    storage: &mut [Slot],
     geometry: &DispatchGeometry,
     stream: sys::CUstream,
 ) -> Result<(), result::DriverError> {
-    let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.as_mut_ptr() as *mut c_void).collect();
+    let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.0.as_mut_ptr() as *mut c_void).collect();
     let ([gx, gy, gz], [bx, by, bz]) = (geometry.threadgroups, geometry.threads_per_threadgroup);
     // At most the device's opt-in limit, checked when the kernel was compiled.
     let dynamic_shared = cuda.source.dynamic_shared_bytes as u32;

@@ -20,6 +20,7 @@
 
 mod backend;
 mod printf_capture;
+mod tensor_map;
 mod texture;
 
 pub use backend::{CudaBackend, CudaKernel};

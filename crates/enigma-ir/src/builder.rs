@@ -339,6 +339,16 @@ impl Mem {
     }
 }
 
+/// The source of a [`KernelBuilder::tile_copy`]: a row-major matrix of
+/// `extents` (rows, columns) in device buffer `mem`, a row every `pitch`
+/// elements; extents and pitch dispatch constants ([`crate::ir::TileCopy`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TileSource {
+    pub mem: Mem,
+    pub extents: [Ex; 2],
+    pub pitch: Ex,
+}
+
 /// An element of a [`Mem`]: `buf.at(i)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Place {
@@ -582,6 +592,34 @@ impl KernelBuilder {
     #[track_caller]
     pub fn async_wait(&mut self, pending: u32) {
         self.push(StmtKind::AsyncWait { pending }, std::panic::Location::caller());
+    }
+
+    /// `tile_copy(barrier, dst, src, origin, (rows, cols))`: the threadgroup
+    /// copies the `rows × cols` box of matrix `src` whose first element is
+    /// `origin` (row, column; i32, zeros outside the matrix) to `dst`'s
+    /// elements from its index on, row after row; complete at
+    /// [`KernelBuilder::tile_wait`]. See [`crate::ir::TileCopy`] for the rules.
+    #[track_caller]
+    pub fn tile_copy(&mut self, barrier: impl Into<Ex>, dst: Place, src: TileSource, origin: [Ex; 2], (rows, cols): (u32, u32)) {
+        let loc = std::panic::Location::caller();
+        let barrier = self.tree(barrier.into().coerce_to(Type::U32), loc);
+        let dst_index = self.tree(dst.index.materialize(), loc);
+        let [extent_rows, extent_cols] = src.extents.map(|e| e.coerce_to(Type::U32));
+        let extents = [self.tree(extent_rows, loc), self.tree(extent_cols, loc)];
+        let pitch = self.tree(src.pitch.coerce_to(Type::U32), loc);
+        let [row, col] = origin.map(|e| e.coerce_to(Type::I32));
+        let origin = [self.tree(row, loc), self.tree(col, loc)];
+        let copy = crate::ir::TileCopy { barrier, dst: dst.mem.mem, dst_index, src: src.mem.mem, extents, pitch, origin, rows, cols };
+        self.push(StmtKind::TileCopy(Box::new(copy)), loc);
+    }
+
+    /// `tile_wait(barrier)`: waits for the tile copy last issued on
+    /// `barrier`; see [`StmtKind::TileWait`].
+    #[track_caller]
+    pub fn tile_wait(&mut self, barrier: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        let barrier = self.tree(barrier.into().coerce_to(Type::U32), loc);
+        self.push(StmtKind::TileWait { barrier }, loc);
     }
 
     /// `print(format, values...)`: this thread prints one line, `format`

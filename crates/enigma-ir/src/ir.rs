@@ -1370,6 +1370,21 @@ pub enum StmtKind {
     /// On CUDA this is `cp.async` (sm_80 and later); MSL copies at once,
     /// which every kernel that keeps these rules cannot tell apart.
     AsyncCopy { dst: Memory, dst_index: Expr, src: Memory, src_index: Expr, count: u32, valid: Expr },
+    /// `tile_copy(barrier, dst[dst_index], src, …)`: the threadgroup copies
+    /// a box of `rows × cols` elements of a row-major matrix in a device
+    /// buffer to threadgroup memory ([`TileCopy`]); the copy completes at
+    /// each thread's [`StmtKind::TileWait`] on the same barrier. Reached by
+    /// every thread of the threadgroup with the same operands (validation
+    /// requires uniform control flow and uniform operands). On CUDA sm_90
+    /// one thread hands the box to the tensor copy engine
+    /// (`cp.async.bulk.tensor`, completing on a shared-memory barrier);
+    /// elsewhere the threads copy it together at once.
+    TileCopy(Box<TileCopy>),
+    /// `tile_wait(barrier)`: waits until the copy last issued on `barrier`
+    /// (u32, below [`crate::limits::TILE_BARRIERS`], uniform) is complete;
+    /// its destination is then visible to this thread. Reached uniformly,
+    /// by every thread of the threadgroup, once per copy.
+    TileWait { barrier: Expr },
     /// `print(format, args...)`: this thread prints one line, `format` with
     /// each `{}` replaced by the next of `args` (`{{` and `}}` stand for
     /// braces). `format` is printable ASCII; `args` are scalars, as many as
@@ -1563,6 +1578,53 @@ impl TensorView {
     /// The five expressions in evaluation order: offset, extents, strides.
     pub fn exprs(&self) -> [&Expr; 5] {
         [&self.offset, &self.extents[0], &self.extents[1], &self.strides[0], &self.strides[1]]
+    }
+}
+
+/// The operands of [`StmtKind::TileCopy`]. The source is a matrix of
+/// `extents[0]` rows of `extents[1]` elements in device buffer `src`, row
+/// `r` starting at element `r · pitch`; box element `(r, c)` is matrix
+/// element `(origin[0] + r, origin[1] + c)`, or zero where that lies outside
+/// the matrix (`origin` is i32 and may be negative), and lands at
+/// `dst[dst_index + r · cols + c]` in threadgroup memory. Both memories hold
+/// the same scalar type (not bool).
+///
+/// Rules (the simulator reports a break of any):
+/// * `rows` from 1 to 256, `cols` from 1 to 256 with `cols` elements a
+///   multiple of 16 bytes; `dst_index` a multiple of 128 bytes and the box
+///   inside the array; `pitch` elements a multiple of 16 bytes;
+/// * the matrix has at least one row and one column, its rows do not
+///   overlap (`pitch ≥` its columns) and it lies inside the buffer;
+/// * `extents` and `pitch` are dispatch constants: literals, specialization
+///   constants and by-value parameters under `+ - * / min max` (the CUDA
+///   backend describes the matrix to the copy engine before the launch);
+/// * at most one copy per barrier is in flight: every thread waits for it
+///   (`tile_wait`) before the next copy on that barrier, and the
+///   threadgroup passes a threadgroup barrier in between;
+/// * between the last threadgroup barrier before the copy and a thread's
+///   `tile_wait`, no thread accesses the destination (the copy may land at
+///   any time), and the dispatch writes no element of the source.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TileCopy {
+    pub barrier: Expr,
+    pub dst: Memory,
+    pub dst_index: Expr,
+    pub src: Memory,
+    /// `[rows, columns]` of the source matrix (u32).
+    pub extents: [Expr; 2],
+    /// Elements from one row of the source matrix to the next (u32).
+    pub pitch: Expr,
+    /// `[row, column]` of the box's first element in the matrix (i32).
+    pub origin: [Expr; 2],
+    pub rows: u32,
+    pub cols: u32,
+}
+
+impl TileCopy {
+    /// The expressions in evaluation order: barrier, destination index,
+    /// extents, pitch, origin.
+    pub fn exprs(&self) -> [&Expr; 7] {
+        [&self.barrier, &self.dst_index, &self.extents[0], &self.extents[1], &self.pitch, &self.origin[0], &self.origin[1]]
     }
 }
 

@@ -34,6 +34,16 @@ pub const MAX_BUFFER_ARGUMENTS: u32 = 31;
 pub const MAX_TEXTURE_ARGUMENTS: u32 = 31;
 /// Bytes one `async_copy` may move (its alignment too).
 pub const ASYNC_COPY_BYTES: [u32; 3] = [4, 8, 16];
+/// Barriers a kernel's tile copies complete on (`tile_copy(barrier, …)`
+/// takes `0 .. TILE_BARRIERS`): enough for a pipeline of eight stages.
+pub const TILE_BARRIERS: u32 = 8;
+/// The largest rows and columns of one `tile_copy` box (the tensor copy
+/// engine's limit per dimension).
+pub const MAX_TILE_BOX: u32 = 256;
+/// `tile_copy`'s alignment in bytes: of a box row, of the source pitch.
+pub const TILE_ROW_ALIGN: u32 = 16;
+/// `tile_copy`'s alignment in bytes of the destination.
+pub const TILE_DST_ALIGN: u32 = 128;
 /// The largest `pending` of an `async_wait` (copy pipelines use 1 or 2).
 pub const MAX_ASYNC_PENDING: u32 = 7;
 /// Bytes of per-thread arrays (`thread T name[N]`) one thread may declare:

@@ -556,6 +556,38 @@ pub fn async_copy_memories(dst: &str, dst_is_threadgroup: bool, src: &str, src_i
     Ok(())
 }
 
+/// `tile_copy`'s memories hold one scalar type (not bool), and its box
+/// has 1 to [`crate::limits::MAX_TILE_BOX`] rows and columns, a row a
+/// multiple of [`crate::limits::TILE_ROW_ALIGN`] bytes.
+pub fn tile_copy(dst_elem: Type, src_elem: Type, rows: u32, cols: u32) -> Result<(), K> {
+    use crate::limits::{MAX_TILE_BOX, TILE_ROW_ALIGN};
+    let problem = |problem: String| Err(K::TileCopy { problem });
+    if dst_elem != src_elem {
+        return problem(format!("copies between memories of one element type; the destination holds {dst_elem}, the source {src_elem}"));
+    }
+    if !matches!(dst_elem, Type::Scalar(s) if s != Scalar::Bool) {
+        return problem(format!("copies scalars (not bool), not {dst_elem}"));
+    }
+    for (what, n) in [("rows", rows), ("columns", cols)] {
+        if n == 0 || n > MAX_TILE_BOX {
+            return problem(format!("copies boxes of 1 to {MAX_TILE_BOX} {what}, not {n}"));
+        }
+    }
+    let row_bytes = cols * dst_elem.size_bytes();
+    if row_bytes % TILE_ROW_ALIGN != 0 {
+        return problem(format!("copies rows of a multiple of {TILE_ROW_ALIGN} bytes; {cols} × {dst_elem} is {row_bytes} bytes"));
+    }
+    Ok(())
+}
+
+/// A tile copy's barrier (of `op`) is a u32.
+pub fn tile_barrier(op: &str, ty: Type) -> Result<(), K> {
+    if ty != Type::U32 {
+        return Err(K::TileCopy { problem: format!("barriers are u32, 0 to {}; `{op}` was given {ty}", crate::limits::TILE_BARRIERS - 1) });
+    }
+    Ok(())
+}
+
 /// `print(format, args...)`: a format ([`crate::print_format`]) with one
 /// placeholder per value, at most [`crate::limits::MAX_PRINT_ARGS`] values,
 /// each a scalar.

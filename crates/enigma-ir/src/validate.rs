@@ -356,6 +356,12 @@ impl<'k> Validator<'k> {
                 let (valid_ty, _) = self.expr(valid, state)?;
                 typing::async_copy(dst_elem, src_elem, *count, valid_ty).map_err(|k| self.err(k))?;
             }
+            StmtKind::TileCopy(copy) => self.tile_copy(copy, state, ctx)?,
+            StmtKind::TileWait { barrier } => {
+                let (ty, uni) = self.expr(barrier, state)?;
+                typing::tile_barrier("tile_wait", ty).map_err(|k| self.err(k))?;
+                self.threadgroup_uniform("tile_wait", ctx.uniformity, (uni, "its barrier"))?;
+            }
             StmtKind::AsyncCommit => {}
             StmtKind::Print { format, args } => {
                 let mut types = Vec::with_capacity(args.len());
@@ -992,6 +998,70 @@ impl<'k> Validator<'k> {
         Ok((elem.elem(), uni))
     }
 
+    /// `tile_copy`: a device buffer to threadgroup memory of one scalar
+    /// type, the box's shape, the operands' types, uniform operands and
+    /// control flow, and extents and pitch that are dispatch constants.
+    fn tile_copy(&mut self, copy: &TileCopy, state: &FlowState, ctx: Ctx) -> Result<(), ValidationError> {
+        typing::async_copy_memories(
+            self.kernel.memory_name(copy.dst),
+            matches!(copy.dst, Memory::Threadgroup(_)),
+            self.kernel.memory_name(copy.src),
+            matches!(copy.src, Memory::Buffer(_)),
+        )
+        .map_err(|k| {
+            self.err(match k {
+                ValidationErrorKind::AsyncCopy { problem } => ValidationErrorKind::TileCopy { problem },
+                k => k,
+            })
+        })?;
+        let dst_elem = self.memory_elem(copy.dst, true)?;
+        let src_elem = self.memory_elem(copy.src, false)?;
+        typing::tile_copy(dst_elem, src_elem, copy.rows, copy.cols).map_err(|k| self.err(k))?;
+        let mut uni = Uniformity::Threadgroup;
+        let (ty, u) = self.expr(&copy.barrier, state)?;
+        typing::tile_barrier("tile_copy", ty).map_err(|k| self.err(k))?;
+        uni = uni.max(u);
+        let operands = [
+            ("destination index", &copy.dst_index, Type::U32, false),
+            ("row count", &copy.extents[0], Type::U32, true),
+            ("column count", &copy.extents[1], Type::U32, true),
+            ("pitch", &copy.pitch, Type::U32, true),
+            ("first row", &copy.origin[0], Type::I32, false),
+            ("first column", &copy.origin[1], Type::I32, false),
+        ];
+        for (what, e, expected, constant) in operands {
+            let (ty, u) = self.expr(e, state)?;
+            if ty != expected {
+                return Err(self.err(ValidationErrorKind::TileCopy { problem: format!("takes its {what} as {expected}, found {ty}") }));
+            }
+            if constant && !is_dispatch_constant(self.kernel, e) {
+                return Err(self.err(ValidationErrorKind::TileCopy {
+                    problem: format!(
+                        "needs its {what} fixed for the whole dispatch: literals, specialization constants and by-value parameters under + - * / min max (the CUDA backend describes the source matrix to the copy engine before the launch)"
+                    ),
+                }));
+            }
+            uni = uni.max(u);
+        }
+        self.threadgroup_uniform("tile_copy", ctx.uniformity, (uni, "an operand"))
+    }
+
+    /// Control flow and operands of a tile copy or wait must be uniform over
+    /// the threadgroup.
+    fn threadgroup_uniform(&self, op: &'static str, flow: Uniformity, (values, operands): (Uniformity, &str)) -> Result<(), ValidationError> {
+        let cause = if flow > Uniformity::Threadgroup {
+            "it sits in control flow that depends on a value that differs between threads or SIMD groups".to_string()
+        } else if values > Uniformity::Threadgroup {
+            format!("{operands} differs between its threads")
+        } else {
+            return Ok(());
+        };
+        if !self.check_barrier_uniformity {
+            return Ok(());
+        }
+        Err(self.err(ValidationErrorKind::NonUniformTileCopy { op, cause }))
+    }
+
     /// Control flow and operands of a collective operation must be uniform
     /// over `scope`; `values` is how uniform its operands are, `operands`
     /// what they are (for the message).
@@ -1279,5 +1349,19 @@ pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
         Ok(())
     } else {
         Err(out_of_range())
+    }
+}
+
+/// Whether `e` has one value for a whole dispatch that the host can compute
+/// before the launch: literals, specialization constants and by-value
+/// scalar parameters under `+ - * /`, `min` and `max` (a `tile_copy`'s
+/// extents and pitch).
+pub fn is_dispatch_constant(kernel: &Kernel, e: &Expr) -> bool {
+    match e {
+        Expr::Literal(_) | Expr::Spec(_) => true,
+        Expr::Param(p) => matches!(kernel.params.get(p.0 as usize).map(|p| p.kind), Some(ParamKind::Value { ty: Type::Scalar(_) })),
+        Expr::Binary { op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div, lhs, rhs } => is_dispatch_constant(kernel, lhs) && is_dispatch_constant(kernel, rhs),
+        Expr::Call { func: Intrinsic::Min | Intrinsic::Max, args, .. } => args.iter().all(|a| is_dispatch_constant(kernel, a)),
+        _ => false,
     }
 }

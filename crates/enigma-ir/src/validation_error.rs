@@ -96,6 +96,10 @@ pub enum ValidationErrorKind {
     MatrixOperands { op: &'static str, problem: String },
     #[error("`async_copy` {problem}")]
     AsyncCopy { problem: String },
+    #[error("`tile_copy` {problem}")]
+    TileCopy { problem: String },
+    #[error("`{op}` is issued by every thread of the threadgroup together, but {cause}")]
+    NonUniformTileCopy { op: &'static str, cause: String },
     #[error("`{op}` needs every lane of the SIMD group, but it sits in control flow that depends on {cause}")]
     NonUniformMatrix { op: &'static str, cause: String },
     #[error("`{op}`: {problem}")]

@@ -84,6 +84,8 @@ impl StmtKind {
             StmtKind::CooperativeSet { index, value, .. } => vec![index, value],
             StmtKind::CooperativeDequantize { offset, stride, scale_offset, scale_stride, group_shift, .. } => vec![offset, stride, scale_offset, scale_stride, group_shift],
             StmtKind::Print { args, .. } => args.iter().collect(),
+            StmtKind::TileCopy(copy) => copy.exprs().to_vec(),
+            StmtKind::TileWait { barrier } => vec![barrier],
             StmtKind::CooperativeReduce { .. }
             | StmtKind::CooperativeCombine { .. }
             | StmtKind::Break

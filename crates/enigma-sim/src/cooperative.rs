@@ -81,6 +81,8 @@ pub struct Ctx<'e, 'a, 't> {
     /// Whether the reads are an overlapped product's (the sanitizer records
     /// them again at the next barrier).
     pub overlapped: bool,
+    /// The threadgroup's tile barriers (for a threadgroup's collectives).
+    pub tiles: Option<&'t mut crate::tile_copy::TileBarriers>,
 }
 
 impl Ctx<'_, '_, '_> {
@@ -193,6 +195,8 @@ impl Collective {
                     .collect();
                 dest.layout.scatter(sgs, dest.base, &out);
             }
+            Collective::TileCopy(copy) => crate::tile_copy::copy(ctx, sgs, copy)?,
+            Collective::TileWait { barrier } => crate::tile_copy::wait(ctx, sgs, *barrier)?,
         }
         Ok(())
     }
@@ -203,6 +207,8 @@ impl Collective {
             Collective::Matmul { .. } => "matmul2d",
             Collective::Reduce { axis, .. } => axis.function(),
             Collective::Combine { .. } => "combine",
+            Collective::TileCopy(_) => "tile_copy",
+            Collective::TileWait { .. } => "tile_wait",
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::state::{Env, Fault, SimdGroup, Stop};
 use crate::memory::{Words, POISON_WORD};
 use crate::program::Inst;
 use crate::sanitizer::{TgTracker, Who};
+use crate::tile_copy::TileBarriers;
 use enigma_backend::{DispatchGeometry, DispatchMode, RuntimeError, StopReason};
 use enigma_ir::Kernel;
 use rayon::prelude::*;
@@ -23,6 +24,7 @@ struct Scratch {
     simdgroups: Vec<SimdGroup>,
     tg_mem: Words,
     tracker: Option<TgTracker>,
+    tiles: TileBarriers,
 }
 
 /// Maps a threadgroup's linear index to its place in the grid and its size.
@@ -56,6 +58,7 @@ pub fn run_dispatch(kernel: &Kernel, env: &Env<'_>, geometry: &DispatchGeometry,
                 simdgroups: (0..simdgroups).map(|_| SimdGroup::new(program.num_regs, program.thread_cells)).collect(),
                 tg_mem: Words::new(program.tg_words * 4, POISON_WORD),
                 tracker: env.tracker.map(|_| TgTracker::new(kernel)),
+                tiles: TileBarriers::default(),
             },
             |scratch, linear| {
                 let place = place_of(linear);
@@ -112,6 +115,7 @@ fn order(n: usize, schedule: u32, linear: u64, phase: u32) -> Vec<usize> {
 fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scratch: &mut Scratch) -> Result<(), Failure> {
     let n = tg.threads().div_ceil(LANES as u32) as usize;
     scratch.tg_mem.fill(POISON_WORD);
+    scratch.tiles.reset();
     if let Some(t) = scratch.tracker.as_mut() {
         t.reset(linear, n);
     }
@@ -191,20 +195,23 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             )));
         }
         if let Some(op) = collective {
-            let mut ctx = crate::cooperative::Ctx { env, tg_mem: &scratch.tg_mem, pc, san: scratch.tracker.as_mut(), overlapped: false };
+            let mut ctx = crate::cooperative::Ctx { env, tg_mem: &scratch.tg_mem, pc, san: scratch.tracker.as_mut(), overlapped: false, tiles: Some(&mut scratch.tiles) };
             op.run(&mut ctx, sgs).map_err(|(i, f)| describe_fault(env, &tg, &sgs[i], &f))?;
-        } else if let Some(t) = scratch.tracker.as_mut() {
-            t.threadgroup_barrier();
-            if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { device: true, .. })) {
-                t.device_epoch += 1;
-                for e in t.simd_device_epochs.iter_mut() {
-                    *e += 1;
+        } else {
+            scratch.tiles.barrier();
+            if let Some(t) = scratch.tracker.as_mut() {
+                t.threadgroup_barrier();
+                if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { device: true, .. })) {
+                    t.device_epoch += 1;
+                    for e in t.simd_device_epochs.iter_mut() {
+                        *e += 1;
+                    }
                 }
-            }
-            if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { texture: true, .. })) {
-                t.texture_epoch += 1;
-                for e in t.simd_texture_epochs.iter_mut() {
-                    *e += 1;
+                if matches!(env.program.code.get(pc as usize), Some(Inst::Barrier { texture: true, .. })) {
+                    t.texture_epoch += 1;
+                    for e in t.simd_texture_epochs.iter_mut() {
+                        *e += 1;
+                    }
                 }
             }
         }

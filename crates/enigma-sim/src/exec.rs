@@ -503,7 +503,7 @@ impl SimdGroup {
                         return Ok(Stop::Barrier { pc, active: self.active });
                     }
                     let op = op.clone();
-                    let mut ctx = crate::cooperative::Ctx { env, tg_mem, pc, san: san.as_deref_mut(), overlapped: false };
+                    let mut ctx = crate::cooperative::Ctx { env, tg_mem, pc, san: san.as_deref_mut(), overlapped: false, tiles: None };
                     op.run(&mut ctx, std::slice::from_mut(self)).map_err(|(_, f)| f)?;
                 }
                 Inst::WholeSimdgroup { op } => {

@@ -22,6 +22,7 @@ mod print;
 mod program;
 mod sanitizer;
 mod state;
+mod tile_copy;
 
 use enigma_backend::{
     own_buffer, own_kernel, ArgValue, Backend, BufferStorage, CompiledKernel, DeviceInfo, DeviceKind, DispatchGeometry, DispatchOptions,

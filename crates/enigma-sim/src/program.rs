@@ -190,6 +190,10 @@ pub struct Program {
 impl Program {
     /// Whether instruction `pc` is an overlapped product (its operand reads
     /// are recorded again after the next barrier).
+    pub fn is_tile_copy(&self, pc: u32) -> bool {
+        matches!(self.code.get(pc as usize), Some(Inst::Collective { op, .. }) if matches!(**op, Collective::TileCopy(_)))
+    }
+
     pub fn is_overlapped_product(&self, pc: u32) -> bool {
         match self.code.get(pc as usize) {
             Some(Inst::Collective { op, .. }) => matches!(**op, Collective::Matmul { overlapped: true, .. }),
@@ -425,6 +429,26 @@ impl Lowering<'_> {
                     count: *count,
                     valid: v.reg,
                 });
+            }
+            StmtKind::TileCopy(copy) => {
+                let [barrier, dst_index, rows, cols, pitch, row, col] = copy.exprs().map(|e| self.snapshot(e).reg);
+                let op = Collective::TileCopy(TileCopyRegs {
+                    barrier,
+                    dst: Self::mem(copy.dst),
+                    dst_index,
+                    src: Self::mem(copy.src),
+                    elem: self.elem_of(copy.dst).elem(),
+                    extents: [rows, cols],
+                    pitch,
+                    origin: [row, col],
+                    rows: copy.rows,
+                    cols: copy.cols,
+                });
+                self.emit(Inst::Collective { op: Arc::new(op), threadgroup: true });
+            }
+            StmtKind::TileWait { barrier } => {
+                let barrier = self.snapshot(barrier).reg;
+                self.emit(Inst::Collective { op: Arc::new(Collective::TileWait { barrier }), threadgroup: true });
             }
             StmtKind::AsyncCommit => {
                 self.emit(Inst::AsyncCommit);
@@ -1097,4 +1121,25 @@ pub enum Collective {
     /// `dest = op(dest, src)` per element, `src` of `dest`'s shape or m×1
     /// or 1×n (applied along rows or columns).
     Combine { dest: Held, src: Held, op: CombineOp },
+    /// `tile_copy` (`tile_copy.rs`).
+    TileCopy(TileCopyRegs),
+    /// `tile_wait(barrier)`.
+    TileWait { barrier: Reg },
+}
+
+/// A `tile_copy`'s operands: registers of its uniform values, and its box.
+#[derive(Clone, Debug)]
+pub struct TileCopyRegs {
+    pub barrier: Reg,
+    pub dst: MemRef,
+    pub dst_index: Reg,
+    pub src: MemRef,
+    pub elem: Scalar,
+    /// Rows and columns of the source matrix.
+    pub extents: [Reg; 2],
+    pub pitch: Reg,
+    /// The box's first row and column (i32).
+    pub origin: [Reg; 2],
+    pub rows: u32,
+    pub cols: u32,
 }

@@ -518,6 +518,44 @@ impl TgTracker {
         }
     }
 
+    /// A tile copy issued by the threadgroup (`issuer` stands for it) into
+    /// elements `range` of threadgroup array `array`: an access to them
+    /// since the last threadgroup barrier races with it (the copy may land
+    /// at once), and until every thread has waited for it an access is a
+    /// finding ([`TgTracker::tile_copy_landed`]).
+    pub fn tile_copy_issued(&mut self, array: u32, range: std::ops::Range<usize>, issuer: Who) {
+        let mem = MemRef::Threadgroup(array);
+        let mut race = None;
+        for index in range.clone() {
+            let c = self.cells[self.offsets[array as usize] + index];
+            if c.written && c.w_epoch == self.epoch {
+                race = Some((index, Who { simdgroup: c.w_sg, lane: c.w_lane, pc: c.w_pc }));
+            } else if c.r_epoch == self.epoch {
+                race = Some((index, Who { simdgroup: c.r_sg, lane: c.r_lane, pc: c.r_pc }));
+            }
+            if race.is_some() {
+                break;
+            }
+        }
+        if let Some((index, other)) = race {
+            self.report(FindingKind::ThreadgroupRace, mem, index, issuer, Some(Other::Thread(other)));
+        }
+        for index in range {
+            self.in_flight.insert((array, index), issuer);
+        }
+    }
+
+    /// Every thread has waited for the tile copy into `range` of `array`:
+    /// its elements are written, before any access of this epoch (each
+    /// thread saw them land at its own wait).
+    pub fn tile_copy_landed(&mut self, array: u32, range: std::ops::Range<usize>, issuer: Who) {
+        for index in range {
+            self.in_flight.remove(&(array, index));
+            let cell = &mut self.cells[self.offsets[array as usize] + index];
+            *cell = Cell { written: true, w_epoch: 0, w_simd_epoch: 0, w_sg: issuer.simdgroup, w_lane: issuer.lane, w_pc: issuer.pc, ..*cell };
+        }
+    }
+
     /// A thread's write of texel `i` of texture `tex`, unfenced until its
     /// next `fence()` of the texture.
     pub fn texture_write_unfenced(&mut self, tex: u32, i: usize, who: Who) {
@@ -892,6 +930,10 @@ fn make_finding(kernel: &Kernel, program: &Program, textures: &[Option<TextureDe
                 format!("call `{var}.fence()` between the write at {b} and the read at {a}, or keep the value written in a local"),
             )
         }
+        FindingKind::AsyncCopyInFlight if r.other.is_some_and(|o| matches!(o, Other::Thread(w) if program.is_tile_copy(w.pc))) => (
+            format!("`{var}` is accessed at {a} while the tile_copy issued at {b} may still be writing it (a tile copy is complete for a thread at its tile_wait on the copy's barrier)"),
+            format!("call tile_wait on the barrier of the copy at {b} before the access at {a}; in a multi-stage pipeline, check that the stage being read is not the one being refilled"),
+        ),
         FindingKind::AsyncCopyInFlight => (
             format!("`{var}` is accessed at {a} while the async_copy started at {b} may still be writing it (a copy is complete after the async_wait that retires its group, and visible to other threads after the next threadgroup_barrier)"),
             format!("call async_wait for the copy at {b}, then threadgroup_barrier(mem_flags::mem_threadgroup), before the access at {a}; in a multi-stage pipeline, check that the stage being read is not the one being refilled"),

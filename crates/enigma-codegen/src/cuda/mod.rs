@@ -106,8 +106,10 @@
 
 pub(crate) mod cooperative;
 mod prelude;
+mod tensor_map;
+pub use tensor_map::{HostExpr, TensorMap};
 
-use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx};
+use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TileCopyCode};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
 use crate::names::Names;
 use crate::code::{Code, Prec, TgIndex};
@@ -172,11 +174,22 @@ pub fn shared_layout(kernel: &Kernel) -> SharedLayout {
 /// the target, so that the layout is one.
 fn array_aligns(kernel: &Kernel) -> Vec<u64> {
     let wgmma = cooperative::Plan::new(kernel, true, false);
+    let mut copied = BTreeSet::new();
+    enigma_ir::visit::walk_block(&kernel.body, enigma_ir::Branch::Body, &mut enigma_ir::StmtPath::default(), &mut |_, stmt| {
+        if let enigma_ir::StmtKind::TileCopy(copy) = &stmt.kind {
+            copied.insert(copy.dst);
+        }
+    });
     kernel
         .threadgroup_arrays
         .iter()
         .zip(&wgmma.swizzled)
-        .map(|(arr, s)| if s.is_some() { cooperative::SWIZZLE_ALIGN } else { SHARED_ALIGN.max(arr.elem.size_bytes() as u64) })
+        .enumerate()
+        .map(|(i, (arr, s))| {
+            let own = SHARED_ALIGN.max(arr.elem.size_bytes() as u64);
+            let copied = if copied.contains(&Memory::Threadgroup(TgArrayId(i as u32))) { u64::from(enigma_ir::limits::TILE_DST_ALIGN) } else { 0 };
+            if s.is_some() { cooperative::SWIZZLE_ALIGN } else { own.max(copied) }
+        })
         .collect()
 }
 
@@ -208,6 +221,10 @@ pub struct Options {
     /// so that cooperative products `wgmma` does not take may run on
     /// `mma.sync` m16n8k16 (docs/cooperative-tensors.md).
     pub mma: bool,
+    /// Whether the source is compiled for compute capability 9.0 or later,
+    /// so that tile copies run on the tensor copy engine
+    /// (`cp.async.bulk.tensor`) with a shared-memory barrier each.
+    pub tensor_copies: bool,
 }
 
 impl Options {
@@ -218,7 +235,7 @@ impl Options {
     /// compute capability.
     pub fn for_arch(arch: &str) -> Option<Options> {
         let cc: u32 = arch.strip_prefix("sm_")?.trim_end_matches('a').parse().ok()?;
-        Some(Options { wgmma: arch == "sm_90a", mma: cc >= 80, ..Options::default() })
+        Some(Options { wgmma: arch == "sm_90a", mma: cc >= 80, tensor_copies: cc >= 90, ..Options::default() })
     }
 }
 
@@ -244,9 +261,11 @@ pub struct CudaSource {
     pub launch_params: Vec<LaunchParam>,
 }
 
-/// A kernel parameter the runtime adds after the IR's parameters; each is a
-/// 32-bit unsigned integer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A kernel parameter the runtime adds after the IR's parameters: the
+/// grid sizes (32-bit unsigned integers), then one `CUtensorMap` (128
+/// bytes, `const __grid_constant__`) per tile copy the tensor copy engine
+/// runs, in the order of the kernel's statements.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LaunchParam {
     /// The grid size in threads along x: the `dispatch_threads` grid, or
     /// `threadgroups · threads_per_threadgroup` for `dispatch_threadgroups`
@@ -254,7 +273,16 @@ pub enum LaunchParam {
     GridX,
     GridY,
     GridZ,
+    TensorMap(TensorMap),
 }
+
+/// Bytes of a `CUtensorMap` kernel parameter.
+pub const TENSOR_MAP_BYTES: usize = 128;
+
+/// The tile barriers' array in shared memory and each thread's phase bits
+/// (one per barrier, flipped at each of its waits).
+const TILE_BARRIERS: &str = "enigma_tile_barriers";
+const TILE_PHASES: &str = "enigma_tile_phases";
 
 /// Words CUDA reserves beyond the common list: its built-in variables, the
 /// functions the generated code calls, and common library names.
@@ -304,15 +332,11 @@ pub fn write_string(kernel: &Kernel, info: &KernelInfo, options: &Options) -> Re
     }
     let carved = dynamic.then_some(layout);
     let cooperative = cooperative::Plan::new(kernel, options.wgmma, options.mma);
-    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved, cooperative };
-    let (source, _) = Writer::new(kernel, info, names, dialect).finish()?;
-    Ok(CudaSource {
-        source,
-        entry_point,
-        static_shared_bytes,
-        dynamic_shared_bytes,
-        launch_params: vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ],
-    })
+    let dialect = Cuda { options: options.clone(), spec_values, helpers: BTreeSet::new(), matrices: false, carved, cooperative, tile_copies: false, tensor_maps: vec![] };
+    let (source, dialect) = Writer::new(kernel, info, names, dialect).finish()?;
+    let mut launch_params = vec![LaunchParam::GridX, LaunchParam::GridY, LaunchParam::GridZ];
+    launch_params.extend(dialect.tensor_maps.into_iter().map(LaunchParam::TensorMap));
+    Ok(CudaSource { source, entry_point, static_shared_bytes, dynamic_shared_bytes, launch_params })
 }
 
 struct Cuda {
@@ -326,6 +350,10 @@ struct Cuda {
     carved: Option<SharedLayout>,
     /// How cooperative tensors and `wgmma` operand arrays are laid out.
     cooperative: cooperative::Plan,
+    /// Whether the body has tile copies.
+    tile_copies: bool,
+    /// The tensor maps of the tile copies the engine runs, in order.
+    tensor_maps: Vec<TensorMap>,
 }
 
 /// The CUDA tile helpers (`enigma_tile<T, R, C>` in the tensor cores' lane map:
@@ -615,6 +643,63 @@ impl Dialect for Cuda {
         Some(format!("enigma::async_wait<{pending}>()"))
     }
 
+    /// With the tensor copy engine, one thread arms the barrier with the
+    /// box's bytes and issues a box per panel; where the engine cannot take
+    /// the copy (or, for a swizzled destination, its index is off a whole
+    /// atom at run time) the threads copy it, pass a barrier, and one of
+    /// them completes the barrier's phase, so the wait is the same. Without
+    /// the engine the threads copy it and the wait is a barrier.
+    fn tile_copy(&mut self, copy: &TileCopyCode<'_>) -> DResult<String> {
+        self.tile_copies = true;
+        if !self.options.tensor_copies {
+            return Ok(copy.threads_copy.clone());
+        }
+        self.need(Helper::TileCopy);
+        let c = copy.copy;
+        let barrier = format!("&{TILE_BARRIERS}[{}]", copy.barrier);
+        let enigma_ir::Memory::Threadgroup(array) = c.dst else { unreachable!("validated: a tile copy writes threadgroup memory") };
+        let swizzle = self.cooperative.swizzled.get(array.0 as usize).copied().flatten().map(|s| s.pitch);
+        let fence = if self.cooperative.has_wgmma() { "enigma::async_proxy_fence();\n" } else { "" };
+        let threads = format!(
+            "{}\n{fence}enigma::threadgroup_barrier(enigma_tg);\nif (enigma_tg.index == 0u) {{\n    enigma::tile_arrive({barrier});\n}}",
+            copy.threads_copy
+        );
+        let Some(plan) = tensor_map::engine_plan(copy.kernel, &self.spec_values, c, copy.elem.elem(), swizzle) else {
+            return Ok(threads);
+        };
+        let map = self.tensor_maps.len();
+        let bytes = c.rows * c.cols * copy.elem.size_bytes();
+        let (dst, dst_index) = &copy.dst;
+        let [row, col] = &copy.origin;
+        let mut engine = format!("if (enigma_tg.index == 0u) {{\n    enigma::tile_expect({barrier}, {bytes}u);\n");
+        for p in 0..plan.panels {
+            let offset = p * cooperative::PANEL;
+            let element = self.threadgroup_index(array, TgIndex { code: format!("({dst_index}) + {offset}u"), split: None });
+            let _ = writeln!(
+                engine,
+                "    enigma::tile_load(&{dst}[{element}], &enigma_tensor_map{map}, ({col}) + {offset}, ({row}), {barrier});"
+            );
+        }
+        engine.push('}');
+        self.tensor_maps.push(plan.map);
+        Ok(match plan.swizzle_pitch {
+            Some(pitch) => format!("if ((({dst_index}) % {}u) == 0u) {{\n{}\n}} else {{\n{}\n}}", 8 * pitch, indent(&engine), indent(&threads)),
+            None => engine,
+        })
+    }
+
+    fn tile_wait(&mut self, barrier: Code) -> String {
+        if !self.options.tensor_copies {
+            return if self.cooperative.has_wgmma() {
+                "enigma::async_proxy_fence(); enigma::threadgroup_barrier(enigma_tg)".into()
+            } else {
+                "enigma::threadgroup_barrier(enigma_tg)".into()
+            };
+        }
+        let b = barrier.text;
+        format!("enigma::tile_wait(&{TILE_BARRIERS}[{b}], ({TILE_PHASES} >> ({b})) & 1u); {TILE_PHASES} ^= 1u << ({b})")
+    }
+
     fn device_fence(&mut self) -> DResult<String> {
         Ok("__threadfence()".into())
     }
@@ -730,6 +815,7 @@ impl Dialect for Cuda {
             });
         }
         params.extend(GRID_PARAMS.iter().map(|p| format!("uint {p}")));
+        params.extend((0..self.tensor_maps.len()).map(|m| format!("const __grid_constant__ enigma::tensor_map enigma_tensor_map{m}")));
         let _ = write!(out, "    {}\n) {{\n", params.join(",\n    "));
 
         let mut body = String::new();
@@ -737,7 +823,7 @@ impl Dialect for Cuda {
             None => {
                 for (i, (arr, align)) in k.threadgroup_arrays.iter().zip(array_aligns(k)).enumerate() {
                     // A static array's element type aligns it; only a swizzled one needs more.
-                    let align = if align == cooperative::SWIZZLE_ALIGN { align } else { SHARED_ALIGN };
+                    let align = if align > SHARED_ALIGN.max(arr.elem.size_bytes() as u64) { align } else { SHARED_ALIGN };
                     let _ = writeln!(body, "__shared__ __align__({align}) {} {}[{}];", self.type_name(arr.elem), cx.names.tg_array(TgArrayId(i as u32)), arr.len);
                 }
             }
@@ -757,6 +843,16 @@ impl Dialect for Cuda {
             "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
              if (!enigma_tg.in_grid()) {\n    return; // outside the grid, in a partial threadgroup at its edge\n}\n",
         );
+        if self.tile_copies && self.options.tensor_copies {
+            let _ = write!(
+                body,
+                "__shared__ __align__(8) unsigned long long {TILE_BARRIERS}[{n}];\n\
+                 unsigned {TILE_PHASES} = 0u;\n\
+                 if (enigma_tg.index == 0u) {{\n    enigma::tile_barriers_init({TILE_BARRIERS}, {n}u);\n}}\n\
+                 enigma::threadgroup_barrier(enigma_tg);\n",
+                n = enigma_ir::limits::TILE_BARRIERS
+            );
+        }
         for (i, spec) in k.spec_constants.iter().enumerate() {
             let value = self.spec_values.get(i).copied().unwrap_or(spec.default);
             let _ = writeln!(body, "const {} {} = {};", self.scalar_name(spec.ty), cx.names.spec(SpecId(i as u32)), self.literal(&value).text);
@@ -773,6 +869,11 @@ impl Dialect for Cuda {
         push_indented(&mut out, &body, 1);
         Ok(out)
     }
+}
+
+/// `text` with each line indented one level.
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
 }
 
 /// The type and the value of a builtin, from the block's geometry.

@@ -42,6 +42,8 @@ pub(crate) enum Helper {
     /// `async_copy<bytes>`, `async_commit`, `async_wait<n>`: `cp.async` on
     /// sm_80 and later, plain copies before.
     AsyncCopy,
+    /// Tile copies on the tensor copy engine and their shared-memory barriers.
+    TileCopy,
     /// `and_or(a, b, c)`: `(a & b) | c` on 32-bit words in one `LOP3`.
     AndOr,
     /// `swizzle128<P, R>(i)`, `wgmma_row`/`wgmma_col`: the physical layouts
@@ -120,6 +122,7 @@ pub(crate) fn write(out: &mut String, helpers: &BTreeSet<Helper>, cx: &PreludeCx
             Helper::Simd(_, name) => simd(out, name),
             Helper::Texture => out.push_str(TEXTURE),
             Helper::AsyncCopy => out.push_str(ASYNC_COPY),
+            Helper::TileCopy => out.push_str(TILE_COPY),
             Helper::AndOr => out.push_str(AND_OR),
             Helper::CooperativeLayout => out.push_str(COOPERATIVE_LAYOUT),
             Helper::Wgmma => out.push_str(WGMMA),
@@ -932,6 +935,52 @@ __device__ inline void texture_write(const texture2d& t, const vec<uint, 4>& val
 }
 __device__ inline void texture_write(const texture2d& t, const vec<int, 4>& value, const vec<uint, 2>& c) {
     surf2Dwrite(value.x, t.surface, c.x * 4, c.y);
+}
+
+"#;
+
+const TILE_COPY: &str = r#"// Tile copies (sm_90): a CUtensorMap passed by value, boxes copied by the
+// tensor copy engine into shared memory, each completing on a shared-memory
+// barrier (mbarrier) armed with the bytes it brings.
+struct alignas(64) tensor_map { unsigned long long opaque[16]; };
+__device__ __forceinline__ unsigned shared_address(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+// Barriers of one arrival each, visible to the copy engine.
+__device__ __forceinline__ void tile_barriers_init(unsigned long long* bars, unsigned n) {
+    for (unsigned i = 0; i < n; ++i) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;
+" :: "r"(shared_address(&bars[i])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;
+" ::: "memory");
+}
+// The issuing thread's arrival, expecting `bytes` from the engine.
+__device__ __forceinline__ void tile_expect(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;
+" :: "r"(shared_address(bar)), "r"(bytes) : "memory");
+}
+// The box at (column, row) of the map's matrix into dst, zeros outside it.
+__device__ __forceinline__ void tile_load(void* dst, const tensor_map* map, int column, int row, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];
+"
+                 :: "r"(shared_address(dst)), "l"(map), "r"(column), "r"(row), "r"(shared_address(bar)) : "memory");
+}
+// An arrival with no bytes expected (the threads copied the box).
+__device__ __forceinline__ void tile_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];
+" :: "r"(shared_address(bar)) : "memory");
+}
+// Waits for the barrier's phase of this parity to complete.
+__device__ __forceinline__ void tile_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done = 0;
+    do {
+        asm volatile("{
+ .reg .pred p;
+ mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;
+ selp.u32 %0, 1, 0, p;
+}
+"
+                     : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
+    } while (!done);
 }
 
 "#;

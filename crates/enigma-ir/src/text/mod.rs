@@ -49,6 +49,9 @@
 //!          | "texture_fence" "(" ref ")"
 //!          | "async_copy" "(" ref "[" expr "]" "," ref "[" expr "]" "," n "," expr ")"   // (dst, src, count, valid)
 //!          | "async_commit" "(" ")" | "async_wait" "(" n ")"
+//!          | "tile_copy" "(" expr "," ref "[" expr "]" "," ref "," expr "," expr "," expr "," expr "," expr "," n "," n ")"
+//!                                            // (barrier, dst, src, rows, columns, pitch, row, column, box rows, box columns)
+//!          | "tile_wait" "(" expr ")"
 //!          | "print" "(" quoted ("," expr)* ")"        // (format, values)
 //!          | ("matmul2d" | "matmul2d_overlapped") "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination); overlapped: operands released at the second barrier
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
@@ -100,6 +103,11 @@
 //!   `async_copy(dst[i], src[j], count, valid)`, `async_commit()`,
 //!   `async_wait(pending)`; in JSON `async_copy {dst, dst_index, src,
 //!   src_index, count, valid}`, `"async_commit"` and `async_wait {pending}`.
+//! * Tile copies (a box of a device matrix → threadgroup memory, by the
+//!   whole threadgroup): `tile_copy(barrier, dst[i], src, rows, columns,
+//!   pitch, row, column, box_rows, box_columns)`, `tile_wait(barrier)`; in
+//!   JSON `tile_copy {barrier, dst, dst_index, src, extents, pitch, origin,
+//!   rows, cols}` and `tile_wait {barrier}`.
 //! * `print("x = {}", x)`: the format string quoted (Rust's escapes), then
 //!   the values; in JSON `print {format, args}`.
 //!

@@ -541,6 +541,47 @@ impl Parser {
                     self.expect_punct(")")?;
                     Some(StmtKind::AsyncCopy { dst, dst_index, src, src_index, count, valid })
                 }
+                "tile_copy" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let barrier = self.expr()?;
+                    self.expect_punct(",")?;
+                    let dst = self.memory_arg()?;
+                    self.expect_punct("[")?;
+                    let dst_index = self.expr()?;
+                    self.expect_punct("]")?;
+                    self.expect_punct(",")?;
+                    let src = self.memory_arg()?;
+                    let mut e = Vec::with_capacity(5);
+                    for _ in 0..5 {
+                        self.expect_punct(",")?;
+                        e.push(self.expr()?);
+                    }
+                    self.expect_punct(",")?;
+                    let rows = self.plain_u32("a box's row count")?;
+                    self.expect_punct(",")?;
+                    let cols = self.plain_u32("a box's column count")?;
+                    self.expect_punct(")")?;
+                    let [extent_rows, extent_cols, pitch, row, col]: [Expr; 5] = e.try_into().expect("five expressions parsed");
+                    Some(StmtKind::TileCopy(Box::new(TileCopy {
+                        barrier,
+                        dst,
+                        dst_index,
+                        src,
+                        extents: [extent_rows, extent_cols],
+                        pitch,
+                        origin: [row, col],
+                        rows,
+                        cols,
+                    })))
+                }
+                "tile_wait" if *self.peek_at(1) == Tok::Punct("(") => {
+                    self.bump();
+                    self.bump();
+                    let barrier = self.expr()?;
+                    self.expect_punct(")")?;
+                    Some(StmtKind::TileWait { barrier })
+                }
                 "async_commit" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();

@@ -411,6 +411,24 @@ impl Printer<'_> {
                 self.expr(valid);
                 self.out.push(')');
             }
+            StmtKind::TileCopy(copy) => {
+                self.out.push_str("tile_copy(");
+                self.expr(&copy.barrier);
+                self.out.push_str(", ");
+                self.mem_index(copy.dst, &copy.dst_index);
+                let name = self.memory_ref(copy.src);
+                let _ = write!(self.out, ", {name}");
+                for e in [&copy.extents[0], &copy.extents[1], &copy.pitch, &copy.origin[0], &copy.origin[1]] {
+                    self.out.push_str(", ");
+                    self.expr(e);
+                }
+                let _ = write!(self.out, ", {}, {})", copy.rows, copy.cols);
+            }
+            StmtKind::TileWait { barrier } => {
+                self.out.push_str("tile_wait(");
+                self.expr(barrier);
+                self.out.push(')');
+            }
             StmtKind::AsyncCommit => self.out.push_str("async_commit()"),
             StmtKind::AsyncWait { pending } => {
                 let _ = write!(self.out, "async_wait({pending})");
