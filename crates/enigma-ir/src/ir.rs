@@ -1380,10 +1380,10 @@ pub enum StmtKind {
     /// (`cp.async.bulk.tensor`, completing on a shared-memory barrier);
     /// elsewhere the threads copy it together at once.
     TileCopy(Box<TileCopy>),
-    /// `tile_wait(barrier)`: waits until the copy last issued on `barrier`
-    /// (u32, below [`crate::limits::TILE_BARRIERS`], uniform) is complete;
-    /// its destination is then visible to this thread. Reached uniformly,
-    /// by every thread of the threadgroup, once per copy.
+    /// `tile_wait(barrier)`: waits until every copy issued on `barrier`
+    /// (u32, below [`crate::limits::TILE_BARRIERS`], uniform) since its
+    /// previous wait is complete; their destinations are then visible to
+    /// this thread. Reached uniformly, by every thread of the threadgroup.
     TileWait { barrier: Expr },
     /// `print(format, args...)`: this thread prints one line, `format` with
     /// each `{}` replaced by the next of `args` (`{{` and `}}` stand for
@@ -1598,9 +1598,9 @@ impl TensorView {
 /// * `extents` and `pitch` are dispatch constants: literals, specialization
 ///   constants and by-value parameters under `+ - * / min max` (the CUDA
 ///   backend describes the matrix to the copy engine before the launch);
-/// * at most one copy per barrier is in flight: every thread waits for it
-///   (`tile_wait`) before the next copy on that barrier, and the
-///   threadgroup passes a threadgroup barrier in between;
+/// * copies on a barrier gather until a `tile_wait` on it, which waits for
+///   them all; a wait finds at least one; between a wait on a barrier and
+///   the next copy on it the threadgroup passes a threadgroup barrier;
 /// * between the last threadgroup barrier before the copy and a thread's
 ///   `tile_wait`, no thread accesses the destination (the copy may land at
 ///   any time), and the dispatch writes no element of the source.

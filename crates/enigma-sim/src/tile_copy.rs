@@ -5,8 +5,7 @@
 //!
 //! The copy writes its box at once; what a GPU may do later is covered by
 //! the rules the simulator checks. Errors (a GPU would hang or read the
-//! wrong data): a copy on a barrier whose previous copy no thread waited
-//! for, a wait with no copy in flight, a copy on a barrier waited on since
+//! wrong data): a wait with no copy in flight, a copy on a barrier waited on since
 //! the last threadgroup barrier (a fast thread's next copy could complete
 //! the barrier's phase twice before a slow thread's wait), a misaligned
 //! destination or pitch, a box past its array, and a source matrix that
@@ -25,9 +24,9 @@ use enigma_ir::Scalar;
 /// The state of a threadgroup's tile barriers.
 #[derive(Debug, Default)]
 pub struct TileBarriers {
-    /// Per barrier: the copy in flight on it (its destination array, its
-    /// elements and where it was issued), if any.
-    in_flight: [Option<(u32, std::ops::Range<usize>, Who)>; TILE_BARRIERS as usize],
+    /// Per barrier: the copies in flight on it (each's destination array,
+    /// elements and where it was issued).
+    in_flight: [Vec<(u32, std::ops::Range<usize>, Who)>; TILE_BARRIERS as usize],
     /// Per barrier: the count of threadgroup barriers passed at its last wait.
     waited_at: [Option<u64>; TILE_BARRIERS as usize],
     /// Threadgroup barriers passed.
@@ -71,9 +70,6 @@ pub fn copy(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], c: &TileCopyRegs) -> R
     let pc = ctx.pc;
     let b = barrier_of(sgs, c.barrier, pc, "tile_copy")?;
     let tiles = ctx.tiles.as_deref_mut().expect("a threadgroup collective has the threadgroup's tile barriers");
-    if tiles.in_flight[b].is_some() {
-        return Err(fault(pc, format!("tile_copy on barrier {b} while the previous copy on it is in flight: every thread waits for a copy (tile_wait) before the next copy on its barrier")));
-    }
     if tiles.waited_at[b] == Some(tiles.barriers) {
         return Err(fault(
             pc,
@@ -130,21 +126,24 @@ pub fn copy(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], c: &TileCopyRegs) -> R
     if let Some(t) = ctx.san.as_deref_mut() {
         t.tile_copy_issued(array, range.clone(), issuer);
     }
-    tiles.in_flight[b] = Some((array, range, issuer));
+    tiles.in_flight[b].push((array, range, issuer));
     Ok(())
 }
 
-/// `tile_wait`: the copy in flight on the barrier lands for every thread.
+/// `tile_wait`: the copies in flight on the barrier land for every thread.
 pub fn wait(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], barrier: Reg) -> Result<(), (usize, Fault)> {
     let pc = ctx.pc;
     let b = barrier_of(sgs, barrier, pc, "tile_wait")?;
     let tiles = ctx.tiles.as_deref_mut().expect("a threadgroup collective has the threadgroup's tile barriers");
-    let Some((array, range, issuer)) = tiles.in_flight[b].take() else {
+    let copies = std::mem::take(&mut tiles.in_flight[b]);
+    if copies.is_empty() {
         return Err(fault(pc, format!("tile_wait on barrier {b} with no tile_copy in flight on it: on a GPU it would wait forever")));
-    };
+    }
     tiles.waited_at[b] = Some(tiles.barriers);
     if let Some(t) = ctx.san.as_deref_mut() {
-        t.tile_copy_landed(array, range, issuer);
+        for (array, range, issuer) in copies {
+            t.tile_copy_landed(array, range, issuer);
+        }
     }
     Ok(())
 }

@@ -643,12 +643,13 @@ impl Dialect for Cuda {
         Some(format!("enigma::async_wait<{pending}>()"))
     }
 
-    /// With the tensor copy engine, one thread arms the barrier with the
-    /// box's bytes and issues a box per panel; where the engine cannot take
-    /// the copy (or, for a swizzled destination, its index is off a whole
-    /// atom at run time) the threads copy it, pass a barrier, and one of
-    /// them completes the barrier's phase, so the wait is the same. Without
-    /// the engine the threads copy it and the wait is a barrier.
+    /// With the tensor copy engine, one thread adds the box's bytes to the
+    /// barrier's phase and issues a box per panel; where the engine cannot
+    /// take the copy (or, for a swizzled destination, its index is off a
+    /// whole atom at run time) the threads copy it and pass a barrier. At
+    /// the wait one thread arrives (the phase's one arrival) and every
+    /// thread waits for the phase. Without the engine the threads copy the
+    /// box and the wait is a barrier.
     fn tile_copy(&mut self, copy: &TileCopyCode<'_>) -> DResult<String> {
         self.tile_copies = true;
         if !self.options.tensor_copies {
@@ -660,10 +661,7 @@ impl Dialect for Cuda {
         let enigma_ir::Memory::Threadgroup(array) = c.dst else { unreachable!("validated: a tile copy writes threadgroup memory") };
         let swizzle = self.cooperative.swizzled.get(array.0 as usize).copied().flatten().map(|s| s.pitch);
         let fence = if self.cooperative.has_wgmma() { "enigma::async_proxy_fence();\n" } else { "" };
-        let threads = format!(
-            "{}\n{fence}enigma::threadgroup_barrier(enigma_tg);\nif (enigma_tg.index == 0u) {{\n    enigma::tile_arrive({barrier});\n}}",
-            copy.threads_copy
-        );
+        let threads = format!("{}\n{fence}enigma::threadgroup_barrier(enigma_tg);", copy.threads_copy);
         let Some(plan) = tensor_map::engine_plan(copy.kernel, &self.spec_values, c, copy.elem.elem(), swizzle) else {
             return Ok(threads);
         };
@@ -697,7 +695,9 @@ impl Dialect for Cuda {
             };
         }
         let b = barrier.text;
-        format!("enigma::tile_wait(&{TILE_BARRIERS}[{b}], ({TILE_PHASES} >> ({b})) & 1u); {TILE_PHASES} ^= 1u << ({b})")
+        format!(
+            "if (enigma_tg.index == 0u) {{ enigma::tile_arrive(&{TILE_BARRIERS}[{b}]); }} enigma::tile_wait(&{TILE_BARRIERS}[{b}], ({TILE_PHASES} >> ({b})) & 1u); {TILE_PHASES} ^= 1u << ({b})"
+        )
     }
 
     fn device_fence(&mut self) -> DResult<String> {

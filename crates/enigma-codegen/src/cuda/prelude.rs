@@ -940,45 +940,37 @@ __device__ inline void texture_write(const texture2d& t, const vec<int, 4>& valu
 "#;
 
 const TILE_COPY: &str = r#"// Tile copies (sm_90): a CUtensorMap passed by value, boxes copied by the
-// tensor copy engine into shared memory, each completing on a shared-memory
-// barrier (mbarrier) armed with the bytes it brings.
+// tensor copy engine into shared memory, completing on a shared-memory
+// barrier (mbarrier) that expects the bytes they bring; one thread arrives
+// at the wait.
 struct alignas(64) tensor_map { unsigned long long opaque[16]; };
 __device__ __forceinline__ unsigned shared_address(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 // Barriers of one arrival each, visible to the copy engine.
 __device__ __forceinline__ void tile_barriers_init(unsigned long long* bars, unsigned n) {
     for (unsigned i = 0; i < n; ++i) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;
-" :: "r"(shared_address(&bars[i])) : "memory");
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" :: "r"(shared_address(&bars[i])) : "memory");
     }
-    asm volatile("fence.mbarrier_init.release.cluster;
-" ::: "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
-// The issuing thread's arrival, expecting `bytes` from the engine.
+// Adds `bytes` the engine brings to the barrier's current phase.
 __device__ __forceinline__ void tile_expect(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;
-" :: "r"(shared_address(bar)), "r"(bytes) : "memory");
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" :: "r"(shared_address(bar)), "r"(bytes) : "memory");
 }
 // The box at (column, row) of the map's matrix into dst, zeros outside it.
 __device__ __forceinline__ void tile_load(void* dst, const tensor_map* map, int column, int row, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];
-"
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(shared_address(dst)), "l"(map), "r"(column), "r"(row), "r"(shared_address(bar)) : "memory");
 }
-// An arrival with no bytes expected (the threads copied the box).
+// The phase's one arrival (at the wait, by one thread): the phase completes
+// once the bytes expected have landed too.
 __device__ __forceinline__ void tile_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];
-" :: "r"(shared_address(bar)) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(bar)) : "memory");
 }
 // Waits for the barrier's phase of this parity to complete.
 __device__ __forceinline__ void tile_wait(unsigned long long* bar, unsigned parity) {
     unsigned done = 0;
     do {
-        asm volatile("{
- .reg .pred p;
- mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;
- selp.u32 %0, 1, 0, p;
-}
-"
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done) : "r"(shared_address(bar)), "r"(parity) : "memory");
     } while (!done);
 }
