@@ -58,7 +58,12 @@
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
 //!              [--variants decode,separate,fused,fragments,coop] [--fused-tiles auto]
 //!              [--separate-tiles auto] [--coop-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
+//!              [--tile-copies auto,off,on]
 //! ```
+//!
+//! `--tile-copies`: the `coop` runs with their operands staged by each
+//! thread's asynchronous copies (`off`), by tile copies (`on`: the tensor
+//! copy engine), or as the selection chooses (`auto`).
 //!
 //! For example, the separate and the fused kernel at M = 16 and 64, the
 //! fused one on §9.1's tile and on 64×64×32:
@@ -103,9 +108,9 @@ enum Run {
     Fused(Option<GemmTile>, Option<u32>),
     /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
     Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
-    /// The quantized GEMM on cooperative tensors with the tile, stages and
-    /// K splits asked for (`None`: auto).
-    Coop(Option<GemmTile>, Option<u32>, Option<u32>),
+    /// The quantized GEMM on cooperative tensors with the tile, stages, K
+    /// splits and staging asked for (`None`: auto).
+    Coop(Option<GemmTile>, Option<u32>, Option<u32>, Option<bool>),
 }
 
 impl Run {
@@ -146,6 +151,8 @@ struct Args {
     stages: Vec<Option<u32>>,
     /// Who sums the tensor-core kernels' K splits (`None`: the default).
     split_sum: Option<SplitSum>,
+    /// The `coop` runs' staging: tile copies or not (`None`: the selection's).
+    tile_copies: Vec<Option<bool>>,
 }
 
 /// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
@@ -160,7 +167,7 @@ fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
 /// The flags, for `--help` and after a bad command line.
 const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
 [--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop] \
-[--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel]
+[--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel] [--tile-copies auto,off,on]
 (the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
 
 /// Prints `message` and the flags to stderr and exits with status 2.
@@ -188,6 +195,7 @@ fn parse_args() -> Args {
         coop_tiles: vec![None],
         stages: vec![None],
         split_sum: None,
+        tile_copies: vec![None],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.iter().any(|a| a == "--help" || a == "-h") {
@@ -218,6 +226,17 @@ fn parse_args() -> Args {
             "--coop-tiles" => a.coop_tiles = tiles(flag, value),
             "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
+            "--tile-copies" => {
+                a.tile_copies = value
+                    .split(',')
+                    .map(|v| match v.trim() {
+                        "auto" => None,
+                        "on" => Some(true),
+                        "off" => Some(false),
+                        other => usage_error(&format!("--tile-copies: `{other}` is not auto, on or off")),
+                    })
+                    .collect()
+            }
             "--split-sum" => {
                 a.split_sum = Some(match value {
                     "reduction" => SplitSum::Reduction,
@@ -316,7 +335,9 @@ fn main() {
                 if variant("coop") {
                     for &tile in &args.coop_tiles {
                         for &stages in &args.stages {
-                            runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits)));
+                            for &tile_copies in &args.tile_copies {
+                                runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits, tile_copies)));
+                            }
                         }
                     }
                 }
@@ -327,21 +348,21 @@ fn main() {
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
-                    Run::Coop(tile, stages, k_splits) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, split_sum: args.split_sum }, ..Options::default() },
+                    Run::Coop(tile, stages, k_splits, tile_copies) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, split_sum: args.split_sum, tile_copies }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
-                    Run::Coop(_, _, splits) => (0, 0, 0, splits),
+                    Run::Coop(_, _, splits, _) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) | Run::Coop(tile, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) | Run::Coop(tile, _, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };

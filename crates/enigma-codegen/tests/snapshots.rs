@@ -45,6 +45,7 @@ golden! {
     control_flow => common::control_flow(),
     barriers => common::barriers(),
     async_copies => common::async_copies(),
+    tile_copies => common::tile_copies(),
     colliding_names => common::colliding_names(),
     simdgroup_matrices => common::simdgroup_matrices(),
     quantized_matrices => common::quantized_matrices(),
@@ -118,9 +119,26 @@ fn options_change_the_output() {
         max_threads_per_threadgroup: Some(256),
         wgmma: false,
         mma: false,
+        tensor_copies: false,
     };
     let source = cuda::write_string(&kernel, &info, &options).unwrap();
     insta::assert_snapshot!("spec_constants_options.cu", source.source);
+}
+
+/// Tile copies on the tensor copy engine (sm_90): the barriers and phases,
+/// one thread's expected bytes and box, the arrival at the wait, and a
+/// tensor map parameter described by the matrix's extents and pitch.
+#[test]
+fn tile_copies_on_the_copy_engine() {
+    let (kernel, info) = validated(common::tile_copies());
+    let options = cuda::Options { tensor_copies: true, ..cuda::Options::for_arch("sm_90a").unwrap() };
+    let source = cuda::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"));
+    let maps: Vec<_> = source.launch_params.iter().filter_map(|p| match p { cuda::LaunchParam::TensorMap(m) => Some(m), _ => None }).collect();
+    assert_eq!(maps.len(), 1);
+    let args = |p: u32| [None, Some(40u64), Some(36)][p as usize];
+    assert_eq!(maps[0].extents.each_ref().map(|e| e.eval(&args)), [Some(40), Some(36)]);
+    assert_eq!((maps[0].pitch.eval(&args), maps[0].box_shape, maps[0].swizzle), (Some(40), [8, 16], false));
+    insta::assert_snapshot!("tile_copies_engine.cu", source.source);
 }
 
 /// Threadgroup arrays over 48 KiB: CUDA carves them out of dynamic shared

@@ -146,6 +146,8 @@ cases! {
         quantized_load_of_f16_words,
         fragment_ordered_load_of_a_tile_smaller_than_its_unit,
     ],
+    TileCopy => [tile_copy_of_rows_off_16_bytes, tile_copy_with_extents_read_from_memory],
+    NonUniformTileCopy => [tile_wait_in_a_thread_dependent_branch],
     AsyncCopy => [
         async_copy_into_a_device_buffer,
         async_copy_between_element_types,
@@ -989,6 +991,44 @@ fn async_copy_with_a_u32_condition() -> ValidationError {
 fn async_wait_leaving_eight_groups() -> ValidationError {
     let kernel = parsed("kernel k() {\n    async_wait(8)\n}");
     rejects(&kernel, async_problem("`async_wait(8)` leaves too many groups in flight (at most 7)"), At::Path("body[0]"))
+}
+
+fn tile_copy_of_rows_off_16_bytes() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device f32 read) {
+            threadgroup s: f32[64]
+
+            tile_copy(0u32, s[0u32], src, 8u32, 8u32, 8u32, 0i32, 0i32, 4, 3)
+        }",
+    );
+    rejects(&kernel, K::TileCopy { problem: "copies rows of a multiple of 16 bytes; 3 × f32 is 12 bytes".into() }, At::Path("body[0]"))
+}
+
+fn tile_copy_with_extents_read_from_memory() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device u32 read) {
+            threadgroup s: u32[64]
+
+            tile_copy(0u32, s[0u32], src, src[0u32], 8u32, 8u32, 0i32, 0i32, 4, 4)
+        }",
+    );
+    let problem = "needs its row count fixed for the whole dispatch: literals, specialization constants and by-value parameters under + - * / min max (the CUDA backend describes the source matrix to the copy engine before the launch)";
+    rejects(&kernel, K::TileCopy { problem: problem.into() }, At::Path("body[0]"))
+}
+
+fn tile_wait_in_a_thread_dependent_branch() -> ValidationError {
+    let kernel = parsed(
+        "kernel k(src: device u32 read) {
+            threadgroup s: u32[64]
+
+            tile_copy(0u32, s[0u32], src, 8u32, 8u32, 8u32, 0i32, 0i32, 4, 4)
+            if (thread_index_in_threadgroup < 4u32) {
+                tile_wait(0u32)
+            }
+        }",
+    );
+    let cause = "it sits in control flow that depends on a value that differs between threads or SIMD groups";
+    rejects(&kernel, K::NonUniformTileCopy { op: "tile_wait", cause: cause.into() }, At::Path("body[1].then[0]"))
 }
 
 fn async_problem(problem: &str) -> K {

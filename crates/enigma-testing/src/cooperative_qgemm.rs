@@ -92,8 +92,8 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// splits), those two shapes in whole tiles; the splits summed by the reduction
 /// (two dispatches, the kernel writing its f32 partial products) and by
 /// the last threadgroup of each tile (one dispatch; run twice, so the
-/// tickets are back at zero after each), clean under the sanitizer where
-/// `sanitize`.
+/// tickets are back at zero after each), three splits staged by tile
+/// copies; clean under the sanitizer where `sanitize`.
 pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
     let shapes = [[16, 136, 448, 64], [1, 72, 384, 128], [5, 200, 448, 32], [16, 64, 384, 32], [16, 128, 512, 64]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
@@ -101,8 +101,11 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
             for splits in [2, 3, 5] {
                 for sum in [SplitSum::Reduction, SplitSum::LastThreadgroup] {
                     let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
+                    // Three splits stage by tile copies.
+                    let tile_copies = splits == 3;
                     let options = cooperative(sanitize);
-                    let ops = Ops::new(rt).with_options(Options { gemm: GemmOptions { k_splits: Some(splits), split_sum: Some(sum), ..options.gemm }, ..options });
+                    let gemm = GemmOptions { k_splits: Some(splits), split_sum: Some(sum), tile_copies: Some(tile_copies), ..options.gemm };
+                    let ops = Ops::new(rt).with_options(Options { gemm, ..options });
                     let x = inputs(rt, format, [m, n, k, group]);
                     let what = format!("{format} {out} {m}x{n}x{k} group {group} in {splits} splits, {sum:?}");
                     let calls = if sum == SplitSum::Reduction { 1 } else { 2 };
@@ -110,9 +113,11 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
                         let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
                         let launches = ops.take_launches();
                         let suffix = if sum == SplitSum::Reduction { format!("_splitk{splits}") } else { format!("_splitk{splits}_sum") };
-                        let name = launches[0].kernel.strip_suffix("_whole").unwrap_or(&launches[0].kernel);
-                        assert!(name.starts_with("qgemm_coop_") && name.ends_with(&suffix), "{what}: {}", launches[0].kernel);
-                        assert_eq!(name.len() < launches[0].kernel.len(), i >= 3, "{what}: {}", launches[0].kernel);
+                        let kernel = &launches[0].kernel;
+                        let name = if tile_copies { kernel.strip_suffix("_tiles") } else { kernel.strip_suffix("_whole").or(Some(kernel)) };
+                        let name = name.unwrap_or_else(|| panic!("{what}: {kernel}"));
+                        assert!(name.starts_with("qgemm_coop_") && name.ends_with(&suffix), "{what}: {kernel}");
+                        assert_eq!(name.len() < kernel.len(), i >= 3 || tile_copies, "{what}: {kernel}");
                         if sum == SplitSum::Reduction {
                             assert_eq!(launches.len(), 2, "{what}");
                             assert!(launches[1].kernel.starts_with("gemm_splitk_reduce"), "{what}: {}", launches[1].kernel);
@@ -138,13 +143,14 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
 /// several times, the last row and column of tiles partial; a 128-deep
 /// slice of FP4 in groups of 32 (four scales a slice); and whole tiles of
 /// 16 × 128 × 128 and 64 × 64 × 64 over 64 × 128 × 256 INT4 in groups of
-/// 128 (a stage's second row of scales past the last group).
+/// 128 (a stage's second row of scales past the last group); the INT4
+/// and FP4 tiles again with their operands staged by tile copies.
 pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
     let configs = |format: Format, tiles: &[(u32, u32, u32)], whole: bool| -> Vec<CoopQgemmConfig> {
         tiles
             .iter()
-            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole }))
+            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole, tile_copies: false }))
             .filter(|cfg| cfg.check(max).is_ok())
             .collect()
     };
@@ -152,6 +158,11 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     assert!(int4.iter().any(|c| c.stages == 4), "no configuration of four stages fits {max} bytes");
     check_configs(rt, sanitize, &int4, Format::Int4, [70, 136, 448, 64]);
     check_configs(rt, sanitize, &configs(Format::Fp4, &[(16, 64, 128)], false), Format::Fp4, [20, 72, 384, 32]);
+    // The same tiles staged by tile copies (on CUDA the tensor copy engine).
+    let tiles: Vec<CoopQgemmConfig> = int4.iter().map(|c| CoopQgemmConfig { tile_copies: true, ..*c }).collect();
+    check_configs(rt, sanitize, &tiles, Format::Int4, [70, 136, 448, 64]);
+    let fp4_tiles: Vec<CoopQgemmConfig> = configs(Format::Fp4, &[(16, 64, 128)], false).iter().map(|c| CoopQgemmConfig { tile_copies: true, ..*c }).collect();
+    check_configs(rt, sanitize, &fp4_tiles, Format::Fp4, [20, 72, 384, 32]);
     let whole = configs(Format::Int4, &[(16, 128, 128), (64, 64, 64)], true);
     assert!(whole.iter().all(|c| *c == c.whole_for(64, 128, 256)));
     check_configs(rt, sanitize, &whole, Format::Int4, [64, 128, 256, 128]);
@@ -161,7 +172,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
 /// groups of 32: every tile computed once.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, split_sum: SplitSum::Reduction, whole: false });
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false });
     check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
 }
 

@@ -541,6 +541,25 @@ pub fn async_copies() -> Kernel {
     finish(k)
 }
 
+/// Tile copies: an 8 × 16 box of a u32 matrix (its extents and pitch the
+/// kernel's arguments, its origin the threadgroup's) into one of two
+/// stages, waited on, then read.
+pub fn tile_copies() -> Kernel {
+    let mut k = KernelBuilder::new("tile_copies");
+    let words = k.buffer("words", Type::U32, Access::ReadWrite);
+    let rows = k.value("rows", Type::U32);
+    let cols = k.value("cols", Type::U32);
+    let stage = k.threadgroup_array("stage", Type::U32, 256);
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    let tg = threadgroup_position_in_grid();
+    let matrix = TileSource { mem: words, extents: [rows.into(), cols.into()], pitch: cols + 4u32 };
+    let side = k.let_("side", tg.x() % 2u32);
+    k.tile_copy(side, stage.at(side * 128u32), matrix, [(tg.y() * 8u32).cast(Type::I32) - 1i32, (tg.x() * 16u32).cast(Type::I32)], (8, 16));
+    k.tile_wait(side);
+    k.store(words.at(lid), stage.get(side * 128u32 + lid % 128u32));
+    finish(k)
+}
+
 /// Multi-dimensional subscripts (a transpose through a 2-D tile): each index
 /// is wrapped in a dimension check that generated code leaves out, so
 /// `out[j, i]` of a `[m, n]` `out` reads `out[j * n + i]`.

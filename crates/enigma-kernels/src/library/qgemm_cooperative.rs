@@ -56,6 +56,7 @@ use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs
 use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::Matmul2d;
+use enigma_ir::limits::TILE_BARRIERS;
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar};
 
 /// Packed words per 16-byte copy.
@@ -139,6 +140,11 @@ pub struct CoopQgemmConfig {
     /// `BENCHMARKS.md`). Dispatch it only
     /// where [`CoopQgemmConfig::whole_for`] sets it.
     pub whole: bool,
+    /// Stage A, the words and the scales by tile copies (`tile_copy`, the
+    /// whole threadgroup's box of each per slice, zeros past the edges; on
+    /// CUDA the tensor copy engine) instead of every thread's 16-byte
+    /// asynchronous copies (a variant of its own, `_tiles`).
+    pub tile_copies: bool,
 }
 
 impl CoopQgemmConfig {
@@ -164,7 +170,7 @@ impl CoopQgemmConfig {
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -205,14 +211,15 @@ impl CoopQgemmConfig {
         CoopQgemmConfig { whole: m.is_multiple_of(self.tm) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk), ..self }
     }
 
-    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}[_sum]][_whole]`
-    /// (`_sum`: the splits summed in the kernel).
+    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}[_sum]][_whole][_tiles]`
+    /// (`_sum`: the splits summed in the kernel; `_tiles`: tile copies).
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
         let sum = if self.split_sum == SplitSum::LastThreadgroup { "_sum" } else { "" };
         let split = if self.splits > 1 { format!("_splitk{}{sum}", self.splits) } else { String::new() };
         let whole = if self.whole { "_whole" } else { "" };
-        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
+        let tiles = if self.tile_copies { "_tiles" } else { "" };
+        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}{tiles}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
@@ -237,6 +244,9 @@ impl CoopQgemmConfig {
         }
         if !(2..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 2 and {MAX_STAGES}", self.stages));
+        }
+        if self.tile_copies && self.stages > TILE_BARRIERS {
+            return err(format!("{} stages of tile copies; at most {TILE_BARRIERS}, one barrier each", self.stages));
         }
         check_splits_and_memory(&name, self.splits, self.memory_bytes(), max_threadgroup_memory_bytes)
     }
@@ -267,7 +277,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     if let Err(e) = cfg.check(u64::MAX) {
         panic!("{e}");
     }
-    let CoopQgemmConfig { format, tm, tn, tk, stages, splits, whole, .. } = *cfg;
+    let CoopQgemmConfig { format, tm, tn, tk, stages, splits, whole, tile_copies, .. } = *cfg;
     let summed = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
     let code = format.quant_code().expect("the check admits 4-bit codes only");
     let threads = cfg.threads();
@@ -344,29 +354,62 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
     };
     let right = |stage: Ex| a_ops.view(stages, stage);
+    // With tile copies, slice `t`'s three boxes into stage `stage`, on the
+    // stage's barrier. The matrices' extents are the kernel's arguments
+    // (dispatch constants): A is M × K, the words K/8 × N, the scales
+    // K/group × N.
+    let issue_tiles = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
+        let t = k.let_(&format!("{tag}_slice"), first_slice + t);
+        let origin = |e: Ex| e.cast(Scalar::I32);
+        let a_matrix = TileSource { mem: a, extents: [m.into(), kk.into()], pitch: kk.into() };
+        k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
+        let word_matrix = TileSource { mem: b, extents: [kk / VALUES_PER_WORD as u32, n.into()], pitch: n.into() };
+        k.tile_copy(stage, word_slices.at(stage * (word_rows * tn)), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, tn));
+        let scale_matrix = TileSource { mem: scales, extents: [kk / group, n.into()], pitch: n.into() };
+        let g0 = (t * tk) >> group_shift;
+        k.tile_copy(stage, scale_slices.at(stage * (scale_rows(tk) * tn)), scale_matrix, [origin(g0), origin(n0)], (scale_rows(tk), tn));
+    };
 
-    // The copies run `ahead` slices ahead. Every iteration commits one
-    // group (empty past the last slice), so waiting for all but
-    // `ahead − 1` leaves slice t complete.
     let ahead = stages - 1;
-    for t in 0..ahead {
-        k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), Ex::from(t)));
-        k.async_commit();
+    if tile_copies {
+        // Each stage's boxes land on its own barrier; the copies run
+        // `ahead` slices ahead. The barrier at the top of iteration t ends
+        // slice t − 1's product and decoding, so its stage (and barrier,
+        // waited on then) takes slice t + ahead.
+        for t in 0..ahead {
+            k.if_(Ex::from(t).lt(slices), |k| issue_tiles(k, &format!("first{t}"), Ex::from(t), Ex::from(t)));
+        }
+        k.for_range("t", 0u32, slices, 1u32, |k, t| {
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            let stage = k.let_("stage", t % stages);
+            let next = k.let_("ahead", t + ahead);
+            k.if_(next.lt(slices), |k| issue_tiles(k, "ahead", next, next % stages));
+            k.tile_wait(stage);
+            decode(k, stage);
+            k.matmul2d_run(&op, weights, &right(stage), acc);
+        });
+    } else {
+        // Every iteration commits one group (empty past the last slice),
+        // so waiting for all but `ahead − 1` leaves slice t complete.
+        for t in 0..ahead {
+            k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("first{t}"), Ex::from(t), Ex::from(t)));
+            k.async_commit();
+        }
+        k.for_range("t", 0u32, slices, 1u32, |k, t| {
+            k.async_wait(ahead - 1);
+            // Slice t is in every thread's view, and slice t − 1's product
+            // and decoding are done: its stage is free.
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            let stage = k.let_("stage", t % stages);
+            let next = k.let_("ahead", t + ahead);
+            k.if_(next.lt(slices), |k| issue(k, "ahead", next, next % stages));
+            k.async_commit();
+            decode(k, stage);
+            k.matmul2d_run(&op, weights, &right(stage), acc);
+        });
+        // Nothing in flight (the copies past the last slice are empty groups).
+        k.async_wait(0);
     }
-    k.for_range("t", 0u32, slices, 1u32, |k, t| {
-        k.async_wait(ahead - 1);
-        // Slice t is in every thread's view, and slice t − 1's product
-        // and decoding are done: its stage is free.
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let stage = k.let_("stage", t % stages);
-        let next = k.let_("ahead", t + ahead);
-        k.if_(next.lt(slices), |k| issue(k, "ahead", next, next % stages));
-        k.async_commit();
-        decode(k, stage);
-        k.matmul2d_run(&op, weights, &right(stage), acc);
-    });
-    // Nothing in flight (the copies past the last slice are empty groups).
-    k.async_wait(0);
 
     // Slot (row r, column c) of the product is C[m0 + c][n0 + r].
     for_each_slot(&mut k, acc, acc_per_thread, "slot", &|k, slot, tag| {
@@ -396,7 +439,7 @@ mod tests {
     fn memory_is_what_the_kernel_declares() {
         let tiles = COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.into_iter().flat_map(move |tn| SLICE_DEPTHS.map(|tk| (tm, tn, tk))));
         for ((tm, tn, tk), stages) in tiles.flat_map(|tile| (2..=MAX_STAGES).map(move |stages| (tile, stages))) {
-            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0 };
+            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0, tile_copies: stages == 3 };
             cfg.check(u64::MAX).unwrap();
             let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
             assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
@@ -429,7 +472,7 @@ mod tests {
         assert_eq!(plan(128, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(8, 4 * 1024), None);
         assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
         assert_eq!(cfg.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2));
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));
         assert!(CoopQgemmConfig { tm: 24, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("a 24×64×64 tile"));
@@ -443,7 +486,7 @@ mod tests {
     /// rows, columns and depth, named so.
     #[test]
     fn whole_tiles_where_the_tile_divides_the_shape() {
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
         assert!(cfg.whole_for(32, 11008, 4096).whole);
         assert!(cfg.whole_for(32, 11008, 4096).name().ends_with("_whole"));
         for (m, n, k) in [(17, 11008, 4096), (32, 11000, 4096), (32, 11008, 4160), (1, 64, 128)] {

@@ -62,6 +62,12 @@ pub struct GemmOptions {
     /// of seed 002's layout where the device's cooperative products
     /// are `wgmma` (`qmatmul::kernel_for`).
     pub cooperative: Option<bool>,
+    /// The quantized GEMM on cooperative tensors: stage its operands by tile
+    /// copies (`tile_copy`; on CUDA the tensor copy engine) rather than by
+    /// every thread's asynchronous copies. `Some(true)`: tile copies (at
+    /// most [`enigma_ir::limits::TILE_BARRIERS`] stages); `Some(false)`:
+    /// never. Default: `qmatmul::tile_copies_by_default`.
+    pub tile_copies: Option<bool>,
 }
 
 /// Choices of the quantized matmul's decode kernels.

@@ -333,7 +333,16 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
-    let cfg = CoopQgemmConfig { splits, split_sum, ..cfg }.whole_for(m, n, k);
+    let tile_copies = g.tile_copies.unwrap_or_else(|| tile_copies_by_default(device));
+    let cfg = CoopQgemmConfig { splits, split_sum, ..cfg };
+    // Tile copies test no bounds: the whole-tile variant is the other path's.
+    let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
     cfg.check(max_memory)?;
     Ok(cfg)
+}
+
+/// Whether the quantized GEMM on cooperative tensors stages its operands by
+/// tile copies where not asked: not yet on any device.
+pub fn tile_copies_by_default(_device: &DeviceInfo) -> bool {
+    false
 }
