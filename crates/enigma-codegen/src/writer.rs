@@ -602,7 +602,6 @@ impl<'k, D: Dialect> Writer<'k, D> {
         for b in [Builtin::ThreadIndexInThreadgroup, Builtin::ThreadsPerThreadgroup] {
             self.builtins.insert(BuiltinOrd::of(b));
         }
-        self.whole_builtins.insert(BuiltinOrd::of(Builtin::ThreadsPerThreadgroup));
         let tid = self.dialect.builtin(Builtin::ThreadIndexInThreadgroup).text;
         let size = self.dialect.builtin(Builtin::ThreadsPerThreadgroup).text;
         let zero = self.dialect.literal(&Literal::u32(0).convert(elem.elem())).text;
