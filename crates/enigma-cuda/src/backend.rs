@@ -461,7 +461,7 @@ fn launch_slots(cuda: &CudaKernel, args: &[ArgValue<'_>], textures: &Textures, g
             LaunchParam::GridY => geometry.grid[1],
             LaunchParam::GridZ => geometry.grid[2],
             LaunchParam::TensorMap(map) => {
-                slot[..TENSOR_MAP_BYTES].copy_from_slice(&tensor_map::encode(&cuda.kernel.name, map, args)?);
+                slot[..TENSOR_MAP_BYTES].copy_from_slice(&cuda.tensor_maps.encode(&cuda.kernel.name, map, args)?);
                 storage.push(Slot(slot));
                 continue;
             }
@@ -487,6 +487,8 @@ pub struct CudaKernel {
     samplers: BTreeMap<ParamId, Vec<Sampler>>,
     /// The kernel prints (`printf`).
     prints: bool,
+    /// Tensor maps made for earlier dispatches, by what they describe.
+    tensor_maps: tensor_map::Cache,
 }
 
 impl CudaKernel {
@@ -657,7 +659,7 @@ impl Backend for CudaBackend {
         let max_threads = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)? as u32;
         let static_shared = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)? as u64;
         let shared_bytes = static_shared + source.dynamic_shared_bytes;
-        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, shared_bytes, samplers: info.samplers.clone(), prints: info.prints }))
+        Ok(Box::new(CudaKernel { kernel: kernel.clone(), source, function, max_threads, shared_bytes, samplers: info.samplers.clone(), prints: info.prints, tensor_maps: tensor_map::Cache::default() }))
     }
 
     fn dispatch(

@@ -9,6 +9,8 @@ use cudarc::driver::sys;
 use enigma_backend::{own_buffer, ArgValue, RuntimeError};
 use enigma_codegen::cuda::{TensorMap, TENSOR_MAP_BYTES};
 use enigma_ir::Scalar;
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 fn data_type(elem: Scalar) -> sys::CUtensorMapDataType {
     use sys::CUtensorMapDataType::*;
@@ -26,15 +28,64 @@ fn data_type(elem: Scalar) -> sys::CUtensorMapDataType {
     }
 }
 
-/// The `CUtensorMap` of `map` for this dispatch's `args`.
-pub(crate) fn encode(kernel: &str, map: &TensorMap, args: &[ArgValue<'_>]) -> Result<[u8; TENSOR_MAP_BYTES], RuntimeError> {
-    let fail = |message: String| RuntimeError::Execution { kernel: kernel.to_string(), message: format!("tile_copy from buffer argument {}: {message}", map.buffer.0) };
-    let param = |p: u32| match args.get(p as usize) {
+/// A kernel's tensor maps by what they describe (the map, the buffer's
+/// address and the matrix's extents and pitch): a dispatch like an earlier
+/// one reuses its maps rather than asking the driver again.
+#[derive(Default)]
+pub(crate) struct Cache(Mutex<HashMap<(TensorMap, u64, [u32; 3]), [u8; TENSOR_MAP_BYTES]>>);
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("tensor map cache")
+    }
+}
+
+/// Maps a kernel keeps at most (a new one past them starts the cache again).
+const CACHED_MAPS: usize = 64;
+
+impl Cache {
+    /// The `CUtensorMap` of `map` for this dispatch's `args`.
+    pub(crate) fn encode(&self, kernel: &str, map: &TensorMap, args: &[ArgValue<'_>]) -> Result<[u8; TENSOR_MAP_BYTES], RuntimeError> {
+        let key = (map.clone(), buffer_address(args, map), values(map, args).unwrap_or([0; 3]));
+        if let Some(bytes) = self.0.lock().expect("tensor map cache").get(&key) {
+            return Ok(*bytes);
+        }
+        let bytes = encode(kernel, map, args)?;
+        let mut cache = self.0.lock().expect("tensor map cache");
+        if cache.len() >= CACHED_MAPS {
+            cache.clear();
+        }
+        cache.insert(key, bytes);
+        Ok(bytes)
+    }
+}
+
+/// The device address of `map`'s buffer argument (0 where it is none).
+fn buffer_address(args: &[ArgValue<'_>], map: &TensorMap) -> u64 {
+    match args.get(map.buffer.0 as usize) {
+        Some(ArgValue::Buffer { storage, .. }) => storage.device_address().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The bits of by-value argument `p`.
+fn param(args: &[ArgValue<'_>], p: u32) -> Option<u64> {
+    match args.get(p as usize) {
         Some(ArgValue::Value { bytes, .. }) => Some(u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"))),
         _ => None,
-    };
-    let value = |e: &enigma_codegen::cuda::HostExpr, what: &str| e.eval(&param).ok_or_else(|| fail(format!("its {what} could not be computed from the arguments")));
-    let (rows, cols, pitch) = (value(&map.extents[0], "row count")?, value(&map.extents[1], "column count")?, value(&map.pitch, "pitch")?);
+    }
+}
+
+/// The matrix's rows, columns and pitch for `args`.
+fn values(map: &TensorMap, args: &[ArgValue<'_>]) -> Option<[u32; 3]> {
+    let param = |p: u32| param(args, p);
+    Some([map.extents[0].eval(&param)?, map.extents[1].eval(&param)?, map.pitch.eval(&param)?])
+}
+
+/// The `CUtensorMap` of `map` for this dispatch's `args`.
+fn encode(kernel: &str, map: &TensorMap, args: &[ArgValue<'_>]) -> Result<[u8; TENSOR_MAP_BYTES], RuntimeError> {
+    let fail = |message: String| RuntimeError::Execution { kernel: kernel.to_string(), message: format!("tile_copy from buffer argument {}: {message}", map.buffer.0) };
+    let [rows, cols, pitch] = values(map, args).ok_or_else(|| fail("its extents and pitch could not be computed from the arguments".into()))?;
     let Some(ArgValue::Buffer { storage, .. }) = args.get(map.buffer.0 as usize) else {
         return Err(fail("the argument is not a buffer".into()));
     };

@@ -665,7 +665,8 @@ impl Dialect for Cuda {
         let Some(plan) = tensor_map::engine_plan(copy.kernel, &self.spec_values, c, copy.elem.elem(), swizzle) else {
             return Ok(threads);
         };
-        let map = self.tensor_maps.len();
+        // Copies of one matrix in one shape share a map.
+        let map = self.tensor_maps.iter().position(|m| *m == plan.map).unwrap_or(self.tensor_maps.len());
         let bytes = c.rows * c.cols * copy.elem.size_bytes();
         let (dst, dst_index) = &copy.dst;
         let [row, col] = &copy.origin;
@@ -679,7 +680,9 @@ impl Dialect for Cuda {
             );
         }
         engine.push('}');
-        self.tensor_maps.push(plan.map);
+        if map == self.tensor_maps.len() {
+            self.tensor_maps.push(plan.map);
+        }
         Ok(match plan.swizzle_pitch {
             Some(pitch) => format!("if ((({dst_index}) % {}u) == 0u) {{\n{}\n}} else {{\n{}\n}}", 8 * pitch, indent(&engine), indent(&threads)),
             None => engine,

@@ -17,7 +17,7 @@ use enigma_ir::{BinaryOp, Expr, Intrinsic, Kernel, Literal, LiteralValue, ParamI
 
 /// A value the host computes before the launch from the kernel's
 /// by-value arguments.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HostExpr {
     Const(u64),
     /// By-value parameter `n`, a scalar of this type.
@@ -94,7 +94,7 @@ fn literal_value(lit: &Literal) -> Option<u64> {
 /// of `elem` in buffer parameter `buffer`, `extents` (rows, columns) and
 /// `pitch` elements between rows, copied in boxes of `box_shape` (rows,
 /// columns), in the 128-byte swizzle where `swizzle`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMap {
     pub buffer: ParamId,
     pub elem: Scalar,
