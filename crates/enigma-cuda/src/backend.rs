@@ -651,7 +651,9 @@ impl Backend for CudaBackend {
         if bytes > self.info.max_threadgroup_memory_bytes {
             return Err(RuntimeError::ThreadgroupMemory { kernel: kernel.name.clone(), bytes, limit: self.info.max_threadgroup_memory_bytes });
         }
-        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.info.wgmma(), mma: self.info.mma(), ..Default::default() };
+        // Tile copies run on the tensor copy engine from compute capability 9.0.
+        let tensor_copies = enigma_codegen::cuda::Options::for_arch(self.arch).is_some_and(|o| o.tensor_copies);
+        let options = enigma_codegen::cuda::Options { spec_values: spec.resolve(kernel), wgmma: self.info.wgmma(), mma: self.info.mma(), tensor_copies, ..Default::default() };
         let source = enigma_codegen::cuda::write_string(kernel, info, &options)
             .map_err(|e| RuntimeError::Backend { backend: "cuda", message: e.to_string() })?;
         let function = self.module_for(&source)?;
