@@ -1,9 +1,9 @@
 //! Tile copies (`tile_copy`, `tile_wait`): boxes of two row-major
 //! matrices (u32, and f16 small integers) streamed through two stages of
 //! threadgroup memory, each stage's box in flight on its own barrier while
-//! the threads read the other, with boxes that hang over every edge of the
-//! matrices (a negative origin, rows and columns past the extents: zeros)
-//! and a pitch wider than the rows. Exact on every backend.
+//! the threads read the other, with boxes that hang over the matrices' last
+//! rows and columns (zeros past the extents) and a pitch wider than the
+//! rows. Exact on every backend.
 
 use crate::util::*;
 use enigma_ir::builder::*;
@@ -20,8 +20,8 @@ const BOX_F16: (u32, u32) = (8, 8);
 /// Boxes each threadgroup streams down its column of boxes.
 const CHUNKS: u32 = 3;
 
-/// Threadgroup (x, y) copies boxes at rows `y·CHUNKS·8 − 3 + 8c` (c < CHUNKS)
-/// and columns `16x − 4` (u32) and `8x − 2` (f16); thread `lid` writes two
+/// Threadgroup (x, y) copies boxes at rows `y·CHUNKS·8 + 8c` (c < CHUNKS)
+/// and columns `16x` (u32) and `16x + 8` (f16); thread `lid` writes two
 /// elements of each u32 box (`(7·lid + 5) mod 128` and `lid`) and one of
 /// each f16 box (`(3·lid + 1) mod 64`).
 pub fn tile_copy_pipeline(rt: &Runtime) -> CaseResult {
@@ -39,9 +39,9 @@ pub fn tile_copy_pipeline(rt: &Runtime) -> CaseResult {
         let th = k.threadgroup_array("th", Type::F16, 2 * bh);
         let lid = k.let_("lid", thread_index_in_threadgroup());
         let tg = threadgroup_position_in_grid();
-        let row0 = k.let_("row0", (tg.y() * (CHUNKS * BOX_U32.0)).cast(enigma_ir::Scalar::I32) - 3i32);
-        let col_w = k.let_("col_w", (tg.x() * BOX_U32.1).cast(enigma_ir::Scalar::I32) - 4i32);
-        let col_h = k.let_("col_h", (tg.x() * BOX_F16.1).cast(enigma_ir::Scalar::I32) - 2i32);
+        let row0 = k.let_("row0", (tg.y() * (CHUNKS * BOX_U32.0)).cast(enigma_ir::Scalar::I32));
+        let col_w = k.let_("col_w", (tg.x() * BOX_U32.1).cast(enigma_ir::Scalar::I32));
+        let col_h = k.let_("col_h", (tg.x() * BOX_U32.1 + BOX_F16.1).cast(enigma_ir::Scalar::I32));
         let word_matrix = TileSource { mem: words, extents: [rows.into(), cols.into()], pitch: pitch.into() };
         let half_matrix = TileSource { mem: halves, extents: [rows.into(), cols.into()], pitch: half_pitch.into() };
         let issue = |k: &mut KernelBuilder, c: Ex| {
@@ -66,10 +66,11 @@ pub fn tile_copy_pipeline(rt: &Runtime) -> CaseResult {
         });
         let kernel = finish(k)?;
         let pl = pipeline(rt, &kernel)?;
-        let (nrows, ncols, npitch, nhpitch) = (37usize, 45usize, 52usize, 48usize);
+        // Every box starts inside the matrices; the last ones hang over.
+        let (nrows, ncols, npitch, nhpitch) = (41usize, 45usize, 52usize, 48usize);
         let ws: Vec<u32> = (0..nrows * npitch).map(|_| rng.gen()).collect();
         let hs: Vec<u16> = (0..nrows * nhpitch).map(|_| f32_to_f16(rng.gen_range(0..2048) as f32)).collect();
-        let (gx, gy) = (ncols.div_ceil(BOX_U32.1 as usize) as u32 + 1, nrows.div_ceil((CHUNKS * BOX_U32.0) as usize) as u32 + 1);
+        let (gx, gy) = (ncols.div_ceil(BOX_U32.1 as usize) as u32, nrows.div_ceil((CHUNKS * BOX_U32.0) as usize) as u32);
         let total = (gx * gy * CHUNKS * T * 3) as usize;
         let wb = upload(rt, &ws)?;
         let hb = upload_f16(rt, &hs)?;
@@ -83,12 +84,12 @@ pub fn tile_copy_pipeline(rt: &Runtime) -> CaseResult {
         for y in 0..gy as i64 {
             for x in 0..gx as i64 {
                 for c in 0..CHUNKS as i64 {
-                    let row = y * (CHUNKS * BOX_U32.0) as i64 - 3 + c * BOX_U32.0 as i64;
+                    let row = y * (CHUNKS * BOX_U32.0) as i64 + c * BOX_U32.0 as i64;
                     let chunk = ((y * CHUNKS as i64 + c) * gx as i64 + x) as usize;
                     for lid in 0..T as usize {
                         let at = (chunk * T as usize + lid) * 3;
-                        let word = |e: usize| element(row + (e / 16) as i64, x * 16 - 4 + (e % 16) as i64, npitch, &|i| ws[i]);
-                        let half = |e: usize| element(row + (e / 8) as i64, x * 8 - 2 + (e % 8) as i64, nhpitch, &|i| f16_to_f32(hs[i]) as u32);
+                        let word = |e: usize| element(row + (e / 16) as i64, x * 16 + (e % 16) as i64, npitch, &|i| ws[i]);
+                        let half = |e: usize| element(row + (e / 8) as i64, x * 16 + 8 + (e % 8) as i64, nhpitch, &|i| f16_to_f32(hs[i]) as u32);
                         want[at] = word((lid * 7 + 5) % 128);
                         want[at + 1] = word(lid);
                         want[at + 2] = half((lid * 3 + 1) % 64);

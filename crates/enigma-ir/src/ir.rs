@@ -1584,8 +1584,8 @@ impl TensorView {
 /// The operands of [`StmtKind::TileCopy`]. The source is a matrix of
 /// `extents[0]` rows of `extents[1]` elements in device buffer `src`, row
 /// `r` starting at element `r · pitch`; box element `(r, c)` is matrix
-/// element `(origin[0] + r, origin[1] + c)`, or zero where that lies outside
-/// the matrix (`origin` is i32 and may be negative), and lands at
+/// element `(origin[0] + r, origin[1] + c)`, or zero where that lies past
+/// the matrix's last row or column, and lands at
 /// `dst[dst_index + r · cols + c]` in threadgroup memory. Both memories hold
 /// the same scalar type (not bool).
 ///
@@ -1595,6 +1595,10 @@ impl TensorView {
 ///   inside the array; `pitch` elements a multiple of 16 bytes;
 /// * the matrix has at least one row and one column, its rows do not
 ///   overlap (`pitch ≥` its columns) and it lies inside the buffer;
+/// * the box starts inside the matrix: `0 ≤ origin[0] <` its rows and
+///   `0 ≤ origin[1] <` its columns (the tensor copy engine faults on a
+///   box wholly outside; zeros before the first row or column are the
+///   kernel's to write);
 /// * `extents` and `pitch` are dispatch constants: literals, specialization
 ///   constants and by-value parameters under `+ - * / min max` (the CUDA
 ///   backend describes the matrix to the copy engine before the launch);
@@ -1614,7 +1618,8 @@ pub struct TileCopy {
     pub extents: [Expr; 2],
     /// Elements from one row of the source matrix to the next (u32).
     pub pitch: Expr,
-    /// `[row, column]` of the box's first element in the matrix (i32).
+    /// `[row, column]` of the box's first element in the matrix (i32,
+    /// inside it).
     pub origin: [Expr; 2],
     pub rows: u32,
     pub cols: u32,

@@ -171,8 +171,9 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 
 /// The quantized GEMM on cooperative tensors where asked for, and by
 /// default at 33 to 128 rows on `wgmma` devices: its tile for M and K split
-/// below three threadgroups per compute unit, a tile and splits asked
-/// for, and clear refusals of what it cannot take.
+/// below three threadgroups per compute unit, its operands staged by tile
+/// copies there, a tile and splits asked for, and clear refusals of what it
+/// cannot take.
 #[test]
 fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
     let sm_90a = cooperative_cuda(CooperativeLowering::Wgmma);
@@ -206,12 +207,12 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
 }
 
 const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
-    m=1: qgemm_coop_int4_f16_8x64x128_s4_r8_splitk3 (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
-    m=16: qgemm_coop_int4_f16_16x64x128_s4_r8_splitk3_whole (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
-    m=64: qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_whole (default qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_whole)
-    m=128: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_whole (default qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_whole)
-    m=4096: qgemm_coop_int4_f16_256x128x64_s4_r8_whole (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
-    m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3
+    m=1: qgemm_coop_int4_f16_8x64x128_s4_r8_splitk3_tiles (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
+    m=16: qgemm_coop_int4_f16_16x64x128_s4_r8_splitk3_tiles (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
+    m=64: qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_tiles)
+    m=128: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles)
+    m=4096: qgemm_coop_int4_f16_256x128x64_s4_r8_tiles (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
+    m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)

@@ -112,8 +112,8 @@ fn sanitized() -> Options {
 
 #[test]
 fn boxes_land_with_zeros_outside_the_matrix() {
-    // Origins hanging over each edge, and one inside.
-    for origin in [(-2, -3), (7, 9), (3, 2), (-5, 11)] {
+    // Boxes hanging over the last rows, the last columns, both, and inside.
+    for origin in [(5, 0), (3, 9), (5, 12), (0, 2)] {
         let (out, findings) = run(&kernel(Fault::None), 16, origin, &sanitized()).unwrap();
         assert!(findings.is_empty(), "{findings:?}");
         let want: Vec<f32> = (0..2 * BOX.0 * BOX.1)
@@ -129,9 +129,9 @@ fn boxes_land_with_zeros_outside_the_matrix() {
 
 #[test]
 fn copies_on_one_barrier_land_at_its_wait() {
-    let (twice, findings) = run(&kernel(Fault::CopyTwice), 16, (-1, 2), &sanitized()).unwrap();
+    let (twice, findings) = run(&kernel(Fault::CopyTwice), 16, (1, 2), &sanitized()).unwrap();
     assert!(findings.is_empty(), "{findings:?}");
-    let (once, _) = run(&kernel(Fault::None), 16, (-1, 2), &sanitized()).unwrap();
+    let (once, _) = run(&kernel(Fault::None), 16, (1, 2), &sanitized()).unwrap();
     assert_eq!(twice, once);
 }
 
@@ -155,6 +155,14 @@ fn the_barrier_protocol_is_checked() {
     ] {
         let err = run(&kernel(fault), 16, (0, 0), &Options::default()).unwrap_err().to_string();
         assert!(err.contains(expect), "{err}");
+    }
+}
+
+#[test]
+fn a_box_starting_outside_the_matrix_fails_with_the_numbers() {
+    for (origin, expect) in [((-1, 0), "starts at row -1, column 0"), ((0, 13), "starts at row 0, column 13")] {
+        let err = run(&kernel(Fault::None), 16, origin, &Options::default()).unwrap_err().to_string();
+        assert!(err.contains(expect) && err.contains("outside the 10 × 13 matrix"), "{err}");
     }
 }
 

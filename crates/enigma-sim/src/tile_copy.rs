@@ -8,8 +8,9 @@
 //! wrong data): a wait with no copy in flight, a copy on a barrier waited on since
 //! the last threadgroup barrier (a fast thread's next copy could complete
 //! the barrier's phase twice before a slow thread's wait), a misaligned
-//! destination or pitch, a box past its array, and a source matrix that
-//! is empty, has overlapping rows or does not lie inside its buffer. Under the sanitizer, an access to the destination between
+//! destination or pitch, a box past its array or starting outside its
+//! matrix, and a source matrix that is empty, has overlapping rows or does
+//! not lie inside its buffer. Under the sanitizer, an access to the destination between
 //! the last barrier and the copy races with it, and one between the copy
 //! and the wait is an access to a copy in flight.
 
@@ -99,6 +100,9 @@ pub fn copy(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], c: &TileCopyRegs) -> R
             pc,
             format!("tile_copy from `{}`: the {rows} × {cols} matrix with a pitch of {pitch} elements must have elements, rows that do not overlap, and lie inside the buffer's {src_count} elements", name(c.src)),
         ));
+    }
+    if !(0..rows as i64).contains(&row0) || !(0..cols as i64).contains(&col0) {
+        return Err(fault(pc, format!("tile_copy from `{}`: the box starts at row {row0}, column {col0}, outside the {rows} × {cols} matrix; a box starts inside its matrix", name(c.src))));
     }
     let issuer = Who { simdgroup: 0, lane: sgs[0].active.trailing_zeros().min(31), pc };
     for r in 0..u64::from(c.rows) {

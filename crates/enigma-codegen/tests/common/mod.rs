@@ -554,7 +554,7 @@ pub fn tile_copies() -> Kernel {
     let tg = threadgroup_position_in_grid();
     let matrix = TileSource { mem: words, extents: [rows.into(), cols.into()], pitch: cols + 4u32 };
     let side = k.let_("side", tg.x() % 2u32);
-    k.tile_copy(side, stage.at(side * 128u32), matrix, [(tg.y() * 8u32).cast(Type::I32) - 1i32, (tg.x() * 16u32).cast(Type::I32)], (8, 16));
+    k.tile_copy(side, stage.at(side * 128u32), matrix, [(tg.y() * 8u32).cast(Type::I32), (tg.x() * 16u32).cast(Type::I32)], (8, 16));
     k.tile_wait(side);
     k.store(words.at(lid), stage.get(side * 128u32 + lid % 128u32));
     finish(k)
