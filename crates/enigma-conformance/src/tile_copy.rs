@@ -42,13 +42,13 @@ pub fn tile_copy_pipeline(rt: &Runtime) -> CaseResult {
         let row0 = k.let_("row0", (tg.y() * (CHUNKS * BOX_U32.0)).cast(enigma_ir::Scalar::I32));
         let col_w = k.let_("col_w", (tg.x() * BOX_U32.1).cast(enigma_ir::Scalar::I32));
         let col_h = k.let_("col_h", (tg.x() * BOX_U32.1 + BOX_F16.1).cast(enigma_ir::Scalar::I32));
-        let word_matrix = TileSource { mem: words, extents: [rows.into(), cols.into()], pitch: pitch.into() };
-        let half_matrix = TileSource { mem: halves, extents: [rows.into(), cols.into()], pitch: half_pitch.into() };
+        let word_matrix = TileSource { mem: words, extents: [rows, cols], pitch };
+        let half_matrix = TileSource { mem: halves, extents: [rows, cols], pitch: half_pitch };
         let issue = |k: &mut KernelBuilder, c: Ex| {
             let stage = c % 2u32;
             let row = row0 + (c * BOX_U32.0).cast(enigma_ir::Scalar::I32);
-            k.tile_copy(stage, tw.at(stage * bw), word_matrix, [row, col_w.into()], BOX_U32);
-            k.tile_copy(stage + 2u32, th.at(stage * bh), half_matrix, [row, col_h.into()], BOX_F16);
+            k.tile_copy(stage, tw.at(stage * bw), word_matrix, [row, col_w], BOX_U32);
+            k.tile_copy(stage + 2u32, th.at(stage * bh), half_matrix, [row, col_h], BOX_F16);
         };
         issue(&mut k, Ex::from(0u32));
         k.for_range("c", 0u32, CHUNKS, 1u32, |k, c| {

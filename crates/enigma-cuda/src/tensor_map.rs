@@ -32,7 +32,11 @@ fn data_type(elem: Scalar) -> sys::CUtensorMapDataType {
 /// address and the matrix's extents and pitch): a dispatch like an earlier
 /// one reuses its maps rather than asking the driver again.
 #[derive(Default)]
-pub(crate) struct Cache(Mutex<HashMap<(TensorMap, u64, [u32; 3]), [u8; TENSOR_MAP_BYTES]>>);
+pub(crate) struct Cache(Mutex<HashMap<MapKey, [u8; TENSOR_MAP_BYTES]>>);
+
+/// What a tensor map describes: the map, its buffer's device address, and
+/// the matrix's rows, columns and pitch.
+type MapKey = (TensorMap, u64, [u32; 3]);
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,7 +103,7 @@ fn encode(kernel: &str, map: &TensorMap, args: &[ArgValue<'_>]) -> Result<[u8; T
     if end > buffer.len as u64 || u64::from(cols) > u64::from(pitch) && rows > 1 {
         return Err(fail(format!("the {rows} × {cols} matrix with a pitch of {pitch} elements does not lie inside the buffer's {} bytes", buffer.len)));
     }
-    if pitch_bytes % 16 != 0 || buffer.ptr % 16 != 0 {
+    if !pitch_bytes.is_multiple_of(16) || !buffer.ptr.is_multiple_of(16) {
         return Err(fail(format!("the copy engine needs 16-byte aligned rows: a pitch of {pitch_bytes} bytes from address {:#x}", buffer.ptr)));
     }
     let dims = [u64::from(cols), u64::from(rows)];

@@ -574,7 +574,7 @@ pub fn tile_copy(dst_elem: Type, src_elem: Type, rows: u32, cols: u32) -> Result
         }
     }
     let row_bytes = cols * dst_elem.size_bytes();
-    if row_bytes % TILE_ROW_ALIGN != 0 {
+    if !row_bytes.is_multiple_of(TILE_ROW_ALIGN) {
         return problem(format!("copies rows of a multiple of {TILE_ROW_ALIGN} bytes; {cols} × {dst_elem} is {row_bytes} bytes"));
     }
     Ok(())

@@ -49,14 +49,14 @@ fn kernel(fault: Fault) -> Kernel {
     let col = k.value("col", Type::I32);
     let stage = k.threadgroup_array("stage", Type::F32, 2 * BOX.0 * BOX.1);
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let matrix = TileSource { mem: src, extents: [rows.into(), cols.into()], pitch: pitch.into() };
+    let matrix = TileSource { mem: src, extents: [rows, cols], pitch };
     let n = BOX.0 * BOX.1;
     let second_row: Ex = row + BOX.0 as i32;
-    k.tile_copy(0u32, stage.at(0u32), matrix, [row.into(), col.into()], BOX);
+    k.tile_copy(0u32, stage.at(0u32), matrix, [row, col], BOX);
     match fault {
-        Fault::CopyTwice => k.tile_copy(0u32, stage.at(n), matrix, [second_row, col.into()], BOX),
+        Fault::CopyTwice => k.tile_copy(0u32, stage.at(n), matrix, [second_row, col], BOX),
         Fault::OverwriteRead | Fault::CopyAfterWait => {}
-        _ => k.tile_copy(1u32, stage.at(n), matrix, [second_row, col.into()], BOX),
+        _ => k.tile_copy(1u32, stage.at(n), matrix, [second_row, col], BOX),
     }
     if fault == Fault::ReadEarly {
         k.store(out.at(lid + n), stage.get(lid + n));
@@ -71,8 +71,8 @@ fn kernel(fault: Fault) -> Kernel {
         return k.finish().unwrap();
     }
     match fault {
-        Fault::CopyAfterWait => k.tile_copy(0u32, stage.at(n), matrix, [second_row, col.into()], BOX),
-        Fault::OverwriteRead => k.tile_copy(1u32, stage.at(0u32), matrix, [second_row, col.into()], BOX),
+        Fault::CopyAfterWait => k.tile_copy(0u32, stage.at(n), matrix, [second_row, col], BOX),
+        Fault::OverwriteRead => k.tile_copy(1u32, stage.at(0u32), matrix, [second_row, col], BOX),
         _ => {}
     }
     k.tile_wait(if fault == Fault::CopyAfterWait { 0u32 } else { 1u32 });
@@ -179,7 +179,7 @@ fn validation_refuses_extents_that_are_not_dispatch_constants() {
     let src = k.buffer("src", Type::F32, Access::Read);
     let stage = k.threadgroup_array("stage", Type::F32, 32);
     let rows = k.let_("rows", src.get(0u32).cast(Scalar::U32));
-    let matrix = TileSource { mem: src, extents: [rows.into(), 8u32.into()], pitch: 8u32.into() };
+    let matrix = TileSource { mem: src, extents: [rows, 8u32.into()], pitch: 8u32.into() };
     k.tile_copy(0u32, stage.at(0u32), matrix, [0i32.into(), 0i32.into()], BOX);
     k.tile_wait(0u32);
     let err = enigma_ir::validate(&k.finish().unwrap(), &enigma_ir::ValidationOptions::default()).unwrap_err().to_string();

@@ -83,10 +83,10 @@ pub fn copy(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], c: &TileCopyRegs) -> R
     let (dst_words, dst_len) = memory(ctx.env, ctx.tg_mem, c.dst);
     let dst_count = dst_len as u64 / size;
     let name = |mem: MemRef| ctx.env.program.memory_names.get(&mem).cloned().unwrap_or_default();
-    if (dst_index * size) % u64::from(TILE_DST_ALIGN) != 0 {
+    if !(dst_index * size).is_multiple_of(u64::from(TILE_DST_ALIGN)) {
         return Err(fault(pc, format!("tile_copy into `{}` at element {dst_index}: the destination must start at a multiple of {TILE_DST_ALIGN} bytes", name(c.dst))));
     }
-    if (pitch * size) % u64::from(TILE_ROW_ALIGN) != 0 {
+    if !(pitch * size).is_multiple_of(u64::from(TILE_ROW_ALIGN)) {
         return Err(fault(pc, format!("tile_copy from `{}` with a pitch of {pitch} elements: the pitch must be a multiple of {TILE_ROW_ALIGN} bytes", name(c.src))));
     }
     let box_len = u64::from(c.rows) * u64::from(c.cols);

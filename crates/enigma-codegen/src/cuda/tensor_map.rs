@@ -120,7 +120,7 @@ pub(crate) fn engine_plan(kernel: &Kernel, spec_values: &[Literal], copy: &TileC
     let extents = [HostExpr::of(kernel, spec_values, &copy.extents[0])?, HostExpr::of(kernel, spec_values, &copy.extents[1])?];
     let pitch = HostExpr::of(kernel, spec_values, &copy.pitch)?;
     let (box_shape, panels) = match swizzle {
-        Some(pitch) if elem.size_bytes() == 2 && pitch == copy.cols && copy.cols % super::cooperative::PANEL == 0 => {
+        Some(pitch) if elem.size_bytes() == 2 && pitch == copy.cols && copy.cols.is_multiple_of(super::cooperative::PANEL) => {
             ([copy.rows, super::cooperative::PANEL], copy.cols / super::cooperative::PANEL)
         }
         Some(_) => return None,

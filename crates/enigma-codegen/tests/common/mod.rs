@@ -552,7 +552,7 @@ pub fn tile_copies() -> Kernel {
     let stage = k.threadgroup_array("stage", Type::U32, 256);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let tg = threadgroup_position_in_grid();
-    let matrix = TileSource { mem: words, extents: [rows.into(), cols.into()], pitch: cols + 4u32 };
+    let matrix = TileSource { mem: words, extents: [rows, cols], pitch: cols + 4u32 };
     let side = k.let_("side", tg.x() % 2u32);
     k.tile_copy(side, stage.at(side * 128u32), matrix, [(tg.y() * 8u32).cast(Type::I32), (tg.x() * 16u32).cast(Type::I32)], (8, 16));
     k.tile_wait(side);

@@ -361,11 +361,11 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let issue_tiles = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
         let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let origin = |e: Ex| e.cast(Scalar::I32);
-        let a_matrix = TileSource { mem: a, extents: [m.into(), kk.into()], pitch: kk.into() };
+        let a_matrix = TileSource { mem: a, extents: [m, kk], pitch: kk };
         k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
-        let word_matrix = TileSource { mem: b, extents: [kk / VALUES_PER_WORD as u32, n.into()], pitch: n.into() };
+        let word_matrix = TileSource { mem: b, extents: [kk / VALUES_PER_WORD as u32, n], pitch: n };
         k.tile_copy(stage, word_slices.at(stage * (word_rows * tn)), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, tn));
-        let scale_matrix = TileSource { mem: scales, extents: [kk / group, n.into()], pitch: n.into() };
+        let scale_matrix = TileSource { mem: scales, extents: [kk / group, n], pitch: n };
         let g0 = (t * tk) >> group_shift;
         k.tile_copy(stage, scale_slices.at(stage * (scale_rows(tk) * tn)), scale_matrix, [origin(g0), origin(n0)], (scale_rows(tk), tn));
     };
