@@ -525,15 +525,9 @@ impl Parser {
                 "async_copy" if *self.peek_at(1) == Tok::Punct("(") => {
                     self.bump();
                     self.bump();
-                    let dst = self.memory_arg()?;
-                    self.expect_punct("[")?;
-                    let dst_index = self.expr()?;
-                    self.expect_punct("]")?;
+                    let (dst, dst_index) = self.memory_element()?;
                     self.expect_punct(",")?;
-                    let src = self.memory_arg()?;
-                    self.expect_punct("[")?;
-                    let src_index = self.expr()?;
-                    self.expect_punct("]")?;
+                    let (src, src_index) = self.memory_element()?;
                     self.expect_punct(",")?;
                     let count = self.plain_u32("an element count")?;
                     self.expect_punct(",")?;
@@ -546,10 +540,7 @@ impl Parser {
                     self.bump();
                     let barrier = self.expr()?;
                     self.expect_punct(",")?;
-                    let dst = self.memory_arg()?;
-                    self.expect_punct("[")?;
-                    let dst_index = self.expr()?;
-                    self.expect_punct("]")?;
+                    let (dst, dst_index) = self.memory_element()?;
                     self.expect_punct(",")?;
                     let src = self.memory_arg()?;
                     let mut e = Vec::with_capacity(5);
@@ -1390,6 +1381,15 @@ impl Parser {
         let at = self.tok().clone();
         let target = self.reference()?;
         self.memory_of(target, &at)
+    }
+
+    /// `memory[index]`: a memory and an index expression.
+    fn memory_element(&mut self) -> PResult<(Memory, Expr)> {
+        let mem = self.memory_arg()?;
+        self.expect_punct("[")?;
+        let index = self.expr()?;
+        self.expect_punct("]")?;
+        Ok((mem, index))
     }
 
     /// A plain number below 256 (a component or element index).
