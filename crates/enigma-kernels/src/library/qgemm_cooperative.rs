@@ -23,7 +23,11 @@
 //! past M and K), the slice's `tk / 8 × tn` packed words (as they lie in
 //! memory: a row of words is `tn` consecutive words) and the `tk / 32 × tn`
 //! scales of the groups the slice can touch into `stages` stages of
-//! threadgroup memory (zeros past N and K). After the slice's barrier the
+//! threadgroup memory (zeros past N and K) — or, with
+//! [`CoopQgemmConfig::tile_copies`] (the default where products are
+//! `wgmma`), three tile copies of those boxes, each stage's on its own
+//! barrier (on CUDA the tensor copy engine: one thread's instructions, not
+//! every thread's copies and their address arithmetic). After the slice's barrier the
 //! scope dequantizes the stage into the weights' tensor (K value `c` of
 //! weight column `r`: nibble `c % 8` of word `(c / 8, r)` times its group's
 //! scale), and the product multiplies it with the staged A (K-major,
