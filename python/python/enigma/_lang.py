@@ -245,7 +245,7 @@ MATRIX = [
 STATEMENTS = [
     "if_", "elif_", "else_", "for_range", "barrier", "threadgroup_barrier", "simdgroup_barrier",
     "threadgroup_alloc", "load_if", "spec", "as_type", "atomic_compare_exchange",
-    "async_copy", "async_commit", "async_wait", "device_fence",
+    "async_copy", "async_commit", "async_wait", "tile_copy", "tile_wait", "device_fence",
     "thread_array", "static_range", "print",
 ]
 

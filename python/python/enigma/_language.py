@@ -745,6 +745,27 @@ def async_wait(pending: int) -> None:
 
 
 @_declare
+def tile_copy(barrier: Num, dst: Any, src: Any, extents: Any, pitch: Num, origin: Any, box: Any) -> None:
+    """The threadgroup copies the ``box`` (``(rows, columns)``, constants)
+    of the row-major matrix of device buffer ``src`` whose ``extents`` are
+    ``(rows, columns)`` (a row every ``pitch`` elements; by-value parameters
+    and constants) starting at ``origin`` (``(row, column)``, inside the
+    matrix) into threadgroup array element ``dst`` (``tile[i]``) on, row
+    after row, zeros past the matrix's last row or column; complete at
+    :func:`tile_wait` on ``barrier`` (0 to 7). Every thread reaches it with
+    the same operands. CUDA sm_90's tensor copy engine; elsewhere the
+    threads copy the box."""
+    ...
+
+
+@_declare
+def tile_wait(barrier: Num) -> None:
+    """Waits for every :func:`tile_copy` issued on ``barrier`` since its
+    previous wait; their boxes are then readable by this thread."""
+    ...
+
+
+@_declare
 def device_fence() -> None:
     """Orders this thread's device-memory accesses for every thread of the dispatch
     (CUDA ``__threadfence()``, MSL 3.2's device-scoped
@@ -1081,7 +1102,7 @@ __all__ = [
     'simd_any', 'simd_ballot', 'simd_is_first', 'cmp_eq', 'cmp_ne', 'cmp_lt', 'cmp_le', 'cmp_gt',
     'cmp_ge', 'if_', 'elif_', 'else_', 'for_range', 'barrier', 'threadgroup_barrier',
     'simdgroup_barrier', 'threadgroup_alloc', 'load_if', 'spec', 'as_type',
-    'atomic_compare_exchange', 'async_copy', 'async_commit', 'async_wait', 'device_fence',
+    'atomic_compare_exchange', 'async_copy', 'async_commit', 'async_wait', 'tile_copy', 'tile_wait', 'device_fence',
     'simdgroup_load', 'simdgroup_load_quantized', 'simdgroup_store', 'make_filled_simdgroup_matrix',
     'simdgroup_multiply', 'simdgroup_multiply_accumulate', 'thread_element', 'thread_element_row',
     'thread_element_col', 'atomic_add', 'atomic_sub', 'atomic_min', 'atomic_max', 'atomic_and',

@@ -166,7 +166,7 @@ class Intrinsics:
             return Val({"bitcast": {"to": ty.ir(), "arg": v.expr}}, ty)
         if name in ("if_", "elif_", "else_", "for_range"):
             raise self.error(node, f"enigma.{name}(...) is used as `with enigma.{name}(...):`")
-        if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier", "async_copy", "async_commit", "async_wait", "device_fence", "print"):
+        if name in ("barrier", "threadgroup_barrier", "simdgroup_barrier", "async_copy", "async_commit", "async_wait", "tile_copy", "tile_wait", "device_fence", "print"):
             raise self.error(node, f"enigma.{name}(...) is a statement; it has no value")
         if name == "threadgroup_alloc":
             raise self.error(node, "enigma.threadgroup_alloc(...) must be assigned to a name: `scratch = enigma.threadgroup_alloc(\"float\", 32)`")

@@ -12,7 +12,7 @@ import numbers
 
 from .. import _enigma
 from .._lang import Builtin
-from .._types import DType, bool_, u32, u64
+from .._types import DType, bool_, i32, u32, u64
 from .conversions import _default_type
 from .cooperative import CoopRef
 from .irjson import _extract, _lit
@@ -144,6 +144,50 @@ class Memory:
             {"async_copy": {"dst": dst.mem, "dst_index": dst_index, "src": src.mem, "src_index": src_index, "count": count, "valid": valid_expr}},
             call,
         )
+
+    def _tile_copy(self, call):
+        """``enigma.tile_copy(barrier, dst[i], src, (rows, cols), pitch,
+        (row, col), (box_rows, box_cols))``: the threadgroup copies the box of
+        the ``rows × cols`` matrix of buffer ``src`` (a row every ``pitch``
+        elements) at ``(row, col)`` into threadgroup array ``dst`` from ``i``;
+        the IR's rules check the rest (types, box, dispatch constants,
+        uniformity)."""
+        name = "tile_copy"
+        args = self._bind(call, name, ["barrier", "dst", "src", "extents", "pitch", "origin", "box"], 7)
+        node = args["dst"]
+        dst = self.expr(node.value) if isinstance(node, ast.Subscript) else None
+        if not isinstance(dst, MemRef) or "threadgroup" not in dst.mem:
+            raise self.error(call, "`dst` of enigma.tile_copy is an element of a threadgroup array (`tile[i]`), where the box lands")
+        dst_index = self._index(node.slice, dst, call)
+        src = self.expr(args["src"])
+        if not isinstance(src, MemRef) or src.param is None:
+            raise self.error(call, "`src` of enigma.tile_copy is a device buffer (the matrix the box is cut from)")
+        pairs = {}
+        for what in ("extents", "origin", "box"):
+            pair = args[what]
+            if not isinstance(pair, ast.Tuple) or len(pair.elts) != 2:
+                raise self.error(call, f"`{what}` of enigma.tile_copy is a pair `(rows, columns)`")
+            pairs[what] = pair.elts
+        box = [self._u32_constant(n, "box", name, call) for n in pairs["box"]]
+        u32_of = lambda n: self._convert(self.value(n), u32, call).expr  # noqa: E731
+        copy = {
+            "barrier": u32_of(args["barrier"]),
+            "dst": dst.mem,
+            "dst_index": dst_index,
+            "src": src.mem,
+            "extents": [u32_of(n) for n in pairs["extents"]],
+            "pitch": u32_of(args["pitch"]),
+            "origin": [self._convert(self.value(n), i32, call).expr for n in pairs["origin"]],
+            "rows": box[0],
+            "cols": box[1],
+        }
+        self.emit({"tile_copy": copy}, call)
+
+    def _tile_wait(self, call):
+        """``enigma.tile_wait(barrier)``: waits for the tile copies issued on
+        ``barrier`` since its previous wait."""
+        args = self._bind(call, "tile_wait", ["barrier"], 1)
+        self.emit({"tile_wait": {"barrier": self._convert(self.value(args["barrier"]), u32, call).expr}}, call)
 
     def _async_wait(self, call):
         """``enigma.async_wait(pending)``: waits until at most ``pending``

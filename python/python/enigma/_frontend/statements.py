@@ -167,6 +167,10 @@ class Statements:
                     return self.emit(name, v)
                 if name == "async_wait":
                     return self._async_wait(v)
+                if name == "tile_copy":
+                    return self._tile_copy(v)
+                if name == "tile_wait":
+                    return self._tile_wait(v)
                 if name == "print":
                     return self._print(v)
                 if name in ("if_", "elif_", "else_", "for_range"):
