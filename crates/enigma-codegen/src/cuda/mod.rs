@@ -54,6 +54,11 @@
 //!   as the simulator does (own value at the edges) and read it with
 //!   `__shfl_sync` over the active mask, 32 bits at a time for any type.
 //!   `simdgroup_barrier` is `__syncwarp(__activemask())`.
+//! * **Tile copies** (`tile_copy`, `tile_wait`): from compute capability
+//!   9.0 one thread issues the tensor copy engine's boxes on the
+//!   threadgroup's `mbarrier`s, described by a `CUtensorMap` parameter each
+//!   (`tensor_map`); before it the threads copy the box and the wait is a
+//!   barrier.
 //! * **Memory**: threadgroup arrays are static `__shared__` arrays
 //!   ([`CudaSource::static_shared_bytes`]) while they total at most 48 KiB
 //!   ([`STATIC_SHARED_LIMIT`], CUDA's limit on static shared memory). Above
@@ -263,8 +268,9 @@ pub struct CudaSource {
 
 /// A kernel parameter the runtime adds after the IR's parameters: the
 /// grid sizes (32-bit unsigned integers), then one `CUtensorMap` (128
-/// bytes, `const __grid_constant__`) per tile copy the tensor copy engine
-/// runs, in the order of the kernel's statements.
+/// bytes, `const __grid_constant__`) per matrix and box shape the tensor
+/// copy engine copies (tile copies of both share it), in the order of the
+/// kernel's statements.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LaunchParam {
     /// The grid size in threads along x: the `dispatch_threads` grid, or
