@@ -212,6 +212,23 @@ mod tests {
     }
 
     #[test]
+    fn a_tile_copy_evaluates_its_barrier_index_extents_pitch_and_origin() {
+        let mut k = KernelBuilder::new("k");
+        let src = k.buffer("src", Type::U32, Access::Read);
+        let rows = k.value("rows", Type::U32);
+        let stage = k.threadgroup_array("stage", Type::U32, 256);
+        let matrix = TileSource { mem: src, extents: [rows, 16u32.into()], pitch: Ex::from(16u32) };
+        k.tile_copy(1u32, stage.at(128u32), matrix, [Ex::from(2i32), Ex::from(0i32)], (8, 16));
+        k.tile_wait(1u32);
+        let kernel = k.finish().unwrap();
+        let exprs = kernel.body[0].kind.exprs();
+        assert_eq!(exprs.len(), 7, "barrier, destination index, two extents, pitch, two origins: {exprs:?}");
+        assert!(matches!(exprs[2], Expr::Param(_)), "the row count is the parameter: {exprs:?}");
+        assert_eq!(kernel.body[1].kind.exprs().len(), 1, "the wait's barrier");
+        assert!(kernel.body.iter().all(|s| s.kind.blocks().is_empty() && s.kind.assigned().is_none()));
+    }
+
+    #[test]
     fn a_checked_subscript_has_its_index_and_size_as_children() {
         let mut k = KernelBuilder::new("k");
         let out = k.buffer("out", Type::U32, Access::ReadWrite);

@@ -583,6 +583,27 @@ fn matrix_constructs_print_and_parse_back() {
 }
 
 #[test]
+fn tile_copies_print_and_parse_back() {
+    use enigma_ir::builder::*;
+    let mut k = KernelBuilder::new("tiles");
+    let src = k.buffer("src", Type::F16, Access::Read);
+    let rows = k.value("rows", Type::U32);
+    let cols = k.value("cols", Type::U32);
+    let stage = k.threadgroup_array("stage", Type::F16, 1024);
+    let row = k.let_("row", (threadgroup_position_in_grid().x() * 8u32).cast(Scalar::I32));
+    k.tile_copy(3u32, stage.at(512u32), TileSource { mem: src, extents: [rows, cols], pitch: cols + 8u32 }, [row, Ex::from(0i32)], (8, 64));
+    k.tile_wait(3u32);
+    let kernel = k.finish().unwrap();
+    enigma_ir::validate(&kernel, &Default::default()).unwrap();
+    let text = assert_round_trips(&kernel);
+    for spelling in ["tile_copy(3u32, stage[512u32], src, rows, cols, (cols + 8u32), row, 0i32, 8, 64)", "tile_wait(3u32)"] {
+        assert!(text.contains(spelling), "`{spelling}` in\n{text}");
+    }
+    let json = to_json(&kernel);
+    assert!(json.contains(r#""tile_copy":{"barrier""#) && json.contains(r#""rows":8,"cols":64"#), "{json}");
+}
+
+#[test]
 fn async_copies_print_and_parse_back() {
     use enigma_ir::builder::*;
     let mut k = KernelBuilder::new("copies");
