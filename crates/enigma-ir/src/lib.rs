@@ -55,6 +55,7 @@
 pub mod builder;
 pub mod capabilities;
 pub mod cooperative;
+pub mod dispatch_constant;
 pub mod ir;
 pub mod limits;
 pub mod print_format;

@@ -7,6 +7,7 @@
 
 use crate::ir::*;
 use crate::types::{MatrixType, Scalar, Type};
+use crate::dispatch_constant::HostExpr;
 use crate::typing;
 use crate::validation_error::{Location, ValidationError, ValidationErrorKind};
 use serde::Serialize;
@@ -1017,6 +1018,9 @@ impl<'k> Validator<'k> {
         let dst_elem = self.memory_elem(copy.dst, true)?;
         let src_elem = self.memory_elem(copy.src, false)?;
         typing::tile_copy(dst_elem, src_elem, copy.rows, copy.cols).map_err(|k| self.err(k))?;
+        // Any specialization constant's value stands for all: the rule
+        // depends only on the expression's shape.
+        let spec_defaults: Vec<Literal> = self.kernel.spec_constants.iter().map(|c| c.default).collect();
         let mut uni = Uniformity::Threadgroup;
         let (ty, u) = self.expr(&copy.barrier, state)?;
         typing::tile_barrier("tile_copy", ty).map_err(|k| self.err(k))?;
@@ -1034,7 +1038,7 @@ impl<'k> Validator<'k> {
             if ty != expected {
                 return Err(self.err(ValidationErrorKind::TileCopy { problem: format!("takes its {what} as {expected}, found {ty}") }));
             }
-            if constant && !is_dispatch_constant(self.kernel, e) {
+            if constant && HostExpr::of(self.kernel, &spec_defaults, e).is_none() {
                 return Err(self.err(ValidationErrorKind::TileCopy {
                     problem: format!(
                         "needs its {what} fixed for the whole dispatch: literals, specialization constants and by-value parameters under + - * / min max (the CUDA backend describes the source matrix to the copy engine before the launch)"
@@ -1349,19 +1353,5 @@ pub fn check_literal(lit: &Literal) -> Result<(), ValidationErrorKind> {
         Ok(())
     } else {
         Err(out_of_range())
-    }
-}
-
-/// Whether `e` has one value for a whole dispatch that the host can compute
-/// before the launch: literals, specialization constants and by-value
-/// scalar parameters under `+ - * /`, `min` and `max` (a `tile_copy`'s
-/// extents and pitch).
-pub fn is_dispatch_constant(kernel: &Kernel, e: &Expr) -> bool {
-    match e {
-        Expr::Literal(_) | Expr::Spec(_) => true,
-        Expr::Param(p) => matches!(kernel.params.get(p.0 as usize).map(|p| p.kind), Some(ParamKind::Value { ty: Type::Scalar(_) })),
-        Expr::Binary { op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div, lhs, rhs } => is_dispatch_constant(kernel, lhs) && is_dispatch_constant(kernel, rhs),
-        Expr::Call { func: Intrinsic::Min | Intrinsic::Max, args, .. } => args.iter().all(|a| is_dispatch_constant(kernel, a)),
-        _ => false,
     }
 }

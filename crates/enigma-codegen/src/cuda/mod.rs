@@ -112,7 +112,8 @@
 pub(crate) mod cooperative;
 mod prelude;
 mod tensor_map;
-pub use tensor_map::{HostExpr, TensorMap};
+pub use enigma_ir::dispatch_constant::HostExpr;
+pub use tensor_map::TensorMap;
 
 use crate::dialect::{literal_default, BOperandTile, BuiltinOrd, DResult, Dialect, KernelCx, TileCopyCode};
 use crate::error::{CodegenError, CodegenErrorKind, Target};
