@@ -9,7 +9,9 @@
 //! top-left alignment; the B16 H16 S1024 D64 shape not causal only, unless
 //! shapes are given) with the library's plan, the plan of the other kernel
 //! (on cooperative tensors or on SIMD-group matrices) and, for f16, every
-//! block pair of the kernel on cooperative tensors (on a `wgmma` GPU) and,
+//! block pair of the kernel on cooperative tensors (on a `wgmma` GPU), each
+//! staged by tile copies and by the threads' copies (other types: the
+//! default blocks staged the other way) and,
 //! with `--tiles all`, every tile of `TILES` at one and two stages
 //! (`--plans default`: the library's plan alone); it
 //! checks 32 sampled rows against their f64 reference and times the
@@ -168,12 +170,18 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             let memory = rt.device().max_threadgroup_memory_bytes;
             if dt == DType::F16 && rt.device().wgmma() && !only_default {
                 for &(block_q, block_kv) in CoopPrefillConfig::preferred(s.d as u32) {
-                    let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv };
-                    let plan = PrefillPlan { config: PrefillKernel::Cooperative(config), mask: *m, shape: s, dispatch: config.dispatch(s.s_q, s.heads, s.batch) };
-                    if config.memory_bytes() <= memory && !plans.contains(&plan) {
-                        plans.push(plan);
+                    for tile_copies in [true, false] {
+                        let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv, tile_copies };
+                        let plan = PrefillPlan { config: PrefillKernel::Cooperative(config), mask: *m, shape: s, dispatch: config.dispatch(s.s_q, s.heads, s.batch) };
+                        if config.memory_bytes() <= memory && !plans.contains(&plan) {
+                            plans.push(plan);
+                        }
                     }
                 }
+            } else if let (PrefillKernel::Cooperative(c), false) = (default_plan.config, only_default) {
+                // The default blocks staged the other way.
+                let config = PrefillKernel::Cooperative(CoopPrefillConfig { tile_copies: !c.tile_copies, ..c });
+                plans.push(PrefillPlan { config, ..default_plan });
             }
             if dt == DType::F16 && every_tile {
                 for tile in TILES {

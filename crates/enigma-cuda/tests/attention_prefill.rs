@@ -1,7 +1,8 @@
 //! Attention prefill on CUDA GPU 0 against the f64 reference at awkward
 //! sizes (`enigma_testing::attention_prefill`): the kernel the selection
-//! gives (on cooperative tensors where the GPU runs them on `wgmma`, sm_90a)
-//! and the kernel on SIMD-group matrices.
+//! gives (on cooperative tensors where the GPU runs them on `wgmma`, sm_90a,
+//! staged by tile copies), the same staged by each thread's copies, and the
+//! kernel on SIMD-group matrices.
 //! `cargo test -p enigma-cuda --test attention_prefill`.
 //!
 //! Without a CUDA driver, NVRTC or GPU the test prints `skipped: <reason>`
@@ -21,6 +22,10 @@ fn both_prefill_kernels_match_the_f64_reference_on_the_gpu() {
     };
     let default = if rt.device().wgmma() { "attention_prefill_coop_" } else { "attention_prefill_" };
     check_awkward_sizes(&rt, AttentionOptions::default(), default, false);
+    if rt.device().wgmma() {
+        let threads_copies = AttentionOptions { prefill_tile_copies: Some(false), ..Default::default() };
+        check_awkward_sizes(&rt, threads_copies, "attention_prefill_coop_", false);
+    }
     let matrices = AttentionOptions { prefill_cooperative: Some(false), ..Default::default() };
     check_awkward_sizes(&rt, matrices, "attention_prefill_", false);
 }

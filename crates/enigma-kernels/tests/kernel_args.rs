@@ -10,6 +10,7 @@ use enigma_ir::{Kernel, Literal};
 use enigma_kernels::library::args::{Bound, KernelArgs};
 use enigma_kernels::library::attention::{self, CombineArgs, FusedConfig, FusedDecodeArgs, ScoresArgs, WeightedSumArgs};
 use enigma_kernels::library::attention_prefill::{self, PrefillArgs, PrefillConfig, PrefillTile};
+use enigma_kernels::library::attention_prefill_cooperative;
 use enigma_kernels::library::conv_implicit::{self, ChannelsLastArgs, ImplicitConvArgs, ImplicitConvConfig, WeightsByTapArgs};
 use enigma_kernels::library::conv::{self, ConvArgs, ConvDims, DepthwiseArgs, DepthwiseConfig, DepthwiseDims, DepthwiseRowsArgs, DepthwiseRowsDims, Im2colArgs};
 use enigma_kernels::library::elementwise::{self, BroadcastArgs, BroadcastLayout, CopyArgs, Elementwise, ElementwiseArgs, InnerAccess, RepeatArgs};
@@ -225,8 +226,10 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
     family("fused decode", fused, &[FusedDecodeArgs::NAMES], &fused_decode_args());
     let combine = vec![attention::combine(DType::F16, false), attention::combine(DType::BF16, true)];
     family("combine", combine, &[CombineArgs::NAMES], &CombineArgs { partial_ml: "partial_ml", partial_acc: "partial_acc", out: "out", lse: Some("lse"), d: 1, splits: 2 });
-    let prefill = [(false, false), (true, true)].map(|(causal, lse)| attention_prefill::prefill(&PrefillConfig { dtype: DType::F16, d: 64, causal, lse, stages: 2, tile: PrefillTile::PORTABLE })).to_vec();
-    let args = PrefillArgs { q: "q", k: "k", v: "v", out: "out", lse: Some("lse"), s_q: 1, s_kv: 1, heads: 1, group: 1, scale_log2: 1.0, diag: 0 };
+    let mut prefill: Vec<_> = [(false, false), (true, true)].map(|(causal, lse)| attention_prefill::prefill(&PrefillConfig { dtype: DType::F16, d: 64, causal, lse, stages: 2, tile: PrefillTile::PORTABLE })).to_vec();
+    let tiles = attention_prefill_cooperative::CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 64, block_kv: 64, tile_copies: true };
+    prefill.push(attention_prefill_cooperative::prefill_cooperative(&tiles));
+    let args = PrefillArgs { q: "q", k: "k", v: "v", out: "out", lse: Some("lse"), s_q: 1, s_kv: 1, heads: 1, group: 1, scale_log2: 1.0, diag: 0, batch_size: 1 };
     family("prefill", prefill, &[PrefillArgs::NAMES], &args);
 }
 

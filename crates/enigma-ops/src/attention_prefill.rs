@@ -32,7 +32,8 @@ impl Ops<'_> {
         self.need(op, "q", q, shape.q_len(), dtype.scalar())?;
         self.need(op, "k", k, shape.kv_len(), dtype.scalar())?;
         self.need(op, "v", v, shape.kv_len(), dtype.scalar())?;
-        let choice = PrefillChoice { tile: self.options.attention.prefill_tile, cooperative: self.options.attention.prefill_cooperative };
+        let attention = &self.options.attention;
+        let choice = PrefillChoice { tile: attention.prefill_tile, cooperative: attention.prefill_cooperative, tile_copies: attention.prefill_tile_copies };
         Ok(attention_prefill::select_prefill(dtype, shape, mask, lse, choice, self.rt.device())?)
     }
 
@@ -67,6 +68,7 @@ impl Ops<'_> {
             group: (shape.heads / shape.kv_heads) as u32,
             scale_log2: scale * std::f32::consts::LOG2_E,
             diag: plan.diag(),
+            batch_size: shape.batch as u32,
         };
         self.launch(format!("attention_prefill {:?}", plan.config), || plan.kernel(), plan.dispatch, &args)?;
         Ok((out, lse))

@@ -148,14 +148,62 @@ fn cooperative_kernel_matches_the_reference_at_awkward_sizes() {
     enigma_testing::attention_prefill::check_awkward_sizes(&cuda_sized(), attention, "attention_prefill_coop_", true);
 }
 
+/// The same staged by tile copies (Q, K and V as whole matrices: the boxes
+/// of a head's last block reach into the next head's rows).
+#[test]
+fn cooperative_kernel_with_tile_copies_matches_the_reference_at_awkward_sizes() {
+    let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile_copies: Some(true), ..Default::default() };
+    let rt = cuda_sized();
+    let name = enigma_testing::attention_prefill::check(&rt, DType::F16, shape(2, 4, 2, 70, 90, 64), Mask::TopLeft, attention, true);
+    assert!(name.ends_with("_tiles"), "{name}");
+    enigma_testing::attention_prefill::check_awkward_sizes(&rt, attention, "attention_prefill_coop_", true);
+}
+
+/// A block past a head's last key holds the next head's values, there
+/// infinite: its weights are 0 and the kernel zeroes those rows, so no NaN
+/// reaches the first head (the second's output is torch's NaN).
+#[test]
+fn tile_copies_past_a_heads_last_key_read_nothing_of_the_next_head() {
+    let rt = cuda_sized();
+    let s = shape(1, 2, 2, 10, 10, 64);
+    let mut q = enigma_kernels::test_data(s.q_len(), 1);
+    let mut k = enigma_kernels::test_data(s.kv_len(), 2);
+    let mut v = enigma_kernels::test_data(s.kv_len(), 3);
+    for x in [&mut q, &mut k, &mut v] {
+        quantize(DType::F16, x);
+    }
+    let head = s.s_kv * s.d;
+    v[head..].fill(f32::INFINITY);
+    let (want, _) = attention_prefill::reference(&q, &k, &v, s, Mask::None, 0.125);
+    let elem = enigma_ir::Scalar::F16;
+    let (qb, kb, vb) = (upload(&rt, elem, &q).unwrap(), upload(&rt, elem, &k).unwrap(), upload(&rt, elem, &v).unwrap());
+    for tile_copies in [false, true] {
+        let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile_copies: Some(tile_copies), ..Default::default() };
+        let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(elem), attention, sanitize: true, ..Options::default() });
+        let out = ops.attention_prefill(&qb, &kb, &vb, s, Mask::None, Some(0.125)).unwrap();
+        let got = download(&out, elem, s.q_len()).unwrap();
+        let first = s.s_q * s.d;
+        for (i, (g, w)) in got[..first].iter().zip(&want[..first]).enumerate() {
+            assert!((g - w).abs() <= 2e-2 * w.abs().max(1.0), "tile copies {tile_copies}: element {i}: {g} against {w}");
+        }
+        assert!(got[first..].iter().all(|x| !x.is_finite()), "tile copies {tile_copies}: the second head sums infinite values");
+    }
+}
+
 /// Every block pair (one and two warpgroups; 64 and 128 keys), each at
-/// two shapes with partial blocks, one under the sanitizer.
+/// two shapes with partial blocks, one under the sanitizer; staged by
+/// each thread's copies and by tile copies.
 #[test]
 fn every_cooperative_block_pair_matches_the_reference() {
     let rt = cuda_sized();
-    for (block_q, block_kv) in [(64, 64), (128, 64), (128, 128), (64, 128)] {
-        let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q, block_kv }), ..Default::default() };
-        let suffix = format!("_q{block_q}_kv{block_kv}");
+    for ((block_q, block_kv), tile_copies) in [(64, 64), (128, 64), (128, 128), (64, 128)].into_iter().zip([false, true, false, true]) {
+        let attention = AttentionOptions {
+            prefill_cooperative: Some(true),
+            prefill_tile: Some(PrefillTile { block_q, block_kv }),
+            prefill_tile_copies: Some(tile_copies),
+            ..Default::default()
+        };
+        let suffix = format!("_q{block_q}_kv{block_kv}{}", if tile_copies { "_tiles" } else { "" });
         let name = enigma_testing::attention_prefill::check(&rt, DType::F16, shape(1, 4, 2, 150, 300, 64), Mask::BottomRight, attention, false);
         assert!(name.ends_with(&suffix), "{name}");
         let name = enigma_testing::attention_prefill::check(&rt, DType::BF16, shape(1, 2, 1, 130, 130, 128), Mask::TopLeft, attention, block_q == 128);

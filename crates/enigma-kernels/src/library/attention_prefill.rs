@@ -307,6 +307,10 @@ pub struct PrefillChoice {
     /// it where the device's cooperative products are warpgroup matrix
     /// instructions ([`DeviceInfo::wgmma`]).
     pub cooperative: Option<bool>,
+    /// The kernel on cooperative tensors: stage Q, K and V by tile copies
+    /// ([`CoopPrefillConfig::tile_copies`]); default
+    /// [`select::tile_copies_by_default`](super::select::tile_copies_by_default).
+    pub tile_copies: Option<bool>,
 }
 
 /// The attention prefill family's one selection: the kernel on
@@ -320,6 +324,7 @@ pub struct PrefillChoice {
 /// why.
 pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, choice: PrefillChoice, device: &DeviceInfo) -> Result<PrefillPlan, ShapeError> {
     let memory = device.max_threadgroup_memory_bytes;
+    let tile_copies = choice.tile_copies.unwrap_or_else(|| super::select::tile_copies_by_default(device));
     let forced = match choice.cooperative {
         Some(false) => false,
         Some(true) => true,
@@ -327,7 +332,7 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
         None => {
             // The default: where the matrices' kernel would run, if it fits.
             let planned = plan(dtype, shape, mask, lse, None, memory)?;
-            return Ok(cooperative_plan(planned.shape, mask, dtype, lse, memory).unwrap_or(planned));
+            return Ok(cooperative_plan(planned.shape, mask, dtype, lse, tile_copies, memory).unwrap_or(planned));
         }
     };
     if !forced {
@@ -340,23 +345,24 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
         return Err(ShapeError::new(name, format!("{} has no cooperative tensors", device.name)));
     }
     if let Some(tile) = choice.tile {
-        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv };
+        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv, tile_copies };
         config.check()?;
         if config.memory_bytes() > memory {
             return Err(ShapeError::new(config.name(), format!("needs {} bytes of threadgroup memory (limit {memory})", config.memory_bytes())));
         }
         return Ok(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) });
     }
-    cooperative_plan(shape, mask, dtype, lse, memory).ok_or_else(|| {
-        let least = CoopPrefillConfig::preferred(shape.d as u32).iter().map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv }.memory_bytes()).min().unwrap_or(0);
+    cooperative_plan(shape, mask, dtype, lse, tile_copies, memory).ok_or_else(|| {
+        let least = CoopPrefillConfig::preferred(shape.d as u32).iter().map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv, tile_copies }.memory_bytes()).min().unwrap_or(0);
         ShapeError::new(name, format!("needs {least} bytes of threadgroup memory (limit {memory})"))
     })
 }
 
 /// The plan of the kernel on cooperative tensors with the largest blocks
-/// that fit `memory` (a shape [`plan`] accepted).
-fn cooperative_plan(shape: PrefillShape, mask: Mask, dtype: DType, lse: bool, memory: u64) -> Option<PrefillPlan> {
-    let config = CoopPrefillConfig::for_memory(dtype, shape.d as u32, mask.is_causal(), lse, memory)?;
+/// that fit `memory` (a shape [`plan`] accepted), staged by tile copies
+/// where `tile_copies`.
+fn cooperative_plan(shape: PrefillShape, mask: Mask, dtype: DType, lse: bool, tile_copies: bool, memory: u64) -> Option<PrefillPlan> {
+    let config = CoopPrefillConfig { tile_copies, ..CoopPrefillConfig::for_memory(dtype, shape.d as u32, mask.is_causal(), lse, memory)? };
     Some(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) })
 }
 
@@ -467,7 +473,7 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let f32s = enigma_ir::Scalar::F32;
     let mut kb = KernelBuilder::new(cfg.name());
     let k = &mut kb;
-    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag } = PrefillParams::declare(k, cfg.dtype.ty(1), cfg.lse, cfg.causal);
+    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag, .. } = PrefillParams::declare(k, cfg.dtype.ty(1), cfg.lse, cfg.causal, false);
     let kv = k.threadgroup_array("kv", cfg.dtype.ty(1), cfg.staged_rows() * ld);
     let tile = ROWS_PER_SIMDGROUP * block_kv;
     let scores = k.threadgroup_array("scores", Type::F32, block_q * block_kv);
@@ -476,7 +482,7 @@ pub fn prefill(cfg: &PrefillConfig) -> Kernel {
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let lane = k.let_("lane", thread_index_in_simdgroup());
     let sg = k.let_("sg", simdgroup_index_in_threadgroup());
-    let QueryBlock { q0, head, batch, q_base, kv_base, blocks } =
+    let QueryBlock { q0, head, batch, q_base, kv_base, blocks, .. } =
         QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
     let bind = Binding { kv, ld, lid, threads: cfg.tile.threads() };
 

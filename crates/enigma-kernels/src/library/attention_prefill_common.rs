@@ -15,7 +15,7 @@ crate::kernel_args! {
     /// ([`prefill`](super::attention_prefill::prefill),
     /// [`prefill_cooperative`](super::attention_prefill_cooperative::prefill_cooperative);
     /// `lse` where the configuration asks for it; `diag` is read by causal
-    /// kernels only).
+    /// kernels only, `batch_size` by the cooperative kernel's tile copies).
     pub struct PrefillArgs {
         Q q: buffer,
         K k: buffer,
@@ -28,6 +28,7 @@ crate::kernel_args! {
         GROUP group: u32,
         SCALE_LOG2 scale_log2: f32,
         DIAG diag: u32,
+        BATCH_SIZE batch_size: u32,
     }
 }
 
@@ -46,10 +47,13 @@ pub(crate) struct PrefillParams {
     pub group: Ex,
     pub scale_log2: Ex,
     pub diag: Option<Ex>,
+    /// The batch size, where the kernel describes Q, K and V as whole
+    /// matrices (tile copies: their rows are the extents).
+    pub batch_size: Option<Ex>,
 }
 
 impl PrefillParams {
-    pub(crate) fn declare(k: &mut KernelBuilder, elem: Type, lse: bool, causal: bool) -> PrefillParams {
+    pub(crate) fn declare(k: &mut KernelBuilder, elem: Type, lse: bool, causal: bool, batch_size: bool) -> PrefillParams {
         type P = PrefillArgs;
         PrefillParams {
             q: k.buffer(P::Q, elem, Access::Read),
@@ -63,6 +67,7 @@ impl PrefillParams {
             group: k.value(P::GROUP, Type::U32),
             scale_log2: k.value(P::SCALE_LOG2, Type::F32),
             diag: causal.then(|| k.value(P::DIAG, Type::U32)),
+            batch_size: batch_size.then(|| k.value(P::BATCH_SIZE, Type::U32)),
         }
     }
 }
@@ -81,9 +86,12 @@ pub(crate) struct QueryBlock {
     pub q0: Ex,
     pub head: Ex,
     pub batch: Ex,
-    /// Where the head's `Q` rows (and `out`'s) start.
+    /// The head's first row of `Q` (and of `out`) as a matrix of `d`
+    /// columns, and the element it starts at.
+    pub q_row: Ex,
     pub q_base: Ex,
-    /// Where its K/V head's rows start.
+    /// Its K/V head's first row of K and V, and the element it starts at.
+    pub kv_row: Ex,
     pub kv_base: Ex,
     /// K/V blocks of `block_kv` keys up to the last key the block sees:
     /// all, or (causal, `diag` the diagonal's offset) its last row's
@@ -99,8 +107,10 @@ impl QueryBlock {
         let head = k.let_("head", tg.y());
         let batch = k.let_("batch", tg.z());
         let kv_heads = k.let_("kv_heads", heads / group);
-        let q_base = k.let_("q_base", (batch * heads + head) * s_q * d);
-        let kv_base = k.let_("kv_base", (batch * kv_heads + head / group) * s_kv * d);
+        let q_row = k.let_("q_first_row", (batch * heads + head) * s_q);
+        let q_base = k.let_("q_base", q_row * d);
+        let kv_row = k.let_("kv_first_row", (batch * kv_heads + head / group) * s_kv);
+        let kv_base = k.let_("kv_base", kv_row * d);
         let kv_end = match diag {
             None => s_kv,
             Some(diag) => {
@@ -109,6 +119,6 @@ impl QueryBlock {
             }
         };
         let blocks = k.let_("blocks", (kv_end + (block_kv - 1)) / block_kv);
-        QueryBlock { q0, head, batch, q_base, kv_base, blocks }
+        QueryBlock { q0, head, batch, q_row, q_base, kv_row, kv_base, blocks }
     }
 }

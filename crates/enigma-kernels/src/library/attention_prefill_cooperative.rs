@@ -45,7 +45,7 @@
 
 use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock, HEAD_DIMS};
 use super::*;
-use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
+use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor, TileSource};
 use enigma_ir::{CombineOp, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis};
 
 /// Query rows of one warpgroup (four SIMD groups).
@@ -69,6 +69,10 @@ pub struct CoopPrefillConfig {
     pub block_q: u32,
     /// Keys per K/V block: 64 or 128.
     pub block_kv: u32,
+    /// Stage Q, K and V by tile copies (`tile_copy`; on CUDA `sm_90` the
+    /// tensor copy engine) rather than by every thread's asynchronous
+    /// copies (a variant of its own, `_tiles`).
+    pub tile_copies: bool,
 }
 
 impl CoopPrefillConfig {
@@ -92,20 +96,21 @@ impl CoopPrefillConfig {
     pub fn for_memory(dtype: DType, d: u32, causal: bool, lse: bool, max_memory_bytes: u64) -> Option<CoopPrefillConfig> {
         CoopPrefillConfig::preferred(d)
             .iter()
-            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv })
+            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies: false })
             .find(|c| c.memory_bytes() <= max_memory_bytes)
     }
 
-    /// `attention_prefill_coop_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}`.
+    /// `attention_prefill_coop_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}[_tiles]`.
     pub fn name(&self) -> String {
         format!(
-            "attention_prefill_coop_{}_d{}{}{}_q{}_kv{}",
+            "attention_prefill_coop_{}_d{}{}{}_q{}_kv{}{}",
             self.dtype,
             self.d,
             if self.causal { "_causal" } else { "" },
             if self.lse { "_lse" } else { "" },
             self.block_q,
-            self.block_kv
+            self.block_kv,
+            if self.tile_copies { "_tiles" } else { "" }
         )
     }
 
@@ -193,12 +198,13 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let elem = cfg.dtype.ty(1);
     let mut kb = KernelBuilder::new(cfg.name());
     let k = &mut kb;
-    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag } = PrefillParams::declare(k, elem, cfg.lse, cfg.causal);
+    let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag, batch_size: batches } =
+        PrefillParams::declare(k, elem, cfg.lse, cfg.causal, cfg.tile_copies);
     let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
     let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
     let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let QueryBlock { q0, head, batch, q_base, kv_base, blocks } =
+    let QueryBlock { q0, head, batch, q_row, q_base, kv_row, kv_base, blocks } =
         QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
 
     let scope = ExecutionScope::Simdgroups(cfg.simdgroups());
@@ -221,17 +227,46 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let s_per_thread = block_q * block_kv / threads;
     let o_per_thread = block_q * d / threads;
 
-    // The Q block; the first block's K/V copies join its group.
+    let stage_elements = block_kv * d;
     let threads_of = (lid, threads);
-    copy_rows(k, "q", (q, q_staged), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
+    // Block `block`'s K and V into stage `stage`: each thread's 16-byte
+    // copies (zeros past `S_kv`), or with tile copies two boxes on the
+    // stage's barrier, which past the head's last key hold the next head's
+    // rows (or zeros past the matrices' ends).
     let issue = |k: &mut KernelBuilder, tag: &str, block: Ex, stage: Ex| {
         let first = k.let_(&format!("{tag}_first_key"), block * block_kv);
         let at = k.let_(&format!("{tag}_at"), stage * block_kv);
-        copy_rows(k, &format!("{tag}_k"), (keys, k_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
-        copy_rows(k, &format!("{tag}_v"), (values, v_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
+        match batches {
+            Some(batches) => {
+                // K and V as matrices of `d` columns, one row per key of
+                // every batch and K/V head (the extents are arguments).
+                let rows = batches * (heads / group) * s_kv;
+                let origin = [(kv_row + first).cast(Scalar::I32), Ex::from(0i32)];
+                for (mem, stages) in [(keys, k_stages), (values, v_stages)] {
+                    let matrix = TileSource { mem, extents: [rows, Ex::from(d)], pitch: Ex::from(d) };
+                    k.tile_copy(stage, stages.at(at * d), matrix, origin, (block_kv, d));
+                }
+            }
+            None => {
+                copy_rows(k, &format!("{tag}_k"), (keys, k_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
+                copy_rows(k, &format!("{tag}_v"), (values, v_stages), kv_base, first, s_kv, at, block_kv, d, threads_of);
+            }
+        }
     };
-    k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
-    k.async_commit();
+    // The Q block; the first block's K/V copies join its group (its
+    // barrier's phase).
+    match batches {
+        Some(batches) => k.if_(blocks.gt(0u32), |k| {
+            let matrix = TileSource { mem: q, extents: [batches * heads * s_q, Ex::from(d)], pitch: Ex::from(d) };
+            k.tile_copy(0u32, q_staged.at(0u32), matrix, [(q_row + q0).cast(Scalar::I32), Ex::from(0i32)], (block_q, d));
+            issue(k, "first", Ex::from(0u32), Ex::from(0u32));
+        }),
+        None => {
+            copy_rows(k, "q", (q, q_staged), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
+            k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
+            k.async_commit();
+        }
+    }
     each_slot(k, run_max, 1, "init_max", &|k, i, _| k.cooperative_set(run_max, i, f(NO_MAXIMUM)));
     each_slot(k, run_sum, 1, "init_sum", &|k, i, _| k.cooperative_set(run_sum, i, 0.0f32));
     each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
@@ -239,17 +274,37 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
 
     k.for_range("block", 0u32, blocks, 1u32, |k, block| {
-        // Block `block`'s K and V are in, and every product of the block
-        // before is done: the stage the copies below fill (that block's
-        // neighbour's) is free.
-        k.async_wait(0);
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let next = k.let_("next", block + 1u32);
-        k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
-        k.async_commit();
         let stage = k.let_("stage", block & 1u32);
-        k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
         let kv0 = k.let_("kv0", block * block_kv);
+        let next = k.let_("next", block + 1u32);
+        if batches.is_some() {
+            k.tile_wait(stage);
+            // A block past `S_kv` holds other keys' values (finite or
+            // not) where its weights are 0: zeros, as the threads' copies
+            // leave.
+            k.if_((kv0 + block_kv).gt(s_kv), |k| {
+                let at = k.let_("values_at", stage * stage_elements);
+                k.for_range("past_keys", lid, Ex::from(stage_elements), threads, |k, i| {
+                    k.if_((kv0 + i / d).ge(s_kv), |k| k.store(v_stages.at(at + i), f(0.0).cast(cfg.dtype.scalar())));
+                });
+            });
+            // Every thread's view holds the block, and every product of
+            // the block before is done: the stage the copies below fill
+            // (and its barrier, waited on then) is free. Q·Kᵀ is issued
+            // before them.
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
+            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+        } else {
+            // Block `block`'s K and V are in, and every product of the
+            // block before is done: the stage the copies below fill (that
+            // block's neighbour's) is free.
+            k.async_wait(0);
+            k.threadgroup_barrier(MemFlags::Threadgroup);
+            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+            k.async_commit();
+            k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
+        }
         // Whether any key of the block is hidden from any row of it.
         let last_key = kv0 + (block_kv - 1);
         let mut partial = (kv0 + block_kv).gt(s_kv);
@@ -289,8 +344,10 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
         k.cooperative_combine(run_sum, block_sum, CombineOp::Add);
         k.matmul2d_run(&values_op, s, &stage_view(v_stages, stage), o);
     });
-    // Nothing in flight (the Q block's copies where no key is visible).
-    k.async_wait(0);
+    if batches.is_none() {
+        // Nothing in flight (the Q block's copies where no key is visible).
+        k.async_wait(0);
+    }
 
     // `o / l` per row (0 for a row that saw no key).
     k.cooperative_combine(block_sum, run_sum, CombineOp::Assign);
@@ -330,8 +387,8 @@ mod tests {
     fn every_configuration_validates_and_counts_its_memory() {
         for dtype in [DType::F16, DType::BF16] {
             for d in HEAD_DIMS {
-                for (causal, lse, block_q, block_kv) in [(false, false, 128, 64), (true, true, 64, 64), (true, false, 128, 128), (false, true, 64, 128)] {
-                    let cfg = CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv };
+                for (causal, lse, block_q, block_kv, tile_copies) in [(false, false, 128, 64, false), (true, true, 64, 64, true), (true, false, 128, 128, false), (false, true, 64, 128, true)] {
+                    let cfg = CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies };
                     let kernel = prefill_cooperative(&cfg);
                     let options = enigma_ir::ValidationOptions { max_threadgroup_memory_bytes: cfg.memory_bytes(), ..Default::default() };
                     let info = enigma_ir::validate(&kernel, &options).unwrap_or_else(|e| panic!("{}: {e:?}", kernel.name));
@@ -347,7 +404,7 @@ mod tests {
         let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
         assert_eq!((two.simdgroups(), two.dispatch(300, 4, 2)), (8, Dispatch::threadgroups([3, 4, 2], 256)));
         assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 32 * 1024), None);
-        let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64 };
+        let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64, tile_copies: false };
         assert!(bad.check().unwrap_err().to_string().contains("head dimension 96"));
     }
 }

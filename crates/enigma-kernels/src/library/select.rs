@@ -66,7 +66,7 @@ pub struct GemmOptions {
     /// copies (`tile_copy`; on CUDA the tensor copy engine) rather than by
     /// every thread's asynchronous copies. `Some(true)`: tile copies (at
     /// most [`enigma_ir::limits::TILE_BARRIERS`] stages); `Some(false)`:
-    /// never. Default: `qmatmul::tile_copies_by_default`.
+    /// never. Default: [`tile_copies_by_default`].
     pub tile_copies: Option<bool>,
 }
 
@@ -114,6 +114,10 @@ pub struct AttentionOptions {
     /// where the device's cooperative products run on `wgmma`
     /// (`attention_prefill::select_prefill`).
     pub prefill_cooperative: Option<bool>,
+    /// Prefill on cooperative tensors: stage Q, K and V by tile copies
+    /// (`tile_copy`; on CUDA the tensor copy engine) rather than by every
+    /// thread's asynchronous copies. Default: [`tile_copies_by_default`].
+    pub prefill_tile_copies: Option<bool>,
     /// Keys each key group (the lanes that share a key) loads per step
     /// (default: `attention::DEFAULT_KEYS_PER_STEP`); on SIMD-group
     /// matrices (asked for with `matrices`), the keys each SIMD group takes
@@ -212,6 +216,15 @@ pub(crate) fn gpu_compute_units(device: &DeviceInfo) -> u32 {
 /// Threadgroups a split-K plan aims for: two per compute unit.
 pub(crate) fn threadgroups_wanted(device: &DeviceInfo) -> u32 {
     2 * device.compute_units
+}
+
+/// Whether a kernel on cooperative tensors stages its operands by tile
+/// copies where not asked: where its products are `wgmma` (CUDA sm_90,
+/// whose tensor copy engine runs them). The quantized GEMM and the
+/// attention prefill measured faster so on the H200 (`BENCHMARKS.md`, their
+/// sections).
+pub fn tile_copies_by_default(device: &DeviceInfo) -> bool {
+    device.wgmma()
 }
 
 /// Whether the device has device-scope fences, which a kernel that sums its

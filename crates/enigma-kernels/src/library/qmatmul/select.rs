@@ -333,7 +333,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
-    let tile_copies = g.tile_copies.unwrap_or_else(|| tile_copies_by_default(device));
+    let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device));
     let cfg = CoopQgemmConfig { splits, split_sum, ..cfg };
     // Tile copies test no bounds: the whole-tile variant is the other path's.
     let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
@@ -341,12 +341,3 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     Ok(cfg)
 }
 
-/// Whether the quantized GEMM on cooperative tensors stages its operands by
-/// tile copies where not asked: where its products are `wgmma` (CUDA
-/// sm_90, whose tensor copy engine runs them). On the H200 (11008 × 4096,
-/// group 128, `BENCHMARKS.md`) they ran 21.3, 29.7 and 35.4 µs (INT4) at
-/// 16, 64 and 128 rows against every thread's asynchronous copies' 22.3,
-/// 30.1 and 38.7, and 28.3, 35.6 and 40.7 (FP4) against 28.8, 36.4 and 45.4.
-pub fn tile_copies_by_default(device: &DeviceInfo) -> bool {
-    device.wgmma()
-}
