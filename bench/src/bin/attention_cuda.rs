@@ -10,8 +10,8 @@
 //! shapes are given) with the library's plan, the plan of the other kernel
 //! (on cooperative tensors or on SIMD-group matrices) and, for f16, every
 //! block pair of the kernel on cooperative tensors (on a `wgmma` GPU), each
-//! staged by tile copies and by the threads' copies (other types: the
-//! default blocks staged the other way) and,
+//! staged by tile copies (two and three stages) and by the threads' copies
+//! (other types: the default blocks staged the other way) and,
 //! with `--tiles all`, every tile of `TILES` at one and two stages
 //! (`--plans default`: the library's plan alone); it
 //! checks 32 sampled rows against their f64 reference and times the
@@ -169,9 +169,9 @@ fn bench(rt: &enigma_runtime::Runtime, args: &[String]) -> serde_json::Value {
             }
             let memory = rt.device().max_threadgroup_memory_bytes;
             if dt == DType::F16 && rt.device().wgmma() && !only_default {
-                for &(block_q, block_kv) in CoopPrefillConfig::preferred(s.d as u32) {
-                    for tile_copies in [true, false] {
-                        let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv, tile_copies };
+                for (block_q, block_kv) in [(64, 64), (128, 64), (64, 128), (128, 128)] {
+                    for (tile_copies, stages) in [(true, 2), (false, 2), (true, 3)] {
+                        let config = CoopPrefillConfig { dtype: dt, d: s.d as u32, causal: m.is_causal(), lse: false, block_q, block_kv, tile_copies, stages };
                         let plan = PrefillPlan { config: PrefillKernel::Cooperative(config), mask: *m, shape: s, dispatch: config.dispatch(s.s_q, s.heads, s.batch) };
                         if config.memory_bytes() <= memory && !plans.contains(&plan) {
                             plans.push(plan);

@@ -163,9 +163,9 @@ fn the_msl_of_the_cooperative_prefill_kernels_passes_the_strict_check() {
     use enigma_kernels::library::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
     use enigma_kernels::library::DType;
     let configs = [
-        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: false, lse: false, block_q: 64, block_kv: 128, tile_copies: false },
-        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 128, block_kv: 64, tile_copies: false },
-        CoopPrefillConfig { dtype: DType::BF16, d: 128, causal: true, lse: false, block_q: 64, block_kv: 64, tile_copies: true },
+        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: false, lse: false, block_q: 64, block_kv: 128, tile_copies: false, stages: 2 },
+        CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 128, block_kv: 64, tile_copies: false, stages: 2 },
+        CoopPrefillConfig { dtype: DType::BF16, d: 128, causal: true, lse: false, block_q: 64, block_kv: 64, tile_copies: true, stages: 3 },
     ];
     let kernels: Vec<(Kernel, KernelInfo)> = configs
         .iter()

@@ -227,7 +227,7 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
     let combine = vec![attention::combine(DType::F16, false), attention::combine(DType::BF16, true)];
     family("combine", combine, &[CombineArgs::NAMES], &CombineArgs { partial_ml: "partial_ml", partial_acc: "partial_acc", out: "out", lse: Some("lse"), d: 1, splits: 2 });
     let mut prefill: Vec<_> = [(false, false), (true, true)].map(|(causal, lse)| attention_prefill::prefill(&PrefillConfig { dtype: DType::F16, d: 64, causal, lse, stages: 2, tile: PrefillTile::PORTABLE })).to_vec();
-    let tiles = attention_prefill_cooperative::CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 64, block_kv: 64, tile_copies: true };
+    let tiles = attention_prefill_cooperative::CoopPrefillConfig { dtype: DType::F16, d: 64, causal: true, lse: true, block_q: 64, block_kv: 64, tile_copies: true, stages: 3 };
     prefill.push(attention_prefill_cooperative::prefill_cooperative(&tiles));
     let args = PrefillArgs { q: "q", k: "k", v: "v", out: "out", lse: Some("lse"), s_q: 1, s_kv: 1, heads: 1, group: 1, scale_log2: 1.0, diag: 0, batch_size: 1 };
     family("prefill", prefill, &[PrefillArgs::NAMES], &args);

@@ -159,6 +159,37 @@ fn cooperative_kernel_with_tile_copies_matches_the_reference_at_awkward_sizes() 
     enigma_testing::attention_prefill::check_awkward_sizes(&rt, attention, "attention_prefill_coop_", true);
 }
 
+/// Tile copies in three stages (copies two blocks ahead; five blocks of
+/// keys, the last partial), under the sanitizer.
+#[test]
+fn cooperative_kernel_with_three_stages_of_tile_copies_matches_the_reference() {
+    use enigma_kernels::library::attention_prefill::PrefillPlan;
+    use enigma_kernels::library::attention_prefill_cooperative::CoopPrefillConfig;
+    let rt = cuda_sized();
+    for (dtype, mask, d) in [(DType::F16, Mask::BottomRight, 64), (DType::BF16, Mask::None, 128)] {
+        let s = shape(1, 4, 2, 100, 300, d);
+        let data = |len, seed| {
+            let mut x = enigma_kernels::test_data(len, seed);
+            quantize(dtype, &mut x);
+            x
+        };
+        let (q, k, v) = (data(s.q_len(), 1), data(s.kv_len(), 2), data(s.kv_len(), 3));
+        let (want, want_lse) = attention_prefill::reference(&q, &k, &v, s, mask, 0.2);
+        let elem = dtype.scalar();
+        let (qb, kb, vb) = (upload(&rt, elem, &q).unwrap(), upload(&rt, elem, &k).unwrap(), upload(&rt, elem, &v).unwrap());
+        let attention = AttentionOptions { prefill_cooperative: Some(true), prefill_tile: Some(PrefillTile { block_q: 64, block_kv: 64 }), prefill_tile_copies: Some(true), ..Default::default() };
+        let ops = enigma_ops::Ops::new(&rt).with_options(Options { elem: Some(elem), attention, sanitize: true, ..Options::default() });
+        let plan = ops.attention_prefill_plan(&qb, &kb, &vb, s, mask, true).unwrap();
+        let PrefillKernel::Cooperative(config) = plan.config else { panic!("{plan:?}") };
+        let plan = PrefillPlan { config: PrefillKernel::Cooperative(CoopPrefillConfig { stages: 3, ..config }), ..plan };
+        assert!(plan.config.name().ends_with("_s3_tiles"), "{}", plan.config.name());
+        let (out, lse) = ops.attention_prefill_planned(&plan, &qb, &kb, &vb, Some(0.2)).unwrap();
+        let got = download(&out, elem, s.q_len()).unwrap();
+        let got_lse = download(&lse.unwrap(), enigma_ir::Scalar::F32, s.rows()).unwrap();
+        compare(&plan.config.name(), dtype, (&got, &want), (&got_lse, &want_lse));
+    }
+}
+
 /// A block past a head's last key holds the next head's values, there
 /// infinite: its weights are 0 and the kernel zeroes those rows, so no NaN
 /// reaches the first head (the second's output is torch's NaN).

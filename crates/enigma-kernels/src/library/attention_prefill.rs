@@ -52,7 +52,7 @@
 //! sees no key at all (bottom-right with `S_q > S_kv`) gets zeros and a
 //! log-sum-exp of `−∞`.
 
-use super::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig};
+use super::attention_prefill_cooperative::{prefill_cooperative, CoopPrefillConfig, STAGES};
 pub use super::attention_prefill_common::{PrefillArgs, HEAD_DIMS};
 use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock};
 use super::*;
@@ -345,7 +345,7 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
         return Err(ShapeError::new(name, format!("{} has no cooperative tensors", device.name)));
     }
     if let Some(tile) = choice.tile {
-        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv, tile_copies };
+        let config = CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q: tile.block_q, block_kv: tile.block_kv, tile_copies, stages: STAGES };
         config.check()?;
         if config.memory_bytes() > memory {
             return Err(ShapeError::new(config.name(), format!("needs {} bytes of threadgroup memory (limit {memory})", config.memory_bytes())));
@@ -353,7 +353,11 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
         return Ok(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) });
     }
     cooperative_plan(shape, mask, dtype, lse, tile_copies, memory).ok_or_else(|| {
-        let least = CoopPrefillConfig::preferred(shape.d as u32).iter().map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv, tile_copies }.memory_bytes()).min().unwrap_or(0);
+        let least = CoopPrefillConfig::preferred(shape.d as u32, tile_copies)
+            .iter()
+            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d: shape.d as u32, causal: mask.is_causal(), lse, block_q, block_kv, tile_copies, stages: STAGES }.memory_bytes())
+            .min()
+            .unwrap_or(0);
         ShapeError::new(name, format!("needs {least} bytes of threadgroup memory (limit {memory})"))
     })
 }
@@ -362,7 +366,7 @@ pub fn select_prefill(dtype: DType, shape: PrefillShape, mask: Mask, lse: bool, 
 /// that fit `memory` (a shape [`plan`] accepted), staged by tile copies
 /// where `tile_copies`.
 fn cooperative_plan(shape: PrefillShape, mask: Mask, dtype: DType, lse: bool, tile_copies: bool, memory: u64) -> Option<PrefillPlan> {
-    let config = CoopPrefillConfig { tile_copies, ..CoopPrefillConfig::for_memory(dtype, shape.d as u32, mask.is_causal(), lse, memory)? };
+    let config = CoopPrefillConfig::for_memory(dtype, shape.d as u32, mask.is_causal(), lse, tile_copies, memory)?;
     Some(PrefillPlan { config: PrefillKernel::Cooperative(config), mask, shape, dispatch: config.dispatch(shape.s_q, shape.heads, shape.batch) })
 }
 

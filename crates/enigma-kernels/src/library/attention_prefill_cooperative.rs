@@ -46,11 +46,13 @@
 use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock, HEAD_DIMS};
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor, TileSource};
+use enigma_ir::limits::TILE_BARRIERS;
 use enigma_ir::{CombineOp, ExecutionScope, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, ReduceAxis};
 
 /// Query rows of one warpgroup (four SIMD groups).
 pub const WARPGROUP_ROWS: u32 = 64;
-/// K/V stages in threadgroup memory.
+/// K/V stages in threadgroup memory by default (and always with each
+/// thread's copies).
 pub const STAGES: u32 = 2;
 /// Elements per asynchronous copy (16 bytes of a 16-bit type).
 const COPY: u32 = 8;
@@ -73,43 +75,53 @@ pub struct CoopPrefillConfig {
     /// tensor copy engine) rather than by every thread's asynchronous
     /// copies (a variant of its own, `_tiles`).
     pub tile_copies: bool,
+    /// K/V stages in threadgroup memory: [`STAGES`], or with tile copies
+    /// up to [`TILE_BARRIERS`] (the copies run `stages − 1` blocks ahead).
+    pub stages: u32,
 }
 
 impl CoopPrefillConfig {
     /// The blocks [`CoopPrefillConfig::for_memory`] tries for head
-    /// dimension `d`, best first, as `(block_q, block_kv)`.
+    /// dimension `d`, staged by tile copies or not, best first, as
+    /// `(block_q, block_kv)` (BENCHMARKS.md, attention forward).
     ///
-    /// One warpgroup of 64 rows first: on an H200 it beat two warpgroups
-    /// (128 rows) by 10–35 %, the smaller threadgroups sharing each
-    /// multiprocessor so that one's softmax runs under another's products;
-    /// against 128 keys at D = 64 (10 % faster than 64 keys there) and 64
-    /// at D = 128 (BENCHMARKS.md).
-    pub fn preferred(d: u32) -> &'static [(u32, u32)] {
-        match d {
-            64 => &[(64, 128), (64, 64), (128, 128), (128, 64)],
-            _ => &[(64, 64), (128, 64)],
+    /// Staged by each thread's copies, one warpgroup of 64 rows first: on
+    /// an H200 it beat two warpgroups (128 rows) by 10–35 %, the smaller
+    /// threadgroups sharing each multiprocessor so that one's softmax runs
+    /// under another's products; against 128 keys at D = 64 (10 % faster
+    /// than 64 keys there) and 64 at D = 128. Staged by tile copies, which
+    /// cost the threads nothing, two warpgroups sharing each K/V block win
+    /// at D = 128 (2133 against 2476 µs at B4 H32 S4096, 1.16×); at D = 64
+    /// the order stands (209 against 216 µs for 128 × 128).
+    pub fn preferred(d: u32, tile_copies: bool) -> &'static [(u32, u32)] {
+        match (d, tile_copies) {
+            (64, _) => &[(64, 128), (64, 64), (128, 128), (128, 64)],
+            (_, false) => &[(64, 64), (128, 64)],
+            (_, true) => &[(128, 64), (64, 64)],
         }
     }
 
     /// The first of [`CoopPrefillConfig::preferred`] whose threadgroup
-    /// memory fits `max_memory_bytes`.
-    pub fn for_memory(dtype: DType, d: u32, causal: bool, lse: bool, max_memory_bytes: u64) -> Option<CoopPrefillConfig> {
-        CoopPrefillConfig::preferred(d)
+    /// memory fits `max_memory_bytes`, in [`STAGES`] stages.
+    pub fn for_memory(dtype: DType, d: u32, causal: bool, lse: bool, tile_copies: bool, max_memory_bytes: u64) -> Option<CoopPrefillConfig> {
+        CoopPrefillConfig::preferred(d, tile_copies)
             .iter()
-            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies: false })
+            .map(|&(block_q, block_kv)| CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies, stages: STAGES })
             .find(|c| c.memory_bytes() <= max_memory_bytes)
     }
 
-    /// `attention_prefill_coop_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}[_tiles]`.
+    /// `attention_prefill_coop_{dtype}_d{d}[_causal][_lse]_q{block_q}_kv{block_kv}[_s{stages}][_tiles]`
+    /// (`_s{stages}` where not [`STAGES`]).
     pub fn name(&self) -> String {
         format!(
-            "attention_prefill_coop_{}_d{}{}{}_q{}_kv{}{}",
+            "attention_prefill_coop_{}_d{}{}{}_q{}_kv{}{}{}",
             self.dtype,
             self.d,
             if self.causal { "_causal" } else { "" },
             if self.lse { "_lse" } else { "" },
             self.block_q,
             self.block_kv,
+            if self.stages == STAGES { String::new() } else { format!("_s{}", self.stages) },
             if self.tile_copies { "_tiles" } else { "" }
         )
     }
@@ -123,16 +135,17 @@ impl CoopPrefillConfig {
         self.simdgroups() * SIMD_WIDTH
     }
 
-    /// Threadgroup memory: the Q block and two stages of K and of V (the
+    /// Threadgroup memory: the Q block and the stages of K and of V (the
     /// row state is in cooperative tensors).
     pub fn memory_bytes(&self) -> u64 {
         let e = u64::from(self.dtype.size_bytes());
-        let staged = u64::from(self.block_q * self.d) + 2 * u64::from(STAGES * self.block_kv * self.d);
+        let staged = u64::from(self.block_q * self.d) + 2 * u64::from(self.stages * self.block_kv * self.d);
         staged * e
     }
 
     /// Whether the kernel is built for it: f16 or bf16, `d` one of
-    /// [`HEAD_DIMS`], `block_q` 64 or 128, `block_kv` 64 or 128.
+    /// [`HEAD_DIMS`], `block_q` 64 or 128, `block_kv` 64 or 128, [`STAGES`]
+    /// stages (with tile copies 2 to [`TILE_BARRIERS`]).
     pub fn check(&self) -> Result<(), ShapeError> {
         let err = |m: String| Err(ShapeError::new(self.name(), m));
         if !matches!(self.dtype, DType::F16 | DType::BF16) {
@@ -143,6 +156,11 @@ impl CoopPrefillConfig {
         }
         if !matches!(self.block_q, 64 | 128) || !matches!(self.block_kv, 64 | 128) {
             return err(format!("blocks of {} rows and {} keys; each 64 or 128", self.block_q, self.block_kv));
+        }
+        let most = if self.tile_copies { TILE_BARRIERS } else { STAGES };
+        if !(STAGES..=most).contains(&self.stages) {
+            let staged = if self.tile_copies { "tile copies" } else { "each thread's copies" };
+            return err(format!("{} K/V stages staged by {staged}; {STAGES} to {most}", self.stages));
         }
         Ok(())
     }
@@ -201,8 +219,9 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     let PrefillParams { q, keys, values, out, lse, s_q, s_kv, heads, group, scale_log2, diag, batch_size: batches } =
         PrefillParams::declare(k, elem, cfg.lse, cfg.causal, cfg.tile_copies);
     let q_staged = k.threadgroup_array("q_staged", elem, block_q * d);
-    let k_stages = k.threadgroup_array("k_stages", elem, STAGES * block_kv * d);
-    let v_stages = k.threadgroup_array("v_stages", elem, STAGES * block_kv * d);
+    let stages = cfg.stages;
+    let k_stages = k.threadgroup_array("k_stages", elem, stages * block_kv * d);
+    let v_stages = k.threadgroup_array("v_stages", elem, stages * block_kv * d);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     let QueryBlock { q0, head, batch, q_row, q_base, kv_row, kv_base, blocks } =
         QueryBlock::new(k, Heads { heads, group }, (s_q, s_kv, Ex::from(d)), diag, (block_q, block_kv));
@@ -254,13 +273,18 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
         }
     };
     // The Q block; the first block's K/V copies join its group (its
-    // barrier's phase).
+    // barrier's phase). With tile copies the first `stages − 1` blocks.
     match batches {
-        Some(batches) => k.if_(blocks.gt(0u32), |k| {
-            let matrix = TileSource { mem: q, extents: [batches * heads * s_q, Ex::from(d)], pitch: Ex::from(d) };
-            k.tile_copy(0u32, q_staged.at(0u32), matrix, [(q_row + q0).cast(Scalar::I32), Ex::from(0i32)], (block_q, d));
-            issue(k, "first", Ex::from(0u32), Ex::from(0u32));
-        }),
+        Some(batches) => {
+            k.if_(blocks.gt(0u32), |k| {
+                let matrix = TileSource { mem: q, extents: [batches * heads * s_q, Ex::from(d)], pitch: Ex::from(d) };
+                k.tile_copy(0u32, q_staged.at(0u32), matrix, [(q_row + q0).cast(Scalar::I32), Ex::from(0i32)], (block_q, d));
+                issue(k, "first", Ex::from(0u32), Ex::from(0u32));
+            });
+            for b in 1..stages - 1 {
+                k.if_(blocks.gt(b), |k| issue(k, &format!("first{b}"), Ex::from(b), Ex::from(b)));
+            }
+        }
         None => {
             copy_rows(k, "q", (q, q_staged), q_base, q0, s_q, Ex::from(0u32), block_q, d, threads_of);
             k.if_(blocks.gt(0u32), |k| issue(k, "first", Ex::from(0u32), Ex::from(0u32)));
@@ -271,12 +295,12 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
     each_slot(k, run_sum, 1, "init_sum", &|k, i, _| k.cooperative_set(run_sum, i, 0.0f32));
     each_slot(k, o, o_per_thread, "zero", &|k, i, _| k.cooperative_set(o, i, 0.0f32));
     let q_view = Tensor::new(q_staged, [d, block_q]);
-    let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, STAGES * block_kv]).slice(0u32, stage * block_kv);
+    let stage_view = |mem: Mem, stage: Ex| Tensor::new(mem, [d, stages * block_kv]).slice(0u32, stage * block_kv);
 
     k.for_range("block", 0u32, blocks, 1u32, |k, block| {
-        let stage = k.let_("stage", block & 1u32);
+        let stage = k.let_("stage", block % stages);
         let kv0 = k.let_("kv0", block * block_kv);
-        let next = k.let_("next", block + 1u32);
+        let next = k.let_("next", block + (stages - 1));
         if batches.is_some() {
             k.tile_wait(stage);
             // A block past `S_kv` holds other keys' values (finite or
@@ -290,18 +314,18 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
             });
             // Every thread's view holds the block, and every product of
             // the block before is done: the stage the copies below fill
-            // (and its barrier, waited on then) is free. Q·Kᵀ is issued
-            // before them.
+            // (that block's, and its barrier, waited on then) is free.
+            // Q·Kᵀ is issued before them.
             k.threadgroup_barrier(MemFlags::Threadgroup);
             k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
-            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next % stages));
         } else {
             // Block `block`'s K and V are in, and every product of the
             // block before is done: the stage the copies below fill (that
             // block's neighbour's) is free.
             k.async_wait(0);
             k.threadgroup_barrier(MemFlags::Threadgroup);
-            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next & 1u32));
+            k.if_(next.lt(blocks), |k| issue(k, "ahead", next, next % stages));
             k.async_commit();
             k.matmul2d_run(&scores_op, &q_view, &stage_view(k_stages, stage), s);
         }
@@ -388,7 +412,8 @@ mod tests {
         for dtype in [DType::F16, DType::BF16] {
             for d in HEAD_DIMS {
                 for (causal, lse, block_q, block_kv, tile_copies) in [(false, false, 128, 64, false), (true, true, 64, 64, true), (true, false, 128, 128, false), (false, true, 64, 128, true)] {
-                    let cfg = CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies };
+                    let stages = if tile_copies { 3 } else { STAGES };
+                    let cfg = CoopPrefillConfig { dtype, d, causal, lse, block_q, block_kv, tile_copies, stages };
                     let kernel = prefill_cooperative(&cfg);
                     let options = enigma_ir::ValidationOptions { max_threadgroup_memory_bytes: cfg.memory_bytes(), ..Default::default() };
                     let info = enigma_ir::validate(&kernel, &options).unwrap_or_else(|e| panic!("{}: {e:?}", kernel.name));
@@ -397,14 +422,22 @@ mod tests {
             }
         }
         // 64 rows of 128 (f16), two stages of 64 keys of K and of V.
-        let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 227 * 1024).unwrap();
+        let cfg = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, false, 227 * 1024).unwrap();
         assert_eq!((cfg.block_q, cfg.block_kv, cfg.memory_bytes()), (64, 64, (64 * 128 + 4 * 64 * 128) * 2));
-        let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, 227 * 1024).unwrap();
+        let cfg = CoopPrefillConfig::for_memory(DType::BF16, 64, true, true, false, 227 * 1024).unwrap();
         assert_eq!((cfg.block_q, cfg.block_kv, cfg.threads()), (64, 128, 128));
         let two = CoopPrefillConfig { block_q: 128, block_kv: 128, ..cfg };
         assert_eq!((two.simdgroups(), two.dispatch(300, 4, 2)), (8, Dispatch::threadgroups([3, 4, 2], 256)));
-        assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, 32 * 1024), None);
-        let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64, tile_copies: false };
+        assert_eq!(CoopPrefillConfig::for_memory(DType::F16, 128, false, false, false, 32 * 1024), None);
+        // Tile copies: two warpgroups at D = 128.
+        let tiles = CoopPrefillConfig::for_memory(DType::F16, 128, false, false, true, 227 * 1024).unwrap();
+        assert_eq!((tiles.block_q, tiles.block_kv, tiles.name()), (128, 64, "attention_prefill_coop_f16_d128_q128_kv64_tiles".to_string()));
+        let bad = CoopPrefillConfig { dtype: DType::F16, d: 96, causal: false, lse: false, block_q: 64, block_kv: 64, tile_copies: false, stages: STAGES };
         assert!(bad.check().unwrap_err().to_string().contains("head dimension 96"));
+        let deep = CoopPrefillConfig { d: 64, stages: 3, ..bad };
+        assert_eq!(deep.check().unwrap_err().to_string(), "attention_prefill_coop_f16_d64_q64_kv64_s3: 3 K/V stages staged by each thread's copies; 2 to 2");
+        assert!(CoopPrefillConfig { tile_copies: true, ..deep }.check().is_ok());
+        let err = CoopPrefillConfig { tile_copies: true, stages: 9, ..deep }.check().unwrap_err();
+        assert_eq!(err.to_string(), "attention_prefill_coop_f16_d64_q64_kv64_s9_tiles: 9 K/V stages staged by tile copies; 2 to 8");
     }
 }
