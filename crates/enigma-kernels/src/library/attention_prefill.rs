@@ -309,7 +309,7 @@ pub struct PrefillChoice {
     pub cooperative: Option<bool>,
     /// The kernel on cooperative tensors: stage Q, K and V by tile copies
     /// ([`CoopPrefillConfig::tile_copies`]); default
-    /// [`select::tile_copies_by_default`](super::select::tile_copies_by_default).
+    /// [`select::tile_copies_by_default`].
     pub tile_copies: Option<bool>,
 }
 

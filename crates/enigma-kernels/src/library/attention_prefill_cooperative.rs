@@ -6,16 +6,27 @@
 //!
 //! **Geometry** ([`CoopPrefillConfig`]). One threadgroup per block of
 //! `block_q` query rows (64 or 128: one or two warpgroups of four SIMD
-//! groups, each owning 64 rows; by default 64) of one head; grid
+//! groups, each owning 64 rows; the selection's blocks are
+//! [`CoopPrefillConfig::preferred`]) of one head; grid
 //! `(ceil(S_q / block_q), H, B)`, the last query block first so that the
 //! longest causal blocks start early. The Q block is copied once into
 //! threadgroup memory; K and V are read in blocks of `block_kv` keys (64 or
-//! 128), two stages of each in threadgroup memory, filled by 16-byte
-//! asynchronous copies (zeros past `S_kv`): after each block's barrier the
-//! copies of the next block start into the other stage, under the block's
-//! products. Every staged array has the head dimension as its pitch, so on
-//! CUDA for `sm_90a` every product is a warpgroup matrix multiply (`wgmma`,
-//! the arrays in its swizzled layout).
+//! 128), `stages` of each in threadgroup memory (two by default). Every
+//! staged array has the head dimension as its pitch, so on CUDA for
+//! `sm_90a` every product is a warpgroup matrix multiply (`wgmma`, the
+//! arrays in its swizzled layout). Two ways to fill them
+//! ([`CoopPrefillConfig::tile_copies`]):
+//! * **each thread's 16-byte asynchronous copies** (zeros past `S_kv`, two
+//!   stages): after each block's barrier the copies of the next block start
+//!   into the other stage, then the block's products;
+//! * **tile copies** (`_tiles`; on CUDA the tensor copy engine, one thread
+//!   issuing each box): Q, K and V as whole `[B·H·S, D]` matrices (the
+//!   batch size is an argument), one box per block, each stage's on its
+//!   own barrier, the copies `stages − 1` blocks ahead and issued after the
+//!   block's `S` product. A box of a head's last block reaches into the
+//!   next head's rows (or zeros past the matrix): those keys are masked
+//!   like any past `S_kv`, and their values set to zero after the wait, so
+//!   a non-finite value of another head cannot reach `P·V`.
 //!
 //! **Per K/V block**, with `S` and `O` cooperative tensors and the row
 //! state (running maximum `m` of `t`, sum `l`, factor `α`) in m×1
