@@ -17,7 +17,8 @@
 //! `enigma.ops.bmm` runs them), the samples spread over the batch.
 //! `--coop` lists the cooperative configurations `TMxTNxTK/STAGES` run
 //! instead of `COOP_SWEEP` (bands of 8 rows of tiles), `TMxTNxTK/STAGESp`
-//! the persistent kernel (one threadgroup per multiprocessor).
+//! the persistent kernel (one threadgroup per multiprocessor),
+//! `TMxTNxTK/STAGESt` the kernel staged by tile copies.
 //! `--output input` writes C in the input type, as `torch.matmul` does
 //! (default f32).
 //! `--whole 1` also runs each pipelined tile as its whole-tile kernel
@@ -57,12 +58,12 @@ const SWEEP: [Tile; 6] =
 const SIMT_SWEEP: [(u32, u32); 5] = [(256, 8), (256, 16), (128, 8), (128, 16), (64, 8)];
 
 /// A cooperative configuration: tm, tn, tk, stages, rows of tiles per
-/// band, persistent.
-type Coop = (u32, u32, u32, u32, u32, bool);
+/// band, persistent, staged by tile copies.
+type Coop = (u32, u32, u32, u32, u32, bool, bool);
 
 /// Cooperative GEMM configurations tried for f16 and bf16.
 const COOP_SWEEP: [Coop; 7] =
-    [(128, 256, 64, 4, 1, false), (128, 256, 64, 4, 8, false), (128, 256, 64, 4, 8, true), (128, 256, 64, 4, 16, false), (128, 256, 64, 3, 8, false), (128, 256, 128, 2, 8, false), (128, 128, 64, 3, 8, false)];
+    [(128, 256, 64, 4, 1, false, false), (128, 256, 64, 4, 8, false, false), (128, 256, 64, 4, 8, true, false), (128, 256, 64, 4, 16, false, false), (128, 256, 64, 3, 8, false, false), (128, 256, 128, 2, 8, false, false), (128, 128, 64, 3, 8, false, false)];
 
 /// A kernel of the sweep's name: its configuration's.
 fn name(plan: &GemmPlan) -> String {
@@ -126,10 +127,10 @@ fn main() {
                 coop = value
                     .split(',')
                     .map(|t| {
-                        let (tile, stages) = t.split_once('/').expect("a cooperative configuration is TMxTNxTK/STAGES[p]");
+                        let (tile, stages) = t.split_once('/').expect("a cooperative configuration is TMxTNxTK/STAGES[p|t]");
                         let t = numbers(tile, 'x');
-                        let persistent = stages.ends_with('p');
-                        (t[0], t[1], t[2], numbers(stages.trim_end_matches('p'), ',')[0], 8, persistent)
+                        let (persistent, tiles) = (stages.ends_with('p'), stages.ends_with('t'));
+                        (t[0], t[1], t[2], numbers(stages.trim_end_matches(['p', 't']), ',')[0], 8, persistent, tiles)
                     })
                     .collect()
             }
@@ -152,8 +153,8 @@ fn main() {
             }
         }
         if dtype != DType::F32 && rt.device().wgmma() {
-            for &(tm, tn, tk, stages, raster, persistent) in &coop {
-                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent, row_bias: false, staged: output == dtype };
+            for &(tm, tn, tk, stages, raster, persistent, tile_copies) in &coop {
+                let cfg = CoopGemmConfig { input: dtype, output, tm, tn, tk, stages, raster, persistent, row_bias: false, staged: output == dtype, tile_copies };
                 if cfg.check(limit).is_ok() {
                     configs.push(GemmPlan::Cooperative(cfg));
                 }
@@ -259,9 +260,10 @@ fn main() {
                     Arg::Value(Literal::u32(m * k)),
                 ];
                 // The vector views of A and B (the cooperative kernel has
-                // none; the persistent one takes the batch's size).
+                // none; the persistent one and the one staged by tile copies
+                // take the batch's size).
                 match cfg {
-                    GemmPlan::Cooperative(c) if c.persistent => args.push(Arg::Value(Literal::u32(batch))),
+                    GemmPlan::Cooperative(c) if c.persistent || c.tile_copies => args.push(Arg::Value(Literal::u32(batch))),
                     GemmPlan::Cooperative(_) => {}
                     _ => args.extend([Arg::from(&ab), Arg::from(&bb)]),
                 }

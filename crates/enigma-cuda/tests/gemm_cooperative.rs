@@ -7,7 +7,7 @@
 
 use enigma_cuda::CudaBackend;
 use enigma_runtime::Runtime;
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias, check_tile_copies};
 use std::sync::Arc;
 
 #[test]
@@ -22,4 +22,5 @@ fn the_cooperative_gemm_matches_an_f64_loop_on_the_gpu() {
     check_pipeline_depths(&rt, false);
     check_rasterisation(&rt, false);
     check_persistence(&rt, false);
+    check_tile_copies(&rt, false);
 }

@@ -186,9 +186,9 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
         gemm::gemm(&GemmConfig::new(DType::F16, DType::F32)),
         gemm::gemm(&GemmConfig { splits: 2, split_sum: SplitSum::LastThreadgroup, ..GemmConfig::new(DType::BF16, DType::F32) }),
         sgemm::sgemm(&sgemm::SgemmConfig::new(DType::F32)),
-        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: false, row_bias: false, staged: true }),
-        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: true, row_bias: false, staged: false }),
-        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: false, row_bias: true, staged: true }),
+        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: false, row_bias: false, staged: true, tile_copies: false }),
+        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: true, row_bias: false, staged: false, tile_copies: false }),
+        gemm::gemm_cooperative(&gemm::CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, persistent: false, row_bias: true, staged: true, tile_copies: false }),
     ];
     let args = ((matrix, PlainArgs { b4: "b4", alpha: 1.0, beta: 0.0, a_stride: 1, batch: 1, bias: Some("bias") }), split);
     family("plain products", plain, &[MatrixArgs::NAMES, PlainArgs::NAMES, SplitArgs::NAMES], &args);

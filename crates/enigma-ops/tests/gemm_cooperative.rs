@@ -6,7 +6,7 @@
 use enigma_ir::Scalar;
 use enigma_ops::{upload, DType, Error, GemmOptions, Ops, Options};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias, cooperative};
+use enigma_testing::cooperative_gemm::{check_epilogue, check_matmul, check_persistence, check_pipeline_depths, check_rasterisation, check_shared_a_and_bias, check_tile_copies, cooperative};
 
 #[test]
 fn matmul_on_cooperative_tensors_matches_an_f64_loop() {
@@ -47,6 +47,13 @@ fn the_persistent_kernel_computes_every_tile_once_and_its_prefetch_is_race_free(
     // Posing as a device of 227 KiB, where four stages of 128 rows fit.
     let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
     check_persistence(&rt, true);
+}
+
+#[test]
+fn tile_copies_match_an_f64_loop_and_read_nothing_of_the_next_product() {
+    // Posing as a device of 227 KiB, where the 128 × 256 tile's stages fit.
+    let rt = Runtime::with_backend(std::sync::Arc::new(enigma_sim::SimBackend::new().with_threadgroup_memory(227 * 1024)));
+    check_tile_copies(&rt, true);
 }
 
 #[test]

@@ -7,8 +7,9 @@
 //! and dispatched directly with alpha, beta and 16-bit outputs
 //! ([`check_epilogue`]), with one A for every product and a row bias
 //! ([`check_shared_a_and_bias`]), at each pipeline depth ([`check_pipeline_depths`])
-//! and in each walk over the tiles ([`check_rasterisation`]), and the
-//! persistent kernel ([`check_persistence`]).
+//! and in each walk over the tiles ([`check_rasterisation`]), the
+//! persistent kernel ([`check_persistence`]) and the kernel staged by tile
+//! copies ([`check_tile_copies`]).
 
 use enigma_kernels::library::gemm::cooperative::DEFAULT_RASTER;
 use enigma_kernels::library::gemm::{gemm_cooperative, CoopGemmConfig};
@@ -127,7 +128,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs: Vec<CoopGemmConfig> = [64, 128]
         .into_iter()
         .flat_map(|tm| [64, 128, 256].map(move |tn| (tm, tn)))
-        .flat_map(|(tm, tn)| (1..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16 })))
+        .flat_map(|(tm, tn)| (1..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16, tile_copies: false })))
         .filter(|cfg| cfg.check(max).is_ok())
         .collect();
     assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
@@ -139,7 +140,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// one band taller than the grid): every tile computed once, against the
 /// f64 loop.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false, row_bias: false, staged: false });
+    let configs = [1, 2, 4, 8].map(|raster| CoopGemmConfig { input: DType::F16, output: DType::F32, tm: 64, tn: 64, tk: 64, stages: 2, raster, persistent: false, row_bias: false, staged: false, tile_copies: false });
     check_configs(rt, sanitize, &configs, (2, 64 * 5 - 3, 64 * 3, 64));
 }
 
@@ -154,7 +155,7 @@ const PERSISTENT_THREADGROUPS: u32 = 3;
 /// crosses from one product to the next), in bands of 2 rows of tiles.
 pub fn check_persistence(rt: &Runtime, sanitize: bool) {
     let max = rt.device().max_threadgroup_memory_bytes;
-    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false, staged: true };
+    let base = CoopGemmConfig { input: DType::F16, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 2, persistent: true, row_bias: false, staged: true, tile_copies: false };
     let configs: Vec<CoopGemmConfig> = [(64, 64, 1, DType::F16), (64, 64, 2, DType::F16), (64, 64, 2, DType::F32), (64, 128, 3, DType::F16), (128, 64, 4, DType::F16), (128, 64, 3, DType::F32)]
         .into_iter()
         .map(|(tm, tn, stages, output)| CoopGemmConfig { tm, tn, stages, output, staged: output == base.input, ..base })
@@ -162,6 +163,43 @@ pub fn check_persistence(rt: &Runtime, sanitize: bool) {
         .collect();
     assert!(configs.iter().any(|c| c.staged && c.stages == 4), "no persistent four-stage configuration fits {max} bytes");
     check_configs(rt, sanitize, &configs, (2, 187, 136, 200));
+}
+
+/// The kernel staged by tile copies (A and B copied as whole matrices of
+/// the batch: a box past a product's M or K reaches into the next
+/// product's rows) in one to four stages, 64 × 64 and 128 × 256 tiles, C of
+/// f16 and f32, over two products of 70 × 80 × 456 (partial tiles along
+/// M, N and K), with one A for both products and a row bias; and with
+/// the second product's B infinite, whose rows past the first product's
+/// K a box reads: they are zeroed, so the first product stays finite.
+pub fn check_tile_copies(rt: &Runtime, sanitize: bool) {
+    let max = rt.device().max_threadgroup_memory_bytes;
+    let configs: Vec<CoopGemmConfig> = [(64, 64), (128, 256)]
+        .into_iter()
+        .flat_map(|(tm, tn)| (1..=4).flat_map(move |stages| [DType::F32, DType::F16].map(|output| CoopGemmConfig { input: DType::F16, output, tm, tn, tk: 64, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == DType::F16, tile_copies: true })))
+        .filter(|cfg| cfg.check(max).is_ok())
+        .collect();
+    assert!(configs.iter().any(|c| c.lag() == 2), "no overlapped configuration fits {max} bytes");
+    check_configs(rt, sanitize, &configs, (2, 70, 80, 456));
+    let cfg = CoopGemmConfig { row_bias: true, ..configs[0] };
+    let bias = values(70, 11, cfg.input);
+    let bias_buffer = upload(rt, cfg.input.scalar(), &bias).unwrap();
+    run_config(rt, sanitize, &cfg, (3, 70, 80, 72), Extras { shared_a: true, bias: Some(&bias) }, Some(&bias_buffer));
+
+    let (m, n, k) = (20usize, 64usize, 104usize);
+    let a = values(2 * m * k, 3, DType::F16);
+    let mut b = values(2 * k * n, 5, DType::F16);
+    b[k * n..].fill(f32::INFINITY);
+    let pipeline = rt.pipeline(&gemm_cooperative(&configs[0])).unwrap();
+    let (ab, bb) = (upload(rt, enigma_ir::Scalar::F16, &a).unwrap(), upload(rt, enigma_ir::Scalar::F16, &b).unwrap());
+    let cb = upload(rt, enigma_ir::Scalar::F32, &vec![0.0; 2 * m * n]).unwrap();
+    let args = [Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(1.0), Arg::f32(0.0), Arg::u32((m * k) as u32), Arg::u32(2)];
+    let dispatch = configs[0].dispatch(m as u32, n as u32, 2, PERSISTENT_THREADGROUPS);
+    rt.dispatch(&pipeline, &args, DispatchMode::Threadgroups, dispatch.size, dispatch.threads, &enigma_runtime::Options { sanitize, ..Default::default() }).unwrap();
+    let got = download(&cb, enigma_ir::Scalar::F32, 2 * m * n).unwrap();
+    let want = product(&a, &b, &vec![0.0; 2 * m * n], 2, m, n, k, 1.0, 0.0, Extras::default());
+    assert_close(&format!("{} past K", configs[0].name()), &got[..m * n], &want[..m * n], k, DType::F32);
+    assert!(got[m * n..].iter().all(|x| !x.is_finite()), "the second product sums infinite values");
 }
 
 /// `configs` dispatched with alpha 0.75 and beta −1.5 over `batch` products
@@ -185,7 +223,7 @@ fn run_config(rt: &Runtime, sanitize: bool, cfg: &CoopGemmConfig, (batch, m, n, 
     let (alpha, beta) = (0.75f32, -1.5f32);
     let a_stride = if extras.shared_a { 0 } else { (m * k) as u32 };
     let mut args = vec![Arg::from(&ab), Arg::from(&bb), Arg::from(&cb), Arg::u32(m as u32), Arg::u32(n as u32), Arg::u32(k as u32), Arg::f32(alpha), Arg::f32(beta), Arg::u32(a_stride)];
-    if cfg.persistent {
+    if cfg.persistent || cfg.tile_copies {
         args.push(Arg::u32(batch as u32));
     }
     args.extend(bias.map(Arg::from));

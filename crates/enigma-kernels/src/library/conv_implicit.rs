@@ -375,7 +375,7 @@ pub fn conv2d_implicit(cfg: &ImplicitConvConfig) -> Kernel {
     let pipeline = SlicePipeline::new(stages);
     pipeline.prologue(&mut k, "first", slices, &issue);
     for_each_slot(&mut k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-    pipeline.run(&mut k, slices, (&op, acc), &|s| (w_ops.view(stages, Ex::from(s)), x_ops.view(stages, Ex::from(s))), &issue);
+    pipeline.run(&mut k, slices, (&op, acc), &|s| (w_ops.view(stages, Ex::from(s)), x_ops.view(stages, Ex::from(s))), &issue, &|_, _, _| {});
     let target = TileTarget { c: y, output: dtype, base: image * c_out * pixels, origin: (m0, n0), size: (c_out, pixels), alpha: f(1.0), beta: f(0.0), bias };
     match staging {
         Some(staging) => store_tile_staged(&mut k, acc, per_thread, &target, (staging, cfg.staging_pitch(), STAGING_ROWS), (tm, tn), (lid, threads)),

@@ -62,11 +62,13 @@ pub struct GemmOptions {
     /// of seed 002's layout where the device's cooperative products
     /// are `wgmma` (`qmatmul::kernel_for`).
     pub cooperative: Option<bool>,
-    /// The quantized GEMM on cooperative tensors: stage its operands by tile
-    /// copies (`tile_copy`; on CUDA the tensor copy engine) rather than by
-    /// every thread's asynchronous copies. `Some(true)`: tile copies (at
-    /// most [`enigma_ir::limits::TILE_BARRIERS`] stages); `Some(false)`:
-    /// never. Default: [`tile_copies_by_default`].
+    /// The GEMM and the quantized GEMM on cooperative tensors: stage their
+    /// operands by tile copies (`tile_copy`; on CUDA the tensor copy engine)
+    /// rather than by every thread's asynchronous copies. `Some(true)`:
+    /// tile copies (at most [`enigma_ir::limits::TILE_BARRIERS`] stages; the
+    /// GEMM then runs a threadgroup per tile, not persistent);
+    /// `Some(false)`: never. Default: [`tile_copies_by_default`] (the GEMM:
+    /// where it is not persistent).
     pub tile_copies: Option<bool>,
 }
 

@@ -140,7 +140,7 @@ pub fn all_kernels() -> Vec<Kernel> {
     // not fit beside the stages there), a threadgroup per tile and
     // persistent, and with a row bias.
     for (input, output, persistent, row_bias) in [(DType::F16, DType::F16, false, false), (DType::BF16, DType::F32, false, false), (DType::F16, DType::F16, true, false), (DType::BF16, DType::BF16, false, true)] {
-        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias, staged: false }));
+        out.push(gemm::gemm_cooperative(&gemm::CoopGemmConfig { input, output, tm: 64, tn: 64, tk: 64, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, persistent, row_bias, staged: false, tile_copies: false }));
     }
     // Split K summed by each tile's last threadgroup: the device-fence handoff.
     out.push(gemm::gemm(&gemm::GemmConfig {

@@ -85,7 +85,8 @@ use super::config::{asked_or_fitting_stages, MAX_STAGES};
 use super::args::{MatrixArgs, PlainArgs};
 use crate::library::split::SplitArgs;
 use crate::library::*;
-use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor};
+use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor, TileSource};
+use enigma_ir::limits::TILE_BARRIERS;
 use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, MemFlags, Scalar, Type};
 
 /// Rows of C one warpgroup (four SIMD groups) multiplies.
@@ -172,6 +173,10 @@ pub struct CoopGemmConfig {
     /// in threadgroup memory (module doc, "The epilogue"); else each thread
     /// stores its slots where they lie.
     pub staged: bool,
+    /// Stage the slices by tile copies (`tile_copy`; on CUDA `sm_90` the
+    /// tensor copy engine) rather than by every thread's asynchronous
+    /// copies (module doc, "Tile copies"; a threadgroup per tile only).
+    pub tile_copies: bool,
 }
 
 impl CoopGemmConfig {
@@ -185,7 +190,7 @@ impl CoopGemmConfig {
         let staging = if output == input { [true, false].as_slice() } else { [false].as_slice() };
         staging.iter().find_map(|&staged| {
             COOP_TILES.iter().find_map(|&(tm, tn, tk)| {
-                let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged };
+                let base = CoopGemmConfig { input, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged, tile_copies: false };
                 let bytes = |stages: u32| CoopGemmConfig { stages, ..base }.memory_bytes();
                 asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopGemmConfig { stages, ..base })
             })
@@ -196,7 +201,7 @@ impl CoopGemmConfig {
     /// in bands of [`DEFAULT_RASTER`] rows of tiles, a threadgroup per
     /// tile, no row bias, C staged where it is 16-bit.
     pub fn new(input: DType, output: DType, (tm, tn, tk): (u32, u32, u32), stages: u32) -> CoopGemmConfig {
-        CoopGemmConfig { input, output, tm, tn, tk, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input }
+        CoopGemmConfig { input, output, tm, tn, tk, stages, raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input, tile_copies: false }
     }
 
     /// Barriers between a product and the reuse of its stage: 2 (overlapped
@@ -242,12 +247,14 @@ impl CoopGemmConfig {
         let persistent = if self.persistent { "_p" } else { "" };
         let bias = if self.row_bias { "_bias" } else { "" };
         let direct = if !self.staged && self.output == self.input { "_direct" } else { "" };
-        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}{bias}{direct}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
+        let tiles = if self.tile_copies { "_tiles" } else { "" };
+        format!("gemm_coop_{}_{}_{}x{}x{}_s{}{raster}{persistent}{bias}{direct}{tiles}", self.input, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: 16-bit inputs; `tm` 64
     /// or 128; `tn` and `tk` multiples of 64 (the pitches of the staged
-    /// slices), `tn` at most 256; 1 to [`MAX_STAGES`] stages; each slice's
+    /// slices), `tn` at most 256; 1 to [`MAX_STAGES`] stages (with tile
+    /// copies at most [`TILE_BARRIERS`], and not persistent); each slice's
     /// copies split evenly over the threads in whole rows
     /// (`Staging::splits_evenly`: not 192 columns); C staged only in the
     /// inputs' type; the stages and the staging array within
@@ -264,6 +271,12 @@ impl CoopGemmConfig {
         }
         if !(1..=MAX_STAGES).contains(&self.stages) {
             return err(format!("{} stages; between 1 and {MAX_STAGES}", self.stages));
+        }
+        if self.tile_copies && self.stages > TILE_BARRIERS {
+            return err(format!("{} stages of tile copies; at most {TILE_BARRIERS}, one barrier each", self.stages));
+        }
+        if self.tile_copies && self.persistent {
+            return err("tile copies in a persistent kernel; they stage a threadgroup per tile".to_string());
         }
         if !Staging::splits_evenly((self.tm, self.tk), COPY_ELEMENTS, self.threads()) || !Staging::splits_evenly((self.tk, self.tn), COPY_ELEMENTS, self.threads()) {
             return err(format!("the slices' 16-byte copies do not split evenly over {} threads in whole rows", self.threads()));
@@ -426,29 +439,34 @@ impl Staging {
 /// threadgroup memory, the copies `ahead` slices ahead
 /// ([`CoopGemmConfig::ahead`]), each product releasing its operands `lag`
 /// barriers after it ([`CoopGemmConfig::lag`]: 2, overlapped, with three
-/// or more stages). Every iteration commits one group of copies (empty
-/// past the last slice), so waiting for all but `ahead − 1` groups leaves
-/// the slice to multiply complete. Shared by the cooperative GEMM and the
-/// implicit-GEMM convolution.
+/// or more stages). With each thread's asynchronous copies every iteration
+/// commits one group (empty past the last slice), so waiting for all but
+/// `ahead − 1` groups leaves the slice to multiply complete; with tile
+/// copies (`tiles`) each stage's copies complete on the stage's own
+/// barrier, waited for before its product. Shared by the cooperative GEMM
+/// and the implicit-GEMM convolution.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SlicePipeline {
     pub(crate) stages: u32,
     pub(crate) lag: u32,
     pub(crate) ahead: u32,
+    pub(crate) tiles: bool,
 }
 
 impl SlicePipeline {
     pub(crate) fn new(stages: u32) -> SlicePipeline {
         let lag = overlap_lag(stages);
-        SlicePipeline { stages, lag, ahead: (stages - lag).max(1) }
+        SlicePipeline { stages, lag, ahead: (stages - lag).max(1), tiles: false }
     }
 
-    /// The first `ahead` slices' copies, one group each: `issue(k, tag, t,
-    /// stage)` starts slice `t`'s copies into `stage`.
+    /// The first `ahead` slices' copies, one group (or barrier) each:
+    /// `issue(k, tag, t, stage)` starts slice `t`'s copies into `stage`.
     pub(crate) fn prologue(&self, k: &mut KernelBuilder, tag: &str, slices: Ex, issue: &dyn Fn(&mut KernelBuilder, &str, Ex, u32)) {
         for t in 0..self.ahead {
             k.if_(Ex::from(t).lt(slices), |k| issue(k, &format!("{tag}{t}"), Ex::from(t), t % self.stages));
-            k.async_commit();
+            if !self.tiles {
+                k.async_commit();
+            }
         }
     }
 
@@ -461,14 +479,21 @@ impl SlicePipeline {
     /// barrier of their own: the product just started reads it until the
     /// next). Unrolled by `stages`, so that each slice's stage is a
     /// constant: the views' offsets and the products' run-time checks fold
-    /// away.
-    pub(crate) fn run(&self, k: &mut KernelBuilder, slices: Ex, (op, acc): (&Matmul2d, CoopTensor), views: &dyn Fn(u32) -> (Tensor, Tensor), issue: &dyn Fn(&mut KernelBuilder, &str, Ex, u32)) {
-        let SlicePipeline { stages, lag, ahead } = *self;
+    /// away. With tile copies `landed(k, t, stage)` runs after slice `t`'s
+    /// wait, before the barrier (the GEMM zeroes rows a box read past its
+    /// batch's K there).
+    pub(crate) fn run(&self, k: &mut KernelBuilder, slices: Ex, (op, acc): (&Matmul2d, CoopTensor), views: &dyn Fn(u32) -> (Tensor, Tensor), issue: &dyn Fn(&mut KernelBuilder, &str, Ex, u32), landed: &dyn Fn(&mut KernelBuilder, Ex, u32)) {
+        let SlicePipeline { stages, lag, ahead, tiles } = *self;
         k.for_range("round", 0u32, slices, stages, |k, round| {
             for s in 0..stages {
                 let t = k.let_(&format!("t{s}"), round + s);
                 k.if_(t.lt(slices), |k| {
-                    k.async_wait(ahead - 1);
+                    if tiles {
+                        k.tile_wait(s);
+                        landed(k, t, s);
+                    } else {
+                        k.async_wait(ahead - 1);
+                    }
                     k.threadgroup_barrier(MemFlags::Threadgroup);
                     let (left, right) = views(s);
                     if lag == 2 {
@@ -483,7 +508,9 @@ impl SlicePipeline {
                         }
                         issue(k, &format!("ahead{s}"), next, (s + ahead) % stages)
                     });
-                    k.async_commit();
+                    if !tiles {
+                        k.async_commit();
+                    }
                 });
             }
         });
@@ -697,7 +724,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let alpha = k.value(PlainArgs::ALPHA, Type::F32);
     let beta = k.value(PlainArgs::BETA, Type::F32);
     let a_stride = k.value(PlainArgs::A_STRIDE, Type::U32);
-    let batches = cfg.persistent.then(|| k.value(PlainArgs::BATCH, Type::U32));
+    let batches = (cfg.persistent || cfg.tile_copies).then(|| k.value(PlainArgs::BATCH, Type::U32));
     let bias = cfg.row_bias.then(|| k.buffer(PlainArgs::BIAS, cfg.input.ty(1), Access::Read));
     let a_slices = k.threadgroup_array("a_slices", cfg.input.ty(1), stages * tm * tk);
     let b_slices = k.threadgroup_array("b_slices", cfg.input.ty(1), stages * tk * tn);
@@ -721,20 +748,45 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
     let per_thread = tm * tn / threads;
 
-    // Slice `t`'s copies into stage `stage` (`t % stages`, a constant).
+    // Slice `t`'s copies into stage `stage` (`t % stages`, a constant):
+    // each thread's share, or two tile copies on the stage's barrier of
+    // the batches' A (`max(M, a_stride / K · batch)` rows: one matrix, or
+    // one per product) and B (`K · batch` rows) as whole matrices.
     let issue = |k: &mut KernelBuilder, tag: &str, at: TilePlace, t: Ex, stage: u32| {
         let TilePlace { m0, n0, a_base, b_base, .. } = at;
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
-        b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
+        match batches.filter(|_| cfg.tile_copies) {
+            Some(batches) => {
+                let origin = |row: Ex, col: Ex| [row.cast(Scalar::I32), col.cast(Scalar::I32)];
+                let a_matrix = TileSource { mem: a, extents: [max(m, a_stride / kk * batches), kk], pitch: kk };
+                k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, origin(a_base / kk + m0, k0), (tm, tk));
+                let b_matrix = TileSource { mem: b, extents: [kk * batches, n], pitch: n };
+                k.tile_copy(stage, b_slices.at(stage * (tk * tn)), b_matrix, origin(b_base / n + k0, n0), (tk, tn));
+            }
+            None => {
+                a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
+                b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
+            }
+        }
     };
-    let pipeline = SlicePipeline::new(stages);
+    // A box of the last slice past K holds the next product's rows of B,
+    // (finite or not) where A's columns are 0: zeros, as the threads'
+    // copies leave.
+    let landed = |k: &mut KernelBuilder, t: Ex, stage: u32| {
+        let k0 = k.let_(&format!("landed{stage}_k0"), t * tk);
+        k.if_((k0 + tk).gt(kk), |k| {
+            k.for_range(&format!("past_k{stage}"), lid, Ex::from(tk * tn), threads, |k, i| {
+                k.if_((k0 + i / tn).ge(kk), |k| k.store(b_slices.at(stage * (tk * tn) + i), f(0.0).cast(cfg.input.scalar())));
+            });
+        });
+    };
+    let pipeline = SlicePipeline { tiles: cfg.tile_copies, ..SlicePipeline::new(stages) };
     // A tile's first `ahead` slices, one group each.
     let prologue = |k: &mut KernelBuilder, tag: &str, at: TilePlace| pipeline.prologue(k, tag, slices, &|k, tag, t, stage| issue(k, tag, at, t, stage));
     // A tile's products into `acc`, its first slices' copies issued.
     let products = |k: &mut KernelBuilder, at: TilePlace| {
         for_each_slot(k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-        pipeline.run(k, slices, (&op, acc), &|s| (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s))), &|k, tag, t, stage| issue(k, tag, at, t, stage));
+        pipeline.run(k, slices, (&op, acc), &|s| (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s))), &|k, tag, t, stage| issue(k, tag, at, t, stage), &landed);
     };
     // Every copy landed and every product done, its operands released (the
     // second barrier): the stages are free for the next tile's first slices.
@@ -751,7 +803,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
         }
     };
 
-    match batches {
+    match batches.filter(|_| cfg.persistent) {
         None => {
             let tile = raster_walk(&mut k, cfg.raster);
             let here = place(&mut k, "tile", tg.z(), tile);

@@ -99,7 +99,10 @@ impl GemmPlan {
 /// threadgroup memory), or by default on a device whose cooperative
 /// products are warpgroup matrix instructions ([`DeviceInfo::wgmma`]) when
 /// all of that allows it and the product is large enough for its tiles
-/// ([`fills_enough`]).
+/// ([`fills_enough`]). Its slices are staged by tile copies where
+/// [`GemmOptions::tile_copies`](crate::library::select::GemmOptions::tile_copies)
+/// asks, or by default on such a device where the kernel is not
+/// persistent ([`select::tile_copies_by_default`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
     let GemmProblem { input, n, k, .. } = *problem;
     let asked = &overrides.gemm;
@@ -130,7 +133,15 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             "matmul",
             format!("the GEMM on cooperative tensors: no tile and stages fit {} bytes of threadgroup memory", device.max_threadgroup_memory_bytes),
         )),
-        Some(cfg) if forced || fills_enough(&cfg, problem, device.compute_units) => Ok(Some(CoopGemmConfig { persistent: persists(&cfg, problem, device.compute_units), ..cfg })),
+        Some(cfg) if forced || fills_enough(&cfg, problem, device.compute_units) => {
+            let persistent = persists(&cfg, problem, device.compute_units);
+            // Tile copies stage a threadgroup per tile: asked for, they take
+            // the place of the persistent walk.
+            let tile_copies = asked.tile_copies.unwrap_or_else(|| !persistent && select::tile_copies_by_default(device));
+            let cfg = CoopGemmConfig { persistent: persistent && !tile_copies, tile_copies, ..cfg };
+            cfg.check(device.max_threadgroup_memory_bytes).map_err(|e| select::argument("matmul", e.to_string()))?;
+            Ok(Some(cfg))
+        }
         _ => Ok(None),
     }
 }
@@ -174,7 +185,7 @@ fn persists(cfg: &CoopGemmConfig, problem: &GemmProblem, compute_units: u32) -> 
 /// three stages and 33.8 on 64 × 128.
 fn cooperative_config(problem: &GemmProblem, asked: Option<u32>, max_threadgroup_memory_bytes: u64) -> Option<CoopGemmConfig> {
     let GemmProblem { input, output, m, k, .. } = *problem;
-    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input };
+    let short = CoopGemmConfig { input, output, tm: WARPGROUP_ROWS, tn: 128, tk: 64, stages: asked.unwrap_or(DEFAULT_STAGES), raster: DEFAULT_RASTER, persistent: false, row_bias: false, staged: output == input, tile_copies: false };
     if m <= WARPGROUP_ROWS && short.check(max_threadgroup_memory_bytes).is_ok() {
         return Some(short);
     }

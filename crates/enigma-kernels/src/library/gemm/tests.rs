@@ -103,7 +103,7 @@ fn cooperative_memory_is_what_the_kernel_declares() {
     for &(tm, tn, tk) in &COOP_TILES {
         for stages in 2..=MAX_STAGES {
             for raster in [1, 8] {
-                let cfg = CoopGemmConfig { input: DType::BF16, output: DType::F16, tm, tn, tk, stages, raster, persistent: false, row_bias: false, staged: false };
+                let cfg = CoopGemmConfig { input: DType::BF16, output: DType::F16, tm, tn, tk, stages, raster, persistent: false, row_bias: false, staged: false, tile_copies: false };
                 if cfg.check(u64::MAX).is_err() {
                     continue;
                 }
@@ -121,7 +121,7 @@ fn cooperative_memory_is_what_the_kernel_declares() {
 fn cooperative_tiles_must_split_their_copies_in_whole_rows() {
     use super::cooperative::CoopGemmConfig;
     for tm in [64, 128] {
-        let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm, tn: 192, tk: 64, stages: 3, raster: 1, persistent: false, row_bias: false, staged: true };
+        let cfg = CoopGemmConfig { input: DType::F16, output: DType::F16, tm, tn: 192, tk: 64, stages: 3, raster: 1, persistent: false, row_bias: false, staged: true, tile_copies: false };
         let e = cfg.check(u64::MAX).unwrap_err().to_string();
         assert!(e.contains("in whole rows"), "{e}");
         for tn in [64, 128, 256] {
