@@ -165,6 +165,13 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
         let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m, n: 1024, k: 1024, batch: 32 }, &devices[0].1, &asked).unwrap();
         rows.push(format!("sm_90a stages 3 batch 32 f16->f16 {m}x1024x1024: {}", gemm_row(&plan)));
     }
+    // Tile copies asked for take the persistent walk's place; refused, the
+    // threads copy.
+    for (tile_copies, m, n, k, batch) in [(true, 1024, 1024, 1024, 32), (false, 4096, 1024, 1024, 1), (true, 64, 11008, 4096, 1)] {
+        let asked = Overrides { gemm: GemmOptions { tile_copies: Some(tile_copies), ..GemmOptions::default() }, ..Overrides::default() };
+        let plan = gemm::select(&GemmProblem { input: DType::F16, output: DType::F16, m, n, k, batch }, &devices[0].1, &asked).unwrap();
+        rows.push(format!("sm_90a tile copies {tile_copies} batch {batch} f16->f16 {m}x{n}x{k}: {}", gemm_row(&plan)));
+    }
     let expected: Vec<&str> = EXPECTED_COOPERATIVE.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     assert_eq!(rows, expected, "\n{}", rows.join("\n"));
 }
@@ -224,10 +231,10 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
 ";
 
 const EXPECTED_COOPERATIVE: &str = "
-    sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4_r8 splits=1 sum=Reduction
-    sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a f16->f32 4096x4096x4096: gemm_coop_f16_f32_128x256x64_s4_r8_tiles splits=1 sum=Reduction
+    sm_90a bf16->bf16 8192x8192x8192: gemm_coop_bf16_bf16_128x256x64_s4_r8_tiles splits=1 sum=Reduction
     sm_90a f16->f16 16x11008x4096: gemm_f16_f16_16x128x32_sg1x4_splitk_s4_whole splits=4 sum=Reduction
-    sm_90a f16->f16 128x11008x4096: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a f16->f16 128x11008x4096: gemm_coop_f16_f16_128x256x64_s4_r8_tiles splits=1 sum=Reduction
     sm_90a f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
     sm_90a f16->f32 4096x4096x4100: gemm_f16_f32_128x256x32_sg2x4_s4 splits=1 sum=Reduction
     sm_90a f32->f32 4096x4096x4096: sgemm_f32_128x128x16_r8x8 splits=1 sum=Reduction
@@ -243,13 +250,16 @@ const EXPECTED_COOPERATIVE: &str = "
     sm_90a never: gemm_f16_f32_128x256x32_sg2x4_s4_whole splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 1024x1024x1024: gemm_f16_f16_128x128x32_sg2x2_s4_whole splits=1 sum=Reduction
     sm_90a batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8_p splits=1 sum=Reduction
-    sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8_tiles splits=1 sum=Reduction
     sm_90a batch 64 f16->f16 64x1024x576: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
-    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x128x64_s1_r8 splits=1 sum=Reduction
+    sm_90a batch 64 f16->f16 128x1024x64: gemm_coop_f16_f16_64x128x64_s1_r8_tiles splits=1 sum=Reduction
     sm_90a batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8 splits=1 sum=Reduction
-    sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a batch 8 f16->f16 512x512x2048: gemm_coop_f16_f16_128x256x64_s4_r8_tiles splits=1 sum=Reduction
     sm_90a stages 3 batch 32 f16->f16 64x1024x1024: gemm_coop_f16_f16_64x128x64_s3_r8 splits=1 sum=Reduction
     sm_90a stages 3 batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s3_r8_p splits=1 sum=Reduction
+    sm_90a tile copies true batch 32 f16->f16 1024x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8_tiles splits=1 sum=Reduction
+    sm_90a tile copies false batch 1 f16->f16 4096x1024x1024: gemm_coop_f16_f16_128x256x64_s4_r8 splits=1 sum=Reduction
+    sm_90a tile copies true batch 1 f16->f16 64x11008x4096: gemm_coop_f16_f16_64x128x64_s4_r8_tiles splits=1 sum=Reduction
 ";
 
 #[test]

@@ -68,7 +68,8 @@ pub struct GemmOptions {
     /// tile copies (at most [`enigma_ir::limits::TILE_BARRIERS`] stages; the
     /// GEMM then runs a threadgroup per tile, not persistent);
     /// `Some(false)`: never. Default: [`tile_copies_by_default`] (the GEMM:
-    /// where it is not persistent).
+    /// where it is not persistent and its tile has two warpgroups or one
+    /// stage, `gemm::select`).
     pub tile_copies: Option<bool>,
 }
 

@@ -28,6 +28,21 @@
 //! have pitches that are multiples of 64, the product's m a multiple of
 //! 64 per warpgroup); elsewhere the backend's cooperative path.
 //!
+//! **Tile copies** ([`CoopGemmConfig::tile_copies`], `_tiles`; chosen by
+//! [`super::select`] on `wgmma` devices for 128-row tiles and one-stage
+//! products). Each slice is two tile copies on its stage's barrier (on
+//! CUDA one thread hands them to the tensor copy engine, which writes
+//! `wgmma`'s swizzle), so the threads issue no copies: A and B are
+//! described as whole matrices of the batch (A `max(M, a_stride / K ·
+//! batch)` rows of K, B `K · batch` rows of N; the batch size is an
+//! argument), the engine filling zeros past K and N of A and B's last
+//! columns and past the matrices' last rows. A box past a product's M
+//! reads the next product's rows of A into C's rows past M, which are not
+//! stored; a box past its K reads the next product's rows of B, which the
+//! threads set to zero after the wait (A's columns there are zeros, and a
+//! non-finite value times zero would not be). A threadgroup per tile
+//! only (not persistent).
+//!
 //! **Rasterisation.** Threadgroups start in the order of their linear
 //! index (x fastest). Each takes the tile of C at its place in a walk that
 //! goes down `raster` rows of tiles before moving one tile column right

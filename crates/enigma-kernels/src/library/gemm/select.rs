@@ -102,7 +102,7 @@ impl GemmPlan {
 /// ([`fills_enough`]). Its slices are staged by tile copies where
 /// [`GemmOptions::tile_copies`](crate::library::select::GemmOptions::tile_copies)
 /// asks, or by default on such a device where the kernel is not
-/// persistent ([`select::tile_copies_by_default`]).
+/// persistent and they pay ([`tile_copies_pay`]).
 fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides) -> Result<Option<CoopGemmConfig>, SelectError> {
     let GemmProblem { input, n, k, .. } = *problem;
     let asked = &overrides.gemm;
@@ -137,13 +137,28 @@ fn cooperative(problem: &GemmProblem, device: &DeviceInfo, overrides: &Overrides
             let persistent = persists(&cfg, problem, device.compute_units);
             // Tile copies stage a threadgroup per tile: asked for, they take
             // the place of the persistent walk.
-            let tile_copies = asked.tile_copies.unwrap_or_else(|| !persistent && select::tile_copies_by_default(device));
+            let tile_copies = asked.tile_copies.unwrap_or_else(|| !persistent && tile_copies_pay(&cfg) && select::tile_copies_by_default(device));
             let cfg = CoopGemmConfig { persistent: persistent && !tile_copies, tile_copies, ..cfg };
             cfg.check(device.max_threadgroup_memory_bytes).map_err(|e| select::argument("matmul", e.to_string()))?;
             Ok(Some(cfg))
         }
         _ => Ok(None),
     }
+}
+
+/// Whether tile copies beat each thread's copies for `cfg` (on a device
+/// that has them, [`select::tile_copies_by_default`]): with two warpgroups
+/// (128-row tiles), or one stage. Measured on an H200 (f16, C f16,
+/// `gemm_cuda`, `BENCHMARKS.md`): 128 × 256 in four stages 207.9 against
+/// 219.2 µs at 4096³, 1564 against 1663 at 8192³, 565 against 595 at
+/// 4096 × 11008 × 4096; 64 × 128 in one stage (64 products of 128 × 1024
+/// × 64) 13.2 against 14.6. With one warpgroup in more stages a slice's
+/// product is too short to cover the copy engine's latency two slices
+/// ahead: 64 × 128 in four stages 45.4 against 41.2 µs at 64 × 11008 ×
+/// 4096, 39.6 against 30.9 for 64 products of 64 × 1024 × 576; 64 × 64 in
+/// two 15.5 against 14.5.
+fn tile_copies_pay(cfg: &CoopGemmConfig) -> bool {
+    cfg.tm == 2 * WARPGROUP_ROWS || cfg.stages == 1
 }
 
 /// Most K values per product for which the persistent kernel is chosen.
