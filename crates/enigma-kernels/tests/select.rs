@@ -216,7 +216,7 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
 const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=1: qgemm_coop_int4_f16_8x64x128_s4_r8_splitk3_tiles (default qmatmul_int4_f16_r1_c4_u8_t512 splits=1)
     m=16: qgemm_coop_int4_f16_16x64x128_s4_r8_splitk3_tiles (default qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction)
-    m=64: qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_64x64x128_s4_r8_splitk3_tiles)
+    m=64: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles)
     m=128: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles)
     m=4096: qgemm_coop_int4_f16_256x128x64_s4_r8_tiles (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
     m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles

@@ -82,19 +82,26 @@ pub const COOP_QGEMM_ROWS: [u32; 6] = [8, 16, 32, 64, 128, 256];
 pub const COOP_QGEMM_COLUMNS: [u32; 2] = [64, 128];
 
 /// The fewest rows of a tile that [`CoopQgemmConfig::for_problem`] gives
-/// two warpgroups' columns: each stage of A then serves 128 columns of
-/// weights, not 64. On the H200 (11008 × 4096 INT4, group 128, 3 K splits,
-/// `BENCHMARKS.md`) 128 × 128 ran 38.6 µs against 128 × 64's 43.2, and at
-/// 64 and 16 rows the wider tile gained nothing (30.7 against 30.6, 24.5
-/// against 24.0).
+/// two warpgroups' columns, staged by each thread's copies: each stage of
+/// A then serves 128 columns of weights, not 64. On the H200 (11008 × 4096
+/// INT4, group 128, 3 K splits, `BENCHMARKS.md`) 128 × 128 ran 38.6 µs
+/// against 128 × 64's 43.2, and at 64 and 16 rows the wider tile gained
+/// nothing (30.7 against 30.6, 24.5 against 24.0).
 pub const WIDE_TILE_ROWS: u32 = 128;
 
-/// Below [`WIDE_TILE_ROWS`] rows [`CoopQgemmConfig::for_problem`] takes
-/// slices of this depth (where they fit): half the barriers and waits per K
-/// value. On the H200 (11008 × 4096 INT4, group 128, 3 K splits, two calls,
+/// [`WIDE_TILE_ROWS`] where the stages are tile copies: at 64 rows two
+/// warpgroups' columns (128-deep slices) ran 27.0–27.2 µs against one
+/// warpgroup's 29.7 (INT4) and 33.5 against 35.7 (FP4) on the H200, as
+/// the copies no longer cost the threads (`BENCHMARKS.md`).
+pub const WIDE_TILE_ROWS_TILE_COPIES: u32 = 64;
+
+/// Below 128 rows [`CoopQgemmConfig::for_problem`] takes slices of this
+/// depth (where they fit): half the barriers and waits per K value. On the
+/// H200 (11008 × 4096 INT4, group 128, 3 K splits, two calls,
 /// `BENCHMARKS.md`) 128-deep slices ran 22.3, 29.9–30.3 and 30.0–30.1 µs at
 /// 16, 48 and 64 rows against 64-deep ones' 23.7–23.9, 30.5–30.9 and
-/// 30.7; at 128 rows (on 128 columns) 42.2 against 38.3, so there 64.
+/// 30.7; at 128 rows (on 128 columns) 42.2 against 38.3, so there 64 (with
+/// tile copies 42.8 against 35.3).
 pub const NARROW_TILE_DEPTH: u32 = 128;
 
 /// SIMD groups per compute unit the K split aims for
@@ -153,28 +160,32 @@ pub struct CoopQgemmConfig {
 
 impl CoopQgemmConfig {
     /// The configuration for `m` rows of C within
-    /// `max_threadgroup_memory_bytes`: the first of [`COOP_QGEMM_ROWS`]
-    /// holding them (256 above), from [`WIDE_TILE_ROWS`] rows 128 columns
-    /// [`SLICE_DEPTH`] deep and below them 64 columns [`NARROW_TILE_DEPTH`]
-    /// deep (or 64 columns, [`SLICE_DEPTH`] deep, where those do not fit),
+    /// `max_threadgroup_memory_bytes`, staged by tile copies or not: the
+    /// first of [`COOP_QGEMM_ROWS`] holding them (256 above), from
+    /// [`WIDE_TILE_ROWS`] rows ([`WIDE_TILE_ROWS_TILE_COPIES`] with tile
+    /// copies) 128 columns and below them 64, [`SLICE_DEPTH`] deep from 128
+    /// rows and [`NARROW_TILE_DEPTH`] deep below (or 64 columns,
+    /// [`SLICE_DEPTH`] deep, where those do not fit),
     /// with the most stages (from [`super::gemm::DEFAULT_STAGES`] down to
     /// 2, or `stages` where asked) that fit, or the widest narrower tile
     /// that fits; `tile` (`(tm, tn, tk)`) where asked (that tile only);
     /// `None` where nothing fits.
-    pub fn for_problem(format: Format, output: DType, m: u32, (tile, stages): (Option<(u32, u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
+    pub fn for_problem(format: Format, output: DType, m: u32, tile_copies: bool, (tile, stages): (Option<(u32, u32, u32)>, Option<u32>), max_threadgroup_memory_bytes: u64) -> Option<CoopQgemmConfig> {
         let tiles: Vec<(u32, u32, u32)> = match tile {
             Some(tile) => vec![tile],
             None => {
                 let widest = COOP_QGEMM_ROWS.into_iter().find(|&rows| rows >= m).unwrap_or(256);
+                let wide = if tile_copies { WIDE_TILE_ROWS_TILE_COPIES } else { WIDE_TILE_ROWS };
                 let shapes = |rows: u32| {
-                    let first = if rows >= WIDE_TILE_ROWS { (2 * WARPGROUP_ROWS, SLICE_DEPTH) } else { (WARPGROUP_ROWS, NARROW_TILE_DEPTH) };
+                    let columns = if rows >= wide { 2 * WARPGROUP_ROWS } else { WARPGROUP_ROWS };
+                    let first = (columns, if rows >= 2 * WARPGROUP_ROWS { SLICE_DEPTH } else { NARROW_TILE_DEPTH });
                     [first, (WARPGROUP_ROWS, SLICE_DEPTH)].map(|(tn, tk)| (rows, tn, tk))
                 };
                 COOP_QGEMM_ROWS.into_iter().rev().filter(|&rows| rows <= widest).flat_map(shapes).collect()
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -455,8 +466,9 @@ mod tests {
     /// refused; what the check refuses, named.
     #[test]
     fn tiles_hold_m_and_fit_the_memory() {
-        let plan = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, (None, None), memory).map(|c| (c.tm, c.tn, c.stages));
-        let depth = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, (None, None), memory).map(|c| c.tk);
+        let plan = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, false, (None, None), memory).map(|c| (c.tm, c.tn, c.stages));
+        let depth = |m: u32, memory: u64| CoopQgemmConfig::for_problem(Format::Fp4, DType::F16, m, false, (None, None), memory).map(|c| c.tk);
+        let tiles = |m: u32| CoopQgemmConfig::for_problem(Format::Int4, DType::F16, m, true, (None, None), 227 * 1024).map(|c| (c.tm, c.tn, c.tk, c.tile_copies));
         let h200 = 227 * 1024;
         assert_eq!(plan(1, h200), Some((8, 64, 4)));
         assert_eq!(plan(16, h200), Some((16, 64, 4)));
@@ -475,7 +487,9 @@ mod tests {
         assert_eq!(plan(4096, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(128, 32 * 1024), Some((64, 64, 3)));
         assert_eq!(plan(8, 4 * 1024), None);
-        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
+        // Staged by tile copies, two warpgroups' columns from 64 rows.
+        assert_eq!([16, 48, 64, 128].map(tiles), [Some((16, 64, 128, true)), Some((64, 128, 128, true)), Some((64, 128, 128, true)), Some((128, 128, 64, true))]);
+        assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, false, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
         let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
         assert_eq!(cfg.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2));
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));

@@ -326,14 +326,14 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         }
     };
     let max_memory = select::limits(device).max_memory_bytes;
-    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, m, (tile, g.stages), max_memory) else {
+    let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device));
+    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, m, tile_copies, (tile, g.stages), max_memory) else {
         let stages = g.stages.map_or(String::new(), |s| format!(" in {s} stages"));
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
     let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
-    let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device));
     let cfg = CoopQgemmConfig { splits, split_sum, ..cfg };
     // Tile copies test no bounds: the whole-tile variant is the other path's.
     let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
