@@ -5,7 +5,8 @@
 //! overwriting a stage other threads read since the last barrier, is
 //! reported; two copies on one barrier land at its one wait; and the rules
 //! a GPU would hang on (a wait with no copy, a copy right after a wait with
-//! no barrier between) and a misaligned pitch fail with the numbers.
+//! no barrier between), a copy never waited for and a misaligned pitch
+//! fail with the numbers.
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -33,6 +34,9 @@ enum Fault {
     /// Issues the second box into the first's stage while the threads
     /// still read it (no barrier between).
     OverwriteRead,
+    /// Never waits for the second box: the threadgroup ends with it in
+    /// flight.
+    NeverWaited,
 }
 
 /// Copies two boxes of the `rows × cols` matrix (a row every `pitch` f32)
@@ -74,6 +78,9 @@ fn kernel(fault: Fault) -> Kernel {
         Fault::CopyAfterWait => k.tile_copy(0u32, stage.at(n), matrix, [second_row, col], BOX),
         Fault::OverwriteRead => k.tile_copy(1u32, stage.at(0u32), matrix, [second_row, col], BOX),
         _ => {}
+    }
+    if fault == Fault::NeverWaited {
+        return k.finish().unwrap();
     }
     k.tile_wait(if fault == Fault::CopyAfterWait { 0u32 } else { 1u32 });
     let second = if fault == Fault::OverwriteRead { 0 } else { n };
@@ -152,6 +159,8 @@ fn the_barrier_protocol_is_checked() {
     for (fault, expect) in [
         (Fault::WaitWithoutCopy, "tile_wait on barrier 2 with no tile_copy in flight on it"),
         (Fault::CopyAfterWait, "tile_copy on barrier 0 with no threadgroup_barrier since the tile_wait on it"),
+        (Fault::NeverWaited, "tile_copy on barrier 1 at "),
+        (Fault::NeverWaited, "never waited for: threadgroup (0,0,0) ended with it in flight"),
     ] {
         let err = run(&kernel(fault), 16, (0, 0), &Options::default()).unwrap_err().to_string();
         assert!(err.contains(expect), "{err}");

@@ -141,6 +141,13 @@ fn run_threadgroup(env: &Env<'_>, tg: TgPlace, linear: u64, schedule: u32, scrat
             })
             .collect();
         let Some(&(first_sg, pc, first_active)) = waiting.first() else {
+            if let Some((barrier, issuer)) = scratch.tiles.unwaited() {
+                return Err(Failure::Error(format!(
+                    "tile_copy on barrier {barrier} at {} never waited for: threadgroup {} ended with it in flight (on a GPU the copy could still write threadgroup memory given to another threadgroup); wait for it with tile_wait({barrier})",
+                    site(env, issuer.pc),
+                    fmt3(tg.position)
+                )));
+            }
             return Ok(());
         };
         let site = site(env, pc);

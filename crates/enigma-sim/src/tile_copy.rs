@@ -7,7 +7,8 @@
 //! the rules the simulator checks. Errors (a GPU would hang or read the
 //! wrong data): a wait with no copy in flight, a copy on a barrier waited on since
 //! the last threadgroup barrier (a fast thread's next copy could complete
-//! the barrier's phase twice before a slow thread's wait), a misaligned
+//! the barrier's phase twice before a slow thread's wait), a copy never
+//! waited for before the threadgroup ends, a misaligned
 //! destination or pitch, a box past its array or starting outside its
 //! matrix, and a source matrix that is empty, has overlapping rows or does
 //! not lie inside its buffer. Under the sanitizer, an access to the destination between
@@ -43,6 +44,13 @@ impl TileBarriers {
     /// The threadgroup passed a threadgroup barrier.
     pub fn barrier(&mut self) {
         self.barriers += 1;
+    }
+
+    /// A copy still in flight (its barrier and where it was issued) when
+    /// the threadgroup ends: never waited for, it could still be writing
+    /// threadgroup memory that a GPU has given to another threadgroup.
+    pub fn unwaited(&self) -> Option<(usize, Who)> {
+        self.in_flight.iter().enumerate().find_map(|(b, copies)| copies.first().map(|(_, _, issuer)| (b, *issuer)))
     }
 }
 
