@@ -53,7 +53,7 @@
 //! Parameters: `a, b, c, m, n, k, group, scales` (`b` the packed words,
 //! `group` K values per scale: 32, 64 or 128).
 
-use super::gemm::cooperative::{for_each_slot, raster_walk, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
+use super::gemm::cooperative::{for_each_slot, raster_walk, slice_view, Staging, COPY_ELEMENTS, DEFAULT_RASTER, WARPGROUP_ROWS};
 use super::gemm::{asked_or_fitting_stages, MatrixArgs, PackedArgs, MAX_STAGES};
 use super::quant::{Format, GROUPS, VALUES_PER_WORD};
 use super::split::{check_splits_and_memory, k_splits_for, split_range, SplitArgs, SplitSum, SplitTile};
@@ -314,9 +314,14 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let word_slices = k.threadgroup_array("word_slices", Type::U32, stages * word_rows * tn);
     let scale_slices = k.threadgroup_array("scale_slices", Type::F16, stages * scale_rows(tk) * tn);
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads);
-    let word_ops = Staging::new(&mut k, "w", (b, word_slices), (word_rows, tn), WORDS_PER_COPY, lid, threads);
-    let scale_ops = Staging::new(&mut k, "s", (scales, scale_slices), (scale_rows(tk), tn), COPY_ELEMENTS, lid, threads);
+    // Each thread's share of the copies, where the threads copy.
+    let staging = (!tile_copies).then(|| {
+        (
+            Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads),
+            Staging::new(&mut k, "w", (b, word_slices), (word_rows, tn), WORDS_PER_COPY, lid, threads),
+            Staging::new(&mut k, "s", (scales, scale_slices), (scale_rows(tk), tn), COPY_ELEMENTS, lid, threads),
+        )
+    });
     let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
     let m0 = k.let_("m0", tile_row * tm);
     let n0 = k.let_("n0", tile_col * tn);
@@ -346,6 +351,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // Slice `t`'s copies (of this threadgroup's run of K) into stage
     // `stage` (a value).
     let issue = |k: &mut KernelBuilder, tag: &str, t: Ex, stage: Ex| {
+        let Some((a_ops, word_ops, scale_ops)) = &staging else { unreachable!("each thread's copies are staged where the kernel has no tile copies") };
         let t = k.let_(&format!("{tag}_slice"), first_slice + t);
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
         // With whole tiles only the scales' rows past the last group are
@@ -368,7 +374,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
         k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
     };
-    let right = |stage: Ex| a_ops.view(stages, stage);
+    let right = |stage: Ex| slice_view(a_slices, (tm, tk), stages, stage);
     // With tile copies, slice `t`'s three boxes into stage `stage`, on the
     // stage's barrier. The matrices' extents are the kernel's arguments
     // (dispatch constants): A is M × K, the words K/8 × N, the scales

@@ -446,8 +446,15 @@ impl Staging {
 
     /// Stage `stage` as a view for the product (x the column).
     pub(crate) fn view(&self, stages: u32, stage: Ex) -> Tensor {
-        Tensor::new(self.staged, [self.cols, stages * self.rows]).slice(0u32, stage * self.rows)
+        slice_view(self.staged, (self.rows, self.cols), stages, stage)
     }
+}
+
+/// Stage `stage` of `staged` (`stages` slices of `rows × cols`) as a view
+/// for the product (x the column): [`Staging::view`], and the view of
+/// slices that tile copies fill.
+pub(crate) fn slice_view(staged: Mem, (rows, cols): (u32, u32), stages: u32, stage: Ex) -> Tensor {
+    Tensor::new(staged, [cols, stages * rows]).slice(0u32, stage * rows)
 }
 
 /// The software pipeline over a tile's slices of K: `stages` slices in
@@ -746,8 +753,10 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let c_staging = staged.then(|| k.threadgroup_array("c_staging", cfg.output.ty(1), STAGING_ROWS * cfg.staging_pitch()));
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    let a_ops = Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads);
-    let b_ops = Staging::new(&mut k, "b", (b, b_slices), (tk, tn), COPY_ELEMENTS, lid, threads);
+    // Each thread's share of the copies, where the threads copy.
+    let staging = (!cfg.tile_copies).then(|| {
+        (Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads), Staging::new(&mut k, "b", (b, b_slices), (tk, tn), COPY_ELEMENTS, lid, threads))
+    });
     let slices = k.let_("slices", (kk + (tk - 1)) / tk);
     // The place of the tile of the batch's `(row, col)` of tiles.
     let place = |k: &mut KernelBuilder, tag: &str, batch: Ex, (row, col): (Ex, Ex)| TilePlace {
@@ -770,18 +779,19 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let issue = |k: &mut KernelBuilder, tag: &str, at: TilePlace, t: Ex, stage: u32| {
         let TilePlace { m0, n0, a_base, b_base, .. } = at;
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        match batches.filter(|_| cfg.tile_copies) {
-            Some(batches) => {
+        match (&staging, batches) {
+            (None, Some(batches)) => {
                 let origin = |row: Ex, col: Ex| [row.cast(Scalar::I32), col.cast(Scalar::I32)];
                 let a_matrix = TileSource { mem: a, extents: [max(m, a_stride / kk * batches), kk], pitch: kk };
                 k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, origin(a_base / kk + m0, k0), (tm, tk));
                 let b_matrix = TileSource { mem: b, extents: [kk * batches, n], pitch: n };
                 k.tile_copy(stage, b_slices.at(stage * (tk * tn)), b_matrix, origin(b_base / n + k0, n0), (tk, tn));
             }
-            None => {
+            (Some((a_ops, b_ops)), _) => {
                 a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
                 b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
             }
+            (None, None) => unreachable!("a kernel staged by tile copies declares the batch size"),
         }
     };
     // A box of the last slice past K holds the next product's rows of B,
@@ -801,7 +811,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     // A tile's products into `acc`, its first slices' copies issued.
     let products = |k: &mut KernelBuilder, at: TilePlace| {
         for_each_slot(k, acc, per_thread, "i", &|k, i, _| k.cooperative_set(acc, i, 0.0f32));
-        pipeline.run(k, slices, (&op, acc), &|s| (a_ops.view(stages, Ex::from(s)), b_ops.view(stages, Ex::from(s))), &|k, tag, t, stage| issue(k, tag, at, t, stage), &landed);
+        pipeline.run(k, slices, (&op, acc), &|s| (slice_view(a_slices, (tm, tk), stages, Ex::from(s)), slice_view(b_slices, (tk, tn), stages, Ex::from(s))), &|k, tag, t, stage| issue(k, tag, at, t, stage), &landed);
     };
     // Every copy landed and every product done, its operands released (the
     // second barrier): the stages are free for the next tile's first slices.
