@@ -64,6 +64,16 @@
 //!   `async_wait(1)`, a barrier and the first stage's reads, then
 //!   `async_wait(0)` — a barrier, and reads of other threads' elements into
 //!   locals; `async_tg` then joins the readable threadgroup arrays.
+//! * **Tile copies** (with `tile_copies`): a phase at the top level, before
+//!   any `return`, copies one or two boxes (1 to 8 rows of 4 or 8 elements)
+//!   of a matrix of the extra input `tile_in` (1–12 rows of 1–24 columns, a
+//!   pitch of a multiple of 4 elements at least the columns; extents and
+//!   pitch literals) into the threadgroup array `tile_tg`, each box at a
+//!   128-byte boundary, with `tile_copy` on one or two of the eight
+//!   barriers, from an origin inside the matrix (a constant, or taken from
+//!   the threadgroup's position), so that boxes past the matrix's last row
+//!   or column read zeros; then `tile_wait` on each barrier and reads of
+//!   other threads' elements of the boxes into locals.
 //! * **Textures** (with `textures`): a phase at the top level reads one texel
 //!   of the extra input `tex_in` (a small one-channel texture of 32-bit
 //!   texels) at `(e % get_width, e' % get_height)` — or, for an f32
@@ -177,6 +187,11 @@ pub struct GenConfig {
     /// `async_copy`, `async_commit`, `async_wait` and a barrier, then read);
     /// copies are exact, so every backend must agree.
     pub async_copies: bool,
+    /// A tile-copy phase may appear (boxes of a matrix of the extra input
+    /// `tile_in` copied into the threadgroup array `tile_tg` with
+    /// `tile_copy` and `tile_wait`, then read); copies are exact, so every
+    /// backend must agree.
+    pub tile_copies: bool,
     /// A texture phase may appear (a texel of the extra input texture
     /// `tex_in` read into a local; each thread's texel of the extra output
     /// texture `tex_out` written at the end). Off by default, since only the
@@ -214,6 +229,7 @@ impl Default for GenConfig {
             divergent_simd: true,
             matrices: true,
             async_copies: true,
+            tile_copies: true,
             thread_arrays: true,
             textures: false,
             cooperative: true,
@@ -581,6 +597,9 @@ impl<'c> Gen<'c> {
         }
         if self.cfg.async_copies && self.ch.chance(40) {
             self.async_phase(&mut body);
+        }
+        if self.cfg.tile_copies && self.ch.chance(40) {
+            self.tile_phase(&mut body);
         }
         if self.cfg.thread_arrays && self.ch.chance(40) {
             self.thread_array_phase(&mut body);
@@ -1055,20 +1074,92 @@ impl<'c> Gen<'c> {
                 // Another thread's element: `(lid + r) % T`.
                 let thread = bin(BinaryOp::Rem, bin(BinaryOp::Add, lid(), lit_u32(self.ch.below(threads))), lit_u32(threads));
                 let load = Expr::Load { mem: tg, index: Box::new(slot(stage, thread, self.ch.below(4))) };
-                let to = self.outputs[0].elem;
-                let value = match (elem, to) {
-                    _ if elem == to => load,
-                    (Scalar::F32, Scalar::U32) => cast(to, call(Intrinsic::Max, vec![load, lit_f32(0.0)])),
-                    (Scalar::I32, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_i32(255))),
-                    (_, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_u32(255))),
-                    _ => cast(to, load),
-                };
-                let var = self.local("ar", to, false);
-                body.push(stmt(StmtKind::Assign { var, value }));
+                self.read_into_local(body, "ar", load, elem);
             }
         }
         self.tg.push((id, elem));
         self.tg_readable = true;
+    }
+
+    /// `load` (an `elem`) converted to the first output's element type (an
+    /// `f32` at least 0 for `u32`, an integer masked to 0..=255 for `f32`)
+    /// into a new local, which that output's first element adds up.
+    fn read_into_local(&mut self, body: &mut Block, prefix: &str, load: Expr, elem: Scalar) {
+        let to = self.outputs[0].elem;
+        let value = match (elem, to) {
+            _ if elem == to => load,
+            (Scalar::F32, Scalar::U32) => cast(to, call(Intrinsic::Max, vec![load, lit_f32(0.0)])),
+            (Scalar::I32, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_i32(255))),
+            (_, Scalar::F32) => cast(to, bin(BinaryOp::BitAnd, load, lit_u32(255))),
+            _ => cast(to, load),
+        };
+        let var = self.local(prefix, to, false);
+        body.push(stmt(StmtKind::Assign { var, value }));
+    }
+
+    /// An i32 coordinate inside `0..extent`, the same in the whole
+    /// threadgroup: a constant, or one taken from the threadgroup's position.
+    fn uniform_coordinate(&mut self, extent: u32) -> Expr {
+        let value = if self.ch.chance(50) {
+            lit_u32(self.ch.below(extent))
+        } else {
+            bin(BinaryOp::Rem, bin(BinaryOp::Add, component(Builtin::ThreadgroupPositionInGrid, 0), lit_u32(self.ch.below(extent))), lit_u32(extent))
+        };
+        cast(Scalar::I32, value)
+    }
+
+    /// A tile-copy phase at the top level, before any `return` (see the
+    /// module doc): one or two boxes of a `rows × cols` matrix of the extra
+    /// input `tile_in` (a row every `pitch` elements) copied into
+    /// `tile_tg` at elements 0 and 32 (128-byte boundaries), each box at
+    /// most 32 elements, on one barrier or two; a wait on each barrier,
+    /// then reads of other threads' elements of a box (`(lid + r) % box`)
+    /// into locals ([`Gen::read_into_local`]). The array is not one the
+    /// generator's expressions read (they index threadgroup arrays by the
+    /// thread, past the boxes).
+    fn tile_phase(&mut self, body: &mut Block) {
+        const BOX_ELEMENTS: u32 = 32;
+        let barriers = crate::limits::TILE_BARRIERS;
+        let elem = self.elem_type();
+        let (rows, cols) = (self.ch.range(1, 12), self.ch.range(1, 24));
+        let pitch = cols.next_multiple_of(4) + 4 * self.ch.below(2);
+        let input = self.input_buffer("tile_in".into(), elem, rows * pitch);
+        let id = TgArrayId(self.k.threadgroup_arrays.len() as u32);
+        let tg = Memory::Threadgroup(id);
+        let copies = self.ch.range(1, 2);
+        self.k.threadgroup_arrays.push(ThreadgroupArray { name: "tile_tg".into(), elem: elem.into(), len: copies * BOX_ELEMENTS });
+        let first = self.ch.below(barriers);
+        let second = if self.ch.chance(30) { first } else { (first + 1 + self.ch.below(barriers - 1)) % barriers };
+        let mut boxes = vec![];
+        for c in 0..copies {
+            let box_cols = self.ch.pick(&[4u32, 8]);
+            let box_rows = self.ch.range(1, BOX_ELEMENTS / box_cols);
+            let barrier = if c == 0 { first } else { second };
+            let copy = TileCopy {
+                barrier: lit_u32(barrier),
+                dst: tg,
+                dst_index: lit_u32(c * BOX_ELEMENTS),
+                src: Memory::Buffer(input),
+                extents: [lit_u32(rows), lit_u32(cols)],
+                pitch: lit_u32(pitch),
+                origin: [self.uniform_coordinate(rows), self.uniform_coordinate(cols)],
+                rows: box_rows,
+                cols: box_cols,
+            };
+            body.push(stmt(StmtKind::TileCopy(Box::new(copy))));
+            boxes.push(box_rows * box_cols);
+        }
+        body.push(stmt(StmtKind::TileWait { barrier: lit_u32(first) }));
+        if copies == 2 && second != first {
+            body.push(stmt(StmtKind::TileWait { barrier: lit_u32(second) }));
+        }
+        let lid = Expr::Builtin(Builtin::ThreadIndexInThreadgroup);
+        for _ in 0..self.ch.range(1, 2) {
+            let c = self.ch.below(copies);
+            let at = bin(BinaryOp::Rem, bin(BinaryOp::Add, lid.clone(), lit_u32(self.ch.below(boxes[c as usize]))), lit_u32(boxes[c as usize]));
+            let at = if c == 0 { at } else { bin(BinaryOp::Add, at, lit_u32(c * BOX_ELEMENTS)) };
+            self.read_into_local(body, "tr", Expr::Load { mem: tg, index: Box::new(at) }, elem);
+        }
     }
 
     /// A SIMD-group matrix phase at uniform control flow: a product of two

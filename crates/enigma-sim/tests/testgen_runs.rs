@@ -363,6 +363,45 @@ fn async_copy_cases_copy_into_the_outputs() {
     assert!(changed * 2 >= with_copies.len(), "{changed} of {} cases' outputs depend on async_in", with_copies.len());
 }
 
+/// The tile-copy phase: the cases that have it run clean under the
+/// sanitizer (every box waited for, nothing read in flight), some on one
+/// barrier and some on two, some from origins of the threadgroup's
+/// position, and their outputs depend on `tile_in`.
+#[test]
+fn tile_copy_cases_run_clean_and_copy_into_the_outputs() {
+    let with_tiles: Vec<(KernelCase, usize)> = (0..64)
+        .map(testgen::case)
+        .filter_map(|case| {
+            let param = case.kernel.params.iter().position(|p| p.name == "tile_in")?;
+            Some((case, param))
+        })
+        .collect();
+    assert!(with_tiles.len() >= 8, "{} of 64 cases copy tiles", with_tiles.len());
+    let texts: Vec<String> = with_tiles.iter().map(|(case, _)| print(&case.kernel)).collect();
+    let two_waits = texts.iter().filter(|t| t.matches("tile_wait(").count() == 2).count();
+    assert!(two_waits > 0 && two_waits < with_tiles.len(), "{two_waits} of {} cases wait on two barriers", with_tiles.len());
+    assert!(texts.iter().any(|t| t.contains("threadgroup_position_in_grid")), "no origin from the threadgroup's position");
+    for (case, _) in &with_tiles {
+        run(case, true).unwrap_or_else(|e| panic!("{}: {e}", print(&case.kernel)));
+    }
+    let changed = with_tiles
+        .iter()
+        .filter(|(case, param)| {
+            let mut other = case.clone();
+            if let CaseArg::Input { elem, data } = &mut other.args[*param] {
+                for w in data.iter_mut() {
+                    *w = match elem {
+                        enigma_ir::Scalar::F32 => (f32::from_bits(*w) + 1.0).to_bits(),
+                        _ => !*w,
+                    };
+                }
+            }
+            run(case, false).unwrap() != run(&other, false).unwrap()
+        })
+        .count();
+    assert!(changed * 2 >= with_tiles.len(), "{changed} of {} cases' outputs depend on tile_in", with_tiles.len());
+}
+
 #[test]
 fn seeded_cases_run_and_repeat_exactly() {
     let int_only = GenConfig { floats: false, ..GenConfig::default() };
