@@ -331,6 +331,27 @@ fn texture_cases_sample_with_constant_samplers() {
     }
 }
 
+/// How many of `cases` (each with the index of one of its input
+/// arguments) write other outputs when every element of that input
+/// changes (floats plus 1, integers inverted).
+fn depending_on_their_input(cases: &[(KernelCase, usize)]) -> usize {
+    cases
+        .iter()
+        .filter(|(case, param)| {
+            let mut other = case.clone();
+            if let CaseArg::Input { elem, data } = &mut other.args[*param] {
+                for w in data.iter_mut() {
+                    *w = match elem {
+                        enigma_ir::Scalar::F32 => (f32::from_bits(*w) + 1.0).to_bits(),
+                        _ => !*w,
+                    };
+                }
+            }
+            run(case, false).unwrap() != run(&other, false).unwrap()
+        })
+        .count()
+}
+
 /// The asynchronous-copy phase appears, in one and two stages, and what it
 /// copies reaches the outputs: changing `async_in` changes them.
 #[test]
@@ -345,21 +366,7 @@ fn async_copy_cases_copy_into_the_outputs() {
     assert!(with_copies.len() >= 8, "{} of 48 cases copy asynchronously", with_copies.len());
     let two_stages = with_copies.iter().filter(|(case, _)| print(&case.kernel).contains("async_wait(1)")).count();
     assert!(two_stages > 0 && two_stages < with_copies.len(), "{two_stages} of {} cases have two stages", with_copies.len());
-    let changed = with_copies
-        .iter()
-        .filter(|(case, param)| {
-            let mut other = case.clone();
-            if let CaseArg::Input { elem, data } = &mut other.args[*param] {
-                for w in data.iter_mut() {
-                    *w = match elem {
-                        enigma_ir::Scalar::F32 => (f32::from_bits(*w) + 1.0).to_bits(),
-                        _ => !*w,
-                    };
-                }
-            }
-            run(case, false).unwrap() != run(&other, false).unwrap()
-        })
-        .count();
+    let changed = depending_on_their_input(&with_copies);
     assert!(changed * 2 >= with_copies.len(), "{changed} of {} cases' outputs depend on async_in", with_copies.len());
 }
 
@@ -384,21 +391,7 @@ fn tile_copy_cases_run_clean_and_copy_into_the_outputs() {
     for (case, _) in &with_tiles {
         run(case, true).unwrap_or_else(|e| panic!("{}: {e}", print(&case.kernel)));
     }
-    let changed = with_tiles
-        .iter()
-        .filter(|(case, param)| {
-            let mut other = case.clone();
-            if let CaseArg::Input { elem, data } = &mut other.args[*param] {
-                for w in data.iter_mut() {
-                    *w = match elem {
-                        enigma_ir::Scalar::F32 => (f32::from_bits(*w) + 1.0).to_bits(),
-                        _ => !*w,
-                    };
-                }
-            }
-            run(case, false).unwrap() != run(&other, false).unwrap()
-        })
-        .count();
+    let changed = depending_on_their_input(&with_tiles);
     assert!(changed * 2 >= with_tiles.len(), "{changed} of {} cases' outputs depend on tile_in", with_tiles.len());
 }
 
