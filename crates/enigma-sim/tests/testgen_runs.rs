@@ -331,6 +331,18 @@ fn texture_cases_sample_with_constant_samplers() {
     }
 }
 
+/// The default cases of seeds `0..seeds` that have the input `name`, each
+/// with that input's argument index.
+fn cases_reading(name: &str, seeds: u64) -> Vec<(KernelCase, usize)> {
+    (0..seeds)
+        .map(testgen::case)
+        .filter_map(|case| {
+            let param = case.kernel.params.iter().position(|p| p.name == name)?;
+            Some((case, param))
+        })
+        .collect()
+}
+
 /// How many of `cases` (each with the index of one of its input
 /// arguments) write other outputs when every element of that input
 /// changes (floats plus 1, integers inverted).
@@ -356,13 +368,7 @@ fn depending_on_their_input(cases: &[(KernelCase, usize)]) -> usize {
 /// copies reaches the outputs: changing `async_in` changes them.
 #[test]
 fn async_copy_cases_copy_into_the_outputs() {
-    let with_copies: Vec<(KernelCase, usize)> = (0..48)
-        .map(testgen::case)
-        .filter_map(|case| {
-            let param = case.kernel.params.iter().position(|p| p.name == "async_in")?;
-            Some((case, param))
-        })
-        .collect();
+    let with_copies = cases_reading("async_in", 48);
     assert!(with_copies.len() >= 8, "{} of 48 cases copy asynchronously", with_copies.len());
     let two_stages = with_copies.iter().filter(|(case, _)| print(&case.kernel).contains("async_wait(1)")).count();
     assert!(two_stages > 0 && two_stages < with_copies.len(), "{two_stages} of {} cases have two stages", with_copies.len());
@@ -376,13 +382,7 @@ fn async_copy_cases_copy_into_the_outputs() {
 /// position, and their outputs depend on `tile_in`.
 #[test]
 fn tile_copy_cases_run_clean_and_copy_into_the_outputs() {
-    let with_tiles: Vec<(KernelCase, usize)> = (0..64)
-        .map(testgen::case)
-        .filter_map(|case| {
-            let param = case.kernel.params.iter().position(|p| p.name == "tile_in")?;
-            Some((case, param))
-        })
-        .collect();
+    let with_tiles = cases_reading("tile_in", 64);
     assert!(with_tiles.len() >= 8, "{} of 64 cases copy tiles", with_tiles.len());
     let texts: Vec<String> = with_tiles.iter().map(|(case, _)| print(&case.kernel)).collect();
     let two_waits = texts.iter().filter(|t| t.matches("tile_wait(").count() == 2).count();

@@ -55,6 +55,7 @@
 //! last visible key.
 
 use super::attention_prefill_common::{Heads, PrefillParams, QueryBlock, HEAD_DIMS};
+use super::gemm::cooperative::zero_rows_past;
 use super::*;
 use enigma_ir::builder::{CoopTensor, Matmul2d, Tensor, TileSource};
 use enigma_ir::limits::TILE_BARRIERS;
@@ -317,12 +318,7 @@ pub fn prefill_cooperative(cfg: &CoopPrefillConfig) -> Kernel {
             // A block past `S_kv` holds other keys' values (finite or
             // not) where its weights are 0: zeros, as the threads' copies
             // leave.
-            k.if_((kv0 + block_kv).gt(s_kv), |k| {
-                let at = k.let_("values_at", stage * stage_elements);
-                k.for_range("past_keys", lid, Ex::from(stage_elements), threads, |k, i| {
-                    k.if_((kv0 + i / d).ge(s_kv), |k| k.store(v_stages.at(at + i), f(0.0).cast(cfg.dtype.scalar())));
-                });
-            });
+            zero_rows_past(k, "past_keys", (v_stages, cfg.dtype.scalar(), stage * stage_elements), (block_kv, d), kv0, s_kv, threads_of);
             // Every thread's view holds the block, and every product of
             // the block before is done: the stage the copies below fill
             // (that block's, and its barrier, waited on then) is free.

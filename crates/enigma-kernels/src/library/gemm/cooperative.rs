@@ -457,6 +457,22 @@ pub(crate) fn slice_view(staged: Mem, (rows, cols): (u32, u32), stages: u32, sta
     Tensor::new(staged, [cols, stages * rows]).slice(0u32, stage * rows)
 }
 
+/// Sets to zero the rows of a `rows × cols` box of `staged` (of `elem`,
+/// from element `at`) that lie at or past row `limit` of its source, the
+/// box's first row being row `first`, where the box reaches that far; the
+/// threads (`lid` of `threads`) take every `threads`-th element. A tile
+/// copy of a batch's matrices as one reads the next matrix's rows there,
+/// where each thread's copies leave zeros: the GEMM's rows of B past K, the
+/// attention prefill's values past `S_kv`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn zero_rows_past(k: &mut KernelBuilder, tag: &str, (staged, elem, at): (Mem, Scalar, Ex), (rows, cols): (u32, u32), first: Ex, limit: Ex, (lid, threads): (Ex, u32)) {
+    k.if_((first + rows).gt(limit), |k| {
+        k.for_range(tag, lid, Ex::from(rows * cols), threads, |k, i| {
+            k.if_((first + i / cols).ge(limit), |k| k.store(staged.at(at + i), f(0.0).cast(elem)));
+        });
+    });
+}
+
 /// The software pipeline over a tile's slices of K: `stages` slices in
 /// threadgroup memory, the copies `ahead` slices ahead
 /// ([`CoopGemmConfig::ahead`]), each product releasing its operands `lag`
@@ -799,11 +815,7 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     // copies leave.
     let landed = |k: &mut KernelBuilder, t: Ex, stage: u32| {
         let k0 = k.let_(&format!("landed{stage}_k0"), t * tk);
-        k.if_((k0 + tk).gt(kk), |k| {
-            k.for_range(&format!("past_k{stage}"), lid, Ex::from(tk * tn), threads, |k, i| {
-                k.if_((k0 + i / tn).ge(kk), |k| k.store(b_slices.at(stage * (tk * tn) + i), f(0.0).cast(cfg.input.scalar())));
-            });
-        });
+        zero_rows_past(k, &format!("past_k{stage}"), (b_slices, cfg.input.scalar(), Ex::from(stage * (tk * tn))), (tk, tn), k0, kk, (lid, threads));
     };
     let pipeline = SlicePipeline { tiles: cfg.tile_copies, ..SlicePipeline::new(stages) };
     // A tile's first `ahead` slices, one group each.
