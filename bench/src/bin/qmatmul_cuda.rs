@@ -61,6 +61,12 @@
 //!              [--tile-copies auto,off,on]
 //! ```
 //!
+//! `--fragment-blocking`: the `fragments` runs' decode row (up to
+//! `qmatmul_fragments::DECODE_ROWS` rows) with threads, rows per
+//! threadgroup and K steps per iteration fixed, each `auto` (the
+//! selection's) or letters with numbers: `t128r16s2` is 128 threads,
+//! 16-row tiles and 2 steps (any may be left out).
+//!
 //! `--tile-copies`: the `coop` runs with their operands staged by each
 //! thread's asynchronous copies (`off`), by tile copies (`on`: the tensor
 //! copy engine), or as the selection chooses (`auto`).
@@ -106,8 +112,9 @@ enum Run {
     Decode(Config),
     Separate(Option<GemmTile>, Option<u32>, Option<u32>),
     Fused(Option<GemmTile>, Option<u32>),
-    /// The separate kernel on weights in fragment order (`Ops::qmatmul`).
-    Fragments(Option<GemmTile>, Option<u32>, Option<u32>),
+    /// The separate kernel on weights in fragment order (`Ops::qmatmul`),
+    /// and on them the decode row's blocking.
+    Fragments(Option<GemmTile>, Option<u32>, Option<u32>, FragmentSpec),
     /// The quantized GEMM on cooperative tensors with the tile, stages, K
     /// splits and staging asked for (`None`: auto).
     Coop(Option<GemmTile>, Option<u32>, Option<u32>, Option<bool>),
@@ -123,6 +130,45 @@ impl Run {
             Run::Fragments(..) => "fragments",
             Run::Coop(..) => "coop",
         }
+    }
+}
+
+/// The fragment decode row's threads, rows per threadgroup and K steps
+/// per iteration asked for (`None`: the selection's).
+#[derive(Clone, Copy, Default)]
+struct FragmentSpec {
+    threads: Option<u32>,
+    rows: Option<u32>,
+    steps: Option<u32>,
+}
+
+impl FragmentSpec {
+    /// `auto`, or letters each followed by a number: `t` threads, `r`
+    /// rows, `s` steps (`t128r16s2`, `r8`).
+    fn parse(text: &str) -> FragmentSpec {
+        let mut spec = FragmentSpec::default();
+        if text == "auto" {
+            return spec;
+        }
+        let mut rest = text;
+        while let Some(letter) = rest.chars().next() {
+            let digits = rest[1..].find(|c: char| !c.is_ascii_digit()).map_or(rest.len(), |i| i + 1);
+            let value: u32 = rest[1..digits].parse().unwrap_or_else(|_| usage_error(&format!("--fragment-blocking: `{text}` needs a number after `{letter}`")));
+            match letter {
+                't' => spec.threads = Some(value),
+                'r' => spec.rows = Some(value),
+                's' => spec.steps = Some(value),
+                _ => usage_error(&format!("--fragment-blocking: `{letter}` in `{text}` is not t, r or s")),
+            }
+            rest = &rest[digits..];
+        }
+        spec
+    }
+
+    fn name(&self) -> String {
+        let part = |letter: char, v: Option<u32>| v.map_or(String::new(), |v| format!("{letter}{v}"));
+        let name = format!("{}{}{}", part('t', self.threads), part('r', self.rows), part('s', self.steps));
+        if name.is_empty() { "auto".to_string() } else { name }
     }
 }
 
@@ -153,6 +199,8 @@ struct Args {
     split_sum: Option<SplitSum>,
     /// The `coop` runs' staging: tile copies or not (`None`: the selection's).
     tile_copies: Vec<Option<bool>>,
+    /// The `fragments` runs' decode-row blockings.
+    fragment_blocking: Vec<FragmentSpec>,
 }
 
 /// A list of tiles: `auto` (`None`) or `TMxTNxTK/ROWSxCOLS`.
@@ -167,7 +215,7 @@ fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
 /// The flags, for `--help` and after a bad command line.
 const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
 [--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop] \
-[--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel] [--tile-copies auto,off,on]
+[--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel] [--tile-copies auto,off,on] [--fragment-blocking auto,t128r16s2,…]
 (the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
 
 /// Prints `message` and the flags to stderr and exits with status 2.
@@ -196,6 +244,7 @@ fn parse_args() -> Args {
         stages: vec![None],
         split_sum: None,
         tile_copies: vec![None],
+        fragment_blocking: vec![FragmentSpec::default()],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.iter().any(|a| a == "--help" || a == "-h") {
@@ -226,6 +275,7 @@ fn parse_args() -> Args {
             "--coop-tiles" => a.coop_tiles = tiles(flag, value),
             "--stages" => a.stages = value.split(',').map(|s| if s.trim() == "auto" { None } else { Some(list::<u32>(flag, s)[0]) }).collect(),
             "--fused-tiles" => a.fused_tiles = tiles(flag, value),
+            "--fragment-blocking" => a.fragment_blocking = value.split(',').map(|v| FragmentSpec::parse(v.trim())).collect(),
             "--tile-copies" => {
                 a.tile_copies = value
                     .split(',')
@@ -323,7 +373,9 @@ fn main() {
                 if variant("fragments") {
                     for &tile in &args.separate_tiles {
                         for &stages in &args.stages {
-                            runs.extend(args.splits.iter().map(|&splits| Run::Fragments(tile, stages, splits)));
+                            for &spec in &args.fragment_blocking {
+                                runs.extend(args.splits.iter().map(|&splits| Run::Fragments(tile, stages, splits, spec)));
+                            }
                         }
                     }
                 }
@@ -346,23 +398,32 @@ fn main() {
             for run in runs {
                 let options = match run {
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
-                    Run::Separate(gemm_tile, stages, k_splits) | Run::Fragments(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Separate(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
+                    Run::Fragments(gemm_tile, stages, k_splits, spec) => Options {
+                        gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() },
+                        qmatmul: QmatmulOptions { rows_per_threadgroup: spec.rows, k_steps_per_iteration: spec.steps, ..QmatmulOptions::default() },
+                        threads: spec.threads,
+                        ..Options::default()
+                    },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
                     Run::Coop(tile, stages, k_splits, tile_copies) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, split_sum: args.split_sum, tile_copies }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
-                    Run::Separate(_, _, splits) | Run::Fragments(_, _, splits) => (0, 0, 0, splits),
+                    Run::Separate(_, _, splits) | Run::Fragments(_, _, splits, _) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
                     Run::Coop(_, _, splits, _) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _) | Run::Coop(tile, _, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _, _) | Run::Coop(tile, _, _, _) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _, _) = run {
+                if let Run::Fragments(_, _, _, spec) = run {
+                    base["fragment_blocking"] = spec.name().into();
+                }
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _, _) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
                 let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };

@@ -78,6 +78,7 @@ fn qmatmul_selection_by_rows_layout_and_device() {
         (Format::Int4, QuantLayout::Rows, 1),
         (Format::Int4, QuantLayout::Rows, 16),
         (Format::Fp4, QuantLayout::Fragments, 1),
+        (Format::Fp4, QuantLayout::Fragments, 16),
         (Format::Fp4, QuantLayout::Fragments, 64),
         (Format::MlxAffine, QuantLayout::Rows, 32),
     ];
@@ -337,16 +338,19 @@ const EXPECTED_QMATMUL: &str = "
     sim int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t256 splits=1
     sim int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4_s4_whole splits=1 sum=Reduction
     sim fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    sim fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     sim fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s2_whole_fragments splits=1 sum=Reduction
     sim mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
     cuda int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t512 splits=1
     cuda int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction
     cuda fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    cuda fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     cuda fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s4_whole_fragments splits=1 sum=Reduction
     cuda mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
     metal int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t512 splits=1
     metal int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4 splits=1 sum=Reduction
     metal fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
+    metal fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     metal fp4 fragments m=64: refused: qgemm_fp4_f16_64x128x64_sg2x2_fragments: fragment-ordered weights take 2 stages or more (not 1), the whole-tile kernel (a shape the tile divides along N and K)
     metal mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
 ";

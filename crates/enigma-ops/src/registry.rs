@@ -221,7 +221,7 @@ fn qmatmul_entry(format: Format, path: QmatmulPath) -> Entry {
     };
     let kernel = match path {
         QmatmulPath::Fused => ", seed 002's fused kernel (B dequantized per SIMD group through an 8×8 fragment)",
-        QmatmulPath::Fragments => ", the decode row's tensor-core kernel up to 8 rows and the tensor-core GEMM above",
+        QmatmulPath::Fragments => ", the decode row's tensor-core kernel up to 16 rows and the tensor-core GEMM above",
         QmatmulPath::Auto => "",
     };
     let default_shape: &[usize] = if path == QmatmulPath::Fragments { &[3, 96, 256] } else { &[3, 100, 256] };

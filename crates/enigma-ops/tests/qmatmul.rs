@@ -183,6 +183,7 @@ fn fragment_ordered_weights_match_the_reference() {
                     let units = if n >= 32 { 2 } else { 1 };
                     let out_name = if splits.is_some() { DType::F32 } else { out };
                     assert!(kernels[0].starts_with(&format!("qmatmul_{format}_{out_name}_fragments_u{units}_")), "{m}x{n}x{k}: {kernels:?}");
+                    assert_eq!(kernels[0].contains("_r16"), m > 8, "{m}x{n}x{k}: {kernels:?}");
                     assert_eq!(kernels.len(), if splits.is_some() { 2 } else { 1 }, "{m}x{n}x{k}: {kernels:?}");
                     continue;
                 }
@@ -190,6 +191,18 @@ fn fragment_ordered_weights_match_the_reference() {
                 // One dispatch, its tickets reused from the cache by the next call.
                 assert_eq!(splits.is_some(), kernels.len() == 1 && kernels[0].contains("_splitk_sum"), "{m}x{n}x{k}: {kernels:?}");
             }
+        }
+    }
+    // The decode row on 8- and 16-row tiles at row counts that leave a
+    // tile's rows past M, its loop taking 1, 2 or 4 K steps per iteration
+    // (the remainder one at a time: 7 and 13 steps over the SIMD groups),
+    // SIMD groups with one K step, several or none.
+    for (m, n, k, rows, steps, threads) in [(3, 48, 448, 8, 2, 128), (13, 64, 448, 16, 4, 64), (9, 32, 832, 16, 2, 128), (16, 64, 192, 16, 1, 256), (2, 16, 128, 16, 2, 128)] {
+        let options = Options { qmatmul: QmatmulOptions { rows_per_threadgroup: Some(rows), k_steps_per_iteration: Some(steps), ..QmatmulOptions::default() }, threads: Some(threads), sanitize: true, ..Options::default() };
+        for format in [quant::Format::Int4, quant::Format::Fp4] {
+            let kernels = run_check_cached(&rt, &cache, format, DType::F16, [m, n, k], 64, &options, Path::Fragments);
+            let tail = format!("_t{threads}{}{}", if rows == 16 { "_r16" } else { "" }, if steps > 1 { format!("_s{steps}") } else { String::new() });
+            assert!(kernels.len() == 1 && kernels[0].starts_with(&format!("qmatmul_{format}_f16_fragments_u")) && kernels[0].ends_with(&tail), "{m}x{n}x{k}: {kernels:?}");
         }
     }
     // Asking for splits summed in the kernel at a decode row's M takes the
@@ -206,6 +219,9 @@ fn fragment_ordered_weights_match_the_reference() {
     assert!(err.contains("group = 32"), "{err}");
     let a16 = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 16 * 64]).unwrap();
     let err = enigma_ops::Ops::new(&rt).qmatmul(&a16, &w, 16, DType::F32).unwrap_err().to_string();
+    assert!(err.contains("group = 32"), "{err}");
+    let a17 = upload(&rt, enigma_ir::Scalar::F16, &[0.0; 17 * 64]).unwrap();
+    let err = enigma_ops::Ops::new(&rt).qmatmul(&a17, &w, 17, DType::F32).unwrap_err().to_string();
     assert!(err.contains("divide the group of 32"), "{err}");
     let odd = enigma_ops::quantize_weights(quant::Format::Int4, &enigma_kernels::test_data(96 * 16, 3), 96, 16, 32).unwrap();
     let err = QuantizedWeights::upload_in(&rt, &odd, QuantLayout::Fragments).unwrap_err().to_string();

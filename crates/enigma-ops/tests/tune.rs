@@ -87,10 +87,10 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     assert!(runnable_tiles.iter().all(|t| t.shape.m == 16), "16 rows take 16-row tiles: {runnable_tiles:?}");
     assert!(q.iter().all(|(ch, _)| ch.tile.is_none()));
     assert!(q16.iter().filter(|(ch, _)| ch.tile.is_none() && ch.unroll.is_none()).all(|(_, skip)| skip.is_some()));
-    // Weights in fragment order: up to 8 rows the decode row's threadgroup
-    // sizes (1024 threads would not fit, skipped with the reason) and the
-    // tensor-core kernel's tiles, 64-deep
-    // slices only; above 8 rows the tiles alone.
+    // Weights in fragment order: up to 16 rows the decode row's threadgroup
+    // sizes (1024 threads would not fit, skipped with the reason; at 16
+    // rows neither would 512) and the tensor-core kernel's tiles, 64-deep
+    // slices only; above 16 rows the tiles alone.
     let frag = tune::candidates(&entry("qmatmul_fragments_int4"), &[1, 11008, 4096], &limits(1024));
     let runnable: Vec<GemmTile> = frag.iter().filter(|(_, skip)| skip.is_none()).filter_map(|(ch, _)| ch.tile).collect();
     assert!(runnable.contains(&GemmTile::new(16, 128, 64, 1, 4)), "{runnable:?}");
@@ -98,7 +98,10 @@ fn candidates_over_the_device_maximum_or_the_work_are_skipped_with_the_reason() 
     assert_eq!(decode, [(128, true), (256, true), (512, true), (1024, false)], "{frag:?}");
     assert!(frag.iter().all(|(ch, _)| ch.tile.is_none_or(|t| t.shape.k == 64)), "{frag:?}");
     let frag16 = tune::candidates(&entry("qmatmul_fragments_int4"), &[16, 11008, 4096], &limits(1024));
-    assert!(frag16.iter().all(|(ch, _)| ch.tile.is_some_and(|t| t.shape.k == 64)), "{frag16:?}");
+    let decode16: Vec<(u32, bool)> = frag16.iter().filter(|(ch, _)| ch.tile.is_none()).map(|(ch, skip)| (ch.threads, skip.is_none())).collect();
+    assert_eq!(decode16, [(128, true), (256, true), (512, false), (1024, false)], "{frag16:?}");
+    let frag17 = tune::candidates(&entry("qmatmul_fragments_int4"), &[17, 11008, 4096], &limits(1024));
+    assert!(frag17.iter().all(|(ch, _)| ch.tile.is_some_and(|t| t.shape.k == 64)), "{frag17:?}");
     // MLX's affine kernel takes threadgroup sizes at any M: none skipped for it.
     let affine16 = tune::candidates(&entry("qmatmul_mlx_affine"), &[16, 64, 256], &limits(1024));
     assert!(affine16.iter().any(|(ch, skip)| ch.unroll.is_none() && skip.is_none()), "{affine16:?}");

@@ -76,8 +76,9 @@ pub struct GemmOptions {
 /// Choices of the quantized matmul's decode kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QmatmulOptions {
-    /// Both decode kernels: rows of `C` per threadgroup (1 … 8; default
-    /// `min(M, 8)`).
+    /// Both decode kernels: rows of `C` per threadgroup (the row layout's
+    /// 1 … 8, default `min(M, 8)`; fragment order's 8 or 16, default 8 up
+    /// to 8 rows, else 16).
     pub rows_per_threadgroup: Option<u32>,
     /// FP4/INT4 decode kernel: columns per thread (1, 2 or 4: `uint`,
     /// `uint2`, `uint4` weight loads; default the widest that divides N
@@ -87,6 +88,10 @@ pub struct QmatmulOptions {
     pub columns_per_thread: Option<u32>,
     /// FP4/INT4 decode kernel: packed words per loop iteration (4, 8 or 16).
     pub words_per_iteration: Option<u32>,
+    /// Fragment order's decode kernel: K steps of 64 values per iteration
+    /// of a SIMD group's loop, whose weight and A loads are issued
+    /// together (1, 2 or 4; default 1 on 8-row tiles, 2 on 16-row ones).
+    pub k_steps_per_iteration: Option<u32>,
     /// MLX's affine format: the columns of each SIMD group, whose lanes all
     /// work on each of them (1, 2 or 4; default as for
     /// `columns_per_thread`).

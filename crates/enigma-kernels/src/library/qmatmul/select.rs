@@ -28,7 +28,7 @@ use crate::library::tile::TileShape;
 use crate::library::qgemm_cooperative::{CoopQgemmConfig, COOP_QGEMM_COLUMNS, COOP_QGEMM_ROWS, SLICE_DEPTHS};
 use crate::library::qgemm_fused::FusedQgemmConfig;
 use crate::library::qmatmul_affine::{self, AffineBlocking};
-use crate::library::qmatmul_fragments::{self, FragmentBlocking};
+use crate::library::qmatmul_fragments::{self, FragmentBlocking, FragmentOptions};
 use crate::library::quant::Format;
 use crate::library::select::{self, argument, Overrides, SelectError};
 use crate::library::{to_u32, DType};
@@ -189,7 +189,8 @@ pub fn select_kernel(kernel: QmatmulKernel, problem: &QmatmulProblem, device: &D
             QmatmulSelection::Decode(plan(format, out, m, n, k, group, threads, options)?)
         }
         QmatmulKernel::FragmentsDecode => {
-            QmatmulSelection::FragmentsDecode(qmatmul_fragments::plan(format, out, [m, n, k, group], overrides.threads, g.k_splits, 2 * compute_units)?)
+            let options = FragmentOptions { threads: overrides.threads, rows: q.rows_per_threadgroup, steps: q.k_steps_per_iteration, splits: g.k_splits };
+            QmatmulSelection::FragmentsDecode(qmatmul_fragments::plan(format, out, [m, n, k, group], options, 2 * compute_units)?)
         }
         QmatmulKernel::Affine => {
             if let Some(s) = g.k_splits.filter(|&s| s != 1) {
