@@ -60,7 +60,8 @@ fn assert_close(what: &str, got: &[f64], x: &Inputs, [m, n, k]: [usize; 3], out:
 /// (and below them), K not a multiple of the slice (groups of 32
 /// with an odd number of them), each group size, C f16 (and f32 once),
 /// and at two shapes the tile divides (the whole-tile kernel, which tests
-/// no copy's bounds; every other shape gets the kernel that does): the
+/// no copy's bounds, where the device's default is each thread's copies;
+/// every other shape gets the kernel that does): the
 /// tile the selection gives the device, clean under the sanitizer where
 /// `sanitize`.
 pub fn check_shapes(rt: &Runtime, sanitize: bool) {
@@ -76,7 +77,11 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
             let launches = ops.take_launches();
             assert_eq!(launches.len(), 1, "{what}");
             assert!(launches[0].kernel.starts_with("qgemm_coop_"), "{what}: {}", launches[0].kernel);
-            assert_eq!(launches[0].kernel.ends_with("_whole"), whole([m, n, k, group]), "{what}: {}", launches[0].kernel);
+            // The device's default staging: tile copies (which test no
+            // bounds, so never the whole-tile variant) or each thread's copies.
+            let tiles = enigma_kernels::library::select::tile_copies_by_default(rt.device());
+            assert_eq!(launches[0].kernel.ends_with("_tiles"), tiles, "{what}: {}", launches[0].kernel);
+            assert_eq!(launches[0].kernel.ends_with("_whole"), whole([m, n, k, group]) && !tiles, "{what}: {}", launches[0].kernel);
             assert!(launches[0].report.findings.is_empty(), "{what}: {:?}", launches[0].report.findings);
             let got = download(&c, out.scalar(), m * n).unwrap();
             assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
