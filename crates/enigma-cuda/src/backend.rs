@@ -37,6 +37,10 @@ pub struct CudaBackend {
     timer: Mutex<Timer>,
     /// The batch in progress, if any.
     batch: Mutex<Option<Batch>>,
+    /// Whether kernels launch as programmatic dependents of the kernel
+    /// before them in the stream (compute capability 9.0 on): see
+    /// [`queue_launch`].
+    dependent_launches: bool,
     /// Last, so the events and modules above are released while it lives.
     ctx: Arc<CudaContext>,
 }
@@ -61,7 +65,10 @@ impl Timer {
 /// dispatch (so that host work before it, such as allocating outputs, is
 /// not timed) or behind a held batch's wait, the end one after each
 /// dispatch (so that host work after the last, such as freeing a
-/// workspace, is not timed either).
+/// workspace, is not timed either). (An event between two kernels costs
+/// about 1.2 µs of device time on an H200 and keeps the second from
+/// overlapping the first's end, [`queue_launch`]: held figures of
+/// operations of several dispatches include both.)
 struct Batch {
     timer: Timer,
     started: bool,
@@ -160,6 +167,7 @@ impl CudaBackend {
             cache: Mutex::new(HashMap::new()),
             timer: Mutex::new(timer),
             batch: Mutex::new(None),
+            dependent_launches: major >= 9,
         })
     }
 
@@ -689,7 +697,7 @@ impl Backend for CudaBackend {
                     result::event::record(batch.timer.start, stream).map_err(|e| driver_err("recording an event", e))?;
                     batch.started = true;
                 }
-                queue_launch(cuda, &mut storage, geometry, stream).and_then(|_| result::event::record(batch.timer.end, stream))
+                queue_launch(cuda, &mut storage, geometry, stream, self.dependent_launches).and_then(|_| result::event::record(batch.timer.end, stream))
             }
             .map_err(|e| launch_error(cuda, e))?;
             batch.dispatched = true;
@@ -714,7 +722,7 @@ impl Backend for CudaBackend {
         // outlive the synchronous wait below.
         let launched = unsafe {
             result::event::record(timer.start, stream)
-                .and_then(|_| queue_launch(cuda, &mut storage, geometry, stream))
+                .and_then(|_| queue_launch(cuda, &mut storage, geometry, stream, self.dependent_launches))
                 .and_then(|_| result::event::record(timer.end, stream))
                 .and_then(|_| result::event::synchronize(timer.end))
         };
@@ -757,7 +765,7 @@ impl Backend for CudaBackend {
         // make the dispatch wait for the stream (their arrays are released after).
         let textures = unsafe { Textures::new(cuda, args, stream) }?;
         let mut storage = launch_slots(cuda, args, &textures, geometry)?;
-        unsafe { queue_launch(cuda, &mut storage, geometry, stream) }.map_err(|e| launch_error(cuda, e))?;
+        unsafe { queue_launch(cuda, &mut storage, geometry, stream, self.dependent_launches) }.map_err(|e| launch_error(cuda, e))?;
         unsafe { textures.copy_back(cuda) }?;
         let mut notes = dispatch_notes(geometry, options);
         notes.extend(uncollected(cuda, options));
@@ -781,6 +789,15 @@ fn uncollected(cuda: &CudaKernel, options: &DispatchOptions) -> Option<String> {
 /// in order (the driver copies them when the launch is queued), and the
 /// dynamic shared memory its threadgroup arrays need.
 ///
+/// With `dependent` the launch is a programmatic dependent of the kernel
+/// before it in the stream: its threadgroups may be scheduled as that
+/// kernel's last ones exit, before the whole grid has completed, and every
+/// generated kernel's first statement (`griddepcontrol.wait`, the CUDA
+/// prelude's `grid_dependency_wait`) waits for that grid's completion and
+/// memory, so nothing is read or written early. On an H200 a second and a
+/// third kernel start 1.3 and 2.5 µs sooner that way (two short kernels
+/// behind a 10 µs one).
+///
 /// # Safety
 /// `stream` is the legacy stream (null) or a stream of the bound context,
 /// and the buffers the slots point at outlive the queued work.
@@ -789,14 +806,35 @@ unsafe fn queue_launch(
     storage: &mut [Slot],
     geometry: &DispatchGeometry,
     stream: sys::CUstream,
+    dependent: bool,
 ) -> Result<(), result::DriverError> {
     let mut params: Vec<*mut c_void> = storage.iter_mut().map(|s| s.0.as_mut_ptr() as *mut c_void).collect();
     let ([gx, gy, gz], [bx, by, bz]) = (geometry.threadgroups, geometry.threads_per_threadgroup);
     // At most the device's opt-in limit, checked when the kernel was compiled.
     let dynamic_shared = cuda.source.dynamic_shared_bytes as u32;
-    // SAFETY: by this function's contract; `params` points at the slots; the
-    // function was allowed `dynamic_shared` bytes when it was loaded.
-    unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), dynamic_shared, stream, &mut params) }
+    if !dependent {
+        // SAFETY: by this function's contract; `params` points at the slots;
+        // the function was allowed `dynamic_shared` bytes when it was loaded.
+        return unsafe { result::launch_kernel(cuda.function.cu_function(), (gx, gy, gz), (bx, by, bz), dynamic_shared, stream, &mut params) };
+    }
+    // SAFETY: a plain-data union; all zeros is a valid value of each field.
+    let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+    value.programmaticStreamSerializationAllowed = 1;
+    let mut attribute = sys::CUlaunchAttribute { id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, pad: [0; 4], value };
+    let config = sys::CUlaunchConfig {
+        gridDimX: gx,
+        gridDimY: gy,
+        gridDimZ: gz,
+        blockDimX: bx,
+        blockDimY: by,
+        blockDimZ: bz,
+        sharedMemBytes: dynamic_shared,
+        hStream: stream,
+        attrs: &mut attribute,
+        numAttrs: 1,
+    };
+    // SAFETY: as above; `config` and its one attribute outlive the call.
+    unsafe { sys::cuLaunchKernelEx(&config, cuda.function.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }.result()
 }
 
 fn launch_error(cuda: &CudaKernel, e: result::DriverError) -> RuntimeError {

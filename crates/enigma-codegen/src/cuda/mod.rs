@@ -850,7 +850,8 @@ impl Dialect for Cuda {
             let _ = writeln!(body, "{} {}[{}];", self.type_name(arr.elem), cx.names.thread_array(enigma_ir::ThreadArrayId(i as u32)), arr.len);
         }
         body.push_str(
-            "const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
+            "enigma::grid_dependency_wait();\n\
+             const enigma::Threadgroup enigma_tg(enigma_grid_x, enigma_grid_y, enigma_grid_z);\n\
              if (!enigma_tg.in_grid()) {\n    return; // outside the grid, in a partial threadgroup at its edge\n}\n",
         );
         if self.tile_copies && self.options.tensor_copies {

@@ -822,6 +822,19 @@ struct Threadgroup {
     __device__ uint position_z() const { return index / (size_x * size_y); }
 };
 
+// The kernel's first statement. The backend launches every kernel as a
+// programmatic dependent of the one before it in the stream (sm_90 on), so
+// that its launch overlaps that kernel's last threadgroups; this waits for
+// that kernel to complete and its writes to be visible before the kernel
+// reads or writes anything. Without such a launch, or before sm_90, it
+// does nothing.
+__device__ __forceinline__ void grid_dependency_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");
+#endif
+}
+
 // threadgroup_barrier: waits for the warps that hold the threadgroup's
 // threads. A named barrier with a thread count (a multiple of 32, counted
 // per warp) leaves out the warps of a partial threadgroup that returned;
