@@ -740,6 +740,15 @@ struct TilePlace {
     c_base: Ex,
 }
 
+/// How a cooperative GEMM's slices reach threadgroup memory.
+enum SliceCopies {
+    /// Each thread's share of asynchronous copies, of A and of B.
+    Threads(Staging, Staging),
+    /// Two tile copies per slice of the batch's A and B as whole matrices,
+    /// `batches` products of them.
+    Tiles { batches: Ex },
+}
+
 /// The cooperative GEMM kernel of `cfg` (see the module doc).
 ///
 /// # Panics
@@ -769,10 +778,13 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let c_staging = staged.then(|| k.threadgroup_array("c_staging", cfg.output.ty(1), STAGING_ROWS * cfg.staging_pitch()));
     let tg = threadgroup_position_in_grid();
     let lid = k.let_("lid", thread_index_in_threadgroup());
-    // Each thread's share of the copies, where the threads copy.
-    let staging = (!cfg.tile_copies).then(|| {
-        (Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads), Staging::new(&mut k, "b", (b, b_slices), (tk, tn), COPY_ELEMENTS, lid, threads))
-    });
+    // How the slices arrive: tile copies of the batch's whole matrices
+    // (whose extents take the batch size), or each thread's share of
+    // asynchronous copies.
+    let copies = match batches.filter(|_| cfg.tile_copies) {
+        Some(batches) => SliceCopies::Tiles { batches },
+        None => SliceCopies::Threads(Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads), Staging::new(&mut k, "b", (b, b_slices), (tk, tn), COPY_ELEMENTS, lid, threads)),
+    };
     let slices = k.let_("slices", (kk + (tk - 1)) / tk);
     // The place of the tile of the batch's `(row, col)` of tiles.
     let place = |k: &mut KernelBuilder, tag: &str, batch: Ex, (row, col): (Ex, Ex)| TilePlace {
@@ -795,19 +807,19 @@ pub fn gemm_cooperative(cfg: &CoopGemmConfig) -> Kernel {
     let issue = |k: &mut KernelBuilder, tag: &str, at: TilePlace, t: Ex, stage: u32| {
         let TilePlace { m0, n0, a_base, b_base, .. } = at;
         let k0 = k.let_(&format!("{tag}_k0"), t * tk);
-        match (&staging, batches) {
-            (None, Some(batches)) => {
+        match &copies {
+            SliceCopies::Tiles { batches } => {
+                let batches = *batches;
                 let origin = |row: Ex, col: Ex| [row.cast(Scalar::I32), col.cast(Scalar::I32)];
                 let a_matrix = TileSource { mem: a, extents: [max(m, a_stride / kk * batches), kk], pitch: kk };
                 k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, origin(a_base / kk + m0, k0), (tm, tk));
                 let b_matrix = TileSource { mem: b, extents: [kk * batches, n], pitch: n };
                 k.tile_copy(stage, b_slices.at(stage * (tk * tn)), b_matrix, origin(b_base / n + k0, n0), (tk, tn));
             }
-            (Some((a_ops, b_ops)), _) => {
+            SliceCopies::Threads(a_ops, b_ops) => {
                 a_ops.issue(k, &format!("{tag}_a"), stage, a_base + m0 * kk + k0, kk, |r, c| (m0 + r).lt(m).and((k0 + c).lt(kk)));
                 b_ops.issue(k, &format!("{tag}_b"), stage, b_base + k0 * n + n0, n, |r, c| (k0 + r).lt(kk).and((n0 + c).lt(n)));
             }
-            (None, None) => unreachable!("a kernel staged by tile copies declares the batch size"),
         }
     };
     // A box of the last slice past K holds the next product's rows of B,
