@@ -31,7 +31,8 @@
 //! `128x64x16/4x1`, `32x128x32/1x4`, `128x128x16/2x2`; its default split,
 //! or each count of `--splits`), and `fragments` (the same weights packed in
 //! fragment order, `QuantizedWeights::upload_in`, through `Ops::qmatmul`:
-//! up to 8 rows the decode row `qmatmul_fragments` with the splits of
+//! up to `qmatmul_fragments::DECODE_ROWS` rows the decode row
+//! `qmatmul_fragments` with the splits of
 //! `--splits`, above them the separate kernel with the tiles, stages and
 //! splits of `separate`), and `coop` (the quantized GEMM on cooperative
 //! tensors, `qgemm_cooperative`, which `Ops::qmatmul` runs when
@@ -152,13 +153,15 @@ impl FragmentSpec {
         }
         let mut rest = text;
         while let Some(letter) = rest.chars().next() {
+            if !['t', 'r', 's'].contains(&letter) {
+                usage_error(&format!("--fragment-blocking: `{letter}` in `{text}` is not t, r or s"));
+            }
             let digits = rest[1..].find(|c: char| !c.is_ascii_digit()).map_or(rest.len(), |i| i + 1);
             let value: u32 = rest[1..digits].parse().unwrap_or_else(|_| usage_error(&format!("--fragment-blocking: `{text}` needs a number after `{letter}`")));
             match letter {
                 't' => spec.threads = Some(value),
                 'r' => spec.rows = Some(value),
-                's' => spec.steps = Some(value),
-                _ => usage_error(&format!("--fragment-blocking: `{letter}` in `{text}` is not t, r or s")),
+                _ => spec.steps = Some(value),
             }
             rest = &rest[digits..];
         }

@@ -130,7 +130,7 @@ fn build(format: Format, out: DType, blocking: FragmentBlocking, threads: u32, s
     };
     let stage_base = k.let_("stage_base", sg * (rows * lda));
     let acc = k.var("acc", matrix_fill(acc_tile, 0.0f32));
-    // Lane `lane` copies half4s `lane + 32·i` of the 8 × 16 the step's A tile holds.
+    // Lane `lane` copies half4s `lane + 32·i` of the `rows` × 16 the step's A tile holds.
     let copies = rows * UNIT_K / 4 / SIMD_WIDTH;
     let sources: Vec<(Ex, Ex)> = (0..copies)
         .map(|i| {
@@ -202,7 +202,7 @@ fn build(format: Format, out: DType, blocking: FragmentBlocking, threads: u32, s
 /// The most rows `enigma_ops::Ops::qmatmul` gives this kernel (fragment-
 /// ordered weights; the tensor-core GEMM above): one threadgroup's 16-row
 /// tile.
-pub const DECODE_ROWS: u32 = 16;
+pub const DECODE_ROWS: u32 = ROWS[1];
 
 /// The fragment decode's blocking: `units` fragment units (16 columns
 /// each) per column tile, `rows` rows of C (8 or 16) per threadgroup, and
@@ -282,17 +282,18 @@ pub(crate) fn plan(format: Format, out: DType, [m, n, k, group]: [usize; 4], opt
     }
     let units_n = n32 / UNIT_N;
     let wide = units_n >= 2 && units_n / 2 >= min_tiles;
+    let preferred_units = if wide { 2 } else { 1 };
     let t = match options.threads {
         Some(t) => check_threads(&name, t)?,
         None => {
             let mut t = if wide { 256 } else { 512 };
-            while t > SIMD_WIDTH && threadgroup_bytes(if wide { 2 } else { 1 }, rows, t) > MAX_THREADGROUP_MEMORY_BYTES {
+            while t > SIMD_WIDTH && threadgroup_bytes(preferred_units, rows, t) > MAX_THREADGROUP_MEMORY_BYTES {
                 t /= 2;
             }
             t
         }
     };
-    let units = if wide && threadgroup_bytes(2, rows, t) <= MAX_THREADGROUP_MEMORY_BYTES { 2 } else { 1 };
+    let units = if threadgroup_bytes(preferred_units, rows, t) <= MAX_THREADGROUP_MEMORY_BYTES { preferred_units } else { 1 };
     let bytes = threadgroup_bytes(units, rows, t);
     if bytes > MAX_THREADGROUP_MEMORY_BYTES {
         return Err(ShapeError::new(name, format!("{t} threads with {units}-unit tiles of {rows} rows need {bytes} bytes of threadgroup memory (staged A, partial tiles), over {MAX_THREADGROUP_MEMORY_BYTES}")));
