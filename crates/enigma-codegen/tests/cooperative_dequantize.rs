@@ -76,11 +76,14 @@ fn in_the_wgmma_layout_pairs_decode_at_once_into_wgmmas_left_operand() {
         assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
     }
     assert!(!cu.contains("enigma_pack_f16("), "{cu}");
-    // The previous product reads the weights' registers: the statement
-    // that rewrites them waits for it.
+    // A product in flight reads the pairs packed from the weights, not the
+    // weights' registers: the decode does not wait for products; the
+    // product waits before it packs the pairs.
     let dequantize = cu.find("const uint enigma_q[5]").unwrap();
     let barrier = cu[..dequantize].rfind("enigma::threadgroup_barrier(enigma_tg);").unwrap();
-    assert!(cu[barrier..dequantize].contains("\n    enigma::wgmma_wait();\n"), "{cu}");
+    assert!(!cu[barrier..dequantize].contains("enigma::wgmma_wait();"), "{cu}");
+    let pack = cu.find("enigma_pairs[enigma_q] =").unwrap();
+    assert!(cu[dequantize..pack].contains("\n    enigma::wgmma_wait();\n"), "{cu}");
     insta::assert_snapshot!("cooperative_dequantize_wgmma.cu", cu);
 }
 

@@ -57,13 +57,19 @@
 //! issued and committed, not waited for: the generator waits
 //! (`wgmma.wait_group 0`) only before the next statement that reads or
 //! writes a `wgmma` accumulator's registers other than by another product
-//! ([`Plan::settles_before`]), and before every barrier. That is Metal's
+//! ([`Plan::settles_before`]), before a product whose left operand is in
+//! registers (it packs that operand into pairs, which the product before
+//! may still be reading), and before every barrier. That is Metal's
 //! semantics for race-free kernels: no thread of the scope may write a
 //! product's operands before the scope's next barrier (the other SIMD
 //! groups may still be reading them; the simulator counts each operand
 //! element as read by two threads of the scope, so the sanitizer reports
 //! such a write), and the accumulator is only reached through those
-//! statements. The wait is `.aligned` (the whole warp executes it), so it is
+//! statements. A left operand in registers that the threads fill is not an
+//! accumulator ([`Plan::is_register_operand`]): the threads write it while
+//! products are in flight (those read the packed pairs), so a kernel
+//! decodes the next slice's weights while the last slice's product runs.
+//! The wait is `.aligned` (the whole warp executes it), so it is
 //! placed before a statement in uniform control flow: a block is uniform
 //! when it contains, at any depth, a product or a barrier (validation
 //! requires both to be reached uniformly, so every condition around them is
@@ -347,6 +353,9 @@ pub(crate) struct Plan {
     /// newest ([`Plan::leaves_one_group`]); empty unless every `wgmma`
     /// product releases its operands at the second barrier after it.
     one_group_barriers: HashSet<StmtPath>,
+    /// The tensors `wgmma` reads from registers that no product writes
+    /// ([`Plan::is_register_operand`]).
+    register_operands: HashSet<CoopId>,
 }
 
 /// Where a path stands with the `wgmma` groups, as bits (a set of states
@@ -465,6 +474,7 @@ impl Plan {
                 .collect(),
             settle: HashSet::new(),
             one_group_barriers: HashSet::new(),
+            register_operands: HashSet::new(),
         };
         if kernel.cooperative_tensors.is_empty() {
             return plan;
@@ -580,6 +590,15 @@ impl Plan {
                 break;
             }
         }
+        // Left operands in registers that the threads fill (no product
+        // writes them).
+        for (desc, scope, left, right, dest, _) in &products {
+            if let Some(WgmmaProduct { left: WgmmaLeft::Registers(id), .. }) = plan.is_wgmma(*dest).then(|| candidate(kernel, &plan.layouts, desc, *scope, left, right, *dest)).flatten() {
+                if !products.iter().any(|p| p.4 == id) {
+                    plan.register_operands.insert(id);
+                }
+            }
+        }
         if plan.layouts.iter().any(|l| matches!(l, Layout::Wgmma { .. })) {
             if products.iter().filter(|p| plan.is_wgmma(p.4)).all(|p| p.5 == OperandRelease::SecondBarrier) {
                 let mut barriers = HashSet::new();
@@ -659,7 +678,16 @@ impl Plan {
         state
     }
 
-    /// Whether tensor `id` is a `wgmma` accumulator.
+    /// Whether tensor `id` is a left operand that `wgmma` reads from
+    /// registers and that no product writes: the threads fill it, and a
+    /// product reads it through pairs packed after the wait before that
+    /// product, so no product in flight reads its registers.
+    pub fn is_register_operand(&self, id: CoopId) -> bool {
+        self.register_operands.contains(&id)
+    }
+
+    /// Whether tensor `id` has the `wgmma` accumulator layout (a product's
+    /// accumulator, or a left operand in registers).
     pub fn is_wgmma(&self, id: CoopId) -> bool {
         matches!(self.layouts.get(id.0 as usize), Some(Layout::Wgmma { .. }))
     }
@@ -682,18 +710,20 @@ struct Settle<'p> {
 impl Settle<'_> {
     /// Whether the statement itself (not its nested blocks) reads or
     /// writes a `wgmma` accumulator's registers other than as a product's
-    /// destination.
+    /// destination, or is a product that packs a left operand in registers
+    /// (the pairs a product in flight may still read).
     fn reaches(&self, kind: &StmtKind) -> bool {
+        let accumulator = |id: &CoopId| self.plan.is_wgmma(*id) && !self.plan.is_register_operand(*id);
         let own = match kind {
             StmtKind::CooperativeLoad { tensor, .. }
             | StmtKind::CooperativeStore { tensor, .. }
             | StmtKind::CooperativeSet { tensor, .. }
-            | StmtKind::CooperativeDequantize { tensor, .. } => self.plan.is_wgmma(*tensor),
-            StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => self.plan.is_wgmma(*src) || self.plan.is_wgmma(*dest),
+            | StmtKind::CooperativeDequantize { tensor, .. } => accumulator(tensor),
+            StmtKind::CooperativeReduce { src, dest, .. } | StmtKind::CooperativeCombine { dest, src, .. } => accumulator(src) || accumulator(dest),
             StmtKind::Matmul2d { left: Matmul2dLeft::Cooperative(id), .. } => self.plan.is_wgmma(*id),
             _ => false,
         };
-        own || kind.exprs().iter().any(|e| e.any(&mut |x| matches!(x, Expr::CooperativeElement { tensor, .. } if self.plan.is_wgmma(*tensor))))
+        own || kind.exprs().iter().any(|e| e.any(&mut |x| matches!(x, Expr::CooperativeElement { tensor, .. } if accumulator(tensor))))
     }
 
     /// Whether `stmt` or a statement nested in it satisfies `pred`.
