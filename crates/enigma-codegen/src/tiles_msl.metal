@@ -74,12 +74,13 @@ static inline float enigma_q4_value(enigma_q4 code, uint n) {
     return (n & 8) ? -magnitude : magnitude;
 }
 
-// Element (r, c) of cooperative_dequantize: the CODE value of nibble c % 8 of
-// w[(c / 8) * stride + r] times s[(c >> shift) * scale_stride + r] (seed 002's
-// [K/8][N] words and [K/group][N] scales), exact in float.
-template <typename W, typename S>
+// Element (r, c) of cooperative_dequantize: the CODE value of the nibble
+// LAYOUT puts at K row c, N column r (in seed 002's [K/8][N] rows nibble c % 8
+// of w[(c / 8) * stride + r]) times s[(c >> shift) * scale_stride + r] (the
+// [K/group][N] scales), exact in float.
+template <enigma_q4_layout LAYOUT, typename W, typename S>
 static inline float enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {
-    return enigma_q4_value(code, (w[(c / 8) * stride + r] >> (4 * (c % 8))) & 0xFu) * float(s[(c >> (shift & 31u)) * scale_stride + r]);
+    return enigma_q4_value(code, (w[enigma_q4_word<LAYOUT>(c, r, stride)] >> (4 * enigma_q4_nibble<LAYOUT>(c, r))) & 0xFu) * float(s[(c >> (shift & 31u)) * scale_stride + r]);
 }
 
 template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S> static inline enigma_tile<T, R, C> enigma_tile_load_q(W w, uint stride, S s, uint lane) {

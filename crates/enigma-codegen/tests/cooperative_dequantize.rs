@@ -110,9 +110,52 @@ fn any_other_layout_decodes_slot_by_slot_rounding_the_exact_product_once() {
 fn msl_below_4_dequantizes_slot_by_slot_on_fragments() {
     let (kernel, info) = kernel(DEQUANTIZED_PRODUCT);
     let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    let needle = "enigma_coop_dequantize<enigma_int4>(w, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), ";
+    let needle = "enigma_coop_dequantize<enigma_int4, enigma_q4_rows>(w, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), ";
     assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
     insta::assert_snapshot!("cooperative_dequantize_fragments.msl", metal);
+    // Words in fragment order: the same helper, the words' layout its
+    // template argument (the word and nibble from `enigma_q4_word` and
+    // `enigma_q4_nibble`, `QuantLayout::locate`).
+    let (fragments, fragments_info) = self::kernel(&fragment_ordered(DEQUANTIZED_PRODUCT));
+    let metal = msl::write_string(&fragments, &fragments_info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let needle = "enigma_coop_dequantize<enigma_int4, enigma_q4_fragments>(w, &Ws[0u], 512u, &Ss[0u], 64u, ctz(G), ";
+    assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    assert!(metal.contains("enigma_q4_weight<LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c)"), "{metal}");
+}
+
+/// The product's words in fragment order: 64 rows of N are four units of
+/// 128 words, a row of units 512 words (the kernel's 512 words: one).
+fn fragment_ordered(text: &str) -> String {
+    let rows = "cooperative_dequantize_int4(w, Ws, 0u32, 64u32,";
+    assert!(text.contains(rows));
+    text.replace(rows, "cooperative_dequantize_int4_fragments(w, Ws, 0u32, 512u32,")
+}
+
+#[test]
+fn in_fragment_order_a_unit_of_words_is_one_load_decoded_four_pairs_at_once() {
+    let cu = cuda_source(&fragment_ordered(DEQUANTIZED_PRODUCT), true);
+    for needle in [
+        // A 16-byte load of the thread's four words of each unit (64
+        // columns: one per slice here), each word four pairs.
+        "for (uint enigma_u = 0u; enigma_u < 1u; ++enigma_u) {",
+        "enigma_q4_words<4>(&Ws[enigma_q[0] + enigma_q4_word<enigma_q4_fragments>(enigma_c0, enigma_r0, enigma_q[1])], enigma_w);",
+        "enigma_q4_quad<enigma_int4>(enigma_w[enigma_e / 4u], enigma_quad);",
+        "const __half2 enigma_pair = enigma_quad[enigma_e % 2u * 2u + enigma_e % 4u / 2u];",
+        "const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));",
+        "enigma_pairs[enigma_q] = enigma_pair_f16(w[2u * enigma_q], w[2u * enigma_q + 1u]);",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("enigma_byte") && !cu.contains("enigma_q4_pair<enigma_int4>"), "{cu}");
+    insta::assert_snapshot!("cooperative_dequantize_wgmma_fragments.cu", cu);
+    // Any other layout of the tensor: slot by slot, at the layout's word and nibble.
+    let cu = cuda_source(&fragment_ordered(DEQUANTIZED_PRODUCT), false);
+    for needle in [
+        "const uint enigma_code = Ws[enigma_q[0] + enigma_q4_word<enigma_q4_fragments>(enigma_c, enigma_r, enigma_q[1])] >> (4u * enigma_q4_nibble<enigma_q4_fragments>(enigma_c, enigma_r));",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
 }
 
 #[test]
@@ -128,7 +171,7 @@ fn msl_4_fills_the_left_input_tensor_slot_by_slot_at_its_coordinates() {
         // Each valid slot at its coordinates: row r of N, K value c, the
         // element the tile helpers' `enigma_q4_weight` (as below MSL 4.0).
         "auto enigma_at = w.get_multidimensional_index(enigma_i);",
-        "w[enigma_i] = half(enigma_q4_weight(enigma_int4, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0])));",
+        "w[enigma_i] = half(enigma_q4_weight<enigma_q4_rows>(enigma_int4, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0])));",
         "static inline float enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {",
         "matmul0.run(w, mpp_right, o);",
     ] {

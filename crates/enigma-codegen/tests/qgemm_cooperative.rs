@@ -22,7 +22,7 @@ fn cuda_for_sm_90a_multiplies_on_wgmma_over_swizzled_slices() {
     let options = ValidationOptions { max_threadgroup_memory_bytes: 227 * 1024, ..ValidationOptions::default() };
     for (tm, tn) in COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.map(|tn| (tm, tn))) {
         for (format, output, stages, splits) in [(Format::Int4, DType::F16, 4, 1), (Format::Fp4, DType::F32, 2, 1), (Format::Int4, DType::F16, 3, 3)] {
-            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits, split_sum: if splits > 1 { SplitSum::LastThreadgroup } else { SplitSum::Reduction }, whole: splits == 1 && stages == 4, tile_copies: false };
+            let cfg = CoopQgemmConfig { format, output, tm, tn, tk: SLICE_DEPTH, stages, raster: 8, splits, split_sum: if splits > 1 { SplitSum::LastThreadgroup } else { SplitSum::Reduction }, whole: splits == 1 && stages == 4, tile_copies: false, layout: enigma_ir::QuantLayout::Rows };
             if cfg.check(u64::MAX).is_err() {
                 continue;
             }

@@ -13,7 +13,7 @@
 
 use crate::util::*;
 use enigma_ir::builder::*;
-use enigma_ir::{Access, CombineOp, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, QuantCode, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{Access, CombineOp, ExecutionScope, Feature, Kernel, Matmul2dDescriptor, Matmul2dMode, MemFlags, QuantCode, QuantLayout, ReduceAxis, ReduceOp, Scalar, Type};
 use enigma_runtime::{Arg, Buffer, Runtime, RuntimeError};
 use rand::Rng;
 
@@ -129,7 +129,7 @@ pub fn cooperative_dequantize_into_a_left_operand(rt: &Runtime) -> CaseResult {
         k.for_range("s", lid, 64u32 * 64, 128u32, |k, s| k.store(scale_tile.at(s), scales.get(s)));
         k.threadgroup_barrier(MemFlags::Threadgroup);
         let w = k.cooperative_tensor("w", Scalar::F16, 64, 64, scope);
-        k.cooperative_dequantize(w, QuantCode::Int4, (word_tile, 0u32, 64u32), (scale_tile, 0u32, 64u32), shift);
+        k.cooperative_dequantize(w, (QuantCode::Int4, QuantLayout::Rows), (word_tile, 0u32, 64u32), (scale_tile, 0u32, 64u32), shift);
         let desc = Matmul2dDescriptor { transpose_right: true, ..Matmul2dDescriptor::new(64, 64, Some(64)) };
         let op = Matmul2d::new(desc, scope);
         let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);

@@ -58,6 +58,7 @@ fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_on_the_gpu() 
     };
     cooperative_qgemm::check_shapes(&rt, false);
     cooperative_qgemm::check_k_splits(&rt, false);
+    cooperative_qgemm::check_fragment_order(&rt, false);
     cooperative_qgemm::check_pipeline_depths(&rt, false);
     cooperative_qgemm::check_rasterisation(&rt, false);
 }

@@ -1429,9 +1429,12 @@ pub enum StmtKind {
     /// (r, c) of `tensor` (f32 or f16; its rows are the weights' N columns,
     /// its columns K, the orientation of the left operand of
     /// `Cᵀ = dequant(B)ᵀ · Aᵀ`) becomes
-    /// `code.value(nibble c % 8 of words[offset + (c / 8)·stride + r]) ·
-    /// scales[scale_offset + (c >> group_shift)·scale_stride + r]` — seed
-    /// 002's `[K/8][N]` words and `[K/group][N]` scales — the exact product
+    /// `code.value(nibble j of words[offset + u·stride + w]) ·
+    /// scales[scale_offset + (c >> group_shift)·scale_stride + r]` with
+    /// `(u, w, j) = layout.locate(c, r)` ([`QuantLayout::locate`]: in seed
+    /// 002's `[K/8][N]` rows nibble `c % 8` of `words[offset + (c / 8)·stride
+    /// + r]`; in fragment order `stride` is the words of one row of 64 × 16
+    /// units) and `[K/group][N]` scales — the exact product
     /// rounded once to the tensor's element type. `words` holds u32 and
     /// `scales` f16 (device or threadgroup memory); the offsets, strides
     /// and shift are u32, the same on every thread of the scope; by the
@@ -1440,6 +1443,8 @@ pub enum StmtKind {
     CooperativeDequantize {
         tensor: CoopId,
         code: QuantCode,
+        #[serde(default, skip_serializing_if = "QuantLayout::is_rows")]
+        layout: QuantLayout,
         words: Memory,
         offset: Expr,
         stride: Expr,

@@ -1356,6 +1356,7 @@ impl<'c> Gen<'c> {
         body.push(stmt(StmtKind::CooperativeDequantize {
             tensor,
             code,
+            layout: crate::QuantLayout::Rows,
             words,
             offset: lit_u32(offset),
             stride: lit_u32(stride),

@@ -81,6 +81,11 @@ pub enum QuantLayout {
 impl QuantLayout {
     pub const ALL: [QuantLayout; 2] = [QuantLayout::Rows, QuantLayout::Fragments];
 
+    /// Whether this is seed 002's row layout (the default).
+    pub fn is_rows(&self) -> bool {
+        *self == QuantLayout::Rows
+    }
+
     /// The lower-case name (`rows`, `fragments`).
     pub fn name(self) -> &'static str {
         match self {

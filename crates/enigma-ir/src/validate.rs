@@ -1188,7 +1188,7 @@ impl<'k> Validator<'k> {
                     return Err(self.err(ValidationErrorKind::AssignType { target: format!("{}[]", t.name), expected: Type::scalar(t.elem), found: ty }));
                 }
             }
-            StmtKind::CooperativeDequantize { tensor, code: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code: _, layout: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
                 let op = "cooperative_dequantize";
                 let t = self.coop(*tensor, op)?;
                 self.note_scope(op, t.scope)?;

@@ -324,6 +324,7 @@ mod tests {
         let dequantize = StmtKind::CooperativeDequantize {
             tensor: CoopId(0),
             code: crate::QuantCode::Int4,
+            layout: crate::QuantLayout::Rows,
             words: crate::Memory::Buffer(crate::ParamId(0)),
             offset: n(1),
             stride: n(2),

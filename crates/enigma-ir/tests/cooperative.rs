@@ -4,7 +4,7 @@
 
 use enigma_ir::builder::*;
 use enigma_ir::text::{parse, print};
-use enigma_ir::{from_json, to_json, validate, Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, QuantCode, ReduceAxis, ReduceOp, Scalar, Type};
+use enigma_ir::{from_json, to_json, validate, Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, QuantCode, QuantLayout, ReduceAxis, ReduceOp, Scalar, Type};
 
 const EVERY_FORM: &str = "\
 kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R: device f32 read_write, K: u32, W: device u32 read, S: device f16 read) {
@@ -94,7 +94,7 @@ fn the_builder_writes_a_dequantization() {
     let scales = k.buffer("S", Type::F16, Access::Read);
     let n = k.value("N", Type::U32);
     let w = k.cooperative_tensor("w", Scalar::F16, 64, 128, ExecutionScope::Simdgroups(4));
-    k.cooperative_dequantize(w, QuantCode::Int4, (words, 4u32, n), (scales, 0u32, n), 6u32);
+    k.cooperative_dequantize(w, (QuantCode::Int4, QuantLayout::Rows), (words, 4u32, n), (scales, 0u32, n), 6u32);
     let kernel = k.finish().unwrap();
     validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
     let text = print(&kernel);

@@ -195,11 +195,17 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
     }
     let wide = Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 128, 2, 4)), k_splits: Some(3), ..asked.gemm }, ..asked };
     rows.push(format!("m=16 asked 64x128x128/2x4 in 3 splits: {}", qmatmul_row(&qmatmul::select(&problem(Format::Int4, QuantLayout::Rows, 16, 11008), &sm_90a, &wide).unwrap())));
+    // Fragment-ordered words above the decode row: the same kernel's
+    // `_fragments` variant by default.
+    for m in [64, 128] {
+        let p = problem(Format::Int4, QuantLayout::Fragments, m, 11008);
+        rows.push(format!("m={m} fragments: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap())));
+    }
     let metal = devices()[2].1.clone();
     let metal4 = DeviceInfo { features: [Feature::CooperativeTensors].into_iter().collect(), ..metal.clone() };
     let refusals = [
         (problem(Format::MlxAffine, QuantLayout::Rows, 16, 11008), asked, &sm_90a),
-        (problem(Format::Fp4, QuantLayout::Fragments, 16, 11008), asked, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Fragments, 64, 11024), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 100), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { threads: Some(256), ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 32, 1, 4)), ..asked.gemm }, ..asked }, &sm_90a),
@@ -221,8 +227,10 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=128: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles (default qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles)
     m=4096: qgemm_coop_int4_f16_256x128x64_s4_r8_tiles (default qgemm_int4_f16_128x128x64_sg2x2_s4_whole splits=1 sum=Reduction)
     m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles
-    refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not mlx_affine
-    refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4 in seed 002's [K/8][N] layout, not fp4 in the fragments layout
+    m=64 fragments: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles_fragments
+    m=128 fragments: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles_fragments
+    refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4, not mlx_affine
+    refused: qmatmul: the quantized GEMM on cooperative tensors: N = 11024 must be a multiple of 32 for tile copies of fragment-ordered words (rows of 256 words)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
     refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count is an option of the SIMD-group kernels
     refused: qmatmul: the quantized GEMM on cooperative tensors: a 64x128x32/1x4 tile; it takes tm one of [8, 16, 32, 64, 128, 256], tn one of [64, 128], tk one of [64, 128], with tn / 16 SIMD groups

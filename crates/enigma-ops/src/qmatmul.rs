@@ -247,7 +247,8 @@ pub struct QuantizedWeights {
     pub biases: Option<Buffer>,
     /// How `packed` lies: the format's own layout, or (FP4, INT4) the
     /// tensor cores' fragment order ([`QuantizedWeights::upload_in`]), which
-    /// only the tensor-core kernel reads, at every M.
+    /// the fragment decode row reads up to 16 rows and the GEMMs (on
+    /// cooperative tensors where products are `wgmma`) above.
     pub layout: QuantLayout,
 }
 

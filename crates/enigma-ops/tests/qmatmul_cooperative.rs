@@ -2,7 +2,8 @@
 //! simulator, under its sanitizer, posing as a device of 227 KiB of
 //! threadgroup memory (where every tile and depth fits):
 //! `enigma_testing::cooperative_qgemm`'s checks against the f64 product
-//! (awkward M, N and K, every group size, FP4 and INT4, K split, every
+//! (awkward M, N and K, every group size, FP4 and INT4, K split, words in
+//! fragment order, every
 //! tile and depth, every walk over the tiles), and that `qmatmul` does not take
 //! it unasked on the simulator (its products are not `wgmma`).
 
@@ -10,7 +11,7 @@ use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};
 use enigma_ops::{upload, DType, Ops, Options, QuantizedWeights};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_qgemm::{check_k_splits, check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
+use enigma_testing::cooperative_qgemm::{check_fragment_order, check_k_splits, check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
 use std::sync::Arc;
 
 fn device_of_227_kib() -> Runtime {
@@ -20,6 +21,11 @@ fn device_of_227_kib() -> Runtime {
 #[test]
 fn qmatmul_asked_for_it_matches_the_f64_product_at_awkward_shapes() {
     check_shapes(&device_of_227_kib(), true);
+}
+
+#[test]
+fn qmatmul_on_fragment_ordered_words_matches_the_f64_product() {
+    check_fragment_order(&device_of_227_kib(), true);
 }
 
 #[test]

@@ -641,8 +641,8 @@ impl Lowering<'_> {
                 let (base, capacity) = (self.coop_regs[tensor.0 as usize], self.layouts[tensor.0 as usize].capacity);
                 self.emit(Inst::CoopSet { base, capacity, index: i.reg, src: v.reg, tensor: tensor.0 });
             }
-            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
-                self.cooperative_dequantize(*tensor, *code, (*words, offset, stride), (*scales, scale_offset, scale_stride), group_shift);
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                self.cooperative_dequantize(*tensor, (*code, *layout), (*words, offset, stride), (*scales, scale_offset, scale_stride), group_shift);
             }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
                 let store = matches!(kind, StmtKind::CooperativeStore { .. });
@@ -691,9 +691,10 @@ impl Lowering<'_> {
 
     /// `StmtKind::CooperativeDequantize`, slot by slot: each thread's valid
     /// slot (r, c) loads its word and scale (each a `Load` the sanitizer
-    /// records) and decodes the nibble into the slot; invalid slots are
-    /// left as they are.
-    fn cooperative_dequantize(&mut self, tensor: CoopId, code: QuantCode, words: (Memory, &Expr, &Expr), scales: (Memory, &Expr, &Expr), group_shift: &Expr) {
+    /// records) and decodes the nibble into the slot, the word and nibble
+    /// where `quant_layout` puts K row c, N column r
+    /// ([`QuantLayout::locate`]); invalid slots are left as they are.
+    fn cooperative_dequantize(&mut self, tensor: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: (Memory, &Expr, &Expr), scales: (Memory, &Expr, &Expr), group_shift: &Expr) {
         let scope = self.kernel.cooperative(tensor).scope;
         let [offset, stride, scale_offset, scale_stride, shift] = [words.1, words.2, scales.1, scales.2, group_shift].map(|e| self.snapshot(e).reg);
         let held = self.held(tensor);
@@ -702,23 +703,21 @@ impl Lowering<'_> {
             self.emit(Inst::WholeSimdgroup { op: "cooperative_dequantize" });
         }
         let (word_ty, scale_ty) = (self.elem_of(words.0), self.elem_of(scales.0));
-        let constant = |l: &mut Self, bits: u64| {
-            let dst = l.temp(1);
-            l.emit(Inst::Const { dst, bits });
-            dst
-        };
-        let (three, seven, four) = (constant(self, 3), constant(self, 7), constant(self, 4));
-        let (slot, index, word, scale, nibble_shift, value) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+        let (slot, index, word, scale, value) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+        // Where slot (r, c)'s weight lies: K row c, N column r of the words.
+        let located = |at: Option<(u32, u32)>| at.map_or((0, 0, 0), |(r, c)| quant_layout.locate(c, r));
         for i in 0..layout.capacity {
             self.emit(Inst::Const { dst: slot, bits: i as u64 });
             let valid = self.coop_table(tensor.0, layout.table(|at| at.is_some() as u64), slot);
             let row = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(r, _)| r) as u64), slot);
             let col = self.coop_table(tensor.0, layout.table(|at| at.map_or(0, |(_, c)| c) as u64), slot);
+            let unit_row = self.coop_table(tensor.0, layout.table(|at| located(at).0 as u64), slot);
+            let word_in_row = self.coop_table(tensor.0, layout.table(|at| located(at).1 as u64), slot);
+            let nibble_shift = self.coop_table(tensor.0, layout.table(|at| 4 * located(at).2 as u64), slot);
             self.guarded(valid, |l| {
-                // The word: offset + (c / 8)·stride + r.
-                l.emit(Inst::Binary { op: BinaryOp::Shr, ty: Scalar::U32, dst: index, a: col, b: three });
-                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: index, b: stride });
-                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: row });
+                // The word: offset + unit_row·stride + word_in_row.
+                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: unit_row, b: stride });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: word_in_row });
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: offset });
                 l.scalar_of_memory(words.0, word_ty, index, word);
                 // The scale: scale_offset + (c >> group_shift)·scale_stride + r.
@@ -727,9 +726,6 @@ impl Lowering<'_> {
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: row });
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: scale_offset });
                 l.scalar_of_memory(scales.0, scale_ty, index, scale);
-                // Nibble c % 8: bits 4·(c & 7) and up.
-                l.emit(Inst::Binary { op: BinaryOp::And, ty: Scalar::U32, dst: nibble_shift, a: col, b: seven });
-                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: nibble_shift, a: nibble_shift, b: four });
                 l.emit(Inst::Dequant { code, elem: held.elem, dst: value, word, shift: nibble_shift, scale });
                 l.emit(Inst::Copy { dst: held.base + i, src: value });
             });

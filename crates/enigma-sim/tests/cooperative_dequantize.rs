@@ -2,13 +2,14 @@
 //! f16 cooperative tensor from seed 002's packed 4-bit words and f16 group
 //! scales, against a plain-Rust reference, at awkward shapes and scopes,
 //! both codes, group shifts 5 to 7, words and scales in device and
-//! threadgroup memory; the sanitizer sees each element's reads (an
-//! out-of-bounds word, a race with a write before the barrier).
+//! threadgroup memory, the words in seed 002's rows or in fragment order;
+//! the sanitizer sees each element's reads (an out-of-bounds word, a race
+//! with a write before the barrier).
 
 use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
 use enigma_backend::{ArgValue, Backend, DispatchMode, DispatchOptions, Finding, FindingKind, RuntimeError, SpecValues};
 use enigma_ir::builder::*;
-use enigma_ir::{validate, Access, ExecutionScope, Kernel, MemFlags, QuantCode, Scalar, Type};
+use enigma_ir::{validate, Access, ExecutionScope, Kernel, MemFlags, QuantCode, QuantLayout, Scalar, Type};
 use enigma_sim::SimBackend;
 
 /// A buffer's initial contents.
@@ -87,10 +88,12 @@ fn scales(n: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// Where the weights lie: `offset` words before the first, a row of words
-/// every `stride` words, `scale_offset` and `scale_stride` likewise.
+/// Where the weights lie: in `layout`, `offset` words before the first, a
+/// row of words (of units, in fragment order) every `stride` words,
+/// `scale_offset` and `scale_stride` likewise.
 #[derive(Clone, Copy, Debug)]
 struct Packing {
+    layout: QuantLayout,
     offset: u32,
     stride: u32,
     scale_offset: u32,
@@ -100,7 +103,7 @@ struct Packing {
 
 impl Packing {
     fn words_len(&self, cols: u32) -> usize {
-        (self.offset + cols.div_ceil(8) * self.stride) as usize
+        (self.offset + cols.div_ceil(self.layout.unit().0) * self.stride) as usize
     }
     fn scales_len(&self, cols: u32) -> usize {
         (self.scale_offset + (((cols - 1) >> self.group_shift) + 1) * self.scale_stride) as usize
@@ -113,9 +116,11 @@ fn reference(code: QuantCode, p: Packing, words: &[u32], scales: &[f32], (rows, 
     let mut out = vec![];
     for r in 0..rows {
         for c in 0..cols {
-            let word = words[(p.offset + (c / 8) * p.stride + r) as usize];
+            // K row c, N column r of the packed words.
+            let (unit_row, word, nibble) = p.layout.locate(c, r);
+            let word = words[(p.offset + unit_row * p.stride + word) as usize];
             let scale = scales[(p.scale_offset + (c >> p.group_shift) * p.scale_stride + r) as usize];
-            let exact = code.value(word >> (4 * (c % 8))) * scale;
+            let exact = code.value(word >> (4 * nibble)) * scale;
             out.push(if elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact)) } else { exact });
         }
     }
@@ -146,7 +151,7 @@ fn dequantizer(code: QuantCode, p: Packing, (rows, cols): (u32, u32), elem: Scal
             (tw, ts)
         }
     };
-    k.cooperative_dequantize(t, code, (words, p.offset, p.stride), (scales, p.scale_offset, p.scale_stride), p.group_shift);
+    k.cooperative_dequantize(t, (code, p.layout), (words, p.offset, p.stride), (scales, p.scale_offset, p.scale_stride), p.group_shift);
     k.cooperative_store(t, &Tensor::new(out, [cols, rows]));
     k.finish().unwrap()
 }
@@ -180,16 +185,36 @@ fn every_element_is_the_weight_times_its_groups_scale_rounded_once() {
         ((40, 72), ExecutionScope::Simdgroups(3), 6, Scalar::F16, false),
     ];
     for (seed, ((rows, cols), scope, group_shift, elem, staged)) in cases.into_iter().enumerate() {
-        let p = Packing { offset: 3 + seed as u32, stride: rows + 5, scale_offset: 7, scale_stride: rows + 2, group_shift };
+        let p = Packing { layout: QuantLayout::Rows, offset: 3 + seed as u32, stride: rows + 5, scale_offset: 7, scale_stride: rows + 2, group_shift };
         for code in QuantCode::ALL {
             check(code, p, (rows, cols), elem, scope, staged, seed as u32);
         }
     }
 }
 
+/// Words in fragment order (units of 64 K rows by 16 N columns, a row of
+/// units every `stride` words): each element is the nibble the layout puts
+/// at its K row and N column, also past the first unit row and column.
+#[test]
+fn fragment_ordered_words_decode_where_the_layout_puts_them() {
+    let cases = [
+        ((64, 64), ExecutionScope::Simdgroups(4), 6, Scalar::F16, true),
+        ((32, 128), ExecutionScope::Simdgroups(2), 7, Scalar::F32, false),
+        ((16, 64), ExecutionScope::Simdgroup, 5, Scalar::F16, false),
+        ((48, 192), ExecutionScope::Simdgroups(3), 6, Scalar::F16, true),
+    ];
+    for (seed, ((rows, cols), scope, group_shift, elem, staged)) in cases.into_iter().enumerate() {
+        let stride = u32::div_ceil(rows, 16) * 128 + 4 * seed as u32;
+        let p = Packing { layout: QuantLayout::Fragments, offset: 4 * seed as u32, stride, scale_offset: 5, scale_stride: rows + 3, group_shift };
+        for code in QuantCode::ALL {
+            check(code, p, (rows, cols), elem, scope, staged, 40 + seed as u32);
+        }
+    }
+}
+
 #[test]
 fn the_sanitizer_sees_each_elements_reads() {
-    let p = Packing { offset: 0, stride: 16, scale_offset: 0, scale_stride: 16, group_shift: 5 };
+    let p = Packing { layout: QuantLayout::Rows, offset: 0, stride: 16, scale_offset: 0, scale_stride: 16, group_shift: 5 };
     let (rows, cols) = (16, 64);
     let (words_len, scales_len) = (p.words_len(cols), p.scales_len(cols));
     // Words one row short: the last row's reads fall outside the buffer.

@@ -7,7 +7,8 @@
 //! under the sanitizer, posing as a device of 227 KiB) and a CUDA GPU
 //! (`enigma-cuda/tests/library.rs`, `wgmma` on sm_90a): through
 //! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]) and
-//! with K split ([`check_k_splits`]); and
+//! with K split ([`check_k_splits`]), on fragment-ordered words
+//! ([`check_fragment_order`]); and
 //! every tile and pipeline depth that fits the device dispatched directly
 //! ([`check_pipeline_depths`]) in each walk over the tiles
 //! ([`check_rasterisation`]).
@@ -89,6 +90,39 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
     }
 }
 
+/// `Ops::qmatmul` asked for the kernel on weights in fragment order
+/// (`QuantizedWeights::upload_in`, the `_fragments` variant), FP4 and
+/// INT4, at M = 17, 64, 100 and 128 (rows past M), N of 64 to 160 (a
+/// partial tile of 128 columns), K of 4 to 7 units of 64 in groups of 64
+/// and 128, staged by each thread's copies and by tile copies, unsplit
+/// and split 3 ways: C against the f64 product, clean under the
+/// sanitizer where `sanitize`.
+pub fn check_fragment_order(rt: &Runtime, sanitize: bool) {
+    let shapes = [[17, 64, 256, 64], [64, 96, 448, 64], [100, 160, 384, 128], [128, 128, 256, 128]];
+    for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
+        for format in [Format::Fp4, Format::Int4] {
+            for (tile_copies, splits) in [(false, None), (true, None), (i % 2 == 0, Some(3))] {
+                let options = cooperative(sanitize);
+                let gemm = GemmOptions { k_splits: splits, tile_copies: Some(tile_copies), ..options.gemm };
+                let ops = Ops::new(rt).with_options(Options { gemm, ..options });
+                let x = inputs(rt, format, [m, n, k, group]);
+                let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
+                let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
+                let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, tile copies {tile_copies}, splits {splits:?}");
+                let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let launches = ops.take_launches();
+                assert!(launches[0].kernel.starts_with("qgemm_coop_") && launches[0].kernel.ends_with("_fragments"), "{what}: {}", launches[0].kernel);
+                assert_eq!(launches[0].kernel.contains("_tiles"), tile_copies, "{what}: {}", launches[0].kernel);
+                for l in &launches {
+                    assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+                }
+                let got = download(&c, Scalar::F16, m * n).unwrap();
+                assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], DType::F16);
+            }
+        }
+    }
+}
+
 /// `Ops::qmatmul` asked for the kernel with K split 2, 3 and 5 ways
 /// (`GemmOptions::k_splits`), FP4 and INT4, C f16 and f32: at M = 1, 16
 /// and 5 (rows past M), N past the tile's columns, K of 448 in groups of
@@ -155,7 +189,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
     let configs = |format: Format, tiles: &[(u32, u32, u32)], whole: bool| -> Vec<CoopQgemmConfig> {
         tiles
             .iter()
-            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole, tile_copies: false }))
+            .flat_map(|&(tm, tn, tk)| (2..=MAX_STAGES.min(4)).map(move |stages| CoopQgemmConfig { format, output: DType::F16, tm, tn, tk, stages, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole, tile_copies: false, layout: enigma_ir::QuantLayout::Rows }))
             .filter(|cfg| cfg.check(max).is_ok())
             .collect()
     };
@@ -177,7 +211,7 @@ pub fn check_pipeline_depths(rt: &Runtime, sanitize: bool) {
 /// partial) row by row and in bands of 2 and 8 rows of tiles, FP4 in
 /// groups of 32: every tile computed once.
 pub fn check_rasterisation(rt: &Runtime, sanitize: bool) {
-    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false });
+    let configs = [1, 2, 8].map(|raster| CoopQgemmConfig { format: Format::Fp4, output: DType::F32, tm: 64, tn: 64, tk: SLICE_DEPTH, stages: 2, raster, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false, layout: enigma_ir::QuantLayout::Rows });
     check_configs(rt, sanitize, &configs, Format::Fp4, [64 * 3 - 5, 64 * 3, 96, 32]);
 }
 

@@ -236,6 +236,20 @@ template <enigma_q4 CODE> __device__ inline void enigma_q4_quad(unsigned q, __ha
     }
 }
 
+// B consecutive fragment-ordered words from at (B = 1, or 4: a lane's words
+// of a unit, one 16-byte load where at is 16-byte aligned).
+template <int B, typename W> __device__ inline void enigma_q4_words(const W* at, unsigned (&w)[B]) {
+    if constexpr (B == 4) {
+        if ((reinterpret_cast<size_t>(at) & 15u) == 0) {
+            const uint4 v = *reinterpret_cast<const uint4*>(at);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+            return;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < B; ++q) w[q] = at[q];
+}
+
 // In the reference layout: each element decoded on its own.
 template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S>
 __device__ inline enigma_tile<T, R, C> enigma_tile_load_q(const W* w, unsigned stride, const S* s, unsigned lane) {

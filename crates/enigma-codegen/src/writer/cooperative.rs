@@ -369,7 +369,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 ));
             }
             StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
-            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
                 // Slot by slot at each slot's coordinates, as the simulator
                 // does, each element the tile helpers' `enigma_q4_weight`.
                 self.dialect.use_matrices();
@@ -382,7 +382,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 self.line(&format!("    if ({name}.is_valid_element(enigma_i)) {{"));
                 self.line(&format!("        auto enigma_at = {name}.get_multidimensional_index(enigma_i);"));
                 self.line(&format!(
-                    "        {name}[enigma_i] = {elem}(enigma_q4_weight(enigma_{code}, {words}, {stride}, {scales}, {scale_stride}, {group_shift}, uint(enigma_at[1]), uint(enigma_at[0])));"
+                    "        {name}[enigma_i] = {elem}(enigma_q4_weight<enigma_q4_{}>(enigma_{code}, {words}, {stride}, {scales}, {scale_stride}, {group_shift}, uint(enigma_at[1]), uint(enigma_at[0])));",
+                    layout.name()
                 ));
                 self.line("    }");
                 self.line("}");

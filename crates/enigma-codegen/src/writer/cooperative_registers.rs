@@ -20,7 +20,7 @@ use crate::cuda::cooperative::{hold_function, pair_register_function, Layout, Ma
 use crate::code::TgIndex;
 use crate::dialect::{BuiltinOrd, Dialect};
 use crate::error::CodegenError;
-use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, QuantCode, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
+use enigma_ir::{BarrierScope, Builtin, CombineOp, CoopId, Expr, Matmul2dDescriptor, Matmul2dLeft, Matmul2dMode, MemFlags, Memory, QuantCode, QuantLayout, ReduceAxis, ReduceOp, Scalar, StmtKind, TensorView, Type};
 use std::fmt::Write as _;
 
 /// A product's left operand as the generator reads it: a view (its memory
@@ -178,8 +178,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let v = self.top_expr(value)?.code.text;
                 self.line(&format!("{name}[{i}] = {v};"));
             }
-            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
-                self.dequantize(*tensor, *code, *words, *scales, [offset, stride, scale_offset, scale_stride, group_shift])?;
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+                self.dequantize(*tensor, (*code, *layout), *words, *scales, [offset, stride, scale_offset, scale_stride, group_shift])?;
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
             StmtKind::CooperativeCombine { dest, src, op } => self.combine(*dest, *src, *op)?,
@@ -202,8 +202,13 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// group, and an f16 tensor takes the pair times its scales with one
     /// `__hmul2` (one rounding of each exact product). Where the shift puts
     /// every column of the tensor in its first group (`cols ≤ 2^shift`, a
-    /// uniform test) each row's scale is one load, whatever the pair.
-    fn dequantize(&mut self, id: CoopId, code: QuantCode, words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
+    /// uniform test) each row's scale is one load, whatever the pair. Words
+    /// in fragment order ([`QuantLayout::Fragments`]) hold a thread's pairs
+    /// of a 16-column block in one word (nibbles `j` and `j + 4`): one load
+    /// per block, or one 16-byte load per 64 columns (a unit) where the
+    /// tensor's columns are whole units, each word decoded four pairs at
+    /// once (`enigma_q4_quad`).
+    fn dequantize(&mut self, id: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
         let layout = self.layout(id)?;
         let elem = self.kernel.cooperative(id).elem;
         self.dialect.use_matrices();
@@ -217,22 +222,24 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("const uint enigma_q[5] = {{{}}};", texts.join(", ")));
         if let (Layout::Wgmma { cols, .. }, Scalar::F16 | Scalar::F32) = (layout, elem) {
             let t = self.scope_thread(id);
-            let (_, first_col) = layout.coords(&t, "0u");
-            self.line(&format!("const uint enigma_byte = {first_col} % 8u / 2u;"));
+            if quant_layout == QuantLayout::Rows {
+                let (_, first_col) = layout.coords(&t, "0u");
+                self.line(&format!("const uint enigma_byte = {first_col} % 8u / 2u;"));
+            }
             // Every column in the first group, both columns of each pair in
             // one group (the shift is not 0), or each column its own group:
             // uniform tests.
             self.line(&format!("if ((enigma_q[4] & 31u) >= {}u) {{", cols.next_power_of_two().trailing_zeros()));
             self.indent += 1;
-            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::FirstGroup)?;
+            self.dequantize_pairs(id, (layout, quant_layout), &code, (words, scales), PairScales::FirstGroup)?;
             self.indent -= 1;
             self.line("} else if ((enigma_q[4] & 31u) != 0u) {");
             self.indent += 1;
-            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::OneGroup)?;
+            self.dequantize_pairs(id, (layout, quant_layout), &code, (words, scales), PairScales::OneGroup)?;
             self.indent -= 1;
             self.line("} else {");
             self.indent += 1;
-            self.dequantize_pairs(id, layout, &code, (words, scales), PairScales::PerColumn)?;
+            self.dequantize_pairs(id, (layout, quant_layout), &code, (words, scales), PairScales::PerColumn)?;
             self.indent -= 1;
             self.line("}");
         } else {
@@ -245,9 +252,9 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.indent += 1;
             self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
             self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
-            let word = self.memory_place(words, &word_index("enigma_c"))?;
+            let word = self.memory_place(words, &word_index(quant_layout, "enigma_c"))?;
             let scale = self.memory_place(scales, &scale_index("enigma_c"))?;
-            self.line(&format!("const uint enigma_code = {word} >> (enigma_c % 8u * 4u);"));
+            self.line(&format!("const uint enigma_code = {word} >> (4u * {});", nibble_of(quant_layout, "enigma_c")));
             self.line(&format!("const float enigma_v = __low2float(enigma_q4_pair<{code}>(enigma_code & 0xFu, 0u)) * __half2float({scale});"));
             self.line(&format!("{name}[enigma_i] = {to_elem};"));
             self.indent -= 1;
@@ -259,19 +266,46 @@ impl<'k, D: Dialect> Writer<'k, D> {
     }
 
     /// The pair loop of [`Writer::dequantize`] in the `wgmma` layout over
-    /// the `enigma_q` values and the pairs' byte `enigma_byte`: each pair's
-    /// word loaded once and decoded by `enigma_q4_pair`, its scale as
-    /// `scales` says.
-    fn dequantize_pairs(&mut self, id: CoopId, layout: Layout, code: &str, (words, scales): (Memory, Memory), pair_scales: PairScales) -> Result<(), CodegenError> {
+    /// the `enigma_q` values: in seed 002's rows each pair's word loaded
+    /// once and its byte `enigma_byte` decoded by `enigma_q4_pair`; in
+    /// fragment order the words of `enigma_b` blocks of 16 columns (one, or
+    /// a unit's four) loaded together and each pair the quad element of its
+    /// word that holds it; its scale as `scales` says.
+    fn dequantize_pairs(&mut self, id: CoopId, (layout, quant_layout): (Layout, QuantLayout), code: &str, (words, scales): (Memory, Memory), pair_scales: PairScales) -> Result<(), CodegenError> {
         let name = self.coop_name(id)?;
         let t = self.scope_thread(id);
         let (row, col) = layout.coords(&t, "2u * enigma_p");
-        self.line("#pragma unroll");
-        self.line(&format!("for (uint enigma_p = 0u; enigma_p < {}u; ++enigma_p) {{", layout.capacity() / 2));
-        self.indent += 1;
-        self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
-        let word = self.memory_place(words, &word_index("enigma_c"))?;
-        self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_byte);"));
+        let pairs = layout.capacity() / 2;
+        if quant_layout == QuantLayout::Fragments {
+            // Slots 8b … 8b + 7 are one 16-column block of a 64-row slice:
+            // pairs (r, c), (r + 8, c), (r, c + 8), (r + 8, c + 8), which
+            // are nibbles (j, j + 4) of one word for j = 0, 2, 1, 3.
+            let cols = self.kernel.cooperative(id).cols;
+            let blocks = if cols.is_multiple_of(QuantLayout::Fragments.unit().0) { 4 } else { 1 };
+            let (row0, col0) = layout.coords(&t, &format!("{}u * enigma_u", 8 * blocks));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_u = 0u; enigma_u < {}u; ++enigma_u) {{", pairs / (4 * blocks)));
+            self.indent += 1;
+            self.line(&format!("const uint enigma_r0 = {row0}, enigma_c0 = {col0};"));
+            let first = self.memory_place(words, &format!("enigma_q[0] + enigma_q4_word<enigma_q4_fragments>(enigma_c0, enigma_r0, enigma_q[1])"))?;
+            self.line(&format!("unsigned enigma_w[{blocks}];"));
+            self.line(&format!("enigma_q4_words<{blocks}>(&{first}, enigma_w);"));
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_e = 0u; enigma_e < {}u; ++enigma_e) {{", 4 * blocks));
+            self.indent += 1;
+            self.line(&format!("const uint enigma_p = {}u * enigma_u + enigma_e;", 4 * blocks));
+            self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+            self.line("__half2 enigma_quad[4];");
+            self.line(&format!("enigma_q4_quad<{code}>(enigma_w[enigma_e / 4u], enigma_quad);"));
+            self.line("const __half2 enigma_pair = enigma_quad[enigma_e % 2u * 2u + enigma_e % 4u / 2u];");
+        } else {
+            self.line("#pragma unroll");
+            self.line(&format!("for (uint enigma_p = 0u; enigma_p < {pairs}u; ++enigma_p) {{"));
+            self.indent += 1;
+            self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
+            let word = self.memory_place(words, &word_index(QuantLayout::Rows, "enigma_c"))?;
+            self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_byte);"));
+        }
         let (first, second) = match pair_scales {
             PairScales::FirstGroup => (self.memory_place(scales, &scale_index_of_group("0u"))?, "enigma_s0".to_string()),
             PairScales::OneGroup => (self.memory_place(scales, &scale_index("enigma_c"))?, "enigma_s0".to_string()),
@@ -288,6 +322,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
         }
         self.indent -= 1;
         self.line("}");
+        if quant_layout == QuantLayout::Fragments {
+            self.indent -= 1;
+            self.line("}");
+        }
         Ok(())
     }
 
@@ -881,9 +919,21 @@ impl<'k, D: Dialect> Writer<'k, D> {
 
 /// The index of the packed word of column `c` of row `enigma_r` in a
 /// dequantization (`enigma_q`: the word offset and stride, the scale
-/// offset and stride, the group shift).
-fn word_index(c: &str) -> String {
-    format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r")
+/// offset and stride, the group shift): K row `c`, N column `enigma_r` of
+/// the words in `layout` (the prelude's `enigma_q4_word`, `QuantLayout::locate`).
+fn word_index(layout: QuantLayout, c: &str) -> String {
+    match layout {
+        QuantLayout::Rows => format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r"),
+        QuantLayout::Fragments => format!("enigma_q[0] + enigma_q4_word<enigma_q4_fragments>({c}, enigma_r, enigma_q[1])"),
+    }
+}
+
+/// The nibble of that word holding the weight.
+fn nibble_of(layout: QuantLayout, c: &str) -> String {
+    match layout {
+        QuantLayout::Rows => format!("(({c}) % 8u)"),
+        QuantLayout::Fragments => format!("enigma_q4_nibble<enigma_q4_fragments>({c}, enigma_r)"),
+    }
 }
 
 /// The index of the scale of column `c` of row `enigma_r` in a

@@ -21,7 +21,7 @@ use super::{Ex, KernelBuilder, Mem};
 use crate::cooperative::{CombineOp, CoopId, CooperativeTensor, ExecutionScope, Matmul2dDescriptor, OperandRelease, ReduceAxis, ReduceOp};
 use crate::ir::{Matmul2dLeft, TensorView};
 use crate::ir::{Expr, Literal, StmtKind};
-use crate::types::{QuantCode, Scalar, Type};
+use crate::types::{QuantCode, QuantLayout, Scalar, Type};
 
 /// `matmul2d<descriptor, scope>`: the operation object (no code by itself).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -205,19 +205,20 @@ impl KernelBuilder {
     }
 
     /// `cooperative_dequantize` ([`StmtKind::CooperativeDequantize`]):
-    /// every element (r, c) of `t` becomes the `code` weight in nibble
-    /// `c % 8` of `words[offset + (c / 8)·stride + r]` times
+    /// every element (r, c) of `t` becomes the `code` weight that `layout`
+    /// places at K row `c`, N column `r` of `words` (in the row layout nibble
+    /// `c % 8` of `words[offset + (c / 8)·stride + r]`) times
     /// `scales[scale_offset + (c >> group_shift)·scale_stride + r]`, rounded
     /// once to `t`'s element type; `words` is `(memory, offset, stride)`,
     /// `scales` likewise.
     #[track_caller]
-    pub fn cooperative_dequantize(&mut self, t: CoopTensor, code: QuantCode, words: (Mem, impl Into<Ex>, impl Into<Ex>), scales: (Mem, impl Into<Ex>, impl Into<Ex>), group_shift: impl Into<Ex>) {
+    pub fn cooperative_dequantize(&mut self, t: CoopTensor, (code, layout): (QuantCode, QuantLayout), words: (Mem, impl Into<Ex>, impl Into<Ex>), scales: (Mem, impl Into<Ex>, impl Into<Ex>), group_shift: impl Into<Ex>) {
         let loc = std::panic::Location::caller();
         let mut index = |e: Ex| self.tree(e.coerce_to(Type::U32), loc);
         let (offset, stride) = (index(words.1.into()), index(words.2.into()));
         let (scale_offset, scale_stride) = (index(scales.1.into()), index(scales.2.into()));
         let group_shift = index(group_shift.into());
-        let kind = StmtKind::CooperativeDequantize { tensor: t.id, code, words: words.0.mem, offset, stride, scales: scales.0.mem, scale_offset, scale_stride, group_shift };
+        let kind = StmtKind::CooperativeDequantize { tensor: t.id, code, layout, words: words.0.mem, offset, stride, scales: scales.0.mem, scale_offset, scale_stride, group_shift };
         self.push(kind, loc);
     }
 

@@ -56,7 +56,7 @@
 //!          | ("matmul2d" | "matmul2d_overlapped") "(" descriptor "," scope "," (view | ref) "," view "," ref ")"   // (…, left, right, destination); overlapped: operands released at the second barrier
 //!          | ("cooperative_load" | "cooperative_store") "(" ref "," view ")"
 //!          | ("reduce_rows" | "reduce_columns") "(" ref "," ref "," ("sum" | "max" | "min") ")"
-//!          | ("cooperative_dequantize_int4" | "cooperative_dequantize_fp4") "(" ref "," ref "," expr "," expr "," ref "," expr "," expr "," expr ")"   // (tensor, words, offset, stride, scales, scale offset, scale stride, group shift)
+//!          | ("cooperative_dequantize_int4" | "cooperative_dequantize_fp4") ["_fragments"] "(" ref "," ref "," expr "," expr "," ref "," expr "," expr "," expr ")"   // (tensor, words, offset, stride, scales, scale offset, scale stride, group shift); _fragments: the words in fragment order
 //!          | "combine" "(" ref "," ref "," ("assign" | "add" | "sub" | "mul" | "max" | "min") ")"   // (destination, source, op)
 //!          | ref "[" expr "]" "=" expr                 // a cooperative tensor's slot
 //! descriptor := "matmul2d_descriptor" "(" m "," n "," (k | "dynamic_extent") "," bool "," bool "," bool ","

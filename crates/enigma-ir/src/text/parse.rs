@@ -508,6 +508,8 @@ impl Parser {
                 | "cooperative_store"
                 | "cooperative_dequantize_int4"
                 | "cooperative_dequantize_fp4"
+                | "cooperative_dequantize_int4_fragments"
+                | "cooperative_dequantize_fp4_fragments"
                 | "reduce_rows"
                 | "reduce_columns"
                 | "combine"
@@ -1335,8 +1337,9 @@ impl Parser {
                     StmtKind::CooperativeStore { tensor, dst: view }
                 }
             }
-            "cooperative_dequantize_int4" | "cooperative_dequantize_fp4" => {
-                let code = if word == "cooperative_dequantize_int4" { QuantCode::Int4 } else { QuantCode::Fp4 };
+            "cooperative_dequantize_int4" | "cooperative_dequantize_fp4" | "cooperative_dequantize_int4_fragments" | "cooperative_dequantize_fp4_fragments" => {
+                let code = if word.starts_with("cooperative_dequantize_int4") { QuantCode::Int4 } else { QuantCode::Fp4 };
+                let layout = if word.ends_with("_fragments") { QuantLayout::Fragments } else { QuantLayout::Rows };
                 let tensor = self.coop_arg()?;
                 self.expect_punct(",")?;
                 let words = self.memory_arg()?;
@@ -1352,7 +1355,7 @@ impl Parser {
                 let scale_stride = self.expr()?;
                 self.expect_punct(",")?;
                 let group_shift = self.expr()?;
-                StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift }
+                StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift }
             }
             "combine" => {
                 let dest = self.coop_arg()?;

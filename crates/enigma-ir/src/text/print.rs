@@ -81,6 +81,8 @@ const KEYWORDS: &[&str] = &[
     "cooperative_store",
     "cooperative_dequantize_int4",
     "cooperative_dequantize_fp4",
+    "cooperative_dequantize_int4_fragments",
+    "cooperative_dequantize_fp4_fragments",
     "reduce_rows",
     "reduce_columns",
     "combine",
@@ -313,9 +315,10 @@ impl Printer<'_> {
                 self.out.push_str("] = ");
                 self.expr(value);
             }
-            StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
                 let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
-                let _ = write!(self.out, "cooperative_dequantize_{code}({}, {words}, ", self.coop_ref(*tensor));
+                let layout = if layout.is_rows() { "" } else { "_fragments" };
+                let _ = write!(self.out, "cooperative_dequantize_{code}{layout}({}, {words}, ", self.coop_ref(*tensor));
                 self.expr(offset);
                 self.out.push_str(", ");
                 self.expr(stride);

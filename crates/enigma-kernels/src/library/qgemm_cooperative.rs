@@ -61,10 +61,14 @@ use super::tile::TileShape;
 use super::*;
 use enigma_ir::builder::Matmul2d;
 use enigma_ir::limits::TILE_BARRIERS;
-use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, Scalar};
+use enigma_ir::{Access, ExecutionScope, Matmul2dDescriptor, Matmul2dMode, QuantLayout, Scalar};
 
 /// Packed words per 16-byte copy.
 pub const WORDS_PER_COPY: u32 = 4;
+
+/// Words per row of the view of fragment-ordered words that tile copies
+/// take (a box is at most [`enigma_ir::limits::MAX_TILE_BOX`] wide).
+pub const FRAGMENT_BOX_WORDS: u32 = 256;
 
 /// K values of a slice by default: a multiple of 64 (the staged A's pitch,
 /// which `wgmma` needs) dividing or divided by each group.
@@ -156,6 +160,10 @@ pub struct CoopQgemmConfig {
     /// CUDA the tensor copy engine) instead of every thread's 16-byte
     /// asynchronous copies (a variant of its own, `_tiles`).
     pub tile_copies: bool,
+    /// How the words lie: seed 002's `[K/8][N]` rows, or the tensor cores'
+    /// fragment order (a variant of its own, `_fragments`), in which a
+    /// thread's 32 weights of a 64-deep unit are one 16-byte load.
+    pub layout: QuantLayout,
 }
 
 impl CoopQgemmConfig {
@@ -185,7 +193,7 @@ impl CoopQgemmConfig {
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies, layout: QuantLayout::Rows };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -226,15 +234,17 @@ impl CoopQgemmConfig {
         CoopQgemmConfig { whole: m.is_multiple_of(self.tm) && n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk), ..self }
     }
 
-    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}[_sum]][_whole][_tiles]`
-    /// (`_sum`: the splits summed in the kernel; `_tiles`: tile copies).
+    /// `qgemm_coop_{format}_{out}_{tm}x{tn}x{tk}_s{stages}[_r{raster}][_splitk{splits}[_sum]][_whole][_tiles][_fragments]`
+    /// (`_sum`: the splits summed in the kernel; `_tiles`: tile copies;
+    /// `_fragments`: words in fragment order).
     pub fn name(&self) -> String {
         let raster = if self.raster == 1 { String::new() } else { format!("_r{}", self.raster) };
         let sum = if self.split_sum == SplitSum::LastThreadgroup { "_sum" } else { "" };
         let split = if self.splits > 1 { format!("_splitk{}{sum}", self.splits) } else { String::new() };
         let whole = if self.whole { "_whole" } else { "" };
         let tiles = if self.tile_copies { "_tiles" } else { "" };
-        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}{tiles}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
+        let layout = if self.layout.is_rows() { "" } else { "_fragments" };
+        format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}{tiles}{layout}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
     /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
@@ -246,7 +256,7 @@ impl CoopQgemmConfig {
         let name = self.name();
         let err = |message: String| Err(ShapeError::new(&name, message));
         if !matches!(self.format, Format::Fp4 | Format::Int4) {
-            return err(format!("takes fp4 or int4 weights in seed 002's [K/8][N] layout, not {}", self.format));
+            return err(format!("takes fp4 or int4 weights, not {}", self.format));
         }
         if !matches!(self.output, DType::F16 | DType::F32) {
             return err(format!("writes C in f16 or f32, not {}", self.output));
@@ -278,6 +288,22 @@ impl CoopQgemmConfig {
         n.is_multiple_of(COPY_ELEMENTS)
     }
 
+    /// Whether tile copies take fragment-ordered words of N columns: a row
+    /// of units (`8·N` words) is whole rows of [`FRAGMENT_BOX_WORDS`], N a
+    /// multiple of 32.
+    pub fn takes_fragments(n: u32) -> bool {
+        (n * 8).is_multiple_of(FRAGMENT_BOX_WORDS)
+    }
+
+    /// The box of words a slice stages: `tk / r` rows of the layout's
+    /// units (`r × c` weights, `r·c / 8` words each: one word of a column
+    /// in rows, 128 in fragment order) by the tile's `tn / c` units of a
+    /// row, that is `tn · r / 8` words.
+    pub fn word_box(&self) -> (u32, u32) {
+        let (unit_rows, _) = self.layout.unit();
+        (self.tk / unit_rows, self.tn * unit_rows / VALUES_PER_WORD as u32)
+    }
+
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
         Dispatch::threadgroups([n.div_ceil(self.tn), m.div_ceil(self.tm), self.splits.max(1)], self.threads())
     }
@@ -296,7 +322,12 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let summed = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
     let code = format.quant_code().expect("the check admits 4-bit codes only");
     let threads = cfg.threads();
-    let word_rows = tk / VALUES_PER_WORD as u32;
+    // The words' box per slice (`word_rows` rows of `word_cols`), and the
+    // words from one of its rows to the next in B (`words_pitch_per_n` per
+    // column of N).
+    let (word_rows, word_cols) = cfg.word_box();
+    let (unit_rows, _) = cfg.layout.unit();
+    let words_pitch_per_n = unit_rows / VALUES_PER_WORD as u32;
     let mut k = KernelBuilder::new(cfg.name());
     let a = k.buffer(MatrixArgs::A, Type::F16, Access::Read);
     let b = k.buffer(MatrixArgs::B, Type::U32, Access::Read);
@@ -311,14 +342,14 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let ws_tickets = summed.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
     let partial = ws_tickets.map_or(c, |(ws, _)| ws);
     let a_slices = k.threadgroup_array("a_slices", Type::F16, stages * tm * tk);
-    let word_slices = k.threadgroup_array("word_slices", Type::U32, stages * word_rows * tn);
+    let word_slices = k.threadgroup_array("word_slices", Type::U32, stages * word_rows * word_cols);
     let scale_slices = k.threadgroup_array("scale_slices", Type::F16, stages * scale_rows(tk) * tn);
     let lid = k.let_("lid", thread_index_in_threadgroup());
     // Each thread's share of the copies, where the threads copy.
     let staging = (!tile_copies).then(|| {
         (
             Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads),
-            Staging::new(&mut k, "w", (b, word_slices), (word_rows, tn), WORDS_PER_COPY, lid, threads),
+            Staging::new(&mut k, "w", (b, word_slices), (word_rows, word_cols), WORDS_PER_COPY, lid, threads),
             Staging::new(&mut k, "s", (scales, scale_slices), (scale_rows(tk), tn), COPY_ELEMENTS, lid, threads),
         )
     });
@@ -337,7 +368,9 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     };
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
-    let words_k = k.let_("words_k", kk / VALUES_PER_WORD as u32);
+    // B's rows of words (of units in fragment order) and the words between them.
+    let words_k = k.let_("words_k", kk / unit_rows);
+    let words_n = k.let_("words_n", n * words_pitch_per_n);
 
     // The weights are f16, A's type: the product reads them as they are.
     let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
@@ -359,7 +392,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let inside = |test: Ex| if whole { Ex::from(true) } else { test };
         a_ops.issue_into(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| inside((m0 + r).lt(m).and((k0 + c).lt(kk))));
         let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
-        word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * n + n0, n, |r, c| inside((w0 + r).lt(words_k).and((n0 + c).lt(n))));
+        let wn0 = n0 * words_pitch_per_n;
+        word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * words_n + wn0, words_n, |r, c| inside((w0 + r).lt(words_k).and((wn0 + c).lt(words_n))));
         let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
         scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and(inside((n0 + c).lt(n))));
     };
@@ -370,9 +404,9 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // divides or which divides a group, so `c >> group_shift` is the group
     // relative to the stage's first row of scales.
     let decode = |k: &mut KernelBuilder, stage: Ex| {
-        let words_at = k.let_("words_at", stage * (word_rows * tn));
+        let words_at = k.let_("words_at", stage * (word_rows * word_cols));
         let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
-        k.cooperative_dequantize(weights, code, (word_slices, words_at, tn), (scale_slices, scales_at, tn), group_shift);
+        k.cooperative_dequantize(weights, (code, cfg.layout), (word_slices, words_at, word_cols), (scale_slices, scales_at, tn), group_shift);
     };
     let right = |stage: Ex| slice_view(a_slices, (tm, tk), stages, stage);
     // With tile copies, slice `t`'s three boxes into stage `stage`, on the
@@ -384,8 +418,26 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let origin = |e: Ex| e.cast(Scalar::I32);
         let a_matrix = TileSource { mem: a, extents: [m, kk], pitch: kk };
         k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
-        let word_matrix = TileSource { mem: b, extents: [kk / VALUES_PER_WORD as u32, n], pitch: n };
-        k.tile_copy(stage, word_slices.at(stage * (word_rows * tn)), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, tn));
+        let words_to = stage * (word_rows * word_cols);
+        // B's extents as the copy engine takes them: expressions of the
+        // arguments, not the kernel's locals.
+        let (words_k, words_n) = (kk / unit_rows, n * words_pitch_per_n);
+        if cfg.layout.is_rows() {
+            let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
+            k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, word_cols));
+        } else {
+            // A slice's units of one row are `word_cols` consecutive words,
+            // wider than a box: B viewed as rows of `FRAGMENT_BOX_WORDS`
+            // (N a multiple of 32, [`CoopQgemmConfig::takes_fragments`]),
+            // one box of `word_cols / FRAGMENT_BOX_WORDS` of them per row of
+            // units.
+            let view_rows = words_k * (words_n / FRAGMENT_BOX_WORDS);
+            let word_matrix = TileSource { mem: b, extents: [view_rows, Ex::from(FRAGMENT_BOX_WORDS)], pitch: Ex::from(FRAGMENT_BOX_WORDS) };
+            for u in 0..word_rows {
+                let first = ((t * word_rows + u) * words_n + n0 * words_pitch_per_n) / FRAGMENT_BOX_WORDS;
+                k.tile_copy(stage, word_slices.at(words_to + u * word_cols), word_matrix, [origin(first), origin(Ex::from(0u32))], (word_cols / FRAGMENT_BOX_WORDS, FRAGMENT_BOX_WORDS));
+            }
+        }
         let scale_matrix = TileSource { mem: scales, extents: [kk / group, n], pitch: n };
         let g0 = (t * tk) >> group_shift;
         k.tile_copy(stage, scale_slices.at(stage * (scale_rows(tk) * tn)), scale_matrix, [origin(g0), origin(n0)], (scale_rows(tk), tn));
@@ -460,7 +512,7 @@ mod tests {
     fn memory_is_what_the_kernel_declares() {
         let tiles = COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.into_iter().flat_map(move |tn| SLICE_DEPTHS.map(|tk| (tm, tn, tk))));
         for ((tm, tn, tk), stages) in tiles.flat_map(|tile| (2..=MAX_STAGES).map(move |stages| (tile, stages))) {
-            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0, tile_copies: stages == 3 };
+            let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0, tile_copies: stages == 3, layout: enigma_ir::QuantLayout::Rows };
             cfg.check(u64::MAX).unwrap();
             let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
             assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
@@ -496,7 +548,7 @@ mod tests {
         // Staged by tile copies, two warpgroups' columns from 64 rows.
         assert_eq!([16, 48, 64, 128].map(tiles), [Some((16, 64, 128, true)), Some((64, 128, 128, true)), Some((64, 128, 128, true)), Some((128, 128, 64, true))]);
         assert_eq!(CoopQgemmConfig::for_problem(Format::Int4, DType::F16, 16, false, (Some((64, 128, 128)), Some(3)), h200).map(|c| (c.tm, c.tn, c.tk, c.stages)), Some((64, 128, 128, 3)));
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false, layout: enigma_ir::QuantLayout::Rows };
         assert_eq!(cfg.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2));
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));
         assert!(CoopQgemmConfig { tm: 24, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("a 24×64×64 tile"));
@@ -510,7 +562,7 @@ mod tests {
     /// rows, columns and depth, named so.
     #[test]
     fn whole_tiles_where_the_tile_divides_the_shape() {
-        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false };
+        let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm: 16, tn: 64, tk: 128, stages: 2, raster: 1, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies: false, layout: enigma_ir::QuantLayout::Rows };
         assert!(cfg.whole_for(32, 11008, 4096).whole);
         assert!(cfg.whole_for(32, 11008, 4096).name().ends_with("_whole"));
         for (m, n, k) in [(17, 11008, 4096), (32, 11000, 4096), (32, 11008, 4160), (1, 64, 128)] {

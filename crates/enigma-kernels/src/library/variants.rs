@@ -165,7 +165,7 @@ pub fn all_kernels() -> Vec<Kernel> {
         out.push(qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig { splits: 2, ..qgemm_fused::FusedQgemmConfig::for_rows(format, DType::F32, 300) }));
         // The quantized GEMM on cooperative tensors in the tile and stages
         // that fit 32 KiB of threadgroup memory.
-        let coop = qgemm_cooperative::CoopQgemmConfig { format, output: DType::F16, tm: 64, tn: 64, tk: qgemm_cooperative::SLICE_DEPTH, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, splits: 1, split_sum: split::SplitSum::Reduction, whole: false, tile_copies: false };
+        let coop = qgemm_cooperative::CoopQgemmConfig { format, output: DType::F16, tm: 64, tn: 64, tk: qgemm_cooperative::SLICE_DEPTH, stages: 2, raster: gemm::cooperative::DEFAULT_RASTER, splits: 1, split_sum: split::SplitSum::Reduction, whole: false, tile_copies: false, layout: enigma_ir::QuantLayout::Rows };
         out.push(qgemm_cooperative::qgemm_cooperative(&coop));
     }
     for scalar in scan::SCAN_SCALARS {

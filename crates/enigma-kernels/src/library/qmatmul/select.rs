@@ -6,8 +6,10 @@
 //! The rule: MLX's affine format runs `qmatmul_affine` at any M. Weights in
 //! fragment order run the fragment decode row (`qmatmul_fragments`) up to
 //! its `DECODE_ROWS`, unless the overrides ask for the tensor-core GEMM's
-//! own features (a tile, stages, K splits summed in the kernel), and the
-//! tensor-core GEMM (`gemm::qgemm`) above. FP4/INT4 in their row layout run
+//! own features (a tile, stages, K splits summed in the kernel), and above
+//! it the GEMM on cooperative tensors where it would run on the row layout
+//! (and N is a multiple of 32, the rows its tile copies take), else the
+//! tensor-core GEMM (`gemm::qgemm`). FP4/INT4 in their row layout run
 //! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
 //! rows, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
@@ -120,7 +122,23 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
     if problem.layout == QuantLayout::Fragments {
         let g = &overrides.gemm;
         let gemm_asked = g.tile.is_some() || g.stages.is_some() || kernel_sum_asked(overrides);
-        return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked { QmatmulKernel::FragmentsDecode } else { QmatmulKernel::Tiled };
+        let n = u32::try_from(problem.n).unwrap_or(0);
+        // Above the decode row, the kernel on cooperative tensors where it
+        // would run on the row layout and its tile copies take the words.
+        let cooperative = g.cooperative.is_none()
+            && device.wgmma()
+            && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
+            && CoopQgemmConfig::takes(n)
+            && CoopQgemmConfig::takes_fragments(n)
+            && !gemm_asked
+            && overrides.threads.is_none();
+        return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked {
+            QmatmulKernel::FragmentsDecode
+        } else if cooperative {
+            QmatmulKernel::Cooperative
+        } else {
+            QmatmulKernel::Tiled
+        };
     }
     let q = &overrides.qmatmul;
     let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
@@ -290,8 +308,9 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// kernel's own sum ran 23.0, 35.2 and 54.2 µs against the reduction's
 /// 24.1, 30.9 and 44.7: its last threadgroups sum after their own slices,
 /// at the end of the dispatch). An error where the
-/// device has no cooperative tensors, the weights are not FP4/INT4 in seed
-/// 002's layout, N is not a multiple of 8, the overrides fix a thread
+/// device has no cooperative tensors, the weights are not FP4/INT4 (in
+/// seed 002's rows or in fragment order), N is not a multiple of 8 (of 32
+/// for fragment-ordered words staged by tile copies), the overrides fix a thread
 /// count, ask for the kernel's sum on a device without fences, or a tile not the kernel's
 /// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): `tm`
 /// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], `tk` one
@@ -304,13 +323,13 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     if !device.features.contains(&Feature::CooperativeTensors) {
         return refuse(format!("{} has no cooperative tensors", device.name));
     }
-    if problem.format.quant_code().is_none() || problem.layout != QuantLayout::Rows {
-        let given = if problem.format.has_biases() { problem.format.to_string() } else { format!("{} in the {} layout", problem.format, problem.layout) };
-        return refuse(format!("it reads fp4 or int4 in seed 002's [K/8][N] layout, not {given}"));
+    if problem.format.quant_code().is_none() {
+        return refuse(format!("it reads fp4 or int4, not {}", problem.format));
     }
     if !CoopQgemmConfig::takes(n) {
         return refuse(format!("N = {n} must be a multiple of 8 (16-byte copies of the scales)"));
     }
+    let fragments = problem.layout == QuantLayout::Fragments;
     if overrides.threads.is_some() {
         return refuse("a thread count is an option of the SIMD-group kernels".to_string());
     }
@@ -328,14 +347,25 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     };
     let max_memory = select::limits(device).max_memory_bytes;
     let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device));
-    let Some(cfg) = CoopQgemmConfig::for_problem(problem.format, problem.out, m, tile_copies, (tile, g.stages), max_memory) else {
+    if fragments && tile_copies && !CoopQgemmConfig::takes_fragments(n) {
+        return refuse(format!("N = {n} must be a multiple of 32 for tile copies of fragment-ordered words (rows of {} words)", crate::library::qgemm_cooperative::FRAGMENT_BOX_WORDS));
+    }
+    let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
+    let planned = |tile| CoopQgemmConfig::for_problem(problem.format, problem.out, m, tile_copies, (tile, g.stages), max_memory);
+    // Tile copies of fragment-ordered words take a box per row of units,
+    // each inside B: a slice depth that divides K (64 does: K is whole
+    // units).
+    let planned = |tile| match planned(tile) {
+        Some(cfg) if fragments && tile_copies && !k.is_multiple_of(cfg.tk) => planned(Some((cfg.tm, cfg.tn, SLICE_DEPTHS[0]))),
+        cfg => cfg,
+    };
+    let Some(cfg) = planned(tile) else {
         let stages = g.stages.map_or(String::new(), |s| format!(" in {s} stages"));
         return refuse(format!("no tile fits {max_memory} bytes of threadgroup memory{stages}"));
     };
-    let (k, units) = (to_u32(op, "k", problem.k)?, select::gpu_compute_units(device));
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
-    let cfg = CoopQgemmConfig { splits, split_sum, ..cfg };
+    let cfg = CoopQgemmConfig { splits, split_sum, layout: problem.layout, ..cfg };
     // Tile copies test no bounds: the whole-tile variant is the other path's.
     let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
     cfg.check(max_memory)?;
