@@ -1432,9 +1432,10 @@ pub enum StmtKind {
     /// `code.value(nibble j of words[offset + u·stride + w]) ·
     /// scales[scale_offset + (c >> group_shift)·scale_stride + r]` with
     /// `(u, w, j) = layout.locate(c, r)` ([`QuantLayout::locate`]: in seed
-    /// 002's `[K/8][N]` rows nibble `c % 8` of `words[offset + (c / 8)·stride
-    /// + r]`; in fragment order `stride` is the words of one row of 64 × 16
-    /// units) and `[K/group][N]` scales — the exact product
+    /// 002's `[K/8][N]` rows nibble `c % 8` of
+    /// `words[offset + (c / 8)·stride + r]`; in fragment order `stride` is
+    /// the words of one row of 64 × 16 units) and `[K/group][N]` scales —
+    /// the exact product
     /// rounded once to the tensor's element type. `words` holds u32 and
     /// `scales` f16 (device or threadgroup memory); the offsets, strides
     /// and shift are u32, the same on every thread of the scope; by the

@@ -219,7 +219,7 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         let Some(at) = case.kernel.body.iter().position(|s| matches!(s.kind, StmtKind::CooperativeDequantize { .. })) else {
             continue;
         };
-        let StmtKind::CooperativeDequantize { tensor, code, words, offset, stride, scales, scale_offset, scale_stride, group_shift } = &case.kernel.body[at].kind
+        let StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } = &case.kernel.body[at].kind
         else {
             unreachable!()
         };
@@ -237,9 +237,10 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         let mut weights = vec![];
         for r in 0..t.rows {
             for c in 0..t.cols {
-                let word = word_data[(literal(offset) + (c / 8) * literal(stride) + r) as usize];
+                let (unit_row, word, nibble) = layout.locate(c, r);
+                let word = word_data[(literal(offset) + unit_row * literal(stride) + word) as usize];
                 let scale = f16_bits_to_f32(scale_data[(literal(scale_offset) + (c >> literal(group_shift)) * literal(scale_stride) + r) as usize] as u16);
-                let exact = code.value(word >> (4 * (c % 8))) * scale;
+                let exact = code.value(word >> (4 * nibble)) * scale;
                 let value = if t.elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact)) } else { exact };
                 weights.push(value.to_bits());
             }

@@ -287,7 +287,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line(&format!("for (uint enigma_u = 0u; enigma_u < {}u; ++enigma_u) {{", pairs / (4 * blocks)));
             self.indent += 1;
             self.line(&format!("const uint enigma_r0 = {row0}, enigma_c0 = {col0};"));
-            let first = self.memory_place(words, &format!("enigma_q[0] + enigma_q4_word<enigma_q4_fragments>(enigma_c0, enigma_r0, enigma_q[1])"))?;
+            let first = self.memory_place(words, "enigma_q[0] + enigma_q4_word<enigma_q4_fragments>(enigma_c0, enigma_r0, enigma_q[1])")?;
             self.line(&format!("unsigned enigma_w[{blocks}];"));
             self.line(&format!("enigma_q4_words<{blocks}>(&{first}, enigma_w);"));
             self.line("#pragma unroll");
