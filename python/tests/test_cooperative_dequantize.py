@@ -6,8 +6,10 @@ tile (groups of 32 and 64, f16 and f32 tensors, words and scales in device
 and threadgroup memory) times a staged right operand, on the simulator,
 against numpy's own decoding of the nibbles (bit for bit: times the
 identity, the dequantized weights themselves; times random halves, an exact
-product); clean under the sanitizer, which reports a read of unstaged
-weights; the front end's errors for bad input, with the kernel and line."""
+product), also with the words in fragment order (``layout="fragments"``,
+numpy packing them); clean under the sanitizer, which reports a read of
+unstaged weights; the front end's errors for bad input, with the kernel and
+line."""
 
 from __future__ import annotations
 
@@ -170,6 +172,59 @@ def test_the_product_with_a_staged_right_operand_matches_numpy(code, dtype, grou
     np.testing.assert_array_equal(got, (weights @ right).astype(np.float32))
 
 
+# Fragment order: N = 64 columns are four units of 128 words, K = 64 one
+# row of units, the next row (none here) FRAGMENT_STRIDE words on.
+FRAGMENT_OFFSET, FRAGMENT_STRIDE = 4, N // 16 * 128
+
+
+def pack_fragments(nibbles):
+    """``nibbles[k][n]`` in the tensor cores' fragment order (the IR's
+    ``QuantLayout::Fragments``, written out here): lane l = 4·(n % 8) +
+    (k % 8) // 2 of unit n // 16 holds K row k in word 4·l + (k % 64) // 16,
+    nibble (k % 16) // 8 + 2·((n % 16) // 8) + 4·(k % 2)."""
+    words = np.zeros(FRAGMENT_OFFSET + (K // 64) * FRAGMENT_STRIDE, np.uint32)
+    for k in range(K):
+        for n in range(N):
+            lane = 4 * (n % 8) + (k % 8) // 2
+            at = FRAGMENT_OFFSET + (k // 64) * FRAGMENT_STRIDE + (n // 16) * 128 + 4 * lane + (k % 64) // 16
+            nibble = (k % 16) // 8 + 2 * ((n % 16) // 8) + 4 * (k % 2)
+            words[at] |= np.uint32(nibbles[k][n]) << np.uint32(4 * nibble)
+    return words
+
+
+def fragment_kernel(code, dtype):
+    def dequantize_fragments(words: enigma.u32, scales: enigma.f16, B: enigma.f16, C: enigma.f32, G: enigma.u32):
+        tb = enigma.threadgroup_alloc(enigma.f16, K * 64)
+        for i in range(enigma.thread_index_in_threadgroup(), K * 64, 128):
+            tb[i] = B[i]
+        enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+        b = enigma.tensor(tb, (64, K))
+        w = OP.get_left_input_cooperative_tensor(dtype)
+        w.dequantize(code, words, FRAGMENT_OFFSET, FRAGMENT_STRIDE, scales, SCALE_OFFSET, SCALE_STRIDE, G, layout="fragments")
+        c = OP.get_destination_cooperative_tensor(w, b, enigma.f32)
+        OP.run(w, b, c)
+        c.store(enigma.tensor(C, (64, N)))
+
+    return enigma.kernel(dequantize_fragments)
+
+
+@pytest.mark.parametrize("code, dtype, group", [("int4", enigma.f16, 32), ("fp4", enigma.f32, 64), ("fp4", enigma.f16, 64)])
+def test_fragment_ordered_words_decode_where_the_layout_puts_them(code, dtype, group):
+    """``layout="fragments"``: times the identity, each element of the
+    product is the weight numpy packed at that K row and column, times its
+    scale, rounded once; clean under the sanitizer."""
+    rng = np.random.default_rng(7 + group)
+    nibbles = rng.integers(0, 16, size=(K, N))
+    scales, scale_values = scales_for(K // group, rng, False)
+    c = np.full(N * 64, -7.0, np.float32)
+    kernel = enigma.compile(fragment_kernel(code, dtype))
+    assert f"cooperative_dequantize_{code}_fragments(w, words, {FRAGMENT_OFFSET}u32, {FRAGMENT_STRIDE}u32, " in kernel.ir
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    shift = np.array([group.bit_length() - 1], np.uint32)
+    rt.execute(kernel, inputs=[pack_fragments(nibbles), scales, np.eye(K, dtype=np.float16), c, shift], grid=128, threads=128)
+    np.testing.assert_array_equal(c.reshape(N, 64), reference_weights(code, nibbles, scale_values, group, dtype).astype(np.float32))
+
+
 def test_weights_read_before_the_staging_barrier_are_a_race():
     rng = np.random.default_rng(1)
     scales, _ = scales_for(2, rng, True)
@@ -191,7 +246,7 @@ def test_the_text_form_and_both_sources_name_the_dequantization():
     # tensor, filled slot by slot at each slot's coordinates.
     mpp = enigma.compile(from_device("int4", enigma.f16), msl_version="4.0").msl
     assert "auto w = " in mpp and ".get_left_input_cooperative_tensor<half, half, float>();" in mpp
-    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_weight(enigma_int4, " in mpp
+    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_weight<enigma_q4_rows>(enigma_int4, " in mpp
 
 
 def test_every_method_the_front_end_takes_is_declared_with_a_docstring():
@@ -259,6 +314,11 @@ def k_as_a_value(words: enigma.u32, scales: enigma.f16):
     x = w.dequantize("fp4", words, 0, 64, scales, 0, 64, 5)  # offending
 
 
+def k_unknown_layout(words: enigma.u32, scales: enigma.f16):
+    w = OP.get_left_input_cooperative_tensor(enigma.f16)
+    w.dequantize("int4", words, 0, 64, scales, 0, 64, 5, layout="columns")  # offending
+
+
 def k_view(words: enigma.u32, scales: enigma.f16, B: enigma.f16):
     b = enigma.tensor(B, (64, 64))
     b.dequantize("fp4", words, 0, 64, scales, 0, 64, 5)  # offending
@@ -281,6 +341,7 @@ ERRORS = [
     (k_thread_words, "the words of w.dequantize are a buffer or threadgroup array of u32"),
     (k_missing_shift, "w.dequantize needs the argument(s) group_shift"),
     (k_as_a_value, "`.dequantize(...)` is a statement; it has no value"),
+    (k_unknown_layout, "the layout of w.dequantize is 'rows' or 'fragments' (a constant), not 'columns'"),
     (k_view, "enigma.TensorView has no method `dequantize` in a kernel (it has slice)"),
     (k_per_thread_offset, "`cooperative_dequantize` is issued by every thread of its scope (simdgroups(4)) together, but an offset, stride or group shift differs"),
 ]

@@ -219,7 +219,7 @@ class CooperativeTensor:
         raise outside_a_kernel("combine(...)")
 
     def dequantize(self, code: str, words: Any, word_offset: Num, word_stride: Num, scales: Any, scale_offset: Num, scale_stride: Num,
-                   group_shift: Num) -> None:
+                   group_shift: Num, layout: str = "rows") -> None:
         """Every element (row r, column c) of this f32 or f16 tensor set to a
         4-bit weight times its group's scale, the exact product rounded
         once to the tensor's type: the weight is nibble ``c % 8`` (bits
@@ -232,7 +232,14 @@ class CooperativeTensor:
         tensor's rows are the weights' N columns and its columns K, so a
         left input tensor holds the transposed weights of ``Cᵀ = Wᵀ · Aᵀ``.
         The offsets, strides and shift are u32 and the same on every thread
-        of the scope, which calls this together."""
+        of the scope, which calls this together. ``layout="fragments"``
+        reads the words in the tensor cores' fragment order instead (the
+        ``layout="fragments"`` packing of ``enigma.ops.quantize``): units of
+        64 K values by 16 columns, 128 words each, a row of units every
+        ``word_stride`` words; within a unit, word ``4·l + q`` holds lane
+        ``l``'s weights of K rows ``16q …`` (nibble ``h + 2·half + 4·p`` is
+        K row ``16q + 8h + 2·(l % 4) + p``, column ``8·half + l // 4``), so
+        on CUDA a thread's words of a unit are one 16-byte load."""
         raise outside_a_kernel("dequantize(...)")
 
 

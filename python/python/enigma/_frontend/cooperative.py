@@ -63,6 +63,8 @@ _STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map", "combine
 _REDUCTIONS = ("sum", "max", "min")
 _COMBINATIONS = ("assign", "add", "sub", "mul", "max", "min")
 _QUANT_CODES = ("int4", "fp4")
+# How `dequantize`'s words lie (enigma_ir::QuantLayout).
+_QUANT_LAYOUTS = ("rows", "fragments")
 _LEFT_INPUT_TYPES = ("f16", "bf16", "f32")
 COOPERATIVE_OBJECTS = (Matmul2d, ViewObj, CoopRef, Matmul2dDescriptor, ExecutionScope)
 
@@ -229,13 +231,15 @@ class Cooperative:
 
     def _dequantize(self, ref, node):
         """``t.dequantize(code, words, word_offset, word_stride, scales,
-        scale_offset, scale_stride, group_shift)``: element (r, c) of ``t``
-        becomes the 4-bit weight, nibble c % 8 of
-        ``words[word_offset + (c / 8) * word_stride + r]``, times
+        scale_offset, scale_stride, group_shift, layout="rows")``: element
+        (r, c) of ``t`` becomes the 4-bit weight at K row c, N column r of
+        the words (in ``"rows"`` nibble c % 8 of
+        ``words[word_offset + (c / 8) * word_stride + r]``; ``"fragments"``
+        the tensor cores' fragment order), times
         ``scales[scale_offset + (c >> group_shift) * scale_stride + r]``."""
         what = f"{ref.name}.dequantize"
-        names = ["code", "words", "word_offset", "word_stride", "scales", "scale_offset", "scale_stride", "group_shift"]
-        args = self._bind(node, "dequantize", names, len(names), prefix=f"{ref.name}.")
+        names = ["code", "words", "word_offset", "word_stride", "scales", "scale_offset", "scale_stride", "group_shift", "layout"]
+        args = self._bind(node, "dequantize", names, len(names) - 1, prefix=f"{ref.name}.")
         if ref.elem.name not in ("f32", "f16"):
             raise self.error(node, f"`{ref.name}` holds {ref.elem}; dequantized weights fill an f32 or f16 cooperative tensor")
         given = self.expr(args["code"])
@@ -254,11 +258,18 @@ class Cooperative:
                 raise self.error(args[key], f"the {key} of {what} are {holds}, {elem}; `{mem.name}` holds {mem.elem}")
             return mem.mem
 
+        layout = "rows"
+        if "layout" in args:
+            given = self.expr(args["layout"])
+            layout = given.obj if isinstance(given, PyObj) else None
+            if layout not in _QUANT_LAYOUTS:
+                shown = repr(layout) if isinstance(given, PyObj) else f"`{ast.unparse(args['layout'])}`"
+                raise self.error(args["layout"], f"the layout of {what} is 'rows' or 'fragments' (a constant), not {shown}")
         words = memory("words", u32, "packed 4-bit weights, eight to a word")
         scales = memory("scales", f16, "the groups' scales")
         values = {key: self._u32_expr(args[key]) for key in ("word_offset", "word_stride", "scale_offset", "scale_stride", "group_shift")}
         self.emit({"cooperative_dequantize": {
-            "tensor": ref.index, "code": code, "words": words, "offset": values["word_offset"], "stride": values["word_stride"],
+            "tensor": ref.index, "code": code, "layout": layout, "words": words, "offset": values["word_offset"], "stride": values["word_stride"],
             "scales": scales, "scale_offset": values["scale_offset"], "scale_stride": values["scale_stride"], "group_shift": values["group_shift"],
         }}, node)
 
