@@ -268,9 +268,10 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// The pair loop of [`Writer::dequantize`] in the `wgmma` layout over
     /// the `enigma_q` values: in seed 002's rows each pair's word loaded
     /// once and its byte `enigma_byte` decoded by `enigma_q4_pair`; in
-    /// fragment order the words of `enigma_b` blocks of 16 columns (one, or
-    /// a unit's four) loaded together and each pair the quad element of its
-    /// word that holds it; its scale as `scales` says.
+    /// fragment order the words of a unit's four blocks of 16 columns (or of
+    /// one block, where the columns are not whole units) loaded together
+    /// into `enigma_w`, and each pair the element of its word's
+    /// `enigma_q4_quad` that holds it; its scale as `scales` says.
     fn dequantize_pairs(&mut self, id: CoopId, (layout, quant_layout): (Layout, QuantLayout), code: &str, (words, scales): (Memory, Memory), pair_scales: PairScales) -> Result<(), CodegenError> {
         let name = self.coop_name(id)?;
         let t = self.scope_thread(id);

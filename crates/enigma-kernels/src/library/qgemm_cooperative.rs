@@ -1,8 +1,19 @@
 //! The quantized GEMM on cooperative tensors: `C[M, N] = A[M, K] ·
 //! dequant(B)`, A f16 (row-major), B FP4 or INT4 in seed 002's `[K/8][N]`
-//! layout with an f16 scale per group of K values (`[K/group][N]`), f32
-//! accumulation, C f16 or f32. Any M; N a multiple of 8 (16-byte copies of
-//! the scales); K a multiple of the group, as every quantized matmul.
+//! layout or in the tensor cores' fragment order
+//! ([`CoopQgemmConfig::layout`]) with an f16 scale per group of K values
+//! (`[K/group][N]`), f32 accumulation, C f16 or f32. Any M; N a multiple of
+//! 8 (16-byte copies of the scales); K a multiple of the group, as every
+//! quantized matmul.
+//!
+//! **Fragment order** (`_fragments`; K a multiple of 64, N of 16, the
+//! layout's units): a slice's words are `tk / 64` rows of units, each the
+//! tile's `8 · tn` consecutive words, which the threads' copies stage as
+//! they are and tile copies as one box per row of units in B viewed as
+//! rows of [`FRAGMENT_BOX_WORDS`] (so N a multiple of 32 and `tk` dividing
+//! K: every box starts inside B; [`CoopQgemmConfig::takes_fragments`], the
+//! selection's checks). The decode then loads a thread's four words of a
+//! unit at once (`cooperative_dequantize` in fragment order).
 //!
 //! **Computed transposed**, `Cᵀ = dequant(B)ᵀ · Aᵀ`: the weights are the
 //! product's left operand and A its right one. A threadgroup of `tn / 64`
