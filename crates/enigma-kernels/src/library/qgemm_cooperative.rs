@@ -379,9 +379,11 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     };
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
-    // B's rows of words (of units in fragment order) and the words between them.
-    let words_k = k.let_("words_k", kk / unit_rows);
-    let words_n = k.let_("words_n", n * words_pitch_per_n);
+    // B's rows of words (of units in fragment order) and the words from one
+    // to the next: expressions of the arguments, as the copy engine takes
+    // a matrix's extents, and locals where the threads copy.
+    let b_words = (kk / unit_rows, n * words_pitch_per_n);
+    let (words_k, words_n) = if tile_copies { b_words } else { (k.let_("words_k", b_words.0), k.let_("words_n", b_words.1)) };
 
     // The weights are f16, A's type: the product reads them as they are.
     let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
@@ -430,9 +432,6 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let a_matrix = TileSource { mem: a, extents: [m, kk], pitch: kk };
         k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
         let words_to = stage * (word_rows * word_cols);
-        // B's extents as the copy engine takes them: expressions of the
-        // arguments, not the kernel's locals.
-        let (words_k, words_n) = (kk / unit_rows, n * words_pitch_per_n);
         if cfg.layout.is_rows() {
             let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
             k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, word_cols));

@@ -119,22 +119,24 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
         return QmatmulKernel::Affine;
     }
     let m = problem.m;
+    let g = &overrides.gemm;
+    let n = u32::try_from(problem.n).ok();
+    // The cooperative kernel by default: at `cooperative_rows` on
+    // `wgmma`, where it takes the weights and no option of the tensor-core
+    // kernel is asked for.
+    let cooperative = g.cooperative.is_none()
+        && device.wgmma()
+        && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
+        && n.is_some_and(CoopQgemmConfig::takes)
+        && g.tile.is_none()
+        && overrides.threads.is_none();
     if problem.layout == QuantLayout::Fragments {
-        let g = &overrides.gemm;
         let gemm_asked = g.tile.is_some() || g.stages.is_some() || kernel_sum_asked(overrides);
-        let n = u32::try_from(problem.n).unwrap_or(0);
-        // Above the decode row, the kernel on cooperative tensors where it
-        // would run on the row layout and its tile copies take the words.
-        let cooperative = g.cooperative.is_none()
-            && device.wgmma()
-            && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
-            && CoopQgemmConfig::takes(n)
-            && CoopQgemmConfig::takes_fragments(n)
-            && !gemm_asked
-            && overrides.threads.is_none();
+        // Above the decode row the cooperative kernel also needs its tile
+        // copies to take the words.
         return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked {
             QmatmulKernel::FragmentsDecode
-        } else if cooperative {
+        } else if cooperative && !gemm_asked && n.is_some_and(CoopQgemmConfig::takes_fragments) {
             QmatmulKernel::Cooperative
         } else {
             QmatmulKernel::Tiled
@@ -142,16 +144,6 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
     }
     let q = &overrides.qmatmul;
     let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration, q.stages].iter().any(Option::is_some) || overrides.vectorize == Some(false);
-    let g = &overrides.gemm;
-    // The cooperative kernel by default: at `cooperative_rows` on
-    // `wgmma`, where it takes the weights and no option of the tensor-core
-    // kernel is asked for.
-    let cooperative = g.cooperative.is_none()
-        && device.wgmma()
-        && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
-        && u32::try_from(problem.n).is_ok_and(CoopQgemmConfig::takes)
-        && g.tile.is_none()
-        && overrides.threads.is_none();
     if decode_asked || m <= DECODE_ROWS as usize {
         QmatmulKernel::Decode
     } else if cooperative {
