@@ -30,13 +30,19 @@ OP = enigma.matmul2d(enigma.matmul2d_descriptor(N, 64, K), enigma.execution_simd
 # SCALE_STRIDE halves from SCALE_OFFSET on.
 WORD_OFFSET, WORD_STRIDE, SCALE_OFFSET, SCALE_STRIDE = 3, N + 5, 7, N + 2
 WORDS_LEN = WORD_OFFSET + K // 8 * WORD_STRIDE
+# Fragment order: N = 64 columns are four units of 128 words, K = 64 one
+# row of units, the next row (none here) FRAGMENT_STRIDE words on.
+FRAGMENT_OFFSET, FRAGMENT_STRIDE = 4, N // 16 * 128
 FP4_MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
 
-def from_device(code, dtype):
+def from_device(code, dtype, layout="rows"):
     """A kernel whose left input (of ``dtype``) is dequantized from the
-    words and scales in device memory; the right operand is staged in
-    threadgroup memory; ``G[0]`` is the group shift."""
+    words (in ``layout``: at WORD_OFFSET and WORD_STRIDE in rows, at
+    FRAGMENT_OFFSET and FRAGMENT_STRIDE in fragment order) and scales in
+    device memory; the right operand is staged in threadgroup memory;
+    ``G[0]`` is the group shift."""
+    word_offset, word_stride = (WORD_OFFSET, WORD_STRIDE) if layout == "rows" else (FRAGMENT_OFFSET, FRAGMENT_STRIDE)
 
     def dequantize_device(words: enigma.u32, scales: enigma.f16, B: enigma.f16, C: enigma.f32, G: enigma.u32):
         tb = enigma.threadgroup_alloc(enigma.f16, K * 64)
@@ -45,7 +51,7 @@ def from_device(code, dtype):
         enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
         b = enigma.tensor(tb, (64, K))
         w = OP.get_left_input_cooperative_tensor(dtype)
-        w.dequantize(code, words, WORD_OFFSET, WORD_STRIDE, scales, SCALE_OFFSET, SCALE_STRIDE, G)
+        w.dequantize(code, words, word_offset, word_stride, scales, SCALE_OFFSET, SCALE_STRIDE, G, layout=layout)
         c = OP.get_destination_cooperative_tensor(w, b, enigma.f32)
         OP.run(w, b, c)
         c.store(enigma.tensor(C, (64, N)))
@@ -172,11 +178,6 @@ def test_the_product_with_a_staged_right_operand_matches_numpy(code, dtype, grou
     np.testing.assert_array_equal(got, (weights @ right).astype(np.float32))
 
 
-# Fragment order: N = 64 columns are four units of 128 words, K = 64 one
-# row of units, the next row (none here) FRAGMENT_STRIDE words on.
-FRAGMENT_OFFSET, FRAGMENT_STRIDE = 4, N // 16 * 128
-
-
 def pack_fragments(nibbles):
     """``nibbles[k][n]`` in the tensor cores' fragment order (the IR's
     ``QuantLayout::Fragments``, written out here): lane l = 4·(n % 8) +
@@ -192,22 +193,6 @@ def pack_fragments(nibbles):
     return words
 
 
-def fragment_kernel(code, dtype):
-    def dequantize_fragments(words: enigma.u32, scales: enigma.f16, B: enigma.f16, C: enigma.f32, G: enigma.u32):
-        tb = enigma.threadgroup_alloc(enigma.f16, K * 64)
-        for i in range(enigma.thread_index_in_threadgroup(), K * 64, 128):
-            tb[i] = B[i]
-        enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
-        b = enigma.tensor(tb, (64, K))
-        w = OP.get_left_input_cooperative_tensor(dtype)
-        w.dequantize(code, words, FRAGMENT_OFFSET, FRAGMENT_STRIDE, scales, SCALE_OFFSET, SCALE_STRIDE, G, layout="fragments")
-        c = OP.get_destination_cooperative_tensor(w, b, enigma.f32)
-        OP.run(w, b, c)
-        c.store(enigma.tensor(C, (64, N)))
-
-    return enigma.kernel(dequantize_fragments)
-
-
 @pytest.mark.parametrize("code, dtype, group", [("int4", enigma.f16, 32), ("fp4", enigma.f32, 64), ("fp4", enigma.f16, 64)])
 def test_fragment_ordered_words_decode_where_the_layout_puts_them(code, dtype, group):
     """``layout="fragments"``: times the identity, each element of the
@@ -217,7 +202,7 @@ def test_fragment_ordered_words_decode_where_the_layout_puts_them(code, dtype, g
     nibbles = rng.integers(0, 16, size=(K, N))
     scales, scale_values = scales_for(K // group, rng, False)
     c = np.full(N * 64, -7.0, np.float32)
-    kernel = enigma.compile(fragment_kernel(code, dtype))
+    kernel = enigma.compile(from_device(code, dtype, layout="fragments"))
     assert f"cooperative_dequantize_{code}_fragments(w, words, {FRAGMENT_OFFSET}u32, {FRAGMENT_STRIDE}u32, " in kernel.ir
     rt = enigma.MetalRuntime(device="cpu", sanitize=True)
     shift = np.array([group.bit_length() - 1], np.uint32)

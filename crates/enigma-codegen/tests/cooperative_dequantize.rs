@@ -121,6 +121,7 @@ fn msl_below_4_dequantizes_slot_by_slot_on_fragments() {
     let needle = "enigma_coop_dequantize<enigma_int4, enigma_q4_fragments>(w, &Ws[0u], 512u, &Ss[0u], 64u, ctz(G), ";
     assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
     assert!(metal.contains("enigma_q4_weight<LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c)"), "{metal}");
+    insta::assert_snapshot!("cooperative_dequantize_fragment_order.msl", metal);
 }
 
 /// The product's words in fragment order: 64 rows of N are four units of

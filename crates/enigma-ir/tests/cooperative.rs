@@ -100,6 +100,22 @@ fn the_builder_writes_a_dequantization() {
     let text = print(&kernel);
     assert!(text.contains("    cooperative_dequantize_int4(w, W, 4u32, N, S, 0u32, N, 6u32)"), "{text}");
     assert_eq!(parse(&text).unwrap(), kernel);
+    // Words in fragment order: the layout is part of the statement's name
+    // in the text form and a field of the JSON form, and both read back.
+    let mut k = KernelBuilder::new("dequantize_fragments");
+    let words = k.buffer("W", Type::U32, Access::Read);
+    let scales = k.buffer("S", Type::F16, Access::Read);
+    let n = k.value("N", Type::U32);
+    let w = k.cooperative_tensor("w", Scalar::F16, 64, 128, ExecutionScope::Simdgroups(4));
+    k.cooperative_dequantize(w, (QuantCode::Fp4, QuantLayout::Fragments), (words, 0u32, n * 8u32), (scales, 0u32, n), 6u32);
+    let kernel = k.finish().unwrap();
+    validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let text = print(&kernel);
+    assert!(text.contains("    cooperative_dequantize_fp4_fragments(w, W, 0u32, (N * 8u32), S, 0u32, N, 6u32)"), "{text}");
+    assert_eq!(parse(&text).unwrap(), kernel);
+    let json = to_json(&kernel);
+    assert!(json.contains("\"layout\":\"fragments\""), "{json}");
+    assert_eq!(from_json(&json).unwrap(), kernel);
 }
 
 #[test]
