@@ -119,8 +119,13 @@ fn overrides_move_the_kernel_choice() {
     assert_eq!(rows(Format::MlxAffine, 64), QmatmulKernel::Affine);
     let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
-    // The cooperative kernel sums its own K splits too.
+    // The cooperative kernel sums its own K splits too, in either layout;
+    // the fragment order's decode row does not, so its rows take a GEMM.
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &kernel_sum), QmatmulKernel::Cooperative);
+    let fragments = |m: usize| QmatmulProblem { layout: QuantLayout::Fragments, m, ..big };
+    assert_eq!(qmatmul::kernel_for(&fragments(64), &sm_90a, &kernel_sum), QmatmulKernel::Cooperative);
+    assert_eq!(qmatmul::kernel_for(&fragments(16), &sm_90a, &Overrides::default()), QmatmulKernel::FragmentsDecode);
+    assert_eq!(qmatmul::kernel_for(&fragments(16), &sm_90a, &kernel_sum), QmatmulKernel::Tiled);
     assert_eq!(qmatmul::kernel_for(&QmatmulProblem { n: 60, ..big }, &sm_90a, &Overrides::default()), QmatmulKernel::Tiled);
     // Device-scope fences asked for on a device without them.
     let metal = devices()[2].1.clone();

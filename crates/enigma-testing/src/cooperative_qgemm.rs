@@ -95,24 +95,29 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// INT4, at M = 17, 64, 100 and 128 (rows past M), N of 64 to 160 (a
 /// partial tile of 128 columns), K of 4 to 7 units of 64 in groups of 64
 /// and 128, staged by each thread's copies and by tile copies, unsplit
-/// and split 3 ways: C against the f64 product, clean under the
-/// sanitizer where `sanitize`.
+/// and split 3 ways (summed by the reduction and by each tile's last
+/// threadgroup): C against the f64 product, clean under the sanitizer
+/// where `sanitize`.
 pub fn check_fragment_order(rt: &Runtime, sanitize: bool) {
     let shapes = [[17, 64, 256, 64], [64, 96, 448, 64], [100, 160, 384, 128], [128, 128, 256, 128]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
-            for (tile_copies, splits) in [(false, None), (true, None), (i % 2 == 0, Some(3))] {
+            let summed = |tile_copies: bool, sum: SplitSum| (tile_copies, Some(3), Some(sum));
+            for (tile_copies, splits, split_sum) in [(false, None, None), (true, None, None), summed(i % 2 == 0, SplitSum::Reduction), summed(i % 2 == 1, SplitSum::LastThreadgroup)] {
                 let options = cooperative(sanitize);
-                let gemm = GemmOptions { k_splits: splits, tile_copies: Some(tile_copies), ..options.gemm };
+                let gemm = GemmOptions { k_splits: splits, split_sum, tile_copies: Some(tile_copies), ..options.gemm };
                 let ops = Ops::new(rt).with_options(Options { gemm, ..options });
                 let x = inputs(rt, format, [m, n, k, group]);
                 let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
                 let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
-                let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, tile copies {tile_copies}, splits {splits:?}");
+                let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, tile copies {tile_copies}, splits {splits:?} summed by {split_sum:?}");
                 let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let launches = ops.take_launches();
                 assert!(launches[0].kernel.starts_with("qgemm_coop_") && launches[0].kernel.ends_with("_fragments"), "{what}: {}", launches[0].kernel);
                 assert_eq!(launches[0].kernel.contains("_tiles"), tile_copies, "{what}: {}", launches[0].kernel);
+                // The reduction is a second dispatch; the kernel's own sum is not.
+                let dispatches = if split_sum == Some(SplitSum::Reduction) { 2 } else { 1 };
+                assert_eq!(launches.len(), dispatches, "{what}: {:?}", launches.iter().map(|l| &l.kernel).collect::<Vec<_>>());
                 for l in &launches {
                     assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
                 }
@@ -138,6 +143,9 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             for splits in [2, 3, 5] {
+                // The reduction's C, which the last threadgroup's sum (the
+                // same f32 additions in split order) must equal bit for bit.
+                let mut reduced: Option<Vec<u64>> = None;
                 for sum in [SplitSum::Reduction, SplitSum::LastThreadgroup] {
                     let out = if (i + splits as usize) % 2 == 0 { DType::F32 } else { DType::F16 };
                     // Three splits stage by tile copies.
@@ -168,6 +176,11 @@ pub fn check_k_splits(rt: &Runtime, sanitize: bool) {
                         }
                         let got = download(&c, out.scalar(), m * n).unwrap();
                         assert_close(&format!("{} {what}, call {call}", launches[0].kernel), &got, &x, [m, n, k], out);
+                        let bits: Vec<u64> = got.iter().map(|v| v.to_bits()).collect();
+                        match &reduced {
+                            None => reduced = Some(bits),
+                            Some(r) => assert!(*r == bits, "{what}, call {call}: C differs from the reduction's at element {:?}", r.iter().zip(&bits).position(|(a, b)| a != b)),
+                        }
                     }
                 }
             }

@@ -80,8 +80,8 @@ pub enum QmatmulSelection {
     Cooperative(CoopQgemmConfig),
 }
 
-/// Whether the overrides ask for K splits summed in the kernel, which in
-/// the fragment order takes the tensor-core GEMM.
+/// Whether the overrides ask for K splits summed in the kernel, which the
+/// fragment order's decode row does not do: those rows take a GEMM.
 fn kernel_sum_asked(overrides: &Overrides) -> bool {
     overrides.gemm.split_sum == Some(SplitSum::LastThreadgroup)
 }
@@ -131,10 +131,10 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
         && g.tile.is_none()
         && overrides.threads.is_none();
     if problem.layout == QuantLayout::Fragments {
-        let gemm_asked = g.tile.is_some() || g.stages.is_some() || kernel_sum_asked(overrides);
+        let gemm_asked = g.tile.is_some() || g.stages.is_some();
         // Above the decode row the cooperative kernel also needs its tile
         // copies to take the words.
-        return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked {
+        return if m <= qmatmul_fragments::DECODE_ROWS as usize && !gemm_asked && !kernel_sum_asked(overrides) {
             QmatmulKernel::FragmentsDecode
         } else if cooperative && !gemm_asked && n.is_some_and(CoopQgemmConfig::takes_fragments) {
             QmatmulKernel::Cooperative
