@@ -38,8 +38,9 @@
 //! tensors, `qgemm_cooperative`, which `Ops::qmatmul` runs when
 //! `GemmOptions::cooperative` asks for it: at any M, its tile for M and
 //! the device or each of `--coop-tiles`, once per stage count of
-//! `--stages` and split of `--splits`). Each row names its `variant` (and
-//! for `separate`, `fused`, `fragments` and `coop` its `tile`).
+//! `--stages` and split of `--splits`), and `coop_fragments` (the same on
+//! weights in fragment order). Each row names its `variant` (and for
+//! `separate`, `fused`, `fragments` and the `coop` ones its `tile`).
 //! `--split-sum kernel|reduction` has the kernels (the decode kernel's and
 //! the tensor-core ones') sum their K splits themselves
 //! (`Options::split_sum`, one dispatch) or leave them to the reduction's
@@ -57,7 +58,7 @@
 //! qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4]
 //!              [--threads 128,256,512,1024] [--cols 1,2,4] [--words 4,8,16]
 //!              [--splits auto,1,2,4] [--copies N] [--repeats 50]
-//!              [--variants decode,separate,fused,fragments,coop] [--fused-tiles auto]
+//!              [--variants decode,separate,fused,fragments,coop,coop_fragments] [--fused-tiles auto]
 //!              [--separate-tiles auto] [--coop-tiles auto] [--stages auto,2,3] [--split-sum reduction|kernel]
 //!              [--tile-copies auto,off,on]
 //! ```
@@ -117,8 +118,9 @@ enum Run {
     /// and on them the decode row's blocking.
     Fragments(Option<GemmTile>, Option<u32>, Option<u32>, FragmentSpec),
     /// The quantized GEMM on cooperative tensors with the tile, stages, K
-    /// splits and staging asked for (`None`: auto).
-    Coop(Option<GemmTile>, Option<u32>, Option<u32>, Option<bool>),
+    /// splits and staging asked for (`None`: auto), on weights in fragment
+    /// order where the last is true.
+    Coop(Option<GemmTile>, Option<u32>, Option<u32>, Option<bool>, bool),
 }
 
 impl Run {
@@ -129,7 +131,8 @@ impl Run {
             Run::Separate(..) => "separate",
             Run::Fused(..) => "fused",
             Run::Fragments(..) => "fragments",
-            Run::Coop(..) => "coop",
+            Run::Coop(.., false) => "coop",
+            Run::Coop(.., true) => "coop_fragments",
         }
     }
 }
@@ -217,7 +220,7 @@ fn list<T: std::str::FromStr>(flag: &str, text: &str) -> Vec<T> {
 
 /// The flags, for `--help` and after a bad command line.
 const USAGE: &str = "usage: qmatmul_cuda [--m 1,16] [--n 11008] [--k 4096] [--group 128] [--formats fp4,int4,mlx_affine] \
-[--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop] \
+[--threads …] [--cols …] [--words …] [--splits auto,2,…] [--copies N] [--repeats N] [--variants decode,separate,fused,fragments,coop,coop_fragments] \
 [--separate-tiles auto,TMxTNxTK/RxC] [--coop-tiles auto,TMxTNx64/RxC] [--stages auto,2,…] [--fused-tiles auto,TMxTNxTK/RxC] [--split-sum reduction|kernel] [--tile-copies auto,off,on] [--fragment-blocking auto,t128r16s2,…]
 (the header of bench/src/bin/qmatmul_cuda.rs says what each does)";
 
@@ -270,8 +273,8 @@ fn parse_args() -> Args {
             "--repeats" => a.repeats = list::<usize>(flag, value)[0].max(1),
             "--variants" => {
                 a.variants = value.split(',').map(|v| v.trim().to_string()).collect();
-                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments", "coop"].contains(&v.as_str())) {
-                    usage_error(&format!("--variants: `{v}` is not decode, separate, fused, fragments or coop"));
+                if let Some(v) = a.variants.iter().find(|v| !["decode", "separate", "fused", "fragments", "coop", "coop_fragments"].contains(&v.as_str())) {
+                    usage_error(&format!("--variants: `{v}` is not decode, separate, fused, fragments, coop or coop_fragments"));
                 }
             }
             "--separate-tiles" => a.separate_tiles = tiles(flag, value),
@@ -322,7 +325,7 @@ fn main() {
         let copies = args.copies.unwrap_or(ROTATION_BYTES.div_ceil(weight_bytes)).max(1);
         let weights: Vec<QuantizedWeights> = (0..copies).map(|_| QuantizedWeights::upload(&rt, &q).unwrap_or_else(|e| panic!("{e}"))).collect();
         // The same weights in fragment order, where that variant runs.
-        let fragment_weights: Vec<QuantizedWeights> = match args.variants.iter().any(|v| v == "fragments") && !format.has_biases() {
+        let fragment_weights: Vec<QuantizedWeights> = match args.variants.iter().any(|v| v == "fragments" || v == "coop_fragments") && !format.has_biases() {
             true => (0..copies).map(|_| QuantizedWeights::upload_in(&rt, &q, QuantLayout::Fragments).unwrap_or_else(|e| panic!("{e}"))).collect(),
             false => vec![],
         };
@@ -387,11 +390,14 @@ fn main() {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
                     }
                 }
-                if variant("coop") {
+                for fragments in [false, true] {
+                    if !variant(if fragments { "coop_fragments" } else { "coop" }) {
+                        continue;
+                    }
                     for &tile in &args.coop_tiles {
                         for &stages in &args.stages {
                             for &tile_copies in &args.tile_copies {
-                                runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits, tile_copies)));
+                                runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits, tile_copies, fragments)));
                             }
                         }
                     }
@@ -409,27 +415,27 @@ fn main() {
                         ..Options::default()
                     },
                     Run::Fused(gemm_tile, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, k_splits, ..GemmOptions::default() }, ..Options::default() },
-                    Run::Coop(tile, stages, k_splits, tile_copies) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, split_sum: args.split_sum, tile_copies }, ..Options::default() },
+                    Run::Coop(tile, stages, k_splits, tile_copies, _) => Options { gemm: GemmOptions { cooperative: Some(true), tile, stages, k_splits, split_sum: args.split_sum, tile_copies }, ..Options::default() },
                 };
                 let ops = Ops::new(&rt).with_options(options);
                 let (threads, cols, words, asked) = match run {
                     Run::Decode((threads, cols, words, splits, _)) => (threads, cols, words, splits),
                     Run::Separate(_, _, splits) | Run::Fragments(_, _, splits, _) => (0, 0, 0, splits),
                     Run::Fused(_, splits) => (0, 0, 0, splits),
-                    Run::Coop(_, _, splits, _) => (0, 0, 0, splits),
+                    Run::Coop(_, _, splits, ..) => (0, 0, 0, splits),
                 };
                 let asked = asked.map_or_else(|| "auto".to_string(), |s| s.to_string());
                 let mut base = serde_json::json!({ "variant": run.variant(), "format": format.name(), "m": m, "n": n, "k": k, "group": group, "threads": threads, "cols": cols, "words": words, "splits_asked": asked });
-                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _, _) | Run::Coop(tile, _, _, _) = run {
+                if let Run::Fused(tile, _) | Run::Separate(tile, _, _) | Run::Fragments(tile, _, _, _) | Run::Coop(tile, ..) = run {
                     base["tile"] = tile.map_or_else(|| "auto".to_string(), |t| t.to_string()).into();
                 }
                 if let Run::Fragments(_, _, _, spec) = run {
                     base["fragment_blocking"] = spec.name().into();
                 }
-                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, _, _) = run {
+                if let Run::Separate(_, stages, _) | Run::Fragments(_, stages, _, _) | Run::Decode((_, _, _, _, stages)) | Run::Coop(_, stages, ..) = run {
                     base["stages_asked"] = stages.map_or_else(|| "auto".to_string(), |s| s.to_string()).into();
                 }
-                let copies_of_run = if let Run::Fragments(..) = run { &fragment_weights } else { &weights };
+                let copies_of_run = if let Run::Fragments(..) | Run::Coop(.., true) = run { &fragment_weights } else { &weights };
                 let call = |w: &QuantizedWeights| match run {
                     Run::Decode(_) | Run::Fragments(..) | Run::Coop(..) => ops.qmatmul(&ab, w, m, DType::F16),
                     Run::Separate(..) => ops.qmatmul_tiled(&ab, w, m, DType::F16),
