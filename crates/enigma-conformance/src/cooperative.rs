@@ -113,52 +113,67 @@ pub fn cooperative_combine_rows_columns_and_elements(rt: &Runtime) -> CaseResult
 /// 32 K values (both columns of a pair in one group), 64 (every column in
 /// the first group) and 1 (a scale per column): the lowerings of each.
 pub fn cooperative_dequantize_into_a_left_operand(rt: &Runtime) -> CaseResult {
-    seeded("cooperative_dequantize_into_a_left_operand", |rng| {
-        let mut k = KernelBuilder::new("cooperative_dequantize");
-        let a = k.buffer("A", Type::F16, Access::Read);
-        let words = k.buffer("W", Type::U32, Access::Read);
-        let scales = k.buffer("S", Type::F16, Access::Read);
-        let d = k.buffer("D", Type::F16, Access::ReadWrite);
-        let o = k.buffer("O", Type::F32, Access::ReadWrite);
-        let scope = ExecutionScope::Simdgroups(4);
-        let shift = k.value("shift", Type::U32);
-        let (a_tile, word_tile, scale_tile) = (k.threadgroup_array("As", Type::F16, 64 * 64), k.threadgroup_array("Ws", Type::U32, 8 * 64), k.threadgroup_array("Ss", Type::F16, 64 * 64));
-        let lid = k.let_("lid", thread_index_in_threadgroup());
-        k.for_range("i", lid, 64u32 * 64, 128u32, |k, i| k.store(a_tile.at(i), a.get(i)));
-        k.for_range("j", lid, 8u32 * 64, 128u32, |k, j| k.store(word_tile.at(j), words.get(j)));
-        k.for_range("s", lid, 64u32 * 64, 128u32, |k, s| k.store(scale_tile.at(s), scales.get(s)));
-        k.threadgroup_barrier(MemFlags::Threadgroup);
-        let w = k.cooperative_tensor("w", Scalar::F16, 64, 64, scope);
-        k.cooperative_dequantize(w, (QuantCode::Int4, QuantLayout::Rows), (word_tile, 0u32, 64u32), (scale_tile, 0u32, 64u32), shift);
-        let desc = Matmul2dDescriptor { transpose_right: true, ..Matmul2dDescriptor::new(64, 64, Some(64)) };
-        let op = Matmul2d::new(desc, scope);
-        let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
-        k.matmul2d_run(&op, w, &Tensor::new(a_tile, [64u32, 64u32]), acc);
-        k.cooperative_store(w, &Tensor::new(d, [64u32, 64u32]));
-        k.cooperative_store(acc, &Tensor::new(o, [64u32, 64u32]));
-        let kernel = finish(k)?;
-        if !rt.device().features.contains(&Feature::CooperativeTensors) {
-            return refused(rt, &kernel);
-        }
-        let p = pipeline(rt, &kernel)?;
-        for shift in [5u32, 6, 0] {
-            let av = halves(64 * 64, rng);
-            let word_v: Vec<u32> = (0..8 * 64).map(|_| rng.gen()).collect();
-            let scale_v: Vec<f32> = (0..64 * 64).map(|_| [0.25f32, -0.5, 1.0, 2.0][rng.gen_range(0..4)]).collect();
-            let (ab, wb, sb) = (upload_f16(rt, &f16_bits(&av))?, upload(rt, &word_v)?, upload_f16(rt, &f16_bits(&scale_v))?);
-            let (db, ob) = (upload_f16(rt, &[f32_to_f16(-1.0); 64 * 64])?, filled(rt, 64 * 64, -1.0f32)?);
-            groups(rt, &p, &[Arg::from(&ab), Arg::from(&wb), Arg::from(&sb), Arg::from(&db), Arg::from(&ob), Arg::u32(shift)], [1, 1, 1], [128, 1, 1])?;
-            // Weight (r, c): column r of N, K value c.
-            let weight = |r: usize, c: usize| QuantCode::Int4.value(word_v[c / 8 * 64 + r] >> (4 * (c % 8))) * scale_v[(c >> shift) * 64 + r];
-            let weights: Vec<f32> = (0..64 * 64).map(|i| weight(i / 64, i % 64)).collect();
-            let got: Vec<f32> = download_u16_bits(&db)?.into_iter().map(f16_to_f32).collect();
-            let at = |i: usize| format!("groups of {} K values: row {}, column {}", 1u32 << shift, i / 64, i % 64);
-            check_f32_exact("the dequantized weights", &got, &weights, at)?;
-            let want: Vec<f32> = (0..64 * 64).map(|i| (0..64).map(|c| weights[i / 64 * 64 + c] as f64 * av[i % 64 * 64 + c] as f64).sum::<f64>() as f32).collect();
-            check_f32_exact("the product", &download::<f32>(&ob)?, &want, at)?;
-        }
-        Ok(())
-    })
+    seeded("cooperative_dequantize_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, QuantLayout::Rows))
+}
+
+/// The same with the words in the tensor cores' fragment order
+/// (`QuantLayout::Fragments`: four units of 64 K values × 16 columns, 128
+/// words each), which `wgmma` lowerings read a thread's four words of a
+/// unit at once.
+pub fn cooperative_dequantize_fragment_order_into_a_left_operand(rt: &Runtime) -> CaseResult {
+    seeded("cooperative_dequantize_fragment_order_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, QuantLayout::Fragments))
+}
+
+fn dequantize_into_a_left_operand(rt: &Runtime, rng: &mut rand::rngs::SmallRng, layout: QuantLayout) -> CaseResult {
+    let mut k = KernelBuilder::new(if layout.is_rows() { "cooperative_dequantize" } else { "cooperative_dequantize_fragments" });
+    let a = k.buffer("A", Type::F16, Access::Read);
+    let words = k.buffer("W", Type::U32, Access::Read);
+    let scales = k.buffer("S", Type::F16, Access::Read);
+    let d = k.buffer("D", Type::F16, Access::ReadWrite);
+    let o = k.buffer("O", Type::F32, Access::ReadWrite);
+    let scope = ExecutionScope::Simdgroups(4);
+    let shift = k.value("shift", Type::U32);
+    // Words from one row of the layout's units to the next (64 columns).
+    let stride = layout.stride(64);
+    let (a_tile, word_tile, scale_tile) = (k.threadgroup_array("As", Type::F16, 64 * 64), k.threadgroup_array("Ws", Type::U32, 8 * 64), k.threadgroup_array("Ss", Type::F16, 64 * 64));
+    let lid = k.let_("lid", thread_index_in_threadgroup());
+    k.for_range("i", lid, 64u32 * 64, 128u32, |k, i| k.store(a_tile.at(i), a.get(i)));
+    k.for_range("j", lid, 8u32 * 64, 128u32, |k, j| k.store(word_tile.at(j), words.get(j)));
+    k.for_range("s", lid, 64u32 * 64, 128u32, |k, s| k.store(scale_tile.at(s), scales.get(s)));
+    k.threadgroup_barrier(MemFlags::Threadgroup);
+    let w = k.cooperative_tensor("w", Scalar::F16, 64, 64, scope);
+    k.cooperative_dequantize(w, (QuantCode::Int4, layout), (word_tile, 0u32, stride), (scale_tile, 0u32, 64u32), shift);
+    let desc = Matmul2dDescriptor { transpose_right: true, ..Matmul2dDescriptor::new(64, 64, Some(64)) };
+    let op = Matmul2d::new(desc, scope);
+    let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
+    k.matmul2d_run(&op, w, &Tensor::new(a_tile, [64u32, 64u32]), acc);
+    k.cooperative_store(w, &Tensor::new(d, [64u32, 64u32]));
+    k.cooperative_store(acc, &Tensor::new(o, [64u32, 64u32]));
+    let kernel = finish(k)?;
+    if !rt.device().features.contains(&Feature::CooperativeTensors) {
+        return refused(rt, &kernel);
+    }
+    let p = pipeline(rt, &kernel)?;
+    for shift in [5u32, 6, 0] {
+        let av = halves(64 * 64, rng);
+        let word_v: Vec<u32> = (0..8 * 64).map(|_| rng.gen()).collect();
+        let scale_v: Vec<f32> = (0..64 * 64).map(|_| [0.25f32, -0.5, 1.0, 2.0][rng.gen_range(0..4)]).collect();
+        let (ab, wb, sb) = (upload_f16(rt, &f16_bits(&av))?, upload(rt, &word_v)?, upload_f16(rt, &f16_bits(&scale_v))?);
+        let (db, ob) = (upload_f16(rt, &[f32_to_f16(-1.0); 64 * 64])?, filled(rt, 64 * 64, -1.0f32)?);
+        groups(rt, &p, &[Arg::from(&ab), Arg::from(&wb), Arg::from(&sb), Arg::from(&db), Arg::from(&ob), Arg::u32(shift)], [1, 1, 1], [128, 1, 1])?;
+        // Weight (r, c): column r of N, K value c, where the layout puts it.
+        let weight = |r: usize, c: usize| {
+            let (unit_row, word, nibble) = layout.locate(c as u32, r as u32);
+            QuantCode::Int4.value(word_v[(unit_row * stride + word) as usize] >> (4 * nibble)) * scale_v[(c >> shift) * 64 + r]
+        };
+        let weights: Vec<f32> = (0..64 * 64).map(|i| weight(i / 64, i % 64)).collect();
+        let got: Vec<f32> = download_u16_bits(&db)?.into_iter().map(f16_to_f32).collect();
+        let at = |i: usize| format!("{layout:?} words, groups of {} K values: row {}, column {}", 1u32 << shift, i / 64, i % 64);
+        check_f32_exact("the dequantized weights", &got, &weights, at)?;
+        let want: Vec<f32> = (0..64 * 64).map(|i| (0..64).map(|c| weights[i / 64 * 64 + c] as f64 * av[i % 64 * 64 + c] as f64).sum::<f64>() as f32).collect();
+        check_f32_exact("the product", &download::<f32>(&ob)?, &want, at)?;
+    }
+    Ok(())
 }
 
 /// Values in {−4, −3.5, …, 4}: products and their sums stay exact in f32.
