@@ -94,7 +94,8 @@
 //!   (operands released at the second barrier after them), half of those
 //!   followed by two barriers and a write to the copy; about three in ten
 //!   untransposed left operands are instead an m×k f32 or f16 cooperative
-//!   tensor filled by `cooperative_dequantize` (`int4` or `fp4`) from the
+//!   tensor filled by `cooperative_dequantize` (`int4` or `fp4`, words in
+//!   rows or in fragment order) from the
 //!   extra inputs `coop_words` and `coop_scales` (scales ±{0.5, 1, 2}),
 //!   each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`); two in
 //!   five reduce the product along its rows or columns (sum, max or min)
@@ -1317,7 +1318,8 @@ impl<'c> Gen<'c> {
 
     /// The left operand of the cooperative phase's product as an m×k
     /// cooperative tensor (f32 or f16) of 4-bit weights: `cooperative_dequantize`
-    /// (`int4` or `fp4`, a group shift from 1 to 4) from the extra inputs
+    /// (`int4` or `fp4`, words in rows or, three in ten, in fragment order,
+    /// a group shift from 1 to 4) from the extra inputs
     /// `coop_words` (random u32) and `coop_scales` (f16 from ±{0.5, 1, 2}),
     /// each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`), at
     /// random in-bounds offsets and strides. Each weight times its scale is
@@ -1325,23 +1327,29 @@ impl<'c> Gen<'c> {
     /// integers every product and sum of the phase stays exact.
     fn dequantized_left(&mut self, body: &mut Block, m: u32, k: u32) -> crate::cooperative::CoopId {
         use crate::cooperative::*;
-        const WORDS: u32 = 96;
         const SCALES: u32 = 288;
         let code = self.ch.pick(&QuantCode::ALL);
         let elem = self.ch.pick(&[Scalar::F32, Scalar::F16]);
         let group_shift = self.ch.range(1, 4);
-        // Word row `c / 8` of weight row `r` is `words[offset + (c / 8)·stride + r]`,
-        // scale row `c >> group_shift` likewise.
-        let stride = self.ch.range(m, m + 8);
-        let offset = self.ch.below(WORDS - ((k / 8 - 1) * stride + m) + 1);
+        // Weight row `r`, K value `c` is nibble `nibble` of
+        // `words[offset + unit_row·stride + word]` (`layout.locate(c, r)`):
+        // in rows, word row `c / 8` of column `r`; in fragment order, `c`
+        // and `r` within the first row of units (k is at most 16). The
+        // words one row of units spans, and at least that many from one
+        // row to the next; scale row `c >> group_shift` of column `r`.
+        let layout = if self.ch.chance(30) { crate::QuantLayout::Fragments } else { crate::QuantLayout::Rows };
+        let span = (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1);
+        let (words_len, unit_rows) = if layout.is_rows() { (96, k / 8) } else { (288, 1) };
+        let stride = self.ch.range(span, span + 8);
+        let offset = self.ch.below(words_len - ((unit_rows - 1) * stride + span) + 1);
         let scale_stride = self.ch.range(m, m + 4);
         let scale_offset = self.ch.below(SCALES - (((k - 1) >> group_shift) * scale_stride + m) + 1);
-        let words = self.input_buffer("coop_words".into(), Scalar::U32, WORDS);
+        let words = self.input_buffer("coop_words".into(), Scalar::U32, words_len);
         let scale_values = [-2.0f32, -1.0, -0.5, 0.5, 1.0, 2.0];
         let data = (0..SCALES).map(|_| f16_bits(scale_values[(self.rng.next() % scale_values.len() as u64) as usize])).collect();
         let scales = self.input_param("coop_scales".into(), Scalar::F16, data);
         let words = if self.ch.chance(40) {
-            self.stage_in_threadgroup(body, words, Scalar::U32, WORDS, "coop_tgw")
+            self.stage_in_threadgroup(body, words, Scalar::U32, words_len, "coop_tgw")
         } else {
             Memory::Buffer(words)
         };
@@ -1356,7 +1364,7 @@ impl<'c> Gen<'c> {
         body.push(stmt(StmtKind::CooperativeDequantize {
             tensor,
             code,
-            layout: crate::QuantLayout::Rows,
+            layout,
             words,
             offset: lit_u32(offset),
             stride: lit_u32(stride),

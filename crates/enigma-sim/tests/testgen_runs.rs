@@ -199,8 +199,8 @@ fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
 }
 
 /// Some cooperative phases multiply a left operand dequantized from 4-bit
-/// weights (both codes, f32 and f16 tensors, words and scales in device
-/// and threadgroup memory); they run clean under the sanitizer and leave
+/// weights (both codes, f32 and f16 tensors, words in rows and in fragment
+/// order, words and scales in device and threadgroup memory); they run clean under the sanitizer and leave
 /// what the same product leaves with that operand read from a buffer of the
 /// weights decoded here (`QuantCode::value` times the scale, rounded to the
 /// tensor's type).
@@ -213,7 +213,7 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         Expr::Literal(l) if l.ty == Scalar::U32 => l.value.as_i64() as u32,
         other => panic!("not a u32 literal: {other:?}"),
     };
-    let (mut seen, mut kinds) = (0, std::collections::BTreeSet::new());
+    let (mut seen, mut kinds, mut layouts) = (0, std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for seed in 0..400 {
         let case = testgen::case(seed);
         let Some(at) = case.kernel.body.iter().position(|s| matches!(s.kind, StmtKind::CooperativeDequantize { .. })) else {
@@ -268,9 +268,11 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         assert_eq!(case.compare_outputs(&dequantized, &run(&direct, false).unwrap()), Ok(()), "seed {seed}\n{}", print(&case.kernel));
         seen += 1;
         kinds.insert((code.name(), t.elem.to_string(), staged_words, staged_scales));
+        layouts.insert(layout.name());
     }
     assert!(seen >= 8, "only {seen} of 400 cases dequantize a left operand");
     assert!(kinds.len() >= 8, "only these (code, type, staged words, staged scales) appeared: {kinds:?}");
+    assert_eq!(layouts.len(), 2, "only these layouts of the words appeared: {layouts:?}");
 }
 
 /// Some cooperative phases reduce their product and combine the result
