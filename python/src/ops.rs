@@ -23,7 +23,7 @@
 use crate::array::{self, Array, BoundArg, Staging, Want};
 use crate::{runtime_err, DispatchError, Runtime};
 use enigma_ir::Scalar;
-use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, LossReduction, Ops, Pool, Options, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
+use enigma_ops::{AxisReduction, AxisScan, Conv2d, DType, Elementwise, GemmOptions, LossReduction, Ops, Pool, Options, QuantLayout, QuantizedMatrix, QuantizedWeights, ReduceOp, ScanKind};
 use enigma_runtime::Buffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -822,8 +822,8 @@ pub fn op_qmatmul<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rt = &runtime.rt;
     let format = enigma_ops::quant::Format::parse(format).map_err(quant_err)?;
-    if !matches!(variant, "auto" | "separate" | "fused") {
-        return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate' or 'fused', not {variant:?}")));
+    if !matches!(variant, "auto" | "separate" | "fused" | "cooperative") {
+        return Err(PyValueError::new_err(format!("qmatmul's variant is 'auto', 'separate', 'fused' or 'cooperative', not {variant:?}")));
     }
     let out = match out {
         "f32" => DType::F32,
@@ -839,7 +839,9 @@ pub fn op_qmatmul<'py>(
     })?;
     let a = enigma_ops::upload_bytes(rt, a).map_err(|e| ops_err(py, e))?;
     let c = {
-        let ops = Recorded::new(Ops::new(rt).with_options(Options { threads, ..Options::default() }).with_cache(runtime.ops_cache.clone()));
+        // The cooperative kernel is `Ops::qmatmul`'s when asked for.
+        let gemm = GemmOptions { cooperative: (variant == "cooperative").then_some(true), ..GemmOptions::default() };
+        let ops = Recorded::new(Ops::new(rt).with_options(Options { threads, gemm, ..Options::default() }).with_cache(runtime.ops_cache.clone()));
         match variant {
             "separate" => ops.qmatmul_tiled(&a, &weights, m, out),
             "fused" => ops.qmatmul_fused(&a, &weights, m, out),

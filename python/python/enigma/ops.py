@@ -1498,16 +1498,25 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
             ``"int4"`` and ``"fp4"`` it sums the products of four packed
             words in float16, sixteen per sum, before widening them, finite
             for |a| <= 4094), the
-            tensor-core kernel above. ``"separate"``: the tensor-core kernel,
-            B tiles decoded from packed words staged in threadgroup memory,
-            each weight rounded to float16 with its scale. ``"fused"``: seed
-            002's fused kernel, B dequantized per SIMD group through one 8×8
-            fragment. The last two read ``"fp4"`` and ``"int4"`` only.
+            tensor-core kernel above (on GPUs whose products are ``wgmma``,
+            the kernel on cooperative tensors from 17 rows for ``"int4"``
+            and 5 for ``"fp4"`` to 128). ``"separate"``: the tensor-core
+            kernel, B tiles decoded from packed words staged in threadgroup
+            memory, each weight rounded to float16 with its scale.
+            ``"fused"``: seed 002's fused kernel, B dequantized per SIMD
+            group through one 8×8 fragment. ``"cooperative"``: the kernel on
+            cooperative tensors at any M (C computed transposed, the weights
+            dequantized into the product's left operand, each rounded to
+            float16 with its scale; N a multiple of 8, on a device with
+            cooperative tensors). The last three read ``"fp4"`` and
+            ``"int4"`` only.
         layout: ``"rows"``, or ``"fragments"`` for weights from
             ``quantize(..., layout="fragments")``: the tensor cores at every
-            M, with ``"auto"`` a decode kernel up to 8 rows and the tiled
-            kernel above, with ``"separate"`` the tiled kernel (``"fused"``
-            reads the rows layout only).
+            M, with ``"auto"`` a decode kernel up to 16 rows and above them
+            the kernel on cooperative tensors where ``"auto"`` picks it, the
+            tiled kernel elsewhere; with ``"separate"`` the tiled kernel, with
+            ``"cooperative"`` the kernel on cooperative tensors
+            (``"fused"`` reads the rows layout only).
         rt: the :class:`enigma.MetalRuntime` to run on.
         device: the device when ``rt`` is not given (default ``"auto"``).
         threads: threads per threadgroup.
@@ -1518,8 +1527,8 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
         the [M, N] product (an N-vector for a vector ``a``) as a numpy array
         of ``out_dtype`` (an ``mx.array`` for an ``mx.array`` ``a``).
     """
-    if variant not in ("auto", "separate", "fused"):
-        raise ValueError(f"qmatmul's variant is 'auto', 'separate' or 'fused', not {variant!r}")
+    if variant not in ("auto", "separate", "fused", "cooperative"):
+        raise ValueError(f"qmatmul's variant is 'auto', 'separate', 'fused' or 'cooperative', not {variant!r}")
     format = _format(format)
     layout = _layout(layout, format)
     k, n, group = _quant_shape(format, packed, scales, layout)
