@@ -123,33 +123,44 @@ def test_qmatmul_matches_numpy(rt, format, m, n, k, group):
     assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * per_product + 1e-7)
 
 
-@pytest.mark.parametrize("variant", ["separate", "fused"])
-@pytest.mark.parametrize("format", ["fp4", "int4"])
-@pytest.mark.parametrize("m,n,k,group", [(1, 8, 64, 32), (9, 100, 192, 64), (17, 36, 128, 32)])
-def test_qmatmul_variants_match_numpy(rt, variant, format, m, n, k, group):
-    """The tensor-core kernels round each dequantized weight to float16
-    before the products: one more rounding per weight in the bound."""
-    r = np.random.default_rng(m * 1000 + n + k + 7)
+def check_tensor_core_product(rt, format, m, n, k, group, seed, layout="rows", **options):
+    """``qmatmul`` with ``options`` against the float64 product: the
+    tensor-core kernels round each dequantized weight to float16 before
+    the products, one more rounding per weight in the bound."""
+    r = np.random.default_rng(seed)
     w = r.uniform(-1, 1, (k, n)).astype(np.float32)
     a = r.uniform(-1, 1, (m, k)).astype(np.float16)
-    packed, scales = ops.quantize(w, format, group=group)
-    dq = decode(format, packed, scales).astype(np.float64)
+    rows, scales = ops.quantize(w, format, group=group)
+    packed = rows if layout == "rows" else ops.quantize(w, format, group=group, layout=layout)[0]
+    dq = decode(format, rows, scales).astype(np.float64)
     want = a.astype(np.float64) @ dq
     bound = np.abs(a.astype(np.float64)) @ np.abs(dq)
-    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, variant=variant, rt=rt)
+    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, layout=layout, rt=rt, **options)
     assert c.shape == (m, n)
     assert np.all(np.abs(c - want) <= bound * (1e-6 + 2.0 ** -11) + 1e-7)
 
 
-def test_qmatmul_refuses_an_unknown_variant_and_affine_for_the_tensor_core_kernels(rt):
+@pytest.mark.parametrize("variant", ["separate", "fused"])
+@pytest.mark.parametrize("format", ["fp4", "int4"])
+@pytest.mark.parametrize("m,n,k,group", [(1, 8, 64, 32), (9, 100, 192, 64), (17, 36, 128, 32)])
+def test_qmatmul_variants_match_numpy(rt, variant, format, m, n, k, group):
+    check_tensor_core_product(rt, format, m, n, k, group, m * 1000 + n + k + 7, variant=variant)
+
+
+def test_qmatmul_refuses_an_unknown_variant_affine_weights_and_an_n_the_cooperative_kernel_cannot_copy(rt):
     w = np.ones((64, 4), dtype=np.float32)
     a = np.ones((2, 64), dtype=np.float16)
     packed, scales = ops.quantize(w, "int4", group=64)
     with pytest.raises(ValueError, match="variant is 'auto', 'separate', 'fused' or 'cooperative', not 'tiled'"):
         ops.qmatmul(a, packed, scales, "int4", variant="tiled", rt=rt)
     packed, scales, biases = ops.quantize(w, "mlx_affine", group=64)
-    with pytest.raises(Exception, match="mlx_affine"):
-        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant="fused", rt=rt)
+    for variant in ("fused", "cooperative"):
+        with pytest.raises(Exception, match="mlx_affine"):
+            ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant=variant, rt=rt)
+    # The kernel on cooperative tensors copies the scales 16 bytes at a time.
+    packed, scales = ops.quantize(np.ones((64, 36), dtype=np.float32), "int4", group=64)
+    with pytest.raises(Exception, match="N = 36 must be a multiple of 8"):
+        ops.qmatmul(a, packed, scales, "int4", variant="cooperative", rt=rt)
 
 
 @pytest.mark.parametrize("layout", ["rows", "fragments"])
@@ -157,30 +168,8 @@ def test_qmatmul_refuses_an_unknown_variant_and_affine_for_the_tensor_core_kerne
 @pytest.mark.parametrize("m,n,k,group", [(1, 16, 64, 32), (17, 48, 192, 64), (9, 112, 128, 128)])
 def test_qmatmul_on_cooperative_tensors_matches_numpy(rt, layout, format, m, n, k, group):
     """The kernel on cooperative tensors, asked for at M where the library
-    would not choose it, in both layouts of the words: each weight rounded
-    to float16 with its scale before the products."""
-    r = np.random.default_rng(m * 1000 + n + k + 13)
-    w = r.uniform(-1, 1, (k, n)).astype(np.float32)
-    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
-    rows, scales = ops.quantize(w, format, group=group)
-    packed = rows if layout == "rows" else ops.quantize(w, format, group=group, layout="fragments")[0]
-    dq = decode(format, rows, scales).astype(np.float64)
-    want = a.astype(np.float64) @ dq
-    bound = np.abs(a.astype(np.float64)) @ np.abs(dq)
-    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, variant="cooperative", layout=layout, rt=rt)
-    assert c.shape == (m, n)
-    assert np.all(np.abs(c - want) <= bound * (1e-6 + 2.0 ** -11) + 1e-7)
-
-
-def test_qmatmul_on_cooperative_tensors_refuses_what_it_does_not_take(rt):
-    w = np.ones((64, 36), dtype=np.float32)
-    a = np.ones((2, 64), dtype=np.float16)
-    packed, scales = ops.quantize(w, "int4", group=64)
-    with pytest.raises(Exception, match="N = 36 must be a multiple of 8"):
-        ops.qmatmul(a, packed, scales, "int4", variant="cooperative", rt=rt)
-    packed, scales, biases = ops.quantize(w[:, :32], "mlx_affine", group=64)
-    with pytest.raises(Exception, match="mlx_affine"):
-        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant="cooperative", rt=rt)
+    would not choose it, in both layouts of the words."""
+    check_tensor_core_product(rt, format, m, n, k, group, m * 1000 + n + k + 13, layout=layout, variant="cooperative")
 
 
 @pytest.mark.parametrize("m,n,k,group", [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64)])
@@ -276,14 +265,4 @@ def test_fragment_layout_holds_the_same_codes(format):
 @pytest.mark.parametrize("format", ["fp4", "int4"])
 @pytest.mark.parametrize("m,n,k,group", [(1, 16, 64, 64), (5, 48, 192, 64), (17, 128, 128, 128)])
 def test_qmatmul_on_fragment_ordered_weights_matches_numpy(rt, format, m, n, k, group):
-    r = np.random.default_rng(m * 1000 + n + k + 11)
-    w = r.uniform(-1, 1, (k, n)).astype(np.float32)
-    a = r.uniform(-1, 1, (m, k)).astype(np.float16)
-    rows, scales = ops.quantize(w, format, group=group)
-    packed, _ = ops.quantize(w, format, group=group, layout="fragments")
-    dq = decode(format, rows, scales).astype(np.float64)
-    want = a.astype(np.float64) @ dq
-    bound = np.abs(a.astype(np.float64)) @ np.abs(dq)
-    c = ops.qmatmul(a, packed, scales, format, out_dtype=np.float32, layout="fragments", rt=rt)
-    assert c.shape == (m, n)
-    assert np.all(np.abs(c - want) <= bound * (1e-6 + 2.0 ** -11) + 1e-7)
+    check_tensor_core_product(rt, format, m, n, k, group, m * 1000 + n + k + 11, layout="fragments")
