@@ -50,17 +50,40 @@ fn every_library_kernel_matches_its_reference_on_the_gpu() {
     }
 }
 
-#[test]
-fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_on_the_gpu() {
+/// The quantized GEMM on cooperative tensors, one test per part of
+/// `enigma_testing::cooperative_qgemm` (each filterable by name, and run
+/// side by side).
+fn on_the_gpu(check: fn(&Runtime, bool)) {
     let rt = match CudaBackend::new() {
         Ok(b) => Runtime::with_backend(Arc::new(b)),
         Err(e) => return enigma_conformance::skip(env!("CARGO_PKG_NAME"), &e),
     };
-    cooperative_qgemm::check_shapes(&rt, false);
-    cooperative_qgemm::check_k_splits(&rt, false);
-    cooperative_qgemm::check_fragment_order(&rt, false);
-    cooperative_qgemm::check_pipeline_depths(&rt, false);
-    cooperative_qgemm::check_rasterisation(&rt, false);
+    check(&rt, false);
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_at_awkward_shapes_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_shapes);
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_with_k_split_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_k_splits);
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_in_fragment_order_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_fragment_order);
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_at_every_pipeline_depth_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_pipeline_depths);
+}
+
+#[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_in_every_walk_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_rasterisation);
 }
 
 #[test]
