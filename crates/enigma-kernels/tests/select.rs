@@ -206,11 +206,15 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
         let p = problem(Format::Int4, QuantLayout::Fragments, m, 11008);
         rows.push(format!("m={m} fragments: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap())));
     }
+    // N a multiple of 16, not of 32: asked for, the threads copy the words
+    // (tile copies asked for are refused below).
+    let p = problem(Format::Fp4, QuantLayout::Fragments, 64, 11024);
+    rows.push(format!("m=64 fragments N=11024 asked: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
     let metal = devices()[2].1.clone();
     let metal4 = DeviceInfo { features: [Feature::CooperativeTensors].into_iter().collect(), ..metal.clone() };
     let refusals = [
         (problem(Format::MlxAffine, QuantLayout::Rows, 16, 11008), asked, &sm_90a),
-        (problem(Format::Fp4, QuantLayout::Fragments, 64, 11024), asked, &sm_90a),
+        (problem(Format::Fp4, QuantLayout::Fragments, 64, 11024), Overrides { gemm: GemmOptions { tile_copies: Some(true), ..asked.gemm }, ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 100), asked, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { threads: Some(256), ..asked }, &sm_90a),
         (problem(Format::Fp4, QuantLayout::Rows, 16, 11008), Overrides { gemm: GemmOptions { tile: Some(GemmTile::new(64, 128, 32, 1, 4)), ..asked.gemm }, ..asked }, &sm_90a),
@@ -234,6 +238,7 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=16 asked 64x128x128/2x4 in 3 splits: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles
     m=64 fragments: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles_fragments
     m=128 fragments: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles_fragments
+    m=64 fragments N=11024 asked: qgemm_coop_fp4_f16_64x64x128_s4_r8_splitk3_fragments
     refused: qmatmul: the quantized GEMM on cooperative tensors: it reads fp4 or int4, not mlx_affine
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 11024 must be a multiple of 32 for tile copies of fragment-ordered words (rows of 256 words)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)

@@ -96,8 +96,10 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// partial tile of 128 columns), K of 4 to 7 units of 64 in groups of 64
 /// and 128, staged by each thread's copies and by tile copies, unsplit
 /// and split 3 ways (summed by the reduction and by each tile's last
-/// threadgroup): C against the f64 product, clean under the sanitizer
-/// where `sanitize`.
+/// threadgroup), and N of 48 and 80 (multiples of 16, not of 32) staged by
+/// the threads' copies, which the selection takes for them unless tile
+/// copies are asked for: C against the f64 product, clean under the
+/// sanitizer where `sanitize`.
 pub fn check_fragment_order(rt: &Runtime, sanitize: bool) {
     let shapes = [[17, 64, 256, 64], [64, 96, 448, 64], [100, 160, 384, 128], [128, 128, 256, 128]];
     for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
@@ -125,6 +127,21 @@ pub fn check_fragment_order(rt: &Runtime, sanitize: bool) {
                 assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], DType::F16);
             }
         }
+    }
+    for (i, n) in [48, 80].into_iter().enumerate() {
+        let (m, k, group, format) = (33, 192, 64, [Format::Fp4, Format::Int4][i]);
+        let ops = Ops::new(rt).with_options(cooperative(sanitize));
+        let x = inputs(rt, format, [m, n, k, group]);
+        let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
+        let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
+        let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, the selection's staging");
+        let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let launches = ops.take_launches();
+        assert!(launches[0].kernel.ends_with("_fragments") && !launches[0].kernel.contains("_tiles"), "{what}: {}", launches[0].kernel);
+        for l in &launches {
+            assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+        }
+        assert_close(&format!("{} {what}", launches[0].kernel), &download(&c, Scalar::F16, m * n).unwrap(), &x, [m, n, k], DType::F16);
     }
 }
 

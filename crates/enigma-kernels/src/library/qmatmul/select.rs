@@ -302,7 +302,8 @@ fn select_tiled(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overr
 /// at the end of the dispatch). An error where the
 /// device has no cooperative tensors, the weights are not FP4/INT4 (in
 /// seed 002's rows or in fragment order), N is not a multiple of 8 (of 32
-/// for fragment-ordered words staged by tile copies), the overrides fix a thread
+/// for fragment-ordered words staged by tile copies asked for; by default
+/// the threads copy other N's), the overrides fix a thread
 /// count, ask for the kernel's sum on a device without fences, or a tile not the kernel's
 /// ([`GemmOptions::tile`](crate::library::select::GemmOptions::tile): `tm`
 /// one of [`COOP_QGEMM_ROWS`], `tn` one of [`COOP_QGEMM_COLUMNS`], `tk` one
@@ -338,7 +339,10 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
         }
     };
     let max_memory = select::limits(device).max_memory_bytes;
-    let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device));
+    // Fragment-ordered words whose rows of units are no whole rows of the
+    // tile copies' view are staged by the threads' copies unless tile
+    // copies are asked for.
+    let tile_copies = g.tile_copies.unwrap_or_else(|| select::tile_copies_by_default(device) && (!fragments || CoopQgemmConfig::takes_fragments(n)));
     if fragments && tile_copies && !CoopQgemmConfig::takes_fragments(n) {
         return refuse(format!("N = {n} must be a multiple of 32 for tile copies of fragment-ordered words (rows of {} words)", crate::library::qgemm_cooperative::FRAGMENT_BOX_WORDS));
     }
