@@ -5,20 +5,22 @@
 //!
 //! The rule: MLX's affine format runs `qmatmul_affine` at any M. Weights in
 //! fragment order run the fragment decode row (`qmatmul_fragments`) up to
-//! its `DECODE_ROWS`, unless the overrides ask for the tensor-core GEMM's
-//! own features (a tile, stages, K splits summed in the kernel), and above
-//! it the GEMM on cooperative tensors where it would run on the row layout
-//! (and N is a multiple of 32, the rows its tile copies take), else the
-//! tensor-core GEMM (`gemm::qgemm`). FP4/INT4 in their row layout run
+//! its `DECODE_ROWS`, unless the overrides ask for a GEMM's features (a
+//! tile, stages, K splits summed in the kernel, which the decode row does
+//! not do), and above it (or when those are asked for) the GEMM on
+//! cooperative tensors where it would run on the row layout, no tile or
+//! stages are asked for and N is a multiple of 32 (the rows its tile
+//! copies take), else the tensor-core GEMM (`gemm::qgemm`). FP4/INT4 in
+//! their row layout run
 //! the decode kernel ([`super::decode`]) up to [`super::decode::DECODE_ROWS`]
 //! rows, or at any M
 //! when the overrides ask for the decode kernel's own blocking (rows,
 //! columns per thread, words per iteration, stages) or for no vector loads; else
 //! the GEMM on cooperative tensors (`qgemm_cooperative`) at
 //! [`cooperative_rows`] where the device's cooperative products are
-//! `wgmma` (unless a tile, a thread count or K splits summed in the kernel
-//! are asked for, which are the tensor-core GEMM's), and the tensor-core
-//! GEMM elsewhere. `GemmOptions::cooperative` `Some(true)` runs the
+//! `wgmma` (unless a tile or a thread count is asked for, which are the
+//! tensor-core GEMM's; both GEMMs sum K splits in the kernel when asked),
+//! and the tensor-core GEMM elsewhere. `GemmOptions::cooperative` `Some(true)` runs the
 //! cooperative one at any M, `Some(false)` never. The fused kernel
 //! (`qgemm_fused`) runs only when named.
 
