@@ -1339,7 +1339,8 @@ impl<'c> Gen<'c> {
         // row to the next; scale row `c >> group_shift` of column `r`.
         let layout = if self.ch.chance(30) { crate::QuantLayout::Fragments } else { crate::QuantLayout::Rows };
         let span = (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1);
-        let (words_len, unit_rows) = if layout.is_rows() { (96, k / 8) } else { (288, 1) };
+        let words_len = if layout.is_rows() { 96 } else { 288 };
+        let unit_rows = k.div_ceil(layout.unit().0);
         let stride = self.ch.range(span, span + 8);
         let offset = self.ch.below(words_len - ((unit_rows - 1) * stride + span) + 1);
         let scale_stride = self.ch.range(m, m + 4);

@@ -102,47 +102,46 @@ pub fn check_shapes(rt: &Runtime, sanitize: bool) {
 /// sanitizer where `sanitize`.
 pub fn check_fragment_order(rt: &Runtime, sanitize: bool) {
     let shapes = [[17, 64, 256, 64], [64, 96, 448, 64], [100, 160, 384, 128], [128, 128, 256, 128]];
-    for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
+    for (i, &shape) in shapes.iter().enumerate() {
         for format in [Format::Fp4, Format::Int4] {
             let summed = |tile_copies: bool, sum: SplitSum| (tile_copies, Some(3), Some(sum));
             for (tile_copies, splits, split_sum) in [(false, None, None), (true, None, None), summed(i % 2 == 0, SplitSum::Reduction), summed(i % 2 == 1, SplitSum::LastThreadgroup)] {
                 let options = cooperative(sanitize);
                 let gemm = GemmOptions { k_splits: splits, split_sum, tile_copies: Some(tile_copies), ..options.gemm };
-                let ops = Ops::new(rt).with_options(Options { gemm, ..options });
-                let x = inputs(rt, format, [m, n, k, group]);
-                let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
-                let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
+                let [m, n, k, group] = shape;
                 let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, tile copies {tile_copies}, splits {splits:?} summed by {split_sum:?}");
-                let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
-                let launches = ops.take_launches();
-                assert!(launches[0].kernel.starts_with("qgemm_coop_") && launches[0].kernel.ends_with("_fragments"), "{what}: {}", launches[0].kernel);
-                assert_eq!(launches[0].kernel.contains("_tiles"), tile_copies, "{what}: {}", launches[0].kernel);
+                let kernels = fragment_order_kernels(rt, Options { gemm, ..options }, format, shape, &what);
+                assert!(kernels[0].starts_with("qgemm_coop_") && kernels[0].ends_with("_fragments"), "{what}: {kernels:?}");
+                assert_eq!(kernels[0].contains("_tiles"), tile_copies, "{what}: {kernels:?}");
                 // The reduction is a second dispatch; the kernel's own sum is not.
                 let dispatches = if split_sum == Some(SplitSum::Reduction) { 2 } else { 1 };
-                assert_eq!(launches.len(), dispatches, "{what}: {:?}", launches.iter().map(|l| &l.kernel).collect::<Vec<_>>());
-                for l in &launches {
-                    assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
-                }
-                let got = download(&c, Scalar::F16, m * n).unwrap();
-                assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], DType::F16);
+                assert_eq!(kernels.len(), dispatches, "{what}: {kernels:?}");
             }
         }
     }
-    for (i, n) in [48, 80].into_iter().enumerate() {
-        let (m, k, group, format) = (33, 192, 64, [Format::Fp4, Format::Int4][i]);
-        let ops = Ops::new(rt).with_options(cooperative(sanitize));
-        let x = inputs(rt, format, [m, n, k, group]);
-        let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
-        let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
-        let what = format!("{format} {m}x{n}x{k} group {group} in fragment order, the selection's staging");
-        let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let launches = ops.take_launches();
-        assert!(launches[0].kernel.ends_with("_fragments") && !launches[0].kernel.contains("_tiles"), "{what}: {}", launches[0].kernel);
-        for l in &launches {
-            assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
-        }
-        assert_close(&format!("{} {what}", launches[0].kernel), &download(&c, Scalar::F16, m * n).unwrap(), &x, [m, n, k], DType::F16);
+    for (format, n) in [(Format::Fp4, 48), (Format::Int4, 80)] {
+        let what = format!("{format} 33x{n}x192 group 64 in fragment order, the selection's staging");
+        let kernels = fragment_order_kernels(rt, cooperative(sanitize), format, [33, n, 192, 64], &what);
+        assert!(kernels[0].ends_with("_fragments") && !kernels[0].contains("_tiles"), "{what}: {kernels:?}");
     }
+}
+
+/// `Ops::qmatmul` with `options` on `format` weights of `[m, n, k, group]`
+/// uploaded in fragment order: the kernels it dispatched, each run clean of
+/// findings, C against the f64 product (`what`, the case, in failures).
+fn fragment_order_kernels(rt: &Runtime, options: Options, format: Format, [m, n, k, group]: [usize; 4], what: &str) -> Vec<String> {
+    let ops = Ops::new(rt).with_options(options);
+    let x = inputs(rt, format, [m, n, k, group]);
+    let q = quant::quantize(format, &enigma_kernels::test_data(k * n, (k * 3 + n) as u64), k, n, group).unwrap();
+    let weights = QuantizedWeights::upload_in(rt, &q, enigma_ir::QuantLayout::Fragments).unwrap();
+    let c = ops.qmatmul(&x.a_buffer, &weights, m, DType::F16).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let launches = ops.take_launches();
+    for l in &launches {
+        assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+    }
+    let got = download(&c, Scalar::F16, m * n).unwrap();
+    assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], DType::F16);
+    launches.into_iter().map(|l| l.kernel).collect()
 }
 
 /// `Ops::qmatmul` asked for the kernel with K split 2, 3 and 5 ways
