@@ -1605,6 +1605,9 @@ impl TensorView {
 ///   `0 ≤ origin[1] <` its columns (the tensor copy engine faults on a
 ///   box wholly outside; zeros before the first row or column are the
 ///   kernel's to write);
+/// * the box starts a multiple of 16 bytes into its row (`origin[1]`
+///   elements): the tensor copy engine reads a box only from a 16-byte
+///   aligned address, and another column is an illegal instruction;
 /// * `extents` and `pitch` are dispatch constants: literals, specialization
 ///   constants and by-value parameters under `+ - * / min max` (the CUDA
 ///   backend describes the matrix to the copy engine before the launch);

@@ -40,7 +40,9 @@ pub const TILE_BARRIERS: u32 = 8;
 /// The largest rows and columns of one `tile_copy` box (the tensor copy
 /// engine's limit per dimension).
 pub const MAX_TILE_BOX: u32 = 256;
-/// `tile_copy`'s alignment in bytes: of a box row, of the source pitch.
+/// `tile_copy`'s alignment in bytes: of a box row, of the source pitch,
+/// of the box's first column in its row (the tensor copy engine reads a
+/// box only from a 16-byte aligned address).
 pub const TILE_ROW_ALIGN: u32 = 16;
 /// `tile_copy`'s alignment in bytes of the destination.
 pub const TILE_DST_ALIGN: u32 = 128;

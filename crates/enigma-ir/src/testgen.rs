@@ -70,8 +70,9 @@
 //!   pitch of a multiple of 4 elements at least the columns; extents and
 //!   pitch literals) into the threadgroup array `tile_tg`, each box at a
 //!   128-byte boundary, with `tile_copy` on one or two of the eight
-//!   barriers, from an origin inside the matrix (a constant, or taken from
-//!   the threadgroup's position), so that boxes past the matrix's last row
+//!   barriers, from an origin inside the matrix at a column a multiple of
+//!   16 bytes into its row (a constant, or taken from the threadgroup's
+//!   position), so that boxes past the matrix's last row
 //!   or column read zeros; then `tile_wait` on each barrier and reads of
 //!   other threads' elements of the boxes into locals.
 //! * **Textures** (with `textures`): a phase at the top level reads one texel
@@ -1098,14 +1099,17 @@ impl<'c> Gen<'c> {
         body.push(stmt(StmtKind::Assign { var, value }));
     }
 
-    /// An i32 coordinate inside `0..extent`, the same in the whole
-    /// threadgroup: a constant, or one taken from the threadgroup's position.
-    fn uniform_coordinate(&mut self, extent: u32) -> Expr {
+    /// An i32 coordinate inside `0..extent` and a multiple of `step`, the
+    /// same in the whole threadgroup: a constant, or one taken from the
+    /// threadgroup's position.
+    fn uniform_coordinate(&mut self, extent: u32, step: u32) -> Expr {
+        let steps = extent.div_ceil(step);
         let value = if self.ch.chance(50) {
-            lit_u32(self.ch.below(extent))
+            lit_u32(self.ch.below(steps))
         } else {
-            bin(BinaryOp::Rem, bin(BinaryOp::Add, component(Builtin::ThreadgroupPositionInGrid, 0), lit_u32(self.ch.below(extent))), lit_u32(extent))
+            bin(BinaryOp::Rem, bin(BinaryOp::Add, component(Builtin::ThreadgroupPositionInGrid, 0), lit_u32(self.ch.below(steps))), lit_u32(steps))
         };
+        let value = if step == 1 { value } else { bin(BinaryOp::Mul, value, lit_u32(step)) };
         cast(Scalar::I32, value)
     }
 
@@ -1122,6 +1126,8 @@ impl<'c> Gen<'c> {
         const BOX_ELEMENTS: u32 = 32;
         let barriers = crate::limits::TILE_BARRIERS;
         let elem = self.elem_type();
+        // A box starts at a multiple of 16 bytes into its row.
+        let column_step = crate::limits::TILE_ROW_ALIGN / elem.size_bytes();
         let (rows, cols) = (self.ch.range(1, 12), self.ch.range(1, 24));
         let pitch = cols.next_multiple_of(4) + 4 * self.ch.below(2);
         let input = self.input_buffer("tile_in".into(), elem, rows * pitch);
@@ -1143,7 +1149,7 @@ impl<'c> Gen<'c> {
                 src: Memory::Buffer(input),
                 extents: [lit_u32(rows), lit_u32(cols)],
                 pitch: lit_u32(pitch),
-                origin: [self.uniform_coordinate(rows), self.uniform_coordinate(cols)],
+                origin: [self.uniform_coordinate(rows, 1), self.uniform_coordinate(cols, column_step)],
                 rows: box_rows,
                 cols: box_cols,
             };

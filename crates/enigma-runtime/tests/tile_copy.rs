@@ -5,8 +5,8 @@
 //! overwriting a stage other threads read since the last barrier, is
 //! reported; two copies on one barrier land at its one wait; and the rules
 //! a GPU would hang on (a wait with no copy, a copy right after a wait with
-//! no barrier between), a copy never waited for and a misaligned pitch
-//! fail with the numbers.
+//! no barrier between), a copy never waited for, a misaligned pitch and a
+//! box starting off 16 bytes into its row fail with the numbers.
 
 use enigma_ir::builder::*;
 use enigma_ir::{Access, Kernel, MemFlags, Scalar, Type};
@@ -120,7 +120,7 @@ fn sanitized() -> Options {
 #[test]
 fn boxes_land_with_zeros_outside_the_matrix() {
     // Boxes hanging over the last rows, the last columns, both, and inside.
-    for origin in [(5, 0), (3, 9), (5, 12), (0, 2)] {
+    for origin in [(5, 0), (3, 8), (5, 12), (0, 4)] {
         let (out, findings) = run(&kernel(Fault::None), 16, origin, &sanitized()).unwrap();
         assert!(findings.is_empty(), "{findings:?}");
         let want: Vec<f32> = (0..2 * BOX.0 * BOX.1)
@@ -136,9 +136,9 @@ fn boxes_land_with_zeros_outside_the_matrix() {
 
 #[test]
 fn copies_on_one_barrier_land_at_its_wait() {
-    let (twice, findings) = run(&kernel(Fault::CopyTwice), 16, (1, 2), &sanitized()).unwrap();
+    let (twice, findings) = run(&kernel(Fault::CopyTwice), 16, (1, 4), &sanitized()).unwrap();
     assert!(findings.is_empty(), "{findings:?}");
-    let (once, _) = run(&kernel(Fault::None), 16, (1, 2), &sanitized()).unwrap();
+    let (once, _) = run(&kernel(Fault::None), 16, (1, 4), &sanitized()).unwrap();
     assert_eq!(twice, once);
 }
 
@@ -180,6 +180,13 @@ fn a_pitch_off_16_bytes_fails_with_the_numbers() {
     // 14 f32 is 56 bytes.
     let err = run(&kernel(Fault::None), 14, (0, 0), &Options::default()).unwrap_err().to_string();
     assert!(err.contains("a pitch of 14 elements: the pitch must be a multiple of 16 bytes"), "{err}");
+}
+
+#[test]
+fn a_box_starting_off_16_bytes_into_its_row_fails_with_the_numbers() {
+    // Column 2 of f32 is 8 bytes into the row.
+    let err = run(&kernel(Fault::None), 16, (0, 2), &Options::default()).unwrap_err().to_string();
+    assert!(err.contains("the box starts at column 2, 8 bytes into its row; the copy engine reads a box from a multiple of 16 bytes"), "{err}");
 }
 
 #[test]

@@ -9,8 +9,8 @@
 //! the last threadgroup barrier (a fast thread's next copy could complete
 //! the barrier's phase twice before a slow thread's wait), a copy never
 //! waited for before the threadgroup ends, a misaligned
-//! destination or pitch, a box past its array or starting outside its
-//! matrix, and a source matrix that is empty, has overlapping rows or does
+//! destination, pitch or first column, a box past its array or starting
+//! outside its matrix, and a source matrix that is empty, has overlapping rows or does
 //! not lie inside its buffer. Under the sanitizer, an access to the destination between
 //! the last barrier and the copy races with it, and one between the copy
 //! and the wait is an access to a copy in flight.
@@ -111,6 +111,16 @@ pub fn copy(ctx: &mut Ctx<'_, '_, '_>, sgs: &[SimdGroup], c: &TileCopyRegs) -> R
     }
     if !(0..rows as i64).contains(&row0) || !(0..cols as i64).contains(&col0) {
         return Err(fault(pc, format!("tile_copy from `{}`: the box starts at row {row0}, column {col0}, outside the {rows} × {cols} matrix; a box starts inside its matrix", name(c.src))));
+    }
+    if !(col0 as u64 * size).is_multiple_of(u64::from(TILE_ROW_ALIGN)) {
+        return Err(fault(
+            pc,
+            format!(
+                "tile_copy from `{}`: the box starts at column {col0}, {} bytes into its row; the copy engine reads a box from a multiple of {TILE_ROW_ALIGN} bytes",
+                name(c.src),
+                col0 as u64 * size
+            ),
+        ));
     }
     let issuer = Who { simdgroup: 0, lane: sgs[0].active.trailing_zeros().min(31), pc };
     for r in 0..u64::from(c.rows) {

@@ -750,7 +750,7 @@ def tile_copy(barrier: Num, dst: Any, src: Any, extents: Any, pitch: Num, origin
     of the row-major matrix of device buffer ``src`` whose ``extents`` are
     ``(rows, columns)`` (a row every ``pitch`` elements; by-value parameters
     and constants) starting at ``origin`` (``(row, column)``, inside the
-    matrix) into threadgroup array element ``dst`` (``tile[i]``) on, row
+    matrix, the column a multiple of 16 bytes into its row) into threadgroup array element ``dst`` (``tile[i]``) on, row
     after row, zeros past the matrix's last row or column; complete at
     :func:`tile_wait` on ``barrier`` (0 to 7). Every thread reaches it with
     the same operands. CUDA sm_90's tensor copy engine; elsewhere the
